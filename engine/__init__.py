@@ -1,0 +1,50 @@
+"""tapelab: an eager autograd engine with PyTorch's API, built to be seen.
+
+``import tapelab as torch`` runs ordinary PyTorch programs in the covered subset.
+The engine imports no notebook package; it emits events that kernel/ and widgets/
+subscribe to.
+"""
+from __future__ import annotations
+
+from . import _dtype, events
+from ._dtype import (bool, double, dtype, float, float16, float32, float64, get_default_dtype, half,
+                     int, int8, int16, int32, int64, long, promote_types, set_default_dtype, short,
+                     uint8)
+from .autograd.grad_mode import (enable_grad, inference_mode, is_grad_enabled,
+                                 is_inference_mode_enabled, no_grad, set_grad_enabled)
+from .creation import *  # noqa: F401,F403
+from .device import device
+from .ops import install_methods
+from .ops.convert import *  # noqa: F401,F403
+from .ops.elementwise import *  # noqa: F401,F403
+from .ops.linalg import *  # noqa: F401,F403
+from .ops.movement import *  # noqa: F401,F403
+from .ops.reduce import *  # noqa: F401,F403
+from .random import Generator, default_generator, initial_seed, manual_seed, seed, get_rng_state, set_rng_state
+from .tensor import Size, Tensor
+from . import autograd  # noqa: E402
+
+install_methods(Tensor)
+FloatTensor = DoubleTensor = LongTensor = Tensor
+
+__version__ = "0.1.0"
+
+
+def is_tensor(obj) -> bool:
+    return isinstance(obj, Tensor)
+
+
+def numel(input: Tensor) -> int:
+    return input.numel()
+
+
+def result_type(*operands) -> dtype:
+    return _dtype.result_type(*operands)
+
+
+def is_floating_point(input: Tensor) -> bool:
+    return input.is_floating_point()
+
+# PyTorch never warns on overflow, division by zero or invalid values: inf and nan flow silently
+import numpy as _np  # noqa: E402
+_np.seterr(all="ignore")

@@ -1,0 +1,108 @@
+"""Finite-difference checks of analytical gradients, like ``torch.autograd.gradcheck``."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..tensor import Tensor
+from .engine import grad as _grad
+
+__all__ = ["gradcheck", "gradgradcheck", "GradcheckError"]
+
+
+class GradcheckError(RuntimeError):
+    """Raised by gradcheck when analytical and numerical Jacobians differ."""
+
+
+def _as_tuple(x):
+    return tuple(x) if isinstance(x, (tuple, list)) else (x,)
+
+
+def _outputs(fn, inputs):
+    return tuple(o for o in _as_tuple(fn(*inputs)) if isinstance(o, Tensor) and o.is_floating_point())
+
+
+def _numerical(fn, inputs, i, eps):
+    """Jacobian block d(outputs)/d(inputs[i]) by central differences, one column per element."""
+    x = inputs[i]
+    data = x._data  # perturbed in place, element by element (works for non-contiguous views too)
+    cols = []
+    for k in range(data.size):  # grad stays on: ``fn`` may itself differentiate (gradgradcheck)
+        idx = np.unravel_index(k, data.shape)
+        orig = data[idx].item()
+        data[idx] = orig + eps
+        plus = [o.detach().__array__().astype(np.float64).ravel().copy() for o in _outputs(fn, inputs)]
+        data[idx] = orig - eps
+        minus = [o.detach().__array__().astype(np.float64).ravel().copy() for o in _outputs(fn, inputs)]
+        data[idx] = orig
+        cols.append(np.concatenate([(p - m) / (2 * eps) for p, m in zip(plus, minus)]) if plus else np.zeros(0))
+    if not cols:
+        return np.zeros((sum(o.numel() for o in _outputs(fn, inputs)), 0))
+    return np.stack(cols, axis=1)
+
+
+def _analytical(fn, inputs, i, create_graph=False):
+    from ..creation import zeros_like
+    outs = _outputs(fn, inputs)
+    rows = []
+    for o in outs:
+        for k in range(o.numel()):
+            v = zeros_like(o)
+            v._data[np.unravel_index(k, v._data.shape)] = 1
+            (g,) = _grad([o], [inputs[i]], [v], retain_graph=True, allow_unused=True)
+            rows.append(np.zeros(inputs[i].numel()) if g is None else g.detach().__array__().astype(np.float64).ravel())
+    return np.stack(rows) if rows else np.zeros((0, inputs[i].numel()))
+
+
+def gradcheck(func, inputs, *, eps: float = 1e-6, atol: float = 1e-5, rtol: float = 1e-3,
+              raise_exception: bool = True, nondet_tol: float = 0.0, check_undefined_grad: bool = True,
+              fast_mode: bool = False, **_) -> bool:
+    """Compare the vjp-built Jacobian of ``func`` at ``inputs`` with central differences.
+
+    Inputs that require grad should be float64. Raises ``GradcheckError`` naming the input
+    and the worst element on mismatch (or returns False with ``raise_exception=False``).
+
+    >>> x = tapelab.randn(3, dtype=tapelab.float64, requires_grad=True)
+    >>> tapelab.autograd.gradcheck(tapelab.sin, (x,))
+    True
+    """
+    inputs = _as_tuple(inputs)
+    for i, x in enumerate(inputs):
+        if not (isinstance(x, Tensor) and x.requires_grad):
+            continue
+        if x.dtype.itemsize < 8:
+            import warnings
+            warnings.warn(f"gradcheck: input {i} is {x.dtype}, not float64; the check may fail from rounding")
+        num = _numerical(func, inputs, i, eps)
+        ana = _analytical(func, inputs, i)
+        if num.shape != ana.shape or not np.allclose(ana, num, rtol=rtol, atol=atol):
+            if not raise_exception:
+                return False
+            diff = np.abs(ana - num) if num.shape == ana.shape else None
+            where = np.unravel_index(np.argmax(diff), diff.shape) if diff is not None and diff.size else None
+            raise GradcheckError(
+                f"Jacobian mismatch for output 0 with respect to input {i} (shape {list(x.shape)}),\n"
+                f"numerical:{num}\nanalytical:{ana}\n"
+                + (f"largest difference {diff[where]:.3g} at (output, input) element {tuple(map(int, where))}"
+                   if where is not None else f"shapes differ: {num.shape} vs {ana.shape}"))
+    return True
+
+
+def gradgradcheck(func, inputs, grad_outputs=None, *, eps: float = 1e-6, atol: float = 1e-5,
+                  rtol: float = 1e-3, raise_exception: bool = True, **_) -> bool:
+    """gradcheck of the gradient itself: checks second derivatives through ``create_graph``."""
+    from ..creation import randn
+    inputs = _as_tuple(inputs)
+    diff_idx = [i for i, x in enumerate(inputs) if isinstance(x, Tensor) and x.requires_grad]
+    outs = _outputs(func, inputs)
+    if grad_outputs is None:
+        grad_outputs = [randn(o.shape, dtype=o.dtype, requires_grad=True) for o in outs]
+    grad_outputs = list(_as_tuple(grad_outputs))
+
+    def first_grads(*args):
+        xs, gos = args[:len(inputs)], args[len(inputs):]
+        out = _outputs(func, xs)
+        gs = _grad(list(out), [xs[i] for i in diff_idx], list(gos), create_graph=True, allow_unused=True)
+        return tuple(g for g in gs if g is not None)
+
+    return gradcheck(first_grads, tuple(inputs) + tuple(grad_outputs), eps=eps, atol=atol, rtol=rtol,
+                     raise_exception=raise_exception)

@@ -1,0 +1,173 @@
+"""Nodes of the dynamic autograd graph (``tensor.grad_fn``) and the documented walk API.
+
+Every node has ``name()``, ``next_functions`` (a tuple of ``(node, output_nr)`` with
+``(None, 0)`` for inputs that need no gradient), ``metadata`` (a dict for users and
+tools), and ``saved_tensors``. ``OpNode`` is one recorded primitive; ``AccumulateGrad``
+sinks gradients into a leaf; ``autograd.Function`` adds its own node type.
+"""
+from __future__ import annotations
+
+import itertools
+import sys
+import weakref
+
+__all__ = ["Node", "OpNode", "AccumulateGrad"]
+
+_seq = itertools.count()
+
+FREED_MSG = ("Trying to backward through the graph a second time (or directly access saved tensors "
+             "after they have already been freed). Saved intermediate values of the graph are freed "
+             "when you call .backward() or autograd.grad(). Specify retain_graph=True if you need to "
+             "backward through the graph a second time or if you need to access saved tensors after "
+             "calling backward.")
+
+
+class Node:
+    """Base of every grad_fn."""
+
+    __slots__ = ("edges", "seq", "pre_hooks", "hooks", "_metadata", "__weakref__")
+    n_outputs = 1
+
+    def name(self) -> str:
+        return type(self).__name__
+
+    @property
+    def next_functions(self) -> tuple:
+        return tuple(e if e is not None else (None, 0) for e in self.edges)
+
+    @property
+    def metadata(self) -> dict:
+        if self._metadata is None:
+            self._metadata = {}
+        return self._metadata
+
+    def register_hook(self, fn):
+        """``fn(grad_inputs, grad_outputs)`` runs after this node; may return new grad_inputs."""
+        if self.hooks is None:
+            self.hooks = []
+        self.hooks.append(fn)
+        return _Handle(self.hooks, fn)
+
+    def register_prehook(self, fn):
+        """``fn(grad_outputs)`` runs before this node; may return new grad_outputs."""
+        return self._add_prehook(-1, fn)
+
+    def _add_prehook(self, key, fn):
+        if self.pre_hooks is None:
+            self.pre_hooks = {}
+        lst = self.pre_hooks.setdefault(key, [])
+        lst.append(fn)
+        return _Handle(lst, fn)
+
+    def __repr__(self) -> str:
+        return f"<{self.name()} object at {hex(id(self))}>"
+
+    # engine protocol: run(grad_outputs) -> one gradient (or None) per edge; release() frees buffers
+    def release(self) -> None:
+        pass
+
+
+class _Handle:
+    """Removable handle, like ``torch.utils.hooks.RemovableHandle``."""
+
+    __slots__ = ("_list", "_fn")
+
+    def __init__(self, lst, fn):
+        self._list, self._fn = lst, fn
+
+    def remove(self) -> None:
+        if self._fn in self._list:
+            self._list.remove(self._fn)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.remove()
+
+
+class OpNode(Node):
+    """A recorded application of a registered op."""
+
+    __slots__ = ("op", "inputs", "params", "out_data", "out_vc", "versions", "freed_by", "module")
+
+    def __init__(self, op, inputs, params, edges, out_data, out_vc, versions):
+        self.op, self.inputs, self.params, self.edges = op, inputs, params, edges
+        self.out_data, self.out_vc, self.versions = out_data, out_vc, versions
+        self.seq = next(_seq)
+        self.pre_hooks = self.hooks = self._metadata = self.freed_by = None
+        self.module = ""
+
+    def name(self) -> str:
+        return self.op.backward_name
+
+    @property
+    def saved_tensors(self) -> tuple:
+        if self.inputs is None:
+            raise RuntimeError(FREED_MSG)
+        saved = tuple(t for t in self.inputs if isinstance(t, Tensor))
+        if self.op.save_output:
+            saved += (self._output(),)
+        return saved
+
+    def _output(self):
+        return Tensor._wrap(self.out_data, True, self, 0, self.out_vc)
+
+    def run(self, grads):
+        if self.inputs is None:
+            raise RuntimeError(f"{FREED_MSG} (The buffers of {self.name()} were freed by "
+                               f"{self.freed_by}; pass retain_graph=True to the first call, "
+                               f"or re-run the cell that builds the graph.)")
+        if self.versions is not None:
+            self._check_versions()
+        g = grads[0]
+        if g is None:
+            return (None,) * len(self.edges)
+        out = self._output() if self.op.save_output else None
+        return self.op.vjp(g, out, *self.inputs, **self.params)
+
+    def _check_versions(self):
+        for i, v in self.versions:
+            t = self.inputs[i] if i >= 0 else None
+            vc = t._vc if t is not None else self.out_vc
+            if vc[0] != v:
+                shape = list(t.shape) if t is not None else list(self.out_data.shape)
+                dt = (t.dtype if t is not None else None)
+                raise RuntimeError(
+                    "one of the variables needed for gradient computation has been modified by an "
+                    f"inplace operation: [{dt or 'output'} {shape}], which is "
+                    f"{'input ' + str(i) if i >= 0 else 'the output'} of {self.name()}, is at version "
+                    f"{vc[0]}; expected version {v} instead. Hint: enable anomaly detection to find "
+                    "the operation that failed to compute its gradient, with "
+                    "tapelab.autograd.set_detect_anomaly(True).")
+
+    def release(self, by: str = "backward()") -> None:
+        self.inputs = self.out_data = None
+        self.freed_by = by
+
+
+class AccumulateGrad(Node):
+    """Sinks a gradient into ``variable.grad`` of a leaf tensor.
+
+    The leaf owns this node and the node refers back weakly: a leaf nobody holds any more
+    has no ``.grad`` anyone could read, so its gradient is dropped.
+    """
+
+    __slots__ = ("_variable",)
+
+    def __init__(self, variable):
+        self._variable = weakref.ref(variable)
+        self.edges = ()
+        self.seq = sys.maxsize  # leaves run as soon as they are ready
+        self.pre_hooks = self.hooks = self._metadata = None
+
+    @property
+    def variable(self):
+        return self._variable()
+
+    @property
+    def saved_tensors(self) -> tuple:
+        return ()
+
+
+from ..tensor import Tensor  # noqa: E402  (tensor.py needs this module's names lazily only)

@@ -1,0 +1,268 @@
+"""The dispatcher: the one choke point every tensor operation passes.
+
+``apply(op, *args, **params)`` promotes dtypes, checks devices, runs the forward in the
+device's array namespace, wraps the result and records an autograd node when needed.
+Anything else (tape, profiler, tracing, capture) happens behind one flag, ``STATE.slow``:
+with no subscriber and no mode the eager path pays a single attribute test.
+"""
+from __future__ import annotations
+
+import itertools
+import time
+
+from . import events
+from ._dtype import from_np, get_default_dtype, result_type
+from .autograd.grad_mode import STATE as GRAD
+from .autograd.graph import OpNode
+from .ops.registry import ALL, NONE
+
+__all__ = ["apply", "apply_", "STATE", "push_mode", "pop_mode", "module_scope"]
+
+
+class _DispatchState:
+    __slots__ = ("slow", "modes", "module_path", "anomaly", "_seq")
+
+    def __init__(self):
+        self.slow = False
+        self.modes: list = []          # interpreters that take over dispatch (tracing, capture)
+        self.module_path: list = []     # nn.Module scope, kept while someone is watching
+        self.anomaly = False
+        self._seq = itertools.count()
+
+
+STATE = _DispatchState()
+
+
+def _refresh() -> None:
+    STATE.slow = bool(STATE.modes) or STATE.anomaly or events.has_subscribers("op")
+
+
+events.on_change(_refresh)
+
+
+def push_mode(mode) -> None:
+    """Install an interpreter whose ``dispatch(op, args, params)`` receives every op."""
+    STATE.modes.append(mode)
+    _refresh()
+
+
+def pop_mode(mode) -> None:
+    STATE.modes.remove(mode)
+    _refresh()
+
+
+def set_anomaly(enabled: bool) -> None:
+    STATE.anomaly = enabled
+    _refresh()
+
+
+class module_scope:
+    """Names the nn.Module whose forward is running, for ops recorded inside it."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __enter__(self):
+        STATE.module_path.append(self.name)
+
+    def __exit__(self, *exc):
+        STATE.module_path.pop()
+
+
+def apply(op, *args, **params):
+    """Run ``op`` on Tensors (and Python numbers where the op takes them)."""
+    if STATE.slow:
+        return _observed(op, args, params)
+    return eager(op, args, params)
+
+
+def eager(op, args, params):
+    arrays = []
+    dev = dt = None
+    req = mixed = flt = False
+    for a in args:
+        if isinstance(a, Tensor):
+            data = a._data
+            arrays.append(data)
+            if dev is not a._device:
+                if dev is None:
+                    dev, dt = a._device, data.dtype
+                else:
+                    _device_mismatch(op, args)
+            elif data.dtype != dt:
+                mixed = True
+            if a.requires_grad:
+                req = True
+        else:
+            arrays.append(a)
+            if type(a) is float:
+                flt = True
+            elif type(a) is not int and type(a) is not bool:
+                mixed = True
+    if op.promote is not None and (mixed or ((flt or op.promote == "float") and dt.kind != "f")):
+        promoted = _promote(op, args)
+        if promoted is not args:
+            return eager(op, promoted, params)
+    try:
+        out = op.fwd(dev._xp or dev.xp, *arrays, **params)
+    except (ValueError, TypeError, IndexError) as e:
+        raise _forward_error(op, args, params, e) from None
+    if op.n_extra:
+        out, *extras = out
+    if type(out) is not _ndarray:
+        out = dev.xp.asarray(out)
+    res = _new(Tensor)
+    res._data = out
+    res._out_nr = 0
+    res._device = dev
+    res.grad = None
+    res._vc = args[0]._vc if op.is_view else [0]
+    if req and GRAD.enabled and out.dtype.kind == "f" and op.vjp is not None:
+        res.requires_grad = True
+        res.grad_fn = _record(op, args, params, out, res._vc)
+    else:
+        res.requires_grad = False
+        res.grad_fn = None
+    if op.n_extra:
+        return (res, *[Tensor._wrap(dev.xp.asarray(e), False, None, 0, [0], dev) for e in extras])
+    return res
+
+
+def _record(op, args, params, out, out_vc):
+    edges = []
+    nreq = 0
+    for a in args:
+        if isinstance(a, Tensor) and a.requires_grad:
+            fn = a.grad_fn
+            edges.append((fn, a._out_nr) if fn is not None else (a._accumulator(), 0))
+            nreq += 1
+        else:
+            edges.append(None)
+    saves = op.saves
+    if saves is NONE:
+        versions = [(-1, out_vc[0])] if op.save_output else None
+    else:
+        # OTHERS: input i's value is read only when some other input needs grad
+        others = saves is not ALL
+        versions = [(i, a._vc[0]) for i, a in enumerate(args)
+                    if isinstance(a, Tensor) and not (others and nreq - (edges[i] is not None) == 0)]
+        if op.save_output:
+            versions.append((-1, out_vc[0]))
+    node = OpNode(op, args, params, tuple(edges), out if op.save_output else None, out_vc, versions)
+    if STATE.module_path:
+        node.module = STATE.module_path[-1]
+    return node
+
+
+def _promote(op, args):
+    """Cast tensor operands to PyTorch's result dtype; Python numbers stay as they are."""
+    if not all(isinstance(a, (Tensor, int, float)) for a in args):
+        return tuple(a if isinstance(a, (Tensor, int, float)) else _as_operand(a, op) for a in args)
+    rt = result_type(*args)
+    if op.promote == "float" and not rt.is_floating_point:
+        rt = get_default_dtype()
+    if all(a._data.dtype == rt.np for a in args if isinstance(a, Tensor)):
+        return args
+    return tuple(a.to(rt) if isinstance(a, Tensor) and a._data.dtype != rt.np else a for a in args)
+
+
+def _as_operand(a, op):
+    """numpy scalars become Python numbers, array-likes become tensors."""
+    import numpy as np
+    if isinstance(a, np.generic):
+        return a.item()
+    if isinstance(a, (np.ndarray, list, tuple)):
+        from .creation import tensor
+        return tensor(a)
+    raise TypeError(f"{op.name}(): expected Tensor or number operands, got {type(a).__name__}")
+
+
+def _forward_error(op, args, params, e: Exception) -> Exception:
+    """Turn a backend error into PyTorch's exception type, naming the op, shapes and dtypes."""
+    shapes = [tuple(a.shape) for a in args if isinstance(a, Tensor)]
+    what = ", ".join(f"{a.dtype.name}{list(a.shape)}@{a.device}" if isinstance(a, Tensor) else repr(a)
+                     for a in args)
+    msg = str(e)
+    if "broadcast" in msg and len(shapes) >= 2:
+        return RuntimeError(_broadcast_message(shapes) + f" (in {op.name}({what}))")
+    kind = IndexError if isinstance(e, IndexError) else RuntimeError
+    return kind(f"{op.name}({what}{', ' if params else ''}"
+                f"{', '.join(f'{k}={v!r}' for k, v in params.items())}) failed: {msg}")
+
+
+def _broadcast_message(shapes) -> str:
+    nd = max(len(s) for s in shapes)
+    padded = [(1,) * (nd - len(s)) + tuple(s) for s in shapes]
+    for d in range(nd):
+        sizes = {p[d] for p in padded} - {1}
+        if len(sizes) > 1:
+            a, b = [p[d] for p in padded if p[d] != 1][:2]
+            return (f"The size of tensor a ({a}) must match the size of tensor b ({b}) at "
+                    f"non-singleton dimension {d}")
+    return f"shapes {[list(s) for s in shapes]} cannot be broadcast together"
+
+
+def _device_mismatch(op, args):
+    devs = ", ".join(f"{a.device} {list(a.shape)}" for a in args if isinstance(a, Tensor))
+    raise RuntimeError(f"Expected all tensors to be on the same device, but found at least two "
+                       f"devices in {op.name}: {devs}. Move them with .to(device) first.")
+
+
+def _observed(op, args, params):
+    if STATE.modes:
+        return STATE.modes[-1].dispatch(op, args, params)
+    start = time.perf_counter_ns()
+    out = eager(op, args, params)
+    dur = time.perf_counter_ns() - start
+    res = out[0] if isinstance(out, tuple) else out
+    if STATE.anomaly:
+        from .autograd.anomaly import check_forward
+        check_forward(op, args, res)
+    if events.has_subscribers("op"):
+        events.emit("op", events.OpRecorded(
+            seq=next(STATE._seq), op=op.name,
+            inputs=tuple(a._uid() if isinstance(a, Tensor) else None for a in args),
+            input_shapes=tuple(tuple(a.shape) if isinstance(a, Tensor) else () for a in args),
+            output=res._uid(), shape=tuple(res.shape), dtype=res.dtype.name, device=str(res._device),
+            requires_grad=res.requires_grad, duration_ns=dur, start_ns=start,
+            module=".".join(p for p in STATE.module_path if p) if STATE.module_path else "",
+            tensors=(args, res)))
+    return out
+
+
+def apply_(op, target, *args, **params):
+    """In-place form: computes ``op(target, *args)`` and writes it into ``target``'s memory."""
+    grad_on = GRAD.enabled
+    if grad_on and target.requires_grad and target.grad_fn is None:
+        raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
+    src = target
+    if grad_on and (target.requires_grad or any(isinstance(a, Tensor) and a.requires_grad for a in args)):
+        # the recorded node must see target's value and graph position from before the write
+        keep = op.saves is ALL or (op.saves is not NONE and
+                                   any(isinstance(a, Tensor) and a.requires_grad for a in args))
+        src = Tensor._wrap(target._data.copy() if keep else target._data, target.requires_grad,
+                           target.grad_fn, target._out_nr, [0] if keep else target._vc, target._device)
+    out = apply(op, src, *args, **params)
+    if isinstance(out, tuple):
+        out = out[0]
+    if out._data.dtype != target._data.dtype and not _can_cast(out._data.dtype, target._data.dtype):
+        raise RuntimeError(f"result type {from_np(out._data.dtype).name.capitalize()} can't be cast to "
+                           f"the desired output type {target.dtype.name.capitalize()} (in-place {op.name}_)")
+    if out._data.shape != target._data.shape:
+        raise RuntimeError(f"output with shape {list(target.shape)} doesn't match the broadcast shape "
+                           f"{list(out.shape)} (in-place {op.name}_)")
+    target._data[...] = out._data
+    target._vc[0] += 1
+    if out.grad_fn is not None:
+        target.grad_fn, target._out_nr, target.requires_grad = out.grad_fn, 0, True
+    return target
+
+
+def _can_cast(src, dst) -> bool:
+    order = "biuf"
+    return order.index(src.kind if src.kind != "u" else "i") <= order.index(dst.kind if dst.kind != "u" else "i")
+
+
+from .tensor import Tensor, _ndarray, _new  # noqa: E402  (tensor.py imports apply lazily through methods)

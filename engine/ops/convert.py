@@ -1,0 +1,72 @@
+"""Dtype and device conversion (``Tensor.to``), differentiable across both."""
+from __future__ import annotations
+
+from .. import _dtype
+from ..device import device as Device
+from ..dispatch import apply
+from .registry import NONE, Op
+from ._util import Tensor
+
+__all__ = ["to"]
+METHODS = ()
+
+
+def _cast_fwd(xp, x, *, dtype):
+    return x.astype(dtype.np, copy=False)
+
+
+cast = Op("cast", _cast_fwd, lambda g, out, x, *, dtype: (g.to(x.dtype),), saves=NONE, elementwise=True)
+
+
+def _move_fwd(xp, x, *, device):
+    if device.type == "cpu":
+        return x.get() if hasattr(x, "get") else x
+    with device.xp.cuda.Device(device.index):
+        return device.xp.asarray(x)
+
+
+def _move(x: Tensor, dev: Device) -> Tensor:
+    # the forward runs on the source device's namespace; the result lives on ``dev``
+    out = apply(move, x, device=dev)
+    out._device = dev
+    return out
+
+
+move = Op("to_device", _move_fwd, lambda g, out, x, *, device: (g.to(x.device),), saves=NONE)
+
+
+def _parse_to_args(args, kwargs):
+    dev = kwargs.pop("device", None)
+    dt = kwargs.pop("dtype", None)
+    copy = kwargs.pop("copy", False)
+    kwargs.pop("non_blocking", None)
+    kwargs.pop("memory_format", None)
+    if kwargs:
+        raise TypeError(f"to() got unexpected keyword arguments {sorted(kwargs)}")
+    for a in args:
+        if isinstance(a, _dtype.dtype):
+            dt = a
+        elif isinstance(a, Tensor):
+            dev, dt = a.device, a.dtype
+        elif isinstance(a, (str, Device)):
+            dev = Device(a)
+        elif isinstance(a, bool):
+            pass
+        else:
+            raise TypeError(f"to() received an invalid combination of arguments: {a!r}")
+    return (Device(dev) if dev is not None else None), dt, copy
+
+
+def to(x: Tensor, *args, **kwargs) -> Tensor:
+    """Return ``x`` on the requested device and dtype (``x`` itself when nothing changes)."""
+    if len(args) == 1 and not kwargs and isinstance(args[0], _dtype.dtype):  # the common .to(dtype)
+        return x if args[0].np == x._data.dtype else apply(cast, x, dtype=args[0])
+    dev, dt, copy = _parse_to_args(args, kwargs)
+    out = x
+    if dev is not None and dev is not x._device:
+        out = _move(out, dev)
+    if dt is not None and dt.np != out._data.dtype:
+        out = apply(cast, out, dtype=dt)
+    if out is x and copy:
+        out = x.clone()
+    return out

@@ -1,0 +1,65 @@
+"""The op registry: each primitive is declared once, and every mode reads that declaration.
+
+An ``Op`` holds the forward (``fwd(xp, *arrays, **params)`` on backend arrays), the
+vector-Jacobian product (``vjp(g, out, *inputs, **params)`` written with Tensor ops, so
+it is itself differentiable), and the metadata the dispatcher, tracer, capture,
+profiler and ONNX exporter need.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+__all__ = ["Op", "defop", "REGISTRY"]
+
+REGISTRY: dict[str, "Op"] = {}
+
+# Which input values a vjp reads, so only those are saved and version-checked:
+NONE, ALL, OTHERS = "none", "all", "others"  # OTHERS: input j only when another input needs grad
+
+
+class Op:
+    """A primitive operation.
+
+    Args:
+        name: the public name (``"add"``), also the tape and graph label.
+        fwd: ``fwd(xp, *arrays, **params) -> array`` (or a tuple whose first item is the
+            differentiable output and the rest are non-differentiable extras).
+        vjp: ``vjp(g, out, *inputs, **params) -> tuple`` with one gradient (or None) per
+            input; ``None`` marks the op non-differentiable. Outputs that are not floating
+            point never require grad, so integer/bool results need no vjp.
+        promote: dtype rule applied by the dispatcher: ``None`` (none), ``"common"``
+            (PyTorch promotion across tensor and scalar inputs), ``"float"`` (common, then
+            integers become the default float).
+        saves: which input values the vjp reads (``"none"``, ``"all"``, ``"others"``).
+        save_output: whether the vjp reads ``out``.
+        elementwise: a pure elementwise map (fusion groups these).
+        n_extra: number of non-differentiable extra outputs (e.g. indices of ``max``).
+        is_view: the forward returns a view of input 0, which then shares its version counter.
+        onnx: the ONNX lowering; cost: a FLOP estimate for the profiler (both optional).
+    """
+
+    __slots__ = ("name", "fwd", "vjp", "promote", "saves", "save_output", "elementwise",
+                 "n_extra", "is_view", "onnx", "cost", "backward_name")
+
+    def __init__(self, name: str, fwd: Callable, vjp: Callable | None = None, *,
+                 promote: str | None = None, saves: str = ALL, save_output: bool = False,
+                 elementwise: bool = False, n_extra: int = 0,
+                 is_view: bool = False, onnx=None, cost=None):
+        if name in REGISTRY:
+            raise ValueError(f"op {name!r} is already registered")
+        self.name, self.fwd, self.vjp = name, fwd, vjp
+        self.promote, self.saves, self.save_output = promote, saves, save_output
+        self.elementwise, self.n_extra = elementwise, n_extra
+        self.is_view, self.onnx, self.cost = is_view, onnx, cost
+        self.backward_name = "".join(p.capitalize() for p in name.split("_")) + "Backward0"
+        REGISTRY[name] = self
+
+    def __repr__(self) -> str:
+        return f"<op {self.name}>"
+
+
+def defop(name: str, vjp: Callable | None = None, **meta) -> Callable[[Callable], Op]:
+    """Decorator form: ``@defop("exp", lambda g, out, x: (g * out,), save_output=True)``."""
+    def register(fwd: Callable) -> Op:
+        return Op(name, fwd, vjp, **meta)
+    return register

@@ -1,0 +1,1 @@
+"""The kernel side of tapelab in Jupyter."""

@@ -1,0 +1,155 @@
+"""Tests generated from the op database (tests/opdb): PyTorch CPU is the oracle.
+
+WHAT'S TESTED, for every OpInfo and sample:
+- forward values and dtypes against torch, in float32 and float64;
+- gradients of every differentiable input against torch (a random cotangent);
+- gradcheck (finite differences) and gradgradcheck in float64;
+- error inputs raise PyTorch's exception type with a clear message.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import tapelab
+from opdb import OP_DB
+from opdb.core import Sample
+
+DT = {"float32": (tapelab.float32, torch.float32, np.float32),
+      "float64": (tapelab.float64, torch.float64, np.float64)}
+
+
+def _convert(m, value, dtype_name, requires_grad, noncontig):
+    """numpy array -> tensor of library m (float arrays cast to the dtype under test)."""
+    if isinstance(value, np.ndarray):
+        a = value.astype(DT[dtype_name][2]) if value.dtype.kind == "f" else value
+        if noncontig and a.ndim >= 2:
+            t = m.tensor(np.ascontiguousarray(a.swapaxes(-1, -2))).transpose(-1, -2)
+        else:
+            t = m.tensor(a)
+        if requires_grad and a.dtype.kind == "f":
+            t = t.detach().requires_grad_(True) if not noncontig else t.requires_grad_(True) if t.is_leaf else t
+        return t
+    if isinstance(value, (list, tuple)) and value and all(isinstance(v, np.ndarray) for v in value):
+        return type(value)(_convert(m, v, dtype_name, requires_grad, noncontig) for v in value)
+    return value
+
+
+def _leaves(args):
+    out = []
+    for a in args:
+        if isinstance(a, (list, tuple)):
+            out.extend(_leaves(a))
+        elif hasattr(a, "requires_grad") and a.requires_grad:
+            out.append(a)
+    return out
+
+
+def _build(m, op, sample: Sample, dtype_name, requires_grad):
+    args = []
+    for i, v in enumerate(sample.args):
+        rg = requires_grad and (op.differentiable_args is None or i in op.differentiable_args)
+        args.append(_convert(m, v, dtype_name, rg, sample.noncontig))
+    kwargs = {k: _convert(m, v, dtype_name, False, False) for k, v in sample.kwargs.items()}
+    return args, kwargs
+
+
+def _np(t):
+    if isinstance(t, torch.Tensor):
+        return t.detach().numpy()
+    return np.asarray(t.detach())
+
+
+def _flat_outputs(out):
+    return list(out) if isinstance(out, (tuple, list)) else [out]
+
+
+def _cases():
+    for op in OP_DB:
+        for i, s in enumerate(op.samples()):
+            for dt in op.dtypes:
+                yield pytest.param(op, s, dt, id=f"{op.name}-{s.name or i}-{dt}")
+
+
+CASES = list(_cases())
+
+
+def test_op_db_coverage():
+    names = {op.name for op in OP_DB}
+    print(f"\nop database: {len(names)} ops, {len(CASES)} cases")
+    assert len(names) >= 1
+
+
+@pytest.mark.parametrize("op,sample,dtype", CASES)
+def test_forward_and_grad_match_torch(op, sample, dtype):
+    want_grad = op.grad
+    t_args, t_kw = _build(torch, op, sample, dtype, want_grad)
+    l_args, l_kw = _build(tapelab, op, sample, dtype, want_grad)
+    t_out = _flat_outputs(op.fn(torch, *t_args, **t_kw))
+    l_out = _flat_outputs(op.fn(tapelab, *l_args, **l_kw))
+    assert len(t_out) == len(l_out)
+    for t, l in zip(t_out, l_out):
+        if not isinstance(t, torch.Tensor):
+            assert t == l
+            continue
+        assert isinstance(l, tapelab.Tensor), f"{op.name} returned {type(l).__name__}"
+        assert tuple(l.shape) == tuple(t.shape), f"{op.name}: shape {tuple(l.shape)} != torch {tuple(t.shape)}"
+        assert str(l.dtype).split(".")[-1] == str(t.dtype).split(".")[-1], f"{op.name}: dtype {l.dtype} != {t.dtype}"
+        if op.compare_values:
+            tol = dict(atol=op.atol, rtol=op.rtol) if dtype == "float64" else dict(atol=max(op.atol, 1e-5), rtol=max(op.rtol, 1e-4))
+            np.testing.assert_allclose(_np(l), _np(t), **tol, err_msg=f"{op.name} forward")
+    if not want_grad:
+        return
+    t_leaves, l_leaves = _leaves(t_args), _leaves(l_args)
+    pairs = [(t, l) for t, l in zip(t_out, l_out) if isinstance(t, torch.Tensor) and t.requires_grad]
+    if not pairs or not t_leaves:
+        return
+    cot = [np.random.default_rng(1).standard_normal(tuple(t.shape)) for t, _ in pairs]
+    t_loss = sum((t * torch.tensor(c, dtype=t.dtype)).sum() for (t, _), c in zip(pairs, cot))
+    l_loss = sum((l * tapelab.tensor(c, dtype=l.dtype)).sum() for (_, l), c in zip(pairs, cot))
+    t_grads = torch.autograd.grad(t_loss, t_leaves, allow_unused=True)
+    l_grads = tapelab.autograd.grad(l_loss, l_leaves, allow_unused=True)
+    for k, (tg, lg) in enumerate(zip(t_grads, l_grads)):
+        if tg is None:
+            assert lg is None or np.allclose(_np(lg), 0), f"{op.name}: grad {k} should be None/zero"
+            continue
+        assert lg is not None, f"{op.name}: missing gradient for input {k}"
+        tol = 1e-7 if dtype == "float64" else op.grad_atol
+        np.testing.assert_allclose(_np(lg), _np(tg), atol=tol, rtol=tol * 10, err_msg=f"{op.name} grad of input {k}")
+
+
+def _gradcheck_cases():
+    for op in OP_DB:
+        if op.gradcheck and op.grad and "float64" in op.dtypes:
+            for i, s in enumerate(op.samples()):
+                yield pytest.param(op, s, id=f"{op.name}-{s.name or i}")
+
+
+@pytest.mark.parametrize("op,sample", list(_gradcheck_cases()))
+def test_gradcheck(op, sample):
+    args, kwargs = _build(tapelab, op, sample, "float64", True)
+    if not _leaves(args):
+        pytest.skip(f"{op.name}: sample has no differentiable input")
+
+    def fn(*a):
+        return op.fn(tapelab, *a, **kwargs)
+    assert tapelab.autograd.gradcheck(fn, tuple(args), eps=1e-6, atol=1e-5, rtol=1e-3)
+    if op.gradgrad:
+        assert tapelab.autograd.gradgradcheck(fn, tuple(args), eps=1e-6, atol=1e-4, rtol=1e-3)
+
+
+def _error_cases():
+    for op in OP_DB:
+        for i, e in enumerate(op.errors()):
+            yield pytest.param(op, e, id=f"{op.name}-err{i}")
+
+
+@pytest.mark.parametrize("op,err", list(_error_cases()))
+def test_error_inputs_match_torch(op, err):
+    t_args, t_kw = _build(torch, op, err.sample, "float32", False)
+    with pytest.raises(err.exc):
+        op.fn(torch, *t_args, **t_kw)
+    l_args, l_kw = _build(tapelab, op, err.sample, "float32", False)
+    with pytest.raises(err.exc, match=err.match):
+        op.fn(tapelab, *l_args, **l_kw)

@@ -1,0 +1,1 @@
+"""Notebook widgets for tapelab."""
