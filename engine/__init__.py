@@ -17,12 +17,15 @@ from .device import device
 from .ops import install_methods
 from .ops.convert import *  # noqa: F401,F403
 from .ops.elementwise import *  # noqa: F401,F403
+from .ops.indexing import *  # noqa: F401,F403
 from .ops.linalg import *  # noqa: F401,F403
 from .ops.movement import *  # noqa: F401,F403
 from .ops.reduce import *  # noqa: F401,F403
+from .ops.sort import *  # noqa: F401,F403
 from .random import Generator, default_generator, initial_seed, manual_seed, seed, get_rng_state, set_rng_state
 from .tensor import Size, Tensor
-from . import autograd  # noqa: E402
+from . import autograd, nn, optim, utils  # noqa: E402
+import tapelab.utils.data  # noqa: E402,F401
 
 install_methods(Tensor)
 FloatTensor = DoubleTensor = LongTensor = Tensor

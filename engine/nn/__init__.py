@@ -1,0 +1,1 @@
+"""Neural-network modules, functional ops and initialisers (torch.nn)."""

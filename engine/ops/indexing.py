@@ -1,0 +1,5 @@
+"""indexing ops."""
+from __future__ import annotations
+
+__all__: list[str] = []
+METHODS: tuple = ()

@@ -1,0 +1,5 @@
+"""sort ops."""
+from __future__ import annotations
+
+__all__: list[str] = []
+METHODS: tuple = ()
