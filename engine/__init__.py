@@ -7,7 +7,7 @@ subscribe to.
 from __future__ import annotations
 
 from . import _dtype, events
-from ._dtype import (bool, double, dtype, float, float16, float32, float64, get_default_dtype, half,
+from ._dtype import (bool, double, dtype, finfo, float, float16, float32, float64, get_default_dtype, half, iinfo,
                      int, int8, int16, int32, int64, long, promote_types, set_default_dtype, short,
                      uint8)
 from .autograd.grad_mode import (enable_grad, inference_mode, is_grad_enabled,
@@ -24,7 +24,7 @@ from .ops.reduce import *  # noqa: F401,F403
 from .ops.sort import *  # noqa: F401,F403
 from .random import Generator, default_generator, initial_seed, manual_seed, seed, get_rng_state, set_rng_state
 from .tensor import Size, Tensor
-from . import autograd, nn, optim, utils  # noqa: E402
+from . import autograd, cuda, nn, optim, utils  # noqa: E402
 import tapelab.utils.data  # noqa: E402,F401
 
 install_methods(Tensor)

@@ -10,7 +10,7 @@ import builtins
 
 import numpy as np
 
-__all__ = ["dtype", "float16", "float32", "float64", "int8", "int16", "int32", "int64",
+__all__ = ["finfo", "iinfo", "dtype", "float16", "float32", "float64", "int8", "int16", "int32", "int64",
            "uint8", "bool", "half", "float", "double", "short", "int", "long",
            "get_default_dtype", "set_default_dtype", "promote_types", "result_type"]
 
@@ -133,3 +133,35 @@ def result_type(*operands) -> dtype:
         else:
             dim = d if dim is None else promote_types(dim, d)
     return _combine(dim, _combine(zero, wrapped))
+
+
+class finfo:
+    """Machine limits of a floating dtype, like ``torch.finfo``."""
+
+    def __init__(self, type: dtype | None = None):
+        type = type or _defaults.float_dtype
+        if not type.is_floating_point:
+            raise TypeError(f"torch.finfo() requires a floating point input type, got {type}")
+        info = np.finfo(type.np)
+        self.bits, self.dtype = info.bits, type.name
+        self.eps, self.max, self.min = builtins.float(info.eps), builtins.float(info.max), builtins.float(info.min)
+        self.tiny = self.smallest_normal = builtins.float(info.tiny)
+        self.resolution = builtins.float(info.resolution)
+
+    def __repr__(self) -> str:
+        return (f"finfo(resolution={self.resolution}, min={self.min:e}, max={self.max:e}, "
+                f"eps={self.eps:e}, smallest_normal={self.tiny:e}, tiny={self.tiny:e}, dtype={self.dtype})")
+
+
+class iinfo:
+    """Limits of an integer dtype, like ``torch.iinfo``."""
+
+    def __init__(self, type: dtype):
+        if type.is_floating_point:
+            raise TypeError(f"torch.iinfo() requires an integer input type, got {type}")
+        info = np.iinfo(type.np) if type is not bool else np.iinfo(np.uint8)
+        self.bits, self.dtype = info.bits, type.name
+        self.max, self.min = builtins.int(info.max), builtins.int(info.min)
+
+    def __repr__(self) -> str:
+        return f"iinfo(min={self.min}, max={self.max}, dtype={self.dtype})"

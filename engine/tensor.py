@@ -342,6 +342,31 @@ class Tensor:
     def char(self):
         return self.to(_dtype.int8)
 
+    def type_as(self, other: "Tensor") -> "Tensor":
+        return self.to(other.dtype)
+
+    # ---------------------------------------------------------------- new_* constructors
+    def new_tensor(self, data, *, dtype=None, device=None, requires_grad: bool = False) -> "Tensor":
+        from .creation import tensor
+        return tensor(data, dtype=dtype or self.dtype, device=device or self._device, requires_grad=requires_grad)
+
+    def new_zeros(self, *size, dtype=None, device=None, requires_grad: bool = False) -> "Tensor":
+        from .creation import zeros
+        return zeros(*size, dtype=dtype or self.dtype, device=device or self._device, requires_grad=requires_grad)
+
+    def new_ones(self, *size, dtype=None, device=None, requires_grad: bool = False) -> "Tensor":
+        from .creation import ones
+        return ones(*size, dtype=dtype or self.dtype, device=device or self._device, requires_grad=requires_grad)
+
+    def new_full(self, size, fill_value, *, dtype=None, device=None, requires_grad: bool = False) -> "Tensor":
+        from .creation import full
+        return full(size, fill_value, dtype=dtype or self.dtype, device=device or self._device,
+                    requires_grad=requires_grad)
+
+    def new_empty(self, *size, dtype=None, device=None, requires_grad: bool = False) -> "Tensor":
+        from .creation import empty
+        return empty(*size, dtype=dtype or self.dtype, device=device or self._device, requires_grad=requires_grad)
+
 
 _TYPE_NAMES = {"float32": "FloatTensor", "float64": "DoubleTensor", "float16": "HalfTensor",
                "int64": "LongTensor", "int32": "IntTensor", "int16": "ShortTensor",
