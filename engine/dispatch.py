@@ -14,7 +14,7 @@ from . import events
 from ._dtype import from_np, get_default_dtype, result_type
 from .autograd.grad_mode import STATE as GRAD
 from .autograd.graph import OpNode
-from .ops.registry import ALL, NONE
+from .ops.registry import ALL, NONE, OTHERS
 
 __all__ = ["apply", "apply_", "STATE", "push_mode", "pop_mode", "module_scope"]
 
@@ -132,24 +132,30 @@ def eager(op, args, params):
 
 def _record(op, args, params, out, out_vc):
     edges = []
-    nreq = 0
+    versions = [] if op.saves is not NONE else None
+    nreq = i = 0
+    req_at = -1
     for a in args:
-        if isinstance(a, Tensor) and a.requires_grad:
-            fn = a.grad_fn
-            edges.append((fn, a._out_nr) if fn is not None else (a._accumulator(), 0))
-            nreq += 1
+        if isinstance(a, Tensor):
+            if versions is not None:
+                versions.append((i, a._vc[0]))
+            if a.requires_grad:
+                fn = a.grad_fn
+                edges.append((fn, a._out_nr) if fn is not None else (a._accumulator(), 0))
+                nreq += 1
+                req_at = i
+            else:
+                edges.append(None)
         else:
             edges.append(None)
-    saves = op.saves
-    if saves is NONE:
-        versions = [(-1, out_vc[0])] if op.save_output else None
-    else:
-        # OTHERS: input i's value is read only when some other input needs grad
-        others = saves is not ALL
-        versions = [(i, a._vc[0]) for i, a in enumerate(args)
-                    if isinstance(a, Tensor) and not (others and nreq - (edges[i] is not None) == 0)]
-        if op.save_output:
-            versions.append((-1, out_vc[0]))
+        i += 1
+    if versions is not None and nreq == 1 and op.saves is OTHERS:
+        # OTHERS: an input's value is read only for *another* input's gradient
+        versions = [v for v in versions if v[0] != req_at]
+    if op.save_output:
+        if versions is None:
+            versions = []
+        versions.append((-1, out_vc[0]))
     node = OpNode(op, args, params, tuple(edges), out if op.save_output else None, out_vc, versions)
     if STATE.module_path:
         node.module = STATE.module_path[-1]
