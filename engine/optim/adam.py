@@ -1,0 +1,83 @@
+"""Adam and AdamW (decoupled weight decay), with AMSGrad."""
+from __future__ import annotations
+
+from typing import Any
+
+from ..creation import zeros_like
+from .optimizer import Optimizer, check_hyper, check_single_tensor, scalar
+
+__all__ = ["Adam", "AdamW"]
+
+
+class Adam(Optimizer):
+    """``torch.optim.Adam``; the update follows PyTorch's single-tensor implementation op for op."""
+
+    def __init__(self, params, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
+                 eps: float = 1e-8, weight_decay: float = 0, amsgrad: bool = False, *,
+                 foreach: bool | None = None, maximize: bool = False, capturable: bool = False,
+                 differentiable: bool = False, fused: bool | None = None,
+                 decoupled_weight_decay: bool = False):
+        check_hyper("learning rate", lr, 0.0 <= scalar(lr))
+        check_hyper("epsilon value", eps, 0.0 <= eps)
+        check_hyper("beta parameter at index 0", betas[0], 0.0 <= scalar(betas[0]) < 1.0)
+        check_hyper("beta parameter at index 1", betas[1], 0.0 <= scalar(betas[1]) < 1.0)
+        check_hyper("weight_decay value", weight_decay, 0.0 <= weight_decay)
+        defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, amsgrad=amsgrad,
+                        maximize=maximize, foreach=foreach, capturable=capturable,
+                        differentiable=differentiable, fused=fused,
+                        decoupled_weight_decay=decoupled_weight_decay)
+        check_single_tensor(defaults)
+        super().__init__(params, defaults)
+
+    def _step_group(self, group: dict[str, Any]) -> None:
+        beta1, beta2 = (scalar(b) for b in group["betas"])
+        lr, eps, weight_decay = scalar(group["lr"]), group["eps"], group["weight_decay"]
+        amsgrad, maximize, decoupled = group["amsgrad"], group["maximize"], group["decoupled_weight_decay"]
+        for p in group["params"]:
+            grad = p.grad
+            if grad is None:
+                continue
+            state = self.state[p]
+            if not state:
+                state["step"] = 0.0
+                state["exp_avg"] = zeros_like(p)
+                state["exp_avg_sq"] = zeros_like(p)
+                if amsgrad:
+                    state["max_exp_avg_sq"] = zeros_like(p)
+            if maximize:
+                grad = -grad
+            exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
+            step = state["step"] = state["step"] + 1
+            if weight_decay != 0:
+                if decoupled:
+                    p.mul_(1 - lr * weight_decay)
+                else:
+                    grad = grad.add(p, alpha=weight_decay)
+            exp_avg.lerp_(grad, 1 - beta1)
+            exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+            step_size = lr / (1 - beta1 ** step)
+            bias_correction2_sqrt = (1 - beta2 ** step) ** 0.5
+            if amsgrad:
+                max_sq = state["max_exp_avg_sq"]
+                max_sq.copy_(max_sq.maximum(exp_avg_sq))
+                denom = (max_sq.sqrt() / bias_correction2_sqrt).add_(eps)
+            else:
+                denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps)
+            p.addcdiv_(exp_avg, denom, value=-step_size)
+
+
+class AdamW(Adam):
+    """``torch.optim.AdamW``: Adam whose weight decay shrinks the parameters directly."""
+
+    def __init__(self, params, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
+                 eps: float = 1e-8, weight_decay: float = 1e-2, amsgrad: bool = False, *,
+                 maximize: bool = False, foreach: bool | None = None, capturable: bool = False,
+                 differentiable: bool = False, fused: bool | None = None):
+        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, foreach=foreach,
+                         maximize=maximize, capturable=capturable, differentiable=differentiable,
+                         fused=fused, decoupled_weight_decay=True)
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        super().load_state_dict(state_dict)
+        for group in self.param_groups:
+            group["decoupled_weight_decay"] = True

@@ -1,0 +1,218 @@
+"""The Optimizer base: parameter groups, per-parameter state and PyTorch's state_dict format.
+
+Subclasses implement ``_step_group(group)``, which updates the parameters of one group
+with in-place Tensor ops; the base runs the closure with grad enabled and every update
+under ``no_grad``, so optimizers never touch the backend arrays and work on every device.
+
+The step counter is kept as a Python float in ``state[p]["step"]`` (PyTorch keeps a 0-d
+float32 tensor, then reads it back with ``.item()``); ``state_dict()`` exports it as that
+tensor and ``load_state_dict`` accepts either form, so the saved format is PyTorch's.
+"""
+from __future__ import annotations
+
+import copy
+from collections import defaultdict
+from itertools import chain
+from typing import Any, Callable
+
+from .. import _dtype
+from ..autograd.grad_mode import enable_grad, no_grad
+from ..tensor import Tensor
+
+__all__ = ["Optimizer", "required"]
+
+
+class _RequiredParameter:
+    """Marks a default that every parameter group must set (``lr`` of a plain Optimizer)."""
+
+    def __repr__(self) -> str:
+        return "<required parameter>"
+
+
+required = _RequiredParameter()
+
+_SCALAR_STATE = ("step",)  # state entries kept as Python numbers, exported as float32 tensors
+
+
+class Optimizer:
+    """Base class of all optimizers (``torch.optim.Optimizer``)."""
+
+    def __init__(self, params, defaults: dict[str, Any]) -> None:
+        if isinstance(params, Tensor):
+            raise TypeError("params argument given to the optimizer should be an iterable of Tensors "
+                            f"or dicts, but got {type(params).__name__}")
+        self.defaults = defaults
+        self.state: defaultdict[Tensor, dict[str, Any]] = defaultdict(dict)
+        self.param_groups: list[dict[str, Any]] = []
+        groups = list(params)
+        if not groups:
+            raise ValueError("optimizer got an empty parameter list")
+        if not isinstance(groups[0], dict):
+            groups = [{"params": groups}]
+        for group in groups:
+            self.add_param_group(group)
+
+    # ---------------------------------------------------------------- stepping
+    def step(self, closure: Callable[[], Any] | None = None):
+        """Perform one optimization step; ``closure`` re-evaluates the model and returns the loss."""
+        loss = None
+        if closure is not None:
+            with enable_grad():
+                loss = closure()
+        with no_grad():
+            for group in self.param_groups:
+                self._step_group(group)
+        return loss
+
+    def _step_group(self, group: dict[str, Any]) -> None:
+        raise NotImplementedError(f"{type(self).__name__} must implement step() or _step_group()")
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Reset the gradients of all optimized parameters (to None by default, as PyTorch)."""
+        for group in self.param_groups:
+            for p in group["params"]:
+                g = p.grad
+                if g is None:
+                    continue
+                if set_to_none:
+                    p.grad = None
+                else:
+                    if g.grad_fn is not None:
+                        g.detach_()
+                    else:
+                        g.requires_grad_(False)
+                    g.zero_()
+
+    # ---------------------------------------------------------------- groups
+    def add_param_group(self, param_group: dict[str, Any]) -> None:
+        """Add a group of parameters with its own options (defaults fill the rest)."""
+        if not isinstance(param_group, dict):
+            raise TypeError(f"param_group must be a dict, but got {type(param_group).__name__}")
+        group = dict(param_group)
+        params = group["params"]
+        if isinstance(params, Tensor):
+            params = [params]
+        elif isinstance(params, set):
+            raise TypeError("optimizer parameters need to be organized in ordered collections, but the "
+                            "ordering of tensors in sets will change between runs. Please use a list instead.")
+        params = list(params)
+        names = [p[0] for p in params if isinstance(p, tuple)]
+        params = [p[1] if isinstance(p, tuple) else p for p in params]
+        if names:
+            if len(names) != len(params):
+                raise ValueError("all optimizer params should be with/without names. "
+                                 "Some param names are missing")
+            group["param_names"] = names
+        group["params"] = params
+        for p in params:
+            if not isinstance(p, Tensor):
+                raise TypeError(f"optimizer can only optimize Tensors, but one of the params is "
+                                f"{type(p).__name__}")
+            if not (p.is_leaf or p.retains_grad):
+                raise ValueError("can't optimize a non-leaf Tensor")
+        for name, default in self.defaults.items():
+            if default is required and name not in group:
+                raise ValueError(f"parameter group didn't specify a value of required optimization "
+                                 f"parameter {name}")
+            group.setdefault(name, default)
+        ids = {id(p) for p in params}
+        if len(ids) != len(params):
+            import warnings
+            warnings.warn("optimizer contains a parameter group with duplicate parameters; in future, "
+                          "this will cause an error; see github.com/pytorch/pytorch/issues/40967 for "
+                          "more information", stacklevel=3)
+        for other in self.param_groups:
+            if ("param_names" in group) != ("param_names" in other):
+                which = "with names" if "param_names" in group else "without names"
+                raise ValueError(f"all optimizer param groups should be with/without names. "
+                                 f"cannot add param group {which} to the optimizer")
+            if any(id(p) in ids for p in other["params"]):
+                raise ValueError("some parameters appear in more than one parameter group")
+        self.param_groups.append(group)
+
+    # ---------------------------------------------------------------- state dict
+    def state_dict(self) -> dict[str, Any]:
+        """``{"state": {index: {...}}, "param_groups": [{..., "params": [index, ...]}]}`` as PyTorch.
+
+        Parameters are numbered in group order; state tensors are the live buffers (not copies).
+        """
+        index: dict[int, int] = {}
+        groups = []
+        for group in self.param_groups:
+            packed = {k: v for k, v in group.items() if k != "params"}
+            for p in group["params"]:
+                index.setdefault(id(p), len(index))
+            packed["params"] = [index[id(p)] for p in group["params"]]
+            groups.append(packed)
+        state = {(index[id(k)] if isinstance(k, Tensor) else k): _export(v) for k, v in self.state.items()}
+        return {"state": state, "param_groups": groups}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Load a ``state_dict()`` (ours or PyTorch's, converted) into this optimizer's parameters.
+
+        Tensors are copied and cast to each parameter's device (and dtype, for floating point).
+        """
+        groups = self.param_groups
+        saved = copy.deepcopy(state_dict["param_groups"])
+        if len(groups) != len(saved):
+            raise ValueError("loaded state dict has a different number of parameter groups")
+        if any(len(g["params"]) != len(s["params"]) for g, s in zip(groups, saved)):
+            raise ValueError("loaded state dict contains a parameter group that doesn't match the size "
+                             "of optimizer's group")
+        id_map = dict(zip(chain.from_iterable(s["params"] for s in saved),
+                          chain.from_iterable(g["params"] for g in groups)))
+        state: defaultdict[Tensor, dict[str, Any]] = defaultdict(dict)
+        for k, v in state_dict["state"].items():
+            param = id_map.get(k)
+            state[param if param is not None else k] = _import(v, param) if param is not None else v
+        for group, new in zip(groups, saved):
+            new["params"] = group["params"]
+            if "param_names" in group and "param_names" not in new:
+                new["param_names"] = group["param_names"]
+        self.state, self.param_groups = state, saved
+
+    def __repr__(self) -> str:
+        out = type(self).__name__ + " ("
+        for i, group in enumerate(self.param_groups):
+            out += f"\nParameter Group {i}\n"
+            for key in sorted(group):
+                if key != "params":
+                    out += f"    {key}: {group[key]}\n"
+        return out + ")"
+
+
+def _export(param_state: dict[str, Any]) -> dict[str, Any]:
+    from ..creation import tensor
+    return {k: tensor(float(v), dtype=_dtype.float32) if k in _SCALAR_STATE and not isinstance(v, Tensor)
+            else v for k, v in param_state.items()}
+
+
+def _import(value, param: Tensor, key: str | None = None):
+    """A deep copy of ``value`` with tensors moved (and floating tensors cast) to ``param``'s."""
+    if isinstance(value, Tensor):
+        if key in _SCALAR_STATE:
+            return float(value.item())
+        out = value.to(param.device, param.dtype) if param.is_floating_point() else value.to(param.device)
+        return out.clone() if out is value else out
+    if isinstance(value, dict):
+        return {k: _import(v, param, k) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_import(v, param) for v in value)
+    return value
+
+
+def scalar(x) -> float:
+    """A hyper-parameter as a Python number (PyTorch allows 1-element tensors for lr and betas)."""
+    return x.item() if isinstance(x, Tensor) else x
+
+
+def check_hyper(label: str, value, ok: bool) -> None:
+    """Raise PyTorch's ValueError (``Invalid learning rate: -1``) for a bad hyper-parameter."""
+    if not ok:
+        raise ValueError(f"Invalid {label}: {value}")
+
+
+def check_single_tensor(defaults: dict[str, Any]) -> None:
+    """tapelab has one implementation per optimizer; ``differentiable=True`` is not supported."""
+    if defaults.get("differentiable"):
+        raise NotImplementedError("differentiable=True optimizers are not supported by tapelab")
