@@ -1,0 +1,261 @@
+"""The benchmark workloads: each one is written once and runs on both ``tapelab`` and ``torch``.
+
+A workload is a function ``build(m, ctx)`` decorated with ``@workload(...)``:
+- ``m`` is the module under test (``tapelab`` or ``torch``), so the same code times both;
+- ``ctx`` is a ``Context`` (``ctx.side`` is "tapelab" or "torch", ``ctx.rng`` a seeded numpy
+  Generator, ``ctx.tensor(array, requires_grad=False)`` makes a float32 tensor from numpy data so
+  both sides see identical values, ``ctx.options`` the runner's options);
+- it returns the step to time (a zero-argument callable), or it is a generator that does set-up,
+  ``yield``s the step and tears down after the timing (for subscribers, modes, ...).
+
+``requires=("nn.Conv2d", ...)`` names attributes of ``m`` the workload needs; while tapelab lacks
+one, its row reads "n/a" instead of failing. ``quick=False`` leaves a workload out of ``--quick``.
+
+To add a workload, write a function below in its group (see "ADD NEW WORKLOADS HERE").
+"""
+from __future__ import annotations
+
+import contextlib
+import inspect
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+
+@dataclass
+class Workload:
+    name: str
+    group: str
+    build: Callable
+    requires: tuple = ()
+    quick: bool = True
+    note: str = ""
+
+    def missing(self, m) -> list[str]:
+        out = []
+        for path in self.requires:
+            obj = m
+            for part in path.split("."):
+                obj = getattr(obj, part, None)
+                if obj is None:
+                    break
+            if obj is None:
+                out.append(f"{m.__name__}.{path}")
+        return out
+
+    @contextlib.contextmanager
+    def session(self, m, ctx):
+        """Yield the step callable; tear down afterwards (generator workloads)."""
+        if inspect.isgeneratorfunction(self.build):
+            with contextlib.contextmanager(self.build)(m, ctx) as step:
+                yield step
+        else:
+            yield self.build(m, ctx)
+
+
+@dataclass
+class Context:
+    side: str
+    m: object
+    options: dict = field(default_factory=dict)
+    seed: int = 0
+
+    def __post_init__(self):
+        self.rng = np.random.default_rng(self.seed)
+
+    def tensor(self, array, requires_grad: bool = False):
+        t = self.m.tensor(np.ascontiguousarray(array, dtype=np.float32))
+        if requires_grad:
+            t.requires_grad_(True)
+        return t
+
+
+REGISTRY: list[Workload] = []
+
+
+def workload(name: str, group: str, requires: tuple = (), quick: bool = True, note: str = ""):
+    def deco(fn):
+        REGISTRY.append(Workload(name, group, fn, tuple(requires), quick, note))
+        return fn
+    return deco
+
+
+# =============================================================================================
+# (a) per-op overhead: a 5-op elementwise chain (+ sum) on 16-element tensors
+# =============================================================================================
+
+def _chain_inputs(ctx, requires_grad=True):
+    x = ctx.tensor(ctx.rng.standard_normal(16), requires_grad)
+    w = ctx.tensor(ctx.rng.standard_normal(16), requires_grad)
+    return x, w
+
+
+def _chain(x, w):
+    return ((x * w + 1).tanh() * x).sigmoid().sum()
+
+
+@workload("chain16 fwd+bwd", "per-op overhead",
+          note="((x*w + 1).tanh() * x).sigmoid().sum().backward(): 6 ops forward, their vjps backward")
+def chain_fwd_bwd(m, ctx):
+    x, w = _chain_inputs(ctx)
+
+    def step():
+        x.grad = w.grad = None
+        _chain(x, w).backward()
+    return step
+
+
+@workload("chain16 fwd (recording)", "per-op overhead", note="forward only; inputs require grad")
+def chain_fwd(m, ctx):
+    x, w = _chain_inputs(ctx)
+    return lambda: _chain(x, w)
+
+
+@workload("chain16 fwd (no_grad)", "per-op overhead", note="forward only under no_grad: bare dispatch")
+def chain_fwd_nograd(m, ctx):
+    x, w = _chain_inputs(ctx)
+
+    def step():
+        with m.no_grad():
+            _chain(x, w)
+    return step
+
+
+# =============================================================================================
+# (c) dispatch with an event subscriber: a no-op subscribed to tapelab.events 'op';
+#     torch gets the nearest equivalent, a no-op TorchDispatchMode (sees every aten op, backward too)
+# =============================================================================================
+
+@contextlib.contextmanager
+def _observe_every_op(m, ctx):
+    if ctx.side == "tapelab":
+        sub = m.events.subscribe("op", lambda payload: None)
+        try:
+            yield
+        finally:
+            sub.unsubscribe()
+        return
+    try:
+        from torch.utils._python_dispatch import TorchDispatchMode
+    except ImportError:                          # pragma: no cover - older torch
+        yield
+        return
+
+    class NoOp(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+
+    with NoOp():
+        yield
+
+
+@workload("chain16 fwd+bwd, op subscriber", "dispatch events",
+          note="tapelab: no-op fn subscribed to events 'op'; torch: no-op TorchDispatchMode")
+def chain_fwd_bwd_observed(m, ctx):
+    step = chain_fwd_bwd(m, ctx)
+    with _observe_every_op(m, ctx):
+        yield step
+
+
+@workload("chain16 fwd (no_grad), op subscriber", "dispatch events",
+          note="as above, forward only under no_grad")
+def chain_fwd_nograd_observed(m, ctx):
+    step = chain_fwd_nograd(m, ctx)
+    with _observe_every_op(m, ctx):
+        yield step
+
+
+# =============================================================================================
+# (b) training steps
+# =============================================================================================
+
+NN_API = ("nn.Linear", "nn.ReLU", "nn.Sequential", "nn.functional.cross_entropy", "optim.SGD")
+
+
+def _use_nn(m, ctx) -> bool:
+    """nn/optim once tapelab has them (both sides then use them), plain tensor ops until then."""
+    choice = ctx.options.get("mlp_api", "auto")
+    if choice != "auto":
+        return choice == "nn"
+    import tapelab
+    return not Workload("", "", None, NN_API).missing(tapelab)
+
+
+def _mlp_step(m, ctx, batch, sizes=(784, 512, 512, 10), lr=0.01):
+    rng = ctx.rng
+    x = ctx.tensor(rng.standard_normal((batch, sizes[0])))
+    labels = rng.integers(0, sizes[-1], batch)
+    # identical initial weights on both sides (PyTorch's default Linear init range)
+    params = []
+    for fan_in, fan_out in zip(sizes[:-1], sizes[1:]):
+        bound = 1 / np.sqrt(fan_in)
+        params.append((rng.uniform(-bound, bound, (fan_out, fan_in)), rng.uniform(-bound, bound, fan_out)))
+
+    if _use_nn(m, ctx):
+        layers = []
+        for i, (w, b) in enumerate(params):
+            lin = m.nn.Linear(w.shape[1], w.shape[0])
+            with m.no_grad():
+                lin.weight.copy_(ctx.tensor(w))
+                lin.bias.copy_(ctx.tensor(b))
+            layers += [lin, m.nn.ReLU()] if i < len(params) - 1 else [lin]
+        model = m.nn.Sequential(*layers)
+        y = m.tensor(labels.astype(np.int64))
+        opt = m.optim.SGD(model.parameters(), lr=lr)
+
+        def step():
+            opt.zero_grad()
+            loss = m.nn.functional.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+            return loss
+        step.variant = "nn.Sequential + F.cross_entropy + optim.SGD"
+        return step
+
+    # plain tensor ops: matmul, relu, log-softmax through exp/log/sum, manual SGD
+    ws = [(ctx.tensor(w.T, True), ctx.tensor(b, True)) for w, b in params]
+    onehot = ctx.tensor(np.eye(sizes[-1], dtype=np.float32)[labels])
+    flat = [p for pair in ws for p in pair]
+
+    def step():
+        h = x
+        for i, (w, b) in enumerate(ws):
+            h = h.matmul(w) + b
+            if i < len(ws) - 1:
+                h = h.relu()
+        logp = h - h.exp().sum(1, keepdim=True).log()   # logits stay small at this init
+        loss = -(logp * onehot).sum() / batch
+        loss.backward()
+        with m.no_grad():
+            for p in flat:
+                p.sub_(p.grad * lr)
+                p.grad = None
+        return loss
+    step.variant = "plain ops: matmul, relu, exp/log/sum log-softmax, manual SGD"
+    return step
+
+
+@workload("MLP 784-512-512-10 step, batch 64", "training step",
+          note="forward, cross-entropy, backward, SGD update")
+def mlp_b64(m, ctx):
+    return _mlp_step(m, ctx, 64)
+
+
+@workload("MLP 784-512-512-10 step, batch 512", "training step")
+def mlp_b512(m, ctx):
+    return _mlp_step(m, ctx, 512)
+
+
+# =============================================================================================
+# ADD NEW WORKLOADS HERE (the nn work adds a CNN step and a Transformer-block step), e.g.
+#
+# @workload("CNN step, batch 32", "training step", requires=("nn.Conv2d", "nn.MaxPool2d", "optim.SGD"))
+# def cnn_b32(m, ctx):
+#     model = m.nn.Sequential(m.nn.Conv2d(1, 16, 3, padding=1), m.nn.ReLU(), ...)
+#     ...copy identical weights with ctx.tensor(...) under m.no_grad()...
+#     def step(): opt.zero_grad(); loss = F.cross_entropy(model(x), y); loss.backward(); opt.step()
+#     return step
+#
+# Rows whose `requires` tapelab lacks print "n/a (needs ...)" until it grows them.
+# =============================================================================================
