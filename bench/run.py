@@ -221,6 +221,10 @@ def measure(w, sides, options, reps, target, warmup_s, variants) -> dict:
                 if getattr(steps[side], "variant", None):
                     variants.add(steps[side].variant)
             for side, step in steps.items():
+                out = step()          # first call: the value, to check both sides compute the same
+                if hasattr(out, "item"):
+                    row[side + "_first"] = out.detach().item()
+            for side, step in steps.items():
                 loops[side] = calibrate(step, target, warmup_s)
                 samples[side] = []
             for _ in range(reps):
@@ -257,6 +261,11 @@ def summary_notes(rows) -> list[str]:
             dt = by[obs]["torch"] - by[base]["torch"]
             notes.append(f"op subscriber on '{base}': tapelab +{d * 1e6:.1f} µs ({d / by[base]['tapelab']:+.0%}), "
                          f"torch dispatch mode +{dt * 1e6:.1f} µs ({dt / by[base]['torch']:+.0%})")
+    for r in by.values():
+        a, b = r.get("tapelab_first"), r.get("torch_first")
+        if a is not None and b is not None:
+            agree = "agree" if abs(a - b) <= 1e-4 * max(1.0, abs(b)) else "DIFFER (timing a different computation!)"
+            notes.append(f"{r['name']}: first-step loss tapelab {a:.6f}, torch {b:.6f}: {agree}")
     if "chain16 fwd (no_grad)" in by:
         r = by["chain16 fwd (no_grad)"]
         notes.append(f"per op, forward, no_grad (6 ops): tapelab {r['tapelab'] / 6 * 1e6:.2f} µs, "
