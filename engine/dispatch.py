@@ -217,6 +217,7 @@ def _device_mismatch(op, args):
 
 
 def _observed(op, args, params):
+    """The slow path: modes take over dispatch; otherwise run eagerly, then check and tell."""
     if STATE.modes:
         return STATE.modes[-1].dispatch(op, args, params)
     start = time.perf_counter_ns()
@@ -227,13 +228,18 @@ def _observed(op, args, params):
         from .autograd.anomaly import check_forward
         check_forward(op, args, res)
     if events.has_subscribers("op"):
+        seq = next(STATE._seq)
+        node = res.grad_fn
+        if node is not None:
+            node._tape_seq = seq  # links backward steps of this node to the recorded op
         events.emit("op", events.OpRecorded(
-            seq=next(STATE._seq), op=op.name,
+            seq=seq, op=op.name,
             inputs=tuple(a._uid() if isinstance(a, Tensor) else None for a in args),
             input_shapes=tuple(tuple(a.shape) if isinstance(a, Tensor) else () for a in args),
             output=res._uid(), shape=tuple(res.shape), dtype=res.dtype.name, device=str(res._device),
             requires_grad=res.requires_grad, duration_ns=dur, start_ns=start,
             module=".".join(p for p in STATE.module_path if p) if STATE.module_path else "",
+            grad_fn=node.name() if node is not None else "",
             tensors=(args, res)))
     return out
 

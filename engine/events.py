@@ -31,6 +31,7 @@ class OpRecorded:
     duration_ns: int
     start_ns: int
     module: str = ""
+    grad_fn: str = ""      # name of the node the output got ("" when it needs no gradient)
     tensors: tuple = field(default=(), repr=False)   # (inputs, output) Tensor objects, for keepers
 
 

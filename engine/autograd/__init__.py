@@ -1,10 +1,18 @@
-"""Reverse-mode autodiff: the graph, the resumable backward walk, grad modes."""
+"""Reverse-mode autodiff: the graph, the resumable backward walk, grad modes, custom Functions."""
 from __future__ import annotations
 
+from . import function, graph
+from .anomaly import (AnomalyWarning, detect_anomaly, is_anomaly_check_nan_enabled, is_anomaly_enabled,
+                      set_detect_anomaly)
 from .engine import BackwardStep, backward, backward_steps, grad
-from .grad_mode import (enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled)
+from .function import Function, FunctionCtx, once_differentiable
+from .grad_mode import (enable_grad, inference_mode, is_grad_enabled, is_inference_mode_enabled, no_grad,
+                        set_grad_enabled)
 from .gradcheck import GradcheckError, gradcheck, gradgradcheck
 from .graph import AccumulateGrad, Node, OpNode
 
 __all__ = ["backward", "backward_steps", "grad", "BackwardStep", "Node", "OpNode", "AccumulateGrad",
-           "gradcheck", "gradgradcheck", "GradcheckError", "no_grad", "enable_grad", "set_grad_enabled", "inference_mode", "is_grad_enabled"]
+           "Function", "FunctionCtx", "once_differentiable", "gradcheck", "gradgradcheck",
+           "GradcheckError", "no_grad", "enable_grad", "set_grad_enabled", "inference_mode",
+           "is_grad_enabled", "is_inference_mode_enabled", "detect_anomaly", "set_detect_anomaly",
+           "is_anomaly_enabled", "is_anomaly_check_nan_enabled", "AnomalyWarning"]

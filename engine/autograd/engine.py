@@ -5,6 +5,10 @@ order (latest-created first among ready nodes, like PyTorch), and yields a
 ``BackwardStep`` with the node's incoming and outgoing gradients. ``backward()`` and
 ``grad()`` drain it; the debugger advances it one step at a time with an idle kernel
 between clicks.
+
+When the caller names the tensors it wants gradients for (``inputs=`` or ``grad()``), the
+walk is pruned as PyTorch's is: nodes that cannot reach any of them do not run, so hooks
+on unrelated tensors do not fire.
 """
 from __future__ import annotations
 
@@ -13,14 +17,24 @@ import sys
 from typing import Iterator, Sequence
 
 from .. import events
+from . import anomaly as _anomaly
 from .grad_mode import STATE as GRAD
 from ..creation import zeros_like
 from ..tensor import Tensor
-from .graph import AccumulateGrad
+from .graph import RETAIN, AccumulateGrad
 
-__all__ = ["backward_steps", "backward", "grad", "BackwardStep"]
+__all__ = ["backward_steps", "backward", "grad", "BackwardStep", "running_node"]
 
 BackwardStep = events.BackwardStep
+_RUNNING: list = []  # nodes whose backward is executing, innermost last (kept while someone listens)
+
+
+def running_node():
+    """The node whose backward is executing now, while ``backward_step`` has subscribers.
+
+    A tape uses it to tell ops dispatched by a vjp from forward ops.
+    """
+    return _RUNNING[-1] if _RUNNING else None
 
 
 def _as_list(x) -> list:
@@ -36,9 +50,11 @@ def _root_grads(tensors, grad_tensors, what: str):
     grads = _as_list(grad_tensors) or [None] * len(tensors)
     if len(grads) != len(tensors):
         raise RuntimeError(f"{what}: got {len(tensors)} tensors but {len(grads)} gradients")
-    for t, g in zip(tensors, grads):
+    for i, (t, g) in enumerate(zip(tensors, grads)):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"{what}: expected a Tensor at position {i}, got {type(t).__name__}")
         if not t.requires_grad:
-            raise RuntimeError("element 0 of tensors does not require grad and does not have a grad_fn")
+            raise RuntimeError(f"element {i} of tensors does not require grad and does not have a grad_fn")
         if g is None:
             if t.numel() != 1:
                 raise RuntimeError(f"grad can be implicitly created only for scalar outputs "
@@ -47,28 +63,99 @@ def _root_grads(tensors, grad_tensors, what: str):
                 raise RuntimeError(f"grad can be implicitly created only for real scalar outputs but got {t.dtype}")
             g = Tensor._wrap(t._device.xp.ones(t._data.shape, t._data.dtype), False, None, 0, [0], t._device)
         elif tuple(g.shape) != tuple(t.shape):
-            raise RuntimeError(f"Mismatch in shape: grad_output[0] has a shape of {list(g.shape)} and "
-                               f"output[0] has a shape of {list(t.shape)}.")
+            raise RuntimeError(f"Mismatch in shape: grad_output[{i}] has a shape of {list(g.shape)} and "
+                               f"output[{i}] has a shape of {list(t.shape)}.")
         node = t.grad_fn if t.grad_fn is not None else t._accumulator()
         roots.append((node, t._out_nr, g))
     return roots
 
 
+def _input_targets(inputs):
+    """``backward(inputs=)``: the nodes to reach, and the non-leaf tensors whose .grad they fill."""
+    inputs = _as_list(inputs)
+    if not inputs:
+        raise RuntimeError("'inputs' argument to backward() cannot be empty.")
+    targets, sinks = set(), {}
+    for t in inputs:
+        if not t.requires_grad:
+            raise RuntimeError("One of the differentiated Tensors does not require grad")
+        if t.grad_fn is None:
+            targets.add(t._accumulator())
+        else:
+            targets.add(t.grad_fn)
+            sinks.setdefault(t.grad_fn, []).append((t._out_nr, t))
+    return targets, sinks
+
+
+def _plan(roots, targets, stop: bool):
+    """Dependency counts of the nodes to run, and (when pruning) which nodes run and which are needed.
+
+    Without ``targets`` every reachable node runs. With them, a node is *needed* if it is a
+    target or reaches one, and *runs* if one of its inputs is needed (targets that are only
+    captured do not run; with ``stop`` targets never run).
+    """
+    deps: dict = {}
+    parents = None if targets is None else {}
+    stack = [n for n, _, _ in roots]
+    seen = set(stack)
+    while stack:
+        node = stack.pop()
+        for e in node.edges:
+            if e is None:
+                continue
+            child = e[0]
+            if parents is None:
+                deps[child] = deps.get(child, 0) + 1
+            else:
+                parents.setdefault(child, []).append(node)
+            if child not in seen:
+                seen.add(child)
+                stack.append(child)
+    if targets is None:
+        return deps, None, None
+    needed = {t for t in targets if t in seen}
+    runs = set()
+    frontier = list(needed)
+    while frontier:
+        n = frontier.pop()
+        for p in parents.get(n, ()):
+            if stop and p in targets:
+                continue
+            runs.add(p)
+            if p not in needed:
+                needed.add(p)
+                frontier.append(p)
+    for p in runs:
+        for e in p.edges:
+            if e is not None and e[0] in needed:
+                deps[e[0]] = deps.get(e[0], 0) + 1
+    return deps, needed, runs
+
+
 def backward_steps(tensors, grad_tensors=None, retain_graph: bool | None = None,
                    create_graph: bool = False, inputs: Sequence | None = None,
-                   _capture: dict | None = None) -> Iterator[BackwardStep]:
+                   _capture: dict | None = None, _stop: bool = False) -> Iterator[BackwardStep]:
     """Execute the backward pass of ``tensors`` one node at a time.
+
+    This is the public, resumable form of ``backward()``: ``backward()`` simply drains it.
+    Stop iterating at any point and the rest of the walk is left undone (no gradients
+    accumulated past that node); keep the generator and call ``next`` later to resume.
 
     Args:
         tensors: the output(s) to differentiate (a loss, usually).
         grad_tensors: the gradient w.r.t. each output (default: ones for scalars).
         retain_graph: keep saved buffers for another backward (default: ``create_graph``).
         create_graph: record the backward ops so the gradients are differentiable.
-        inputs: if given, accumulate ``.grad`` into these tensors only.
+        inputs: if given, accumulate ``.grad`` into these tensors only (leaves or not), and
+            skip the nodes that cannot reach them.
 
     Yields:
-        ``BackwardStep(index, node, grad_outputs, grad_inputs)`` after each node runs
-        (``step.name`` is the node's name).
+        ``BackwardStep(index, node, grad_outputs, grad_inputs)`` after each node runs, in
+        execution order: ``grad_outputs`` are the gradients flowing into the node (w.r.t.
+        its forward outputs), ``grad_inputs`` those it produced (one per ``next_functions``
+        entry; ``()`` for ``AccumulateGrad``). ``step.name`` is the node's name, and
+        ``step.node.tape_seq`` the forward op's sequence number if it was recorded. Each
+        step is also emitted as a ``backward_step`` event.
 
     >>> steps = list(tapelab.autograd.backward_steps(loss))
     >>> [s.name for s in steps][:2]
@@ -78,25 +165,16 @@ def backward_steps(tensors, grad_tensors=None, retain_graph: bool | None = None,
     roots = _root_grads(tensors, grad_tensors, "backward")
     if retain_graph is None:
         retain_graph = create_graph
-    only = None
+    targets = sinks = None
     if inputs is not None:
-        only = {id(t): t for t in _as_list(inputs)}
-        if not only:
-            raise RuntimeError("'inputs' argument to backward() cannot be empty.")
-    deps: dict = {}
-    stack = [n for n, _, _ in roots]
-    seen = set(map(id, stack))
-    while stack:
-        node = stack.pop()
-        for e in node.edges:
-            if e is not None:
-                child = e[0]
-                deps[child] = deps.get(child, 0) + 1
-                if id(child) not in seen:
-                    seen.add(id(child))
-                    stack.append(child)
+        targets, sinks = _input_targets(inputs)
+    elif _capture is not None:
+        targets = {node for node, _ in _capture}
+    deps, needed, runs = _plan(roots, targets, _stop)
     buffers: dict = {}
     for node, nr, g in roots:
+        if needed is not None and node not in needed:
+            continue
         buf = buffers.get(node)
         if buf is None:
             buf = buffers[node] = [None] * node.n_outputs
@@ -104,42 +182,41 @@ def backward_steps(tensors, grad_tensors=None, retain_graph: bool | None = None,
     ready = [(-n.seq, id(n), n) for n in buffers if deps.get(n, 0) == 0]
     heapq.heapify(ready)
     prev = GRAD.enabled
-    emit = events.has_subscribers("backward_step")
     index = 0
     try:
         while ready:
             node = heapq.heappop(ready)[2]
             grads = buffers.pop(node)
+            leaf = type(node) is AccumulateGrad
             GRAD.enabled = create_graph
             try:
-                if node.pre_hooks is not None or type(node) is AccumulateGrad:
+                if node.pre_hooks is not None or leaf:
                     grads = _run_prehooks(node, grads)
-                if _capture is not None:
+                if sinks and node in sinks:
+                    for nr, t in sinks[node]:
+                        _sink(t, grads[nr], create_graph)
+                if _capture is not None and node in targets:
                     _capture_grads(node, grads, _capture)
-                if type(node) is AccumulateGrad:
+                if leaf:
                     out = ()
-                    if _capture is None and (only is None or id(node.variable) in only):
+                    if _capture is None and (targets is None or node in targets):
                         _accumulate(node, grads[0], create_graph)
+                elif runs is None or node in runs:
+                    out = _run(node, grads)
                 else:
-                    out = node.run(grads)
-                    if len(out) != len(node.edges):
-                        raise RuntimeError(f"function {node.name()} returned an incorrect number of "
-                                           f"gradients (expected {len(node.edges)}, got {len(out)})")
-                    if node.hooks:
-                        for hook in node.hooks:
-                            res = hook(out, tuple(grads))
-                            if res is not None:
-                                out = tuple(res)
+                    continue  # a target that is only captured: it does not run
             finally:
                 GRAD.enabled = prev
             step = BackwardStep(index, node, grads, out)
-            if emit:
+            if events.has_subscribers("backward_step"):
                 events.emit("backward_step", step)
             index += 1
             for e, gi in zip(node.edges, out):
                 if e is None:
                     continue
                 child, nr = e
+                if needed is not None and child not in needed:
+                    continue
                 if gi is not None:
                     buf = buffers.get(child)
                     if buf is None:
@@ -151,7 +228,7 @@ def backward_steps(tensors, grad_tensors=None, retain_graph: bool | None = None,
                     if child in buffers:
                         heapq.heappush(ready, (-child.seq, id(child), child))
                     else:
-                        _skip(child, deps, buffers, ready)
+                        _skip(child, deps, buffers, ready, needed, runs)
             if not retain_graph:
                 node.release()
             yield step
@@ -159,13 +236,47 @@ def backward_steps(tensors, grad_tensors=None, retain_graph: bool | None = None,
         GRAD.enabled = prev
 
 
-def _skip(node, deps, buffers, ready) -> None:
+def _run(node, grads) -> tuple:
+    """Run one node's backward (and its post-hooks); anomaly mode checks what it returned."""
+    observed = events.has_subscribers("backward_step")
+    if observed:
+        _RUNNING.append(node)
+    anomaly = _anomaly.STATE.enabled
+    if anomaly:
+        _anomaly.STATE.backward_depth += 1
+    try:
+        out = node.run(grads)
+        if len(out) != len(node.edges):
+            raise RuntimeError(f"function {node.name()} returned an incorrect number of "
+                               f"gradients (expected {len(node.edges)}, got {len(out)})")
+        if node.hooks:
+            for hook in tuple(node.hooks):
+                res = hook(tuple(out), tuple(grads))
+                if res is not None:
+                    out = tuple(res)
+        if _anomaly.STATE.enabled:
+            _anomaly.check_backward(node, out)
+    except Exception as e:
+        if _anomaly.STATE.enabled:
+            _anomaly.annotate(e, node)
+        raise
+    finally:
+        if observed:
+            _RUNNING.pop()
+        if anomaly:
+            _anomaly.STATE.backward_depth -= 1
+    return out
+
+
+def _skip(node, deps, buffers, ready, needed, runs) -> None:
     """A node that received no gradient at all: its inputs get none from it either."""
     stack = [node]
     while stack:
         n = stack.pop()
+        if runs is not None and n not in runs:
+            continue
         for e in n.edges:
-            if e is None:
+            if e is None or (needed is not None and e[0] not in needed):
                 continue
             child = e[0]
             deps[child] -= 1
@@ -176,28 +287,28 @@ def _skip(node, deps, buffers, ready) -> None:
                     stack.append(child)
 
 
+def _apply_hooks(hooks, g):
+    for h in tuple(hooks):
+        r = h(g)
+        if r is not None:
+            g = r
+    return g
+
+
 def _run_prehooks(node, grads):
-    pre = node.pre_hooks
+    """Tensor hooks first, then retain_grad hooks, then node pre-hooks (PyTorch's order)."""
+    grads = list(grads)
     if type(node) is AccumulateGrad:
-        hooks = getattr(node.variable, "_hooks", None) if node.variable is not None else None
+        var = node.variable
+        hooks = getattr(var, "_hooks", None) if var is not None else None
         if hooks and grads[0] is not None:
-            g = grads[0]
-            for h in tuple(hooks):
-                r = h(g)
-                if r is not None:
-                    g = r
-            grads = [g]
+            grads[0] = _apply_hooks(hooks, grads[0])
+    pre = node.pre_hooks
     if pre:
-        grads = list(grads)
-        for key, hooks in pre.items():
-            if key == -1:
-                continue
-            if grads[key] is None:
-                continue
-            for h in tuple(hooks):
-                r = h(grads[key])
-                if r is not None:
-                    grads[key] = r
+        for key in sorted(k for k in pre if k >= 0):
+            nr = key - RETAIN if key >= RETAIN else key
+            if grads[nr] is not None:
+                grads[nr] = _apply_hooks(pre[key], grads[nr])
         for h in tuple(pre.get(-1, ())):
             r = h(tuple(grads))
             if r is not None:
@@ -206,10 +317,20 @@ def _run_prehooks(node, grads):
 
 
 def _capture_grads(node, grads, capture) -> None:
-    for key in ((id(node), nr) for nr in range(node.n_outputs)):
-        if key in capture and grads[key[1]] is not None:
-            g = grads[key[1]]
+    for nr in range(node.n_outputs):
+        key = (node, nr)
+        if key in capture and grads[nr] is not None:
+            g = grads[nr]
             capture[key] = g if capture[key] is None else capture[key] + g
+
+
+def _sink(t: Tensor, g, create_graph: bool) -> None:
+    """``backward(inputs=[non_leaf])``: accumulate into that tensor's ``.grad``."""
+    if g is None:
+        return
+    if not create_graph:
+        g = g.detach()
+    t.grad = (g if create_graph else g.clone()) if t.grad is None else t.grad + g
 
 
 def _accumulate(node: AccumulateGrad, g, create_graph: bool) -> None:
@@ -244,31 +365,38 @@ def backward(tensors, grad_tensors=None, retain_graph: bool | None = None,
 def grad(outputs, inputs, grad_outputs=None, retain_graph: bool | None = None,
          create_graph: bool = False, allow_unused: bool | None = None,
          materialize_grads: bool = False) -> tuple:
-    """Return the gradients of ``outputs`` w.r.t. ``inputs`` without touching ``.grad``."""
-    single = not isinstance(inputs, (list, tuple))
+    """Return the gradients of ``outputs`` w.r.t. ``inputs`` without touching ``.grad``.
+
+    Only nodes on a path from ``outputs`` to ``inputs`` run. ``allow_unused`` returns None
+    for an input the outputs do not depend on (an error otherwise); ``materialize_grads``
+    returns zeros instead.
+    """
+    if materialize_grads and allow_unused is False:
+        raise ValueError("Expected allow_unused to be True or not passed when materialize_grads=True, "
+                         "but got: allow_unused=False.")
     inputs = _as_list(inputs)
-    capture = {}
+    capture: dict = {}
     keys = []
-    for t in inputs:
+    for i, t in enumerate(inputs):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"grad(): inputs[{i}] must be a Tensor, got {type(t).__name__}")
         if not t.requires_grad:
             raise RuntimeError("One of the differentiated Tensors does not require grad")
-        node = t.grad_fn if t.grad_fn is not None else t._accumulator()
-        key = (id(node), t._out_nr)
+        key = (t.grad_fn if t.grad_fn is not None else t._accumulator(), t._out_nr)
         capture[key] = None
-        keys.append((key, node))
+        keys.append(key)
     for _ in backward_steps(outputs, grad_outputs, retain_graph, create_graph, _capture=capture):
         pass
-    result = []
-    for i, ((key, node), t) in enumerate(zip(keys, inputs)):
-        g = capture[key]
-        if g is None:
-            if materialize_grads:
-                g = zeros_like(t)
-            elif not allow_unused:
-                raise RuntimeError(f"One of the differentiated Tensors appears to not have been used "
-                                   f"in the graph (input {i}, shape {list(t.shape)}). Set "
-                                   "allow_unused=True if this is the desired behavior.")
-        elif not create_graph and g.requires_grad:
-            g = g.detach()
-        result.append(g)
-    return tuple(result)
+    return tuple(_result(capture[key], t, i, create_graph, allow_unused or materialize_grads,
+                         materialize_grads) for i, (key, t) in enumerate(zip(keys, inputs)))
+
+
+def _result(g, t, i: int, create_graph: bool, allow_unused: bool, materialize: bool):
+    if g is None:
+        if materialize:
+            return zeros_like(t)
+        if not allow_unused:
+            raise RuntimeError(f"The differentiated Tensor at index {i} appears to not have been used in "
+                               "the graph. Set allow_unused=True if this is the desired behavior.")
+        return None
+    return g.detach() if not create_graph and g.requires_grad else g

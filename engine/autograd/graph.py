@@ -14,6 +14,7 @@ import weakref
 __all__ = ["Node", "OpNode", "AccumulateGrad"]
 
 _seq = itertools.count()
+RETAIN = 1 << 30   # pre_hooks key offset of retain_grad hooks
 
 FREED_MSG = ("Trying to backward through the graph a second time (or directly access saved tensors "
              "after they have already been freed). Saved intermediate values of the graph are freed "
@@ -25,11 +26,20 @@ FREED_MSG = ("Trying to backward through the graph a second time (or directly ac
 class Node:
     """Base of every grad_fn."""
 
-    __slots__ = ("edges", "seq", "pre_hooks", "hooks", "_metadata", "__weakref__")
+    __slots__ = ("edges", "seq", "pre_hooks", "hooks", "_metadata", "_tape_seq", "__weakref__")
     n_outputs = 1
 
     def name(self) -> str:
         return type(self).__name__
+
+    @property
+    def tape_seq(self) -> int | None:
+        """Sequence number of the dispatched op that created this node, if anyone was recording.
+
+        It is the ``seq`` of the ``op`` event (and of the tape record), so a backward step
+        can be matched to the forward op that made it.
+        """
+        return getattr(self, "_tape_seq", None)
 
     @property
     def next_functions(self) -> tuple:
@@ -53,11 +63,16 @@ class Node:
         return self._add_prehook(-1, fn)
 
     def _add_prehook(self, key, fn):
+        """``key`` is an output number (a tensor hook), -1 (a node pre-hook) or ``RETAIN + nr``."""
         if self.pre_hooks is None:
             self.pre_hooks = {}
         lst = self.pre_hooks.setdefault(key, [])
         lst.append(fn)
         return _Handle(lst, fn)
+
+    def _add_retain_hook(self, nr: int, fn):
+        """``retain_grad``'s hook: runs after the tensor hooks of output ``nr``, as in PyTorch."""
+        return self._add_prehook(RETAIN + nr, fn)
 
     def __repr__(self) -> str:
         return f"<{self.name()} object at {hex(id(self))}>"
@@ -103,12 +118,12 @@ class OpNode(Node):
 
     @property
     def saved_tensors(self) -> tuple:
+        """The tensors whose values the vjp reads (inputs in order, then the output)."""
         if self.inputs is None:
             raise RuntimeError(FREED_MSG)
-        saved = tuple(t for t in self.inputs if isinstance(t, Tensor))
-        if self.op.save_output:
-            saved += (self._output(),)
-        return saved
+        if not self.versions:
+            return ()
+        return tuple(self.inputs[i] if i >= 0 else self._output() for i, _ in self.versions)
 
     def _output(self):
         return Tensor._wrap(self.out_data, True, self, 0, self.out_vc)
@@ -142,8 +157,20 @@ class OpNode(Node):
                     "tapelab.autograd.set_detect_anomaly(True).")
 
     def release(self, by: str = "backward()") -> None:
+        """Free the saved values. An op that saved none keeps shape-only stand-ins of its
+        inputs, so a second backward through it works, as it does in PyTorch."""
+        if self.versions is None and self.inputs is not None:
+            self.inputs = tuple(_stand_in(a) if isinstance(a, Tensor) else a for a in self.inputs)
+            return
         self.inputs = self.out_data = None
         self.freed_by = by
+
+
+def _stand_in(t):
+    """A zero-strided array with ``t``'s shape, dtype and device: what a shape-only vjp reads."""
+    xp = t._device.xp
+    return Tensor._wrap(xp.broadcast_to(xp.zeros((), t._data.dtype), t._data.shape), False, None, 0,
+                        [0], t._device)
 
 
 class AccumulateGrad(Node):
