@@ -1,25 +1,117 @@
-"""Reductions over dimensions."""
+"""Reductions over dimensions: sums, products, extrema, statistics, norms, scans, logical tests.
+
+Ops that pick one element per slice (``max(dim)``, and ``sort``/``topk``/``median`` in
+sort.py) are written in two steps: a non-differentiable op finds the indices, then a
+named gather op (``_picker``) reads the values. The indices are an input of the recorded
+node, so the vjp scatters the gradient back without recomputing them.
+"""
 from __future__ import annotations
 
+import builtins
+from collections import namedtuple
+
+from ..creation import eye
 from ..dispatch import apply
-from .registry import NONE, Op
+from .registry import NONE, OTHERS, Op
 from ._util import Tensor, norm_dims
 
-__all__ = ["sum", "mean"]
+__all__ = ["sum", "mean", "prod", "max", "min", "amax", "amin", "argmax", "argmin", "var", "std",
+           "var_mean", "std_mean", "logsumexp", "norm", "cumsum", "cumprod", "all", "any",
+           "count_nonzero"]
+
+_INF = float("inf")
+
+
+def values_indices(name: str):
+    """A ``torch.return_types``-style result: a tuple with ``.values`` and ``.indices``."""
+    return namedtuple(name, ("values", "indices"))
+
+
+_max_t, _min_t = values_indices("max"), values_indices("min")
+
+
+def _dims(input: Tensor, dim, op: str):
+    """Canonical dims: None for all (also for 0-d inputs), else a sorted tuple of axes."""
+    if dim is None or dim == () or dim == []:
+        return None
+    dims = norm_dims(dim, input.ndim, op)
+    return dims if input.ndim else None
+
+
+def _keep_shape(shape: tuple, dims) -> tuple:
+    return tuple(1 if dims is None or i in dims else s for i, s in enumerate(shape))
 
 
 def _expand_back(g: Tensor, x: Tensor, dims, keepdim: bool) -> Tensor:
     """Broadcast a reduced gradient back over the reduced dims of ``x``."""
-    if dims is None and not keepdim:
-        return g.expand(x.shape)
-    if not keepdim:
-        shape = list(x.shape)
-        for d in dims if dims is not None else range(x.ndim):
-            shape[d] = 1
-        g = g.reshape(shape)
+    if not keepdim and (dims is not None or g.ndim):
+        g = g.reshape(_keep_shape(x._data.shape, dims))
     return g.expand(x.shape)
 
 
+def _count(shape, dims) -> int:
+    n = 1
+    for i, s in enumerate(shape):
+        if dims is None or i in dims:
+            n *= s
+    return n
+
+
+def _nonempty(input: Tensor, dims, op: str) -> None:
+    """max/min/argmax have no identity: every reduced dim must be non-empty (IndexError as torch)."""
+    shape = input._data.shape
+    if dims is None and input._data.size == 0:
+        kind = IndexError if op.startswith("arg") else RuntimeError
+        raise kind(f"{op}(): Expected reduction dim to be specified for input.numel() == 0. "
+                   f"Specify the reduction dim with the 'dim' argument. (input shape {list(shape)})")
+    for d in dims or ():
+        if shape[d] == 0:
+            raise IndexError(f"{op}(): Expected reduction dim {d} to have non-zero size "
+                             f"(input shape {list(shape)}).")
+
+
+# ---------------------------------------------------------------- gather / scatter along a dim
+def _take_fwd(xp, x, idx, *, dim, keepdim):
+    if x.ndim == 0:
+        return x.copy()
+    v = xp.take_along_axis(x, idx, axis=dim)
+    return v if keepdim else v.squeeze(dim)
+
+
+def _take_vjp(g, out, x, idx, *, dim, keepdim):
+    if not keepdim and x.ndim:
+        g = g.unsqueeze(dim)
+    return apply(_put_along, g, idx, dim=dim, shape=x._data.shape), None
+
+
+def _put_fwd(xp, g, idx, *, dim, shape):
+    if not shape:
+        return g.copy()
+    out = xp.zeros(shape, g.dtype)
+    xp.put_along_axis(out, idx, g, axis=dim)
+    return out
+
+
+def _picker(name: str) -> Op:
+    """A gather along ``dim`` at indices that are unique per slice, under an op's own name."""
+    return Op(name, _take_fwd, _take_vjp, saves=OTHERS)
+
+
+_take_along = _picker("take_along")
+# the adjoint of _take_along: writes g at idx into zeros (indices are unique per slice)
+_put_along = Op("put_along", _put_fwd,
+                lambda gg, out, g, idx, *, dim, shape: (apply(_take_along, gg, idx, dim=dim, keepdim=True),
+                                                        None),
+                saves=OTHERS)
+
+
+def pick(op: Op, input: Tensor, idx: Tensor, dim: int, keepdim: bool):
+    """Values of ``input`` at ``idx`` (kept dims) along ``dim`` through ``op``, plus the indices."""
+    values = apply(op, input, idx, dim=dim, keepdim=keepdim)
+    return values, (idx if keepdim or not input.ndim else idx.squeeze(dim))
+
+
+# ---------------------------------------------------------------- sum, mean, prod
 def _sum_fwd(xp, x, *, dims, keepdim, dtype):
     return x.sum(axis=dims, keepdims=keepdim, dtype=dtype)
 
@@ -34,21 +126,53 @@ def _mean_fwd(xp, x, *, dims, keepdim, dtype):
 
 
 def _mean_vjp(g, out, x, *, dims, keepdim, dtype):
-    n = x.numel() // max(out.numel(), 1) if dims is None else _count(x.shape, dims)
-    return ((_expand_back(g, x, dims, keepdim) / n).to(x.dtype),)
+    return ((_expand_back(g, x, dims, keepdim) / _count(x._data.shape, dims)).to(x.dtype),)
 
 
-def _count(shape, dims):
-    n = 1
-    for d in dims:
-        n *= shape[d]
-    return n
+_mean = Op("mean", _mean_fwd, _mean_vjp, saves=NONE)
 
 
-_mean = Op("mean", _mean_fwd, _mean_vjp, saves=NONE, save_output=True)
+def _prod_fwd(xp, x, *, dim, keepdim, dtype):
+    return x.prod(axis=dim, keepdims=keepdim, dtype=dtype)
 
 
-def _int_acc(x, dtype):
+def _prod_vjp(g, out, x, *, dim, keepdim, dtype):
+    dims = None if dim is None else (dim,)
+    g = _expand_back(g, x, dims, keepdim)
+    if not (x._data == 0).any():
+        return (g * _expand_back(out, x, dims, keepdim) / x,)
+    if dim is None:
+        return (g * apply(_prod_others, x.reshape(-1), dim=0).reshape(x.shape),)
+    return (g * apply(_prod_others, x, dim=dim),)
+
+
+def _prod_others_fwd(xp, x, *, dim):
+    """out[k] = product of x[j] over j != k along ``dim`` (exclusive prefix * suffix products)."""
+    xm = xp.moveaxis(x, dim, -1)
+    left = xp.ones_like(xm)
+    right = xp.ones_like(xm)
+    xp.cumprod(xm[..., :-1], axis=-1, out=left[..., 1:])
+    xp.cumprod(xm[..., :0:-1], axis=-1, out=right[..., -2::-1])
+    return xp.moveaxis(left * right, -1, dim)
+
+
+def _prod_others_vjp(g, out, x, *, dim):
+    # d out[k] / d x[m] = prod of x[j], j not in {k, m}: the same op on an n x n stack where
+    # row k has x[k] replaced by 1, masked off the diagonal (exact, so it differentiates again)
+    xl = x.transpose(dim, -1)
+    n = xl.shape[-1]
+    e = eye(n, dtype=x.dtype, device=x.device)
+    rows = xl.unsqueeze(-2) * (1 - e) + e
+    q = apply(_prod_others, rows, dim=rows.ndim - 1)
+    gx = (g.transpose(dim, -1).unsqueeze(-1) * q * (1 - e)).sum(-2)
+    return (gx.transpose(dim, -1),)
+
+
+_prod = Op("prod", _prod_fwd, _prod_vjp, save_output=True)
+_prod_others = Op("prod_others", _prod_others_fwd, _prod_others_vjp)
+
+
+def _int_acc(x: Tensor, dtype):
     """PyTorch sums bool and integer tensors in int64 unless told otherwise."""
     if dtype is not None:
         return dtype.np
@@ -58,16 +182,310 @@ def _int_acc(x, dtype):
 def sum(input, dim=None, keepdim: bool = False, *, dtype=None):
     if dim is None and dtype is None and input._data.dtype.kind == "f":
         return apply(_sum, input, dims=None, keepdim=keepdim, dtype=None)
-    dims = norm_dims(dim, input.ndim, "sum") if dim is not None and dim != () else None
-    return apply(_sum, input, dims=dims, keepdim=keepdim, dtype=_int_acc(input, dtype))
+    return apply(_sum, input, dims=_dims(input, dim, "sum"), keepdim=keepdim, dtype=_int_acc(input, dtype))
 
 
 def mean(input, dim=None, keepdim: bool = False, *, dtype=None):
     if input._data.dtype.kind != "f" and dtype is None:
         raise RuntimeError(f"mean(): could not infer output dtype. Input dtype must be either a "
                            f"floating point or complex dtype. Got: {input.dtype.name.capitalize()}")
-    dims = norm_dims(dim, input.ndim, "mean") if dim is not None and dim != () else None
-    return apply(_mean, input, dims=dims, keepdim=keepdim, dtype=None if dtype is None else dtype.np)
+    return apply(_mean, input, dims=_dims(input, dim, "mean"), keepdim=keepdim,
+                 dtype=None if dtype is None else dtype.np)
 
 
-METHODS = ("sum", "mean")
+def prod(input, dim: int | None = None, keepdim: bool = False, *, dtype=None):
+    if dim is not None:
+        if not isinstance(dim, int):
+            raise TypeError(f"prod(): argument 'dim' must be int, not {type(dim).__name__}")
+        dim = _dims(input, dim, "prod")
+        dim = None if dim is None else dim[0]
+    return apply(_prod, input, dim=dim, keepdim=keepdim, dtype=_int_acc(input, dtype))
+
+
+# ---------------------------------------------------------------- extrema
+def _tie_weights_fwd(xp, x, out, *, dims, keepdim):
+    """1/k on each of the k elements equal to the extremum of their slice, 0 elsewhere."""
+    o = out if keepdim or dims is None else out.reshape(_keep_shape(x.shape, dims))
+    hit = (x == o) | (xp.isnan(x) & xp.isnan(o))
+    return (hit / hit.sum(axis=dims, keepdims=True)).astype(x.dtype, copy=False)
+
+
+_tie_weights = Op("tie_weights", _tie_weights_fwd)
+
+
+def _extremum_vjp(g, out, x, *, dims, keepdim):
+    w = apply(_tie_weights, x, out, dims=dims, keepdim=keepdim)
+    return (_expand_back(g, x, dims, keepdim) * w,)
+
+
+_amax = Op("amax", lambda xp, x, *, dims, keepdim: x.max(axis=dims, keepdims=keepdim),
+           _extremum_vjp, save_output=True)
+_amin = Op("amin", lambda xp, x, *, dims, keepdim: x.min(axis=dims, keepdims=keepdim),
+           _extremum_vjp, save_output=True)
+_argmax = Op("argmax", lambda xp, x, *, dim, keepdim: xp.argmax(x, axis=dim, keepdims=keepdim))
+_argmin = Op("argmin", lambda xp, x, *, dim, keepdim: xp.argmin(x, axis=dim, keepdims=keepdim))
+_max_dim, _min_dim = _picker("max"), _picker("min")
+
+
+def amax(input, dim=(), keepdim: bool = False):
+    dims = _dims(input, dim, "amax")
+    _nonempty(input, dims, "amax")
+    return apply(_amax, input, dims=dims, keepdim=keepdim)
+
+
+def amin(input, dim=(), keepdim: bool = False):
+    dims = _dims(input, dim, "amin")
+    _nonempty(input, dims, "amin")
+    return apply(_amin, input, dims=dims, keepdim=keepdim)
+
+
+def _arg(op: Op, input, dim, keepdim: bool, name: str):
+    if dim is None:
+        _nonempty(input, None, name)
+        return apply(op, input, dim=None, keepdim=keepdim)
+    d = norm_dims(dim, input.ndim, name)
+    _nonempty(input, d if input.ndim else None, name)
+    return apply(op, input, dim=d[0] if input.ndim else None, keepdim=keepdim)
+
+
+def argmax(input, dim: int | None = None, keepdim: bool = False):
+    return _arg(_argmax, input, dim, keepdim, "argmax")
+
+
+def argmin(input, dim: int | None = None, keepdim: bool = False):
+    return _arg(_argmin, input, dim, keepdim, "argmin")
+
+
+def _extremum(input, dim, keepdim, arg: Op, full: Op, picker: Op, result, name: str):
+    if dim is None:
+        _nonempty(input, None, name)
+        return apply(full, input, dims=None, keepdim=False)
+    if isinstance(dim, Tensor):
+        return getattr(input, "maximum" if name == "max" else "minimum")(dim)
+    d = norm_dims(dim, input.ndim, name)[0]
+    if input.ndim:
+        _nonempty(input, (d,), name)
+    idx = apply(arg, input, dim=d if input.ndim else None, keepdim=True)
+    return result(*pick(picker, input, idx, d, keepdim))
+
+
+def max(input, dim=None, keepdim: bool = False):
+    """``max(x)`` -> value; ``max(x, dim)`` -> (values, indices); ``max(x, other)`` -> maximum."""
+    return _extremum(input, dim, keepdim, _argmax, _amax, _max_dim, _max_t, "max")
+
+
+def min(input, dim=None, keepdim: bool = False):
+    """``min(x)`` -> value; ``min(x, dim)`` -> (values, indices); ``min(x, other)`` -> minimum."""
+    return _extremum(input, dim, keepdim, _argmin, _amin, _min_dim, _min_t, "min")
+
+
+# ---------------------------------------------------------------- variance, std
+def _var_fwd(xp, x, *, dims, keepdim, correction):
+    d = x - x.mean(axis=dims, keepdims=True)
+    n = _count(x.shape, dims)
+    return (d * d).sum(axis=dims, keepdims=keepdim) / (n - correction if n > correction else 0)
+
+
+def _centred(g, x, dims, keepdim, correction):
+    """g broadcast over x, times (x - mean) / (N - correction)."""
+    n = _count(x._data.shape, dims)
+    return _expand_back(g, x, dims, keepdim) * (x - x.mean(dims, keepdim=True)) / builtins.max(n - correction, 0)
+
+
+def _var_vjp(g, out, x, *, dims, keepdim, correction):
+    return (2 * _centred(g, x, dims, keepdim, correction),)
+
+
+def _std_vjp(g, out, x, *, dims, keepdim, correction):
+    # constant slices have std 0 and get a zero gradient, as in PyTorch
+    return (_centred(g * apply(_recip_nonzero, out), x, dims, keepdim, correction),)
+
+
+def _std_fwd(xp, x, **params):
+    return xp.sqrt(_var_fwd(xp, x, **params))
+
+
+# 1/x where x != 0 and 0 where x == 0; its derivative -1/x^2 is then -out^2 everywhere
+_recip_nonzero = Op("recip_nonzero", lambda xp, x: xp.divide(1, x, out=xp.zeros_like(x), where=x != 0),
+                    lambda g, out, x: (-g * out * out,), saves=NONE, save_output=True, elementwise=True)
+_var = Op("var", _var_fwd, _var_vjp)
+_std = Op("std", _std_fwd, _std_vjp, save_output=True)
+
+
+def _var_args(input, dim, unbiased, keepdim, correction, op: str):
+    if input._data.dtype.kind != "f":
+        raise RuntimeError(f"std and var only support floating point and complex dtypes "
+                           f"({op}() got {input.dtype.name.capitalize()})")
+    if isinstance(dim, bool):
+        dim, unbiased = None, dim
+    if correction is None:
+        correction = 1 if unbiased is None or unbiased else 0
+    return dict(dims=_dims(input, dim, op), keepdim=keepdim, correction=correction)
+
+
+def var(input, dim=None, unbiased=None, keepdim: bool = False, *, correction=None):
+    return apply(_var, input, **_var_args(input, dim, unbiased, keepdim, correction, "var"))
+
+
+def std(input, dim=None, unbiased=None, keepdim: bool = False, *, correction=None):
+    return apply(_std, input, **_var_args(input, dim, unbiased, keepdim, correction, "std"))
+
+
+def var_mean(input, dim=None, unbiased=None, keepdim: bool = False, *, correction=None):
+    p = _var_args(input, dim, unbiased, keepdim, correction, "var_mean")
+    return apply(_var, input, **p), apply(_mean, input, dims=p["dims"], keepdim=keepdim, dtype=None)
+
+
+def std_mean(input, dim=None, unbiased=None, keepdim: bool = False, *, correction=None):
+    p = _var_args(input, dim, unbiased, keepdim, correction, "std_mean")
+    return apply(_std, input, **p), apply(_mean, input, dims=p["dims"], keepdim=keepdim, dtype=None)
+
+
+# ---------------------------------------------------------------- logsumexp, norms
+def _lse_fwd(xp, x, *, dims, keepdim):
+    m = x.max(axis=dims, keepdims=True) if x.size else xp.zeros(_keep_shape(x.shape, dims), x.dtype)
+    m = xp.where(xp.isinf(m), 0, m)
+    out = xp.log(xp.exp(x - m).sum(axis=dims, keepdims=True)) + m
+    return out if keepdim else out.reshape([s for i, s in enumerate(out.shape)
+                                            if not (dims is None or i in dims)])
+
+
+_logsumexp = Op("logsumexp", _lse_fwd,
+                lambda g, out, x, *, dims, keepdim: (_expand_back(g, x, dims, keepdim)
+                                                     * (x - _expand_back(out, x, dims, keepdim)).exp(),),
+                promote="float", save_output=True)
+
+
+def logsumexp(input, dim, keepdim: bool = False):
+    return apply(_logsumexp, input, dims=_dims(input, dim, "logsumexp"), keepdim=keepdim)
+
+
+def _norm_fwd(xp, x, *, ord, dims, keepdim):
+    a = xp.abs(x)
+    if ord == 2:
+        return xp.sqrt((a * a).sum(axis=dims, keepdims=keepdim))
+    if ord == 1:
+        return a.sum(axis=dims, keepdims=keepdim)
+    if ord == _INF:
+        return a.max(axis=dims, keepdims=keepdim)
+    if ord == -_INF:
+        return a.min(axis=dims, keepdims=keepdim)
+    if ord == 0:
+        return (a != 0).sum(axis=dims, keepdims=keepdim, dtype=x.dtype)
+    return (a ** ord).sum(axis=dims, keepdims=keepdim) ** (1.0 / ord)
+
+
+def _norm_vjp(g, out, x, *, ord, dims, keepdim):
+    if ord == 0:
+        return (_expand_back(g, x, dims, keepdim) * 0,)
+    if ord == 1:
+        return (_expand_back(g, x, dims, keepdim) * x.sign(),)
+    if ord == _INF or ord == -_INF:
+        return (x.sign() * _extremum_vjp(g, out, x.abs(), dims=dims, keepdim=keepdim)[0],)
+    r = _expand_back(apply(_recip_nonzero, out), x, dims, keepdim)
+    gx = _expand_back(g, x, dims, keepdim)
+    if ord == 2:
+        return (gx * x * r,)
+    return (gx * x.sign() * x.abs() ** (ord - 1) * r ** (ord - 1),)
+
+
+_norm = Op("norm", _norm_fwd, _norm_vjp, save_output=True)
+
+
+def vector_norm(x, ord=2, dim=None, keepdim: bool = False, *, dtype=None):
+    """``torch.linalg.vector_norm``: the ord-norm of ``x`` flattened over ``dim``."""
+    if x._data.dtype.kind != "f":
+        raise RuntimeError(f"linalg.vector_norm: Expected a floating point or complex tensor as input. "
+                           f"Got {x.dtype.name.capitalize()}")
+    if dtype is not None:
+        x = x.to(dtype)
+    dims = _dims(x, dim, "linalg.vector_norm")
+    if ord in (_INF, -_INF):
+        _nonempty(x, dims, "linalg.vector_norm")
+    return apply(_norm, x, ord=float(ord), dims=dims, keepdim=keepdim)
+
+
+def norm(input, p="fro", dim=None, keepdim: bool = False, dtype=None):
+    """``torch.norm``: vector norms (p a number, or 'fro' = the 2-norm over ``dim``)."""
+    if p == "fro" or p is None:
+        p = 2
+    elif isinstance(p, str):
+        raise NotImplementedError(f"norm(): p={p!r} is not supported by tapelab (use 'fro' or a number)")
+    return vector_norm(input, p, dim, keepdim, dtype=dtype)
+
+
+# ---------------------------------------------------------------- scans
+def _cumsum_fwd(xp, x, *, dim, reverse, dtype):
+    if x.ndim == 0:
+        return x.astype(dtype or x.dtype, copy=True)
+    if reverse:
+        return xp.flip(xp.cumsum(xp.flip(x, dim), axis=dim, dtype=dtype), dim)
+    return xp.cumsum(x, axis=dim, dtype=dtype)
+
+
+_cumsum = Op("cumsum", _cumsum_fwd,
+             lambda g, out, x, *, dim, reverse, dtype: (apply(_cumsum, g, dim=dim, reverse=not reverse,
+                                                              dtype=None).to(x.dtype),),
+             saves=NONE)
+
+
+def _cumprod_fwd(xp, x, *, dim, dtype):
+    return xp.cumprod(x, axis=dim, dtype=dtype) if x.ndim else x.astype(dtype or x.dtype, copy=True)
+
+
+def _cumprod_vjp(g, out, x, *, dim, dtype):
+    if x.ndim == 0:
+        return (g,)
+    if not (x._data == 0).any():
+        return (apply(_cumsum, g * out, dim=dim, reverse=True, dtype=None) / x,)
+    # with zeros: dx[k] = sum_{i>=k} g[i] * prod_{j<=i, j!=k} x[j], built on an n x n stack
+    # whose row k has x[k] replaced by 1 (exact, so second derivatives are right too)
+    xl = x.transpose(dim, -1)
+    n = xl.shape[-1]
+    e = eye(n, dtype=x.dtype, device=x.device)
+    upper = e.cumsum(1)
+    rows = (xl.unsqueeze(-2) * (1 - e) + e).cumprod(-1)
+    gx = (g.transpose(dim, -1).unsqueeze(-2) * rows * upper).sum(-1)
+    return (gx.transpose(dim, -1),)
+
+
+_cumprod = Op("cumprod", _cumprod_fwd, _cumprod_vjp, save_output=True)
+
+
+def cumsum(input, dim: int, *, dtype=None):
+    d = norm_dims(dim, input.ndim, "cumsum")[0]
+    return apply(_cumsum, input, dim=d, reverse=False, dtype=_int_acc(input, dtype))
+
+
+def cumprod(input, dim: int, *, dtype=None):
+    d = norm_dims(dim, input.ndim, "cumprod")[0]
+    return apply(_cumprod, input, dim=d, dtype=_int_acc(input, dtype))
+
+
+# ---------------------------------------------------------------- logical tests, counting
+def _logical(reduce_name: str):
+    def fwd(xp, x, *, dims, keepdim):
+        r = getattr(xp, reduce_name)(x, axis=dims, keepdims=keepdim)
+        return r.astype(x.dtype) if x.dtype == xp.uint8 else r  # uint8 stays uint8, as in torch
+    return Op(reduce_name, fwd)
+
+
+_all, _any = _logical("all"), _logical("any")
+_count_nonzero = Op("count_nonzero", lambda xp, x, *, dims: xp.asarray(xp.count_nonzero(x, axis=dims),
+                                                                       dtype=xp.int64))
+
+
+def all(input, dim=None, keepdim: bool = False):
+    return apply(_all, input, dims=_dims(input, dim, "all"), keepdim=keepdim)
+
+
+def any(input, dim=None, keepdim: bool = False):
+    return apply(_any, input, dims=_dims(input, dim, "any"), keepdim=keepdim)
+
+
+def count_nonzero(input, dim=None):
+    return apply(_count_nonzero, input, dims=_dims(input, dim, "count_nonzero"))
+
+
+METHODS = ("sum", "mean", "prod", "max", "min", "amax", "amin", "argmax", "argmin", "var", "std",
+           "logsumexp", "norm", "cumsum", "cumprod", "all", "any", "count_nonzero")
