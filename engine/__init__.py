@@ -15,6 +15,7 @@ from .autograd.grad_mode import (enable_grad, inference_mode, is_grad_enabled,
 from .creation import *  # noqa: F401,F403
 from .device import device
 from .ops import install_methods
+from .ops.compare import *  # noqa: F401,F403
 from .ops.convert import *  # noqa: F401,F403
 from .ops.elementwise import *  # noqa: F401,F403
 from .ops.indexing import *  # noqa: F401,F403

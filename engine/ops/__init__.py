@@ -1,12 +1,12 @@
 """Op declarations, one module per family; ``install_methods`` binds them onto Tensor."""
 from __future__ import annotations
 
-from . import convert, elementwise, indexing, linalg, movement, reduce, sort  # noqa: F401
+from . import compare, convert, elementwise, indexing, linalg, movement, reduce, sort  # noqa: F401
 from .registry import REGISTRY, Op, defop
 
 __all__ = ["REGISTRY", "Op", "defop", "install_methods", "MODULES"]
 
-MODULES = (convert, elementwise, reduce, movement, linalg, sort, indexing)
+MODULES = (convert, elementwise, compare, reduce, movement, linalg, sort, indexing)
 
 
 def install_methods(cls) -> None:

@@ -1,16 +1,138 @@
-"""Elementwise ops: arithmetic, math, activations, comparisons, logical ops.
+"""Elementwise arithmetic and math: one Op per primitive, vjps written in Tensor ops.
 
-Each op is one declaration: forward on backend arrays, vjp in Tensor ops. Gradients of
-broadcasting binary ops are summed back to each input's shape by ``unbroadcast``.
+Gradients of broadcasting binary ops are summed back to each input's shape by ``unbroadcast``;
+gradients at kinks and of piecewise-constant ops follow PyTorch's derivatives.yaml.
+Comparisons, selection (where, clamp, maximum) and logical/bitwise ops live in ``compare``.
 """
 from __future__ import annotations
 
+import importlib
+import math
+
+from ..creation import zeros_like
 from ..dispatch import apply, apply_
-from .registry import NONE, OTHERS, Op
+from .compare import isfinite, keep_where, torch_name, where, zero_where
+from .registry import ALL, NONE, OTHERS, REGISTRY, Op
 from ._util import Tensor, unbroadcast as ub
 
-__all__ = ["add", "sub", "mul", "div", "neg", "exp", "log", "tanh", "sigmoid", "relu", "pow",
-           "sqrt", "abs", "true_divide", "multiply", "subtract", "negative", "rsub"]
+__all__ = ["add", "sub", "rsub", "mul", "div", "true_divide", "floor_divide", "remainder", "fmod",
+           "pow", "neg", "abs", "sign", "sgn", "reciprocal", "square", "exp", "exp2", "expm1", "log",
+           "log2", "log10", "log1p", "sqrt", "rsqrt", "sin", "cos", "tan", "asin", "acos", "atan",
+           "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "sigmoid", "relu", "erf", "erfc",
+           "erfinv", "floor", "ceil", "round", "trunc", "fix", "frac", "atan2", "hypot", "logaddexp",
+           "xlogy", "lerp", "addcmul", "addcdiv", "nan_to_num", "multiply", "subtract", "divide",
+           "negative", "absolute", "arcsin", "arccos", "arctan", "arctan2", "arcsinh", "arccosh",
+           "arctanh"]
+
+_LN2, _LN10 = math.log(2.0), math.log(10.0)
+_TWO_OVER_SQRTPI, _SQRTPI_OVER_TWO = 2 / math.sqrt(math.pi), math.sqrt(math.pi) / 2
+_SPECIAL: dict = {}
+
+
+def _special(xp):
+    """scipy.special for numpy, cupyx.scipy.special for cupy: where erf and erfinv live."""
+    sp = _SPECIAL.get(xp)
+    if sp is None:
+        sp = _SPECIAL[xp] = importlib.import_module(
+            "scipy.special" if xp.__name__ == "numpy" else "cupyx.scipy.special")
+    return sp
+
+
+def _zeros(g, out, *inputs, **params):
+    """The vjp of a piecewise-constant op: zero gradient for the tensor inputs."""
+    return tuple(zeros_like(a) if isinstance(a, Tensor) else None for a in inputs)
+
+
+_READS = {"input": (ALL, False), "output": (NONE, True), "nothing": (NONE, False)}
+
+
+def _unary(name: str, fwd, vjp, *, promote: str | None = "float", reads: str = "input"):
+    """Declare a unary elementwise op and return its public function."""
+    saves, save_output = _READS[reads]
+    op = Op(name, fwd, vjp, promote=promote, saves=saves, save_output=save_output, elementwise=True)
+
+    def fn(input: Tensor) -> Tensor:
+        return apply(op, input)
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = f"Elementwise ``{name}``, as ``torch.{name}``."
+    return fn
+
+
+def _keep_ints(f):
+    """Rounding leaves integer tensors as they are (numpy would return floats on some backends)."""
+    return lambda xp, a: f(xp)(a) if a.dtype.kind == "f" else a.copy()
+
+
+def _frac_fwd(xp, a):
+    if a.dtype.kind != "f":
+        raise TypeError(f'"frac" not implemented for integer dtype {a.dtype}')
+    return a - xp.trunc(a)
+
+
+def _sign_fwd(xp, a):
+    return xp.sign(a) if a.dtype.kind != "b" else a.copy()
+
+
+# ---------------------------------------------------------------- unary math
+exp = _unary("exp", lambda xp, a: xp.exp(a), lambda g, out, a: (g * out,), reads="output")
+exp2 = _unary("exp2", lambda xp, a: xp.exp2(a), lambda g, out, a: (g * out * _LN2,), reads="output")
+expm1 = _unary("expm1", lambda xp, a: xp.expm1(a), lambda g, out, a: (g * (out + 1),), reads="output")
+log = _unary("log", lambda xp, a: xp.log(a), lambda g, out, a: (g / a,))
+log2 = _unary("log2", lambda xp, a: xp.log2(a), lambda g, out, a: (g / (a * _LN2),))
+log10 = _unary("log10", lambda xp, a: xp.log10(a), lambda g, out, a: (g / (a * _LN10),))
+log1p = _unary("log1p", lambda xp, a: xp.log1p(a), lambda g, out, a: (g / (a + 1),))
+sqrt = _unary("sqrt", lambda xp, a: xp.sqrt(a), lambda g, out, a: (g / (2 * out),), reads="output")
+rsqrt = _unary("rsqrt", lambda xp, a: 1 / xp.sqrt(a), lambda g, out, a: (g * out ** 3 * -0.5,),
+               reads="output")
+reciprocal = _unary("reciprocal", lambda xp, a: 1 / a, lambda g, out, a: (-g * (out * out),),
+                    reads="output")
+sin = _unary("sin", lambda xp, a: xp.sin(a), lambda g, out, a: (g * cos(a),))
+cos = _unary("cos", lambda xp, a: xp.cos(a), lambda g, out, a: (g * -sin(a),))
+tan = _unary("tan", lambda xp, a: xp.tan(a), lambda g, out, a: (g * (1 + out * out),), reads="output")
+asin = _unary("asin", lambda xp, a: xp.arcsin(a), lambda g, out, a: (g * rsqrt(1 - a * a),))
+acos = _unary("acos", lambda xp, a: xp.arccos(a), lambda g, out, a: (g * -rsqrt(1 - a * a),))
+atan = _unary("atan", lambda xp, a: xp.arctan(a), lambda g, out, a: (g / (a * a + 1),))
+sinh = _unary("sinh", lambda xp, a: xp.sinh(a), lambda g, out, a: (g * cosh(a),))
+cosh = _unary("cosh", lambda xp, a: xp.cosh(a), lambda g, out, a: (g * sinh(a),))
+tanh = _unary("tanh", lambda xp, a: xp.tanh(a), lambda g, out, a: (g * (1 - out * out),), reads="output")
+asinh = _unary("asinh", lambda xp, a: xp.arcsinh(a), lambda g, out, a: (g * rsqrt(a * a + 1),))
+acosh = _unary("acosh", lambda xp, a: xp.arccosh(a), lambda g, out, a: (g * rsqrt(a * a - 1),))
+atanh = _unary("atanh", lambda xp, a: xp.arctanh(a), lambda g, out, a: (g / (1 - a * a),))
+# exp(-a) overflowing to inf gives exactly 0, as PyTorch does
+sigmoid = _unary("sigmoid", lambda xp, a: 1 / (1 + xp.exp(-a)), lambda g, out, a: (g * out * (1 - out),),
+                 reads="output")
+erf = _unary("erf", lambda xp, a: _special(xp).erf(a).astype(a.dtype, copy=False),
+             lambda g, out, a: (g * _TWO_OVER_SQRTPI * exp(-a * a),))
+erfc = _unary("erfc", lambda xp, a: _special(xp).erfc(a).astype(a.dtype, copy=False),
+              lambda g, out, a: (g * -_TWO_OVER_SQRTPI * exp(-a * a),))
+erfinv = _unary("erfinv", lambda xp, a: _special(xp).erfinv(a).astype(a.dtype, copy=False),
+                lambda g, out, a: (g * _SQRTPI_OVER_TWO * exp(out * out),), reads="output")
+
+# ---------------------------------------------------------------- dtype-preserving unary
+neg = _unary("neg", lambda xp, a: -a, lambda g, out, a: (-g,), promote=None, reads="nothing")
+abs = _unary("abs", lambda xp, a: xp.abs(a), lambda g, out, a: (g * sign(a),), promote=None)
+sign = _unary("sign", _sign_fwd, _zeros, promote=None, reads="nothing")
+# relu's gradient is 0 at 0, as in PyTorch
+relu = _unary("relu", lambda xp, a: xp.maximum(a, 0, dtype=a.dtype),
+              lambda g, out, a: (keep_where(out > 0, g),), promote=None, reads="output")
+floor = _unary("floor", _keep_ints(lambda xp: xp.floor), _zeros, promote=None, reads="nothing")
+ceil = _unary("ceil", _keep_ints(lambda xp: xp.ceil), _zeros, promote=None, reads="nothing")
+trunc = _unary("trunc", _keep_ints(lambda xp: xp.trunc), _zeros, promote=None, reads="nothing")
+frac = _unary("frac", _frac_fwd, lambda g, out, a: (g,), promote=None, reads="nothing")
+
+_round = Op("round", lambda xp, a, *, decimals=0: xp.round(a, decimals), _zeros, saves=NONE, elementwise=True)
+
+
+def round(input: Tensor, *, decimals: int = 0) -> Tensor:
+    """Round half to even, to ``decimals`` decimal places."""
+    if decimals and input._data.dtype.kind != "f":
+        raise NotImplementedError(f'"round" with decimals={decimals} not implemented for '
+                                  f"'{torch_name(input)}'")
+    return apply(_round, input, decimals=decimals)
+
+
+fix, sgn, negative, absolute = trunc, sign, neg, abs
+arcsin, arccos, arctan, arcsinh, arccosh, arctanh = asin, acos, atan, asinh, acosh, atanh
 
 # ---------------------------------------------------------------- arithmetic
 _add = Op("add", lambda xp, a, b: a + b, lambda g, out, a, b: (ub(g, a), ub(g, b)),
@@ -21,105 +143,282 @@ _mul = Op("mul", lambda xp, a, b: a * b, lambda g, out, a, b: (ub(g * b, a), ub(
           promote="common", saves=OTHERS, elementwise=True)
 _div = Op("div", lambda xp, a, b: a / b, lambda g, out, a, b: (ub(g / b, a), ub(-g * out / b, b)),
           promote="float", save_output=True, elementwise=True)
-_neg = Op("neg", lambda xp, a: -a, lambda g, out, a: (-g,), saves=NONE, elementwise=True)
-_pow = Op("pow", lambda xp, a, b: a ** b,
-          lambda g, out, a, b: (ub(g * b * a ** (b - 1), a),
-                                ub(g * out * a.log(), b) if isinstance(b, Tensor) else None),
-          promote="common", save_output=True, elementwise=True)
-
-# ---------------------------------------------------------------- math
-_exp = Op("exp", lambda xp, a: xp.exp(a), lambda g, out, a: (g * out,),
-          promote="float", saves=NONE, save_output=True, elementwise=True)
-_log = Op("log", lambda xp, a: xp.log(a), lambda g, out, a: (g / a,), promote="float", elementwise=True)
-_sqrt = Op("sqrt", lambda xp, a: xp.sqrt(a), lambda g, out, a: (g / (2 * out),),
-           promote="float", saves=NONE, save_output=True, elementwise=True)
-_abs = Op("abs", lambda xp, a: xp.abs(a), lambda g, out, a: (g * a.sign(),), elementwise=True)
-_sign = Op("sign", lambda xp, a: xp.sign(a), lambda g, out, a: (g * 0,), saves=NONE, elementwise=True)
-_tanh = Op("tanh", lambda xp, a: xp.tanh(a), lambda g, out, a: (g * (1 - out * out),),
-           promote="float", saves=NONE, save_output=True, elementwise=True)
-# exp(-a) overflowing to inf gives exactly 0, as PyTorch does
-_sigmoid = Op("sigmoid", lambda xp, a: 1 / (1 + xp.exp(-a)), lambda g, out, a: (g * out * (1 - out),),
-              promote="float", saves=NONE, save_output=True, elementwise=True)
-# NOTE: relu's gradient is 0 at 0, as in PyTorch; a mask of the output keeps it one op
-_relu = Op("relu", lambda xp, a: xp.maximum(a, 0, dtype=a.dtype),
-           lambda g, out, a: (g * (out > 0),), saves=NONE, save_output=True, elementwise=True)
 
 
-def add(input, other, *, alpha=1):
+def _is_int(a, b) -> bool:
+    return (a if hasattr(a, "dtype") else b).dtype.kind in "biu"
+
+
+def _check_divisor(xp, b) -> None:
+    """Integer division by zero is an error in PyTorch (numpy would return 0)."""
+    if (b == 0) if type(b) is int else not xp.all(b):
+        raise RuntimeError("ZeroDivisionError: integer division or modulo by zero")
+
+
+def _div_rounding_fwd(xp, a, b, *, rounding_mode):
+    if _is_int(a, b):  # exact integer arithmetic, no detour through floats
+        _check_divisor(xp, b)
+        q = a // b
+        if rounding_mode == "trunc":
+            q = q + ((q * b != a) & ((a < 0) != (b < 0)))
+        return q
+    return xp.trunc(a / b) if rounding_mode == "trunc" else xp.floor_divide(a, b)
+
+
+def _remainder_fwd(xp, a, b):
+    if _is_int(a, b):
+        _check_divisor(xp, b)
+    return xp.remainder(a, b)
+
+
+def _fmod_fwd(xp, a, b):
+    if _is_int(a, b):
+        _check_divisor(xp, b)
+    return xp.fmod(a, b)
+
+
+_div_rounding = Op("div_rounding", _div_rounding_fwd, _zeros, promote="common", saves=NONE, elementwise=True)
+_remainder = Op("remainder", _remainder_fwd,
+                lambda g, out, a, b: (ub(g, a), ub(-g * div(a, b, rounding_mode="floor"), b)
+                                      if isinstance(b, Tensor) else None),
+                promote="common", elementwise=True)
+_fmod = Op("fmod", _fmod_fwd,
+           lambda g, out, a, b: (ub(g, a), ub(-g * div(a, b, rounding_mode="trunc"), b)
+                                 if isinstance(b, Tensor) else None),
+           promote="common", elementwise=True)
+
+
+def _log_number(a) -> float:
+    return math.log(a) if a > 0 else (-math.inf if a == 0 else math.nan)
+
+
+def _pow_vjp(g, out, a, b):
+    ga = gb = None
+    if isinstance(a, Tensor):
+        if isinstance(b, Tensor):
+            ga = ub(zero_where(b == 0, g * b * a ** (b - 1)), a)
+        else:
+            ga = zeros_like(a) if b == 0 else ub(g * b * a ** (b - 1), a)
+    if isinstance(b, Tensor):
+        if isinstance(a, Tensor):  # 0 ** b with b >= 0 has zero slope in b, as in PyTorch
+            gb = zero_where((a == 0) & (b >= 0), g * out * log(a))
+        else:
+            gb = g * out * _log_number(a)
+            if a == 0:
+                gb = zero_where(b >= 0, gb)
+        gb = ub(gb, b)
+    return ga, gb
+
+
+_pow = Op("pow", lambda xp, a, b: a ** b, _pow_vjp, promote="common", save_output=True, elementwise=True)
+
+
+def add(input, other, *, alpha=1) -> Tensor:
     return apply(_add, input, other if alpha == 1 else other * alpha)
 
 
-def sub(input, other, *, alpha=1):
+def sub(input, other, *, alpha=1) -> Tensor:
     return apply(_sub, input, other if alpha == 1 else other * alpha)
 
 
-def rsub(input, other, *, alpha=1):
+def rsub(input, other, *, alpha=1) -> Tensor:
+    """``other - alpha * input``."""
     return apply(_sub, other, input if alpha == 1 else input * alpha)
 
 
-def mul(input, other):
+def mul(input, other) -> Tensor:
     return apply(_mul, input, other)
 
 
-def div(input, other, *, rounding_mode=None):
+def _rounding_op(rounding_mode):
+    if rounding_mode is None:
+        return _div, {}
+    if rounding_mode != "trunc" and rounding_mode != "floor":
+        raise RuntimeError(f"div expected rounding_mode to be one of None, 'trunc', or 'floor' but found "
+                           f"{rounding_mode!r}")
+    return _div_rounding, {"rounding_mode": rounding_mode}
+
+
+def div(input, other, *, rounding_mode: str | None = None) -> Tensor:
+    """True division (integers give floats), or rounded with ``rounding_mode`` 'trunc' / 'floor'."""
     if rounding_mode is None:
         return apply(_div, input, other)
-    from .elementwise_more import _div_rounding
-    return _div_rounding(input, other, rounding_mode)
+    op, params = _rounding_op(rounding_mode)
+    return apply(op, input, other, **params)
 
 
-def neg(input):
-    return apply(_neg, input)
+def floor_divide(input, other) -> Tensor:
+    return apply(_div_rounding, input, other, rounding_mode="floor")
 
 
-def pow(input, exponent):
-    if not isinstance(input, Tensor):
-        return apply(_pow, input, exponent)
+def remainder(input, other) -> Tensor:
+    """Python's ``%``: the result has the sign of ``other``."""
+    return apply(_remainder, input, other)
+
+
+def fmod(input, other) -> Tensor:
+    """C's ``fmod``: the result has the sign of ``input``."""
+    return apply(_fmod, input, other)
+
+
+def pow(input, exponent) -> Tensor:
+    """``input ** exponent``; either side may be a Python number."""
     return apply(_pow, input, exponent)
 
 
-def exp(input):
-    return apply(_exp, input)
-
-
-def log(input):
-    return apply(_log, input)
-
-
-def sqrt(input):
-    return apply(_sqrt, input)
-
-
-def abs(input):
-    return apply(_abs, input)
-
-
-def sign(input):
-    return apply(_sign, input)
-
-
-def tanh(input):
-    return apply(_tanh, input)
-
-
-def sigmoid(input):
-    return apply(_sigmoid, input)
-
-
-def relu(input):
-    return apply(_relu, input)
+def square(input: Tensor) -> Tensor:
+    return apply(_pow, input, 2)
 
 
 true_divide = divide = div
-multiply, subtract, negative, absolute = mul, sub, neg, abs
-
-METHODS = ("add", "sub", "mul", "div", "neg", "pow", "exp", "log", "sqrt", "abs", "sign", "tanh",
-           "sigmoid", "relu", "true_divide", "divide", "multiply", "subtract", "negative", "absolute")
-INPLACE = {"add_": _add, "sub_": _sub, "mul_": _mul, "div_": _div, "neg_": _neg, "pow_": _pow,
-           "exp_": _exp, "log_": _log, "sqrt_": _sqrt, "abs_": _abs, "tanh_": _tanh,
-           "sigmoid_": _sigmoid, "relu_": _relu}
+multiply, subtract = mul, sub
 
 
+# ---------------------------------------------------------------- binary math
+def _atan2_vjp(g, out, a, b):
+    d = a * a + b * b
+    d = where(d == 0, 1.0, d)  # at (0, 0) both slopes are 0, as in PyTorch
+    return ub(g * b / d, a), ub(g * -a / d, b)
+
+
+def _xlogy_fwd(xp, x, y):
+    if not hasattr(y, "dtype"):
+        y = xp.asarray(y, x.dtype)
+    elif not hasattr(x, "dtype"):
+        x = xp.asarray(x, y.dtype)
+    return xp.where((x == 0) & ~xp.isnan(y), 0, x * xp.log(y))
+
+
+def _xlogy_vjp(g, out, x, y):
+    return (ub(g * xlogy(x != 0, y), x) if isinstance(x, Tensor) else None,
+            ub(g * x / y, y) if isinstance(y, Tensor) else None)
+
+
+_atan2 = Op("atan2", lambda xp, a, b: xp.arctan2(a, b), _atan2_vjp, promote="float", elementwise=True)
+_hypot = Op("hypot", lambda xp, a, b: xp.hypot(a, b),
+            lambda g, out, a, b: (ub(g * a / out, a), ub(g * b / out, b)),
+            promote="float", save_output=True, elementwise=True)
+_logaddexp = Op("logaddexp", lambda xp, a, b: xp.logaddexp(a, b),
+                lambda g, out, a, b: (ub(g / (1 + exp(b - a)), a), ub(g / (1 + exp(a - b)), b)),
+                promote="float", elementwise=True)
+_xlogy = Op("xlogy", _xlogy_fwd, _xlogy_vjp, promote="float", elementwise=True)
+
+
+def atan2(input: Tensor, other: Tensor) -> Tensor:
+    return apply(_atan2, input, other)
+
+
+def hypot(input: Tensor, other: Tensor) -> Tensor:
+    return apply(_hypot, input, other)
+
+
+def logaddexp(input: Tensor, other: Tensor) -> Tensor:
+    """``log(exp(input) + exp(other))`` without overflow."""
+    return apply(_logaddexp, input, other)
+
+
+def xlogy(input, other) -> Tensor:
+    """``input * log(other)``, and 0 where ``input`` is 0 (unless ``other`` is NaN)."""
+    return apply(_xlogy, input, other)
+
+
+arctan2 = atan2
+
+
+def _lerp_fwd(xp, a, b, w):
+    d = b - a  # PyTorch's two-sided formula: exact at both ends
+    if hasattr(w, "dtype"):
+        return xp.where(xp.abs(w) < 0.5, a + w * d, b - d * (1 - w))
+    return a + w * d if -0.5 < w < 0.5 else b - d * (1 - w)
+
+
+def _lerp_vjp(g, out, a, b, w):
+    return (ub(g * (1 - w), a), ub(g * w, b),
+            ub(g * (b - a), w) if isinstance(w, Tensor) else None)
+
+
+def _addcmul_fwd(xp, a, t1, t2, *, value=1):
+    return a + t1 * t2 if value == 1 else a + value * t1 * t2
+
+
+def _addcmul_vjp(g, out, a, t1, t2, *, value=1):
+    return ub(g, a), ub(g * t2 * value, t1), ub(g * t1 * value, t2)
+
+
+def _addcdiv_fwd(xp, a, t1, t2, *, value=1):
+    return a + value * (t1 / t2)
+
+
+def _addcdiv_vjp(g, out, a, t1, t2, *, value=1):
+    return ub(g, a), ub(g * value / t2, t1), ub(-g * value * t1 / (t2 * t2), t2)
+
+
+_lerp = Op("lerp", _lerp_fwd, _lerp_vjp, elementwise=True)
+_addcmul = Op("addcmul", _addcmul_fwd, _addcmul_vjp, promote="common", saves=OTHERS, elementwise=True)
+_addcdiv = Op("addcdiv", _addcdiv_fwd, _addcdiv_vjp, promote="common", elementwise=True)
+
+# c10's dtype spelling, which lerp's messages use
+_C10 = {"float32": "float", "float64": "double", "float16": "c10::Half", "int64": "long int",
+        "int32": "int", "int16": "short int", "int8": "signed char", "uint8": "unsigned char", "bool": "bool"}
+
+
+def lerp(input: Tensor, end: Tensor, weight) -> Tensor:
+    """``input + weight * (end - input)``; ``end`` (and a non-0-d ``weight``) must share input's dtype."""
+    dt = input._data.dtype
+    if end._data.dtype != dt:
+        raise RuntimeError(f"expected dtype {_C10[dt.name]} for `end` but got dtype {_C10[end._data.dtype.name]}")
+    if isinstance(weight, Tensor) and weight._data.dtype != dt:
+        if weight._data.ndim:
+            raise RuntimeError(f"expected dtype {_C10[dt.name]} for `weight` but got dtype "
+                               f"{_C10[weight._data.dtype.name]}")
+        weight = weight.to(input.dtype)
+    return apply(_lerp, input, end, weight)
+
+
+def addcmul(input: Tensor, tensor1: Tensor, tensor2: Tensor, *, value=1) -> Tensor:
+    """``input + value * tensor1 * tensor2``."""
+    return apply(_addcmul, input, tensor1, tensor2, value=value)
+
+
+def addcdiv(input: Tensor, tensor1: Tensor, tensor2: Tensor, *, value=1) -> Tensor:
+    """``input + value * tensor1 / tensor2`` (true division; integer operands are refused, as in PyTorch)."""
+    if tensor1._data.dtype.kind in "biu" and tensor2._data.dtype.kind in "biu":
+        raise RuntimeError("Integer division with addcdiv is no longer supported, and in a future release "
+                           "addcdiv will perform a true division of tensor1 and tensor2. Use "
+                           "torch.addcdiv(input, tensor1.float(), tensor2) or cast both to float first.")
+    return apply(_addcdiv, input, tensor1, tensor2, value=value)
+
+
+_nan_to_num = Op("nan_to_num", lambda xp, a, *, nan=0.0, posinf=None, neginf=None:
+                 xp.nan_to_num(a, nan=nan, posinf=posinf, neginf=neginf),
+                 lambda g, out, a, **_: (keep_where(isfinite(a), g),), elementwise=True)
+
+
+def nan_to_num(input: Tensor, nan: float = 0.0, posinf: float | None = None,
+               neginf: float | None = None) -> Tensor:
+    """Replace NaN by ``nan`` and infinities by ``posinf``/``neginf`` (default: the dtype's extremes)."""
+    return apply(_nan_to_num, input, nan=nan, posinf=posinf, neginf=neginf)
+
+
+# ---------------------------------------------------------------- fill
+_fill = Op("fill", lambda xp, a, value: xp.full_like(a, value),
+           lambda g, out, a, value: (zeros_like(g), g.sum() if isinstance(value, Tensor) else None),
+           saves=NONE)
+
+
+def fill_(self: Tensor, value) -> Tensor:
+    """Overwrite every element with ``value`` (a number or a 0-d tensor)."""
+    if isinstance(value, Tensor) and value._data.ndim:
+        raise RuntimeError(f"fill_ only supports 0-dimension value tensor but got tensor with "
+                           f"{value._data.ndim} dimensions.")
+    return apply_(_fill, self, value)
+
+
+def zero_(self: Tensor) -> Tensor:
+    return apply_(_fill, self, 0)
+
+
+# ---------------------------------------------------------------- Tensor surface
 def _add_(self, other, *, alpha=1):
     return apply_(_add, self, other if alpha == 1 else other * alpha)
 
@@ -128,14 +427,49 @@ def _sub_(self, other, *, alpha=1):
     return apply_(_sub, self, other if alpha == 1 else other * alpha)
 
 
+def _div_(self, other, *, rounding_mode=None):
+    op, params = _rounding_op(rounding_mode)
+    return apply_(op, self, other, **params)
+
+
+def _round_(self, *, decimals=0):
+    round(self, decimals=decimals)  # argument checks
+    return apply_(_round, self, decimals=decimals)
+
+
+def _nan_to_num_(self, nan=0.0, posinf=None, neginf=None):
+    return apply_(_nan_to_num, self, nan=nan, posinf=posinf, neginf=neginf)
+
+
+_UNARY = ("exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt", "rsqrt", "reciprocal", "sin",
+          "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh",
+          "sigmoid", "relu", "erf", "erfc", "erfinv", "neg", "abs", "sign", "floor", "ceil", "trunc", "frac")
+_ALIASES = {"arcsin": "asin", "arccos": "acos", "arctan": "atan", "arcsinh": "asinh", "arccosh": "acosh",
+            "arctanh": "atanh", "arctan2": "atan2", "fix": "trunc", "negative": "neg", "absolute": "abs",
+            "multiply": "mul", "sgn": "sign", "true_divide": "div"}
+
+METHODS = _UNARY + tuple(_ALIASES) + (
+    "add", "sub", "mul", "div", "divide", "subtract", "floor_divide", "remainder", "fmod", "pow",
+    "square", "round", "atan2", "hypot", "logaddexp", "xlogy", "lerp", "addcmul", "addcdiv", "nan_to_num")
+INPLACE = {f"{name}_": REGISTRY[_ALIASES.get(name, name)] for name in
+           _UNARY + tuple(_ALIASES) + ("mul", "remainder", "fmod", "pow", "atan2", "hypot", "xlogy",
+                                       "lerp", "addcmul", "addcdiv")}
 OPERATORS = {
     "__add__": lambda s, o: apply(_add, s, o), "__radd__": lambda s, o: apply(_add, o, s),
     "__sub__": lambda s, o: apply(_sub, s, o), "__rsub__": lambda s, o: apply(_sub, o, s),
     "__mul__": lambda s, o: apply(_mul, s, o), "__rmul__": lambda s, o: apply(_mul, o, s),
     "__truediv__": lambda s, o: apply(_div, s, o), "__rtruediv__": lambda s, o: apply(_div, o, s),
-    "__neg__": lambda s: apply(_neg, s), "__pos__": lambda s: s, "__abs__": lambda s: apply(_abs, s),
+    "__floordiv__": lambda s, o: apply(_div_rounding, s, o, rounding_mode="floor"),
+    "__rfloordiv__": lambda s, o: apply(_div_rounding, o, s, rounding_mode="floor"),
+    "__mod__": lambda s, o: apply(_remainder, s, o), "__rmod__": lambda s, o: apply(_remainder, o, s),
     "__pow__": lambda s, o: apply(_pow, s, o), "__rpow__": lambda s, o: apply(_pow, o, s),
+    "__neg__": neg, "__pos__": lambda s: s, "__abs__": abs,
     "__iadd__": lambda s, o: apply_(_add, s, o), "__isub__": lambda s, o: apply_(_sub, s, o),
     "__imul__": lambda s, o: apply_(_mul, s, o), "__itruediv__": lambda s, o: apply_(_div, s, o),
-    "add_": _add_, "sub_": _sub_,
+    "__ifloordiv__": lambda s, o: apply_(_div_rounding, s, o, rounding_mode="floor"),
+    "__imod__": lambda s, o: apply_(_remainder, s, o), "__ipow__": lambda s, o: apply_(_pow, s, o),
+    "add_": _add_, "sub_": _sub_, "subtract_": _sub_, "div_": _div_, "divide_": _div_, "true_divide_": _div_,
+    "floor_divide_": lambda s, o: apply_(_div_rounding, s, o, rounding_mode="floor"),
+    "square_": lambda s: apply_(_pow, s, 2), "round_": _round_, "nan_to_num_": _nan_to_num_,
+    "fill_": fill_, "zero_": zero_,
 }

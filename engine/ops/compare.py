@@ -1,0 +1,376 @@
+"""Comparisons, selection by comparison (where, clamp, maximum) and logical/bitwise ops.
+
+Comparison, logical and bitwise results are bool or integer, so they never require grad and
+declare no vjp. The selection ops route gradients with one masking primitive, ``_mask_grad``,
+whose own vjp is itself: a masked gradient is linear in the gradient, so double backward works.
+Gradients at ties and boundaries follow PyTorch's derivatives.yaml.
+"""
+from __future__ import annotations
+
+import numbers
+
+from .. import _dtype
+from ..creation import tensor as _tensor
+from ..dispatch import apply, apply_
+from .registry import NONE, OTHERS, Op
+from ._util import Tensor, unbroadcast as ub
+
+__all__ = ["eq", "ne", "lt", "le", "gt", "ge", "greater", "greater_equal", "less", "less_equal",
+           "not_equal", "isclose", "allclose", "equal", "isnan", "isinf", "isposinf", "isneginf",
+           "isfinite", "signbit", "logical_and", "logical_or", "logical_xor", "logical_not",
+           "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "maximum", "minimum", "fmax",
+           "fmin", "clamp", "clip", "clamp_min", "clamp_max", "where"]
+
+# torch's names for dtypes in error messages ("Float did not match Double")
+TORCH_NAMES = {"bool": "Bool", "uint8": "Byte", "int8": "Char", "int16": "Short", "int32": "Int",
+               "int64": "Long", "float16": "Half", "float32": "Float", "float64": "Double"}
+
+
+def torch_name(t: Tensor) -> str:
+    return TORCH_NAMES[t._data.dtype.name]
+
+
+# ---------------------------------------------------------------- gradient masking
+def _mask_grad_fwd(xp, mask, g, *, keep):
+    return xp.where(mask, g, 0) if keep else xp.where(mask, 0, g)
+
+
+_mask_grad = Op("mask_grad", _mask_grad_fwd,
+                lambda gg, out, mask, g, *, keep: (None, ub(apply(_mask_grad, mask, gg, keep=keep), g)),
+                saves=OTHERS, elementwise=True)
+
+
+def keep_where(mask: Tensor, g: Tensor) -> Tensor:
+    """``g`` where ``mask`` holds, else 0 (never ``inf * 0 = nan``); differentiable in ``g``."""
+    return apply(_mask_grad, mask, g, keep=True)
+
+
+def zero_where(mask: Tensor, g: Tensor) -> Tensor:
+    """0 where ``mask`` holds, else ``g``."""
+    return apply(_mask_grad, mask, g, keep=False)
+
+
+# ---------------------------------------------------------------- comparisons
+def _cmp(name, fwd):
+    return Op(name, fwd, None, promote="common", saves=NONE, elementwise=True)
+
+
+_eq = _cmp("eq", lambda xp, a, b: a == b)
+_ne = _cmp("ne", lambda xp, a, b: a != b)
+_lt = _cmp("lt", lambda xp, a, b: a < b)
+_le = _cmp("le", lambda xp, a, b: a <= b)
+_gt = _cmp("gt", lambda xp, a, b: a > b)
+_ge = _cmp("ge", lambda xp, a, b: a >= b)
+
+
+def eq(input, other) -> Tensor:
+    return apply(_eq, input, other)
+
+
+def ne(input, other) -> Tensor:
+    return apply(_ne, input, other)
+
+
+def lt(input, other) -> Tensor:
+    return apply(_lt, input, other)
+
+
+def le(input, other) -> Tensor:
+    return apply(_le, input, other)
+
+
+def gt(input, other) -> Tensor:
+    return apply(_gt, input, other)
+
+
+def ge(input, other) -> Tensor:
+    return apply(_ge, input, other)
+
+
+greater, greater_equal, less, less_equal, not_equal = gt, ge, lt, le, ne
+
+_isclose = Op("isclose", lambda xp, a, b, *, rtol, atol, equal_nan:
+              xp.isclose(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan), None, saves=NONE)
+
+
+def isclose(input: Tensor, other: Tensor, rtol: float = 1e-05, atol: float = 1e-08,
+            equal_nan: bool = False) -> Tensor:
+    """``|input - other| <= atol + rtol * |other|``; both inputs must share a dtype, as in PyTorch."""
+    if input._data.dtype != other._data.dtype:
+        raise RuntimeError(f"{torch_name(input)} did not match {torch_name(other)} "
+                           f"(isclose needs inputs of one dtype)")
+    return apply(_isclose, input, other, rtol=rtol, atol=atol, equal_nan=equal_nan)
+
+
+def allclose(input: Tensor, other: Tensor, rtol: float = 1e-05, atol: float = 1e-08,
+             equal_nan: bool = False) -> bool:
+    return bool(isclose(input, other, rtol, atol, equal_nan)._data.all())
+
+
+def equal(input: Tensor, other: Tensor) -> bool:
+    """Same shape and same values (after type promotion)."""
+    return input.shape == other.shape and bool(eq(input, other)._data.all())
+
+
+def _signbit_fwd(xp, a):
+    return xp.signbit(a) if a.dtype.kind != "b" else xp.zeros_like(a)
+
+
+_isnan = Op("isnan", lambda xp, a: xp.isnan(a), None, saves=NONE, elementwise=True)
+_isinf = Op("isinf", lambda xp, a: xp.isinf(a), None, saves=NONE, elementwise=True)
+_isposinf = Op("isposinf", lambda xp, a: xp.isposinf(a), None, saves=NONE, elementwise=True)
+_isneginf = Op("isneginf", lambda xp, a: xp.isneginf(a), None, saves=NONE, elementwise=True)
+_isfinite = Op("isfinite", lambda xp, a: xp.isfinite(a), None, saves=NONE, elementwise=True)
+_signbit = Op("signbit", _signbit_fwd, None, saves=NONE, elementwise=True)
+
+
+def isnan(input: Tensor) -> Tensor:
+    return apply(_isnan, input)
+
+
+def isinf(input: Tensor) -> Tensor:
+    return apply(_isinf, input)
+
+
+def isposinf(input: Tensor) -> Tensor:
+    return apply(_isposinf, input)
+
+
+def isneginf(input: Tensor) -> Tensor:
+    return apply(_isneginf, input)
+
+
+def isfinite(input: Tensor) -> Tensor:
+    return apply(_isfinite, input)
+
+
+def signbit(input: Tensor) -> Tensor:
+    return apply(_signbit, input)
+
+
+# ---------------------------------------------------------------- logical and bitwise
+_logical_and = Op("logical_and", lambda xp, a, b: xp.logical_and(a, b), None, saves=NONE, elementwise=True)
+_logical_or = Op("logical_or", lambda xp, a, b: xp.logical_or(a, b), None, saves=NONE, elementwise=True)
+_logical_xor = Op("logical_xor", lambda xp, a, b: xp.logical_xor(a, b), None, saves=NONE, elementwise=True)
+_logical_not = Op("logical_not", lambda xp, a: xp.logical_not(a), None, saves=NONE, elementwise=True)
+_bitwise_and = Op("bitwise_and", lambda xp, a, b: a & b, None, promote="common", saves=NONE, elementwise=True)
+_bitwise_or = Op("bitwise_or", lambda xp, a, b: a | b, None, promote="common", saves=NONE, elementwise=True)
+_bitwise_xor = Op("bitwise_xor", lambda xp, a, b: a ^ b, None, promote="common", saves=NONE, elementwise=True)
+_bitwise_not = Op("bitwise_not", lambda xp, a: ~a, None, saves=NONE, elementwise=True)
+
+
+def logical_and(input: Tensor, other: Tensor) -> Tensor:
+    return apply(_logical_and, input, other)
+
+
+def logical_or(input: Tensor, other: Tensor) -> Tensor:
+    return apply(_logical_or, input, other)
+
+
+def logical_xor(input: Tensor, other: Tensor) -> Tensor:
+    return apply(_logical_xor, input, other)
+
+
+def logical_not(input: Tensor) -> Tensor:
+    return apply(_logical_not, input)
+
+
+def bitwise_and(input, other) -> Tensor:
+    return apply(_bitwise_and, input, other)
+
+
+def bitwise_or(input, other) -> Tensor:
+    return apply(_bitwise_or, input, other)
+
+
+def bitwise_xor(input, other) -> Tensor:
+    return apply(_bitwise_xor, input, other)
+
+
+def bitwise_not(input: Tensor) -> Tensor:
+    return apply(_bitwise_not, input)
+
+
+def _invert(self: Tensor) -> Tensor:
+    if self._data.dtype.kind == "f":
+        raise TypeError(f"~ (operator.invert) is only implemented on integer and Boolean-type tensors "
+                        f"(got {self.dtype})")
+    return apply(_bitwise_not, self)
+
+
+# ---------------------------------------------------------------- maximum, minimum
+def _maximum_vjp(g, out, a, b):
+    g = where(a == b, g / 2, g)  # ties split the gradient evenly; NaN compares unequal and flows to both
+    return ub(zero_where(a < b, g), a), ub(zero_where(a > b, g), b)
+
+
+def _minimum_vjp(g, out, a, b):
+    g = where(a == b, g / 2, g)
+    return ub(zero_where(a > b, g), a), ub(zero_where(a < b, g), b)
+
+
+def _fmax_vjp(g, out, a, b):
+    pick_a = (a >= b) | (b != b)  # fmax ignores a NaN operand; ties go to ``a``
+    return ub(keep_where(pick_a, g), a), ub(zero_where(pick_a, g), b)
+
+
+def _fmin_vjp(g, out, a, b):
+    pick_a = (a <= b) | (b != b)
+    return ub(keep_where(pick_a, g), a), ub(zero_where(pick_a, g), b)
+
+
+_maximum = Op("maximum", lambda xp, a, b: xp.maximum(a, b), _maximum_vjp, promote="common", elementwise=True)
+_minimum = Op("minimum", lambda xp, a, b: xp.minimum(a, b), _minimum_vjp, promote="common", elementwise=True)
+_fmax = Op("fmax", lambda xp, a, b: xp.fmax(a, b), _fmax_vjp, promote="common", elementwise=True)
+_fmin = Op("fmin", lambda xp, a, b: xp.fmin(a, b), _fmin_vjp, promote="common", elementwise=True)
+
+
+def maximum(input: Tensor, other: Tensor) -> Tensor:
+    """Elementwise maximum, propagating NaN."""
+    return apply(_maximum, input, other)
+
+
+def minimum(input: Tensor, other: Tensor) -> Tensor:
+    return apply(_minimum, input, other)
+
+
+def fmax(input: Tensor, other: Tensor) -> Tensor:
+    """Elementwise maximum that ignores a NaN operand."""
+    return apply(_fmax, input, other)
+
+
+def fmin(input: Tensor, other: Tensor) -> Tensor:
+    return apply(_fmin, input, other)
+
+
+# ---------------------------------------------------------------- clamp
+def _clamp_vjp(g, out, x, lo, hi):
+    # the boundary passes the gradient to ``x``; with min > max everything goes to ``max``
+    gx = ub(keep_where((x >= lo) & (x <= hi), g), x)
+    glo = ub(keep_where((x < lo) & (lo < hi), g), lo) if isinstance(lo, Tensor) else None
+    ghi = ub(keep_where((x > hi) | (hi < lo), g), hi) if isinstance(hi, Tensor) else None
+    return gx, glo, ghi
+
+
+def _clamp_min_vjp(g, out, x, lo):
+    return (ub(keep_where(x >= lo, g), x),
+            ub(keep_where(x < lo, g), lo) if isinstance(lo, Tensor) else None)
+
+
+def _clamp_max_vjp(g, out, x, hi):
+    return (ub(keep_where(x <= hi, g), x),
+            ub(keep_where(x > hi, g), hi) if isinstance(hi, Tensor) else None)
+
+
+_clamp = Op("clamp", lambda xp, x, lo, hi: xp.minimum(xp.maximum(x, lo), hi), _clamp_vjp,
+            promote="common", elementwise=True)
+_clamp_min = Op("clamp_min", lambda xp, x, lo: xp.maximum(x, lo), _clamp_min_vjp,
+                promote="common", elementwise=True)
+_clamp_max = Op("clamp_max", lambda xp, x, hi: xp.minimum(x, hi), _clamp_max_vjp,
+                promote="common", elementwise=True)
+
+
+def _clamp_args(min, max):
+    if min is None:
+        if max is None:
+            raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
+        return _clamp_max, (max,)
+    return (_clamp_min, (min,)) if max is None else (_clamp, (min, max))
+
+
+def clamp(input: Tensor, min=None, max=None) -> Tensor:
+    """Limit ``input`` to [min, max]; the bounds are numbers or tensors (promoted with ``input``)."""
+    op, bounds = _clamp_args(min, max)
+    return apply(op, input, *bounds)
+
+
+def clamp_(self: Tensor, min=None, max=None) -> Tensor:
+    op, bounds = _clamp_args(min, max)
+    return apply_(op, self, *bounds)
+
+
+def clamp_min(input: Tensor, min) -> Tensor:
+    return apply(_clamp_min, input, min)
+
+
+def clamp_max(input: Tensor, max) -> Tensor:
+    return apply(_clamp_max, input, max)
+
+
+clip = clamp
+
+
+# ---------------------------------------------------------------- where
+def _where_vjp(g, out, cond, a, b):
+    return (None,
+            ub(keep_where(cond, g), a) if isinstance(a, Tensor) else None,
+            ub(zero_where(cond, g), b) if isinstance(b, Tensor) else None)
+
+
+# cond is never differentiable, so OTHERS saves exactly the condition
+_where = Op("where", lambda xp, cond, a, b: xp.where(cond, a, b), _where_vjp, saves=OTHERS, elementwise=True)
+
+
+def where(condition: Tensor, input=None, other=None):
+    """``input`` where ``condition`` holds, else ``other``; numbers and tensors promote as in PyTorch.
+
+    With only a condition, the indices of its nonzero elements (``condition.nonzero(as_tuple=True)``).
+    """
+    if input is None and other is None:
+        return condition.nonzero(as_tuple=True)
+    if condition._data.dtype.kind != "b":
+        raise RuntimeError(f"where expected condition to be a boolean tensor, but got a tensor with "
+                           f"dtype {torch_name(condition)}")
+    if isinstance(input, Tensor) and isinstance(other, Tensor) and input._data.dtype == other._data.dtype:
+        return apply(_where, condition, input, other)
+    rt = _dtype.result_type(input, other)
+    return apply(_where, condition, _as(input, rt, condition), _as(other, rt, condition))
+
+
+def _as(x, dt, like: Tensor) -> Tensor:
+    if isinstance(x, Tensor):
+        return x.to(dt)
+    if not isinstance(x, numbers.Number):
+        raise TypeError(f"where(): expected a Tensor or a number, got {type(x).__name__}")
+    return _tensor(x, dtype=dt, device=like.device)
+
+
+def _where_method(self: Tensor, condition: Tensor, other) -> Tensor:
+    return where(condition, self, other)
+
+
+# ---------------------------------------------------------------- Tensor surface
+_OPERAND = (Tensor, int, float, numbers.Number)
+
+
+def _comparison_operator(op):
+    """``==`` and friends: elementwise against tensors and numbers, NotImplemented otherwise."""
+    def operator(self, other):
+        if isinstance(other, _OPERAND):
+            return apply(op, self, other)
+        return NotImplemented
+    return operator
+
+
+METHODS = ("eq", "ne", "lt", "le", "gt", "ge", "greater", "greater_equal", "less", "less_equal",
+           "not_equal", "isclose", "allclose", "equal", "isnan", "isinf", "isposinf", "isneginf",
+           "isfinite", "signbit", "logical_and", "logical_or", "logical_xor", "logical_not",
+           "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "maximum", "minimum", "fmax",
+           "fmin", "clamp", "clip", "clamp_min", "clamp_max")
+INPLACE = {"eq_": _eq, "ne_": _ne, "lt_": _lt, "le_": _le, "gt_": _gt, "ge_": _ge,
+           "greater_": _gt, "greater_equal_": _ge, "less_": _lt, "less_equal_": _le, "not_equal_": _ne,
+           "logical_and_": _logical_and, "logical_or_": _logical_or, "logical_xor_": _logical_xor,
+           "logical_not_": _logical_not, "bitwise_and_": _bitwise_and, "bitwise_or_": _bitwise_or,
+           "bitwise_xor_": _bitwise_xor, "bitwise_not_": _bitwise_not, "clamp_min_": _clamp_min,
+           "clamp_max_": _clamp_max}
+OPERATORS = {
+    "__eq__": _comparison_operator(_eq), "__ne__": _comparison_operator(_ne),
+    "__lt__": _comparison_operator(_lt), "__le__": _comparison_operator(_le),
+    "__gt__": _comparison_operator(_gt), "__ge__": _comparison_operator(_ge),
+    "__and__": lambda s, o: apply(_bitwise_and, s, o), "__rand__": lambda s, o: apply(_bitwise_and, o, s),
+    "__or__": lambda s, o: apply(_bitwise_or, s, o), "__ror__": lambda s, o: apply(_bitwise_or, o, s),
+    "__xor__": lambda s, o: apply(_bitwise_xor, s, o), "__rxor__": lambda s, o: apply(_bitwise_xor, o, s),
+    "__iand__": lambda s, o: apply_(_bitwise_and, s, o), "__ior__": lambda s, o: apply_(_bitwise_or, s, o),
+    "__ixor__": lambda s, o: apply_(_bitwise_xor, s, o), "__invert__": _invert,
+    "where": _where_method, "clamp_": clamp_, "clip_": clamp_,
+}
