@@ -38,10 +38,12 @@ class OpRecorded:
 class BackwardStep:
     """One node executed by the backward walk (a plain slotted class: one is made per node)."""
 
-    __slots__ = ("index", "node", "grad_outputs", "grad_inputs")
+    __slots__ = ("index", "node", "grad_outputs", "grad_inputs", "start_ns", "duration_ns")
 
-    def __init__(self, index: int, node, grad_outputs: tuple, grad_inputs: tuple):
+    def __init__(self, index: int, node, grad_outputs: tuple, grad_inputs: tuple,
+                 start_ns: int = 0, duration_ns: int = 0):
         self.index, self.node, self.grad_outputs, self.grad_inputs = index, node, grad_outputs, grad_inputs
+        self.start_ns, self.duration_ns = start_ns, duration_ns  # timed only while someone listens
 
     @property
     def name(self) -> str:

@@ -13,7 +13,9 @@ on unrelated tensors do not fire.
 from __future__ import annotations
 
 import heapq
+from collections import deque
 import sys
+from time import perf_counter_ns
 from typing import Iterator, Sequence
 
 from .. import events
@@ -188,6 +190,8 @@ def backward_steps(tensors, grad_tensors=None, retain_graph: bool | None = None,
             node = heapq.heappop(ready)[2]
             grads = buffers.pop(node)
             leaf = type(node) is AccumulateGrad
+            observed = events.has_subscribers("backward_step")
+            start = perf_counter_ns() if observed else 0
             GRAD.enabled = create_graph
             try:
                 if node.pre_hooks is not None or leaf:
@@ -207,9 +211,11 @@ def backward_steps(tensors, grad_tensors=None, retain_graph: bool | None = None,
                     continue  # a target that is only captured: it does not run
             finally:
                 GRAD.enabled = prev
-            step = BackwardStep(index, node, grads, out)
-            if events.has_subscribers("backward_step"):
+            if observed:
+                step = BackwardStep(index, node, grads, out, start, perf_counter_ns() - start)
                 events.emit("backward_step", step)
+            else:
+                step = BackwardStep(index, node, grads, out)
             index += 1
             for e, gi in zip(node.edges, out):
                 if e is None:
@@ -232,6 +238,8 @@ def backward_steps(tensors, grad_tensors=None, retain_graph: bool | None = None,
             if not retain_graph:
                 node.release()
             yield step
+            # drop the walk's own references, so _accumulate can tell when nobody else holds a gradient
+            step = out = grads = gi = buf = None
     finally:
         GRAD.enabled = prev
 
@@ -353,13 +361,17 @@ def _accumulate(node: AccumulateGrad, g, create_graph: bool) -> None:
         old._vc[0] += 1
 
 
+def _drain(steps) -> None:
+    """Run a walk to the end without holding any step (a held step would pin its gradients)."""
+    deque(steps, maxlen=0)
+
+
 def backward(tensors, grad_tensors=None, retain_graph: bool | None = None,
              create_graph: bool = False, grad_variables=None, inputs=None) -> None:
     """Compute the gradients of ``tensors`` w.r.t. graph leaves and accumulate them in ``.grad``."""
     if grad_variables is not None:
         grad_tensors = grad_variables
-    for _ in backward_steps(tensors, grad_tensors, retain_graph, create_graph, inputs):
-        pass
+    _drain(backward_steps(tensors, grad_tensors, retain_graph, create_graph, inputs))
 
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph: bool | None = None,
@@ -385,8 +397,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph: bool | None = None,
         key = (t.grad_fn if t.grad_fn is not None else t._accumulator(), t._out_nr)
         capture[key] = None
         keys.append(key)
-    for _ in backward_steps(outputs, grad_outputs, retain_graph, create_graph, _capture=capture):
-        pass
+    _drain(backward_steps(outputs, grad_outputs, retain_graph, create_graph, _capture=capture))
     return tuple(_result(capture[key], t, i, create_graph, allow_unused or materialize_grads,
                          materialize_grads) for i, (key, t) in enumerate(zip(keys, inputs)))
 
