@@ -1,0 +1,325 @@
+"""The primitives nn adds: convolution, pooling, im2col/col2im and embedding.
+
+Convolution is im2col (a strided window view, ``sliding_window_view``) followed by one GEMM
+per group. Every vjp is itself one of these primitives (the adjoint of a convolution in its
+input is a transposed convolution, in its weight a "weight convolution", and so on), so
+double backward works. All ops take N spatial dims; ``pads`` is ``((lo, hi), ...)`` per dim.
+Forwards receive ``xp`` and never import numpy or cupy.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+
+from ..dispatch import apply
+from ..ops.registry import ALL, NONE, OTHERS, Op
+from ..tensor import Tensor
+
+__all__ = ["convolution", "convolution_transpose", "convolution_weight", "max_pool", "avg_pool",
+           "im2col", "col2im", "embedding", "pool_output_size"]
+
+
+# ---------------------------------------------------------------- shared array helpers
+def _pad(xp, x, pads, value=0):
+    if not any(lo or hi for lo, hi in pads):
+        return x
+    return xp.pad(x, ((0, 0), (0, 0)) + tuple(pads), constant_values=value)
+
+
+def _windows(xp, x, kernel, stride, dilation, out=None):
+    """A strided view of the padded input: ``(N, C, *out, *kernel)``, no copy."""
+    nd = len(kernel)
+    eff = tuple(d * (k - 1) + 1 for k, d in zip(kernel, dilation))
+    v = xp.lib.stride_tricks.sliding_window_view(x, eff, axis=tuple(range(2, 2 + nd)))
+    ends = out or (None,) * nd
+    return v[(slice(None), slice(None)) + tuple(slice(None, e * s if e else None, s) for s, e in zip(stride, ends))
+             + tuple(slice(None, None, d) for d in dilation)]
+
+
+def _scatter_windows(xp, shape, pieces, out, stride, dilation, dtype):
+    """col2im: add each kernel offset's ``(N, C, *out)`` piece at its strided window positions."""
+    res = xp.zeros(shape, dtype)
+    for kk, piece in pieces:
+        sl = tuple(slice(k * d, k * d + s * (o - 1) + 1, s) for k, d, s, o in zip(kk, dilation, stride, out))
+        res[(slice(None), slice(None)) + sl] += piece
+    return res
+
+
+def _crop(x, pads, size):
+    return x[(slice(None), slice(None)) + tuple(slice(lo, lo + n) for (lo, _), n in zip(pads, size))]
+
+
+def _padded_size(size, pads):
+    return tuple(n + lo + hi for n, (lo, hi) in zip(size, pads))
+
+
+def _to_channels_last(a, nd):
+    """``(N, C, *sp)`` -> ``(N, *sp, C)`` view."""
+    return a.transpose((0,) + tuple(range(2, 2 + nd)) + (1,))
+
+
+def _to_channels_first(a, nd):
+    """``(N, *sp, C)`` -> ``(N, C, *sp)`` view."""
+    return a.transpose((0, nd + 1) + tuple(range(1, nd + 1)))
+
+
+# ---------------------------------------------------------------- convolution
+def _cols(xp, x, kernel, stride, pads, dilation, groups):
+    """im2col as a GEMM operand: ``(groups, N*L, C/g * prod(kernel))`` and the output size."""
+    nd = len(kernel)
+    win = _windows(xp, _pad(xp, x, pads), kernel, stride, dilation)
+    out = win.shape[2:2 + nd]
+    n = x.shape[0]
+    cols = win.transpose((0,) + tuple(range(2, 2 + nd)) + (1,) + tuple(range(2 + nd, 2 + 2 * nd)))
+    cols = cols.reshape(n * math.prod(out), groups, -1)
+    return cols.transpose(1, 0, 2), out
+
+
+def _conv_fwd(xp, x, w, *, stride, pads, dilation, groups):
+    nd = x.ndim - 2
+    cols, out = _cols(xp, x, w.shape[2:], stride, pads, dilation, groups)
+    o = w.shape[0]
+    wm = w.reshape(groups, o // groups, -1).transpose(0, 2, 1)
+    y = xp.matmul(cols, wm)                                       # (g, N*L, O/g)
+    y = y.transpose(1, 0, 2).reshape((x.shape[0],) + tuple(out) + (o,))
+    return xp.ascontiguousarray(_to_channels_first(y, nd))
+
+
+def _conv_t_fwd(xp, y, w, *, stride, pads, dilation, groups, in_size):
+    """The adjoint of convolution in its input (a transposed convolution)."""
+    nd = y.ndim - 2
+    n, o = y.shape[:2]
+    out, kernel = y.shape[2:], w.shape[2:]
+    c = w.shape[1] * groups
+    ym = _to_channels_last(y, nd).reshape(-1, groups, o // groups).transpose(1, 0, 2)
+    cols = xp.matmul(ym, w.reshape(groups, o // groups, -1))      # (g, N*L, C/g * K)
+    cols = cols.transpose(1, 0, 2).reshape((n,) + tuple(out) + (c,) + tuple(kernel))
+    cols = cols.transpose((0, nd + 1) + tuple(range(1, nd + 1)) + tuple(range(nd + 2, 2 * nd + 2)))
+    pieces = ((kk, cols[(Ellipsis,) + kk]) for kk in itertools.product(*map(range, kernel)))
+    full = _scatter_windows(xp, (n, c) + _padded_size(in_size, pads), pieces, out, stride, dilation, y.dtype)
+    return _crop(full, pads, in_size)
+
+
+def _conv_w_fwd(xp, x, gy, *, stride, pads, dilation, groups, kernel):
+    """The adjoint of convolution in its weight: correlates input windows with output gradients."""
+    nd = x.ndim - 2
+    o = gy.shape[1]
+    cols, _ = _cols(xp, x, kernel, stride, pads, dilation, groups)   # (g, N*L, C/g * K)
+    gm = _to_channels_last(gy, nd).reshape(-1, groups, o // groups).transpose(1, 2, 0)
+    gw = xp.matmul(gm, cols)                                          # (g, O/g, C/g * K)
+    return gw.reshape((o, x.shape[1] // groups) + tuple(kernel))
+
+
+def _conv_vjp(g, out, x, w, **p):
+    gx = apply(_conv_t, g, w, in_size=tuple(x.shape[2:]), **p) if x.requires_grad else None
+    gw = apply(_conv_w, x, g, kernel=tuple(w.shape[2:]), **p) if w.requires_grad else None
+    return gx, gw
+
+
+def _conv_t_vjp(g, out, y, w, *, in_size, **p):
+    gy = apply(_conv, g, w, **p) if y.requires_grad else None
+    gw = apply(_conv_w, g, y, kernel=tuple(w.shape[2:]), **p) if w.requires_grad else None
+    return gy, gw
+
+
+def _conv_w_vjp(g, out, x, gy, *, kernel, **p):
+    gx = apply(_conv_t, gy, g, in_size=tuple(x.shape[2:]), **p) if x.requires_grad else None
+    ggy = apply(_conv, x, g, **p) if gy.requires_grad else None
+    return gx, ggy
+
+
+_conv = Op("convolution", _conv_fwd, _conv_vjp, promote="common", saves=OTHERS)
+_conv_t = Op("convolution_transpose", _conv_t_fwd, _conv_t_vjp, promote="common", saves=OTHERS)
+_conv_w = Op("convolution_weight", _conv_w_fwd, _conv_w_vjp, promote="common", saves=OTHERS)
+
+
+def convolution(x: Tensor, w: Tensor, stride: tuple, pads: tuple, dilation: tuple, groups: int) -> Tensor:
+    """Cross-correlation of ``x (N, C, *sp)`` with ``w (O, C/groups, *kernel)``, no bias."""
+    return apply(_conv, x, w, stride=stride, pads=pads, dilation=dilation, groups=groups)
+
+
+def convolution_transpose(y: Tensor, w: Tensor, stride: tuple, pads: tuple, dilation: tuple, groups: int,
+                          in_size: tuple) -> Tensor:
+    """Transposed convolution of ``y (N, O, *sp)`` with ``w (O, C/groups, *kernel)`` to ``in_size``."""
+    return apply(_conv_t, y, w, stride=stride, pads=pads, dilation=dilation, groups=groups,
+                 in_size=in_size)
+
+
+def convolution_weight(x: Tensor, gy: Tensor, stride: tuple, pads: tuple, dilation: tuple, groups: int,
+                       kernel: tuple) -> Tensor:
+    return apply(_conv_w, x, gy, stride=stride, pads=pads, dilation=dilation, groups=groups, kernel=kernel)
+
+
+# ---------------------------------------------------------------- pooling
+def pool_output_size(size: int, k: int, s: int, p: int, d: int, ceil_mode: bool) -> int:
+    """PyTorch's pooling output length (in ceil mode the last window must start inside the input)."""
+    eff = d * (k - 1) + 1
+    num = size + 2 * p - eff
+    out = (-(-num // s) if ceil_mode else num // s) + 1
+    if ceil_mode and (out - 1) * s >= size + p:
+        out -= 1
+    return out
+
+
+def _pool_pads(size, kernel, stride, padding, dilation, out):
+    """Symmetric padding plus whatever extra the last (ceil-mode) window reaches on the right."""
+    return tuple((p, max(p, (o - 1) * s + d * (k - 1) + 1 - n - p))
+                 for n, k, s, p, d, o in zip(size, kernel, stride, padding, dilation, out))
+
+
+def _max_pool_idx_fwd(xp, x, *, kernel, stride, padding, dilation, out):
+    nd = len(kernel)
+    size = x.shape[2:]
+    low = -xp.inf if x.dtype.kind == "f" else xp.iinfo(x.dtype).min
+    pads = _pool_pads(size, kernel, stride, padding, dilation, out)
+    win = _windows(xp, _pad(xp, x, pads, low), kernel, stride, dilation, out)
+    k = win.reshape(win.shape[:2 + nd] + (-1,)).argmax(-1)        # offset inside each window
+    flat = 0
+    for i, ki in enumerate(xp.unravel_index(k, kernel)):
+        o = xp.arange(out[i]).reshape((-1,) + (1,) * (nd - 1 - i))
+        flat = flat * size[i] + (o * stride[i] - padding[i] + ki * dilation[i])
+    return flat.astype(xp.int64)
+
+
+def _take_fwd(xp, x, idx):
+    n, c = x.shape[:2]
+    return xp.take_along_axis(x.reshape(n, c, -1), idx.reshape(n, c, -1), 2).reshape(idx.shape)
+
+
+def _put_fwd(xp, g, idx, *, size):
+    """Scatter-add ``g`` into a zero ``(N, C, *size)`` array at flat spatial positions ``idx``."""
+    n, c = g.shape[:2]
+    m = math.prod(size)
+    flat = (idx.reshape(n * c, -1) + xp.arange(n * c).reshape(-1, 1) * m).ravel()
+    res = xp.bincount(flat, weights=g.ravel(), minlength=n * c * m)
+    return res.astype(g.dtype, copy=False).reshape((n, c) + tuple(size))
+
+
+_max_pool_idx = Op("max_pool_indices", _max_pool_idx_fwd)
+_take = Op("max_pool", _take_fwd, lambda g, out, x, idx: (apply(_put, g, idx, size=tuple(x.shape[2:])), None),
+           saves=NONE)
+_put = Op("max_pool_backward", _put_fwd, lambda g, out, gy, idx, *, size: (apply(_take, g, idx), None),
+          saves=NONE)
+
+
+def max_pool(x: Tensor, kernel: tuple, stride: tuple, padding: tuple, dilation: tuple,
+             ceil_mode: bool) -> tuple[Tensor, Tensor]:
+    """Max over windows of ``x (N, C, *sp)``; returns values and flat spatial argmax indices."""
+    out = tuple(pool_output_size(n, k, s, p, d, ceil_mode)
+                for n, k, s, p, d in zip(x.shape[2:], kernel, stride, padding, dilation))
+    idx = apply(_max_pool_idx, x, kernel=kernel, stride=stride, padding=padding, dilation=dilation, out=out)
+    return apply(_take, x, idx), idx
+
+
+def _avg_divisor(xp, size, kernel, stride, padding, out, count_include_pad, dtype):
+    """How many elements each window averages over, as PyTorch counts them (shape ``out``)."""
+    div = 1
+    for i, (n, k, s, p, o) in enumerate(zip(size, kernel, stride, padding, out)):
+        counts = []
+        for j in range(o):
+            start = j * s - p
+            end = min(start + k, n + p)
+            counts.append(end - start if count_include_pad else min(end, n) - max(start, 0))
+        div = div * xp.asarray(counts, dtype).reshape((-1,) + (1,) * (len(size) - 1 - i))
+    return div
+
+
+def _avg_fwd(xp, x, *, kernel, stride, padding, ceil_mode, count_include_pad, divisor, out):
+    nd = len(kernel)
+    pads = _pool_pads(x.shape[2:], kernel, stride, padding, (1,) * nd, out)
+    win = _windows(xp, _pad(xp, x, pads), kernel, stride, (1,) * nd, out)
+    total = win.sum(axis=tuple(range(-nd, 0)))
+    if divisor is None:
+        return total / _avg_divisor(xp, x.shape[2:], kernel, stride, padding, out, count_include_pad, x.dtype)
+    return total / x.dtype.type(divisor)
+
+
+def _avg_bwd_fwd(xp, g, *, kernel, stride, padding, ceil_mode, count_include_pad, divisor, out, size):
+    nd = len(kernel)
+    if divisor is None:
+        g = g / _avg_divisor(xp, size, kernel, stride, padding, out, count_include_pad, g.dtype)
+    else:
+        g = g / g.dtype.type(divisor)
+    pads = _pool_pads(size, kernel, stride, padding, (1,) * nd, out)
+    pieces = ((kk, g) for kk in itertools.product(*map(range, kernel)))
+    full = _scatter_windows(xp, g.shape[:2] + _padded_size(size, pads), pieces, out, stride, (1,) * nd, g.dtype)
+    return _crop(full, pads, size)
+
+
+_avg = Op("avg_pool", _avg_fwd,
+          lambda g, out, x, **p: (apply(_avg_bwd, g, size=tuple(x.shape[2:]), **p),), saves=NONE)
+_avg_bwd = Op("avg_pool_backward", _avg_bwd_fwd,
+              lambda g, out, gy, *, size, **p: (apply(_avg, g, **p),), saves=NONE)
+
+
+def avg_pool(x: Tensor, kernel: tuple, stride: tuple, padding: tuple, ceil_mode: bool,
+             count_include_pad: bool, divisor_override: int | None) -> Tensor:
+    out = tuple(pool_output_size(n, k, s, p, 1, ceil_mode)
+                for n, k, s, p in zip(x.shape[2:], kernel, stride, padding))
+    return apply(_avg, x, kernel=kernel, stride=stride, padding=padding, ceil_mode=ceil_mode,
+                 count_include_pad=count_include_pad, divisor=divisor_override, out=out)
+
+
+# ---------------------------------------------------------------- unfold / fold
+def _im2col_fwd(xp, x, *, kernel, dilation, pads, stride):
+    nd = len(kernel)
+    win = _windows(xp, _pad(xp, x, pads), kernel, stride, dilation)
+    cols = win.transpose((0, 1) + tuple(range(2 + nd, 2 + 2 * nd)) + tuple(range(2, 2 + nd)))
+    return cols.reshape(x.shape[0], x.shape[1] * math.prod(kernel), -1)
+
+
+def _col2im_fwd(xp, cols, *, size, kernel, dilation, pads, stride):
+    nd = len(kernel)
+    out = tuple((n + lo + hi - d * (k - 1) - 1) // s + 1
+                for n, (lo, hi), k, d, s in zip(size, pads, kernel, dilation, stride))
+    n, ck = cols.shape[:2]
+    c = ck // math.prod(kernel)
+    blocks = cols.reshape((n, c) + tuple(kernel) + out)
+    pieces = ((kk, blocks[(slice(None), slice(None)) + kk]) for kk in itertools.product(*map(range, kernel)))
+    full = _scatter_windows(xp, (n, c) + _padded_size(size, pads), pieces, out, stride, dilation, cols.dtype)
+    return _crop(full, pads, size)
+
+
+_im2col = Op("im2col", _im2col_fwd,
+             lambda g, out, x, **p: (apply(_col2im, g, size=tuple(x.shape[2:]), **p),), saves=NONE)
+_col2im = Op("col2im", _col2im_fwd,
+             lambda g, out, cols, *, size, **p: (apply(_im2col, g, **p),), saves=NONE)
+
+
+def im2col(x: Tensor, kernel: tuple, dilation: tuple, pads: tuple, stride: tuple) -> Tensor:
+    """``(N, C, *sp)`` -> ``(N, C * prod(kernel), L)``: every sliding block as a column."""
+    return apply(_im2col, x, kernel=kernel, dilation=dilation, pads=pads, stride=stride)
+
+
+def col2im(cols: Tensor, size: tuple, kernel: tuple, dilation: tuple, pads: tuple, stride: tuple) -> Tensor:
+    """The adjoint of ``im2col``: sums overlapping blocks back into ``(N, C, *size)``."""
+    return apply(_col2im, cols, size=size, kernel=kernel, dilation=dilation, pads=pads, stride=stride)
+
+
+# ---------------------------------------------------------------- embedding
+def _embedding_bwd_fwd(xp, g, idx, *, num, padding_idx):
+    d = g.shape[-1]
+    res = xp.zeros((num, d), g.dtype)
+    xp.add.at(res, idx.ravel(), g.reshape(-1, d))
+    if padding_idx is not None:
+        res[padding_idx] = 0
+    return res
+
+
+def _embedding_bwd_vjp(g, out, gy, idx, *, num, padding_idx):
+    taken = apply(_embedding, g, idx, padding_idx=padding_idx)
+    if padding_idx is not None:
+        taken = taken * (idx != padding_idx).unsqueeze(-1)
+    return taken, None
+
+
+_embedding = Op("embedding", lambda xp, w, idx, *, padding_idx: xp.take(w, idx, axis=0),
+                lambda g, out, w, idx, *, padding_idx: (
+                    apply(_embedding_bwd, g, idx, num=w.shape[0], padding_idx=padding_idx), None),
+                saves=NONE)
+_embedding_bwd = Op("embedding_backward", _embedding_bwd_fwd, _embedding_bwd_vjp, saves=NONE)
+
+
+def embedding(weight: Tensor, idx: Tensor, padding_idx: int | None) -> Tensor:
+    """Rows of ``weight`` at integer ``idx``; the ``padding_idx`` row gets no gradient."""
+    return apply(_embedding, weight, idx, padding_idx=padding_idx)
