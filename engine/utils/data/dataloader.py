@@ -1,0 +1,333 @@
+"""DataLoader: batches from a dataset, in the main process or in worker processes.
+
+With ``num_workers > 0`` each worker gets batch tasks on its own queue and returns results
+on a shared one; the main process hands batches out in task order, whatever order they
+finish in. Results travel pickled between the loader's own processes (never from files).
+A worker's exception comes back with its traceback and is re-raised in the main process.
+"""
+from __future__ import annotations
+
+import multiprocessing
+import pickle
+import queue
+import random
+import sys
+import time
+import traceback
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator
+
+from ...random import Generator
+from ._collate import default_collate, default_convert
+from .dataset import Dataset, IterableDataset
+from .sampler import BatchSampler, RandomSampler, Sampler, SequentialSampler
+
+__all__ = ["DataLoader", "get_worker_info", "WorkerInfo"]
+
+_STATUS_POLL_S = 0.5  # how often a waiting main process checks that its workers are alive
+
+
+class DataLoader:
+    """Iterate over ``dataset`` in (optionally shuffled) mini-batches, like ``torch.utils.data.DataLoader``."""
+
+    def __init__(self, dataset: Dataset, batch_size: int | None = 1, shuffle: bool | None = None,
+                 sampler: Sampler | None = None, batch_sampler: Sampler | None = None,
+                 num_workers: int = 0, collate_fn: Callable | None = None, pin_memory: bool = False,
+                 drop_last: bool = False, timeout: float = 0, worker_init_fn: Callable | None = None,
+                 multiprocessing_context=None, generator: Generator | None = None, *,
+                 prefetch_factor: int | None = None, persistent_workers: bool = False,
+                 pin_memory_device: str = "", in_order: bool = True) -> None:
+        _check_options(num_workers, timeout, prefetch_factor, persistent_workers)
+        self.dataset, self.num_workers, self.timeout = dataset, num_workers, timeout
+        self.worker_init_fn, self.generator, self.pin_memory = worker_init_fn, generator, pin_memory
+        self.multiprocessing_context = multiprocessing_context
+        self.prefetch_factor = 2 if num_workers > 0 and prefetch_factor is None else prefetch_factor
+        self.persistent_workers, self.in_order = persistent_workers, in_order
+        self._iterable = isinstance(dataset, IterableDataset)
+        if self._iterable:
+            for name, value in (("shuffle", shuffle), ("sampler", sampler), ("batch_sampler", batch_sampler)):
+                if value not in (None, False):
+                    raise ValueError(f"DataLoader with IterableDataset: expected unspecified {name} option, "
+                                     f"but got {name}={value}")
+        if sampler is not None and shuffle:
+            raise ValueError("sampler option is mutually exclusive with shuffle")
+        if batch_sampler is not None:
+            if batch_size != 1 or shuffle or sampler is not None or drop_last:
+                raise ValueError("batch_sampler option is mutually exclusive with batch_size, shuffle, "
+                                 "sampler, and drop_last")
+            batch_size, drop_last = None, False
+        elif batch_size is None and drop_last:
+            raise ValueError("batch_size=None option disables auto-batching and is mutually exclusive "
+                             "with drop_last")
+        if sampler is None and not self._iterable:
+            sampler = RandomSampler(dataset, generator=generator) if shuffle else SequentialSampler(dataset)
+        if batch_size is not None and batch_sampler is None and not self._iterable:
+            batch_sampler = BatchSampler(sampler, batch_size, drop_last)
+        self.batch_size, self.drop_last = batch_size, drop_last
+        self.sampler, self.batch_sampler = sampler, batch_sampler
+        auto = batch_size is not None or batch_sampler is not None
+        self.collate_fn = collate_fn if collate_fn is not None else (default_collate if auto else default_convert)
+
+    @property
+    def _auto_collation(self) -> bool:
+        return self.batch_sampler is not None or (self._iterable and self.batch_size is not None)
+
+    def __len__(self) -> int:
+        if self._iterable:
+            n = len(self.dataset)
+            if self.batch_size is not None:
+                n = n // self.batch_size if self.drop_last else -(-n // self.batch_size)
+            return n
+        return len(self.batch_sampler if self.batch_sampler is not None else self.sampler)
+
+    def __iter__(self) -> Iterator[Any]:
+        if self.num_workers == 0:
+            return self._single_process()
+        return _multi_process(self)
+
+    def _job(self) -> "_Job":
+        return _Job(self.dataset, self.collate_fn, self._auto_collation, self.batch_size, self.drop_last,
+                    self._iterable)
+
+    def _single_process(self) -> Iterator[Any]:
+        job = self._job()
+        if self._iterable:
+            for batch in _stream(self.dataset, job):
+                yield job.collate_fn(batch)
+        else:
+            for index in (self.batch_sampler if self.batch_sampler is not None else self.sampler):
+                yield job.fetch(index)
+
+
+def _check_options(num_workers, timeout, prefetch_factor, persistent_workers) -> None:
+    if num_workers < 0:
+        raise ValueError("num_workers option should be non-negative; use num_workers=0 to disable "
+                         "multiprocessing.")
+    if timeout < 0:
+        raise ValueError("timeout option should be non-negative")
+    if num_workers == 0 and prefetch_factor is not None:
+        raise ValueError("prefetch_factor option could only be specified in multiprocessing.let "
+                         "num_workers > 0 to enable multiprocessing, otherwise set prefetch_factor to None.")
+    if prefetch_factor is not None and prefetch_factor < 0:
+        raise ValueError("prefetch_factor option should be non-negative")
+    if persistent_workers and num_workers == 0:
+        raise ValueError("persistent_workers option needs num_workers > 0")
+
+
+@dataclass
+class _Job:
+    """What a process needs to turn a task into a batch."""
+    dataset: Any
+    collate_fn: Callable
+    auto_collation: bool
+    batch_size: int | None
+    drop_last: bool
+    iterable: bool
+
+    def fetch(self, index):
+        if not self.auto_collation:
+            return self.collate_fn(self.dataset[index])
+        getitems = getattr(self.dataset, "__getitems__", None)
+        samples = getitems(index) if getitems is not None else [self.dataset[i] for i in index]
+        return self.collate_fn(samples)
+
+
+def _stream(dataset, job: _Job) -> Iterator[Any]:
+    """An iterable dataset's samples, grouped into lists of ``batch_size`` when batching."""
+    if job.batch_size is None:
+        yield from dataset
+        return
+    batch = []
+    for sample in dataset:
+        batch.append(sample)
+        if len(batch) == job.batch_size:
+            yield batch
+            batch = []
+    if batch and not job.drop_last:
+        yield batch
+
+
+# ---------------------------------------------------------------- workers
+@dataclass(frozen=True)
+class WorkerInfo:
+    """Inside a worker process: which worker this is, how many there are, its seed and dataset copy."""
+    id: int
+    num_workers: int
+    seed: int
+    dataset: Any
+
+
+_worker_info: WorkerInfo | None = None
+
+
+def get_worker_info() -> WorkerInfo | None:
+    """This worker's WorkerInfo, or None in the main process (use it to shard an IterableDataset)."""
+    return _worker_info
+
+
+class _WorkerError:
+    """An exception raised in a worker, carried to the main process as its type and traceback text."""
+
+    def __init__(self, worker_id: int):
+        exc_type, exc, tb = sys.exc_info()
+        self.text = "".join(traceback.format_exception(exc_type, exc, tb))
+        self.where = f"in DataLoader worker process {worker_id}"
+        try:  # a class the main process cannot import (defined in a function) becomes RuntimeError
+            pickle.loads(pickle.dumps(exc_type))
+            self.exc_type = exc_type
+        except Exception:
+            self.exc_type = RuntimeError
+
+    def reraise(self):
+        msg = f"Caught {self.exc_type.__name__} {self.where}.\nOriginal {self.text}"
+        try:
+            exc = self.exc_type(msg)
+        except Exception:
+            exc = None
+        if exc is None:
+            raise RuntimeError(msg)
+        raise exc
+
+
+class _End:
+    """An iterable-dataset worker has no more batches."""
+
+
+def _pack(result) -> bytes:
+    """Pickle in the worker, so an unpicklable batch becomes an error rather than a lost message."""
+    try:
+        return pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception:
+        return pickle.dumps(_WorkerError(_worker_info.id if _worker_info else -1))
+
+
+def _worker_loop(job: _Job, tasks, results, worker_id: int, num_workers: int, seed: int,
+                 init_fn: Callable | None) -> None:
+    global _worker_info
+    from ... import manual_seed
+    import numpy as np
+    random.seed(seed)
+    manual_seed(seed)
+    np.random.seed(seed % 2 ** 32)
+    _worker_info = WorkerInfo(worker_id, num_workers, seed, job.dataset)
+    failed = stream = None
+    try:
+        if init_fn is not None:
+            init_fn(worker_id)
+    except Exception:
+        failed = _WorkerError(worker_id)
+    while True:
+        task = tasks.get()
+        if task is None:
+            break
+        tid, index = task
+        if failed is not None:
+            results.put((tid, _pack(failed)))
+            continue
+        try:
+            if job.iterable:
+                if stream is None:
+                    stream = _stream(job.dataset, job)
+                out = job.collate_fn(next(stream))
+            else:
+                out = job.fetch(index)
+        except StopIteration:
+            out = _End()
+        except Exception:
+            out = _WorkerError(worker_id)
+        results.put((tid, _pack(out)))
+    results.cancel_join_thread()  # exit promptly even if the main process stopped reading
+
+
+def _multi_process(loader: DataLoader) -> Iterator[Any]:
+    ctx = loader.multiprocessing_context
+    ctx = multiprocessing.get_context(ctx) if ctx is None or isinstance(ctx, str) else ctx
+    from ...creation import randint
+    base_seed = int(randint(0, 2 ** 62, (), generator=loader.generator).item())
+    n, job = loader.num_workers, loader._job()
+    results = ctx.Queue()
+    task_queues = [ctx.Queue() for _ in range(n)]
+    workers = [ctx.Process(target=_worker_loop, daemon=True,
+                           args=(job, task_queues[w], results, w, n, base_seed + w, loader.worker_init_fn))
+               for w in range(n)]
+    for w in workers:
+        w.start()
+    try:
+        yield from _deliver(loader, task_queues, results, workers)
+    finally:
+        _shutdown(workers, task_queues, results)
+
+
+def _deliver(loader: DataLoader, task_queues, results, workers) -> Iterator[Any]:
+    """Keep ``prefetch_factor`` tasks per worker in flight; yield results in task order."""
+    n = len(workers)
+    active = list(range(n))  # workers still producing (iterable datasets run dry one by one)
+    indices = None if loader._iterable else iter(
+        loader.batch_sampler if loader.batch_sampler is not None else loader.sampler)
+    pending: dict[int, int] = {}  # task id -> worker
+    done: dict[int, Any] = {}
+    next_task = next_out = 0
+
+    def send() -> None:
+        nonlocal next_task
+        if not active:
+            return
+        if indices is None:
+            index = None
+        else:
+            index = next(indices, _End)
+            if index is _End:
+                active.clear()
+                return
+        worker = active[next_task % len(active)]
+        task_queues[worker].put((next_task, index))
+        pending[next_task] = worker
+        next_task += 1
+
+    for _ in range(max(loader.prefetch_factor, 1) * n):
+        send()
+    while pending:
+        while next_out not in done:
+            tid, payload = _receive(results, workers, loader.timeout)
+            done[tid] = pickle.loads(payload)
+        out, worker = done.pop(next_out), pending.pop(next_out)
+        next_out += 1
+        if isinstance(out, _End):
+            if worker in active:
+                active.remove(worker)
+        else:
+            send()
+            if isinstance(out, _WorkerError):
+                out.reraise()
+            yield out
+        if not pending:
+            send()
+
+
+def _receive(results, workers, timeout: float):
+    start = time.monotonic()
+    while True:
+        wait = _STATUS_POLL_S if not timeout else min(_STATUS_POLL_S, max(timeout - (time.monotonic() - start), 0.01))
+        try:
+            return results.get(timeout=wait)
+        except queue.Empty:
+            if timeout and time.monotonic() - start >= timeout:
+                raise RuntimeError(f"DataLoader timed out after {timeout} seconds") from None
+            dead = [str(w.pid) for w in workers if not w.is_alive()]
+            if dead:
+                raise RuntimeError(f"DataLoader worker (pid(s) {', '.join(dead)}) exited unexpectedly "
+                                   f"(exit codes {[w.exitcode for w in workers if not w.is_alive()]})") from None
+
+
+def _shutdown(workers, task_queues, results) -> None:
+    for q in task_queues:
+        q.put(None)
+    deadline = time.monotonic() + 5.0
+    for w in workers:
+        w.join(timeout=max(deadline - time.monotonic(), 0.0))
+        if w.is_alive():
+            w.terminate()
+            w.join()
+    for q in (*task_queues, results):
+        q.cancel_join_thread()
+        q.close()

@@ -1,0 +1,113 @@
+"""Samplers: which indices a DataLoader visits, in what order, grouped how."""
+from __future__ import annotations
+
+from typing import Iterator, Sequence, Sized
+
+from ...random import Generator
+
+__all__ = ["Sampler", "SequentialSampler", "RandomSampler", "SubsetRandomSampler", "BatchSampler"]
+
+
+class Sampler:
+    """Base class: an iterable of dataset indices (or of index lists, for batch samplers)."""
+
+    def __init__(self, data_source: Sized | None = None) -> None:
+        pass
+
+    def __iter__(self) -> Iterator:
+        raise NotImplementedError
+
+
+class SequentialSampler(Sampler):
+    """0, 1, ..., len(data_source) - 1."""
+
+    def __init__(self, data_source: Sized) -> None:
+        self.data_source = data_source
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(range(len(self.data_source)))
+
+    def __len__(self) -> int:
+        return len(self.data_source)
+
+
+def _epoch_generator(generator: Generator | None) -> Generator:
+    """The given generator, or a fresh one seeded from the default generator (so manual_seed
+    fixes every epoch's order while epochs still differ from each other)."""
+    if generator is not None:
+        return generator
+    from ...creation import randint
+    return Generator().manual_seed(int(randint(0, 2 ** 62, ()).item()))
+
+
+class RandomSampler(Sampler):
+    """A random permutation each epoch, or ``num_samples`` draws with replacement."""
+
+    def __init__(self, data_source: Sized, replacement: bool = False, num_samples: int | None = None,
+                 generator: Generator | None = None) -> None:
+        self.data_source, self.replacement = data_source, replacement
+        self._num_samples, self.generator = num_samples, generator
+        if not isinstance(replacement, bool):
+            raise TypeError(f"replacement should be a boolean value, but got replacement={replacement}")
+        if not isinstance(self.num_samples, int) or self.num_samples <= 0:
+            raise ValueError(f"num_samples should be a positive integer value, but got "
+                             f"num_samples={self.num_samples}")
+
+    @property
+    def num_samples(self) -> int:
+        return len(self.data_source) if self._num_samples is None else self._num_samples
+
+    def __iter__(self) -> Iterator[int]:
+        from ...creation import randint, randperm
+        n, gen = len(self.data_source), _epoch_generator(self.generator)
+        if self.replacement:
+            for _ in range(self.num_samples // 32):
+                yield from randint(0, n, (32,), generator=gen).tolist()
+            yield from randint(0, n, (self.num_samples % 32,), generator=gen).tolist()
+        else:
+            for _ in range(self.num_samples // n):
+                yield from randperm(n, generator=gen).tolist()
+            yield from randperm(n, generator=gen).tolist()[:self.num_samples % n]
+
+    def __len__(self) -> int:
+        return self.num_samples
+
+
+class SubsetRandomSampler(Sampler):
+    """The given indices in a random order each epoch."""
+
+    def __init__(self, indices: Sequence[int], generator: Generator | None = None) -> None:
+        self.indices, self.generator = indices, generator
+
+    def __iter__(self) -> Iterator[int]:
+        from ...creation import randperm
+        for i in randperm(len(self.indices), generator=self.generator).tolist():
+            yield self.indices[i]
+
+    def __len__(self) -> int:
+        return len(self.indices)
+
+
+class BatchSampler(Sampler):
+    """Groups another sampler's indices into lists of ``batch_size``."""
+
+    def __init__(self, sampler, batch_size: int, drop_last: bool) -> None:
+        if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size <= 0:
+            raise ValueError(f"batch_size should be a positive integer value, but got batch_size={batch_size}")
+        if not isinstance(drop_last, bool):
+            raise ValueError(f"drop_last should be a boolean value, but got drop_last={drop_last}")
+        self.sampler, self.batch_size, self.drop_last = sampler, batch_size, drop_last
+
+    def __iter__(self) -> Iterator[list[int]]:
+        batch = []
+        for idx in self.sampler:
+            batch.append(idx)
+            if len(batch) == self.batch_size:
+                yield batch
+                batch = []
+        if batch and not self.drop_last:
+            yield batch
+
+    def __len__(self) -> int:
+        n = len(self.sampler)
+        return n // self.batch_size if self.drop_last else (n + self.batch_size - 1) // self.batch_size
