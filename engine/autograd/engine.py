@@ -192,6 +192,9 @@ def backward_steps(tensors, grad_tensors=None, retain_graph: bool | None = None,
             leaf = type(node) is AccumulateGrad
             observed = events.has_subscribers("backward_step")
             start = perf_counter_ns() if observed else 0
+            if _stop and node in targets:
+                _capture_grads(node, grads, _capture)  # a boundary: the caller's walk runs it
+                continue
             GRAD.enabled = create_graph
             try:
                 if node.pre_hooks is not None or leaf:

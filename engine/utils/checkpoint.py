@@ -1,0 +1,133 @@
+"""Activation checkpointing: keep a segment's inputs, recompute its insides during backward.
+
+``checkpoint(fn, *args)`` runs ``fn`` once, keeps only the outputs and the edges by which
+the segment's graph leaves it (its inputs, and any tensor ``fn`` reads from a closure,
+such as a module's parameters), and drops everything recorded inside, so the segment's
+intermediates are freed as soon as it returns. In backward, a ``CheckpointBackward``
+node re-runs ``fn`` (with the forward's random state) and back-propagates through the
+fresh graph only as far as those boundary edges; the caller's walk carries on from
+there. Gradients equal those of the plain computation, double backward included.
+"""
+from __future__ import annotations
+
+from ..autograd.engine import _drain, backward_steps
+from ..autograd.grad_mode import STATE as GRAD, enable_grad
+from ..autograd.graph import FREED_MSG, AccumulateGrad, Node, _seq
+from ..random import get_rng_state, set_rng_state
+from ..tensor import Tensor
+
+__all__ = ["checkpoint", "checkpoint_sequential", "CheckpointBackward"]
+
+
+def checkpoint(function, *args, use_reentrant: bool | None = None, preserve_rng_state: bool = True,
+               **kwargs):
+    """Run ``function(*args, **kwargs)`` without keeping its intermediates for backward.
+
+    Both ``use_reentrant`` settings use the same (non-reentrant) mechanism here; as in
+    PyTorch, the reentrant form takes no keyword arguments for ``function``.
+    """
+    if use_reentrant and kwargs:
+        raise ValueError("Unexpected keyword arguments: " + ",".join(kwargs))
+    if not GRAD.enabled:
+        return function(*args, **kwargs)
+    state = get_rng_state() if preserve_rng_state else None
+    start = next(_seq)  # every node created by ``function`` has a larger seq
+    output = function(*args, **kwargs)
+    outputs = output if isinstance(output, tuple) else (output,)
+    boundary = _boundary(outputs, start)
+    if not boundary:
+        return output
+    node = CheckpointBackward(function, args, kwargs, state, boundary, len(outputs))
+    wrapped = tuple(Tensor._wrap(o._data, True, node, i, [0], o._device)
+                    if isinstance(o, Tensor) and o.requires_grad else o for i, o in enumerate(outputs))
+    return wrapped if isinstance(output, tuple) else wrapped[0]
+
+
+def _internal(node, start: int) -> bool:
+    return type(node) is not AccumulateGrad and node.seq > start
+
+
+def _boundary(outputs: tuple, start: int) -> tuple:
+    """The distinct ``(node, output_nr)`` edges by which the graph recorded since ``start`` leaves it."""
+    edges, seen, stack = [], set(), []
+    for o in outputs:
+        if isinstance(o, Tensor) and o.requires_grad:
+            stack.append((o.grad_fn if o.grad_fn is not None else o._accumulator(), o._out_nr))
+    visited = set()
+    while stack:
+        edge = stack.pop()
+        node = edge[0]
+        if _internal(node, start):
+            if node not in visited:
+                visited.add(node)
+                stack.extend(e for e in node.edges if e is not None)
+        elif edge not in seen:
+            seen.add(edge)
+            edges.append(edge)
+    return tuple(edges)
+
+
+class CheckpointBackward(Node):
+    """Recomputes a checkpointed segment and back-propagates through it to its boundary edges."""
+
+    __slots__ = ("fn", "args", "kwargs", "rng_state", "n_outputs")
+
+    def __init__(self, fn, args, kwargs, rng_state, edges: tuple, n_outputs: int):
+        self.fn, self.args, self.kwargs, self.rng_state = fn, args, kwargs, rng_state
+        self.edges, self.n_outputs = edges, n_outputs
+        self.seq = next(_seq)
+        self.pre_hooks = self.hooks = self._metadata = None
+
+    @property
+    def saved_tensors(self) -> tuple:
+        if self.fn is None:
+            raise RuntimeError(FREED_MSG)
+        return tuple(a for a in self.args if isinstance(a, Tensor))
+
+    def run(self, grads) -> tuple:
+        if self.fn is None:
+            raise RuntimeError(f"{FREED_MSG} (The checkpointed segment of {self.name()} was already "
+                               "recomputed and freed by an earlier backward.)")
+        outputs = self._recompute()
+        pairs = [(o, g) for o, g in zip(outputs, grads)
+                 if g is not None and isinstance(o, Tensor) and o.requires_grad]
+        capture = dict.fromkeys(self.edges)
+        if pairs:
+            _drain(backward_steps([o for o, _ in pairs], [g for _, g in pairs], None, GRAD.enabled,
+                                  _capture=capture, _stop=True))
+        return tuple(capture[e] for e in self.edges)
+
+    def _recompute(self) -> tuple:
+        saved = None
+        if self.rng_state is not None:
+            saved = get_rng_state()
+            set_rng_state(self.rng_state)
+        try:
+            with enable_grad():
+                out = self.fn(*self.args, **self.kwargs)
+        finally:
+            if saved is not None:
+                set_rng_state(saved)
+        return out if isinstance(out, tuple) else (out,)
+
+    def release(self) -> None:
+        self.fn = self.args = self.kwargs = None
+
+
+def checkpoint_sequential(functions, segments: int, input, use_reentrant: bool | None = None, **kwargs):
+    """Split a sequence of modules/functions into ``segments`` checkpointed chunks (the last runs plainly)."""
+    functions = list(functions.children()) if hasattr(functions, "children") else list(functions)
+    size = max(len(functions) // segments, 1)
+
+    def run(chunk):
+        def forward(x):
+            for f in chunk:
+                x = f(x)
+            return x
+        return forward
+
+    end = -1
+    for start in range(0, size * (segments - 1), size):
+        end = start + size - 1
+        input = checkpoint(run(functions[start:end + 1]), input, use_reentrant=use_reentrant, **kwargs)
+    return run(functions[end + 1:])(input)
