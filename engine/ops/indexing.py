@@ -1,5 +1,548 @@
-"""indexing ops."""
+"""Indexing: ``x[key]``, ``x[key] = v``, gather/scatter, masked ops, nonzero, one_hot.
+
+``x[key]`` runs in two stages, as PyTorch does: ints, slices, None and Ellipsis make one
+``slice`` view (movement.py), then tensor, list and bool-mask indices pick from that view
+with the ``index`` primitive. Only ``index``'s backward scatter-adds (``xp.add.at``), and
+only when integer indices could repeat a position; bool masks write with an assignment.
+Writes (``__setitem__``, ``index_put_``, ``index_add_``, ``index_fill_``) are one
+out-of-place ``index_put`` op applied in place, so gradients reach target and value.
+"""
 from __future__ import annotations
 
-__all__: list[str] = []
-METHODS: tuple = ()
+import numbers
+
+from .. import _dtype
+from ..autograd.grad_mode import STATE as GRAD
+from ..creation import tensor as _tensor, zeros
+from ..dispatch import STATE, apply, apply_
+from .movement import _ALL, _slice, broadcast_shapes, expand
+from .registry import NONE, Op
+from ._util import Tensor, _wrap_dim, sum_to
+
+__all__ = ["index_select", "gather", "scatter", "scatter_add", "index_add", "index_fill", "index_copy",
+           "index_put", "masked_fill", "masked_select", "take", "take_along_dim", "nonzero", "argwhere"]
+
+
+def _key(idx, template) -> tuple:
+    """The numpy key: ``template`` holds None (a full slice) or a position in ``idx``."""
+    return tuple(_ALL if t is None else idx[t] for t in template)
+
+
+# ---------------------------------------------------------------- the primitives
+def _index_backward_fwd(xp, g, *idx, shape, template, unique):
+    out = xp.zeros(shape, g.dtype)
+    if unique:
+        out[_key(idx, template)] = g
+    else:
+        xp.add.at(out, _key(idx, template), g)
+    return out
+
+
+_index = Op("index", lambda xp, x, *idx, template, unique: x[_key(idx, template)],
+            lambda g, out, x, *idx, template, unique: (
+                apply(_index_backward, g, *idx, shape=x._data.shape, template=template, unique=unique),
+                *(None,) * len(idx)),
+            saves=NONE)
+_index_backward = Op("index_backward", _index_backward_fwd,
+                     lambda g, out, gin, *idx, shape, template, unique: (
+                         apply(_index, g, *idx, template=template, unique=unique), *(None,) * len(idx)),
+                     saves=NONE)
+
+
+def _put(xp, data, v, idx, basic, template, accumulate: bool) -> None:
+    """Write (or add) ``v`` into ``data[basic][key]``: shared by the op and the no-grad fast path."""
+    if basic is not None:
+        data = data[basic]
+    if template is None:
+        data[...] = v
+    elif accumulate:
+        xp.add.at(data, _key(idx, template), v)
+    else:
+        data[_key(idx, template)] = v
+
+
+def _index_put_fwd(xp, x, v, *idx, basic, template, accumulate):
+    out = x.copy()
+    _put(xp, out, v, idx, basic, template, accumulate)
+    return out
+
+
+def _index_put_vjp(g, out, x, v, *idx, basic, template, accumulate):
+    gx = gv = None
+    if x.requires_grad:
+        gx = g if accumulate else apply(_index_put, g, 0, *idx, basic=basic, template=template,
+                                        accumulate=False)
+    if isinstance(v, Tensor) and v.requires_grad:
+        gv = _read(g, idx, basic, template)
+        if gv.ndim < v.ndim:
+            gv = gv.reshape((1,) * (v.ndim - gv.ndim) + gv._data.shape)
+        gv = sum_to(gv, v._data.shape)
+        if gv._data.dtype != v._data.dtype:
+            gv = gv.to(v.dtype)
+    return (gx, gv, *(None,) * len(idx))
+
+
+_index_put = Op("index_put", _index_put_fwd, _index_put_vjp, saves=NONE)
+
+
+def _read(x: Tensor, idx, basic, template) -> Tensor:
+    """``x[key]`` for an already parsed key."""
+    if basic is not None:
+        x = apply(_slice, x, key=basic)
+    if template is None:
+        return x
+    return apply(_index, x, *idx, template=template, unique=all(i._data.dtype.kind == "b" for i in idx))
+
+
+# ---------------------------------------------------------------- parsing keys
+def _as_tuple(key) -> tuple:
+    """PyTorch still reads a short list holding sequences, tensors, slices or None as a tuple."""
+    if type(key) is list and len(key) < 32 and any(
+            isinstance(k, (Tensor, list, tuple, slice)) or k is None or k is Ellipsis for k in key):
+        return tuple(key)
+    return (key,)
+
+
+def _index_tensor(k, x: Tensor):
+    """An index item as an int (0-d integer tensors select, like ints), a bool, or an index Tensor."""
+    if not isinstance(k, Tensor):
+        if isinstance(k, bool):
+            return k
+        if isinstance(k, numbers.Integral):
+            return int(k)
+        k = _tensor(k, dtype=_dtype.int64 if isinstance(k, (list, tuple)) and not k else None,
+                    device=x._device)
+    kind = k._data.dtype.kind
+    if kind not in "biu":
+        raise IndexError(f"tensors used as indices must be long, int, byte or bool tensors (got {k.dtype} "
+                         f"index for a tensor of shape {list(x.shape)})")
+    if k._data.ndim == 0:
+        return bool(k.item()) if kind == "b" else int(k.item())
+    if k._data.dtype == _dtype.uint8.np:
+        k = k.to(_dtype.bool)
+    return k if k._device is x._device else k.to(x._device)
+
+
+def _parse(x: Tensor, key):
+    """Split ``key`` into (basic view key or None, index tensors, template or None)."""
+    if type(key) is not tuple:
+        key = _as_tuple(key)
+    for k in key:
+        tk = type(k)
+        if tk is slice:
+            if k.step is not None and k.step <= 0:
+                raise ValueError("step must be greater than zero")
+        elif tk is not int and k is not None and k is not Ellipsis:
+            return _parse_advanced(x, key)
+    return (key if any(k is Ellipsis for k in key) else key + (Ellipsis,)), (), None
+
+
+def _parse_advanced(x: Tensor, key):
+    items, consumed = [], 0
+    for k in key:
+        if type(k) is not slice and k is not None and k is not Ellipsis:
+            k = _index_tensor(k, x)
+        items.append(k)
+        if type(k) is int or type(k) is slice:
+            consumed += 1
+        elif isinstance(k, Tensor):
+            consumed += k._data.ndim if k._data.dtype.kind == "b" else 1
+    if consumed > x._data.ndim:
+        raise IndexError(f"too many indices for tensor of dimension {x._data.ndim} (key {key!r})")
+    basic, idx, template = [], [], []
+    pos = 0          # dimension of the stage-1 view that the next item lands on
+    covered = 0      # dimensions of that view the template covers so far
+    sliced = False   # whether stage 1 changes anything
+    for k in items:
+        if k is Ellipsis:
+            basic.append(k)
+            pos += x._data.ndim - consumed
+        elif k is None:
+            basic.append(None)
+            pos += 1
+            sliced = True
+        elif type(k) is int:
+            basic.append(k)
+            sliced = True
+        elif type(k) is slice:
+            basic.append(k)
+            pos += 1
+            sliced = sliced or k != _ALL
+        else:
+            if type(k) is bool:  # numpy's rule: a new dim of size 1 (True) or 0 (False)
+                basic.append(None)
+                sliced = True
+                k = _tensor([0] if k else [], dtype=_dtype.int64, device=x._device)
+                span = 1
+            else:
+                span = k._data.ndim if k._data.dtype.kind == "b" else 1
+                basic.extend((_ALL,) * span)
+            template.extend((None,) * (pos - covered))
+            template.append(len(idx))
+            idx.append(k)
+            pos += span
+            covered = pos
+    if not sliced:
+        basic = None
+    elif not any(k is Ellipsis for k in basic):
+        basic.append(Ellipsis)
+    return (tuple(basic) if basic is not None else None), tuple(idx), tuple(template)
+
+
+# ---------------------------------------------------------------- __getitem__ / __setitem__
+def _getitem(self: Tensor, key) -> Tensor:
+    basic, idx, template = _parse(self, key)
+    out = self if basic is None else apply(_slice, self, key=basic)
+    if template is None:
+        return out
+    return apply(_index, out, *idx, template=template, unique=all(i._data.dtype.kind == "b" for i in idx))
+
+
+def _setitem(self: Tensor, key, value) -> None:
+    basic, idx, template = _parse(self, key)
+    _write(self, value, idx, basic, template, False)
+
+
+def _write(self: Tensor, value, idx, basic, template, accumulate: bool) -> Tensor:
+    if isinstance(value, Tensor):
+        if value._device is not self._device:
+            value = value.to(self._device)
+        vreq = value.requires_grad
+    else:
+        if not isinstance(value, (int, float)):
+            value = _tensor(value, dtype=self.dtype, device=self._device)
+        vreq = False
+    if STATE.slow or (GRAD.enabled and (self.requires_grad or vreq)):
+        if basic is not None and self.requires_grad and self.grad_fn is None and GRAD.enabled:
+            raise RuntimeError("a view of a leaf Variable that requires grad is being used in an in-place "
+                               "operation.")
+        return apply_(_index_put, self, value, *idx, basic=basic, template=template, accumulate=accumulate)
+    v = value._data if isinstance(value, Tensor) else value
+    try:
+        _put(self._device.xp, self._data, v, tuple(i._data for i in idx), basic, template, accumulate)
+    except ValueError as e:
+        shape = list(value.shape) if isinstance(value, Tensor) else []
+        raise RuntimeError(f"shape mismatch: value tensor of shape {shape} cannot be broadcast to the "
+                           f"indexing result ({e})") from None
+    self._vc[0] += 1
+    return self
+
+
+def _dim_template(d: int) -> tuple:
+    return (None,) * d + (0,)
+
+
+def _check_same_dtype(self: Tensor, src, op: str) -> None:
+    if isinstance(src, Tensor) and src._data.dtype != self._data.dtype:
+        raise RuntimeError(f"{op}: self ({self.dtype.name}) and source ({src.dtype.name}) must have the "
+                           f"same scalar type")
+
+
+def index_put(input: Tensor, indices, values, accumulate: bool = False) -> Tensor:
+    basic, idx, template = _index_put_args(input, indices, values)
+    return apply(_index_put, input, values, *idx, basic=basic, template=template, accumulate=accumulate)
+
+
+def index_put_(self: Tensor, indices, values, accumulate: bool = False) -> Tensor:
+    basic, idx, template = _index_put_args(self, indices, values)
+    return _write(self, values, idx, basic, template, accumulate)
+
+
+def _index_put_args(self, indices, values):
+    if isinstance(values, Tensor) and values._data.dtype != self._data.dtype:
+        raise RuntimeError(f"Index put requires the source and destination dtypes match, got "
+                           f"{self.dtype.name.capitalize()} for the destination and "
+                           f"{values.dtype.name.capitalize()} for the source.")
+    return _parse(self, tuple(indices))
+
+
+# ---------------------------------------------------------------- along-a-dim ops
+def _check_index(index: Tensor, op: str, kinds: str = "i") -> None:
+    if not isinstance(index, Tensor) or index._data.dtype.kind not in kinds or index._data.dtype.itemsize < 4:
+        got = index.dtype.name if isinstance(index, Tensor) else type(index).__name__
+        raise RuntimeError(f"{op}(): Expected dtype int32/int64 for index (got {got})")
+
+
+def _vector_index(index: Tensor, op: str) -> Tensor:
+    if index.ndim > 1:
+        raise IndexError(f"{op}(): Index is supposed to be a vector (got shape {list(index.shape)})")
+    return index.reshape(1) if index.ndim == 0 else index
+
+
+def index_select(input: Tensor, dim: int, index: Tensor) -> Tensor:
+    _check_index(index, "index_select")
+    index = _vector_index(index, "index_select")
+    d = _wrap_dim(dim, input.ndim, "index_select")
+    return apply(_index, input, index, template=_dim_template(d), unique=False)
+
+
+def _index_along(self, dim, index, source, op):
+    _check_index(index, op)
+    index = _vector_index(index, op)
+    d = _wrap_dim(dim, self.ndim, op)
+    if isinstance(source, Tensor) and source.ndim and source._data.shape[d] != index._data.shape[0]:
+        raise RuntimeError(f"{op}(): Number of indices ({index.numel()}) should be equal to "
+                           f"source.size(dim): ({source._data.shape[d]}), for dim: {d}")
+    return d, index
+
+
+def index_add(input: Tensor, dim: int, index: Tensor, source: Tensor, *, alpha=1) -> Tensor:
+    _check_same_dtype(input, source, "index_add_()")
+    d, index = _index_along(input, dim, index, source, "index_add_")
+    return apply(_index_put, input, source if alpha == 1 else source * alpha, index, basic=None,
+                 template=_dim_template(d), accumulate=True)
+
+
+def index_add_(self: Tensor, dim: int, index: Tensor, source: Tensor, *, alpha=1) -> Tensor:
+    _check_same_dtype(self, source, "index_add_()")
+    d, index = _index_along(self, dim, index, source, "index_add_")
+    return _write(self, source if alpha == 1 else source * alpha, (index,), None, _dim_template(d), True)
+
+
+def index_copy(input: Tensor, dim: int, index: Tensor, source: Tensor) -> Tensor:
+    _check_same_dtype(input, source, "index_copy_()")
+    d, index = _index_along(input, dim, index, source, "index_copy_")
+    return apply(_index_put, input, source, index, basic=None, template=_dim_template(d), accumulate=False)
+
+
+def index_copy_(self: Tensor, dim: int, index: Tensor, source: Tensor) -> Tensor:
+    _check_same_dtype(self, source, "index_copy_()")
+    d, index = _index_along(self, dim, index, source, "index_copy_")
+    return _write(self, source, (index,), None, _dim_template(d), False)
+
+
+def _fill_args(self, dim, index, value):
+    if not isinstance(index, Tensor) or index._data.dtype != _dtype.int64.np:
+        raise IndexError("index_fill_(): Expected dtype int64 for index.")
+    if isinstance(value, Tensor) and value.ndim:
+        raise RuntimeError(f"index_fill_ only supports a 0-dimensional value tensor, but got tensor with "
+                           f"{value.ndim} dimension(s).")
+    return _wrap_dim(dim, self.ndim, "index_fill_"), _vector_index(index, "index_fill_")
+
+
+def index_fill(input: Tensor, dim: int, index: Tensor, value) -> Tensor:
+    d, index = _fill_args(input, dim, index, value)
+    return apply(_index_put, input, value, index, basic=None, template=_dim_template(d), accumulate=False)
+
+
+def index_fill_(self: Tensor, dim: int, index: Tensor, value) -> Tensor:
+    d, index = _fill_args(self, dim, index, value)
+    return _write(self, value, (index,), None, _dim_template(d), False)
+
+
+# ---------------------------------------------------------------- gather / scatter
+def _along(xp, index, dim: int) -> tuple:
+    """The advanced key that reads ``x[..., index[i, j, ...], ...]`` at position (i, j, ...)."""
+    nd = index.ndim
+    return tuple(index if d == dim else xp.arange(n).reshape((-1,) + (1,) * (nd - d - 1))
+                 for d, n in enumerate(index.shape))
+
+
+def _fit(src, shape):
+    return src if src.shape == shape else src[tuple(slice(0, n) for n in shape)]
+
+
+def _gather_fwd(xp, x, index, *, dim):
+    try:
+        return x[_along(xp, index, dim)]
+    except IndexError as e:
+        raise RuntimeError(f"gather(): {e}") from None
+
+
+def _scatter_fwd(xp, x, index, src, *, dim, reduce):
+    out = x.copy()
+    key = _along(xp, index, dim)
+    if not isinstance(src, (int, float)):
+        src = _fit(src, index.shape)
+    try:
+        if reduce is None:
+            out[key] = src
+        else:
+            (xp.add if reduce == "add" else xp.multiply).at(out, key, src)
+    except IndexError as e:
+        raise RuntimeError(f"scatter(): {e}") from None
+    return out
+
+
+def _scatter_vjp(g, out, x, index, src, *, dim, reduce):
+    if reduce == "multiply":
+        raise RuntimeError("scatter(reduce='multiply') is not differentiable; use scatter_reduce")
+    gx = g if reduce == "add" else apply(_scatter, g, index, 0, dim=dim, reduce=None)
+    gs = apply(_gather, g, index, dim=dim) if isinstance(src, Tensor) and src.requires_grad else None
+    return gx, None, gs
+
+
+_gather = Op("gather", _gather_fwd,
+             lambda g, out, x, index, *, dim: (
+                 apply(_scatter, zeros(x._data.shape, dtype=g.dtype, device=g.device), index, g, dim=dim,
+                       reduce="add"), None),
+             saves=NONE)
+_scatter = Op("scatter", _scatter_fwd, _scatter_vjp, saves=NONE)
+
+
+def _check_along(self: Tensor, dim: int, index: Tensor, op: str, src=None) -> int:
+    _check_index(index, op)
+    if index.ndim != self.ndim and index.numel() and self.ndim:
+        raise RuntimeError(f"Index tensor must have the same number of dimensions as input tensor "
+                           f"({op}: index {list(index.shape)}, self {list(self.shape)})")
+    d = _wrap_dim(dim, self.ndim, op)
+    ishape, sshape = index._data.shape, self._data.shape
+    for k in range(len(ishape)):
+        if k != d and ishape[k] > sshape[k]:
+            raise RuntimeError(f"Size does not match at dimension {k} expected index {list(ishape)} to be no "
+                               f"larger than self {list(sshape)} apart from dimension {d}")
+    if isinstance(src, Tensor):
+        if src._data.dtype != self._data.dtype:
+            raise RuntimeError(f"{op}(): Expected self.dtype to be equal to src.dtype (got {self.dtype.name} "
+                               f"and {src.dtype.name})")
+        if any(i > s for i, s in zip(ishape, src._data.shape)):
+            raise RuntimeError(f"Size does not match: expected index {list(ishape)} to be no larger than "
+                               f"src {list(src.shape)} ({op})")
+    return d
+
+
+def gather(input: Tensor, dim: int, index: Tensor, *, sparse_grad: bool = False) -> Tensor:
+    d = _check_along(input, dim, index, "gather")
+    if input.ndim == 0:
+        return apply(_gather, input.reshape(1), index.reshape(1), dim=0).reshape(index.shape)
+    return apply(_gather, input, index, dim=d)
+
+
+def _scatter_args(self, dim, index, src, value, reduce, op):
+    if src is None:
+        src = value
+    if reduce not in (None, "add", "multiply"):
+        raise RuntimeError(f"{op}(): reduce argument must be either add or multiply, got {reduce!r}")
+    return _check_along(self, dim, index, op, src), src
+
+
+def scatter(input: Tensor, dim: int, index: Tensor, src=None, *, value=None, reduce=None) -> Tensor:
+    d, src = _scatter_args(input, dim, index, src, value, reduce, "scatter")
+    return apply(_scatter, input, index, src, dim=d, reduce=reduce)
+
+
+def scatter_(self: Tensor, dim: int, index: Tensor, src=None, *, value=None, reduce=None) -> Tensor:
+    d, src = _scatter_args(self, dim, index, src, value, reduce, "scatter")
+    return apply_(_scatter, self, index, src, dim=d, reduce=reduce)
+
+
+def scatter_add(input: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
+    d = _check_along(input, dim, index, "scatter_add", src)
+    return apply(_scatter, input, index, src, dim=d, reduce="add")
+
+
+def scatter_add_(self: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
+    d = _check_along(self, dim, index, "scatter_add", src)
+    return apply_(_scatter, self, index, src, dim=d, reduce="add")
+
+
+def take_along_dim(input: Tensor, indices: Tensor, dim: int | None = None) -> Tensor:
+    if indices._data.dtype != _dtype.int64.np:
+        raise RuntimeError(f"torch.take_along_dim(): dtype of indices should be Long but got "
+                           f"{indices.dtype.name.capitalize()}")
+    if dim is None:
+        return gather(input.reshape(-1), 0, indices.reshape(-1))
+    if input.ndim != indices.ndim:
+        raise RuntimeError(f"torch.take_along_dim(): input and indices should have the same number of "
+                           f"dimensions, but got {input.ndim} dimensions for input, and {indices.ndim} "
+                           f"dimensions for indices")
+    d = _wrap_dim(dim, input.ndim, "take_along_dim")
+    shape = list(broadcast_shapes(input._data.shape, indices._data.shape))
+    shape[d] = input._data.shape[d]
+    input = expand(input, shape)
+    shape[d] = indices._data.shape[d]
+    return gather(input, d, expand(indices, shape))
+
+
+def take(input: Tensor, index: Tensor) -> Tensor:
+    if index._data.dtype != _dtype.int64.np:
+        raise RuntimeError(f"take(): Expected a long tensor for index, but got {index.dtype.name.capitalize()}")
+    return apply(_index, input.reshape(-1), index, template=(0,), unique=False)
+
+
+# ---------------------------------------------------------------- masks
+def _masked_fill_fwd(xp, x, mask, value):
+    out = xp.where(mask, value, x)
+    return out if out.dtype == x.dtype else out.astype(x.dtype)
+
+
+def _masked_fill_vjp(g, out, x, mask, value):
+    gx = sum_to(apply(_masked_fill, g, mask, 0), x._data.shape) if x.requires_grad else None
+    gv = None
+    if isinstance(value, Tensor) and value.requires_grad:
+        gv = masked_select(g, mask).sum()
+        gv = gv if gv._data.dtype == value._data.dtype else gv.to(value.dtype)
+    return gx, None, gv
+
+
+_masked_fill = Op("masked_fill", _masked_fill_fwd, _masked_fill_vjp, saves=NONE)
+
+
+def _check_mask(mask, op: str) -> None:
+    if not isinstance(mask, Tensor) or mask._data.dtype.kind != "b":
+        got = mask.dtype.name if isinstance(mask, Tensor) else type(mask).__name__
+        raise RuntimeError(f"{op} only supports boolean masks, but got mask with dtype {got}")
+
+
+def _fill_value(value, op: str):
+    if isinstance(value, Tensor) and value.ndim:
+        raise RuntimeError(f"{op} only supports a 0-dimensional value tensor, but got tensor with "
+                           f"{value.ndim} dimension(s).")
+    return value
+
+
+def masked_fill(input: Tensor, mask: Tensor, value) -> Tensor:
+    _check_mask(mask, "masked_fill_")
+    return apply(_masked_fill, input, mask, _fill_value(value, "masked_fill_"))
+
+
+def masked_fill_(self: Tensor, mask: Tensor, value) -> Tensor:
+    _check_mask(mask, "masked_fill_")
+    return apply_(_masked_fill, self, mask, _fill_value(value, "masked_fill_"))
+
+
+def masked_select(input: Tensor, mask: Tensor) -> Tensor:
+    if not isinstance(mask, Tensor) or mask._data.dtype.kind != "b":
+        raise RuntimeError("masked_select: expected BoolTensor for mask")
+    if mask._data.shape != input._data.shape:
+        shape = broadcast_shapes(input._data.shape, mask._data.shape)
+        input, mask = expand(input, shape), expand(mask, shape)
+    return apply(_index, input, mask, template=(0,), unique=True)
+
+
+# ---------------------------------------------------------------- nonzero, one_hot
+_nonzero = Op("nonzero", lambda xp, x: xp.argwhere(x), None, saves=NONE)
+_one_hot = Op("one_hot", lambda xp, x, *, n: (x[..., None] == xp.arange(n)).astype(x.dtype), None, saves=NONE)
+
+
+def nonzero(input: Tensor, *, as_tuple: bool = False):
+    if not as_tuple:
+        return apply(_nonzero, input)
+    nz = apply(_nonzero, input.reshape(1) if input.ndim == 0 else input)
+    return tuple(apply(_slice, nz, key=(_ALL, i, Ellipsis)) for i in range(nz._data.shape[1]))
+
+
+def argwhere(input: Tensor) -> Tensor:
+    return apply(_nonzero, input)
+
+
+def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
+    """``nn.functional.one_hot``: int64 class indices to an int64 one-hot encoding."""
+    if tensor._data.dtype != _dtype.int64.np:
+        raise RuntimeError("one_hot is only applicable to index tensor of type LongTensor.")
+    data = tensor._data
+    if num_classes == -1:
+        if not data.size:
+            raise RuntimeError("Can not infer total number of classes from empty tensor.")
+        num_classes = int(data.max()) + 1
+    if data.size and int(data.min()) < 0:
+        raise RuntimeError("Class values must be non-negative.")
+    if data.size and int(data.max()) >= num_classes:
+        raise RuntimeError("Class values must be smaller than num_classes.")
+    return apply(_one_hot, tensor, n=num_classes)
+
+
+METHODS = ("index_select", "gather", "scatter", "scatter_", "scatter_add", "scatter_add_", "index_add",
+           "index_add_", "index_fill", "index_fill_", "index_copy", "index_copy_", "index_put", "index_put_",
+           "masked_fill", "masked_fill_", "masked_select", "take", "take_along_dim", "nonzero", "argwhere")
+OPERATORS = {"__getitem__": _getitem, "__setitem__": _setitem}

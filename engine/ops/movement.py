@@ -1,13 +1,72 @@
-"""Movement ops: reshape, expand, permute and friends. Forwards return views where numpy can."""
+"""Movement ops: reshape, permute, slicing, joining, splitting, flipping, padding.
+
+Forwards return numpy views where PyTorch returns views (declared ``is_view``, so they share
+the input's version counter). Every slice-shaped view (``narrow``, ``select``, ``split``,
+``chunk``, ``unbind``, basic ``x[...]``) is the one ``slice`` primitive, whose backward is a
+zero tensor with the gradient written into the slice (never a scatter-add).
+"""
 from __future__ import annotations
 
 import math
 
-from ..dispatch import apply
+from .._dtype import result_type
+from ..autograd.grad_mode import STATE as GRAD
+from ..dispatch import STATE, apply, apply_
 from .registry import NONE, Op
-from ._util import _wrap_dim, sum_to
+from ..tensor import Size
+from ._util import Tensor, _wrap_dim, sum_to
 
-__all__ = ["reshape", "permute", "transpose", "expand"]
+__all__ = ["reshape", "permute", "transpose", "swapaxes", "swapdims", "movedim", "moveaxis", "t",
+           "squeeze", "unsqueeze", "flatten", "unflatten", "broadcast_to", "broadcast_tensors",
+           "broadcast_shapes", "tile", "cat", "concat", "concatenate", "stack", "hstack", "vstack",
+           "dstack", "column_stack", "atleast_1d", "atleast_2d", "atleast_3d", "split", "chunk",
+           "unbind", "tensor_split", "flip", "fliplr", "flipud", "roll", "narrow", "select",
+           "clone", "tril", "triu", "constant_pad_nd"]
+
+_ALL = slice(None)
+
+
+# ---------------------------------------------------------------- views: reshape, permute, expand, slice
+_reshape = Op("reshape", lambda xp, x, *, shape: x.reshape(shape),
+              lambda g, out, x, *, shape: (g.reshape(x._data.shape),), saves=NONE, is_view=True)
+_permute = Op("permute", lambda xp, x, *, dims: x.transpose(dims),
+              lambda g, out, x, *, dims: (apply(_permute, g, dims=_inverse(dims)),), saves=NONE, is_view=True)
+
+
+def _expand_fwd(xp, x, *, shape):
+    # numpy's broadcast_to costs ~4 us; a filled copy of a single element is cheaper
+    return xp.full(shape, x.reshape(()), x.dtype) if x.size == 1 else xp.broadcast_to(x, shape)
+
+
+_expand = Op("expand", _expand_fwd,
+             lambda g, out, x, *, shape: (sum_to(g, x._data.shape),), saves=NONE, is_view=True)
+
+
+def _slice_backward_fwd(xp, g, *, shape, key):
+    out = xp.zeros(shape, g.dtype)
+    out[key] = g
+    return out
+
+
+# ``key`` is a tuple of ints, slices (positive steps), None and a trailing Ellipsis, so numpy
+# always returns a view (an all-int key without the Ellipsis would give a scalar copy)
+_slice = Op("slice", lambda xp, x, *, key: x[key],
+            lambda g, out, x, *, key: (apply(_slice_backward, g, shape=x._data.shape, key=key),),
+            saves=NONE, is_view=True)
+_slice_backward = Op("slice_backward", _slice_backward_fwd,
+                     lambda g, out, gin, *, shape, key: (apply(_slice, g, key=key),), saves=NONE)
+
+
+def _inverse(dims: tuple) -> tuple:
+    inv = [0] * len(dims)
+    for i, d in enumerate(dims):
+        inv[d] = i
+    return tuple(inv)
+
+
+def _dim_key(dim: int, item) -> tuple:
+    """The basic-index key that applies ``item`` (an int or a slice) to dimension ``dim``."""
+    return (_ALL,) * dim + (item, Ellipsis)
 
 
 def _shape_arg(shape) -> tuple:
@@ -30,37 +89,50 @@ def _infer(shape: tuple, numel: int, op: str, have) -> tuple:
     return shape
 
 
-_reshape = Op("reshape", lambda xp, x, *, shape: x.reshape(shape),
-              lambda g, out, x, *, shape: (g.reshape(x.shape),), saves=NONE, is_view=True)
-_permute = Op("permute", lambda xp, x, *, dims: x.transpose(dims),
-              lambda g, out, x, *, dims: (g.permute(_inverse(dims)),), saves=NONE, is_view=True)
-def _expand_fwd(xp, x, *, shape):
-    # numpy's broadcast_to costs ~4 us; a filled copy of a single element is cheaper
-    return xp.full(shape, x.reshape(()), x.dtype) if x.size == 1 else xp.broadcast_to(x, shape)
+def _viewable(old: tuple, strides: tuple, new: tuple) -> bool:
+    """PyTorch's computeStride test: can ``new`` be laid over ``old``'s strides without a copy?"""
+    if not old or 0 in old:
+        return True
+    view_d = len(new) - 1
+    base = strides[-1]
+    tensor_numel = view_numel = 1
+    for d in range(len(old) - 1, -1, -1):
+        tensor_numel *= old[d]
+        if d == 0 or (old[d - 1] != 1 and strides[d - 1] != tensor_numel * base):
+            while view_d >= 0 and (view_numel < tensor_numel or new[view_d] == 1):
+                view_numel *= new[view_d]
+                view_d -= 1
+            if view_numel != tensor_numel:
+                return False
+            if d > 0:
+                base, tensor_numel, view_numel = strides[d - 1], 1, 1
+    return view_d == -1
 
 
-_expand = Op("expand", _expand_fwd,
-             lambda g, out, x, *, shape: (sum_to(g, x._data.shape),), saves=NONE, is_view=True)
-
-
-def _inverse(dims):
-    inv = [0] * len(dims)
-    for i, d in enumerate(dims):
-        inv[d] = i
-    return tuple(inv)
-
-
-def reshape(input, *shape):
+def reshape(input: Tensor, *shape) -> Tensor:
     shape = _infer(_shape_arg(shape), input.numel(), "reshape", input.shape)
     return apply(_reshape, input, shape=shape)
 
 
-def view(input, *shape):
-    shape = _infer(_shape_arg(shape), input.numel(), "view", input.shape)
+def view(input: Tensor, *shape) -> Tensor:
+    data = input._data
+    shape = _infer(_shape_arg(shape), data.size, "view", data.shape)
+    if not data.flags.c_contiguous and not _viewable(data.shape, data.strides, shape):
+        raise RuntimeError(f"view size is not compatible with input tensor's size and stride (at least "
+                           f"one dimension spans across two contiguous subspaces). Use .reshape(...) "
+                           f"instead. (view of shape {list(data.shape)} as {list(shape)})")
     return apply(_reshape, input, shape=shape)
 
 
-def permute(input, *dims):
+def view_as(input: Tensor, other: Tensor) -> Tensor:
+    return view(input, other._data.shape)
+
+
+def reshape_as(input: Tensor, other: Tensor) -> Tensor:
+    return reshape(input, other._data.shape)
+
+
+def permute(input: Tensor, *dims) -> Tensor:
     dims = _shape_arg(dims)
     if len(dims) != input.ndim:
         raise RuntimeError(f"permute(sparse_coo): number of dimensions in the tensor input does not match "
@@ -72,7 +144,7 @@ def permute(input, *dims):
     return apply(_permute, input, dims=dims)
 
 
-def transpose(input, dim0: int, dim1: int):
+def transpose(input: Tensor, dim0: int, dim1: int) -> Tensor:
     n = input.ndim
     if n == 0:
         return input
@@ -82,7 +154,34 @@ def transpose(input, dim0: int, dim1: int):
     return apply(_permute, input, dims=tuple(dims))
 
 
-def expand(input, *sizes):
+swapaxes = swapdims = transpose
+
+
+def _dim_list(dims, ndim: int, op: str, what: str) -> list:
+    dims = [dims] if isinstance(dims, int) else list(dims)
+    wrapped = [_wrap_dim(d, ndim, op) for d in dims]
+    if len(set(wrapped)) != len(wrapped):
+        raise RuntimeError(f"{op}: repeated dim in `{what}` ({dims})")
+    return wrapped
+
+
+def movedim(input: Tensor, source, destination) -> Tensor:
+    n = input.ndim
+    src = _dim_list(source, n, "movedim", "source")
+    dst = _dim_list(destination, n, "movedim", "destination")
+    if len(src) != len(dst):
+        raise RuntimeError(f"movedim: Invalid source or destination dims: source ({list(src)} dims) should "
+                           f"contain the same number of dims as destination ({list(dst)} dims)")
+    order = [d for d in range(n) if d not in src]
+    for d, s in sorted(zip(dst, src)):
+        order.insert(d, s)
+    return input if order == list(range(n)) else apply(_permute, input, dims=tuple(order))
+
+
+moveaxis = movedim
+
+
+def expand(input: Tensor, *sizes) -> Tensor:
     sizes = _shape_arg(sizes)
     have = input._data.shape
     if len(sizes) < len(have):
@@ -107,26 +206,53 @@ def expand(input, *sizes):
     return apply(_expand, input, shape=shape)
 
 
-def unsqueeze(input, dim: int):
+def expand_as(input: Tensor, other: Tensor) -> Tensor:
+    return expand(input, other._data.shape)
+
+
+def broadcast_to(input: Tensor, size) -> Tensor:
+    return expand(input, tuple(size))
+
+
+def broadcast_shapes(*shapes) -> tuple:
+    """The shape all ``shapes`` broadcast to (PyTorch's RuntimeError when they do not)."""
+    shapes = [(s,) if isinstance(s, int) else tuple(s) for s in shapes]
+    nd = max((len(s) for s in shapes), default=0)
+    out = [1] * nd
+    for s in shapes:
+        for i, n in enumerate(s, nd - len(s)):
+            if n != 1 and out[i] != 1 and n != out[i]:
+                raise RuntimeError(f"The size of tensor a ({out[i]}) must match the size of tensor b ({n}) "
+                                   f"at non-singleton dimension {i}")
+            if n != 1:
+                out[i] = n
+    return Size(out)
+
+
+def broadcast_tensors(*tensors) -> tuple:
+    if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
+        tensors = tensors[0]
+    shape = broadcast_shapes(*(t._data.shape for t in tensors))
+    return tuple(expand(t, shape) for t in tensors)
+
+
+def unsqueeze(input: Tensor, dim: int) -> Tensor:
     d = _wrap_dim(dim, input.ndim + 1, "unsqueeze")
-    shape = list(input.shape)
-    shape.insert(d, 1)
-    return apply(_reshape, input, shape=tuple(shape))
+    shape = input._data.shape
+    return apply(_reshape, input, shape=shape[:d] + (1,) + shape[d:])
 
 
-def squeeze(input, dim=None):
+def squeeze(input: Tensor, dim=None) -> Tensor:
     shape = input._data.shape
     if dim is None:
         dims = {i for i, s in enumerate(shape) if s == 1}
     else:
         dims = {_wrap_dim(d, input.ndim, "squeeze") for d in ((dim,) if isinstance(dim, int) else dim)}
         dims = {d for d in dims if input.ndim and shape[d] == 1}
-    if not dims:
-        return apply(_reshape, input, shape=shape)
     return apply(_reshape, input, shape=tuple(s for i, s in enumerate(shape) if i not in dims))
 
 
-def flatten(input, start_dim: int = 0, end_dim: int = -1):
+def flatten(input: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
     if input.ndim == 0:
         return input.reshape(1)
     s, e = _wrap_dim(start_dim, input.ndim, "flatten"), _wrap_dim(end_dim, input.ndim, "flatten")
@@ -136,22 +262,470 @@ def flatten(input, start_dim: int = 0, end_dim: int = -1):
     return apply(_reshape, input, shape=shape[:s] + (math.prod(shape[s:e + 1]),) + shape[e + 1:])
 
 
-def t(input):
+def unflatten(input: Tensor, dim: int, sizes) -> Tensor:
+    shape = input._data.shape
+    d = _wrap_dim(dim, input.ndim, "unflatten")
+    sizes = tuple(int(s) for s in sizes)
+    if sizes.count(-1) > 1:
+        raise RuntimeError("unflatten: only one dimension can be inferred")
+    known = math.prod(s for s in sizes if s != -1)
+    if -1 in sizes and known and shape[d] % known == 0:
+        sizes = tuple(shape[d] // known if s == -1 else s for s in sizes)
+    elif known != shape[d]:
+        raise RuntimeError(f"unflatten: Provided sizes {list(sizes)} don't multiply up to the size of "
+                           f"dim {dim} ({shape[d]}) in the input tensor")
+    return apply(_reshape, input, shape=shape[:d] + sizes + shape[d + 1:])
+
+
+def t(input: Tensor) -> Tensor:
     if input.ndim > 2:
         raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {input.ndim}D")
     return input if input.ndim < 2 else transpose(input, 0, 1)
 
 
-def _T(self):
+def _T(self: Tensor) -> Tensor:
     return self if self.ndim < 2 else apply(_permute, self, dims=tuple(reversed(range(self.ndim))))
 
 
-def _mT(self):
+def _mT(self: Tensor) -> Tensor:
     if self.ndim < 2:
         raise RuntimeError(f"tensor.mT is only supported on matrices or batches of matrices. "
                            f"Got {self.ndim}-D tensor.")
     return transpose(self, -2, -1)
 
 
-METHODS = ("reshape", "view", "permute", "transpose", "expand", "unsqueeze", "squeeze", "flatten", "t")
+def atleast_1d(*tensors):
+    return _atleast(tensors, 1)
+
+
+def atleast_2d(*tensors):
+    return _atleast(tensors, 2)
+
+
+def atleast_3d(*tensors):
+    return _atleast(tensors, 3)
+
+
+def _atleast(tensors, n: int):
+    one = len(tensors) == 1 and isinstance(tensors[0], Tensor)
+    seq = tensors[0] if len(tensors) == 1 and not one else tensors
+    out = tuple(t if t.ndim >= n else apply(_reshape, t, shape=_pad_shape(t._data.shape, n)) for t in seq)
+    return out[0] if one else out
+
+
+def _pad_shape(shape: tuple, n: int) -> tuple:
+    # numpy's rule: 1-D (k,) becomes (1, k) and, for 3-D, (1, k, 1); 2-D (a, b) becomes (a, b, 1)
+    if len(shape) == 0:
+        return (1,) * n
+    if len(shape) == 1:
+        return (1,) + shape + (1,) * (n - 2)
+    return shape + (1,)
+
+
+# ---------------------------------------------------------------- slicing views
+def narrow(input: Tensor, dim: int, start, length: int) -> Tensor:
+    if input.ndim == 0:
+        raise RuntimeError("narrow() cannot be applied to a 0-dim tensor.")
+    d = _wrap_dim(dim, input.ndim, "narrow")
+    size = input._data.shape[d]
+    start = int(start)
+    if not -size <= start <= size:
+        raise IndexError(f"start out of range (expected to be in range of [{-size}, {size}], but got {start})")
+    start %= max(size, 1)
+    if length < 0:
+        raise RuntimeError("narrow(): length must be non-negative.")
+    if start + length > size:
+        raise RuntimeError(f"start ({start}) + length ({length}) exceeds dimension size ({size}).")
+    return apply(_slice, input, key=_dim_key(d, slice(start, start + length)))
+
+
+def select(input: Tensor, dim: int, index: int) -> Tensor:
+    if input.ndim == 0:
+        raise IndexError("select() cannot be applied to a 0-dim tensor.")
+    d = _wrap_dim(dim, input.ndim, "select")
+    size = input._data.shape[d]
+    if not -size <= index < size:
+        raise IndexError(f"select(): index {index} out of range for tensor of size {list(input.shape)} "
+                         f"at dimension {d}")
+    return apply(_slice, input, key=_dim_key(d, index % size))
+
+
+def _pieces(input: Tensor, d: int, bounds) -> tuple:
+    return tuple(apply(_slice, input, key=_dim_key(d, slice(a, b))) for a, b in bounds)
+
+
+def split(tensor: Tensor, split_size_or_sections, dim: int = 0) -> tuple:
+    d = _wrap_dim(dim, tensor.ndim, "split")
+    size = tensor._data.shape[d]
+    if isinstance(split_size_or_sections, int):
+        step = split_size_or_sections
+        if step < 0 or (step == 0 and size):
+            raise RuntimeError(f"split_size can only be 0 if dimension size is 0, but got dimension size "
+                               f"of {size}" if step == 0 else f"split expects split_size be non-negative, "
+                               f"but got split_size={step}")
+        if size == 0:
+            return _pieces(tensor, d, [(0, 0)])
+        return _pieces(tensor, d, [(a, min(a + step, size)) for a in range(0, size, step)])
+    sizes = [int(s) for s in split_size_or_sections]
+    if sum(sizes) != size or any(s < 0 for s in sizes):
+        raise RuntimeError(f"split_with_sizes expects split_sizes to sum exactly to {size} (input tensor's "
+                           f"size at dimension {d}), but got split_sizes={sizes}")
+    ends = list(_accumulate(sizes))
+    return _pieces(tensor, d, zip([0] + ends[:-1], ends))
+
+
+def _accumulate(sizes):
+    total = 0
+    for s in sizes:
+        total += s
+        yield total
+
+
+def chunk(input: Tensor, chunks: int, dim: int = 0) -> tuple:
+    if chunks <= 0:
+        raise RuntimeError(f"chunk expects `chunks` to be greater than 0, got: {chunks}")
+    d = _wrap_dim(dim, input.ndim, "chunk")
+    size = input._data.shape[d]
+    if not size:
+        return _pieces(input, d, [(0, 0)] * chunks)
+    return split(input, -(-size // chunks), d)
+
+
+def tensor_split(input: Tensor, indices_or_sections, dim: int = 0) -> tuple:
+    d = _wrap_dim(dim, input.ndim, "tensor_split")
+    size = input._data.shape[d]
+    if isinstance(indices_or_sections, Tensor):
+        indices_or_sections = indices_or_sections.tolist()
+    if isinstance(indices_or_sections, int):
+        n = indices_or_sections
+        if n <= 0:
+            raise RuntimeError(f"number of sections must be larger than 0, got {n}")
+        q, r = divmod(size, n)
+        ends = list(_accumulate([q + 1] * r + [q] * (n - r)))
+        return _pieces(input, d, zip([0] + ends[:-1], ends))
+    cuts = [min(max(int(i) if i >= 0 else int(i) + size, 0), size) for i in indices_or_sections]
+    starts, stops = [0] + cuts, cuts + [size]
+    return _pieces(input, d, ((a, max(a, b)) for a, b in zip(starts, stops)))
+
+
+def unbind(input: Tensor, dim: int = 0) -> tuple:
+    if input.ndim == 0:
+        raise IndexError("Dimension specified as 0 but tensor has no dimensions")
+    d = _wrap_dim(dim, input.ndim, "unbind")
+    return tuple(apply(_slice, input, key=_dim_key(d, i)) for i in range(input._data.shape[d]))
+
+
+# ---------------------------------------------------------------- joining
+def _cat_vjp(g, out, *xs, dim):
+    grads, start = [], 0
+    for x in xs:
+        stop = start + x._data.shape[dim]
+        grads.append(apply(_slice, g, key=_dim_key(dim, slice(start, stop))))
+        start = stop
+    return tuple(grads)
+
+
+_cat = Op("cat", lambda xp, *xs, dim: xp.concatenate(xs, axis=dim), _cat_vjp, promote="common", saves=NONE)
+_stack = Op("stack", lambda xp, *xs, dim: xp.stack(xs, axis=dim),
+            lambda g, out, *xs, dim: tuple(apply(_slice, g, key=_dim_key(dim, i)) for i in range(len(xs))),
+            promote="common", saves=NONE)
+
+
+def _tensor_list(tensors, op: str) -> list:
+    if isinstance(tensors, Tensor):
+        raise TypeError(f"{op}(): argument 'tensors' (position 1) must be tuple of Tensors, not Tensor")
+    tensors = list(tensors)
+    for i, t in enumerate(tensors):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"expected Tensor as element {i} in argument 0, but got {type(t).__name__}")
+    if not tensors:
+        raise ValueError(f"torch.{op}(): expected a non-empty list of Tensors")
+    return tensors
+
+
+def cat(tensors, dim: int = 0, *, axis: int | None = None) -> Tensor:
+    """Join along ``dim``; 1-D empty tensors are skipped (but still promote), as in PyTorch."""
+    if axis is not None:
+        dim = axis
+    tensors = _tensor_list(tensors, "cat")
+    keep = [t for t in tensors if t._data.shape != (0,)]
+    if len(keep) != len(tensors):
+        if not keep:
+            keep = tensors[:1]
+        rt = result_type(*tensors)
+        keep = [t.to(rt) for t in keep]
+    for i, t in enumerate(keep):
+        if not t._data.ndim:
+            raise RuntimeError(f"zero-dimensional tensor (at position {i}) cannot be concatenated")
+    first = keep[0]._data.shape
+    d = _wrap_dim(dim, len(first), "cat")
+    for i, t in enumerate(keep):
+        s = t._data.shape
+        if s != first:
+            if len(s) != len(first):
+                raise RuntimeError(f"Tensors must have same number of dimensions: got {len(first)} and {len(s)}")
+            for k in range(len(s)):
+                if k != d and s[k] != first[k]:
+                    raise RuntimeError(f"Sizes of tensors must match except in dimension {d}. Expected size "
+                                       f"{first[k]} but got size {s[k]} for tensor number {i} in the list.")
+    return apply(_cat, *keep, dim=d)
+
+
+concat = concatenate = cat
+
+
+def stack(tensors, dim: int = 0) -> Tensor:
+    tensors = _tensor_list(tensors, "stack")
+    first = tensors[0]._data.shape
+    for i, t in enumerate(tensors):
+        if t._data.shape != first:
+            raise RuntimeError(f"stack expects each tensor to be equal size, but got {list(first)} at entry 0 "
+                               f"and {list(t.shape)} at entry {i}")
+    return apply(_stack, *tensors, dim=_wrap_dim(dim, len(first) + 1, "stack"))
+
+
+def hstack(tensors) -> Tensor:
+    tensors = atleast_1d(_tensor_list(tensors, "hstack"))
+    return cat(tensors, 0 if tensors[0].ndim == 1 else 1)
+
+
+def vstack(tensors) -> Tensor:
+    return cat(atleast_2d(_tensor_list(tensors, "vstack")), 0)
+
+
+row_stack = vstack
+
+
+def dstack(tensors) -> Tensor:
+    return cat(atleast_3d(_tensor_list(tensors, "dstack")), 2)
+
+
+def column_stack(tensors) -> Tensor:
+    tensors = _tensor_list(tensors, "column_stack")
+    return cat([t.reshape(t.numel(), 1) if t.ndim <= 1 else t for t in tensors], 1)
+
+
+# ---------------------------------------------------------------- copies: repeat, flip, roll, tril, clone
+def _repeat_vjp(g, out, x, *, reps):
+    have = (1,) * (len(reps) - x.ndim) + x._data.shape
+    split_shape = tuple(v for r, s in zip(reps, have) for v in (r, s))
+    return (g.reshape(split_shape).sum(tuple(range(0, 2 * len(reps), 2))).reshape(x._data.shape),)
+
+
+_repeat = Op("repeat", lambda xp, x, *, reps: xp.tile(x, reps), _repeat_vjp, saves=NONE)
+_flip = Op("flip", lambda xp, x, *, dims: xp.flip(x, dims).copy(),
+           lambda g, out, x, *, dims: (apply(_flip, g, dims=dims),), saves=NONE)
+_roll = Op("roll", lambda xp, x, *, shifts, dims: xp.roll(x, shifts, dims),
+           lambda g, out, x, *, shifts, dims: (apply(_roll, g, shifts=tuple(-s for s in shifts), dims=dims),),
+           saves=NONE)
+_tril = Op("tril", lambda xp, x, *, diagonal: xp.tril(x, diagonal),
+           lambda g, out, x, *, diagonal: (apply(_tril, g, diagonal=diagonal),), saves=NONE)
+_triu = Op("triu", lambda xp, x, *, diagonal: xp.triu(x, diagonal),
+           lambda g, out, x, *, diagonal: (apply(_triu, g, diagonal=diagonal),), saves=NONE)
+_clone = Op("clone", lambda xp, x: x.copy(), lambda g, out, x: (g,), saves=NONE)
+
+
+def repeat(input: Tensor, *sizes) -> Tensor:
+    reps = _shape_arg(sizes)
+    if len(reps) < input.ndim:
+        raise RuntimeError("Number of dimensions of repeat dims can not be smaller than number of "
+                           f"dimensions of tensor (repeat {list(reps)} of a {input.ndim}-D tensor)")
+    if any(r < 0 for r in reps):
+        raise RuntimeError(f"Trying to create tensor with negative dimension: repeat {list(reps)}")
+    return apply(_repeat, input, reps=reps)
+
+
+def tile(input: Tensor, dims) -> Tensor:
+    dims = _shape_arg((dims,) if isinstance(dims, int) else dims)
+    return repeat(input, (1,) * (input.ndim - len(dims)) + dims)
+
+
+def flip(input: Tensor, *dims) -> Tensor:
+    wrapped = tuple(_wrap_dim(d, input.ndim, "flip") for d in _shape_arg(dims))
+    if len(set(wrapped)) != len(wrapped):
+        raise RuntimeError(f"dim {next(d for d in wrapped if wrapped.count(d) > 1)} appears multiple times "
+                           f"in the list of dims")
+    return apply(_flip, input, dims=wrapped) if wrapped and input.ndim else apply(_clone, input)
+
+
+def fliplr(input: Tensor) -> Tensor:
+    if input.ndim < 2:
+        raise RuntimeError(f"Input must be >= 2-d (fliplr of a {input.ndim}-D tensor).")
+    return apply(_flip, input, dims=(1,))
+
+
+def flipud(input: Tensor) -> Tensor:
+    if input.ndim < 1:
+        raise RuntimeError("Input must be >= 1-d (flipud of a 0-D tensor).")
+    return apply(_flip, input, dims=(0,))
+
+
+def roll(input: Tensor, shifts, dims=None) -> Tensor:
+    shifts = (shifts,) if isinstance(shifts, int) else tuple(shifts)
+    if dims is None:
+        if len(shifts) != 1:
+            raise RuntimeError(f"roll: `shifts` must be a single int when dims is not given, got {shifts}")
+        flat = apply(_roll, input.reshape(-1), shifts=shifts, dims=(0,))
+        return flat.reshape(input._data.shape)
+    dims = (dims,) if isinstance(dims, int) else tuple(dims)
+    if not shifts:
+        raise RuntimeError("`shifts` required")
+    if len(shifts) != len(dims):
+        raise RuntimeError(f"shifts and dimensions must align. shifts: {len(shifts)}, dims:{len(dims)}")
+    dims = tuple(_wrap_dim(d, input.ndim, "roll") for d in dims)
+    return apply(_roll, input, shifts=shifts, dims=dims)
+
+
+def _tri(op, input, diagonal: int, name: str) -> Tensor:
+    if input.ndim < 2:
+        raise RuntimeError(f"{name}: input tensor must have at least 2 dimensions (got {input.ndim}-D)")
+    return apply(op, input, diagonal=int(diagonal))
+
+
+def tril(input: Tensor, diagonal: int = 0) -> Tensor:
+    return _tri(_tril, input, diagonal, "tril")
+
+
+def triu(input: Tensor, diagonal: int = 0) -> Tensor:
+    return _tri(_triu, input, diagonal, "triu")
+
+
+def clone(input: Tensor, *, memory_format=None) -> Tensor:
+    return apply(_clone, input)
+
+
+def contiguous(input: Tensor, memory_format=None) -> Tensor:
+    return input if input._data.flags.c_contiguous else apply(_clone, input)
+
+
+# ---------------------------------------------------------------- copy_
+def _copy_fwd(xp, x, src):
+    out = xp.empty_like(x)
+    out[...] = src
+    return out
+
+
+def _copy_vjp(g, out, x, src):
+    if not isinstance(src, Tensor) or not src.requires_grad:
+        return None, None
+    gs = sum_to(g, src._data.shape)
+    return None, (gs if gs._data.dtype == src._data.dtype else gs.to(src.dtype))
+
+
+_copy = Op("copy", _copy_fwd, _copy_vjp, saves=NONE)
+
+
+def copy_(self: Tensor, src: Tensor, non_blocking: bool = False) -> Tensor:
+    """Write ``src`` (broadcast, cast to ``self``'s dtype) into ``self``; gradients flow to ``src``."""
+    if src._device is not self._device:
+        src = src.to(self._device)
+    if STATE.slow or (GRAD.enabled and (self.requires_grad or src.requires_grad)):
+        return apply_(_copy, self, src)
+    try:
+        self._data[...] = src._data
+    except ValueError:
+        expand(src, self._data.shape)  # raises PyTorch's broadcast error
+        raise
+    self._vc[0] += 1
+    return self
+
+
+# ---------------------------------------------------------------- padding
+_NP_MODE = {"reflect": "reflect", "replicate": "edge", "circular": "wrap"}
+
+
+def _pad_fwd(xp, x, *, pads, mode, value):
+    if any(b < 0 or a < 0 for b, a in pads):
+        x = x[tuple(slice(max(-b, 0), n - max(-a, 0)) for (b, a), n in zip(pads, x.shape))]
+        pads = tuple((max(b, 0), max(a, 0)) for b, a in pads)
+    if mode != "constant":
+        return xp.pad(x, pads, mode=_NP_MODE[mode])
+    out = xp.full(tuple(n + b + a for (b, a), n in zip(pads, x.shape)), value, x.dtype)
+    out[tuple(slice(b, b + n) for (b, a), n in zip(pads, x.shape))] = x
+    return out
+
+
+def _pad_vjp(g, out, x, *, pads, mode, value):
+    if mode == "constant":
+        return (apply(_pad, g, pads=tuple((-b, -a) for b, a in pads), mode=mode, value=0),)
+    return (apply(_pad_backward, g, pads=pads, mode=mode),)
+
+
+def _pad_backward_fwd(xp, g, *, pads, mode):
+    """Fold the padded border of ``g`` back onto the input positions it was copied from."""
+    for d, (b, a) in enumerate(pads):
+        if not (b or a):
+            continue
+        n = g.shape[d] - b - a
+        at = (_ALL,) * d
+        gx = g[at + (slice(b, b + n),)].copy()
+        left, right = g[at + (slice(0, b),)], g[at + (slice(b + n, None),)]
+        if mode == "reflect":
+            gx[at + (slice(1, b + 1),)] += xp.flip(left, d)
+            gx[at + (slice(n - 1 - a, n - 1),)] += xp.flip(right, d)
+        elif mode == "replicate":
+            gx[at + (slice(0, 1),)] += left.sum(d, keepdims=True)
+            gx[at + (slice(n - 1, n),)] += right.sum(d, keepdims=True)
+        else:
+            gx[at + (slice(n - b, n),)] += left
+            gx[at + (slice(0, a),)] += right
+        g = gx
+    return g
+
+
+_pad = Op("pad", _pad_fwd, _pad_vjp, saves=NONE)
+_pad_backward = Op("pad_backward", _pad_backward_fwd,
+                   lambda g, out, gin, *, pads, mode: (apply(_pad, g, pads=pads, mode=mode, value=0),),
+                   saves=NONE)
+
+
+def pad(input: Tensor, pad, mode: str = "constant", value: float | None = None) -> Tensor:
+    """``nn.functional.pad``: ``pad`` lists (before, after) pairs from the last dimension backwards."""
+    return _padded(input, pad, mode, value)
+
+
+def _padded(input: Tensor, pad, mode: str, value) -> Tensor:
+    pad = tuple(int(p) for p in pad)
+    n = input.ndim
+    if len(pad) % 2:
+        raise RuntimeError("Padding length must be divisible by 2")
+    k = len(pad) // 2
+    if k > n:
+        raise RuntimeError(f"Padding length should be less than or equal to two times the input dimension "
+                           f"but got padding length {len(pad)} and input of dimension {n}")
+    pairs = ((0, 0),) * (n - k) + tuple((pad[2 * i], pad[2 * i + 1]) for i in reversed(range(k)))
+    if mode == "constant":
+        return apply(_pad, input, pads=pairs, mode=mode, value=0 if value is None else value)
+    if mode not in _NP_MODE:
+        raise NotImplementedError(f"Unrecognised padding mode {mode}")
+    if k not in (1, 2, 3) or n not in (k + 1, k + 2):
+        raise NotImplementedError(f"Padding size {len(pad)} is not supported for {n}D input tensor.\n"
+                                  "Supported combinations for non-constant padding:\n"
+                                  "  - 2D or 3D input: padding size = 2 (pads last dimension)\n"
+                                  "  - 3D or 4D input: padding size = 4 (pads last 2 dimensions)\n"
+                                  "  - 4D or 5D input: padding size = 6 (pads last 3 dimensions)")
+    shape = input._data.shape
+    for d, (b, a) in enumerate(pairs):
+        if b < 0 or a < 0:
+            raise NotImplementedError(f"pad: negative padding {(b, a)} is only supported in constant mode")
+        if mode == "reflect" and (b >= shape[d] or a >= shape[d]):
+            raise RuntimeError(f"Argument #4: Padding size should be less than the corresponding input "
+                               f"dimension, but got: padding ({b}, {a}) at dimension {d} of input {list(shape)}")
+        if mode == "circular" and (b > shape[d] or a > shape[d]):
+            raise RuntimeError("Padding value causes wrapping around more than once.")
+        if mode == "replicate" and (b or a) and not shape[d]:
+            raise RuntimeError(f"pad: cannot replicate-pad dimension {d} of size 0 (input {list(shape)})")
+    return apply(_pad, input, pads=pairs, mode=mode, value=None)
+
+
+def constant_pad_nd(input: Tensor, pad, value: float = 0) -> Tensor:
+    return _padded(input, pad, "constant", value)
+
+
+METHODS = ("reshape", "view", "view_as", "reshape_as", "permute", "transpose", "swapaxes", "swapdims",
+           "movedim", "moveaxis", "expand", "expand_as", "broadcast_to", "unsqueeze", "squeeze", "flatten",
+           "unflatten", "t", "repeat", "tile", "split", "chunk", "unbind", "tensor_split", "flip",
+           "fliplr", "flipud", "roll", "narrow", "select", "clone", "contiguous", "tril", "triu", "copy_")
 PROPERTIES = {"T": _T, "mT": _mT}
+OPERATORS = {"tril_": lambda self, diagonal=0: apply_(_tril, self, diagonal=int(diagonal)),
+             "triu_": lambda self, diagonal=0: apply_(_triu, self, diagonal=int(diagonal))}
