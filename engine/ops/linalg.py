@@ -1,11 +1,21 @@
-"""Matrix products."""
+"""Matrix products, contractions (einsum, tensordot) and diagonals.
+
+mm, bmm, mv, dot, addmm... are checked front ends over the one ``matmul`` primitive, so
+they share its vjp; only their argument checks (and PyTorch's messages) differ.
+"""
 from __future__ import annotations
 
-from ..dispatch import apply
-from .registry import OTHERS, Op
-from ._util import sum_to
+import math
 
-__all__ = ["matmul"]
+from ..creation import eye, ones
+from ..dispatch import apply
+from .registry import NONE, OTHERS, Op
+from ._util import Tensor, _wrap_dim, sum_to
+
+__all__ = ["matmul", "mm", "bmm", "mv", "dot", "vdot", "inner", "outer", "ger", "addmm", "baddbmm",
+           "einsum", "tensordot", "trace", "diag", "diagonal", "kron"]
+
+# ---------------------------------------------------------------- matmul
 
 
 def _matmul_vjp(g, out, a, b):
@@ -19,25 +29,329 @@ def _matmul_vjp(g, out, a, b):
         g2 = g2.unsqueeze(-2)
     if b.ndim == 1:
         g2 = g2.unsqueeze(-1)
-    ga = sum_to(g2 @ b2.mT, a2.shape).reshape(a.shape) if a.requires_grad else None
-    gb = sum_to(a2.mT @ g2, b2.shape).reshape(b.shape) if b.requires_grad else None
+    ga = sum_to(g2 @ b2.mT, a2._data.shape).reshape(a.shape) if a.requires_grad else None
+    gb = sum_to(a2.mT @ g2, b2._data.shape).reshape(b.shape) if b.requires_grad else None
     return ga, gb
 
 
-_matmul = Op("matmul", lambda xp, a, b: xp.matmul(a, b), _matmul_vjp, promote="common", saves=OTHERS)
+_matmul = Op("matmul", lambda xp, a, b: xp.matmul(a, b), _matmul_vjp, saves=OTHERS)
+
+# PyTorch's C++ names for dtypes in "expected m1 and m2 to have the same dtype" messages
+_C_NAMES = {"float32": "float", "float64": "double", "float16": "c10::Half", "int64": "long int",
+            "int32": "int", "int16": "short int", "int8": "signed char", "uint8": "unsigned char",
+            "bool": "bool"}
+
+
+def _same_dtype(a: Tensor, b: Tensor) -> None:
+    if a._data.dtype != b._data.dtype:
+        raise RuntimeError(f"expected m1 and m2 to have the same dtype, but got: "
+                           f"{_C_NAMES[a.dtype.name]} != {_C_NAMES[b.dtype.name]}")
+
+
+def _x(shape) -> str:
+    return "x".join(map(str, shape))
+
+
+def _mismatch(a: Tensor, b: Tensor) -> RuntimeError:
+    """The message PyTorch gives for each way the inner sizes of ``a @ b`` can disagree."""
+    sa, sb = tuple(a.shape), tuple(b.shape)
+    if len(sa) == 1 and len(sb) == 1:
+        return RuntimeError(f"inconsistent tensor size, expected tensor [{sa[0]}] and src [{sb[0]}] to have "
+                            f"the same number of elements, but got {sa[0]} and {sb[0]} elements respectively")
+    if len(sb) == 1:
+        rows = math.prod(sa[:-1])
+        return RuntimeError(f"size mismatch, got input ({rows}), mat ({rows}x{sa[-1]}), vec ({sb[0]})")
+    if len(sb) == 2:
+        return RuntimeError(f"mat1 and mat2 shapes cannot be multiplied "
+                            f"({_x((math.prod(sa[:-1]), sa[-1]))} and {_x(sb)})")
+    batch = math.prod(max(x, y) for x, y in zip((1,) * 8 + sa[:-2], (1,) * 8 + sb[:-2]))
+    return RuntimeError(f"Expected size for first two dimensions of batch2 tensor to be: "
+                        f"[{batch}, {sa[-1]}] but got: [{batch}, {sb[-2]}].")
 
 
 def matmul(input, other):
     if input.ndim == 0 or other.ndim == 0:
         raise RuntimeError(f"both arguments to matmul need to be at least 1D, but they are "
                            f"{input.ndim}D and {other.ndim}D")
-    ka = input.shape[-1]
-    kb = other.shape[-2] if other.ndim > 1 else other.shape[0]
-    if ka != kb:
-        raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied "
-                           f"({'x'.join(map(str, input.shape))} and {'x'.join(map(str, other.shape))})")
+    _same_dtype(input, other)
+    if input._data.shape[-1] != other._data.shape[-2 if other.ndim > 1 else 0]:
+        raise _mismatch(input, other)
     return apply(_matmul, input, other)
 
 
-METHODS = ("matmul",)
+def mm(input, mat2):
+    if input.ndim != 2:
+        raise RuntimeError(f"self must be a matrix (mm got a {input.ndim}D tensor)")
+    if mat2.ndim != 2:
+        raise RuntimeError(f"mat2 must be a matrix (mm got a {mat2.ndim}D tensor)")
+    return matmul(input, mat2)
+
+
+def bmm(input, mat2):
+    for name, t in (("batch1", input), ("batch2", mat2)):
+        if t.ndim != 3:
+            raise RuntimeError(f"{name} must be a 3D tensor (bmm got shape {list(t.shape)})")
+    if input.shape[0] != mat2.shape[0] or input.shape[2] != mat2.shape[1]:
+        raise RuntimeError(f"Expected size for first two dimensions of batch2 tensor to be: "
+                           f"[{input.shape[0]}, {input.shape[2]}] but got: [{mat2.shape[0]}, {mat2.shape[1]}].")
+    return matmul(input, mat2)
+
+
+def mv(input, vec):
+    if input.ndim != 2 or vec.ndim != 1:
+        raise RuntimeError(f"vector + matrix @ vector expected, got 1, {input.ndim}, {vec.ndim}")
+    return matmul(input, vec)
+
+
+def _dot(input, other, name: str):
+    if input.ndim != 1 or other.ndim != 1:
+        raise RuntimeError(f"1D tensors expected, but got {input.ndim}D and {other.ndim}D tensors")
+    if input._data.dtype != other._data.dtype:
+        raise RuntimeError(f"{name} : expected both vectors to have same dtype, but found "
+                           f"{input.dtype.name.capitalize()} and {other.dtype.name.capitalize()}")
+    return matmul(input, other)
+
+
+def dot(input, other):
+    return _dot(input, other, "dot")
+
+
+def vdot(input, other):
+    """Conjugating dot product; tapelab tensors are real, so it is ``dot``."""
+    return _dot(input, other, "vdot")
+
+
+def inner(input, other):
+    if input.ndim == 0 or other.ndim == 0:
+        return input * other
+    return tensordot(input, other, ([-1], [-1]))
+
+
+def outer(input, vec2):
+    for name, t in (("self", input), ("vec2", vec2)):
+        if t.ndim != 1:
+            raise RuntimeError(f"outer: Expected 1-D argument {name}, but got {t.ndim}-D")
+    return input.unsqueeze(1) * vec2
+
+
+ger = outer
+
+
+def _scaled_sum(input, prod, beta, alpha):
+    """``beta * input + alpha * prod``; beta=0 ignores input (its nan/inf do not propagate)."""
+    if alpha != 1:
+        prod = prod * alpha
+    if beta == 0:
+        return prod
+    return prod + (input if beta == 1 else input * beta)
+
+
+def addmm(input, mat1, mat2, *, beta=1, alpha=1):
+    return _scaled_sum(input, mm(mat1, mat2), beta, alpha)
+
+
+def baddbmm(input, batch1, batch2, *, beta=1, alpha=1):
+    return _scaled_sum(input, bmm(batch1, batch2), beta, alpha)
+
+
+# ---------------------------------------------------------------- einsum
+_LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+
+
+def _einsum_fwd(xp, *arrays, eq):
+    # BLAS contraction paths only pay off on large operands; path search costs tens of µs
+    big = len(arrays) > 2 or sum(a.size for a in arrays) > 4096
+    return xp.einsum(eq, *arrays, optimize=big)
+
+
+def _einsum_vjp(g, out, *operands, eq):
+    ins, res = eq.split("->")
+    subs = ins.split(",")
+    grads = []
+    for i, x in enumerate(operands):
+        if not x.requires_grad:
+            grads.append(None)
+            continue
+        others = [s for j, s in enumerate(subs) if j != i]
+        grads.append(_operand_grad(g, res, subs[i], others, [o for j, o in enumerate(operands) if j != i], x, eq))
+    return tuple(grads)
+
+
+def _operand_grad(g, res, sub, other_subs, others, x, eq):
+    """d/d(operand) of an einsum: contract g with the other operands onto this operand's labels.
+
+    Labels this operand sums alone are broadcast back with ones; a repeated label (a
+    diagonal, as in 'ii') is written back onto the diagonal with an identity matrix; dims
+    that broadcast from size 1 are summed back to 1, and expanded where only this operand is
+    larger than 1.
+    """
+    avail = set(res).union(*other_subs)
+    uniq = "".join(dict.fromkeys(sub))
+    target = "".join(c for c in uniq if c in avail)
+    gx = apply(_einsum, g, *others, eq=f"{','.join([res, *other_subs])}->{target}")
+    size = dict(zip(sub, x.shape))
+    want = tuple(size[c] for c in target)
+    if tuple(gx.shape) != want:  # size-1 labels broadcast one way or the other
+        gx = sum_to(gx, tuple(1 if w == 1 else s for s, w in zip(gx.shape, want))).expand(want)
+    if target == sub:
+        return gx
+    fresh = iter(c for c in _LETTERS if c not in eq)
+    out_sub, extra_subs, extras = [], [], []
+    for c in sub:
+        if c in out_sub:
+            f = next(fresh)
+            out_sub.append(f)
+            extra_subs.append(c + f)
+            extras.append(eye(size[c], dtype=x.dtype, device=x.device))
+        else:
+            out_sub.append(c)
+            if c not in target and sub.count(c) == 1:
+                extra_subs.append(c)
+                extras.append(ones(size[c], dtype=x.dtype, device=x.device))
+    return apply(_einsum, gx, *extras, eq=f"{','.join([target, *extra_subs])}->{''.join(out_sub)}")
+
+
+_einsum = Op("einsum", _einsum_fwd, _einsum_vjp, promote="common", saves=OTHERS)
+
+
+def _einsum_error(msg: str, eq: str) -> RuntimeError:
+    return RuntimeError(f"einsum(): {msg} (equation '{eq}')")
+
+
+def _expand_equation(eq: str, operands) -> str:
+    """The equation with '...' replaced by explicit labels and the output made explicit."""
+    lhs, arrow, rhs = eq.replace(" ", "").partition("->")
+    subs = lhs.split(",")
+    if len(subs) != len(operands):
+        which = "fewer" if len(operands) < len(subs) else "more"
+        raise _einsum_error(f"{which} operands were provided than specified in the equation", eq)
+    ell_nd = 0
+    for i, (s, t) in enumerate(zip(subs, operands)):
+        n = len(s.replace("...", ""))
+        if n != t.ndim if "..." not in s else n > t.ndim:
+            raise _einsum_error(f"the number of subscripts in the equation ({n}) does not match the number "
+                                f"of dimensions ({t.ndim}) for operand {i} and no ellipsis was given", eq)
+        ell_nd = max(ell_nd, t.ndim - n)
+    free = [c for c in _LETTERS if c not in eq]
+    ell = "".join(free[:ell_nd])
+    subs = [s.replace("...", ell[ell_nd - (t.ndim - len(s) + 3):] if ell_nd else "") if "..." in s else s
+            for s, t in zip(subs, operands)]
+    if arrow:
+        out = rhs.replace("...", ell)
+    else:
+        joined = "".join(subs)
+        out = ell + "".join(sorted(c for c in set(joined) if joined.count(c) == 1 and c not in ell))
+    _check_labels(subs, out, operands, eq)
+    return f"{','.join(subs)}->{out}"
+
+
+def _check_labels(subs, out, operands, eq) -> None:
+    seen: dict = {}
+    for i, (s, t) in enumerate(zip(subs, operands)):
+        for c, n in zip(s, t.shape):
+            if c not in _LETTERS:
+                raise _einsum_error(f"invalid subscript given in the equation string: '{c}'", eq)
+            prev = seen.get(c, 1)
+            if n != 1 and prev != 1 and n != prev:
+                raise _einsum_error(f"subscript {c} has size {n} for operand {i} which does not broadcast "
+                                    f"with previously seen size {prev}", eq)
+            seen[c] = n if n != 1 else prev
+    for c in out:
+        if c not in seen:
+            raise _einsum_error(f"output subscript {c} does not appear in the equation for any input operand", eq)
+        if out.count(c) > 1:
+            raise _einsum_error(f"output subscript {c} appears more than once in the output", eq)
+
+
+def einsum(equation: str, *operands):
+    """``einsum('ij,jk->ik', a, b)``; '...' broadcasting and implicit outputs as in PyTorch."""
+    if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
+        operands = tuple(operands[0])
+    return apply(_einsum, *operands, eq=_expand_equation(equation, operands))
+
+
+def tensordot(a, b, dims=2):
+    """Contract ``dims`` (a count, or a pair of dim lists) of ``a`` with those of ``b``."""
+    if isinstance(dims, int):
+        if dims < 0:
+            raise RuntimeError(f"tensordot expects dims >= 0, but got dims={dims}")
+        da, db = list(range(a.ndim - dims, a.ndim)), list(range(dims))
+    else:
+        da, db = ([d] if isinstance(d, int) else list(d) for d in dims)
+    da = [_wrap_dim(d, a.ndim, "tensordot") for d in da]
+    db = [_wrap_dim(d, b.ndim, "tensordot") for d in db]
+    if len(da) != len(db):
+        raise RuntimeError(f"both dimension lists should have same length (tensordot got {da} and {db})")
+    la, lb = list(_LETTERS[:a.ndim]), list(_LETTERS[a.ndim:a.ndim + b.ndim])
+    for i, j in zip(da, db):
+        if a.shape[i] != b.shape[j]:
+            raise RuntimeError(f"contracted dimensions need to match, but first has size {a.shape[i]} in dim {i} "
+                               f"and second has size {b.shape[j]} in dim {j}")
+        lb[j] = la[i]
+    out = [c for k, c in enumerate(la) if k not in da] + [c for k, c in enumerate(lb) if k not in db]
+    return apply(_einsum, a, b, eq=f"{''.join(la)},{''.join(lb)}->{''.join(out)}")
+
+
+# ---------------------------------------------------------------- diagonals
+def _diagonal_fwd(xp, x, *, offset, dim1, dim2):
+    d = xp.diagonal(x, offset, dim1, dim2)
+    if not getattr(d.flags, "writeable", True) and x.flags.writeable:
+        d.flags.writeable = True  # numpy hands out a read-only view of a writeable array
+    return d
+
+
+def _embed_fwd(xp, g, *, shape, offset, dim1, dim2):
+    out = xp.zeros(shape, g.dtype)
+    d = _diagonal_fwd(xp, out, offset=offset, dim1=dim1, dim2=dim2)
+    d[...] = g
+    return out
+
+
+def _diagonal_vjp(g, out, x, *, offset, dim1, dim2):
+    return (apply(_diag_embed, g, shape=x._data.shape, offset=offset, dim1=dim1, dim2=dim2),)
+
+
+_diagonal = Op("diagonal", _diagonal_fwd, _diagonal_vjp, saves=NONE, is_view=True)
+_diag = Op("diag", lambda xp, x, **p: _diagonal_fwd(xp, x, **p).copy(), _diagonal_vjp, saves=NONE)
+# writes g onto a diagonal of zeros: the adjoint of diagonal, and diag() of a vector
+_diag_embed = Op("diag_embed", _embed_fwd,
+                 lambda gg, out, g, *, shape, offset, dim1, dim2: (
+                     apply(_diagonal, gg, offset=offset, dim1=dim1, dim2=dim2),),
+                 saves=NONE)
+
+
+def diagonal(input, offset: int = 0, dim1: int = 0, dim2: int = 1):
+    d1, d2 = _wrap_dim(dim1, input.ndim, "diagonal"), _wrap_dim(dim2, input.ndim, "diagonal")
+    if d1 == d2:
+        raise RuntimeError(f"diagonal dimensions cannot be identical {dim1}, {dim2}")
+    return apply(_diagonal, input, offset=offset, dim1=d1, dim2=d2)
+
+
+def diag(input, diagonal: int = 0):
+    if input.ndim == 1:
+        n = input.shape[0] + abs(diagonal)
+        return apply(_diag_embed, input, shape=(n, n), offset=diagonal, dim1=0, dim2=1)
+    if input.ndim != 2:
+        raise RuntimeError(f"diag(): Supports 1D or 2D tensors. Got {input.ndim}D")
+    return apply(_diag, input, offset=diagonal, dim1=0, dim2=1)
+
+
+def trace(input):
+    if input.ndim != 2:
+        raise RuntimeError(f"trace: expected a matrix, but got tensor with dim {input.ndim}")
+    return diagonal(input).sum()
+
+
+def kron(input, other):
+    """Kronecker product: every element of ``input`` scales a copy of ``other``."""
+    nd = max(input.ndim, other.ndim)
+    sa = (1,) * (nd - input.ndim) + tuple(input.shape)
+    sb = (1,) * (nd - other.ndim) + tuple(other.shape)
+    a = input.reshape([s for n in sa for s in (n, 1)])
+    b = other.reshape([s for n in sb for s in (1, n)])
+    return (a * b).reshape([x * y for x, y in zip(sa, sb)])
+
+
+METHODS = ("matmul", "mm", "bmm", "mv", "dot", "vdot", "inner", "outer", "ger", "addmm", "baddbmm",
+           "trace", "diag", "diagonal", "kron")
 OPERATORS = {"__matmul__": matmul, "__rmatmul__": lambda s, o: matmul(o, s)}

@@ -1,12 +1,112 @@
-"""OpInfos for matrix products."""
+"""OpInfos for matrix products, contractions and diagonals."""
 from __future__ import annotations
 
+import numpy as np
+
 from .core import ErrorInput, OpInfo, Sample, arr
+
+
+def _err(args, match, kwargs=None, exc=RuntimeError):
+    return ErrorInput(Sample(args, kwargs or {}), exc, match)
+
+
+def _einsum(eq):
+    return lambda m, *ops: m.einsum(eq, *ops)
+
+
+EINSUM = [
+    ("mm", "ij,jk->ik", (arr(3, 4), arr(4, 5))),
+    ("implicit", "ij,jk", (arr(3, 4), arr(4, 5))),
+    ("batched_ellipsis", "...ij,...jk->...ik", (arr(2, 1, 3, 4), arr(5, 4, 2))),
+    ("ellipsis_implicit", "b...i,bi", (arr(2, 3, 4), arr(2, 4))),
+    ("trace", "ii", (arr(3, 3),)),
+    ("diag", "ii->i", (arr(3, 3),)),
+    ("sum_alone", "ij->i", (arr(3, 4),)),
+    ("transpose", "ij->ji", (arr(3, 4),)),
+    ("outer", "i,j->ij", (arr(3), arr(4))),
+    ("three", "ab,bc,cd->ad", (arr(2, 3), arr(3, 4), arr(4, 2))),
+    ("bcast_label", "ij,j->i", (arr(3, 1), arr(4))),
+    ("repeated_other", "iij,j->i", (arr(3, 3, 2), arr(2))),
+    ("attention", "bhqd,bhkd->bhqk", (arr(2, 2, 3, 4), arr(2, 2, 5, 4))),
+    ("zero_d", ",ij->ij", (arr(), arr(2, 3))),
+    ("spaces", "i j , j k", (arr(3, 4), arr(4, 2))),
+]
 
 OPS = [
     OpInfo("matmul", lambda m, a, b: a @ b,
            lambda: [Sample((arr(3, 4), arr(4, 5)), name="mm"), Sample((arr(2, 3, 4), arr(4, 2)), name="batched"),
                     Sample((arr(4), arr(4, 3)), name="vec_mat"), Sample((arr(3, 4), arr(4)), name="mat_vec"),
-                    Sample((arr(2, 1, 3, 4), arr(5, 4, 2)), name="bcast"), Sample((arr(4), arr(4)), name="dot")],
-           errors=lambda: [ErrorInput(Sample((arr(3, 4), arr(3, 4))), RuntimeError, "cannot be multiplied")]),
+                    Sample((arr(2, 1, 3, 4), arr(5, 4, 2)), name="bcast"), Sample((arr(4), arr(4)), name="dot"),
+                    Sample((arr(3), arr(2, 3, 4)), name="vec_batched"), Sample((arr(2, 3, 4), arr(4)), name="batched_vec"),
+                    Sample((arr(0, 3), arr(3, 4)), name="empty_rows"), Sample((arr(2, 0), arr(0, 3)), name="empty_k"),
+                    Sample((arr(4, 3), arr(3, 3)), noncontig=True, name="noncontig")],
+           errors=lambda: [_err((arr(3, 4), arr(3, 4)), r"mat1 and mat2 shapes cannot be multiplied \(3x4 and 3x4\)"),
+                           _err((arr(3), arr(4)), r"inconsistent tensor size, expected tensor \[3\] and src \[4\]"),
+                           _err((arr(3, 4), arr(5)), r"size mismatch, got input \(3\), mat \(3x4\), vec \(5\)"),
+                           _err((arr(3), arr(4, 5)), r"\(1x3 and 4x5\)"),
+                           _err((arr(2, 3, 4), arr(2, 3, 4)), r"batch2 tensor to be: \[2, 4\] but got: \[2, 3\]"),
+                           _err((arr(2, 3, 4), arr(3, 4, 5)), "must match the size")]),
+    OpInfo("matmul_0d", lambda m, a, b: m.matmul(a, b), lambda: [],
+           errors=lambda: [_err((arr(), arr(3)), "both arguments to matmul need to be at least 1D")]),
+    OpInfo("matmul_int", lambda m, a, b: a @ b,
+           lambda: [Sample((np.arange(6).reshape(2, 3), np.arange(3)))], grad=False,
+           errors=lambda: [_err((arr(2, 3), np.arange(3)), "expected m1 and m2 to have the same dtype")]),
+    OpInfo("mm", lambda m, a, b: m.mm(a, b), lambda: [Sample((arr(3, 4), arr(4, 5))),
+                                                      Sample((arr(5, 3), arr(3, 4)), noncontig=True, name="noncontig")],
+           errors=lambda: [_err((arr(3), arr(3, 4)), "self must be a matrix"),
+                           _err((arr(3, 4), arr(4)), "mat2 must be a matrix"),
+                           _err((arr(3, 4), arr(3, 4)), r"mat1 and mat2 shapes cannot be multiplied \(3x4 and 3x4\)")]),
+    OpInfo("bmm", lambda m, a, b: m.bmm(a, b), lambda: [Sample((arr(2, 3, 4), arr(2, 4, 5)))],
+           errors=lambda: [_err((arr(3, 4), arr(3, 4)), "batch1 must be a 3D tensor"),
+                           _err((arr(2, 3, 4), arr(3, 4, 4)), r"to be: \[2, 4\] but got: \[3, 4\]")]),
+    OpInfo("mv", lambda m, a, b: a.mv(b), lambda: [Sample((arr(3, 4), arr(4)))],
+           errors=lambda: [_err((arr(3, 4), arr(3)), r"size mismatch, got input \(3\), mat \(3x4\), vec \(3\)"),
+                           _err((arr(3, 4), arr(4, 1)), "vector \\+ matrix @ vector expected, got 1, 2, 2")]),
+    OpInfo("dot", lambda m, a, b: m.dot(a, b), lambda: [Sample((arr(4), arr(4))), Sample((arr(0), arr(0)), name="empty")],
+           errors=lambda: [_err((arr(3), arr(4)), "inconsistent tensor size"),
+                           _err((arr(3, 1), arr(3)), "1D tensors expected, but got 2D and 1D tensors")]),
+    OpInfo("vdot", lambda m, a, b: m.vdot(a, b), lambda: [Sample((arr(4), arr(4)))]),
+    OpInfo("inner", lambda m, a, b: m.inner(a, b), lambda: [Sample((arr(2, 4), arr(3, 4))),
+                                                            Sample((arr(), arr(3)), name="0d")]),
+    OpInfo("outer", lambda m, a, b: m.outer(a, b), lambda: [Sample((arr(3), arr(4)))],
+           errors=lambda: [_err((arr(3), arr(3, 1)), "outer: Expected 1-D argument vec2, but got 2-D")]),
+    OpInfo("addmm", lambda m, c, a, b, **kw: m.addmm(c, a, b, **kw),
+           lambda: [Sample((arr(3), arr(2, 4), arr(4, 3))),
+                    Sample((arr(2, 3), arr(2, 4), arr(4, 3)), {"beta": 0.5, "alpha": 2.0}, name="scaled")]),
+    OpInfo("addmm_beta0", lambda m, c, a, b: m.addmm(c, a, b, beta=0),
+           lambda: [Sample((np.full((2, 3), np.nan), arr(2, 4), arr(4, 3)))], differentiable_args=(1, 2)),
+    OpInfo("baddbmm", lambda m, c, a, b, **kw: c.baddbmm(a, b, **kw),
+           lambda: [Sample((arr(2, 3, 5), arr(2, 3, 4), arr(2, 4, 5))),
+                    Sample((arr(5), arr(2, 3, 4), arr(2, 4, 5)), {"alpha": -1.5}, name="alpha")]),
+    *[OpInfo(f"einsum_{name}", _einsum(eq), lambda ops=ops: [Sample(ops)]) for name, eq, ops in EINSUM],
+    OpInfo("einsum_list", lambda m, a, b: m.einsum("ij,jk", [a, b]), lambda: [Sample((arr(2, 3), arr(3, 2)))]),
+    OpInfo("einsum_errors", lambda m, eq, *ops: m.einsum(eq, *ops), lambda: [],
+           errors=lambda: [_err(("ij,jk->ik", arr(3, 4), arr(5, 5)), "subscript j has size 5 for operand 1"),
+                           _err(("ij->ik", arr(3, 4)), "output subscript k does not appear"),
+                           _err(("ij,jk->ii", arr(3, 4), arr(4, 3)), "appears more than once in the output"),
+                           _err(("ij,jk", arr(3, 4)), "fewer operands were provided"),
+                           _err(("ij", arr(3, 4), arr(4)), "more operands were provided"),
+                           _err(("ijk,jk", arr(3, 4), arr(4, 3)), r"number of subscripts in the equation \(3\)")]),
+    OpInfo("tensordot", lambda m, a, b, **kw: m.tensordot(a, b, **kw),
+           lambda: [Sample((arr(3, 4, 5), arr(4, 5, 2))), Sample((arr(3, 4), arr(4, 5)), {"dims": 1}, name="dims1"),
+                    Sample((arr(3, 4), arr(2, 5)), {"dims": 0}, name="dims0"),
+                    Sample((arr(3, 4, 5), arr(5, 4, 2)), {"dims": ([1, 2], [1, 0])}, name="lists")],
+           errors=lambda: [_err((arr(3, 4, 5), arr(4, 5, 6)), "contracted dimensions need to match",
+                                {"dims": ([1], [1])})]),
+    OpInfo("trace", lambda m, a: m.trace(a), lambda: [Sample((arr(3, 3),)), Sample((arr(3, 5),), name="rect")],
+           errors=lambda: [_err((arr(2, 2, 2),), "trace: expected a matrix")]),
+    OpInfo("trace_int", lambda m, a: a.trace(), lambda: [Sample((np.arange(9).reshape(3, 3),))], grad=False),
+    OpInfo("diagonal", lambda m, a, **kw: m.diagonal(a, **kw),
+           lambda: [Sample((arr(3, 4),)), Sample((arr(3, 4),), {"offset": 1}, name="offset"),
+                    Sample((arr(2, 3, 4),), {"offset": -1, "dim1": -1, "dim2": 0}, name="dims"),
+                    Sample((arr(3, 4),), {"offset": 5}, name="empty"),
+                    Sample((arr(4, 3),), noncontig=True, name="noncontig")],
+           errors=lambda: [_err((arr(3, 4),), "diagonal dimensions cannot be identical", {"dim1": 1, "dim2": 1}),
+                           _err((arr(3, 4),), "Dimension out of range", {"dim1": 2}, IndexError)]),
+    OpInfo("diag", lambda m, a, *k: m.diag(a, *k),
+           lambda: [Sample((arr(3),)), Sample((arr(3), -1), name="vec_offset"), Sample((arr(3, 4),), name="mat"),
+                    Sample((arr(3, 4), 2), name="mat_offset")],
+           errors=lambda: [_err((arr(2, 2, 2),), "Supports 1D or 2D tensors")]),
+    OpInfo("kron", lambda m, a, b: m.kron(a, b),
+           lambda: [Sample((arr(2, 3), arr(4, 2))), Sample((arr(2), arr(3, 2)), name="mixed_nd")]),
 ]
