@@ -1,5 +1,145 @@
-"""sort ops."""
+"""Sorting and order statistics: sort, argsort, topk, kthvalue, median, unique, searchsorted.
+
+Each differentiable one finds its indices with the (non-differentiable) ``argsort`` op and
+reads the values through a named gather (``reduce.pick``), so the gradient is scattered
+back to the positions the values came from.
+"""
 from __future__ import annotations
 
-__all__: list[str] = []
-METHODS: tuple = ()
+from ..dispatch import apply
+from .reduce import _picker, _take_along, pick, values_indices
+from .registry import Op
+from ._util import Tensor, _wrap_dim
+
+__all__ = ["sort", "argsort", "msort", "topk", "kthvalue", "median", "unique", "searchsorted"]
+
+_sort_t, _topk_t = values_indices("sort"), values_indices("topk")
+_kthvalue_t, _median_t = values_indices("kthvalue"), values_indices("median")
+
+
+def _argsort_fwd(xp, x, *, dim, descending, start, stop):
+    """Stable order along ``dim`` (nan last, or first when descending), sliced to [start, stop)."""
+    if x.ndim == 0:
+        return xp.zeros((), xp.int64)
+    if descending:
+        # reversing, sorting stably and reversing back keeps equal elements in input order
+        idx = x.shape[dim] - 1 - xp.flip(xp.argsort(xp.flip(x, dim), axis=dim, kind="stable"), dim)
+    else:
+        idx = xp.argsort(x, axis=dim, kind="stable")
+    if start or stop is not None:
+        idx = idx[(slice(None),) * dim + (slice(start, stop),)]
+    return idx
+
+
+_argsort = Op("argsort", _argsort_fwd)
+_sort, _topk = _picker("sort"), _picker("topk")
+_kthvalue, _median = _picker("kthvalue"), _picker("median")
+
+
+def _order(input: Tensor, dim: int, descending: bool = False, start: int = 0, stop=None) -> Tensor:
+    return apply(_argsort, input, dim=dim, descending=descending, start=start, stop=stop)
+
+
+def sort(input, dim: int = -1, descending: bool = False, stable: bool = False):
+    """Values and indices in order along ``dim``; always stable (ties keep input order)."""
+    d = _wrap_dim(dim, input.ndim, "sort")
+    return _sort_t(*pick(_sort, input, _order(input, d, descending), d, True))
+
+
+def argsort(input, dim: int = -1, descending: bool = False, stable: bool = False):
+    return _order(input, _wrap_dim(dim, input.ndim, "argsort"), descending)
+
+
+def msort(input):
+    return sort(input, 0).values
+
+
+def topk(input, k: int, dim: int = -1, largest: bool = True, sorted: bool = True):
+    d = _wrap_dim(dim, input.ndim, "topk")
+    n = input.shape[d] if input.ndim else 1
+    if not 0 <= k <= n:
+        raise RuntimeError(f"selected index k out of range (topk with k={k} on dim {d} of size {n})")
+    return _topk_t(*pick(_topk, input, _order(input, d, largest, 0, k), d, True))
+
+
+def kthvalue(input, k: int, dim: int = -1, keepdim: bool = False):
+    """The k-th smallest element (1-based) along ``dim`` and its index."""
+    d = _wrap_dim(dim, input.ndim, "kthvalue")
+    n = input.shape[d] if input.ndim else 1
+    if not 1 <= k <= n:
+        raise RuntimeError(f"kthvalue(): selected number k out of range for dimension {d} "
+                           f"(k={k}, size {n})")
+    return _kthvalue_t(*pick(_kthvalue, input, _order(input, d, False, k - 1, k), d, keepdim))
+
+
+def median(input, dim: int | None = None, keepdim: bool = False):
+    """Lower median: of all elements (a value), or along ``dim`` (values and indices)."""
+    if dim is None:
+        flat = input.reshape(-1)
+        n = flat.shape[0]
+        if n == 0:
+            return flat.sum() * float("nan")
+        k = (n - 1) // 2
+        return pick(_median, flat, _order(flat, 0, False, k, k + 1), 0, False)[0]
+    d = _wrap_dim(dim, input.ndim, "median")
+    n = input.shape[d] if input.ndim else 1
+    if n == 0:
+        raise IndexError(f"median(): Expected reduction dim {d} to have non-zero size.")
+    k = (n - 1) // 2
+    return _median_t(*pick(_median, input, _order(input, d, False, k, k + 1), d, keepdim))
+
+
+# ---------------------------------------------------------------- unique, searchsorted
+def _unique_fwd(xp, x, *, dim):
+    vals, inverse, counts = xp.unique(x, return_inverse=True, return_counts=True, axis=dim)
+    return vals, inverse.reshape(x.shape if dim is None else -1), counts
+
+
+_unique = Op("unique", _unique_fwd, n_extra=2)
+
+
+def unique(input, sorted: bool = True, return_inverse: bool = False, return_counts: bool = False,
+           dim: int | None = None):
+    """Distinct values (always sorted), optionally with inverse indices and counts."""
+    d = None if dim is None else _wrap_dim(dim, input.ndim, "unique")
+    vals, inverse, counts = apply(_unique, input, dim=d)
+    if not (return_inverse or return_counts):
+        return vals
+    return (vals, *([inverse] if return_inverse else []), *([counts] if return_counts else []))
+
+
+def _searchsorted_fwd(xp, seq, values, *, side, dtype):
+    if seq.ndim == 1:
+        return xp.searchsorted(seq, values, side=side).astype(dtype, copy=False)
+    rows = seq.reshape(-1, seq.shape[-1])
+    vals = values.reshape(rows.shape[0], -1)
+    out = xp.empty(vals.shape, dtype)
+    for i in range(rows.shape[0]):
+        out[i] = xp.searchsorted(rows[i], vals[i], side=side)
+    return out.reshape(values.shape)
+
+
+_searchsorted = Op("searchsorted", _searchsorted_fwd)
+
+
+def searchsorted(sorted_sequence, input, *, out_int32: bool = False, right: bool = False, side=None,
+                 sorter=None):
+    """Insertion points of ``input`` in the innermost dim of ``sorted_sequence``."""
+    if not isinstance(input, Tensor):
+        input = sorted_sequence.new_tensor(input)
+    seq_shape, val_shape = tuple(sorted_sequence.shape), tuple(input.shape)
+    if len(seq_shape) != 1 and seq_shape[:-1] != val_shape[:-1]:
+        raise RuntimeError(f"torch.searchsorted(): boundaries tensor should be 1 dimension or the first N-1 "
+                           f"dimensions of boundaries tensor and input value tensor must match, but we got "
+                           f"boundaries tensor {list(seq_shape)} and input value tensor {list(val_shape)}")
+    if side is not None:
+        if side not in ("left", "right") or (right and side == "left"):
+            raise RuntimeError(f"torch.searchsorted(): side can only be 'left' or 'right' and must agree with "
+                               f"right={right}, got side={side!r}")
+    if sorter is not None:
+        sorted_sequence = apply(_take_along, sorted_sequence, sorter, dim=sorted_sequence.ndim - 1, keepdim=True)
+    return apply(_searchsorted, sorted_sequence, input, side=side or ("right" if right else "left"),
+                 dtype="int32" if out_int32 else "int64")
+
+
+METHODS = ("sort", "argsort", "msort", "topk", "kthvalue", "median", "unique")
