@@ -10,6 +10,7 @@ from __future__ import annotations
 import builtins
 from collections import namedtuple
 
+from ..autograd.grad_mode import STATE as GRAD
 from ..creation import eye
 from ..dispatch import apply
 from .registry import NONE, OTHERS, Op
@@ -438,8 +439,10 @@ def _cumprod_vjp(g, out, x, *, dim, dtype):
         return (g,)
     if not (x._data == 0).any():
         return (apply(_cumsum, g * out, dim=dim, reverse=True, dtype=None) / x,)
-    # with zeros: dx[k] = sum_{i>=k} g[i] * prod_{j<=i, j!=k} x[j], built on an n x n stack
-    # whose row k has x[k] replaced by 1 (exact, so second derivatives are right too)
+    if not GRAD.enabled:  # first order only: O(n), like PyTorch
+        return (apply(_cumprod_grad_zeros, x, g, out, dim=dim),)
+    # a graph of the gradient is wanted: dx[k] = sum_{i>=k} g[i] * prod_{j<=i, j!=k} x[j], built
+    # on an n x n stack whose row k has x[k] replaced by 1 (exact, so it differentiates again)
     xl = x.transpose(dim, -1)
     n = xl.shape[-1]
     e = eye(n, dtype=x.dtype, device=x.device)
@@ -449,7 +452,26 @@ def _cumprod_vjp(g, out, x, *, dim, dtype):
     return (gx.transpose(dim, -1),)
 
 
+def _cumprod_grad_zeros_fwd(xp, x, g, y, *, dim):
+    """The cumprod gradient where slices hold zeros. Before a slice's first zero z it is the
+    usual reversed cumsum of g*y over x; at z it is y[z-1] * sum_{i>=z} g[i] * prod_{z<j<=i} x[j];
+    after z it is 0."""
+    x, g, y = (xp.moveaxis(a, dim, -1) for a in (x, g, y))
+    n = x.shape[-1]
+    zero = x == 0
+    z = xp.where(zero.any(-1, keepdims=True), xp.argmax(zero, -1, keepdims=True), n)
+    pos = xp.arange(n)
+    before = pos < z
+    rev = xp.flip(xp.cumsum(xp.flip(g * y, -1), -1), -1)
+    grad = xp.where(before, rev / xp.where(before, x, 1), 0)
+    tail = xp.cumprod(xp.where(pos > z, x, 1), -1)
+    left = xp.where(z > 0, xp.take_along_axis(y, xp.maximum(z - 1, 0), -1), 1)
+    at_z = left * xp.where(pos >= z, g * tail, 0).sum(-1, keepdims=True)
+    return xp.moveaxis(xp.where(pos == z, at_z, grad), -1, dim)
+
+
 _cumprod = Op("cumprod", _cumprod_fwd, _cumprod_vjp, save_output=True)
+_cumprod_grad_zeros = Op("cumprod_grad_zeros", _cumprod_grad_zeros_fwd)
 
 
 def cumsum(input, dim: int, *, dtype=None):
