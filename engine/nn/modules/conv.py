@@ -1,0 +1,146 @@
+"""Convolution layers: Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d."""
+from __future__ import annotations
+
+import math
+
+from ... import creation
+from ...tensor import Tensor
+from .. import functional as F, init
+from ..parameter import Parameter
+from .linear import _uniform_bias
+from .module import Module
+
+__all__ = ["Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d"]
+
+_PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
+
+
+def _tuple(v, n: int) -> tuple:
+    return tuple(v) if isinstance(v, (tuple, list)) else (v,) * n
+
+
+class _ConvNd(Module):
+    """Shared parameters, initialisation and repr of the convolution layers."""
+
+    _nd = 2
+    transposed = False
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size, stride=1, padding=0, dilation=1,
+                 groups: int = 1, bias: bool = True, padding_mode: str = "zeros", output_padding=0,
+                 device=None, dtype=None):
+        super().__init__()
+        nd = self._nd
+        if groups <= 0:
+            raise ValueError("groups must be a positive integer")
+        if in_channels % groups:
+            raise ValueError("in_channels must be divisible by groups")
+        if out_channels % groups:
+            raise ValueError("out_channels must be divisible by groups")
+        if isinstance(padding, str):
+            if padding not in ("same", "valid"):
+                raise ValueError(f"Invalid padding string {padding!r}, should be one of {{'valid', 'same'}}")
+            if padding == "same" and any(s != 1 for s in _tuple(stride, nd)):
+                raise ValueError("padding='same' is not supported for strided convolutions")
+        if padding_mode not in _PADDING_MODES:
+            raise ValueError(f"padding_mode must be one of {set(_PADDING_MODES)}, but got "
+                             f"padding_mode='{padding_mode}'")
+        self.in_channels, self.out_channels = in_channels, out_channels
+        self.kernel_size, self.stride = _tuple(kernel_size, nd), _tuple(stride, nd)
+        self.padding = padding if isinstance(padding, str) else _tuple(padding, nd)
+        self.dilation, self.output_padding = _tuple(dilation, nd), _tuple(output_padding, nd)
+        self.groups, self.padding_mode = groups, padding_mode
+        shape = (in_channels, out_channels // groups) if self.transposed else (out_channels, in_channels // groups)
+        self.weight = Parameter(creation.empty(shape + self.kernel_size, device=device, dtype=dtype))
+        if bias:
+            self.bias = Parameter(creation.empty(out_channels, device=device, dtype=dtype))
+        else:
+            self.register_parameter("bias", None)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        init.kaiming_uniform_(self.weight, a=math.sqrt(5))
+        if self.bias is not None:
+            _uniform_bias(self.bias, init._calculate_fan_in_and_fan_out(self.weight)[0])
+
+    def extra_repr(self) -> str:
+        s = (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
+             f"stride={self.stride}")
+        if self.padding != (0,) * len(self.padding):
+            s += f", padding={self.padding}"
+        if self.dilation != (1,) * len(self.dilation):
+            s += f", dilation={self.dilation}"
+        if self.output_padding != (0,) * len(self.output_padding):
+            s += f", output_padding={self.output_padding}"
+        if self.groups != 1:
+            s += f", groups={self.groups}"
+        if self.bias is None:
+            s += ", bias=False"
+        if self.padding_mode != "zeros":
+            s += f", padding_mode={self.padding_mode}"
+        return s
+
+
+class _Conv(_ConvNd):
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1,
+                 bias=True, padding_mode="zeros", device=None, dtype=None):
+        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias,
+                         padding_mode, 0, device, dtype)
+
+    def forward(self, input: Tensor) -> Tensor:
+        conv = (F.conv1d, F.conv2d, F.conv3d)[self._nd - 1]
+        if self.padding_mode == "zeros" or isinstance(self.padding, str):
+            return conv(input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
+        pads = tuple(p for q in reversed(self.padding) for p in (q, q))
+        return conv(F.pad(input, pads, mode=self.padding_mode), self.weight, self.bias, self.stride, 0,
+                    self.dilation, self.groups)
+
+
+class Conv1d(_Conv):
+    _nd = 1
+
+
+class Conv2d(_Conv):
+    _nd = 2
+
+
+class Conv3d(_Conv):
+    _nd = 3
+
+
+class _ConvTranspose(_ConvNd):
+    transposed = True
+
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, output_padding=0,
+                 groups=1, bias=True, dilation=1, padding_mode="zeros", device=None, dtype=None):
+        if padding_mode != "zeros":
+            raise ValueError(f'Only "zeros" padding mode is supported for {type(self).__name__}')
+        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias,
+                         padding_mode, output_padding, device, dtype)
+
+    def _output_padding(self, input: Tensor, output_size) -> tuple:
+        """The output_padding that makes the result ``output_size`` (PyTorch's ``output_size=`` form)."""
+        if output_size is None:
+            return self.output_padding
+        nd = self._nd
+        want = tuple(output_size)[-nd:]
+        base = tuple((n - 1) * s - 2 * p + d * (k - 1) + 1 for n, s, p, d, k in
+                     zip(input.shape[-nd:], self.stride, self.padding, self.dilation, self.kernel_size))
+        extra = tuple(w - b for w, b in zip(want, base))
+        if any(e < 0 or e >= max(s, d) for e, s, d in zip(extra, self.stride, self.dilation)):
+            raise ValueError(f"requested an output size of {list(want)}, but valid sizes range from "
+                             f"{list(base)} to {[b + max(s, d) - 1 for b, s, d in zip(base, self.stride, self.dilation)]} "
+                             f"(for an input of {list(input.shape[-nd:])})")
+        return extra
+
+    def forward(self, input: Tensor, output_size=None) -> Tensor:
+        conv = (F.conv_transpose1d, F.conv_transpose2d)[self._nd - 1]
+        return conv(input, self.weight, self.bias, self.stride, self.padding,
+                    self._output_padding(input, output_size), self.groups, self.dilation)
+
+
+class ConvTranspose1d(_ConvTranspose):
+    _nd = 1
+
+
+class ConvTranspose2d(_ConvTranspose):
+    _nd = 2
