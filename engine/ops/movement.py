@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 
-from .._dtype import result_type
+from ..creation import zeros
 from ..autograd.grad_mode import STATE as GRAD
 from ..dispatch import STATE, apply, apply_
 from .registry import NONE, Op
@@ -416,16 +416,23 @@ def unbind(input: Tensor, dim: int = 0) -> tuple:
 
 
 # ---------------------------------------------------------------- joining
-def _cat_vjp(g, out, *xs, dim):
+def _cat_fwd(xp, *xs, dim, skip):
+    return xp.concatenate([x for x in xs if x.shape != (0,)] if skip else xs, axis=dim)
+
+
+def _cat_vjp(g, out, *xs, dim, skip):
     grads, start = [], 0
     for x in xs:
+        if skip and x._data.shape == (0,):
+            grads.append(zeros(0, dtype=g.dtype, device=g.device))
+            continue
         stop = start + x._data.shape[dim]
         grads.append(apply(_slice, g, key=_dim_key(dim, slice(start, stop))))
         start = stop
     return tuple(grads)
 
 
-_cat = Op("cat", lambda xp, *xs, dim: xp.concatenate(xs, axis=dim), _cat_vjp, promote="common", saves=NONE)
+_cat = Op("cat", _cat_fwd, _cat_vjp, promote="common", saves=NONE)
 _stack = Op("stack", lambda xp, *xs, dim: xp.stack(xs, axis=dim),
             lambda g, out, *xs, dim: tuple(apply(_slice, g, key=_dim_key(dim, i)) for i in range(len(xs))),
             promote="common", saves=NONE)
@@ -448,27 +455,25 @@ def cat(tensors, dim: int = 0, *, axis: int | None = None) -> Tensor:
     if axis is not None:
         dim = axis
     tensors = _tensor_list(tensors, "cat")
-    keep = [t for t in tensors if t._data.shape != (0,)]
-    if len(keep) != len(tensors):
-        if not keep:
-            keep = tensors[:1]
-        rt = result_type(*tensors)
-        keep = [t.to(rt) for t in keep]
-    for i, t in enumerate(keep):
+    for i, t in enumerate(tensors):
         if not t._data.ndim:
             raise RuntimeError(f"zero-dimensional tensor (at position {i}) cannot be concatenated")
-    first = keep[0]._data.shape
+    first = next((t._data.shape for t in tensors if t._data.shape != (0,)), (0,))
     d = _wrap_dim(dim, len(first), "cat")
-    for i, t in enumerate(keep):
+    skip = False
+    for i, t in enumerate(tensors):
         s = t._data.shape
         if s != first:
+            if s == (0,):
+                skip = True
+                continue
             if len(s) != len(first):
                 raise RuntimeError(f"Tensors must have same number of dimensions: got {len(first)} and {len(s)}")
             for k in range(len(s)):
                 if k != d and s[k] != first[k]:
                     raise RuntimeError(f"Sizes of tensors must match except in dimension {d}. Expected size "
                                        f"{first[k]} but got size {s[k]} for tensor number {i} in the list.")
-    return apply(_cat, *keep, dim=d)
+    return apply(_cat, *tensors, dim=d, skip=skip)
 
 
 concat = concatenate = cat
@@ -606,10 +611,12 @@ def _copy_fwd(xp, x, src):
 
 
 def _copy_vjp(g, out, x, src):
-    if not isinstance(src, Tensor) or not src.requires_grad:
-        return None, None
+    # the old value of ``x`` is overwritten: it gets a zero gradient, as in PyTorch
+    gx = zeros(x._data.shape, dtype=x.dtype, device=x.device) if x.requires_grad else None
+    if not (isinstance(src, Tensor) and src.requires_grad):
+        return gx, None
     gs = sum_to(g, src._data.shape)
-    return None, (gs if gs._data.dtype == src._data.dtype else gs.to(src.dtype))
+    return gx, (gs if gs._data.dtype == src._data.dtype else gs.to(src.dtype))
 
 
 _copy = Op("copy", _copy_fwd, _copy_vjp, saves=NONE)
