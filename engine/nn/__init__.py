@@ -3,4 +3,7 @@ from __future__ import annotations
 
 from .parameter import Buffer, Parameter
 from .modules import *  # noqa: F401,F403
+from .modules.activation_attention import *  # noqa: F401,F403
+from .modules.rnn import *  # noqa: F401,F403
+from .modules.transformer import *  # noqa: F401,F403
 from . import functional, init, utils  # noqa: F401

@@ -715,3 +715,9 @@ def cosine_embedding_loss(input1: Tensor, input2: Tensor, target: Tensor, margin
     zeros = cos * 0
     loss = (1 - cos).where(target == 1, zeros) + (cos - margin).clamp_min(0).where(target == -1, zeros)
     return _reduce(loss, reduction)
+
+
+# attention lives in its own module (it imports this one); re-exported here as torch does
+from .functional_attention import multi_head_attention_forward, scaled_dot_product_attention  # noqa: E402
+
+__all__ += ["scaled_dot_product_attention", "multi_head_attention_forward"]
