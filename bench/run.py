@@ -19,6 +19,7 @@ import ctypes
 import os
 import subprocess
 import sys
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -37,6 +38,10 @@ def parse_args(argv=None):
     p.add_argument("--threads", type=int, default=None,
                    help="threads for numpy's BLAS and torch (default: the CPUs this process may use)")
     p.add_argument("-k", dest="filter", default="", help="only workloads whose name contains this")
+    p.add_argument("--clock", choices=("wall", "thread"), default="wall",
+                   help="wall: perf_counter; thread: CPU time of the calling thread (time.thread_time), "
+                        "which ignores time spent descheduled on a busy machine; needs --threads 1 so BLAS "
+                        "and torch work runs on the calling thread")
     p.add_argument("--reps", type=int, default=None, help="timed repetitions per side (default 15, quick 5)")
     p.add_argument("--mlp-api", choices=("auto", "plain", "nn"), default="auto",
                    help="MLP written with plain tensor ops or nn/optim (auto: nn once tapelab has it)")
@@ -114,6 +119,10 @@ def run_matrix(args) -> int:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    if args.clock == "thread" and args.threads != 1:
+        raise SystemExit("--clock thread measures the calling thread only: use it with --threads 1")
+    global CLOCK
+    CLOCK = time.thread_time if args.clock == "thread" else time.perf_counter
     if args.matrix:
         return run_matrix(args)
 
@@ -125,8 +134,6 @@ def main(argv=None) -> int:
             os.environ[var] = str(threads)
 
     import platform
-    import statistics
-    import time
 
     import numpy as np
     import torch
@@ -162,7 +169,7 @@ def main(argv=None) -> int:
           f"OPENBLAS_L2_SIZE={os.environ.get('OPENBLAS_L2_SIZE', '(unset)')} -> numpy: {openblas_info()}")
     cap = getattr(getattr(torch.backends, "cpu", None), "get_cpu_capability", lambda: "?")()
     print(f"  torch CPU    : {cap} kernels, MKL {'yes' if torch.backends.mkl.is_available() else 'no'}")
-    print(f"  timing       : median of {reps} repetitions of >= {target * 1e3:.0f} ms each, after "
+    print(f"  timing       : {args.clock} clock, median of {reps} repetitions of >= {target * 1e3:.0f} ms each, after "
           f"{warmup_s * 1e3:.0f} ms warm-up; sides alternate; gc on")
     print()
 
@@ -195,10 +202,11 @@ def calibrate(step, target: float, warmup_s: float) -> int:
 
 
 def time_reps(step, n: int) -> float:
-    t0 = time.perf_counter()
+    clock = CLOCK
+    t0 = clock()
     for _ in range(n):
         step()
-    return (time.perf_counter() - t0) / n
+    return (clock() - t0) / n
 
 
 def measure(w, sides, options, reps, target, warmup_s, variants) -> dict:
@@ -304,7 +312,7 @@ def profile(args, matches, tapelab, options) -> int:
     return 0
 
 
-import time  # noqa: E402  (used by calibrate/time_reps; the heavy imports stay inside main)
+CLOCK = time.perf_counter
 
 if __name__ == "__main__":
     sys.exit(main())
