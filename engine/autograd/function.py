@@ -90,16 +90,16 @@ class BackwardCFunction(FunctionCtx, Node):
         if len(out) != n:
             raise RuntimeError(f"function {self.name()} returned an incorrect number of gradients "
                                f"(expected {n}, got {len(out)})")
-        res = []
-        for i, (g, meta, edge) in enumerate(zip(out, self._in_meta, self.edges)):
-            if g is None:
-                res.append(None)
-                continue
+        res = []  # one per tensor input, matching ``edges``
+        edges = iter(self.edges)
+        for i, (g, meta) in enumerate(zip(out, self._in_meta)):
             if meta is None:
-                raise RuntimeError(f"function {self.name()} returned a gradient different than None at "
-                                   f"position {i + 1}, but the corresponding forward input was not a "
-                                   "Variable")
-            if edge is None:
+                if g is not None:
+                    raise RuntimeError(f"function {self.name()} returned a gradient different than None at "
+                                       f"position {i + 1}, but the corresponding forward input was not a "
+                                       "Variable")
+                continue
+            if g is None or next(edges) is None:
                 res.append(None)
                 continue
             shape, dtype = meta
@@ -136,7 +136,8 @@ class Function:
     Define ``forward(ctx, *args)`` (or ``forward(*args)`` plus ``setup_context(ctx, inputs,
     output)``) and ``backward(ctx, *grad_outputs)`` as static methods, then call
     ``MyFn.apply(*args)``. ``backward`` returns one gradient per forward argument (None for
-    non-tensors and inputs that need none).
+    non-tensors and inputs that need none); the node's ``next_functions`` has one entry per
+    tensor argument, as in PyTorch.
 
     >>> class Square(tapelab.autograd.Function):
     ...     @staticmethod
@@ -184,7 +185,7 @@ class Function:
         needs = tuple(isinstance(a, Tensor) and a.requires_grad for a in args)
         differentiable = GRAD.enabled and any(needs)
         ctx.needs_input_grad = needs if differentiable else (False,) * len(args)
-        ctx.edges = tuple(_edge(a) if n else None for a, n in zip(args, needs))
+        ctx.edges = tuple(_edge(a) if n else None for a, n in zip(args, needs) if isinstance(a, Tensor))
         ctx._in_meta = tuple((tuple(a.shape), a.dtype) if isinstance(a, Tensor) else None for a in args)
         with no_grad():
             if cls.setup_context is not Function.setup_context:
