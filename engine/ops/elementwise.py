@@ -70,7 +70,11 @@ def _frac_fwd(xp, a):
 
 
 def _sign_fwd(xp, a):
-    return xp.sign(a) if a.dtype.kind != "b" else a.copy()
+    if a.dtype.kind == "b":
+        return a.copy()
+    if a.dtype.kind != "f":
+        return xp.sign(a)
+    return xp.nan_to_num(xp.sign(a, out=xp.empty_like(a)), copy=False)  # sign(nan) is 0 in PyTorch
 
 
 # ---------------------------------------------------------------- unary math
@@ -290,7 +294,7 @@ def _xlogy_fwd(xp, x, y):
 
 
 def _xlogy_vjp(g, out, x, y):
-    return (ub(g * xlogy(x != 0, y), x) if isinstance(x, Tensor) else None,
+    return (ub(zero_where((x == 0) & (y <= 0), xlogy(g, y)), x) if isinstance(x, Tensor) else None,
             ub(g * x / y, y) if isinstance(y, Tensor) else None)
 
 
