@@ -9,10 +9,12 @@ File format (version 1). A standard safetensors file whose ``__metadata__`` carr
   ``{"tensor": name, "device": "cpu", "grad": false, "param": false}``, ``{"ndarray": name}``,
   ``{"dtype": "float32"}``, ``{"device": "cuda:0"}``. Strings, numbers, booleans and None
   are themselves (NaN and infinities as JSON's ``NaN``/``Infinity`` extension);
-- ``tapelab.sha256``: SHA-256 over the tree and every tensor's name, dtype, shape and bytes.
+- ``tapelab.sha256``: SHA-256 over the other metadata entries and every tensor's name,
+  dtype, shape and bytes.
   safetensors has no checksum, so without it a bit flip in the data would load silently.
 
-A tensor object reachable twice is stored once and loads as one object. Loading parses
+A tensor object reachable twice is stored once and loads as one object; ``requires_grad``
+and ``nn.Parameter`` survive, as with ``torch.save`` (state dicts hold detached tensors). Loading parses
 only JSON and raw little-endian arrays: nothing in the file is ever executed. A damaged,
 truncated or foreign file (including PyTorch's pickle/zip checkpoints) raises
 :class:`CheckpointError` before anything is returned. A plain safetensors file written by
@@ -39,6 +41,7 @@ __all__ = ["save", "load", "CheckpointError"]
 
 FORMAT = "tapelab"
 VERSION = "1"
+_KEYS = ("tapelab.version", "tapelab.tree", "tapelab.sha256")
 _CONVERT = ("convert it once where PyTorch is installed: "
             "`import torch, safetensors.torch; safetensors.torch.save_file("
             "torch.load(PATH, weights_only=True), 'model.safetensors')` "
@@ -62,8 +65,8 @@ def save(obj: Any, f: str | os.PathLike | BinaryIO) -> None:
     """
     arrays: dict[str, np.ndarray] = {}
     tree = json.dumps(_encode(obj, arrays, {}, "obj"), separators=(",", ":"))
-    metadata = {"format": FORMAT, "tapelab.version": VERSION, "tapelab.tree": tree,
-                "tapelab.sha256": _digest(tree, arrays)}
+    metadata = {"format": FORMAT, "tapelab.version": VERSION, "tapelab.tree": tree}
+    metadata["tapelab.sha256"] = _digest(metadata, arrays)
     data = safetensors.numpy.save(arrays, metadata=metadata)
     if isinstance(f, (str, os.PathLike)):
         path = os.fspath(f)
@@ -122,8 +125,9 @@ def _store(arr: np.ndarray, arrays: dict, seen: dict, key: int | None = None) ->
     return name
 
 
-def _digest(tree: str, arrays: dict[str, np.ndarray]) -> str:
-    h = hashlib.sha256(tree.encode())
+def _digest(metadata: dict[str, str], arrays: dict[str, np.ndarray]) -> str:
+    """SHA-256 over every metadata entry but the digest itself, then each tensor in name order."""
+    h = hashlib.sha256(json.dumps(sorted((k, v) for k, v in metadata.items() if k != "tapelab.sha256")).encode())
     for name in sorted(arrays):
         arr = arrays[name]
         h.update(f"\0{name}:{arr.dtype.str}:{arr.shape}\0".encode())
@@ -134,33 +138,42 @@ def _digest(tree: str, arrays: dict[str, np.ndarray]) -> str:
 # ---------------------------------------------------------------- load
 def load(f: str | os.PathLike | BinaryIO, map_location=None, *, weights_only: bool = True,
          mmap: bool | None = None) -> Any:
-    """Read what :func:`save` wrote. Never executes code from the file, whatever ``weights_only``.
+    """Read what :func:`save` wrote. Never executes code from the file, so ``weights_only`` and
+    ``mmap`` are accepted for PyTorch compatibility and change nothing.
 
     ``map_location``: a device (or its name) for every tensor, or a dict mapping saved device
     names to new ones (``{"cuda:0": "cpu"}``); by default tensors return to their saved device.
     """
+    if map_location is not None and not isinstance(map_location, (str, Device, dict)):
+        raise TypeError(f"tapelab.load: map_location must be a device, a device name or a dict of device "
+                        f"names, got {type(map_location).__name__}")
     where, data = _read(f)
     if not data:
         raise CheckpointError(where, "the file is empty")
-    _refuse_pickle(where, data)
+    if data[8:9] != b"{":  # not a safetensors header; a header length can start like a pickle
+        _refuse_pickle(where, data)
     metadata = _header_metadata(where, data)
     try:
         arrays = safetensors.numpy.load(data)
     except (safetensors.SafetensorError, ValueError, TypeError) as e:
         raise CheckpointError(where, f"corrupt or truncated checkpoint ({e})") from None
-    if metadata.get("format") != FORMAT or "tapelab.tree" not in metadata:
+    if not _ours(metadata):
         return _foreign(arrays, map_location, where)
     if metadata.get("tapelab.version") != VERSION:
-        raise CheckpointError(where, f"written by a newer tapelab (format version "
-                                     f"{metadata.get('tapelab.version')!r}; this one reads {VERSION!r})")
-    tree = metadata["tapelab.tree"]
-    if metadata.get("tapelab.sha256") != _digest(tree, arrays):
+        raise CheckpointError(where, f"unsupported tapelab format version {metadata.get('tapelab.version')!r} "
+                                     f"(this tapelab reads version {VERSION!r}) or a damaged header")
+    if metadata.get("tapelab.sha256") != _digest(metadata, arrays):
         raise CheckpointError(where, "checksum mismatch: the file was modified or damaged after it was "
                                      "saved (SHA-256 of its contents differs from the one recorded)")
     try:
-        return _decode(json.loads(tree), arrays, {}, map_location, where)
+        return _decode(json.loads(metadata["tapelab.tree"]), arrays, {}, map_location, where)
     except (ValueError, KeyError, TypeError, IndexError, StopIteration, RecursionError) as e:
         raise CheckpointError(where, f"malformed object tree ({type(e).__name__}: {e})") from None
+
+
+def _ours(metadata: dict) -> bool:
+    """Any one of our keys marks the file as ours, so a damaged key cannot pass it off as foreign."""
+    return metadata.get("format") == FORMAT or any(k in metadata for k in _KEYS)
 
 
 def _foreign(arrays: dict[str, np.ndarray], map_location, where: str) -> dict[str, Tensor]:
@@ -257,7 +270,4 @@ def _target_device(saved: str, map_location) -> Device:
         return Device(saved)
     if isinstance(map_location, dict):
         return Device(map_location.get(saved, saved))
-    if isinstance(map_location, (str, Device)):
-        return Device(map_location)
-    raise TypeError(f"tapelab.load: map_location must be a device, a device name or a dict of device "
-                    f"names, got {type(map_location).__name__}")
+    return Device(map_location)
