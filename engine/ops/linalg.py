@@ -5,6 +5,7 @@ they share its vjp; only their argument checks (and PyTorch's messages) differ.
 """
 from __future__ import annotations
 
+import functools
 import math
 
 from ..creation import eye, ones
@@ -218,37 +219,38 @@ def _einsum_error(msg: str, eq: str) -> RuntimeError:
     return RuntimeError(f"einsum(): {msg} (equation '{eq}')")
 
 
-def _expand_equation(eq: str, operands) -> str:
+@functools.lru_cache(maxsize=512)
+def _expand_equation(eq: str, shapes: tuple) -> str:
     """The equation with '...' replaced by explicit labels and the output made explicit."""
     lhs, arrow, rhs = eq.replace(" ", "").partition("->")
     subs = lhs.split(",")
-    if len(subs) != len(operands):
-        which = "fewer" if len(operands) < len(subs) else "more"
+    if len(subs) != len(shapes):
+        which = "fewer" if len(shapes) < len(subs) else "more"
         raise _einsum_error(f"{which} operands were provided than specified in the equation", eq)
     ell_nd = 0
-    for i, (s, t) in enumerate(zip(subs, operands)):
+    for i, (s, shape) in enumerate(zip(subs, shapes)):
         n = len(s.replace("...", ""))
-        if n != t.ndim if "..." not in s else n > t.ndim:
+        if n != len(shape) if "..." not in s else n > len(shape):
             raise _einsum_error(f"the number of subscripts in the equation ({n}) does not match the number "
-                                f"of dimensions ({t.ndim}) for operand {i} and no ellipsis was given", eq)
-        ell_nd = max(ell_nd, t.ndim - n)
+                                f"of dimensions ({len(shape)}) for operand {i} and no ellipsis was given", eq)
+        ell_nd = max(ell_nd, len(shape) - n)
     free = [c for c in _LETTERS if c not in eq]
     ell = "".join(free[:ell_nd])
-    subs = [s.replace("...", ell[ell_nd - (t.ndim - len(s) + 3):] if ell_nd else "") if "..." in s else s
-            for s, t in zip(subs, operands)]
+    subs = [s.replace("...", ell[ell_nd - (len(shape) - len(s) + 3):] if ell_nd else "") if "..." in s else s
+            for s, shape in zip(subs, shapes)]
     if arrow:
         out = rhs.replace("...", ell)
     else:
         joined = "".join(subs)
         out = ell + "".join(sorted(c for c in set(joined) if joined.count(c) == 1 and c not in ell))
-    _check_labels(subs, out, operands, eq)
+    _check_labels(subs, out, shapes, eq)
     return f"{','.join(subs)}->{out}"
 
 
-def _check_labels(subs, out, operands, eq) -> None:
+def _check_labels(subs, out, shapes, eq) -> None:
     seen: dict = {}
-    for i, (s, t) in enumerate(zip(subs, operands)):
-        for c, n in zip(s, t.shape):
+    for i, (s, shape) in enumerate(zip(subs, shapes)):
+        for c, n in zip(s, shape):
             if c not in _LETTERS:
                 raise _einsum_error(f"invalid subscript given in the equation string: '{c}'", eq)
             prev = seen.get(c, 1)
@@ -267,7 +269,7 @@ def einsum(equation: str, *operands):
     """``einsum('ij,jk->ik', a, b)``; '...' broadcasting and implicit outputs as in PyTorch."""
     if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
         operands = tuple(operands[0])
-    return apply(_einsum, *operands, eq=_expand_equation(equation, operands))
+    return apply(_einsum, *operands, eq=_expand_equation(equation, tuple(t._data.shape for t in operands)))
 
 
 def tensordot(a, b, dims=2):
