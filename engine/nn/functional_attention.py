@@ -267,9 +267,10 @@ def multi_head_attention_forward(
     src_len = k.shape[1]
 
     if key_padding_mask is not None:
-        if tuple(key_padding_mask.shape) != (bsz, src_len):
-            raise AssertionError(f"Expected key_padded_mask.shape to be {(bsz, src_len)}, but got "
-                                 f"{tuple(key_padding_mask.shape)}")
+        for dim, want in ((0, bsz), (1, src_len)):
+            if key_padding_mask.shape[dim] != want:
+                raise AssertionError(f"Expected key_padded_mask.shape[{dim}] to be {want}, but got "
+                                     f"{key_padding_mask.shape[dim]}")
         key_padding_mask = (key_padding_mask.reshape(bsz, 1, 1, src_len).expand(bsz, num_heads, 1, src_len)
                             .reshape(bsz * num_heads, 1, src_len))
         attn_mask = key_padding_mask if attn_mask is None else attn_mask + key_padding_mask
