@@ -1,4 +1,4 @@
-"""Sorting and order statistics: sort, argsort, topk, kthvalue, median, unique, searchsorted.
+"""Sorting and order statistics: sort, argsort, topk, kthvalue, median, mode, unique, searchsorted.
 
 Each differentiable one finds its indices with the (non-differentiable) ``argsort`` op and
 reads the values through a named gather (``reduce.pick``), so the gradient is scattered
@@ -11,10 +11,11 @@ from .reduce import _picker, _take_along, pick, values_indices
 from .registry import Op
 from ._util import Tensor, _wrap_dim
 
-__all__ = ["sort", "argsort", "msort", "topk", "kthvalue", "median", "unique", "searchsorted"]
+__all__ = ["sort", "argsort", "msort", "topk", "kthvalue", "median", "mode", "unique", "searchsorted"]
 
 _sort_t, _topk_t = values_indices("sort"), values_indices("topk")
 _kthvalue_t, _median_t = values_indices("kthvalue"), values_indices("median")
+_mode_t = values_indices("mode")
 
 
 def _argsort_fwd(xp, x, *, dim, descending, start, stop):
@@ -89,6 +90,32 @@ def median(input, dim: int | None = None, keepdim: bool = False):
     return _median_t(*pick(_median, input, _order(input, d, False, k, k + 1), d, keepdim))
 
 
+def _mode_index_fwd(xp, x, *, dim):
+    """Index (kept dim) of the last occurrence of the most frequent value, the smallest on ties."""
+    if x.ndim == 0:
+        return xp.zeros((), xp.int64)
+    order = xp.argsort(x, axis=dim, kind="stable")
+    s = xp.moveaxis(xp.take_along_axis(x, order, dim), dim, -1)
+    pos = xp.arange(s.shape[-1])
+    new_run = xp.concatenate([xp.ones(s.shape[:-1] + (1,), bool), s[..., 1:] != s[..., :-1]], -1)
+    run_len = pos - xp.maximum.accumulate(xp.where(new_run, pos, 0), axis=-1) + 1
+    # run lengths grow along each run, so the first maximum closes the smallest most frequent value
+    best = xp.moveaxis(xp.argmax(run_len, -1, keepdims=True), -1, dim)
+    return xp.take_along_axis(order, best, dim)
+
+
+_mode_index = Op("mode_index", _mode_index_fwd)
+_mode = _picker("mode")
+
+
+def mode(input, dim: int = -1, keepdim: bool = False):
+    """The most frequent value along ``dim`` (the smallest on ties) and its last index."""
+    d = _wrap_dim(dim, input.ndim, "mode")
+    if input.ndim and input.shape[d] == 0:
+        raise IndexError(f"mode(): Expected reduction dim {d} to have non-zero size.")
+    return _mode_t(*pick(_mode, input, apply(_mode_index, input, dim=d), d, keepdim))
+
+
 # ---------------------------------------------------------------- unique, searchsorted
 def _unique_fwd(xp, x, *, dim):
     vals, inverse, counts = xp.unique(x, return_inverse=True, return_counts=True, axis=dim)
@@ -142,4 +169,4 @@ def searchsorted(sorted_sequence, input, *, out_int32: bool = False, right: bool
                  dtype="int32" if out_int32 else "int64")
 
 
-METHODS = ("sort", "argsort", "msort", "topk", "kthvalue", "median", "unique")
+METHODS = ("sort", "argsort", "msort", "topk", "kthvalue", "median", "mode", "unique")

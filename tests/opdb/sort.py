@@ -7,6 +7,7 @@ from .core import ErrorInput, OpInfo, Sample, arr
 
 TIES = np.array([[1.0, 3.0, 3.0, -1.0, 3.0], [2.0, 2.0, 0.5, 2.0, 0.5]])
 INTS = np.array([[3, 1, 3, 2], [0, 2, 2, 1], [3, 1, 3, 2]])
+MODE = np.array([[3.0, 1.0, 3.0, 2.0, 1.0, 5.0], [2.0, 2.0, 7.0, 7.0, 0.0, 1.0], [1.0, 3.0, 3.0, 1.0, 3.0, 1.0]])
 WITH_NAN = np.array([[1.0, np.nan, -2.0, 0.5], [np.nan, 3.0, 1.0, 2.0]])
 
 
@@ -55,6 +56,11 @@ OPS = [
                                  Sample((arr(0, 3),), name="all_empty")],
            errors=lambda: [ErrorInput(Sample((arr(0, 3),), {"dim": 0}), IndexError, "non-zero size")]),
     OpInfo("median_method", lambda m, a: a.median(1).values, lambda: [Sample((arr(3, 5),))]),
+    OpInfo("mode", lambda m, a, **kw: m.mode(a, **kw),
+           lambda: [Sample((MODE,)), Sample((MODE,), {"dim": 0, "keepdim": True}, name="dim0_keep"),
+                    Sample((MODE.T.copy(),), {"dim": 0}, name="transposed"), Sample((arr(),), name="0d"),
+                    Sample((arr(3, 4),), name="distinct"), Sample((INTS,), {"dim": 0}, name="int")],
+           gradcheck=False),
     OpInfo("unique", lambda m, a, **kw: m.unique(a, **kw),
            lambda: [Sample((INTS,)), Sample((INTS,), {"return_inverse": True}, name="inverse"),
                     Sample((INTS,), {"return_counts": True, "return_inverse": True}, name="inverse_counts"),
