@@ -447,7 +447,8 @@ def take_along_dim(input: Tensor, indices: Tensor, dim: int | None = None) -> Te
                            f"dimensions, but got {input.ndim} dimensions for input, and {indices.ndim} "
                            f"dimensions for indices")
     d = _wrap_dim(dim, input.ndim, "take_along_dim")
-    shape = list(broadcast_shapes(input._data.shape, indices._data.shape))
+    shape = list(broadcast_shapes(input._data.shape[:d] + (1,) + input._data.shape[d + 1:],
+                                  indices._data.shape[:d] + (1,) + indices._data.shape[d + 1:]))
     shape[d] = input._data.shape[d]
     input = expand(input, shape)
     shape[d] = indices._data.shape[d]
