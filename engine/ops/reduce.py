@@ -2,7 +2,7 @@
 
 Ops that pick one element per slice (``max(dim)``, and ``sort``/``topk``/``median`` in
 sort.py) are written in two steps: a non-differentiable op finds the indices, then a
-named gather op (``_picker``) reads the values. The indices are an input of the recorded
+named gather op (``picker``) reads the values. The indices are an input of the recorded
 node, so the vjp scatters the gradient back without recomputing them.
 """
 from __future__ import annotations
@@ -93,15 +93,15 @@ def _put_fwd(xp, g, idx, *, dim, shape):
     return out
 
 
-def _picker(name: str) -> Op:
+def picker(name: str) -> Op:
     """A gather along ``dim`` at indices that are unique per slice, under an op's own name."""
     return Op(name, _take_fwd, _take_vjp, saves=OTHERS)
 
 
-_take_along = _picker("take_along")
-# the adjoint of _take_along: writes g at idx into zeros (indices are unique per slice)
+take_along = picker("take_along")
+# the adjoint of take_along: writes g at idx into zeros (indices are unique per slice)
 _put_along = Op("put_along", _put_fwd,
-                lambda gg, out, g, idx, *, dim, shape: (apply(_take_along, gg, idx, dim=dim, keepdim=True),
+                lambda gg, out, g, idx, *, dim, shape: (apply(take_along, gg, idx, dim=dim, keepdim=True),
                                                         None),
                 saves=OTHERS)
 
@@ -225,7 +225,7 @@ _amin = Op("amin", lambda xp, x, *, dims, keepdim: x.min(axis=dims, keepdims=kee
            _extremum_vjp, save_output=True)
 _argmax = Op("argmax", lambda xp, x, *, dim, keepdim: xp.argmax(x, axis=dim, keepdims=keepdim))
 _argmin = Op("argmin", lambda xp, x, *, dim, keepdim: xp.argmin(x, axis=dim, keepdims=keepdim))
-_max_dim, _min_dim = _picker("max"), _picker("min")
+_max_dim, _min_dim = picker("max"), picker("min")
 
 
 def amax(input, dim=(), keepdim: bool = False):

@@ -7,7 +7,7 @@ back to the positions the values came from.
 from __future__ import annotations
 
 from ..dispatch import apply
-from .reduce import _picker, _take_along, pick, values_indices
+from .reduce import picker, take_along, pick, values_indices
 from .registry import Op
 from ._util import Tensor, _wrap_dim
 
@@ -33,8 +33,8 @@ def _argsort_fwd(xp, x, *, dim, descending, start, stop):
 
 
 _argsort = Op("argsort", _argsort_fwd)
-_sort, _topk = _picker("sort"), _picker("topk")
-_kthvalue, _median = _picker("kthvalue"), _picker("median")
+_sort, _topk = picker("sort"), picker("topk")
+_kthvalue, _median = picker("kthvalue"), picker("median")
 
 
 def _order(input: Tensor, dim: int, descending: bool = False, start: int = 0, stop=None) -> Tensor:
@@ -105,7 +105,7 @@ def _mode_index_fwd(xp, x, *, dim):
 
 
 _mode_index = Op("mode_index", _mode_index_fwd)
-_mode = _picker("mode")
+_mode = picker("mode")
 
 
 def mode(input, dim: int = -1, keepdim: bool = False):
@@ -164,7 +164,7 @@ def searchsorted(sorted_sequence, input, *, out_int32: bool = False, right: bool
             raise RuntimeError(f"torch.searchsorted(): side can only be 'left' or 'right' and must agree with "
                                f"right={right}, got side={side!r}")
     if sorter is not None:
-        sorted_sequence = apply(_take_along, sorted_sequence, sorter, dim=sorted_sequence.ndim - 1, keepdim=True)
+        sorted_sequence = apply(take_along, sorted_sequence, sorter, dim=sorted_sequence.ndim - 1, keepdim=True)
     return apply(_searchsorted, sorted_sequence, input, side=side or ("right" if right else "left"),
                  dtype="int32" if out_int32 else "int64")
 
