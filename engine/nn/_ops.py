@@ -167,7 +167,8 @@ def _pool_pads(size, kernel, stride, padding, dilation, out):
                  for n, k, s, p, d, o in zip(size, kernel, stride, padding, dilation, out))
 
 
-def _max_pool_idx_fwd(xp, x, *, kernel, stride, padding, dilation, out):
+def _max_pool_idx_fwd(xp, x, *, kernel, stride, padding, dilation, out_size):
+    out = out_size
     nd = len(kernel)
     size = x.shape[2:]
     low = -xp.inf if x.dtype.kind == "f" else xp.iinfo(x.dtype).min
@@ -207,7 +208,7 @@ def max_pool(x: Tensor, kernel: tuple, stride: tuple, padding: tuple, dilation: 
     """Max over windows of ``x (N, C, *sp)``; returns values and flat spatial argmax indices."""
     out = tuple(pool_output_size(n, k, s, p, d, ceil_mode)
                 for n, k, s, p, d in zip(x.shape[2:], kernel, stride, padding, dilation))
-    idx = apply(_max_pool_idx, x, kernel=kernel, stride=stride, padding=padding, dilation=dilation, out=out)
+    idx = apply(_max_pool_idx, x, kernel=kernel, stride=stride, padding=padding, dilation=dilation, out_size=out)
     return apply(_take, x, idx), idx
 
 
@@ -224,7 +225,8 @@ def _avg_divisor(xp, size, kernel, stride, padding, out, count_include_pad, dtyp
     return div
 
 
-def _avg_fwd(xp, x, *, kernel, stride, padding, ceil_mode, count_include_pad, divisor, out):
+def _avg_fwd(xp, x, *, kernel, stride, padding, ceil_mode, count_include_pad, divisor, out_size):
+    out = out_size
     nd = len(kernel)
     pads = _pool_pads(x.shape[2:], kernel, stride, padding, (1,) * nd, out)
     win = _windows(xp, _pad(xp, x, pads), kernel, stride, (1,) * nd, out)
@@ -234,7 +236,8 @@ def _avg_fwd(xp, x, *, kernel, stride, padding, ceil_mode, count_include_pad, di
     return total / x.dtype.type(divisor)
 
 
-def _avg_bwd_fwd(xp, g, *, kernel, stride, padding, ceil_mode, count_include_pad, divisor, out, size):
+def _avg_bwd_fwd(xp, g, *, kernel, stride, padding, ceil_mode, count_include_pad, divisor, out_size, size):
+    out = out_size
     nd = len(kernel)
     if divisor is None:
         g = g / _avg_divisor(xp, size, kernel, stride, padding, out, count_include_pad, g.dtype)
@@ -257,7 +260,7 @@ def avg_pool(x: Tensor, kernel: tuple, stride: tuple, padding: tuple, ceil_mode:
     out = tuple(pool_output_size(n, k, s, p, 1, ceil_mode)
                 for n, k, s, p in zip(x.shape[2:], kernel, stride, padding))
     return apply(_avg, x, kernel=kernel, stride=stride, padding=padding, ceil_mode=ceil_mode,
-                 count_include_pad=count_include_pad, divisor=divisor_override, out=out)
+                 count_include_pad=count_include_pad, divisor=divisor_override, out_size=out)
 
 
 # ---------------------------------------------------------------- unfold / fold
