@@ -290,3 +290,45 @@ def test_named_parameters_are_accepted():
     opt = optim.Adam([("w", a)])
     assert opt.param_groups[0]["param_names"] == ["w"]
     assert opt.state_dict()["param_groups"][0]["param_names"] == ["w"]
+
+
+def test_end_to_end_training_loop_matches_torch(tmp_path):
+    """nn.Sequential + DataLoader + AdamW + OneCycleLR, checkpointed halfway through tapelab.save."""
+    rng = np.random.default_rng(0)
+    x, y = rng.standard_normal((24, 4)), rng.standard_normal((24, 1))
+
+    def build(lib):
+        return lib.nn.Sequential(lib.nn.Linear(4, 8), lib.nn.Tanh(), lib.nn.Linear(8, 1)).double()
+
+    reference = build(torch)
+    weights = {k: v.detach().numpy().copy() for k, v in reference.state_dict().items()}
+
+    def train(lib, model, epochs, opt=None, sched=None):
+        loader = lib.utils.data.DataLoader(lib.utils.data.TensorDataset(lib.tensor(x), lib.tensor(y)), batch_size=5)
+        opt = opt or lib.optim.AdamW(model.parameters(), lr=0.01, weight_decay=0.1)
+        sched = sched or lib.optim.lr_scheduler.OneCycleLR(opt, max_lr=0.05, total_steps=4 * len(loader))
+        losses = []
+        for _ in range(epochs):
+            for xb, yb in loader:
+                opt.zero_grad()
+                loss = lib.nn.functional.mse_loss(model(xb), yb)
+                loss.backward()
+                opt.step()
+                sched.step()
+                losses.append(loss.item())
+        return losses, opt, sched
+
+    expected, _, _ = train(torch, reference, 4)
+    model = build(tapelab)
+    model.load_state_dict({k: tapelab.tensor(v) for k, v in weights.items()})
+    first, opt, sched = train(tapelab, model, 2)
+    save({"model": model.state_dict(), "opt": opt.state_dict(), "sched": sched.state_dict()}, tmp_path / "ckpt.tl")
+    ckpt = load(tmp_path / "ckpt.tl")
+    model2 = build(tapelab)
+    model2.load_state_dict(ckpt["model"])
+    opt2 = optim.AdamW(model2.parameters(), lr=0.01, weight_decay=0.1)
+    sched2 = optim.lr_scheduler.OneCycleLR(opt2, max_lr=0.05, total_steps=20)
+    opt2.load_state_dict(ckpt["opt"])
+    sched2.load_state_dict(ckpt["sched"])
+    second, _, _ = train(tapelab, model2, 2, opt2, sched2)
+    np.testing.assert_allclose(first + second, expected, rtol=1e-10)

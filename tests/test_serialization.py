@@ -247,3 +247,15 @@ def test_header_length_that_starts_like_a_pickle_still_loads():
             assert load(buf) == {"s": "x" * n}
             return
     pytest.fail("no header of length 0x0280 was produced")
+
+
+def test_parameters_and_module_state_dicts():
+    p = tapelab.nn.Parameter(tapelab.ones(2))
+    out = _roundtrip({"p": p})
+    assert isinstance(out["p"], tapelab.nn.Parameter) and out["p"].requires_grad
+    model = tapelab.nn.Linear(3, 2)
+    sd = _roundtrip(model.state_dict())
+    assert type(sd) is type(model.state_dict()) and list(sd) == ["weight", "bias"]
+    other = tapelab.nn.Linear(3, 2)
+    other.load_state_dict(sd)
+    np.testing.assert_array_equal(np.asarray(other.weight.detach()), np.asarray(model.weight.detach()))
