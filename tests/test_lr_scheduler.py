@@ -36,6 +36,7 @@ SCHEDULES = {
                                                           pct_start=0.25),
     "OneCycleLR-no-momentum": lambda m, o: m.OneCycleLR(o, max_lr=0.3, total_steps=STEPS + 1,
                                                         cycle_momentum=False, div_factor=10.0),
+    "CosineAnnealingWarmRestarts": lambda m, o: m.CosineAnnealingWarmRestarts(o, T_0=5, T_mult=2, eta_min=0.01),
     "SequentialLR": lambda m, o: m.SequentialLR(
         o, [m.LinearLR(o, start_factor=0.1, total_iters=5), m.CosineAnnealingLR(o, T_max=20)], milestones=[5]),
     "SequentialLR-3": lambda m, o: m.SequentialLR(
@@ -179,3 +180,22 @@ def test_scheduler_state_dict_holds_plain_values():
     sd = sched.state_dict()
     assert "optimizer" not in sd and sd["lr_lambdas"] == [None, None]
     assert sd["base_lrs"] == [0.1, 0.2] and sd["last_epoch"] == 0
+
+
+@pytest.mark.parametrize("T_mult", [1, 2])
+def test_warm_restarts_with_fractional_epochs_matches_torch(T_mult):
+    seqs = []
+    for lib in (tapelab, torch):
+        opt = _opt(lib)
+        sched = lib.optim.lr_scheduler.CosineAnnealingWarmRestarts(opt, T_0=3, T_mult=T_mult)
+        seq = []
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for epoch in range(8):
+                for i in range(4):
+                    opt.step()
+                    sched.step(epoch + i / 4)
+                    seq.append(sched.get_last_lr())
+        seqs.append(seq)
+    for a, b in zip(*seqs):
+        assert a == pytest.approx(b, rel=1e-12)
