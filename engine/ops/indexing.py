@@ -134,7 +134,7 @@ def _parse(x: Tensor, key):
                 raise ValueError("step must be greater than zero")
         elif tk is not int and k is not None and k is not Ellipsis:
             return _parse_advanced(x, key)
-    return (key if any(k is Ellipsis for k in key) else key + (Ellipsis,)), (), None
+    return (key if Ellipsis in key else key + (Ellipsis,)), (), None
 
 
 def _parse_advanced(x: Tensor, key):
@@ -191,6 +191,8 @@ def _parse_advanced(x: Tensor, key):
 
 # ---------------------------------------------------------------- __getitem__ / __setitem__
 def _getitem(self: Tensor, key) -> Tensor:
+    if type(key) is int:
+        return apply(_slice, self, key=(key, Ellipsis))
     basic, idx, template = _parse(self, key)
     out = self if basic is None else apply(_slice, self, key=basic)
     if template is None:

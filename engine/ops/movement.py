@@ -8,6 +8,7 @@ zero tensor with the gradient written into the slice (never a scatter-add).
 from __future__ import annotations
 
 import math
+from operator import index as _index
 
 from ..creation import zeros
 from ..autograd.grad_mode import STATE as GRAD
@@ -70,23 +71,23 @@ def _dim_key(dim: int, item) -> tuple:
 
 
 def _shape_arg(shape) -> tuple:
-    if len(shape) == 1 and not isinstance(shape[0], int):
+    if len(shape) == 1 and type(shape[0]) is not int:
         shape = shape[0]
-    return tuple(int(s) for s in shape)
+    return tuple(map(_index, shape))
 
 
 def _infer(shape: tuple, numel: int, op: str, have) -> tuple:
+    if -1 not in shape:
+        if math.prod(shape) == numel:
+            return shape
+        raise RuntimeError(f"shape '{list(shape)}' is invalid for input of size {numel} "
+                           f"(input shape {list(have)}, in {op})")
     if shape.count(-1) > 1:
         raise RuntimeError(f"{op}: only one dimension can be inferred, got shape {list(shape)}")
     known = math.prod(s for s in shape if s != -1)
-    if -1 in shape:
-        if known == 0 or numel % known:
-            raise RuntimeError(f"shape '{list(shape)}' is invalid for input of size {numel}")
-        shape = tuple(numel // known if s == -1 else s for s in shape)
-    elif known != numel:
-        raise RuntimeError(f"shape '{list(shape)}' is invalid for input of size {numel} "
-                           f"(input shape {list(have)}, in {op})")
-    return shape
+    if known == 0 or numel % known:
+        raise RuntimeError(f"shape '{list(shape)}' is invalid for input of size {numel}")
+    return tuple(numel // known if s == -1 else s for s in shape)
 
 
 def _viewable(old: tuple, strides: tuple, new: tuple) -> bool:
@@ -110,8 +111,8 @@ def _viewable(old: tuple, strides: tuple, new: tuple) -> bool:
 
 
 def reshape(input: Tensor, *shape) -> Tensor:
-    shape = _infer(_shape_arg(shape), input.numel(), "reshape", input.shape)
-    return apply(_reshape, input, shape=shape)
+    data = input._data
+    return apply(_reshape, input, shape=_infer(_shape_arg(shape), data.size, "reshape", data.shape))
 
 
 def view(input: Tensor, *shape) -> Tensor:
