@@ -26,7 +26,7 @@ from .ops.sort import *  # noqa: F401,F403
 from .random import Generator, default_generator, initial_seed, manual_seed, seed, get_rng_state, set_rng_state
 from .tensor import Size, Tensor
 from .tape import tape
-from . import autograd, cuda, nn, optim, utils  # noqa: E402
+from . import autograd, cuda, linalg, nn, optim, utils  # noqa: E402
 import tapelab.utils.data  # noqa: E402,F401
 
 install_methods(Tensor)
