@@ -9,10 +9,10 @@ from __future__ import annotations
 import math
 import warnings
 
-import tapelab as torch
-
-from . import functional as F
+from .. import _dtype, creation
+from ..ops.movement import cat
 from ..tensor import Tensor
+from . import functional as F
 
 __all__ = ["scaled_dot_product_attention", "multi_head_attention_forward"]
 
@@ -21,7 +21,7 @@ _NEG_INF = float("-inf")
 
 def causal_mask(L: int, S: int, device=None) -> Tensor:
     """Bool ``(L, S)`` mask, True where query ``i`` may attend key ``j`` (``j <= i``)."""
-    return torch.arange(L, device=device).unsqueeze(-1) >= torch.arange(S, device=device)
+    return creation.arange(L, device=device).unsqueeze(-1) >= creation.arange(S, device=device)
 
 
 def _safe_softmax(scores: Tensor) -> Tensor:
@@ -47,7 +47,7 @@ def _check_sdpa(query: Tensor, key: Tensor, value: Tensor, attn_mask, dropout_p:
     if query.shape[-1] != key.shape[-1]:
         raise RuntimeError(f"scaled_dot_product_attention: query and key must share the embedding size, got "
                            f"query {list(query.shape)} and key {list(key.shape)}")
-    if attn_mask is not None and attn_mask.dtype != torch.bool and not attn_mask.is_floating_point():
+    if attn_mask is not None and attn_mask.dtype != _dtype.bool and not attn_mask.is_floating_point():
         raise RuntimeError(f"Expected attn_mask dtype to be bool or float or to match query dtype, but got "
                            f"attn_mask.dtype: {attn_mask.dtype} and  query.dtype: {query.dtype} instead.")
     if not 0.0 <= dropout_p <= 1.0:
@@ -85,7 +85,7 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
         weights = F.softmax(scores.masked_fill(causal_mask(L, S, query.device).logical_not(), _NEG_INF), -1)
     elif attn_mask is None:
         weights = F.softmax(scores, -1)
-    elif attn_mask.dtype == torch.bool:
+    elif attn_mask.dtype == _dtype.bool:
         weights = _safe_softmax(scores.masked_fill(attn_mask.logical_not(), _NEG_INF))
     else:
         weights = _safe_softmax(scores + attn_mask)
@@ -101,7 +101,7 @@ def _none_or_dtype(input: Tensor | None):
         return None
     if isinstance(input, Tensor):
         return input.dtype
-    raise RuntimeError("input to _none_or_dtype() must be None or torch.Tensor")
+    raise RuntimeError("input to _none_or_dtype() must be None or Tensor")
 
 
 def _canonical_mask(mask: Tensor | None, mask_name: str, other_type, other_name: str, target_type,
@@ -109,13 +109,13 @@ def _canonical_mask(mask: Tensor | None, mask_name: str, other_type, other_name:
     """MHA's mask convention: a bool mask (True = masked out) becomes an additive float mask."""
     if mask is None:
         return None
-    if mask.dtype != torch.bool and not mask.is_floating_point():
+    if mask.dtype != _dtype.bool and not mask.is_floating_point():
         raise AssertionError(f"only bool and floating types of {mask_name} are supported")
     if check_other and other_type is not None and mask.dtype != other_type:
         warnings.warn(f"Support for mismatched {mask_name} and {other_name} is deprecated. "
                       "Use same type for both instead.", stacklevel=3)
-    if mask.dtype == torch.bool:
-        return torch.zeros(tuple(mask.shape), dtype=target_type, device=mask.device).masked_fill(mask, _NEG_INF)
+    if mask.dtype == _dtype.bool:
+        return creation.zeros(tuple(mask.shape), dtype=target_type, device=mask.device).masked_fill(mask, _NEG_INF)
     return mask
 
 
@@ -163,7 +163,7 @@ def _append_zero_key(mask: Tensor | None) -> Tensor | None:
     """Extend an additive mask by one key column of zeros (for bias_k/bias_v and add_zero_attn)."""
     if mask is None:
         return None
-    return torch.cat([mask, torch.zeros((*mask.shape[:-1], 1), dtype=mask.dtype, device=mask.device)], -1)
+    return cat([mask, creation.zeros((*mask.shape[:-1], 1), dtype=mask.dtype, device=mask.device)], -1)
 
 
 def _split_heads(x: Tensor, length: int, bsz: int, num_heads: int, head_dim: int) -> Tensor:
@@ -248,8 +248,8 @@ def multi_head_attention_forward(
             raise AssertionError("bias cannot be added to static key.")
         if static_v is not None:
             raise AssertionError("bias cannot be added to static value.")
-        k = torch.cat([k, bias_k.expand(1, bsz, embed_dim)])
-        v = torch.cat([v, bias_v.expand(1, bsz, embed_dim)])
+        k = cat([k, bias_k.expand(1, bsz, embed_dim)])
+        v = cat([v, bias_v.expand(1, bsz, embed_dim)])
         attn_mask, key_padding_mask = _append_zero_key(attn_mask), _append_zero_key(key_padding_mask)
     elif bias_k is not None or bias_v is not None:
         raise AssertionError("bias_k is set but bias_v is None" if bias_k is not None
@@ -261,8 +261,8 @@ def multi_head_attention_forward(
     v = (_split_heads(v, v.shape[0], bsz, num_heads, head_dim) if static_v is None
          else _check_static(static_v, "static_v", bsz * num_heads, head_dim))
     if add_zero_attn:
-        zeros = torch.zeros((bsz * num_heads, 1, head_dim), dtype=k.dtype, device=k.device)
-        k, v = torch.cat([k, zeros], 1), torch.cat([v, zeros], 1)
+        zeros = creation.zeros((bsz * num_heads, 1, head_dim), dtype=k.dtype, device=k.device)
+        k, v = cat([k, zeros], 1), cat([v, zeros], 1)
         attn_mask, key_padding_mask = _append_zero_key(attn_mask), _append_zero_key(key_padding_mask)
     src_len = k.shape[1]
 

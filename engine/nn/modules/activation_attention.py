@@ -7,8 +7,7 @@ results PyTorch's fast path matches.
 """
 from __future__ import annotations
 
-import tapelab as torch
-
+from ... import creation
 from .. import init
 from ..functional_attention import _canonical_mask, _none_or_dtype, multi_head_attention_forward
 from ..parameter import Parameter
@@ -48,22 +47,22 @@ class MultiheadAttention(Module):
         if self.head_dim * num_heads != embed_dim:
             raise AssertionError("embed_dim must be divisible by num_heads")
         if self._qkv_same_embed_dim:
-            self.in_proj_weight = Parameter(torch.empty((3 * embed_dim, embed_dim), **factory))
+            self.in_proj_weight = Parameter(creation.empty((3 * embed_dim, embed_dim), **factory))
             for name in ("q_proj_weight", "k_proj_weight", "v_proj_weight"):
                 self.register_parameter(name, None)
         else:
-            self.q_proj_weight = Parameter(torch.empty((embed_dim, embed_dim), **factory))
-            self.k_proj_weight = Parameter(torch.empty((embed_dim, self.kdim), **factory))
-            self.v_proj_weight = Parameter(torch.empty((embed_dim, self.vdim), **factory))
+            self.q_proj_weight = Parameter(creation.empty((embed_dim, embed_dim), **factory))
+            self.k_proj_weight = Parameter(creation.empty((embed_dim, self.kdim), **factory))
+            self.v_proj_weight = Parameter(creation.empty((embed_dim, self.vdim), **factory))
             self.register_parameter("in_proj_weight", None)
         if bias:
-            self.in_proj_bias = Parameter(torch.empty((3 * embed_dim,), **factory))
+            self.in_proj_bias = Parameter(creation.empty((3 * embed_dim,), **factory))
         else:
             self.register_parameter("in_proj_bias", None)
         self.out_proj = NonDynamicallyQuantizableLinear(embed_dim, embed_dim, bias=bias, **factory)
         if add_bias_kv:
-            self.bias_k = Parameter(torch.empty((1, 1, embed_dim), **factory))
-            self.bias_v = Parameter(torch.empty((1, 1, embed_dim), **factory))
+            self.bias_k = Parameter(creation.empty((1, 1, embed_dim), **factory))
+            self.bias_v = Parameter(creation.empty((1, 1, embed_dim), **factory))
         else:
             self.bias_k = self.bias_v = None
         self.add_zero_attn = add_zero_attn

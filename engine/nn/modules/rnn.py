@@ -11,10 +11,9 @@ import math
 import numbers
 import warnings
 
-import tapelab as torch
-
-from .. import functional as F
-from .. import init
+from ... import creation
+from ...ops.movement import cat, stack
+from .. import functional as F, init
 from ..parameter import Parameter
 from ...tensor import Tensor
 from .module import Module
@@ -26,18 +25,18 @@ __all__ = ["RNNBase", "RNN", "LSTM", "GRU", "RNNCellBase", "RNNCell", "LSTMCell"
 # ``gi`` is the input projection x W_ihᵀ + b_ih, already computed; each step returns the new state.
 
 def _rnn_tanh_step(gi: Tensor, state: tuple, w_hh: Tensor, b_hh, w_hr=None) -> tuple:
-    return (torch.tanh(gi + F.linear(state[0], w_hh, b_hh)),)
+    return ((gi + F.linear(state[0], w_hh, b_hh)).tanh(),)
 
 
 def _rnn_relu_step(gi: Tensor, state: tuple, w_hh: Tensor, b_hh, w_hr=None) -> tuple:
-    return (torch.relu(gi + F.linear(state[0], w_hh, b_hh)),)
+    return ((gi + F.linear(state[0], w_hh, b_hh)).relu(),)
 
 
 def _lstm_step(gi: Tensor, state: tuple, w_hh: Tensor, b_hh, w_hr=None) -> tuple:
     h, c = state
     i, f, g, o = (gi + F.linear(h, w_hh, b_hh)).chunk(4, -1)   # PyTorch's gate order
-    c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
-    h = torch.sigmoid(o) * torch.tanh(c)
+    c = f.sigmoid() * c + i.sigmoid() * g.tanh()
+    h = o.sigmoid() * c.tanh()
     return (h if w_hr is None else F.linear(h, w_hr), c)
 
 
@@ -45,9 +44,9 @@ def _gru_step(gi: Tensor, state: tuple, w_hh: Tensor, b_hh, w_hr=None) -> tuple:
     h = state[0]
     i_r, i_z, i_n = gi.chunk(3, -1)                            # reset, update, new
     h_r, h_z, h_n = F.linear(h, w_hh, b_hh).chunk(3, -1)
-    r = torch.sigmoid(i_r + h_r)
-    z = torch.sigmoid(i_z + h_z)
-    n = torch.tanh(i_n + r * h_n)
+    r = (i_r + h_r).sigmoid()
+    z = (i_z + h_z).sigmoid()
+    n = (i_n + r * h_n).tanh()
     return ((1 - z) * n + z * h,)
 
 
@@ -62,13 +61,13 @@ def _scan(step, gi: Tensor, state: tuple, w_hh, b_hh, w_hr, reverse: bool) -> tu
     for t in (reversed(range(len(inputs))) if reverse else range(len(inputs))):
         state = step(inputs[t], state, w_hh, b_hh, w_hr)
         outputs[t] = state[0]
-    return torch.stack(outputs), state
+    return stack(outputs), state
 
 
 # ---------------------------------------------------------------- multi-layer modules
 
 def _check_int(value, name: str) -> None:
-    if not isinstance(value, int) or isinstance(value, bool):
+    if not isinstance(value, int):
         raise TypeError(f"{name} should be of type int, got: {type(value).__name__}")
     if value <= 0:
         raise ValueError(f"{name} must be greater than zero")
@@ -126,7 +125,7 @@ class RNNBase(Module):
                 names = []
                 for kind, shape in shapes.items():
                     name = f"{kind}_l{layer}{suffix}"
-                    setattr(self, name, Parameter(torch.empty(shape, device=device, dtype=dtype)))
+                    setattr(self, name, Parameter(creation.empty(shape, device=device, dtype=dtype)))
                     names.append(name)
                 self._flat_weights_names.extend(names)
                 self._all_weights.append(names)
@@ -180,7 +179,7 @@ class RNNBase(Module):
         return input.unsqueeze(0 if self.batch_first else 1), False
 
     def _zeros_state(self, input: Tensor, size: int) -> Tensor:
-        return torch.zeros(self._expected_state_shape(input, size), dtype=input.dtype, device=input.device)
+        return creation.zeros(self._expected_state_shape(input, size), dtype=input.dtype, device=input.device)
 
     # ---- the layer / direction loop
     def _run(self, input: Tensor, states: tuple) -> tuple[Tensor, tuple]:
@@ -199,11 +198,11 @@ class RNNBase(Module):
                                    w_hh, b_hh, w_hr, reverse=direction == 1)
                 outs.append(out)
                 finals.append(state)
-            x = outs[0] if num_directions == 1 else torch.cat(outs, -1)
+            x = outs[0] if num_directions == 1 else cat(outs, -1)
             if self.dropout > 0 and self.training and layer < self.num_layers - 1:
                 x = F.dropout(x, self.dropout, True)
         output = x.transpose(0, 1) if self.batch_first else x
-        return output, tuple(torch.stack([f[k] for f in finals]) for k in range(len(states)))
+        return output, tuple(stack([f[k] for f in finals]) for k in range(len(states)))
 
     def extra_repr(self) -> str:
         s = "{input_size}, {hidden_size}"
@@ -325,11 +324,11 @@ class RNNCellBase(Module):
         super().__init__()
         self.input_size, self.hidden_size, self.bias = input_size, hidden_size, bias
         gates = num_chunks * hidden_size
-        self.weight_ih = Parameter(torch.empty((gates, input_size), device=device, dtype=dtype))
-        self.weight_hh = Parameter(torch.empty((gates, hidden_size), device=device, dtype=dtype))
+        self.weight_ih = Parameter(creation.empty((gates, input_size), device=device, dtype=dtype))
+        self.weight_hh = Parameter(creation.empty((gates, hidden_size), device=device, dtype=dtype))
         if bias:
-            self.bias_ih = Parameter(torch.empty((gates,), device=device, dtype=dtype))
-            self.bias_hh = Parameter(torch.empty((gates,), device=device, dtype=dtype))
+            self.bias_ih = Parameter(creation.empty((gates,), device=device, dtype=dtype))
+            self.bias_hh = Parameter(creation.empty((gates,), device=device, dtype=dtype))
         else:
             self.register_parameter("bias_ih", None)
             self.register_parameter("bias_hh", None)
@@ -355,7 +354,7 @@ class RNNCellBase(Module):
         batched = input.ndim == 2
         x = input if batched else input.unsqueeze(0)
         if state is None:
-            zeros = torch.zeros((x.shape[0], self.hidden_size), dtype=input.dtype, device=input.device)
+            zeros = creation.zeros((x.shape[0], self.hidden_size), dtype=input.dtype, device=input.device)
             state = (zeros,) * (2 if self._mode == "LSTM" else 1)
         else:
             state = tuple(s if batched else s.unsqueeze(0) for s in state)

@@ -9,10 +9,8 @@ from __future__ import annotations
 import copy
 from typing import Callable
 
-import tapelab as torch
-
-from .. import functional as F
-from .. import init
+from ... import creation
+from .. import functional as F, init
 from ..functional_attention import _canonical_mask, _none_or_dtype, causal_mask
 from ...tensor import Tensor
 from .activation_attention import MultiheadAttention
@@ -29,7 +27,7 @@ __all__ = ["Transformer", "TransformerEncoder", "TransformerDecoder", "Transform
 def _generate_square_subsequent_mask(sz: int, device=None, dtype=None) -> Tensor:
     """Float ``(sz, sz)`` mask: ``-inf`` above the diagonal, 0 elsewhere."""
     allowed = causal_mask(sz, sz, device)
-    return torch.zeros((sz, sz), dtype=dtype, device=device).masked_fill(allowed.logical_not(), float("-inf"))
+    return creation.zeros((sz, sz), dtype=dtype, device=device).masked_fill(allowed.logical_not(), float("-inf"))
 
 
 def _detect_is_causal_mask(mask: Tensor | None, is_causal: bool | None = None, size: int | None = None) -> bool:
