@@ -25,17 +25,18 @@ class _IndexedModules(Module):
     def __getitem__(self, idx):
         if isinstance(idx, slice):
             return self._slice(idx)
-        return self._modules[str(_index(idx, len(self._modules)))]
+        return self._modules[self._key(idx)]
+
+    def _key(self, idx: int) -> str:
+        """The name of the child at position ``idx`` (Sequential children may have any names)."""
+        return list(self._modules)[_index(idx, len(self._modules))]
 
     def __setitem__(self, idx: int, module: Module) -> None:
-        setattr(self, str(_index(idx, len(self._modules))), module)
+        setattr(self, self._key(idx), module)
 
     def __delitem__(self, idx) -> None:
-        if isinstance(idx, slice):
-            for k in list(self._modules)[idx]:
-                delattr(self, k)
-        else:
-            delattr(self, str(_index(idx, len(self._modules))))
+        for k in (list(self._modules)[idx] if isinstance(idx, slice) else [self._key(idx)]):
+            delattr(self, k)
         self._renumber()
 
     def _renumber(self) -> None:
