@@ -23,6 +23,7 @@ from .ops.linalg import *  # noqa: F401,F403
 from .ops.movement import *  # noqa: F401,F403
 from .ops.reduce import *  # noqa: F401,F403
 from .ops.sort import *  # noqa: F401,F403
+from .serialization import CheckpointError, load, save
 from .random import Generator, default_generator, initial_seed, manual_seed, seed, get_rng_state, set_rng_state
 from .tensor import Size, Tensor
 from .tape import tape
