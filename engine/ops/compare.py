@@ -262,11 +262,18 @@ def _clamp_max_vjp(g, out, x, hi):
             ub(keep_where(x > hi, g), hi) if isinstance(hi, Tensor) else None)
 
 
-_clamp = Op("clamp", lambda xp, x, lo, hi: xp.minimum(xp.maximum(x, lo), hi), _clamp_vjp,
-            promote="common", elementwise=True)
-_clamp_min = Op("clamp_min", lambda xp, x, lo: xp.maximum(x, lo), _clamp_min_vjp,
+def _bool_bounds(out, *bounds):
+    """PyTorch clamps a bool tensor by bool tensors, but not by Python bools."""
+    if out.dtype.kind == "b" and any(b.__class__ is bool for b in bounds):
+        raise TypeError('"clamp" not implemented for \'Bool\' with Python bool bounds')
+    return out
+
+
+_clamp = Op("clamp", lambda xp, x, lo, hi: _bool_bounds(xp.minimum(xp.maximum(x, lo), hi), lo, hi),
+            _clamp_vjp, promote="common", elementwise=True)
+_clamp_min = Op("clamp_min", lambda xp, x, lo: _bool_bounds(xp.maximum(x, lo), lo), _clamp_min_vjp,
                 promote="common", elementwise=True)
-_clamp_max = Op("clamp_max", lambda xp, x, hi: xp.minimum(x, hi), _clamp_max_vjp,
+_clamp_max = Op("clamp_max", lambda xp, x, hi: _bool_bounds(xp.minimum(x, hi), hi), _clamp_max_vjp,
                 promote="common", elementwise=True)
 
 

@@ -153,6 +153,23 @@ def _is_int(a, b) -> bool:
     return (a if hasattr(a, "dtype") else b).dtype.kind in "biu"
 
 
+def _is_bool(x) -> bool:
+    return x.dtype.kind == "b" if hasattr(x, "dtype") else x.__class__ is bool
+
+
+def _refuse_bools(name, a, b) -> None:
+    if _is_bool(a) and _is_bool(b):
+        raise TypeError(f'"{name}" not implemented for \'Bool\' operands')
+
+
+def _refuse_bool_sub(a, b) -> None:
+    """PyTorch refuses ``-`` with any bool operand: on masks it would silently mean xor."""
+    if (a._data.dtype.kind == "b" if isinstance(a, Tensor) else a.__class__ is bool) or \
+            (b._data.dtype.kind == "b" if isinstance(b, Tensor) else b.__class__ is bool):
+        raise RuntimeError("Subtraction, the `-` operator, with a bool tensor is not supported. If you are "
+                           "trying to invert a mask, use the `~` or `logical_not()` operator instead.")
+
+
 def _check_divisor(xp, b) -> None:
     """Integer division by zero is an error in PyTorch (numpy would return 0)."""
     if (b == 0) if type(b) is int else not xp.all(b):
@@ -161,6 +178,7 @@ def _check_divisor(xp, b) -> None:
 
 def _div_rounding_fwd(xp, a, b, *, rounding_mode):
     if _is_int(a, b):  # exact integer arithmetic, no detour through floats
+        _refuse_bools("div", a, b)
         _check_divisor(xp, b)
         q = a // b
         if rounding_mode == "trunc":
@@ -171,12 +189,14 @@ def _div_rounding_fwd(xp, a, b, *, rounding_mode):
 
 def _remainder_fwd(xp, a, b):
     if _is_int(a, b):
+        _refuse_bools("remainder", a, b)
         _check_divisor(xp, b)
     return xp.remainder(a, b)
 
 
 def _fmod_fwd(xp, a, b):
     if _is_int(a, b):
+        _refuse_bools("fmod", a, b)
         _check_divisor(xp, b)
     return xp.fmod(a, b)
 
@@ -214,7 +234,27 @@ def _pow_vjp(g, out, a, b):
     return ga, gb
 
 
-_pow = Op("pow", lambda xp, a, b: a ** b, _pow_vjp, promote="common", save_output=True, elementwise=True)
+def _pow_fwd(xp, a, b):
+    out = a ** b
+    if out.dtype.char == "b" and not (_int8(a) or _int8(b)):  # numpy's bool ** int is int8
+        return _bool_pow(xp, a, b)
+    return out
+
+
+def _int8(x) -> bool:
+    return hasattr(x, "dtype") and x.dtype.char == "b"
+
+
+def _bool_pow(xp, a, b):
+    """PyTorch: bool ** int is int64, bool tensor ** Python bool stays bool, bool ** bool tensor is refused."""
+    if not _is_bool(b):
+        return a.astype(xp.int64) ** b
+    if hasattr(b, "dtype") or not hasattr(a, "dtype"):
+        raise TypeError('"pow" not implemented for \'Bool\' operands')
+    return a | (not b)
+
+
+_pow = Op("pow", _pow_fwd, _pow_vjp, promote="common", save_output=True, elementwise=True)
 
 
 def add(input, other, *, alpha=1) -> Tensor:
@@ -222,11 +262,13 @@ def add(input, other, *, alpha=1) -> Tensor:
 
 
 def sub(input, other, *, alpha=1) -> Tensor:
+    _refuse_bool_sub(input, other)
     return apply(_sub, input, other if alpha == 1 else other * alpha)
 
 
 def rsub(input, other, *, alpha=1) -> Tensor:
     """``other - alpha * input``."""
+    _refuse_bool_sub(input, other)
     return apply(_sub, other, input if alpha == 1 else input * alpha)
 
 
@@ -428,7 +470,18 @@ def _add_(self, other, *, alpha=1):
 
 
 def _sub_(self, other, *, alpha=1):
+    _refuse_bool_sub(self, other)
     return apply_(_sub, self, other if alpha == 1 else other * alpha)
+
+
+def _sub_operator(self, other):
+    _refuse_bool_sub(self, other)
+    return apply(_sub, self, other)
+
+
+def _rsub_operator(self, other):
+    _refuse_bool_sub(self, other)
+    return apply(_sub, other, self)
 
 
 def _div_(self, other, *, rounding_mode=None):
@@ -460,7 +513,7 @@ INPLACE = {f"{name}_": REGISTRY[_ALIASES.get(name, name)] for name in
                                        "lerp", "addcmul", "addcdiv")}
 OPERATORS = {
     "__add__": lambda s, o: apply(_add, s, o), "__radd__": lambda s, o: apply(_add, o, s),
-    "__sub__": lambda s, o: apply(_sub, s, o), "__rsub__": lambda s, o: apply(_sub, o, s),
+    "__sub__": _sub_operator, "__rsub__": _rsub_operator,
     "__mul__": lambda s, o: apply(_mul, s, o), "__rmul__": lambda s, o: apply(_mul, o, s),
     "__truediv__": lambda s, o: apply(_div, s, o), "__rtruediv__": lambda s, o: apply(_div, o, s),
     "__floordiv__": lambda s, o: apply(_div_rounding, s, o, rounding_mode="floor"),
@@ -468,7 +521,7 @@ OPERATORS = {
     "__mod__": lambda s, o: apply(_remainder, s, o), "__rmod__": lambda s, o: apply(_remainder, o, s),
     "__pow__": lambda s, o: apply(_pow, s, o), "__rpow__": lambda s, o: apply(_pow, o, s),
     "__neg__": neg, "__pos__": lambda s: s, "__abs__": abs,
-    "__iadd__": lambda s, o: apply_(_add, s, o), "__isub__": lambda s, o: apply_(_sub, s, o),
+    "__iadd__": lambda s, o: apply_(_add, s, o), "__isub__": _sub_,
     "__imul__": lambda s, o: apply_(_mul, s, o), "__itruediv__": lambda s, o: apply_(_div, s, o),
     "__ifloordiv__": lambda s, o: apply_(_div_rounding, s, o, rounding_mode="floor"),
     "__imod__": lambda s, o: apply_(_remainder, s, o), "__ipow__": lambda s, o: apply_(_pow, s, o),
