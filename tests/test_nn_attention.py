@@ -169,17 +169,24 @@ def test_sdpa_dropout_one_zeroes_everything():
     assert not np.any(sdpa(tl)(q, k, v, dropout_p=1.0).numpy())
 
 
-@pytest.mark.parametrize("case", ["causal_and_mask", "int_mask", "rank1", "dtypes", "dropout"])
+def test_sdpa_float32_mask_on_float64_query():
+    q, k, v = randn(2, 3, 4), randn(2, 5, 4), randn(2, 5, 6)
+    assert_parity(sdpa(torch), sdpa(tl), q, k, v, randn(3, 5, dtype="float32"), backward=False)
+
+
+@pytest.mark.parametrize("case", ["causal_and_mask", "int_mask", "double_mask", "rank1", "dtypes", "dropout"])
 def test_sdpa_errors(case):
     q, k, v = randn(2, 3, 4), randn(2, 5, 4), randn(2, 5, 6)
     args, kw = {
         "causal_and_mask": ((q, k, v), dict(attn_mask=np.ones((3, 5), bool), is_causal=True)),
         "int_mask": ((q, k, v), dict(attn_mask=np.zeros((3, 5), np.int64))),
+        "double_mask": (tuple(a.astype("float32") for a in (q, k, v)), dict(attn_mask=np.zeros((3, 5)))),
         "rank1": ((q[0, 0], k[0], v[0]), {}),
         "dtypes": ((q.astype("float32"), k, v), {}),
         "dropout": ((q, k, v), dict(dropout_p=1.5)),
     }[case]
     prefix = {"int_mask": "Expected attn_mask dtype to be bool or float",
+              "double_mask": "Expected attn_mask dtype to be bool or float",
               "dtypes": "Expected query, key, and value to have the same dtype"}.get(case)
     same_error(lambda: sdpa(torch)(*_convert(torch, args, False, {}), **_convert(torch, kw, False, {})),
                lambda: sdpa(tl)(*_convert(tl, args, False, {}), **_convert(tl, kw, False, {})), prefix)

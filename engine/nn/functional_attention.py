@@ -47,7 +47,7 @@ def _check_sdpa(query: Tensor, key: Tensor, value: Tensor, attn_mask, dropout_p:
     if query.shape[-1] != key.shape[-1]:
         raise RuntimeError(f"scaled_dot_product_attention: query and key must share the embedding size, got "
                            f"query {list(query.shape)} and key {list(key.shape)}")
-    if attn_mask is not None and attn_mask.dtype != _dtype.bool and not attn_mask.is_floating_point():
+    if attn_mask is not None and attn_mask.dtype not in (_dtype.bool, _dtype.float32, query.dtype):
         raise RuntimeError(f"Expected attn_mask dtype to be bool or float or to match query dtype, but got "
                            f"attn_mask.dtype: {attn_mask.dtype} and  query.dtype: {query.dtype} instead.")
     if not 0.0 <= dropout_p <= 1.0:
@@ -88,7 +88,7 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
     elif attn_mask.dtype == _dtype.bool:
         weights = _safe_softmax(scores.masked_fill(attn_mask.logical_not(), _NEG_INF))
     else:
-        weights = _safe_softmax(scores + attn_mask)
+        weights = _safe_softmax(scores + attn_mask.to(scores.dtype))
     if dropout_p > 0.0:
         weights = F.dropout(weights, dropout_p, training=True)
     return weights @ value

@@ -153,7 +153,7 @@ class RNNBase(Module):
 
     # ---- checks
     def _check_input(self, input: Tensor) -> None:
-        wdtype = getattr(self, self._flat_weights_names[0]).dtype
+        wdtype = self._flat_weights[0].dtype
         if input.dtype != wdtype:
             raise ValueError(f"RNN input dtype ({input.dtype}) does not match weight dtype ({wdtype}). "
                              f"Convert input: input.to({wdtype}), or convert model: model.to({input.dtype})")
@@ -170,7 +170,7 @@ class RNNBase(Module):
         if tuple(hx.shape) != expected:
             raise RuntimeError(f"Expected {what} size {expected}, got {list(hx.shape)}")
 
-    def _unbatch_args(self, input: Tensor, kind: str) -> tuple[Tensor, bool]:
+    def _batched_input(self, input: Tensor, kind: str) -> tuple[Tensor, bool]:
         if input.ndim not in (2, 3):
             raise ValueError(f"{kind}: Expected input to be 2D or 3D, got {input.ndim}D"
                              + (" tensor instead" if kind == "RNN" else " instead"))
@@ -227,7 +227,7 @@ class _SingleStateRNN(RNNBase):
     _kind = "RNN"
 
     def forward(self, input: Tensor, hx: Tensor | None = None) -> tuple[Tensor, Tensor]:
-        input, batched = self._unbatch_args(input, self._kind)
+        input, batched = self._batched_input(input, self._kind)
         if hx is not None:
             want = 3 if batched else 2
             if hx.ndim != want:
@@ -292,7 +292,7 @@ class LSTM(RNNBase):
         super().__init__("LSTM", *args, **kwargs)
 
     def forward(self, input: Tensor, hx: tuple[Tensor, Tensor] | None = None):
-        input, batched = self._unbatch_args(input, "LSTM")
+        input, batched = self._batched_input(input, "LSTM")
         real_hidden = self.proj_size or self.hidden_size
         if hx is None:
             hx = (self._zeros_state(input, real_hidden), self._zeros_state(input, self.hidden_size))
