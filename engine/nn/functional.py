@@ -421,9 +421,15 @@ def fold(input: Tensor, output_size, kernel_size, dilation=1, padding=0, stride=
     """col2im, the adjoint of ``unfold``: sums overlapping blocks into ``(N, C, *output_size)``."""
     squeeze = input.ndim == 2
     x = input.unsqueeze(0) if squeeze else input
-    pads = tuple((p, p) for p in _ntuple(padding, 2, "padding"))
-    out = _ops.col2im(x, _ntuple(output_size, 2, "output_size"), _ntuple(kernel_size, 2, "kernel_size"),
-                      _ntuple(dilation, 2, "dilation"), pads, _ntuple(stride, 2, "stride"))
+    size, k = _ntuple(output_size, 2, "output_size"), _ntuple(kernel_size, 2, "kernel_size")
+    d, p, st = _ntuple(dilation, 2, "dilation"), _ntuple(padding, 2, "padding"), _ntuple(stride, 2, "stride")
+    blocks = [(n + 2 * pi - di * (ki - 1) - 1) // si + 1 for n, pi, di, ki, si in zip(size, p, d, k, st)]
+    if x.shape[1] % (k[0] * k[1]) or x.shape[2] != blocks[0] * blocks[1]:
+        raise RuntimeError(f"Given output_size={size}, kernel_size={k}, dilation={d}, padding={p}, stride={st}, "
+                           f"expected size of input's dimension 2 to match the calculated number of sliding "
+                           f"blocks {blocks[0]} * {blocks[1]} = {blocks[0] * blocks[1]}, but got "
+                           f"input.size(2)={x.shape[2]}.")
+    out = _ops.col2im(x, size, k, d, tuple((pi, pi) for pi in p), st)
     return _unbatch(out, squeeze)
 
 
