@@ -104,7 +104,8 @@ class _Handle:
 class OpNode(Node):
     """A recorded application of a registered op."""
 
-    __slots__ = ("op", "inputs", "params", "out_data", "out_vc", "versions", "freed_by", "module")
+    __slots__ = ("op", "inputs", "params", "out_data", "out_vc", "versions", "freed_by", "module",
+                 "_shapes")  # _shapes: set by release() only for ops that saved no values
 
     def __init__(self, op, inputs, params, edges, out_data, out_vc, versions):
         self.op, self.inputs, self.params, self.edges = op, inputs, params, edges
@@ -129,6 +130,8 @@ class OpNode(Node):
         return Tensor._wrap(self.out_data, True, self, 0, self.out_vc)
 
     def run(self, grads):
+        if self.inputs is None and getattr(self, "_shapes", None) is not None:
+            self.inputs = tuple(_stand_in(*a) if type(a) is _Meta else a for a in self._shapes)
         if self.inputs is None:
             raise RuntimeError(f"{FREED_MSG} (The buffers of {self.name()} were freed by "
                                f"{self.freed_by}; pass retain_graph=True to the first call, "
@@ -160,17 +163,22 @@ class OpNode(Node):
         """Free the saved values. An op that saved none keeps shape-only stand-ins of its
         inputs, so a second backward through it works, as it does in PyTorch."""
         if self.versions is None and self.inputs is not None:
-            self.inputs = tuple(_stand_in(a) if isinstance(a, Tensor) else a for a in self.inputs)
-            return
+            self._shapes = tuple(_Meta((a._data.shape, a._data.dtype, a._device)) if isinstance(a, Tensor) else a
+                                 for a in self.inputs)
         self.inputs = self.out_data = None
         self.freed_by = by
 
 
-def _stand_in(t):
-    """A zero-strided array with ``t``'s shape, dtype and device: what a shape-only vjp reads."""
-    xp = t._device.xp
-    return Tensor._wrap(xp.broadcast_to(xp.zeros((), t._data.dtype), t._data.shape), False, None, 0,
-                        [0], t._device)
+class _Meta(tuple):
+    """(shape, dtype, device) of a released input."""
+
+    __slots__ = ()
+
+
+def _stand_in(shape, dtype, dev):
+    """A zero-strided array of this shape, dtype and device: all a shape-only vjp reads."""
+    xp = dev.xp
+    return Tensor._wrap(xp.broadcast_to(xp.zeros((), dtype), shape), False, None, 0, [0], dev)
 
 
 class AccumulateGrad(Node):
