@@ -12,7 +12,7 @@ import itertools
 import math
 
 from ..dispatch import apply
-from ..ops.registry import ALL, NONE, OTHERS, Op
+from ..ops.registry import NONE, OTHERS, Op
 from ..tensor import Tensor
 
 __all__ = ["convolution", "convolution_transpose", "convolution_weight", "max_pool", "avg_pool",
@@ -272,7 +272,6 @@ def _im2col_fwd(xp, x, *, kernel, dilation, pads, stride):
 
 
 def _col2im_fwd(xp, cols, *, size, kernel, dilation, pads, stride):
-    nd = len(kernel)
     out = tuple((n + lo + hi - d * (k - 1) - 1) // s + 1
                 for n, (lo, hi), k, d, s in zip(size, pads, kernel, dilation, stride))
     n, ck = cols.shape[:2]

@@ -472,7 +472,7 @@ def gelu(input: Tensor, approximate: str = "none") -> Tensor:
         inner = (input + input * input * input * 0.044715) * math.sqrt(2.0 / math.pi)
         return input * 0.5 * (inner.tanh() + 1.0)
     if approximate != "none":
-        raise RuntimeError(f"approximate argument must be either none or tanh.")
+        raise RuntimeError("approximate argument must be either none or tanh.")
     return input * 0.5 * ((input * (1.0 / math.sqrt(2.0))).erf() + 1.0)
 
 
@@ -571,7 +571,7 @@ def _reduce(loss: Tensor, reduction: str) -> Tensor:
     raise ValueError(f"{reduction} is not a valid value for reduction")
 
 
-def _check_same_size(input: Tensor, target: Tensor, name: str) -> None:
+def _check_same_size(input: Tensor, target: Tensor) -> None:
     if tuple(input.shape) != tuple(target.shape):
         warnings.warn(f"Using a target size ({target.shape}) that is different to the input size "
                       f"({input.shape}). This will likely lead to incorrect results due to broadcasting. "
@@ -580,7 +580,7 @@ def _check_same_size(input: Tensor, target: Tensor, name: str) -> None:
 
 def mse_loss(input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean",
              weight: Tensor | None = None) -> Tensor:
-    _check_same_size(input, target, "mse_loss")
+    _check_same_size(input, target)
     d = input - target
     loss = d * d if weight is None else d * d * weight
     return _reduce(loss, _reduction(size_average, reduce, reduction))
@@ -588,14 +588,14 @@ def mse_loss(input: Tensor, target: Tensor, size_average=None, reduce=None, redu
 
 def l1_loss(input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean",
             weight: Tensor | None = None) -> Tensor:
-    _check_same_size(input, target, "l1_loss")
+    _check_same_size(input, target)
     loss = (input - target).abs()
     return _reduce(loss if weight is None else loss * weight, _reduction(size_average, reduce, reduction))
 
 
 def smooth_l1_loss(input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean",
                    beta: float = 1.0) -> Tensor:
-    _check_same_size(input, target, "smooth_l1_loss")
+    _check_same_size(input, target)
     if beta < 0:
         raise RuntimeError("smooth_l1_loss does not support negative values for beta.")
     d = (input - target).abs()
@@ -605,7 +605,7 @@ def smooth_l1_loss(input: Tensor, target: Tensor, size_average=None, reduce=None
 
 def huber_loss(input: Tensor, target: Tensor, reduction: str = "mean", delta: float = 1.0,
                weight: Tensor | None = None) -> Tensor:
-    _check_same_size(input, target, "huber_loss")
+    _check_same_size(input, target)
     d = (input - target).abs()
     loss = (d * d * 0.5).where(d < delta, (d - 0.5 * delta) * delta)
     return _reduce(loss if weight is None else loss * weight, reduction)

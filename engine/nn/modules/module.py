@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import itertools
 from collections import OrderedDict, namedtuple
-from typing import Any, Callable, Iterator
+from typing import Callable, Iterator
 
 from ... import _dtype
 from ...autograd.grad_mode import no_grad

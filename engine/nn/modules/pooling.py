@@ -8,6 +8,11 @@ from .module import Module
 __all__ = ["MaxPool1d", "MaxPool2d", "AvgPool1d", "AvgPool2d", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d"]
 
 
+def _single(v) -> tuple:
+    """AvgPool1d keeps its sizes as 1-tuples, as PyTorch does (its repr shows them)."""
+    return tuple(v) if isinstance(v, (tuple, list)) else (v,)
+
+
 class _MaxPoolNd(Module):
     def __init__(self, kernel_size, stride=None, padding=0, dilation=1, return_indices: bool = False,
                  ceil_mode: bool = False):
@@ -38,10 +43,9 @@ class AvgPool1d(Module):
     def __init__(self, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
                  count_include_pad: bool = True):
         super().__init__()
-        one = lambda v: tuple(v) if isinstance(v, (tuple, list)) else (v,)  # noqa: E731
-        self.kernel_size = one(kernel_size)
-        self.stride = one(stride if stride is not None else kernel_size)
-        self.padding = one(padding)
+        self.kernel_size = _single(kernel_size)
+        self.stride = _single(stride if stride is not None else kernel_size)
+        self.padding = _single(padding)
         self.ceil_mode, self.count_include_pad = ceil_mode, count_include_pad
 
     def forward(self, input: Tensor) -> Tensor:
