@@ -292,7 +292,7 @@ class Tensor:
             if t is not None:
                 g = grad.detach() if not grad.requires_grad else grad
                 t.grad = g.clone() if t.grad is None else t.grad + g
-        self.grad_fn._add_prehook(self._out_nr, keep)
+        self.grad_fn._add_retain_hook(self._out_nr, keep)
 
     @property
     def retains_grad(self) -> bool:

@@ -166,8 +166,6 @@ def test_retain_grad_keeps_nonleaf_grad():
     close(ys[0].grad, ys[1].grad)
 
 
-@pytest.mark.xfail(strict=True, reason="tensor.py retain_grad registers a tensor hook; it should use "
-                                       "Node._add_retain_hook so it runs after later tensor hooks")
 def test_retain_grad_sees_hooked_gradient_like_torch():
     x, tx = pair(3)
     ys = []
