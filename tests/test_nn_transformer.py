@@ -147,7 +147,8 @@ def test_generate_square_subsequent_mask():
 @pytest.mark.parametrize("case", ["batch", "features"])
 def test_transformer_errors(case):
     tm, lm = pair(torch.nn.Transformer, tl.nn.Transformer, D, NHEAD, 1, 1, FF)
-    src, tgt = {"batch": (randn(S, B, D), randn(TGT, B + 1, D)), "features": (randn(S, B, D), randn(TGT, B, D + 1))}[case]
+    src, tgt = {"batch": (randn(S, B, D), randn(TGT, B + 1, D)),
+                "features": (randn(S, B, D), randn(TGT, B, D + 1))}[case]
     same_error(lambda: tm(*_convert(torch, (src, tgt), False, {})),
                lambda: lm(*_convert(tl, (src, tgt), False, {})))
 
