@@ -31,6 +31,7 @@ from . import autograd, cuda, linalg, nn, optim, utils  # noqa: E402
 import tapelab.utils.data  # noqa: E402,F401
 
 install_methods(Tensor)
+from ._nn_toplevel import *  # noqa: E402,F401,F403  (torch.softmax, torch.conv2d, Tensor.softmax, ...)
 FloatTensor = DoubleTensor = LongTensor = Tensor
 
 __version__ = "0.1.0"

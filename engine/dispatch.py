@@ -238,7 +238,7 @@ def _observed(op, args, params):
             input_shapes=tuple(tuple(a.shape) if isinstance(a, Tensor) else () for a in args),
             output=res._uid(), shape=tuple(res.shape), dtype=res.dtype.name, device=str(res._device),
             requires_grad=res.requires_grad, duration_ns=dur, start_ns=start,
-            module=".".join(p for p in STATE.module_path if p) if STATE.module_path else "",
+            module=STATE.module_path[-1] if STATE.module_path else "",
             grad_fn=node.name() if node is not None else "",
             tensors=(args, res)))
     return out

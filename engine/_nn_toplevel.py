@@ -1,0 +1,29 @@
+"""The nn.functional names PyTorch also exposes as ``torch.<name>`` and as Tensor methods."""
+from __future__ import annotations
+
+from .nn import functional as F
+from .tensor import Tensor
+
+__all__ = ["softmax", "log_softmax", "dropout", "conv1d", "conv2d", "conv_transpose2d", "layer_norm",
+           "group_norm", "batch_norm", "embedding", "cosine_similarity", "max_pool1d", "max_pool2d",
+           "avg_pool1d"]
+
+conv1d, conv2d, conv_transpose2d = F.conv1d, F.conv2d, F.conv_transpose2d
+layer_norm, group_norm, batch_norm, embedding = F.layer_norm, F.group_norm, F.batch_norm, F.embedding
+cosine_similarity, max_pool1d, max_pool2d, avg_pool1d = F.cosine_similarity, F.max_pool1d, F.max_pool2d, F.avg_pool1d
+
+
+def softmax(input: Tensor, dim: int, dtype=None) -> Tensor:
+    return F.softmax(input, dim, dtype=dtype)
+
+
+def log_softmax(input: Tensor, dim: int, dtype=None) -> Tensor:
+    return F.log_softmax(input, dim, dtype=dtype)
+
+
+def dropout(input: Tensor, p: float, train: bool) -> Tensor:
+    return F.dropout(input, p, train)
+
+
+Tensor.softmax = softmax
+Tensor.log_softmax = log_softmax
