@@ -74,7 +74,7 @@ def _sign_fwd(xp, a):
         return a.copy()
     if a.dtype.kind != "f":
         return xp.sign(a)
-    return xp.nan_to_num(xp.sign(a, out=xp.empty_like(a)), copy=False)  # sign(nan) is 0 in PyTorch
+    return xp.where(a == a, xp.sign(a), 0)  # sign(nan) is 0 in PyTorch
 
 
 # ---------------------------------------------------------------- unary math
@@ -117,7 +117,7 @@ neg = _unary("neg", lambda xp, a: -a, lambda g, out, a: (-g,), promote=None, rea
 abs = _unary("abs", lambda xp, a: xp.abs(a), lambda g, out, a: (g * sign(a),), promote=None)
 sign = _unary("sign", _sign_fwd, _zeros, promote=None, reads="nothing")
 # relu's gradient is 0 at 0, as in PyTorch
-relu = _unary("relu", lambda xp, a: xp.maximum(a, 0, dtype=a.dtype),
+relu = _unary("relu", lambda xp, a: xp.maximum(a, 0),
               lambda g, out, a: (keep_where(out > 0, g),), promote=None, reads="output")
 floor = _unary("floor", _keep_ints(lambda xp: xp.floor), _zeros, promote=None, reads="nothing")
 ceil = _unary("ceil", _keep_ints(lambda xp: xp.ceil), _zeros, promote=None, reads="nothing")
@@ -162,12 +162,15 @@ def _refuse_bools(name, a, b) -> None:
         raise TypeError(f'"{name}" not implemented for \'Bool\' operands')
 
 
-def _refuse_bool_sub(a, b) -> None:
+def _has_bool(a, b) -> bool:
+    return ((a._data.dtype.kind == "b" if isinstance(a, Tensor) else a.__class__ is bool) or
+            (b._data.dtype.kind == "b" if isinstance(b, Tensor) else b.__class__ is bool))
+
+
+def _bool_sub_error() -> RuntimeError:
     """PyTorch refuses ``-`` with any bool operand: on masks it would silently mean xor."""
-    if (a._data.dtype.kind == "b" if isinstance(a, Tensor) else a.__class__ is bool) or \
-            (b._data.dtype.kind == "b" if isinstance(b, Tensor) else b.__class__ is bool):
-        raise RuntimeError("Subtraction, the `-` operator, with a bool tensor is not supported. If you are "
-                           "trying to invert a mask, use the `~` or `logical_not()` operator instead.")
+    return RuntimeError("Subtraction, the `-` operator, with a bool tensor is not supported. If you are "
+                        "trying to invert a mask, use the `~` or `logical_not()` operator instead.")
 
 
 def _check_divisor(xp, b) -> None:
@@ -262,13 +265,15 @@ def add(input, other, *, alpha=1) -> Tensor:
 
 
 def sub(input, other, *, alpha=1) -> Tensor:
-    _refuse_bool_sub(input, other)
+    if _has_bool(input, other):
+        raise _bool_sub_error()
     return apply(_sub, input, other if alpha == 1 else other * alpha)
 
 
 def rsub(input, other, *, alpha=1) -> Tensor:
     """``other - alpha * input``."""
-    _refuse_bool_sub(input, other)
+    if _has_bool(input, other):
+        raise _bool_sub_error()
     return apply(_sub, other, input if alpha == 1 else input * alpha)
 
 
@@ -470,17 +475,21 @@ def _add_(self, other, *, alpha=1):
 
 
 def _sub_(self, other, *, alpha=1):
-    _refuse_bool_sub(self, other)
+    if _has_bool(self, other):
+        raise _bool_sub_error()
     return apply_(_sub, self, other if alpha == 1 else other * alpha)
 
 
 def _sub_operator(self, other):
-    _refuse_bool_sub(self, other)
+    if self._data.dtype.kind == "b" or other.__class__ is bool or (
+            other.__class__ is Tensor and other._data.dtype.kind == "b"):
+        raise _bool_sub_error()
     return apply(_sub, self, other)
 
 
 def _rsub_operator(self, other):
-    _refuse_bool_sub(self, other)
+    if self._data.dtype.kind == "b" or other.__class__ is bool:
+        raise _bool_sub_error()
     return apply(_sub, other, self)
 
 
