@@ -169,6 +169,11 @@ def main(argv=None) -> int:
           f"OPENBLAS_L2_SIZE={os.environ.get('OPENBLAS_L2_SIZE', '(unset)')} -> numpy: {openblas_info()}")
     cap = getattr(getattr(torch.backends, "cpu", None), "get_cpu_capability", lambda: "?")()
     print(f"  torch CPU    : {cap} kernels, MKL {'yes' if torch.backends.mkl.is_available() else 'no'}")
+    busy = load != "?" and os.getloadavg()[0] > len(os.sched_getaffinity(0))
+    if busy:
+        print(f"  WARNING      : the machine is busy (1-min load {os.getloadavg()[0]:.1f} on "
+              f"{len(os.sched_getaffinity(0))} CPUs): wall-clock numbers, multi-threaded ones most of all, "
+              f"measure the other load; prefer --threads 1 --clock thread and compare ratios")
     print(f"  timing       : {args.clock} clock, median of {reps} repetitions of >= {target * 1e3:.0f} ms each, after "
           f"{warmup_s * 1e3:.0f} ms warm-up; sides alternate; gc on")
     print()
@@ -293,12 +298,12 @@ def profile(args, matches, tapelab, options) -> int:
     with w.session(tapelab, Context("tapelab", tapelab, options)) as step:
         for _ in range(200):
             step()
-        prof = cProfile.Profile()
+        prof = cProfile.Profile(CLOCK)
         prof.enable()
         for _ in range(args.profile_calls):
             step()
         prof.disable()
-    print(f"cProfile, tapelab side of {w.name!r}, {args.profile_calls} calls "
+    print(f"cProfile ({args.clock} clock), tapelab side of {w.name!r}, {args.profile_calls} calls "
           f"(times include profiler overhead; compare shares, not absolutes)\n")
     root = os.path.dirname(HERE) + os.sep
     stats = pstats.Stats(prof)
