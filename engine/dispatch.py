@@ -57,7 +57,7 @@ def set_anomaly(enabled: bool) -> None:
 
 
 class module_scope:
-    """Names the nn.Module whose forward is running, for ops recorded inside it."""
+    """Names the nn.Module whose forward is running (its full path, e.g. ``encoder.layers.0``)."""
 
     __slots__ = ("name",)
 

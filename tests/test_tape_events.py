@@ -105,7 +105,7 @@ def test_backward_steps_recorded_and_linked_to_forward():
 def test_module_path_is_recorded_and_copied_to_backward_records():
     x = leaf(2)
     with tl.tape() as t:
-        with dispatch.module_scope("encoder"), dispatch.module_scope("layer0"):
+        with dispatch.module_scope("encoder"), dispatch.module_scope("encoder.layer0"):
             y = x * 2
         z = y + 1
         z.sum().backward(retain_graph=True)
