@@ -1,0 +1,40 @@
+import { IRenderMime } from '@jupyterlab/rendermime-interfaces';
+import { Widget } from '@lumino/widgets';
+import { GraphStore } from './renderer/store';
+import { GraphView } from './renderer/view';
+import { Graph, GRAPH_MIME } from './renderer/types';
+
+/** Renders application/vnd.tapelab.graph+json: saved notebooks show their graphs without a kernel. */
+export class GraphOutput extends Widget implements IRenderMime.IRenderer {
+  private view: GraphView | null = null;
+
+  constructor() {
+    super();
+    this.addClass('tapelab-mime');
+  }
+
+  async renderModel(model: IRenderMime.IMimeModel): Promise<void> {
+    const g = model.data[GRAPH_MIME] as unknown as Graph;
+    const store = new GraphStore();
+    store.setGraph(g);
+    if (this.view) {
+      this.view.dispose();
+    }
+    this.view = new GraphView(store, { fixedHeight: true });
+    this.node.appendChild(this.view.node);
+  }
+
+  dispose(): void {
+    this.view?.dispose();
+    super.dispose();
+  }
+}
+
+const extension: IRenderMime.IExtension = {
+  id: 'tapelab:graph-renderer',
+  rendererFactory: { safe: true, mimeTypes: [GRAPH_MIME], createRenderer: () => new GraphOutput() },
+  rank: 50,
+  dataType: 'json'
+};
+
+export default extension;

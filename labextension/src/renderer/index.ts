@@ -1,0 +1,7 @@
+export * from './types';
+export * from './store';
+export * from './layout';
+export * from './view';
+export * from './tensor';
+export * from './format';
+export { injectStyle, CSS } from './style';

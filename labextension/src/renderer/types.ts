@@ -1,0 +1,71 @@
+/** The tapelab graph schema (version 1), as widgets/viewmodel.py writes it. */
+export const GRAPH_MIME = 'application/vnd.tapelab.graph+json';
+
+export interface Summary {
+  min: number | null;
+  max: number | null;
+  mean: number | null;
+  std: number | null;
+  norm: number | null;
+  nan: number;
+  inf: number;
+}
+
+export interface GNode {
+  id: string;
+  kind: 'forward' | 'backward' | 'leaf';
+  label: string;
+  op: string;
+  index: number | null;
+  seq: number | null;
+  forward_seq: number | null;
+  group: string | null;
+  module: string;
+  shape: number[] | null;
+  input_shapes: (number[] | null)[];
+  dtype: string;
+  device: string;
+  requires_grad: boolean;
+  start_ns: number;
+  time_ns: number;
+  value: Summary | null;
+  grad: Summary | null;
+  grad_ops: number;
+}
+
+export interface GEdge {
+  source: string;
+  target: string;
+  kind: 'data' | 'grad';
+  shape: number[] | null;
+}
+
+export interface GGroup {
+  id: string;
+  label: string;
+  path: string;
+  parent: string | null;
+  signature: string;
+  size: number;
+}
+
+export interface GMeta {
+  title: string;
+  forward: number;
+  backward: number;
+  total: number;
+  truncated: boolean;
+}
+
+export interface Graph {
+  schema?: string;
+  version?: number;
+  nodes: GNode[];
+  edges: GEdge[];
+  groups: GGroup[];
+  meta?: GMeta;
+}
+
+export interface Delta extends Graph {
+  updates?: ({ id: string } & Record<string, unknown>)[];
+}

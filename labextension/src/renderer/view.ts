@@ -1,0 +1,475 @@
+import { LayoutClient, LayoutInput, LayoutResult } from './layout';
+import { GraphStore, Unit, Visible } from './store';
+import { el, fmtShape, fmtSummary, fmtTime, svg } from './format';
+import { injectStyle } from './style';
+
+const NODE_W = 128;
+const NODE_H = 34;
+const GROUP_W = 178;
+const GROUP_H = 50;
+
+export interface GraphViewOptions {
+  fixedHeight?: boolean; // a notebook output (fixed height) rather than a panel (fills its parent)
+  useWorker?: boolean;
+}
+
+/**
+ * Draws a GraphStore: pan and zoom, click a group to expand or collapse it, hover a node for
+ * its card, click to pin the card, search by op or module name. Every string from the graph
+ * goes into the DOM through textContent or setAttribute, never through innerHTML.
+ */
+export class GraphView {
+  readonly node: HTMLDivElement;
+  readonly store: GraphStore;
+  readonly layouts: LayoutClient;
+  private svgEl: SVGSVGElement;
+  private viewport: SVGGElement;
+  private edgeLayer: SVGGElement;
+  private frameLayer: SVGGElement;
+  private unitLayer: SVGGElement;
+  private canvas: HTMLDivElement;
+  private card: HTMLDivElement;
+  private info: HTMLSpanElement;
+  private searchInfo: HTMLSpanElement;
+  private tx = 20;
+  private ty = 20;
+  private scale = 1;
+  private fitted = false;
+  private vis: Visible = { units: [], edges: [] };
+  private pos = new Map<string, { x: number; y: number; w: number; h: number }>();
+  private seen = new Set<string>();
+  private pinned: string | null = null;
+  private scheduled = false;
+  private running = false;
+  private drawnVersion = -1;
+  private unsubscribe: () => void;
+  /** Milliseconds from a change of the store to the picture showing it (the last one). */
+  lastRenderMs = 0;
+
+  constructor(store: GraphStore, opts: GraphViewOptions = {}) {
+    injectStyle();
+    this.store = store;
+    this.layouts = new LayoutClient(opts.useWorker !== false);
+    this.node = el('div', 'tapelab-graph' + (opts.fixedHeight ? ' tapelab-fixed' : ''));
+    const bar = el('div', 'tapelab-toolbar');
+    const search = el('input', 'tapelab-search');
+    search.type = 'search';
+    search.placeholder = 'search op or module';
+    search.addEventListener('input', () => store.setQuery(search.value));
+    this.searchInfo = el('span', 'tapelab-info tapelab-search-info');
+    const button = (label: string, title: string, fn: () => void, cls: string) => {
+      const b = el('button', cls, label);
+      b.title = title;
+      b.addEventListener('click', fn);
+      bar.appendChild(b);
+    };
+    bar.appendChild(search);
+    bar.appendChild(this.searchInfo);
+    button('fit', 'fit the graph into view', () => this.fit(), 'tapelab-fit');
+    button('expand all', 'expand every module group', () => store.expandAll(true), 'tapelab-expand-all');
+    button('collapse all', 'collapse every module group', () => store.expandAll(false), 'tapelab-collapse-all');
+    this.info = el('span', 'tapelab-info tapelab-meta');
+    bar.appendChild(this.info);
+    this.node.appendChild(bar);
+    this.canvas = el('div', 'tapelab-canvas');
+    this.svgEl = svg('svg') as SVGSVGElement;
+    this.viewport = svg('g', { class: 'tapelab-viewport' }) as SVGGElement;
+    this.frameLayer = svg('g') as SVGGElement;
+    this.edgeLayer = svg('g') as SVGGElement;
+    this.unitLayer = svg('g') as SVGGElement;
+    const defs = svg('defs');
+    for (const [id, color] of [['tapelab-arrow', '#94a3b8'], ['tapelab-arrow-grad', '#f97316']]) {
+      const m = svg('marker', { id, viewBox: '0 0 8 8', refX: 7, refY: 4, markerWidth: 7, markerHeight: 7, orient: 'auto' });
+      m.appendChild(svg('path', { d: 'M0,0 L8,4 L0,8 z', fill: color }));
+      defs.appendChild(m);
+    }
+    this.svgEl.appendChild(defs);
+    this.viewport.append(this.frameLayer, this.edgeLayer, this.unitLayer);
+    this.svgEl.appendChild(this.viewport);
+    this.canvas.appendChild(this.svgEl);
+    this.card = el('div', 'tapelab-card');
+    this.canvas.appendChild(this.card);
+    this.node.appendChild(this.canvas);
+    this.bindPanZoom();
+    this.unsubscribe = store.onChange(() => this.schedule());
+    this.schedule();
+  }
+
+  dispose(): void {
+    this.unsubscribe();
+    this.layouts.dispose();
+    this.node.remove();
+  }
+
+  /** Mark the graph as being recorded right now (a cell is running). */
+  setRunning(on: boolean): void {
+    this.running = on;
+    this.node.classList.toggle('tapelab-running', on);
+    this.updateInfo();
+  }
+
+  schedule(): void {
+    if (this.scheduled) {
+      return;
+    }
+    this.scheduled = true;
+    const t0 = performance.now();
+    const run = () => {
+      this.scheduled = false;
+      void this.render(t0);
+    };
+    if (typeof requestAnimationFrame !== 'undefined' && document.visibilityState === 'visible') {
+      requestAnimationFrame(run);
+    } else {
+      setTimeout(run, 0);
+    }
+  }
+
+  private async render(t0: number): Promise<void> {
+    const version = this.store.version;
+    const vis = this.store.visible();
+    const input: LayoutInput = { ids: [], widths: [], heights: [], backward: [], anchors: [], edges: [] };
+    const index = new Map<string, number>();
+    vis.units.forEach((u, i) => index.set(u.id, i));
+    for (const u of vis.units) {
+      input.ids.push(u.id);
+      input.widths.push(u.kind === 'group' ? GROUP_W : NODE_W);
+      input.heights.push(u.kind === 'group' ? GROUP_H : NODE_H);
+      input.backward.push(u.nodeKind === 'backward');
+      input.anchors.push(u.anchor !== null ? index.get(u.anchor) ?? -1 : -1);
+    }
+    for (const e of vis.edges) {
+      input.edges.push(index.get(e.source)!, index.get(e.target)!);
+    }
+    const res = await this.layouts.layout(input);
+    if (version !== this.store.version) {
+      this.schedule(); // a newer change arrived meanwhile: draw that one instead
+      return;
+    }
+    this.draw(vis, res);
+    this.drawnVersion = version;
+    this.lastRenderMs = performance.now() - t0;
+    this.node.dataset.version = String(version);
+    this.node.dataset.renderMs = this.lastRenderMs.toFixed(1);
+  }
+
+  private draw(vis: Visible, res: LayoutResult): void {
+    this.vis = vis;
+    this.pos.clear();
+    vis.units.forEach((u, i) => {
+      this.pos.set(u.id, { x: res.x[i], y: res.y[i], w: (u.kind === 'group' ? GROUP_W : NODE_W), h: u.kind === 'group' ? GROUP_H : NODE_H });
+    });
+    if (!this.fitted && vis.units.length) {
+      this.fitted = true;
+      this.fit(res);
+    }
+    this.paint();
+    const d = this.node.dataset;
+    d.units = String(vis.units.length);
+    d.nodes = String(this.store.nodes.length);
+    d.groups = String(vis.units.filter(u => u.kind === 'group').length);
+    d.laidOut = String(res.count);
+    this.updateInfo();
+    const matches = this.store.query ? vis.units.filter(u => u.match).length : 0;
+    this.searchInfo.textContent = this.store.query ? `${matches} match${matches === 1 ? '' : 'es'}` : '';
+  }
+
+  private updateInfo(): void {
+    const m = this.store.meta;
+    let t = `${m.forward} fwd · ${m.backward} bwd`;
+    if (m.truncated) {
+      t += ` · showing ${this.store.nodes.length} of ${m.total}`;
+    }
+    if (this.running) {
+      t = (m.backward ? 'backward ▸ ' : 'recording ▸ ') + t;
+    }
+    this.info.textContent = t;
+  }
+
+  /** Draw units (only those inside the viewport, plus a margin), edges and group frames. */
+  private paint(): void {
+    const rect = this.canvas.getBoundingClientRect();
+    const W = rect.width || 800;
+    const H = rect.height || 400;
+    const margin = 200;
+    const x0 = (-this.tx - margin) / this.scale;
+    const y0 = (-this.ty - margin) / this.scale;
+    const x1 = (W - this.tx + margin) / this.scale;
+    const y1 = (H - this.ty + margin) / this.scale;
+    const inView = (p: { x: number; y: number; w: number; h: number }) =>
+      p.x + p.w >= x0 && p.x <= x1 && p.y + p.h >= y0 && p.y <= y1;
+    this.unitLayer.textContent = '';
+    this.edgeLayer.textContent = '';
+    this.frameLayer.textContent = '';
+    let drawn = 0;
+    for (const u of this.vis.units) {
+      const p = this.pos.get(u.id)!;
+      if (!inView(p)) {
+        continue;
+      }
+      drawn++;
+      this.unitLayer.appendChild(this.unitEl(u, p));
+    }
+    for (const e of this.vis.edges) {
+      const a = this.pos.get(e.source);
+      const b = this.pos.get(e.target);
+      if (!a || !b || (!inView(a) && !inView(b))) {
+        continue;
+      }
+      const sx = a.x + a.w / 2;
+      const sy = a.y + a.h;
+      const tx = b.x + b.w / 2;
+      const ty = b.y;
+      let d: string;
+      if (e.kind === 'grad' && b.y <= a.y) {
+        // gradient flowing up the picture: from the top of the source to the bottom of the target
+        d = `M${sx},${a.y} C${sx},${a.y - 30} ${tx},${b.y + b.h + 30} ${tx},${b.y + b.h}`;
+      } else if (b.y <= a.y) {
+        d = `M${a.x + a.w},${a.y + a.h / 2} C${a.x + a.w + 40},${a.y} ${b.x + b.w + 40},${b.y + b.h} ${b.x + b.w},${b.y + b.h / 2}`;
+      } else {
+        const my = (sy + ty) / 2;
+        d = `M${sx},${sy} C${sx},${my} ${tx},${my} ${tx},${ty}`;
+      }
+      const path = svg('path', {
+        d, class: 'tapelab-edge' + (e.kind === 'grad' ? ' tapelab-grad' : ''),
+        'marker-end': `url(#${e.kind === 'grad' ? 'tapelab-arrow-grad' : 'tapelab-arrow'})`
+      });
+      if (e.count > 1) {
+        path.setAttribute('stroke-width', String(Math.min(1.2 + Math.log2(e.count), 5)));
+      }
+      this.edgeLayer.appendChild(path);
+    }
+    this.paintFrames();
+    this.node.dataset.drawn = String(drawn);
+  }
+
+  /** A dashed frame around every expanded group, with a label that collapses it again. */
+  private paintFrames(): void {
+    const boxes = new Map<string, { x0: number; y0: number; x1: number; y1: number }>();
+    for (const u of this.vis.units) {
+      if (u.kind !== 'node' || !u.node || u.node.kind === 'backward') {
+        continue;
+      }
+      const p = this.pos.get(u.id)!;
+      let gid = u.node.group;
+      while (gid) {
+        const g = this.store.groups.get(gid);
+        if (!g) {
+          break;
+        }
+        const b = boxes.get(gid);
+        if (b) {
+          b.x0 = Math.min(b.x0, p.x); b.y0 = Math.min(b.y0, p.y);
+          b.x1 = Math.max(b.x1, p.x + p.w); b.y1 = Math.max(b.y1, p.y + p.h);
+        } else {
+          boxes.set(gid, { x0: p.x, y0: p.y, x1: p.x + p.w, y1: p.y + p.h });
+        }
+        gid = g.parent;
+      }
+    }
+    for (const [gid, b] of boxes) {
+      const g = this.store.groups.get(gid)!;
+      const depth = g.path.split('.').length;
+      const pad = 14 - Math.min(depth, 4) * 2;
+      const frame = svg('g', { class: 'tapelab-frame', 'data-group': gid });
+      frame.appendChild(svg('rect', { x: b.x0 - pad, y: b.y0 - pad - 8, width: b.x1 - b.x0 + 2 * pad, height: b.y1 - b.y0 + 2 * pad + 8, rx: 6 }));
+      const label = svg('text', { x: b.x0 - pad + 4, y: b.y0 - pad + 2 });
+      label.textContent = '▾ ' + g.path;
+      label.addEventListener('click', ev => {
+        ev.stopPropagation();
+        this.store.setExpanded(gid, false);
+      });
+      frame.appendChild(label);
+      this.frameLayer.appendChild(frame);
+    }
+  }
+
+  private unitEl(u: Unit, p: { x: number; y: number; w: number; h: number }): SVGElement {
+    const cls = ['tapelab-unit', 'tapelab-' + u.nodeKind];
+    if (u.match) {
+      cls.push('tapelab-match');
+    }
+    if (this.pinned === u.id) {
+      cls.push('tapelab-pinned');
+    }
+    if (!this.seen.has(u.id)) {
+      this.seen.add(u.id);
+      if (this.running) {
+        cls.push('tapelab-new');
+      }
+    }
+    const g = svg('g', { class: cls.join(' '), transform: `translate(${p.x},${p.y})`, 'data-id': u.id, 'data-kind': u.nodeKind });
+    g.appendChild(svg('rect', { class: 'tapelab-box', width: p.w, height: p.h, rx: u.kind === 'group' ? 8 : 5 }));
+    const title = svg('text', { x: 8, y: 14 });
+    const sub = svg('text', { x: 8, y: 27, class: 'tapelab-sub' });
+    if (u.kind === 'group') {
+      title.textContent = '▸ ' + clip(u.label, 24) + (u.repeat > 1 ? ` ×${u.repeat}` : '');
+      sub.textContent = `${u.forward} ops` + (u.backward ? ` · ${u.backward} bwd` : '') + (u.repeat > 1 ? ' (folded)' : '');
+      if (u.backward) {
+        // backward progress inside a collapsed group: gradient steps run over ops recorded
+        const frac = Math.min(1, u.backward / Math.max(1, u.forward));
+        g.appendChild(svg('rect', { class: 'tapelab-progress', x: 8, y: 38, width: (p.w - 16) * frac, height: 4, rx: 2 }));
+      }
+    } else {
+      const n = u.node!;
+      title.textContent = clip(n.kind === 'leaf' ? 'tensor' : n.op, 18);
+      sub.textContent = clip(fmtShape(n.shape) + (n.kind === 'backward' && n.grad_ops ? ` · ${n.grad_ops} ops` : ''), 22);
+    }
+    g.append(title, sub);
+    g.addEventListener('mouseenter', ev => this.showCard(u, ev as MouseEvent, false));
+    g.addEventListener('mouseleave', () => {
+      if (!this.pinned) {
+        this.card.style.display = 'none';
+      }
+    });
+    g.addEventListener('click', ev => {
+      ev.stopPropagation();
+      if (u.kind === 'group') {
+        this.store.setExpanded(u.id, true);
+        if (u.repeat > 1) {
+          this.store.fold = false;
+        }
+      } else {
+        this.pinned = this.pinned === u.id ? null : u.id;
+        this.showCard(u, ev as MouseEvent, this.pinned !== null);
+        this.paint();
+      }
+    });
+    return g;
+  }
+
+  private showCard(u: Unit, ev: MouseEvent, pin: boolean): void {
+    if (this.pinned && !pin && this.pinned !== u.id) {
+      return;
+    }
+    const c = this.card;
+    c.textContent = '';
+    c.classList.toggle('tapelab-pinned-card', pin);
+    const row = (k: string, v: string) => {
+      if (!v) {
+        return;
+      }
+      const r = el('div', 'tapelab-row');
+      r.appendChild(el('span', 'tapelab-k', k));
+      r.appendChild(document.createTextNode(v));
+      c.appendChild(r);
+    };
+    if (u.kind === 'group') {
+      c.appendChild(el('b', '', u.label));
+      row('ops', `${u.forward} forward · ${u.backward} backward · ${u.count} nodes`);
+      if (u.repeat > 1) {
+        row('folded', `${u.repeat} identical blocks`);
+      }
+      row('', 'click to expand');
+    } else {
+      const n = u.node!;
+      c.appendChild(el('b', '', `${n.op}  (${n.kind})`));
+      row('module', n.module);
+      row('shape', fmtShape(n.shape));
+      if (n.input_shapes.length) {
+        row(n.kind === 'backward' ? 'grad in' : 'inputs', n.input_shapes.map(fmtShape).join(' '));
+      }
+      row('dtype', n.dtype);
+      row('device', n.device);
+      row('time', n.kind === 'leaf' ? '' : fmtTime(n.time_ns));
+      row('value', fmtSummary(n.value));
+      row('grad', fmtSummary(n.grad));
+      if (n.grad_ops) {
+        row('vjp ops', String(n.grad_ops));
+      }
+    }
+    const r = this.canvas.getBoundingClientRect();
+    c.style.left = `${Math.min(ev.clientX - r.left + 12, Math.max(0, r.width - 300))}px`;
+    c.style.top = `${ev.clientY - r.top + 12}px`;
+    c.style.display = 'block';
+    c.dataset.id = u.id;
+  }
+
+  fit(res?: LayoutResult): void {
+    const r = this.canvas.getBoundingClientRect();
+    const W = r.width || 800;
+    const H = r.height || 400;
+    let w = res?.width ?? 0;
+    let h = res?.height ?? 0;
+    if (!res) {
+      for (const p of this.pos.values()) {
+        w = Math.max(w, p.x + p.w);
+        h = Math.max(h, p.y + p.h);
+      }
+    }
+    this.scale = Math.max(0.15, Math.min(1.2, (W - 40) / Math.max(w, 1), (H - 40) / Math.max(h, 1)));
+    this.tx = 20;
+    this.ty = 20;
+    this.applyTransform();
+    this.paint();
+  }
+
+  private applyTransform(): void {
+    this.viewport.setAttribute('transform', `translate(${this.tx},${this.ty}) scale(${this.scale})`);
+  }
+
+  private bindPanZoom(): void {
+    let drag: { x: number; y: number; tx: number; ty: number } | null = null;
+    let repaint = false;
+    const later = () => {
+      if (repaint) {
+        return;
+      }
+      repaint = true;
+      setTimeout(() => {
+        repaint = false;
+        this.paint();
+      }, 60);
+    };
+    this.canvas.addEventListener('wheel', ev => {
+      ev.preventDefault();
+      const r = this.canvas.getBoundingClientRect();
+      const mx = ev.clientX - r.left;
+      const my = ev.clientY - r.top;
+      const k = Math.exp(-ev.deltaY * 0.0015);
+      const s = Math.max(0.05, Math.min(4, this.scale * k));
+      this.tx = mx - ((mx - this.tx) * s) / this.scale;
+      this.ty = my - ((my - this.ty) * s) / this.scale;
+      this.scale = s;
+      this.applyTransform();
+      later();
+    }, { passive: false });
+    this.canvas.addEventListener('pointerdown', ev => {
+      if ((ev.target as Element).closest('.tapelab-unit, .tapelab-frame text')) {
+        return;
+      }
+      drag = { x: ev.clientX, y: ev.clientY, tx: this.tx, ty: this.ty };
+      this.canvas.style.cursor = 'grabbing';
+    });
+    window.addEventListener('pointermove', ev => {
+      if (!drag) {
+        return;
+      }
+      this.tx = drag.tx + ev.clientX - drag.x;
+      this.ty = drag.ty + ev.clientY - drag.y;
+      this.applyTransform();
+    });
+    window.addEventListener('pointerup', () => {
+      if (drag) {
+        drag = null;
+        this.canvas.style.cursor = '';
+        this.paint();
+      }
+    });
+    this.canvas.addEventListener('click', () => {
+      if (this.pinned) {
+        this.pinned = null;
+        this.card.style.display = 'none';
+        this.paint();
+      }
+    });
+  }
+
+  get drawn(): number {
+    return this.drawnVersion;
+  }
+}
+
+function clip(s: string, n: number): string {
+  return s.length > n ? s.slice(0, n - 1) + '…' : s;
+}

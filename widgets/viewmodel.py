@@ -1,0 +1,377 @@
+"""The view model: one versioned JSON schema for graphs, built from engine objects.
+
+Every view (the TapeView widget, the JupyterLab side panel, the mime renderer, DOT export)
+reads this schema and nothing of the engine. A graph is::
+
+    {"schema": "tapelab.graph", "version": 1,
+     "nodes":  [{"id", "kind", "label", "op", "index", "seq", "forward_seq", "group", "module",
+                 "shape", "input_shapes", "dtype", "device", "requires_grad",
+                 "start_ns", "time_ns", "value", "grad", "grad_ops"}],
+     "edges":  [{"source", "target", "kind", "shape"}],
+     "groups": [{"id", "label", "path", "parent", "signature", "size"}],
+     "meta":   {"title", "forward", "backward", "total", "truncated"}}
+
+``kind`` of a node is ``forward`` (an op), ``backward`` (a node run by the backward walk) or
+``leaf`` (a tensor no recorded op produced: an input or a parameter). Edges are ``data``
+(tensor flow, forward) or ``grad`` (gradient flow, backward). Groups are the module hierarchy
+(``encoder.layers.0`` is a child of ``encoder.layers``); ``signature`` is equal for groups that
+hold the same ops in the same order, which is how repeated blocks are folded. Strings are data:
+views escape them (``html.escape`` here, ``textContent`` in the browser, ``dot_quote`` for DOT).
+
+>>> with tapelab.tape() as t:
+...     y = (x * w).sum()
+>>> g = graph_from_tape(t)
+>>> [n["op"] for n in g["nodes"] if n["kind"] == "forward"]
+['mul', 'sum']
+"""
+from __future__ import annotations
+
+import hashlib
+import html
+import weakref
+
+__all__ = ["SCHEMA", "VERSION", "GraphBuilder", "graph_from_tape", "graph_from_grad_fn", "to_dot",
+           "dot_quote", "to_html", "MIME"]
+
+SCHEMA = "tapelab.graph"
+VERSION = 1
+MIME = "application/vnd.tapelab.graph+json"
+
+
+def _shape(s):
+    return None if s is None else [int(d) for d in s]
+
+
+class GraphBuilder:
+    """Turns tape records into view-model nodes, edges and groups, incrementally.
+
+    ``add(record)`` takes one ``tapelab.tape.TapeNode`` and returns nothing; ``take()`` returns
+    (and forgets) what was added since the last call as a delta dict with ``nodes``, ``edges``,
+    ``groups``, ``updates`` (changes to earlier nodes, e.g. a gradient summary arriving); ``graph()``
+    returns everything added so far. Ops dispatched by a vjp (``phase == "backward"``) are not
+    nodes by default: they are counted on the backward node they belong to (``grad_ops``).
+
+    Args:
+        max_nodes: stop adding nodes past this many (``meta.truncated`` tells; counts go on).
+        grad_ops: also show the ops a vjp dispatches, as forward-kind nodes inside the backward pass.
+    """
+
+    def __init__(self, title: str = "", max_nodes: int | None = None, grad_ops: bool = False):
+        self.title = title
+        self.max_nodes = max_nodes
+        self.grad_ops = grad_ops
+        self.nodes: list[dict] = []
+        self.edges: list[dict] = []
+        self.groups: dict[str, dict] = {}
+        self._producer: dict[int, str] = {}      # tensor uid -> node id that produced it
+        self._fwd: dict[int, dict] = {}          # forward seq -> node
+        self._fwd_inputs: dict[int, tuple] = {}  # forward seq -> input tensor uids
+        self._bwd: dict[int, str] = {}           # forward seq -> backward node id
+        self._leaves: dict[int, str] = {}        # tensor uid -> leaf node id
+        self._pending_grad_ops: dict[int, int] = {}
+        self._hashers: dict[str, object] = {}
+        self._dirty: set[str] = set()
+        self._new_group_ids: set[str] = set()
+        self._sent = [0, 0]                      # nodes, edges already taken
+        self._new_groups: list[dict] = []
+        self._updates: dict[str, dict] = {}
+        self._records: dict[str, object] = {}    # forward node id -> its tape record (grad summary)
+        self._grad_to_leaf: dict[int, list] = {}
+        self._grad_waiting: dict[str, list] = {}
+        self.forward = self.backward = self.total = 0
+        self.truncated = False
+
+    # ------------------------------------------------------------------ building
+    def _group(self, path: str) -> str | None:
+        if not path:
+            return None
+        gid = "g:" + path
+        if gid not in self.groups:
+            parent, _, label = path.rpartition(".")
+            g = {"id": gid, "label": label, "path": path,
+                 "parent": self._group(parent) if parent else None, "signature": "", "size": 0}
+            self.groups[gid] = g
+            self._new_groups.append(g)
+            self._new_group_ids.add(gid)
+            self._hashers[gid] = hashlib.blake2b(digest_size=6)
+        return gid
+
+    def _note_group(self, gid: str | None, token: str) -> None:
+        # a group's signature hashes its ops in order, with child paths made relative, so that
+        # layers.0 and layers.1 of a stack compare equal; digests are taken lazily (take/graph)
+        while gid is not None:
+            g = self.groups[gid]
+            g["size"] += 1
+            self._hashers[gid].update((token + "|").encode())
+            self._dirty.add(gid)
+            token = g["label"] + "/" + token
+            gid = g["parent"]
+
+    def _finish_groups(self) -> None:
+        for gid in self._dirty:
+            g = self.groups[gid]
+            g["signature"] = self._hashers[gid].hexdigest()
+            if gid not in self._new_group_ids:
+                self._updates.setdefault(gid, {"id": gid}).update(signature=g["signature"], size=g["size"])
+        self._dirty.clear()
+
+    def _full(self) -> bool:
+        return self.max_nodes is not None and len(self.nodes) >= self.max_nodes
+
+    def _node(self, node: dict) -> dict | None:
+        self.total += 1
+        if self._full():
+            self.truncated = True
+            return None
+        self.nodes.append(node)
+        if node["group"] is not None:
+            self._note_group(node["group"], node["kind"][0] + ":" + node["op"])
+        return node
+
+    def _leaf(self, uid: int, shape, group: str | None) -> str | None:
+        lid = self._leaves.get(uid)
+        if lid is None:
+            lid = f"l{uid}"
+            n = self._node({"id": lid, "kind": "leaf", "label": "x".join(map(str, shape)) if shape else "scalar",
+                            "op": "leaf", "index": None, "seq": None, "forward_seq": None, "group": group,
+                            "module": self.groups[group]["path"] if group else "", "shape": _shape(shape),
+                            "input_shapes": [], "dtype": "", "device": "", "requires_grad": False,
+                            "start_ns": 0, "time_ns": 0, "value": None, "grad": None, "grad_ops": 0})
+            if n is None:
+                return None
+            self._leaves[uid] = lid
+        return lid
+
+    def add(self, rec) -> None:
+        """Add one tape record (a ``TapeNode``)."""
+        if rec.kind == "forward" and rec.phase == "backward" and not self.grad_ops:
+            if rec.forward_seq is not None:
+                bid = self._bwd.get(rec.forward_seq)
+                self._pending_grad_ops[rec.forward_seq] = self._pending_grad_ops.get(rec.forward_seq, 0) + 1
+                if bid is not None:
+                    self._set(bid, "grad_ops", self._pending_grad_ops[rec.forward_seq])
+            return
+        if rec.kind == "forward":
+            self._add_forward(rec)
+        else:
+            self._add_backward(rec)
+
+    def _add_forward(self, rec) -> None:
+        self.forward += 1
+        gid = self._group(rec.module)
+        nid = f"n{rec.index}"
+        node = self._node({
+            "id": nid, "kind": "forward", "label": rec.op, "op": rec.op, "index": rec.index,
+            "seq": rec.seq, "forward_seq": rec.forward_seq, "group": gid, "module": rec.module,
+            "shape": _shape(rec.shape), "input_shapes": [_shape(s) for s in rec.input_shapes],
+            "dtype": rec.dtype, "device": rec.device, "requires_grad": bool(rec.requires_grad),
+            "start_ns": int(rec.start_ns), "time_ns": int(rec.duration_ns), "value": rec.value,
+            "grad": rec.grad, "grad_ops": 0})
+        if node is None:
+            return
+        if rec.value is not None:
+            self._records[nid] = rec
+        if rec.seq is not None:
+            self._fwd[rec.seq] = node
+            self._fwd_inputs[rec.seq] = rec.inputs
+        for uid, shape in zip(rec.inputs, rec.input_shapes):
+            if uid is None:
+                continue
+            src = self._producer.get(uid)
+            if src is None:
+                src = self._leaf(uid, shape, gid)
+            if src is not None:
+                self.edges.append({"source": src, "target": nid, "kind": "data", "shape": _shape(shape)})
+        if rec.output is not None:
+            self._producer[rec.output] = nid
+
+    def _add_backward(self, rec) -> None:
+        self.backward += 1
+        fwd = self._fwd.get(rec.forward_seq) if rec.forward_seq is not None else None
+        gid = fwd["group"] if fwd is not None else None
+        leaf = None
+        if rec.op == "AccumulateGrad":          # link the sink to its leaf through the node's variable
+            node = rec.node
+            var = getattr(node, "_variable", None)
+            var = var() if isinstance(var, weakref.ref) else var
+            if var is not None and hasattr(var, "_uid"):
+                leaf = self._leaves.get(var._uid())
+                if leaf is not None:
+                    gid = next((n["group"] for n in self.nodes if n["id"] == leaf), gid)
+        nid = f"n{rec.index}"
+        node = self._node({
+            "id": nid, "kind": "backward", "label": rec.op, "op": rec.op, "index": rec.index,
+            "seq": None, "forward_seq": rec.forward_seq, "group": gid,
+            "module": self.groups[gid]["path"] if gid else "",
+            "shape": _shape(rec.shape), "input_shapes": [_shape(s) for s in rec.input_shapes],
+            "dtype": rec.dtype, "device": rec.device, "requires_grad": False,
+            "start_ns": int(rec.start_ns), "time_ns": int(rec.duration_ns), "value": None,
+            "grad": rec.grad, "grad_ops": self._pending_grad_ops.get(rec.forward_seq, 0)})
+        if node is None:
+            return
+        if fwd is not None:
+            self._bwd[rec.forward_seq] = nid
+            # gradient flows from this node to the backward nodes of the producers of its inputs;
+            # the walk runs consumers first, so the edge is drawn when the producer's step arrives
+            for uid in self._fwd_inputs.get(rec.forward_seq, ()):
+                if uid is not None and uid in self._leaves:
+                    self._grad_to_leaf.setdefault(uid, []).append(nid)
+            # earlier backward nodes whose forward op consumed this op's output point here
+            for src in self._grad_waiting.pop(fwd["id"], ()):
+                self.edges.append({"source": src, "target": nid, "kind": "grad", "shape": _shape(rec.shape)})
+            for uid in self._fwd_inputs.get(rec.forward_seq, ()):
+                prod = self._producer.get(uid)
+                if prod is not None and prod.startswith("n"):
+                    self._grad_waiting.setdefault(prod, []).append(nid)
+            # the forward node learns its gradient summary once its backward step ran
+            fgrad = getattr(self._record_for(fwd), "grad", None)
+            if fgrad is not None:
+                self._set(fwd["id"], "grad", fgrad)
+        if leaf is not None:
+            uid = int(leaf[1:])
+            for src in self._grad_to_leaf.pop(uid, ()):
+                self.edges.append({"source": src, "target": nid, "kind": "grad", "shape": _shape(rec.shape)})
+            self.edges.append({"source": nid, "target": leaf, "kind": "grad", "shape": _shape(rec.shape)})
+
+    def _record_for(self, fwd):
+        return self._records.get(fwd["id"])
+
+    def _set(self, nid: str, key: str, value) -> None:
+        for n in reversed(self.nodes):
+            if n["id"] == nid:
+                n[key] = value
+                break
+        self._updates.setdefault(nid, {"id": nid})[key] = value
+
+    # ------------------------------------------------------------------ output
+    def meta(self) -> dict:
+        return {"title": self.title, "forward": self.forward, "backward": self.backward,
+                "total": self.total, "truncated": self.truncated}
+
+    def take(self) -> dict:
+        """What was added since the last ``take()``, as a delta (same keys as a graph, plus updates)."""
+        self._finish_groups()
+        n0, e0 = self._sent
+        delta = {"schema": SCHEMA, "version": VERSION, "nodes": self.nodes[n0:], "edges": self.edges[e0:],
+                 "groups": list(self._new_groups), "updates": list(self._updates.values()), "meta": self.meta()}
+        self._sent = [len(self.nodes), len(self.edges)]
+        self._new_groups = []
+        self._new_group_ids = set()
+        self._updates = {}
+        return delta
+
+    def graph(self) -> dict:
+        self._finish_groups()
+        return {"schema": SCHEMA, "version": VERSION, "nodes": list(self.nodes), "edges": list(self.edges),
+                "groups": list(self.groups.values()), "meta": self.meta()}
+
+
+# ---------------------------------------------------------------------- adapters
+def graph_from_tape(t, title: str = "", max_nodes: int | None = None, grad_ops: bool = False) -> dict:
+    """The view-model graph of a ``tapelab.tape`` (or any iterable of its records)."""
+    b = GraphBuilder(title=title, max_nodes=max_nodes, grad_ops=grad_ops)
+    for rec in (t.nodes if hasattr(t, "nodes") else t):
+        b.add(rec)
+    return b.graph()
+
+
+def graph_from_grad_fn(fn, title: str = "", max_nodes: int = 2000) -> dict:
+    """The backward graph reachable from a ``grad_fn`` node (``loss.grad_fn``), walked through
+    ``next_functions``: one ``backward`` node per graph node, ``grad`` edges along the walk."""
+    nodes, edges, ids = [], [], {}
+    stack, truncated = [fn], False
+    while stack:
+        node = stack.pop()
+        if node is None or id(node) in ids:
+            continue
+        if len(nodes) >= max_nodes:
+            truncated = True
+            break
+        nid = f"b{len(nodes)}"
+        ids[id(node)] = nid
+        meta = getattr(node, "_metadata", None) or {}
+        nodes.append({"id": nid, "kind": "backward", "label": node.name(), "op": node.name(), "index": len(nodes),
+                      "seq": None, "forward_seq": getattr(node, "tape_seq", None), "group": None,
+                      "module": str(meta.get("module", "")) if isinstance(meta, dict) else "",
+                      "shape": None, "input_shapes": [], "dtype": "", "device": "", "requires_grad": False,
+                      "start_ns": 0, "time_ns": 0, "value": None, "grad": None, "grad_ops": 0})
+        for nxt, _ in reversed(node.next_functions):
+            if nxt is not None:
+                stack.append(nxt)
+    seen = {}
+    stack = [fn]
+    while stack:
+        node = stack.pop()
+        if node is None or id(node) in seen or id(node) not in ids:
+            continue
+        seen[id(node)] = True
+        for nxt, _ in node.next_functions:
+            if nxt is not None and id(nxt) in ids:
+                edges.append({"source": ids[id(node)], "target": ids[id(nxt)], "kind": "grad", "shape": None})
+                stack.append(nxt)
+    return {"schema": SCHEMA, "version": VERSION, "nodes": nodes, "edges": edges, "groups": [],
+            "meta": {"title": title or fn.name(), "forward": 0, "backward": len(nodes), "total": len(nodes),
+                     "truncated": truncated}}
+
+
+# ---------------------------------------------------------------------- DOT and HTML
+def dot_quote(s) -> str:
+    """A DOT double-quoted string: backslashes, quotes and line breaks escaped."""
+    s = str(s).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\r", "")
+    return '"' + s + '"'
+
+
+def _fmt_shape(shape) -> str:
+    return "(" + ", ".join(map(str, shape)) + ")" if shape is not None else ""
+
+
+def to_dot(graph: dict, groups: bool = True) -> str:
+    """Graphviz DOT source of a view-model graph: module groups become nested clusters, forward
+    nodes are boxes, backward nodes orange ellipses, leaves grey notes; every string is quoted."""
+    lines = ["digraph tape {", "  rankdir=TB;", '  node [fontname="Helvetica", fontsize=10];']
+    style = {"forward": 'shape=box, style="rounded,filled", fillcolor="#dbeafe"',
+             "backward": 'shape=ellipse, style=filled, fillcolor="#fed7aa"',
+             "leaf": 'shape=note, style=filled, fillcolor="#e5e7eb"'}
+    children: dict = {}
+    members: dict = {}
+    for g in graph["groups"]:
+        children.setdefault(g["parent"], []).append(g)
+    for n in graph["nodes"]:
+        members.setdefault(n["group"] if groups else None, []).append(n)
+
+    def node_line(n, indent):
+        label = dot_quote(n["label"])[:-1] + (("\\n" + _fmt_shape(n["shape"])) if n.get("shape") is not None else "") + '"'
+        return f"{indent}{dot_quote(n['id'])} [label={label}, {style.get(n['kind'], '')}];"
+
+    def emit(gid, indent):
+        for n in members.get(gid, ()):
+            lines.append(node_line(n, indent))
+        if not groups:
+            return
+        for g in children.get(gid, ()):
+            lines.append(f"{indent}subgraph {dot_quote('cluster_' + g['path'])} {{")
+            lines.append(f"{indent}  label={dot_quote(g['label'])}; style=rounded; color=\"#94a3b8\";")
+            emit(g["id"], indent + "  ")
+            lines.append(f"{indent}}}")
+
+    emit(None, "  ")
+    for e in graph["edges"]:
+        attrs = ' [color="#ea580c", style=dashed]' if e["kind"] == "grad" else ""
+        lines.append(f"  {dot_quote(e['source'])} -> {dot_quote(e['target'])}{attrs};")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def to_html(graph: dict, limit: int = 200) -> str:
+    """A static HTML fallback (nbviewer, GitHub): a table of the first nodes, every string escaped."""
+    esc = html.escape
+    m = graph.get("meta", {})
+    rows = "".join(
+        f"<tr><td>{esc(n['kind'])}</td><td>{esc(n['op'])}</td><td>{esc(n.get('module') or '')}</td>"
+        f"<td>{esc(_fmt_shape(n.get('shape')))}</td><td>{esc(n.get('dtype') or '')}</td></tr>"
+        for n in graph["nodes"][:limit])
+    more = len(graph["nodes"]) - limit
+    tail = f"<p>… {more} more nodes</p>" if more > 0 else ""
+    return (f"<div class=\"tapelab-static\"><b>tapelab graph {esc(str(m.get('title', '')))}</b>: "
+            f"{m.get('forward', 0)} forward, {m.get('backward', 0)} backward"
+            f"<table><tr><th>kind</th><th>op</th><th>module</th><th>shape</th><th>dtype</th></tr>{rows}</table>{tail}</div>")
