@@ -322,8 +322,8 @@ OPS = [
     values("inplace_compare", lambda m, a, b: ((a * 1).eq_(b), (a * 1).lt_(b), (a * 1).ge_(0.0),
                                                (a * 1).logical_and_(b), (a * 1).logical_not_()),
            lambda: [Sample((rounded(2, 3), rounded(2, 3)))]),
-    values("inplace_float_into_half", lambda m, a, b: (a.to(m.float16) * 1).add_(b),
-           lambda: [Sample((arr(2, 3), arr(2, 3)))]),
+    OpInfo("inplace_float_into_half", lambda m, a, b: (a.to(m.float16) * 1).add_(b),
+           lambda: [Sample((arr(2, 3), arr(2, 3)))], gradcheck=False, atol=1e-3, rtol=1e-3, grad_atol=1e-3),
 ]
 
 
