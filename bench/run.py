@@ -128,7 +128,8 @@ def main(argv=None) -> int:
 
     # --- before numpy or torch allocate or start threads ---
     mallopt_result = apply_mallopt() if args.mallopt else None
-    threads = args.threads or len(os.sched_getaffinity(0))
+    threads = (args.threads or int(os.environ.get("OPENBLAS_NUM_THREADS") or 0)
+               or len(os.sched_getaffinity(0)))
     for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         if args.threads or var not in os.environ:
             os.environ[var] = str(threads)
