@@ -164,7 +164,8 @@ OPS = [
     OpInfo("atan2", lambda m, a, b: m.atan2(a, b), lambda: binary(scalars=False) + promoting()[:2],
        errors=shape_error()),
     OpInfo("arctan2", lambda m, a, b: m.arctan2(a, b), lambda: binary(scalars=False)[:1]),
-    kink("atan2_origin", lambda m, a, b: m.atan2(a, b), lambda: [Sample((np.array([0.0, 1.0]), np.array([0.0, -2.0])))]),
+    kink("atan2_origin", lambda m, a, b: m.atan2(a, b),
+         lambda: [Sample((np.array([0.0, 1.0]), np.array([0.0, -2.0])))]),
     OpInfo("hypot", lambda m, a, b: m.hypot(a, b), lambda: binary(scalars=False), errors=shape_error()),
     OpInfo("logaddexp", lambda m, a, b: m.logaddexp(a, b), lambda: binary(scalars=False) + [
         Sample((np.array([-1000.0, 1000.0, 3.0]), np.array([-1000.0, 999.0, -500.0])), name="extreme")],
@@ -187,7 +188,8 @@ OPS = [
         Sample((arr(2, 3), -0.5, 0.5), name="numbers"), Sample((arr(), -0.5, 0.5), name="0d"),
         Sample((arr(0, 3), -0.5, 0.5), name="empty"), Sample((arr(3, 2), -0.5, 0.5), noncontig=True, name="noncontig"),
         Sample((arr(2, 3), arr(2, 3) - 1, arr(3) + 1), name="tensors"),
-        Sample((arr(2, 3), arr(1, 3) - 1, arr(2, 1) + 1), name="tensor_bcast"), Sample((arr(3), arr(2, 1) - 0.5, arr(2, 3) + 0.5),
+        Sample((arr(2, 3), arr(1, 3) - 1, arr(2, 1) + 1), name="tensor_bcast"),
+        Sample((arr(3), arr(2, 1) - 0.5, arr(2, 3) + 0.5),
                                                                       name="bounds_broadcast_input")]),
     OpInfo("clamp_min_only", lambda m, a, lo: m.clamp(a, min=lo), lambda: [
         Sample((arr(2, 3), 0.1)), Sample((arr(2, 3), arr(3)), name="tensor")]),
@@ -227,7 +229,8 @@ OPS = [
     OpInfo("addcmul", lambda m, a, b, c, **kw: m.addcmul(a, b, c, **kw), lambda: [
         Sample((arr(2, 3), arr(2, 3), arr(2, 3)), name="same"), Sample((arr(3), arr(2, 1), arr(2, 3)), name="bcast"),
         Sample((arr(2, 3), arr(2, 3), arr(2, 3)), {"value": -0.5}, name="value"),
-        Sample((arr(), arr(), arr()), name="0d"), Sample((arr(3, 2), arr(3, 2), arr(3, 2)), noncontig=True, name="noncontig")],
+        Sample((arr(), arr(), arr()), name="0d"),
+        Sample((arr(3, 2), arr(3, 2), arr(3, 2)), noncontig=True, name="noncontig")],
        errors=shape_error(3)),
     OpInfo("addcdiv", lambda m, a, b, c, **kw: m.addcdiv(a, b, c, **kw), lambda: [
         Sample((arr(2, 3), arr(2, 3), pos(2, 3)), name="same"), Sample((arr(3), arr(2, 1), pos(2, 3)), name="bcast"),
@@ -236,7 +239,8 @@ OPS = [
        errors=lambda: shape_error(3)() + [ErrorInput(Sample((arr(2), ints(2), ints(2, low=1))),
                                                      RuntimeError, "Integer division")]),
     OpInfo("nan_to_num", lambda m, a, **kw: m.nan_to_num(a, **kw), lambda: [
-        Sample((SPECIAL,), name="default"), Sample((SPECIAL,), {"nan": 1.0, "posinf": 9.0, "neginf": -9.0}, name="values"),
+        Sample((SPECIAL,), name="default"),
+        Sample((SPECIAL,), {"nan": 1.0, "posinf": 9.0, "neginf": -9.0}, name="values"),
         Sample((SPECIAL,), noncontig=True, name="noncontig"), Sample((arr(),), name="0d")]),
     values("nan_to_num_int", lambda m, a: m.nan_to_num(a), lambda: [Sample((INT_A,))]),
     # ------------------------------------------------------------ comparisons
@@ -279,7 +283,8 @@ OPS = [
            lambda: [Sample((INT_A, INT_B)), Sample((MASK, MASK[::-1].copy()), name="bool"),
                     Sample((MASK, INT_B), name="bool_int"), Sample((INT_A, 6), name="scalar"),
                     Sample((INT_A, INT_B[0].copy()), name="bcast")],
-           errors=lambda: [ErrorInput(Sample((arr(2), INT_A[0, :2].copy())), RuntimeError, "bitwise_and|not supported")]),
+           errors=lambda: [ErrorInput(Sample((arr(2), INT_A[0, :2].copy())), RuntimeError,
+                                      "bitwise_and|not supported")]),
     values("bitwise_reflected", lambda m, a: (6 & a, 6 | a, 6 ^ a), lambda: [Sample((INT_A,))]),
     # ------------------------------------------------------------ methods and in-place forms
     OpInfo("methods", lambda m, a, b: (a.add(b, alpha=0.5), a.sub(b), a.mul(b), a.div(b), a.pow(2), a.exp(),
@@ -305,11 +310,13 @@ OPS = [
     OpInfo("inplace_params", lambda m, a: ((a * 1).clamp_(-0.5, 0.5), (a * 1).clamp_(min=0.1), (a * 1).clip_(max=0.2),
                                        (a * 1).round_(decimals=1), (a * 1).fill_(2.5), (a * 1).clamp_min_(0.0),
                                        (a * 1).lerp_(a * 2, 0.3), (a * 1).addcmul_(a, a, value=2),
-                                       (a * 1).addcdiv_(a, a + 3, value=0.5),                                        (a * 1).true_divide_(3), (a * 1).nan_to_num_(posinf=1.0)),
+                                       (a * 1).addcdiv_(a, a + 3, value=0.5), (a * 1).true_divide_(3),
+                                       (a * 1).nan_to_num_(posinf=1.0)),
        lambda: [Sample((arr(2, 3),))]),
     flat("inplace_flat", lambda m, a: ((a * 1).floor_(), (a * 1).ceil_(), (a * 1).trunc_(), (a * 1).fix_(),
                                        (a * 1).round_(), (a * 1).sign_(), (a * 1).zero_(),
-                                       (a * 1).div_(0.7, rounding_mode="floor"), (a * 1).div_(a + 3, rounding_mode="trunc")),
+                                       (a * 1).div_(0.7, rounding_mode="floor"),
+                                       (a * 1).div_(a + 3, rounding_mode="trunc")),
          lambda: [Sample((arr(2, 3),))]),
     OpInfo("inplace_tensor_bound", lambda m, a, lo: (a * 1).clamp_(min=lo), lambda: [Sample((arr(2, 3), arr(3)))]),
     flat("fill_tensor", lambda m, a, v: (a * 1).fill_(v), lambda: [Sample((arr(2, 3), arr()))],
