@@ -13,13 +13,13 @@ import numbers
 
 from .. import _dtype
 from ..autograd.grad_mode import STATE as GRAD
-from ..creation import tensor as _tensor, zeros
+from ..creation import full, tensor as _tensor, zeros
 from ..dispatch import STATE, apply, apply_
 from .movement import _ALL, _slice, broadcast_shapes, expand
 from .registry import NONE, Op
 from ._util import Tensor, _wrap_dim, sum_to
 
-__all__ = ["index_select", "gather", "scatter", "scatter_add", "index_add", "index_fill", "index_copy",
+__all__ = ["index_select", "gather", "scatter", "scatter_add", "scatter_reduce", "index_add", "index_fill", "index_copy",
            "index_put", "masked_fill", "masked_select", "take", "take_along_dim", "nonzero", "argwhere"]
 
 
@@ -438,6 +438,69 @@ def scatter_add_(self: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
     return apply_(_scatter, self, index, src, dim=d, reduce="add")
 
 
+_REDUCE_UFUNC = {"sum": "add", "mean": "add", "prod": "multiply", "amax": "maximum", "amin": "minimum"}
+
+
+def _reduce_identity(xp, reduce: str, dtype):
+    if reduce in ("sum", "mean"):
+        return 0
+    if reduce == "prod":
+        return 1
+    info = xp.finfo(dtype) if dtype.kind == "f" else xp.iinfo(dtype)
+    return (-xp.inf if dtype.kind == "f" else info.min) if reduce == "amax" else (
+        xp.inf if dtype.kind == "f" else info.max)
+
+
+def _scatter_reduce_fwd(xp, x, index, src, *, dim, reduce, include_self):
+    out = x.copy()
+    key = _along(xp, index, dim)
+    src = _fit(src, index.shape)
+    if not include_self:
+        out[key] = _reduce_identity(xp, reduce, x.dtype)
+    getattr(xp, _REDUCE_UFUNC[reduce]).at(out, key, src)
+    if reduce == "mean":
+        count = xp.full(x.shape, int(include_self), x.dtype)
+        xp.add.at(count, key, 1)
+        out = out / xp.maximum(count, 1) if x.dtype.kind == "f" else out // xp.maximum(count, 1)
+    return out.astype(x.dtype, copy=False)
+
+
+def _scatter_reduce_vjp(g, out, x, index, src, *, dim, reduce, include_self):
+    """sum and mean share g among contributors; amax/amin among those equal to the result."""
+    if reduce == "prod":
+        raise RuntimeError("scatter_reduce(reduce='prod') has no gradient in tapelab yet")
+    keep = full(x._data.shape, 1.0, dtype=g.dtype, device=g.device)
+    if not include_self:
+        keep = apply(_scatter, keep, index, 0, dim=dim, reduce=None)
+    if reduce in ("sum", "mean"):
+        hit_x, hit_src = keep, full(index._data.shape, 1.0, dtype=g.dtype, device=g.device)
+    else:
+        hit_x = keep * (x == out).to(g.dtype)
+        hit_src = (src == apply(_gather, out, index, dim=dim)).to(g.dtype)
+    if reduce != "sum":
+        g = g / apply(_scatter, hit_x, index, hit_src, dim=dim, reduce="add").clamp_min(1)
+    return g * hit_x, None, apply(_gather, g, index, dim=dim) * hit_src
+
+
+_scatter_reduce = Op("scatter_reduce", _scatter_reduce_fwd, _scatter_reduce_vjp, save_output=True)
+
+
+def scatter_reduce(input: Tensor, dim: int, index: Tensor, src: Tensor, reduce: str, *,
+                   include_self: bool = True) -> Tensor:
+    if reduce not in _REDUCE_UFUNC:
+        raise RuntimeError(f"reduce argument must be either sum, prod, mean, amax or amin, got {reduce}")
+    d = _check_along(input, dim, index, "scatter_reduce", src)
+    return apply(_scatter_reduce, input, index, src, dim=d, reduce=reduce, include_self=include_self)
+
+
+def scatter_reduce_(self: Tensor, dim: int, index: Tensor, src: Tensor, reduce: str, *,
+                    include_self: bool = True) -> Tensor:
+    if reduce not in _REDUCE_UFUNC:
+        raise RuntimeError(f"reduce argument must be either sum, prod, mean, amax or amin, got {reduce}")
+    d = _check_along(self, dim, index, "scatter_reduce", src)
+    return apply_(_scatter_reduce, self, index, src, dim=d, reduce=reduce, include_self=include_self)
+
+
 def take_along_dim(input: Tensor, indices: Tensor, dim: int | None = None) -> Tensor:
     if indices._data.dtype != _dtype.int64.np:
         raise RuntimeError(f"torch.take_along_dim(): dtype of indices should be Long but got "
@@ -545,7 +608,8 @@ def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
     return apply(_one_hot, tensor, n=num_classes)
 
 
-METHODS = ("index_select", "gather", "scatter", "scatter_", "scatter_add", "scatter_add_", "index_add",
+METHODS = ("index_select", "gather", "scatter", "scatter_", "scatter_add", "scatter_add_", "scatter_reduce",
+           "scatter_reduce_", "index_add",
            "index_add_", "index_fill", "index_fill_", "index_copy", "index_copy_", "index_put", "index_put_",
            "masked_fill", "masked_fill_", "masked_select", "take", "take_along_dim", "nonzero", "argwhere")
 OPERATORS = {"__getitem__": _getitem, "__setitem__": _setitem}

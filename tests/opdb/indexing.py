@@ -2,9 +2,6 @@
 from __future__ import annotations
 
 import numpy as np
-import torch
-
-from tapelab.ops import indexing
 
 from .core import ErrorInput, OpInfo, Sample, arr, rng
 
@@ -18,8 +15,7 @@ def mask(*shape) -> np.ndarray:
 
 
 def _one_hot(m, a, *n):
-    fn = torch.nn.functional.one_hot if m is torch else indexing.one_hot
-    return fn(a, *n)
+    return m.nn.functional.one_hot(a, *n)
 
 
 def _setitem(key):
@@ -30,6 +26,9 @@ def _setitem(key):
         return out
     return fn
 
+
+SR_INDEX = ints(0, 2, 0, 1, 0, 2, 2, 1, 0, 0, 0, 0).reshape(3, 4)
+TIES = np.array([[1.0, 1.0, 2.0, 2.0]])
 
 GETITEM = [  # (name, input shape, key builder, index arrays)
     ("int", (3, 4), lambda: 1, ()), ("negint", (3, 4), lambda: -1, ()), ("ints", (3, 4), lambda: (1, -2), ()),
@@ -98,6 +97,15 @@ OPS = [
     OpInfo("scatter_add", lambda m, a, d, i, s: m.scatter_add(a, d, i, s), lambda: [
         Sample((arr(3, 4), 0, ints(0, 0, 1, 0, 0, 2).reshape(2, 3), arr(2, 3))),
         Sample((arr(3, 4), 1, ints(3, 3, 3).reshape(3, 1), arr(3, 1)), name="dups")]),
+    OpInfo("scatter_reduce", lambda m, a, d, i, s, r, **kw: a.scatter_reduce(d, i, s, r, **kw), lambda: [
+        Sample((arr(3, 4), 0, SR_INDEX, arr(3, 4), reduce), {"include_self": inc}, name=f"{reduce}_{inc}")
+        for reduce in ("sum", "mean", "amax", "amin") for inc in (True, False)],
+        errors=lambda: [ErrorInput(Sample((arr(3, 4), 0, SR_INDEX, arr(3, 4), "foo")), RuntimeError, "reduce argument")]),
+    # ties split the gradient evenly, as torch does; finite differences cannot see that (kinks)
+    OpInfo("scatter_reduce_ties", lambda m, a, d, i, s: a.scatter_reduce(d, i, s, "amax"), gradcheck=False, samples=lambda: [
+        Sample((TIES, 1, ints(0, 0, 1, 1).reshape(1, 4), TIES.copy()))]),
+    OpInfo("scatter_reduce_prod", lambda m, a, d, i, s: a.scatter_reduce(d, i, s, "prod"), grad=False, samples=lambda: [
+        Sample((arr(3, 4), 0, SR_INDEX, arr(3, 4)))]),
     OpInfo("index_add", lambda m, a, d, i, s, **kw: a.index_add(d, i, s, **kw), lambda: [
         Sample((arr(3, 4), 0, ints(2, 0, 2), arr(3, 4))), Sample((arr(3, 4), 1, ints(1, 1), arr(3, 2)), {"alpha": 2.0}, name="alpha")],
         errors=lambda: [ErrorInput(Sample((arr(2, 3), 1, ints(0), arr(2, 2))), RuntimeError, "Number of indices")]),

@@ -2,9 +2,6 @@
 from __future__ import annotations
 
 import numpy as np
-import torch
-
-from tapelab.ops import movement
 
 from .core import ErrorInput, OpInfo, Sample, arr
 
@@ -12,9 +9,7 @@ INTS = np.arange(6).reshape(2, 3)
 
 
 def _pad(m, a, *pad_args, **kw):
-    """``nn.functional.pad`` for torch; tapelab's primitive until nn.functional re-exports it."""
-    fn = torch.nn.functional.pad if m is torch else movement.pad
-    return fn(a, *pad_args, **kw)
+    return m.nn.functional.pad(a, *pad_args, **kw)
 
 
 def _dim_error(*args):
