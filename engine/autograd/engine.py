@@ -28,6 +28,7 @@ from .graph import RETAIN, AccumulateGrad
 __all__ = ["backward_steps", "backward", "grad", "BackwardStep", "running_node"]
 
 BackwardStep = events.BackwardStep
+_STEP_SUBSCRIBERS = events._subscribers["backward_step"]  # the live list: one truth test per node
 _RUNNING: list = []  # nodes whose backward is executing, innermost last (kept while someone listens)
 
 
@@ -190,7 +191,7 @@ def backward_steps(tensors, grad_tensors=None, retain_graph: bool | None = None,
             node = heapq.heappop(ready)[2]
             grads = buffers.pop(node)
             leaf = type(node) is AccumulateGrad
-            observed = events.has_subscribers("backward_step")
+            observed = bool(_STEP_SUBSCRIBERS)
             start = perf_counter_ns() if observed else 0
             if _stop and node in targets:
                 _capture_grads(node, grads, _capture)  # a boundary: the caller's walk runs it
@@ -209,7 +210,12 @@ def backward_steps(tensors, grad_tensors=None, retain_graph: bool | None = None,
                     if _capture is None and (targets is None or node in targets):
                         _accumulate(node, grads[0], create_graph)
                 elif runs is None or node in runs:
-                    out = _run(node, grads)
+                    if observed or node.hooks or _anomaly.STATE.enabled:
+                        out = _run(node, grads)
+                    else:  # the common case, kept flat: no hooks, nobody watching
+                        out = node.run(grads)
+                        if len(out) != len(node.edges):
+                            _wrong_count(node, out)
                 else:
                     continue  # a target that is only captured: it does not run
             finally:
@@ -247,9 +253,14 @@ def backward_steps(tensors, grad_tensors=None, retain_graph: bool | None = None,
         GRAD.enabled = prev
 
 
+def _wrong_count(node, out):
+    raise RuntimeError(f"function {node.name()} returned an incorrect number of "
+                       f"gradients (expected {len(node.edges)}, got {len(out)})")
+
+
 def _run(node, grads) -> tuple:
     """Run one node's backward (and its post-hooks); anomaly mode checks what it returned."""
-    observed = events.has_subscribers("backward_step")
+    observed = bool(_STEP_SUBSCRIBERS)
     if observed:
         _RUNNING.append(node)
     anomaly = _anomaly.STATE.enabled
@@ -258,8 +269,7 @@ def _run(node, grads) -> tuple:
     try:
         out = node.run(grads)
         if len(out) != len(node.edges):
-            raise RuntimeError(f"function {node.name()} returned an incorrect number of "
-                               f"gradients (expected {len(node.edges)}, got {len(out)})")
+            _wrong_count(node, out)
         if node.hooks:
             for hook in tuple(node.hooks):
                 res = hook(tuple(out), tuple(grads))
