@@ -1,1 +1,43 @@
-"""The kernel side of tapelab in Jupyter."""
+"""The kernel side of tapelab in Jupyter: ``%load_ext tapelab.kernel``.
+
+Loading registers the ``%tape``/``%%tape`` magics, rich display of tensors and ``grad_fn``
+nodes, and the comm bridge that streams live tapes to the JupyterLab side panel. The
+"Python 3 (tapelab)" kernelspec (``python -m tapelab.kernel install``) loads it by itself.
+"""
+from __future__ import annotations
+
+__all__ = ["load_ipython_extension", "unload_ipython_extension", "bridge"]
+
+_state: dict = {}
+
+
+def bridge():
+    """The bridge of this kernel (None before the extension is loaded)."""
+    return _state.get("bridge")
+
+
+def load_ipython_extension(ip) -> None:
+    if "bridge" in _state:
+        return
+    from . import display
+    from .bridge import Bridge
+    from .magics import TapeMagics
+
+    b = Bridge(ip)
+    b.start()
+    ip.register_magics(TapeMagics(ip, b))
+    display.register(ip)
+    _state["bridge"] = b
+
+
+def unload_ipython_extension(ip) -> None:
+    from . import display
+
+    b = _state.pop("bridge", None)
+    if b is not None:
+        b.stop()
+    display.unregister(ip)
+
+
+def _jupyter_labextension_paths():
+    return [{"src": "../../build/labextension", "dest": "tapelab"}]

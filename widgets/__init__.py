@@ -1,1 +1,17 @@
-"""Notebook widgets for tapelab."""
+"""Notebook views of tapelab: the view model (engine objects -> one JSON graph schema, DOT) and
+the anywidget classes ``TapeView`` and ``TensorView`` (imported on first use, so the view model
+works without anywidget installed)."""
+from .viewmodel import MIME, SCHEMA, VERSION, GraphBuilder, graph_from_grad_fn, graph_from_tape, to_dot
+
+__all__ = ["MIME", "SCHEMA", "VERSION", "GraphBuilder", "graph_from_tape", "graph_from_grad_fn", "to_dot",
+           "TapeView", "TensorView", "LiveTape"]
+
+
+def __getattr__(name):
+    if name in ("TapeView", "TensorView"):
+        from . import views
+        return getattr(views, name)
+    if name == "LiveTape":
+        from .live import LiveTape
+        return LiveTape
+    raise AttributeError(name)

@@ -24,6 +24,7 @@ class TapePanel extends Widget {
   kernelName = '';
   updates = 0;
   private comm: Kernel.IComm | null = null;
+  private openTried = false;
   private kernel: Kernel.IKernelConnection | null = null;
   private registered = new WeakSet<Kernel.IKernelConnection>();
   private listeners: (() => void)[] = [];
@@ -92,6 +93,7 @@ class TapePanel extends Widget {
       kernel.registerCommTarget(TARGET, (comm: Kernel.IComm) => {
         if (kernel === this.kernel) {
           this.adopt(comm);
+          comm.send({ type: 'hello' }); // tell the kernel someone listens
         }
       });
       kernel.statusChanged.connect((_, status) => {
@@ -102,8 +104,9 @@ class TapePanel extends Widget {
           this.comm = null;
           this.connected = false;
           this.recording = false;
+          this.openTried = false;
           this.refresh();
-        } else if (status === 'idle' && !this.comm) {
+        } else if (status === 'idle' && !this.comm && !this.openTried) {
           this.open(kernel);
         }
       });
@@ -115,6 +118,7 @@ class TapePanel extends Widget {
     if (kernel.status === 'dead' || kernel.isDisposed) {
       return;
     }
+    this.openTried = true; // once per kernel process: a kernel without tapelab answers with a close
     try {
       const comm = kernel.createComm(TARGET);
       this.adopt(comm);
@@ -140,6 +144,7 @@ class TapePanel extends Widget {
     this.comm = null;
     this.connected = false;
     this.kernel = null;
+    this.openTried = false;
   }
 
   private handle(msg: { type: string; recording?: boolean } & Delta): void {

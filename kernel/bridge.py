@@ -1,0 +1,160 @@
+"""The comm bridge: streams the live tape of each cell to the JupyterLab side panel.
+
+The panel and the bridge find each other through comm target ``"tapelab"``: the bridge opens a
+comm when it loads, and registers the target so the panel can open one (after a kernel restart,
+or when it meets a kernel that already runs). Nothing is sent until a frontend has spoken on
+the comm, so a kernel with no panel (nbclient, a console) records nothing and sends nothing.
+Deltas are batched and sent at most ``RATE`` times a second; at most ``MAX_NODES`` nodes a cell.
+A send that fails drops the comm, never the cell.
+
+Messages, kernel -> panel: ``hello``/``state`` {recording}, ``begin`` {cell, title}, ``delta``
+(a view-model delta), ``end`` {cell, meta}, ``clear``. Panel -> kernel: ``hello``,
+``set`` {recording}, ``clear``.
+"""
+from __future__ import annotations
+
+from tapelab.widgets.live import LiveTape
+
+__all__ = ["Bridge", "RATE", "MAX_NODES"]
+
+TARGET = "tapelab"
+RATE = 30
+MAX_NODES = 5000
+
+
+class Bridge:
+    def __init__(self, shell):
+        self.shell = shell
+        self.comm = None
+        self.listening = False       # a frontend has spoken on the current comm
+        self.recording = False       # %tape on: every cell streams its tape
+        self.recorder: LiveTape | None = None
+        self.cells = 0
+        self.sent = 0                # messages sent, for tests and %tape status
+        self._depth = 0
+        self._registered = False
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(self) -> None:
+        self.shell.events.register("pre_run_cell", self._pre)
+        self.shell.events.register("post_run_cell", self._post)
+        try:
+            from comm import get_comm_manager
+            get_comm_manager().register_target(TARGET, self._on_open)
+            self._registered = True
+        except Exception:            # no kernel (plain IPython): nothing to stream to
+            return
+        self._open()
+
+    def stop(self) -> None:
+        for name, fn in (("pre_run_cell", self._pre), ("post_run_cell", self._post)):
+            try:
+                self.shell.events.unregister(name, fn)
+            except ValueError:
+                pass
+        if self.recorder is not None and self.recorder.recording:
+            self.recorder.__exit__(None, None, None)
+        if self._registered:
+            try:
+                from comm import get_comm_manager
+                get_comm_manager().unregister_target(TARGET, self._on_open)
+            except Exception:
+                pass
+        if self.comm is not None:
+            try:
+                self.comm.close()
+            except Exception:
+                pass
+        self.comm = None
+
+    def _open(self) -> None:
+        try:
+            from comm import create_comm
+            comm = create_comm(target_name=TARGET, data={"type": "hello", "recording": self.recording})
+        except Exception:
+            return
+        self._adopt(comm, listening=False)
+
+    def _on_open(self, comm, open_msg) -> None:
+        """The panel opened a comm to us: it listens."""
+        self._adopt(comm, listening=True)
+        self.send({"type": "hello", "recording": self.recording})
+
+    def _adopt(self, comm, listening: bool) -> None:
+        self.comm = comm
+        self.listening = listening
+        comm.on_msg(self._on_msg)
+        comm.on_close(lambda msg, c=comm: self._closed(c))
+
+    def _closed(self, comm) -> None:
+        if self.comm is comm:
+            self.comm = None
+            self.listening = False
+
+    def _on_msg(self, msg) -> None:
+        data = msg.get("content", {}).get("data", {}) or {}
+        self.listening = True
+        kind = data.get("type")
+        if kind == "set":
+            self.set_recording(bool(data.get("recording")))
+        elif kind == "clear":
+            self.clear()
+        elif kind == "hello":
+            self.send({"type": "hello", "recording": self.recording})
+
+    # ------------------------------------------------------------------ sending
+    def send(self, data: dict) -> bool:
+        """Send to the panel if one listens; never raises."""
+        if self.comm is None or not self.listening:
+            return False
+        try:
+            self.comm.send(data)
+        except Exception:
+            self.comm = None
+            self.listening = False
+            return False
+        self.sent += 1
+        return True
+
+    def _send_delta(self, delta: dict) -> None:
+        self.send({"type": "delta", **delta})
+
+    def set_recording(self, on: bool) -> None:
+        self.recording = on
+        self.send({"type": "state", "recording": on})
+
+    def clear(self) -> None:
+        self.shell.user_ns.pop("_tape", None)
+        self.send({"type": "clear"})
+
+    # ------------------------------------------------------------------ recording
+    def live(self, title: str = "", sinks=(), keep_values: bool = True) -> LiveTape:
+        """A LiveTape feeding ``sinks`` and, if a panel listens, the panel (begin/delta/end)."""
+        sinks = list(sinks)
+        if self.listening:
+            self.cells += 1
+            self.send({"type": "begin", "cell": self.cells, "title": title})
+            sinks.append(self._send_delta)
+        return LiveTape(sinks, rate=RATE, max_nodes=MAX_NODES, keep_values=keep_values, title=title)
+
+    def finish(self, rec: LiveTape) -> None:
+        if rec.recording:
+            rec.__exit__(None, None, None)
+        self.send({"type": "end", "cell": self.cells, "meta": rec.builder.meta()})
+
+    def _pre(self, info=None) -> None:
+        self._depth += 1
+        if self._depth != 1 or not (self.recording and self.listening):
+            return
+        raw = getattr(info, "raw_cell", "") or ""
+        if raw.lstrip().startswith("%%tape"):
+            return                   # the cell magic streams this cell itself
+        self.recorder = self.live(title=f"cell {self.cells + 1}")
+        self.recorder.__enter__()
+
+    def _post(self, result=None) -> None:
+        self._depth = max(0, self._depth - 1)
+        if self._depth == 0 and self.recorder is not None:
+            rec, self.recorder = self.recorder, None
+            self.finish(rec)
+            self.shell.user_ns["_tape"] = rec

@@ -1,0 +1,212 @@
+"""A real ipykernel driven with jupyter_client: the magics, the comm messages the bridge sends
+while a cell trains a small model, behaviour with no frontend, the kernelspec, and a restart."""
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import sys
+import time
+import uuid
+
+import pytest
+
+pytest.importorskip("ipykernel")
+jupyter_client = pytest.importorskip("jupyter_client")
+pytest.importorskip("anywidget")
+
+TRAIN = """
+import tapelab as torch
+from tapelab import nn
+torch.manual_seed(0)
+model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+x, y = torch.randn(32, 8), torch.randn(32, 4)
+for step in range({steps}):
+    opt.zero_grad()
+    loss = ((model(x) - y) ** 2).mean()
+    loss.backward()
+    opt.step()
+print("loss", round(loss.item(), 4))
+"""
+
+
+def run(kc, code: str, timeout: float = 60):
+    """Execute code; return (reply, iopub messages until idle, each stamped with arrival time)."""
+    msg_id = kc.execute(code)
+    msgs = []
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            m = kc.get_iopub_msg(timeout=1)
+        except Exception:
+            continue
+        m["_t"] = time.perf_counter()
+        msgs.append(m)
+        if (m["parent_header"].get("msg_id") == msg_id and m["msg_type"] == "status"
+                and m["content"]["execution_state"] == "idle"):
+            break
+    reply = kc.get_shell_msg(timeout=timeout)
+    while reply["parent_header"].get("msg_id") != msg_id:
+        reply = kc.get_shell_msg(timeout=timeout)
+    return reply, msgs
+
+
+def stdout(msgs) -> str:
+    return "".join(m["content"]["text"] for m in msgs if m["msg_type"] == "stream")
+
+
+def tape_msgs(msgs, comm_id):
+    return [m["content"]["data"] for m in msgs
+            if m["msg_type"] == "comm_msg" and m["content"]["comm_id"] == comm_id]
+
+
+def open_panel(kc) -> str:
+    """Act as the JupyterLab panel: open a comm to target "tapelab"."""
+    comm_id = uuid.uuid4().hex
+    msg = kc.session.msg("comm_open", {"comm_id": comm_id, "target_name": "tapelab", "data": {"type": "hello"}})
+    kc.shell_channel.send(msg)
+    return comm_id
+
+
+def panel_send(kc, comm_id, data):
+    kc.shell_channel.send(kc.session.msg("comm_msg", {"comm_id": comm_id, "data": data}))
+
+
+@pytest.fixture(scope="module")
+def kernel():
+    km, kc = jupyter_client.manager.start_new_kernel(kernel_name="python3")
+    try:
+        reply, _ = run(kc, "%load_ext tapelab.kernel")
+        assert reply["content"]["status"] == "ok"
+        yield km, kc
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+
+
+def test_no_frontend_cells_run_and_nothing_streams(kernel):
+    km, kc = kernel
+    reply, msgs = run(kc, "%tape on\n")
+    assert reply["content"]["status"] == "ok"
+    reply, msgs = run(kc, TRAIN.format(steps=3))
+    assert reply["content"]["status"] == "ok", reply["content"]
+    assert "loss" in stdout(msgs)
+    assert not [m for m in msgs if m["msg_type"] in ("comm_msg", "comm_open")]
+    reply, msgs = run(kc, "%tape status")
+    assert "panel not connected" in stdout(msgs) and "0 messages sent" in stdout(msgs)
+    run(kc, "%tape off")
+
+
+def test_tape_cell_magic_shows_a_tape_view(kernel):
+    km, kc = kernel
+    reply, msgs = run(kc, "%%tape mlp\n" + TRAIN.format(steps=1))
+    assert reply["content"]["status"] == "ok", reply["content"]
+    assert "loss" in stdout(msgs)
+    displays = [m for m in msgs if m["msg_type"] in ("display_data", "update_display_data")]
+    assert displays and all("application/vnd.jupyter.widget-view+json" in m["content"]["data"] for m in displays)
+    final = [m for m in displays if m["msg_type"] == "update_display_data"][-1]["content"]["data"]
+    graph = final["application/vnd.tapelab.graph+json"]
+    assert graph["schema"] == "tapelab.graph" and graph["version"] == 1
+    ops = [n["op"] for n in graph["nodes"] if n["kind"] == "forward"]
+    assert "matmul" in ops and "relu" in ops
+    assert {g["path"] for g in graph["groups"]} >= {"0", "1", "2"}
+    assert any(n["kind"] == "backward" for n in graph["nodes"])
+    # the widget got its deltas as custom messages on its own comm
+    custom = [m for m in msgs if m["msg_type"] == "comm_msg"
+              and m["content"]["data"].get("method") == "custom"]
+    assert any(m["content"]["data"]["content"].get("type") == "delta" for m in custom)
+    reply, msgs = run(kc, "print(type(_tape).__name__, len(_tape.graph()['nodes']))")
+    assert stdout(msgs).startswith("LiveTape")
+
+
+def test_rich_display_of_tensor_and_grad_fn(kernel):
+    km, kc = kernel
+    reply, msgs = run(kc, "import tapelab as torch\nw = torch.ones(3, 4, requires_grad=True)\nw")
+    data = next(m for m in msgs if m["msg_type"] == "execute_result")["content"]["data"]
+    assert "(3, 4)" in data["text/html"] and "float32" in data["text/html"]
+    reply, msgs = run(kc, "(w * 2).sum().grad_fn")
+    data = next(m for m in msgs if m["msg_type"] == "execute_result")["content"]["data"]
+    g = data["application/vnd.tapelab.graph+json"]
+    assert [n["op"] for n in g["nodes"]][:2] == ["SumBackward0", "MulBackward0"]
+
+
+def test_bridge_streams_deltas_to_a_panel_while_a_cell_trains(kernel):
+    km, kc = kernel
+    comm_id = open_panel(kc)
+    reply, msgs = run(kc, "%tape on")
+    hello = tape_msgs(msgs, comm_id)
+    assert hello and hello[0]["type"] == "hello"
+    code = TRAIN.format(steps=40).replace("opt.step()", "opt.step(); time.sleep(0.01)")
+    reply, msgs = run(kc, "import time\n" + code)
+    assert reply["content"]["status"] == "ok", reply["content"]
+    got = [(m["_t"], m["content"]["data"]) for m in msgs
+           if m["msg_type"] == "comm_msg" and m["content"]["comm_id"] == comm_id]
+    kinds = [d["type"] for _, d in got]
+    assert kinds[0] == "begin" and kinds[-1] == "end" and kinds.count("delta") >= 3, kinds
+    deltas = [(t, d) for t, d in got if d["type"] == "delta"]
+    # throttled: at most 30 deltas a second (over the cell's own duration, plus the final flush)
+    span = got[-1][0] - got[0][0]
+    assert len(deltas) <= 30 * span + 2, (len(deltas), span)
+    # deltas arrive while the cell runs, not all at the end
+    assert deltas[0][0] < got[-1][0] - 0.1
+    nodes = [n for _, d in deltas for n in d["nodes"]]
+    assert {n["module"] for n in nodes if n["kind"] == "forward"} >= {"0", "1", "2", ""}
+    assert any(n["kind"] == "backward" for n in nodes)
+    ids = [n["id"] for n in nodes]
+    assert len(ids) == len(set(ids)), "deltas repeat nodes"
+    end = got[-1][1]
+    assert end["meta"]["forward"] > 0 and end["meta"]["backward"] > 0
+    # a big tape is capped: 40 steps x ~40 records stays under the cap here, so counts match
+    assert len(nodes) <= 5000
+    # the panel's commands: toggle recording off, clear
+    panel_send(kc, comm_id, {"type": "set", "recording": False})
+    reply, msgs = run(kc, "%tape status")
+    assert "streaming off" in stdout(msgs)
+    assert {"type": "state", "recording": False} in tape_msgs(msgs, comm_id)
+    reply, msgs = run(kc, "x = 1 + 1")   # recording off: nothing streams
+    assert not tape_msgs(msgs, comm_id)
+
+
+def test_huge_tape_is_capped(kernel):
+    km, kc = kernel
+    comm_id = open_panel(kc)
+    run(kc, "import tapelab.kernel.bridge as b; b.MAX_NODES = 300\n%tape on")
+    reply, msgs = run(kc, TRAIN.format(steps=30))
+    data = tape_msgs(msgs, comm_id)
+    nodes = sum(len(d["nodes"]) for d in data if d["type"] == "delta")
+    assert nodes == 300, nodes
+    assert data[-1]["type"] == "end" and data[-1]["meta"]["truncated"] and data[-1]["meta"]["total"] > 1000
+    run(kc, "b.MAX_NODES = 5000\n%tape off")
+
+
+def test_kernelspec_loads_the_extension_and_survives_restart(tmp_path):
+    from jupyter_client.kernelspec import KernelSpecManager
+    import subprocess
+
+    out = subprocess.run([sys.executable, "-m", "tapelab.kernel", "install", "--prefix", str(tmp_path)],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    spec_dir = tmp_path / "share" / "jupyter" / "kernels" / "tapelab"
+    spec = json.loads((spec_dir / "kernel.json").read_text())
+    assert spec["display_name"] == "Python 3 (tapelab)" and "--ext=tapelab.kernel" in spec["argv"]
+    ksm = KernelSpecManager(kernel_dirs=[str(spec_dir.parent)])
+    km = jupyter_client.KernelManager(kernel_name="tapelab", kernel_spec_manager=ksm)
+    km.start_kernel()
+    kc = km.client()
+    kc.start_channels()
+    try:
+        kc.wait_for_ready(timeout=60)
+        reply, msgs = run(kc, "%tape status")     # no %load_ext: the kernelspec loaded it
+        assert "tape streaming off" in stdout(msgs), msgs
+        km.restart_kernel(now=True)
+        kc.wait_for_ready(timeout=60)
+        comm_id = open_panel(kc)                   # what the panel does after a restart
+        reply, msgs = run(kc, "%tape on")
+        assert tape_msgs(msgs, comm_id)[0]["type"] == "hello"
+        reply, msgs = run(kc, TRAIN.format(steps=1))
+        kinds = [d["type"] for d in tape_msgs(msgs, comm_id)]
+        assert kinds[0] == "begin" and "delta" in kinds and kinds[-1] == "end"
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)

@@ -1,0 +1,72 @@
+"""The anywidget classes: TapeView (a tape's graph, live) and TensorView."""
+from __future__ import annotations
+
+import pathlib
+
+import anywidget
+import traitlets
+
+from .tensor_view import tensor_summary
+from .viewmodel import MIME, SCHEMA, VERSION, graph_from_tape, to_dot, to_html
+
+__all__ = ["TapeView", "TensorView"]
+
+_ESM = pathlib.Path(__file__).parent / "static" / "tapelab.js"
+
+
+def _empty(title: str = "") -> dict:
+    return {"schema": SCHEMA, "version": VERSION, "nodes": [], "edges": [], "groups": [],
+            "meta": {"title": title, "forward": 0, "backward": 0, "total": 0, "truncated": False}}
+
+
+class TapeView(anywidget.AnyWidget):
+    """The graph of a tape: pan, zoom, module groups to expand, hover cards, search; grows live.
+
+    ``TapeView(graph)`` shows a view-model graph, ``TapeView.from_tape(t)`` a recorded tape;
+    ``send_delta`` appends (the ``%%tape`` magic feeds it from a ``LiveTape``).
+    """
+
+    _esm = _ESM
+    _view = traitlets.Unicode("tape").tag(sync=True)
+    graph = traitlets.Dict().tag(sync=True)
+    running = traitlets.Bool(False).tag(sync=True)
+
+    def __init__(self, graph: dict | None = None, title: str = "", **kwargs):
+        super().__init__(graph=graph or _empty(title), **kwargs)
+
+    @classmethod
+    def from_tape(cls, t, title: str = "", max_nodes: int | None = 5000) -> "TapeView":
+        return cls(graph_from_tape(t, title=title, max_nodes=max_nodes))
+
+    def send_delta(self, delta: dict) -> None:
+        self.send({"type": "delta", **delta})
+
+    def set_running(self, on: bool) -> None:
+        self.running = on
+        self.send({"type": "running", "running": on})
+
+    def to_dot(self) -> str:
+        return to_dot(self.graph)
+
+    def _repr_mimebundle_(self, **kwargs):
+        bundle = super()._repr_mimebundle_(**kwargs)
+        data = bundle[0] if isinstance(bundle, tuple) else bundle
+        if data is not None and self.graph.get("nodes"):
+            # saved notebooks keep this: the labextension's mime renderer draws it without a kernel
+            data[MIME] = self.graph
+            data["text/html"] = to_html(self.graph)
+        return bundle
+
+
+class TensorView(anywidget.AnyWidget):
+    """Shape, dtype, device, statistics, histogram and (2-D) heatmap of a tensor."""
+
+    _esm = _ESM
+    _view = traitlets.Unicode("tensor").tag(sync=True)
+    data = traitlets.Dict().tag(sync=True)
+
+    def __init__(self, tensor=None, name: str = "", **kwargs):
+        super().__init__(data=tensor_summary(tensor, name=name) if tensor is not None else {}, **kwargs)
+
+    def show(self, tensor, name: str = "") -> None:
+        self.data = tensor_summary(tensor, name=name)
