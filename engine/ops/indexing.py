@@ -19,8 +19,9 @@ from .movement import _ALL, _slice, broadcast_shapes, expand
 from .registry import NONE, Op
 from ._util import Tensor, _wrap_dim, sum_to
 
-__all__ = ["index_select", "gather", "scatter", "scatter_add", "scatter_reduce", "index_add", "index_fill", "index_copy",
-           "index_put", "masked_fill", "masked_select", "take", "take_along_dim", "nonzero", "argwhere"]
+__all__ = ["index_select", "gather", "scatter", "scatter_add", "scatter_reduce", "index_add", "index_fill",
+           "index_copy", "index_put", "masked_fill", "masked_select", "take", "take_along_dim", "nonzero",
+           "argwhere"]
 
 
 def _key(idx, template) -> tuple:
