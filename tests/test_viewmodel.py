@@ -1,0 +1,176 @@
+"""The view model: schema, module grouping and folding signatures, escaping, DOT export, deltas."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import tapelab as torch
+from tapelab import nn
+from tapelab.widgets.viewmodel import (MIME, SCHEMA, VERSION, GraphBuilder, dot_quote, graph_from_grad_fn,
+                                       graph_from_tape, to_dot, to_html)
+
+NODE_KEYS = {"id", "kind", "label", "op", "index", "seq", "forward_seq", "group", "module", "shape", "input_shapes",
+             "dtype", "device", "requires_grad", "start_ns", "time_ns", "value", "grad", "grad_ops"}
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(6, 6)
+
+    def forward(self, x):
+        return self.fc(x).relu()
+
+
+class Net(nn.Module):
+    def __init__(self, n=3):
+        super().__init__()
+        self.layers = nn.ModuleList([Block() for _ in range(n)])
+        self.head = nn.Linear(6, 2)
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = layer(x)
+        return self.head(x)
+
+
+def record(keep_values=True, n=3):
+    torch.manual_seed(0)
+    net = Net(n)
+    with torch.tape(keep_values=keep_values) as t:
+        loss = net(torch.randn(4, 6)).pow(2).mean()
+        loss.backward()
+    return t
+
+
+def test_schema_keys_and_json_roundtrip():
+    g = graph_from_tape(record(), title="net")
+    assert g["schema"] == SCHEMA == "tapelab.graph" and g["version"] == VERSION == 1
+    assert MIME == "application/vnd.tapelab.graph+json"
+    assert set(g) == {"schema", "version", "nodes", "edges", "groups", "meta"}
+    assert all(set(n) == NODE_KEYS for n in g["nodes"])
+    assert all(set(e) == {"source", "target", "kind", "shape"} for e in g["edges"])
+    assert json.loads(json.dumps(g)) == g
+    m = g["meta"]
+    assert m["title"] == "net" and m["forward"] > 0 and m["backward"] > 0 and not m["truncated"]
+    ids = {n["id"] for n in g["nodes"]}
+    assert len(ids) == len(g["nodes"])
+    assert all(e["source"] in ids and e["target"] in ids for e in g["edges"])
+    kinds = {n["kind"] for n in g["nodes"]}
+    assert kinds == {"forward", "backward", "leaf"}
+
+
+def test_node_attributes_shapes_dtype_device_time_and_summaries():
+    g = graph_from_tape(record())
+    mm = next(n for n in g["nodes"] if n["op"] == "matmul")
+    assert mm["shape"] == [4, 6] and mm["dtype"] == "float32" and mm["device"] == "cpu"
+    assert mm["input_shapes"] == [[4, 6], [6, 6]] and mm["time_ns"] > 0
+    assert mm["value"]["mean"] is not None and mm["grad"]["norm"] is not None   # keep_values: both
+    bwd = [n for n in g["nodes"] if n["kind"] == "backward"]
+    assert any(n["grad_ops"] > 0 for n in bwd)   # vjp ops are counted on their backward node
+    plain = graph_from_tape(record(keep_values=False))
+    assert all(n["value"] is None and n["grad"] is None for n in plain["nodes"])
+
+
+def test_module_groups_nest_and_repeated_blocks_share_a_signature():
+    g = graph_from_tape(record())
+    groups = {gr["path"]: gr for gr in g["groups"]}
+    assert {"layers", "layers.0", "layers.1", "layers.2", "layers.0.fc", "head"} <= set(groups)
+    assert groups["layers.0.fc"]["parent"] == "g:layers.0" and groups["layers.0"]["parent"] == "g:layers"
+    assert groups["layers"]["parent"] is None and groups["layers.1"]["label"] == "1"
+    # layers.0 sees the network input as a leaf; 1 and 2 are identical blocks: equal signatures
+    assert groups["layers.1"]["signature"] == groups["layers.2"]["signature"]
+    assert groups["layers.1"]["signature"] != groups["head"]["signature"]
+    mm = [n for n in g["nodes"] if n["op"] == "matmul"]
+    assert [n["module"] for n in mm] == ["layers.0.fc", "layers.1.fc", "layers.2.fc", "head"]
+    assert groups["layers"]["size"] == sum(1 for n in g["nodes"] if (n["module"] or "").startswith("layers"))
+
+
+def test_edges_forward_data_and_backward_grad():
+    g = graph_from_tape(record())
+    by = {n["id"]: n for n in g["nodes"]}
+    data = [e for e in g["edges"] if e["kind"] == "data"]
+    grad = [e for e in g["edges"] if e["kind"] == "grad"]
+    assert all(by[e["target"]]["kind"] == "forward" for e in data)
+    assert all(by[e["source"]]["kind"] == "backward" for e in grad)
+    # every parameter leaf gets its gradient from an AccumulateGrad node
+    acc = [e for e in grad if by[e["source"]]["op"] == "AccumulateGrad"]
+    assert len(acc) == 8 and all(by[e["target"]]["kind"] == "leaf" for e in acc)
+
+
+def test_deltas_add_up_to_the_graph():
+    t = record()
+    b = GraphBuilder()
+    deltas = []
+    for i, rec in enumerate(t.nodes):
+        b.add(rec)
+        if i % 7 == 0:
+            deltas.append(b.take())
+    deltas.append(b.take())
+    full = graph_from_tape(t)
+    assert [n["id"] for d in deltas for n in d["nodes"]] == [n["id"] for n in full["nodes"]]
+    assert sum(len(d["edges"]) for d in deltas) == len(full["edges"])
+    assert {g["id"] for d in deltas for g in d["groups"]} == {g["id"] for g in full["groups"]}
+
+
+def test_max_nodes_truncates_but_keeps_counting():
+    t = record()
+    g = graph_from_tape(t, max_nodes=10)
+    assert len(g["nodes"]) == 10 and g["meta"]["truncated"] and g["meta"]["total"] > 10
+
+
+def test_grad_fn_graph():
+    x = torch.ones(3, requires_grad=True)
+    y = (x * 2).exp().sum()
+    g = graph_from_grad_fn(y.grad_fn)
+    assert [n["op"] for n in g["nodes"]] == ["SumBackward0", "ExpBackward0", "MulBackward0", "AccumulateGrad"]
+    assert len(g["edges"]) == 3 and all(e["kind"] == "grad" for e in g["edges"])
+
+
+EVIL = '"><script>alert(1)</script>\\'
+
+
+class Evil(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.add_module(EVIL, nn.Linear(2, 2))
+
+    def forward(self, x):
+        return getattr(self, EVIL)(x)
+
+
+def test_user_strings_are_escaped_in_dot_and_html():
+    try:
+        net = Evil()
+    except (KeyError, ValueError, TypeError):
+        pytest.skip("nn.Module refuses such a name")
+    with torch.tape() as t:
+        net(torch.ones(1, 2)).sum()
+    g = graph_from_tape(t)
+    assert any(EVIL in gr["path"] for gr in g["groups"])   # the model keeps the string as data
+    dot = to_dot(g)
+    assert dot_quote(EVIL) in dot
+    import re
+    for line in dot.splitlines():   # every line has balanced unescaped quotes: no string breaks out
+        assert len(re.findall(r'(?<!\\)(?:\\\\)*"', line)) % 2 == 0, line
+    assert dot_quote(EVIL) == '"\\"><script>alert(1)</script>\\\\"'
+    h = to_html(g)
+    assert "<script>" not in h and "&lt;script&gt;" in h
+
+
+def test_dot_export_clusters_and_styles():
+    g = graph_from_tape(record())
+    dot = to_dot(g)
+    assert dot.startswith("digraph tape {") and dot.rstrip().endswith("}")
+    assert 'subgraph "cluster_layers" {' in dot and 'subgraph "cluster_layers.0.fc" {' in dot
+    assert dot.count("->") == len(g["edges"])
+    assert "style=dashed" in dot                      # gradient edges
+    assert 'label="matmul\\n(4, 6)"' in dot
+    flat = to_dot(g, groups=False)
+    assert "subgraph" not in flat and flat.count("[label=") == len(g["nodes"])
+    depth = 0
+    for ch in dot:                                    # braces balance: parsable nesting
+        depth += {"{": 1, "}": -1}.get(ch, 0)
+        assert depth >= 0
+    assert depth == 0
