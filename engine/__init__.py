@@ -28,6 +28,7 @@ from .random import Generator, default_generator, initial_seed, manual_seed, see
 from .tensor import Size, Tensor
 from .tape import tape
 from . import autograd, cuda, linalg, nn, optim, utils  # noqa: E402
+from . import profiler  # noqa: E402
 import tapelab.utils.data  # noqa: E402,F401
 
 install_methods(Tensor)

@@ -1,0 +1,176 @@
+"""What a profile records: plain dataclass events, and the analysis that nests them.
+
+An ``Event`` is one timed span: an op dispatched (``kind="op"``, forward or inside a
+vjp: ``phase``), a backward node run (``"backward"``), a ``record_function`` range
+(``"range"``), a ``ProfilerStep#N`` range (``"step"``) or an nn.Module call (``"module"``,
+rebuilt from the module path the dispatcher reports with each op, on a lane of its own).
+Events hold names, numbers and shapes only: never a tensor.
+
+Nesting is recovered after recording, from the intervals: per thread, an event's parent
+is the innermost earlier event whose interval contains it. Self time is total time minus
+the children's totals. Module spans nest only among themselves (they are approximate:
+see ``Recorder``), so they never change the self time of ops and ranges.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+__all__ = ["Event", "MemoryEvent", "Trace", "ProfileReady"]
+
+# parents before children when two spans start at the same instant
+_RANK = {"step": 0, "range": 1, "module": 2, "backward": 3, "op": 4}
+
+
+@dataclass(slots=True, eq=False)
+class Event:
+    """One timed span. Times are ``time.perf_counter_ns`` values (``start_ns``) and ns."""
+    name: str
+    kind: str
+    start_ns: int
+    duration_ns: int
+    tid: int
+    phase: str = "forward"      # "backward" for backward nodes and the ops their vjps dispatch
+    module: str = ""            # module path (with_modules); for backward, that of the forward op
+    input_shapes: tuple = ()    # record_shapes: one shape per input (() for Python numbers)
+    shape: tuple = ()           # output shape (ops)
+    dtype: str = ""
+    seq: int = -1               # ops: the dispatcher's seq (= grad_fn.tape_seq); backward: forward seq
+    bytes: int = 0              # profile_memory: bytes newly allocated for the output
+    flops: int = 0              # with_flops: estimated floating point operations
+    stack: tuple = ()           # with_stack: "file(line): function", innermost first
+    depth: int = 0              # modules: nesting depth
+    # filled by Trace.analyze()
+    self_ns: int = 0
+    mem_total: int = 0
+    parent: "Event | None" = field(default=None, repr=False)
+    children: list = field(default_factory=list, repr=False)
+
+    # -- torch.autograd.profiler_util.FunctionEvent's names (times in microseconds) --
+    @property
+    def key(self) -> str:
+        return self.name
+
+    @property
+    def count(self) -> int:
+        return 1
+
+    @property
+    def cpu_time_total(self) -> float:
+        return self.duration_ns / 1e3
+
+    @property
+    def cpu_time(self) -> float:
+        return self.duration_ns / 1e3
+
+    @property
+    def self_cpu_time_total(self) -> float:
+        return self.self_ns / 1e3
+
+    @property
+    def cpu_memory_usage(self) -> int:
+        return self.mem_total
+
+    @property
+    def self_cpu_memory_usage(self) -> int:
+        return self.bytes
+
+    @property
+    def cpu_parent(self) -> "Event | None":
+        return self.parent
+
+    @property
+    def cpu_children(self) -> list:
+        return self.children
+
+    @property
+    def is_user_annotation(self) -> bool:
+        return self.kind in ("range", "step")
+
+    @property
+    def end_ns(self) -> int:
+        return self.start_ns + self.duration_ns
+
+
+@dataclass(slots=True)
+class MemoryEvent:
+    """An allocation (``bytes > 0``, at the op's end) or a free (``bytes < 0``, when the
+    last reference to the array's memory died); ``allocated`` is the running estimate."""
+    ts_ns: int
+    bytes: int
+    allocated: int
+    name: str
+
+
+@dataclass(eq=False)
+class Trace:
+    """Everything one profiling cycle recorded (``profile`` keeps the latest one).
+
+    ``dropped`` counts events per kind that did not fit under ``max_events``.
+    """
+    options: dict
+    max_events: int
+    start_ns: int = 0
+    end_ns: int = 0
+    step_num: int = 0
+    events: list = field(default_factory=list)
+    memory: list = field(default_factory=list)
+    dropped: dict = field(default_factory=dict)
+    peak_bytes: int = 0
+    _analyzed: int = field(default=-1, repr=False)
+
+    @property
+    def n_dropped(self) -> int:
+        return sum(self.dropped.values())
+
+    def drop_notice(self) -> str:
+        """One line saying how many events were dropped, or ``""``."""
+        n = self.n_dropped
+        if not n:
+            return ""
+        kinds = ", ".join(f"{k}: {v}" for k, v in sorted(self.dropped.items()))
+        return (f"{n} events were dropped after the buffer reached max_events={self.max_events} "
+                f"({kinds}); times and counts cover the recorded events only. Profile fewer steps "
+                f"(schedule(active=...)) or raise max_events.")
+
+    def analyze(self) -> "Trace":
+        """Link parents/children and compute self times and memory totals (cached)."""
+        if self._analyzed == len(self.events):
+            return self
+        for e in self.events:
+            e.parent, e.children, e.self_ns, e.mem_total = None, [], e.duration_ns, e.bytes
+        order = sorted(self.events, key=lambda e: (e.kind == "module", e.tid, e.start_ns,
+                                                   -e.duration_ns, _RANK[e.kind], e.depth))
+        stack: list = []
+        lane = None
+        for e in order:
+            key = (e.kind == "module", e.tid)
+            if key != lane:
+                lane, stack = key, []
+            while stack and e.end_ns > stack[-1].end_ns:  # not inside the top (or overlapping it)
+                stack.pop()
+            if stack:
+                p = stack[-1]
+                e.parent = p
+                p.children.append(e)
+                p.self_ns -= e.duration_ns
+            stack.append(e)
+        for e in reversed(order):  # children were visited after parents: add memory bottom-up
+            if e.parent is not None:
+                e.parent.mem_total += e.mem_total
+        for e in self.events:
+            e.self_ns = max(e.self_ns, 0)
+        self._analyzed = len(self.events)
+        return self
+
+    def to_dict(self) -> dict:
+        from .export import trace_to_dict
+        return trace_to_dict(self)
+
+
+@dataclass
+class ProfileReady:
+    """Payload of the ``profile_ready`` engine event: emitted when a profile stops and on
+    each schedule cycle's ``on_trace_ready``. ``trace.to_dict()`` is the widget data model."""
+    trace: Trace
+    step_num: int
+    profiler: object = field(default=None, repr=False)
