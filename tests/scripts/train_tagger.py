@@ -79,7 +79,7 @@ for epoch in range(epochs):
         logits = model(xb)
         loss = criterion(logits.reshape(-1, TAGS), yb.reshape(-1))
         loss.backward()
-        norm = nn.utils.clip_grad_norm_(model.parameters(), max_norm=0.5)
+        norm = nn.utils.clip_grad_norm_(model.parameters(), max_norm=0.2)
         optimizer.step()
         scheduler.step()
         print(f"loss_e{epoch}_b{b}", round(loss.item(), 6))
