@@ -306,6 +306,12 @@ export class GraphStore {
         edges.set(key, { source: s, target: t, kind: e.kind, count: 1 });
       }
     }
+    const sinkLeaf = new Map<string, string>();
+    for (const e of this.edges) {
+      if (e.kind === 'grad' && this.byId.get(e.target)?.kind === 'leaf') {
+        sinkLeaf.set(e.source, e.target);
+      }
+    }
     for (const u of units.values()) {
       const n = u.node;
       if (!n || n.kind !== 'backward') {
@@ -318,8 +324,8 @@ export class GraphStore {
           u.anchor = a;
         }
       } else {
-        const e = this.edges.find(x => x.source === n.id && x.kind === 'grad' && this.byId.get(x.target)?.kind === 'leaf');
-        const a = e ? nodeRep.get(e.target) : undefined;
+        const leaf = sinkLeaf.get(n.id);
+        const a = leaf ? nodeRep.get(leaf) : undefined;
         if (a !== undefined && a !== u.id) {
           u.anchor = a;
         }
