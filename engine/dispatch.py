@@ -105,8 +105,12 @@ def eager(op, args, params):
         promoted = _promote(op, args)
         if promoted is not args:
             return eager(op, promoted, params)
+    xp = dev._xp or dev.xp
     try:
-        out = op.fwd(dev._xp or dev.xp, *arrays, **params)
+        out = op.fwd(xp, *arrays, **params)
+    except OverflowError:
+        # numpy 2 rejects Python ints outside an integer tensor's range; PyTorch wraps them
+        out = op.fwd(xp, *[xp.asarray(a).astype(dt) if type(a) is int else a for a in arrays], **params)
     except (ValueError, TypeError, IndexError) as e:
         raise _forward_error(op, args, params, e) from None
     if op.n_extra:
@@ -164,14 +168,17 @@ def _record(op, args, params, out, out_vc):
 
 def _promote(op, args):
     """Cast tensor operands to PyTorch's result dtype; Python numbers stay as they are."""
-    if not all(isinstance(a, (Tensor, int, float)) for a in args):
-        return tuple(a if isinstance(a, (Tensor, int, float)) else _as_operand(a, op) for a in args)
+    if not all(isinstance(a, Tensor) or type(a) in _NUMBERS for a in args):
+        return tuple(a if isinstance(a, Tensor) or type(a) in _NUMBERS else _as_operand(a, op) for a in args)
     rt = result_type(*args)
     if op.promote == "float" and not rt.is_floating_point:
         rt = get_default_dtype()
     if all(a._data.dtype == rt.np for a in args if isinstance(a, Tensor)):
         return args
     return tuple(a.to(rt) if isinstance(a, Tensor) and a._data.dtype != rt.np else a for a in args)
+
+
+_NUMBERS = (int, float, bool)  # exactly: numpy's float64 subclasses float but promotes as float64
 
 
 def _as_operand(a, op):

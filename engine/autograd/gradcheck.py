@@ -45,6 +45,9 @@ def _analytical(fn, inputs, i, create_graph=False):
     outs = _outputs(fn, inputs)
     rows = []
     for o in outs:
+        if not o.requires_grad:  # e.g. the zero first derivative of floor: a zero Jacobian block
+            rows.extend(np.zeros(inputs[i].numel()) for _ in range(o.numel()))
+            continue
         for k in range(o.numel()):
             v = zeros_like(o)
             v._data[np.unravel_index(k, v._data.shape)] = 1
