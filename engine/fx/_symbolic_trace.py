@@ -1,0 +1,358 @@
+"""Symbolic tracing: run ``forward`` on Proxies and record a ``Graph``.
+
+``Tracer.trace(root)`` makes one ``placeholder`` per argument of ``root.forward``, calls
+it with Proxies and records every operation. Three things are intercepted while it runs:
+
+- ``Module.__call__``: a *leaf* module (``is_leaf_module``; by default every
+  ``tapelab.nn`` layer except ``Sequential``) becomes one ``call_module`` node; any other
+  module is traced through.
+- ``Module.__getattr__``: reading a Parameter gives a ``get_attr`` node.
+- the public functions of ``tapelab`` and ``tapelab.nn.functional`` (and the same
+  functions bound to other names in the root's module globals, plus functions marked
+  with ``wrap``): a call whose arguments contain a Proxy becomes one ``call_function``
+  node whose target is the original function; other calls run as usual.
+
+Proxy is not a Tensor, so the swapped namespace is how calls on Proxies are seen. A
+dispatcher mode is pushed during tracing as well: ops on real tensors (constants made at
+trace time) run eagerly, and a primitive that receives a Proxy through a path the
+wrappers missed raises a ``TraceError`` that names the op and the fix.
+
+>>> class M(tapelab.nn.Module):
+...     def __init__(self):
+...         super().__init__()
+...         self.linear = tapelab.nn.Linear(4, 4)
+...     def forward(self, x):
+...         return tapelab.relu(self.linear(x)) + 1
+>>> gm = tapelab.fx.symbolic_trace(M())
+>>> [n.op for n in gm.graph.nodes]
+['placeholder', 'call_module', 'call_function', 'call_function', 'output']
+"""
+from __future__ import annotations
+
+import builtins
+import contextlib
+import functools
+import inspect
+import types
+from typing import Any, Callable
+
+from ..dispatch import eager, pop_mode, push_mode
+from ..nn.modules.container import Sequential
+from ..nn.modules.module import Module
+from ..nn.parameter import Parameter
+from ..tensor import Tensor
+from .graph import Graph
+from .graph_module import GraphModule
+from .node import Node, map_aggregate
+from .proxy import Proxy, TraceError
+
+__all__ = ["Tracer", "symbolic_trace", "wrap"]
+
+_WRAPPED: list[tuple[dict, str]] = []   # (module globals, name) registered by ``wrap``
+
+
+def wrap(fn_or_name: str | Callable):
+    """Record calls of a module-level function as one ``call_function`` node instead of
+    tracing through it (use for functions with control flow, or for ``len``).
+
+    Call it at module scope, with the function or its name::
+
+        def my_norm(x):
+            return x / x.abs().max() if x.numel() else x
+        tapelab.fx.wrap("my_norm")      # or decorate my_norm with @tapelab.fx.wrap
+
+    Returns its argument.
+    """
+    frame = inspect.currentframe().f_back
+    if frame.f_code.co_name != "<module>":
+        raise NotImplementedError("wrap must be called at the top level of a module")
+    name = fn_or_name if isinstance(fn_or_name, str) else fn_or_name.__name__
+    _WRAPPED.append((frame.f_globals, name))
+    return fn_or_name
+
+
+def _has_proxy(args, kwargs) -> Proxy | None:
+    found = []
+    map_aggregate((args, kwargs), lambda a: found.append(a) if isinstance(a, Proxy) else None)
+    return found[0] if found else None
+
+
+def _recording(fn: Callable) -> Callable:
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        proxy = _has_proxy(args, kwargs)
+        if proxy is None:
+            return fn(*args, **kwargs)
+        return proxy.tracer.create_proxy("call_function", fn, args, kwargs)
+    wrapper.__fx_original__ = fn
+    return wrapper
+
+
+def _is_public_function(v) -> bool:
+    return isinstance(v, (types.FunctionType, types.BuiltinFunctionType)) and not v.__name__.startswith("_")
+
+
+class _Patcher:
+    """Swaps attributes for the duration of a trace and puts every original back."""
+
+    def __init__(self):
+        self.undo: list[tuple[Any, str, Any, bool]] = []
+
+    def setattr(self, obj, name: str, value) -> None:
+        self.undo.append((obj, name, obj.__dict__.get(name), name in obj.__dict__))
+        setattr(obj, name, value)
+
+    def setitem(self, d: dict, name: str, value) -> None:
+        self.undo.append((d, name, d.get(name), name in d))
+        d[name] = value
+
+    def restore(self) -> None:
+        for obj, name, old, had in reversed(self.undo):
+            if isinstance(obj, dict):
+                if had:
+                    obj[name] = old
+                else:
+                    obj.pop(name, None)
+            elif had:
+                setattr(obj, name, old)
+            else:
+                delattr(obj, name)
+        self.undo.clear()
+
+
+def _patch_functions(patcher: _Patcher, extra_globals: list[dict]) -> None:
+    """Swap tapelab's public functions (and names bound to them in ``extra_globals``)."""
+    import tapelab
+    import tapelab.nn.functional as F
+    swapped: dict[int, Callable] = {}
+    for ns in (tapelab, F):
+        for name, v in list(vars(ns).items()):
+            if _is_public_function(v) and name not in ("is_tensor", "is_grad_enabled"):
+                w = swapped.setdefault(id(v), _recording(v))
+                patcher.setitem(vars(ns), name, w)
+    for g in extra_globals:
+        for name, v in list(g.items()):
+            if id(v) in swapped and g.get(name) is v:
+                patcher.setitem(g, name, swapped[id(v)])
+    for g, name in _WRAPPED:
+        if name in g:
+            patcher.setitem(g, name, _recording(g[name]))
+        elif hasattr(builtins, name):
+            patcher.setitem(g, name, _recording(getattr(builtins, name)))
+
+
+class _ProxyGuard:
+    """The dispatcher mode active during tracing: eager for real tensors, an error for Proxies."""
+
+    def dispatch(self, op, args, params):
+        if _has_proxy(args, params) is not None:
+            raise TraceError(f"op '{op.name}' received a Proxy: it was reached through a function the tracer "
+                             f"does not intercept (bound under another name, or called on a Proxy that is not a "
+                             f"Tensor). Call it as tapelab.{op.name}(...) / a Tensor method, or mark the caller "
+                             f"with tapelab.fx.wrap")
+        return eager(op, args, params)
+
+
+@contextlib.contextmanager
+def _intercepting(extra_globals: list[dict]):
+    """Inside: tapelab's functions record calls on Proxies, and the dispatcher guards
+    primitives against Proxies. Yields the patcher, for further swaps undone on exit."""
+    patcher = _Patcher()
+    guard = _ProxyGuard()
+    push_mode(guard)
+    try:
+        _patch_functions(patcher, extra_globals)
+        yield patcher
+    finally:
+        pop_mode(guard)
+        patcher.restore()
+
+
+class Tracer:
+    """Turns a module or function into a ``Graph`` by running it on Proxies.
+
+    Override points (as in PyTorch):
+        ``is_leaf_module(m, qualname)``: whether ``m`` is recorded as one ``call_module``.
+        ``call_module(m, forward, args, kwargs)``: what calling a submodule does.
+        ``create_proxy(kind, target, args, kwargs)``: how a node and its Proxy are made.
+        ``create_arg(a)``: how a Python value becomes a node argument (tensors become
+        ``get_attr`` nodes).
+        ``path_of_module(m)``: the dotted name of a submodule of the root.
+
+    Args:
+        autowrap_functions: further functions recorded as ``call_function`` when called
+            with Proxies from the root's module.
+    """
+
+    def __init__(self, autowrap_modules=(), autowrap_functions: tuple = (), param_shapes_constant: bool = False):
+        self._autowrap_functions = tuple(autowrap_functions)
+        self.param_shapes_constant = param_shapes_constant
+        self.graph: Graph | None = None
+        self.root: Module | None = None
+        self.tensor_attrs: dict[int, str] = {}
+
+    # ------------------------------------------------------------------ tracing
+    def trace(self, root: Module | Callable, concrete_args: dict[str, Any] | None = None) -> Graph:
+        """Trace ``root`` (a module, or a plain function) and return the graph.
+
+        Args:
+            root: what to trace; for a module, its ``forward``.
+            concrete_args: values for some arguments, fixed for this trace (e.g. a flag or
+                ``None``); they stay in the signature with that value as default.
+        """
+        if isinstance(root, Module):
+            self.root, fn = root, type(root).forward
+        else:
+            self.root, fn = Module(), root
+        self.graph = Graph(tracer_cls=type(self))
+        self._bind_root(self.root)
+        args = self.create_args_for_root(fn, isinstance(root, Module), concrete_args or {})
+        if isinstance(root, Module):
+            args = [root, *args]
+        extra = [getattr(fn, "__globals__", {})]
+        with _intercepting(extra) as patcher:
+            for f in self._autowrap_functions:
+                patcher.setitem(fn.__globals__, f.__name__, _recording(f))
+            self._patch_module(patcher)
+            result = fn(*args)
+        self.create_node("output", "output", (self.create_arg(result),), {})
+        return self.graph
+
+    def _bind_root(self, root: Module) -> None:
+        self.root = root
+        self.tensor_attrs = {}
+        for name, p in root.named_parameters():
+            self.tensor_attrs.setdefault(id(p), name)
+        for name, b in root.named_buffers():
+            self.tensor_attrs.setdefault(id(b), name)
+        self._module_paths = {id(m): name for name, m in root.named_modules()}
+
+    def create_args_for_root(self, fn: Callable, is_module: bool, concrete_args: dict) -> list:
+        """Placeholders (as Proxies) for ``fn``'s parameters; concrete ones pass their value."""
+        params = list(inspect.signature(fn).parameters.values())
+        if is_module:
+            params = params[1:]
+        unknown = set(concrete_args) - {p.name for p in params}
+        if unknown:
+            raise TraceError(f"concrete_args names {sorted(unknown)} that are not arguments of "
+                             f"{fn.__qualname__}")
+        args = []
+        for p in params:
+            if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD, p.KEYWORD_ONLY):
+                raise TraceError(f"cannot trace {fn.__qualname__}: argument {p} is *args, **kwargs or "
+                                 "keyword-only; wrap the call in a function with plain arguments")
+            if p.name in concrete_args:
+                value = concrete_args[p.name]
+                self.create_node("placeholder", p.name, (value,), {})
+                args.append(value)
+                continue
+            default = () if p.default is p.empty else (p.default,)
+            args.append(self.create_proxy("placeholder", p.name, default, {}))
+        return args
+
+    def _patch_module(self, patcher: _Patcher) -> None:
+        tracer = self
+        orig_call, orig_getattr = Module.__call__, Module.__getattr__
+
+        def module_call(mod, *args, **kwargs):
+            return tracer.call_module(mod, lambda *a, **k: orig_call(mod, *a, **k), args, kwargs)
+
+        def module_getattr(mod, name):
+            value = orig_getattr(mod, name)
+            return tracer.getattr(name, value)
+        patcher.setattr(Module, "__call__", module_call)
+        patcher.setattr(Module, "__getattr__", module_getattr)
+
+    # ------------------------------------------------------------------ override points
+    def is_leaf_module(self, m: Module, module_qualified_name: str) -> bool:
+        """``tapelab.nn`` layers are leaves, except ``Sequential``; user modules are traced through."""
+        return type(m).__module__.startswith("tapelab.nn") and not isinstance(m, Sequential)
+
+    def path_of_module(self, mod: Module) -> str:
+        """The dotted name of ``mod`` inside the root (``"layers.0"``)."""
+        try:
+            return self._module_paths[id(mod)]
+        except KeyError:
+            raise NameError(f"module {type(mod).__name__} is not installed as a submodule of the traced "
+                            "root; assign it as an attribute in __init__") from None
+
+    def call_module(self, m: Module, forward: Callable, args: tuple, kwargs: dict):
+        """Record a leaf module as ``call_module``; trace through anything else."""
+        path = self.path_of_module(m)
+        if self.is_leaf_module(m, path):
+            return self.create_proxy("call_module", path, args, kwargs)
+        return forward(*args, **kwargs)
+
+    def getattr(self, attr: str, attr_val: Any):
+        """Reading a module attribute: Parameters become ``get_attr`` Proxies."""
+        if isinstance(attr_val, Parameter) and id(attr_val) in self.tensor_attrs:
+            return self.create_proxy("get_attr", self.tensor_attrs[id(attr_val)], (), {})
+        return attr_val
+
+    def create_node(self, kind: str, target, args: tuple, kwargs: dict, name: str | None = None,
+                    type_expr: Any = None) -> Node:
+        return self.graph.create_node(kind, target, args, kwargs, name, type_expr)
+
+    def proxy(self, node: Node) -> Proxy:
+        return Proxy(node, self)
+
+    def create_proxy(self, kind: str, target, args: tuple, kwargs: dict, name: str | None = None,
+                     type_expr: Any = None) -> Proxy:
+        """Create a node from Python arguments (via ``create_arg``) and return its Proxy."""
+        node = self.create_node(kind, target, self.create_arg(tuple(args)), self.create_arg(dict(kwargs)),
+                                name, type_expr)
+        return self.proxy(node)
+
+    def create_arg(self, a: Any):
+        """Turn a Python value into a node argument: Proxies become their nodes, tensors
+        of the root become ``get_attr`` nodes, other tensors are stored on the root as
+        ``_tensor_constant<i>``; containers are converted element by element."""
+        if isinstance(a, Proxy):
+            return a.node
+        if isinstance(a, Tensor):
+            name = self.tensor_attrs.get(id(a))
+            if name is None:
+                i = 0
+                while hasattr(self.root, f"_tensor_constant{i}"):
+                    i += 1
+                name = f"_tensor_constant{i}"
+                self.root.__dict__[name] = a
+                self.tensor_attrs[id(a)] = name
+            return self.create_node("get_attr", name, (), {})
+        if isinstance(a, tuple):
+            t = tuple(self.create_arg(x) for x in a)
+            return type(a)(*t) if hasattr(a, "_fields") else t
+        if isinstance(a, list):
+            return [self.create_arg(x) for x in a]
+        if isinstance(a, dict):
+            return {k: self.create_arg(v) for k, v in a.items()}
+        if isinstance(a, slice):
+            return slice(self.create_arg(a.start), self.create_arg(a.stop), self.create_arg(a.step))
+        if isinstance(a, Module):
+            raise TraceError(f"a module ({type(a).__name__}) cannot be an argument of a traced call; "
+                             "call it instead")
+        return a
+
+
+def symbolic_trace(root: Module | Callable, concrete_args: dict[str, Any] | None = None) -> GraphModule:
+    """Trace ``root`` into a ``GraphModule`` whose generated ``forward`` computes the same.
+
+    Args:
+        root: an ``nn.Module`` or a plain function of tensors.
+        concrete_args: arguments to fix for the trace (flags, ``None``).
+    Returns:
+        A ``GraphModule`` sharing ``root``'s submodules and parameters.
+
+    >>> gm = tapelab.fx.symbolic_trace(lambda x: tapelab.relu(x) * 2)
+    >>> print(gm.code)
+    def forward(self, x):
+        relu = tapelab.relu(x);  x = None
+        mul = relu * 2;  relu = None
+        return mul
+    """
+    tracer = Tracer()
+    graph = tracer.trace(root, concrete_args)
+    name = type(root).__name__ if isinstance(root, Module) else getattr(root, "__name__", "GraphModule")
+    if name == "<lambda>":
+        name = "GraphModule"
+    return GraphModule(tracer.root, graph, name)

@@ -1,0 +1,243 @@
+"""``GraphModule``: an ``nn.Module`` whose ``forward`` is Python generated from a ``Graph``.
+
+The submodules, parameters and buffers the graph refers to (``call_module`` and
+``get_attr`` targets) are copied in from the root by reference, so the GraphModule
+shares weights with the module it was traced from and trains like any other module.
+After editing ``gm.graph``, call ``gm.recompile()`` to regenerate ``gm.code``.
+
+>>> gm = tapelab.fx.symbolic_trace(model)
+>>> print(gm.code)
+def forward(self, x):
+    linear = self.linear(x);  x = None
+    relu = tapelab.relu(linear);  linear = None
+    return relu
+"""
+from __future__ import annotations
+
+import itertools
+import linecache
+import os
+import pathlib
+
+from ..nn.modules.module import Module
+from ..tensor import Tensor
+from ..nn.parameter import Parameter
+from .graph import Graph
+
+__all__ = ["GraphModule"]
+
+_keys = itertools.count()
+
+
+def _copy_attr(from_module, to_module, target: str) -> None:
+    *prefix, field = target.split(".")
+    for item in prefix:
+        f = getattr(from_module, item)
+        t = getattr(to_module, item, None)
+        if f is t:
+            return
+        if t is None:
+            t = Module()
+            setattr(to_module, item, t)
+        from_module, to_module = f, t
+    _set_field(to_module, field, getattr(from_module, field))
+
+
+def _assign_attr(obj, to_module, target: str) -> None:
+    *prefix, field = target.split(".")
+    for item in prefix:
+        t = getattr(to_module, item, None)
+        if t is None:
+            t = Module()
+            setattr(to_module, item, t)
+        to_module = t
+    _set_field(to_module, field, obj)
+
+
+def _set_field(module, field: str, value) -> None:
+    if isinstance(value, Tensor) and not isinstance(value, Parameter):
+        module.register_buffer(field, value)
+    else:
+        setattr(module, field, value)
+
+
+class GraphModule(Module):
+    """A module generated from ``graph``, with attributes taken from ``root``.
+
+    Args:
+        root: the module the graph's ``get_attr``/``call_module`` targets are read from,
+            or a dict mapping each target path to its object.
+        graph: the ``Graph``; ``gm.graph = g`` later swaps it and recompiles.
+        class_name: the name shown by ``print_readable`` and ``repr``.
+
+    Each GraphModule gets its own subclass, so assigning ``forward`` on recompile never
+    affects another instance.
+    """
+
+    def __new__(cls, *args, **kwargs):
+        base = next(t for t in cls.__mro__ if t.__name__ != "GraphModuleImpl")
+
+        class GraphModuleImpl(base):
+            pass
+        return super().__new__(GraphModuleImpl)
+
+    def __init__(self, root, graph: Graph, class_name: str = "GraphModule"):
+        super().__init__()
+        type(self).__name__ = class_name
+        type(self).__qualname__ = class_name
+        if isinstance(root, Module):
+            self.__dict__["training"] = root.training
+            for node in graph.nodes:
+                if node.op in ("get_attr", "call_module"):
+                    _copy_attr(root, self, node.target)
+        elif isinstance(root, dict):
+            for node in graph.nodes:
+                if node.op in ("get_attr", "call_module"):
+                    if node.target not in root:
+                        raise RuntimeError(f"Node {node.name} referenced target {node.target} but that target "
+                                           "was not provided in ``root``!")
+                    _assign_attr(root[node.target], self, node.target)
+        else:
+            raise RuntimeError(f"Unsupported type {root} passed for root!")
+        self.__dict__["meta"] = {}
+        self.graph = graph
+
+    # ------------------------------------------------------------------ graph and code
+    @property
+    def graph(self) -> Graph:
+        """The underlying graph; assigning a new one recompiles."""
+        return self.__dict__["_graph"]
+
+    @graph.setter
+    def graph(self, g: Graph) -> None:
+        self.__dict__["_graph"] = g
+        g.owning_module = self
+        self.recompile()
+
+    @property
+    def code(self) -> str:
+        """The Python source of the generated ``forward``."""
+        return self.__dict__["_code"]
+
+    def recompile(self):
+        """Regenerate ``forward`` (and ``code``) from ``self.graph``; call after editing it."""
+        python_code = self.graph.python_code("self")
+        src = python_code.src
+        filename = f"<eval_with_key>.{next(_keys)}"
+        linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
+        env = dict(python_code.globals)
+        exec(compile(src, filename, "exec"), env)
+        self.__dict__["_code"] = src
+        type(self).forward = env["forward"]
+        return python_code
+
+    def print_readable(self, print_output: bool = True) -> str:
+        """The module as a class definition with its generated forward; printed unless told not."""
+        body = "\n".join("    " + line if line else line for line in self.code.strip("\n").splitlines())
+        text = f"class {type(self).__name__}(tapelab.nn.Module):\n{body}\n"
+        if print_output:
+            print(text)
+        return text
+
+    def __str__(self) -> str:
+        return super().__repr__() + "\n\n" + self.code
+
+    # ------------------------------------------------------------------ submodules
+    def add_submodule(self, target: str, m: Module) -> bool:
+        """Install ``m`` at the dotted path ``target``, creating empty parent modules on the way.
+
+        Returns False when a path component exists but is not a Module.
+        """
+        *prefix, field = target.split(".")
+        mod = self
+        for item in prefix:
+            sub = getattr(mod, item, None)
+            if sub is None:
+                sub = Module()
+                mod.add_module(item, sub)
+            if not isinstance(sub, Module):
+                return False
+            mod = sub
+        mod.add_module(field, m)
+        return True
+
+    def delete_submodule(self, target: str) -> bool:
+        """Remove the submodule at ``target``; returns False if there was none."""
+        *prefix, field = target.split(".")
+        mod = self
+        for item in prefix:
+            mod = getattr(mod, item, None)
+            if not isinstance(mod, Module):
+                return False
+        if not isinstance(getattr(mod, field, None), Module):
+            return False
+        delattr(mod, field)
+        return True
+
+    def delete_all_unused_submodules(self) -> None:
+        """Remove every submodule that no ``call_module`` or ``get_attr`` node reaches."""
+        used: set[str] = set()
+        for node in self.graph.nodes:
+            if node.op in ("call_module", "get_attr"):
+                parts = node.target.split(".")
+                used.update(".".join(parts[:i]) for i in range(1, len(parts) + 1))
+                if node.op == "call_module":
+                    sub = self.get_submodule(node.target)
+                    used.update(f"{node.target}.{name}" for name, _ in sub.named_modules() if name)
+        for name, _ in list(self.named_modules()):
+            if name and name not in used:
+                self.delete_submodule(name)
+
+    # ------------------------------------------------------------------ export
+    def to_folder(self, folder: str | os.PathLike, module_name: str = "FxModule") -> None:
+        """Write ``module.py`` (a standalone class), ``state_dict.pt`` and ``__init__.py``.
+
+        Submodules of ``tapelab.nn`` are rebuilt from their ``repr``; weights load from the
+        state dict (safetensors, no pickle). ``from <folder> import FxModule`` then works.
+        """
+        from .. import save
+        folder = pathlib.Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        save(self.state_dict(), folder / "state_dict.pt")
+        init = [f"self.{line}" for line in _build_lines(self, "")]
+        python_code = self.graph.python_code("self")
+        imports = ["import math", "import tapelab", "from tapelab import device",
+                   "inf, nan, NoneType = math.inf, math.nan, type(None)"]
+        for name, obj in python_code.globals.items():
+            if name in ("tapelab", "inf", "nan", "device", "NoneType"):
+                continue
+            mod, qual = getattr(obj, "__module__", None), getattr(obj, "__qualname__", "")
+            if not mod or "<" in qual or "." in qual:
+                raise RuntimeError(f"to_folder: cannot write an import for global {name!r} ({obj!r}); "
+                                   "only module-level functions and classes can be exported")
+            imports.append(f"from {mod} import {qual} as {name}")
+        forward = "\n".join("    " + ln if ln else ln for ln in python_code.src.strip("\n").splitlines())
+        body = "\n".join(f"        {ln}" for ln in init)
+        src = ("\n".join(imports) + f"\n\n\nclass {module_name}(tapelab.nn.Module):\n"
+               f"    def __init__(self):\n        super().__init__()\n{body}\n"
+               f"        self.load_state_dict(tapelab.load(r'{folder / 'state_dict.pt'}'))\n\n"
+               f"{forward}\n")
+        (folder / "module.py").write_text(src)
+        (folder / "__init__.py").write_text(f"from .module import {module_name}\n")
+
+
+def _build_lines(module: Module, path: str) -> list[str]:
+    """Statements (relative to ``self``) that rebuild ``module``'s children, params and buffers."""
+    lines = []
+    for name, p in module._parameters.items():
+        if p is not None:
+            lines.append(f"{path}register_parameter({name!r}, tapelab.nn.Parameter("
+                         f"tapelab.empty({list(p.shape)}, dtype={p.dtype!r})))")
+    for name, b in module._buffers.items():
+        if b is not None:
+            lines.append(f"{path}register_buffer({name!r}, tapelab.empty({list(b.shape)}, dtype={b.dtype!r}))")
+    for name, child in module._modules.items():
+        if type(child) is Module:
+            lines.append(f"{path}add_module({name!r}, tapelab.nn.Module())")
+            lines += _build_lines(child, f"{path}get_submodule({name!r}).")
+        elif type(child).__module__.startswith("tapelab.nn") and "\n" not in repr(child):
+            lines.append(f"{path}add_module({name!r}, tapelab.nn.{repr(child)})")
+        else:
+            raise RuntimeError(f"to_folder: cannot rebuild submodule {path}{name} of type "
+                               f"{type(child).__qualname__}; only tapelab.nn layers and plain containers")
+    return lines

@@ -1,0 +1,79 @@
+"""Fusion grouping: find maximal chains of elementwise ops that one kernel could compute.
+
+A node is elementwise when the op it calls (``tapelab.relu``, ``x.exp()``, ``x + y``,
+``prims.mul``) is registered with ``elementwise=True``. Groups grow in graph order: a
+node joins the group of an elementwise input unless one of its other inputs depends on
+that group through a node outside it (joining would make a cycle between the fused
+kernel and that node). Only groups of two or more nodes are returned; each member gets
+``node.meta['fusion_group']``. After ``ShapeProp``, nodes whose value is not a tensor
+(shape arithmetic such as ``size + 1``) are left out.
+
+>>> groups = elementwise_groups(gm)
+>>> [[n.name for n in g] for g in groups]
+[['add', 'relu', 'mul']]
+"""
+from __future__ import annotations
+
+import operator
+
+from ...ops.registry import REGISTRY
+from ...tensor import Tensor
+from ..node import Node
+
+__all__ = ["elementwise_groups", "op_name"]
+
+_OPERATORS = {operator.add: "add", operator.sub: "sub", operator.mul: "mul", operator.truediv: "div",
+              operator.neg: "neg", operator.pow: "pow", operator.abs: "abs", operator.eq: "eq",
+              operator.ne: "ne", operator.lt: "lt", operator.le: "le", operator.gt: "gt", operator.ge: "ge",
+              operator.mod: "remainder", operator.invert: "bitwise_not"}
+
+
+def op_name(node: Node) -> str | None:
+    """The registry name of the op a node calls, or None."""
+    if node.op == "call_method":
+        return node.target
+    if node.op == "call_function":
+        return _OPERATORS.get(node.target) or getattr(node.target, "__name__", None)
+    return None
+
+
+def _elementwise(node: Node) -> bool:
+    op = REGISTRY.get(op_name(node) or "")
+    if op is None or not op.elementwise:
+        return False
+    t = node.meta.get("type")
+    return t is None or issubclass(t, Tensor)
+
+
+def elementwise_groups(gm) -> list[list[Node]]:
+    """Maximal convex groups of elementwise nodes in ``gm.graph``, in graph order."""
+    group: dict[Node, int] = {}
+    depends: dict[Node, set[int]] = {}       # groups a node depends on, itself excluded
+    members: dict[int, list[Node]] = {}
+    for node in gm.graph.nodes:
+        inputs = node.all_input_nodes
+        deps = set()
+        for i in inputs:
+            deps |= depends.get(i, set())
+            if i in group:
+                deps.add(group[i])
+        chosen = None
+        if _elementwise(node):
+            for i in inputs:
+                g = group.get(i)
+                if g is not None and all(group.get(j) == g or g not in depends.get(j, set())
+                                         for j in inputs):
+                    chosen = g
+                    break
+            if chosen is None:
+                chosen = len(members)
+                members[chosen] = []
+            group[node] = chosen
+            members[chosen].append(node)
+            deps.discard(chosen)
+        depends[node] = deps
+    result = [m for m in members.values() if len(m) > 1]
+    for k, nodes in enumerate(result):
+        for n in nodes:
+            n.meta["fusion_group"] = k
+    return result

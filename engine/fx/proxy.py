@@ -1,0 +1,129 @@
+"""``Proxy``: the stand-in value that records what is done to it.
+
+During symbolic tracing, ``forward`` runs on Proxies instead of Tensors. Every operator
+(``x + y``, ``x[0]``, ``-x``) becomes a ``call_function`` node with an ``operator``
+target, every method call (``x.relu()``) a ``call_method`` node, and a bare attribute
+(``x.shape``) a ``call_function`` node on ``getattr``. Each returns a new Proxy, so the
+trace continues.
+
+A Proxy is not a Tensor, and tapelab's functions are plain Python functions with no
+``__torch_function__`` protocol. Calls such as ``tapelab.relu(p)`` and
+``tapelab.nn.functional.relu(p)`` are therefore caught one level up: while a trace runs,
+the public functions of ``tapelab`` and ``tapelab.nn.functional`` are swapped for
+wrappers that record a ``call_function`` node when any argument holds a Proxy (see
+``_symbolic_trace``). The dispatcher is the safety net: a primitive that still receives
+a Proxy (a function bound under another name) raises ``TraceError`` naming the op.
+
+What a Proxy cannot do, because the value is unknown while tracing:
+
+- ``bool(p)`` (``if p:``, ``while p:``, ``assert p``) raises ``TraceError``: symbolically
+  traced variables cannot be used as inputs to control flow. Use ``concrete_args`` or
+  ``tapelab.fx.trace_from_tape``, which specialises control flow to an example.
+- ``for v in p`` raises ``TraceError`` (``a, b = p`` works: it records two ``getitem``).
+- ``len(p)`` raises ``RuntimeError`` unless ``tapelab.fx.wrap("len")`` was called.
+"""
+from __future__ import annotations
+
+import dis
+import inspect
+import operator
+from bisect import bisect_left
+
+from .node import Node
+
+__all__ = ["Proxy", "Attribute", "TraceError"]
+
+
+class TraceError(ValueError):
+    """A traced program did something that symbolic values cannot support."""
+
+
+class Proxy:
+    """A symbolic value: wraps ``node`` of ``tracer.graph`` and records operations on it.
+
+    Args:
+        node: the graph node whose value this Proxy stands for.
+        tracer: the ``Tracer`` that records new nodes.
+    """
+
+    def __init__(self, node: Node, tracer=None):
+        self.node = node
+        self.tracer = tracer
+
+    def __repr__(self) -> str:
+        return f"Proxy({self.node.name})"
+
+    def __hash__(self) -> int:
+        return id(self)
+
+    def __getattr__(self, name: str) -> "Attribute":
+        if name.startswith("__") and name.endswith("__"):
+            raise AttributeError(name)
+        return Attribute(self, name)
+
+    def __call__(self, *args, **kwargs) -> "Proxy":
+        return self.tracer.create_proxy("call_method", "__call__", (self,) + args, kwargs)
+
+    def __bool__(self) -> bool:
+        raise TraceError("symbolically traced variables cannot be used as inputs to control flow")
+
+    def __len__(self) -> int:
+        raise RuntimeError("'len' is not supported in symbolic tracing by default. If you want this call to be "
+                           "recorded, please call tapelab.fx.wrap('len') at module scope")
+
+    def __iter__(self):
+        frame = inspect.currentframe().f_back
+        insts = list(dis.get_instructions(frame.f_code))
+        inst = insts[bisect_left(insts, frame.f_lasti, key=lambda i: i.offset)]
+        if inst.opname == "UNPACK_SEQUENCE":
+            return (self[i] for i in range(inst.argval))
+        raise TraceError("Proxy object cannot be iterated. This can be attempted when the Proxy is used in a "
+                         "loop or as a *args or **kwargs function argument. Iterate over a concrete value, "
+                         "or trace with tapelab.fx.trace_from_tape, which specialises loops to an example")
+
+    def keys(self):
+        return self.tracer.create_proxy("call_method", "keys", (self,), {})
+
+
+class Attribute(Proxy):
+    """``p.name``: becomes a ``call_method`` node if called, else a ``getattr`` node on first use."""
+
+    def __init__(self, root: Proxy, attr: str):
+        self.root = root
+        self.attr = attr
+        self.tracer = root.tracer
+        self._node = None
+
+    @property
+    def node(self) -> Node:
+        if self._node is None:
+            self._node = self.tracer.create_proxy("call_function", getattr, (self.root, self.attr), {}).node
+        return self._node
+
+    def __repr__(self) -> str:
+        return f"Attribute({self.root!r}.{self.attr})"
+
+    def __call__(self, *args, **kwargs) -> Proxy:
+        return self.tracer.create_proxy("call_method", self.attr, (self.root,) + args, kwargs)
+
+
+def _binary(op):
+    def forward(self, other):
+        return self.tracer.create_proxy("call_function", op, (self, other), {})
+
+    def reflected(self, other):
+        return self.tracer.create_proxy("call_function", op, (other, self), {})
+    return forward, reflected
+
+
+for _name in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "and", "or", "xor",
+              "lshift", "rshift"):
+    _op = getattr(operator, _name + "_" if _name in ("and", "or") else _name)
+    _fwd, _ref = _binary(_op)
+    setattr(Proxy, f"__{_name}__", _fwd)
+    setattr(Proxy, f"__r{_name}__", _ref)
+for _name in ("eq", "ne", "lt", "le", "gt", "ge", "getitem"):
+    setattr(Proxy, f"__{_name}__", _binary(getattr(operator, _name))[0])
+for _name in ("neg", "pos", "invert", "abs"):
+    setattr(Proxy, f"__{_name}__", (lambda op: lambda self: self.tracer.create_proxy(
+        "call_function", op, (self,), {}))(getattr(operator, _name)))

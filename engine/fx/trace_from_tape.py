@@ -1,0 +1,165 @@
+"""``trace_from_tape``: a graph recorded from one eager run, guarded by its inputs.
+
+Symbolic tracing fails on ``if x.sum() > 0:`` because a Proxy has no value. Here the
+function runs for real on example inputs while a dispatcher mode records every primitive
+op it performs (``push_mode``: the same choke point the tape and profiler watch). The
+graph is therefore the path this example took: branches, loops and ``.item()`` results
+are specialised, and layers are flattened to primitives (``prims.add``, ``prims.matmul``).
+
+What the example fixed is written into the graph as its first node, a guard on every
+input's shape and dtype (and on the value of non-tensor inputs). Calling the result with
+inputs that differ raises ``GuardError`` naming the input and what changed. Branches on
+tensor *values* are not guarded: the graph replays the example's branch.
+
+Not supported: in-place mutation of a tensor after it was recorded (``TraceError``), and
+randomness (a dropout mask is drawn again only because ``prims`` re-run the op; random
+tensors made by creation functions are frozen as constants).
+
+>>> def f(x):
+...     return x.relu() if x.shape[0] > 2 else x.sigmoid()
+>>> gm = tapelab.fx.trace_from_tape(f, tapelab.randn(4, 3))
+>>> gm(tapelab.randn(2, 3))
+GuardError: trace_from_tape guard failed for input 'x': traced with shape (4, 3), called with shape (2, 3) ...
+"""
+from __future__ import annotations
+
+import inspect
+import operator
+from typing import Any, Callable
+
+from ..dispatch import eager, pop_mode, push_mode
+from ..nn.modules.module import Module
+from ..tensor import Tensor
+from .graph import Graph, has_side_effect
+from .graph_module import GraphModule
+from .node import Node, map_aggregate
+from .prims import prims
+from .proxy import TraceError
+
+__all__ = ["trace_from_tape", "GuardError", "guard_inputs"]
+
+
+class GuardError(RuntimeError):
+    """An input differs from the example a ``trace_from_tape`` graph was specialised to."""
+
+
+@has_side_effect
+def guard_inputs(specs: tuple, *inputs) -> None:
+    """Check ``inputs`` against ``specs``: ``(name, "tensor", shape, dtype)`` or ``(name, "value", v)``."""
+    for spec, value in zip(specs, inputs):
+        name, kind = spec[0], spec[1]
+        if kind == "tensor":
+            shape, dtype = spec[2], spec[3]
+            if not isinstance(value, Tensor):
+                raise GuardError(f"trace_from_tape guard failed for input '{name}': traced with a Tensor, "
+                                 f"called with {type(value).__name__}")
+            got_shape, got_dtype = tuple(value.shape), value.dtype.name
+            if got_shape != shape or got_dtype != dtype:
+                what = " and ".join(w for w, bad in (
+                    (f"shape {got_shape}", got_shape != shape), (f"dtype {got_dtype}", got_dtype != dtype)) if bad)
+                raise GuardError(f"trace_from_tape guard failed for input '{name}': traced with shape {shape} "
+                                 f"and dtype {dtype}, called with {what}. The graph was specialised to the "
+                                 "example (control flow, loops, shapes); trace again with an input like this one")
+        elif value != spec[2]:
+            raise GuardError(f"trace_from_tape guard failed for input '{name}': traced with value {spec[2]!r}, "
+                             f"called with {value!r}; trace again with this value")
+
+
+class _Recorder:
+    """The dispatcher mode: runs each op eagerly and appends it to the graph."""
+
+    def __init__(self, graph: Graph, params: dict[int, str]):
+        self.graph = graph
+        self.nodes: dict[int, tuple[Node, int]] = {}      # id(tensor) -> (node, version when bound)
+        self.by_data: dict[int, Node] = {}                 # id(array) -> node, to follow aliases (detach)
+        self.keep: list = []                               # keeps ids unique while recording
+        self.params = params
+        self.constants: dict[str, Any] = {}
+
+    def bind(self, t: Tensor, node: Node) -> None:
+        self.nodes[id(t)] = (node, t._vc[0])
+        self.by_data[id(t._data)] = node
+        self.keep.append(t)
+
+    def arg(self, a):
+        def one(x):
+            if not isinstance(x, Tensor):
+                return x
+            if id(x) in self.nodes:
+                node, version = self.nodes[id(x)]
+                if x._vc[0] != version:
+                    raise TraceError(f"trace_from_tape: tensor {node.name} was modified in place after it was "
+                                     "recorded; in-place ops cannot be replayed from a graph, use out-of-place ops")
+                return node
+            if id(x._data) in self.by_data:
+                node = self.by_data[id(x._data)]
+                alias = self.graph.call_method("detach", (node,)) if not x.requires_grad else node
+                self.bind(x, alias)
+                return alias
+            return self._constant(x)
+        return map_aggregate(a, one)
+
+    def _constant(self, t: Tensor) -> Node:
+        name = self.params.get(id(t))
+        if name is None:
+            name = f"_tensor_constant{len([k for k in self.constants if k.startswith('_tensor_constant')])}"
+        self.constants[name] = t
+        node = self.graph.get_attr(name)
+        self.bind(t, node)
+        return node
+
+    def dispatch(self, op, args, params):
+        out = eager(op, args, params)
+        node = self.graph.call_function(getattr(prims, op.name), self.arg(args), self.arg(params))
+        if isinstance(out, tuple):
+            for i, o in enumerate(out):
+                self.bind(o, self.graph.call_function(operator.getitem, (node, i)))
+        else:
+            self.bind(out, node)
+        return out
+
+
+def trace_from_tape(fn: Module | Callable, *example_args) -> GraphModule:
+    """Run ``fn(*example_args)`` eagerly and return the graph of the ops it performed.
+
+    Args:
+        fn: a module or function of tensors (and plain values, which get fixed).
+        example_args: the inputs to run; every tensor input becomes a placeholder.
+    Returns:
+        A ``GraphModule`` whose first node guards the inputs' shapes and dtypes and whose
+        other nodes call ``prims``; parameters of ``fn`` (a module) are shared, so
+        gradients reach them.
+    Raises:
+        GuardError: later, when the GraphModule is called with inputs unlike the example.
+    """
+    target = type(fn).forward if isinstance(fn, Module) else fn
+    try:
+        names = [p for p in inspect.signature(target).parameters][1 if isinstance(fn, Module) else 0:]
+    except (TypeError, ValueError):
+        names = []
+    names = [names[i] if i < len(names) else f"arg{i}" for i in range(len(example_args))]
+    params = {id(p): n for n, p in fn.named_parameters()} if isinstance(fn, Module) else {}
+    if isinstance(fn, Module):
+        params.update({id(b): n for n, b in fn.named_buffers()})
+    graph = Graph()
+    rec = _Recorder(graph, params)
+    inputs, specs = [], []
+    for name, a in zip(names, example_args):
+        node = graph.placeholder(name)
+        inputs.append(node)
+        if isinstance(a, Tensor):
+            rec.bind(a, node)
+            specs.append((name, "tensor", tuple(a.shape), a.dtype.name))
+        else:
+            specs.append((name, "value", a))
+    graph.create_node("call_function", guard_inputs, (tuple(specs), *inputs), name="guard")
+    push_mode(rec)
+    try:
+        out = fn(*example_args)
+    finally:
+        pop_mode(rec)
+    graph.output(rec.arg(out))
+    gm = GraphModule(dict(rec.constants), graph, f"{getattr(fn, '__name__', type(fn).__name__)}_from_tape")
+    if isinstance(fn, Module):
+        gm.train(fn.training)
+    return gm
