@@ -77,6 +77,17 @@ def _sign_fwd(xp, a):
     return xp.where(a == a, xp.sign(a), 0)  # sign(nan) is 0 in PyTorch
 
 
+# ---------------------------------------------------------------- fused backward primitives
+# One dispatch instead of three in every backward pass, as PyTorch's tanh_backward and
+# sigmoid_backward; their own vjps keep double backward exact.
+_tanh_bw = Op("tanh_backward", lambda xp, g, y: g * (1 - y * y),
+              lambda gg, out, g, y: (apply(_tanh_bw, gg, y), gg * g * y * -2), elementwise=True)
+_sigmoid_bw = Op("sigmoid_backward", lambda xp, g, y: g * y * (1 - y),
+                 lambda gg, out, g, y: (apply(_sigmoid_bw, gg, y), gg * g * (1 - 2 * y)), elementwise=True)
+# relu's gradient is 0 at 0 (and the mask itself has no gradient), as in PyTorch
+_relu_bw = Op("threshold_backward", lambda xp, g, y: g * (y > 0),
+              lambda gg, out, g, y: (apply(_relu_bw, gg, y), None), elementwise=True)
+
 # ---------------------------------------------------------------- unary math
 exp = _unary("exp", lambda xp, a: xp.exp(a), lambda g, out, a: (g * out,), reads="output")
 exp2 = _unary("exp2", lambda xp, a: xp.exp2(a), lambda g, out, a: (g * out * _LN2,), reads="output")
@@ -98,12 +109,12 @@ acos = _unary("acos", lambda xp, a: xp.arccos(a), lambda g, out, a: (g * -rsqrt(
 atan = _unary("atan", lambda xp, a: xp.arctan(a), lambda g, out, a: (g / (a * a + 1),))
 sinh = _unary("sinh", lambda xp, a: xp.sinh(a), lambda g, out, a: (g * cosh(a),))
 cosh = _unary("cosh", lambda xp, a: xp.cosh(a), lambda g, out, a: (g * sinh(a),))
-tanh = _unary("tanh", lambda xp, a: xp.tanh(a), lambda g, out, a: (g * (1 - out * out),), reads="output")
+tanh = _unary("tanh", lambda xp, a: xp.tanh(a), lambda g, out, a: (apply(_tanh_bw, g, out),), reads="output")
 asinh = _unary("asinh", lambda xp, a: xp.arcsinh(a), lambda g, out, a: (g * rsqrt(a * a + 1),))
 acosh = _unary("acosh", lambda xp, a: xp.arccosh(a), lambda g, out, a: (g * rsqrt(a * a - 1),))
 atanh = _unary("atanh", lambda xp, a: xp.arctanh(a), lambda g, out, a: (g / (1 - a * a),))
 # exp(-a) overflowing to inf gives exactly 0, as PyTorch does
-sigmoid = _unary("sigmoid", lambda xp, a: 1 / (1 + xp.exp(-a)), lambda g, out, a: (g * out * (1 - out),),
+sigmoid = _unary("sigmoid", lambda xp, a: 1 / (1 + xp.exp(-a)), lambda g, out, a: (apply(_sigmoid_bw, g, out),),
                  reads="output")
 erf = _unary("erf", lambda xp, a: _special(xp).erf(a).astype(a.dtype, copy=False),
              lambda g, out, a: (g * _TWO_OVER_SQRTPI * exp(-a * a),))
@@ -116,9 +127,8 @@ erfinv = _unary("erfinv", lambda xp, a: _special(xp).erfinv(a).astype(a.dtype, c
 neg = _unary("neg", lambda xp, a: -a, lambda g, out, a: (-g,), promote=None, reads="nothing")
 abs = _unary("abs", lambda xp, a: xp.abs(a), lambda g, out, a: (g * sign(a),), promote=None)
 sign = _unary("sign", _sign_fwd, _zeros, promote=None, reads="nothing")
-# relu's gradient is 0 at 0, as in PyTorch
 relu = _unary("relu", lambda xp, a: xp.maximum(a, 0),
-              lambda g, out, a: (keep_where(out > 0, g),), promote=None, reads="output")
+              lambda g, out, a: (apply(_relu_bw, g, out),), promote=None, reads="output")
 floor = _unary("floor", _keep_ints(lambda xp: xp.floor), _zeros, promote=None, reads="nothing")
 ceil = _unary("ceil", _keep_ints(lambda xp: xp.ceil), _zeros, promote=None, reads="nothing")
 trunc = _unary("trunc", _keep_ints(lambda xp: xp.trunc), _zeros, promote=None, reads="nothing")
@@ -143,9 +153,16 @@ _add = Op("add", lambda xp, a, b: a + b, lambda g, out, a, b: (ub(g, a), ub(g, b
           promote="common", saves=NONE, elementwise=True)
 _sub = Op("sub", lambda xp, a, b: a - b, lambda g, out, a, b: (ub(g, a), ub(-g, b)),
           promote="common", saves=NONE, elementwise=True)
-_mul = Op("mul", lambda xp, a, b: a * b, lambda g, out, a, b: (ub(g * b, a), ub(g * a, b)),
+def _wants(x) -> bool:
+    """Only inputs that need a gradient get one computed (a Python number never does)."""
+    return isinstance(x, Tensor) and x.requires_grad
+
+
+_mul = Op("mul", lambda xp, a, b: a * b,
+          lambda g, out, a, b: (ub(g * b, a) if _wants(a) else None, ub(g * a, b) if _wants(b) else None),
           promote="common", saves=OTHERS, elementwise=True)
-_div = Op("div", lambda xp, a, b: a / b, lambda g, out, a, b: (ub(g / b, a), ub(-g * out / b, b)),
+_div = Op("div", lambda xp, a, b: a / b,
+          lambda g, out, a, b: (ub(g / b, a) if _wants(a) else None, ub(-g * out / b, b) if _wants(b) else None),
           promote="float", save_output=True, elementwise=True)
 
 
