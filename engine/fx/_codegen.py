@@ -104,16 +104,19 @@ def _call_args(node: Node, g: _Globals, skip: int = 0) -> str:
 
 
 def _attr_path(target: str) -> str:
-    return "".join(f".{atom}" if atom.isidentifier() else f"[{int(atom)}]" if atom.isdigit() else
-                   f".get_submodule({atom!r})" for atom in target.split("."))
+    expr = "self"
+    for atom in target.split("."):
+        expr = f"{expr}.{atom}" if atom.isidentifier() and not keyword.iskeyword(atom) else \
+            f"getattr({expr}, {atom!r})"
+    return expr
 
 
 def _expression(node: Node, g: _Globals) -> str:
     op, t = node.op, node.target
     if op == "get_attr":
-        return f"self{_attr_path(t)}"
+        return _attr_path(t)
     if op == "call_module":
-        return f"self{_attr_path(t)}({_call_args(node, g)})"
+        return f"{_attr_path(t)}({_call_args(node, g)})"
     if op == "call_method":
         return f"{_format(node.args[0], g)}.{t}({_call_args(node, g, 1)})"
     if not node.kwargs:

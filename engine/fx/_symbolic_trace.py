@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import builtins
 import contextlib
-import functools
 import inspect
 import types
 from typing import Any, Callable
@@ -77,15 +76,31 @@ def _has_proxy(args, kwargs) -> Proxy | None:
     return found[0] if found else None
 
 
-def _recording(fn: Callable) -> Callable:
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
+class _Recording:
+    """Stands in for ``fn`` while tracing: records a ``call_function`` node when an argument
+    holds a Proxy, else calls ``fn``. Compares and hashes equal to ``fn``, so a check such as
+    ``node.target == tapelab.relu`` inside a Transformer still holds."""
+
+    def __init__(self, fn: Callable):
+        self.__fx_original__ = fn
+        self.__wrapped__ = fn
+        self.__name__ = getattr(fn, "__name__", type(fn).__name__)
+        self.__doc__ = getattr(fn, "__doc__", None)
+
+    def __call__(self, *args, **kwargs):
         proxy = _has_proxy(args, kwargs)
         if proxy is None:
-            return fn(*args, **kwargs)
-        return proxy.tracer.create_proxy("call_function", fn, args, kwargs)
-    wrapper.__fx_original__ = fn
-    return wrapper
+            return self.__fx_original__(*args, **kwargs)
+        return proxy.tracer.create_proxy("call_function", self.__fx_original__, args, kwargs)
+
+    def __eq__(self, other) -> bool:
+        return getattr(other, "__fx_original__", other) == self.__fx_original__
+
+    def __hash__(self) -> int:
+        return hash(self.__fx_original__)
+
+    def __repr__(self) -> str:
+        return f"<recording {self.__fx_original__!r}>"
 
 
 def _is_public_function(v) -> bool:
@@ -128,7 +143,7 @@ def _patch_functions(patcher: _Patcher, extra_globals: list[dict]) -> None:
     for ns in (tapelab, F):
         for name, v in list(vars(ns).items()):
             if _is_public_function(v) and name not in ("is_tensor", "is_grad_enabled"):
-                w = swapped.setdefault(id(v), _recording(v))
+                w = swapped.setdefault(id(v), _Recording(v))
                 patcher.setitem(vars(ns), name, w)
     for g in extra_globals:
         for name, v in list(g.items()):
@@ -136,9 +151,9 @@ def _patch_functions(patcher: _Patcher, extra_globals: list[dict]) -> None:
                 patcher.setitem(g, name, swapped[id(v)])
     for g, name in _WRAPPED:
         if name in g:
-            patcher.setitem(g, name, _recording(g[name]))
+            patcher.setitem(g, name, _Recording(g[name]))
         elif hasattr(builtins, name):
-            patcher.setitem(g, name, _recording(getattr(builtins, name)))
+            patcher.setitem(g, name, _Recording(getattr(builtins, name)))
 
 
 class _ProxyGuard:
@@ -212,7 +227,7 @@ class Tracer:
         extra = [getattr(fn, "__globals__", {})]
         with _intercepting(extra) as patcher:
             for f in self._autowrap_functions:
-                patcher.setitem(fn.__globals__, f.__name__, _recording(f))
+                patcher.setitem(fn.__globals__, f.__name__, _Recording(f))
             self._patch_module(patcher)
             result = fn(*args)
         self.create_node("output", "output", (self.create_arg(result),), {})
@@ -291,6 +306,7 @@ class Tracer:
 
     def create_node(self, kind: str, target, args: tuple, kwargs: dict, name: str | None = None,
                     type_expr: Any = None) -> Node:
+        target = getattr(target, "__fx_original__", target)   # the real function, never its stand-in
         return self.graph.create_node(kind, target, args, kwargs, name, type_expr)
 
     def proxy(self, node: Node) -> Proxy:
