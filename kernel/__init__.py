@@ -6,12 +6,12 @@ nodes, and the comm bridge that streams live tapes to the JupyterLab side panel.
 """
 from __future__ import annotations
 
-__all__ = ["load_ipython_extension", "unload_ipython_extension", "bridge"]
+__all__ = ["load_ipython_extension", "unload_ipython_extension", "get_bridge"]
 
 _state: dict = {}
 
 
-def bridge():
+def get_bridge():
     """The bridge of this kernel (None before the extension is loaded)."""
     return _state.get("bridge")
 

@@ -2,8 +2,11 @@
 
 The panel and the bridge find each other through comm target ``"tapelab"``: the bridge opens a
 comm when it loads, and registers the target so the panel can open one (after a kernel restart,
-or when it meets a kernel that already runs). Nothing is sent until a frontend has spoken on
-the comm, so a kernel with no panel (nbclient, a console) records nothing and sends nothing.
+or when it meets a kernel that already runs). A frontend's answer reaches the kernel only when
+the shell is idle (behind every queued cell of a "run all"), so a comm the bridge opened counts
+as listened to for ``PROVISIONAL_S`` seconds without an answer; after that only a frontend that
+has spoken (or opened the comm) is sent to. A kernel with no panel (nbclient, a console) thus
+stops recording and sending on its own, and a comm the frontend closes stops it at once.
 Deltas are batched and sent at most ``RATE`` times a second; at most ``MAX_NODES`` nodes a cell.
 A send that fails drops the comm, never the cell.
 
@@ -13,26 +16,36 @@ Messages, kernel -> panel: ``hello``/``state`` {recording}, ``begin`` {cell, tit
 """
 from __future__ import annotations
 
+import time
+
 from tapelab.widgets.live import LiveTape
 
-__all__ = ["Bridge", "RATE", "MAX_NODES"]
+__all__ = ["Bridge", "RATE", "MAX_NODES", "PROVISIONAL_S"]
 
 TARGET = "tapelab"
 RATE = 30
 MAX_NODES = 5000
+PROVISIONAL_S = 30.0
 
 
 class Bridge:
     def __init__(self, shell):
         self.shell = shell
         self.comm = None
-        self.listening = False       # a frontend has spoken on the current comm
+        self.confirmed = False       # a frontend has spoken on (or opened) the current comm
+        self._opened = 0.0
         self.recording = False       # %tape on: every cell streams its tape
         self.recorder: LiveTape | None = None
         self.cells = 0
         self.sent = 0                # messages sent, for tests and %tape status
         self._depth = 0
         self._registered = False
+
+    @property
+    def listening(self) -> bool:
+        if self.comm is None:
+            return False
+        return self.confirmed or time.monotonic() - self._opened < PROVISIONAL_S
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
@@ -82,18 +95,19 @@ class Bridge:
 
     def _adopt(self, comm, listening: bool) -> None:
         self.comm = comm
-        self.listening = listening
+        self.confirmed = listening
+        self._opened = time.monotonic()
         comm.on_msg(self._on_msg)
         comm.on_close(lambda msg, c=comm: self._closed(c))
 
     def _closed(self, comm) -> None:
         if self.comm is comm:
             self.comm = None
-            self.listening = False
+            self.confirmed = False
 
     def _on_msg(self, msg) -> None:
         data = msg.get("content", {}).get("data", {}) or {}
-        self.listening = True
+        self.confirmed = True
         kind = data.get("type")
         if kind == "set":
             self.set_recording(bool(data.get("recording")))
@@ -111,7 +125,7 @@ class Bridge:
             self.comm.send(data)
         except Exception:
             self.comm = None
-            self.listening = False
+            self.confirmed = False
             return False
         self.sent += 1
         return True

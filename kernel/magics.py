@@ -36,7 +36,7 @@ class TapeMagics(Magics):
         elif arg in ("", "status"):
             b = self.bridge
             print(f"tape streaming {'on' if b.recording else 'off'}; panel "
-                  f"{'connected' if b.listening else 'not connected'}; {b.sent} messages sent")
+                  f"{'connected' if b.confirmed else 'not connected'}; {b.sent} messages sent")
         else:
             print(USAGE)
 

@@ -87,6 +87,10 @@ def kernel():
 
 def test_no_frontend_cells_run_and_nothing_streams(kernel):
     km, kc = kernel
+    # the comm the bridge opened at load time counts as listened to for a while (a frontend's
+    # answer waits behind queued cells); with no answer, streaming stops by itself
+    run(kc, "import tapelab.kernel.bridge as b; b.PROVISIONAL_S = 0.3")
+    time.sleep(0.5)
     reply, msgs = run(kc, "%tape on\n")
     assert reply["content"]["status"] == "ok"
     reply, msgs = run(kc, TRAIN.format(steps=3))
@@ -95,6 +99,24 @@ def test_no_frontend_cells_run_and_nothing_streams(kernel):
     assert not [m for m in msgs if m["msg_type"] in ("comm_msg", "comm_open")]
     reply, msgs = run(kc, "%tape status")
     assert "panel not connected" in stdout(msgs) and "0 messages sent" in stdout(msgs)
+    run(kc, "%tape off")
+
+
+def test_no_answer_yet_streams_provisionally(kernel):
+    """Right after loading (a "run all": the frontend's hello is queued behind the cells), the
+    bridge streams on the comm it opened; a close from the frontend stops it."""
+    km, kc = kernel
+    reply, msgs = run(kc, "import tapelab.kernel.bridge as b; b.PROVISIONAL_S = 60\n%reload_ext tapelab.kernel")
+    opened = [m for m in msgs if m["msg_type"] == "comm_open" and m["content"]["target_name"] == "tapelab"]
+    assert opened, [m["msg_type"] for m in msgs]
+    comm_id = opened[0]["content"]["comm_id"]
+    reply, msgs = run(kc, "%tape on")
+    reply, msgs = run(kc, TRAIN.format(steps=1))
+    kinds = [d["type"] for d in tape_msgs(msgs, comm_id)]
+    assert kinds[0] == "begin" and kinds[-1] == "end"
+    kc.shell_channel.send(kc.session.msg("comm_close", {"comm_id": comm_id, "data": {}}))
+    reply, msgs = run(kc, TRAIN.format(steps=1))
+    assert not tape_msgs(msgs, comm_id)
     run(kc, "%tape off")
 
 
