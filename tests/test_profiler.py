@@ -238,9 +238,8 @@ def test_record_shapes_groups_by_input_shape_and_keeps_no_tensor():
     assert "Source Location" in table.splitlines()[1] and "test_record_shapes_groups" in table
     # no tensor or array anywhere in the records
     for e in prof.events():
-        for v in (e.input_shapes, e.shape, e.stack):
-            assert all(isinstance(s, (tuple, str)) for s in v) if v else True
-        assert all(all(isinstance(d, int) for d in s) for s in e.input_shapes if isinstance(s, tuple))
+        assert all(type(s) is tuple and all(type(d) is int for d in s) for s in e.input_shapes)
+        assert all(type(d) is int for d in e.shape) and all(type(s) is str for s in e.stack)
 
 
 def test_flops_estimates_match_torch():
