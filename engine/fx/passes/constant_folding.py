@@ -44,14 +44,13 @@ def fold_constants(gm) -> int:
     interp = Interpreter(gm, garbage_collect_values=False)
     for node in const:
         interp.env[node] = interp.run_node(node)
-    folded = 0
+    folded = index = 0
     for node in const:
         if node.op == "get_attr" or all(u in is_const for u in node.users):
             continue
-        name = f"_folded_constant{folded}"
-        while hasattr(gm, name):
-            folded += 1
-            name = f"_folded_constant{folded}"
+        while hasattr(gm, f"_folded_constant{index}"):
+            index += 1
+        name = f"_folded_constant{index}"
         gm.register_buffer(name, interp.env[node])
         with gm.graph.inserting_before(node):
             attr = gm.graph.get_attr(name)
