@@ -5,6 +5,7 @@ function runs for real on example inputs while a dispatcher mode records every p
 op it performs (``push_mode``: the same choke point the tape and profiler watch). The
 graph is therefore the path this example took: branches, loops and ``.item()`` results
 are specialised, and layers are flattened to primitives (``prims.add``, ``prims.matmul``).
+Ops whose values only fed Python decisions (the ``x.sum() > 0`` of a branch) are dropped.
 
 What the example fixed is written into the graph as its first node, a guard on every
 input's shape and dtype (and on the value of non-tensor inputs). Calling the result with
@@ -159,6 +160,7 @@ def trace_from_tape(fn: Module | Callable, *example_args) -> GraphModule:
     finally:
         pop_mode(rec)
     graph.output(rec.arg(out))
+    graph.eliminate_dead_code()   # ops whose values only fed Python decisions (``if x.sum() > 0``)
     gm = GraphModule(dict(rec.constants), graph, f"{getattr(fn, '__name__', type(fn).__name__)}_from_tape")
     if isinstance(fn, Module):
         gm.train(fn.training)
