@@ -3,7 +3,7 @@
 
     python bench/run.py                  # all workloads
     python bench/run.py --quick          # fewer repetitions, skips quick=False workloads
-    python bench/run.py --mallopt        # keep freed memory (glibc mallopt at start-up)
+    python bench/run.py --glibc-default  # run with TAPELAB_KEEP_FREED_MEMORY=0 (freed memory goes back to the OS)
     python bench/run.py -k chain         # only workloads whose name contains "chain"
     python bench/run.py --profile chain16   # cProfile the tapelab side of the first match
     python bench/run.py --matrix         # re-run itself under each allocator / OpenBLAS setting
@@ -23,18 +23,13 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
-# glibc mallopt parameters (malloc.h)
-M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
-MMAP_THRESHOLD_MAX = 32 << 20          # glibc refuses more (HEAP_MAX_SIZE / 2 on 64-bit)
-TRIM_THRESHOLD = 1 << 30
-
-
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true", help="fewer, shorter repetitions")
-    p.add_argument("--mallopt", action="store_true",
-                   help="set M_MMAP_THRESHOLD=32MiB and M_TRIM_THRESHOLD=1GiB before anything allocates, "
-                        "so freed blocks are kept instead of returned to the OS")
+    p.add_argument("--glibc-default", action="store_true",
+                   help="import tapelab with TAPELAB_KEEP_FREED_MEMORY=0: glibc's default thresholds, freed "
+                        "large blocks go back to the OS (tapelab's default keeps them; see engine/_memory.py). "
+                        "The policy is process-wide, so both sides run under the same one")
     p.add_argument("--threads", type=int, default=None,
                    help="threads for numpy's BLAS and torch (default: the CPUs this process may use)")
     p.add_argument("-k", dest="filter", default="", help="only workloads whose name contains this")
@@ -49,22 +44,14 @@ def parse_args(argv=None):
                    help="instead of the table, cProfile the tapelab side of the first workload matching NAME")
     p.add_argument("--profile-calls", type=int, default=20000)
     p.add_argument("--matrix", action="store_true",
-                   help="run this script once per allocator setting (default, --mallopt) and, where "
+                   help="run this script once per allocator setting (default, --glibc-default) and, where "
                         "OPENBLAS_CORETYPE is set, also with it and OPENBLAS_L2_SIZE unset")
     return p.parse_args(argv)
 
 
-def apply_mallopt() -> str:
-    libc = ctypes.CDLL("libc.so.6")
-    ok1 = libc.mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_MAX)
-    ok2 = libc.mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD)
-    if not (ok1 and ok2):
-        return f"mallopt FAILED (mmap_threshold ok={ok1}, trim_threshold ok={ok2})"
-    return "mallopt: M_MMAP_THRESHOLD=32MiB, M_TRIM_THRESHOLD=1GiB (freed memory kept)"
-
-
-def allocator_description(mallopt_result: str | None) -> str:
-    parts = [mallopt_result or "glibc default (dynamic mmap threshold; freed large blocks go back to the OS)"]
+def allocator_description() -> str:
+    import tapelab
+    parts = [tapelab._memory.policy()]
     for var in ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "GLIBC_TUNABLES", "LD_PRELOAD"):
         if os.environ.get(var):
             parts.append(f"{var}={os.environ[var]}")
@@ -103,12 +90,14 @@ def fmt_time(s: float) -> str:
 
 
 def run_matrix(args) -> int:
-    base = [sys.executable, os.path.abspath(__file__)] + [a for a in sys.argv[1:] if a not in ("--matrix", "--mallopt")]
-    configs = [("default allocator", [], {}), ("--mallopt", ["--mallopt"], {})]
+    base = [sys.executable, os.path.abspath(__file__)] + [a for a in sys.argv[1:]
+                                                          if a not in ("--matrix", "--glibc-default")]
+    configs = [("tapelab's allocator policy (freed memory kept)", [], {}),
+               ("--glibc-default", ["--glibc-default"], {})]
     if os.environ.get("OPENBLAS_CORETYPE") or os.environ.get("OPENBLAS_L2_SIZE"):
         unset = {"OPENBLAS_CORETYPE": None, "OPENBLAS_L2_SIZE": None}
         configs += [("OPENBLAS_CORETYPE/L2_SIZE unset", [], unset),
-                    ("--mallopt, OPENBLAS_CORETYPE/L2_SIZE unset", ["--mallopt"], unset)]
+                    ("--glibc-default, OPENBLAS_CORETYPE/L2_SIZE unset", ["--glibc-default"], unset)]
     rc = 0
     for title, extra, env_change in configs:
         env = {k: v for k, v in os.environ.items() if env_change.get(k, v) is not None}
@@ -127,7 +116,8 @@ def main(argv=None) -> int:
         return run_matrix(args)
 
     # --- before numpy or torch allocate or start threads ---
-    mallopt_result = apply_mallopt() if args.mallopt else None
+    if args.glibc_default:
+        os.environ["TAPELAB_KEEP_FREED_MEMORY"] = "0"
     threads = (args.threads or int(os.environ.get("OPENBLAS_NUM_THREADS") or 0)
                or len(os.sched_getaffinity(0)))
     for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
@@ -165,7 +155,7 @@ def main(argv=None) -> int:
           f"torch {torch.__version__}, tapelab {tapelab.__version__}")
     print(f"  threads      : torch.set_num_threads({threads}); OPENBLAS/OMP/MKL_NUM_THREADS="
           f"{os.environ['OPENBLAS_NUM_THREADS']}/{os.environ['OMP_NUM_THREADS']}/{os.environ['MKL_NUM_THREADS']}")
-    print(f"  allocator    : {allocator_description(mallopt_result)}")
+    print(f"  allocator    : {allocator_description()}")
     print(f"  OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '(unset)')}, "
           f"OPENBLAS_L2_SIZE={os.environ.get('OPENBLAS_L2_SIZE', '(unset)')} -> numpy: {openblas_info()}")
     cap = getattr(getattr(torch.backends, "cpu", None), "get_cpu_capability", lambda: "?")()

@@ -247,8 +247,65 @@ def mlp_b512(m, ctx):
     return _mlp_step(m, ctx, 512)
 
 
+def _copy_weights(m, ctx, model):
+    """Identical initial weights on both sides: each parameter drawn from the shared seeded rng."""
+    with m.no_grad():
+        for _, p in model.named_parameters():
+            p.copy_(ctx.tensor(ctx.rng.uniform(-0.1, 0.1, tuple(p.shape))))
+
+
+def _train_step(m, model, inputs, target):
+    opt = m.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+
+    def step():
+        opt.zero_grad()
+        loss = m.nn.functional.cross_entropy(model(inputs), target)
+        loss.backward()
+        opt.step()
+        return loss
+    return step
+
+
+@workload("CNN step, batch 32", "training step",
+          requires=("nn.Conv2d", "nn.BatchNorm2d", "nn.MaxPool2d", "optim.SGD"),
+          note="conv-bn-relu-pool x2 + linear on 1x28x28, cross-entropy, SGD momentum")
+def cnn_b32(m, ctx):
+    nn = m.nn
+    model = nn.Sequential(nn.Conv2d(1, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(), nn.MaxPool2d(2),
+                          nn.Conv2d(16, 32, 3, padding=1), nn.BatchNorm2d(32), nn.ReLU(), nn.MaxPool2d(2),
+                          nn.Flatten(), nn.Linear(32 * 7 * 7, 10))
+    _copy_weights(m, ctx, model)
+    x = ctx.tensor(ctx.rng.standard_normal((32, 1, 28, 28)))
+    y = m.tensor(ctx.rng.integers(0, 10, 32).astype(np.int64))
+    return _train_step(m, model, x, y)
+
+
+@workload("Transformer block step, batch 16x64", "training step",
+          requires=("nn.TransformerEncoderLayer", "optim.SGD"),
+          note="one TransformerEncoderLayer (d=128, 4 heads, ff 256, causal mask), token loss, SGD")
+def transformer_block(m, ctx):
+    nn = m.nn
+    d, seq, batch, vocab = 128, 64, 16, 100
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layer = nn.TransformerEncoderLayer(d, 4, 256, dropout=0.0, batch_first=True)
+            self.head = nn.Linear(d, vocab)
+            self.register_buffer("mask", nn.Transformer.generate_square_subsequent_mask(seq))
+
+        def forward(self, x):
+            return self.head(self.layer(x, src_mask=self.mask, is_causal=True)).reshape(-1, vocab)
+
+    model = Block()
+    _copy_weights(m, ctx, model)
+    x = ctx.tensor(ctx.rng.standard_normal((batch, seq, d)))
+    y = m.tensor(ctx.rng.integers(0, vocab, batch * seq).astype(np.int64))
+    return _train_step(m, model, x, y)
+
+
 # =============================================================================================
-# ADD NEW WORKLOADS HERE (the nn work adds a CNN step and a Transformer-block step), e.g.
+# ADD NEW WORKLOADS HERE, e.g.
 #
 # @workload("CNN step, batch 32", "training step", requires=("nn.Conv2d", "nn.MaxPool2d", "optim.SGD"))
 # def cnn_b32(m, ctx):

@@ -6,6 +6,7 @@ subscribe to.
 """
 from __future__ import annotations
 
+from . import _memory  # noqa: F401  (first: the allocator policy applies to everything after it)
 from . import _dtype, events
 from ._dtype import (bool, double, dtype, finfo, float, float16, float32, float64, get_default_dtype, half, iinfo,
                      int, int8, int16, int32, int64, long, promote_types, set_default_dtype, short,
