@@ -209,6 +209,8 @@ def test_a_primitive_reached_with_a_proxy_names_the_op():
     with pytest.raises(fx.TraceError, match="op 'exp' received a Proxy"):
         fx.symbolic_trace(f)
     assert not tapelab.dispatch.STATE.modes     # the tracer's mode is gone after the error
+    assert type(tapelab.relu).__name__ == "function"          # every swapped function is back
+    assert tapelab.nn.Module.__call__.__name__ == "__call__"
 
 
 # ---------------------------------------------------------------- Graph and Node

@@ -14,7 +14,7 @@ import operator
 import re
 from dataclasses import dataclass
 
-from .node import Node
+from .node import Node, _public_path
 
 __all__ = ["PythonCode", "generate"]
 
@@ -58,19 +58,10 @@ class _Globals:
         return name
 
     def callable_name(self, fn) -> str:
-        import tapelab
         from .prims import Primitive, prims
         if isinstance(fn, Primitive):
             return f"{self.add(prims, 'prims')}.{fn.__name__}"
-        name = getattr(fn, "__name__", None)
-        if name is not None:
-            if getattr(builtins, name, None) is fn:
-                return name
-            if getattr(tapelab, name, None) is fn:
-                return f"tapelab.{name}"
-            if getattr(tapelab.nn.functional, name, None) is fn:
-                return f"tapelab.nn.functional.{name}"
-        return self.add(fn, name or type(fn).__name__)
+        return _public_path(fn) or self.add(fn, getattr(fn, "__name__", type(fn).__name__))
 
 
 def _format(a, g: _Globals) -> str:

@@ -219,7 +219,7 @@ class Tracer:
             self.root, fn = root, type(root).forward
         else:
             self.root, fn = Module(), root
-        self.graph = Graph(tracer_cls=type(self))
+        self.graph = Graph()
         self._bind_root(self.root)
         args = self.create_args_for_root(fn, isinstance(root, Module), concrete_args or {})
         if isinstance(root, Module):

@@ -108,13 +108,12 @@ class Graph:
         owning_module: the ``GraphModule`` this graph belongs to (set by GraphModule).
     """
 
-    def __init__(self, owning_module=None, tracer_cls=None):
+    def __init__(self, owning_module=None):
         self._root = Node(self, "", "output", "output", (), {})
         self._root._prev = self._root._next = self._root
         self._namespace = _Namespace()
         self._insert = self._root.prepend
         self.owning_module = owning_module
-        self._tracer_cls = tracer_cls
 
     # ------------------------------------------------------------------ nodes
     @property
@@ -146,7 +145,7 @@ class Graph:
         """
         args = tuple(args or ())
         kwargs = dict(kwargs or {})
-        for n in map_arg_nodes((args, kwargs)):
+        for n in _nodes_in((args, kwargs)):
             if n.graph is not self:
                 raise RuntimeError(f"argument {n} of new node belongs to another graph; "
                                    "copy it with node_copy first")
@@ -326,7 +325,7 @@ def _short_target(n: Node) -> str:
     return str(n.target)
 
 
-def map_arg_nodes(a) -> list[Node]:
+def _nodes_in(a) -> list[Node]:
     found: list[Node] = []
     map_arg(a, found.append)
     return found

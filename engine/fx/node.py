@@ -62,17 +62,29 @@ def _collect_nodes(a: Argument) -> dict:
 _OPERATOR_NAMES = {getattr(operator, n): f"operator.{n}" for n in dir(operator) if not n.startswith("_")}
 
 
-def _qualified_name(fn) -> str:
-    """``operator.add``, ``tapelab.relu``, ``tapelab.nn.functional.relu``, ``getattr``."""
-    if fn in _OPERATOR_NAMES:
-        return _OPERATOR_NAMES[fn]
-    name = getattr(fn, "__name__", repr(fn))
+def _public_path(fn) -> str | None:
+    """The name code can call ``fn`` by: a builtin's name, ``tapelab.<f>`` or
+    ``tapelab.nn.functional.<f>``; None if it has none of these."""
+    name = getattr(fn, "__name__", None)
+    if name is None:
+        return None
     if getattr(builtins, name, None) is fn:
         return name
     import tapelab
     for prefix, ns in (("tapelab", tapelab), ("tapelab.nn.functional", tapelab.nn.functional)):
         if getattr(ns, name, None) is fn:
             return f"{prefix}.{name}"
+    return None
+
+
+def _qualified_name(fn) -> str:
+    """``operator.add``, ``tapelab.relu``, ``tapelab.nn.functional.relu``, ``getattr``."""
+    if fn in _OPERATOR_NAMES:
+        return _OPERATOR_NAMES[fn]
+    path = _public_path(fn)
+    if path is not None:
+        return path
+    name = getattr(fn, "__name__", repr(fn))
     return f"{getattr(fn, '__module__', None) or '<unknown>'}.{getattr(fn, '__qualname__', name)}"
 
 
