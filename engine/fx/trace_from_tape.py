@@ -12,9 +12,10 @@ input's shape and dtype (and on the value of non-tensor inputs). Calling the res
 inputs that differ raises ``GuardError`` naming the input and what changed. Branches on
 tensor *values* are not guarded: the graph replays the example's branch.
 
-Not supported: in-place mutation of a tensor after it was recorded (``TraceError``), and
-randomness (a dropout mask is drawn again only because ``prims`` re-run the op; random
-tensors made by creation functions are frozen as constants).
+Not supported: in-place mutation of a tensor after it was recorded (``TraceError``; so
+BatchNorm in training mode, whose running statistics are updated in place, must be traced
+in eval mode), and fresh randomness: tensors drawn outside the dispatcher during the run
+(``randn``, dropout masks) are recorded as constants and replayed as drawn.
 
 >>> def f(x):
 ...     return x.relu() if x.shape[0] > 2 else x.sigmoid()
