@@ -47,9 +47,15 @@ FLOP_TABLE = {
 }
 
 
+_RULES: dict = {}   # op name -> its cost function or None, looked up once per name
+
+
 def estimate_flops(name: str, input_shapes: tuple, output_shape: tuple) -> int:
-    op = REGISTRY.get(name)
-    fn = op.cost if op is not None and op.cost is not None else FLOP_TABLE.get(name)
+    try:
+        fn = _RULES[name]
+    except KeyError:
+        op = REGISTRY.get(name)
+        fn = _RULES[name] = op.cost if op is not None and op.cost is not None else FLOP_TABLE.get(name)
     if fn is None:
         return 0
     try:

@@ -26,10 +26,10 @@ import time
 import weakref
 
 from .. import events
-from ..autograd.engine import running_node
+from ..autograd.engine import _RUNNING
 from ..dispatch import STATE
 from .flops import estimate_flops
-from .trace import Event, MemoryEvent, Trace
+from .trace import MemoryEvent, Trace
 
 __all__ = ["Recorder", "RECORDING"]
 
@@ -39,13 +39,13 @@ _get_ident = threading.get_ident
 
 
 def _user_stack(limit: int = 8) -> tuple:
-    """Python frames outside tapelab, innermost first, as ``file(line): function``."""
+    """Python frames outside tapelab, innermost first, as ``(code, line)`` pairs."""
     out = []
     f = sys._getframe(2)
     while f is not None and len(out) < limit:
         code = f.f_code
         if not code.co_filename.startswith(_PKG):
-            out.append(f"{code.co_filename}({f.f_lineno}): {code.co_name}")
+            out.append((code, f.f_lineno))
         f = f.f_back
     return tuple(out)
 
@@ -62,13 +62,13 @@ class Recorder:
     """One recording window into ``trace``; ``start()`` subscribes, ``stop()`` unsubscribes."""
 
     def __init__(self, trace: Trace):
-        self.trace = trace
+        self.trace, self._raw = trace, trace.raw
         o = trace.options
         self.shapes, self.memory = o["record_shapes"], o["profile_memory"]
         self.stack, self.flops, self.modules = o["with_stack"], o["with_flops"], o["with_modules"]
         self.cap = trace.max_events
         self._subs: list = []
-        self._open: list = []          # open module spans: (path, Event), outermost first
+        self._open: list = []          # open module spans: (path, start_ns, depth), outermost first
         self._last_end = 0
         self._seq_module: dict = {}    # forward op seq -> module path, for backward nodes
         self._live: dict = {}          # id(block) -> (bytes, name, finalizer)
@@ -98,7 +98,7 @@ class Recorder:
         return bool(self._subs)
 
     def _room(self, kind: str) -> bool:
-        if len(self.trace.events) < self.cap:
+        if len(self.trace.raw) < self.cap:
             return True
         d = self.trace.dropped
         d[kind] = d.get(kind, 0) + 1
@@ -106,44 +106,41 @@ class Recorder:
 
     def add_range(self, name: str, start_ns: int, end_ns: int, kind: str = "range") -> None:
         if self._room(kind):
-            self.trace.events.append(Event(name, kind, start_ns, end_ns - start_ns, _get_ident(),
-                                           stack=_user_stack() if self.stack else ()))
+            self.trace.raw.append((name, kind, start_ns, end_ns - start_ns, _get_ident(), "forward", "", (),
+                                   (), "", -1, 0, 0, _user_stack() if self.stack else (), 0))
 
     # ------------------------------------------------------------------ handlers
+    # The hot path: one tuple per event in Event's field order (Trace.events builds the objects).
     def _on_op(self, ev) -> None:
-        running = running_node()
-        backward = running is not None
         module = ""
         if self.modules:
-            if backward:
-                module = self._seq_module.get(running.tape_seq, "")
+            if _RUNNING:
+                module = self._seq_module.get(_RUNNING[-1].tape_seq, "")
             else:
                 module = ev.module
                 self._track_modules(ev)
                 self._seq_module[ev.seq] = module
-        if not self._room("op"):
+        raw = self._raw
+        if len(raw) >= self.cap:
+            self._room("op")
             return
-        e = Event(ev.op, "op", ev.start_ns, ev.duration_ns, _get_ident(),
-                  "backward" if backward else "forward", module,
-                  ev.input_shapes if self.shapes else (), ev.shape, ev.dtype, ev.seq)
-        if self.memory and ev.tensors:
-            e.bytes = self._allocate(ev.tensors, ev.op, ev.start_ns + ev.duration_ns)
-        if self.flops:
-            e.flops = estimate_flops(ev.op, ev.input_shapes, ev.shape)
-        if self.stack:
-            e.stack = _user_stack()
-        self.trace.events.append(e)
+        raw.append((
+            ev.op, "op", ev.start_ns, ev.duration_ns, _get_ident(), "backward" if _RUNNING else "forward",
+            module, ev.input_shapes if self.shapes else (), ev.shape, ev.dtype, ev.seq,
+            self._allocate(ev.tensors, ev.op, ev.start_ns + ev.duration_ns) if self.memory and ev.tensors else 0,
+            estimate_flops(ev.op, ev.input_shapes, ev.shape) if self.flops else 0,
+            _user_stack() if self.stack else (), 0))
 
     def _on_step(self, step) -> None:
         if not self._room("backward"):
             return
         node = step.node
         fseq = node.tape_seq
-        e = Event(node.name(), "backward", step.start_ns, step.duration_ns, _get_ident(), "backward",
-                  self._seq_module.get(fseq, "") if self.modules else "",
-                  tuple(tuple(g.shape) if g is not None else () for g in step.grad_outputs)
-                  if self.shapes else (), seq=fseq if fseq is not None else -1)
-        self.trace.events.append(e)
+        self.trace.raw.append((
+            node.name(), "backward", step.start_ns, step.duration_ns, _get_ident(), "backward",
+            self._seq_module.get(fseq, "") if self.modules else "",
+            tuple(tuple(g.shape) if g is not None else () for g in step.grad_outputs) if self.shapes else (),
+            (), "", fseq if fseq is not None else -1, 0, 0, (), 0))
 
     # ------------------------------------------------------------------ modules
     def _track_modules(self, ev) -> None:
@@ -156,17 +153,16 @@ class Recorder:
             self._close_modules(n)
         for depth in range(n, len(path)):
             name = path[depth]
-            span = Event(f"nn.Module: {name or '<root>'}", "module", ev.start_ns, 0, _get_ident(),
-                         module=name, depth=depth)
-            opened.append((name, span))
+            opened.append((name, ev.start_ns, depth))
         self._last_end = ev.start_ns + ev.duration_ns
 
     def _close_modules(self, keep: int) -> None:
         while len(self._open) > keep:
-            _, span = self._open.pop()
-            span.duration_ns = max(self._last_end - span.start_ns, 0)
+            name, start, depth = self._open.pop()
             if self._room("module"):
-                self.trace.events.append(span)
+                self.trace.raw.append((f"nn.Module: {name or '<root>'}", "module", start,
+                                       max(self._last_end - start, 0), _get_ident(), "forward", name, (), (),
+                                       "", -1, 0, 0, (), depth))
 
     # ------------------------------------------------------------------ memory
     def _allocate(self, tensors, name: str, ts: int) -> int:

@@ -43,7 +43,7 @@ class Event:
     self_ns: int = 0
     mem_total: int = 0
     parent: "Event | None" = field(default=None, repr=False)
-    children: list = field(default_factory=list, repr=False)
+    children: list | None = field(default=None, repr=False)
 
     # -- torch.autograd.profiler_util.FunctionEvent's names (times in microseconds) --
     @property
@@ -80,7 +80,7 @@ class Event:
 
     @property
     def cpu_children(self) -> list:
-        return self.children
+        return self.children or []
 
     @property
     def is_user_annotation(self) -> bool:
@@ -89,6 +89,13 @@ class Event:
     @property
     def end_ns(self) -> int:
         return self.start_ns + self.duration_ns
+
+
+def _event(row: tuple) -> Event:
+    e = Event(*row)
+    if e.stack:  # the recorder keeps (code, line) pairs; text is made once, here
+        e.stack = tuple(f"{code.co_filename}({line}): {code.co_name}" for code, line in e.stack)
+    return e
 
 
 @dataclass(slots=True)
@@ -112,11 +119,21 @@ class Trace:
     start_ns: int = 0
     end_ns: int = 0
     step_num: int = 0
-    events: list = field(default_factory=list)
+    raw: list = field(default_factory=list, repr=False)   # recorder rows: Event's fields, in order
     memory: list = field(default_factory=list)
     dropped: dict = field(default_factory=dict)
     peak_bytes: int = 0
+    _events: list = field(default_factory=list, repr=False)
     _analyzed: int = field(default=-1, repr=False)
+
+    @property
+    def events(self) -> list:
+        """The recorded ``Event`` objects (built from the recorder's rows on first access:
+        appending a tuple is what keeps the per-op cost low)."""
+        done = len(self._events)
+        if done < len(self.raw):
+            self._events.extend(_event(row) for row in self.raw[done:])
+        return self._events
 
     @property
     def n_dropped(self) -> int:
@@ -134,11 +151,12 @@ class Trace:
 
     def analyze(self) -> "Trace":
         """Link parents/children and compute self times and memory totals (cached)."""
-        if self._analyzed == len(self.events):
+        evs = self.events
+        if self._analyzed == len(evs):
             return self
-        for e in self.events:
+        for e in evs:
             e.parent, e.children, e.self_ns, e.mem_total = None, [], e.duration_ns, e.bytes
-        order = sorted(self.events, key=lambda e: (e.kind == "module", e.tid, e.start_ns,
+        order = sorted(evs, key=lambda e: (e.kind == "module", e.tid, e.start_ns,
                                                    -e.duration_ns, _RANK[e.kind], e.depth))
         stack: list = []
         lane = None
@@ -157,9 +175,9 @@ class Trace:
         for e in reversed(order):  # children were visited after parents: add memory bottom-up
             if e.parent is not None:
                 e.parent.mem_total += e.mem_total
-        for e in self.events:
+        for e in evs:
             e.self_ns = max(e.self_ns, 0)
-        self._analyzed = len(self.events)
+        self._analyzed = len(evs)
         return self
 
     def to_dict(self) -> dict:
