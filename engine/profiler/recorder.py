@@ -13,7 +13,7 @@ no op of its parent between them read as one call.
 
 Memory (``profile_memory``), an estimate on any backend: an op allocates the bytes of the
 memory block that owns its output's data (the array's ``base``, followed to the owner),
-counted once per block; a view of a live block allocates nothing. A ``weakref.finalize``
+counted once per block; a view of a live block allocates nothing. A weak reference
 on the block records its free when the last array using it dies. Memory that ops never
 produced (tensors made by factories, temporaries inside one forward) is not seen.
 """
@@ -58,6 +58,18 @@ def _owner(array):
     return array
 
 
+class _BlockRef(weakref.ref):
+    """A weak reference to a memory block that remembers what to record when it dies."""
+    __slots__ = ("key", "nbytes", "name")
+
+    def __new__(cls, block, callback, key, nbytes, name):
+        return super().__new__(cls, block, callback)
+
+    def __init__(self, block, callback, key, nbytes, name):
+        super().__init__(block, callback)
+        self.key, self.nbytes, self.name = key, nbytes, name
+
+
 class Recorder:
     """One recording window into ``trace``; ``start()`` subscribes, ``stop()`` unsubscribes."""
 
@@ -71,7 +83,7 @@ class Recorder:
         self._open: list = []          # open module spans: (path, start_ns, depth), outermost first
         self._last_end = 0
         self._seq_module: dict = {}    # forward op seq -> module path, for backward nodes
-        self._live: dict = {}          # id(block) -> (bytes, name, finalizer)
+        self._live: dict = {}          # id(block) -> _BlockRef
         self.allocated = 0
 
     # ------------------------------------------------------------------ control
@@ -87,10 +99,7 @@ class Recorder:
         if self in RECORDING:
             RECORDING.remove(self)
         self._close_modules(0)
-        for _, _, fin in self._live.values():
-            if fin is not None:
-                fin.detach()           # blocks outliving the profile stay counted as allocated
-        self._live.clear()
+        self._live.clear()             # dropping the refs drops their callbacks: later frees go unseen
         self._seq_module.clear()
 
     @property
@@ -173,17 +182,15 @@ class Recorder:
             return 0    # a view of a block already counted, or of an input
         nbytes = int(block.nbytes)
         try:
-            fin = weakref.finalize(block, self._free, key)
+            self._live[key] = _BlockRef(block, self._free, key, nbytes, name)
         except TypeError:          # not weak-referenceable: counted, never seen freed
-            fin = None
-        self._live[key] = (nbytes, name, fin)
+            pass
         self._record_memory(ts, nbytes, name)
         return nbytes
 
-    def _free(self, key: int) -> None:
-        item = self._live.pop(key, None)
-        if item is not None:
-            self._record_memory(time.perf_counter_ns(), -item[0], item[1])
+    def _free(self, ref) -> None:
+        if self._live.pop(ref.key, None) is ref:
+            self._record_memory(time.perf_counter_ns(), -ref.nbytes, ref.name)
 
     def _record_memory(self, ts: int, nbytes: int, name: str) -> None:
         self.allocated += nbytes
