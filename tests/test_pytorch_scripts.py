@@ -15,7 +15,11 @@ import numpy as np
 import pytest
 
 SCRIPTS = pathlib.Path(__file__).parent / "scripts"
-SHIM = "import sys, runpy, tapelab; sys.modules['torch'] = tapelab; runpy.run_path(sys.argv[1], run_name='__main__')"
+# `torch` and every loaded `tapelab.*` submodule under its `torch.*` name, so `import torch.nn as nn`
+# and `from torch.utils.data import DataLoader` find tapelab's modules instead of loading a second copy
+SHIM = ("import sys, runpy, tapelab; sys.modules['torch'] = tapelab; "
+        "sys.modules.update({'torch' + k[7:]: v for k, v in list(sys.modules.items()) if k.startswith('tapelab.')}); "
+        "runpy.run_path(sys.argv[1], run_name='__main__')")
 
 
 def _run(script: pathlib.Path, with_tapelab: bool) -> list[str]:
