@@ -252,10 +252,30 @@ def _observed(op, args, params):
 
 
 def apply_(op, target, *args, **params):
-    """In-place form: computes ``op(target, *args)`` and writes it into ``target``'s memory."""
+    """In-place form: computes ``op(target, *args)`` and writes it into ``target``'s memory.
+
+    On a view (``target._base`` set) with autograd recording, the base's graph is rebased as
+    PyTorch's CopySlices does, and the view's grad_fn is regenerated over it (``_inplace_view``).
+    """
     grad_on = GRAD.enabled
-    if grad_on and target.requires_grad and target.grad_fn is None:
-        raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
+    if grad_on:
+        if target._base is not None:
+            return _inplace_view(op, target, args, params)
+        if target.requires_grad:
+            fn = target.grad_fn
+            if fn is None:
+                raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
+            if type(fn) is OpNode and fn.op.is_view and fn.out_vc is target._vc:
+                _untracked_view(op, fn)
+        _refresh_args(args)
+    out = _write_inplace(op, target, args, params, grad_on)
+    if out.grad_fn is not None:
+        target.grad_fn, target._out_nr, target.requires_grad = out.grad_fn, 0, True
+    return target
+
+
+def _write_inplace(op, target, args, params, grad_on):
+    """Run ``op`` on (a snapshot of) ``target`` and write the result into it; returns the result."""
     src = target
     if grad_on and (target.requires_grad or any(isinstance(a, Tensor) and a.requires_grad for a in args)):
         # the recorded node must see target's value and graph position from before the write
@@ -274,14 +294,107 @@ def apply_(op, target, *args, **params):
                            f"{list(out.shape)} (in-place {op.name}_)")
     target._data[...] = out._data
     target._vc[0] += 1
-    if out.grad_fn is not None:
-        target.grad_fn, target._out_nr, target.requires_grad = out.grad_fn, 0, True
-    return target
+    return out
 
 
 def _can_cast(src, dst) -> bool:
     order = "biuf"
     return order.index(src.kind if src.kind != "u" else "i") <= order.index(dst.kind if dst.kind != "u" else "i")
+
+
+# ---------------------------------------------------------------- views and in-place ops
+# A view op's public function stores ``out._base`` (the root tensor whose memory the view
+# aliases; see ops/movement.py ``_mark``). An in-place op on a view while autograd records
+# makes the base's grad_fn a CopySlices over its old graph and regenerates the view's grad_fn
+# as an as_strided view of the base's new graph. Other views of the same base then hold a
+# stale grad_fn: ``_view_grad_fn`` regenerates it when the view is next used (PyTorch does
+# this in the grad_fn accessor, comparing version counters).
+
+def _view_grad_fn(t):
+    """``t``'s grad_fn, regenerated over its base's current graph if that changed since ``t``'s
+    was made (a view's grad_fn older than its base's is stale). Sets ``t.grad_fn`` and
+    ``t.requires_grad`` accordingly. Cheap to call on any tensor: non-views return at once."""
+    fn = t.grad_fn
+    b = t._base
+    if b is None or t._view_nograd:
+        return fn
+    bfn = b.grad_fn
+    if bfn is None or (fn is not None and fn.seq > bfn.seq):
+        return fn
+    from .ops.movement import _geometry
+    node = _strided_node(b, _geometry(b, t), t._vc)
+    t.grad_fn, t._out_nr, t.requires_grad = node, 0, True
+    return node
+
+
+def _strided_node(base, geom, vc):
+    """AsStridedBackward0: the grad_fn of a view of ``base`` over ``base``'s current graph."""
+    from .ops.movement import _as_strided
+    node = OpNode(_as_strided, (base,), {"geom": geom}, ((base.grad_fn, base._out_nr),), None, vc, None)
+    if STATE.module_path:
+        node.module = STATE.module_path[-1]
+    return node
+
+
+def _refresh_args(args) -> None:
+    for a in args:
+        if isinstance(a, Tensor) and a._base is not None and a._vc[0]:
+            _view_grad_fn(a)
+
+
+def _untracked_view(op, fn):
+    raise RuntimeError(f"in-place {op.name}_() on the output of {fn.op.name}, a view whose base tapelab does not "
+                       f"track: the base's gradient would be wrong. Apply {op.name} out of place, or clone() the "
+                       f"view first.")
+
+
+_MULTI_MSG = ("This view is the output of a function that returns multiple views. Such functions do not allow "
+              "the output views to be modified inplace. You should replace the inplace operation by an "
+              "out-of-place one.")
+
+
+def _inplace_view(op, target, args, params):
+    """``apply_`` on a view with grad mode on (PyTorch's rebase_history / CopySlices)."""
+    base = target._base
+    if target._vc[0]:
+        _view_grad_fn(target)
+    _refresh_args(args)
+    if not (target.requires_grad or any(isinstance(a, Tensor) and a.requires_grad for a in args)):
+        _write_inplace(op, target, args, params, True)   # nothing to record
+        return target
+    if target._view_nograd:
+        raise RuntimeError("A view was created in no_grad mode and is being modified inplace with grad mode "
+                           "enabled. " + (_MULTI_MSG if target._view_multi else
+                           "Given that this use case is ambiguous and error-prone, it is forbidden. You can "
+                           "clarify your code by moving both the view and the inplace either both inside the "
+                           "no_grad block (if you don't want the inplace to be tracked) or both outside (if you "
+                           "want the inplace to be tracked)."))
+    if target._view_multi:
+        if not base.requires_grad:
+            raise RuntimeError("A view was created in no_grad mode and is being modified inplace with grad "
+                               "mode enabled. " + _MULTI_MSG)
+        raise RuntimeError(f"Output {target._out_nr} of {target._view_multi} is a view and is being modified "
+                           f"inplace. " + _MULTI_MSG)
+    if base.requires_grad and base.grad_fn is None:
+        raise RuntimeError("a view of a leaf Variable that requires grad is being used in an in-place operation.")
+    data = target._data
+    if any(s == 0 and n > 1 for s, n in zip(data.strides, data.shape)):
+        raise RuntimeError("unsupported operation: more than one element of the written-to tensor refers to a "
+                           "single memory location. Please clone() the tensor before performing the operation.")
+    out = _write_inplace(op, target, args, params, True)
+    fn = out.grad_fn
+    if fn is None:
+        return target
+    from .autograd.graph import CopySlices
+    from .ops.movement import _geometry
+    geom = _geometry(base, target)
+    bfn = base.grad_fn
+    cs = CopySlices((bfn, base._out_nr) if bfn is not None else None, geom, fn)
+    if STATE.module_path:
+        cs.module = STATE.module_path[-1]
+    base.grad_fn, base._out_nr, base.requires_grad = cs, 0, True
+    target.grad_fn, target._out_nr, target.requires_grad = _strided_node(base, geom, target._vc), 0, True
+    return target
 
 
 from .tensor import Tensor, _ndarray, _new  # noqa: E402  (tensor.py imports apply lazily through methods)

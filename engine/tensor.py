@@ -31,6 +31,11 @@ class Tensor:
                  "_accum", "_hooks", "_uid_", "_retains", "__weakref__", "__dict__")
     __array_ufunc__ = None  # numpy scalars defer to our reflected operators
     __array_priority__ = 1000
+    # view tracking (set in the instance __dict__ by view ops only, so other tensors pay nothing):
+    # _base is the root tensor a view aliases; see dispatch.apply_ for in-place ops on views
+    _base = None
+    _view_nograd = False   # created in no_grad mode: in-place with grad is an error, as in PyTorch
+    _view_multi = None     # output of unbind/split/chunk: in-place with grad is an error
 
     def __new__(cls, *args, **kwargs):
         self = object.__new__(cls)
@@ -228,7 +233,7 @@ class Tensor:
         out._data, out._device = self._data.copy(), self._device
         out.requires_grad = self.requires_grad
         out.grad = None if self.grad is None else self.grad.clone()
-        out.__dict__.update({k: v for k, v in self.__dict__.items()})
+        out.__dict__.update({k: v for k, v in self.__dict__.items() if k not in _VIEW_ATTRS})
         memo[id(self)] = out
         return out
 
@@ -367,6 +372,8 @@ class Tensor:
         from .creation import empty
         return empty(*size, dtype=dtype or self.dtype, device=device or self._device, requires_grad=requires_grad)
 
+
+_VIEW_ATTRS = ("_base", "_view_nograd", "_view_multi")  # a deep copy owns its memory: not a view
 
 _TYPE_NAMES = {"float32": "FloatTensor", "float64": "DoubleTensor", "float16": "HalfTensor",
                "int64": "LongTensor", "int32": "IntTensor", "int16": "ShortTensor",

@@ -48,6 +48,13 @@ def _as_list(x) -> list:
     return [x]
 
 
+def _fresh(t) -> None:
+    """A view whose base was modified in place gets its grad_fn regenerated (dispatch._view_grad_fn)."""
+    if isinstance(t, Tensor) and t._base is not None and t._vc[0]:
+        from ..dispatch import _view_grad_fn
+        _view_grad_fn(t)
+
+
 def _root_grads(tensors, grad_tensors, what: str):
     roots = []
     grads = _as_list(grad_tensors) or [None] * len(tensors)
@@ -56,6 +63,7 @@ def _root_grads(tensors, grad_tensors, what: str):
     for i, (t, g) in enumerate(zip(tensors, grads)):
         if not isinstance(t, Tensor):
             raise TypeError(f"{what}: expected a Tensor at position {i}, got {type(t).__name__}")
+        _fresh(t)
         if not t.requires_grad:
             raise RuntimeError(f"element {i} of tensors does not require grad and does not have a grad_fn")
         if g is None:
@@ -80,6 +88,7 @@ def _input_targets(inputs):
         raise RuntimeError("'inputs' argument to backward() cannot be empty.")
     targets, sinks = set(), {}
     for t in inputs:
+        _fresh(t)
         if not t.requires_grad:
             raise RuntimeError("One of the differentiated Tensors does not require grad")
         if t.grad_fn is None:
@@ -405,6 +414,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph: bool | None = None,
     for i, t in enumerate(inputs):
         if not isinstance(t, Tensor):
             raise TypeError(f"grad(): inputs[{i}] must be a Tensor, got {type(t).__name__}")
+        _fresh(t)
         if not t.requires_grad:
             raise RuntimeError("One of the differentiated Tensors does not require grad")
         key = (t.grad_fn if t.grad_fn is not None else t._accumulator(), t._out_nr)

@@ -11,7 +11,7 @@ import itertools
 import sys
 import weakref
 
-__all__ = ["Node", "OpNode", "AccumulateGrad"]
+__all__ = ["Node", "OpNode", "AccumulateGrad", "CopySlices", "MultiViewNode"]
 
 _seq = itertools.count()
 RETAIN = 1 << 30   # pre_hooks key offset of retain_grad hooks
@@ -179,6 +179,83 @@ def _stand_in(shape, dtype, dev):
     """A zero-strided array of this shape, dtype and device: all a shape-only vjp reads."""
     xp = dev.xp
     return Tensor._wrap(xp.broadcast_to(xp.zeros((), dtype), shape), False, None, 0, [0], dev)
+
+
+class CopySlices(Node):
+    """The base's grad_fn after an in-place op on one of its views (PyTorch's CopySlices).
+
+    ``fn`` is the node of the in-place op applied to the view's old value; ``geom`` says where
+    the view lies in the base. Backward: the gradient of the base outside the view passes
+    through to the base's old graph; inside it goes through ``fn``, whose gradient for the
+    view's old value is written back into that region; ``fn``'s other inputs get theirs.
+    Edges: the base's old grad_fn, then ``fn``'s edges past the first.
+    """
+
+    __slots__ = ("fn", "geom", "module")
+
+    def __init__(self, base_edge, geom, fn):
+        self.fn, self.geom, self.module = fn, geom, ""
+        self.edges = (base_edge,) + tuple(fn.edges[1:])
+        self.seq = next(_seq)
+        self.pre_hooks = self.hooks = self._metadata = None
+
+    @property
+    def saved_tensors(self) -> tuple:
+        return self.fn.saved_tensors
+
+    def run(self, grads):
+        g = grads[0]
+        if g is None:
+            return (None,) * len(self.edges)
+        from ..dispatch import apply
+        from ..ops.movement import _as_strided, _as_strided_scatter
+        res = self.fn.run([apply(_as_strided, g, geom=self.geom)])
+        gb = None
+        if self.edges[0] is not None:
+            r0 = res[0]
+            if r0 is not None and r0._data.dtype != g._data.dtype:
+                r0 = r0.to(g.dtype)
+            gb = apply(_as_strided_scatter, g, 0 if r0 is None else r0, geom=self.geom)
+        return (gb, *res[1:])
+
+    def release(self) -> None:
+        self.fn.release()
+
+
+class MultiViewNode(Node):
+    """The one grad_fn of all outputs of ``unbind``/``split``/``chunk``/``tensor_split``.
+
+    Output ``i`` is ``input[keys[i]]``. Backward writes the gradients that arrived into one
+    zero tensor of the input's shape (a single dispatched op, whatever the number of outputs
+    and however many received no gradient), rather than one full-size tensor per output.
+    """
+
+    __slots__ = ("_name", "keys", "shape", "n_outputs", "module")
+
+    def __init__(self, name, edge, keys, shape):
+        self._name, self.keys, self.shape = name, keys, shape
+        self.n_outputs = len(keys)
+        self.edges = (edge,)
+        self.seq = next(_seq)
+        self.pre_hooks = self.hooks = self._metadata = None
+        self.module = ""
+
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def saved_tensors(self) -> tuple:
+        return ()
+
+    def run(self, grads):
+        present = [i for i, g in enumerate(grads) if g is not None]
+        if not present:
+            return (None,)
+        from ..dispatch import apply
+        from ..ops.movement import _views_backward
+        keys = self.keys
+        return (apply(_views_backward, *[grads[i] for i in present], shape=self.shape,
+                      keys=tuple(keys[i] for i in present)),)
 
 
 class AccumulateGrad(Node):

@@ -15,7 +15,7 @@ from .. import _dtype
 from ..autograd.grad_mode import STATE as GRAD
 from ..creation import full, tensor as _tensor, zeros
 from ..dispatch import STATE, apply, apply_
-from .movement import _ALL, _slice, broadcast_shapes, expand
+from .movement import _ALL, _base_requires_grad, _mark, _slice, broadcast_shapes, expand
 from .registry import NONE, Op
 from ._util import Tensor, _wrap_dim, sum_to
 
@@ -193,9 +193,9 @@ def _parse_advanced(x: Tensor, key):
 # ---------------------------------------------------------------- __getitem__ / __setitem__
 def _getitem(self: Tensor, key) -> Tensor:
     if type(key) is int:
-        return apply(_slice, self, key=(key, Ellipsis))
+        return _mark(apply(_slice, self, key=(key, Ellipsis)), self)
     basic, idx, template = _parse(self, key)
-    out = self if basic is None else apply(_slice, self, key=basic)
+    out = self if basic is None else _mark(apply(_slice, self, key=basic), self)
     if template is None:
         return out
     return apply(_index, out, *idx, template=template, unique=all(i._data.dtype.kind == "b" for i in idx))
@@ -215,7 +215,7 @@ def _write(self: Tensor, value, idx, basic, template, accumulate: bool) -> Tenso
         if not isinstance(value, (int, float)):
             value = _tensor(value, dtype=self.dtype, device=self._device)
         vreq = False
-    if STATE.slow or (GRAD.enabled and (self.requires_grad or vreq)):
+    if STATE.slow or (GRAD.enabled and (self.requires_grad or vreq or _base_requires_grad(self))):
         if basic is not None and self.requires_grad and self.grad_fn is None and GRAD.enabled:
             raise RuntimeError("a view of a leaf Variable that requires grad is being used in an in-place "
                                "operation.")

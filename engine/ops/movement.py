@@ -12,7 +12,8 @@ from operator import index as _index
 
 from ..creation import zeros
 from ..autograd.grad_mode import STATE as GRAD
-from ..dispatch import STATE, apply, apply_
+from ..autograd.graph import MultiViewNode
+from ..dispatch import STATE, _view_grad_fn, apply, apply_
 from .registry import NONE, Op
 from ..tensor import Size
 from ._util import Tensor, _wrap_dim, sum_to
@@ -56,6 +57,140 @@ _slice = Op("slice", lambda xp, x, *, key: x[key],
             saves=NONE, is_view=True)
 _slice_backward = Op("slice_backward", _slice_backward_fwd,
                      lambda g, out, gin, *, shape, key: (apply(_slice, g, key=key),), saves=NONE)
+
+
+# ---------------------------------------------------------------- view tracking (see dispatch.apply_)
+def _mark(out: Tensor, input: Tensor) -> Tensor:
+    """Record that ``out`` aliases ``input``'s root base: attribute stores, nothing else."""
+    b = input._base
+    if b is None:
+        out._base = input
+        if not GRAD.enabled:
+            out._view_nograd = True
+    else:
+        out._base = b
+        if not GRAD.enabled or input._view_nograd:
+            out._view_nograd = True
+    return out
+
+
+def _reshaped(out: Tensor, input: Tensor) -> Tensor:
+    """A reshape is a view when numpy returned one; a copy gets its own version counter."""
+    ob, data = out._data.base, input._data
+    if ob is not None and (ob is data or ob is data.base):
+        return _mark(out, input)
+    out._vc = [0]
+    return out
+
+
+def _base_requires_grad(t: Tensor) -> bool:
+    """A view whose base requires grad (the view may not yet know it: see dispatch._view_grad_fn)."""
+    b = t._base
+    return b is not None and b.requires_grad
+
+
+class _Geom:
+    """Where a view lies in its base: ``take`` reads that region of a base-shaped array,
+    ``put`` writes into it. Relative to the base's C-order layout (strided) when the base is
+    C-contiguous, else through a precomputed array of flat C-order positions."""
+
+    __slots__ = ("base_shape", "shape", "strides", "offset", "flat")
+
+    def __init__(self, base_shape, shape, strides, offset, flat):
+        self.base_shape, self.shape, self.strides, self.offset, self.flat = (
+            base_shape, shape, strides, offset, flat)
+
+    def __repr__(self) -> str:
+        return f"_Geom(size={list(self.shape)}, stride={list(self.strides)}, storage_offset={self.offset})"
+
+    def _region(self, xp, flat_arr):
+        isz = flat_arr.itemsize
+        return xp.lib.stride_tricks.as_strided(flat_arr[self.offset:], self.shape,
+                                               tuple(s * isz for s in self.strides))
+
+    def take(self, xp, a):
+        if self.flat is not None:
+            return a.reshape(-1)[self.flat]
+        if not math.prod(self.shape):
+            return xp.zeros(self.shape, a.dtype)
+        return self._region(xp, xp.ascontiguousarray(a).reshape(-1)).copy()
+
+    def put(self, xp, out, src) -> None:
+        """``out`` is C-contiguous and base-shaped."""
+        if self.flat is not None:
+            out.reshape(-1)[self.flat] = xp.broadcast_to(src, self.shape)
+        elif math.prod(self.shape):
+            self._region(xp, out.reshape(-1))[...] = src
+
+
+def _addr(a) -> int:
+    ai = getattr(a, "__array_interface__", None)
+    return ai["data"][0] if ai is not None else a.data.ptr
+
+
+def _geometry(base: Tensor, view: Tensor) -> _Geom:
+    b, v = base._data, view._data
+    isz = b.itemsize
+    off = _addr(v) - _addr(b)
+    if b.flags.c_contiguous:
+        return _Geom(b.shape, v.shape, tuple(s // isz for s in v.strides), off // isz, None)
+    # any strided base: lay the base's C-order positions out in memory as the base is laid
+    # out, then read them back through the view's strides
+    import numpy as np
+    ast = np.lib.stride_tricks.as_strided
+    lo = sum(min(0, (n - 1) * s) for n, s in zip(b.shape, b.strides))
+    hi = sum(max(0, (n - 1) * s) for n, s in zip(b.shape, b.strides))
+    mem = np.zeros((hi - lo) // isz + 1, np.int64)
+    ast(mem[-lo // isz:], b.shape, tuple(s // isz * 8 for s in b.strides))[...] = (
+        np.arange(b.size).reshape(b.shape))
+    flat = ast(mem[(off - lo) // isz:], v.shape, tuple(s // isz * 8 for s in v.strides)).copy()
+    xp = base._device.xp
+    return _Geom(b.shape, v.shape, None, None, flat if xp is np else xp.asarray(flat))
+
+
+def _as_strided_backward_fwd(xp, g, *, geom):
+    out = xp.zeros(geom.base_shape, g.dtype)
+    geom.put(xp, out, g)
+    return out
+
+
+def _as_strided_scatter_fwd(xp, x, src, *, geom):
+    out = xp.array(x, order="C")
+    geom.put(xp, out, src)
+    return out
+
+
+def _as_strided_scatter_vjp(g, out, x, src, *, geom):
+    gx = apply(_as_strided_scatter, g, 0, geom=geom) if x.requires_grad else None
+    gs = None
+    if isinstance(src, Tensor) and src.requires_grad:
+        gs = sum_to(apply(_as_strided, g, geom=geom), src._data.shape)
+    return gx, gs
+
+
+# a view of a base-shaped tensor given by its geometry: the grad_fn of a view regenerated over
+# its base's graph after an in-place op (AsStridedBackward0), and the gradient plumbing of
+# CopySlices; the forward copies (it only ever reads gradients)
+_as_strided = Op("as_strided", lambda xp, x, *, geom: geom.take(xp, x),
+                 lambda g, out, x, *, geom: (apply(_as_strided_backward, g, geom=geom),), saves=NONE)
+_as_strided_backward = Op("as_strided_backward", _as_strided_backward_fwd,
+                          lambda g, out, gv, *, geom: (apply(_as_strided, g, geom=geom),), saves=NONE)
+_as_strided_scatter = Op("as_strided_scatter", _as_strided_scatter_fwd, _as_strided_scatter_vjp,
+                         saves=NONE)
+
+
+def _views_backward_fwd(xp, *gs, shape, keys):
+    out = xp.zeros(shape, gs[0].dtype)
+    for k, g in zip(keys, gs):
+        out[k] = g
+    return out
+
+
+# the backward of MultiViewNode (unbind/split/chunk/tensor_split): one zero tensor, each
+# incoming gradient written into its piece
+_views_backward = Op("views_backward", _views_backward_fwd,
+                     lambda g, out, *gs, shape, keys: tuple(apply(_slice, g, key=k) for k in keys),
+                     saves=NONE)
 
 
 def _inverse(dims: tuple) -> tuple:
@@ -112,7 +247,8 @@ def _viewable(old: tuple, strides: tuple, new: tuple) -> bool:
 
 def reshape(input: Tensor, *shape) -> Tensor:
     data = input._data
-    return apply(_reshape, input, shape=_infer(_shape_arg(shape), data.size, "reshape", data.shape))
+    return _reshaped(apply(_reshape, input, shape=_infer(_shape_arg(shape), data.size, "reshape", data.shape)),
+                     input)
 
 
 def view(input: Tensor, *shape) -> Tensor:
@@ -122,7 +258,7 @@ def view(input: Tensor, *shape) -> Tensor:
         raise RuntimeError(f"view size is not compatible with input tensor's size and stride (at least "
                            f"one dimension spans across two contiguous subspaces). Use .reshape(...) "
                            f"instead. (view of shape {list(data.shape)} as {list(shape)})")
-    return apply(_reshape, input, shape=shape)
+    return _mark(apply(_reshape, input, shape=shape), input)
 
 
 def view_as(input: Tensor, other: Tensor) -> Tensor:
@@ -142,7 +278,7 @@ def permute(input: Tensor, *dims) -> Tensor:
     dims = tuple(_wrap_dim(d, input.ndim, "permute") for d in dims)
     if sorted(dims) != list(range(input.ndim)):
         raise RuntimeError(f"permute(): duplicate dims are not allowed (got {list(dims)})")
-    return apply(_permute, input, dims=dims)
+    return _mark(apply(_permute, input, dims=dims), input)
 
 
 def transpose(input: Tensor, dim0: int, dim1: int) -> Tensor:
@@ -152,7 +288,7 @@ def transpose(input: Tensor, dim0: int, dim1: int) -> Tensor:
     d0, d1 = _wrap_dim(dim0, n, "transpose"), _wrap_dim(dim1, n, "transpose")
     dims = list(range(n))
     dims[d0], dims[d1] = dims[d1], dims[d0]
-    return apply(_permute, input, dims=tuple(dims))
+    return _mark(apply(_permute, input, dims=tuple(dims)), input)
 
 
 swapaxes = swapdims = transpose
@@ -176,7 +312,7 @@ def movedim(input: Tensor, source, destination) -> Tensor:
     order = [d for d in range(n) if d not in src]
     for d, s in sorted(zip(dst, src)):
         order.insert(d, s)
-    return input if order == list(range(n)) else apply(_permute, input, dims=tuple(order))
+    return input if order == list(range(n)) else _mark(apply(_permute, input, dims=tuple(order)), input)
 
 
 moveaxis = movedim
@@ -204,7 +340,8 @@ def expand(input: Tensor, *sizes) -> Tensor:
     shape = tuple(shape)
     if shape == have:
         return input
-    return apply(_expand, input, shape=shape)
+    out = apply(_expand, input, shape=shape)
+    return out if out._data.base is None else _mark(out, input)  # a one-element input is filled, not viewed
 
 
 def expand_as(input: Tensor, other: Tensor) -> Tensor:
@@ -240,7 +377,7 @@ def broadcast_tensors(*tensors) -> tuple:
 def unsqueeze(input: Tensor, dim: int) -> Tensor:
     d = _wrap_dim(dim, input.ndim + 1, "unsqueeze")
     shape = input._data.shape
-    return apply(_reshape, input, shape=shape[:d] + (1,) + shape[d:])
+    return _mark(apply(_reshape, input, shape=shape[:d] + (1,) + shape[d:]), input)
 
 
 def squeeze(input: Tensor, dim=None) -> Tensor:
@@ -250,7 +387,7 @@ def squeeze(input: Tensor, dim=None) -> Tensor:
     else:
         dims = {_wrap_dim(d, input.ndim, "squeeze") for d in ((dim,) if isinstance(dim, int) else dim)}
         dims = {d for d in dims if input.ndim and shape[d] == 1}
-    return apply(_reshape, input, shape=tuple(s for i, s in enumerate(shape) if i not in dims))
+    return _mark(apply(_reshape, input, shape=tuple(s for i, s in enumerate(shape) if i not in dims)), input)
 
 
 def flatten(input: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
@@ -260,7 +397,8 @@ def flatten(input: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
     if s > e:
         raise RuntimeError("flatten() has invalid args: start_dim cannot come after end_dim")
     shape = input._data.shape
-    return apply(_reshape, input, shape=shape[:s] + (math.prod(shape[s:e + 1]),) + shape[e + 1:])
+    return _reshaped(apply(_reshape, input, shape=shape[:s] + (math.prod(shape[s:e + 1]),) + shape[e + 1:]),
+                     input)
 
 
 def unflatten(input: Tensor, dim: int, sizes) -> Tensor:
@@ -275,7 +413,7 @@ def unflatten(input: Tensor, dim: int, sizes) -> Tensor:
     elif known != shape[d]:
         raise RuntimeError(f"unflatten: Provided sizes {list(sizes)} don't multiply up to the size of "
                            f"dim {dim} ({shape[d]}) in the input tensor")
-    return apply(_reshape, input, shape=shape[:d] + sizes + shape[d + 1:])
+    return _mark(apply(_reshape, input, shape=shape[:d] + sizes + shape[d + 1:]), input)
 
 
 def t(input: Tensor) -> Tensor:
@@ -285,7 +423,7 @@ def t(input: Tensor) -> Tensor:
 
 
 def _T(self: Tensor) -> Tensor:
-    return self if self.ndim < 2 else apply(_permute, self, dims=tuple(reversed(range(self.ndim))))
+    return self if self.ndim < 2 else _mark(apply(_permute, self, dims=tuple(reversed(range(self.ndim)))), self)
 
 
 def _mT(self: Tensor) -> Tensor:
@@ -310,7 +448,7 @@ def atleast_3d(*tensors):
 def _atleast(tensors, n: int):
     one = len(tensors) == 1 and isinstance(tensors[0], Tensor)
     seq = tensors[0] if len(tensors) == 1 and not one else tensors
-    out = tuple(t if t.ndim >= n else apply(_reshape, t, shape=_pad_shape(t._data.shape, n)) for t in seq)
+    out = tuple(t if t.ndim >= n else _mark(apply(_reshape, t, shape=_pad_shape(t._data.shape, n)), t) for t in seq)
     return out[0] if one else out
 
 
@@ -337,7 +475,7 @@ def narrow(input: Tensor, dim: int, start, length: int) -> Tensor:
         raise RuntimeError("narrow(): length must be non-negative.")
     if start + length > size:
         raise RuntimeError(f"start ({start}) + length ({length}) exceeds dimension size ({size}).")
-    return apply(_slice, input, key=_dim_key(d, slice(start, start + length)))
+    return _mark(apply(_slice, input, key=_dim_key(d, slice(start, start + length))), input)
 
 
 def select(input: Tensor, dim: int, index: int) -> Tensor:
@@ -348,11 +486,46 @@ def select(input: Tensor, dim: int, index: int) -> Tensor:
     if not -size <= index < size:
         raise IndexError(f"select(): index {index} out of range for tensor of size {list(input.shape)} "
                          f"at dimension {d}")
-    return apply(_slice, input, key=_dim_key(d, index % size))
+    return _mark(apply(_slice, input, key=_dim_key(d, index % size)), input)
 
 
-def _pieces(input: Tensor, d: int, bounds) -> tuple:
-    return tuple(apply(_slice, input, key=_dim_key(d, slice(a, b))) for a, b in bounds)
+def _pieces(input: Tensor, d: int, bounds, name: str | None) -> tuple:
+    return _views(input, [_dim_key(d, slice(a, b)) for a, b in bounds], name)
+
+
+def _views(input: Tensor, keys: list, name: str | None) -> tuple:
+    """The views ``input[key]`` for each key, sharing ONE grad_fn (a MultiViewNode, output ``i``
+    for piece ``i``), whose backward costs one tensor of the input's size however many pieces.
+
+    ``name`` is PyTorch's name of the op (``Unbind``, ``Split``, ``SplitWithSizes``): its outputs
+    may not be modified in place while autograd records; None (tensor_split) allows it.
+    """
+    if STATE.modes:  # tracers and capture see one slice per piece
+        return tuple(_mark(apply(_slice, input, key=k), input) for k in keys)
+    if STATE.slow:   # observers (tape, profiler) see one slice per piece; the node is attached below
+        prev, GRAD.enabled = GRAD.enabled, False
+        try:
+            pieces = [apply(_slice, input, key=k) for k in keys]
+        finally:
+            GRAD.enabled = prev
+    else:
+        data, vc, dev = input._data, input._vc, input._device
+        pieces = [Tensor._wrap(data[k], False, None, 0, vc, dev) for k in keys]
+    if GRAD.enabled and input.requires_grad:
+        fn = input.grad_fn
+        if input._base is not None and input._vc[0]:
+            fn = _view_grad_fn(input)
+        edge = (fn, input._out_nr) if fn is not None else (input._accumulator(), 0)
+        node = MultiViewNode((name or "Slice") + "Backward0", edge, tuple(keys), input._data.shape)
+        if STATE.module_path:
+            node.module = STATE.module_path[-1]
+        for i, p in enumerate(pieces):
+            p.requires_grad, p.grad_fn, p._out_nr = True, node, i
+    for p in pieces:
+        _mark(p, input)
+        if name is not None:
+            p._view_multi = name
+    return tuple(pieces)
 
 
 def split(tensor: Tensor, split_size_or_sections, dim: int = 0) -> tuple:
@@ -365,14 +538,14 @@ def split(tensor: Tensor, split_size_or_sections, dim: int = 0) -> tuple:
                                f"of {size}" if step == 0 else f"split expects split_size be non-negative, "
                                f"but got split_size={step}")
         if size == 0:
-            return _pieces(tensor, d, [(0, 0)])
-        return _pieces(tensor, d, [(a, min(a + step, size)) for a in range(0, size, step)])
+            return _pieces(tensor, d, [(0, 0)], "Split")
+        return _pieces(tensor, d, [(a, min(a + step, size)) for a in range(0, size, step)], "Split")
     sizes = [int(s) for s in split_size_or_sections]
     if sum(sizes) != size or any(s < 0 for s in sizes):
         raise RuntimeError(f"split_with_sizes expects split_sizes to sum exactly to {size} (input tensor's "
                            f"size at dimension {d}), but got split_sizes={sizes}")
     ends = list(_accumulate(sizes))
-    return _pieces(tensor, d, zip([0] + ends[:-1], ends))
+    return _pieces(tensor, d, zip([0] + ends[:-1], ends), "SplitWithSizes")
 
 
 def _accumulate(sizes):
@@ -388,7 +561,7 @@ def chunk(input: Tensor, chunks: int, dim: int = 0) -> tuple:
     d = _wrap_dim(dim, input.ndim, "chunk")
     size = input._data.shape[d]
     if not size:
-        return _pieces(input, d, [(0, 0)] * chunks)
+        return _pieces(input, d, [(0, 0)] * chunks, "Split")
     return split(input, -(-size // chunks), d)
 
 
@@ -403,17 +576,17 @@ def tensor_split(input: Tensor, indices_or_sections, dim: int = 0) -> tuple:
             raise RuntimeError(f"number of sections must be larger than 0, got {n}")
         q, r = divmod(size, n)
         ends = list(_accumulate([q + 1] * r + [q] * (n - r)))
-        return _pieces(input, d, zip([0] + ends[:-1], ends))
+        return _pieces(input, d, zip([0] + ends[:-1], ends), None)
     cuts = [min(max(int(i) if i >= 0 else int(i) + size, 0), size) for i in indices_or_sections]
     starts, stops = [0] + cuts, cuts + [size]
-    return _pieces(input, d, ((a, max(a, b)) for a, b in zip(starts, stops)))
+    return _pieces(input, d, ((a, max(a, b)) for a, b in zip(starts, stops)), None)
 
 
 def unbind(input: Tensor, dim: int = 0) -> tuple:
     if input.ndim == 0:
         raise IndexError("Dimension specified as 0 but tensor has no dimensions")
     d = _wrap_dim(dim, input.ndim, "unbind")
-    return tuple(apply(_slice, input, key=_dim_key(d, i)) for i in range(input._data.shape[d]))
+    return _views(input, [_dim_key(d, i) for i in range(input._data.shape[d])], "Unbind")
 
 
 # ---------------------------------------------------------------- joining
@@ -627,7 +800,7 @@ def copy_(self: Tensor, src: Tensor, non_blocking: bool = False) -> Tensor:
     """Write ``src`` (broadcast, cast to ``self``'s dtype) into ``self``; gradients flow to ``src``."""
     if src._device is not self._device:
         src = src.to(self._device)
-    if STATE.slow or (GRAD.enabled and (self.requires_grad or src.requires_grad)):
+    if STATE.slow or (GRAD.enabled and (self.requires_grad or src.requires_grad or _base_requires_grad(self))):
         return apply_(_copy, self, src)
     try:
         self._data[...] = src._data
