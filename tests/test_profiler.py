@@ -485,3 +485,15 @@ def test_exports(tmp_path):
     prof.export_stacks(str(tmp_path / "stacks.txt"))
     lines = (tmp_path / "stacks.txt").read_text().split("\n")
     assert any("test_exports" in line and line.split(";")[-1].startswith("matmul ") for line in lines)
+
+
+def test_nested_profiles_each_record_their_scope():
+    x = torch.ones(3)
+    with profile() as outer:
+        x + 1
+        with profile() as inner:
+            x * 2
+        x - 1
+    assert [e.name for e in inner.events()] == ["mul"]
+    assert sorted(e.name for e in outer.events()) == ["add", "mul", "sub"]
+    assert not STATE.slow

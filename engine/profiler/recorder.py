@@ -26,7 +26,7 @@ import time
 import weakref
 
 from .. import events
-from ..autograd.engine import _RUNNING
+from ..autograd.engine import running_node
 from ..dispatch import STATE
 from .flops import estimate_flops
 from .trace import MemoryEvent, Trace
@@ -121,20 +121,21 @@ class Recorder:
     # ------------------------------------------------------------------ handlers
     # The hot path: one tuple per event in Event's field order (Trace.events builds the objects).
     def _on_op(self, ev) -> None:
-        module = ""
-        if self.modules:
-            if _RUNNING:
-                module = self._seq_module.get(_RUNNING[-1].tape_seq, "")
-            else:
-                module = ev.module
-                self._track_modules(ev)
-                self._seq_module[ev.seq] = module
         raw = self._raw
         if len(raw) >= self.cap:
             self._room("op")
             return
+        running = running_node()
+        module = ""
+        if self.modules:
+            if running is not None:
+                module = self._seq_module.get(running.tape_seq, "")
+            else:
+                module = ev.module
+                self._track_modules(ev)
+                self._seq_module[ev.seq] = module
         raw.append((
-            ev.op, "op", ev.start_ns, ev.duration_ns, _get_ident(), "backward" if _RUNNING else "forward",
+            ev.op, "op", ev.start_ns, ev.duration_ns, _get_ident(), "forward" if running is None else "backward",
             module, ev.input_shapes if self.shapes else (), ev.shape, ev.dtype, ev.seq,
             self._allocate(ev.tensors, ev.op, ev.start_ns + ev.duration_ns) if self.memory and ev.tensors else 0,
             estimate_flops(ev.op, ev.input_shapes, ev.shape) if self.flops else 0,
