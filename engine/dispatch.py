@@ -359,7 +359,8 @@ def _inplace_view(op, target, args, params):
     if target._vc[0]:
         _view_grad_fn(target)
     _refresh_args(args)
-    if not (target.requires_grad or any(isinstance(a, Tensor) and a.requires_grad for a in args)):
+    if not (target.requires_grad or base.requires_grad or
+            any(isinstance(a, Tensor) and a.requires_grad for a in args)):
         _write_inplace(op, target, args, params, True)   # nothing to record
         return target
     if target._view_nograd:
