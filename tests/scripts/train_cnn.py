@@ -9,12 +9,8 @@ import zlib
 
 import numpy as np
 import torch
-
-# Submodules by attribute: with ``sys.modules['torch'] = tapelab`` alone (the test harness),
-# ``import torch.nn as nn`` and ``from torch.utils.data import ...`` load a second copy of
-# tapelab under the torch.* names (reported); attribute access behaves the same in both libraries.
-nn = torch.nn
-DataLoader, TensorDataset = torch.utils.data.DataLoader, torch.utils.data.TensorDataset
+import torch.nn as nn
+from torch.utils.data import DataLoader, TensorDataset
 
 
 def values_for(name, shape):
