@@ -143,18 +143,26 @@ class Bridge:
 
     # ------------------------------------------------------------------ recording
     def live(self, title: str = "", sinks=(), keep_values: bool = True) -> LiveTape:
-        """A LiveTape feeding ``sinks`` and, if a panel listens, the panel (begin/delta/end)."""
+        """A LiveTape feeding ``sinks`` and, if a panel listens, the panel. The panel's ``begin``
+        goes out with the first delta, so a cell that records nothing leaves the panel as it was."""
         sinks = list(sinks)
+        rec = LiveTape(sinks, rate=RATE, max_nodes=MAX_NODES, keep_values=keep_values, title=title)
+        rec.panel_cell = None
         if self.listening:
-            self.cells += 1
-            self.send({"type": "begin", "cell": self.cells, "title": title})
-            sinks.append(self._send_delta)
-        return LiveTape(sinks, rate=RATE, max_nodes=MAX_NODES, keep_values=keep_values, title=title)
+            def to_panel(delta, rec=rec):
+                if rec.panel_cell is None:
+                    self.cells += 1
+                    rec.panel_cell = self.cells
+                    self.send({"type": "begin", "cell": self.cells, "title": title})
+                self._send_delta(delta)
+            rec.sinks.append(to_panel)
+        return rec
 
     def finish(self, rec: LiveTape) -> None:
         if rec.recording:
             rec.__exit__(None, None, None)
-        self.send({"type": "end", "cell": self.cells, "meta": rec.builder.meta()})
+        if getattr(rec, "panel_cell", None) is not None:
+            self.send({"type": "end", "cell": rec.panel_cell, "meta": rec.builder.meta()})
 
     def _pre(self, info=None) -> None:
         self._depth += 1

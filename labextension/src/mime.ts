@@ -33,7 +33,7 @@ export class GraphOutput extends Widget implements IRenderMime.IRenderer {
 const extension: IRenderMime.IExtension = {
   id: 'tapelab:graph-renderer',
   rendererFactory: { safe: true, mimeTypes: [GRAPH_MIME], createRenderer: () => new GraphOutput() },
-  rank: 50,
+  rank: 10, // before HTML (50), after live widgets (0)
   dataType: 'json'
 };
 

@@ -39,18 +39,44 @@ export function computeLayout(inp: LayoutInput): LayoutResult {
       preds[t].push(s); // back edges (later -> earlier) do not rank
     }
   }
+  // a forward unit recorded after a backward pass starts below everything so far: the steps of
+  // a training loop stack downwards instead of side by side
+  let floor = 0;
+  let maxRank = 0;
+  let sawBackward = false;
   for (let i = 0; i < n; i++) {
-    if (inp.backward[i] && inp.anchors[i] >= 0 && inp.anchors[i] < i) {
-      rank[i] = rank[inp.anchors[i]];
-      continue;
+    if (inp.backward[i]) {
+      sawBackward = true;
+      if (inp.anchors[i] >= 0 && inp.anchors[i] < i) {
+        rank[i] = rank[inp.anchors[i]];
+        continue;
+      }
+    } else if (sawBackward && preds[i].length) {
+      floor = maxRank + 1;
+      sawBackward = false;
     }
-    let r = 0;
+    let r = inp.backward[i] ? 0 : floor;
     for (const p of preds[i]) {
       if (!inp.backward[p] || inp.backward[i]) {
         r = Math.max(r, rank[p] + 1);
       }
     }
     rank[i] = r;
+    maxRank = Math.max(maxRank, r);
+  }
+  // sources (leaves: inputs, parameters) sit just above their first consumer, not all in row 0
+  const firstSucc = new Array<number>(n).fill(-1);
+  for (let k = 0; k < inp.edges.length; k += 2) {
+    const s = inp.edges[k];
+    const t = inp.edges[k + 1];
+    if (s < t && !inp.backward[t] && (firstSucc[s] < 0 || t < firstSucc[s])) {
+      firstSucc[s] = t;
+    }
+  }
+  for (let i = 0; i < n; i++) {
+    if (!preds[i].length && !inp.backward[i] && firstSucc[i] >= 0) {
+      rank[i] = Math.max(rank[i], rank[firstSucc[i]] - 1);
+    }
   }
   // lanes: forward units on the left, backward units on the right
   const rows = new Map<number, number[]>();
@@ -66,7 +92,6 @@ export function computeLayout(inp: LayoutInput): LayoutResult {
   }
   const x = new Array<number>(n).fill(0);
   const y = new Array<number>(n).fill(0);
-  let maxRank = 0;
   for (let i = 0; i < n; i++) {
     maxRank = Math.max(maxRank, rank[i]);
   }

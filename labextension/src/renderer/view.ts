@@ -397,7 +397,8 @@ export class GraphView {
         h = Math.max(h, p.y + p.h);
       }
     }
-    this.scale = Math.max(0.15, Math.min(1.2, (W - 40) / Math.max(w, 1), (H - 40) / Math.max(h, 1)));
+    // fit, but never so small that labels cannot be read: pan for the rest
+    this.scale = Math.max(0.6, Math.min(1.1, (W - 40) / Math.max(w, 1), (H - 40) / Math.max(h, 1)));
     this.tx = 20;
     this.ty = 20;
     this.applyTransform();
