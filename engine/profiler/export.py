@@ -138,7 +138,8 @@ def memory_timeline(trace) -> dict:
     return {"ts_us": [round((m.ts_ns - t0) / 1e3, 3) for m in trace.memory],
             "allocated": [m.allocated for m in trace.memory],
             "delta": [m.bytes for m in trace.memory], "op": [m.name for m in trace.memory],
-            "peak_bytes": trace.peak_bytes, "method": "op output blocks, freed when their last array dies (weak references)"}
+            "peak_bytes": trace.peak_bytes,
+            "method": "op output blocks, freed when their last array dies (weak references)"}
 
 
 def memory_timeline_html(trace) -> str:
