@@ -13,7 +13,7 @@ __all__ = ["device", "cuda_available"]
 class device:
     """``tapelab.device('cpu')`` / ``device('cuda:0')``; interned, so compare with ``is``."""
 
-    __slots__ = ("type", "index", "_xp")
+    __slots__ = ("type", "index", "_xp", "_name")
     _interned: dict = {}
 
     def __new__(cls, spec="cpu", index: int | None = None):
@@ -35,6 +35,7 @@ class device:
         if dev is None:
             dev = object.__new__(cls)
             dev.type, dev.index, dev._xp = kind, index, (np if kind == "cpu" else None)
+            dev._name = kind if index is None else f"{kind}:{index}"
             cls._interned[key] = dev
         return dev
 
@@ -51,7 +52,7 @@ class device:
             f"device(type='{self.type}', index={self.index})"
 
     def __str__(self) -> str:
-        return self.type if self.index is None else f"{self.type}:{self.index}"
+        return self._name
 
     def __eq__(self, other) -> bool:
         if isinstance(other, str):

@@ -33,6 +33,9 @@ class _DispatchState:
 STATE = _DispatchState()
 
 
+_OP_SUBSCRIBERS = events._subscribers["op"]  # the live list: a truth test instead of a call
+
+
 def _refresh() -> None:
     STATE.slow = bool(STATE.modes) or STATE.anomaly or events.has_subscribers("op")
 
@@ -234,16 +237,17 @@ def _observed(op, args, params):
     if STATE.anomaly:
         from .autograd.anomaly import check_forward
         check_forward(op, args, res)
-    if events.has_subscribers("op"):
+    if _OP_SUBSCRIBERS:
         seq = next(STATE._seq)
         node = res.grad_fn
         if node is not None:
             node._tape_seq = seq  # links backward steps of this node to the recorded op
+        data = res._data
         events.emit("op", events.OpRecorded(
             seq=seq, op=op.name,
             inputs=tuple(a._uid() if isinstance(a, Tensor) else None for a in args),
-            input_shapes=tuple(tuple(a.shape) if isinstance(a, Tensor) else () for a in args),
-            output=res._uid(), shape=tuple(res.shape), dtype=res.dtype.name, device=str(res._device),
+            input_shapes=tuple(a._data.shape if isinstance(a, Tensor) else () for a in args),
+            output=res._uid(), shape=data.shape, dtype=data.dtype.name, device=res._device._name,
             requires_grad=res.requires_grad, duration_ns=dur, start_ns=start,
             module=STATE.module_path[-1] if STATE.module_path else "",
             grad_fn=node.name() if node is not None else "",
