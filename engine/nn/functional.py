@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 import warnings
 
-from .. import creation
+from .. import _dtype as _dt, creation
 from ..autograd.grad_mode import no_grad
 from ..ops.indexing import one_hot
 from ..ops.movement import pad
@@ -616,6 +616,10 @@ def _class_dim_last(t: Tensor) -> Tensor:
     return t if t.ndim <= 2 else t.movedim(1, -1)
 
 
+_TYPE_NAME = {"int32": "Int", "int16": "Short", "int8": "Char", "bool": "Bool", "float32": "Float",
+              "float64": "Double", "float16": "Half"}
+
+
 def nll_loss(input: Tensor, target: Tensor, weight: Tensor | None = None, size_average=None,
              ignore_index: int = -100, reduce=None, reduction: str = "mean") -> Tensor:
     """``-input[n, target[n]] * weight[target[n]]``; mean divides by the summed weights."""
@@ -625,11 +629,16 @@ def nll_loss(input: Tensor, target: Tensor, weight: Tensor | None = None, size_a
     if input.ndim >= 2 and input.shape[0] != target.shape[0]:
         raise ValueError(f"Expected input batch_size ({input.shape[0]}) to match target batch_size "
                          f"({target.shape[0]}).")
+    if target.dtype not in (_dt.int64, _dt.uint8):
+        raise RuntimeError(f"expected target dtype to be Long or Byte, but got {_TYPE_NAME[target.dtype.name]}")
     logp = _class_dim_last(input)
     keep = target != ignore_index
     safe = target.where(keep, 0)
-    picked = -logp.gather(-1, safe.unsqueeze(-1)).squeeze(-1)
-    w = keep.to(input.dtype) if weight is None else weight[safe] * keep
+    bad = (safe < 0) | (safe >= logp.shape[-1])  # gather would wrap negative targets silently
+    if bad.any():
+        raise IndexError(f"Target {target[bad][0].item()} is out of bounds.")
+    picked = -logp.gather(-1, safe.long().unsqueeze(-1)).squeeze(-1)
+    w = keep.to(input.dtype) if weight is None else weight[safe.long()] * keep
     loss = picked * w
     if reduction == "mean":
         return loss.sum() / w.sum()
