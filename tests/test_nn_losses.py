@@ -141,3 +141,16 @@ def test_legacy_size_average_reduce():
         lo = tl.nn.MSELoss(size_average=sa, reduce=red)(tl.tensor(x), tl.tensor(y))
         to = torch.nn.MSELoss(size_average=sa, reduce=red)(torch.tensor(x), torch.tensor(y))
         close(lo, to)
+
+
+@pytest.mark.parametrize("target,exc,match", [
+    (lambda m: m.tensor([0, 3]), IndexError, "Target 3 is out of bounds"),
+    (lambda m: m.tensor([0, -5]), IndexError, "Target -5 is out of bounds"),
+    (lambda m: m.tensor([0, 1], dtype=m.int32), RuntimeError, "expected target dtype to be Long or Byte, but got Int"),
+])
+def test_bad_class_targets_raise_like_torch(target, exc, match):
+    import torch
+    import tapelab
+    for m in (torch, tapelab):
+        with pytest.raises(exc, match=match):
+            m.nn.functional.cross_entropy(m.zeros(2, 3), target(m))
