@@ -326,7 +326,11 @@ def _view_grad_fn(t):
     if bfn is None or (fn is not None and fn.seq > bfn.seq):
         return fn
     from .ops.movement import _geometry
-    node = _strided_node(b, _geometry(b, t), t._vc)
+    try:
+        geom = _geometry(b, t)
+    except RuntimeError:
+        return fn  # the base's data was replaced: the view no longer follows it
+    node = _strided_node(b, geom, t._vc)
     t.grad_fn, t._out_nr, t.requires_grad = node, 0, True
     return node
 

@@ -430,3 +430,21 @@ def test_view_of_stale_view_in_place():
         v[0].add_(a[0])      # v is stale: refreshed before the rebase
         return x * 1
     _run(f, A)
+
+
+def test_views_of_strided_bases_and_replaced_data():
+    # a base that is not C-contiguous (a user array) goes through flat positions
+    arr = np.asfortranarray(A)
+    w = tapelab.tensor(A[0] * 0 + 2, requires_grad=True)
+    x = tapelab.from_numpy(arr) if hasattr(tapelab, "from_numpy") else tapelab.tensor(arr)
+    x._data = arr
+    x[1].mul_(w)
+    (x * x).sum().backward()
+    np.testing.assert_allclose(w.grad.numpy(), 2 * A[1] ** 2 * 2)
+    np.testing.assert_allclose(x.detach().numpy()[1], A[1] * 2)
+    # a view whose base's data was replaced cannot be related to it: a clear error
+    b = tapelab.tensor(A, requires_grad=True).clone()
+    v = b[0]
+    b.data = tapelab.zeros(3, 4, dtype=b.dtype)
+    with pytest.raises(RuntimeError, match="no longer aliases its base"):
+        v.mul_(2)

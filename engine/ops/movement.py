@@ -128,18 +128,28 @@ def _addr(a) -> int:
     return ai["data"][0] if ai is not None else a.data.ptr
 
 
+def _extent(a) -> tuple:
+    """Byte offsets (lowest, highest) an array touches, from its first element."""
+    return (sum(min(0, (n - 1) * s) for n, s in zip(a.shape, a.strides)),
+            sum(max(0, (n - 1) * s) for n, s in zip(a.shape, a.strides)))
+
+
 def _geometry(base: Tensor, view: Tensor) -> _Geom:
+    """Where ``view`` lies in ``base``; RuntimeError if it no longer aliases it (``base.data = ...``)."""
     b, v = base._data, view._data
     isz = b.itemsize
     off = _addr(v) - _addr(b)
+    (blo, bhi), (vlo, vhi) = _extent(b), _extent(v)
+    if v.size and (b.dtype != v.dtype or b.size == 0 or off + vlo < blo or off + vhi > bhi or off % isz):
+        raise RuntimeError(f"this view of shape {list(v.shape)} no longer aliases its base of shape "
+                           f"{list(b.shape)} (was the base's .data replaced?): autograd cannot relate them")
     if b.flags.c_contiguous:
         return _Geom(b.shape, v.shape, tuple(s // isz for s in v.strides), off // isz, None)
     # any strided base: lay the base's C-order positions out in memory as the base is laid
     # out, then read them back through the view's strides
     import numpy as np
     ast = np.lib.stride_tricks.as_strided
-    lo = sum(min(0, (n - 1) * s) for n, s in zip(b.shape, b.strides))
-    hi = sum(max(0, (n - 1) * s) for n, s in zip(b.shape, b.strides))
+    lo, hi = blo, bhi
     mem = np.zeros((hi - lo) // isz + 1, np.int64)
     ast(mem[-lo // isz:], b.shape, tuple(s // isz * 8 for s in b.strides))[...] = (
         np.arange(b.size).reshape(b.shape))
