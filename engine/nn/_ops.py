@@ -53,36 +53,42 @@ def _padded_size(size, pads):
     return tuple(n + lo + hi for n, (lo, hi) in zip(size, pads))
 
 
-def _to_channels_last(a, nd):
-    """``(N, C, *sp)`` -> ``(N, *sp, C)`` view."""
-    return a.transpose((0,) + tuple(range(2, 2 + nd)) + (1,))
-
-
-def _to_channels_first(a, nd):
-    """``(N, *sp, C)`` -> ``(N, C, *sp)`` view."""
-    return a.transpose((0, nd + 1) + tuple(range(1, nd + 1)))
-
-
 # ---------------------------------------------------------------- convolution
-def _cols(xp, x, kernel, stride, pads, dilation, groups):
-    """im2col as a GEMM operand: ``(groups, N*L, C/g * prod(kernel))`` and the output size."""
+# Layouts (measured on the CNN step: 2-3x faster than a channels-last im2col): the forward GEMMs
+# ``w (g, O/g, C/g*K)`` against ``cols (N, g, C/g*K, L)`` so the result is already ``(N, O, L)``; the
+# weight and input gradients use ``(g, C/g*K, N*L)`` so each is one GEMM per group. Both ``cols`` are
+# one copy of the strided window view in an order whose innermost axis is the output's last spatial
+# axis; for a 1x1 stride-1 unpadded kernel numpy's reshape makes no copy at all.
+def _cols_nkl(xp, x, kernel, stride, pads, dilation):
+    """im2col ``(N, C * prod(kernel), L)`` (channel-major, then kernel offset) and the output size."""
+    nd = len(kernel)
+    win = _windows(xp, _pad(xp, x, pads), kernel, stride, dilation)       # (N, C, *out, *kernel)
+    out = win.shape[2:2 + nd]
+    cols = win.transpose((0, 1) + tuple(range(2 + nd, 2 + 2 * nd)) + tuple(range(2, 2 + nd)))
+    return cols.reshape(x.shape[0], x.shape[1] * math.prod(kernel), -1), out
+
+
+def _cols_knl(xp, x, kernel, stride, pads, dilation):
+    """im2col ``(C * prod(kernel), N * L)`` and the output size."""
     nd = len(kernel)
     win = _windows(xp, _pad(xp, x, pads), kernel, stride, dilation)
     out = win.shape[2:2 + nd]
-    n = x.shape[0]
-    cols = win.transpose((0,) + tuple(range(2, 2 + nd)) + (1,) + tuple(range(2 + nd, 2 + 2 * nd)))
-    cols = cols.reshape(n * math.prod(out), groups, -1)
-    return cols.transpose(1, 0, 2), out
+    cols = win.transpose((1,) + tuple(range(2 + nd, 2 + 2 * nd)) + (0,) + tuple(range(2, 2 + nd)))
+    return cols.reshape(x.shape[1] * math.prod(kernel), -1), out
+
+
+def _channels_major(xp, a, groups):
+    """``(N, O, *sp)`` -> ``(groups, O/groups, N * prod(sp))`` (one copy)."""
+    perm = (1, 0) + tuple(range(2, a.ndim))
+    return a.transpose(perm).reshape(groups, a.shape[1] // groups, -1)
 
 
 def _conv_fwd(xp, x, w, *, stride, pads, dilation, groups):
-    nd = x.ndim - 2
-    cols, out = _cols(xp, x, w.shape[2:], stride, pads, dilation, groups)
-    o = w.shape[0]
-    wm = w.reshape(groups, o // groups, -1).transpose(0, 2, 1)
-    y = xp.matmul(cols, wm)                                       # (g, N*L, O/g)
-    y = y.transpose(1, 0, 2).reshape((x.shape[0],) + tuple(out) + (o,))
-    return xp.ascontiguousarray(_to_channels_first(y, nd))
+    cols, out = _cols_nkl(xp, x, w.shape[2:], stride, pads, dilation)
+    n, o = x.shape[0], w.shape[0]
+    cols = cols.reshape(n, groups, cols.shape[1] // groups, cols.shape[2])
+    y = xp.matmul(w.reshape(groups, o // groups, -1), cols)               # (N, g, O/g, L)
+    return y.reshape((n, o) + tuple(out))
 
 
 def _conv_t_fwd(xp, y, w, *, stride, pads, dilation, groups, in_size):
@@ -91,22 +97,21 @@ def _conv_t_fwd(xp, y, w, *, stride, pads, dilation, groups, in_size):
     n, o = y.shape[:2]
     out, kernel = y.shape[2:], w.shape[2:]
     c = w.shape[1] * groups
-    ym = _to_channels_last(y, nd).reshape(-1, groups, o // groups).transpose(1, 0, 2)
-    cols = xp.matmul(ym, w.reshape(groups, o // groups, -1))      # (g, N*L, C/g * K)
-    cols = cols.transpose(1, 0, 2).reshape((n,) + tuple(out) + (c,) + tuple(kernel))
-    cols = cols.transpose((0, nd + 1) + tuple(range(1, nd + 1)) + tuple(range(nd + 2, 2 * nd + 2)))
-    pieces = ((kk, cols[(Ellipsis,) + kk]) for kk in itertools.product(*map(range, kernel)))
-    full = _scatter_windows(xp, (n, c) + _padded_size(in_size, pads), pieces, out, stride, dilation, y.dtype)
-    return _crop(full, pads, in_size)
+    wm = w.reshape(groups, o // groups, -1).transpose(0, 2, 1)            # (g, C/g * K, O/g)
+    cols = xp.matmul(wm, _channels_major(xp, y, groups))                  # (g, C/g * K, N*L)
+    cols = cols.reshape((c,) + tuple(kernel) + (n,) + tuple(out))
+    pieces = ((kk, cols[(slice(None),) + kk]) for kk in itertools.product(*map(range, kernel)))
+    full = _scatter_windows(xp, (c, n) + _padded_size(in_size, pads), pieces, out, stride, dilation, y.dtype)
+    full = _crop(full, pads, in_size)                                      # (C, N, *in_size)
+    return xp.ascontiguousarray(full.transpose((1, 0) + tuple(range(2, 2 + nd))))
 
 
 def _conv_w_fwd(xp, x, gy, *, stride, pads, dilation, groups, kernel):
     """The adjoint of convolution in its weight: correlates input windows with output gradients."""
-    nd = x.ndim - 2
     o = gy.shape[1]
-    cols, _ = _cols(xp, x, kernel, stride, pads, dilation, groups)   # (g, N*L, C/g * K)
-    gm = _to_channels_last(gy, nd).reshape(-1, groups, o // groups).transpose(1, 2, 0)
-    gw = xp.matmul(gm, cols)                                          # (g, O/g, C/g * K)
+    cols, _ = _cols_knl(xp, x, kernel, stride, pads, dilation)            # (C*K, N*L)
+    cols = cols.reshape(groups, cols.shape[0] // groups, cols.shape[1])
+    gw = xp.matmul(_channels_major(xp, gy, groups), cols.transpose(0, 2, 1))   # (g, O/g, C/g * K)
     return gw.reshape((o, x.shape[1] // groups) + tuple(kernel))
 
 
