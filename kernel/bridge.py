@@ -142,11 +142,11 @@ class Bridge:
         self.send({"type": "clear"})
 
     # ------------------------------------------------------------------ recording
-    def live(self, title: str = "", sinks=(), keep_values: bool = True) -> LiveTape:
+    def live(self, title: str = "", sinks=(), summaries: bool = True) -> LiveTape:
         """A LiveTape feeding ``sinks`` and, if a panel listens, the panel. The panel's ``begin``
         goes out with the first delta, so a cell that records nothing leaves the panel as it was."""
         sinks = list(sinks)
-        rec = LiveTape(sinks, rate=RATE, max_nodes=MAX_NODES, keep_values=keep_values, title=title)
+        rec = LiveTape(sinks, rate=RATE, max_nodes=MAX_NODES, summaries=summaries, title=title)
         rec.panel_cell = None
         if self.listening:
             def to_panel(delta, rec=rec):

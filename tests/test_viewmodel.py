@@ -163,7 +163,7 @@ def test_dot_export_clusters_and_styles():
     g = graph_from_tape(record())
     dot = to_dot(g)
     assert dot.startswith("digraph tape {") and dot.rstrip().endswith("}")
-    assert 'subgraph "cluster_layers" {' in dot and 'subgraph "cluster_layers.0.fc" {' in dot
+    assert 'subgraph "cluster_g:layers" {' in dot and 'subgraph "cluster_g:layers.0.fc" {' in dot
     assert dot.count("->") == len(g["edges"])
     assert "style=dashed" in dot                      # gradient edges
     assert 'label="matmul\\n(4, 6)"' in dot
@@ -174,3 +174,21 @@ def test_dot_export_clusters_and_styles():
         depth += {"{": 1, "}": -1}.get(ch, 0)
         assert depth >= 0
     assert depth == 0
+
+
+def test_no_grad_ops_outside_modules_form_collapsed_runs():
+    torch.manual_seed(0)
+    net = nn.Linear(3, 2)
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    with torch.tape() as t:
+        for _ in range(2):
+            opt.zero_grad()
+            net(torch.ones(4, 3)).sum().backward()
+            opt.step()
+    g = graph_from_tape(t)
+    runs = [gr for gr in g["groups"] if gr["id"].startswith("g:~")]
+    assert runs and all(gr["collapsed"] and gr["label"] == "no-grad ops" and gr["parent"] is None for gr in runs)
+    assert not any(gr["collapsed"] for gr in g["groups"] if not gr["id"].startswith("g:~"))
+    in_runs = [n for n in g["nodes"] if n["group"] in {gr["id"] for gr in runs}]
+    assert in_runs and all(not n["requires_grad"] for n in in_runs if n["kind"] == "forward")
+    assert len({gr["signature"] for gr in runs[-2:]}) == 1     # two identical optimizer steps fold

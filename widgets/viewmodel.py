@@ -8,14 +8,16 @@ reads this schema and nothing of the engine. A graph is::
                  "shape", "input_shapes", "dtype", "device", "requires_grad",
                  "start_ns", "time_ns", "value", "grad", "grad_ops"}],
      "edges":  [{"source", "target", "kind", "shape"}],
-     "groups": [{"id", "label", "path", "parent", "signature", "size"}],
+     "groups": [{"id", "label", "path", "parent", "signature", "size", "collapsed"}],
      "meta":   {"title", "forward", "backward", "total", "truncated"}}
 
 ``kind`` of a node is ``forward`` (an op), ``backward`` (a node run by the backward walk) or
 ``leaf`` (a tensor no recorded op produced: an input or a parameter). Edges are ``data``
 (tensor flow, forward) or ``grad`` (gradient flow, backward). Groups are the module hierarchy
 (``encoder.layers.0`` is a child of ``encoder.layers``); ``signature`` is equal for groups that
-hold the same ops in the same order, which is how repeated blocks are folded. Strings are data:
+hold the same ops in the same order, which is how repeated blocks are folded. Ops outside any
+module that need no gradient (an optimizer step) form "no-grad ops" groups (``g:~<k>``, path "",
+``collapsed: true``: a hint to start collapsed). Strings are data:
 views escape them (``html.escape`` here, ``textContent`` in the browser, ``dot_quote`` for DOT).
 
 >>> with tapelab.tape() as t:
@@ -79,6 +81,7 @@ class GraphBuilder:
         self._grad_to_leaf: dict[int, list] = {}
         self._grad_waiting: dict[str, list] = {}
         self.forward = self.backward = self.total = 0
+        self._runs = 0
         self.truncated = False
 
     # ------------------------------------------------------------------ building
@@ -89,7 +92,8 @@ class GraphBuilder:
         if gid not in self.groups:
             parent, _, label = path.rpartition(".")
             g = {"id": gid, "label": label, "path": path,
-                 "parent": self._group(parent) if parent else None, "signature": "", "size": 0}
+                 "parent": self._group(parent) if parent else None, "signature": "", "size": 0,
+                 "collapsed": False}
             self.groups[gid] = g
             self._new_groups.append(g)
             self._new_group_ids.add(gid)
@@ -156,9 +160,28 @@ class GraphBuilder:
         else:
             self._add_backward(rec)
 
+    def _no_grad_run(self) -> str:
+        """Ops outside any module that need no gradient (an optimizer step, zero_grad, metrics)
+        are grouped per contiguous run, collapsed by default: they are not the model's graph."""
+        last = self.nodes[-1] if self.nodes else None
+        if last is not None and last["group"] is not None and last["group"].startswith("g:~"):
+            return last["group"]
+        self._runs += 1
+        gid = f"g:~{self._runs}"
+        g = {"id": gid, "label": "no-grad ops", "path": "", "parent": None, "signature": "", "size": 0,
+             "collapsed": True}
+        self.groups[gid] = g
+        self._new_groups.append(g)
+        self._new_group_ids.add(gid)
+        self._hashers[gid] = hashlib.blake2b(digest_size=6)
+        return gid
+
     def _add_forward(self, rec) -> None:
         self.forward += 1
-        gid = self._group(rec.module)
+        if not rec.module and not rec.requires_grad and rec.phase == "forward":
+            gid = self._no_grad_run()
+        else:
+            gid = self._group(rec.module)
         nid = f"n{rec.index}"
         node = self._node({
             "id": nid, "kind": "forward", "label": rec.op, "op": rec.op, "index": rec.index,
@@ -349,7 +372,7 @@ def to_dot(graph: dict, groups: bool = True) -> str:
         if not groups:
             return
         for g in children.get(gid, ()):
-            lines.append(f"{indent}subgraph {dot_quote('cluster_' + g['path'])} {{")
+            lines.append(f"{indent}subgraph {dot_quote('cluster_' + g['id'])} {{")
             lines.append(f"{indent}  label={dot_quote(g['label'])}; style=rounded; color=\"#94a3b8\";")
             emit(g["id"], indent + "  ")
             lines.append(f"{indent}}}")

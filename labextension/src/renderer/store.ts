@@ -145,7 +145,10 @@ export class GraphStore {
 
   isExpanded(gid: string): boolean {
     const u = this.userExpanded.get(gid);
-    return u === undefined ? this.defaultExpanded() : u;
+    if (u !== undefined) {
+      return u;
+    }
+    return !this.groups.get(gid)?.collapsed && this.defaultExpanded();
   }
 
   setExpanded(gid: string, on: boolean): void {

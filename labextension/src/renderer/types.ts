@@ -47,6 +47,7 @@ export interface GGroup {
   parent: string | null;
   signature: string;
   size: number;
+  collapsed?: boolean; // a hint: start collapsed (no-grad runs such as an optimizer step)
 }
 
 export interface GMeta {
