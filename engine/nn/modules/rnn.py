@@ -15,6 +15,7 @@ from ... import creation
 from ...ops.movement import cat, stack
 from .. import functional as F, init
 from ..parameter import Parameter
+from ..utils.rnn import PackedSequence
 from ...tensor import Tensor
 from .module import Module
 
@@ -62,6 +63,20 @@ def _scan(step, gi: Tensor, state: tuple, w_hh, b_hh, w_hr, reverse: bool) -> tu
         state = step(inputs[t], state, w_hh, b_hh, w_hr)
         outputs[t] = state[0]
     return stack(outputs), state
+
+
+def _scan_packed(step, gi: Tensor, sizes: list, state: tuple, w_hh, b_hh, w_hr, reverse: bool):
+    """The time loop over packed rows: ``gi`` (N, G) splits by ``sizes`` (batch_sizes); step t runs the
+    first ``sizes[t]`` sequences and the rest keep their state (frozen after their end going forward,
+    still the initial state going backward). Returns outputs (N, H) and the last state."""
+    inputs = gi.split(sizes, 0)
+    outputs = [None] * len(sizes)
+    for t in (reversed(range(len(sizes))) if reverse else range(len(sizes))):
+        b = sizes[t]
+        new = step(inputs[t], tuple(s[:b] for s in state), w_hh, b_hh, w_hr)
+        state = new if b == state[0].shape[0] else tuple(cat([n, s[b:]], 0) for n, s in zip(new, state))
+        outputs[t] = new[0]
+    return cat(outputs, 0), state
 
 
 # ---------------------------------------------------------------- multi-layer modules
@@ -182,11 +197,12 @@ class RNNBase(Module):
         return creation.zeros(self._expected_state_shape(input, size), dtype=input.dtype, device=input.device)
 
     # ---- the layer / direction loop
-    def _run(self, input: Tensor, states: tuple) -> tuple[Tensor, tuple]:
-        """``input`` batched (as laid out by batch_first); ``states`` a tuple of (L*D, B, H) tensors."""
+    def _run(self, input: Tensor, states: tuple, sizes: list | None = None) -> tuple[Tensor, tuple]:
+        """``input`` batched (as laid out by batch_first), or packed data (N, I) with its batch ``sizes``;
+        ``states`` a tuple of (L*D, B, H) tensors."""
         step = _STEPS[self.mode]
         num_directions = 2 if self.bidirectional else 1
-        x = input.transpose(0, 1) if self.batch_first else input
+        x = input.transpose(0, 1) if self.batch_first and sizes is None else input
         initial = [s.unbind(0) for s in states]
         finals = []
         for layer in range(self.num_layers):
@@ -194,15 +210,46 @@ class RNNBase(Module):
             for direction in range(num_directions):
                 index = layer * num_directions + direction
                 w_ih, b_ih, w_hh, b_hh, w_hr = self._direction_weights(index)
-                out, state = _scan(step, F.linear(x, w_ih, b_ih), tuple(s[index] for s in initial),
-                                   w_hh, b_hh, w_hr, reverse=direction == 1)
+                if sizes is None:
+                    out, state = _scan(step, F.linear(x, w_ih, b_ih), tuple(s[index] for s in initial),
+                                       w_hh, b_hh, w_hr, reverse=direction == 1)
+                else:
+                    out, state = _scan_packed(step, F.linear(x, w_ih, b_ih), sizes,
+                                              tuple(s[index] for s in initial), w_hh, b_hh, w_hr,
+                                              reverse=direction == 1)
                 outs.append(out)
                 finals.append(state)
             x = outs[0] if num_directions == 1 else cat(outs, -1)
             if self.dropout > 0 and self.training and layer < self.num_layers - 1:
                 x = F.dropout(x, self.dropout, True)
-        output = x.transpose(0, 1) if self.batch_first else x
+        output = x.transpose(0, 1) if self.batch_first and sizes is None else x
         return output, tuple(stack([f[k] for f in finals]) for k in range(len(states)))
+
+    def _forward_packed(self, packed: PackedSequence, hx):
+        """PackedSequence input: ``hx`` (in the caller's batch order) is sorted as the data is, and the
+        final states sorted back; the output is packed like the input."""
+        data, batch_sizes, sorted_indices, unsorted_indices = packed
+        sizes = [int(b) for b in batch_sizes.tolist()]
+        if data.ndim != 2:
+            raise RuntimeError(f"input must have 2 dimensions, got {data.ndim}")
+        self._check_input(data)
+        lstm = self.mode == "LSTM"
+        dirs = 2 if self.bidirectional else 1
+        widths = (self.proj_size or self.hidden_size, self.hidden_size) if lstm else (self.hidden_size,)
+        expected = [(self.num_layers * dirs, sizes[0] if sizes else 0, w) for w in widths]
+        if hx is None:
+            states = tuple(creation.zeros(e, dtype=data.dtype, device=data.device) for e in expected)
+        else:
+            states = tuple(hx) if lstm else (hx,)
+            if sorted_indices is not None:
+                states = tuple(s.index_select(1, sorted_indices) for s in states)
+        for s, e, what in zip(states, expected, ("hidden[0]", "hidden[1]") if lstm else ("hidden",)):
+            self._check_state(s, e, what)
+        output, finals = self._run(data, states, sizes)
+        if unsorted_indices is not None:
+            finals = tuple(f.index_select(1, unsorted_indices) for f in finals)
+        output = PackedSequence(output, batch_sizes, sorted_indices, unsorted_indices)
+        return output, (finals if lstm else finals[0])
 
     def extra_repr(self) -> str:
         s = "{input_size}, {hidden_size}"
@@ -227,6 +274,8 @@ class _SingleStateRNN(RNNBase):
     _kind = "RNN"
 
     def forward(self, input: Tensor, hx: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        if isinstance(input, PackedSequence):
+            return self._forward_packed(input, hx)
         input, batched = self._batched_input(input, self._kind)
         if hx is not None:
             want = 3 if batched else 2
@@ -292,6 +341,8 @@ class LSTM(RNNBase):
         super().__init__("LSTM", *args, **kwargs)
 
     def forward(self, input: Tensor, hx: tuple[Tensor, Tensor] | None = None):
+        if isinstance(input, PackedSequence):
+            return self._forward_packed(input, hx)
         input, batched = self._batched_input(input, "LSTM")
         real_hidden = self.proj_size or self.hidden_size
         if hx is None:
