@@ -98,6 +98,8 @@ def eager(op, args, params):
                 mixed = True
             if a.requires_grad:
                 req = True
+            elif a._vc[0] and a._base is not None and _view_grad_fn(a) is not None:
+                req = True  # a view made before its base began to require grad in place
         else:
             arrays.append(a)
             if type(a) is float:
@@ -148,6 +150,8 @@ def _record(op, args, params, out, out_vc):
                 versions.append((i, a._vc[0]))
             if a.requires_grad:
                 fn = a.grad_fn
+                if a._vc[0] and a._base is not None:  # a view whose base changed in place since
+                    fn = _view_grad_fn(a)
                 edges.append((fn, a._out_nr) if fn is not None else (a._accumulator(), 0))
                 nreq += 1
                 req_at = i
