@@ -113,5 +113,19 @@ def test_a_5000_node_tape_shows_in_under_2_s(page, lab_url, out_dir):
     print(f"\n5,000-node tape ({len(g['nodes'])} nodes): shown in {ms['ms']:.0f} ms, "
           f"{ms['units']} units laid out, worker={ms['worker']}")
     assert ms["worker"], "layout did not run in a web worker"
+
+    # user strings (module names, ops) are text, never markup
+    evil = '<img src=x onerror="window.__pwned=1">'
+    page.evaluate("""(evil) => { const n = (id, kind, group) => ({ id, kind, label: evil, op: evil, index: 0, seq: 0,
+        forward_seq: null, group, module: evil, shape: [2], input_shapes: [], dtype: evil, device: 'cpu',
+        requires_grad: true, start_ns: 0, time_ns: 5, value: null, grad: null, grad_ops: 0 });
+      window.tapelabPanel.store.setGraph({ nodes: [n('a', 'forward', 'g:' + evil)], edges: [],
+        groups: [{ id: 'g:' + evil, label: evil, path: evil, parent: null, signature: '', size: 1 }] }); }""", evil)
+    page.wait_for_timeout(500)
+    panel = page.locator("#tapelab-panel")
+    panel.locator(".tapelab-unit[data-kind=forward]").hover()
+    assert evil in panel.text_content()
+    assert page.locator("#tapelab-panel img").count() == 0
+    assert not page.evaluate("() => window.__pwned")
     assert ms["laidOut"] == ms["units"] < 100
     assert ms["ms"] < 2000, ms
