@@ -171,6 +171,8 @@ def _max_pool(input, kernel_size, stride, padding, dilation, ceil_mode, return_i
     if any(pi > (di * (ki - 1) + 1) // 2 for pi, ki, di in zip(p, k, d)):
         raise RuntimeError(f"pad should be at most half of effective kernel size, but got pad={p[0]}, "
                            f"kernel_size={k[0]} and dilation={d[0]}")
+    if not return_indices and _ops.blocks_divide(x.shape[2:], k, s, p, d):
+        return _unbatch(_ops.max_pool_blocks(x, k), squeeze)     # the 2x2 pool: no indices needed
     out, idx = _ops.max_pool(x, k, s, p, d, ceil_mode)
     out, idx = _unbatch(out, squeeze), _unbatch(idx, squeeze)
     return (out, idx) if return_indices else out
