@@ -266,6 +266,9 @@ def apply_(op, target, *args, **params):
     PyTorch's CopySlices does, and the view's grad_fn is regenerated over it (``_inplace_view``).
     """
     grad_on = GRAD.enabled
+    if op.ufunc is not None and not STATE.slow and target._base is None and not (
+            grad_on and (target.requires_grad or any(isinstance(a, Tensor) and a.requires_grad for a in args))):
+        return _ufunc_inplace(op, target, args, params)
     if grad_on:
         if target._base is not None:
             return _inplace_view(op, target, args, params)
@@ -279,6 +282,27 @@ def apply_(op, target, *args, **params):
     out = _write_inplace(op, target, args, params, grad_on)
     if out.grad_fn is not None:
         target.grad_fn, target._out_nr, target.requires_grad = out.grad_fn, 0, True
+    return target
+
+
+def _ufunc_inplace(op, target, args, params):
+    """Outside autograd: one ufunc call writing into ``target`` (no temporary, no copy)."""
+    arrays = []
+    for a in args:
+        if isinstance(a, Tensor):
+            if a._device is not target._device:
+                return _write_inplace(op, target, args, params, False)  # the slow path names the mismatch
+            arrays.append(a._data)
+        elif type(a) in _NUMBERS:
+            arrays.append(a)
+        else:
+            return _write_inplace(op, target, args, params, False)
+    data = target._data
+    try:
+        getattr(target._device.xp, op.ufunc)(data, *arrays, out=data, casting="same_kind")
+    except (TypeError, ValueError):
+        return _write_inplace(op, target, args, params, False)  # PyTorch's cast / broadcast errors
+    target._vc[0] += 1
     return target
 
 

@@ -534,6 +534,14 @@ _ALIASES = {"arcsin": "asin", "arccos": "acos", "arctan": "atan", "arcsinh": "as
 METHODS = _UNARY + tuple(_ALIASES) + (
     "add", "sub", "mul", "div", "divide", "subtract", "floor_divide", "remainder", "fmod", "pow",
     "square", "round", "atan2", "hypot", "logaddexp", "xlogy", "lerp", "addcmul", "addcdiv", "nan_to_num")
+# The namespace ufunc of each op whose forward is exactly that ufunc: in-place variants outside
+# autograd (optimizer steps, initialisation) write into the target with ``out=``.
+for _name, _ufunc in {"add": "add", "sub": "subtract", "mul": "multiply", "div": "true_divide", "neg": "negative",
+                      "exp": "exp", "log": "log", "sqrt": "sqrt", "tanh": "tanh", "sin": "sin", "cos": "cos",
+                      "abs": "absolute", "maximum": "maximum", "minimum": "minimum"}.items():
+    if _name in REGISTRY:
+        REGISTRY[_name].ufunc = _ufunc
+
 INPLACE = {f"{name}_": REGISTRY[_ALIASES.get(name, name)] for name in
            _UNARY + tuple(_ALIASES) + ("mul", "remainder", "fmod", "pow", "atan2", "hypot", "xlogy",
                                        "lerp", "addcmul", "addcdiv")}

@@ -36,10 +36,14 @@ class Op:
         n_extra: number of non-differentiable extra outputs (e.g. indices of ``max``).
         is_view: the forward returns a view of input 0, which then shares its version counter.
         onnx: the ONNX lowering; cost: a FLOP estimate for the profiler (both optional).
+
+    ``op.ufunc`` (set after declaration, see ops/elementwise.py) names the array namespace's
+    ufunc that computes the same forward, so in-place variants outside autograd can write
+    straight into the target with ``out=`` instead of through a temporary.
     """
 
     __slots__ = ("name", "fwd", "vjp", "promote", "saves", "save_output", "elementwise",
-                 "n_extra", "is_view", "onnx", "cost", "backward_name")
+                 "n_extra", "is_view", "onnx", "cost", "ufunc", "backward_name")
 
     def __init__(self, name: str, fwd: Callable, vjp: Callable | None = None, *,
                  promote: str | None = None, saves: str = ALL, save_output: bool = False,
@@ -51,6 +55,7 @@ class Op:
         self.promote, self.saves, self.save_output = promote, saves, save_output
         self.elementwise, self.n_extra = elementwise, n_extra
         self.is_view, self.onnx, self.cost = is_view, onnx, cost
+        self.ufunc = None
         self.backward_name = "".join(p.capitalize() for p in name.split("_")) + "Backward0"
         REGISTRY[name] = self
 
