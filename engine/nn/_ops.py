@@ -316,9 +316,16 @@ def _avg_divisor(xp, size, kernel, stride, padding, out, count_include_pad, dtyp
 def _avg_fwd(xp, x, *, kernel, stride, padding, ceil_mode, count_include_pad, divisor, out_size):
     out = out_size
     nd = len(kernel)
-    pads = _pool_pads(x.shape[2:], kernel, stride, padding, (1,) * nd, out)
-    win = _windows(xp, _pad(xp, x, pads), kernel, stride, (1,) * nd, out)
-    total = win.sum(axis=tuple(range(-nd, 0)))
+    if blocks_divide(x.shape[2:], kernel, stride, padding):
+        xb = _block_view(x, kernel)
+        offs = _block_offsets(kernel)
+        total = xp.array(xb[offs[0]], copy=True)
+        for off in offs[1:]:
+            total += xb[off]
+    else:
+        pads = _pool_pads(x.shape[2:], kernel, stride, padding, (1,) * nd, out)
+        win = _windows(xp, _pad(xp, x, pads), kernel, stride, (1,) * nd, out)
+        total = win.sum(axis=tuple(range(-nd, 0)))
     if divisor is None:
         return total / _avg_divisor(xp, x.shape[2:], kernel, stride, padding, out, count_include_pad, x.dtype)
     return total / x.dtype.type(divisor)
@@ -331,6 +338,11 @@ def _avg_bwd_fwd(xp, g, *, kernel, stride, padding, ceil_mode, count_include_pad
         g = g / _avg_divisor(xp, size, kernel, stride, padding, out, count_include_pad, g.dtype)
     else:
         g = g / g.dtype.type(divisor)
+    if blocks_divide(size, kernel, stride, padding):
+        res = xp.empty(g.shape[:2] + sum(((o, k) for o, k in zip(out, kernel)), ()), g.dtype)
+        for off in _block_offsets(kernel):
+            res[off] = g
+        return res.reshape(g.shape[:2] + tuple(size))
     pads = _pool_pads(size, kernel, stride, padding, (1,) * nd, out)
     pieces = ((kk, g) for kk in itertools.product(*map(range, kernel)))
     full = _scatter_windows(xp, g.shape[:2] + _padded_size(size, pads), pieces, out, stride, (1,) * nd, g.dtype)
