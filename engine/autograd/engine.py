@@ -373,8 +373,13 @@ def _accumulate(node: AccumulateGrad, g, create_graph: bool) -> None:
         g = g.detach() if g.requires_grad else g
     old = var.grad
     if old is None:
-        # take ownership when nothing else holds the gradient, as PyTorch's AccumulateGrad does
-        var.grad = g if create_graph or sys.getrefcount(g) <= 4 else g.clone()
+        if not g._data.flags.c_contiguous and var._data.flags.c_contiguous:
+            # PyTorch's layout contract: .grad is laid out like its parameter (a transposed or
+            # broadcast gradient would make every optimizer update a strided walk)
+            var.grad = g.contiguous()
+        else:
+            # take ownership when nothing else holds the gradient, as PyTorch's AccumulateGrad does
+            var.grad = g if create_graph or sys.getrefcount(g) <= 4 else g.clone()
     elif create_graph or old.requires_grad or old._data.shape != g._data.shape:
         var.grad = old + g
     else:

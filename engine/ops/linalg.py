@@ -31,8 +31,20 @@ def _matmul_vjp(g, out, a, b):
     if b.ndim == 1:
         g2 = g2.unsqueeze(-1)
     ga = sum_to(g2 @ b2.mT, a2._data.shape).reshape(a.shape) if a.requires_grad else None
-    gb = sum_to(a2.mT @ g2, b2._data.shape).reshape(b.shape) if b.requires_grad else None
+    if not b.requires_grad:
+        gb = None
+    elif b.ndim == 2 and a.ndim == 2 and _transposed(b._data):
+        # b is a transposed view (x @ W.t()): compute the gradient in W's layout, so the
+        # transpose's vjp hands W a contiguous gradient, as PyTorch's linear backward does
+        gb = (g2.mT @ a2).mT
+    else:
+        gb = sum_to(a2.mT @ g2, b2._data.shape).reshape(b.shape)
     return ga, gb
+
+
+def _transposed(arr) -> bool:
+    flags = arr.flags
+    return flags.f_contiguous and not flags.c_contiguous
 
 
 _matmul = Op("matmul", lambda xp, a, b: xp.matmul(a, b), _matmul_vjp, saves=OTHERS)
