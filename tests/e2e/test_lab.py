@@ -57,6 +57,13 @@ def test_tape_widget_and_panel_while_training(page, lab_url, out_dir):
     page.screenshot(path=str(out_dir / "lab-panel.png"))
     assert "nodes" in page.locator(".tapelab-status").first.text_content()
 
+    # TensorView: statistics, histogram and (2-D) heatmap
+    tv = page.locator(".jp-OutputArea-output .tapelab-tensor").filter(has=page.locator("canvas.tapelab-heatmap")).first
+    tv.wait_for()
+    assert tv.locator(".tapelab-hist rect").count() > 5 and "model.0.weight" in tv.text_content()
+    tv.scroll_into_view_if_needed()
+    tv.screenshot(path=str(out_dir / "tensorview.png"))
+
     # the grad_fn output was drawn by the mime renderer
     assert page.locator(".tapelab-mime .tapelab-graph .tapelab-unit").count() >= 3
 
