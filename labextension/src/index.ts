@@ -40,6 +40,7 @@ class TapePanel extends Widget {
     this.view = new GraphView(this.store);
     this.view.node.style.flex = '1 1 auto';
     this.node.appendChild(this.view.node);
+    this.store.onChange(() => this.refresh());
     this.refresh();
   }
 
