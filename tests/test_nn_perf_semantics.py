@@ -110,3 +110,31 @@ def test_conv_transpose_groups_second_order():
 def test_conv_and_pool_in_float32_match_torch():
     x, w = arr(4, 3, 8, 8).astype(np.float32), arr(5, 3, 3, 3).astype(np.float32)
     _both(lambda F, x, w: F.max_pool2d(F.conv2d(x, w, padding=1).relu(), 2), x, w, tol=1e-4)
+
+
+@pytest.mark.parametrize("shape", [(4, 3, 5, 6), (6, 3), (3, 2, 7)])
+def test_batch_norm_primitive_second_order_matches_torch(shape):
+    x, w, b = arr(*shape), arr(shape[1]) + 1.5, arr(shape[1])
+    fn = lambda F, x, w, b: F.batch_norm(x, None, None, w, b, training=True, eps=1e-3) ** 2
+    _both(fn, x, w, b, create_graph=True, tol=1e-8)
+
+
+def test_batch_norm_gradcheck_and_gradgradcheck():
+    x, w, b = (tl.tensor(a, requires_grad=True) for a in (arr(3, 2, 2, 3), arr(2) + 1, arr(2)))
+    fn = lambda x, w, b: LF.batch_norm(x, None, None, w, b, training=True) ** 3
+    assert tl.autograd.gradcheck(fn, (x, w, b))
+    assert tl.autograd.gradgradcheck(fn, (x, w, b))
+
+
+def test_batch_norm_running_stats_and_float32_match_torch():
+    x = arr(8, 4, 5, 5).astype(np.float32) * 3 + 1
+    stats = []
+    for lib in (tl, torch):
+        bn = lib.nn.BatchNorm2d(4)
+        t = lib.tensor(x, requires_grad=True)
+        y = bn(t)
+        (y * y.detach()).sum().backward()
+        stats.append([bn.running_mean.numpy().copy(), bn.running_var.numpy().copy(), y.detach().numpy().copy(),
+                      t.grad.numpy().copy(), bn.weight.grad.numpy().copy(), bn.bias.grad.numpy().copy()])
+    for a, b in zip(*stats):
+        close(a, b, 1e-4)

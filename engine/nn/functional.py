@@ -271,11 +271,11 @@ def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor |
         if count <= 1:
             raise ValueError(f"Expected more than 1 value per channel when training, got input size "
                              f"{list(input.shape)}")
-        out, mean, var = _normalize_over(input, dims, eps)
+        out, mean, var = _ops.batch_norm_normalize(input, dims, eps)   # one fused primitive
         if running_mean is not None:
             with no_grad():
-                running_mean.mul_(1 - momentum).add_(mean.reshape(-1) * momentum)
-                running_var.mul_(1 - momentum).add_(var.reshape(-1) * (momentum * count / (count - 1)))
+                running_mean.mul_(1 - momentum).add_(mean * momentum)
+                running_var.mul_(1 - momentum).add_(var * (momentum * count / (count - 1)))
     else:
         out = (input - _channel_view(running_mean, input.ndim)) * \
             _channel_view((running_var + eps).rsqrt(), input.ndim)
