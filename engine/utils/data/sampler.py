@@ -5,7 +5,8 @@ from typing import Iterator, Sequence, Sized
 
 from ...random import Generator
 
-__all__ = ["Sampler", "SequentialSampler", "RandomSampler", "SubsetRandomSampler", "BatchSampler"]
+__all__ = ["Sampler", "SequentialSampler", "RandomSampler", "SubsetRandomSampler", "WeightedRandomSampler",
+           "BatchSampler"]
 
 
 class Sampler:
@@ -86,6 +87,54 @@ class SubsetRandomSampler(Sampler):
 
     def __len__(self) -> int:
         return len(self.indices)
+
+
+class WeightedRandomSampler(Sampler):
+    """``num_samples`` indices drawn with probabilities proportional to ``weights``.
+
+    Like ``torch.multinomial`` (same distribution, not the same stream): with replacement,
+    independent draws; without, an exponential race (PyTorch's method), so categories of
+    weight zero come only after every positive one.
+    """
+
+    def __init__(self, weights, num_samples: int, replacement: bool = True,
+                 generator: Generator | None = None) -> None:
+        if not isinstance(num_samples, int) or isinstance(num_samples, bool) or num_samples <= 0:
+            raise ValueError(f"num_samples should be a positive integer value, but got num_samples={num_samples}")
+        if not isinstance(replacement, bool):
+            raise ValueError(f"replacement should be a boolean value, but got replacement={replacement}")
+        from ... import _dtype
+        from ...creation import as_tensor
+        weights_tensor = as_tensor(weights, dtype=_dtype.float64)
+        if weights_tensor.dim() != 1:
+            raise ValueError(f"weights should be a 1d sequence but given weights have shape "
+                             f"{tuple(weights_tensor.shape)}")
+        self.weights, self.num_samples = weights_tensor, num_samples
+        self.replacement, self.generator = replacement, generator
+
+    def __iter__(self) -> Iterator[int]:
+        import numpy as np
+
+        from ...random import rng
+        w = np.asarray(self.weights.detach().cpu().__array__(), dtype=np.float64)
+        n = w.shape[0]
+        if not self.replacement and self.num_samples > n:
+            raise RuntimeError("cannot sample n_sample > prob_dist.size(-1) samples without replacement")
+        if not np.all(np.isfinite(w)) or np.any(w < 0):
+            raise RuntimeError("probability tensor contains either `inf`, `nan` or element < 0")
+        total = w.sum()
+        if total <= 0:
+            raise RuntimeError("invalid multinomial distribution (sum of probabilities <= 0)")
+        gen = rng(self.generator)
+        if self.replacement:
+            idx = gen.choice(n, size=self.num_samples, replace=True, p=w / total)
+        else:
+            keys = w / gen.standard_exponential(n)
+            idx = np.argsort(-keys, kind="stable")[:self.num_samples]
+        yield from idx.tolist()
+
+    def __len__(self) -> int:
+        return self.num_samples
 
 
 class BatchSampler(Sampler):
