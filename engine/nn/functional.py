@@ -502,7 +502,9 @@ def hardsigmoid(input: Tensor, inplace: bool = False) -> Tensor:
 
 
 def hardtanh(input: Tensor, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False) -> Tensor:
-    return _inplace(input, input.clamp(min_val, max_val), inplace)
+    """Clamped; the gradient is 0 at the bounds themselves, as PyTorch's (so relu6 too)."""
+    inside = (input > min_val) & (input < max_val)
+    return _inplace(input, input.where(inside, input.clamp(min_val, max_val).detach()), inplace)
 
 
 def tanh(input: Tensor) -> Tensor:
@@ -738,3 +740,9 @@ def cosine_embedding_loss(input1: Tensor, input2: Tensor, target: Tensor, margin
 from .functional_attention import multi_head_attention_forward, scaled_dot_product_attention  # noqa: E402
 
 __all__ += ["scaled_dot_product_attention", "multi_head_attention_forward"]
+
+# channel/alpha dropout, adaptive max pooling, instance/RMS norm, more activations and losses
+from . import functional_extra as _extra  # noqa: E402
+from .functional_extra import *  # noqa: E402,F401,F403
+
+__all__ += _extra.__all__

@@ -5,6 +5,7 @@ from .activation import *  # noqa: F401,F403
 from .container import *  # noqa: F401,F403
 from .conv import *  # noqa: F401,F403
 from .dropout import *  # noqa: F401,F403
+from .extra_layers import *  # noqa: F401,F403
 from .flatten import *  # noqa: F401,F403
 from .linear import *  # noqa: F401,F403
 from .loss import *  # noqa: F401,F403
@@ -12,8 +13,8 @@ from .module import *  # noqa: F401,F403
 from .normalization import *  # noqa: F401,F403
 from .pooling import *  # noqa: F401,F403
 from .sparse import *  # noqa: F401,F403
-from . import (activation, container, conv, dropout, flatten, linear, loss, module, normalization,
+from . import (activation, container, conv, dropout, extra_layers, flatten, linear, loss, module, normalization,
                pooling, sparse)
 
-__all__ = [name for mod in (activation, container, conv, dropout, flatten, linear, loss, module,
+__all__ = [name for mod in (activation, container, conv, dropout, extra_layers, flatten, linear, loss, module,
                             normalization, pooling, sparse) for name in mod.__all__]

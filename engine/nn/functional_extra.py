@@ -1,0 +1,403 @@
+"""More of ``torch.nn.functional``: channel and alpha dropout, adaptive max pooling, instance and RMS
+norm, more activations, pixel shuffling, distances and margin/likelihood losses.
+
+Composites over Tensor ops like the rest of ``functional`` (which re-exports everything here).
+"""
+from __future__ import annotations
+
+import math
+import warnings
+
+from .. import creation
+from .._dtype import finfo
+from ..autograd.grad_mode import no_grad
+from ..ops.movement import cat
+from ..tensor import Tensor
+from .functional import (_batched, _channel_view, _normalize_over, _ntuple_none, _reduce, _reduction, _unbatch,
+                         interpolate, logsigmoid)
+
+__all__ = [
+    "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout",
+    "adaptive_max_pool1d", "adaptive_max_pool2d", "instance_norm", "rms_norm",
+    "prelu", "selu", "celu", "glu", "tanhshrink", "threshold", "softshrink", "hardshrink",
+    "pixel_shuffle", "pixel_unshuffle", "upsample", "pairwise_distance",
+    "triplet_margin_loss", "margin_ranking_loss", "hinge_embedding_loss", "soft_margin_loss",
+    "multilabel_soft_margin_loss", "gaussian_nll_loss", "poisson_nll_loss",
+]
+
+
+# ---------------------------------------------------------------- dropout variants
+def _check_p(p: float) -> None:
+    if p < 0.0 or p > 1.0:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+
+
+def _noisy_dropout(input: Tensor, p: float, training: bool, inplace: bool, feature: bool, alpha: bool) -> Tensor:
+    """PyTorch's ``_dropout_impl``: a Bernoulli(1-p) mask per element (or per channel when ``feature``),
+    scaled by 1/(1-p); the alpha variant keeps SELU's mean and variance instead."""
+    if p == 0.0 or not training or input.numel() == 0:
+        return input
+    if p == 1.0:
+        out = input * 0.0
+    else:
+        shape = (tuple(input.shape[:2]) + (1,) * (input.ndim - 2)) if feature else tuple(input.shape)
+        noise = creation.bernoulli(creation.zeros(shape, dtype=input.dtype, device=input.device), 1.0 - p)
+        if alpha:
+            a_ = 1.7580993408473766
+            a = 1.0 / math.sqrt((a_ * a_ * p + 1) * (1 - p))
+            out = input * (noise * a) + ((noise - 1) * (a_ * a) + a_ * a * p)
+        else:
+            out = input * (noise * (1.0 / (1.0 - p)))
+    return input.copy_(out) if inplace else out
+
+
+def _deprecated_rank(name: str, rank: int, spatial: str, wanted: str) -> None:
+    warnings.warn(f"{name}: Received a {rank}-D input to {name}, which is deprecated and will result in an error "
+                  "in a future release. To retain the behavior and silence this warning, please use dropout "
+                  f"instead. Note that {name} exists to provide channel-wise dropout on inputs with {spatial} "
+                  f"spatial dimensions, a channel dimension, and an optional batch dimension (i.e. {wanted} "
+                  "inputs).", stacklevel=3)
+
+
+def dropout1d(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
+    """Zero whole channels of ``(N, C, L)`` (or ``(C, L)``) with probability ``p``."""
+    _check_p(p)
+    if input.ndim not in (2, 3):
+        raise RuntimeError(f"dropout1d: Expected 2D or 3D input, but received a {input.ndim}D input. Note that "
+                           "dropout1d exists to provide channel-wise dropout on inputs with 1 spatial dimension, "
+                           "a channel dimension, and an optional batch dimension (i.e. 2D or 3D inputs).")
+    if input.ndim == 2 and training and p > 0:
+        out = _noisy_dropout(input.unsqueeze(0), p, training, False, True, False).squeeze(0)
+        return input.copy_(out) if inplace and out is not input else out
+    return _noisy_dropout(input, p, training, inplace, True, False)
+
+
+def dropout2d(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
+    """Zero whole channels of ``(N, C, H, W)``; a 3-D input is read as ``(N, C, L)``, as PyTorch does."""
+    _check_p(p)
+    if input.ndim not in (3, 4):
+        _deprecated_rank("dropout2d", input.ndim, "2", "3D or 4D")
+    if input.ndim == 3:
+        warnings.warn("dropout2d: Received a 3D input to dropout2d and assuming that channel-wise 1D dropout "
+                      "behavior is desired - input is interpreted as shape (N, C, L), where C is the channel "
+                      "dim. This behavior will change in a future release to interpret the input as one "
+                      "without a batch dimension, i.e. shape (C, H, W). To maintain the 1D channel-wise dropout "
+                      "behavior, please switch to using dropout1d instead.", stacklevel=2)
+    return _noisy_dropout(input, p, training, inplace, True, False)
+
+
+def dropout3d(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
+    """Zero whole channels of ``(N, C, D, H, W)`` (or ``(C, D, H, W)``)."""
+    _check_p(p)
+    if input.ndim not in (4, 5):
+        _deprecated_rank("dropout3d", input.ndim, "3", "4D or 5D")
+    if input.ndim == 4 and training and p > 0:
+        out = _noisy_dropout(input.unsqueeze(0), p, training, False, True, False).squeeze(0)
+        return input.copy_(out) if inplace and out is not input else out
+    return _noisy_dropout(input, p, training, inplace, True, False)
+
+
+def alpha_dropout(input: Tensor, p: float = 0.5, training: bool = False, inplace: bool = False) -> Tensor:
+    _check_p(p)
+    return _noisy_dropout(input, p, training, inplace, False, True)
+
+
+def feature_alpha_dropout(input: Tensor, p: float = 0.5, training: bool = False, inplace: bool = False) -> Tensor:
+    _check_p(p)
+    return _noisy_dropout(input, p, training, inplace, True, True)
+
+
+# ---------------------------------------------------------------- adaptive max pooling
+def _adaptive_max_along(x: Tensor, n_out: int, dim: int) -> tuple[Tensor, Tensor]:
+    """Max over PyTorch's adaptive windows ``[floor(i*n/o), ceil((i+1)*n/o))`` of one dim; also the
+    absolute position of each max (the first one, as PyTorch picks)."""
+    n_in = x.shape[dim]
+    values, indices = [], []
+    for i in range(n_out):
+        lo, hi = (i * n_in) // n_out, -(-((i + 1) * n_in) // n_out)
+        v, j = x.narrow(dim, lo, hi - lo).max(dim, keepdim=True)
+        values.append(v)
+        indices.append(j + lo)
+    return cat(values, dim), cat(indices, dim)
+
+
+def _adaptive_sizes(x: Tensor, output_size, nd: int) -> tuple:
+    sizes = _ntuple_none(output_size, nd)
+    if len(sizes) != nd:
+        raise RuntimeError(f"adaptive_max_pool{nd}d(): internal error: output_size.size() must be {nd}")
+    return tuple(n if o is None else int(o) for n, o in zip(x.shape[2:], sizes))
+
+
+def adaptive_max_pool1d(input: Tensor, output_size, return_indices: bool = False):
+    x, squeeze = _batched(input, 1, "adaptive_max_pool1d")
+    (out_l,) = _adaptive_sizes(x, output_size, 1)
+    values, idx = _adaptive_max_along(x, out_l, -1)
+    values, idx = _unbatch(values, squeeze), _unbatch(idx, squeeze)
+    return (values, idx) if return_indices else values
+
+
+def adaptive_max_pool2d(input: Tensor, output_size, return_indices: bool = False):
+    """Separable: the max over each column window, then over each row window of those; indices are
+    flat ``h * W + w`` into each input plane, as PyTorch returns them."""
+    x, squeeze = _batched(input, 2, "adaptive_max_pool2d")
+    out_h, out_w = _adaptive_sizes(x, output_size, 2)
+    cols_v, cols_i = _adaptive_max_along(x, out_w, -1)            # (N, C, H, out_w)
+    values, rows = _adaptive_max_along(cols_v, out_h, -2)         # (N, C, out_h, out_w)
+    values = _unbatch(values, squeeze)
+    if not return_indices:
+        return values
+    idx = rows * x.shape[-1] + cols_i.gather(-2, rows)
+    return values, _unbatch(idx, squeeze)
+
+
+# ---------------------------------------------------------------- instance and RMS norm
+def instance_norm(input: Tensor, running_mean: Tensor | None = None, running_var: Tensor | None = None,
+                  weight: Tensor | None = None, bias: Tensor | None = None, use_input_stats: bool = True,
+                  momentum: float = 0.1, eps: float = 1e-5) -> Tensor:
+    """Normalise each (sample, channel) plane; running stats average the per-sample statistics."""
+    dims = tuple(range(2, input.ndim))
+    if use_input_stats:
+        count = 1
+        for n in input.shape[2:]:
+            count *= n
+        if count <= 1:
+            raise ValueError(f"Expected more than 1 spatial element when training, got input size {input.shape}")
+        out, mean, var = _normalize_over(input, dims, eps)
+        if running_mean is not None:
+            n, c = input.shape[:2]
+            with no_grad():
+                running_mean.mul_(1 - momentum).add_(mean.reshape(n, c).mean(0) * momentum)
+        if running_var is not None:
+            n, c = input.shape[:2]
+            with no_grad():
+                running_var.mul_(1 - momentum).add_(var.reshape(n, c).mean(0) * (momentum * count / (count - 1)))
+    else:
+        out = (input - _channel_view(running_mean, input.ndim)) * \
+            _channel_view((running_var + eps).rsqrt(), input.ndim)
+    if weight is not None:
+        out = out * _channel_view(weight, input.ndim)
+    if bias is not None:
+        out = out + _channel_view(bias, input.ndim)
+    return out
+
+
+def rms_norm(input: Tensor, normalized_shape, weight: Tensor | None = None, eps: float | None = None) -> Tensor:
+    """``x / sqrt(mean(x²) + eps) * weight`` over the trailing ``normalized_shape`` dims."""
+    shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    if tuple(input.shape[input.ndim - len(shape):]) != shape or len(shape) > input.ndim:
+        raise RuntimeError(f"Given normalized_shape={list(shape)}, expected input with shape [*"
+                           f"{', '.join(map(str, shape))}], but got input of size{list(input.shape)}")
+    if eps is None:
+        eps = finfo(input.dtype).eps
+    dims = tuple(range(input.ndim - len(shape), input.ndim))
+    out = input * ((input * input).mean(dims, keepdim=True) + eps).rsqrt()
+    return out if weight is None else out * weight
+
+
+# ---------------------------------------------------------------- activations
+_SELU_ALPHA = 1.6732632423543772848170429916717
+_SELU_SCALE = 1.0507009873554804934193349852946
+
+
+def _maybe_inplace(input: Tensor, out: Tensor, inplace: bool) -> Tensor:
+    return input.copy_(out) if inplace else out
+
+
+def prelu(input: Tensor, weight: Tensor) -> Tensor:
+    """``x`` where positive, ``weight * x`` elsewhere; one weight, or one per channel (dim 1)."""
+    if weight.numel() != 1:
+        channels = input.shape[1] if input.ndim >= 2 else 1
+        if weight.numel() != channels:
+            raise RuntimeError(f"Mismatch of parameter numbers and input channel size. Found parameter numbers "
+                               f"= {weight.numel()} and channel size = {channels}.")
+        w = weight.reshape((-1,) + (1,) * (input.ndim - 2)) if input.ndim >= 2 else weight
+    else:
+        w = weight.reshape(())
+    return input.where(input > 0, w * input)
+
+
+def selu(input: Tensor, inplace: bool = False) -> Tensor:
+    out = input.where(input > 0, input.expm1() * _SELU_ALPHA) * _SELU_SCALE
+    return _maybe_inplace(input, out, inplace)
+
+
+def celu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
+    out = input.where(input > 0, (input * (1.0 / alpha)).expm1() * alpha)
+    return _maybe_inplace(input, out, inplace)
+
+
+def glu(input: Tensor, dim: int = -1) -> Tensor:
+    """First half times the sigmoid of the second half along ``dim``."""
+    if input.ndim == 0:
+        raise RuntimeError("glu does not support scalars because halving size must be even")
+    d = dim % input.ndim
+    if input.shape[d] % 2:
+        raise RuntimeError(f"Halving dimension must be even, but dimension {d} is size {input.shape[d]}")
+    a, b = input.chunk(2, d)
+    return a * b.sigmoid()
+
+
+def tanhshrink(input: Tensor) -> Tensor:
+    return input - input.tanh()
+
+
+def threshold(input: Tensor, threshold: float, value: float, inplace: bool = False) -> Tensor:
+    """``x`` where ``x > threshold``, else ``value``."""
+    return _maybe_inplace(input, input.where(input > threshold, value), inplace)
+
+
+def softshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
+    if lambd < 0:
+        raise RuntimeError(f"lambda must be greater or equal to 0, but found to be {lambd}.")
+    zero = input * 0
+    return (input - lambd).where(input > lambd, (input + lambd).where(input < -lambd, zero))
+
+
+def hardshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
+    return input.where((input > lambd) | (input < -lambd), input * 0)
+
+
+# ---------------------------------------------------------------- shape helpers
+def pixel_shuffle(input: Tensor, upscale_factor: int) -> Tensor:
+    """``(*, C r², H, W)`` -> ``(*, C, H r, W r)``."""
+    r = int(upscale_factor)
+    if input.ndim < 3:
+        raise RuntimeError(f"pixel_shuffle expects input to have at least 3 dimensions, but got input with "
+                           f"{input.ndim} dimension(s)")
+    if r <= 0:
+        raise RuntimeError(f"pixel_shuffle expects a positive upscale_factor, but got {r}")
+    c, h, w = input.shape[-3:]
+    if c % (r * r):
+        raise RuntimeError("pixel_shuffle expects its input's 'channel' dimension to be divisible by the square "
+                           f"of upscale_factor, but input.size(-3)={c} is not divisible by {r * r}")
+    lead = tuple(input.shape[:-3])
+    n = len(lead)
+    x = input.reshape(lead + (c // (r * r), r, r, h, w))
+    x = x.permute(tuple(range(n)) + (n, n + 3, n + 1, n + 4, n + 2))
+    return x.reshape(lead + (c // (r * r), h * r, w * r))
+
+
+def pixel_unshuffle(input: Tensor, downscale_factor: int) -> Tensor:
+    """``(*, C, H r, W r)`` -> ``(*, C r², H, W)``."""
+    r = int(downscale_factor)
+    if input.ndim < 3:
+        raise RuntimeError(f"pixel_unshuffle expects input to have at least 3 dimensions, but got input with "
+                           f"{input.ndim} dimension(s)")
+    if r <= 0:
+        raise RuntimeError(f"pixel_unshuffle expects a positive downscale_factor, but got {r}")
+    c, h, w = input.shape[-3:]
+    if h % r:
+        raise RuntimeError(f"pixel_unshuffle expects height to be divisible by downscale_factor, but "
+                           f"input.size(-2)={h} is not divisible by {r}")
+    if w % r:
+        raise RuntimeError(f"pixel_unshuffle expects width to be divisible by downscale_factor, but "
+                           f"input.size(-1)={w} is not divisible by {r}")
+    lead = tuple(input.shape[:-3])
+    n = len(lead)
+    x = input.reshape(lead + (c, h // r, r, w // r, r))
+    x = x.permute(tuple(range(n)) + (n, n + 2, n + 4, n + 1, n + 3))
+    return x.reshape(lead + (c * r * r, h // r, w // r))
+
+
+def upsample(input: Tensor, size=None, scale_factor=None, mode: str = "nearest", align_corners=None) -> Tensor:
+    warnings.warn("`nn.functional.upsample` is deprecated. Use `nn.functional.interpolate` instead.", stacklevel=2)
+    return interpolate(input, size, scale_factor, mode, align_corners)
+
+
+# ---------------------------------------------------------------- distances and losses
+def pairwise_distance(x1: Tensor, x2: Tensor, p: float = 2.0, eps: float = 1e-6, keepdim: bool = False) -> Tensor:
+    """``‖x1 - x2 + eps‖_p`` over the last dim."""
+    return (x1 - x2 + eps).norm(p, -1, keepdim=keepdim)
+
+
+def triplet_margin_loss(anchor: Tensor, positive: Tensor, negative: Tensor, margin: float = 1.0, p: float = 2,
+                        eps: float = 1e-6, swap: bool = False, size_average=None, reduce=None,
+                        reduction: str = "mean") -> Tensor:
+    reduction = _reduction(size_average, reduce, reduction)
+    a, po, ne = anchor.ndim, positive.ndim, negative.ndim
+    if not a == po == ne:
+        raise RuntimeError(f"The anchor, positive, and negative tensors are expected to have the same number of "
+                           f"dimensions, but got: anchor {a}D, positive {po}D, and negative {ne}D inputs")
+    d_pos = pairwise_distance(anchor, positive, p, eps)
+    d_neg = pairwise_distance(anchor, negative, p, eps)
+    if swap:
+        d_neg = d_neg.minimum(pairwise_distance(positive, negative, p, eps))
+    return _reduce((d_pos - d_neg + margin).clamp_min(0), reduction)
+
+
+def margin_ranking_loss(input1: Tensor, input2: Tensor, target: Tensor, margin: float = 0.0, size_average=None,
+                        reduce=None, reduction: str = "mean") -> Tensor:
+    """``max(0, -target * (input1 - input2) + margin)``."""
+    reduction = _reduction(size_average, reduce, reduction)
+    if not input1.ndim == input2.ndim == target.ndim:
+        raise RuntimeError(f"margin_ranking_loss : All input tensors should have same dimension but got sizes: "
+                           f"input1: {input1.shape}, input2: {input2.shape}, target: {target.shape} ")
+    return _reduce((-target * (input1 - input2) + margin).clamp_min(0), reduction)
+
+
+def hinge_embedding_loss(input: Tensor, target: Tensor, margin: float = 1.0, size_average=None, reduce=None,
+                         reduction: str = "mean") -> Tensor:
+    """``x`` where target is 1, ``max(0, margin - x)`` where it is -1."""
+    reduction = _reduction(size_average, reduce, reduction)
+    zeros = input * 0
+    loss = (margin - input).clamp_min(0).where(target != 1, zeros) + input.where(target != -1, zeros)
+    return _reduce(loss, reduction)
+
+
+def soft_margin_loss(input: Tensor, target: Tensor, size_average=None, reduce=None,
+                     reduction: str = "mean") -> Tensor:
+    """``log(1 + exp(-target * input))``."""
+    reduction = _reduction(size_average, reduce, reduction)
+    return _reduce((-input * target).exp().log1p(), reduction)
+
+
+def multilabel_soft_margin_loss(input: Tensor, target: Tensor, weight: Tensor | None = None, size_average=None,
+                                reduce=None, reduction: str = "mean") -> Tensor:
+    """Per-class binary cross-entropy on logits, averaged over the classes (last dim)."""
+    reduction = _reduction(size_average, reduce, reduction)
+    loss = -(target * logsigmoid(input) + (1 - target) * logsigmoid(-input))
+    if weight is not None:
+        loss = loss * weight
+    loss = loss.sum(input.ndim - 1) / input.shape[input.ndim - 1]
+    return _reduce(loss, reduction)
+
+
+def gaussian_nll_loss(input: Tensor, target: Tensor, var, full: bool = False, eps: float = 1e-6,
+                      reduction: str = "mean") -> Tensor:
+    """``0.5 (log var + (input - target)² / var)``; var is clamped at eps without stopping its gradient."""
+    if isinstance(var, (int, float)):
+        if var < 0:
+            raise ValueError("var has negative entry/entries")
+        var = creation.ones_like(input) * var
+    elif bool((var < 0).any()):
+        raise ValueError("var has negative entry/entries")
+    if tuple(var.shape) != tuple(input.shape):
+        if tuple(input.shape[:-1]) == tuple(var.shape):
+            var = var.unsqueeze(-1)
+        elif input.ndim == var.ndim and sum(y for x, y in zip(input.shape, var.shape) if x != y) == 1:
+            pass
+        else:
+            raise ValueError("var is of incorrect size")
+    if reduction not in ("none", "mean", "sum"):
+        raise ValueError(reduction + " is not valid")
+    var = var.clone()
+    with no_grad():
+        var.clamp_(min=eps)
+    loss = 0.5 * (var.log() + (input - target) ** 2 / var)
+    if full:
+        loss = loss + 0.5 * math.log(2 * math.pi)
+    return _reduce(loss, reduction)
+
+
+def poisson_nll_loss(input: Tensor, target: Tensor, log_input: bool = True, full: bool = False, size_average=None,
+                     eps: float = 1e-8, reduce=None, reduction: str = "mean") -> Tensor:
+    """``exp(input) - target * input`` (log_input), else ``input - target * log(input + eps)``; ``full``
+    adds Stirling's approximation of ``log(target!)`` where target > 1."""
+    reduction = _reduction(size_average, reduce, reduction)
+    if reduction not in ("none", "mean", "sum"):
+        raise ValueError(reduction + " is not a valid value for reduction")
+    loss = input.exp() - target * input if log_input else input - target * (input + eps).log()
+    if full:
+        stirling = target * target.log() - target + 0.5 * (target * (2 * math.pi)).log()
+        loss = loss + stirling.where(target > 1, 0.0)
+    return _reduce(loss, reduction)
