@@ -1,41 +1,299 @@
-"""``tapelab.cuda``: device queries that work with or without cupy and a GPU."""
+"""``tapelab.cuda``: PyTorch's ``torch.cuda`` surface, backed by cupy.
+
+Works with or without cupy and a GPU: ``is_available()`` is False (never raising) when cupy
+is missing or no CUDA device/driver exists; queries such as ``device_count()`` return 0 and
+``manual_seed`` does nothing (as in PyTorch); everything that needs a GPU (streams, events,
+memory stats, ``synchronize``, ``set_device``) raises
+``RuntimeError("tapelab.cuda needs cupy and a CUDA device: <why>")``.
+
+Random numbers of tapelab tensors on cuda are drawn by the host generator and copied over, so
+``tapelab.manual_seed`` makes cpu and cuda runs draw the same values; ``cuda.manual_seed``
+seeds cupy's own generator (``cupy.random``) for code that uses it directly.
+"""
 from __future__ import annotations
 
-from .device import cuda_available
+from .device import cuda_available, cuda_unavailable_reason, device as _device, require_cuda
 
-__all__ = ["is_available", "device_count", "current_device", "synchronize", "manual_seed",
-           "manual_seed_all"]
+__all__ = ["is_available", "device_count", "current_device", "set_device", "device", "get_device_name",
+           "synchronize", "Stream", "Event", "current_stream", "default_stream", "stream",
+           "memory_allocated", "max_memory_allocated", "memory_reserved", "max_memory_reserved",
+           "reset_peak_memory_stats", "reset_max_memory_allocated", "empty_cache", "manual_seed",
+           "manual_seed_all", "is_initialized"]
 
 
+# ---------------------------------------------------------------- devices (issue 9)
 def is_available() -> bool:
-    """True when cupy is installed and a CUDA device and driver are present."""
+    """True when cupy is installed and a CUDA device and driver are present. Never raises."""
+    return cuda_available()
+
+
+def is_initialized() -> bool:
     return cuda_available()
 
 
 def device_count() -> int:
+    """Number of CUDA devices (0 without cupy or a GPU; never raises)."""
     if not cuda_available():
         return 0
     import cupy
-    return int(cupy.cuda.runtime.getDeviceCount())
+    try:
+        return int(cupy.cuda.runtime.getDeviceCount())
+    except Exception:
+        return 0
+
+
+def _index(dev) -> int:
+    """A device index from None (current), an int, a string or a ``tapelab.device``."""
+    if dev is None:
+        return current_device()
+    if isinstance(dev, int):
+        return dev
+    d = _device(dev)
+    if d.type != "cuda":
+        raise ValueError(f"Expected a cuda device, but got: {d}")
+    return d.index
 
 
 def current_device() -> int:
-    if not cuda_available():
-        raise RuntimeError("No CUDA GPUs are available")
-    import cupy
-    return int(cupy.cuda.Device().id)
+    return int(require_cuda().cuda.Device().id)
 
 
-def synchronize(device=None) -> None:
-    if cuda_available():
-        import cupy
-        cupy.cuda.Device().synchronize()
+def set_device(dev) -> None:
+    """Make ``dev`` (int, 'cuda:N' or a device) the current CUDA device."""
+    cupy = require_cuda()
+    i = _index(dev) if dev is not None else 0
+    n = device_count()
+    if not 0 <= i < n:
+        raise RuntimeError(f"CUDA error: invalid device ordinal: {i} (device_count() is {n})")
+    cupy.cuda.Device(i).use()
+
+
+class device:
+    """Context manager that changes the current device: ``with tapelab.cuda.device(1): ...``."""
+
+    def __init__(self, dev):
+        self.idx = _index(dev) if dev is not None else -1
+        self.prev = -1
+
+    def __enter__(self):
+        if self.idx >= 0:
+            self.prev = current_device()
+            if self.prev != self.idx:
+                set_device(self.idx)
+        return self
+
+    def __exit__(self, *exc):
+        if self.idx >= 0 and self.prev != self.idx:
+            set_device(self.prev)
+        return False
+
+
+def get_device_name(dev=None) -> str:
+    cupy = require_cuda()
+    props = cupy.cuda.runtime.getDeviceProperties(_index(dev))
+    name = props["name"]
+    return name.decode() if isinstance(name, bytes) else str(name)
+
+
+def synchronize(dev=None) -> None:
+    """Wait for all work on ``dev`` (default: the current device)."""
+    cupy = require_cuda()
+    cupy.cuda.Device(_index(dev)).synchronize()
 
 
 def manual_seed(seed: int) -> None:
+    """Seed cupy's generator when a GPU is present; a no-op otherwise (as PyTorch's is)."""
     if cuda_available():
         import cupy
-        cupy.random.seed(seed)
+        cupy.random.seed(int(seed))
 
 
 manual_seed_all = manual_seed
+
+
+# ---------------------------------------------------------------- streams and events (issue 9)
+class Stream:
+    """A CUDA stream (``cupy.cuda.Stream``); ``with s:`` makes it current for the block."""
+
+    def __init__(self, device=None, priority: int = 0, *, _wrap=None):
+        cupy = require_cuda()
+        if _wrap is not None:
+            self._s = _wrap
+            return
+        with cupy.cuda.Device(_index(device)):
+            self._s = cupy.cuda.Stream(non_blocking=True, priority=priority) if priority \
+                else cupy.cuda.Stream(non_blocking=True)
+
+    def __enter__(self):
+        self._s.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        return self._s.__exit__(*exc)
+
+    def wait_stream(self, other: "Stream") -> None:
+        """Work queued on this stream after the call waits for all work queued on ``other``."""
+        self._s.wait_event(other._s.record())
+
+    def wait_event(self, event: "Event") -> None:
+        self._s.wait_event(event._e)
+
+    def record_event(self, event: "Event | None" = None) -> "Event":
+        event = event if event is not None else Event()
+        event.record(self)
+        return event
+
+    def synchronize(self) -> None:
+        self._s.synchronize()
+
+    def query(self) -> bool:
+        return bool(self._s.done)
+
+    @property
+    def cuda_stream(self) -> int:
+        return int(self._s.ptr)
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Stream) and self._s.ptr == other._s.ptr
+
+    def __hash__(self) -> int:
+        return hash(self._s.ptr)
+
+    def __repr__(self) -> str:
+        return f"<tapelab.cuda.Stream cuda_stream={self._s.ptr:#x}>"
+
+
+def current_stream(device=None) -> Stream:
+    cupy = require_cuda()
+    with cupy.cuda.Device(_index(device)):
+        return Stream(_wrap=cupy.cuda.get_current_stream())
+
+
+def default_stream(device=None) -> Stream:
+    cupy = require_cuda()
+    return Stream(_wrap=cupy.cuda.Stream.null)
+
+
+class stream:
+    """``with tapelab.cuda.stream(s):`` makes ``s`` current (None: a no-op, as in PyTorch)."""
+
+    def __init__(self, s: Stream | None):
+        self.s = s
+
+    def __enter__(self):
+        if self.s is not None:
+            self.s.__enter__()
+        return self.s
+
+    def __exit__(self, *exc):
+        if self.s is not None:
+            self.s.__exit__(*exc)
+        return False
+
+
+class Event:
+    """A CUDA event for synchronisation and timing (``enable_timing=True`` for ``elapsed_time``)."""
+
+    def __init__(self, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False):
+        cupy = require_cuda()
+        self.enable_timing = enable_timing
+        self._e = cupy.cuda.Event(block=blocking, disable_timing=not enable_timing, interprocess=interprocess)
+
+    def record(self, stream: Stream | None = None) -> None:
+        self._e.record(stream._s if stream is not None else None)
+
+    def wait(self, stream: Stream | None = None) -> None:
+        (stream if stream is not None else current_stream()).wait_event(self)
+
+    def synchronize(self) -> None:
+        self._e.synchronize()
+
+    def query(self) -> bool:
+        return bool(self._e.done)
+
+    def elapsed_time(self, end: "Event") -> float:
+        """Milliseconds between this event and ``end`` (both recorded, with timing enabled)."""
+        if not (self.enable_timing and end.enable_timing):
+            raise RuntimeError("Both events must be created with argument 'enable_timing=True'.")
+        import cupy
+        end._e.synchronize()
+        return float(cupy.cuda.get_elapsed_time(self._e, end._e))
+
+    def __repr__(self) -> str:
+        return f"<tapelab.cuda.Event enable_timing={self.enable_timing}>"
+
+
+# ---------------------------------------------------------------- memory (issue 9)
+# cupy's default memory pool is tapelab's caching allocator: memory_allocated is the bytes of
+# live blocks (pool.used_bytes), memory_reserved what the pool holds from the driver
+# (pool.total_bytes). cupy keeps no peak, so tapelab wraps the pool's malloc (installed the
+# first time a memory statistic is asked for) and records the peak per device.
+_PEAK: dict = {}
+_TRACKING: list = []
+
+
+def _pool():
+    cupy = require_cuda()
+    if not _TRACKING:
+        pool = cupy.get_default_memory_pool()
+        peak = _PEAK
+
+        def malloc(size):
+            mem = pool.malloc(size)
+            dev = mem.device_id
+            used = pool.used_bytes()
+            if used > peak.get(dev, 0):
+                peak[dev] = used
+            return mem
+        cupy.cuda.set_allocator(malloc)
+        _TRACKING.append(malloc)
+    return cupy.get_default_memory_pool()
+
+
+def memory_allocated(device=None) -> int:
+    """Bytes held by live tensors (and other cupy arrays) on ``device``."""
+    pool, i = _pool(), _index(device)
+    import cupy
+    with cupy.cuda.Device(i):
+        return int(pool.used_bytes())
+
+
+def max_memory_allocated(device=None) -> int:
+    """The peak of ``memory_allocated`` since start-up or ``reset_peak_memory_stats``."""
+    now = memory_allocated(device)
+    i = _index(device)
+    _PEAK[i] = max(_PEAK.get(i, 0), now)
+    return _PEAK[i]
+
+
+def memory_reserved(device=None) -> int:
+    """Bytes the caching allocator holds from the driver (allocated plus cached free blocks)."""
+    pool, i = _pool(), _index(device)
+    import cupy
+    with cupy.cuda.Device(i):
+        return int(pool.total_bytes())
+
+
+def max_memory_reserved(device=None) -> int:
+    return memory_reserved(device)
+
+
+def reset_peak_memory_stats(device=None) -> None:
+    i = _index(device)
+    _PEAK[i] = memory_allocated(i)
+
+
+reset_max_memory_allocated = reset_peak_memory_stats
+
+
+def empty_cache() -> None:
+    """Give the pool's cached free blocks back to the driver (a no-op without a GPU, as in PyTorch)."""
+    if cuda_available():
+        import cupy
+        cupy.get_default_memory_pool().free_all_blocks()
+        cupy.get_default_pinned_memory_pool().free_all_blocks()
+
+
+def unavailable_reason() -> str:
+    """Why ``is_available()`` is False ('' when it is True)."""
+    return cuda_unavailable_reason()

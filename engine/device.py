@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["device", "cuda_available"]
+__all__ = ["device", "cuda_available", "cuda_unavailable_reason", "require_cuda"]
 
 
 class device:
@@ -66,22 +66,57 @@ class device:
         return (device, (str(self),))
 
 
-def cuda_available() -> bool:
+# ---------------------------------------------------------------- cupy discovery (never raises)
+_CUDA_STATE: list = []   # [(available, reason)] once probed
+
+
+def _probe_cuda():
+    """(available, reason): whether cupy imports and sees a CUDA device and driver."""
+    if _CUDA_STATE:
+        return _CUDA_STATE[0]
     try:
         import cupy
-        return bool(cupy.cuda.is_available())
     except ImportError:
-        return False
+        state = (False, "cupy is not installed (pip install 'tapelab[gpu]', i.e. cupy-cuda12x)")
+    except Exception as e:  # a broken CUDA install can fail at import with other errors
+        state = (False, f"importing cupy failed: {type(e).__name__}: {e}")
+    else:
+        try:
+            ok = bool(cupy.cuda.is_available())
+        except Exception as e:
+            ok, why = False, f"{type(e).__name__}: {e}"
+        else:
+            why = "no CUDA device or driver was found (cupy.cuda.is_available() is False)"
+        state = (True, "") if ok else (False, why)
+    _CUDA_STATE.append(state)
+    return state
+
+
+def cuda_available() -> bool:
+    """True when cupy is installed and a CUDA device and driver are present; never raises."""
+    return _probe_cuda()[0]
+
+
+def cuda_unavailable_reason() -> str:
+    """Why cuda is unavailable ('' when it is available)."""
+    return _probe_cuda()[1]
+
+
+def require_cuda():
+    """The cupy module, or PyTorch's kind of error when there is no usable CUDA."""
+    ok, why = _probe_cuda()
+    if not ok:
+        raise RuntimeError(f"tapelab.cuda needs cupy and a CUDA device: {why}")
+    import cupy
+    return cupy
 
 
 def _load_cupy(dev: device):
-    try:
-        import cupy
-    except ImportError:
-        raise RuntimeError(f"{dev} needs cupy: pip install 'tapelab[gpu]'") from None
-    if not cupy.cuda.is_available():
-        raise RuntimeError(f"{dev} is not available: no CUDA device or driver was found "
-                           "(tapelab.cuda.is_available() is False)")
+    cupy = require_cuda()
+    n = int(cupy.cuda.runtime.getDeviceCount())
+    if dev.index >= n:
+        raise RuntimeError(f"CUDA error: invalid device ordinal: {dev} requested, but only {n} CUDA "
+                           f"device{'s' if n != 1 else ''} {'are' if n != 1 else 'is'} available")
     return cupy
 
 
@@ -92,4 +127,4 @@ def of_array(arr) -> device:
     """The device an array lives on."""
     if isinstance(arr, np.ndarray) or np.isscalar(arr):
         return CPU
-    return device("cuda", int(arr.device.id))
+    return device("cuda", int(arr.device.id))  # cupy (and the simulated device's) arrays

@@ -1,0 +1,330 @@
+"""The one place for numpy/cupy differences. Every function takes the array namespace ``xp``.
+
+Op forwards receive ``xp`` (numpy on cpu, cupy on cuda) and call it directly where the two
+libraries agree, which is nearly everywhere (cupy >= 13 has ``ufunc.at``,
+``ufunc.accumulate``, ``lib.stride_tricks``, ``put_along_axis``, ``unique(axis=)``).
+Where they differ, the forward calls a shim from here instead of branching itself:
+
+- ``special(xp)``: ``scipy.special`` or ``cupyx.scipy.special`` (erf, erfinv, ...);
+- ``asnumpy(xp, a)``: a host copy (cupy arrays refuse implicit conversion);
+- ``host(xp, a)``: a numpy array built on the host, moved into ``xp`` (index tables);
+- ``divide_where(xp, a, b, where)``: cupy ufuncs take no ``where=``;
+- ``scatter_add(xp, target, index, values)``: ``add.at``, or ``cupyx.scatter_add`` on old cupy;
+- ``transfer(arr, dev)``: an explicit copy between devices (the forward of ``Tensor.to``).
+
+The second section holds ``simulated_cuda()``: a fake ``cuda:0`` backed by numpy, so device
+checks, transfers and the "no implicit host arrays" rule of cupy run in CPU-only CI.
+"""
+from __future__ import annotations
+
+import contextlib
+import importlib
+import types
+
+import numpy as np
+from numpy.lib.mixins import NDArrayOperatorsMixin
+
+__all__ = ["is_numpy", "is_cupy", "special", "asnumpy", "host", "divide_where", "scatter_add",
+           "transfer", "simulated_cuda", "SimArray"]
+
+
+def is_numpy(xp) -> bool:
+    return xp is np
+
+
+def is_cupy(xp) -> bool:
+    return getattr(xp, "__name__", "") == "cupy"
+
+
+_SPECIAL: dict = {}
+
+
+def special(xp):
+    """``scipy.special`` for numpy (and the simulated device), ``cupyx.scipy.special`` for cupy."""
+    sp = _SPECIAL.get(xp)
+    if sp is None:
+        sp = _SPECIAL[xp] = importlib.import_module("cupyx.scipy.special" if is_cupy(xp) else "scipy.special")
+    return sp
+
+
+def asnumpy(xp, a) -> np.ndarray:
+    """A numpy array with ``a``'s values (no copy on cpu)."""
+    return a if isinstance(a, np.ndarray) else xp.asnumpy(a)
+
+
+def host(xp, a):
+    """``a``, a numpy array computed on the host, as an array of namespace ``xp``."""
+    return a if xp is np else xp.asarray(a)
+
+
+def divide_where(xp, a, b, where, fill=0):
+    """``a / b`` where ``where`` holds, ``fill`` elsewhere (numpy's ``where=`` is not in cupy)."""
+    safe = xp.where(where, b, 1)
+    return xp.where(where, xp.divide(a, safe), fill)
+
+
+def scatter_add(xp, target, index, values) -> None:
+    """``target[index] += values`` with repeated indices accumulated (``np.add.at``)."""
+    at = getattr(xp.add, "at", None)
+    if at is not None:
+        at(target, index, values)
+        return
+    import cupyx  # cupy < 13
+    cupyx.scatter_add(target, index, values)
+
+
+def transfer(arr, dev):
+    """Copy ``arr`` (numpy or cupy) onto device ``dev``: the forward of every device move."""
+    xp = dev.xp
+    if dev.type == "cpu":
+        get = getattr(arr, "get", None)         # cupy -> numpy
+        return get() if get is not None else np.array(arr, copy=True)
+    cuda = getattr(xp, "cuda", None)
+    if cuda is None:
+        return xp.asarray(arr)
+    with cuda.Device(dev.index):                # numpy -> cupy, or cuda:i -> cuda:j
+        return xp.array(arr, copy=True)
+
+
+# ---------------------------------------------------------------- simulated cuda device (CPU tests)
+# ``simulated_cuda()`` installs, for the duration of a ``with`` block, a namespace standing in
+# for cupy on ``device('cuda:0')``. It computes with numpy, but its arrays are ``SimArray``s:
+# wrappers (not ndarray subclasses) that, like cupy arrays, refuse implicit conversion to
+# numpy (``np.asarray(sim)`` raises TypeError) and refuse to mix with numpy arrays in any
+# ufunc or array function. So a forward that builds a numpy array behind ``xp``'s back, a
+# factory that forgets ``device=``, a composite that mixes devices, or a dispatcher path that
+# converts a device array with numpy, fails on CPU where it would fail on a GPU.
+# Moves copy, as real ones do. DLPack exports report a CUDA device, as cupy's do.
+
+class SimArray(NDArrayOperatorsMixin):
+    """An array on the simulated cuda device (holds a numpy array in ``_a``)."""
+
+    __slots__ = ("_a",)
+
+    def __init__(self, a: np.ndarray):
+        self._a = a
+
+    # cupy refuses implicit host conversion
+    def __array__(self, dtype=None, copy=None):
+        raise TypeError("Implicit conversion to a NumPy array is not allowed. Please use `.get()` to "
+                        "construct a NumPy array explicitly. (simulated cuda device)")
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        out = kwargs.get("out")
+        _refuse_host(inputs + (out if isinstance(out, tuple) else ()), ufunc.__name__)
+        if out is not None:
+            kwargs["out"] = tuple(_plain(o) for o in out)
+        res = getattr(ufunc, method)(*_plain_tree(inputs), **{k: _plain_tree(v) if k != "out" else v
+                                                              for k, v in kwargs.items()})
+        if out is not None:
+            return out[0] if len(out) == 1 else out
+        return _sim(res)
+
+    def __array_function__(self, func, types_, args, kwargs):
+        _refuse_host(args, func.__name__)
+        _refuse_host(tuple(kwargs.values()), func.__name__)
+        return _sim(func(*_plain_tree(args), **{k: _plain_tree(v) for k, v in kwargs.items()}))
+
+    def __getattr__(self, name):
+        attr = getattr(self._a, name)
+        if callable(attr):
+            def method(*args, **kwargs):
+                _refuse_host(args, name)
+                return _sim(attr(*_plain_tree(args), **{k: _plain_tree(v) for k, v in kwargs.items()}))
+            return method
+        return _sim(attr)
+
+    def get(self) -> np.ndarray:
+        """Like ``cupy.ndarray.get``: a host copy."""
+        return self._a.copy()
+
+    @property
+    def device(self):
+        return types.SimpleNamespace(id=0)
+
+    def __dlpack_device__(self):
+        return (2, 0)  # kDLCUDA, device 0: what a cupy array reports
+
+    def __dlpack__(self, *args, **kwargs):
+        return self._a.__dlpack__(*args, **kwargs)
+
+    def __getitem__(self, key):
+        _refuse_host(key if isinstance(key, tuple) else (key,), "__getitem__")
+        return _sim(self._a[_plain_tree(key)])
+
+    def __setitem__(self, key, value):
+        _refuse_host((key if isinstance(key, tuple) else (key,)) + (value,), "__setitem__")
+        self._a[_plain_tree(key)] = _plain(value)
+
+    def __len__(self):
+        return len(self._a)
+
+    def __iter__(self):
+        return (_sim(x) for x in self._a)
+
+    def __bool__(self):
+        return bool(self._a)
+
+    def __float__(self):
+        return float(self._a)
+
+    def __int__(self):
+        return int(self._a)
+
+    def __index__(self):
+        return self._a.__index__()
+
+    def __repr__(self):
+        return f"SimArray({self._a!r})"
+
+
+def _refuse_host(args, what):
+    for a in args:
+        if isinstance(a, np.ndarray):
+            raise TypeError(f"Unsupported type {type(a)} in {what} on the simulated cuda device: a numpy "
+                            "array met a device array (cupy refuses this: build it with xp, or use a shim "
+                            "from tapelab._backend)")
+        if isinstance(a, (list, tuple)):
+            _refuse_host(a, what)
+
+
+def _plain(a):
+    return a._a if isinstance(a, SimArray) else a
+
+
+def _plain_tree(a):
+    if isinstance(a, SimArray):
+        return a._a
+    if isinstance(a, (list, tuple)):
+        return type(a)(_plain_tree(x) for x in a)
+    if isinstance(a, slice):
+        return slice(_plain(a.start), _plain(a.stop), _plain(a.step))
+    return a
+
+
+def _sim(res):
+    if isinstance(res, np.ndarray):
+        return SimArray(res)
+    if isinstance(res, tuple):
+        return tuple(_sim(r) for r in res)
+    if isinstance(res, list):
+        return [_sim(r) for r in res]
+    return res
+
+
+class _SimDevice:
+    def __init__(self, index=0):
+        self.id = index
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def synchronize(self):
+        pass
+
+
+class _SimUfunc:
+    """A numpy ufunc that, like cupy's, takes device arrays and refuses host ones."""
+
+    def __init__(self, uf):
+        self._uf = uf
+        self.__name__ = uf.__name__
+
+    def __call__(self, *args, **kwargs):
+        return _sim_call(self._uf, self.__name__, args, kwargs)
+
+    def __getattr__(self, name):  # at, reduce, accumulate, outer
+        meth = getattr(self._uf, name)
+        if name == "at":
+            def at(a, indices, b=None):
+                _refuse_host((a, indices, b), "at")
+                args = (_plain(a), _plain_tree(indices)) + (() if b is None else (_plain(b),))
+                meth(*args)
+            return at
+        return lambda *args, **kwargs: _sim_call(meth, f"{self.__name__}.{name}", args, kwargs)
+
+
+def _sim_call(fn, name, args, kwargs):
+    out = kwargs.get("out")
+    _refuse_host(args, name)
+    _refuse_host(tuple(kwargs.values()), name)
+    res = fn(*_plain_tree(args), **{k: _plain_tree(v) for k, v in kwargs.items()})
+    if out is not None and not isinstance(out, tuple):
+        return out
+    return _sim(res)
+
+
+class _SimNamespace(types.ModuleType):
+    """numpy with cupy's conventions: device results are SimArrays; ``asarray`` of host data copies.
+
+    Named ``numpy`` so that code choosing scipy.special vs cupyx.scipy.special by name gets scipy.
+    """
+
+    def __init__(self, mod=np, name="numpy"):
+        super().__init__(name)
+        self._mod = mod
+        if mod is np:
+            self.cuda = types.SimpleNamespace(Device=_SimDevice, is_available=lambda: True)
+            self.ndarray = SimArray
+
+    def __getattr__(self, name):
+        attr = getattr(self._mod, name)
+        if isinstance(attr, types.ModuleType):
+            return _SimNamespace(attr, attr.__name__)
+        if isinstance(attr, np.ufunc):
+            return _SimUfunc(attr)
+        if callable(attr) and not isinstance(attr, type):
+            return lambda *args, **kwargs: _sim_call(attr, name, args, kwargs)
+        return attr
+
+    def asarray(self, a, dtype=None):
+        if isinstance(a, SimArray):
+            return a if dtype is None else SimArray(a._a.astype(dtype, copy=False))
+        return SimArray(np.array(a, dtype=dtype, copy=True))   # host -> device: a copy
+
+    def array(self, a, dtype=None, copy=True):
+        return SimArray(np.array(_plain_tree(a), dtype=dtype, copy=True))
+
+    def asnumpy(self, a):
+        return np.array(_plain(a), copy=True)
+
+    def from_dlpack(self, ext):
+        return SimArray(np.from_dlpack(_DLHost(ext)))
+
+
+class _DLHost:
+    """Presents a (simulated) device array's DLPack capsule to numpy, which only reads cpu ones."""
+
+    def __init__(self, ext):
+        self.ext = ext
+
+    def __dlpack__(self, *args, **kwargs):
+        return self.ext.__dlpack__(*args, **kwargs)
+
+    def __dlpack_device__(self):
+        return (1, 0)
+
+
+_SIM_XP = None
+
+
+@contextlib.contextmanager
+def simulated_cuda(index: int = 0):
+    """Within the block, ``tapelab.device('cuda:<index>')`` computes with numpy-backed SimArrays.
+
+    Restores the real device afterwards. Not thread-safe; for tests and ``gpu_check --simulate``.
+    """
+    global _SIM_XP
+    from .device import device
+    if _SIM_XP is None:
+        _SIM_XP = _SimNamespace()
+    dev = device("cuda", index)
+    saved = dev._xp
+    dev._xp = _SIM_XP
+    try:
+        yield dev
+    finally:
+        dev._xp = saved
