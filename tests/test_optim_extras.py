@@ -5,7 +5,6 @@ float64 (1e-10) and float32. LBFGS: the iterates of closure-driven runs on a qua
 Rosenbrock, with and without the strong-Wolfe line search.
 """
 import io
-import warnings
 
 import numpy as np
 import pytest
@@ -507,3 +506,40 @@ def test_weighted_sampler_in_a_dataloader():
     sampler = data.WeightedRandomSampler([0, 0, 0, 1, 0, 0], 8, generator=tapelab.Generator().manual_seed(0))
     batches = [b[0].tolist() for b in data.DataLoader(ds, batch_size=4, sampler=sampler)]
     assert batches == [[3, 3, 3, 3], [3, 3, 3, 3]]
+
+
+@pytest.mark.parametrize("name", ["NAdam", "ASGD"])
+def test_scalar_state_follows_the_default_dtype(name):
+    """PyTorch keeps mu_product / eta / mu in float64 under a float64 default dtype."""
+    keys = {"NAdam": ["mu_product"], "ASGD": ["eta", "mu"]}[name]
+    old = tapelab.get_default_dtype()
+    try:
+        for dtype in (tapelab.float64, tapelab.float32):
+            tapelab.set_default_dtype(dtype)
+            p = tapelab.ones(2, dtype=tapelab.float32, requires_grad=True)
+            opt = getattr(optim, name)([p])
+            p.grad = tapelab.ones(2, dtype=tapelab.float32)
+            opt.step()
+            assert all(opt.state[p][k].dtype == dtype for k in keys)
+    finally:
+        tapelab.set_default_dtype(old)
+
+
+def test_tensor_lr_and_closure():
+    """A float64 tensor lr (torch computes the step coefficients as tensors in lr's dtype; with a
+    float32 tensor they round to float32 there, which tapelab, reading lr as a number, does not)."""
+    p = tapelab.ones(3, dtype=tapelab.float64, requires_grad=True)
+    h = torch.ones(3, dtype=torch.float64, requires_grad=True)
+    results = []
+    for lib, x in ((tapelab, p), (torch, h)):
+        opt = lib.optim.NAdam([x], lr=lib.tensor(0.05, dtype=lib.float64))
+
+        def closure():
+            opt.zero_grad()
+            loss = (x * x).sum()
+            loss.backward()
+            return loss
+        losses = [float(opt.step(closure).detach()) for _ in range(5)]
+        results.append((losses, _np(x)))
+    np.testing.assert_allclose(results[0][0], results[1][0], rtol=1e-12)
+    np.testing.assert_allclose(results[0][1], results[1][1], rtol=1e-10)
