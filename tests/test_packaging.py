@@ -64,6 +64,11 @@ def test_wheel_holds_the_three_packages(wheel):
     stem = wheel.name.split("-")[0] + "-" + wheel.name.split("-")[1]
     assert tops <= {"tapelab", stem + ".dist-info", stem + ".data"}, tops
     assert not any(n.endswith((".pyc", "_tapelab_editable_finder.py")) for n in names)
+    # the prebuilt JupyterLab extension and the widgets' bundle of the same renderer
+    lab = stem + ".data/data/share/jupyter/labextensions/tapelab/"
+    assert lab + "package.json" in names and lab + "install.json" in names, sorted(names)
+    assert any(n.startswith(lab + "static/") for n in names)
+    assert "tapelab/widgets/static/tapelab.js" in names
 
 
 def test_wheel_metadata_declares_runtime_deps_and_extras(wheel):
