@@ -11,7 +11,7 @@ import itertools
 import time
 
 from . import events
-from ._dtype import from_np, get_default_dtype, result_type
+from ._dtype import _BY_NP, from_np, get_default_dtype, result_type
 from .autograd.grad_mode import STATE as GRAD
 from .autograd.graph import OpNode
 from .ops.registry import ALL, NONE, OTHERS
@@ -251,7 +251,7 @@ def _observed(op, args, params):
             seq=seq, op=op.name,
             inputs=tuple(a._uid() if isinstance(a, Tensor) else None for a in args),
             input_shapes=tuple(a._data.shape if isinstance(a, Tensor) else () for a in args),
-            output=res._uid(), shape=data.shape, dtype=data.dtype.name, device=res._device._name,
+            output=res._uid(), shape=data.shape, dtype=_BY_NP[data.dtype].name, device=res._device._name,
             requires_grad=res.requires_grad, duration_ns=dur, start_ns=start,
             module=STATE.module_path[-1] if STATE.module_path else "",
             grad_fn=node.name() if node is not None else "",

@@ -16,7 +16,7 @@ _subscribers: dict[str, list[Callable]] = {k: [] for k in KINDS}
 _on_change: list[Callable[[], None]] = []
 
 
-@dataclass
+@dataclass(slots=True)
 class OpRecorded:
     """One op dispatched: what the tape, profiler and live views see."""
     seq: int
