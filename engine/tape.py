@@ -24,7 +24,7 @@ from .autograd.engine import running_node
 __all__ = ["tape", "TapeNode", "summarize"]
 
 
-@dataclass
+@dataclass(slots=True)
 class TapeNode:
     """One recorded step.
 
