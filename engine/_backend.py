@@ -126,6 +126,8 @@ class SimArray(NDArrayOperatorsMixin):
         return _sim(func(*_plain_tree(args), **{k: _plain_tree(v) for k, v in kwargs.items()}))
 
     def __getattr__(self, name):
+        if name.startswith("__"):  # no __array_interface__ / __array_struct__: numpy must not read us
+            raise AttributeError(name)
         attr = getattr(self._a, name)
         if callable(attr):
             def method(*args, **kwargs):

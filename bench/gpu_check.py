@@ -1,0 +1,442 @@
+"""One GPU check for tapelab's cuda backend: run it whenever a GPU machine is available.
+
+    .venv/bin/python bench/gpu_check.py              # on a GPU machine: < 5 minutes
+    .venv/bin/python bench/gpu_check.py --simulate   # on CPU: the same checks on a simulated cuda:0
+    .venv/bin/python bench/gpu_check.py -k conv      # only ops / sections whose name contains "conv"
+
+With ``tapelab.cuda.is_available()`` it
+1. exercises the ``tapelab.cuda`` API (devices, streams, events, memory statistics);
+2. runs the op database (tests/opdb, imported from there, not copied) on cuda against cpu:
+   forward values and dtypes, and the gradients of every differentiable input;
+3. trains an MLP, a small CNN and a Transformer block for a few SGD steps on cuda against cpu
+   (same initial weights and data; losses and final weights compared);
+4. times the MLP and the Transformer block step on cuda against PyTorch CUDA, if installed;
+then prints a summary table, and exits 1 on any mismatch or error.
+
+Without a GPU it says why, checks that everything imports, and exits 0.
+
+``--simulate`` runs steps 1-3 on ``tapelab._backend.simulated_cuda()``: numpy-backed arrays that,
+like cupy's, refuse implicit conversion to numpy and mixing with numpy arrays. It finds device
+bugs (a factory without ``device=``, a forward building a numpy array, a mixed-device op) on
+CPU; it cannot find cupy's numerical or API differences. Record real-GPU runs in bench/README.md.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import copy
+import os
+import sys
+import time
+import traceback
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, os.path.join(ROOT, "tests"))  # the op database lives in tests/opdb
+
+import tapelab  # noqa: E402
+from tapelab import _backend  # noqa: E402
+
+DT = {"float32": (tapelab.float32, np.float32), "float64": (tapelab.float64, np.float64)}
+
+
+# ---------------------------------------------------------------- the module seen by an OpInfo
+class OnDevice:
+    """``tapelab`` with factories defaulting to ``device`` (as ``torch.set_default_device``), so
+    an OpInfo's ``fn(m, ...)`` that creates tensors itself creates them on the device under test."""
+
+    _FACTORIES = {"tensor", "as_tensor", "zeros", "ones", "full", "empty", "arange", "linspace",
+                  "logspace", "eye", "rand", "randn", "randint", "randperm", "normal", "scalar_tensor"}
+
+    def __init__(self, dev):
+        self._dev = dev
+
+    def __getattr__(self, name):
+        attr = getattr(tapelab, name)
+        if name in self._FACTORIES:
+            dev = self._dev
+
+            def factory(*args, **kwargs):
+                kwargs.setdefault("device", dev)
+                return attr(*args, **kwargs)
+            return factory
+        return attr
+
+
+def _convert(m, value, dtype_name, requires_grad, noncontig):
+    """numpy sample value -> tensor through ``m`` (same rules as tests/test_ops.py)."""
+    if isinstance(value, np.ndarray):
+        a = value.astype(DT[dtype_name][1]) if value.dtype.kind == "f" else value
+        if noncontig and a.ndim >= 2:
+            t = m.tensor(np.ascontiguousarray(a.swapaxes(-1, -2))).transpose(-1, -2)
+        else:
+            t = m.tensor(a)
+        if requires_grad and a.dtype.kind == "f":
+            t.requires_grad_(True)
+        return t
+    if isinstance(value, (list, tuple)) and value and all(isinstance(v, np.ndarray) for v in value):
+        return type(value)(_convert(m, v, dtype_name, requires_grad, noncontig) for v in value)
+    return value
+
+
+def _build(m, op, sample, dtype_name, requires_grad):
+    args = [_convert(m, v, dtype_name, requires_grad and (op.differentiable_args is None or i in op.differentiable_args),
+                     sample.noncontig) for i, v in enumerate(sample.args)]
+    kwargs = {k: _convert(m, v, dtype_name, False, False) for k, v in sample.kwargs.items()}
+    return args, kwargs
+
+
+def _leaves(args):
+    out = []
+    for a in args:
+        if isinstance(a, (list, tuple)):
+            out.extend(_leaves(a))
+        elif isinstance(a, tapelab.Tensor) and a.requires_grad:
+            out.append(a)
+    return out
+
+
+def _host(t):
+    return np.asarray(t.detach().cpu())
+
+
+def _flat(out):
+    return list(out) if isinstance(out, (tuple, list)) else [out]
+
+
+def _tol(op, dtype):
+    if dtype == "float64":
+        return dict(atol=max(op.atol, 1e-7), rtol=max(op.rtol, 1e-6))
+    return dict(atol=max(op.atol, 1e-4), rtol=max(op.rtol, 1e-4))
+
+
+def _run_case(op, sample, dtype, dev):
+    """Forward (and gradients) of one sample on cpu and on ``dev``; raises AssertionError on a mismatch."""
+    want_grad = op.grad
+    c_args, c_kw = _build(tapelab, op, sample, dtype, want_grad)
+    d_args, d_kw = _build(OnDevice(dev), op, sample, dtype, want_grad)
+    c_out, d_out = _flat(op.fn(tapelab, *c_args, **c_kw)), _flat(op.fn(OnDevice(dev), *d_args, **d_kw))
+    assert len(c_out) == len(d_out), f"{len(d_out)} outputs on {dev}, {len(c_out)} on cpu"
+    for c, d in zip(c_out, d_out):
+        if not isinstance(c, tapelab.Tensor):
+            assert c == d, f"non-tensor output {d!r} != cpu {c!r}"
+            continue
+        assert d.device == dev, f"output on {d.device}, expected {dev}"
+        assert tuple(d.shape) == tuple(c.shape) and d.dtype == c.dtype, \
+            f"shape/dtype {tuple(d.shape)} {d.dtype} != cpu {tuple(c.shape)} {c.dtype}"
+        if op.compare_values:
+            np.testing.assert_allclose(_host(d), _host(c), **_tol(op, dtype), err_msg="forward")
+    if not want_grad:
+        return
+    pairs = [(c, d) for c, d in zip(c_out, d_out) if isinstance(c, tapelab.Tensor) and c.requires_grad]
+    c_leaves, d_leaves = _leaves(c_args), _leaves(d_args)
+    if not pairs or not c_leaves or not op.compare_values:
+        return
+    cots = [np.random.default_rng(1).standard_normal(tuple(c.shape)) for c, _ in pairs]
+    c_loss = sum((c * tapelab.tensor(k, dtype=c.dtype)).sum() for (c, _), k in zip(pairs, cots))
+    d_loss = sum((d * tapelab.tensor(k, dtype=d.dtype, device=dev)).sum() for (_, d), k in zip(pairs, cots))
+    c_grads = tapelab.autograd.grad(c_loss, c_leaves, allow_unused=True)
+    d_grads = tapelab.autograd.grad(d_loss, d_leaves, allow_unused=True)
+    for k, (cg, dg) in enumerate(zip(c_grads, d_grads)):
+        if cg is None:
+            assert dg is None or np.allclose(_host(dg), 0), f"grad {k}: cpu has none, {dev} does"
+            continue
+        assert dg is not None, f"grad {k} missing on {dev}"
+        assert dg.device == dev, f"grad {k} on {dg.device}"
+        tol = _tol(op, dtype)
+        tol["atol"] = max(tol["atol"], op.grad_atol if dtype == "float32" else 1e-7)
+        np.testing.assert_allclose(_host(dg), _host(cg), **tol, err_msg=f"grad of input {k}")
+
+
+def check_opdb(dev, pattern: str = "", dtypes=("float32", "float64")):
+    """Every OpInfo sample on ``dev`` against cpu. Returns (n_cases, failures[(case, message)])."""
+    from opdb import OP_DB
+    n, failures = 0, []
+    for op in OP_DB:
+        if pattern and pattern not in op.name:
+            continue
+        for i, sample in enumerate(op.samples()):
+            for dtype in op.dtypes:
+                if dtype not in dtypes:
+                    continue
+                n += 1
+                case = f"{op.name}-{sample.name or i}-{dtype}"
+                try:
+                    _run_case(op, sample, dtype, dev)
+                except Exception as e:  # noqa: BLE001 - every failure is reported, none stops the run
+                    msg = str(e).strip().splitlines()
+                    failures.append((case, f"{type(e).__name__}: {msg[0] if msg else ''}"[:300]))
+    return n, failures
+
+
+# ---------------------------------------------------------------- models (written once for tapelab and torch)
+def make_mlp(m, rng, sizes=(784, 512, 512, 10)):
+    layers = []
+    for i, (a, b) in enumerate(zip(sizes[:-1], sizes[1:])):
+        layers.append(m.nn.Linear(a, b))
+        if i < len(sizes) - 2:
+            layers.append(m.nn.ReLU())
+    return _seeded(m, m.nn.Sequential(*layers), rng)
+
+
+def make_cnn(m, rng):
+    nn = m.nn
+    model = nn.Sequential(nn.Conv2d(1, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(), nn.MaxPool2d(2),
+                          nn.Conv2d(8, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(), nn.MaxPool2d(2),
+                          nn.Flatten(), nn.Linear(16 * 7 * 7, 10))
+    return _seeded(m, model, rng)
+
+
+def make_block(m, rng, d=128, heads=4, ff=256, vocab=100, seq=64):
+    nn = m.nn
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layer = nn.TransformerEncoderLayer(d, heads, ff, dropout=0.0, batch_first=True)
+            self.head = nn.Linear(d, vocab)
+            self.register_buffer("mask", nn.Transformer.generate_square_subsequent_mask(seq))
+
+        def forward(self, x):
+            return self.head(self.layer(x, src_mask=self.mask, is_causal=True)).reshape(-1, vocab)
+    return _seeded(m, Block(), rng)
+
+
+def _seeded(m, model, rng):
+    with m.no_grad():
+        for _, p in model.named_parameters():
+            p.copy_(m.tensor(rng.uniform(-0.1, 0.1, tuple(p.shape)).astype(np.float32)))
+    return model
+
+
+MODELS = {  # name -> (builder, input shape, classes)
+    "MLP 784-512-512-10, batch 64": (make_mlp, (64, 784), 10),
+    "CNN conv-bn-relu-pool x2, batch 16": (make_cnn, (16, 1, 28, 28), 10),
+    "Transformer block d128, batch 8x64": (make_block, (8, 64, 128), 100),
+}
+
+
+def _data(shape, classes, seed=0):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal(shape).astype(np.float32)
+    n = shape[0] * (shape[1] if len(shape) == 3 else 1)
+    return x, rng.integers(0, classes, n).astype(np.int64)
+
+
+def train(m, name, device, steps=5):
+    """Losses of ``steps`` SGD-momentum steps and the final weights (as numpy)."""
+    build, shape, classes = MODELS[name]
+    model = build(m, np.random.default_rng(0)).to(device)
+    x_np, y_np = _data(shape, classes)
+    x, y = m.tensor(x_np).to(device), m.tensor(y_np).to(device)
+    opt = m.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    losses = []
+    for _ in range(steps):
+        opt.zero_grad()
+        loss = m.nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        losses.append(float(loss.item()))
+    weights = {k: np.asarray(v.detach().cpu()) for k, v in model.state_dict().items()}
+    return losses, weights
+
+
+def _max_diff(a, b) -> float:
+    """Largest |a - b|, counting equal entries (infinities of a mask too) as 0 and NaN vs number as inf."""
+    a, b = a.astype(np.float64), b.astype(np.float64)
+    same = (a == b) | (np.isnan(a) & np.isnan(b))
+    return float(np.max(np.where(same, 0.0, np.nan_to_num(np.abs(a - b), nan=np.inf)), initial=0.0))
+
+
+def check_training(dev, pattern="", steps=5):
+    rows = []
+    for name in MODELS:
+        if pattern and pattern.lower() not in name.lower():
+            continue
+        try:
+            c_loss, c_w = train(tapelab, name, "cpu", steps)
+            d_loss, d_w = train(tapelab, name, dev, steps)
+            np.testing.assert_allclose(d_loss, c_loss, rtol=1e-4, atol=1e-5, err_msg="losses")
+            worst = max(_max_diff(d_w[k], c_w[k]) for k in c_w)
+            ok = worst <= 1e-4
+            rows.append((name, ok, f"losses {c_loss[0]:.4f} -> {c_loss[-1]:.4f}, max |dw| {worst:.1e}"))
+        except Exception as e:  # noqa: BLE001
+            rows.append((name, False, f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:300]))
+    return rows
+
+
+# ---------------------------------------------------------------- timing against PyTorch CUDA
+def _median_step_ms(step, sync, warmup=3, reps=20):
+    for _ in range(warmup):
+        step()
+    sync()
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        step()
+        sync()
+        times.append(time.perf_counter() - t0)
+    return 1e3 * float(np.median(times))
+
+
+def _timed_step(m, name, device):
+    build, shape, classes = MODELS[name]
+    model = build(m, np.random.default_rng(0)).to(device)
+    x_np, y_np = _data(shape, classes)
+    x, y = m.tensor(x_np).to(device), m.tensor(y_np).to(device)
+    opt = m.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+
+    def step():
+        opt.zero_grad()
+        m.nn.functional.cross_entropy(model(x), y).backward()
+        opt.step()
+    return step
+
+
+def time_against_torch(dev, pattern=""):
+    rows = []
+    try:
+        import torch
+        have_torch = torch.cuda.is_available()
+    except ImportError:
+        have_torch = False
+    for name in ("MLP 784-512-512-10, batch 64", "Transformer block d128, batch 8x64"):
+        if pattern and pattern.lower() not in name.lower():
+            continue
+        ours = _median_step_ms(_timed_step(tapelab, name, dev), tapelab.cuda.synchronize)
+        theirs = _median_step_ms(_timed_step(torch, name, "cuda"), torch.cuda.synchronize) if have_torch else None
+        rows.append((name, ours, theirs))
+    return rows
+
+
+# ---------------------------------------------------------------- the tapelab.cuda API
+def check_cuda_api():
+    c = tapelab.cuda
+    rows = []
+
+    def probe(what, fn):
+        try:
+            rows.append((what, True, str(fn())))
+        except Exception as e:  # noqa: BLE001
+            rows.append((what, False, f"{type(e).__name__}: {e}"[:300]))
+
+    probe("device_count / current_device / name",
+          lambda: f"{c.device_count()} / {c.current_device()} / {c.get_device_name()}")
+
+    def memory():
+        c.synchronize()
+        c.empty_cache()
+        c.reset_peak_memory_stats()
+        before = c.memory_allocated()
+        t = tapelab.zeros(1 << 20, device="cuda")       # 4 MiB
+        during = c.memory_allocated()
+        del t
+        peak = c.max_memory_allocated()
+        assert during - before >= 4 << 20, f"allocated grew by {during - before} bytes for 4 MiB"
+        assert peak >= during, f"peak {peak} < allocated {during}"
+        assert c.memory_reserved() >= c.memory_allocated()
+        return f"+{(during - before) >> 20} MiB, peak {peak >> 20} MiB"
+    probe("memory statistics", memory)
+
+    def streams():
+        s = c.Stream()
+        start, end = c.Event(enable_timing=True), c.Event(enable_timing=True)
+        with s:
+            start.record()
+            a = tapelab.randn(512, 512, device="cuda")
+            b = a @ a
+            end.record()
+        c.current_stream().wait_stream(s)
+        end.synchronize()
+        ms = start.elapsed_time(end)
+        assert ms >= 0 and b.device == tapelab.device("cuda")
+        return f"matmul on a side stream: {ms:.3f} ms"
+    probe("Stream / Event.elapsed_time", streams)
+
+    def dlpack():
+        import cupy
+        t = tapelab.arange(6.0, device="cuda")
+        a = cupy.from_dlpack(t)
+        a[0] = 42.0
+        back = tapelab.from_dlpack(a)
+        assert float(t[0].item()) == 42.0 and back.device == t.device
+        return "cupy <-> tapelab share memory"
+    probe("DLPack with cupy", dlpack)
+    return rows
+
+
+# ---------------------------------------------------------------- main
+def imports_only() -> list[str]:
+    """Without a GPU: check that everything this script needs imports."""
+    import opdb  # noqa: F401
+    from opdb import OP_DB
+    _ = (tapelab.cuda.Stream, tapelab.cuda.Event, tapelab.cuda.memory_allocated, _backend.transfer)
+    return [f"op database: {len(OP_DB)} ops", f"models: {', '.join(MODELS)}"]
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--simulate", action="store_true", help="check on a simulated cuda:0 (numpy-backed)")
+    ap.add_argument("-k", default="", help="only ops / models whose name contains this")
+    ap.add_argument("--steps", type=int, default=5, help="training steps per model")
+    ap.add_argument("--failures", type=int, default=40, help="failures to list")
+    args = ap.parse_args(argv)
+
+    t0 = time.perf_counter()
+    if args.simulate:
+        ctx = _backend.simulated_cuda(0)
+        label = "simulated cuda:0 (numpy arrays with cupy's conversion rules)"
+    elif tapelab.cuda.is_available():
+        ctx = contextlib.nullcontext(tapelab.device("cuda:0"))
+        label = f"cuda:0 ({tapelab.cuda.get_device_name(0)})"
+    else:
+        print(f"gpu_check: no GPU, nothing to check: {tapelab.cuda.unavailable_reason()}")
+        for line in imports_only():
+            print(f"  imports OK: {line}")
+        print("  (bench/gpu_check.py --simulate runs the device checks on a simulated cuda device)")
+        return 0
+
+    print(f"gpu_check on {label}; tapelab {getattr(tapelab, '__version__', '?')}, numpy {np.__version__}")
+    ok = True
+    with ctx as dev:
+        if not args.simulate:
+            api = check_cuda_api()
+            print("\n== tapelab.cuda API")
+            for what, good, detail in api:
+                print(f"  {'ok  ' if good else 'FAIL'} {what:40s} {detail}")
+                ok &= good
+        t = time.perf_counter()
+        n, failures = check_opdb(dev, args.k)
+        print(f"\n== op database on {dev} against cpu: {n - len(failures)}/{n} cases match "
+              f"({time.perf_counter() - t:.1f} s)")
+        for case, msg in failures[:args.failures]:
+            print(f"  FAIL {case}: {msg}")
+        if len(failures) > args.failures:
+            print(f"  ... and {len(failures) - args.failures} more")
+        ok &= not failures
+        t = time.perf_counter()
+        training = check_training(dev, args.k, args.steps)
+        print(f"\n== training {args.steps} SGD steps on {dev} against cpu ({time.perf_counter() - t:.1f} s)")
+        for name, good, detail in training:
+            print(f"  {'ok  ' if good else 'FAIL'} {name:40s} {detail}")
+            ok &= good
+        if not args.simulate:
+            print("\n== step time on cuda (median of 20, ms)")
+            print(f"  {'workload':40s} {'tapelab':>10s} {'torch':>10s} {'torch/tapelab':>14s}")
+            try:
+                for name, ours, theirs in time_against_torch(dev, args.k):
+                    ratio = f"{theirs / ours:14.2f}" if theirs else f"{'n/a':>14s}"
+                    th = f"{theirs:10.3f}" if theirs else f"{'n/a':>10s}"
+                    print(f"  {name:40s} {ours:10.3f} {th} {ratio}")
+            except Exception:  # noqa: BLE001
+                traceback.print_exc()
+                ok = False
+    print(f"\n== summary: {'PASS' if ok else 'FAIL'} in {time.perf_counter() - t0:.0f} s "
+          f"(op cases failing: {len(failures)}, models failing: {sum(not g for _, g, _ in training)})")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
