@@ -523,3 +523,21 @@ def test_to_dict_is_json_serialisable_in_every_state(stack):
     fs = debug.step_forward(tl.fx.symbolic_trace(lambda y: (y / 0).sum()), tl.tensor([1.0, 0.0]))
     while fs.step() is not None:
         _json(fs.to_dict())
+
+
+def test_grad_mode_is_the_callers_across_steps_and_when_abandoned():
+    x = tl.tensor([1.0, 2.0], dtype=tl.float64, requires_grad=True)
+    s = debug.step_backward((x * x).exp().sum())
+    s.step()  # the walk saw grad mode on at its first step
+    with tl.no_grad():
+        s.step()
+        assert not tl.is_grad_enabled()
+        del s  # closing an abandoned walk does not restore the mode it first saw
+        import gc
+        gc.collect()
+        assert not tl.is_grad_enabled()
+    assert tl.is_grad_enabled()
+    s = debug.step_backward((x * 3).sum())
+    s.step()
+    s.close()
+    assert s.done and s.step() is None and (x.grad is None or x.grad.tolist() == [1.0, 1.0])

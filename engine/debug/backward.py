@@ -31,6 +31,7 @@ from typing import Callable, Iterable
 
 from ..autograd import anomaly as _anomaly
 from ..autograd.engine import backward_steps
+from ..autograd.grad_mode import STATE as GRAD
 from ..autograd.graph import AccumulateGrad
 from ..tensor import Tensor
 from .conditions import Condition, any_of, as_condition, in_module, when
@@ -41,14 +42,16 @@ __all__ = ["step_backward", "BackwardStepper", "BackwardFrame", "StepRecord"]
 
 @contextlib.contextmanager
 def _walk_quietly():
-    """Anomaly mode checks each node's gradients and raises on NaN; a raise would end the walk."""
+    """Resume the walk without anomaly mode's NaN raise (it would end the walk), and keep the
+    caller's grad mode: the walk restores the mode it saw at its *first* step, which is stale
+    when a later step runs under a different ``no_grad``/``enable_grad``."""
     st = _anomaly.STATE
-    prev = st.check_nan
+    prev, grad = st.check_nan, GRAD.enabled
     st.check_nan = False
     try:
         yield
     finally:
-        st.check_nan = prev
+        st.check_nan, GRAD.enabled = prev, grad
 
 
 def _anomaly_stops() -> bool:
@@ -433,6 +436,17 @@ class BackwardStepper:
         while not self.done:
             self._advance()
         self.stop_reason = "done"
+
+    def close(self) -> None:
+        """Abandon the rest of the walk (nodes not yet run accumulate nothing)."""
+        self._frame = None
+        self.done = True
+        with _walk_quietly():  # closing runs the walk's finally, which would reset grad mode
+            self._gen.close()
+
+    def __del__(self):
+        if "_gen" in self.__dict__:
+            self.close()
 
     # ------------------------------------------------------------------ breakpoints
     def add_breakpoint(self, target=None, *, tape_seq: int | None = None, node_id: int | None = None,
