@@ -35,6 +35,7 @@ import tapelab.utils.data  # noqa: E402,F401
 install_methods(Tensor)
 from ._nn_toplevel import *  # noqa: E402,F401,F403  (torch.softmax, torch.conv2d, Tensor.softmax, ...)
 from . import fx  # noqa: E402
+from . import graphs  # noqa: E402
 from . import debug  # noqa: E402
 FloatTensor = DoubleTensor = LongTensor = Tensor
 

@@ -9,6 +9,7 @@ import numpy as np
 from . import _dtype
 from ._dtype import from_np, get_default_dtype
 from .device import CPU, device as Device
+from .dispatch import STATE as _DISPATCH
 from .random import rng
 from .tensor import Tensor
 
@@ -206,16 +207,27 @@ def eye(n: int, m: int | None = None, *, dtype=None, device=None, requires_grad:
     return _finish(Tensor._wrap(dev.xp.eye(n, m, dtype=dt.np), False, None, 0, [0], dev), requires_grad)
 
 
+def _random_hook(name: str, generator) -> None:
+    # a capture (tapelab.graphs) rejects draws its replay would repeat; nothing to do otherwise
+    if _DISPATCH.modes:
+        for mode in _DISPATCH.modes:
+            hook = getattr(mode, "random_op", None)
+            if hook is not None:
+                hook(name, generator)
+
+
 def _random(arr, dtype, device, requires_grad):
     dt = dtype or get_default_dtype()
     return _finish(_place(np.asarray(arr).astype(dt.np, copy=False), _dev(device)), requires_grad)
 
 
 def rand(*size, generator=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    _random_hook("rand", generator)
     return _random(rng(generator).random(_size(size)), dtype, device, requires_grad)
 
 
 def randn(*size, generator=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    _random_hook("randn", generator)
     return _random(rng(generator).standard_normal(_size(size)), dtype, device, requires_grad)
 
 
@@ -227,11 +239,13 @@ def randint(low, high=None, size=None, *, generator=None, dtype=None, device=Non
         low, high = 0, low
     if low >= high:
         raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={low} >= to={high}")
+    _random_hook("randint", generator)
     arr = rng(generator).integers(low, high, _size((size,) if isinstance(size, int) else tuple(size)))
     return _random(arr, dtype or _dtype.int64, device, requires_grad)
 
 
 def randperm(n: int, *, generator=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    _random_hook("randperm", generator)
     return _random(rng(generator).permutation(int(n)), dtype or _dtype.int64, device, requires_grad)
 
 
@@ -249,10 +263,12 @@ def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, device=N
         dtype = ref.dtype
     if device is None and ref is not None:
         device = ref.device
+    _random_hook("normal", generator)
     return _random(rng(generator).normal(m, s, _size(tuple(size))), dtype, device, requires_grad)
 
 
 def bernoulli(input, p=None, *, generator=None) -> Tensor:
+    _random_hook("bernoulli (dropout)", generator)
     probs = input.detach().__array__() if p is None else np.full(input.shape, p)
     if np.any((probs < 0) | (probs > 1)):
         raise RuntimeError("bernoulli: all elements of input must be in [0, 1]")

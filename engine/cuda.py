@@ -18,7 +18,8 @@ __all__ = ["is_available", "device_count", "current_device", "set_device", "devi
            "synchronize", "Stream", "Event", "current_stream", "default_stream", "stream",
            "memory_allocated", "max_memory_allocated", "memory_reserved", "max_memory_reserved",
            "reset_peak_memory_stats", "reset_max_memory_allocated", "empty_cache", "manual_seed",
-           "manual_seed_all", "is_initialized"]
+           "manual_seed_all", "is_initialized",
+           "CUDAGraph", "graph", "make_graphed_callables", "graph_pool_handle", "is_current_stream_capturing"]
 
 
 # ---------------------------------------------------------------- devices (issue 9)
@@ -297,3 +298,38 @@ def empty_cache() -> None:
 def unavailable_reason() -> str:
     """Why ``is_available()`` is False ('' when it is True)."""
     return cuda_unavailable_reason()
+
+
+# ---------------------------------------------------------------- graphs: tapelab.graphs bound to "cuda" (issue 6)
+def CUDAGraph(keep_graph: bool = False):
+    """``torch.cuda.CUDAGraph``: a ``tapelab.graphs.Graph`` on device "cuda"."""
+    require_cuda()
+    from .graphs import Graph
+    return Graph("cuda", keep_graph=keep_graph)
+
+
+def graph(cuda_graph, pool=None, stream=None, capture_error_mode: str = "global"):
+    """``torch.cuda.graph``: capture the ``with`` block into ``cuda_graph``."""
+    from . import graphs
+    return graphs.graph(cuda_graph, pool=pool, stream=stream, capture_error_mode=capture_error_mode)
+
+
+def make_graphed_callables(callables, sample_args, num_warmup_iters: int = 3,
+                           allow_unused_input: bool = False, pool=None):
+    """``torch.cuda.make_graphed_callables``: ``tapelab.graphs.make_graphed_callables`` on "cuda"."""
+    require_cuda()
+    from . import graphs
+    return graphs.make_graphed_callables(callables, sample_args, num_warmup_iters, allow_unused_input, pool,
+                                         device="cuda")
+
+
+def graph_pool_handle():
+    """``torch.cuda.graph_pool_handle``: a pool to share between captures."""
+    from . import graphs
+    return graphs.graph_pool_handle()
+
+
+def is_current_stream_capturing() -> bool:
+    """True while a graph capture is in progress."""
+    from . import graphs
+    return graphs.is_current_stream_capturing()

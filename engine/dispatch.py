@@ -313,7 +313,10 @@ def _write_inplace(op, target, args, params, grad_on):
         # the recorded node must see target's value and graph position from before the write
         keep = op.saves is ALL or (op.saves is not NONE and
                                    any(isinstance(a, Tensor) and a.requires_grad for a in args))
-        src = Tensor._wrap(target._data.copy() if keep else target._data, target.requires_grad,
+        data = target._data.copy() if keep else target._data
+        if keep and STATE.modes:
+            _mode_hook("record_copy", target._data, data)  # capture (tapelab.graphs) replays this copy
+        src = Tensor._wrap(data, target.requires_grad,
                            target.grad_fn, target._out_nr, [0] if keep else target._vc, target._device)
     out = apply(op, src, *args, **params)
     if isinstance(out, tuple):
@@ -324,9 +327,18 @@ def _write_inplace(op, target, args, params, grad_on):
     if out._data.shape != target._data.shape:
         raise RuntimeError(f"output with shape {list(target.shape)} doesn't match the broadcast shape "
                            f"{list(out.shape)} (in-place {op.name}_)")
+    if STATE.modes:
+        _mode_hook("record_write", target._data, out._data)  # capture (tapelab.graphs) records the write
     target._data[...] = out._data
     target._vc[0] += 1
     return out
+
+
+def _mode_hook(name: str, *arrays) -> None:
+    """Tell the top mode about work done outside ``apply`` (in-place writes), if it asks to know."""
+    hook = getattr(STATE.modes[-1], name, None)
+    if hook is not None:
+        hook(*arrays)
 
 
 def _can_cast(src, dst) -> bool:

@@ -20,8 +20,9 @@ from typing import Iterator, Sequence
 
 from .. import events
 from . import anomaly as _anomaly
-from .grad_mode import STATE as GRAD
+from .grad_mode import STATE as GRAD, no_grad
 from ..creation import zeros_like
+from ..dispatch import STATE as _DISPATCH
 from ..tensor import Tensor
 from .graph import RETAIN, AccumulateGrad
 
@@ -382,6 +383,10 @@ def _accumulate(node: AccumulateGrad, g, create_graph: bool) -> None:
             var.grad = g if create_graph or sys.getrefcount(g) <= 4 else g.clone()
     elif create_graph or old.requires_grad or old._data.shape != g._data.shape:
         var.grad = old + g
+    elif _DISPATCH.modes and getattr(_DISPATCH.modes[-1], "record_accumulate", False):
+        # a capture (tapelab.graphs) must see the accumulation: route it through the dispatcher
+        with no_grad():
+            old.add_(g)
     else:
         # accumulation is the engine's own bookkeeping, not a user op: no dispatch, no tape node
         old._data += g._data

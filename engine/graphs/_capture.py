@@ -1,0 +1,306 @@
+"""The capture mode: records a straight-line program while the captured ops run eagerly.
+
+While a ``Graph`` captures, this mode sits on top of the dispatcher's mode stack and
+receives every op. Each op runs through ``dispatch.eager`` (so autograd, hooks and
+optimizer code behave as usual) and is appended to the program as one step that reads
+*arrays*, never Tensors:
+
+- static arrays existed before capture began (parameters, optimizer state, the user's
+  static inputs): read and written in place by reference, never copied;
+- intermediates are the outputs of captured ops: allocated once, here, and owned by the
+  graph's pool until ``reset()``; each replay overwrites them (``out=`` or ``copyto``);
+- constants were made during capture outside the dispatcher (factories inside vjps, the
+  backward seed): read by reference; one that is written in place gets its initial
+  value back at the start of every replay (a CUDA graph re-runs the fill kernel).
+
+In-place writes (``dispatch._write_inplace``) and gradient accumulation arrive through
+``record_write``. Capture must not change state (a CUDA graph only records), so the first
+write to a static array snapshots it and ``finish`` restores every snapshot.
+"""
+from __future__ import annotations
+
+import gc
+import os
+import sys
+
+from ..dispatch import eager
+from ..tensor import Tensor
+
+_ENGINE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+# frames that only relay a request (the mode, the dispatcher, Tensor's own methods)
+_RELAY = (os.path.join(_ENGINE_DIR, "graphs") + os.sep, os.path.join(_ENGINE_DIR, "dispatch.py"),
+          os.path.join(_ENGINE_DIR, "tensor.py"))
+_DATA_DEPENDENT = {"nonzero": "nonzero()/argwhere()", "unique": "unique()"}
+
+
+class CaptureError(RuntimeError):
+    """Something a captured graph could not replay faithfully (raised during capture or replay)."""
+
+
+def _user_frame():
+    """``(file, line, text)`` of the innermost frame outside tapelab (the user's line)."""
+    f = sys._getframe(1)
+    while f is not None and f.f_code.co_filename.startswith(_ENGINE_DIR):
+        f = f.f_back
+    if f is None:
+        return ("<unknown>", 0, "")
+    import linecache
+    return (f.f_code.co_filename, f.f_lineno, linecache.getline(f.f_code.co_filename, f.f_lineno).strip())
+
+
+def _where(frame=None) -> str:
+    file, line, text = frame or _user_frame()
+    return f"{file}:{line}" + (f" ({text})" if text else "")
+
+
+def _requester():
+    """The first frame that is neither the capture machinery nor a Tensor method: who asked."""
+    f = sys._getframe(1)
+    while f is not None and f.f_code.co_filename.startswith(_RELAY):
+        f = f.f_back
+    return f
+
+
+def _root(a):
+    """The array that owns ``a``'s memory (numpy and cupy keep ``.base`` pointing at it)."""
+    b = a.base
+    while b is not None and hasattr(b, "shape"):
+        a, b = b, b.base
+    return a
+
+
+def _is_array(a) -> bool:
+    return hasattr(a, "shape") and hasattr(a, "dtype") and hasattr(a, "base")
+
+
+def _label(a) -> str:
+    return f"{a.dtype.name}{list(a.shape)}"
+
+
+class _Buf:
+    __slots__ = ("arr", "kind", "where", "name")
+
+    def __init__(self, arr, kind: str, where: str = "", name: str = ""):
+        self.arr, self.kind, self.where, self.name = arr, kind, where, name
+
+
+class CaptureMode:
+    """The dispatcher mode of one capture (see the module docstring)."""
+
+    record_accumulate = True  # autograd routes gradient accumulation through the dispatcher
+
+    def __init__(self, graph, names: dict | None = None):
+        self.graph = graph
+        self.bufs: dict[int, _Buf] = {}       # id(array) -> what it is; holds the arrays alive
+        self.steps: list[tuple] = []            # ("op", op, fwd, ins, params, outs, where) | ("copy", dst, src, why)
+        self.guards = 0
+        self.reinit: dict[int, tuple] = {}      # id(root) -> (root, initial value) for written constants
+        self.saved: dict[int, tuple] = {}       # id(root) -> (root, pre-capture value) for written statics
+        self.statics: dict[int, tuple] = {}     # id(tensor) -> (tensor, array, label) read as static inputs
+        self.names = names or {}                # id(tensor) -> a name for errors (make_graphed_callables)
+        self.pre = self._pre_existing()
+        self.aborted = None
+
+    # ------------------------------------------------------------ what existed before
+    def _pre_existing(self) -> dict:
+        """Every array a Tensor (or a saved autograd value) holds now, by its root, and the
+        Python numbers in optimizer state (a step count advanced during capture would be
+        frozen into the replay)."""
+        from ..autograd.graph import OpNode
+        from ..optim.optimizer import Optimizer
+        pre: dict = {}
+        self.optimizers = []
+        for o in gc.get_objects():
+            if isinstance(o, Tensor):
+                a = getattr(o, "_data", None)
+            elif isinstance(o, OpNode):
+                a = o.out_data
+            elif isinstance(o, Optimizer):
+                self.optimizers.append((o, _numbers(o)))
+                continue
+            else:
+                continue
+            if a is not None and _is_array(a):
+                r = _root(a)
+                pre[id(r)] = r
+        return pre
+
+    # ------------------------------------------------------------ classification
+    def _known(self, arr, t: Tensor | None = None) -> _Buf:
+        b = self.bufs.get(id(arr))
+        if b is None:
+            r = _root(arr)
+            rb = self.bufs.get(id(r))
+            if rb is not None:
+                kind = rb.kind
+            elif id(r) in self.pre:
+                kind = "static"
+            else:
+                kind = "const"
+            if rb is None and r is not arr:
+                self.bufs[id(r)] = _Buf(r, kind)
+            b = self.bufs[id(arr)] = _Buf(arr, kind, _where())
+        if t is not None and b.kind == "static" and id(t) not in self.statics:
+            name = self.names.get(id(t)) or f"a static input {_label(arr)} first read at {b.where}"
+            self.statics[id(t)] = (t, t._data, t._device, name)
+        return b
+
+    def _intermediate(self, arr, where: str):
+        self.bufs[id(arr)] = _Buf(arr, "inter", where)
+        r = _root(arr)
+        if r is not arr and id(r) not in self.bufs:
+            self.bufs[id(r)] = _Buf(r, "inter", where)
+
+    # ------------------------------------------------------------ the dispatcher mode
+    def dispatch(self, op, args, params):
+        self._reject_data_dependent(op, args, params)
+        calls = []
+        true_fwd = getattr(op.fwd, "_capture_true", op.fwd)
+
+        def spy(xp, *arrays, **kw):
+            r = true_fwd(xp, *arrays, **kw)
+            calls.append((xp, arrays, r))
+            return r
+        spy._capture_true = true_fwd
+        saved, op.fwd = op.fwd, spy
+        try:
+            out = eager(op, args, params)
+        finally:
+            op.fwd = saved
+        xp, arrays, r = calls[-1]
+        where = _where()
+        for a in args:
+            if isinstance(a, Tensor):
+                self._known(a._data, a)
+        roots = set()
+        for a in arrays:
+            if _is_array(a):
+                self._known(a)
+                roots.add(id(_root(a)))
+        outs = out if isinstance(out, tuple) else (out,)
+        dsts = []
+        for o in outs:
+            d = o._data
+            if id(_root(d)) in roots or id(d) in self.bufs:
+                self._known(d)           # a view (or the input itself): follows its base, no step
+                dsts.append(None)
+            else:
+                self._intermediate(d, where)
+                dsts.append(d)
+        if any(d is not None for d in dsts):
+            ufunc = None
+            if op.ufunc and not params and len(dsts) == 1:
+                ufunc = getattr(xp, op.ufunc)
+                if not _exact(ufunc, arrays, dsts[0]):
+                    ufunc = None
+            self.steps.append(("op", op, true_fwd, xp, arrays, params, tuple(dsts), r, ufunc, where))
+        return out
+
+    def _reject_data_dependent(self, op, args, params):
+        what = _DATA_DEPENDENT.get(op.name)
+        if what is None and op.name in ("index", "index_put"):
+            idx = args[1:] if op.name == "index" else args[2:]
+            if any(isinstance(i, Tensor) and i._data.dtype.kind == "b" for i in idx):
+                if op.name == "index":
+                    what = "boolean-mask indexing (x[mask], masked_select)"
+                elif isinstance(args[1], Tensor) and args[1]._data.ndim:
+                    what = "boolean-mask assignment of a tensor (x[mask] = values)"
+        if what is not None:
+            self.fail(f"{what} has a data-dependent output shape, which a captured graph cannot replay "
+                      f"(op {op.name}). Use a fixed-shape form instead (torch.where, masked_fill, "
+                      f"multiplication by the mask)")
+
+    # ------------------------------------------------------------ hooks from the engine
+    def record_write(self, target, src) -> None:
+        """``target[...] = src`` is about to happen (an in-place op or a gradient accumulation)."""
+        b = self._known(target)
+        if b.kind == "static":
+            r = _root(target)
+            if id(r) not in self.saved:
+                self.saved[id(r)] = (r, r.copy())
+        elif b.kind == "const":
+            r = _root(target)
+            if id(r) not in self.reinit:
+                self.reinit[id(r)] = (r, r.copy())
+        self._known(src)
+        self.steps.append(("copy", target, src, "write"))
+
+    def record_copy(self, src, copy) -> None:
+        """``copy`` was just made from ``src`` outside the dispatcher (the value an in-place op's
+        autograd node must see): replay refreshes it."""
+        self._known(src)
+        self._intermediate(copy, _where())
+        self.steps.append(("copy", copy, src, "snapshot"))
+
+    def host_sync(self, t: Tensor, what: str) -> None:
+        """``item()``/``tolist()``/``numpy()``/printing during capture. From user code it is an
+        error; from inside tapelab (a bounds check, a tensor hyper-parameter) the value is
+        fixed into the program and checked by a guard on every replay."""
+        f = _requester()
+        if f is not None and f.f_code.co_filename.startswith(_ENGINE_DIR) and what in ("item", "tolist"):
+            arr = t._data
+            self._known(arr, t)
+            value = arr.reshape(()).item() if what == "item" else arr.tolist()
+            internal = f"{os.path.relpath(f.f_code.co_filename, _ENGINE_DIR)}:{f.f_lineno} ({f.f_code.co_name})"
+            self.steps.append(("guard", arr, value, what, internal, _where()))
+            self.guards += 1
+            return
+        self.fail(f"Tensor.{what}() copies a value to the host, which a captured graph cannot do: the graph "
+                  f"replays device work only, so the value would be frozen at capture time. Move it out of "
+                  f"the captured region (read static outputs after replay())")
+
+    def random_op(self, name: str, generator) -> None:
+        self.fail(f"{name}() draws random numbers outside the graph: every replay would reuse the numbers "
+                  f"drawn at capture. tapelab has no graph-safe generator yet; draw the noise before "
+                  f"replay() into a static tensor (noise.copy_(...)), or capture in eval() mode "
+                  f"(no dropout)")
+
+    def fail(self, msg: str):
+        """Abort the capture (state restored, mode popped) and raise, naming the user's line."""
+        err = CaptureError(f"{msg}. Raised during graph capture at {_where()}")
+        self.graph._abort(err)
+        raise err
+
+    # ------------------------------------------------------------ the end of capture
+    def restore(self) -> None:
+        """Put every static array written during capture back as it was (capture only records)."""
+        for r, snap in self.saved.values():
+            r[...] = snap
+        self.saved.clear()
+
+    def optimizer_drift(self) -> str | None:
+        for opt, before in self.optimizers:
+            after = _numbers(opt)
+            for key, v in after.items():
+                if before.get(key) != v:
+                    name, state_key = key
+                    return (f"{type(opt).__name__}.step() ran during capture and advanced its state "
+                            f"'{state_key}' ({before.get(key)} -> {v}), a Python number: every replay would "
+                            f"reuse the value from capture time (PyTorch needs capturable=True here). Capture "
+                            f"an optimizer whose state is all tensors (SGD), or keep step() out of the graph")
+        return None
+
+
+def _exact(ufunc, arrays, dst) -> bool:
+    """The ufunc reproduces the op's output exactly (dtype, shape and values) on the capture's inputs."""
+    if not all(_is_array(a) or type(a) in (int, float, bool) for a in arrays):
+        return False
+    try:
+        chk = ufunc(*arrays)
+    except (TypeError, ValueError):
+        return False
+    if getattr(chk, "dtype", None) != dst.dtype or getattr(chk, "shape", None) != dst.shape:
+        return False
+    import numpy as np
+    xp = np if isinstance(dst, np.ndarray) else __import__("cupy")
+    return bool(xp.array_equal(chk, dst, equal_nan=True))
+
+
+def _numbers(opt) -> dict:
+    out = {}
+    for p, st in opt.state.items():
+        if isinstance(st, dict):
+            for k, v in st.items():
+                if isinstance(v, (int, float)) and not isinstance(v, bool):
+                    out[(id(p), k)] = v
+    return out

@@ -1,0 +1,101 @@
+"""The captured program: straight-line Python over preallocated arrays.
+
+A capture's steps become one generated function (``Program.source`` shows it): each op
+is its forward called on the arrays it read at capture, written into its output buffer
+(``ufunc(..., out=buf)`` where the op is exactly a ufunc, else ``copyto``); in-place
+writes are ``copyto``. No dispatch, no Tensor, no autograd bookkeeping at replay.
+"""
+from __future__ import annotations
+
+from ._capture import CaptureError, _is_array
+
+
+class Program:
+    """The compiled steps of one capture (see the module docstring)."""
+
+    def __init__(self, mode):
+        self.ns: dict = {}
+        self._names: dict[int, str] = {}
+        self.nodes: list[dict] = []       # one entry per step, for views and the capture event
+        self.where: list[str] = []
+        self.guards: list[tuple] = []
+        lines = []
+        copyto = None
+        for root, snap in mode.reinit.values():
+            lines.append(f"_copyto({self._name(root)}, {self._name(snap)})")
+            self.nodes.append({"kind": "reinit", "op": "copy", "inputs": [self._name(snap)],
+                               "outputs": [self._name(root)], "where": ""})
+        for step in mode.steps:
+            kind = step[0]
+            if kind == "op":
+                _, op, fwd, xp, arrays, params, dsts, r, ufunc, where = step
+                copyto = copyto or xp.copyto
+                lines += self._op(len(self.nodes), op, fwd, xp, arrays, params, dsts, r, ufunc)
+                self.nodes.append({"kind": "op", "op": op.name,
+                                   "inputs": [self._name(a) if _is_array(a) else repr(a) for a in arrays],
+                                   "outputs": [self._name(d) for d in dsts if d is not None], "where": where})
+            elif kind == "copy":
+                _, dst, src, why = step
+                lines.append(f"_copyto({self._name(dst)}, {self._name(src)}, casting='unsafe')")
+                self.nodes.append({"kind": why, "op": "copy", "inputs": [self._name(src)],
+                                   "outputs": [self._name(dst)], "where": ""})
+            else:
+                _, arr, value, what, internal, where = step
+                self.guards.append((value, what, internal, where))
+                lines.append(f"_guard({self._name(arr)}, {self._name(value, 'k')}, {len(self.guards) - 1})")
+                self.nodes.append({"kind": "guard", "op": what, "inputs": [self._name(arr)], "outputs": [],
+                                   "where": where})
+        import numpy as np
+        self.ns.update(_copyto=copyto or np.copyto, _guard=self._guard, _shape_error=self._shape_error,
+                       _np_shape=np.shape)
+        self.source = "def _replay():\n" + "".join(f"    {ln}\n" for ln in lines or ["pass"])
+        code = compile(self.source, "<tapelab captured graph>", "exec")
+        exec(code, self.ns)
+        self.run = self.ns["_replay"]
+        self.buffers = {id(b.arr): b.arr for b in mode.bufs.values() if b.kind == "inter"}
+
+    def _name(self, obj, prefix: str = "b") -> str:
+        n = self._names.get(id(obj))
+        if n is None:
+            n = self._names[id(obj)] = f"{prefix}{len(self._names)}"
+            self.ns[n] = obj
+        return n
+
+    def _arg(self, a) -> str:
+        if a is None or type(a) is bool:
+            return repr(a)
+        return self._name(a, "b" if _is_array(a) else "k")
+
+    def _op(self, i, op, fwd, xp, arrays, params, dsts, r, ufunc) -> list[str]:
+        args = ", ".join(self._arg(a) for a in arrays)
+        if ufunc is not None:
+            return [f"{self._name(ufunc, 'u')}({args}, out={self._name(dsts[0])})"]
+        kw = "".join(f", {k}={self._arg(v)}" for k, v in params.items())
+        call = f"_r = {self._name(fwd, 'f')}({self._name(xp, 'x')}, {args}{kw})"
+        if len(dsts) == 1:
+            d = self._name(dsts[0])
+            shape = "_r.shape" if hasattr(r, "shape") else "_np_shape(_r)"
+            return [call, f"if {shape} != {d}.shape: _shape_error({i}, _r)", f"_copyto({d}, _r)"]
+        return [call] + [f"_copyto({self._name(d)}, _r[{j}])" for j, d in enumerate(dsts) if d is not None]
+
+    def _guard(self, arr, expected, i: int) -> None:
+        value, what, internal, where = self.guards[i]
+        got = arr.reshape(()).item() if what == "item" else arr.tolist()
+        if got == expected or (got != got and expected != expected):
+            return
+        raise CaptureError(f"captured graph: a value read on the host during capture changed: {internal} read "
+                           f"{expected!r} at capture (from {where}) and now sees {got!r}. The graph replays the "
+                           f"capture-time decision; capture again (or keep this value fixed)")
+
+    def _shape_error(self, i: int, r) -> None:
+        node = self.nodes[i]
+        raise CaptureError(f"captured graph: op {node['op']} (captured at {node['where']}) now produces shape "
+                           f"{list(getattr(r, 'shape', ()))} instead of the captured one; its output shape depends "
+                           f"on the data, which a graph cannot replay")
+
+    @property
+    def nbytes(self) -> int:
+        return sum(int(a.nbytes) for a in self.buffers.values())
+
+
+__all__ = ["Program"]

@@ -1,0 +1,243 @@
+"""``Graph``: capture the work of a step once, replay it with CUDA Graph semantics on any device."""
+from __future__ import annotations
+
+from .. import events
+from ..device import device as _device
+from ..dispatch import pop_mode, push_mode
+from ..tensor import Tensor, _check_host_sync
+from ._capture import CaptureError, CaptureMode, _label, _where
+from ._program import Program
+
+__all__ = ["Graph", "graph", "MemPool", "graph_pool_handle", "is_current_stream_capturing", "CaptureError"]
+
+_ACTIVE: list = []   # the capturing Graph, at most one (as PyTorch: one capture per process)
+
+
+def is_current_stream_capturing() -> bool:
+    """True while a graph capture is in progress."""
+    return bool(_ACTIVE)
+
+
+class MemPool:
+    """A graph memory pool: owns the buffers of the graphs captured into it until they ``reset()``.
+
+    Graphs may share one (``pool=g1.pool()``) if they always replay in capture order.
+    """
+
+    def __init__(self):
+        self._owners: dict[int, dict] = {}   # id(graph) -> {id(array): array}
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of buffers held for the graphs of this pool."""
+        return sum(int(a.nbytes) for bufs in self._owners.values() for a in bufs.values())
+
+    @property
+    def n_graphs(self) -> int:
+        return len(self._owners)
+
+    def _add(self, g, buffers: dict) -> None:
+        self._owners[id(g)] = buffers
+
+    def _release(self, g) -> None:
+        self._owners.pop(id(g), None)
+
+    def __repr__(self) -> str:
+        return f"MemPool(graphs={self.n_graphs}, nbytes={self.nbytes})"
+
+
+def graph_pool_handle() -> MemPool:
+    """A new pool to share between captures (``torch.cuda.graph_pool_handle``)."""
+    return MemPool()
+
+
+class Graph:
+    """A captured program of tensor work, replayed without dispatch (``torch.cuda.CUDAGraph``).
+
+    Capture (``graph(g)`` or ``capture_begin``/``capture_end``) records every op the
+    region runs, including backward and optimizer steps, and leaves parameters and other
+    existing tensors as they were: capture records work, it does not do it. Tensors made
+    during capture are the graph's static outputs; each ``replay()`` recomputes them in
+    place from the current contents of the static inputs (tensors made before capture),
+    so feed data with ``static_in.copy_(x)`` and read ``static_out`` after ``replay()``.
+
+    Args:
+        device: where the captured work runs ("cpu"; "cuda" replays the same program of
+            cupy calls when cupy and a GPU are present).
+
+    >>> static_x = tapelab.zeros(8, 4)
+    >>> g = tapelab.graphs.Graph()
+    >>> with tapelab.graphs.graph(g):
+    ...     static_y = (static_x * 2).relu()
+    >>> static_x.copy_(tapelab.randn(8, 4)); g.replay()   # static_y now holds relu(2 x)
+    """
+
+    def __init__(self, device="cpu", keep_graph: bool = False):
+        self.device = _device(device) if not isinstance(device, _device) else device
+        if self.device.type == "cuda":
+            from ..device import cuda_available
+            if not cuda_available():
+                raise RuntimeError("tapelab.graphs.Graph(device='cuda') needs cupy and a CUDA GPU, and none is "
+                                   "available here; capture on device='cpu'")
+        self._mode = None
+        self._program = None
+        self._pool = None
+        self._statics: tuple = ()
+        self._error = None
+        self.replays = 0
+
+    # ------------------------------------------------------------ capture
+    def capture_begin(self, pool: MemPool | None = None, capture_error_mode: str = "global") -> None:
+        """Start recording (prefer the ``graph`` context manager)."""
+        if _ACTIVE:
+            raise CaptureError(f"a graph capture is already in progress (begun at {_ACTIVE[0]._begun}); only one "
+                               f"capture may be active at a time. End it first (at {_where()})")
+        if self._program is not None:
+            raise RuntimeError("this Graph already holds a capture; call reset() before capturing again")
+        if pool is not None and not isinstance(pool, MemPool):
+            raise TypeError(f"pool must be a MemPool from Graph.pool() or graph_pool_handle(), got "
+                            f"{type(pool).__name__}")
+        self._pool = pool if pool is not None else MemPool()
+        self._error = None
+        self._begun = _where()
+        self._mode = CaptureMode(self, getattr(self, "_names", None))
+        _ACTIVE.append(self)
+        _patch_host_reads()
+        push_mode(self._mode)
+
+    def capture_end(self) -> None:
+        """Finish recording: restore what capture wrote and build the replay program."""
+        if self._mode is None:
+            if self._error is not None:
+                raise CaptureError(f"the capture was aborted: {self._error}")
+            raise RuntimeError("capture_end() without capture_begin()")
+        mode = self._stop()
+        drift = mode.optimizer_drift()
+        if drift is not None:
+            err = CaptureError(f"{drift}. Raised at the end of capture ({_where()})")
+            self._error = err
+            raise err
+        self._program = Program(mode)
+        self._statics = tuple(mode.statics.values())
+        self._pool._add(self, self._program.buffers)
+        if events.has_subscribers("capture_done"):
+            events.emit("capture_done", self.summary())
+
+    def _stop(self):
+        mode, self._mode = self._mode, None
+        pop_mode(mode)
+        if self in _ACTIVE:
+            _ACTIVE.remove(self)
+        if not _ACTIVE:
+            _unpatch_host_reads()
+        mode.restore()
+        return mode
+
+    def _abort(self, err) -> None:
+        """Called when capture fails: stop recording, restore state, keep the reason."""
+        if self._mode is not None:
+            self._stop()
+        self._error = err
+
+    # ------------------------------------------------------------ replay
+    def replay(self) -> None:
+        """Run the captured work again on the current contents of the static inputs."""
+        if self._program is None:
+            raise RuntimeError("replay() on a Graph with no capture (capture it first, or it was reset())")
+        for t, arr, dev, name in self._statics:
+            if t._data is not arr or t._device is not dev:
+                self._bad_static(t, arr, dev, name)
+        self._program.run()
+        self.replays += 1
+
+    def _bad_static(self, t, arr, dev, name):
+        now = f"{_label(t._data)} on {t._device}"
+        was = f"{_label(arr)} on {dev}"
+        change = (f"it was captured as {was} and is now {now}" if now != was else
+                  f"it still is {was}, but holds a different buffer than the one captured")
+        raise CaptureError(f"Graph.replay(): {name} no longer holds its captured buffer: {change}. A captured "
+                           f"graph reads and writes the buffers it captured; feed new data in place with "
+                           f"static.copy_(x) instead of rebinding the tensor (.data = ..., set_), or capture again")
+
+    def reset(self) -> None:
+        """Drop the captured program and give its buffers back (tensors you still hold keep theirs)."""
+        if self._mode is not None:
+            self._abort(CaptureError("reset() during capture"))
+        if self._pool is not None:
+            self._pool._release(self)
+        self._program = None
+        self._statics = ()
+        self.replays = 0
+
+    def pool(self) -> MemPool:
+        """This graph's memory pool, to share with a later capture (``graph(g2, pool=g1.pool())``)."""
+        if self._pool is None:
+            raise RuntimeError("pool() before capture_begin(): the pool is made when capture begins")
+        return self._pool
+
+    # ------------------------------------------------------------ what was captured
+    @property
+    def source(self) -> str:
+        """The generated replay function (one line per step)."""
+        return self._program.source if self._program is not None else ""
+
+    def nodes(self) -> list[dict]:
+        """The captured steps: ``{"kind", "op", "inputs", "outputs", "where"}`` each."""
+        return list(self._program.nodes) if self._program is not None else []
+
+    def summary(self) -> dict:
+        p = self._program
+        return {"device": str(self.device), "nodes": self.nodes(),
+                "static_inputs": [name for _, _, _, name in self._statics],
+                "pool_nbytes": p.nbytes if p is not None else 0, "replays": self.replays}
+
+    def __repr__(self) -> str:
+        if self._program is None:
+            return f"Graph(device={self.device}, not captured)"
+        return (f"Graph(device={self.device}, steps={len(self._program.nodes)}, "
+                f"static_inputs={len(self._statics)}, pool={self._program.nbytes} bytes)")
+
+
+class graph:
+    """Capture the region into ``cuda_graph`` (``torch.cuda.graph``): ``with graph(g): ...``."""
+
+    def __init__(self, cuda_graph: Graph, pool: MemPool | None = None, stream=None,
+                 capture_error_mode: str = "global"):
+        self.g, self.pool = cuda_graph, pool
+
+    def __enter__(self):
+        self.g.capture_begin(self.pool)
+        return self.g
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is None:
+            self.g.capture_end()
+        elif self.g._mode is not None:
+            self.g._abort(exc)
+        return False
+
+
+# ---------------------------------------------------------------- host reads while capturing
+# item() and tolist() ask the active modes already (tensor._check_host_sync); numpy() and
+# printing are wrapped here only while a capture runs, so they cost nothing otherwise.
+_HOST_READS = {"numpy": "numpy", "__repr__": "print", "__format__": "print"}
+_saved: dict = {}
+
+
+def _patch_host_reads() -> None:
+    if _saved:
+        return
+    for attr, what in _HOST_READS.items():
+        orig = _saved[attr] = Tensor.__dict__[attr]
+
+        def checked(self, *a, _orig=orig, _what=what, **k):
+            _check_host_sync(self, _what)
+            return _orig(self, *a, **k)
+        setattr(Tensor, attr, checked)
+
+
+def _unpatch_host_reads() -> None:
+    for attr, orig in _saved.items():
+        setattr(Tensor, attr, orig)
+    _saved.clear()
+
