@@ -245,7 +245,8 @@ class CaptureMode:
             self.steps.append(("guard", arr, value, what, internal, _where()))
             self.guards += 1
             return
-        self.fail(f"Tensor.{what}() copies a value to the host, which a captured graph cannot do: the graph "
+        act = "printing a Tensor" if what == "print" else f"Tensor.{what}()"
+        self.fail(f"{act} copies a value to the host, which a captured graph cannot do: the graph "
                   f"replays device work only, so the value would be frozen at capture time. Move it out of "
                   f"the captured region (read static outputs after replay())")
 

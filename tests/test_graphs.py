@@ -1,0 +1,456 @@
+"""tapelab.graphs: capture and replay with CUDA Graph semantics on cpu (issue 6)."""
+import gc
+import weakref
+
+import numpy as np
+import pytest
+
+import tapelab as T
+from tapelab import nn
+from tapelab.dispatch import STATE
+from tapelab.graphs import CaptureError, Graph, graph, make_graphed_callables
+from tapelab.optim import SGD, Adam
+
+N_STEPS = 100
+B, DIN, DH, NCLS = 16, 20, 32, 5
+
+
+def _data(n, seed=0):
+    rng = np.random.default_rng(seed)
+    return ([rng.standard_normal((B, DIN)).astype(np.float32) for _ in range(n)],
+            [rng.integers(0, NCLS, B) for _ in range(n)])
+
+
+def _mlp():
+    T.manual_seed(0)
+    return nn.Sequential(nn.Linear(DIN, DH), nn.ReLU(), nn.Linear(DH, DH), nn.Tanh(), nn.Linear(DH, NCLS))
+
+
+class CapturableAdam(Adam):
+    """Adam whose step count is a tensor (PyTorch's ``capturable=True`` branch, op for op), so the
+    bias corrections are tensor ops a graph replays. tapelab's Adam keeps a Python count."""
+
+    def _step_group(self, group):
+        beta1, beta2 = group["betas"]
+        lr, eps = group["lr"], group["eps"]
+        for p in group["params"]:
+            if p.grad is None:
+                continue
+            st = self.state[p]
+            if not st:
+                st["step"] = T.zeros(())
+                st["exp_avg"], st["exp_avg_sq"] = T.zeros_like(p), T.zeros_like(p)
+            step = st["step"]
+            step.add_(1)
+            st["exp_avg"].lerp_(p.grad, 1 - beta1)
+            st["exp_avg_sq"].mul_(beta2).addcmul_(p.grad, p.grad, value=1 - beta2)
+            step_size_neg = -(lr / (1 - beta1 ** step))
+            bc2_sqrt = (1 - beta2 ** step).sqrt()
+            denom = (st["exp_avg_sq"].sqrt() / (bc2_sqrt * step_size_neg)).add_(eps / step_size_neg)
+            p.addcdiv_(st["exp_avg"], denom)
+
+
+def _train(make_opt, graphed, steps=N_STEPS, warmup=3):
+    """Parameters after ``warmup`` eager steps and ``steps`` more, eager or replayed."""
+    model = _mlp()
+    opt = make_opt(model.parameters())
+    xs, ys = _data(warmup + steps)
+    static_x, static_y = T.zeros(B, DIN), T.zeros(B, dtype=T.int64)
+
+    def step():
+        loss = nn.functional.cross_entropy(model(static_x), static_y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    for i in range(warmup):
+        static_x.copy_(T.from_numpy(xs[i]))
+        static_y.copy_(T.from_numpy(ys[i]))
+        opt.zero_grad(set_to_none=True)
+        step()
+    g = None
+    if graphed:
+        before = [p.detach().numpy().copy() for p in model.parameters()]
+        g = Graph()
+        opt.zero_grad(set_to_none=True)
+        with graph(g):
+            static_loss = step()
+        # capture records the step without doing it: parameters are as they were
+        for p, b in zip(model.parameters(), before):
+            np.testing.assert_array_equal(p.detach().numpy(), b)
+    losses = []
+    for i in range(warmup, warmup + steps):
+        static_x.copy_(T.from_numpy(xs[i]))
+        static_y.copy_(T.from_numpy(ys[i]))
+        if graphed:
+            g.replay()
+            losses.append(float(static_loss.detach().numpy()))
+        else:
+            opt.zero_grad(set_to_none=True)
+            losses.append(step().item())
+    return [p.detach().numpy().copy() for p in model.parameters()], losses, g
+
+
+@pytest.mark.parametrize("make_opt", [
+    lambda ps: SGD(ps, lr=0.05, momentum=0.9),
+    lambda ps: SGD(ps, lr=0.05, momentum=0.9, nesterov=True, weight_decay=1e-3),
+    lambda ps: CapturableAdam(ps, lr=1e-2),
+], ids=["sgd-momentum", "sgd-nesterov-wd", "adam-capturable"])
+def test_training_step_replay_equals_eager(make_opt):
+    eager_params, eager_losses, _ = _train(make_opt, graphed=False)
+    replay_params, replay_losses, g = _train(make_opt, graphed=True)
+    assert g.replays == N_STEPS
+    for a, b in zip(eager_params, replay_params):
+        np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(replay_losses, eager_losses, rtol=1e-5, atol=1e-6)
+    assert not STATE.slow and not STATE.modes  # the eager fast path is back
+
+
+def test_adam_with_python_step_count_is_rejected():
+    model = _mlp()
+    opt = Adam(model.parameters(), lr=1e-2)
+    x = T.randn(B, DIN)
+    model(x).sum().backward()
+    opt.step()
+    before = [p.detach().numpy().copy() for p in model.parameters()]
+    g = Graph()
+    with pytest.raises(CaptureError, match=r"Adam.step\(\) ran during capture.*'step'"):
+        with graph(g):
+            model(x).sum().backward()
+            opt.step()
+    for p, b in zip(model.parameters(), before):
+        np.testing.assert_array_equal(p.detach().numpy(), b)
+    with pytest.raises(RuntimeError, match="no capture"):
+        g.replay()
+
+
+# ---------------------------------------------------------------- static buffers
+def test_static_output_is_overwritten_by_each_replay():
+    x = T.zeros(3, 4)
+    w = T.randn(4, 2)
+    g = Graph()
+    with graph(g):
+        assert T.graphs.is_current_stream_capturing() and T.cuda.is_current_stream_capturing()
+        out = (x @ w).tanh() * 2 + x.sum()
+    assert not T.graphs.is_current_stream_capturing()
+    held = out  # the same tensor object: replay writes into its buffer
+    for seed in range(3):
+        xv = np.random.default_rng(seed).standard_normal((3, 4)).astype(np.float32)
+        x.copy_(T.from_numpy(xv))
+        g.replay()
+        assert held is out
+        np.testing.assert_allclose(out.numpy(), np.tanh(xv @ w.numpy()) * 2 + xv.sum(), rtol=1e-5, atol=1e-6)
+    kept = out.clone()
+    x.fill_(1.0)
+    g.replay()
+    assert not np.allclose(kept.numpy(), out.numpy())  # clone what you need to keep
+
+
+def test_capture_does_not_run_the_work_on_existing_tensors():
+    p = T.ones(4)
+    acc = T.zeros(4)
+    g = Graph()
+    with graph(g):
+        p.mul_(3)
+        acc.add_(p)
+    np.testing.assert_array_equal(p.numpy(), np.ones(4))
+    np.testing.assert_array_equal(acc.numpy(), np.zeros(4))
+    g.replay()
+    g.replay()
+    np.testing.assert_array_equal(p.numpy(), np.full(4, 9.0))
+    np.testing.assert_array_equal(acc.numpy(), np.full(4, 12.0))
+
+
+def test_tensor_made_during_capture_and_written_restarts_each_replay():
+    x = T.tensor([1.0, 2.0, 3.0])
+    g = Graph()
+    with graph(g):
+        z = T.zeros(3)          # a factory: outside the dispatcher, a constant of the graph
+        z.add_(x)               # ... written in place: every replay starts from zeros again
+        out = z * 10
+    for _ in range(3):
+        g.replay()
+        np.testing.assert_array_equal(out.numpy(), [10.0, 20.0, 30.0])
+
+
+def test_inplace_ops_under_autograd_replay_like_eager():
+    def f(x, w, v):
+        h = x @ w
+        h.relu_()
+        h.mul_(v)               # v needs grad: the node keeps h's value from before the write
+        return (h * h).sum()
+
+    x = T.randn(5, 3)
+    w = T.randn(3, 4, requires_grad=True)
+    v = T.randn(4, requires_grad=True)
+    g = Graph()
+    with graph(g):
+        loss = f(x, w, v)
+        loss.backward()
+    gw, gv = w.grad, v.grad
+    for seed in range(3):
+        xv = np.random.default_rng(seed).standard_normal((5, 3)).astype(np.float32)
+        x.copy_(T.from_numpy(xv))
+        g.replay()
+        w2 = w.detach().clone().requires_grad_(True)
+        v2 = v.detach().clone().requires_grad_(True)
+        ref = f(T.from_numpy(xv), w2, v2)
+        ref.backward()
+        np.testing.assert_allclose(loss.detach().numpy(), ref.detach().numpy(), rtol=1e-5)
+        np.testing.assert_allclose(gw.numpy(), w2.grad.numpy(), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(gv.numpy(), v2.grad.numpy(), rtol=1e-5, atol=1e-6)
+    assert any(n["kind"] == "snapshot" for n in g.nodes())
+
+
+def test_gradient_accumulation_into_existing_grad_is_replayed():
+    w = T.ones(3, requires_grad=True)
+    w.grad = T.zeros(3)
+    x = T.tensor([1.0, 2.0, 3.0])
+    g = Graph()
+    with graph(g):
+        (w * x).sum().backward()
+    np.testing.assert_array_equal(w.grad.numpy(), np.zeros(3))   # restored after capture
+    g.replay()
+    g.replay()
+    np.testing.assert_array_equal(w.grad.numpy(), [2.0, 4.0, 6.0])
+
+
+# ---------------------------------------------------------------- pools and reset
+def test_pool_shared_between_two_graphs():
+    x = T.randn(6, 6)
+    g1, g2 = Graph(), Graph()
+    with graph(g1):
+        a = x @ x
+    pool = g1.pool()
+    n1 = pool.nbytes
+    assert n1 >= a.numpy().nbytes
+    with graph(g2, pool=pool):
+        b = a.relu() + 1
+    assert g2.pool() is pool and pool.n_graphs == 2 and pool.nbytes > n1
+    x.copy_(T.randn(6, 6))
+    g1.replay()
+    g2.replay()   # replays in capture order read what the first wrote
+    np.testing.assert_allclose(b.numpy(), np.maximum(x.numpy() @ x.numpy(), 0) + 1, rtol=1e-5)
+    g1.reset()
+    assert pool.n_graphs == 1 and pool.nbytes < pool.nbytes + 1
+    g2.replay()
+    with pytest.raises(TypeError, match="MemPool"):
+        Graph().capture_begin(pool="nope")
+
+
+def test_reset_frees_the_graph_buffers():
+    x = T.randn(32, 32)
+    g = Graph()
+    with graph(g):
+        out = (x @ x).exp().sum()
+    inner = [weakref.ref(b) for b in g._program.buffers.values() if b is not out._data]
+    assert inner and all(r() is not None for r in inner)
+    pool = g.pool()
+    g.reset()
+    gc.collect()
+    assert all(r() is None for r in inner)
+    assert pool.nbytes == 0 and out.numpy().shape == ()   # what the user holds stays valid
+    with pytest.raises(RuntimeError, match="no capture"):
+        g.replay()
+    with graph(g):   # a reset graph can capture again
+        out2 = x + 1
+    g.replay()
+    np.testing.assert_allclose(out2.numpy(), x.numpy() + 1)
+
+
+def test_graph_lists_what_it_captured():
+    x = T.randn(4, 4)
+    g = Graph()
+    with graph(g):
+        y = x.matmul(x).relu()
+    ops = [n["op"] for n in g.nodes()]
+    assert ops == ["matmul", "relu"]
+    assert all("test_graphs.py" in n["where"] for n in g.nodes())
+    assert "def _replay" in g.source
+    summary = g.summary()
+    assert summary["pool_nbytes"] == 2 * y.numpy().nbytes and len(summary["static_inputs"]) == 1
+    seen = []
+    with T.events.subscribe("capture_done", seen.append):
+        with graph(Graph()):
+            x * 2
+    assert seen and seen[0]["nodes"][0]["op"] == "mul"
+
+
+# ---------------------------------------------------------------- make_graphed_callables
+def test_make_graphed_callables_module_gradients_equal_eager():
+    model = _mlp()
+    ref = _mlp()
+    x0 = T.randn(B, DIN, requires_grad=True)
+    gmodel = make_graphed_callables(model, (x0,), num_warmup_iters=2)
+    assert gmodel is model and model.fwd_graph._program is not None
+    xs, _ = _data(4, seed=1)
+    for xv in xs:
+        x1 = T.from_numpy(xv.copy()).requires_grad_(True)
+        x2 = T.from_numpy(xv.copy()).requires_grad_(True)
+        model.zero_grad()
+        ref.zero_grad()
+        out1 = gmodel(x1)
+        out2 = ref(x2)
+        np.testing.assert_allclose(out1.detach().numpy(), out2.detach().numpy(), rtol=1e-5, atol=1e-6)
+        (out1 ** 2).sum().backward()
+        (out2 ** 2).sum().backward()
+        np.testing.assert_allclose(x1.grad.numpy(), x2.grad.numpy(), rtol=1e-5, atol=1e-6)
+        for p, q in zip(model.parameters(), ref.parameters()):
+            np.testing.assert_allclose(p.grad.numpy(), q.grad.numpy(), rtol=1e-5, atol=1e-6)
+    model.eval()   # captured in training mode: eval runs the eager forward
+    np.testing.assert_allclose(model(x0).detach().numpy(), ref(x0).detach().numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_make_graphed_callables_functions_tuple():
+    w = T.randn(3, 3, requires_grad=True)
+
+    def f(a, b):
+        return (a @ w).sin() * b, a.sum()
+
+    def h(c):
+        return c.exp()
+
+    a0, b0, c0 = T.randn(2, 3, requires_grad=True), T.randn(2, 3), T.randn(4, requires_grad=True)
+    gf, gh = make_graphed_callables((f, h), ((a0, b0), (c0,)))
+    for seed in range(3):
+        rng = np.random.default_rng(seed)
+        av, bv, cv = (rng.standard_normal(s).astype(np.float32) for s in ((2, 3), (2, 3), (4,)))
+        a1, c1 = T.from_numpy(av).requires_grad_(True), T.from_numpy(cv).requires_grad_(True)
+        y, s = gf(a1, T.from_numpy(bv))
+        (y.sum() * 2 + s + gh(c1).sum()).backward()
+        a2, c2 = T.from_numpy(av.copy()).requires_grad_(True), T.from_numpy(cv.copy()).requires_grad_(True)
+        y2, s2 = f(a2, T.from_numpy(bv))
+        (y2.sum() * 2 + s2 + h(c2).sum()).backward()
+        np.testing.assert_allclose(a1.grad.numpy(), a2.grad.numpy(), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(c1.grad.numpy(), c2.grad.numpy(), rtol=1e-5, atol=1e-6)
+    with pytest.raises(RuntimeError, match=r"argument 0 is float32\[5, 3\].*sample_args\[0\]"):
+        gf(T.randn(5, 3, requires_grad=True), b0)
+    with pytest.raises(RuntimeError, match="requires_grad"):
+        gf(T.randn(2, 3), b0)
+
+
+# ---------------------------------------------------------------- capture errors
+def _fails(body, match):
+    x = T.randn(4, 4)
+    g = Graph()
+    with pytest.raises(CaptureError, match=match) as info:
+        with graph(g):
+            body(x)
+    msg = str(info.value)
+    assert "test_graphs.py" in msg, msg            # names the user's source line
+    assert not STATE.modes and not STATE.slow       # capture ended, eager fast path back
+    assert not T.graphs.is_current_stream_capturing()
+    assert "checked" not in T.Tensor.numpy.__name__
+    return msg
+
+
+@pytest.mark.parametrize("body,match", [
+    (lambda x: x.sum().item(), r"Tensor.item\(\) copies a value to the host"),
+    (lambda x: x.tolist(), r"Tensor.tolist\(\)"),
+    (lambda x: x.numpy(), r"Tensor.numpy\(\)"),
+    (lambda x: print(x), r"printing a Tensor copies"),
+    (lambda x: f"{x.sum():.3f}", r"printing a Tensor copies"),
+    (lambda x: bool(x.sum() > 0), r"Tensor.item\(\)"),
+], ids=["item", "tolist", "numpy", "print", "format", "branch"])
+def test_host_syncs_are_capture_errors(body, match):
+    _fails(body, match)
+
+
+@pytest.mark.parametrize("body,match", [
+    (lambda x: x.nonzero(), r"nonzero\(\)/argwhere\(\) has a data-dependent output shape"),
+    (lambda x: x[x > 0], r"boolean-mask indexing"),
+    (lambda x: x.masked_select(x > 0), r"boolean-mask indexing .*masked_select"),
+    (lambda x: T.unique(x), r"unique\(\)"),
+], ids=["nonzero", "bool-mask", "masked_select", "unique"])
+def test_data_dependent_shapes_are_capture_errors(body, match):
+    _fails(body, match)
+
+
+@pytest.mark.parametrize("body,match", [
+    (lambda x: x + T.randn(4, 4), r"randn\(\) draws random numbers"),
+    (lambda x: T.rand_like(x), r"rand\(\) draws random numbers"),
+    (lambda x: nn.functional.dropout(x, 0.5, training=True), r"bernoulli \(dropout\)"),
+], ids=["randn", "rand_like", "dropout"])
+def test_random_ops_are_capture_errors(body, match):
+    _fails(body, match)
+
+
+def test_capture_error_restores_state_and_graph_stays_empty():
+    p = T.ones(3)
+    g = Graph()
+    with pytest.raises(CaptureError):
+        with graph(g):
+            p.add_(1)
+            p.sum().item()
+    np.testing.assert_array_equal(p.numpy(), np.ones(3))
+    with pytest.raises(RuntimeError, match="no capture"):
+        g.replay()
+
+
+def test_nested_capture_is_an_error():
+    g1, g2 = Graph(), Graph()
+    with pytest.raises(CaptureError, match="already in progress"):
+        with graph(g1):
+            with graph(g2):
+                pass
+    assert not T.graphs.is_current_stream_capturing() and not STATE.modes
+
+
+def test_masked_fill_and_where_are_fine():
+    x = T.randn(4, 4)
+    g = Graph()
+    with graph(g):
+        y = x.masked_fill(x < 0, 0.0) + T.where(x > 1, x, T.zeros_like(x))
+    x.copy_(T.randn(4, 4))
+    g.replay()
+    xv = x.numpy()
+    np.testing.assert_allclose(y.numpy(), np.where(xv < 0, 0, xv) + np.where(xv > 1, xv, 0), rtol=1e-6)
+
+
+# ---------------------------------------------------------------- replay-time checks
+def test_replay_rejects_rebound_static_inputs():
+    x = T.randn(4, 3)
+    g = Graph()
+    with graph(g):
+        y = x * 2
+    x.data = T.randn(5, 3)
+    with pytest.raises(CaptureError, match=r"static input float32\[4, 3\] first read at .*test_graphs.py.*"
+                                           r"captured as float32\[4, 3\] on cpu and is now float32\[5, 3\]"):
+        g.replay()
+    x.data = T.randn(4, 3)
+    with pytest.raises(CaptureError, match="holds a different buffer"):
+        g.replay()
+    x.data = T.randn(4, 3).double()
+    with pytest.raises(CaptureError, match="is now float64"):
+        g.replay()
+
+
+def test_replay_names_graphed_callable_inputs():
+    model = nn.Linear(3, 2)
+    x0 = T.randn(4, 3)
+    make_graphed_callables(model, (x0,), num_warmup_iters=1)
+    model.weight.data = T.randn(2, 3)
+    with pytest.raises(CaptureError, match="parameter 'weight'"):
+        model(x0)
+
+
+def test_engine_host_read_becomes_a_replay_guard():
+    logits = T.randn(4, 3, requires_grad=True)
+    target = T.tensor([0, 1, 2, 1])
+    g = Graph()
+    with graph(g):   # cross_entropy checks target bounds on the host: recorded as a guard
+        loss = nn.functional.cross_entropy(logits, target)
+    g.replay()
+    target.copy_(T.tensor([0, 1, 7, 1]))
+    with pytest.raises(CaptureError, match=r"nn/functional.py.*read False at capture.*now sees True"):
+        g.replay()
+
+
+def test_cuda_names_without_gpu():
+    if T.cuda.is_available():
+        pytest.skip("a GPU is present: bench/gpu_check.py exercises the cuda path")
+    with pytest.raises(RuntimeError, match="needs cupy and a CUDA device"):
+        T.cuda.CUDAGraph()
+    with pytest.raises(RuntimeError, match="needs cupy and a CUDA device"):
+        T.cuda.make_graphed_callables(nn.Linear(2, 2), (T.randn(1, 2),))
+    assert T.cuda.graph is not T.graphs.graph and isinstance(T.cuda.graph_pool_handle(), T.graphs.MemPool)
