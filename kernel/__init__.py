@@ -28,12 +28,16 @@ def load_ipython_extension(ip) -> None:
     ip.register_magics(TapeMagics(ip, b))
     display.register(ip)
     _state["bridge"] = b
+    from . import fx_stream
+    fx_stream.install(b)              # traced FX graphs stream to the panel too
 
 
 def unload_ipython_extension(ip) -> None:
     from . import display
 
     b = _state.pop("bridge", None)
+    from . import fx_stream
+    fx_stream.uninstall()
     if b is not None:
         b.stop()
     display.unregister(ip)

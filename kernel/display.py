@@ -16,19 +16,42 @@ def _node_bundle(node, include=None, exclude=None):
     return {MIME: g, "text/html": to_html(g), "text/plain": repr(node)}
 
 
+def _graph_module_bundle(gm, include=None, exclude=None):
+    """A GraphModule shows its GraphView (graph beside its generated code); without anywidget, the
+    view-model graph for the mime renderer and the code as HTML."""
+    try:
+        from tapelab.widgets.fxview import GraphView
+        bundle = GraphView(gm)._repr_mimebundle_()
+        data = bundle[0] if isinstance(bundle, tuple) else bundle
+        if data:
+            data["text/plain"] = repr(gm)
+            return data
+    except ImportError:
+        pass
+    import html
+    from tapelab.widgets.fx_adapter import graph_from_fx
+    from tapelab.widgets.viewmodel import MIME, to_html
+    g = graph_from_fx(gm)
+    return {MIME: g, "text/html": f"<pre>{html.escape(gm.code)}</pre>" + to_html(g), "text/plain": repr(gm)}
+
+
 def register(shell) -> None:
     from tapelab import Tensor
     from tapelab.autograd.graph import Node
     fmt = shell.display_formatter
     fmt.formatters["text/html"].for_type(Tensor, _tensor_html)
     fmt.mimebundle_formatter.for_type(Node, _node_bundle)
+    from tapelab.fx import GraphModule
+    fmt.mimebundle_formatter.for_type(GraphModule, _graph_module_bundle)
 
 
 def unregister(shell) -> None:
     from tapelab import Tensor
     from tapelab.autograd.graph import Node
     fmt = shell.display_formatter
-    for f, cls in ((fmt.formatters["text/html"], Tensor), (fmt.mimebundle_formatter, Node)):
+    from tapelab.fx import GraphModule
+    for f, cls in ((fmt.formatters["text/html"], Tensor), (fmt.mimebundle_formatter, Node),
+                   (fmt.mimebundle_formatter, GraphModule)):
         try:
             f.pop(cls)
         except KeyError:

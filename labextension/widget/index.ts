@@ -9,6 +9,7 @@ import { GraphStore } from '../src/renderer/store';
 import { GraphView } from '../src/renderer/view';
 import { renderTensor, TensorData } from '../src/renderer/tensor';
 import { Delta, Graph } from '../src/renderer/types';
+import { renderFxWidget } from '../src/fxview';
 
 interface Model {
   get(name: string): any;
@@ -57,6 +58,9 @@ function initialize({ model }: { model: Model }) {
 }
 
 function render({ model, el }: { model: Model; el: HTMLElement }) {
+  if (model.get('_view') === 'fx') {
+    return renderFxWidget({ model, el });
+  }
   if (model.get('_view') === 'tensor') {
     const draw = () => {
       el.textContent = '';

@@ -11,6 +11,8 @@ const GROUP_H = 50;
 export interface GraphViewOptions {
   fixedHeight?: boolean; // a notebook output (fixed height) rather than a panel (fills its parent)
   useWorker?: boolean;
+  /** Called for every drawn unit (after each repaint): extra classes, texts or listeners. */
+  decorate?: (u: Unit, g: SVGElement) => void;
 }
 
 /**
@@ -43,12 +45,14 @@ export class GraphView {
   private running = false;
   private drawnVersion = -1;
   private unsubscribe: () => void;
+  private decorate?: (u: Unit, g: SVGElement) => void;
   /** Milliseconds from a change of the store to the picture showing it (the last one). */
   lastRenderMs = 0;
 
   constructor(store: GraphStore, opts: GraphViewOptions = {}) {
     injectStyle();
     this.store = store;
+    this.decorate = opts.decorate;
     this.layouts = new LayoutClient(opts.useWorker !== false);
     this.node = el('div', 'tapelab-graph' + (opts.fixedHeight ? ' tapelab-fixed' : ''));
     const bar = el('div', 'tapelab-toolbar');
@@ -335,6 +339,9 @@ export class GraphView {
         this.paint();
       }
     });
+    if (this.decorate) {
+      this.decorate(u, g);
+    }
     return g;
   }
 

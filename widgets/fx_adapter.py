@@ -1,0 +1,386 @@
+"""FX graphs in the view model: ``graph_from_fx`` (a ``Graph``/``GraphModule`` -> the schema of
+``viewmodel``), ``code_lines`` (each line of the generated code -> the node it defines),
+``diff_graphs`` (before/after a pass), and the ``graph_traced`` event for traced graphs.
+
+An FX graph uses the schema of ``viewmodel`` (so the tape renderer, the side panel, the mime
+renderer and ``to_dot`` draw it unchanged), one node per FX node, in graph order:
+
+- ``id`` ``"fx:<name>"``, ``label`` the node name, ``op`` a short target (``Linear`` for a
+  ``call_module`` of a Linear, ``relu``, ``add``, ``input`` for a placeholder, ``output``),
+  ``kind`` ``leaf`` for placeholders and ``get_attr``, ``forward`` for the rest.
+- FX fields: ``name``, ``opcode`` (one of the six), ``target`` (qualified, as a string),
+  ``args`` (the node's IR line, ``format_node`` without the user count), ``line`` (0-based line
+  of the generated code that defines it, or None), and in diffs ``diff`` (``same``, ``added``,
+  ``removed``, ``changed``).
+- ``shape``/``dtype`` from ShapeProp's ``meta['tensor_meta']`` when present (``shapes`` lists
+  each element's shape for a tuple value); every edge (one per use) carries its source's shape.
+- groups: the module hierarchy. A ``call_module`` node sits in its module's parent (the node *is*
+  the module), a ``get_attr`` in the module owning the attribute, any other node in the innermost
+  module of ``meta['nn_module_stack']`` when the tracer recorded it (``install_trace_hook`` makes
+  ``tapelab.fx.Tracer`` record it for modules traced through).
+- ``meta`` adds ``code`` (the generated Python source) and ``kind: "fx"``.
+
+>>> gm = tapelab.fx.symbolic_trace(model)
+>>> ShapeProp(gm).propagate(x)
+>>> g = graph_from_fx(gm)
+>>> to_dot(g)   # DOT from the same model
+"""
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from .viewmodel import SCHEMA, VERSION
+
+__all__ = ["graph_from_fx", "code_lines", "diff_graphs", "GraphTraced", "install_trace_hook",
+           "uninstall_trace_hook", "fx_code"]
+
+
+# ---------------------------------------------------------------------- helpers
+def _graph_and_module(obj):
+    """(graph, graph module or None) of a Graph or GraphModule."""
+    g = getattr(obj, "graph", None)
+    if g is not None and hasattr(g, "nodes") and hasattr(obj, "code"):
+        return g, obj
+    if hasattr(obj, "nodes") and hasattr(obj, "python_code"):
+        return obj, getattr(obj, "owning_module", None)
+    raise TypeError(f"expected a tapelab.fx Graph or GraphModule, got {type(obj).__name__}")
+
+
+def fx_code(obj) -> str:
+    """The generated Python source of a GraphModule (``gm.code``) or of a bare Graph."""
+    g, gm = _graph_and_module(obj)
+    if gm is not None and hasattr(gm, "code"):
+        try:
+            return gm.code
+        except Exception:
+            pass
+    return g.python_code("self").src
+
+
+def _qualified(fn) -> str:
+    try:
+        from tapelab.fx.node import _qualified_name
+        return _qualified_name(fn)
+    except Exception:
+        return getattr(fn, "__name__", repr(fn))
+
+
+def _target_str(node) -> str:
+    return _qualified(node.target) if node.op == "call_function" else str(node.target)
+
+
+_USERS = re.compile(r" : \[num_users=\d+\]")
+
+
+def _ir(node) -> str:
+    try:
+        return _USERS.sub("", node.format_node())
+    except Exception:
+        return f"{node.op}[{_target_str(node)}]"
+
+
+def _short_op(node, root) -> str:
+    op, t = node.op, node.target
+    if op == "placeholder":
+        return "input"
+    if op == "output":
+        return "output"
+    if op == "get_attr":
+        return "get_attr"
+    if op == "call_module":
+        mod = None
+        if root is not None:
+            try:
+                mod = root.get_submodule(t) if hasattr(root, "get_submodule") else None
+            except Exception:
+                mod = None
+        return type(mod).__name__ if mod is not None else str(t).rpartition(".")[2]
+    if op == "call_method":
+        return str(t)
+    name = getattr(t, "__name__", None) or str(t)
+    return name.strip("_") if name.startswith("__") and name.endswith("__") else name
+
+
+def _meta_shape(meta) -> tuple[Any, str, list | None]:
+    """(shape, dtype, shapes of a tuple value) from a ShapeProp ``tensor_meta``."""
+    if meta is None:
+        return None, "", None
+    if hasattr(meta, "shape") and hasattr(meta, "dtype"):
+        dt = getattr(meta.dtype, "name", None) or str(meta.dtype)
+        return [int(d) for d in meta.shape], dt, None
+    if isinstance(meta, (tuple, list)):
+        shapes, first, dtype = [], None, ""
+        for m in meta:
+            s, d, _ = _meta_shape(m) if (m is not None and hasattr(m, "shape")) else (None, "", None)
+            shapes.append(s)
+            if first is None and s is not None:
+                first, dtype = s, d
+        return first, dtype, shapes
+    return None, "", None
+
+
+def _module_path(node) -> str:
+    """The module scope of a node (see the module docstring)."""
+    if node.op == "call_module":
+        return str(node.target).rpartition(".")[0]
+    if node.op == "get_attr":
+        return str(node.target).rpartition(".")[0]
+    stack = node.meta.get("nn_module_stack") if isinstance(getattr(node, "meta", None), dict) else None
+    if stack:
+        last = list(stack.keys())[-1] if isinstance(stack, dict) else stack[-1]
+        if isinstance(last, tuple):
+            last = last[0]
+        return str(last)
+    return ""
+
+
+def code_lines(code: str, names) -> list[list[str]]:
+    """For each line of generated ``code``, the names of the nodes it defines: ``x = ...`` defines
+    ``x``, the ``def forward(self, a, b)`` line the placeholders ``a`` and ``b``, ``return`` the
+    output node (its name is given as ``"output"`` or whatever the graph calls it)."""
+    names = list(names)
+    known = set(names)
+    out_name = next((n for n in names if n == "output"), None)
+    result: list[list[str]] = []
+    assign = re.compile(r"^\s*([A-Za-z_]\w*)\s*=(?!=)")
+    for line in code.split("\n"):
+        s = line.strip()
+        ids: list[str] = []
+        if s.startswith("def forward("):
+            inner = s[len("def forward("):s.rfind(")")]
+            for part in inner.split(","):
+                p = part.strip().lstrip("*").split("=")[0].split(":")[0].strip()
+                if p in known and p != "self":
+                    ids.append(p)
+        elif s.startswith("return ") or s == "return":
+            if out_name is not None:
+                ids.append(out_name)
+        else:
+            m = assign.match(line)
+            if m and m.group(1) in known:
+                ids.append(m.group(1))
+        result.append(ids)
+    return result
+
+
+# ---------------------------------------------------------------------- the adapter
+def graph_from_fx(obj, title: str = "", code: str | None = None, root=None) -> dict:
+    """The view-model graph of an FX ``Graph`` or ``GraphModule`` (see the module docstring).
+
+    Args:
+        obj: the graph or graph module (run ``ShapeProp`` on it first to get shapes on edges).
+        title: ``meta.title``; defaults to the module's class name.
+        code: the generated code to map lines against (defaults to ``gm.code``).
+        root: the module ``call_module`` targets are looked up in (defaults to the GraphModule).
+    """
+    graph, gm = _graph_and_module(obj)
+    root = gm if root is None else root
+    if code is None:
+        code = fx_code(obj)
+    fx_nodes = list(graph.nodes)
+    names = [n.name for n in fx_nodes]
+    line_of: dict[str, int] = {}
+    for i, ids in enumerate(code_lines(code, names)):
+        for name in ids:
+            line_of.setdefault(name, i)
+    groups: dict[str, dict] = {}
+    tokens: dict[str, list[str]] = {}
+
+    def group(path: str) -> str | None:
+        if not path:
+            return None
+        gid = "g:" + path
+        if gid not in groups:
+            parent, _, label = path.rpartition(".")
+            groups[gid] = {"id": gid, "label": label, "path": path,
+                           "parent": group(parent) if parent else None, "signature": "", "size": 0,
+                           "collapsed": False}
+            tokens[gid] = []
+        return gid
+
+    nodes, edges = [], []
+    shape_of: dict[str, Any] = {}
+    forward = 0
+    for i, n in enumerate(fx_nodes):
+        meta = n.meta if isinstance(getattr(n, "meta", None), dict) else {}
+        shape, dtype, shapes = _meta_shape(meta.get("tensor_meta"))
+        shape_of[n.name] = shape if shapes is None else shapes
+        path = _module_path(n)
+        gid = group(path)
+        kind = "leaf" if n.op in ("placeholder", "get_attr") else "forward"
+        forward += kind == "forward"
+        op = _short_op(n, root)
+        node = {"id": "fx:" + n.name, "kind": kind, "label": n.name, "op": op, "index": i, "seq": None,
+                "forward_seq": None, "group": gid, "module": path, "shape": shape,
+                "input_shapes": [shape_of.get(a.name) for a in n.all_input_nodes],
+                "dtype": dtype, "device": "", "requires_grad": False, "start_ns": 0, "time_ns": 0,
+                "value": None, "grad": None, "grad_ops": 0,
+                "name": n.name, "opcode": n.op, "target": _target_str(n), "args": _ir(n),
+                "line": line_of.get(n.name)}
+        if shapes is not None:
+            node["shapes"] = shapes
+        if "fusion_group" in meta:
+            node["fusion_group"] = meta["fusion_group"]
+        nodes.append(node)
+        for a in n.all_input_nodes:
+            s = shape_of.get(a.name)
+            edges.append({"source": "fx:" + a.name, "target": "fx:" + n.name, "kind": "data",
+                          "shape": s if (s is None or all(isinstance(d, int) for d in s)) else None})
+        # signatures: equal for groups holding the same ops in the same order (layers.0 == layers.1)
+        token = f"{n.op}:{op}"
+        while gid is not None:
+            g = groups[gid]
+            g["size"] += 1
+            tokens[gid].append(token)
+            token = g["label"] + "/" + token
+            gid = g["parent"]
+    for gid, g in groups.items():
+        g["signature"] = hashlib.blake2b("|".join(tokens[gid]).encode(), digest_size=6).hexdigest()
+    if not title:
+        title = type(gm).__name__ if gm is not None else (type(root).__name__ if root is not None else "Graph")
+    return {"schema": SCHEMA, "version": VERSION, "nodes": nodes, "edges": edges, "groups": list(groups.values()),
+            "meta": {"title": title, "forward": forward, "backward": 0, "total": len(nodes), "truncated": False,
+                     "kind": "fx", "code": code}}
+
+
+def _as_view_graph(obj, title: str = "") -> dict:
+    if isinstance(obj, dict) and "nodes" in obj:
+        return obj
+    return graph_from_fx(obj, title=title)
+
+
+def diff_graphs(before, after, titles=("before", "after")) -> tuple[dict, dict, dict]:
+    """Compare two graphs (GraphModules, Graphs or view-model graphs from ``graph_from_fx``).
+
+    Nodes are matched by name and target; a name left unmatched on both sides (a pass changed
+    its target in place) is matched by name alone and counts as ``changed``. A matched node whose
+    IR line differs (arguments, target) or whose shape differs is ``changed``, else ``same``;
+    unmatched nodes are ``removed`` (before) or ``added`` (after). Returns copies of both graphs
+    with ``diff`` set on every node, and a summary ``{"added", "removed", "changed", "same"}``.
+    """
+    a = _as_view_graph(before, titles[0])
+    b = _as_view_graph(after, titles[1])
+    a = {**a, "nodes": [dict(n) for n in a["nodes"]], "meta": {**a.get("meta", {}), "title": titles[0]}}
+    b = {**b, "nodes": [dict(n) for n in b["nodes"]], "meta": {**b.get("meta", {}), "title": titles[1]}}
+    key = lambda n: (n.get("name", n["label"]), n.get("target", n["op"]))  # noqa: E731
+    left = {key(n): n for n in a["nodes"]}
+    right = {key(n): n for n in b["nodes"]}
+    pairs = [(left[k], right[k]) for k in left if k in right]
+    lonely_a = {n.get("name", n["label"]): n for k, n in left.items() if k not in right}
+    lonely_b = {n.get("name", n["label"]): n for k, n in right.items() if k not in left}
+    for name in [x for x in lonely_a if x in lonely_b]:
+        pairs.append((lonely_a.pop(name), lonely_b.pop(name)))
+    count = {"added": 0, "removed": 0, "changed": 0, "same": 0}
+    for x, y in pairs:
+        same = x.get("args") == y.get("args") and x.get("target") == y.get("target") and \
+            x.get("shape") == y.get("shape") and x.get("opcode") == y.get("opcode")
+        status = "same" if same else "changed"
+        x["diff"] = y["diff"] = status
+        count[status] += 1
+    for n in lonely_a.values():
+        n["diff"] = "removed"
+        count["removed"] += 1
+    for n in lonely_b.values():
+        n["diff"] = "added"
+        count["added"] += 1
+    a["meta"]["diff"] = b["meta"]["diff"] = dict(count)
+    return a, b, count
+
+
+# ---------------------------------------------------------------------- graph_traced events
+@dataclass
+class GraphTraced:
+    """Payload of the ``graph_traced`` event: a graph just traced (``graph``), its GraphModule
+    once built (``module``, else None), the root's name and how it was traced."""
+    graph: Any
+    module: Any = None
+    name: str = ""
+    how: str = "symbolic_trace"
+    root: Any = None
+    extra: dict = field(default_factory=dict)
+
+
+_hook: dict = {}
+
+
+def install_trace_hook() -> bool:
+    """Make ``tapelab.fx`` emit ``graph_traced`` events and record module scopes, without editing
+    the engine: wraps ``Tracer.trace`` (emit after each trace, only when someone listens),
+    ``Tracer.call_module``/``create_node`` (``node.meta['nn_module_stack']``: the modules traced
+    through, as PyTorch's tracer records it) and ``tapelab.fx.trace_from_tape``. Idempotent;
+    returns False when it was installed already."""
+    if _hook:
+        return False
+    import tapelab.fx as fx
+    from tapelab import events
+    from tapelab.fx import Tracer
+
+    orig_trace, orig_call_module, orig_create_node = Tracer.trace, Tracer.call_module, Tracer.create_node
+    orig_from_tape = fx.trace_from_tape
+
+    def trace(self, root, concrete_args=None):
+        self.__dict__["_tapelab_stack"] = []
+        graph = orig_trace(self, root, concrete_args)
+        if events.has_subscribers("graph_traced"):
+            name = type(root).__name__ if hasattr(root, "forward") else getattr(root, "__name__", "function")
+            events.emit("graph_traced", GraphTraced(graph, None, name, "symbolic_trace", root=self.root))
+        return graph
+
+    def call_module(self, m, forward, args, kwargs):
+        stack = self.__dict__.setdefault("_tapelab_stack", [])
+        try:
+            path = self.path_of_module(m)
+        except Exception:
+            return orig_call_module(self, m, forward, args, kwargs)
+
+        def through(*a, **k):
+            stack.append((path, type(m).__qualname__))
+            try:
+                return forward(*a, **k)
+            finally:
+                stack.pop()
+        return orig_call_module(self, m, through, args, kwargs)
+
+    def create_node(self, kind, target, args, kwargs, name=None, type_expr=None):
+        node = orig_create_node(self, kind, target, args, kwargs, name, type_expr)
+        stack = self.__dict__.get("_tapelab_stack")
+        if stack and kind not in ("placeholder", "output"):
+            node.meta.setdefault("nn_module_stack", dict(stack))
+        return node
+
+    def trace_from_tape(fn, *example_args):
+        gm = orig_from_tape(fn, *example_args)
+        if events.has_subscribers("graph_traced"):
+            events.emit("graph_traced", GraphTraced(gm.graph, gm, type(gm).__name__, "trace_from_tape"))
+        return gm
+
+    trace.__wrapped__, call_module.__wrapped__ = orig_trace, orig_call_module
+    create_node.__wrapped__, trace_from_tape.__wrapped__ = orig_create_node, orig_from_tape
+    trace.__doc__, trace_from_tape.__doc__ = orig_trace.__doc__, orig_from_tape.__doc__
+    Tracer.trace, Tracer.call_module, Tracer.create_node = trace, call_module, create_node
+    fx.trace_from_tape = trace_from_tape
+    _hook.update(trace=orig_trace, call_module=orig_call_module, create_node=orig_create_node,
+                 from_tape=orig_from_tape, wrappers=(trace, call_module, create_node, trace_from_tape))
+    return True
+
+
+def uninstall_trace_hook() -> None:
+    """Undo ``install_trace_hook`` (only what is still ours)."""
+    if not _hook:
+        return
+    import tapelab.fx as fx
+    from tapelab.fx import Tracer
+
+    trace, call_module, create_node, from_tape = _hook["wrappers"]
+    if Tracer.__dict__.get("trace") is trace:
+        Tracer.trace = _hook["trace"]
+    if Tracer.__dict__.get("call_module") is call_module:
+        Tracer.call_module = _hook["call_module"]
+    if Tracer.__dict__.get("create_node") is create_node:
+        Tracer.create_node = _hook["create_node"]
+    if fx.trace_from_tape is from_tape:
+        fx.trace_from_tape = _hook["from_tape"]
+    _hook.clear()
