@@ -144,6 +144,11 @@ class SimArray(NDArrayOperatorsMixin):
     def device(self):
         return types.SimpleNamespace(id=0)
 
+    @property
+    def data(self):
+        """Like ``cupy.ndarray.data``: a memory pointer (``.ptr``), not a buffer."""
+        return types.SimpleNamespace(ptr=self._a.__array_interface__["data"][0])
+
     def __dlpack_device__(self):
         return (2, 0)  # kDLCUDA, device 0: what a cupy array reports
 
