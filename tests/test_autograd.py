@@ -766,3 +766,16 @@ def test_checkpoint_frees_segment_graph():
     assert ref() is None, "the segment's internal graph must not be kept"
     y.sum().backward()
     np.testing.assert_allclose(np.asarray(x.grad), 2 * np.exp(np.asarray(x.detach())))
+
+
+def test_backward_steps_respects_grad_mode_changes_between_steps():
+    x = tl.ones(3, requires_grad=True)
+    walk = tl.autograd.backward_steps((x * 2).sum())
+    next(walk)
+    with tl.no_grad():
+        next(walk)
+        assert not tl.is_grad_enabled()
+    assert tl.is_grad_enabled()
+    for _ in walk:
+        pass
+    assert x.grad.tolist() == [2.0, 2.0, 2.0]
