@@ -1,6 +1,6 @@
 """The kernel side of tapelab in Jupyter: ``%load_ext tapelab.kernel``.
 
-Loading registers the ``%tape``/``%%tape`` magics, rich display of tensors and ``grad_fn``
+Loading registers the ``%tape``/``%%tape`` and ``%%profile`` magics, rich display of tensors and ``grad_fn``
 nodes, and the comm bridge that streams live tapes to the JupyterLab side panel. The
 "Python 3 (tapelab)" kernelspec (``python -m tapelab.kernel install``) loads it by itself.
 """
@@ -26,6 +26,10 @@ def load_ipython_extension(ip) -> None:
     b = Bridge(ip)
     b.start()
     ip.register_magics(TapeMagics(ip, b))
+    from .profiling import ProfileMagics, ProfileStreamer
+    b.profiles = ProfileStreamer(b)      # finished profiles -> the panel
+    b.profiles.start()
+    ip.register_magics(ProfileMagics(ip, b, b.profiles))
     display.register(ip)
     _state["bridge"] = b
     from . import fx_stream
@@ -39,6 +43,8 @@ def unload_ipython_extension(ip) -> None:
     from . import fx_stream
     fx_stream.uninstall()
     if b is not None:
+        if getattr(b, "profiles", None) is not None:
+            b.profiles.stop()
         b.stop()
     display.unregister(ip)
 

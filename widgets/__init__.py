@@ -4,7 +4,7 @@ works without anywidget installed)."""
 from .viewmodel import MIME, SCHEMA, VERSION, GraphBuilder, graph_from_grad_fn, graph_from_tape, to_dot
 
 __all__ = ["MIME", "SCHEMA", "VERSION", "GraphBuilder", "graph_from_tape", "graph_from_grad_fn", "to_dot",
-           "TapeView", "TensorView", "LiveTape",
+           "TapeView", "TensorView", "LiveTape", "ProfileView", "Monitor", "profile_model", "plots",
            "GraphView", "graph_from_fx", "diff_graphs"]
 
 
@@ -12,6 +12,15 @@ def __getattr__(name):
     if name in ("TapeView", "TensorView"):
         from . import views
         return getattr(views, name)
+    if name in ("ProfileView", "profile_model"):
+        from . import profileview
+        return getattr(profileview, name)
+    if name == "Monitor":
+        from .monitor import Monitor
+        return Monitor
+    if name == "plots":              # matplotlib is imported by the plotting functions, not here
+        import importlib
+        return importlib.import_module(__name__ + ".plots")
     if name == "GraphView":
         from .fxview import GraphView
         return GraphView

@@ -7,6 +7,7 @@ import { Widget } from '@lumino/widgets';
 import { GraphStore } from './renderer/store';
 import { GraphView } from './renderer/view';
 import { Delta } from './renderer/types';
+import { ProfileDock, ProfileModel } from './renderer/profile';
 
 const TARGET = 'tapelab';
 
@@ -18,6 +19,7 @@ const TARGET = 'tapelab';
 class TapePanel extends Widget {
   readonly store = new GraphStore();
   readonly view: GraphView;
+  readonly profile = new ProfileDock(); // the last profile of this kernel (%%profile, profile_ready)
   private header: HTMLDivElement;
   recording = false;
   connected = false;
@@ -40,6 +42,7 @@ class TapePanel extends Widget {
     this.view = new GraphView(this.store);
     this.view.node.style.flex = '1 1 auto';
     this.node.appendChild(this.view.node);
+    this.node.appendChild(this.profile.node);
     this.store.onChange(() => this.refresh());
     this.refresh();
   }
@@ -168,6 +171,9 @@ class TapePanel extends Widget {
         break;
       case 'clear':
         this.store.clear();
+        break;
+      case 'profile':
+        this.profile.show((msg as any).profile as ProfileModel);
         break;
     }
     this.refresh();

@@ -3,6 +3,7 @@ import { Widget } from '@lumino/widgets';
 import { GraphStore } from './renderer/store';
 import { GraphView } from './renderer/view';
 import { Graph, GRAPH_MIME } from './renderer/types';
+import { PROFILE_MIME, ProfileModel, ProfileRenderer } from './renderer/profile';
 
 /** Renders application/vnd.tapelab.graph+json: saved notebooks show their graphs without a kernel. */
 export class GraphOutput extends Widget implements IRenderMime.IRenderer {
@@ -30,6 +31,30 @@ export class GraphOutput extends Widget implements IRenderMime.IRenderer {
   }
 }
 
+/** Renders application/vnd.tapelab.profile+json (a ProfileView saved in a notebook). */
+export class ProfileOutput extends Widget implements IRenderMime.IRenderer {
+  private view: ProfileRenderer | null = null;
+
+  async renderModel(model: IRenderMime.IMimeModel): Promise<void> {
+    this.view?.dispose();
+    this.node.textContent = '';
+    this.view = new ProfileRenderer(model.data[PROFILE_MIME] as unknown as ProfileModel);
+    this.node.appendChild(this.view.node);
+  }
+
+  dispose(): void {
+    this.view?.dispose();
+    super.dispose();
+  }
+}
+
+const profileExtension: IRenderMime.IExtension = {
+  id: 'tapelab:profile-renderer',
+  rendererFactory: { safe: true, mimeTypes: [PROFILE_MIME], createRenderer: () => new ProfileOutput() },
+  rank: 10,
+  dataType: 'json'
+};
+
 const extension: IRenderMime.IExtension = {
   id: 'tapelab:graph-renderer',
   rendererFactory: { safe: true, mimeTypes: [GRAPH_MIME], createRenderer: () => new GraphOutput() },
@@ -37,4 +62,4 @@ const extension: IRenderMime.IExtension = {
   dataType: 'json'
 };
 
-export default extension;
+export default [extension, profileExtension];

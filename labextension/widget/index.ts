@@ -9,6 +9,8 @@ import { GraphStore } from '../src/renderer/store';
 import { GraphView } from '../src/renderer/view';
 import { renderTensor, TensorData } from '../src/renderer/tensor';
 import { Delta, Graph } from '../src/renderer/types';
+import { initializeProfileWidget, renderProfileWidget } from '../src/profilewidget';
+import { selectInTape } from '../src/renderer/profile';
 import { renderFxWidget } from '../src/fxview';
 
 interface Model {
@@ -35,6 +37,9 @@ function state(model: Model) {
 }
 
 function initialize({ model }: { model: Model }) {
+  if (initializeProfileWidget(model)) {
+    return;
+  }
   if (model.get('_view') !== 'tape') {
     return;
   }
@@ -44,6 +49,9 @@ function initialize({ model }: { model: Model }) {
       s.store.apply(msg);
     } else if (msg.type === 'reset') {
       s.store.clear();
+    } else if (msg.type === 'select') {
+      // a ProfileView linked to this tape: show the clicked op
+      s.views.forEach(v => selectInTape(v, s.store, (msg as any).seq, (msg as any).phase));
     } else if (msg.type === 'running') {
       s.running = !!(msg as any).running;
       s.views.forEach(v => v.setRunning(s.running));
@@ -58,6 +66,10 @@ function initialize({ model }: { model: Model }) {
 }
 
 function render({ model, el }: { model: Model; el: HTMLElement }) {
+  const profiled = renderProfileWidget({ model, el });
+  if (profiled) {
+    return profiled;
+  }
   if (model.get('_view') === 'fx') {
     return renderFxWidget({ model, el });
   }
