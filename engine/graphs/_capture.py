@@ -23,6 +23,7 @@ import gc
 import os
 import sys
 
+from ..autograd.grad_mode import STATE as GRAD
 from ..dispatch import eager
 from ..tensor import Tensor
 
@@ -30,6 +31,8 @@ _ENGINE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.s
 # frames that only relay a request (the mode, the dispatcher, Tensor's own methods)
 _RELAY = (os.path.join(_ENGINE_DIR, "graphs") + os.sep, os.path.join(_ENGINE_DIR, "dispatch.py"),
           os.path.join(_ENGINE_DIR, "tensor.py"))
+# ops whose forward is exactly this namespace function, which also takes out= (like op.ufunc)
+_OUT_FORMS = {"matmul": "matmul"}
 _DATA_DEPENDENT = {"nonzero": "nonzero()/argwhere()", "unique": "unique()"}
 
 
@@ -111,11 +114,12 @@ class CaptureMode:
         pre: dict = {}
         self.optimizers = []
         for o in gc.get_objects():
-            if isinstance(o, Tensor):
+            t = type(o)   # not isinstance: it would read __class__, which lazy proxies answer noisily
+            if issubclass(t, Tensor):
                 a = getattr(o, "_data", None)
-            elif isinstance(o, OpNode):
+            elif t is OpNode:
                 a = o.out_data
-            elif isinstance(o, Optimizer):
+            elif issubclass(t, Optimizer):
                 self.optimizers.append((o, _numbers(o)))
                 continue
             else:
@@ -189,8 +193,9 @@ class CaptureMode:
                 dsts.append(d)
         if any(d is not None for d in dsts):
             ufunc = None
-            if op.ufunc and not params and len(dsts) == 1:
-                ufunc = getattr(xp, op.ufunc)
+            name = op.ufunc or _OUT_FORMS.get(op.name)
+            if name and not params and len(dsts) == 1:
+                ufunc = getattr(xp, name)
                 if not _exact(ufunc, arrays, dsts[0]):
                     ufunc = None
             self.steps.append(("op", op, true_fwd, xp, arrays, params, tuple(dsts), r, ufunc, where))
@@ -222,6 +227,15 @@ class CaptureMode:
             r = _root(target)
             if id(r) not in self.reinit:
                 self.reinit[id(r)] = (r, r.copy())
+        last = self.steps[-1] if self.steps else None
+        if (not GRAD.enabled and last is not None and last[0] == "op" and len(last[6]) == 1
+                and last[6][0] is src and src.dtype == target.dtype and src.shape == target.shape):
+            # the op computed only to be written here, and no autograd node kept its result (grad
+            # is off): replay writes straight into the target (ufuncs allow in/out overlap)
+            self.steps[-1] = last[:6] + ((target,),) + last[7:]
+            self.bufs.pop(id(src), None)
+            self.bufs.pop(id(_root(src)), None)
+            return
         self._known(src)
         self.steps.append(("copy", target, src, "write"))
 
