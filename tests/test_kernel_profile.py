@@ -1,0 +1,130 @@
+"""``%%profile`` through a real ipykernel (jupyter_client): the cell's ProfileView output, the
+profile streamed to a panel on the bridge's comm (also for a plain ``with profile():``), and a
+Monitor whose points reach the frontend while the cell still runs."""
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+
+pytest.importorskip("ipykernel")
+jupyter_client = pytest.importorskip("jupyter_client")
+pytest.importorskip("anywidget")
+
+PROFILE_MIME = "application/vnd.tapelab.profile+json"
+
+SETUP = """
+import tapelab as torch
+from tapelab import nn
+torch.manual_seed(0)
+model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+x, y = torch.randn(32, 8), torch.randn(32, 4)
+def step():
+    opt.zero_grad()
+    loss = ((model(x) - y) ** 2).mean()
+    loss.backward()
+    opt.step()
+    return loss
+"""
+
+
+def run(kc, code: str, timeout: float = 60):
+    msg_id = kc.execute(code)
+    msgs = []
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            m = kc.get_iopub_msg(timeout=1)
+        except Exception:
+            continue
+        m["_t"] = time.perf_counter()
+        msgs.append(m)
+        if (m["parent_header"].get("msg_id") == msg_id and m["msg_type"] == "status"
+                and m["content"]["execution_state"] == "idle"):
+            break
+    reply = kc.get_shell_msg(timeout=timeout)
+    while reply["parent_header"].get("msg_id") != msg_id:
+        reply = kc.get_shell_msg(timeout=timeout)
+    return reply, msgs
+
+
+def stdout(msgs) -> str:
+    return "".join(m["content"]["text"] for m in msgs if m["msg_type"] == "stream")
+
+
+def comm_data(msgs, comm_id):
+    return [m["content"]["data"] for m in msgs if m["msg_type"] == "comm_msg" and m["content"]["comm_id"] == comm_id]
+
+
+@pytest.fixture(scope="module")
+def kernel():
+    km, kc = jupyter_client.manager.start_new_kernel(kernel_name="python3")
+    try:
+        reply, _ = run(kc, "%load_ext tapelab.kernel")
+        assert reply["content"]["status"] == "ok"
+        reply, _ = run(kc, SETUP)
+        assert reply["content"]["status"] == "ok", reply["content"]
+        yield km, kc
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+
+
+def test_profile_magic_shows_a_profile_view(kernel):
+    km, kc = kernel
+    reply, msgs = run(kc, "%%profile --table --rows 5 train step\nwith torch.profiler.record_function('train_step'):\n"
+                          "    loss = step()\nprint('loss', round(loss.item(), 4))")
+    assert reply["content"]["status"] == "ok", reply["content"]
+    out = stdout(msgs)
+    assert "loss" in out and "Self CPU" in out and "train_step" in out
+    shown = [m["content"]["data"] for m in msgs if m["msg_type"] == "display_data"]
+    assert shown and "application/vnd.jupyter.widget-view+json" in shown[-1]
+    p = shown[-1][PROFILE_MIME]
+    assert p["title"] == "train step" and p["version"] == 1
+    names = {e["name"] for e in p["events"]}
+    assert {"matmul", "relu", "train_step"} <= names and any(e["kind"] == "backward" for e in p["events"])
+    assert {t["group"] for t in p["tracks"]} == {"ranges", "forward", "backward", "modules"}
+    assert p["memory"] and p["peak_bytes"] > 0 and {"0", "1", "2"} <= {c["path"] for c in p["module_tree"]["children"]}
+    assert "train step" in shown[-1]["text/html"]
+    reply, msgs = run(kc, "print(type(_prof).__name__, len(_prof.events()) > 10)")
+    assert stdout(msgs).strip() == "profile True"
+    reply, msgs = run(kc, "%%profile --bogus\npass")
+    assert "usage: %%profile" in stdout(msgs)
+
+
+def test_profiles_stream_to_the_panel(kernel):
+    km, kc = kernel
+    comm_id = uuid.uuid4().hex
+    kc.shell_channel.send(kc.session.msg("comm_open", {"comm_id": comm_id, "target_name": "tapelab",
+                                                       "data": {"type": "hello"}}))
+    reply, msgs = run(kc, "%%profile panel step\nstep()")
+    assert reply["content"]["status"] == "ok"
+    profiles = [d for d in comm_data(msgs, comm_id) if d.get("type") == "profile"]
+    assert len(profiles) == 1 and profiles[0]["profile"]["title"] == "panel step"
+    assert any(e["name"] == "matmul" for e in profiles[0]["profile"]["events"])
+    # a plain `with profile()` in a cell reaches the panel too
+    reply, msgs = run(kc, "with torch.profiler.profile() as p:\n    step()")
+    profiles = [d for d in comm_data(msgs, comm_id) if d.get("type") == "profile"]
+    assert len(profiles) == 1 and profiles[0]["profile"]["totals"]["ops"] > 5
+    reply, msgs = run(kc, "from tapelab.kernel import get_bridge; print(get_bridge().profiles.sent)")
+    assert int(stdout(msgs)) >= 2
+    kc.shell_channel.send(kc.session.msg("comm_close", {"comm_id": comm_id, "data": {}}))
+
+
+def test_monitor_points_arrive_while_the_cell_runs(kernel):
+    km, kc = kernel
+    reply, msgs = run(kc, "from tapelab.widgets import Monitor\nimport time\nmon = Monitor(title='mlp', rate=20)\n"
+                          "display(mon)\nfor i in range(40):\n    mon.log(i, loss=step().item())\n    time.sleep(0.01)\n"
+                          "time.sleep(0.3)\nprint('done')")
+    assert reply["content"]["status"] == "ok", reply["content"]
+    done = next(m["_t"] for m in msgs if m["msg_type"] == "stream" and "done" in m["content"]["text"])
+    custom = [m for m in msgs if m["msg_type"] == "comm_msg" and m["content"]["data"].get("method") == "custom"
+              and m["content"]["data"]["content"].get("type") == "points"]
+    assert len(custom) >= 3 and all(m["_t"] < done for m in custom[:3])
+    assert len(custom) < 40                         # throttled
+    updates = [m for m in msgs if m["msg_type"] == "comm_msg" and m["content"]["data"].get("method") == "update"
+               and "data" in m["content"]["data"].get("state", {})]
+    final = updates[-1]["content"]["data"]["state"]["data"]
+    assert final["steps"] == list(range(40)) and len(final["series"]["loss"]) == 40
