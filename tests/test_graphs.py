@@ -396,6 +396,17 @@ def test_nested_capture_is_an_error():
     assert not T.graphs.is_current_stream_capturing() and not STATE.modes
 
 
+def test_replay_during_capture_is_an_error():
+    x = T.randn(3)
+    g1, g2 = Graph(), Graph()
+    with graph(g1):
+        x * 2
+    with pytest.raises(CaptureError, match="replay\\(\\) during a capture"):
+        with graph(g2):
+            g1.replay()
+    assert not STATE.modes
+
+
 def test_masked_fill_and_where_are_fine():
     x = T.randn(4, 4)
     g = Graph()

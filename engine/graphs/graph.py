@@ -144,6 +144,9 @@ class Graph:
         """Run the captured work again on the current contents of the static inputs."""
         if self._program is None:
             raise RuntimeError("replay() on a Graph with no capture (capture it first, or it was reset())")
+        if _ACTIVE:
+            raise CaptureError(f"replay() during a capture (begun at {_ACTIVE[0]._begun}): a replay runs outside "
+                               f"the dispatcher, so the capture would not record it. Replay before or after")
         for t, arr, dev, name in self._statics:
             if t._data is not arr or t._device is not dev:
                 self._bad_static(t, arr, dev, name)
