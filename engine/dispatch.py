@@ -120,8 +120,8 @@ def eager(op, args, params):
         raise _forward_error(op, args, params, e) from None
     if op.n_extra:
         out, *extras = out
-    if type(out) is not _ndarray:
-        out = dev.xp.asarray(out)
+    if type(out) is not _ndarray and not hasattr(out, "__dlpack__"):
+        out = dev.xp.asarray(out)  # a numpy scalar from a reduction; device arrays stay as they are
     res = _new(Tensor)
     res._data = out
     res._out_nr = 0

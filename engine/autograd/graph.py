@@ -127,7 +127,7 @@ class OpNode(Node):
         return tuple(self.inputs[i] if i >= 0 else self._output() for i, _ in self.versions)
 
     def _output(self):
-        return Tensor._wrap(self.out_data, True, self, 0, self.out_vc)
+        return Tensor._wrap(self.out_data, True, self, 0, self.out_vc, of_array(self.out_data))
 
     def run(self, grads):
         if self.inputs is None and getattr(self, "_shapes", None) is not None:
@@ -282,4 +282,5 @@ class AccumulateGrad(Node):
         return ()
 
 
+from ..device import of_array  # noqa: E402
 from ..tensor import Tensor  # noqa: E402  (tensor.py needs this module's names lazily only)

@@ -1,7 +1,7 @@
 """Dtype and device conversion (``Tensor.to``), differentiable across both."""
 from __future__ import annotations
 
-from .. import _dtype
+from .. import _backend, _dtype
 from ..device import device as Device
 from ..dispatch import apply
 from .registry import NONE, Op
@@ -19,10 +19,7 @@ cast = Op("cast", _cast_fwd, lambda g, out, x, *, dtype: (g.to(x.dtype),), saves
 
 
 def _move_fwd(xp, x, *, device):
-    if device.type == "cpu":
-        return x.get() if hasattr(x, "get") else x
-    with device.xp.cuda.Device(device.index):
-        return device.xp.asarray(x)
+    return _backend.transfer(x, device)
 
 
 def _move(x: Tensor, dev: Device) -> Tensor:

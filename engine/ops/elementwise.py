@@ -6,9 +6,9 @@ Comparisons, selection (where, clamp, maximum) and logical/bitwise ops live in `
 """
 from __future__ import annotations
 
-import importlib
 import math
 
+from .. import _backend
 from ..creation import zeros_like
 from ..dispatch import apply, apply_
 from .compare import isfinite, keep_where, torch_name, where, zero_where
@@ -26,16 +26,7 @@ __all__ = ["add", "sub", "rsub", "mul", "div", "true_divide", "floor_divide", "r
 
 _LN2, _LN10 = math.log(2.0), math.log(10.0)
 _TWO_OVER_SQRTPI, _SQRTPI_OVER_TWO = 2 / math.sqrt(math.pi), math.sqrt(math.pi) / 2
-_SPECIAL: dict = {}
-
-
-def _special(xp):
-    """scipy.special for numpy, cupyx.scipy.special for cupy: where erf and erfinv live."""
-    sp = _SPECIAL.get(xp)
-    if sp is None:
-        sp = _SPECIAL[xp] = importlib.import_module(
-            "scipy.special" if xp.__name__ == "numpy" else "cupyx.scipy.special")
-    return sp
+_special = _backend.special  # scipy.special for numpy, cupyx.scipy.special for cupy
 
 
 def _zeros(g, out, *inputs, **params):

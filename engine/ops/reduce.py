@@ -12,6 +12,7 @@ from collections import namedtuple
 
 from ..autograd.grad_mode import STATE as GRAD
 from ..creation import eye
+from .. import _backend
 from ..dispatch import apply
 from .registry import NONE, OTHERS, Op
 from ._util import Tensor, norm_dims
@@ -307,7 +308,7 @@ def _std_fwd(xp, x, **params):
 
 
 # 1/x where x != 0 and 0 where x == 0; its derivative -1/x^2 is then -out^2 everywhere
-_recip_nonzero = Op("recip_nonzero", lambda xp, x: xp.divide(1, x, out=xp.zeros_like(x), where=x != 0),
+_recip_nonzero = Op("recip_nonzero", lambda xp, x: _backend.divide_where(xp, 1, x, x != 0),
                     lambda g, out, x: (-g * out * out,), saves=NONE, save_output=True, elementwise=True)
 _var = Op("var", _var_fwd, _var_vjp)
 _std = Op("std", _std_fwd, _std_vjp, save_output=True)
