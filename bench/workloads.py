@@ -305,6 +305,54 @@ def transformer_block(m, ctx):
 
 
 # =============================================================================================
+# (d) capture and replay (tapelab.graphs, CUDA Graph semantics on cpu): tapelab replays the
+#     captured step; PyTorch has no cpu graphs, so its side is the eager step
+# =============================================================================================
+
+def _replayed(m, step):
+    """tapelab: warm up, capture ``step`` once, time ``replay()``; torch: time ``step`` itself."""
+    if m.__name__ != "tapelab":
+        return step
+    for _ in range(3):
+        step()
+    g = m.graphs.Graph()
+    with m.graphs.graph(g):
+        step()
+    return g.replay
+
+
+@workload("chain16 fwd+bwd, replayed", "capture and replay", requires=("graphs.Graph",),
+          note="tapelab: captured once, Graph.replay() timed; torch: eager (no cpu graphs)")
+def chain_replayed(m, ctx):
+    x, w = _chain_inputs(ctx)
+
+    def step():
+        x.grad = w.grad = None
+        _chain(x, w).backward()
+    return _replayed(m, step)
+
+
+@workload("MLP 784-512-512-10 step, batch 64, replayed", "capture and replay", requires=("graphs.Graph",),
+          note="forward, cross-entropy, backward, SGD momentum; tapelab replays, torch runs eager")
+def mlp_replayed(m, ctx):
+    rng = ctx.rng
+    model = m.nn.Sequential(m.nn.Linear(784, 512), m.nn.ReLU(), m.nn.Linear(512, 512), m.nn.ReLU(),
+                            m.nn.Linear(512, 10))
+    _copy_weights(m, ctx, model)
+    x = ctx.tensor(rng.standard_normal((64, 784)))
+    y = m.tensor(rng.integers(0, 10, 64).astype(np.int64))
+    opt = m.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+
+    def step():
+        opt.zero_grad(set_to_none=False)
+        loss = m.nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+    return _replayed(m, step)
+
+
+# =============================================================================================
 # ADD NEW WORKLOADS HERE, e.g.
 #
 # @workload("CNN step, batch 32", "training step", requires=("nn.Conv2d", "nn.MaxPool2d", "optim.SGD"))
