@@ -465,3 +465,14 @@ def test_cuda_names_without_gpu():
     with pytest.raises(RuntimeError, match="needs cupy and a CUDA device"):
         T.cuda.make_graphed_callables(nn.Linear(2, 2), (T.randn(1, 2),))
     assert T.cuda.graph is not T.graphs.graph and isinstance(T.cuda.graph_pool_handle(), T.graphs.MemPool)
+
+
+def test_capturable_adam_replays_like_eager():
+    """tapelab's own Adam(capturable=True) keeps its count in a tensor, so a captured step replays."""
+    def opt(ps):
+        return T.optim.Adam(ps, lr=0.01, capturable=True)
+    eager, eager_losses, _ = _train(opt, graphed=False)
+    replayed, replay_losses, _ = _train(opt, graphed=True)
+    for e, r in zip(eager, replayed):
+        np.testing.assert_allclose(r, e, atol=1e-5)
+    np.testing.assert_allclose(replay_losses, eager_losses, atol=1e-5)

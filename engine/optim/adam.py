@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..creation import zeros_like
+from ..creation import tensor, zeros_like
+from ..tensor import Tensor
 from .optimizer import Optimizer, check_hyper, check_single_tensor, scalar
 
 __all__ = ["Adam", "AdamW"]
@@ -33,6 +34,7 @@ class Adam(Optimizer):
         beta1, beta2 = (scalar(b) for b in group["betas"])
         lr, eps, weight_decay = scalar(group["lr"]), group["eps"], group["weight_decay"]
         amsgrad, maximize, decoupled = group["amsgrad"], group["maximize"], group["decoupled_weight_decay"]
+        capturable = group["capturable"]
         for p in group["params"]:
             grad = p.grad
             if grad is None:
@@ -47,7 +49,13 @@ class Adam(Optimizer):
             if maximize:
                 grad = -grad
             exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
-            step = state["step"] = state["step"] + 1
+            if capturable:  # the count is a tensor, so a captured step's replays keep counting
+                if not isinstance(state["step"], Tensor):
+                    state["step"] = tensor(float(state["step"]))
+                state["step"].add_(1)
+                step = None
+            else:
+                step = state["step"] = state["step"] + 1
             if weight_decay != 0:
                 if decoupled:
                     p.mul_(1 - lr * weight_decay)
@@ -55,6 +63,9 @@ class Adam(Optimizer):
                     grad = grad.add(p, alpha=weight_decay)
             exp_avg.lerp_(grad, 1 - beta1)
             exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+            if capturable:
+                _capturable_update(p, state, exp_avg, exp_avg_sq, beta1, beta2, lr, eps, amsgrad)
+                continue
             step_size = lr / (1 - beta1 ** step)
             bias_correction2_sqrt = (1 - beta2 ** step) ** 0.5
             if amsgrad:
@@ -64,6 +75,21 @@ class Adam(Optimizer):
             else:
                 denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps)
             p.addcdiv_(exp_avg, denom, value=-step_size)
+
+
+def _capturable_update(p, state, exp_avg, exp_avg_sq, beta1, beta2, lr, eps, amsgrad) -> None:
+    """PyTorch's ``capturable=True`` branch, op for op: bias corrections from the step tensor."""
+    step = state["step"]
+    step_size_neg = -(lr / (1 - beta1 ** step))
+    bias_correction2_sqrt = (1 - beta2 ** step).sqrt()
+    if amsgrad:
+        max_sq = state["max_exp_avg_sq"]
+        max_sq.copy_(max_sq.maximum(exp_avg_sq))
+        second = max_sq
+    else:
+        second = exp_avg_sq
+    denom = (second.sqrt() / (bias_correction2_sqrt * step_size_neg)).add_(eps / step_size_neg)
+    p.addcdiv_(exp_avg, denom)
 
 
 class AdamW(Adam):
