@@ -1,6 +1,6 @@
 """The kernel side of tapelab in Jupyter: ``%load_ext tapelab.kernel``.
 
-Loading registers the ``%tape``/``%%tape`` and ``%%profile`` magics, rich display of tensors and ``grad_fn``
+Loading registers the ``%tape``/``%%tape``, ``%%profile`` and ``%debug_backward`` magics, rich display of tensors and ``grad_fn``
 nodes, and the comm bridge that streams live tapes to the JupyterLab side panel. The
 "Python 3 (tapelab)" kernelspec (``python -m tapelab.kernel install``) loads it by itself.
 """
@@ -30,6 +30,8 @@ def load_ipython_extension(ip) -> None:
     b.profiles = ProfileStreamer(b)      # finished profiles -> the panel
     b.profiles.start()
     ip.register_magics(ProfileMagics(ip, b, b.profiles))
+    from .debugging import DebugMagics
+    ip.register_magics(DebugMagics(ip))   # %debug_backward
     display.register(ip)
     _state["bridge"] = b
     from . import fx_stream

@@ -5,7 +5,7 @@ from .viewmodel import MIME, SCHEMA, VERSION, GraphBuilder, graph_from_grad_fn, 
 
 __all__ = ["MIME", "SCHEMA", "VERSION", "GraphBuilder", "graph_from_tape", "graph_from_grad_fn", "to_dot",
            "TapeView", "TensorView", "LiveTape", "ProfileView", "Monitor", "profile_model", "plots",
-           "GraphView", "graph_from_fx", "diff_graphs"]
+           "GraphView", "graph_from_fx", "diff_graphs", "Debugger"]
 
 
 def __getattr__(name):
@@ -27,6 +27,9 @@ def __getattr__(name):
     if name in ("graph_from_fx", "diff_graphs"):
         from . import fx_adapter
         return getattr(fx_adapter, name)
+    if name == "Debugger":
+        from .debugger import Debugger
+        return Debugger
     if name == "LiveTape":
         from .live import LiveTape
         return LiveTape

@@ -8,6 +8,7 @@ import { GraphStore } from './renderer/store';
 import { GraphView } from './renderer/view';
 import { Delta } from './renderer/types';
 import { ProfileDock, ProfileModel } from './renderer/profile';
+import { registerDebuggerCommands } from './debuggercommands';
 
 const TARGET = 'tapelab';
 
@@ -256,6 +257,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
         palette.addItem({ command, category: 'tapelab' });
       }
     }
+    registerDebuggerCommands(app, palette);
     if (statusBar) {
       statusBar.registerStatusItem('tapelab:status', { item: new StatusItem(panel), align: 'left', rank: 50 });
     }

@@ -12,6 +12,7 @@ import { Delta, Graph } from '../src/renderer/types';
 import { initializeProfileWidget, renderProfileWidget } from '../src/profilewidget';
 import { selectInTape } from '../src/renderer/profile';
 import { renderFxWidget } from '../src/fxview';
+import { renderDebuggerWidget } from '../src/debugger';
 
 interface Model {
   get(name: string): any;
@@ -72,6 +73,9 @@ function render({ model, el }: { model: Model; el: HTMLElement }) {
   }
   if (model.get('_view') === 'fx') {
     return renderFxWidget({ model, el });
+  }
+  if (model.get('_view') === 'debugger') {
+    return renderDebuggerWidget({ model, el });
   }
   if (model.get('_view') === 'tensor') {
     const draw = () => {
