@@ -108,15 +108,14 @@ class FxPaneView {
     this.code = el('pre', 'tapelab-fx-code');
     const ids = lineNodes(pane.graph, pane.code || '');
     const text = (pane.code || '').split('\n');
-    let started = false;
+    const first = Math.max(0, text.findIndex(line => line.trim() !== '')); // the source starts with blank lines
     text.forEach((line, i) => {
-      if (!started && !line.trim()) {
-        return; // the generated source starts with blank lines
+      if (i < first) {
+        return;
       }
-      started = true;
       const row = el('div', 'tapelab-code-line');
       row.dataset.line = String(i);
-      row.appendChild(el('span', 'tapelab-code-no', String(i)));
+      row.appendChild(el('span', 'tapelab-code-no', String(i - first + 1)));
       row.appendChild(document.createTextNode(line));
       const mine = ids[i];
       if (mine.length) {
@@ -165,6 +164,13 @@ class FxPaneView {
 
   /** Mark the given node ids (graph and code); scroll the code or nothing. */
   apply(ids: Set<string>, scroll: 'code' | 'graph' | null): void {
+    if (scroll === 'graph') {
+      for (const id of ids) {
+        if (this.view.reveal(id)) {
+          break; // pan to the first node of the line (paint re-decorates with the new highlight)
+        }
+      }
+    }
     this.view.node.querySelectorAll('.tapelab-unit').forEach(g => {
       g.classList.toggle('tapelab-hl', ids.has(g.getAttribute('data-id') || ''));
     });

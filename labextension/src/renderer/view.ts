@@ -392,6 +392,27 @@ export class GraphView {
     c.dataset.id = u.id;
   }
 
+  /** Pan (keeping the zoom) so that the unit `id` is in view, if it is drawn and not in view yet. */
+  reveal(id: string): boolean {
+    const p = this.pos.get(id);
+    if (!p) {
+      return false;
+    }
+    const r = this.canvas.getBoundingClientRect();
+    const W = r.width || 800;
+    const H = r.height || 400;
+    const x = p.x * this.scale + this.tx;
+    const y = p.y * this.scale + this.ty;
+    if (x >= 0 && y >= 0 && x + p.w * this.scale <= W && y + p.h * this.scale <= H) {
+      return true;
+    }
+    this.tx = W / 2 - (p.x + p.w / 2) * this.scale;
+    this.ty = H / 2 - (p.y + p.h / 2) * this.scale;
+    this.applyTransform();
+    this.paint();
+    return true;
+  }
+
   fit(res?: LayoutResult): void {
     const r = this.canvas.getBoundingClientRect();
     const W = r.width || 800;

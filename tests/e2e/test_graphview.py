@@ -1,0 +1,129 @@
+"""End to end: GraphView renders a traced Transformer encoder (tapelab.nn.TransformerEncoderLayer
+blocks traced into) beside its generated code; hovering a node highlights its code line and
+hovering a line highlights its node; a diff after a pass colours added/removed/changed nodes.
+Screenshots go to test-output/e2e/."""
+from __future__ import annotations
+
+import json
+import urllib.request
+
+KERNEL_IDLE = """() => { const w = window.jupyterapp && window.jupyterapp.shell.currentWidget;
+  return !!(w && w.sessionContext && w.sessionContext.isReady && w.sessionContext.session
+            && w.sessionContext.session.kernel && w.sessionContext.session.kernel.status === 'idle'); }"""
+
+NB = "graphview_e2e.ipynb"
+
+CELLS = [
+    """%load_ext tapelab.kernel
+import tapelab as torch
+from tapelab import nn, fx
+from tapelab.fx.passes import ShapeProp
+from tapelab.widgets import GraphView, graph_from_fx
+torch.manual_seed(0)
+
+class Encoder(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layers = nn.ModuleList([nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0, batch_first=True)
+                                     for _ in range(2)])
+        self.head = nn.Linear(16, 4)
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = layer(x)
+        return self.head(x.mean(1))
+
+class Into(fx.Tracer):   # trace into the encoder layers; attention, linear, norm and dropout stay leaves
+    def is_leaf_module(self, m, qualname):
+        return isinstance(m, (nn.Linear, nn.LayerNorm, nn.Dropout, nn.MultiheadAttention))
+
+model = Encoder().eval()
+gm = fx.GraphModule(model, Into().trace(model))
+ShapeProp(gm).propagate(torch.randn(2, 5, 16))
+GraphView(gm)""",
+    """before = graph_from_fx(gm)
+for n in list(gm.graph.nodes):
+    if n.op == "call_method" and n.target == "relu":
+        with gm.graph.inserting_before(n):
+            g = gm.graph.call_function(nn.functional.gelu, n.args)
+        n.replace_all_uses_with(g)
+        gm.graph.erase_node(n)
+gm.recompile()
+GraphView.diff(before, gm)""",
+]
+
+
+def _put_notebook(lab_url: str) -> None:
+    nb = {"cells": [{"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [], "source": c}
+                    for c in CELLS],
+          "metadata": {"kernelspec": {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}},
+          "nbformat": 4, "nbformat_minor": 5}
+    body = json.dumps({"type": "notebook", "format": "json", "content": nb}).encode()
+    req = urllib.request.Request(f"{lab_url}/api/contents/{NB}", data=body, method="PUT",
+                                 headers={"Content-Type": "application/json"})
+    urllib.request.urlopen(req, timeout=10).read()
+
+
+def test_graph_view_of_a_traced_transformer_encoder(page, lab_url, out_dir):
+    _put_notebook(lab_url)
+    page.goto(f"{lab_url}/lab/tree/{NB}")
+    page.wait_for_function("() => !!window.jupyterapp && !!window.jupyterapp.shell.currentWidget", timeout=90_000)
+    page.wait_for_function(KERNEL_IDLE, timeout=90_000)
+    page.evaluate("() => { jupyterapp.commands.execute('notebook:run-all-cells'); }")
+    fxv = page.locator(".jp-OutputArea-output .tapelab-fx").first
+    fxv.wait_for(timeout=90_000)
+    page.wait_for_function("el => el.querySelectorAll('.tapelab-unit[data-name]').length >= 8",
+                           arg=fxv.element_handle(), timeout=30_000)
+
+    # the graph (drawn where it is in view): attention, norms and linears, grouped by module, shapes shown
+    graph = fxv.locator(".tapelab-graph")
+    nodes = int(graph.get_attribute("data-nodes"))
+    assert nodes >= 25, nodes
+    names = fxv.locator(".tapelab-unit[data-name]").evaluate_all("els => els.map(e => e.dataset.name)")
+    for name in ("x", "layers_0_self_attn", "layers_0_norm1", "layers_0_linear1"):
+        assert name in names, names
+    assert fxv.locator(".tapelab-frame[data-group='g:layers.0']").count() == 1
+    assert "MultiheadAttention" in fxv.locator(".tapelab-unit[data-name=layers_0_self_attn]").text_content()
+    assert "(2, 5, 32)" in fxv.locator(".tapelab-unit[data-name=layers_0_linear1]").text_content()
+    # the code panel: the generated forward, one line per node
+    code = fxv.locator(".tapelab-fx-code")
+    assert "def forward(self, x):" in code.text_content()
+    lines = code.locator(".tapelab-code-line[data-nodes]").evaluate_all("els => els.map(e => e.dataset.nodes)")
+    assert len(lines) == nodes and lines[0] == "x" and lines[-1] == "output", lines
+    for name in ("layers_1_norm2", "relu_1", "head"):
+        assert name in lines, lines
+
+    # hover a node: its defining line lights up (and only that one)
+    fxv.locator(".tapelab-unit[data-name=layers_0_linear1]").hover()
+    hl = code.locator(".tapelab-code-hl")
+    hl.wait_for()
+    assert hl.count() == 1 and hl.get_attribute("data-nodes") == "layers_0_linear1"
+    assert "layers_0_linear1 = " in hl.text_content()
+    assert fxv.locator(".tapelab-unit.tapelab-hl").get_attribute("data-name") == "layers_0_linear1"
+    fxv.scroll_into_view_if_needed()
+    fxv.screenshot(path=str(out_dir / "graphview-encoder-hover.png"))
+
+    # hover a code line: its node lights up, the graph pans to it when it is out of view
+    code.locator(".tapelab-code-line[data-nodes=layers_1_linear2]").hover()
+    page.wait_for_function("el => { const u = el.querySelector('.tapelab-unit.tapelab-hl'); "
+                           "return !!u && u.dataset.name === 'layers_1_linear2'; }", arg=fxv.element_handle())
+    assert fxv.get_attribute("data-hover") == "layers_1_linear2"
+    fxv.screenshot(path=str(out_dir / "graphview-encoder-code-hover.png"))
+
+    # the traced graph also streamed to the side panel (as tapes do)
+    page.wait_for_function("() => window.tapelabPanel && window.tapelabPanel.store.nodes.some(n => n.id === 'fx:head')")
+
+    # the diff after a pass (relu -> gelu): two panes, removed and added nodes coloured
+    diff = page.locator(".jp-OutputArea-output .tapelab-fx.tapelab-fx-diff").first
+    diff.wait_for(timeout=60_000)
+    page.wait_for_function("el => el.querySelectorAll('.tapelab-unit.tapelab-diff-added').length >= 1",
+                           arg=diff.element_handle(), timeout=30_000)
+    assert diff.get_attribute("data-panes") == "2"
+    panes = diff.locator(".tapelab-fx-pane")
+    assert panes.nth(0).locator(".tapelab-unit.tapelab-diff-removed[data-name=relu]").count() == 1
+    assert panes.nth(1).locator(".tapelab-unit.tapelab-diff-added[data-name=gelu]").count() == 1
+    assert panes.nth(1).locator(".tapelab-code-line.tapelab-diff-added").count() == 2
+    assert "added 2" in diff.locator(".tapelab-fx-summary").text_content()
+    diff.scroll_into_view_if_needed()
+    diff.screenshot(path=str(out_dir / "graphview-diff.png"))
+    assert not page.errors, page.errors
