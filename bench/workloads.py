@@ -305,6 +305,43 @@ def transformer_block(m, ctx):
 
 
 # =============================================================================================
+# (e) recording for the notebook: each MLP step inside a tapelab.tape() (as %%tape records a
+#     cell), and a loop of steps inside the LiveTape that `%tape on` streams to the inspector
+#     (sampled value/grad summaries, deltas to a sink); torch runs the plain step, so read these
+#     rows against "MLP ... batch 64" above
+# =============================================================================================
+
+def _recorded(m, ctx, make_scope):
+    step = _mlp_step(m, ctx, 64)
+    if ctx.side != "tapelab":
+        return step
+
+    def recorded():
+        with make_scope():
+            return step()
+    return recorded
+
+
+@workload("MLP 784-512-512-10 step, batch 64, tape", "notebook recording", requires=("tape",),
+          note="tapelab: each step inside tapelab.tape(); torch: plain step")
+def mlp_taped(m, ctx):
+    return _recorded(m, ctx, lambda: m.tape())
+
+
+@workload("MLP 784-512-512-10 step, batch 64, inspector streaming", "notebook recording",
+          requires=("tape",), note="tapelab: the timed loop runs inside one widgets.LiveTape, as a "
+                                   "training cell does under %tape on; torch: plain step")
+def mlp_streamed(m, ctx):
+    step = _mlp_step(m, ctx, 64)
+    if ctx.side != "tapelab":
+        yield step
+        return
+    from tapelab.widgets.live import LiveTape
+    with LiveTape(sinks=[lambda delta: None]):
+        yield step
+
+
+# =============================================================================================
 # (d) capture and replay (tapelab.graphs, CUDA Graph semantics on cpu): tapelab replays the
 #     captured step; PyTorch has no cpu graphs, so its side is the eager step
 # =============================================================================================
