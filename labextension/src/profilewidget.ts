@@ -1,7 +1,7 @@
 /**
  * The anywidget side of tapelab.widgets.ProfileView (`_view` "profile") and Monitor (`_view`
- * "monitor"), used by widget/index.ts. A Monitor's points arrive as custom messages; they go to
- * one MonitorStore per model (made in `initialize`), so none is lost before a view exists.
+ * "monitor"), used by widget/index.ts. A Monitor's points arrive as custom messages between the
+ * full-history `data` syncs; each view keeps its own MonitorStore.
  */
 import { MonitorData, MonitorPoint, MonitorStore, MonitorView } from './renderer/monitor';
 import { ProfileModel, ProfileRenderer } from './renderer/profile';
@@ -13,44 +13,35 @@ interface Model {
   send(content: any): void;
 }
 
-const monitors = new WeakMap<Model, MonitorStore>();
-
-function monitorStore(model: Model): MonitorStore {
-  let s = monitors.get(model);
-  if (!s) {
-    s = new MonitorStore();
-    s.set(model.get('data') as MonitorData);
-    monitors.set(model, s);
-  }
-  return s;
-}
-
-/** Returns true when it handled the model (a profile or monitor widget). */
+/** Returns true when it handled the model (a profile or monitor widget: their views subscribe
+ *  themselves; a Monitor's full history comes with `data`, so a late view misses nothing). */
 export function initializeProfileWidget(model: Model): boolean {
   const kind = model.get('_view');
-  if (kind !== 'monitor') {
-    return kind === 'profile';
-  }
-  const s = monitorStore(model);
-  model.on('msg:custom', (msg: { type: string; points?: MonitorPoint[] }) => {
-    if (msg.type === 'points' && msg.points) {
-      s.append(msg.points);
-    }
-  });
-  model.on('change:data', () => s.set(model.get('data') as MonitorData));
-  return true;
+  return kind === 'monitor' || kind === 'profile';
 }
 
 /** Renders a profile or monitor widget; undefined for other views. */
 export function renderProfileWidget({ model, el }: { model: Model; el: HTMLElement }): (() => void) | undefined {
   const kind = model.get('_view');
   if (kind === 'monitor') {
-    const view = new MonitorView(monitorStore(model), model.get('title') || '');
+    const store = new MonitorStore();
+    store.set(model.get('data') as MonitorData);
+    const view = new MonitorView(store, model.get('title') || '');
     el.appendChild(view.node);
     const retitle = () => view.setTitle(model.get('title') || '');
+    const reset = () => store.set(model.get('data') as MonitorData);
+    const points = (msg: { type: string; points?: MonitorPoint[] }) => {
+      if (msg.type === 'points' && msg.points) {
+        store.append(msg.points);
+      }
+    };
     model.on('change:title', retitle);
+    model.on('change:data', reset);
+    model.on('msg:custom', points);
     return () => {
       model.off('change:title', retitle);
+      model.off('change:data', reset);
+      model.off('msg:custom', points);
       view.dispose();
     };
   }

@@ -286,7 +286,8 @@ export class ProfileRenderer {
 
   // ------------------------------------------------------------------ timeline
   private width(): number {
-    return Math.max(this.node.clientWidth - 14, 600);
+    const w = this.node.clientWidth; // 0 until attached: draw at a default width, redrawn on resize
+    return w > 60 ? Math.max(w - 14, 280) : 900;
   }
 
   private x(t: number, w: number): number {
@@ -573,11 +574,11 @@ export class ProfileRenderer {
     }
     // the biggest allocations, marked where they happened
     for (const a of this.model.top_alloc || []) {
-      const x = xs(a.start_us);
+      const after = mem.find(p => p.ts_us >= a.start_us); // the op's allocation lands when it ends
+      const x = xs(after ? after.ts_us : a.start_us);
       if (x < L || x > w) {
         continue;
       }
-      const after = mem.find(p => p.ts_us >= a.start_us);
       const c = svg('circle', { cx: x, cy: ys(after ? after.allocated : 0), r: 3, fill: '#dc2626', class: 'tapelab-mem-alloc', 'data-id': a.id });
       const title = svg('title');
       title.textContent = `${a.name} allocated ${fmtBytes(a.bytes)}` + (a.module ? ` in ${a.module}` : '');

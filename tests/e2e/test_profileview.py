@@ -1,0 +1,106 @@
+"""End to end in a real JupyterLab: ``%%profile`` on a training step shows the op table, the
+timeline and the memory chart (sort, select, zoom work; the side panel gets the profile too),
+and a Monitor draws its curves while the loop runs. Screenshots go to test-output/e2e/."""
+from __future__ import annotations
+
+import json
+import urllib.request
+
+NB = "profile_e2e.ipynb"
+
+CELLS = [
+    "%load_ext tapelab.kernel",
+    "import tapelab as torch\nfrom tapelab import nn\nfrom tapelab.profiler import record_function\n"
+    "torch.manual_seed(0)\nmodel = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 10))\n"
+    "opt = torch.optim.SGD(model.parameters(), lr=0.1)\nx, y = torch.randn(256, 64), torch.randint(0, 10, (256,))\n"
+    "def step():\n    opt.zero_grad()\n    with record_function('forward'):\n"
+    "        loss = nn.functional.cross_entropy(model(x), y)\n    with record_function('backward'):\n"
+    "        loss.backward()\n    opt.step()\n    return loss",
+    "%%profile training step\nwith record_function('train_step'):\n    step()",
+    "from tapelab.widgets import Monitor\nimport time\nmon = Monitor(title='training', rate=20)\ndisplay(mon)\n"
+    "for i in range(30):\n    loss = step()\n    mon.log(i, loss=loss.item(), acc=1 - loss.item() / 3)\n    time.sleep(0.01)\n"
+    "print('trained')",
+]
+
+KERNEL_IDLE = """() => { const w = window.jupyterapp && window.jupyterapp.shell.currentWidget;
+  return !!(w && w.sessionContext && w.sessionContext.isReady && w.sessionContext.session
+            && w.sessionContext.session.kernel && w.sessionContext.session.kernel.status === 'idle'); }"""
+
+
+def _put_notebook(lab_url):
+    nb = {"cells": [{"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [], "source": c}
+                    for c in CELLS],
+          "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
+          "nbformat": 4, "nbformat_minor": 5}
+    body = json.dumps({"type": "notebook", "format": "json", "content": nb}).encode()
+    req = urllib.request.Request(f"{lab_url}/api/contents/{NB}", data=body, method="PUT",
+                                 headers={"Content-Type": "application/json"})
+    urllib.request.urlopen(req, timeout=10).read()
+
+
+def test_profile_magic_and_monitor_in_lab(page, lab_url, out_dir):
+    _put_notebook(lab_url)
+    page.goto(f"{lab_url}/lab/tree/{NB}")
+    page.wait_for_function("() => !!window.jupyterapp && !!window.tapelabPanel", timeout=90_000)
+    page.wait_for_function(KERNEL_IDLE, timeout=90_000)
+    page.evaluate("() => { jupyterapp.commands.execute('notebook:run-all-cells'); }")
+
+    prof = page.locator(".jp-OutputArea-output .tapelab-profile").first
+    prof.wait_for(timeout=60_000)
+    page.wait_for_function("() => [...document.querySelectorAll('.jp-OutputArea-output')]"
+                           ".some(o => o.textContent.includes('trained'))", timeout=60_000)
+    page.wait_for_function(KERNEL_IDLE)
+
+    # the op table (from the averages), sorted by self time; click a header to sort by calls
+    rows = prof.locator(".tapelab-prof-table tbody tr")
+    names = [r.get_attribute("data-name") for r in rows.all()]
+    assert "matmul" in names and "relu" in names, names
+    prof.locator(".tapelab-prof-table th[data-key=count]").click()
+    counts = [int(c) for c in prof.locator(".tapelab-prof-table tbody tr td:nth-child(3)").all_text_contents()]
+    assert counts == sorted(counts, reverse=True)
+
+    # the timeline: forward, backward, ranges and module tracks; nested ranges one row apart
+    lanes = prof.locator(".tapelab-prof-timeline .tapelab-lane-label").all_text_contents()
+    assert lanes == ["ranges", "forward", "backward", "modules"], lanes
+    assert prof.locator(".tapelab-ev[data-kind=op]").count() > 10
+    assert prof.locator(".tapelab-ev[data-kind=backward]").count() > 3
+    assert prof.locator(".tapelab-ev[data-kind=range]").count() == 3
+    assert prof.locator(".tapelab-ev[data-kind=module]").count() >= 3
+
+    # the memory chart with its biggest allocations
+    assert int(prof.locator(".tapelab-prof-memory").get_attribute("data-points")) > 3
+    assert prof.locator(".tapelab-mem-alloc").count() >= 1
+    assert prof.locator(".tapelab-prof-alloc li").count() >= 1
+    assert prof.locator(".tapelab-mod-row").count() >= 4     # root expanded: 3 modules below it
+    prof.scroll_into_view_if_needed()
+    prof.screenshot(path=str(out_dir / "profileview.png"))
+
+    # click an op in the table: it is selected on the timeline, its card shows
+    prof.locator(".tapelab-prof-table tbody tr[data-name=matmul]").click()
+    prof.locator(".tapelab-ev.tapelab-sel").wait_for()
+    assert "matmul" in prof.locator(".tapelab-prof-card").text_content()
+    # zoom in with the wheel, then reset
+    tl = prof.locator(".tapelab-prof-timeline")
+    t1 = float(tl.get_attribute("data-t1"))
+    tl.hover()
+    page.mouse.wheel(0, -400)
+    page.wait_for_function("([el, t1]) => Number(el.dataset.t1) - Number(el.dataset.t0) < t1 * 0.8",
+                           arg=[tl.element_handle(), t1])
+    prof.screenshot(path=str(out_dir / "profileview-zoomed.png"))
+    prof.locator(".tapelab-zoom-reset").click()
+
+    # the Monitor drew the loss, acc and step-time curves
+    mon = page.locator(".jp-OutputArea-output .tapelab-monitor").first
+    page.wait_for_function("el => Number(el.dataset.points) === 30", arg=mon.element_handle(), timeout=20_000)
+    assert mon.locator(".tapelab-monitor-chart .tapelab-curve").count() == 3
+    assert "ms/step" in mon.text_content()
+    mon.scroll_into_view_if_needed()
+    mon.screenshot(path=str(out_dir / "monitor.png"))
+
+    # the profile reached the side panel as well
+    page.evaluate("() => jupyterapp.shell.activateById('tapelab-panel')")
+    dock = page.locator("#tapelab-panel .tapelab-panel-profile")
+    dock.locator(".tapelab-profile").wait_for()
+    assert int(dock.get_attribute("data-profiles")) >= 1
+    page.screenshot(path=str(out_dir / "lab-profile.png"))
+    assert not page.errors, page.errors
