@@ -117,7 +117,7 @@ export class DebuggerView implements DebuggerHandle {
     this.node.tabIndex = 0; // focusable: the shortcuts act on the focused debugger
     const bar = el('div', 'tapelab-dbg-bar');
     const add = (cmd: DebuggerCommand, label: string, title: string) => {
-      const b = el('button', 'tapelab-dbg-' + cmd.replace('_', '-'), label);
+      const b = el('button', 'tapelab-dbg-' + cmd.replace(/_/g, '-'), label);
       b.title = title;
       b.dataset.cmd = cmd;
       b.addEventListener('click', () => this.command(cmd));
