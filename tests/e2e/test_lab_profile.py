@@ -40,8 +40,11 @@ def _put_notebook(lab_url):
 
 def test_profile_magic_and_monitor_in_lab(page, lab_url, out_dir):
     _put_notebook(lab_url)
-    page.goto(f"{lab_url}/lab/tree/{NB}")
+    page.goto(f"{lab_url}/lab/tree/{NB}?reset")     # a fresh workspace: no other notebook restored
     page.wait_for_function("() => !!window.jupyterapp && !!window.tapelabPanel", timeout=90_000)
+    page.evaluate(f"() => jupyterapp.commands.execute('docmanager:open', {{ path: '{NB}' }})")
+    page.wait_for_function(f"() => {{ const w = jupyterapp.shell.currentWidget; return !!(w && w.context && w.context.path === '{NB}'); }}",
+                           timeout=90_000)
     page.wait_for_function(KERNEL_IDLE, timeout=90_000)
     page.evaluate("() => { jupyterapp.commands.execute('notebook:run-all-cells'); }")
 
