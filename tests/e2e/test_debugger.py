@@ -5,10 +5,13 @@ then Run to NaN stops at the log. Screenshots go to test-output/e2e/."""
 from __future__ import annotations
 
 import json
+import urllib.error
 import urllib.request
 
+# the current widget must be this test's notebook: a workspace restored from an earlier test
+# can make another notebook current for a moment
 KERNEL_IDLE = """() => { const w = window.jupyterapp && window.jupyterapp.shell.currentWidget;
-  return !!(w && w.sessionContext && w.sessionContext.isReady && w.sessionContext.session
+  return !!(w && w.context && w.context.path === 'debugger_e2e.ipynb' && w.sessionContext && w.sessionContext.isReady && w.sessionContext.session
             && w.sessionContext.session.kernel && w.sessionContext.session.kernel.status === 'idle'); }"""
 
 NB = "debugger_e2e.ipynb"
@@ -54,6 +57,22 @@ def _put_notebook(lab_url: str) -> None:
     urllib.request.urlopen(req, timeout=10).read()
 
 
+def _cleanup(page, lab_url: str) -> None:
+    """Leave nothing for the next test: close the page, shut this notebook's kernel down and
+    forget the workspace (else the next test's JupyterLab reopens this notebook too)."""
+    page.close()
+    sessions = json.load(urllib.request.urlopen(f"{lab_url}/api/sessions", timeout=10))
+    for s in sessions:
+        if s.get("path", "").endswith(NB):
+            urllib.request.urlopen(urllib.request.Request(f"{lab_url}/api/sessions/{s['id']}", method="DELETE"),
+                                   timeout=10)
+    try:
+        urllib.request.urlopen(urllib.request.Request(f"{lab_url}/lab/api/workspaces/default", method="DELETE"),
+                               timeout=10)
+    except urllib.error.HTTPError:
+        pass
+
+
 def _wait_seq(page, dbg, after: int) -> int:
     page.wait_for_function("([el, n]) => Number(el.dataset.seq || 0) > n", arg=[dbg.element_handle(), after],
                            timeout=20_000)
@@ -62,6 +81,13 @@ def _wait_seq(page, dbg, after: int) -> int:
 
 def test_debugger_steps_breakpoints_and_runs_to_a_planted_nan(page, lab_url, out_dir):
     _put_notebook(lab_url)
+    try:
+        _check(page, lab_url, out_dir)
+    finally:
+        _cleanup(page, lab_url)
+
+
+def _check(page, lab_url, out_dir):
     page.goto(f"{lab_url}/lab/tree/{NB}")
     page.wait_for_function("() => !!window.jupyterapp && !!window.jupyterapp.shell.currentWidget", timeout=90_000)
     page.wait_for_function(KERNEL_IDLE, timeout=90_000)
