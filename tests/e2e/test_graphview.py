@@ -64,10 +64,35 @@ def _put_notebook(lab_url: str) -> None:
     urllib.request.urlopen(req, timeout=10).read()
 
 
+def _clean_up(page, lab_url) -> None:
+    """Leave the server as we found it: no page saving the workspace, no notebook restored in it,
+    no kernel of ours running."""
+    page.close()
+    for s in json.load(urllib.request.urlopen(f"{lab_url}/api/sessions", timeout=10)):
+        if s.get("path", "").endswith(NB):
+            urllib.request.urlopen(urllib.request.Request(f"{lab_url}/api/sessions/{s['id']}", method="DELETE"),
+                                   timeout=30).read()
+    try:
+        urllib.request.urlopen(urllib.request.Request(f"{lab_url}/lab/api/workspaces/default", method="DELETE"),
+                               timeout=10).read()
+    except Exception:
+        pass
+
+
 def test_graph_view_of_a_traced_transformer_encoder(page, lab_url, out_dir):
     _put_notebook(lab_url)
-    page.goto(f"{lab_url}/lab/tree/{NB}")
-    page.wait_for_function("() => !!window.jupyterapp && !!window.jupyterapp.shell.currentWidget", timeout=90_000)
+    try:
+        _check_graph_view(page, lab_url, out_dir)
+    finally:
+        _clean_up(page, lab_url)
+
+
+def _check_graph_view(page, lab_url, out_dir):
+    page.goto(f"{lab_url}/lab/tree/{NB}?reset")     # a fresh workspace: no other notebook restored
+    page.wait_for_function("() => !!window.jupyterapp && !!window.tapelabPanel", timeout=90_000)
+    page.evaluate(f"() => jupyterapp.commands.execute('docmanager:open', {{ path: '{NB}' }})")
+    page.wait_for_function(f"() => {{ const w = jupyterapp.shell.currentWidget; "
+                           f"return !!(w && w.context && w.context.path === '{NB}'); }}", timeout=90_000)
     page.wait_for_function(KERNEL_IDLE, timeout=90_000)
     page.evaluate("() => { jupyterapp.commands.execute('notebook:run-all-cells'); }")
     fxv = page.locator(".jp-OutputArea-output .tapelab-fx").first
