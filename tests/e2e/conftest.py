@@ -101,8 +101,26 @@ def browser(lab_url):
             b.close()
 
 
+def _fresh_lab(lab_url: str) -> None:
+    """Each test starts from a clean JupyterLab: no workspace to restore (else the notebooks of
+    earlier tests reopen, and one of them can be the current widget when "run all" fires) and
+    no kernels left running from earlier tests."""
+    import urllib.error
+    import urllib.request
+    def delete(url):
+        try:
+            urllib.request.urlopen(urllib.request.Request(url, method="DELETE"), timeout=10)
+        except urllib.error.HTTPError:
+            pass   # gone already, or no workspace saved yet
+
+    for s in json.load(urllib.request.urlopen(f"{lab_url}/api/sessions", timeout=10)):
+        delete(f"{lab_url}/api/sessions/{s['id']}")
+    delete(f"{lab_url}/lab/api/workspaces/default")
+
+
 @pytest.fixture
-def page(browser):
+def page(browser, lab_url):
+    _fresh_lab(lab_url)
     ctx = browser.new_context(viewport={"width": 1500, "height": 950})
     pg = ctx.new_page()
     pg.set_default_timeout(60_000)
