@@ -38,8 +38,28 @@ def _put_notebook(lab_url):
     urllib.request.urlopen(req, timeout=10).read()
 
 
+def _shutdown(lab_url):
+    """Stop our notebook's kernel so later e2e tests start from a quiet server."""
+    try:
+        sessions = json.load(urllib.request.urlopen(f"{lab_url}/api/sessions", timeout=10))
+        for s in sessions:
+            if s.get("path", "").endswith(NB):
+                urllib.request.urlopen(urllib.request.Request(f"{lab_url}/api/sessions/{s['id']}", method="DELETE"),
+                                       timeout=10)
+    except Exception:
+        pass
+
+
 def test_profile_magic_and_monitor_in_lab(page, lab_url, out_dir):
     _put_notebook(lab_url)
+    try:
+        _check(page, lab_url, out_dir)
+    finally:
+        page.close()
+        _shutdown(lab_url)
+
+
+def _check(page, lab_url, out_dir):
     page.goto(f"{lab_url}/lab/tree/{NB}?reset")     # a fresh workspace: no other notebook restored
     page.wait_for_function("() => !!window.jupyterapp && !!window.tapelabPanel", timeout=90_000)
     page.evaluate(f"() => jupyterapp.commands.execute('docmanager:open', {{ path: '{NB}' }})")
