@@ -24,19 +24,18 @@ from .ops.linalg import *  # noqa: F401,F403
 from .ops.movement import *  # noqa: F401,F403
 from .ops.reduce import *  # noqa: F401,F403
 from .ops.sort import *  # noqa: F401,F403
+from .random import Generator, default_generator, get_rng_state, initial_seed, manual_seed, seed, set_rng_state
 from .serialization import CheckpointError, load, save
-from .random import Generator, default_generator, initial_seed, manual_seed, seed, get_rng_state, set_rng_state
-from .tensor import Size, Tensor
 from .tape import tape
-from . import autograd, cuda, linalg, nn, optim, utils  # noqa: E402
-from . import profiler  # noqa: E402
-import tapelab.utils.data  # noqa: E402,F401
+from .tensor import Size, Tensor
 
 install_methods(Tensor)
+
+# the layers above the core (each imports only what is above it here)
+from . import autograd, cuda, linalg, nn, optim, utils  # noqa: E402
+from . import debug, fx, graphs, profiler  # noqa: E402
 from ._nn_toplevel import *  # noqa: E402,F401,F403  (torch.softmax, torch.conv2d, Tensor.softmax, ...)
-from . import fx  # noqa: E402
-from . import graphs  # noqa: E402
-from . import debug  # noqa: E402
+
 FloatTensor = DoubleTensor = LongTensor = Tensor
 
 __version__ = "0.1.0"
@@ -57,6 +56,8 @@ def result_type(*operands) -> dtype:
 def is_floating_point(input: Tensor) -> bool:
     return input.is_floating_point()
 
+
 # PyTorch never warns on overflow, division by zero or invalid values: inf and nan flow silently
 import numpy as _np  # noqa: E402
+
 _np.seterr(all="ignore")
