@@ -328,6 +328,17 @@ def mlp_taped(m, ctx):
     return _recorded(m, ctx, lambda: m.tape())
 
 
+@workload("MLP 784-512-512-10 step, batch 64, profiled", "notebook recording", requires=("profiler.profile",),
+          note="each step inside profiler.profile() (tapelab) / torch.profiler.profile() (torch), defaults")
+def mlp_profiled(m, ctx):
+    step = _mlp_step(m, ctx, 64)
+
+    def profiled():
+        with m.profiler.profile():
+            return step()
+    return profiled
+
+
 @workload("MLP 784-512-512-10 step, batch 64, inspector streaming", "notebook recording",
           requires=("tape",), note="tapelab: the timed loop runs inside one widgets.LiveTape, as a "
                                    "training cell does under %tape on; torch: plain step")

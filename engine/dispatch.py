@@ -251,12 +251,18 @@ def _observed(op, args, params):
             seq=seq, op=op.name,
             inputs=tuple(a._uid() if isinstance(a, Tensor) else None for a in args),
             input_shapes=tuple(a._data.shape if isinstance(a, Tensor) else () for a in args),
-            output=res._uid(), shape=data.shape, dtype=_BY_NP[data.dtype].name, device=res._device._name,
+            output=_fresh_uid(res), shape=data.shape, dtype=_BY_NP[data.dtype].name, device=res._device._name,
             requires_grad=res.requires_grad, duration_ns=dur, start_ns=start,
             module=STATE.module_path[-1] if STATE.module_path else "",
             grad_fn=node.name() if node is not None else "",
             tensors=(args, res)))
     return out
+
+
+def _fresh_uid(t) -> int:
+    """A new op result gets its uid here, skipping the lazy lookup's AttributeError."""
+    uid = t._uid_ = next(_uids)
+    return uid
 
 
 def apply_(op, target, *args, **params):
@@ -446,4 +452,4 @@ def _inplace_view(op, target, args, params):
     return target
 
 
-from .tensor import Tensor, _ndarray, _new  # noqa: E402  (tensor.py imports apply lazily through methods)
+from .tensor import Tensor, _ndarray, _new, _uids  # noqa: E402  (tensor.py imports apply lazily through methods)
