@@ -36,6 +36,8 @@ def load_ipython_extension(ip) -> None:
     _state["bridge"] = b
     from . import fx_stream
     fx_stream.install(b)              # traced FX graphs stream to the panel too
+    from . import capture_stream
+    capture_stream.install(b)         # captured graphs (capture_done) too
 
 
 def unload_ipython_extension(ip) -> None:
@@ -44,6 +46,8 @@ def unload_ipython_extension(ip) -> None:
     b = _state.pop("bridge", None)
     from . import fx_stream
     fx_stream.uninstall()
+    from . import capture_stream
+    capture_stream.uninstall()
     if b is not None:
         if getattr(b, "profiles", None) is not None:
             b.profiles.stop()

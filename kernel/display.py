@@ -35,6 +35,23 @@ def _graph_module_bundle(gm, include=None, exclude=None):
     return {MIME: g, "text/html": f"<pre>{html.escape(gm.code)}</pre>" + to_html(g), "text/plain": repr(gm)}
 
 
+def _capture_bundle(g, include=None, exclude=None):
+    """A captured ``tapelab.graphs.Graph`` shows its CaptureView (never replayed to time it);
+    without anywidget, the capture model for the mime renderer and a static summary."""
+    from tapelab.widgets.captureview import CAPTURE_MIME, capture_html, capture_model
+    try:
+        from tapelab.widgets.captureview import CaptureView
+        bundle = CaptureView(g)._repr_mimebundle_()
+        data = bundle[0] if isinstance(bundle, tuple) else bundle
+        if data:
+            data["text/plain"] = repr(g)
+            return data
+    except ImportError:
+        pass
+    m = capture_model(g)
+    return {CAPTURE_MIME: m, "text/html": capture_html(m), "text/plain": repr(g)}
+
+
 def register(shell) -> None:
     from tapelab import Tensor
     from tapelab.autograd.graph import Node
@@ -43,6 +60,8 @@ def register(shell) -> None:
     fmt.mimebundle_formatter.for_type(Node, _node_bundle)
     from tapelab.fx import GraphModule
     fmt.mimebundle_formatter.for_type(GraphModule, _graph_module_bundle)
+    from tapelab.graphs import Graph as CapturedGraph
+    fmt.mimebundle_formatter.for_type(CapturedGraph, _capture_bundle)
 
 
 def unregister(shell) -> None:
@@ -50,8 +69,9 @@ def unregister(shell) -> None:
     from tapelab.autograd.graph import Node
     fmt = shell.display_formatter
     from tapelab.fx import GraphModule
+    from tapelab.graphs import Graph as CapturedGraph
     for f, cls in ((fmt.formatters["text/html"], Tensor), (fmt.mimebundle_formatter, Node),
-                   (fmt.mimebundle_formatter, GraphModule)):
+                   (fmt.mimebundle_formatter, GraphModule), (fmt.mimebundle_formatter, CapturedGraph)):
         try:
             f.pop(cls)
         except KeyError:

@@ -5,7 +5,7 @@ from .viewmodel import MIME, SCHEMA, VERSION, GraphBuilder, graph_from_grad_fn, 
 
 __all__ = ["MIME", "SCHEMA", "VERSION", "GraphBuilder", "graph_from_tape", "graph_from_grad_fn", "to_dot",
            "TapeView", "TensorView", "LiveTape", "ProfileView", "Monitor", "profile_model", "plots",
-           "GraphView", "graph_from_fx", "diff_graphs", "Debugger"]
+           "GraphView", "graph_from_fx", "diff_graphs", "Debugger", "CaptureView", "capture_model"]
 
 
 def __getattr__(name):
@@ -30,6 +30,9 @@ def __getattr__(name):
     if name == "Debugger":
         from .debugger import Debugger
         return Debugger
+    if name in ("CaptureView", "capture_model"):
+        from . import captureview
+        return getattr(captureview, name)
     if name == "LiveTape":
         from .live import LiveTape
         return LiveTape

@@ -9,6 +9,7 @@ import { GraphView } from './renderer/view';
 import { Delta } from './renderer/types';
 import { ProfileDock, ProfileModel } from './renderer/profile';
 import { registerDebuggerCommands } from './debuggercommands';
+import { CaptureDock, CaptureModel } from './captureview';
 
 const TARGET = 'tapelab';
 
@@ -21,6 +22,7 @@ class TapePanel extends Widget {
   readonly store = new GraphStore();
   readonly view: GraphView;
   readonly profile = new ProfileDock(); // the last profile of this kernel (%%profile, profile_ready)
+  readonly capture = new CaptureDock(); // the last captured graph of this kernel (capture_done)
   private header: HTMLDivElement;
   recording = false;
   connected = false;
@@ -44,6 +46,7 @@ class TapePanel extends Widget {
     this.view.node.style.flex = '1 1 auto';
     this.node.appendChild(this.view.node);
     this.node.appendChild(this.profile.node);
+    this.node.appendChild(this.capture.node);
     this.store.onChange(() => this.refresh());
     this.refresh();
   }
@@ -175,6 +178,9 @@ class TapePanel extends Widget {
         break;
       case 'profile':
         this.profile.show((msg as any).profile as ProfileModel);
+        break;
+      case 'capture':
+        this.capture.show((msg as any).capture as CaptureModel, !!(msg as any).update);
         break;
     }
     this.refresh();

@@ -4,6 +4,7 @@ import { GraphStore } from './renderer/store';
 import { GraphView } from './renderer/view';
 import { Graph, GRAPH_MIME } from './renderer/types';
 import { PROFILE_MIME, ProfileModel, ProfileRenderer } from './renderer/profile';
+import { CAPTURE_MIME, CaptureModel, CaptureRenderer } from './captureview';
 
 /** Renders application/vnd.tapelab.graph+json: saved notebooks show their graphs without a kernel. */
 export class GraphOutput extends Widget implements IRenderMime.IRenderer {
@@ -48,6 +49,30 @@ export class ProfileOutput extends Widget implements IRenderMime.IRenderer {
   }
 }
 
+/** Renders application/vnd.tapelab.capture+json (a CaptureView saved in a notebook). */
+export class CaptureOutput extends Widget implements IRenderMime.IRenderer {
+  private view: CaptureRenderer | null = null;
+
+  async renderModel(model: IRenderMime.IMimeModel): Promise<void> {
+    this.view?.dispose();
+    this.node.textContent = '';
+    this.view = new CaptureRenderer(model.data[CAPTURE_MIME] as unknown as CaptureModel);
+    this.node.appendChild(this.view.node);
+  }
+
+  dispose(): void {
+    this.view?.dispose();
+    super.dispose();
+  }
+}
+
+const captureExtension: IRenderMime.IExtension = {
+  id: 'tapelab:capture-renderer',
+  rendererFactory: { safe: true, mimeTypes: [CAPTURE_MIME], createRenderer: () => new CaptureOutput() },
+  rank: 10,
+  dataType: 'json'
+};
+
 const profileExtension: IRenderMime.IExtension = {
   id: 'tapelab:profile-renderer',
   rendererFactory: { safe: true, mimeTypes: [PROFILE_MIME], createRenderer: () => new ProfileOutput() },
@@ -62,4 +87,4 @@ const extension: IRenderMime.IExtension = {
   dataType: 'json'
 };
 
-export default [extension, profileExtension];
+export default [extension, profileExtension, captureExtension];

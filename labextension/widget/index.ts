@@ -13,6 +13,7 @@ import { initializeProfileWidget, renderProfileWidget } from '../src/profilewidg
 import { selectInTape } from '../src/renderer/profile';
 import { renderFxWidget } from '../src/fxview';
 import { renderDebuggerWidget } from '../src/debugger';
+import { renderCaptureWidget } from '../src/captureview';
 
 interface Model {
   get(name: string): any;
@@ -73,6 +74,9 @@ function render({ model, el }: { model: Model; el: HTMLElement }) {
   }
   if (model.get('_view') === 'fx') {
     return renderFxWidget({ model, el });
+  }
+  if (model.get('_view') === 'capture') {
+    return renderCaptureWidget({ model, el });
   }
   if (model.get('_view') === 'debugger') {
     return renderDebuggerWidget({ model, el });
