@@ -391,15 +391,7 @@ def _widget_class():
             """Redraw from the graph (its replay count changes as you replay it)."""
             self.capture = self._model()
 
-        def _short(name: str) -> str:
-    """The engine's generic static-input name (``a static input float32[4] first read at f:3``),
-    shortened to ``static float32[4]``; names given by make_graphed_callables stay."""
-    if name.startswith("a static input "):
-        return "static " + name[len("a static input "):].split(" first read at ")[0]
-    return name
-
-
-def measure(self, eager=None, repeat: int = 10) -> dict:
+        def measure(self, eager=None, repeat: int = 10) -> dict:
             """Time ``repeat`` replays (and eager calls) now, and show the result."""
             self._timing = {**measure(self._g, eager, repeat), "source": "measured"}
             self.refresh()
