@@ -147,25 +147,34 @@ def capture_model(g, title: str = "", timing: dict | None = None, names: dict | 
     buffers: dict[str, dict] = {}
     static_roots: dict[int, str] = {}
     for entry in getattr(g, "_statics", ()):
-        static_roots[id(_root(entry[1]))] = entry[3]
+        r = id(_root(entry[1]))
+        if r not in static_roots or static_roots[r].startswith("a static input "):   # a given name wins
+            static_roots[r] = entry[3]
     inter_roots = {id(_root(a)) for a in (prog.buffers.values() if prog is not None else ())}
     raw = list(summary["nodes"])
     ns = prog.ns if prog is not None else {}
 
-    def buf(name: str) -> dict | None:
-        b = buffers.get(name)
-        if b is not None:
-            return b
+    by_root: dict[int, dict] = {}
+
+    def buf(name: str):
+        """(the buffer entry of ``name``'s memory, the shape and dtype ``name`` sees): views of one
+        array (a transposed weight, a reshaped gradient) are one buffer."""
         a = ns.get(name)
         if not _is_array(a):
-            return None
-        r = id(_root(a))
-        role = ("intermediate" if r in inter_roots or id(a) in inter_roots else
-                "input" if r in static_roots else "constant")
-        b = buffers[name] = {"name": name, "role": role, "shape": [int(d) for d in a.shape],
-                             "dtype": str(a.dtype), "nbytes": int(a.nbytes), "reads": 0, "writes": 0,
-                             "label": label_of.get(r, ""), "_root": r}
-        return b
+            return None, None
+        root = _root(a)
+        r = id(root)
+        b = by_root.get(r)
+        if b is None:
+            role = ("intermediate" if r in inter_roots or id(a) in inter_roots else
+                    "input" if r in static_roots else "constant")
+            b = by_root[r] = buffers[name] = {
+                "name": name, "role": role, "shape": [int(d) for d in root.shape], "dtype": str(root.dtype),
+                "nbytes": int(root.nbytes), "reads": 0, "writes": 0, "label": label_of.get(r, ""), "views": [],
+                "_root": r}
+        elif name != b["name"] and name not in b["views"]:
+            b["views"].append(name)
+        return b, [int(d) for d in a.shape]
 
     writer: dict[int, str] = {}            # buffer root -> id of the node that last wrote it (views too)
     leaves: dict[int, str] = {}
@@ -182,25 +191,25 @@ def capture_model(g, title: str = "", timing: dict | None = None, names: dict | 
         nid = f"s{i}"
         in_shapes, out_shape, dtype = [], None, ""
         for name in n["inputs"]:
-            b = buf(name)
+            b, shape = buf(name)
             if b is None:
                 continue
             b["reads"] += 1
-            in_shapes.append(b["shape"])
+            in_shapes.append(shape)
             src = writer.get(b["_root"])
             if src is None:
                 src = leaves.get(b["_root"])
                 if src is None:
-                    src = leaves[b["_root"]] = f"b:{name}"
+                    src = leaves[b["_root"]] = f"b:{b['name']}"
                     nodes.append({"id": src, "kind": "leaf", "label": b["label"] or name, "op": "leaf",
                                   "index": None, "seq": None, "forward_seq": None, "group": None, "module": "",
                                   "shape": b["shape"], "input_shapes": [], "dtype": b["dtype"], "device": str(g.device),
                                   "requires_grad": False, "start_ns": 0, "time_ns": 0, "value": None, "grad": None,
-                                  "grad_ops": 0, "buffer": name, "role": b["role"], "step_kind": "buffer"})
-            edges.append({"source": src, "target": nid, "kind": "data", "shape": b["shape"]})
+                                  "grad_ops": 0, "buffer": b["name"], "role": b["role"], "step_kind": "buffer"})
+            edges.append({"source": src, "target": nid, "kind": "data", "shape": shape})
         writes_static = False
         for name in n["outputs"]:
-            b = buf(name)
+            b, shape = buf(name)
             if b is None:
                 continue
             b["writes"] += 1
@@ -209,8 +218,8 @@ def capture_model(g, title: str = "", timing: dict | None = None, names: dict | 
                 if b["role"] == "input":
                     b["role"] = "state"
                 writes_static = writes_static or b["role"] == "state"
-            out_shape = out_shape or b["shape"]
-            dtype = dtype or b["dtype"]
+            out_shape = out_shape or shape
+            dtype = dtype or str(ns[name].dtype)
             writer[b["_root"]] = nid
         nodes.append({"id": nid, "kind": "forward", "label": n["op"], "op": n["op"], "index": i, "seq": i,
                       "forward_seq": None, "group": gid, "module": _group_label(where) if where else "",
@@ -229,6 +238,7 @@ def capture_model(g, title: str = "", timing: dict | None = None, names: dict | 
         if not b["label"] and b["role"] in ("input", "state"):
             b["label"] = _short(static_roots.get(b["_root"], ""))
         del b["_root"]
+    out_names |= {v for b in buffers.values() if b["role"] == "output" for v in b["views"]}
     for nd in nodes:
         if nd["kind"] == "forward" and any(o in out_names for o in nd["outputs"]):
             nd["static_out"] = True
@@ -274,14 +284,16 @@ def capture_model(g, title: str = "", timing: dict | None = None, names: dict | 
 
 def model_from_summary(summary: dict, title: str = "") -> dict:
     """A model from a bare ``capture_done`` payload (no Graph at hand: no shapes, no roles)."""
+    full = {"device": "cpu", "nodes": [], "static_inputs": [], "pool_nbytes": 0, "replays": 0, **summary}
+
     class _G:
-        device = summary.get("device", "cpu")
+        device = full["device"]
         _statics = ()
         _pool = None
         source = ""
 
         def summary(self):
-            return {**summary, "nodes": summary.get("nodes", []), "replays": summary.get("replays", 0)}
+            return full
     return capture_model(_G(), title=title)
 
 
