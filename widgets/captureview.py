@@ -185,7 +185,9 @@ def capture_model(g, title: str = "", timing: dict | None = None, names: dict | 
         if where:
             gid = "c:" + where
             if gid not in groups:
-                groups[gid] = {"id": gid, "label": _group_label(where), "path": where, "parent": None,
+                line = where.split(" (", 1)[0].rpartition(":")[2]
+                groups[gid] = {"id": gid, "label": _group_label(where), "path": f"line {line}: {_group_label(where)}",
+                               "parent": None,
                                "signature": gid, "size": 0, "collapsed": False}
             groups[gid]["size"] += 1
         nid = f"s{i}"
