@@ -149,7 +149,8 @@ def test_widget_and_rich_display(captured):
     from tapelab.kernel.display import _capture_bundle
     before = g.replays
     bundle = _capture_bundle(g)
-    assert CAPTURE_MIME in bundle and bundle["text/plain"].startswith("Graph(") and g.replays == before   # display never replays
+    assert CAPTURE_MIME in bundle and bundle["text/plain"].startswith("Graph(")
+    assert g.replays == before                                       # display never replays
 
 
 class _Events:
