@@ -12,7 +12,7 @@ from .. import _dtype as _dt, creation
 from ..autograd.grad_mode import no_grad
 from ..ops.indexing import one_hot
 from ..ops.movement import pad
-from ..tensor import Tensor
+from ..tensor import _TYPE_NAMES, Tensor
 from . import _ops
 
 __all__ = [
@@ -620,10 +620,6 @@ def _class_dim_last(t: Tensor) -> Tensor:
     return t if t.ndim <= 2 else t.movedim(1, -1)
 
 
-_TYPE_NAME = {"int32": "Int", "int16": "Short", "int8": "Char", "bool": "Bool", "float32": "Float",
-              "float64": "Double", "float16": "Half"}
-
-
 def nll_loss(input: Tensor, target: Tensor, weight: Tensor | None = None, size_average=None,
              ignore_index: int = -100, reduce=None, reduction: str = "mean") -> Tensor:
     """``-input[n, target[n]] * weight[target[n]]``; mean divides by the summed weights."""
@@ -634,7 +630,8 @@ def nll_loss(input: Tensor, target: Tensor, weight: Tensor | None = None, size_a
         raise ValueError(f"Expected input batch_size ({input.shape[0]}) to match target batch_size "
                          f"({target.shape[0]}).")
     if target.dtype not in (_dt.int64, _dt.uint8):
-        raise RuntimeError(f"expected target dtype to be Long or Byte, but got {_TYPE_NAME[target.dtype.name]}")
+        got = _TYPE_NAMES[target.dtype.name].removesuffix("Tensor")  # PyTorch's scalar-type name
+        raise RuntimeError(f"expected target dtype to be Long or Byte, but got {got}")
     logp = _class_dim_last(input)
     keep = target != ignore_index
     safe = target.where(keep, 0)
