@@ -426,7 +426,5 @@ def test_init_respects_no_grad_and_generator():
 
 
 def test_orthogonal_init():
-    if not hasattr(getattr(tl, "linalg", None), "qr"):
-        pytest.skip("tapelab.linalg.qr is not available yet")
     w = tl.nn.init.orthogonal_(tl.empty(6, 4), gain=2.0).numpy()
     np.testing.assert_allclose(w.T @ w, 4 * np.eye(4), atol=1e-5)
