@@ -23,6 +23,7 @@ import gc
 import os
 import sys
 
+from .._backend import SimArray
 from ..autograd.grad_mode import STATE as GRAD
 from ..dispatch import eager
 from ..tensor import Tensor
@@ -64,12 +65,33 @@ def _requester():
     return f
 
 
-def _root(a):
-    """The array that owns ``a``'s memory (numpy and cupy keep ``.base`` pointing at it)."""
+def _np_root(a):
     b = a.base
     while b is not None and hasattr(b, "shape"):
         a, b = b, b.base
     return a
+
+
+# The simulated cuda device wraps numpy arrays in SimArrays and hands out a new wrapper for every
+# ``.base``; during a capture the root of a SimArray is one wrapper per numpy root, kept here
+# (cleared when the capture ends: the graph then holds the wrappers it uses).
+_SIM_ROOTS: dict = {}
+
+
+def _root(a):
+    """The array that owns ``a``'s memory (numpy and cupy keep ``.base`` pointing at it)."""
+    if type(a) is SimArray:
+        n = _np_root(a._a)
+        hit = _SIM_ROOTS.get(id(n))
+        if hit is None:
+            hit = _SIM_ROOTS[id(n)] = (n, a if a._a is n else SimArray(n))
+        return hit[1]
+    return _np_root(a)
+
+
+def root_key(a) -> int:
+    """A stable identity of the memory ``a`` views, valid while that memory lives (any device)."""
+    return id(_np_root(a._a)) if type(a) is SimArray else id(_np_root(a))
 
 
 def _is_array(a) -> bool:
@@ -196,7 +218,7 @@ class CaptureMode:
             name = op.ufunc or _OUT_FORMS.get(op.name)
             if name and not params and len(dsts) == 1:
                 ufunc = getattr(xp, name)
-                if not _exact(ufunc, arrays, dsts[0]):
+                if not _exact(ufunc, arrays, dsts[0], xp):
                     ufunc = None
             self.steps.append(("op", op, true_fwd, xp, arrays, params, tuple(dsts), r, ufunc, where))
         return out
@@ -296,7 +318,7 @@ class CaptureMode:
         return None
 
 
-def _exact(ufunc, arrays, dst) -> bool:
+def _exact(ufunc, arrays, dst, xp) -> bool:
     """The ufunc reproduces the op's output exactly (dtype, shape and values) on the capture's inputs."""
     if not all(_is_array(a) or type(a) in (int, float, bool) for a in arrays):
         return False
@@ -306,8 +328,6 @@ def _exact(ufunc, arrays, dst) -> bool:
         return False
     if getattr(chk, "dtype", None) != dst.dtype or getattr(chk, "shape", None) != dst.shape:
         return False
-    import numpy as np
-    xp = np if isinstance(dst, np.ndarray) else __import__("cupy")
     return bool(xp.array_equal(chk, dst, equal_nan=True))
 
 

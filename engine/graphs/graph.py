@@ -1,12 +1,19 @@
 """``Graph``: capture the work of a step once, replay it with CUDA Graph semantics on any device."""
 from __future__ import annotations
 
+import gc
+import time
+
 from .. import events
 from ..device import device as _device
 from ..dispatch import pop_mode, push_mode
 from ..tensor import Tensor, _check_host_sync
-from ._capture import CaptureError, CaptureMode, _label, _where
+from . import _capture
+from ._capture import CaptureError, CaptureMode, _label, _np_root, _where, root_key
 from ._program import Program
+
+# Graph.buffers() kinds: what each buffer of a captured program is
+BUFFER_KINDS = ("static_input", "state", "static_output", "pool", "constant")
 
 __all__ = ["Graph", "graph", "MemPool", "graph_pool_handle", "is_current_stream_capturing", "CaptureError"]
 
@@ -61,9 +68,20 @@ class Graph:
     place from the current contents of the static inputs (tensors made before capture),
     so feed data with ``static_in.copy_(x)`` and read ``static_out`` after ``replay()``.
 
+    On cuda the recorded program's replay is then stream-captured into one
+    ``cupy.cuda.Graph`` that ``replay()`` launches (see ``_cuda.py``); where stream capture
+    is unavailable (the simulated device, HIP, a program with replay guards) the program
+    itself is replayed, with the same buffers and results.
+
     Args:
-        device: where the captured work runs ("cpu"; "cuda" replays the same program of
-            cupy calls when cupy and a GPU are present).
+        device: where the captured work runs ("cpu" or "cuda").
+        stream_capture: on cuda, capture the program into a ``cupy.cuda.Graph`` (default);
+            False replays the recorded program op by op.
+
+    Attributes:
+        replays: replays since capture; ``last_replay_us``, ``total_replay_us``: host time
+            of the last replay and of all of them, in microseconds (on cuda a replay
+            launches the graph asynchronously: synchronize to time the device work).
 
     >>> static_x = tapelab.zeros(8, 4)
     >>> g = tapelab.graphs.Graph()
@@ -72,11 +90,12 @@ class Graph:
     >>> static_x.copy_(tapelab.randn(8, 4)); g.replay()   # static_y now holds relu(2 x)
     """
 
-    def __init__(self, device="cpu", keep_graph: bool = False):
+    def __init__(self, device="cpu", keep_graph: bool = False, stream_capture: bool = True):
         self.device = _device(device) if not isinstance(device, _device) else device
         if self.device.type == "cuda":
+            from .._backend import _SimNamespace
             from ..device import cuda_available
-            if not cuda_available():
+            if not cuda_available() and not isinstance(self.device._xp, _SimNamespace):
                 raise RuntimeError("tapelab.graphs.Graph(device='cuda') needs cupy and a CUDA GPU, and none is "
                                    "available here; capture on device='cpu'")
         self._mode = None
@@ -84,7 +103,12 @@ class Graph:
         self._pool = None
         self._statics: tuple = ()
         self._error = None
+        self._stream_capture = stream_capture
+        self._exec = None            # the StreamGraph launched by replay() on cuda, if any
+        self._catalog = None
         self.replays = 0
+        self.last_replay_us = 0.0
+        self.total_replay_us = 0.0
 
     # ------------------------------------------------------------ capture
     def capture_begin(self, pool: MemPool | None = None, capture_error_mode: str = "global") -> None:
@@ -117,11 +141,20 @@ class Graph:
             err = CaptureError(f"{drift}. Raised at the end of capture ({_where()})")
             self._error = err
             raise err
-        self._program = Program(mode)
+        program = Program(mode)
+        if self.device.type == "cuda" and self._stream_capture:
+            from ._cuda import stream_graph
+            try:
+                self._exec = stream_graph(program, self.device)
+            except CaptureError as e:
+                self._error = e
+                raise
+        self._program = program
         self._statics = tuple(mode.statics.values())
+        self._catalog = _Catalog(program, self._statics, mode)
         self._pool._add(self, self._program.buffers)
         if events.has_subscribers("capture_done"):
-            events.emit("capture_done", self.summary())
+            events.emit("capture_done", {**self.summary(), "graph": self})
 
     def _stop(self):
         mode, self._mode = self._mode, None
@@ -131,6 +164,7 @@ class Graph:
         if not _ACTIVE:
             _unpatch_host_reads()
         mode.restore()
+        _capture._SIM_ROOTS.clear()
         return mode
 
     def _abort(self, err) -> None:
@@ -150,8 +184,15 @@ class Graph:
         for t, arr, dev, name in self._statics:
             if t._data is not arr or t._device is not dev:
                 self._bad_static(t, arr, dev, name)
-        self._program.run()
+        t0 = time.perf_counter_ns()
+        if self._exec is not None:
+            self._exec.launch()
+        else:
+            self._program.run()
+        dt = (time.perf_counter_ns() - t0) / 1e3
         self.replays += 1
+        self.last_replay_us = dt
+        self.total_replay_us += dt
 
     def _bad_static(self, t, arr, dev, name):
         now = f"{_label(t._data)} on {t._device}"
@@ -168,9 +209,15 @@ class Graph:
             self._abort(CaptureError("reset() during capture"))
         if self._pool is not None:
             self._pool._release(self)
+        if self._exec is not None:
+            self._exec.release()
+        self._exec = None
         self._program = None
+        self._catalog = None
         self._statics = ()
         self.replays = 0
+        self.last_replay_us = 0.0
+        self.total_replay_us = 0.0
 
     def pool(self) -> MemPool:
         """This graph's memory pool, to share with a later capture (``graph(g2, pool=g1.pool())``)."""
@@ -179,6 +226,43 @@ class Graph:
         return self._pool
 
     # ------------------------------------------------------------ what was captured
+    @property
+    def captured(self) -> bool:
+        """True while the graph holds a capture (after ``capture_end``, until ``reset``)."""
+        return self._program is not None
+
+    @property
+    def stream_captured(self) -> bool:
+        """True when ``replay()`` launches a ``cupy.cuda.Graph`` (cuda with stream capture)."""
+        return self._exec is not None
+
+    def buffers(self) -> list[dict]:
+        """Every buffer the captured program reads or writes, one entry per memory block.
+
+        Each is ``{"name", "shape", "dtype", "device", "kind", "bytes", "static_name",
+        "aliases"}``: ``name`` is the program's name for it (as in ``source`` and
+        ``nodes()``); ``kind`` is one of
+
+        - ``static_input``: existed before capture and is only read (data, frozen weights);
+        - ``state``: existed before capture and is written in place by every replay
+          (parameters and optimizer state of a training step);
+        - ``static_output``: allocated at capture and still held by a live tensor (the
+          outputs you read after ``replay()``, gradients made during capture);
+        - ``pool``: allocated at capture, held only by the graph (intermediates);
+        - ``constant``: made during capture outside the dispatcher (the backward seed).
+
+        ``static_name`` is the graph's name for a static input (its error messages use it),
+        ``aliases`` maps every program name viewing this memory to ``{"shape", "dtype"}``.
+        """
+        return self._catalog.buffers() if self._catalog is not None else []
+
+    def buffer_name(self, t) -> str | None:
+        """The program's name of the buffer holding ``t``'s memory (a Tensor or an array), or None."""
+        if self._catalog is None:
+            return None
+        arr = getattr(t, "_data", t)
+        return self._catalog.by_key.get(root_key(arr)) if hasattr(arr, "shape") else None
+
     @property
     def source(self) -> str:
         """The generated replay function (one line per step)."""
@@ -189,16 +273,83 @@ class Graph:
         return list(self._program.nodes) if self._program is not None else []
 
     def summary(self) -> dict:
+        """What was captured, as plain data: ``device``, ``nodes``, ``static_inputs`` (names),
+        ``pool_nbytes``, ``pool_graphs``, ``pool_shared_nbytes``, ``buffers`` (``buffers()``
+        without aliases), ``replays``, ``last_replay_us``, ``total_replay_us``, ``stream_captured``."""
         p = self._program
+        pool = self._pool if p is not None else None
         return {"device": str(self.device), "nodes": self.nodes(),
                 "static_inputs": [name for _, _, _, name in self._statics],
-                "pool_nbytes": p.nbytes if p is not None else 0, "replays": self.replays}
+                "pool_nbytes": p.nbytes if p is not None else 0,
+                "pool_graphs": pool.n_graphs if pool is not None else 0,
+                "pool_shared_nbytes": pool.nbytes if pool is not None else 0,
+                "buffers": [{k: v for k, v in b.items() if k != "aliases"} for b in self.buffers()],
+                "replays": self.replays, "last_replay_us": self.last_replay_us,
+                "total_replay_us": self.total_replay_us, "stream_captured": self._exec is not None}
 
     def __repr__(self) -> str:
         if self._program is None:
             return f"Graph(device={self.device}, not captured)"
         return (f"Graph(device={self.device}, steps={len(self._program.nodes)}, "
                 f"static_inputs={len(self._statics)}, pool={self._program.nbytes} bytes)")
+
+
+class _Catalog:
+    """The buffers of one captured program, by memory block (see ``Graph.buffers``)."""
+
+    def __init__(self, program: Program, statics: tuple, mode):
+        kinds = {}
+        for b in mode.bufs.values():
+            kinds.setdefault(root_key(b.arr), b.kind)
+        named: dict[int, str] = {}
+        for _, arr, _, name in statics:
+            k = root_key(arr)
+            if k not in named or named[k].startswith("a static input "):    # a given name wins
+                named[k] = name
+        written = {root_key(program.ns[o]) for n in program.nodes for o in n["outputs"]}
+        self.entries: dict[int, dict] = {}
+        self.by_key: dict[int, str] = {}
+        for name, a in program.ns.items():
+            if not name.startswith("b") or not _capture._is_array(a):
+                continue
+            k = root_key(a)
+            e = self.entries.get(k)
+            if e is None:
+                root = _np_root(a._a if type(a) is _capture.SimArray else a)
+                kind = kinds.get(k, "const")
+                kind = {"static": "state" if k in written else "static_input", "inter": "pool",
+                        "const": "constant"}[kind]
+                e = self.entries[k] = {"name": name, "shape": [int(d) for d in root.shape],
+                                       "dtype": str(root.dtype), "device": str(mode.graph.device), "kind": kind,
+                                       "bytes": int(root.nbytes), "static_name": named.get(k), "aliases": {}}
+                self.by_key[k] = name
+            e["aliases"][name] = {"shape": [int(d) for d in a.shape], "dtype": str(a.dtype)}
+
+    def buffers(self) -> list[dict]:
+        pool = [k for k, e in self.entries.items() if e["kind"] in ("pool", "static_output")]
+        held = _held_by_tensors(set(pool))
+        out = []
+        for k, e in self.entries.items():
+            e = {**e, "aliases": {n: dict(v) for n, v in e["aliases"].items()}}
+            if k in pool:
+                e["kind"] = "static_output" if k in held else "pool"
+            out.append(e)
+        return out
+
+
+def _held_by_tensors(keys: set) -> set:
+    """The memory keys in ``keys`` that a live Tensor holds (the static outputs)."""
+    if not keys:
+        return set()
+    held = set()
+    for o in gc.get_objects():
+        if issubclass(type(o), Tensor):
+            a = getattr(o, "_data", None)
+            if a is not None and _capture._is_array(a):
+                k = root_key(a)
+                if k in keys:
+                    held.add(k)
+    return held
 
 
 class graph:

@@ -108,7 +108,7 @@ def _graph_one(fn, args, warmup, allow_unused, pool, device):
                     sg.zero_()
                 elif g._data is not sg._data:
                     sg.copy_(g)
-            if bwd._program is not None:
+            if bwd.captured:
                 bwd.replay()
             it = iter(static_gin)
             return tuple((None if (gi := next(it)) is None else gi.detach()) if n else None for n in needs)
