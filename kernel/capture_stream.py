@@ -3,9 +3,8 @@
 ``install(bridge)`` subscribes to the engine's ``capture_done`` event: every graph captured
 while a panel listens is sent as ``{"type": "capture", "capture": <capture model>}``
 (``tapelab.widgets.captureview.capture_model``: steps with shapes, buffers, pool). The event's
-payload is the graph's summary; the Graph itself is found on the stack (its ``capture_end``
-emits the event), so the panel gets shapes and buffer roles; a summary alone still shows the
-steps. After each cell, if the last captured graph was replayed since, the panel gets
+payload is the graph's summary with the Graph itself under ``"graph"`` (``Graph.buffers()``
+gives shapes and buffer roles); a payload without it still shows the steps. After each cell, if the last captured graph was replayed since, the panel gets
 ``{"type": "capture", "update": true, ...}`` with the new replay count. Showing never breaks
 capturing: any error here is swallowed.
 """
@@ -34,15 +33,14 @@ def install(bridge) -> None:
     if "sub" in _state:
         return
     from tapelab import events
-    from tapelab.widgets.captureview import find_capturing_graph
 
     def on_capture(summary, bridge=bridge):
         try:
             if not bridge.listening:
                 return
-            g = find_capturing_graph()
+            g = summary.get("graph")
             _state["last"] = (weakref.ref(g), g.replays) if g is not None else None
-            send_capture(bridge, g, summary)
+            send_capture(bridge, g, {k: v for k, v in summary.items() if k != "graph"})
         except Exception:
             pass
 
@@ -52,7 +50,7 @@ def install(bridge) -> None:
             if not last:
                 return
             g = last[0]()
-            if g is None or g._program is None:
+            if g is None or not g.captured:
                 _state["last"] = None
                 return
             if g.replays != last[1]:

@@ -12,7 +12,8 @@
      "stats":   {"steps", "ops", "copies", "guards", "static_inputs", "static_state",
                  "static_outputs", "intermediates", "constants", "pool_nbytes", "pool_graphs",
                  "pool_shared_nbytes", "inplace_writes", "reused_bytes"},
-     "timing":  {"replays", "replay_us", "eager_us", "speedup", "repeat", "source"},
+     "timing":  {"replays", "replay_us", "eager_us", "last_replay_us", "total_replay_us", "speedup",
+                 "repeat", "source"},
      "static_inputs": the graph's own names of its static inputs (``Graph.summary()``)}
 
 Buffer roles: ``input`` (existed before capture, only read: data, parameters in a forward-only
@@ -29,45 +30,18 @@ caller (``replay_us=``, ``eager_us=``). A Graph displayed on its own is never re
 """
 from __future__ import annotations
 
-import gc
 import html
 import time
 
 from .viewmodel import SCHEMA as GRAPH_SCHEMA
 from .viewmodel import VERSION as GRAPH_VERSION
 
-__all__ = ["CAPTURE_MIME", "CAPTURE_SCHEMA", "capture_model", "capture_html", "measure", "CaptureView",
-           "find_capturing_graph"]
+__all__ = ["CAPTURE_MIME", "CAPTURE_SCHEMA", "capture_model", "capture_html", "measure", "CaptureView"]
 
 CAPTURE_MIME = "application/vnd.tapelab.capture+json"
 CAPTURE_SCHEMA = "tapelab.capture-view"
 VERSION = 1
 ROLES = ("input", "state", "output", "intermediate", "constant")
-
-
-def _root(a):
-    b = getattr(a, "base", None)
-    while b is not None and hasattr(b, "shape"):
-        a, b = b, getattr(b, "base", None)
-    return a
-
-
-def _is_array(a) -> bool:
-    return hasattr(a, "shape") and hasattr(a, "dtype") and hasattr(a, "nbytes")
-
-
-def _live_tensor_roots(candidates: set) -> set:
-    """ids of the roots in ``candidates`` that a live Tensor holds (the static outputs)."""
-    from tapelab import Tensor
-    held = set()
-    for o in gc.get_objects():
-        if issubclass(type(o), Tensor):
-            a = getattr(o, "_data", None)
-            if a is not None and _is_array(a):
-                r = id(_root(a))
-                if r in candidates:
-                    held.add(r)
-    return held
 
 
 def _group_label(where: str) -> str:
@@ -124,57 +98,58 @@ def capture_model(g, title: str = "", timing: dict | None = None, names: dict | 
         module: an ``nn.Module`` whose parameter (and gradient) buffers are labelled by name.
         optimizer: an optimizer whose state buffers are labelled (``0.weight.momentum_buffer``).
     """
-    prog = getattr(g, "_program", None)
+    captured = bool(getattr(g, "captured", False))
     summary = g.summary()
-    label_of: dict[int, str] = {}
+    label_of: dict[str, str] = {}          # buffer name -> a label given by the caller
+
+    def label(t, text):
+        name = g.buffer_name(t) if captured else None
+        if name is not None:
+            label_of.setdefault(name, text)
     if module is not None:
         for n, p in module.named_parameters():
-            label_of.setdefault(id(_root(p._data)), n)
+            label(p, n)
             if p.grad is not None:
-                label_of.setdefault(id(_root(p.grad._data)), n + ".grad")
+                label(p.grad, n + ".grad")
     if optimizer is not None:
         pnames = {id(p): n for n, p in module.named_parameters()} if module is not None else {}
         for i, (p, st) in enumerate(optimizer.state.items()):
             for k, v in (st.items() if isinstance(st, dict) else ()):
-                if hasattr(v, "_data") and _is_array(v._data):
-                    label_of.setdefault(id(_root(v._data)), f"{pnames.get(id(p), f'param{i}')}.{k}")
+                if hasattr(v, "_data"):
+                    label(v, f"{pnames.get(id(p), f'param{i}')}.{k}")
     for n, t in (names or {}).items():
-        label_of[id(_root(getattr(t, "_data", t)))] = n
+        name = g.buffer_name(t) if captured else None
+        if name is not None:
+            label_of[name] = n
 
     nodes: list[dict] = []
     edges: list[dict] = []
     groups: dict[str, dict] = {}
     buffers: dict[str, dict] = {}
-    static_roots: dict[int, str] = {}
-    for entry in getattr(g, "_statics", ()):
-        r = id(_root(entry[1]))
-        if r not in static_roots or static_roots[r].startswith("a static input "):   # a given name wins
-            static_roots[r] = entry[3]
-    inter_roots = {id(_root(a)) for a in (prog.buffers.values() if prog is not None else ())}
     raw = list(summary["nodes"])
-    ns = prog.ns if prog is not None else {}
-
-    by_root: dict[int, dict] = {}
+    alias: dict[str, tuple] = {}          # program name -> (its buffer's entry in g.buffers(), shape, dtype)
+    for e in g.buffers():
+        for n, a in e.get("aliases", {}).items():
+            alias[n] = (e, a["shape"], a["dtype"])
+    role_of = {"static_input": "input", "state": "state", "static_output": "intermediate",
+               "pool": "intermediate", "constant": "constant"}
 
     def buf(name: str):
-        """(the buffer entry of ``name``'s memory, the shape and dtype ``name`` sees): views of one
-        array (a transposed weight, a reshaped gradient) are one buffer."""
-        a = ns.get(name)
-        if not _is_array(a):
+        """(the buffer entry of ``name``'s memory, the shape ``name`` sees): views of one array (a
+        transposed weight, a reshaped gradient) are one buffer."""
+        hit = alias.get(name)
+        if hit is None:
             return None, None
-        root = _root(a)
-        r = id(root)
-        b = by_root.get(r)
+        e, shape, _ = hit
+        b = buffers.get(e["name"])
         if b is None:
-            role = ("intermediate" if r in inter_roots or id(a) in inter_roots else
-                    "input" if r in static_roots else "constant")
-            b = by_root[r] = buffers[name] = {
-                "name": name, "role": role, "shape": [int(d) for d in root.shape], "dtype": str(root.dtype),
-                "nbytes": int(root.nbytes), "reads": 0, "writes": 0, "label": label_of.get(r, ""), "views": [],
-                "_root": r}
+            b = buffers[e["name"]] = {
+                "name": e["name"], "role": role_of[e["kind"]], "shape": list(e["shape"]), "dtype": e["dtype"],
+                "nbytes": int(e["bytes"]), "reads": 0, "writes": 0, "label": label_of.get(e["name"], ""),
+                "views": [], "_kind": e["kind"], "_static": e.get("static_name") or "", "_root": e["name"]}
         elif name != b["name"] and name not in b["views"]:
             b["views"].append(name)
-        return b, [int(d) for d in a.shape]
+        return b, list(shape)
 
     writer: dict[int, str] = {}            # buffer root -> id of the node that last wrote it (views too)
     leaves: dict[int, str] = {}
@@ -221,7 +196,7 @@ def capture_model(g, title: str = "", timing: dict | None = None, names: dict | 
                     b["role"] = "state"
                 writes_static = writes_static or b["role"] == "state"
             out_shape = out_shape or shape
-            dtype = dtype or str(ns[name].dtype)
+            dtype = dtype or alias[name][2]
             writer[b["_root"]] = nid
         nodes.append({"id": nid, "kind": "forward", "label": n["op"], "op": n["op"], "index": i, "seq": i,
                       "forward_seq": None, "group": gid, "module": _group_label(where) if where else "",
@@ -231,15 +206,14 @@ def capture_model(g, title: str = "", timing: dict | None = None, names: dict | 
                       "outputs": list(n["outputs"]), "where": where, "writes_static": writes_static,
                       "static_out": False})
 
-    held = _live_tensor_roots({b["_root"] for b in buffers.values() if b["role"] == "intermediate"})
     out_names = set()
     for b in buffers.values():
-        if b["role"] == "intermediate" and b["_root"] in held:
+        if b["_kind"] == "static_output":
             b["role"] = "output"
             out_names.add(b["name"])
         if not b["label"] and b["role"] in ("input", "state"):
-            b["label"] = _short(static_roots.get(b["_root"], ""))
-        del b["_root"]
+            b["label"] = _short(b["_static"])
+        del b["_root"], b["_kind"], b["_static"]
     out_names |= {v for b in buffers.values() if b["role"] == "output" for v in b["views"]}
     for nd in nodes:
         if nd["kind"] == "forward" and any(o in out_names for o in nd["outputs"]):
@@ -249,7 +223,6 @@ def capture_model(g, title: str = "", timing: dict | None = None, names: dict | 
             nd["role"], nd["label"] = b["role"], b["label"] or b["name"]
 
     by_role = {r: [b for b in buffers.values() if b["role"] == r] for r in ROLES}
-    pool = getattr(g, "_pool", None)
     steps = len(raw)
     stats = {
         "steps": steps,
@@ -260,8 +233,8 @@ def capture_model(g, title: str = "", timing: dict | None = None, names: dict | 
         "static_outputs": len(by_role["output"]), "intermediates": len(by_role["intermediate"]),
         "constants": len(by_role["constant"]),
         "pool_nbytes": int(summary["pool_nbytes"]),
-        "pool_graphs": int(pool.n_graphs) if pool is not None else 0,
-        "pool_shared_nbytes": int(pool.nbytes) if pool is not None else 0,
+        "pool_graphs": int(summary.get("pool_graphs", 0)),
+        "pool_shared_nbytes": int(summary.get("pool_shared_nbytes", 0)),
         "inplace_writes": inplace,
         # bytes an eager step allocates afresh that the replay writes into the pool instead
         "reused_bytes": sum(b["nbytes"] for r in ("output", "intermediate") for b in by_role[r]),
@@ -269,6 +242,7 @@ def capture_model(g, title: str = "", timing: dict | None = None, names: dict | 
     t = dict(timing or {})
     replay_us, eager_us = t.get("replay_us"), t.get("eager_us")
     timing_out = {"replays": int(summary["replays"]), "replay_us": replay_us, "eager_us": eager_us,
+                  "last_replay_us": summary.get("last_replay_us"), "total_replay_us": summary.get("total_replay_us"),
                   "speedup": round(eager_us / replay_us, 2) if replay_us and eager_us else None,
                   "repeat": t.get("repeat"), "source": t.get("source", "measured" if replay_us else "")}
     fwd = sum(n["kind"] == "forward" for n in nodes)
@@ -278,40 +252,30 @@ def capture_model(g, title: str = "", timing: dict | None = None, names: dict | 
                       "truncated": False}}
     order = {r: k for k, r in enumerate(ROLES)}
     return {"schema": CAPTURE_SCHEMA, "version": VERSION, "title": title, "device": str(g.device),
-            "captured": prog is not None, "graph": graph,
+            "captured": captured, "graph": graph,
             "buffers": sorted(buffers.values(), key=lambda b: (order[b["role"]], -b["nbytes"])),
             "stats": stats, "timing": timing_out, "static_inputs": list(summary["static_inputs"]),
             "source": getattr(g, "source", "")}
 
 
 def model_from_summary(summary: dict, title: str = "") -> dict:
-    """A model from a bare ``capture_done`` payload (no Graph at hand: no shapes, no roles)."""
+    """A model from a bare ``capture_done`` payload (a summary without its Graph): the steps, and
+    shapes and roles of the buffers the summary lists."""
     full = {"device": "cpu", "nodes": [], "static_inputs": [], "pool_nbytes": 0, "replays": 0, **summary}
+    full.pop("graph", None)
 
     class _G:
         device = full["device"]
-        _statics = ()
-        _pool = None
+        captured = False
         source = ""
 
         def summary(self):
             return full
+
+        def buffers(self):
+            return [{**b, "aliases": {b["name"]: {"shape": b["shape"], "dtype": b["dtype"]}}}
+                    for b in full.get("buffers", ())]
     return capture_model(_G(), title=title)
-
-
-def find_capturing_graph():
-    """The Graph whose ``capture_end`` is on the stack (a ``capture_done`` subscriber is called from
-    there: the event's payload is the summary, not the Graph)."""
-    import sys
-    from tapelab.graphs import Graph
-    f = sys._getframe(1)
-    while f is not None:
-        if f.f_code.co_name == "capture_end":
-            s = f.f_locals.get("self")
-            if isinstance(s, Graph):
-                return s
-        f = f.f_back
-    return None
 
 
 def _fmt_bytes(b) -> str:
