@@ -1,5 +1,6 @@
 """tapelab.graphs: capture and replay with CUDA Graph semantics on cpu (issue 6)."""
 import gc
+import re
 import weakref
 
 import numpy as np
@@ -476,3 +477,272 @@ def test_capturable_adam_replays_like_eager():
     for e, r in zip(eager, replayed):
         np.testing.assert_allclose(r, e, atol=1e-5)
     np.testing.assert_allclose(replay_losses, eager_losses, atol=1e-5)
+
+
+# ---------------------------------------------------------------- the public view of a capture
+def _captured_sgd_step(device="cpu"):
+    model = _mlp().to(device)
+    opt = SGD(model.parameters(), lr=0.05, momentum=0.9)
+    xs, ys = _data(1)
+    static_x, static_y = T.from_numpy(xs[0]).to(device), T.from_numpy(ys[0]).to(device)
+
+    def step():
+        loss = nn.functional.cross_entropy(model(static_x), static_y)
+        loss.backward()
+        opt.step()
+        return loss
+    opt.zero_grad(set_to_none=True)
+    step()                                   # warm-up: momentum buffers exist
+    g = Graph(device)
+    opt.zero_grad(set_to_none=True)
+    with graph(g):
+        loss = step()
+    return g, model, opt, static_x, static_y, loss
+
+
+def test_buffers_lists_every_buffer_with_its_kind():
+    g, model, opt, sx, sy, loss = _captured_sgd_step()
+    bufs = g.buffers()
+    by_name = {b["name"]: b for b in bufs}
+    assert len(by_name) == len(bufs) and {b["kind"] for b in bufs} <= set(T.graphs.BUFFER_KINDS)
+    for b in bufs:
+        assert set(b) == {"name", "shape", "dtype", "device", "kind", "bytes", "static_name", "aliases"}
+        assert b["device"] == "cpu" and b["name"] in b["aliases"]
+        assert re.search(rf"\b{b['name']}\b", g.source)
+    x = by_name[g.buffer_name(sx)]
+    assert x["kind"] == "static_input" and x["shape"] == [B, DIN] and x["dtype"] == "float32"
+    assert x["bytes"] == B * DIN * 4 and x["static_name"].startswith("a static input float32")
+    assert by_name[g.buffer_name(sy)]["dtype"] == "int64"
+    for p in model.parameters():
+        assert by_name[g.buffer_name(p)]["kind"] == "state"                        # SGD writes it in place
+        assert by_name[g.buffer_name(opt.state[p]["momentum_buffer"])]["kind"] == "state"
+        assert by_name[g.buffer_name(p.grad)]["kind"] == "static_output"           # made during capture
+    out = by_name[g.buffer_name(loss)]
+    assert out["kind"] == "static_output" and out["shape"] == [] and out["bytes"] == 4
+    assert any(b["kind"] == "pool" for b in bufs) and any(b["kind"] == "constant" for b in bufs)
+    # a view of a buffer is an alias of it, with its own shape
+    w = model[0].weight
+    assert g.buffer_name(w.t()) == g.buffer_name(w)
+    assert g.buffer_name(T.zeros(3)) is None and Graph().buffers() == [] and Graph().buffer_name(w) is None
+    # a pool buffer no tensor holds any more
+    name = g.buffer_name(loss)
+    del loss
+    gc.collect()
+    assert {b["name"]: b for b in g.buffers()}[name]["kind"] == "pool"
+    g.reset()
+    assert g.buffers() == [] and not g.captured
+
+
+def test_replay_timing_counters():
+    g, *_ = _captured_sgd_step()
+    assert (g.replays, g.last_replay_us, g.total_replay_us) == (0, 0.0, 0.0)
+    seen = []
+    for _ in range(3):
+        g.replay()
+        seen.append(g.last_replay_us)
+    assert g.replays == 3 and all(t > 0 for t in seen)
+    assert g.total_replay_us == pytest.approx(sum(seen))
+    s = g.summary()
+    assert s["replays"] == 3 and s["last_replay_us"] == seen[-1] and s["total_replay_us"] == g.total_replay_us
+    assert not s["stream_captured"] and not g.stream_captured
+    g.reset()
+    assert (g.replays, g.last_replay_us, g.total_replay_us) == (0, 0.0, 0.0)
+
+
+def test_capture_done_carries_the_graph_and_buffer_shapes():
+    seen = []
+    x = T.randn(4, 3)
+    with T.events.subscribe("capture_done", seen.append):
+        g = Graph()
+        with graph(g):
+            y = (x * 2).sum(0)
+    (p,) = seen
+    assert p["graph"] is g
+    for key in ("device", "nodes", "static_inputs", "pool_nbytes", "replays"):    # the summary fields stay
+        assert key in p
+    assert [n["op"] for n in p["nodes"]] == ["mul", "sum"] and p["pool_nbytes"] > 0
+    shapes = {b["name"]: (b["shape"], b["dtype"], b["kind"]) for b in p["buffers"]}
+    assert shapes[g.buffer_name(x)] == ([4, 3], "float32", "static_input")
+    assert shapes[g.buffer_name(y)] == ([3], "float32", "static_output")
+    import json
+    json.dumps({k: v for k, v in p.items() if k != "graph"})                        # the rest is plain data
+
+
+# ---------------------------------------------------------------- the cuda path on the simulated device
+@pytest.fixture
+def sim():
+    from tapelab._backend import simulated_cuda
+    with simulated_cuda(0) as dev:
+        yield dev
+
+
+def test_simulated_cuda_training_step_replay_equals_cpu(sim):
+    """Graph(device='cuda') on the simulated device: recording, buffers and replay as on a GPU
+    (stream capture itself needs cupy, so the program is replayed); 20 replayed steps equal 20
+    eager steps on cpu."""
+    steps = 20
+    xs, ys = _data(steps + 1, seed=3)
+    g, model, opt, sx, sy, loss = _captured_sgd_step(sim)
+    assert g.device == sim and not g.stream_captured and g.captured
+    assert all(b["device"] == "cuda:0" for b in g.buffers())
+    assert {b["kind"] for b in g.buffers()} >= {"static_input", "state", "static_output"}
+    c_model = _mlp()
+    c_opt = SGD(c_model.parameters(), lr=0.05, momentum=0.9)
+    c_x, c_y = T.from_numpy(_data(1)[0][0]), T.from_numpy(_data(1)[1][0])
+    c_opt.zero_grad(set_to_none=True)
+    nn.functional.cross_entropy(c_model(c_x), c_y).backward()
+    c_opt.step()
+    for i in range(steps):
+        x, y = T.from_numpy(xs[i]), T.from_numpy(ys[i])
+        sx.copy_(x.to(sim))
+        sy.copy_(y.to(sim))
+        g.replay()
+        c_opt.zero_grad(set_to_none=True)
+        c_loss = nn.functional.cross_entropy(c_model(x), y)
+        c_loss.backward()
+        c_opt.step()
+        assert loss.device == sim
+        np.testing.assert_allclose(loss.detach().cpu().numpy(), c_loss.detach().numpy(), rtol=1e-5, atol=1e-6)
+    assert g.replays == steps
+    for p, c in zip(model.parameters(), c_model.parameters()):
+        assert p.device == sim
+        np.testing.assert_allclose(p.detach().cpu().numpy(), c.detach().numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_simulated_cuda_make_graphed_callables(sim):
+    T.manual_seed(0)
+    lin = nn.Linear(4, 3).to(sim)
+    ref = nn.Linear(4, 3)
+    ref.load_state_dict({k: v.cpu() for k, v in lin.state_dict().items()})
+    x = T.randn(2, 4)
+    glin = make_graphed_callables(lin, (x.to(sim).requires_grad_(),), num_warmup_iters=1)
+    glin(x.to(sim).requires_grad_()).sum().backward()
+    ref(x).sum().backward()
+    assert lin.fwd_graph.device == sim
+    np.testing.assert_allclose(lin.weight.grad.cpu().numpy(), ref.weight.grad.numpy(), rtol=1e-6)
+
+
+class _FakeCupy:
+    """Stands in for cupy's stream-capture API (what tapelab.graphs._cuda calls), logging the calls."""
+
+    def __init__(self, fail_in_run=False):
+        log = self.log = []
+        fake = self
+        self.current = object()
+        self.allocator = None
+
+        class Stream:
+            def __init__(self, non_blocking=False):
+                log.append(("Stream", non_blocking))
+
+            def wait_event(self, ev):
+                log.append(("wait_event",))
+
+            def __enter__(self):
+                log.append(("enter stream",))
+                return self
+
+            def __exit__(self, *exc):
+                log.append(("exit stream",))
+
+            def begin_capture(self):
+                log.append(("begin_capture",))
+                fake.allocator(256)                    # a temporary allocated during capture
+
+            def end_capture(self):
+                log.append(("end_capture",))
+                return CGraph()
+
+        class CGraph:
+            def launch(self, stream):
+                log.append(("launch", stream is fake.current))
+
+        class Cuda:
+            Device = __import__("tapelab._backend", fromlist=["_SimDevice"])._SimDevice
+            runtime = type("runtime", (), {"is_hip": False})
+
+            @staticmethod
+            def get_current_stream():
+                return type("S", (), {"record": lambda self: "event"})() if not log or log[-1][0] != "replay" \
+                    else fake.current
+
+            @staticmethod
+            def using_allocator(alloc):
+                import contextlib
+
+                @contextlib.contextmanager
+                def cm():
+                    fake.allocator = alloc
+                    yield
+                    fake.allocator = None
+                return cm()
+        Cuda.Stream = Stream
+        self.cuda = Cuda
+
+    def get_default_memory_pool(self):
+        log = self.log
+
+        class Pool:
+            def malloc(self, size):
+                log.append(("malloc", size))
+                return type("Mem", (), {"mem": type("M", (), {"size": size})()})()
+        return Pool()
+
+
+def test_stream_capture_path_with_a_stand_in_cupy(sim, monkeypatch):
+    """The cupy calls of the cuda path, in order, on a stand-in: capture on a non-default stream
+    after the recording, temporaries held until reset, replay launches the graph."""
+    from tapelab.graphs import _cuda
+    fake = _FakeCupy()
+    monkeypatch.setattr(_cuda, "_cupy", lambda: fake)
+    launched = []
+    monkeypatch.setattr(_cuda.StreamGraph, "launch", lambda self: launched.append(self.graph) or
+                        self.graph.launch(fake.current))
+    x = T.randn(3, 4).to(sim)
+    g = Graph(sim)
+    with graph(g):
+        y = (x * 2).relu()
+    names = [c[0] for c in fake.log]
+    assert names[:2] == ["Stream", "wait_event"] and fake.log[0] == ("Stream", True)   # non-default stream
+    assert names.index("begin_capture") < names.index("malloc") < names.index("end_capture")
+    assert g.stream_captured and g.summary()["stream_captured"] and g._exec.nbytes == 256
+    g.replay()
+    assert launched and fake.log[-1] == ("launch", True) and g.replays == 1
+    g.reset()
+    assert not g.stream_captured and g.buffers() == []
+    # stream_capture=False, or a program with replay guards: the program replays itself
+    g2 = Graph(sim, stream_capture=False)
+    with graph(g2):
+        y2 = x + 1
+    assert not g2.stream_captured
+    g2.replay()
+    np.testing.assert_allclose(y2.cpu().numpy(), x.cpu().numpy() + 1)
+    del y
+
+
+def test_stream_capture_failure_is_a_clear_error(sim, monkeypatch):
+    from tapelab.graphs import _cuda
+    fake = _FakeCupy()
+    monkeypatch.setattr(_cuda, "_cupy", lambda: fake)
+
+    class Boom(Exception):
+        pass
+    monkeypatch.setattr(_cuda.StreamGraph, "__init__", _wrap_init(_cuda.StreamGraph.__init__, Boom))
+    x = T.randn(3).to(sim)
+    g = Graph(sim)
+    with pytest.raises(CaptureError, match=r"CUDA stream capture of the recorded program failed on cuda:0: "
+                                           r"Boom.*stream_capture=False"):
+        with graph(g):
+            x * 2
+    assert ("end_capture",) in fake.log                  # the capture was closed before raising
+    assert not g.captured and not T.graphs.is_current_stream_capturing()
+    with pytest.raises(RuntimeError, match="no capture"):
+        g.replay()
+
+
+def _wrap_init(init, exc):
+    def wrapped(self, run, device, cp):
+        def failing():
+            raise exc("the current stream is capturing")
+        init(self, failing, device, cp)
+    return wrapped

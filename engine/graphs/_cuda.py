@@ -29,14 +29,21 @@ def stream_graph(program, device, cp=None):
     """A ``StreamGraph`` of ``program`` on cuda ``device``, or None where stream capture is unavailable."""
     if program.guards:
         return None                         # a guard reads a value on the host at every replay
+    cp = cp if cp is not None else _cupy()
     if cp is None:
-        from ..device import cuda_available
-        if not cuda_available():
-            return None                     # the simulated device, or no GPU
-        import cupy as cp
+        return None                         # the simulated device, or no GPU
     if not hasattr(cp.cuda.Stream, "begin_capture") or getattr(cp.cuda.runtime, "is_hip", False):
         return None
     return StreamGraph(program.run, device, cp)
+
+
+def _cupy():
+    """cupy when a GPU is usable, else None (tests substitute a stand-in here)."""
+    from ..device import cuda_available
+    if not cuda_available():
+        return None
+    import cupy
+    return cupy
 
 
 class StreamGraph:
