@@ -10,12 +10,14 @@ With ``tapelab.cuda.is_available()`` it
    forward values and dtypes, and the gradients of every differentiable input;
 3. trains an MLP, a small CNN and a Transformer block for a few SGD steps on cuda against cpu
    (same initial weights and data; losses and final weights compared);
-4. times the MLP and the Transformer block step on cuda against PyTorch CUDA, if installed;
+4. captures an MLP training step (forward, backward, SGD step) into a ``tapelab.graphs.Graph``
+   on cuda (stream-captured into a ``cupy.cuda.Graph``) and replays it against eager steps;
+5. times the MLP and the Transformer block step on cuda against PyTorch CUDA, if installed;
 then prints a summary table, and exits 1 on any mismatch or error.
 
 Without a GPU it says why, checks that everything imports, and exits 0.
 
-``--simulate`` runs steps 1-3 on ``tapelab._backend.simulated_cuda()``: numpy-backed arrays that,
+``--simulate`` runs steps 2-4 on ``tapelab._backend.simulated_cuda()``: numpy-backed arrays that,
 like cupy's, refuse implicit conversion to numpy and mixing with numpy arrays. It finds device
 bugs (a factory without ``device=``, a forward building a numpy array, a mixed-device op) on
 CPU; it cannot find cupy's numerical or API differences. Record real-GPU runs in bench/README.md.
@@ -267,6 +269,64 @@ def check_training(dev, pattern="", steps=5):
     return rows
 
 
+# ---------------------------------------------------------------- a captured training step (issue 6)
+def check_graph_replay(dev, steps=10, sizes=(64, 128, 128, 10), batch=32):
+    """An MLP SGD-momentum step captured once on ``dev`` and replayed ``steps`` times, against the
+    same step run eagerly on ``dev``: losses each step and final weights. Returns (ok, detail)."""
+    def setup():
+        model = make_mlp(tapelab, np.random.default_rng(0), sizes).to(dev)
+        opt = tapelab.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+        sx = tapelab.zeros(batch, sizes[0], device=dev)
+        sy = tapelab.zeros(batch, dtype=tapelab.int64, device=dev)
+
+        def step():
+            loss = tapelab.nn.functional.cross_entropy(model(sx), sy)
+            loss.backward()
+            opt.step()
+            return loss
+        return model, opt, sx, sy, step
+
+    rng = np.random.default_rng(1)
+    xs = [rng.standard_normal((batch, sizes[0])).astype(np.float32) for _ in range(steps + 1)]
+    ys = [rng.integers(0, sizes[-1], batch).astype(np.int64) for _ in range(steps + 1)]
+
+    def feed(sx, sy, i):
+        sx.copy_(tapelab.tensor(xs[i]).to(dev))
+        sy.copy_(tapelab.tensor(ys[i]).to(dev))
+
+    e_model, e_opt, e_x, e_y, e_step = setup()
+    g_model, g_opt, g_x, g_y, g_step = setup()
+    for opt, sx, sy, step in ((e_opt, e_x, e_y, e_step), (g_opt, g_x, g_y, g_step)):
+        feed(sx, sy, 0)                               # warm-up: momentum buffers exist
+        opt.zero_grad(set_to_none=True)
+        step()
+    g = tapelab.graphs.Graph(dev)
+    g_opt.zero_grad(set_to_none=True)
+    with tapelab.graphs.graph(g):
+        static_loss = g_step()
+    e_losses, g_losses = [], []
+    for i in range(1, steps + 1):
+        feed(e_x, e_y, i)
+        e_opt.zero_grad(set_to_none=True)
+        e_losses.append(float(e_step().item()))
+        feed(g_x, g_y, i)
+        g.replay()
+        g_losses.append(float(static_loss.item()))
+    np.testing.assert_allclose(g_losses, e_losses, rtol=1e-4, atol=1e-5, err_msg="losses")
+    e_w = {k: _host(v) for k, v in e_model.state_dict().items()}
+    g_w = {k: _host(v) for k, v in g_model.state_dict().items()}
+    worst = max(_max_diff(g_w[k], e_w[k]) for k in e_w)
+    kinds = {}
+    for b in g.buffers():
+        kinds[b["kind"]] = kinds.get(b["kind"], 0) + 1
+    how = "cupy.cuda.Graph launched" if g.stream_captured else "program replayed"
+    detail = (f"{steps} replays ({how}, {g.last_replay_us:.0f} us host time last), {len(g.nodes())} steps, "
+              f"buffers {kinds}, losses {e_losses[0]:.4f} -> {e_losses[-1]:.4f}, max |dw| {worst:.1e}")
+    if dev.type == "cuda" and tapelab.cuda.is_available() and not g.stream_captured:
+        return False, "stream capture was not used on a real GPU: " + detail
+    return worst <= 1e-4, detail
+
+
 # ---------------------------------------------------------------- timing against PyTorch CUDA
 def _median_step_ms(step, sync, warmup=3, reps=20):
     for _ in range(warmup):
@@ -372,7 +432,8 @@ def imports_only() -> list[str]:
     """Without a GPU: check that everything this script needs imports."""
     import opdb  # noqa: F401
     from opdb import OP_DB
-    _ = (tapelab.cuda.Stream, tapelab.cuda.Event, tapelab.cuda.memory_allocated, _backend.transfer)
+    _ = (tapelab.cuda.Stream, tapelab.cuda.Event, tapelab.cuda.memory_allocated, _backend.transfer,
+         tapelab.graphs.Graph, tapelab.cuda.CUDAGraph)
     return [f"op database: {len(OP_DB)} ops", f"models: {', '.join(MODELS)}"]
 
 
@@ -421,6 +482,16 @@ def main(argv=None) -> int:
         print(f"\n== training {args.steps} SGD steps on {dev} against cpu ({time.perf_counter() - t:.1f} s)")
         for name, good, detail in training:
             print(f"  {'ok  ' if good else 'FAIL'} {name:40s} {detail}")
+            ok &= good
+        if not args.k or args.k.lower() in "graph replay captured mlp step":
+            t = time.perf_counter()
+            try:
+                good, detail = check_graph_replay(dev)
+            except Exception as e:  # noqa: BLE001
+                good, detail = False, f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:300]
+            print(f"\n== captured MLP training step on {dev}, replayed against eager "
+                  f"({time.perf_counter() - t:.1f} s)")
+            print(f"  {'ok  ' if good else 'FAIL'} {'graph replay, SGD momentum':40s} {detail}")
             ok &= good
         if not args.simulate:
             print("\n== step time on cuda (median of 20, ms)")
