@@ -247,15 +247,21 @@ def _observed(op, args, params):
         if node is not None:
             node._tape_seq = seq  # links backward steps of this node to the recorded op
         data = res._data
-        events.emit("op", events.OpRecorded(
-            seq=seq, op=op.name,
-            inputs=tuple(a._uid() if isinstance(a, Tensor) else None for a in args),
-            input_shapes=tuple(a._data.shape if isinstance(a, Tensor) else () for a in args),
-            output=_fresh_uid(res), shape=data.shape, dtype=_BY_NP[data.dtype].name, device=res._device._name,
-            requires_grad=res.requires_grad, duration_ns=dur, start_ns=start,
-            module=STATE.module_path[-1] if STATE.module_path else "",
-            grad_fn=node.name() if node is not None else "",
-            tensors=(args, res)))
+        uids = []
+        shapes = []
+        for a in args:
+            if isinstance(a, Tensor):
+                uids.append(a._uid())
+                shapes.append(a._data.shape)
+            else:
+                uids.append(None)
+                shapes.append(())
+        uid = res._uid_ = next(_uids)   # a new op result gets its uid here (no lazy lookup)
+        path = STATE.module_path
+        events.emit("op", events.OpRecorded(   # positional: field order of OpRecorded
+            seq, op.name, tuple(uids), tuple(shapes), uid, data.shape, _BY_NP[data.dtype].name,
+            res._device._name, res.requires_grad, dur, start, path[-1] if path else "",
+            node.name() if node is not None else "", (args, res)))
     return out
 
 

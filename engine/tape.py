@@ -23,6 +23,8 @@ from .autograd.engine import running_node
 
 __all__ = ["tape", "TapeNode", "summarize"]
 
+_weakref = weakref.ref
+
 
 @dataclass(slots=True)
 class TapeNode:
@@ -174,39 +176,54 @@ class tape:
         return f"<tapelab.tape: {fwd} forward, {len(self.nodes) - fwd} backward records>"
 
     # ------------------------------------------------------------ event handlers
+    # Records are built positionally (TapeNode's field order): keyword calls of a 21-field
+    # dataclass cost several times more, and this runs once per op while recording.
     def _on_op(self, ev: events.OpRecorded) -> None:
-        keep = self.keep_values
-        args, res = ev.tensors if ev.tensors else ((), None)
+        nodes = self.nodes
         running = running_node()
+        res = ev.tensors[1] if ev.tensors else None
+        if self.keep_values:
+            args = ev.tensors[0] if ev.tensors else ()
+            refs = (res, res.grad_fn if res is not None else None,
+                    tuple(a for a in args if hasattr(a, "_data")))
+            value = summarize(res)
+        else:
+            value = None
+            if res is None:
+                refs = (None, None)
+            else:
+                fn = res.grad_fn
+                refs = (_weakref(res), _weakref(fn) if fn is not None else None)
+        shape = ev.shape
         rec = TapeNode(
-            index=len(self.nodes), kind="forward", op=ev.op, seq=ev.seq,
-            forward_seq=running.tape_seq if running is not None else None,
-            phase="backward" if running is not None else "forward",
-            inputs=ev.inputs, output=ev.output, input_shapes=ev.input_shapes, shape=ev.shape,
-            output_shapes=(ev.shape,), dtype=ev.dtype, device=ev.device, requires_grad=ev.requires_grad,
-            start_ns=ev.start_ns, duration_ns=ev.duration_ns, module=ev.module, grad_fn=ev.grad_fn,
-            value=summarize(res) if keep else None,
-            _refs=(_ref(res, keep), _ref(res.grad_fn if res is not None else None, keep))
-            + ((tuple(a for a in args if hasattr(a, "_data")),) if keep else ()))
-        self.nodes.append(rec)
+            len(nodes), "forward", ev.op, ev.seq,
+            running.tape_seq if running is not None else None,
+            "forward" if running is None else "backward",
+            ev.inputs, ev.output, ev.input_shapes, shape, (shape,), ev.dtype, ev.device, ev.requires_grad,
+            ev.start_ns, ev.duration_ns, ev.module, ev.grad_fn, value, None, refs)
+        nodes.append(rec)
         self._by_seq[ev.seq] = rec
 
     def _on_step(self, step: events.BackwardStep) -> None:
         node = step.node
-        fwd = self._by_seq.get(node.tape_seq) if node.tape_seq is not None else None
-        grads = [g for g in step.grad_outputs if g is not None]
-        first = grads[0] if grads else None
+        seq = node.tape_seq
+        fwd = self._by_seq.get(seq) if seq is not None else None
+        gouts = step.grad_outputs
+        first = None
+        for g in gouts:
+            if g is not None:
+                first = g
+                break
+        name = node.name()
         rec = TapeNode(
-            index=len(self.nodes), kind="backward", op=step.name, forward_seq=node.tape_seq,
-            phase="backward",
-            input_shapes=tuple(tuple(g.shape) if g is not None else None for g in step.grad_outputs),
-            output_shapes=tuple(tuple(g.shape) if g is not None else None for g in step.grad_inputs),
-            shape=tuple(first.shape) if first is not None else (),
-            dtype=first.dtype.name if first is not None else "",
-            device=str(first.device) if first is not None else "",
-            start_ns=step.start_ns, duration_ns=step.duration_ns,
-            module=fwd.module if fwd is not None else "",
-            grad_fn=step.name, _refs=(None, _ref(node, self.keep_values)))
+            len(self.nodes), "backward", name, None, seq, "backward", (), None,
+            tuple(tuple(g.shape) if g is not None else None for g in gouts),
+            tuple(first.shape) if first is not None else (),
+            tuple(tuple(g.shape) if g is not None else None for g in step.grad_inputs),
+            first.dtype.name if first is not None else "",
+            str(first.device) if first is not None else "",
+            False, step.start_ns, step.duration_ns, fwd.module if fwd is not None else "",
+            name, None, None, (None, node if self.keep_values else _weakref(node)))
         if self.keep_values:
             rec.grad = summarize(first)
             if fwd is not None:  # an op's node has one output: its incoming gradient is the op's
