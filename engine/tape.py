@@ -135,7 +135,7 @@ class tape:
 
     def __init__(self, keep_values: bool = False):
         self.keep_values = keep_values
-        self.nodes: list[TapeNode] = []
+        self._nodes: list[TapeNode] = []
         self._by_seq: dict[int, TapeNode] = {}
         self._subs: list = []
 
@@ -150,6 +150,15 @@ class tape:
         for sub in self._subs:
             sub.unsubscribe()
         self._subs = []
+
+    @property
+    def nodes(self) -> list:
+        """The ``TapeNode`` records, in order."""
+        return self._nodes
+
+    @nodes.setter
+    def nodes(self, value: list) -> None:
+        self._nodes = value
 
     @property
     def recording(self) -> bool:
@@ -179,7 +188,7 @@ class tape:
     # Records are built positionally (TapeNode's field order): keyword calls of a 21-field
     # dataclass cost several times more, and this runs once per op while recording.
     def _on_op(self, ev: events.OpRecorded) -> None:
-        nodes = self.nodes
+        nodes = self._nodes
         running = running_node()
         res = ev.tensors[1] if ev.tensors else None
         if self.keep_values:
@@ -216,7 +225,7 @@ class tape:
                 break
         name = node.name()
         rec = TapeNode(
-            len(self.nodes), "backward", name, None, seq, "backward", (), None,
+            len(self._nodes), "backward", name, None, seq, "backward", (), None,
             tuple(tuple(g.shape) if g is not None else None for g in gouts),
             tuple(first.shape) if first is not None else (),
             tuple(tuple(g.shape) if g is not None else None for g in step.grad_inputs),
@@ -228,5 +237,5 @@ class tape:
             rec.grad = summarize(first)
             if fwd is not None:  # an op's node has one output: its incoming gradient is the op's
                 fwd.grad = summarize(step.grad_outputs[0])
-        self.nodes.append(rec)
+        self._nodes.append(rec)
 

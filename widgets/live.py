@@ -8,45 +8,46 @@ from __future__ import annotations
 import math
 import time
 
+import numpy as np
+
 from tapelab.tape import tape
 
 from .viewmodel import GraphBuilder
 
 __all__ = ["LiveTape", "quick_summary"]
 
-SAMPLE = 4096
+SAMPLE = 256
+_STAT_KEYS = ("min", "max", "mean", "std", "norm")
 
 
-def quick_summary(t, limit: int = SAMPLE) -> dict | None:
-    """min/max/mean/std/norm and nan/inf counts of a tensor, from at most about ``limit`` elements
-    taken by striding its longest axes (``sampled`` says how many when it sampled; the norm is
-    scaled up to the full size). A handful of array calls, no copy of a big tensor, no reference
-    kept: cheap enough for every op while streaming."""
-    d = getattr(t, "_data", None)
-    if d is None:
-        return None
-    size = int(d.size)
+def _sample(d, limit: int = SAMPLE):
+    """A copy of at most ``limit`` elements of a numpy array, strided over its flat order (no
+    copy of the whole of a big array), or None when there is nothing to summarise."""
+    size = d.size
     if size == 0 or d.dtype.kind not in "biuf":
         return None
-    xp = t._device.xp
-    view = d
-    while view.size > limit:                 # stride the longest axis (a view, never a copy)
-        ax = max(range(view.ndim), key=lambda i: view.shape[i])
-        step = min(view.shape[ax], -(-view.size // limit))
-        view = view[(slice(None),) * ax + (slice(None, None, step),)]
-    a = view.astype(xp.float64).reshape(-1)
+    if size <= limit:
+        return d.flatten()
+    step = -(-size // limit)
+    if d.flags.c_contiguous:
+        return d.reshape(-1)[::step].copy()
+    return d.flat[::step]
+
+
+def _stats(a, size: int) -> dict:
+    """The summary of a float64 sample ``a`` of a tensor of ``size`` elements (norm scaled up)."""
     n = int(a.size)
     total = float(a.sum())
     nan = inf = 0
     if not math.isfinite(total):             # rare: count and drop non-finite values
-        finite = xp.isfinite(a)
-        nan = int(xp.isnan(a).sum())
+        finite = np.isfinite(a)
+        nan = int(np.isnan(a).sum())
         inf = n - int(finite.sum()) - nan
         a = a[finite]
         total = float(a.sum())
     m = int(a.size)
     if m == 0:
-        out = dict.fromkeys(("min", "max", "mean", "std", "norm"))
+        out = dict.fromkeys(_STAT_KEYS)
     else:
         sq = float(a @ a)
         mean = total / m
@@ -57,6 +58,61 @@ def quick_summary(t, limit: int = SAMPLE) -> dict | None:
     if n < size:
         out["sampled"] = n
     return out
+
+
+def _batch_stats(samples: list, sizes: list) -> list:
+    """``_stats`` of many samples at once: one concatenation and four segment reductions for
+    all of them (a sample with a non-finite value takes ``_stats``' own path)."""
+    if len(samples) == 1:
+        return [_stats(samples[0].astype(np.float64), sizes[0])]
+    lens = [int(x.size) for x in samples]
+    offs = np.zeros(len(lens), dtype=np.intp)
+    np.cumsum(lens[:-1], out=offs[1:])
+    arr = np.concatenate(samples, dtype=np.float64, casting="unsafe")
+    tot = np.add.reduceat(arr, offs).tolist()
+    sqs = np.add.reduceat(arr * arr, offs).tolist()
+    mns = np.minimum.reduceat(arr, offs).tolist()
+    mxs = np.maximum.reduceat(arr, offs).tolist()
+    out = []
+    isfinite, sqrt = math.isfinite, math.sqrt
+    for i, n in enumerate(lens):
+        total, size = tot[i], sizes[i]
+        if not isfinite(total):
+            o = offs[i]
+            out.append(_stats(arr[o:o + n], size))
+            continue
+        sq = sqs[i]
+        mean = total / n
+        d = {"min": mns[i], "max": mxs[i], "mean": mean,
+             "std": sqrt(max(sq - n * mean * mean, 0.0) / (n - 1)) if n > 1 else None,
+             "norm": sqrt(sq * size / n), "nan": 0, "inf": 0}
+        if n < size:
+            d["sampled"] = n
+        out.append(d)
+    return out
+
+
+def quick_summary(t, limit: int = SAMPLE) -> dict | None:
+    """min/max/mean/std/norm and nan/inf counts of a tensor, from at most about ``limit`` elements
+    taken by striding it (``sampled`` says how many when it sampled; the norm is scaled up to the
+    full size). A handful of array calls, no copy of a big tensor, no reference kept: cheap
+    enough for every op while streaming."""
+    d = getattr(t, "_data", None)
+    if d is None:
+        return None
+    size = int(d.size)
+    if size == 0 or d.dtype.kind not in "biuf":
+        return None
+    if type(d) is np.ndarray:
+        return _stats(_sample(d, limit).astype(np.float64), size)
+    xp = t._device.xp
+    view = d
+    while view.size > limit:                 # stride the longest axis (a view, never a copy)
+        ax = max(range(view.ndim), key=lambda i: view.shape[i])
+        step = min(view.shape[ax], -(-view.size // limit))
+        view = view[(slice(None),) * ax + (slice(None, None, step),)]
+    return _stats(np.asarray(xp.asnumpy(view) if hasattr(xp, "asnumpy") else view,
+                             dtype=np.float64).reshape(-1), size)
 
 
 class LiveTape(tape):
@@ -75,6 +131,7 @@ class LiveTape(tape):
 
     def __init__(self, sinks=(), rate: float = 30.0, max_nodes: int = 5000, summaries: bool = True,
                  title: str = ""):
+        self._pending: list = []      # (sample, size, value, ((record, attr), ...)), in order
         super().__init__(keep_values=False)
         self.summaries = summaries
         self.sinks = list(sinks)
@@ -84,29 +141,84 @@ class LiveTape(tape):
         self._last = 0.0
         self.sent = 0                 # deltas sent, all sinks counted once
 
+    # Summaries are taken in two halves: per op only a small copy of a strided sample is kept
+    # (``_pending``); the statistics of all pending samples are computed together, in a few
+    # array calls, before the next delta is taken (``flush``) or the records are read.
+    @property
+    def nodes(self) -> list:
+        if self._pending:
+            self._resolve()
+        return self._nodes
+
+    @nodes.setter
+    def nodes(self, value: list) -> None:
+        self._nodes = value
+
+    def _queue(self, t, targets: tuple) -> None:
+        d = getattr(t, "_data", None)
+        if d is None:
+            self._pending.append((None, 0, None, targets))
+        elif type(d) is np.ndarray:
+            sample = _sample(d)
+            self._pending.append((sample, d.size, None, targets))
+        else:                                   # a device array: summarised on the spot
+            self._pending.append((None, 0, quick_summary(t), targets))
+
+    def _resolve(self) -> None:
+        pending, self._pending = self._pending, []
+        samples = [p[0] for p in pending if p[0] is not None]
+        stats = iter(_batch_stats(samples, [p[1] for p in pending if p[0] is not None]) if samples else ())
+        by_id = self.builder._by_id
+        for sample, _, value, targets in pending:
+            if sample is not None:
+                value = next(stats)
+            for rec, attr in targets:
+                setattr(rec, attr, value)
+                nid = f"n{rec.index}"
+                node = by_id.get(nid)
+                if node is None:
+                    continue
+                if rec.kind == "forward" and attr == "grad":   # an earlier node learns its gradient
+                    if value is not None:
+                        self.builder._set(nid, "grad", value)
+                else:                                        # a node not sent yet
+                    node[attr] = value
+
     def _on_op(self, ev) -> None:
-        super()._on_op(ev)
-        rec = self.nodes[-1]
+        tape._on_op(self, ev)
+        rec = self._nodes[-1]
         if self.summaries and ev.tensors and rec.phase == "forward" and self.builder.total < self.max_nodes:
-            rec.value = quick_summary(ev.tensors[1])   # (ops a vjp runs are no nodes: no summary)
-        self._added()
+            self._queue(ev.tensors[1], ((rec, "value"),))   # (ops a vjp runs are no nodes: no summary)
+        self._added(rec)
 
     def _on_step(self, step) -> None:
-        super()._on_step(step)
+        tape._on_step(self, step)
+        rec = self._nodes[-1]
         if self.summaries and self.builder.total < self.max_nodes:
-            rec = self.nodes[-1]
-            g = next((g for g in step.grad_outputs if g is not None), None)
-            rec.grad = quick_summary(g)
+            gouts = step.grad_outputs
+            g = None
+            for x in gouts:
+                if x is not None:
+                    g = x
+                    break
             seq = step.node.tape_seq
             fwd = self._by_seq.get(seq) if seq is not None else None
-            if fwd is not None and step.grad_outputs:
-                fwd.grad = quick_summary(step.grad_outputs[0]) if step.grad_outputs[0] is not g else rec.grad
-        self._added()
+            if fwd is not None and gouts:
+                if gouts[0] is g:
+                    self._queue(g, ((rec, "grad"), (fwd, "grad")))
+                else:
+                    self._queue(g, ((rec, "grad"),))
+                    self._queue(gouts[0], ((fwd, "grad"),))
+            else:
+                self._queue(g, ((rec, "grad"),))
+        self._added(rec)
 
-    def _added(self) -> None:
-        self.builder.add(self.nodes[-1])
-        if self.builder.truncated and len(self.nodes) > 2 * self.max_nodes:
-            self.nodes.clear()        # past the cap only counts matter
+    def _added(self, rec) -> None:
+        self.builder.add(rec)
+        if self.builder.truncated and len(self._nodes) > 2 * self.max_nodes:
+            if self._pending:
+                self._resolve()
+            self._nodes.clear()        # past the cap only counts matter
             self._by_seq.clear()
         now = time.perf_counter()
         if now - self._last >= self.interval:
@@ -115,6 +227,8 @@ class LiveTape(tape):
 
     def flush(self) -> None:
         """Send what was recorded since the last delta (if anything)."""
+        if self._pending:
+            self._resolve()
         delta = self.builder.take()
         if not (delta["nodes"] or delta["edges"] or delta["groups"] or delta["updates"]) and not self.builder.truncated:
             return
@@ -130,4 +244,6 @@ class LiveTape(tape):
         self.flush()
 
     def graph(self) -> dict:
+        if self._pending:
+            self._resolve()
         return self.builder.graph()

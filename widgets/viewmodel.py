@@ -41,7 +41,7 @@ MIME = "application/vnd.tapelab.graph+json"
 
 
 def _shape(s):
-    return None if s is None else [int(d) for d in s]
+    return None if s is None else list(map(int, s))
 
 
 class GraphBuilder:
@@ -63,6 +63,7 @@ class GraphBuilder:
         self.max_nodes = max_nodes
         self.grad_ops = grad_ops
         self.nodes: list[dict] = []
+        self._by_id: dict[str, dict] = {}        # node id -> node
         self.edges: list[dict] = []
         self.groups: dict[str, dict] = {}
         self._producer: dict[int, str] = {}      # tensor uid -> node id that produced it
@@ -128,6 +129,7 @@ class GraphBuilder:
             self.truncated = True
             return None
         self.nodes.append(node)
+        self._by_id[node["id"]] = node
         if node["group"] is not None:
             self._note_group(node["group"], node["kind"][0] + ":" + node["op"])
         return node
@@ -182,6 +184,10 @@ class GraphBuilder:
             gid = self._no_grad_run()
         else:
             gid = self._group(rec.module)
+        if self._full():                         # past the cap only counts go on
+            self.total += 1
+            self.truncated = True
+            return
         nid = f"n{rec.index}"
         node = self._node({
             "id": nid, "kind": "forward", "label": rec.op, "op": rec.op, "index": rec.index,
@@ -192,8 +198,7 @@ class GraphBuilder:
             "grad": rec.grad, "grad_ops": 0})
         if node is None:
             return
-        if rec.value is not None:
-            self._records[nid] = rec
+        self._records[nid] = rec    # (its value and grad summaries may be filled in later)
         if rec.seq is not None:
             self._fwd[rec.seq] = node
             self._fwd_inputs[rec.seq] = rec.inputs
@@ -212,6 +217,10 @@ class GraphBuilder:
         self.backward += 1
         fwd = self._fwd.get(rec.forward_seq) if rec.forward_seq is not None else None
         gid = fwd["group"] if fwd is not None else None
+        if self._full():                         # past the cap only counts go on
+            self.total += 1
+            self.truncated = True
+            return
         leaf = None
         if rec.op == "AccumulateGrad":          # link the sink to its leaf through the node's variable
             node = rec.node
@@ -220,7 +229,7 @@ class GraphBuilder:
             if var is not None and hasattr(var, "_uid"):
                 leaf = self._leaves.get(var._uid())
                 if leaf is not None:
-                    gid = next((n["group"] for n in self.nodes if n["id"] == leaf), gid)
+                    gid = self._by_id[leaf]["group"]
         nid = f"n{rec.index}"
         node = self._node({
             "id": nid, "kind": "backward", "label": rec.op, "op": rec.op, "index": rec.index,
@@ -260,10 +269,9 @@ class GraphBuilder:
         return self._records.get(fwd["id"])
 
     def _set(self, nid: str, key: str, value) -> None:
-        for n in reversed(self.nodes):
-            if n["id"] == nid:
-                n[key] = value
-                break
+        n = self._by_id.get(nid)
+        if n is not None:
+            n[key] = value
         self._updates.setdefault(nid, {"id": nid})[key] = value
 
     # ------------------------------------------------------------------ output
