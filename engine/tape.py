@@ -224,13 +224,14 @@ class tape:
                 first = g
                 break
         name = node.name()
+        # shapes straight from the arrays (plain tuples of ints, as tuple(t.shape) gives)
         rec = TapeNode(
             len(self._nodes), "backward", name, None, seq, "backward", (), None,
-            tuple(tuple(g.shape) if g is not None else None for g in gouts),
-            tuple(first.shape) if first is not None else (),
-            tuple(tuple(g.shape) if g is not None else None for g in step.grad_inputs),
+            tuple([tuple(g._data.shape) if g is not None else None for g in gouts]),
+            tuple(first._data.shape) if first is not None else (),
+            tuple([tuple(g._data.shape) if g is not None else None for g in step.grad_inputs]),
             first.dtype.name if first is not None else "",
-            str(first.device) if first is not None else "",
+            str(first._device) if first is not None else "",
             False, step.start_ns, step.duration_ns, fwd.module if fwd is not None else "",
             name, None, None, (None, node if self.keep_values else _weakref(node)))
         if self.keep_values:

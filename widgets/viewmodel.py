@@ -40,8 +40,18 @@ VERSION = 1
 MIME = "application/vnd.tapelab.graph+json"
 
 
+_INT_SHAPES: dict = {}   # shape -> the same shape as a tuple of Python ints
+
+
 def _shape(s):
-    return None if s is None else list(map(int, s))
+    if s is None:
+        return None
+    t = _INT_SHAPES.get(s)
+    if t is None:
+        if len(_INT_SHAPES) > 4096:
+            _INT_SHAPES.clear()
+        t = _INT_SHAPES[s] = tuple([int(d) for d in s])
+    return list(t)
 
 
 class GraphBuilder:
@@ -74,6 +84,7 @@ class GraphBuilder:
         self._pending_grad_ops: dict[int, int] = {}
         self._hashers: dict[str, object] = {}
         self._dirty: set[str] = set()
+        self._tokens: dict[str, list] = {}       # group id -> tokens not hashed yet
         self._new_group_ids: set[str] = set()
         self._sent = [0, 0]                      # nodes, edges already taken
         self._new_groups: list[dict] = []
@@ -107,12 +118,15 @@ class GraphBuilder:
         while gid is not None:
             g = self.groups[gid]
             g["size"] += 1
-            self._hashers[gid].update((token + "|").encode())
+            self._tokens.setdefault(gid, []).append(token)
             self._dirty.add(gid)
             token = g["label"] + "/" + token
             gid = g["parent"]
 
     def _finish_groups(self) -> None:
+        for gid, toks in self._tokens.items():   # hashed in one update: the same digest
+            self._hashers[gid].update(("|".join(toks) + "|").encode())
+        self._tokens.clear()
         for gid in self._dirty:
             g = self.groups[gid]
             g["signature"] = self._hashers[gid].hexdigest()
@@ -180,14 +194,14 @@ class GraphBuilder:
 
     def _add_forward(self, rec) -> None:
         self.forward += 1
+        if self._full():                         # past the cap only counts go on (and no group
+            self.total += 1                      # is made that no node would be in)
+            self.truncated = True
+            return
         if not rec.module and not rec.requires_grad and rec.phase == "forward":
             gid = self._no_grad_run()
         else:
             gid = self._group(rec.module)
-        if self._full():                         # past the cap only counts go on
-            self.total += 1
-            self.truncated = True
-            return
         nid = f"n{rec.index}"
         node = self._node({
             "id": nid, "kind": "forward", "label": rec.op, "op": rec.op, "index": rec.index,
