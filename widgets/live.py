@@ -61,34 +61,32 @@ def _stats(a, size: int) -> dict:
 
 
 def _batch_stats(samples: list, sizes: list) -> list:
-    """``_stats`` of many samples at once: one concatenation and four segment reductions for
+    """``_stats`` of many samples at once: one concatenation and a few segment reductions for
     all of them (a sample with a non-finite value takes ``_stats``' own path)."""
     if len(samples) == 1:
         return [_stats(samples[0].astype(np.float64), sizes[0])]
-    lens = [int(x.size) for x in samples]
-    offs = np.zeros(len(lens), dtype=np.intp)
+    lens = np.fromiter(map(len, samples), dtype=np.intp, count=len(samples))
+    offs = np.zeros_like(lens)
     np.cumsum(lens[:-1], out=offs[1:])
     arr = np.concatenate(samples, dtype=np.float64, casting="unsafe")
-    tot = np.add.reduceat(arr, offs).tolist()
-    sqs = np.add.reduceat(arr * arr, offs).tolist()
-    mns = np.minimum.reduceat(arr, offs).tolist()
-    mxs = np.maximum.reduceat(arr, offs).tolist()
-    out = []
-    isfinite, sqrt = math.isfinite, math.sqrt
-    for i, n in enumerate(lens):
-        total, size = tot[i], sizes[i]
-        if not isfinite(total):
-            o = offs[i]
-            out.append(_stats(arr[o:o + n], size))
-            continue
-        sq = sqs[i]
-        mean = total / n
-        d = {"min": mns[i], "max": mxs[i], "mean": mean,
-             "std": sqrt(max(sq - n * mean * mean, 0.0) / (n - 1)) if n > 1 else None,
-             "norm": sqrt(sq * size / n), "nan": 0, "inf": 0}
-        if n < size:
-            d["sampled"] = n
-        out.append(d)
+    tot = np.add.reduceat(arr, offs)
+    sq = np.add.reduceat(arr * arr, offs)
+    n = lens.astype(np.float64)
+    mean = tot / n
+    with np.errstate(all="ignore"):
+        std = np.sqrt(np.maximum(sq - n * mean * mean, 0.0) / (n - 1))
+        norm = np.sqrt(sq * np.asarray(sizes, dtype=np.float64) / n)
+    rows = zip(np.minimum.reduceat(arr, offs).tolist(), np.maximum.reduceat(arr, offs).tolist(),
+               mean.tolist(), std.tolist(), norm.tolist(), lens.tolist(), sizes)
+    out = [{"min": lo, "max": hi, "mean": mu, "std": sd if k > 1 else None, "norm": nm, "nan": 0, "inf": 0}
+           for lo, hi, mu, sd, nm, k, size in rows]
+    for i, (k, size) in enumerate(zip(lens.tolist(), sizes)):
+        if k < size:
+            out[i]["sampled"] = k
+    bad = np.flatnonzero(~np.isfinite(tot))
+    for i in bad.tolist():                    # rare: non-finite values, counted and dropped
+        o = int(offs[i])
+        out[i] = _stats(arr[o:o + int(lens[i])], sizes[i])
     return out
 
 
@@ -168,17 +166,17 @@ class LiveTape(tape):
         pending, self._pending = self._pending, []
         samples = [p[0] for p in pending if p[0] is not None]
         stats = iter(_batch_stats(samples, [p[1] for p in pending if p[0] is not None]) if samples else ())
-        by_id = self.builder._by_id
+        get = self.builder._by_id.get
         for sample, _, value, targets in pending:
             if sample is not None:
                 value = next(stats)
             for rec, attr in targets:
                 setattr(rec, attr, value)
-                nid = f"n{rec.index}"
-                node = by_id.get(nid)
+                nid = "n%d" % rec.index
+                node = get(nid)
                 if node is None:
                     continue
-                if rec.kind == "forward" and attr == "grad":   # an earlier node learns its gradient
+                if attr == "grad" and rec.kind == "forward":   # an earlier node learns its gradient
                     if value is not None:
                         self.builder._set(nid, "grad", value)
                 else:                                        # a node not sent yet
