@@ -130,6 +130,8 @@ class LiveTape(tape):
     def __init__(self, sinks=(), rate: float = 30.0, max_nodes: int = 5000, summaries: bool = True,
                  title: str = ""):
         self._pending: list = []      # (sample, size, value, ((record, attr), ...)), in order
+        self._unbuilt: list = []      # records not given to the builder yet, in order
+        self._bound = 0               # most nodes they can make
         super().__init__(keep_values=False)
         self.summaries = summaries
         self.sinks = list(sinks)
@@ -185,14 +187,14 @@ class LiveTape(tape):
     def _on_op(self, ev) -> None:
         tape._on_op(self, ev)
         rec = self._nodes[-1]
-        if self.summaries and ev.tensors and rec.phase == "forward" and self.builder.total < self.max_nodes:
+        if self.summaries and ev.tensors and rec.phase == "forward" and self._room():
             self._queue(ev.tensors[1], ((rec, "value"),))   # (ops a vjp runs are no nodes: no summary)
         self._added(rec)
 
     def _on_step(self, step) -> None:
         tape._on_step(self, step)
         rec = self._nodes[-1]
-        if self.summaries and self.builder.total < self.max_nodes:
+        if self.summaries and self._room():
             gouts = step.grad_outputs
             g = None
             for x in gouts:
@@ -211,13 +213,34 @@ class LiveTape(tape):
                 self._queue(g, ((rec, "grad"),))
         self._added(rec)
 
+    # Records reach the builder in batches too (``_build``: at each delta, or when the cap is
+    # near), in order, so a delta holds exactly what adding them one by one would give.
+    def _room(self) -> bool:
+        """Whether the builder has fewer than ``max_nodes`` nodes counted, all records so far added."""
+        total = self.builder.total
+        if total >= self.max_nodes:
+            return False
+        if total + self._bound < self.max_nodes:   # at most 1 + (its inputs) nodes per record
+            return True
+        self._build()
+        return self.builder.total < self.max_nodes
+
+    def _build(self) -> None:
+        recs, self._unbuilt, self._bound = self._unbuilt, [], 0
+        add = self.builder.add
+        for rec in recs:
+            add(rec)
+
     def _added(self, rec) -> None:
-        self.builder.add(rec)
-        if self.builder.truncated and len(self._nodes) > 2 * self.max_nodes:
-            if self._pending:
-                self._resolve()
-            self._nodes.clear()        # past the cap only counts matter
-            self._by_seq.clear()
+        self._unbuilt.append(rec)
+        self._bound += 1 + len(rec.inputs)
+        if len(self._nodes) > 2 * self.max_nodes:
+            self._build()
+            if self.builder.truncated:
+                if self._pending:
+                    self._resolve()
+                self._nodes.clear()        # past the cap only counts matter
+                self._by_seq.clear()
         now = time.perf_counter()
         if now - self._last >= self.interval:
             self._last = now
@@ -225,6 +248,8 @@ class LiveTape(tape):
 
     def flush(self) -> None:
         """Send what was recorded since the last delta (if anything)."""
+        if self._unbuilt:
+            self._build()
         if self._pending:
             self._resolve()
         delta = self.builder.take()
@@ -242,6 +267,8 @@ class LiveTape(tape):
         self.flush()
 
     def graph(self) -> dict:
+        if self._unbuilt:
+            self._build()
         if self._pending:
             self._resolve()
         return self.builder.graph()
