@@ -265,12 +265,6 @@ def _observed(op, args, params):
     return out
 
 
-def _fresh_uid(t) -> int:
-    """A new op result gets its uid here, skipping the lazy lookup's AttributeError."""
-    uid = t._uid_ = next(_uids)
-    return uid
-
-
 def apply_(op, target, *args, **params):
     """In-place form: computes ``op(target, *args)`` and writes it into ``target``'s memory.
 
