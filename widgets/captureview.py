@@ -33,6 +33,7 @@ from __future__ import annotations
 import html
 import time
 
+from ._lazy import lazy_widget
 from .viewmodel import SCHEMA as GRAPH_SCHEMA
 from .viewmodel import VERSION as GRAPH_VERSION
 
@@ -314,19 +315,7 @@ def capture_html(model: dict, rows: int = 40) -> str:
             + (f"<i>… {more} more steps</i>" if more else "") + "</div>")
 
 
-def __getattr__(name):
-    if name == "CaptureView":
-        return _widget_class()
-    raise AttributeError(name)
-
-
-_CLS = None
-
-
 def _widget_class():
-    global _CLS
-    if _CLS is not None:
-        return _CLS
     import anywidget
     import traitlets
 
@@ -385,5 +374,7 @@ def _widget_class():
 
     CaptureView.__qualname__ = "CaptureView"
     CaptureView.__module__ = __name__
-    _CLS = CaptureView
-    return _CLS
+    return CaptureView
+
+
+__getattr__ = lazy_widget("CaptureView", _widget_class)

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import html
 
+from ._lazy import lazy_widget
+
 __all__ = ["PROFILE_MIME", "profile_model", "profile_html", "ProfileView", "TRACK_GROUPS"]
 
 PROFILE_MIME = "application/vnd.tapelab.profile+json"
@@ -210,19 +212,7 @@ def profile_html(model: dict, rows: int = 15) -> str:
             f"{body}</table></div>")
 
 
-def __getattr__(name):
-    if name == "ProfileView":
-        return _widget_class()
-    raise AttributeError(name)
-
-
-_CLS = None
-
-
 def _widget_class():
-    global _CLS
-    if _CLS is not None:
-        return _CLS
     import anywidget
     import traitlets
 
@@ -289,5 +279,7 @@ def _widget_class():
 
     ProfileView.__qualname__ = "ProfileView"
     ProfileView.__module__ = __name__
-    _CLS = ProfileView
-    return _CLS
+    return ProfileView
+
+
+__getattr__ = lazy_widget("ProfileView", _widget_class)
