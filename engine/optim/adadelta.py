@@ -26,20 +26,14 @@ class Adadelta(Optimizer):
 
     def _step_group(self, group: dict[str, Any]) -> None:
         lr, rho, eps = scalar(group["lr"]), group["rho"], group["eps"]
-        weight_decay, maximize = group["weight_decay"], group["maximize"]
-        for p in group["params"]:
-            grad = p.grad
-            if grad is None:
-                continue
-            state = self.state[p]
+        weight_decay = group["weight_decay"]
+        for p, grad, state in self._with_grads(group):
             if not state:
                 state["step"] = 0.0
                 state["square_avg"] = zeros_like(p)
                 state["acc_delta"] = zeros_like(p)
             square_avg, acc_delta = state["square_avg"], state["acc_delta"]
             state["step"] += 1
-            if maximize:
-                grad = -grad
             if weight_decay != 0:
                 grad = grad.add(p, alpha=weight_decay)
             square_avg.mul_(rho).addcmul_(grad, grad, value=1 - rho)

@@ -33,21 +33,15 @@ class Adam(Optimizer):
     def _step_group(self, group: dict[str, Any]) -> None:
         beta1, beta2 = (scalar(b) for b in group["betas"])
         lr, eps, weight_decay = scalar(group["lr"]), group["eps"], group["weight_decay"]
-        amsgrad, maximize, decoupled = group["amsgrad"], group["maximize"], group["decoupled_weight_decay"]
+        amsgrad, decoupled = group["amsgrad"], group["decoupled_weight_decay"]
         capturable = group["capturable"]
-        for p in group["params"]:
-            grad = p.grad
-            if grad is None:
-                continue
-            state = self.state[p]
+        for p, grad, state in self._with_grads(group):
             if not state:
                 state["step"] = 0.0
                 state["exp_avg"] = zeros_like(p)
                 state["exp_avg_sq"] = zeros_like(p)
                 if amsgrad:
                     state["max_exp_avg_sq"] = zeros_like(p)
-            if maximize:
-                grad = -grad
             exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
             if capturable:  # the count is a tensor, so a captured step's replays keep counting
                 if not isinstance(state["step"], Tensor):

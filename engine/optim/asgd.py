@@ -30,19 +30,13 @@ class ASGD(Optimizer):
 
     def _step_group(self, group: dict[str, Any]) -> None:
         lr, lambd, alpha, t0 = scalar(group["lr"]), group["lambd"], group["alpha"], group["t0"]
-        weight_decay, maximize = group["weight_decay"], group["maximize"]
-        for p in group["params"]:
-            grad = p.grad
-            if grad is None:
-                continue
-            state = self.state[p]
+        weight_decay = group["weight_decay"]
+        for p, grad, state in self._with_grads(group):
             if not state:
                 state["step"] = 0.0
                 state["eta"] = tensor(lr, dtype=scalar_dtype())
                 state["mu"] = tensor(1.0, dtype=scalar_dtype())
                 state["ax"] = zeros_like(p)
-            if maximize:
-                grad = -grad
             mu, ax, eta = state["mu"], state["ax"], state["eta"]
             step = state["step"] = state["step"] + 1
             if weight_decay != 0:

@@ -43,20 +43,13 @@ class NAdam(Optimizer):
     def _step_group(self, group: dict[str, Any]) -> None:
         beta1, beta2 = group["betas"]
         lr, eps, weight_decay = scalar(group["lr"]), group["eps"], group["weight_decay"]
-        momentum_decay, decoupled, maximize = (group["momentum_decay"], group["decoupled_weight_decay"],
-                                               group["maximize"])
-        for p in group["params"]:
-            grad = p.grad
-            if grad is None:
-                continue
-            state = self.state[p]
+        momentum_decay, decoupled = group["momentum_decay"], group["decoupled_weight_decay"]
+        for p, grad, state in self._with_grads(group):
             if not state:
                 state["step"] = 0.0
                 state["mu_product"] = tensor(1.0, dtype=scalar_dtype())
                 state["exp_avg"] = zeros_like(p)
                 state["exp_avg_sq"] = zeros_like(p)
-            if maximize:
-                grad = -grad
             exp_avg, exp_avg_sq, mu_product = state["exp_avg"], state["exp_avg_sq"], state["mu_product"]
             step = state["step"] = state["step"] + 1
             bias_correction2 = 1 - beta2 ** step

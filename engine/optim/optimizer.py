@@ -67,6 +67,15 @@ class Optimizer:
     def _step_group(self, group: dict[str, Any]) -> None:
         raise NotImplementedError(f"{type(self).__name__} must implement step() or _step_group()")
 
+    def _with_grads(self, group: dict[str, Any]):
+        """``(param, grad, state)`` for each parameter of ``group`` that has a gradient; the
+        gradient is negated when the group maximizes (the first thing every update does)."""
+        maximize = group.get("maximize", False)
+        for p in group["params"]:
+            grad = p.grad
+            if grad is not None:
+                yield p, (-grad if maximize else grad), self.state[p]
+
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Reset the gradients of all optimized parameters (to None by default, as PyTorch)."""
         for group in self.param_groups:

@@ -30,18 +30,12 @@ class RAdam(Optimizer):
     def _step_group(self, group: dict[str, Any]) -> None:
         beta1, beta2 = group["betas"]
         lr, eps, weight_decay = scalar(group["lr"]), group["eps"], group["weight_decay"]
-        decoupled, maximize = group["decoupled_weight_decay"], group["maximize"]
-        for p in group["params"]:
-            grad = p.grad
-            if grad is None:
-                continue
-            state = self.state[p]
+        decoupled = group["decoupled_weight_decay"]
+        for p, grad, state in self._with_grads(group):
             if not state:
                 state["step"] = 0.0
                 state["exp_avg"] = zeros_like(p)
                 state["exp_avg_sq"] = zeros_like(p)
-            if maximize:
-                grad = -grad
             exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
             step = state["step"] = state["step"] + 1
             if weight_decay != 0:

@@ -30,12 +30,8 @@ class RMSprop(Optimizer):
     def _step_group(self, group: dict[str, Any]) -> None:
         lr, alpha, eps = scalar(group["lr"]), group["alpha"], group["eps"]
         weight_decay, momentum = group["weight_decay"], group["momentum"]
-        centered, maximize = group["centered"], group["maximize"]
-        for p in group["params"]:
-            grad = p.grad
-            if grad is None:
-                continue
-            state = self.state[p]
+        centered = group["centered"]
+        for p, grad, state in self._with_grads(group):
             if not state:
                 state["step"] = 0.0
                 state["square_avg"] = zeros_like(p)
@@ -43,8 +39,6 @@ class RMSprop(Optimizer):
                     state["momentum_buffer"] = zeros_like(p)
                 if centered:
                     state["grad_avg"] = zeros_like(p)
-            if maximize:
-                grad = -grad
             square_avg = state["square_avg"]
             state["step"] += 1
             if weight_decay != 0:

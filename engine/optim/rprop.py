@@ -26,18 +26,11 @@ class Rprop(Optimizer):
     def _step_group(self, group: dict[str, Any]) -> None:
         etaminus, etaplus = group["etas"]
         step_size_min, step_size_max = group["step_sizes"]
-        maximize = group["maximize"]
-        for p in group["params"]:
-            grad = p.grad
-            if grad is None:
-                continue
-            state = self.state[p]
+        for p, grad, state in self._with_grads(group):
             if not state:
                 state["step"] = 0.0
                 state["prev"] = zeros_like(p)
                 state["step_size"] = full_like(grad, scalar(group["lr"]))
-            if maximize:
-                grad = -grad
             prev, step_size = state["prev"], state["step_size"]
             state["step"] += 1
             sign = grad.mul(prev).sign()
