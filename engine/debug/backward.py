@@ -27,7 +27,7 @@ from __future__ import annotations
 import contextlib
 import math
 import weakref
-from typing import Callable, Iterable
+from typing import Callable
 
 from ..autograd import anomaly as _anomaly
 from ..autograd.engine import backward_steps
@@ -56,6 +56,20 @@ def _walk_quietly():
 
 def _anomaly_stops() -> bool:
     return _anomaly.STATE.enabled and _anomaly.STATE.check_nan
+
+
+def run_condition(until, parse, predicate, **parts) -> Condition | None:
+    """The stop condition of a stepper's ``run``: each of ``until`` (one or a list, read by
+    ``parse``), the ``when`` keyword ``parts`` (in order; ``nan=None`` means "while anomaly
+    detection is on") and ``predicate`` stops on its own."""
+    conds = [parse(u) for u in (until if isinstance(until, (list, tuple, set, frozenset)) else [until])
+             if u is not None]
+    if "nan" in parts and parts["nan"] is None:
+        parts["nan"] = _anomaly_stops()
+    conds += [when(**{key: value}) for key, value in parts.items() if value is not None and value is not False]
+    if predicate is not None:
+        conds.append(as_condition(predicate))
+    return any_of(conds)
 
 
 def _value_summary(v):
@@ -369,24 +383,8 @@ class BackwardStepper:
         return self._go(stop, max_steps)
 
     def _conditions(self, until, name, module, nan, grad_norm_above, predicate) -> Condition | None:
-        conds = []
-        for u in (until if isinstance(until, (list, tuple, set, frozenset)) else [until]):
-            if u is None:
-                continue
-            conds.append(self._parse(u))
-        if name is not None:
-            conds.append(when(name=name))
-        if module is not None:
-            conds.append(when(module=module))
-        if nan is None:
-            nan = _anomaly_stops()
-        if nan:
-            conds.append(when(nan=True))
-        if grad_norm_above is not None:
-            conds.append(when(grad_norm_above=grad_norm_above))
-        if predicate is not None:
-            conds.append(as_condition(predicate))
-        return any_of(conds)
+        return run_condition(until, self._parse, predicate, name=name, module=module, nan=nan,
+                             grad_norm_above=grad_norm_above)
 
     def _parse(self, u) -> Condition:
         if isinstance(u, str):

@@ -16,10 +16,9 @@ from typing import Callable
 
 from ..fx import GraphModule, Interpreter, symbolic_trace, trace_from_tape
 from ..fx.node import Node, map_aggregate
-from ..nn.modules.module import Module
 from ..tensor import Tensor
-from .backward import _anomaly_stops, _fmt_stats, _value_summary
-from .conditions import Condition, any_of, as_condition, in_module, when
+from .backward import _fmt_stats, _value_summary, run_condition
+from .conditions import as_condition, when
 from .summary import is_finite
 
 __all__ = ["step_forward", "ForwardStepper", "ForwardFrame"]
@@ -191,21 +190,8 @@ class ForwardStepper:
         ``module`` (call_module target prefix), ``nan`` (output holds NaN/Inf; ``None`` = while
         anomaly detection is on) and ``predicate`` each stop on their own.
         """
-        conds = [u if not isinstance(u, str) else when(name=u)
-                 for u in (until if isinstance(until, (list, tuple, set, frozenset)) else [until]) if u is not None]
-        if name is not None:
-            conds.append(when(name=name))
-        if op is not None:
-            conds.append(when(op=op))
-        if module is not None:
-            conds.append(when(module=module))
-        if nan is None:
-            nan = _anomaly_stops()
-        if nan:
-            conds.append(when(nan=True))
-        if predicate is not None:
-            conds.append(as_condition(predicate))
-        cond = any_of(conds)
+        cond = run_condition(until, lambda u: when(name=u) if isinstance(u, str) else u, predicate,
+                             name=name, op=op, module=module, nan=nan)
         n = 0
         while True:
             frame = self._advance()
