@@ -4,16 +4,10 @@ changes), a breakpoint by clicking a node, F10 and the palette command on the fo
 then Run to NaN stops at the log. Screenshots go to test-output/e2e/."""
 from __future__ import annotations
 
-import json
-import urllib.error
-import urllib.request
+from labpage import KERNEL_IDLE, clean_up, put_notebook
 
 # the current widget must be this test's notebook: a workspace restored from an earlier test
 # can make another notebook current for a moment
-KERNEL_IDLE = """() => { const w = window.jupyterapp && window.jupyterapp.shell.currentWidget;
-  return !!(w && w.context && w.context.path === 'debugger_e2e.ipynb' && w.sessionContext && w.sessionContext.isReady && w.sessionContext.session
-            && w.sessionContext.session.kernel && w.sessionContext.session.kernel.status === 'idle'); }"""
-
 NB = "debugger_e2e.ipynb"
 
 CELLS = [
@@ -46,33 +40,6 @@ with debug.record():
 ]
 
 
-def _put_notebook(lab_url: str) -> None:
-    nb = {"cells": [{"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [], "source": c}
-                    for c in CELLS],
-          "metadata": {"kernelspec": {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}},
-          "nbformat": 4, "nbformat_minor": 5}
-    body = json.dumps({"type": "notebook", "format": "json", "content": nb}).encode()
-    req = urllib.request.Request(f"{lab_url}/api/contents/{NB}", data=body, method="PUT",
-                                 headers={"Content-Type": "application/json"})
-    urllib.request.urlopen(req, timeout=10).read()
-
-
-def _cleanup(page, lab_url: str) -> None:
-    """Leave nothing for the next test: close the page, shut this notebook's kernel down and
-    forget the workspace (else the next test's JupyterLab reopens this notebook too)."""
-    page.close()
-    sessions = json.load(urllib.request.urlopen(f"{lab_url}/api/sessions", timeout=10))
-    for s in sessions:
-        if s.get("path", "").endswith(NB):
-            urllib.request.urlopen(urllib.request.Request(f"{lab_url}/api/sessions/{s['id']}", method="DELETE"),
-                                   timeout=10)
-    try:
-        urllib.request.urlopen(urllib.request.Request(f"{lab_url}/lab/api/workspaces/default", method="DELETE"),
-                               timeout=10)
-    except urllib.error.HTTPError:
-        pass
-
-
 def _wait_seq(page, dbg, after: int) -> int:
     page.wait_for_function("([el, n]) => Number(el.dataset.seq || 0) > n", arg=[dbg.element_handle(), after],
                            timeout=20_000)
@@ -80,11 +47,11 @@ def _wait_seq(page, dbg, after: int) -> int:
 
 
 def test_debugger_steps_breakpoints_and_runs_to_a_planted_nan(page, lab_url, out_dir):
-    _put_notebook(lab_url)
+    put_notebook(lab_url, NB, CELLS)
     try:
         _check(page, lab_url, out_dir)
     finally:
-        _cleanup(page, lab_url)
+        clean_up(page, lab_url, NB)
 
 
 def _check(page, lab_url, out_dir):

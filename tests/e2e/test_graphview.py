@@ -4,12 +4,7 @@ hovering a line highlights its node; a diff after a pass colours added/removed/c
 Screenshots go to test-output/e2e/."""
 from __future__ import annotations
 
-import json
-import urllib.request
-
-KERNEL_IDLE = """() => { const w = window.jupyterapp && window.jupyterapp.shell.currentWidget;
-  return !!(w && w.sessionContext && w.sessionContext.isReady && w.sessionContext.session
-            && w.sessionContext.session.kernel && w.sessionContext.session.kernel.status === 'idle'); }"""
+from labpage import clean_up, open_and_run_all, put_notebook
 
 NB = "graphview_e2e.ipynb"
 
@@ -53,48 +48,16 @@ GraphView.diff(before, gm)""",
 ]
 
 
-def _put_notebook(lab_url: str) -> None:
-    nb = {"cells": [{"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [], "source": c}
-                    for c in CELLS],
-          "metadata": {"kernelspec": {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}},
-          "nbformat": 4, "nbformat_minor": 5}
-    body = json.dumps({"type": "notebook", "format": "json", "content": nb}).encode()
-    req = urllib.request.Request(f"{lab_url}/api/contents/{NB}", data=body, method="PUT",
-                                 headers={"Content-Type": "application/json"})
-    urllib.request.urlopen(req, timeout=10).read()
-
-
-def _clean_up(page, lab_url) -> None:
-    """Leave the server as we found it: no page saving the workspace, no notebook restored in it,
-    no kernel of ours running."""
-    page.close()
-    for s in json.load(urllib.request.urlopen(f"{lab_url}/api/sessions", timeout=10)):
-        if s.get("path", "").endswith(NB):
-            urllib.request.urlopen(urllib.request.Request(f"{lab_url}/api/sessions/{s['id']}", method="DELETE"),
-                                   timeout=30).read()
-    try:
-        urllib.request.urlopen(urllib.request.Request(f"{lab_url}/lab/api/workspaces/default", method="DELETE"),
-                               timeout=10).read()
-    except Exception:
-        pass
-
-
 def test_graph_view_of_a_traced_transformer_encoder(page, lab_url, out_dir):
-    _put_notebook(lab_url)
+    put_notebook(lab_url, NB, CELLS)
     try:
         _check_graph_view(page, lab_url, out_dir)
     finally:
-        _clean_up(page, lab_url)
+        clean_up(page, lab_url, NB)
 
 
 def _check_graph_view(page, lab_url, out_dir):
-    page.goto(f"{lab_url}/lab/tree/{NB}?reset")     # a fresh workspace: no other notebook restored
-    page.wait_for_function("() => !!window.jupyterapp && !!window.tapelabPanel", timeout=90_000)
-    page.evaluate(f"() => jupyterapp.commands.execute('docmanager:open', {{ path: '{NB}' }})")
-    page.wait_for_function(f"() => {{ const w = jupyterapp.shell.currentWidget; "
-                           f"return !!(w && w.context && w.context.path === '{NB}'); }}", timeout=90_000)
-    page.wait_for_function(KERNEL_IDLE, timeout=90_000)
-    page.evaluate("() => { jupyterapp.commands.execute('notebook:run-all-cells'); }")
+    open_and_run_all(page, lab_url, NB)
     fxv = page.locator(".jp-OutputArea-output .tapelab-fx").first
     fxv.wait_for(timeout=90_000)
     page.wait_for_function("el => el.querySelectorAll('.tapelab-unit[data-name]').length >= 8",

@@ -3,14 +3,9 @@ its nodes while the side panel streams; module groups expand; hover cards show; 
 shows in under 2 s. Screenshots go to test-output/e2e/."""
 from __future__ import annotations
 
-import pytest
+from labpage import KERNEL_IDLE
 
 NB = "01_tensors_autograd_tape.ipynb"
-
-KERNEL_IDLE = """() => { const w = window.jupyterapp && window.jupyterapp.shell.currentWidget;
-  return !!(w && w.sessionContext && w.sessionContext.isReady && w.sessionContext.session
-            && w.sessionContext.session.kernel && w.sessionContext.session.kernel.status === 'idle'); }"""
-
 
 def open_notebook(page, lab_url):
     page.goto(f"{lab_url}/lab/tree/{NB}")

@@ -3,8 +3,7 @@ timeline and the memory chart (sort, select, zoom work; the side panel gets the 
 and a Monitor draws its curves while the loop runs. Screenshots go to test-output/e2e/."""
 from __future__ import annotations
 
-import json
-import urllib.request
+from labpage import KERNEL_IDLE, clean_up, open_and_run_all, put_notebook
 
 NB = "profile_e2e.ipynb"
 
@@ -22,51 +21,16 @@ CELLS = [
     "print('trained')",
 ]
 
-KERNEL_IDLE = """() => { const w = window.jupyterapp && window.jupyterapp.shell.currentWidget;
-  return !!(w && w.sessionContext && w.sessionContext.isReady && w.sessionContext.session
-            && w.sessionContext.session.kernel && w.sessionContext.session.kernel.status === 'idle'); }"""
-
-
-def _put_notebook(lab_url):
-    nb = {"cells": [{"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [], "source": c}
-                    for c in CELLS],
-          "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
-          "nbformat": 4, "nbformat_minor": 5}
-    body = json.dumps({"type": "notebook", "format": "json", "content": nb}).encode()
-    req = urllib.request.Request(f"{lab_url}/api/contents/{NB}", data=body, method="PUT",
-                                 headers={"Content-Type": "application/json"})
-    urllib.request.urlopen(req, timeout=10).read()
-
-
-def _shutdown(lab_url):
-    """Stop our notebook's kernel so later e2e tests start from a quiet server."""
-    try:
-        sessions = json.load(urllib.request.urlopen(f"{lab_url}/api/sessions", timeout=10))
-        for s in sessions:
-            if s.get("path", "").endswith(NB):
-                urllib.request.urlopen(urllib.request.Request(f"{lab_url}/api/sessions/{s['id']}", method="DELETE"),
-                                       timeout=10)
-    except Exception:
-        pass
-
-
 def test_profile_magic_and_monitor_in_lab(page, lab_url, out_dir):
-    _put_notebook(lab_url)
+    put_notebook(lab_url, NB, CELLS)
     try:
         _check(page, lab_url, out_dir)
     finally:
-        page.close()
-        _shutdown(lab_url)
+        clean_up(page, lab_url, NB)
 
 
 def _check(page, lab_url, out_dir):
-    page.goto(f"{lab_url}/lab/tree/{NB}?reset")     # a fresh workspace: no other notebook restored
-    page.wait_for_function("() => !!window.jupyterapp && !!window.tapelabPanel", timeout=90_000)
-    page.evaluate(f"() => jupyterapp.commands.execute('docmanager:open', {{ path: '{NB}' }})")
-    page.wait_for_function(f"() => {{ const w = jupyterapp.shell.currentWidget; return !!(w && w.context && w.context.path === '{NB}'); }}",
-                           timeout=90_000)
-    page.wait_for_function(KERNEL_IDLE, timeout=90_000)
-    page.evaluate("() => { jupyterapp.commands.execute('notebook:run-all-cells'); }")
+    open_and_run_all(page, lab_url, NB)
 
     prof = page.locator(".jp-OutputArea-output .tapelab-profile").first
     prof.wait_for(timeout=60_000)
