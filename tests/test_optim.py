@@ -1,4 +1,5 @@
-"""Optimizers against PyTorch: same parameters, same gradients, 25 steps, every state buffer."""
+"""Optimizers against PyTorch: same parameters, same gradients, 25 steps, every state buffer
+(float64 to 1e-10, float32), one table for every per-step optimizer."""
 import io
 
 import numpy as np
@@ -12,7 +13,7 @@ from tapelab.serialization import load, save
 STEPS = 25
 TOL = {"float64": dict(rtol=1e-10, atol=1e-12), "float32": dict(rtol=1e-5, atol=1e-6)}
 
-CONFIGS = [
+BASE_CONFIGS = [
     ("SGD", dict(lr=0.1)),
     ("SGD", dict(lr=0.05, momentum=0.9)),
     ("SGD", dict(lr=0.05, momentum=0.9, dampening=0.2)),
@@ -35,7 +36,32 @@ CONFIGS = [
     ("Adamax", dict()),
     ("Adamax", dict(lr=0.01, weight_decay=0.1, maximize=True)),
 ]
-IDS = [f"{name}-{'-'.join(f'{k}={v}' for k, v in kw.items()) or 'defaults'}" for name, kw in CONFIGS]
+# NAdam, RAdam, Adadelta, Rprop and ASGD (tests/test_optim_extras.py resumes these its own way)
+EXTRA_CONFIGS = [
+    ("NAdam", dict()),
+    ("NAdam", dict(lr=0.01, momentum_decay=0.01, weight_decay=0.1)),
+    ("NAdam", dict(lr=0.01, weight_decay=0.1, decoupled_weight_decay=True, maximize=True)),
+    ("NAdam", dict(lr=0.02, betas=(0.8, 0.95), eps=1e-6)),
+    ("RAdam", dict()),
+    ("RAdam", dict(lr=0.01, weight_decay=0.1)),
+    ("RAdam", dict(lr=0.01, weight_decay=0.1, decoupled_weight_decay=True)),
+    ("RAdam", dict(lr=0.01, betas=(0.8, 0.9), maximize=True)),  # rho_t > 5 from step 6
+    ("Adadelta", dict()),
+    ("Adadelta", dict(lr=0.5, rho=0.8, eps=1e-5, weight_decay=0.1)),
+    ("Adadelta", dict(maximize=True)),
+    ("Rprop", dict()),
+    ("Rprop", dict(lr=0.05, etas=(0.3, 1.5), step_sizes=(1e-3, 0.2))),
+    ("Rprop", dict(lr=0.05, maximize=True)),
+    ("ASGD", dict()),
+    ("ASGD", dict(lr=0.05, lambd=0.01, alpha=0.6, t0=5, weight_decay=0.1)),
+    ("ASGD", dict(lr=0.05, t0=3, maximize=True)),
+]
+CONFIGS = BASE_CONFIGS + EXTRA_CONFIGS
+def config_ids(configs) -> list[str]:
+    return [f"{name}-{'-'.join(f'{k}={v}' for k, v in kw.items()) or 'defaults'}" for name, kw in configs]
+
+
+IDS = config_ids(CONFIGS)
 
 
 def _shapes():
@@ -50,6 +76,8 @@ def _grads(seed=0, steps=STEPS):
         gs = [rng.standard_normal(s) for s in _shapes()]
         if step % 7 == 3:
             gs[1] = None
+        if step % 5 == 2:  # repeated signs and exact zeros exercise Rprop's three branches
+            gs[0] = np.where(np.arange(12).reshape(4, 3) % 3 == 0, 0.0, gs[0])
         out.append(gs)
     return out
 
@@ -74,7 +102,11 @@ def _run(lib, opt, params, grads, dtype):
 def _np(x):
     if isinstance(x, np.ndarray):
         return x
-    return np.asarray(x.detach().numpy() if isinstance(x, torch.Tensor) else x.detach().__array__())
+    if isinstance(x, torch.Tensor):
+        return x.detach().numpy()
+    if isinstance(x, tapelab.Tensor):
+        return np.asarray(x.detach().__array__())
+    return np.asarray(x)
 
 
 def _assert_same(ours, theirs, dtype):
@@ -90,6 +122,8 @@ def _assert_same_state(t_opt, th_opt, t_params, th_params, dtype):
             if key == "step":
                 assert float(ts[key]) == float(hs[key])
             elif hs[key] is not None:
+                if isinstance(hs[key], torch.Tensor):
+                    assert ts[key].dtype.name == str(hs[key].dtype).split(".")[1], key
                 np.testing.assert_allclose(_np(ts[key]), _np(hs[key]), **TOL[dtype])
 
 
@@ -121,7 +155,7 @@ def test_state_dict_format_matches_torch(name, kw):
         assert set(ours["state"][i]) == set(st)
         for key, value in st.items():
             if isinstance(value, torch.Tensor):
-                assert ours["state"][i][key].dtype.name == str(value.dtype).split(".")[1]
+                assert ours["state"][i][key].dtype.name == str(value.dtype).split(".")[1], key
                 assert tuple(ours["state"][i][key].shape) == tuple(value.shape)
 
 
@@ -133,7 +167,7 @@ def _via_file(sd):
 
 
 @pytest.mark.parametrize("roundtrip", [lambda sd: sd, _via_file], ids=["in-memory", "save-load"])
-@pytest.mark.parametrize("name,kw", CONFIGS, ids=IDS)
+@pytest.mark.parametrize("name,kw", BASE_CONFIGS, ids=config_ids(BASE_CONFIGS))
 def test_state_dict_resume_mid_training(name, kw, roundtrip):
     grads = _grads()
     hp = _params(torch, "float64")

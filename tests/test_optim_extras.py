@@ -1,144 +1,17 @@
 """NAdam, RAdam, Adadelta, Rprop, ASGD, LBFGS, CyclicLR and WeightedRandomSampler against PyTorch.
 
-Per-step optimizers: same parameters, same synthetic gradients, 25 steps, every state buffer,
-float64 (1e-10) and float32. LBFGS: the iterates of closure-driven runs on a quadratic and on
-Rosenbrock, with and without the strong-Wolfe line search.
+The per-step optimizers' parity runs are in test_optim.py's table (EXTRA_CONFIGS); here they
+are resumed mid-training against PyTorch resumed the same way. LBFGS: the iterates of
+closure-driven runs on a quadratic and on Rosenbrock, with and without the strong-Wolfe line search.
 """
-import io
-
 import numpy as np
 import pytest
 import torch
+from test_optim import (EXTRA_CONFIGS, _assert_same, _assert_same_state, _grads, _make, _np, _params, _run,
+                        _via_file, config_ids)
 
 import tapelab
 from tapelab import optim
-from tapelab.serialization import load, save
-
-STEPS = 25
-TOL = {"float64": dict(rtol=1e-10, atol=1e-12), "float32": dict(rtol=1e-5, atol=1e-6)}
-
-CONFIGS = [
-    ("NAdam", dict()),
-    ("NAdam", dict(lr=0.01, momentum_decay=0.01, weight_decay=0.1)),
-    ("NAdam", dict(lr=0.01, weight_decay=0.1, decoupled_weight_decay=True, maximize=True)),
-    ("NAdam", dict(lr=0.02, betas=(0.8, 0.95), eps=1e-6)),
-    ("RAdam", dict()),
-    ("RAdam", dict(lr=0.01, weight_decay=0.1)),
-    ("RAdam", dict(lr=0.01, weight_decay=0.1, decoupled_weight_decay=True)),
-    ("RAdam", dict(lr=0.01, betas=(0.8, 0.9), maximize=True)),  # rho_t > 5 from step 6
-    ("Adadelta", dict()),
-    ("Adadelta", dict(lr=0.5, rho=0.8, eps=1e-5, weight_decay=0.1)),
-    ("Adadelta", dict(maximize=True)),
-    ("Rprop", dict()),
-    ("Rprop", dict(lr=0.05, etas=(0.3, 1.5), step_sizes=(1e-3, 0.2))),
-    ("Rprop", dict(lr=0.05, maximize=True)),
-    ("ASGD", dict()),
-    ("ASGD", dict(lr=0.05, lambd=0.01, alpha=0.6, t0=5, weight_decay=0.1)),
-    ("ASGD", dict(lr=0.05, t0=3, maximize=True)),
-]
-IDS = [f"{name}-{'-'.join(f'{k}={v}' for k, v in kw.items()) or 'defaults'}" for name, kw in CONFIGS]
-
-
-def _shapes():
-    return [(4, 3), (3,), ()]
-
-
-def _grads(seed=0, steps=STEPS):
-    """Synthetic gradient streams; the middle parameter has no gradient on some steps."""
-    rng = np.random.default_rng(seed)
-    out = []
-    for step in range(steps):
-        gs = [rng.standard_normal(s) for s in _shapes()]
-        if step % 7 == 3:
-            gs[1] = None
-        if step % 5 == 2:  # repeated signs and exact zeros exercise Rprop's three branches
-            gs[0] = np.where(np.arange(12).reshape(4, 3) % 3 == 0, 0.0, gs[0])
-        out.append(gs)
-    return out
-
-
-def _params(lib, dtype, seed=1):
-    rng = np.random.default_rng(seed)
-    return [lib.tensor(rng.standard_normal(s), dtype=getattr(lib, dtype), requires_grad=True) for s in _shapes()]
-
-
-def _make(lib, name, kw, params):
-    groups = [{"params": params[:2]}, {"params": params[2:], "lr": kw.get("lr", 0.01) * 0.5}]
-    return getattr(lib.optim, name)(groups, **kw)
-
-
-def _run(lib, opt, params, grads, dtype):
-    for gs in grads:
-        for p, g in zip(params, gs):
-            p.grad = None if g is None else lib.tensor(g, dtype=getattr(lib, dtype))
-        opt.step()
-
-
-def _np(x):
-    if isinstance(x, np.ndarray):
-        return x
-    if isinstance(x, torch.Tensor):
-        return x.detach().numpy()
-    if isinstance(x, tapelab.Tensor):
-        return np.asarray(x.detach().__array__())
-    return np.asarray(x)
-
-
-def _assert_same(ours, theirs, dtype):
-    for a, b in zip(ours, theirs):
-        np.testing.assert_allclose(_np(a), _np(b), **TOL[dtype])
-
-
-def _assert_same_state(t_opt, th_opt, t_params, th_params, dtype):
-    for tp, hp in zip(t_params, th_params):
-        ts, hs = t_opt.state[tp], th_opt.state[hp]
-        assert set(ts) == set(hs)
-        for key in hs:
-            if key == "step":
-                assert float(ts[key]) == float(hs[key])
-            else:
-                if isinstance(hs[key], torch.Tensor):
-                    assert ts[key].dtype.name == str(hs[key].dtype).split(".")[1], key
-                np.testing.assert_allclose(_np(ts[key]), _np(hs[key]), **TOL[dtype])
-
-
-@pytest.mark.parametrize("dtype", ["float64", "float32"])
-@pytest.mark.parametrize("name,kw", CONFIGS, ids=IDS)
-def test_matches_torch(name, kw, dtype):
-    grads = _grads()
-    tp, hp = _params(tapelab, dtype), _params(torch, dtype)
-    topt = _make(tapelab, name, kw, tp)
-    hopt = _make(torch, name, dict(kw, foreach=False), hp)
-    _run(tapelab, topt, tp, grads, dtype)
-    _run(torch, hopt, hp, grads, dtype)
-    _assert_same(tp, hp, dtype)
-    _assert_same_state(topt, hopt, tp, hp, dtype)
-    assert all(p.dtype == getattr(tapelab, dtype) for p in tp)
-
-
-@pytest.mark.parametrize("name,kw", CONFIGS, ids=IDS)
-def test_state_dict_format_matches_torch(name, kw):
-    grads = _grads(steps=3)
-    tp, hp = _params(tapelab, "float64"), _params(torch, "float64")
-    topt, hopt = _make(tapelab, name, kw, tp), _make(torch, name, kw, hp)
-    _run(tapelab, topt, tp, grads, "float64")
-    _run(torch, hopt, hp, grads, "float64")
-    ours, theirs = topt.state_dict(), hopt.state_dict()
-    assert ours["param_groups"] == theirs["param_groups"]
-    assert set(ours["state"]) == set(theirs["state"])
-    for i, st in theirs["state"].items():
-        assert set(ours["state"][i]) == set(st)
-        for key, value in st.items():
-            if isinstance(value, torch.Tensor):
-                assert ours["state"][i][key].dtype.name == str(value.dtype).split(".")[1], key
-                assert tuple(ours["state"][i][key].shape) == tuple(value.shape)
-
-
-def _via_file(sd):
-    buf = io.BytesIO()
-    save(sd, buf)
-    buf.seek(0)
-    return load(buf)
 
 
 def _resumed(lib, name, kw, grads, roundtrip):
@@ -155,7 +28,7 @@ def _resumed(lib, name, kw, grads, roundtrip):
 
 
 @pytest.mark.parametrize("roundtrip", [lambda sd: sd, _via_file], ids=["in-memory", "save-load"])
-@pytest.mark.parametrize("name,kw", CONFIGS, ids=IDS)
+@pytest.mark.parametrize("name,kw", EXTRA_CONFIGS, ids=config_ids(EXTRA_CONFIGS))
 def test_state_dict_resume_mid_training(name, kw, roundtrip):
     """Loading casts the 0-d float32 scalars (mu_product, eta, mu) to the parameter dtype, as
     PyTorch does, so the reference is PyTorch resumed the same way."""
