@@ -4,10 +4,10 @@ breakpoints set from frontend messages, the gradient panel's data, the graph it 
 from __future__ import annotations
 
 import json
-import time
 
 import numpy as np
 import pytest
+from kernel_session import drain, run
 
 pytest.importorskip("anywidget")
 
@@ -225,35 +225,12 @@ with debug.record():
 """
 
 
-def _run(kc, code, timeout=60):
-    msg_id = kc.execute(code)
-    msgs = _drain(kc, lambda m: m["parent_header"].get("msg_id") == msg_id and m["msg_type"] == "status"
-                  and m["content"]["execution_state"] == "idle", timeout)
-    reply = kc.get_shell_msg(timeout=timeout)
-    while reply["parent_header"].get("msg_id") != msg_id:
-        reply = kc.get_shell_msg(timeout=timeout)
-    return reply, msgs
-
-
-def _drain(kc, done, timeout=30):
-    msgs, deadline = [], time.time() + timeout
-    while time.time() < deadline:
-        try:
-            m = kc.get_iopub_msg(timeout=1)
-        except Exception:
-            continue
-        msgs.append(m)
-        if done(m):
-            break
-    return msgs
-
-
 def test_debug_backward_magic_in_a_kernel_driven_by_widget_messages():
     km, kc = jupyter_client.manager.start_new_kernel(kernel_name="python3")
     try:
-        reply, _ = _run(kc, "%load_ext tapelab.kernel")
+        reply, _ = run(kc, "%load_ext tapelab.kernel")
         assert reply["content"]["status"] == "ok"
-        reply, msgs = _run(kc, NAN_CELL + "%debug_backward -o dbg loss")
+        reply, msgs = run(kc, NAN_CELL + "%debug_backward -o dbg loss")
         assert reply["content"]["status"] == "ok", reply["content"]
         shown = [m["content"]["data"] for m in msgs if m["msg_type"] == "display_data"]
         assert shown and "application/vnd.jupyter.widget-view+json" in shown[-1]
@@ -265,7 +242,7 @@ def test_debug_backward_magic_in_a_kernel_driven_by_widget_messages():
         def click(cmd):
             kc.shell_channel.send(kc.session.msg("comm_msg", {"comm_id": model_id, "data": {
                 "method": "custom", "content": {"type": "cmd", "cmd": cmd}}}))
-            got = _drain(kc, lambda m: m["msg_type"] == "comm_msg" and m["content"]["comm_id"] == model_id
+            got = drain(kc, lambda m: m["msg_type"] == "comm_msg" and m["content"]["comm_id"] == model_id
                          and "state" in m["content"]["data"].get("state", {}))
             states = [m["content"]["data"]["state"]["state"] for m in got
                       if m["msg_type"] == "comm_msg" and "state" in m["content"]["data"].get("state", {})]
@@ -276,10 +253,10 @@ def test_debug_backward_magic_in_a_kernel_driven_by_widget_messages():
         assert st["steps"] == 1 and st["current"]["name"] == "NegBackward0"
         st = click("run_to_nan")
         assert st["current"]["name"] == "LogBackward0" and st["stop_reason"] == "nan"
-        reply, msgs = _run(kc, "print(dbg is _debugger, dbg.stepper.current.name, dbg.state['seq'])")
+        reply, msgs = run(kc, "print(dbg is _debugger, dbg.stepper.current.name, dbg.state['seq'])")
         out = "".join(m["content"]["text"] for m in msgs if m["msg_type"] == "stream")
         assert "True LogBackward0 3" in out
-        reply, msgs = _run(kc, "%debug_backward")
+        reply, msgs = run(kc, "%debug_backward")
         assert "usage: %debug_backward" in "".join(m["content"].get("text", "") for m in msgs)
     finally:
         kc.stop_channels()

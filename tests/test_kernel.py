@@ -3,13 +3,12 @@ while a cell trains a small model, behaviour with no frontend, the kernelspec, a
 from __future__ import annotations
 
 import json
-import os
-import pathlib
 import sys
 import time
 import uuid
 
 import pytest
+from kernel_session import comm_data, run, stdout, tapelab_kernel
 
 pytest.importorskip("ipykernel")
 jupyter_client = pytest.importorskip("jupyter_client")
@@ -31,36 +30,6 @@ print("loss", round(loss.item(), 4))
 """
 
 
-def run(kc, code: str, timeout: float = 60):
-    """Execute code; return (reply, iopub messages until idle, each stamped with arrival time)."""
-    msg_id = kc.execute(code)
-    msgs = []
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        try:
-            m = kc.get_iopub_msg(timeout=1)
-        except Exception:
-            continue
-        m["_t"] = time.perf_counter()
-        msgs.append(m)
-        if (m["parent_header"].get("msg_id") == msg_id and m["msg_type"] == "status"
-                and m["content"]["execution_state"] == "idle"):
-            break
-    reply = kc.get_shell_msg(timeout=timeout)
-    while reply["parent_header"].get("msg_id") != msg_id:
-        reply = kc.get_shell_msg(timeout=timeout)
-    return reply, msgs
-
-
-def stdout(msgs) -> str:
-    return "".join(m["content"]["text"] for m in msgs if m["msg_type"] == "stream")
-
-
-def tape_msgs(msgs, comm_id):
-    return [m["content"]["data"] for m in msgs
-            if m["msg_type"] == "comm_msg" and m["content"]["comm_id"] == comm_id]
-
-
 def open_panel(kc) -> str:
     """Act as the JupyterLab panel: open a comm to target "tapelab"."""
     comm_id = uuid.uuid4().hex
@@ -75,14 +44,8 @@ def panel_send(kc, comm_id, data):
 
 @pytest.fixture(scope="module")
 def kernel():
-    km, kc = jupyter_client.manager.start_new_kernel(kernel_name="python3")
-    try:
-        reply, _ = run(kc, "%load_ext tapelab.kernel")
-        assert reply["content"]["status"] == "ok"
-        yield km, kc
-    finally:
-        kc.stop_channels()
-        km.shutdown_kernel(now=True)
+    with tapelab_kernel() as km_kc:
+        yield km_kc
 
 
 def test_no_frontend_cells_run_and_nothing_streams(kernel):
@@ -112,11 +75,11 @@ def test_no_answer_yet_streams_provisionally(kernel):
     comm_id = opened[0]["content"]["comm_id"]
     reply, msgs = run(kc, "%tape on")
     reply, msgs = run(kc, TRAIN.format(steps=1))
-    kinds = [d["type"] for d in tape_msgs(msgs, comm_id)]
+    kinds = [d["type"] for d in comm_data(msgs, comm_id)]
     assert kinds[0] == "begin" and kinds[-1] == "end"
     kc.shell_channel.send(kc.session.msg("comm_close", {"comm_id": comm_id, "data": {}}))
     reply, msgs = run(kc, TRAIN.format(steps=1))
-    assert not tape_msgs(msgs, comm_id)
+    assert not comm_data(msgs, comm_id)
     run(kc, "%tape off")
 
 
@@ -157,7 +120,7 @@ def test_bridge_streams_deltas_to_a_panel_while_a_cell_trains(kernel):
     km, kc = kernel
     comm_id = open_panel(kc)
     reply, msgs = run(kc, "%tape on")
-    hello = tape_msgs(msgs, comm_id)
+    hello = comm_data(msgs, comm_id)
     assert hello and hello[0]["type"] == "hello"
     code = TRAIN.format(steps=40).replace("opt.step()", "opt.step(); time.sleep(0.01)")
     reply, msgs = run(kc, "import time\n" + code)
@@ -185,9 +148,9 @@ def test_bridge_streams_deltas_to_a_panel_while_a_cell_trains(kernel):
     panel_send(kc, comm_id, {"type": "set", "recording": False})
     reply, msgs = run(kc, "%tape status")
     assert "streaming off" in stdout(msgs)
-    assert {"type": "state", "recording": False} in tape_msgs(msgs, comm_id)
+    assert {"type": "state", "recording": False} in comm_data(msgs, comm_id)
     reply, msgs = run(kc, "x = 1 + 1")   # recording off: nothing streams
-    assert not tape_msgs(msgs, comm_id)
+    assert not comm_data(msgs, comm_id)
 
 
 def test_huge_tape_is_capped(kernel):
@@ -195,7 +158,7 @@ def test_huge_tape_is_capped(kernel):
     comm_id = open_panel(kc)
     run(kc, "import tapelab.kernel.bridge as b; b.MAX_NODES = 300\n%tape on")
     reply, msgs = run(kc, TRAIN.format(steps=30))
-    data = tape_msgs(msgs, comm_id)
+    data = comm_data(msgs, comm_id)
     nodes = sum(len(d["nodes"]) for d in data if d["type"] == "delta")
     assert nodes == 300, nodes
     assert data[-1]["type"] == "end" and data[-1]["meta"]["truncated"] and data[-1]["meta"]["total"] > 1000
@@ -225,9 +188,9 @@ def test_kernelspec_loads_the_extension_and_survives_restart(tmp_path):
         kc.wait_for_ready(timeout=60)
         comm_id = open_panel(kc)                   # what the panel does after a restart
         reply, msgs = run(kc, "%tape on")
-        assert tape_msgs(msgs, comm_id)[0]["type"] == "hello"
+        assert comm_data(msgs, comm_id)[0]["type"] == "hello"
         reply, msgs = run(kc, TRAIN.format(steps=1))
-        kinds = [d["type"] for d in tape_msgs(msgs, comm_id)]
+        kinds = [d["type"] for d in comm_data(msgs, comm_id)]
         assert kinds[0] == "begin" and "delta" in kinds and kinds[-1] == "end"
     finally:
         kc.stop_channels()

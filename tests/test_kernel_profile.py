@@ -3,10 +3,10 @@ profile streamed to a panel on the bridge's comm (also for a plain ``with profil
 Monitor whose points reach the frontend while the cell still runs."""
 from __future__ import annotations
 
-import time
 import uuid
 
 import pytest
+from kernel_session import comm_data, run, stdout, tapelab_kernel
 
 pytest.importorskip("ipykernel")
 jupyter_client = pytest.importorskip("jupyter_client")
@@ -30,46 +30,10 @@ def step():
 """
 
 
-def run(kc, code: str, timeout: float = 60):
-    msg_id = kc.execute(code)
-    msgs = []
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        try:
-            m = kc.get_iopub_msg(timeout=1)
-        except Exception:
-            continue
-        m["_t"] = time.perf_counter()
-        msgs.append(m)
-        if (m["parent_header"].get("msg_id") == msg_id and m["msg_type"] == "status"
-                and m["content"]["execution_state"] == "idle"):
-            break
-    reply = kc.get_shell_msg(timeout=timeout)
-    while reply["parent_header"].get("msg_id") != msg_id:
-        reply = kc.get_shell_msg(timeout=timeout)
-    return reply, msgs
-
-
-def stdout(msgs) -> str:
-    return "".join(m["content"]["text"] for m in msgs if m["msg_type"] == "stream")
-
-
-def comm_data(msgs, comm_id):
-    return [m["content"]["data"] for m in msgs if m["msg_type"] == "comm_msg" and m["content"]["comm_id"] == comm_id]
-
-
 @pytest.fixture(scope="module")
 def kernel():
-    km, kc = jupyter_client.manager.start_new_kernel(kernel_name="python3")
-    try:
-        reply, _ = run(kc, "%load_ext tapelab.kernel")
-        assert reply["content"]["status"] == "ok"
-        reply, _ = run(kc, SETUP)
-        assert reply["content"]["status"] == "ok", reply["content"]
-        yield km, kc
-    finally:
-        kc.stop_channels()
-        km.shutdown_kernel(now=True)
+    with tapelab_kernel(SETUP) as km_kc:
+        yield km_kc
 
 
 def test_profile_magic_shows_a_profile_view(kernel):
