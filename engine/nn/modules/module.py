@@ -10,11 +10,10 @@ import itertools
 from collections import OrderedDict, namedtuple
 from typing import Callable, Iterator
 
-from ... import _dtype
 from ...autograd.grad_mode import no_grad
 from ...autograd.graph import Node, _seq
-from ...device import device as Device
 from ...dispatch import STATE, module_scope
+from ...ops.convert import _parse_to_args
 from ...tensor import Tensor
 from ..parameter import Buffer, Parameter
 
@@ -449,7 +448,7 @@ class Module:
     def to(self, *args, **kwargs) -> "Module":
         """``to(device)``, ``to(dtype)``, ``to(device, dtype)``, ``to(tensor)``: floating-point
         parameters and buffers take the dtype; everything moves to the device."""
-        dev, dt = _parse_to(args, kwargs)
+        dev, dt, _ = _parse_to_args(args, kwargs)  # Tensor.to's parsing (copy= does not apply)
         if dt is not None and not dt.is_floating_point:
             raise TypeError(f"nn.Module.to only accepts floating point or complex dtypes, but got "
                             f"desired dtype={dt}")
@@ -564,25 +563,6 @@ def _insert(hooks: OrderedDict, key: int, hook: Callable, prepend: bool) -> None
     hooks[key] = hook
     if prepend:
         hooks.move_to_end(key, last=False)
-
-
-def _parse_to(args: tuple, kwargs: dict):
-    dev = kwargs.pop("device", None)
-    dt = kwargs.pop("dtype", None)
-    kwargs.pop("non_blocking", None)
-    kwargs.pop("memory_format", None)
-    if kwargs:
-        raise TypeError(f"to() got unexpected keyword arguments {sorted(kwargs)}")
-    for a in args:
-        if isinstance(a, _dtype.dtype):
-            dt = a
-        elif isinstance(a, Tensor):
-            dev, dt = a.device, a.dtype
-        elif isinstance(a, (str, Device)):
-            dev = a
-        elif not isinstance(a, bool):
-            raise TypeError(f"to() received an invalid combination of arguments: {a!r}")
-    return (Device(dev) if dev is not None else None), dt
 
 
 def _load_into(mod: Module, name: str, current: Tensor, value: Tensor, assign: bool) -> None:
