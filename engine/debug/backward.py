@@ -35,6 +35,7 @@ from ..autograd.grad_mode import STATE as GRAD
 from ..autograd.graph import AccumulateGrad
 from ..tensor import Tensor
 from .conditions import Condition, any_of, as_condition, in_module, when
+from .stepping import Stepper
 from .summary import forward_op_of, full_norm, grad_summary, is_finite, source_of
 
 __all__ = ["step_backward", "BackwardStepper", "BackwardFrame", "StepRecord"]
@@ -247,7 +248,7 @@ def _graph(roots) -> tuple[dict, list]:
     return ids, order
 
 
-class BackwardStepper:
+class BackwardStepper(Stepper):
     """A paused backward pass. Made by ``tapelab.debug.step_backward``; see its docstring."""
 
     def __init__(self, loss, retain_graph: bool = False, gradient=None, keep_tensors: bool = False):
@@ -273,11 +274,6 @@ class BackwardStepper:
         self.error: BaseException | None = None
 
     # ------------------------------------------------------------------ the walk
-    @property
-    def current(self) -> BackwardFrame | None:
-        """The node that ran last (None before the first step)."""
-        return self._frame
-
     def node_id(self, node) -> int | None:
         """The stepper's id of ``node`` (its index in ``to_dict()["graph"]``)."""
         return self._ids.get(node)
@@ -334,19 +330,6 @@ class BackwardStepper:
         self.history.append(StepRecord(frame, self.keep_tensors))
         self._frame = frame
         return frame
-
-    def step(self) -> BackwardFrame | None:
-        """Run one node; return it (None when the walk is over)."""
-        frame = self._advance()
-        self.stop_reason = "step" if frame is not None else "done"
-        return frame
-
-    def _break(self, frame) -> str | None:
-        for bp in self.breakpoints:
-            if bp["enabled"] and bp["match"](frame):
-                bp["hits"] += 1
-                return f"breakpoint {bp['label']}"
-        return None
 
     def _go(self, stop: Callable, max_steps: int | None) -> BackwardFrame | None:
         n = 0
@@ -481,9 +464,6 @@ class BackwardStepper:
                                  "hits": 0, **key})
         return number
 
-    def remove_breakpoint(self, number: int) -> None:
-        self.breakpoints = [b for b in self.breakpoints if b["number"] != number]
-
     def clear_breakpoints(self) -> None:
         self.breakpoints = []
 
@@ -499,15 +479,6 @@ class BackwardStepper:
         if not isinstance(ready, list):
             return []
         return [entry[2] for entry in sorted(ready)]
-
-    def provenance(self) -> dict | None:
-        """``current.provenance()``: where the current node's non-finite gradient comes from."""
-        return self._frame.provenance() if self._frame is not None else None
-
-    def explain(self) -> str:
-        if self._frame is None:
-            return "no step taken yet" if not self.done else "the walk is over"
-        return self._frame.explain()
 
     def visited(self) -> list[int]:
         return [r.node_id for r in self.history]

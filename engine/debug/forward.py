@@ -19,6 +19,7 @@ from ..fx.node import Node, map_aggregate
 from ..tensor import Tensor
 from .backward import _fmt_stats, _value_summary, run_condition
 from .conditions import as_condition, when
+from .stepping import Stepper
 from .summary import is_finite
 
 __all__ = ["step_forward", "ForwardStepper", "ForwardFrame"]
@@ -119,8 +120,10 @@ class ForwardFrame:
         return f"<ForwardFrame {self.index}: {self.name} ({self.op} {self.target}){'' if self.finite else ' NON-FINITE'}>"
 
 
-class ForwardStepper:
+class ForwardStepper(Stepper):
     """A paused forward pass. Made by ``tapelab.debug.step_forward``; see its docstring."""
+
+    _over = "the pass is over"
 
     def __init__(self, module_or_graph_module, *args):
         m = module_or_graph_module
@@ -149,10 +152,6 @@ class ForwardStepper:
     def graph(self):
         return self.graph_module.graph
 
-    @property
-    def current(self) -> ForwardFrame | None:
-        return self._frame
-
     def _advance(self) -> ForwardFrame | None:
         if self.done:
             return None
@@ -173,12 +172,6 @@ class ForwardStepper:
             self.output = value
         self.history.append(frame.to_dict())
         self._frame = frame
-        return frame
-
-    def step(self) -> ForwardFrame | None:
-        """Run one FX node; return it (None when the pass is over)."""
-        frame = self._advance()
-        self.stop_reason = "step" if frame is not None else "done"
         return frame
 
     def run(self, until=None, *, name=None, op=None, module: str | None = None, nan: bool | None = None,
@@ -214,13 +207,6 @@ class ForwardStepper:
         self.stop_reason = "done"
         return self.output
 
-    def _break(self, frame) -> str | None:
-        for bp in self.breakpoints:
-            if bp["enabled"] and bp["match"](frame):
-                bp["hits"] += 1
-                return f"breakpoint {bp['label']}"
-        return None
-
     def add_breakpoint(self, target) -> int:
         """Stop ``run`` after an FX node (a Node or its name) or when a condition holds."""
         if isinstance(target, Node):
@@ -237,17 +223,6 @@ class ForwardStepper:
         self.breakpoints.append({"number": number, "label": label, "match": match, "enabled": True,
                                  "hits": 0, **key})
         return number
-
-    def remove_breakpoint(self, number: int) -> None:
-        self.breakpoints = [b for b in self.breakpoints if b["number"] != number]
-
-    def provenance(self) -> dict | None:
-        return self._frame.provenance() if self._frame is not None else None
-
-    def explain(self) -> str:
-        if self._frame is None:
-            return "no step taken yet" if not self.done else "the pass is over"
-        return self._frame.explain()
 
     def to_dict(self) -> dict:
         """A JSON-serialisable snapshot: the FX graph, visited nodes, the current node, history."""
