@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import operator
 import time
-import uuid
 
 import pytest
 
@@ -250,12 +249,11 @@ def test_graph_view_widget():
 def test_in_a_kernel_graph_module_displays_its_graph_view_and_streams():
     pytest.importorskip("ipykernel")
     pytest.importorskip("anywidget")
-    jupyter_client = pytest.importorskip("jupyter_client")
-    from tests.test_kernel import open_panel, run, tape_msgs
+    pytest.importorskip("jupyter_client")
+    from kernel_session import comm_data, run, tapelab_kernel
+    from test_kernel import open_panel
 
-    km, kc = jupyter_client.manager.start_new_kernel(kernel_name="python3")
-    try:
-        reply, _ = run(kc, "%load_ext tapelab.kernel")
+    with tapelab_kernel() as (_, kc):
         comm_id = open_panel(kc)
         reply, msgs = run(kc, "import tapelab\nfrom tapelab import nn, fx\n"
                               "gm = fx.symbolic_trace(nn.Sequential(nn.Linear(4, 4), nn.ReLU()))\ngm")
@@ -264,13 +262,10 @@ def test_in_a_kernel_graph_module_displays_its_graph_view_and_streams():
         assert "application/vnd.jupyter.widget-view+json" in result
         assert "application/vnd.tapelab.graph+json" in result and "def forward" in result["text/html"]
         deadline = time.time() + 5
-        sent = [d for d in tape_msgs(msgs, comm_id) if d["type"] != "hello"]
+        sent = [d for d in comm_data(msgs, comm_id) if d["type"] != "hello"]
         while not sent and time.time() < deadline:    # the panel's comm may open late
             _, msgs = run(kc, "gm2 = fx.symbolic_trace(nn.Sequential(nn.Linear(4, 4), nn.ReLU()))")
-            sent = [d for d in tape_msgs(msgs, comm_id) if d["type"] != "hello"]
+            sent = [d for d in comm_data(msgs, comm_id) if d["type"] != "hello"]
         assert [d["type"] for d in sent] == ["begin", "delta", "end"], sent
         delta = sent[1]
         assert [n["opcode"] for n in delta["nodes"]] == ["placeholder", "call_module", "call_module", "output"]
-    finally:
-        kc.stop_channels()
-        km.shutdown_kernel(now=True)
