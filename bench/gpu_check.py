@@ -27,7 +27,9 @@ from __future__ import annotations
 import argparse
 import contextlib
 import copy
+import json
 import os
+import subprocess
 import sys
 import time
 import traceback
@@ -152,12 +154,13 @@ def _run_case(op, sample, dtype, dev):
         np.testing.assert_allclose(_host(dg), _host(cg), **tol, err_msg=f"grad of input {k}")
 
 
-def check_opdb(dev, pattern: str = "", dtypes=("float32", "float64")):
-    """Every OpInfo sample on ``dev`` against cpu. Returns (n_cases, failures[(case, message)])."""
+def check_opdb(dev, pattern: str = "", dtypes=("float32", "float64"), shard=(0, 1)):
+    """Every OpInfo sample on ``dev`` against cpu (ops ``k, k+n, ...`` for ``shard=(k, n)``).
+    Returns (n_cases, failures[(case, message)])."""
     from opdb import OP_DB
     n, failures = 0, []
-    for op in OP_DB:
-        if pattern and pattern not in op.name:
+    for j, op in enumerate(OP_DB):
+        if (pattern and pattern not in op.name) or j % shard[1] != shard[0]:
             continue
         for i, sample in enumerate(op.samples()):
             for dtype in op.dtypes:
@@ -170,6 +173,26 @@ def check_opdb(dev, pattern: str = "", dtypes=("float32", "float64")):
                 except Exception as e:  # noqa: BLE001 - every failure is reported, none stops the run
                     msg = str(e).strip().splitlines()
                     failures.append((case, f"{type(e).__name__}: {msg[0] if msg else ''}"[:300]))
+                    if shard[1] > 1:    # a shard's result comes at its end: show failures as they happen
+                        print(f"  FAIL {case}: {failures[-1][1]}", file=sys.stderr, flush=True)
+    return n, failures
+
+
+def check_opdb_sharded(pattern: str, jobs: int):
+    """``check_opdb`` on cuda:0 in ``jobs`` processes of this script at once: a cold cupy compiles
+    each new kernel on first use, and the processes compile on as many cores."""
+    cmd = [sys.executable, os.path.abspath(__file__), "-k", pattern, "--opdb-shard"]
+    procs = [subprocess.Popen(cmd + [f"{k}/{jobs}"], stdout=subprocess.PIPE, text=True) for k in range(jobs)]
+    n, failures = 0, []
+    for k, p in enumerate(procs):
+        out, _ = p.communicate()
+        try:
+            got = json.loads(out.strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            failures.append((f"shard {k}/{jobs}", f"exited {p.returncode} without a result"))
+            continue
+        n += got["n"]
+        failures += [tuple(f) for f in got["failures"]]
     return n, failures
 
 
@@ -443,7 +466,15 @@ def main(argv=None) -> int:
     ap.add_argument("-k", default="", help="only ops / models whose name contains this")
     ap.add_argument("--steps", type=int, default=5, help="training steps per model")
     ap.add_argument("--failures", type=int, default=40, help="failures to list")
+    ap.add_argument("--jobs", type=int, default=min(8, os.cpu_count() or 1),
+                    help="processes for the op database on a real GPU")
+    ap.add_argument("--opdb-shard", help=argparse.SUPPRESS)   # K/N: one process of --jobs
     args = ap.parse_args(argv)
+    if args.opdb_shard:
+        k, jobs = map(int, args.opdb_shard.split("/"))
+        n, failures = check_opdb(tapelab.device("cuda:0"), args.k, shard=(k, jobs))
+        print(json.dumps({"n": n, "failures": failures}))
+        return 0
 
     t0 = time.perf_counter()
     if args.simulate:
@@ -469,7 +500,8 @@ def main(argv=None) -> int:
                 print(f"  {'ok  ' if good else 'FAIL'} {what:40s} {detail}")
                 ok &= good
         t = time.perf_counter()
-        n, failures = check_opdb(dev, args.k)
+        n, failures = check_opdb(dev, args.k) if args.simulate or args.jobs <= 1 \
+            else check_opdb_sharded(args.k, args.jobs)
         print(f"\n== op database on {dev} against cpu: {n - len(failures)}/{n} cases match "
               f"({time.perf_counter() - t:.1f} s)")
         for case, msg in failures[:args.failures]:

@@ -1,15 +1,17 @@
 """The one place for numpy/cupy differences. Every function takes the array namespace ``xp``.
 
 Op forwards receive ``xp`` (numpy on cpu, cupy on cuda) and call it directly where the two
-libraries agree, which is nearly everywhere (cupy >= 13 has ``ufunc.at``,
-``ufunc.accumulate``, ``lib.stride_tricks``, ``put_along_axis``, ``unique(axis=)``).
+libraries agree, which is nearly everywhere (cupy >= 13 has ``add.at``, ``lib.stride_tricks``,
+``put_along_axis``, ``unique(axis=)``; cupy 14 has no ``ufunc.accumulate`` and no ``.at`` but
+``add.at``, ``maximum.at`` and ``minimum.at``, and the simulated device below refuses them too).
 Where they differ, the forward calls a shim from here instead of branching itself:
 
 - ``special(xp)``: ``scipy.special`` or ``cupyx.scipy.special`` (erf, erfinv, ...);
 - ``asnumpy(xp, a)``: a host copy (cupy arrays refuse implicit conversion);
 - ``host(xp, a)``: a numpy array built on the host, moved into ``xp`` (index tables);
 - ``divide_where(xp, a, b, where)``: cupy ufuncs take no ``where=``;
-- ``scatter_add(xp, target, index, values)``: ``add.at``, or ``cupyx.scatter_add`` on old cupy;
+- ``ufunc_at(xp, name, target, index, values)``: ``xp.<name>.at``; cupy's ``add.at`` runs on the
+  device, its others on the host (see there);
 - ``transfer(arr, dev)``: an explicit copy between devices (the forward of ``Tensor.to``).
 
 The second section holds ``simulated_cuda()``: a fake ``cuda:0`` backed by numpy, so device
@@ -24,7 +26,7 @@ import types
 import numpy as np
 from numpy.lib.mixins import NDArrayOperatorsMixin
 
-__all__ = ["is_numpy", "is_cupy", "special", "asnumpy", "host", "divide_where", "scatter_add",
+__all__ = ["is_numpy", "is_cupy", "special", "asnumpy", "host", "divide_where", "ufunc_at",
            "transfer", "simulated_cuda", "SimArray"]
 
 
@@ -63,14 +65,20 @@ def divide_where(xp, a, b, where, fill=0):
     return xp.where(where, xp.divide(a, safe), fill)
 
 
-def scatter_add(xp, target, index, values) -> None:
-    """``target[index] += values`` with repeated indices accumulated (``np.add.at``)."""
-    at = getattr(xp.add, "at", None)
-    if at is not None:
-        at(target, index, values)
+def ufunc_at(xp, name: str, target, index, values) -> None:
+    """``xp.<name>.at(target, index, values)``: unbuffered, so repeated indices all apply.
+
+    On cupy only ``add.at`` runs on the device: cupy 14 has no ``multiply.at``, and its float64
+    ``maximum.at``/``minimum.at`` disagreed with numpy on an H200 (bench/README.md). Those
+    round-trip through the host, correct but slow (scatter_reduce's prod/amax/amin only)."""
+    if xp is np or name == "add":
+        getattr(xp, name).at(target, index, values)
         return
-    import cupyx  # cupy < 13
-    cupyx.scatter_add(target, index, values)
+    t = asnumpy(xp, target)
+    index = tuple(asnumpy(xp, i) if hasattr(i, "shape") else i for i in index) if isinstance(index, tuple) \
+        else asnumpy(xp, index)
+    getattr(np, name).at(t, index, asnumpy(xp, values) if hasattr(values, "shape") else values)
+    target[...] = xp.asarray(t)
 
 
 def transfer(arr, dev):
@@ -233,6 +241,9 @@ class _SimDevice:
         pass
 
 
+_CUPY_AT = {"add", "maximum", "minimum"}   # the ufuncs whose .at cupy 14 implements
+
+
 class _SimUfunc:
     """A numpy ufunc that, like cupy's, takes device arrays and refuses host ones."""
 
@@ -243,7 +254,10 @@ class _SimUfunc:
     def __call__(self, *args, **kwargs):
         return _sim_call(self._uf, self.__name__, args, kwargs)
 
-    def __getattr__(self, name):  # at, reduce, accumulate, outer
+    def __getattr__(self, name):  # at, reduce, outer
+        if name == "accumulate" or (name == "at" and self.__name__ not in _CUPY_AT):
+            raise NotImplementedError(f"`cupy_{self.__name__}.{name}` is not supported yet (as in cupy 14; "
+                                      f"simulated cuda device)")
         meth = getattr(self._uf, name)
         if name == "at":
             def at(a, indices, b=None):

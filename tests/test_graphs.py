@@ -447,15 +447,44 @@ def test_replay_names_graphed_callable_inputs():
 
 
 def test_engine_host_read_becomes_a_replay_guard():
-    logits = T.randn(4, 3, requires_grad=True)
-    target = T.tensor([0, 1, 2, 1])
+    x = T.randn(6, requires_grad=True)
+    cuts = T.tensor([1, 3])
     g = Graph()
-    with graph(g):   # cross_entropy checks target bounds on the host: recorded as a guard
-        loss = nn.functional.cross_entropy(logits, target)
+    with graph(g):   # tensor_split reads its tensor of indices on the host: recorded as a guard
+        parts = T.tensor_split(x, cuts)
+    assert [tuple(p.shape) for p in parts] == [(1,), (2,), (3,)] and g._program.guards
     g.replay()
-    target.copy_(T.tensor([0, 1, 7, 1]))
-    with pytest.raises(CaptureError, match=r"nn/functional.py.*read False at capture.*now sees True"):
+    cuts.copy_(T.tensor([2, 3]))
+    with pytest.raises(CaptureError, match=r"ops/movement.py.*read \[1, 3\] at capture.*now sees \[2, 3\]"):
         g.replay()
+
+
+def test_captured_cross_entropy_checks_targets_on_the_device():
+    """No host read (so a CUDA graph can form): an out-of-range target makes the replayed loss NaN,
+    and that sample contributes no gradient; in eager mode it is PyTorch's IndexError."""
+    model, sx, sy = nn.Linear(4, 3), T.randn(2, 4), T.tensor([0, 1])
+    opt = T.optim.SGD(model.parameters(), lr=0.1)
+
+    def step():
+        loss = nn.functional.cross_entropy(model(sx), sy)
+        loss.backward()
+        opt.step()
+        return loss
+    step()
+    g = Graph()
+    with graph(g):
+        out = step()
+    assert not g._program.guards
+    sy.copy_(T.tensor([0, 7]))
+    g.replay()
+    assert np.isnan(out.item()) and np.isfinite(model.weight.detach().numpy()).all()
+    sy.copy_(T.tensor([0, 2]))
+    with T.no_grad():
+        want = nn.functional.cross_entropy(model(sx), sy).item()
+    g.replay()
+    assert out.item() == pytest.approx(want, rel=1e-6)
+    with pytest.raises(IndexError, match="Target 7 is out of bounds"):
+        nn.functional.cross_entropy(model(sx), T.tensor([0, 7]))
 
 
 def test_cuda_names_without_gpu():

@@ -10,6 +10,7 @@ import warnings
 
 from .. import _dtype as _dt, creation
 from ..autograd.grad_mode import no_grad
+from ..graphs.graph import is_current_stream_capturing as _capturing
 from ..ops.indexing import one_hot
 from ..ops.movement import pad
 from ..tensor import _TYPE_NAMES, Tensor
@@ -636,9 +637,16 @@ def nll_loss(input: Tensor, target: Tensor, weight: Tensor | None = None, size_a
     keep = target != ignore_index
     safe = target.where(keep, 0)
     bad = (safe < 0) | (safe >= logp.shape[-1])  # gather would wrap negative targets silently
-    if bad.any():
+    capturing = _capturing()
+    if capturing:
+        # a host check would freeze into a replay guard (and keep a CUDA graph from forming):
+        # the check moves to the device, where an out-of-range target makes its loss NaN
+        safe = safe.where(~bad, 0)
+    elif bad.any():
         raise IndexError(f"Target {target[bad][0].item()} is out of bounds.")
     picked = -logp.gather(-1, safe.long().unsqueeze(-1)).squeeze(-1)
+    if capturing:
+        picked = picked.where(~bad, float("nan"))
     w = keep.to(input.dtype) if weight is None else weight[safe.long()] * keep
     loss = picked * w
     if reduction == "mean":

@@ -125,7 +125,19 @@ ceil = _unary("ceil", _keep_ints(lambda xp: xp.ceil), _zeros, promote=None, read
 trunc = _unary("trunc", _keep_ints(lambda xp: xp.trunc), _zeros, promote=None, reads="nothing")
 frac = _unary("frac", _frac_fwd, lambda g, out, a: (g,), promote=None, reads="nothing")
 
-_round = Op("round", lambda xp, a, *, decimals=0: xp.round(a, decimals), _zeros, saves=NONE, elementwise=True)
+def _round_fwd(xp, a, *, decimals=0):
+    """PyTorch's rounding to ``decimals`` places, in ``a``'s dtype: rint(a * 10^d) / 10^d
+    (numpy's and cupy's ``round(a, d)`` differ from it, and from each other, in float32)."""
+    if not decimals:
+        return xp.round(a)
+    if decimals > 0:
+        p = a.dtype.type(10.0 ** decimals)
+        return xp.rint(a * p) / p
+    p = a.dtype.type(10.0 ** -decimals)     # (this module's abs is the op)
+    return xp.rint(a / p) * p
+
+
+_round = Op("round", _round_fwd, _zeros, saves=NONE, elementwise=True)
 
 
 def round(input: Tensor, *, decimals: int = 0) -> Tensor:

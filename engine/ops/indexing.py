@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numbers
 
-from .. import _dtype
+from .. import _backend, _dtype
 from ..autograd.grad_mode import STATE as GRAD
 from ..creation import full, tensor as _tensor, zeros
 from ..dispatch import STATE, apply, apply_
@@ -361,7 +361,7 @@ def _scatter_fwd(xp, x, index, src, *, dim, reduce):
         if reduce is None:
             out[key] = src
         else:
-            (xp.add if reduce == "add" else xp.multiply).at(out, key, src)
+            _backend.ufunc_at(xp, "add" if reduce == "add" else "multiply", out, key, src)
     except IndexError as e:
         raise RuntimeError(f"scatter(): {e}") from None
     return out
@@ -458,7 +458,7 @@ def _scatter_reduce_fwd(xp, x, index, src, *, dim, reduce, include_self):
     src = _fit(src, index.shape)
     if not include_self:
         out[key] = _reduce_identity(xp, reduce, x.dtype)
-    getattr(xp, _REDUCE_UFUNC[reduce]).at(out, key, src)
+    _backend.ufunc_at(xp, _REDUCE_UFUNC[reduce], out, key, src)
     if reduce == "mean":
         count = xp.full(x.shape, int(include_self), x.dtype)
         xp.add.at(count, key, 1)
