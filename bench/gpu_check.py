@@ -450,6 +450,34 @@ def check_cuda_api():
     return rows
 
 
+# ---------------------------------------------------------------- profiler device time
+def check_profiler_device_time(dev, n: int = 5) -> tuple[bool, str]:
+    """``profile(activities=[CPU, CUDA])`` around ``n`` matmuls: each gets device time from CUDA
+    events, and the device times (measured between events after the profile started, read after
+    its end) sum to no more than the wall time around it."""
+    from tapelab.profiler import ProfilerActivity, profile
+    try:
+        a = tapelab.randn(1024, 1024, device=dev)
+        a @ a                                   # warm up cuBLAS and the memory pool outside the profile
+        tapelab.cuda.synchronize()
+        t = time.perf_counter()
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            for _ in range(n):
+                a @ a
+        wall_us = (time.perf_counter() - t) * 1e6
+        rows = {r.key: r for r in prof.key_averages()}
+        mm = rows["matmul"]
+        device_us = sum(r.self_device_time_total for r in rows.values())
+        assert mm.count == n and mm.self_device_time_total > 0, \
+            f"matmul: {mm.count} calls, {mm.self_device_time_total} us on device"
+        assert device_us <= wall_us, f"device time {device_us:.0f} us > wall time {wall_us:.0f} us"
+        assert "Self CUDA" in prof.key_averages().table(), "the table has no CUDA columns"
+        return True, (f"matmul {mm.self_device_time_total / n:.1f} us on device; all {device_us:.0f} us "
+                      f"<= wall {wall_us:.0f} us")
+    except Exception as e:  # noqa: BLE001
+        return False, f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:300]
+
+
 # ---------------------------------------------------------------- main
 def imports_only() -> list[str]:
     """Without a GPU: check that everything this script needs imports."""
@@ -499,6 +527,10 @@ def main(argv=None) -> int:
             for what, good, detail in api:
                 print(f"  {'ok  ' if good else 'FAIL'} {what:40s} {detail}")
                 ok &= good
+            good, detail = check_profiler_device_time(dev)
+            print("\n== profiler device time (CUDA events)")
+            print(f"  {'ok  ' if good else 'FAIL'} {'profile 5 matmuls, CPU + CUDA':40s} {detail}")
+            ok &= good
         t = time.perf_counter()
         n, failures = check_opdb(dev, args.k) if args.simulate or args.jobs <= 1 \
             else check_opdb_sharded(args.k, args.jobs)

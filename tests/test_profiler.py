@@ -1,11 +1,13 @@
 """tapelab.profiler: counts against the tape, nesting, schedules against torch.profiler,
-exports, bounded buffers, memory and FLOP estimates. No timing assertions."""
+exports, bounded buffers, memory and FLOP estimates, device time from scripted CUDA events.
+No timing assertions on real clocks."""
 from __future__ import annotations
 
 import collections
 import gc
 import gzip
 import json
+import os
 import warnings
 import weakref
 
@@ -15,10 +17,15 @@ import torch as pt
 
 import tapelab as torch
 from tapelab import events, nn
+from tapelab._backend import simulated_cuda
 from tapelab.dispatch import STATE
 from tapelab.profiler import (ProfileReady, ProfilerAction, ProfilerActivity, profile, record_function,
                               schedule, tensorboard_trace_handler)
+from tapelab.profiler import recorder
+from tapelab.profiler.export import chrome_trace
 from tapelab.profiler.recorder import RECORDING
+
+CPU_CUDA = [ProfilerActivity.CPU, ProfilerActivity.CUDA]
 
 
 def make_mlp():
@@ -497,3 +504,136 @@ def test_nested_profiles_each_record_their_scope():
     assert [e.name for e in inner.events()] == ["mul"]
     assert sorted(e.name for e in outer.events()) == ["add", "mul", "sub"]
     assert not STATE.slow
+
+
+# ---------------------------------------------------------------- device time (CUDA activity)
+class FakeClock:
+    """Stands in for CUDA events: the n-th event made reads ``times[n]`` ms (event 0 is the
+    profile's reference), ``elapsed_time`` subtracts, ``synchronize`` is counted."""
+
+    def __init__(self):
+        self.times: list = []
+        self.made: list = []
+        self.syncs = 0
+
+    def event(self, dev):
+        e = _FakeEvent(self, self.times[len(self.made)])
+        self.made.append(e)
+        return e
+
+
+class _FakeEvent:
+    def __init__(self, clock, ms):
+        self.clock, self.ms = clock, ms
+
+    def synchronize(self):
+        self.clock.syncs += 1
+
+    def elapsed_time(self, end):
+        return end.ms - self.ms
+
+
+@pytest.fixture
+def cuda_clock(monkeypatch):
+    """The simulated cuda:0 with CUDA activity allowed and scripted event timestamps."""
+    clock = FakeClock()
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(recorder, "device_event", clock.event)
+    with simulated_cuda(0):
+        yield clock
+
+
+def test_device_time_is_the_gap_between_events(cuda_clock):
+    cuda_clock.times = [10.0, 11.5, 14.0, 14.25]   # reference, then after matmul, add, sum
+    a = torch.ones(4, 4, device="cuda")
+    with profile(activities=CPU_CUDA) as prof:
+        with record_function("step"):
+            (a @ a + 1).sum()
+        assert cuda_clock.syncs == 0    # recording never waits for the GPU
+    assert cuda_clock.syncs == 1 and len(cuda_clock.made) == 4
+    rows = {r.key: r for r in prof.key_averages()}
+    for name, us in (("matmul", 1500.0), ("add", 2500.0), ("sum", 250.0)):
+        assert rows[name].self_device_time_total == pytest.approx(us)
+        assert rows[name].device_time_total == rows[name].cuda_time_total == pytest.approx(us)
+    assert rows["step"].self_device_time_total == 0
+    assert rows["step"].device_time_total == pytest.approx(4250.0)
+    lines = prof.key_averages().table(sort_by="self_cuda_time_total").splitlines()
+    for col in ("Self CUDA", "Self CUDA %", "CUDA total", "CUDA time avg"):
+        assert col in lines[1]
+    assert [line.split()[0] for line in lines[3:7]] == ["add", "matmul", "sum", "step"]
+    assert lines[-1] == "Self CUDA time total: 4.250ms"
+
+
+def test_chrome_trace_puts_device_spans_on_a_gpu_track(cuda_clock):
+    cuda_clock.times = [10.0, 11.5, 14.0, 14.25]
+    a = torch.ones(4, 4, device="cuda")
+    with profile(activities=CPU_CUDA) as prof:
+        (a @ a + 1).sum()
+    evs = chrome_trace(prof.trace)["traceEvents"]
+    kernels = [e for e in evs if e.get("cat") == "kernel"]
+    assert [(k["name"], k["dur"]) for k in kernels] == [("matmul", 1500.0), ("add", 2500.0), ("sum", 250.0)]
+    assert {(k["pid"], k["tid"]) for k in kernels} == {(0, 0)}
+    assert {"ph": "M", "name": "process_name", "pid": 0, "tid": 0, "args": {"name": "GPU 0"}} in evs
+    cpu = {e["name"]: e for e in evs if e.get("cat") == "cpu_op"}
+    assert all(e["pid"] == os.getpid() != 0 for e in cpu.values())
+    # device spans follow each other from the reference, which was recorded before the first op
+    assert 0 <= kernels[0]["ts"] <= cpu["matmul"]["ts"]
+    assert kernels[1]["ts"] == pytest.approx(kernels[0]["ts"] + 1500.0)
+    assert kernels[2]["ts"] == pytest.approx(kernels[1]["ts"] + 2500.0)
+
+
+def test_backward_nodes_are_timed_and_total_their_ops(cuda_clock):
+    cuda_clock.times = [float(n * n) for n in range(100)]   # the k-th gap is 2k-1 ms
+    x = torch.ones(4, 4, device="cuda", requires_grad=True)
+    with profile(activities=CPU_CUDA) as prof:
+        (x * 2).sum().backward()
+    evs = prof.events()
+    timed = [e for e in evs if e.device]
+    assert len(timed) == len(evs) == len(cuda_clock.made) - 1 and cuda_clock.syncs == 1
+    assert {e.device for e in timed} == {"cuda:0"} and {e.kind for e in timed} == {"op", "backward"}
+    assert [e.device_ns for e in timed] == [(2 * k - 1) * 1_000_000 for k in range(1, len(timed) + 1)]
+    assert [e.device_start_ns - timed[0].device_start_ns for e in timed] == \
+        [k * k * 1_000_000 for k in range(len(timed))]
+    nodes = [e for e in evs if e.kind == "backward"]
+    assert {e.name for e in nodes} >= {"SumBackward0", "MulBackward0", "AccumulateGrad"}
+    for e in nodes:
+        assert e.device_total_ns == e.device_ns + sum(c.device_total_ns for c in e.children)
+    assert any(e.children and e.device_total_ns > e.device_ns for e in nodes)
+
+
+def test_cpu_profiles_and_cpu_ops_make_no_device_events(cuda_clock):
+    cuda_clock.times = [0.0, 1.0]
+    a, b = torch.ones(4, 4, device="cuda"), torch.ones(4, 4)
+    with profile(activities=[ProfilerActivity.CPU]) as cpu_only:
+        a @ a
+    assert cuda_clock.made == []
+    with profile(activities=CPU_CUDA) as cpu_ops:
+        b @ b
+    assert len(cuda_clock.made) == 1    # the reference only
+    for prof in (cpu_only, cpu_ops):
+        assert [e.name for e in prof.events()] == ["matmul"] and not prof.events()[0].device
+        assert prof.key_averages()[0].device_time_total == 0
+        assert "CUDA" not in prof.key_averages().table()
+        evs = chrome_trace(prof.trace)["traceEvents"]
+        assert all(e.get("cat") != "kernel" and e["pid"] == os.getpid() for e in evs)
+
+
+def test_cuda_activity_without_cuda_events_skips_device_time(monkeypatch):
+    def no_cuda():
+        raise RuntimeError("tapelab.cuda needs cupy and a CUDA device: (none in this test)")
+    monkeypatch.setattr(torch.cuda, "require_cuda", no_cuda)    # as on a machine without a GPU
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with simulated_cuda(0):
+        a = torch.ones(4, 4, device="cuda")
+        with pytest.warns(UserWarning, match="CUDA is not available"):
+            with profile(activities=CPU_CUDA) as prof:
+                a @ a
+        assert [e.name for e in prof.events()] == ["matmul"]
+        monkeypatch.setattr(torch.cuda, "is_available", lambda: True)   # CUDA allowed, but no events
+        monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+        with pytest.warns(UserWarning, match="device times are not recorded"):
+            with profile(activities=CPU_CUDA) as prof:
+                a @ a
+        assert [e.name for e in prof.events()] == ["matmul"] and not prof.events()[0].device
+        assert not STATE.slow

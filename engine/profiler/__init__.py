@@ -1,7 +1,8 @@
 """tapelab.profiler: ``torch.profiler``'s API, built on the dispatcher's events.
 
-``profile`` records per-op and per-backward-node CPU time, ``record_function`` ranges,
-module paths, input shapes, estimated memory and FLOPs into a bounded buffer, and gives
+``profile`` records per-op and per-backward-node CPU time (with CUDA activity also device
+time, from CUDA events), ``record_function`` ranges, module paths, input shapes, estimated
+memory and FLOPs into a bounded buffer, and gives
 ``key_averages().table()``, ``export_chrome_trace`` (Chrome/Perfetto) and ``to_dict()``,
 the JSON timeline the notebook widgets render. A finished profile also emits the engine
 event ``profile_ready`` (payload ``ProfileReady``).

@@ -14,6 +14,7 @@ class EventAverage:
         self.key, self.input_shapes, self.stack, self.module = key, input_shapes, list(stack), module
         self.count = 0
         self.cpu_time_total = self.self_cpu_time_total = 0.0
+        self.device_time_total = self.self_device_time_total = 0.0
         self.cpu_memory_usage = self.self_cpu_memory_usage = 0
         self.flops = 0
         self.is_user_annotation = False
@@ -24,6 +25,8 @@ class EventAverage:
         self.count += 1
         self.cpu_time_total += e.duration_ns / 1e3
         self.self_cpu_time_total += e.self_ns / 1e3
+        self.device_time_total += e.device_total_ns / 1e3
+        self.self_device_time_total += e.device_ns / 1e3
         self.cpu_memory_usage += e.mem_total
         self.self_cpu_memory_usage += e.bytes
         self.flops += e.flops
@@ -36,10 +39,15 @@ class EventAverage:
     def cpu_time(self) -> float:
         return self.cpu_time_total / self.count if self.count else 0.0
 
-    # PyTorch scripts read these on a cpu-only run
-    self_device_time_total = device_time_total = device_time = 0.0
-    self_cuda_time_total = cuda_time_total = cuda_time = 0.0
-    device_memory_usage = self_device_memory_usage = 0
+    @property
+    def device_time(self) -> float:
+        return self.device_time_total / self.count if self.count else 0.0
+
+    # PyTorch's older names for the device columns
+    cuda_time = device_time
+    cuda_time_total = property(lambda self: self.device_time_total)
+    self_cuda_time_total = property(lambda self: self.self_device_time_total)
+    device_memory_usage = self_device_memory_usage = 0   # device memory is not estimated
 
     def __getattr__(self, name):
         if name.endswith(("_time_total", "_time", "_memory_usage")):
@@ -103,6 +111,8 @@ class EventList(list):
             total.count += e.count
             total.cpu_time_total += e.cpu_time_total
             total.self_cpu_time_total += e.self_cpu_time_total
+            total.device_time_total += e.device_time_total
+            total.self_device_time_total += e.self_device_time_total
         return total
 
     def __str__(self) -> str:
@@ -147,9 +157,12 @@ def build_table(rows, sort_by=None, row_limit=100, max_src_column_width=75, max_
     stacks = [r.stack for r in rows if r.stack]
     with_memory = options.get("profile_memory", False)
     flops = [r.flops for r in rows if r.flops > 0]
+    with_device = any(r.device_time_total for r in rows)
 
     name_w = min(max(len(r.key) for r in rows) + 4, max_name_column_width)
     headers = ["Name", "Self CPU %", "Self CPU", "CPU total %", "CPU total", "CPU time avg"]
+    if with_device:
+        headers += ["Self CUDA", "Self CUDA %", "CUDA total", "CUDA time avg"]
     if with_memory:
         headers += ["CPU Mem", "Self CPU Mem"]
     headers.append("# of Calls")
@@ -173,6 +186,7 @@ def build_table(rows, sort_by=None, row_limit=100, max_src_column_width=75, max_
     row_format = "".join(f"{{:{a}{w}}}  " for a, w in zip(align, widths))
     sep = "".join("-" * w + "  " for w in widths)
     total_self = sum(r.self_cpu_time_total for r in rows if getattr(r, "kind", "") != "module")
+    device_self = sum(r.self_device_time_total for r in rows if getattr(r, "kind", "") != "module")
     out = []
     if header is not None:
         out += ["=" * (len(sep) - 2), header]
@@ -187,6 +201,10 @@ def build_table(rows, sort_by=None, row_limit=100, max_src_column_width=75, max_
                   format_time(r.self_cpu_time_total, time_unit),
                   _share(r.cpu_time_total, total_self), format_time(r.cpu_time_total, time_unit),
                   format_time(r.cpu_time, time_unit)]
+        if with_device:
+            values += [format_time(r.self_device_time_total, time_unit),
+                       _share(r.self_device_time_total, device_self),
+                       format_time(r.device_time_total, time_unit), format_time(r.device_time, time_unit)]
         if with_memory:
             values += [format_memory(r.cpu_memory_usage), format_memory(r.self_cpu_memory_usage)]
         values.append(r.count)
@@ -204,6 +222,8 @@ def build_table(rows, sort_by=None, row_limit=100, max_src_column_width=75, max_
                 blank[src] = trim(entry, widths[src])
                 out.append(row_format.format(*blank))
     out += [sep, f"Self CPU time total: {format_time(total_self, time_unit)}"]
+    if with_device:
+        out.append(f"Self CUDA time total: {format_time(device_self, time_unit)}")
     if trace is not None:
         if with_memory:
             out.append(f"Peak memory (estimated from op outputs): {format_memory(trace.peak_bytes)}")

@@ -6,6 +6,9 @@ Chrome trace layout: one process; per Python thread a lane with ops, backward no
 nest by time; module spans on a lane of their own ("nn.Module"); estimated memory as a
 counter track. ``cat`` tells them apart: ``cpu_op`` (forward op), ``backward_op`` (an op
 run by a vjp), ``backward`` (a backward node), ``user_annotation``, ``step``, ``module``.
+Device time (CUDA activity) goes on a process per GPU, as in PyTorch's traces: pid = the
+device index, one lane for the stream the ops ran on, one ``"cat": "kernel"`` span per
+timed op or backward node (``args.seq`` names its CPU event).
 """
 from __future__ import annotations
 
@@ -67,6 +70,7 @@ def chrome_trace(trace) -> dict:
         out.append({"ph": "X", "cat": _category(e), "name": e.name, "pid": pid, "tid": _lane(e, lanes),
                     "ts": round((e.start_ns - t0) / 1e3, 3), "dur": round(e.duration_ns / 1e3, 3),
                     "args": args})
+    out += _device_track(trace)
     for m in trace.memory:
         out.append({"ph": "C", "name": "Memory (estimated)", "pid": pid, "tid": 0,
                     "ts": round((m.ts_ns - t0) / 1e3, 3), "args": {"allocated": m.allocated}})
@@ -78,6 +82,21 @@ def chrome_trace(trace) -> dict:
             "otherData": {"profiler": "tapelab", "options": trace.options, "step_num": trace.step_num,
                           "dropped_events": trace.n_dropped, "max_events": trace.max_events,
                           "peak_bytes": trace.peak_bytes}}
+
+
+def _device_track(trace) -> list:
+    """The device spans, one process per GPU (see the module docstring)."""
+    timed = sorted((e for e in trace.events if e.device), key=lambda e: e.device_start_ns)
+    pids = {name: int(name.partition(":")[2]) for name in sorted({e.device for e in timed})}  # "cuda:N"
+    out = []
+    for pid in pids.values():
+        out += [{"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": f"GPU {pid}"}},
+                {"ph": "M", "name": "thread_name", "pid": pid, "tid": 0, "args": {"name": "current stream"}}]
+    for e in timed:
+        out.append({"ph": "X", "cat": "kernel", "name": e.name, "pid": pids[e.device], "tid": 0,
+                    "ts": round((e.device_start_ns - trace.start_ns) / 1e3, 3), "dur": round(e.device_ns / 1e3, 3),
+                    "args": {"device": e.device, "seq": e.seq}})
+    return out
 
 
 def trace_to_dict(trace) -> dict:

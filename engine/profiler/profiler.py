@@ -2,7 +2,9 @@
 
 While a profile records it subscribes to the engine's ``op`` and ``backward_step``
 events (so the dispatcher takes its slow path); in wait and warmup steps, and outside
-the ``with`` block, nothing is subscribed and the hot path is untouched.
+the ``with`` block, nothing is subscribed and the hot path is untouched. With
+``ProfilerActivity.CUDA`` the recorder also times work on cuda devices with CUDA events
+(see recorder.py).
 """
 from __future__ import annotations
 
@@ -29,10 +31,12 @@ def _always_record(step: int) -> ProfilerAction:
 
 
 class profile:
-    """Profile the code inside ``with``: per-op and per-range CPU time, shapes, memory, FLOPs.
+    """Profile the code inside ``with``: per-op and per-range CPU time, shapes, memory, FLOPs,
+    and with CUDA activity the device time of ops run on cuda.
 
     Args:
-        activities: ``ProfilerActivity`` values (CPU; CUDA when a GPU backend is present).
+        activities: ``ProfilerActivity`` values (CPU; CUDA when a GPU backend is present:
+            times ops and backward nodes run on cuda, one CUDA event after each).
         schedule: ``step -> ProfilerAction`` (see ``schedule``); default: record every step.
         on_trace_ready: called with this profiler when a recorded cycle ends.
         record_shapes: keep each op's input shapes (shapes only, never tensors).
@@ -126,7 +130,7 @@ class profile:
         if self.trace is None or not self.acc_events:
             self.trace = Trace(dict(self.options), self.max_events, start_ns=time.perf_counter_ns())
         self.trace.step_num = self.step_num
-        self._recorder = Recorder(self.trace)
+        self._recorder = Recorder(self.trace, ProfilerActivity.CUDA in self.activities)
         self._recorder.start()
 
     def _stop_trace(self) -> None:

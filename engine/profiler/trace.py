@@ -10,6 +10,11 @@ Nesting is recovered after recording, from the intervals: per thread, an event's
 is the innermost earlier event whose interval contains it. Self time is total time minus
 the children's totals. Module spans nest only among themselves (they are approximate:
 see ``Recorder``), so they never change the self time of ops and ranges.
+
+Device time (CUDA activity): an op or backward node run on a cuda device carries its own
+device time (``device_ns``, measured as the recorder describes); ``analyze`` adds the
+children's to get ``device_total_ns``, so a range or backward node totals the device work
+of the ops inside it, as PyTorch's ``device_time_total`` does.
 """
 from __future__ import annotations
 
@@ -19,6 +24,7 @@ __all__ = ["Event", "MemoryEvent", "Trace", "ProfileReady"]
 
 # parents before children when two spans start at the same instant
 _RANK = {"step": 0, "range": 1, "module": 2, "backward": 3, "op": 4}
+_DEVICE = 15   # index of Event.device: recorder rows stop before it until device times are set
 
 
 @dataclass(slots=True, eq=False)
@@ -39,9 +45,13 @@ class Event:
     flops: int = 0              # with_flops: estimated floating point operations
     stack: tuple = ()           # with_stack: "file(line): function", innermost first
     depth: int = 0              # modules: nesting depth
+    device: str = ""            # CUDA activity: the device device_ns was measured on ("" if not)
+    device_start_ns: int = 0    # start of the device span, on the perf_counter clock
+    device_ns: int = 0          # device time of this event's own work
     # filled by Trace.analyze()
     self_ns: int = 0
     mem_total: int = 0
+    device_total_ns: int = 0
     parent: "Event | None" = field(default=None, repr=False)
     children: list | None = field(default=None, repr=False)
 
@@ -65,6 +75,17 @@ class Event:
     @property
     def self_cpu_time_total(self) -> float:
         return self.self_ns / 1e3
+
+    @property
+    def self_device_time_total(self) -> float:
+        return self.device_ns / 1e3
+
+    @property
+    def device_time_total(self) -> float:
+        return self.device_total_ns / 1e3
+
+    device_time = cuda_time = cuda_time_total = device_time_total
+    self_cuda_time_total = self_device_time_total
 
     @property
     def cpu_memory_usage(self) -> int:
@@ -149,6 +170,14 @@ class Trace:
                 f"({kinds}); times and counts cover the recorded events only. Profile fewer steps "
                 f"(schedule(active=...)) or raise max_events.")
 
+    def set_device_time(self, index: int, device: str, start_ns: int, duration_ns: int) -> None:
+        """Give the ``index``-th recorded event its device span (the recorder calls this at stop)."""
+        self.raw[index] = self.raw[index][:_DEVICE] + (device, start_ns, duration_ns)
+        if index < len(self._events):   # already built by an early reader
+            e = self._events[index]
+            e.device, e.device_start_ns, e.device_ns = device, start_ns, duration_ns
+            self._analyzed = -1
+
     def analyze(self) -> "Trace":
         """Link parents/children and compute self times and memory totals (cached)."""
         evs = self.events
@@ -156,6 +185,7 @@ class Trace:
             return self
         for e in evs:
             e.parent, e.children, e.self_ns, e.mem_total = None, [], e.duration_ns, e.bytes
+            e.device_total_ns = e.device_ns
         order = sorted(evs, key=lambda e: (e.kind == "module", e.tid, e.start_ns,
                                                    -e.duration_ns, _RANK[e.kind], e.depth))
         stack: list = []
@@ -172,9 +202,10 @@ class Trace:
                 p.children.append(e)
                 p.self_ns -= e.duration_ns
             stack.append(e)
-        for e in reversed(order):  # children were visited after parents: add memory bottom-up
+        for e in reversed(order):  # children were visited after parents: add totals bottom-up
             if e.parent is not None:
                 e.parent.mem_total += e.mem_total
+                e.parent.device_total_ns += e.device_total_ns
         for e in evs:
             e.self_ns = max(e.self_ns, 0)
         self._analyzed = len(evs)
