@@ -71,7 +71,7 @@ def ufunc_at(xp, name: str, target, index, values) -> None:
     On cupy only ``add.at`` runs on the device: cupy 14 has no ``multiply.at``, and its float64
     ``maximum.at``/``minimum.at`` disagreed with numpy on an H200 (bench/README.md). Those
     round-trip through the host, correct but slow (scatter_reduce's prod/amax/amin only)."""
-    if xp is np or name == "add":
+    if name == "add" or not hasattr(xp, "cuda"):       # numpy, meta: their own .at
         getattr(xp, name).at(target, index, values)
         return
     t = asnumpy(xp, target)
@@ -126,12 +126,12 @@ class SimArray(NDArrayOperatorsMixin):
                                                               for k, v in kwargs.items()})
         if out is not None:
             return out[0] if len(out) == 1 else out
-        return _sim(res)
+        return self._wrap(res)
 
     def __array_function__(self, func, types_, args, kwargs):
         _refuse_host(args, func.__name__)
         _refuse_host(tuple(kwargs.values()), func.__name__)
-        return _sim(func(*_plain_tree(args), **{k: _plain_tree(v) for k, v in kwargs.items()}))
+        return self._wrap(func(*_plain_tree(args), **{k: _plain_tree(v) for k, v in kwargs.items()}))
 
     def __getattr__(self, name):
         if name.startswith("__"):  # no __array_interface__ / __array_struct__: numpy must not read us
@@ -140,9 +140,9 @@ class SimArray(NDArrayOperatorsMixin):
         if callable(attr):
             def method(*args, **kwargs):
                 _refuse_host(args, name)
-                return _sim(attr(*_plain_tree(args), **{k: _plain_tree(v) for k, v in kwargs.items()}))
+                return self._wrap(attr(*_plain_tree(args), **{k: _plain_tree(v) for k, v in kwargs.items()}))
             return method
-        return _sim(attr)
+        return self._wrap(attr)
 
     def get(self) -> np.ndarray:
         """Like ``cupy.ndarray.get``: a host copy."""
@@ -165,7 +165,7 @@ class SimArray(NDArrayOperatorsMixin):
 
     def __getitem__(self, key):
         _refuse_host(key if isinstance(key, tuple) else (key,), "__getitem__")
-        return _sim(self._a[_plain_tree(key)])
+        return self._wrap(self._a[_plain_tree(key)])
 
     def __setitem__(self, key, value):
         _refuse_host((key if isinstance(key, tuple) else (key,)) + (value,), "__setitem__")
@@ -175,7 +175,7 @@ class SimArray(NDArrayOperatorsMixin):
         return len(self._a)
 
     def __iter__(self):
-        return (_sim(x) for x in self._a)
+        return (self._wrap(x) for x in self._a)
 
     def __bool__(self):
         return bool(self._a)
@@ -191,6 +191,15 @@ class SimArray(NDArrayOperatorsMixin):
 
     def __repr__(self):
         return f"SimArray({self._a!r})"
+
+    @classmethod
+    def _wrap(cls, res):
+        """numpy results (also inside tuples and lists) as arrays of this class."""
+        if isinstance(res, np.ndarray):
+            return cls(res)
+        if isinstance(res, (tuple, list)):
+            return type(res)(cls._wrap(r) for r in res)
+        return res
 
 
 def _refuse_host(args, what):
@@ -217,16 +226,6 @@ def _plain_tree(a):
     return a
 
 
-def _sim(res):
-    if isinstance(res, np.ndarray):
-        return SimArray(res)
-    if isinstance(res, tuple):
-        return tuple(_sim(r) for r in res)
-    if isinstance(res, list):
-        return [_sim(r) for r in res]
-    return res
-
-
 class _SimDevice:
     def __init__(self, index=0):
         self.id = index
@@ -247,12 +246,12 @@ _CUPY_AT = {"add", "maximum", "minimum"}   # the ufuncs whose .at cupy 14 implem
 class _SimUfunc:
     """A numpy ufunc that, like cupy's, takes device arrays and refuses host ones."""
 
-    def __init__(self, uf):
-        self._uf = uf
+    def __init__(self, uf, array=SimArray):
+        self._uf, self._array = uf, array
         self.__name__ = uf.__name__
 
     def __call__(self, *args, **kwargs):
-        return _sim_call(self._uf, self.__name__, args, kwargs)
+        return _sim_call(self._uf, self.__name__, args, kwargs, self._array)
 
     def __getattr__(self, name):  # at, reduce, outer
         if name == "accumulate" or (name == "at" and self.__name__ not in _CUPY_AT):
@@ -265,17 +264,17 @@ class _SimUfunc:
                 args = (_plain(a), _plain_tree(indices)) + (() if b is None else (_plain(b),))
                 meth(*args)
             return at
-        return lambda *args, **kwargs: _sim_call(meth, f"{self.__name__}.{name}", args, kwargs)
+        return lambda *args, **kwargs: _sim_call(meth, f"{self.__name__}.{name}", args, kwargs, self._array)
 
 
-def _sim_call(fn, name, args, kwargs):
+def _sim_call(fn, name, args, kwargs, array=SimArray):
     out = kwargs.get("out")
     _refuse_host(args, name)
     _refuse_host(tuple(kwargs.values()), name)
     res = fn(*_plain_tree(args), **{k: _plain_tree(v) for k, v in kwargs.items()})
     if out is not None and not isinstance(out, tuple):
         return out
-    return _sim(res)
+    return array._wrap(res)
 
 
 class _SimNamespace(types.ModuleType):
@@ -284,21 +283,22 @@ class _SimNamespace(types.ModuleType):
     Named ``numpy`` so that code choosing scipy.special vs cupyx.scipy.special by name gets scipy.
     """
 
-    def __init__(self, mod=np, name="numpy"):
+    def __init__(self, mod=np, name="numpy", array=SimArray):
         super().__init__(name)
-        self._mod = mod
+        self._mod, self._array = mod, array
         if mod is np:
-            self.cuda = types.SimpleNamespace(Device=_SimDevice, is_available=lambda: True)
-            self.ndarray = SimArray
+            self.ndarray = array
+            if array is SimArray:
+                self.cuda = types.SimpleNamespace(Device=_SimDevice, is_available=lambda: True)
 
     def __getattr__(self, name):
         attr = getattr(self._mod, name)
         if isinstance(attr, types.ModuleType):
-            return _SimNamespace(attr, attr.__name__)
+            return _SimNamespace(attr, attr.__name__, self._array)
         if isinstance(attr, np.ufunc):
-            return _SimUfunc(attr)
+            return _SimUfunc(attr, self._array)
         if callable(attr) and not isinstance(attr, type):
-            return lambda *args, **kwargs: _sim_call(attr, name, args, kwargs)
+            return lambda *args, **kwargs: _sim_call(attr, name, args, kwargs, self._array)
         return attr
 
     def asarray(self, a, dtype=None):

@@ -54,7 +54,17 @@ def _body(arr: np.ndarray, indent: int) -> str:
                            max_line_width=80)
 
 
+def _grad_extras(t) -> list:
+    if t.grad_fn is not None:
+        return [f"grad_fn=<{t.grad_fn.name()}>"]
+    return ["requires_grad=True"] if t.requires_grad else []
+
+
 def tensor_repr(t) -> str:
+    if t.device.type == "meta":      # no values: PyTorch's placeholder
+        extras = ["device='meta'", f"size={tuple(t.shape)}"] + \
+            ([f"dtype={t.dtype!r}"] if t.dtype not in _NO_SUFFIX else []) + _grad_extras(t)
+        return "tensor(..., " + ", ".join(extras) + ")"
     arr = t.detach().__array__()
     prefix = "tensor("
     if arr.ndim == 0:
@@ -68,8 +78,5 @@ def tensor_repr(t) -> str:
         extras.append(f"dtype={t.dtype!r}")
     if t.device.type != "cpu":
         extras.append(f"device='{t.device}'")
-    if t.grad_fn is not None:
-        extras.append(f"grad_fn=<{t.grad_fn.name()}>")
-    elif t.requires_grad:
-        extras.append("requires_grad=True")
+    extras += _grad_extras(t)
     return prefix + body + "".join(", " + e for e in extras) + ")"

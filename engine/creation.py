@@ -216,19 +216,24 @@ def _random_hook(name: str, generator) -> None:
                 hook(name, generator)
 
 
-def _random(arr, dtype, device, requires_grad):
-    dt = dtype or get_default_dtype()
-    return _finish(_place(np.asarray(arr).astype(dt.np, copy=False), _dev(device)), requires_grad)
+def _random(draw, shape, dtype, device, requires_grad):
+    """``draw()`` (host numbers of ``shape``) on ``device``; meta tensors draw nothing, as PyTorch's."""
+    dt, dev = dtype or get_default_dtype(), _dev(device)
+    if dev.type == "meta":
+        return _finish(Tensor._wrap(dev.xp.empty(tuple(shape), dt.np), False, None, 0, [0], dev), requires_grad)
+    return _finish(_place(np.asarray(draw()).astype(dt.np, copy=False), dev), requires_grad)
 
 
 def rand(*size, generator=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     _random_hook("rand", generator)
-    return _random(rng(generator).random(_size(size)), dtype, device, requires_grad)
+    shape = _size(size)
+    return _random(lambda: rng(generator).random(shape), shape, dtype, device, requires_grad)
 
 
 def randn(*size, generator=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     _random_hook("randn", generator)
-    return _random(rng(generator).standard_normal(_size(size)), dtype, device, requires_grad)
+    shape = _size(size)
+    return _random(lambda: rng(generator).standard_normal(shape), shape, dtype, device, requires_grad)
 
 
 def randint(low, high=None, size=None, *, generator=None, dtype=None, device=None,
@@ -240,40 +245,48 @@ def randint(low, high=None, size=None, *, generator=None, dtype=None, device=Non
     if low >= high:
         raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={low} >= to={high}")
     _random_hook("randint", generator)
-    arr = rng(generator).integers(low, high, _size((size,) if isinstance(size, int) else tuple(size)))
-    return _random(arr, dtype or _dtype.int64, device, requires_grad)
+    shape = _size((size,) if isinstance(size, int) else tuple(size))
+    return _random(lambda: rng(generator).integers(low, high, shape), shape, dtype or _dtype.int64, device,
+                   requires_grad)
 
 
 def randperm(n: int, *, generator=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     _random_hook("randperm", generator)
-    return _random(rng(generator).permutation(int(n)), dtype or _dtype.int64, device, requires_grad)
+    return _random(lambda: rng(generator).permutation(int(n)), (int(n),), dtype or _dtype.int64, device,
+                   requires_grad)
 
 
 def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, device=None,
            requires_grad: bool = False) -> Tensor:
     """Samples of N(mean, std); mean and std may be tensors (broadcast) or numbers."""
-    m = mean.detach().__array__() if isinstance(mean, Tensor) else mean
-    s = std.detach().__array__() if isinstance(std, Tensor) else std
     if size is None:
-        size = np.broadcast_shapes(np.shape(m), np.shape(s))
-    if np.any(np.asarray(s) < 0):
-        raise RuntimeError(f"normal expects all elements of std >= 0.0")
+        size = np.broadcast_shapes(tuple(np.shape(mean)), tuple(np.shape(std)))
     ref = mean if isinstance(mean, Tensor) else std if isinstance(std, Tensor) else None
     if dtype is None and ref is not None:
         dtype = ref.dtype
     if device is None and ref is not None:
         device = ref.device
     _random_hook("normal", generator)
-    return _random(rng(generator).normal(m, s, _size(tuple(size))), dtype, device, requires_grad)
+    shape = _size(tuple(size))
+
+    def draw():
+        m = mean.detach().__array__() if isinstance(mean, Tensor) else mean
+        s = std.detach().__array__() if isinstance(std, Tensor) else std
+        if np.any(np.asarray(s) < 0):
+            raise RuntimeError("normal expects all elements of std >= 0.0")
+        return rng(generator).normal(m, s, shape)
+    return _random(draw, shape, dtype, device, requires_grad)
 
 
 def bernoulli(input, p=None, *, generator=None) -> Tensor:
     _random_hook("bernoulli (dropout)", generator)
-    probs = input.detach().__array__() if p is None else np.full(input.shape, p)
-    if np.any((probs < 0) | (probs > 1)):
-        raise RuntimeError("bernoulli: all elements of input must be in [0, 1]")
-    arr = rng(generator).random(probs.shape) < probs
-    return _random(arr, input.dtype, input.device, False)
+
+    def draw():
+        probs = input.detach().__array__() if p is None else np.full(input.shape, p)
+        if np.any((probs < 0) | (probs > 1)):
+            raise RuntimeError("bernoulli: all elements of input must be in [0, 1]")
+        return rng(generator).random(probs.shape) < probs
+    return _random(draw, tuple(input.shape), input.dtype, input.device, False)
 
 
 def rand_like(input, *, dtype=None, device=None, requires_grad: bool = False, generator=None) -> Tensor:

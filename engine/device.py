@@ -1,4 +1,4 @@
-"""Devices and their array namespaces: numpy for cpu, cupy for cuda.
+"""Devices and their array namespaces: numpy for cpu, cupy for cuda, shapes only for meta.
 
 Op forwards receive ``xp`` and never import numpy or cupy themselves; everything a
 backend does differently lives on its ``Device`` object.
@@ -8,6 +8,11 @@ from __future__ import annotations
 import numpy as np
 
 __all__ = ["device", "cuda_available", "cuda_unavailable_reason", "require_cuda"]
+
+
+def _meta_xp():
+    from ._meta import META_XP
+    return META_XP
 
 
 class device:
@@ -24,17 +29,17 @@ class device:
         kind, _, idx = spec.partition(":")
         if idx:
             index = int(idx)
-        if kind not in ("cpu", "cuda"):
-            raise RuntimeError(f"Expected one of cpu, cuda device type at start of device string: {spec}")
+        if kind not in ("cpu", "cuda", "meta"):
+            raise RuntimeError(f"Expected one of cpu, cuda, meta device type at start of device string: {spec}")
         if kind == "cuda" and index is None:
             index = 0
-        if kind == "cpu":
+        if kind != "cuda":
             index = None
         key = (kind, index)
         dev = cls._interned.get(key)
         if dev is None:
             dev = object.__new__(cls)
-            dev.type, dev.index, dev._xp = kind, index, (np if kind == "cpu" else None)
+            dev.type, dev.index, dev._xp = kind, index, (np if kind == "cpu" else _meta_xp() if kind == "meta" else None)
             dev._name = kind if index is None else f"{kind}:{index}"
             cls._interned[key] = dev
         return dev
@@ -121,10 +126,13 @@ def _load_cupy(dev: device):
 
 
 CPU = device("cpu")
+META = device("meta")
 
 
 def of_array(arr) -> device:
     """The device an array lives on."""
     if isinstance(arr, np.ndarray) or np.isscalar(arr):
         return CPU
+    if type(arr).__name__ == "MetaArray":
+        return META
     return device("cuda", int(arr.device.id))  # cupy (and the simulated device's) arrays

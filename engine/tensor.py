@@ -90,6 +90,10 @@ class Tensor:
         return self._device.type == "cuda"
 
     @property
+    def is_meta(self) -> bool:
+        return self._device.type == "meta"
+
+    @property
     def ndim(self) -> int:
         return self._data.ndim
 

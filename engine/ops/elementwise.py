@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 
 from .. import _backend
+from .._meta import has_data
 from ..creation import zeros_like
 from ..dispatch import apply, apply_
 from .compare import isfinite, keep_where, torch_name, where, zero_where
@@ -195,7 +196,7 @@ def _bool_sub_error() -> RuntimeError:
 
 def _check_divisor(xp, b) -> None:
     """Integer division by zero is an error in PyTorch (numpy would return 0)."""
-    if (b == 0) if type(b) is int else not xp.all(b):
+    if (b == 0) if type(b) is int else has_data(xp) and not xp.all(b):
         raise RuntimeError("ZeroDivisionError: integer division or modulo by zero")
 
 

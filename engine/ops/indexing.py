@@ -12,6 +12,7 @@ from __future__ import annotations
 import numbers
 
 from .. import _backend, _dtype
+from .._meta import has_data
 from ..autograd.grad_mode import STATE as GRAD
 from ..creation import full, tensor as _tensor, zeros
 from ..dispatch import STATE, apply, apply_
@@ -74,6 +75,8 @@ def _index_put_vjp(g, out, x, v, *idx, basic, template, accumulate):
         gx = g if accumulate else apply(_index_put, g, 0, *idx, basic=basic, template=template,
                                         accumulate=False)
     if isinstance(v, Tensor) and v.requires_grad:
+        if not has_data(g._device.xp):      # meta: a mask's selection has no known size, v's shape is known
+            return gx, zeros(v._data.shape, dtype=v.dtype, device=g.device), *(None,) * len(idx)
         gv = _read(g, idx, basic, template)
         if gv.ndim < v.ndim:
             gv = gv.reshape((1,) * (v.ndim - gv.ndim) + gv._data.shape)
@@ -537,7 +540,7 @@ def _masked_fill_vjp(g, out, x, mask, value):
     gx = sum_to(apply(_masked_fill, g, mask, 0), x._data.shape) if x.requires_grad else None
     gv = None
     if isinstance(value, Tensor) and value.requires_grad:
-        gv = masked_select(g, mask).sum()
+        gv = apply(_masked_fill, g, ~mask, 0).sum()
         gv = gv if gv._data.dtype == value._data.dtype else gv.to(value.dtype)
     return gx, None, gv
 
@@ -601,7 +604,9 @@ def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
     if num_classes == -1:
         if not data.size:
             raise RuntimeError("Can not infer total number of classes from empty tensor.")
-        num_classes = int(data.max()) + 1
+        num_classes = int(tensor.max()) + 1      # meta: item()'s error, as PyTorch
+    if not has_data(tensor._device.xp):
+        return apply(_one_hot, tensor, n=num_classes)
     if data.size and int(data.min()) < 0:
         raise RuntimeError("Class values must be non-negative.")
     if data.size and int(data.max()) >= num_classes:

@@ -97,12 +97,11 @@ def _mode_index_fwd(xp, x, *, dim):
     order = xp.argsort(x, axis=dim, kind="stable")
     s = xp.moveaxis(xp.take_along_axis(x, order, dim), dim, -1)
     new_run = xp.concatenate([xp.ones(s.shape[:-1] + (1,), bool), s[..., 1:] != s[..., :-1]], -1).ravel()
-    # each row starts a run, so runs never cross rows: number them over the flat array (cumsum),
-    # and each element's run length so far is its distance from its run's start (cupy has no
-    # maximum.accumulate for the running start)
-    pos = xp.arange(new_run.size)
-    starts = xp.flatnonzero(new_run)
-    run_len = (pos - starts[xp.cumsum(new_run) - 1] + 1).reshape(s.shape)
+    # each row starts a run, so runs never cross rows: number them over the flat array (cumsum,
+    # non-decreasing); an element's run starts at the first element of its number (searchsorted),
+    # and its run length so far is its distance from there (cupy has no maximum.accumulate)
+    run = xp.cumsum(new_run)
+    run_len = (xp.arange(run.size) - xp.searchsorted(run, run, side="left") + 1).reshape(s.shape)
     # run lengths grow along each run, so the first maximum closes the smallest most frequent value
     best = xp.moveaxis(xp.argmax(run_len, -1, keepdims=True), -1, dim)
     return xp.take_along_axis(order, best, dim)

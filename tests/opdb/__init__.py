@@ -7,7 +7,7 @@ import pkgutil
 from .core import OpInfo
 
 OP_DB: list[OpInfo] = []
-for _mod in sorted(m.name for m in pkgutil.iter_modules(__path__) if m.name != "core"):
+for _mod in sorted(m.name for m in pkgutil.iter_modules(__path__) if m.name not in ("core", "ondevice")):
     OP_DB.extend(importlib.import_module(f"{__name__}.{_mod}").OPS)
 
 _names = [op.name for op in OP_DB]

@@ -23,6 +23,7 @@ class Sample:
     kwargs: dict = field(default_factory=dict)
     noncontig: bool = False      # pass array arguments as transposed (non-contiguous) views
     name: str = ""
+    meta_error: type | None = None   # on the meta device: the error PyTorch raises (values needed)
 
 
 @dataclass
@@ -48,6 +49,7 @@ class OpInfo:
     grad_atol: float = 1e-4
     compare_values: bool = True   # False for random ops: check shapes/dtypes only
     differentiable_args: tuple | None = None  # indices of array args that get requires_grad
+    meta_error: type | None = None   # every sample's error on the meta device (output shape needs values)
 
 
 _rng = np.random.default_rng(0)

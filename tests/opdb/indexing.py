@@ -47,7 +47,8 @@ GETITEM = [  # (name, input shape, key builder, index arrays)
 
 
 def _getitem_samples():
-    out = [Sample((arr(*shape), *idx), {"key": key}, name=name) for name, shape, key, idx in GETITEM]
+    out = [Sample((arr(*shape), *idx), {"key": key}, name=name, meta_error=NotImplementedError if any(getattr(i, "dtype", None) == bool for i in idx) else None)
+           for name, shape, key, idx in GETITEM]
     return out + [Sample((arr(4, 3),), {"key": lambda: (slice(1, None), 0)}, noncontig=True, name="noncontig"),
                   Sample((arr(),), {"key": lambda: (None, Ellipsis)}, name="0d"),
                   Sample((arr(0, 3),), {"key": lambda: (slice(None), 1)}, name="empty")]
@@ -120,7 +121,7 @@ OPS = [
                         ErrorInput(Sample((arr(3), mask(3), arr(1))), RuntimeError, "0-dimensional value tensor")]),
     OpInfo("masked_select", lambda m, a, k: a.masked_select(k), lambda: [
         Sample((arr(3, 4), mask(3, 4))), Sample((arr(3, 4), mask(4)), name="bcast"), Sample((arr(4), mask(2, 4)), name="bcast_self")],
-        errors=lambda: [ErrorInput(Sample((arr(3), arr(3))), RuntimeError, "BoolTensor")]),
+        errors=lambda: [ErrorInput(Sample((arr(3), arr(3))), RuntimeError, "BoolTensor")], meta_error=NotImplementedError),
     OpInfo("take", lambda m, a, i: m.take(a, i), lambda: [
         Sample((arr(3, 4), ints(0, 11, 5, 5).reshape(2, 2))), Sample((arr(4, 3), ints(-1, 2)), noncontig=True, name="noncontig")],
         errors=lambda: [ErrorInput(Sample((arr(2, 3), ints(6))), IndexError, "")]),
@@ -129,11 +130,14 @@ OPS = [
         Sample((arr(3, 4), ints(11, 0)), name="flat")],
         errors=lambda: [ErrorInput(Sample((arr(3, 4), ints(0), 1)), RuntimeError, "same number of dimensions")]),
     OpInfo("nonzero", lambda m, a: m.nonzero(a), lambda: [
-        Sample((ints(0, 1, 2, 0).reshape(2, 2),)), Sample((np.array(3),), name="0d"), Sample((ints(),), name="empty")], grad=False),
+        Sample((ints(0, 1, 2, 0).reshape(2, 2),)), Sample((np.array(3),), name="0d"), Sample((ints(),), name="empty")], grad=False,
+        meta_error=NotImplementedError),
     OpInfo("nonzero_tuple", lambda m, a: a.nonzero(as_tuple=True), lambda: [
-        Sample((ints(0, 1, 2, 0).reshape(2, 2),)), Sample((np.array(3),), name="0d")], grad=False),
-    OpInfo("argwhere", lambda m, a: m.argwhere(a), lambda: [Sample((mask(3, 4),))], grad=False),
-    OpInfo("one_hot", _one_hot, lambda: [Sample((ints(0, 3, 1),)), Sample((ints(0, 1).reshape(2, 1), 4), name="classes")],
+        Sample((ints(0, 1, 2, 0).reshape(2, 2),)), Sample((np.array(3),), name="0d")], grad=False,
+        meta_error=NotImplementedError),
+    OpInfo("argwhere", lambda m, a: m.argwhere(a), lambda: [Sample((mask(3, 4),))], grad=False,
+           meta_error=NotImplementedError),
+    OpInfo("one_hot", _one_hot, lambda: [Sample((ints(0, 3, 1),), meta_error=RuntimeError), Sample((ints(0, 1).reshape(2, 1), 4), name="classes")],
            grad=False, errors=lambda: [ErrorInput(Sample((ints(0, 3), 3)), RuntimeError, "smaller than num_classes"),
                                        ErrorInput(Sample((ints(0, -1),)), RuntimeError, "non-negative")]),
 ]

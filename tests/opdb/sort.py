@@ -66,7 +66,7 @@ OPS = [
                     Sample((INTS,), {"return_counts": True, "return_inverse": True}, name="inverse_counts"),
                     Sample((INTS,), {"return_counts": True}, name="counts"),
                     Sample((INTS,), {"dim": 0, "return_inverse": True, "return_counts": True}, name="dim0"),
-                    Sample((TIES,), {"sorted": True}, name="float")], grad=False),
+                    Sample((TIES,), {"sorted": True}, name="float")], grad=False, meta_error=NotImplementedError),
     OpInfo("searchsorted", lambda m, s, v, **kw: m.searchsorted(s, v, **kw),
            lambda: [Sample((np.array([1.0, 2.0, 3.0, 5.0]), np.array([[2.5, 2.0], [0.0, 9.0]])), name="1d_seq"),
                     Sample((np.array([1.0, 2.0, 3.0]), np.array([2.0, 3.0])), {"right": True}, name="right"),
