@@ -41,7 +41,7 @@ __all__ = ["MetaArray", "META_XP", "has_data", "NO_DATA", "DATA_DEPENDENT"]
 
 NO_DATA = "Cannot copy out of meta tensor; no data!"
 DATA_DEPENDENT = frozenset({"nonzero", "flatnonzero", "argwhere", "unique", "unique_values", "unique_counts",
-                            "unique_inverse", "unique_all", "compress", "extract", "bincount"})
+                            "unique_inverse", "unique_all", "compress", "extract"})
 
 
 def _data_dependent(what: str) -> NotImplementedError:

@@ -63,7 +63,7 @@ def _grad_extras(t) -> list:
 def tensor_repr(t) -> str:
     if t.device.type == "meta":      # no values: PyTorch's placeholder
         extras = ["device='meta'", f"size={tuple(t.shape)}"] + \
-            ([f"dtype={t.dtype!r}"] if t.dtype not in _NO_SUFFIX else []) + _grad_extras(t)
+            ([f"dtype={t.dtype!r}"] if t.dtype is not float32 else []) + _grad_extras(t)
         return "tensor(..., " + ", ".join(extras) + ")"
     arr = t.detach().__array__()
     prefix = "tensor("

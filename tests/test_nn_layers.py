@@ -9,6 +9,7 @@ import pytest
 import torch
 
 import tapelab as tl
+from tapelab._backend import simulated_cuda
 
 RNG = np.random.default_rng(0)
 
@@ -311,3 +312,71 @@ def test_device_and_dtype_kwargs():
     assert lin.weight.dtype == tl.float64 and lin.bias.dtype == tl.float64
     conv = tl.nn.Conv2d(1, 1, 2, dtype=tl.float64)
     assert conv(tl.randn(1, 1, 3, 3, dtype=tl.float64)).dtype == tl.float64
+
+
+# ---------------------------------------------------------------- devices (issue 9)
+# Every layer above, and the larger modules below, run on another device against the same module
+# on cpu (not against torch): on meta (everywhere) the output, every gradient and buffer have
+# cpu's shapes and dtypes and the device's placement; on the simulated cuda device (everywhere)
+# and a real GPU (where present) their values match too.
+DEVICE_LAYERS = {name: (build, [arr(*s) for s in shapes]) for name, (build, shapes) in LAYERS.items()}
+DEVICE_LAYERS.update({
+    "batchnorm2d": (lambda nn: nn.BatchNorm2d(3), [arr(4, 3, 5, 5)]),
+    "embedding": (lambda nn: nn.Embedding(10, 4, padding_idx=0), [RNG.integers(0, 10, (3, 5))]),
+    "lstm": (lambda nn: nn.LSTM(4, 6, num_layers=2, batch_first=True), [arr(2, 5, 4)]),
+    "gru_bidirectional": (lambda nn: nn.GRU(4, 3, bidirectional=True), [arr(5, 2, 4)]),
+    "multihead_attention": (lambda nn: nn.MultiheadAttention(8, 2, batch_first=True),
+                            [arr(2, 5, 8), arr(2, 6, 8), arr(2, 6, 8)]),
+    "transformer_encoder_layer": (lambda nn: nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True),
+                                  [arr(2, 5, 8)]),
+    "cross_entropy": (lambda nn: nn.CrossEntropyLoss(label_smoothing=0.1), [arr(6, 4), RNG.integers(0, 4, 6)]),
+    "mse": (lambda nn: nn.MSELoss(), [arr(3, 4), arr(3, 4)]),
+})
+
+ON_DEVICES = [
+    pytest.param("meta", id="meta"),
+    pytest.param("sim", id="cuda_simulated"),
+    pytest.param("cuda", id="cuda", marks=pytest.mark.skipif(
+        not tl.cuda.is_available(), reason=f"needs a CUDA GPU: {tl.cuda.unavailable_reason()}")),
+]
+
+
+def _run_layer(module, inputs, dev):
+    """Output, input gradients, parameter gradients and buffers of one forward/backward on ``dev``."""
+    module = module.to(dev)
+    xs = [tl.tensor(x, device=dev, requires_grad=x.dtype.kind == "f") for x in inputs]
+    out = module(*xs)
+    out = out[0] if isinstance(out, tuple) else out
+    if out.requires_grad:
+        out.backward(tl.ones(out.shape, dtype=out.dtype, device=dev))
+    return ({"output": out} | {f"grad of input {i}": x.grad for i, x in enumerate(xs)}
+            | {f"grad of {n}": p.grad for n, p in module.named_parameters()}
+            | {f"buffer {n}": b for n, b in module.named_buffers()})
+
+
+@pytest.mark.parametrize("device", ON_DEVICES)
+@pytest.mark.parametrize("name", sorted(DEVICE_LAYERS))
+def test_layer_on_device_matches_cpu(name, device):
+    build, inputs = DEVICE_LAYERS[name]
+    cpu_module = build(tl.nn).double()
+    dev_module = build(tl.nn).double()
+    dev_module.load_state_dict(cpu_module.state_dict())
+    want = _run_layer(cpu_module, inputs, "cpu")
+    if device == "sim":
+        with simulated_cuda(0) as dev:
+            got = _run_layer(dev_module, inputs, dev)
+            got = {k: None if v is None else (v.device, v.cpu()) for k, v in got.items()}
+    else:
+        dev = tl.device(device)
+        got = {k: None if v is None else (v.device, v if device == "meta" else v.cpu())
+               for k, v in _run_layer(dev_module, inputs, dev).items()}
+    assert got.keys() == want.keys()
+    for what, w in want.items():
+        if w is None:
+            assert got[what] is None, what
+            continue
+        where, g = got[what]
+        assert where == dev, f"{what} on {where}"
+        assert (tuple(g.shape), g.dtype) == (tuple(w.shape), w.dtype), f"{what}: shape/dtype"
+        if device != "meta":
+            close(g, w, 1e-9, what)

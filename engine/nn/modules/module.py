@@ -12,6 +12,7 @@ from typing import Callable, Iterator
 
 from ...autograd.grad_mode import no_grad
 from ...autograd.graph import Node, _seq
+from ...creation import empty
 from ...dispatch import STATE, module_scope
 from ...ops.convert import _parse_to_args
 from ...tensor import Tensor
@@ -457,6 +458,11 @@ class Module:
             out = t.to(dev) if dev is not None else t
             return out.to(dt) if dt is not None and t.is_floating_point() else out
         return self._apply(convert)
+
+    def to_empty(self, *, device) -> "Module":
+        """Parameters and buffers as uninitialised tensors of the same shapes on ``device``: how a
+        model built on ``meta`` gets memory (then ``reset_parameters()`` or ``load_state_dict``)."""
+        return self._apply(lambda t: empty(t.shape, dtype=t.dtype, device=device))
 
     def cpu(self) -> "Module":
         return self._apply(lambda t: t.cpu())
