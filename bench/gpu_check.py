@@ -280,7 +280,28 @@ def time_against_torch(dev, pattern=""):
         ours = _median_step_ms(_timed_step(tapelab, name, dev), tapelab.cuda.synchronize)
         theirs = _median_step_ms(_timed_step(torch, name, "cuda"), torch.cuda.synchronize) if have_torch else None
         rows.append((name, ours, theirs))
+        replay = _median_step_ms(_captured_step(name, dev), tapelab.cuda.synchronize)
+        rows.append((f"  the same, captured: Graph.replay()", replay, theirs))
     return rows
+
+
+def _captured_step(name, dev):
+    """The timed step captured once into a ``tapelab.graphs.Graph`` on ``dev``: returns its replay."""
+    build, shape, classes = MODELS[name]
+    model = build(tapelab, np.random.default_rng(0)).to(dev)
+    x_np, y_np = _data(shape, classes)
+    x, y = tapelab.tensor(x_np).to(dev), tapelab.tensor(y_np).to(dev)
+    opt = tapelab.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+
+    def step():
+        tapelab.nn.functional.cross_entropy(model(x), y).backward()
+        opt.step()
+    step()                                           # warm-up: optimizer state exists before capture
+    opt.zero_grad(set_to_none=True)
+    g = tapelab.graphs.Graph(dev)
+    with tapelab.graphs.graph(g):
+        step()
+    return g.replay
 
 
 # ---------------------------------------------------------------- the tapelab.cuda API
