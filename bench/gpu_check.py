@@ -231,7 +231,8 @@ def check_graph_replay(dev, steps=10, sizes=(64, 128, 128, 10), batch=32):
     kinds = {}
     for b in g.buffers():
         kinds[b["kind"]] = kinds.get(b["kind"], 0) + 1
-    how = "cupy.cuda.Graph launched" if g.stream_captured else "program replayed"
+    how = (f"{len(g._exec.segments) - g.eager_steps} CUDA graphs, {g.eager_steps} cuBLAS steps between them"
+           if g.stream_captured else "program replayed")
     detail = (f"{steps} replays ({how}, {g.last_replay_us:.0f} us host time last), {len(g.nodes())} steps, "
               f"buffers {kinds}, losses {e_losses[0]:.4f} -> {e_losses[-1]:.4f}, max |dw| {worst:.1e}")
     if dev.type == "cuda" and tapelab.cuda.is_available() and not g.stream_captured:

@@ -659,6 +659,8 @@ class _FakeCupy:
         fake = self
         self.current = object()
         self.allocator = None
+        self.capturing = False
+        self.graphs, self.replayed = [], []
 
         class Stream:
             def __init__(self, non_blocking=False):
@@ -676,15 +678,22 @@ class _FakeCupy:
 
             def begin_capture(self):
                 log.append(("begin_capture",))
+                fake.capturing = True
                 fake.allocator(256)                    # a temporary allocated during capture
 
             def end_capture(self):
                 log.append(("end_capture",))
-                return CGraph()
+                fake.capturing = False
+                return CGraph(len(fake.graphs))
 
         class CGraph:
+            def __init__(self, n):
+                self.n = n
+                fake.graphs.append(self)
+
             def launch(self, stream):
                 log.append(("launch", stream is fake.current))
+                fake.replayed.append(f"graph{self.n}")
 
         class Cuda:
             Device = __import__("tapelab._backend", fromlist=["_SimDevice"])._SimDevice
@@ -723,10 +732,10 @@ def test_stream_capture_path_with_a_stand_in_cupy(sim, monkeypatch):
     after the recording, temporaries held until reset, replay launches the graph."""
     from tapelab.graphs import _cuda
     fake = _FakeCupy()
-    monkeypatch.setattr(_cuda, "_cupy", lambda: fake)
+    monkeypatch.setattr(_cuda, "_cupy", lambda dev: fake)
     launched = []
-    monkeypatch.setattr(_cuda.StreamGraph, "launch", lambda self: launched.append(self.graph) or
-                        self.graph.launch(fake.current))
+    monkeypatch.setattr(_cuda.StreamGraph, "launch", lambda self: launched.append(self.segments) or
+                        self.segments[0].launch(fake.current))
     x = T.randn(3, 4).to(sim)
     g = Graph(sim)
     with graph(g):
@@ -749,10 +758,38 @@ def test_stream_capture_path_with_a_stand_in_cupy(sim, monkeypatch):
     del y
 
 
+def test_piecewise_capture_runs_refused_steps_between_graphs(sim):
+    """cupy refuses cuBLAS inside a stream capture: each refusing step splits the capture, runs
+    eagerly between the graphs around it at replay, and its partial capture attempt is dropped."""
+    from tapelab.graphs._cuda import StreamGraph
+    fake = _FakeCupy()
+    ran = []
+
+    def step(name, cublas=False):
+        def run():
+            if cublas and fake.capturing:
+                raise NotImplementedError("calling cuBLAS API during stream capture is currently unsupported")
+            ran.append(name)
+        run.__name__ = name
+        return run
+    steps = [step("a"), step("b"), step("mm1", True), step("c"), step("mm2", True), step("mm3", True), step("d")]
+    sg = StreamGraph(steps, sim, fake)
+    kinds = ["graph" if hasattr(s, "launch") else s.__name__ for s in sg.segments]
+    assert kinds == ["graph", "mm1", "graph", "mm2", "mm3", "graph"] and sg.eager_steps == 3
+    assert [g.n for g in sg.segments if hasattr(g, "launch")] == [1, 3, 5]     # graphs 0, 2, 4 were attempts
+    assert ran == ["a", "b", "a", "b", "c", "c", "d"]                            # recorded, not replayed yet
+    assert len(sg.held) == 3                                                      # only the kept graphs' memory
+    ran.clear()
+    sg.launch()
+    assert fake.replayed == ["graph1", "graph3", "graph5"] and ran == ["mm1", "mm2", "mm3"]
+    with pytest.raises(CaptureError, match="stream capture of the recorded program failed"):
+        StreamGraph([step("a"), lambda: 1 / 0], sim, fake)
+
+
 def test_stream_capture_failure_is_a_clear_error(sim, monkeypatch):
     from tapelab.graphs import _cuda
     fake = _FakeCupy()
-    monkeypatch.setattr(_cuda, "_cupy", lambda: fake)
+    monkeypatch.setattr(_cuda, "_cupy", lambda dev: fake)
 
     class Boom(Exception):
         pass
@@ -770,8 +807,8 @@ def test_stream_capture_failure_is_a_clear_error(sim, monkeypatch):
 
 
 def _wrap_init(init, exc):
-    def wrapped(self, run, device, cp):
+    def wrapped(self, steps, device, cp):
         def failing():
             raise exc("the current stream is capturing")
-        init(self, failing, device, cp)
+        init(self, [failing], device, cp)
     return wrapped

@@ -1,11 +1,13 @@
-"""The cuda half of a Graph: the captured program's replay, stream-captured into a ``cupy.cuda.Graph``.
+"""The cuda half of a Graph: the captured program's replay, stream-captured into ``cupy.cuda.Graph``s.
 
 Everything cupy-specific about capture lives in ``StreamGraph`` (and ``stream_graph``, which
 decides whether to build one). After the dispatcher-level recording (the same on every
-device) has produced the program, its replay function runs once inside
-``stream.begin_capture()``/``end_capture()`` on a non-default stream (capture on the legacy
-default stream raises): the kernels it would launch are recorded, not run, into one
-``cupy.cuda.Graph``, and ``Graph.replay()`` launches that (``graph.launch(stream)``).
+device) has produced the program, its steps run once inside ``stream.begin_capture()``/
+``end_capture()`` on a non-default stream (capture on the legacy default stream raises): the
+kernels they would launch are recorded, not run, and ``Graph.replay()`` launches them
+(``graph.launch(stream)``). cupy (14) refuses cuBLAS calls during a capture, so each matmul
+step splits the capture: graphs for the runs of steps between matmuls, the matmuls run
+eagerly between them (as vLLM's piecewise graphs run attention between graphs).
 
 cupy's memory pool is not capture-aware (cupy#9655): memory freed after capture goes back to
 the pool while the graph's kernels still read and write it. So every allocation made during
@@ -29,29 +31,37 @@ def stream_graph(program, device, cp=None):
     """A ``StreamGraph`` of ``program`` on cuda ``device``, or None where stream capture is unavailable."""
     if program.guards:
         return None                         # a guard reads a value on the host at every replay
-    cp = cp if cp is not None else _cupy()
+    cp = cp if cp is not None else _cupy(device)
     if cp is None:
         return None                         # the simulated device, or no GPU
     if not hasattr(cp.cuda.Stream, "begin_capture") or getattr(cp.cuda.runtime, "is_hip", False):
         return None
-    return StreamGraph(program.run, device, cp)
+    return StreamGraph(program.step_functions(), device, cp)
 
 
-def _cupy():
-    """cupy when a GPU is usable, else None (tests substitute a stand-in here)."""
-    from ..device import cuda_available
-    if not cuda_available():
-        return None
-    import cupy
-    return cupy
+def _cupy(device):
+    """cupy when ``device`` computes with it, else None (tests substitute a stand-in here)."""
+    from .._backend import is_cupy
+    xp = device.xp
+    return xp if is_cupy(xp) else None
+
+
+def _refused(e: Exception) -> bool:
+    """cupy's refusal to call a library (cuBLAS: matmul, einsum) inside a stream capture."""
+    return isinstance(e, NotImplementedError) and "during stream capture is currently unsupported" in str(e)
 
 
 class StreamGraph:
-    """``run`` (the program's replay) captured on a side stream into one ``cupy.cuda.Graph``."""
+    """The program's steps captured on a side stream into ``cupy.cuda.Graph``s.
 
-    def __init__(self, run, device, cp):
+    cupy refuses cuBLAS calls inside a stream capture, so a step that makes one (a matmul)
+    runs eagerly between graphs: the capture is piecewise, one graph for each run of steps
+    between two such calls (``segments``: graphs and eager steps, in program order)."""
+
+    def __init__(self, steps: list, device, cp):
         self._cp = cp
         self.held: list = []                # every allocation made during capture, kept until reset
+        self.segments: list = []            # cupy.cuda.Graph, or a step function run eagerly
         pool = cp.get_default_memory_pool()
 
         def alloc(size):
@@ -63,19 +73,42 @@ class StreamGraph:
             self.stream = cp.cuda.Stream(non_blocking=True)
             # the capture must follow the work already queued (the static inputs' last writes)
             self.stream.wait_event(cp.cuda.get_current_stream().record())
-            failure = None
             with cp.cuda.using_allocator(alloc), self.stream:
-                self.stream.begin_capture()
+                i = 0
+                while i < len(steps):
+                    held = len(self.held)
+                    graph, stop = self._capture(steps, i, len(steps), device)
+                    if stop < len(steps):           # steps[stop] refused: capture up to it, run it eagerly
+                        del self.held[held:]        # (the attempt's graph holds part of steps[stop])
+                        if stop > i:
+                            graph, _ = self._capture(steps, i, stop, device)
+                            self.segments.append(graph)
+                        self.segments.append(steps[stop])
+                        i = stop + 1
+                    else:
+                        self.segments.append(graph)
+                        i = stop
+
+    def _capture(self, steps, start: int, end: int, device):
+        """Capture ``steps[start:end]`` into one graph; returns (graph, index of a refused step or end)."""
+        failure, stop = None, end
+        self.stream.begin_capture()
+        try:
+            for k in range(start, end):
                 try:
-                    run()
-                except Exception as e:  # noqa: BLE001 - re-raised below, after the capture is closed
-                    failure = e
-                finally:
-                    try:
-                        graph = self.stream.end_capture()
-                    except Exception as e:  # noqa: BLE001
-                        failure = failure or e
-                        graph = None
+                    steps[k]()
+                except Exception as e:  # noqa: BLE001 - sorted below, after the capture is closed
+                    if not _refused(e):
+                        raise
+                    stop = k
+                    break
+        except Exception as e:  # noqa: BLE001 - re-raised below, after the capture is closed
+            failure = e
+        finally:
+            try:
+                graph = self.stream.end_capture()
+            except Exception as e:  # noqa: BLE001
+                failure, graph = failure or e, None
         if failure is not None:
             self.held.clear()
             raise CaptureError(
@@ -83,17 +116,27 @@ class StreamGraph:
                 f"{failure}. Something in the captured step synchronizes with the host or cannot run inside "
                 f"a CUDA graph. Capture with Graph(device, stream_capture=False) to replay the recorded "
                 f"program without a CUDA graph") from failure
-        self.graph = graph
+        return graph, stop
 
     @property
     def nbytes(self) -> int:
         """Bytes allocated during the stream capture (temporaries the graph's kernels use)."""
         return sum(int(m.mem.size) if hasattr(m, "mem") else 0 for m in self.held)
 
+    @property
+    def eager_steps(self) -> int:
+        """Steps run between graphs (cuBLAS calls), out of all the program's steps."""
+        return sum(not hasattr(seg, "launch") for seg in self.segments)
+
     def launch(self) -> None:
-        """Replay the captured kernels on the current stream."""
-        self.graph.launch(self._cp.cuda.get_current_stream())
+        """Replay: each graph launched, each eager step run, in order, on the current stream."""
+        stream = self._cp.cuda.get_current_stream()
+        for seg in self.segments:
+            if hasattr(seg, "launch"):
+                seg.launch(stream)
+            else:
+                seg()
 
     def release(self) -> None:
-        self.graph = None
+        self.segments = []
         self.held.clear()

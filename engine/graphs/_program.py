@@ -19,10 +19,10 @@ class Program:
         self.nodes: list[dict] = []       # one entry per step, for views and the capture event
         self.where: list[str] = []
         self.guards: list[tuple] = []
-        lines = []
+        self.step_lines: list[list[str]] = []    # the lines of each step (one per node)
         copyto = None
         for root, snap in mode.reinit.values():
-            lines.append(f"_copyto({self._name(root)}, {self._name(snap)})")
+            self.step_lines.append([f"_copyto({self._name(root)}, {self._name(snap)})"])
             self.nodes.append({"kind": "reinit", "op": "copy", "inputs": [self._name(snap)],
                                "outputs": [self._name(root)], "where": ""})
         for step in mode.steps:
@@ -30,29 +30,38 @@ class Program:
             if kind == "op":
                 _, op, fwd, xp, arrays, params, dsts, r, ufunc, where = step
                 copyto = copyto or xp.copyto
-                lines += self._op(len(self.nodes), op, fwd, xp, arrays, params, dsts, r, ufunc)
+                self.step_lines.append(self._op(len(self.nodes), op, fwd, xp, arrays, params, dsts, r, ufunc))
                 self.nodes.append({"kind": "op", "op": op.name,
                                    "inputs": [self._name(a) if _is_array(a) else repr(a) for a in arrays],
                                    "outputs": [self._name(d) for d in dsts if d is not None], "where": where})
             elif kind == "copy":
                 _, dst, src, why = step
-                lines.append(f"_copyto({self._name(dst)}, {self._name(src)}, casting='unsafe')")
+                self.step_lines.append([f"_copyto({self._name(dst)}, {self._name(src)}, casting='unsafe')"])
                 self.nodes.append({"kind": why, "op": "copy", "inputs": [self._name(src)],
                                    "outputs": [self._name(dst)], "where": ""})
             else:
                 _, arr, value, what, internal, where = step
                 self.guards.append((value, what, internal, where))
-                lines.append(f"_guard({self._name(arr)}, {self._name(value, 'k')}, {len(self.guards) - 1})")
+                self.step_lines.append([f"_guard({self._name(arr)}, {self._name(value, 'k')}, {len(self.guards) - 1})"])
                 self.nodes.append({"kind": "guard", "op": what, "inputs": [self._name(arr)], "outputs": [],
                                    "where": where})
         import numpy as np
         self.ns.update(_copyto=copyto or np.copyto, _guard=self._guard, _shape_error=self._shape_error,
                        _np_shape=np.shape)
+        lines = [ln for step in self.step_lines for ln in step]
         self.source = "def _replay():\n" + "".join(f"    {ln}\n" for ln in lines or ["pass"])
         code = compile(self.source, "<tapelab captured graph>", "exec")
         exec(code, self.ns)
         self.run = self.ns["_replay"]
         self.buffers = {id(b.arr): b.arr for b in mode.bufs.values() if b.kind == "inter"}
+
+    def step_functions(self) -> list:
+        """One function per step (the replay split at every node): for a capture that must run
+        some steps outside a CUDA graph (``_cuda.StreamGraph``)."""
+        source = "".join(f"def _step_{i}():\n" + "".join(f"    {ln}\n" for ln in lines)
+                         for i, lines in enumerate(self.step_lines))
+        exec(compile(source, "<tapelab captured graph steps>", "exec"), self.ns)
+        return [self.ns[f"_step_{i}"] for i in range(len(self.step_lines))]
 
     def _name(self, obj, prefix: str = "b") -> str:
         n = self._names.get(id(obj))

@@ -233,8 +233,13 @@ class Graph:
 
     @property
     def stream_captured(self) -> bool:
-        """True when ``replay()`` launches a ``cupy.cuda.Graph`` (cuda with stream capture)."""
+        """True when ``replay()`` launches ``cupy.cuda.Graph``s (cuda with stream capture)."""
         return self._exec is not None
+
+    @property
+    def eager_steps(self) -> int:
+        """Steps that ``replay()`` runs between CUDA graphs (matmuls: cupy cannot capture cuBLAS)."""
+        return self._exec.eager_steps if self._exec is not None else 0
 
     def buffers(self) -> list[dict]:
         """Every buffer the captured program reads or writes, one entry per memory block.
@@ -275,7 +280,8 @@ class Graph:
     def summary(self) -> dict:
         """What was captured, as plain data: ``device``, ``nodes``, ``static_inputs`` (names),
         ``pool_nbytes``, ``pool_graphs``, ``pool_shared_nbytes``, ``buffers`` (``buffers()``
-        without aliases), ``replays``, ``last_replay_us``, ``total_replay_us``, ``stream_captured``."""
+        without aliases), ``replays``, ``last_replay_us``, ``total_replay_us``, ``stream_captured``,
+        ``eager_steps``."""
         p = self._program
         pool = self._pool if p is not None else None
         return {"device": str(self.device), "nodes": self.nodes(),
@@ -285,7 +291,8 @@ class Graph:
                 "pool_shared_nbytes": pool.nbytes if pool is not None else 0,
                 "buffers": [{k: v for k, v in b.items() if k != "aliases"} for b in self.buffers()],
                 "replays": self.replays, "last_replay_us": self.last_replay_us,
-                "total_replay_us": self.total_replay_us, "stream_captured": self._exec is not None}
+                "total_replay_us": self.total_replay_us, "stream_captured": self._exec is not None,
+                "eager_steps": self.eager_steps}
 
     def __repr__(self) -> str:
         if self._program is None:
