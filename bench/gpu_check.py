@@ -282,7 +282,7 @@ def time_against_torch(dev, pattern=""):
         theirs = _median_step_ms(_timed_step(torch, name, "cuda"), torch.cuda.synchronize) if have_torch else None
         rows.append((name, ours, theirs))
         replay = _median_step_ms(_captured_step(name, dev), tapelab.cuda.synchronize)
-        rows.append((f"  the same, captured: Graph.replay()", replay, theirs))
+        rows.append(("  the same, captured: Graph.replay()", replay, theirs))
     return rows
 
 
