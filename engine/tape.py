@@ -94,7 +94,7 @@ def summarize(t) -> dict | None:
     Computed on the backend array directly: summarising must not dispatch ops (it would
     record itself).
     """
-    if t is None or not hasattr(t, "_data"):
+    if t is None or not hasattr(t, "_data") or t._device.type == "meta":    # meta: no values
         return None
     d = t._data
     xp = t._device.xp

@@ -115,3 +115,22 @@ def test_fx_shape_propagation_with_meta_inputs():
     ShapeProp(gm).propagate(tl.empty(64, 3, 32, 32, device="meta"))
     shapes = {n.name: tuple(n.meta["tensor_meta"].shape) for n in gm.graph.nodes if "tensor_meta" in n.meta}
     assert shapes["conv"] == (64, 8, 32, 32) and shapes["flatten"] == (64, 8192) and shapes["head"] == (64, 10)
+
+
+def test_tape_and_views_show_meta_nodes_without_values():
+    from tapelab.widgets.live import LiveTape
+    from tapelab.widgets.tensor_view import tensor_summary
+    from tapelab.widgets.viewmodel import graph_from_tape
+    model = tl.nn.Linear(4, 3, device="meta")
+    x = tl.empty(2, 4, device="meta", requires_grad=True)
+    with tl.tape(keep_values=True) as tape:
+        model(x).sum().backward()
+    graph = graph_from_tape(tape)
+    ops = [n for n in graph["nodes"] if n["kind"] in ("forward", "backward")]
+    assert ops and all(n["device"] == "meta" and n["value"] is None for n in ops)
+    assert any(n["op"] == "matmul" and n["shape"] == [2, 3] for n in ops)
+    summary = tensor_summary(x)
+    assert (summary["shape"], summary["device"], summary["stats"], summary["hist"]) == ([2, 4], "meta", None, None)
+    with LiveTape() as live:                             # streaming summaries skip values too
+        model(x).sum()
+    assert live.records

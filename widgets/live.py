@@ -96,7 +96,7 @@ def quick_summary(t, limit: int = SAMPLE) -> dict | None:
     full size). A handful of array calls, no copy of a big tensor, no reference kept: cheap
     enough for every op while streaming."""
     d = getattr(t, "_data", None)
-    if d is None:
+    if d is None or t._device.type == "meta":            # meta: no values
         return None
     size = int(d.size)
     if size == 0 or d.dtype.kind not in "biuf":

@@ -23,8 +23,11 @@ def _host(t) -> np.ndarray:
 def tensor_summary(t, name: str = "", bins: int = 30, heat: int = 64) -> dict:
     """A JSON-serialisable summary of a tensor: never the whole tensor (heatmaps are downsampled
     to at most ``heat`` x ``heat`` cells by block means)."""
-    a = _host(t)
     grad = getattr(t, "grad", None)
+    if t.device.type == "meta":                           # shape and dtype only: no values to draw
+        return {"name": name, "shape": list(t.shape), "dtype": t.dtype.name, "device": "meta",
+                "requires_grad": bool(t.requires_grad), "stats": None, "grad": None, "hist": None, "heatmap": None}
+    a = _host(t)
     out = {"name": name, "shape": list(a.shape), "dtype": t.dtype.name if hasattr(t.dtype, "name") else str(t.dtype),
            "device": str(t.device), "requires_grad": bool(getattr(t, "requires_grad", False)),
            "stats": summarize(t), "grad": summarize(grad) if grad is not None else None,
