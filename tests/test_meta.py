@@ -133,4 +133,5 @@ def test_tape_and_views_show_meta_nodes_without_values():
     assert (summary["shape"], summary["device"], summary["stats"], summary["hist"]) == ([2, 4], "meta", None, None)
     with LiveTape() as live:                             # streaming summaries skip values too
         model(x).sum()
-    assert live.records
+    streamed = [n for n in live.graph()["nodes"] if n["kind"] == "forward"]
+    assert len(streamed) == 4 and all(n["device"] == "meta" and n["value"] is None for n in streamed)
