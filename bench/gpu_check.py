@@ -358,6 +358,36 @@ def check_cuda_api():
         assert float(t[0].item()) == 42.0 and back.device == t.device
         return "cupy <-> tapelab share memory"
     probe("DLPack with cupy", dlpack)
+
+    def dlpack_torch():
+        try:
+            import torch
+        except ImportError:
+            return "skipped: torch is not installed"
+        t = tapelab.arange(4.0, device="cuda")
+        tt = torch.from_dlpack(t)
+        tt[1] = 7.0
+        back = tapelab.from_dlpack(torch.arange(3.0, device="cuda"))
+        assert tt.device.type == "cuda" and float(t[1].item()) == 7.0
+        assert back.device == t.device and back.tolist() == [0.0, 1.0, 2.0]
+        return "torch.cuda <-> tapelab share memory"
+    probe("DLPack with PyTorch CUDA", dlpack_torch)
+
+    def dlpack_jax():
+        os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")   # JAX would take 75% of the GPU
+        try:
+            import jax
+            import jax.numpy as jnp
+        except ImportError:
+            return "skipped: jax is not installed"
+        t = tapelab.arange(4.0, device="cuda")
+        j = jnp.from_dlpack(t)
+        assert j.unsafe_buffer_pointer() == t._data.data.ptr, "JAX copied the tensor"
+        gpu = [d for d in jax.devices() if d.platform == "gpu"]
+        back = tapelab.from_dlpack(jax.device_put(jnp.arange(3.0), gpu[0]) if gpu else jnp.arange(3.0))
+        assert back.tolist() == [0.0, 1.0, 2.0]
+        return f"jax -> tapelab on {back.device}, tapelab -> jax zero-copy"
+    probe("DLPack with JAX", dlpack_jax)
     return rows
 
 

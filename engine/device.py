@@ -82,7 +82,7 @@ def _probe_cuda():
     try:
         import cupy
     except ImportError:
-        state = (False, "cupy is not installed (pip install 'tapelab[gpu]', i.e. cupy-cuda12x)")
+        state = (False, "cupy is not installed (pip install 'tapelab[cuda]' for CUDA 12, 'tapelab[cuda13]' for CUDA 13)")
     except Exception as e:  # a broken CUDA install can fail at import with other errors
         state = (False, f"importing cupy failed: {type(e).__name__}: {e}")
     else:
