@@ -135,3 +135,28 @@ def test_tape_and_views_show_meta_nodes_without_values():
         model(x).sum()
     streamed = [n for n in live.graph()["nodes"] if n["kind"] == "forward"]
     assert len(streamed) == 4 and all(n["device"] == "meta" and n["value"] is None for n in streamed)
+
+
+def test_capture_planning_on_meta():
+    """A training step captured on meta: the graph's steps and buffer plan (what a cuda capture of
+    the same step would allocate) without memory or compute."""
+    model = tl.nn.Sequential(tl.nn.Linear(1024, 4096), tl.nn.ReLU(), tl.nn.Linear(4096, 10)).to("meta")
+    opt = tl.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    x, y = tl.empty(256, 1024, device="meta"), tl.empty(256, dtype=tl.int64, device="meta")
+
+    def step():
+        loss = tl.nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+    step()
+    opt.zero_grad(set_to_none=True)
+    g = tl.graphs.Graph("meta")
+    with tl.graphs.graph(g):
+        out = step()
+    summary = g.summary()
+    kinds = {b["kind"] for b in summary["buffers"]}
+    assert {"static_input", "state", "pool", "static_output"} <= kinds
+    assert summary["pool_nbytes"] >= 4 * 256 * 4096                 # at least the hidden activation
+    g.replay()
+    assert out.device == META and tuple(out.shape) == ()
