@@ -192,3 +192,30 @@ def test_no_grad_ops_outside_modules_form_collapsed_runs():
     in_runs = [n for n in g["nodes"] if n["group"] in {gr["id"] for gr in runs}]
     assert in_runs and all(not n["requires_grad"] for n in in_runs if n["kind"] == "forward")
     assert len({gr["signature"] for gr in runs[-2:]}) == 1     # two identical optimizer steps fold
+
+
+def test_live_tape_past_its_cap_only_counts():
+    """Past ``max_nodes`` a LiveTape makes no records (each event is a count), and its counts
+    equal those of an uncapped LiveTape over the same steps."""
+    from tapelab.widgets.live import LiveTape
+    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    x, y = torch.randn(5, 4), torch.tensor([0, 1, 1, 0, 1])
+
+    def steps(live):
+        deltas = []
+        live.sinks.append(deltas.append)
+        with live:
+            for _ in range(30):
+                opt.zero_grad()
+                torch.nn.functional.cross_entropy(model(x), y).backward()
+                opt.step()
+        return deltas
+    capped, full = LiveTape(max_nodes=60), LiveTape(max_nodes=100_000)
+    deltas = steps(capped)
+    steps(full)
+    cm, fm = capped.graph()["meta"], full.graph()["meta"]
+    assert cm["truncated"] and not fm["truncated"] and len(capped.graph()["nodes"]) == 60
+    assert (cm["forward"], cm["backward"]) == (fm["forward"], fm["backward"]) and fm["forward"] > 300
+    assert capped._counting and not capped.nodes                # no records kept past the cap
+    assert deltas[-1]["meta"]["forward"] == fm["forward"]      # the last delta carries the counts

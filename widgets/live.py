@@ -10,6 +10,7 @@ import time
 
 import numpy as np
 
+from tapelab.autograd.engine import running_node
 from tapelab.tape import tape
 
 from .viewmodel import GraphBuilder
@@ -139,6 +140,7 @@ class LiveTape(tape):
         self.builder = GraphBuilder(title=title, max_nodes=max_nodes)
         self.max_nodes = max_nodes
         self._last = 0.0
+        self._counting = False        # past the cap: events are counted, no record is made
         self.sent = 0                 # deltas sent, all sinks counted once
 
     # Summaries are taken in two halves: per op only a small copy of a strided sample is kept
@@ -184,7 +186,14 @@ class LiveTape(tape):
                 else:                                        # a node not sent yet
                     node[attr] = value
 
+    # Past the cap (``builder.truncated``) a record would only be counted and dropped, so none
+    # is made: each event is one count (ops a vjp runs are no nodes, so not counted).
     def _on_op(self, ev) -> None:
+        if self._counting:
+            if running_node() is None:
+                self.builder.count("forward")
+            self._tick()
+            return
         tape._on_op(self, ev)
         rec = self._nodes[-1]
         if self.summaries and ev.tensors and rec.phase == "forward" and self._room():
@@ -192,6 +201,10 @@ class LiveTape(tape):
         self._added(rec)
 
     def _on_step(self, step) -> None:
+        if self._counting:
+            self.builder.count("backward")
+            self._tick()
+            return
         tape._on_step(self, step)
         rec = self._nodes[-1]
         if self.summaries and self._room():
@@ -234,13 +247,18 @@ class LiveTape(tape):
     def _added(self, rec) -> None:
         self._unbuilt.append(rec)
         self._bound += 1 + len(rec.inputs)
-        if len(self._nodes) > 2 * self.max_nodes:
+        if len(self._nodes) > 2 * self.max_nodes or self.builder.truncated:
             self._build()
             if self.builder.truncated:
                 if self._pending:
                     self._resolve()
                 self._nodes.clear()        # past the cap only counts matter
                 self._by_seq.clear()
+                self._counting = True
+        self._tick()
+
+    def _tick(self) -> None:
+        """A delta at most every ``interval`` seconds."""
         now = time.perf_counter()
         if now - self._last >= self.interval:
             self._last = now

@@ -192,12 +192,21 @@ class GraphBuilder:
         self._hashers[gid] = hashlib.blake2b(digest_size=6)
         return gid
 
+    def count(self, kind: str) -> None:
+        """Count a record past the cap, where only counts go on (and no group is made that no
+        node would be in)."""
+        if kind == "forward":
+            self.forward += 1
+        else:
+            self.backward += 1
+        self.total += 1
+        self.truncated = True
+
     def _add_forward(self, rec) -> None:
-        self.forward += 1
-        if self._full():                         # past the cap only counts go on (and no group
-            self.total += 1                      # is made that no node would be in)
-            self.truncated = True
+        if self._full():
+            self.count("forward")
             return
+        self.forward += 1
         if not rec.module and not rec.requires_grad and rec.phase == "forward":
             gid = self._no_grad_run()
         else:
@@ -228,13 +237,12 @@ class GraphBuilder:
             self._producer[rec.output] = nid
 
     def _add_backward(self, rec) -> None:
+        if self._full():
+            self.count("backward")
+            return
         self.backward += 1
         fwd = self._fwd.get(rec.forward_seq) if rec.forward_seq is not None else None
         gid = fwd["group"] if fwd is not None else None
-        if self._full():                         # past the cap only counts go on
-            self.total += 1
-            self.truncated = True
-            return
         leaf = None
         if rec.op == "AccumulateGrad":          # link the sink to its leaf through the node's variable
             node = rec.node
