@@ -10,6 +10,9 @@ time in proportion to the absent data is answered from shapes alone:
 
 - elementwise ufuncs: the broadcast shape, and the dtype numpy gives on 0-d operands;
 - ``matmul`` (the ``@`` of every linear layer and convolution): its shape rule;
+- reductions, scans and sorts along axes (``sum``, ``max``, ``argmax``, ``cumsum``, ``sort``, ...,
+  and ``ufunc.reduce``): run on a small stand-in whose every axis has its own prime length, whose
+  result's axes map back to the input's (``_along_axes``);
 - creation (``empty``, ``zeros``, ``full``, ``asarray`` of host data): no allocation;
 - writes (``out=``, ``copyto``, ``__setitem__``, ``ufunc.at``, ``put_along_axis``): nothing to write;
 - ``as_strided``: a view of the requested shape (its strides would read past the one element).
@@ -103,6 +106,14 @@ class MetaArray(SimArray):
     def tolist(self):
         raise NotImplementedError(NO_DATA)
 
+    def __getattr__(self, name):
+        if name in _ALONG_AXES:
+            def method(*args, **kwargs):
+                res = _along_axes(lambda a, *x, **k: getattr(a, name)(*x, **k), self._a, args, dict(kwargs))
+                return res if res is not None else SimArray.__getattr__(self, name)(*args, **kwargs)
+            return method
+        return SimArray.__getattr__(self, name)
+
     def astype(self, dtype, copy=True, **kwargs):
         return MetaArray(_empty(self._a.shape, dtype))
 
@@ -151,6 +162,30 @@ def _check_fits(src_shape, dst_shape, what: str = "output operand") -> None:
                          f"shape {np.broadcast_shapes(tuple(src_shape), tuple(dst_shape))}")
 
 
+_PRIMES = (2, 3, 5, 7, 11, 13)
+_ALONG_AXES = frozenset({"sum", "mean", "prod", "max", "min", "amax", "amin", "any", "all", "argmax", "argmin",
+                         "std", "var", "cumsum", "cumprod", "nansum", "nanmean", "nanmax", "nanmin", "sort",
+                         "argsort", "count_nonzero", "median", "ptp"})
+
+
+def _along_axes(fn, a: np.ndarray, args, kwargs):
+    """``fn(a, *args, **kwargs)`` for a reduction, scan or sort, from a small stand-in of ``a``:
+    each axis longer than 1 gets a distinct prime length, so each axis of the result (an axis of
+    ``a``, or a kept length 1) maps back to its length in ``a``. None where that cannot apply."""
+    if a.ndim > len(_PRIMES) or any(isinstance(v, SimArray) for v in (*args, *kwargs.values())):
+        return None
+    out = kwargs.pop("out", None)
+    small = fn(np.zeros(tuple(p if n > 1 else n for n, p in zip(a.shape, _PRIMES)), a.dtype), *args, **kwargs)
+    if not isinstance(small, np.ndarray):
+        return small        # a scalar, as numpy's full reductions give (a forward may branch on it)
+    back = {p: n for n, p in zip(a.shape, _PRIMES) if n > 1}
+    res = MetaArray(_empty(tuple(back.get(m, m) for m in small.shape), small.dtype))
+    if out is None:
+        return res
+    _check_fits(res.shape, out.shape)
+    return out
+
+
 def _tiny(a):
     """A 0-d stand-in of ``a``'s dtype (Python numbers stay themselves: they are weakly typed)."""
     return np.zeros((), _plain(a).dtype) if isinstance(a, (SimArray, np.ndarray)) else a
@@ -176,6 +211,10 @@ def _ufunc(uf, method: str, inputs, kwargs):
     out = (out,) if out is not None and not isinstance(out, tuple) else out
     if method == "at":
         return None
+    if method in ("reduce", "accumulate") and len(inputs) == 1 and isinstance(inputs[0], MetaArray):
+        res = _along_axes(getattr(uf, method), inputs[0]._a, (), dict(kwargs, **({"out": out} if out else {})))
+        if res is not None:
+            return res
     if method == "__call__" and uf is np.matmul:
         res = _matmul(*inputs, dtype=kwargs.get("dtype"))
     elif method == "__call__" and uf.signature is None:
@@ -230,7 +269,13 @@ class _MetaNamespace(_SimNamespace):
         attr = getattr(np, name)
         if isinstance(attr, np.ufunc):
             return _MetaUfunc(attr)
-        return super().__getattr__(name)
+        generic = super().__getattr__(name)
+        if name in _ALONG_AXES:
+            def along(a, *args, **kwargs):
+                res = _along_axes(attr, a._a, args, dict(kwargs)) if isinstance(a, MetaArray) else None
+                return res if res is not None else generic(a, *args, **kwargs)
+            return along
+        return generic
 
     def empty(self, shape, dtype=float, **kwargs):
         return MetaArray(_empty(np.atleast_1d(shape) if np.ndim(shape) else (shape,), dtype))
