@@ -139,13 +139,18 @@ def _data(shape, classes, seed=0):
     return x, rng.integers(0, classes, n).astype(np.int64)
 
 
-def train(m, name, device, steps=5):
-    """Losses of ``steps`` SGD-momentum steps and the final weights (as numpy)."""
+def _setup(m, name, device):
+    """Model ``name`` (seeded weights), its data and an SGD-momentum optimizer, in library ``m`` on ``device``."""
     build, shape, classes = MODELS[name]
     model = build(m, np.random.default_rng(0)).to(device)
     x_np, y_np = _data(shape, classes)
     x, y = m.tensor(x_np).to(device), m.tensor(y_np).to(device)
-    opt = m.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    return model, x, y, m.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+
+
+def train(m, name, device, steps=5):
+    """Losses of ``steps`` SGD-momentum steps and the final weights (as numpy)."""
+    model, x, y, opt = _setup(m, name, device)
     losses = []
     for _ in range(steps):
         opt.zero_grad()
@@ -255,11 +260,7 @@ def _median_step_ms(step, sync, warmup=3, reps=20):
 
 
 def _timed_step(m, name, device):
-    build, shape, classes = MODELS[name]
-    model = build(m, np.random.default_rng(0)).to(device)
-    x_np, y_np = _data(shape, classes)
-    x, y = m.tensor(x_np).to(device), m.tensor(y_np).to(device)
-    opt = m.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    model, x, y, opt = _setup(m, name, device)
 
     def step():
         opt.zero_grad()
@@ -288,11 +289,7 @@ def time_against_torch(dev, pattern=""):
 
 def _captured_step(name, dev):
     """The timed step captured once into a ``tapelab.graphs.Graph`` on ``dev``: returns its replay."""
-    build, shape, classes = MODELS[name]
-    model = build(tapelab, np.random.default_rng(0)).to(dev)
-    x_np, y_np = _data(shape, classes)
-    x, y = tapelab.tensor(x_np).to(dev), tapelab.tensor(y_np).to(dev)
-    opt = tapelab.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    model, x, y, opt = _setup(tapelab, name, dev)
 
     def step():
         tapelab.nn.functional.cross_entropy(model(x), y).backward()

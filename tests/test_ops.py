@@ -18,48 +18,9 @@ import torch
 
 import tapelab
 from opdb import OP_DB
-from opdb.core import Sample
+from opdb.core import build as _build, leaves as _leaves
 from opdb.ondevice import OnDevice, run_case
 from tapelab._backend import simulated_cuda
-
-DT = {"float32": (tapelab.float32, torch.float32, np.float32),
-      "float64": (tapelab.float64, torch.float64, np.float64)}
-
-
-def _convert(m, value, dtype_name, requires_grad, noncontig):
-    """numpy array -> tensor of library m (float arrays cast to the dtype under test)."""
-    if isinstance(value, np.ndarray):
-        a = value.astype(DT[dtype_name][2]) if value.dtype.kind == "f" else value
-        if noncontig and a.ndim >= 2:
-            t = m.tensor(np.ascontiguousarray(a.swapaxes(-1, -2))).transpose(-1, -2)
-        else:
-            t = m.tensor(a)
-        if requires_grad and a.dtype.kind == "f":
-            t = t.detach().requires_grad_(True) if not noncontig else t.requires_grad_(True) if t.is_leaf else t
-        return t
-    if isinstance(value, (list, tuple)) and value and all(isinstance(v, np.ndarray) for v in value):
-        return type(value)(_convert(m, v, dtype_name, requires_grad, noncontig) for v in value)
-    return value
-
-
-def _leaves(args):
-    out = []
-    for a in args:
-        if isinstance(a, (list, tuple)):
-            out.extend(_leaves(a))
-        elif hasattr(a, "requires_grad") and a.requires_grad:
-            out.append(a)
-    return out
-
-
-def _build(m, op, sample: Sample, dtype_name, requires_grad):
-    args = []
-    for i, v in enumerate(sample.args):
-        rg = requires_grad and (op.differentiable_args is None or i in op.differentiable_args)
-        args.append(_convert(m, v, dtype_name, rg, sample.noncontig))
-    kwargs = {k: _convert(m, v, dtype_name, False, False) for k, v in sample.kwargs.items()}
-    return args, kwargs
-
 
 def _np(t):
     if isinstance(t, torch.Tensor):

@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-__all__ = ["OpInfo", "Sample", "ErrorInput", "rng", "arr", "pos", "unit"]
+__all__ = ["OpInfo", "Sample", "ErrorInput", "rng", "arr", "pos", "unit", "build", "leaves"]
 
 
 @dataclass
@@ -72,3 +72,45 @@ def pos(*shape, low=0.5, high=2.0) -> np.ndarray:
 def unit(*shape) -> np.ndarray:
     """Values in (-0.9, 0.9), for asin, acos, atanh."""
     return _rng.uniform(-0.9, 0.9, size=shape)
+
+
+# ---------------------------------------------------------------- samples -> tensors of a library
+_FLOAT = {"float32": np.float32, "float64": np.float64}
+
+
+def _convert(m, value, dtype_name, requires_grad, noncontig):
+    """numpy array -> tensor of library ``m`` (float arrays cast to the dtype under test)."""
+    if isinstance(value, np.ndarray):
+        a = value.astype(_FLOAT[dtype_name]) if value.dtype.kind == "f" else value
+        if noncontig and a.ndim >= 2:
+            t = m.tensor(np.ascontiguousarray(a.swapaxes(-1, -2))).transpose(-1, -2)
+        else:
+            t = m.tensor(a)
+        if requires_grad and a.dtype.kind == "f":
+            t = t.detach().requires_grad_(True) if not noncontig else t.requires_grad_(True) if t.is_leaf else t
+        return t
+    if isinstance(value, (list, tuple)) and value and all(isinstance(v, np.ndarray) for v in value):
+        return type(value)(_convert(m, v, dtype_name, requires_grad, noncontig) for v in value)
+    return value
+
+
+def build(m, op: OpInfo, sample: Sample, dtype_name: str, requires_grad: bool):
+    """``sample``'s arguments as tensors of ``m`` (tapelab, torch, or a device wrapper of either);
+    the op's differentiable float arguments require grad when ``requires_grad``."""
+    args = []
+    for i, v in enumerate(sample.args):
+        rg = requires_grad and (op.differentiable_args is None or i in op.differentiable_args)
+        args.append(_convert(m, v, dtype_name, rg, sample.noncontig))
+    kwargs = {k: _convert(m, v, dtype_name, False, False) for k, v in sample.kwargs.items()}
+    return args, kwargs
+
+
+def leaves(args) -> list:
+    """The tensors among ``args`` (nested in lists too) that require grad."""
+    out = []
+    for a in args:
+        if isinstance(a, (list, tuple)):
+            out.extend(leaves(a))
+        elif hasattr(a, "requires_grad") and a.requires_grad:
+            out.append(a)
+    return out

@@ -10,7 +10,7 @@ import numpy as np
 
 import tapelab
 
-DT = {"float32": (tapelab.float32, np.float32), "float64": (tapelab.float64, np.float64)}
+from .core import build as _build, leaves as _leaves
 
 
 # ---------------------------------------------------------------- the module seen by an OpInfo
@@ -35,39 +35,6 @@ class OnDevice:
                 return attr(*args, **kwargs)
             return factory
         return attr
-
-
-def _convert(m, value, dtype_name, requires_grad, noncontig):
-    """numpy sample value -> tensor through ``m`` (same rules as tests/test_ops.py)."""
-    if isinstance(value, np.ndarray):
-        a = value.astype(DT[dtype_name][1]) if value.dtype.kind == "f" else value
-        if noncontig and a.ndim >= 2:
-            t = m.tensor(np.ascontiguousarray(a.swapaxes(-1, -2))).transpose(-1, -2)
-        else:
-            t = m.tensor(a)
-        if requires_grad and a.dtype.kind == "f":
-            t.requires_grad_(True)
-        return t
-    if isinstance(value, (list, tuple)) and value and all(isinstance(v, np.ndarray) for v in value):
-        return type(value)(_convert(m, v, dtype_name, requires_grad, noncontig) for v in value)
-    return value
-
-
-def _build(m, op, sample, dtype_name, requires_grad):
-    args = [_convert(m, v, dtype_name, requires_grad and (op.differentiable_args is None or i in op.differentiable_args),
-                     sample.noncontig) for i, v in enumerate(sample.args)]
-    kwargs = {k: _convert(m, v, dtype_name, False, False) for k, v in sample.kwargs.items()}
-    return args, kwargs
-
-
-def _leaves(args):
-    out = []
-    for a in args:
-        if isinstance(a, (list, tuple)):
-            out.extend(_leaves(a))
-        elif isinstance(a, tapelab.Tensor) and a.requires_grad:
-            out.append(a)
-    return out
 
 
 def host(t):
