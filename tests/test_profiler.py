@@ -563,6 +563,12 @@ def test_device_time_is_the_gap_between_events(cuda_clock):
         assert col in lines[1]
     assert [line.split()[0] for line in lines[3:7]] == ["add", "matmul", "sum", "step"]
     assert lines[-1] == "Self CUDA time total: 4.250ms"
+    d = prof.to_dict()                  # the widgets' data model carries them too
+    avg = {r["name"]: r for r in d["averages"]}
+    assert avg["add"]["self_device_time_total_us"] == 2500.0 and avg["step"]["device_time_total_us"] == 4250.0
+    ev = {e["name"]: e for e in d["events"]}
+    assert (ev["matmul"]["device"], ev["matmul"]["device_us"]) == ("cuda:0", 1500.0)
+    assert ev["step"]["device_us"] == 0 and ev["step"]["device_total_us"] == 4250.0
 
 
 def test_chrome_trace_puts_device_spans_on_a_gpu_track(cuda_clock):

@@ -115,7 +115,8 @@ def trace_to_dict(trace) -> dict:
             "parent": index[id(e.parent)] if e.parent is not None else None,
             "module": e.module, "seq": e.seq, "input_shapes": [list(s) for s in e.input_shapes],
             "shape": list(e.shape), "dtype": e.dtype, "bytes": e.bytes, "mem_total": e.mem_total,
-            "flops": e.flops, "stack": list(e.stack)})
+            "flops": e.flops, "stack": list(e.stack), "device": e.device,
+            "device_us": round(e.device_ns / 1e3, 3), "device_total_us": round(e.device_total_ns / 1e3, 3)})
 
     def rows(lst):
         return [{"name": r.key, "module": r.module, "count": r.count,
@@ -123,6 +124,8 @@ def trace_to_dict(trace) -> dict:
                  "self_cpu_time_total_us": round(r.self_cpu_time_total, 3),
                  "cpu_time_avg_us": round(r.cpu_time, 3), "cpu_memory_usage": r.cpu_memory_usage,
                  "self_cpu_memory_usage": r.self_cpu_memory_usage, "flops": r.flops,
+                 "device_time_total_us": round(r.device_time_total, 3),
+                 "self_device_time_total_us": round(r.self_device_time_total, 3),
                  "phases": sorted(r.phases)} for r in lst]
 
     every = EventList(trace.events, trace)

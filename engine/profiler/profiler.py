@@ -192,7 +192,8 @@ class profile:
         """The JSON timeline the notebook widgets render (``version`` 1):
 
         ``events``: ``{id, name, kind, phase, lane, start_us, dur_us, self_us, parent, module,
-        seq, input_shapes, shape, dtype, bytes, mem_total, flops, stack}`` with ``kind`` in
+        seq, input_shapes, shape, dtype, bytes, mem_total, flops, stack, device, device_us,
+        device_total_us}`` (device times from CUDA events, 0 without them) with ``kind`` in
         op/backward/range/step/module and ``parent`` an event id; ``seq`` links an op to the
         tape view (``grad_fn.tape_seq``), a backward node to its forward op.
         ``memory``: ``{ts_us, bytes, allocated, name}``; ``peak_bytes``; ``averages`` and

@@ -19,6 +19,11 @@ CELLS = [
     "from tapelab.widgets import Monitor\nimport time\nmon = Monitor(title='training', rate=20)\ndisplay(mon)\n"
     "for i in range(30):\n    loss = step()\n    mon.log(i, loss=loss.item(), acc=1 - loss.item() / 3)\n    time.sleep(0.01)\n"
     "print('trained')",
+    # a profile with device (CUDA event) times, as one measured on a GPU has: the CUDA columns appear
+    "from tapelab.widgets import ProfileView\nfrom tapelab.profiler import profile\nwith profile() as p:\n"
+    "    step()\nd = p.to_dict()\nfor r in d['averages']:\n"
+    "    r['self_device_time_total_us'] = r['device_time_total_us'] = 5.0\nfor e in d['events']:\n"
+    "    e['device'], e['device_us'] = 'cuda:0', 5.0\ndisplay(ProfileView(d, title='gpu'))",
 ]
 
 def test_profile_magic_and_monitor_in_lab(page, lab_url, out_dir):
@@ -75,6 +80,16 @@ def _check(page, lab_url, out_dir):
                            arg=[tl.element_handle(), t1])
     prof.screenshot(path=str(out_dir / "profileview-zoomed.png"))
     prof.locator(".tapelab-zoom-reset").click()
+
+    # device times: CUDA columns only in the profile that has them, and in the selected op's card
+    heads = prof.locator(".tapelab-prof-table th").all_text_contents()
+    assert not any("CUDA" in h for h in heads), heads
+    gpu = page.locator(".jp-OutputArea-output .tapelab-profile").nth(1)
+    gpu.wait_for(timeout=30_000)
+    heads = [h.rstrip(" ▾▴") for h in gpu.locator(".tapelab-prof-table th").all_text_contents()]
+    assert "self CUDA" in heads and "CUDA total" in heads, heads
+    gpu.locator(".tapelab-prof-table tbody tr[data-name=matmul]").click()
+    assert "cuda:0" in gpu.locator(".tapelab-prof-card").text_content()
 
     # the Monitor drew the loss, acc and step-time curves
     mon = page.locator(".jp-OutputArea-output .tapelab-monitor").first

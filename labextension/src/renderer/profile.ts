@@ -32,6 +32,9 @@ export interface PEvent {
   flops: number;
   track: number;
   depth: number;
+  device?: string;
+  device_us?: number;
+  device_total_us?: number;
 }
 
 export interface PTrack { id: number; group: string; lane: number; label: string; depth: number; count: number }
@@ -47,6 +50,8 @@ export interface PRow {
   cpu_memory_usage: number;
   self_cpu_memory_usage: number;
   flops: number;
+  device_time_total_us?: number;
+  self_device_time_total_us?: number;
   phases: string[];
 }
 
@@ -472,6 +477,7 @@ export class ProfileRenderer {
     row('start', fmtUs(e.start_us));
     row('time', fmtUs(e.dur_us));
     row('self', fmtUs(e.self_us));
+    row(e.device || 'device', e.device_us ? fmtUs(e.device_us) : '');
     row('shape', e.shape && e.shape.length ? '(' + e.shape.join(', ') + ')' : '');
     row('inputs', (e.input_shapes || []).map(s => '(' + s.join(', ') + ')').join(' '));
     row('dtype', e.dtype);
@@ -483,9 +489,12 @@ export class ProfileRenderer {
 
   // ------------------------------------------------------------------ table
   private drawTable(): void {
+    // device (CUDA event) time columns only when the profile measured some
+    const device = this.model.averages.some(r => r.self_device_time_total_us);
     const cols: [SortKey, string][] = [['name', 'name'], ['kind', 'kind'], ['count', 'calls'], ['cpu_time_total_us', 'total'],
-      ['self_cpu_time_total_us', 'self'], ['cpu_time_avg_us', 'avg'], ['self_pct', 'self %'], ['self_cpu_memory_usage', 'memory'],
-      ['flops', 'FLOPs']];
+      ['self_cpu_time_total_us', 'self'], ['cpu_time_avg_us', 'avg'], ['self_pct', 'self %'],
+      ...(device ? [['self_device_time_total_us', 'self CUDA'], ['device_time_total_us', 'CUDA total']] as [SortKey, string][] : []),
+      ['self_cpu_memory_usage', 'memory'], ['flops', 'FLOPs']];
     this.tableHead.textContent = '';
     const hr = el('tr');
     for (const [key, label] of cols) {
@@ -506,7 +515,7 @@ export class ProfileRenderer {
     const kind = this.kindFilter.value;
     const total = this.model.totals.op_self_us || 1;
     const rows = this.model.averages.filter(r => kind === 'all' || r.kind === kind || (kind === 'range' && r.kind === 'step'));
-    const val = (r: PRow, k: SortKey): number | string => (k === 'self_pct' ? r.self_cpu_time_total_us : (r[k] as number | string));
+    const val = (r: PRow, k: SortKey): number | string => (k === 'self_pct' ? r.self_cpu_time_total_us : ((r[k] ?? 0) as number | string));
     rows.sort((a, b) => {
       const va = val(a, this.sortKey);
       const vb = val(b, this.sortKey);
@@ -527,8 +536,9 @@ export class ProfileRenderer {
       name.append(bar, document.createTextNode(r.name));
       tr.appendChild(name);
       for (const v of [r.kind, String(r.count), fmtUs(r.cpu_time_total_us), fmtUs(r.self_cpu_time_total_us), fmtUs(r.cpu_time_avg_us),
-        r.kind === 'op' ? `${((100 * r.self_cpu_time_total_us) / total).toFixed(1)}%` : '', r.self_cpu_memory_usage ? fmtBytes(r.self_cpu_memory_usage) : '',
-        r.flops ? fmtFlops(r.flops) : '']) {
+        r.kind === 'op' ? `${((100 * r.self_cpu_time_total_us) / total).toFixed(1)}%` : '',
+        ...(device ? [fmtUs(r.self_device_time_total_us || 0), fmtUs(r.device_time_total_us || 0)] : []),
+        r.self_cpu_memory_usage ? fmtBytes(r.self_cpu_memory_usage) : '', r.flops ? fmtFlops(r.flops) : '']) {
         tr.appendChild(el('td', '', v));
       }
       tr.addEventListener('click', () => {
