@@ -142,6 +142,8 @@ def test_bridge_streams_deltas_to_a_panel_while_a_cell_trains(kernel):
     assert len(ids) == len(set(ids)), "deltas repeat nodes"
     end = got[-1][1]
     assert end["meta"]["forward"] > 0 and end["meta"]["backward"] > 0
+    # the 40 identical steps fold into the first: one step's nodes, counted 40 times
+    assert (end["meta"]["steps"], end["meta"]["folded"]) == (40, 39)
     # a big tape is capped: 40 steps x ~40 records stays under the cap here, so counts match
     assert len(nodes) <= 5000
     # the panel's commands: toggle recording off, clear
@@ -157,10 +159,12 @@ def test_huge_tape_is_capped(kernel):
     km, kc = kernel
     comm_id = open_panel(kc)
     run(kc, "import tapelab.kernel.bridge as b; b.MAX_NODES = 300\n%tape on")
-    reply, msgs = run(kc, TRAIN.format(steps=30))
+    # every step a different batch size: no step repeats the first, so none folds
+    reply, msgs = run(kc, TRAIN.format(steps=30).replace("model(x) - y", "model(x[:step + 2]) - y[:step + 2]"))
     data = comm_data(msgs, comm_id)
     nodes = sum(len(d["nodes"]) for d in data if d["type"] == "delta")
     assert nodes == 300, nodes
+    assert data[-1]["meta"]["folded"] == 0
     assert data[-1]["type"] == "end" and data[-1]["meta"]["truncated"] and data[-1]["meta"]["total"] > 1000
     run(kc, "b.MAX_NODES = 5000\n%tape off")
 

@@ -219,3 +219,69 @@ def test_live_tape_past_its_cap_only_counts():
     assert (cm["forward"], cm["backward"]) == (fm["forward"], fm["backward"]) and fm["forward"] > 300
     assert capped._counting and not capped.nodes                # no records kept past the cap
     assert deltas[-1]["meta"]["forward"] == fm["forward"]      # the last delta carries the counts
+
+
+def _loop(steps, vary=False):
+    """A tape of ``steps`` training steps (``vary``: every step a different batch size)."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    x, y = torch.randn(12, 4), torch.tensor([0, 1, 1, 0, 1, 0] * 2)
+    with torch.tape(keep_values=True) as t:
+        prep = torch.zeros(1) + 1                       # a prelude before the first step
+        for i in range(steps):
+            n = 2 + i if vary else 12
+            opt.zero_grad()
+            loss = nn.functional.cross_entropy(model(x[:n]), y[:n])
+            loss.backward()
+            opt.step()
+    return t, prep
+
+
+def test_repeated_steps_fold_into_the_first_with_the_latest_values():
+    t, _ = _loop(10)
+    folded = graph_from_tape(t)
+    b = GraphBuilder(fold_steps=False)
+    for rec in t.nodes:
+        b.add(rec)
+    flat = b.graph()
+    m = folded["meta"]
+    # the first step creates the momentum buffers (other ops), so it shows, and steps 3-10 fold into step 2
+    assert (m["steps"], m["folded"]) == (10, 8)
+    assert (m["forward"], m["backward"]) == (flat["meta"]["forward"], flat["meta"]["backward"])
+    shown = [n["op"] for n in folded["nodes"] if n["kind"] != "leaf"]
+    assert shown == [n["op"] for n in flat["nodes"] if n["kind"] != "leaf"][:len(shown)]   # steps 1 and 2
+    assert len(folded["nodes"]) < len(flat["nodes"]) / 3
+    # the first step's nodes show the last step's values: the loss node's value is the final loss
+    loss_nodes = [n for n in folded["nodes"] if n["op"] == "nll_loss" or n["op"] == "div"]
+    last = [r for r in t.nodes if r.kind == "forward" and r.op == loss_nodes[-1]["op"] and r.phase == "forward"][-1]
+    assert loss_nodes[-1]["value"] == last.value
+
+
+def test_steps_that_differ_are_shown_as_they_are():
+    t, _ = _loop(6, vary=True)
+    g = graph_from_tape(t)
+    assert (g["meta"]["steps"], g["meta"]["folded"]) == (6, 0)
+    assert sum(n["op"] == "linear" or n["op"] == "matmul" for n in g["nodes"]) >= 12
+
+
+def test_live_tape_folds_steps_and_updates_values():
+    from tapelab.widgets.live import LiveTape
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+    opt = torch.optim.SGD(model.parameters(), lr=0.5)
+    x, y = torch.randn(6, 4), torch.tensor([0, 1, 1, 0, 1, 0])
+    deltas = []
+    with LiveTape(sinks=[deltas.append], rate=1e9) as live:   # a delta at every record
+        for _ in range(8):
+            opt.zero_grad()
+            loss = nn.functional.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+    g = live.graph()
+    assert (g["meta"]["steps"], g["meta"]["folded"]) == (8, 7)       # plain SGD: no state, step 1 repeats
+    ids = [n["id"] for d in deltas for n in d["nodes"]]
+    assert len(ids) == len(set(ids)) == len(g["nodes"])           # folded steps sent no nodes
+    updated = {u["id"] for d in deltas for u in d["updates"] if "value" in u}
+    assert updated                                                   # ...but updated the first step's values
+    assert deltas[-1]["meta"]["folded"] == 7

@@ -176,6 +176,11 @@ class LiveTape(tape):
                 value = next(stats)
             for rec, attr in targets:
                 setattr(rec, attr, value)
+                alias = self.builder.aliases.get(rec.index)
+                if alias is not None:                        # a folded step: the first step's node shows it
+                    if value is not None:
+                        self.builder._set(alias, attr, value)
+                    continue
                 nid = "n%d" % rec.index
                 node = get(nid)
                 if node is None:
@@ -282,6 +287,9 @@ class LiveTape(tape):
 
     def __exit__(self, *exc) -> None:
         super().__exit__(*exc)
+        if self._unbuilt:
+            self._build()
+        self.builder.close()
         self.flush()
 
     def graph(self) -> dict:

@@ -9,7 +9,7 @@ reads this schema and nothing of the engine. A graph is::
                  "start_ns", "time_ns", "value", "grad", "grad_ops"}],
      "edges":  [{"source", "target", "kind", "shape"}],
      "groups": [{"id", "label", "path", "parent", "signature", "size", "collapsed"}],
-     "meta":   {"title", "forward", "backward", "total", "truncated"}}
+     "meta":   {"title", "forward", "backward", "total", "truncated", "steps", "folded"}}
 
 ``kind`` of a node is ``forward`` (an op), ``backward`` (a node run by the backward walk) or
 ``leaf`` (a tensor no recorded op produced: an input or a parameter). Edges are ``data``
@@ -63,13 +63,32 @@ class GraphBuilder:
     returns everything added so far. Ops dispatched by a vjp (``phase == "backward"``) are not
     nodes by default: they are counted on the backward node they belong to (``grad_ops``).
 
+    Repeated training steps fold (``fold_steps``): a step starts at the first op that builds a
+    graph, and again at the first one after each backward pass. A step whose records repeat,
+    op for op (same op, module, shapes), those of the last step shown adds no nodes: it is
+    counted (``meta.steps``, ``meta.folded``), and its value and gradient summaries replace that
+    step's, so the graph shows the latest values. A step that differs (the first optimizer step,
+    which creates state, or a new batch size) is added as it is, and the next steps may repeat it.
+    Records of a step in progress wait in a buffer until the step is decided (at the next
+    step's start, or ``close()``).
+
     Args:
         max_nodes: stop adding nodes past this many (``meta.truncated`` tells; counts go on).
         grad_ops: also show the ops a vjp dispatches, as forward-kind nodes inside the backward pass.
+        fold_steps: fold repeated steps (above).
     """
 
-    def __init__(self, title: str = "", max_nodes: int | None = None, grad_ops: bool = False):
+    def __init__(self, title: str = "", max_nodes: int | None = None, grad_ops: bool = False,
+                 fold_steps: bool = True):
         self.title = title
+        self.fold_steps = fold_steps
+        self.steps = self.folded = 0
+        self._first: list = []                   # (key, node id) of the step the next ones may repeat
+        self._shown: list = []                   # (key, node id) of the current step's records added as is
+        self._buffer: list = []                  # records of the current step, matching the first so far
+        self._diverged = False                   # the current step differs from the first: added as is
+        self._after_backward = False
+        self.aliases: dict[int, str] = {}        # record index of a folded step -> the first step's node id
         self.max_nodes = max_nodes
         self.grad_ops = grad_ops
         self.nodes: list[dict] = []
@@ -164,6 +183,62 @@ class GraphBuilder:
 
     def add(self, rec) -> None:
         """Add one tape record (a ``TapeNode``)."""
+        if not self.fold_steps:
+            self._add(rec)
+            return
+        if rec.kind == "backward":
+            self._after_backward = True
+        elif rec.requires_grad and rec.phase == "forward" and (self._after_backward or not self.steps):
+            self._end_step()                                       # a step starts here
+        if self.steps <= 1 or self._diverged:                      # before and in the first step: as is
+            self._add_step_record(rec)
+        elif len(self._buffer) < len(self._first) and self._first[len(self._buffer)][0] == _step_key(rec):
+            self._buffer.append(rec)
+        else:                                                      # differs: this step is added as it is
+            self._diverged = True
+            for r in self._buffer:
+                self._add_step_record(r)
+            self._buffer = []
+            self._add_step_record(rec)
+
+    def _add_step_record(self, rec) -> None:
+        self._add(rec)
+        if self.steps:
+            self._shown.append((_step_key(rec), f"n{rec.index}"))
+
+    def _end_step(self, last: bool = False) -> None:
+        """The current step is complete: fold it if it repeated the first step whole (the last one:
+        up to where the recording ended, if it ran its backward pass)."""
+        self._after_backward = False
+        buf = self._buffer
+        if buf and (len(buf) == len(self._first) or last and any(r.kind == "backward" for r in buf)):
+            self.folded += 1
+            for rec, (_, nid) in zip(buf, self._first):
+                if rec.kind == "backward":
+                    self.backward += 1
+                elif rec.phase == "forward":
+                    self.forward += 1
+                if nid in self._by_id:
+                    self.aliases[rec.index] = nid
+                    for key in ("value", "grad"):
+                        v = getattr(rec, key, None)
+                        if v is not None:
+                            self._set(nid, key, v)
+        else:
+            for r in buf:
+                self._add_step_record(r)
+            if self._shown:                  # a step added as it is: the next ones may repeat it
+                self._first = self._shown
+        self._buffer, self._shown, self._diverged = [], [], False
+        if not last:
+            self.steps += 1
+
+    def close(self) -> None:
+        """The recording ended: decide the step in progress (fold it or add it)."""
+        if self._buffer:
+            self._end_step(last=True)
+
+    def _add(self, rec) -> None:
         if rec.kind == "forward" and rec.phase == "backward" and not self.grad_ops:
             if rec.forward_seq is not None:
                 bid = self._bwd.get(rec.forward_seq)
@@ -299,7 +374,7 @@ class GraphBuilder:
     # ------------------------------------------------------------------ output
     def meta(self) -> dict:
         return {"title": self.title, "forward": self.forward, "backward": self.backward,
-                "total": self.total, "truncated": self.truncated}
+                "total": self.total, "truncated": self.truncated, "steps": self.steps, "folded": self.folded}
 
     def take(self) -> dict:
         """What was added since the last ``take()``, as a delta (same keys as a graph, plus updates)."""
@@ -319,12 +394,23 @@ class GraphBuilder:
                 "groups": list(self.groups.values()), "meta": self.meta()}
 
 
+def _step_key(rec) -> tuple:
+    """What must repeat, record for record, for a step to fold into the first."""
+    return (rec.kind, rec.op, rec.module, rec.phase, _shape_key(rec.shape),
+            tuple(_shape_key(x) for x in rec.input_shapes))
+
+
+def _shape_key(s):
+    return None if s is None else tuple(s)
+
+
 # ---------------------------------------------------------------------- adapters
 def graph_from_tape(t, title: str = "", max_nodes: int | None = None, grad_ops: bool = False) -> dict:
     """The view-model graph of a ``tapelab.tape`` (or any iterable of its records)."""
     b = GraphBuilder(title=title, max_nodes=max_nodes, grad_ops=grad_ops)
     for rec in (t.nodes if hasattr(t, "nodes") else t):
         b.add(rec)
+    b.close()
     return b.graph()
 
 
@@ -427,4 +513,5 @@ def to_html(graph: dict, limit: int = 200) -> str:
     tail = f"<p>… {more} more nodes</p>" if more > 0 else ""
     return (f"<div class=\"tapelab-static\"><b>tapelab graph {esc(str(m.get('title', '')))}</b>: "
             f"{m.get('forward', 0)} forward, {m.get('backward', 0)} backward"
+            + (f", {m['steps']} steps ({m['folded']} repeats folded)" if m.get("folded") else "") +
             f"<table><tr><th>kind</th><th>op</th><th>module</th><th>shape</th><th>dtype</th></tr>{rows}</table>{tail}</div>")

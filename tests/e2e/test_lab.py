@@ -34,7 +34,10 @@ def test_tape_widget_and_panel_while_training(page, lab_url, out_dir):
         "el => el.setAttribute('data-test', 'mlp-tape')")
     tape = page.locator("[data-test=mlp-tape]")
     n = int(tape.get_attribute("data-nodes"))
-    assert n > 100, n
+    assert n > 30, n
+    # the cell's 3 identical training steps fold into one: counted in the header, drawn once
+    assert (tape.get_attribute("data-steps"), tape.get_attribute("data-folded")) == ("3", "2")
+    assert "3 steps, 2 repeats folded" in tape.locator(".tapelab-meta").first.text_content()
     ops = tape.locator(".tapelab-unit[data-kind=forward] text").all_text_contents()
     assert "matmul" in ops and "relu" in ops, ops[:20]
     assert tape.locator(".tapelab-unit[data-kind=backward]").count() > 5

@@ -56,6 +56,8 @@ export interface GMeta {
   backward: number;
   total: number;
   truncated: boolean;
+  steps?: number;   // training steps seen (a step starts at the first graph-building op after a backward)
+  folded?: number;  // steps that repeated the last one shown: counted, not drawn (their values update it)
 }
 
 export interface Graph {

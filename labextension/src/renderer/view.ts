@@ -181,9 +181,14 @@ export class GraphView {
   private updateInfo(): void {
     const m = this.store.meta;
     let t = `${m.forward} fwd · ${m.backward} bwd`;
+    if (m.folded) {
+      t += ` · ${m.steps} steps, ${m.folded} repeats folded`;
+    }
     if (m.truncated) {
       t += ` · showing ${this.store.nodes.length} of ${m.total}`;
     }
+    this.node.dataset.steps = String(m.steps || 0);
+    this.node.dataset.folded = String(m.folded || 0);
     if (this.running) {
       t = (m.backward ? 'backward ▸ ' : 'recording ▸ ') + t;
     }
