@@ -285,3 +285,26 @@ def test_live_tape_folds_steps_and_updates_values():
     updated = {u["id"] for d in deltas for u in d["updates"] if "value" in u}
     assert updated                                                   # ...but updated the first step's values
     assert deltas[-1]["meta"]["folded"] == 7
+
+
+def test_live_tape_records_one_step_per_delta_in_a_steady_loop():
+    """Once steps fold, a step between two deltas is only counted: the counts match a LiveTape
+    that records every step, with a fraction of the records."""
+    from tapelab.widgets.live import LiveTape
+
+    def run(rate):
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+        opt = torch.optim.SGD(model.parameters(), lr=0.5)
+        x, y = torch.randn(6, 4), torch.tensor([0, 1, 1, 0, 1, 0])
+        with LiveTape(rate=rate) as live:
+            for _ in range(30):
+                opt.zero_grad()
+                nn.functional.cross_entropy(model(x), y).backward()
+                opt.step()
+        return live
+    every, sampled = run(rate=1e9), run(rate=0.001)      # a delta after every record / none in the loop
+    em, sm = every.graph()["meta"], sampled.graph()["meta"]
+    assert (sm["steps"], sm["folded"], sm["forward"], sm["backward"]) == \
+        (em["steps"], em["folded"], em["forward"], em["backward"]) == (30, 29, em["forward"], em["backward"])
+    assert len(sampled.nodes) * 5 < len(every.nodes)       # records made: a few steps' worth

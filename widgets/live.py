@@ -126,6 +126,11 @@ class LiveTape(tape):
             recorded records are no longer kept, so a long training loop stays small.
         summaries: add value and gradient summaries to each record (``quick_summary``: sampled,
             so cheap; no tensor is kept alive, unlike ``tapelab.tape(keep_values=True)``).
+
+    A steady training loop (its steps folding, ``GraphBuilder``) is recorded one step per delta:
+    the steps between are counted (ops, backward nodes, one folded step each) and make no
+    record, so streaming a long loop costs little; a step that differs between two recorded
+    ones is counted, not drawn.
     """
 
     def __init__(self, sinks=(), rate: float = 30.0, max_nodes: int = 5000, summaries: bool = True,
@@ -141,6 +146,10 @@ class LiveTape(tape):
         self.max_nodes = max_nodes
         self._last = 0.0
         self._counting = False        # past the cap: events are counted, no record is made
+        self._skip = False            # this step is counted, not recorded (a steady loop between deltas)
+        self._after_backward = False
+        self._skipped = [0, 0]        # forward ops, backward nodes of the step being counted
+        self._recorded_at = 0.0       # when the last recorded step started
         self.sent = 0                 # deltas sent, all sinks counted once
 
     # Summaries are taken in two halves: per op only a small copy of a strided sample is kept
@@ -194,9 +203,16 @@ class LiveTape(tape):
     # Past the cap (``builder.truncated``) a record would only be counted and dropped, so none
     # is made: each event is one count (ops a vjp runs are no nodes, so not counted).
     def _on_op(self, ev) -> None:
+        forward = running_node() is None
         if self._counting:
-            if running_node() is None:
+            if forward:
                 self.builder.count("forward")
+            self._tick()
+            return
+        if forward and self._after_backward and ev.requires_grad:
+            self._step_starts()
+        if self._skip:
+            self._skipped[0] += forward
             self._tick()
             return
         tape._on_op(self, ev)
@@ -206,8 +222,13 @@ class LiveTape(tape):
         self._added(rec)
 
     def _on_step(self, step) -> None:
+        self._after_backward = True
         if self._counting:
             self.builder.count("backward")
+            self._tick()
+            return
+        if self._skip:
+            self._skipped[1] += 1
             self._tick()
             return
         tape._on_step(self, step)
@@ -230,6 +251,20 @@ class LiveTape(tape):
             else:
                 self._queue(g, ((rec, "grad"),))
         self._added(rec)
+
+    def _step_starts(self) -> None:
+        """A step starts (the builder's rule): record it, or count it if the loop is steady and
+        a step was recorded less than a delta interval ago."""
+        self._after_backward = False
+        if self._skip:
+            self.builder.count_step(*self._skipped)
+            self._skipped = [0, 0]
+        if self._unbuilt:                    # the builder's fold state, up to the step that ended
+            self._build()
+        now = time.perf_counter()
+        self._skip = self.builder.streak >= 2 and now - self._recorded_at < self.interval
+        if not self._skip:
+            self._recorded_at = now
 
     # Records reach the builder in batches too (``_build``: at each delta, or when the cap is
     # near), in order, so a delta holds exactly what adding them one by one would give.
@@ -287,6 +322,9 @@ class LiveTape(tape):
 
     def __exit__(self, *exc) -> None:
         super().__exit__(*exc)
+        if self._skip:                       # the last step was being counted
+            self.builder.count_step(*self._skipped)
+            self._skip, self._skipped = False, [0, 0]
         if self._unbuilt:
             self._build()
         self.builder.close()

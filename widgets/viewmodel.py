@@ -83,6 +83,7 @@ class GraphBuilder:
         self.title = title
         self.fold_steps = fold_steps
         self.steps = self.folded = 0
+        self.streak = 0                          # steps folded in a row, up to now
         self._first: list = []                   # (key, node id) of the step the next ones may repeat
         self._shown: list = []                   # (key, node id) of the current step's records added as is
         self._buffer: list = []                  # records of the current step, matching the first so far
@@ -213,6 +214,7 @@ class GraphBuilder:
         buf = self._buffer
         if buf and (len(buf) == len(self._first) or last and any(r.kind == "backward" for r in buf)):
             self.folded += 1
+            self.streak += 1
             for rec, (_, nid) in zip(buf, self._first):
                 if rec.kind == "backward":
                     self.backward += 1
@@ -229,9 +231,17 @@ class GraphBuilder:
                 self._add_step_record(r)
             if self._shown:                  # a step added as it is: the next ones may repeat it
                 self._first = self._shown
+                self.streak = 0
         self._buffer, self._shown, self._diverged = [], [], False
         if not last:
             self.steps += 1
+
+    def count_step(self, forward: int, backward: int) -> None:
+        """A step its recorder did not record (a steady loop between two deltas): counted as folded."""
+        self.steps += 1
+        self.folded += 1
+        self.forward += forward
+        self.backward += backward
 
     def close(self) -> None:
         """The recording ended: decide the step in progress (fold it or add it)."""
