@@ -33,10 +33,12 @@ def _matmul_vjp(g, out, a, b):
     ga = sum_to(g2 @ b2.mT, a2._data.shape).reshape(a.shape) if a.requires_grad else None
     if not b.requires_grad:
         gb = None
-    elif b.ndim == 2 and a.ndim == 2 and _transposed(b._data):
-        # b is a transposed view (x @ W.t()): compute the gradient in W's layout, so the
-        # transpose's vjp hands W a contiguous gradient, as PyTorch's linear backward does
-        gb = (g2.mT @ a2).mT
+    elif b.ndim == 2:
+        if a2.ndim > 2:     # a matrix shared by a batch (a linear layer): one GEMM over the flattened batch
+            a2, g2 = a2.reshape(-1, a2.shape[-1]), g2.reshape(-1, g2.shape[-1])
+        # b a transposed view (x @ W.t()): the gradient in W's layout, so the transpose's vjp hands
+        # W a contiguous gradient, as PyTorch's linear backward does
+        gb = (g2.mT @ a2).mT if _transposed(b._data) else a2.mT @ g2
     else:
         gb = sum_to(a2.mT @ g2, b2._data.shape).reshape(b.shape)
     return ga, gb
@@ -47,7 +49,13 @@ def _transposed(arr) -> bool:
     return flags.f_contiguous and not flags.c_contiguous
 
 
-_matmul = Op("matmul", lambda xp, a, b: xp.matmul(a, b), _matmul_vjp, saves=OTHERS)
+def _matmul_fwd(xp, a, b):
+    if b.ndim == 2 and a.ndim > 2:      # a batch times one matrix: one GEMM, not one per batch entry
+        return xp.matmul(a.reshape(-1, a.shape[-1]), b).reshape(a.shape[:-1] + b.shape[-1:])
+    return xp.matmul(a, b)
+
+
+_matmul = Op("matmul", _matmul_fwd, _matmul_vjp, saves=OTHERS)
 
 # PyTorch's C++ names for dtypes in "expected m1 and m2 to have the same dtype" messages
 _C_NAMES = {"float32": "float", "float64": "double", "float16": "c10::Half", "int64": "long int",
