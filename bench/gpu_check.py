@@ -316,6 +316,12 @@ def check_cuda_api():
     probe("device_count / current_device / name",
           lambda: f"{c.device_count()} / {c.current_device()} / {c.get_device_name()}")
 
+    def properties():
+        p, (free, total) = c.get_device_properties(0), c.mem_get_info()
+        assert p.total_memory == total and 0 < free <= total and c.get_device_capability() == (p.major, p.minor)
+        return f"sm_{p.major}{p.minor}, {p.multi_processor_count} SMs, {total >> 30} GiB ({free >> 30} GiB free)"
+    probe("get_device_properties / mem_get_info", properties)
+
     def memory():
         c.synchronize()
         c.empty_cache()

@@ -10,6 +10,7 @@ from . import _dtype
 from ._dtype import from_np, get_default_dtype
 from .device import CPU, device as Device
 from .dispatch import STATE as _DISPATCH
+from ._runtime import DEFAULT_DEVICE
 from .random import rng
 from .tensor import Tensor
 
@@ -70,14 +71,14 @@ def tensor(data, *, dtype=None, device=None, requires_grad: bool = False, pin_me
         elif arr.dtype.kind == "U" or arr.dtype.kind == "O":
             raise TypeError(f"tensor(): can't convert data of numpy dtype {arr.dtype}")
     from_np(arr.dtype)
-    return _finish(_place(arr, Device(device) if device is not None else CPU), requires_grad)
+    return _finish(_place(arr, _dev(device)), requires_grad)
 
 
 def as_tensor(data, dtype=None, device=None) -> Tensor:
     """Share memory with ``data`` where possible (numpy arrays, tensors)."""
     if isinstance(data, Tensor):
         return data.to(*(a for a in (device, dtype) if a is not None))
-    if isinstance(data, np.ndarray) and (device is None or Device(device) is CPU):
+    if isinstance(data, np.ndarray) and _dev(device) is CPU:
         arr = data if dtype is None else data.astype(dtype.np, copy=False)
         from_np(arr.dtype)
         return Tensor._wrap(arr, False, None, 0, [0], CPU)
@@ -113,7 +114,7 @@ def _size(size) -> tuple:
 
 
 def _dev(device) -> Device:
-    return Device(device) if device is not None else CPU
+    return Device(device) if device is not None else DEFAULT_DEVICE[0]
 
 
 def _fill(size, value, dtype, device, requires_grad):

@@ -12,13 +12,16 @@ seeds cupy's own generator (``cupy.random``) for code that uses it directly.
 """
 from __future__ import annotations
 
+from collections import namedtuple
+
 from .device import cuda_available, cuda_unavailable_reason, device as _device, require_cuda
 
 __all__ = ["is_available", "device_count", "current_device", "set_device", "device", "get_device_name",
            "synchronize", "Stream", "Event", "current_stream", "default_stream", "stream",
            "memory_allocated", "max_memory_allocated", "memory_reserved", "max_memory_reserved",
            "reset_peak_memory_stats", "reset_max_memory_allocated", "empty_cache", "manual_seed",
-           "manual_seed_all", "is_initialized",
+           "manual_seed_all", "is_initialized", "get_device_properties", "get_device_capability", "mem_get_info",
+           "memory_summary", "is_bf16_supported",
            "CUDAGraph", "graph", "make_graphed_callables", "graph_pool_handle", "is_current_stream_capturing"]
 
 
@@ -94,6 +97,48 @@ def get_device_name(dev=None) -> str:
     props = cupy.cuda.runtime.getDeviceProperties(_index(dev))
     name = props["name"]
     return name.decode() if isinstance(name, bytes) else str(name)
+
+
+_DeviceProperties = namedtuple("_CudaDeviceProperties", ["name", "major", "minor", "total_memory",
+                                                        "multi_processor_count"])
+
+
+def get_device_properties(dev=None):
+    """``name``, ``major``/``minor`` (compute capability), ``total_memory`` (bytes),
+    ``multi_processor_count`` of a device, from the CUDA runtime."""
+    cupy = require_cuda()
+    p = cupy.cuda.runtime.getDeviceProperties(_index(dev))
+    name = p["name"].decode() if isinstance(p["name"], bytes) else str(p["name"])
+    return _DeviceProperties(name, int(p["major"]), int(p["minor"]), int(p["totalGlobalMem"]),
+                             int(p["multiProcessorCount"]))
+
+
+def get_device_capability(dev=None) -> tuple[int, int]:
+    props = get_device_properties(dev)
+    return props.major, props.minor
+
+
+def mem_get_info(dev=None) -> tuple[int, int]:
+    """(free, total) bytes of device memory, as the driver reports them."""
+    cupy = require_cuda()
+    with cupy.cuda.Device(_index(dev)):
+        free, total = cupy.cuda.runtime.memGetInfo()
+    return int(free), int(total)
+
+
+def memory_summary(device=None, abbreviated: bool = False) -> str:
+    """The caching allocator's state in a few lines (allocated, peak, reserved, device free/total)."""
+    i = _index(device)
+    free, total = mem_get_info(i)
+    mib = 1 << 20
+    rows = [("allocated", memory_allocated(i)), ("peak allocated", max_memory_allocated(i)),
+            ("reserved (cupy pool)", memory_reserved(i)), ("device free", free), ("device total", total)]
+    return f"tapelab.cuda memory summary, device {i}\n" + "\n".join(f"  {k:22s} {v / mib:12.1f} MiB" for k, v in rows)
+
+
+def is_bf16_supported() -> bool:
+    """False: tapelab has no bfloat16 dtype (numpy has none)."""
+    return False
 
 
 def synchronize(dev=None) -> None:

@@ -1,0 +1,60 @@
+"""Process-wide settings with PyTorch's names: threads, default device, matmul precision,
+deterministic algorithms."""
+from __future__ import annotations
+
+import warnings
+
+from .device import device as _device
+
+__all__ = ["set_num_threads", "get_num_threads", "set_default_device", "get_default_device",
+           "set_float32_matmul_precision", "get_float32_matmul_precision", "use_deterministic_algorithms",
+           "are_deterministic_algorithms_enabled"]
+
+DEFAULT_DEVICE = [_device("cpu")]       # what factories use when no device= is given
+_STATE = {"precision": "highest", "deterministic": False}
+_LIMITER: list = []
+
+
+def set_num_threads(n: int) -> None:
+    """Threads for the BLAS under numpy (``threadpoolctl``), as ``torch.set_num_threads``."""
+    if not isinstance(n, int) or n < 1:
+        raise RuntimeError(f"set_num_threads expects a positive integer, but got {n!r}")
+    from threadpoolctl import threadpool_limits
+    _LIMITER[:] = [threadpool_limits(limits=n, user_api="blas")]
+
+
+def get_num_threads() -> int:
+    from threadpoolctl import threadpool_info
+    blas = [i["num_threads"] for i in threadpool_info() if i.get("user_api") == "blas"]
+    return max(blas) if blas else 1
+
+
+def set_default_device(device) -> None:
+    """The device factories (``zeros``, ``randn``, ``nn.Linear``...) create on without ``device=``."""
+    DEFAULT_DEVICE[0] = _device(device if device is not None else "cpu")
+
+
+def get_default_device():
+    return DEFAULT_DEVICE[0]
+
+
+def set_float32_matmul_precision(precision: str) -> None:
+    """Accepted and kept, as PyTorch's; no effect: tapelab's float32 matmuls are always full float32."""
+    if precision not in ("highest", "high", "medium"):
+        warnings.warn(f"{precision} is not one of 'highest', 'high', or 'medium'; the "
+                      f"set_float32_matmul_precision call has no effect.", UserWarning, stacklevel=2)
+        return
+    _STATE["precision"] = precision
+
+
+def get_float32_matmul_precision() -> str:
+    return _STATE["precision"]
+
+
+def use_deterministic_algorithms(mode: bool, *, warn_only: bool = False) -> None:
+    """Accepted and kept; tapelab's ops are deterministic already (one numpy or cupy kernel each)."""
+    _STATE["deterministic"] = bool(mode)
+
+
+def are_deterministic_algorithms_enabled() -> bool:
+    return _STATE["deterministic"]
