@@ -322,6 +322,15 @@ def check_cuda_api():
         return f"sm_{p.major}{p.minor}, {p.multi_processor_count} SMs, {total >> 30} GiB ({free >> 30} GiB free)"
     probe("get_device_properties / mem_get_info", properties)
 
+    def pinned():
+        x = tapelab.arange(1 << 20, dtype=tapelab.float32).pin_memory()
+        y = x.cuda(non_blocking=True)
+        c.synchronize()
+        assert x.is_pinned() and y.get_device() == 0 and x.get_device() == -1 and y.data_ptr() != 0
+        assert float(y[-1].item()) == float((1 << 20) - 1)
+        return "pin_memory -> cuda(non_blocking=True)"
+    probe("pinned host memory", pinned)
+
     def memory():
         c.synchronize()
         c.empty_cache()

@@ -316,12 +316,50 @@ class Tensor:
     def cpu(self) -> "Tensor":
         return self.to("cpu")
 
-    def cuda(self, device=None) -> "Tensor":
+    def cuda(self, device=None, non_blocking: bool = False) -> "Tensor":
         return self.to(device if device is not None else "cuda")
 
+    def get_device(self) -> int:
+        """The cuda device index, -1 on cpu and meta (as PyTorch)."""
+        return self._device.index if self._device.type == "cuda" else -1
+
+    def data_ptr(self) -> int:
+        """The address of the first element (0 for meta: no memory)."""
+        d = self._data
+        if self._device is CPU:
+            return d.__array_interface__["data"][0]
+        return int(d.data.ptr)
+
+    def is_pinned(self) -> bool:
+        """True for tensors made by ``pin_memory()``."""
+        return hasattr(self, "_pinned")
+
+    def pin_memory(self) -> "Tensor":
+        """Page-locked host memory for faster copies to a GPU: cupy's pinned pool backs a copy."""
+        from . import cuda
+        if self._device is not CPU or not cuda.is_available():
+            raise RuntimeError("Cannot access accelerator device when none is available." if self._device is CPU
+                               else f"cannot pin '{self._device}' memory: only dense CPU tensors can be pinned")
+        import cupy
+        import numpy as np
+        mem = cupy.cuda.alloc_pinned_memory(self._data.nbytes)
+        arr = np.frombuffer(mem, self._data.dtype, self._data.size).reshape(self._data.shape)
+        np.copyto(arr, self._data)
+        out = Tensor._wrap(arr, False, None, 0, [0], CPU)
+        out._pinned = mem            # keeps the pinned block alive with the tensor
+        return out
+
     def type(self, dtype=None):
+        """The type name (``tapelab.FloatTensor``), or a cast: to a dtype, or to a legacy type name
+        (``'torch.DoubleTensor'``, ``'torch.cuda.FloatTensor'``)."""
         if dtype is None:
             return f"tapelab.{_TYPE_NAMES[self._data.dtype.name]}"
+        if isinstance(dtype, str):
+            name = dtype.rsplit(".", 1)[-1]
+            by_name = {v: k for k, v in _TYPE_NAMES.items()}
+            if name not in by_name:
+                raise ValueError(f"invalid type: '{dtype}'")
+            return self.to("cuda" if ".cuda." in dtype else "cpu", getattr(_dtype, by_name[name]))
         return self.to(dtype)
 
     def float(self):

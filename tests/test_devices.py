@@ -347,3 +347,22 @@ def test_cuda_memory_stats_and_events():
     c.current_stream().wait_stream(s)
     assert start.elapsed_time(end) >= 0
     c.synchronize()
+
+
+def test_tensor_device_queries_like_pytorch(sim):
+    import torch
+    for m in (torch, tapelab):
+        x = m.ones(3)
+        assert x.get_device() == -1 and m.empty(2, device="meta").get_device() == -1 and not x.is_pinned()
+        assert x.data_ptr() != 0 and x[1:].data_ptr() == x.data_ptr() + 4
+        assert x.type("torch.DoubleTensor").dtype == m.float64
+    assert tapelab.ones(2, device="cuda").get_device() == 0          # the simulated cuda:0
+    assert tapelab.empty(2, device="meta").data_ptr() == 0
+    with pytest.raises(ValueError, match="invalid type"):
+        tapelab.ones(1).type("torch.FancyTensor")
+
+
+@gpu_only_absent
+def test_pin_memory_without_a_gpu_raises_like_pytorch():
+    with pytest.raises(RuntimeError, match="Cannot access accelerator device when none is available"):
+        tapelab.ones(2).pin_memory()
