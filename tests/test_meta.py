@@ -5,8 +5,6 @@ holds what is particular to meta: cost, host reads, factories, modules, FX shape
 """
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import pytest
 import torch
@@ -20,9 +18,7 @@ META = tl.device("meta")
 def test_meta_tensors_hold_no_memory_and_ops_cost_no_compute():
     x = tl.empty(1 << 20, 1 << 20, device="meta")                 # 4 TiB if it had data
     w = tl.empty(1 << 20, 1 << 10, device="meta")
-    t0 = time.perf_counter()
-    y = (x @ w).relu() * 2 + 1                                   # 1e15 multiply-adds if it had data
-    assert time.perf_counter() - t0 < 1.0
+    y = (x @ w).relu() * 2 + 1          # 1e15 multiply-adds and 4 TiB if it had data: the run would not end
     assert (tuple(y.shape), y.dtype, y.device) == ((1 << 20, 1 << 10), tl.float32, META)
     assert y._data._a.strides == (0, 0) and y.is_meta and not tl.ones(1).is_meta
 
