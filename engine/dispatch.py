@@ -16,7 +16,7 @@ from .autograd.grad_mode import STATE as GRAD
 from .autograd.graph import OpNode
 from .ops.registry import ALL, NONE, OTHERS
 
-__all__ = ["apply", "apply_", "STATE", "push_mode", "pop_mode", "module_scope"]
+__all__ = ["apply", "apply_", "eager", "Mode", "STATE", "push_mode", "pop_mode", "module_scope"]
 
 
 class _DispatchState:
@@ -43,8 +43,73 @@ def _refresh() -> None:
 events.on_change(_refresh)
 
 
-def push_mode(mode) -> None:
+class Mode:
+    """An interpreter of tensor work: the one declared interface every mode implements.
+
+    In the spirit of PyTorch's ``TorchDispatchMode``: subclass, override the hooks you need
+    (each has a default that leaves eager behaviour unchanged) and enter it with ``with``.
+    The innermost (last entered) mode receives ``dispatch``, ``write``, ``copy``,
+    ``accumulate`` and ``call_module``; ``host_read`` goes to every active mode, since any
+    of them may refuse it.
+
+    Hooks:
+        dispatch(op, args, params): every op, factories and random draws included (their
+            ``Op`` says which: ``op.kind``); return what ``apply`` returns. The default
+            runs it eagerly; ``eager(op, args, params, fwd=...)`` runs it with a
+            replacement forward (capture's ``out=`` form) without touching the ``Op``.
+        write(target, src): the array ``src`` is about to be written into the array
+            ``target`` (an in-place op, outside ``apply``'s result).
+        copy(src, copy): ``copy`` was made from ``src`` outside ``apply`` (the value an
+            in-place op's autograd node must see).
+        accumulate(var, grad) -> bool: ``grad`` is about to be accumulated into
+            ``var.grad``. Return True to have an existing ``.grad`` updated through the
+            dispatcher (an in-place ``add_`` the mode then sees) instead of by bookkeeping.
+        host_read(tensor, what): a value is about to be copied to the host; ``what`` is
+            ``"item"``, ``"tolist"``, ``"numpy"``, ``"bool"`` or ``"print"``.
+        call_module(module, forward, args, kwargs): an ``nn.Module`` is being called;
+            the default returns ``forward(*args, **kwargs)``.
+
+    >>> class CountOps(Mode):
+    ...     def __init__(self): self.names = []
+    ...     def dispatch(self, op, args, params):
+    ...         self.names.append(op.name)
+    ...         return super().dispatch(op, args, params)
+    >>> with CountOps() as m:
+    ...     (tapelab.ones(2) * 3).sum()
+    >>> m.names
+    ['full', 'mul', 'sum']
+    """
+
+    def dispatch(self, op, args: tuple, params: dict):
+        return eager(op, args, params)
+
+    def write(self, target, src) -> None:
+        pass
+
+    def copy(self, src, copy) -> None:
+        pass
+
+    def accumulate(self, var, grad) -> bool:
+        return False
+
+    def host_read(self, tensor, what: str) -> None:
+        pass
+
+    def call_module(self, module, forward, args: tuple, kwargs: dict):
+        return forward(*args, **kwargs)
+
+    def __enter__(self):
+        push_mode(self)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        pop_mode(self)
+
+
+def push_mode(mode: Mode) -> None:
     """Install an interpreter whose ``dispatch(op, args, params)`` receives every op."""
+    if not isinstance(mode, Mode):
+        raise TypeError(f"push_mode() takes a tapelab.dispatch.Mode, got {type(mode).__name__}")
     STATE.modes.append(mode)
     _refresh()
 
