@@ -15,6 +15,7 @@ REGISTRY: dict[str, "Op"] = {}
 
 # Which input values a vjp reads, so only those are saved and version-checked:
 NONE, ALL, OTHERS = "none", "all", "others"  # OTHERS: input j only when another input needs grad
+KINDS = ("compute", "factory", "random")
 
 
 class Op:
@@ -35,27 +36,37 @@ class Op:
         elementwise: a pure elementwise map (fusion groups these).
         n_extra: number of non-differentiable extra outputs (e.g. indices of ``max``).
         is_view: the forward returns a view of input 0, which then shares its version counter.
-        onnx: the ONNX lowering; cost: a FLOP estimate for the profiler (both optional).
-
-    ``op.ufunc`` (set after declaration, see ops/elementwise.py) names the array namespace's
-    ufunc that computes the same forward, so in-place variants outside autograd can write
-    straight into the target with ``out=`` instead of through a temporary.
+        kind: ``"compute"`` (tensors in, tensors out), ``"factory"`` (makes a tensor from
+            params alone: ``full``, ``arange``) or ``"random"`` (draws from a generator).
+        ufunc: the name of the array namespace's ufunc that computes the same forward, so
+            in-place variants outside autograd (and capture's replay) can write straight
+            into the target with ``out=`` instead of through a temporary.
+        out_form: the name of an array-namespace function equal to the forward that also
+            takes ``out=`` (``"matmul"``), for capture's replay; ``ufunc`` implies it.
+        data_dependent: the output's shape depends on input values (``nonzero``): a short
+            description for the error a captured graph gives.
+        onnx: the ONNX lowering; cost: ``cost(input_shapes, output_shape) -> int``, the FLOP
+            count the profiler reports (both optional).
     """
 
     __slots__ = ("name", "fwd", "vjp", "promote", "saves", "save_output", "elementwise",
-                 "n_extra", "is_view", "onnx", "cost", "ufunc", "backward_name")
+                 "n_extra", "is_view", "kind", "onnx", "cost", "ufunc", "out_form", "data_dependent",
+                 "backward_name")
 
     def __init__(self, name: str, fwd: Callable, vjp: Callable | None = None, *,
                  promote: str | None = None, saves: str = ALL, save_output: bool = False,
-                 elementwise: bool = False, n_extra: int = 0,
-                 is_view: bool = False, onnx=None, cost=None):
+                 elementwise: bool = False, n_extra: int = 0, is_view: bool = False,
+                 kind: str = "compute", ufunc: str | None = None, out_form: str | None = None,
+                 data_dependent: str | None = None, onnx=None, cost=None):
         if name in REGISTRY:
             raise ValueError(f"op {name!r} is already registered")
+        if kind not in KINDS:
+            raise ValueError(f"op {name!r}: kind must be one of {KINDS}, got {kind!r}")
         self.name, self.fwd, self.vjp = name, fwd, vjp
         self.promote, self.saves, self.save_output = promote, saves, save_output
         self.elementwise, self.n_extra = elementwise, n_extra
-        self.is_view, self.onnx, self.cost = is_view, onnx, cost
-        self.ufunc = None
+        self.is_view, self.kind, self.onnx, self.cost = is_view, kind, onnx, cost
+        self.ufunc, self.out_form, self.data_dependent = ufunc, out_form or ufunc, data_dependent
         self.backward_name = "".join(p.capitalize() for p in name.split("_")) + "Backward0"
         REGISTRY[name] = self
 
