@@ -35,7 +35,7 @@ import inspect
 import types
 from typing import Any, Callable
 
-from ..dispatch import eager, pop_mode, push_mode
+from ..dispatch import Mode, eager, pop_mode, push_mode
 from ..nn.modules.container import Sequential
 from ..nn.modules.module import Module
 from ..nn.parameter import Parameter
@@ -156,7 +156,7 @@ def _patch_functions(patcher: _Patcher, extra_globals: list[dict]) -> None:
             patcher.setitem(g, name, _Recording(getattr(builtins, name)))
 
 
-class _ProxyGuard:
+class _ProxyGuard(Mode):
     """The dispatcher mode active during tracing: eager for real tensors, an error for Proxies."""
 
     def dispatch(self, op, args, params):

@@ -29,7 +29,7 @@ import inspect
 import operator
 from typing import Any, Callable
 
-from ..dispatch import eager, pop_mode, push_mode
+from ..dispatch import Mode, eager, pop_mode, push_mode
 from ..nn.modules.module import Module
 from ..tensor import Tensor
 from .graph import Graph, has_side_effect
@@ -67,7 +67,7 @@ def guard_inputs(specs: tuple, *inputs) -> None:
                              f"called with {value!r}; trace again with this value")
 
 
-class _Recorder:
+class _Recorder(Mode):
     """The dispatcher mode: runs each op eagerly and appends it to the graph."""
 
     def __init__(self, graph: Graph, params: dict[int, str]):
