@@ -7,12 +7,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._meta import META_XP
+
 __all__ = ["device", "cuda_available", "cuda_unavailable_reason", "require_cuda"]
-
-
-def _meta_xp():
-    from ._meta import META_XP
-    return META_XP
 
 
 class device:
@@ -39,7 +36,7 @@ class device:
         dev = cls._interned.get(key)
         if dev is None:
             dev = object.__new__(cls)
-            dev.type, dev.index, dev._xp = kind, index, (np if kind == "cpu" else _meta_xp() if kind == "meta" else None)
+            dev.type, dev.index, dev._xp = kind, index, (np if kind == "cpu" else META_XP if kind == "meta" else None)
             dev._name = kind if index is None else f"{kind}:{index}"
             cls._interned[key] = dev
         return dev
