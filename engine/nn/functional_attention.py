@@ -12,7 +12,7 @@ import warnings
 from .. import _dtype, creation
 from ..ops.movement import cat
 from ..tensor import Tensor
-from . import functional as F
+from .functional_core import dropout, linear, softmax
 
 __all__ = ["scaled_dot_product_attention", "multi_head_attention_forward"]
 
@@ -31,7 +31,7 @@ def _safe_softmax(scores: Tensor) -> Tensor:
     passes zero gradient) instead of poisoning the batch with NaNs.
     """
     dead = (scores == _NEG_INF).all(-1, keepdim=True)
-    return F.softmax(scores.masked_fill(dead, 0.0), -1).masked_fill(dead, 0.0)
+    return softmax(scores.masked_fill(dead, 0.0), -1).masked_fill(dead, 0.0)
 
 
 def _check_sdpa(query: Tensor, key: Tensor, value: Tensor, attn_mask, dropout_p: float) -> None:
@@ -82,15 +82,15 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
         if attn_mask is not None:
             raise RuntimeError("_scaled_dot_product_attention: Explicit attn_mask should not be set when "
                                "is_causal=True")
-        weights = F.softmax(scores.masked_fill(causal_mask(L, S, query.device).logical_not(), _NEG_INF), -1)
+        weights = softmax(scores.masked_fill(causal_mask(L, S, query.device).logical_not(), _NEG_INF), -1)
     elif attn_mask is None:
-        weights = F.softmax(scores, -1)
+        weights = softmax(scores, -1)
     elif attn_mask.dtype == _dtype.bool:
         weights = _safe_softmax(scores.masked_fill(attn_mask.logical_not(), _NEG_INF))
     else:
         weights = _safe_softmax(scores + attn_mask.to(scores.dtype))
     if dropout_p > 0.0:
-        weights = F.dropout(weights, dropout_p, training=True)
+        weights = dropout(weights, dropout_p, training=True)
     return weights @ value
 
 
@@ -148,7 +148,7 @@ def _in_projection(query, key, value, in_proj_weight, in_proj_bias, separate_wei
         if in_proj_weight is None:
             raise AssertionError("use_separate_proj_weight is False but in_proj_weight is None")
         if query is key and key is value:
-            return F.linear(query, in_proj_weight, in_proj_bias).chunk(3, dim=-1)
+            return linear(query, in_proj_weight, in_proj_bias).chunk(3, dim=-1)
         weights = in_proj_weight.chunk(3)
     else:
         for name, w in zip("qkv", separate_weights):
@@ -156,7 +156,7 @@ def _in_projection(query, key, value, in_proj_weight, in_proj_bias, separate_wei
                 raise AssertionError(f"use_separate_proj_weight is True but {name}_proj_weight is None")
         weights = separate_weights
     biases = (None, None, None) if in_proj_bias is None else in_proj_bias.chunk(3)
-    return tuple(F.linear(x, w, b) for x, w, b in zip((query, key, value), weights, biases))
+    return tuple(linear(x, w, b) for x, w, b in zip((query, key, value), weights, biases))
 
 
 def _append_zero_key(mask: Tensor | None) -> Tensor | None:
@@ -292,7 +292,7 @@ def multi_head_attention_forward(
                                            attn_mask, dropout_p, is_causal)
         out, attn_weights = out.reshape(bsz * num_heads, tgt_len, head_dim), None
     out = out.transpose(0, 1).reshape(tgt_len * bsz, embed_dim)
-    out = F.linear(out, out_proj_weight, out_proj_bias).reshape(tgt_len, bsz, -1)
+    out = linear(out, out_proj_weight, out_proj_bias).reshape(tgt_len, bsz, -1)
     if not batched:
         out = out.squeeze(1)
         if attn_weights is not None:
@@ -306,7 +306,7 @@ def _attend_with_weights(q: Tensor, k: Tensor, v: Tensor, attn_mask: Tensor | No
     scores = (q * math.sqrt(1.0 / q.shape[-1])) @ k.transpose(-2, -1)
     if attn_mask is not None:
         scores = attn_mask + scores
-    weights = F.softmax(scores, -1)
+    weights = softmax(scores, -1)
     if dropout_p > 0.0:
-        weights = F.dropout(weights, dropout_p)
+        weights = dropout(weights, dropout_p)
     return weights @ v, weights

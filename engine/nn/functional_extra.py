@@ -1,7 +1,7 @@
 """More of ``torch.nn.functional``: channel and alpha dropout, adaptive max pooling, instance and RMS
 norm, more activations, pixel shuffling, distances and margin/likelihood losses.
 
-Composites over Tensor ops like the rest of ``functional`` (which re-exports everything here).
+Composites over Tensor ops, built on ``functional_core`` (``functional`` re-exports everything here).
 """
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from .._dtype import finfo
 from ..autograd.grad_mode import no_grad
 from ..ops.movement import cat
 from ..tensor import Tensor
-from .functional import (_batched, _channel_view, _normalize_over, _ntuple_none, _reduce, _reduction, _unbatch,
-                         interpolate, logsigmoid)
+from .functional_core import (_batched, _channel_view, _normalize_over, _ntuple_none, _reduce, _reduction,
+                              _unbatch, interpolate, logsigmoid)
 
 __all__ = [
     "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout",

@@ -1,0 +1,744 @@
+"""The core of ``torch.nn.functional``: linear, convolution, pooling, normalization, dropout,
+embedding, resampling, the common activations and losses, and the argument helpers that
+``functional_extra`` and ``functional_attention`` build on. ``functional`` re-exports it all.
+
+Everything here is written with Tensor ops, so it runs on every device and shows on the
+tape; only convolution, pooling, im2col and embedding are primitives of their own (``_ops``).
+"""
+from __future__ import annotations
+
+import math
+import warnings
+
+from .. import _dtype as _dt, creation
+from ..autograd.grad_mode import no_grad
+from ..graphs.graph import is_current_stream_capturing as _capturing
+from ..ops.indexing import one_hot
+from ..ops.movement import pad
+from ..tensor import _TYPE_NAMES, Tensor
+from . import _ops
+
+__all__ = [
+    "linear", "bilinear", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
+    "max_pool1d", "max_pool2d", "avg_pool1d", "avg_pool2d", "adaptive_avg_pool1d", "adaptive_avg_pool2d",
+    "batch_norm", "layer_norm", "group_norm", "dropout", "embedding", "one_hot", "pad", "interpolate",
+    "unfold", "fold", "normalize", "cosine_similarity",
+    "relu", "relu_", "relu6", "leaky_relu", "elu", "gelu", "silu", "mish", "softplus", "hardswish",
+    "hardsigmoid", "hardtanh", "tanh", "sigmoid", "logsigmoid", "softsign", "softmax", "softmin",
+    "log_softmax",
+    "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "nll_loss", "cross_entropy",
+    "binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div", "cosine_embedding_loss",
+]
+
+
+# ---------------------------------------------------------------- argument helpers
+def _ntuple(v, n: int, name: str = "") -> tuple:
+    if isinstance(v, (tuple, list)):
+        if len(v) == 1 and n > 1:
+            return tuple(v) * n
+        if len(v) != n:
+            raise RuntimeError(f"expected {name or 'argument'} to be a single integer value or a list of "
+                               f"{n} values to match the convolution dimensions, but got {name}={list(v)}")
+        return tuple(int(x) for x in v)
+    return (int(v),) * n
+
+
+def _batched(input: Tensor, nd: int, name: str) -> tuple[Tensor, bool]:
+    """Adds the batch dim to unbatched input; says whether to take it away again."""
+    if input.ndim == nd + 1:
+        return input.unsqueeze(0), True
+    if input.ndim != nd + 2:
+        raise RuntimeError(f"Expected {nd + 1}D (unbatched) or {nd + 2}D (batched) input to {name}, "
+                           f"but got input of size: {list(input.shape)}")
+    return input, False
+
+
+def _unbatch(out: Tensor, squeeze: bool) -> Tensor:
+    return out.squeeze(0) if squeeze else out
+
+
+def _channel_view(t: Tensor, ndim: int) -> Tensor:
+    """A per-channel vector shaped to broadcast over ``(N, C, *spatial)``."""
+    return t.reshape((1, -1) + (1,) * (ndim - 2))
+
+
+# ---------------------------------------------------------------- linear
+def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+    out = input.matmul(weight.t())
+    return out if bias is None else out + bias
+
+
+def bilinear(input1: Tensor, input2: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+    """``y_k = x1^T W_k x2 + b_k`` as one matmul and a contraction."""
+    out_f, in1, in2 = weight.shape
+    left = input1.matmul(weight.permute(1, 0, 2).reshape(in1, out_f * in2))
+    out = (left.reshape(tuple(input1.shape[:-1]) + (out_f, in2)) * input2.unsqueeze(-2)).sum(-1)
+    return out if bias is None else out + bias
+
+
+# ---------------------------------------------------------------- convolution
+def _conv_pads(padding, weight: Tensor, stride: tuple, dilation: tuple, nd: int) -> tuple:
+    kernel = weight.shape[2:]
+    if isinstance(padding, str):
+        if padding == "valid":
+            return ((0, 0),) * nd
+        if padding != "same":
+            raise ValueError(f"Invalid padding string '{padding}', should be one of {{'valid', 'same'}}")
+        if any(s != 1 for s in stride):
+            raise ValueError("padding='same' is not supported for strided convolutions")
+        total = [d * (k - 1) for d, k in zip(dilation, kernel)]
+        return tuple((t // 2, t - t // 2) for t in total)
+    return tuple((p, p) for p in _ntuple(padding, nd, "padding"))
+
+
+def _conv(input, weight, bias, stride, padding, dilation, groups, nd: int, name: str) -> Tensor:
+    x, squeeze = _batched(input, nd, name)
+    stride, dilation = _ntuple(stride, nd, "stride"), _ntuple(dilation, nd, "dilation")
+    pads = _conv_pads(padding, weight, stride, dilation, nd)
+    if weight.ndim != nd + 2:
+        raise RuntimeError(f"weight should have at least {nd + 2} dimensions (got {list(weight.shape)})")
+    if x.shape[1] != weight.shape[1] * groups:
+        raise RuntimeError(f"Given groups={groups}, weight of size {list(weight.shape)}, expected input"
+                           f"{list(x.shape)} to have {weight.shape[1] * groups} channels, but got "
+                           f"{x.shape[1]} channels instead")
+    if weight.shape[0] % groups:
+        raise RuntimeError(f"Given groups={groups}, expected weight to be divisible by {groups} at dimension "
+                           f"0, but got weight of size {list(weight.shape)} instead")
+    padded = [n + lo + hi for n, (lo, hi) in zip(x.shape[2:], pads)]
+    eff = [d * (k - 1) + 1 for d, k in zip(dilation, weight.shape[2:])]
+    if any(p < e for p, e in zip(padded, eff)):
+        raise RuntimeError(f"Calculated padded input size per channel: ({' x '.join(map(str, padded))}). "
+                           f"Kernel size: ({' x '.join(map(str, eff))}). Kernel size can't be greater than "
+                           "actual input size")
+    out = _ops.convolution(x, weight, stride, pads, dilation, groups)
+    if bias is not None:
+        out = out + _channel_view(bias, out.ndim)
+    return _unbatch(out, squeeze)
+
+
+def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1) -> Tensor:
+    return _conv(input, weight, bias, stride, padding, dilation, groups, 1, "conv1d")
+
+
+def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1) -> Tensor:
+    return _conv(input, weight, bias, stride, padding, dilation, groups, 2, "conv2d")
+
+
+def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1) -> Tensor:
+    return _conv(input, weight, bias, stride, padding, dilation, groups, 3, "conv3d")
+
+
+def _conv_transpose(input, weight, bias, stride, padding, output_padding, groups, dilation, nd, name):
+    x, squeeze = _batched(input, nd, name)
+    stride, dilation = _ntuple(stride, nd, "stride"), _ntuple(dilation, nd, "dilation")
+    padding, output_padding = _ntuple(padding, nd, "padding"), _ntuple(output_padding, nd, "output_padding")
+    if x.shape[1] != weight.shape[0]:
+        raise RuntimeError(f"Given transposed=1, weight of size {list(weight.shape)}, expected input"
+                           f"{list(x.shape)} to have {weight.shape[0]} channels, but got {x.shape[1]} "
+                           "channels instead")
+    if any(op >= s and op >= d for op, s, d in zip(output_padding, stride, dilation)):
+        raise RuntimeError("output padding must be smaller than either stride or dilation, but got "
+                           f"output_padding={list(output_padding)}, stride={list(stride)}, "
+                           f"dilation={list(dilation)}")
+    size = tuple((n - 1) * s - 2 * p + d * (k - 1) + op + 1 for n, s, p, d, k, op in
+                 zip(x.shape[2:], stride, padding, dilation, weight.shape[2:], output_padding))
+    out = _ops.convolution_transpose(x, weight, stride, tuple((p, p) for p in padding), dilation, groups, size)
+    if bias is not None:
+        out = out + _channel_view(bias, out.ndim)
+    return _unbatch(out, squeeze)
+
+
+def conv_transpose1d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1,
+                     dilation=1) -> Tensor:
+    return _conv_transpose(input, weight, bias, stride, padding, output_padding, groups, dilation, 1,
+                           "conv_transpose1d")
+
+
+def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1,
+                     dilation=1) -> Tensor:
+    return _conv_transpose(input, weight, bias, stride, padding, output_padding, groups, dilation, 2,
+                           "conv_transpose2d")
+
+
+# ---------------------------------------------------------------- pooling
+def _pool_args(kernel_size, stride, padding, nd: int) -> tuple[tuple, tuple, tuple]:
+    k = _ntuple(kernel_size, nd, "kernel_size")
+    s = k if stride is None or (isinstance(stride, (list, tuple)) and not stride) else _ntuple(stride, nd, "stride")
+    return k, s, _ntuple(padding, nd, "padding")
+
+
+def _max_pool(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices, nd, name):
+    x, squeeze = _batched(input, nd, name)
+    k, s, p = _pool_args(kernel_size, stride, padding, nd)
+    d = _ntuple(dilation, nd, "dilation")
+    if any(pi > (di * (ki - 1) + 1) // 2 for pi, ki, di in zip(p, k, d)):
+        raise RuntimeError(f"pad should be at most half of effective kernel size, but got pad={p[0]}, "
+                           f"kernel_size={k[0]} and dilation={d[0]}")
+    if not return_indices and _ops.blocks_divide(x.shape[2:], k, s, p, d):
+        return _unbatch(_ops.max_pool_blocks(x, k), squeeze)     # the 2x2 pool: no indices needed
+    out, idx = _ops.max_pool(x, k, s, p, d, ceil_mode)
+    out, idx = _unbatch(out, squeeze), _unbatch(idx, squeeze)
+    return (out, idx) if return_indices else out
+
+
+def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
+    return _max_pool(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices, 1, "max_pool1d")
+
+
+def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
+    return _max_pool(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices, 2, "max_pool2d")
+
+
+def _avg_pool(input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, nd, name):
+    x, squeeze = _batched(input, nd, name)
+    k, s, p = _pool_args(kernel_size, stride, padding, nd)
+    if any(pi > ki // 2 for pi, ki in zip(p, k)):
+        raise RuntimeError(f"pad should be at most half of effective kernel size, but got pad={p[0]}, "
+                           f"kernel_size={k[0]} and dilation=1")
+    out = _ops.avg_pool(x, k, s, p, ceil_mode, count_include_pad, divisor_override)
+    return _unbatch(out, squeeze)
+
+
+def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True) -> Tensor:
+    return _avg_pool(input, kernel_size, stride, padding, ceil_mode, count_include_pad, None, 1, "avg_pool1d")
+
+
+def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
+               divisor_override=None) -> Tensor:
+    return _avg_pool(input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, 2,
+                     "avg_pool2d")
+
+
+def _adaptive_matrix(n_in: int, n_out: int, like: Tensor) -> Tensor:
+    """Row i averages PyTorch's adaptive window ``[floor(i*in/out), ceil((i+1)*in/out))``."""
+    rows = []
+    for i in range(n_out):
+        lo, hi = (i * n_in) // n_out, -(-((i + 1) * n_in) // n_out)
+        rows.append([1.0 / (hi - lo) if lo <= j < hi else 0.0 for j in range(n_in)])
+    return creation.tensor(rows, dtype=like.dtype, device=like.device)
+
+
+def _separable(x: Tensor, mats: list) -> Tensor:
+    """Apply one (out, in) matrix along each trailing spatial dim (None leaves a dim alone)."""
+    nd = len(mats)
+    for i, m in enumerate(mats):
+        if m is None:
+            continue
+        dim = x.ndim - nd + i
+        x = m.matmul(x.transpose(dim, -2)).transpose(dim, -2) if dim != x.ndim - 1 else x.matmul(m.t())
+    return x
+
+
+def _adaptive_avg_pool(input, output_size, nd, name):
+    x, squeeze = _batched(input, nd, name)
+    size = tuple(x.shape[2:])
+    out = tuple(n if o is None else int(o) for n, o in zip(size, _ntuple_none(output_size, nd)))
+    if all(o == 1 for o in out):
+        res = x.mean(tuple(range(2, 2 + nd)), keepdim=True)
+    elif all(n % o == 0 for n, o in zip(size, out)):
+        k = tuple(n // o for n, o in zip(size, out))
+        res = _ops.avg_pool(x, k, k, (0,) * nd, False, True, None)
+    else:
+        res = _separable(x, [None if n == o else _adaptive_matrix(n, o, x) for n, o in zip(size, out)])
+    return _unbatch(res, squeeze)
+
+
+def _ntuple_none(v, n: int) -> tuple:
+    return tuple(v) if isinstance(v, (tuple, list)) else (v,) * n
+
+
+def adaptive_avg_pool1d(input: Tensor, output_size) -> Tensor:
+    return _adaptive_avg_pool(input, output_size, 1, "adaptive_avg_pool1d")
+
+
+def adaptive_avg_pool2d(input: Tensor, output_size) -> Tensor:
+    return _adaptive_avg_pool(input, output_size, 2, "adaptive_avg_pool2d")
+
+
+# ---------------------------------------------------------------- normalization
+def _normalize_over(x: Tensor, dims: tuple, eps: float) -> tuple[Tensor, Tensor, Tensor]:
+    """``(x - mean) / sqrt(biased var + eps)`` over ``dims``; also returns mean and biased var."""
+    mean = x.mean(dims, keepdim=True)
+    centered = x - mean
+    var = (centered * centered).mean(dims, keepdim=True)
+    return centered * (var + eps).rsqrt(), mean, var
+
+
+def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor | None,
+               weight: Tensor | None = None, bias: Tensor | None = None, training: bool = False,
+               momentum: float = 0.1, eps: float = 1e-5) -> Tensor:
+    """Normalise each channel by batch statistics (training) or the running ones (eval)."""
+    dims = (0,) + tuple(range(2, input.ndim))
+    if training:
+        count = input.numel() // input.shape[1]
+        if count <= 1:
+            raise ValueError(f"Expected more than 1 value per channel when training, got input size "
+                             f"{list(input.shape)}")
+        out, mean, var = _ops.batch_norm_normalize(input, dims, eps)   # one fused primitive
+        if running_mean is not None:
+            with no_grad():
+                running_mean.mul_(1 - momentum).add_(mean * momentum)
+                running_var.mul_(1 - momentum).add_(var * (momentum * count / (count - 1)))
+    else:
+        out = (input - _channel_view(running_mean, input.ndim)) * \
+            _channel_view((running_var + eps).rsqrt(), input.ndim)
+    if weight is not None:
+        out = out * _channel_view(weight, input.ndim)
+    if bias is not None:
+        out = out + _channel_view(bias, input.ndim)
+    return out
+
+
+def layer_norm(input: Tensor, normalized_shape, weight: Tensor | None = None, bias: Tensor | None = None,
+               eps: float = 1e-5) -> Tensor:
+    shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    if tuple(input.shape[input.ndim - len(shape):]) != shape:
+        raise RuntimeError(f"Given normalized_shape={list(shape)}, expected input with shape [*, "
+                           f"{', '.join(map(str, shape))}], but got input of size{list(input.shape)}")
+    out, _, _ = _normalize_over(input, tuple(range(input.ndim - len(shape), input.ndim)), eps)
+    if weight is not None:
+        out = out * weight
+    if bias is not None:
+        out = out + bias
+    return out
+
+
+def group_norm(input: Tensor, num_groups: int, weight: Tensor | None = None, bias: Tensor | None = None,
+               eps: float = 1e-5) -> Tensor:
+    n, c = input.shape[:2]
+    if c % num_groups:
+        raise RuntimeError(f"Expected number of channels in input to be divisible by num_groups, but got "
+                           f"input of shape {list(input.shape)} and num_groups={num_groups}")
+    out, _, _ = _normalize_over(input.reshape(n, num_groups, -1), (2,), eps)
+    out = out.reshape(input.shape)
+    if weight is not None:
+        out = out * _channel_view(weight, input.ndim)
+    if bias is not None:
+        out = out + _channel_view(bias, input.ndim)
+    return out
+
+
+# ---------------------------------------------------------------- dropout and embedding
+def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
+    """Zero each element with probability ``p`` (tapelab's default generator), scale the rest."""
+    if p < 0.0 or p > 1.0:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+    if not training or p == 0.0:
+        return input
+    if p == 1.0:
+        out = input * 0.0
+    else:
+        out = input * (creation.bernoulli(input.detach(), 1.0 - p) * (1.0 / (1.0 - p)))
+    return input.copy_(out) if inplace else out
+
+
+def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None, max_norm: float | None = None,
+              norm_type: float = 2.0, scale_grad_by_freq: bool = False, sparse: bool = False) -> Tensor:
+    if padding_idx is not None:
+        num = weight.shape[0]
+        if not -num <= padding_idx < num:
+            raise AssertionError("Padding_idx must be within num_embeddings")
+        padding_idx %= num
+    if max_norm is not None:
+        _renorm_rows(weight, input, max_norm, norm_type)
+    return _ops.embedding(weight, input, padding_idx)
+
+
+def _renorm_rows(weight: Tensor, idx: Tensor, max_norm: float, norm_type: float) -> None:
+    """Rescale, in place and unrecorded, the looked-up rows whose norm exceeds ``max_norm``."""
+    with no_grad():
+        rows = idx.flatten()
+        norms = weight[rows].norm(norm_type, dim=1, keepdim=True)
+        scale = (max_norm / (norms + 1e-7)).clamp(max=1.0)
+        weight[rows] = weight[rows] * scale
+
+
+# ---------------------------------------------------------------- shape helpers
+def _interp_matrix(n_in: int, n_out: int, mode: str, align_corners: bool | None, scale: float | None,
+                   like: Tensor) -> Tensor:
+    """The (out, in) matrix of 1-d nearest or linear resampling, with PyTorch's index rules."""
+    if scale is not None and scale > 0:
+        ratio = 1.0 / scale
+    else:
+        ratio = n_in / n_out
+    rows = [[0.0] * n_in for _ in range(n_out)]
+    for i in range(n_out):
+        if mode == "nearest":
+            rows[i][min(int(math.floor(i * ratio)), n_in - 1)] = 1.0
+        elif mode == "nearest-exact":
+            rows[i][min(int(math.floor((i + 0.5) * ratio)), n_in - 1)] = 1.0
+        else:
+            if align_corners:
+                src = i * (n_in - 1) / (n_out - 1) if n_out > 1 else 0.0
+            else:
+                src = max((i + 0.5) * ratio - 0.5, 0.0)
+            lo = min(int(math.floor(src)), n_in - 1)
+            hi = min(lo + 1, n_in - 1)
+            frac = src - lo
+            rows[i][lo] += 1.0 - frac
+            rows[i][hi] += frac
+    return creation.tensor(rows, dtype=like.dtype, device=like.device)
+
+
+_INTERP_DIMS = {"linear": 1, "bilinear": 2, "bicubic": 2, "trilinear": 3}
+
+
+def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "nearest",
+                align_corners: bool | None = None, recompute_scale_factor: bool | None = None,
+                antialias: bool = False) -> Tensor:
+    """Resample the spatial dims: nearest / nearest-exact / linear / bilinear, one matrix per dim."""
+    nd = input.ndim - 2
+    if mode in _INTERP_DIMS and _INTERP_DIMS[mode] != nd:
+        raise NotImplementedError(f"Got {input.ndim}D input, but {mode} mode needs "
+                                  f"{_INTERP_DIMS[mode] + 2}D input")
+    if mode not in ("nearest", "nearest-exact", "linear", "bilinear", "trilinear"):
+        raise NotImplementedError(f"interpolate: mode '{mode}' is not supported")
+    if align_corners is not None and mode.startswith("nearest"):
+        raise ValueError("align_corners option can only be set with the interpolating modes: "
+                         "linear | bilinear | bicubic | trilinear")
+    if (size is None) == (scale_factor is None):
+        raise ValueError("only one of size or scale_factor should be defined")
+    in_size = tuple(input.shape[2:])
+    if size is not None:
+        out = _ntuple(size, nd, "size")
+        scales = (None,) * nd
+    else:
+        scales = tuple(float(s) for s in _ntuple_none(scale_factor, nd))
+        out = tuple(int(math.floor(n * s)) for n, s in zip(in_size, scales))
+        if recompute_scale_factor:
+            scales = (None,) * nd
+    mode_1d = mode if mode.startswith("nearest") else "linear"
+    mats = [None if (n == o and s in (None, 1.0)) else
+            _interp_matrix(n, o, mode_1d, align_corners, s, input) for n, o, s in zip(in_size, out, scales)]
+    return _separable(input, mats)
+
+
+def unfold(input: Tensor, kernel_size, dilation=1, padding=0, stride=1) -> Tensor:
+    """im2col: ``(N, C, H, W)`` -> ``(N, C * kh * kw, L)``."""
+    x, squeeze = _batched(input, 2, "unfold")
+    pads = tuple((p, p) for p in _ntuple(padding, 2, "padding"))
+    out = _ops.im2col(x, _ntuple(kernel_size, 2, "kernel_size"), _ntuple(dilation, 2, "dilation"), pads,
+                      _ntuple(stride, 2, "stride"))
+    return _unbatch(out, squeeze)
+
+
+def fold(input: Tensor, output_size, kernel_size, dilation=1, padding=0, stride=1) -> Tensor:
+    """col2im, the adjoint of ``unfold``: sums overlapping blocks into ``(N, C, *output_size)``."""
+    squeeze = input.ndim == 2
+    x = input.unsqueeze(0) if squeeze else input
+    size, k = _ntuple(output_size, 2, "output_size"), _ntuple(kernel_size, 2, "kernel_size")
+    d, p, st = _ntuple(dilation, 2, "dilation"), _ntuple(padding, 2, "padding"), _ntuple(stride, 2, "stride")
+    blocks = [(n + 2 * pi - di * (ki - 1) - 1) // si + 1 for n, pi, di, ki, si in zip(size, p, d, k, st)]
+    if x.shape[1] % (k[0] * k[1]) or x.shape[2] != blocks[0] * blocks[1]:
+        raise RuntimeError(f"Given output_size={size}, kernel_size={k}, dilation={d}, padding={p}, stride={st}, "
+                           f"expected size of input's dimension 2 to match the calculated number of sliding "
+                           f"blocks {blocks[0]} * {blocks[1]} = {blocks[0] * blocks[1]}, but got "
+                           f"input.size(2)={x.shape[2]}.")
+    out = _ops.col2im(x, size, k, d, tuple((pi, pi) for pi in p), st)
+    return _unbatch(out, squeeze)
+
+
+def normalize(input: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12, out=None) -> Tensor:
+    return input / input.norm(p, dim, keepdim=True).clamp_min(eps)
+
+
+def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -> Tensor:
+    return ((x1 / x1.norm(2, dim, keepdim=True).clamp_min(eps)) *
+            (x2 / x2.norm(2, dim, keepdim=True).clamp_min(eps))).sum(dim)
+
+
+# ---------------------------------------------------------------- activations
+def _inplace(input: Tensor, out: Tensor, inplace: bool) -> Tensor:
+    return input.copy_(out) if inplace else out
+
+
+def relu(input: Tensor, inplace: bool = False) -> Tensor:
+    return input.relu_() if inplace else input.relu()
+
+
+def relu_(input: Tensor) -> Tensor:
+    return input.relu_()
+
+
+def relu6(input: Tensor, inplace: bool = False) -> Tensor:
+    return hardtanh(input, 0.0, 6.0, inplace)
+
+
+def leaky_relu(input: Tensor, negative_slope: float = 0.01, inplace: bool = False) -> Tensor:
+    return _inplace(input, input.where(input > 0, input * negative_slope), inplace)
+
+
+def elu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
+    return _inplace(input, input.where(input > 0, input.expm1() * alpha), inplace)
+
+
+def gelu(input: Tensor, approximate: str = "none") -> Tensor:
+    if approximate == "tanh":
+        inner = (input + input * input * input * 0.044715) * math.sqrt(2.0 / math.pi)
+        return input * 0.5 * (inner.tanh() + 1.0)
+    if approximate != "none":
+        raise RuntimeError("approximate argument must be either none or tanh.")
+    return input * 0.5 * ((input * (1.0 / math.sqrt(2.0))).erf() + 1.0)
+
+
+def silu(input: Tensor, inplace: bool = False) -> Tensor:
+    return _inplace(input, input * input.sigmoid(), inplace)
+
+
+def softplus(input: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
+    """``log(1 + exp(beta x)) / beta``, linear above ``threshold`` as in PyTorch."""
+    bx = input * beta
+    soft = (bx.clamp(max=threshold).exp().log1p()) / beta
+    return input.where(bx > threshold, soft)
+
+
+def mish(input: Tensor, inplace: bool = False) -> Tensor:
+    return _inplace(input, input * softplus(input).tanh(), inplace)
+
+
+def hardswish(input: Tensor, inplace: bool = False) -> Tensor:
+    return _inplace(input, input * (input + 3.0).clamp(0.0, 6.0) / 6.0, inplace)
+
+
+def hardsigmoid(input: Tensor, inplace: bool = False) -> Tensor:
+    return _inplace(input, (input + 3.0).clamp(0.0, 6.0) / 6.0, inplace)
+
+
+def hardtanh(input: Tensor, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False) -> Tensor:
+    """Clamped; the gradient is 0 at the bounds themselves, as PyTorch's (so relu6 too)."""
+    inside = (input > min_val) & (input < max_val)
+    return _inplace(input, input.where(inside, input.clamp(min_val, max_val).detach()), inplace)
+
+
+def tanh(input: Tensor) -> Tensor:
+    return input.tanh()
+
+
+def sigmoid(input: Tensor) -> Tensor:
+    return input.sigmoid()
+
+
+def logsigmoid(input: Tensor) -> Tensor:
+    return -softplus(-input)
+
+
+def softsign(input: Tensor) -> Tensor:
+    return input / (input.abs() + 1.0)
+
+
+def _softmax_dim(ndim: int, name: str) -> int:
+    warnings.warn(f"Implicit dimension choice for {name} has been deprecated. Change the call to include "
+                  "dim=X as an argument.", stacklevel=3)
+    return 0 if ndim in (0, 1, 3) else 1
+
+
+def _cast(input: Tensor, dtype) -> Tensor:
+    return input if dtype is None else input.to(dtype)
+
+
+def softmax(input: Tensor, dim: int | None = None, _stacklevel: int = 3, dtype=None) -> Tensor:
+    """``exp(x - max) / sum``: the max shift keeps it finite for any input."""
+    x = _cast(input, dtype)
+    if dim is None:
+        dim = _softmax_dim(x.ndim, "softmax")
+    e = (x - x.detach().amax(dim, keepdim=True)).exp()
+    return e / e.sum(dim, keepdim=True)
+
+
+def softmin(input: Tensor, dim: int | None = None, _stacklevel: int = 3, dtype=None) -> Tensor:
+    if dim is None:
+        dim = _softmax_dim(input.ndim, "softmin")
+    return softmax(-_cast(input, dtype), dim)
+
+
+def log_softmax(input: Tensor, dim: int | None = None, _stacklevel: int = 3, dtype=None) -> Tensor:
+    x = _cast(input, dtype)
+    if dim is None:
+        dim = _softmax_dim(x.ndim, "log_softmax")
+    return x - x.logsumexp(dim, keepdim=True)
+
+
+# ---------------------------------------------------------------- losses
+def _reduction(size_average, reduce, reduction: str) -> str:
+    """Map the deprecated ``size_average``/``reduce`` pair to a reduction string."""
+    if size_average is None and reduce is None:
+        return reduction
+    size_average = True if size_average is None else size_average
+    reduce = True if reduce is None else reduce
+    return ("mean" if size_average else "sum") if reduce else "none"
+
+
+def _reduce(loss: Tensor, reduction: str) -> Tensor:
+    if reduction == "none":
+        return loss
+    if reduction == "mean":
+        return loss.mean()
+    if reduction == "sum":
+        return loss.sum()
+    raise ValueError(f"{reduction} is not a valid value for reduction")
+
+
+def _check_same_size(input: Tensor, target: Tensor) -> None:
+    if tuple(input.shape) != tuple(target.shape):
+        warnings.warn(f"Using a target size ({target.shape}) that is different to the input size "
+                      f"({input.shape}). This will likely lead to incorrect results due to broadcasting. "
+                      "Please ensure they have the same size.", stacklevel=3)
+
+
+def mse_loss(input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean",
+             weight: Tensor | None = None) -> Tensor:
+    _check_same_size(input, target)
+    d = input - target
+    loss = d * d if weight is None else d * d * weight
+    return _reduce(loss, _reduction(size_average, reduce, reduction))
+
+
+def l1_loss(input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean",
+            weight: Tensor | None = None) -> Tensor:
+    _check_same_size(input, target)
+    loss = (input - target).abs()
+    return _reduce(loss if weight is None else loss * weight, _reduction(size_average, reduce, reduction))
+
+
+def smooth_l1_loss(input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean",
+                   beta: float = 1.0) -> Tensor:
+    _check_same_size(input, target)
+    if beta < 0:
+        raise RuntimeError("smooth_l1_loss does not support negative values for beta.")
+    d = (input - target).abs()
+    loss = d if beta == 0 else (d * d * (0.5 / beta)).where(d < beta, d - 0.5 * beta)
+    return _reduce(loss, _reduction(size_average, reduce, reduction))
+
+
+def huber_loss(input: Tensor, target: Tensor, reduction: str = "mean", delta: float = 1.0,
+               weight: Tensor | None = None) -> Tensor:
+    _check_same_size(input, target)
+    d = (input - target).abs()
+    loss = (d * d * 0.5).where(d < delta, (d - 0.5 * delta) * delta)
+    return _reduce(loss if weight is None else loss * weight, reduction)
+
+
+def _class_dim_last(t: Tensor) -> Tensor:
+    """``(N, C, d1, ...)`` -> ``(N, d1, ..., C)``, so per-class ops index the last dim."""
+    return t if t.ndim <= 2 else t.movedim(1, -1)
+
+
+def nll_loss(input: Tensor, target: Tensor, weight: Tensor | None = None, size_average=None,
+             ignore_index: int = -100, reduce=None, reduction: str = "mean") -> Tensor:
+    """``-input[n, target[n]] * weight[target[n]]``; mean divides by the summed weights."""
+    reduction = _reduction(size_average, reduce, reduction)
+    if input.ndim < 1:
+        raise ValueError(f"Expected 1 or more dimensions (got {input.ndim})")
+    if input.ndim >= 2 and input.shape[0] != target.shape[0]:
+        raise ValueError(f"Expected input batch_size ({input.shape[0]}) to match target batch_size "
+                         f"({target.shape[0]}).")
+    if target.dtype not in (_dt.int64, _dt.uint8):
+        got = _TYPE_NAMES[target.dtype.name].removesuffix("Tensor")  # PyTorch's scalar-type name
+        raise RuntimeError(f"expected target dtype to be Long or Byte, but got {got}")
+    logp = _class_dim_last(input)
+    keep = target != ignore_index
+    safe = target.where(keep, 0)
+    bad = (safe < 0) | (safe >= logp.shape[-1])  # gather would wrap negative targets silently
+    on_device = _capturing() or target.device.type == "meta"
+    if on_device:
+        # while capturing a host check would freeze into a replay guard (and keep a CUDA graph
+        # from forming), and a meta tensor has no values: the check moves to the device, where
+        # an out-of-range target makes its loss NaN
+        safe = safe.where(~bad, 0)
+    elif bad.any():
+        raise IndexError(f"Target {target[bad][0].item()} is out of bounds.")
+    picked = -logp.gather(-1, safe.long().unsqueeze(-1)).squeeze(-1)
+    if on_device:
+        picked = picked.where(~bad, float("nan"))
+    w = keep.to(input.dtype) if weight is None else weight[safe.long()] * keep
+    loss = picked * w
+    if reduction == "mean":
+        return loss.sum() / w.sum()
+    return _reduce(loss, reduction)
+
+
+def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None, size_average=None,
+                  ignore_index: int = -100, reduce=None, reduction: str = "mean",
+                  label_smoothing: float = 0.0) -> Tensor:
+    """log_softmax + nll_loss, or soft targets (class probabilities), with label smoothing."""
+    reduction = _reduction(size_average, reduce, reduction)
+    if not 0.0 <= label_smoothing <= 1.0:
+        raise ValueError(f"label_smoothing must be between 0.0 and 1.0. Got: {label_smoothing}")
+    class_dim = 0 if input.ndim == 1 else 1
+    n_classes = input.shape[class_dim]
+    logp = log_softmax(input, class_dim)
+    wshape = [1] * input.ndim
+    wshape[class_dim] = n_classes
+    if target.is_floating_point():
+        if tuple(target.shape) != tuple(input.shape):
+            raise RuntimeError(f"Expected target size {list(input.shape)}, got {list(target.shape)}")
+        if label_smoothing > 0:
+            target = target * (1 - label_smoothing) + label_smoothing / n_classes
+        prod = logp * target if weight is None else logp * target * weight.reshape(wshape)
+        loss = -prod.sum(class_dim)
+        if reduction == "mean":
+            return loss.sum() / (input.numel() // n_classes) if input.numel() else loss.sum() * float("nan")
+        return _reduce(loss, reduction)
+    nll = nll_loss(logp, target, weight, ignore_index=ignore_index, reduction=reduction)
+    if label_smoothing == 0:
+        return nll
+    keep = target != ignore_index
+    smooth = -(logp if weight is None else logp * weight.reshape(wshape)).sum(class_dim) * keep
+    if reduction == "mean":
+        denom = keep.sum() if weight is None else (weight[target.where(keep, 0)] * keep).sum()
+        smooth = smooth.sum() / denom
+    else:
+        smooth = _reduce(smooth, reduction)
+    return nll * (1 - label_smoothing) + smooth * (label_smoothing / n_classes)
+
+
+def binary_cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None, size_average=None,
+                         reduce=None, reduction: str = "mean") -> Tensor:
+    """Logs are clamped at -100, as PyTorch does, so 0 and 1 probabilities stay finite."""
+    reduction = _reduction(size_average, reduce, reduction)
+    if tuple(target.shape) != tuple(input.shape):
+        raise ValueError(f"Using a target size ({target.shape}) that is different to the input size "
+                         f"({input.shape}) is deprecated. Please ensure they have the same size.")
+    loss = -(target * input.log().clamp_min(-100) + (1 - target) * (1 - input).log().clamp_min(-100))
+    return _reduce(loss if weight is None else loss * weight, reduction)
+
+
+def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, weight: Tensor | None = None,
+                                     size_average=None, reduce=None, reduction: str = "mean",
+                                     pos_weight: Tensor | None = None) -> Tensor:
+    """``(1 - t) x + w_pos * softplus(-x)``, with softplus written to stay finite for any x."""
+    reduction = _reduction(size_average, reduce, reduction)
+    if tuple(target.shape) != tuple(input.shape):
+        raise ValueError(f"Target size ({target.shape}) must be the same as input size ({input.shape})")
+    soft = (-input).relu() + (-input.abs()).exp().log1p()
+    if pos_weight is not None:
+        soft = soft * ((pos_weight - 1) * target + 1)
+    loss = (1 - target) * input + soft
+    return _reduce(loss if weight is None else loss * weight, reduction)
+
+
+def kl_div(input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean",
+           log_target: bool = False) -> Tensor:
+    """Pointwise ``target * (log target - input)`` (0 where target is 0); ``batchmean`` divides by N."""
+    reduction = _reduction(size_average, reduce, reduction)
+    if log_target:
+        loss = target.exp() * (target - input)
+    else:
+        loss = target.xlogy(target) - target * input
+    if reduction == "batchmean":
+        return loss.sum() / input.shape[0] if input.ndim else loss.sum()
+    return _reduce(loss, reduction)
+
+
+def cosine_embedding_loss(input1: Tensor, input2: Tensor, target: Tensor, margin: float = 0.0,
+                          size_average=None, reduce=None, reduction: str = "mean") -> Tensor:
+    """``1 - cos`` for target 1, ``max(0, cos - margin)`` for target -1."""
+    reduction = _reduction(size_average, reduce, reduction)
+    dim = 1 if input1.ndim == 2 else 0
+    eps = 1e-12
+    prod = (input1 * input2).sum(dim)
+    mag = ((input1 * input1).sum(dim) + eps) * ((input2 * input2).sum(dim) + eps)
+    cos = prod / mag.sqrt()
+    zeros = cos * 0
+    loss = (1 - cos).where(target == 1, zeros) + (cos - margin).clamp_min(0).where(target == -1, zeros)
+    return _reduce(loss, reduction)
