@@ -696,7 +696,7 @@ class _FakeCupy:
                 fake.replayed.append(f"graph{self.n}")
 
         class Cuda:
-            Device = __import__("tapelab._backend", fromlist=["_SimDevice"])._SimDevice
+            Device = __import__("tapelab._simarray", fromlist=["_SimDevice"])._SimDevice
             runtime = type("runtime", (), {"is_hip": False})
 
             @staticmethod

@@ -1,40 +1,43 @@
 """The capture mode: records a straight-line program while the captured ops run eagerly.
 
-While a ``Graph`` captures, this mode sits on top of the dispatcher's mode stack and
+While a ``Graph`` captures, this ``Mode`` sits on top of the dispatcher's mode stack and
 receives every op. Each op runs through ``dispatch.eager`` (so autograd, hooks and
-optimizer code behave as usual) and is appended to the program as one step that reads
-*arrays*, never Tensors:
+optimizer code behave as usual) with a forward that also notes the arrays it read, and
+is appended to the program as one step that reads *arrays*, never Tensors:
 
-- static arrays existed before capture began (parameters, optimizer state, the user's
-  static inputs): read and written in place by reference, never copied;
-- intermediates are the outputs of captured ops: allocated once, here, and owned by the
-  graph's pool until ``reset()``; each replay overwrites them (``out=`` or ``copyto``);
-- constants were made during capture outside the dispatcher (factories inside vjps, the
-  backward seed): read by reference; one that is written in place gets its initial
-  value back at the start of every replay (a CUDA graph re-runs the fill kernel).
+- intermediates are the outputs of captured ops (and the copies in-place ops make for
+  autograd): allocated once, here, and owned by the graph's pool until ``reset()``; each
+  replay overwrites them (``out=`` or ``copyto``);
+- constants are the outputs of factories (``zeros``, ``ones_like``, the backward seed) and
+  bare arrays the engine hands a forward (an index list): their value depends on no input,
+  so they are read by reference and no step recomputes them; one that is written in place
+  gets its initial value back at the start of every replay (a CUDA graph re-runs the fill
+  kernel);
+- every other array a Tensor brings in existed before capture began (parameters,
+  optimizer state, the user's static inputs): static, read and written in place by
+  reference, never copied. Since every tensor is born in the dispatcher, which this mode
+  sees, no heap scan is needed to tell them apart.
 
-In-place writes (``dispatch._write_inplace``) and gradient accumulation arrive through
-``record_write``. Capture must not change state (a CUDA graph only records), so the first
-write to a static array snapshots it and ``finish`` restores every snapshot.
+In-place writes and gradient accumulation arrive through ``write``. Capture must not
+change state (a CUDA graph only records), so the first write to a static array snapshots
+it and ``restore`` puts every snapshot back.
 """
 from __future__ import annotations
 
-import gc
 import os
 import sys
+import weakref
 
-from .._backend import SimArray
+from .._simarray import SimArray
 from ..autograd.grad_mode import STATE as GRAD
-from ..dispatch import eager
+from ..dispatch import Mode, eager
+from ..optim.optimizer import live_optimizers
 from ..tensor import Tensor
 
 _ENGINE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 # frames that only relay a request (the mode, the dispatcher, Tensor's own methods)
 _RELAY = (os.path.join(_ENGINE_DIR, "graphs") + os.sep, os.path.join(_ENGINE_DIR, "dispatch.py"),
           os.path.join(_ENGINE_DIR, "tensor.py"))
-# ops whose forward is exactly this namespace function, which also takes out= (like op.ufunc)
-_OUT_FORMS = {"matmul": "matmul"}
-_DATA_DEPENDENT = {"nonzero": "nonzero()/argwhere()", "unique": "unique()"}
 
 
 class CaptureError(RuntimeError):
@@ -63,6 +66,18 @@ def _requester():
     while f is not None and f.f_code.co_filename.startswith(_RELAY):
         f = f.f_back
     return f
+
+
+def _drawn_by(op) -> str:
+    """The random op as the user met it: its name, and the engine function that drew through
+    it when that function has another name (``bernoulli (dropout)``)."""
+    f = sys._getframe(1)
+    while f is not None and f.f_code.co_filename.startswith(_ENGINE_DIR):
+        name = f.f_code.co_name
+        if not f.f_code.co_filename.startswith(_RELAY) and not name.startswith(("_", "<", op.name)):
+            return f"{op.name} ({name})"
+        f = f.f_back
+    return op.name
 
 
 def _np_root(a):
@@ -109,10 +124,8 @@ class _Buf:
         self.arr, self.kind, self.where, self.name = arr, kind, where, name
 
 
-class CaptureMode:
+class CaptureMode(Mode):
     """The dispatcher mode of one capture (see the module docstring)."""
-
-    record_accumulate = True  # autograd routes gradient accumulation through the dispatcher
 
     def __init__(self, graph, names: dict | None = None):
         self.graph = graph
@@ -123,46 +136,19 @@ class CaptureMode:
         self.saved: dict[int, tuple] = {}       # id(root) -> (root, pre-capture value) for written statics
         self.statics: dict[int, tuple] = {}     # id(tensor) -> (tensor, array, label) read as static inputs
         self.names = names or {}                # id(tensor) -> a name for errors (make_graphed_callables)
-        self.pre = self._pre_existing()
-        self.aborted = None
-
-    # ------------------------------------------------------------ what existed before
-    def _pre_existing(self) -> dict:
-        """Every array a Tensor (or a saved autograd value) holds now, by its root, and the
-        Python numbers in optimizer state (a step count advanced during capture would be
-        frozen into the replay)."""
-        from ..autograd.graph import OpNode
-        from ..optim.optimizer import Optimizer
-        pre: dict = {}
-        self.optimizers = []
-        for o in gc.get_objects():
-            t = type(o)   # not isinstance: it would read __class__, which lazy proxies answer noisily
-            if issubclass(t, Tensor):
-                a = getattr(o, "_data", None)
-            elif t is OpNode:
-                a = o.out_data
-            elif issubclass(t, Optimizer):
-                self.optimizers.append((o, _numbers(o)))
-                continue
-            else:
-                continue
-            if a is not None and _is_array(a):
-                r = _root(a)
-                pre[id(r)] = r
-        return pre
+        self.outputs: list[tuple] = []          # (weakref to a Tensor the region made, root key of its buffer)
+        # an optimizer's Python-number state (a step count) advanced during capture would be
+        # frozen into the replay: snapshot it now, compare at the end
+        self.optimizers = [(opt, _numbers(opt)) for opt in live_optimizers()]
 
     # ------------------------------------------------------------ classification
-    def _known(self, arr, t: Tensor | None = None) -> _Buf:
+    def _known(self, arr, t: Tensor | None = None, fresh: str = "static") -> _Buf:
+        """What ``arr`` is; an array whose memory this capture has not seen is ``fresh``."""
         b = self.bufs.get(id(arr))
         if b is None:
             r = _root(arr)
             rb = self.bufs.get(id(r))
-            if rb is not None:
-                kind = rb.kind
-            elif id(r) in self.pre:
-                kind = "static"
-            else:
-                kind = "const"
+            kind = rb.kind if rb is not None else fresh
             if rb is None and r is not arr:
                 self.bufs[id(r)] = _Buf(r, kind)
             b = self.bufs[id(arr)] = _Buf(arr, kind, _where())
@@ -171,28 +157,34 @@ class CaptureMode:
             self.statics[id(t)] = (t, t._data, t._device, name)
         return b
 
-    def _intermediate(self, arr, where: str):
-        self.bufs[id(arr)] = _Buf(arr, "inter", where)
+    def _new(self, arr, kind: str, where: str) -> None:
+        """``arr`` (and the memory it views) was made during capture: an intermediate or a constant."""
+        self.bufs[id(arr)] = _Buf(arr, kind, where)
         r = _root(arr)
         if r is not arr and id(r) not in self.bufs:
-            self.bufs[id(r)] = _Buf(r, "inter", where)
+            self.bufs[id(r)] = _Buf(r, kind, where)
 
-    # ------------------------------------------------------------ the dispatcher mode
+    # ------------------------------------------------------------ the Mode hooks
     def dispatch(self, op, args, params):
+        if op.kind == "random":
+            self.fail(f"{_drawn_by(op)}() draws random numbers outside the graph: every replay would reuse the "
+                      f"numbers drawn at capture. tapelab has no graph-safe generator yet; draw the noise before "
+                      f"replay() into a static tensor (noise.copy_(...)), or capture in eval() mode (no dropout)")
+        if op.kind == "factory":
+            out = eager(op, args, params)
+            where = _where()
+            for o in out if isinstance(out, tuple) else (out,):
+                self._new(o._data, "const", where)
+            return out
         self._reject_data_dependent(op, args, params)
         calls = []
-        true_fwd = getattr(op.fwd, "_capture_true", op.fwd)
+        fwd = op.fwd
 
         def spy(xp, *arrays, **kw):
-            r = true_fwd(xp, *arrays, **kw)
+            r = fwd(xp, *arrays, **kw)
             calls.append((xp, arrays, r))
             return r
-        spy._capture_true = true_fwd
-        saved, op.fwd = op.fwd, spy
-        try:
-            out = eager(op, args, params)
-        finally:
-            op.fwd = saved
+        out = eager(op, args, params, fwd=spy)
         xp, arrays, r = calls[-1]
         where = _where()
         for a in args:
@@ -201,31 +193,34 @@ class CaptureMode:
         roots = set()
         for a in arrays:
             if _is_array(a):
-                self._known(a)
+                self._known(a, fresh="const")   # not a Tensor's: an array the engine made for this op
                 roots.add(id(_root(a)))
         outs = out if isinstance(out, tuple) else (out,)
         dsts = []
         for o in outs:
             d = o._data
             if id(_root(d)) in roots or id(d) in self.bufs:
-                self._known(d)           # a view (or the input itself): follows its base, no step
+                b = self._known(d)       # a view (or the input itself): follows its base, no step
                 dsts.append(None)
             else:
-                self._intermediate(d, where)
+                self._new(d, "inter", where)
+                b = self.bufs[id(d)]
                 dsts.append(d)
+            if b.kind == "inter":        # a static output if the user still holds it at the end
+                self.outputs.append((weakref.ref(o), root_key(d)))
         if any(d is not None for d in dsts):
             ufunc = None
-            name = op.ufunc or _OUT_FORMS.get(op.name)
-            if name and not params and len(dsts) == 1:
-                ufunc = getattr(xp, name)
+            if op.out_form and not params and len(dsts) == 1:
+                ufunc = getattr(xp, op.out_form)
                 if not _exact(ufunc, arrays, dsts[0], xp):
                     ufunc = None
-            self.steps.append(("op", op, true_fwd, xp, arrays, params, tuple(dsts), r, ufunc, where))
+            self.steps.append(("op", op, fwd, xp, arrays, params, tuple(dsts), r, ufunc, where))
         return out
 
     def _reject_data_dependent(self, op, args, params):
-        what = _DATA_DEPENDENT.get(op.name)
+        what = op.data_dependent
         if what is None and op.name in ("index", "index_put"):
+            # indexing is data dependent only with a boolean mask, which only the arguments tell
             idx = args[1:] if op.name == "index" else args[2:]
             if any(isinstance(i, Tensor) and i._data.dtype.kind == "b" for i in idx):
                 if op.name == "index":
@@ -237,8 +232,7 @@ class CaptureMode:
                       f"(op {op.name}). Use a fixed-shape form instead (torch.where, masked_fill, "
                       f"multiplication by the mask)")
 
-    # ------------------------------------------------------------ hooks from the engine
-    def record_write(self, target, src) -> None:
+    def write(self, target, src) -> None:
         """``target[...] = src`` is about to happen (an in-place op or a gradient accumulation)."""
         b = self._known(target)
         if b.kind == "static":
@@ -261,36 +255,37 @@ class CaptureMode:
         self._known(src)
         self.steps.append(("copy", target, src, "write"))
 
-    def record_copy(self, src, copy) -> None:
+    def copy(self, src, copy) -> None:
         """``copy`` was just made from ``src`` outside the dispatcher (the value an in-place op's
         autograd node must see): replay refreshes it."""
         self._known(src)
-        self._intermediate(copy, _where())
+        self._new(copy, "inter", _where())
         self.steps.append(("copy", copy, src, "snapshot"))
 
-    def host_sync(self, t: Tensor, what: str) -> None:
-        """``item()``/``tolist()``/``numpy()``/printing during capture. From user code it is an
-        error; from inside tapelab (a bounds check, a tensor hyper-parameter) the value is
-        fixed into the program and checked by a guard on every replay."""
+    def accumulate(self, var, grad) -> bool:
+        """Yes: an accumulation into an existing ``.grad`` is work the replay must redo, so it
+        comes through the dispatcher (an ``add_`` this mode records)."""
+        return True
+
+    def host_read(self, tensor, what: str) -> None:
+        """A value copied to the host during capture. From user code it is an error; from inside
+        tapelab (a bounds check, a tensor hyper-parameter) an ``item``/``tolist``/``bool`` value
+        is fixed into the program and checked by a guard on every replay."""
         f = _requester()
-        if f is not None and f.f_code.co_filename.startswith(_ENGINE_DIR) and what in ("item", "tolist"):
-            arr = t._data
-            self._known(arr, t)
+        if f is not None and f.f_code.co_filename.startswith(_ENGINE_DIR) and what in ("item", "bool", "tolist"):
+            what = "tolist" if what == "tolist" else "item"
+            arr = tensor._data
+            self._known(arr, tensor)
             value = arr.reshape(()).item() if what == "item" else arr.tolist()
             internal = f"{os.path.relpath(f.f_code.co_filename, _ENGINE_DIR)}:{f.f_lineno} ({f.f_code.co_name})"
             self.steps.append(("guard", arr, value, what, internal, _where()))
             self.guards += 1
             return
-        act = "printing a Tensor" if what == "print" else f"Tensor.{what}()"
+        act = {"print": "printing a Tensor", "bool": "a Python branch on a Tensor (bool() reads Tensor.item())"}.get(
+            what, f"Tensor.{what}()")
         self.fail(f"{act} copies a value to the host, which a captured graph cannot do: the graph "
                   f"replays device work only, so the value would be frozen at capture time. Move it out of "
                   f"the captured region (read static outputs after replay())")
-
-    def random_op(self, name: str, generator) -> None:
-        self.fail(f"{name}() draws random numbers outside the graph: every replay would reuse the numbers "
-                  f"drawn at capture. tapelab has no graph-safe generator yet; draw the noise before "
-                  f"replay() into a static tensor (noise.copy_(...)), or capture in eval() mode "
-                  f"(no dropout)")
 
     def fail(self, msg: str):
         """Abort the capture (state restored, mode popped) and raise, naming the user's line."""

@@ -1,13 +1,11 @@
 """``Graph``: capture the work of a step once, replay it with CUDA Graph semantics on any device."""
 from __future__ import annotations
 
-import gc
 import time
 
 from .. import events
 from ..device import device as _device
 from ..dispatch import pop_mode, push_mode
-from ..tensor import Tensor, _check_host_sync
 from . import _capture
 from ._capture import CaptureError, CaptureMode, _label, _np_root, _where, root_key
 from ._program import Program
@@ -93,7 +91,7 @@ class Graph:
     def __init__(self, device="cpu", keep_graph: bool = False, stream_capture: bool = True):
         self.device = _device(device) if not isinstance(device, _device) else device
         if self.device.type == "cuda":
-            from .._backend import _SimNamespace
+            from .._simarray import _SimNamespace
             from ..device import cuda_available
             if not cuda_available() and not isinstance(self.device._xp, _SimNamespace):
                 raise RuntimeError("tapelab.graphs.Graph(device='cuda') needs cupy and a CUDA GPU, and none is "
@@ -126,7 +124,6 @@ class Graph:
         self._begun = _where()
         self._mode = CaptureMode(self, getattr(self, "_names", None))
         _ACTIVE.append(self)
-        _patch_host_reads()
         push_mode(self._mode)
 
     def capture_end(self) -> None:
@@ -161,8 +158,6 @@ class Graph:
         pop_mode(mode)
         if self in _ACTIVE:
             _ACTIVE.remove(self)
-        if not _ACTIVE:
-            _unpatch_host_reads()
         mode.restore()
         _capture._SIM_ROOTS.clear()
         return mode
@@ -254,7 +249,8 @@ class Graph:
         - ``static_output``: allocated at capture and still held by a live tensor (the
           outputs you read after ``replay()``, gradients made during capture);
         - ``pool``: allocated at capture, held only by the graph (intermediates);
-        - ``constant``: made during capture outside the dispatcher (the backward seed).
+        - ``constant``: made during capture by a factory (``zeros``, the backward seed):
+          read by reference, refilled at each replay's start if the program writes it.
 
         ``static_name`` is the graph's name for a static input (its error messages use it),
         ``aliases`` maps every program name viewing this memory to ``{"shape", "dtype"}``.
@@ -331,32 +327,24 @@ class _Catalog:
                                        "bytes": int(root.nbytes), "static_name": named.get(k), "aliases": {}}
                 self.by_key[k] = name
             e["aliases"][name] = {"shape": [int(d) for d in a.shape], "dtype": str(a.dtype)}
+        # the Tensors the captured ops made over pool memory, weakly: a buffer one of them still
+        # holds is a static output, the others only the graph holds
+        pool = {k for k, e in self.entries.items() if e["kind"] == "pool"}
+        self.outputs = [(ref, k) for ref, k in mode.outputs if k in pool and ref() is not None]
 
     def buffers(self) -> list[dict]:
-        pool = [k for k, e in self.entries.items() if e["kind"] in ("pool", "static_output")]
-        held = _held_by_tensors(set(pool))
+        held = set()
+        for ref, k in self.outputs:
+            t = ref()
+            if t is not None and root_key(t._data) == k:
+                held.add(k)
         out = []
         for k, e in self.entries.items():
             e = {**e, "aliases": {n: dict(v) for n, v in e["aliases"].items()}}
-            if k in pool:
-                e["kind"] = "static_output" if k in held else "pool"
+            if e["kind"] == "pool" and k in held:
+                e["kind"] = "static_output"
             out.append(e)
         return out
-
-
-def _held_by_tensors(keys: set) -> set:
-    """The memory keys in ``keys`` that a live Tensor holds (the static outputs)."""
-    if not keys:
-        return set()
-    held = set()
-    for o in gc.get_objects():
-        if issubclass(type(o), Tensor):
-            a = getattr(o, "_data", None)
-            if a is not None and _capture._is_array(a):
-                k = root_key(a)
-                if k in keys:
-                    held.add(k)
-    return held
 
 
 class graph:
@@ -376,29 +364,3 @@ class graph:
         elif self.g._mode is not None:
             self.g._abort(exc)
         return False
-
-
-# ---------------------------------------------------------------- host reads while capturing
-# item() and tolist() ask the active modes already (tensor._check_host_sync); numpy() and
-# printing are wrapped here only while a capture runs, so they cost nothing otherwise.
-_HOST_READS = {"numpy": "numpy", "__repr__": "print", "__format__": "print"}
-_saved: dict = {}
-
-
-def _patch_host_reads() -> None:
-    if _saved:
-        return
-    for attr, what in _HOST_READS.items():
-        orig = _saved[attr] = Tensor.__dict__[attr]
-
-        def checked(self, *a, _orig=orig, _what=what, **k):
-            _check_host_sync(self, _what)
-            return _orig(self, *a, **k)
-        setattr(Tensor, attr, checked)
-
-
-def _unpatch_host_reads() -> None:
-    for attr, orig in _saved.items():
-        setattr(Tensor, attr, orig)
-    _saved.clear()
-

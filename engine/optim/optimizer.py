@@ -11,6 +11,7 @@ tensor and ``load_state_dict`` accepts either form, so the saved format is PyTor
 from __future__ import annotations
 
 import copy
+import weakref
 from collections import defaultdict
 from itertools import chain
 from typing import Any, Callable
@@ -19,7 +20,16 @@ from .. import _dtype
 from ..autograd.grad_mode import enable_grad, no_grad
 from ..tensor import Tensor
 
-__all__ = ["Optimizer", "required"]
+__all__ = ["Optimizer", "required", "live_optimizers"]
+
+# Every Optimizer made and not yet collected (weakly: the registry keeps none alive)
+_LIVE: weakref.WeakSet = weakref.WeakSet()
+
+
+def live_optimizers() -> list:
+    """The optimizers alive now. A graph capture reads their Python-number state (a step count)
+    before and after: a number advanced during capture would be frozen into every replay."""
+    return list(_LIVE)
 
 
 class _RequiredParameter:
@@ -51,6 +61,7 @@ class Optimizer:
             groups = [{"params": groups}]
         for group in groups:
             self.add_param_group(group)
+        _LIVE.add(self)
 
     # ---------------------------------------------------------------- stepping
     def step(self, closure: Callable[[], Any] | None = None):
