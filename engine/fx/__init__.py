@@ -20,10 +20,10 @@ on input shapes and dtypes) instead of failing.
 from __future__ import annotations
 
 from ._symbolic_trace import Tracer, symbolic_trace, wrap
-from .graph import Graph, has_side_effect
+from .graph import Graph
 from .graph_module import GraphModule
 from .interpreter import Interpreter, Transformer
-from .node import Node, map_arg
+from .node import Node, has_side_effect, map_arg
 from .proxy import Proxy, TraceError
 from .subgraph_rewriter import replace_pattern
 from .trace_from_tape import GuardError, trace_from_tape

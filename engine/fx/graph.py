@@ -32,17 +32,9 @@ from collections import defaultdict
 from typing import Any, Callable, Iterator
 
 from ._codegen import PythonCode, generate
-from .node import Node, map_arg
+from .node import Node, map_arg, qualified_name
 
-__all__ = ["Graph", "PythonCode", "has_side_effect"]
-
-_SIDE_EFFECTFUL: set = set()
-
-
-def has_side_effect(fn: Callable) -> Callable:
-    """Mark ``fn`` so dead-code elimination never removes its calls (usable as a decorator)."""
-    _SIDE_EFFECTFUL.add(fn)
-    return fn
+__all__ = ["Graph", "PythonCode"]
 
 
 def _snake_case(s: str) -> str:
@@ -320,8 +312,7 @@ class Graph:
 
 def _short_target(n: Node) -> str:
     if n.op == "call_function":
-        from .node import _qualified_name
-        return _qualified_name(n.target)
+        return qualified_name(n.target)
     return str(n.target)
 
 

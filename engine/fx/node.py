@@ -28,10 +28,22 @@ import builtins
 import operator
 from typing import Any, Callable
 
-__all__ = ["Node", "map_arg", "map_aggregate", "Argument"]
+__all__ = ["Node", "map_arg", "map_aggregate", "Argument", "has_side_effect", "qualified_name"]
 
 Argument = Any
 OPCODES = ("placeholder", "get_attr", "call_function", "call_method", "call_module", "output")
+
+_SIDE_EFFECTFUL: set = set()
+
+
+def has_side_effect(fn: Callable) -> Callable:
+    """Mark ``fn`` so dead-code elimination never removes its calls (usable as a decorator).
+
+    Kept here, beside ``Node.is_impure`` which reads the marks, so the node module needs
+    nothing from the graph module above it.
+    """
+    _SIDE_EFFECTFUL.add(fn)
+    return fn
 
 
 def map_aggregate(a: Argument, fn: Callable[[Argument], Argument]) -> Argument:
@@ -77,8 +89,9 @@ def _public_path(fn) -> str | None:
     return None
 
 
-def _qualified_name(fn) -> str:
-    """``operator.add``, ``tapelab.relu``, ``tapelab.nn.functional.relu``, ``getattr``."""
+def qualified_name(fn) -> str:
+    """The name a graph listing shows for a ``call_function`` target: ``operator.add``,
+    ``tapelab.relu``, ``tapelab.nn.functional.relu``, ``getattr``, else ``module.qualname``."""
     if fn in _OPERATOR_NAMES:
         return _OPERATOR_NAMES[fn]
     path = _public_path(fn)
@@ -222,7 +235,6 @@ class Node:
         if self.op == "call_method":
             return self.target.endswith("_") and not self.target.endswith("__")
         if self.op == "call_function":
-            from .graph import _SIDE_EFFECTFUL
             return self.target in _SIDE_EFFECTFUL or self.kwargs.get("inplace") is True
         if self.op == "call_module":
             mod = self.graph.owning_module
@@ -240,7 +252,7 @@ class Node:
             return f"%{self.name} : [num_users={len(self.users)}] = get_attr[target={self.target}]"
         if self.op == "output":
             return f"return {self.args[0]!r}"
-        target = _qualified_name(self.target) if self.op == "call_function" else self.target
+        target = qualified_name(self.target) if self.op == "call_function" else self.target
         return (f"%{self.name} : [num_users={len(self.users)}] = {self.op}[target={target}]"
                 f"(args = {_format_ir(self.args)}, kwargs = {_format_ir_kwargs(self.kwargs)})")
 

@@ -32,9 +32,9 @@ from typing import Any, Callable
 from ..dispatch import Mode, eager, pop_mode, push_mode
 from ..nn.modules.module import Module
 from ..tensor import Tensor
-from .graph import Graph, has_side_effect
+from .graph import Graph
 from .graph_module import GraphModule
-from .node import Node, map_aggregate
+from .node import Node, has_side_effect, map_aggregate
 from .prims import prims
 from .proxy import TraceError
 

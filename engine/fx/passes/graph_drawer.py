@@ -8,7 +8,7 @@ digraph "mlp" { ... }
 """
 from __future__ import annotations
 
-from ..node import Node, _qualified_name
+from ..node import Node, qualified_name
 
 __all__ = ["FxGraphDrawer"]
 
@@ -34,7 +34,7 @@ class FxGraphDrawer:
         self.name = name
 
     def _label(self, node: Node) -> str:
-        target = _qualified_name(node.target) if node.op == "call_function" else str(node.target)
+        target = qualified_name(node.target) if node.op == "call_function" else str(node.target)
         parts = [node.name, f"{node.op}: {target}"]
         meta = node.meta.get("tensor_meta")
         if meta is not None and hasattr(meta, "shape"):
