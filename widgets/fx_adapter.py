@@ -32,6 +32,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from tapelab.fx.node import qualified_name
+
 from .viewmodel import SCHEMA, VERSION
 
 __all__ = ["graph_from_fx", "code_lines", "diff_graphs", "GraphTraced", "install_trace_hook",
@@ -60,16 +62,8 @@ def fx_code(obj) -> str:
     return g.python_code("self").src
 
 
-def _qualified(fn) -> str:
-    try:
-        from tapelab.fx.node import _qualified_name
-        return _qualified_name(fn)
-    except Exception:
-        return getattr(fn, "__name__", repr(fn))
-
-
 def _target_str(node) -> str:
-    return _qualified(node.target) if node.op == "call_function" else str(node.target)
+    return qualified_name(node.target) if node.op == "call_function" else str(node.target)
 
 
 _USERS = re.compile(r" : \[num_users=\d+\]")
