@@ -1,0 +1,132 @@
+"""Pickling with PyTorch's names, so that ``torch.load`` reads tapelab's files.
+
+Tensors are written as PyTorch writes them: ``torch._utils._rebuild_tensor_v2`` over a storage
+that the pickle names by a persistent id (``("storage", torch.FloatStorage, key, location,
+numel)``) and the zip archive holds as ``data/<key>``; Parameters through
+``torch._utils._rebuild_parameter``; dtypes, devices and sizes as ``torch.float32``,
+``torch.device``, ``torch.Size``. Everything else (modules, optimizers, user classes) pickles
+under its own name, as ``torch.save`` pickles it.
+
+Tensors whose arrays view one numpy buffer share one storage, so views, tied weights and
+slices of one tensor keep sharing memory when loaded, as in PyTorch.
+"""
+from __future__ import annotations
+
+import pickle
+from collections import OrderedDict
+
+import numpy as np
+
+from .. import _dtype
+from ..device import device
+from ..tensor import Size, Tensor
+from ._storage import STORAGE_NAMES
+
+
+class TorchName:
+    """A PyTorch global written by name (``torch._utils._rebuild_tensor_v2``) without importing torch."""
+
+    __slots__ = ("module", "name")
+    _made: dict = {}
+
+    def __new__(cls, module: str, name: str):
+        key = (module, name)
+        if key not in cls._made:
+            made = cls._made[key] = object.__new__(cls)
+            made.module, made.name = key
+        return cls._made[key]
+
+    def __call__(self, *args):
+        # pickle's reduce requires a callable; this one is only ever written, by name
+        raise TypeError(f"{self.module}.{self.name} is a name written into checkpoints, not a function")
+
+
+class _StorageRef:
+    """One storage being written: its key, device and 1-d host array in memory order."""
+
+    __slots__ = ("key", "location", "array")
+
+    def __init__(self, key: str, location: str, array: np.ndarray):
+        self.key, self.location, self.array = key, location, array
+
+
+class TorchPickler(pickle._Pickler):
+    """Python's pickler with PyTorch's reductions for tapelab's tensors, dtypes, devices and sizes.
+
+    Python's own pure-Python pickler, because only it lets a subclass write a global by name
+    (``dispatch``) for a module, ``torch``, that need not be importable here.
+    """
+
+    dispatch = dict(pickle._Pickler.dispatch)
+
+    def __init__(self, file, protocol: int):
+        super().__init__(file, protocol)
+        self.storages: dict[str, _StorageRef] = {}
+        self._by_buffer: dict[tuple, _StorageRef] = {}
+
+    def _save_torch_name(self, obj: TorchName) -> None:
+        self.write(pickle.GLOBAL + f"{obj.module}\n{obj.name}\n".encode("utf-8"))
+        self.memoize(obj)
+
+    def _save_dtype(self, obj: _dtype.dtype) -> None:
+        self._save_torch_name(TorchName("torch", obj.name))
+
+    dispatch[TorchName] = _save_torch_name
+    dispatch[_dtype.dtype] = _save_dtype
+
+    def persistent_id(self, obj):
+        if type(obj) is _StorageRef:
+            storage_type = TorchName("torch", STORAGE_NAMES[_dtype.from_np(obj.array.dtype).name])
+            return ("storage", storage_type, obj.key, obj.location, int(obj.array.size))
+        return None
+
+    def reducer_override(self, obj):
+        from ..nn import Buffer, Parameter
+        if isinstance(obj, Tensor):
+            if type(obj) is Parameter:
+                return TorchName("torch._utils", "_rebuild_parameter"), (obj.detach(), obj.requires_grad, OrderedDict())
+            if type(obj) not in (Tensor, Buffer):
+                raise pickle.PicklingError(f"tapelab.save: cannot save an instance of the Tensor subclass "
+                                           f"{type(obj).__qualname__}; tapelab saves Tensor, nn.Parameter and "
+                                           "nn.Buffer")
+            storage, offset, stride = self._storage_of(obj)
+            return TorchName("torch._utils", "_rebuild_tensor_v2"), (
+                storage, offset, tuple(obj.shape), stride, obj.requires_grad, OrderedDict())
+        if type(obj) is Size:
+            return TorchName("torch", "Size"), (list(obj),)
+        if type(obj) is device:
+            return TorchName("torch", "device"), (str(obj),)
+        return NotImplemented
+
+    def _storage_of(self, t: Tensor) -> tuple[_StorageRef, int, tuple]:
+        """The storage ``t``'s array views, and the view's element offset and strides in it.
+
+        An array viewing (with non-negative, whole-element strides) a contiguous buffer of its own
+        dtype shares that buffer's storage; any other array is copied into a storage of its own.
+        """
+        arr = np.asarray(t)
+        root = arr
+        while isinstance(root.base, np.ndarray):
+            root = root.base
+        item = arr.itemsize
+        offset = arr.__array_interface__["data"][0] - root.__array_interface__["data"][0]
+        end = offset + sum((n - 1) * s for n, s in zip(arr.shape, arr.strides)) + item
+        shares = (arr.size > 0 and root.dtype == arr.dtype and (root.flags.c_contiguous or root.flags.f_contiguous)
+                  and offset >= 0 and end <= root.nbytes and offset % item == 0
+                  and all(s >= 0 and s % item == 0 for s in arr.strides))
+        if not shares:
+            root, offset = arr.copy(order="C"), 0
+        key = (id(root), str(t.device))
+        ref = self._by_buffer.get(key)
+        if ref is None:
+            ref = self._by_buffer[key] = _StorageRef(str(len(self.storages)), str(t.device), root.ravel(order="K"))
+            self.storages[ref.key] = ref
+        return ref, offset // item, tuple(s // item for s in arr.strides) if shares else _c_strides(arr.shape)
+
+
+def _c_strides(shape: tuple) -> tuple:
+    strides, n = [], 1
+    for size in reversed(shape):
+        strides.append(n)
+        n *= max(size, 1)
+    return tuple(reversed(strides))

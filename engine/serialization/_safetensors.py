@@ -1,0 +1,167 @@
+"""tapelab's own checkpoint format, for state dicts: a safetensors file plus a JSON tree. No pickle.
+
+File format (version 1). A standard safetensors file whose ``__metadata__`` carries:
+
+- ``format``: ``"tapelab"``; ``tapelab.version``: ``"1"``;
+- ``tapelab.tree``: the saved object as JSON. Lists are JSON arrays; every other container
+  is a one-key tag, so keys of any supported type and the container types survive:
+  ``{"dict": [[key, value], ...]}``, ``{"odict": [...]}`` (OrderedDict), ``{"tuple": [...]}``,
+  ``{"tensor": name, "device": "cpu", "grad": false, "param": false}``, ``{"ndarray": name}``,
+  ``{"dtype": "float32"}``, ``{"device": "cuda:0"}``. Strings, numbers, booleans and None
+  are themselves (NaN and infinities as JSON's ``NaN``/``Infinity`` extension);
+- ``tapelab.sha256``: SHA-256 over the other metadata entries and every tensor's name,
+  dtype, shape and bytes. safetensors has no checksum, so without it a bit flip in the data
+  would load silently.
+
+:func:`write` writes state dicts (string keys, tensor values), each tensor under its key, so
+any safetensors reader (``safetensors.torch.load_file``, ``torch.load("x.safetensors")``) sees
+the state dict; a tensor reachable under two keys is stored once (under the first) and loads as
+one object. ``requires_grad`` and ``nn.Parameter`` survive. :func:`read` reads every tree
+version 1 describes (earlier tapelab versions wrote nested objects this way too), and plain
+safetensors files from other tools as a dict of tensors. Reading parses only JSON and raw
+little-endian arrays: nothing in the file is executed. A damaged, truncated or tampered file
+raises :class:`CheckpointError` before anything is returned.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import struct
+from collections import OrderedDict
+
+import numpy as np
+import safetensors
+import safetensors.numpy
+
+from .. import _dtype
+from ..device import device as Device
+from ..tensor import Tensor
+from ._errors import CheckpointError
+from ._storage import place
+
+FORMAT = "tapelab"
+VERSION = "1"
+_KEYS = ("tapelab.version", "tapelab.tree", "tapelab.sha256")
+
+
+def is_state_dict(obj) -> bool:
+    """A dict of string keys and tensor values: what this format writes."""
+    return isinstance(obj, dict) and all(type(k) is str and k != "__metadata__" and isinstance(v, Tensor)
+                                         for k, v in obj.items())
+
+
+def looks_like(data: bytes) -> bool:
+    """safetensors' header: an 8-byte length, then JSON (a header length can start like a pickle)."""
+    return data[8:9] == b"{"
+
+
+# ---------------------------------------------------------------- write
+def write(state_dict: dict) -> bytes:
+    from ..nn import Parameter
+    arrays: dict[str, np.ndarray] = {}
+    names: dict[int, str] = {}
+    items = []
+    for key, t in state_dict.items():
+        name = names.get(id(t))
+        if name is None:
+            name = names[id(t)] = key
+            arr = np.asarray(t)
+            arrays[name] = arr if arr.flags.c_contiguous else arr.copy(order="C")  # ascontiguousarray makes 0-d 1-d
+        items.append([key, {"tensor": name, "device": str(t.device), "grad": bool(t.requires_grad),
+                            "param": isinstance(t, Parameter)}])
+    tree = json.dumps({"odict" if isinstance(state_dict, OrderedDict) else "dict": items}, separators=(",", ":"))
+    metadata = {"format": FORMAT, "tapelab.version": VERSION, "tapelab.tree": tree}
+    metadata["tapelab.sha256"] = digest(metadata, arrays)
+    return safetensors.numpy.save(arrays, metadata=metadata)
+
+
+def digest(metadata: dict[str, str], arrays: dict[str, np.ndarray]) -> str:
+    """SHA-256 over every metadata entry but the digest itself, then each tensor in name order."""
+    h = hashlib.sha256(json.dumps(sorted((k, v) for k, v in metadata.items() if k != "tapelab.sha256")).encode())
+    for name in sorted(arrays):
+        arr = arrays[name]
+        h.update(f"\0{name}:{arr.dtype.str}:{arr.shape}\0".encode())
+        h.update(arr.reshape(-1).view(np.uint8))
+    return h.hexdigest()
+
+
+# ---------------------------------------------------------------- read
+def read(where: str, data: bytes, map_location):
+    metadata = _header_metadata(where, data)
+    try:
+        arrays = safetensors.numpy.load(data)
+    except (safetensors.SafetensorError, ValueError, TypeError) as e:
+        raise CheckpointError(where, f"corrupt or truncated checkpoint ({e})") from None
+    if not _ours(metadata):
+        return {name: _tensor(arr, "cpu", map_location, False, False) for name, arr in arrays.items()}
+    if metadata.get("tapelab.version") != VERSION:
+        raise CheckpointError(where, f"unsupported tapelab format version {metadata.get('tapelab.version')!r} "
+                                     f"(this tapelab reads version {VERSION!r}) or a damaged header")
+    if metadata.get("tapelab.sha256") != digest(metadata, arrays):
+        raise CheckpointError(where, "checksum mismatch: the file was modified or damaged after it was "
+                                     "saved (SHA-256 of its contents differs from the one recorded)")
+    try:
+        return _decode(json.loads(metadata["tapelab.tree"]), arrays, {}, map_location)
+    except (ValueError, KeyError, TypeError, IndexError, StopIteration, RecursionError) as e:
+        raise CheckpointError(where, f"malformed object tree ({type(e).__name__}: {e})") from None
+
+
+def _ours(metadata: dict) -> bool:
+    """Any one of our keys marks the file as ours, so a damaged key cannot pass it off as foreign."""
+    return metadata.get("format") == FORMAT or any(k in metadata for k in _KEYS)
+
+
+def _header_metadata(where: str, data: bytes) -> dict[str, str]:
+    """safetensors' header: an 8-byte little-endian length, then that much JSON."""
+    if len(data) < 8:
+        raise CheckpointError(where, f"truncated: {len(data)} bytes is too short for a checkpoint")
+    (n,) = struct.unpack("<Q", data[:8])
+    if n > len(data) - 8:
+        raise CheckpointError(where, f"truncated or not a tapelab checkpoint: the header claims {n} bytes "
+                                     f"but the file holds {len(data) - 8} after it")
+    try:
+        header = json.loads(data[8:8 + n])
+        metadata = header.get("__metadata__") or {}
+        if not isinstance(metadata, dict):
+            raise ValueError("__metadata__ is not an object")
+        return metadata
+    except (ValueError, AttributeError, UnicodeDecodeError) as e:
+        raise CheckpointError(where, f"not a tapelab checkpoint: unreadable header ({e})") from None
+
+
+def _decode(node, arrays: dict, made: dict, map_location):
+    if node is None or isinstance(node, (bool, int, float, str)):
+        return node
+    if isinstance(node, list):
+        return [_decode(v, arrays, made, map_location) for v in node]
+    kind = next(iter(node))  # a tag is the first key of its JSON object
+    value = node[kind]
+    if kind == "dict" or kind == "odict":
+        items = ((_decode(k, arrays, made, map_location), _decode(v, arrays, made, map_location)) for k, v in value)
+        return OrderedDict(items) if kind == "odict" else dict(items)
+    if kind == "tuple":
+        return tuple(_decode(v, arrays, made, map_location) for v in value)
+    if kind == "tensor":
+        t = made.get(value)
+        if t is None:
+            t = made[value] = _tensor(arrays[value], node["device"], map_location, node["grad"], node["param"])
+        return t
+    if kind == "ndarray":
+        return arrays[value]
+    if kind == "dtype":
+        return _dtype._by_name(value)
+    if kind == "device":
+        return Device(value)
+    raise ValueError(f"unknown node kind {kind!r}")
+
+
+def _tensor(arr: np.ndarray, saved_device: str, map_location, requires_grad: bool, param: bool) -> Tensor:
+    from ..creation import from_numpy
+    storage = place(arr, saved_device, map_location)
+    t = from_numpy(arr)
+    if storage.location != "cpu":
+        t = t.to(storage.location)
+    if param:
+        from ..nn import Parameter
+        return Parameter(t, requires_grad=requires_grad)
+    return t.requires_grad_() if requires_grad else t
