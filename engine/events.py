@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 __all__ = ["subscribe", "emit", "has_subscribers", "Subscription", "OpRecorded", "BackwardStep",
-           "KINDS"]
+           "GraphTraced", "KINDS"]
 
 KINDS = ("op", "backward_step", "graph_traced", "capture_done", "profile_ready")
 _subscribers: dict[str, list[Callable]] = {k: [] for k in KINDS}
@@ -51,6 +51,23 @@ class BackwardStep:
 
     def __repr__(self) -> str:
         return f"BackwardStep(index={self.index}, name={self.name!r})"
+
+
+@dataclass(slots=True)
+class GraphTraced:
+    """A graph ``tapelab.fx`` just traced: the ``graph_traced`` event, emitted by
+    ``symbolic_trace`` / ``Tracer.trace`` and ``trace_from_tape`` while anyone listens.
+
+    ``graph`` is the ``fx.Graph``; ``module`` the ``GraphModule`` built from it (None when
+    ``Tracer.trace`` was called directly, which builds none); ``root`` what was traced (the
+    ``nn.Module`` or function); ``name`` the root's name; ``how`` ``"symbolic_trace"`` or
+    ``"trace_from_tape"``.
+    """
+    graph: Any
+    module: Any
+    root: Any
+    name: str
+    how: str
 
 
 class Subscription:

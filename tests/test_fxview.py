@@ -1,5 +1,5 @@
 """The notebook side of tapelab.fx: the view-model adapter (graph_from_fx), code line <-> node
-mapping, DOT from the same model, the before/after diff, graph_traced events from the trace hook,
+mapping, DOT from the same model, the before/after diff, the engine's graph_traced events,
 the GraphView widget, and (in a real kernel) the rich display of a GraphModule and the panel stream."""
 from __future__ import annotations
 
@@ -11,8 +11,7 @@ import pytest
 import tapelab
 from tapelab import events, fx, nn
 from tapelab.fx.passes import ShapeProp
-from tapelab.widgets.fx_adapter import (GraphTraced, code_lines, diff_graphs, graph_from_fx, install_trace_hook,
-                                        uninstall_trace_hook)
+from tapelab.widgets.fx_adapter import code_lines, diff_graphs, graph_from_fx
 from tapelab.widgets.viewmodel import SCHEMA, VERSION, to_dot
 
 
@@ -38,14 +37,6 @@ class Net(nn.Module):
         return self.head(x).softmax(-1)
 
 
-@pytest.fixture
-def hook():
-    installed = install_trace_hook()
-    yield
-    if installed:
-        uninstall_trace_hook()
-
-
 def traced(shapes=True):
     tapelab.manual_seed(0)
     gm = fx.symbolic_trace(Net())
@@ -58,7 +49,7 @@ def by_name(g):
     return {n["name"]: n for n in g["nodes"]}
 
 
-def test_nodes_opcodes_shapes_and_edges(hook):
+def test_nodes_opcodes_shapes_and_edges():
     gm = traced()
     g = graph_from_fx(gm)
     assert g["schema"] == SCHEMA and g["version"] == VERSION and g["meta"]["kind"] == "fx"
@@ -84,7 +75,7 @@ def test_without_shape_prop_shapes_are_none():
     assert all(n["shape"] is None for n in g["nodes"]) and all(e["shape"] is None for e in g["edges"])
 
 
-def test_module_hierarchy_as_groups(hook):
+def test_module_hierarchy_as_groups():
     g = graph_from_fx(traced())
     groups = {x["id"]: x for x in g["groups"]}
     assert {"g:blocks", "g:blocks.0", "g:blocks.1"} <= set(groups)
@@ -98,9 +89,11 @@ def test_module_hierarchy_as_groups(hook):
     assert groups["g:blocks.0"]["signature"] == groups["g:blocks.1"]["signature"]
 
 
-def test_groups_from_targets_without_the_hook():
-    g = graph_from_fx(traced())
-    n = by_name(g)
+def test_groups_from_targets_without_module_stacks():
+    gm = traced()
+    for node in gm.graph.nodes:
+        node.meta.pop("nn_module_stack", None)       # e.g. a graph built by hand
+    n = by_name(graph_from_fx(gm))
     assert n["blocks_1_fc"]["group"] == "g:blocks.1" and n["relu"]["group"] is None
 
 
@@ -127,7 +120,7 @@ def test_code_lines_edge_cases():
     assert code_lines(code, ["x", "y", "add", "output"]) == [[], [], ["x", "y"], ["add"], [], ["output"], []]
 
 
-def test_dot_from_the_same_model(hook):
+def test_dot_from_the_same_model():
     g = graph_from_fx(traced())
     dot = to_dot(g)
     assert dot.startswith("digraph") and '"fx:blocks_0_fc"' in dot and "cluster_g:blocks.0" in dot
@@ -177,24 +170,17 @@ def test_diff_marks_changed_added_removed():
     assert count2 == count and "diff" not in graph_from_fx(before)["nodes"][0]
 
 
-def test_trace_hook_emits_graph_traced_and_uninstalls():
+def test_graph_traced_events_come_from_the_engine():
     seen = []
-    assert install_trace_hook()
-    try:
-        assert not install_trace_hook()     # idempotent
-        with events.subscribe("graph_traced", seen.append):
-            fx.symbolic_trace(Net())
-            fx.trace_from_tape(lambda x: x * 2, tapelab.randn(3))
-        fx.symbolic_trace(Net())            # nobody listens: nothing emitted
-    finally:
-        uninstall_trace_hook()
+    with events.subscribe("graph_traced", seen.append):
+        gm = fx.symbolic_trace(Net())
+        fx.trace_from_tape(lambda x: x * 2, tapelab.randn(3))
+    fx.symbolic_trace(Net())            # nobody listens: nothing emitted
     assert [p.how for p in seen] == ["symbolic_trace", "trace_from_tape"]
-    assert isinstance(seen[0], GraphTraced) and seen[0].name == "Net" and seen[1].module is not None
-    g = graph_from_fx(seen[0].graph, root=seen[0].root)
+    assert isinstance(seen[0], events.GraphTraced) and seen[0].name == "Net" and seen[1].module is not None
+    g = graph_from_fx(seen[0].module, root=seen[0].root)
     assert by_name(g)["head"]["op"] == "Linear" and g["meta"]["title"] == "Net"
-    assert "wrapped" not in repr(fx.Tracer.trace) and not hasattr(fx.Tracer.trace, "__wrapped__")
-    gm = fx.symbolic_trace(Net())
-    assert all("nn_module_stack" not in n.meta for n in gm.graph.nodes)
+    assert [n.name for n in seen[0].graph.nodes] == [n.name for n in gm.graph.nodes]
 
 
 class FakeBridge:

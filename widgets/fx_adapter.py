@@ -1,6 +1,7 @@
 """FX graphs in the view model: ``graph_from_fx`` (a ``Graph``/``GraphModule`` -> the schema of
-``viewmodel``), ``code_lines`` (each line of the generated code -> the node it defines),
-``diff_graphs`` (before/after a pass), and the ``graph_traced`` event for traced graphs.
+``viewmodel``), ``code_lines`` (each line of the generated code -> the node it defines) and
+``diff_graphs`` (before/after a pass). Traced graphs arrive through the engine's own
+``graph_traced`` event (``tapelab.events.GraphTraced``), which ``tapelab.kernel`` subscribes to.
 
 An FX graph uses the schema of ``viewmodel`` (so the tape renderer, the side panel, the mime
 renderer and ``to_dot`` draw it unchanged), one node per FX node, in graph order:
@@ -16,8 +17,8 @@ renderer and ``to_dot`` draw it unchanged), one node per FX node, in graph order
   each element's shape for a tuple value); every edge (one per use) carries its source's shape.
 - groups: the module hierarchy. A ``call_module`` node sits in its module's parent (the node *is*
   the module), a ``get_attr`` in the module owning the attribute, any other node in the innermost
-  module of ``meta['nn_module_stack']`` when the tracer recorded it (``install_trace_hook`` makes
-  ``tapelab.fx.Tracer`` record it for modules traced through).
+  module of ``meta['nn_module_stack']``, which ``tapelab.fx.Tracer`` records for the modules it
+  traces through.
 - ``meta`` adds ``code`` (the generated Python source) and ``kind: "fx"``.
 
 >>> gm = tapelab.fx.symbolic_trace(model)
@@ -29,15 +30,13 @@ from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass, field
 from typing import Any
 
 from tapelab.fx.node import qualified_name
 
 from .viewmodel import SCHEMA, VERSION
 
-__all__ = ["graph_from_fx", "code_lines", "diff_graphs", "GraphTraced", "install_trace_hook",
-           "uninstall_trace_hook", "fx_code"]
+__all__ = ["graph_from_fx", "code_lines", "diff_graphs", "fx_code"]
 
 
 # ---------------------------------------------------------------------- helpers
@@ -282,99 +281,3 @@ def diff_graphs(before, after, titles=("before", "after")) -> tuple[dict, dict, 
         count["added"] += 1
     a["meta"]["diff"] = b["meta"]["diff"] = dict(count)
     return a, b, count
-
-
-# ---------------------------------------------------------------------- graph_traced events
-@dataclass
-class GraphTraced:
-    """Payload of the ``graph_traced`` event: a graph just traced (``graph``), its GraphModule
-    once built (``module``, else None), the root's name and how it was traced."""
-    graph: Any
-    module: Any = None
-    name: str = ""
-    how: str = "symbolic_trace"
-    root: Any = None
-    extra: dict = field(default_factory=dict)
-
-
-_hook: dict = {}
-
-
-def install_trace_hook() -> bool:
-    """Make ``tapelab.fx`` emit ``graph_traced`` events and record module scopes, without editing
-    the engine: wraps ``Tracer.trace`` (emit after each trace, only when someone listens),
-    ``Tracer.call_module``/``create_node`` (``node.meta['nn_module_stack']``: the modules traced
-    through, as PyTorch's tracer records it) and ``tapelab.fx.trace_from_tape``. Idempotent;
-    returns False when it was installed already."""
-    if _hook:
-        return False
-    import tapelab.fx as fx
-    from tapelab import events
-    from tapelab.fx import Tracer
-
-    orig_trace, orig_call_module, orig_create_node = Tracer.trace, Tracer.call_module, Tracer.create_node
-    orig_from_tape = fx.trace_from_tape
-
-    def trace(self, root, concrete_args=None):
-        self.__dict__["_tapelab_stack"] = []
-        graph = orig_trace(self, root, concrete_args)
-        if events.has_subscribers("graph_traced"):
-            name = type(root).__name__ if hasattr(root, "forward") else getattr(root, "__name__", "function")
-            events.emit("graph_traced", GraphTraced(graph, None, name, "symbolic_trace", root=self.root))
-        return graph
-
-    def call_module(self, m, forward, args, kwargs):
-        stack = self.__dict__.setdefault("_tapelab_stack", [])
-        try:
-            path = self.path_of_module(m)
-        except Exception:
-            return orig_call_module(self, m, forward, args, kwargs)
-
-        def through(*a, **k):
-            stack.append((path, type(m).__qualname__))
-            try:
-                return forward(*a, **k)
-            finally:
-                stack.pop()
-        return orig_call_module(self, m, through, args, kwargs)
-
-    def create_node(self, kind, target, args, kwargs, name=None, type_expr=None):
-        node = orig_create_node(self, kind, target, args, kwargs, name, type_expr)
-        stack = self.__dict__.get("_tapelab_stack")
-        if stack and kind not in ("placeholder", "output"):
-            node.meta.setdefault("nn_module_stack", dict(stack))
-        return node
-
-    def trace_from_tape(fn, *example_args):
-        gm = orig_from_tape(fn, *example_args)
-        if events.has_subscribers("graph_traced"):
-            events.emit("graph_traced", GraphTraced(gm.graph, gm, type(gm).__name__, "trace_from_tape"))
-        return gm
-
-    trace.__wrapped__, call_module.__wrapped__ = orig_trace, orig_call_module
-    create_node.__wrapped__, trace_from_tape.__wrapped__ = orig_create_node, orig_from_tape
-    trace.__doc__, trace_from_tape.__doc__ = orig_trace.__doc__, orig_from_tape.__doc__
-    Tracer.trace, Tracer.call_module, Tracer.create_node = trace, call_module, create_node
-    fx.trace_from_tape = trace_from_tape
-    _hook.update(trace=orig_trace, call_module=orig_call_module, create_node=orig_create_node,
-                 from_tape=orig_from_tape, wrappers=(trace, call_module, create_node, trace_from_tape))
-    return True
-
-
-def uninstall_trace_hook() -> None:
-    """Undo ``install_trace_hook`` (only what is still ours)."""
-    if not _hook:
-        return
-    import tapelab.fx as fx
-    from tapelab.fx import Tracer
-
-    trace, call_module, create_node, from_tape = _hook["wrappers"]
-    if Tracer.__dict__.get("trace") is trace:
-        Tracer.trace = _hook["trace"]
-    if Tracer.__dict__.get("call_module") is call_module:
-        Tracer.call_module = _hook["call_module"]
-    if Tracer.__dict__.get("create_node") is create_node:
-        Tracer.create_node = _hook["create_node"]
-    if fx.trace_from_tape is from_tape:
-        fx.trace_from_tape = _hook["from_tape"]
-    _hook.clear()

@@ -1,21 +1,29 @@
 """Symbolic tracing: run ``forward`` on Proxies and record a ``Graph``.
 
 ``Tracer.trace(root)`` makes one ``placeholder`` per argument of ``root.forward``, calls
-it with Proxies and records every operation. Three things are intercepted while it runs:
+it with Proxies and records every operation. While it runs, a dispatcher ``Mode`` is
+active, and three things are seen:
 
-- ``Module.__call__``: a *leaf* module (``is_leaf_module``; by default every
+- module calls, through the mode's declared ``call_module`` hook (``Module.__call__``
+  asks the innermost mode): a *leaf* module (``is_leaf_module``; by default every
   ``tapelab.nn`` layer except ``Sequential``) becomes one ``call_module`` node; any other
-  module is traced through.
-- ``Module.__getattr__``: reading a Parameter gives a ``get_attr`` node.
+  module is traced through, and the nodes made inside it record the module path in
+  ``node.meta["nn_module_stack"]`` (as PyTorch's tracer does).
+- parameter reads (``self.weight``), through ``nn.modules.module.reading_parameters``:
+  a Parameter of the root gives a ``get_attr`` Proxy.
 - the public functions of ``tapelab`` and ``tapelab.nn.functional`` (and the same
   functions bound to other names in the root's module globals, plus functions marked
   with ``wrap``): a call whose arguments contain a Proxy becomes one ``call_function``
   node whose target is the original function; other calls run as usual.
 
-Proxy is not a Tensor, so the swapped namespace is how calls on Proxies are seen. A
-dispatcher mode is pushed during tracing as well: ops on real tensors (constants made at
-trace time) run eagerly, and a primitive that receives a Proxy through a path the
-wrappers missed raises a ``TraceError`` that names the op and the fix.
+Proxy is not a Tensor, and tapelab's functions have no ``__torch_function__`` protocol,
+so the last point swaps those names in their namespaces for the duration of the trace.
+Ops on real tensors (constants made at trace time) run eagerly through the mode, and a
+primitive that receives a Proxy through a path the wrappers missed raises a
+``TraceError`` that names the op and the fix.
+
+Each trace emits the ``graph_traced`` event (``events.GraphTraced``) while anyone
+subscribes to it.
 
 >>> class M(tapelab.nn.Module):
 ...     def __init__(self):
@@ -35,9 +43,10 @@ import inspect
 import types
 from typing import Any, Callable
 
-from ..dispatch import Mode, eager, pop_mode, push_mode
+from .. import events
+from ..dispatch import Mode, eager
 from ..nn.modules.container import Sequential
-from ..nn.modules.module import Module
+from ..nn.modules.module import Module, reading_parameters
 from ..nn.parameter import Parameter
 from ..tensor import Tensor
 from .graph import Graph
@@ -107,35 +116,26 @@ def _is_public_function(v) -> bool:
     return isinstance(v, (types.FunctionType, types.BuiltinFunctionType)) and not v.__name__.startswith("_")
 
 
-class _Patcher:
-    """Swaps attributes for the duration of a trace and puts every original back."""
+class _Swaps:
+    """Names swapped in namespace dicts for the duration of a trace, each put back on exit."""
 
     def __init__(self):
-        self.undo: list[tuple[Any, str, Any, bool]] = []
-
-    def setattr(self, obj, name: str, value) -> None:
-        self.undo.append((obj, name, obj.__dict__.get(name), name in obj.__dict__))
-        setattr(obj, name, value)
+        self.undo: list[tuple[dict, str, Any, bool]] = []
 
     def setitem(self, d: dict, name: str, value) -> None:
         self.undo.append((d, name, d.get(name), name in d))
         d[name] = value
 
     def restore(self) -> None:
-        for obj, name, old, had in reversed(self.undo):
-            if isinstance(obj, dict):
-                if had:
-                    obj[name] = old
-                else:
-                    obj.pop(name, None)
-            elif had:
-                setattr(obj, name, old)
+        for d, name, old, had in reversed(self.undo):
+            if had:
+                d[name] = old
             else:
-                delattr(obj, name)
+                d.pop(name, None)
         self.undo.clear()
 
 
-def _patch_functions(patcher: _Patcher, extra_globals: list[dict]) -> None:
+def _swap_functions(swaps: _Swaps, extra_globals: list[dict]) -> None:
     """Swap tapelab's public functions (and names bound to them in ``extra_globals``)."""
     import tapelab
     import tapelab.nn.functional as F
@@ -144,20 +144,24 @@ def _patch_functions(patcher: _Patcher, extra_globals: list[dict]) -> None:
         for name, v in list(vars(ns).items()):
             if _is_public_function(v) and name not in ("is_tensor", "is_grad_enabled"):
                 w = swapped.setdefault(id(v), _Recording(v))
-                patcher.setitem(vars(ns), name, w)
+                swaps.setitem(vars(ns), name, w)
     for g in extra_globals:
         for name, v in list(g.items()):
             if id(v) in swapped and g.get(name) is v:
-                patcher.setitem(g, name, swapped[id(v)])
+                swaps.setitem(g, name, swapped[id(v)])
     for g, name in _WRAPPED:
         if name in g:
-            patcher.setitem(g, name, _Recording(g[name]))
+            swaps.setitem(g, name, _Recording(g[name]))
         elif hasattr(builtins, name):
-            patcher.setitem(g, name, _Recording(getattr(builtins, name)))
+            swaps.setitem(g, name, _Recording(getattr(builtins, name)))
 
 
-class _ProxyGuard(Mode):
-    """The dispatcher mode active during tracing: eager for real tensors, an error for Proxies."""
+class _TracingMode(Mode):
+    """The dispatcher mode active during a trace: module calls go to the tracer's
+    ``call_module``; ops run eagerly on real tensors and refuse Proxies."""
+
+    def __init__(self, tracer: "Tracer"):
+        self.tracer = tracer
 
     def dispatch(self, op, args, params):
         if _has_proxy(args, params) is not None:
@@ -167,20 +171,21 @@ class _ProxyGuard(Mode):
                              f"with tapelab.fx.wrap")
         return eager(op, args, params)
 
+    def call_module(self, module, forward, args, kwargs):
+        return self.tracer.call_module(module, forward, args, kwargs)
+
 
 @contextlib.contextmanager
-def _intercepting(extra_globals: list[dict]):
-    """Inside: tapelab's functions record calls on Proxies, and the dispatcher guards
-    primitives against Proxies. Yields the patcher, for further swaps undone on exit."""
-    patcher = _Patcher()
-    guard = _ProxyGuard()
-    push_mode(guard)
+def _intercepting(tracer: "Tracer", extra_globals: list[dict]):
+    """Inside: the tracer's mode is active, parameter reads ask the tracer, and tapelab's
+    functions record calls on Proxies. Yields the swaps, for further ones undone on exit."""
+    swaps = _Swaps()
     try:
-        _patch_functions(patcher, extra_globals)
-        yield patcher
+        with _TracingMode(tracer), reading_parameters(tracer.read_parameter):
+            _swap_functions(swaps, extra_globals)
+            yield swaps
     finally:
-        pop_mode(guard)
-        patcher.restore()
+        swaps.restore()
 
 
 class Tracer:
@@ -205,30 +210,38 @@ class Tracer:
         self.graph: Graph | None = None
         self.root: Module | None = None
         self.tensor_attrs: dict[int, str] = {}
+        self.module_stack: list[tuple[str, str]] = []   # (path, class name) of modules traced through
 
     # ------------------------------------------------------------------ tracing
     def trace(self, root: Module | Callable, concrete_args: dict[str, Any] | None = None) -> Graph:
-        """Trace ``root`` (a module, or a plain function) and return the graph.
+        """Trace ``root`` (a module, or a plain function) and return the graph; emits
+        ``graph_traced`` (with no GraphModule: none is built here).
 
         Args:
             root: what to trace; for a module, its ``forward``.
             concrete_args: values for some arguments, fixed for this trace (e.g. a flag or
                 ``None``); they stay in the signature with that value as default.
         """
+        graph = self._record(root, concrete_args)
+        _emit_traced(graph, None, root)
+        return graph
+
+    def _record(self, root: Module | Callable, concrete_args: dict[str, Any] | None) -> Graph:
+        """``trace`` without the event: ``symbolic_trace`` emits once its GraphModule exists."""
         if isinstance(root, Module):
             self.root, fn = root, type(root).forward
         else:
             self.root, fn = Module(), root
         self.graph = Graph()
+        self.module_stack = []
         self._bind_root(self.root)
         args = self.create_args_for_root(fn, isinstance(root, Module), concrete_args or {})
         if isinstance(root, Module):
             args = [root, *args]
         extra = [getattr(fn, "__globals__", {})]
-        with _intercepting(extra) as patcher:
+        with _intercepting(self, extra) as swaps:
             for f in self._autowrap_functions:
-                patcher.setitem(fn.__globals__, f.__name__, _Recording(f))
-            self._patch_module(patcher)
+                swaps.setitem(fn.__globals__, f.__name__, _Recording(f))
             result = fn(*args)
         self.create_node("output", "output", (self.create_arg(result),), {})
         return self.graph
@@ -265,19 +278,6 @@ class Tracer:
             args.append(self.create_proxy("placeholder", p.name, default, {}))
         return args
 
-    def _patch_module(self, patcher: _Patcher) -> None:
-        tracer = self
-        orig_call, orig_getattr = Module.__call__, Module.__getattr__
-
-        def module_call(mod, *args, **kwargs):
-            return tracer.call_module(mod, lambda *a, **k: orig_call(mod, *a, **k), args, kwargs)
-
-        def module_getattr(mod, name):
-            value = orig_getattr(mod, name)
-            return tracer.getattr(name, value)
-        patcher.setattr(Module, "__call__", module_call)
-        patcher.setattr(Module, "__getattr__", module_getattr)
-
     # ------------------------------------------------------------------ override points
     def is_leaf_module(self, m: Module, module_qualified_name: str) -> bool:
         """``tapelab.nn`` layers are leaves, except ``Sequential``; user modules are traced through."""
@@ -292,11 +292,16 @@ class Tracer:
                             "root; assign it as an attribute in __init__") from None
 
     def call_module(self, m: Module, forward: Callable, args: tuple, kwargs: dict):
-        """Record a leaf module as ``call_module``; trace through anything else."""
+        """Record a leaf module as ``call_module``; trace through anything else, with its
+        path on ``module_stack`` while it runs."""
         path = self.path_of_module(m)
         if self.is_leaf_module(m, path):
             return self.create_proxy("call_module", path, args, kwargs)
-        return forward(*args, **kwargs)
+        self.module_stack.append((path, type(m).__qualname__))
+        try:
+            return forward(*args, **kwargs)
+        finally:
+            self.module_stack.pop()
 
     def getattr(self, attr: str, attr_val: Any):
         """Reading a module attribute: Parameters become ``get_attr`` Proxies."""
@@ -304,10 +309,19 @@ class Tracer:
             return self.create_proxy("get_attr", self.tensor_attrs[id(attr_val)], (), {})
         return attr_val
 
+    def read_parameter(self, module: Module, name: str, value: Any):
+        """What ``module.<name>`` gives while tracing, for a Parameter: ``getattr``'s answer."""
+        return self.getattr(name, value)
+
     def create_node(self, kind: str, target, args: tuple, kwargs: dict, name: str | None = None,
                     type_expr: Any = None) -> Node:
+        """Add a node; inside a module traced through, ``meta["nn_module_stack"]`` maps each
+        enclosing module's path to its class name, outermost first."""
         target = getattr(target, "__fx_original__", target)   # the real function, never its stand-in
-        return self.graph.create_node(kind, target, args, kwargs, name, type_expr)
+        node = self.graph.create_node(kind, target, args, kwargs, name, type_expr)
+        if self.module_stack and kind not in ("placeholder", "output"):
+            node.meta["nn_module_stack"] = dict(self.module_stack)
+        return node
 
     def proxy(self, node: Node) -> Proxy:
         return Proxy(node, self)
@@ -367,8 +381,18 @@ def symbolic_trace(root: Module | Callable, concrete_args: dict[str, Any] | None
         return mul
     """
     tracer = Tracer()
-    graph = tracer.trace(root, concrete_args)
-    name = type(root).__name__ if isinstance(root, Module) else getattr(root, "__name__", "GraphModule")
-    if name == "<lambda>":
-        name = "GraphModule"
-    return GraphModule(tracer.root, graph, name)
+    graph = tracer._record(root, concrete_args)
+    name = _root_name(root)
+    gm = GraphModule(tracer.root, graph, "GraphModule" if name == "<lambda>" else name)
+    _emit_traced(graph, gm, root)
+    return gm
+
+
+def _root_name(root) -> str:
+    return type(root).__name__ if isinstance(root, Module) else getattr(root, "__name__", "GraphModule")
+
+
+def _emit_traced(graph: Graph, gm: GraphModule | None, root) -> None:
+    """The ``graph_traced`` event, built only while someone listens."""
+    if events.has_subscribers("graph_traced"):
+        events.emit("graph_traced", events.GraphTraced(graph, gm, root, _root_name(root), "symbolic_trace"))

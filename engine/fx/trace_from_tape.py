@@ -2,10 +2,12 @@
 
 Symbolic tracing fails on ``if x.sum() > 0:`` because a Proxy has no value. Here the
 function runs for real on example inputs while a dispatcher mode records every primitive
-op it performs (``push_mode``: the same choke point the tape and profiler watch). The
+op it performs (a ``dispatch.Mode``: the same choke point the tape and profiler watch). The
 graph is therefore the path this example took: branches, loops and ``.item()`` results
 are specialised, and layers are flattened to primitives (``prims.add``, ``prims.matmul``).
 Ops whose values only fed Python decisions (the ``x.sum() > 0`` of a branch) are dropped.
+Each graph is announced by the ``graph_traced`` event (``events.GraphTraced``, with the
+GraphModule) while anyone subscribes to it.
 
 What the example fixed is written into the graph as its first node, a guard on every
 input's shape and dtype (and on the value of non-tensor inputs). Calling the result with
@@ -29,7 +31,8 @@ import inspect
 import operator
 from typing import Any, Callable
 
-from ..dispatch import Mode, eager, pop_mode, push_mode
+from .. import events
+from ..dispatch import Mode, eager
 from ..nn.modules.module import Module
 from ..tensor import Tensor
 from .graph import Graph
@@ -155,14 +158,13 @@ def trace_from_tape(fn: Module | Callable, *example_args) -> GraphModule:
         else:
             specs.append((name, "value", a))
     graph.create_node("call_function", guard_inputs, (tuple(specs), *inputs), name="guard")
-    push_mode(rec)
-    try:
+    with rec:
         out = fn(*example_args)
-    finally:
-        pop_mode(rec)
     graph.output(rec.arg(out))
     graph.eliminate_dead_code()   # ops whose values only fed Python decisions (``if x.sum() > 0``)
     gm = GraphModule(dict(rec.constants), graph, f"{getattr(fn, '__name__', type(fn).__name__)}_from_tape")
     if isinstance(fn, Module):
         gm.train(fn.training)
+    if events.has_subscribers("graph_traced"):
+        events.emit("graph_traced", events.GraphTraced(graph, gm, fn, type(gm).__name__, "trace_from_tape"))
     return gm

@@ -66,6 +66,31 @@ def _addindent(s: str, n: int) -> str:
     return lines[0] + "\n" + "\n".join((" " * n + ln) if ln else ln for ln in lines[1:])
 
 
+_PARAMETER_READERS: list[Callable] = []   # innermost last; see ``reading_parameters``
+
+
+class reading_parameters:
+    """While active, reading a Parameter as a module attribute (``self.weight``) gives
+    ``reader(module, name, parameter)`` instead of the parameter.
+
+    The declared way for an interpreter to stand in for parameters (symbolic tracing turns
+    each read into a ``get_attr`` Proxy) without replacing ``Module.__getattr__``. Scopes
+    nest; the innermost reader answers.
+    """
+
+    __slots__ = ("reader",)
+
+    def __init__(self, reader: Callable):
+        self.reader = reader
+
+    def __enter__(self) -> "reading_parameters":
+        _PARAMETER_READERS.append(self.reader)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        _PARAMETER_READERS.remove(self.reader)
+
+
 class Module:
     """Base class for all neural network modules."""
 
@@ -100,10 +125,17 @@ class Module:
             return self.forward(*args, **kwargs)
         if not STATE.slow:
             return self._call_with_hooks(args, kwargs)
+        if STATE.modes:
+            return STATE.modes[-1].call_module(self, self._call_in_scope, args, kwargs)
+        return self._call_in_scope(*args, **kwargs)
+
+    __call__.__doc__ = ("Run ``forward`` with this module's hooks (and its name on the tape); "
+                        "an active ``dispatch.Mode`` decides through its ``call_module`` hook.")
+
+    def _call_in_scope(self, *args, **kwargs):
+        """The call itself, named on the module path: what a mode's ``call_module`` runs."""
         with module_scope(self._scope_name()):
             return self._call_with_hooks(args, kwargs)
-
-    __call__.__doc__ = "Run ``forward`` with this module's hooks (and its name on the tape)."
 
     def _scope_name(self) -> str:
         """This module's path from the outermost module being called; names are walked lazily."""
@@ -277,7 +309,12 @@ class Module:
     # ---------------------------------------------------------------- attribute protocol
     def __getattr__(self, name: str):
         d = self.__dict__
-        for store in ("_parameters", "_buffers", "_modules"):
+        params = d.get("_parameters")
+        if params is not None and name in params:
+            if _PARAMETER_READERS:
+                return _PARAMETER_READERS[-1](self, name, params[name])
+            return params[name]
+        for store in ("_buffers", "_modules"):
             if store in d and name in d[store]:
                 return d[store][name]
         raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
