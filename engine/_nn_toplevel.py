@@ -1,7 +1,10 @@
 """The nn.functional names PyTorch also exposes as ``torch.<name>`` and as Tensor methods."""
 from __future__ import annotations
 
+import sys
+
 from .nn import functional as F
+from .ops import install_methods
 from .tensor import Tensor
 
 __all__ = ["softmax", "log_softmax", "dropout", "conv1d", "conv2d", "conv_transpose2d", "layer_norm",
@@ -25,5 +28,6 @@ def dropout(input: Tensor, p: float, train: bool) -> Tensor:
     return F.dropout(input, p, train)
 
 
-Tensor.softmax = softmax
-Tensor.log_softmax = log_softmax
+# Tensor methods, bound like the op families' (this module declares no ops of its own)
+METHODS = ("softmax", "log_softmax")
+install_methods(Tensor, (sys.modules[__name__],), ops=())

@@ -134,9 +134,25 @@ def _conv_w_vjp(g, out, x, gy, *, kernel, **p):
     return gx, ggy
 
 
-_conv = Op("convolution", _conv_fwd, _conv_vjp, promote="common", saves=OTHERS)
-_conv_t = Op("convolution_transpose", _conv_t_fwd, _conv_t_vjp, promote="common", saves=OTHERS)
-_conv_w = Op("convolution_weight", _conv_w_fwd, _conv_w_vjp, promote="common", saves=OTHERS)
+# FLOPs as PyTorch counts them: 2 per multiply-add
+def _conv_cost(shapes, out) -> int:
+    """x (N, C, *), w (O, C/groups, *kernel): every output element is a C/g*K dot product."""
+    return 2 * math.prod(out) * math.prod(shapes[1][1:])
+
+
+def _conv_t_cost(shapes, out) -> int:
+    """The adjoint of a conv in its input: the multiply-adds of the conv producing ``shapes[0]``."""
+    return 2 * math.prod(shapes[0]) * math.prod(shapes[1][1:])
+
+
+def _conv_w_cost(shapes, out) -> int:
+    """The adjoint in the weight: each output-gradient element meets one C/g*K window."""
+    return 2 * math.prod(shapes[1]) * math.prod(out[1:])
+
+
+_conv = Op("convolution", _conv_fwd, _conv_vjp, promote="common", saves=OTHERS, cost=_conv_cost)
+_conv_t = Op("convolution_transpose", _conv_t_fwd, _conv_t_vjp, promote="common", saves=OTHERS, cost=_conv_t_cost)
+_conv_w = Op("convolution_weight", _conv_w_fwd, _conv_w_vjp, promote="common", saves=OTHERS, cost=_conv_w_cost)
 
 
 def convolution(x: Tensor, w: Tensor, stride: tuple, pads: tuple, dilation: tuple, groups: int) -> Tensor:

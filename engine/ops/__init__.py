@@ -4,23 +4,46 @@ from __future__ import annotations
 from . import compare, convert, elementwise, indexing, linalg, movement, reduce, sort  # noqa: F401
 from .registry import REGISTRY, Op, defop
 
-__all__ = ["REGISTRY", "Op", "defop", "install_methods", "MODULES"]
+__all__ = ["REGISTRY", "Op", "defop", "install_methods", "surface", "MODULES"]
 
 MODULES = (convert, elementwise, compare, reduce, movement, linalg, sort, indexing)
 
 
-def install_methods(cls) -> None:
-    """Attach each module's METHODS, OPERATORS, INPLACE variants and PROPERTIES to Tensor."""
+def surface(modules=MODULES, ops=None) -> dict:
+    """The Tensor attributes ``modules`` and ``ops`` declare, by name.
+
+    A module declares ``METHODS`` (names of its public functions that are also methods),
+    ``OPERATORS`` (dunders and hand-written methods) and ``PROPERTIES``; an op declares its
+    in-place variants (``Op(..., inplace=("exp_",))``); ``ops`` defaults to every registered
+    op. Each name is declared once: a second declaration raises instead of silently replacing
+    the first.
+    """
     from ..dispatch import apply_
-    for mod in MODULES:
+    out: dict = {}
+
+    def declare(name, value, where):
+        if name in out:
+            raise RuntimeError(f"Tensor.{name} is declared twice (again in {where})")
+        out[name] = value
+
+    for mod in modules:
         for name in getattr(mod, "METHODS", ()):
-            setattr(cls, name, getattr(mod, name))
-        for name, op in getattr(mod, "INPLACE", {}).items():
-            setattr(cls, name, _inplace(op, name, apply_))
+            declare(name, getattr(mod, name), f"{mod.__name__}.METHODS")
         for name, fn in getattr(mod, "OPERATORS", {}).items():
-            setattr(cls, name, fn)
+            declare(name, fn, f"{mod.__name__}.OPERATORS")
         for name, fn in getattr(mod, "PROPERTIES", {}).items():
-            setattr(cls, name, property(fn))
+            declare(name, property(fn), f"{mod.__name__}.PROPERTIES")
+    for op in REGISTRY.values() if ops is None else ops:
+        for name in op.inplace:
+            declare(name, _inplace(op, name, apply_), f"the declaration of op {op.name!r}")
+    return out
+
+
+def install_methods(cls, modules=MODULES, ops=None) -> None:
+    """Bind the declared ``surface(modules, ops)`` onto ``cls`` (Tensor): the one place that
+    sets Tensor methods."""
+    for name, value in surface(modules, ops).items():
+        setattr(cls, name, value)
 
 
 def _inplace(op, name, apply_):

@@ -51,16 +51,19 @@ def zero_where(mask: Tensor, g: Tensor) -> Tensor:
 
 
 # ---------------------------------------------------------------- comparisons
-def _cmp(name, fwd):
-    return Op(name, fwd, None, promote="common", saves=NONE, elementwise=True)
+def _cmp(name, fwd, ufunc, alias=None):
+    """A comparison: Python's operator of the same name, and in place (``gt_``, ``greater_``)."""
+    aliases = (alias,) if alias else ()
+    return Op(name, fwd, None, promote="common", saves=NONE, elementwise=True, out_form=ufunc, operator=name,
+              aliases=aliases, inplace=tuple(f"{n}_" for n in (name, *aliases)))
 
 
-_eq = _cmp("eq", lambda xp, a, b: a == b)
-_ne = _cmp("ne", lambda xp, a, b: a != b)
-_lt = _cmp("lt", lambda xp, a, b: a < b)
-_le = _cmp("le", lambda xp, a, b: a <= b)
-_gt = _cmp("gt", lambda xp, a, b: a > b)
-_ge = _cmp("ge", lambda xp, a, b: a >= b)
+_eq = _cmp("eq", lambda xp, a, b: a == b, "equal")
+_ne = _cmp("ne", lambda xp, a, b: a != b, "not_equal", "not_equal")
+_lt = _cmp("lt", lambda xp, a, b: a < b, "less", "less")
+_le = _cmp("le", lambda xp, a, b: a <= b, "less_equal", "less_equal")
+_gt = _cmp("gt", lambda xp, a, b: a > b, "greater", "greater")
+_ge = _cmp("ge", lambda xp, a, b: a >= b, "greater_equal", "greater_equal")
 
 
 def eq(input, other) -> Tensor:
@@ -118,11 +121,11 @@ def _signbit_fwd(xp, a):
     return xp.signbit(a) if a.dtype.kind != "b" else xp.zeros_like(a)
 
 
-_isnan = Op("isnan", lambda xp, a: xp.isnan(a), None, saves=NONE, elementwise=True)
-_isinf = Op("isinf", lambda xp, a: xp.isinf(a), None, saves=NONE, elementwise=True)
+_isnan = Op("isnan", lambda xp, a: xp.isnan(a), None, saves=NONE, elementwise=True, out_form="isnan")
+_isinf = Op("isinf", lambda xp, a: xp.isinf(a), None, saves=NONE, elementwise=True, out_form="isinf")
 _isposinf = Op("isposinf", lambda xp, a: xp.isposinf(a), None, saves=NONE, elementwise=True)
 _isneginf = Op("isneginf", lambda xp, a: xp.isneginf(a), None, saves=NONE, elementwise=True)
-_isfinite = Op("isfinite", lambda xp, a: xp.isfinite(a), None, saves=NONE, elementwise=True)
+_isfinite = Op("isfinite", lambda xp, a: xp.isfinite(a), None, saves=NONE, elementwise=True, out_form="isfinite")
 _signbit = Op("signbit", _signbit_fwd, None, saves=NONE, elementwise=True)
 
 
@@ -151,14 +154,20 @@ def signbit(input: Tensor) -> Tensor:
 
 
 # ---------------------------------------------------------------- logical and bitwise
-_logical_and = Op("logical_and", lambda xp, a, b: xp.logical_and(a, b), None, saves=NONE, elementwise=True)
-_logical_or = Op("logical_or", lambda xp, a, b: xp.logical_or(a, b), None, saves=NONE, elementwise=True)
-_logical_xor = Op("logical_xor", lambda xp, a, b: xp.logical_xor(a, b), None, saves=NONE, elementwise=True)
-_logical_not = Op("logical_not", lambda xp, a: xp.logical_not(a), None, saves=NONE, elementwise=True)
-_bitwise_and = Op("bitwise_and", lambda xp, a, b: a & b, None, promote="common", saves=NONE, elementwise=True)
-_bitwise_or = Op("bitwise_or", lambda xp, a, b: a | b, None, promote="common", saves=NONE, elementwise=True)
-_bitwise_xor = Op("bitwise_xor", lambda xp, a, b: a ^ b, None, promote="common", saves=NONE, elementwise=True)
-_bitwise_not = Op("bitwise_not", lambda xp, a: ~a, None, saves=NONE, elementwise=True)
+def _logical(name, fwd, out_form=None, **meta):
+    """A logical or bitwise op (its namespace ufunc has its name), in place too (``logical_and_``)."""
+    return Op(name, fwd, None, saves=NONE, elementwise=True, out_form=out_form or name, inplace=(f"{name}_",),
+              **meta)
+
+
+_logical_and = _logical("logical_and", lambda xp, a, b: xp.logical_and(a, b))
+_logical_or = _logical("logical_or", lambda xp, a, b: xp.logical_or(a, b))
+_logical_xor = _logical("logical_xor", lambda xp, a, b: xp.logical_xor(a, b))
+_logical_not = _logical("logical_not", lambda xp, a: xp.logical_not(a))
+_bitwise_and = _logical("bitwise_and", lambda xp, a, b: a & b, promote="common", operator="and_")
+_bitwise_or = _logical("bitwise_or", lambda xp, a, b: a | b, promote="common", operator="or_")
+_bitwise_xor = _logical("bitwise_xor", lambda xp, a, b: a ^ b, promote="common", operator="xor")
+_bitwise_not = _logical("bitwise_not", lambda xp, a: ~a, "invert", operator="invert")
 
 
 def logical_and(input: Tensor, other: Tensor) -> Tensor:
@@ -221,10 +230,12 @@ def _fmin_vjp(g, out, a, b):
     return ub(keep_where(pick_a, g), a), ub(zero_where(pick_a, g), b)
 
 
-_maximum = Op("maximum", lambda xp, a, b: xp.maximum(a, b), _maximum_vjp, promote="common", elementwise=True)
-_minimum = Op("minimum", lambda xp, a, b: xp.minimum(a, b), _minimum_vjp, promote="common", elementwise=True)
-_fmax = Op("fmax", lambda xp, a, b: xp.fmax(a, b), _fmax_vjp, promote="common", elementwise=True)
-_fmin = Op("fmin", lambda xp, a, b: xp.fmin(a, b), _fmin_vjp, promote="common", elementwise=True)
+_maximum = Op("maximum", lambda xp, a, b: xp.maximum(a, b), _maximum_vjp, promote="common", elementwise=True,
+              ufunc="maximum")
+_minimum = Op("minimum", lambda xp, a, b: xp.minimum(a, b), _minimum_vjp, promote="common", elementwise=True,
+              ufunc="minimum")
+_fmax = Op("fmax", lambda xp, a, b: xp.fmax(a, b), _fmax_vjp, promote="common", elementwise=True, out_form="fmax")
+_fmin = Op("fmin", lambda xp, a, b: xp.fmin(a, b), _fmin_vjp, promote="common", elementwise=True, out_form="fmin")
 
 
 def maximum(input: Tensor, other: Tensor) -> Tensor:
@@ -272,11 +283,11 @@ def _bool_bounds(out, *bounds):
 
 
 _clamp = Op("clamp", lambda xp, x, lo, hi: _bool_bounds(xp.minimum(xp.maximum(x, lo), hi), lo, hi),
-            _clamp_vjp, promote="common", elementwise=True)
+            _clamp_vjp, promote="common", elementwise=True, aliases=("clip",))
 _clamp_min = Op("clamp_min", lambda xp, x, lo: _bool_bounds(xp.maximum(x, lo), lo), _clamp_min_vjp,
-                promote="common", elementwise=True)
+                promote="common", elementwise=True, inplace=("clamp_min_",))
 _clamp_max = Op("clamp_max", lambda xp, x, hi: _bool_bounds(xp.minimum(x, hi), hi), _clamp_max_vjp,
-                promote="common", elementwise=True)
+                promote="common", elementwise=True, inplace=("clamp_max_",))
 
 
 def _clamp_args(min, max):
@@ -366,12 +377,6 @@ METHODS = ("eq", "ne", "lt", "le", "gt", "ge", "greater", "greater_equal", "less
            "isfinite", "signbit", "logical_and", "logical_or", "logical_xor", "logical_not",
            "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "maximum", "minimum", "fmax",
            "fmin", "clamp", "clip", "clamp_min", "clamp_max")
-INPLACE = {"eq_": _eq, "ne_": _ne, "lt_": _lt, "le_": _le, "gt_": _gt, "ge_": _ge,
-           "greater_": _gt, "greater_equal_": _ge, "less_": _lt, "less_equal_": _le, "not_equal_": _ne,
-           "logical_and_": _logical_and, "logical_or_": _logical_or, "logical_xor_": _logical_xor,
-           "logical_not_": _logical_not, "bitwise_and_": _bitwise_and, "bitwise_or_": _bitwise_or,
-           "bitwise_xor_": _bitwise_xor, "bitwise_not_": _bitwise_not, "clamp_min_": _clamp_min,
-           "clamp_max_": _clamp_max}
 OPERATORS = {
     "__eq__": _comparison_operator(_eq), "__ne__": _comparison_operator(_ne),
     "__lt__": _comparison_operator(_lt), "__le__": _comparison_operator(_le),

@@ -15,7 +15,8 @@ def _cast_fwd(xp, x, *, dtype):
     return x.astype(dtype.np, copy=False)
 
 
-cast = Op("cast", _cast_fwd, lambda g, out, x, *, dtype: (g.to(x.dtype),), saves=NONE, elementwise=True)
+cast = Op("cast", _cast_fwd, lambda g, out, x, *, dtype: (g.to(x.dtype),), saves=NONE, elementwise=True,
+          aliases=("to",))
 
 
 def _move_fwd(xp, x, *, device):

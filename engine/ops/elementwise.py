@@ -7,13 +7,14 @@ Comparisons, selection (where, clamp, maximum) and logical/bitwise ops live in `
 from __future__ import annotations
 
 import math
+from math import prod
 
 from .. import _backend
 from .._meta import has_data
 from ..creation import zeros_like
 from ..dispatch import apply, apply_
 from .compare import isfinite, keep_where, torch_name, where, zero_where
-from .registry import ALL, NONE, OTHERS, REGISTRY, Op
+from .registry import ALL, NONE, OTHERS, Op
 from ._util import Tensor, unbroadcast as ub
 
 __all__ = ["add", "sub", "rsub", "mul", "div", "true_divide", "floor_divide", "remainder", "fmod",
@@ -38,16 +39,23 @@ def _zeros(g, out, *inputs, **params):
 _READS = {"input": (ALL, False), "output": (NONE, True), "nothing": (NONE, False)}
 
 
-def _unary(name: str, fwd, vjp, *, promote: str | None = "float", reads: str = "input"):
-    """Declare a unary elementwise op and return its public function."""
+def _unary(name: str, fwd, vjp, *, promote: str | None = "float", reads: str = "input", aliases=(), **meta):
+    """Declare a unary elementwise op and return its public function; it and each alias are
+    Tensor methods with an in-place variant (``exp_``, ``arcsin_``)."""
     saves, save_output = _READS[reads]
-    op = Op(name, fwd, vjp, promote=promote, saves=saves, save_output=save_output, elementwise=True)
+    op = Op(name, fwd, vjp, promote=promote, saves=saves, save_output=save_output, elementwise=True,
+            aliases=aliases, inplace=tuple(f"{n}_" for n in (name, *aliases)), **meta)
 
     def fn(input: Tensor) -> Tensor:
         return apply(op, input)
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = f"Elementwise ``{name}``, as ``torch.{name}``."
     return fn
+
+
+def _numel(input_shapes, output_shape) -> int:
+    """FLOPs of an elementwise arithmetic op: one per output element."""
+    return prod(output_shape)
 
 
 def _keep_ints(f):
@@ -81,30 +89,40 @@ _relu_bw = Op("threshold_backward", lambda xp, g, y: g * (y > 0),
               lambda gg, out, g, y: (apply(_relu_bw, gg, y), None), elementwise=True)
 
 # ---------------------------------------------------------------- unary math
-exp = _unary("exp", lambda xp, a: xp.exp(a), lambda g, out, a: (g * out,), reads="output")
-exp2 = _unary("exp2", lambda xp, a: xp.exp2(a), lambda g, out, a: (g * out * _LN2,), reads="output")
-expm1 = _unary("expm1", lambda xp, a: xp.expm1(a), lambda g, out, a: (g * (out + 1),), reads="output")
-log = _unary("log", lambda xp, a: xp.log(a), lambda g, out, a: (g / a,))
-log2 = _unary("log2", lambda xp, a: xp.log2(a), lambda g, out, a: (g / (a * _LN2),))
-log10 = _unary("log10", lambda xp, a: xp.log10(a), lambda g, out, a: (g / (a * _LN10),))
-log1p = _unary("log1p", lambda xp, a: xp.log1p(a), lambda g, out, a: (g / (a + 1),))
-sqrt = _unary("sqrt", lambda xp, a: xp.sqrt(a), lambda g, out, a: (g / (2 * out),), reads="output")
+exp = _unary("exp", lambda xp, a: xp.exp(a), lambda g, out, a: (g * out,), reads="output", ufunc="exp")
+exp2 = _unary("exp2", lambda xp, a: xp.exp2(a), lambda g, out, a: (g * out * _LN2,), reads="output",
+              out_form="exp2")
+expm1 = _unary("expm1", lambda xp, a: xp.expm1(a), lambda g, out, a: (g * (out + 1),), reads="output",
+               out_form="expm1")
+log = _unary("log", lambda xp, a: xp.log(a), lambda g, out, a: (g / a,), ufunc="log")
+log2 = _unary("log2", lambda xp, a: xp.log2(a), lambda g, out, a: (g / (a * _LN2),), out_form="log2")
+log10 = _unary("log10", lambda xp, a: xp.log10(a), lambda g, out, a: (g / (a * _LN10),), out_form="log10")
+log1p = _unary("log1p", lambda xp, a: xp.log1p(a), lambda g, out, a: (g / (a + 1),), out_form="log1p")
+sqrt = _unary("sqrt", lambda xp, a: xp.sqrt(a), lambda g, out, a: (g / (2 * out),), reads="output", ufunc="sqrt")
 rsqrt = _unary("rsqrt", lambda xp, a: 1 / xp.sqrt(a), lambda g, out, a: (g * out ** 3 * -0.5,),
                reads="output")
 reciprocal = _unary("reciprocal", lambda xp, a: 1 / a, lambda g, out, a: (-g * (out * out),),
                     reads="output")
-sin = _unary("sin", lambda xp, a: xp.sin(a), lambda g, out, a: (g * cos(a),))
-cos = _unary("cos", lambda xp, a: xp.cos(a), lambda g, out, a: (g * -sin(a),))
-tan = _unary("tan", lambda xp, a: xp.tan(a), lambda g, out, a: (g * (1 + out * out),), reads="output")
-asin = _unary("asin", lambda xp, a: xp.arcsin(a), lambda g, out, a: (g * rsqrt(1 - a * a),))
-acos = _unary("acos", lambda xp, a: xp.arccos(a), lambda g, out, a: (g * -rsqrt(1 - a * a),))
-atan = _unary("atan", lambda xp, a: xp.arctan(a), lambda g, out, a: (g / (a * a + 1),))
-sinh = _unary("sinh", lambda xp, a: xp.sinh(a), lambda g, out, a: (g * cosh(a),))
-cosh = _unary("cosh", lambda xp, a: xp.cosh(a), lambda g, out, a: (g * sinh(a),))
-tanh = _unary("tanh", lambda xp, a: xp.tanh(a), lambda g, out, a: (apply(_tanh_bw, g, out),), reads="output")
-asinh = _unary("asinh", lambda xp, a: xp.arcsinh(a), lambda g, out, a: (g * rsqrt(a * a + 1),))
-acosh = _unary("acosh", lambda xp, a: xp.arccosh(a), lambda g, out, a: (g * rsqrt(a * a - 1),))
-atanh = _unary("atanh", lambda xp, a: xp.arctanh(a), lambda g, out, a: (g / (1 - a * a),))
+sin = _unary("sin", lambda xp, a: xp.sin(a), lambda g, out, a: (g * cos(a),), ufunc="sin")
+cos = _unary("cos", lambda xp, a: xp.cos(a), lambda g, out, a: (g * -sin(a),), ufunc="cos")
+tan = _unary("tan", lambda xp, a: xp.tan(a), lambda g, out, a: (g * (1 + out * out),), reads="output",
+             out_form="tan")
+asin = _unary("asin", lambda xp, a: xp.arcsin(a), lambda g, out, a: (g * rsqrt(1 - a * a),),
+              out_form="arcsin", aliases=("arcsin",))
+acos = _unary("acos", lambda xp, a: xp.arccos(a), lambda g, out, a: (g * -rsqrt(1 - a * a),),
+              out_form="arccos", aliases=("arccos",))
+atan = _unary("atan", lambda xp, a: xp.arctan(a), lambda g, out, a: (g / (a * a + 1),),
+              out_form="arctan", aliases=("arctan",))
+sinh = _unary("sinh", lambda xp, a: xp.sinh(a), lambda g, out, a: (g * cosh(a),), out_form="sinh")
+cosh = _unary("cosh", lambda xp, a: xp.cosh(a), lambda g, out, a: (g * sinh(a),), out_form="cosh")
+tanh = _unary("tanh", lambda xp, a: xp.tanh(a), lambda g, out, a: (apply(_tanh_bw, g, out),), reads="output",
+              ufunc="tanh")
+asinh = _unary("asinh", lambda xp, a: xp.arcsinh(a), lambda g, out, a: (g * rsqrt(a * a + 1),),
+               out_form="arcsinh", aliases=("arcsinh",))
+acosh = _unary("acosh", lambda xp, a: xp.arccosh(a), lambda g, out, a: (g * rsqrt(a * a - 1),),
+               out_form="arccosh", aliases=("arccosh",))
+atanh = _unary("atanh", lambda xp, a: xp.arctanh(a), lambda g, out, a: (g / (1 - a * a),),
+               out_form="arctanh", aliases=("arctanh",))
 # exp(-a) overflowing to inf gives exactly 0, as PyTorch does
 sigmoid = _unary("sigmoid", lambda xp, a: 1 / (1 + xp.exp(-a)), lambda g, out, a: (apply(_sigmoid_bw, g, out),),
                  reads="output")
@@ -116,14 +134,16 @@ erfinv = _unary("erfinv", lambda xp, a: _special(xp).erfinv(a).astype(a.dtype, c
                 lambda g, out, a: (g * _SQRTPI_OVER_TWO * exp(out * out),), reads="output")
 
 # ---------------------------------------------------------------- dtype-preserving unary
-neg = _unary("neg", lambda xp, a: -a, lambda g, out, a: (-g,), promote=None, reads="nothing")
-abs = _unary("abs", lambda xp, a: xp.abs(a), lambda g, out, a: (g * sign(a),), promote=None)
-sign = _unary("sign", _sign_fwd, _zeros, promote=None, reads="nothing")
+neg = _unary("neg", lambda xp, a: -a, lambda g, out, a: (-g,), promote=None, reads="nothing",
+             ufunc="negative", aliases=("negative",), operator="neg")
+abs = _unary("abs", lambda xp, a: xp.abs(a), lambda g, out, a: (g * sign(a),), promote=None,
+             ufunc="absolute", aliases=("absolute",), operator="abs")
+sign = _unary("sign", _sign_fwd, _zeros, promote=None, reads="nothing", aliases=("sgn",))
 relu = _unary("relu", lambda xp, a: xp.maximum(a, 0),
               lambda g, out, a: (apply(_relu_bw, g, out),), promote=None, reads="output")
 floor = _unary("floor", _keep_ints(lambda xp: xp.floor), _zeros, promote=None, reads="nothing")
 ceil = _unary("ceil", _keep_ints(lambda xp: xp.ceil), _zeros, promote=None, reads="nothing")
-trunc = _unary("trunc", _keep_ints(lambda xp: xp.trunc), _zeros, promote=None, reads="nothing")
+trunc = _unary("trunc", _keep_ints(lambda xp: xp.trunc), _zeros, promote=None, reads="nothing", aliases=("fix",))
 frac = _unary("frac", _frac_fwd, lambda g, out, a: (g,), promote=None, reads="nothing")
 
 def _round_fwd(xp, a, *, decimals=0):
@@ -154,9 +174,10 @@ arcsin, arccos, arctan, arcsinh, arccosh, arctanh = asin, acos, atan, asinh, aco
 
 # ---------------------------------------------------------------- arithmetic
 _add = Op("add", lambda xp, a, b: a + b, lambda g, out, a, b: (ub(g, a), ub(g, b)),
-          promote="common", saves=NONE, elementwise=True)
+          promote="common", saves=NONE, elementwise=True, ufunc="add", cost=_numel, operator="add")
 _sub = Op("sub", lambda xp, a, b: a - b, lambda g, out, a, b: (ub(g, a), ub(-g, b)),
-          promote="common", saves=NONE, elementwise=True)
+          promote="common", saves=NONE, elementwise=True, ufunc="subtract", cost=_numel, operator="sub",
+          aliases=("subtract", "rsub"))
 def _wants(x) -> bool:
     """Only inputs that need a gradient get one computed (a Python number never does)."""
     return isinstance(x, Tensor) and x.requires_grad
@@ -164,10 +185,12 @@ def _wants(x) -> bool:
 
 _mul = Op("mul", lambda xp, a, b: a * b,
           lambda g, out, a, b: (ub(g * b, a) if _wants(a) else None, ub(g * a, b) if _wants(b) else None),
-          promote="common", saves=OTHERS, elementwise=True)
+          promote="common", saves=OTHERS, elementwise=True, ufunc="multiply", cost=_numel, operator="mul",
+          aliases=("multiply",), inplace=("mul_", "multiply_"))
 _div = Op("div", lambda xp, a, b: a / b,
           lambda g, out, a, b: (ub(g / b, a) if _wants(a) else None, ub(-g * out / b, b) if _wants(b) else None),
-          promote="float", save_output=True, elementwise=True)
+          promote="float", save_output=True, elementwise=True, ufunc="true_divide", cost=_numel,
+          operator="truediv", aliases=("divide", "true_divide"))
 
 
 def _is_int(a, b) -> bool:
@@ -225,15 +248,16 @@ def _fmod_fwd(xp, a, b):
     return xp.fmod(a, b)
 
 
-_div_rounding = Op("div_rounding", _div_rounding_fwd, _zeros, promote="common", saves=NONE, elementwise=True)
+_div_rounding = Op("div_rounding", _div_rounding_fwd, _zeros, promote="common", saves=NONE, elementwise=True,
+                   operator="floordiv", aliases=("floor_divide",))
 _remainder = Op("remainder", _remainder_fwd,
                 lambda g, out, a, b: (ub(g, a), ub(-g * div(a, b, rounding_mode="floor"), b)
                                       if isinstance(b, Tensor) else None),
-                promote="common", elementwise=True)
+                promote="common", elementwise=True, operator="mod", inplace=("remainder_",))
 _fmod = Op("fmod", _fmod_fwd,
            lambda g, out, a, b: (ub(g, a), ub(-g * div(a, b, rounding_mode="trunc"), b)
                                  if isinstance(b, Tensor) else None),
-           promote="common", elementwise=True)
+           promote="common", elementwise=True, inplace=("fmod_",))
 
 
 def _log_number(a) -> float:
@@ -278,7 +302,8 @@ def _bool_pow(xp, a, b):
     return a | (not b)
 
 
-_pow = Op("pow", _pow_fwd, _pow_vjp, promote="common", save_output=True, elementwise=True)
+_pow = Op("pow", _pow_fwd, _pow_vjp, promote="common", save_output=True, elementwise=True, operator="pow",
+          aliases=("square",), inplace=("pow_",))
 
 
 def add(input, other, *, alpha=1) -> Tensor:
@@ -366,14 +391,15 @@ def _xlogy_vjp(g, out, x, y):
             ub(g * x / y, y) if isinstance(y, Tensor) else None)
 
 
-_atan2 = Op("atan2", lambda xp, a, b: xp.arctan2(a, b), _atan2_vjp, promote="float", elementwise=True)
+_atan2 = Op("atan2", lambda xp, a, b: xp.arctan2(a, b), _atan2_vjp, promote="float", elementwise=True,
+            out_form="arctan2", aliases=("arctan2",), inplace=("atan2_", "arctan2_"))
 _hypot = Op("hypot", lambda xp, a, b: xp.hypot(a, b),
             lambda g, out, a, b: (ub(g * a / out, a), ub(g * b / out, b)),
-            promote="float", save_output=True, elementwise=True)
+            promote="float", save_output=True, elementwise=True, out_form="hypot", inplace=("hypot_",))
 _logaddexp = Op("logaddexp", lambda xp, a, b: xp.logaddexp(a, b),
                 lambda g, out, a, b: (ub(g / (1 + exp(b - a)), a), ub(g / (1 + exp(a - b)), b)),
-                promote="float", elementwise=True)
-_xlogy = Op("xlogy", _xlogy_fwd, _xlogy_vjp, promote="float", elementwise=True)
+                promote="float", elementwise=True, out_form="logaddexp")
+_xlogy = Op("xlogy", _xlogy_fwd, _xlogy_vjp, promote="float", elementwise=True, inplace=("xlogy_",))
 
 
 def atan2(input: Tensor, other: Tensor) -> Tensor:
@@ -425,9 +451,10 @@ def _addcdiv_vjp(g, out, a, t1, t2, *, value=1):
     return ub(g, a), ub(g * value / t2, t1), ub(-g * value * t1 / (t2 * t2), t2)
 
 
-_lerp = Op("lerp", _lerp_fwd, _lerp_vjp, elementwise=True)
-_addcmul = Op("addcmul", _addcmul_fwd, _addcmul_vjp, promote="common", saves=OTHERS, elementwise=True)
-_addcdiv = Op("addcdiv", _addcdiv_fwd, _addcdiv_vjp, promote="common", elementwise=True)
+_lerp = Op("lerp", _lerp_fwd, _lerp_vjp, elementwise=True, inplace=("lerp_",))
+_addcmul = Op("addcmul", _addcmul_fwd, _addcmul_vjp, promote="common", saves=OTHERS, elementwise=True,
+              inplace=("addcmul_",))
+_addcdiv = Op("addcdiv", _addcdiv_fwd, _addcdiv_vjp, promote="common", elementwise=True, inplace=("addcdiv_",))
 
 # c10's dtype spelling, which lerp's messages use
 _C10 = {"float32": "float", "float64": "double", "float16": "c10::Half", "int64": "long int",
@@ -475,7 +502,7 @@ def nan_to_num(input: Tensor, nan: float = 0.0, posinf: float | None = None,
 # ---------------------------------------------------------------- fill
 _fill = Op("fill", lambda xp, a, value: xp.full_like(a, value),
            lambda g, out, a, value: (zeros_like(g), g.sum() if isinstance(value, Tensor) else None),
-           saves=NONE)
+           saves=NONE, aliases=("zero_",))
 
 
 def fill_(self: Tensor, value) -> Tensor:
@@ -528,27 +555,14 @@ def _nan_to_num_(self, nan=0.0, posinf=None, neginf=None):
     return apply_(_nan_to_num, self, nan=nan, posinf=posinf, neginf=neginf)
 
 
-_UNARY = ("exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt", "rsqrt", "reciprocal", "sin",
-          "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh",
-          "sigmoid", "relu", "erf", "erfc", "erfinv", "neg", "abs", "sign", "floor", "ceil", "trunc", "frac")
-_ALIASES = {"arcsin": "asin", "arccos": "acos", "arctan": "atan", "arcsinh": "asinh", "arccosh": "acosh",
-            "arctanh": "atanh", "arctan2": "atan2", "fix": "trunc", "negative": "neg", "absolute": "abs",
-            "multiply": "mul", "sgn": "sign", "true_divide": "div"}
-
-METHODS = _UNARY + tuple(_ALIASES) + (
-    "add", "sub", "mul", "div", "divide", "subtract", "floor_divide", "remainder", "fmod", "pow",
-    "square", "round", "atan2", "hypot", "logaddexp", "xlogy", "lerp", "addcmul", "addcdiv", "nan_to_num")
-# The namespace ufunc of each op whose forward is exactly that ufunc: in-place variants outside
-# autograd (optimizer steps, initialisation) write into the target with ``out=``.
-for _name, _ufunc in {"add": "add", "sub": "subtract", "mul": "multiply", "div": "true_divide", "neg": "negative",
-                      "exp": "exp", "log": "log", "sqrt": "sqrt", "tanh": "tanh", "sin": "sin", "cos": "cos",
-                      "abs": "absolute", "maximum": "maximum", "minimum": "minimum"}.items():
-    if _name in REGISTRY:
-        REGISTRY[_name].ufunc = _ufunc
-
-INPLACE = {f"{name}_": REGISTRY[_ALIASES.get(name, name)] for name in
-           _UNARY + tuple(_ALIASES) + ("mul", "remainder", "fmod", "pow", "atan2", "hypot", "xlogy",
-                                       "lerp", "addcmul", "addcdiv")}
+# Tensor methods; the in-place variants of these ops are declared with each op (``inplace=``)
+METHODS = ("exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt", "rsqrt", "reciprocal", "sin",
+           "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh",
+           "sigmoid", "relu", "erf", "erfc", "erfinv", "neg", "abs", "sign", "floor", "ceil", "trunc", "frac",
+           "arcsin", "arccos", "arctan", "arcsinh", "arccosh", "arctanh", "arctan2", "fix", "negative",
+           "absolute", "multiply", "sgn", "true_divide",
+           "add", "sub", "mul", "div", "divide", "subtract", "floor_divide", "remainder", "fmod", "pow",
+           "square", "round", "atan2", "hypot", "logaddexp", "xlogy", "lerp", "addcmul", "addcdiv", "nan_to_num")
 OPERATORS = {
     "__add__": lambda s, o: apply(_add, s, o), "__radd__": lambda s, o: apply(_add, o, s),
     "__sub__": _sub_operator, "__rsub__": _rsub_operator,

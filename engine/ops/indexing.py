@@ -44,7 +44,7 @@ _index = Op("index", lambda xp, x, *idx, template, unique: x[_key(idx, template)
             lambda g, out, x, *idx, template, unique: (
                 apply(_index_backward, g, *idx, shape=x._data.shape, template=template, unique=unique),
                 *(None,) * len(idx)),
-            saves=NONE)
+            saves=NONE, aliases=("index_select", "take", "masked_select"))
 _index_backward = Op("index_backward", _index_backward_fwd,
                      lambda g, out, gin, *idx, shape, template, unique: (
                          apply(_index, g, *idx, template=template, unique=unique), *(None,) * len(idx)),
@@ -86,7 +86,8 @@ def _index_put_vjp(g, out, x, v, *idx, basic, template, accumulate):
     return (gx, gv, *(None,) * len(idx))
 
 
-_index_put = Op("index_put", _index_put_fwd, _index_put_vjp, saves=NONE)
+_index_put = Op("index_put", _index_put_fwd, _index_put_vjp, saves=NONE,
+                aliases=("index_add", "index_copy", "index_fill"))
 
 
 def _read(x: Tensor, idx, basic, template) -> Tensor:
@@ -382,8 +383,8 @@ _gather = Op("gather", _gather_fwd,
              lambda g, out, x, index, *, dim: (
                  apply(_scatter, zeros(x._data.shape, dtype=g.dtype, device=g.device), index, g, dim=dim,
                        reduce="add"), None),
-             saves=NONE)
-_scatter = Op("scatter", _scatter_fwd, _scatter_vjp, saves=NONE)
+             saves=NONE, aliases=("take_along_dim",))
+_scatter = Op("scatter", _scatter_fwd, _scatter_vjp, saves=NONE, aliases=("scatter_add",))
 
 
 def _check_along(self: Tensor, dim: int, index: Tensor, op: str, src=None) -> int:
@@ -581,7 +582,8 @@ def masked_select(input: Tensor, mask: Tensor) -> Tensor:
 
 
 # ---------------------------------------------------------------- nonzero, one_hot
-_nonzero = Op("nonzero", lambda xp, x: xp.argwhere(x), None, saves=NONE)
+_nonzero = Op("nonzero", lambda xp, x: xp.argwhere(x), None, saves=NONE, aliases=("argwhere",),
+              data_dependent="nonzero()/argwhere()")
 _one_hot = Op("one_hot", lambda xp, x, *, n: (x[..., None] == xp.arange(n)).astype(x.dtype), None, saves=NONE)
 
 

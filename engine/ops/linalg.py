@@ -1,4 +1,4 @@
-"""Matrix products, contractions (einsum, tensordot) and diagonals.
+"""Matrix products, contractions (einsum, tensordot), diagonals and the QR decomposition.
 
 mm, bmm, mv, dot, addmm... are checked front ends over the one ``matmul`` primitive, so
 they share its vjp; only their argument checks (and PyTorch's messages) differ.
@@ -7,10 +7,13 @@ from __future__ import annotations
 
 import functools
 import math
+from collections import namedtuple
 
-from ..creation import eye, ones
+from .._meta import has_data
+from ..creation import eye, ones, zeros
 from ..dispatch import apply
-from .registry import NONE, OTHERS, Op
+from .movement import cat, narrow
+from .registry import ALL, NONE, OTHERS, Op
 from ._util import Tensor, _wrap_dim, sum_to
 
 __all__ = ["matmul", "mm", "bmm", "mv", "dot", "vdot", "inner", "outer", "ger", "addmm", "baddbmm",
@@ -55,7 +58,14 @@ def _matmul_fwd(xp, a, b):
     return xp.matmul(a, b)
 
 
-_matmul = Op("matmul", _matmul_fwd, _matmul_vjp, saves=OTHERS)
+def _matmul_cost(input_shapes, output_shape) -> int:
+    """A multiply-add (2 FLOPs, as PyTorch counts) per output element and contracted index."""
+    a = input_shapes[0]
+    return 2 * math.prod(output_shape) * (a[-1] if a else 1)
+
+
+_matmul = Op("matmul", _matmul_fwd, _matmul_vjp, saves=OTHERS, out_form="matmul", cost=_matmul_cost,
+             operator="matmul", aliases=("mm", "bmm", "mv", "dot", "vdot"))
 
 # PyTorch's C++ names for dtypes in "expected m1 and m2 to have the same dtype" messages
 _C_NAMES = {"float32": "float", "float64": "double", "float16": "c10::Half", "int64": "long int",
@@ -232,7 +242,7 @@ def _operand_grad(g, res, sub, other_subs, others, x, eq):
     return apply(_einsum, gx, *extras, eq=f"{','.join([target, *extra_subs])}->{''.join(out_sub)}")
 
 
-_einsum = Op("einsum", _einsum_fwd, _einsum_vjp, promote="common", saves=OTHERS)
+_einsum = Op("einsum", _einsum_fwd, _einsum_vjp, promote="common", saves=OTHERS, aliases=("tensordot",))
 
 
 def _einsum_error(msg: str, eq: str) -> RuntimeError:
@@ -377,3 +387,98 @@ def kron(input, other):
 METHODS = ("matmul", "mm", "bmm", "mv", "dot", "vdot", "inner", "outer", "ger", "addmm", "baddbmm",
            "trace", "diag", "diagonal", "kron")
 OPERATORS = {"__matmul__": matmul, "__rmatmul__": lambda s, o: matmul(o, s)}
+
+
+# ---------------------------------------------------------------- qr
+QRResult = namedtuple("QRResult", ["Q", "R"])   # torch.return_types.linalg_qr
+
+
+def _qr_k(m: int, n: int, mode: str) -> int:
+    """The number of columns of Q (rows of R)."""
+    return m if mode == "complete" else min(m, n)
+
+
+def _qr_fwd(xp, a, *, mode):
+    """R alone for mode 'r'; otherwise Q and R packed into one array, so that one recorded op
+    gives both (an op has one differentiable output): side by side when they have as many
+    rows (k == m), else stacked (k == n < m). ``_qr_unpack`` takes them apart."""
+    if mode == "r":
+        return xp.linalg.qr(a, mode="r")
+    q, r = xp.linalg.qr(a, mode=mode)
+    return xp.concatenate([q, r], axis=-1 if q.shape[-2] == r.shape[-2] else -2)
+
+
+def _qr_unpack(packed: Tensor, m: int, n: int, mode: str) -> tuple:
+    """Q and R (views) of a packed qr output, or of its gradient."""
+    k = _qr_k(m, n, mode)
+    if k == m:
+        return narrow(packed, -1, 0, k), narrow(packed, -1, k, n)
+    return narrow(packed, -2, 0, m), narrow(packed, -2, m, k)
+
+
+def _qr_vjp(g, out, a, *, mode):
+    m, n = a.shape[-2:]
+    if mode == "r":
+        raise RuntimeError("The derivative of linalg.qr depends on Q, which is not computed when mode='r'. "
+                           "Please use linalg.qr(A, mode='reduced') if you are going to differentiate through "
+                           "linalg.qr.")
+    if mode == "complete" and m > n:
+        raise RuntimeError("The QR decomposition is not differentiable when mode='complete' and nrows > ncols.")
+    q, r = _qr_unpack(out, m, n, mode)
+    gq, gr = _qr_unpack(g, m, n, mode)
+    if m >= n:
+        return (_qr_tall_grad(gq, gr, q, r),)
+    # A = [X | Y] with X square: X = QU is a square QR and Y = QV, with R = [U | V]
+    u, v = narrow(r, -1, 0, m), narrow(r, -1, m, n - m)
+    gu, gv = narrow(gr, -1, 0, m), narrow(gr, -1, m, n - m)
+    gx = _qr_tall_grad(gq + (q @ v) @ gv.mT, gu, q, u)
+    return (cat([gx, q @ gv], -1),)
+
+
+def _qr_tall_grad(gq, gr, q, r):
+    """The gradient of A = QR (m >= n, R square and invertible), as PyTorch's linalg_qr_backward:
+    gA = (gQ + Q S) R^-T, where S is the symmetric matrix whose upper triangle is that of
+    gR R^T - Q^T gQ. Written in Tensor ops, so it differentiates again."""
+    up = (gr @ r.mT - q.mT @ gq).triu()
+    b = q @ (up + up.mT - up * eye(up.shape[-1], dtype=up.dtype, device=up.device)) + gq
+    return apply(_solve_triangular, r, b.mT, upper=True).mT
+
+
+_qr = Op("qr", _qr_fwd, _qr_vjp, saves=NONE, save_output=True)
+
+
+def qr(A: Tensor, mode: str = "reduced") -> QRResult:
+    """``torch.linalg.qr``: A = QR with Q orthonormal columns and R upper triangular.
+
+    Differentiable in modes 'reduced' and 'complete' (when rows <= columns), as in PyTorch.
+    """
+    if mode not in ("reduced", "complete", "r"):
+        raise RuntimeError(f"qr received unrecognized mode '{mode}' but expected one of 'reduced' "
+                           f"(default), 'r', or 'complete'")
+    if A.ndim < 2:
+        raise RuntimeError(f"linalg.qr: The input tensor A must have at least 2 dimensions (got {A.ndim}-D)")
+    if A._data.dtype.kind != "f":
+        raise RuntimeError(f"linalg.qr: Expected a floating point or complex tensor as input. "
+                           f"Got {A.dtype.name.capitalize()}")
+    out = apply(_qr, A, mode=mode)
+    if mode == "r":
+        return QRResult(zeros(0, dtype=A.dtype, device=A.device), out)
+    return QRResult(*_qr_unpack(out, *A._data.shape[-2:], mode))
+
+
+def _solve_triangular_fwd(xp, a, b, *, upper):
+    """``A^-1 B`` for triangular ``A`` (only its ``upper`` or lower triangle is read)."""
+    if not has_data(xp):      # meta: the shape alone (a solve of the placeholder values would be singular)
+        return xp.empty(b.shape, b.dtype)
+    return xp.linalg.solve(xp.triu(a) if upper else xp.tril(a), b)
+
+
+def _solve_triangular_vjp(g, out, a, b, *, upper):
+    gb = apply(_solve_triangular, a.mT, g, upper=not upper)
+    ga = -(gb @ out.mT)
+    return (ga.triu() if upper else ga.tril()) if a.requires_grad else None, gb
+
+
+# the triangular solve of qr's backward (torch.linalg.solve_triangular with left=True)
+_solve_triangular = Op("solve_triangular", _solve_triangular_fwd, _solve_triangular_vjp, saves=ALL,
+                       save_output=True)

@@ -30,9 +30,12 @@ _ALL = slice(None)
 
 # ---------------------------------------------------------------- views: reshape, permute, expand, slice
 _reshape = Op("reshape", lambda xp, x, *, shape: x.reshape(shape),
-              lambda g, out, x, *, shape: (g.reshape(x._data.shape),), saves=NONE, is_view=True)
+              lambda g, out, x, *, shape: (g.reshape(x._data.shape),), saves=NONE, is_view=True,
+              aliases=("view", "view_as", "reshape_as", "squeeze", "unsqueeze", "flatten", "unflatten",
+                       "atleast_1d", "atleast_2d", "atleast_3d"))
 _permute = Op("permute", lambda xp, x, *, dims: x.transpose(dims),
-              lambda g, out, x, *, dims: (apply(_permute, g, dims=_inverse(dims)),), saves=NONE, is_view=True)
+              lambda g, out, x, *, dims: (apply(_permute, g, dims=_inverse(dims)),), saves=NONE, is_view=True,
+              aliases=("transpose", "swapaxes", "swapdims", "movedim", "moveaxis", "t", "T", "mT"))
 
 
 def _expand_fwd(xp, x, *, shape):
@@ -41,7 +44,8 @@ def _expand_fwd(xp, x, *, shape):
 
 
 _expand = Op("expand", _expand_fwd,
-             lambda g, out, x, *, shape: (sum_to(g, x._data.shape),), saves=NONE, is_view=True)
+             lambda g, out, x, *, shape: (sum_to(g, x._data.shape),), saves=NONE, is_view=True,
+             aliases=("expand_as", "broadcast_to", "broadcast_tensors"))
 
 
 def _slice_backward_fwd(xp, g, *, shape, key):
@@ -54,7 +58,7 @@ def _slice_backward_fwd(xp, g, *, shape, key):
 # always returns a view (an all-int key without the Ellipsis would give a scalar copy)
 _slice = Op("slice", lambda xp, x, *, key: x[key],
             lambda g, out, x, *, key: (apply(_slice_backward, g, shape=x._data.shape, key=key),),
-            saves=NONE, is_view=True)
+            saves=NONE, is_view=True, aliases=("narrow", "select", "split", "chunk", "unbind", "tensor_split"))
 _slice_backward = Op("slice_backward", _slice_backward_fwd,
                      lambda g, out, gin, *, shape, key: (apply(_slice, g, key=key),), saves=NONE)
 
@@ -616,7 +620,8 @@ def _cat_vjp(g, out, *xs, dim, skip):
     return tuple(grads)
 
 
-_cat = Op("cat", _cat_fwd, _cat_vjp, promote="common", saves=NONE)
+_cat = Op("cat", _cat_fwd, _cat_vjp, promote="common", saves=NONE,
+          aliases=("concat", "concatenate", "hstack", "vstack", "dstack", "column_stack"))
 _stack = Op("stack", lambda xp, *xs, dim: xp.stack(xs, axis=dim),
             lambda g, out, *xs, dim: tuple(apply(_slice, g, key=_dim_key(dim, i)) for i in range(len(xs))),
             promote="common", saves=NONE)
@@ -701,9 +706,9 @@ def _repeat_vjp(g, out, x, *, reps):
     return (g.reshape(split_shape).sum(tuple(range(0, 2 * len(reps), 2))).reshape(x._data.shape),)
 
 
-_repeat = Op("repeat", lambda xp, x, *, reps: xp.tile(x, reps), _repeat_vjp, saves=NONE)
+_repeat = Op("repeat", lambda xp, x, *, reps: xp.tile(x, reps), _repeat_vjp, saves=NONE, aliases=("tile",))
 _flip = Op("flip", lambda xp, x, *, dims: xp.flip(x, dims).copy(),
-           lambda g, out, x, *, dims: (apply(_flip, g, dims=dims),), saves=NONE)
+           lambda g, out, x, *, dims: (apply(_flip, g, dims=dims),), saves=NONE, aliases=("fliplr", "flipud"))
 _roll = Op("roll", lambda xp, x, *, shifts, dims: xp.roll(x, shifts, dims),
            lambda g, out, x, *, shifts, dims: (apply(_roll, g, shifts=tuple(-s for s in shifts), dims=dims),),
            saves=NONE)
@@ -711,7 +716,7 @@ _tril = Op("tril", lambda xp, x, *, diagonal: xp.tril(x, diagonal),
            lambda g, out, x, *, diagonal: (apply(_tril, g, diagonal=diagonal),), saves=NONE)
 _triu = Op("triu", lambda xp, x, *, diagonal: xp.triu(x, diagonal),
            lambda g, out, x, *, diagonal: (apply(_triu, g, diagonal=diagonal),), saves=NONE)
-_clone = Op("clone", lambda xp, x: x.copy(), lambda g, out, x: (g,), saves=NONE)
+_clone = Op("clone", lambda xp, x: x.copy(), lambda g, out, x: (g,), saves=NONE, aliases=("contiguous",))
 
 
 def repeat(input: Tensor, *sizes) -> Tensor:
@@ -864,7 +869,7 @@ def _pad_backward_fwd(xp, g, *, pads, mode):
     return g
 
 
-_pad = Op("pad", _pad_fwd, _pad_vjp, saves=NONE)
+_pad = Op("pad", _pad_fwd, _pad_vjp, saves=NONE, aliases=("constant_pad_nd",))
 _pad_backward = Op("pad_backward", _pad_backward_fwd,
                    lambda g, out, gin, *, pads, mode: (apply(_pad, g, pads=pads, mode=mode, value=0),),
                    saves=NONE)

@@ -94,9 +94,9 @@ def _put_fwd(xp, g, idx, *, dim, shape):
     return out
 
 
-def picker(name: str) -> Op:
+def picker(name: str, **meta) -> Op:
     """A gather along ``dim`` at indices that are unique per slice, under an op's own name."""
-    return Op(name, _take_fwd, _take_vjp, saves=OTHERS)
+    return Op(name, _take_fwd, _take_vjp, saves=OTHERS, **meta)
 
 
 take_along = picker("take_along")

@@ -47,17 +47,26 @@ class Op:
             description for the error a captured graph gives.
         onnx: the ONNX lowering; cost: ``cost(input_shapes, output_shape) -> int``, the FLOP
             count the profiler reports (both optional).
+        aliases: the other public names (``tapelab.<name>`` functions, Tensor methods) whose
+            call is this op: PyTorch's aliases (``arcsin``) and front ends that check or
+            canonicalise their arguments, then apply this op (``mm``, ``transpose``). The
+            declaration tests check every public name against these.
+        inplace: the Tensor methods that are this op in place (``exp_``, ``arcsin_``):
+            ``install_methods`` generates each as ``apply_(op, self, *args, **params)``.
+        operator: the name in Python's ``operator`` module whose use on Tensors is this op
+            (``"truediv"`` for ``/``), so graph passes can map ``operator.*`` targets to it.
     """
 
     __slots__ = ("name", "fwd", "vjp", "promote", "saves", "save_output", "elementwise",
                  "n_extra", "is_view", "kind", "onnx", "cost", "ufunc", "out_form", "data_dependent",
-                 "backward_name")
+                 "aliases", "inplace", "operator", "backward_name")
 
     def __init__(self, name: str, fwd: Callable, vjp: Callable | None = None, *,
                  promote: str | None = None, saves: str = ALL, save_output: bool = False,
                  elementwise: bool = False, n_extra: int = 0, is_view: bool = False,
                  kind: str = "compute", ufunc: str | None = None, out_form: str | None = None,
-                 data_dependent: str | None = None, onnx=None, cost=None):
+                 data_dependent: str | None = None, onnx=None, cost=None, aliases: tuple = (),
+                 inplace: tuple = (), operator: str | None = None):
         if name in REGISTRY:
             raise ValueError(f"op {name!r} is already registered")
         if kind not in KINDS:
@@ -67,6 +76,7 @@ class Op:
         self.elementwise, self.n_extra = elementwise, n_extra
         self.is_view, self.kind, self.onnx, self.cost = is_view, kind, onnx, cost
         self.ufunc, self.out_form, self.data_dependent = ufunc, out_form or ufunc, data_dependent
+        self.aliases, self.inplace, self.operator = tuple(aliases), tuple(inplace), operator
         self.backward_name = "".join(p.capitalize() for p in name.split("_")) + "Backward0"
         REGISTRY[name] = self
 

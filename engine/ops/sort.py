@@ -33,7 +33,7 @@ def _argsort_fwd(xp, x, *, dim, descending, start, stop):
 
 
 _argsort = Op("argsort", _argsort_fwd)
-_sort, _topk = picker("sort"), picker("topk")
+_sort, _topk = picker("sort", aliases=("msort",)), picker("topk")
 _kthvalue, _median = picker("kthvalue"), picker("median")
 
 
@@ -125,7 +125,7 @@ def _unique_fwd(xp, x, *, dim):
     return vals, inverse.reshape(x.shape if dim is None else -1), counts
 
 
-_unique = Op("unique", _unique_fwd, n_extra=2)
+_unique = Op("unique", _unique_fwd, n_extra=2, data_dependent="unique()")
 
 
 def unique(input, sorted: bool = True, return_inverse: bool = False, return_counts: bool = False,

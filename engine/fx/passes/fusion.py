@@ -14,6 +14,7 @@ kernel and that node). Only groups of two or more nodes are returned; each membe
 """
 from __future__ import annotations
 
+import functools
 import operator
 
 from ...ops.registry import REGISTRY
@@ -22,10 +23,12 @@ from ..node import Node
 
 __all__ = ["elementwise_groups", "op_name"]
 
-_OPERATORS = {operator.add: "add", operator.sub: "sub", operator.mul: "mul", operator.truediv: "div",
-              operator.neg: "neg", operator.pow: "pow", operator.abs: "abs", operator.eq: "eq",
-              operator.ne: "ne", operator.lt: "lt", operator.le: "le", operator.gt: "gt", operator.ge: "ge",
-              operator.mod: "remainder", operator.invert: "bitwise_not"}
+
+@functools.cache
+def _operators() -> dict:
+    """``operator.add`` -> ``"add"``: from each op's declared ``operator`` (built on first use,
+    when every op family has registered)."""
+    return {getattr(operator, op.operator): op.name for op in REGISTRY.values() if op.operator}
 
 
 def op_name(node: Node) -> str | None:
@@ -33,7 +36,7 @@ def op_name(node: Node) -> str | None:
     if node.op == "call_method":
         return node.target
     if node.op == "call_function":
-        return _OPERATORS.get(node.target) or getattr(node.target, "__name__", None)
+        return _operators().get(node.target) or getattr(node.target, "__name__", None)
     return None
 
 
