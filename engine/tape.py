@@ -1,10 +1,21 @@
-"""The tape: a recording scope over dispatch and backward events.
+"""The tape: a recording scope over dispatch and backward events, and the engine's one
+tensor summary.
 
 ``with tapelab.tape() as t:`` subscribes to the ``op`` and ``backward_step`` events and
 keeps one plain record per op dispatched (and per backward node executed) inside the
 scope, in order. Records refer to tensors and graph nodes only weakly, so recording
 never keeps a graph alive; ``keep_values=True`` adds value/gradient summaries and keeps
 the tensors themselves.
+
+The tape's handlers are its public sink API: ``record_op(event)`` and
+``record_step(step)`` receive every event while the tape records and return the record
+they append; a subclass overrides them to filter or stream records (the notebook's
+``LiveTape`` does), calling the base method for each record it keeps.
+
+``summarize(t)`` is the tensor summary every view shows (min/max/mean/std/norm over the
+finite values, nan/inf counts): the tape's ``keep_values`` records, the debugger's
+frames and the widgets all use it. ``sample``/``summarize_samples`` split it in two for
+streaming: a small snapshot per op, the statistics of many snapshots in a few array calls.
 
 >>> with tapelab.tape() as t:
 ...     loss = (x * w).sum()
@@ -17,13 +28,20 @@ from __future__ import annotations
 import math
 import weakref
 from dataclasses import dataclass, field, fields
+from typing import Sequence
+
+import numpy as np
 
 from . import events
 from .autograd.engine import running_node
+from .tensor import Tensor
 
-__all__ = ["tape", "TapeNode", "summarize"]
+__all__ = ["tape", "TapeNode", "summarize", "sample", "summarize_samples", "Sample", "tensor_id", "SAMPLE"]
 
 _weakref = weakref.ref
+
+SAMPLE = 256   # values a streamed summary reads (``sample``'s usual limit)
+_STATS = ("min", "max", "mean", "std", "norm")
 
 
 @dataclass(slots=True)
@@ -88,31 +106,141 @@ def _plain(v):
     return v
 
 
-def summarize(t) -> dict | None:
-    """min/max/mean/std/norm of a tensor over its finite values, plus nan/inf counts.
+def tensor_id(t: Tensor) -> int:
+    """The id tape records and ``op`` events use for ``t`` (``TapeNode.inputs``/``output``)."""
+    return t._uid()
 
-    Computed on the backend array directly: summarising must not dispatch ops (it would
-    record itself).
-    """
-    if t is None or not hasattr(t, "_data") or t._device.type == "meta":    # meta: no values
+
+# ---------------------------------------------------------------- the tensor summary
+# Summaries read the backend arrays directly: summarising must not dispatch ops (it would
+# record itself, and a mode might refuse it).
+class Sample:
+    """Values of one tensor copied to the host (all, or a strided subset) and its size."""
+
+    __slots__ = ("values", "size")
+
+    def __init__(self, values, size: int):
+        self.values, self.size = values, size
+
+
+def sample(t, limit: int | None = SAMPLE) -> Sample | None:
+    """A snapshot of ``t`` for ``summarize_samples``: at most about ``limit`` values taken by
+    striding it (all of them when ``limit`` is None), copied, so later in-place writes do not
+    change it. None when there is nothing to summarise (not a Tensor, a meta tensor, a
+    non-numeric dtype)."""
+    return _sample(t, limit, True)
+
+
+def _sample(t, limit: int | None, copy: bool) -> Sample | None:
+    if not isinstance(t, Tensor) or t._device.type == "meta":    # meta: no values
         return None
     d = t._data
+    if d.dtype.kind not in "biuf":
+        return None
+    size = int(d.size)
+    if type(d) is np.ndarray:
+        if limit is None or size <= limit:
+            return Sample(d.flatten() if copy else d.reshape(-1), size)
+        step = -(-size // limit)
+        return Sample(d.reshape(-1)[::step].copy() if d.flags.c_contiguous else d.flat[::step], size)
     xp = t._device.xp
-    if d.size == 0:
-        return {"min": None, "max": None, "mean": None, "std": None, "norm": None, "nan": 0, "inf": 0}
-    a = d.astype(xp.float64) if d.dtype.kind in "biuf" else d
-    finite = xp.isfinite(a)
-    nan = int(xp.isnan(a).sum())
-    vals = a[finite]
-    if vals.size == 0:
-        stats = dict.fromkeys(("min", "max", "mean", "std", "norm"))
+    view = d
+    while limit is not None and view.size > limit:   # stride the longest axis (a view, never a copy)
+        ax = max(range(view.ndim), key=lambda i: view.shape[i])
+        step = min(view.shape[ax], -(-view.size // limit))
+        view = view[(slice(None),) * ax + (slice(None, None, step),)]
+    host = xp.asnumpy(view) if hasattr(xp, "asnumpy") else view
+    return Sample(np.asarray(host).reshape(-1), size)
+
+
+def summarize(t, limit: int | None = None) -> dict | None:
+    """min/max/mean/std/norm of a tensor over its finite values, plus nan/inf counts.
+
+    All values by default; with ``limit``, about that many taken by striding (``sampled``
+    then says how many, and ``norm`` is scaled up to the full size). ``std`` is the sample
+    standard deviation (None for fewer than two finite values); statistics that are not
+    finite numbers are None, so the result is JSON. None for anything ``sample`` refuses.
+    """
+    s = _sample(t, limit, False)
+    return None if s is None else summarize_samples((s,))[0]
+
+
+def summarize_samples(samples: Sequence[Sample]) -> list[dict]:
+    """``summarize`` of many samples at once: one concatenation and a few segment reductions
+    for all of them (a sample holding a non-finite value takes the one-sample path)."""
+    out: list = [None] * len(samples)
+    full = []
+    for i, s in enumerate(samples):
+        if s.values.size:
+            full.append(i)
+        else:
+            out[i] = {**dict.fromkeys(_STATS), "nan": 0, "inf": 0}
+    if len(full) == 1:
+        s = samples[full[0]]
+        out[full[0]] = _stats(s.values.astype(np.float64, copy=False), s.size)
+    elif full:
+        for i, row in zip(full, _batch_stats([samples[i] for i in full])):
+            out[i] = row
+    return out
+
+
+def _stats(a, size: int) -> dict:
+    """The summary of ``a`` (float64, non-empty), a sample of a tensor of ``size`` values."""
+    n = int(a.size)
+    nan = inf = 0
+    total = float(a.sum())
+    if not math.isfinite(total):             # count and drop non-finite values
+        finite = np.isfinite(a)
+        nan = int(np.isnan(a).sum())
+        inf = n - int(finite.sum()) - nan
+        a = a[finite]
+        total = float(a.sum())
+    m = int(a.size)
+    if m == 0:
+        out = dict.fromkeys(_STATS)
     else:
-        stats = {"min": float(vals.min()), "max": float(vals.max()), "mean": float(vals.mean()),
-                 "std": float(vals.std(ddof=1)) if vals.size > 1 else math.nan,
-                 "norm": float(xp.sqrt((vals * vals).sum()))}
-        stats = {k: (v if math.isfinite(v) else None) for k, v in stats.items()}
-    stats.update(nan=nan, inf=int(a.size - finite.sum()) - nan)
-    return stats
+        mean = total / m
+        dev = a - mean
+        out = {"min": float(a.min()), "max": float(a.max()), "mean": mean,
+               "std": math.sqrt(float(dev @ dev) / (m - 1)) if m > 1 else None,
+               "norm": math.sqrt(float(a @ a) * size / n)}
+        out = {k: (v if v is not None and math.isfinite(v) else None) for k, v in out.items()}
+    out.update(nan=nan, inf=inf)
+    if n < size:
+        out["sampled"] = n
+    return out
+
+
+def _batch_stats(samples: list) -> list:
+    """``_stats`` of several non-empty samples, by segment reductions over their concatenation."""
+    lens = np.fromiter((s.values.size for s in samples), dtype=np.intp, count=len(samples))
+    offs = np.zeros_like(lens)
+    np.cumsum(lens[:-1], out=offs[1:])
+    arr = np.concatenate([s.values for s in samples], dtype=np.float64, casting="unsafe")
+    sizes = [s.size for s in samples]
+    n = lens.astype(np.float64)
+    with np.errstate(all="ignore"):
+        tot = np.add.reduceat(arr, offs)
+        mean = tot / n
+        dev = arr - np.repeat(mean, lens)
+        ss = np.add.reduceat(dev * dev, offs)
+        sq = np.add.reduceat(arr * arr, offs)
+        std = np.sqrt(ss / np.maximum(n - 1, 1))
+        norm = np.sqrt(sq * np.asarray(sizes, dtype=np.float64) / n)
+    ok = np.isfinite(tot) & np.isfinite(ss) & np.isfinite(norm)
+    rows = zip(np.minimum.reduceat(arr, offs).tolist(), np.maximum.reduceat(arr, offs).tolist(),
+               mean.tolist(), std.tolist(), norm.tolist(), lens.tolist(), sizes, ok.tolist())
+    out = []
+    for i, (lo, hi, mu, sd, nm, k, size, good) in enumerate(rows):
+        if not good:                          # rare: non-finite values, counted and dropped
+            o = int(offs[i])
+            out.append(_stats(arr[o:o + k], size))
+            continue
+        row = {"min": lo, "max": hi, "mean": mu, "std": sd if k > 1 else None, "norm": nm, "nan": 0, "inf": 0}
+        if k < size:
+            row["sampled"] = k
+        out.append(row)
+    return out
 
 
 def _ref(obj, keep: bool):
@@ -142,8 +270,8 @@ class tape:
     def __enter__(self) -> "tape":
         if self._subs:
             raise RuntimeError("this tape is already recording; nest a new tapelab.tape() instead")
-        self._subs = [events.subscribe("op", self._on_op),
-                      events.subscribe("backward_step", self._on_step)]
+        self._subs = [events.subscribe("op", self.record_op),
+                      events.subscribe("backward_step", self.record_step)]
         return self
 
     def __exit__(self, *exc) -> None:
@@ -177,6 +305,10 @@ class tape:
         self.nodes.clear()
         self._by_seq.clear()
 
+    def forward_record(self, seq: int | None) -> TapeNode | None:
+        """The forward record of the op with this ``seq`` (a node's ``tape_seq``), if recorded."""
+        return self._by_seq.get(seq) if seq is not None else None
+
     def to_dict(self) -> dict:
         return {"version": 1, "keep_values": self.keep_values, "nodes": [n.to_dict() for n in self.nodes]}
 
@@ -184,17 +316,19 @@ class tape:
         fwd = sum(n.kind == "forward" for n in self.nodes)
         return f"<tapelab.tape: {fwd} forward, {len(self.nodes) - fwd} backward records>"
 
-    # ------------------------------------------------------------ event handlers
+    # ------------------------------------------------------------ the sink API
     # Records are built positionally (TapeNode's field order): keyword calls of a 21-field
     # dataclass cost several times more, and this runs once per op while recording.
-    def _on_op(self, ev: events.OpRecorded) -> None:
+    def record_op(self, ev: events.OpRecorded) -> TapeNode:
+        """The ``op`` event handler: append the op's record and return it. Override to decide
+        per event (call this to record), e.g. to stream records or only count them."""
         nodes = self._nodes
         running = running_node()
         res = ev.tensors[1] if ev.tensors else None
         if self.keep_values:
             args = ev.tensors[0] if ev.tensors else ()
             refs = (res, res.grad_fn if res is not None else None,
-                    tuple(a for a in args if hasattr(a, "_data")))
+                    tuple(a for a in args if isinstance(a, Tensor)))
             value = summarize(res)
         else:
             value = None
@@ -212,8 +346,11 @@ class tape:
             ev.start_ns, ev.duration_ns, ev.module, ev.grad_fn, value, None, refs)
         nodes.append(rec)
         self._by_seq[ev.seq] = rec
+        return rec
 
-    def _on_step(self, step: events.BackwardStep) -> None:
+    def record_step(self, step: events.BackwardStep) -> TapeNode:
+        """The ``backward_step`` event handler: append the node's record and return it (the
+        op's forward record, with ``keep_values``, also gets its gradient summary)."""
         node = step.node
         seq = node.tape_seq
         fwd = self._by_seq.get(seq) if seq is not None else None
@@ -239,4 +376,5 @@ class tape:
             if fwd is not None:  # an op's node has one output: its incoming gradient is the op's
                 fwd.grad = summarize(step.grad_outputs[0])
         self._nodes.append(rec)
+        return rec
 

@@ -35,7 +35,7 @@ class ProfileStreamer:
         self._pending = None
         self._last = 0.0
         self._sub = None
-        self._title = ""
+        self.title = ""              # the running %%profile cell's title, sent with its profile
 
     def start(self) -> None:
         from tapelab import events
@@ -54,7 +54,7 @@ class ProfileStreamer:
     def _ready(self, ev) -> None:
         if not self.bridge.listening:
             return
-        self._pending = (ev.trace, ev.step_num, self._title)
+        self._pending = (ev.trace, ev.step_num, self.title)
         if time.monotonic() - self._last >= MIN_INTERVAL_S:
             self.flush()
 
@@ -121,13 +121,13 @@ class ProfileMagics(Magics):
         prof = profile(record_shapes=not a.no_shapes, profile_memory=not a.no_memory, with_stack=a.stack,
                        with_flops=True, with_modules=True)
         if self.streamer is not None:
-            self.streamer._title = title
+            self.streamer.title = title
         try:
             with prof:
                 self.shell.run_cell(cell, store_history=False)
         finally:
             if self.streamer is not None:
-                self.streamer._title = ""
+                self.streamer.title = ""
         self.shell.user_ns["_prof"] = prof
         if a.out:
             self.shell.user_ns[a.out] = prof

@@ -33,6 +33,8 @@ from __future__ import annotations
 import html
 import time
 
+from tapelab import Tensor
+
 from ._lazy import lazy_widget
 from .viewmodel import SCHEMA as GRAPH_SCHEMA
 from .viewmodel import VERSION as GRAPH_VERSION
@@ -116,7 +118,7 @@ def capture_model(g, title: str = "", timing: dict | None = None, names: dict | 
         pnames = {id(p): n for n, p in module.named_parameters()} if module is not None else {}
         for i, (p, st) in enumerate(optimizer.state.items()):
             for k, v in (st.items() if isinstance(st, dict) else ()):
-                if hasattr(v, "_data"):
+                if isinstance(v, Tensor):
                     label(v, f"{pnames.get(id(p), f'param{i}')}.{k}")
     for n, t in (names or {}).items():
         name = g.buffer_name(t) if captured else None

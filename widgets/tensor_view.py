@@ -15,11 +15,6 @@ from tapelab.tape import summarize
 __all__ = ["tensor_summary", "tensor_html"]
 
 
-def _host(t) -> np.ndarray:
-    d = t._data
-    return d.get() if hasattr(d, "get") and not isinstance(d, np.ndarray) else np.asarray(d)
-
-
 def tensor_summary(t, name: str = "", bins: int = 30, heat: int = 64) -> dict:
     """A JSON-serialisable summary of a tensor: never the whole tensor (heatmaps are downsampled
     to at most ``heat`` x ``heat`` cells by block means)."""
@@ -27,7 +22,7 @@ def tensor_summary(t, name: str = "", bins: int = 30, heat: int = 64) -> dict:
     if t.device.type == "meta":                           # shape and dtype only: no values to draw
         return {"name": name, "shape": list(t.shape), "dtype": t.dtype.name, "device": "meta",
                 "requires_grad": bool(t.requires_grad), "stats": None, "grad": None, "hist": None, "heatmap": None}
-    a = _host(t)
+    a = t.numpy(force=True)
     out = {"name": name, "shape": list(a.shape), "dtype": t.dtype.name if hasattr(t.dtype, "name") else str(t.dtype),
            "device": str(t.device), "requires_grad": bool(getattr(t, "requires_grad", False)),
            "stats": summarize(t), "grad": summarize(grad) if grad is not None else None,

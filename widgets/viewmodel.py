@@ -30,7 +30,8 @@ from __future__ import annotations
 
 import hashlib
 import html
-import weakref
+
+from tapelab.tape import tensor_id
 
 __all__ = ["SCHEMA", "VERSION", "GraphBuilder", "graph_from_tape", "graph_from_grad_fn", "to_dot",
            "dot_quote", "to_html", "MIME"]
@@ -330,11 +331,9 @@ class GraphBuilder:
         gid = fwd["group"] if fwd is not None else None
         leaf = None
         if rec.op == "AccumulateGrad":          # link the sink to its leaf through the node's variable
-            node = rec.node
-            var = getattr(node, "_variable", None)
-            var = var() if isinstance(var, weakref.ref) else var
-            if var is not None and hasattr(var, "_uid"):
-                leaf = self._leaves.get(var._uid())
+            var = getattr(rec.node, "variable", None)
+            if var is not None:
+                leaf = self._leaves.get(tensor_id(var))
                 if leaf is not None:
                     gid = self._by_id[leaf]["group"]
         nid = f"n{rec.index}"
@@ -374,6 +373,25 @@ class GraphBuilder:
 
     def _record_for(self, fwd):
         return self._records.get(fwd["id"])
+
+    def summary_arrived(self, rec, attr: str, value) -> None:
+        """A summary (``attr``: ``"value"`` or ``"grad"``) of a record added earlier was computed
+        (a streaming recorder computes them in batches): show it on the record's node, or on
+        the node a folded step's record stands for."""
+        alias = self.aliases.get(rec.index)
+        if alias is not None:                        # a folded step: the first step's node shows it
+            if value is not None:
+                self._set(alias, attr, value)
+            return
+        nid = "n%d" % rec.index
+        node = self._by_id.get(nid)
+        if node is None:
+            return
+        if attr == "grad" and rec.kind == "forward":   # an earlier node learns its gradient
+            if value is not None:
+                self._set(nid, "grad", value)
+        else:                                        # a node not sent yet
+            node[attr] = value
 
     def _set(self, nid: str, key: str, value) -> None:
         n = self._by_id.get(nid)
@@ -438,7 +456,7 @@ def graph_from_grad_fn(fn, title: str = "", max_nodes: int = 2000) -> dict:
             break
         nid = f"b{len(nodes)}"
         ids[id(node)] = nid
-        meta = getattr(node, "_metadata", None) or {}
+        meta = node.metadata
         nodes.append({"id": nid, "kind": "backward", "label": node.name(), "op": node.name(), "index": len(nodes),
                       "seq": None, "forward_seq": getattr(node, "tape_seq", None), "group": None,
                       "module": str(meta.get("module", "")) if isinstance(meta, dict) else "",

@@ -5,6 +5,7 @@ import math
 import re
 
 from ..tape import summarize
+from ..tensor import Tensor
 
 __all__ = ["grad_summary", "is_finite", "full_norm", "source_of", "forward_op_of"]
 
@@ -12,11 +13,12 @@ _WHERE = re.compile(r'File "(?P<file>[^"]*)", line (?P<line>\d+), in (?P<func>[^
 
 
 def grad_summary(t) -> dict | None:
-    """Shape, dtype and the tape's statistics (min/max/mean/std/norm over finite values, nan/inf counts)."""
-    if t is None or not hasattr(t, "_data"):
+    """Shape, dtype and the engine's tensor summary (``tape.summarize``: min/max/mean/std/norm
+    over finite values, nan/inf counts; no statistics for a tensor without values, on meta)."""
+    if not isinstance(t, Tensor):
         return None
     out = {"shape": list(t._data.shape), "dtype": t.dtype.name}
-    out.update(summarize(t))
+    out.update(summarize(t) or {})
     return out
 
 
