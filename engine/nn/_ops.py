@@ -150,8 +150,11 @@ def _conv_w_cost(shapes, out) -> int:
     return 2 * math.prod(shapes[1]) * math.prod(out[1:])
 
 
-_conv = Op("convolution", _conv_fwd, _conv_vjp, promote="common", saves=OTHERS, cost=_conv_cost)
-_conv_t = Op("convolution_transpose", _conv_t_fwd, _conv_t_vjp, promote="common", saves=OTHERS, cost=_conv_t_cost)
+# aliases: the ``torch.<name>`` front ends (tapelab/_nn_toplevel.py) of these ops
+_conv = Op("convolution", _conv_fwd, _conv_vjp, promote="common", saves=OTHERS, cost=_conv_cost,
+           aliases=("conv1d", "conv2d"))
+_conv_t = Op("convolution_transpose", _conv_t_fwd, _conv_t_vjp, promote="common", saves=OTHERS, cost=_conv_t_cost,
+             aliases=("conv_transpose2d",))
 _conv_w = Op("convolution_weight", _conv_w_fwd, _conv_w_vjp, promote="common", saves=OTHERS, cost=_conv_w_cost)
 
 
@@ -220,7 +223,7 @@ def _put_fwd(xp, g, idx, *, size):
 
 _max_pool_idx = Op("max_pool_indices", _max_pool_idx_fwd)
 _take = Op("max_pool", _take_fwd, lambda g, out, x, idx: (apply(_put, g, idx, size=tuple(x.shape[2:])), None),
-           saves=NONE)
+           saves=NONE, aliases=("max_pool1d", "max_pool2d"))
 _put = Op("max_pool_backward", _put_fwd, lambda g, out, gy, idx, *, size: (apply(_take, g, idx), None),
           saves=NONE)
 
@@ -366,7 +369,8 @@ def _avg_bwd_fwd(xp, g, *, kernel, stride, padding, ceil_mode, count_include_pad
 
 
 _avg = Op("avg_pool", _avg_fwd,
-          lambda g, out, x, **p: (apply(_avg_bwd, g, size=tuple(x.shape[2:]), **p),), saves=NONE)
+          lambda g, out, x, **p: (apply(_avg_bwd, g, size=tuple(x.shape[2:]), **p),), saves=NONE,
+          aliases=("avg_pool1d",))
 _avg_bwd = Op("avg_pool_backward", _avg_bwd_fwd,
               lambda g, out, gy, *, size, **p: (apply(_avg, g, **p),), saves=NONE)
 
