@@ -1,4 +1,11 @@
-"""Tensor creation: from data, filled, ranges and random."""
+"""Tensor creation: from data, filled, ranges and random.
+
+Every function here ends in ``apply`` of a factory op (``kind="factory"``: ``full``,
+``empty``, ``arange``, ``tensor`` ...) or a random op (``kind="random"``: ``rand``,
+``randn``, ``bernoulli`` ...), so modes see tensors being born. Their params carry the
+``dtype`` and ``device`` (see ``dispatch``); random forwards draw on the host from the
+param ``generator`` and draw nothing on the meta device, as PyTorch's.
+"""
 from __future__ import annotations
 
 import math
@@ -8,9 +15,11 @@ import numpy as np
 
 from . import _dtype
 from ._dtype import from_np, get_default_dtype
-from .device import CPU, device as Device
-from .dispatch import STATE as _DISPATCH
+from ._meta import has_data
 from ._runtime import DEFAULT_DEVICE
+from .device import CPU, device as Device
+from .dispatch import apply
+from .ops.registry import Op
 from .random import rng
 from .tensor import Tensor
 
@@ -20,6 +29,68 @@ __all__ = ["tensor", "as_tensor", "from_numpy", "from_dlpack", "zeros", "ones", 
            "randn_like", "randint_like", "scalar_tensor"]
 
 
+# ---------------------------------------------------------------- the factory and random ops
+def _full(xp, *, size, fill_value, dtype, device):
+    if type(fill_value) is int and not fill_value:
+        return xp.zeros(size, dtype.np)  # calloc'd: several times faster than a fill (zeros_like runs in vjps)
+    return xp.full(size, fill_value, dtype.np)
+
+
+def _arange(xp, *, start, end, step, dtype, device):
+    if dtype.is_floating_point:  # PyTorch's float ranges: start + i * step, computed in double
+        return (xp.arange(max(0, math.ceil((end - start) / step)), dtype="float64") * step + start).astype(dtype.np)
+    return xp.arange(start, end, step, dtype=dtype.np)
+
+
+def _draw(xp, draw, size, dtype):
+    """``draw()`` (host numbers of ``size``) on ``xp``'s device; the meta device draws nothing."""
+    if not has_data(xp):
+        return xp.empty(size, dtype.np)
+    return xp.asarray(draw().astype(dtype.np, copy=False))
+
+
+def _normal(xp, mean, std, *, size, dtype, device, generator):
+    if not has_data(xp):
+        return xp.empty(size, dtype.np)
+    if bool((xp.asarray(std) < 0).any()):
+        raise RuntimeError("normal expects all elements of std >= 0.0")
+    # numpy's normal(mean, std) is exactly mean + std * standard_normal(), in double
+    return (mean + std * xp.asarray(rng(generator).standard_normal(size))).astype(dtype.np)
+
+
+def _bernoulli(xp, probs, *, p, generator):
+    if not has_data(xp):
+        return xp.empty(probs.shape, probs.dtype)
+    if p is None and bool(((probs < 0) | (probs > 1)).any()):
+        raise RuntimeError("bernoulli: all elements of input must be in [0, 1]")
+    return (xp.asarray(rng(generator).random(probs.shape)) < (probs if p is None else p)).astype(probs.dtype)
+
+
+FULL = Op("full", _full, kind="factory")
+EMPTY = Op("empty", lambda xp, *, size, dtype, device: xp.empty(size, dtype.np), kind="factory")
+ARANGE = Op("arange", _arange, kind="factory")
+LINSPACE = Op("linspace", lambda xp, *, start, end, steps, dtype, device:
+              xp.linspace(start, end, steps, dtype="float64").astype(dtype.np), kind="factory")
+LOGSPACE = Op("logspace", lambda xp, *, start, end, steps, base, dtype, device:
+              xp.logspace(start, end, steps, base=base, dtype="float64").astype(dtype.np), kind="factory")
+EYE = Op("eye", lambda xp, *, n, m, dtype, device: xp.eye(n, m, dtype=dtype.np), kind="factory")
+# host data (an array the public function prepared) placed on the device, shared where it can be
+TENSOR = Op("tensor", lambda xp, *, data, device: xp.asarray(data), kind="factory")
+FROM_DLPACK = Op("from_dlpack", lambda xp, *, ext, device: xp.from_dlpack(ext), kind="factory")
+
+RAND = Op("rand", lambda xp, *, size, dtype, device, generator:
+          _draw(xp, lambda: rng(generator).random(size), size, dtype), kind="random")
+RANDN = Op("randn", lambda xp, *, size, dtype, device, generator:
+           _draw(xp, lambda: rng(generator).standard_normal(size), size, dtype), kind="random")
+RANDINT = Op("randint", lambda xp, *, low, high, size, dtype, device, generator:
+             _draw(xp, lambda: rng(generator).integers(low, high, size), size, dtype), kind="random")
+RANDPERM = Op("randperm", lambda xp, *, n, dtype, device, generator:
+              _draw(xp, lambda: rng(generator).permutation(n), (n,), dtype), kind="random")
+NORMAL = Op("normal", _normal, kind="random")
+BERNOULLI = Op("bernoulli", _bernoulli, kind="random")
+
+
+# ---------------------------------------------------------------- the public functions
 def _infer_np_dtype(data):
     """PyTorch's inference: floats -> default dtype, ints -> int64, bools -> bool."""
     if isinstance(data, np.ndarray):
@@ -35,12 +106,6 @@ def _infer_np_dtype(data):
     if arr.dtype.kind == "O":
         raise TypeError(f"tensor(): could not infer a dtype for {type(flat).__name__} elements")
     return None
-
-
-def _place(arr, dev: Device) -> Tensor:
-    if dev is not CPU:
-        arr = dev.xp.asarray(arr)
-    return Tensor._wrap(arr, False, None, 0, [0], dev)
 
 
 def _finish(t: Tensor, requires_grad: bool) -> Tensor:
@@ -71,7 +136,7 @@ def tensor(data, *, dtype=None, device=None, requires_grad: bool = False, pin_me
         elif arr.dtype.kind == "U" or arr.dtype.kind == "O":
             raise TypeError(f"tensor(): can't convert data of numpy dtype {arr.dtype}")
     from_np(arr.dtype)
-    return _finish(_place(arr, _dev(device)), requires_grad)
+    return _finish(apply(TENSOR, data=arr, device=_dev(device)), requires_grad)
 
 
 def as_tensor(data, dtype=None, device=None) -> Tensor:
@@ -81,7 +146,7 @@ def as_tensor(data, dtype=None, device=None) -> Tensor:
     if isinstance(data, np.ndarray) and _dev(device) is CPU:
         arr = data if dtype is None else data.astype(dtype.np, copy=False)
         from_np(arr.dtype)
-        return Tensor._wrap(arr, False, None, 0, [0], CPU)
+        return apply(TENSOR, data=arr, device=CPU)
     return tensor(data, dtype=dtype, device=device)
 
 
@@ -89,86 +154,82 @@ def from_numpy(arr: np.ndarray) -> Tensor:
     if not isinstance(arr, np.ndarray):
         raise TypeError(f"expected np.ndarray (got {type(arr).__name__})")
     from_np(arr.dtype)
-    return Tensor._wrap(arr, False, None, 0, [0], CPU)
+    return apply(TENSOR, data=arr, device=CPU)
 
 
 def from_dlpack(ext) -> Tensor:
     """Zero-copy import of any DLPack-capable array (numpy, cupy, PyTorch, JAX)."""
     dev_type = ext.__dlpack_device__()[0] if hasattr(ext, "__dlpack_device__") else 1
-    if dev_type == 1:
-        arr = np.from_dlpack(ext)
-        return Tensor._wrap(arr, False, None, 0, [0], CPU)
-    dev = Device("cuda", ext.__dlpack_device__()[1])
-    return Tensor._wrap(dev.xp.from_dlpack(ext), False, None, 0, [0], dev)
+    dev = CPU if dev_type == 1 else Device("cuda", ext.__dlpack_device__()[1])
+    return apply(FROM_DLPACK, ext=ext, device=dev)
 
 
 def _size(size) -> tuple:
     if len(size) == 1 and isinstance(size[0], (tuple, list)):
         size = size[0]
     for s in size:
-        if not isinstance(s, numbers.Integral):
+        if type(s) is not int and not isinstance(s, numbers.Integral):
             raise TypeError(f"size must be a sequence of ints, got element {s!r} of type {type(s).__name__}")
         if s < 0:
             raise RuntimeError(f"Trying to create tensor with negative dimension {s}: {list(size)}")
-    return tuple(int(s) for s in size)
+    return tuple(map(int, size))
 
 
 def _dev(device) -> Device:
     return Device(device) if device is not None else DEFAULT_DEVICE[0]
 
 
-def _fill(size, value, dtype, device, requires_grad):
-    dev = _dev(device)
-    dt = dtype or get_default_dtype()
-    return _finish(Tensor._wrap(dev.xp.full(_size(size), value, dt.np), False, None, 0, [0], dev), requires_grad)
+def _fill(size: tuple, value, dtype, device, requires_grad: bool) -> Tensor:
+    return _finish(apply(FULL, size=size, fill_value=value, dtype=dtype or get_default_dtype(), device=_dev(device)),
+                   requires_grad)
 
 
 def zeros(*size, dtype=None, device=None, requires_grad: bool = False, out=None) -> Tensor:
-    return _fill(size, 0, dtype, device, requires_grad)
+    return _fill(_size(size), 0, dtype, device, requires_grad)
 
 
 def ones(*size, dtype=None, device=None, requires_grad: bool = False, out=None) -> Tensor:
-    return _fill(size, 1, dtype, device, requires_grad)
+    return _fill(_size(size), 1, dtype, device, requires_grad)
 
 
 def empty(*size, dtype=None, device=None, requires_grad: bool = False, **_) -> Tensor:
-    dev = _dev(device)
-    dt = dtype or get_default_dtype()
-    return _finish(Tensor._wrap(dev.xp.empty(_size(size), dt.np), False, None, 0, [0], dev), requires_grad)
+    return _finish(apply(EMPTY, size=_size(size), dtype=dtype or get_default_dtype(), device=_dev(device)),
+                   requires_grad)
 
 
 def full(size, fill_value, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     if dtype is None:
         dtype = _dtype.scalar_dtype(fill_value)
-    return _fill((size,) if isinstance(size, int) else tuple(size), fill_value, dtype, device, requires_grad)
+    return _fill(_size((size,) if isinstance(size, int) else tuple(size)), fill_value, dtype, device, requires_grad)
 
 
 def scalar_tensor(s, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     return full((), s, dtype=dtype or get_default_dtype(), device=device, requires_grad=requires_grad)
 
 
-def _like(x: Tensor, dtype, device):
-    return (dtype or x.dtype), (device if device is not None else x.device)
+def _like(x: Tensor, dtype, device) -> tuple:
+    """``x``'s shape, and the dtype and device of a tensor like it (no size checks: x's shape is valid)."""
+    return x._data.shape, (dtype or x.dtype), (x._device if device is None else Device(device))
 
 
 def zeros_like(input, *, dtype=None, device=None, requires_grad: bool = False, **_) -> Tensor:
-    dt, dev = _like(input, dtype, device)
-    return _fill(input.shape, 0, dt, dev, requires_grad)
+    size, dt, dev = _like(input, dtype, device)
+    return _fill(size, 0, dt, dev, requires_grad)
 
 
 def ones_like(input, *, dtype=None, device=None, requires_grad: bool = False, **_) -> Tensor:
-    dt, dev = _like(input, dtype, device)
-    return _fill(input.shape, 1, dt, dev, requires_grad)
+    size, dt, dev = _like(input, dtype, device)
+    return _fill(size, 1, dt, dev, requires_grad)
 
 
 def full_like(input, fill_value, *, dtype=None, device=None, requires_grad: bool = False, **_) -> Tensor:
-    dt, dev = _like(input, dtype, device)
-    return _fill(input.shape, fill_value, dt, dev, requires_grad)
+    size, dt, dev = _like(input, dtype, device)
+    return _fill(size, fill_value, dt, dev, requires_grad)
 
 
 def empty_like(input, *, dtype=None, device=None, requires_grad: bool = False, **_) -> Tensor:
-    dt, dev = _like(input, dtype, device)
-    return empty(input.shape, dtype=dt, device=dev, requires_grad=requires_grad)
+    size, dt, dev = _like(input, dtype, device)
+    return _finish(apply(EMPTY, size=size, dtype=dt, device=dev), requires_grad)
 
 
 def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
@@ -180,61 +241,34 @@ def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad: b
     if dtype is None:
         dtype = get_default_dtype() if any(isinstance(v, float) for v in vals) else _dtype.int64
     start, end, step = vals
-    n = max(0, math.ceil((end - start) / step))
-    dev = _dev(device)
-    arr = (dev.xp.arange(n, dtype=np.float64) * step + start).astype(dtype.np) if dtype.is_floating_point \
-        else dev.xp.arange(start, end, step, dtype=dtype.np)
-    return _finish(Tensor._wrap(arr, False, None, 0, [0], dev), requires_grad)
+    return _finish(apply(ARANGE, start=start, end=end, step=step, dtype=dtype, device=_dev(device)), requires_grad)
 
 
 def linspace(start, end, steps: int, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
-    dt = dtype or get_default_dtype()
-    dev = _dev(device)
-    arr = dev.xp.linspace(float(start), float(end), int(steps), dtype=np.float64).astype(dt.np)
-    return _finish(Tensor._wrap(arr, False, None, 0, [0], dev), requires_grad)
+    return _finish(apply(LINSPACE, start=float(start), end=float(end), steps=int(steps),
+                         dtype=dtype or get_default_dtype(), device=_dev(device)), requires_grad)
 
 
 def logspace(start, end, steps: int, base: float = 10.0, *, dtype=None, device=None,
              requires_grad: bool = False) -> Tensor:
-    dt = dtype or get_default_dtype()
-    dev = _dev(device)
-    arr = dev.xp.logspace(float(start), float(end), int(steps), base=base, dtype=np.float64).astype(dt.np)
-    return _finish(Tensor._wrap(arr, False, None, 0, [0], dev), requires_grad)
+    return _finish(apply(LOGSPACE, start=float(start), end=float(end), steps=int(steps), base=base,
+                         dtype=dtype or get_default_dtype(), device=_dev(device)), requires_grad)
 
 
 def eye(n: int, m: int | None = None, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
-    dt = dtype or get_default_dtype()
-    dev = _dev(device)
-    return _finish(Tensor._wrap(dev.xp.eye(n, m, dtype=dt.np), False, None, 0, [0], dev), requires_grad)
+    return _finish(apply(EYE, n=n, m=m, dtype=dtype or get_default_dtype(), device=_dev(device)), requires_grad)
 
 
-def _random_hook(name: str, generator) -> None:
-    # a capture (tapelab.graphs) rejects draws its replay would repeat; nothing to do otherwise
-    if _DISPATCH.modes:
-        for mode in _DISPATCH.modes:
-            hook = getattr(mode, "random_op", None)
-            if hook is not None:
-                hook(name, generator)
-
-
-def _random(draw, shape, dtype, device, requires_grad):
-    """``draw()`` (host numbers of ``shape``) on ``device``; meta tensors draw nothing, as PyTorch's."""
-    dt, dev = dtype or get_default_dtype(), _dev(device)
-    if dev.type == "meta":
-        return _finish(Tensor._wrap(dev.xp.empty(tuple(shape), dt.np), False, None, 0, [0], dev), requires_grad)
-    return _finish(_place(np.asarray(draw()).astype(dt.np, copy=False), dev), requires_grad)
+def _random(op: Op, requires_grad: bool, dtype, device, **params) -> Tensor:
+    return _finish(apply(op, dtype=dtype or get_default_dtype(), device=_dev(device), **params), requires_grad)
 
 
 def rand(*size, generator=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
-    _random_hook("rand", generator)
-    shape = _size(size)
-    return _random(lambda: rng(generator).random(shape), shape, dtype, device, requires_grad)
+    return _random(RAND, requires_grad, dtype, device, size=_size(size), generator=generator)
 
 
 def randn(*size, generator=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
-    _random_hook("randn", generator)
-    shape = _size(size)
-    return _random(lambda: rng(generator).standard_normal(shape), shape, dtype, device, requires_grad)
+    return _random(RANDN, requires_grad, dtype, device, size=_size(size), generator=generator)
 
 
 def randint(low, high=None, size=None, *, generator=None, dtype=None, device=None,
@@ -245,16 +279,12 @@ def randint(low, high=None, size=None, *, generator=None, dtype=None, device=Non
         low, high = 0, low
     if low >= high:
         raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={low} >= to={high}")
-    _random_hook("randint", generator)
-    shape = _size((size,) if isinstance(size, int) else tuple(size))
-    return _random(lambda: rng(generator).integers(low, high, shape), shape, dtype or _dtype.int64, device,
-                   requires_grad)
+    return _random(RANDINT, requires_grad, dtype or _dtype.int64, device, low=low, high=high,
+                   size=_size((size,) if isinstance(size, int) else tuple(size)), generator=generator)
 
 
 def randperm(n: int, *, generator=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
-    _random_hook("randperm", generator)
-    return _random(lambda: rng(generator).permutation(int(n)), (int(n),), dtype or _dtype.int64, device,
-                   requires_grad)
+    return _random(RANDPERM, requires_grad, dtype or _dtype.int64, device, n=int(n), generator=generator)
 
 
 def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, device=None,
@@ -265,41 +295,29 @@ def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, device=N
     ref = mean if isinstance(mean, Tensor) else std if isinstance(std, Tensor) else None
     if dtype is None and ref is not None:
         dtype = ref.dtype
-    if device is None and ref is not None:
-        device = ref.device
-    _random_hook("normal", generator)
-    shape = _size(tuple(size))
-
-    def draw():
-        m = mean.detach().__array__() if isinstance(mean, Tensor) else mean
-        s = std.detach().__array__() if isinstance(std, Tensor) else std
-        if np.any(np.asarray(s) < 0):
-            raise RuntimeError("normal expects all elements of std >= 0.0")
-        return rng(generator).normal(m, s, shape)
-    return _random(draw, shape, dtype, device, requires_grad)
+    dev = _dev(device if device is not None or ref is None else ref.device)
+    # tensor parameters are inputs of the op (its device is theirs), values only: no graph
+    mean, std = (a.detach().to(dev) if isinstance(a, Tensor) else a for a in (mean, std))
+    return _finish(apply(NORMAL, mean, std, size=_size(tuple(size)), dtype=dtype or get_default_dtype(), device=dev,
+                         generator=generator), requires_grad)
 
 
 def bernoulli(input, p=None, *, generator=None) -> Tensor:
-    _random_hook("bernoulli (dropout)", generator)
-
-    def draw():
-        probs = input.detach().__array__() if p is None else np.full(input.shape, p)
-        if np.any((probs < 0) | (probs > 1)):
-            raise RuntimeError("bernoulli: all elements of input must be in [0, 1]")
-        return rng(generator).random(probs.shape) < probs
-    return _random(draw, tuple(input.shape), input.dtype, input.device, False)
+    if p is not None and (p < 0 or p > 1):
+        raise RuntimeError("bernoulli: all elements of input must be in [0, 1]")
+    return apply(BERNOULLI, input, p=p, generator=generator)
 
 
 def rand_like(input, *, dtype=None, device=None, requires_grad: bool = False, generator=None) -> Tensor:
-    dt, dev = _like(input, dtype, device)
-    return rand(input.shape, generator=generator, dtype=dt, device=dev, requires_grad=requires_grad)
+    size, dt, dev = _like(input, dtype, device)
+    return _random(RAND, requires_grad, dt, dev, size=size, generator=generator)
 
 
 def randn_like(input, *, dtype=None, device=None, requires_grad: bool = False, generator=None) -> Tensor:
-    dt, dev = _like(input, dtype, device)
-    return randn(input.shape, generator=generator, dtype=dt, device=dev, requires_grad=requires_grad)
+    size, dt, dev = _like(input, dtype, device)
+    return _random(RANDN, requires_grad, dt, dev, size=size, generator=generator)
 
 
 def randint_like(input, low, high=None, *, dtype=None, device=None, generator=None) -> Tensor:
-    dt, dev = _like(input, dtype, device)
-    return randint(low, high, tuple(input.shape), generator=generator, dtype=dt, device=dev)
+    size, dt, dev = _like(input, dtype, device)
+    return randint(low, high, size, generator=generator, dtype=dt, device=dev)

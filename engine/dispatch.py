@@ -2,35 +2,36 @@
 
 ``apply(op, *args, **params)`` promotes dtypes, checks devices, runs the forward in the
 device's array namespace, wraps the result and records an autograd node when needed.
-Anything else (tape, profiler, tracing, capture) happens behind one flag, ``STATE.slow``:
-with no subscriber and no mode the eager path pays a single attribute test.
+Every tensor is born here: factories (``zeros``, ``arange``, ``tensor(data)``) and random
+draws (``randn``, ``bernoulli``) are ops too (``op.kind`` says which), so a mode sees them.
+
+Devices: an op runs on the device of its Tensor arguments (all the same, or an error).
+An op with no Tensor argument (a factory, most random draws) names its device in the
+param ``device`` (a ``tapelab.device``) and its dtype in ``dtype`` (a ``tapelab.dtype``);
+its forward receives both like any other param, and a random forward draws on the host
+from the param ``generator`` (``None``: the default generator) before moving the numbers
+to ``xp``.
+
+Anything else (tape, profiler, tracing, capture, anomaly detection) happens behind one
+flag, ``STATE.slow``: with no subscriber, no mode and anomaly detection off, the eager path
+pays a single attribute test. Modes are ``Mode`` subclasses (the declared interface
+below) and see every op; anomaly detection is a declared flag of the state
+(``set_anomaly``), checked after each compute op; tape and profiler subscribe to ``op``
+events, emitted for compute ops (what a step computed, not the tensors it allocated).
 """
 from __future__ import annotations
 
-import itertools
 import time
 
 from . import events
+from ._dispatch_state import STATE
 from ._dtype import _BY_NP, from_np, get_default_dtype, result_type
 from .autograd.grad_mode import STATE as GRAD
 from .autograd.graph import OpNode
-from .ops.registry import ALL, NONE, OTHERS
+from .ops.registry import ALL, NONE, OTHERS, Op
+from .tensor import Tensor, _ndarray, _new, _uids
 
 __all__ = ["apply", "apply_", "eager", "Mode", "STATE", "push_mode", "pop_mode", "module_scope"]
-
-
-class _DispatchState:
-    __slots__ = ("slow", "modes", "module_path", "anomaly", "_seq")
-
-    def __init__(self):
-        self.slow = False
-        self.modes: list = []          # interpreters that take over dispatch (tracing, capture)
-        self.module_path: list = []     # nn.Module scope, kept while someone is watching
-        self.anomaly = False
-        self._seq = itertools.count()
-
-
-STATE = _DispatchState()
 
 
 _OP_SUBSCRIBERS = events._subscribers["op"]  # the live list: a truth test instead of a call
@@ -146,7 +147,9 @@ def apply(op, *args, **params):
     return eager(op, args, params)
 
 
-def eager(op, args, params):
+def eager(op, args, params, fwd=None):
+    """Run ``op`` now (the default of ``Mode.dispatch``); ``fwd`` replaces ``op.fwd`` for this
+    call only (capture's spying forward), so no mode ever mutates the shared ``Op``."""
     arrays = []
     dev = dt = None
     req = mixed = flt = False
@@ -171,16 +174,20 @@ def eager(op, args, params):
                 flt = True
             elif type(a) is not int and type(a) is not bool:
                 mixed = True
-    if op.promote is not None and (mixed or ((flt or op.promote == "float") and dt.kind != "f")):
-        promoted = _promote(op, args)
+    if op.promote is not None and (mixed or ((flt or op.promote == "float") and dt is not None and dt.kind != "f")):
+        promoted = _promote(op, args)  # array-like operands become Tensors here
         if promoted is not args:
-            return eager(op, promoted, params)
+            return eager(op, promoted, params, fwd)
+    if dev is None:  # no Tensor argument: a factory or random draw names its device in params
+        dev = params["device"]
+    if fwd is None:
+        fwd = op.fwd
     xp = dev._xp or dev.xp
     try:
-        out = op.fwd(xp, *arrays, **params)
+        out = fwd(xp, *arrays, **params)
     except OverflowError:
         # numpy 2 rejects Python ints outside an integer tensor's range; PyTorch wraps them
-        out = op.fwd(xp, *[xp.asarray(a).astype(dt) if type(a) is int else a for a in arrays], **params)
+        out = fwd(xp, *[xp.asarray(a).astype(dt) if type(a) is int else a for a in arrays], **params)
     except (ValueError, TypeError, IndexError) as e:
         raise _forward_error(op, args, params, e) from None
     if op.n_extra:
@@ -296,9 +303,14 @@ def _device_mismatch(op, args):
 
 
 def _observed(op, args, params):
-    """The slow path: modes take over dispatch; otherwise run eagerly, then check and tell."""
+    """The slow path: modes take over dispatch; otherwise run eagerly, then check and tell.
+
+    Modes see every op; ``op`` events (tape, profiler) and anomaly checks are about what
+    was computed, so factories and random draws run without them."""
     if STATE.modes:
         return STATE.modes[-1].dispatch(op, args, params)
+    if op.kind != "compute":
+        return eager(op, args, params)
     start = time.perf_counter_ns()
     out = eager(op, args, params)
     dur = time.perf_counter_ns() - start
@@ -386,7 +398,8 @@ def _write_inplace(op, target, args, params, grad_on):
                                    any(isinstance(a, Tensor) and a.requires_grad for a in args))
         data = target._data.copy() if keep else target._data
         if keep and STATE.modes:
-            _mode_hook("record_copy", target._data, data)  # capture (tapelab.graphs) replays this copy
+            STATE.modes[-1].copy(target._data, data)  # capture (tapelab.graphs) replays this copy
+        # bookkeeping, not an op: target's pre-write value keeps target's graph position
         src = Tensor._wrap(data, target.requires_grad,
                            target.grad_fn, target._out_nr, [0] if keep else target._vc, target._device)
     out = apply(op, src, *args, **params)
@@ -399,17 +412,10 @@ def _write_inplace(op, target, args, params, grad_on):
         raise RuntimeError(f"output with shape {list(target.shape)} doesn't match the broadcast shape "
                            f"{list(out.shape)} (in-place {op.name}_)")
     if STATE.modes:
-        _mode_hook("record_write", target._data, out._data)  # capture (tapelab.graphs) records the write
+        STATE.modes[-1].write(target._data, out._data)  # capture (tapelab.graphs) records the write
     target._data[...] = out._data
     target._vc[0] += 1
     return out
-
-
-def _mode_hook(name: str, *arrays) -> None:
-    """Tell the top mode about work done outside ``apply`` (in-place writes), if it asks to know."""
-    hook = getattr(STATE.modes[-1], name, None)
-    if hook is not None:
-        hook(*arrays)
 
 
 def _can_cast(src, dst) -> bool:
@@ -418,6 +424,10 @@ def _can_cast(src, dst) -> bool:
 
 
 # ---------------------------------------------------------------- views and in-place ops
+# ``detach``: the same memory and version counter, outside every graph. Not a tracked view
+# (no ``_base``), so an in-place op on it rebases nothing, as in PyTorch.
+DETACH = Op("detach", lambda xp, a: a, saves=NONE, is_view=True)
+
 # A view op's public function stores ``out._base`` (the root tensor whose memory the view
 # aliases; see ops/movement.py ``_mark``). An in-place op on a view while autograd records
 # makes the base's grad_fn a CopySlices over its old graph and regenerates the view's grad_fn
@@ -515,6 +525,3 @@ def _inplace_view(op, target, args, params):
     base.grad_fn, base._out_nr, base.requires_grad = cs, 0, True
     target.grad_fn, target._out_nr, target.requires_grad = _strided_node(base, geom, target._vc), 0, True
     return target
-
-
-from .tensor import Tensor, _ndarray, _new, _uids  # noqa: E402  (tensor.py imports apply lazily through methods)

@@ -13,6 +13,7 @@ import weakref
 import numpy as np
 
 from . import _dtype
+from ._dispatch_state import STATE as _DISPATCH
 from ._dtype import from_np
 from .device import CPU, device as _device_cls
 
@@ -48,15 +49,21 @@ class Tensor:
         return self
 
     def __init__(self, *args, **kwargs):
-        """``Tensor(data)`` or ``Tensor(*sizes)``: like ``torch.Tensor``, always the default float dtype."""
+        """``Tensor(data)`` or ``Tensor(*sizes)``: like ``torch.Tensor``, always the default float dtype.
+
+        The memory is made by a dispatched factory; ``self`` (possibly a subclass such as
+        ``nn.Parameter``) takes it over."""
         if len(args) == 1 and not isinstance(args[0], int):
             from .creation import tensor
             self._data = tensor(args[0], dtype=_dtype.get_default_dtype())._data
         elif args:
-            self._data = np.empty(tuple(args), _dtype.get_default_dtype().np)
+            from .creation import empty
+            self._data = empty(*args)._data
 
     @staticmethod
     def _wrap(data, requires_grad: bool, grad_fn, out_nr: int, vc: list, dev=CPU) -> "Tensor":
+        """A Tensor over ``data`` as is. For the dispatcher, and for autograd bookkeeping that
+        re-labels an existing value with a grad_fn; every other tensor is born in ``apply``."""
         t = _new(Tensor)
         t._data = data
         t.requires_grad = requires_grad
@@ -133,7 +140,7 @@ class Tensor:
 
     @property
     def data(self) -> "Tensor":
-        return Tensor._wrap(self._data, False, None, 0, self._vc, self._device)
+        return self.detach()
 
     @data.setter
     def data(self, value: "Tensor") -> None:
@@ -157,6 +164,8 @@ class Tensor:
 
     # ---------------------------------------------------------------- conversion
     def numpy(self, *, force: bool = False) -> np.ndarray:
+        if _DISPATCH.modes:
+            _host_read(self, "numpy")
         if self._device is not CPU:
             if not force:
                 raise TypeError(f"can't convert {self._device} device type tensor to numpy. "
@@ -180,11 +189,17 @@ class Tensor:
     def item(self):
         if self._data.size != 1:
             raise RuntimeError(f"a Tensor with {self._data.size} elements cannot be converted to Scalar")
-        _check_host_sync(self, "item")
+        if _DISPATCH.modes:
+            _host_read(self, "item")
+        return self._scalar()
+
+    def _scalar(self):
+        """The one value as a Python number (no mode is told: the callers tell what they read)."""
         return self._data.reshape(()).item() if self._device is CPU else self._data.item()
 
     def tolist(self):
-        _check_host_sync(self, "tolist")
+        if _DISPATCH.modes:
+            _host_read(self, "tolist")
         return self.__array__().tolist()
 
     def __float__(self) -> float:
@@ -202,7 +217,9 @@ class Tensor:
         if self._data.size != 1:
             raise RuntimeError(f"Boolean value of Tensor with more than one value is ambiguous "
                                f"(shape {list(self.shape)}); use .any() or .all()")
-        return bool(self.item())
+        if _DISPATCH.modes:
+            _host_read(self, "bool")
+        return bool(self._scalar())
 
     def __len__(self) -> int:
         if self._data.ndim == 0:
@@ -218,13 +235,19 @@ class Tensor:
         return id(self)
 
     def __repr__(self) -> str:
+        if _DISPATCH.modes:
+            _host_read(self, "print")
         from ._repr import tensor_repr
         return tensor_repr(self)
 
     def __format__(self, spec: str) -> str:
-        if self._data.ndim == 0 and spec:
-            return self.item().__format__(spec)
-        return object.__format__(self, spec) if spec else repr(self)
+        if not spec:
+            return repr(self)
+        if _DISPATCH.modes:
+            _host_read(self, "print")
+        if self._data.ndim == 0:
+            return self._scalar().__format__(spec)
+        return object.__format__(self, spec)
 
     def __reduce_ex__(self, protocol):
         return (_rebuild, (self.__array__(), self.requires_grad, str(self._device)))
@@ -254,7 +277,9 @@ class Tensor:
         return self
 
     def detach(self) -> "Tensor":
-        return Tensor._wrap(self._data, False, None, 0, self._vc, self._device)
+        """A view sharing memory and version counter, outside the graph (a dispatched op)."""
+        from .dispatch import DETACH, apply
+        return apply(DETACH, self)
 
     def detach_(self) -> "Tensor":
         self.grad_fn, self.requires_grad = None, False
@@ -345,7 +370,8 @@ class Tensor:
         mem = cupy.cuda.alloc_pinned_memory(self._data.nbytes)
         arr = np.frombuffer(mem, self._data.dtype, self._data.size).reshape(self._data.shape)
         np.copyto(arr, self._data)
-        out = Tensor._wrap(arr, False, None, 0, [0], CPU)
+        from .creation import from_numpy
+        out = from_numpy(arr)
         out._pinned = mem            # keeps the pinned block alive with the tensor
         return out
 
@@ -445,12 +471,10 @@ def _wrap_dim(dim: int, ndim: int, op: str = "") -> int:
     return dim % n
 
 
-def _check_host_sync(t: Tensor, what: str) -> None:
-    from .dispatch import STATE
-    for mode in STATE.modes:
-        check = getattr(mode, "host_sync", None)
-        if check is not None:
-            check(t, what)
+def _host_read(t: Tensor, what: str) -> None:
+    """Tell every active mode that ``t``'s value is about to be copied to the host (any may refuse)."""
+    for mode in tuple(_DISPATCH.modes):
+        mode.host_read(t, what)
 
 
 def _rebuild(arr, requires_grad, dev):

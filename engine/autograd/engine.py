@@ -21,8 +21,8 @@ from typing import Iterator, Sequence
 from .. import events
 from . import anomaly as _anomaly
 from .grad_mode import STATE as GRAD, no_grad
-from ..creation import zeros_like
-from ..dispatch import STATE as _DISPATCH
+from ..creation import ones_like, zeros_like
+from .._dispatch_state import STATE as _DISPATCH
 from ..tensor import Tensor
 from .graph import RETAIN, AccumulateGrad
 
@@ -73,7 +73,7 @@ def _root_grads(tensors, grad_tensors, what: str):
                                    f"(got shape {list(t.shape)}); pass gradient= with that shape")
             if not t.is_floating_point():
                 raise RuntimeError(f"grad can be implicitly created only for real scalar outputs but got {t.dtype}")
-            g = Tensor._wrap(t._device.xp.ones(t._data.shape, t._data.dtype), False, None, 0, [0], t._device)
+            g = ones_like(t)
         elif tuple(g.shape) != tuple(t.shape):
             raise RuntimeError(f"Mismatch in shape: grad_output[{i}] has a shape of {list(g.shape)} and "
                                f"output[{i}] has a shape of {list(t.shape)}.")
@@ -369,6 +369,8 @@ def _accumulate(node: AccumulateGrad, g, create_graph: bool) -> None:
         return
     if not create_graph:
         g = g.detach() if g.requires_grad else g
+    # the innermost mode sees every accumulation; True: an update of an existing .grad is dispatched
+    routed = _DISPATCH.modes and _DISPATCH.modes[-1].accumulate(var, g)
     old = var.grad
     if old is None:
         if not g._data.flags.c_contiguous and var._data.flags.c_contiguous:
@@ -380,8 +382,8 @@ def _accumulate(node: AccumulateGrad, g, create_graph: bool) -> None:
             var.grad = g if create_graph or sys.getrefcount(g) <= 4 else g.clone()
     elif create_graph or old.requires_grad or old._data.shape != g._data.shape:
         var.grad = old + g
-    elif _DISPATCH.modes and getattr(_DISPATCH.modes[-1], "record_accumulate", False):
-        # a capture (tapelab.graphs) must see the accumulation: route it through the dispatcher
+    elif routed:
+        # the mode (a capture, tapelab.graphs) must see the update: an in-place add it dispatches
         with no_grad():
             old.add_(g)
     else:

@@ -222,7 +222,7 @@ def _attach(ctx, args, outputs: tuple, differentiable: bool) -> tuple:
                 raise RuntimeError("a leaf Variable that requires grad has been used in an in-place "
                                    "operation.")
         elif id(o) in inputs:
-            o = Tensor._wrap(o._data, False, None, 0, o._vc, o._device)  # a returned input is a view of it
+            o = o.detach()  # a returned input becomes a view of it, which the node then owns
         if differentiable and id(o) not in non_diff and o.is_floating_point():
             o.requires_grad, o.grad_fn, o._out_nr = True, ctx, i
         elif id(o) in non_diff:
@@ -266,6 +266,7 @@ def once_differentiable(fn):
         outs = (outputs,) if single else outputs
         err = _DelayedError("trying to differentiate twice a function that was marked with "
                             "@once_differentiable", edges, len(outs))
+        # bookkeeping: the values backward computed, re-labelled as outputs of the error node
         outs = tuple(Tensor._wrap(o._data, True, err, i, [0], o._device)
                      if isinstance(o, Tensor) and o.is_floating_point() else o for i, o in enumerate(outs))
         return outs[0] if single else outs

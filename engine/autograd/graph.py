@@ -127,6 +127,7 @@ class OpNode(Node):
         return tuple(self.inputs[i] if i >= 0 else self._output() for i, _ in self.versions)
 
     def _output(self):
+        """Bookkeeping: the saved output value, re-labelled as this node's output for the vjp."""
         return Tensor._wrap(self.out_data, True, self, 0, self.out_vc, of_array(self.out_data))
 
     def run(self, grads):
@@ -176,7 +177,10 @@ class _Meta(tuple):
 
 
 def _stand_in(shape, dtype, dev):
-    """A zero-strided array of this shape, dtype and device: all a shape-only vjp reads."""
+    """A zero-strided array of this shape, dtype and device: all a shape-only vjp reads.
+
+    Bookkeeping, not an op: it stands in for a freed input inside this node and no vjp
+    reads its values (the op saved none)."""
     xp = dev.xp
     return Tensor._wrap(xp.broadcast_to(xp.zeros((), dtype), shape), False, None, 0, [0], dev)
 

@@ -38,6 +38,7 @@ def checkpoint(function, *args, use_reentrant: bool | None = None, preserve_rng_
     if not boundary:
         return output
     node = CheckpointBackward(function, args, kwargs, state, boundary, len(outputs))
+    # bookkeeping: the segment's values, re-labelled as outputs of the node that recomputes them
     wrapped = tuple(Tensor._wrap(o._data, True, node, i, [0], o._device)
                     if isinstance(o, Tensor) and o.requires_grad else o for i, o in enumerate(outputs))
     return wrapped if isinstance(output, tuple) else wrapped[0]
