@@ -32,7 +32,8 @@ from .tensor import Size, Tensor
 install_methods(Tensor)
 
 # the layers above the core (each imports only what is above it here)
-from . import autograd, backends, cuda, linalg, nn, optim, utils  # noqa: E402
+from . import (accelerator, autograd, backends, cuda, distributed, linalg, multiprocessing, nn,  # noqa: E402
+               optim, utils)
 from ._runtime import *  # noqa: E402,F401,F403  (set_num_threads, set_default_device, ...)
 from . import debug, fx, graphs, profiler  # noqa: E402
 from ._nn_toplevel import *  # noqa: E402,F401,F403  (torch.softmax, torch.conv2d, Tensor.softmax, ...)

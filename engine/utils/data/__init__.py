@@ -7,13 +7,14 @@ from ._collate import collate, default_collate, default_convert
 from .dataloader import DataLoader, WorkerInfo, get_worker_info
 from .dataset import (ChainDataset, ConcatDataset, Dataset, IterableDataset, Subset, TensorDataset,
                       random_split)
+from .distributed import DistributedSampler
 from .sampler import (BatchSampler, RandomSampler, Sampler, SequentialSampler, SubsetRandomSampler,
                       WeightedRandomSampler)
 
 __all__ = ["Dataset", "IterableDataset", "TensorDataset", "Subset", "ConcatDataset", "ChainDataset",
            "random_split", "Sampler", "SequentialSampler", "RandomSampler", "SubsetRandomSampler",
-           "WeightedRandomSampler", "BatchSampler", "DataLoader", "get_worker_info", "WorkerInfo",
-           "default_collate", "default_convert", "collate", "progress"]
+           "WeightedRandomSampler", "BatchSampler", "DistributedSampler", "DataLoader", "get_worker_info",
+           "WorkerInfo", "default_collate", "default_convert", "collate", "progress"]
 
 
 def progress(iterable: Iterable, **kwargs) -> Iterable:

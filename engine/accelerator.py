@@ -1,0 +1,122 @@
+"""``tapelab.accelerator`` (``torch.accelerator``): the device-generic API, over tapelab's one
+accelerator, CUDA through cupy (every call goes to :mod:`tapelab.cuda`).
+
+As in PyTorch, ``current_accelerator()`` answers what the installation supports (CUDA when cupy
+is installed, else None) and ``is_available()`` whether a device is usable now. Without one,
+the calls that need a device raise PyTorch's ``RuntimeError``.
+"""
+from __future__ import annotations
+
+from . import cuda
+from .backends.cuda import is_built
+from .device import device as _device
+
+__all__ = ["is_available", "current_accelerator", "device_count", "current_device_index", "set_device_index",
+           "device_index", "synchronize", "empty_cache", "memory_allocated", "max_memory_allocated",
+           "memory_reserved", "max_memory_reserved", "reset_peak_memory_stats"]
+
+_NONE_AVAILABLE = "Cannot access accelerator device when none is available."
+
+
+def current_accelerator(check_available: bool = False) -> _device | None:
+    """``tapelab.device("cuda")`` when cupy is installed (and, with ``check_available``, a GPU is usable)."""
+    if not is_built() or (check_available and not cuda.is_available()):
+        return None
+    return _device("cuda")
+
+
+def is_available() -> bool:
+    return current_accelerator() is not None and cuda.is_available()
+
+
+def device_count() -> int:
+    return cuda.device_count() if current_accelerator() is not None else 0
+
+
+def _require() -> None:
+    if not is_available():
+        raise RuntimeError(_NONE_AVAILABLE)
+
+
+def _index(device, optional: bool) -> int:
+    """A device index from an int, a device name or a device of the accelerator's type."""
+    if isinstance(device, int):
+        return device
+    if device is None:
+        if not optional:
+            raise ValueError(f"Expected a torch.device with a specified index or an integer, but got:{device}")
+        return current_device_index()
+    dev = _device(device)
+    acc = current_accelerator()
+    if acc is None:
+        raise RuntimeError("Accelerator expected")
+    if dev.type != acc.type:
+        raise ValueError(f"{dev.type} doesn't match the current accelerator {acc}.")
+    return dev.index
+
+
+def current_device_index() -> int:
+    _require()
+    return cuda.current_device()
+
+
+def set_device_index(device, /) -> None:
+    """Make ``device`` (an index, ``"cuda:1"`` or a device) the current one."""
+    index = _index(device, optional=False)
+    _require()
+    cuda.set_device(index)
+
+
+class device_index:
+    """``with tapelab.accelerator.device_index(1):`` runs the block with device 1 current (None: no change)."""
+
+    def __init__(self, device: int | None, /):
+        self.idx = device
+        self._ctx = None
+
+    def __enter__(self):
+        if self.idx is not None:
+            _require()
+            self._ctx = cuda.device(self.idx)
+            self._ctx.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        if self._ctx is not None:
+            self._ctx.__exit__(*exc)
+        return False
+
+
+def synchronize(device=None, /) -> None:
+    """Wait for all work queued on ``device`` (default: the current one)."""
+    _require()
+    cuda.synchronize(_index(device, optional=True))
+
+
+def empty_cache() -> None:
+    cuda.empty_cache()
+
+
+def memory_allocated(device=None, /) -> int:
+    _require()
+    return cuda.memory_allocated(_index(device, optional=True))
+
+
+def max_memory_allocated(device=None, /) -> int:
+    _require()
+    return cuda.max_memory_allocated(_index(device, optional=True))
+
+
+def memory_reserved(device=None, /) -> int:
+    _require()
+    return cuda.memory_reserved(_index(device, optional=True))
+
+
+def max_memory_reserved(device=None, /) -> int:
+    _require()
+    return cuda.max_memory_reserved(_index(device, optional=True))
+
+
+def reset_peak_memory_stats(device=None, /) -> None:
+    _require()
+    cuda.reset_peak_memory_stats(_index(device, optional=True))
