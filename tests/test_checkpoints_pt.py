@@ -346,11 +346,13 @@ def _mixed():
 
 
 @needs_torch
-def test_pytorch_reads_what_tapelab_saves(tmp_path):
+@pytest.mark.parametrize("fmt", ["zip", "zip without byteorder", "legacy"])
+def test_pytorch_reads_what_tapelab_saves(tmp_path, fmt):
     import torch
     obj = _mixed()
-    save(obj, tmp_path / "ckpt.pt")
-    for mmap in (False, True):
+    save(obj, tmp_path / "ckpt.pt", _use_new_zipfile_serialization=fmt != "legacy",
+         _disable_byteorder_record=fmt == "zip without byteorder")
+    for mmap in (False, True) if fmt == "zip" else (False,):
         out = torch.load(tmp_path / "ckpt.pt", mmap=mmap)
         for dt in DTYPES:
             assert out[f"t_{dt}"].dtype == getattr(torch, dt)
@@ -376,6 +378,46 @@ def test_pytorch_reads_an_ordered_dict_and_a_state_dict(tmp_path):
     assert sorted(sd) == sorted(net.state_dict())
     for k, v in net.state_dict().items():
         np.testing.assert_array_equal(sd[k].numpy(), _np(v))
+
+
+@pytest.mark.parametrize("legacy", [False, True])
+def test_tapelab_reads_what_it_saves_in_either_pytorch_format(legacy):
+    obj = _mixed()
+    buf = io.BytesIO()
+    save(obj, buf, _use_new_zipfile_serialization=not legacy)
+    buf.seek(0)
+    out = load(buf)
+    for k, v in obj.items():
+        if isinstance(v, tapelab.Tensor):
+            assert out[k].dtype == v.dtype and out[k].tolist() == v.tolist()
+        else:
+            assert out[k] == v
+    out["base"][1, 2] = -1.0
+    assert out["row"][2].item() == -1.0 and out["cols"][1, 1].item() == -1.0
+
+
+def test_loading_pytorch_files_never_imports_torch():
+    code = ("import sys, tapelab; d = sys.argv[1]; tapelab.load(d + '/tensors.pt'); tapelab.load(d + '/tensors_legacy.pt');"
+            "sys.modules['__main__'].Net = tapelab.nn.Module; tapelab.load(d + '/sequential.pt', weights_only=False);"
+            "assert 'torch' not in sys.modules, 'torch was imported'")
+    subprocess.run([sys.executable, "-c", code, str(FIXTURES / "pt")], check=True)
+
+
+@needs_torch
+def test_dtypes_tapelab_lacks_are_named(tmp_path):
+    import torch
+    torch.save({"w": torch.arange(4.0, dtype=torch.bfloat16)}, tmp_path / "bf16.pt")
+    if hasattr(tapelab, "bfloat16"):
+        assert load(tmp_path / "bf16.pt")["w"].float().tolist() == [0.0, 1.0, 2.0, 3.0]
+    else:
+        with pytest.raises(RuntimeError, match="torch.BFloat16Storage holds bfloat16 data, and tapelab has no "
+                                               "bfloat16 dtype"):
+            load(tmp_path / "bf16.pt")
+    torch.save({"dtype": torch.complex64}, tmp_path / "c64.pt")
+    if not hasattr(tapelab, "complex64"):
+        with pytest.raises(pickle.UnpicklingError, match="GLOBAL torch.complex64 is allowed by PyTorch's weights-only "
+                                                         "load, but tapelab has no dtype complex64"):
+            load(tmp_path / "c64.pt")
 
 
 def test_tapelab_whole_model_roundtrip(tmp_path):

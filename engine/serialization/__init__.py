@@ -18,9 +18,12 @@ tapelab's.
 """
 from __future__ import annotations
 
+import io
 import os
 import pickle
+import pickletools
 import warnings
+import zipfile
 from typing import Any, BinaryIO
 
 from . import _legacy, _safetensors, _zipformat
@@ -38,9 +41,10 @@ DEFAULT_PROTOCOL = 2  # PyTorch's: protocol-2 pickles load in every PyTorch vers
 
 # ---------------------------------------------------------------- save
 def save(obj: Any, f: str | os.PathLike | BinaryIO, pickle_module: Any = pickle,
-         pickle_protocol: int = DEFAULT_PROTOCOL) -> None:
+         pickle_protocol: int = DEFAULT_PROTOCOL, _use_new_zipfile_serialization: bool = True,
+         _disable_byteorder_record: bool = False) -> None:
     """Write ``obj`` to ``f`` (a path or a binary file): a state dict as safetensors, anything else
-    as PyTorch's zip archive.
+    as PyTorch's zip archive (its legacy format with ``_use_new_zipfile_serialization=False``).
 
     A path is written to a temporary file first and renamed, so an interrupted save never
     leaves a half-written checkpoint behind.
@@ -54,10 +58,12 @@ def save(obj: Any, f: str | os.PathLike | BinaryIO, pickle_module: Any = pickle,
         raise ValueError("tapelab.save pickles with Python's pickle module only")
 
     def write(out: BinaryIO) -> None:
-        if _safetensors.is_state_dict(obj):
+        if not _use_new_zipfile_serialization:
+            _legacy.save(obj, out, pickle_protocol)
+        elif _safetensors.is_state_dict(obj):
             out.write(_safetensors.write(obj))
         else:
-            _zipformat.save(obj, out, pickle_protocol)
+            _zipformat.save(obj, out, pickle_protocol, byteorder_record=not _disable_byteorder_record)
 
     if not isinstance(f, (str, os.PathLike)):
         write(f)
@@ -159,16 +165,13 @@ def _read(f) -> tuple[str, bytes]:
 
 def get_unsafe_globals_in_checkpoint(f: str | os.PathLike | BinaryIO) -> list[str]:
     """The globals a PyTorch zip checkpoint names that a weights-only load would refuse (read, not run)."""
-    import io
-    import pickletools
-    import zipfile
-    where, data = _read(f)
-    if data[:4] != b"PK\x03\x04":
+    _, data = _read(f)
+    zf = zipfile.ZipFile(io.BytesIO(data)) if data[:4] == b"PK\x03\x04" else None
+    pkl = [n for n in zf.namelist() if n.endswith("/data.pkl")] if zf else []
+    if not pkl:
         raise ValueError("Expected input to be a checkpoint returned by torch.save")
-    zf = zipfile.ZipFile(io.BytesIO(data))
-    pkl = next(n for n in zf.namelist() if n.endswith("/data.pkl"))
     unsafe = set()
-    for op, arg, _pos in pickletools.genops(zf.read(pkl)):
+    for op, arg, _pos in pickletools.genops(zf.read(pkl[0])):
         if op.name == "GLOBAL":
             module, name = arg.split(" ", 1)
             try:

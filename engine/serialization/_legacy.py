@@ -21,11 +21,28 @@ import struct
 import numpy as np
 
 from ._errors import CheckpointError
+from ._pickler import TorchPickler
 from ._storage import Storage, StorageType, checked_storage_id, is_storage_name, place
 from ._weights_only import WeightsOnlyUnpickler
 
 MAGIC_NUMBER = 0x1950A86A20F9469CFC6C
 PROTOCOL_VERSION = 1001
+_SYS_INFO = {"protocol_version": PROTOCOL_VERSION, "little_endian": True,
+             "type_sizes": {"short": 2, "int": 4, "long": 8}}
+
+
+def save(obj, f, protocol: int) -> None:
+    """Write ``obj`` in the legacy format (``torch.save(..., _use_new_zipfile_serialization=False)``)."""
+    for header in (MAGIC_NUMBER, PROTOCOL_VERSION, _SYS_INFO):
+        pickle.dump(header, f, protocol=protocol)
+    pickler = TorchPickler(f, protocol, legacy=True)
+    pickler.dump(obj)
+    keys = sorted(pickler.storages)
+    pickle.dump(keys, f, protocol=protocol)
+    for key in keys:
+        array = pickler.storages[key].array
+        f.write(struct.pack("<q", array.size))
+        f.write(array.astype(array.dtype.newbyteorder("<"), copy=False).tobytes())
 
 
 def looks_legacy(data: bytes) -> bool:

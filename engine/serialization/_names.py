@@ -2,12 +2,13 @@
 
 PyTorch's checkpoints name what rebuilds their objects: ``torch._utils._rebuild_tensor_v2``,
 ``torch.FloatStorage``, ``torch.float16``, ``torch.Size``, and in whole-model files the module
-classes (``torch.nn.modules.linear.Linear``). ``WEIGHTS_ONLY`` is the part a weights-only load
+classes (``torch.nn.modules.linear.Linear``). :func:`weights_only_table` is the part a weights-only load
 accepts (PyTorch's default allow-list, as tapelab objects); :func:`tapelab_equivalent` resolves any
 other ``torch.*`` name, for full unpickling only; :class:`FullUnpickler` is that unpickling.
 """
 from __future__ import annotations
 
+import functools
 import importlib
 import pickle
 from collections import Counter, OrderedDict
@@ -36,7 +37,10 @@ _TORCH_DTYPES = ("bfloat16", "complex32", "complex64", "complex128", "cfloat", "
                  "float8_e8m0fnu", "qint8", "quint8", "qint32")
 
 
-def _weights_only_table() -> dict:
+@functools.cache
+def weights_only_table() -> dict[str, object]:
+    """``"module.name" -> object`` for every global a weights-only load accepts by default (built on
+    first use: it needs tapelab.nn, which is imported after this package)."""
     from ..nn import Parameter
     table = {"collections.OrderedDict": OrderedDict, "collections.Counter": Counter,
              "builtins.set": set, "builtins.bytearray": bytearray, "builtins.complex": complex,
@@ -49,18 +53,15 @@ def _weights_only_table() -> dict:
     return table
 
 
-WEIGHTS_ONLY = _weights_only_table()
-
-
 def missing_feature(full_path: str) -> str | None:
     """Why tapelab cannot rebuild ``full_path`` when PyTorch's weights-only load would, else None."""
     module, _, name = full_path.rpartition(".")
     if full_path in _MISSING_FEATURES:
         return _MISSING_FEATURES[full_path]
-    if module == "torch" and (name in _TORCH_DTYPES or S.is_storage_name(name)):
-        return f"the dtype {name}"
+    if module == "torch" and name in _TORCH_DTYPES:
+        return f"dtype {name}"
     if module == "torch" and name.endswith("Storage"):
-        return f"the storage type {name}"
+        return f"storage type {name}"
     return None
 
 
@@ -73,8 +74,9 @@ def tapelab_equivalent(module: str, name: str):
     ``tapelab.optim.Adam``). Raises ``pickle.UnpicklingError`` naming what was looked for.
     """
     full = f"{module}.{name}"
-    if full in WEIGHTS_ONLY:
-        return WEIGHTS_ONLY[full]
+    table = weights_only_table()
+    if full in table:
+        return table[full]
     if module.endswith(("torch", ".cuda")) and S.is_storage_name(name):  # torch.cuda.FloatStorage in old files
         return S.StorageType(name)
     parts = ["tapelab", *module.split(".")[1:]]

@@ -59,8 +59,9 @@ class TorchPickler(pickle._Pickler):
 
     dispatch = dict(pickle._Pickler.dispatch)
 
-    def __init__(self, file, protocol: int):
+    def __init__(self, file, protocol: int, legacy: bool = False):
         super().__init__(file, protocol)
+        self.legacy = legacy  # the legacy format's ids end with view metadata (always None here)
         self.storages: dict[str, _StorageRef] = {}
         self._by_buffer: dict[tuple, _StorageRef] = {}
 
@@ -77,7 +78,8 @@ class TorchPickler(pickle._Pickler):
     def persistent_id(self, obj):
         if type(obj) is _StorageRef:
             storage_type = TorchName("torch", STORAGE_NAMES[_dtype.from_np(obj.array.dtype).name])
-            return ("storage", storage_type, obj.key, obj.location, int(obj.array.size))
+            pid = ("storage", storage_type, obj.key, obj.location, int(obj.array.size))
+            return (*pid, None) if self.legacy else pid
         return None
 
     def reducer_override(self, obj):

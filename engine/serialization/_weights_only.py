@@ -4,8 +4,8 @@ A pickle is a program; unpickling runs it. The restricted unpickler runs only th
 that build data: it resolves a global only if it is allowed (tensors and their rebuild functions,
 storages, dtypes, ``torch.Size``, ``torch.device``, ``OrderedDict``, ``Counter``, ``set``, and what
 the user allows with :func:`add_safe_globals` or :class:`safe_globals`), calls only allowed
-globals, builds state only into tensors, ``OrderedDict`` and allowed types, appends only to lists
-and sets items only in dicts. Anything else raises ``pickle.UnpicklingError`` with PyTorch's
+globals, builds state only into tensors, ``OrderedDict`` and user-allowed types, appends only to
+lists and sets items only in dicts. Anything else raises ``pickle.UnpicklingError`` with PyTorch's
 messages, before it runs. Globals from ``sys``, ``os``, ``posix`` and ``nt`` are refused even when
 allowed by the user.
 """
@@ -19,6 +19,7 @@ from typing import Any, Callable
 
 from ..tensor import Tensor
 from . import _names
+from ._storage import set_obj_state
 
 __all__ = ["add_safe_globals", "get_safe_globals", "clear_safe_globals", "safe_globals",
            "WeightsOnlyUnpickler", "failure_message", "allowed_global"]
@@ -94,8 +95,9 @@ def allowed_global(module: str, name: str):
     full = f"{module}.{name}"
     if module in _BLOCKED_MODULES:
         raise UnpicklingError(f"Trying to load unsupported GLOBAL {full} whose module {module} is blocked.")
-    if full in _names.WEIGHTS_ONLY:
-        return _names.WEIGHTS_ONLY[full]
+    table = _names.weights_only_table()
+    if full in table:
+        return table[full]
     user = _user_globals()
     if full in user:
         return user[full]
@@ -212,14 +214,14 @@ class WeightsOnlyUnpickler(pickle._Unpickler):
         state = self.stack.pop()
         inst = self.stack[-1]
         if type(inst) in (Tensor, Parameter):
-            _names.S.set_obj_state(inst, state)
+            set_obj_state(inst, state)
         elif type(inst) is OrderedDict:
             inst.__dict__.update(state)
         elif any(type(inst) is obj for obj in _user_globals().values()):
             if hasattr(inst, "__setstate__"):
                 inst.__setstate__(state)
             else:
-                _names.S.set_obj_state(inst, state)
+                set_obj_state(inst, state)
         else:
             raise UnpicklingError("Can only build Tensor, Parameter, OrderedDict or types allowlisted "
                                   f"via `add_safe_globals`, but got {type(inst)}")

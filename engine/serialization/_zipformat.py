@@ -23,14 +23,15 @@ _VERSION = b"3\n"
 
 
 # ---------------------------------------------------------------- write
-def save(obj, f, protocol: int) -> None:
+def save(obj, f, protocol: int, byteorder_record: bool = True) -> None:
     """Pickle ``obj`` with PyTorch's names and write the archive to the binary file ``f``."""
     data = io.BytesIO()
     pickler = TorchPickler(data, protocol)
     pickler.dump(obj)
     with zipfile.ZipFile(f, "w", zipfile.ZIP_STORED) as zf:
         _write(zf, "archive/data.pkl", data.getbuffer())
-        _write(zf, "archive/byteorder", sys.byteorder.encode())
+        if byteorder_record:
+            _write(zf, "archive/byteorder", sys.byteorder.encode())
         for key, ref in pickler.storages.items():
             _write(zf, f"archive/data/{key}", ref.array.view(np.uint8) if ref.array.size else b"")
         _write(zf, "archive/version", _VERSION)
