@@ -434,3 +434,20 @@ def test_tapelab_whole_model_roundtrip(tmp_path):
         np.testing.assert_array_equal(_np(a), _np(b))
     x = tapelab.randn(5, 4)
     np.testing.assert_array_equal(_np(out(x)), _np(net(x)))
+
+
+def test_cuda_tensors_save_their_location_and_map_back(monkeypatch):
+    """On the simulated cuda:0 (numpy behind tapelab's cuda device): saved locations and map_location."""
+    from tapelab._backend import simulated_cuda
+    from tapelab.serialization import _storage
+    monkeypatch.setattr(_storage, "cuda_available", lambda: True)
+    with simulated_cuda(0):
+        w = tapelab.arange(6.0).reshape(2, 3).to("cuda")
+        for obj in ({"w": w, "epoch": 1}, {"w": w}):  # PyTorch's zip and tapelab's safetensors
+            buf = io.BytesIO()
+            save(obj, buf)
+            for where, expected in [(None, "cuda:0"), ("cpu", "cpu"), ({"cuda:0": "cpu"}, "cpu"),
+                                    (lambda storage, loc: storage, "cpu"), (lambda storage, loc: storage.cuda(0), "cuda:0")]:
+                buf.seek(0)
+                out = load(buf, map_location=where)["w"]
+                assert str(out.device) == expected and out.tolist() == w.tolist()

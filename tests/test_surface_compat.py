@@ -225,3 +225,23 @@ def test_spawn_runs_each_rank_and_reports_failures(tmp_path):
     with pytest.raises(mp.ProcessExitedException, match="process 1 terminated with exit code 3") as info:
         mp.spawn(_fail_on_rank_one, nprocs=2, start_method="fork")
     assert info.value.error_index == 1 and info.value.exit_code == 3
+
+
+def test_data_parallel_on_one_cuda_device(monkeypatch):
+    """On the simulated cuda:0: the module moves there, inputs follow, parameters elsewhere are an error."""
+    from tapelab._backend import simulated_cuda
+    monkeypatch.setattr(tapelab.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(tapelab.cuda, "device_count", lambda: 1)
+    with simulated_cuda(0):
+        linear = tapelab.nn.Linear(3, 2)
+        dp = tapelab.nn.DataParallel(linear)
+        assert dp.device_ids == [0] and linear.weight.device == tapelab.device("cuda:0")
+        out = dp(tapelab.ones(4, 3))
+        assert out.device == tapelab.device("cuda:0") and out.shape == (4, 2)
+        out.sum().backward()
+        assert linear.weight.grad.device == tapelab.device("cuda:0")
+        with pytest.warns(UserWarning, match="runs the whole batch on cuda:0"):
+            dp = tapelab.nn.DataParallel(tapelab.nn.Linear(3, 2), device_ids=[0, 1])
+        with pytest.raises(RuntimeError, match=r"parameters and buffers on device cuda:0 \(device_ids\[0\]\) but "
+                                               "found one of them on device: cpu"):
+            dp(tapelab.ones(1, 3))
