@@ -9,6 +9,7 @@ import os
 import pickle
 import subprocess
 import sys
+import types
 import zipfile
 from collections import OrderedDict
 from pathlib import Path
@@ -140,6 +141,8 @@ def test_whole_sequential_loads(pt):
     seq, exp = load(pt / "sequential.pt", weights_only=False), _expected(pt)
     assert type(seq) is nn.Sequential and [type(m) for m in seq] == [nn.Linear, nn.ReLU, nn.Linear]
     np.testing.assert_allclose(_np(seq(tapelab.tensor(exp["x"]))), exp["seq_out"], rtol=1e-5, atol=1e-6)
+    pure_python = types.SimpleNamespace(Unpickler=pickle._Unpickler)  # a pickle_module means a full load
+    assert type(load(pt / "sequential.pt", pickle_module=pure_python)) is nn.Sequential
 
 
 def test_torch_names_without_a_tapelab_equivalent_are_named():

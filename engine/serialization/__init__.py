@@ -28,7 +28,7 @@ from typing import Any, BinaryIO
 
 from . import _legacy, _safetensors, _zipformat
 from ._errors import CheckpointError
-from ._names import FullUnpickler
+from ._names import FullUnpickler, TorchNames
 from ._storage import check_map_location
 from ._weights_only import (WeightsOnlyUnpickler, add_safe_globals, allowed_global, clear_safe_globals,
                             failure_message, get_safe_globals, safe_globals)
@@ -124,7 +124,7 @@ def load(f: str | os.PathLike | BinaryIO, map_location=None, pickle_module: Any 
                                      "archive nor PyTorch's legacy format (a truncated or damaged file?)")
     if not weights_only:
         base = FullUnpickler if pickle_module in (None, pickle) else \
-            type("FullUnpickler", (FullUnpickler, pickle_module.Unpickler), {})
+            type("Unpickler", (TorchNames, pickle_module.Unpickler), {})
         pickle_load_args.setdefault("encoding", "utf-8")
         return reader(where, data, map_location, lambda file, load_storage: base(file, load_storage, **pickle_load_args))
     try:

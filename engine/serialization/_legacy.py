@@ -73,7 +73,7 @@ def load(where: str, data: bytes, map_location, make_unpickler):
         if view is None:
             return storage
         _view_key, offset, size = view
-        return Storage(storage.array[offset:offset + size], storage.location)
+        return storage[offset:offset + size]
 
     return make_unpickler(f, load_storage).load()
 

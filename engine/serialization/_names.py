@@ -95,11 +95,8 @@ def tapelab_equivalent(module: str, name: str):
                                  + f": looked for {', '.join(tried)}")
 
 
-class FullUnpickler(pickle.Unpickler):
-    """``weights_only=False``: plain unpickling, with PyTorch's names read as tapelab's.
-
-    Runs whatever the file's pickle asks for, as PyTorch's full load does: only for trusted files.
-    """
+class TorchNames:
+    """Mixed into an unpickler class: PyTorch's names read as tapelab's, storages from ``load_storage``."""
 
     def __init__(self, file, load_storage, **pickle_load_args):
         super().__init__(file, **pickle_load_args)
@@ -112,3 +109,10 @@ class FullUnpickler(pickle.Unpickler):
 
     def persistent_load(self, pid):
         return self.load_storage(pid)
+
+
+class FullUnpickler(TorchNames, pickle.Unpickler):
+    """``weights_only=False``: plain unpickling, with PyTorch's names read as tapelab's.
+
+    Runs whatever the file's pickle asks for, as PyTorch's full load does: only for trusted files.
+    """
