@@ -154,6 +154,16 @@ def test_torch_names_without_a_tapelab_equivalent_are_named():
         load(_archive(_dumps(Fake())), weights_only=False)
 
 
+@needs_torch
+@pytest.mark.parametrize("legacy", [False, True])
+def test_pickle_protocol_4_files_load(tmp_path, legacy):
+    import torch
+    path = tmp_path / "p4.pt"
+    torch.save({"w": torch.arange(3.0), "n": 2}, path, pickle_protocol=4, _use_new_zipfile_serialization=not legacy)
+    out = load(path)
+    assert out["w"].tolist() == [0.0, 1.0, 2.0] and out["n"] == 2
+
+
 def test_map_location_on_pytorch_files(pt):
     for where in ("cpu", tapelab.device("cpu"), {"cpu": "cpu"}, lambda storage, loc: storage):
         out = load(pt / "tensors.pt", map_location=where)

@@ -46,8 +46,11 @@ def save(obj, f, protocol: int) -> None:
 
 
 def looks_legacy(data: bytes) -> bool:
-    """A protocol-2 pickle of the magic number is how every legacy checkpoint starts."""
-    return data[:2] == b"\x80\x02" and data[2:4] == b"\x8a\x0a" and int.from_bytes(data[4:14], "little") == MAGIC_NUMBER
+    """Every legacy checkpoint starts with a pickle of the magic number (read here with no globals allowed)."""
+    try:
+        return WeightsOnlyUnpickler(io.BytesIO(data), _no_storage).load() == MAGIC_NUMBER
+    except Exception:  # anything else is not a legacy checkpoint, whatever it is
+        return False
 
 
 def load(where: str, data: bytes, map_location, make_unpickler):
