@@ -384,7 +384,8 @@ def test_pytorch_reads_an_ordered_dict_and_a_state_dict(tmp_path):
     save(ordered, tmp_path / "opt.pt")
     out = torch.load(tmp_path / "opt.pt")
     assert type(out) is OrderedDict and list(out) == ["step", "state", "groups"]
-    assert out["step"].item() == 5 and out["state"][0]["exp_avg"].tolist() == [1.0] * 3 and out["groups"] == [{"lr": 0.1}]
+    assert out["step"].item() == 5 and out["state"][0]["exp_avg"].tolist() == [1.0] * 3
+    assert out["groups"] == [{"lr": 0.1}]
     net = Net()
     save(net.state_dict(), tmp_path / "net.safetensors")
     sd = torch.load(tmp_path / "net.safetensors")
@@ -410,7 +411,8 @@ def test_tapelab_reads_what_it_saves_in_either_pytorch_format(legacy):
 
 
 def test_loading_pytorch_files_never_imports_torch():
-    code = ("import sys, tapelab; d = sys.argv[1]; tapelab.load(d + '/tensors.pt'); tapelab.load(d + '/tensors_legacy.pt');"
+    code = ("import sys, tapelab; d = sys.argv[1]; tapelab.load(d + '/tensors.pt');"
+            "tapelab.load(d + '/tensors_legacy.pt');"
             "sys.modules['__main__'].Net = tapelab.nn.Module; tapelab.load(d + '/sequential.pt', weights_only=False);"
             "assert 'torch' not in sys.modules, 'torch was imported'")
     subprocess.run([sys.executable, "-c", code, str(FIXTURES / "pt")], check=True)
@@ -460,7 +462,8 @@ def test_cuda_tensors_save_their_location_and_map_back(monkeypatch):
             buf = io.BytesIO()
             save(obj, buf)
             for where, expected in [(None, "cuda:0"), ("cpu", "cpu"), ({"cuda:0": "cpu"}, "cpu"),
-                                    (lambda storage, loc: storage, "cpu"), (lambda storage, loc: storage.cuda(0), "cuda:0")]:
+                                    (lambda storage, loc: storage, "cpu"),
+                                    (lambda storage, loc: storage.cuda(0), "cuda:0")]:
                 buf.seek(0)
                 out = load(buf, map_location=where)["w"]
                 assert str(out.device) == expected and out.tolist() == w.tolist()

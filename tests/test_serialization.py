@@ -166,8 +166,8 @@ def test_save_rejects_what_pickle_cannot_store():
 # ---------------------------------------------------------------- damaged and foreign files
 def _checkpoint_bytes():
     buf = io.BytesIO()
-    save({"w": tapelab.arange(6.0).reshape(2, 3), "step": tapelab.tensor(3), "mask": tapelab.ones(2, dtype=tapelab.bool)},
-         buf)
+    save({"w": tapelab.arange(6.0).reshape(2, 3), "step": tapelab.tensor(3),
+          "mask": tapelab.ones(2, dtype=tapelab.bool)}, buf)
     return buf.getvalue()
 
 

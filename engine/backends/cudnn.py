@@ -23,7 +23,8 @@ def version() -> None:
 
 
 def set_flags(_enabled=None, _benchmark=None, _benchmark_limit=None, _deterministic=None, _allow_tf32=None):
-    """Set the given flags; returns the previous ``(enabled, benchmark, benchmark_limit, deterministic, allow_tf32)``."""
+    """Set the given flags (None keeps one); returns the previous
+    ``(enabled, benchmark, benchmark_limit, deterministic, allow_tf32)``."""
     global enabled, benchmark, benchmark_limit, deterministic, allow_tf32
     previous = (enabled, benchmark, benchmark_limit, deterministic, allow_tf32)
     new = (_enabled, _benchmark, _benchmark_limit, _deterministic, _allow_tf32)

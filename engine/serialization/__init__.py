@@ -126,7 +126,8 @@ def load(f: str | os.PathLike | BinaryIO, map_location=None, pickle_module: Any 
         base = FullUnpickler if pickle_module in (None, pickle) else \
             type("Unpickler", (TorchNames, pickle_module.Unpickler), {})
         pickle_load_args.setdefault("encoding", "utf-8")
-        return reader(where, data, map_location, lambda file, load_storage: base(file, load_storage, **pickle_load_args))
+        return reader(where, data, map_location,
+                      lambda file, load_storage: base(file, load_storage, **pickle_load_args))
     try:
         return reader(where, data, map_location, WeightsOnlyUnpickler)
     except pickle.UnpicklingError as e:

@@ -60,7 +60,9 @@ class TorchPickler(pickle._Pickler):
     dispatch = dict(pickle._Pickler.dispatch)
 
     def __init__(self, file, protocol: int, legacy: bool = False):
+        from ..nn import Buffer, Parameter  # nn is imported after this package
         super().__init__(file, protocol)
+        self._parameter, self._plain = Parameter, (Tensor, Buffer)
         self.legacy = legacy  # the legacy format's ids end with view metadata (always None here)
         self.storages: dict[str, _StorageRef] = {}
         self._by_buffer: dict[tuple, _StorageRef] = {}
@@ -83,11 +85,10 @@ class TorchPickler(pickle._Pickler):
         return None
 
     def reducer_override(self, obj):
-        from ..nn import Buffer, Parameter
         if isinstance(obj, Tensor):
-            if type(obj) is Parameter:
+            if type(obj) is self._parameter:
                 return TorchName("torch._utils", "_rebuild_parameter"), (obj.detach(), obj.requires_grad, OrderedDict())
-            if type(obj) not in (Tensor, Buffer):
+            if type(obj) not in self._plain:
                 raise pickle.PicklingError(f"tapelab.save: cannot save an instance of the Tensor subclass "
                                            f"{type(obj).__qualname__}; tapelab saves Tensor, nn.Parameter and "
                                            "nn.Buffer")
