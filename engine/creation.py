@@ -91,21 +91,20 @@ BERNOULLI = Op("bernoulli", _bernoulli, kind="random")
 
 
 # ---------------------------------------------------------------- the public functions
-def _infer_np_dtype(data):
-    """PyTorch's inference: floats -> default dtype, ints -> int64, bools -> bool."""
-    if isinstance(data, np.ndarray):
-        return None
-    flat = data
-    while isinstance(flat, (list, tuple)) and flat:
-        flat = flat[0]
-    arr = np.asarray(data)
-    if arr.dtype.kind == "f":
-        return get_default_dtype().np
-    if arr.dtype.kind in "iu":
-        return np.int64
-    if arr.dtype.kind == "O":
+def _inferred(arr: np.ndarray, data) -> np.ndarray:
+    """PyTorch's dtype for Python data (numpy's guess ``arr``): floats -> default, ints -> int64."""
+    kind = arr.dtype.kind
+    if kind == "f":
+        return arr.astype(get_default_dtype().np, copy=False)
+    if kind in "iu":
+        # numpy guesses uint64 past int64's range: converting again raises as PyTorch does
+        return arr if arr.dtype == np.int64 else np.array(data, dtype=np.int64)
+    if kind == "O":
+        flat = data
+        while isinstance(flat, (list, tuple)) and flat:
+            flat = flat[0]
         raise TypeError(f"tensor(): could not infer a dtype for {type(flat).__name__} elements")
-    return None
+    return arr
 
 
 def _finish(t: Tensor, requires_grad: bool) -> Tensor:
@@ -114,22 +113,23 @@ def _finish(t: Tensor, requires_grad: bool) -> Tensor:
     return t
 
 
-def _to_array(data, dtype):
+def _to_array(data):
     if isinstance(data, Tensor):
-        return data.detach().__array__()
+        return data.__array__()
     if isinstance(data, (list, tuple)) and any(isinstance(x, Tensor) for x in data):
-        data = [_to_array(x, None) for x in data]
+        data = [_to_array(x) for x in data]
     return data
 
 
 def tensor(data, *, dtype=None, device=None, requires_grad: bool = False, pin_memory: bool = False) -> Tensor:
     """Copy ``data`` (nested lists, numbers, numpy arrays, tensors) into a new tensor."""
-    data = _to_array(data, dtype)
-    np_dtype = dtype.np if dtype is not None else _infer_np_dtype(data)
+    data = _to_array(data)
     try:
-        arr = np.array(data, dtype=np_dtype, copy=True)
+        arr = np.array(data, dtype=None if dtype is None else dtype.np, copy=True)
     except (ValueError, TypeError) as e:
         raise (ValueError if isinstance(e, ValueError) else TypeError)(f"tensor(): {e}") from None
+    if dtype is None and not isinstance(data, np.ndarray):
+        arr = _inferred(arr, data)
     if arr.dtype not in _dtype._BY_NP:
         if arr.dtype.kind == "f":
             arr = arr.astype(np.float64)
@@ -179,17 +179,17 @@ def _dev(device) -> Device:
     return Device(device) if device is not None else DEFAULT_DEVICE[0]
 
 
-def _fill(size: tuple, value, dtype, device, requires_grad: bool) -> Tensor:
-    return _finish(apply(FULL, size=size, fill_value=value, dtype=dtype or get_default_dtype(), device=_dev(device)),
+def _fill(size: tuple, value, dtype, dev: Device, requires_grad: bool) -> Tensor:
+    return _finish(apply(FULL, size=size, fill_value=value, dtype=dtype or get_default_dtype(), device=dev),
                    requires_grad)
 
 
 def zeros(*size, dtype=None, device=None, requires_grad: bool = False, out=None) -> Tensor:
-    return _fill(_size(size), 0, dtype, device, requires_grad)
+    return _fill(_size(size), 0, dtype, _dev(device), requires_grad)
 
 
 def ones(*size, dtype=None, device=None, requires_grad: bool = False, out=None) -> Tensor:
-    return _fill(_size(size), 1, dtype, device, requires_grad)
+    return _fill(_size(size), 1, dtype, _dev(device), requires_grad)
 
 
 def empty(*size, dtype=None, device=None, requires_grad: bool = False, **_) -> Tensor:
@@ -200,7 +200,8 @@ def empty(*size, dtype=None, device=None, requires_grad: bool = False, **_) -> T
 def full(size, fill_value, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     if dtype is None:
         dtype = _dtype.scalar_dtype(fill_value)
-    return _fill(_size((size,) if isinstance(size, int) else tuple(size)), fill_value, dtype, device, requires_grad)
+    return _fill(_size((size,) if isinstance(size, int) else tuple(size)), fill_value, dtype, _dev(device),
+                 requires_grad)
 
 
 def scalar_tensor(s, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
@@ -259,16 +260,14 @@ def eye(n: int, m: int | None = None, *, dtype=None, device=None, requires_grad:
     return _finish(apply(EYE, n=n, m=m, dtype=dtype or get_default_dtype(), device=_dev(device)), requires_grad)
 
 
-def _random(op: Op, requires_grad: bool, dtype, device, **params) -> Tensor:
-    return _finish(apply(op, dtype=dtype or get_default_dtype(), device=_dev(device), **params), requires_grad)
-
-
 def rand(*size, generator=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
-    return _random(RAND, requires_grad, dtype, device, size=_size(size), generator=generator)
+    return _finish(apply(RAND, size=_size(size), dtype=dtype or get_default_dtype(), device=_dev(device),
+                         generator=generator), requires_grad)
 
 
 def randn(*size, generator=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
-    return _random(RANDN, requires_grad, dtype, device, size=_size(size), generator=generator)
+    return _finish(apply(RANDN, size=_size(size), dtype=dtype or get_default_dtype(), device=_dev(device),
+                         generator=generator), requires_grad)
 
 
 def randint(low, high=None, size=None, *, generator=None, dtype=None, device=None,
@@ -279,12 +278,13 @@ def randint(low, high=None, size=None, *, generator=None, dtype=None, device=Non
         low, high = 0, low
     if low >= high:
         raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={low} >= to={high}")
-    return _random(RANDINT, requires_grad, dtype or _dtype.int64, device, low=low, high=high,
-                   size=_size((size,) if isinstance(size, int) else tuple(size)), generator=generator)
+    return _finish(apply(RANDINT, low=low, high=high, size=_size((size,) if isinstance(size, int) else tuple(size)),
+                         dtype=dtype or _dtype.int64, device=_dev(device), generator=generator), requires_grad)
 
 
 def randperm(n: int, *, generator=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
-    return _random(RANDPERM, requires_grad, dtype or _dtype.int64, device, n=int(n), generator=generator)
+    return _finish(apply(RANDPERM, n=int(n), dtype=dtype or _dtype.int64, device=_dev(device), generator=generator),
+                   requires_grad)
 
 
 def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, device=None,
@@ -310,12 +310,12 @@ def bernoulli(input, p=None, *, generator=None) -> Tensor:
 
 def rand_like(input, *, dtype=None, device=None, requires_grad: bool = False, generator=None) -> Tensor:
     size, dt, dev = _like(input, dtype, device)
-    return _random(RAND, requires_grad, dt, dev, size=size, generator=generator)
+    return _finish(apply(RAND, size=size, dtype=dt, device=dev, generator=generator), requires_grad)
 
 
 def randn_like(input, *, dtype=None, device=None, requires_grad: bool = False, generator=None) -> Tensor:
     size, dt, dev = _like(input, dtype, device)
-    return _random(RANDN, requires_grad, dt, dev, size=size, generator=generator)
+    return _finish(apply(RANDN, size=size, dtype=dt, device=dev, generator=generator), requires_grad)
 
 
 def randint_like(input, low, high=None, *, dtype=None, device=None, generator=None) -> Tensor:

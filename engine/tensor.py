@@ -7,6 +7,7 @@ definition per op for the function, the method and the operator.
 """
 from __future__ import annotations
 
+import functools
 import itertools
 import weakref
 
@@ -278,8 +279,8 @@ class Tensor:
 
     def detach(self) -> "Tensor":
         """A view sharing memory and version counter, outside the graph (a dispatched op)."""
-        from .dispatch import DETACH, apply
-        return apply(DETACH, self)
+        dispatch = _dispatcher()
+        return dispatch.apply(dispatch.DETACH, self)
 
     def detach_(self) -> "Tensor":
         self.grad_fn, self.requires_grad = None, False
@@ -469,6 +470,14 @@ def _wrap_dim(dim: int, ndim: int, op: str = "") -> int:
         raise IndexError(f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], "
                          f"but got {dim})" + (f" in {op}" if op else ""))
     return dim % n
+
+
+@functools.cache
+def _dispatcher():
+    """The dispatcher module, which builds on this one: imported on first use, then cached (a
+    function-level import costs microseconds per call, and ``detach`` runs inside composites)."""
+    from . import dispatch
+    return dispatch
 
 
 def _host_read(t: Tensor, what: str) -> None:
