@@ -402,10 +402,15 @@ def _qr_fwd(xp, a, *, mode):
     """R alone for mode 'r'; otherwise Q and R packed into one array, so that one recorded op
     gives both (an op has one differentiable output): side by side when they have as many
     rows (k == m), else stacked (k == n < m). ``_qr_unpack`` takes them apart."""
+    *batch, m, n = a.shape
+    k = _qr_k(m, n, mode)
+    if not has_data(xp):      # meta: the shape alone (no O(m n k) factorisation of placeholder values)
+        shape = (k, n) if mode == "r" else (m, k + n) if k == m else (m + k, n)
+        return xp.empty((*batch, *shape), a.dtype)
     if mode == "r":
         return xp.linalg.qr(a, mode="r")
     q, r = xp.linalg.qr(a, mode=mode)
-    return xp.concatenate([q, r], axis=-1 if q.shape[-2] == r.shape[-2] else -2)
+    return xp.concatenate([q, r], axis=-1 if k == m else -2)
 
 
 def _qr_unpack(packed: Tensor, m: int, n: int, mode: str) -> tuple:
