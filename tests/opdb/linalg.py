@@ -109,4 +109,21 @@ OPS = [
            errors=lambda: [_err((arr(2, 2, 2),), "Supports 1D or 2D tensors")]),
     OpInfo("kron", lambda m, a, b: m.kron(a, b),
            lambda: [Sample((arr(2, 3), arr(4, 2))), Sample((arr(2), arr(3, 2)), name="mixed_nd")]),
+    # Q and R are unique for full-rank inputs (R's diagonal signs are LAPACK's, as in PyTorch)
+    OpInfo("linalg_qr", lambda m, a, **kw: tuple(m.linalg.qr(a, **kw)),
+           lambda: [Sample((arr(5, 3),), name="tall"), Sample((arr(3, 3),), name="square"),
+                    Sample((arr(3, 5),), name="wide"), Sample((arr(2, 4, 3),), name="batched"),
+                    Sample((arr(2, 3, 4),), {"mode": "complete"}, name="complete_wide"),
+                    Sample((arr(3, 3),), {"mode": "complete"}, name="complete_square"),
+                    Sample((arr(4, 3),), noncontig=True, name="noncontig"),
+                    Sample((arr(0, 3),), name="empty_rows"), Sample((arr(3, 0),), name="empty_cols")],
+           grad_atol=1e-3,
+           errors=lambda: [_err((arr(3),), "must have at least 2 dimensions"),
+                           _err((arr(3, 3),), "unrecognized mode 'full'", {"mode": "full"}),
+                           _err((np.arange(9).reshape(3, 3),), "Expected a floating point")]),
+    # the forward only: PyTorch refuses these backwards (tests/test_op_declarations.py checks the messages)
+    OpInfo("linalg_qr_nograd", lambda m, a, **kw: tuple(m.linalg.qr(a, **kw)),
+           lambda: [Sample((arr(5, 3),), {"mode": "r"}, name="r"), Sample((arr(3, 5),), {"mode": "r"}, name="r_wide"),
+                    Sample((arr(5, 3),), {"mode": "complete"}, name="complete_tall")],
+           grad=False),
 ]
