@@ -11,7 +11,7 @@ import math
 import warnings
 
 from .. import _dtype as _dt, creation
-from ..autograd.grad_mode import no_grad
+from ..autograd.grad_mode import is_grad_enabled, no_grad
 from ..graphs.graph import is_current_stream_capturing as _capturing
 from ..ops.indexing import one_hot
 from ..ops.movement import pad
@@ -23,8 +23,8 @@ __all__ = [
     "max_pool1d", "max_pool2d", "avg_pool1d", "avg_pool2d", "adaptive_avg_pool1d", "adaptive_avg_pool2d",
     "batch_norm", "layer_norm", "group_norm", "dropout", "embedding", "one_hot", "pad", "interpolate",
     "unfold", "fold", "normalize", "cosine_similarity",
-    "relu", "relu_", "relu6", "leaky_relu", "elu", "gelu", "silu", "mish", "softplus", "hardswish",
-    "hardsigmoid", "hardtanh", "tanh", "sigmoid", "logsigmoid", "softsign", "softmax", "softmin",
+    "relu", "relu_", "relu6", "leaky_relu", "leaky_relu_", "elu", "elu_", "gelu", "silu", "mish", "softplus", "hardswish",
+    "hardsigmoid", "hardtanh", "hardtanh_", "tanh", "sigmoid", "logsigmoid", "softsign", "softmax", "softmin",
     "log_softmax",
     "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "nll_loss", "cross_entropy",
     "binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div", "cosine_embedding_loss",
@@ -448,8 +448,14 @@ def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -
 
 
 # ---------------------------------------------------------------- activations
-def _inplace(input: Tensor, out: Tensor, inplace: bool) -> Tensor:
-    return input.copy_(out) if inplace else out
+def _inplace(input: Tensor, fn, inplace: bool) -> Tensor:
+    """``fn(input)``; with ``inplace`` the result is written into ``input``. When the write is
+    differentiated, ``fn`` reads a copy of the original values (as PyTorch's in-place activations
+    save what their backward needs), so backward never trips the version check on ``input``."""
+    if not inplace:
+        return fn(input)
+    src = input.clone() if input.requires_grad and is_grad_enabled() else input
+    return input.copy_(fn(src))
 
 
 def relu(input: Tensor, inplace: bool = False) -> Tensor:
@@ -465,11 +471,19 @@ def relu6(input: Tensor, inplace: bool = False) -> Tensor:
 
 
 def leaky_relu(input: Tensor, negative_slope: float = 0.01, inplace: bool = False) -> Tensor:
-    return _inplace(input, input.where(input > 0, input * negative_slope), inplace)
+    return _inplace(input, lambda x: x.where(x > 0, x * negative_slope), inplace)
+
+
+def leaky_relu_(input: Tensor, negative_slope: float = 0.01) -> Tensor:
+    return leaky_relu(input, negative_slope, True)
 
 
 def elu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
-    return _inplace(input, input.where(input > 0, input.expm1() * alpha), inplace)
+    return _inplace(input, lambda x: x.where(x > 0, x.expm1() * alpha), inplace)
+
+
+def elu_(input: Tensor, alpha: float = 1.0) -> Tensor:
+    return elu(input, alpha, True)
 
 
 def gelu(input: Tensor, approximate: str = "none") -> Tensor:
@@ -482,7 +496,7 @@ def gelu(input: Tensor, approximate: str = "none") -> Tensor:
 
 
 def silu(input: Tensor, inplace: bool = False) -> Tensor:
-    return _inplace(input, input * input.sigmoid(), inplace)
+    return _inplace(input, lambda x: x * x.sigmoid(), inplace)
 
 
 def softplus(input: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
@@ -493,21 +507,25 @@ def softplus(input: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tenso
 
 
 def mish(input: Tensor, inplace: bool = False) -> Tensor:
-    return _inplace(input, input * softplus(input).tanh(), inplace)
+    return _inplace(input, lambda x: x * softplus(x).tanh(), inplace)
 
 
 def hardswish(input: Tensor, inplace: bool = False) -> Tensor:
-    return _inplace(input, input * (input + 3.0).clamp(0.0, 6.0) / 6.0, inplace)
+    return _inplace(input, lambda x: x * (x + 3.0).clamp(0.0, 6.0) / 6.0, inplace)
 
 
 def hardsigmoid(input: Tensor, inplace: bool = False) -> Tensor:
-    return _inplace(input, (input + 3.0).clamp(0.0, 6.0) / 6.0, inplace)
+    return _inplace(input, lambda x: (x + 3.0).clamp(0.0, 6.0) / 6.0, inplace)
 
 
 def hardtanh(input: Tensor, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False) -> Tensor:
     """Clamped; the gradient is 0 at the bounds themselves, as PyTorch's (so relu6 too)."""
-    inside = (input > min_val) & (input < max_val)
-    return _inplace(input, input.where(inside, input.clamp(min_val, max_val).detach()), inplace)
+    return _inplace(input, lambda x: x.where((x > min_val) & (x < max_val), x.clamp(min_val, max_val).detach()),
+                    inplace)
+
+
+def hardtanh_(input: Tensor, min_val: float = -1.0, max_val: float = 1.0) -> Tensor:
+    return hardtanh(input, min_val, max_val, True)
 
 
 def tanh(input: Tensor) -> Tensor:

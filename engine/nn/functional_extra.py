@@ -13,13 +13,13 @@ from .._dtype import finfo
 from ..autograd.grad_mode import no_grad
 from ..ops.movement import cat
 from ..tensor import Tensor
-from .functional_core import (_batched, _channel_view, _normalize_over, _ntuple_none, _reduce, _reduction,
-                              _unbatch, interpolate, logsigmoid)
+from .functional_core import (_batched, _channel_view, _inplace, _normalize_over, _ntuple_none, _reduce,
+                              _reduction, _unbatch, interpolate, logsigmoid)
 
 __all__ = [
     "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout",
     "adaptive_max_pool1d", "adaptive_max_pool2d", "instance_norm", "rms_norm",
-    "prelu", "selu", "celu", "glu", "tanhshrink", "threshold", "softshrink", "hardshrink",
+    "prelu", "selu", "selu_", "celu", "celu_", "glu", "tanhshrink", "threshold", "threshold_", "softshrink", "hardshrink",
     "pixel_shuffle", "pixel_unshuffle", "upsample", "pairwise_distance",
     "triplet_margin_loss", "margin_ranking_loss", "hinge_embedding_loss", "soft_margin_loss",
     "multilabel_soft_margin_loss", "gaussian_nll_loss", "poisson_nll_loss",
@@ -199,10 +199,6 @@ _SELU_ALPHA = 1.6732632423543772848170429916717
 _SELU_SCALE = 1.0507009873554804934193349852946
 
 
-def _maybe_inplace(input: Tensor, out: Tensor, inplace: bool) -> Tensor:
-    return input.copy_(out) if inplace else out
-
-
 def prelu(input: Tensor, weight: Tensor) -> Tensor:
     """``x`` where positive, ``weight * x`` elsewhere; one weight, or one per channel (dim 1)."""
     if weight.numel() != 1:
@@ -217,13 +213,19 @@ def prelu(input: Tensor, weight: Tensor) -> Tensor:
 
 
 def selu(input: Tensor, inplace: bool = False) -> Tensor:
-    out = input.where(input > 0, input.expm1() * _SELU_ALPHA) * _SELU_SCALE
-    return _maybe_inplace(input, out, inplace)
+    return _inplace(input, lambda x: x.where(x > 0, x.expm1() * _SELU_ALPHA) * _SELU_SCALE, inplace)
+
+
+def selu_(input: Tensor) -> Tensor:
+    return selu(input, True)
 
 
 def celu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
-    out = input.where(input > 0, (input * (1.0 / alpha)).expm1() * alpha)
-    return _maybe_inplace(input, out, inplace)
+    return _inplace(input, lambda x: x.where(x > 0, (x * (1.0 / alpha)).expm1() * alpha), inplace)
+
+
+def celu_(input: Tensor, alpha: float = 1.0) -> Tensor:
+    return celu(input, alpha, True)
 
 
 def glu(input: Tensor, dim: int = -1) -> Tensor:
@@ -243,7 +245,11 @@ def tanhshrink(input: Tensor) -> Tensor:
 
 def threshold(input: Tensor, threshold: float, value: float, inplace: bool = False) -> Tensor:
     """``x`` where ``x > threshold``, else ``value``."""
-    return _maybe_inplace(input, input.where(input > threshold, value), inplace)
+    return _inplace(input, lambda x: x.where(x > threshold, value), inplace)
+
+
+def threshold_(input: Tensor, threshold: float, value: float) -> Tensor:
+    return _inplace(input, lambda x: x.where(x > threshold, value), True)
 
 
 def softshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
