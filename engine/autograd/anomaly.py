@@ -1,7 +1,8 @@
 """Anomaly detection: name the forward op and source line behind a bad gradient.
 
-While enabled, the dispatcher calls ``check_forward`` after every op (on its slow path
-only): it records the op and the user's source line on the node the op created, and
+While enabled (a declared flag of the dispatcher's state, set through
+``dispatch.set_anomaly``: not a mode, nothing probes for it), the dispatcher calls
+``check_forward`` after every compute op (on its slow path only): it records the op and the user's source line on the node the op created, and
 warns once per op that turns finite inputs into NaN/Inf. The backward engine calls
 ``check_backward`` after each node and raises PyTorch's error, extended with where the
 node came from.
