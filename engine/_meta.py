@@ -38,7 +38,7 @@ import types
 
 import numpy as np
 
-from ._simarray import SimArray, _plain, _plain_tree, _refuse_host, _SimNamespace
+from ._simarray import SimArray, _plain, _plain_tree, _refuse_host, _SimNamespace, map_sequence
 
 __all__ = ["MetaArray", "META_XP", "has_data", "NO_DATA", "DATA_DEPENDENT"]
 
@@ -72,9 +72,7 @@ class MetaArray(SimArray):
     def _wrap(cls, res):
         if isinstance(res, np.ndarray):
             return cls(_restride(res))
-        if isinstance(res, (tuple, list)):
-            return type(res)(cls._wrap(r) for r in res)
-        return res
+        return map_sequence(res, cls._wrap)
 
     def __array__(self, dtype=None, copy=None):
         raise NotImplementedError(NO_DATA)

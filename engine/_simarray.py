@@ -20,6 +20,15 @@ from numpy.lib.mixins import NDArrayOperatorsMixin
 __all__ = ["SimArray"]
 
 
+def map_sequence(res, f):
+    """``f`` over the items of a tuple or list result, keeping its type (a namedtuple such as
+    numpy's ``QRResult`` takes its items as arguments); anything else as it is."""
+    if isinstance(res, (tuple, list)):
+        items = [f(r) for r in res]
+        return type(res)(*items) if hasattr(res, "_fields") else type(res)(items)
+    return res
+
+
 class SimArray(NDArrayOperatorsMixin):
     """An array on the simulated cuda device (holds a numpy array in ``_a``)."""
 
@@ -113,9 +122,7 @@ class SimArray(NDArrayOperatorsMixin):
         """numpy results (also inside tuples and lists) as arrays of this class."""
         if isinstance(res, np.ndarray):
             return cls(res)
-        if isinstance(res, (tuple, list)):
-            return type(res)(cls._wrap(r) for r in res)
-        return res
+        return map_sequence(res, cls._wrap)
 
 
 def _refuse_host(args, what):
