@@ -264,6 +264,21 @@ def _normalize_over(x: Tensor, dims: tuple, eps: float) -> tuple[Tensor, Tensor,
     return centered * (var + eps).rsqrt(), mean, var
 
 
+def _check_batch_norm_args(input: Tensor, running_mean, running_var, weight, bias, training: bool) -> None:
+    """PyTorch's checks (in its order): every per-channel tensor has one element per channel of
+    ``input`` (dim 1), and eval mode has running statistics; nothing broadcasts silently."""
+    channels = input.shape[1] if input.ndim > 1 else 1
+    for name, t in (("running_mean", running_mean), ("running_var", running_var)):
+        if t is None:
+            if not training:
+                raise RuntimeError(f"{name} must be defined in evaluation mode")
+        elif t.numel() != channels:
+            raise RuntimeError(f"{name} should contain {channels} elements not {t.numel()}")
+    for name, t in (("weight", weight), ("bias", bias)):
+        if t is not None and t.numel() != channels:
+            raise RuntimeError(f"{name} should contain {channels} elements not {t.numel()}")
+
+
 def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor | None,
                weight: Tensor | None = None, bias: Tensor | None = None, training: bool = False,
                momentum: float = 0.1, eps: float = 1e-5) -> Tensor:
@@ -274,12 +289,14 @@ def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor |
         if count <= 1:
             raise ValueError(f"Expected more than 1 value per channel when training, got input size "
                              f"{list(input.shape)}")
+        _check_batch_norm_args(input, running_mean, running_var, weight, bias, training)
         out, mean, var = _ops.batch_norm_normalize(input, dims, eps)   # one fused primitive
         if running_mean is not None:
             with no_grad():
                 running_mean.mul_(1 - momentum).add_(mean * momentum)
                 running_var.mul_(1 - momentum).add_(var * (momentum * count / (count - 1)))
     else:
+        _check_batch_norm_args(input, running_mean, running_var, weight, bias, training)
         out = (input - _channel_view(running_mean, input.ndim)) * \
             _channel_view((running_var + eps).rsqrt(), input.ndim)
     if weight is not None:
