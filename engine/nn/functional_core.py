@@ -590,7 +590,10 @@ def log_softmax(input: Tensor, dim: int | None = None, _stacklevel: int = 3, dty
     x = _cast(input, dtype)
     if dim is None:
         dim = _softmax_dim(x.ndim, "log_softmax")
-    return x - x.logsumexp(dim, keepdim=True)
+    # shifted by the max first, as PyTorch: a +inf logit makes its whole row nan (x - logsumexp(x)
+    # would leave -inf beside it, and cross_entropy would return inf where PyTorch returns nan)
+    shifted = x - x.detach().amax(dim, keepdim=True)
+    return shifted - shifted.logsumexp(dim, keepdim=True)
 
 
 # ---------------------------------------------------------------- losses
