@@ -132,17 +132,19 @@ def sample(t, limit: int | None = SAMPLE) -> Sample | None:
 
 
 def _sample(t, limit: int | None, copy: bool) -> Sample | None:
-    if not isinstance(t, Tensor) or t._device.type == "meta":    # meta: no values
+    if not isinstance(t, Tensor):
         return None
     d = t._data
-    if d.dtype.kind not in "biuf":
-        return None
-    size = int(d.size)
-    if type(d) is np.ndarray:
+    if type(d) is np.ndarray:                        # the host: no meta, no transfer
+        if d.dtype.kind not in "biuf":
+            return None
+        size = d.size
         if limit is None or size <= limit:
             return Sample(d.flatten() if copy else d.reshape(-1), size)
         step = -(-size // limit)
         return Sample(d.reshape(-1)[::step].copy() if d.flags.c_contiguous else d.flat[::step], size)
+    if t._device.type == "meta" or d.dtype.kind not in "biuf":    # meta: no values
+        return None
     xp = t._device.xp
     view = d
     while limit is not None and view.size > limit:   # stride the longest axis (a view, never a copy)
@@ -150,7 +152,7 @@ def _sample(t, limit: int | None, copy: bool) -> Sample | None:
         step = min(view.shape[ax], -(-view.size // limit))
         view = view[(slice(None),) * ax + (slice(None, None, step),)]
     host = xp.asnumpy(view) if hasattr(xp, "asnumpy") else view
-    return Sample(np.asarray(host).reshape(-1), size)
+    return Sample(np.asarray(host).reshape(-1), int(d.size))
 
 
 def summarize(t, limit: int | None = None) -> dict | None:
@@ -162,50 +164,59 @@ def summarize(t, limit: int | None = None) -> dict | None:
     finite numbers are None, so the result is JSON. None for anything ``sample`` refuses.
     """
     s = _sample(t, limit, False)
-    return None if s is None else summarize_samples((s,))[0]
+    return None if s is None else _stats(s.values.astype(np.float64, copy=False), s.size)
 
 
 def summarize_samples(samples: Sequence[Sample]) -> list[dict]:
     """``summarize`` of many samples at once: one concatenation and a few segment reductions
     for all of them (a sample holding a non-finite value takes the one-sample path)."""
-    out: list = [None] * len(samples)
-    full = []
-    for i, s in enumerate(samples):
-        if s.values.size:
-            full.append(i)
-        else:
-            out[i] = {**dict.fromkeys(_STATS), "nan": 0, "inf": 0}
-    if len(full) == 1:
-        s = samples[full[0]]
-        out[full[0]] = _stats(s.values.astype(np.float64, copy=False), s.size)
-    elif full:
-        for i, row in zip(full, _batch_stats([samples[i] for i in full])):
-            out[i] = row
-    return out
+    if len(samples) == 1:
+        s = samples[0]
+        return [_stats(s.values.astype(np.float64, copy=False), s.size)]
+    full = [s for s in samples if s.values.size]
+    if len(full) < len(samples):                     # empty tensors: counts only
+        stats = iter(_batch_stats(full) if full else ())
+        return [next(stats) if s.values.size else _stats(s.values, s.size) for s in samples]
+    return _batch_stats(full) if full else []
+
+
+# The variance is computed in one pass (sum and sum of squares) and, where that loses more
+# than about six of float64's sixteen digits to cancellation (values far from zero relative
+# to their spread, e.g. large integers), again from the deviations from the mean.
+_CANCELLATION = 1e-6
 
 
 def _stats(a, size: int) -> dict:
-    """The summary of ``a`` (float64, non-empty), a sample of a tensor of ``size`` values."""
+    """The summary of ``a`` (float64), a sample of a tensor of ``size`` values."""
     n = int(a.size)
     nan = inf = 0
     total = float(a.sum())
-    if not math.isfinite(total):             # count and drop non-finite values
+    sq = float(a @ a)
+    if not (math.isfinite(total) and math.isfinite(sq)):   # count and drop non-finite values
         finite = np.isfinite(a)
         nan = int(np.isnan(a).sum())
         inf = n - int(finite.sum()) - nan
         a = a[finite]
         total = float(a.sum())
+        sq = float(a @ a)
     m = int(a.size)
     if m == 0:
         out = dict.fromkeys(_STATS)
     else:
         mean = total / m
-        dev = a - mean
-        out = {"min": float(a.min()), "max": float(a.max()), "mean": mean,
-               "std": math.sqrt(float(dev @ dev) / (m - 1)) if m > 1 else None,
-               "norm": math.sqrt(float(a @ a) * size / n)}
-        out = {k: (v if v is not None and math.isfinite(v) else None) for k, v in out.items()}
-    out.update(nan=nan, inf=inf)
+        std = None
+        if m > 1:
+            ss = sq - m * mean * mean
+            if ss < _CANCELLATION * sq:
+                dev = a - mean
+                ss = float(dev @ dev)
+            std = math.sqrt(max(ss, 0.0) / (m - 1))
+        out = {"min": float(a.min()), "max": float(a.max()), "mean": mean, "std": std,
+               "norm": math.sqrt(sq * size / n)}
+        if not (math.isfinite(total) and math.isfinite(sq) and math.isfinite(out["norm"])):
+            out = {k: (v if v is not None and math.isfinite(v) else None) for k, v in out.items()}
+    out["nan"] = nan
+    out["inf"] = inf
     if n < size:
         out["sampled"] = n
     return out
@@ -213,7 +224,7 @@ def _stats(a, size: int) -> dict:
 
 def _batch_stats(samples: list) -> list:
     """``_stats`` of several non-empty samples, by segment reductions over their concatenation."""
-    lens = np.fromiter((s.values.size for s in samples), dtype=np.intp, count=len(samples))
+    lens = np.fromiter([s.values.size for s in samples], dtype=np.intp, count=len(samples))
     offs = np.zeros_like(lens)
     np.cumsum(lens[:-1], out=offs[1:])
     arr = np.concatenate([s.values for s in samples], dtype=np.float64, casting="unsafe")
@@ -221,25 +232,23 @@ def _batch_stats(samples: list) -> list:
     n = lens.astype(np.float64)
     with np.errstate(all="ignore"):
         tot = np.add.reduceat(arr, offs)
-        mean = tot / n
-        dev = arr - np.repeat(mean, lens)
-        ss = np.add.reduceat(dev * dev, offs)
         sq = np.add.reduceat(arr * arr, offs)
-        std = np.sqrt(ss / np.maximum(n - 1, 1))
+        mean = tot / n
+        ss = sq - n * mean * mean
+        std = np.sqrt(np.maximum(ss, 0.0) / np.maximum(n - 1, 1))
         norm = np.sqrt(sq * np.asarray(sizes, dtype=np.float64) / n)
-    ok = np.isfinite(tot) & np.isfinite(ss) & np.isfinite(norm)
-    rows = zip(np.minimum.reduceat(arr, offs).tolist(), np.maximum.reduceat(arr, offs).tolist(),
-               mean.tolist(), std.tolist(), norm.tolist(), lens.tolist(), sizes, ok.tolist())
-    out = []
-    for i, (lo, hi, mu, sd, nm, k, size, good) in enumerate(rows):
-        if not good:                          # rare: non-finite values, counted and dropped
-            o = int(offs[i])
-            out.append(_stats(arr[o:o + k], size))
-            continue
-        row = {"min": lo, "max": hi, "mean": mu, "std": sd if k > 1 else None, "norm": nm, "nan": 0, "inf": 0}
+    klist = lens.tolist()
+    out = [{"min": lo, "max": hi, "mean": mu, "std": sd if k > 1 else None, "norm": nm, "nan": 0, "inf": 0}
+           for lo, hi, mu, sd, nm, k in zip(np.minimum.reduceat(arr, offs).tolist(),
+                                            np.maximum.reduceat(arr, offs).tolist(), mean.tolist(), std.tolist(),
+                                            norm.tolist(), klist)]
+    for i, (k, size) in enumerate(zip(klist, sizes)):
         if k < size:
-            row["sampled"] = k
-        out.append(row)
+            out[i]["sampled"] = k
+    redo = ~(np.isfinite(tot) & np.isfinite(sq) & np.isfinite(norm)) | ((ss < _CANCELLATION * sq) & (lens > 1))
+    for i in np.flatnonzero(redo).tolist():          # rare: non-finite values, or cancellation
+        o = int(offs[i])
+        out[i] = _stats(arr[o:o + klist[i]], sizes[i])
     return out
 
 

@@ -8,7 +8,7 @@ import pytest
 
 import tapelab as tl
 from tapelab import dispatch, events
-from tapelab.tape import TapeNode, summarize
+from tapelab.tape import TapeNode, sample, summarize, summarize_samples
 
 
 def leaf(*shape, seed=0):
@@ -184,3 +184,74 @@ def test_summarize_edge_cases():
     assert empty["min"] is None and empty["nan"] == 0
     one = summarize(tl.tensor([float("nan"), 2.0]))
     assert one["nan"] == 1 and one["min"] == 2.0 and one["std"] is None
+
+
+def _reference(a: np.ndarray) -> dict:
+    """What the summary means, computed plainly with numpy in float64."""
+    a = a.astype(np.float64).ravel()
+    f = a[np.isfinite(a)]
+    return {"min": f.min(), "max": f.max(), "mean": f.mean(), "std": f.std(ddof=1), "norm": np.sqrt((f * f).sum()),
+            "nan": int(np.isnan(a).sum()), "inf": int(np.isinf(a).sum())}
+
+
+def test_summary_matches_numpy_and_batches_agree_with_single_summaries():
+    rng = np.random.default_rng(0)
+    arrays = [rng.standard_normal((30, 20)).astype(np.float32), rng.standard_normal((7, 9)).T,
+              rng.integers(-5, 5, 40), np.array([1.0, np.nan, np.inf, -2.0, 3.0]),
+              1.7e9 + rng.integers(0, 3, 50),                       # cancellation: large values, small spread
+              np.array([True, False, True])]
+    tensors = [tl.tensor(a) for a in arrays]
+    for a, t in zip(arrays, tensors):
+        got, want = summarize(t), _reference(a)
+        assert set(got) == set(want)
+        np.testing.assert_allclose([got[k] for k in want], [want[k] for k in want], rtol=1e-9)
+    def same(a, b):
+        return a.keys() == b.keys() and all(
+            a[k] == b[k] or (a[k] is not None and b[k] is not None and np.isclose(a[k], b[k], rtol=1e-12, atol=0))
+            for k in a)
+    batch = summarize_samples([sample(t, None) for t in tensors])
+    assert all(same(a, b) for a, b in zip(batch, [summarize(t) for t in tensors]))
+    streamed = summarize_samples([sample(t) for t in tensors] + [sample(tl.zeros(0))])
+    assert all(same(a, b) for a, b in zip(streamed, [summarize(t, 256) for t in tensors]))
+    assert streamed[-1] == {"min": None, "max": None, "mean": None, "std": None, "norm": None, "nan": 0, "inf": 0}
+
+
+def test_sampled_summary_strides_and_scales_the_norm():
+    t = tl.arange(10000, dtype=tl.float64)
+    s = summarize(t, 100)
+    assert s["sampled"] == 100 and s["min"] == 0 and s["max"] == 9900
+    assert abs(s["norm"] - np.sqrt((np.arange(10000.0) ** 2).sum())) / s["norm"] < 0.02
+    assert "sampled" not in summarize(t)
+    x = tl.ones(3)
+    snap = sample(x)
+    x.mul_(5)
+    assert summarize_samples([snap])[0]["max"] == 1.0          # a sample is a snapshot
+    assert sample(None) is None and sample(tl.empty(2, device="meta")) is None
+
+
+def test_overflowing_statistics_are_none():
+    s = summarize(tl.tensor([1e308, 1e308], dtype=tl.float64))
+    assert s["min"] == 1e308 and s["norm"] is None and s["mean"] is None and s["nan"] == s["inf"] == 0
+    assert json.loads(json.dumps(s)) == s
+
+
+def test_a_tape_subclass_decides_per_event_through_the_sink_api():
+    class ForwardOnly(tl.tape):
+        def __init__(self):
+            super().__init__()
+            self.steps = 0
+
+        def record_op(self, ev):
+            return super().record_op(ev) if ev.op != "exp" else None
+
+        def record_step(self, step):
+            self.steps += 1
+
+    x = leaf(3)
+    with ForwardOnly() as t:
+        y = (x * 2).exp().sum()
+        y.backward()
+    assert [n.op for n in t if n.phase == "forward"] == ["mul", "sum"] and t.steps == 4   # sum, exp, mul, AccumulateGrad
+    mul = t[0]
+    assert t.forward_record(mul.seq) is mul and t.forward_record(None) is None
+
