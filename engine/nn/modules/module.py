@@ -127,7 +127,8 @@ class Module:
             return self._call_with_hooks(args, kwargs)
         if STATE.modes:
             return STATE.modes[-1].call_module(self, self._call_in_scope, args, kwargs)
-        return self._call_in_scope(*args, **kwargs)
+        with module_scope(self._scope_name()):
+            return self._call_with_hooks(args, kwargs)
 
     __call__.__doc__ = ("Run ``forward`` with this module's hooks (and its name on the tape); "
                         "an active ``dispatch.Mode`` decides through its ``call_module`` hook.")
