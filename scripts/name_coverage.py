@@ -1,0 +1,211 @@
+#!/usr/bin/env python
+"""How much of PyTorch's public surface tapelab has, by name.
+
+    python scripts/name_coverage.py              # the table
+    python scripts/name_coverage.py --missing    # and, per namespace, the names tapelab lacks
+    python scripts/name_coverage.py --markdown   # write docs/api-coverage.md (or --markdown PATH)
+
+For each namespace (``torch``, ``torch.nn``, ``torch.nn.functional``, ``torch.Tensor``,
+``torch.optim``, ``torch.utils.data``, ``torch.linalg``) PyTorch's public names are
+``dir()`` without a leading underscore; a name is present when tapelab's counterpart has the
+attribute. Needs PyTorch installed (it is the reference) and measures against that version.
+
+``present`` counts every public name, as the issue that asked for this table measured it.
+``deliberate omissions`` are names tapelab leaves out on purpose, each with its reason (below,
+in OMISSIONS); ``coverage`` is present / (names - omissions), over the names that remain.
+tests/test_name_coverage.py checks that docs/api-coverage.md carries today's numbers.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import types
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DOC = os.path.join(ROOT, "docs", "api-coverage.md")
+
+NAMESPACES = ("torch", "torch.nn", "torch.nn.functional", "torch.Tensor", "torch.optim", "torch.utils.data",
+              "torch.linalg")
+
+# Names left out on purpose: {reason: {namespace: names}}. Keep every entry true and explained;
+# tests/test_name_coverage.py checks that each listed name is still in PyTorch's namespace, and
+# that the "removed" ones still raise there.
+NOT_API = ("Not API: typing names, import switches, TorchScript and `__torch_function__` plumbing, docstring "
+           "fragments, and `torch`/`Tensor` themselves, which PyTorch's own module code leaves in the namespace.")
+REMOVED = ("Removed from PyTorch: the name still exists but calling it raises RuntimeError "
+           "('deprecated since version 1.9 and is now removed' / 'reinforce() was removed').")
+FOREIGN_MODULES = ("Not API: a module from outside PyTorch (the standard library, numpy) that PyTorch's own "
+                   "imports leave in the namespace (found by rule: a module whose name does not start "
+                   "with 'torch').")
+OMISSIONS: dict[str, dict[str, tuple[str, ...]]] = {
+    NOT_API: {
+        "torch": ("TYPE_CHECKING", "USE_GLOBAL_DEPS", "USE_RTLD_GLOBAL_WITH_LIBTORCH", "torch"),
+        "torch.nn.functional": ("BroadcastingList1", "BroadcastingList2", "BroadcastingList3", "Callable", "DType",
+                                "Optional", "TYPE_CHECKING", "Tensor", "boolean_dispatch", "handle_torch_function",
+                                "has_torch_function", "has_torch_function_unary", "has_torch_function_variadic",
+                                "reproducibility_notes", "sparse_support_notes", "tf32_notes", "torch"),
+        "torch.linalg": ("common_notes",),
+    },
+    REMOVED: {
+        "torch": ("eig", "lstsq", "matrix_rank", "solve", "symeig"),
+        "torch.Tensor": ("eig", "lstsq", "reinforce", "solve", "symeig"),
+    },
+}
+
+
+def _load():
+    import torch
+
+    import tapelab
+    import tapelab.linalg
+    import tapelab.nn.functional
+    import tapelab.optim
+    import tapelab.utils.data
+    import torch.linalg
+    import torch.nn.functional
+    import torch.optim
+    import torch.utils.data
+    ours = {"torch": tapelab, "torch.nn": tapelab.nn, "torch.nn.functional": tapelab.nn.functional,
+            "torch.Tensor": tapelab.Tensor, "torch.optim": tapelab.optim, "torch.utils.data": tapelab.utils.data,
+            "torch.linalg": tapelab.linalg}
+    theirs = {"torch": torch, "torch.nn": torch.nn, "torch.nn.functional": torch.nn.functional,
+              "torch.Tensor": torch.Tensor, "torch.optim": torch.optim, "torch.utils.data": torch.utils.data,
+              "torch.linalg": torch.linalg}
+    return torch.__version__, theirs, ours
+
+
+def public_names(obj) -> list[str]:
+    return sorted(n for n in dir(obj) if not n.startswith("_"))
+
+
+def omissions(namespace: str, reference) -> dict[str, str]:
+    """``{name: reason}`` for the names of ``namespace`` left out on purpose."""
+    out = {}
+    for reason, table in OMISSIONS.items():
+        for name in table.get(namespace, ()):
+            out[name] = reason
+    for name in public_names(reference):
+        value = getattr(reference, name, None)
+        if isinstance(value, types.ModuleType) and not value.__name__.startswith("torch"):
+            out[name] = FOREIGN_MODULES
+    return out
+
+
+def measure() -> tuple[str, list[dict]]:
+    """PyTorch's version and one row per namespace: names, present, omitted, missing, coverage."""
+    version, theirs, ours = _load()
+    rows = []
+    for ns in NAMESPACES:
+        names = public_names(theirs[ns])
+        omitted = {n: r for n, r in omissions(ns, theirs[ns]).items() if n in names}
+        present = [n for n in names if hasattr(ours[ns], n)]
+        missing = [n for n in names if n not in omitted and not hasattr(ours[ns], n)]
+        counted = len(names) - len(omitted)
+        present_counted = counted - len(missing)
+        rows.append(dict(namespace=ns, names=len(names), present=len(present), omitted=len(omitted),
+                         omitted_names=omitted, missing=missing,
+                         percent=round(100.0 * len(present) / len(names)),
+                         coverage=round(100.0 * present_counted / counted) if counted else 100,
+                         present_counted=present_counted, counted=counted))
+    return version, rows
+
+
+HEADER = ("| namespace | PyTorch names | present in tapelab | % | deliberate omissions | "
+          "coverage of the rest |")
+
+
+def table(rows: list[dict]) -> str:
+    lines = [HEADER, "|---|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        lines.append(f"| `{r['namespace']}` | {r['names']} | {r['present']} | {r['percent']}% | {r['omitted']} | "
+                     f"{r['present_counted']}/{r['counted']} ({r['coverage']}%) |")
+    return "\n".join(lines)
+
+
+def parse_table(markdown: str) -> list[tuple]:
+    """The rows of the coverage table in ``markdown``: (namespace, names, present, omitted, counted-present,
+    counted) — what the test compares with a fresh measurement."""
+    out = []
+    lines = markdown.splitlines()
+    start = lines.index(HEADER)
+    for line in lines[start + 2:]:
+        if not line.startswith("| `"):
+            break
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        pc, counted = cells[5].split(" ")[0].split("/")
+        out.append((cells[0].strip("`"), int(cells[1]), int(cells[2]), int(cells[4]), int(pc), int(counted)))
+    return out
+
+
+def row_key(r: dict) -> tuple:
+    return (r["namespace"], r["names"], r["present"], r["omitted"], r["present_counted"], r["counted"])
+
+
+def markdown(version: str, rows: list[dict]) -> str:
+    total = sum(r["names"] for r in rows)
+    present = sum(r["present"] for r in rows)
+    parts = [
+        "# PyTorch API coverage by name",
+        "",
+        "<!-- generated by `python scripts/name_coverage.py --markdown`; do not edit by hand "
+        "(tests/test_name_coverage.py checks the numbers) -->",
+        "",
+        f"Measured against PyTorch {version}. For each namespace, PyTorch's public names are `dir()` without a "
+        "leading underscore; a name is *present* when tapelab's counterpart has it. A name being present says "
+        "nothing yet about its behaviour: that is what `tests/` compares against PyTorch.",
+        "",
+        table(rows),
+        "",
+        f"All namespaces together: {present} of {total} names present ({round(100.0 * present / total)}%). "
+        "*Coverage of the rest* leaves the deliberate omissions below out of both counts.",
+        "",
+        "`python scripts/name_coverage.py --missing` lists the names still missing in each namespace.",
+        "",
+        "## Deliberate omissions",
+        "",
+        "Names tapelab leaves out on purpose, each with its reason. The list stays short: a name belongs here "
+        "only when no program could need it, not because it is hard to provide.",
+        "",
+    ]
+    by_reason: dict[str, list[tuple[str, list[str]]]] = {}
+    for r in rows:
+        names_by_reason: dict[str, list[str]] = {}
+        for name, reason in sorted(r["omitted_names"].items()):
+            names_by_reason.setdefault(reason, []).append(name)
+        for reason, names in names_by_reason.items():
+            by_reason.setdefault(reason, []).append((r["namespace"], names))
+    for reason in sorted(by_reason):
+        parts += [f"- {reason}"] + [f"  - `{ns}` ({len(names)}): " + ", ".join(f"`{n}`" for n in names)
+                                     for ns, names in by_reason[reason]]
+    parts.append("")
+    return "\n".join(parts)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--missing", action="store_true", help="list the names tapelab lacks, per namespace")
+    ap.add_argument("--markdown", nargs="?", const=DOC, metavar="PATH",
+                    help=f"write the table and the omissions as markdown (default {os.path.relpath(DOC, ROOT)})")
+    args = ap.parse_args(argv)
+    version, rows = measure()
+    print(f"PyTorch {version}: public names present in tapelab")
+    width = max(len(r["namespace"]) for r in rows)
+    print(f"{'namespace':<{width}}  {'present':>13}  {'%':>4}  {'omitted':>7}  {'coverage of the rest':>22}")
+    for r in rows:
+        print(f"{r['namespace']:<{width}}  {r['present']:>5} / {r['names']:<5}  {r['percent']:>3}%  {r['omitted']:>7}  "
+              f"{r['present_counted']:>7} / {r['counted']:<5} ({r['coverage']:>3}%)")
+    if args.missing:
+        for r in rows:
+            print(f"\n{r['namespace']}: {len(r['missing'])} missing")
+            print("  " + " ".join(r["missing"]))
+    if args.markdown:
+        os.makedirs(os.path.dirname(os.path.abspath(args.markdown)), exist_ok=True)
+        with open(args.markdown, "w") as f:
+            f.write(markdown(version, rows))
+        print(f"\nwrote {os.path.relpath(args.markdown, ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
