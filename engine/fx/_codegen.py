@@ -14,6 +14,9 @@ import operator
 import re
 from dataclasses import dataclass
 
+from .._dtype import dtype
+from ..device import device
+from ._public import package
 from .node import Node, _public_path
 
 __all__ = ["PythonCode", "generate"]
@@ -38,9 +41,8 @@ class _Globals:
     """Names for objects the generated code refers to."""
 
     def __init__(self, taken: set[str]):
-        import tapelab
         self.taken = taken   # node names: a global must never be shadowed by a local
-        self.map = {"tapelab": tapelab, "inf": math.inf, "nan": math.nan, "device": tapelab.device,
+        self.map = {"tapelab": package(), "inf": math.inf, "nan": math.nan, "device": device,
                     "NoneType": type(None)}
 
     def add(self, obj, hint: str) -> str:
@@ -82,8 +84,7 @@ def _format(a, g: _Globals) -> str:
         return repr(a)
     if isinstance(a, _LITERALS):
         return repr(a)
-    import tapelab
-    if isinstance(a, tapelab.dtype):
+    if isinstance(a, dtype):
         return repr(a)
     return g.add(a, f"_{type(a).__name__.lower()}_constant")
 

@@ -49,6 +49,7 @@ from ..nn.modules.container import Sequential
 from ..nn.modules.module import Module, reading_parameters
 from ..nn.parameter import Parameter
 from ..tensor import Tensor
+from ._public import functional, package
 from .graph import Graph
 from .graph_module import GraphModule
 from .node import Node, map_aggregate
@@ -137,10 +138,8 @@ class _Swaps:
 
 def _swap_functions(swaps: _Swaps, extra_globals: list[dict]) -> None:
     """Swap tapelab's public functions (and names bound to them in ``extra_globals``)."""
-    import tapelab
-    import tapelab.nn.functional as F
     swapped: dict[int, Callable] = {}
-    for ns in (tapelab, F):
+    for ns in (package(), functional()):
         for name, v in list(vars(ns).items()):
             if _is_public_function(v) and name not in ("is_tensor", "is_grad_enabled"):
                 w = swapped.setdefault(id(v), _Recording(v))

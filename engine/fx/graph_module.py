@@ -22,6 +22,7 @@ import pathlib
 from ..nn.modules.module import Module
 from ..tensor import Tensor
 from ..nn.parameter import Parameter
+from ..serialization import save
 from .graph import Graph
 
 __all__ = ["GraphModule"]
@@ -195,7 +196,6 @@ class GraphModule(Module):
         Submodules of ``tapelab.nn`` are rebuilt from their ``repr``; weights load from the
         state dict (safetensors, no pickle). ``from <folder> import FxModule`` then works.
         """
-        from .. import save
         folder = pathlib.Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
         save(self.state_dict(), folder / "state_dict.pt")

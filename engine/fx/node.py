@@ -28,6 +28,8 @@ import builtins
 import operator
 from typing import Any, Callable
 
+from ._public import namespaces
+
 __all__ = ["Node", "map_arg", "map_aggregate", "Argument", "has_side_effect", "qualified_name"]
 
 Argument = Any
@@ -82,8 +84,7 @@ def _public_path(fn) -> str | None:
         return None
     if getattr(builtins, name, None) is fn:
         return name
-    import tapelab
-    for prefix, ns in (("tapelab", tapelab), ("tapelab.nn.functional", tapelab.nn.functional)):
+    for prefix, ns in namespaces():
         if getattr(ns, name, None) is fn:
             return f"{prefix}.{name}"
     return None

@@ -9,6 +9,7 @@ from typing import Any, Callable
 
 from ..autograd.grad_mode import enable_grad, no_grad
 from ..creation import zeros
+from ..ops.movement import cat
 from .optimizer import Optimizer, check_hyper, scalar
 
 __all__ = ["LBFGS"]
@@ -140,7 +141,6 @@ class LBFGS(Optimizer):
         return self._numel_cache
 
     def _gather_flat_grad(self):
-        from .. import cat
         views = [zeros(p.numel(), dtype=p.dtype, device=p.device) if p.grad is None else p.grad.reshape(-1)
                  for p in self._params]
         return cat(views, 0)

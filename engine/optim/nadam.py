@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 from .. import _dtype
+from .._dtype import get_default_dtype
 from ..creation import tensor, zeros_like
 from .optimizer import Optimizer, check_hyper, check_single_tensor, scalar
 
@@ -12,7 +13,6 @@ __all__ = ["NAdam"]
 
 def scalar_dtype():
     """PyTorch's ``_get_scalar_dtype()``: float64 under a float64 default dtype, else float32."""
-    from .. import get_default_dtype
     return _dtype.float64 if get_default_dtype() == _dtype.float64 else _dtype.float32
 
 

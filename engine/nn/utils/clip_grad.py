@@ -5,6 +5,7 @@ from typing import Iterable
 
 from ... import creation
 from ...autograd.grad_mode import no_grad
+from ...ops.movement import stack
 from ...tensor import Tensor
 
 __all__ = ["clip_grad_norm_", "clip_grad_value_", "get_total_norm", "clip_grads_with_norm_"]
@@ -33,7 +34,6 @@ def get_total_norm(tensors: Iterable[Tensor] | Tensor, norm_type: float = 2.0, e
     if not tensors:
         return creation.tensor(0.0)
     first = tensors[0].device
-    from ... import stack
     norms = [_vector_norm(t, norm_type).to(first) for t in tensors]
     total = _vector_norm(stack(norms), norm_type)
     if error_if_nonfinite and not bool(total.isfinite()):

@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import Iterable
 
 from ...autograd.grad_mode import no_grad
+from ...ops.movement import cat
 from ...tensor import Tensor
 
 __all__ = ["parameters_to_vector", "vector_to_parameters"]
@@ -11,7 +12,6 @@ __all__ = ["parameters_to_vector", "vector_to_parameters"]
 
 def parameters_to_vector(parameters: Iterable[Tensor]) -> Tensor:
     """All parameters flattened and concatenated (differentiable)."""
-    from ... import cat
     return cat([p.reshape(-1) for p in parameters])
 
 

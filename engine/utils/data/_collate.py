@@ -14,6 +14,9 @@ from typing import Any, Callable
 
 import numpy as np
 
+from ... import _dtype
+from ...creation import as_tensor, tensor
+from ...ops.movement import stack
 from ...tensor import Tensor
 
 __all__ = ["collate", "default_collate", "default_convert", "default_collate_fn_map"]
@@ -72,30 +75,24 @@ def _rebuild_sequence(elem, values: list):
 
 
 def _collate_tensor(batch, *, collate_fn_map=None):
-    from ... import stack
     return stack(batch, 0)
 
 
 def _collate_ndarray(batch, *, collate_fn_map=None):
     if _NP_STR_OBJ.search(batch[0].dtype.str) is not None:
         raise TypeError(_ERR.format(batch[0].dtype))
-    from ...creation import as_tensor
     return collate([as_tensor(b) for b in batch], collate_fn_map=collate_fn_map)
 
 
 def _collate_np_scalar(batch, *, collate_fn_map=None):
-    from ...creation import as_tensor
     return as_tensor(np.asarray(batch))
 
 
 def _collate_float(batch, *, collate_fn_map=None):
-    from ... import _dtype
-    from ...creation import tensor
     return tensor(batch, dtype=_dtype.float64)
 
 
 def _collate_int(batch, *, collate_fn_map=None):
-    from ...creation import tensor
     return tensor(batch)
 
 
@@ -126,7 +123,6 @@ def default_convert(data: Any) -> Any:
     if isinstance(data, (np.ndarray, np.generic)) and not isinstance(data, (np.str_, np.bytes_)):
         if isinstance(data, np.ndarray) and _NP_STR_OBJ.search(data.dtype.str) is not None:
             return data
-        from ...creation import as_tensor
         return as_tensor(np.asarray(data))
     if isinstance(data, collections.abc.Mapping):
         return _rebuild_mapping(data, {k: default_convert(data[k]) for k in data})

@@ -17,7 +17,7 @@ import traceback
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
-from ...random import Generator
+from ...random import Generator, manual_seed
 from ._collate import default_collate, default_convert
 from .dataset import Dataset, IterableDataset
 from .sampler import BatchSampler, RandomSampler, Sampler, SequentialSampler
@@ -204,7 +204,6 @@ def _pack(result) -> bytes:
 def _worker_loop(job: _Job, tasks, results, worker_id: int, num_workers: int, seed: int,
                  init_fn: Callable | None) -> None:
     global _worker_info
-    from ... import manual_seed
     import numpy as np
     random.seed(seed)
     manual_seed(seed)
