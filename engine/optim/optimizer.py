@@ -16,8 +16,12 @@ from collections import defaultdict
 from itertools import chain
 from typing import Any, Callable
 
-from .. import _dtype
-from ..autograd.grad_mode import enable_grad, no_grad
+from functools import wraps
+
+from ..base import dtype as _dtype
+from ..base.dispatch_state import STATE
+from ..base.grad_mode import enable_grad, no_grad
+from ..dispatch import module_scope
 from ..tensor import Tensor
 
 __all__ = ["Optimizer", "required", "live_optimizers"]
@@ -44,8 +48,52 @@ required = _RequiredParameter()
 _SCALAR_STATE = ("step",)  # state entries kept as Python numbers, exported as float32 tensors
 
 
+def _step_scope_name(opt) -> str:
+    return f"optimizer.step ({type(opt).__name__})"
+
+
+def _scoped_step(step):
+    """``step`` run inside a named dispatcher scope, ``optimizer.step (AdamW)``: the tape records
+    it as each op's ``module`` and the profiler as a span, so a view shows the update as one group.
+    A closure (the model's forward and backward) runs outside that scope; a ``super().step()``
+    inside a subclass's step does not open a second one."""
+    if getattr(step, "_tapelab_scoped", False):
+        return step
+
+    @wraps(step)
+    def scoped(self, *args, **kwargs):
+        name = _step_scope_name(self)
+        path = STATE.module_path
+        if path and path[-1] == name:
+            return step(self, *args, **kwargs)
+        closure = kwargs.get("closure", args[0] if args else None)
+        if closure is not None:
+            def unscoped():
+                if not (path and path[-1] == name):
+                    return closure()
+                path.pop()                   # the closure runs in the caller's scope
+                try:
+                    return closure()
+                finally:
+                    path.append(name)
+            if "closure" in kwargs:
+                kwargs["closure"] = unscoped
+            else:
+                args = (unscoped,) + args[1:]
+        with module_scope(name):
+            return step(self, *args, **kwargs)
+
+    scoped._tapelab_scoped = True
+    return scoped
+
+
 class Optimizer:
     """Base class of all optimizers (``torch.optim.Optimizer``)."""
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "step" in cls.__dict__:          # decorated once, at class creation (never at run time)
+            cls.step = _scoped_step(cls.__dict__["step"])
 
     def __init__(self, params, defaults: dict[str, Any]) -> None:
         if isinstance(params, Tensor):
@@ -74,6 +122,8 @@ class Optimizer:
             for group in self.param_groups:
                 self._step_group(group)
         return loss
+
+    step = _scoped_step(step)
 
     def _step_group(self, group: dict[str, Any]) -> None:
         raise NotImplementedError(f"{type(self).__name__} must implement step() or _step_group()")
