@@ -7,14 +7,16 @@ subscribe to.
 from __future__ import annotations
 
 from . import _memory  # noqa: F401  (first: the allocator policy applies to everything after it)
-from . import _dtype, events
-from ._dtype import (bool, double, dtype, finfo, float, float16, float32, float64, get_default_dtype, half, iinfo,
-                     int, int8, int16, int32, int64, long, promote_types, set_default_dtype, short,
-                     uint8)
-from .autograd.grad_mode import (enable_grad, inference_mode, is_grad_enabled,
-                                 is_inference_mode_enabled, no_grad, set_grad_enabled)
+from . import events
+from .base import dtype as _dtype
+from .base.dtype import (bool, double, dtype, finfo, float, float16, float32, float64, get_default_dtype, half,
+                         iinfo, int, int8, int16, int32, int64, long, promote_types, set_default_dtype, short,
+                         uint8)
+from .base.grad_mode import (enable_grad, inference_mode, is_grad_enabled, is_inference_mode_enabled, no_grad,
+                             set_grad_enabled)
+from . import autograd  # noqa: F401  (the core's import cycle needs this order until it is cut)
 from .creation import *  # noqa: F401,F403
-from .device import device
+from .device import device  # the module (a re-export) first, then the class under its name
 from .ops import install_methods
 from .ops.compare import *  # noqa: F401,F403
 from .ops.convert import *  # noqa: F401,F403
@@ -34,7 +36,7 @@ install_methods(Tensor)
 # the layers above the core (each imports only what is above it here)
 from . import (accelerator, autograd, backends, cuda, distributed, linalg, multiprocessing, nn,  # noqa: E402
                optim, utils)
-from ._runtime import *  # noqa: E402,F401,F403  (set_num_threads, set_default_device, ...)
+from .base.runtime import *  # noqa: E402,F401,F403  (set_num_threads, set_default_device, ...)
 from . import debug, fx, graphs, profiler  # noqa: E402
 from ._nn_toplevel import *  # noqa: E402,F401,F403  (torch.softmax, torch.conv2d, Tensor.softmax, ...)
 

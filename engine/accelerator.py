@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from . import cuda
 from .backends.cuda import is_built
-from .device import device as _device
+from .base.device import device as _device
 
 __all__ = ["is_available", "current_accelerator", "device_count", "current_device_index", "set_device_index",
            "device_index", "synchronize", "empty_cache", "memory_allocated", "max_memory_allocated",

@@ -13,11 +13,11 @@ import numbers
 
 import numpy as np
 
-from . import _dtype
-from ._dtype import from_np, get_default_dtype
-from ._meta import has_data
-from ._runtime import DEFAULT_DEVICE
-from .device import CPU, device as Device
+from .base import dtype as _dtype
+from .base.dtype import from_np, get_default_dtype
+from .base.meta import has_data
+from .base.runtime import DEFAULT_DEVICE
+from .base.device import CPU, device as Device
 from .dispatch import apply
 from .ops.registry import Op
 from .random import rng

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections import namedtuple
 
-from .device import cuda_available, cuda_unavailable_reason, device as _device, require_cuda
+from .base.device import cuda_available, cuda_unavailable_reason, device as _device, require_cuda
 
 __all__ = ["is_available", "device_count", "current_device", "set_device", "device", "get_device_name",
            "synchronize", "Stream", "Event", "current_stream", "default_stream", "stream",

@@ -23,10 +23,10 @@ from __future__ import annotations
 
 import time
 
-from . import events
-from ._dispatch_state import STATE
-from ._dtype import _BY_NP, from_np, get_default_dtype, result_type
-from .autograd.grad_mode import STATE as GRAD
+from .base import events
+from .base.dispatch_state import STATE
+from .base.dtype import _BY_NP, from_np, get_default_dtype, result_type
+from .base.grad_mode import STATE as GRAD
 from .autograd.graph import OpNode
 from .ops.registry import ALL, NONE, OTHERS, Op
 from .tensor import Tensor, _ndarray, _new, _uids

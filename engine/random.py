@@ -41,7 +41,7 @@ class Generator:
 
 
 def _uint8():
-    from ._dtype import uint8
+    from .base.dtype import uint8
     return uint8
 
 

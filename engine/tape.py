@@ -32,7 +32,7 @@ from typing import Sequence
 
 import numpy as np
 
-from . import events
+from .base import events
 from .autograd.engine import running_node
 from .tensor import Tensor
 

@@ -13,10 +13,10 @@ import weakref
 
 import numpy as np
 
-from . import _dtype
-from ._dispatch_state import STATE as _DISPATCH
-from ._dtype import from_np
-from .device import CPU, device as _device_cls
+from .base import dtype as _dtype
+from .base.dispatch_state import STATE as _DISPATCH
+from .base.dtype import from_np
+from .base.device import CPU, device as _device_cls
 
 __all__ = ["Tensor"]
 
@@ -238,7 +238,7 @@ class Tensor:
     def __repr__(self) -> str:
         if _DISPATCH.modes:
             _host_read(self, "print")
-        from ._repr import tensor_repr
+        from .base.repr import tensor_repr
         return tensor_repr(self)
 
     def __format__(self, spec: str) -> str:

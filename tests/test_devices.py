@@ -24,7 +24,7 @@ import pytest
 import tapelab
 from tapelab._backend import SimArray, simulated_cuda
 
-dev_mod = sys.modules["tapelab.device"]  # the module (tapelab.device is the class)
+dev_mod = sys.modules["tapelab.base.device"]  # the module (tapelab.device is the class)
 
 NO_GPU = not tapelab.cuda.is_available()
 needs_gpu = pytest.mark.skipif(NO_GPU, reason=f"needs a CUDA GPU: {tapelab.cuda.unavailable_reason() or ''}")

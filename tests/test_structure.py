@@ -179,7 +179,7 @@ def test_contracts_catch_a_violation(tmp_path):
 # ---------------------------------------------------------------- import cycles
 FUNCTIONAL = {"tapelab.nn.functional", "tapelab.nn.functional_core", "tapelab.nn.functional_extra",
               "tapelab.nn.functional_attention"}
-BACKEND = {"tapelab._backend", "tapelab._meta", "tapelab._simarray", "tapelab.device"}
+BACKEND = {"tapelab.base.backend", "tapelab.base.meta", "tapelab.base.simarray", "tapelab.base.device"}
 FX = {"tapelab.fx.graph", "tapelab.fx.node", "tapelab.fx._codegen"}
 
 

@@ -6,8 +6,8 @@ from .anomaly import (AnomalyWarning, detect_anomaly, is_anomaly_check_nan_enabl
                       set_detect_anomaly)
 from .engine import BackwardStep, backward, backward_steps, grad
 from .function import Function, FunctionCtx, once_differentiable
-from .grad_mode import (enable_grad, inference_mode, is_grad_enabled, is_inference_mode_enabled, no_grad,
-                        set_grad_enabled)
+from ..base.grad_mode import (enable_grad, inference_mode, is_grad_enabled, is_inference_mode_enabled, no_grad,
+                             set_grad_enabled)
 from .gradcheck import GradcheckError, gradcheck, gradgradcheck
 from .graph import AccumulateGrad, Node, OpNode
 

@@ -18,11 +18,11 @@ import sys
 from time import perf_counter_ns
 from typing import Iterator, Sequence
 
-from .. import events
+from ..base import events
 from . import anomaly as _anomaly
-from .grad_mode import STATE as GRAD, no_grad
+from ..base.grad_mode import STATE as GRAD, no_grad
 from ..creation import ones_like, zeros_like
-from .._dispatch_state import STATE as _DISPATCH
+from ..base.dispatch_state import STATE as _DISPATCH
 from ..tensor import Tensor
 from .graph import RETAIN, AccumulateGrad
 

@@ -10,7 +10,7 @@ import functools
 from typing import Any
 
 from . import anomaly as _anomaly
-from .grad_mode import STATE as GRAD, no_grad
+from ..base.grad_mode import STATE as GRAD, no_grad
 from .graph import FREED_MSG, Node, _seq
 
 __all__ = ["Function", "FunctionCtx", "BackwardCFunction", "once_differentiable"]

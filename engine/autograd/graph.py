@@ -286,5 +286,5 @@ class AccumulateGrad(Node):
         return ()
 
 
-from ..device import of_array  # noqa: E402
+from ..base.device import of_array  # noqa: E402
 from ..tensor import Tensor  # noqa: E402  (tensor.py needs this module's names lazily only)

@@ -22,7 +22,7 @@ notebook kernel stays idle (and widget buttons are served) while a pass is pause
 """
 from __future__ import annotations
 
-from .. import events
+from ..base import events
 from ..autograd.anomaly import STATE as _ANOMALY, set_detect_anomaly
 from .backward import BackwardFrame, BackwardStepper, StepRecord, step_backward
 from .conditions import Condition, when

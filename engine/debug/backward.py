@@ -31,7 +31,7 @@ from typing import Callable
 
 from ..autograd import anomaly as _anomaly
 from ..autograd.engine import backward_steps
-from ..autograd.grad_mode import STATE as GRAD
+from ..base.grad_mode import STATE as GRAD
 from ..autograd.graph import AccumulateGrad
 from ..tensor import Tensor
 from .conditions import Condition, any_of, as_condition, in_module, when

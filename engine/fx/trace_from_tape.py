@@ -31,7 +31,7 @@ import inspect
 import operator
 from typing import Any, Callable
 
-from .. import events
+from ..base import events
 from ..dispatch import Mode, eager
 from ..nn.modules.module import Module
 from ..tensor import Tensor

@@ -28,8 +28,8 @@ import os
 import sys
 import weakref
 
-from .._simarray import SimArray
-from ..autograd.grad_mode import STATE as GRAD
+from ..base.simarray import SimArray
+from ..base.grad_mode import STATE as GRAD
 from ..dispatch import Mode, eager
 from ..optim.optimizer import live_optimizers
 from ..tensor import Tensor

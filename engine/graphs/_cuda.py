@@ -41,7 +41,7 @@ def stream_graph(program, device, cp=None):
 
 def _cupy(device):
     """cupy when ``device`` computes with it, else None (tests substitute a stand-in here)."""
-    from .._backend import is_cupy
+    from ..base.backend import is_cupy
     xp = device.xp
     return xp if is_cupy(xp) else None
 

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import time
 
-from .. import events
-from ..device import device as _device
+from ..base import events
+from ..base.device import device as _device
 from ..dispatch import pop_mode, push_mode
 from . import _capture
 from ._capture import CaptureError, CaptureMode, _label, _np_root, _where, root_key
@@ -91,8 +91,8 @@ class Graph:
     def __init__(self, device="cpu", keep_graph: bool = False, stream_capture: bool = True):
         self.device = _device(device) if not isinstance(device, _device) else device
         if self.device.type == "cuda":
-            from .._simarray import _SimNamespace
-            from ..device import cuda_available
+            from ..base.simarray import _SimNamespace
+            from ..base.device import cuda_available
             if not cuda_available() and not isinstance(self.device._xp, _SimNamespace):
                 raise RuntimeError("tapelab.graphs.Graph(device='cuda') needs cupy and a CUDA GPU, and none is "
                                    "available here; capture on device='cpu'")

@@ -9,7 +9,8 @@ from __future__ import annotations
 import math
 import warnings
 
-from .. import _dtype, creation
+from ..base import dtype as _dtype
+from .. import creation
 from ..ops.movement import cat
 from ..tensor import Tensor
 from .functional_core import dropout, linear, softmax

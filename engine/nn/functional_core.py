@@ -10,8 +10,9 @@ from __future__ import annotations
 import math
 import warnings
 
-from .. import _dtype as _dt, creation
-from ..autograd.grad_mode import is_grad_enabled, no_grad
+from ..base import dtype as _dt
+from .. import creation
+from ..base.grad_mode import is_grad_enabled, no_grad
 from ..graphs.graph import is_current_stream_capturing as _capturing
 from ..ops.indexing import one_hot
 from ..ops.movement import pad

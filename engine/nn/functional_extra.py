@@ -9,8 +9,8 @@ import math
 import warnings
 
 from .. import creation
-from .._dtype import finfo
-from ..autograd.grad_mode import no_grad
+from ..base.dtype import finfo
+from ..base.grad_mode import no_grad
 from ..ops.movement import cat
 from ..tensor import Tensor
 from .functional_core import (_batched, _channel_view, _inplace, _normalize_over, _ntuple_none, _reduce,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 
-from ..autograd.grad_mode import no_grad
+from ..base.grad_mode import no_grad
 from ..creation import eye, rand, randn
 from ..tensor import Tensor
 

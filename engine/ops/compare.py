@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numbers
 
-from .. import _dtype
+from ..base import dtype as _dtype
 from ..creation import tensor as _tensor
 from ..dispatch import apply, apply_
 from .registry import NONE, OTHERS, Op

@@ -1,8 +1,8 @@
 """Dtype and device conversion (``Tensor.to``), differentiable across both."""
 from __future__ import annotations
 
-from .. import _backend, _dtype
-from ..device import device as Device
+from ..base import backend as _backend, dtype as _dtype
+from ..base.device import device as Device
 from ..dispatch import apply
 from .registry import NONE, Op
 from ._util import Tensor

@@ -9,8 +9,8 @@ from __future__ import annotations
 import math
 from math import prod
 
-from .. import _backend
-from .._meta import has_data
+from ..base import backend as _backend
+from ..base.meta import has_data
 from ..creation import zeros_like
 from ..dispatch import apply, apply_
 from .compare import isfinite, keep_where, torch_name, where, zero_where

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import numbers
 
-from .. import _backend, _dtype
-from .._meta import has_data
-from ..autograd.grad_mode import STATE as GRAD
+from ..base import backend as _backend, dtype as _dtype
+from ..base.meta import has_data
+from ..base.grad_mode import STATE as GRAD
 from ..creation import full, tensor as _tensor, zeros
 from ..dispatch import STATE, apply, apply_
 from .movement import _ALL, _base_requires_grad, _mark, _slice, broadcast_shapes, expand

@@ -9,7 +9,7 @@ import functools
 import math
 from collections import namedtuple
 
-from .._meta import has_data
+from ..base.meta import has_data
 from ..creation import eye, ones, zeros
 from ..dispatch import apply
 from .movement import cat, narrow

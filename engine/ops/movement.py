@@ -11,7 +11,7 @@ import math
 from operator import index as _index
 
 from ..creation import zeros
-from ..autograd.grad_mode import STATE as GRAD
+from ..base.grad_mode import STATE as GRAD
 from ..autograd.graph import MultiViewNode
 from ..dispatch import STATE, _view_grad_fn, apply, apply_
 from .registry import NONE, Op

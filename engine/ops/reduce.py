@@ -10,9 +10,9 @@ from __future__ import annotations
 import builtins
 from collections import namedtuple
 
-from ..autograd.grad_mode import STATE as GRAD
+from ..base.grad_mode import STATE as GRAD
 from ..creation import eye
-from .. import _backend
+from ..base import backend as _backend
 from ..dispatch import apply
 from .registry import NONE, OTHERS, Op
 from ._util import Tensor, norm_dims

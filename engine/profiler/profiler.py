@@ -14,7 +14,7 @@ import socket
 import time
 import warnings
 
-from .. import events
+from ..base import events
 from .actions import ProfilerAction, ProfilerActivity, supported_activities
 from .averages import EventList
 from .export import chrome_trace, memory_timeline, memory_timeline_html, stacks, write_json

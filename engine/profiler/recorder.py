@@ -40,9 +40,10 @@ import time
 import warnings
 import weakref
 
-from .. import cuda, events
+from ..base import events
+from .. import cuda
 from ..autograd.engine import running_node
-from ..device import device as Device
+from ..base.device import device as Device
 from ..dispatch import STATE
 from .flops import estimate_flops
 from .trace import MemoryEvent, Trace

@@ -14,8 +14,8 @@ import pickle
 from collections import Counter, OrderedDict
 from _codecs import encode
 
-from .. import _dtype
-from ..device import device
+from ..base import dtype as _dtype
+from ..base.device import device
 from ..tensor import Size, Tensor
 from . import _storage as S
 

@@ -17,8 +17,8 @@ from collections import OrderedDict
 
 import numpy as np
 
-from .. import _dtype
-from ..device import device
+from ..base import dtype as _dtype
+from ..base.device import device
 from ..tensor import Size, Tensor
 from ._storage import STORAGE_NAMES
 

@@ -33,8 +33,8 @@ import numpy as np
 import safetensors
 import safetensors.numpy
 
-from .. import _dtype
-from ..device import device as Device
+from ..base import dtype as _dtype
+from ..base.device import device as Device
 from ..tensor import Tensor
 from ._errors import CheckpointError
 from ._storage import place

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import _dtype
-from ..device import cuda_available, device as Device
+from ..base import dtype as _dtype
+from ..base.device import cuda_available, device as Device
 from ..tensor import Tensor
 
 # PyTorch's legacy storage classes (torch.FloatStorage ...) by dtype name: a checkpoint names its

@@ -11,7 +11,7 @@ there. Gradients equal those of the plain computation, double backward included.
 from __future__ import annotations
 
 from ..autograd.engine import _drain, backward_steps
-from ..autograd.grad_mode import STATE as GRAD, enable_grad
+from ..base.grad_mode import STATE as GRAD, enable_grad
 from ..autograd.graph import FREED_MSG, AccumulateGrad, Node, _seq
 from ..random import get_rng_state, set_rng_state
 from ..tensor import Tensor

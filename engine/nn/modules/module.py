@@ -10,7 +10,7 @@ import itertools
 from collections import OrderedDict, namedtuple
 from typing import Callable, Iterator
 
-from ...autograd.grad_mode import no_grad
+from ...base.grad_mode import no_grad
 from ...autograd.graph import Node, _seq
 from ...creation import empty
 from ...dispatch import STATE, module_scope
@@ -648,7 +648,7 @@ class _IdentityNode(Node):
 def _wrap_group(values, on_grads: Callable) -> tuple:
     """Route the tensors among ``values`` that require grad through one identity node whose
     pre-hook calls ``on_grads(grads_by_position)``; returns the new values and that node."""
-    from ...autograd.grad_mode import is_grad_enabled
+    from ...base.grad_mode import is_grad_enabled
     pos = [i for i, v in enumerate(values) if isinstance(v, Tensor) and v.requires_grad]
     if not pos or not is_grad_enabled():
         return list(values), None

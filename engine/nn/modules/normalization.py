@@ -1,8 +1,9 @@
 """Normalization layers: BatchNorm1d/2d/3d, LayerNorm, GroupNorm."""
 from __future__ import annotations
 
-from ... import _dtype, creation
-from ...autograd.grad_mode import no_grad
+from ...base import dtype as _dtype
+from ... import creation
+from ...base.grad_mode import no_grad
 from ...tensor import Tensor
 from .. import functional as F, init
 from ..parameter import Parameter

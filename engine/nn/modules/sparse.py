@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ... import creation
-from ...autograd.grad_mode import no_grad
+from ...base.grad_mode import no_grad
 from ...tensor import Tensor
 from .. import functional as F, init
 from ..parameter import Parameter

@@ -5,7 +5,7 @@ import itertools
 import warnings
 
 from ... import cuda
-from ...device import device as _device
+from ...base.device import device as _device
 from ...tensor import Tensor
 from ..modules.module import Module
 

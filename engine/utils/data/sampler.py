@@ -103,7 +103,7 @@ class WeightedRandomSampler(Sampler):
             raise ValueError(f"num_samples should be a positive integer value, but got num_samples={num_samples}")
         if not isinstance(replacement, bool):
             raise ValueError(f"replacement should be a boolean value, but got replacement={replacement}")
-        from ... import _dtype
+        from ...base import dtype as _dtype
         from ...creation import as_tensor
         weights_tensor = as_tensor(weights, dtype=_dtype.float64)
         if weights_tensor.dim() != 1:

@@ -38,7 +38,7 @@ import types
 
 import numpy as np
 
-from ._simarray import SimArray, _plain, _plain_tree, _refuse_host, _SimNamespace, map_sequence
+from .simarray import SimArray, _plain, _plain_tree, _refuse_host, _SimNamespace, map_sequence
 
 __all__ = ["MetaArray", "META_XP", "has_data", "NO_DATA", "DATA_DEPENDENT"]
 

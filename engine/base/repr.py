@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._dtype import float32, int64, bool as bool_
+from .dtype import float32, int64, bool as bool_
 
 _NO_SUFFIX = (float32, int64, bool_)
 

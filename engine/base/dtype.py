@@ -1,0 +1,167 @@
+"""dtype objects with PyTorch's names and PyTorch's type-promotion rules.
+
+numpy promotes int with float to float64 and lets a 0-d float64 array widen a
+float32 array; PyTorch does neither, so promotion is computed here and the
+backend only ever sees operands that already share the result dtype.
+"""
+from __future__ import annotations
+
+import builtins
+
+import numpy as np
+
+__all__ = ["finfo", "iinfo", "dtype", "float16", "float32", "float64", "int8", "int16", "int32", "int64",
+           "uint8", "bool", "half", "float", "double", "short", "int", "long",
+           "get_default_dtype", "set_default_dtype", "promote_types", "result_type"]
+
+_pybool = builtins.bool
+
+
+class dtype:
+    """A tensor element type, e.g. ``tapelab.float32``."""
+
+    __slots__ = ("name", "np", "itemsize", "is_floating_point", "is_signed", "_rank")
+
+    def __init__(self, name: str, np_dtype, rank: int):
+        self.name = name
+        self.np = np.dtype(np_dtype)
+        self.itemsize = self.np.itemsize
+        self.is_floating_point = self.np.kind == "f"
+        self.is_signed = self.np.kind in "if"
+        self._rank = rank  # category: 0 bool, 1 integer, 2 floating
+
+    @property
+    def is_complex(self) -> _pybool:
+        return False
+
+    def to_real(self) -> "dtype":
+        return self
+
+    def __repr__(self) -> str:
+        return "tapelab." + self.name
+
+    def __reduce__(self):
+        return (_by_name, (self.name,))
+
+
+bool = dtype("bool", np.bool_, 0)
+uint8 = dtype("uint8", np.uint8, 1)
+int8 = dtype("int8", np.int8, 1)
+int16 = dtype("int16", np.int16, 1)
+int32 = dtype("int32", np.int32, 1)
+int64 = dtype("int64", np.int64, 1)
+float16 = dtype("float16", np.float16, 2)
+float32 = dtype("float32", np.float32, 2)
+float64 = dtype("float64", np.float64, 2)
+half, float, double = float16, float32, float64
+short, int, long = int16, int32, int64
+
+ALL = (bool, uint8, int8, int16, int32, int64, float16, float32, float64)
+_BY_NP = {d.np: d for d in ALL}
+_BY_NAME = {d.name: d for d in ALL}
+
+
+def _by_name(name: str) -> dtype:
+    return _BY_NAME[name]
+
+
+def from_np(np_dtype) -> dtype:
+    """The tapelab dtype of a numpy/cupy dtype; raises TypeError for unsupported ones."""
+    try:
+        return _BY_NP[np_dtype]
+    except KeyError:
+        raise TypeError(f"can't convert array of dtype {np_dtype}: tapelab supports "
+                        f"{', '.join(d.name for d in ALL)}") from None
+
+
+class _Defaults:
+    float_dtype = float32
+
+
+_defaults = _Defaults()
+
+
+def get_default_dtype() -> dtype:
+    return _defaults.float_dtype
+
+
+def set_default_dtype(d: dtype) -> None:
+    if not isinstance(d, dtype) or not d.is_floating_point:
+        raise TypeError(f"set_default_dtype: only floating-point types are supported as the default type, got {d}")
+    _defaults.float_dtype = d
+
+
+def promote_types(a: dtype, b: dtype) -> dtype:
+    """PyTorch's promote_types: like numpy's, except int with float gives that float."""
+    if a is b:
+        return a
+    if a._rank != b._rank and max(a._rank, b._rank) == 2:
+        return a if a._rank == 2 else b
+    return _BY_NP[np.promote_types(a.np, b.np)]
+
+
+def scalar_dtype(value) -> dtype:
+    """The dtype PyTorch gives a Python number taking part in promotion."""
+    if isinstance(value, _pybool):
+        return bool
+    if isinstance(value, builtins.int):
+        return int64
+    return _defaults.float_dtype
+
+
+
+def _combine(higher, lower):
+    if higher is None:
+        return lower
+    if lower is None or higher._rank == 2:
+        return higher
+    if higher is bool or lower._rank == 2:
+        return promote_types(higher, lower)
+    return higher
+
+
+def result_type(*operands) -> dtype:
+    """torch.result_type over tensors and Python numbers (dim > 0, then 0-d, then scalars)."""
+    dim = zero = wrapped = None
+    for x in operands:
+        d = getattr(x, "dtype", None)
+        if d is None:
+            d = scalar_dtype(x)
+            wrapped = d if wrapped is None else promote_types(wrapped, d)
+        elif x.ndim == 0:
+            zero = d if zero is None else promote_types(zero, d)
+        else:
+            dim = d if dim is None else promote_types(dim, d)
+    return _combine(dim, _combine(zero, wrapped))
+
+
+class finfo:
+    """Machine limits of a floating dtype, like ``torch.finfo``."""
+
+    def __init__(self, type: dtype | None = None):
+        type = type or _defaults.float_dtype
+        if not type.is_floating_point:
+            raise TypeError(f"torch.finfo() requires a floating point input type, got {type}")
+        info = np.finfo(type.np)
+        self.bits, self.dtype = info.bits, type.name
+        self.eps, self.max, self.min = builtins.float(info.eps), builtins.float(info.max), builtins.float(info.min)
+        self.tiny = self.smallest_normal = builtins.float(info.tiny)
+        self.resolution = builtins.float(info.resolution)
+
+    def __repr__(self) -> str:
+        return (f"finfo(resolution={self.resolution}, min={self.min:e}, max={self.max:e}, "
+                f"eps={self.eps:e}, smallest_normal={self.tiny:e}, tiny={self.tiny:e}, dtype={self.dtype})")
+
+
+class iinfo:
+    """Limits of an integer dtype, like ``torch.iinfo``."""
+
+    def __init__(self, type: dtype):
+        if type.is_floating_point:
+            raise TypeError(f"torch.iinfo() requires an integer input type, got {type}")
+        info = np.iinfo(type.np) if type is not bool else np.iinfo(np.uint8)
+        self.bits, self.dtype = info.bits, type.name
+        self.max, self.min = builtins.int(info.max), builtins.int(info.min)
+
+    def __repr__(self) -> str:
+        return f"iinfo(min={self.min}, max={self.max}, dtype={self.dtype})"

@@ -1,0 +1,121 @@
+"""Engine events: the only way the engine talks to anything above it.
+
+Payloads are plain dataclasses. ``emit`` is called behind one flag test in the
+dispatcher (``dispatch.STATE.slow``), so with no subscriber the hot path is unchanged.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+__all__ = ["subscribe", "emit", "has_subscribers", "Subscription", "OpRecorded", "BackwardStep",
+           "GraphTraced", "KINDS"]
+
+KINDS = ("op", "backward_step", "graph_traced", "capture_done", "profile_ready")
+_subscribers: dict[str, list[Callable]] = {k: [] for k in KINDS}
+_on_change: list[Callable[[], None]] = []
+
+
+@dataclass(slots=True)
+class OpRecorded:
+    """One op dispatched: what the tape, profiler and live views see."""
+    seq: int
+    op: str
+    inputs: tuple          # ids of input tensors (None for Python numbers)
+    input_shapes: tuple
+    output: int
+    shape: tuple
+    dtype: str
+    device: str
+    requires_grad: bool
+    duration_ns: int
+    start_ns: int
+    module: str = ""
+    grad_fn: str = ""      # name of the node the output got ("" when it needs no gradient)
+    tensors: tuple = field(default=(), repr=False)   # (inputs, output) Tensor objects, for keepers
+
+
+class BackwardStep:
+    """One node executed by the backward walk (a plain slotted class: one is made per node)."""
+
+    __slots__ = ("index", "node", "grad_outputs", "grad_inputs", "start_ns", "duration_ns")
+
+    def __init__(self, index: int, node, grad_outputs: tuple, grad_inputs: tuple,
+                 start_ns: int = 0, duration_ns: int = 0):
+        self.index, self.node, self.grad_outputs, self.grad_inputs = index, node, grad_outputs, grad_inputs
+        self.start_ns, self.duration_ns = start_ns, duration_ns  # timed only while someone listens
+
+    @property
+    def name(self) -> str:
+        return self.node.name()
+
+    def __repr__(self) -> str:
+        return f"BackwardStep(index={self.index}, name={self.name!r})"
+
+
+@dataclass(slots=True)
+class GraphTraced:
+    """A graph ``tapelab.fx`` just traced: the ``graph_traced`` event, emitted by
+    ``symbolic_trace`` / ``Tracer.trace`` and ``trace_from_tape`` while anyone listens.
+
+    ``graph`` is the ``fx.Graph``; ``module`` the ``GraphModule`` built from it (None when
+    ``Tracer.trace`` was called directly, which builds none); ``root`` what was traced (the
+    ``nn.Module`` or function); ``name`` the root's name; ``how`` ``"symbolic_trace"`` or
+    ``"trace_from_tape"``.
+    """
+    graph: Any
+    module: Any
+    root: Any
+    name: str
+    how: str
+
+
+class Subscription:
+    """Handle returned by ``subscribe``; call it (or ``.unsubscribe()``) to stop listening."""
+
+    __slots__ = ("kind", "fn")
+
+    def __init__(self, kind: str, fn: Callable):
+        self.kind, self.fn = kind, fn
+
+    def unsubscribe(self) -> None:
+        subs = _subscribers[self.kind]
+        if self.fn in subs:
+            subs.remove(self.fn)
+            _changed()
+
+    __call__ = unsubscribe
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.unsubscribe()
+
+
+def subscribe(kind: str, fn: Callable) -> Subscription:
+    """Call ``fn(payload)`` for every event of ``kind`` (one of ``events.KINDS``)."""
+    if kind not in _subscribers:
+        raise ValueError(f"unknown event kind {kind!r}; expected one of {', '.join(KINDS)}")
+    _subscribers[kind].append(fn)
+    _changed()
+    return Subscription(kind, fn)
+
+
+def has_subscribers(kind: str) -> bool:
+    return bool(_subscribers[kind])
+
+
+def emit(kind: str, payload) -> None:
+    for fn in tuple(_subscribers[kind]):
+        fn(payload)
+
+
+def on_change(fn: Callable[[], None]) -> None:
+    """Internal: the dispatcher recomputes its fast-path flag when subscriptions change."""
+    _on_change.append(fn)
+
+
+def _changed() -> None:
+    for fn in _on_change:
+        fn()

@@ -1,0 +1,112 @@
+"""Grad modes, usable as context managers and decorators; each restores the previous state.
+
+The flags live on one process-wide object read by the dispatcher in a single attribute
+test. Unlike PyTorch they are not thread-local.
+"""
+from __future__ import annotations
+
+import functools
+
+__all__ = ["no_grad", "enable_grad", "set_grad_enabled", "inference_mode", "is_grad_enabled",
+           "is_inference_mode_enabled"]
+
+
+class _GradState:
+    __slots__ = ("enabled", "inference")
+
+    def __init__(self):
+        self.enabled = True
+        self.inference = False
+
+
+STATE = _GradState()
+
+
+def is_grad_enabled() -> bool:
+    return STATE.enabled
+
+
+def is_inference_mode_enabled() -> bool:
+    return STATE.inference
+
+
+class _Mode:
+    """Shared base: a context manager that also decorates functions (with or without parentheses)."""
+
+    def __new__(cls, *args, **kwargs):
+        if len(args) == 1 and callable(args[0]) and not isinstance(args[0], bool):
+            return cls()(args[0])
+        return super().__new__(cls)
+
+    def __call__(self, fn):
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            with self.__class__(*self._args):
+                return fn(*args, **kwargs)
+        return wrapper
+
+    _args: tuple = ()
+
+    def clone(self):
+        return self.__class__(*self._args)
+
+
+class no_grad(_Mode):
+    """Context-manager that disables gradient calculation (also a decorator).
+
+    >>> with tapelab.no_grad():
+    ...     y = x * 2          # y.requires_grad is False
+    """
+
+    def __enter__(self):
+        self.prev = STATE.enabled
+        STATE.enabled = False
+
+    def __exit__(self, *exc):
+        STATE.enabled = self.prev
+
+
+class enable_grad(_Mode):
+    """Context-manager that enables gradient calculation inside a ``no_grad`` block."""
+
+    def __enter__(self):
+        self.prev = STATE.enabled
+        STATE.enabled = True
+
+    def __exit__(self, *exc):
+        STATE.enabled = self.prev
+
+
+class set_grad_enabled(_Mode):
+    """Sets gradient calculation on or off; takes effect at once, and as a context manager restores."""
+
+    def __init__(self, mode: bool):
+        self._args = (mode,)
+        self.prev = STATE.enabled
+        STATE.enabled = bool(mode)
+
+    def __call__(self, fn):
+        STATE.enabled = self.prev
+        return super().__call__(fn)
+
+    def __enter__(self):
+        pass
+
+    def __exit__(self, *exc):
+        STATE.enabled = self.prev
+
+
+class inference_mode(_Mode):
+    """Like ``no_grad``, and tensors made inside are marked as inference tensors."""
+
+    def __init__(self, mode: bool = True):
+        self._args = (mode,)
+        self.mode = mode
+
+    def __enter__(self):
+        self.prev = (STATE.enabled, STATE.inference)
+        if self.mode:
+            STATE.enabled, STATE.inference = False, True
+
+    def __exit__(self, *exc):
+        STATE.enabled, STATE.inference = self.prev
