@@ -176,22 +176,60 @@ def test_dot_export_clusters_and_styles():
     assert depth == 0
 
 
-def test_no_grad_ops_outside_modules_form_collapsed_runs():
+def test_the_optimizer_step_is_one_collapsed_group():
+    """The engine runs ``Optimizer.step`` in the scope ``optimizer.step (SGD)``: one group of that
+    path (not split at its dot), collapsed, holding every op of the update."""
     torch.manual_seed(0)
     net = nn.Linear(3, 2)
-    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    opt = torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9)
     with torch.tape() as t:
-        for _ in range(2):
+        for _ in range(3):
             opt.zero_grad()
             net(torch.ones(4, 3)).sum().backward()
             opt.step()
     g = graph_from_tape(t)
-    runs = [gr for gr in g["groups"] if gr["id"].startswith("g:~")]
-    assert runs and all(gr["collapsed"] and gr["label"] == "no-grad ops" and gr["parent"] is None for gr in runs)
-    assert not any(gr["collapsed"] for gr in g["groups"] if not gr["id"].startswith("g:~"))
-    in_runs = [n for n in g["nodes"] if n["group"] in {gr["id"] for gr in runs}]
-    assert in_runs and all(not n["requires_grad"] for n in in_runs if n["kind"] == "forward")
-    assert len({gr["signature"] for gr in runs[-2:]}) == 1     # two identical optimizer steps fold
+    step = [gr for gr in g["groups"] if gr["path"].startswith("optimizer.")]
+    assert [(gr["id"], gr["label"], gr["parent"], gr["collapsed"]) for gr in step] == [
+        ("g:optimizer.step (SGD)", "optimizer.step (SGD)", None, True)]
+    inside = [n for n in g["nodes"] if n["group"] == "g:optimizer.step (SGD)"]
+    assert len([n for n in inside if n["kind"] == "forward"]) >= 4
+    assert all(not n["requires_grad"] for n in inside if n["kind"] == "forward")
+    assert not any(gr["id"].startswith("g:~") for gr in g["groups"])    # no "no-grad ops" boxes left
+    assert not any(gr["collapsed"] for gr in g["groups"] if gr not in step)
+    assert g["meta"]["steps"] == 3 and g["meta"]["folded"] >= 1
+    assert {n.module for n in t.nodes if n.kind == "forward" and not n.requires_grad
+            and n.phase == "forward"} <= {"optimizer.step (SGD)", ""}
+
+
+def test_adamw_under_a_tape_is_one_group_and_a_profile_span():
+    from tapelab.profiler import profile
+
+    net = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 1))
+    opt = torch.optim.AdamW(net.parameters())
+    with torch.tape() as t:
+        net(torch.ones(2, 3)).sum().backward()
+        opt.step()
+    g = graph_from_tape(t)
+    assert [gr["id"] for gr in g["groups"] if gr["collapsed"]] == ["g:optimizer.step (AdamW)"]
+    with profile(with_modules=True) as prof:
+        net(torch.ones(2, 3)).sum().backward()
+        opt.step()
+    spans = [e.name for e in prof.events() if e.kind == "module"]
+    # the profiler's module span of the same scope (it prefixes module spans with "nn.Module: ")
+    assert "nn.Module: optimizer.step (AdamW)" in spans, spans
+
+
+def test_loose_no_grad_ops_of_a_backward_pass_are_one_group():
+    """Gradient accumulation runs between backward nodes, outside any vjp and module: one group
+    per backward pass ("no-grad ops in backward"), not a box per accumulation."""
+    x = torch.ones(3, requires_grad=True)
+    with torch.tape() as t:
+        y = x * 2
+        ((y * y).sum() + (y * 3).sum() + y.exp().sum()).backward()
+    g = graph_from_tape(t)
+    loose = [gr for gr in g["groups"] if gr["id"].startswith("g:~")]
+    assert len([gr for gr in loose if gr["label"] == "no-grad ops in backward"]) <= 1
+    assert all(gr["collapsed"] and gr["parent"] is None for gr in loose)
 
 
 def test_live_tape_past_its_cap_only_counts():

@@ -15,7 +15,9 @@ reads this schema and nothing of the engine. A graph is::
 ``leaf`` (a tensor no recorded op produced: an input or a parameter). Edges are ``data``
 (tensor flow, forward) or ``grad`` (gradient flow, backward). Groups are the module hierarchy
 (``encoder.layers.0`` is a child of ``encoder.layers``); ``signature`` is equal for groups that
-hold the same ops in the same order, which is how repeated blocks are folded. Ops outside any
+hold the same ops in the same order, which is how repeated blocks are folded. An optimizer step
+runs in the engine's scope ``optimizer.step (AdamW)``: one group of that path and label,
+``collapsed: true``. Other ops outside any
 module that need no gradient (an optimizer step) form "no-grad ops" groups (``g:~<k>``, path "",
 ``collapsed: true``: a hint to start collapsed). Strings are data:
 views escape them (``html.escape`` here, ``textContent`` in the browser, ``dot_quote`` for DOT).
@@ -39,6 +41,9 @@ __all__ = ["SCHEMA", "VERSION", "GraphBuilder", "graph_from_tape", "graph_from_g
 SCHEMA = "tapelab.graph"
 VERSION = 1
 MIME = "application/vnd.tapelab.graph+json"
+# Scope names the engine records as an op's ``module`` that are not module paths: each is one
+# group (not split at its dots), collapsed to start with ("optimizer.step (AdamW)")
+SCOPE_PREFIXES = ("optimizer.",)
 
 
 _INT_SHAPES: dict = {}   # shape -> the same shape as a tuple of Python ints
@@ -115,6 +120,8 @@ class GraphBuilder:
         self._grad_waiting: dict[str, list] = {}
         self.forward = self.backward = self.total = 0
         self._runs = 0
+        self._in_backward = False                # a backward record came, no graph-building op since
+        self._pass_group: str | None = None      # the no-grad group of the current backward pass
         self.truncated = False
 
     # ------------------------------------------------------------------ building
@@ -123,10 +130,11 @@ class GraphBuilder:
             return None
         gid = "g:" + path
         if gid not in self.groups:
-            parent, _, label = path.rpartition(".")
+            scope = path.startswith(SCOPE_PREFIXES)   # a named scope (optimizer.step (AdamW)): one group
+            parent, _, label = ("", "", path) if scope else path.rpartition(".")
             g = {"id": gid, "label": label, "path": path,
                  "parent": self._group(parent) if parent else None, "signature": "", "size": 0,
-                 "collapsed": False}
+                 "collapsed": scope}
             self.groups[gid] = g
             self._new_groups.append(g)
             self._new_group_ids.add(gid)
@@ -258,19 +266,30 @@ class GraphBuilder:
                     self._set(bid, "grad_ops", self._pending_grad_ops[rec.forward_seq])
             return
         if rec.kind == "forward":
+            if rec.module or rec.requires_grad:
+                self._in_backward, self._pass_group = False, None
             self._add_forward(rec)
         else:
+            self._in_backward = True
             self._add_backward(rec)
 
     def _no_grad_run(self) -> str:
         """Ops outside any module that need no gradient (an optimizer step, zero_grad, metrics)
         are grouped per contiguous run, collapsed by default: they are not the model's graph."""
+        if self._pass_group is not None:       # one group for all of them in a backward pass
+            return self._pass_group
         last = self.nodes[-1] if self.nodes else None
         if last is not None and last["group"] is not None and last["group"].startswith("g:~"):
             return last["group"]
         self._runs += 1
         gid = f"g:~{self._runs}"
-        g = {"id": gid, "label": "no-grad ops", "path": "", "parent": None, "signature": "", "size": 0,
+        label = "no-grad ops"
+        if self._in_backward:
+            # the engine's gradient accumulation (and anything else run between backward nodes
+            # or after them, before the next forward op): one group for the pass
+            label = "no-grad ops in backward"
+            self._pass_group = gid
+        g = {"id": gid, "label": label, "path": "", "parent": None, "signature": "", "size": 0,
              "collapsed": True}
         self.groups[gid] = g
         self._new_groups.append(g)

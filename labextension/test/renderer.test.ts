@@ -142,6 +142,35 @@ test('search marks nodes and the collapsed groups holding them', () => {
   assert.equal(store.visible().units.filter(u => u.match).length, 0);
 });
 
+test('search targets: outermost matching group once, ops outside matching groups; reveal expands and unfolds', () => {
+  const store = new GraphStore();
+  store.setGraph(blockTape(50, 100)); // 5,000 nodes: groups start collapsed, repeated blocks fold
+  store.setQuery('layers.3');
+  // 'layers.3' matches layers.3 and layers.30-39, each once (layers itself does not match)
+  assert.deepEqual(store.searchTargets(), ['g:layers.3', ...Array.from({ length: 10 }, (_, k) => `g:layers.3${k}`)]);
+  assert.ok(!store.visible().units.some(u => u.id === 'g:layers.31'));
+  store.reveal('g:layers.31');
+  assert.ok(store.isExpanded('g:layers') && !store.isExpanded('g:layers.31'));
+  assert.ok(store.visible().units.some(u => u.id === 'g:layers.31'), 'folded block shown');
+  // an op inside a collapsed group: its groups expand so the node itself is drawn
+  store.setQuery('relu');
+  const t = store.searchTargets();
+  assert.equal(t.length, 2500);
+  store.reveal(t[1234]);
+  assert.ok(store.visible().units.some(u => u.id === t[1234]));
+  // a loose op in a chunk of a big flat tape
+  const flat = new GraphStore();
+  const g = blockTape(1, 1000);
+  g.nodes.forEach(n => { n.group = null; n.module = ''; });
+  g.groups = [];
+  flat.setGraph(g);
+  flat.setQuery('relu');
+  const id = flat.searchTargets()[400];
+  assert.ok(!flat.visible().units.some(u => u.id === id));
+  flat.reveal(id);
+  assert.ok(flat.visible().units.some(u => u.id === id));
+});
+
 test('layout ranks follow the data, backward units sit beside their forward unit, appends are stable', () => {
   const inp: LayoutInput = {
     ids: ['a', 'b', 'c', 'bc', 'bb'], widths: [100, 100, 100, 100, 100], heights: [30, 30, 30, 30, 30],

@@ -177,6 +177,93 @@ export class GraphStore {
     return !!q && (n.op.toLowerCase().includes(q) || (n.module || '').toLowerCase().includes(q));
   }
 
+  /**
+   * What a search finds, in recording order, each once: the outermost group whose path (or
+   * label) contains the query, and each node whose op contains it outside such a group.
+   * Ids are group ids (``g:...``) or node ids; ``reveal`` makes one of them visible.
+   */
+  searchTargets(): string[] {
+    const q = this.query;
+    if (!q) {
+      return [];
+    }
+    const out: string[] = [];
+    const seen = new Set<string>();
+    const groupHit = (gid: string | null): string | null => {
+      let hit: string | null = null;
+      while (gid) {
+        const g = this.groups.get(gid);
+        if (!g) {
+          break;
+        }
+        if ((g.path || g.label).toLowerCase().includes(q)) {
+          hit = gid; // keep walking: the outermost matching group wins
+        }
+        gid = g.parent;
+      }
+      return hit;
+    };
+    const cache = new Map<string | null, string | null>();
+    for (const n of this.nodes) {
+      let hit = cache.get(n.group);
+      if (hit === undefined) {
+        hit = groupHit(n.group);
+        cache.set(n.group, hit);
+      }
+      const id = hit ?? (n.op.toLowerCase().includes(q) ? n.id : null);
+      if (id !== null && !seen.has(id)) {
+        seen.add(id);
+        out.push(id);
+      }
+    }
+    return out;
+  }
+
+  /**
+   * Make a node or group visible: expand the groups around it (a group itself stays as it is),
+   * the chunk of loose ops holding a node, and unfold repeated blocks if it is folded away.
+   * Returns the id of the unit or frame to pan to: the node, or the group's id.
+   */
+  reveal(id: string): string {
+    const expand = new Set<string>();
+    let gid: string | null = null;
+    const n = this.byId.get(id);
+    if (n) {
+      gid = n.group;
+      if (gid === null && this.chunking()) {
+        let ord = 0;
+        for (const m of this.nodes) {
+          if (m.group === null) {
+            if (m.id === id) {
+              expand.add('c:' + Math.floor(ord / CHUNK));
+              break;
+            }
+            ord++;
+          }
+        }
+      }
+    } else {
+      gid = this.groups.get(id)?.parent ?? null;
+    }
+    while (gid) {
+      expand.add(gid);
+      gid = this.groups.get(gid)?.parent ?? null;
+    }
+    for (const g of expand) {
+      if (!this.isExpanded(g)) {
+        this.userExpanded.set(g, true);
+      }
+    }
+    if (this.fold && !n) {
+      const vis = this.visible();
+      if (!this.isExpanded(id) && !vis.units.some(u => u.id === id)) {
+        this.fold = false; // a repeated block folded into an earlier one: show the blocks
+      }
+    }
+    this.changed();
+    return id;
+  }
+
   /** Ids of every group, the synthetic chunks of loose ops included. */
   allGroupIds(): string[] {
     const ids = [...this.groupOrder];

@@ -25,6 +25,14 @@ export const CSS = `
 .tapelab-edge.tapelab-grad { stroke: #f97316; stroke-dasharray: 4 3; }
 .tapelab-frame rect { fill: rgba(124, 58, 237, 0.04); stroke: #c4b5fd; stroke-dasharray: 3 3; }
 .tapelab-frame text { font-size: 10px; fill: #6d28d9; cursor: pointer; }
+.tapelab-canvas:focus { outline: none; }
+.tapelab-canvas:focus-visible, .tapelab-canvas:focus { box-shadow: inset 0 0 0 1px #93c5fd; }
+.tapelab-resize { flex: none; height: 8px; cursor: ns-resize; background: var(--jp-layout-color2, #f3f4f6); border-top: 1px solid var(--jp-border-color2, #e5e7eb); }
+.tapelab-resize:hover { background: #c7d2fe; }
+.tapelab-lod rect.tapelab-box, .tapelab-lod .tapelab-frame rect, .tapelab-lod .tapelab-edge { vector-effect: non-scaling-stroke; }
+text.tapelab-glabel { font-weight: 600; fill: #4c1d95; paint-order: stroke; stroke: var(--jp-layout-color0, #fff); stroke-width: 3px; stroke-linejoin: round; vector-effect: non-scaling-stroke; }
+.tapelab-unit.tapelab-current rect.tapelab-box { stroke: #dc2626; stroke-width: 4; }
+.tapelab-frame.tapelab-current rect { stroke: #dc2626; stroke-width: 3; stroke-dasharray: none; }
 .tapelab-card { position: absolute; z-index: 10; pointer-events: none; max-width: 360px; background: var(--jp-layout-color1, #fff); border: 1px solid #94a3b8; border-radius: 4px; padding: 6px 8px; box-shadow: 0 2px 8px rgba(0,0,0,.15); font-size: 11.5px; display: none; }
 .tapelab-card.tapelab-pinned-card { pointer-events: auto; border-color: #111827; }
 .tapelab-card b { display: block; margin-bottom: 2px; }

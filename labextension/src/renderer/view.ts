@@ -7,6 +7,11 @@ const NODE_W = 128;
 const NODE_H = 34;
 const GROUP_W = 178;
 const GROUP_H = 50;
+/** Below this zoom the picture is an overview: boxes, group labels at a readable size, no shape lines. */
+export const LOD_SCALE = 0.6;
+/** On-screen size (px) of group and frame labels in the overview. */
+export const LABEL_PX = 12;
+const MIN_HEIGHT = 160;
 
 export interface GraphViewOptions {
   fixedHeight?: boolean; // a notebook output (fixed height) rather than a panel (fills its parent)
@@ -33,6 +38,12 @@ export class GraphView {
   private card: HTMLDivElement;
   private info: HTMLSpanElement;
   private searchInfo: HTMLSpanElement;
+  private searchIdx = -1;
+  private pendingReveal: string | null = null;
+  private current: string | null = null;
+  private userMoved = false;
+  private frameBoxes = new Map<string, { x: number; y: number; w: number; h: number }>();
+  private resizeObs: ResizeObserver | null = null;
   private tx = 20;
   private ty = 20;
   private scale = 1;
@@ -59,7 +70,18 @@ export class GraphView {
     const search = el('input', 'tapelab-search');
     search.type = 'search';
     search.placeholder = 'search op or module';
-    search.addEventListener('input', () => store.setQuery(search.value));
+    search.title = 'Enter: next match (expands its group and pans to it), Shift+Enter: previous';
+    search.addEventListener('input', () => {
+      this.searchIdx = -1;
+      this.current = null;
+      store.setQuery(search.value);
+    });
+    search.addEventListener('keydown', ev => {
+      if (ev.key === 'Enter') {
+        ev.preventDefault();
+        this.nextMatch(ev.shiftKey ? -1 : 1);
+      }
+    });
     this.searchInfo = el('span', 'tapelab-info tapelab-search-info');
     const button = (label: string, title: string, fn: () => void, cls: string) => {
       const b = el('button', cls, label);
@@ -76,6 +98,8 @@ export class GraphView {
     bar.appendChild(this.info);
     this.node.appendChild(bar);
     this.canvas = el('div', 'tapelab-canvas');
+    this.canvas.tabIndex = 0; // clicked (focused), the wheel zooms; otherwise it scrolls the page
+    this.canvas.title = 'drag to pan; Ctrl/⌘ + wheel to zoom (or click the graph first)';
     this.svgEl = svg('svg') as SVGSVGElement;
     this.viewport = svg('g', { class: 'tapelab-viewport' }) as SVGGElement;
     this.frameLayer = svg('g') as SVGGElement;
@@ -94,13 +118,34 @@ export class GraphView {
     this.card = el('div', 'tapelab-card');
     this.canvas.appendChild(this.card);
     this.node.appendChild(this.canvas);
+    if (opts.fixedHeight) {
+      this.node.appendChild(this.resizeHandle());
+    }
     this.bindPanZoom();
+    if (typeof ResizeObserver !== 'undefined') {
+      let last = '';
+      this.resizeObs = new ResizeObserver(() => {
+        const r = this.canvas.getBoundingClientRect();
+        const key = `${Math.round(r.width)}x${Math.round(r.height)}`;
+        if (key === last || !r.width || !r.height) {
+          return;
+        }
+        last = key;
+        if (this.fitted && !this.userMoved) {
+          this.fit(); // shown, resized, or a panel opened: fit again until the user pans or zooms
+        } else {
+          this.paint();
+        }
+      });
+      this.resizeObs.observe(this.canvas);
+    }
     this.unsubscribe = store.onChange(() => this.schedule());
     this.schedule();
   }
 
   dispose(): void {
     this.unsubscribe();
+    this.resizeObs?.disconnect();
     this.layouts.dispose();
     this.node.remove();
   }
@@ -174,8 +219,86 @@ export class GraphView {
     d.groups = String(vis.units.filter(u => u.kind === 'group').length);
     d.laidOut = String(res.count);
     this.updateInfo();
-    const matches = this.store.query ? vis.units.filter(u => u.match).length : 0;
-    this.searchInfo.textContent = this.store.query ? `${matches} match${matches === 1 ? '' : 'es'}` : '';
+    this.updateSearchInfo();
+    if (this.pendingReveal !== null) {
+      const id = this.pendingReveal;
+      this.pendingReveal = null;
+      this.focusOn(id);
+    }
+  }
+
+  private updateSearchInfo(): void {
+    if (!this.store.query) {
+      this.searchInfo.textContent = '';
+      return;
+    }
+    const n = this.store.searchTargets().length;
+    this.searchInfo.textContent = this.searchIdx >= 0 && n
+      ? `${(this.searchIdx % n) + 1} of ${n}`
+      : `${n} match${n === 1 ? '' : 'es'}` + (n ? ' (Enter: next)' : '');
+    this.node.dataset.matches = String(n);
+  }
+
+  /** Search: go to the next (dir 1) or previous (-1) match, expanding its group and panning to it. */
+  nextMatch(dir = 1): string | null {
+    const targets = this.store.searchTargets();
+    if (!targets.length) {
+      this.updateSearchInfo();
+      return null;
+    }
+    this.searchIdx = this.searchIdx < 0 ? (dir > 0 ? 0 : targets.length - 1)
+      : (this.searchIdx + dir + targets.length) % targets.length;
+    const id = targets[this.searchIdx];
+    this.current = id;
+    this.pendingReveal = id;
+    this.node.dataset.current = id;
+    this.store.reveal(id); // a change: the next draw pans to it
+    return id;
+  }
+
+  /** Centre the unit or the frame of group `id`, zooming in to a readable scale if needed. */
+  focusOn(id: string): boolean {
+    const p = this.pos.get(id) || this.frameBoxes.get(id);
+    if (!p) {
+      return false;
+    }
+    const { W, H } = this.size();
+    if (this.scale < 0.9) {
+      this.scale = Math.min(1, Math.max(this.scale, (W - 40) / Math.max(p.w, 1)));
+    }
+    this.tx = W / 2 - (p.x + p.w / 2) * this.scale;
+    this.ty = H / 2 - (p.y + p.h / 2) * this.scale;
+    this.userMoved = true;
+    this.applyTransform();
+    this.paint();
+    return true;
+  }
+
+  private size(): { W: number; H: number } {
+    const r = this.canvas.getBoundingClientRect();
+    return { W: r.width || 800, H: r.height || 400 };
+  }
+
+  /** A grip under a notebook output: drag to change its height. */
+  private resizeHandle(): HTMLDivElement {
+    const h = el('div', 'tapelab-resize');
+    h.title = 'drag to resize';
+    h.addEventListener('pointerdown', ev => {
+      ev.preventDefault();
+      ev.stopPropagation();
+      const y0 = ev.clientY;
+      const h0 = this.node.getBoundingClientRect().height;
+      const move = (e: PointerEvent) => {
+        this.node.style.height = `${Math.max(MIN_HEIGHT, Math.round(h0 + e.clientY - y0))}px`;
+      };
+      const up = () => {
+        window.removeEventListener('pointermove', move);
+        window.removeEventListener('pointerup', up);
+      };
+      window.addEventListener('pointermove', move);
+      window.addEventListener('pointerup', up);
+    });
+    return h;
   }
 
   private updateInfo(): void {
@@ -201,6 +324,10 @@ export class GraphView {
     const W = rect.width || 800;
     const H = rect.height || 400;
     const margin = 200;
+    const lod = this.scale < LOD_SCALE;
+    this.node.classList.toggle('tapelab-lod', lod);
+    this.node.dataset.lod = String(lod);
+    this.node.dataset.scale = this.scale.toFixed(4);
     const x0 = (-this.tx - margin) / this.scale;
     const y0 = (-this.ty - margin) / this.scale;
     const x1 = (W - this.tx + margin) / this.scale;
@@ -276,14 +403,38 @@ export class GraphView {
         gid = g.parent;
       }
     }
+    this.frameBoxes.clear();
+    const lod = this.scale < LOD_SCALE;
+    // labels sit above their frame at LABEL_PX on screen; an outer frame's label goes above
+    // those of the frames nested in it (they would start at the same height)
+    const px = LABEL_PX / this.scale;
+    const band = px + 4 / this.scale;
+    const below = new Map<string, number>();
+    for (const gid of boxes.keys()) {
+      let d = 0;
+      let pid = this.store.groups.get(gid)?.parent ?? null;
+      while (pid && boxes.has(pid)) {
+        d++;
+        below.set(pid, Math.max(below.get(pid) ?? 0, d));
+        pid = this.store.groups.get(pid)?.parent ?? null;
+      }
+    }
     for (const [gid, b] of boxes) {
       const g = this.store.groups.get(gid)!;
       const depth = g.path.split('.').length;
       const pad = 14 - Math.min(depth, 4) * 2;
-      const frame = svg('g', { class: 'tapelab-frame', 'data-group': gid });
-      frame.appendChild(svg('rect', { x: b.x0 - pad, y: b.y0 - pad - 8, width: b.x1 - b.x0 + 2 * pad, height: b.y1 - b.y0 + 2 * pad + 8, rx: 6 }));
-      const label = svg('text', { x: b.x0 - pad + 4, y: b.y0 - pad + 2 });
-      label.textContent = '▾ ' + g.path;
+      const frame = svg('g', { class: 'tapelab-frame' + (this.current === gid ? ' tapelab-current' : ''), 'data-group': gid });
+      const fx = b.x0 - pad;
+      const fy = b.y0 - pad - 8;
+      const fw = b.x1 - b.x0 + 2 * pad;
+      const fh = b.y1 - b.y0 + 2 * pad + 8;
+      this.frameBoxes.set(gid, { x: fx, y: fy, w: fw, h: fh });
+      frame.appendChild(svg('rect', { x: fx, y: fy, width: fw, height: fh, rx: 6 }));
+      const label = svg('text', { x: fx + 4, y: b.y0 - pad + 2, class: 'tapelab-glabel' });
+      label.style.fontSize = `${px}px`;
+      label.setAttribute('y', String(fy - 3 / this.scale - (below.get(gid) ?? 0) * band));
+      const chars = Math.floor((fw * this.scale) / (0.6 * LABEL_PX));
+      label.textContent = clip('▾ ' + (g.path || g.label), Math.max(lod ? 6 : 12, chars));
       label.addEventListener('click', ev => {
         ev.stopPropagation();
         this.store.setExpanded(gid, false);
@@ -295,6 +446,9 @@ export class GraphView {
 
   private unitEl(u: Unit, p: { x: number; y: number; w: number; h: number }): SVGElement {
     const cls = ['tapelab-unit', 'tapelab-' + u.nodeKind];
+    if (this.current === u.id) {
+      cls.push('tapelab-current');
+    }
     if (u.match) {
       cls.push('tapelab-match');
     }
@@ -312,19 +466,40 @@ export class GraphView {
     const title = svg('text', { x: 8, y: 14 });
     const sub = svg('text', { x: 8, y: 27, class: 'tapelab-sub' });
     if (u.kind === 'group') {
-      title.textContent = '▸ ' + clip(u.label, 24) + (u.repeat > 1 ? ` ×${u.repeat}` : '');
+      // a group's name is never smaller than LABEL_PX on screen
+      const px = Math.max(11.5, LABEL_PX / this.scale);
+      title.setAttribute('class', 'tapelab-glabel');
+      title.style.fontSize = `${px}px`;
+      title.setAttribute('y', String(Math.min(4 + px * 0.85, p.h - 16)));
+      sub.setAttribute('y', String(p.h - 14));
+      title.textContent = clip('▸ ' + u.label, Math.max(6, Math.floor((p.w - 12) / (0.6 * px)))) + (u.repeat > 1 ? ` ×${u.repeat}` : '');
       sub.textContent = `${u.forward} ops` + (u.backward ? ` · ${u.backward} bwd` : '') + (u.repeat > 1 ? ' (folded)' : '');
       if (u.backward) {
         // backward progress inside a collapsed group: gradient steps run over ops recorded
         const frac = Math.min(1, u.backward / Math.max(1, u.forward));
-        g.appendChild(svg('rect', { class: 'tapelab-progress', x: 8, y: 38, width: (p.w - 16) * frac, height: 4, rx: 2 }));
+        g.appendChild(svg('rect', { class: 'tapelab-progress', x: 8, y: 41, width: (p.w - 16) * frac, height: 4, rx: 2 }));
       }
     } else {
       const n = u.node!;
       title.textContent = clip(n.kind === 'leaf' ? 'tensor' : n.op, 18);
       sub.textContent = clip(fmtShape(n.shape) + (n.kind === 'backward' && n.grad_ops ? ` · ${n.grad_ops} ops` : ''), 22);
     }
-    g.append(title, sub);
+    if (this.scale < LOD_SCALE) {
+      if (u.kind === 'group') {
+        // overview: the group's name, at a readable size on screen, across (and beyond) its box
+        const px = LABEL_PX / this.scale;
+        title.setAttribute('class', 'tapelab-glabel');
+        title.style.fontSize = `${px}px`;
+        title.setAttribute('y', String(p.h / 2 + px * 0.35));
+        title.setAttribute('x', '4');
+        title.textContent = clip(u.label + (u.repeat > 1 ? ` ×${u.repeat}` : ''),
+          Math.max(6, Math.floor(((p.w + 20) * this.scale) / (0.6 * LABEL_PX))));
+        g.append(title);
+      }
+      // nodes: only the box (the card tells the rest); shape lines are hidden
+    } else {
+      g.append(title, sub);
+    }
     g.addEventListener('mouseenter', ev => this.showCard(u, ev as MouseEvent, false));
     g.addEventListener('mouseleave', () => {
       if (!this.pinned) {
@@ -418,24 +593,54 @@ export class GraphView {
     return true;
   }
 
+  /**
+   * Fit the whole graph into view, at any zoom (no floor): below LOD_SCALE the picture becomes
+   * an overview (boxes, group labels at LABEL_PX on screen). Labels drawn at screen size can
+   * reach past the units, so the drawn picture is measured and fitted again.
+   */
   fit(res?: LayoutResult): void {
-    const r = this.canvas.getBoundingClientRect();
-    const W = r.width || 800;
-    const H = r.height || 400;
-    let w = res?.width ?? 0;
-    let h = res?.height ?? 0;
+    const { W, H } = this.size();
+    const M = 12;
+    let box = { x: 0, y: 0, w: res?.width ?? 0, h: res?.height ?? 0 };
     if (!res) {
+      let x0 = Infinity, y0 = Infinity, x1 = -Infinity, y1 = -Infinity;
       for (const p of this.pos.values()) {
-        w = Math.max(w, p.x + p.w);
-        h = Math.max(h, p.y + p.h);
+        x0 = Math.min(x0, p.x); y0 = Math.min(y0, p.y);
+        x1 = Math.max(x1, p.x + p.w); y1 = Math.max(y1, p.y + p.h);
       }
+      box = x0 <= x1 ? { x: x0, y: y0, w: x1 - x0, h: y1 - y0 } : { x: 0, y: 0, w: 1, h: 1 };
     }
-    // fit, but never so small that labels cannot be read: pan for the rest
-    this.scale = Math.max(0.6, Math.min(1.1, (W - 40) / Math.max(w, 1), (H - 40) / Math.max(h, 1)));
-    this.tx = 20;
-    this.ty = 20;
-    this.applyTransform();
-    this.paint();
+    const place = (b: { x: number; y: number; w: number; h: number }, s: number) => {
+      this.scale = s;
+      this.tx = Math.max(M, (W - b.w * s) / 2) - b.x * s;
+      this.ty = M - b.y * s;
+      this.applyTransform();
+      this.paint();
+    };
+    let s = Math.min(1.1, (W - 2 * M) / Math.max(box.w, 1), (H - 2 * M) / Math.max(box.h, 1));
+    place(box, s);
+    for (let k = 0; k < 4 && typeof (this.viewport as any).getBBox === 'function'; k++) {
+      let bb: { x: number; y: number; width: number; height: number };
+      try {
+        bb = this.viewport.getBBox();
+      } catch {
+        break;
+      }
+      if (!bb.width || !bb.height) {
+        break;
+      }
+      const b = { x: bb.x, y: bb.y, w: bb.width, h: bb.height };
+      const s2 = Math.min(1.1, (W - 2 * M) / b.w, (H - 2 * M) / b.h);
+      const fits = s2 >= s * 0.999;
+      s = Math.min(s, s2);
+      place(b, fits ? s : s * 0.97);
+      if (fits) {
+        break;
+      }
+      s *= 0.97;
+    }
+    this.userMoved = false;
+    this.node.dataset.fitScale = this.scale.toFixed(4);
   }
 
   private applyTransform(): void {
@@ -456,12 +661,17 @@ export class GraphView {
       }, 60);
     };
     this.canvas.addEventListener('wheel', ev => {
+      // the wheel scrolls the notebook, unless Ctrl/⌘ is held or the graph was clicked (focused)
+      if (!(ev.ctrlKey || ev.metaKey) && document.activeElement !== this.canvas) {
+        return;
+      }
       ev.preventDefault();
+      this.userMoved = true;
       const r = this.canvas.getBoundingClientRect();
       const mx = ev.clientX - r.left;
       const my = ev.clientY - r.top;
       const k = Math.exp(-ev.deltaY * 0.0015);
-      const s = Math.max(0.05, Math.min(4, this.scale * k));
+      const s = Math.max(0.005, Math.min(4, this.scale * k));
       this.tx = mx - ((mx - this.tx) * s) / this.scale;
       this.ty = my - ((my - this.ty) * s) / this.scale;
       this.scale = s;
@@ -469,6 +679,7 @@ export class GraphView {
       later();
     }, { passive: false });
     this.canvas.addEventListener('pointerdown', ev => {
+      this.canvas.focus({ preventScroll: true });
       if ((ev.target as Element).closest('.tapelab-unit, .tapelab-frame text')) {
         return;
       }
@@ -479,6 +690,7 @@ export class GraphView {
       if (!drag) {
         return;
       }
+      this.userMoved = true;
       this.tx = drag.tx + ev.clientX - drag.x;
       this.ty = drag.ty + ev.clientY - drag.y;
       this.applyTransform();
