@@ -216,7 +216,7 @@ def test_push_mode_takes_only_modes():
 def test_no_getattr_probing_of_modes_in_the_engine():
     pattern = re.compile(r"getattr\((mode|STATE\.modes|_DISPATCH\.modes)\b")
     files = sorted(ENGINE.rglob("*.py"))
-    assert len(files) > 50 and ENGINE / "dispatch.py" in files
+    assert len(files) > 50 and "dispatch.py" in {f.name for f in files}    # the scan reads the engine
     hits = [f"{f.relative_to(ENGINE)}:{i}" for f in files
             for i, line in enumerate(f.read_text().splitlines(), 1) if pattern.search(line)]
     assert hits == []
