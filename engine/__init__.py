@@ -7,16 +7,17 @@ subscribe to.
 from __future__ import annotations
 
 from . import _memory  # noqa: F401  (first: the allocator policy applies to everything after it)
-from . import events
-from .base import dtype as _dtype
+# the public paths kept as re-exports, loaded before the names below: importing a submodule
+# sets the package attribute of its name, which ``tensor`` (the function) and ``device``
+# (the class) then replace for good
+from . import _backend, _dispatch_state, _dtype, _simarray, creation, device, dispatch, events, random, tensor  # noqa: F401,E501
 from .base.dtype import (bool, double, dtype, finfo, float, float16, float32, float64, get_default_dtype, half,
                          iinfo, int, int8, int16, int32, int64, long, promote_types, set_default_dtype, short,
                          uint8)
 from .base.grad_mode import (enable_grad, inference_mode, is_grad_enabled, is_inference_mode_enabled, no_grad,
                              set_grad_enabled)
-from . import autograd  # noqa: F401  (the core's import cycle needs this order until it is cut)
-from .creation import *  # noqa: F401,F403
-from .device import device  # the module (a re-export) first, then the class under its name
+from .core.creation import *  # noqa: F401,F403
+from .base.device import device
 from .ops import install_methods
 from .ops.compare import *  # noqa: F401,F403
 from .ops.convert import *  # noqa: F401,F403
@@ -26,10 +27,10 @@ from .ops.linalg import *  # noqa: F401,F403
 from .ops.movement import *  # noqa: F401,F403
 from .ops.reduce import *  # noqa: F401,F403
 from .ops.sort import *  # noqa: F401,F403
-from .random import Generator, default_generator, get_rng_state, initial_seed, manual_seed, seed, set_rng_state
+from .core.random import Generator, default_generator, get_rng_state, initial_seed, manual_seed, seed, set_rng_state
 from .serialization import CheckpointError, load, save
 from .tape import tape
-from .tensor import Size, Tensor
+from .core.tensor import Size, Tensor
 
 install_methods(Tensor)
 

@@ -5,7 +5,7 @@ import sys
 
 from .nn import functional as F
 from .ops import install_methods
-from .tensor import Tensor
+from .core.tensor import Tensor
 
 __all__ = ["softmax", "log_softmax", "dropout", "conv1d", "conv2d", "conv_transpose2d", "layer_norm",
            "group_norm", "batch_norm", "embedding", "cosine_similarity", "max_pool1d", "max_pool2d",

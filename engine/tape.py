@@ -34,7 +34,7 @@ import numpy as np
 
 from .base import events
 from .autograd.engine import running_node
-from .tensor import Tensor
+from .core.tensor import Tensor
 
 __all__ = ["tape", "TapeNode", "summarize", "sample", "summarize_samples", "Sample", "tensor_id", "SAMPLE"]
 

@@ -9,10 +9,14 @@ node came from.
 """
 from __future__ import annotations
 
+import functools
 import linecache
 import os
 import sys
 import warnings
+
+from ..core.dispatch import set_anomaly
+from ..core.tensor import Tensor
 
 __all__ = ["detect_anomaly", "set_detect_anomaly", "is_anomaly_enabled", "is_anomaly_check_nan_enabled",
            "AnomalyWarning"]
@@ -45,9 +49,8 @@ def is_anomaly_check_nan_enabled() -> bool:
 
 
 def _set(enabled: bool, check_nan: bool) -> None:
-    from ..dispatch import set_anomaly
     STATE.enabled, STATE.check_nan = bool(enabled), bool(check_nan)
-    set_anomaly(STATE.enabled)
+    set_anomaly(check_forward if STATE.enabled else None)
 
 
 class detect_anomaly:
@@ -70,8 +73,6 @@ class detect_anomaly:
         _set(*self.prev)
 
     def __call__(self, fn):
-        import functools
-
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
             with self.__class__(self.check_nan):
@@ -142,7 +143,6 @@ def check_forward(op, args, res) -> None:
         record(res.grad_fn, op.name, frame)
     if not STATE.check_nan or STATE.backward_depth or _finite(res):
         return
-    from ..tensor import Tensor
     tensors = [a for a in args if isinstance(a, Tensor)]
     if all(_finite(t) for t in tensors):
         inputs = "; ".join(f"input {i}: {_stats(a)}" for i, a in enumerate(args))

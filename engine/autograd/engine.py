@@ -21,10 +21,11 @@ from typing import Iterator, Sequence
 from ..base import events
 from . import anomaly as _anomaly
 from ..base.grad_mode import STATE as GRAD, no_grad
-from ..creation import ones_like, zeros_like
+from ..core.creation import ones_like, zeros_like
 from ..base.dispatch_state import STATE as _DISPATCH
-from ..tensor import Tensor
-from .graph import RETAIN, AccumulateGrad
+from ..core.tensor import Tensor
+from ..core.node import RETAIN, AccumulateGrad
+from .views import _view_grad_fn
 
 __all__ = ["backward_steps", "backward", "grad", "BackwardStep", "running_node"]
 
@@ -50,9 +51,8 @@ def _as_list(x) -> list:
 
 
 def _fresh(t) -> None:
-    """A view whose base was modified in place gets its grad_fn regenerated (dispatch._view_grad_fn)."""
+    """A view whose base was modified in place gets its grad_fn regenerated (views._view_grad_fn)."""
     if isinstance(t, Tensor) and t._base is not None and t._vc[0]:
-        from ..dispatch import _view_grad_fn
         _view_grad_fn(t)
 
 
@@ -443,3 +443,13 @@ def _result(g, t, i: int, create_graph: bool, allow_unused: bool, materialize: b
                                "the graph. Set allow_unused=True if this is the desired behavior.")
         return None
     return g.detach() if not create_graph and g.requires_grad else g
+
+
+# ---------------------------------------------------------------- Tensor methods declared here
+def _tensor_backward(self: Tensor, gradient=None, retain_graph=None, create_graph: bool = False, inputs=None) -> None:
+    """Accumulate d(self)/d(leaf) into ``leaf.grad`` for every leaf this tensor depends on."""
+    backward(self, gradient, retain_graph, create_graph, inputs=inputs)
+
+
+_tensor_backward.__name__ = _tensor_backward.__qualname__ = "backward"
+OPERATORS = {"backward": _tensor_backward}

@@ -11,7 +11,9 @@ from typing import Any
 
 from . import anomaly as _anomaly
 from ..base.grad_mode import STATE as GRAD, no_grad
-from .graph import FREED_MSG, Node, _seq
+from ..core.creation import zeros
+from ..core.node import FREED_MSG, Node, _seq
+from ..core.tensor import Tensor, sum_to
 
 __all__ = ["Function", "FunctionCtx", "BackwardCFunction", "once_differentiable"]
 
@@ -126,7 +128,6 @@ def _expandable(shape: tuple, grad_shape: tuple) -> bool:
 
 def _zeros(meta):
     shape, dtype, device = meta
-    from ..creation import zeros
     return zeros(shape, dtype=dtype, device=device)
 
 
@@ -272,6 +273,3 @@ def once_differentiable(fn):
         return outs[0] if single else outs
     return wrapper
 
-
-from ..ops._util import sum_to  # noqa: E402
-from ..tensor import Tensor  # noqa: E402

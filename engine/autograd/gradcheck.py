@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..tensor import Tensor
+from ..core.tensor import Tensor
 from .engine import grad as _grad
 
 __all__ = ["gradcheck", "gradgradcheck", "GradcheckError"]
@@ -41,7 +41,7 @@ def _numerical(fn, inputs, i, eps):
 
 
 def _analytical(fn, inputs, i, create_graph=False):
-    from ..creation import zeros_like
+    from ..core.creation import zeros_like
     outs = _outputs(fn, inputs)
     rows = []
     for o in outs:
@@ -93,7 +93,7 @@ def gradcheck(func, inputs, *, eps: float = 1e-6, atol: float = 1e-5, rtol: floa
 def gradgradcheck(func, inputs, grad_outputs=None, *, eps: float = 1e-6, atol: float = 1e-5,
                   rtol: float = 1e-3, raise_exception: bool = True, **_) -> bool:
     """gradcheck of the gradient itself: checks second derivatives through ``create_graph``."""
-    from ..creation import randn
+    from ..core.creation import randn
     inputs = _as_tuple(inputs)
     diff_idx = [i for i, x in enumerate(inputs) if isinstance(x, Tensor) and x.requires_grad]
     outs = _outputs(func, inputs)

@@ -18,16 +18,20 @@ class _DispatchState:
         eager path tests only this flag.
     modes: the active ``dispatch.Mode`` stack, innermost last.
     module_path: the ``nn.Module`` scope names, kept while someone is watching.
-    anomaly: anomaly detection is on (``autograd.set_detect_anomaly``).
+    anomaly: None, or the check ``check(op, args, result)`` anomaly detection runs after each
+        compute op (``autograd.set_detect_anomaly`` installs it through ``dispatch.set_anomaly``).
+    capturing: the Graph being captured (``tapelab.graphs``; at most one), here so that layers
+        below graphs (``nn.functional``) can ask ``is_current_stream_capturing`` without importing it.
     """
 
-    __slots__ = ("slow", "modes", "module_path", "anomaly", "_seq")
+    __slots__ = ("slow", "modes", "module_path", "anomaly", "capturing", "_seq")
 
     def __init__(self):
         self.slow = False
         self.modes: list = []
         self.module_path: list = []
-        self.anomaly = False
+        self.anomaly = None
+        self.capturing: list = []
         self._seq = itertools.count()
 
 

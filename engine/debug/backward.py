@@ -32,8 +32,8 @@ from typing import Callable
 from ..autograd import anomaly as _anomaly
 from ..autograd.engine import backward_steps
 from ..base.grad_mode import STATE as GRAD
-from ..autograd.graph import AccumulateGrad
-from ..tensor import Tensor
+from ..core.node import AccumulateGrad
+from ..core.tensor import Tensor
 from .conditions import Condition, any_of, as_condition, in_module, when
 from .stepping import Stepper
 from .summary import forward_op_of, full_norm, grad_summary, is_finite, source_of

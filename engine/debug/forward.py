@@ -16,7 +16,7 @@ from typing import Callable
 
 from ..fx import GraphModule, Interpreter, symbolic_trace, trace_from_tape
 from ..fx.node import Node, map_aggregate
-from ..tensor import Tensor
+from ..core.tensor import Tensor
 from .backward import _fmt_stats, _value_summary, run_condition
 from .conditions import as_condition, when
 from .stepping import Stepper

@@ -5,7 +5,7 @@ import math
 import re
 
 from ..tape import summarize
-from ..tensor import Tensor
+from ..core.tensor import Tensor
 
 __all__ = ["grad_summary", "is_finite", "full_norm", "source_of", "forward_op_of"]
 

@@ -6,8 +6,8 @@ Generated code names them ``prims.<op>``.
 """
 from __future__ import annotations
 
-from ..dispatch import apply
-from ..ops.registry import REGISTRY
+from ..core.dispatch import apply
+from ..core.registry import REGISTRY
 
 __all__ = ["Primitive", "prims"]
 

@@ -32,9 +32,9 @@ import operator
 from typing import Any, Callable
 
 from ..base import events
-from ..dispatch import Mode, eager
+from ..core.dispatch import Mode, eager
 from ..nn.modules.module import Module
-from ..tensor import Tensor
+from ..core.tensor import Tensor
 from .graph import Graph
 from .graph_module import GraphModule
 from .node import Node, has_side_effect, map_aggregate

@@ -30,14 +30,14 @@ import weakref
 
 from ..base.simarray import SimArray
 from ..base.grad_mode import STATE as GRAD
-from ..dispatch import Mode, eager
+from ..core.dispatch import Mode, eager
 from ..optim.optimizer import live_optimizers
-from ..tensor import Tensor
+from ..core.tensor import Tensor
 
 _ENGINE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 # frames that only relay a request (the mode, the dispatcher, Tensor's own methods)
-_RELAY = (os.path.join(_ENGINE_DIR, "graphs") + os.sep, os.path.join(_ENGINE_DIR, "dispatch.py"),
-          os.path.join(_ENGINE_DIR, "tensor.py"))
+_RELAY = (os.path.join(_ENGINE_DIR, "graphs") + os.sep, os.path.join(_ENGINE_DIR, "core", "dispatch.py"),
+          os.path.join(_ENGINE_DIR, "core", "tensor.py"))
 
 
 class CaptureError(RuntimeError):

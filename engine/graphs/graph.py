@@ -5,7 +5,8 @@ import time
 
 from ..base import events
 from ..base.device import device as _device
-from ..dispatch import pop_mode, push_mode
+from ..base.dispatch_state import STATE
+from ..core.dispatch import pop_mode, push_mode
 from . import _capture
 from ._capture import CaptureError, CaptureMode, _label, _np_root, _where, root_key
 from ._program import Program
@@ -15,7 +16,7 @@ BUFFER_KINDS = ("static_input", "state", "static_output", "pool", "constant")
 
 __all__ = ["Graph", "graph", "MemPool", "graph_pool_handle", "is_current_stream_capturing", "CaptureError"]
 
-_ACTIVE: list = []   # the capturing Graph, at most one (as PyTorch: one capture per process)
+_ACTIVE = STATE.capturing   # the capturing Graph, at most one (as PyTorch: one capture per process)
 
 
 def is_current_stream_capturing() -> bool:

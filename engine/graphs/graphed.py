@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from ..autograd.engine import grad as _grad
 from ..autograd.function import Function
-from ..creation import ones_like, zeros_like
-from ..tensor import Tensor
+from ..core.creation import ones_like, zeros_like
+from ..core.tensor import Tensor
 from .graph import Graph, graph, graph_pool_handle
 
 __all__ = ["make_graphed_callables"]

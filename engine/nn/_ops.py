@@ -11,9 +11,9 @@ from __future__ import annotations
 import itertools
 import math
 
-from ..dispatch import apply
-from ..ops.registry import NONE, OTHERS, Op
-from ..tensor import Tensor
+from ..core.dispatch import apply
+from ..core.registry import NONE, OTHERS, Op
+from ..core.tensor import Tensor
 
 __all__ = ["convolution", "convolution_transpose", "convolution_weight", "max_pool", "avg_pool",
            "im2col", "col2im", "embedding", "pool_output_size", "max_pool_blocks",

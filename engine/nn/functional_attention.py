@@ -10,9 +10,9 @@ import math
 import warnings
 
 from ..base import dtype as _dtype
-from .. import creation
+from ..core import creation
 from ..ops.movement import cat
-from ..tensor import Tensor
+from ..core.tensor import Tensor
 from .functional_core import dropout, linear, softmax
 
 __all__ = ["scaled_dot_product_attention", "multi_head_attention_forward"]

@@ -11,12 +11,12 @@ import math
 import warnings
 
 from ..base import dtype as _dt
-from .. import creation
+from ..core import creation
 from ..base.grad_mode import is_grad_enabled, no_grad
-from ..graphs.graph import is_current_stream_capturing as _capturing
+from ..base.dispatch_state import STATE as _DISPATCH
 from ..ops.indexing import one_hot
 from ..ops.movement import pad
-from ..tensor import _TYPE_NAMES, Tensor
+from ..core.tensor import _TYPE_NAMES, Tensor
 from . import _ops
 
 __all__ = [
@@ -678,7 +678,7 @@ def nll_loss(input: Tensor, target: Tensor, weight: Tensor | None = None, size_a
     keep = target != ignore_index
     safe = target.where(keep, 0)
     bad = (safe < 0) | (safe >= logp.shape[-1])  # gather would wrap negative targets silently
-    on_device = _capturing() or target.device.type == "meta"
+    on_device = bool(_DISPATCH.capturing) or target.device.type == "meta"
     if on_device:
         # while capturing a host check would freeze into a replay guard (and keep a CUDA graph
         # from forming), and a meta tensor has no values: the check moves to the device, where

@@ -8,11 +8,11 @@ from __future__ import annotations
 import math
 import warnings
 
-from .. import creation
+from ..core import creation
 from ..base.dtype import finfo
 from ..base.grad_mode import no_grad
 from ..ops.movement import cat
-from ..tensor import Tensor
+from ..core.tensor import Tensor
 from .functional_core import (_batched, _channel_view, _inplace, _normalize_over, _ntuple_none, _reduce,
                               _reduction, _unbatch, interpolate, logsigmoid)
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 import math
 
 from ..base.grad_mode import no_grad
-from ..creation import eye, rand, randn
-from ..tensor import Tensor
+from ..core.creation import eye, rand, randn
+from ..core.tensor import Tensor
 
 __all__ = ["calculate_gain", "uniform_", "normal_", "trunc_normal_", "constant_", "ones_", "zeros_",
            "eye_", "xavier_uniform_", "xavier_normal_", "kaiming_uniform_", "kaiming_normal_",

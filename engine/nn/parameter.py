@@ -1,7 +1,7 @@
 """``Parameter`` and ``Buffer``: tensors a Module registers by assignment."""
 from __future__ import annotations
 
-from ..tensor import Tensor
+from ..core.tensor import Tensor
 
 __all__ = ["Parameter", "Buffer"]
 

@@ -1,12 +1,19 @@
 """Op declarations, one module per family; ``install_methods`` binds them onto Tensor."""
 from __future__ import annotations
 
+from ..autograd import engine, views
+from ..autograd.views import apply_
+from ..core import creation, node
+from ..core.registry import REGISTRY, Op, defop
 from . import compare, convert, elementwise, indexing, linalg, movement, reduce, sort  # noqa: F401
-from .registry import REGISTRY, Op, defop
+from . import registry  # noqa: F401  (the public path tapelab.ops.registry, a re-export)
 
-__all__ = ["REGISTRY", "Op", "defop", "install_methods", "surface", "MODULES"]
+__all__ = ["REGISTRY", "Op", "defop", "install_methods", "surface", "MODULES", "FOUNDATION"]
 
 MODULES = (convert, elementwise, compare, reduce, movement, linalg, sort, indexing)
+# the layers below the op families that declare Tensor methods (a Tensor itself knows only its data
+# and metadata): construction, new_* and pickling; hooks; detach; backward
+FOUNDATION = (creation, node, views, engine)
 
 
 def surface(modules=MODULES, ops=None) -> dict:
@@ -18,7 +25,6 @@ def surface(modules=MODULES, ops=None) -> dict:
     op. Each name is declared once: a second declaration raises instead of silently replacing
     the first.
     """
-    from ..dispatch import apply_
     out: dict = {}
 
     def declare(name, value, where):
@@ -39,9 +45,9 @@ def surface(modules=MODULES, ops=None) -> dict:
     return out
 
 
-def install_methods(cls, modules=MODULES, ops=None) -> None:
+def install_methods(cls, modules=MODULES + FOUNDATION, ops=None) -> None:
     """Bind the declared ``surface(modules, ops)`` onto ``cls`` (Tensor): the one place that
-    sets Tensor methods."""
+    sets Tensor methods (the op families' and the ``FOUNDATION`` layers')."""
     for name, value in surface(modules, ops).items():
         setattr(cls, name, value)
 

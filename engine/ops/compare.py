@@ -10,9 +10,10 @@ from __future__ import annotations
 import numbers
 
 from ..base import dtype as _dtype
-from ..creation import tensor as _tensor
-from ..dispatch import apply, apply_
-from .registry import NONE, OTHERS, Op
+from ..core.creation import tensor as _tensor
+from ..core.dispatch import apply
+from ..autograd.views import apply_
+from ..core.registry import NONE, OTHERS, Op
 from ._util import Tensor, unbroadcast as ub
 
 __all__ = ["eq", "ne", "lt", "le", "gt", "ge", "greater", "greater_equal", "less", "less_equal",

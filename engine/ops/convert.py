@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from ..base import backend as _backend, dtype as _dtype
 from ..base.device import device as Device
-from ..dispatch import apply
-from .registry import NONE, Op
+from ..core.dispatch import apply
+from ..core.registry import NONE, Op
 from ._util import Tensor
 
 __all__ = ["to"]
@@ -68,3 +68,6 @@ def to(x: Tensor, *args, **kwargs) -> Tensor:
     if out is x and copy:
         out = x.clone()
     return out
+
+
+OPERATORS = {"to": to}   # Tensor.to: ``to(dtype)``, ``to(device)``, ``to(device, dtype)``, ``to(other)``

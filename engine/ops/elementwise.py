@@ -11,10 +11,11 @@ from math import prod
 
 from ..base import backend as _backend
 from ..base.meta import has_data
-from ..creation import zeros_like
-from ..dispatch import apply, apply_
+from ..core.creation import zeros_like
+from ..core.dispatch import apply
+from ..autograd.views import apply_
 from .compare import isfinite, keep_where, torch_name, where, zero_where
-from .registry import ALL, NONE, OTHERS, Op
+from ..core.registry import ALL, NONE, OTHERS, Op
 from ._util import Tensor, unbroadcast as ub
 
 __all__ = ["add", "sub", "rsub", "mul", "div", "true_divide", "floor_divide", "remainder", "fmod",

@@ -14,10 +14,11 @@ import numbers
 from ..base import backend as _backend, dtype as _dtype
 from ..base.meta import has_data
 from ..base.grad_mode import STATE as GRAD
-from ..creation import full, tensor as _tensor, zeros
-from ..dispatch import STATE, apply, apply_
+from ..core.creation import full, tensor as _tensor, zeros
+from ..core.dispatch import STATE, apply
+from ..autograd.views import apply_
 from .movement import _ALL, _base_requires_grad, _mark, _slice, broadcast_shapes, expand
-from .registry import NONE, Op
+from ..core.registry import NONE, Op
 from ._util import Tensor, _wrap_dim, sum_to
 
 __all__ = ["index_select", "gather", "scatter", "scatter_add", "scatter_reduce", "index_add", "index_fill",

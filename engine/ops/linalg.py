@@ -10,10 +10,10 @@ import math
 from collections import namedtuple
 
 from ..base.meta import has_data
-from ..creation import eye, ones, zeros
-from ..dispatch import apply
+from ..core.creation import eye, ones, zeros
+from ..core.dispatch import apply
 from .movement import cat, narrow
-from .registry import ALL, NONE, OTHERS, Op
+from ..core.registry import ALL, NONE, OTHERS, Op
 from ._util import Tensor, _wrap_dim, sum_to
 
 __all__ = ["matmul", "mm", "bmm", "mv", "dot", "vdot", "inner", "outer", "ger", "addmm", "baddbmm",

@@ -10,13 +10,14 @@ from __future__ import annotations
 import math
 from operator import index as _index
 
-from ..creation import zeros
+from ..autograd.views import _view_grad_fn, apply_
+from ..base.dispatch_state import STATE
 from ..base.grad_mode import STATE as GRAD
-from ..autograd.graph import MultiViewNode
-from ..dispatch import STATE, _view_grad_fn, apply, apply_
-from .registry import NONE, Op
-from ..tensor import Size
-from ._util import Tensor, _wrap_dim, sum_to
+from ..core.creation import zeros
+from ..core.dispatch import apply
+from ..core.node import Node, _seq
+from ..core.registry import NONE, Op
+from ..core.tensor import Size, Tensor, _wrap_dim, sum_to
 
 __all__ = ["reshape", "permute", "transpose", "swapaxes", "swapdims", "movedim", "moveaxis", "t",
            "squeeze", "unsqueeze", "flatten", "unflatten", "broadcast_to", "broadcast_tensors",
@@ -63,7 +64,7 @@ _slice_backward = Op("slice_backward", _slice_backward_fwd,
                      lambda g, out, gin, *, shape, key: (apply(_slice, g, key=key),), saves=NONE)
 
 
-# ---------------------------------------------------------------- view tracking (see dispatch.apply_)
+# ---------------------------------------------------------------- view tracking (see autograd/views.py)
 def _mark(out: Tensor, input: Tensor) -> Tensor:
     """Record that ``out`` aliases ``input``'s root base: attribute stores, nothing else."""
     b = input._base
@@ -88,109 +89,43 @@ def _reshaped(out: Tensor, input: Tensor) -> Tensor:
 
 
 def _base_requires_grad(t: Tensor) -> bool:
-    """A view whose base requires grad (the view may not yet know it: see dispatch._view_grad_fn)."""
+    """A view whose base requires grad (the view may not yet know it: see views._view_grad_fn)."""
     b = t._base
     return b is not None and b.requires_grad
 
 
-class _Geom:
-    """Where a view lies in its base: ``take`` reads that region of a base-shaped array,
-    ``put`` writes into it. Relative to the base's C-order layout (strided) when the base is
-    C-contiguous, else through a precomputed array of flat C-order positions."""
+class MultiViewNode(Node):
+    """The one grad_fn of all outputs of ``unbind``/``split``/``chunk``/``tensor_split``.
 
-    __slots__ = ("base_shape", "shape", "strides", "offset", "flat")
+    Output ``i`` is ``input[keys[i]]``. Backward writes the gradients that arrived into one
+    zero tensor of the input's shape (a single dispatched op, whatever the number of outputs
+    and however many received no gradient), rather than one full-size tensor per output.
+    """
 
-    def __init__(self, base_shape, shape, strides, offset, flat):
-        self.base_shape, self.shape, self.strides, self.offset, self.flat = (
-            base_shape, shape, strides, offset, flat)
+    __slots__ = ("_name", "keys", "shape", "n_outputs", "module")
 
-    def __repr__(self) -> str:
-        return f"_Geom(size={list(self.shape)}, stride={list(self.strides)}, storage_offset={self.offset})"
+    def __init__(self, name, edge, keys, shape):
+        self._name, self.keys, self.shape = name, keys, shape
+        self.n_outputs = len(keys)
+        self.edges = (edge,)
+        self.seq = next(_seq)
+        self.pre_hooks = self.hooks = self._metadata = None
+        self.module = ""
 
-    def _region(self, xp, flat_arr):
-        isz = flat_arr.itemsize
-        return xp.lib.stride_tricks.as_strided(flat_arr[self.offset:], self.shape,
-                                               tuple(s * isz for s in self.strides))
+    def name(self) -> str:
+        return self._name
 
-    def take(self, xp, a):
-        if self.flat is not None:
-            return a.reshape(-1)[self.flat]
-        if not math.prod(self.shape):
-            return xp.zeros(self.shape, a.dtype)
-        return self._region(xp, xp.ascontiguousarray(a).reshape(-1)).copy()
+    @property
+    def saved_tensors(self) -> tuple:
+        return ()
 
-    def put(self, xp, out, src) -> None:
-        """``out`` is C-contiguous and base-shaped."""
-        if self.flat is not None:
-            out.reshape(-1)[self.flat] = xp.broadcast_to(src, self.shape)
-        elif math.prod(self.shape):
-            self._region(xp, out.reshape(-1))[...] = src
-
-
-def _addr(a) -> int:
-    ai = getattr(a, "__array_interface__", None)
-    return ai["data"][0] if ai is not None else a.data.ptr
-
-
-def _extent(a) -> tuple:
-    """Byte offsets (lowest, highest) an array touches, from its first element."""
-    return (sum(min(0, (n - 1) * s) for n, s in zip(a.shape, a.strides)),
-            sum(max(0, (n - 1) * s) for n, s in zip(a.shape, a.strides)))
-
-
-def _geometry(base: Tensor, view: Tensor) -> _Geom:
-    """Where ``view`` lies in ``base``; RuntimeError if it no longer aliases it (``base.data = ...``)."""
-    b, v = base._data, view._data
-    isz = b.itemsize
-    off = _addr(v) - _addr(b)
-    (blo, bhi), (vlo, vhi) = _extent(b), _extent(v)
-    if v.size and (b.dtype != v.dtype or b.size == 0 or off + vlo < blo or off + vhi > bhi or off % isz):
-        raise RuntimeError(f"this view of shape {list(v.shape)} no longer aliases its base of shape "
-                           f"{list(b.shape)} (was the base's .data replaced?): autograd cannot relate them")
-    if b.flags.c_contiguous:
-        return _Geom(b.shape, v.shape, tuple(s // isz for s in v.strides), off // isz, None)
-    # any strided base: lay the base's C-order positions out in memory as the base is laid
-    # out, then read them back through the view's strides
-    import numpy as np
-    ast = np.lib.stride_tricks.as_strided
-    lo, hi = blo, bhi
-    mem = np.zeros((hi - lo) // isz + 1, np.int64)
-    ast(mem[-lo // isz:], b.shape, tuple(s // isz * 8 for s in b.strides))[...] = (
-        np.arange(b.size).reshape(b.shape))
-    flat = ast(mem[(off - lo) // isz:], v.shape, tuple(s // isz * 8 for s in v.strides)).copy()
-    xp = base._device.xp
-    return _Geom(b.shape, v.shape, None, None, flat if xp is np else xp.asarray(flat))
-
-
-def _as_strided_backward_fwd(xp, g, *, geom):
-    out = xp.zeros(geom.base_shape, g.dtype)
-    geom.put(xp, out, g)
-    return out
-
-
-def _as_strided_scatter_fwd(xp, x, src, *, geom):
-    out = xp.array(x, order="C")
-    geom.put(xp, out, src)
-    return out
-
-
-def _as_strided_scatter_vjp(g, out, x, src, *, geom):
-    gx = apply(_as_strided_scatter, g, 0, geom=geom) if x.requires_grad else None
-    gs = None
-    if isinstance(src, Tensor) and src.requires_grad:
-        gs = sum_to(apply(_as_strided, g, geom=geom), src._data.shape)
-    return gx, gs
-
-
-# a view of a base-shaped tensor given by its geometry: the grad_fn of a view regenerated over
-# its base's graph after an in-place op (AsStridedBackward0), and the gradient plumbing of
-# CopySlices; the forward copies (it only ever reads gradients)
-_as_strided = Op("as_strided", lambda xp, x, *, geom: geom.take(xp, x),
-                 lambda g, out, x, *, geom: (apply(_as_strided_backward, g, geom=geom),), saves=NONE)
-_as_strided_backward = Op("as_strided_backward", _as_strided_backward_fwd,
-                          lambda g, out, gv, *, geom: (apply(_as_strided, g, geom=geom),), saves=NONE)
-_as_strided_scatter = Op("as_strided_scatter", _as_strided_scatter_fwd, _as_strided_scatter_vjp,
-                         saves=NONE)
+    def run(self, grads):
+        present = [i for i, g in enumerate(grads) if g is not None]
+        if not present:
+            return (None,)
+        keys = self.keys
+        return (apply(_views_backward, *[grads[i] for i in present], shape=self.shape,
+                      keys=tuple(keys[i] for i in present)),)
 
 
 def _views_backward_fwd(xp, *gs, shape, keys):

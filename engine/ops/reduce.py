@@ -11,10 +11,10 @@ import builtins
 from collections import namedtuple
 
 from ..base.grad_mode import STATE as GRAD
-from ..creation import eye
+from ..core.creation import eye
 from ..base import backend as _backend
-from ..dispatch import apply
-from .registry import NONE, OTHERS, Op
+from ..core.dispatch import apply
+from ..core.registry import NONE, OTHERS, Op
 from ._util import Tensor, norm_dims
 
 __all__ = ["sum", "mean", "prod", "max", "min", "amax", "amin", "argmax", "argmin", "var", "std",

@@ -6,9 +6,9 @@ back to the positions the values came from.
 """
 from __future__ import annotations
 
-from ..dispatch import apply
+from ..core.dispatch import apply
 from .reduce import picker, take_along, pick, values_indices
-from .registry import Op
+from ..core.registry import Op
 from ._util import Tensor, _wrap_dim
 
 __all__ = ["sort", "argsort", "msort", "topk", "kthvalue", "median", "mode", "unique", "searchsorted"]

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..creation import tensor, zeros_like
-from ..tensor import Tensor
+from ..core.creation import tensor, zeros_like
+from ..core.tensor import Tensor
 from .optimizer import Optimizer, check_hyper, check_single_tensor, scalar
 
 __all__ = ["Adam", "AdamW"]

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..creation import zeros_like
+from ..core.creation import zeros_like
 from .optimizer import Optimizer, check_hyper, check_single_tensor, scalar
 
 __all__ = ["Adamax"]

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..creation import tensor, zeros_like
+from ..core.creation import tensor, zeros_like
 from .nadam import scalar_dtype
 from .optimizer import Optimizer, check_hyper, check_single_tensor, scalar
 

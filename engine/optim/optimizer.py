@@ -21,8 +21,8 @@ from functools import wraps
 from ..base import dtype as _dtype
 from ..base.dispatch_state import STATE
 from ..base.grad_mode import enable_grad, no_grad
-from ..dispatch import module_scope
-from ..tensor import Tensor
+from ..core.dispatch import module_scope
+from ..core.tensor import Tensor
 
 __all__ = ["Optimizer", "required", "live_optimizers"]
 
@@ -252,7 +252,7 @@ class Optimizer:
 
 
 def _export(param_state: dict[str, Any]) -> dict[str, Any]:
-    from ..creation import tensor
+    from ..core.creation import tensor
     return {k: tensor(float(v), dtype=_dtype.float32) if k in _SCALAR_STATE and not isinstance(v, Tensor)
             else v for k, v in param_state.items()}
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..creation import full_like, zeros_like
+from ..core.creation import full_like, zeros_like
 from .optimizer import Optimizer, check_single_tensor, check_hyper, scalar
 
 __all__ = ["Rprop"]

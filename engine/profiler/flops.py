@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ..ops.registry import REGISTRY
+from ..core.registry import REGISTRY
 
 __all__ = ["estimate_flops", "FLOP_TABLE"]
 

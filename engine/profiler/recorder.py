@@ -44,7 +44,7 @@ from ..base import events
 from .. import cuda
 from ..autograd.engine import running_node
 from ..base.device import device as Device
-from ..dispatch import STATE
+from ..core.dispatch import STATE
 from .flops import estimate_flops
 from .trace import MemoryEvent, Trace
 

@@ -16,7 +16,7 @@ from _codecs import encode
 
 from ..base import dtype as _dtype
 from ..base.device import device
-from ..tensor import Size, Tensor
+from ..core.tensor import Size, Tensor
 from . import _storage as S
 
 _REBUILD = {"_rebuild_tensor": S.rebuild_tensor, "_rebuild_tensor_v2": S.rebuild_tensor_v2,

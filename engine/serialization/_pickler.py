@@ -19,7 +19,7 @@ import numpy as np
 
 from ..base import dtype as _dtype
 from ..base.device import device
-from ..tensor import Size, Tensor
+from ..core.tensor import Size, Tensor
 from ._storage import STORAGE_NAMES
 
 

@@ -35,7 +35,7 @@ import safetensors.numpy
 
 from ..base import dtype as _dtype
 from ..base.device import device as Device
-from ..tensor import Tensor
+from ..core.tensor import Tensor
 from ._errors import CheckpointError
 from ._storage import place
 
@@ -156,7 +156,7 @@ def _decode(node, arrays: dict, made: dict, map_location):
 
 
 def _tensor(arr: np.ndarray, saved_device: str, map_location, requires_grad: bool, param: bool) -> Tensor:
-    from ..creation import from_numpy
+    from ..core.creation import from_numpy
     storage = place(arr, saved_device, map_location)
     t = from_numpy(arr)
     if storage.location != "cpu":

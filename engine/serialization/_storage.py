@@ -12,7 +12,7 @@ import numpy as np
 
 from ..base import dtype as _dtype
 from ..base.device import cuda_available, device as Device
-from ..tensor import Tensor
+from ..core.tensor import Tensor
 
 # PyTorch's legacy storage classes (torch.FloatStorage ...) by dtype name: a checkpoint names its
 # storages' element types with them. PyTorch's UntypedStorage holds bytes.
@@ -142,7 +142,7 @@ def rebuild_tensor(storage: Storage, storage_offset: int, size, stride, dtype: _
     Bounds are checked before the view is made: a view past the storage's end would read memory
     the checkpoint does not own.
     """
-    from ..creation import from_numpy
+    from ..core.creation import from_numpy
     array = storage.array if dtype is None else storage.array.view(dtype.np)
     size, stride = tuple(size), tuple(stride)
     if not (len(size) == len(stride) and all(type(n) is int and n >= 0 for n in (storage_offset, *size, *stride))):

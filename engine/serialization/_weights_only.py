@@ -17,7 +17,7 @@ from collections import Counter, OrderedDict
 from pickle import UnpicklingError
 from typing import Any, Callable
 
-from ..tensor import Tensor
+from ..core.tensor import Tensor
 from . import _names
 from ._storage import set_obj_state
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from ..autograd.engine import _drain, backward_steps
 from ..base.grad_mode import STATE as GRAD, enable_grad
-from ..autograd.graph import FREED_MSG, AccumulateGrad, Node, _seq
-from ..random import get_rng_state, set_rng_state
-from ..tensor import Tensor
+from ..core.node import FREED_MSG, AccumulateGrad, Node, _seq
+from ..core.random import get_rng_state, set_rng_state
+from ..core.tensor import Tensor
 
 __all__ = ["checkpoint", "checkpoint_sequential", "CheckpointBackward"]
 

@@ -8,7 +8,7 @@ constant value used by the rest of the graph is computed, stored on the module a
 """
 from __future__ import annotations
 
-from ...tensor import Tensor
+from ...core.tensor import Tensor
 from ..interpreter import Interpreter
 from ..node import Node
 from .cse import _is_random

@@ -17,8 +17,8 @@ from __future__ import annotations
 import functools
 import operator
 
-from ...ops.registry import REGISTRY
-from ...tensor import Tensor
+from ...core.registry import REGISTRY
+from ...core.tensor import Tensor
 from ..node import Node
 
 __all__ = ["elementwise_groups", "op_name"]

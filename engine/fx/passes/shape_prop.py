@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from ...tensor import Tensor
+from ...core.tensor import Tensor
 from ..interpreter import Interpreter
 from ..node import Node, map_aggregate
 

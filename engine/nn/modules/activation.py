@@ -1,7 +1,7 @@
 """Activation modules, each a thin wrapper over its ``nn.functional`` counterpart."""
 from __future__ import annotations
 
-from ...tensor import Tensor
+from ...core.tensor import Tensor
 from .. import functional as F
 from .module import Module
 

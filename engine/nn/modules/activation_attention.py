@@ -7,11 +7,11 @@ results PyTorch's fast path matches.
 """
 from __future__ import annotations
 
-from ... import creation
+from ...core import creation
 from .. import init
 from ..functional_attention import _canonical_mask, _none_or_dtype, multi_head_attention_forward
 from ..parameter import Parameter
-from ...tensor import Tensor
+from ...core.tensor import Tensor
 from .linear import Linear
 from .module import Module
 

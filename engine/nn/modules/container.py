@@ -5,7 +5,7 @@ import operator
 from collections import OrderedDict
 from typing import Iterable, Iterator
 
-from ...tensor import Tensor
+from ...core.tensor import Tensor
 from ..parameter import Parameter
 from .module import Module, _addindent
 

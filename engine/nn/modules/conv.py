@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import math
 
-from ... import creation
-from ...tensor import Tensor
+from ...core import creation
+from ...core.tensor import Tensor
 from .. import functional as F, init
 from ..parameter import Parameter
 from .linear import _uniform_bias

@@ -1,7 +1,7 @@
 """Dropout: random zeroing in training, identity in eval."""
 from __future__ import annotations
 
-from ...tensor import Tensor
+from ...core.tensor import Tensor
 from .. import functional as F
 from .module import Module
 

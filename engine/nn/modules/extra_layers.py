@@ -9,8 +9,8 @@ from __future__ import annotations
 import numbers
 import warnings
 
-from ... import creation
-from ...tensor import Tensor
+from ...core import creation
+from ...core.tensor import Tensor
 from .. import functional as F
 from ..parameter import Parameter
 from .activation import _inplace_repr

@@ -1,7 +1,7 @@
 """Flatten and Unflatten."""
 from __future__ import annotations
 
-from ...tensor import Tensor
+from ...core.tensor import Tensor
 from .module import Module
 
 __all__ = ["Flatten", "Unflatten"]

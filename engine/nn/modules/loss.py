@@ -1,7 +1,7 @@
 """Loss modules, each holding its options and calling its ``nn.functional`` counterpart."""
 from __future__ import annotations
 
-from ...tensor import Tensor
+from ...core.tensor import Tensor
 from .. import functional as F
 from .module import Module
 

@@ -11,11 +11,11 @@ from collections import OrderedDict, namedtuple
 from typing import Callable, Iterator
 
 from ...base.grad_mode import no_grad
-from ...autograd.graph import Node, _seq
-from ...creation import empty
-from ...dispatch import STATE, module_scope
+from ...core.node import Node, _seq
+from ...core.creation import empty
+from ...core.dispatch import STATE, module_scope
 from ...ops.convert import _parse_to_args
-from ...tensor import Tensor
+from ...core.tensor import Tensor
 from ..parameter import Buffer, Parameter
 
 __all__ = ["Module", "RemovableHandle"]

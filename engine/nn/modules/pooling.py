@@ -1,7 +1,7 @@
 """Pooling layers: max, average and adaptive average, 1-d and 2-d."""
 from __future__ import annotations
 
-from ...tensor import Tensor
+from ...core.tensor import Tensor
 from .. import functional as F
 from .module import Module
 

@@ -11,12 +11,12 @@ import math
 import numbers
 import warnings
 
-from ... import creation
+from ...core import creation
 from ...ops.movement import cat, stack
 from .. import functional as F, init
 from ..parameter import Parameter
 from ..utils.rnn import PackedSequence
-from ...tensor import Tensor
+from ...core.tensor import Tensor
 from .module import Module
 
 __all__ = ["RNNBase", "RNN", "LSTM", "GRU", "RNNCellBase", "RNNCell", "LSTMCell", "GRUCell"]

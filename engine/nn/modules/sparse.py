@@ -1,9 +1,9 @@
 """Embedding: a lookup table of learnable rows."""
 from __future__ import annotations
 
-from ... import creation
+from ...core import creation
 from ...base.grad_mode import no_grad
-from ...tensor import Tensor
+from ...core.tensor import Tensor
 from .. import functional as F, init
 from ..parameter import Parameter
 from .module import Module

@@ -9,10 +9,10 @@ from __future__ import annotations
 import copy
 from typing import Callable
 
-from ... import creation
+from ...core import creation
 from .. import functional as F, init
 from ..functional_attention import _canonical_mask, _none_or_dtype, causal_mask
-from ...tensor import Tensor
+from ...core.tensor import Tensor
 from .activation_attention import MultiheadAttention
 from .container import ModuleList
 from .dropout import Dropout

@@ -6,7 +6,7 @@ import warnings
 
 from ... import cuda
 from ...base.device import device as _device
-from ...tensor import Tensor
+from ...core.tensor import Tensor
 from ..modules.module import Module
 
 

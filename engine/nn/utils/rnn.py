@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections import namedtuple
 
-from ... import creation
+from ...core import creation
 from ...ops.movement import cat, stack
-from ...tensor import Tensor
+from ...core.tensor import Tensor
 
 __all__ = ["PackedSequence", "invert_permutation", "pack_padded_sequence", "pad_packed_sequence",
            "pad_sequence", "unpad_sequence", "pack_sequence", "unpack_sequence"]

@@ -6,7 +6,7 @@ import math
 import warnings
 from typing import Iterable, Sequence
 
-from ...random import Generator, default_generator
+from ...core.random import Generator, default_generator
 
 __all__ = ["Dataset", "IterableDataset", "TensorDataset", "Subset", "ConcatDataset", "ChainDataset",
            "random_split"]
@@ -130,7 +130,7 @@ def random_split(dataset: Dataset, lengths: Sequence[int | float],
         lengths = sizes
     if sum(lengths) != n:
         raise ValueError("Sum of input lengths does not equal the length of the input dataset!")
-    from ...creation import randperm
+    from ...core.creation import randperm
     indices = randperm(n, generator=generator).tolist()
     out, offset = [], 0
     for length in lengths:

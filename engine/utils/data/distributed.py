@@ -5,7 +5,7 @@ import math
 from typing import Iterator, Sized
 
 from ... import distributed as dist
-from ...random import Generator
+from ...core.random import Generator
 from .sampler import Sampler
 
 __all__ = ["DistributedSampler"]
@@ -52,7 +52,7 @@ class DistributedSampler(Sampler):
     def __iter__(self) -> Iterator[int]:
         n = len(self.dataset)
         if self.shuffle:
-            from ...creation import randperm
+            from ...core.creation import randperm
             indices = randperm(n, generator=Generator().manual_seed(self.seed + self.epoch)).tolist()
         else:
             indices = list(range(n))

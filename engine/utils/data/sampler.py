@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Iterator, Sequence, Sized
 
-from ...random import Generator
+from ...core.random import Generator
 
 __all__ = ["Sampler", "SequentialSampler", "RandomSampler", "SubsetRandomSampler", "WeightedRandomSampler",
            "BatchSampler"]
@@ -37,7 +37,7 @@ def _epoch_generator(generator: Generator | None) -> Generator:
     fixes every epoch's order while epochs still differ from each other)."""
     if generator is not None:
         return generator
-    from ...creation import randint
+    from ...core.creation import randint
     return Generator().manual_seed(int(randint(0, 2 ** 62, ()).item()))
 
 
@@ -59,7 +59,7 @@ class RandomSampler(Sampler):
         return len(self.data_source) if self._num_samples is None else self._num_samples
 
     def __iter__(self) -> Iterator[int]:
-        from ...creation import randint, randperm
+        from ...core.creation import randint, randperm
         n, gen = len(self.data_source), _epoch_generator(self.generator)
         if self.replacement:
             for _ in range(self.num_samples // 32):
@@ -81,7 +81,7 @@ class SubsetRandomSampler(Sampler):
         self.indices, self.generator = indices, generator
 
     def __iter__(self) -> Iterator[int]:
-        from ...creation import randperm
+        from ...core.creation import randperm
         for i in randperm(len(self.indices), generator=self.generator).tolist():
             yield self.indices[i]
 
@@ -104,7 +104,7 @@ class WeightedRandomSampler(Sampler):
         if not isinstance(replacement, bool):
             raise ValueError(f"replacement should be a boolean value, but got replacement={replacement}")
         from ...base import dtype as _dtype
-        from ...creation import as_tensor
+        from ...core.creation import as_tensor
         weights_tensor = as_tensor(weights, dtype=_dtype.float64)
         if weights_tensor.dim() != 1:
             raise ValueError(f"weights should be a 1d sequence but given weights have shape "
@@ -115,7 +115,7 @@ class WeightedRandomSampler(Sampler):
     def __iter__(self) -> Iterator[int]:
         import numpy as np
 
-        from ...random import rng
+        from ...core.random import rng
         w = np.asarray(self.weights.detach().cpu().__array__(), dtype=np.float64)
         n = w.shape[0]
         if not self.replacement and self.num_samples > n:

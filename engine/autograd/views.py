@@ -1,0 +1,357 @@
+"""View and in-place autograd, in one module: what makes an in-place op on a tensor, or on a
+view of one, differentiate as PyTorch's does.
+
+``apply_`` is the in-place form of ``apply``. A view op's public function stores
+``out._base`` (the root tensor whose memory the view aliases; see ops/movement.py ``_mark``).
+An in-place op on a view while autograd records makes the base's grad_fn a ``CopySlices``
+over its old graph and regenerates the view's grad_fn as an ``as_strided`` view of the
+base's new graph (PyTorch's rebase_history). Other views of the same base then hold a stale
+grad_fn: ``Tensor._view_grad_fn`` regenerates it when the view is next used (the dispatcher
+asks; PyTorch does this in the grad_fn accessor, comparing version counters).
+
+Above the dispatcher (it applies ops) and below the op families, which call ``apply_``.
+The Tensor methods ``detach``, ``detach_`` and ``_view_grad_fn`` are declared here and
+bound by ``ops.install_methods``.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..base.dispatch_state import STATE
+from ..base.dtype import from_np
+from ..base.grad_mode import STATE as GRAD
+from ..core.dispatch import _NUMBERS, apply
+from ..core.node import Node, OpNode, _seq
+from ..core.registry import ALL, NONE, Op
+from ..core.tensor import Tensor, sum_to
+
+__all__ = ["apply_", "CopySlices", "DETACH"]
+
+
+def apply_(op, target, *args, **params):
+    """In-place form: computes ``op(target, *args)`` and writes it into ``target``'s memory.
+
+    On a view (``target._base`` set) with autograd recording, the base's graph is rebased as
+    PyTorch's CopySlices does, and the view's grad_fn is regenerated over it (``_inplace_view``).
+    """
+    grad_on = GRAD.enabled
+    if op.ufunc is not None and not STATE.slow and target._base is None and not (
+            grad_on and (target.requires_grad or any(isinstance(a, Tensor) and a.requires_grad for a in args))):
+        return _ufunc_inplace(op, target, args, params)
+    if grad_on:
+        if target._base is not None:
+            return _inplace_view(op, target, args, params)
+        if target.requires_grad:
+            fn = target.grad_fn
+            if fn is None:
+                raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
+            if type(fn) is OpNode and fn.op.is_view and fn.out_vc is target._vc:
+                _untracked_view(op, fn)
+        _refresh_args(args)
+    out = _write_inplace(op, target, args, params, grad_on)
+    if out.grad_fn is not None:
+        target.grad_fn, target._out_nr, target.requires_grad = out.grad_fn, 0, True
+    return target
+
+
+def _ufunc_inplace(op, target, args, params):
+    """Outside autograd: one ufunc call writing into ``target`` (no temporary, no copy)."""
+    arrays = []
+    for a in args:
+        if isinstance(a, Tensor):
+            if a._device is not target._device:
+                return _write_inplace(op, target, args, params, False)  # the slow path names the mismatch
+            arrays.append(a._data)
+        elif type(a) in _NUMBERS:
+            arrays.append(a)
+        else:
+            return _write_inplace(op, target, args, params, False)
+    data = target._data
+    try:
+        getattr(target._device.xp, op.ufunc)(data, *arrays, out=data, casting="same_kind")
+    except (TypeError, ValueError):
+        return _write_inplace(op, target, args, params, False)  # PyTorch's cast / broadcast errors
+    target._vc[0] += 1
+    return target
+
+
+def _write_inplace(op, target, args, params, grad_on):
+    """Run ``op`` on (a snapshot of) ``target`` and write the result into it; returns the result."""
+    src = target
+    if grad_on and (target.requires_grad or any(isinstance(a, Tensor) and a.requires_grad for a in args)):
+        # the recorded node must see target's value and graph position from before the write
+        keep = op.saves is ALL or (op.saves is not NONE and
+                                   any(isinstance(a, Tensor) and a.requires_grad for a in args))
+        data = target._data.copy() if keep else target._data
+        if keep and STATE.modes:
+            STATE.modes[-1].copy(target._data, data)  # capture (tapelab.graphs) replays this copy
+        # bookkeeping, not an op: target's pre-write value keeps target's graph position
+        src = Tensor._wrap(data, target.requires_grad,
+                           target.grad_fn, target._out_nr, [0] if keep else target._vc, target._device)
+    out = apply(op, src, *args, **params)
+    if isinstance(out, tuple):
+        out = out[0]
+    if out._data.dtype != target._data.dtype and not _can_cast(out._data.dtype, target._data.dtype):
+        raise RuntimeError(f"result type {from_np(out._data.dtype).name.capitalize()} can't be cast to "
+                           f"the desired output type {target.dtype.name.capitalize()} (in-place {op.name}_)")
+    if out._data.shape != target._data.shape:
+        raise RuntimeError(f"output with shape {list(target.shape)} doesn't match the broadcast shape "
+                           f"{list(out.shape)} (in-place {op.name}_)")
+    if STATE.modes:
+        STATE.modes[-1].write(target._data, out._data)  # capture (tapelab.graphs) records the write
+    target._data[...] = out._data
+    target._vc[0] += 1
+    return out
+
+
+def _can_cast(src, dst) -> bool:
+    order = "biuf"
+    return order.index(src.kind if src.kind != "u" else "i") <= order.index(dst.kind if dst.kind != "u" else "i")
+
+
+# ---------------------------------------------------------------- views
+# ``detach``: the same memory and version counter, outside every graph. Not a tracked view
+# (no ``_base``), so an in-place op on it rebases nothing, as in PyTorch.
+DETACH = Op("detach", lambda xp, a: a, saves=NONE, is_view=True)
+
+def _view_grad_fn(t):
+    """``t``'s grad_fn, regenerated over its base's current graph if that changed since ``t``'s
+    was made (a view's grad_fn older than its base's is stale). Sets ``t.grad_fn`` and
+    ``t.requires_grad`` accordingly. Cheap to call on any tensor: non-views return at once."""
+    fn = t.grad_fn
+    b = t._base
+    if b is None or t._view_nograd:
+        return fn
+    bfn = b.grad_fn
+    if bfn is None or (fn is not None and fn.seq > bfn.seq):
+        return fn
+    try:
+        geom = _geometry(b, t)
+    except RuntimeError:
+        return fn  # the base's data was replaced: the view no longer follows it
+    node = _strided_node(b, geom, t._vc)
+    t.grad_fn, t._out_nr, t.requires_grad = node, 0, True
+    return node
+
+
+def _strided_node(base, geom, vc):
+    """AsStridedBackward0: the grad_fn of a view of ``base`` over ``base``'s current graph."""
+    node = OpNode(_as_strided, (base,), {"geom": geom}, ((base.grad_fn, base._out_nr),), None, vc, None)
+    if STATE.module_path:
+        node.module = STATE.module_path[-1]
+    return node
+
+
+def _refresh_args(args) -> None:
+    for a in args:
+        if isinstance(a, Tensor) and a._base is not None and a._vc[0]:
+            _view_grad_fn(a)
+
+
+def _untracked_view(op, fn):
+    raise RuntimeError(f"in-place {op.name}_() on the output of {fn.op.name}, a view whose base tapelab does not "
+                       f"track: the base's gradient would be wrong. Apply {op.name} out of place, or clone() the "
+                       f"view first.")
+
+
+_MULTI_MSG = ("This view is the output of a function that returns multiple views. Such functions do not allow "
+              "the output views to be modified inplace. You should replace the inplace operation by an "
+              "out-of-place one.")
+
+
+def _inplace_view(op, target, args, params):
+    """``apply_`` on a view with grad mode on (PyTorch's rebase_history / CopySlices)."""
+    base = target._base
+    if target._vc[0]:
+        _view_grad_fn(target)
+    _refresh_args(args)
+    if not (target.requires_grad or base.requires_grad or
+            any(isinstance(a, Tensor) and a.requires_grad for a in args)):
+        _write_inplace(op, target, args, params, True)   # nothing to record
+        return target
+    if target._view_nograd:
+        raise RuntimeError("A view was created in no_grad mode and is being modified inplace with grad mode "
+                           "enabled. " + (_MULTI_MSG if target._view_multi else
+                           "Given that this use case is ambiguous and error-prone, it is forbidden. You can "
+                           "clarify your code by moving both the view and the inplace either both inside the "
+                           "no_grad block (if you don't want the inplace to be tracked) or both outside (if you "
+                           "want the inplace to be tracked)."))
+    if target._view_multi:
+        if not base.requires_grad:
+            raise RuntimeError("A view was created in no_grad mode and is being modified inplace with grad "
+                               "mode enabled. " + _MULTI_MSG)
+        raise RuntimeError(f"Output {target._out_nr} of {target._view_multi} is a view and is being modified "
+                           f"inplace. " + _MULTI_MSG)
+    if base.requires_grad and base.grad_fn is None:
+        raise RuntimeError("a view of a leaf Variable that requires grad is being used in an in-place operation.")
+    data = target._data
+    if any(s == 0 and n > 1 for s, n in zip(data.strides, data.shape)):
+        raise RuntimeError("unsupported operation: more than one element of the written-to tensor refers to a "
+                           "single memory location. Please clone() the tensor before performing the operation.")
+    out = _write_inplace(op, target, args, params, True)
+    fn = out.grad_fn
+    if fn is None:
+        return target
+    geom = _geometry(base, target)
+    bfn = base.grad_fn
+    cs = CopySlices((bfn, base._out_nr) if bfn is not None else None, geom, fn)
+    if STATE.module_path:
+        cs.module = STATE.module_path[-1]
+    base.grad_fn, base._out_nr, base.requires_grad = cs, 0, True
+    target.grad_fn, target._out_nr, target.requires_grad = _strided_node(base, geom, target._vc), 0, True
+    return target
+
+
+class CopySlices(Node):
+    """The base's grad_fn after an in-place op on one of its views (PyTorch's CopySlices).
+
+    ``fn`` is the node of the in-place op applied to the view's old value; ``geom`` says where
+    the view lies in the base. Backward: the gradient of the base outside the view passes
+    through to the base's old graph; inside it goes through ``fn``, whose gradient for the
+    view's old value is written back into that region; ``fn``'s other inputs get theirs.
+    Edges: the base's old grad_fn, then ``fn``'s edges past the first.
+    """
+
+    __slots__ = ("fn", "geom", "module")
+
+    def __init__(self, base_edge, geom, fn):
+        self.fn, self.geom, self.module = fn, geom, ""
+        self.edges = (base_edge,) + tuple(fn.edges[1:])
+        self.seq = next(_seq)
+        self.pre_hooks = self.hooks = self._metadata = None
+
+    @property
+    def saved_tensors(self) -> tuple:
+        return self.fn.saved_tensors
+
+    def run(self, grads):
+        g = grads[0]
+        if g is None:
+            return (None,) * len(self.edges)
+        res = self.fn.run([apply(_as_strided, g, geom=self.geom)])
+        gb = None
+        if self.edges[0] is not None:
+            r0 = res[0]
+            if r0 is not None and r0._data.dtype != g._data.dtype:
+                r0 = r0.to(g.dtype)
+            gb = apply(_as_strided_scatter, g, 0 if r0 is None else r0, geom=self.geom)
+        return (gb, *res[1:])
+
+    def release(self) -> None:
+        self.fn.release()
+
+
+# ---------------------------------------------------------------- where a view lies in its base
+class _Geom:
+    """Where a view lies in its base: ``take`` reads that region of a base-shaped array,
+    ``put`` writes into it. Relative to the base's C-order layout (strided) when the base is
+    C-contiguous, else through a precomputed array of flat C-order positions."""
+
+    __slots__ = ("base_shape", "shape", "strides", "offset", "flat")
+
+    def __init__(self, base_shape, shape, strides, offset, flat):
+        self.base_shape, self.shape, self.strides, self.offset, self.flat = (
+            base_shape, shape, strides, offset, flat)
+
+    def __repr__(self) -> str:
+        return f"_Geom(size={list(self.shape)}, stride={list(self.strides)}, storage_offset={self.offset})"
+
+    def _region(self, xp, flat_arr):
+        isz = flat_arr.itemsize
+        return xp.lib.stride_tricks.as_strided(flat_arr[self.offset:], self.shape,
+                                               tuple(s * isz for s in self.strides))
+
+    def take(self, xp, a):
+        if self.flat is not None:
+            return a.reshape(-1)[self.flat]
+        if not math.prod(self.shape):
+            return xp.zeros(self.shape, a.dtype)
+        return self._region(xp, xp.ascontiguousarray(a).reshape(-1)).copy()
+
+    def put(self, xp, out, src) -> None:
+        """``out`` is C-contiguous and base-shaped."""
+        if self.flat is not None:
+            out.reshape(-1)[self.flat] = xp.broadcast_to(src, self.shape)
+        elif math.prod(self.shape):
+            self._region(xp, out.reshape(-1))[...] = src
+
+
+def _addr(a) -> int:
+    ai = getattr(a, "__array_interface__", None)
+    return ai["data"][0] if ai is not None else a.data.ptr
+
+
+def _extent(a) -> tuple:
+    """Byte offsets (lowest, highest) an array touches, from its first element."""
+    return (sum(min(0, (n - 1) * s) for n, s in zip(a.shape, a.strides)),
+            sum(max(0, (n - 1) * s) for n, s in zip(a.shape, a.strides)))
+
+
+def _geometry(base: Tensor, view: Tensor) -> _Geom:
+    """Where ``view`` lies in ``base``; RuntimeError if it no longer aliases it (``base.data = ...``)."""
+    b, v = base._data, view._data
+    isz = b.itemsize
+    off = _addr(v) - _addr(b)
+    (blo, bhi), (vlo, vhi) = _extent(b), _extent(v)
+    if v.size and (b.dtype != v.dtype or b.size == 0 or off + vlo < blo or off + vhi > bhi or off % isz):
+        raise RuntimeError(f"this view of shape {list(v.shape)} no longer aliases its base of shape "
+                           f"{list(b.shape)} (was the base's .data replaced?): autograd cannot relate them")
+    if b.flags.c_contiguous:
+        return _Geom(b.shape, v.shape, tuple(s // isz for s in v.strides), off // isz, None)
+    # any strided base: lay the base's C-order positions out in memory as the base is laid
+    # out, then read them back through the view's strides
+    ast = np.lib.stride_tricks.as_strided
+    lo, hi = blo, bhi
+    mem = np.zeros((hi - lo) // isz + 1, np.int64)
+    ast(mem[-lo // isz:], b.shape, tuple(s // isz * 8 for s in b.strides))[...] = (
+        np.arange(b.size).reshape(b.shape))
+    flat = ast(mem[(off - lo) // isz:], v.shape, tuple(s // isz * 8 for s in v.strides)).copy()
+    xp = base._device.xp
+    return _Geom(b.shape, v.shape, None, None, flat if xp is np else xp.asarray(flat))
+
+
+def _as_strided_backward_fwd(xp, g, *, geom):
+    out = xp.zeros(geom.base_shape, g.dtype)
+    geom.put(xp, out, g)
+    return out
+
+
+def _as_strided_scatter_fwd(xp, x, src, *, geom):
+    out = xp.array(x, order="C")
+    geom.put(xp, out, src)
+    return out
+
+
+def _as_strided_scatter_vjp(g, out, x, src, *, geom):
+    gx = apply(_as_strided_scatter, g, 0, geom=geom) if x.requires_grad else None
+    gs = None
+    if isinstance(src, Tensor) and src.requires_grad:
+        gs = sum_to(apply(_as_strided, g, geom=geom), src._data.shape)
+    return gx, gs
+
+
+# a view of a base-shaped tensor given by its geometry: the grad_fn of a view regenerated over
+# its base's graph after an in-place op (AsStridedBackward0), and the gradient plumbing of
+# CopySlices; the forward copies (it only ever reads gradients)
+_as_strided = Op("as_strided", lambda xp, x, *, geom: geom.take(xp, x),
+                 lambda g, out, x, *, geom: (apply(_as_strided_backward, g, geom=geom),), saves=NONE)
+_as_strided_backward = Op("as_strided_backward", _as_strided_backward_fwd,
+                          lambda g, out, gv, *, geom: (apply(_as_strided, g, geom=geom),), saves=NONE)
+_as_strided_scatter = Op("as_strided_scatter", _as_strided_scatter_fwd, _as_strided_scatter_vjp,
+                         saves=NONE)
+
+
+# ---------------------------------------------------------------- Tensor methods declared here
+def detach(self: Tensor) -> Tensor:
+    """A view sharing memory and version counter, outside the graph (a dispatched op)."""
+    return apply(DETACH, self)
+
+
+def detach_(self: Tensor) -> Tensor:
+    self.grad_fn, self.requires_grad = None, False
+    return self
+
+
+OPERATORS = {"detach": detach, "detach_": detach_, "_view_grad_fn": _view_grad_fn}

@@ -1,0 +1,285 @@
+"""Tensor creation: from data, filled, ranges and random; the public functions.
+
+Every function here ends in ``apply`` of a factory op (``kind="factory"``, declared in
+``factories.py``: ``full``, ``empty``, ``arange``, ``tensor`` ...) or a random op
+(``kind="random"``, in ``random.py``: ``rand``, ``randn``, ``bernoulli`` ...), so modes see
+tensors being born. Their params carry the ``dtype`` and ``device`` (see ``dispatch``).
+
+The Tensor methods that make tensors (``Tensor(data)``, ``new_*``, unpickling,
+``pin_memory``) are declared here, above the Tensor class, and bound by ``ops.install_methods``.
+"""
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from ..base import dtype as _dtype
+from ..base.device import CPU, cuda_available, device as Device
+from ..base.dtype import from_np, get_default_dtype
+from ..base.runtime import DEFAULT_DEVICE
+from .dispatch import apply
+from .factories import ARANGE, EMPTY, EYE, FROM_DLPACK, FULL, LINSPACE, LOGSPACE, TENSOR, host_array
+from .random import BERNOULLI, NORMAL, RAND, RANDINT, RANDN, RANDPERM
+from .tensor import Tensor
+
+__all__ = ["tensor", "as_tensor", "from_numpy", "from_dlpack", "zeros", "ones", "full", "empty",
+           "zeros_like", "ones_like", "full_like", "empty_like", "arange", "linspace", "logspace",
+           "eye", "rand", "randn", "randint", "randperm", "normal", "bernoulli", "rand_like",
+           "randn_like", "randint_like", "scalar_tensor"]
+
+
+# ---------------------------------------------------------------- the public functions
+def _finish(t: Tensor, requires_grad: bool) -> Tensor:
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
+def tensor(data, *, dtype=None, device=None, requires_grad: bool = False, pin_memory: bool = False) -> Tensor:
+    """Copy ``data`` (nested lists, numbers, numpy arrays, tensors) into a new tensor."""
+    return _finish(apply(TENSOR, data=host_array(data, dtype), device=_dev(device)), requires_grad)
+
+
+def as_tensor(data, dtype=None, device=None) -> Tensor:
+    """Share memory with ``data`` where possible (numpy arrays, tensors)."""
+    if isinstance(data, Tensor):
+        return data.to(*(a for a in (device, dtype) if a is not None))
+    if isinstance(data, np.ndarray) and _dev(device) is CPU:
+        arr = data if dtype is None else data.astype(dtype.np, copy=False)
+        from_np(arr.dtype)
+        return apply(TENSOR, data=arr, device=CPU)
+    return tensor(data, dtype=dtype, device=device)
+
+
+def from_numpy(arr: np.ndarray) -> Tensor:
+    if not isinstance(arr, np.ndarray):
+        raise TypeError(f"expected np.ndarray (got {type(arr).__name__})")
+    from_np(arr.dtype)
+    return apply(TENSOR, data=arr, device=CPU)
+
+
+def from_dlpack(ext) -> Tensor:
+    """Zero-copy import of any DLPack-capable array (numpy, cupy, PyTorch, JAX)."""
+    dev_type = ext.__dlpack_device__()[0] if hasattr(ext, "__dlpack_device__") else 1
+    dev = CPU if dev_type == 1 else Device("cuda", ext.__dlpack_device__()[1])
+    return apply(FROM_DLPACK, ext=ext, device=dev)
+
+
+def _size(size) -> tuple:
+    if len(size) == 1 and isinstance(size[0], (tuple, list)):
+        size = size[0]
+    for s in size:
+        if type(s) is not int and not isinstance(s, numbers.Integral):
+            raise TypeError(f"size must be a sequence of ints, got element {s!r} of type {type(s).__name__}")
+        if s < 0:
+            raise RuntimeError(f"Trying to create tensor with negative dimension {s}: {list(size)}")
+    return tuple(map(int, size))
+
+
+def _dev(device) -> Device:
+    return Device(device) if device is not None else DEFAULT_DEVICE[0]
+
+
+def _fill(size: tuple, value, dtype, dev: Device, requires_grad: bool) -> Tensor:
+    return _finish(apply(FULL, size=size, fill_value=value, dtype=dtype or get_default_dtype(), device=dev),
+                   requires_grad)
+
+
+def zeros(*size, dtype=None, device=None, requires_grad: bool = False, out=None) -> Tensor:
+    return _fill(_size(size), 0, dtype, _dev(device), requires_grad)
+
+
+def ones(*size, dtype=None, device=None, requires_grad: bool = False, out=None) -> Tensor:
+    return _fill(_size(size), 1, dtype, _dev(device), requires_grad)
+
+
+def empty(*size, dtype=None, device=None, requires_grad: bool = False, **_) -> Tensor:
+    return _finish(apply(EMPTY, size=_size(size), dtype=dtype or get_default_dtype(), device=_dev(device)),
+                   requires_grad)
+
+
+def full(size, fill_value, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    if dtype is None:
+        dtype = _dtype.scalar_dtype(fill_value)
+    return _fill(_size((size,) if isinstance(size, int) else tuple(size)), fill_value, dtype, _dev(device),
+                 requires_grad)
+
+
+def scalar_tensor(s, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    return full((), s, dtype=dtype or get_default_dtype(), device=device, requires_grad=requires_grad)
+
+
+def _like(x: Tensor, dtype, device) -> tuple:
+    """``x``'s shape, and the dtype and device of a tensor like it (no size checks: x's shape is valid)."""
+    return x._data.shape, (dtype or x.dtype), (x._device if device is None else Device(device))
+
+
+def zeros_like(input, *, dtype=None, device=None, requires_grad: bool = False, **_) -> Tensor:
+    size, dt, dev = _like(input, dtype, device)
+    return _fill(size, 0, dt, dev, requires_grad)
+
+
+def ones_like(input, *, dtype=None, device=None, requires_grad: bool = False, **_) -> Tensor:
+    size, dt, dev = _like(input, dtype, device)
+    return _fill(size, 1, dt, dev, requires_grad)
+
+
+def full_like(input, fill_value, *, dtype=None, device=None, requires_grad: bool = False, **_) -> Tensor:
+    size, dt, dev = _like(input, dtype, device)
+    return _fill(size, fill_value, dt, dev, requires_grad)
+
+
+def empty_like(input, *, dtype=None, device=None, requires_grad: bool = False, **_) -> Tensor:
+    size, dt, dev = _like(input, dtype, device)
+    return _finish(apply(EMPTY, size=size, dtype=dt, device=dev), requires_grad)
+
+
+def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    if end is None:
+        start, end = 0, start
+    vals = [float(v) if isinstance(v, Tensor) else v for v in (start, end, step)]
+    if step == 0:
+        raise RuntimeError("arange(): step must be nonzero")
+    if dtype is None:
+        dtype = get_default_dtype() if any(isinstance(v, float) for v in vals) else _dtype.int64
+    start, end, step = vals
+    return _finish(apply(ARANGE, start=start, end=end, step=step, dtype=dtype, device=_dev(device)), requires_grad)
+
+
+def linspace(start, end, steps: int, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    return _finish(apply(LINSPACE, start=float(start), end=float(end), steps=int(steps),
+                         dtype=dtype or get_default_dtype(), device=_dev(device)), requires_grad)
+
+
+def logspace(start, end, steps: int, base: float = 10.0, *, dtype=None, device=None,
+             requires_grad: bool = False) -> Tensor:
+    return _finish(apply(LOGSPACE, start=float(start), end=float(end), steps=int(steps), base=base,
+                         dtype=dtype or get_default_dtype(), device=_dev(device)), requires_grad)
+
+
+def eye(n: int, m: int | None = None, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    return _finish(apply(EYE, n=n, m=m, dtype=dtype or get_default_dtype(), device=_dev(device)), requires_grad)
+
+
+def rand(*size, generator=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    return _finish(apply(RAND, size=_size(size), dtype=dtype or get_default_dtype(), device=_dev(device),
+                         generator=generator), requires_grad)
+
+
+def randn(*size, generator=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    return _finish(apply(RANDN, size=_size(size), dtype=dtype or get_default_dtype(), device=_dev(device),
+                         generator=generator), requires_grad)
+
+
+def randint(low, high=None, size=None, *, generator=None, dtype=None, device=None,
+            requires_grad: bool = False) -> Tensor:
+    if size is None:
+        low, high, size = 0, low, high
+    if high is None:
+        low, high = 0, low
+    if low >= high:
+        raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={low} >= to={high}")
+    return _finish(apply(RANDINT, low=low, high=high, size=_size((size,) if isinstance(size, int) else tuple(size)),
+                         dtype=dtype or _dtype.int64, device=_dev(device), generator=generator), requires_grad)
+
+
+def randperm(n: int, *, generator=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    return _finish(apply(RANDPERM, n=int(n), dtype=dtype or _dtype.int64, device=_dev(device), generator=generator),
+                   requires_grad)
+
+
+def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, device=None,
+           requires_grad: bool = False) -> Tensor:
+    """Samples of N(mean, std); mean and std may be tensors (broadcast) or numbers."""
+    if size is None:
+        size = np.broadcast_shapes(tuple(np.shape(mean)), tuple(np.shape(std)))
+    ref = mean if isinstance(mean, Tensor) else std if isinstance(std, Tensor) else None
+    if dtype is None and ref is not None:
+        dtype = ref.dtype
+    dev = _dev(device if device is not None or ref is None else ref.device)
+    # tensor parameters are inputs of the op (its device is theirs), values only: no graph
+    mean, std = (a.detach().to(dev) if isinstance(a, Tensor) else a for a in (mean, std))
+    return _finish(apply(NORMAL, mean, std, size=_size(tuple(size)), dtype=dtype or get_default_dtype(), device=dev,
+                         generator=generator), requires_grad)
+
+
+def bernoulli(input, p=None, *, generator=None) -> Tensor:
+    if p is not None and (p < 0 or p > 1):
+        raise RuntimeError("bernoulli: all elements of input must be in [0, 1]")
+    return apply(BERNOULLI, input, p=p, generator=generator)
+
+
+def rand_like(input, *, dtype=None, device=None, requires_grad: bool = False, generator=None) -> Tensor:
+    size, dt, dev = _like(input, dtype, device)
+    return _finish(apply(RAND, size=size, dtype=dt, device=dev, generator=generator), requires_grad)
+
+
+def randn_like(input, *, dtype=None, device=None, requires_grad: bool = False, generator=None) -> Tensor:
+    size, dt, dev = _like(input, dtype, device)
+    return _finish(apply(RANDN, size=size, dtype=dt, device=dev, generator=generator), requires_grad)
+
+
+def randint_like(input, low, high=None, *, dtype=None, device=None, generator=None) -> Tensor:
+    size, dt, dev = _like(input, dtype, device)
+    return randint(low, high, size, generator=generator, dtype=dt, device=dev)
+
+
+# ---------------------------------------------------------------- Tensor methods declared here
+def _init(self, *args, **kwargs):
+    """``Tensor(data)`` or ``Tensor(*sizes)``: like ``torch.Tensor``, always the default float dtype.
+
+    The memory is made by a dispatched factory; ``self`` (possibly a subclass such as
+    ``nn.Parameter``) takes it over."""
+    if len(args) == 1 and not isinstance(args[0], int):
+        self._data = tensor(args[0], dtype=get_default_dtype())._data
+    elif args:
+        self._data = empty(*args)._data
+
+
+def new_tensor(self, data, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    return tensor(data, dtype=dtype or self.dtype, device=device or self._device, requires_grad=requires_grad)
+
+
+def new_zeros(self, *size, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    return zeros(*size, dtype=dtype or self.dtype, device=device or self._device, requires_grad=requires_grad)
+
+
+def new_ones(self, *size, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    return ones(*size, dtype=dtype or self.dtype, device=device or self._device, requires_grad=requires_grad)
+
+
+def new_full(self, size, fill_value, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    return full(size, fill_value, dtype=dtype or self.dtype, device=device or self._device,
+                requires_grad=requires_grad)
+
+
+def new_empty(self, *size, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    return empty(*size, dtype=dtype or self.dtype, device=device or self._device, requires_grad=requires_grad)
+
+
+def pin_memory(self) -> Tensor:
+    """Page-locked host memory for faster copies to a GPU: cupy's pinned pool backs a copy."""
+    if self._device is not CPU or not cuda_available():
+        raise RuntimeError("Cannot access accelerator device when none is available." if self._device is CPU
+                           else f"cannot pin '{self._device}' memory: only dense CPU tensors can be pinned")
+    import cupy   # present: cuda_available() imported it
+    mem = cupy.cuda.alloc_pinned_memory(self._data.nbytes)
+    arr = np.frombuffer(mem, self._data.dtype, self._data.size).reshape(self._data.shape)
+    np.copyto(arr, self._data)
+    out = from_numpy(arr)
+    out._pinned = mem            # keeps the pinned block alive with the tensor
+    return out
+
+
+def _reduce_ex(self, protocol):
+    return (_rebuild, (self.__array__(), self.requires_grad, str(self._device)))
+
+
+def _rebuild(arr, requires_grad, dev):
+    """Unpickle a tensor (old pickles name it ``tapelab.tensor._rebuild``, a re-export of this)."""
+    return tensor(arr, requires_grad=requires_grad, device=dev)
+
+
+OPERATORS = {"__init__": _init, "__reduce_ex__": _reduce_ex, "new_tensor": new_tensor, "new_zeros": new_zeros,
+             "new_ones": new_ones, "new_full": new_full, "new_empty": new_empty, "pin_memory": pin_memory}

@@ -1,0 +1,345 @@
+"""The dispatcher: the one choke point every tensor operation passes.
+
+``apply(op, *args, **params)`` promotes dtypes, checks devices, runs the forward in the
+device's array namespace, wraps the result and records an autograd node when needed.
+Every tensor is born here: factories (``zeros``, ``arange``, ``tensor(data)``) and random
+draws (``randn``, ``bernoulli``) are ops too (``op.kind`` says which), so a mode sees them.
+
+Devices: an op runs on the device of its Tensor arguments (all the same, or an error).
+An op with no Tensor argument (a factory, most random draws) names its device in the
+param ``device`` (a ``tapelab.device``) and its dtype in ``dtype`` (a ``tapelab.dtype``);
+its forward receives both like any other param, and a random forward draws on the host
+from the param ``generator`` (``None``: the default generator) before moving the numbers
+to ``xp``.
+
+Anything else (tape, profiler, tracing, capture, anomaly detection) happens behind one
+flag, ``STATE.slow``: with no subscriber, no mode and anomaly detection off, the eager path
+pays a single attribute test. Modes are ``Mode`` subclasses (the declared interface
+below) and see every op; anomaly detection is a declared slot of the state
+(``set_anomaly``: the check to run after each compute op, or None); tape and profiler subscribe to ``op``
+events, emitted for compute ops (what a step computed, not the tensors it allocated).
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from ..base import events
+from ..base.device import CPU
+from ..base.dispatch_state import STATE
+from ..base.dtype import _BY_NP, get_default_dtype, result_type
+from ..base.grad_mode import STATE as GRAD
+from .factories import TENSOR, host_array
+from .node import OpNode
+from .registry import NONE, OTHERS
+from .tensor import Tensor, _ndarray, _new, _uids
+
+__all__ = ["apply", "eager", "Mode", "STATE", "push_mode", "pop_mode", "module_scope"]
+
+
+_OP_SUBSCRIBERS = events._subscribers["op"]  # the live list: a truth test instead of a call
+
+
+def _refresh() -> None:
+    STATE.slow = bool(STATE.modes) or STATE.anomaly is not None or events.has_subscribers("op")
+
+
+events.on_change(_refresh)
+
+
+class Mode:
+    """An interpreter of tensor work: the one declared interface every mode implements.
+
+    In the spirit of PyTorch's ``TorchDispatchMode``: subclass, override the hooks you need
+    (each has a default that leaves eager behaviour unchanged) and enter it with ``with``.
+    The innermost (last entered) mode receives ``dispatch``, ``write``, ``copy``,
+    ``accumulate`` and ``call_module``; ``host_read`` goes to every active mode, since any
+    of them may refuse it.
+
+    Hooks:
+        dispatch(op, args, params): every op, factories and random draws included (their
+            ``Op`` says which: ``op.kind``); return what ``apply`` returns. The default
+            runs it eagerly; ``eager(op, args, params, fwd=...)`` runs it with a
+            replacement forward (capture's ``out=`` form) without touching the ``Op``.
+        write(target, src): the array ``src`` is about to be written into the array
+            ``target`` (an in-place op, outside ``apply``'s result).
+        copy(src, copy): ``copy`` was made from ``src`` outside ``apply`` (the value an
+            in-place op's autograd node must see).
+        accumulate(var, grad) -> bool: ``grad`` is about to be accumulated into
+            ``var.grad``. Return True to have an existing ``.grad`` updated through the
+            dispatcher (an in-place ``add_`` the mode then sees) instead of by bookkeeping.
+        host_read(tensor, what): a value is about to be copied to the host; ``what`` is
+            ``"item"``, ``"tolist"``, ``"numpy"``, ``"bool"`` or ``"print"``.
+        call_module(module, forward, args, kwargs): an ``nn.Module`` is being called;
+            the default returns ``forward(*args, **kwargs)``.
+
+    >>> class CountOps(Mode):
+    ...     def __init__(self): self.names = []
+    ...     def dispatch(self, op, args, params):
+    ...         self.names.append(op.name)
+    ...         return super().dispatch(op, args, params)
+    >>> with CountOps() as m:
+    ...     (tapelab.ones(2) * 3).sum()
+    >>> m.names
+    ['full', 'mul', 'sum']
+    """
+
+    def dispatch(self, op, args: tuple, params: dict):
+        return eager(op, args, params)
+
+    def write(self, target, src) -> None:
+        pass
+
+    def copy(self, src, copy) -> None:
+        pass
+
+    def accumulate(self, var, grad) -> bool:
+        return False
+
+    def host_read(self, tensor, what: str) -> None:
+        pass
+
+    def call_module(self, module, forward, args: tuple, kwargs: dict):
+        return forward(*args, **kwargs)
+
+    def __enter__(self):
+        push_mode(self)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        pop_mode(self)
+
+
+def push_mode(mode: Mode) -> None:
+    """Install an interpreter whose ``dispatch(op, args, params)`` receives every op."""
+    if not isinstance(mode, Mode):
+        raise TypeError(f"push_mode() takes a tapelab.dispatch.Mode, got {type(mode).__name__}")
+    STATE.modes.append(mode)
+    _refresh()
+
+
+def pop_mode(mode) -> None:
+    STATE.modes.remove(mode)
+    _refresh()
+
+
+def set_anomaly(check) -> None:
+    """Install ``check(op, args, result)``, called after every compute op (anomaly detection:
+    ``autograd/anomaly.py`` passes its check, so the dispatcher needs no import of it), or None."""
+    STATE.anomaly = check
+    _refresh()
+
+
+class module_scope:
+    """Names the nn.Module whose forward is running (its full path, e.g. ``encoder.layers.0``)."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __enter__(self):
+        STATE.module_path.append(self.name)
+
+    def __exit__(self, *exc):
+        STATE.module_path.pop()
+
+
+def apply(op, *args, **params):
+    """Run ``op`` on Tensors (and Python numbers where the op takes them)."""
+    if STATE.slow:
+        return _observed(op, args, params)
+    return eager(op, args, params)
+
+
+def eager(op, args, params, fwd=None):
+    """Run ``op`` now (the default of ``Mode.dispatch``); ``fwd`` replaces ``op.fwd`` for this
+    call only (capture's spying forward), so no mode ever mutates the shared ``Op``."""
+    arrays = []
+    dev = dt = None
+    req = mixed = flt = False
+    for a in args:
+        if isinstance(a, Tensor):
+            data = a._data
+            arrays.append(data)
+            if dev is not a._device:
+                if dev is None:
+                    dev, dt = a._device, data.dtype
+                else:
+                    _device_mismatch(op, args)
+            elif data.dtype != dt:
+                mixed = True
+            if a.requires_grad:
+                req = True
+            elif a._vc[0] and a._base is not None and a._view_grad_fn() is not None:
+                req = True  # a view made before its base began to require grad in place
+        else:
+            arrays.append(a)
+            if type(a) is float:
+                flt = True
+            elif type(a) is not int and type(a) is not bool:
+                mixed = True
+    if op.promote is not None and (mixed or ((flt or op.promote == "float") and dt is not None and dt.kind != "f")):
+        promoted = _promote(op, args)  # array-like operands become Tensors here
+        if promoted is not args:
+            return eager(op, promoted, params, fwd)
+    if dev is None:  # no Tensor argument: a factory or random draw names its device in params
+        dev = params["device"]
+    if fwd is None:
+        fwd = op.fwd
+    xp = dev._xp or dev.xp
+    try:
+        out = fwd(xp, *arrays, **params)
+    except OverflowError:
+        # numpy 2 rejects Python ints outside an integer tensor's range; PyTorch wraps them
+        out = fwd(xp, *[xp.asarray(a).astype(dt) if type(a) is int else a for a in arrays], **params)
+    except (ValueError, TypeError, IndexError) as e:
+        raise _forward_error(op, args, params, e) from None
+    if op.n_extra:
+        out, *extras = out
+    if type(out) is not _ndarray and not hasattr(out, "__dlpack__"):
+        out = dev.xp.asarray(out)  # a numpy scalar from a reduction; device arrays stay as they are
+    res = _new(Tensor)
+    res._data = out
+    res._out_nr = 0
+    res._device = dev
+    res.grad = None
+    res._vc = args[0]._vc if op.is_view else [0]
+    if req and GRAD.enabled and out.dtype.kind == "f" and op.vjp is not None:
+        res.requires_grad = True
+        res.grad_fn = _record(op, args, params, out, res._vc)
+    else:
+        res.requires_grad = False
+        res.grad_fn = None
+    if op.n_extra:
+        return (res, *[Tensor._wrap(dev.xp.asarray(e), False, None, 0, [0], dev) for e in extras])
+    return res
+
+
+def _record(op, args, params, out, out_vc):
+    edges = []
+    versions = [] if op.saves is not NONE else None
+    nreq = i = 0
+    req_at = -1
+    for a in args:
+        if isinstance(a, Tensor):
+            if versions is not None:
+                versions.append((i, a._vc[0]))
+            if a.requires_grad:
+                fn = a.grad_fn
+                if a._vc[0] and a._base is not None:  # a view whose base changed in place since
+                    fn = a._view_grad_fn()
+                edges.append((fn, a._out_nr) if fn is not None else (a._accumulator(), 0))
+                nreq += 1
+                req_at = i
+            else:
+                edges.append(None)
+        else:
+            edges.append(None)
+        i += 1
+    if versions is not None and nreq == 1 and op.saves is OTHERS:
+        # OTHERS: an input's value is read only for *another* input's gradient
+        versions = [v for v in versions if v[0] != req_at]
+    if op.save_output:
+        if versions is None:
+            versions = []
+        versions.append((-1, out_vc[0]))
+    node = OpNode(op, args, params, tuple(edges), out if op.save_output else None, out_vc, versions)
+    if STATE.module_path:
+        node.module = STATE.module_path[-1]
+    return node
+
+
+def _promote(op, args):
+    """Cast tensor operands to PyTorch's result dtype; Python numbers stay as they are."""
+    if not all(isinstance(a, Tensor) or type(a) in _NUMBERS for a in args):
+        return tuple(a if isinstance(a, Tensor) or type(a) in _NUMBERS else _as_operand(a, op) for a in args)
+    rt = result_type(*args)
+    if op.promote == "float" and not rt.is_floating_point:
+        rt = get_default_dtype()
+    if all(a._data.dtype == rt.np for a in args if isinstance(a, Tensor)):
+        return args
+    return tuple(a.to(rt) if isinstance(a, Tensor) and a._data.dtype != rt.np else a for a in args)
+
+
+_NUMBERS = (int, float, bool)  # exactly: numpy's float64 subclasses float but promotes as float64
+
+
+def _as_operand(a, op):
+    """numpy scalars become Python numbers, array-likes become tensors (as ``tensor(a)`` on the cpu)."""
+    if isinstance(a, np.generic):
+        return a.item()
+    if isinstance(a, (np.ndarray, list, tuple)):
+        return apply(TENSOR, data=host_array(a, None), device=CPU)
+    raise TypeError(f"{op.name}(): expected Tensor or number operands, got {type(a).__name__}")
+
+
+def _forward_error(op, args, params, e: Exception) -> Exception:
+    """Turn a backend error into PyTorch's exception type, naming the op, shapes and dtypes."""
+    shapes = [tuple(a.shape) for a in args if isinstance(a, Tensor)]
+    what = ", ".join(f"{a.dtype.name}{list(a.shape)}@{a.device}" if isinstance(a, Tensor) else repr(a)
+                     for a in args)
+    msg = str(e)
+    if "broadcast" in msg and len(shapes) >= 2:
+        return RuntimeError(_broadcast_message(shapes) + f" (in {op.name}({what}))")
+    kind = IndexError if isinstance(e, IndexError) else RuntimeError
+    return kind(f"{op.name}({what}{', ' if params else ''}"
+                f"{', '.join(f'{k}={v!r}' for k, v in params.items())}) failed: {msg}")
+
+
+def _broadcast_message(shapes) -> str:
+    nd = max(len(s) for s in shapes)
+    padded = [(1,) * (nd - len(s)) + tuple(s) for s in shapes]
+    for d in range(nd):
+        sizes = {p[d] for p in padded} - {1}
+        if len(sizes) > 1:
+            a, b = [p[d] for p in padded if p[d] != 1][:2]
+            return (f"The size of tensor a ({a}) must match the size of tensor b ({b}) at "
+                    f"non-singleton dimension {d}")
+    return f"shapes {[list(s) for s in shapes]} cannot be broadcast together"
+
+
+def _device_mismatch(op, args):
+    devs = ", ".join(f"{a.device} {list(a.shape)}" for a in args if isinstance(a, Tensor))
+    raise RuntimeError(f"Expected all tensors to be on the same device, but found at least two "
+                       f"devices in {op.name}: {devs}. Move them with .to(device) first.")
+
+
+def _observed(op, args, params):
+    """The slow path: modes take over dispatch; otherwise run eagerly, then check and tell.
+
+    Modes see every op; ``op`` events (tape, profiler) and anomaly checks are about what
+    was computed, so factories and random draws run without them."""
+    if STATE.modes:
+        return STATE.modes[-1].dispatch(op, args, params)
+    if op.kind != "compute":
+        return eager(op, args, params)
+    start = time.perf_counter_ns()
+    out = eager(op, args, params)
+    dur = time.perf_counter_ns() - start
+    res = out[0] if isinstance(out, tuple) else out
+    if STATE.anomaly is not None:
+        STATE.anomaly(op, args, res)
+    if _OP_SUBSCRIBERS:
+        seq = next(STATE._seq)
+        node = res.grad_fn
+        if node is not None:
+            node._tape_seq = seq  # links backward steps of this node to the recorded op
+        data = res._data
+        uids = []
+        shapes = []
+        for a in args:
+            if isinstance(a, Tensor):
+                uids.append(a._uid())
+                shapes.append(a._data.shape)
+            else:
+                uids.append(None)
+                shapes.append(())
+        uid = res._uid_ = next(_uids)   # a new op result gets its uid here (no lazy lookup)
+        path = STATE.module_path
+        events.emit("op", events.OpRecorded(   # positional: field order of OpRecorded
+            seq, op.name, tuple(uids), tuple(shapes), uid, data.shape, _BY_NP[data.dtype].name,
+            res._device._name, res.requires_grad, dur, start, path[-1] if path else "",
+            node.name() if node is not None else "", (args, res)))
+    return out

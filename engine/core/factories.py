@@ -1,0 +1,87 @@
+"""The factory ops: tensors made from params alone (``full``, ``arange``) or from host data.
+
+Declared below the dispatcher because the dispatcher itself makes tensors from array-like
+operands (``add(t, [1, 2])``); the public functions that apply them are in ``creation.py``,
+the random ops in ``random.py``. ``host_array`` turns Python data into the host array a
+``TENSOR`` op places on a device, with PyTorch's dtype inference.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..base import dtype as _dtype
+from ..base.dtype import from_np, get_default_dtype
+from .registry import Op
+from .tensor import Tensor
+
+__all__ = ["FULL", "EMPTY", "ARANGE", "LINSPACE", "LOGSPACE", "EYE", "TENSOR", "FROM_DLPACK", "host_array"]
+
+
+def _full(xp, *, size, fill_value, dtype, device):
+    if type(fill_value) is int and not fill_value:
+        return xp.zeros(size, dtype.np)  # calloc'd: several times faster than a fill (zeros_like runs in vjps)
+    return xp.full(size, fill_value, dtype.np)
+
+
+def _arange(xp, *, start, end, step, dtype, device):
+    if dtype.is_floating_point:  # PyTorch's float ranges: start + i * step, computed in double
+        return (xp.arange(max(0, math.ceil((end - start) / step)), dtype="float64") * step + start).astype(dtype.np)
+    return xp.arange(start, end, step, dtype=dtype.np)
+
+
+FULL = Op("full", _full, kind="factory")
+EMPTY = Op("empty", lambda xp, *, size, dtype, device: xp.empty(size, dtype.np), kind="factory")
+ARANGE = Op("arange", _arange, kind="factory")
+LINSPACE = Op("linspace", lambda xp, *, start, end, steps, dtype, device:
+              xp.linspace(start, end, steps, dtype="float64").astype(dtype.np), kind="factory")
+LOGSPACE = Op("logspace", lambda xp, *, start, end, steps, base, dtype, device:
+              xp.logspace(start, end, steps, base=base, dtype="float64").astype(dtype.np), kind="factory")
+EYE = Op("eye", lambda xp, *, n, m, dtype, device: xp.eye(n, m, dtype=dtype.np), kind="factory")
+# host data (an array the public function prepared) placed on the device, shared where it can be
+TENSOR = Op("tensor", lambda xp, *, data, device: xp.asarray(data), kind="factory")
+FROM_DLPACK = Op("from_dlpack", lambda xp, *, ext, device: xp.from_dlpack(ext), kind="factory")
+
+
+def host_array(data, dtype) -> np.ndarray:
+    """A host copy of ``data`` (nested lists, numbers, numpy arrays, tensors) in ``dtype``, or in
+    PyTorch's dtype for it when ``dtype`` is None."""
+    data = _to_array(data)
+    try:
+        arr = np.array(data, dtype=None if dtype is None else dtype.np, copy=True)
+    except (ValueError, TypeError) as e:
+        raise (ValueError if isinstance(e, ValueError) else TypeError)(f"tensor(): {e}") from None
+    if dtype is None and not isinstance(data, np.ndarray):
+        arr = _inferred(arr, data)
+    if arr.dtype not in _dtype._BY_NP:
+        if arr.dtype.kind == "f":
+            arr = arr.astype(np.float64)
+        elif arr.dtype.kind == "U" or arr.dtype.kind == "O":
+            raise TypeError(f"tensor(): can't convert data of numpy dtype {arr.dtype}")
+    from_np(arr.dtype)
+    return arr
+
+
+def _inferred(arr: np.ndarray, data) -> np.ndarray:
+    """PyTorch's dtype for Python data (numpy's guess ``arr``): floats -> default, ints -> int64."""
+    kind = arr.dtype.kind
+    if kind == "f":
+        return arr.astype(get_default_dtype().np, copy=False)
+    if kind in "iu":
+        # numpy guesses uint64 past int64's range: converting again raises as PyTorch does
+        return arr if arr.dtype == np.int64 else np.array(data, dtype=np.int64)
+    if kind == "O":
+        flat = data
+        while isinstance(flat, (list, tuple)) and flat:
+            flat = flat[0]
+        raise TypeError(f"tensor(): could not infer a dtype for {type(flat).__name__} elements")
+    return arr
+
+
+def _to_array(data):
+    if isinstance(data, Tensor):
+        return data.__array__()
+    if isinstance(data, (list, tuple)) and any(isinstance(x, Tensor) for x in data):
+        data = [_to_array(x) for x in data]
+    return data

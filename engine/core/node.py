@@ -1,0 +1,259 @@
+"""Nodes of the dynamic autograd graph (``tensor.grad_fn``) and the documented walk API.
+
+Every node has ``name()``, ``next_functions`` (a tuple of ``(node, output_nr)`` with
+``(None, 0)`` for inputs that need no gradient), ``metadata`` (a dict for users and
+tools), and ``saved_tensors``. ``OpNode`` is one recorded primitive; ``AccumulateGrad``
+sinks gradients into a leaf; ``autograd.Function`` adds its own node type, and
+``autograd/views.py`` the nodes of in-place ops on views. Below the dispatcher, which
+records ``OpNode``s; the Tensor methods that reach nodes (``register_hook``,
+``retain_grad``, a leaf's ``_accumulator``) are declared here and bound by
+``ops.install_methods``.
+"""
+from __future__ import annotations
+
+import itertools
+import sys
+import weakref
+
+from ..base.device import of_array
+from .tensor import Tensor
+
+__all__ = ["Node", "OpNode", "AccumulateGrad"]
+
+_seq = itertools.count()
+RETAIN = 1 << 30   # pre_hooks key offset of retain_grad hooks
+
+FREED_MSG = ("Trying to backward through the graph a second time (or directly access saved tensors "
+             "after they have already been freed). Saved intermediate values of the graph are freed "
+             "when you call .backward() or autograd.grad(). Specify retain_graph=True if you need to "
+             "backward through the graph a second time or if you need to access saved tensors after "
+             "calling backward.")
+
+
+class Node:
+    """Base of every grad_fn."""
+
+    __slots__ = ("edges", "seq", "pre_hooks", "hooks", "_metadata", "_tape_seq", "__weakref__")
+    n_outputs = 1
+
+    def name(self) -> str:
+        return type(self).__name__
+
+    @property
+    def tape_seq(self) -> int | None:
+        """Sequence number of the dispatched op that created this node, if anyone was recording.
+
+        It is the ``seq`` of the ``op`` event (and of the tape record), so a backward step
+        can be matched to the forward op that made it.
+        """
+        return getattr(self, "_tape_seq", None)
+
+    @property
+    def next_functions(self) -> tuple:
+        return tuple(e if e is not None else (None, 0) for e in self.edges)
+
+    @property
+    def metadata(self) -> dict:
+        if self._metadata is None:
+            self._metadata = {}
+        return self._metadata
+
+    def register_hook(self, fn):
+        """``fn(grad_inputs, grad_outputs)`` runs after this node; may return new grad_inputs."""
+        if self.hooks is None:
+            self.hooks = []
+        self.hooks.append(fn)
+        return _Handle(self.hooks, fn)
+
+    def register_prehook(self, fn):
+        """``fn(grad_outputs)`` runs before this node; may return new grad_outputs."""
+        return self._add_prehook(-1, fn)
+
+    def _add_prehook(self, key, fn):
+        """``key`` is an output number (a tensor hook), -1 (a node pre-hook) or ``RETAIN + nr``."""
+        if self.pre_hooks is None:
+            self.pre_hooks = {}
+        lst = self.pre_hooks.setdefault(key, [])
+        lst.append(fn)
+        return _Handle(lst, fn)
+
+    def _add_retain_hook(self, nr: int, fn):
+        """``retain_grad``'s hook: runs after the tensor hooks of output ``nr``, as in PyTorch."""
+        return self._add_prehook(RETAIN + nr, fn)
+
+    def __repr__(self) -> str:
+        return f"<{self.name()} object at {hex(id(self))}>"
+
+    # engine protocol: run(grad_outputs) -> one gradient (or None) per edge; release() frees buffers
+    def release(self) -> None:
+        pass
+
+
+class _Handle:
+    """Removable handle, like ``torch.utils.hooks.RemovableHandle``."""
+
+    __slots__ = ("_list", "_fn")
+
+    def __init__(self, lst, fn):
+        self._list, self._fn = lst, fn
+
+    def remove(self) -> None:
+        if self._fn in self._list:
+            self._list.remove(self._fn)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.remove()
+
+
+class OpNode(Node):
+    """A recorded application of a registered op."""
+
+    __slots__ = ("op", "inputs", "params", "out_data", "out_vc", "versions", "freed_by", "module",
+                 "_shapes")  # _shapes: set by release() only for ops that saved no values
+
+    def __init__(self, op, inputs, params, edges, out_data, out_vc, versions):
+        self.op, self.inputs, self.params, self.edges = op, inputs, params, edges
+        self.out_data, self.out_vc, self.versions = out_data, out_vc, versions
+        self.seq = next(_seq)
+        self.pre_hooks = self.hooks = self._metadata = self.freed_by = None
+        self.module = ""
+
+    def name(self) -> str:
+        return self.op.backward_name
+
+    @property
+    def saved_tensors(self) -> tuple:
+        """The tensors whose values the vjp reads (inputs in order, then the output)."""
+        if self.inputs is None:
+            raise RuntimeError(FREED_MSG)
+        if not self.versions:
+            return ()
+        return tuple(self.inputs[i] if i >= 0 else self._output() for i, _ in self.versions)
+
+    def _output(self):
+        """Bookkeeping: the saved output value, re-labelled as this node's output for the vjp."""
+        return Tensor._wrap(self.out_data, True, self, 0, self.out_vc, of_array(self.out_data))
+
+    def run(self, grads):
+        if self.inputs is None and getattr(self, "_shapes", None) is not None:
+            self.inputs = tuple(_stand_in(*a) if type(a) is _Meta else a for a in self._shapes)
+        if self.inputs is None:
+            raise RuntimeError(f"{FREED_MSG} (The buffers of {self.name()} were freed by "
+                               f"{self.freed_by}; pass retain_graph=True to the first call, "
+                               f"or re-run the cell that builds the graph.)")
+        if self.versions is not None:
+            self._check_versions()
+        g = grads[0]
+        if g is None:
+            return (None,) * len(self.edges)
+        out = self._output() if self.op.save_output else None
+        return self.op.vjp(g, out, *self.inputs, **self.params)
+
+    def _check_versions(self):
+        for i, v in self.versions:
+            t = self.inputs[i] if i >= 0 else None
+            vc = t._vc if t is not None else self.out_vc
+            if vc[0] != v:
+                shape = list(t.shape) if t is not None else list(self.out_data.shape)
+                dt = (t.dtype if t is not None else None)
+                raise RuntimeError(
+                    "one of the variables needed for gradient computation has been modified by an "
+                    f"inplace operation: [{dt or 'output'} {shape}], which is "
+                    f"{'input ' + str(i) if i >= 0 else 'the output'} of {self.name()}, is at version "
+                    f"{vc[0]}; expected version {v} instead. Hint: enable anomaly detection to find "
+                    "the operation that failed to compute its gradient, with "
+                    "tapelab.autograd.set_detect_anomaly(True).")
+
+    def release(self, by: str = "backward()") -> None:
+        """Free the saved values. An op that saved none keeps shape-only stand-ins of its
+        inputs, so a second backward through it works, as it does in PyTorch."""
+        if self.versions is None and self.inputs is not None:
+            self._shapes = tuple(_Meta((a._data.shape, a._data.dtype, a._device)) if isinstance(a, Tensor) else a
+                                 for a in self.inputs)
+        self.inputs = self.out_data = None
+        self.freed_by = by
+
+
+class _Meta(tuple):
+    """(shape, dtype, device) of a released input."""
+
+    __slots__ = ()
+
+
+def _stand_in(shape, dtype, dev):
+    """A zero-strided array of this shape, dtype and device: all a shape-only vjp reads.
+
+    Bookkeeping, not an op: it stands in for a freed input inside this node and no vjp
+    reads its values (the op saved none)."""
+    xp = dev.xp
+    return Tensor._wrap(xp.broadcast_to(xp.zeros((), dtype), shape), False, None, 0, [0], dev)
+
+
+class AccumulateGrad(Node):
+    """Sinks a gradient into ``variable.grad`` of a leaf tensor.
+
+    The leaf owns this node and the node refers back weakly: a leaf nobody holds any more
+    has no ``.grad`` anyone could read, so its gradient is dropped.
+    """
+
+    __slots__ = ("_variable",)
+
+    def __init__(self, variable):
+        self._variable = weakref.ref(variable)
+        self.edges = ()
+        self.seq = sys.maxsize  # leaves run as soon as they are ready
+        self.pre_hooks = self.hooks = self._metadata = None
+
+    @property
+    def variable(self):
+        return self._variable()
+
+    @property
+    def saved_tensors(self) -> tuple:
+        return ()
+
+
+# ---------------------------------------------------------------- Tensor methods declared here
+def _accumulator(self: Tensor) -> AccumulateGrad:
+    """This leaf's AccumulateGrad node; it holds the leaf weakly, so no reference cycle forms."""
+    try:
+        return self._accum
+    except AttributeError:
+        acc = self._accum = AccumulateGrad(self)
+        return acc
+
+
+def register_hook(self: Tensor, hook):
+    """``hook(grad) -> Tensor or None`` runs when this tensor's gradient is computed."""
+    if not self.requires_grad:
+        raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+    if self.grad_fn is not None:
+        return self.grad_fn._add_prehook(self._out_nr, hook)
+    hooks = getattr(self, "_hooks", None)
+    if hooks is None:
+        hooks = self._hooks = []
+    hooks.append(hook)
+    return _Handle(hooks, hook)
+
+
+def retain_grad(self: Tensor) -> None:
+    """Keep ``.grad`` for this non-leaf tensor after backward."""
+    if not self.requires_grad:
+        raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
+    if self.grad_fn is None or getattr(self, "_retains", False):
+        return
+    self._retains = True
+    ref = weakref.ref(self)
+
+    def keep(grad):
+        t = ref()
+        if t is not None:
+            g = grad.detach() if not grad.requires_grad else grad
+            t.grad = g.clone() if t.grad is None else t.grad + g
+    self.grad_fn._add_retain_hook(self._out_nr, keep)
+
+
+OPERATORS = {"_accumulator": _accumulator, "register_hook": register_hook, "retain_grad": retain_grad}

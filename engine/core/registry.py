@@ -1,0 +1,91 @@
+"""The op registry: each primitive is declared once, and every mode reads that declaration.
+
+An ``Op`` holds the forward (``fwd(xp, *arrays, **params)`` on backend arrays), the
+vector-Jacobian product (``vjp(g, out, *inputs, **params)`` written with Tensor ops, so
+it is itself differentiable), and the metadata the dispatcher, tracer, capture,
+profiler and ONNX exporter need.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+__all__ = ["Op", "defop", "REGISTRY"]
+
+REGISTRY: dict[str, "Op"] = {}
+
+# Which input values a vjp reads, so only those are saved and version-checked:
+NONE, ALL, OTHERS = "none", "all", "others"  # OTHERS: input j only when another input needs grad
+KINDS = ("compute", "factory", "random")
+
+
+class Op:
+    """A primitive operation.
+
+    Args:
+        name: the public name (``"add"``), also the tape and graph label.
+        fwd: ``fwd(xp, *arrays, **params) -> array`` (or a tuple whose first item is the
+            differentiable output and the rest are non-differentiable extras).
+        vjp: ``vjp(g, out, *inputs, **params) -> tuple`` with one gradient (or None) per
+            input; ``None`` marks the op non-differentiable. Outputs that are not floating
+            point never require grad, so integer/bool results need no vjp.
+        promote: dtype rule applied by the dispatcher: ``None`` (none), ``"common"``
+            (PyTorch promotion across tensor and scalar inputs), ``"float"`` (common, then
+            integers become the default float).
+        saves: which input values the vjp reads (``"none"``, ``"all"``, ``"others"``).
+        save_output: whether the vjp reads ``out``.
+        elementwise: a pure elementwise map (fusion groups these).
+        n_extra: number of non-differentiable extra outputs (e.g. indices of ``max``).
+        is_view: the forward returns a view of input 0, which then shares its version counter.
+        kind: ``"compute"`` (tensors in, tensors out), ``"factory"`` (makes a tensor from
+            params alone: ``full``, ``arange``) or ``"random"`` (draws from a generator).
+        ufunc: the name of the array namespace's ufunc that computes the same forward, so
+            in-place variants outside autograd (and capture's replay) can write straight
+            into the target with ``out=`` instead of through a temporary.
+        out_form: the name of an array-namespace function equal to the forward that also
+            takes ``out=`` (``"matmul"``), for capture's replay; ``ufunc`` implies it.
+        data_dependent: the output's shape depends on input values (``nonzero``): a short
+            description for the error a captured graph gives.
+        onnx: the ONNX lowering; cost: ``cost(input_shapes, output_shape) -> int``, the FLOP
+            count the profiler reports (both optional).
+        aliases: the other public names (``tapelab.<name>`` functions, Tensor methods) whose
+            call is this op: PyTorch's aliases (``arcsin``) and front ends that check or
+            canonicalise their arguments, then apply this op (``mm``, ``transpose``). The
+            declaration tests check every public name against these.
+        inplace: the Tensor methods that are this op in place (``exp_``, ``arcsin_``):
+            ``install_methods`` generates each as ``apply_(op, self, *args, **params)``.
+        operator: the name in Python's ``operator`` module whose use on Tensors is this op
+            (``"truediv"`` for ``/``), so graph passes can map ``operator.*`` targets to it.
+    """
+
+    __slots__ = ("name", "fwd", "vjp", "promote", "saves", "save_output", "elementwise",
+                 "n_extra", "is_view", "kind", "onnx", "cost", "ufunc", "out_form", "data_dependent",
+                 "aliases", "inplace", "operator", "backward_name")
+
+    def __init__(self, name: str, fwd: Callable, vjp: Callable | None = None, *,
+                 promote: str | None = None, saves: str = ALL, save_output: bool = False,
+                 elementwise: bool = False, n_extra: int = 0, is_view: bool = False,
+                 kind: str = "compute", ufunc: str | None = None, out_form: str | None = None,
+                 data_dependent: str | None = None, onnx=None, cost=None, aliases: tuple = (),
+                 inplace: tuple = (), operator: str | None = None):
+        if name in REGISTRY:
+            raise ValueError(f"op {name!r} is already registered")
+        if kind not in KINDS:
+            raise ValueError(f"op {name!r}: kind must be one of {KINDS}, got {kind!r}")
+        self.name, self.fwd, self.vjp = name, fwd, vjp
+        self.promote, self.saves, self.save_output = promote, saves, save_output
+        self.elementwise, self.n_extra = elementwise, n_extra
+        self.is_view, self.kind, self.onnx, self.cost = is_view, kind, onnx, cost
+        self.ufunc, self.out_form, self.data_dependent = ufunc, out_form or ufunc, data_dependent
+        self.aliases, self.inplace, self.operator = tuple(aliases), tuple(inplace), operator
+        self.backward_name = "".join(p.capitalize() for p in name.split("_")) + "Backward0"
+        REGISTRY[name] = self
+
+    def __repr__(self) -> str:
+        return f"<op {self.name}>"
+
+
+def defop(name: str, vjp: Callable | None = None, **meta) -> Callable[[Callable], Op]:
+    """Decorator form: ``@defop("exp", lambda g, out, x: (g * out,), save_output=True)``."""
+    def register(fwd: Callable) -> Op:
+        return Op(name, fwd, vjp, **meta)
+    return register

@@ -1,0 +1,386 @@
+"""Tensor: an array on a device plus what autograd needs to know about it.
+
+Only data and metadata live here: a Tensor knows its array, device, dtype and autograd
+fields, and nothing above the core's bottom. Every method that needs a higher layer is
+declared by that layer and bound by ``ops.install_methods``: the op surface (``add``,
+``sum``, ``reshape``, ...) beside each op in ``ops/``; construction from data, ``new_*``,
+pickling and ``pin_memory`` in ``core/creation.py``; hooks in ``core/node.py``; ``detach``
+in ``autograd/views.py``; ``backward`` in ``autograd/engine.py``; ``to`` in ``ops/convert.py``.
+"""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+
+from ..base import dtype as _dtype
+from ..base.dispatch_state import STATE as _DISPATCH
+from ..base.dtype import from_np
+from ..base.device import CPU, device as _device_cls
+from ..base.repr import tensor_repr
+
+__all__ = ["Tensor", "Size", "sum_to", "unbroadcast"]
+
+_ndarray = np.ndarray
+_new = object.__new__
+_uids = itertools.count(1)
+
+
+class Tensor:
+    """A multi-dimensional array with reverse-mode autodiff, mirroring ``torch.Tensor``."""
+
+    __slots__ = ("_data", "requires_grad", "grad_fn", "_out_nr", "_vc", "_device", "grad",
+                 "_accum", "_hooks", "_uid_", "_retains", "__weakref__", "__dict__")
+    __array_ufunc__ = None  # numpy scalars defer to our reflected operators
+    __array_priority__ = 1000
+    # view tracking (set in the instance __dict__ by view ops only, so other tensors pay nothing):
+    # _base is the root tensor a view aliases; see dispatch.apply_ for in-place ops on views
+    _base = None
+    _view_nograd = False   # created in no_grad mode: in-place with grad is an error, as in PyTorch
+    _view_multi = None     # output of unbind/split/chunk: in-place with grad is an error
+
+    def __new__(cls, *args, **kwargs):
+        self = object.__new__(cls)
+        self._data = np.zeros(0, np.float32)
+        self.requires_grad = False
+        self.grad_fn = self.grad = None
+        self._out_nr = 0
+        self._vc = [0]
+        self._device = CPU
+        return self
+
+    @staticmethod
+    def _wrap(data, requires_grad: bool, grad_fn, out_nr: int, vc: list, dev=CPU) -> "Tensor":
+        """A Tensor over ``data`` as is. For the dispatcher, and for autograd bookkeeping that
+        re-labels an existing value with a grad_fn; every other tensor is born in ``apply``."""
+        t = _new(Tensor)
+        t._data = data
+        t.requires_grad = requires_grad
+        t.grad_fn = grad_fn
+        t._out_nr = out_nr
+        t._vc = vc
+        t._device = dev
+        t.grad = None
+        return t
+
+    # ---------------------------------------------------------------- metadata
+    @property
+    def shape(self) -> "Size":
+        return Size(self._data.shape)
+
+    def size(self, dim: int | None = None):
+        if dim is None:
+            return Size(self._data.shape)
+        return self._data.shape[_wrap_dim(dim, self._data.ndim, "size")]
+
+    @property
+    def dtype(self) -> _dtype.dtype:
+        return from_np(self._data.dtype)
+
+    @property
+    def device(self) -> _device_cls:
+        return self._device
+
+    @property
+    def is_cuda(self) -> bool:
+        return self._device.type == "cuda"
+
+    @property
+    def is_meta(self) -> bool:
+        return self._device.type == "meta"
+
+    @property
+    def ndim(self) -> int:
+        return self._data.ndim
+
+    def dim(self) -> int:
+        return self._data.ndim
+
+    ndimension = dim
+
+    def numel(self) -> int:
+        return int(self._data.size)
+
+    nelement = numel
+
+    def element_size(self) -> int:
+        return self._data.itemsize
+
+    def stride(self, dim: int | None = None):
+        st = tuple(s // self._data.itemsize for s in self._data.strides)
+        return st if dim is None else st[_wrap_dim(dim, self._data.ndim, "stride")]
+
+    def is_contiguous(self, memory_format=None) -> bool:
+        return bool(self._data.flags.c_contiguous)
+
+    def is_floating_point(self) -> bool:
+        return self._data.dtype.kind == "f"
+
+    def is_complex(self) -> bool:
+        return False
+
+    @property
+    def is_leaf(self) -> bool:
+        return self.grad_fn is None
+
+    @property
+    def _version(self) -> int:
+        return self._vc[0]
+
+    @property
+    def data(self) -> "Tensor":
+        return self.detach()
+
+    @data.setter
+    def data(self, value: "Tensor") -> None:
+        self._data, self._device = value._data, value._device
+
+    @property
+    def itemsize(self) -> int:
+        return self._data.itemsize
+
+    @property
+    def nbytes(self) -> int:
+        return int(self._data.nbytes)
+
+    def _uid(self) -> int:
+        """A process-unique id (``id()`` can be reused after a tensor dies)."""
+        try:
+            return self._uid_
+        except AttributeError:
+            self._uid_ = uid = next(_uids)
+            return uid
+
+    # ---------------------------------------------------------------- conversion
+    def numpy(self, *, force: bool = False) -> np.ndarray:
+        if _DISPATCH.modes:
+            _host_read(self, "numpy")
+        if self._device is not CPU:
+            if not force:
+                raise TypeError(f"can't convert {self._device} device type tensor to numpy. "
+                                "Use Tensor.cpu() to copy the tensor to host memory first.")
+            return self._device.xp.asnumpy(self._data)
+        if self.requires_grad and not force:
+            raise RuntimeError("Can't call numpy() on Tensor that requires grad. "
+                               "Use tensor.detach().numpy() instead.")
+        return self._data
+
+    def __array__(self, dtype=None, copy=None):
+        arr = self._data if self._device is CPU else self._device.xp.asnumpy(self._data)
+        return arr if dtype is None else arr.astype(dtype)
+
+    def __dlpack__(self, *args, **kwargs):
+        return self._data.__dlpack__(*args, **kwargs)
+
+    def __dlpack_device__(self):
+        return self._data.__dlpack_device__()
+
+    def item(self):
+        if self._data.size != 1:
+            raise RuntimeError(f"a Tensor with {self._data.size} elements cannot be converted to Scalar")
+        if _DISPATCH.modes:
+            _host_read(self, "item")
+        return self._scalar()
+
+    def _scalar(self):
+        """The one value as a Python number (no mode is told: the callers tell what they read)."""
+        return self._data.reshape(()).item() if self._device is CPU else self._data.item()
+
+    def tolist(self):
+        if _DISPATCH.modes:
+            _host_read(self, "tolist")
+        return self.__array__().tolist()
+
+    def __float__(self) -> float:
+        return float(self.item())
+
+    def __int__(self) -> int:
+        return int(self.item())
+
+    def __index__(self) -> int:
+        if self._data.dtype.kind not in "biu" or self._data.size != 1:
+            raise TypeError("only integer tensors of a single element can be converted to an index")
+        return int(self.item())
+
+    def __bool__(self) -> bool:
+        if self._data.size != 1:
+            raise RuntimeError(f"Boolean value of Tensor with more than one value is ambiguous "
+                               f"(shape {list(self.shape)}); use .any() or .all()")
+        if _DISPATCH.modes:
+            _host_read(self, "bool")
+        return bool(self._scalar())
+
+    def __len__(self) -> int:
+        if self._data.ndim == 0:
+            raise TypeError("len() of a 0-d tensor")
+        return self._data.shape[0]
+
+    def __iter__(self):
+        if self._data.ndim == 0:
+            raise TypeError("iteration over a 0-d tensor")
+        return iter(self.unbind(0))
+
+    def __hash__(self) -> int:
+        return id(self)
+
+    def __repr__(self) -> str:
+        if _DISPATCH.modes:
+            _host_read(self, "print")
+        return tensor_repr(self)
+
+    def __format__(self, spec: str) -> str:
+        if not spec:
+            return repr(self)
+        if _DISPATCH.modes:
+            _host_read(self, "print")
+        if self._data.ndim == 0:
+            return self._scalar().__format__(spec)
+        return object.__format__(self, spec)
+
+    def __deepcopy__(self, memo):
+        if not self.is_leaf:
+            raise RuntimeError("Only Tensors created explicitly by the user (graph leaves) support "
+                               "the deepcopy protocol at the moment.")
+        out = type(self).__new__(type(self))
+        out._data, out._device = self._data.copy(), self._device
+        out.requires_grad = self.requires_grad
+        out.grad = None if self.grad is None else self.grad.clone()
+        out.__dict__.update({k: v for k, v in self.__dict__.items() if k not in _VIEW_ATTRS})
+        memo[id(self)] = out
+        return out
+
+    # ---------------------------------------------------------------- autograd
+    def requires_grad_(self, requires_grad: bool = True) -> "Tensor":
+        if not self.is_leaf and not requires_grad:
+            raise RuntimeError("you can only change requires_grad flags of leaf variables. If you want "
+                               "to use a computed variable in a subgraph that doesn't require "
+                               "differentiation use var_no_grad = var.detach().")
+        if requires_grad and self._data.dtype.kind != "f":
+            raise RuntimeError(f"only Tensors of floating point dtype can require gradients "
+                               f"(got {self.dtype})")
+        self.requires_grad = requires_grad
+        return self
+
+    @property
+    def retains_grad(self) -> bool:
+        return getattr(self, "_retains", False)
+
+    # ---------------------------------------------------------------- device / dtype
+    def cpu(self) -> "Tensor":
+        return self.to("cpu")
+
+    def cuda(self, device=None, non_blocking: bool = False) -> "Tensor":
+        return self.to(device if device is not None else "cuda")
+
+    def get_device(self) -> int:
+        """The cuda device index, -1 on cpu and meta (as PyTorch)."""
+        return self._device.index if self._device.type == "cuda" else -1
+
+    def data_ptr(self) -> int:
+        """The address of the first element (0 for meta: no memory)."""
+        d = self._data
+        if self._device is CPU:
+            return d.__array_interface__["data"][0]
+        return int(d.data.ptr)
+
+    def is_pinned(self) -> bool:
+        """True for tensors made by ``pin_memory()``."""
+        return hasattr(self, "_pinned")
+
+    def type(self, dtype=None):
+        """The type name (``tapelab.FloatTensor``), or a cast: to a dtype, or to a legacy type name
+        (``'torch.DoubleTensor'``, ``'torch.cuda.FloatTensor'``)."""
+        if dtype is None:
+            return f"tapelab.{_TYPE_NAMES[self._data.dtype.name]}"
+        if isinstance(dtype, str):
+            name = dtype.rsplit(".", 1)[-1]
+            by_name = {v: k for k, v in _TYPE_NAMES.items()}
+            if name not in by_name:
+                raise ValueError(f"invalid type: '{dtype}'")
+            return self.to("cuda" if ".cuda." in dtype else "cpu", getattr(_dtype, by_name[name]))
+        return self.to(dtype)
+
+    def float(self):
+        return self.to(_dtype.float32)
+
+    def double(self):
+        return self.to(_dtype.float64)
+
+    def half(self):
+        return self.to(_dtype.float16)
+
+    def long(self):
+        return self.to(_dtype.int64)
+
+    def int(self):
+        return self.to(_dtype.int32)
+
+    def short(self):
+        return self.to(_dtype.int16)
+
+    def bool(self):
+        return self.to(_dtype.bool)
+
+    def byte(self):
+        return self.to(_dtype.uint8)
+
+    def char(self):
+        return self.to(_dtype.int8)
+
+    def type_as(self, other: "Tensor") -> "Tensor":
+        return self.to(other.dtype)
+
+_VIEW_ATTRS = ("_base", "_view_nograd", "_view_multi")  # a deep copy owns its memory: not a view
+
+_TYPE_NAMES = {"float32": "FloatTensor", "float64": "DoubleTensor", "float16": "HalfTensor",
+               "int64": "LongTensor", "int32": "IntTensor", "int16": "ShortTensor",
+               "int8": "CharTensor", "uint8": "ByteTensor", "bool": "BoolTensor"}
+
+
+class Size(tuple):
+    """``tensor.shape``: a tuple that prints like ``torch.Size``."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return f"tapelab.Size({list(self)})"
+
+    def numel(self) -> int:
+        n = 1
+        for s in self:
+            n *= s
+        return n
+
+
+def _wrap_dim(dim: int, ndim: int, op: str = "") -> int:
+    n = max(ndim, 1)
+    if not -n <= dim < n:
+        raise IndexError(f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], "
+                         f"but got {dim})" + (f" in {op}" if op else ""))
+    return dim % n
+
+
+def _host_read(t: Tensor, what: str) -> None:
+    """Tell every active mode that ``t``'s value is about to be copied to the host (any may refuse)."""
+    for mode in tuple(_DISPATCH.modes):
+        mode.host_read(t, what)
+
+
+# ---------------------------------------------------------------- gradient shapes
+def unbroadcast(g: Tensor, x) -> Tensor | None:
+    """Sum ``g`` back to the shape of input ``x`` (None when ``x`` is a Python number)."""
+    if not isinstance(x, Tensor):
+        return None
+    return sum_to(g, x._data.shape)
+
+
+def sum_to(g: Tensor, shape: tuple) -> Tensor:
+    """Sum a broadcast gradient ``g`` down to ``shape`` (vjps and custom Functions use it)."""
+    gshape = g._data.shape
+    if gshape == shape:
+        return g
+    lead = len(gshape) - len(shape)
+    axes = tuple(range(lead)) + tuple(i + lead for i, s in enumerate(shape) if s == 1 and gshape[i + lead] != 1)
+    if axes:
+        g = g.sum(axes, keepdim=True)
+    return g.reshape(shape) if g._data.shape != shape else g
