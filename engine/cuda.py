@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections import namedtuple
 
-from .base.device import cuda_available, cuda_unavailable_reason, device as _device, require_cuda
+from .base.device import cuda_available, cuda_device_count, cuda_unavailable_reason, device as _device, require_cuda
 
 __all__ = ["is_available", "device_count", "current_device", "set_device", "device", "get_device_name",
            "synchronize", "Stream", "Event", "current_stream", "default_stream", "stream",
@@ -37,13 +37,7 @@ def is_initialized() -> bool:
 
 def device_count() -> int:
     """Number of CUDA devices (0 without cupy or a GPU; never raises)."""
-    if not cuda_available():
-        return 0
-    import cupy
-    try:
-        return int(cupy.cuda.runtime.getDeviceCount())
-    except Exception:
-        return 0
+    return cuda_device_count()
 
 
 def _index(dev) -> int:

@@ -230,8 +230,8 @@ def test_spawn_runs_each_rank_and_reports_failures(tmp_path):
 def test_data_parallel_on_one_cuda_device(monkeypatch):
     """On the simulated cuda:0: the module moves there, inputs follow, parameters elsewhere are an error."""
     from tapelab._backend import simulated_cuda
-    monkeypatch.setattr(tapelab.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(tapelab.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(tapelab.base.device, "cuda_available", lambda: True)   # what DataParallel asks
+    monkeypatch.setattr(tapelab.base.device, "cuda_device_count", lambda: 1)
     with simulated_cuda(0):
         linear = tapelab.nn.Linear(3, 2)
         dp = tapelab.nn.DataParallel(linear)

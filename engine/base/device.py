@@ -9,7 +9,7 @@ import numpy as np
 
 from .meta import META_XP
 
-__all__ = ["device", "cuda_available", "cuda_unavailable_reason", "require_cuda"]
+__all__ = ["device", "cuda_available", "cuda_device_count", "cuda_unavailable_reason", "require_cuda"]
 
 
 class device:
@@ -97,6 +97,17 @@ def _probe_cuda():
 def cuda_available() -> bool:
     """True when cupy is installed and a CUDA device and driver are present; never raises."""
     return _probe_cuda()[0]
+
+
+def cuda_device_count() -> int:
+    """Number of CUDA devices (0 without cupy or a GPU; never raises)."""
+    if not cuda_available():
+        return 0
+    import cupy
+    try:
+        return int(cupy.cuda.runtime.getDeviceCount())
+    except Exception:
+        return 0
 
 
 def cuda_unavailable_reason() -> str:

@@ -14,8 +14,8 @@ import operator
 import re
 from dataclasses import dataclass
 
-from .._dtype import dtype
-from ..device import device
+from ..base.dtype import dtype
+from ..base.device import device
 from ._public import package
 from .node import Node, _public_path
 

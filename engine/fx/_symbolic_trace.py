@@ -43,12 +43,12 @@ import inspect
 import types
 from typing import Any, Callable
 
-from .. import events
-from ..dispatch import Mode, eager
+from ..base import events
+from ..core.dispatch import Mode, eager
 from ..nn.modules.container import Sequential
 from ..nn.modules.module import Module, reading_parameters
 from ..nn.parameter import Parameter
-from ..tensor import Tensor
+from ..core.tensor import Tensor
 from ._public import functional, package
 from .graph import Graph
 from .graph_module import GraphModule

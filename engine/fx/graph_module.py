@@ -20,7 +20,7 @@ import os
 import pathlib
 
 from ..nn.modules.module import Module
-from ..tensor import Tensor
+from ..core.tensor import Tensor
 from ..nn.parameter import Parameter
 from ..serialization import save
 from .graph import Graph

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from ..autograd.grad_mode import enable_grad, no_grad
-from ..creation import zeros
+from ..base.grad_mode import enable_grad, no_grad
+from ..core.creation import zeros
 from ..ops.movement import cat
 from .optimizer import Optimizer, check_hyper, scalar
 

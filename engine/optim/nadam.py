@@ -3,9 +3,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import _dtype
-from .._dtype import get_default_dtype
-from ..creation import tensor, zeros_like
+from ..base import dtype as _dtype
+from ..base.dtype import get_default_dtype
+from ..core.creation import tensor, zeros_like
 from .optimizer import Optimizer, check_hyper, check_single_tensor, scalar
 
 __all__ = ["NAdam"]

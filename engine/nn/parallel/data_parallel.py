@@ -4,7 +4,7 @@ from __future__ import annotations
 import itertools
 import warnings
 
-from ... import cuda
+from ...base import device as _devices   # below nn (tapelab.cuda builds on graphs, which build on nn)
 from ...base.device import device as _device
 from ...core.tensor import Tensor
 from ..modules.module import Module
@@ -47,10 +47,10 @@ class DataParallel(Module):
     def __init__(self, module: Module, device_ids=None, output_device=None, dim: int = 0):
         super().__init__()
         self.module = module
-        if not cuda.is_available():
+        if not _devices.cuda_available():
             self.device_ids = []
             return
-        ids = list(range(cuda.device_count())) if device_ids is None else [_index(d) for d in device_ids]
+        ids = list(range(_devices.cuda_device_count())) if device_ids is None else [_index(d) for d in device_ids]
         self.dim = dim
         self.device_ids = ids
         self.output_device = ids[0] if output_device is None else _index(output_device)

@@ -3,10 +3,10 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from ... import creation
-from ...autograd.grad_mode import no_grad
+from ...core import creation
+from ...base.grad_mode import no_grad
 from ...ops.movement import stack
-from ...tensor import Tensor
+from ...core.tensor import Tensor
 
 __all__ = ["clip_grad_norm_", "clip_grad_value_", "get_total_norm", "clip_grads_with_norm_"]
 

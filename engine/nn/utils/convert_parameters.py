@@ -3,9 +3,9 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from ...autograd.grad_mode import no_grad
+from ...base.grad_mode import no_grad
 from ...ops.movement import cat
-from ...tensor import Tensor
+from ...core.tensor import Tensor
 
 __all__ = ["parameters_to_vector", "vector_to_parameters"]
 

@@ -14,10 +14,10 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ... import _dtype
-from ...creation import as_tensor, tensor
+from ...base import dtype as _dtype
+from ...core.creation import as_tensor, tensor
 from ...ops.movement import stack
-from ...tensor import Tensor
+from ...core.tensor import Tensor
 
 __all__ = ["collate", "default_collate", "default_convert", "default_collate_fn_map"]
 

@@ -17,7 +17,7 @@ import traceback
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
-from ...random import Generator, manual_seed
+from ...core.random import Generator, manual_seed
 from ._collate import default_collate, default_convert
 from .dataset import Dataset, IterableDataset
 from .sampler import BatchSampler, RandomSampler, Sampler, SequentialSampler
@@ -241,7 +241,7 @@ def _worker_loop(job: _Job, tasks, results, worker_id: int, num_workers: int, se
 def _multi_process(loader: DataLoader) -> Iterator[Any]:
     ctx = loader.multiprocessing_context
     ctx = multiprocessing.get_context(ctx) if ctx is None or isinstance(ctx, str) else ctx
-    from ...creation import randint
+    from ...core.creation import randint
     base_seed = int(randint(0, 2 ** 62, (), generator=loader.generator).item())
     n, job = loader.num_workers, loader._job()
     results = ctx.Queue()
