@@ -462,6 +462,12 @@ export class GraphView {
       }
     }
     const g = svg('g', { class: cls.join(' '), transform: `translate(${p.x},${p.y})`, 'data-id': u.id, 'data-kind': u.nodeKind });
+    if (u.kind === 'group') {
+      g.setAttribute('data-label', u.label); // the whole name (the drawn one may be clipped)
+      const tip = svg('title');
+      tip.textContent = u.label;
+      g.appendChild(tip);
+    }
     g.appendChild(svg('rect', { class: 'tapelab-box', width: p.w, height: p.h, rx: u.kind === 'group' ? 8 : 5 }));
     const title = svg('text', { x: 8, y: 14 });
     const sub = svg('text', { x: 8, y: 27, class: 'tapelab-sub' });
