@@ -7,7 +7,7 @@ import anywidget
 import traitlets
 
 from .tensor_view import tensor_summary
-from .viewmodel import MIME, SCHEMA, VERSION, graph_from_tape, to_dot, to_html
+from .viewmodel import MIME, SCHEMA, VERSION, graph_from_grad_fn, graph_from_tape, to_dot, to_html
 
 __all__ = ["TapeView", "TensorView"]
 
@@ -19,10 +19,31 @@ def _empty(title: str = "") -> dict:
             "meta": {"title": title, "forward": 0, "backward": 0, "total": 0, "truncated": False}}
 
 
+def as_graph(obj, title: str = "", max_nodes: int | None = 5000) -> dict:
+    """The view-model graph of what a TapeView is given: a graph dict as is, a ``tapelab.tape``
+    (or a list of its records), a live recorder (``LiveTape``: its ``graph()``), a ``grad_fn``
+    node, or a tensor (the backward graph behind its ``grad_fn``)."""
+    if isinstance(obj, dict):
+        return obj
+    if callable(getattr(obj, "graph", None)):                       # LiveTape
+        return obj.graph()
+    if hasattr(obj, "next_functions"):                              # a grad_fn node
+        return graph_from_grad_fn(obj, title=title)
+    if hasattr(obj, "grad_fn") and not hasattr(obj, "nodes"):       # a tensor
+        if obj.grad_fn is None:
+            raise ValueError("TapeView: this tensor has no grad_fn (a leaf, or made without gradient)")
+        return graph_from_grad_fn(obj.grad_fn, title=title)
+    if hasattr(obj, "nodes") or isinstance(obj, (list, tuple)):     # a tape, or its records
+        return graph_from_tape(obj, title=title, max_nodes=max_nodes)
+    raise TypeError(f"TapeView takes a tapelab.tape, a LiveTape, a grad_fn, a tensor or a graph dict, "
+                    f"not {type(obj).__name__}")
+
+
 class TapeView(anywidget.AnyWidget):
     """The graph of a tape: pan, zoom, module groups to expand, hover cards, search; grows live.
 
-    ``TapeView(graph)`` shows a view-model graph, ``TapeView.from_tape(t)`` a recorded tape;
+    ``TapeView(t)`` shows a recorded tape (also a LiveTape, a ``grad_fn``, a tensor or a
+    view-model graph dict: see ``as_graph``); ``TapeView.from_tape(t)`` is the same;
     ``send_delta`` appends (the ``%%tape`` magic feeds it from a ``LiveTape``).
     """
 
@@ -31,8 +52,9 @@ class TapeView(anywidget.AnyWidget):
     graph = traitlets.Dict().tag(sync=True)
     running = traitlets.Bool(False).tag(sync=True)
 
-    def __init__(self, graph: dict | None = None, title: str = "", **kwargs):
-        super().__init__(graph=graph or _empty(title), **kwargs)
+    def __init__(self, graph=None, title: str = "", max_nodes: int | None = 5000, **kwargs):
+        g = as_graph(graph, title=title, max_nodes=max_nodes) if graph is not None else None
+        super().__init__(graph=g or _empty(title), **kwargs)
 
     @classmethod
     def from_tape(cls, t, title: str = "", max_nodes: int | None = 5000) -> "TapeView":
