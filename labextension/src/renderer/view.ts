@@ -462,6 +462,9 @@ export class GraphView {
       }
     }
     const g = svg('g', { class: cls.join(' '), transform: `translate(${p.x},${p.y})`, 'data-id': u.id, 'data-kind': u.nodeKind });
+    if (u.node) {
+      g.setAttribute('data-op', u.node.op); // also when the overview draws no text
+    }
     if (u.kind === 'group') {
       g.setAttribute('data-label', u.label); // the whole name (the drawn one may be clipped)
       const tip = svg('title');
