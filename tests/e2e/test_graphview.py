@@ -48,6 +48,21 @@ GraphView.diff(before, gm)""",
 ]
 
 
+def zoom_in_at(page, view, selector):
+    graph = view.locator(".tapelab-graph").first
+    for _ in range(12):
+        if graph.get_attribute("data-lod") != "true":
+            return
+        view.scroll_into_view_if_needed()
+        box = view.locator(selector).bounding_box()
+        page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+        page.keyboard.down("Control")
+        page.mouse.wheel(0, -150)
+        page.keyboard.up("Control")
+        page.wait_for_timeout(150)
+    assert graph.get_attribute("data-lod") != "true"
+
+
 def test_graph_view_of_a_traced_transformer_encoder(page, lab_url, out_dir):
     put_notebook(lab_url, NB, CELLS)
     try:
@@ -71,6 +86,9 @@ def _check_graph_view(page, lab_url, out_dir):
     for name in ("x", "layers_0_self_attn", "layers_0_norm1", "layers_0_linear1"):
         assert name in names, names
     assert fxv.locator(".tapelab-frame[data-group='g:layers.0']").count() == 1
+    # fitted, the encoder is an overview (boxes and module labels): Ctrl+wheel over a node zooms
+    # in around it until the nodes' own text is drawn
+    zoom_in_at(page, fxv, ".tapelab-unit[data-name=layers_0_self_attn]")
     assert "MultiheadAttention" in fxv.locator(".tapelab-unit[data-name=layers_0_self_attn]").text_content()
     assert "(2, 5, 32)" in fxv.locator(".tapelab-unit[data-name=layers_0_linear1]").text_content()
     # the code panel: the generated forward, one line per node
