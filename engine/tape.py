@@ -321,9 +321,16 @@ class tape:
     def to_dict(self) -> dict:
         return {"version": 1, "keep_values": self.keep_values, "nodes": [n.to_dict() for n in self.nodes]}
 
+    def counts(self) -> dict[str, int]:
+        """Records by phase, the one definition every view's header uses: ``forward`` counts the
+        ops of the forward pass (and optimizer steps); ``backward`` counts the backward walk's
+        nodes and the ops they (or gradient accumulation) dispatched."""
+        fwd = sum(n.phase == "forward" for n in self.nodes)
+        return {"forward": fwd, "backward": len(self.nodes) - fwd}
+
     def __repr__(self) -> str:
-        fwd = sum(n.kind == "forward" for n in self.nodes)
-        return f"<tapelab.tape: {fwd} forward, {len(self.nodes) - fwd} backward records>"
+        c = self.counts()
+        return f"<tapelab.tape: {c['forward']} forward, {c['backward']} backward records>"
 
     # ------------------------------------------------------------ the sink API
     # Records are built positionally (TapeNode's field order): keyword calls of a 21-field

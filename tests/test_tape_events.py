@@ -255,3 +255,19 @@ def test_a_tape_subclass_decides_per_event_through_the_sink_api():
     mul = t[0]
     assert t.forward_record(mul.seq) is mul and t.forward_record(None) is None
 
+
+
+def test_accumulation_ops_belong_to_the_backward_phase_and_repr_counts_by_phase():
+    # a non-contiguous gradient is copied into .grad (the layout contract): that copy is an op the
+    # backward walk dispatched, so it is a backward-phase record, as the views count it
+    w = tl.randn(4, 3, requires_grad=True)
+    with tl.tape() as t:
+        loss = (w * w).sum()
+        loss.backward(create_graph=True)
+        loss.backward(create_graph=True)   # .grad = old + g: an add the accumulation dispatches
+    assert [n.op for n in t.nodes if n.phase == "forward"] == ["mul", "sum"]
+    backward_ops = [n.op for n in t.nodes if n.kind == "forward" and n.phase == "backward"]
+    assert backward_ops[-1] == "add", backward_ops
+    assert t.counts() == {"forward": 2, "backward": len(t.nodes) - 2}
+    assert repr(t) == f"<tapelab.tape: 2 forward, {len(t.nodes) - 2} backward records>"
+    np.testing.assert_allclose(w.grad.detach().numpy(), 4 * w.detach().numpy(), rtol=1e-6)

@@ -204,57 +204,63 @@ def backward_steps(tensors, grad_tensors=None, retain_graph: bool | None = None,
         if _stop and node in targets:
             _capture_grads(node, grads, _capture)  # a boundary: the caller's walk runs it
             continue
-        prev = GRAD.enabled  # read per node: the caller may change modes between steps
-        GRAD.enabled = create_graph
+        if observed:  # ops dispatched while this node runs, sums its gradients or accumulates belong to it
+            _RUNNING.append(node)
         try:
-            if node.pre_hooks is not None or leaf:
-                grads = _run_prehooks(node, grads)
-            if sinks and node in sinks:
-                for nr, t in sinks[node]:
-                    _sink(t, grads[nr], create_graph)
-            if _capture is not None and node in targets:
-                _capture_grads(node, grads, _capture)
-            if leaf:
-                out = ()
-                if _capture is None and (targets is None or node in targets):
-                    _accumulate(node, grads[0], create_graph)
-            elif runs is None or node in runs:
-                if observed or node.hooks or _anomaly.STATE.enabled:
-                    out = _run(node, grads)
-                else:  # the common case, kept flat: no hooks, nobody watching
-                    out = node.run(grads)
-                    if len(out) != len(node.edges):
-                        _wrong_count(node, out)
-            else:
-                continue  # a target that is only captured: it does not run
-        finally:
-            GRAD.enabled = prev
-        if observed:
-            step = BackwardStep(index, node, grads, out, start, perf_counter_ns() - start)
-            events.emit("backward_step", step)
-        else:
-            step = BackwardStep(index, node, grads, out)
-        index += 1
-        for e, gi in zip(node.edges, out):
-            if e is None:
-                continue
-            child, nr = e
-            if needed is not None and child not in needed:
-                continue
-            if gi is not None:
-                buf = buffers.get(child)
-                if buf is None:
-                    buf = buffers[child] = [None] * child.n_outputs
-                buf[nr] = gi if buf[nr] is None else buf[nr] + gi
-            left = deps[child] - 1
-            deps[child] = left
-            if left == 0:
-                if child in buffers:
-                    heapq.heappush(ready, (-child.seq, id(child), child))
+            prev = GRAD.enabled  # read per node: the caller may change modes between steps
+            GRAD.enabled = create_graph
+            try:
+                if node.pre_hooks is not None or leaf:
+                    grads = _run_prehooks(node, grads)
+                if sinks and node in sinks:
+                    for nr, t in sinks[node]:
+                        _sink(t, grads[nr], create_graph)
+                if _capture is not None and node in targets:
+                    _capture_grads(node, grads, _capture)
+                if leaf:
+                    out = ()
+                    if _capture is None and (targets is None or node in targets):
+                        _accumulate(node, grads[0], create_graph)
+                elif runs is None or node in runs:
+                    if observed or node.hooks or _anomaly.STATE.enabled:
+                        out = _run(node, grads)
+                    else:  # the common case, kept flat: no hooks, nobody watching
+                        out = node.run(grads)
+                        if len(out) != len(node.edges):
+                            _wrong_count(node, out)
                 else:
-                    _skip(child, deps, buffers, ready, needed, runs)
-        if not retain_graph:
-            node.release()
+                    continue  # a target that is only captured: it does not run
+            finally:
+                GRAD.enabled = prev
+            if observed:
+                step = BackwardStep(index, node, grads, out, start, perf_counter_ns() - start)
+                events.emit("backward_step", step)
+            else:
+                step = BackwardStep(index, node, grads, out)
+            index += 1
+            for e, gi in zip(node.edges, out):
+                if e is None:
+                    continue
+                child, nr = e
+                if needed is not None and child not in needed:
+                    continue
+                if gi is not None:
+                    buf = buffers.get(child)
+                    if buf is None:
+                        buf = buffers[child] = [None] * child.n_outputs
+                    buf[nr] = gi if buf[nr] is None else buf[nr] + gi
+                left = deps[child] - 1
+                deps[child] = left
+                if left == 0:
+                    if child in buffers:
+                        heapq.heappush(ready, (-child.seq, id(child), child))
+                    else:
+                        _skip(child, deps, buffers, ready, needed, runs)
+            if not retain_graph:
+                node.release()
+        finally:
+            if observed:
+                _RUNNING.pop()
         yield step
         # drop the walk's own references, so _accumulate can tell when nobody else holds a gradient
         step = out = grads = gi = buf = None
@@ -267,9 +273,6 @@ def _wrong_count(node, out):
 
 def _run(node, grads) -> tuple:
     """Run one node's backward (and its post-hooks); anomaly mode checks what it returned."""
-    observed = bool(_STEP_SUBSCRIBERS)
-    if observed:
-        _RUNNING.append(node)
     anomaly = _anomaly.STATE.enabled
     if anomaly:
         _anomaly.STATE.backward_depth += 1
@@ -289,8 +292,6 @@ def _run(node, grads) -> tuple:
             _anomaly.annotate(e, node)
         raise
     finally:
-        if observed:
-            _RUNNING.pop()
         if anomaly:
             _anomaly.STATE.backward_depth -= 1
     return out
