@@ -280,6 +280,20 @@ def _check_batch_norm_args(input: Tensor, running_mean, running_var, weight, bia
             raise RuntimeError(f"{name} should contain {channels} elements not {t.numel()}")
 
 
+def _with_running_stats(input: Tensor, running_mean: Tensor, running_var: Tensor, eps: float) -> Tensor:
+    """``input`` normalised per channel (dim 1) by stored statistics (eval-mode batch/instance norm)."""
+    return (input - _channel_view(running_mean, input.ndim)) * _channel_view((running_var + eps).rsqrt(), input.ndim)
+
+
+def _channel_affine(out: Tensor, weight: Tensor | None, bias: Tensor | None) -> Tensor:
+    """The per-channel scale and shift every channel norm ends with."""
+    if weight is not None:
+        out = out * _channel_view(weight, out.ndim)
+    if bias is not None:
+        out = out + _channel_view(bias, out.ndim)
+    return out
+
+
 def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor | None,
                weight: Tensor | None = None, bias: Tensor | None = None, training: bool = False,
                momentum: float = 0.1, eps: float = 1e-5) -> Tensor:
@@ -298,13 +312,8 @@ def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor |
                 running_var.mul_(1 - momentum).add_(var * (momentum * count / (count - 1)))
     else:
         _check_batch_norm_args(input, running_mean, running_var, weight, bias, training)
-        out = (input - _channel_view(running_mean, input.ndim)) * \
-            _channel_view((running_var + eps).rsqrt(), input.ndim)
-    if weight is not None:
-        out = out * _channel_view(weight, input.ndim)
-    if bias is not None:
-        out = out + _channel_view(bias, input.ndim)
-    return out
+        out = _with_running_stats(input, running_mean, running_var, eps)
+    return _channel_affine(out, weight, bias)
 
 
 def layer_norm(input: Tensor, normalized_shape, weight: Tensor | None = None, bias: Tensor | None = None,
@@ -329,11 +338,7 @@ def group_norm(input: Tensor, num_groups: int, weight: Tensor | None = None, bia
                            f"input of shape {list(input.shape)} and num_groups={num_groups}")
     out, _, _ = _normalize_over(input.reshape(n, num_groups, -1), (2,), eps)
     out = out.reshape(input.shape)
-    if weight is not None:
-        out = out * _channel_view(weight, input.ndim)
-    if bias is not None:
-        out = out + _channel_view(bias, input.ndim)
-    return out
+    return _channel_affine(out, weight, bias)
 
 
 # ---------------------------------------------------------------- dropout and embedding

@@ -13,8 +13,8 @@ from ..base.dtype import finfo
 from ..base.grad_mode import no_grad
 from ..ops.movement import cat
 from ..core.tensor import Tensor
-from .functional_core import (_batched, _channel_view, _inplace, _normalize_over, _ntuple_none, _reduce,
-                              _reduction, _unbatch, interpolate, logsigmoid)
+from .functional_core import (_batched, _channel_affine, _inplace, _normalize_over, _ntuple_none, _reduce,
+                              _reduction, _unbatch, _with_running_stats, interpolate, logsigmoid)
 
 __all__ = [
     "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout",
@@ -172,13 +172,8 @@ def instance_norm(input: Tensor, running_mean: Tensor | None = None, running_var
             with no_grad():
                 running_var.mul_(1 - momentum).add_(var.reshape(n, c).mean(0) * (momentum * count / (count - 1)))
     else:
-        out = (input - _channel_view(running_mean, input.ndim)) * \
-            _channel_view((running_var + eps).rsqrt(), input.ndim)
-    if weight is not None:
-        out = out * _channel_view(weight, input.ndim)
-    if bias is not None:
-        out = out + _channel_view(bias, input.ndim)
-    return out
+        out = _with_running_stats(input, running_mean, running_var, eps)
+    return _channel_affine(out, weight, bias)
 
 
 def rms_norm(input: Tensor, normalized_shape, weight: Tensor | None = None, eps: float | None = None) -> Tensor:
