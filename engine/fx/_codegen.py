@@ -19,7 +19,7 @@ from ..base.device import device
 from ._public import package
 from .node import Node, _public_path
 
-__all__ = ["PythonCode", "generate"]
+__all__ = ["PythonCode", "generate", "is_identifier", "is_dotted_identifier", "checked_name"]
 
 _BINARY = {operator.add: "+", operator.sub: "-", operator.mul: "*", operator.truediv: "/",
            operator.floordiv: "//", operator.mod: "%", operator.pow: "**", operator.matmul: "@",
@@ -28,6 +28,25 @@ _BINARY = {operator.add: "+", operator.sub: "-", operator.mul: "*", operator.tru
            operator.le: "<=", operator.gt: ">", operator.ge: ">="}
 _UNARY = {operator.neg: "-", operator.pos: "+", operator.invert: "~"}
 _LITERALS = (int, float, bool, str, type(None), complex, type(Ellipsis), bytes)
+
+
+def is_identifier(name) -> bool:
+    """True when ``name`` can stand in generated source as a bare name: a ``str`` (not a
+    subclass, whose ``repr``/``str`` could be anything) that is a Python identifier and no keyword."""
+    return type(name) is str and name.isidentifier() and not keyword.iskeyword(name)
+
+
+def is_dotted_identifier(path) -> bool:
+    """True for ``a.b.c`` where every part is an identifier (see ``is_identifier``)."""
+    return type(path) is str and all(is_identifier(p) for p in path.split("."))
+
+
+def checked_name(name, what: str) -> str:
+    """``name`` if it is an identifier; else ``ValueError`` (never pasted into source)."""
+    if not is_identifier(name):
+        raise ValueError(f"fx codegen: {what} {name!r} is not a valid Python identifier; "
+                         "refusing to put it into generated source")
+    return name
 
 
 @dataclass
@@ -49,7 +68,7 @@ class _Globals:
         for name, value in self.map.items():
             if value is obj and name not in ("inf", "nan"):
                 return name
-        base = re.sub(r"\W", "_", hint) or "_global"
+        base = re.sub(r"[^0-9A-Za-z_]", "_", str(hint)) or "_global"
         if base[0].isdigit() or keyword.iskeyword(base) or hasattr(builtins, base):
             base = "_" + base
         name, i = base, 0
@@ -62,13 +81,18 @@ class _Globals:
     def callable_name(self, fn) -> str:
         from .prims import Primitive, prims
         if isinstance(fn, Primitive):
-            return f"{self.add(prims, 'prims')}.{fn.__name__}"
-        return _public_path(fn) or self.add(fn, getattr(fn, "__name__", type(fn).__name__))
+            base = self.add(prims, 'prims')
+            return f"{base}.{fn.__name__}" if is_identifier(fn.__name__) else \
+                f"getattr({base}, {str(fn.__name__)!r})"
+        path = _public_path(fn)
+        if path is not None and is_dotted_identifier(path):
+            return path
+        return self.add(fn, getattr(fn, "__name__", type(fn).__name__))
 
 
 def _format(a, g: _Globals) -> str:
     if isinstance(a, Node):
-        return a.name
+        return checked_name(a.name, "node name")
     if isinstance(a, tuple):
         items = ", ".join(_format(x, g) for x in a)
         if hasattr(a, "_fields"):
@@ -77,29 +101,34 @@ def _format(a, g: _Globals) -> str:
     if isinstance(a, list):
         return "[" + ", ".join(_format(x, g) for x in a) + "]"
     if isinstance(a, dict):
-        return "{" + ", ".join(f"{k!r}: {_format(v, g)}" for k, v in a.items()) + "}"
+        return "{" + ", ".join(f"{_format(k, g)}: {_format(v, g)}" for k, v in a.items()) + "}"
     if isinstance(a, slice):
         return f"slice({_format(a.start, g)}, {_format(a.stop, g)}, {_format(a.step, g)})"
-    if isinstance(a, float) and not math.isfinite(a):
+    # only the exact literal types: a subclass may define any ``__repr__``, so it becomes a global
+    if type(a) is float and not math.isfinite(a):
         return repr(a)
-    if isinstance(a, _LITERALS):
+    if type(a) in _LITERALS:
         return repr(a)
-    if isinstance(a, dtype):
+    if type(a) is dtype:
         return repr(a)
     return g.add(a, f"_{type(a).__name__.lower()}_constant")
 
 
 def _call_args(node: Node, g: _Globals, skip: int = 0) -> str:
     parts = [_format(a, g) for a in node.args[skip:]]
-    parts += [f"{k} = {_format(v, g)}" for k, v in node.kwargs.items()]
+    plain = {k: v for k, v in node.kwargs.items() if is_identifier(k)}
+    parts += [f"{k} = {_format(v, g)}" for k, v in plain.items()]
+    # any other key (``"x); import os; ("``, a keyword, a non-string) is a quoted literal
+    odd = {k: v for k, v in node.kwargs.items() if not is_identifier(k)}
+    if odd:
+        parts.append("**" + _format(odd, g))
     return ", ".join(parts)
 
 
 def _attr_path(target: str) -> str:
     expr = "self"
-    for atom in target.split("."):
-        expr = f"{expr}.{atom}" if atom.isidentifier() and not keyword.iskeyword(atom) else \
-            f"getattr({expr}, {atom!r})"
+    for atom in str(target).split("."):
+        expr = f"{expr}.{atom}" if is_identifier(atom) else f"getattr({expr}, {atom!r})"
     return expr
 
 
@@ -110,7 +139,9 @@ def _expression(node: Node, g: _Globals) -> str:
     if op == "call_module":
         return f"{_attr_path(t)}({_call_args(node, g)})"
     if op == "call_method":
-        return f"{_format(node.args[0], g)}.{t}({_call_args(node, g, 1)})"
+        method = f"{_format(node.args[0], g)}.{t}" if is_identifier(t) else \
+            f"getattr({_format(node.args[0], g)}, {_format(str(t), g)})"
+        return f"{method}({_call_args(node, g, 1)})"
     if not node.kwargs:
         if t in _BINARY and len(node.args) == 2:
             return f"{_format(node.args[0], g)} {_BINARY[t]} {_format(node.args[1], g)}"
@@ -118,8 +149,7 @@ def _expression(node: Node, g: _Globals) -> str:
             return f"{_UNARY[t]}{_format(node.args[0], g)}"
         if t is operator.getitem and len(node.args) == 2:
             return f"{_format(node.args[0], g)}[{_format(node.args[1], g)}]"
-        if t is builtins.getattr and len(node.args) == 2 and isinstance(node.args[1], str) \
-                and node.args[1].isidentifier():
+        if t is builtins.getattr and len(node.args) == 2 and is_identifier(node.args[1]):
             return f"{_format(node.args[0], g)}.{node.args[1]}"
     return f"{g.callable_name(t)}({_call_args(node, g)})"
 
@@ -130,6 +160,7 @@ def generate(graph, root_name: str = "self", indent: str = "    ") -> PythonCode
     After each statement, names whose last use it was are set to ``None`` so a value's
     memory is freed as soon as the graph is done with it (as PyTorch's codegen does).
     """
+    checked_name(root_name, "root module name")
     nodes = list(graph.nodes)
     g = _Globals({n.name for n in nodes})
     last_use: dict[Node, Node] = {}
@@ -143,7 +174,11 @@ def generate(graph, root_name: str = "self", indent: str = "    ") -> PythonCode
     for node in nodes:
         if node.op == "placeholder":
             name = node.target
-            if name.startswith("*"):
+            stars = len(name) - len(name.lstrip("*"))
+            if stars > 2:
+                raise ValueError(f"fx codegen: placeholder {name!r} is not a parameter name")
+            checked_name(name[stars:], "placeholder name")
+            if stars:
                 params.append(name)
             else:
                 params.append(f"{name} = {_format(node.args[0], g)}" if node.args else name)
@@ -153,7 +188,7 @@ def generate(graph, root_name: str = "self", indent: str = "    ") -> PythonCode
         if node.op == "output":
             body.append(f"return {_format(node.args[0], g)}")
             continue
-        line = f"{node.name} = {_expression(node, g)}"
+        line = f"{checked_name(node.name, 'node name')} = {_expression(node, g)}"
         dead = [n.name for n in frees.get(node, [])] + ([node.name] if not node.users else [])
         if dead:
             line += ";  " + " = ".join(dead) + " = None"

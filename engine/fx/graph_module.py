@@ -14,6 +14,7 @@ def forward(self, x):
 """
 from __future__ import annotations
 
+import ast
 import itertools
 import linecache
 import os
@@ -23,6 +24,7 @@ from ..nn.modules.module import Module
 from ..core.tensor import Tensor
 from ..nn.parameter import Parameter
 from ..serialization import save
+from ._codegen import checked_name, is_dotted_identifier, is_identifier
 from .graph import Graph
 
 __all__ = ["GraphModule"]
@@ -196,18 +198,19 @@ class GraphModule(Module):
         Submodules of ``tapelab.nn`` are rebuilt from their ``repr``; weights load from the
         state dict (safetensors, no pickle). ``from <folder> import FxModule`` then works.
         """
+        checked_name(module_name, "to_folder module_name")
         folder = pathlib.Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
         save(self.state_dict(), folder / "state_dict.pt")
         init = [f"self.{line}" for line in _build_lines(self, "")]
         python_code = self.graph.python_code("self")
-        imports = ["import math", "import tapelab", "from tapelab import device",
+        imports = ["import math", "import os as _tapelab_fx_os", "import tapelab", "from tapelab import device",
                    "inf, nan, NoneType = math.inf, math.nan, type(None)"]
         for name, obj in python_code.globals.items():
             if name in ("tapelab", "inf", "nan", "device", "NoneType"):
                 continue
             mod, qual = getattr(obj, "__module__", None), getattr(obj, "__qualname__", "")
-            if not mod or "<" in qual or "." in qual:
+            if not is_dotted_identifier(mod) or not is_identifier(qual) or not is_identifier(name):
                 raise RuntimeError(f"to_folder: cannot write an import for global {name!r} ({obj!r}); "
                                    "only module-level functions and classes can be exported")
             imports.append(f"from {mod} import {qual} as {name}")
@@ -215,10 +218,28 @@ class GraphModule(Module):
         body = "\n".join(f"        {ln}" for ln in init)
         src = ("\n".join(imports) + f"\n\n\nclass {module_name}(tapelab.nn.Module):\n"
                f"    def __init__(self):\n        super().__init__()\n{body}\n"
-               f"        self.load_state_dict(tapelab.load(r'{folder / 'state_dict.pt'}'))\n\n"
+               "        self.load_state_dict(tapelab.load(_tapelab_fx_os.path.join(_tapelab_fx_os.path.dirname("
+               "_tapelab_fx_os.path.abspath(__file__)), 'state_dict.pt')))\n\n"
                f"{forward}\n")
         (folder / "module.py").write_text(src)
         (folder / "__init__.py").write_text(f"from .module import {module_name}\n")
+
+
+def _literal_call(text: str, class_name: str) -> bool:
+    """True when ``text`` is exactly ``ClassName(<literals>, key=<literals>)``: a layer's
+    ``repr`` reaches generated source only then (its fields may hold user strings)."""
+    try:
+        tree = ast.parse(text, mode="eval").body
+    except SyntaxError:
+        return False
+    if not (isinstance(tree, ast.Call) and isinstance(tree.func, ast.Name) and tree.func.id == class_name):
+        return False
+    for value in [*tree.args, *(k.value for k in tree.keywords)]:
+        try:
+            ast.literal_eval(value)
+        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+            return False
+    return all(k.arg is not None for k in tree.keywords)
 
 
 def _build_lines(module: Module, path: str) -> list[str]:
@@ -235,7 +256,7 @@ def _build_lines(module: Module, path: str) -> list[str]:
         if type(child) is Module:
             lines.append(f"{path}add_module({name!r}, tapelab.nn.Module())")
             lines += _build_lines(child, f"{path}get_submodule({name!r}).")
-        elif type(child).__module__.startswith("tapelab.nn") and "\n" not in repr(child):
+        elif type(child).__module__.startswith("tapelab.nn") and _literal_call(repr(child), type(child).__name__):
             lines.append(f"{path}add_module({name!r}, tapelab.nn.{repr(child)})")
         else:
             raise RuntimeError(f"to_folder: cannot rebuild submodule {path}{name} of type "
