@@ -27,6 +27,7 @@ import zipfile
 from typing import Any, BinaryIO
 
 from . import _legacy, _safetensors, _zipformat
+from ._atomic import atomic_write
 from ._errors import CheckpointError
 from ._names import FullUnpickler, TorchNames
 from ._storage import check_map_location
@@ -46,8 +47,10 @@ def save(obj: Any, f: str | os.PathLike | BinaryIO, pickle_module: Any = pickle,
     """Write ``obj`` to ``f`` (a path or a binary file): a state dict as safetensors, anything else
     as PyTorch's zip archive (its legacy format with ``_use_new_zipfile_serialization=False``).
 
-    A path is written to a temporary file first and renamed, so an interrupted save never
-    leaves a half-written checkpoint behind.
+    A path is written atomically and durably (see ``_atomic``): a unique temporary file beside
+    it, fsync, rename over it, fsync of the directory. An interrupted save never leaves a
+    half-written checkpoint; a symlink is written through to its target; an existing file keeps
+    its permission bits; temporary files of killed saves are removed by the next save there.
 
     Example::
 
@@ -68,15 +71,7 @@ def save(obj: Any, f: str | os.PathLike | BinaryIO, pickle_module: Any = pickle,
     if not isinstance(f, (str, os.PathLike)):
         write(f)
         return
-    path = os.fspath(f)
-    tmp = f"{path}.tmp{os.getpid()}"
-    try:
-        with open(tmp, "wb") as out:
-            write(out)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+    atomic_write(os.fspath(f), write)
 
 
 # ---------------------------------------------------------------- load

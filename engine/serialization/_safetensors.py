@@ -42,6 +42,13 @@ from ._storage import place
 FORMAT = "tapelab"
 VERSION = "1"
 _KEYS = ("tapelab.version", "tapelab.tree", "tapelab.sha256")
+# safetensors' dtype names and the dtype each is in tapelab (a name tapelab lacks is refused by name)
+_ST_DTYPES = {"BOOL": "bool", "U8": "uint8", "I8": "int8", "I16": "int16", "I32": "int32", "I64": "int64",
+              "U16": "uint16", "U32": "uint32", "U64": "uint64", "F16": "float16", "BF16": "bfloat16",
+              "F32": "float32", "F64": "float64", "C64": "complex64", "F8_E4M3": "float8_e4m3fn",
+              "F8_E5M2": "float8_e5m2", "F8_E8M0": "float8_e8m0fnu", "F8_E4M3FNUZ": "float8_e4m3fnuz",
+              "F8_E5M2FNUZ": "float8_e5m2fnuz", "F6_E2M3": "float6_e2m3", "F6_E3M2": "float6_e3m2",
+              "F4": "float4_e2m1"}
 
 
 def is_state_dict(obj) -> bool:
@@ -90,7 +97,7 @@ def read(where: str, data: bytes, map_location):
     metadata = _header_metadata(where, data)
     try:
         arrays = safetensors.numpy.load(data)
-    except (safetensors.SafetensorError, ValueError, TypeError) as e:
+    except (safetensors.SafetensorError, ValueError, TypeError, KeyError) as e:
         raise CheckpointError(where, f"corrupt or truncated checkpoint ({e})") from None
     if not _ours(metadata):
         return {name: _tensor(arr, "cpu", map_location, False, False) for name, arr in arrays.items()}
@@ -124,9 +131,27 @@ def _header_metadata(where: str, data: bytes) -> dict[str, str]:
         metadata = header.get("__metadata__") or {}
         if not isinstance(metadata, dict):
             raise ValueError("__metadata__ is not an object")
-        return metadata
+    except RecursionError:
+        raise CheckpointError(where, "not a tapelab checkpoint: the header nests too deeply") from None
     except (ValueError, AttributeError, UnicodeDecodeError) as e:
         raise CheckpointError(where, f"not a tapelab checkpoint: unreadable header ({e})") from None
+    _check_dtypes(where, header)
+    return metadata
+
+
+def _check_dtypes(where: str, header: dict) -> None:
+    """Refuse, by name, a tensor whose safetensors dtype tapelab has no dtype for (BF16, F8_*, U16...)."""
+    for name, entry in header.items():
+        if name == "__metadata__" or not isinstance(entry, dict) or not isinstance(entry.get("dtype"), str):
+            continue   # safetensors' own parser reports a malformed entry
+        st = entry["dtype"]
+        ours = _ST_DTYPES.get(st)
+        if ours is None:
+            continue
+        if not isinstance(getattr(_dtype, ours, None), _dtype.dtype):
+            raise CheckpointError(where, f"tensor {name!r} has safetensors dtype {st} ({ours}), and tapelab has "
+                                         f"no {ours} dtype (tapelab's dtypes: "
+                                         f"{', '.join(d.name for d in _dtype.ALL)})")
 
 
 def _decode(node, arrays: dict, made: dict, map_location):
@@ -134,6 +159,8 @@ def _decode(node, arrays: dict, made: dict, map_location):
         return node
     if isinstance(node, list):
         return [_decode(v, arrays, made, map_location) for v in node]
+    if not isinstance(node, dict) or not node:
+        raise ValueError(f"malformed tree node {node!r}")
     kind = next(iter(node))  # a tag is the first key of its JSON object
     value = node[kind]
     if kind == "dict" or kind == "odict":
@@ -144,15 +171,33 @@ def _decode(node, arrays: dict, made: dict, map_location):
     if kind == "tensor":
         t = made.get(value)
         if t is None:
-            t = made[value] = _tensor(arrays[value], node["device"], map_location, node["grad"], node["param"])
+            dev, grad, param = node["device"], node["grad"], node["param"]
+            if type(value) is not str or type(dev) is not str or type(grad) is not bool or type(param) is not bool:
+                raise ValueError(f"tensor node {node!r}: expected a name, a device string and two booleans")
+            _device(dev)
+            arr = arrays[value]
+            if grad and arr.dtype.kind not in "fc":
+                raise ValueError(f"tensor {value!r} of dtype {arr.dtype} is marked requires_grad; only "
+                                 "floating point tensors can require gradients")
+            t = made[value] = _tensor(arr, dev, map_location, grad, param)
         return t
     if kind == "ndarray":
         return arrays[value]
     if kind == "dtype":
         return _dtype._by_name(value)
     if kind == "device":
-        return Device(value)
+        return _device(value)
     raise ValueError(f"unknown node kind {kind!r}")
+
+
+def _device(name):
+    """``Device(name)``; a device string the file made up is a malformed tree (ValueError)."""
+    if type(name) is not str:
+        raise ValueError(f"device {name!r} is not a string")
+    try:
+        return Device(name)
+    except (RuntimeError, ValueError, TypeError) as e:
+        raise ValueError(f"bad device {name!r}: {e}") from None
 
 
 def _tensor(arr: np.ndarray, saved_device: str, map_location, requires_grad: bool, param: bool) -> Tensor:
