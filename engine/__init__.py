@@ -26,6 +26,7 @@ from .ops.indexing import *  # noqa: F401,F403
 from .ops.linalg import *  # noqa: F401,F403
 from .ops.movement import *  # noqa: F401,F403
 from .ops.reduce import *  # noqa: F401,F403
+from .ops.sampling import *  # noqa: F401,F403
 from .ops.sort import *  # noqa: F401,F403
 from .core.random import Generator, default_generator, get_rng_state, initial_seed, manual_seed, seed, set_rng_state
 from .serialization import CheckpointError, load, save
@@ -40,8 +41,6 @@ from . import (accelerator, autograd, backends, cuda, distributed, linalg, multi
 from .base.runtime import *  # noqa: E402,F401,F403  (set_num_threads, set_default_device, ...)
 from . import debug, fx, graphs, profiler  # noqa: E402
 from ._nn_toplevel import *  # noqa: E402,F401,F403  (torch.softmax, torch.conv2d, Tensor.softmax, ...)
-
-FloatTensor = DoubleTensor = LongTensor = Tensor
 
 __version__ = "0.1.0"
 

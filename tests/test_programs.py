@@ -49,9 +49,7 @@ CASES = [
     Case("transformer_lm", 2),
     Case("transformer_lm", 1, (("norm_first", True),)),
     Case("gcn", 10, (("legacy", False),)),
-    Case("gcn", 10, (("legacy", True),),
-         missing="Tensor.uniform_ (weight.data.uniform_), and torch.FloatTensor/LongTensor as real legacy "
-                 "constructors (LongTensor(list) gives float32 today)"),
+    Case("gcn", 10, (("legacy", True),)),
     Case("gcn", 10, (("sparse", True), ("legacy", False)), missing="torch.sparse_coo_tensor and torch.spmm"),
     Case("resnet_surgery", 2),
     Case("lbfgs_fit", 4),

@@ -21,12 +21,13 @@ from ..base.runtime import DEFAULT_DEVICE
 from .dispatch import apply
 from .factories import ARANGE, EMPTY, EYE, FROM_DLPACK, FULL, LINSPACE, LOGSPACE, TENSOR, host_array
 from .random import BERNOULLI, NORMAL, RAND, RANDINT, RANDN, RANDPERM
-from .tensor import Tensor
+from .tensor import Size, Tensor
 
 __all__ = ["tensor", "as_tensor", "from_numpy", "from_dlpack", "zeros", "ones", "full", "empty",
            "zeros_like", "ones_like", "full_like", "empty_like", "arange", "linspace", "logspace",
            "eye", "rand", "randn", "randint", "randperm", "normal", "bernoulli", "rand_like",
-           "randn_like", "randint_like", "scalar_tensor"]
+           "randn_like", "randint_like", "scalar_tensor", "FloatTensor", "DoubleTensor", "HalfTensor",
+           "LongTensor", "IntTensor", "ShortTensor", "CharTensor", "ByteTensor", "BoolTensor"]
 
 
 # ---------------------------------------------------------------- the public functions
@@ -223,6 +224,54 @@ def randn_like(input, *, dtype=None, device=None, requires_grad: bool = False, g
 def randint_like(input, low, high=None, *, dtype=None, device=None, generator=None) -> Tensor:
     size, dt, dev = _like(input, dtype, device)
     return randint(low, high, size, generator=generator, dtype=dt, device=dev)
+
+
+# ---------------------------------------------------------------- legacy typed constructors
+class _LegacyTensorType(type):
+    """``torch.FloatTensor`` and its kin: a constructor for one dtype on the cpu, and an
+    ``isinstance`` test for tensors of that dtype on the cpu (not a Tensor subclass), as PyTorch's."""
+
+    def __instancecheck__(cls, obj) -> bool:
+        return isinstance(obj, Tensor) and obj._device.type == "cpu" and obj._data.dtype == cls.dtype.np
+
+    def __repr__(cls) -> str:
+        return f"<class 'tapelab.{cls.__name__}'>"
+
+    def __call__(cls, *args, device=None):
+        """``T()`` (empty), ``T(*sizes)`` / ``T(Size)`` (uninitialised), ``T(data)`` (a copy in the
+        dtype), ``T(tensor)`` (the same memory; the tensor must already have the dtype)."""
+        if device is not None and Device(device).type != "cpu":
+            raise RuntimeError(f"legacy constructor expects device type: cpu but device type: "
+                               f"{Device(device).type} was passed")
+        if not args:
+            return empty(0, dtype=cls.dtype, device=CPU)
+        if len(args) == 1 and isinstance(args[0], Tensor):
+            t = args[0]
+            if t.dtype != cls.dtype or t._device is not CPU:
+                raise TypeError(f"expected {cls.dtype} on cpu (got {t.dtype} on {t.device})")
+            return t.detach()
+        if all(isinstance(a, numbers.Integral) and not isinstance(a, bool) for a in args) or (
+                len(args) == 1 and isinstance(args[0], Size)):
+            return empty(*args, dtype=cls.dtype, device=CPU)
+        if len(args) > 1:
+            raise TypeError(f"new(): invalid arguments for {cls.__name__}: {args!r}")
+        return tensor(args[0], dtype=cls.dtype, device=CPU)
+
+
+def _legacy(name: str, dt) -> type:
+    return _LegacyTensorType(name, (), {"dtype": dt, "is_cuda": False, "is_sparse": False,
+                                        "__module__": "tapelab", "__doc__": f"Legacy constructor: {dt} on cpu."})
+
+
+FloatTensor = _legacy("FloatTensor", _dtype.float32)
+DoubleTensor = _legacy("DoubleTensor", _dtype.float64)
+HalfTensor = _legacy("HalfTensor", _dtype.float16)
+LongTensor = _legacy("LongTensor", _dtype.int64)
+IntTensor = _legacy("IntTensor", _dtype.int32)
+ShortTensor = _legacy("ShortTensor", _dtype.int16)
+CharTensor = _legacy("CharTensor", _dtype.int8)
+ByteTensor = _legacy("ByteTensor", _dtype.uint8)
+BoolTensor = _legacy("BoolTensor", _dtype.bool)
 
 
 # ---------------------------------------------------------------- Tensor methods declared here

@@ -15,7 +15,7 @@ from ..base.device import CPU
 from ..base.meta import has_data
 from .dispatch import apply
 from .factories import TENSOR
-from .registry import Op
+from .registry import NONE, Op
 
 __all__ = ["Generator", "manual_seed", "seed", "initial_seed", "default_generator",
            "get_rng_state", "set_rng_state"]
@@ -116,3 +116,87 @@ RANDPERM = Op("randperm", lambda xp, *, n, dtype, device, generator:
               _draw(xp, lambda: rng(generator).permutation(n), (n,), dtype), kind="random")
 NORMAL = Op("normal", _normal, kind="random")
 BERNOULLI = Op("bernoulli", _bernoulli, kind="random")
+
+
+# ---------------------------------------------------------------- in-place draws (``Tensor.uniform_`` ...)
+# Each is an op on the tensor it fills: the forward draws numbers of the target's shape and
+# dtype, ``autograd.views.apply_`` writes them into the target (the methods are declared in
+# ``ops/sampling.py``). Their gradient to what the target held before is zero, as PyTorch's.
+def _fill(xp, x, draw):
+    """``draw(shape)`` (host doubles or ints) as an array like ``x`` on ``x``'s device."""
+    if not has_data(xp):
+        return xp.empty(x.shape, x.dtype)
+    return xp.asarray(draw(x.shape).astype(x.dtype, copy=False))
+
+
+def _no_grad_to_old_value(g, out, x, *probs, **params):
+    return (None,) * (1 + len(probs))
+
+
+def _random_bounds(dt: np.dtype, low, high):
+    """PyTorch's ``random_`` range [low, high) for dtype ``dt`` (high None: to the dtype's top)."""
+    if high is not None:
+        return low, high
+    if dt.kind == "b":
+        return 0, 2
+    if dt.kind == "f":   # integers representable exactly: up to 2**mantissa
+        return 0, 2 ** (np.finfo(dt).nmant + 1) + 1
+    return 0, int(np.iinfo(dt).max) + 1 if dt.itemsize < 8 else int(np.iinfo(dt).max)
+
+
+def _bernoulli_fill(xp, x, *probs, p, generator):
+    if not has_data(xp):
+        return xp.empty(x.shape, x.dtype)
+    prob = probs[0] if probs else p
+    if probs and bool(((prob < 0) | (prob > 1)).any()):
+        raise RuntimeError("bernoulli_: all elements of p must be in [0, 1]")
+    u = xp.asarray(rng(generator).random(x.shape))
+    return (u < prob).astype(x.dtype)
+
+
+_FILL = dict(kind="random", saves=NONE)
+UNIFORM_ = Op("uniform_", lambda xp, x, *, low, high, generator:
+              _fill(xp, x, lambda s: rng(generator).uniform(low, high, s)), _no_grad_to_old_value, **_FILL)
+NORMAL_ = Op("normal_", lambda xp, x, *, mean, std, generator:
+             _fill(xp, x, lambda s: mean + std * rng(generator).standard_normal(s)), _no_grad_to_old_value, **_FILL)
+LOG_NORMAL_ = Op("log_normal_", lambda xp, x, *, mean, std, generator:
+                 _fill(xp, x, lambda s: rng(generator).lognormal(mean, std, s)), _no_grad_to_old_value, **_FILL)
+EXPONENTIAL_ = Op("exponential_", lambda xp, x, *, lambd, generator:
+                  _fill(xp, x, lambda s: rng(generator).exponential(1.0 / lambd, s)), _no_grad_to_old_value,
+                  **_FILL)
+CAUCHY_ = Op("cauchy_", lambda xp, x, *, median, sigma, generator:
+             _fill(xp, x, lambda s: median + sigma * rng(generator).standard_cauchy(s)), _no_grad_to_old_value,
+             **_FILL)
+GEOMETRIC_ = Op("geometric_", lambda xp, x, *, p, generator:
+                _fill(xp, x, lambda s: rng(generator).geometric(p, s)), _no_grad_to_old_value, **_FILL)
+RANDOM_ = Op("random_", lambda xp, x, *, low, high, generator:
+             _fill(xp, x, lambda s: rng(generator).integers(*_random_bounds(x.dtype, low, high), s)),
+             _no_grad_to_old_value, **_FILL)
+BERNOULLI_ = Op("bernoulli_", _bernoulli_fill, _no_grad_to_old_value, **_FILL)
+
+
+def _multinomial(xp, probs, *, num_samples, replacement, generator):
+    """Indices drawn from the rows of ``probs`` (1-D or 2-D, unnormalised): with replacement by
+    inverting each row's CDF, without by the exponential-race trick (top-k of p / E, E ~ Exp(1))."""
+    shape = probs.shape[:-1] + (num_samples,)
+    if not has_data(xp):
+        return xp.empty(shape, np.int64)
+    p = xp.asarray(probs, dtype="float64").reshape(-1, probs.shape[-1])
+    if not bool(xp.isfinite(p).all()) or bool((p < 0).any()):
+        raise RuntimeError("probability tensor contains either `inf`, `nan` or element < 0")
+    if bool((p.sum(-1) <= 0).any()):
+        raise RuntimeError("invalid multinomial distribution (sum of probabilities <= 0)")
+    g = rng(generator)
+    if replacement:
+        cdf = xp.cumsum(p, -1)
+        cdf = cdf / cdf[:, -1:]
+        u = xp.asarray(g.random((p.shape[0], num_samples)))
+        idx = xp.stack([xp.searchsorted(c, r, side="right") for c, r in zip(cdf, u)])
+        idx = xp.minimum(idx, p.shape[-1] - 1)
+    else:
+        keys = p / xp.asarray(g.exponential(1.0, p.shape))
+        idx = xp.argsort(-keys, -1, kind="stable")[:, :num_samples]
+    return idx.astype(np.int64).reshape(shape)
+
+
+MULTINOMIAL = Op("multinomial", _multinomial, kind="random")

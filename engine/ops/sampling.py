@@ -1,0 +1,112 @@
+"""Random draws that fill a tensor in place (``uniform_``, ``normal_``, ``bernoulli_``, ...) and
+``multinomial``.
+
+Each in-place draw is one random op (``kind="random"``, declared in ``core/random.py``) applied
+through ``apply_``, so it writes into the tensor's memory, bumps its version, is refused by
+capture like every random draw, and on a non-leaf gives the old value a zero gradient, as
+PyTorch's. The distributions and their argument checks are PyTorch's; the streams are tapelab's.
+"""
+from __future__ import annotations
+
+from ..autograd.views import apply_
+from ..core.dispatch import apply
+from ..core.random import (BERNOULLI_, CAUCHY_, EXPONENTIAL_, GEOMETRIC_, LOG_NORMAL_, MULTINOMIAL, NORMAL_,
+                           RANDOM_, UNIFORM_)
+from ._util import Tensor
+from .compare import TORCH_NAMES
+
+__all__ = ["multinomial"]
+
+
+def _floating(t: Tensor, what: str) -> None:
+    if t._data.dtype.kind != "f":
+        raise NotImplementedError(f'"{what}" not implemented for \'{TORCH_NAMES[t._data.dtype.name]}\'')
+
+
+def uniform_(self, from_: float = 0.0, to: float = 1.0, *, generator=None, **kw) -> Tensor:
+    from_ = kw.pop("from", from_)
+    _floating(self, "check_uniform_bounds")
+    if from_ > to:
+        raise RuntimeError(f"uniform_ expects to return a [from, to) range, but found from={from_} > to={to}")
+    return apply_(UNIFORM_, self, low=float(from_), high=float(to), generator=generator)
+
+
+def normal_(self, mean: float = 0.0, std: float = 1.0, *, generator=None) -> Tensor:
+    _floating(self, "normal_kernel_cpu")
+    if std < 0:
+        raise RuntimeError(f"normal expects std >= 0.0, but found std {std}")
+    return apply_(NORMAL_, self, mean=float(mean), std=float(std), generator=generator)
+
+
+def log_normal_(self, mean: float = 1.0, std: float = 2.0, *, generator=None) -> Tensor:
+    _floating(self, "log_normal_cpu")
+    if std <= 0:
+        raise RuntimeError(f"log_normal_ expects std > 0.0, but found std={std}")
+    return apply_(LOG_NORMAL_, self, mean=float(mean), std=float(std), generator=generator)
+
+
+def exponential_(self, lambd: float = 1.0, *, generator=None) -> Tensor:
+    _floating(self, "exponential_cpu")
+    if not lambd > 0:
+        raise RuntimeError(f"exponential_ expects lambda > 0.0, but found lambda={lambd}")
+    return apply_(EXPONENTIAL_, self, lambd=float(lambd), generator=generator)
+
+
+def cauchy_(self, median: float = 0.0, sigma: float = 1.0, *, generator=None) -> Tensor:
+    _floating(self, "cauchy_cpu")
+    if not sigma > 0:
+        raise RuntimeError(f"cauchy_ expects sigma > 0.0, but found sigma={sigma}")
+    return apply_(CAUCHY_, self, median=float(median), sigma=float(sigma), generator=generator)
+
+
+def geometric_(self, p: float, *, generator=None) -> Tensor:
+    if not 0 < p < 1:
+        raise RuntimeError(f"geometric_ expects p to be in (0, 1), but got p={p}")
+    return apply_(GEOMETRIC_, self, p=float(p), generator=generator)
+
+
+def random_(self, from_: int = 0, to: int | None = None, *, generator=None, **kw) -> Tensor:
+    """``random_()``: integers over the dtype's range; ``random_(to)``: [0, to); ``random_(from, to)``."""
+    from_ = kw.pop("from", from_)
+    if to is None and from_ != 0:
+        from_, to = 0, from_
+    if to is not None and from_ >= to:
+        raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={from_} >= to={to}")
+    return apply_(RANDOM_, self, low=int(from_), high=None if to is None else int(to), generator=generator)
+
+
+def bernoulli_(self, p=0.5, *, generator=None) -> Tensor:
+    if isinstance(p, Tensor):
+        return apply_(BERNOULLI_, self, p.detach().to(self.device), p=None, generator=generator)
+    if not 0 <= p <= 1:
+        raise RuntimeError(f"bernoulli_ expects p to be in [0, 1], but got p={p}")
+    return apply_(BERNOULLI_, self, p=float(p), generator=generator)
+
+
+def multinomial(input: Tensor, num_samples: int, replacement: bool = False, *, generator=None,
+                out=None) -> Tensor:
+    """``num_samples`` category indices per row of ``input`` (1-D or 2-D non-negative weights)."""
+    if input._data.ndim not in (1, 2):
+        raise RuntimeError("prob_dist must be 1 or 2 dim")
+    if input._data.dtype.kind != "f":
+        raise RuntimeError(f"multinomial only supports floating-point dtypes for input, "
+                           f"got: {TORCH_NAMES[input._data.dtype.name]}")
+    n_cat = input._data.shape[-1]
+    if num_samples <= 0:
+        raise RuntimeError("cannot sample n_sample <= 0 samples")
+    if not replacement and num_samples > n_cat:
+        raise RuntimeError("cannot sample n_sample > prob_dist.size(-1) samples without replacement")
+    if n_cat > 2 ** 24:
+        raise RuntimeError("number of categories cannot exceed 2^24")
+    res = apply(MULTINOMIAL, input.detach(), num_samples=int(num_samples), replacement=bool(replacement),
+                generator=generator)
+    if out is not None:
+        if out.shape != res.shape or out.dtype != res.dtype:
+            raise RuntimeError(f"multinomial: out= must be an int64 tensor of shape {list(res.shape)}")
+        return out.copy_(res)
+    return res
+
+
+METHODS = ("multinomial",)
+OPERATORS = {"uniform_": uniform_, "normal_": normal_, "log_normal_": log_normal_, "exponential_": exponential_,
+             "cauchy_": cauchy_, "geometric_": geometric_, "random_": random_, "bernoulli_": bernoulli_}
