@@ -11,16 +11,56 @@ Deltas are batched and sent at most ``RATE`` times a second; at most ``MAX_NODES
 A send that fails drops the comm, never the cell.
 
 Messages, kernel -> panel: ``hello``/``state`` {recording}, ``begin`` {cell, title}, ``delta``
-(a view-model delta), ``end`` {cell, meta}, ``clear``. Panel -> kernel: ``hello``,
-``set`` {recording}, ``clear``.
+(a view-model delta), ``end`` {cell, meta}, ``clear``, ``error`` {error, received}. Panel ->
+kernel: ``hello``, ``set`` {recording: bool}, ``clear``.
+
+Every panel -> kernel message is checked against ``SCHEMA`` before it acts: the payload must be
+a JSON object whose ``type`` is one of the schema's, and each field the schema names must be
+present with exactly its type (``{"type": "set", "recording": "no"}`` is refused, never read as
+``bool("no")``); fields the schema does not name are ignored, so a newer panel still works. A
+refused message is logged (logger ``tapelab.kernel.bridge``) and answered with ``error``.
 """
 from __future__ import annotations
 
+import logging
 import time
 
 from tapelab.widgets.live import LiveTape
 
-__all__ = ["Bridge", "RATE", "MAX_NODES", "PROVISIONAL_S"]
+__all__ = ["Bridge", "RATE", "MAX_NODES", "PROVISIONAL_S", "SCHEMA", "validate"]
+
+log = logging.getLogger(__name__)
+
+# panel -> kernel: message type -> {required field: its exact type}
+SCHEMA: dict[str, dict[str, type]] = {
+    "hello": {},
+    "set": {"recording": bool},
+    "clear": {},
+}
+
+
+def validate(data) -> str | None:
+    """Why ``data`` is not a valid panel -> kernel message, or None when it is."""
+    if not isinstance(data, dict):
+        return f"a message must be a JSON object, got {type(data).__name__}"
+    kind = data.get("type")
+    if type(kind) is not str:
+        return f"'type' must be a string, got {type(kind).__name__}"
+    fields = SCHEMA.get(kind)
+    if fields is None:
+        return f"unknown message type {kind!r} (expected one of {', '.join(sorted(SCHEMA))})"
+    for name, typ in fields.items():
+        if name not in data:
+            return f"{kind!r} needs the field {name!r}"
+        if type(data[name]) is not typ:
+            return f"{kind!r}: field {name!r} must be {typ.__name__}, got {type(data[name]).__name__} " \
+                   f"{_short(data[name])}"
+    return None
+
+
+def _short(value, limit: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "..."
 
 TARGET = "tapelab"
 RATE = 30
@@ -106,15 +146,33 @@ class Bridge:
             self.confirmed = False
 
     def _on_msg(self, msg) -> None:
-        data = msg.get("content", {}).get("data", {}) or {}
-        self.confirmed = True
-        kind = data.get("type")
-        if kind == "set":
-            self.set_recording(bool(data.get("recording")))
-        elif kind == "clear":
-            self.clear()
-        elif kind == "hello":
-            self.send({"type": "hello", "recording": self.recording})
+        """Handle a panel message: validated against ``SCHEMA``; a bad one is logged and answered
+        with an ``error`` message, and nothing it carries ever raises out of the handler."""
+        self.confirmed = True        # whatever it sent, a peer is there to read the answer
+        content = msg.get("content") if isinstance(msg, dict) else None
+        data = content.get("data") if isinstance(content, dict) else None
+        problem = validate(data)
+        if problem is not None:
+            self._refuse(problem, data)
+            return
+        kind = data["type"]
+        try:
+            if kind == "set":
+                self.set_recording(data["recording"])
+            elif kind == "clear":
+                self.clear()
+            elif kind == "hello":
+                self.send({"type": "hello", "recording": self.recording})
+        except Exception as e:       # a handler failure is reported, never lost in the comm layer
+            log.exception("tapelab bridge: handling %r failed", kind)
+            self.send({"type": "error", "error": f"handling {kind!r} failed: {type(e).__name__}: {e}",
+                       "received": kind})
+
+    def _refuse(self, problem: str, data) -> None:
+        log.warning("tapelab bridge: refused a panel message: %s (payload %s)", problem, _short(data, 200))
+        kind = data.get("type") if isinstance(data, dict) else None
+        self.send({"type": "error", "error": f"invalid message: {problem}",
+                   "received": kind if type(kind) is str else None})
 
     # ------------------------------------------------------------------ sending
     def send(self, data: dict) -> bool:
