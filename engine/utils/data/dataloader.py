@@ -25,6 +25,7 @@ from .sampler import BatchSampler, RandomSampler, Sampler, SequentialSampler
 __all__ = ["DataLoader", "get_worker_info", "WorkerInfo"]
 
 _STATUS_POLL_S = 0.5  # how often a waiting main process checks that its workers are alive
+_SHUTDOWN_GRACE_S = 5.0  # how long a normal shutdown lets a worker finish its current batch
 
 
 class DataLoader:
@@ -202,7 +203,7 @@ def _pack(result) -> bytes:
 
 
 def _worker_loop(job: _Job, tasks, results, worker_id: int, num_workers: int, seed: int,
-                 init_fn: Callable | None) -> None:
+                 init_fn: Callable | None, stop=None) -> None:
     global _worker_info
     import numpy as np
     random.seed(seed)
@@ -217,8 +218,8 @@ def _worker_loop(job: _Job, tasks, results, worker_id: int, num_workers: int, se
         failed = _WorkerError(worker_id)
     while True:
         task = tasks.get()
-        if task is None:
-            break
+        if task is None or (stop is not None and stop.is_set()):
+            break   # shutting down: prefetched tasks behind this one are never computed
         tid, index = task
         if failed is not None:
             results.put((tid, _pack(failed)))
@@ -245,16 +246,22 @@ def _multi_process(loader: DataLoader) -> Iterator[Any]:
     base_seed = int(randint(0, 2 ** 62, (), generator=loader.generator).item())
     n, job = loader.num_workers, loader._job()
     results = ctx.Queue()
+    stop = ctx.Event()
     task_queues = [ctx.Queue() for _ in range(n)]
     workers = [ctx.Process(target=_worker_loop, daemon=True,
-                           args=(job, task_queues[w], results, w, n, base_seed + w, loader.worker_init_fn))
+                           args=(job, task_queues[w], results, w, n, base_seed + w, loader.worker_init_fn, stop))
                for w in range(n)]
     for w in workers:
         w.start()
+    grace = 0.0   # an error (a timeout, a dead worker, a worker's exception) stops the workers at once
     try:
         yield from _deliver(loader, task_queues, results, workers)
+        grace = _SHUTDOWN_GRACE_S
+    except GeneratorExit:
+        grace = _SHUTDOWN_GRACE_S   # the consumer stopped early: workers finish their current batch
+        raise
     finally:
-        _shutdown(workers, task_queues, results)
+        _shutdown(workers, task_queues, results, stop, grace)
 
 
 def _deliver(loader: DataLoader, task_queues, results, workers) -> Iterator[Any]:
@@ -318,14 +325,27 @@ def _receive(results, workers, timeout: float):
                                    f"(exit codes {[w.exitcode for w in workers if not w.is_alive()]})") from None
 
 
-def _shutdown(workers, task_queues, results) -> None:
+def _shutdown(workers, task_queues, results, stop=None, grace: float = _SHUTDOWN_GRACE_S) -> None:
+    """Stop the workers: each exits after its current batch (``stop`` makes it skip the batches
+    prefetched behind it); one still busy after ``grace`` seconds is terminated (then killed).
+
+    The error path passes ``grace=0``: a timed-out or failed loader raises at once, as
+    ``timeout`` promises, instead of waiting for a slow ``__getitem__`` to return.
+    """
+    if stop is not None:
+        stop.set()
     for q in task_queues:
         q.put(None)
-    deadline = time.monotonic() + 5.0
+    deadline = time.monotonic() + grace
     for w in workers:
-        w.join(timeout=max(deadline - time.monotonic(), 0.0))
+        if grace > 0:
+            w.join(timeout=max(deadline - time.monotonic(), 0.0))
         if w.is_alive():
             w.terminate()
+    for w in workers:
+        w.join(timeout=1.0)
+        if w.is_alive():
+            w.kill()
             w.join()
     for q in (*task_queues, results):
         q.cancel_join_thread()
