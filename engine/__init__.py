@@ -44,6 +44,11 @@ from ._nn_toplevel import *  # noqa: E402,F401,F403  (torch.softmax, torch.conv2
 
 __version__ = "0.1.0"
 
+from .base.repr import set_printoptions  # noqa: E402
+import math as _math  # noqa: E402
+
+pi, e, inf, nan = _math.pi, _math.e, _math.inf, _math.nan
+
 
 def is_tensor(obj) -> bool:
     return isinstance(obj, Tensor)

@@ -182,3 +182,63 @@ def test_multinomial_errors_match_torch():
         with pytest.raises(want.type) as got:
             tapelab.multinomial(tapelab.tensor(data, **kw), n, repl)
         assert str(got.value) == str(want.value)
+
+
+# ---------------------------------------------------------------- 3. constants, printing, predicates
+def test_constants():
+    for name in ("pi", "e", "inf", "nan"):
+        a, b = getattr(tapelab, name), getattr(torch, name)
+        assert type(a) is type(b) and (a == b or (a != a and b != b)), name
+
+
+@pytest.fixture
+def printoptions():
+    yield
+    torch.set_printoptions(profile="default")
+    tapelab.set_printoptions(profile="default")
+
+
+REPR_VALUES = [[1.0, 2000.0], [1e-5, 1.0], 3.0, [3.0], [1.5, -2.25, float("nan"), float("inf")], [0.0, 0.0],
+               [1, 2, 300], [True, False], [[1.0, 2.0], [3.0, 4.5]], [1e9, 1.0], [0.1, 0.2], [float("nan")], [[]]]
+REPR_ARRAYS = [np.random.default_rng(0).standard_normal(s).astype(np.float32)
+               for s in [(2000,), (40, 50), (3, 4, 5), (1001,), (7,), (2, 3, 4, 5)]] + \
+    [np.arange(2000.0), np.arange(30).reshape(5, 6), np.array([1.5, 2.5], np.float16),
+     np.arange(24.0).reshape(2, 3, 4) * 1e5]
+
+
+@pytest.mark.parametrize("options", [{}, dict(precision=2, threshold=5, edgeitems=1, linewidth=20),
+                                     dict(profile="short"), dict(sci_mode=True), dict(sci_mode=False),
+                                     dict(edgeitems=0, threshold=3), dict(profile="full"),
+                                     dict(linewidth=120, precision=6)], ids=str)
+def test_repr_follows_printoptions_as_torch(options, printoptions):
+    torch.set_printoptions(**options)
+    tapelab.set_printoptions(**options)
+    for x in [np.array(v) for v in REPR_VALUES] + REPR_ARRAYS:
+        # "tapelab." is two characters longer than "torch.": a dtype suffix may wrap onto its own
+        # line in one and not the other
+        want = repr(torch.tensor(x)).replace(",\n       dtype=", ", dtype=")
+        got = repr(tapelab.tensor(x)).replace(",\n       dtype=", ", dtype=").replace("dtype=tapelab.", "dtype=torch.")
+        assert got == want
+
+
+def test_zero_dim_format_is_the_items():
+    for v in (3.0, 2, True, 0.1):
+        t, tt = tapelab.tensor(v), torch.tensor(v)
+        assert f"{t}" == f"{tt}" and f"{t!s}" == str(t)
+    assert f"{tapelab.tensor(3.14159):.2f}" == f"{torch.tensor(3.14159):.2f}" == "3.14"
+    assert f"{tapelab.tensor([3.0])}" == "tensor([3.])"
+    with pytest.raises(TypeError):
+        f"{tapelab.tensor([3.0]):.2f}"
+    with pytest.raises(TypeError):
+        f"{torch.tensor([3.0]):.2f}"
+
+
+def test_device_predicates_as_torch_reports_them_for_cpu():
+    t, tt = tapelab.ones(2), torch.ones(2)
+    props = [n for n in dir(torch.Tensor) if n.startswith("is_") and not callable(getattr(tt, n))]
+    for n in props:
+        assert getattr(t, n) == getattr(tt, n), n
+    for n in ("is_conj", "is_neg", "is_inference", "is_shared", "is_signed"):
+        assert getattr(t, n)() == getattr(tt, n)(), n
+    assert t.is_same_size(tapelab.zeros(2)) and not t.is_same_size(tapelab.zeros(3))
+    assert tapelab.tensor([2.0]).is_nonzero() and not tapelab.ones(1, dtype=tapelab.uint8).is_signed()

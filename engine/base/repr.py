@@ -1,57 +1,144 @@
-"""``repr(tensor)`` in PyTorch's format (precision 4, shared width, sci mode for wide ranges)."""
+"""``repr(tensor)`` in PyTorch's format, following ``set_printoptions`` (precision, threshold,
+edgeitems, linewidth, sci_mode, profile): PyTorch's ``_tensor_str`` algorithm on host arrays
+(one formatter over the printed values: int mode, fixed or scientific, a shared width;
+summarised with ``...`` past ``threshold`` elements)."""
 from __future__ import annotations
+
+import math
+from dataclasses import dataclass
 
 import numpy as np
 
 from .dtype import float32, int64, bool as bool_
 
+__all__ = ["set_printoptions", "PRINT_OPTS", "tensor_repr"]
+
 _NO_SUFFIX = (float32, int64, bool_)
 
 
-def _float_formatter(arr: np.ndarray):
-    finite = arr[np.isfinite(arr)].astype(np.float64)
-    if finite.size == 0:
-        return lambda v: _special(v)
-    absf = np.abs(finite)
-    nonzero = absf[absf > 0]
-    if np.all(finite == np.round(finite)):
-        if absf.max() >= 1e8:
-            return _sci
-        return lambda v: _special(v) or f"{v:.0f}."
-    if nonzero.size and (nonzero.max() / nonzero.min() > 1000 or nonzero.max() >= 1e8 or nonzero.min() < 1e-4):
-        return _sci
-    return lambda v: _special(v) or f"{v:.4f}"
+@dataclass
+class _PrinterOptions:
+    precision: int = 4
+    threshold: float = 1000
+    edgeitems: int = 3
+    linewidth: int = 80
+    sci_mode: bool | None = None
 
 
-def _special(v):
-    if np.isnan(v):
-        return "nan"
-    if np.isinf(v):
-        return "inf" if v > 0 else "-inf"
-    return ""
+PRINT_OPTS = _PrinterOptions()
+_PROFILES = {"default": (4, 1000, 3, 80), "short": (2, 1000, 2, 80), "full": (4, math.inf, 3, 80)}
 
 
-def _sci(v):
-    return _special(v) or f"{v:.4e}"
+def set_printoptions(precision=None, threshold=None, edgeitems=None, linewidth=None, profile=None,
+                     sci_mode=None) -> None:
+    """As ``torch.set_printoptions``: a ``profile`` ("default", "short", "full") sets the four
+    numbers, explicit arguments override it; ``sci_mode`` is always set (None: automatic)."""
+    if profile is not None:
+        if profile not in _PROFILES:
+            raise ValueError(f"Invalid profile: {profile}. the profile must be one of {list(_PROFILES)}")
+        (PRINT_OPTS.precision, PRINT_OPTS.threshold, PRINT_OPTS.edgeitems,
+         PRINT_OPTS.linewidth) = _PROFILES[profile]
+    if precision is not None:
+        PRINT_OPTS.precision = precision
+    if threshold is not None:
+        PRINT_OPTS.threshold = threshold
+    if edgeitems is not None:
+        PRINT_OPTS.edgeitems = edgeitems
+    if linewidth is not None:
+        PRINT_OPTS.linewidth = linewidth
+    PRINT_OPTS.sci_mode = sci_mode
 
 
-def _body(arr: np.ndarray, indent: int) -> str:
-    kind = arr.dtype.kind
-    if kind == "f":
-        fmt = _float_formatter(arr)
-        cells = np.vectorize(fmt, otypes=[object])(arr) if arr.size else arr
-    elif kind == "b":
-        cells = np.where(arr, "True", "False").astype(object) if arr.size else arr
+class _Formatter:
+    """One format for every value printed: chosen from the (summarised) values, as PyTorch's."""
+
+    def __init__(self, arr: np.ndarray):
+        self.floating = arr.dtype.kind == "f"
+        self.int_mode, self.sci_mode, self.max_width = True, False, 1
+        p = PRINT_OPTS.precision
+        flat = arr.reshape(-1)
+        if not self.floating:
+            for v in flat.tolist():
+                self.max_width = max(self.max_width, len(f"{v}"))
+        else:
+            vals = flat[np.isfinite(flat) & (flat != 0)].astype(np.float64)
+            if vals.size:
+                absv = np.abs(vals)
+                lo, hi = absv.min(), absv.max()
+                self.int_mode = bool(np.all(vals == np.ceil(vals)))
+                self.sci_mode = bool(hi / lo > 1000.0 or hi > 1.0e8 or lo < 1.0e-4) \
+                    if PRINT_OPTS.sci_mode is None else PRINT_OPTS.sci_mode
+                if self.sci_mode:
+                    spec, extra = f".{p}e", 0
+                elif self.int_mode:   # a "." follows each integer: one more character
+                    spec, extra = ".0f", 1
+                else:
+                    spec, extra = f".{p}f", 0
+                for v in vals.tolist():
+                    self.max_width = max(self.max_width, len(format(v, spec)) + extra)
+
+    def format(self, v) -> str:
+        if self.floating:
+            p = PRINT_OPTS.precision
+            if self.sci_mode:
+                s = format(v, f"{self.max_width}.{p}e")
+            elif self.int_mode:
+                s = f"{v:.0f}" + ("" if math.isinf(v) or math.isnan(v) else ".")
+            else:
+                s = format(v, f".{p}f")
+        else:
+            s = f"{v}"
+        return (self.max_width - len(s)) * " " + s
+
+
+def _summarized(arr: np.ndarray) -> np.ndarray:
+    e = PRINT_OPTS.edgeitems
+    if arr.ndim == 0:
+        return arr
+    if arr.ndim == 1:
+        return np.concatenate((arr[:e], arr[-e:])) if arr.shape[0] > 2 * e else arr
+    if not e:
+        return arr[(slice(0, 0),) * arr.ndim]
+    rows = list(range(e)) + list(range(arr.shape[0] - e, arr.shape[0])) if arr.shape[0] > 2 * e \
+        else range(arr.shape[0])
+    return np.stack([_summarized(arr[i]) for i in rows])
+
+
+def _vector(arr: np.ndarray, indent: int, summarize: bool, fmt: _Formatter) -> str:
+    e = PRINT_OPTS.edgeitems
+    per_line = max(1, int(math.floor((PRINT_OPTS.linewidth - indent) / (fmt.max_width + 2))))
+    if summarize and not e:
+        data = ["..."]
+    elif summarize and arr.shape[0] > 2 * e:
+        data = [fmt.format(v) for v in arr[:e].tolist()] + [" ..."] + [fmt.format(v) for v in arr[-e:].tolist()]
     else:
-        cells = arr.astype(object)
+        data = [fmt.format(v) for v in arr.tolist()]
+    lines = [", ".join(data[i:i + per_line]) for i in range(0, len(data), per_line)]
+    return "[" + (",\n" + " " * (indent + 1)).join(lines) + "]"
+
+
+def _nested(arr: np.ndarray, indent: int, summarize: bool, fmt: _Formatter) -> str:
+    if arr.ndim == 0:
+        return fmt.format(arr.item())
+    if arr.ndim == 1:
+        return _vector(arr, indent, summarize, fmt)
+    e = PRINT_OPTS.edgeitems
+    n = arr.shape[0]
+    if summarize and n > 2 * e:
+        slices = ([_nested(arr[i], indent + 1, summarize, fmt) for i in range(e)] + ["..."]
+                  + [_nested(arr[i], indent + 1, summarize, fmt) for i in range(n - e, n)])
+    else:
+        slices = [_nested(arr[i], indent + 1, summarize, fmt) for i in range(n)]
+    return "[" + ("," + "\n" * (arr.ndim - 1) + " " * (indent + 1)).join(slices) + "]"
+
+
+def array_str(arr: np.ndarray, indent: int) -> str:
+    """The body of a tensor's repr (what follows ``tensor(``), PyTorch's ``_tensor_str``."""
     if arr.size == 0:
         return "[]"
-    width = max(len(str(c)) for c in np.ravel(cells))
-    summarize = arr.size > 1000
-    return np.array2string(cells, separator=", ", prefix=" " * indent,
-                           formatter={"all": lambda c: str(c).rjust(width)},
-                           threshold=1000 if summarize else arr.size + 1, edgeitems=3,
-                           max_line_width=80)
+    summarize = arr.size > PRINT_OPTS.threshold
+    fmt = _Formatter(_summarized(arr) if summarize else arr)
+    return _nested(arr, indent, summarize, fmt)
 
 
 def _grad_extras(t) -> list:
@@ -67,16 +154,27 @@ def tensor_repr(t) -> str:
         return "tensor(..., " + ", ".join(extras) + ")"
     arr = t.detach().__array__()
     prefix = "tensor("
-    if arr.ndim == 0:
-        body = _body(arr.reshape(1), len(prefix))[1:-1].strip()
-    else:
-        body = _body(arr, len(prefix))
+    body = array_str(arr, len(prefix))
     extras = []
-    if arr.size == 0 and arr.shape != (0,):
+    if (arr.size == 0 and arr.shape != (0,)) or (arr.size and not PRINT_OPTS.edgeitems):
         extras.append(f"size={tuple(arr.shape)}")
     if t.dtype not in _NO_SUFFIX:
         extras.append(f"dtype={t.dtype!r}")
     if t.device.type != "cpu":
         extras.append(f"device='{t.device}'")
     extras += _grad_extras(t)
-    return prefix + body + "".join(", " + e for e in extras) + ")"
+    return _add_suffixes(prefix + body, extras, len(prefix))
+
+
+def _add_suffixes(text: str, suffixes: list, indent: int) -> str:
+    """``, dtype=...`` and the other suffixes, each on a new line where it would pass ``linewidth``."""
+    parts = [text]
+    last = len(text) - text.rfind("\n") + 1
+    for suffix in suffixes:
+        if last + len(suffix) + 2 > PRINT_OPTS.linewidth:
+            parts.append(",\n" + " " * indent + suffix)
+            last = indent + len(suffix)
+        else:
+            parts.append(", " + suffix)
+            last += len(suffix) + 2
+    return "".join(parts) + ")"

@@ -90,6 +90,39 @@ class Tensor:
         return self._device.type == "meta"
 
     @property
+    def is_cpu(self) -> bool:
+        return self._device.type == "cpu"
+
+    # the devices, layouts and representations tapelab has none of: False, as PyTorch reports
+    # them for a dense cpu tensor
+    is_xpu = is_mps = is_mkldnn = is_quantized = is_sparse = is_sparse_csr = is_nested = \
+        is_vulkan = is_ipu = is_xla = is_maia = is_mtia = property(lambda self: False)
+
+    def is_conj(self) -> bool:
+        return False
+
+    def is_neg(self) -> bool:
+        return False
+
+    def is_inference(self) -> bool:
+        return False
+
+    def is_shared(self) -> bool:
+        return False
+
+    def is_signed(self) -> bool:
+        return self._data.dtype.kind in "if"
+
+    def is_same_size(self, other: "Tensor") -> bool:
+        return self._data.shape == other._data.shape
+
+    def is_nonzero(self) -> bool:
+        if self._data.size != 1:
+            raise RuntimeError("Boolean value of Tensor with more than one value is ambiguous" if self._data.size
+                               else "Boolean value of Tensor with no values is ambiguous")
+        return bool(self)
+
+    @property
     def ndim(self) -> int:
         return self._data.ndim
 
@@ -229,11 +262,11 @@ class Tensor:
         return tensor_repr(self)
 
     def __format__(self, spec: str) -> str:
-        if not spec:
-            return repr(self)
-        if _DISPATCH.modes:
-            _host_read(self, "print")
-        if self._data.ndim == 0:
+        """As PyTorch: a 0-d tensor formats its value (``f"{t}"`` is ``3.0``, ``f"{t:.2f}"``
+        ``3.00``); any other tensor formats as its repr (a non-empty spec is a TypeError)."""
+        if self._data.ndim == 0 and self._device.type != "meta" and type(self) is Tensor:
+            if _DISPATCH.modes:
+                _host_read(self, "print")
             return self._scalar().__format__(spec)
         return object.__format__(self, spec)
 
