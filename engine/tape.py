@@ -26,6 +26,7 @@ streaming: a small snapshot per op, the statistics of many snapshots in a few ar
 from __future__ import annotations
 
 import math
+import threading
 import weakref
 from dataclasses import dataclass, field, fields
 from typing import Sequence
@@ -39,6 +40,7 @@ from .core.tensor import Tensor
 __all__ = ["tape", "TapeNode", "summarize", "sample", "summarize_samples", "Sample", "tensor_id", "SAMPLE"]
 
 _weakref = weakref.ref
+_get_ident = threading.get_ident
 
 SAMPLE = 256   # values a streamed summary reads (``sample``'s usual limit)
 _STATS = ("min", "max", "mean", "std", "norm")
@@ -268,6 +270,10 @@ class tape:
     ``t.nodes`` is the list of ``TapeNode`` records in order; ``len(t)``, iteration,
     ``t.to_dict()`` (JSON-serialisable), ``t.clear()``. Tapes nest: each records what
     happens in its own scope. Leaving the scope stops recording, also on an exception.
+
+    A tape records the thread that opened it: ops and backward nodes other threads run
+    meanwhile are not its records (``events`` subscriptions are process-wide; the tape's
+    handlers pass on only its own thread's events to ``record_op``/``record_step``).
     """
 
     def __init__(self, keep_values: bool = False):
@@ -279,8 +285,18 @@ class tape:
     def __enter__(self) -> "tape":
         if self._subs:
             raise RuntimeError("this tape is already recording; nest a new tapelab.tape() instead")
-        self._subs = [events.subscribe("op", self.record_op),
-                      events.subscribe("backward_step", self.record_step)]
+        tid = _get_ident()
+        record_op, record_step = self.record_op, self.record_step
+
+        def on_op(ev):
+            if _get_ident() == tid:
+                record_op(ev)
+
+        def on_step(step):
+            if _get_ident() == tid:
+                record_step(step)
+
+        self._subs = [events.subscribe("op", on_op), events.subscribe("backward_step", on_step)]
         return self
 
     def __exit__(self, *exc) -> None:

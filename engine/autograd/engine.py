@@ -15,6 +15,7 @@ from __future__ import annotations
 import heapq
 from collections import deque
 import sys
+import threading
 from time import perf_counter_ns
 from typing import Iterator, Sequence
 
@@ -31,15 +32,27 @@ __all__ = ["backward_steps", "backward", "grad", "BackwardStep", "running_node"]
 
 BackwardStep = events.BackwardStep
 _STEP_SUBSCRIBERS = events._subscribers["backward_step"]  # the live list: one truth test per node
-_RUNNING: list = []  # nodes whose backward is executing, innermost last (kept while someone listens)
+
+
+class _Running(threading.local):
+    """Per thread (a backward walk runs in the thread that called it): the nodes whose backward
+    is executing, innermost last (kept while someone listens)."""
+
+    def __init__(self):
+        self.nodes: list = []
+
+
+_RUNNING = _Running()
 
 
 def running_node():
-    """The node whose backward is executing now, while ``backward_step`` has subscribers.
+    """The node whose backward is executing now in this thread, while ``backward_step`` has
+    subscribers.
 
     A tape uses it to tell ops dispatched by a vjp from forward ops.
     """
-    return _RUNNING[-1] if _RUNNING else None
+    nodes = _RUNNING.nodes
+    return nodes[-1] if nodes else None
 
 
 def _as_list(x) -> list:
@@ -205,7 +218,8 @@ def backward_steps(tensors, grad_tensors=None, retain_graph: bool | None = None,
             _capture_grads(node, grads, _capture)  # a boundary: the caller's walk runs it
             continue
         if observed:  # ops dispatched while this node runs, sums its gradients or accumulates belong to it
-            _RUNNING.append(node)
+            running = _RUNNING.nodes
+            running.append(node)
         try:
             prev = GRAD.enabled  # read per node: the caller may change modes between steps
             GRAD.enabled = create_graph
@@ -260,7 +274,7 @@ def backward_steps(tensors, grad_tensors=None, retain_graph: bool | None = None,
                 node.release()
         finally:
             if observed:
-                _RUNNING.pop()
+                running.pop()
         yield step
         # drop the walk's own references, so _accumulate can tell when nobody else holds a gradient
         step = out = grads = gi = buf = None

@@ -1,22 +1,25 @@
 """Grad modes, usable as context managers and decorators; each restores the previous state.
 
-The flags live on one process-wide object read by the dispatcher in a single attribute
-test. Unlike PyTorch they are not thread-local.
+The flags are thread-local, as PyTorch's are: ``no_grad`` in one thread leaves every other
+thread recording, and a new thread starts with grad enabled and inference mode off whatever
+the thread that started it was in. ``STATE`` is a ``threading.local`` whose class
+attributes are those defaults, so a thread that never changed a flag reads the class
+attribute (one C-level lookup, no per-thread setup).
 """
 from __future__ import annotations
 
 import functools
+import threading
 
 __all__ = ["no_grad", "enable_grad", "set_grad_enabled", "inference_mode", "is_grad_enabled",
            "is_inference_mode_enabled"]
 
 
-class _GradState:
-    __slots__ = ("enabled", "inference")
+class _GradState(threading.local):
+    """This thread's grad flags; the class attributes are what a new thread starts from."""
 
-    def __init__(self):
-        self.enabled = True
-        self.inference = False
+    enabled = True
+    inference = False
 
 
 STATE = _GradState()

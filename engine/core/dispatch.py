@@ -18,16 +18,21 @@ pays a single attribute test. Modes are ``Mode`` subclasses (the declared interf
 below) and see every op; anomaly detection is a declared slot of the state
 (``set_anomaly``: the check to run after each compute op, or None); tape and profiler subscribe to ``op``
 events, emitted for compute ops (what a step computed, not the tensors it allocated).
+
+Threads: modes and module scopes are per thread (``base/dispatch_state.py``); ``STATE.slow``
+is true while anyone in any thread watches, and ``_observed`` then reads the calling
+thread's own modes, so another thread's mode never sees this thread's ops.
 """
 from __future__ import annotations
 
+import threading
 import time
 
 import numpy as np
 
 from ..base import events
 from ..base.device import CPU
-from ..base.dispatch_state import STATE
+from ..base.dispatch_state import LOCAL, STATE
 from ..base.dtype import _BY_NP, get_default_dtype, result_type
 from ..base.grad_mode import STATE as GRAD
 from .factories import TENSOR, host_array
@@ -41,8 +46,31 @@ __all__ = ["apply", "eager", "Mode", "STATE", "push_mode", "pop_mode", "module_s
 _OP_SUBSCRIBERS = events._subscribers["op"]  # the live list: a truth test instead of a call
 
 
+_LOCK = threading.RLock()   # slow is computed from process-wide counts: one writer at a time
+
+
 def _refresh() -> None:
-    STATE.slow = bool(STATE.modes) or STATE.anomaly is not None or events.has_subscribers("op")
+    with _LOCK:
+        STATE.slow = STATE.watching > 0 or STATE.anomaly is not None or events.has_subscribers("op")
+
+
+class _Watching:
+    """Counts one thread in ``STATE.watching`` while it holds a mode: made when its mode stack
+    becomes non-empty, dropped when it empties or when the thread ends (its state goes)."""
+
+    __slots__ = ()
+
+    def __init__(self):
+        with _LOCK:
+            STATE.watching += 1
+            _refresh()
+
+    def __del__(self):
+        if _LOCK is None:   # interpreter shutdown: module globals are gone
+            return
+        with _LOCK:
+            STATE.watching -= 1
+            _refresh()
 
 
 events.on_change(_refresh)
@@ -115,18 +143,23 @@ def push_mode(mode: Mode) -> None:
     """Install an interpreter whose ``dispatch(op, args, params)`` receives every op."""
     if not isinstance(mode, Mode):
         raise TypeError(f"push_mode() takes a tapelab.dispatch.Mode, got {type(mode).__name__}")
-    STATE.modes.append(mode)
-    _refresh()
+    local = LOCAL
+    local.modes.append(mode)
+    if local.watching is None:
+        local.watching = _Watching()
 
 
 def pop_mode(mode) -> None:
-    STATE.modes.remove(mode)
-    _refresh()
+    local = LOCAL
+    local.modes.remove(mode)
+    if not local.modes:
+        local.watching = None
 
 
 def set_anomaly(check) -> None:
     """Install ``check(op, args, result)``, called after every compute op (anomaly detection:
-    ``autograd/anomaly.py`` passes its check, so the dispatcher needs no import of it), or None."""
+    ``autograd/anomaly.py`` passes its check, so the dispatcher needs no import of it), or None.
+    Process-wide, as PyTorch's anomaly mode is."""
     STATE.anomaly = check
     _refresh()
 
@@ -140,10 +173,10 @@ class module_scope:
         self.name = name
 
     def __enter__(self):
-        STATE.module_path.append(self.name)
+        LOCAL.module_path.append(self.name)
 
     def __exit__(self, *exc):
-        STATE.module_path.pop()
+        LOCAL.module_path.pop()
 
 
 def apply(op, *args, **params):
@@ -246,8 +279,10 @@ def _record(op, args, params, out, out_vc):
             versions = []
         versions.append((-1, out_vc[0]))
     node = OpNode(op, args, params, tuple(edges), out if op.save_output else None, out_vc, versions)
-    if STATE.module_path:
-        node.module = STATE.module_path[-1]
+    if STATE.slow:  # scopes are kept only while someone watches: a thread-local read only then
+        path = LOCAL.module_path
+        if path:
+            node.module = path[-1]
     return node
 
 
@@ -311,8 +346,10 @@ def _observed(op, args, params):
 
     Modes see every op; ``op`` events (tape, profiler) and anomaly checks are about what
     was computed, so factories and random draws run without them."""
-    if STATE.modes:
-        return STATE.modes[-1].dispatch(op, args, params)
+    local = LOCAL
+    modes = local.modes
+    if modes:
+        return modes[-1].dispatch(op, args, params)
     if op.kind != "compute":
         return eager(op, args, params)
     start = time.perf_counter_ns()
@@ -337,7 +374,7 @@ def _observed(op, args, params):
                 uids.append(None)
                 shapes.append(())
         uid = res._uid_ = next(_uids)   # a new op result gets its uid here (no lazy lookup)
-        path = STATE.module_path
+        path = local.module_path
         events.emit("op", events.OpRecorded(   # positional: field order of OpRecorded
             seq, op.name, tuple(uids), tuple(shapes), uid, data.shape, _BY_NP[data.dtype].name,
             res._device._name, res.requires_grad, dur, start, path[-1] if path else "",

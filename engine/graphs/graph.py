@@ -16,12 +16,15 @@ BUFFER_KINDS = ("static_input", "state", "static_output", "pool", "constant")
 
 __all__ = ["Graph", "graph", "MemPool", "graph_pool_handle", "is_current_stream_capturing", "CaptureError"]
 
-_ACTIVE = STATE.capturing   # the capturing Graph, at most one (as PyTorch: one capture per process)
+# The capturing Graph, at most one per process (capture's simulated-array table is shared).
+# A capture records the thread that began it: its mode is on that thread's mode stack, so
+# other threads' ops are not captured, and that thread's ``STATE.capturing`` names it.
+_ACTIVE: list = []
 
 
 def is_current_stream_capturing() -> bool:
-    """True while a graph capture is in progress."""
-    return bool(_ACTIVE)
+    """True while this thread is capturing a graph (the current stream is per thread)."""
+    return bool(STATE.capturing)
 
 
 class MemPool:
@@ -98,6 +101,7 @@ class Graph:
                 raise RuntimeError("tapelab.graphs.Graph(device='cuda') needs cupy and a CUDA GPU, and none is "
                                    "available here; capture on device='cpu'")
         self._mode = None
+        self._capturing: list = []   # the capturing thread's STATE.capturing, while capturing
         self._program = None
         self._pool = None
         self._statics: tuple = ()
@@ -125,6 +129,8 @@ class Graph:
         self._begun = _where()
         self._mode = CaptureMode(self, getattr(self, "_names", None))
         _ACTIVE.append(self)
+        self._capturing = STATE.capturing   # this thread's
+        self._capturing.append(self)
         push_mode(self._mode)
 
     def capture_end(self) -> None:
@@ -159,6 +165,8 @@ class Graph:
         pop_mode(mode)
         if self in _ACTIVE:
             _ACTIVE.remove(self)
+        if self in self._capturing:
+            self._capturing.remove(self)
         mode.restore()
         _capture._SIM_ROOTS.clear()
         return mode
@@ -174,8 +182,8 @@ class Graph:
         """Run the captured work again on the current contents of the static inputs."""
         if self._program is None:
             raise RuntimeError("replay() on a Graph with no capture (capture it first, or it was reset())")
-        if _ACTIVE:
-            raise CaptureError(f"replay() during a capture (begun at {_ACTIVE[0]._begun}): a replay runs outside "
+        if STATE.capturing:
+            raise CaptureError(f"replay() during a capture (begun at {STATE.capturing[0]._begun}): a replay runs outside "
                                f"the dispatcher, so the capture would not record it. Replay before or after")
         for t, arr, dev, name in self._statics:
             if t._data is not arr or t._device is not dev:

@@ -233,7 +233,7 @@ class record_function:
     def __call__(self, fn):
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
-            with self:
+            with record_function(self.name):   # one per call: threads may share the decorated function
                 return fn(*args, **kwargs)
         return wrapper
 

@@ -1,6 +1,11 @@
 """The recorder: subscribes to the dispatcher's ``op`` and ``backward_step`` events for one
 recording window and appends one ``Event`` per op, backward node and range to a ``Trace``.
 
+Threads: as PyTorch's profiler (whose callbacks are thread-local), a recorder records the
+thread that started it: ops, backward nodes and ``record_function`` ranges of other
+threads are not its events (``events`` subscriptions are process-wide, so each handler
+first compares the calling thread with the recorder's).
+
 It copies names, numbers and shapes out of each engine event and keeps no reference to a
 tensor, an array or a graph node, so recording never extends a lifetime.
 
@@ -141,12 +146,14 @@ class Recorder:
         self._seq_module: dict = {}    # forward op seq -> module path, for backward nodes
         self._live: dict = {}          # id(block) -> _BlockRef
         self.allocated = 0
+        self.thread = None             # the ident of the thread recorded (the one that started)
 
     # ------------------------------------------------------------------ control
     def start(self) -> None:
         if self.device_timing:
             self._start_chains()
         timed = bool(self._chains)    # cpu-only profiles keep the plain handlers
+        self.thread = _get_ident()
         self._subs = [events.subscribe("op", self._on_op_timed if timed else self._on_op),
                       events.subscribe("backward_step", self._on_step_timed if timed else self._on_step)]
         RECORDING.append(self)
@@ -177,13 +184,15 @@ class Recorder:
         return False
 
     def add_range(self, name: str, start_ns: int, end_ns: int, kind: str = "range") -> None:
-        if self._room(kind):
+        if _get_ident() == self.thread and self._room(kind):
             self.trace.raw.append((name, kind, start_ns, end_ns - start_ns, _get_ident(), "forward", "", (),
                                    (), "", -1, 0, 0, _user_stack() if self.stack else (), 0))
 
     # ------------------------------------------------------------------ handlers
     # The hot path: one tuple per event in Event's field order (Trace.events builds the objects).
     def _on_op(self, ev) -> None:
+        if _get_ident() != self.thread:
+            return
         raw = self._raw
         if len(raw) >= self.cap:
             self._room("op")
@@ -205,7 +214,7 @@ class Recorder:
             _user_stack() if self.stack else (), 0))
 
     def _on_step(self, step) -> None:
-        if not self._room("backward"):
+        if _get_ident() != self.thread or not self._room("backward"):
             return
         node = step.node
         fseq = node.tape_seq
