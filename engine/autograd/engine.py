@@ -385,7 +385,7 @@ def _accumulate(node: AccumulateGrad, g, create_graph: bool) -> None:
     if not create_graph:
         g = g.detach() if g.requires_grad else g
     # the innermost mode sees every accumulation; True: an update of an existing .grad is dispatched
-    routed = _DISPATCH.modes and _DISPATCH.modes[-1].accumulate(var, g)
+    routed = _DISPATCH.slow and _DISPATCH.modes and _DISPATCH.modes[-1].accumulate(var, g)
     old = var.grad
     if old is None:
         if not g._data.flags.c_contiguous and var._data.flags.c_contiguous:

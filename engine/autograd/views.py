@@ -85,7 +85,7 @@ def _write_inplace(op, target, args, params, grad_on):
         keep = op.saves is ALL or (op.saves is not NONE and
                                    any(isinstance(a, Tensor) and a.requires_grad for a in args))
         data = target._data.copy() if keep else target._data
-        if keep and STATE.modes:
+        if keep and STATE.slow and STATE.modes:
             STATE.modes[-1].copy(target._data, data)  # capture (tapelab.graphs) replays this copy
         # bookkeeping, not an op: target's pre-write value keeps target's graph position
         src = Tensor._wrap(data, target.requires_grad,
@@ -99,7 +99,7 @@ def _write_inplace(op, target, args, params, grad_on):
     if out._data.shape != target._data.shape:
         raise RuntimeError(f"output with shape {list(target.shape)} doesn't match the broadcast shape "
                            f"{list(out.shape)} (in-place {op.name}_)")
-    if STATE.modes:
+    if STATE.slow and STATE.modes:
         STATE.modes[-1].write(target._data, out._data)  # capture (tapelab.graphs) records the write
     target._data[...] = out._data
     target._vc[0] += 1
@@ -139,7 +139,7 @@ def _view_grad_fn(t):
 def _strided_node(base, geom, vc):
     """AsStridedBackward0: the grad_fn of a view of ``base`` over ``base``'s current graph."""
     node = OpNode(_as_strided, (base,), {"geom": geom}, ((base.grad_fn, base._out_nr),), None, vc, None)
-    if STATE.module_path:
+    if STATE.slow and STATE.module_path:
         node.module = STATE.module_path[-1]
     return node
 
@@ -197,7 +197,7 @@ def _inplace_view(op, target, args, params):
     geom = _geometry(base, target)
     bfn = base.grad_fn
     cs = CopySlices((bfn, base._out_nr) if bfn is not None else None, geom, fn)
-    if STATE.module_path:
+    if STATE.slow and STATE.module_path:
         cs.module = STATE.module_path[-1]
     base.grad_fn, base._out_nr, base.requires_grad = cs, 0, True
     target.grad_fn, target._out_nr, target.requires_grad = _strided_node(base, geom, target._vc), 0, True

@@ -186,7 +186,7 @@ class Tensor:
 
     # ---------------------------------------------------------------- conversion
     def numpy(self, *, force: bool = False) -> np.ndarray:
-        if _DISPATCH.modes:
+        if _DISPATCH.slow and _DISPATCH.modes:
             _host_read(self, "numpy")
         if self._device is not CPU:
             if not force:
@@ -211,7 +211,7 @@ class Tensor:
     def item(self):
         if self._data.size != 1:
             raise RuntimeError(f"a Tensor with {self._data.size} elements cannot be converted to Scalar")
-        if _DISPATCH.modes:
+        if _DISPATCH.slow and _DISPATCH.modes:
             _host_read(self, "item")
         return self._scalar()
 
@@ -220,7 +220,7 @@ class Tensor:
         return self._data.reshape(()).item() if self._device is CPU else self._data.item()
 
     def tolist(self):
-        if _DISPATCH.modes:
+        if _DISPATCH.slow and _DISPATCH.modes:
             _host_read(self, "tolist")
         return self.__array__().tolist()
 
@@ -239,7 +239,7 @@ class Tensor:
         if self._data.size != 1:
             raise RuntimeError(f"Boolean value of Tensor with more than one value is ambiguous "
                                f"(shape {list(self.shape)}); use .any() or .all()")
-        if _DISPATCH.modes:
+        if _DISPATCH.slow and _DISPATCH.modes:
             _host_read(self, "bool")
         return bool(self._scalar())
 
@@ -257,7 +257,7 @@ class Tensor:
         return id(self)
 
     def __repr__(self) -> str:
-        if _DISPATCH.modes:
+        if _DISPATCH.slow and _DISPATCH.modes:
             _host_read(self, "print")
         return tensor_repr(self)
 
@@ -265,7 +265,7 @@ class Tensor:
         """As PyTorch: a 0-d tensor formats its value (``f"{t}"`` is ``3.0``, ``f"{t:.2f}"``
         ``3.00``); any other tensor formats as its repr (a non-empty spec is a TypeError)."""
         if self._data.ndim == 0 and self._device.type != "meta" and type(self) is Tensor:
-            if _DISPATCH.modes:
+            if _DISPATCH.slow and _DISPATCH.modes:
                 _host_read(self, "print")
             return self._scalar().__format__(spec)
         return object.__format__(self, spec)

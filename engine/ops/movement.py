@@ -449,7 +449,7 @@ def _views(input: Tensor, keys: list, name: str | None) -> tuple:
     ``name`` is PyTorch's name of the op (``Unbind``, ``Split``, ``SplitWithSizes``): its outputs
     may not be modified in place while autograd records; None (tensor_split) allows it.
     """
-    if STATE.modes:  # tracers and capture see one slice per piece
+    if STATE.slow and STATE.modes:  # tracers and capture see one slice per piece
         return tuple(_mark(apply(_slice, input, key=k), input) for k in keys)
     if STATE.slow:   # observers (tape, profiler) see one slice per piece; the node is attached below
         prev, GRAD.enabled = GRAD.enabled, False
@@ -466,7 +466,7 @@ def _views(input: Tensor, keys: list, name: str | None) -> tuple:
             fn = _view_grad_fn(input)
         edge = (fn, input._out_nr) if fn is not None else (input._accumulator(), 0)
         node = MultiViewNode((name or "Slice") + "Backward0", edge, tuple(keys), input._data.shape)
-        if STATE.module_path:
+        if STATE.slow and STATE.module_path:
             node.module = STATE.module_path[-1]
         for i, p in enumerate(pieces):
             p.requires_grad, p.grad_fn, p._out_nr = True, node, i
