@@ -237,7 +237,7 @@ def eager(op, args, params, fwd=None):
     res._data = out
     res._out_nr = 0
     res._device = dev
-    res.grad = None
+    res._grad = None
     res._vc = args[0]._vc if op.is_view else [0]
     if req and GRAD.enabled and out.dtype.kind == "f" and op.vjp is not None:
         res.requires_grad = True

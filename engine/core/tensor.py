@@ -29,7 +29,7 @@ _uids = itertools.count(1)
 class Tensor:
     """A multi-dimensional array with reverse-mode autodiff, mirroring ``torch.Tensor``."""
 
-    __slots__ = ("_data", "requires_grad", "grad_fn", "_out_nr", "_vc", "_device", "grad",
+    __slots__ = ("_data", "requires_grad", "grad_fn", "_out_nr", "_vc", "_device", "_grad",
                  "_accum", "_hooks", "_uid_", "_retains", "__weakref__", "__dict__")
     __array_ufunc__ = None  # numpy scalars defer to our reflected operators
     __array_priority__ = 1000
@@ -43,7 +43,7 @@ class Tensor:
         self = object.__new__(cls)
         self._data = np.zeros(0, np.float32)
         self.requires_grad = False
-        self.grad_fn = self.grad = None
+        self.grad_fn = self._grad = None
         self._out_nr = 0
         self._vc = [0]
         self._device = CPU
@@ -60,7 +60,7 @@ class Tensor:
         t._out_nr = out_nr
         t._vc = vc
         t._device = dev
-        t.grad = None
+        t._grad = None
         return t
 
     # ---------------------------------------------------------------- metadata
@@ -283,6 +283,18 @@ class Tensor:
         return out
 
     # ---------------------------------------------------------------- autograd
+    @property
+    def grad(self) -> "Tensor | None":
+        """The accumulated gradient. Assigning checks it as PyTorch does: same size, dtype and
+        device as this tensor, or None (an optimizer would otherwise broadcast a wrong one)."""
+        return self._grad
+
+    @grad.setter
+    def grad(self, value: "Tensor | None") -> None:
+        if value is not None:
+            _check_grad(self, value)
+        self._grad = value
+
     def requires_grad_(self, requires_grad: bool = True) -> "Tensor":
         if not self.is_leaf and not requires_grad:
             raise RuntimeError("you can only change requires_grad flags of leaf variables. If you want "
@@ -397,6 +409,21 @@ def _host_read(t: Tensor, what: str) -> None:
     """Tell every active mode that ``t``'s value is about to be copied to the host (any may refuse)."""
     for mode in tuple(_DISPATCH.modes):
         mode.host_read(t, what)
+
+
+def _check_grad(t: Tensor, grad) -> None:
+    if not isinstance(grad, Tensor):
+        raise TypeError(f"assigned grad expected to be a Tensor or None but got grad of type {type(grad).__name__}")
+    if grad._data.shape != t._data.shape:
+        raise RuntimeError(f"attempting to assign a gradient of size '{list(grad._data.shape)}' to a tensor of size "
+                           f"'{list(t._data.shape)}'. Please ensure that the gradient and the tensor are the same size")
+    if grad._data.dtype != t._data.dtype:
+        raise RuntimeError(f"attempting to assign a gradient with dtype '{grad.dtype}' to a tensor with dtype "
+                           f"'{t.dtype}'. The gradient must match the tensor's dtype")
+    if grad._device is not t._device:
+        raise RuntimeError(f"attempting to assign a gradient located on device '{grad.device}' to a tensor located "
+                           f"on device '{t.device}'. Please ensure that the gradient and the tensor are on the same "
+                           f"device")
 
 
 # ---------------------------------------------------------------- gradient shapes

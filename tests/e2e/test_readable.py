@@ -83,7 +83,11 @@ def _check(page, lab_url, out_dir):
     graph = page.locator(".jp-OutputArea-output .tapelab-graph.tapelab-fixed").first
     graph.wait_for(timeout=120_000)
     page.wait_for_function(KERNEL_IDLE, timeout=120_000)
-    page.wait_for_function("el => Number(el.dataset.nodes) > 300", arg=graph.element_handle(), timeout=60_000)
+    # query the output afresh each time: the output area may re-create the graph's element while the
+    # cell's stream is flushed, and a handle taken earlier would watch the detached one
+    page.wait_for_function("""() => { const el = document.querySelector(
+        '.jp-OutputArea-output .tapelab-graph.tapelab-fixed'); return el && Number(el.dataset.nodes) > 300; }""",
+                           timeout=60_000)
     page.wait_for_timeout(500)
     graph.scroll_into_view_if_needed()
 
