@@ -44,3 +44,11 @@ def test_a_device_mismatch_is_refused():
         p = tl.zeros(3, requires_grad=True)
         with pytest.raises(RuntimeError, match="same device"):
             p.grad = tl.ones(3, device="cuda")
+
+
+def test_backward_casts_a_gradient_of_another_dtype_to_the_output_dtype_like_torch():
+    for m in (torch, tl):
+        x = m.tensor([1.0, 2.0, 3.0], dtype=m.float64, requires_grad=True)
+        (x * 2).backward(m.ones(3))          # a float32 gradient for a float64 output
+        assert x.grad.dtype == m.float64
+        np.testing.assert_array_equal(x.grad.detach().numpy(), [2.0, 2.0, 2.0])

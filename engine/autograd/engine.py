@@ -90,6 +90,8 @@ def _root_grads(tensors, grad_tensors, what: str):
         elif tuple(g.shape) != tuple(t.shape):
             raise RuntimeError(f"Mismatch in shape: grad_output[{i}] has a shape of {list(g.shape)} and "
                                f"output[{i}] has a shape of {list(t.shape)}.")
+        elif g._data.dtype != t._data.dtype:
+            g = g.to(t.dtype)  # PyTorch's validate_outputs: the walk runs in the output's dtype
         node = t.grad_fn if t.grad_fn is not None else t._accumulator()
         roots.append((node, t._out_nr, g))
     return roots
@@ -384,6 +386,8 @@ def _accumulate(node: AccumulateGrad, g, create_graph: bool) -> None:
         return
     if not create_graph:
         g = g.detach() if g.requires_grad else g
+    if g._data.dtype != var._data.dtype:
+        g = g.to(var.dtype)  # a vjp that promoted: .grad keeps its tensor's dtype, as PyTorch's
     # the innermost mode sees every accumulation; True: an update of an existing .grad is dispatched
     routed = _DISPATCH.slow and _DISPATCH.modes and _DISPATCH.modes[-1].accumulate(var, g)
     old = var.grad
