@@ -1,10 +1,11 @@
 """``tapelab.linalg``: the subset of ``torch.linalg`` built from existing ops."""
 from __future__ import annotations
 
-from .ops.linalg import QRResult, diagonal, matmul, qr  # noqa: F401  (qr is a registered op there)
+from .ops.linalg import LinAlgError, QRResult, diagonal, matmul, qr  # noqa: F401  (qr is a registered op there)
+from .ops.linalg import linalg_cholesky as cholesky
 from .ops.reduce import vector_norm
 
-__all__ = ["vector_norm", "matrix_norm", "norm", "matmul", "vecdot", "diagonal", "qr"]
+__all__ = ["vector_norm", "matrix_norm", "norm", "matmul", "vecdot", "diagonal", "qr", "cholesky", "LinAlgError"]
 
 
 def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim: bool = False, *, dtype=None):

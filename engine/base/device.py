@@ -67,6 +67,22 @@ class device:
     def __reduce__(self):
         return (device, (str(self),))
 
+    # ``with tapelab.device('meta'):`` makes this the default device of factories and module
+    # construction inside the block, and restores the previous default on exit (even on error),
+    # as ``torch.device``'s context manager does. The device objects are interned, so the saved
+    # defaults live on a stack, not on the object: nested and re-entered blocks restore in order.
+    def __enter__(self):
+        _ENTERED.append(DEFAULT_DEVICE[0])
+        DEFAULT_DEVICE[0] = self
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        DEFAULT_DEVICE[0] = _ENTERED.pop() if _ENTERED else device("cpu")
+        return None
+
+
+_ENTERED: list = []     # the defaults that ``with device(...)`` blocks replaced, innermost last
+
 
 # ---------------------------------------------------------------- cupy discovery (never raises)
 _CUDA_STATE: list = []   # [(available, reason)] once probed
@@ -135,6 +151,7 @@ def _load_cupy(dev: device):
 
 CPU = device("cpu")
 META = device("meta")
+DEFAULT_DEVICE = [CPU]       # what factories use when no device= is given (runtime.set_default_device)
 
 
 def of_array(arr) -> device:

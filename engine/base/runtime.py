@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import warnings
 
+from .device import DEFAULT_DEVICE
 from .device import device as _device
 
 __all__ = ["set_num_threads", "get_num_threads", "set_default_device", "get_default_device",
            "set_float32_matmul_precision", "get_float32_matmul_precision", "use_deterministic_algorithms",
            "are_deterministic_algorithms_enabled"]
 
-DEFAULT_DEVICE = [_device("cpu")]       # what factories use when no device= is given
 _STATE = {"precision": "highest", "deterministic": False}
 _LIMITER: list = []
 
@@ -35,6 +35,7 @@ def set_default_device(device) -> None:
 
 
 def get_default_device():
+    """The device factories use without ``device=`` (``with tapelab.device(...)`` sets it for a block)."""
     return DEFAULT_DEVICE[0]
 
 

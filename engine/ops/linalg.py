@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import math
+import warnings
 from collections import namedtuple
 
 from ..base.meta import has_data
@@ -487,3 +488,99 @@ def _solve_triangular_vjp(g, out, a, b, *, upper):
 # the triangular solve of qr's backward (torch.linalg.solve_triangular with left=True)
 _solve_triangular = Op("solve_triangular", _solve_triangular_fwd, _solve_triangular_vjp, saves=ALL,
                        save_output=True)
+
+
+# ---------------------------------------------------------------- cholesky
+class LinAlgError(RuntimeError):
+    """``torch.linalg.LinAlgError``: a factorisation that cannot be completed (a RuntimeError, as PyTorch's)."""
+
+
+LinAlgError.__module__ = "tapelab.linalg"
+
+
+def _not_pd_message(xp, a) -> str:
+    """PyTorch's text for the first batch element whose factorisation fails, naming the order
+    of its first leading minor that is not positive-definite."""
+    *batch, n, _ = a.shape
+    flat = a.reshape((-1, n, n))
+    for i in range(flat.shape[0]):
+        for k in range(1, n + 1):
+            if not _chol_ok(xp, flat[i, :k, :k]):
+                where = f"(Batch element {i}): " if batch else ""
+                return (f"{where}The factorization could not be completed because the input is not "
+                        f"positive-definite (the leading minor of order {k} is not positive-definite).")
+    return "The factorization could not be completed because the input is not positive-definite."
+
+
+def _chol_ok(xp, a) -> bool:
+    try:
+        low = xp.linalg.cholesky(a)
+    except Exception:       # numpy's LinAlgError (the array libraries do not share one class)
+        return False
+    return not bool(xp.isnan(low).any())   # cupy returns NaNs instead of raising
+
+
+def _cholesky_fwd(xp, a):
+    """The lower factor L of A = L L^H, reading only A's lower triangle (as PyTorch does)."""
+    if not has_data(xp) or a.size == 0:      # meta, or empty: the shape alone
+        return xp.zeros(a.shape, a.dtype) if has_data(xp) else xp.empty(a.shape, a.dtype)
+    sym = xp.tril(a) + xp.swapaxes(xp.tril(a, -1), -1, -2)
+    try:
+        low = xp.linalg.cholesky(sym)
+    except Exception:
+        low = None
+    if low is None or bool(xp.isnan(low).any()):
+        raise LinAlgError(_not_pd_message(xp, sym))
+    return low
+
+
+def _cholesky_vjp(g, out, a):
+    """PyTorch's cholesky_backward: with Φ = tril(L^H gL) and its diagonal halved symmetrically,
+    gA = L^-H (½(Φ + tril(Φ, -1)^H)) L^-1, as two triangular solves in Tensor ops."""
+    phi = (out.mT @ g).tril()
+    phi = 0.5 * (phi + phi.tril(-1).mT)
+    x = apply(_solve_triangular, out.mT, phi, upper=True)          # L^-H Φ
+    return (apply(_solve_triangular, out.mT, x.mT, upper=True).mT,)  # (L^-H Φ) L^-1
+
+
+_cholesky = Op("cholesky", _cholesky_fwd, _cholesky_vjp, saves=NONE, save_output=True)
+
+
+def _check_cholesky(name: str, A) -> None:
+    if A.ndim < 2:
+        raise RuntimeError(f"{name}: The input tensor A must have at least 2 dimensions.")
+    if A.shape[-1] != A.shape[-2]:
+        raise RuntimeError(f"{name}: A must be batches of square matrices, but they are "
+                           f"{A.shape[-2]} by {A.shape[-1]} matrices")
+    if A._data.dtype.kind != "f":
+        raise RuntimeError(f"{name}: Expected a floating point or complex tensor as input. "
+                           f"Got {A.dtype.name.capitalize()}")
+
+
+def linalg_cholesky(A: Tensor, *, upper: bool = False) -> Tensor:
+    """``torch.linalg.cholesky``: L lower triangular with A = L L^H (``upper=True``: L^H), batched.
+    Reads A's lower triangle; raises ``LinAlgError`` when A is not positive-definite."""
+    _check_cholesky("linalg.cholesky", A)
+    try:
+        low = apply(_cholesky, A)
+    except LinAlgError as e:
+        raise LinAlgError(f"linalg.cholesky: {e}") from None
+    return low.mT if upper else low
+
+
+def cholesky(input: Tensor, upper: bool = False) -> Tensor:
+    """``torch.cholesky`` (deprecated in PyTorch in favour of ``torch.linalg.cholesky``; warns as it does)."""
+    warnings.warn("torch.cholesky is deprecated in favor of torch.linalg.cholesky and will be removed in a "
+                  "future PyTorch release.\nL = torch.cholesky(A)\nshould be replaced with\n"
+                  "L = torch.linalg.cholesky(A)\nand\nU = torch.cholesky(A, upper=True)\nshould be replaced "
+                  "with\nU = torch.linalg.cholesky(A).mH", UserWarning, stacklevel=2)
+    _check_cholesky("cholesky", input)
+    try:
+        low = apply(_cholesky, input)
+    except LinAlgError as e:
+        raise LinAlgError(f"cholesky: {e}") from None
+    return low.mT if upper else low
+
+
+__all__ += ["cholesky"]
+METHODS += ("cholesky",)

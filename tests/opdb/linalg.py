@@ -10,6 +10,18 @@ def _err(args, match, kwargs=None, exc=RuntimeError):
     return ErrorInput(Sample(args, kwargs or {}), exc, match)
 
 
+def _spd(*shape) -> np.ndarray:
+    """Symmetric positive-definite n x n matrices, ``shape = (*batch, n)`` (halved: the OpInfos pass ``a + a.mT``)."""
+    n = shape[-1]
+    b = arr(*shape, n)
+    return (b @ np.swapaxes(b, -1, -2) + n * np.eye(n)) / 2
+
+
+def _sym(a):
+    """``a + a.mT`` for batches of square matrices; other inputs as they are (the error cases)."""
+    return a + a.mT if a.ndim >= 2 and a.shape[-1] == a.shape[-2] else a
+
+
 def _einsum(eq):
     return lambda m, *ops: m.einsum(eq, *ops)
 
@@ -121,6 +133,25 @@ OPS = [
            errors=lambda: [_err((arr(3),), "must have at least 2 dimensions"),
                            _err((arr(3, 3),), "unrecognized mode 'full'", {"mode": "full"}),
                            _err((np.arange(9).reshape(3, 3),), "Expected a floating point")]),
+    # the input is symmetrised (A + A^T) as PyTorch's gradcheck_wrapper_hermitian_input does: the
+    # factorisation reads one triangle, so finite differences of a free matrix are not its gradient
+    OpInfo("linalg_cholesky", lambda m, a, **kw: m.linalg.cholesky(_sym(a), **kw),
+           lambda: [Sample((_spd(3),), name="square"), Sample((_spd(2, 4),), name="batched"),
+                    Sample((_spd(3),), {"upper": True}, name="upper"),
+                    Sample((_spd(2, 1, 3),), {"upper": True}, name="batched_upper"),
+                    Sample((_spd(4),), noncontig=True, name="noncontig"),
+                    Sample((arr(1, 1) ** 2 + 1,), name="one_by_one"), Sample((arr(2, 0, 0),), name="empty")],
+           grad_atol=1e-3,
+           errors=lambda: [_err((arr(3),), "must have at least 2 dimensions"),
+                           _err((arr(2, 3),), "must be batches of square matrices"),
+                           _err((np.arange(4).reshape(2, 2),), "Expected a floating point"),
+                           _err((-_spd(3),), "leading minor of order 1 is not positive-definite"),
+                           _err((np.stack([_spd(2), np.array([[1.0, 2.0], [2.0, -4.0]])]),),
+                                r"\(Batch element 1\): The factorization could not be completed")]),
+    OpInfo("cholesky", lambda m, a, **kw: m.cholesky(_sym(a), **kw),
+           lambda: [Sample((_spd(3),), name="lower"), Sample((_spd(2, 3),), {"upper": True}, name="upper")],
+           grad_atol=1e-3,
+           errors=lambda: [_err((-_spd(2),), "^cholesky: The factorization could not be completed")]),
     # the forward only: PyTorch refuses these backwards (tests/test_op_declarations.py checks the messages)
     OpInfo("linalg_qr_nograd", lambda m, a, **kw: tuple(m.linalg.qr(a, **kw)),
            lambda: [Sample((arr(5, 3),), {"mode": "r"}, name="r"), Sample((arr(3, 5),), {"mode": "r"}, name="r_wide"),
