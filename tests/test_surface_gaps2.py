@@ -111,3 +111,49 @@ def test_cholesky_deprecated_name_warns_and_matches():
     with pytest.warns(UserWarning):
         ut = torch.cholesky(torch.tensor(a), upper=True)
     np.testing.assert_allclose(u.numpy(), ut.numpy(), atol=1e-12)
+
+
+# ---------------------------------------------------------------- nn.modules.* import paths
+PATHS = {
+    "activation": ["MultiheadAttention", "ReLU", "GELU", "Softmax", "Tanh"],
+    "linear": ["Linear", "Identity", "Bilinear", "NonDynamicallyQuantizableLinear"],
+    "conv": ["Conv1d", "Conv2d", "ConvTranspose2d"],
+    "batchnorm": ["BatchNorm1d", "BatchNorm2d", "BatchNorm3d"],
+    "instancenorm": ["InstanceNorm1d", "InstanceNorm2d"],
+    "loss": ["MSELoss", "CrossEntropyLoss", "NLLLoss", "BCEWithLogitsLoss"],
+    "dropout": ["Dropout"],
+    "pooling": ["MaxPool2d", "AvgPool2d", "AdaptiveAvgPool2d"],
+    "normalization": ["LayerNorm", "GroupNorm"],
+    "rnn": ["RNN", "LSTM", "GRU", "LSTMCell"],
+    "transformer": ["Transformer", "TransformerEncoder", "TransformerEncoderLayer", "TransformerDecoderLayer"],
+    "sparse": ["Embedding"],
+    "container": ["Sequential", "ModuleList", "ModuleDict", "ParameterList", "ParameterDict"],
+    "flatten": ["Flatten", "Unflatten"],
+    "padding": ["ZeroPad2d", "ConstantPad1d", "ReflectionPad2d", "ReplicationPad1d"],
+    "upsampling": ["Upsample", "UpsamplingNearest2d"],
+    "pixelshuffle": ["PixelShuffle", "PixelUnshuffle"],
+    "distance": ["PairwiseDistance", "CosineSimilarity"],
+    "module": ["Module"],
+}
+
+
+@pytest.mark.parametrize("sub", sorted(PATHS))
+def test_nn_modules_paths_like_torch(sub):
+    tm = importlib.import_module(f"torch.nn.modules.{sub}")
+    lm = importlib.import_module(f"tapelab.nn.modules.{sub}")
+    for name in PATHS[sub]:
+        assert hasattr(tm, name), (sub, name)   # the path is PyTorch's
+        cls = getattr(lm, name)
+        assert cls is getattr(tapelab.nn.modules, name, None) or cls is getattr(tapelab.nn, name, None) \
+            or name == "NonDynamicallyQuantizableLinear", (sub, name)
+
+
+def test_multihead_attention_and_its_out_proj_from_torch_paths():
+    from tapelab.nn.modules.activation import MultiheadAttention
+    from tapelab.nn.modules.linear import Linear, NonDynamicallyQuantizableLinear
+    assert MultiheadAttention is tapelab.nn.MultiheadAttention
+    assert issubclass(NonDynamicallyQuantizableLinear, Linear)
+    mha = MultiheadAttention(8, 2)
+    assert type(mha.out_proj) is NonDynamicallyQuantizableLinear
+    assert type(mha.out_proj).__module__ == torch.nn.MultiheadAttention(8, 2).out_proj.__module__.replace(
+        "torch", "tapelab")

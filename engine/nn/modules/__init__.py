@@ -16,5 +16,9 @@ from .sparse import *  # noqa: F401,F403
 from . import (activation, container, conv, dropout, extra_layers, flatten, linear, loss, module, normalization,
                pooling, sparse)
 
+# PyTorch's other import paths (the classes are defined above; these modules re-export them)
+from . import (activation_attention, batchnorm, distance, instancenorm, padding,  # noqa: F401,E402
+               pixelshuffle, rnn, transformer, upsampling)
+
 __all__ = [name for mod in (activation, container, conv, dropout, extra_layers, flatten, linear, loss, module,
                             normalization, pooling, sparse) for name in mod.__all__]

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from ...core.tensor import Tensor
 from .. import functional as F
+from .activation_attention import MultiheadAttention  # noqa: F401  (PyTorch's path: nn.modules.activation)
 from .module import Module
 
 __all__ = ["ReLU", "ReLU6", "LeakyReLU", "ELU", "GELU", "SiLU", "Mish", "Softplus", "Hardswish",

@@ -12,14 +12,10 @@ from .. import init
 from ..functional_attention import _canonical_mask, _none_or_dtype, multi_head_attention_forward
 from ..parameter import Parameter
 from ...core.tensor import Tensor
-from .linear import Linear
+from .linear import Linear, NonDynamicallyQuantizableLinear
 from .module import Module
 
 __all__ = ["MultiheadAttention", "NonDynamicallyQuantizableLinear"]
-
-
-class NonDynamicallyQuantizableLinear(Linear):
-    """A plain Linear under PyTorch's class name, so ``out_proj`` prints and pickles as in torch."""
 
 
 class MultiheadAttention(Module):

@@ -53,6 +53,11 @@ class Linear(Module):
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
 
 
+class NonDynamicallyQuantizableLinear(Linear):
+    """A plain Linear under PyTorch's class name and path (``nn.modules.linear``), so
+    ``MultiheadAttention.out_proj`` prints and pickles as in torch."""
+
+
 class Bilinear(Module):
     """``y_k = x1^T W_k x2 + b_k``."""
 
