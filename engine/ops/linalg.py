@@ -557,15 +557,20 @@ def _check_cholesky(name: str, A) -> None:
                            f"Got {A.dtype.name.capitalize()}")
 
 
-def linalg_cholesky(A: Tensor, *, upper: bool = False) -> Tensor:
-    """``torch.linalg.cholesky``: L lower triangular with A = L L^H (``upper=True``: L^H), batched.
-    Reads A's lower triangle; raises ``LinAlgError`` when A is not positive-definite."""
-    _check_cholesky("linalg.cholesky", A)
+def _cholesky_as(name: str, A: Tensor, upper: bool) -> Tensor:
+    """The factor under the public name ``name``, which checks and errors carry."""
+    _check_cholesky(name, A)
     try:
         low = apply(_cholesky, A)
     except LinAlgError as e:
-        raise LinAlgError(f"linalg.cholesky: {e}") from None
+        raise LinAlgError(f"{name}: {e}") from None
     return low.mT if upper else low
+
+
+def linalg_cholesky(A: Tensor, *, upper: bool = False) -> Tensor:
+    """``torch.linalg.cholesky``: L lower triangular with A = L L^H (``upper=True``: L^H), batched.
+    Reads A's lower triangle; raises ``LinAlgError`` when A is not positive-definite."""
+    return _cholesky_as("linalg.cholesky", A, upper)
 
 
 def cholesky(input: Tensor, upper: bool = False) -> Tensor:
@@ -574,12 +579,7 @@ def cholesky(input: Tensor, upper: bool = False) -> Tensor:
                   "future PyTorch release.\nL = torch.cholesky(A)\nshould be replaced with\n"
                   "L = torch.linalg.cholesky(A)\nand\nU = torch.cholesky(A, upper=True)\nshould be replaced "
                   "with\nU = torch.linalg.cholesky(A).mH", UserWarning, stacklevel=2)
-    _check_cholesky("cholesky", input)
-    try:
-        low = apply(_cholesky, input)
-    except LinAlgError as e:
-        raise LinAlgError(f"cholesky: {e}") from None
-    return low.mT if upper else low
+    return _cholesky_as("cholesky", input, upper)
 
 
 __all__ += ["cholesky"]
