@@ -56,12 +56,15 @@ def _scoped_step(step):
     """``step`` run inside a named dispatcher scope, ``optimizer.step (AdamW)``: the tape records
     it as each op's ``module`` and the profiler as a span, so a view shows the update as one group.
     A closure (the model's forward and backward) runs outside that scope; a ``super().step()``
-    inside a subclass's step does not open a second one."""
+    inside a subclass's step does not open a second one. As ``Module.__call__``, it names the
+    scope only while someone watches (``STATE.slow``): unobserved steps pay one flag test."""
     if getattr(step, "_tapelab_scoped", False):
         return step
 
     @wraps(step)
     def scoped(self, *args, **kwargs):
+        if not STATE.slow:
+            return step(self, *args, **kwargs)
         name = _step_scope_name(self)
         path = STATE.module_path
         if path and path[-1] == name:
