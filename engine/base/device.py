@@ -5,6 +5,8 @@ backend does differently lives on its ``Device`` object.
 """
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 
 from .meta import META_XP
@@ -67,21 +69,21 @@ class device:
     def __reduce__(self):
         return (device, (str(self),))
 
-    # ``with tapelab.device('meta'):`` makes this the default device of factories and module
-    # construction inside the block, and restores the previous default on exit (even on error),
-    # as ``torch.device``'s context manager does. The device objects are interned, so the saved
-    # defaults live on a stack, not on the object: nested and re-entered blocks restore in order.
+    # ``with tapelab.device('meta'):`` makes this the calling thread's default device of
+    # factories and module construction inside the block, and restores the previous default on
+    # exit (even on error), as ``torch.device``'s context manager does. The device objects are
+    # interned, so the saved defaults live on a per-thread stack, not on the object: nested and
+    # re-entered blocks restore in order.
     def __enter__(self):
-        _ENTERED.append(DEFAULT_DEVICE[0])
-        DEFAULT_DEVICE[0] = self
+        entered = DEFAULT.__dict__.setdefault("entered", [])
+        entered.append(DEFAULT.device)
+        DEFAULT.device = self
         return self
 
     def __exit__(self, exc_type, exc, tb):
-        DEFAULT_DEVICE[0] = _ENTERED.pop() if _ENTERED else device("cpu")
+        entered = DEFAULT.__dict__.get("entered")
+        DEFAULT.device = entered.pop() if entered else CPU
         return None
-
-
-_ENTERED: list = []     # the defaults that ``with device(...)`` blocks replaced, innermost last
 
 
 # ---------------------------------------------------------------- cupy discovery (never raises)
@@ -151,7 +153,17 @@ def _load_cupy(dev: device):
 
 CPU = device("cpu")
 META = device("meta")
-DEFAULT_DEVICE = [CPU]       # what factories use when no device= is given (runtime.set_default_device)
+
+
+class _DefaultDevice(threading.local):
+    """What factories use when no ``device=`` is given, per thread as in PyTorch (its default
+    device is a TorchFunctionMode, and mode stacks are thread-local): a new thread starts on
+    cpu whatever another thread set. The class attribute is every thread's starting value."""
+
+    device = CPU
+
+
+DEFAULT = _DefaultDevice()
 
 
 def of_array(arr) -> device:

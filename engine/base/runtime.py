@@ -1,10 +1,10 @@
-"""Process-wide settings with PyTorch's names: threads, default device, matmul precision,
+"""Runtime settings with PyTorch's names: threads, default device, matmul precision,
 deterministic algorithms."""
 from __future__ import annotations
 
 import warnings
 
-from .device import DEFAULT_DEVICE
+from .device import DEFAULT
 from .device import device as _device
 
 __all__ = ["set_num_threads", "get_num_threads", "set_default_device", "get_default_device",
@@ -30,13 +30,15 @@ def get_num_threads() -> int:
 
 
 def set_default_device(device) -> None:
-    """The device factories (``zeros``, ``randn``, ``nn.Linear``...) create on without ``device=``."""
-    DEFAULT_DEVICE[0] = _device(device if device is not None else "cpu")
+    """The device factories (``zeros``, ``randn``, ``nn.Linear``...) create on without ``device=``,
+    in the calling thread (as PyTorch's, other threads keep theirs)."""
+    DEFAULT.device = _device(device if device is not None else "cpu")
 
 
 def get_default_device():
-    """The device factories use without ``device=`` (``with tapelab.device(...)`` sets it for a block)."""
-    return DEFAULT_DEVICE[0]
+    """The calling thread's device for factories without ``device=`` (``with tapelab.device(...)``
+    sets it for a block)."""
+    return DEFAULT.device
 
 
 def set_float32_matmul_precision(precision: str) -> None:

@@ -15,9 +15,8 @@ import numbers
 import numpy as np
 
 from ..base import dtype as _dtype
-from ..base.device import CPU, cuda_available, device as Device
+from ..base.device import CPU, DEFAULT as _DEFAULT, cuda_available, device as Device
 from ..base.dtype import from_np, get_default_dtype
-from ..base.runtime import DEFAULT_DEVICE
 from .dispatch import apply
 from .factories import ARANGE, EMPTY, EYE, FROM_DLPACK, FULL, LINSPACE, LOGSPACE, TENSOR, host_array
 from .random import BERNOULLI, NORMAL, RAND, RANDINT, RANDN, RANDPERM
@@ -79,7 +78,7 @@ def _size(size) -> tuple:
 
 
 def _dev(device) -> Device:
-    return Device(device) if device is not None else DEFAULT_DEVICE[0]
+    return Device(device) if device is not None else _DEFAULT.device
 
 
 def _fill(size: tuple, value, dtype, dev: Device, requires_grad: bool) -> Tensor:
