@@ -18,10 +18,13 @@ def test_renderer_unit_tests_pass_in_node(tmp_path):
         pytest.skip("node is not installed")
     if not ESBUILD.exists():
         pytest.skip("labextension/node_modules is missing (pip install -e . runs npm install)")
-    out = tmp_path / "renderer.test.mjs"
-    build = subprocess.run([str(ESBUILD), "test/renderer.test.ts", "--bundle", "--platform=node", "--format=esm",
-                            "--target=node20", f"--outfile={out}"], cwd=EXT, capture_output=True, text=True, timeout=120)
+    tests = sorted(str(p.relative_to(EXT)) for p in (EXT / "test").glob("*.test.ts"))
+    build = subprocess.run([str(ESBUILD), *tests, "--bundle", "--platform=node", "--format=esm", "--target=node20",
+                            f"--outdir={tmp_path}", "--out-extension:.js=.mjs"], cwd=EXT, capture_output=True, text=True,
+                           timeout=120)
     assert build.returncode == 0, build.stderr
-    run = subprocess.run([node, "--test", "--test-reporter=spec", str(out)], capture_output=True, text=True, timeout=300)
+    outs = sorted(str(p) for p in tmp_path.glob("*.test.mjs"))
+    assert len(outs) == len(tests) >= 2, outs
+    run = subprocess.run([node, "--test", "--test-reporter=spec", *outs], capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stdout + run.stderr
     assert "fail 0" in run.stdout or "✔" in run.stdout, run.stdout

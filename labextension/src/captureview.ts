@@ -10,6 +10,7 @@ import { GraphStore, Unit } from './renderer/store';
 import { GraphView } from './renderer/view';
 import { el, fmtShape } from './renderer/format';
 import { Graph, GNode } from './renderer/types';
+import { Fact } from './renderer/selection';
 
 export const CAPTURE_MIME = 'application/vnd.tapelab.capture+json';
 
@@ -117,6 +118,21 @@ function clip(s: string, n: number): string {
   return s.length > n ? s.slice(0, n - 1) + '…' : s;
 }
 
+/** What a capture knows of a step: its replay step, the buffer it writes and the source line. */
+function captureFacts(n: CapNode): Fact[] {
+  const out: Fact[] = [];
+  if (n.kind !== 'leaf' && n.index !== null) {
+    out.push(['capture step', String(n.index) + (n.step_kind && n.step_kind !== 'op' ? ` (${n.step_kind})` : '')]);
+  }
+  if (n.buffer) {
+    out.push(['capture buffer', n.buffer + (n.static_out ? ' (static output)' : n.writes_static ? ' (written in place)' : '')]);
+  }
+  if (n.where) {
+    out.push(['source', n.where]);
+  }
+  return out;
+}
+
 const ROLE_TEXT: Record<string, string> = {
   input: 'static input',
   state: 'static, updated in place',
@@ -214,7 +230,9 @@ export class CaptureRenderer {
 
     const body = el('div', 'tapelab-cap-body');
     this.store.setGraph(m.graph || { nodes: [], edges: [], groups: [] });
-    this.view = new GraphView(this.store, { fixedHeight: true, decorate: (u, g) => this.decorate(u, g) });
+    this.view = new GraphView(this.store, {
+      fixedHeight: true, viewKind: 'capture', decorate: (u, g) => this.decorate(u, g), facts: n => captureFacts(n as CapNode)
+    });
     body.appendChild(this.view.node);
     const side = el('div', 'tapelab-cap-side');
     side.appendChild(this.bufferTable(m.buffers || []));

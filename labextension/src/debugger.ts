@@ -133,7 +133,7 @@ export class DebuggerView implements DebuggerHandle {
     bar.appendChild(el('span', 'tapelab-dbg-hint', 'click a node: breakpoint'));
     this.node.appendChild(bar);
     const body = el('div', 'tapelab-dbg-body');
-    this.view = new GraphView(this.store, { fixedHeight: true, decorate: (u, g) => this.decorate(u, g) });
+    this.view = new GraphView(this.store, { fixedHeight: true, viewKind: 'debugger', layout: 'hand', decorate: (u, g) => this.decorate(u, g) });
     this.side = el('div', 'tapelab-dbg-side');
     body.append(this.view.node, this.side);
     this.node.appendChild(body);

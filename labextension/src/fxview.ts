@@ -104,7 +104,13 @@ class FxPaneView {
         this.lineOf.set(n.id, n.line);
       }
     }
-    this.view = new GraphView(this.store, { fixedHeight: true, decorate: (u, g) => this.decorate(u, g) });
+    this.view = new GraphView(this.store, {
+      fixedHeight: true, viewKind: 'fx', decorate: (u, g) => this.decorate(u, g),
+      facts: n => {
+        const f = n as FxNode;
+        return [['fx node', `${f.name ?? f.label}${f.opcode ? ` (${f.opcode}${f.target ? ' ' + f.target : ''})` : ''}`]];
+      }
+    });
     this.code = el('pre', 'tapelab-fx-code');
     const ids = lineNodes(pane.graph, pane.code || '');
     const text = (pane.code || '').split('\n');

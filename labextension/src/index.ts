@@ -3,6 +3,7 @@ import { ICommandPalette } from '@jupyterlab/apputils';
 import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
 import { Kernel, KernelMessage } from '@jupyterlab/services';
 import { IStatusBar } from '@jupyterlab/statusbar';
+import { Message } from '@lumino/messaging';
 import { Widget } from '@lumino/widgets';
 import { GraphStore } from './renderer/store';
 import { GraphView } from './renderer/view';
@@ -12,6 +13,25 @@ import { registerDebuggerCommands } from './debuggercommands';
 import { CaptureDock, CaptureModel } from './captureview';
 
 const TARGET = 'tapelab';
+/** The side panel never opens narrower than this: the graph's toolbar and the profile's axis fit. */
+export const PANEL_MIN_WIDTH = 450;
+
+/** A titled section of the panel whose body collapses when its title is clicked. */
+function section(title: string, body: HTMLElement, grow: boolean): HTMLDivElement {
+  const s = document.createElement('div');
+  s.className = 'tapelab-panel-section' + (grow ? ' tapelab-panel-grow' : '');
+  s.dataset.section = title;
+  const head = document.createElement('button');
+  head.className = 'tapelab-panel-section-head';
+  head.textContent = '▾ ' + title;
+  head.title = 'collapse or expand this section';
+  head.addEventListener('click', () => {
+    const collapsed = s.classList.toggle('tapelab-collapsed');
+    head.textContent = (collapsed ? '▸ ' : '▾ ') + title;
+  });
+  s.append(head, body);
+  return s;
+}
 
 /**
  * The live tape of the active notebook's kernel. The kernel side (tapelab.kernel's bridge)
@@ -32,6 +52,7 @@ class TapePanel extends Widget {
   private openTried = false;
   private kernel: Kernel.IKernelConnection | null = null;
   private registered = new WeakSet<Kernel.IKernelConnection>();
+  private greeted = new WeakSet<Kernel.IComm>();
   private listeners: (() => void)[] = [];
 
   constructor() {
@@ -42,13 +63,20 @@ class TapePanel extends Widget {
     this.header = document.createElement('div');
     this.header.className = 'tapelab-panel-header';
     this.node.appendChild(this.header);
+    this.addClass('tapelab-panel');
+    this.node.style.minWidth = `${PANEL_MIN_WIDTH}px`;
     this.view = new GraphView(this.store);
-    this.view.node.style.flex = '1 1 auto';
-    this.node.appendChild(this.view.node);
-    this.node.appendChild(this.profile.node);
-    this.node.appendChild(this.capture.node);
+    this.node.appendChild(section('tape', this.view.node, true));
+    this.node.appendChild(section('profile', this.profile.node, false));
+    this.node.appendChild(section('capture', this.capture.node, false));
     this.store.onChange(() => this.refresh());
     this.refresh();
+  }
+
+  /** Shown (the sidebar opened): fit the picture to the size it has now. */
+  protected onAfterShow(msg: Message): void {
+    super.onAfterShow(msg);
+    requestAnimationFrame(() => this.view.fit());
   }
 
   onUpdate(fn: () => void): void {
@@ -72,6 +100,10 @@ class TapePanel extends Widget {
       rec.className = this.recording ? 'tapelab-rec' : '';
       rec.textContent = this.recording ? '● recording' : '○ not recording';
       status.appendChild(rec);
+      const conn = document.createElement('span');
+      conn.className = 'tapelab-conn';
+      conn.textContent = ` · connected (${this.updates} messages)`;
+      status.appendChild(conn);
       status.appendChild(document.createTextNode(` · ${this.store.nodes.length} nodes · ${this.kernelName}`));
     }
     this.header.appendChild(status);
@@ -101,6 +133,7 @@ class TapePanel extends Widget {
       kernel.registerCommTarget(TARGET, (comm: Kernel.IComm) => {
         if (kernel === this.kernel) {
           this.adopt(comm);
+          this.greeted.add(comm);
           comm.send({ type: 'hello' }); // tell the kernel someone listens
         }
       });
@@ -130,6 +163,7 @@ class TapePanel extends Widget {
     try {
       const comm = kernel.createComm(TARGET);
       this.adopt(comm);
+      this.greeted.add(comm); // the open message is the greeting
       comm.open({ type: 'hello' });
     } catch (err) {
       console.warn('tapelab: could not open a comm', err);
@@ -138,7 +172,14 @@ class TapePanel extends Widget {
 
   private adopt(comm: Kernel.IComm): void {
     this.comm = comm;
-    comm.onMsg = (msg: KernelMessage.ICommMsgMsg) => this.handle(msg.content.data as any);
+    comm.onMsg = (msg: KernelMessage.ICommMsgMsg) => {
+      if (!this.greeted.has(comm)) {
+        // answer once on every comm we receive on, so the kernel knows the panel listens
+        this.greeted.add(comm);
+        comm.send({ type: 'hello' });
+      }
+      this.handle(msg.content.data as any);
+    };
     comm.onClose = () => {
       if (this.comm === comm) {
         this.comm = null;

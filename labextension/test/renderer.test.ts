@@ -51,14 +51,11 @@ test('a 5,000-node tape lays out only its visible units, never hidden nodes', as
   assert.equal(store.nodes.length, 5000);
   const client = new LayoutClient(false);
   const input = layoutInput(store);
-  const t0 = performance.now();
-  const res = await client.layout(input);
-  const ms = performance.now() - t0;
+  const res = await client.layout(input); // resolves when the layout is done: no clock involved
   // collapsed by default (> threshold) and the 50 identical blocks fold into one
   assert.equal(res.count, input.ids.length);
   assert.equal(client.laidOut, 1, `laid out ${client.laidOut} units`);
   assert.ok(input.ids.every(id => !id.startsWith('n')), 'no hidden node was laid out');
-  assert.ok(ms < 200, `layout took ${ms} ms`);
   const vis = store.visible();
   assert.equal(vis.units[0].count, 5000);
 

@@ -9,6 +9,7 @@
 import { el, svg } from './format';
 import type { GraphStore } from './store';
 import type { GraphView } from './view';
+import { Fact, onSelection, publishSelection, SelectionKey, viewId } from './selection';
 
 export const PROFILE_MIME = 'application/vnd.tapelab.profile+json';
 
@@ -195,6 +196,8 @@ export class ProfileRenderer {
   private expanded = new Set<string>(['']);
   private frame = 0;
   private resize: ResizeObserver | null = null;
+  private readonly viewId = viewId('profile');
+  private unsubSelection: () => void = () => undefined;
 
   constructor(model: ProfileModel, opts: ProfileOptions = {}) {
     injectProfileStyle();
@@ -241,6 +244,7 @@ export class ProfileRenderer {
       this.resize.observe(this.node);
     }
     this.setModel(model);
+    this.unsubSelection = onSelection(this.viewId, key => this.selectFromBus(key), key => this.describe(key));
   }
 
   setModel(model: ProfileModel): void {
@@ -259,6 +263,7 @@ export class ProfileRenderer {
   }
 
   dispose(): void {
+    this.unsubSelection();
     this.resize?.disconnect();
     cancelAnimationFrame(this.frame);
   }
@@ -443,7 +448,7 @@ export class ProfileRenderer {
   }
 
   // ------------------------------------------------------------------ selection
-  select(id: number): void {
+  select(id: number, publish = true): void {
     const e = this.model.events[id];
     if (!e) {
       return;
@@ -453,9 +458,42 @@ export class ProfileRenderer {
     this.showCard(e);
     this.drawTable();
     this.schedule();
-    if (this.opts.onSelect) {
+    if (publish && (e.kind === 'op' || e.kind === 'backward')) {
+      // the tape, FX and capture views open on the page highlight the same op
+      publishSelection({
+        seq: e.seq >= 0 ? e.seq : null, phase: e.phase === 'backward' ? 'backward' : 'forward',
+        module: e.module || '', op: e.name, name: e.name, origin: this.viewId
+      }, this.viewId);
+    }
+    if (publish && this.opts.onSelect) {
       this.opts.onSelect({ type: 'select', id: e.id, seq: e.seq, name: e.name, kind: e.kind, phase: e.phase, module: e.module });
     }
+  }
+
+  /** The op event a selection elsewhere names: by tape seq, else by module and op name. */
+  private eventFor(key: SelectionKey): PEvent | undefined {
+    const back = key.phase === 'backward';
+    const ops = this.model.events.filter(e => (e.kind === 'op' || e.kind === 'backward') && (e.phase === 'backward') === back);
+    if (key.seq !== null) {
+      return ops.find(e => e.seq === key.seq);
+    }
+    return ops.find(e => e.module === key.module && e.name === key.op) ?? ops.find(e => !!key.module && e.module === key.module);
+  }
+
+  private selectFromBus(key: SelectionKey | null): void {
+    const e = key ? this.eventFor(key) : undefined;
+    if (e) {
+      this.select(e.id, false);
+    }
+  }
+
+  private describe(key: SelectionKey): Fact[] {
+    const e = this.eventFor(key);
+    if (!e) {
+      return [];
+    }
+    return [['profile time', `${fmtUs(e.dur_us)} (self ${fmtUs(e.self_us)})`],
+      ['memory', e.bytes ? `${fmtBytes(e.bytes)} allocated` : ''], ['flops', e.flops ? String(e.flops) : '']];
   }
 
   private showCard(e: PEvent): void {

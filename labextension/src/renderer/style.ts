@@ -36,11 +36,20 @@ text.tapelab-glabel { font-weight: 600; fill: #4c1d95; paint-order: stroke; stro
 .tapelab-card { position: absolute; z-index: 10; pointer-events: none; max-width: 360px; background: var(--jp-layout-color1, #fff); border: 1px solid #94a3b8; border-radius: 4px; padding: 6px 8px; box-shadow: 0 2px 8px rgba(0,0,0,.15); font-size: 11.5px; display: none; }
 .tapelab-card.tapelab-pinned-card { pointer-events: auto; border-color: #111827; }
 .tapelab-card b { display: block; margin-bottom: 2px; }
+.tapelab-card .tapelab-card-sep { margin-top: 3px; padding-top: 2px; border-top: 1px solid var(--jp-border-color2, #e5e7eb); color: #6b7280; font-size: 10.5px; }
+.tapelab-unit.tapelab-selected rect.tapelab-box { stroke: #0891b2; stroke-width: 4; }
+.tapelab-minimap { position: absolute; right: 6px; bottom: 6px; width: 168px; height: 112px; z-index: 5; background: rgba(255,255,255,.92); border: 1px solid #94a3b8; border-radius: 3px; cursor: crosshair; display: none; }
 .tapelab-card .tapelab-row { white-space: nowrap; overflow: hidden; text-overflow: ellipsis; }
 .tapelab-card .tapelab-k { color: #6b7280; margin-right: 4px; }
 .tapelab-tensor { font: 12px var(--jp-ui-font-family, system-ui, sans-serif); display: inline-flex; gap: 12px; align-items: flex-start; padding: 4px; }
 .tapelab-tensor table { border-collapse: collapse; }
 .tapelab-tensor td { padding: 0 6px 0 0; }
+.tapelab-panel-section { display: flex; flex-direction: column; min-height: 0; flex: 0 0 auto; }
+.tapelab-panel-section.tapelab-panel-grow { flex: 1 1 auto; min-height: 160px; }
+.tapelab-panel-section.tapelab-collapsed { flex: 0 0 auto; min-height: 0; }
+.tapelab-panel-section.tapelab-collapsed > :not(.tapelab-panel-section-head) { display: none !important; }
+.tapelab-panel-section-head { text-align: left; font: 600 11.5px var(--jp-ui-font-family, system-ui, sans-serif); padding: 2px 6px; border: none; border-top: 1px solid var(--jp-border-color2, #e5e7eb); background: var(--jp-layout-color2, #f3f4f6); color: var(--jp-ui-font-color1, #1f2937); cursor: pointer; }
+.tapelab-panel-section:has(> .tapelab-panel-profile[style*="none"]), .tapelab-panel-section:has(> .tapelab-panel-capture[style*="none"]) { display: none; }
 .tapelab-panel-header { padding: 4px 8px; border-bottom: 1px solid var(--jp-border-color2, #e5e7eb); font-size: 12px; }
 .tapelab-panel-header .tapelab-rec { color: #dc2626; font-weight: bold; }
 `;

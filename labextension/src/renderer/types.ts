@@ -31,6 +31,8 @@ export interface GNode {
   value: Summary | null;
   grad: Summary | null;
   grad_ops: number;
+  source?: string; // "file.py:42": the line that ran the op, when the recorder knows it
+  param?: string; // a leaf that is a module parameter: its qualified name
 }
 
 export interface GEdge {

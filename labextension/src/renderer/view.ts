@@ -1,7 +1,12 @@
 import { LayoutClient, LayoutInput, LayoutResult } from './layout';
+import { GvCluster, GvInput, GvResult } from './gvlayout';
+import { graphvizLayout } from './gvclient';
+import { Minimap } from './minimap';
 import { GraphStore, Unit, Visible } from './store';
+import { describeSelection, Fact, matchNode, onSelection, publishSelection, SelectionKey, selectionKey, viewId } from './selection';
 import { el, fmtShape, fmtSummary, fmtTime, svg } from './format';
 import { injectStyle } from './style';
+import { GNode } from './types';
 
 const NODE_W = 128;
 const NODE_H = 34;
@@ -16,9 +21,18 @@ const MIN_HEIGHT = 160;
 export interface GraphViewOptions {
   fixedHeight?: boolean; // a notebook output (fixed height) rather than a panel (fills its parent)
   useWorker?: boolean;
+  /** 'auto': Graphviz's dot once the graph is complete (not running), the incremental hand
+   *  layout while it streams; 'hand': always the hand layout; 'dot': Graphviz whenever it can. */
+  layout?: 'auto' | 'hand' | 'dot';
+  /** The view's name on the selection bus ('tape', 'fx', 'capture', 'debugger'). */
+  viewKind?: string;
   /** Called for every drawn unit (after each repaint): extra classes, texts or listeners. */
   decorate?: (u: Unit, g: SVGElement) => void;
+  /** What this view knows of a node beyond the schema (a capture buffer, an FX opcode). */
+  facts?: (n: GNode) => Fact[];
 }
+
+type Box = { x: number; y: number; w: number; h: number };
 
 /**
  * Draws a GraphStore: pan and zoom, click a group to expand or collapse it, hover a node for
@@ -57,13 +71,29 @@ export class GraphView {
   private drawnVersion = -1;
   private unsubscribe: () => void;
   private decorate?: (u: Unit, g: SVGElement) => void;
+  private facts?: (n: GNode) => Fact[];
+  private layoutMode: 'auto' | 'hand' | 'dot';
+  readonly viewKind: string;
+  readonly viewId: string;
+  private paths: (string | null)[] | null = null; // Graphviz's edge splines, per visible edge
+  private gvFrames: Map<string, Box> | null = null; // Graphviz's cluster boxes, per group
+  private minimap: Minimap;
+  private selected: string | null = null; // the node another view selected
+  private unsubSelection: () => void;
   /** Milliseconds from a change of the store to the picture showing it (the last one). */
   lastRenderMs = 0;
+  /** Which layout drew the picture ('dot' or 'hand') and how long Graphviz took (ms). */
+  engine = 'hand';
+  layoutMs = 0;
 
   constructor(store: GraphStore, opts: GraphViewOptions = {}) {
     injectStyle();
     this.store = store;
     this.decorate = opts.decorate;
+    this.facts = opts.facts;
+    this.layoutMode = opts.layout ?? 'auto';
+    this.viewKind = opts.viewKind ?? 'tape';
+    this.viewId = viewId(this.viewKind);
     this.layouts = new LayoutClient(opts.useWorker !== false);
     this.node = el('div', 'tapelab-graph' + (opts.fixedHeight ? ' tapelab-fixed' : ''));
     const bar = el('div', 'tapelab-toolbar');
@@ -117,6 +147,8 @@ export class GraphView {
     this.canvas.appendChild(this.svgEl);
     this.card = el('div', 'tapelab-card');
     this.canvas.appendChild(this.card);
+    this.minimap = new Minimap((x, y) => this.centerOn(x, y));
+    this.canvas.appendChild(this.minimap.node);
     this.node.appendChild(this.canvas);
     if (opts.fixedHeight) {
       this.node.appendChild(this.resizeHandle());
@@ -140,11 +172,13 @@ export class GraphView {
       this.resizeObs.observe(this.canvas);
     }
     this.unsubscribe = store.onChange(() => this.schedule());
+    this.unsubSelection = onSelection(this.viewId, key => this.selectFromBus(key), key => this.describe(key));
     this.schedule();
   }
 
   dispose(): void {
     this.unsubscribe();
+    this.unsubSelection();
     this.resizeObs?.disconnect();
     this.layouts.dispose();
     this.node.remove();
@@ -152,7 +186,11 @@ export class GraphView {
 
   /** Mark the graph as being recorded right now (a cell is running). */
   setRunning(on: boolean): void {
+    const finished = this.running && !on;
     this.running = on;
+    if (finished && this.layoutMode === 'auto') {
+      this.schedule(); // the cell finished: lay the whole graph out again with Graphviz
+    }
     this.node.classList.toggle('tapelab-running', on);
     this.updateInfo();
   }
@@ -190,24 +228,81 @@ export class GraphView {
     for (const e of vis.edges) {
       input.edges.push(index.get(e.source)!, index.get(e.target)!);
     }
-    const res = await this.layouts.layout(input);
+    const useDot = this.layoutMode === 'dot' || (this.layoutMode === 'auto' && !this.running);
+    let res: LayoutResult | null = null;
+    if (useDot && vis.units.length) {
+      if (this.drawnVersion < 0) {
+        // first picture: the hand layout now, Graphviz's when its worker answers
+        const quick = await this.layouts.layout(input);
+        if (version === this.store.version) {
+          this.draw(vis, quick, 'hand');
+          this.drawnVersion = version;
+        }
+      }
+      const gv = await graphvizLayout(this.gvInput(vis, input));
+      if (gv) {
+        res = gv;
+        this.layoutMs = gv.ms;
+      }
+    }
+    const engine = res ? 'dot' : 'hand';
+    if (!res) {
+      res = await this.layouts.layout(input);
+    }
     if (version !== this.store.version) {
       this.schedule(); // a newer change arrived meanwhile: draw that one instead
       return;
     }
-    this.draw(vis, res);
+    const relayout = this.engine !== engine && this.drawnVersion >= 0;
+    this.draw(vis, res, engine);
+    if (relayout && !this.userMoved) {
+      this.fit(); // the picture changed shape (hand layout <-> Graphviz): fit it again
+    }
     this.drawnVersion = version;
     this.lastRenderMs = performance.now() - t0;
     this.node.dataset.version = String(version);
     this.node.dataset.renderMs = this.lastRenderMs.toFixed(1);
   }
 
-  private draw(vis: Visible, res: LayoutResult): void {
+  /** The Graphviz input: the hand layout's, plus a cluster per expanded group holding units. */
+  private gvInput(vis: Visible, base: LayoutInput): GvInput {
+    const clusters: GvCluster[] = [];
+    const ci = new Map<string, number>();
+    const clusterOf = (gid: string | null): number => {
+      if (!gid) {
+        return -1;
+      }
+      const known = ci.get(gid);
+      if (known !== undefined) {
+        return known;
+      }
+      const g = this.store.groups.get(gid);
+      if (!g) {
+        return -1; // a synthetic chunk of loose ops: no frame
+      }
+      const parent = clusterOf(g.parent);
+      const k = clusters.length;
+      clusters.push({ id: gid, label: '▾ ' + (g.path || g.label), parent });
+      ci.set(gid, k);
+      return k;
+    };
+    const cluster = vis.units.map(u => clusterOf(u.kind === 'group' ? u.group?.parent ?? null : u.node?.group ?? null));
+    return { ...base, cluster, clusters, grad: vis.edges.map(e => e.kind === 'grad') };
+  }
+
+  private draw(vis: Visible, res: LayoutResult, engine: string): void {
     this.vis = vis;
     this.pos.clear();
     vis.units.forEach((u, i) => {
       this.pos.set(u.id, { x: res.x[i], y: res.y[i], w: (u.kind === 'group' ? GROUP_W : NODE_W), h: u.kind === 'group' ? GROUP_H : NODE_H });
     });
+    const gv = res as Partial<GvResult>;
+    this.paths = gv.paths ?? null;
+    this.gvFrames = gv.frames ? new Map(gv.frames.map(f => [f.id, { x: f.x, y: f.y, w: f.w, h: f.h }])) : null;
+    this.engine = engine;
+    this.node.dataset.layout = engine;
+    this.node.dataset.layoutMs = this.layoutMs.toFixed(1);
+    this.minimap.setBoxes(vis.units.map(u => ({ r: this.pos.get(u.id)!, cls: u.nodeKind })));
     if (!this.fitted && vis.units.length) {
       this.fitted = true;
       this.fit(res);
@@ -346,18 +441,21 @@ export class GraphView {
       drawn++;
       this.unitLayer.appendChild(this.unitEl(u, p));
     }
-    for (const e of this.vis.edges) {
+    this.vis.edges.forEach((e, i) => {
       const a = this.pos.get(e.source);
       const b = this.pos.get(e.target);
       if (!a || !b || (!inView(a) && !inView(b))) {
-        continue;
+        return;
       }
+      const spline = this.paths ? this.paths[i] : null;
       const sx = a.x + a.w / 2;
       const sy = a.y + a.h;
       const tx = b.x + b.w / 2;
       const ty = b.y;
       let d: string;
-      if (e.kind === 'grad' && b.y <= a.y) {
+      if (spline) {
+        d = spline; // Graphviz's route, around the boxes
+      } else if (e.kind === 'grad' && b.y <= a.y) {
         // gradient flowing up the picture: from the top of the source to the bottom of the target
         d = `M${sx},${a.y} C${sx},${a.y - 30} ${tx},${b.y + b.h + 30} ${tx},${b.y + b.h}`;
       } else if (b.y <= a.y) {
@@ -374,15 +472,19 @@ export class GraphView {
         path.setAttribute('stroke-width', String(Math.min(1.2 + Math.log2(e.count), 5)));
       }
       this.edgeLayer.appendChild(path);
-    }
+    });
     this.paintFrames();
     this.node.dataset.drawn = String(drawn);
+    this.minimap.setView({ x: -this.tx / this.scale, y: -this.ty / this.scale, w: W / this.scale, h: H / this.scale });
   }
 
   /** A dashed frame around every expanded group, with a label that collapses it again. */
   private paintFrames(): void {
     const boxes = new Map<string, { x0: number; y0: number; x1: number; y1: number }>();
-    for (const u of this.vis.units) {
+    for (const [gid, f] of this.gvFrames ?? []) {
+      boxes.set(gid, { x0: f.x, y0: f.y, x1: f.x + f.w, y1: f.y + f.h }); // Graphviz's clusters
+    }
+    for (const u of this.gvFrames ? [] : this.vis.units) {
       if (u.kind !== 'node' || !u.node || u.node.kind === 'backward') {
         continue;
       }
@@ -422,17 +524,20 @@ export class GraphView {
     for (const [gid, b] of boxes) {
       const g = this.store.groups.get(gid)!;
       const depth = g.path.split('.').length;
-      const pad = 14 - Math.min(depth, 4) * 2;
+      const pad = this.gvFrames ? 0 : 14 - Math.min(depth, 4) * 2;
       const frame = svg('g', { class: 'tapelab-frame' + (this.current === gid ? ' tapelab-current' : ''), 'data-group': gid });
       const fx = b.x0 - pad;
-      const fy = b.y0 - pad - 8;
+      const top = this.gvFrames ? 0 : 8;
+      const fy = b.y0 - pad - top;
       const fw = b.x1 - b.x0 + 2 * pad;
-      const fh = b.y1 - b.y0 + 2 * pad + 8;
+      const fh = b.y1 - b.y0 + 2 * pad + top;
       this.frameBoxes.set(gid, { x: fx, y: fy, w: fw, h: fh });
       frame.appendChild(svg('rect', { x: fx, y: fy, width: fw, height: fh, rx: 6 }));
       const label = svg('text', { x: fx + 4, y: b.y0 - pad + 2, class: 'tapelab-glabel' });
       label.style.fontSize = `${px}px`;
-      label.setAttribute('y', String(fy - 3 / this.scale - (below.get(gid) ?? 0) * band));
+      // Graphviz keeps a band for the label inside its cluster: the label sits there when it fits
+      const inside = this.gvFrames && px <= 16 && !below.get(gid);
+      label.setAttribute('y', String(inside ? fy + px + 1 : fy - 3 / this.scale - (below.get(gid) ?? 0) * band));
       const chars = Math.floor((fw * this.scale) / (0.6 * LABEL_PX));
       label.textContent = clip('▾ ' + (g.path || g.label), Math.max(lod ? 6 : 12, chars));
       label.addEventListener('click', ev => {
@@ -454,6 +559,9 @@ export class GraphView {
     }
     if (this.pinned === u.id) {
       cls.push('tapelab-pinned');
+    }
+    if (this.selected === u.id) {
+      cls.push('tapelab-selected');
     }
     if (!this.seen.has(u.id)) {
       this.seen.add(u.id);
@@ -524,6 +632,10 @@ export class GraphView {
         }
       } else {
         this.pinned = this.pinned === u.id ? null : u.id;
+        this.selected = null;
+        this.node.dataset.pinned = this.pinned ?? '';
+        // every other open view highlights the same op (and tells this card what it knows)
+        publishSelection(this.pinned && u.node ? selectionKey(u.node, this.viewKind, this.viewId) : null, this.viewId);
         this.showCard(u, ev as MouseEvent, this.pinned !== null);
         this.paint();
       }
@@ -546,6 +658,8 @@ export class GraphView {
         return;
       }
       const r = el('div', 'tapelab-row');
+      r.dataset.key = k;
+      r.title = `${k}: ${v}`;
       r.appendChild(el('span', 'tapelab-k', k));
       r.appendChild(document.createTextNode(v));
       c.appendChild(r);
@@ -561,6 +675,9 @@ export class GraphView {
       const n = u.node!;
       c.appendChild(el('b', '', `${n.op}  (${n.kind})`));
       row('module', n.module);
+      row('source', n.source ?? '');
+      row('param', n.param ?? '');
+      row('params', this.paramNames(n));
       row('shape', fmtShape(n.shape));
       if (n.input_shapes.length) {
         row(n.kind === 'backward' ? 'grad in' : 'inputs', n.input_shapes.map(fmtShape).join(' '));
@@ -573,12 +690,95 @@ export class GraphView {
       if (n.grad_ops) {
         row('vjp ops', String(n.grad_ops));
       }
+      for (const [k, v] of this.facts ? this.facts(n) : []) {
+        row(k, v);
+      }
+      // what the other open views know of the same op (profile time and memory, capture buffer...)
+      const facts = describeSelection(selectionKey(n, this.viewKind, this.viewId));
+      if (facts.length) {
+        c.appendChild(el('div', 'tapelab-card-sep', 'in the other views'));
+        for (const [k, v] of facts) {
+          row(k, v);
+        }
+      }
     }
+    // keep the card inside the canvas: right of and below the pointer, else left or above it
     const r = this.canvas.getBoundingClientRect();
-    c.style.left = `${Math.min(ev.clientX - r.left + 12, Math.max(0, r.width - 300))}px`;
-    c.style.top = `${ev.clientY - r.top + 12}px`;
     c.style.display = 'block';
+    c.style.left = '0px';
+    c.style.top = '0px';
+    const cw = c.offsetWidth;
+    const ch = c.offsetHeight;
+    const mx = ev.clientX - r.left;
+    const my = ev.clientY - r.top;
+    const left = mx + 12 + cw <= r.width ? mx + 12 : mx - 12 - cw;
+    const top = my + 12 + ch <= r.height ? my + 12 : my - 12 - ch;
+    c.style.left = `${Math.max(0, Math.min(left, r.width - cw))}px`;
+    c.style.top = `${Math.max(0, Math.min(top, r.height - ch))}px`;
     c.dataset.id = u.id;
+  }
+
+  /** Names of the parameters an op reads (leaf inputs that carry a `param` name). */
+  private paramNames(n: GNode): string {
+    if (n.kind === 'leaf') {
+      return '';
+    }
+    const names: string[] = [];
+    for (const e of this.store.edges) {
+      if (e.target === n.id && e.kind === 'data') {
+        const p = this.store.node(e.source)?.param;
+        if (p) {
+          names.push(p);
+        }
+      }
+    }
+    return names.join(', ');
+  }
+
+  /** Another view selected an op: highlight the same one here, revealing it (null: cleared). */
+  private selectFromBus(key: SelectionKey | null): void {
+    const n = key ? matchNode(this.store.nodes, key, this.viewKind) : null;
+    this.selected = n ? n.id : null;
+    this.node.dataset.selected = this.selected ?? '';
+    if (!n) {
+      this.paint();
+      return;
+    }
+    if (this.pos.has(n.id)) {
+      this.reveal(n.id);
+      this.paint();
+    } else {
+      this.pendingReveal = n.id; // inside a collapsed group: expand, then pan once drawn
+      this.store.reveal(n.id);
+    }
+  }
+
+  /** What this view knows of the op `key` names, for another view's card. */
+  private describe(key: SelectionKey): Fact[] {
+    const n = matchNode(this.store.nodes, key, this.viewKind);
+    if (!n) {
+      return [];
+    }
+    const v = this.viewKind;
+    const out: Fact[] = [[`${v} node`, `${n.label} (${n.kind})`]];
+    if (n.source) {
+      out.push(['source', n.source]);
+    }
+    if (n.kind !== 'leaf' && n.time_ns) {
+      out.push([`${v} time`, fmtTime(n.time_ns)]);
+    }
+    out.push([`${v} value`, fmtSummary(n.value)], [`${v} grad`, fmtSummary(n.grad)]);
+    return out.concat(this.facts ? this.facts(n) : []);
+  }
+
+  /** Centre the view on layout point (x, y), keeping the zoom (the minimap's pan). */
+  private centerOn(x: number, y: number): void {
+    const { W, H } = this.size();
+    this.tx = W / 2 - x * this.scale;
+    this.ty = H / 2 - y * this.scale;
+    this.userMoved = true;
+    this.applyTransform();
+    this.paint();
   }
 
   /** Pan (keeping the zoom) so that the unit `id` is in view, if it is drawn and not in view yet. */
