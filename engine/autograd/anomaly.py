@@ -17,6 +17,7 @@ import warnings
 
 from ..core.dispatch import set_anomaly
 from ..core.tensor import Tensor
+from ..base.dtype import FLOATING_KINDS
 
 __all__ = ["detect_anomaly", "set_detect_anomaly", "is_anomaly_enabled", "is_anomaly_check_nan_enabled",
            "AnomalyWarning"]
@@ -112,7 +113,7 @@ def _where(f) -> str:
 
 def _finite(t) -> bool:
     data = t._data
-    return data.dtype.kind != "f" or bool(t._device.xp.isfinite(data).all())
+    return data.dtype.kind not in FLOATING_KINDS or bool(t._device.xp.isfinite(data).all())
 
 
 def _stats(t) -> str:
@@ -120,7 +121,7 @@ def _stats(t) -> str:
         return repr(t)
     d = t._data
     head = f"{t.dtype.name}{list(d.shape)}"
-    if d.size == 0 or d.dtype.kind != "f":
+    if d.size == 0 or d.dtype.kind not in FLOATING_KINDS:
         return head
     xp = t._device.xp
     fin = d[xp.isfinite(d)]

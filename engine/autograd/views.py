@@ -106,9 +106,11 @@ def _write_inplace(op, target, args, params, grad_on):
     return out
 
 
+_CATEGORY = {"b": 0, "i": 1, "u": 1, "f": 2, "V": 2}   # V: ml_dtypes' bfloat16
+
+
 def _can_cast(src, dst) -> bool:
-    order = "biuf"
-    return order.index(src.kind if src.kind != "u" else "i") <= order.index(dst.kind if dst.kind != "u" else "i")
+    return _CATEGORY[src.kind] <= _CATEGORY[dst.kind]
 
 
 # ---------------------------------------------------------------- views

@@ -3,18 +3,23 @@
 numpy promotes int with float to float64 and lets a 0-d float64 array widen a
 float32 array; PyTorch does neither, so promotion is computed here and the
 backend only ever sees operands that already share the result dtype.
+
+``bfloat16`` arrays are ``ml_dtypes.bfloat16`` arrays: numpy gives that dtype the kind ``"V"``,
+so code that asks "is this array floating?" tests ``kind in FLOATING_KINDS``.
 """
 from __future__ import annotations
 
 import builtins
 
+import ml_dtypes
 import numpy as np
 
-__all__ = ["finfo", "iinfo", "dtype", "float16", "float32", "float64", "int8", "int16", "int32", "int64",
+__all__ = ["finfo", "iinfo", "dtype", "bfloat16", "float16", "float32", "float64", "int8", "int16", "int32", "int64",
            "uint8", "bool", "half", "float", "double", "short", "int", "long",
            "get_default_dtype", "set_default_dtype", "promote_types", "result_type"]
 
 _pybool = builtins.bool
+FLOATING_KINDS = "fV"   # numpy's kind of float arrays; "V" is ml_dtypes' bfloat16 (the only void dtype here)
 
 
 class dtype:
@@ -26,8 +31,8 @@ class dtype:
         self.name = name
         self.np = np.dtype(np_dtype)
         self.itemsize = self.np.itemsize
-        self.is_floating_point = self.np.kind == "f"
-        self.is_signed = self.np.kind in "if"
+        self.is_floating_point = self.np.kind in FLOATING_KINDS
+        self.is_signed = self.np.kind in "if" or self.is_floating_point
         self._rank = rank  # category: 0 bool, 1 integer, 2 floating
 
     @property
@@ -51,14 +56,44 @@ int16 = dtype("int16", np.int16, 1)
 int32 = dtype("int32", np.int32, 1)
 int64 = dtype("int64", np.int64, 1)
 float16 = dtype("float16", np.float16, 2)
+bfloat16 = dtype("bfloat16", ml_dtypes.bfloat16, 2)
 float32 = dtype("float32", np.float32, 2)
 float64 = dtype("float64", np.float64, 2)
 half, float, double = float16, float32, float64
 short, int, long = int16, int32, int64
 
-ALL = (bool, uint8, int8, int16, int32, int64, float16, float32, float64)
+ALL = (bool, uint8, int8, int16, int32, int64, float16, bfloat16, float32, float64)
 _BY_NP = {d.np: d for d in ALL}
 _BY_NAME = {d.name: d for d in ALL}
+
+
+def astype(arr, to: dtype):
+    """``arr`` as ``to``'s array dtype. PyTorch rounds a double to bfloat16 through float32
+    (round to nearest even twice), so float64 goes that way too, bit for bit."""
+    if to is bfloat16 and arr.dtype == np.float64:
+        arr = arr.astype(np.float32)
+    return arr.astype(to.np, copy=False)
+
+
+def widened(fwd):
+    """``fwd`` run in float32 on bfloat16 arrays, its float result rounded back once.
+
+    numpy reduces bfloat16 in bfloat16 and has no bfloat16 GEMM; PyTorch's CPU kernels for
+    matmul, convolution and reductions accumulate in float32, so those forwards are wrapped."""
+    def run(xp, *arrays, **params):
+        if getattr(arrays[0], "dtype", None) != bfloat16.np:
+            return fwd(xp, *arrays, **params)
+        out = fwd(xp, *[a.astype(np.float32) if getattr(a, "dtype", None) == bfloat16.np else a
+                        for a in arrays], **params)
+        if isinstance(out, tuple):
+            return tuple(_narrow(o) for o in out)
+        return _narrow(out)
+    run.__name__ = getattr(fwd, "__name__", "fwd")
+    return run
+
+
+def _narrow(arr):
+    return arr.astype(bfloat16.np) if getattr(arr, "dtype", None) == np.float32 else arr
 
 
 def _by_name(name: str) -> dtype:
@@ -146,7 +181,7 @@ class finfo:
         self.bits, self.dtype = info.bits, type.name
         self.eps, self.max, self.min = builtins.float(info.eps), builtins.float(info.max), builtins.float(info.min)
         self.tiny = self.smallest_normal = builtins.float(info.tiny)
-        self.resolution = builtins.float(info.resolution)
+        self.resolution = 10.0 ** -info.precision   # PyTorch's: a power of ten, not rounded to the dtype
 
     def __repr__(self) -> str:
         return (f"finfo(resolution={self.resolution}, min={self.min:e}, max={self.max:e}, "

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .dtype import float32, int64, bool as bool_
+from .dtype import FLOATING_KINDS, float32, int64, bool as bool_
 
 __all__ = ["set_printoptions", "PRINT_OPTS", "tensor_repr"]
 
@@ -53,7 +53,7 @@ class _Formatter:
     """One format for every value printed: chosen from the (summarised) values, as PyTorch's."""
 
     def __init__(self, arr: np.ndarray):
-        self.floating = arr.dtype.kind == "f"
+        self.floating = arr.dtype.kind in FLOATING_KINDS
         self.int_mode, self.sci_mode, self.max_width = True, False, 1
         p = PRINT_OPTS.precision
         flat = arr.reshape(-1)

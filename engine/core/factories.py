@@ -49,7 +49,8 @@ def host_array(data, dtype) -> np.ndarray:
     PyTorch's dtype for it when ``dtype`` is None."""
     data = _to_array(data)
     try:
-        arr = np.array(data, dtype=None if dtype is None else dtype.np, copy=True)
+        arr = (np.array(data, copy=True) if dtype is None else
+               _dtype.astype(np.array(data, dtype=np.float64 if dtype is _dtype.bfloat16 else dtype.np), dtype))
     except (ValueError, TypeError) as e:
         raise (ValueError if isinstance(e, ValueError) else TypeError)(f"tensor(): {e}") from None
     if dtype is None and not isinstance(data, np.ndarray):

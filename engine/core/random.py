@@ -16,6 +16,7 @@ from ..base.meta import has_data
 from .dispatch import apply
 from .factories import TENSOR
 from .registry import NONE, Op
+from ..base.dtype import FLOATING_KINDS
 
 __all__ = ["Generator", "manual_seed", "seed", "initial_seed", "default_generator",
            "get_rng_state", "set_rng_state"]
@@ -139,7 +140,7 @@ def _random_bounds(dt: np.dtype, low, high):
         return low, high
     if dt.kind == "b":
         return 0, 2
-    if dt.kind == "f":   # integers representable exactly: up to 2**mantissa
+    if dt.kind in FLOATING_KINDS:   # integers representable exactly: up to 2**mantissa
         return 0, 2 ** (np.finfo(dt).nmant + 1) + 1
     return 0, int(np.iinfo(dt).max) + 1 if dt.itemsize < 8 else int(np.iinfo(dt).max)
 

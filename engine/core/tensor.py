@@ -20,6 +20,7 @@ from ..base.device import CPU, device as _device_cls
 from ..base.repr import tensor_repr
 
 __all__ = ["Tensor", "Size", "sum_to", "unbroadcast"]
+from ..base.dtype import FLOATING_KINDS
 
 _ndarray = np.ndarray
 _new = object.__new__
@@ -111,7 +112,7 @@ class Tensor:
         return False
 
     def is_signed(self) -> bool:
-        return self._data.dtype.kind in "if"
+        return self._data.dtype.kind in "ifV"
 
     def is_same_size(self, other: "Tensor") -> bool:
         return self._data.shape == other._data.shape
@@ -147,7 +148,7 @@ class Tensor:
         return bool(self._data.flags.c_contiguous)
 
     def is_floating_point(self) -> bool:
-        return self._data.dtype.kind == "f"
+        return self._data.dtype.kind in FLOATING_KINDS
 
     def is_complex(self) -> bool:
         return False
@@ -300,7 +301,7 @@ class Tensor:
             raise RuntimeError("you can only change requires_grad flags of leaf variables. If you want "
                                "to use a computed variable in a subgraph that doesn't require "
                                "differentiation use var_no_grad = var.detach().")
-        if requires_grad and self._data.dtype.kind != "f":
+        if requires_grad and self._data.dtype.kind not in FLOATING_KINDS:
             raise RuntimeError(f"only Tensors of floating point dtype can require gradients "
                                f"(got {self.dtype})")
         self.requires_grad = requires_grad
@@ -379,11 +380,14 @@ _VIEW_ATTRS = ("_base", "_view_nograd", "_view_multi")  # a deep copy owns its m
 
 _TYPE_NAMES = {"float32": "FloatTensor", "float64": "DoubleTensor", "float16": "HalfTensor",
                "int64": "LongTensor", "int32": "IntTensor", "int16": "ShortTensor",
-               "int8": "CharTensor", "uint8": "ByteTensor", "bool": "BoolTensor"}
+               "int8": "CharTensor", "uint8": "ByteTensor", "bool": "BoolTensor", "bfloat16": "BFloat16Tensor"}
 
 
 class Size(tuple):
     """``tensor.shape``: a tuple that prints like ``torch.Size``."""
+    def bfloat16(self):
+        return self.to(_dtype.bfloat16)
+
 
     __slots__ = ()
 

@@ -6,6 +6,7 @@ import re
 
 from ..tape import summarize
 from ..core.tensor import Tensor
+from ..base.dtype import FLOATING_KINDS
 
 __all__ = ["grad_summary", "is_finite", "full_norm", "source_of", "forward_op_of"]
 
@@ -27,7 +28,7 @@ def is_finite(t) -> bool:
     if t is None or not hasattr(t, "_data"):
         return True
     d = t._data
-    return d.dtype.kind not in "fc" or bool(t._device.xp.isfinite(d).all())
+    return d.dtype.kind not in FLOATING_KINDS or bool(t._device.xp.isfinite(d).all())
 
 
 def full_norm(t) -> float:
@@ -36,7 +37,7 @@ def full_norm(t) -> float:
         return 0.0
     d = t._data
     xp = t._device.xp
-    if d.dtype.kind not in "fc":
+    if d.dtype.kind not in FLOATING_KINDS:
         d = d.astype(xp.float64)
     n = float(xp.sqrt((abs(d).astype(xp.float64) ** 2).sum()))
     return n if math.isfinite(n) else math.inf

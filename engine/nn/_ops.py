@@ -14,6 +14,7 @@ import math
 from ..core.dispatch import apply
 from ..core.registry import NONE, OTHERS, Op
 from ..core.tensor import Tensor
+from ..base.dtype import FLOATING_KINDS, widened
 
 __all__ = ["convolution", "convolution_transpose", "convolution_weight", "max_pool", "avg_pool",
            "im2col", "col2im", "embedding", "pool_output_size", "max_pool_blocks",
@@ -151,11 +152,11 @@ def _conv_w_cost(shapes, out) -> int:
 
 
 # aliases: the ``torch.<name>`` front ends (tapelab/_nn_toplevel.py) of these ops
-_conv = Op("convolution", _conv_fwd, _conv_vjp, promote="common", saves=OTHERS, cost=_conv_cost,
+_conv = Op("convolution", widened(_conv_fwd), _conv_vjp, promote="common", saves=OTHERS, cost=_conv_cost,
            aliases=("conv1d", "conv2d"))
-_conv_t = Op("convolution_transpose", _conv_t_fwd, _conv_t_vjp, promote="common", saves=OTHERS, cost=_conv_t_cost,
+_conv_t = Op("convolution_transpose", widened(_conv_t_fwd), _conv_t_vjp, promote="common", saves=OTHERS, cost=_conv_t_cost,
              aliases=("conv_transpose2d",))
-_conv_w = Op("convolution_weight", _conv_w_fwd, _conv_w_vjp, promote="common", saves=OTHERS, cost=_conv_w_cost)
+_conv_w = Op("convolution_weight", widened(_conv_w_fwd), _conv_w_vjp, promote="common", saves=OTHERS, cost=_conv_w_cost)
 
 
 def convolution(x: Tensor, w: Tensor, stride: tuple, pads: tuple, dilation: tuple, groups: int) -> Tensor:
@@ -196,7 +197,7 @@ def _max_pool_idx_fwd(xp, x, *, kernel, stride, padding, dilation, out_size):
     out = out_size
     nd = len(kernel)
     size = x.shape[2:]
-    low = -xp.inf if x.dtype.kind == "f" else xp.iinfo(x.dtype).min
+    low = -xp.inf if x.dtype.kind in FLOATING_KINDS else xp.iinfo(x.dtype).min
     pads = _pool_pads(size, kernel, stride, padding, dilation, out)
     win = _windows(xp, _pad(xp, x, pads, low), kernel, stride, dilation, out)
     k = win.reshape(win.shape[:2 + nd] + (-1,)).argmax(-1)        # offset inside each window
@@ -262,7 +263,7 @@ def _block_offsets(kernel):
 def _first_max_masks(xp, xb, y, kernel):
     """``(offset index, bool mask over (N, C, *out))``: where each window's first maximum sits."""
     taken = None
-    floating = y.dtype.kind in "fc"
+    floating = y.dtype.kind in FLOATING_KINDS
     for off in _block_offsets(kernel):
         xs = xb[off]
         m = xs == y

@@ -15,6 +15,7 @@ from ..core.dispatch import apply
 from ..autograd.views import apply_
 from ..core.registry import NONE, OTHERS, Op
 from ._util import Tensor, unbroadcast as ub
+from ..base.dtype import FLOATING_KINDS
 
 __all__ = ["eq", "ne", "lt", "le", "gt", "ge", "greater", "greater_equal", "less", "less_equal",
            "not_equal", "isclose", "allclose", "equal", "isnan", "isinf", "isposinf", "isneginf",
@@ -204,7 +205,7 @@ def bitwise_not(input: Tensor) -> Tensor:
 
 
 def _invert(self: Tensor) -> Tensor:
-    if self._data.dtype.kind == "f":
+    if self._data.dtype.kind in FLOATING_KINDS:
         raise TypeError(f"~ (operator.invert) is only implemented on integer and Boolean-type tensors "
                         f"(got {self.dtype})")
     return apply(_bitwise_not, self)

@@ -12,7 +12,7 @@ METHODS = ()
 
 
 def _cast_fwd(xp, x, *, dtype):
-    return x.astype(dtype.np, copy=False)
+    return _dtype.astype(x, dtype)
 
 
 cast = Op("cast", _cast_fwd, lambda g, out, x, *, dtype: (g.to(x.dtype),), saves=NONE, elementwise=True,
@@ -25,6 +25,9 @@ def _move_fwd(xp, x, *, device):
 
 def _move(x: Tensor, dev: Device) -> Tensor:
     # the forward runs on the source device's namespace; the result lives on ``dev``
+    if dev.type == "cuda" and x._data.dtype == _dtype.bfloat16.np:
+        raise TypeError(f"to({dev}): tapelab keeps bfloat16 tensors on the cpu (cupy has no bfloat16 "
+                        f"dtype); convert with .float() or .half() before moving {list(x.shape)} to {dev}")
     out = apply(move, x, device=dev)
     out._device = dev
     return out

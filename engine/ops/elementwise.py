@@ -17,6 +17,7 @@ from ..autograd.views import apply_
 from .compare import isfinite, keep_where, torch_name, where, zero_where
 from ..core.registry import ALL, NONE, OTHERS, Op
 from ._util import Tensor, unbroadcast as ub
+from ..base.dtype import FLOATING_KINDS
 
 __all__ = ["add", "sub", "rsub", "mul", "div", "true_divide", "floor_divide", "remainder", "fmod",
            "pow", "neg", "abs", "sign", "sgn", "reciprocal", "square", "exp", "exp2", "expm1", "log",
@@ -61,11 +62,11 @@ def _numel(input_shapes, output_shape) -> int:
 
 def _keep_ints(f):
     """Rounding leaves integer tensors as they are (numpy would return floats on some backends)."""
-    return lambda xp, a: f(xp)(a) if a.dtype.kind == "f" else a.copy()
+    return lambda xp, a: f(xp)(a) if a.dtype.kind in FLOATING_KINDS else a.copy()
 
 
 def _frac_fwd(xp, a):
-    if a.dtype.kind != "f":
+    if a.dtype.kind not in FLOATING_KINDS:
         raise TypeError(f'"frac" not implemented for integer dtype {a.dtype}')
     return a - xp.trunc(a)
 
@@ -73,7 +74,7 @@ def _frac_fwd(xp, a):
 def _sign_fwd(xp, a):
     if a.dtype.kind == "b":
         return a.copy()
-    if a.dtype.kind != "f":
+    if a.dtype.kind not in FLOATING_KINDS:
         return xp.sign(a)
     return xp.where(a == a, xp.sign(a), 0)  # sign(nan) is 0 in PyTorch
 
@@ -164,7 +165,7 @@ _round = Op("round", _round_fwd, _zeros, saves=NONE, elementwise=True)
 
 def round(input: Tensor, *, decimals: int = 0) -> Tensor:
     """Round half to even, to ``decimals`` decimal places."""
-    if decimals and input._data.dtype.kind != "f":
+    if decimals and input._data.dtype.kind not in FLOATING_KINDS:
         raise NotImplementedError(f'"round" with decimals={decimals} not implemented for '
                                   f"'{torch_name(input)}'")
     return apply(_round, input, decimals=decimals)

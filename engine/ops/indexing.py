@@ -20,6 +20,7 @@ from ..autograd.views import apply_
 from .movement import _ALL, _base_requires_grad, _mark, _slice, broadcast_shapes, expand
 from ..core.registry import NONE, Op
 from ._util import Tensor, _wrap_dim, sum_to
+from ..base.dtype import FLOATING_KINDS
 
 __all__ = ["index_select", "gather", "scatter", "scatter_add", "scatter_reduce", "index_add", "index_fill",
            "index_copy", "index_put", "masked_fill", "masked_select", "take", "take_along_dim", "nonzero",
@@ -452,9 +453,9 @@ def _reduce_identity(xp, reduce: str, dtype):
         return 0
     if reduce == "prod":
         return 1
-    info = xp.finfo(dtype) if dtype.kind == "f" else xp.iinfo(dtype)
-    return (-xp.inf if dtype.kind == "f" else info.min) if reduce == "amax" else (
-        xp.inf if dtype.kind == "f" else info.max)
+    info = xp.finfo(dtype) if dtype.kind in FLOATING_KINDS else xp.iinfo(dtype)
+    return (-xp.inf if dtype.kind in FLOATING_KINDS else info.min) if reduce == "amax" else (
+        xp.inf if dtype.kind in FLOATING_KINDS else info.max)
 
 
 def _scatter_reduce_fwd(xp, x, index, src, *, dim, reduce, include_self):
@@ -467,7 +468,7 @@ def _scatter_reduce_fwd(xp, x, index, src, *, dim, reduce, include_self):
     if reduce == "mean":
         count = xp.full(x.shape, int(include_self), x.dtype)
         xp.add.at(count, key, 1)
-        out = out / xp.maximum(count, 1) if x.dtype.kind == "f" else out // xp.maximum(count, 1)
+        out = out / xp.maximum(count, 1) if x.dtype.kind in FLOATING_KINDS else out // xp.maximum(count, 1)
     return out.astype(x.dtype, copy=False)
 
 

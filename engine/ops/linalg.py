@@ -16,6 +16,7 @@ from ..core.dispatch import apply
 from .movement import cat, narrow
 from ..core.registry import ALL, NONE, OTHERS, Op
 from ._util import Tensor, _wrap_dim, sum_to
+from ..base.dtype import FLOATING_KINDS, widened
 
 __all__ = ["matmul", "mm", "bmm", "mv", "dot", "vdot", "inner", "outer", "ger", "addmm", "baddbmm",
            "einsum", "tensordot", "trace", "diag", "diagonal", "kron"]
@@ -65,11 +66,12 @@ def _matmul_cost(input_shapes, output_shape) -> int:
     return 2 * math.prod(output_shape) * (a[-1] if a else 1)
 
 
-_matmul = Op("matmul", _matmul_fwd, _matmul_vjp, saves=OTHERS, out_form="matmul", cost=_matmul_cost,
+_matmul = Op("matmul", widened(_matmul_fwd), _matmul_vjp, saves=OTHERS, out_form="matmul", cost=_matmul_cost,
              operator="matmul", aliases=("mm", "bmm", "mv", "dot", "vdot"))
 
 # PyTorch's C++ names for dtypes in "expected m1 and m2 to have the same dtype" messages
-_C_NAMES = {"float32": "float", "float64": "double", "float16": "c10::Half", "int64": "long int",
+_C_NAMES = {"float32": "float", "float64": "double", "float16": "c10::Half", "bfloat16": "c10::BFloat16",
+            "int64": "long int",
             "int32": "int", "int16": "short int", "int8": "signed char", "uint8": "unsigned char",
             "bool": "bool"}
 
@@ -243,7 +245,7 @@ def _operand_grad(g, res, sub, other_subs, others, x, eq):
     return apply(_einsum, gx, *extras, eq=f"{','.join([target, *extra_subs])}->{''.join(out_sub)}")
 
 
-_einsum = Op("einsum", _einsum_fwd, _einsum_vjp, promote="common", saves=OTHERS, aliases=("tensordot",))
+_einsum = Op("einsum", widened(_einsum_fwd), _einsum_vjp, promote="common", saves=OTHERS, aliases=("tensordot",))
 
 
 def _einsum_error(msg: str, eq: str) -> RuntimeError:
@@ -463,7 +465,7 @@ def qr(A: Tensor, mode: str = "reduced") -> QRResult:
                            f"(default), 'r', or 'complete'")
     if A.ndim < 2:
         raise RuntimeError(f"linalg.qr: The input tensor A must have at least 2 dimensions (got {A.ndim}-D)")
-    if A._data.dtype.kind != "f":
+    if A._data.dtype.kind not in FLOATING_KINDS:
         raise RuntimeError(f"linalg.qr: Expected a floating point or complex tensor as input. "
                            f"Got {A.dtype.name.capitalize()}")
     out = apply(_qr, A, mode=mode)
@@ -552,7 +554,7 @@ def _check_cholesky(name: str, A) -> None:
     if A.shape[-1] != A.shape[-2]:
         raise RuntimeError(f"{name}: A must be batches of square matrices, but they are "
                            f"{A.shape[-2]} by {A.shape[-1]} matrices")
-    if A._data.dtype.kind != "f":
+    if A._data.dtype.kind not in FLOATING_KINDS:
         raise RuntimeError(f"{name}: Expected a floating point or complex tensor as input. "
                            f"Got {A.dtype.name.capitalize()}")
 

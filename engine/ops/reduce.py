@@ -16,6 +16,7 @@ from ..base import backend as _backend
 from ..core.dispatch import apply
 from ..core.registry import NONE, OTHERS, Op
 from ._util import Tensor, norm_dims
+from ..base.dtype import FLOATING_KINDS, widened
 
 __all__ = ["sum", "mean", "prod", "max", "min", "amax", "amin", "argmax", "argmin", "var", "std",
            "var_mean", "std_mean", "logsumexp", "norm", "cumsum", "cumprod", "all", "any",
@@ -118,7 +119,7 @@ def _sum_fwd(xp, x, *, dims, keepdim, dtype):
     return x.sum(axis=dims, keepdims=keepdim, dtype=dtype)
 
 
-_sum = Op("sum", _sum_fwd,
+_sum = Op("sum", widened(_sum_fwd),
           lambda g, out, x, *, dims, keepdim, dtype: (_expand_back(g, x, dims, keepdim).to(x.dtype),),
           saves=NONE)
 
@@ -131,7 +132,7 @@ def _mean_vjp(g, out, x, *, dims, keepdim, dtype):
     return ((_expand_back(g, x, dims, keepdim) / _count(x._data.shape, dims)).to(x.dtype),)
 
 
-_mean = Op("mean", _mean_fwd, _mean_vjp, saves=NONE)
+_mean = Op("mean", widened(_mean_fwd), _mean_vjp, saves=NONE)
 
 
 def _prod_fwd(xp, x, *, dim, keepdim, dtype):
@@ -170,7 +171,7 @@ def _prod_others_vjp(g, out, x, *, dim):
     return (gx.transpose(dim, -1),)
 
 
-_prod = Op("prod", _prod_fwd, _prod_vjp, save_output=True)
+_prod = Op("prod", widened(_prod_fwd), _prod_vjp, save_output=True)
 _prod_others = Op("prod_others", _prod_others_fwd, _prod_others_vjp)
 
 
@@ -182,13 +183,13 @@ def _int_acc(x: Tensor, dtype):
 
 
 def sum(input, dim=None, keepdim: bool = False, *, dtype=None):
-    if dim is None and dtype is None and input._data.dtype.kind == "f":
+    if dim is None and dtype is None and input._data.dtype.kind in FLOATING_KINDS:
         return apply(_sum, input, dims=None, keepdim=keepdim, dtype=None)
     return apply(_sum, input, dims=_dims(input, dim, "sum"), keepdim=keepdim, dtype=_int_acc(input, dtype))
 
 
 def mean(input, dim=None, keepdim: bool = False, *, dtype=None):
-    if input._data.dtype.kind != "f" and dtype is None:
+    if input._data.dtype.kind not in FLOATING_KINDS and dtype is None:
         raise RuntimeError(f"mean(): could not infer output dtype. Input dtype must be either a "
                            f"floating point or complex dtype. Got: {input.dtype.name.capitalize()}")
     return apply(_mean, input, dims=_dims(input, dim, "mean"), keepdim=keepdim,
@@ -310,12 +311,12 @@ def _std_fwd(xp, x, **params):
 # 1/x where x != 0 and 0 where x == 0; its derivative -1/x^2 is then -out^2 everywhere
 _recip_nonzero = Op("recip_nonzero", lambda xp, x: _backend.divide_where(xp, 1, x, x != 0),
                     lambda g, out, x: (-g * out * out,), saves=NONE, save_output=True, elementwise=True)
-_var = Op("var", _var_fwd, _var_vjp)
-_std = Op("std", _std_fwd, _std_vjp, save_output=True)
+_var = Op("var", widened(_var_fwd), _var_vjp)
+_std = Op("std", widened(_std_fwd), _std_vjp, save_output=True)
 
 
 def _var_args(input, dim, unbiased, keepdim, correction, op: str):
-    if input._data.dtype.kind != "f":
+    if input._data.dtype.kind not in FLOATING_KINDS:
         raise RuntimeError(f"std and var only support floating point and complex dtypes "
                            f"({op}() got {input.dtype.name.capitalize()})")
     if isinstance(dim, bool):
@@ -352,7 +353,7 @@ def _lse_fwd(xp, x, *, dims, keepdim):
                                             if not (dims is None or i in dims)])
 
 
-_logsumexp = Op("logsumexp", _lse_fwd,
+_logsumexp = Op("logsumexp", widened(_lse_fwd),
                 lambda g, out, x, *, dims, keepdim: (_expand_back(g, x, dims, keepdim)
                                                      * (x - _expand_back(out, x, dims, keepdim)).exp(),),
                 promote="float", save_output=True)
@@ -391,12 +392,12 @@ def _norm_vjp(g, out, x, *, ord, dims, keepdim):
     return (gx * x.sign() * x.abs() ** (ord - 1) * r ** (ord - 1),)
 
 
-_norm = Op("norm", _norm_fwd, _norm_vjp, save_output=True)
+_norm = Op("norm", widened(_norm_fwd), _norm_vjp, save_output=True)
 
 
 def vector_norm(x, ord=2, dim=None, keepdim: bool = False, *, dtype=None):
     """``torch.linalg.vector_norm``: the ord-norm of ``x`` flattened over ``dim``."""
-    if x._data.dtype.kind != "f":
+    if x._data.dtype.kind not in FLOATING_KINDS:
         raise RuntimeError(f"linalg.vector_norm: Expected a floating point or complex tensor as input. "
                            f"Got {x.dtype.name.capitalize()}")
     if dtype is not None:
@@ -425,7 +426,7 @@ def _cumsum_fwd(xp, x, *, dim, reverse, dtype):
     return xp.cumsum(x, axis=dim, dtype=dtype)
 
 
-_cumsum = Op("cumsum", _cumsum_fwd,
+_cumsum = Op("cumsum", widened(_cumsum_fwd),
              lambda g, out, x, *, dim, reverse, dtype: (apply(_cumsum, g, dim=dim, reverse=not reverse,
                                                               dtype=None).to(x.dtype),),
              saves=NONE)
@@ -471,7 +472,7 @@ def _cumprod_grad_zeros_fwd(xp, x, g, y, *, dim):
     return xp.moveaxis(xp.where(pos == z, at_z, grad), -1, dim)
 
 
-_cumprod = Op("cumprod", _cumprod_fwd, _cumprod_vjp, save_output=True)
+_cumprod = Op("cumprod", widened(_cumprod_fwd), _cumprod_vjp, save_output=True)
 _cumprod_grad_zeros = Op("cumprod_grad_zeros", _cumprod_grad_zeros_fwd)
 
 

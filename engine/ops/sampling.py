@@ -14,12 +14,13 @@ from ..core.random import (BERNOULLI_, CAUCHY_, EXPONENTIAL_, GEOMETRIC_, LOG_NO
                            RANDOM_, UNIFORM_)
 from ._util import Tensor
 from .compare import TORCH_NAMES
+from ..base.dtype import FLOATING_KINDS
 
 __all__ = ["multinomial"]
 
 
 def _floating(t: Tensor, what: str) -> None:
-    if t._data.dtype.kind != "f":
+    if t._data.dtype.kind not in FLOATING_KINDS:
         raise NotImplementedError(f'"{what}" not implemented for \'{TORCH_NAMES[t._data.dtype.name]}\'')
 
 
@@ -88,7 +89,7 @@ def multinomial(input: Tensor, num_samples: int, replacement: bool = False, *, g
     """``num_samples`` category indices per row of ``input`` (1-D or 2-D non-negative weights)."""
     if input._data.ndim not in (1, 2):
         raise RuntimeError("prob_dist must be 1 or 2 dim")
-    if input._data.dtype.kind != "f":
+    if input._data.dtype.kind not in FLOATING_KINDS:
         raise RuntimeError(f"multinomial only supports floating-point dtypes for input, "
                            f"got: {TORCH_NAMES[input._data.dtype.name]}")
     n_cat = input._data.shape[-1]

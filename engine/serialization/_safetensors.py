@@ -38,6 +38,7 @@ from ..base.device import device as Device
 from ..core.tensor import Tensor
 from ._errors import CheckpointError
 from ._storage import place
+from ..base.dtype import FLOATING_KINDS
 
 FORMAT = "tapelab"
 VERSION = "1"
@@ -49,6 +50,8 @@ _ST_DTYPES = {"BOOL": "bool", "U8": "uint8", "I8": "int8", "I16": "int16", "I32"
               "F8_E5M2": "float8_e5m2", "F8_E8M0": "float8_e8m0fnu", "F8_E4M3FNUZ": "float8_e4m3fnuz",
               "F8_E5M2FNUZ": "float8_e5m2fnuz", "F6_E2M3": "float6_e2m3", "F6_E3M2": "float6_e3m2",
               "F4": "float4_e2m1"}
+
+_NP = {st: _dtype._by_name(name).np for st, name in _ST_DTYPES.items() if name in _dtype._BY_NAME}
 
 
 def is_state_dict(obj) -> bool:
@@ -96,7 +99,7 @@ def digest(metadata: dict[str, str], arrays: dict[str, np.ndarray]) -> str:
 def read(where: str, data: bytes, map_location):
     metadata = _header_metadata(where, data)
     try:
-        arrays = safetensors.numpy.load(data)
+        arrays = _arrays(data)
     except (safetensors.SafetensorError, ValueError, TypeError, KeyError) as e:
         raise CheckpointError(where, f"corrupt or truncated checkpoint ({e})") from None
     if not _ours(metadata):
@@ -111,6 +114,12 @@ def read(where: str, data: bytes, map_location):
         return _decode(json.loads(metadata["tapelab.tree"]), arrays, {}, map_location)
     except (ValueError, KeyError, TypeError, IndexError, StopIteration, RecursionError) as e:
         raise CheckpointError(where, f"malformed object tree ({type(e).__name__}: {e})") from None
+
+
+def _arrays(data: bytes) -> dict[str, np.ndarray]:
+    """``safetensors.numpy.load`` with tapelab's dtypes: numpy has no BF16, ml_dtypes' bfloat16 reads it."""
+    return {name: np.frombuffer(view["data"], dtype=_NP[view["dtype"]]).reshape(view["shape"])
+            for name, view in safetensors.deserialize(data)}
 
 
 def _ours(metadata: dict) -> bool:
@@ -176,7 +185,7 @@ def _decode(node, arrays: dict, made: dict, map_location):
                 raise ValueError(f"tensor node {node!r}: expected a name, a device string and two booleans")
             _device(dev)
             arr = arrays[value]
-            if grad and arr.dtype.kind not in "fc":
+            if grad and arr.dtype.kind not in FLOATING_KINDS:
                 raise ValueError(f"tensor {value!r} of dtype {arr.dtype} is marked requires_grad; only "
                                  "floating point tensors can require gradients")
             t = made[value] = _tensor(arr, dev, map_location, grad, param)
