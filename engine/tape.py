@@ -27,7 +27,9 @@ from __future__ import annotations
 
 import math
 import threading
+import warnings
 import weakref
+from collections import deque
 from dataclasses import dataclass, field, fields
 from typing import Sequence
 
@@ -138,14 +140,14 @@ def _sample(t, limit: int | None, copy: bool) -> Sample | None:
         return None
     d = t._data
     if type(d) is np.ndarray:                        # the host: no meta, no transfer
-        if d.dtype.kind not in "biufV":
+        if d.dtype.kind not in "biuf":
             return None
         size = d.size
         if limit is None or size <= limit:
             return Sample(d.flatten() if copy else d.reshape(-1), size)
         step = -(-size // limit)
         return Sample(d.reshape(-1)[::step].copy() if d.flags.c_contiguous else d.flat[::step], size)
-    if t._device.type == "meta" or d.dtype.kind not in "biufV":    # meta: no values
+    if t._device.type == "meta" or d.dtype.kind not in "biuf":    # meta: no values
         return None
     xp = t._device.xp
     view = d
@@ -266,19 +268,28 @@ class tape:
     Args:
         keep_values: also store value summaries of outputs and gradient summaries, and keep
             the tensors (and nodes) alive; by default only weak references are held.
+        max_records: keep at most this many records, the latest (None: no cap). A tape left
+            open around a long loop otherwise grows by one record per op (a small MLP step
+            makes about a hundred). Past the cap the oldest record is dropped for each new
+            one: ``t.dropped`` counts them and the first drop warns (``RuntimeWarning``).
 
     ``t.nodes`` is the list of ``TapeNode`` records in order; ``len(t)``, iteration,
     ``t.to_dict()`` (JSON-serialisable), ``t.clear()``. Tapes nest: each records what
     happens in its own scope. Leaving the scope stops recording, also on an exception.
+    A record's ``index`` counts every record made, dropped ones included.
 
     A tape records the thread that opened it: ops and backward nodes other threads run
     meanwhile are not its records (``events`` subscriptions are process-wide; the tape's
     handlers pass on only its own thread's events to ``record_op``/``record_step``).
     """
 
-    def __init__(self, keep_values: bool = False):
+    def __init__(self, keep_values: bool = False, max_records: int | None = None):
+        if max_records is not None and (type(max_records) is not int or max_records < 1):
+            raise ValueError(f"tapelab.tape: max_records must be a positive int or None, got {max_records!r}")
         self.keep_values = keep_values
-        self._nodes: list[TapeNode] = []
+        self.max_records = max_records
+        self.dropped = 0              # records dropped past max_records (or by a streaming subclass)
+        self._nodes = [] if max_records is None else deque(maxlen=max_records)
         self._by_seq: dict[int, TapeNode] = {}
         self._subs: list = []
 
@@ -304,31 +315,46 @@ class tape:
             sub.unsubscribe()
         self._subs = []
 
+    def _settle(self) -> None:
+        """Complete the records before they are read (a streaming subclass fills summaries late)."""
+
     @property
     def nodes(self) -> list:
-        """The ``TapeNode`` records, in order."""
-        return self._nodes
-
-    @nodes.setter
-    def nodes(self, value: list) -> None:
-        self._nodes = value
+        """The ``TapeNode`` records, in order (a copy when ``max_records`` is set)."""
+        self._settle()
+        nodes = self._nodes
+        return nodes if type(nodes) is list else list(nodes)
 
     @property
     def recording(self) -> bool:
         return bool(self._subs)
 
     def __len__(self) -> int:
-        return len(self.nodes)
+        return len(self._nodes)
 
     def __iter__(self):
         return iter(self.nodes)
 
     def __getitem__(self, i):
-        return self.nodes[i]
+        if type(i) is slice:
+            return self.nodes[i]
+        self._settle()
+        return self._nodes[i]
 
     def clear(self) -> None:
-        self.nodes.clear()
+        self._nodes.clear()
         self._by_seq.clear()
+        self.dropped = 0
+
+    def _drop_oldest(self) -> None:
+        """Make room for one record under ``max_records``: forget the oldest (and warn, once)."""
+        old = self._nodes[0]
+        if old.seq is not None and self._by_seq.get(old.seq) is old:
+            del self._by_seq[old.seq]
+        if not self.dropped:
+            warnings.warn(f"tapelab.tape: max_records={self.max_records} reached; the oldest records are "
+                          f"dropped from now on (tape.dropped counts them)", RuntimeWarning, stacklevel=2)
+        self.dropped += 1
 
     def forward_record(self, seq: int | None) -> TapeNode | None:
         """The forward record of the op with this ``seq`` (a node's ``tape_seq``), if recorded."""
@@ -346,7 +372,8 @@ class tape:
 
     def __repr__(self) -> str:
         c = self.counts()
-        return f"<tapelab.tape: {c['forward']} forward, {c['backward']} backward records>"
+        dropped = f", {self.dropped} dropped" if self.dropped else ""
+        return f"<tapelab.tape: {c['forward']} forward, {c['backward']} backward records{dropped}>"
 
     # ------------------------------------------------------------ the sink API
     # Records are built positionally (TapeNode's field order): keyword calls of a 21-field
@@ -355,6 +382,8 @@ class tape:
         """The ``op`` event handler: append the op's record and return it. Override to decide
         per event (call this to record), e.g. to stream records or only count them."""
         nodes = self._nodes
+        if len(nodes) == self.max_records:
+            self._drop_oldest()
         running = running_node()
         res = ev.tensors[1] if ev.tensors else None
         if self.keep_values:
@@ -371,7 +400,7 @@ class tape:
                 refs = (_weakref(res), _weakref(fn) if fn is not None else None)
         shape = ev.shape
         rec = TapeNode(
-            len(nodes), "forward", ev.op, ev.seq,
+            self.dropped + len(nodes), "forward", ev.op, ev.seq,
             running.tape_seq if running is not None else None,
             "forward" if running is None else "backward",
             ev.inputs, ev.output, ev.input_shapes, shape, (shape,), ev.dtype, ev.device, ev.requires_grad,
@@ -383,6 +412,8 @@ class tape:
     def record_step(self, step: events.BackwardStep) -> TapeNode:
         """The ``backward_step`` event handler: append the node's record and return it (the
         op's forward record, with ``keep_values``, also gets its gradient summary)."""
+        if len(self._nodes) == self.max_records:
+            self._drop_oldest()
         node = step.node
         seq = node.tape_seq
         fwd = self._by_seq.get(seq) if seq is not None else None
@@ -395,7 +426,7 @@ class tape:
         name = node.name()
         # shapes straight from the arrays (plain tuples of ints, as tuple(t.shape) gives)
         rec = TapeNode(
-            len(self._nodes), "backward", name, None, seq, "backward", (), None,
+            self.dropped + len(self._nodes), "backward", name, None, seq, "backward", (), None,
             tuple([tuple(g._data.shape) if g is not None else None for g in gouts]),
             tuple(first._data.shape) if first is not None else (),
             tuple([tuple(g._data.shape) if g is not None else None for g in step.grad_inputs]),

@@ -11,7 +11,7 @@ from tapelab.widgets.viewmodel import (MIME, SCHEMA, VERSION, GraphBuilder, dot_
                                        graph_from_tape, to_dot, to_html)
 
 NODE_KEYS = {"id", "kind", "label", "op", "index", "seq", "forward_seq", "group", "module", "shape", "input_shapes",
-             "dtype", "device", "requires_grad", "start_ns", "time_ns", "value", "grad", "grad_ops"}
+             "dtype", "device", "requires_grad", "start_ns", "time_ns", "value", "grad", "grad_ops", "source"}
 
 
 class Block(nn.Module):
@@ -345,4 +345,6 @@ def test_live_tape_records_one_step_per_delta_in_a_steady_loop():
     em, sm = every.graph()["meta"], sampled.graph()["meta"]
     assert (sm["steps"], sm["folded"], sm["forward"], sm["backward"]) == \
         (em["steps"], em["folded"], em["forward"], em["backward"]) == (30, 29, em["forward"], em["backward"])
-    assert len(sampled.nodes) * 5 < len(every.nodes)       # records made: a few steps' worth
+    made = [t.dropped + len(t.nodes) for t in (sampled, every)]
+    assert made[0] * 5 < made[1]                           # records made: a few steps' worth
+    assert len(every.nodes) < made[1] / 5                  # records kept: the last `window` steps

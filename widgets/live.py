@@ -6,6 +6,7 @@ the JupyterLab side panel): one recorder, several sinks.
 from __future__ import annotations
 
 import time
+from collections import deque
 
 from tapelab.autograd.engine import running_node
 from tapelab.tape import SAMPLE, TapeNode, sample, summarize_samples, tape
@@ -28,6 +29,13 @@ class LiveTape(tape):
         summaries: add value and gradient summaries to each record (``tapelab.tape.summarize``
             over a strided sample of ``SAMPLE`` values, so cheap; no tensor is kept alive,
             unlike ``tapelab.tape(keep_values=True)``).
+        window: training steps whose records are kept (``nodes``), the latest ones; records of
+            earlier steps are dropped once the view model has them (``dropped`` counts them).
+
+    Memory is bounded whatever the loop's length: the view model holds at most ``max_nodes``
+    nodes (a repeated step folds into the first one shown: its counts go up and its summaries
+    become the latest step's), and the records of at most ``window`` recorded steps, or of
+    ``2 * max_nodes`` records when no step ends, are kept.
 
     A steady training loop (its steps folding, ``GraphBuilder``) is recorded one step per delta:
     the steps between are counted (ops, backward nodes, one folded step each) and make no
@@ -36,7 +44,9 @@ class LiveTape(tape):
     """
 
     def __init__(self, sinks=(), rate: float = 30.0, max_nodes: int = 5000, summaries: bool = True,
-                 title: str = ""):
+                 title: str = "", window: int = 4):
+        if type(window) is not int or window < 1:
+            raise ValueError(f"LiveTape: window must be a positive int, got {window!r}")
         self._pending: list = []      # (sample or None, ((record, attr), ...)), in order
         self._unbuilt: list = []      # records not given to the builder yet, in order
         self._bound = 0               # most nodes they can make
@@ -46,6 +56,8 @@ class LiveTape(tape):
         self.interval = 1.0 / rate
         self.builder = GraphBuilder(title=title, max_nodes=max_nodes)
         self.max_nodes = max_nodes
+        self.window = window
+        self._marks: deque = deque()  # index of the first record of each recorded step in the window
         self._last = 0.0
         self._counting = False        # past the cap: events are counted, no record is made
         self._skip = False            # this step is counted, not recorded (a steady loop between deltas)
@@ -57,15 +69,9 @@ class LiveTape(tape):
     # Summaries are taken in two halves: per op only a small copy of a strided sample is kept
     # (``_pending``); the statistics of all pending samples are computed together, in a few
     # array calls, before the next delta is taken (``flush``) or the records are read.
-    @property
-    def nodes(self) -> list:
+    def _settle(self) -> None:
         if self._pending:
             self._resolve()
-        return super().nodes
-
-    @nodes.setter
-    def nodes(self, value: list) -> None:
-        tape.nodes.fset(self, value)
 
     def _queue(self, t, targets: tuple) -> None:
         self._pending.append((sample(t, SAMPLE), targets))
@@ -144,6 +150,23 @@ class LiveTape(tape):
         self._skip = self.builder.streak >= 2 and now - self._recorded_at < self.interval
         if not self._skip:
             self._recorded_at = now
+            self._marks.append(self.dropped + len(self._nodes))
+            if len(self._marks) > self.window:
+                self._marks.popleft()
+                self._forget(self._marks[0] - self.dropped)
+
+    def _forget(self, k: int) -> None:
+        """Drop the ``k`` oldest records: the builder has them (``_build`` ran) and their pending
+        summaries are resolved first (a folded record reaches its node through ``aliases``)."""
+        if self._pending:
+            self._resolve()
+        nodes, by_seq, aliases = self._nodes, self._by_seq, self.builder.aliases
+        for rec in nodes[:k]:
+            if rec.seq is not None and by_seq.get(rec.seq) is rec:
+                del by_seq[rec.seq]
+            aliases.pop(rec.index, None)
+        del nodes[:k]
+        self.dropped += k
 
     # Records reach the builder in batches too (``_build``: at each delta, or when the cap is
     # near), in order, so a delta holds exactly what adding them one by one would give.
@@ -166,7 +189,7 @@ class LiveTape(tape):
     def _added(self, rec) -> None:
         self._unbuilt.append(rec)
         self._bound += 1 + len(rec.inputs)
-        if rec.index >= 2 * self.max_nodes or self.builder.truncated:   # (index: records before it)
+        if len(self._unbuilt) >= 2 * self.max_nodes or self.builder.truncated:
             self._build()
             if self.builder.truncated:
                 self.clear()               # past the cap only counts matter
