@@ -28,6 +28,8 @@ from .ops.movement import *  # noqa: F401,F403
 from .ops.reduce import *  # noqa: F401,F403
 from .ops.sampling import *  # noqa: F401,F403
 from .ops.sort import *  # noqa: F401,F403
+from .ops.sparse import *  # noqa: F401,F403
+from .base.layout import layout, sparse_coo, strided
 from .core.random import Generator, default_generator, get_rng_state, initial_seed, manual_seed, seed, set_rng_state
 from .serialization import CheckpointError, load, save
 from .tape import tape
@@ -37,7 +39,7 @@ install_methods(Tensor)
 
 # the layers above the core (each imports only what is above it here)
 from . import (accelerator, autograd, backends, cuda, distributed, linalg, multiprocessing, nn,  # noqa: E402
-               optim, utils)
+               optim, sparse, utils)
 from .base.runtime import *  # noqa: E402,F401,F403  (set_num_threads, set_default_device, ...)
 from . import debug, fx, graphs, profiler  # noqa: E402
 from ._nn_toplevel import *  # noqa: E402,F401,F403  (torch.softmax, torch.conv2d, Tensor.softmax, ...)

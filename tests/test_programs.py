@@ -50,7 +50,7 @@ CASES = [
     Case("transformer_lm", 1, (("norm_first", True),)),
     Case("gcn", 10, (("legacy", False),)),
     Case("gcn", 10, (("legacy", True),)),
-    Case("gcn", 10, (("sparse", True), ("legacy", False)), missing="torch.sparse_coo_tensor and torch.spmm"),
+    Case("gcn", 10, (("sparse", True), ("legacy", False))),
     Case("resnet_surgery", 2),
     Case("lbfgs_fit", 4),
     Case("lbfgs_fit", 4, (("line_search_fn", None),)),

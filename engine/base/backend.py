@@ -7,6 +7,7 @@ libraries agree, which is nearly everywhere (cupy >= 13 has ``add.at``, ``lib.st
 Where they differ, the forward calls a shim from here instead of branching itself:
 
 - ``special(xp)``: ``scipy.special`` or ``cupyx.scipy.special`` (erf, erfinv, ...);
+- ``coo.sparse_module(xp)``: ``scipy.sparse`` or ``cupyx.scipy.sparse`` (sparse COO products);
 - ``asnumpy(xp, a)``: a host copy (cupy arrays refuse implicit conversion);
 - ``host(xp, a)``: a numpy array built on the host, moved into ``xp`` (index tables);
 - ``divide_where(xp, a, b, where)``: cupy ufuncs take no ``where=``;
@@ -25,6 +26,7 @@ import importlib
 
 import numpy as np
 
+from .coo import COOArray
 from .simarray import SimArray, _SimNamespace
 from .device import device
 
@@ -85,6 +87,8 @@ def ufunc_at(xp, name: str, target, index, values) -> None:
 
 def transfer(arr, dev):
     """Copy ``arr`` (numpy or cupy) onto device ``dev``: the forward of every device move."""
+    if type(arr) is COOArray:       # a sparse tensor's data: both of its arrays move
+        return arr.moved(dev.xp, lambda a: transfer(a, dev))
     xp = dev.xp
     if dev.type == "cpu":
         get = getattr(arr, "get", None)         # cupy -> numpy

@@ -148,6 +148,8 @@ def _grad_extras(t) -> list:
 
 
 def tensor_repr(t) -> str:
+    if t.is_sparse:
+        return _coo_repr(t)
     if t.device.type == "meta":      # no values: PyTorch's placeholder
         extras = ["device='meta'", f"size={tuple(t.shape)}"] + \
             ([f"dtype={t.dtype!r}"] if t.dtype is not float32 else []) + _grad_extras(t)
@@ -166,14 +168,33 @@ def tensor_repr(t) -> str:
     return _add_suffixes(prefix + body, extras, len(prefix))
 
 
-def _add_suffixes(text: str, suffixes: list, indent: int) -> str:
-    """``, dtype=...`` and the other suffixes, each on a new line where it would pass ``linewidth``."""
+def _coo_repr(t) -> str:
+    """A sparse COO tensor as PyTorch prints it: its indices and values, then size, nnz, layout."""
+    data, indent = t._data, len("tensor(")
+    parts = []
+    for name, arr in (("indices", data.indices), ("values", data.values)):
+        arr = arr.get() if hasattr(arr, "get") else arr      # cupy: a host copy
+        prefix = f"{name}=tensor("
+        body = array_str(arr, indent + len(prefix)) + (f", size={tuple(arr.shape)}" if arr.size == 0 else "")
+        parts.append(prefix + body + ")")
+    extras = [f"device='{t.device}'"] if t.device.type != "cpu" else []
+    extras += [f"size={tuple(t.shape)}", f"nnz={data.nnz}"]
+    if t.dtype not in _NO_SUFFIX:
+        extras.append(f"dtype={t.dtype!r}")
+    extras += [f"layout={t.layout!r}"] + _grad_extras(t)
+    return _add_suffixes("tensor(" + (",\n" + " " * indent).join(parts), extras, indent, force_newline=True)
+
+
+def _add_suffixes(text: str, suffixes: list, indent: int, force_newline: bool = False) -> str:
+    """``, dtype=...`` and the other suffixes, each on a new line where it would pass ``linewidth``
+    (the first one always, for a sparse tensor)."""
     parts = [text]
     last = len(text) - text.rfind("\n") + 1
     for suffix in suffixes:
-        if last + len(suffix) + 2 > PRINT_OPTS.linewidth:
+        if force_newline or last + len(suffix) + 2 > PRINT_OPTS.linewidth:
             parts.append(",\n" + " " * indent + suffix)
             last = indent + len(suffix)
+            force_newline = False
         else:
             parts.append(", " + suffix)
             last += len(suffix) + 2

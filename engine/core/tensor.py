@@ -16,7 +16,9 @@ import numpy as np
 from ..base import dtype as _dtype
 from ..base.dispatch_state import STATE as _DISPATCH
 from ..base.dtype import from_np
+from ..base.coo import COOArray
 from ..base.device import CPU, device as _device_cls
+from ..base.layout import sparse_coo, strided
 from ..base.repr import tensor_repr
 
 __all__ = ["Tensor", "Size", "sum_to", "unbroadcast"]
@@ -96,8 +98,34 @@ class Tensor:
 
     # the devices, layouts and representations tapelab has none of: False, as PyTorch reports
     # them for a dense cpu tensor
-    is_xpu = is_mps = is_mkldnn = is_quantized = is_sparse = is_sparse_csr = is_nested = \
+    is_xpu = is_mps = is_mkldnn = is_quantized = is_sparse_csr = is_nested = \
         is_vulkan = is_ipu = is_xla = is_maia = is_mtia = property(lambda self: False)
+
+    @property
+    def is_sparse(self) -> bool:
+        """A sparse COO tensor: its data is a ``COOArray`` (``base/coo.py``) instead of an ndarray."""
+        return type(self._data) is COOArray
+
+    @property
+    def layout(self):
+        return sparse_coo if type(self._data) is COOArray else strided
+
+    def _coo(self, what: str) -> COOArray:
+        if type(self._data) is not COOArray:
+            raise RuntimeError(f"{what} expected sparse coordinate tensor layout but got Strided")
+        return self._data
+
+    def is_coalesced(self) -> bool:
+        return self._coo("is_coalesced").coalesced
+
+    def _nnz(self) -> int:
+        return self._coo("_nnz").nnz
+
+    def sparse_dim(self) -> int:
+        return self._data.sparse_dim if type(self._data) is COOArray else 0
+
+    def dense_dim(self) -> int:
+        return self._data.dense_dim if type(self._data) is COOArray else self._data.ndim
 
     def is_conj(self) -> bool:
         return False
@@ -194,6 +222,8 @@ class Tensor:
                 raise TypeError(f"can't convert {self._device} device type tensor to numpy. "
                                 "Use Tensor.cpu() to copy the tensor to host memory first.")
             return self._device.xp.asnumpy(self._data)
+        if type(self._data) is COOArray:
+            raise TypeError("can't convert Sparse layout tensor to numpy. Use Tensor.to_dense() first.")
         if self.requires_grad and not force:
             raise RuntimeError("Can't call numpy() on Tensor that requires grad. "
                                "Use tensor.detach().numpy() instead.")

@@ -1,0 +1,23 @@
+"""``tapelab.strided`` and ``tapelab.sparse_coo``: the memory layouts a tensor reports as ``.layout``."""
+from __future__ import annotations
+
+__all__ = ["layout", "strided", "sparse_coo"]
+
+
+class layout:
+    """A tensor layout, as ``torch.layout``: compare with ``is`` (there is one object per layout)."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __repr__(self) -> str:
+        return "tapelab." + self.name
+
+    def __reduce__(self):
+        return self.name     # pickles as the module attribute, so identity survives a round trip
+
+
+strided = layout("strided")
+sparse_coo = layout("sparse_coo")

@@ -1,0 +1,276 @@
+"""Sparse COO tensors: construction, conversion, structure and the sparse products.
+
+A sparse tensor is a Tensor whose data is a ``COOArray`` (``base/coo.py``), so every op here
+is an ordinary declared ``Op`` and the tape, modes and autograd see it. Dense ops need no
+sparse variant where the array answers them (``+``, scalar ``*``, ``t()``, ``mm``/``matmul``/
+``@`` with a dense right operand, whose vjp gives the sparse operand a dense gradient as
+PyTorch's does); every other dense op on a sparse tensor raises PyTorch's NotImplementedError.
+``torch.sparse.mm`` is its own op because its gradient to the sparse operand is sparse, with
+that operand's pattern.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..base.coo import COOArray
+from ..base.dtype import int64
+from ..base.layout import sparse_coo
+from ..core.creation import tensor as _tensor
+from ..core.dispatch import apply
+from ..core.registry import NONE, OTHERS, Op
+from ._util import Tensor, _wrap_dim
+from .linalg import mm
+
+__all__ = ["sparse_coo_tensor", "spmm"]
+METHODS = ("to_dense", "to_sparse", "coalesce", "sparse_mask")
+OPERATORS = {}
+
+
+def _is_coo(t) -> bool:
+    return isinstance(t, Tensor) and type(t._data) is COOArray
+
+
+def _require_coo(t: Tensor, name: str) -> COOArray:
+    return t._coo(name)
+
+
+# ---------------------------------------------------------------- construction
+def _values_at(g: Tensor, indices: Tensor) -> Tensor:
+    """The entries of ``g`` (dense, or sparse made dense) at each column of ``indices``."""
+    dense = g.to_dense()
+    return dense[tuple(indices.unbind(0))] if indices.shape[1] else dense.new_zeros((0,) + dense.shape[indices.shape[0]:])
+
+
+_coo = Op("sparse_coo_tensor",
+          lambda xp, indices, values, *, size, coalesced: COOArray(xp, indices, values, size, coalesced),
+          lambda g, out, indices, values, *, size, coalesced: (None, _values_at(g, indices)), saves=NONE)
+
+
+def sparse_coo_tensor(indices, values, size=None, *, dtype=None, device=None, requires_grad: bool = False,
+                      check_invariants=None, is_coalesced=None) -> Tensor:
+    """A sparse COO tensor with ``values[k]`` at ``indices[:, k]`` (``torch.sparse_coo_tensor``).
+
+    Args:
+        indices: ``(sparse_dim, nnz)`` integers; values: ``(nnz, *dense_dims)``; size: the full
+            shape (default: one past the largest index per sparse dim, then the dense dims).
+
+    >>> s = tapelab.sparse_coo_tensor([[0, 1], [1, 0]], [2.0, 3.0], (2, 2))
+    >>> s.to_dense()
+    tensor([[0., 2.],
+            [3., 0.]])
+    """
+    if not isinstance(values, Tensor):
+        values = _tensor(values, dtype=dtype, device=device)
+    if not isinstance(indices, Tensor):
+        indices = _tensor(indices, dtype=int64, device=values.device)
+    if device is not None:
+        values, indices = values.to(device), indices.to(device)
+    if dtype is not None:
+        values = values.to(dtype)
+    if indices.dtype is not int64:
+        indices = indices.to(int64)
+    if indices.ndim != 2:
+        raise RuntimeError(f"indices must be sparse_dim x nnz, but got: {list(indices.shape)}")
+    nnz, sd = indices.shape[1], indices.shape[0]
+    if values.ndim == 0 or values.shape[0] != nnz:
+        raise RuntimeError(f"indices and values must have same nnz, but got nnz from indices: {nnz}, "
+                           f"nnz from values: {values.shape[0] if values.ndim else 0}")
+    host = indices.detach().__array__()
+    if size is None:
+        size = tuple((host.max(axis=1) + 1).tolist() if nnz else [0] * sd) + tuple(values.shape[1:])
+    size = tuple(int(s) for s in size)
+    if len(size) != sd + values.ndim - 1:
+        raise RuntimeError(f"number of dimensions must be sparse_dim ({sd}) + dense_dim ({values.ndim - 1}), "
+                           f"but got {len(size)}")
+    if nnz:
+        if host.min() < 0:
+            raise RuntimeError(f"found negative index {int(host.min())} for dim {int(host.min(axis=1).argmin())}")
+        for d, (top, n) in enumerate(zip(host.max(axis=1).tolist(), size)):
+            if top >= n:
+                raise RuntimeError(f"size is inconsistent with indices: for dim {d}, size is {n} but found index {top}")
+    out = apply(_coo, indices, values, size=size, coalesced=bool(is_coalesced))
+    return out.requires_grad_() if requires_grad else out
+
+
+# ---------------------------------------------------------------- conversion
+def _to_sparse_fwd(xp, x, *, sparse_dim):
+    nz = xp.nonzero(x.reshape(x.shape[:sparse_dim] + (-1,)).any(axis=-1) if sparse_dim < x.ndim else x)
+    indices = xp.stack(nz).astype(np.int64) if nz else xp.zeros((0, 1), np.int64)
+    return COOArray(xp, indices.reshape(sparse_dim, -1), x[nz], x.shape, coalesced=True)
+
+
+_to_sparse = Op("to_sparse", _to_sparse_fwd, lambda g, out, x, *, sparse_dim: (g.to_dense(),), saves=NONE,
+                data_dependent="to_sparse (its nnz depends on the values)")
+# the gradient lands on the coalesced pattern (a duplicated index must not receive it twice)
+_to_dense = Op("to_dense", lambda xp, x: x.todense(), lambda g, out, x: (sparse_mask(g, x.coalesce()),), saves=NONE)
+
+
+def to_sparse(input: Tensor, sparse_dim: int | None = None, *, layout=None) -> Tensor:
+    """The tensor as sparse COO (its nonzeros), as ``Tensor.to_sparse``; a sparse tensor is returned as is."""
+    if layout not in (None, sparse_coo):
+        raise NotImplementedError(f"to_sparse: tapelab has only the sparse_coo layout, got {layout}")
+    if _is_coo(input):
+        return input
+    sd = input.ndim if sparse_dim is None else int(sparse_dim)
+    if not 0 < sd <= input.ndim:
+        raise RuntimeError(f"sparse_dim must be in [1, {input.ndim}] for a {input.ndim}-d tensor, got {sd}")
+    return apply(_to_sparse, input, sparse_dim=sd)
+
+
+def to_dense(input: Tensor, dtype=None, *, masked_grad=None) -> Tensor:
+    """The dense tensor a sparse one stands for (a dense tensor is returned as is)."""
+    out = apply(_to_dense, input) if _is_coo(input) else input
+    return out if dtype is None else out.to(dtype)
+
+
+_coalesce = Op("coalesce", lambda xp, x: x.coalesce(), lambda g, out, x: (g,), saves=NONE)
+
+
+def coalesce(input: Tensor) -> Tensor:
+    """Entries sorted by index, duplicates summed; a coalesced tensor is returned as is."""
+    return input if _require_coo(input, "coalesce").coalesced else apply(_coalesce, input)
+
+
+def _mask_fwd(xp, x, mask):
+    if type(x) is COOArray:
+        raise NotImplementedError("sparse_mask: a sparse input is not supported; use input.to_dense().sparse_mask(mask)")
+    return COOArray(xp, mask.indices, x[tuple(mask.indices)], x.shape, coalesced=mask.coalesced)
+
+
+_sparse_mask = Op("sparse_mask", _mask_fwd, lambda g, out, x, mask: (g.to_dense(), None), saves=NONE)
+
+
+def sparse_mask(input: Tensor, mask: Tensor) -> Tensor:
+    """The entries of ``input`` at the indices of the sparse ``mask`` (its pattern as it is), as a sparse tensor."""
+    if not _is_coo(mask):
+        raise NotImplementedError("Could not run 'aten::sparse_mask' with arguments from the 'CPU' backend: "
+                                  "the mask must be a sparse COO tensor")
+    if tuple(input.shape) != tuple(mask.shape):
+        raise RuntimeError(f"sparse_mask(): operands have incompatible sizes; self has size {list(input.shape)} "
+                           f"but mask has size {list(mask.shape)}")
+    return apply(_sparse_mask, input, mask)
+
+
+# ---------------------------------------------------------------- structure
+_values = Op("values", lambda xp, x: x.values,
+             lambda g, out, x: (apply(_coo, x._indices(), g, size=tuple(x.shape), coalesced=x._data.coalesced),),
+             saves=NONE, aliases=("_values",))
+_indices = Op("indices", lambda xp, x: x.indices, None, saves=NONE, aliases=("_indices",))
+
+
+def _coalesced(t: Tensor, what: str) -> None:
+    if not _require_coo(t, what).coalesced:
+        raise RuntimeError(f"Cannot get {what} on an uncoalesced tensor, please call .coalesce() first")
+
+
+def _values_method(self: Tensor) -> Tensor:
+    _coalesced(self, "values")
+    return apply(_values, self)
+
+
+def _indices_method(self: Tensor) -> Tensor:
+    _coalesced(self, "indices")
+    return apply(_indices, self)
+
+
+def _raw_values(self: Tensor) -> Tensor:
+    """The stored values as they are, outside autograd (PyTorch's ``_values`` is not differentiable)."""
+    _require_coo(self, "_values")
+    return apply(_values, self).detach()
+
+
+def _raw_indices(self: Tensor) -> Tensor:
+    _require_coo(self, "_indices")
+    return apply(_indices, self)
+
+
+OPERATORS.update({
+    "values": _values_method,
+    "indices": _indices_method,
+    "_values": _raw_values,
+    "_indices": _raw_indices,
+})
+
+
+# ---------------------------------------------------------------- products and sums
+def _sparse_mm_vjp(g, out, a, b, *, sparse_grad):
+    ga = None
+    if a.requires_grad:
+        ga = g @ b.mT
+        ga = sparse_mask(ga, a.coalesce()) if sparse_grad else ga
+    gb = a.mT @ g if b.requires_grad else None
+    return ga, gb
+
+
+# sparse_grad: torch.sparse.mm gives the sparse operand a sparse gradient with its pattern,
+# torch.spmm (like mm and @) a dense one
+_sparse_mm = Op("sparse_mm", lambda xp, a, b, *, sparse_grad: a @ b, _sparse_mm_vjp, saves=OTHERS,
+                aliases=("spmm",))
+
+
+def sparse_mm(mat1: Tensor, mat2: Tensor) -> Tensor:
+    """``torch.sparse.mm``: sparse @ dense; the sparse operand's gradient is sparse with its pattern."""
+    return _spmm(mat1, mat2, "torch.sparse.mm", True)
+
+
+def spmm(input: Tensor, mat2: Tensor) -> Tensor:
+    """``torch.spmm``: ``mm`` with a sparse first operand (its gradient is dense, as PyTorch's)."""
+    return _spmm(input, mat2, "spmm", False) if _is_coo(input) else mm(input, mat2)
+
+
+def _spmm(mat1: Tensor, mat2: Tensor, name: str, sparse_grad: bool) -> Tensor:
+    if not _is_coo(mat1) or _is_coo(mat2):
+        raise NotImplementedError(f"{name}: tapelab supports a sparse COO mat1 and a dense mat2")
+    if mat1.ndim != 2 or mat2.ndim != 2:
+        raise RuntimeError(f"{name}: expected 2-D matrices, got {mat1.ndim}-D and {mat2.ndim}-D")
+    if mat1.shape[1] != mat2.shape[0]:
+        raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({mat1.shape[0]}x{mat1.shape[1]} and "
+                           f"{mat2.shape[0]}x{mat2.shape[1]})")
+    if mat1.dtype is not mat2.dtype:
+        raise RuntimeError(f"expected mat1 and mat2 to have the same dtype, but got: {mat1.dtype} != {mat2.dtype}")
+    return apply(_sparse_mm, mat1, mat2, sparse_grad=sparse_grad)
+
+
+def _sum_fwd(xp, x, *, dims):
+    if dims is None:
+        return x.values.sum()
+    sd, keep = x.sparse_dim, [d for d in range(x.sparse_dim) if d not in dims]
+    dense_axes = tuple(d - sd + 1 for d in dims if d >= sd)
+    values = x.values.sum(axis=dense_axes) if dense_axes else x.values
+    shape = tuple(s for d, s in enumerate(x.shape) if d not in dims)
+    if not keep:                                  # every sparse dim summed: a dense result
+        return values.sum(axis=0) if x.nnz else xp.zeros(shape, x.dtype)
+    return COOArray(xp, x.indices[keep], values, shape).coalesce()
+
+
+def _sum_vjp(g, out, x, *, dims):
+    """Onto ``x``'s coalesced pattern: each entry receives the gradient of the sum it went into."""
+    c = x.detach().coalesce()
+    ix, shape = c._indices(), c._data.values.shape
+    if dims is None:
+        vals = g.expand(shape)
+    elif not c._data.nnz:
+        vals = g.new_zeros(shape)
+    else:
+        gd = g.to_dense()
+        for d in dims:                            # re-insert the summed dims with size 1
+            gd = gd.unsqueeze(d)
+        key = tuple(ix[d] if d not in dims else ix[d] * 0 for d in range(c._data.sparse_dim))
+        vals = gd[key].expand(shape)
+    return (apply(_coo, ix, vals, size=tuple(x.shape), coalesced=True),)
+
+
+_sparse_sum = Op("sparse_sum", _sum_fwd, _sum_vjp, saves=NONE)
+
+
+def sparse_sum(input: Tensor, dim=None, dtype=None) -> Tensor:
+    """``torch.sparse.sum``: over all entries (dense 0-d) or over ``dim`` (sparse while sparse dims remain)."""
+    _require_coo(input, "sparse.sum")
+    if dtype is not None:
+        input = input.to(dtype)
+    if dim is None:
+        return apply(_sparse_sum, input, dims=None)
+    dims = (dim,) if isinstance(dim, int) else tuple(dim)
+    dims = tuple(sorted({_wrap_dim(d, input.ndim, "sparse.sum") for d in dims}))
+    return apply(_sparse_sum, input, dims=dims)
+
