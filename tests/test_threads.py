@@ -417,3 +417,34 @@ def test_a_capture_does_not_see_another_threads_ops():
     x.copy_(T.tensor([1.0, 2.0, 3.0]))
     g.replay()
     assert out.tolist() == [3.0, 5.0, 7.0]
+
+
+def test_one_threads_backward_pass_does_not_hide_anothers_forward_anomaly():
+    """Anomaly detection is on for the process (above), but "a node's backward is running" is
+    per thread: while thread A is inside a backward node, thread B's log(-1) still warns."""
+    barrier = threading.Barrier(2, timeout=TIMEOUT)
+
+    class Wait(T.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 1
+
+        @staticmethod
+        def backward(ctx, g):
+            barrier.wait()          # A is inside a backward node ...
+            barrier.wait()          # ... until B made its NaN
+            return g
+
+    def backward_thread():
+        x = T.ones(2, requires_grad=True)
+        Wait.apply(x).sum().backward()
+
+    def forward_thread():
+        barrier.wait()
+        T.log(T.tensor([-1.0]))
+        barrier.wait()
+
+    with pytest.warns(UserWarning, match="Anomaly Detection"), T.autograd.detect_anomaly():
+        with pytest.warns(T.autograd.AnomalyWarning, match="log produced non-finite values"):
+            run_threads(backward_thread, forward_thread)
+    assert T.autograd.anomaly.STATE.backward_depth == 0

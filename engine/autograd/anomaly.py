@@ -13,6 +13,7 @@ import functools
 import linecache
 import os
 import sys
+import threading
 import warnings
 
 from ..core.dispatch import set_anomaly
@@ -25,13 +26,29 @@ __all__ = ["detect_anomaly", "set_detect_anomaly", "is_anomaly_enabled", "is_ano
 _PKG = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
 
+class _Depth(threading.local):
+    value = 0
+
+
 class _AnomalyState:
-    __slots__ = ("enabled", "check_nan", "backward_depth")
+    """On/off and ``check_nan`` are process-wide, as PyTorch's ``AnomalyMode`` is;
+    ``backward_depth`` (>0 while a node's backward runs in this thread: its ops are not
+    forward anomalies) is per thread, so one thread's backward pass never hides another
+    thread's forward anomaly."""
+    __slots__ = ("enabled", "check_nan", "_depth")
 
     def __init__(self):
         self.enabled = False
         self.check_nan = True
-        self.backward_depth = 0  # >0 while a node's backward runs: its ops are not forward anomalies
+        self._depth = _Depth()
+
+    @property
+    def backward_depth(self) -> int:
+        return self._depth.value
+
+    @backward_depth.setter
+    def backward_depth(self, value: int) -> None:
+        self._depth.value = value
 
 
 STATE = _AnomalyState()
