@@ -38,7 +38,27 @@ REMOVED = ("Removed from PyTorch: the name still exists but calling it raises Ru
 FOREIGN_MODULES = ("Not API: a module from outside PyTorch (the standard library, numpy) that PyTorch's own "
                    "imports leave in the namespace (found by rule: a module whose name does not start "
                    "with 'torch').")
+QUANTIZATION = ("Quantization: tapelab has no quantized tensors (int8/uint8 storage with scales and zero points, "
+                "observers, fake-quant, quantized kernels), so these names could not behave as PyTorch's; a program "
+                "that quantizes needs PyTorch's quantization backends.")
+DATAPIPES = ("DataPipes: PyTorch's deprecated data-loading graph (`IterDataPipe`/`MapDataPipe` and their registry); "
+             "torchdata stopped developing them in 0.9 and removed them in 0.10, and PyTorch keeps them only for old "
+             "code. `Dataset`, `IterableDataset`, samplers and `DataLoader` are the supported path and are present.")
+SCALED_GEMM = ("CUDA tensor-core GEMM variants: float8/MX block-scaled and grouped (mixture-of-experts) matrix "
+               "products with their scaling/swizzle enums, defined only for CUDA float8/bfloat16 kernels.")
 OMISSIONS: dict[str, dict[str, tuple[str, ...]]] = {
+    QUANTIZATION: {
+        "torch.nn": ("intrinsic", "qat", "quantizable", "quantized"),
+    },
+    DATAPIPES: {
+        "torch.utils.data": ("DFIterDataPipe", "DataChunk", "IterDataPipe", "MapDataPipe", "argument_validation",
+                             "datapipes", "functional_datapipe", "graph", "graph_settings",
+                             "guaranteed_datapipes_determinism", "non_deterministic", "runtime_validation",
+                             "runtime_validation_disabled"),
+    },
+    SCALED_GEMM: {
+        "torch.nn.functional": ("ScalingType", "SwizzleType", "grouped_mm", "scaled_grouped_mm", "scaled_mm"),
+    },
     NOT_API: {
         "torch": ("TYPE_CHECKING", "USE_GLOBAL_DEPS", "USE_RTLD_GLOBAL_WITH_LIBTORCH", "torch"),
         "torch.nn.functional": ("BroadcastingList1", "BroadcastingList2", "BroadcastingList3", "Callable", "DType",

@@ -6,5 +6,6 @@ from .modules import *  # noqa: F401,F403
 from .modules.activation_attention import *  # noqa: F401,F403
 from .modules.rnn import *  # noqa: F401,F403
 from .modules.transformer import *  # noqa: F401,F403
-from . import functional, init, parallel, utils  # noqa: F401
+from . import attention, common_types, functional, grad, init, parallel, utils  # noqa: F401
+from ._factory import factory_kwargs  # noqa: F401
 from .parallel import DataParallel

@@ -1,9 +1,10 @@
 """``Parameter`` and ``Buffer``: tensors a Module registers by assignment."""
 from __future__ import annotations
 
+from ..core import creation
 from ..core.tensor import Tensor
 
-__all__ = ["Parameter", "Buffer"]
+__all__ = ["Parameter", "Buffer", "UninitializedParameter", "UninitializedBuffer"]
 
 
 class Parameter(Tensor):
@@ -46,3 +47,71 @@ class Buffer(Tensor):
 
 def _rebuild_parameter(data: Tensor, requires_grad: bool) -> Parameter:
     return Parameter(data, requires_grad)
+
+
+class _Uninitialized:
+    """A tensor with no values yet (a lazy layer's, before its first input): ``materialize(shape)``
+    gives it memory and turns it, in place, into a ``cls_to_become``."""
+
+    cls_to_become: type = Tensor
+
+    def materialize(self, shape, device=None, dtype=None) -> None:
+        made = creation.empty(tuple(shape) if isinstance(shape, (tuple, list)) else (shape,),
+                              device=device if device is not None else self.device,
+                              dtype=dtype if dtype is not None else self.dtype)
+        self._data, self._device, self._vc = made._data, made._device, made._vc
+        self.__class__ = self.cls_to_become
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__}>"
+
+
+class UninitializedParameter(_Uninitialized, Parameter):
+    """A parameter whose shape is not known yet; ``module.double()`` and ``.to(...)`` change the
+    dtype and device it will materialise with."""
+
+    cls_to_become = Parameter
+
+    def __new__(cls, requires_grad: bool = True, device=None, dtype=None):
+        return Parameter.__new__(cls, creation.empty(0, device=device, dtype=dtype), requires_grad)
+
+    def __init__(self, requires_grad: bool = True, device=None, dtype=None):
+        pass
+
+
+class UninitializedBuffer(_Uninitialized, Tensor):
+    """A buffer whose shape is not known yet; conversions (``to``, ``double``, ``cpu``...) return
+    another uninitialised buffer, so a module's ``_apply`` keeps it a placeholder."""
+
+    cls_to_become = Tensor
+
+    def __new__(cls, requires_grad: bool = False, device=None, dtype=None, persistent: bool = True):
+        self = Tensor.__new__(cls)
+        made = creation.empty(0, device=device, dtype=dtype)
+        self._data, self._device, self._vc = made._data, made._device, made._vc
+        self.persistent = persistent
+        return self
+
+    def __init__(self, requires_grad: bool = False, device=None, dtype=None, persistent: bool = True):
+        pass
+
+    def _like(self, converted: Tensor) -> "UninitializedBuffer":
+        return UninitializedBuffer(device=converted.device, dtype=converted.dtype, persistent=self.persistent)
+
+    def to(self, *args, **kwargs):
+        return self._like(Tensor.to(self, *args, **kwargs))
+
+    def double(self):
+        return self._like(Tensor.double(self))
+
+    def float(self):
+        return self._like(Tensor.float(self))
+
+    def half(self):
+        return self._like(Tensor.half(self))
+
+    def cpu(self):
+        return self._like(Tensor.cpu(self))
+
+    def cuda(self, device=None):
+        return self._like(Tensor.cuda(self, device))
