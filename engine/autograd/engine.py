@@ -122,8 +122,22 @@ def _plan(roots, targets, stop: bool):
     target or reaches one, and *runs* if one of its inputs is needed (targets that are only
     captured do not run; with ``stop`` targets never run).
     """
+    if targets is None:
+        # every reachable node runs; deps doubles as the set of nodes seen (roots start at 0)
+        deps = dict.fromkeys((n for n, _, _ in roots), 0)
+        stack = list(deps)
+        while stack:
+            for e in stack.pop().edges:
+                if e is not None:
+                    child = e[0]
+                    if child in deps:
+                        deps[child] += 1
+                    else:
+                        deps[child] = 1
+                        stack.append(child)
+        return deps, None, None
     deps: dict = {}
-    parents = None if targets is None else {}
+    parents: dict = {}
     stack = [n for n, _, _ in roots]
     seen = set(stack)
     while stack:
@@ -132,15 +146,10 @@ def _plan(roots, targets, stop: bool):
             if e is None:
                 continue
             child = e[0]
-            if parents is None:
-                deps[child] = deps.get(child, 0) + 1
-            else:
-                parents.setdefault(child, []).append(node)
+            parents.setdefault(child, []).append(node)
             if child not in seen:
                 seen.add(child)
                 stack.append(child)
-    if targets is None:
-        return deps, None, None
     needed = {t for t in targets if t in seen}
     runs = set()
     frontier = list(needed)
@@ -160,14 +169,47 @@ def _plan(roots, targets, stop: bool):
     return deps, needed, runs
 
 
+class _Walk:
+    """One backward pass in progress: the gradients waiting at each node and the nodes ready to
+    run. ``_steps`` (the resumable walk) and ``_run_plain`` (``backward()`` while nobody
+    watches) both advance it, and ``backward`` hands a walk to ``_steps`` halfway when someone
+    starts watching."""
+
+    __slots__ = ("deps", "buffers", "ready", "needed", "runs", "targets", "sinks", "capture", "stop",
+                 "create_graph", "retain_graph", "index")
+
+    def __init__(self, tensors, grad_tensors, retain_graph, create_graph, inputs, capture, stop):
+        roots = _root_grads(_as_list(tensors), grad_tensors, "backward")
+        self.create_graph = create_graph
+        self.retain_graph = create_graph if retain_graph is None else retain_graph
+        self.capture, self.stop, self.index = capture, stop, 0
+        self.targets = self.sinks = None
+        if inputs is not None:
+            self.targets, self.sinks = _input_targets(inputs)
+        elif capture is not None:
+            self.targets = {node for node, _ in capture}
+        deps, needed, runs = _plan(roots, self.targets, stop)
+        self.deps, self.needed, self.runs = deps, needed, runs
+        self.buffers = buffers = {}
+        for node, nr, g in roots:
+            if needed is not None and node not in needed:
+                continue
+            buf = buffers.get(node)
+            if buf is None:
+                buf = buffers[node] = [None] * node.n_outputs
+            buf[nr] = g if buf[nr] is None else buf[nr] + g
+        self.ready = ready = [(-n.seq, id(n), n) for n in buffers if deps.get(n, 0) == 0]
+        heapq.heapify(ready)
+
+
 def backward_steps(tensors, grad_tensors=None, retain_graph: bool | None = None,
                    create_graph: bool = False, inputs: Sequence | None = None,
                    _capture: dict | None = None, _stop: bool = False) -> Iterator[BackwardStep]:
     """Execute the backward pass of ``tensors`` one node at a time.
 
-    This is the public, resumable form of ``backward()``: ``backward()`` simply drains it.
-    Stop iterating at any point and the rest of the walk is left undone (no gradients
-    accumulated past that node); keep the generator and call ``next`` later to resume.
+    This is the public, resumable form of ``backward()``: ``backward()`` runs the same walk
+    to the end. Stop iterating at any point and the rest of the walk is left undone (no
+    gradients accumulated past that node); keep the generator and call ``next`` later to resume.
 
     Args:
         tensors: the output(s) to differentiate (a loss, usually).
@@ -189,35 +231,24 @@ def backward_steps(tensors, grad_tensors=None, retain_graph: bool | None = None,
     >>> [s.name for s in steps][:2]
     ['SumBackward0', 'MulBackward0']
     """
-    tensors = _as_list(tensors)
-    roots = _root_grads(tensors, grad_tensors, "backward")
-    if retain_graph is None:
-        retain_graph = create_graph
-    targets = sinks = None
-    if inputs is not None:
-        targets, sinks = _input_targets(inputs)
-    elif _capture is not None:
-        targets = {node for node, _ in _capture}
-    deps, needed, runs = _plan(roots, targets, _stop)
-    buffers: dict = {}
-    for node, nr, g in roots:
-        if needed is not None and node not in needed:
-            continue
-        buf = buffers.get(node)
-        if buf is None:
-            buf = buffers[node] = [None] * node.n_outputs
-        buf[nr] = g if buf[nr] is None else buf[nr] + g
-    ready = [(-n.seq, id(n), n) for n in buffers if deps.get(n, 0) == 0]
-    heapq.heapify(ready)
-    index = 0
+    walk = _Walk(tensors, grad_tensors, retain_graph, create_graph, inputs, _capture, _stop)
+    ready = walk.ready  # noqa: F841 - the debugger's peek() reads the ready nodes from this frame
+    yield from _steps(walk)
+
+
+def _steps(walk: _Walk) -> Iterator[BackwardStep]:
+    """The walk, one node per step, with every feature (hooks, events, anomaly mode, ``inputs=``,
+    capture)."""
+    buffers, ready, targets, sinks = walk.buffers, walk.ready, walk.targets, walk.sinks
+    capture, create_graph, runs, stop = walk.capture, walk.create_graph, walk.runs, walk.stop
     while ready:
         node = heapq.heappop(ready)[2]
         grads = buffers.pop(node)
         leaf = type(node) is AccumulateGrad
         observed = bool(_STEP_SUBSCRIBERS)
         start = perf_counter_ns() if observed else 0
-        if _stop and node in targets:
-            _capture_grads(node, grads, _capture)  # a boundary: the caller's walk runs it
+        if stop and node in targets:
+            _capture_grads(node, grads, capture)  # a boundary: the caller's walk runs it
             continue
         if observed:  # ops dispatched while this node runs, sums its gradients or accumulates belong to it
             running = _RUNNING.nodes
@@ -231,11 +262,11 @@ def backward_steps(tensors, grad_tensors=None, retain_graph: bool | None = None,
                 if sinks and node in sinks:
                     for nr, t in sinks[node]:
                         _sink(t, grads[nr], create_graph)
-                if _capture is not None and node in targets:
-                    _capture_grads(node, grads, _capture)
+                if capture is not None and node in targets:
+                    _capture_grads(node, grads, capture)
                 if leaf:
                     out = ()
-                    if _capture is None and (targets is None or node in targets):
+                    if capture is None and (targets is None or node in targets):
                         _accumulate(node, grads[0], create_graph)
                 elif runs is None or node in runs:
                     if observed or node.hooks or _anomaly.STATE.enabled:
@@ -249,37 +280,79 @@ def backward_steps(tensors, grad_tensors=None, retain_graph: bool | None = None,
             finally:
                 GRAD.enabled = prev
             if observed:
-                step = BackwardStep(index, node, grads, out, start, perf_counter_ns() - start)
+                step = BackwardStep(walk.index, node, grads, out, start, perf_counter_ns() - start)
                 events.emit("backward_step", step)
             else:
-                step = BackwardStep(index, node, grads, out)
-            index += 1
-            for e, gi in zip(node.edges, out):
-                if e is None:
-                    continue
-                child, nr = e
-                if needed is not None and child not in needed:
-                    continue
-                if gi is not None:
-                    buf = buffers.get(child)
-                    if buf is None:
-                        buf = buffers[child] = [None] * child.n_outputs
-                    buf[nr] = gi if buf[nr] is None else buf[nr] + gi
-                left = deps[child] - 1
-                deps[child] = left
-                if left == 0:
-                    if child in buffers:
-                        heapq.heappush(ready, (-child.seq, id(child), child))
-                    else:
-                        _skip(child, deps, buffers, ready, needed, runs)
-            if not retain_graph:
-                node.release()
+                step = BackwardStep(walk.index, node, grads, out)
+            walk.index += 1
+            _send(walk, node, out)
         finally:
             if observed:
                 running.pop()
         yield step
         # drop the walk's own references, so _accumulate can tell when nobody else holds a gradient
-        step = out = grads = gi = buf = None
+        step = out = grads = None
+
+
+def _run_plain(walk: _Walk) -> None:
+    """``backward()``'s walk while nobody watches: what ``_steps`` does, in one loop that makes
+    no steps. It stops as soon as someone starts watching (a hook subscribes to
+    ``backward_step`` or turns anomaly mode on) and leaves the rest of the walk to ``_steps``."""
+    buffers, ready, create_graph = walk.buffers, walk.ready, walk.create_graph
+    anomaly = _anomaly.STATE
+    heappop = heapq.heappop
+    prev = GRAD.enabled
+    GRAD.enabled = create_graph
+    try:
+        while ready and not _STEP_SUBSCRIBERS and not anomaly.enabled:
+            node = heappop(ready)[2]
+            grads = buffers.pop(node)
+            if type(node) is AccumulateGrad:
+                var = node._variable()
+                if node.pre_hooks is not None or (var is not None and getattr(var, "_hooks", None)):
+                    grads = _run_prehooks(node, grads)
+                _accumulate(node, grads[0], create_graph)
+            else:
+                if node.pre_hooks is not None:
+                    grads = _run_prehooks(node, grads)
+                if node.hooks:
+                    out = _run(node, grads)
+                else:
+                    out = node.run(grads)
+                    if len(out) != len(node.edges):
+                        _wrong_count(node, out)
+                _send(walk, node, out)
+                out = None
+            walk.index += 1
+            grads = None
+    finally:
+        GRAD.enabled = prev
+
+
+def _send(walk: _Walk, node, out) -> None:
+    """Pass a node's gradients to its inputs' nodes (a node whose last input arrived becomes
+    ready), then free its buffers unless the graph is retained."""
+    buffers, deps, needed = walk.buffers, walk.deps, walk.needed
+    for e, gi in zip(node.edges, out):
+        if e is None:
+            continue
+        child, nr = e
+        if needed is not None and child not in needed:
+            continue
+        if gi is not None:
+            buf = buffers.get(child)
+            if buf is None:
+                buf = buffers[child] = [None] * child.n_outputs
+            buf[nr] = gi if buf[nr] is None else buf[nr] + gi
+        left = deps[child] - 1
+        deps[child] = left
+        if left == 0:
+            if child in buffers:
+                heapq.heappush(walk.ready, (-child.seq, id(child), child))
+            else:
+                _skip(child, deps, buffers, walk.ready, needed, walk.runs)
+    if not walk.retain_graph:
+        node.release()
 
 
 def _wrong_count(node, out):
@@ -421,7 +494,10 @@ def backward(tensors, grad_tensors=None, retain_graph: bool | None = None,
     """Compute the gradients of ``tensors`` w.r.t. graph leaves and accumulate them in ``.grad``."""
     if grad_variables is not None:
         grad_tensors = grad_variables
-    _drain(backward_steps(tensors, grad_tensors, retain_graph, create_graph, inputs))
+    walk = _Walk(tensors, grad_tensors, retain_graph, create_graph, inputs, None, False)
+    if inputs is None:
+        _run_plain(walk)
+    _drain(_steps(walk))  # all of it with inputs=, else what is left once someone watches
 
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph: bool | None = None,

@@ -5,6 +5,14 @@ thread recording, and a new thread starts with grad enabled and inference mode o
 the thread that started it was in. ``STATE`` is a ``threading.local`` whose class
 attributes are those defaults, so a thread that never changed a flag reads the class
 attribute (one C-level lookup, no per-thread setup).
+
+A thread-local read still costs several times a global read, so the dispatcher tests
+``GRAD_OFF`` first: the set of threads (by ident) whose grad is disabled now, empty while grad
+is on everywhere. Every write of ``STATE.enabled`` (whoever makes it) passes
+``_GradState.__setattr__``, which adds or discards the calling thread (set operations are
+atomic under the GIL, so no lock and no derived flag that could go stale); only while some
+thread has grad off does the hot path ask its own thread's flag. A thread that ends with grad
+off is discarded when its local state goes (its ``_Guard``).
 """
 from __future__ import annotations
 
@@ -14,12 +22,42 @@ import threading
 __all__ = ["no_grad", "enable_grad", "set_grad_enabled", "inference_mode", "is_grad_enabled",
            "is_inference_mode_enabled"]
 
+GRAD_OFF: set = set()
+_get_ident = threading.get_ident
+_local_setattr = threading.local.__setattr__
+
+
+class _Guard:
+    """Made once per thread that disables grad; its thread's state drops it when the thread ends."""
+
+    __slots__ = ("ident",)
+
+    def __init__(self, ident: int):
+        self.ident = ident
+
+    def __del__(self):
+        if GRAD_OFF is not None:   # None at interpreter shutdown
+            GRAD_OFF.discard(self.ident)
+
 
 class _GradState(threading.local):
     """This thread's grad flags; the class attributes are what a new thread starts from."""
 
     enabled = True
     inference = False
+    _guard = None
+
+    def __setattr__(self, name, value):
+        if name == "enabled":
+            value = bool(value)
+            if value:
+                GRAD_OFF.discard(_get_ident())
+            else:
+                ident = _get_ident()
+                GRAD_OFF.add(ident)
+                if self._guard is None:
+                    _local_setattr(self, "_guard", _Guard(ident))
+        _local_setattr(self, name, value)
 
 
 STATE = _GradState()

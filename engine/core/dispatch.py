@@ -33,8 +33,8 @@ import numpy as np
 from ..base import events
 from ..base.device import CPU
 from ..base.dispatch_state import LOCAL, STATE
-from ..base.dtype import _BY_NP, get_default_dtype, result_type
-from ..base.grad_mode import STATE as GRAD
+from ..base.dtype import _BY_NP, FLOATING_KINDS, get_default_dtype, result_type
+from ..base.grad_mode import GRAD_OFF, STATE as GRAD
 from .factories import TENSOR, host_array
 from .node import OpNode
 from .registry import NONE, OTHERS
@@ -188,7 +188,51 @@ def apply(op, *args, **params):
 
 def eager(op, args, params, fwd=None):
     """Run ``op`` now (the default of ``Mode.dispatch``); ``fwd`` replaces ``op.fwd`` for this
-    call only (capture's spying forward), so no mode ever mutates the shared ``Op``."""
+    call only (capture's spying forward), so no mode ever mutates the shared ``Op``.
+
+    The hot path: one tensor, or a tensor and a second operand (a tensor on the same device
+    with the same dtype, or a Python number) that need no promotion, and no view whose base
+    began to require grad in place; these call the forward positionally. Everything else goes
+    through ``_general``, which checks and promotes operand by operand."""
+    if fwd is None:
+        fwd = op.fwd
+    n = len(args)
+    if n == 2:
+        a, b = args
+        if isinstance(a, Tensor) and (a.requires_grad or a._base is None or not a._vc[0]):
+            x = a._data
+            if isinstance(b, Tensor):
+                y = b._data
+                if not (b._device is a._device and y.dtype is x.dtype and (x.dtype.kind == "f" or op.promote is None)
+                        and (b.requires_grad or b._base is None or not b._vc[0])):
+                    return _general(op, args, params, fwd)
+                req = a.requires_grad or b.requires_grad
+            elif (type(b) is float or type(b) is int) and x.dtype.kind == "f":
+                y = b
+                req = a.requires_grad
+            else:
+                return _general(op, args, params, fwd)
+            dev = a._device
+            try:
+                out = fwd(dev._xp or dev.xp, x, y, **params) if params else fwd(dev._xp or dev.xp, x, y)
+            except Exception as e:  # noqa: BLE001 - _failed re-raises what it does not handle
+                out = _failed(op, fwd, dev, (x, y), args, params, e)
+            return _result(op, args, params, dev, req, out)
+    elif n == 1:
+        a = args[0]
+        if (isinstance(a, Tensor) and (a.requires_grad or a._base is None or not a._vc[0])
+                and (op.promote != "float" or a._data.dtype.kind == "f")):
+            dev = a._device
+            try:
+                out = fwd(dev._xp or dev.xp, a._data, **params) if params else fwd(dev._xp or dev.xp, a._data)
+            except Exception as e:  # noqa: BLE001
+                out = _failed(op, fwd, dev, (a._data,), args, params, e)
+            return _result(op, args, params, dev, a.requires_grad, out)
+    return _general(op, args, params, fwd)
+
+
+def _general(op, args, params, fwd):
+    """Any operands: checks devices, promotes dtypes, refreshes views whose base changed."""
     arrays = []
     dev = dt = None
     req = mixed = flt = False
@@ -213,22 +257,33 @@ def eager(op, args, params, fwd=None):
                 flt = True
             elif type(a) is not int and type(a) is not bool:
                 mixed = True
-    if op.promote is not None and (mixed or ((flt or op.promote == "float") and dt is not None and dt.kind != "f")):
+    if op.promote is not None and (mixed or ((flt or op.promote == "float") and dt is not None and dt.kind not in FLOATING_KINDS)):
         promoted = _promote(op, args)  # array-like operands become Tensors here
         if promoted is not args:
             return eager(op, promoted, params, fwd)
     if dev is None:  # no Tensor argument: a factory or random draw names its device in params
         dev = params["device"]
-    if fwd is None:
-        fwd = op.fwd
-    xp = dev._xp or dev.xp
     try:
-        out = fwd(xp, *arrays, **params)
-    except OverflowError:
-        # numpy 2 rejects Python ints outside an integer tensor's range; PyTorch wraps them
-        out = fwd(xp, *[xp.asarray(a).astype(dt) if type(a) is int else a for a in arrays], **params)
-    except (ValueError, TypeError, IndexError) as e:
+        out = fwd(dev._xp or dev.xp, *arrays, **params)
+    except Exception as e:  # noqa: BLE001
+        out = _failed(op, fwd, dev, arrays, args, params, e)
+    return _result(op, args, params, dev, req, out)
+
+
+def _failed(op, fwd, dev, arrays, args, params, e: Exception):
+    """A forward raised: retry Python ints numpy 2 refused (PyTorch wraps them into the tensor's
+    range), or raise PyTorch's exception type naming the op, shapes and dtypes."""
+    if isinstance(e, OverflowError):
+        dt = next(a._data.dtype for a in args if isinstance(a, Tensor))
+        xp = dev._xp or dev.xp
+        return fwd(xp, *[xp.asarray(a).astype(dt) if type(a) is int else a for a in arrays], **params)
+    if isinstance(e, (ValueError, TypeError, IndexError)):
         raise _forward_error(op, args, params, e) from None
+    raise e
+
+
+def _result(op, args, params, dev, req, out):
+    """Wrap the forward's array in the new Tensor, and record the node when one is needed."""
     if op.n_extra:
         out, *extras = out
     if type(out) is not _ndarray and not hasattr(out, "__dlpack__"):
@@ -239,7 +294,7 @@ def eager(op, args, params, fwd=None):
     res._device = dev
     res._grad = None
     res._vc = args[0]._vc if op.is_view else [0]
-    if req and GRAD.enabled and out.dtype.kind == "f" and op.vjp is not None:
+    if req and (not GRAD_OFF or GRAD.enabled) and out.dtype.kind in FLOATING_KINDS and op.vjp is not None:
         res.requires_grad = True
         res.grad_fn = _record(op, args, params, out, res._vc)
     else:
@@ -251,19 +306,29 @@ def eager(op, args, params, fwd=None):
 
 
 def _record(op, args, params, out, out_vc):
+    """The OpNode of ``op``'s result: one edge per argument, and the versions of the values its
+    vjp reads (checked in backward against in-place writes since)."""
     edges = []
-    versions = [] if op.saves is not NONE else None
+    saves = op.saves
+    versions = None if saves is NONE else []
     nreq = i = 0
     req_at = -1
     for a in args:
         if isinstance(a, Tensor):
+            vc = a._vc
             if versions is not None:
-                versions.append((i, a._vc[0]))
+                versions.append((i, vc[0]))
             if a.requires_grad:
                 fn = a.grad_fn
-                if a._vc[0] and a._base is not None:  # a view whose base changed in place since
+                if vc[0] and a._base is not None:  # a view whose base changed in place since
                     fn = a._view_grad_fn()
-                edges.append((fn, a._out_nr) if fn is not None else (a._accumulator(), 0))
+                if fn is not None:
+                    edges.append((fn, a._out_nr))
+                else:
+                    try:
+                        edges.append((a._accum, 0))
+                    except AttributeError:
+                        edges.append((a._accumulator(), 0))
                 nreq += 1
                 req_at = i
             else:
@@ -271,14 +336,17 @@ def _record(op, args, params, out, out_vc):
         else:
             edges.append(None)
         i += 1
-    if versions is not None and nreq == 1 and op.saves is OTHERS:
+    if nreq == 1 and saves is OTHERS:
         # OTHERS: an input's value is read only for *another* input's gradient
         versions = [v for v in versions if v[0] != req_at]
     if op.save_output:
         if versions is None:
             versions = []
         versions.append((-1, out_vc[0]))
-    node = OpNode(op, args, params, tuple(edges), out if op.save_output else None, out_vc, versions)
+        saved = out
+    else:
+        saved = None
+    node = OpNode(op, args, params, tuple(edges), saved, out_vc, versions)
     if STATE.slow:  # scopes are kept only while someone watches: a thread-local read only then
         path = LOCAL.module_path
         if path:
