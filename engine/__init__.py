@@ -41,6 +41,13 @@ install_methods(Tensor)
 from . import (accelerator, autograd, backends, cuda, distributed, linalg, multiprocessing, nn,  # noqa: E402
                optim, sparse, utils)
 from .base.runtime import *  # noqa: E402,F401,F403  (set_num_threads, set_default_device, ...)
+from . import amp, cpu  # noqa: E402
+from .amp.autocast_mode import (autocast, autocast_decrement_nesting, autocast_increment_nesting,  # noqa: E402
+                                clear_autocast_cache, get_autocast_cpu_dtype, get_autocast_dtype,
+                                get_autocast_gpu_dtype, is_autocast_cache_enabled, is_autocast_cpu_enabled,
+                                is_autocast_enabled, set_autocast_cache_enabled, set_autocast_cpu_dtype,
+                                set_autocast_cpu_enabled, set_autocast_dtype, set_autocast_enabled,
+                                set_autocast_gpu_dtype)
 from . import debug, fx, graphs, profiler  # noqa: E402
 from ._nn_toplevel import *  # noqa: E402,F401,F403  (torch.softmax, torch.conv2d, Tensor.softmax, ...)
 

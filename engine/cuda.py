@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections import namedtuple
 
+from .amp import cuda as amp
 from .base.device import cuda_available, cuda_device_count, cuda_unavailable_reason, device as _device, require_cuda
 
 __all__ = ["is_available", "device_count", "current_device", "set_device", "device", "get_device_name",
@@ -21,7 +22,7 @@ __all__ = ["is_available", "device_count", "current_device", "set_device", "devi
            "memory_allocated", "max_memory_allocated", "memory_reserved", "max_memory_reserved",
            "reset_peak_memory_stats", "reset_max_memory_allocated", "empty_cache", "manual_seed",
            "manual_seed_all", "is_initialized", "get_device_properties", "get_device_capability", "mem_get_info",
-           "memory_summary", "is_bf16_supported",
+           "memory_summary", "is_bf16_supported", "amp",
            "CUDAGraph", "graph", "make_graphed_callables", "graph_pool_handle", "is_current_stream_capturing"]
 
 
@@ -131,7 +132,7 @@ def memory_summary(device=None, abbreviated: bool = False) -> str:
 
 
 def is_bf16_supported() -> bool:
-    """False: tapelab has no bfloat16 dtype (numpy has none)."""
+    """False: tapelab's bfloat16 lives on the cpu (ml_dtypes); cupy has no bfloat16 dtype."""
     return False
 
 

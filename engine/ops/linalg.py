@@ -16,7 +16,7 @@ from ..core.dispatch import apply
 from .movement import cat, narrow
 from ..core.registry import ALL, NONE, OTHERS, Op
 from ._util import Tensor, _wrap_dim, sum_to
-from ..base.dtype import FLOATING_KINDS, widened
+from ..base.dtype import FLOATING_KINDS, from_np, widened
 
 __all__ = ["matmul", "mm", "bmm", "mv", "dot", "vdot", "inner", "outer", "ger", "addmm", "baddbmm",
            "einsum", "tensordot", "trace", "diag", "diagonal", "kron"]
@@ -55,6 +55,15 @@ def _transposed(arr) -> bool:
 
 
 def _matmul_fwd(xp, a, b):
+    # the dtype check runs here, after the modes: autocast casts mixed operands before it
+    if a.dtype != b.dtype:
+        raise RuntimeError(f"expected m1 and m2 to have the same dtype, but got: "
+                           f"{_C_NAMES[from_np(a.dtype).name]} != {_C_NAMES[from_np(b.dtype).name]}")
+    return _gemm(xp, a, b)
+
+
+@widened
+def _gemm(xp, a, b):
     if b.ndim == 2 and a.ndim > 2:      # a batch times one matrix: one GEMM, not one per batch entry
         return xp.matmul(a.reshape(-1, a.shape[-1]), b).reshape(a.shape[:-1] + b.shape[-1:])
     return xp.matmul(a, b)
@@ -66,7 +75,7 @@ def _matmul_cost(input_shapes, output_shape) -> int:
     return 2 * math.prod(output_shape) * (a[-1] if a else 1)
 
 
-_matmul = Op("matmul", widened(_matmul_fwd), _matmul_vjp, saves=OTHERS, out_form="matmul", cost=_matmul_cost,
+_matmul = Op("matmul", _matmul_fwd, _matmul_vjp, saves=OTHERS, out_form="matmul", cost=_matmul_cost,
              operator="matmul", aliases=("mm", "bmm", "mv", "dot", "vdot"))
 
 # PyTorch's C++ names for dtypes in "expected m1 and m2 to have the same dtype" messages
@@ -74,12 +83,6 @@ _C_NAMES = {"float32": "float", "float64": "double", "float16": "c10::Half", "bf
             "int64": "long int",
             "int32": "int", "int16": "short int", "int8": "signed char", "uint8": "unsigned char",
             "bool": "bool"}
-
-
-def _same_dtype(a: Tensor, b: Tensor) -> None:
-    if a._data.dtype != b._data.dtype:
-        raise RuntimeError(f"expected m1 and m2 to have the same dtype, but got: "
-                           f"{_C_NAMES[a.dtype.name]} != {_C_NAMES[b.dtype.name]}")
 
 
 def _x(shape) -> str:
@@ -107,7 +110,6 @@ def matmul(input, other):
     if input.ndim == 0 or other.ndim == 0:
         raise RuntimeError(f"both arguments to matmul need to be at least 1D, but they are "
                            f"{input.ndim}D and {other.ndim}D")
-    _same_dtype(input, other)
     if input._data.shape[-1] != other._data.shape[-2 if other.ndim > 1 else 0]:
         raise _mismatch(input, other)
     return apply(_matmul, input, other)
