@@ -1,4 +1,28 @@
 import os
+import random
 import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
+
+
+def pytest_addoption(parser):
+    parser.addoption("--long", action="store_true",
+                     help="run the full stress suite (tests/stress); by default it runs a short version")
+    parser.addoption("--update-docs", action="store_true",
+                     help="rewrite pages the tests generate (docs/bad-inputs.md) instead of failing when stale")
+    parser.addoption("--shuffle", type=int, default=None, metavar="SEED",
+                     help="run the collected tests in an order shuffled with SEED (proves order freedom)")
+    parser.addoption("--reverse", action="store_true", help="run the collected tests in reverse order")
+
+
+def pytest_collection_modifyitems(config, items):
+    seed = config.getoption("--shuffle")
+    if seed is not None:
+        random.Random(seed).shuffle(items)
+    if config.getoption("--reverse"):
+        items.reverse()
+
+
+def pytest_report_header(config):
+    seed = config.getoption("--shuffle")
+    return [f"tests shuffled with seed {seed}"] if seed is not None else []

@@ -10,6 +10,7 @@ The Tensor methods that make tensors (``Tensor(data)``, ``new_*``, unpickling,
 """
 from __future__ import annotations
 
+import math
 import numbers
 
 import numpy as np
@@ -66,15 +67,39 @@ def from_dlpack(ext) -> Tensor:
     return apply(FROM_DLPACK, ext=ext, device=dev)
 
 
+_INT64_MAX = 2 ** 63 - 1
+
+
 def _size(size) -> tuple:
     if len(size) == 1 and isinstance(size[0], (tuple, list)):
         size = size[0]
-    for s in size:
+    for i, s in enumerate(size):
         if type(s) is not int and not isinstance(s, numbers.Integral):
             raise TypeError(f"size must be a sequence of ints, got element {s!r} of type {type(s).__name__}")
         if s < 0:
             raise RuntimeError(f"Trying to create tensor with negative dimension {s}: {list(size)}")
+        if s > _INT64_MAX:   # PyTorch's argument parser refuses it as it unpacks the size
+            raise TypeError(f"argument 'size' failed to unpack the object at pos {i + 1} with error "
+                            f'"Overflow when unpacking long long" (size {list(size)})')
     return tuple(map(int, size))
+
+
+def _allocate(op, size: tuple, dtype, dev: Device, **params) -> Tensor:
+    """``apply`` a factory that allocates ``size``; a size no storage can hold, or memory the
+    allocator cannot give, raises PyTorch's RuntimeError (not the array library's errors)."""
+    try:
+        return apply(op, size=size, dtype=dtype, device=dev, **params)
+    except (MemoryError, ValueError, RuntimeError) as e:
+        numel = math.prod(size)
+        nbytes = numel * dtype.itemsize
+        if max(numel, nbytes) > _INT64_MAX:
+            raise RuntimeError(f"Storage size calculation overflowed with sizes={list(size)}") from None
+        if not isinstance(e, MemoryError):
+            raise
+        if dev.type == "cuda":
+            raise RuntimeError(f"CUDA out of memory. Tried to allocate {nbytes} bytes.") from None
+        raise RuntimeError(f"DefaultCPUAllocator: can't allocate memory: you tried to allocate {nbytes} "
+                           f"bytes.") from None
 
 
 def _dev(device) -> Device:
@@ -82,8 +107,7 @@ def _dev(device) -> Device:
 
 
 def _fill(size: tuple, value, dtype, dev: Device, requires_grad: bool) -> Tensor:
-    return _finish(apply(FULL, size=size, fill_value=value, dtype=dtype or get_default_dtype(), device=dev),
-                   requires_grad)
+    return _finish(_allocate(FULL, size, dtype or get_default_dtype(), dev, fill_value=value), requires_grad)
 
 
 def zeros(*size, dtype=None, device=None, requires_grad: bool = False, out=None) -> Tensor:
@@ -95,8 +119,7 @@ def ones(*size, dtype=None, device=None, requires_grad: bool = False, out=None) 
 
 
 def empty(*size, dtype=None, device=None, requires_grad: bool = False, **_) -> Tensor:
-    return _finish(apply(EMPTY, size=_size(size), dtype=dtype or get_default_dtype(), device=_dev(device)),
-                   requires_grad)
+    return _finish(_allocate(EMPTY, _size(size), dtype or get_default_dtype(), _dev(device)), requires_grad)
 
 
 def full(size, fill_value, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
@@ -147,14 +170,20 @@ def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad: b
     return _finish(apply(ARANGE, start=start, end=end, step=step, dtype=dtype, device=_dev(device)), requires_grad)
 
 
+def _steps(steps) -> int:
+    if int(steps) < 0:
+        raise RuntimeError(f"number of steps must be non-negative (got steps={steps})")
+    return int(steps)
+
+
 def linspace(start, end, steps: int, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
-    return _finish(apply(LINSPACE, start=float(start), end=float(end), steps=int(steps),
+    return _finish(apply(LINSPACE, start=float(start), end=float(end), steps=_steps(steps),
                          dtype=dtype or get_default_dtype(), device=_dev(device)), requires_grad)
 
 
 def logspace(start, end, steps: int, base: float = 10.0, *, dtype=None, device=None,
              requires_grad: bool = False) -> Tensor:
-    return _finish(apply(LOGSPACE, start=float(start), end=float(end), steps=int(steps), base=base,
+    return _finish(apply(LOGSPACE, start=float(start), end=float(end), steps=_steps(steps), base=base,
                          dtype=dtype or get_default_dtype(), device=_dev(device)), requires_grad)
 
 

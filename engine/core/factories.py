@@ -52,6 +52,9 @@ def host_array(data, dtype) -> np.ndarray:
         arr = (np.array(data, copy=True) if dtype is None else
                _dtype.astype(np.array(data, dtype=np.float64 if dtype is _dtype.bfloat16 else dtype.np), dtype))
     except (ValueError, TypeError) as e:
+        ragged = _ragged(data) if isinstance(e, ValueError) else None
+        if ragged is not None:
+            raise ragged from None
         raise (ValueError if isinstance(e, ValueError) else TypeError)(f"tensor(): {e}") from None
     if dtype is None and not isinstance(data, np.ndarray):
         arr = _inferred(arr, data)
@@ -62,6 +65,40 @@ def host_array(data, dtype) -> np.ndarray:
             raise TypeError(f"tensor(): can't convert data of numpy dtype {arr.dtype}")
     from_np(arr.dtype)
     return arr
+
+
+_SEQ = (list, tuple, np.ndarray)
+
+
+def _ragged(data) -> Exception | None:
+    """PyTorch's error for nested data of no one shape, None if it has one. As PyTorch, the shape
+    is taken from the first element at each depth and every element is checked against it."""
+    shape = []
+    x = data
+    while isinstance(x, _SEQ):
+        shape.append(len(x))
+        if not len(x):
+            break
+        x = x[0]
+
+    def check(x, d):
+        if d == len(shape):
+            if isinstance(x, _SEQ):
+                return TypeError(f"tensor(): a sequence at dim {d} where a number was expected "
+                                 f"(the first elements give shape {shape})")
+            return None
+        if not isinstance(x, _SEQ):
+            return TypeError(f"tensor(): not a sequence: {type(x).__name__} at dim {d} "
+                             f"(the first elements give shape {shape})")
+        if len(x) != shape[d]:
+            return ValueError(f"tensor(): expected sequence of length {shape[d]} at dim {d} (got {len(x)})")
+        for e in x:
+            err = check(e, d + 1)
+            if err is not None:
+                return err
+        return None
+
+    return check(data, 0)
 
 
 def _inferred(arr: np.ndarray, data) -> np.ndarray:

@@ -198,10 +198,14 @@ def _parse_advanced(x: Tensor, key):
 
 # ---------------------------------------------------------------- __getitem__ / __setitem__
 def _getitem(self: Tensor, key) -> Tensor:
-    if type(key) is int:
-        return _mark(apply(_slice, self, key=(key, Ellipsis)), self)
-    basic, idx, template = _parse(self, key)
-    out = self if basic is None else _mark(apply(_slice, self, key=basic), self)
+    try:
+        if type(key) is int:
+            return _mark(apply(_slice, self, key=(key, Ellipsis)), self)
+        basic, idx, template = _parse(self, key)
+        out = self if basic is None else _mark(apply(_slice, self, key=basic), self)
+    except IndexError:
+        _out_of_bounds(self.shape, key)
+        raise
     if template is None:
         return out
     return apply(_index, out, *idx, template=template, unique=all(i._data.dtype.kind == "b" for i in idx))
@@ -209,7 +213,26 @@ def _getitem(self: Tensor, key) -> Tensor:
 
 def _setitem(self: Tensor, key, value) -> None:
     basic, idx, template = _parse(self, key)
-    _write(self, value, idx, basic, template, False)
+    try:
+        _write(self, value, idx, basic, template, False)
+    except IndexError:
+        _out_of_bounds(self.shape, key)
+        raise
+
+
+def _out_of_bounds(shape, key) -> None:
+    """Raise PyTorch's message for the first integer in ``key`` out of its dimension's range
+    (the array library's names an axis, and the dispatcher's adds the op's internals)."""
+    key = key if type(key) is tuple else (key,)
+    consumed = sum(1 for k in key if k is not None and k is not Ellipsis)
+    d = 0
+    for k in key:
+        if k is Ellipsis:
+            d += len(shape) - consumed
+        elif k is not None:
+            if isinstance(k, int) and not isinstance(k, bool) and d < len(shape) and not -shape[d] <= k < shape[d]:
+                raise IndexError(f"index {k} is out of bounds for dimension {d} with size {shape[d]}") from None
+            d += 1
 
 
 def _write(self: Tensor, value, idx, basic, template, accumulate: bool) -> Tensor:

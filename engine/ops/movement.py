@@ -162,16 +162,25 @@ def _shape_arg(shape) -> tuple:
 
 def _infer(shape: tuple, numel: int, op: str, have) -> tuple:
     if -1 not in shape:
-        if math.prod(shape) == numel:
+        if math.prod(shape) == numel and min(shape, default=0) >= 0:
             return shape
+        _check_dims(shape)
         raise RuntimeError(f"shape '{list(shape)}' is invalid for input of size {numel} "
                            f"(input shape {list(have)}, in {op})")
+    _check_dims(shape)
     if shape.count(-1) > 1:
         raise RuntimeError(f"{op}: only one dimension can be inferred, got shape {list(shape)}")
     known = math.prod(s for s in shape if s != -1)
     if known == 0 or numel % known:
         raise RuntimeError(f"shape '{list(shape)}' is invalid for input of size {numel}")
     return tuple(numel // known if s == -1 else s for s in shape)
+
+
+def _check_dims(shape: tuple) -> None:
+    """PyTorch's error for a size below -1 (-1 alone means "infer this one")."""
+    for i, s in enumerate(shape):
+        if s < -1:
+            raise RuntimeError(f"invalid shape dimension {s} at index {i} of shape {list(shape)}")
 
 
 def _viewable(old: tuple, strides: tuple, new: tuple) -> bool:
