@@ -1,0 +1,151 @@
+"""Summary protos from tensors: scalars, histograms, images (PNG), text and hparams.
+
+Each builder takes host values (a Tensor, an array or a number) and returns a ``Summary``
+protobuf; ``writer.py`` wraps it in an ``Event`` with a step and a wall time.
+"""
+from __future__ import annotations
+
+import math
+import struct
+import zlib
+
+import numpy as np
+from tensorboard.compat.proto.summary_pb2 import HistogramProto, Summary, SummaryMetadata
+from tensorboard.compat.proto.tensor_pb2 import TensorProto
+from tensorboard.compat.proto.tensor_shape_pb2 import TensorShapeProto
+
+__all__ = ["to_numpy", "scalar", "histogram", "image", "images", "text"]
+
+
+def to_numpy(x) -> np.ndarray:
+    """Host values of a Tensor (detached, moved to the cpu, sparse made dense), array or number."""
+    if hasattr(x, "detach") and hasattr(x, "layout"):
+        x = x.detach()
+        if x.is_sparse:
+            x = x.to_dense()
+        return x.cpu().numpy()
+    return np.asarray(x)
+
+
+def scalar(tag: str, value) -> Summary:
+    v = to_numpy(value)
+    if v.size != 1:
+        raise ValueError(f"add_scalar({tag!r}): expected a scalar value, got shape {list(v.shape)}")
+    return Summary(value=[Summary.Value(tag=tag, simple_value=float(v.reshape(())))])
+
+
+def _tensorflow_edges() -> np.ndarray:
+    """TensorFlow's default histogram buckets (PyTorch's ``bins='tensorflow'``): geometric
+    steps of 1.1 from 1e-12 to 1e20 on both sides of zero."""
+    pos, v = [], 1e-12
+    while v < 1e20:            # repeated products, so the edges equal TensorFlow's to the last bit
+        pos.append(v)
+        v *= 1.1
+    pos = np.array(pos)
+    return np.concatenate((-pos[::-1], [0.0], pos))
+
+
+_TF_EDGES = None
+
+
+def histogram(tag: str, values, bins="tensorflow", max_bins: int | None = None) -> Summary:
+    """Counts over ``bins`` (``'tensorflow'``, a numpy bins spec or edges), trimmed to the
+    buckets from the first to the last non-empty one, after one empty bucket whose limit is the
+    lower edge of the first (TensorBoard reads each bucket as ending at its limit)."""
+    global _TF_EDGES
+    v = to_numpy(values).astype(np.float64).reshape(-1)
+    if v.size == 0:
+        raise ValueError(f"add_histogram({tag!r}): the input has no elements")
+    if isinstance(bins, str) and bins == "tensorflow":
+        if _TF_EDGES is None:
+            _TF_EDGES = _tensorflow_edges()
+        bins = _TF_EDGES
+    counts, edges = np.histogram(v, bins=bins)
+    if max_bins is not None and len(counts) > max_bins:
+        step = len(counts) // max_bins     # as PyTorch: groups of this many buckets
+        pad = (-len(counts)) % step
+        counts = np.pad(counts, (0, pad)).reshape(-1, step).sum(1)
+        edges = np.concatenate((edges[:-1:step], edges[-1:]))
+    nonzero = np.flatnonzero(counts)
+    lo, hi = (nonzero[0], nonzero[-1] + 1) if nonzero.size else (0, len(counts))
+    counts = np.concatenate(([0], counts[lo:hi]))
+    hist = HistogramProto(min=float(v.min()), max=float(v.max()), num=int(v.size), sum=float(v.sum()),
+                          sum_squares=float(np.dot(v, v)), bucket_limit=edges[lo:hi + 1].tolist(),
+                          bucket=counts.astype(np.float64).tolist())
+    return Summary(value=[Summary.Value(tag=tag, histo=hist)])
+
+
+def _hwc(arr: np.ndarray, dataformats: str) -> np.ndarray:
+    """An image as (H, W, C) with C in 1, 3 or 4."""
+    fmt = dataformats.upper()
+    if arr.ndim != len(fmt) or sorted(fmt) != sorted(set(fmt)):
+        raise ValueError(f"image of shape {list(arr.shape)} does not match dataformats {dataformats!r}")
+    if "C" not in fmt:
+        arr, fmt = arr[..., None], fmt + "C"
+    arr = arr.transpose([fmt.index(c) for c in "HWC"])
+    if arr.shape[2] not in (1, 3, 4):
+        raise ValueError(f"an image needs 1, 3 or 4 channels, got {arr.shape[2]}")
+    return arr
+
+
+def _grid(arr: np.ndarray, dataformats: str, ncols: int = 8) -> np.ndarray:
+    """A batch of images (N first) tiled into one (H, W, C) picture, ``ncols`` per row."""
+    fmt = dataformats.upper()
+    if not fmt.startswith("N"):
+        raise ValueError(f"add_images expects dataformats starting with 'N', got {dataformats!r}")
+    pics = [_hwc(a, fmt[1:]) for a in arr]
+    if not pics:
+        raise ValueError("add_images: the batch is empty")
+    h, w, c = pics[0].shape
+    ncols = min(len(pics), ncols)
+    nrows = math.ceil(len(pics) / ncols)
+    canvas = np.zeros((h * nrows, w * ncols, c), pics[0].dtype)
+    for k, p in enumerate(pics):
+        r, q = divmod(k, ncols)
+        canvas[r * h:(r + 1) * h, q * w:(q + 1) * w] = p
+    return canvas
+
+
+def _uint8(arr: np.ndarray) -> np.ndarray:
+    """uint8 pixels: other dtypes are read as [0, 1], scaled by 255 and truncated, as PyTorch's writer does."""
+    if arr.dtype == np.uint8:
+        return arr
+    return np.clip(arr * 255, 0, 255).astype(np.uint8)
+
+
+def png(pixels: np.ndarray) -> bytes:
+    """A PNG file of (H, W, C) uint8 pixels (C: 3 RGB, 4 RGBA), filter 0 rows, zlib."""
+    h, w, c = pixels.shape
+    color = {3: 2, 4: 6}[c]
+    raw = np.concatenate((np.zeros((h, 1), np.uint8), pixels.reshape(h, w * c)), axis=1).tobytes()
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+
+    header = struct.pack(">IIBBBBB", w, h, 8, color, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b"")
+
+
+def _image_summary(tag: str, hwc: np.ndarray) -> Summary:
+    if hwc.shape[2] == 1:         # grayscale is stored as RGB, as PyTorch's writer does
+        hwc = np.repeat(hwc, 3, axis=2)
+    pixels = _uint8(hwc)
+    img = Summary.Image(height=pixels.shape[0], width=pixels.shape[1], colorspace=pixels.shape[2],
+                        encoded_image_string=png(pixels))
+    return Summary(value=[Summary.Value(tag=tag, image=img)])
+
+
+def image(tag: str, img, dataformats: str = "CHW") -> Summary:
+    return _image_summary(tag, _hwc(to_numpy(img), dataformats))
+
+
+def images(tag: str, imgs, dataformats: str = "NCHW") -> Summary:
+    return _image_summary(tag, _grid(to_numpy(imgs), dataformats))
+
+
+def text(tag: str, text_string: str) -> Summary:
+    """A string for TensorBoard's text plugin (the tag gets ``/text_summary``, as PyTorch's)."""
+    meta = SummaryMetadata(plugin_data=SummaryMetadata.PluginData(plugin_name="text"))
+    proto = TensorProto(dtype="DT_STRING", string_val=[text_string.encode("utf-8")],
+                        tensor_shape=TensorShapeProto(dim=[TensorShapeProto.Dim(size=1)]))
+    return Summary(value=[Summary.Value(tag=tag + "/text_summary", metadata=meta, tensor=proto)])

@@ -1,0 +1,127 @@
+"""``SummaryWriter``: PyTorch's event-file logger over the ``tensorboard`` package's writer."""
+from __future__ import annotations
+
+import os
+import socket
+import time
+from datetime import datetime
+
+from tensorboard.compat.proto.event_pb2 import Event
+from tensorboard.summary.writer.event_file_writer import EventFileWriter
+
+from . import summary as _summary
+from .graph import graph_def
+
+__all__ = ["SummaryWriter"]
+
+
+class SummaryWriter:
+    """Writes scalars, histograms, images, text, graphs and hparams to TensorBoard event files.
+
+    Args:
+        log_dir: the directory (default ``runs/<Mon>DD_HH-MM-SS_<host><comment>``, as PyTorch's).
+        comment: a suffix for the default ``log_dir``.
+        purge_step, max_queue, flush_secs, filename_suffix: as ``torch.utils.tensorboard``
+            (``purge_step`` is accepted and ignored: nothing is discarded).
+
+    >>> with SummaryWriter("runs/exp1") as w:
+    ...     for step in range(3):
+    ...         w.add_scalar("loss", 1.0 / (step + 1), step)
+    """
+
+    def __init__(self, log_dir: str | None = None, comment: str = "", purge_step=None, max_queue: int = 10,
+                 flush_secs: int = 120, filename_suffix: str = ""):
+        if not log_dir:
+            stamp = datetime.now().strftime("%b%d_%H-%M-%S")
+            log_dir = os.path.join("runs", f"{stamp}_{socket.gethostname()}{comment}")
+        self.log_dir = str(log_dir)
+        self.purge_step, self.max_queue, self.flush_secs = purge_step, max_queue, flush_secs
+        self.filename_suffix = filename_suffix
+        self._writer = EventFileWriter(self.log_dir, max_queue, flush_secs, filename_suffix)
+        self._scalar_writers: dict = {}     # add_scalars: one run directory per series
+
+    def get_logdir(self) -> str:
+        return self.log_dir
+
+    def _add(self, summary=None, global_step=None, walltime=None, writer=None, **fields) -> None:
+        event = Event(wall_time=time.time() if walltime is None else float(walltime), summary=summary, **fields)
+        if global_step is not None:
+            event.step = int(global_step)
+        (writer or self._writer).add_event(event)
+
+    def add_scalar(self, tag: str, scalar_value, global_step=None, walltime=None, new_style: bool = False,
+                   double_precision: bool = False) -> None:
+        self._add(_summary.scalar(tag, scalar_value), global_step, walltime)
+
+    def add_scalars(self, main_tag: str, tag_scalar_dict: dict, global_step=None, walltime=None) -> None:
+        """Each series in its own run ``<log_dir>/<main_tag>_<tag>``, all under the tag ``main_tag``."""
+        walltime = time.time() if walltime is None else walltime
+        for tag, value in tag_scalar_dict.items():
+            run = os.path.join(self.log_dir, f"{main_tag}_{tag}".replace("/", "_"))
+            w = self._scalar_writers.get(run)
+            if w is None:
+                w = self._scalar_writers[run] = EventFileWriter(run, self.max_queue, self.flush_secs,
+                                                                self.filename_suffix)
+            self._add(_summary.scalar(main_tag, value), global_step, walltime, writer=w)
+
+    def add_histogram(self, tag: str, values, global_step=None, bins="tensorflow", walltime=None,
+                      max_bins=None) -> None:
+        self._add(_summary.histogram(tag, values, bins, max_bins), global_step, walltime)
+
+    def add_image(self, tag: str, img_tensor, global_step=None, walltime=None, dataformats: str = "CHW") -> None:
+        """One image: floats in [0, 1] or uint8, laid out as ``dataformats`` (CHW, HWC, HW...)."""
+        self._add(_summary.image(tag, img_tensor, dataformats), global_step, walltime)
+
+    def add_images(self, tag: str, img_tensor, global_step=None, walltime=None, dataformats: str = "NCHW") -> None:
+        """A batch of images tiled into one grid, eight per row."""
+        self._add(_summary.images(tag, img_tensor, dataformats), global_step, walltime)
+
+    def add_text(self, tag: str, text_string: str, global_step=None, walltime=None) -> None:
+        self._add(_summary.text(tag, text_string), global_step, walltime)
+
+    def add_graph(self, model, input_to_model=None, verbose: bool = False, use_strict_trace: bool = True) -> None:
+        """The op graph of one forward pass ``model(input_to_model)``, scoped by module."""
+        inputs = input_to_model if isinstance(input_to_model, (tuple, list)) else \
+            (() if input_to_model is None else (input_to_model,))
+        self._add(graph_def=graph_def(model, tuple(inputs)).SerializeToString())
+
+    def add_hparams(self, hparam_dict: dict, metric_dict: dict, hparam_domain_discrete=None, run_name=None,
+                    global_step=None) -> None:
+        """A trial for TensorBoard's HParams tab: the hyperparameters and their metrics, in the
+        run ``<log_dir>/<run_name>`` (default: the current time), as PyTorch's."""
+        from tensorboard.plugins.hparams import summary_v2 as hp
+        if not isinstance(hparam_dict, dict) or not isinstance(metric_dict, dict):
+            raise TypeError("hparam_dict and metric_dict should be dictionary.")
+        run = os.path.join(self.log_dir, run_name or str(time.time()))
+        w = EventFileWriter(run, self.max_queue, self.flush_secs, self.filename_suffix)
+        config = hp.hparams_config_pb([hp.HParam(k) for k in hparam_dict], [hp.Metric(k) for k in metric_dict])
+        self._add(config, writer=w)
+        self._add(hp.hparams_pb({k: _plain(v) for k, v in hparam_dict.items()}, trial_id=run), writer=w)
+        for k, v in metric_dict.items():
+            self._add(_summary.scalar(k, v), global_step, writer=w)
+        w.close()
+
+    def flush(self) -> None:
+        self._writer.flush()
+        for w in self._scalar_writers.values():
+            w.flush()
+
+    def close(self) -> None:
+        self._writer.close()
+        for w in self._scalar_writers.values():
+            w.close()
+        self._scalar_writers.clear()
+
+    def __enter__(self) -> "SummaryWriter":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _plain(v):
+    """A hyperparameter value TensorBoard accepts (bool, number or string)."""
+    if isinstance(v, (bool, int, float, str)):
+        return v
+    item = getattr(v, "item", None)
+    return item() if item is not None else str(v)
