@@ -5,13 +5,15 @@ from typing import Any
 
 from ..core.creation import tensor, zeros_like
 from ..core.tensor import Tensor
+from . import _foreach
 from .optimizer import Optimizer, check_hyper, check_single_tensor, scalar
 
 __all__ = ["Adam", "AdamW"]
 
 
 class Adam(Optimizer):
-    """``torch.optim.Adam``; the update follows PyTorch's single-tensor implementation op for op."""
+    """``torch.optim.Adam``; the update follows PyTorch's single-tensor implementation op for op,
+    on a group's arrays at once while nobody watches (``_foreach.py``; ``foreach=False`` opts out)."""
 
     def __init__(self, params, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
                  eps: float = 1e-8, weight_decay: float = 0, amsgrad: bool = False, *,
@@ -28,6 +30,7 @@ class Adam(Optimizer):
                         differentiable=differentiable, fused=fused,
                         decoupled_weight_decay=decoupled_weight_decay)
         check_single_tensor(defaults)
+        _foreach.check_fused(defaults)
         super().__init__(params, defaults)
 
     def _step_group(self, group: dict[str, Any]) -> None:
@@ -35,6 +38,9 @@ class Adam(Optimizer):
         lr, eps, weight_decay = scalar(group["lr"]), group["eps"], group["weight_decay"]
         amsgrad, decoupled = group["amsgrad"], group["decoupled_weight_decay"]
         capturable = group["capturable"]
+        if not capturable and _foreach.multi_tensor(group):
+            _foreach.adam(self, group, lr, beta1, beta2)
+            return
         for p, grad, state in self._with_grads(group):
             if not state:
                 state["step"] = 0.0

@@ -3,13 +3,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from . import _foreach
 from .optimizer import Optimizer, check_hyper, check_single_tensor, scalar
 
 __all__ = ["SGD"]
 
 
 class SGD(Optimizer):
-    """``torch.optim.SGD``; the update follows PyTorch's single-tensor implementation op for op."""
+    """``torch.optim.SGD``; the update follows PyTorch's single-tensor implementation op for op,
+    on a group's arrays at once while nobody watches (``_foreach.py``; ``foreach=False`` opts out)."""
 
     def __init__(self, params, lr: float = 1e-3, momentum: float = 0, dampening: float = 0,
                  weight_decay: float = 0, nesterov: bool = False, *, maximize: bool = False,
@@ -23,9 +25,13 @@ class SGD(Optimizer):
                         nesterov=nesterov, maximize=maximize, foreach=foreach,
                         differentiable=differentiable, fused=fused)
         check_single_tensor(defaults)
+        _foreach.check_fused(defaults)
         super().__init__(params, defaults)
 
     def _step_group(self, group: dict[str, Any]) -> None:
+        if _foreach.multi_tensor(group):
+            _foreach.sgd(self, group, scalar(group["lr"]))
+            return
         lr, momentum, dampening = scalar(group["lr"]), group["momentum"], group["dampening"]
         weight_decay, nesterov, maximize = group["weight_decay"], group["nesterov"], group["maximize"]
         for p in group["params"]:

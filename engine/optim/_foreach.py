@@ -1,0 +1,127 @@
+"""Multi-tensor optimizer steps: one loop over a group's arrays, ufuncs writing in place.
+
+The per-parameter Tensor path dispatches some ten ops per parameter, and on small models that
+dispatch costs more than the arithmetic. While nobody watches (``STATE.slow`` false: no mode,
+tape, profiler or anomaly check), an update is the optimizer's own bookkeeping on arrays, as
+accumulation into ``.grad`` is in the backward walk: the same arithmetic in the same order as
+the Tensor path (so the values are identical, bit for bit), written with ``out=`` into the
+parameter and state arrays, each write counted on the tensor's version counter. While someone
+watches, the optimizers take the Tensor path, so a tape, profiler or capture sees every update
+under the step's named scope.
+
+This is what ``foreach=`` and ``fused=`` select in PyTorch; tapelab takes it by default
+(``foreach=None``) on the cpu, and ``foreach=False`` forces the per-parameter Tensor path.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..base.device import CPU
+from ..base.dispatch_state import STATE
+from ..core.creation import zeros_like
+
+__all__ = ["multi_tensor", "check_fused", "sgd", "adam"]
+
+
+def check_fused(defaults: dict) -> None:
+    """PyTorch's checks of ``fused=True`` at construction."""
+    if defaults.get("fused"):
+        if defaults.get("differentiable"):
+            raise RuntimeError("`fused` does not support `differentiable`")
+        if defaults.get("foreach"):
+            raise RuntimeError("`fused` and `foreach` cannot be `True` together.")
+
+
+def multi_tensor(group: dict) -> bool:
+    """Whether this step of ``group`` may run on arrays: not refused by ``foreach=False`` (unless
+    ``fused=True``), nobody watching, and every parameter a cpu array."""
+    if group.get("foreach") is False and not group.get("fused") or STATE.slow:
+        return False
+    return all(p._device is CPU for p in group["params"])
+
+
+def _bump(t) -> None:
+    t._vc[0] += 1
+
+
+def sgd(opt, group: dict, lr: float) -> None:
+    """``SGD._step_group`` on arrays, op for op."""
+    momentum, dampening = group["momentum"], group["dampening"]
+    weight_decay, nesterov, maximize = group["weight_decay"], group["nesterov"], group["maximize"]
+    state = opt.state
+    for p in group["params"]:
+        grad = p.grad
+        if grad is None:
+            continue
+        g = grad._data
+        if maximize:
+            g = np.negative(g)
+        if weight_decay != 0:
+            g = g + p._data * weight_decay
+        if momentum != 0:
+            st = state[p]
+            buf = st.get("momentum_buffer")
+            if buf is None:
+                buf = st["momentum_buffer"] = zeros_like(grad)
+                np.copyto(buf._data, g)
+            else:
+                b = buf._data
+                np.multiply(b, momentum, out=b)
+                np.add(b, g if dampening == 0 else g * (1 - dampening), out=b)
+            _bump(buf)
+            g = g + buf._data * momentum if nesterov else buf._data
+        data = p._data
+        np.add(data, g * -lr, out=data)
+        _bump(p)
+
+
+def adam(opt, group: dict, lr: float, beta1: float, beta2: float) -> None:
+    """``Adam._step_group`` (and AdamW's) on arrays, op for op; not ``capturable``."""
+    eps, weight_decay = group["eps"], group["weight_decay"]
+    amsgrad, decoupled, maximize = group["amsgrad"], group["decoupled_weight_decay"], group["maximize"]
+    w = 1 - beta1
+    state = opt.state
+    for p in group["params"]:
+        grad = p.grad
+        if grad is None:
+            continue
+        st = state[p]
+        if not st:
+            st["step"] = 0.0
+            st["exp_avg"] = zeros_like(p)
+            st["exp_avg_sq"] = zeros_like(p)
+            if amsgrad:
+                st["max_exp_avg_sq"] = zeros_like(p)
+        step = st["step"] = st["step"] + 1
+        g = grad._data
+        if maximize:
+            g = np.negative(g)
+        data = p._data
+        if weight_decay != 0:
+            if decoupled:
+                np.multiply(data, 1 - lr * weight_decay, out=data)
+                _bump(p)
+            else:
+                g = g + data * weight_decay
+        exp_avg, exp_avg_sq = st["exp_avg"], st["exp_avg_sq"]
+        m, v = exp_avg._data, exp_avg_sq._data
+        d = g - m   # lerp, PyTorch's two-sided formula as ops/elementwise.py computes it
+        if -0.5 < w < 0.5:
+            np.add(m, w * d, out=m)
+        else:
+            np.subtract(g, d * (1 - w), out=m)
+        _bump(exp_avg)
+        np.multiply(v, beta2, out=v)
+        np.add(v, (1 - beta2) * g * g, out=v)   # addcmul: input + value * tensor1 * tensor2
+        _bump(exp_avg_sq)
+        step_size = lr / (1 - beta1 ** step)
+        bias_correction2_sqrt = (1 - beta2 ** step) ** 0.5
+        if amsgrad:
+            max_sq = st["max_exp_avg_sq"]
+            np.maximum(max_sq._data, v, out=max_sq._data)
+            _bump(max_sq)
+            denom = np.sqrt(max_sq._data) / bias_correction2_sqrt + eps
+        else:
+            denom = np.sqrt(v) / bias_correction2_sqrt + eps
+        np.add(data, -step_size * (m / denom), out=data)   # addcdiv: input + value * (t1 / t2)
+        _bump(p)
