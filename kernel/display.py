@@ -11,9 +11,10 @@ def _tensor_html(t):
 
 
 def _node_bundle(node, include=None, exclude=None):
+    from tapelab.widgets.fallback import within_budget
     from tapelab.widgets.viewmodel import MIME, graph_from_grad_fn, to_html
     g = graph_from_grad_fn(node)
-    return {MIME: g, "text/html": to_html(g), "text/plain": repr(node)}
+    return {MIME: within_budget(g), "text/html": to_html(g), "text/plain": repr(node)}
 
 
 def _graph_module_bundle(gm, include=None, exclude=None):

@@ -34,9 +34,10 @@ class TapeMagics(Magics):
         elif arg == "clear":
             self.bridge.clear()
         elif arg in ("", "status"):
-            b = self.bridge
-            print(f"tape streaming {'on' if b.recording else 'off'}; panel "
-                  f"{'connected' if b.confirmed else 'not connected'}; {b.sent} messages sent")
+            b = self.bridge     # connected = messages go out to a panel (listening), as send() decides
+            panel = ("connected" if b.confirmed else "connected (it has not answered yet)") if b.listening \
+                else "not connected"
+            print(f"tape streaming {'on' if b.recording else 'off'}; panel {panel}; {b.sent} messages sent")
         else:
             print(USAGE)
 

@@ -9,7 +9,7 @@ import torch
 
 import tapelab
 import tapelab.fx as fx
-from tapelab.fx.passes import (FxGraphDrawer, ShapeProp, elementwise_groups, eliminate_common_subexpressions,
+from tapelab.fx.passes import (ShapeProp, elementwise_groups, eliminate_common_subexpressions,
                                fold_constants)
 
 
@@ -140,13 +140,3 @@ def test_elementwise_groups_are_maximal_and_acyclic():
     assert gm.graph.find_nodes(op="call_function", target=tapelab.relu)[0].meta["fusion_group"] == 0
     add_2 = [n for n in gm.graph.nodes if n.name == "add_2"][0]
     assert "fusion_group" not in add_2.meta     # scalar arithmetic after ShapeProp: not a tensor op
-
-
-def test_dot_export():
-    gm = fx.symbolic_trace(lambda x: tapelab.relu(x * 2 + 1).sum())
-    ShapeProp(gm).propagate(tapelab.randn(3))
-    elementwise_groups(gm)
-    dot = FxGraphDrawer(gm, 'my "graph"').get_dot_graph()
-    assert dot.startswith('digraph "my \\"graph\\"" {') and dot.rstrip().endswith("}")
-    assert '"x" -> "mul";' in dot and "subgraph \"cluster_fusion_0\"" in dot
-    assert "call_function: tapelab.relu" in dot and "[3] float32" in dot

@@ -191,7 +191,7 @@ def _reference(a: np.ndarray) -> dict:
     a = a.astype(np.float64).ravel()
     f = a[np.isfinite(a)]
     return {"min": f.min(), "max": f.max(), "mean": f.mean(), "std": f.std(ddof=1), "norm": np.sqrt((f * f).sum()),
-            "nan": int(np.isnan(a).sum()), "inf": int(np.isinf(a).sum())}
+            "nan": int(np.isnan(a).sum()), "inf": int(np.isinf(a).sum()), "zero": int((a == 0).sum())}
 
 
 def test_summary_matches_numpy_and_batches_agree_with_single_summaries():
@@ -213,7 +213,8 @@ def test_summary_matches_numpy_and_batches_agree_with_single_summaries():
     assert all(same(a, b) for a, b in zip(batch, [summarize(t) for t in tensors]))
     streamed = summarize_samples([sample(t) for t in tensors] + [sample(tl.zeros(0))])
     assert all(same(a, b) for a, b in zip(streamed, [summarize(t, 256) for t in tensors]))
-    assert streamed[-1] == {"min": None, "max": None, "mean": None, "std": None, "norm": None, "nan": 0, "inf": 0}
+    assert streamed[-1] == {"min": None, "max": None, "mean": None, "std": None, "norm": None, "nan": 0, "inf": 0,
+                            "zero": 0}
 
 
 def test_sampled_summary_strides_and_scales_the_norm():

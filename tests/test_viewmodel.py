@@ -11,7 +11,7 @@ from tapelab.widgets.viewmodel import (MIME, SCHEMA, VERSION, GraphBuilder, dot_
                                        graph_from_tape, to_dot, to_html)
 
 NODE_KEYS = {"id", "kind", "label", "op", "index", "seq", "forward_seq", "group", "module", "shape", "input_shapes",
-             "dtype", "device", "requires_grad", "start_ns", "time_ns", "value", "grad", "grad_ops"}
+             "dtype", "device", "requires_grad", "start_ns", "time_ns", "value", "grad", "grad_ops", "source"}
 
 
 class Block(nn.Module):

@@ -36,6 +36,7 @@ import time
 from tapelab import Tensor
 
 from ._lazy import lazy_widget
+from .fallback import ROWS, details, graph_svg, within_budget
 from .viewmodel import SCHEMA as GRAPH_SCHEMA
 from .viewmodel import VERSION as GRAPH_VERSION
 
@@ -296,8 +297,9 @@ def _fmt_us(us) -> str:
     return f"{us:.1f} µs" if us < 1e3 else f"{us / 1e3:.2f} ms" if us < 1e6 else f"{us / 1e6:.2f} s"
 
 
-def capture_html(model: dict, rows: int = 40) -> str:
-    """Static HTML (saved notebooks, nbviewer): the numbers and the step list; strings escaped."""
+def capture_html(model: dict, rows: int = ROWS) -> str:
+    """Static HTML (saved notebooks, nbviewer): the numbers, the steps drawn (grouped by source
+    line) and the step list folded; strings escaped."""
     esc = html.escape
     s, t = model["stats"], model["timing"]
     head = (f"<b>{esc(model.get('title') or 'captured graph')}</b> · {s['steps']} steps on {esc(model['device'])}"
@@ -308,13 +310,10 @@ def capture_html(model: dict, rows: int = 40) -> str:
         if t.get("eager_us"):
             head += f" vs eager {_fmt_us(t['eager_us'])} ({t['speedup']}x)"
     steps = [n for n in model["graph"]["nodes"] if n["kind"] == "forward"]
-    body = "".join(
-        f"<tr><td>{n['index']}</td><td>{esc(n['op'])}</td><td>{esc(str(n['shape'] or ''))}</td>"
-        f"<td>{esc(n['module'])}</td></tr>" for n in steps[:rows])
-    more = max(0, len(steps) - rows)
+    body = [[str(n["index"]), esc(n["op"]), esc(str(n["shape"] or "")), esc(n["module"])] for n in steps[:rows]]
     return (f"<div class='tapelab-capture-static' style='font-size:12px'><div>{head}</div>"
-            f"<table><tr><th>#</th><th>op</th><th>shape</th><th>line</th></tr>{body}</table>"
-            + (f"<i>… {more} more steps</i>" if more else "") + "</div>")
+            + graph_svg(model["graph"])
+            + details(f"{len(steps)} steps", ["#", "op", "shape", "line"], body, total=len(steps)) + "</div>")
 
 
 def _widget_class():
@@ -370,7 +369,7 @@ def _widget_class():
             bundle = super()._repr_mimebundle_(**kwargs)
             data = bundle[0] if isinstance(bundle, tuple) else bundle
             if data is not None and self.capture.get("graph") is not None:
-                data[CAPTURE_MIME] = self.capture        # saved notebooks render without a kernel
+                data[CAPTURE_MIME] = {**self.capture, "graph": within_budget(self.capture["graph"])}
                 data["text/html"] = capture_html(self.capture)
             return bundle
 

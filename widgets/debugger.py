@@ -21,12 +21,14 @@ from __future__ import annotations
 
 import html
 import pathlib
+import uuid
 import warnings
 
 import anywidget
 import traitlets
 
 from .tensor_view import tensor_summary
+from .fallback import within_budget
 from .viewmodel import MIME, SCHEMA, VERSION, to_html
 
 __all__ = ["Debugger", "graph_from_stepper"]
@@ -156,6 +158,7 @@ class Debugger(anywidget.AnyWidget):
         self._seq = 0
         self._last_error: str | None = None
         self._graph_size = -1
+        self._display_id: str | None = None      # set once shown: every step updates the saved output
         super().__init__(title=title or "backward", **kwargs)
         self._refresh("ready")
         self.on_msg(self._on_msg)
@@ -277,12 +280,26 @@ class Debugger(anywidget.AnyWidget):
         with self.hold_sync():   # one message: the view never sees new grads with an old state
             self.grads = grads
             self.state = state
+        if self._display_id is not None:
+            from IPython.display import update_display
+            update_display(self._bundle(), raw=True, display_id=self._display_id)
+
+    def _ipython_display_(self, **kwargs) -> None:
+        """Shown with a display id, so the saved output (what nbconvert and nbviewer show) says
+        where the walk stopped after every step, not where it was when the cell ran."""
+        from IPython.display import display
+        self._display_id = self._display_id or uuid.uuid4().hex
+        display(self._bundle(), raw=True, display_id=self._display_id)
+
+    def _bundle(self) -> dict:
+        bundle = self._repr_mimebundle_()
+        return bundle[0] if isinstance(bundle, tuple) else bundle
 
     def _repr_mimebundle_(self, **kwargs):
         bundle = super()._repr_mimebundle_(**kwargs)
         data = bundle[0] if isinstance(bundle, tuple) else bundle
         if data is not None and self.graph.get("nodes"):
-            data[MIME] = self.graph
+            data[MIME] = within_budget(self.graph)
             st = self.state
             text = f"<p><b>tapelab debugger</b>: {html.escape(st.get('status', ''))}</p>"
             if st.get("explain"):

@@ -20,7 +20,8 @@ import anywidget
 import traitlets
 
 from .fx_adapter import diff_graphs, graph_from_fx
-from .viewmodel import MIME, to_dot, to_html
+from .fallback import graph_svg, within_budget
+from .viewmodel import MIME, to_dot
 
 __all__ = ["GraphView"]
 
@@ -72,11 +73,13 @@ class GraphView(anywidget.AnyWidget):
         if data is not None and self.panes:
             # saved notebooks keep a kernel-free picture: the graph for the mime renderer, the
             # code (and the diff summary) as static HTML
-            data[MIME] = self.graph
+            data[MIME] = within_budget(self.graph)
             parts = []
             if self.summary:
                 parts.append("<p>" + html.escape(" · ".join(f"{k} {v}" for k, v in self.summary.items())) + "</p>")
-            for p in self.panes:
-                parts.append(f"<b>{html.escape(p['title'])}</b><pre>{html.escape(p['code'])}</pre>")
-            data["text/html"] = "".join(parts) + to_html(self.graph)
+            for p in self.panes:       # each pane drawn (a diff keeps its colours), its code folded
+                parts.append(f"<div style='display:inline-block;vertical-align:top;margin-right:16px'>"
+                             f"<b>{html.escape(p['title'])}</b>{graph_svg(p['graph'])}"
+                             f"<details><summary>code</summary><pre>{html.escape(p['code'])}</pre></details></div>")
+            data["text/html"] = "<div class='tapelab-static'>" + "".join(parts) + "</div>"
         return bundle

@@ -18,8 +18,10 @@ says how many were left out. Only JSON goes to the frontend: no engine object le
 from __future__ import annotations
 
 import html
+import json
 
 from ._lazy import lazy_widget
+from .fallback import BUDGET, ROWS, details, timeline_svg
 
 __all__ = ["PROFILE_MIME", "profile_model", "profile_html", "ProfileView", "TRACK_GROUPS"]
 
@@ -196,20 +198,38 @@ def _fmt_bytes(b: int) -> str:
     return str(b)
 
 
-def profile_html(model: dict, rows: int = 15) -> str:
-    """Static HTML (saved notebooks, nbviewer): the totals and the op table; strings escaped."""
+def profile_html(model: dict, rows: int = ROWS) -> str:
+    """Static HTML (saved notebooks, nbviewer): the totals, the timeline (SVG) and the op table
+    folded; strings escaped."""
     esc = html.escape
     t = model["totals"]
     head = (f"<b>{esc(model.get('title') or 'profile')}</b> · wall {_fmt_us(t['wall_us'])} · "
             f"{t['ops']} ops · {t['backward_nodes']} backward nodes · peak memory "
             f"{_fmt_bytes(model.get('peak_bytes') or 0)}")
-    body = "".join(
-        f"<tr><td>{esc(r['name'])}</td><td>{esc(r['kind'])}</td><td>{r['count']}</td>"
-        f"<td>{_fmt_us(r['cpu_time_total_us'])}</td><td>{_fmt_us(r['self_cpu_time_total_us'])}</td></tr>"
-        for r in sorted(model["averages"], key=lambda r: -r["self_cpu_time_total_us"])[:rows])
+    body = [[esc(r["name"]), esc(r["kind"]), str(r["count"]), _fmt_us(r["cpu_time_total_us"]),
+             _fmt_us(r["self_cpu_time_total_us"])]
+            for r in sorted(model["averages"], key=lambda r: -r["self_cpu_time_total_us"])[:rows]]
     return (f"<div class='tapelab-profile-static' style='font-size:12px'><div>{head}</div>"
-            "<table><tr><th>name</th><th>kind</th><th>calls</th><th>total</th><th>self</th></tr>"
-            f"{body}</table></div>")
+            + timeline_svg(model.get("events") or [])
+            + details(f"{len(model['averages'])} ops by self time", ["name", "kind", "calls", "total", "self"], body,
+                      total=len(model["averages"])) + "</div>")
+
+
+def within_budget(model: dict, budget: int | None = None) -> dict:
+    """``model`` if its JSON fits in ``budget`` bytes (``fallback.BUDGET``), else a copy with
+    the longest events that fit (and their parents; ``meta`` says how many were left out)."""
+    budget = BUDGET if budget is None else budget
+    size = len(json.dumps(model, separators=(",", ":")))
+    events = model.get("events") or []
+    keep, out = len(events), model
+    while size > budget and keep > 1:
+        keep = max(1, int(keep * min(0.8, budget / size)))
+        kept = _cap(events, keep)
+        out = {**model, "events": kept, "top_alloc": [],
+               "meta": {**model.get("meta", {}), "events_sent": len(kept), "truncated": True,
+                        "note": f"saved output: {len(kept)} of {len(events)} events (JSON budget {budget // 1024} KB)"}}
+        size = len(json.dumps(out, separators=(",", ":")))
+    return out
 
 
 def _widget_class():
@@ -273,7 +293,7 @@ def _widget_class():
             bundle = super()._repr_mimebundle_(**kwargs)
             data = bundle[0] if isinstance(bundle, tuple) else bundle
             if data is not None and self.profile.get("events") is not None:
-                data[PROFILE_MIME] = self.profile       # saved notebooks render without a kernel
+                data[PROFILE_MIME] = within_budget(self.profile)   # saved notebooks render without a kernel
                 data["text/html"] = profile_html(self.profile)
             return bundle
 

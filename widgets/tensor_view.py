@@ -12,7 +12,7 @@ import numpy as np
 
 from tapelab.tape import summarize
 
-__all__ = ["tensor_summary", "tensor_html"]
+__all__ = ["tensor_summary", "tensor_html", "summary_html"]
 
 
 def tensor_summary(t, name: str = "", bins: int = 30, heat: int = 64) -> dict:
@@ -56,8 +56,13 @@ def _fmt(v) -> str:
 
 def tensor_html(t, name: str = "") -> str:
     """Static HTML: a table of the summary plus an inline SVG histogram; every string escaped."""
-    s = tensor_summary(t, name=name)
+    return summary_html(tensor_summary(t, name=name))
+
+
+def summary_html(s: dict) -> str:
+    """``tensor_html`` of a ``tensor_summary`` (a saved TensorView shows it)."""
     esc = html.escape
+    name = s.get("name", "")
     st = s["stats"] or {}
     rows = [("shape", "(" + ", ".join(map(str, s["shape"])) + ")"), ("dtype", s["dtype"]), ("device", s["device"]),
             ("requires_grad", str(s["requires_grad"]))]

@@ -6,7 +6,7 @@ reads this schema and nothing of the engine. A graph is::
     {"schema": "tapelab.graph", "version": 1,
      "nodes":  [{"id", "kind", "label", "op", "index", "seq", "forward_seq", "group", "module",
                  "shape", "input_shapes", "dtype", "device", "requires_grad",
-                 "start_ns", "time_ns", "value", "grad", "grad_ops"}],
+                 "start_ns", "time_ns", "value", "grad", "grad_ops", "source"}],
      "edges":  [{"source", "target", "kind", "shape"}],
      "groups": [{"id", "label", "path", "parent", "signature", "size", "collapsed"}],
      "meta":   {"title", "forward", "backward", "total", "truncated", "steps", "folded"}}
@@ -18,8 +18,9 @@ reads this schema and nothing of the engine. A graph is::
 hold the same ops in the same order, which is how repeated blocks are folded. An optimizer step
 runs in the engine's scope ``optimizer.step (AdamW)``: one group of that path and label,
 ``collapsed: true``. Other ops outside any
-module that need no gradient (an optimizer step) form "no-grad ops" groups (``g:~<k>``, path "",
-``collapsed: true``: a hint to start collapsed). Strings are data:
+module that need no gradient (zero_grad, data movement) form a group per run from one source
+line, labelled by that line (``g:~<k>``, path "", ``collapsed: true``: a hint to start
+collapsed); ``source`` of a node is the user's line that ran it (``file:line  code``). Strings are data:
 views escape them (``html.escape`` here, ``textContent`` in the browser, ``dot_quote`` for DOT).
 
 >>> with tapelab.tape() as t:
@@ -34,6 +35,8 @@ import hashlib
 import html
 
 from tapelab.tape import tensor_id
+
+from .fallback import ROWS, details, dot_quote, fmt_shape, graph_svg
 
 __all__ = ["SCHEMA", "VERSION", "GraphBuilder", "graph_from_tape", "graph_from_grad_fn", "to_dot",
            "dot_quote", "to_html", "MIME"]
@@ -120,6 +123,7 @@ class GraphBuilder:
         self._grad_waiting: dict[str, list] = {}
         self.forward = self.backward = self.total = 0
         self._runs = 0
+        self._run_source: dict[str, str] = {}   # no-grad run group id -> the source line it stands for
         self._in_backward = False                # a backward record came, no graph-building op since
         self._pass_group: str | None = None      # the no-grad group of the current backward pass
         self.truncated = False
@@ -185,7 +189,8 @@ class GraphBuilder:
                             "op": "leaf", "index": None, "seq": None, "forward_seq": None, "group": group,
                             "module": self.groups[group]["path"] if group else "", "shape": _shape(shape),
                             "input_shapes": [], "dtype": "", "device": "", "requires_grad": False,
-                            "start_ns": 0, "time_ns": 0, "value": None, "grad": None, "grad_ops": 0})
+                            "start_ns": 0, "time_ns": 0, "value": None, "grad": None, "grad_ops": 0,
+                            "source": ""})
             if n is None:
                 return None
             self._leaves[uid] = lid
@@ -273,18 +278,21 @@ class GraphBuilder:
             self._in_backward = True
             self._add_backward(rec)
 
-    def _no_grad_run(self) -> str:
-        """Ops outside any module that need no gradient (an optimizer step, zero_grad, metrics)
-        are grouped per contiguous run, collapsed by default: they are not the model's graph."""
-        if self._pass_group is not None:       # one group for all of them in a backward pass
+    def _no_grad_run(self, source: str = "") -> str:
+        """Ops outside any module that need no gradient (zero_grad, data movement, metrics) are
+        grouped per contiguous run from one source line, named by that line and collapsed by
+        default: they are not the model's graph."""
+        if self._pass_group is not None and not source:   # one group for the engine's in a backward pass
             return self._pass_group
         last = self.nodes[-1] if self.nodes else None
-        if last is not None and last["group"] is not None and last["group"].startswith("g:~"):
+        if (last is not None and last["group"] is not None and last["group"].startswith("g:~")
+                and self._run_source.get(last["group"]) == source):
             return last["group"]
         self._runs += 1
         gid = f"g:~{self._runs}"
-        label = "no-grad ops"
-        if self._in_backward:
+        self._run_source[gid] = source
+        label = source or "no-grad ops"
+        if self._in_backward and not source:
             # the engine's gradient accumulation (and anything else run between backward nodes
             # or after them, before the next forward op): one group for the pass
             label = "no-grad ops in backward"
@@ -312,8 +320,9 @@ class GraphBuilder:
             self.count("forward")
             return
         self.forward += 1
+        source = getattr(rec, "source", "")
         if not rec.module and not rec.requires_grad and rec.phase == "forward":
-            gid = self._no_grad_run()
+            gid = self._no_grad_run(source)
         else:
             gid = self._group(rec.module)
         nid = f"n{rec.index}"
@@ -323,7 +332,7 @@ class GraphBuilder:
             "shape": _shape(rec.shape), "input_shapes": [_shape(s) for s in rec.input_shapes],
             "dtype": rec.dtype, "device": rec.device, "requires_grad": bool(rec.requires_grad),
             "start_ns": int(rec.start_ns), "time_ns": int(rec.duration_ns), "value": rec.value,
-            "grad": rec.grad, "grad_ops": 0})
+            "grad": rec.grad, "grad_ops": 0, "source": source})
         if node is None:
             return
         self._records[nid] = rec    # (its value and grad summaries may be filled in later)
@@ -363,7 +372,8 @@ class GraphBuilder:
             "shape": _shape(rec.shape), "input_shapes": [_shape(s) for s in rec.input_shapes],
             "dtype": rec.dtype, "device": rec.device, "requires_grad": False,
             "start_ns": int(rec.start_ns), "time_ns": int(rec.duration_ns), "value": None,
-            "grad": rec.grad, "grad_ops": self._pending_grad_ops.get(rec.forward_seq, 0)})
+            "grad": rec.grad, "grad_ops": self._pending_grad_ops.get(rec.forward_seq, 0),
+            "source": fwd.get("source", "") if fwd is not None else ""})
         if node is None:
             return
         if fwd is not None:
@@ -480,7 +490,8 @@ def graph_from_grad_fn(fn, title: str = "", max_nodes: int = 2000) -> dict:
                       "seq": None, "forward_seq": getattr(node, "tape_seq", None), "group": None,
                       "module": str(meta.get("module", "")) if isinstance(meta, dict) else "",
                       "shape": None, "input_shapes": [], "dtype": "", "device": "", "requires_grad": False,
-                      "start_ns": 0, "time_ns": 0, "value": None, "grad": None, "grad_ops": 0})
+                      "start_ns": 0, "time_ns": 0, "value": None, "grad": None, "grad_ops": 0,
+                      "source": ""})
         for nxt, _ in reversed(node.next_functions):
             if nxt is not None:
                 stack.append(nxt)
@@ -501,16 +512,6 @@ def graph_from_grad_fn(fn, title: str = "", max_nodes: int = 2000) -> dict:
 
 
 # ---------------------------------------------------------------------- DOT and HTML
-def dot_quote(s) -> str:
-    """A DOT double-quoted string: backslashes, quotes and line breaks escaped."""
-    s = str(s).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\r", "")
-    return '"' + s + '"'
-
-
-def _fmt_shape(shape) -> str:
-    return "(" + ", ".join(map(str, shape)) + ")" if shape is not None else ""
-
-
 def to_dot(graph: dict, groups: bool = True) -> str:
     """Graphviz DOT source of a view-model graph: module groups become nested clusters, forward
     nodes are boxes, backward nodes orange ellipses, leaves grey notes; every string is quoted."""
@@ -526,7 +527,7 @@ def to_dot(graph: dict, groups: bool = True) -> str:
         members.setdefault(n["group"] if groups else None, []).append(n)
 
     def node_line(n, indent):
-        label = dot_quote(n["label"])[:-1] + (("\\n" + _fmt_shape(n["shape"])) if n.get("shape") is not None else "") + '"'
+        label = dot_quote(n["label"])[:-1] + (("\\n" + fmt_shape(n["shape"])) if n.get("shape") is not None else "") + '"'
         return f"{indent}{dot_quote(n['id'])} [label={label}, {style.get(n['kind'], '')}];"
 
     def emit(gid, indent):
@@ -548,17 +549,17 @@ def to_dot(graph: dict, groups: bool = True) -> str:
     return "\n".join(lines) + "\n"
 
 
-def to_html(graph: dict, limit: int = 200) -> str:
-    """A static HTML fallback (nbviewer, GitHub): a table of the first nodes, every string escaped."""
+def to_html(graph: dict, limit: int = ROWS) -> str:
+    """A static HTML fallback (nbconvert, nbviewer, GitHub): the header, an SVG of the collapsed
+    graph and the first ``limit`` nodes in a folded table; every string escaped."""
     esc = html.escape
     m = graph.get("meta", {})
-    rows = "".join(
-        f"<tr><td>{esc(n['kind'])}</td><td>{esc(n['op'])}</td><td>{esc(n.get('module') or '')}</td>"
-        f"<td>{esc(_fmt_shape(n.get('shape')))}</td><td>{esc(n.get('dtype') or '')}</td></tr>"
-        for n in graph["nodes"][:limit])
-    more = len(graph["nodes"]) - limit
-    tail = f"<p>… {more} more nodes</p>" if more > 0 else ""
+    rows = [[esc(n["kind"]), esc(n["op"]), esc(n.get("module") or ""), esc(fmt_shape(n.get("shape"))),
+             esc(n.get("dtype") or ""), esc(n.get("source") or "")] for n in graph["nodes"][:limit]]
+    note = f"<p><i>{esc(m['note'])}</i></p>" if m.get("note") else ""
     return (f"<div class=\"tapelab-static\"><b>tapelab graph {esc(str(m.get('title', '')))}</b>: "
             f"{m.get('forward', 0)} forward, {m.get('backward', 0)} backward"
-            + (f", {m['steps']} steps ({m['folded']} repeats folded)" if m.get("folded") else "") +
-            f"<table><tr><th>kind</th><th>op</th><th>module</th><th>shape</th><th>dtype</th></tr>{rows}</table>{tail}</div>")
+            + (f", {m['steps']} steps ({m['folded']} repeats folded)" if m.get("folded") else "") + note
+            + graph_svg(graph)
+            + details(f"{len(graph['nodes'])} nodes", ["kind", "op", "module", "shape", "dtype", "source"], rows,
+                      total=len(graph["nodes"])) + "</div>")

@@ -6,7 +6,8 @@ import pathlib
 import anywidget
 import traitlets
 
-from .tensor_view import tensor_summary
+from .fallback import within_budget
+from .tensor_view import summary_html, tensor_summary
 from .viewmodel import MIME, SCHEMA, VERSION, graph_from_grad_fn, graph_from_tape, to_dot, to_html
 
 __all__ = ["TapeView", "TensorView"]
@@ -75,7 +76,7 @@ class TapeView(anywidget.AnyWidget):
         data = bundle[0] if isinstance(bundle, tuple) else bundle
         if data is not None and self.graph.get("nodes"):
             # saved notebooks keep this: the labextension's mime renderer draws it without a kernel
-            data[MIME] = self.graph
+            data[MIME] = within_budget(self.graph)
             data["text/html"] = to_html(self.graph)
         return bundle
 
@@ -92,3 +93,10 @@ class TensorView(anywidget.AnyWidget):
 
     def show(self, tensor, name: str = "") -> None:
         self.data = tensor_summary(tensor, name=name)
+
+    def _repr_mimebundle_(self, **kwargs):
+        bundle = super()._repr_mimebundle_(**kwargs)
+        data = bundle[0] if isinstance(bundle, tuple) else bundle
+        if data is not None and self.data:
+            data["text/html"] = summary_html(self.data)     # saved notebooks keep the summary
+        return bundle

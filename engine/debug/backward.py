@@ -226,8 +226,10 @@ def _fmt_stats(s) -> str:
         rng = "no finite values"
     else:
         rng = f"min={s['min']:.4g} max={s['max']:.4g} mean={s['mean']:.4g}"
-    bad = f" nan={s['nan']} inf={s['inf']}" if s["nan"] or s["inf"] else ""
-    return f"{head} {rng}{bad}"
+    n = s.get("sampled") or math.prod(s["shape"])
+    counts = [f"{s[k]} of {n} values are {what}" for k, what in (("zero", "exactly zero"), ("nan", "NaN"),
+                                                                 ("inf", "infinite")) if s.get(k)]
+    return f"{head} {rng}" + (" (" + "; ".join(counts) + ")" if counts else "")
 
 
 def _graph(roots) -> tuple[dict, list]:

@@ -28,6 +28,7 @@ import os
 import sys
 import weakref
 
+from ..base.meta import has_data
 from ..base.simarray import SimArray
 from ..base.grad_mode import STATE as GRAD
 from ..core.dispatch import Mode, eager
@@ -314,7 +315,9 @@ class CaptureMode(Mode):
 
 
 def _exact(ufunc, arrays, dst, xp) -> bool:
-    """The ufunc reproduces the op's output exactly (dtype, shape and values) on the capture's inputs."""
+    """The ufunc reproduces the op's output exactly (dtype, shape and values) on the capture's inputs.
+    On the meta device there are no values: dtype and shape decide (comparing the zero-stride
+    placeholders element by element walked every virtual element: 39 s for tutorial 07's plan)."""
     if not all(_is_array(a) or type(a) in (int, float, bool) for a in arrays):
         return False
     try:
@@ -323,7 +326,7 @@ def _exact(ufunc, arrays, dst, xp) -> bool:
         return False
     if getattr(chk, "dtype", None) != dst.dtype or getattr(chk, "shape", None) != dst.shape:
         return False
-    return bool(xp.array_equal(chk, dst, equal_nan=True))
+    return not has_data(xp) or bool(xp.array_equal(chk, dst, equal_nan=True))
 
 
 def _numbers(opt) -> dict:
