@@ -13,7 +13,7 @@ they append; a subclass overrides them to filter or stream records (the notebook
 ``LiveTape`` does), calling the base method for each record it keeps.
 
 ``summarize(t)`` is the tensor summary every view shows (min/max/mean/std/norm over the
-finite values, nan/inf counts): the tape's ``keep_values`` records, the debugger's
+finite values, nan/inf/zero counts): the tape's ``keep_values`` records, the debugger's
 frames and the widgets all use it. ``sample``/``summarize_samples`` split it in two for
 streaming: a small snapshot per op, the statistics of many snapshots in a few array calls.
 
@@ -25,7 +25,10 @@ streaming: a small snapshot per op, the statistics of many snapshots in a few ar
 """
 from __future__ import annotations
 
+import linecache
 import math
+import os
+import sys
 import threading
 import warnings
 import weakref
@@ -39,10 +42,12 @@ from .base import events
 from .autograd.engine import running_node
 from .core.tensor import Tensor
 
-__all__ = ["tape", "TapeNode", "summarize", "sample", "summarize_samples", "Sample", "tensor_id", "SAMPLE"]
+__all__ = ["tape", "TapeNode", "summarize", "sample", "summarize_samples", "Sample", "tensor_id", "SAMPLE",
+           "source_line"]
 
 _weakref = weakref.ref
 _get_ident = threading.get_ident
+_getframe = sys._getframe
 
 SAMPLE = 256   # values a streamed summary reads (``sample``'s usual limit)
 _STATS = ("min", "max", "mean", "std", "norm")
@@ -57,7 +62,8 @@ class TapeNode:
     node's ``grad_fn.tape_seq``); a backward record's ``forward_seq`` names the forward
     record of the node it ran, and so does that of an op dispatched *by* a vjp
     (``phase == "backward"``). For backward records ``input_shapes`` are the incoming
-    gradients' shapes and ``output_shapes`` the produced ones.
+    gradients' shapes and ``output_shapes`` the produced ones. ``source`` is the user's line
+    that ran a forward op (``file:line  code``, the first frame outside tapelab).
     """
     index: int
     kind: str
@@ -79,6 +85,7 @@ class TapeNode:
     grad_fn: str = ""
     value: dict | None = None
     grad: dict | None = None
+    source: str = ""
     _refs: tuple = field(default=(), repr=False, compare=False)
 
     @property
@@ -160,7 +167,8 @@ def _sample(t, limit: int | None, copy: bool) -> Sample | None:
 
 
 def summarize(t, limit: int | None = None) -> dict | None:
-    """min/max/mean/std/norm of a tensor over its finite values, plus nan/inf counts.
+    """min/max/mean/std/norm of a tensor over its finite values, plus nan/inf/zero counts
+    (``zero``: values exactly 0, of the values read).
 
     All values by default; with ``limit``, about that many taken by striding (``sampled``
     then says how many, and ``norm`` is scaled up to the full size). ``std`` is the sample
@@ -221,6 +229,7 @@ def _stats(a, size: int) -> dict:
             out = {k: (v if v is not None and math.isfinite(v) else None) for k, v in out.items()}
     out["nan"] = nan
     out["inf"] = inf
+    out["zero"] = n - nan - inf - int(np.count_nonzero(a))
     if n < size:
         out["sampled"] = n
     return out
@@ -242,10 +251,11 @@ def _batch_stats(samples: list) -> list:
         std = np.sqrt(np.maximum(ss, 0.0) / np.maximum(n - 1, 1))
         norm = np.sqrt(sq * np.asarray(sizes, dtype=np.float64) / n)
     klist = lens.tolist()
-    out = [{"min": lo, "max": hi, "mean": mu, "std": sd if k > 1 else None, "norm": nm, "nan": 0, "inf": 0}
-           for lo, hi, mu, sd, nm, k in zip(np.minimum.reduceat(arr, offs).tolist(),
-                                            np.maximum.reduceat(arr, offs).tolist(), mean.tolist(), std.tolist(),
-                                            norm.tolist(), klist)]
+    zeros = np.add.reduceat(arr == 0, offs, dtype=np.intp).tolist()
+    out = [{"min": lo, "max": hi, "mean": mu, "std": sd if k > 1 else None, "norm": nm, "nan": 0, "inf": 0, "zero": z}
+           for lo, hi, mu, sd, nm, k, z in zip(np.minimum.reduceat(arr, offs).tolist(),
+                                               np.maximum.reduceat(arr, offs).tolist(), mean.tolist(), std.tolist(),
+                                               norm.tolist(), klist, zeros)]
     for i, (k, size) in enumerate(zip(klist, sizes)):
         if k < size:
             out[i]["sampled"] = k
@@ -254,6 +264,35 @@ def _batch_stats(samples: list) -> list:
         o = int(offs[i])
         out[i] = _stats(arr[o:o + klist[i]], sizes[i])
     return out
+
+
+# ---------------------------------------------------------------- source lines
+# Taken by the tape's handler, so only a recording pays for it: a walk up the stack to the first
+# frame whose module is not tapelab's, with the verdict per code object and the text per line cached.
+_OURS: dict = {}
+_LINES: dict = {}
+
+
+def source_line(frame) -> str:
+    """``file:line  code`` of the first frame at or above ``frame`` outside tapelab ("" if none)."""
+    ours = _OURS
+    while frame is not None:
+        code = frame.f_code
+        inside = ours.get(code)
+        if inside is None:
+            name = frame.f_globals.get("__name__") or ""
+            inside = ours[code] = name == "tapelab" or name.startswith("tapelab.")
+        if not inside:
+            key = (code.co_filename, frame.f_lineno)
+            text = _LINES.get(key)
+            if text is None:
+                if len(_LINES) > 65536:
+                    _LINES.clear()
+                line = linecache.getline(key[0], key[1]).strip()
+                text = _LINES[key] = f"{os.path.basename(key[0])}:{key[1]}" + (f"  {line}" if line else "")
+            return text
+        frame = frame.f_back
+    return ""
 
 
 def _ref(obj, keep: bool):
@@ -404,7 +443,8 @@ class tape:
             running.tape_seq if running is not None else None,
             "forward" if running is None else "backward",
             ev.inputs, ev.output, ev.input_shapes, shape, (shape,), ev.dtype, ev.device, ev.requires_grad,
-            ev.start_ns, ev.duration_ns, ev.module, ev.grad_fn, value, None, refs)
+            ev.start_ns, ev.duration_ns, ev.module, ev.grad_fn, value, None,
+            source_line(_getframe(1)) if running is None else "", refs)
         nodes.append(rec)
         self._by_seq[ev.seq] = rec
         return rec
@@ -433,7 +473,7 @@ class tape:
             first.dtype.name if first is not None else "",
             str(first._device) if first is not None else "",
             False, step.start_ns, step.duration_ns, fwd.module if fwd is not None else "",
-            name, None, None, (None, node if self.keep_values else _weakref(node)))
+            name, None, None, "", (None, node if self.keep_values else _weakref(node)))
         if self.keep_values:
             rec.grad = summarize(first)
             if fwd is not None:  # an op's node has one output: its incoming gradient is the op's
