@@ -1,5 +1,6 @@
 """utils.data: datasets, samplers, collation (against torch's default_collate) and DataLoader."""
 import collections
+import multiprocessing
 import os
 import time
 
@@ -284,9 +285,14 @@ def test_dead_worker_and_timeout():
 
 
 def test_breaking_out_early_shuts_workers_down():
+    before = {p.pid for p in multiprocessing.active_children()}
     it = iter(tld.DataLoader(Slow(), batch_size=2, num_workers=2))
-    next(it)
+    assert next(it)["i"].tolist() == [0, 1]
+    workers = [p for p in multiprocessing.active_children() if p.pid not in before]
+    assert len(workers) == 2 and all(p.is_alive() for p in workers)
     it.close()
+    assert not any(p.is_alive() for p in workers)
+    assert not {p.pid for p in multiprocessing.active_children()} - before
 
 
 def test_progress_wraps_iterables():

@@ -12,7 +12,7 @@ import tapelab
 from tapelab import events, fx, nn
 from tapelab.fx.passes import ShapeProp
 from tapelab.widgets.fx_adapter import code_lines, diff_graphs, graph_from_fx
-from tapelab.widgets.viewmodel import SCHEMA, VERSION, to_dot
+from tapelab.widgets.viewmodel import SCHEMA, VERSION, to_dot, to_html
 
 
 class Block(nn.Module):
@@ -133,8 +133,9 @@ def test_user_strings_are_data():
         return x + 1
     gm = fx.symbolic_trace(f)
     g = graph_from_fx(gm, title='<img src=x onerror="boom">')
-    assert g["meta"]["title"].startswith("<img")   # kept as data; views escape it
-    assert '\\"boom\\"' in to_dot(g) or '"boom"' not in to_dot(g)
+    assert g["meta"]["title"] == '<img src=x onerror="boom">'   # kept as data; views escape it
+    page = to_html(g)
+    assert "<img" not in page and "&lt;img src=x onerror=&quot;boom&quot;&gt;" in page
 
 
 def relu_to_gelu(gm):

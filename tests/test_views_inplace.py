@@ -334,33 +334,7 @@ def test_unbind_under_tape_and_tracing():
     assert x.grad.numpy()[:, 0].tolist() == [2.0, 0.0, 1.0]
 
 
-# ---------------------------------------------------------------- stale views (need the _record hook)
-def _probe_record_hook() -> bool:
-    """Does the dispatcher regenerate a stale view's grad_fn when the view is used?"""
-    x = tapelab.ones(2, 2, requires_grad=True).clone()
-    v = x[0]
-    x.mul_(2)
-    return (v * 1).grad_fn.next_functions[0][0].name() == "AsStridedBackward0"
-
-
-def _probe_eager_hook() -> bool:
-    """Does a view of a base that became requiring grad in place require grad when used?"""
-    x = tapelab.zeros(2, 2)
-    v = x[0]
-    x.add_(tapelab.ones(2, 2, requires_grad=True))
-    return (v * 1).requires_grad
-
-
-# dispatch.eager/_record (not this work's files) must call dispatch._view_grad_fn for these:
-# strict xfails until they do, so they start running as soon as the hook lands
-_needs_hook = pytest.mark.xfail(not _probe_record_hook(), strict=True,
-                                reason="needs dispatch._record to call _view_grad_fn on stale views")
-_needs_eager_hook = pytest.mark.xfail(not _probe_eager_hook(), strict=True,
-                                      reason="needs dispatch.eager to call _view_grad_fn on views that do "
-                                             "not require grad yet")
-
-
-@_needs_hook
+# ---------------------------------------------------------------- stale views
 def test_view_sees_inplace_on_base():
     def f(m, a):
         x = a.clone()
@@ -378,7 +352,6 @@ def test_inplace_reading_a_view_of_itself_errors():
             x.sum().backward()
 
 
-@_needs_hook
 def test_view_of_view_base_after_inplace_on_root():
     def f(m, a):
         x = a.clone().reshape(3, 2, 2)       # a view of the clone
@@ -387,7 +360,6 @@ def test_view_of_view_base_after_inplace_on_root():
     _run(f, A)
 
 
-@_needs_hook
 def test_sibling_view_sees_inplace_on_other_view():
     def f(m, a):
         x = a.clone()
@@ -412,7 +384,6 @@ def test_stale_view_as_backward_root_and_grad_input():
             m.autograd.grad((x * x).sum(), v)  # v's grad_fn is regenerated after x's: x does not use it
 
 
-@_needs_eager_hook
 def test_view_of_nonrequiring_base_sees_inplace_with_grad():
     def f(m, a):
         x = m.zeros(3, 4, dtype=a.dtype)

@@ -156,6 +156,7 @@ def _parse_advanced(x: Tensor, key):
             consumed += k._data.ndim if k._data.dtype.kind == "b" else 1
     if consumed > x._data.ndim:
         raise IndexError(f"too many indices for tensor of dimension {x._data.ndim} (key {key!r})")
+    _check_masks(x._data.shape, items, consumed)
     basic, idx, template = [], [], []
     pos = 0          # dimension of the stage-1 view that the next item lands on
     covered = 0      # dimensions of that view the template covers so far
@@ -194,6 +195,26 @@ def _parse_advanced(x: Tensor, key):
     elif not any(k is Ellipsis for k in basic):
         basic.append(Ellipsis)
     return (tuple(basic) if basic is not None else None), tuple(idx), tuple(template)
+
+
+def _check_masks(shape: tuple, items: list, consumed: int) -> None:
+    """PyTorch's error for a boolean mask whose shape is not that of the dimensions it indexes."""
+    d = 0
+    for k in items:
+        if k is Ellipsis:
+            d += len(shape) - consumed
+        elif type(k) is int or type(k) is slice:
+            d += 1
+        elif isinstance(k, Tensor):
+            m = k._data.shape
+            if k._data.dtype.kind == "b":
+                for j, n in enumerate(m):
+                    if n != shape[d + j]:
+                        raise IndexError(f"The shape of the mask {list(m)} at index {j} does not match the shape "
+                                         f"of the indexed tensor {list(shape)} at index {d + j}")
+                d += len(m)
+            else:
+                d += 1
 
 
 # ---------------------------------------------------------------- __getitem__ / __setitem__
@@ -305,7 +326,11 @@ def index_select(input: Tensor, dim: int, index: Tensor) -> Tensor:
     _check_index(index, "index_select")
     index = _vector_index(index, "index_select")
     d = _wrap_dim(dim, input.ndim, "index_select")
-    return apply(_index, input, index, template=_dim_template(d), unique=False)
+    try:
+        return apply(_index, input, index, template=_dim_template(d), unique=False)
+    except IndexError:
+        raise IndexError(f"index_select(): index out of range in self (dimension {d} has size "
+                         f"{input.shape[d]})") from None
 
 
 def _index_along(self, dim, index, source, op):
@@ -553,7 +578,14 @@ def take_along_dim(input: Tensor, indices: Tensor, dim: int | None = None) -> Te
 def take(input: Tensor, index: Tensor) -> Tensor:
     if index._data.dtype != _dtype.int64.np:
         raise RuntimeError(f"take(): Expected a long tensor for index, but got {index.dtype.name.capitalize()}")
-    return apply(_index, input.reshape(-1), index, template=(0,), unique=False)
+    flat = input.reshape(-1)
+    try:
+        return apply(_index, flat, index, template=(0,), unique=False)
+    except IndexError:
+        data = index._data
+        bad = data[(data >= flat.shape[0]) | (data < -flat.shape[0])]
+        raise IndexError(f"take(): out of range: tried to access index {int(bad.reshape(-1)[0]) if bad.size else '?'} "
+                         f"on a tensor of {flat.shape[0]} elements.") from None
 
 
 # ---------------------------------------------------------------- masks
