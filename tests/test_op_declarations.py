@@ -35,11 +35,13 @@ COMPOSITES = {
     "__pos__": "the tensor itself",
     "__getitem__": "slice views for basic keys, then index for advanced ones",
     "__setitem__": "slice views for basic keys, then index_put (or copy_)",
-    "softmax": "nn.functional.softmax", "log_softmax": "nn.functional.log_softmax",
-    "dropout": "a random mask and mul", "layer_norm": "mean, var and arithmetic",
+    "dropout": "a random mask and mul",
     "group_norm": "mean, var and arithmetic", "batch_norm": "batch_norm_normalize or running statistics",
     "cosine_similarity": "norms and a sum",
 }
+# op families list their own composites beside their code (``COMPOSITES`` in the module)
+for _mod in MODULES:
+    COMPOSITES.update(getattr(_mod, "COMPOSITES", {}))
 
 
 def _by_operator() -> dict:

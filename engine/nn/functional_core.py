@@ -16,8 +16,8 @@ from ..base.grad_mode import is_grad_enabled, no_grad
 from ..base.dispatch_state import STATE as _DISPATCH
 from ..ops.indexing import one_hot
 from ..ops.movement import pad
-from ..core.tensor import _TYPE_NAMES, Tensor
-from . import _ops
+from ..core.tensor import _TYPE_NAMES, Tensor, _wrap_dim
+from . import _fused, _ops
 
 __all__ = [
     "linear", "bilinear", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
@@ -322,12 +322,11 @@ def layer_norm(input: Tensor, normalized_shape, weight: Tensor | None = None, bi
     if tuple(input.shape[input.ndim - len(shape):]) != shape:
         raise RuntimeError(f"Given normalized_shape={list(shape)}, expected input with shape [*, "
                            f"{', '.join(map(str, shape))}], but got input of size{list(input.shape)}")
-    out, _, _ = _normalize_over(input, tuple(range(input.ndim - len(shape), input.ndim)), eps)
-    if weight is not None:
-        out = out * weight
-    if bias is not None:
-        out = out + bias
-    return out
+    for name, t in (("weight", weight), ("bias", bias)):
+        if t is not None and tuple(t.shape) != shape:
+            raise RuntimeError(f"Expected {name} to be of same shape as normalized_shape, but got {name} of "
+                               f"shape {list(t.shape)} and normalized_shape = {list(shape)}")
+    return _fused.layer_norm(input, len(shape), weight, bias, eps)   # one fused op
 
 
 def group_norm(input: Tensor, num_groups: int, weight: Tensor | None = None, bias: Tensor | None = None,
@@ -510,12 +509,10 @@ def elu_(input: Tensor, alpha: float = 1.0) -> Tensor:
 
 
 def gelu(input: Tensor, approximate: str = "none") -> Tensor:
-    if approximate == "tanh":
-        inner = (input + input * input * input * 0.044715) * math.sqrt(2.0 / math.pi)
-        return input * 0.5 * (inner.tanh() + 1.0)
-    if approximate != "none":
+    """``x Phi(x)`` (or its tanh approximation) as one fused op."""
+    if approximate not in ("none", "tanh"):
         raise RuntimeError("approximate argument must be either none or tanh.")
-    return input * 0.5 * ((input * (1.0 / math.sqrt(2.0))).erf() + 1.0)
+    return _fused.gelu(input, approximate)
 
 
 def silu(input: Tensor, inplace: bool = False) -> Tensor:
@@ -577,13 +574,21 @@ def _cast(input: Tensor, dtype) -> Tensor:
     return input if dtype is None else input.to(dtype)
 
 
-def softmax(input: Tensor, dim: int | None = None, _stacklevel: int = 3, dtype=None) -> Tensor:
-    """``exp(x - max) / sum``: the max shift keeps it finite for any input."""
+def _softmax_input(input: Tensor, dim, dtype, name: str) -> tuple[Tensor, int]:
+    """The cast input and its wrapped dim; integer input is refused, as PyTorch's kernels do."""
     x = _cast(input, dtype)
     if dim is None:
-        dim = _softmax_dim(x.ndim, "softmax")
-    e = (x - x.detach().amax(dim, keepdim=True)).exp()
-    return e / e.sum(dim, keepdim=True)
+        dim = _softmax_dim(x.ndim, name)
+    if not x.is_floating_point():
+        got = _TYPE_NAMES[x.dtype.name].removesuffix("Tensor")
+        raise RuntimeError(f'"{name}_lastdim_kernel_impl" not implemented for \'{got}\'')
+    return x, _wrap_dim(dim, x.ndim, name)
+
+
+def softmax(input: Tensor, dim: int | None = None, _stacklevel: int = 3, dtype=None) -> Tensor:
+    """``exp(x - max) / sum``, one fused op: the max shift keeps it finite for any input."""
+    x, dim = _softmax_input(input, dim, dtype, "softmax")
+    return _fused.softmax(x, dim)
 
 
 def softmin(input: Tensor, dim: int | None = None, _stacklevel: int = 3, dtype=None) -> Tensor:
@@ -593,13 +598,9 @@ def softmin(input: Tensor, dim: int | None = None, _stacklevel: int = 3, dtype=N
 
 
 def log_softmax(input: Tensor, dim: int | None = None, _stacklevel: int = 3, dtype=None) -> Tensor:
-    x = _cast(input, dtype)
-    if dim is None:
-        dim = _softmax_dim(x.ndim, "log_softmax")
-    # shifted by the max first, as PyTorch: a +inf logit makes its whole row nan (x - logsumexp(x)
-    # would leave -inf beside it, and cross_entropy would return inf where PyTorch returns nan)
-    shifted = x - x.detach().amax(dim, keepdim=True)
-    return shifted - shifted.logsumexp(dim, keepdim=True)
+    """One fused op, shifted by the max first as PyTorch: a +inf logit makes its whole row nan."""
+    x, dim = _softmax_input(input, dim, dtype, "log_softmax")
+    return _fused.log_softmax(x, dim)
 
 
 # ---------------------------------------------------------------- losses
@@ -662,15 +663,12 @@ def huber_loss(input: Tensor, target: Tensor, reduction: str = "mean", delta: fl
     return _reduce(loss if weight is None else loss * weight, reduction)
 
 
-def _class_dim_last(t: Tensor) -> Tensor:
-    """``(N, C, d1, ...)`` -> ``(N, d1, ..., C)``, so per-class ops index the last dim."""
-    return t if t.ndim <= 2 else t.movedim(1, -1)
-
-
-def nll_loss(input: Tensor, target: Tensor, weight: Tensor | None = None, size_average=None,
-             ignore_index: int = -100, reduce=None, reduction: str = "mean") -> Tensor:
-    """``-input[n, target[n]] * weight[target[n]]``; mean divides by the summed weights."""
-    reduction = _reduction(size_average, reduce, reduction)
+def _check_class_targets(input: Tensor, target: Tensor, reduction: str) -> bool:
+    """PyTorch's argument checks of class-index losses; says whether the forward may read target
+    values to raise on one out of range (not while capturing, where a host check would freeze into
+    a replay guard, nor on meta, which has no values: there a bad target's loss is nan)."""
+    if reduction not in ("none", "mean", "sum"):
+        raise ValueError(f"{reduction} is not a valid value for reduction")
     if input.ndim < 1:
         raise ValueError(f"Expected 1 or more dimensions (got {input.ndim})")
     if input.ndim >= 2 and input.shape[0] != target.shape[0]:
@@ -679,61 +677,47 @@ def nll_loss(input: Tensor, target: Tensor, weight: Tensor | None = None, size_a
     if target.dtype not in (_dt.int64, _dt.uint8):
         got = _TYPE_NAMES[target.dtype.name].removesuffix("Tensor")  # PyTorch's scalar-type name
         raise RuntimeError(f"expected target dtype to be Long or Byte, but got {got}")
-    logp = _class_dim_last(input)
-    keep = target != ignore_index
-    safe = target.where(keep, 0)
-    bad = (safe < 0) | (safe >= logp.shape[-1])  # gather would wrap negative targets silently
-    on_device = bool(_DISPATCH.capturing) or target.device.type == "meta"
-    if on_device:
-        # while capturing a host check would freeze into a replay guard (and keep a CUDA graph
-        # from forming), and a meta tensor has no values: the check moves to the device, where
-        # an out-of-range target makes its loss NaN
-        safe = safe.where(~bad, 0)
-    elif bad.any():
-        raise IndexError(f"Target {target[bad][0].item()} is out of bounds.")
-    picked = -logp.gather(-1, safe.long().unsqueeze(-1)).squeeze(-1)
-    if on_device:
-        picked = picked.where(~bad, float("nan"))
-    w = keep.to(input.dtype) if weight is None else weight[safe.long()] * keep
-    loss = picked * w
-    if reduction == "mean":
-        return loss.sum() / w.sum()
-    return _reduce(loss, reduction)
+    want = tuple(input.shape[:1]) + tuple(input.shape[2:]) if input.ndim >= 2 else ()
+    if tuple(target.shape) != want:
+        raise RuntimeError(f"Expected target size {list(want)}, got {list(target.shape)} (input "
+                           f"{list(input.shape)})")
+    return not _DISPATCH.capturing and target.device.type != "meta"
+
+
+def nll_loss(input: Tensor, target: Tensor, weight: Tensor | None = None, size_average=None,
+             ignore_index: int = -100, reduce=None, reduction: str = "mean") -> Tensor:
+    """``-input[n, target[n]] * weight[target[n]]``; mean divides by the summed weights. One op."""
+    reduction = _reduction(size_average, reduce, reduction)
+    check = _check_class_targets(input, target, reduction)
+    return _fused.nll_loss(input, target, weight, ignore_index, reduction, check)
 
 
 def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None, size_average=None,
                   ignore_index: int = -100, reduce=None, reduction: str = "mean",
                   label_smoothing: float = 0.0) -> Tensor:
-    """log_softmax + nll_loss, or soft targets (class probabilities), with label smoothing."""
+    """log_softmax + nll_loss (with label smoothing) as one op for class indices; soft targets
+    (class probabilities) over log_softmax."""
     reduction = _reduction(size_average, reduce, reduction)
     if not 0.0 <= label_smoothing <= 1.0:
         raise ValueError(f"label_smoothing must be between 0.0 and 1.0. Got: {label_smoothing}")
+    if not target.is_floating_point():
+        check = _check_class_targets(input, target, reduction)
+        return _fused.cross_entropy(input, target, weight, ignore_index, reduction, label_smoothing, check)
     class_dim = 0 if input.ndim == 1 else 1
     n_classes = input.shape[class_dim]
+    if tuple(target.shape) != tuple(input.shape):
+        raise RuntimeError(f"Expected target size {list(input.shape)}, got {list(target.shape)}")
     logp = log_softmax(input, class_dim)
-    wshape = [1] * input.ndim
-    wshape[class_dim] = n_classes
-    if target.is_floating_point():
-        if tuple(target.shape) != tuple(input.shape):
-            raise RuntimeError(f"Expected target size {list(input.shape)}, got {list(target.shape)}")
-        if label_smoothing > 0:
-            target = target * (1 - label_smoothing) + label_smoothing / n_classes
-        prod = logp * target if weight is None else logp * target * weight.reshape(wshape)
-        loss = -prod.sum(class_dim)
-        if reduction == "mean":
-            return loss.sum() / (input.numel() // n_classes) if input.numel() else loss.sum() * float("nan")
-        return _reduce(loss, reduction)
-    nll = nll_loss(logp, target, weight, ignore_index=ignore_index, reduction=reduction)
-    if label_smoothing == 0:
-        return nll
-    keep = target != ignore_index
-    smooth = -(logp if weight is None else logp * weight.reshape(wshape)).sum(class_dim) * keep
+    if label_smoothing > 0:
+        target = target * (1 - label_smoothing) + label_smoothing / n_classes
+    if weight is not None:
+        wshape = [1] * input.ndim
+        wshape[class_dim] = n_classes
+        target = target * weight.reshape(wshape)
+    loss = -(logp * target).sum(class_dim)
     if reduction == "mean":
-        denom = keep.sum() if weight is None else (weight[target.where(keep, 0)] * keep).sum()
-        smooth = smooth.sum() / denom
-    else:
-        smooth = _reduce(smooth, reduction)
-    return nll * (1 - label_smoothing) + smooth * (label_smoothing / n_classes)
+        return loss.sum() / (input.numel() // n_classes) if input.numel() else loss.sum() * float("nan")
+    return _reduce(loss, reduction)
 
 
 def binary_cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None, size_average=None,

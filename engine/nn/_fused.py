@@ -1,0 +1,292 @@
+"""Fused nn primitives: softmax, log_softmax, layer_norm, gelu, nll_loss and cross_entropy.
+
+Each was a composite of 4-10 Tensor ops (and as many backward nodes); here each is one op
+under the name users type, so a step dispatches less and the tape view's search finds it.
+A vjp is a fused ``*_backward`` op whose own vjp is written in Tensor ops (or is its
+adjoint pair, as ``nll_loss`` and ``nll_loss_backward`` are), so every order of derivative
+stays exact. Forwards receive ``xp`` and never import numpy or cupy.
+"""
+from __future__ import annotations
+
+import math
+
+from ..base import backend as _backend
+from ..base.meta import has_data
+from ..core.dispatch import apply
+from ..core.registry import NONE, OTHERS, Op
+from ..core.tensor import Tensor
+from ._ops import _bn_bwd
+
+__all__ = ["softmax", "log_softmax", "layer_norm", "gelu", "nll_loss", "cross_entropy"]
+
+
+def _numel(shapes, out) -> int:
+    return math.prod(out)
+
+
+# ---------------------------------------------------------------- softmax / log_softmax
+# The max shift keeps exp finite; a row holding +inf becomes nan as in PyTorch (inf - inf).
+def _shifted(xp, x, dim):
+    if x.ndim == 0:
+        return x - x
+    return x - x.max(axis=dim, keepdims=True) if x.size else x
+
+
+def _softmax_fwd(xp, x, *, dim):
+    e = xp.exp(_shifted(xp, x, dim))
+    e /= e.sum(axis=dim, keepdims=True) if x.ndim else e
+    return e
+
+
+def _softmax_bwd_fwd(xp, g, y, *, dim):
+    """``y (g - sum(g y))``: the softmax vjp from its output."""
+    if y.ndim == 0:
+        return g * 0
+    s = (g * y).sum(axis=dim, keepdims=True)
+    return y * (g - s)
+
+
+def _softmax_bwd_vjp(v, out, g, y, *, dim):
+    """H(g, y) = y (g - sum(g y)) is self-adjoint in g; in y: v (g - sum(g y)) - g sum(v y)."""
+    gg = apply(_softmax_bwd, v, y, dim=dim) if g.requires_grad else None
+    gy = None
+    if y.requires_grad:
+        gy = v * (g - (g * y).sum(dim, keepdim=True)) - g * (v * y).sum(dim, keepdim=True)
+    return gg, gy
+
+
+def _log_softmax_fwd(xp, x, *, dim):
+    s = _shifted(xp, x, dim)
+    if x.ndim == 0:
+        return s
+    s -= xp.log(xp.exp(s).sum(axis=dim, keepdims=True))
+    return s
+
+
+def _log_softmax_bwd_fwd(xp, g, y, *, dim):
+    """``g - exp(y) sum(g)``: the log_softmax vjp from its output."""
+    if y.ndim == 0:
+        return g * 0
+    return g - xp.exp(y) * g.sum(axis=dim, keepdims=True)
+
+
+def _log_softmax_bwd_vjp(v, out, g, y, *, dim):
+    """H(g, y) = g - e^y sum(g): in g, v - sum(v e^y); in y, -v e^y sum(g)."""
+    p = y.exp()
+    gg = v - (v * p).sum(dim, keepdim=True) if g.requires_grad else None
+    gy = -(v * p) * g.sum(dim, keepdim=True) if y.requires_grad else None
+    return gg, gy
+
+
+_softmax = Op("softmax", _softmax_fwd, lambda g, out, x, *, dim: (apply(_softmax_bwd, g, out, dim=dim),),
+              saves=NONE, save_output=True, cost=_numel)
+_softmax_bwd = Op("softmax_backward", _softmax_bwd_fwd, _softmax_bwd_vjp, cost=_numel)
+_log_softmax = Op("log_softmax", _log_softmax_fwd,
+                  lambda g, out, x, *, dim: (apply(_log_softmax_bwd, g, out, dim=dim),),
+                  saves=NONE, save_output=True, cost=_numel)
+_log_softmax_bwd = Op("log_softmax_backward", _log_softmax_bwd_fwd, _log_softmax_bwd_vjp, cost=_numel)
+
+
+def softmax(x: Tensor, dim: int) -> Tensor:
+    """``exp(x - max) / sum`` along ``dim`` (already wrapped), a floating ``x``."""
+    return apply(_softmax, x, dim=dim)
+
+
+def log_softmax(x: Tensor, dim: int) -> Tensor:
+    return apply(_log_softmax, x, dim=dim)
+
+
+# ---------------------------------------------------------------- layer norm
+# The normalisation's vjp is batch_norm_backward over the trailing dims (the same closed form).
+def _ln_fwd(xp, x, *affine, dims, eps, has_weight):
+    mean = x.mean(axis=dims, keepdims=True)
+    c = x - mean
+    var = (c * c).mean(axis=dims, keepdims=True)
+    c *= 1 / xp.sqrt(var + x.dtype.type(eps))
+    if has_weight:
+        c *= affine[0]
+    if len(affine) > has_weight:
+        c += affine[-1]
+    return c
+
+
+def _ln_vjp(g, out, x, *affine, dims, eps, has_weight):
+    w = affine[0] if has_weight else None
+    gx = apply(_bn_bwd, g if w is None else g * w, x, dims=dims, eps=eps) if x.requires_grad else None
+    grads = [gx]
+    lead = tuple(range(x.ndim - len(dims)))
+    if w is not None:
+        gw = None
+        if w.requires_grad:
+            xhat = apply(_ln, x, dims=dims, eps=eps, has_weight=False)
+            gw = (g * xhat).sum(lead) if lead else g * xhat
+        grads.append(gw)
+    if len(affine) > has_weight:
+        b = affine[-1]
+        grads.append((g.sum(lead) if lead else g) if b.requires_grad else None)
+    return tuple(grads)
+
+
+_ln = Op("layer_norm", _ln_fwd, _ln_vjp, promote="float", saves=OTHERS, cost=lambda s, out: 8 * math.prod(out))
+
+
+def layer_norm(x: Tensor, n_dims: int, weight: Tensor | None, bias: Tensor | None, eps: float) -> Tensor:
+    """Normalise over the trailing ``n_dims`` dims, then scale and shift, as one op."""
+    affine = tuple(t for t in (weight, bias) if t is not None)
+    return apply(_ln, x, *affine, dims=tuple(range(x.ndim - n_dims, x.ndim)), eps=float(eps),
+                 has_weight=weight is not None)
+
+
+# ---------------------------------------------------------------- gelu
+_SQRT_HALF = 1.0 / math.sqrt(2.0)
+_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
+_K = math.sqrt(2.0 / math.pi)
+_C = 0.044715
+
+
+def _gelu_fwd(xp, x, *, approximate):
+    if approximate == "tanh":
+        inner = xp.tanh((x + x * x * x * x.dtype.type(_C)) * x.dtype.type(_K))
+        return x * 0.5 * (inner + 1.0)
+    erf = _backend.special(xp).erf(x * x.dtype.type(_SQRT_HALF)).astype(x.dtype, copy=False)
+    return x * 0.5 * (erf + 1.0)
+
+
+def _gelu_grad(xp, x, approximate):
+    """gelu'(x) as an array."""
+    if approximate == "tanh":
+        t = xp.tanh((x + x * x * x * x.dtype.type(_C)) * x.dtype.type(_K))
+        du = x.dtype.type(_K) * (1.0 + x * x * x.dtype.type(3 * _C))
+        return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * du
+    cdf = 0.5 * (1.0 + _backend.special(xp).erf(x * x.dtype.type(_SQRT_HALF)).astype(x.dtype, copy=False))
+    return cdf + x * xp.exp(-0.5 * x * x) * x.dtype.type(_INV_SQRT_2PI)
+
+
+def _gelu_second(x: Tensor, approximate: str) -> Tensor:
+    """gelu''(x) in Tensor ops: phi(x) (2 - x^2), or for tanh (1 - t^2)(u' - x t u'^2 + 3 k c x^2)."""
+    if approximate == "tanh":
+        t = ((x + x * x * x * _C) * _K).tanh()
+        du = (x * x * (3 * _C) + 1.0) * _K
+        return (1.0 - t * t) * (du - x * t * du * du + x * x * (3 * _K * _C))
+    return (x * x * -0.5).exp() * _INV_SQRT_2PI * (2.0 - x * x)
+
+
+def _gelu_bwd_vjp(v, out, g, x, *, approximate):
+    gg = apply(_gelu_bwd, v, x, approximate=approximate) if g.requires_grad else None
+    gx = v * g * _gelu_second(x, approximate) if x.requires_grad else None
+    return gg, gx
+
+
+_gelu = Op("gelu", _gelu_fwd, lambda g, out, x, *, approximate: (apply(_gelu_bwd, g, x, approximate=approximate),),
+           promote="float", cost=_numel)
+_gelu_bwd = Op("gelu_backward", lambda xp, g, x, *, approximate: g * _gelu_grad(xp, x, approximate),
+               _gelu_bwd_vjp, cost=_numel)
+
+
+def gelu(x: Tensor, approximate: str) -> Tensor:
+    return apply(_gelu, x, approximate=approximate)
+
+
+# ---------------------------------------------------------------- nll_loss and cross_entropy
+# Both are ``-sum(a * logp) scaled``, with ``a[n, c] = keep_n ((1 - ls) w[t_n] [c == t_n] + ls/C w[c])``
+# per sample (ls: label smoothing; mean divides by sum(keep_n w[t_n])). nll_loss is linear in its
+# input, so its vjp is its adjoint ``nll_loss_backward`` (g -> -a * scale) and that one's vjp is
+# nll_loss again. cross_entropy is nll_loss of log_softmax; its fused backward is ``p A - a``
+# scaled (p = softmax, A = sum_c a), and that op's vjp runs the two parts' vjps in turn.
+def _class_last(xp, x, cdim):
+    return x if cdim == x.ndim - 1 else xp.moveaxis(x, cdim, -1)
+
+
+def _coeffs(xp, t, w, *, n_classes, ignore_index, label_smoothing, check, dtype):
+    """``a`` over ``(*t.shape, C)`` and the mean's denominator ``sum(keep w[t])``."""
+    keep = t != ignore_index
+    safe = xp.where(keep, t, 0)
+    bad = (safe < 0) | (safe >= n_classes)
+    if check and has_data(xp) and bool(bad.any()):
+        raise IndexError(f"Target {int(safe[bad].ravel()[0])} is out of bounds.")
+    safe = xp.where(bad, 0, safe)
+    wt = (keep.astype(dtype) if w is None else w[safe] * keep)
+    a = xp.zeros(tuple(t.shape) + (n_classes,), dtype)
+    xp.put_along_axis(a, safe[..., None], (wt * dtype.type(1.0 - label_smoothing))[..., None], axis=-1)
+    if label_smoothing:
+        row = dtype.type(label_smoothing / n_classes) * (xp.ones(n_classes, dtype) if w is None else w)
+        a += row * keep[..., None].astype(dtype)
+    if not check:   # an out-of-range target on meta or while capturing: its loss is nan
+        a = xp.where(bad[..., None], dtype.type("nan"), a)
+    return a, wt.sum()
+
+
+def _reduce_loss(xp, loss, denom, reduction):
+    if reduction == "none":
+        return loss
+    total = loss.sum()
+    return xp.asarray(total / denom if reduction == "mean" else total, dtype=loss.dtype)
+
+
+def _nll_fwd(xp, logp, t, *w, cdim, reduction, **p):
+    a, denom = _coeffs(xp, t, w[0] if w else None, n_classes=logp.shape[cdim], dtype=logp.dtype, **p)
+    loss = -(_class_last(xp, logp, cdim) * a).sum(axis=-1)
+    loss += 0.0     # an ignored sample's -0.0 reads as PyTorch's 0.0
+    return _reduce_loss(xp, loss, denom, reduction)
+
+
+def _nll_bwd_fwd(xp, g, t, *w, cdim, n_classes, reduction, **p):
+    a, denom = _coeffs(xp, t, w[0] if w else None, n_classes=n_classes, dtype=g.dtype, **p)
+    s = g / denom if reduction == "mean" else g
+    res = a * -(s[..., None] if reduction == "none" else s)
+    return xp.ascontiguousarray(xp.moveaxis(res, -1, cdim))
+
+
+def _nll_vjp(g, out, logp, t, *w, cdim, **p):
+    return (apply(_nll_bwd, g, t, *w, cdim=cdim, n_classes=logp.shape[cdim], **p), None) + (None,) * len(w)
+
+
+def _nll_bwd_vjp(v, out, g, t, *w, cdim, n_classes, **p):
+    return (apply(_nll, v, t, *w, cdim=cdim, **p), None) + (None,) * len(w)
+
+
+def _ce_fwd(xp, x, t, *w, cdim, **p):
+    return _nll_fwd(xp, _log_softmax_fwd(xp, x, dim=cdim), t, *w, cdim=cdim, **p)
+
+
+def _ce_bwd_fwd(xp, g, x, t, *w, cdim, **p):
+    u = _nll_bwd_fwd(xp, g, t, *w, cdim=cdim, n_classes=x.shape[cdim], **p)
+    return _log_softmax_bwd_fwd(xp, u, _log_softmax_fwd(xp, x, dim=cdim), dim=cdim)
+
+
+def _ce_bwd_vjp(v, out, g, x, t, *w, cdim, **p):
+    """H(g, x) = LSB(u(g), y(x)) with u = nll_loss_backward, y = log_softmax, LSB its backward."""
+    u = apply(_nll_bwd, g, t, *w, cdim=cdim, n_classes=x.shape[cdim], **p)
+    y = apply(_log_softmax, x, dim=cdim)
+    e = y.exp()
+    gg = gx = None
+    if g.requires_grad:
+        gg = apply(_nll, v - (v * e).sum(cdim, keepdim=True), t, *w, cdim=cdim, **p)
+    if x.requires_grad:
+        gx = apply(_log_softmax_bwd, -(v * e) * u.sum(cdim, keepdim=True), y, dim=cdim)
+    return (gg, gx, None) + (None,) * len(w)
+
+
+def _ce_vjp(g, out, x, t, *w, **p):
+    return (apply(_ce_bwd, g, x, t, *w, **p), None) + (None,) * len(w)
+
+
+_nll = Op("nll_loss", _nll_fwd, _nll_vjp, saves=NONE, cost=lambda s, out: math.prod(s[1]))
+_nll_bwd = Op("nll_loss_backward", _nll_bwd_fwd, _nll_bwd_vjp, saves=NONE, cost=_numel)
+_ce = Op("cross_entropy", _ce_fwd, _ce_vjp, cost=lambda s, out: 4 * math.prod(s[0]))
+_ce_bwd = Op("cross_entropy_backward", _ce_bwd_fwd, _ce_bwd_vjp, cost=lambda s, out: 4 * math.prod(out))
+
+
+def nll_loss(logp: Tensor, target: Tensor, weight: Tensor | None, ignore_index: int, reduction: str,
+             check: bool) -> Tensor:
+    """Class-index NLL with ``logp``'s class dim at 1 (0 when 1-d); ``check`` raises on a bad target."""
+    return apply(_nll, logp, target, *((weight,) if weight is not None else ()), cdim=int(logp.ndim >= 2),
+                 reduction=reduction, ignore_index=ignore_index, label_smoothing=0.0, check=check)
+
+
+def cross_entropy(x: Tensor, target: Tensor, weight: Tensor | None, ignore_index: int, reduction: str,
+                  label_smoothing: float, check: bool) -> Tensor:
+    """log_softmax and class-index NLL (with label smoothing) as one op."""
+    return apply(_ce, x, target, *((weight,) if weight is not None else ()), cdim=int(x.ndim >= 2),
+                 reduction=reduction, ignore_index=ignore_index, label_smoothing=float(label_smoothing),
+                 check=check)
