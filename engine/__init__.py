@@ -75,6 +75,11 @@ def is_floating_point(input: Tensor) -> bool:
     return input.is_floating_point()
 
 
+# the public functions PyTorch gives an out variant take ``out=`` here (the Tensor methods do not)
+from .ops.out import out_variants as _out_variants  # noqa: E402
+
+globals().update(_out_variants(globals()))
+
 # PyTorch never warns on overflow, division by zero or invalid values: inf and nan flow silently
 import numpy as _np  # noqa: E402
 

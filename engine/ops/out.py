@@ -1,0 +1,111 @@
+"""``out=``: the public functions PyTorch gives an out variant take ``out=``, all in one way.
+
+The op families define each public function once, without ``out``; the same function is the
+Tensor method (methods take no ``out=`` in PyTorch). ``out_variants`` wraps the names below for
+the ``tapelab`` namespace: the function computes its result as usual, then ``write_out`` checks
+``out`` and writes the result into it with PyTorch's rules:
+
+- autograd: with grad mode on, no argument (``out`` included) may require grad;
+- dtype: the result's dtype must be castable to ``out``'s (no float into an integer tensor, no
+  number into a bool one); index outputs (``max(dim)``'s indices) must be int64;
+- device: ``out`` is on the result's device;
+- shape: an ``out`` of another shape is resized, with PyTorch's warning when it had elements.
+"""
+from __future__ import annotations
+
+import functools
+import warnings
+
+from ..base import dtype as _dtype
+from ..base.grad_mode import is_grad_enabled
+from ..core.creation import empty
+from ..core.tensor import Tensor
+
+__all__ = ["OUT_FUNCTIONS", "out_variants", "write_out"]
+
+# tapelab's public functions that have an out= form in PyTorch 2.13 (the functions' own names)
+OUT_FUNCTIONS = frozenset("""
+abs absolute acos acosh add addcdiv addcmul addmm all amax amin any arange arccos arccosh arcsin arcsinh
+arctan arctan2 arctanh argmax argmin argsort asin asinh atan atan2 atanh baddbmm bernoulli bitwise_and
+bitwise_not bitwise_or bitwise_xor bmm cat ceil cholesky clamp clamp_max clamp_min clip column_stack concat
+concatenate cos cosh cumprod cumsum diag div divide dot dstack empty eq erf erfc erfinv exp exp2 expm1 eye fix
+floor floor_divide fmax fmin fmod frac full gather ge ger greater greater_equal gt hstack hypot index_add
+index_copy index_select inner isneginf isposinf kron kthvalue le lerp less less_equal linspace log log10 log1p
+log2 log_softmax logaddexp logical_and logical_not logical_or logical_xor logspace logsumexp lt masked_select
+matmul max maximum mean median min minimum mm mode msort mul multinomial multiply mv nan_to_num ne neg negative
+nonzero norm normal not_equal ones outer pow prod rand randint randn randperm reciprocal remainder round rsqrt
+scatter scatter_add scatter_reduce searchsorted sgn sigmoid sign signbit sin sinh softmax sort sqrt square stack
+std std_mean sub subtract sum take take_along_dim tan tanh tensordot topk tril triu true_divide trunc var
+var_mean vdot vstack where xlogy zeros
+""".split())
+
+# factories make their result in out's dtype and on its device, as PyTorch's do
+_FACTORIES = frozenset("arange empty eye full linspace logspace ones rand randint randn randperm zeros".split())
+
+_TYPE_NAMES = {"float32": "Float", "float64": "Double", "float16": "Half", "bfloat16": "BFloat16", "int64": "Long",
+               "int32": "Int", "int16": "Short", "int8": "Char", "uint8": "Byte", "bool": "Bool"}
+
+
+def out_variants(namespace: dict) -> dict:
+    """``{name: out-taking function}`` for the names of ``OUT_FUNCTIONS`` that ``namespace`` defines."""
+    return {name: _with_out(namespace[name]) for name in OUT_FUNCTIONS if callable(namespace.get(name))}
+
+
+def _with_out(fn):
+    @functools.wraps(fn)
+    def public(*args, out=None, **kwargs):
+        if out is None:
+            return fn(*args, **kwargs)
+        name = fn.__name__
+        if is_grad_enabled() and (_requires_grad(args) or _requires_grad(kwargs.values()) or _requires_grad((out,))):
+            raise RuntimeError(f"{name}(): functions with out=... arguments don't support automatic "
+                               f"differentiation, but one of the arguments requires grad.")
+        if name in _FACTORIES and isinstance(out, Tensor):
+            kwargs.setdefault("dtype", out.dtype)
+            kwargs.setdefault("device", out.device)
+        return write_out(name, fn(*args, **kwargs), out)
+    return public
+
+
+def _requires_grad(values) -> bool:
+    for v in values:
+        if isinstance(v, Tensor):
+            if v.requires_grad:
+                return True
+        elif isinstance(v, (list, tuple)) and _requires_grad(v):
+            return True
+    return False
+
+
+def write_out(name: str, result, out):
+    """Write ``result`` (a tensor or a tuple of them) into ``out`` under PyTorch's rules; return ``out``."""
+    if isinstance(result, tuple):
+        if not isinstance(out, (tuple, list)) or len(out) != len(result):
+            raise TypeError(f"{name}(): argument 'out' must be a tuple of {len(result)} Tensors, "
+                            f"got {type(out).__name__}")
+        written = [_write_one(name, r, o, index=r.dtype is _dtype.int64 and i > 0)
+                   for i, (r, o) in enumerate(zip(result, out))]
+        return type(result)(*written) if hasattr(result, "_fields") else tuple(written)
+    return _write_one(name, result, out, index=False)
+
+
+def _write_one(name: str, result: Tensor, out, index: bool) -> Tensor:
+    if not isinstance(out, Tensor):
+        raise TypeError(f"{name}(): argument 'out' must be Tensor, not {type(out).__name__}")
+    if index and out.dtype is not _dtype.int64:
+        raise RuntimeError(f"Expected out tensor to have dtype long int, but got {out.dtype.name} instead")
+    if result.dtype._rank > out.dtype._rank:
+        raise RuntimeError(f"result type {_TYPE_NAMES[result.dtype.name]} can't be cast to the desired output "
+                           f"type {_TYPE_NAMES[out.dtype.name]}")
+    if out.device != result.device:
+        raise RuntimeError(f"{name}(): Expected out tensor to have device {result.device}, but got {out.device} "
+                           f"instead")
+    if tuple(out.shape) != tuple(result.shape):
+        if out.numel():
+            warnings.warn(f"An output with one or more elements was resized since it had shape {list(out.shape)}, "
+                          f"which does not match the required output shape {list(result.shape)}. This behavior "
+                          f"is deprecated, and in a future PyTorch release outputs will not be resized unless "
+                          f"they have zero elements. You can explicitly reuse an out tensor t by resizing it, "
+                          f"inplace, to zero elements with t.resize_(0).", UserWarning, stacklevel=4)
+        out.data = empty(tuple(result.shape), dtype=out.dtype, device=out.device)
+    return out.copy_(result)
