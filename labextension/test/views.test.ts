@@ -7,6 +7,7 @@ import { computeLayout } from '../src/renderer/layout';
 import { dotLayout, GvInput, splinePath, toDot } from '../src/renderer/gvlayout';
 import { countCrossings, countOverlaps } from '../src/renderer/measure';
 import { fitsInView, mapTransform } from '../src/renderer/minimap';
+import { drawBulk, hitTest } from '../src/renderer/bulk';
 import { describeSelection, matchNode, onSelection, publishSelection, SelectionKey, selectionKey } from '../src/renderer/selection';
 import { GNode } from '../src/renderer/types';
 
@@ -144,4 +145,27 @@ test('the bus: other views hear a selection and describe the op; a view ignores 
   off2();
   publishSelection(null, 'tape', doc);
   assert.equal(heard.length, 1);
+});
+
+test('bulk drawing: only units in view are drawn, marks outline them; hit testing finds the unit', () => {
+  const units = Array.from({ length: 1000 }, (_, i) => ({
+    id: 'u' + i, kind: 'node' as const, nodeKind: 'forward', label: 'op', order: i, count: 1, forward: 1, backward: 0,
+    repeat: 1, anchor: null, match: false, node: gnode('u' + i, 'forward', 'matmul', '', i)
+  }));
+  const pos = new Map(units.map((u, i) => [u.id, { x: (i % 10) * 150, y: Math.floor(i / 10) * 60, w: 128, h: 34 }]));
+  const edges = units.slice(1).map((u, i) => ({ source: 'u' + i, target: u.id, kind: 'data' as const, count: 1 }));
+  const calls: string[] = [];
+  const ctx = new Proxy({} as Record<string, unknown>, {
+    get: (t, k) => (k in t ? t[k as string] : (...a: unknown[]) => calls.push(`${String(k)}(${a.join(',')})`)),
+    set: (t, k, v) => { t[k as string] = v; return true; }
+  });
+  // an 800 x 400 view at scale 1, with its 50 px margin, meets columns 0..5 of rows 0..7
+  const n = drawBulk(ctx as never, { tx: 0, ty: 0, scale: 1, W: 800, H: 400 }, 1, units, edges, pos, new Map([['u3', '#dc2626']]), 12);
+  assert.equal(n, 48);
+  assert.ok(calls.filter(c => c.startsWith('fillRect')).length === n);
+  assert.ok(calls.some(c => c.startsWith('fillText(matmul')), 'op names at a readable zoom');
+  const far = drawBulk(ctx as never, { tx: 0, ty: 0, scale: 0.05, W: 800, H: 400 }, 1, units, edges, pos, new Map(), 12);
+  assert.equal(far, 1000);
+  assert.equal(hitTest(units, pos, 160, 70)!.id, 'u11');
+  assert.equal(hitTest(units, pos, 140, 70), null);
 });

@@ -58,6 +58,14 @@ MEASURE = """el => {
            scale: Number(el.dataset.scale), lod: el.dataset.lod === 'true',
            units: Number(el.dataset.units), height: el.getBoundingClientRect().height }; }"""
 
+# the current search target (unit or frame) against the canvas
+IN_VIEW = """el => { const id = el.dataset.current;
+  const c = el.querySelector('.tapelab-canvas').getBoundingClientRect();
+  const t = [...el.querySelectorAll('.tapelab-unit, .tapelab-frame')].find(e => (e.dataset.id || e.dataset.group) === id);
+  if (!t) return null; const r = t.getBoundingClientRect();
+  return { inside: r.left >= c.left && r.top >= c.top && r.right <= c.right && r.bottom <= c.bottom,
+           op: t.dataset.op || t.dataset.group || '', info: el.querySelector('.tapelab-search-info').textContent }; }"""
+
 SCROLLER = """el => { let p = el.parentElement;
   while (p && !(p.scrollHeight > p.clientHeight + 10 && /(auto|scroll)/.test(getComputedStyle(p).overflowY))) p = p.parentElement;
   return p ? p.scrollTop : null; }"""
@@ -71,7 +79,14 @@ def test_a_transformer_training_step_is_readable(page, lab_url, out_dir):
         clean_up(page, lab_url, NB)
 
 
+def _settled(graph, page):
+    """Wait until the picture shows the store's latest state (Graphviz's layout can take seconds)."""
+    page.wait_for_function("""el => el.dataset.pending === 'false' && el.tapelabView
+        && Number(el.dataset.version) === el.tapelabView.store.version""", arg=graph.element_handle(), timeout=60_000)
+
+
 def _fit(graph, page):
+    _settled(graph, page)
     graph.locator(".tapelab-fit").click()
     page.wait_for_timeout(300)
     return graph.evaluate(MEASURE)
@@ -110,7 +125,6 @@ def _check(page, lab_url, out_dir):
 
     # expand everything, fit: the overview (level of detail) keeps group labels readable
     graph.locator(".tapelab-expand-all").click()
-    page.wait_for_timeout(800)
     m = _fit(graph, page)
     numbers["fit expanded"] = m
     assert m["inside"], m
@@ -134,7 +148,6 @@ def _check(page, lab_url, out_dir):
 
     # the wheel over the graph scrolls the notebook (the graph keeps its zoom) ...
     graph.locator(".tapelab-collapse-all").click()
-    page.wait_for_timeout(300)
     _fit(graph, page)
     page.evaluate("() => document.activeElement && document.activeElement.blur()")
     graph.scroll_into_view_if_needed()
@@ -172,13 +185,8 @@ def _check(page, lab_url, out_dir):
     search.fill("norm1")
     search.press("Enter")
     page.wait_for_function("el => el.dataset.current === 'g:encoder.layers.0.norm1'", arg=graph.element_handle())
-    page.wait_for_timeout(400)
-    where = graph.evaluate("""el => { const id = el.dataset.current;
-      const c = el.querySelector('.tapelab-canvas').getBoundingClientRect();
-      const t = [...el.querySelectorAll('.tapelab-unit, .tapelab-frame')].find(e => (e.dataset.id || e.dataset.group) === id);
-      if (!t) return null; const r = t.getBoundingClientRect();
-      return { inside: r.left >= c.left && r.top >= c.top && r.right <= c.right && r.bottom <= c.bottom,
-               info: el.querySelector('.tapelab-search-info').textContent }; }""")
+    _settled(graph, page)
+    where = graph.evaluate(IN_VIEW)
     numbers["search norm1"] = where
     assert where and where["inside"], where
     assert where["info"].startswith("1 of 2"), where
@@ -191,8 +199,19 @@ def _check(page, lab_url, out_dir):
     page.wait_for_function("el => { const id = el.dataset.current; return !!id && "
                            "!!el.querySelector(`.tapelab-unit[data-id='${id}']`); }", arg=graph.element_handle())
     graph.screenshot(path=str(out_dir / "readable-search-relu.png"))
+    # softmax is one named op (not amax/sub/exp/sum/div): found, and Enter reveals it
     search.fill("softmax")
     numbers["softmax matches"] = graph.evaluate("el => el.dataset.matches")
+    (out_dir / "readable-numbers.json").write_text(json.dumps(numbers, indent=1))
+    assert int(numbers["softmax matches"]) >= 1, "softmax is not one named op on the tape yet (the engine's part)"
+    search.press("Enter")
+    page.wait_for_function("el => { const id = el.dataset.current; return !!id && "
+                           "!!el.querySelector(`.tapelab-unit[data-id='${id}']`); }", arg=graph.element_handle())
+    _settled(graph, page)
+    where = graph.evaluate(IN_VIEW)
+    numbers["search softmax"] = where
+    assert where and where["inside"] and "softmax" in where["op"], where
+    graph.screenshot(path=str(out_dir / "readable-search-softmax.png"))
     (out_dir / "readable-numbers.json").write_text(json.dumps(numbers, indent=1))
     print("\n" + json.dumps(numbers, indent=1))
     assert not page.errors, page.errors

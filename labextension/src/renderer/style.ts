@@ -7,7 +7,8 @@ export const CSS = `
 .tapelab-toolbar button { font: inherit; padding: 1px 6px; cursor: pointer; }
 .tapelab-info { color: var(--jp-ui-font-color2, #6b7280); white-space: nowrap; }
 .tapelab-canvas { position: relative; flex: 1 1 auto; overflow: hidden; min-height: 120px; cursor: grab; background: var(--jp-layout-color0, #fff); }
-.tapelab-canvas svg { display: block; width: 100%; height: 100%; user-select: none; }
+.tapelab-canvas svg { position: relative; display: block; width: 100%; height: 100%; user-select: none; }
+.tapelab-bulk { position: absolute; left: 0; top: 0; width: 100%; height: 100%; display: none; }
 .tapelab-unit rect.tapelab-box { stroke: #64748b; stroke-width: 1; }
 .tapelab-unit { cursor: pointer; }
 .tapelab-unit.tapelab-forward rect.tapelab-box { fill: #dbeafe; stroke: #2563eb; }

@@ -1,7 +1,9 @@
-import { LayoutClient, LayoutInput, LayoutResult } from './layout';
+import { computeLayout, LayoutClient, LayoutInput, LayoutResult } from './layout';
+import { countCrossings, countOverlaps } from './measure';
 import { GvCluster, GvInput, GvResult } from './gvlayout';
-import { graphvizLayout } from './gvclient';
+import { graphvizLayout, GV_MAX_UNITS } from './gvclient';
 import { Minimap } from './minimap';
+import { BULK_UNITS, drawBulk, hitTest } from './bulk';
 import { GraphStore, Unit, Visible } from './store';
 import { describeSelection, Fact, matchNode, onSelection, publishSelection, SelectionKey, selectionKey, viewId } from './selection';
 import { el, fmtShape, fmtSummary, fmtTime, svg } from './format';
@@ -33,6 +35,13 @@ export interface GraphViewOptions {
 }
 
 type Box = { x: number; y: number; w: number; h: number };
+
+export interface LayoutMeasure {
+  crossings: number;
+  overlaps: number;
+  width: number;
+  height: number;
+}
 
 /**
  * Draws a GraphStore: pan and zoom, click a group to expand or collapse it, hover a node for
@@ -78,6 +87,9 @@ export class GraphView {
   private paths: (string | null)[] | null = null; // Graphviz's edge splines, per visible edge
   private gvFrames: Map<string, Box> | null = null; // Graphviz's cluster boxes, per group
   private minimap: Minimap;
+  private bulk: HTMLCanvasElement; // many units are drawn here instead of as SVG elements
+  private bulkOn = false;
+  private bulkFrame = 0;
   private selected: string | null = null; // the node another view selected
   private unsubSelection: () => void;
   /** Milliseconds from a change of the store to the picture showing it (the last one). */
@@ -96,6 +108,7 @@ export class GraphView {
     this.viewId = viewId(this.viewKind);
     this.layouts = new LayoutClient(opts.useWorker !== false);
     this.node = el('div', 'tapelab-graph' + (opts.fixedHeight ? ' tapelab-fixed' : ''));
+    (this.node as unknown as { tapelabView: GraphView }).tapelabView = this; // for tests and the console
     const bar = el('div', 'tapelab-toolbar');
     const search = el('input', 'tapelab-search');
     search.type = 'search';
@@ -104,6 +117,7 @@ export class GraphView {
     search.addEventListener('input', () => {
       this.searchIdx = -1;
       this.current = null;
+      delete this.node.dataset.current;
       store.setQuery(search.value);
     });
     search.addEventListener('keydown', ev => {
@@ -144,7 +158,8 @@ export class GraphView {
     this.svgEl.appendChild(defs);
     this.viewport.append(this.frameLayer, this.edgeLayer, this.unitLayer);
     this.svgEl.appendChild(this.viewport);
-    this.canvas.appendChild(this.svgEl);
+    this.bulk = el('canvas', 'tapelab-bulk');
+    this.canvas.append(this.bulk, this.svgEl);
     this.card = el('div', 'tapelab-card');
     this.canvas.appendChild(this.card);
     this.minimap = new Minimap((x, y) => this.centerOn(x, y));
@@ -228,9 +243,11 @@ export class GraphView {
     for (const e of vis.edges) {
       input.edges.push(index.get(e.source)!, index.get(e.target)!);
     }
-    const useDot = this.layoutMode === 'dot' || (this.layoutMode === 'auto' && !this.running);
+    const useDot = (this.layoutMode === 'dot' || (this.layoutMode === 'auto' && !this.running)) &&
+      vis.units.length > 0 && vis.units.length <= GV_MAX_UNITS;
     let res: LayoutResult | null = null;
-    if (useDot && vis.units.length) {
+    this.node.dataset.pending = 'true'; // a layout is on its way (Graphviz can take a second)
+    if (useDot) {
       if (this.drawnVersion < 0) {
         // first picture: the hand layout now, Graphviz's when its worker answers
         const quick = await this.layouts.layout(input);
@@ -253,12 +270,15 @@ export class GraphView {
       this.schedule(); // a newer change arrived meanwhile: draw that one instead
       return;
     }
-    const relayout = this.engine !== engine && this.drawnVersion >= 0;
+    // Graphviz places everything anew (the hand layout keeps earlier units where they were): a
+    // picture the user has not panned or zoomed is fitted again
+    const relayout = (engine === 'dot' || this.engine !== engine) && this.drawnVersion >= 0;
     this.draw(vis, res, engine);
     if (relayout && !this.userMoved) {
-      this.fit(); // the picture changed shape (hand layout <-> Graphviz): fit it again
+      this.fit();
     }
     this.drawnVersion = version;
+    this.node.dataset.pending = 'false';
     this.lastRenderMs = performance.now() - t0;
     this.node.dataset.version = String(version);
     this.node.dataset.renderMs = this.lastRenderMs.toFixed(1);
@@ -423,6 +443,18 @@ export class GraphView {
     this.node.classList.toggle('tapelab-lod', lod);
     this.node.dataset.lod = String(lod);
     this.node.dataset.scale = this.scale.toFixed(4);
+    this.bulkOn = this.vis.units.length > BULK_UNITS;
+    this.bulk.style.display = this.bulkOn ? 'block' : 'none';
+    this.node.dataset.renderer = this.bulkOn ? 'canvas' : 'svg';
+    if (this.bulkOn) {
+      this.unitLayer.textContent = '';
+      this.edgeLayer.textContent = '';
+      this.frameLayer.textContent = '';
+      this.node.dataset.drawn = String(this.paintBulk(W, H));
+      this.paintFrames();
+      this.minimap.setView({ x: -this.tx / this.scale, y: -this.ty / this.scale, w: W / this.scale, h: H / this.scale });
+      return;
+    }
     const x0 = (-this.tx - margin) / this.scale;
     const y0 = (-this.ty - margin) / this.scale;
     const x1 = (W - this.tx + margin) / this.scale;
@@ -625,25 +657,61 @@ export class GraphView {
     });
     g.addEventListener('click', ev => {
       ev.stopPropagation();
-      if (u.kind === 'group') {
-        this.store.setExpanded(u.id, true);
-        if (u.repeat > 1) {
-          this.store.fold = false;
-        }
-      } else {
-        this.pinned = this.pinned === u.id ? null : u.id;
-        this.selected = null;
-        this.node.dataset.pinned = this.pinned ?? '';
-        // every other open view highlights the same op (and tells this card what it knows)
-        publishSelection(this.pinned && u.node ? selectionKey(u.node, this.viewKind, this.viewId) : null, this.viewId);
-        this.showCard(u, ev as MouseEvent, this.pinned !== null);
-        this.paint();
-      }
+      this.activate(u, ev as MouseEvent);
     });
     if (this.decorate) {
       this.decorate(u, g);
     }
     return g;
+  }
+
+  /** A click on a unit: a group expands, a node's card is pinned and the node selected everywhere. */
+  private activate(u: Unit, ev: MouseEvent): void {
+    if (u.kind === 'group') {
+      this.store.setExpanded(u.id, true);
+      if (u.repeat > 1) {
+        this.store.fold = false;
+      }
+      return;
+    }
+    this.pinned = this.pinned === u.id ? null : u.id;
+    this.selected = null;
+    this.node.dataset.pinned = this.pinned ?? '';
+    // every other open view highlights the same op (and tells this card what it knows)
+    publishSelection(this.pinned && u.node ? selectionKey(u.node, this.viewKind, this.viewId) : null, this.viewId);
+    this.showCard(u, ev, this.pinned !== null);
+    this.paint();
+  }
+
+  /** Many units: boxes and edges on the 2D canvas (frames and their labels stay in SVG). */
+  private paintBulk(W: number, H: number): number {
+    const ctx = this.bulk.getContext('2d');
+    if (!ctx) {
+      return 0;
+    }
+    const dpr = window.devicePixelRatio || 1;
+    if (this.bulk.width !== Math.round(W * dpr) || this.bulk.height !== Math.round(H * dpr)) {
+      this.bulk.width = Math.round(W * dpr);
+      this.bulk.height = Math.round(H * dpr);
+    }
+    const marks = new Map<string, string>();
+    for (const u of this.vis.units) {
+      if (u.match) {
+        marks.set(u.id, '#dc2626');
+      }
+    }
+    for (const [id, c] of [[this.selected, '#0891b2'], [this.pinned, '#111827'], [this.current, '#dc2626']] as [string | null, string][]) {
+      if (id) {
+        marks.set(id, c);
+      }
+    }
+    return drawBulk(ctx, { tx: this.tx, ty: this.ty, scale: this.scale, W, H }, dpr, this.vis.units, this.vis.edges, this.pos, marks, LABEL_PX);
+  }
+
+  /** The unit under a pointer event in bulk mode. */
+  private unitAt(ev: MouseEvent): Unit | null {
+    const r = this.canvas.getBoundingClientRect();
+    return hitTest(this.vis.units, this.pos, (ev.clientX - r.left - this.tx) / this.scale, (ev.clientY - r.top - this.ty) / this.scale);
   }
 
   private showCard(u: Unit, ev: MouseEvent, pin: boolean): void {
@@ -854,6 +922,15 @@ export class GraphView {
 
   private applyTransform(): void {
     this.viewport.setAttribute('transform', `translate(${this.tx},${this.ty}) scale(${this.scale})`);
+    if (this.bulkOn && !this.bulkFrame) {
+      // the canvas does not follow the SVG transform: redraw it once per animation frame
+      this.bulkFrame = requestAnimationFrame(() => {
+        this.bulkFrame = 0;
+        const { W, H } = this.size();
+        this.paintBulk(W, H);
+        this.minimap.setView({ x: -this.tx / this.scale, y: -this.ty / this.scale, w: W / this.scale, h: H / this.scale });
+      });
+    }
   }
 
   private bindPanZoom(): void {
@@ -911,7 +988,29 @@ export class GraphView {
         this.paint();
       }
     });
-    this.canvas.addEventListener('click', () => {
+    let down: { x: number; y: number } | null = null;
+    this.canvas.addEventListener('pointerdown', ev => {
+      down = { x: ev.clientX, y: ev.clientY };
+    });
+    this.canvas.addEventListener('pointermove', ev => {
+      if (!this.bulkOn || drag) {
+        return;
+      }
+      const u = this.unitAt(ev);
+      this.canvas.style.cursor = u ? 'pointer' : '';
+      if (u) {
+        this.showCard(u, ev, false);
+      } else if (!this.pinned) {
+        this.card.style.display = 'none';
+      }
+    });
+    this.canvas.addEventListener('click', ev => {
+      const still = down && Math.abs(ev.clientX - down.x) + Math.abs(ev.clientY - down.y) < 4;
+      const u = this.bulkOn && still ? this.unitAt(ev) : null;
+      if (u) {
+        this.activate(u, ev);
+        return;
+      }
       if (this.pinned) {
         this.pinned = null;
         this.card.style.display = 'none';
@@ -922,6 +1021,34 @@ export class GraphView {
 
   get drawn(): number {
     return this.drawnVersion;
+  }
+
+  /**
+   * The visible graph laid out both ways, measured: edge crossings and overlapping boxes of the
+   * hand layout and of Graphviz's (null when Graphviz is not available), and dot's time.
+   */
+  async layoutStats(): Promise<{ units: number; edges: number; hand: LayoutMeasure; dot: LayoutMeasure | null; dotMs: number }> {
+    const vis = this.store.visible();
+    const input: LayoutInput = { ids: [], widths: [], heights: [], backward: [], anchors: [], edges: [] };
+    const index = new Map<string, number>();
+    vis.units.forEach((u, i) => index.set(u.id, i));
+    for (const u of vis.units) {
+      input.ids.push(u.id);
+      input.widths.push(u.kind === 'group' ? GROUP_W : NODE_W);
+      input.heights.push(u.kind === 'group' ? GROUP_H : NODE_H);
+      input.backward.push(u.nodeKind === 'backward');
+      input.anchors.push(u.anchor !== null ? index.get(u.anchor) ?? -1 : -1);
+    }
+    for (const e of vis.edges) {
+      input.edges.push(index.get(e.source)!, index.get(e.target)!);
+    }
+    const measure = (r: LayoutResult): LayoutMeasure => {
+      const b = { x: r.x, y: r.y, widths: input.widths, heights: input.heights };
+      return { crossings: countCrossings(b, input.edges), overlaps: countOverlaps(b), width: r.width, height: r.height };
+    };
+    const hand = measure(computeLayout(input));
+    const gv = await graphvizLayout(this.gvInput(vis, input));
+    return { units: vis.units.length, edges: vis.edges.length, hand, dot: gv ? measure(gv) : null, dotMs: gv ? gv.ms : 0 };
   }
 }
 
