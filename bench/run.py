@@ -10,7 +10,9 @@
 
 Each number is the median over repetitions (after warm-up) of the time per call; a repetition
 times a loop long enough to be well above the timer's resolution. tapelab and torch repetitions
-alternate, so load from other processes hits both sides alike. Not a test: nothing asserts.
+alternate, so load from other processes hits both sides alike. Where a workload has one, the
+"numpy floor" column times the same step written by hand in numpy (bench/programs/floors.py):
+the engine's time minus the floor is its overhead. Not a test: nothing asserts.
 """
 from __future__ import annotations
 
@@ -211,7 +213,10 @@ def measure(w, sides, options, reps, target, warmup_s, variants) -> dict:
 
     from workloads import Context
 
-    row = {"name": w.name, "group": w.group, "tapelab": float("nan"), "torch": float("nan"), "status": ""}
+    import numpy as np
+
+    row = {"name": w.name, "group": w.group, "tapelab": float("nan"), "torch": float("nan"),
+           "floor": float("nan"), "status": ""}
     missing = w.missing(sides["tapelab"])
     if missing:
         row["status"] = "n/a (needs " + ", ".join(missing) + ")"
@@ -228,6 +233,8 @@ def measure(w, sides, options, reps, target, warmup_s, variants) -> dict:
                 out = step()          # first call: the value, to check both sides compute the same
                 if hasattr(out, "item"):
                     row[side + "_first"] = out.detach().item()
+            if w.floor is not None:   # the same step in plain numpy, timed alongside (no value check)
+                steps["floor"] = w.floor(np.random.default_rng(0))
             for side, step in steps.items():
                 loops[side] = calibrate(step, target, warmup_s)
                 samples[side] = []
@@ -245,14 +252,17 @@ def measure(w, sides, options, reps, target, warmup_s, variants) -> dict:
 
 def print_row(row, header=False):
     if header:
-        print(f"{'workload':<42} {'tapelab':>12} {'torch':>12} {'torch/tapelab':>14}  spread (IQR t/T)")
-        print("-" * 100)
+        print(f"{'workload':<42} {'tapelab':>12} {'torch':>12} {'torch/tapelab':>14} {'numpy floor':>12}"
+              f"  spread (IQR t/T/f)")
+        print("-" * 114)
     ratio = row["torch"] / row["tapelab"] if row["tapelab"] == row["tapelab"] and row["torch"] == row["torch"] else None
     if row["status"]:
         print(f"{row['name']:<42} {row['status']}")
         return
+    fl = f"/{row['floor_iqr']:.0%}" if "floor_iqr" in row else ""
     print(f"{row['name']:<42} {fmt_time(row['tapelab']):>12} {fmt_time(row['torch']):>12} "
-          f"{ratio:>13.2f}x  {row['tapelab_iqr']:.0%}/{row['torch_iqr']:.0%}", flush=True)
+          f"{ratio:>13.2f}x {fmt_time(row['floor']):>12}  {row['tapelab_iqr']:.0%}/{row['torch_iqr']:.0%}{fl}",
+          flush=True)
 
 
 def summary_notes(rows) -> list[str]:

@@ -17,10 +17,16 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import os
+import sys
 from dataclasses import dataclass, field
 from typing import Callable
 
 import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "programs"))
+import floors  # noqa: E402 - the hand-written numpy steps (bench/programs/floors.py)
+import models  # noqa: E402 - the real-program steps, shared with bench/programs/*.py
 
 
 @dataclass
@@ -31,6 +37,7 @@ class Workload:
     requires: tuple = ()
     quick: bool = True
     note: str = ""
+    floor: Callable | None = None   # floor(rng) -> step: the same step in plain numpy (programs/floors.py)
 
     def missing(self, m) -> list[str]:
         out = []
@@ -74,9 +81,10 @@ class Context:
 REGISTRY: list[Workload] = []
 
 
-def workload(name: str, group: str, requires: tuple = (), quick: bool = True, note: str = ""):
+def workload(name: str, group: str, requires: tuple = (), quick: bool = True, note: str = "",
+             floor: Callable | None = None):
     def deco(fn):
-        REGISTRY.append(Workload(name, group, fn, tuple(requires), quick, note))
+        REGISTRY.append(Workload(name, group, fn, tuple(requires), quick, note, floor))
         return fn
     return deco
 
@@ -95,7 +103,7 @@ def _chain(x, w):
     return ((x * w + 1).tanh() * x).sigmoid().sum()
 
 
-@workload("chain16 fwd+bwd", "per-op overhead",
+@workload("chain16 fwd+bwd", "per-op overhead", floor=floors.chain,
           note="((x*w + 1).tanh() * x).sigmoid().sum().backward(): 6 ops forward, their vjps backward")
 def chain_fwd_bwd(m, ctx):
     x, w = _chain_inputs(ctx)
@@ -106,13 +114,13 @@ def chain_fwd_bwd(m, ctx):
     return step
 
 
-@workload("chain16 fwd (recording)", "per-op overhead", note="forward only; inputs require grad")
+@workload("chain16 fwd (recording)", "per-op overhead", floor=lambda rng: floors.chain(rng, False), note="forward only; inputs require grad")
 def chain_fwd(m, ctx):
     x, w = _chain_inputs(ctx)
     return lambda: _chain(x, w)
 
 
-@workload("chain16 fwd (no_grad)", "per-op overhead", note="forward only under no_grad: bare dispatch")
+@workload("chain16 fwd (no_grad)", "per-op overhead", floor=lambda rng: floors.chain(rng, False), note="forward only under no_grad: bare dispatch")
 def chain_fwd_nograd(m, ctx):
     x, w = _chain_inputs(ctx)
 
@@ -236,13 +244,13 @@ def _mlp_step(m, ctx, batch, sizes=(784, 512, 512, 10), lr=0.01):
     return step
 
 
-@workload("MLP 784-512-512-10 step, batch 64", "training step",
+@workload("MLP 784-512-512-10 step, batch 64", "training step", floor=lambda rng: floors.mlp(rng, 64),
           note="forward, cross-entropy, backward, SGD update")
 def mlp_b64(m, ctx):
     return _mlp_step(m, ctx, 64)
 
 
-@workload("MLP 784-512-512-10 step, batch 512", "training step")
+@workload("MLP 784-512-512-10 step, batch 512", "training step", floor=lambda rng: floors.mlp(rng, 512))
 def mlp_b512(m, ctx):
     return _mlp_step(m, ctx, 512)
 
@@ -302,6 +310,54 @@ def transformer_block(m, ctx):
     x = ctx.tensor(ctx.rng.standard_normal((batch, seq, d)))
     y = m.tensor(ctx.rng.integers(0, vocab, batch * seq).astype(np.int64))
     return _train_step(m, model, x, y)
+
+
+# =============================================================================================
+# (f) the programs researchers run, one step each on a fixed batch (bench/programs/models.py;
+#     the scripts in bench/programs/ run the same steps as whole programs)
+# =============================================================================================
+
+def _program_step(m, ctx, build, batch):
+    step = build(m, ctx.rng, ctx.tensor)
+    return lambda: step(batch)
+
+
+@workload("GPT block step d128, batch 16x64", "real programs", floor=lambda rng: floors.gpt(rng, 128),
+          requires=("nn.functional.scaled_dot_product_attention", "optim.AdamW"),
+          note="embeddings, pre-LN block (causal SDPA, GELU MLP), head; AdamW with two parameter groups")
+def gpt_d128(m, ctx):
+    batch = next(models.gpt_batches(np.random.default_rng(1), 128, 1))
+    return _program_step(m, ctx, lambda m, r, t: models.gpt_step(m, r, t, 128), batch)
+
+
+@workload("GPT block step d384, batch 8x64", "real programs", floor=lambda rng: floors.gpt(rng, 384),
+          requires=("nn.functional.scaled_dot_product_attention", "optim.AdamW"), note="as above, d=384, 6 heads")
+def gpt_d384(m, ctx):
+    batch = next(models.gpt_batches(np.random.default_rng(1), 384, 1))
+    return _program_step(m, ctx, lambda m, r, t: models.gpt_step(m, r, t, 384), batch)
+
+
+@workload("LSTM LM step, 2x200, bptt 35, batch 20", "real programs", floor=floors.lstm,
+          requires=("nn.LSTM", "nn.utils.clip_grad_norm_"),
+          note="embedding, 2-layer LSTM, decoder (vocab 256); detached carried state, clip 0.25, SGD")
+def lstm_lm(m, ctx):
+    batch = next(models.lstm_batches(np.random.default_rng(1), 1))
+    return _program_step(m, ctx, models.lstm_step, batch)
+
+
+@workload("ResNet basic-block step, batch 16, 32ch 16x16", "real programs",
+          requires=("nn.Conv2d", "nn.BatchNorm2d", "nn.AdaptiveAvgPool2d"),
+          note="stem conv-BN-ReLU, two basic blocks with BatchNorm, pool, linear; SGD momentum")
+def resnet_blocks(m, ctx):
+    batch = next(models.resnet_batches(np.random.default_rng(1), 1))
+    return _program_step(m, ctx, models.resnet_step, batch)
+
+
+@workload("GCN step, 2000 nodes, sparse adjacency", "real programs", floor=floors.gcn,
+          requires=("sparse_coo_tensor", "sparse.mm"),
+          note="2-layer GCN over a COO adjacency (sparse.mm), cross-entropy on every node, Adam")
+def gcn(m, ctx):
+    return _program_step(m, ctx, models.gcn_step, None)
 
 
 # =============================================================================================

@@ -1,0 +1,287 @@
+"""The floor: each bench step written by hand in numpy (float32), with no engine.
+
+Same shapes, same arithmetic (forward, loss, backward, update) as the engine's step, with
+every gradient formula written out and fused where a person would fuse it. The time of a
+floor is what the step costs with no dispatch, no graph and no Tensor objects; the engine's
+time minus the floor is its overhead. Each builder takes a numpy ``rng`` and returns the step.
+"""
+from __future__ import annotations
+
+import numpy as np
+from scipy import sparse
+from scipy.special import erf
+
+from models import GCN, GPT, LSTM, gcn_graph
+
+F32 = np.float32
+
+
+def _randn(rng, *shape, scale=1.0):
+    return (rng.standard_normal(shape) * scale).astype(F32)
+
+
+def _softmax_xent(z, y):
+    """Mean cross-entropy of logits ``z`` [N, C] at labels ``y``, and its gradient."""
+    z = z - z.max(1, keepdims=True)
+    e = np.exp(z)
+    s = e.sum(1, keepdims=True)
+    n = len(y)
+    loss = float(np.log(s[:, 0]).mean() - z[np.arange(n), y].mean())
+    g = e / s
+    g[np.arange(n), y] -= 1
+    g /= n
+    return loss, g
+
+
+# ------------------------------------------------------------------ chain
+def chain(rng, backward: bool = True):
+    x, w = _randn(rng, 16), _randn(rng, 16)
+
+    def step():
+        b = np.tanh(x * w + 1)
+        c = b * x
+        s = 1 / (1 + np.exp(-c))
+        out = s.sum()
+        if backward:
+            gc = s * (1 - s)
+            ga = gc * x * (1 - b * b)
+            gx = gc * b + ga * w
+            gw = ga * x
+            return out, gx, gw
+        return out
+    return step
+
+
+# ------------------------------------------------------------------ MLP
+def mlp(rng, batch: int, sizes=(784, 512, 512, 10), lr=0.01):
+    x = _randn(rng, batch, sizes[0])
+    y = rng.integers(0, sizes[-1], batch)
+    ws = [(_randn(rng, o, i, scale=i ** -0.5), _randn(rng, o, scale=0.01)) for i, o in zip(sizes[:-1], sizes[1:])]
+
+    def step():
+        acts, h = [x], x
+        for i, (w, b) in enumerate(ws):
+            h = h @ w.T + b
+            if i < len(ws) - 1:
+                np.maximum(h, 0, out=h)
+            acts.append(h)
+        loss, g = _softmax_xent(h, y)
+        for i in range(len(ws) - 1, -1, -1):
+            w, b = ws[i]
+            gw, gb = g.T @ acts[i], g.sum(0)
+            if i:
+                g = (g @ w) * (acts[i] > 0)
+            w -= lr * gw
+            b -= lr * gb
+        return loss
+    return step
+
+
+# ------------------------------------------------------------------ AdamW on arrays
+class _AdamW:
+    def __init__(self, groups, lr=1e-3, betas=(0.9, 0.95), eps=1e-8):
+        self.groups, self.lr, self.betas, self.eps, self.t = groups, lr, betas, eps, 0
+        self.m = [[np.zeros_like(p) for p in ps] for ps, _ in groups]
+        self.v = [[np.zeros_like(p) for p in ps] for ps, _ in groups]
+
+    def step(self, grads):
+        self.t += 1
+        b1, b2 = self.betas
+        c1, c2 = 1 - b1 ** self.t, (1 - b2 ** self.t) ** 0.5
+        it = iter(grads)
+        for (ps, wd), ms, vs in zip(self.groups, self.m, self.v):
+            for p, m, v in zip(ps, ms, vs):
+                g = next(it)
+                if wd:
+                    p *= 1 - self.lr * wd
+                m += (1 - b1) * (g - m)
+                v *= b2
+                v += (1 - b2) * g * g
+                p -= (self.lr / c1) * m / (np.sqrt(v) / c2 + self.eps)
+
+
+# ------------------------------------------------------------------ GPT block
+def _ln(x, g, b, eps=1e-5):
+    mu = x.mean(-1, keepdims=True)
+    xc = x - mu
+    rstd = 1 / np.sqrt((xc * xc).mean(-1, keepdims=True) + eps)
+    xh = xc * rstd
+    return xh * g + b, (xh, rstd)
+
+
+def _ln_back(gy, g, cache):
+    xh, rstd = cache
+    gxh = gy * g
+    gx = rstd * (gxh - gxh.mean(-1, keepdims=True) - xh * (gxh * xh).mean(-1, keepdims=True))
+    return gx, (gy * xh).reshape(-1, xh.shape[-1]).sum(0), gy.reshape(-1, gy.shape[-1]).sum(0)
+
+
+def gpt(rng, d: int):
+    cfg = GPT[d]
+    nh, T, B, V = cfg["heads"], cfg["seq"], cfg["batch"], cfg["vocab"]
+    hd = d // nh
+    p = dict(wte=_randn(rng, V, d, scale=0.02), wpe=_randn(rng, T, d, scale=0.02),
+             attn_w=_randn(rng, 3 * d, d, scale=0.02), proj_w=_randn(rng, d, d, scale=0.02),
+             fc_w=_randn(rng, 4 * d, d, scale=0.02), fc2_w=_randn(rng, d, 4 * d, scale=0.02),
+             head_w=_randn(rng, V, d, scale=0.02),
+             ln1_g=np.ones(d, F32), ln1_b=np.zeros(d, F32), ln2_g=np.ones(d, F32), ln2_b=np.zeros(d, F32),
+             lnf_g=np.ones(d, F32), lnf_b=np.zeros(d, F32), attn_b=np.zeros(3 * d, F32),
+             proj_b=np.zeros(d, F32), fc_b=np.zeros(4 * d, F32), fc2_b=np.zeros(d, F32))
+    decay = [k for k in p if p[k].ndim == 2]
+    nodecay = [k for k in p if p[k].ndim < 2]
+    opt = _AdamW([([p[k] for k in decay], 0.1), ([p[k] for k in nodecay], 0.0)])
+    data = rng.integers(0, V, (B, T + 1))
+    idx, tgt = data[:, :-1], data[:, 1:].reshape(-1)
+    mask = np.triu(np.ones((T, T), bool), 1)
+    onehot = np.eye(V, dtype=F32)[idx.reshape(-1)]
+    scale = hd ** -0.5
+
+    def step():
+        x0 = p["wte"][idx] + p["wpe"]
+        h1, c1 = _ln(x0, p["ln1_g"], p["ln1_b"])
+        qkv = h1 @ p["attn_w"].T + p["attn_b"]
+        q, k, v = (z.reshape(B, T, nh, hd).transpose(0, 2, 1, 3) for z in np.split(qkv, 3, axis=2))
+        att = (q @ k.transpose(0, 1, 3, 2)) * scale
+        att[..., mask] = -np.inf
+        att = np.exp(att - att.max(-1, keepdims=True))
+        att /= att.sum(-1, keepdims=True)
+        y = (att @ v).transpose(0, 2, 1, 3).reshape(B, T, d)
+        x1 = x0 + y @ p["proj_w"].T + p["proj_b"]
+        h2, c2 = _ln(x1, p["ln2_g"], p["ln2_b"])
+        f = h2 @ p["fc_w"].T + p["fc_b"]
+        cdf = 0.5 * (1 + erf(f * F32(0.5 ** 0.5)))
+        gl = f * cdf
+        x2 = x1 + gl @ p["fc2_w"].T + p["fc2_b"]
+        hf, cf = _ln(x2, p["lnf_g"], p["lnf_b"])
+        logits = hf.reshape(-1, d) @ p["head_w"].T
+        loss, g = _softmax_xent(logits, tgt)
+        gr = {}
+        gr["head_w"] = g.T @ hf.reshape(-1, d)
+        gx2, gr["lnf_g"], gr["lnf_b"] = _ln_back((g @ p["head_w"]).reshape(B, T, d), p["lnf_g"], cf)
+        g2 = gx2.reshape(-1, d)
+        gr["fc2_w"], gr["fc2_b"] = g2.T @ gl.reshape(-1, 4 * d), g2.sum(0)
+        gf = (g2 @ p["fc2_w"]).reshape(B, T, 4 * d) * (cdf + f * np.exp(-0.5 * f * f) * F32((2 * np.pi) ** -0.5))
+        gf2 = gf.reshape(-1, 4 * d)
+        gr["fc_w"], gr["fc_b"] = gf2.T @ h2.reshape(-1, d), gf2.sum(0)
+        gx1h, gr["ln2_g"], gr["ln2_b"] = _ln_back((gf2 @ p["fc_w"]).reshape(B, T, d), p["ln2_g"], c2)
+        gx1 = gx2 + gx1h
+        g1 = gx1.reshape(-1, d)
+        gr["proj_w"], gr["proj_b"] = g1.T @ y.reshape(-1, d), g1.sum(0)
+        gy = (g1 @ p["proj_w"]).reshape(B, T, nh, hd).transpose(0, 2, 1, 3)
+        gv = att.transpose(0, 1, 3, 2) @ gy
+        ga = gy @ v.transpose(0, 1, 3, 2)
+        ga = att * (ga - (ga * att).sum(-1, keepdims=True)) * scale
+        gq, gk = ga @ k, ga.transpose(0, 1, 3, 2) @ q
+        gqkv = np.concatenate([z.transpose(0, 2, 1, 3).reshape(-1, d) for z in (gq, gk, gv)], axis=1)
+        gr["attn_w"], gr["attn_b"] = gqkv.T @ h1.reshape(-1, d), gqkv.sum(0)
+        gx0h, gr["ln1_g"], gr["ln1_b"] = _ln_back((gqkv @ p["attn_w"]).reshape(B, T, d), p["ln1_g"], c1)
+        gx0 = (gx1 + gx0h).reshape(-1, d)
+        gr["wte"], gr["wpe"] = onehot.T @ gx0, gx0.reshape(B, T, d).sum(0)
+        opt.step([gr[k] for k in decay] + [gr[k] for k in nodecay])
+        return loss
+    return step
+
+
+# ------------------------------------------------------------------ 2-layer LSTM LM
+def lstm(rng):
+    c = LSTM
+    V, E, H, L, T, B = c["vocab"], c["emb"], c["hidden"], c["layers"], c["bptt"], c["batch"]
+    enc = _randn(rng, V, E, scale=0.1)
+    layers = [(_randn(rng, 4 * H, E if i == 0 else H, scale=H ** -0.5), _randn(rng, 4 * H, H, scale=H ** -0.5),
+               np.zeros(4 * H, F32)) for i in range(L)]
+    dec_w, dec_b = _randn(rng, V, H, scale=0.1), np.zeros(V, F32)
+    params = [enc] + [a for lay in layers for a in lay] + [dec_w, dec_b]
+    stream = rng.integers(0, V, (T + 1, B))
+    x, y = stream[:-1], stream[1:].reshape(-1)
+    onehot = np.eye(V, dtype=F32)[x.reshape(-1)]
+    state = [(np.zeros((B, H), F32), np.zeros((B, H), F32)) for _ in range(L)]
+
+    def sig(z):
+        return 1 / (1 + np.exp(-z))
+
+    def step():
+        inp = enc[x]
+        caches = []
+        for li, (wih, whh, b) in enumerate(layers):
+            h, cs = state[li]
+            xw = (inp.reshape(-1, inp.shape[-1]) @ wih.T + b).reshape(T, B, 4 * H)
+            out = np.empty((T, B, H), F32)
+            cache = []
+            for t in range(T):
+                gates = xw[t] + h @ whh.T
+                i, f, g, o = sig(gates[:, :H]), sig(gates[:, H:2 * H]), np.tanh(gates[:, 2 * H:3 * H]), sig(gates[:, 3 * H:])
+                c_prev, h_prev = cs, h
+                cs = f * cs + i * g
+                tc = np.tanh(cs)
+                h = o * tc
+                out[t] = h
+                cache.append((i, f, g, o, c_prev, h_prev, tc))
+            state[li] = (h, cs)
+            caches.append((inp, cache))
+            inp = out
+        logits = inp.reshape(-1, H) @ dec_w.T + dec_b
+        loss, gz = _softmax_xent(logits, y)
+        grads = [None] * len(params)
+        grads[-2], grads[-1] = gz.T @ inp.reshape(-1, H), gz.sum(0)
+        gout = (gz @ dec_w).reshape(T, B, H)
+        for li in range(L - 1, -1, -1):
+            wih, whh, b = layers[li]
+            lin, cache = caches[li]
+            gwhh = np.zeros_like(whh)
+            ggates = np.empty((T, B, 4 * H), F32)
+            gh = np.zeros((B, H), F32)
+            gc = np.zeros((B, H), F32)
+            for t in range(T - 1, -1, -1):
+                i, f, g, o, c_prev, h_prev, tc = cache[t]
+                gh = gh + gout[t]
+                go = gh * tc
+                gc = gc + gh * o * (1 - tc * tc)
+                gg = ggates[t]
+                gg[:, :H] = gc * g * i * (1 - i)
+                gg[:, H:2 * H] = gc * c_prev * f * (1 - f)
+                gg[:, 2 * H:3 * H] = gc * i * (1 - g * g)
+                gg[:, 3 * H:] = go * o * (1 - o)
+                gwhh += gg.T @ h_prev
+                gh = gg @ whh
+                gc = gc * f
+            g2 = ggates.reshape(-1, 4 * H)
+            grads[1 + 3 * li:4 + 3 * li] = [g2.T @ lin.reshape(-1, lin.shape[-1]), gwhh, g2.sum(0)]
+            gout = (g2 @ wih).reshape(T, B, -1)
+        grads[0] = onehot.T @ gout.reshape(-1, E)
+        norm = np.sqrt(sum(float((g * g).sum()) for g in grads))
+        coef = min(1.0, c["clip"] / (norm + 1e-6))
+        for p_, g_ in zip(params, grads):
+            p_ -= (c["lr"] * coef) * g_
+        return loss
+    return step
+
+
+# ------------------------------------------------------------------ GCN
+def gcn(rng):
+    c = GCN
+    idx, values, feats, labels = gcn_graph(rng)
+    adj = sparse.csr_matrix((values, (idx[0], idx[1])), shape=(c["nodes"], c["nodes"]))
+    adj_t = adj.T.tocsr()
+    w1 = _randn(rng, c["features"], c["hidden"], scale=0.1)
+    w2 = _randn(rng, c["hidden"], c["classes"], scale=0.1)
+    ms = [np.zeros_like(w1), np.zeros_like(w2)]
+    vs = [np.zeros_like(w1), np.zeros_like(w2)]
+    t = [0]
+
+    def step():
+        a1 = adj @ (feats @ w1)
+        h = np.maximum(a1, 0)
+        loss, g = _softmax_xent(adj @ (h @ w2), labels)
+        g2 = adj_t @ g
+        gw2 = h.T @ g2
+        gh = (g2 @ w2.T) * (a1 > 0)
+        gw1 = feats.T @ (adj_t @ gh)
+        t[0] += 1
+        for p_, g_, m_, v_ in zip((w1, w2), (gw1, gw2), ms, vs):
+            g_ = g_ + 5e-4 * p_
+            m_ += 0.1 * (g_ - m_)
+            v_ *= 0.999
+            v_ += 0.001 * g_ * g_
+            p_ -= (0.01 / (1 - 0.9 ** t[0])) * m_ / (np.sqrt(v_) / (1 - 0.999 ** t[0]) ** 0.5 + 1e-8)
+        return loss
+    return step
