@@ -53,7 +53,7 @@ def out_variants(namespace: dict) -> dict:
 
 def _with_out(fn):
     @functools.wraps(fn)
-    def public(*args, out=None, **kwargs):
+    def _out_variant(*args, out=None, **kwargs):  # "_": frame walkers (capture errors) skip it
         if out is None:
             return fn(*args, **kwargs)
         name = fn.__name__
@@ -64,7 +64,7 @@ def _with_out(fn):
             kwargs.setdefault("dtype", out.dtype)
             kwargs.setdefault("device", out.device)
         return write_out(name, fn(*args, **kwargs), out)
-    return public
+    return _out_variant
 
 
 def _requires_grad(values) -> bool:
