@@ -3,7 +3,6 @@ from __future__ import annotations
 
 from .parameter import Buffer, Parameter
 from .modules import *  # noqa: F401,F403
-from .modules.activation_attention import *  # noqa: F401,F403
 from .modules.rnn import *  # noqa: F401,F403
 from .modules.transformer import *  # noqa: F401,F403
 from . import attention, common_types, functional, grad, init, parallel, utils  # noqa: F401

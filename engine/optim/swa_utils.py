@@ -11,7 +11,7 @@ from ..base import dtype as _dtype
 from ..base.grad_mode import no_grad
 from ..core.creation import tensor
 from ..nn.modules.module import Module
-from ..nn.modules.normalization import _BatchNorm
+from ..nn.modules.batchnorm import _BatchNorm
 from .lr_scheduler import LRScheduler
 
 __all__ = ["AveragedModel", "SWALR", "update_bn", "get_ema_avg_fn", "get_ema_multi_avg_fn", "get_swa_avg_fn",

@@ -1,15 +1,16 @@
-"""Containers: Sequential, ModuleList, ModuleDict, ParameterList, ParameterDict."""
+"""Containers: Sequential, ModuleList, ModuleDict, ParameterList, ParameterDict (and the legacy Container)."""
 from __future__ import annotations
 
 import operator
+import warnings
 from collections import OrderedDict
 from typing import Iterable, Iterator
 
 from ...core.tensor import Tensor
 from ..parameter import Parameter
-from .module import Module, _addindent
+from .module import _addindent, Module
 
-__all__ = ["Sequential", "ModuleList", "ModuleDict", "ParameterList", "ParameterDict"]
+__all__ = ["Sequential", "ModuleList", "ModuleDict", "ParameterList", "ParameterDict", "Container"]
 
 
 def _index(idx: int, n: int) -> int:
@@ -289,3 +290,14 @@ class ParameterDict(Module):
 
     def __call__(self, *args, **kwargs):
         raise RuntimeError("ParameterDict should not be called.")
+
+
+class Container(Module):
+    """The pre-0.1 way to group modules by keyword (deprecated in PyTorch, which still has it)."""
+
+    def __init__(self, **kwargs):
+        super().__init__()
+        warnings.warn("`nn.Container` is deprecated. All of its functionality is now implemented in `nn.Module`. "
+                      "Subclass that instead.", FutureWarning, stacklevel=2)
+        for key, value in kwargs.items():
+            self.add_module(key, value)

@@ -1,4 +1,4 @@
-"""Convolution layers: Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d."""
+"""Convolution layers: Conv1d/2d/3d, ConvTranspose1d/2d/3d and their lazy forms."""
 from __future__ import annotations
 
 import math
@@ -6,11 +6,13 @@ import math
 from ...core import creation
 from ...core.tensor import Tensor
 from .. import functional as F, init
-from ..parameter import Parameter
+from ..parameter import Parameter, UninitializedParameter
+from .lazy import LazyModuleMixin
 from .linear import _uniform_bias
 from .module import Module
 
-__all__ = ["Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d"]
+__all__ = ["Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d", "LazyConv1d",
+           "LazyConv2d", "LazyConv3d", "LazyConvTranspose1d", "LazyConvTranspose2d", "LazyConvTranspose3d"]
 
 _PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
 
@@ -144,3 +146,81 @@ class ConvTranspose1d(_ConvTranspose):
 
 class ConvTranspose2d(_ConvTranspose):
     _nd = 2
+
+
+class ConvTranspose3d(_ConvTranspose):
+    _nd = 3
+
+    def forward(self, input: Tensor, output_size=None) -> Tensor:
+        return F.conv_transpose3d(input, self.weight, self.bias, self.stride, self.padding,
+                                  self._output_padding(input, output_size), self.groups, self.dilation)
+
+
+class _LazyConvMixin(LazyModuleMixin):
+    """``in_channels`` from dim 1 of a batched first input (dim 0 of an unbatched one). The eager
+    constructor runs with ``in_channels=groups`` (always valid); the weights then become placeholders."""
+
+    def _lazy_weights(self, bias: bool, device, dtype) -> None:
+        self.in_channels = 0
+        self.weight = UninitializedParameter(device=device, dtype=dtype)
+        if bias:
+            self.bias = UninitializedParameter(device=device, dtype=dtype)
+        self._lazy_init()
+
+    def reset_parameters(self) -> None:
+        if not self.has_uninitialized_params() and self.in_channels != 0:
+            super().reset_parameters()
+
+    def initialize_parameters(self, input: Tensor) -> None:
+        if not self.has_uninitialized_params():
+            return
+        self.in_channels = input.shape[1] if input.ndim == self._nd + 2 else input.shape[0]
+        if self.in_channels % self.groups:
+            raise ValueError("in_channels must be divisible by groups")
+        if self.transposed:
+            shape = (self.in_channels, self.out_channels // self.groups)
+        else:
+            shape = (self.out_channels, self.in_channels // self.groups)
+        self._materialize_all({"weight": shape + tuple(self.kernel_size), "bias": (self.out_channels,)})
+
+
+class _LazyConv(_LazyConvMixin):
+    def __init__(self, out_channels: int, kernel_size, stride=1, padding=0, dilation=1, groups: int = 1,
+                 bias: bool = True, padding_mode: str = "zeros", device=None, dtype=None):
+        super().__init__(groups, out_channels, kernel_size, stride, padding, dilation, groups, bias, padding_mode,
+                         device, dtype)
+        self._lazy_weights(bias, device, dtype)
+
+
+class _LazyConvTranspose(_LazyConvMixin):
+    def __init__(self, out_channels: int, kernel_size, stride=1, padding=0, output_padding=0, groups: int = 1,
+                 bias: bool = True, dilation=1, padding_mode: str = "zeros", device=None, dtype=None):
+        super().__init__(groups, out_channels, kernel_size, stride, padding, output_padding, groups, bias, dilation,
+                         padding_mode, device, dtype)
+        self._lazy_weights(bias, device, dtype)
+
+
+def _lazy_conv(name: str, eager: type, doc: str) -> type:
+    mixin = _LazyConvTranspose if eager.transposed else _LazyConv
+    return type(name, (mixin, eager), {"cls_to_become": eager, "__doc__": doc, "__module__": __name__})
+
+
+LazyConv1d = _lazy_conv("LazyConv1d", Conv1d, "``Conv1d`` whose ``in_channels`` comes from the first input.")
+
+
+LazyConv2d = _lazy_conv("LazyConv2d", Conv2d, "``Conv2d`` whose ``in_channels`` comes from the first input.")
+
+
+LazyConv3d = _lazy_conv("LazyConv3d", Conv3d, "``Conv3d`` whose ``in_channels`` comes from the first input.")
+
+
+LazyConvTranspose1d = _lazy_conv("LazyConvTranspose1d", ConvTranspose1d,
+                                 "``ConvTranspose1d`` whose ``in_channels`` comes from the first input.")
+
+
+LazyConvTranspose2d = _lazy_conv("LazyConvTranspose2d", ConvTranspose2d,
+                                 "``ConvTranspose2d`` whose ``in_channels`` comes from the first input.")
+
+
+LazyConvTranspose3d = _lazy_conv("LazyConvTranspose3d", ConvTranspose3d,
+                                 "``ConvTranspose3d`` whose ``in_channels`` comes from the first input.")

@@ -1,98 +1,19 @@
-"""Normalization layers: BatchNorm1d/2d/3d, LayerNorm, GroupNorm."""
+"""Normalization layers: LayerNorm, GroupNorm, RMSNorm, LocalResponseNorm and CrossMapLRN2d (batch and
+instance norms are in ``batchnorm.py`` and ``instancenorm.py``, as in PyTorch)."""
 from __future__ import annotations
 
-from ...base import dtype as _dtype
+import numbers
+import numpy as np
+
+from ...autograd.function import Function
 from ...core import creation
-from ...base.grad_mode import no_grad
 from ...core.tensor import Tensor
 from .. import functional as F, init
 from ..parameter import Parameter
+from .batchnorm import _affine
 from .module import Module
 
-__all__ = ["BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "LayerNorm", "GroupNorm"]
-
-
-def _affine(module: Module, shape: tuple, affine: bool, bias: bool, device, dtype) -> None:
-    """Registers ``weight`` (ones) and ``bias`` (zeros), or None for each one switched off."""
-    if affine:
-        module.weight = Parameter(creation.ones(shape, device=device, dtype=dtype))
-    else:
-        module.register_parameter("weight", None)
-    if affine and bias:
-        module.bias = Parameter(creation.zeros(shape, device=device, dtype=dtype))
-    else:
-        module.register_parameter("bias", None)
-
-
-class _BatchNorm(Module):
-    """Per-channel normalisation by batch statistics, tracking running estimates for eval."""
-
-    _dims: tuple = ()
-
-    def __init__(self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1, affine: bool = True,
-                 track_running_stats: bool = True, device=None, dtype=None, *, bias: bool = True):
-        super().__init__()
-        self.num_features, self.eps, self.momentum = num_features, eps, momentum
-        self.affine, self.track_running_stats = affine, track_running_stats
-        _affine(self, (num_features,), affine, bias, device, dtype)
-        if track_running_stats:
-            self.register_buffer("running_mean", creation.zeros(num_features, device=device, dtype=dtype))
-            self.register_buffer("running_var", creation.ones(num_features, device=device, dtype=dtype))
-            self.register_buffer("num_batches_tracked", creation.tensor(0, dtype=_dtype.int64, device=device))
-        else:
-            self.register_buffer("running_mean", None)
-            self.register_buffer("running_var", None)
-            self.register_buffer("num_batches_tracked", None)
-
-    def reset_running_stats(self) -> None:
-        if self.track_running_stats:
-            with no_grad():
-                self.running_mean.zero_()
-                self.running_var.fill_(1)
-                self.num_batches_tracked.zero_()
-
-    def reset_parameters(self) -> None:
-        self.reset_running_stats()
-        if self.affine:
-            init.ones_(self.weight)
-            if self.bias is not None:
-                init.zeros_(self.bias)
-
-    def forward(self, input: Tensor) -> Tensor:
-        if input.ndim not in self._dims:
-            want = " or ".join(f"{d}D" for d in self._dims)
-            raise ValueError(f"expected {want} input (got {input.ndim}D input)")
-        factor = 0.0 if self.momentum is None else self.momentum
-        if self.training and self.track_running_stats and self.num_batches_tracked is not None:
-            self.num_batches_tracked.add_(1)
-            if self.momentum is None:
-                factor = 1.0 / float(self.num_batches_tracked)
-        use_batch = self.training or (self.running_mean is None and self.running_var is None)
-        keep = not self.training or self.track_running_stats
-        return F.batch_norm(input, self.running_mean if keep else None, self.running_var if keep else None,
-                            self.weight, self.bias, use_batch, factor, self.eps)
-
-    def _fill_state_defaults(self, prefix: str, state_dict: dict) -> None:
-        key = prefix + "num_batches_tracked"
-        if self.track_running_stats and key not in state_dict:
-            state_dict[key] = self.num_batches_tracked if self.num_batches_tracked is not None else \
-                creation.tensor(0, dtype=_dtype.int64)
-
-    def extra_repr(self) -> str:
-        return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine={self.affine}, "
-                f"bias={self.bias is not None}, track_running_stats={self.track_running_stats}")
-
-
-class BatchNorm1d(_BatchNorm):
-    _dims = (2, 3)
-
-
-class BatchNorm2d(_BatchNorm):
-    _dims = (4,)
-
-
-class BatchNorm3d(_BatchNorm):
-    _dims = (5,)
+__all__ = ["LayerNorm", "GroupNorm", "RMSNorm", "LocalResponseNorm", "CrossMapLRN2d"]
 
 
 class LayerNorm(Module):
@@ -143,3 +64,92 @@ class GroupNorm(Module):
     def extra_repr(self) -> str:
         return (f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}, "
                 f"bias={self.bias is not None}")
+
+
+class RMSNorm(Module):
+    """``x / sqrt(mean(x²) + eps) * weight`` over the trailing ``normalized_shape`` dims."""
+
+    def __init__(self, normalized_shape, eps: float | None = None, elementwise_affine: bool = True, device=None,
+                 dtype=None):
+        super().__init__()
+        if isinstance(normalized_shape, numbers.Integral):
+            normalized_shape = (normalized_shape,)
+        self.normalized_shape = tuple(normalized_shape)
+        self.eps, self.elementwise_affine = eps, elementwise_affine
+        if elementwise_affine:
+            self.weight = Parameter(creation.ones(self.normalized_shape, device=device, dtype=dtype))
+        else:
+            self.register_parameter("weight", None)
+
+    def reset_parameters(self) -> None:
+        if self.weight is not None:
+            from .. import init
+            init.ones_(self.weight)
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.rms_norm(input, self.normalized_shape, self.weight, self.eps)
+
+    def extra_repr(self) -> str:
+        return f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}"
+
+
+class LocalResponseNorm(Module):
+    def __init__(self, size: int, alpha: float = 1e-4, beta: float = 0.75, k: float = 1.0):
+        super().__init__()
+        self.size, self.alpha, self.beta, self.k = size, alpha, beta, k
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.local_response_norm(input, self.size, self.alpha, self.beta, self.k)
+
+    def extra_repr(self) -> str:
+        return f"{self.size}, alpha={self.alpha}, beta={self.beta}, k={self.k}"
+
+
+def _channel_mix(window: np.ndarray, x: Tensor) -> Tensor:
+    """``sum_c' window[c, c'] * x[:, c']`` for every channel ``c`` of an ``(N, C, H, W)`` tensor."""
+    mix = creation.tensor(window, dtype=x.dtype, device=x.device)
+    return mix.matmul(x.movedim(1, -1).unsqueeze(-1)).squeeze(-1).movedim(-1, 1)
+
+
+class _CrossMapLRN(Function):
+    """Lua Torch's cross-map LRN, kept as PyTorch keeps it: the forward's running window never drops
+    channel 0 and reaches ``(size - 1) // 2`` channels ahead, and the hand-written backward sums a
+    different window; both are reproduced so values and gradients match PyTorch's."""
+
+    @staticmethod
+    def forward(ctx, input, size, alpha, beta, k):
+        c = input.shape[1]
+        ahead = (size - 1) // 2 + 1
+        window = np.zeros((c, c))
+        for i in range(c):
+            window[i, 0 if i <= ahead else i - ahead + 1:min(i + ahead, c)] = 1.0
+            window[i, 0] = 1.0
+        scale = _channel_mix(window, input * input) * (alpha / size) + k
+        out = input * scale.pow(-beta)
+        ctx.save_for_backward(input, out, scale)
+        ctx.params = (size, alpha, beta)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        input, out, scale = ctx.saved_tensors
+        size, alpha, beta = ctx.params
+        c = input.shape[1]
+        shift = size - (size - 1) // 2
+        back = np.zeros((c, c))
+        for i in range(c):
+            back[i, max(0, i - shift):max(0, min(c, i + size - shift))] = 1.0
+        ratio = _channel_mix(back, grad_output * out / scale)
+        return grad_output * scale.pow(-beta) - input * ratio * (2 * alpha * beta / size), None, None, None, None
+
+
+class CrossMapLRN2d(LocalResponseNorm):
+    """Local response normalisation across channels of a 4-d input, in Lua Torch's form."""
+
+    def __init__(self, size: int, alpha: float = 1e-4, beta: float = 0.75, k: float = 1):
+        super().__init__(size, alpha, beta, k)
+
+    def forward(self, input: Tensor) -> Tensor:
+        if input.ndim != 4:
+            raise ValueError(f"CrossMapLRN2d: Expected input to be 4D, got {input.ndim}D instead.")
+        return _CrossMapLRN.apply(input, self.size, self.alpha, self.beta, self.k)

@@ -1,9 +1,113 @@
-"""PyTorch's import path ``nn.modules.padding`` for the padding layers, which are defined in
-``extra_layers.py``; the classes are the same objects as ``tapelab.nn``'s."""
+"""Padding layers: constant, zero, reflection, replication and circular, 1-d to 3-d."""
 from __future__ import annotations
 
-from .extra_layers import (ConstantPad1d, ConstantPad2d, ConstantPad3d, ReflectionPad1d,  # noqa: F401
-                           ReflectionPad2d, ReplicationPad1d, ReplicationPad2d, ZeroPad1d, ZeroPad2d)
+from ...core.tensor import Tensor
+from .. import functional as F
+from .module import Module
 
-__all__ = ["ZeroPad1d", "ZeroPad2d", "ConstantPad1d", "ConstantPad2d", "ConstantPad3d", "ReflectionPad1d",
-           "ReflectionPad2d", "ReplicationPad1d", "ReplicationPad2d"]
+
+__all__ = ["ConstantPad1d", "ConstantPad2d", "ConstantPad3d", "ZeroPad1d", "ZeroPad2d", "ReflectionPad1d",
+           "ReflectionPad2d", "ReplicationPad1d", "ReplicationPad2d", "ReflectionPad3d", "ReplicationPad3d",
+           "ZeroPad3d", "CircularPad1d", "CircularPad2d", "CircularPad3d"]
+
+
+def _pad_tuple(padding, n: int) -> tuple:
+    return tuple(padding) if isinstance(padding, (tuple, list)) else (padding,) * n
+
+
+class _PadNd(Module):
+    _mode, _n = "constant", 2
+
+    def __init__(self, padding):
+        super().__init__()
+        self.padding = _pad_tuple(padding, self._n)
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.pad(input, self.padding, self._mode)
+
+    def extra_repr(self) -> str:
+        return f"{self.padding}"
+
+
+class _ConstantPadNd(_PadNd):
+    def __init__(self, padding, value: float):
+        super().__init__(padding)
+        self.value = value
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.pad(input, self.padding, "constant", self.value)
+
+    def extra_repr(self) -> str:
+        return f"padding={self.padding}, value={self.value}"
+
+
+class ConstantPad1d(_ConstantPadNd):
+    _n = 2
+
+
+class ConstantPad2d(_ConstantPadNd):
+    _n = 4
+
+
+class ConstantPad3d(_ConstantPadNd):
+    _n = 6
+
+
+class ZeroPad1d(ConstantPad1d):
+    def __init__(self, padding):
+        super().__init__(padding, 0.0)
+
+    def extra_repr(self) -> str:
+        return f"{self.padding}"
+
+
+class ZeroPad2d(ConstantPad2d):
+    def __init__(self, padding):
+        super().__init__(padding, 0.0)
+
+    def extra_repr(self) -> str:
+        return f"{self.padding}"
+
+
+class ReflectionPad1d(_PadNd):
+    _mode, _n = "reflect", 2
+
+
+class ReflectionPad2d(_PadNd):
+    _mode, _n = "reflect", 4
+
+
+class ReplicationPad1d(_PadNd):
+    _mode, _n = "replicate", 2
+
+
+class ReplicationPad2d(_PadNd):
+    _mode, _n = "replicate", 4
+
+
+class ReflectionPad3d(_PadNd):
+    _mode, _n = "reflect", 6
+
+
+class ReplicationPad3d(_PadNd):
+    _mode, _n = "replicate", 6
+
+
+class ZeroPad3d(ConstantPad3d):
+    def __init__(self, padding):
+        super().__init__(padding, 0.0)
+
+    def extra_repr(self) -> str:
+        return f"{self.padding}"
+
+
+class CircularPad1d(_PadNd):
+    _mode, _n = "circular", 2
+
+
+class CircularPad2d(_PadNd):
+    _mode, _n = "circular", 4
+
+
+class CircularPad3d(_PadNd):
+    _mode, _n = "circular", 6

@@ -1,7 +1,33 @@
-"""PyTorch's import path ``nn.modules.pixelshuffle`` for the pixel shuffle layers, which are defined in
-``extra_layers.py``; the classes are the same objects as ``tapelab.nn``'s."""
+"""PixelShuffle and PixelUnshuffle: moving channels into space and back."""
 from __future__ import annotations
 
-from .extra_layers import PixelShuffle, PixelUnshuffle  # noqa: F401
+from ...core.tensor import Tensor
+from .. import functional as F
+from .module import Module
+
 
 __all__ = ["PixelShuffle", "PixelUnshuffle"]
+
+
+class PixelShuffle(Module):
+    def __init__(self, upscale_factor: int):
+        super().__init__()
+        self.upscale_factor = upscale_factor
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.pixel_shuffle(input, self.upscale_factor)
+
+    def extra_repr(self) -> str:
+        return f"upscale_factor={self.upscale_factor}"
+
+
+class PixelUnshuffle(Module):
+    def __init__(self, downscale_factor: int):
+        super().__init__()
+        self.downscale_factor = downscale_factor
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.pixel_unshuffle(input, self.downscale_factor)
+
+    def extra_repr(self) -> str:
+        return f"downscale_factor={self.downscale_factor}"

@@ -13,7 +13,7 @@ from ...core import creation
 from .. import functional as F, init
 from ..functional_attention import _canonical_mask, _none_or_dtype, causal_mask
 from ...core.tensor import Tensor
-from .activation_attention import MultiheadAttention
+from .activation import MultiheadAttention
 from .container import ModuleList
 from .dropout import Dropout
 from .linear import Linear
