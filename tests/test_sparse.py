@@ -270,3 +270,22 @@ def test_gcn_layer_on_simulated_cuda():
         assert s.is_sparse and s.device.type == "cuda" and s._values().device.type == "cuda"
         back = s.to("cpu")
     np.testing.assert_array_equal(back.to_dense().numpy(), _sparse(tapelab).to_dense().numpy())
+
+
+def test_sparse_gradients_accumulate_like_torch():
+    def grad(m):
+        s = _sparse(m, m.float64, requires_grad=True)
+        d = m.tensor(np.arange(6.0).reshape(3, 2))
+        (m.sparse.mm(s, d).sum() + (m.sparse.mm(s, d) ** 2).sum()).backward()
+        m.sparse.mm(s, d).sum().backward()            # a second backward accumulates into .grad
+        return s.grad
+    t, s = both(grad)
+    assert s.is_sparse and t.is_sparse
+    np.testing.assert_allclose(_np(s), _np(t), rtol=1e-12)
+
+
+def test_host_conversions_name_to_dense():
+    s = _sparse(tapelab)
+    for convert in (lambda: np.asarray(s), s.tolist, lambda: tapelab.save(s, "unused.pt")):
+        with pytest.raises(TypeError, match=r"Use Tensor.to_dense\(\) first"):
+            convert()

@@ -230,6 +230,8 @@ class Tensor:
         return self._data
 
     def __array__(self, dtype=None, copy=None):
+        if type(self._data) is COOArray:
+            raise TypeError("can't convert Sparse layout tensor to numpy. Use Tensor.to_dense() first.")
         arr = self._data if self._device is CPU else self._device.xp.asnumpy(self._data)
         return arr if dtype is None else arr.astype(dtype)
 
