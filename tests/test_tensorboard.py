@@ -118,7 +118,8 @@ def test_text_matches_torch(logs):
 
 def test_add_scalars_writes_one_run_per_series_like_torch(logs):
     ours, theirs = logs
-    assert sorted(p.name for p in ours.iterdir() if p.is_dir()) == sorted(p.name for p in theirs.iterdir() if p.is_dir())
+    runs = [sorted(p.name for p in root.iterdir() if p.is_dir()) for root in (ours, theirs)]
+    assert runs[0] == runs[1] == ["run_train", "run_val"]
     for run in ("run_train", "run_val"):
         a, b = _read(ours / run), _read(theirs / run)
         assert [(s.step, s.value) for s in a.Scalars("run")] == [(s.step, s.value) for s in b.Scalars("run")]

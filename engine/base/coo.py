@@ -100,7 +100,7 @@ class COOArray:
         keys, inverse = xp.unique(flat, return_inverse=True)
         values = xp.zeros((keys.shape[0],) + self.values.shape[1:], self.values.dtype)
         xp.add.at(values, inverse.reshape(-1), self.values)
-        indices = xp.stack(xp.unravel_index(keys, self.shape[:sd])).astype(np.int64)
+        indices = xp.stack(xp.unravel_index(keys, self.shape[:sd])).astype(xp.int64)
         return self._like(indices, values, coalesced=True)
 
     def todense(self):

@@ -10,8 +10,6 @@ that operand's pattern.
 """
 from __future__ import annotations
 
-import numpy as np
-
 from ..base.coo import COOArray
 from ..base.dtype import int64
 from ..base.layout import sparse_coo
@@ -30,15 +28,13 @@ def _is_coo(t) -> bool:
     return isinstance(t, Tensor) and type(t._data) is COOArray
 
 
-def _require_coo(t: Tensor, name: str) -> COOArray:
-    return t._coo(name)
-
-
 # ---------------------------------------------------------------- construction
 def _values_at(g: Tensor, indices: Tensor) -> Tensor:
     """The entries of ``g`` (dense, or sparse made dense) at each column of ``indices``."""
     dense = g.to_dense()
-    return dense[tuple(indices.unbind(0))] if indices.shape[1] else dense.new_zeros((0,) + dense.shape[indices.shape[0]:])
+    if not indices.shape[1]:
+        return dense.new_zeros((0,) + tuple(dense.shape[indices.shape[0]:]))
+    return dense[tuple(indices.unbind(0))]
 
 
 _coo = Op("sparse_coo_tensor",
@@ -94,9 +90,9 @@ def sparse_coo_tensor(indices, values, size=None, *, dtype=None, device=None, re
 
 # ---------------------------------------------------------------- conversion
 def _to_sparse_fwd(xp, x, *, sparse_dim):
+    # an entry is kept where any of its dense-dim values is nonzero
     nz = xp.nonzero(x.reshape(x.shape[:sparse_dim] + (-1,)).any(axis=-1) if sparse_dim < x.ndim else x)
-    indices = xp.stack(nz).astype(np.int64) if nz else xp.zeros((0, 1), np.int64)
-    return COOArray(xp, indices.reshape(sparse_dim, -1), x[nz], x.shape, coalesced=True)
+    return COOArray(xp, xp.stack(nz).astype(xp.int64), x[nz], x.shape, coalesced=True)
 
 
 _to_sparse = Op("to_sparse", _to_sparse_fwd, lambda g, out, x, *, sparse_dim: (g.to_dense(),), saves=NONE,
@@ -128,12 +124,13 @@ _coalesce = Op("coalesce", lambda xp, x: x.coalesce(), lambda g, out, x: (g,), s
 
 def coalesce(input: Tensor) -> Tensor:
     """Entries sorted by index, duplicates summed; a coalesced tensor is returned as is."""
-    return input if _require_coo(input, "coalesce").coalesced else apply(_coalesce, input)
+    return input if input._coo("coalesce").coalesced else apply(_coalesce, input)
 
 
 def _mask_fwd(xp, x, mask):
     if type(x) is COOArray:
-        raise NotImplementedError("sparse_mask: a sparse input is not supported; use input.to_dense().sparse_mask(mask)")
+        raise NotImplementedError("sparse_mask: a sparse input is not supported; "
+                                  "use input.to_dense().sparse_mask(mask)")
     return COOArray(xp, mask.indices, x[tuple(mask.indices)], x.shape, coalesced=mask.coalesced)
 
 
@@ -159,7 +156,7 @@ _indices = Op("indices", lambda xp, x: x.indices, None, saves=NONE, aliases=("_i
 
 
 def _coalesced(t: Tensor, what: str) -> None:
-    if not _require_coo(t, what).coalesced:
+    if not t._coo(what).coalesced:
         raise RuntimeError(f"Cannot get {what} on an uncoalesced tensor, please call .coalesce() first")
 
 
@@ -175,12 +172,12 @@ def _indices_method(self: Tensor) -> Tensor:
 
 def _raw_values(self: Tensor) -> Tensor:
     """The stored values as they are, outside autograd (PyTorch's ``_values`` is not differentiable)."""
-    _require_coo(self, "_values")
+    self._coo("_values")
     return apply(_values, self).detach()
 
 
 def _raw_indices(self: Tensor) -> Tensor:
-    _require_coo(self, "_indices")
+    self._coo("_indices")
     return apply(_indices, self)
 
 
@@ -265,7 +262,7 @@ _sparse_sum = Op("sparse_sum", _sum_fwd, _sum_vjp, saves=NONE)
 
 def sparse_sum(input: Tensor, dim=None, dtype=None) -> Tensor:
     """``torch.sparse.sum``: over all entries (dense 0-d) or over ``dim`` (sparse while sparse dims remain)."""
-    _require_coo(input, "sparse.sum")
+    input._coo("sparse.sum")
     if dtype is not None:
         input = input.to(dtype)
     if dim is None:
