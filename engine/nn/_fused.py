@@ -199,6 +199,8 @@ def _class_last(xp, x, cdim):
 
 def _coeffs(xp, t, w, *, n_classes, ignore_index, label_smoothing, check, dtype):
     """``a`` over ``(*t.shape, C)`` and the mean's denominator ``sum(keep w[t])``."""
+    shape = tuple(t.shape) + (n_classes,)
+    t = t.reshape(-1)       # a 0-d target's elementwise results would be scalars, not device arrays
     keep = t != ignore_index
     safe = xp.where(keep, t, 0)
     bad = (safe < 0) | (safe >= n_classes)
@@ -206,14 +208,14 @@ def _coeffs(xp, t, w, *, n_classes, ignore_index, label_smoothing, check, dtype)
         raise IndexError(f"Target {int(safe[bad].ravel()[0])} is out of bounds.")
     safe = xp.where(bad, 0, safe)
     wt = (keep.astype(dtype) if w is None else w[safe] * keep)
-    a = xp.zeros(tuple(t.shape) + (n_classes,), dtype)
-    xp.put_along_axis(a, safe[..., None], (wt * dtype.type(1.0 - label_smoothing))[..., None], axis=-1)
+    a = xp.zeros((t.shape[0], n_classes), dtype)
+    xp.put_along_axis(a, safe[..., None], wt[..., None] * dtype.type(1.0 - label_smoothing), axis=-1)
     if label_smoothing:
         row = dtype.type(label_smoothing / n_classes) * (xp.ones(n_classes, dtype) if w is None else w)
         a += row * keep[..., None].astype(dtype)
     if not check:   # an out-of-range target on meta or while capturing: its loss is nan
         a = xp.where(bad[..., None], dtype.type("nan"), a)
-    return a, wt.sum()
+    return a.reshape(shape), wt.sum()
 
 
 def _reduce_loss(xp, loss, denom, reduction):

@@ -1,0 +1,85 @@
+"""OpInfos for the fused nn ops (engine/nn/_fused.py): softmax, log_softmax, layer_norm, gelu,
+nll_loss and cross_entropy, through ``nn.functional`` on both sides. Class weights are keyword
+arrays, so they never require grad (PyTorch has no weight gradient for these losses)."""
+from __future__ import annotations
+
+import numpy as np
+
+from .core import ErrorInput, OpInfo, Sample, arr, rng
+
+
+def _f(m):
+    return m.nn.functional
+
+
+def targets(*shape, classes, ignore=False) -> np.ndarray:
+    t = rng().integers(0, classes, size=shape).astype(np.int64)
+    if ignore and t.size:
+        t.flat[0] = -100
+    return t
+
+
+def _softmax_samples():
+    return [Sample((arr(3, 4),), {"dim": 1}, name="dim1"), Sample((arr(2, 3, 4),), {"dim": 0}, name="dim0"),
+            Sample((arr(2, 3, 4),), {"dim": -2}, name="negdim"), Sample((arr(),), {"dim": 0}, name="0d"),
+            Sample((arr(0, 3),), {"dim": 1}, name="empty"),
+            Sample((arr(4, 3),), {"dim": 0}, noncontig=True, name="noncontig")]
+
+
+def _layer_norm_samples():
+    return [Sample((arr(3, 4), (4,)), name="plain"),
+            Sample((arr(2, 3, 4), (3, 4), arr(3, 4), arr(3, 4)), name="affine_2d"),
+            Sample((arr(2, 5), [5], arr(5)), name="weight_only"),
+            Sample((arr(2, 5), (5,), None, arr(5)), name="bias_only"),
+            Sample((arr(2, 3, 4), (4,), arr(4), arr(4)), {"eps": 1e-3}, name="eps"),
+            Sample((arr(4, 3), (3,), arr(3), arr(3)), noncontig=True, name="noncontig")]
+
+
+def _gelu_samples():
+    return [Sample((arr(3, 4),), name="none"), Sample((arr(3, 4),), {"approximate": "tanh"}, name="tanh"),
+            Sample((arr(),), name="0d"), Sample((arr(0, 2),), name="empty"),
+            Sample((arr(4, 3),), {"approximate": "tanh"}, noncontig=True, name="noncontig")]
+
+
+def _class_samples(smoothing: bool):
+    w = rng().uniform(0.5, 2.0, 5)
+    s = [Sample((arr(4, 5), targets(4, classes=5)), name="mean"),
+         Sample((arr(4, 5), targets(4, classes=5, ignore=True)), {"reduction": "sum"}, name="sum_ignore"),
+         Sample((arr(3, 5, 2), targets(3, 2, classes=5, ignore=True)), {"reduction": "none"}, name="spatial_none"),
+         Sample((arr(4, 5), targets(4, classes=5, ignore=True)), {"weight": w}, name="weight_mean"),
+         Sample((arr(5), np.array(2)), name="unbatched"),
+         Sample((arr(4, 5), targets(4, classes=5)), {"ignore_index": 1, "reduction": "none"}, name="ignore_1"),
+         Sample((arr(4, 5), targets(4, classes=5)), noncontig=True, name="noncontig")]
+    if smoothing:
+        s += [Sample((arr(4, 5), targets(4, classes=5, ignore=True)), {"label_smoothing": 0.2}, name="smooth"),
+              Sample((arr(3, 5, 2), targets(3, 2, classes=5)), {"label_smoothing": 0.1, "weight": w,
+                                                                 "reduction": "none"}, name="smooth_weight_none"),
+              Sample((arr(4, 5), targets(4, classes=5)), {"label_smoothing": 0.3, "weight": w}, name="smooth_weight")]
+    return s
+
+
+def _nll(m, x, t, **kw):
+    return _f(m).nll_loss(_f(m).log_softmax(x, 1 if x.ndim > 1 else 0), t, **kw)
+
+
+def _class_errors():
+    return [ErrorInput(Sample((arr(3, 5), np.array([0, 5, 1]))), IndexError, "out of bounds"),
+            ErrorInput(Sample((arr(3, 5), np.array([0, -3, 1]))), IndexError, "out of bounds"),
+            ErrorInput(Sample((arr(3, 5), np.array([0, 1]))), ValueError, "batch_size"),
+            ErrorInput(Sample((arr(3, 5), np.array([0, 1, 2])), {"reduction": "avg"}), ValueError, "reduction")]
+
+
+OPS = [
+    OpInfo("nn.softmax", lambda m, a, dim: _f(m).softmax(a, dim), _softmax_samples),
+    OpInfo("nn.log_softmax", lambda m, a, dim: _f(m).log_softmax(a, dim), _softmax_samples,
+           errors=lambda: [ErrorInput(Sample((arr(2, 3),), {"dim": -3}), IndexError, "Dimension out of range")]),
+    OpInfo("nn.layer_norm", lambda m, a, shape, w=None, b=None, **kw: _f(m).layer_norm(a, shape, w, b, **kw),
+           _layer_norm_samples,
+           errors=lambda: [ErrorInput(Sample((arr(2, 3), (2,))), RuntimeError, "normalized_shape"),
+                           ErrorInput(Sample((arr(2, 3), (3,), arr(2))), RuntimeError, "weight")]),
+    OpInfo("nn.gelu", lambda m, a, **kw: _f(m).gelu(a, **kw), _gelu_samples,
+           errors=lambda: [ErrorInput(Sample((arr(2),), {"approximate": "erf"}), RuntimeError, "none or tanh")]),
+    OpInfo("nn.cross_entropy", lambda m, x, t, **kw: _f(m).cross_entropy(x, t, **kw), lambda: _class_samples(True),
+           differentiable_args=(0,), errors=_class_errors),
+    OpInfo("nn.nll_loss", _nll, lambda: _class_samples(False), differentiable_args=(0,), errors=_class_errors),
+]
