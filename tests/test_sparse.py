@@ -286,6 +286,24 @@ def test_sparse_gradients_accumulate_like_torch():
 
 def test_host_conversions_name_to_dense():
     s = _sparse(tapelab)
-    for convert in (lambda: np.asarray(s), s.tolist, lambda: tapelab.save(s, "unused.pt")):
+    for convert in (lambda: np.asarray(s), s.tolist):
         with pytest.raises(TypeError, match=r"Use Tensor.to_dense\(\) first"):
             convert()
+
+
+@pytest.mark.parametrize("coalesce", [False, True])
+def test_save_load_round_trips_with_torch(tmp_path, coalesce):
+    """tapelab.save writes PyTorch's pickle of a sparse tensor (torch.load reads it) and tapelab.load
+    reads torch.save's, alone and inside a state dict, under weights_only=True."""
+    ours = _sparse(tapelab).coalesce() if coalesce else _sparse(tapelab)
+    theirs = _sparse(torch).coalesce() if coalesce else _sparse(torch)
+    tapelab.save({"adj": ours, "x": tapelab.ones(2)}, tmp_path / "ours.pt")
+    torch.save({"adj": theirs, "x": torch.ones(2)}, tmp_path / "theirs.pt")
+    for loaded in (torch.load(tmp_path / "ours.pt"), tapelab.load(tmp_path / "theirs.pt"),
+                   tapelab.load(tmp_path / "ours.pt")):
+        adj = loaded["adj"]
+        assert adj.is_sparse and adj.is_coalesced() == coalesce
+        assert adj._indices().tolist() == theirs._indices().tolist()
+        np.testing.assert_array_equal(_np(adj), _np(theirs))
+    tapelab.save(ours, tmp_path / "one.pt")
+    np.testing.assert_array_equal(_np(tapelab.load(tmp_path / "one.pt")), _np(theirs))

@@ -16,22 +16,40 @@ from _codecs import encode
 
 from ..base import dtype as _dtype
 from ..base.device import device
+from ..base.layout import sparse_coo, strided
 from ..core.tensor import Size, Tensor
+from ..ops.sparse import sparse_coo_tensor
 from . import _storage as S
+
+
+def _get_layout(name: str):
+    """``torch.serialization._get_layout``: the layout a pickle names by string (``"torch.sparse_coo"``)."""
+    layouts = {"torch.sparse_coo": sparse_coo, "torch.strided": strided}
+    if name not in layouts:
+        raise pickle.UnpicklingError(f"tapelab has no layout {name} (it has {', '.join(layouts)})")
+    return layouts[name]
+
+
+def _rebuild_sparse_tensor(layout, data) -> Tensor:
+    """``torch._utils._rebuild_sparse_tensor`` for COO: ``(indices, values, size[, is_coalesced])``."""
+    if layout is not sparse_coo:
+        raise pickle.UnpicklingError(f"tapelab rebuilds sparse COO tensors only, not {layout}")
+    indices, values, size, *coalesced = data
+    return sparse_coo_tensor(indices, values, size, is_coalesced=bool(coalesced and coalesced[0]))
+
 
 _REBUILD = {"_rebuild_tensor": S.rebuild_tensor, "_rebuild_tensor_v2": S.rebuild_tensor_v2,
             "_rebuild_tensor_v3": S.rebuild_tensor_v3, "_rebuild_parameter": S.rebuild_parameter,
             "_rebuild_parameter_with_state": S.rebuild_parameter_with_state,
-            "_rebuild_device_tensor_from_cpu_tensor": S.rebuild_device_tensor_from_cpu_tensor}
+            "_rebuild_device_tensor_from_cpu_tensor": S.rebuild_device_tensor_from_cpu_tensor,
+            "_rebuild_sparse_tensor": _rebuild_sparse_tensor}
 
 # Allowed by PyTorch's weights-only load, but naming something tapelab does not have.
-_MISSING_FEATURES = {"torch._utils._rebuild_sparse_tensor": "sparse tensors",
-                     "torch._utils._rebuild_qtensor": "quantized tensors",
+_MISSING_FEATURES = {"torch._utils._rebuild_qtensor": "quantized tensors",
                      "torch._utils._rebuild_nested_tensor": "nested tensors",
                      "torch._utils._rebuild_wrapper_subclass": "tensor subclasses",
                      "torch._utils._rebuild_meta_tensor_no_storage": "meta tensors in checkpoints",
-                     "torch._utils._rebuild_device_tensor_from_numpy": "tensors pickled through numpy",
-                     "torch.serialization._get_layout": "sparse layouts"}
+                     "torch._utils._rebuild_device_tensor_from_numpy": "tensors pickled through numpy"}
 _TORCH_DTYPES = ("bfloat16", "complex32", "complex64", "complex128", "cfloat", "cdouble", "chalf", "uint16",
                  "uint32", "uint64", "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz",
                  "float8_e8m0fnu", "qint8", "quint8", "qint32")
@@ -45,7 +63,8 @@ def weights_only_table() -> dict[str, object]:
     table = {"collections.OrderedDict": OrderedDict, "collections.Counter": Counter,
              "builtins.set": set, "builtins.bytearray": bytearray, "builtins.complex": complex,
              "_codecs.encode": encode, "torch.Size": Size, "torch.Tensor": Tensor, "torch.device": device,
-             "torch.nn.parameter.Parameter": Parameter, "torch._tensor._rebuild_from_type_v2": S.rebuild_from_type_v2}
+             "torch.nn.parameter.Parameter": Parameter, "torch._tensor._rebuild_from_type_v2": S.rebuild_from_type_v2,
+             "torch.serialization._get_layout": _get_layout}
     table.update({f"torch._utils.{name}": fn for name, fn in _REBUILD.items()})
     table.update({f"torch.{name}": S.StorageType(name) for name in (*S.STORAGE_NAMES.values(), "UntypedStorage")})
     table.update({f"torch.{name}": getattr(_dtype, name) for name in dir(_dtype)

@@ -19,6 +19,7 @@ import numpy as np
 
 from ..base import dtype as _dtype
 from ..base.device import device
+from ..base.layout import layout
 from ..core.tensor import Size, Tensor
 from ._storage import STORAGE_NAMES
 
@@ -86,6 +87,9 @@ class TorchPickler(pickle._Pickler):
 
     def reducer_override(self, obj):
         if isinstance(obj, Tensor):
+            if obj.is_sparse:       # as PyTorch: the layout, then indices and values as ordinary tensors
+                return TorchName("torch._utils", "_rebuild_sparse_tensor"), (
+                    obj.layout, (obj._indices(), obj._values(), obj.shape, obj.is_coalesced()))
             if type(obj) is self._parameter:
                 return TorchName("torch._utils", "_rebuild_parameter"), (obj.detach(), obj.requires_grad, OrderedDict())
             if type(obj) not in self._plain:
@@ -99,6 +103,8 @@ class TorchPickler(pickle._Pickler):
             return TorchName("torch", "Size"), (list(obj),)
         if type(obj) is device:
             return TorchName("torch", "device"), (str(obj),)
+        if type(obj) is layout:
+            return TorchName("torch.serialization", "_get_layout"), (f"torch.{obj.name}",)
         return NotImplemented
 
     def _storage_of(self, t: Tensor) -> tuple[_StorageRef, int, tuple]:

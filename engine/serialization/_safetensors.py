@@ -55,9 +55,10 @@ _NP = {st: _dtype._by_name(name).np for st, name in _ST_DTYPES.items() if name i
 
 
 def is_state_dict(obj) -> bool:
-    """A dict of string keys and tensor values: what this format writes."""
+    """A dict of string keys and dense tensor values: what this format writes (a sparse tensor has no
+    safetensors form, so a dict holding one is pickled, as PyTorch pickles it)."""
     return isinstance(obj, dict) and all(type(k) is str and k != "__metadata__" and isinstance(v, Tensor)
-                                         for k, v in obj.items())
+                                         and not v.is_sparse for k, v in obj.items())
 
 
 def looks_like(data: bytes) -> bool:
