@@ -1,0 +1,280 @@
+"""Special functions and floating-point bit operations: gamma-family functions, Bessel i0, sinc,
+logit, copysign/nextafter/frexp/ldexp, heaviside, gcd/lcm, bit shifts and their relatives.
+
+Primitives where PyTorch's gradient is not what composing ops would give (gamma family, sinc at 0,
+copysign at 0) or where there is no gradient (integer and bit ops); the rest are composites,
+listed in ``COMPOSITES`` with what they are made of.
+"""
+from __future__ import annotations
+
+import math
+
+from ..autograd.views import apply_
+from ..base import backend as _backend
+from ..base import dtype as _dtype
+from ..core.dispatch import apply
+from ..core.registry import NONE, Op
+from ._util import Tensor, unbroadcast as ub
+from .compare import clamp, torch_name, where
+from .elementwise import _unary, _wants, log, logaddexp, pow
+
+__all__ = ["digamma", "lgamma", "polygamma", "mvlgamma", "i0", "igamma", "igammac", "sinc", "logit", "copysign",
+           "nextafter", "heaviside", "gcd", "lcm", "bitwise_left_shift", "bitwise_right_shift", "frexp", "ldexp",
+           "float_power", "logaddexp2", "deg2rad", "rad2deg"]
+
+_special = _backend.special
+_LN2 = math.log(2.0)
+
+
+def _cast(f):
+    """A scipy.special function keeping the input's float dtype."""
+    return lambda xp, a: f(_special(xp))(a).astype(a.dtype, copy=False)
+
+
+# ---------------------------------------------------------------- gamma family and Bessel
+def _polygamma_fwd(xp, a, *, n):
+    sp = _special(xp)
+    if n == 0:
+        return sp.digamma(a).astype(a.dtype, copy=False)
+    # psi^(n)(x) = (-1)^(n+1) n! zeta(n+1, x): two ufuncs, on every array backend
+    return ((-1) ** (n + 1) * math.factorial(n) * sp.zeta(n + 1, a)).astype(a.dtype, copy=False)
+
+
+_polygamma = Op("polygamma", _polygamma_fwd, lambda g, out, a, *, n: (g * apply(_polygamma, a, n=n + 1),),
+                promote="float", elementwise=True)
+digamma = _unary("digamma", _cast(lambda sp: sp.digamma), lambda g, out, a: (g * apply(_polygamma, a, n=1),))
+lgamma = _unary("lgamma", _cast(lambda sp: sp.gammaln), lambda g, out, a: (g * digamma(a),))
+
+
+def _i1_vjp(g, out, a):
+    # i1'(x) = i0(x) - i1(x)/x, and 1/2 at 0
+    safe = where(a == 0, 1.0, a)
+    return (g * where(a == 0, 0.5, i0(a) - out / safe),)
+
+
+_i1 = Op("special_i1", _cast(lambda sp: sp.i1), _i1_vjp, promote="float", save_output=True, elementwise=True)
+i0 = _unary("i0", _cast(lambda sp: sp.i0), lambda g, out, a: (g * apply(_i1, a),))
+
+
+def _igamma_vjp(name: str, sign: float):
+    def vjp(g, out, a, x):
+        if _wants(a):
+            raise NotImplementedError(f"the derivative for '{name}' with respect to 'self' (the shape parameter) "
+                                      "is not implemented.")
+        # d/dx P(a, x) = x^(a-1) e^-x / Gamma(a)
+        dens = (-x + (a - 1) * log(x) - lgamma(a)).exp()
+        return None, ub(g * dens * sign, x)
+    return vjp
+
+
+_igamma = Op("igamma", lambda xp, a, x: _special(xp).gammainc(a, x).astype(a.dtype, copy=False),
+             _igamma_vjp("igamma", 1.0), promote="float", elementwise=True, inplace=("igamma_",))
+_igammac = Op("igammac", lambda xp, a, x: _special(xp).gammaincc(a, x).astype(a.dtype, copy=False),
+              _igamma_vjp("igammac", -1.0), promote="float", elementwise=True, inplace=("igammac_",))
+
+
+def polygamma(n: int, input: Tensor) -> Tensor:
+    """The n-th derivative of ``digamma``."""
+    if n < 0:
+        raise RuntimeError("polygamma(n, x) does not support negative n.")
+    return apply(_polygamma, input, n=int(n))
+
+
+def mvlgamma(input: Tensor, p: int) -> Tensor:
+    """Log of the multivariate gamma function of dimension ``p``."""
+    if p < 1:
+        raise RuntimeError("p has to be greater than or equal to 1")
+    total = lgamma(input)
+    for j in range(1, p):
+        total = total + lgamma(input - j / 2)
+    return total + p * (p - 1) / 4 * math.log(math.pi)
+
+
+def igamma(input: Tensor, other: Tensor) -> Tensor:
+    """The regularised lower incomplete gamma function ``P(input, other)``."""
+    return apply(_igamma, input, other)
+
+
+def igammac(input: Tensor, other: Tensor) -> Tensor:
+    """The regularised upper incomplete gamma function ``Q(input, other)``."""
+    return apply(_igammac, input, other)
+
+
+def _sinc_vjp(g, out, a):
+    pa = a * math.pi
+    safe = where(a == 0, 1.0, pa)
+    return (g * where(a == 0, 0.0, ((pa.cos() * pa - pa.sin()) * math.pi) / (safe * safe)),)
+
+
+def _sinc_fwd(xp, a):
+    pa = a * math.pi
+    with_zero = xp.where(a == 0, 1, pa)
+    return xp.where(a == 0, 1, xp.sin(with_zero) / with_zero).astype(a.dtype, copy=False)
+
+
+sinc = _unary("sinc", _sinc_fwd, _sinc_vjp)
+
+
+def logit(input: Tensor, eps: float | None = None) -> Tensor:
+    """``log(p / (1 - p))``, with ``p`` clamped to ``[eps, 1 - eps]`` when ``eps`` is given."""
+    x = input if eps is None else clamp(input, eps, 1 - eps)
+    return log(x / (1 - x))
+
+
+# ---------------------------------------------------------------- floating-point bits
+def _copysign_vjp(g, out, a, b):
+    ratio = where(a == 0, 0.0, out / where(a == 0, 1.0, a))
+    return (ub(g * ratio, a) if _wants(a) else None), (ub(g * 0.0, b) if _wants(b) else None)
+
+
+_copysign = Op("copysign", lambda xp, a, b: xp.copysign(a, b), _copysign_vjp, promote="float", save_output=True,
+               elementwise=True, out_form="copysign", inplace=("copysign_",))
+_nextafter = Op("nextafter", lambda xp, a, b: xp.nextafter(a, b), promote="common", elementwise=True,
+                out_form="nextafter", inplace=("nextafter_",))
+_heaviside = Op("heaviside", lambda xp, a, b: xp.heaviside(a, b).astype(a.dtype, copy=False), promote="common",
+                elementwise=True, inplace=("heaviside_",))
+_gcd = Op("gcd", lambda xp, a, b: xp.gcd(a, b), promote="common", elementwise=True, out_form="gcd", inplace=("gcd_",))
+_lcm = Op("lcm", lambda xp, a, b: xp.lcm(a, b), promote="common", elementwise=True, out_form="lcm", inplace=("lcm_",))
+_lshift = Op("bitwise_left_shift", lambda xp, a, b: xp.left_shift(a, b), promote="common", elementwise=True,
+             out_form="left_shift", inplace=("bitwise_left_shift_",))
+_rshift = Op("bitwise_right_shift", lambda xp, a, b: xp.right_shift(a, b), promote="common", elementwise=True,
+             out_form="right_shift", inplace=("bitwise_right_shift_",))
+
+
+def _frexp_fwd(xp, a):
+    mantissa, exponent = xp.frexp(a)
+    return mantissa.astype(a.dtype, copy=False), exponent.astype(xp.int32, copy=False)
+
+
+_frexp = Op("frexp", _frexp_fwd, n_extra=1, saves=NONE)
+
+
+def _float_only(name: str, *xs) -> None:
+    if any(isinstance(x, Tensor) and not x.is_floating_point() for x in xs):
+        bad = next(x for x in xs if isinstance(x, Tensor) and not x.is_floating_point())
+        raise RuntimeError(f'"{name}_cpu" not implemented for \'{torch_name(bad)}\'')
+
+
+def _ints_only(name: str, *xs) -> None:
+    """PyTorch's kernels refuse float/bool operands (the meta device has no kernel, so no check)."""
+    for x in xs:
+        if isinstance(x, Tensor) and x.device.type == "meta":
+            return
+        if isinstance(x, Tensor) and (x.is_floating_point() or x.dtype == _dtype.bool):
+            raise RuntimeError(f'"{name}_cpu" not implemented for \'{torch_name(x)}\'')
+
+
+def copysign(input, other) -> Tensor:
+    """``|input|`` with the sign of ``other`` (the sign bit: -0.0 counts as negative)."""
+    return apply(_copysign, input, other)
+
+
+def nextafter(input: Tensor, other: Tensor) -> Tensor:
+    """The next representable float after ``input`` towards ``other``."""
+    _float_only("nextafter", input, other)
+    return apply(_nextafter, input, other)
+
+
+def heaviside(input: Tensor, values: Tensor) -> Tensor:
+    """0 where ``input < 0``, 1 where ``input > 0``, ``values`` where it is 0."""
+    if isinstance(values, Tensor) and values.dtype != input.dtype:
+        raise RuntimeError("heaviside is not yet implemented for tensors with different dtypes")
+    return apply(_heaviside, input, values)
+
+
+def gcd(input: Tensor, other: Tensor) -> Tensor:
+    _ints_only("gcd", input, other)
+    return apply(_gcd, input, other)
+
+
+def lcm(input: Tensor, other: Tensor) -> Tensor:
+    _ints_only("lcm", input, other)
+    return apply(_lcm, input, other)
+
+
+def bitwise_left_shift(input, other) -> Tensor:
+    """``input << other`` for integer tensors."""
+    _ints_only("lshift", input, other)
+    return apply(_lshift, input, other)
+
+
+def bitwise_right_shift(input, other) -> Tensor:
+    """``input >> other`` (arithmetic shift) for integer tensors."""
+    _ints_only("rshift", input, other)
+    return apply(_rshift, input, other)
+
+
+def frexp(input: Tensor):
+    """``(mantissa, exponent)`` with ``input = mantissa * 2**exponent`` and ``|mantissa|`` in [0.5, 1)."""
+    if not input.is_floating_point():
+        raise RuntimeError("torch.frexp() only supports floating-point dtypes")
+    return _Frexp(*apply(_frexp, input))
+
+
+class _Frexp(tuple):
+    """``torch.return_types.frexp``: a pair with ``mantissa`` and ``exponent`` names."""
+
+    def __new__(cls, mantissa, exponent):
+        return tuple.__new__(cls, (mantissa, exponent))
+
+    mantissa = property(lambda self: self[0])
+    exponent = property(lambda self: self[1])
+
+
+def ldexp(input: Tensor, other: Tensor) -> Tensor:
+    """``input * 2**other``."""
+    return input * pow(2.0, other)
+
+
+def float_power(input, exponent) -> Tensor:
+    """``input ** exponent`` computed in double precision (float64 result)."""
+    base = input.double() if isinstance(input, Tensor) else float(input)
+    exp = exponent.double() if isinstance(exponent, Tensor) else float(exponent)
+    return pow(base, exp)
+
+
+def logaddexp2(input: Tensor, other: Tensor) -> Tensor:
+    """``log2(2**input + 2**other)``."""
+    return logaddexp(input * _LN2, other * _LN2) / _LN2
+
+
+def deg2rad(input: Tensor) -> Tensor:
+    return input * (math.pi / 180.0)
+
+
+def rad2deg(input: Tensor) -> Tensor:
+    return input * (180.0 / math.pi)
+
+
+# ---------------------------------------------------------------- Tensor methods
+def _in_place(fn):
+    """The in-place method of a composite: compute, then write into ``self`` (one version bump)."""
+    def method(self, *args, **kwargs):
+        return self.copy_(fn(self, *args, **kwargs))
+    method.__name__ = fn.__name__ + "_"
+    return method
+
+
+def _float_power_(self, exponent):
+    if self.dtype != _dtype.float64:
+        raise RuntimeError(f"the base given to float_power_ has dtype {torch_name(self)} but the "
+                           "operation's result requires dtype Double")
+    return self.copy_(float_power(self, exponent))
+
+
+METHODS = ("digamma", "lgamma", "mvlgamma", "i0", "igamma", "igammac", "sinc", "logit", "copysign", "nextafter",
+           "heaviside", "gcd", "lcm", "bitwise_left_shift", "bitwise_right_shift", "frexp", "ldexp", "float_power",
+           "logaddexp2", "deg2rad", "rad2deg")
+OPERATORS = {"polygamma": lambda self, n: polygamma(n, self),
+             "polygamma_": lambda self, n: apply_(_polygamma, self, n=int(n)),
+             "mvlgamma_": _in_place(mvlgamma), "logit_": _in_place(logit), "ldexp_": _in_place(ldexp),
+             "float_power_": _float_power_, "deg2rad_": _in_place(deg2rad), "rad2deg_": _in_place(rad2deg)}
+
+# public names that are plain functions over other ops (tests/test_op_declarations.py reads this)
+COMPOSITES = {
+    "mvlgamma": "a sum of lgamma", "mvlgamma_": "mvlgamma, then copy_", "logit": "clamp, div and log",
+    "logit_": "logit, then copy_", "ldexp": "pow and mul", "ldexp_": "ldexp, then copy_",
+    "float_power": "casts to float64 and pow", "float_power_": "float_power, then copy_",
+    "logaddexp2": "logaddexp of scaled inputs", "deg2rad": "a mul", "deg2rad_": "deg2rad, then copy_",
+    "rad2deg": "a mul", "rad2deg_": "rad2deg, then copy_",
+}
