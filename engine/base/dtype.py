@@ -62,6 +62,7 @@ float64 = dtype("float64", np.float64, 2)
 half, float, double = float16, float32, float64
 short, int, long = int16, int32, int64
 
+BFLOAT16_NP = bfloat16.np   # numpy keeps one dtype object per dtype: tested with ``is``
 ALL = (bool, uint8, int8, int16, int32, int64, float16, bfloat16, float32, float64)
 _BY_NP = {d.np: d for d in ALL}
 _BY_NAME = {d.name: d for d in ALL}
@@ -75,25 +76,21 @@ def astype(arr, to: dtype):
     return arr.astype(to.np, copy=False)
 
 
-def widened(fwd):
-    """``fwd`` run in float32 on bfloat16 arrays, its float result rounded back once.
+def in_float32(fwd, xp, *arrays, **params):
+    """``fwd`` run in float32 on bfloat16 ``arrays``, its float result rounded back to bfloat16 once.
 
     numpy reduces bfloat16 in bfloat16 and has no bfloat16 GEMM; PyTorch's CPU kernels for
-    matmul, convolution and reductions accumulate in float32, so those forwards are wrapped."""
-    def run(xp, *arrays, **params):
-        if getattr(arrays[0], "dtype", None) != bfloat16.np:
-            return fwd(xp, *arrays, **params)
-        out = fwd(xp, *[a.astype(np.float32) if getattr(a, "dtype", None) == bfloat16.np else a
-                        for a in arrays], **params)
-        if isinstance(out, tuple):
-            return tuple(_narrow(o) for o in out)
-        return _narrow(out)
-    run.__name__ = getattr(fwd, "__name__", "fwd")
-    return run
+    matmul, convolution and reductions accumulate in float32. Those forwards test
+    ``x.dtype is BFLOAT16_NP`` first and come here (a test, not a wrapper: no cost per call)."""
+    out = fwd(xp, *[a.astype(np.float32) if getattr(a, "dtype", None) is BFLOAT16_NP else a for a in arrays],
+              **params)
+    if isinstance(out, tuple):
+        return tuple(_narrow(o) for o in out)
+    return _narrow(out)
 
 
 def _narrow(arr):
-    return arr.astype(bfloat16.np) if getattr(arr, "dtype", None) == np.float32 else arr
+    return arr.astype(BFLOAT16_NP) if getattr(arr, "dtype", None) == np.float32 else arr
 
 
 def _by_name(name: str) -> dtype:

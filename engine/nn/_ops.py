@@ -14,7 +14,7 @@ import math
 from ..core.dispatch import apply
 from ..core.registry import NONE, OTHERS, Op
 from ..core.tensor import Tensor
-from ..base.dtype import FLOATING_KINDS, widened
+from ..base.dtype import BFLOAT16_NP, FLOATING_KINDS, in_float32
 
 __all__ = ["convolution", "convolution_transpose", "convolution_weight", "max_pool", "avg_pool",
            "im2col", "col2im", "embedding", "pool_output_size", "max_pool_blocks",
@@ -86,6 +86,8 @@ def _channels_major(xp, a, groups):
 
 
 def _conv_fwd(xp, x, w, *, stride, pads, dilation, groups):
+    if x.dtype is BFLOAT16_NP:
+        return in_float32(_conv_fwd, xp, x, w, stride=stride, pads=pads, dilation=dilation, groups=groups)
     cols, out = _cols_nkl(xp, x, w.shape[2:], stride, pads, dilation)
     n, o = x.shape[0], w.shape[0]
     cols = cols.reshape(n, groups, cols.shape[1] // groups, cols.shape[2])
@@ -94,6 +96,9 @@ def _conv_fwd(xp, x, w, *, stride, pads, dilation, groups):
 
 
 def _conv_t_fwd(xp, y, w, *, stride, pads, dilation, groups, in_size):
+    if y.dtype is BFLOAT16_NP:
+        return in_float32(_conv_t_fwd, xp, y, w, stride=stride, pads=pads, dilation=dilation, groups=groups,
+                          in_size=in_size)
     """The adjoint of convolution in its input (a transposed convolution)."""
     nd = y.ndim - 2
     n, o = y.shape[:2]
@@ -109,6 +114,9 @@ def _conv_t_fwd(xp, y, w, *, stride, pads, dilation, groups, in_size):
 
 
 def _conv_w_fwd(xp, x, gy, *, stride, pads, dilation, groups, kernel):
+    if x.dtype is BFLOAT16_NP:
+        return in_float32(_conv_w_fwd, xp, x, gy, stride=stride, pads=pads, dilation=dilation, groups=groups,
+                          kernel=kernel)
     """The adjoint of convolution in its weight: correlates input windows with output gradients."""
     o = gy.shape[1]
     cols, _ = _cols_knl(xp, x, kernel, stride, pads, dilation)            # (C*K, N*L)
@@ -152,11 +160,11 @@ def _conv_w_cost(shapes, out) -> int:
 
 
 # aliases: the ``torch.<name>`` front ends (tapelab/_nn_toplevel.py) of these ops
-_conv = Op("convolution", widened(_conv_fwd), _conv_vjp, promote="common", saves=OTHERS, cost=_conv_cost,
+_conv = Op("convolution", _conv_fwd, _conv_vjp, promote="common", saves=OTHERS, cost=_conv_cost,
            aliases=("conv1d", "conv2d"))
-_conv_t = Op("convolution_transpose", widened(_conv_t_fwd), _conv_t_vjp, promote="common", saves=OTHERS, cost=_conv_t_cost,
+_conv_t = Op("convolution_transpose", _conv_t_fwd, _conv_t_vjp, promote="common", saves=OTHERS, cost=_conv_t_cost,
              aliases=("conv_transpose2d",))
-_conv_w = Op("convolution_weight", widened(_conv_w_fwd), _conv_w_vjp, promote="common", saves=OTHERS, cost=_conv_w_cost)
+_conv_w = Op("convolution_weight", _conv_w_fwd, _conv_w_vjp, promote="common", saves=OTHERS, cost=_conv_w_cost)
 
 
 def convolution(x: Tensor, w: Tensor, stride: tuple, pads: tuple, dilation: tuple, groups: int) -> Tensor:

@@ -16,7 +16,7 @@ from ..core.dispatch import apply
 from .movement import cat, narrow
 from ..core.registry import ALL, NONE, OTHERS, Op
 from ._util import Tensor, _wrap_dim, sum_to
-from ..base.dtype import FLOATING_KINDS, from_np, widened
+from ..base.dtype import BFLOAT16_NP, FLOATING_KINDS, from_np, in_float32
 
 __all__ = ["matmul", "mm", "bmm", "mv", "dot", "vdot", "inner", "outer", "ger", "addmm", "baddbmm",
            "einsum", "tensordot", "trace", "diag", "diagonal", "kron"]
@@ -59,10 +59,11 @@ def _matmul_fwd(xp, a, b):
     if a.dtype != b.dtype:
         raise RuntimeError(f"expected m1 and m2 to have the same dtype, but got: "
                            f"{_C_NAMES[from_np(a.dtype).name]} != {_C_NAMES[from_np(b.dtype).name]}")
+    if a.dtype is BFLOAT16_NP:
+        return in_float32(_gemm, xp, a, b)
     return _gemm(xp, a, b)
 
 
-@widened
 def _gemm(xp, a, b):
     if b.ndim == 2 and a.ndim > 2:      # a batch times one matrix: one GEMM, not one per batch entry
         return xp.matmul(a.reshape(-1, a.shape[-1]), b).reshape(a.shape[:-1] + b.shape[-1:])
@@ -195,6 +196,8 @@ _LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 
 
 def _einsum_fwd(xp, *arrays, eq):
+    if arrays[0].dtype is BFLOAT16_NP:
+        return in_float32(_einsum_fwd, xp, *arrays, eq=eq)
     # BLAS contraction paths only pay off on large operands; path search costs tens of µs
     big = len(arrays) > 2 or sum(a.size for a in arrays) > 4096
     return xp.einsum(eq, *arrays, optimize=big)
@@ -247,7 +250,7 @@ def _operand_grad(g, res, sub, other_subs, others, x, eq):
     return apply(_einsum, gx, *extras, eq=f"{','.join([target, *extra_subs])}->{''.join(out_sub)}")
 
 
-_einsum = Op("einsum", widened(_einsum_fwd), _einsum_vjp, promote="common", saves=OTHERS, aliases=("tensordot",))
+_einsum = Op("einsum", _einsum_fwd, _einsum_vjp, promote="common", saves=OTHERS, aliases=("tensordot",))
 
 
 def _einsum_error(msg: str, eq: str) -> RuntimeError:

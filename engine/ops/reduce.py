@@ -16,7 +16,7 @@ from ..base import backend as _backend
 from ..core.dispatch import apply
 from ..core.registry import NONE, OTHERS, Op
 from ._util import Tensor, norm_dims
-from ..base.dtype import FLOATING_KINDS, widened
+from ..base.dtype import BFLOAT16_NP, FLOATING_KINDS, in_float32
 
 __all__ = ["sum", "mean", "prod", "max", "min", "amax", "amin", "argmax", "argmin", "var", "std",
            "var_mean", "std_mean", "logsumexp", "norm", "cumsum", "cumprod", "all", "any",
@@ -116,15 +116,19 @@ def pick(op: Op, input: Tensor, idx: Tensor, dim: int, keepdim: bool):
 
 # ---------------------------------------------------------------- sum, mean, prod
 def _sum_fwd(xp, x, *, dims, keepdim, dtype):
+    if x.dtype is BFLOAT16_NP:
+        return in_float32(_sum_fwd, xp, x, dims=dims, keepdim=keepdim, dtype=dtype)
     return x.sum(axis=dims, keepdims=keepdim, dtype=dtype)
 
 
-_sum = Op("sum", widened(_sum_fwd),
+_sum = Op("sum", _sum_fwd,
           lambda g, out, x, *, dims, keepdim, dtype: (_expand_back(g, x, dims, keepdim).to(x.dtype),),
           saves=NONE)
 
 
 def _mean_fwd(xp, x, *, dims, keepdim, dtype):
+    if x.dtype is BFLOAT16_NP:
+        return in_float32(_mean_fwd, xp, x, dims=dims, keepdim=keepdim, dtype=dtype)
     return x.mean(axis=dims, keepdims=keepdim, dtype=dtype)
 
 
@@ -132,10 +136,12 @@ def _mean_vjp(g, out, x, *, dims, keepdim, dtype):
     return ((_expand_back(g, x, dims, keepdim) / _count(x._data.shape, dims)).to(x.dtype),)
 
 
-_mean = Op("mean", widened(_mean_fwd), _mean_vjp, saves=NONE)
+_mean = Op("mean", _mean_fwd, _mean_vjp, saves=NONE)
 
 
 def _prod_fwd(xp, x, *, dim, keepdim, dtype):
+    if x.dtype is BFLOAT16_NP:
+        return in_float32(_prod_fwd, xp, x, dim=dim, keepdim=keepdim, dtype=dtype)
     return x.prod(axis=dim, keepdims=keepdim, dtype=dtype)
 
 
@@ -171,7 +177,7 @@ def _prod_others_vjp(g, out, x, *, dim):
     return (gx.transpose(dim, -1),)
 
 
-_prod = Op("prod", widened(_prod_fwd), _prod_vjp, save_output=True)
+_prod = Op("prod", _prod_fwd, _prod_vjp, save_output=True)
 _prod_others = Op("prod_others", _prod_others_fwd, _prod_others_vjp)
 
 
@@ -284,6 +290,8 @@ def min(input, dim=None, keepdim: bool = False):
 
 # ---------------------------------------------------------------- variance, std
 def _var_fwd(xp, x, *, dims, keepdim, correction):
+    if x.dtype is BFLOAT16_NP:
+        return in_float32(_var_fwd, xp, x, dims=dims, keepdim=keepdim, correction=correction)
     d = x - x.mean(axis=dims, keepdims=True)
     n = _count(x.shape, dims)
     return (d * d).sum(axis=dims, keepdims=keepdim) / (n - correction if n > correction else 0)
@@ -305,14 +313,16 @@ def _std_vjp(g, out, x, *, dims, keepdim, correction):
 
 
 def _std_fwd(xp, x, **params):
+    if x.dtype is BFLOAT16_NP:
+        return in_float32(_std_fwd, xp, x, **params)
     return xp.sqrt(_var_fwd(xp, x, **params))
 
 
 # 1/x where x != 0 and 0 where x == 0; its derivative -1/x^2 is then -out^2 everywhere
 _recip_nonzero = Op("recip_nonzero", lambda xp, x: _backend.divide_where(xp, 1, x, x != 0),
                     lambda g, out, x: (-g * out * out,), saves=NONE, save_output=True, elementwise=True)
-_var = Op("var", widened(_var_fwd), _var_vjp)
-_std = Op("std", widened(_std_fwd), _std_vjp, save_output=True)
+_var = Op("var", _var_fwd, _var_vjp)
+_std = Op("std", _std_fwd, _std_vjp, save_output=True)
 
 
 def _var_args(input, dim, unbiased, keepdim, correction, op: str):
@@ -346,6 +356,8 @@ def std_mean(input, dim=None, unbiased=None, keepdim: bool = False, *, correctio
 
 # ---------------------------------------------------------------- logsumexp, norms
 def _lse_fwd(xp, x, *, dims, keepdim):
+    if x.dtype is BFLOAT16_NP:
+        return in_float32(_lse_fwd, xp, x, dims=dims, keepdim=keepdim)
     m = x.max(axis=dims, keepdims=True) if x.size else xp.zeros(_keep_shape(x.shape, dims), x.dtype)
     m = xp.where(xp.isinf(m), 0, m)
     out = xp.log(xp.exp(x - m).sum(axis=dims, keepdims=True)) + m
@@ -353,7 +365,7 @@ def _lse_fwd(xp, x, *, dims, keepdim):
                                             if not (dims is None or i in dims)])
 
 
-_logsumexp = Op("logsumexp", widened(_lse_fwd),
+_logsumexp = Op("logsumexp", _lse_fwd,
                 lambda g, out, x, *, dims, keepdim: (_expand_back(g, x, dims, keepdim)
                                                      * (x - _expand_back(out, x, dims, keepdim)).exp(),),
                 promote="float", save_output=True)
@@ -364,6 +376,8 @@ def logsumexp(input, dim, keepdim: bool = False):
 
 
 def _norm_fwd(xp, x, *, ord, dims, keepdim):
+    if x.dtype is BFLOAT16_NP:
+        return in_float32(_norm_fwd, xp, x, ord=ord, dims=dims, keepdim=keepdim)
     a = xp.abs(x)
     if ord == 2:
         return xp.sqrt((a * a).sum(axis=dims, keepdims=keepdim))
@@ -392,7 +406,7 @@ def _norm_vjp(g, out, x, *, ord, dims, keepdim):
     return (gx * x.sign() * x.abs() ** (ord - 1) * r ** (ord - 1),)
 
 
-_norm = Op("norm", widened(_norm_fwd), _norm_vjp, save_output=True)
+_norm = Op("norm", _norm_fwd, _norm_vjp, save_output=True)
 
 
 def vector_norm(x, ord=2, dim=None, keepdim: bool = False, *, dtype=None):
@@ -419,6 +433,8 @@ def norm(input, p="fro", dim=None, keepdim: bool = False, dtype=None):
 
 # ---------------------------------------------------------------- scans
 def _cumsum_fwd(xp, x, *, dim, reverse, dtype):
+    if x.dtype is BFLOAT16_NP:
+        return in_float32(_cumsum_fwd, xp, x, dim=dim, reverse=reverse, dtype=dtype)
     if x.ndim == 0:
         return x.astype(dtype or x.dtype, copy=True)
     if reverse:
@@ -426,13 +442,15 @@ def _cumsum_fwd(xp, x, *, dim, reverse, dtype):
     return xp.cumsum(x, axis=dim, dtype=dtype)
 
 
-_cumsum = Op("cumsum", widened(_cumsum_fwd),
+_cumsum = Op("cumsum", _cumsum_fwd,
              lambda g, out, x, *, dim, reverse, dtype: (apply(_cumsum, g, dim=dim, reverse=not reverse,
                                                               dtype=None).to(x.dtype),),
              saves=NONE)
 
 
 def _cumprod_fwd(xp, x, *, dim, dtype):
+    if x.dtype is BFLOAT16_NP:
+        return in_float32(_cumprod_fwd, xp, x, dim=dim, dtype=dtype)
     return xp.cumprod(x, axis=dim, dtype=dtype) if x.ndim else x.astype(dtype or x.dtype, copy=True)
 
 
@@ -472,7 +490,7 @@ def _cumprod_grad_zeros_fwd(xp, x, g, y, *, dim):
     return xp.moveaxis(xp.where(pos == z, at_z, grad), -1, dim)
 
 
-_cumprod = Op("cumprod", widened(_cumprod_fwd), _cumprod_vjp, save_output=True)
+_cumprod = Op("cumprod", _cumprod_fwd, _cumprod_vjp, save_output=True)
 _cumprod_grad_zeros = Op("cumprod_grad_zeros", _cumprod_grad_zeros_fwd)
 
 
