@@ -1,8 +1,9 @@
-"""Attention as composites over Tensor ops: ``scaled_dot_product_attention`` and the
-``multi_head_attention_forward`` behind ``nn.MultiheadAttention``.
+"""``scaled_dot_product_attention`` (its checks, grouped-query heads and dropout mask around
+the one fused op of ``_fused_attention``) and the ``multi_head_attention_forward`` behind
+``nn.MultiheadAttention``, a composite over Tensor ops.
 
-Both follow PyTorch's math path op for op, so values, gradients and masking rules (bool
-vs float masks, fully masked rows, ``is_causal``) match it; no new primitive is needed.
+Both follow PyTorch's math path, so values, gradients and masking rules (bool vs float
+masks, fully masked rows, ``is_causal``) match it.
 """
 from __future__ import annotations
 
@@ -11,8 +12,9 @@ import warnings
 
 from ..base import dtype as _dtype
 from ..core import creation
-from ..ops.movement import cat
+from ..ops.movement import broadcast_shapes, cat
 from ..core.tensor import Tensor
+from . import _fused_attention
 from .functional_core import dropout, linear, softmax
 
 __all__ = ["scaled_dot_product_attention", "multi_head_attention_forward"]
@@ -23,16 +25,6 @@ _NEG_INF = float("-inf")
 def causal_mask(L: int, S: int, device=None) -> Tensor:
     """Bool ``(L, S)`` mask, True where query ``i`` may attend key ``j`` (``j <= i``)."""
     return creation.arange(L, device=device).unsqueeze(-1) >= creation.arange(S, device=device)
-
-
-def _safe_softmax(scores: Tensor) -> Tensor:
-    """Softmax over the last dim where rows that are entirely ``-inf`` give 0, not NaN.
-
-    PyTorch's SDPA does the same, so a query that may attend nothing outputs zeros (and
-    passes zero gradient) instead of poisoning the batch with NaNs.
-    """
-    dead = (scores == _NEG_INF).all(-1, keepdim=True)
-    return softmax(scores.masked_fill(dead, 0.0), -1).masked_fill(dead, 0.0)
 
 
 def _check_sdpa(query: Tensor, key: Tensor, value: Tensor, attn_mask, dropout_p: float) -> None:
@@ -76,23 +68,20 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
     if enable_gqa:
         key = _repeat_heads(key, query.shape[-3])
         value = _repeat_heads(value, query.shape[-3])
-    L, S = query.shape[-2], key.shape[-2]
+    if is_causal and attn_mask is not None:
+        raise RuntimeError("_scaled_dot_product_attention: Explicit attn_mask should not be set when "
+                           "is_causal=True")
+    if attn_mask is not None and attn_mask.dtype not in (_dtype.bool, query.dtype):
+        attn_mask = attn_mask.to(query.dtype)
     scale_factor = 1 / math.sqrt(query.shape[-1]) if scale is None else scale
-    scores = query @ key.transpose(-2, -1) * scale_factor
-    if is_causal:
-        if attn_mask is not None:
-            raise RuntimeError("_scaled_dot_product_attention: Explicit attn_mask should not be set when "
-                               "is_causal=True")
-        weights = softmax(scores.masked_fill(causal_mask(L, S, query.device).logical_not(), _NEG_INF), -1)
-    elif attn_mask is None:
-        weights = softmax(scores, -1)
-    elif attn_mask.dtype == _dtype.bool:
-        weights = _safe_softmax(scores.masked_fill(attn_mask.logical_not(), _NEG_INF))
-    else:
-        weights = _safe_softmax(scores + attn_mask.to(scores.dtype))
+    keep = None
     if dropout_p > 0.0:
-        weights = dropout(weights, dropout_p, training=True)
-    return weights @ value
+        shape = tuple(query.shape[:-2]) + (query.shape[-2], key.shape[-2])
+        shape = tuple(broadcast_shapes(shape, tuple(key.shape[:-2]) + shape[-2:]))
+        keep = (creation.zeros(shape, dtype=query.dtype, device=query.device) if dropout_p == 1.0 else
+                creation.bernoulli(creation.empty(shape, dtype=query.dtype, device=query.device), 1.0 - dropout_p)
+                * (1.0 / (1.0 - dropout_p)))
+    return _fused_attention.attention(query, key, value, attn_mask, keep, scale_factor, is_causal)
 
 
 # ---------------------------------------------------------------- multi-head attention

@@ -83,3 +83,26 @@ OPS = [
            differentiable_args=(0,), errors=_class_errors),
     OpInfo("nn.nll_loss", _nll, lambda: _class_samples(False), differentiable_args=(0,), errors=_class_errors),
 ]
+
+
+def _sdpa_samples():
+    causal_rows = np.tril(np.ones((3, 4), bool))
+    dead = np.ones((2, 3, 4), bool)
+    dead[1, 2] = False                      # a query that may attend nothing gives zeros
+    return [Sample((arr(2, 3, 4), arr(2, 4, 4), arr(2, 4, 5)), name="plain"),
+            Sample((arr(2, 2, 3, 4), arr(2, 2, 3, 4), arr(2, 2, 3, 4)), {"is_causal": True}, name="causal"),
+            Sample((arr(2, 3, 4), arr(2, 4, 4), arr(2, 4, 5), causal_rows), name="bool_mask"),
+            Sample((arr(2, 3, 4), arr(2, 4, 4), arr(2, 4, 5), dead), name="bool_mask_dead_row"),
+            Sample((arr(2, 3, 4), arr(2, 4, 4), arr(2, 4, 5), arr(3, 4)), name="float_mask"),
+            Sample((arr(2, 3, 4), arr(2, 4, 4), arr(2, 4, 5)), {"scale": 0.3}, name="scale"),
+            Sample((arr(1, 4, 3, 2), arr(1, 2, 3, 2), arr(1, 2, 3, 2)), {"enable_gqa": True}, name="gqa"),
+            Sample((arr(2, 4, 3), arr(2, 4, 3), arr(2, 4, 3)), noncontig=True, name="noncontig")]
+
+
+OPS.append(OpInfo("nn.scaled_dot_product_attention",
+                  lambda m, q, k, v, mask=None, **kw: _f(m).scaled_dot_product_attention(q, k, v, mask, **kw),
+                  _sdpa_samples,
+                  errors=lambda: [ErrorInput(Sample((arr(2, 3, 4), arr(2, 4, 4), arr(2, 3, 5))), RuntimeError,
+                                             "positions"),
+                                  ErrorInput(Sample((arr(2, 3, 4), arr(2, 4, 4), arr(2, 4, 5), arr(3, 4)),
+                                                    {"is_causal": True}), RuntimeError, "is_causal")]))

@@ -1,0 +1,137 @@
+"""``scaled_dot_product_attention`` as one op (the composite was ~10 forward dispatches and as
+many backward nodes), named as users type it so the tape view's search finds it.
+
+Inputs are ``q, k, v`` and, when present, the mask (bool: True attends; float: added) and the
+dropout keep-mask (already scaled by 1/(1-p), drawn by a random op outside). The backward
+recomputes the weights from the inputs (nothing of L x S size is kept between passes). Plain
+backward runs one fused op that returns the three gradients (two as extra outputs); under
+``create_graph`` the vjp is written in Tensor ops, so double backward stays exact.
+"""
+from __future__ import annotations
+
+import math
+
+from ..base import dtype as _dtype
+from ..base.grad_mode import is_grad_enabled
+from ..core import creation
+from ..core.dispatch import apply
+from ..core.registry import Op
+from ..core.tensor import Tensor, sum_to
+from ._fused import _softmax, _softmax_bwd
+
+__all__ = ["attention"]
+
+
+def _weights(xp, q, k, mask, *, scale, causal, masked):
+    """softmax(q kᵀ scale + mask) as an array; rows with nothing to attend give zeros when masked."""
+    s = xp.matmul(q, xp.swapaxes(k, -1, -2))
+    s *= s.dtype.type(scale)
+    ninf = s.dtype.type("-inf")
+    if causal:
+        L, S = s.shape[-2:]
+        s = xp.where(xp.arange(L)[:, None] >= xp.arange(S)[None, :], s, ninf)
+    elif masked == "bool":
+        s = xp.where(mask, s, ninf)
+    elif masked == "float":
+        s = s + mask
+    m = s.max(axis=-1, keepdims=True)
+    if masked:
+        m = xp.where(m == ninf, 0, m)
+    p = xp.exp(s - m)
+    z = p.sum(axis=-1, keepdims=True)
+    if masked:
+        z = xp.where(z == 0, 1, z)
+    p /= z
+    return p
+
+
+def _split(args, masked, dropped):
+    q, k, v = args[:3]
+    rest = list(args[3:])
+    mask = rest.pop(0) if masked else None
+    keep = rest.pop(0) if dropped else None
+    return q, k, v, mask, keep
+
+
+def _fwd(xp, *args, scale, causal, masked, dropped):
+    q, k, v, mask, keep = _split(args, masked, dropped)
+    p = _weights(xp, q, k, mask, scale=scale, causal=causal, masked=masked)
+    return xp.matmul(p * keep if dropped else p, v)
+
+
+def _bwd_fwd(xp, g, *args, scale, causal, masked, dropped):
+    """dq, then dk, dv (and the float mask's gradient, the score gradient) as extras."""
+    q, k, v, mask, keep = _split(args, masked, dropped)
+    p = _weights(xp, q, k, mask, scale=scale, causal=causal, masked=masked)
+    pd = p * keep if dropped else p
+    dv = xp.matmul(xp.swapaxes(pd, -1, -2), g)
+    dp = xp.matmul(g, xp.swapaxes(v, -1, -2))
+    if dropped:
+        dp *= keep
+    ds = p * (dp - (dp * p).sum(axis=-1, keepdims=True))
+    dq = xp.matmul(ds, k)
+    dq *= dq.dtype.type(scale)
+    dk = xp.matmul(xp.swapaxes(ds, -1, -2), q)
+    dk *= dk.dtype.type(scale)
+    return dq, dk, dv, ds
+
+
+def _vjp_tensors(g, q, k, v, mask, keep, *, scale, causal, masked):
+    """The same gradients in Tensor ops (differentiable: used under create_graph)."""
+    s = q.matmul(k.transpose(-2, -1)) * scale
+    if causal:
+        L, S = s.shape[-2:]
+        allowed = creation.arange(L, device=s.device).unsqueeze(-1) >= creation.arange(S, device=s.device)
+        s = s.masked_fill(allowed.logical_not(), float("-inf"))
+    elif masked == "bool":
+        s = s.masked_fill(mask.logical_not(), float("-inf"))
+    elif masked == "float":
+        s = s + mask
+    if masked:
+        dead = (s.detach() == float("-inf")).all(-1, keepdim=True)
+        p = apply(_softmax, s.masked_fill(dead, 0.0), dim=s.ndim - 1).masked_fill(dead, 0.0)
+    else:
+        p = apply(_softmax, s, dim=s.ndim - 1)
+    pd = p * keep if keep is not None else p
+    dv = pd.transpose(-2, -1).matmul(g)
+    dp = g.matmul(v.transpose(-2, -1))
+    if keep is not None:
+        dp = dp * keep
+    ds = apply(_softmax_bwd, dp, p, dim=p.ndim - 1)
+    return ds.matmul(k) * scale, ds.transpose(-2, -1).matmul(q) * scale, dv, ds
+
+
+def _vjp(g, out, *args, scale, causal, masked, dropped):
+    q, k, v, mask, keep = _split(args, masked, dropped)
+    if is_grad_enabled():
+        dq, dk, dv, ds = _vjp_tensors(g, q, k, v, mask, keep, scale=scale, causal=causal, masked=masked)
+    else:
+        dq, dk, dv, ds = apply(_bwd, g, *args, scale=scale, causal=causal, masked=masked, dropped=dropped)
+    grads = [sum_to(dq, tuple(q.shape)) if q.requires_grad else None,
+             sum_to(dk, tuple(k.shape)) if k.requires_grad else None,
+             sum_to(dv, tuple(v.shape)) if v.requires_grad else None]
+    if masked:
+        grads.append(sum_to(ds, tuple(mask.shape)) if masked == "float" and mask.requires_grad else None)
+    if dropped:
+        grads.append(None)
+    return tuple(grads)
+
+
+def _cost(shapes, out) -> int:
+    """Two GEMMs, q kᵀ and p v: 2 FLOPs per multiply-add over ``(batch, L, S, E + Ev)``."""
+    q, k = shapes[0], shapes[1]
+    return 2 * math.prod(out[:-1]) * k[-2] * (q[-1] + out[-1])
+
+
+_attention = Op("scaled_dot_product_attention", _fwd, _vjp, cost=_cost)
+_bwd = Op("scaled_dot_product_attention_backward", _bwd_fwd, None, n_extra=3)
+
+
+def attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, keep: Tensor | None, scale: float,
+              causal: bool) -> Tensor:
+    """``softmax(q kᵀ scale + mask) v`` with an optional bool/float ``mask`` or ``causal`` (top-left
+    aligned) masking, and ``keep`` the scaled dropout mask over the weights."""
+    masked = "" if mask is None else ("bool" if mask.dtype == _dtype.bool else "float")
+    extra = tuple(t for t in (mask, keep) if t is not None)
+    return apply(_attention, q, k, v, *extra, scale=float(scale), causal=bool(causal), masked=masked,
+                 dropped=keep is not None)
