@@ -307,3 +307,15 @@ def test_save_load_round_trips_with_torch(tmp_path, coalesce):
         np.testing.assert_array_equal(_np(adj), _np(theirs))
     tapelab.save(ours, tmp_path / "one.pt")
     np.testing.assert_array_equal(_np(tapelab.load(tmp_path / "one.pt")), _np(theirs))
+
+
+@pytest.mark.parametrize("product", ["sparse.mm", "spmm", "mm"])
+def test_second_derivative_through_the_product_matches_torch(product):
+    def second(m):
+        d = m.tensor(np.arange(6.0).reshape(3, 2) / 7, requires_grad=True)
+        out = PRODUCTS[product](m, _sparse(m, m.float64), d)
+        (g,) = m.autograd.grad((out ** 3).sum(), d, create_graph=True)
+        (g ** 2).sum().backward()
+        return d.grad
+    t, s = both(second)
+    np.testing.assert_allclose(_np(s), _np(t), rtol=1e-12)

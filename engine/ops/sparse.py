@@ -195,7 +195,9 @@ def _sparse_mm_vjp(g, out, a, b, *, sparse_grad):
     if a.requires_grad:
         ga = g @ b.mT
         ga = sparse_mask(ga, a.coalesce()) if sparse_grad else ga
-    gb = a.mT @ g if b.requires_grad else None
+    # the transposed sparse operand through this op again (its forward is the sparse matrix's own
+    # product on either backend, cupyx's included)
+    gb = apply(_sparse_mm, a.mT, g, sparse_grad=sparse_grad) if b.requires_grad else None
     return ga, gb
 
 
