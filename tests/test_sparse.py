@@ -319,3 +319,17 @@ def test_second_derivative_through_the_product_matches_torch(product):
         return d.grad
     t, s = both(second)
     np.testing.assert_allclose(_np(s), _np(t), rtol=1e-12)
+
+
+@pytest.mark.skipif(not tapelab.cuda.is_available(), reason=f"needs a CUDA GPU: {tapelab.cuda.unavailable_reason()}")
+@pytest.mark.parametrize("name", ["spmm", "sparse.mm", "@", "mm"])
+def test_products_on_cuda_match_cpu(name):
+    """cupyx.scipy.sparse behind the same COOArray: forward and both gradients on cuda against cpu."""
+    def run(device):
+        d = tapelab.tensor(np.arange(6.0).reshape(3, 2), device=device, requires_grad=True)
+        s = _sparse(tapelab, tapelab.float64).to(device).requires_grad_()
+        out = PRODUCTS[name](tapelab, s, d)
+        (out ** 2).sum().backward()
+        return [t.to("cpu") for t in (out, d.grad, s.grad, tapelab.sparse.sum(s).detach(), s.coalesce().to_dense())]
+    for a, b in zip(run("cuda"), run("cpu")):
+        np.testing.assert_allclose(_np(a), _np(b), rtol=1e-12)
