@@ -13,6 +13,8 @@ from tapelab.tape import SAMPLE, TapeNode, sample, summarize_samples, tape
 
 from .viewmodel import GraphBuilder
 
+OVERHEAD = 0.1   # the share of a steady loop's time that recording its steps may take
+
 __all__ = ["LiveTape"]
 
 
@@ -37,10 +39,11 @@ class LiveTape(tape):
     become the latest step's), and the records of at most ``window`` recorded steps, or of
     ``2 * max_nodes`` records when no step ends, are kept.
 
-    A steady training loop (its steps folding, ``GraphBuilder``) is recorded one step per delta:
-    the steps between are counted (ops, backward nodes, one folded step each) and make no
-    record, so streaming a long loop costs little; a step that differs between two recorded
-    ones is counted, not drawn.
+    A steady training loop (its steps folding, ``GraphBuilder``) is recorded one step per delta,
+    and no more often than keeps recording under ``OVERHEAD`` of the loop's time (a recorded
+    step's extra time over a counted one, spread over the steps between): the steps between
+    are counted (ops, backward nodes, one folded step each) and make no record, so streaming a
+    long loop costs little; a step that differs between two recorded ones is counted, not drawn.
     """
 
     def __init__(self, sinks=(), rate: float = 30.0, max_nodes: int = 5000, summaries: bool = True,
@@ -63,7 +66,9 @@ class LiveTape(tape):
         self._skip = False            # this step is counted, not recorded (a steady loop between deltas)
         self._after_backward = False
         self._skipped = [0, 0]        # forward ops, backward nodes of the step being counted
-        self._recorded_at = 0.0       # when the last recorded step started
+        self._recorded_at = self._recorded_cpu = 0.0   # when the last recorded step started (wall, CPU)
+        self._step_at = None          # CPU time when the step in progress started
+        self._took = [None, None]     # CPU seconds the last recorded step took, and the last counted one
         self.sent = 0                 # deltas sent, all sinks counted once
 
     # Summaries are taken in two halves: per op only a small copy of a strided sample is kept
@@ -146,10 +151,20 @@ class LiveTape(tape):
             self._skipped = [0, 0]
         if self._unbuilt:                    # the builder's fold state, up to the step that ended
             self._build()
-        now = time.perf_counter()
-        self._skip = self.builder.streak >= 2 and now - self._recorded_at < self.interval
+        now, cpu = time.perf_counter(), time.thread_time()   # (CPU time: a loaded machine does not count)
+        if self._step_at is not None:
+            self._took[self._skip] = cpu - self._step_at
+        self._step_at = cpu
+        if self._took[1] is None:         # no step counted yet: count one, to know what recording adds
+            wait = float("inf")
+        elif self._took[0] is not None:   # recording costs at most OVERHEAD of the loop's CPU time
+            wait = (self._took[0] - self._took[1]) / OVERHEAD
+        else:
+            wait = 0.0
+        self._skip = self.builder.streak >= 2 and (now - self._recorded_at < self.interval
+                                                   or cpu - self._recorded_cpu < wait)
         if not self._skip:
-            self._recorded_at = now
+            self._recorded_at, self._recorded_cpu = now, cpu
             self._marks.append(self.dropped + len(self._nodes))
             if len(self._marks) > self.window:
                 self._marks.popleft()
