@@ -61,8 +61,10 @@ def _with_out(fn):
             raise RuntimeError(f"{name}(): functions with out=... arguments don't support automatic "
                                f"differentiation, but one of the arguments requires grad.")
         if name in _FACTORIES and isinstance(out, Tensor):
-            kwargs.setdefault("dtype", out.dtype)
-            kwargs.setdefault("device", out.device)
+            if kwargs.get("dtype") is None:
+                kwargs["dtype"] = out.dtype
+            if kwargs.get("device") is None:
+                kwargs["device"] = out.device
         return write_out(name, fn(*args, **kwargs), out)
     return _out_variant
 
