@@ -25,7 +25,8 @@ def _shape(dot):
 
 @pytest.mark.parametrize("show_saved", [False, True])
 def test_same_drawing_as_torchviz(show_saved):
-    ours = make_dot(*_mlp(tapelab)[:1], params=_mlp(tapelab)[1], show_saved=show_saved)
+    y, params = _mlp(tapelab)
+    ours = make_dot(y, params=params, show_saved=show_saved)
     ty, tparams = _mlp(torch)
     theirs = torchviz.make_dot(ty, params=tparams, show_saved=show_saved)
     assert ours.node_attr == theirs.node_attr
