@@ -1,7 +1,7 @@
 """Recurrent layers: ``RNN`` (tanh/relu), ``LSTM``, ``GRU`` and their single-step cells.
 
-One step function per mode (``_STEPS``), written over Tensor ops, serves both the cells
-and the multi-layer modules. The layers hoist the input projection out of the time loop
+One step function per mode (``_STEPS``) serves both the cells and the multi-layer modules;
+the LSTM and GRU nonlinearities are one fused op each (``_fused_rnn``). The layers hoist the input projection out of the time loop
 (one matmul for the whole sequence) so the loop only does the hidden-to-hidden product.
 States are tuples inside: ``(h,)`` for RNN/GRU, ``(h, c)`` for LSTM.
 """
@@ -13,7 +13,7 @@ import warnings
 
 from ...core import creation
 from ...ops.movement import cat, stack
-from .. import functional as F, init
+from .. import _fused_rnn, functional as F, init
 from ..parameter import Parameter
 from ..utils.rnn import PackedSequence
 from ...core.tensor import Tensor
@@ -34,21 +34,12 @@ def _rnn_relu_step(gi: Tensor, state: tuple, w_hh: Tensor, b_hh, w_hr=None) -> t
 
 
 def _lstm_step(gi: Tensor, state: tuple, w_hh: Tensor, b_hh, w_hr=None) -> tuple:
-    h, c = state
-    i, f, g, o = (gi + F.linear(h, w_hh, b_hh)).chunk(4, -1)   # PyTorch's gate order
-    c = f.sigmoid() * c + i.sigmoid() * g.tanh()
-    h = o.sigmoid() * c.tanh()
+    h, c = _fused_rnn.lstm_cell(gi + F.linear(state[0], w_hh, b_hh), state[1])   # one op: gates i, f, g, o
     return (h if w_hr is None else F.linear(h, w_hr), c)
 
 
 def _gru_step(gi: Tensor, state: tuple, w_hh: Tensor, b_hh, w_hr=None) -> tuple:
-    h = state[0]
-    i_r, i_z, i_n = gi.chunk(3, -1)                            # reset, update, new
-    h_r, h_z, h_n = F.linear(h, w_hh, b_hh).chunk(3, -1)
-    r = (i_r + h_r).sigmoid()
-    z = (i_z + h_z).sigmoid()
-    n = (i_n + r * h_n).tanh()
-    return ((1 - z) * n + z * h,)
+    return (_fused_rnn.gru_cell(gi, F.linear(state[0], w_hh, b_hh), state[0]),)   # gates r, z, n
 
 
 _STEPS = {"RNN_TANH": _rnn_tanh_step, "RNN_RELU": _rnn_relu_step, "LSTM": _lstm_step, "GRU": _gru_step}
