@@ -159,6 +159,7 @@ class Debugger(anywidget.AnyWidget):
         self._last_error: str | None = None
         self._graph_size = -1
         self._display_id: str | None = None      # set once shown: every step updates the saved output
+        self._static: tuple = (None, "")         # (graph, its static HTML)
         super().__init__(title=title or "backward", **kwargs)
         self._refresh("ready")
         self.on_msg(self._on_msg)
@@ -304,7 +305,9 @@ class Debugger(anywidget.AnyWidget):
             text = f"<p><b>tapelab debugger</b>: {html.escape(st.get('status', ''))}</p>"
             if st.get("explain"):
                 text += f"<pre>{html.escape(st['explain'])}</pre>"
-            data["text/html"] = text + to_html(self.graph)
+            if self._static[0] is not self.graph:     # drawn once per graph, not at every step
+                self._static = (self.graph, to_html(self.graph))
+            data["text/html"] = text + self._static[1]
         return bundle
 
     def __repr__(self) -> str:

@@ -23,7 +23,7 @@ __all__ = ["BUDGET", "ROWS", "MAX_BOXES", "collapse", "graph_svg", "details", "w
 
 BUDGET = int(os.environ.get("TAPELAB_OUTPUT_BUDGET", 256 * 1024))   # bytes of graph JSON per output
 ROWS = 50            # rows of a saved table
-MAX_BOXES = 60       # boxes of a saved picture
+MAX_BOXES = 30       # boxes of a saved picture
 _DOT_TIMEOUT_S = 20
 
 _FILL = {"forward": "#dbeafe", "backward": "#fed7aa", "leaf": "#e5e7eb", "group": "#ede9fe",
@@ -49,34 +49,27 @@ def has_dot() -> bool:
 
 # ------------------------------------------------------------------ the collapsed graph
 def _open_groups(graph: dict, max_boxes: int) -> set:
-    """Groups drawn open: from the top, the largest group with subgroups is opened while the
-    boxes stay under ``max_boxes`` (a model wrapped in one root module opens to its layers)."""
+    """Groups drawn open: level by level from the top, every group of a level is opened while
+    the boxes stay under ``max_boxes`` (a model wrapped in one root module opens to its layers;
+    sibling layers open together or not at all)."""
     groups = {g["id"]: g for g in graph.get("groups", [])}
     children: dict = {}
     for g in groups.values():
         children.setdefault(g.get("parent"), []).append(g["id"])
-    size: dict = {}
     direct: dict = {}
     for n in graph["nodes"]:
-        gid = n.get("group")
-        direct[gid] = direct.get(gid, 0) + 1
-        while gid is not None and gid in groups:
-            size[gid] = size.get(gid, 0) + 1
-            gid = groups[gid].get("parent")
+        direct[n.get("group")] = direct.get(n.get("group"), 0) + 1
     opened: set = set()
     boxes = direct.get(None, 0) + len(children.get(None, ()))
+    level = [g for g in children.get(None, ())]
     while True:
-        shown = [g for g in groups if g not in opened and (groups[g].get("parent") is None
-                                                           or groups[g].get("parent") in opened)]
-        cands = [g for g in shown if children.get(g) and not groups[g].get("collapsed")]
-        if not cands:
+        frontier = [g for g in level if children.get(g) and not groups[g].get("collapsed")]
+        extra = sum(len(children[g]) + direct.get(g, 0) - 1 for g in frontier)
+        if not frontier or boxes + extra > max_boxes:
             return opened
-        best = max(cands, key=lambda g: size.get(g, 0))
-        extra = len(children[best]) + direct.get(best, 0) - 1
-        if boxes + extra > max_boxes:
-            return opened
-        opened.add(best)
+        opened.update(frontier)
         boxes += extra
+        level = [c for g in frontier for c in children[g]]
 
 
 def collapse(graph: dict, max_boxes: int = MAX_BOXES) -> tuple[list, list]:
@@ -108,7 +101,7 @@ def collapse(graph: dict, max_boxes: int = MAX_BOXES) -> tuple[list, list]:
             b = boxes.get(top)
             if b is None:
                 g = groups[top]
-                b = boxes[top] = {"id": top, "label": g.get("label") or g.get("path") or top, "kind": "group",
+                b = boxes[top] = {"id": top, "label": g.get("path") or g.get("label") or top, "kind": "group",
                                   "size": 0, "diff": None}
             b["size"] += 1
             box_of[n["id"]] = top
