@@ -76,6 +76,30 @@ def test_cuda_lists_on_the_simulated_device():
             tapelab.autocast("cuda", dtype=tapelab.bfloat16)
 
 
+# ops PyTorch declares as one op and tapelab may declare as one too: their lists apply once declared
+DECLARED_LATER = {
+    "softmax": lambda m, h: m.softmax(h, -1),
+    "log_softmax": lambda m, h: m.log_softmax(h, -1),
+    "layer_norm": lambda m, h: m.nn.functional.layer_norm(h, (4,)),
+    "gelu": lambda m, h: m.nn.functional.gelu(h),
+    "cross_entropy": lambda m, h: m.nn.functional.cross_entropy(h, m.tensor([0, 1, 2, 3])),
+    "nll_loss": lambda m, h: m.nn.functional.nll_loss(h, m.tensor([0, 1, 2, 3])),
+    "scaled_dot_product_attention": lambda m, h: m.nn.functional.scaled_dot_product_attention(h[None], h[None],
+                                                                                             h[None]),
+    "linear": lambda m, h: m.nn.functional.linear(h, h, m.ones(4)),
+}
+
+
+@pytest.mark.parametrize("name", list(DECLARED_LATER))
+def test_declared_composites_follow_the_cpu_lists(name):
+    if name not in tapelab.ops.REGISTRY:
+        pytest.skip(f"{name} is a composite in tapelab today: it gets the policies of its primitives")
+    got = _run(tapelab, lambda m, x, y, b: DECLARED_LATER[name](m, x @ y))
+    want = _run(torch, lambda m, x, y, b: DECLARED_LATER[name](m, x @ y))
+    assert got.dtype.name == str(want.dtype).split(".")[1], name
+    np.testing.assert_allclose(got.double().detach().numpy(), want.double().detach().numpy(), rtol=3e-2, atol=3e-2)
+
+
 def test_policy_table_uses_declared_names():
     """Every declared op that PyTorch lists for cpu autocast has its policy (the rest wait for their op)."""
     declared = set(tapelab.ops.REGISTRY)

@@ -116,3 +116,34 @@ def test_scale_nested_outputs_and_cuda_without_a_gpu():
         warnings.simplefilter("always")
         assert not tapelab.amp.GradScaler().is_enabled()           # device "cuda", no GPU here
     assert any("CUDA is not available" in str(x.message) for x in w)
+
+
+def test_amp_training_loop_matches_torch():
+    """The usual loop: forward under cpu autocast, scaled backward, step, update."""
+    w1 = np.random.default_rng(5).standard_normal((16, 5)).astype(np.float32) * 0.3
+    w2 = np.random.default_rng(6).standard_normal((3, 16)).astype(np.float32) * 0.3
+    runs = []
+    for m in (tapelab, torch):
+        l1, l2 = m.nn.Linear(5, 16, bias=False), m.nn.Linear(16, 3, bias=False)
+        with m.no_grad():
+            l1.weight.copy_(m.tensor(w1))
+            l2.weight.copy_(m.tensor(w2))
+        model = m.nn.Sequential(l1, m.nn.ReLU(), l2)
+        opt = m.optim.Adam(model.parameters(), lr=1e-2)
+        scaler = m.amp.GradScaler("cpu", init_scale=2.0 ** 8, growth_interval=2)
+        x, y = m.tensor(_X), m.tensor([0, 1, 2, 0, 1, 2, 0, 1])
+        trail = []
+        for _ in range(5):
+            opt.zero_grad()
+            with m.autocast("cpu"):
+                out = model(x)
+                loss = m.nn.functional.cross_entropy(out, y)
+            assert out.dtype == m.bfloat16
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+            trail.append((loss.item(), scaler.get_scale()))
+        runs.append(trail)
+    got, want = runs
+    assert [g[1] for g in got] == [w[1] for w in want]
+    np.testing.assert_allclose([g[0] for g in got], [w[0] for w in want], rtol=2e-2)
