@@ -162,3 +162,10 @@ def test_cuda_refuses_bfloat16_with_a_type_error():
         with pytest.raises(TypeError, match="bfloat16"):
             tapelab.ones(2, dtype=tapelab.bfloat16).to("cuda")
         assert tapelab.ones(2, dtype=tapelab.bfloat16).float().to("cuda").dtype is tapelab.float32
+
+
+def test_legacy_constructor_like_torch():
+    for m in (tapelab, torch):
+        x = m.BFloat16Tensor([1.5, 2.0])
+        assert x.dtype == m.bfloat16 and isinstance(x, m.BFloat16Tensor)
+        assert not isinstance(m.ones(2), m.BFloat16Tensor) and x.type().endswith(".BFloat16Tensor")

@@ -27,7 +27,7 @@ __all__ = ["tensor", "as_tensor", "from_numpy", "from_dlpack", "zeros", "ones", 
            "zeros_like", "ones_like", "full_like", "empty_like", "arange", "linspace", "logspace",
            "eye", "rand", "randn", "randint", "randperm", "normal", "bernoulli", "rand_like",
            "randn_like", "randint_like", "scalar_tensor", "FloatTensor", "DoubleTensor", "HalfTensor",
-           "LongTensor", "IntTensor", "ShortTensor", "CharTensor", "ByteTensor", "BoolTensor"]
+           "BFloat16Tensor", "LongTensor", "IntTensor", "ShortTensor", "CharTensor", "ByteTensor", "BoolTensor"]
 
 
 # ---------------------------------------------------------------- the public functions
@@ -294,6 +294,7 @@ def _legacy(name: str, dt) -> type:
 FloatTensor = _legacy("FloatTensor", _dtype.float32)
 DoubleTensor = _legacy("DoubleTensor", _dtype.float64)
 HalfTensor = _legacy("HalfTensor", _dtype.float16)
+BFloat16Tensor = _legacy("BFloat16Tensor", _dtype.bfloat16)
 LongTensor = _legacy("LongTensor", _dtype.int64)
 IntTensor = _legacy("IntTensor", _dtype.int32)
 ShortTensor = _legacy("ShortTensor", _dtype.int16)
