@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 import math
 
+from ..base.meta import has_data
 from ..core.dispatch import apply
 from ..core.registry import NONE, OTHERS, Op
 from ..core.tensor import Tensor
@@ -271,11 +272,13 @@ def _block_offsets(kernel):
 def _first_max_masks(xp, xb, y, kernel):
     """``(offset index, bool mask over (N, C, *out))``: where each window's first maximum sits."""
     taken = None
+    # a window holding NaN has a NaN maximum, so the per-offset NaN test runs only if y has one
     floating = y.dtype.kind in FLOATING_KINDS
+    nan = floating and (bool(xp.isnan(y).any()) if has_data(xp) else True)
     for off in _block_offsets(kernel):
         xs = xb[off]
         m = xs == y
-        if floating:
+        if nan:
             m |= xp.isnan(xs)
         if taken is None:
             taken = m.copy()
@@ -297,9 +300,9 @@ def _max_blocks_fwd(xp, x, *, kernel):
 def _max_blocks_put_fwd(xp, g, x, y, *, kernel):
     """``g`` (shape of ``y``) placed at each window's first maximum of ``x``, zeros elsewhere."""
     xb = _block_view(x, kernel)
-    res = xp.zeros(xb.shape, g.dtype)
-    for off, m in _first_max_masks(xp, xb, y, kernel):
-        xp.copyto(res[off], g, where=m)
+    res = xp.empty(xb.shape, g.dtype)
+    for off, m in _first_max_masks(xp, xb, y, kernel):   # every offset written once: no zero fill
+        res[off] = xp.where(m, g, g.dtype.type(0))
     return res.reshape(x.shape)
 
 
