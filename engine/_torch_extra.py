@@ -1,0 +1,724 @@
+"""The rest of the ``torch.*`` namespace that programs touch: the in-place function forms
+(``torch.exp_(x)``), the ATen-style layer functions (``torch.conv_tbc``, ``torch.celu``, reductions
+given as ints), window factories, ``*_copy`` forms of views, predicates on tensors and dtypes,
+process-wide switches, and eager ``compile``/``cond``/``while_loop``/``vmap``/``fork``.
+
+Each is a thin function over public tapelab names (the engine's ops, ``nn.functional``); none
+declares an op.
+"""
+from __future__ import annotations
+
+import builtins
+import math
+import warnings
+
+import numpy as np
+
+from .autograd import anomaly as _anomaly
+from .base import dtype as _dtype
+from .base import runtime as _runtime
+from .core import creation
+from .core.tensor import Tensor
+from .nn import functional as F
+from .ops.movement import cat, stack
+
+__all__ = []   # filled below: every public function defined or generated here
+_range = builtins.range   # ``range`` below is torch.range
+
+
+def _public(fn):
+    __all__.append(fn.__name__)
+    return fn
+
+
+# ---------------------------------------------------------------- in-place function forms
+# ``torch.exp_(x)`` is ``x.exp_()``: the Tensor method, called as a function
+_INPLACE = ("abs_", "acos_", "acosh_", "arccos_", "arccosh_", "arcsin_", "arcsinh_", "arctan_", "arctanh_", "asin_",
+            "asinh_", "atan_", "atanh_", "ceil_", "clamp_", "clamp_max_", "clamp_min_", "clip_", "cos_", "cosh_",
+            "deg2rad_", "detach_", "erf_", "erfc_", "exp2_", "exp_", "expm1_", "fill_", "fix_", "floor_", "frac_",
+            "gcd_", "i0_", "index_put_", "lcm_", "ldexp_", "log10_", "log1p_", "log2_", "log_", "logit_", "nan_to_num_",
+            "neg_", "negative_", "rad2deg_", "reciprocal_", "relu_", "round_", "rsqrt_", "sigmoid_", "sin_", "sinc_",
+            "sinh_", "sqrt_", "square_", "tan_", "tanh_", "trunc_", "xlogy_", "zero_")
+
+
+def _method_as_function(name: str):
+    def fn(input, *args, **kwargs):
+        return getattr(input, name)(*args, **kwargs)
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = f"``input.{name}(...)`` as a function, as ``torch.{name}``."
+    return fn
+
+
+for _name in _INPLACE:
+    globals()[_name] = _public(_method_as_function(_name))
+
+for _name in ("detach", "is_complex", "is_conj", "is_neg", "is_signed", "is_inference", "is_nonzero", "is_same_size",
+              "get_device"):
+    globals()[_name] = _public(_method_as_function(_name))
+
+
+@_public
+def is_distributed(input: Tensor) -> bool:
+    """False: a tapelab tensor lives in one process."""
+    return False
+
+
+@_public
+def narrow_copy(input: Tensor, dim: int, start: int, length: int) -> Tensor:
+    return input.narrow(dim, start, length).clone()
+
+
+@_public
+def nonzero_static(input: Tensor, *, size: int, fill_value: int = -1) -> Tensor:
+    """``nonzero()`` cut or padded with ``fill_value`` to exactly ``size`` rows."""
+    found = input.nonzero()
+    if found.shape[0] >= size:
+        return found[:size]
+    pad = creation.full((size - found.shape[0], input.ndim), fill_value, dtype=found.dtype, device=found.device)
+    return cat([found, pad], 0)
+
+
+# ---------------------------------------------------------------- *_copy: a view's values as a new tensor
+def _copy_of(view: str):
+    def fn(input, *args, **kwargs):
+        out = getattr(input, view)(*args, **kwargs)
+        return tuple(t.clone() for t in out) if isinstance(out, (tuple, list)) else out.clone()
+    fn.__name__ = fn.__qualname__ = f"{view}_copy"
+    fn.__doc__ = f"``input.{view}(...)`` copied out (no memory shared), as ``torch.{view}_copy``."
+    return fn
+
+
+for _view in ("detach", "diagonal", "expand", "permute", "select", "split", "split_with_sizes", "squeeze", "t",
+              "transpose", "unbind", "unfold", "unsqueeze", "view"):
+    globals()[f"{_view}_copy"] = _public(_copy_of(_view))
+del _view
+
+
+@_public
+def alias_copy(input: Tensor) -> Tensor:
+    return input.clone()
+
+
+@_public
+def slice_copy(input: Tensor, dim: int = 0, start: int | None = None, end: int | None = None, step: int = 1) -> Tensor:
+    key = (slice(None),) * (dim % input.ndim) + (slice(start, end, step),)
+    return input[key].clone()
+
+
+# ---------------------------------------------------------------- complex-free conjugation and parts
+@_public
+def conj(input: Tensor) -> Tensor:
+    """``input`` itself: tapelab tensors are real, and a real tensor is its own conjugate."""
+    return input
+
+
+@_public
+def resolve_conj(input: Tensor) -> Tensor:
+    return input
+
+
+@_public
+def resolve_neg(input: Tensor) -> Tensor:
+    return input
+
+
+@_public
+def conj_physical(input: Tensor) -> Tensor:
+    return input.clone()
+
+
+@_public
+def real(input: Tensor) -> Tensor:
+    return input
+
+
+@_public
+def imag(input: Tensor) -> Tensor:
+    raise RuntimeError("imag is not implemented for tensors with non-complex dtypes.")
+
+
+@_public
+def angle(input: Tensor) -> Tensor:
+    """0 for non-negative values, pi for negative ones (NaN stays NaN), as for real tensors in PyTorch."""
+    x = input if input.is_floating_point() else input.to(_dtype.get_default_dtype())
+    return (x < 0).to(x.dtype) * math.pi + x * 0
+
+
+# ---------------------------------------------------------------- ATen-style layer functions
+_REDUCTIONS = {0: "none", 1: "mean", 2: "sum"}
+
+
+def _reduction(r) -> str:
+    return _REDUCTIONS[r] if isinstance(r, int) else r
+
+
+@_public
+def adaptive_avg_pool1d(input: Tensor, output_size) -> Tensor:
+    return F.adaptive_avg_pool1d(input, output_size)
+
+
+@_public
+def adaptive_max_pool1d(input: Tensor, output_size) -> tuple:
+    """``(values, indices)``: the ATen form always returns both."""
+    return F.adaptive_max_pool1d(input, output_size, True)
+
+
+@_public
+def max_pool1d_with_indices(input, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
+    return F.max_pool1d_with_indices(input, kernel_size, stride or None, padding, dilation, ceil_mode)
+
+
+@_public
+def max_pool3d(input, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
+    return F.max_pool3d(input, kernel_size, stride or None, padding, dilation, ceil_mode)
+
+
+@_public
+def alpha_dropout(input: Tensor, p: float, train: bool) -> Tensor:
+    return F.alpha_dropout(input, p, train)
+
+
+@_public
+def alpha_dropout_(input: Tensor, p: float, train: bool) -> Tensor:
+    return F.alpha_dropout(input, p, train, inplace=True)
+
+
+@_public
+def feature_alpha_dropout(input: Tensor, p: float, train: bool) -> Tensor:
+    return F.feature_alpha_dropout(input, p, train)
+
+
+@_public
+def feature_alpha_dropout_(input: Tensor, p: float, train: bool) -> Tensor:
+    return F.feature_alpha_dropout(input, p, train, inplace=True)
+
+
+@_public
+def feature_dropout(input: Tensor, p: float, train: bool) -> Tensor:
+    """Channel dropout (``dropout2d``'s rule for any rank >= 2)."""
+    return F.dropout2d(input, p, train) if input.ndim in (3, 4) else F.dropout1d(input, p, train) \
+        if input.ndim == 2 else F.dropout3d(input, p, train)
+
+
+@_public
+def feature_dropout_(input: Tensor, p: float, train: bool) -> Tensor:
+    return input.copy_(feature_dropout(input, p, train))
+
+
+@_public
+def dropout_(input: Tensor, p: float, train: bool) -> Tensor:
+    return F.dropout(input, p, train, inplace=True)
+
+
+for _name in ("bilinear", "celu", "celu_", "selu", "selu_", "channel_shuffle", "native_channel_shuffle", "conv3d",
+              "conv_tbc", "conv_transpose1d", "conv_transpose3d", "hardshrink", "pairwise_distance", "pdist",
+              "pixel_shuffle", "pixel_unshuffle", "prelu", "rrelu", "rrelu_", "threshold", "threshold_"):
+    globals()[_name] = getattr(F, _name)
+    __all__.append(_name)
+
+
+@_public
+def binary_cross_entropy_with_logits(input, target, weight=None, pos_weight=None, reduction=1) -> Tensor:
+    return F.binary_cross_entropy_with_logits(input, target, weight, pos_weight=pos_weight,
+                                              reduction=_reduction(reduction))
+
+
+@_public
+def cosine_embedding_loss(input1, input2, target, margin: float = 0.0, reduction=1) -> Tensor:
+    return F.cosine_embedding_loss(input1, input2, target, margin, reduction=_reduction(reduction))
+
+
+@_public
+def hinge_embedding_loss(input, target, margin: float = 1.0, reduction=1) -> Tensor:
+    return F.hinge_embedding_loss(input, target, margin, reduction=_reduction(reduction))
+
+
+@_public
+def kl_div(input, target, reduction=1, *, log_target: bool = False) -> Tensor:
+    return F.kl_div(input, target, reduction=_reduction(reduction), log_target=log_target)
+
+
+@_public
+def margin_ranking_loss(input1, input2, target, margin: float = 0.0, reduction=1) -> Tensor:
+    return F.margin_ranking_loss(input1, input2, target, margin, reduction=_reduction(reduction))
+
+
+@_public
+def poisson_nll_loss(input, target, log_input: bool, full: bool, eps: float, reduction) -> Tensor:
+    return F.poisson_nll_loss(input, target, log_input, full, eps=eps, reduction=_reduction(reduction))
+
+
+@_public
+def triplet_margin_loss(anchor, positive, negative, margin: float = 1.0, p: float = 2, eps: float = 1e-6,
+                        swap: bool = False, reduction=1) -> Tensor:
+    return F.triplet_margin_loss(anchor, positive, negative, margin, p, eps, swap, reduction=_reduction(reduction))
+
+
+@_public
+def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank: int = 0, reduction=1,
+             zero_infinity: bool = False) -> Tensor:
+    return F.ctc_loss(log_probs, targets, input_lengths, target_lengths, blank, _reduction(reduction), zero_infinity)
+
+
+@_public
+def instance_norm(input, weight, bias, running_mean, running_var, use_input_stats: bool, momentum: float, eps: float,
+                  cudnn_enabled: bool = False) -> Tensor:
+    return F.instance_norm(input, running_mean, running_var, weight, bias, use_input_stats, momentum, eps)
+
+
+@_public
+def rms_norm(input, normalized_shape, weight=None, eps=None) -> Tensor:
+    return F.rms_norm(input, normalized_shape, weight, eps)
+
+
+@_public
+def convolution(input, weight, bias, stride, padding, dilation, transposed: bool, output_padding, groups: int):
+    """The one convolution entry point: the layer form picked by rank and ``transposed``."""
+    nd = weight.ndim - 2
+    if transposed:
+        fn = (F.conv_transpose1d, F.conv_transpose2d, F.conv_transpose3d)[nd - 1]
+        return fn(input, weight, bias, stride, padding, output_padding, groups, dilation)
+    return (F.conv1d, F.conv2d, F.conv3d)[nd - 1](input, weight, bias, stride, padding, dilation, groups)
+
+
+@_public
+def affine_grid_generator(theta, size, align_corners: bool) -> Tensor:
+    return F.affine_grid(theta, list(size), align_corners)
+
+
+_GRID_MODES = {0: "bilinear", 1: "nearest", 2: "bicubic"}
+_GRID_PADDING = {0: "zeros", 1: "border", 2: "reflection"}
+
+
+@_public
+def grid_sampler(input, grid, interpolation_mode: int, padding_mode: int, align_corners: bool) -> Tensor:
+    return F.grid_sample(input, grid, _GRID_MODES[interpolation_mode], _GRID_PADDING[padding_mode], align_corners)
+
+
+@_public
+def native_layer_norm(input, normalized_shape, weight, bias, eps: float) -> tuple:
+    """``(output, mean, rstd)`` with the statistics kept over the normalised dims."""
+    dims = tuple(_range(input.ndim - len(normalized_shape), input.ndim))
+    mean = input.mean(dims, keepdim=True)
+    rstd = (input.var(dims, unbiased=False, keepdim=True) + eps).rsqrt()
+    return F.layer_norm(input, normalized_shape, weight, bias, eps), mean, rstd
+
+
+@_public
+def native_dropout(input, p: float, train) -> tuple:
+    """``(output, mask)``: the kept positions as a bool mask (all kept outside training)."""
+    if not train or p == 0:
+        return input.clone(), creation.ones(tuple(input.shape), dtype=_dtype.bool, device=input.device)
+    mask = creation.bernoulli(creation.full(tuple(input.shape), 1 - p, dtype=input.dtype, device=input.device)) > 0
+    return input * mask.to(input.dtype) / (1 - p), mask
+
+
+@_public
+def frobenius_norm(input, dim=(), keepdim: bool = False) -> Tensor:
+    return input.norm("fro", dim if dim != () else None, keepdim)
+
+
+@_public
+def norm_except_dim(v, pow: float = 2, dim: int = 0) -> Tensor:
+    """The ``pow``-norm over every dim but ``dim`` (weight normalisation's helper); -1 means all dims."""
+    if dim == -1:
+        return v.norm(pow)
+    others = tuple(i for i in _range(v.ndim) if i != dim)
+    return v.norm(pow, others, keepdim=True)
+
+
+def _gates(input, hx, w_ih, w_hh, b_ih, b_hh):
+    out = F.linear(input, w_ih, b_ih) + F.linear(hx, w_hh, b_hh)
+    return out
+
+
+@_public
+def rnn_tanh_cell(input, hx, w_ih, w_hh, b_ih=None, b_hh=None) -> Tensor:
+    return _gates(input, hx, w_ih, w_hh, b_ih, b_hh).tanh()
+
+
+@_public
+def rnn_relu_cell(input, hx, w_ih, w_hh, b_ih=None, b_hh=None) -> Tensor:
+    return _gates(input, hx, w_ih, w_hh, b_ih, b_hh).relu()
+
+
+@_public
+def lstm_cell(input, hx, w_ih, w_hh, b_ih=None, b_hh=None) -> tuple:
+    """One LSTM step: gates in PyTorch's order (input, forget, cell, output)."""
+    h, c = hx
+    i, f, g, o = _gates(input, h, w_ih, w_hh, b_ih, b_hh).chunk(4, -1)
+    c2 = f.sigmoid() * c + i.sigmoid() * g.tanh()
+    return o.sigmoid() * c2.tanh(), c2
+
+
+@_public
+def gru_cell(input, hx, w_ih, w_hh, b_ih=None, b_hh=None) -> Tensor:
+    """One GRU step: gates in PyTorch's order (reset, update, new)."""
+    r_i, z_i, n_i = F.linear(input, w_ih, b_ih).chunk(3, -1)
+    r_h, z_h, n_h = F.linear(hx, w_hh, b_hh).chunk(3, -1)
+    r, z = (r_i + r_h).sigmoid(), (z_i + z_h).sigmoid()
+    n = (n_i + r * n_h).tanh()
+    return (1 - z) * n + z * hx
+
+
+# ---------------------------------------------------------------- factories
+def _window(name: str, length: int, periodic: bool, dtype, device, requires_grad, values):
+    dtype = dtype or _dtype.get_default_dtype()
+    if not dtype.is_floating_point:
+        raise RuntimeError(f"{name} expects floating point dtypes, got: {dtype}")
+    if length < 0:
+        raise RuntimeError(f"{name} requires non-negative window_length, got window_length={length}")
+    if length <= 1:
+        out = creation.ones((length,), dtype=dtype, device=device)
+    else:
+        n = length + 1 if periodic else length
+        out = creation.tensor(values(np.arange(n, dtype=np.float64), n)[:length], dtype=dtype, device=device)
+    return out.requires_grad_(requires_grad) if requires_grad else out
+
+
+@_public
+def hann_window(window_length: int, periodic: bool = True, *, dtype=None, layout=None, device=None,
+                requires_grad: bool = False) -> Tensor:
+    return _window("hann_window", window_length, periodic, dtype, device, requires_grad,
+                   lambda k, n: 0.5 - 0.5 * np.cos(2 * np.pi * k / (n - 1)))
+
+
+@_public
+def hamming_window(window_length: int, periodic: bool = True, alpha: float = 0.54, beta: float = 0.46, *, dtype=None,
+                   layout=None, device=None, requires_grad: bool = False) -> Tensor:
+    return _window("hamming_window", window_length, periodic, dtype, device, requires_grad,
+                   lambda k, n: alpha - beta * np.cos(2 * np.pi * k / (n - 1)))
+
+
+@_public
+def blackman_window(window_length: int, periodic: bool = True, *, dtype=None, layout=None, device=None,
+                    requires_grad: bool = False) -> Tensor:
+    return _window("blackman_window", window_length, periodic, dtype, device, requires_grad,
+                   lambda k, n: 0.42 - 0.5 * np.cos(2 * np.pi * k / (n - 1)) + 0.08 * np.cos(4 * np.pi * k / (n - 1)))
+
+
+@_public
+def bartlett_window(window_length: int, periodic: bool = True, *, dtype=None, layout=None, device=None,
+                    requires_grad: bool = False) -> Tensor:
+    return _window("bartlett_window", window_length, periodic, dtype, device, requires_grad,
+                   lambda k, n: 1 - np.abs(2 * k / (n - 1) - 1))
+
+
+@_public
+def kaiser_window(window_length: int, periodic: bool = True, beta: float = 12.0, *, dtype=None, layout=None,
+                  device=None, requires_grad: bool = False) -> Tensor:
+    return _window("kaiser_window", window_length, periodic, dtype, device, requires_grad,
+                   lambda k, n: np.i0(beta * np.sqrt(np.clip(1 - (2 * k / (n - 1) - 1) ** 2, 0, None))) / np.i0(beta))
+
+
+@_public
+def range(start=0, end=None, step=1, *, dtype=None, layout=None, device=None, requires_grad: bool = False) -> Tensor:
+    """``[start, end]`` *inclusive* in steps (deprecated in PyTorch, which warns; default dtype float)."""
+    warnings.warn("torch.range is deprecated and will be removed in a future release because its behavior is "
+                  "inconsistent with Python's range builtin. Instead, use torch.arange, which produces values in "
+                  "[start, end).", UserWarning, stacklevel=2)
+    if end is None:
+        start, end = 0, start
+    count = int(math.floor((end - start) / step)) + 1
+    values = start + np.arange(max(count, 0)) * step
+    out = creation.tensor(values, dtype=dtype or _dtype.get_default_dtype(), device=device)
+    return out.requires_grad_(True) if requires_grad else out
+
+
+@_public
+def asarray(obj, *, dtype=None, device=None, copy: bool | None = None, requires_grad: bool = False) -> Tensor:
+    """``obj`` as a tensor, sharing memory when it already is one (or a NumPy array) and no copy is asked."""
+    if isinstance(obj, Tensor):
+        out = obj
+        if dtype is not None or device is not None:
+            out = out.to(device=device, dtype=dtype)
+        if copy and out is obj:
+            out = obj.clone()
+    elif isinstance(obj, np.ndarray) and not copy and device in (None, "cpu") and (
+            dtype is None or str(obj.dtype) == str(dtype).split(".")[-1]):
+        out = creation.from_numpy(obj)
+    else:
+        out = creation.tensor(obj, dtype=dtype, device=device)
+    return out.requires_grad_(True) if requires_grad else out
+
+
+@_public
+def frombuffer(buffer, *, dtype, count: int = -1, offset: int = 0, requires_grad: bool = False) -> Tensor:
+    """A 1-d tensor over the bytes of a Python buffer (shared where the buffer is writable)."""
+    array = np.frombuffer(buffer, dtype=str(dtype).split(".")[-1], count=count, offset=offset)
+    if not array.flags.writeable:
+        warnings.warn("The given buffer is not writable, and PyTorch does not support non-writable tensors. This "
+                      "means you can write to the underlying (supposedly non-writable) buffer using the tensor. You "
+                      "may want to copy the buffer to protect its data or make it writable before converting it to a "
+                      "tensor. This type of warning will be suppressed for the rest of this program.", UserWarning,
+                      stacklevel=2)
+        array = array.copy()
+    out = creation.from_numpy(array)
+    return out.requires_grad_(True) if requires_grad else out
+
+
+@_public
+def fill(input: Tensor, value) -> Tensor:
+    """A copy of ``input`` with every element ``value``."""
+    return input.clone().fill_(value)
+
+
+# ---------------------------------------------------------------- predicates and names
+_LEGACY = {"float32": "FloatTensor", "float64": "DoubleTensor", "float16": "HalfTensor", "bfloat16": "BFloat16Tensor",
+           "int64": "LongTensor", "int32": "IntTensor", "int16": "ShortTensor", "int8": "CharTensor",
+           "uint8": "ByteTensor", "bool": "BoolTensor"}
+
+
+@_public
+def typename(obj) -> str:
+    """``'torch.FloatTensor'`` for a float32 cpu tensor (``torch.cuda.`` on cuda); else the type's name."""
+    if isinstance(obj, Tensor):
+        prefix = "torch.cuda." if obj.device.type == "cuda" else "torch."
+        return prefix + _LEGACY.get(str(obj.dtype).split(".")[-1], "Tensor")
+    module = type(obj).__module__
+    return type(obj).__qualname__ if module in ("builtins", "__builtin__", None) else \
+        f"{module}.{type(obj).__qualname__}"
+
+
+@_public
+def can_cast(from_, to) -> bool:
+    """Whether PyTorch's casting rules allow ``from_`` -> ``to`` (no float to integer, no number to bool)."""
+    if from_.is_floating_point and not to.is_floating_point:
+        return False
+    if from_ != _dtype.bool and to == _dtype.bool:
+        return False
+    return True
+
+
+@_public
+def is_storage(obj) -> bool:
+    """False: tapelab keeps no Storage objects apart from tensors."""
+    return False
+
+
+@_public
+def is_vulkan_available() -> bool:
+    return False
+
+
+newaxis = None
+has_lapack = True          # numpy/scipy's LAPACK does tapelab's linear algebra
+has_mkl = False
+has_openmp = False
+has_spectral = False       # no torch.fft yet
+__all__ += ["newaxis", "has_lapack", "has_mkl", "has_openmp", "has_spectral"]
+
+
+# ---------------------------------------------------------------- process-wide switches
+@_public
+def is_anomaly_enabled() -> bool:
+    return _anomaly.is_anomaly_enabled()
+
+
+@_public
+def is_anomaly_check_nan_enabled() -> bool:
+    return _anomaly.is_anomaly_check_nan_enabled()
+
+
+@_public
+def set_anomaly_enabled(enabled: bool, check_nan: bool = True) -> None:
+    _anomaly.set_detect_anomaly(enabled, check_nan)
+
+
+_SWITCHES = {"interop_threads": 1, "warn_always": False, "debug_mode": 0, "warn_only": False}
+
+
+@_public
+def get_num_interop_threads() -> int:
+    """Inter-op threads: tapelab runs ops one after another, so 1 unless set."""
+    return _SWITCHES["interop_threads"]
+
+
+@_public
+def set_num_interop_threads(n: int) -> None:
+    if n <= 0:
+        raise RuntimeError("Expected positive number of threads")
+    _SWITCHES["interop_threads"] = int(n)
+
+
+@_public
+def init_num_threads() -> None:
+    """Nothing to initialise: numpy's BLAS pool starts with the process."""
+
+
+@_public
+def set_flush_denormal(mode: bool) -> bool:
+    """False: flushing denormals is not supported (numpy cannot set the FPU's flush-to-zero mode)."""
+    return False
+
+
+@_public
+def set_warn_always(b: bool) -> None:
+    """When True, tapelab's warnings repeat every time instead of once per place."""
+    _SWITCHES["warn_always"] = bool(b)
+    if b:
+        warnings.filterwarnings("always", module="tapelab")
+    else:
+        warnings.filters[:] = [f for f in warnings.filters if not (f[0] == "always" and f[3] is not None and
+                                                                  getattr(f[3], "pattern", "") == "tapelab")]
+
+
+@_public
+def is_warn_always_enabled() -> bool:
+    return _SWITCHES["warn_always"]
+
+
+@_public
+def set_deterministic_debug_mode(debug_mode) -> None:
+    """0/"default", 1/"warn", 2/"error": as ``use_deterministic_algorithms`` (tapelab's ops are deterministic)."""
+    names = {"default": 0, "warn": 1, "error": 2}
+    mode = names[debug_mode] if isinstance(debug_mode, str) else int(debug_mode)
+    if mode not in (0, 1, 2):
+        raise RuntimeError(f"invalid value of debug_mode, expected 0, 1, or 2, but got {debug_mode}")
+    _SWITCHES["debug_mode"], _SWITCHES["warn_only"] = mode, mode == 1
+    _runtime.use_deterministic_algorithms(mode != 0, warn_only=mode == 1)
+
+
+@_public
+def get_deterministic_debug_mode() -> int:
+    return _SWITCHES["debug_mode"] if _runtime.are_deterministic_algorithms_enabled() else 0
+
+
+@_public
+def is_deterministic_algorithms_warn_only_enabled() -> bool:
+    return _runtime.are_deterministic_algorithms_enabled() and _SWITCHES["warn_only"]
+
+
+@_public
+def set_default_tensor_type(t) -> None:
+    """Deprecated in PyTorch: sets the default dtype from a tensor type (``torch.DoubleTensor`` or its name)."""
+    warnings.warn("torch.set_default_tensor_type() is deprecated as of PyTorch 2.1, please use "
+                  "torch.set_default_dtype() and torch.set_default_device() as alternatives.", UserWarning,
+                  stacklevel=2)
+    name = t if isinstance(t, str) else getattr(t, "__name__", str(t))
+    legacy = {v: k for k, v in _LEGACY.items()}
+    dtype = legacy.get(name.split(".")[-1])
+    if dtype is None or not getattr(_dtype, dtype).is_floating_point:
+        raise TypeError(f"only floating-point types are supported as the default type (got {name})")
+    _dtype.set_default_dtype(getattr(_dtype, dtype))
+
+
+# ---------------------------------------------------------------- eager control flow and transforms
+@_public
+def compile(model=None, *, fullgraph: bool = False, dynamic=None, backend="inductor", mode=None, options=None,
+            disable: bool = False):
+    """``model`` itself: tapelab runs eagerly, and a compiled PyTorch model computes the same values.
+    Usable as ``torch.compile(model)`` and as ``@torch.compile(...)``."""
+    if model is None:
+        return lambda fn: fn
+    return model
+
+
+@_public
+def cond(pred, true_fn, false_fn, operands=()):
+    """``true_fn(*operands)`` if ``pred`` else ``false_fn(*operands)``, run eagerly."""
+    take = bool(pred.item()) if isinstance(pred, Tensor) else bool(pred)
+    return (true_fn if take else false_fn)(*operands)
+
+
+@_public
+def while_loop(cond_fn, body_fn, carried_inputs):
+    """Apply ``body_fn`` to the carried values while ``cond_fn`` holds, eagerly."""
+    carried = tuple(carried_inputs)
+    while True:
+        c = cond_fn(*carried)
+        if not (bool(c.item()) if isinstance(c, Tensor) else bool(c)):
+            return carried
+        out = body_fn(*carried)
+        carried = tuple(out) if isinstance(out, (tuple, list)) else (out,)
+
+
+@_public
+def vmap(func, in_dims=0, out_dims=0, randomness: str = "error", *, chunk_size=None):
+    """``func`` mapped over a batch dim of its tensor arguments: called once per slice and stacked (the
+    values ``torch.vmap`` gives, computed one slice at a time)."""
+    def mapped(*args):
+        dims = in_dims if isinstance(in_dims, (tuple, list)) else (in_dims,) * len(args)
+        if len(dims) != len(args):
+            raise ValueError(f"vmap(...): in_dims is not compatible with the structure of `inputs`. in_dims has "
+                             f"structure {dims} but inputs has {len(args)} elements")
+        sizes = {a.shape[d] for a, d in zip(args, dims) if d is not None and isinstance(a, Tensor)}
+        if len(sizes) != 1:
+            raise ValueError("vmap: Expected all tensors to have the same size in the mapped dimension, got sizes "
+                             f"{sorted(sizes)} for the mapped dimension")
+        n = sizes.pop()
+        results = [func(*(a.select(d, i) if d is not None and isinstance(a, Tensor) else a
+                          for a, d in zip(args, dims))) for i in _range(n)]
+        if isinstance(results[0], tuple):
+            outs = out_dims if isinstance(out_dims, (tuple, list)) else (out_dims,) * len(results[0])
+            return tuple(stack([r[k] for r in results], o) for k, o in enumerate(outs))
+        return stack(results, out_dims)
+    return mapped
+
+
+class Future:
+    """The result of ``torch.jit.fork``-style work; tapelab runs the work at once, so a Future is
+    always done and ``wait()`` returns its value (or raises its error)."""
+
+    def __init__(self, *, devices=None):
+        self._value, self._error, self._done, self._callbacks = None, None, False, []
+
+    def done(self) -> bool:
+        return self._done
+
+    def set_result(self, result) -> None:
+        self._value, self._done = result, True
+        for cb in self._callbacks:
+            cb(self)
+
+    def set_exception(self, error: BaseException) -> None:
+        self._error, self._done = error, True
+
+    def wait(self):
+        if self._error is not None:
+            raise self._error
+        return self._value
+
+    value = wait
+
+    def then(self, callback) -> "Future":
+        nxt = Future()
+        nxt.set_result(callback(self))
+        return nxt
+
+    def add_done_callback(self, callback) -> None:
+        callback(self)
+
+
+__all__.append("Future")
+
+
+@_public
+def fork(func, *args, **kwargs) -> Future:
+    """Run ``func`` now and return a finished ``Future`` holding its result."""
+    fut = Future()
+    try:
+        fut.set_result(func(*args, **kwargs))
+    except Exception as e:  # the error surfaces at wait(), as with an asynchronous fork
+        fut.set_exception(e)
+    return fut
+
+
+@_public
+def wait(future: Future):
+    return future.wait()
+
+
+class OutOfMemoryError(RuntimeError):
+    """Raised when a device runs out of memory (``torch.OutOfMemoryError``)."""
+
+
+class AcceleratorError(RuntimeError):
+    """An error reported by an accelerator's runtime (``torch.AcceleratorError``)."""
+
+
+class FatalError(Exception):
+    """An unrecoverable internal error (``torch.FatalError``)."""
+
+
+__all__ += ["OutOfMemoryError", "AcceleratorError", "FatalError"]
