@@ -162,6 +162,8 @@ def test_cuda_refuses_bfloat16_with_a_type_error():
         with pytest.raises(TypeError, match="bfloat16"):
             tapelab.ones(2, dtype=tapelab.bfloat16).to("cuda")
         assert tapelab.ones(2, dtype=tapelab.bfloat16).float().to("cuda").dtype is tapelab.float32
+        with pytest.raises(TypeError, match="cupy has no bfloat16"):
+            tapelab.zeros(2, dtype=tapelab.bfloat16, device="cuda")
 
 
 def test_legacy_constructor_like_torch():

@@ -76,6 +76,12 @@ def astype(arr, to: dtype):
     return arr.astype(to.np, copy=False)
 
 
+def bfloat16_on_cuda(what: str) -> TypeError:
+    """The error for a bfloat16 tensor on cuda: cupy has no bfloat16 dtype."""
+    return TypeError(f"{what}: tapelab keeps bfloat16 tensors on the cpu (cupy has no bfloat16 dtype); "
+                     f"use float32 or float16 on cuda (.float() or .half() before moving)")
+
+
 def in_float32(fwd, xp, *arrays, **params):
     """``fwd`` run in float32 on bfloat16 ``arrays``, its float result rounded back to bfloat16 once.
 

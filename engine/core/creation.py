@@ -87,6 +87,8 @@ def _size(size) -> tuple:
 def _allocate(op, size: tuple, dtype, dev: Device, **params) -> Tensor:
     """``apply`` a factory that allocates ``size``; a size no storage can hold, or memory the
     allocator cannot give, raises PyTorch's RuntimeError (not the array library's errors)."""
+    if dtype is _dtype.bfloat16 and dev.type == "cuda":
+        raise _dtype.bfloat16_on_cuda(f"{op.name}(dtype=bfloat16, device={dev})")
     try:
         return apply(op, size=size, dtype=dtype, device=dev, **params)
     except (MemoryError, ValueError, RuntimeError) as e:

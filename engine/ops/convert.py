@@ -25,9 +25,8 @@ def _move_fwd(xp, x, *, device):
 
 def _move(x: Tensor, dev: Device) -> Tensor:
     # the forward runs on the source device's namespace; the result lives on ``dev``
-    if dev.type == "cuda" and x._data.dtype == _dtype.bfloat16.np:
-        raise TypeError(f"to({dev}): tapelab keeps bfloat16 tensors on the cpu (cupy has no bfloat16 "
-                        f"dtype); convert with .float() or .half() before moving {list(x.shape)} to {dev}")
+    if dev.type == "cuda" and x._data.dtype is _dtype.BFLOAT16_NP:
+        raise _dtype.bfloat16_on_cuda(f"to({dev}) of a bfloat16 tensor of shape {list(x.shape)}")
     out = apply(move, x, device=dev)
     out._device = dev
     return out
