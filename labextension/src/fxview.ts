@@ -108,7 +108,7 @@ class FxPaneView {
       fixedHeight: true, viewKind: 'fx', decorate: (u, g) => this.decorate(u, g),
       facts: n => {
         const f = n as FxNode;
-        return [['fx node', `${f.name ?? f.label}${f.opcode ? ` (${f.opcode}${f.target ? ' ' + f.target : ''})` : ''}`]];
+        return f.opcode ? [['fx opcode', f.opcode + (f.target ? ' ' + f.target : '')]] : [];
       }
     });
     this.code = el('pre', 'tapelab-fx-code');

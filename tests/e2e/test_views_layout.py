@@ -19,7 +19,6 @@ CELLS = [
 import tapelab as torch
 from tapelab import nn, fx
 import tapelab.nn.functional as F
-from tapelab.fx.passes import ShapeProp
 from tapelab.widgets import GraphView
 torch.manual_seed(0)
 
@@ -27,23 +26,21 @@ class Classifier(nn.Module):
     def __init__(self, vocab=50, d=32, heads=2, layers=2, classes=3):
         super().__init__()
         self.embed = nn.Embedding(vocab, d)
-        layer = nn.TransformerEncoderLayer(d, heads, 64, dropout=0.0, batch_first=True)
-        self.encoder = nn.TransformerEncoder(layer, layers)
+        self.layers = nn.ModuleList([nn.TransformerEncoderLayer(d, heads, 64, dropout=0.0, batch_first=True)
+                                     for _ in range(layers)])
         self.head = nn.Linear(d, classes)
 
     def forward(self, tokens):
-        return self.head(self.encoder(self.embed(tokens)).mean(1))
-
-class Into(fx.Tracer):   # trace into the encoder layers; attention, linear, norm and dropout stay leaves
-    def is_leaf_module(self, m, qualname):
-        return isinstance(m, (nn.Linear, nn.LayerNorm, nn.Dropout, nn.MultiheadAttention, nn.Embedding))
+        x = self.embed(tokens)
+        for layer in self.layers:
+            x = layer(x)
+        return self.head(x.mean(1))
 
 model = Classifier()
 opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
 tokens = torch.randint(0, 50, (4, 10))
 labels = torch.randint(0, 3, (4,))
-gm = fx.GraphModule(model, Into().trace(model))
-ShapeProp(gm).propagate(tokens)
+gm = fx.trace_from_tape(model, tokens)   # every op the model ran, attention included
 GraphView(gm)""",
     """%%tape train step
 opt.zero_grad()
@@ -73,6 +70,12 @@ OVERLAPS = """el => { const c = el.querySelector('.tapelab-canvas').getBoundingC
     if (a.left < b.right - 0.5 && b.left < a.right - 0.5 && a.top < b.bottom - 0.5 && b.top < a.bottom - 0.5) n++;
   }
   return { boxes: r.length, overlaps: n }; }"""
+
+
+def _settled(graph, page):
+    """Wait until the picture shows the store's latest state (Graphviz's layout can take seconds)."""
+    page.wait_for_function("""el => el.dataset.pending === 'false' && el.tapelabView
+        && Number(el.dataset.version) === el.tapelabView.store.version""", arg=graph.element_handle(), timeout=60_000)
 
 
 def test_graphviz_layout_selection_and_panel(page, lab_url, out_dir):
@@ -110,7 +113,8 @@ def _check(page, lab_url, out_dir):
     fx.screenshot(path=str(out_dir / "views-fx-graphviz.png"))
 
     # --- the tape of the training step: Graphviz once the cell finished
-    tape = page.locator(".jp-OutputArea-output .tapelab-graph.tapelab-fixed").nth(1)
+    tape = page.locator(".jp-OutputArea-output .tapelab-graph.tapelab-fixed"
+                        ":not(.tapelab-fx *):not(.tapelab-capture *)").first
     page.wait_for_function("el => Number(el.dataset.nodes) > 300 && el.dataset.layout === 'dot'",
                            arg=tape.element_handle(), timeout=60_000)
     numbers["tape layout ms"] = float(tape.get_attribute("data-layout-ms"))
@@ -130,29 +134,34 @@ def _check(page, lab_url, out_dir):
     page.wait_for_function("el => el.querySelector('.tapelab-minimap').dataset.shown === 'false'",
                            arg=tape.element_handle(), timeout=10_000)
 
-    # --- one node, every view: click linear1 of layer 0 in the FX graph
-    target = graph.locator(".tapelab-unit[data-name=encoder_layers_0_linear1]")
-    if target.count() == 0:   # the FX name of the leaf module call
-        target = graph.locator(".tapelab-unit[data-name*=layers_0_linear1]")
-    fx.scroll_into_view_if_needed()
-    target.first.scroll_into_view_if_needed()
-    target.first.click()
-    page.wait_for_function("el => !!el.dataset.selected", arg=tape.element_handle(), timeout=15_000)
-    sel = tape.get_attribute("data-selected")
-    module = tape.evaluate("(el, id) => el.tapelabView.store.node(id).module", sel)
-    numbers["selected in tape"] = {"id": sel, "module": module}
-    assert module == "encoder.layers.0.linear1", module
-    page.wait_for_function("(el) => !!el.querySelector('.tapelab-unit.tapelab-selected')", arg=tape.element_handle(),
-                           timeout=15_000)
-    card = graph.locator(".tapelab-card")
-    text = card.text_content()
-    numbers["fx card"] = text
-    assert "tape node" in text and "in the other views" in text, text
-    prof = page.locator(".jp-OutputArea-output .tapelab-profile").first
-    assert prof.get_attribute("data-selected"), "the profile highlights the op too"
-    fx.screenshot(path=str(out_dir / "views-fx-selected-card.png"))
+    # --- one node, every view: click the op of layers.0.linear1 in the tape; the FX graph and the
+    # profile highlight the same op, and the tape's card gathers what they know of it
+    tid = tape.evaluate("""el => { const v = el.tapelabView;
+        const n = v.store.nodes.find(n => n.module === 'layers.0.linear1' && n.kind === 'forward');
+        v.store.reveal(n.id); return n.id; }""")
+    _settled(tape, page)
+    tape.evaluate("(el, id) => el.tapelabView.focusOn(id)", tid)
     tape.scroll_into_view_if_needed()
-    tape.screenshot(path=str(out_dir / "views-tape-selected.png"))
+    tape.locator(f".tapelab-unit[data-id='{tid}']").click()
+    page.wait_for_function("el => !!el.dataset.selected", arg=graph.element_handle(), timeout=15_000)
+    sel = graph.get_attribute("data-selected")
+    fx_module = graph.evaluate("(el, id) => el.tapelabView.store.node(id).module", sel)
+    numbers["selected in fx"] = {"id": sel, "module": fx_module}
+    assert fx_module == "layers.0.linear1", fx_module
+    prof = page.locator(".jp-OutputArea-output .tapelab-profile").first
+    page.wait_for_function("el => !!el.dataset.selected", arg=prof.element_handle(), timeout=15_000)
+    card = tape.locator(".tapelab-card")
+    text = card.text_content()
+    numbers["tape card"] = text
+    for want in ("module", "source", "in the other views", "fx node", "profile time"):
+        assert want in text, (want, text)
+    inside = tape.evaluate("""el => { const c = el.querySelector('.tapelab-canvas').getBoundingClientRect();
+        const r = el.querySelector('.tapelab-card').getBoundingClientRect();
+        return r.left >= c.left - 1 && r.top >= c.top - 1 && r.right <= c.right + 1 && r.bottom <= c.bottom + 1; }""")
+    assert inside, "the card stays inside the canvas"
+    tape.screenshot(path=str(out_dir / "views-tape-selected-card.png"))
+    fx.scroll_into_view_if_needed()
+    fx.screenshot(path=str(out_dir / "views-fx-selected.png"))
     prof.scroll_into_view_if_needed()
     prof.screenshot(path=str(out_dir / "views-profile-selected.png"))
     capture = page.locator(".jp-OutputArea-output .tapelab-capture").first
@@ -173,7 +182,7 @@ def _check(page, lab_url, out_dir):
     head.click()
     assert "tapelab-collapsed" in panel.locator(".tapelab-panel-section[data-section=tape]").get_attribute("class")
     head.click()
-    pg = panel.locator(".tapelab-graph")
+    pg = panel.locator(".tapelab-panel-section[data-section=tape] .tapelab-graph")
     page.wait_for_function("el => Number(el.dataset.nodes) > 0", arg=pg.element_handle(), timeout=30_000)
     panel.screenshot(path=str(out_dir / "views-panel.png"))
     status = page.locator(".jp-OutputArea-output").filter(has_text="tape streaming").first.text_content()
@@ -205,7 +214,7 @@ SYNTH = """([blocks, subs, per]) => {
 }"""
 
 # mount a GraphView of the synthetic graph in a fixed box; resolve with the time to the first picture
-MOUNT = """async ([spec, expand]) => {
+MOUNT = """async ([spec, expand, worker]) => {
   const R = window.tapelabRenderer;
   const g = (""" + SYNTH + """)(spec);
   const host = document.createElement('div');
@@ -217,14 +226,15 @@ MOUNT = """async ([spec, expand]) => {
   const store = new R.GraphStore();
   store.setGraph(g);
   if (expand) { store.fold = false; store.expandAll(true); }
-  const view = new R.GraphView(store, { fixedHeight: true, useWorker: true });
+  const view = new R.GraphView(store, { fixedHeight: true, useWorker: worker });
   view.node.style.height = '100%';
   host.appendChild(view.node);
   await new Promise(res => { const tick = () => view.drawn >= store.version ? res() : requestAnimationFrame(tick); tick(); });
   const ms = performance.now() - t0;
   await new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)));
   return { nodes: g.nodes.length, units: Number(view.node.dataset.units), drawn: Number(view.node.dataset.drawn),
-           layout: view.node.dataset.layout, firstPictureMs: Math.round(ms), paintedMs: Math.round(performance.now() - t0) };
+           layout: view.node.dataset.layout, renderer: view.node.dataset.renderer, firstPictureMs: Math.round(ms),
+           paintedMs: Math.round(performance.now() - t0), parts: JSON.parse(view.node.dataset.timings || '{}') };
 }"""
 
 # frame times while the page pans and zooms (driven by playwright): rAF gaps and long tasks
@@ -260,14 +270,16 @@ def test_scale_timings(page, lab_url, out_dir):
     page.goto(f"{lab_url}/lab?reset")
     page.wait_for_function("() => !!window.tapelabRenderer", timeout=90_000)
     numbers = {}
-    for name, spec, expand in (("5k expanded", [50, 1, 100], True), ("5k collapsed", [50, 1, 100], False),
-                               ("100k collapsed", [100, 10, 100], False)):
-        first = page.evaluate(MOUNT, [spec, expand])
+    for name, spec, expand, worker in (("5k expanded", [50, 1, 100], True, True),
+                                       ("5k expanded, layout on the main thread", [50, 1, 100], True, False),
+                                       ("5k collapsed", [50, 1, 100], False, True),
+                                       ("100k collapsed", [100, 10, 100], False, True)):
+        first = page.evaluate(MOUNT, [spec, expand, worker])
         # a click on an empty spot of the canvas gives it the wheel
         page.mouse.click(30, 800)
         first["panZoom"] = _pan_zoom(page)
         numbers[name] = first
-        page.locator("#tapelab-scale").screenshot(path=str(out_dir / f"views-scale-{name.replace(' ', '-')}.png"))
+        page.locator("#tapelab-scale").screenshot(path=str(out_dir / f"views-scale-{name.split(',')[0].replace(' ', '-')}.png"))
     (out_dir / "views-scale-numbers.json").write_text(json.dumps(numbers, indent=1))
     print("\n" + json.dumps(numbers, indent=1))
     assert numbers["100k collapsed"]["nodes"] == 100_000

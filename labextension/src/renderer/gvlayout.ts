@@ -94,7 +94,7 @@ export function toDot(inp: GvInput, sameRank = true): string {
   }
   const out: string[] = [
     'digraph G {',
-    'graph [rankdir=TB, nodesep=0.25, ranksep=0.5, fontsize=12, fontname="Helvetica"];',
+    'graph [rankdir=TB, nodesep=0.25, ranksep=0.5, fontsize=12, fontname="Helvetica", newrank=true, remincross=true];',
     'node [shape=box, fixedsize=true, label=""];',
     'edge [arrowsize=0.6];'
   ];

@@ -28,6 +28,7 @@ export function fitsInView(bounds: Rect, view: Rect): boolean {
 export class Minimap {
   readonly node: HTMLCanvasElement;
   private boxes: { r: Rect; cls: string }[] = [];
+  private picture: HTMLCanvasElement | null = null; // the boxes, drawn once per layout
   private bounds: Rect = { x: 0, y: 0, w: 1, h: 1 };
   private view: Rect = { x: 0, y: 0, w: 1, h: 1 };
   private readonly W = 168;
@@ -75,6 +76,7 @@ export class Minimap {
       x1 = Math.max(x1, r.x + r.w); y1 = Math.max(y1, r.y + r.h);
     }
     this.bounds = x0 <= x1 ? { x: x0, y: y0, w: x1 - x0, h: y1 - y0 } : { x: 0, y: 0, w: 1, h: 1 };
+    this.picture = null;
   }
 
   /** The part of the picture in view (layout coordinates); hides the map when all of it is. */
@@ -94,12 +96,20 @@ export class Minimap {
       return;
     }
     const t = mapTransform(this.bounds, this.W, this.H);
-    ctx.clearRect(0, 0, this.W, this.H);
-    const colors: Record<string, string> = { group: '#a78bfa', backward: '#fb923c', leaf: '#9ca3af', forward: '#60a5fa' };
-    for (const { r, cls } of this.boxes) {
-      ctx.fillStyle = colors[cls] || '#60a5fa';
-      ctx.fillRect(r.x * t.s + t.ox, r.y * t.s + t.oy, Math.max(1, r.w * t.s), Math.max(1, r.h * t.s));
+    if (!this.picture) {
+      // the boxes change only with the layout: draw them once, then each pan costs one copy
+      this.picture = document.createElement('canvas');
+      this.picture.width = this.W;
+      this.picture.height = this.H;
+      const pc = this.picture.getContext('2d');
+      const colors: Record<string, string> = { group: '#a78bfa', backward: '#fb923c', leaf: '#9ca3af', forward: '#60a5fa' };
+      for (const { r, cls } of pc ? this.boxes : []) {
+        pc!.fillStyle = colors[cls] || '#60a5fa';
+        pc!.fillRect(r.x * t.s + t.ox, r.y * t.s + t.oy, Math.max(1, r.w * t.s), Math.max(1, r.h * t.s));
+      }
     }
+    ctx.clearRect(0, 0, this.W, this.H);
+    ctx.drawImage(this.picture, 0, 0);
     ctx.strokeStyle = '#dc2626';
     ctx.lineWidth = 1.5;
     ctx.strokeRect(this.view.x * t.s + t.ox, this.view.y * t.s + t.oy, this.view.w * t.s, this.view.h * t.s);

@@ -474,10 +474,8 @@ export class ProfileRenderer {
   private eventFor(key: SelectionKey): PEvent | undefined {
     const back = key.phase === 'backward';
     const ops = this.model.events.filter(e => (e.kind === 'op' || e.kind === 'backward') && (e.phase === 'backward') === back);
-    if (key.seq !== null) {
-      return ops.find(e => e.seq === key.seq);
-    }
-    return ops.find(e => e.module === key.module && e.name === key.op) ?? ops.find(e => !!key.module && e.module === key.module);
+    const same = key.seq !== null ? ops.find(e => e.seq === key.seq) : undefined; // seqs are global
+    return same ?? ops.find(e => e.module === key.module && e.name === key.op) ?? ops.find(e => !!key.module && e.module === key.module);
   }
 
   private selectFromBus(key: SelectionKey | null): void {

@@ -44,14 +44,22 @@ export function selectionKey(n: GNode, viewKind: string, origin: string): Select
 export function matchNode(nodes: GNode[], key: SelectionKey, viewKind: string): GNode | null {
   const tapeSeqs = viewKind === 'tape' || viewKind === 'debugger';
   if (key.seq !== null && tapeSeqs) {
+    // seqs are global: a tape of the same recording has the op itself
     const back = key.phase === 'backward';
-    return nodes.find(n => (back ? n.kind === 'backward' && n.forward_seq === key.seq : n.kind === 'forward' && n.seq === key.seq)) ?? null;
+    const same = nodes.find(n => (back ? n.kind === 'backward' && n.forward_seq === key.seq : n.kind === 'forward' && n.seq === key.seq));
+    if (same) {
+      return same;
+    }
   }
   const op = key.op.toLowerCase();
   const wantKind = key.phase === 'backward' ? 'backward' : 'forward';
   let byModule: GNode | null = null;
+  let leaf: GNode | null = null; // last resort: a parameter of the module (FX graphs of prims)
   for (const n of nodes) {
     if (n.kind === 'leaf') {
+      if (key.module && n.module === key.module) {
+        leaf = leaf ?? n;
+      }
       continue;
     }
     if (key.module && n.module === key.module) {
@@ -63,7 +71,7 @@ export function matchNode(nodes: GNode[], key: SelectionKey, viewKind: string): 
       return n;
     }
   }
-  return byModule;
+  return byModule ?? leaf;
 }
 
 /** Tell every view that `key` was selected (null: the selection was cleared). */

@@ -229,7 +229,9 @@ export class GraphView {
 
   private async render(t0: number): Promise<void> {
     const version = this.store.version;
+    const tVis = performance.now();
     const vis = this.store.visible();
+    const visMs = performance.now() - tVis;
     const input: LayoutInput = { ids: [], widths: [], heights: [], backward: [], anchors: [], edges: [] };
     const index = new Map<string, number>();
     vis.units.forEach((u, i) => index.set(u.id, i));
@@ -263,9 +265,11 @@ export class GraphView {
       }
     }
     const engine = res ? 'dot' : 'hand';
+    const tLayout = performance.now();
     if (!res) {
       res = await this.layouts.layout(input);
     }
+    const layoutMs = performance.now() - tLayout;
     if (version !== this.store.version) {
       this.schedule(); // a newer change arrived meanwhile: draw that one instead
       return;
@@ -273,10 +277,14 @@ export class GraphView {
     // Graphviz places everything anew (the hand layout keeps earlier units where they were): a
     // picture the user has not panned or zoomed is fitted again
     const relayout = (engine === 'dot' || this.engine !== engine) && this.drawnVersion >= 0;
+    const tDraw = performance.now();
     this.draw(vis, res, engine);
     if (relayout && !this.userMoved) {
       this.fit();
     }
+    // where the time of the last picture went (ms): the scale test prints these
+    this.node.dataset.timings = JSON.stringify({ visible: Math.round(visMs), layout: Math.round(layoutMs),
+      dot: Math.round(this.layoutMs), draw: Math.round(performance.now() - tDraw) });
     this.drawnVersion = version;
     this.node.dataset.pending = 'false';
     this.lastRenderMs = performance.now() - t0;
@@ -721,10 +729,12 @@ export class GraphView {
     const c = this.card;
     c.textContent = '';
     c.classList.toggle('tapelab-pinned-card', pin);
+    const shown = new Set<string>(); // values already on the card: the other views' copies are left out
     const row = (k: string, v: string) => {
       if (!v) {
         return;
       }
+      shown.add(v);
       const r = el('div', 'tapelab-row');
       r.dataset.key = k;
       r.title = `${k}: ${v}`;
@@ -762,7 +772,7 @@ export class GraphView {
         row(k, v);
       }
       // what the other open views know of the same op (profile time and memory, capture buffer...)
-      const facts = describeSelection(selectionKey(n, this.viewKind, this.viewId));
+      const facts = describeSelection(selectionKey(n, this.viewKind, this.viewId)).filter(([, v]) => !shown.has(v));
       if (facts.length) {
         c.appendChild(el('div', 'tapelab-card-sep', 'in the other views'));
         for (const [k, v] of facts) {
