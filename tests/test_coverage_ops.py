@@ -108,6 +108,8 @@ CASES = {
     "cdist": (lambda m, x, y: (m.cdist(x, y), m.cdist(x, y, 1.0), m.cdist(x, y, 3.0), m.cdist(x, y, float("inf"))),
               (a(2, 4, 3), a(2, 5, 3))),
     "unravel_index": (lambda m: m.unravel_index(m.tensor([0, 5, 11, -1]), (3, 4)), (), False),
+    "meshgrid": (lambda m, x, y, z: (*m.meshgrid(x, y, indexing="ij"), *m.meshgrid([x, y, z], indexing="xy"),
+                                     *m.meshgrid(x, indexing="xy")), (a(3), a(2), a(4))),
     "row_stack": (lambda m, x, y: m.row_stack((x, y)), (a(3), a(2, 3))),
     "unfold": (lambda m, x: (x.unfold(1, 2, 1), x.unfold(0, 2, 2), x.unfold(-1, 3, 2)), (a(4, 5),)),
     "sum_to_size": (lambda m, x: (x.sum_to_size(1, 5), x.sum_to_size((4, 1)), x.sum_to_size(5)), (a(4, 5),)),
@@ -141,6 +143,13 @@ def test_in_place_methods_match_torch():
         x9.index_reduce_(0, m.tensor([1]), v[:3].reshape(1, 3), "amax")
         return x, x2, x3, x4, x5, x6, x7, x8, x9
     compare(run, a(3), a(3, 4), a(6), grad=False)
+
+
+def test_meshgrid_warns_without_indexing_like_torch():
+    for m in (torch, tapelab):
+        with pytest.warns(UserWarning, match="required to pass the indexing argument"):
+            grids = m.meshgrid(m.arange(3), m.arange(2))
+        assert [tuple(g.shape) for g in grids] == [(3, 2), (3, 2)]
 
 
 def test_cross_without_dim_warns_like_torch():

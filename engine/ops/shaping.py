@@ -22,7 +22,8 @@ __all__ = ["diagonal_scatter", "select_scatter", "slice_scatter", "diag_embed", 
            "dsplit", "hsplit", "vsplit", "split_with_sizes", "unsafe_chunk", "unsafe_split", "unsafe_split_with_sizes",
            "repeat_interleave", "masked_scatter", "put", "index_reduce", "addbmm", "addmv", "addr", "adjoint", "cross",
            "positive", "block_diag", "cartesian_prod", "combinations", "tril_indices", "triu_indices", "vander",
-           "trapezoid", "trapz", "cumulative_trapezoid", "cdist", "chain_matmul", "unravel_index", "row_stack"]
+           "trapezoid", "trapz", "cumulative_trapezoid", "cdist", "chain_matmul", "unravel_index", "row_stack",
+           "meshgrid"]
 
 
 # ---------------------------------------------------------------- scatters into views
@@ -313,6 +314,25 @@ def cartesian_prod(*tensors: Tensor) -> Tensor:
         return tensors[0]
     grids = [g.reshape(-1) for g in _meshgrid_ij(tensors)]
     return stack(grids, 1)
+
+
+def meshgrid(*tensors, indexing: str | None = None) -> tuple:
+    """Coordinate grids of 0/1-d tensors: ``"ij"`` (matrix, the default with PyTorch's warning) or ``"xy"``
+    (Cartesian: the first two grid dims swapped). The grids are broadcast views of the inputs."""
+    if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
+        tensors = tuple(tensors[0])
+    if indexing is None:
+        warnings.warn("torch.meshgrid: in an upcoming release, it will be required to pass the indexing argument.",
+                      UserWarning, stacklevel=2)
+        indexing = "ij"
+    if indexing not in ("ij", "xy"):
+        raise RuntimeError(f"torch.meshgrid: indexing must be one of \"xy\" or \"ij\", but received: {indexing}")
+    if any(t.ndim > 1 for t in tensors):
+        raise RuntimeError("torch.meshgrid: Expected 0D or 1D tensor in the tensor list")
+    swap = indexing == "xy" and len(tensors) >= 2
+    order = (tensors[1], tensors[0], *tensors[2:]) if swap else tensors
+    grids = _meshgrid_ij(order)
+    return (grids[1], grids[0], *grids[2:]) if swap else tuple(grids)
 
 
 def _meshgrid_ij(tensors):
