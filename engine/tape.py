@@ -368,6 +368,17 @@ class tape:
     def recording(self) -> bool:
         return bool(self._subs)
 
+    def listen_ops(self, on: bool) -> None:
+        """Stop (``False``) or resume receiving ``op`` events while recording, backward steps
+        still arriving: a subclass that needs no record of the next ops (a streaming one between
+        the steps it records) lets the dispatcher take its fast path meanwhile."""
+        if not self._subs:
+            return
+        sub = self._subs[0]
+        sub.unsubscribe()
+        if on:
+            self._subs[0] = events.subscribe(sub.kind, sub.fn)
+
     def __len__(self) -> int:
         return len(self._nodes)
 

@@ -64,3 +64,15 @@ def test_counts_match_a_plain_tape():
     fwd_ops = sum(r.kind == "forward" and r.phase == "forward" for r in t)
     assert m["forward"] == fwd_ops and m["backward"] == sum(r.kind == "backward" for r in t)
     assert c["forward"] == fwd_ops
+
+
+def test_listen_ops_pauses_op_records_only():
+    x = torch.ones(3, requires_grad=True)
+    with torch.tape() as t:
+        y = (x * 2).sum()
+        t.listen_ops(False)
+        z = (x * 3).sum()                       # unheard
+        t.listen_ops(True)
+        (y + z).backward()
+    ops = [r.op for r in t if r.kind == "forward" and r.phase == "forward"]
+    assert ops == ["mul", "sum", "add"] and any(r.kind == "backward" for r in t)

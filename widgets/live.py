@@ -44,6 +44,8 @@ class LiveTape(tape):
     step's extra time over a counted one, spread over the steps between): the steps between
     are counted (ops, backward nodes, one folded step each) and make no record, so streaming a
     long loop costs little; a step that differs between two recorded ones is counted, not drawn.
+    A counted step's forward pass is not even heard (``listen_ops(False)`` until its backward
+    pass starts: the dispatcher's fast path), and counts as many ops as the last pass heard.
     """
 
     def __init__(self, sinks=(), rate: float = 30.0, max_nodes: int = 5000, summaries: bool = True,
@@ -69,6 +71,9 @@ class LiveTape(tape):
         self._recorded_at = self._recorded_cpu = 0.0   # when the last recorded step started (wall, CPU)
         self._step_at = None          # CPU time when the step in progress started
         self._took = [None, None]     # CPU seconds the last recorded step took, and the last counted one
+        self._pass_ops = 0            # forward ops of the step in progress before its backward pass
+        self._pass = 0                # ... of the last step whose forward pass was heard op by op
+        self._deaf = False            # op events paused: a counted step's forward pass
         self.sent = 0                 # deltas sent, all sinks counted once
 
     # Summaries are taken in two halves: per op only a small copy of a strided sample is kept
@@ -102,6 +107,8 @@ class LiveTape(tape):
             return
         if forward and self._after_backward and ev.requires_grad:
             self._step_starts()
+        elif forward and not self._after_backward:
+            self._pass_ops += 1
         if self._skip:
             self._skipped[0] += forward
             self._tick()
@@ -113,6 +120,13 @@ class LiveTape(tape):
         return rec
 
     def record_step(self, step) -> TapeNode | None:
+        if not self._after_backward:      # a step's first backward node: its forward pass is over
+            if self._deaf:                # counted unheard: as many ops as the last pass heard
+                self._skipped[0] += self._pass - 1
+                self._deaf = False
+                self.listen_ops(True)
+            else:
+                self._pass = self._pass_ops
         self._after_backward = True
         if self._counting:
             self.builder.count("backward")
@@ -146,6 +160,7 @@ class LiveTape(tape):
         """A step starts (the builder's rule): record it, or count it if the loop is steady and
         a step was recorded less than a delta interval ago."""
         self._after_backward = False
+        self._pass_ops = 1                # this op starts the step's forward pass
         if self._skip:
             self.builder.count_step(*self._skipped)
             self._skipped = [0, 0]
@@ -163,6 +178,9 @@ class LiveTape(tape):
             wait = 0.0
         self._skip = self.builder.streak >= 2 and (now - self._recorded_at < self.interval
                                                    or cpu - self._recorded_cpu < wait)
+        if self._skip and self._pass:     # a counted step's forward pass needs no op event
+            self._deaf = True
+            self.listen_ops(False)
         if not self._skip:
             self._recorded_at, self._recorded_cpu = now, cpu
             self._marks.append(self.dropped + len(self._nodes))
@@ -236,6 +254,7 @@ class LiveTape(tape):
 
     def __exit__(self, *exc) -> None:
         super().__exit__(*exc)
+        self._deaf = False
         if self._skip:                       # the last step was being counted
             self.builder.count_step(*self._skipped)
             self._skip, self._skipped = False, [0, 0]
