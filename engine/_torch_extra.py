@@ -20,7 +20,7 @@ from .base import runtime as _runtime
 from .core import creation
 from .core.tensor import Tensor
 from .nn import functional as F
-from .ops.movement import cat, stack
+from .ops.movement import stack
 
 __all__ = []   # filled below: every public function defined or generated here
 _range = builtins.range   # ``range`` below is torch.range
@@ -34,7 +34,7 @@ def _public(fn):
 # ---------------------------------------------------------------- in-place function forms
 # ``torch.exp_(x)`` is ``x.exp_()``: the Tensor method, called as a function
 _INPLACE = ("abs_", "addmv_", "acos_", "acosh_", "arccos_", "arccosh_", "arcsin_", "arcsinh_", "arctan_", "arctanh_", "asin_",
-            "asinh_", "atan_", "atanh_", "ceil_", "clamp_", "clamp_max_", "clamp_min_", "clip_", "cos_", "cosh_",
+            "asinh_", "atan_", "atanh_", "ceil_", "clamp_", "conj_physical_", "clamp_max_", "clamp_min_", "clip_", "cos_", "cosh_",
             "deg2rad_", "detach_", "erf_", "erfc_", "exp2_", "exp_", "expm1_", "fill_", "fix_", "floor_", "frac_",
             "gcd_", "i0_", "index_put_", "lcm_", "ldexp_", "log10_", "log1p_", "log2_", "log_", "logit_", "nan_to_num_",
             "neg_", "negative_", "rad2deg_", "reciprocal_", "relu_", "round_", "rsqrt_", "sigmoid_", "sin_", "sinc_",
@@ -63,21 +63,6 @@ def is_distributed(input: Tensor) -> bool:
     return False
 
 
-@_public
-def narrow_copy(input: Tensor, dim: int, start: int, length: int) -> Tensor:
-    return input.narrow(dim, start, length).clone()
-
-
-@_public
-def nonzero_static(input: Tensor, *, size: int, fill_value: int = -1) -> Tensor:
-    """``nonzero()`` cut or padded with ``fill_value`` to exactly ``size`` rows."""
-    found = input.nonzero()
-    if found.shape[0] >= size:
-        return found[:size]
-    pad = creation.full((size - found.shape[0], input.ndim), fill_value, dtype=found.dtype, device=found.device)
-    return cat([found, pad], 0)
-
-
 # ---------------------------------------------------------------- *_copy: a view's values as a new tensor
 def _copy_of(view: str):
     def fn(input, *args, **kwargs):
@@ -103,45 +88,6 @@ def alias_copy(input: Tensor) -> Tensor:
 def slice_copy(input: Tensor, dim: int = 0, start: int | None = None, end: int | None = None, step: int = 1) -> Tensor:
     key = (slice(None),) * (dim % input.ndim) + (slice(start, end, step),)
     return input[key].clone()
-
-
-# ---------------------------------------------------------------- complex-free conjugation and parts
-@_public
-def conj(input: Tensor) -> Tensor:
-    """``input`` itself: tapelab tensors are real, and a real tensor is its own conjugate."""
-    return input
-
-
-@_public
-def resolve_conj(input: Tensor) -> Tensor:
-    return input
-
-
-@_public
-def resolve_neg(input: Tensor) -> Tensor:
-    return input
-
-
-@_public
-def conj_physical(input: Tensor) -> Tensor:
-    return input.clone()
-
-
-@_public
-def real(input: Tensor) -> Tensor:
-    return input
-
-
-@_public
-def imag(input: Tensor) -> Tensor:
-    raise RuntimeError("imag is not implemented for tensors with non-complex dtypes.")
-
-
-@_public
-def angle(input: Tensor) -> Tensor:
-    """0 for non-negative values, pi for negative ones (NaN stays NaN), as for real tensors in PyTorch."""
-    x = input if input.is_floating_point() else input.to(_dtype.get_default_dtype())
-    return (x < 0).to(x.dtype) * math.pi + x * 0
 
 
 # ---------------------------------------------------------------- ATen-style layer functions

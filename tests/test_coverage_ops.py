@@ -145,6 +145,26 @@ def test_in_place_methods_match_torch():
     compare(run, a(3), a(3, 4), a(6), grad=False)
 
 
+def test_real_tensor_conjugation_and_parts():
+    for m in (torch, tapelab):
+        x = m.tensor([-1.5, 0.0, 2.0])
+        assert x.conj() is x and x.resolve_conj() is x and x.resolve_neg() is x and x.real is x
+        assert x.conj_physical() is x and m.conj_physical(x) is x and x.conj_physical_() is x
+        with pytest.raises(RuntimeError, match="imag is not implemented for tensors with non-complex dtypes"):
+            x.imag
+    compare(lambda m, x: (x.angle(), m.angle(x), m.angle(m.tensor([-2, 0, 3]))), a(2, 3))
+
+
+def test_tensor_copy_and_in_place_cumulative_methods():
+    def fn(m, x):
+        y, z = x.detach().clone(), x.detach().clone()
+        y.cumsum_(1)
+        z.cumprod_(0, dtype=m.float64)
+        return (x.narrow_copy(1, 1, 2), m.narrow_copy(x, 0, 0, 1), y, z,
+                (x > 0).nonzero_static(size=8), m.nonzero_static(x > 0, size=1, fill_value=-7))
+    compare(fn, a(2, 3))
+
+
 def test_meshgrid_warns_without_indexing_like_torch():
     for m in (torch, tapelab):
         with pytest.warns(UserWarning, match="required to pass the indexing argument"):

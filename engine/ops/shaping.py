@@ -23,7 +23,7 @@ __all__ = ["diagonal_scatter", "select_scatter", "slice_scatter", "diag_embed", 
            "repeat_interleave", "masked_scatter", "put", "index_reduce", "addbmm", "addmv", "addr", "adjoint", "cross",
            "positive", "block_diag", "cartesian_prod", "combinations", "tril_indices", "triu_indices", "vander",
            "trapezoid", "trapz", "cumulative_trapezoid", "cdist", "chain_matmul", "unravel_index", "row_stack",
-           "meshgrid"]
+           "meshgrid", "narrow_copy", "nonzero_static"]
 
 
 # ---------------------------------------------------------------- scatters into views
@@ -471,6 +471,20 @@ def unravel_index(indices, shape) -> tuple:
     return tuple(reversed(out))
 
 
+def narrow_copy(input: Tensor, dim: int, start: int, length: int) -> Tensor:
+    """``input.narrow(...)`` copied out (no memory shared)."""
+    return input.narrow(dim, start, length).clone()
+
+
+def nonzero_static(input: Tensor, *, size: int, fill_value: int = -1) -> Tensor:
+    """``nonzero()`` cut or padded with ``fill_value`` to exactly ``size`` rows."""
+    found = input.nonzero()
+    if found.shape[0] >= size:
+        return found[:size]
+    pad = creation.full((size - found.shape[0], input.ndim), fill_value, dtype=found.dtype, device=found.device)
+    return cat([found, pad], 0)
+
+
 def row_stack(tensors) -> Tensor:
     """``vstack`` under its NumPy alias."""
     return cat([t.reshape(1, -1) if t.ndim < 2 else t for t in tensors], 0)
@@ -548,20 +562,24 @@ def _baddbmm_(self, batch1, batch2, *, beta=1, alpha=1):
 METHODS = ("diagonal_scatter", "select_scatter", "slice_scatter", "diag_embed", "diagflat", "rot90", "ravel", "dsplit",
            "hsplit", "vsplit", "split_with_sizes", "unsafe_chunk", "unsafe_split", "unsafe_split_with_sizes",
            "repeat_interleave", "masked_scatter", "put", "index_reduce", "addbmm", "addmv", "addr", "adjoint",
-           "cross", "positive")
+           "cross", "positive", "narrow_copy", "nonzero_static")
 PROPERTIES = {"H": lambda self: adjoint(self) if self.ndim == 2 else _refuse_H(self),
               "mH": lambda self: adjoint(self)}
 OPERATORS = {"unfold": _unfold, "fill_diagonal_": _fill_diagonal_, "sum_to_size": _sum_to_size,
              "masked_scatter_": _in_place(masked_scatter), "index_reduce_": _in_place(index_reduce),
              "put_": lambda self, index, source, accumulate=False: self.copy_(put(self, index, source, accumulate)),
              "addbmm_": _bmm_inplace(addbmm), "addmv_": _bmm_inplace(addmv), "addr_": _bmm_inplace(addr),
-             "addmm_": _addmm_, "baddbmm_": _baddbmm_}
+             "addmm_": _addmm_, "baddbmm_": _baddbmm_,
+             "cumsum_": lambda self, dim, *, dtype=None: self.copy_(self.cumsum(dim, dtype=dtype)),
+             "cumprod_": lambda self, dim, *, dtype=None: self.copy_(self.cumprod(dim, dtype=dtype))}
 
 
 def _refuse_H(self: Tensor):
     raise RuntimeError(f"tensor.H is only supported on matrices (2-D tensors). Got {self.ndim}-D tensor.")
 
 
-# ("diag_embed" is also the name of linalg's internal op that builds diagonals, so it is not listed)
+# ("diag_embed" is also linalg's internal op that builds diagonals, and cumsum_/cumprod_ resolve to the
+# cumsum/cumprod ops, so those are not listed)
 COMPOSITES = {name: "views and ops of the existing families (see engine/ops/shaping.py)" for name in
-              METHODS + tuple(PROPERTIES) + tuple(OPERATORS) + tuple(__all__) if name != "diag_embed"}
+              METHODS + tuple(PROPERTIES) + tuple(OPERATORS) + tuple(__all__)
+              if name not in ("diag_embed", "cumsum_", "cumprod_")}
