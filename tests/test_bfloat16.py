@@ -171,3 +171,17 @@ def test_legacy_constructor_like_torch():
         x = m.BFloat16Tensor([1.5, 2.0])
         assert x.dtype == m.bfloat16 and isinstance(x, m.BFloat16Tensor)
         assert not isinstance(m.ones(2), m.BFloat16Tensor) and x.type().endswith(".BFloat16Tensor")
+
+
+def test_attention_stays_in_bfloat16_with_gradients():
+    x = np.random.default_rng(7).standard_normal((2, 8, 16)).astype(np.float32)
+    results = []
+    for m in (tapelab, torch):
+        a = m.tensor(x, requires_grad=True)
+        b = a.bfloat16()
+        y = m.nn.functional.scaled_dot_product_attention(b, b, b, is_causal=True)
+        assert y.dtype == m.bfloat16
+        (y.float() ** 2).sum().backward()
+        results.append((y.float().detach().numpy(), a.grad.numpy()))
+    np.testing.assert_allclose(results[0][0], results[1][0], rtol=2 ** -7, atol=1e-2)
+    np.testing.assert_allclose(results[0][1], results[1][1], rtol=2e-2, atol=5e-2)

@@ -54,6 +54,8 @@ def _split(args, masked, dropped):
 
 
 def _fwd(xp, *args, scale, causal, masked, dropped):
+    if args[0].dtype is _dtype.BFLOAT16_NP:   # numpy's bfloat16 matmul gives float32: compute there, round once
+        return _dtype.in_float32(_fwd, xp, *args, scale=scale, causal=causal, masked=masked, dropped=dropped)
     q, k, v, mask, keep = _split(args, masked, dropped)
     p = _weights(xp, q, k, mask, scale=scale, causal=causal, masked=masked)
     return xp.matmul(p * keep if dropped else p, v)
@@ -61,6 +63,8 @@ def _fwd(xp, *args, scale, causal, masked, dropped):
 
 def _bwd_fwd(xp, g, *args, scale, causal, masked, dropped):
     """dq, then dk, dv (and the float mask's gradient, the score gradient) as extras."""
+    if g.dtype is _dtype.BFLOAT16_NP:
+        return _dtype.in_float32(_bwd_fwd, xp, g, *args, scale=scale, causal=causal, masked=masked, dropped=dropped)
     q, k, v, mask, keep = _split(args, masked, dropped)
     p = _weights(xp, q, k, mask, scale=scale, causal=causal, masked=masked)
     pd = p * keep if dropped else p
