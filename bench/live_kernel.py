@@ -5,7 +5,7 @@ and says hello as the JupyterLab side panel does (so the bridge streams to it), 
 training steps of a 2-layer Transformer classifier with AdamW, as one cell looping over them and
 as one cell per step, each without recording and under ``%tape on``. The client drains every
 message, as a frontend would. Prints ms per step: the kernel process's CPU time for the step
-(median; all its threads, so a loaded machine does not count) and the client's wall time per
+(mean; all its threads, so a loaded machine does not count) and the client's wall time per
 step (cells: run, hooks, messages), and the overhead. Run by hand (not a test); set
 OPENBLAS_NUM_THREADS=1 on a shared machine (BLAS threads spinning inflate CPU time):
 
@@ -101,7 +101,7 @@ class Client:
 
 
 def measure(c: Client, steps: int, warmup: int, loop: bool) -> tuple[float, float]:
-    """(median CPU ms per step in the kernel process, wall ms per step at the client): ``loop`` runs the
+    """(mean CPU ms per step in the kernel process, wall ms per step at the client): ``loop`` runs the
     steps in one cell (a training loop), else one cell per step."""
     body = "for _ in range(%d):\n" + "".join("    " + line + "\n" for line in STEP.strip().splitlines())
     if loop:
@@ -117,7 +117,7 @@ def measure(c: Client, steps: int, warmup: int, loop: bool) -> tuple[float, floa
         for _ in range(steps):
             c.run(STEP)
     wall = (time.perf_counter() - t0) / steps
-    return statistics.median(c.value("_times")) * 1e3, wall * 1e3
+    return statistics.fmean(c.value("_times")) * 1e3, wall * 1e3
 
 
 def main() -> None:
