@@ -205,12 +205,14 @@ def _check(page, lab_url, out_dir):
     (out_dir / "readable-numbers.json").write_text(json.dumps(numbers, indent=1))
     assert int(numbers["softmax matches"]) >= 1, "softmax is not one named op on the tape yet (the engine's part)"
     search.press("Enter")
-    page.wait_for_function("el => { const id = el.dataset.current; return !!id && "
-                           "!!el.querySelector(`.tapelab-unit[data-id='${id}']`); }", arg=graph.element_handle())
+    # the match is an op (a unit) or a named group (a frame once expanded)
+    page.wait_for_function("el => { const id = el.dataset.current; return !!id && (!!el.querySelector("
+                           "`.tapelab-unit[data-id='${id}']`) || !!el.querySelector(`.tapelab-frame[data-group='${id}']`)); }",
+                           arg=graph.element_handle())
     _settled(graph, page)
     where = graph.evaluate(IN_VIEW)
     numbers["search softmax"] = where
-    assert where and where["inside"] and "softmax" in where["op"], where
+    assert where and where["inside"] and "softmax" in (where["op"] + graph.get_attribute("data-current")).lower(), where
     graph.screenshot(path=str(out_dir / "readable-search-softmax.png"))
     (out_dir / "readable-numbers.json").write_text(json.dumps(numbers, indent=1))
     print("\n" + json.dumps(numbers, indent=1))

@@ -232,19 +232,7 @@ export class GraphView {
     const tVis = performance.now();
     const vis = this.store.visible();
     const visMs = performance.now() - tVis;
-    const input: LayoutInput = { ids: [], widths: [], heights: [], backward: [], anchors: [], edges: [] };
-    const index = new Map<string, number>();
-    vis.units.forEach((u, i) => index.set(u.id, i));
-    for (const u of vis.units) {
-      input.ids.push(u.id);
-      input.widths.push(u.kind === 'group' ? GROUP_W : NODE_W);
-      input.heights.push(u.kind === 'group' ? GROUP_H : NODE_H);
-      input.backward.push(u.nodeKind === 'backward');
-      input.anchors.push(u.anchor !== null ? index.get(u.anchor) ?? -1 : -1);
-    }
-    for (const e of vis.edges) {
-      input.edges.push(index.get(e.source)!, index.get(e.target)!);
-    }
+    const input = this.layoutInput(vis);
     const useDot = (this.layoutMode === 'dot' || (this.layoutMode === 'auto' && !this.running)) &&
       vis.units.length > 0 && vis.units.length <= GV_MAX_UNITS;
     let res: LayoutResult | null = null;
@@ -290,6 +278,24 @@ export class GraphView {
     this.lastRenderMs = performance.now() - t0;
     this.node.dataset.version = String(version);
     this.node.dataset.renderMs = this.lastRenderMs.toFixed(1);
+  }
+
+  /** The hand layout's input: the visible units' sizes, lanes and edges, by index. */
+  private layoutInput(vis: Visible): LayoutInput {
+    const input: LayoutInput = { ids: [], widths: [], heights: [], backward: [], anchors: [], edges: [] };
+    const index = new Map<string, number>();
+    vis.units.forEach((u, i) => index.set(u.id, i));
+    for (const u of vis.units) {
+      input.ids.push(u.id);
+      input.widths.push(u.kind === 'group' ? GROUP_W : NODE_W);
+      input.heights.push(u.kind === 'group' ? GROUP_H : NODE_H);
+      input.backward.push(u.nodeKind === 'backward');
+      input.anchors.push(u.anchor !== null ? index.get(u.anchor) ?? -1 : -1);
+    }
+    for (const e of vis.edges) {
+      input.edges.push(index.get(e.source)!, index.get(e.target)!);
+    }
+    return input;
   }
 
   /** The Graphviz input: the hand layout's, plus a cluster per expanded group holding units. */
@@ -426,7 +432,8 @@ export class GraphView {
 
   private updateInfo(): void {
     const m = this.store.meta;
-    let t = `${m.forward} fwd · ${m.backward} bwd`;
+    // a graph without a backward pass (FX, capture) counts ops, not "0 bwd"
+    let t = m.backward || this.viewKind === 'tape' ? `${m.forward} fwd · ${m.backward} bwd` : `${m.forward} ops`;
     if (m.folded) {
       t += ` · ${m.steps} steps, ${m.folded} repeats folded`;
     }
@@ -1039,19 +1046,7 @@ export class GraphView {
    */
   async layoutStats(): Promise<{ units: number; edges: number; hand: LayoutMeasure; dot: LayoutMeasure | null; dotMs: number }> {
     const vis = this.store.visible();
-    const input: LayoutInput = { ids: [], widths: [], heights: [], backward: [], anchors: [], edges: [] };
-    const index = new Map<string, number>();
-    vis.units.forEach((u, i) => index.set(u.id, i));
-    for (const u of vis.units) {
-      input.ids.push(u.id);
-      input.widths.push(u.kind === 'group' ? GROUP_W : NODE_W);
-      input.heights.push(u.kind === 'group' ? GROUP_H : NODE_H);
-      input.backward.push(u.nodeKind === 'backward');
-      input.anchors.push(u.anchor !== null ? index.get(u.anchor) ?? -1 : -1);
-    }
-    for (const e of vis.edges) {
-      input.edges.push(index.get(e.source)!, index.get(e.target)!);
-    }
+    const input = this.layoutInput(vis);
     const measure = (r: LayoutResult): LayoutMeasure => {
       const b = { x: r.x, y: r.y, widths: input.widths, heights: input.heights };
       return { crossings: countCrossings(b, input.edges), overlaps: countOverlaps(b), width: r.width, height: r.height };
