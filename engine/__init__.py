@@ -43,7 +43,7 @@ install_methods(Tensor)
 
 # the layers above the core (each imports only what is above it here)
 from . import (accelerator, autograd, backends, cuda, distributed, linalg, multiprocessing, nn,  # noqa: E402
-               optim, sparse, utils)
+               optim, sparse, testing, utils)
 from .base.runtime import *  # noqa: E402,F401,F403  (set_num_threads, set_default_device, ...)
 from . import amp, cpu  # noqa: E402
 from .amp.autocast_mode import (autocast, autocast_decrement_nesting, autocast_increment_nesting,  # noqa: E402
@@ -55,6 +55,7 @@ from .amp.autocast_mode import (autocast, autocast_decrement_nesting, autocast_i
 from . import debug, fx, graphs, profiler  # noqa: E402
 from ._nn_toplevel import *  # noqa: E402,F401,F403  (torch.softmax, torch.conv2d, Tensor.softmax, ...)
 from ._torch_extra import *  # noqa: E402,F401,F403  (torch.exp_, torch.hann_window, torch.compile, ...)
+from . import special  # noqa: E402,F401
 
 __version__ = "0.1.0"
 

@@ -206,3 +206,55 @@ def test_eager_compile_cond_while_vmap_fork():
         return t * 3
     assert f(tapelab.ones(2)).tolist() == [3.0, 3.0]
     assert issubclass(tapelab.OutOfMemoryError, RuntimeError)
+
+
+def test_testing_assert_close_and_make_tensor():
+    for m in (torch, tapelab):
+        m.testing.assert_close(m.tensor([1.0, 2.0]), m.tensor([1.0, 2.0 + 1e-7]))
+        m.testing.assert_close({"a": [m.tensor(1.0), 2.0]}, {"a": [m.tensor(1.0), 2.0]})
+        m.testing.assert_close(m.tensor([1, 2]), m.tensor([1, 3]) - m.tensor([0, 1]))
+        m.testing.assert_close(m.tensor([float("nan")]), m.tensor([float("nan")]), equal_nan=True)
+        m.testing.assert_close(m.tensor([1.0]), m.tensor([1.5]), rtol=0, atol=0.6)
+        cases = [((m.tensor([1.0, 2.0]), m.tensor([1.0, 2.1])), {}),
+                 ((m.tensor([1.0, 2.0]), m.tensor([1.0, 2.0], dtype=m.float64)), {}),
+                 ((m.tensor([1.0, 2.0]), m.tensor([1.0, 2.0, 3.0])), {}),
+                 ((m.tensor([1, 2]), m.tensor([1, 3])), {}),
+                 (([m.tensor(1.0)], [m.tensor(1.0), m.tensor(2.0)]), {})]
+        messages = []
+        for args, kw in cases:
+            with pytest.raises(AssertionError) as info:
+                m.testing.assert_close(*args, **kw)
+            messages.append(str(info.value).split("\n")[0])
+        if m is torch:
+            want = messages
+        else:
+            assert messages == want
+        with pytest.raises(ValueError, match="Both 'rtol' and 'atol' must be either specified or omitted"):
+            m.testing.assert_close(m.zeros(1), m.zeros(1), rtol=0.1)
+        t = m.testing.make_tensor(3, 4, dtype=m.float32, device="cpu", low=-1, high=1, requires_grad=True)
+        assert tuple(t.shape) == (3, 4) and t.requires_grad and float(t.abs().max()) <= 1
+        i = m.testing.make_tensor((5,), dtype=m.int64, device="cpu", low=0, high=3, exclude_zero=True)
+        assert i.dtype == m.int64 and 1 <= int(i.min()) and int(i.max()) < 3
+        nc = m.testing.make_tensor(2, 3, dtype=m.float64, device="cpu", noncontiguous=True)
+        assert tuple(nc.shape) == (2, 3)
+
+
+@pytest.mark.parametrize("name", ["expit", "logit", "exp2", "expm1", "log1p", "erf", "erfc", "erfinv", "gammaln",
+                                  "digamma", "psi", "multigammaln", "i0", "i1", "sinc", "round", "xlogy", "xlog1py",
+                                  "entr", "ndtr", "ndtri", "gammainc", "gammaincc", "logsumexp", "softmax",
+                                  "log_softmax", "polygamma"])
+def test_special_module(name):
+    x = R.uniform(0.05, 0.95, size=(2, 3))
+    y = R.uniform(0.5, 2.0, size=(2, 3))
+    calls = {"multigammaln": lambda f, x, y: f(y + 1, 2), "polygamma": lambda f, x, y: f(1, y),
+             "xlogy": lambda f, x, y: f(x, y), "xlog1py": lambda f, x, y: f(x, y), "gammainc": lambda f, x, y: f(y, x),
+             "gammaincc": lambda f, x, y: f(y, x), "logsumexp": lambda f, x, y: f(x, 1),
+             "softmax": lambda f, x, y: f(x, 1), "log_softmax": lambda f, x, y: f(x, 0)}
+    call = calls.get(name, lambda f, x, y: f(x))
+    grad = name not in ("round", "gammainc", "gammaincc")
+    compare(lambda m, x, y: call(getattr(m.special, name), x, y), x, y, grad=grad)
+
+
+def test_special_edge_values():
+    compare(lambda m, x: (m.special.entr(x), m.special.xlog1py(m.tensor([0.0, 1.0, 0.0], dtype=m.float64), x)),
+            np.array([0.0, 0.5, -1.0]), grad=False)
