@@ -147,3 +147,30 @@ def test_amp_training_loop_matches_torch():
     got, want = runs
     assert [g[1] for g in got] == [w[1] for w in want]
     np.testing.assert_allclose([g[0] for g in got], [w[0] for w in want], rtol=2e-2)
+
+
+def test_float16_loop_on_the_simulated_cuda_device():
+    """cuda autocast runs matmuls in float16; the scaler skips the step whose gradients overflow."""
+    from tapelab.base.backend import simulated_cuda
+    with simulated_cuda():
+        model = tapelab.nn.Linear(5, 3, bias=False).to("cuda")   # with a bias, linear is matmul then add
+        opt = tapelab.optim.SGD(model.parameters(), lr=0.1)
+        scaler = tapelab.amp.GradScaler("cuda", init_scale=2.0 ** 4)
+        x = tapelab.tensor(_X, device="cuda")
+        scales = []
+        for step in range(3):
+            opt.zero_grad()
+            with tapelab.autocast("cuda"):
+                out = model(x)
+                loss = (out.float() ** 2).mean()
+            assert out.dtype is tapelab.float16 and scaler.is_enabled()
+            scaler.scale(loss).backward()
+            assert model.weight.grad.dtype is tapelab.float32 and model.weight.grad.device.type == "cuda"
+            if step == 1:
+                model.weight.grad[0, 0] = float("inf")
+            before = model.weight.detach().clone()
+            scaler.step(opt)
+            scaler.update()
+            scales.append(scaler.get_scale())
+            assert (model.weight.detach() == before).all().item() == (step == 1)
+        assert scales == [16.0, 8.0, 8.0]

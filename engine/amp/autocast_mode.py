@@ -183,7 +183,7 @@ class autocast:
                           stacklevel=2)
             enabled = False
         if self.device == "cuda" and enabled:
-            if not _cuda_usable():
+            if not cuda_usable():
                 warnings.warn("User provided device_type of 'cuda', but CUDA is not available. Disabling",
                               stacklevel=2)
                 enabled = False
@@ -221,7 +221,7 @@ class autocast:
         return decorate_autocast
 
 
-def _cuda_usable() -> bool:
+def cuda_usable() -> bool:
     """A cuda device to compute on: a real one, or the simulated one tests run on."""
     return cuda_available() or _device("cuda")._xp is not None
 

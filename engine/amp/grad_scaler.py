@@ -14,10 +14,10 @@ import warnings
 from collections import defaultdict
 
 from ..base import dtype as _dtype
-from ..base.device import cuda_available
 from ..base.grad_mode import no_grad
 from ..core.creation import full
 from ..core.tensor import Tensor
+from .autocast_mode import cuda_usable
 
 __all__ = ["GradScaler", "OptState"]
 
@@ -49,7 +49,7 @@ class GradScaler:
     def __init__(self, device: str = "cuda", init_scale: float = 2.0 ** 16, growth_factor: float = 2.0,
                  backoff_factor: float = 0.5, growth_interval: int = 2000, enabled: bool = True):
         self._device = device
-        if enabled and device == "cuda" and not cuda_available():
+        if enabled and device == "cuda" and not cuda_usable():
             warnings.warn("torch.cuda.amp.GradScaler is enabled, but CUDA is not available.  Disabling.",
                           stacklevel=2)
             enabled = False
