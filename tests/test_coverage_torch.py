@@ -258,3 +258,45 @@ def test_special_module(name):
 def test_special_edge_values():
     compare(lambda m, x: (m.special.entr(x), m.special.xlog1py(m.tensor([0.0, 1.0, 0.0], dtype=m.float64), x)),
             np.array([0.0, 0.5, -1.0]), grad=False)
+
+
+def test_distributions_match_torch():
+    mu, s, v = a(3, 2), R.uniform(0.5, 2.0, size=(3, 2)), a(3, 2)
+    compare(lambda m, mu, s, v: (m.distributions.Normal(mu, s).log_prob(v), m.distributions.Normal(mu, s).entropy(),
+                                 m.distributions.Normal(mu, s).cdf(v),
+                                 m.distributions.kl_divergence(m.distributions.Normal(mu, s),
+                                                               m.distributions.Normal(v, s * 2))), mu, s, v)
+    logits = a(4, 5)
+    compare(lambda m, lg: (m.distributions.Categorical(logits=lg).log_prob(m.tensor([0, 4, 2, 1])),
+                           m.distributions.Categorical(logits=lg).entropy(),
+                           m.distributions.Categorical(probs=lg.softmax(-1)).log_prob(m.tensor([1, 1, 3, 0])),
+                           m.distributions.kl_divergence(m.distributions.Categorical(logits=lg),
+                                                         m.distributions.Categorical(logits=lg.flip(0)))), logits)
+    compare(lambda m, lg, x: (m.distributions.Bernoulli(logits=lg).log_prob(x), m.distributions.Bernoulli(
+        logits=lg).entropy(), m.distributions.Bernoulli(probs=lg.sigmoid()).log_prob(x),
+        m.distributions.kl_divergence(m.distributions.Bernoulli(logits=lg), m.distributions.Bernoulli(logits=-lg))),
+        a(3, 2), R.integers(0, 2, size=(3, 2)).astype(np.float64))
+    compare(lambda m, lo: (m.distributions.Uniform(lo, lo + 2).log_prob(lo + 1), m.distributions.Uniform(lo, lo + 2)
+                           .entropy(), m.distributions.Uniform(lo, lo + 2).mean,
+                           m.distributions.Uniform(lo, lo + 2).variance), a(3))
+
+
+def test_distribution_sampling_shapes_and_reparameterisation():
+    mu = tapelab.zeros(3, requires_grad=True)
+    d = tapelab.distributions.Normal(mu, tapelab.ones(3))
+    x = d.rsample((4,))
+    assert tuple(x.shape) == (4, 3)
+    x.sum().backward()
+    assert mu.grad.tolist() == [4.0, 4.0, 4.0]
+    assert not d.sample((2,)).requires_grad
+    c = tapelab.distributions.Categorical(logits=tapelab.randn(2, 5))
+    draws = c.sample((6,))
+    assert tuple(draws.shape) == (6, 2) and int(draws.max()) < 5
+    assert tuple(tapelab.distributions.Bernoulli(probs=tapelab.full((2, 3), 0.5)).sample().shape) == (2, 3)
+    big = tapelab.distributions.Normal(tapelab.tensor(1.0), tapelab.tensor(2.0)).sample((20000,))
+    assert abs(big.mean().item() - 1.0) < 0.1 and abs(big.std().item() - 2.0) < 0.1
+    for m in (torch, tapelab):
+        with pytest.raises(ValueError, match="Expected parameter scale"):
+            m.distributions.Normal(m.zeros(2), m.tensor([1.0, -1.0]))
+        with pytest.raises(ValueError, match="Either `probs` or `logits` must be specified, but not both"):
+            m.distributions.Bernoulli()
