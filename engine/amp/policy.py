@@ -19,7 +19,8 @@ from __future__ import annotations
 
 __all__ = ["LOWER", "FP32", "FP32_UNLESS_DTYPE", "PROMOTE", "BANNED", "POLICIES", "BANNED_MESSAGE"]
 
-LOWER, FP32, FP32_UNLESS_DTYPE, PROMOTE, BANNED = "lower_precision_fp", "fp32", "fp32_set_opt_dtype", "promote", "banned"
+LOWER, FP32, FP32_UNLESS_DTYPE = "lower_precision_fp", "fp32", "fp32_set_opt_dtype"
+PROMOTE, BANNED = "promote", "banned"
 
 
 def _table(**policies: str) -> dict[str, str]:
