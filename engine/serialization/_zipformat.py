@@ -55,8 +55,8 @@ def load(where: str, data: bytes, map_location, make_unpickler):
     try:
         zf = zipfile.ZipFile(io.BytesIO(data))
         names = zf.namelist()
-    except (zipfile.BadZipFile, ValueError, EOFError) as e:
-        raise CheckpointError(where, f"corrupt or truncated zip archive ({e})") from None
+    except Exception as e:          # (BadZipFile, EOFError, NotImplementedError for a damaged version field...)
+        raise CheckpointError(where, f"corrupt or truncated zip archive ({type(e).__name__}: {e})") from None
     prefix = names[0].split("/")[0] if names else ""
     if f"{prefix}/constants.pkl" in names:
         raise CheckpointError(where, "this is a TorchScript archive (torch.jit.save); tapelab loads "
@@ -88,5 +88,8 @@ def _record(zf: zipfile.ZipFile, where: str, name: str) -> bytes:
         return zf.read(name)
     except KeyError:
         raise CheckpointError(where, f"missing record {name}") from None
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, ValueError) as e:
-        raise CheckpointError(where, f"damaged record {name} ({e})") from None
+    except Exception as e:
+        # zipfile reads a damaged record in many ways: a flipped bit turns the compression method
+        # into one it lacks (NotImplementedError), sets the encryption flag (RuntimeError), or
+        # corrupts the deflate/bzip2/lzma stream (zlib.error, OSError, LZMAError), besides BadZipFile
+        raise CheckpointError(where, f"damaged record {name} ({type(e).__name__}: {e})") from None
