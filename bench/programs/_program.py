@@ -15,6 +15,21 @@ import sys
 import time
 
 
+def _threads_from_argv() -> int:
+    """``--threads N`` (default: all CPUs), read at import: BLAS reads its thread count when numpy
+    loads, so this module is imported before anything that imports numpy."""
+    p = argparse.ArgumentParser(add_help=False)
+    p.add_argument("--threads", type=int, default=None)
+    return p.parse_known_args()[0].threads or len(os.sched_getaffinity(0))
+
+
+THREADS = _threads_from_argv()
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ[_var] = str(THREADS)
+if "numpy" in sys.modules:
+    raise ImportError("import _program before numpy: BLAS has already chosen its thread count")
+
+
 def run(description: str, build, batches) -> None:
     """Train ``build(m, rng, tensor)``'s step on ``batches(rng, n)`` for a fixed number of steps."""
     p = argparse.ArgumentParser(description=description)
@@ -25,9 +40,7 @@ def run(description: str, build, batches) -> None:
     p.add_argument("--clock", choices=("wall", "thread"), default="wall")
     p.add_argument("--verbose", action="store_true")
     args = p.parse_args()
-    threads = args.threads or len(os.sched_getaffinity(0))
-    for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-        os.environ[var] = str(threads)
+    threads = THREADS
     import importlib
 
     import numpy as np
