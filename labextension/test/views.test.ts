@@ -10,6 +10,7 @@ import { fitsInView, mapTransform } from '../src/renderer/minimap';
 import { drawBulk, hitTest } from '../src/renderer/bulk';
 import { describeSelection, matchNode, onSelection, publishSelection, SelectionKey, selectionKey } from '../src/renderer/selection';
 import { GNode } from '../src/renderer/types';
+import { GraphStore, opMatches } from '../src/renderer/store';
 
 /** Two blocks of a residual stack (x -> f -> add(x, f) twice), each op with a parameter, in clusters. */
 function residual(): GvInput {
@@ -168,4 +169,23 @@ test('bulk drawing: only units in view are drawn, marks outline them; hit testin
   assert.equal(far, 1000);
   assert.equal(hitTest(units, pos, 160, 70)!.id, 'u11');
   assert.equal(hitTest(units, pos, 140, 70), null);
+});
+
+test('search finds what users type inside fused ops: softmax in attention, forward and backward', () => {
+  assert.ok(opMatches('scaled_dot_product_attention', 'softmax'));
+  assert.ok(opMatches('ScaledDotProductAttentionBackward0', 'softmax'));
+  assert.ok(opMatches('cross_entropy', 'log_softmax'));
+  assert.ok(opMatches('softmax', 'softmax') && opMatches('SoftmaxBackward0', 'softmax'));
+  assert.ok(!opMatches('matmul', 'softmax'));
+  assert.ok(!opMatches('relu', 'norm'));
+  const store = new GraphStore();
+  store.setGraph({ nodes: [gnode('a', 'forward', 'scaled_dot_product_attention', 'layers.0.self_attn', 1), gnode('b', 'forward', 'relu', '', 2)],
+    edges: [], groups: [] });
+  store.setQuery('softmax');
+  assert.deepEqual(store.searchTargets(), ['a']);
+});
+
+test('a module name in the query does not match fused ops by a shorter inner name', () => {
+  assert.ok(!opMatches('layer_norm', 'norm1'));
+  assert.ok(opMatches('layer_norm', 'norm'));
 });

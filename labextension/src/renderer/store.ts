@@ -29,6 +29,34 @@ export interface Visible {
   edges: UnitEdge[];
 }
 
+/**
+ * Fused ops and the functions they compute inside, so a search for what users type finds them:
+ * "softmax" finds the attention op that applies it (its forward and backward nodes).
+ */
+export const COMPUTES: Record<string, string[]> = {
+  scaled_dot_product_attention: ['softmax', 'matmul', 'bmm', 'dropout'],
+  cross_entropy: ['log_softmax', 'softmax', 'nll_loss'],
+  log_softmax: ['softmax'],
+  layer_norm: ['norm', 'mean', 'var'],
+  gelu: ['erf', 'tanh'],
+  linear: ['matmul', 'addmm']
+};
+
+/** Whether op `op` (a forward op, or a backward node such as SoftmaxBackward0) matches query `q`. */
+export function opMatches(op: string, q: string): boolean {
+  const name = op.toLowerCase();
+  if (name.includes(q)) {
+    return true;
+  }
+  const base = name.replace(/backward\d*$/, '').replace(/_/g, '');
+  for (const [fused, inside] of Object.entries(COMPUTES)) {
+    if ((name === fused || base === fused.replace(/_/g, '')) && inside.some(f => f.includes(q))) {
+      return true;
+    }
+  }
+  return false;
+}
+
 /** Above this many nodes groups start collapsed, and loose ops are chunked. */
 export const COLLAPSE_THRESHOLD = 300;
 export const CHUNK = 200;
@@ -174,7 +202,7 @@ export class GraphStore {
 
   matches(n: GNode): boolean {
     const q = this.query;
-    return !!q && (n.op.toLowerCase().includes(q) || (n.module || '').toLowerCase().includes(q));
+    return !!q && (opMatches(n.op, q) || (n.module || '').toLowerCase().includes(q));
   }
 
   /**
@@ -210,7 +238,7 @@ export class GraphStore {
         hit = groupHit(n.group);
         cache.set(n.group, hit);
       }
-      const id = hit ?? (n.op.toLowerCase().includes(q) ? n.id : null);
+      const id = hit ?? (opMatches(n.op, q) ? n.id : null);
       if (id !== null && !seen.has(id)) {
         seen.add(id);
         out.push(id);

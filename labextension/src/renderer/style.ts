@@ -45,8 +45,8 @@ text.tapelab-glabel { font-weight: 600; fill: #4c1d95; paint-order: stroke; stro
 .tapelab-tensor { font: 12px var(--jp-ui-font-family, system-ui, sans-serif); display: inline-flex; gap: 12px; align-items: flex-start; padding: 4px; }
 .tapelab-tensor table { border-collapse: collapse; }
 .tapelab-tensor td { padding: 0 6px 0 0; }
-.tapelab-panel-section { display: flex; flex-direction: column; min-height: 0; flex: 0 0 auto; }
-.tapelab-panel-section.tapelab-panel-grow { flex: 1 1 auto; min-height: 160px; }
+.tapelab-panel-section { display: flex; flex-direction: column; min-height: 0; flex: 0 1 auto; max-height: 45%; overflow: auto; }
+.tapelab-panel-section.tapelab-panel-grow { flex: 1 1 auto; min-height: 240px; max-height: none; overflow: hidden; }
 .tapelab-panel-section.tapelab-collapsed { flex: 0 0 auto; min-height: 0; }
 .tapelab-panel-section.tapelab-collapsed > :not(.tapelab-panel-section-head) { display: none !important; }
 .tapelab-panel-section-head { text-align: left; font: 600 11.5px var(--jp-ui-font-family, system-ui, sans-serif); padding: 2px 6px; border: none; border-top: 1px solid var(--jp-border-color2, #e5e7eb); background: var(--jp-layout-color2, #f3f4f6); color: var(--jp-ui-font-color1, #1f2937); cursor: pointer; }
