@@ -20,6 +20,7 @@ import struct
 
 import numpy as np
 
+from ..base.device import device as Device
 from ._errors import CheckpointError
 from ._pickler import TorchPickler
 from ._storage import Storage, StorageType, checked_storage_id, is_storage_name, place
@@ -78,15 +79,28 @@ def load(where: str, data: bytes, map_location, make_unpickler):
         _view_key, offset, size = view
         return storage[offset:offset + size]
 
-    return make_unpickler(f, load_storage).load()
+    try:
+        return make_unpickler(f, load_storage).load()
+    except (TypeError, IndexError, KeyError, ValueError, EOFError, OverflowError, struct.error) as e:
+        # a damaged object pickle: an allowed rebuild function called with the wrong arguments, a
+        # memo index out of range, a cut-short opcode
+        raise CheckpointError(where, f"corrupt pickle ({type(e).__name__}: {e})") from None
 
 
 def _plain(where: str, f):
     """One of the format's plain pickles (numbers, a dict, a list of keys): no globals allowed."""
     try:
         return WeightsOnlyUnpickler(f, _no_storage).load()
-    except (pickle.UnpicklingError, EOFError, ValueError) as e:
-        raise CheckpointError(where, f"corrupt or truncated legacy checkpoint ({e})") from None
+    except Exception as e:       # whatever a damaged header pickle makes the unpickler raise
+        raise CheckpointError(where, f"corrupt or truncated legacy checkpoint ({type(e).__name__}: {e})") from None
+
+
+def _is_device(location: str) -> bool:
+    try:
+        Device(location)
+    except Exception:    # (RuntimeError for a malformed device string, as PyTorch's)
+        return False
+    return True
 
 
 def _no_storage(pid):
@@ -101,12 +115,15 @@ def _read_storages(where: str, f, keys, types: dict, map_location) -> dict[str, 
         name, location = types[key]
         if not is_storage_name(name):
             raise CheckpointError(where, f"storage {key} has the unknown storage type {name!r}")
+        if not isinstance(location, str) or not _is_device(location):
+            raise CheckpointError(where, f"storage {key} has the bad device {location!r}")
         dtype = np.dtype(StorageType(name).dtype.np).newbyteorder("<")
         head = f.read(8)
         (numel,) = struct.unpack("<q", head) if len(head) == 8 else (-1,)
-        raw = f.read(numel * dtype.itemsize) if numel >= 0 else b""
-        if numel < 0 or len(raw) != numel * dtype.itemsize:
+        left = len(f.getbuffer()) - f.tell()
+        if numel < 0 or numel * dtype.itemsize > left:
             raise CheckpointError(where, f"truncated: storage {key} is cut short")
+        raw = f.read(numel * dtype.itemsize)
         array = np.frombuffer(bytearray(raw), dtype).astype(dtype.newbyteorder("="), copy=False)
         out[key] = place(array, location, map_location)
     return out

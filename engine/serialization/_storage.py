@@ -13,6 +13,7 @@ import numpy as np
 from ..base import dtype as _dtype
 from ..base.device import cuda_available, device as Device
 from ..core.tensor import Tensor
+from ._errors import CheckpointError
 
 # PyTorch's legacy storage classes (torch.FloatStorage ...) by dtype name: a checkpoint names its
 # storages' element types with them. PyTorch's UntypedStorage holds bytes.
@@ -99,7 +100,6 @@ class Storage:
 
 def checked_storage_id(where: str, pid: tuple, length: int) -> tuple:
     """``(storage_type, key, location, numel, ...)`` from a persistent id ``("storage", ...)`` of ``length``."""
-    from ._errors import CheckpointError
     if not (len(pid) == length and isinstance(pid[1], StorageType) and isinstance(pid[2], (str, bytes))
             and isinstance(pid[3], (str, bytes)) and type(pid[4]) is int and pid[4] >= 0):
         raise CheckpointError(where, f"invalid storage reference {pid!r}")
@@ -146,12 +146,13 @@ def rebuild_tensor(storage: Storage, storage_offset: int, size, stride, dtype: _
     array = storage.array if dtype is None else storage.array.view(dtype.np)
     size, stride = tuple(size), tuple(stride)
     if not (len(size) == len(stride) and all(type(n) is int and n >= 0 for n in (storage_offset, *size, *stride))):
-        raise RuntimeError(f"invalid tensor in checkpoint: offset {storage_offset}, size {size}, stride {stride}")
+        raise CheckpointError("a tensor record", f"invalid tensor in checkpoint: offset {storage_offset}, "
+                                                 f"size {size}, stride {stride}")
     last = storage_offset + sum((n - 1) * s for n, s in zip(size, stride)) if all(size) else storage_offset - 1
     if last >= array.size:
-        raise RuntimeError(f"invalid tensor in checkpoint: size {list(size)}, stride {list(stride)} and offset "
-                           f"{storage_offset} reach element {last}, past the end of its storage of "
-                           f"{array.size} elements")
+        raise CheckpointError("a tensor record", f"invalid tensor in checkpoint: size {list(size)}, stride "
+                                                 f"{list(stride)} and offset {storage_offset} reach element "
+                                                 f"{last}, past the end of its storage of {array.size} elements")
     view = np.lib.stride_tricks.as_strided(array[storage_offset:], size, [s * array.itemsize for s in stride])
     t = from_numpy(view)
     return t if storage.location == "cpu" else t.to(storage.location)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import pickle
 import random
 import signal
 import stat
@@ -33,13 +34,14 @@ posix = pytest.mark.skipif(os.name != "posix", reason="POSIX symlinks, permissio
 
 
 def _files() -> list[bytes]:
-    """Well-formed checkpoints of each writer: tapelab's safetensors, PyTorch's zip, a plain state dict."""
+    """Well-formed checkpoints of each format: tapelab's safetensors, PyTorch's zip and legacy formats."""
     tapelab.manual_seed(0)
     out = []
     for obj, kw in (({"w": tapelab.arange(12.0).reshape(3, 4), "step": 3}, {}),
                     ({"w": tapelab.ones(5, dtype=tapelab.int64), "b": tapelab.zeros(2)}, {}),
                     ({"p": tapelab.nn.Parameter(tapelab.randn(4)), "meta": {"lr": 0.1, "name": "x"}},
-                     {"_use_new_zipfile_serialization": True})):
+                     {"_use_new_zipfile_serialization": True}),
+                    ({"w": tapelab.arange(6.0), "n": {"a": 1, "b": [1.5, "x"]}}, {"_use_new_zipfile_serialization": False})):
         buf = io.BytesIO()
         tapelab.save(obj, buf, **kw)
         out.append(buf.getvalue())
@@ -54,6 +56,9 @@ def _only_checkpoint_errors(data: bytes) -> None:
         tapelab.load(io.BytesIO(data))
     except CheckpointError:
         pass
+    except pickle.UnpicklingError as e:   # a flipped global name, refused as any unknown global is: nothing ran
+        if "Weights only load failed" not in str(e):
+            raise
     except RuntimeError as e:       # a well-formed checkpoint of a cuda tensor, here without CUDA: PyTorch's error
         if "Attempting to deserialize object on a CUDA device" not in str(e) or tapelab.cuda.is_available():
             raise
