@@ -53,7 +53,7 @@ def test_tape_widget_and_panel_while_training(page, lab_url, out_dir):
     assert len({e["nodes"] for e in busy}) >= 2, log[-10:]
     assert page.evaluate("() => window.tapelabPanel.store.nodes.length") > 0
     page.evaluate("() => jupyterapp.shell.activateById('tapelab-panel')")
-    page.locator("#tapelab-panel .tapelab-status").first.wait_for(state="visible")
+    page.locator(".tapelab-status").first.wait_for(state="visible")
     page.screenshot(path=str(out_dir / "lab-panel.png"))
     assert "nodes" in page.locator(".tapelab-status").first.text_content()
 
