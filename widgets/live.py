@@ -44,8 +44,9 @@ class LiveTape(tape):
     step's extra time over a counted one, spread over the steps between): the steps between
     are counted (ops, backward nodes, one folded step each) and make no record, so streaming a
     long loop costs little; a step that differs between two recorded ones is counted, not drawn.
-    A counted step's forward pass is not even heard (``listen_ops(False)`` until its backward
-    pass starts: the dispatcher's fast path), and counts as many ops as the last pass heard.
+    Counted steps are not even heard op by op (``listen_ops(False)``: the dispatcher's fast
+    path): only their backward nodes arrive, a step ends after as many as a heard step had, and
+    counts as many ops as the last heard step; listening resumes when a step is to be recorded.
     """
 
     def __init__(self, sinks=(), rate: float = 30.0, max_nodes: int = 5000, summaries: bool = True,
@@ -71,9 +72,12 @@ class LiveTape(tape):
         self._recorded_at = self._recorded_cpu = 0.0   # when the last recorded step started (wall, CPU)
         self._step_at = None          # CPU time when the step in progress started
         self._took = [None, None]     # CPU seconds the last recorded step took, and the last counted one
-        self._pass_ops = 0            # forward ops of the step in progress before its backward pass
-        self._pass = 0                # ... of the last step whose forward pass was heard op by op
-        self._deaf = False            # op events paused: a counted step's forward pass
+        self._pass_ops = self._post_ops = self._b_ops = 0   # the step in progress: forward ops before
+        # and after its backward pass, backward nodes; the same of the last step heard op by op:
+        self._pass = self._post = self._nb = 0
+        self._deaf = False            # op events paused: counted steps, told apart by backward nodes
+        self._heard_trigger = 0       # the deaf step's first op was heard (and counted)
+        self._due = False             # a deaf step decided that the next one is recorded
         self.sent = 0                 # deltas sent, all sinks counted once
 
     # Summaries are taken in two halves: per op only a small copy of a strided sample is kept
@@ -107,8 +111,11 @@ class LiveTape(tape):
             return
         if forward and self._after_backward and ev.requires_grad:
             self._step_starts()
-        elif forward and not self._after_backward:
-            self._pass_ops += 1
+        elif forward:
+            if self._after_backward:
+                self._post_ops += 1
+            else:
+                self._pass_ops += 1
         if self._skip:
             self._skipped[0] += forward
             self._tick()
@@ -120,20 +127,18 @@ class LiveTape(tape):
         return rec
 
     def record_step(self, step) -> TapeNode | None:
-        if not self._after_backward:      # a step's first backward node: its forward pass is over
-            if self._deaf:                # counted unheard: as many ops as the last pass heard
-                self._skipped[0] += self._pass - 1
-                self._deaf = False
-                self.listen_ops(True)
-            else:
-                self._pass = self._pass_ops
+        if not self._after_backward and not self._deaf:   # a heard step's forward pass is over
+            self._pass = self._pass_ops
         self._after_backward = True
+        self._b_ops += 1
         if self._counting:
             self.builder.count("backward")
             self._tick()
             return
         if self._skip:
             self._skipped[1] += 1
+            if self._deaf and self._b_ops == self._nb:
+                self._deaf_step_done()
             self._tick()
             return
         rec = super().record_step(step)
@@ -156,30 +161,53 @@ class LiveTape(tape):
         self._added(rec)
         return rec
 
+    def _deaf_step_done(self) -> None:
+        """A counted step's backward pass is over (as many nodes as a heard step's): it ran as
+        many forward ops as the last heard one. If the next step is to be recorded, listen again
+        (this step's remaining ops are heard and the next step starts as usual); else count the
+        whole step now and stay deaf."""
+        self._skipped[0] += self._pass - self._heard_trigger
+        self._heard_trigger = 0
+        cpu = time.thread_time()
+        self._took[1] = cpu - self._step_at
+        self._step_at = cpu
+        if self._record_next(time.perf_counter(), cpu):
+            self._deaf, self._due = False, True    # decided here: the next step is recorded
+            self.listen_ops(True)
+            return
+        self._skipped[0] += self._post
+        self.builder.count_step(*self._skipped)
+        self._skipped = [0, 0]
+        self._b_ops = 0
+
+    def _record_next(self, now: float, cpu: float) -> bool:
+        """Whether the step starting now is recorded: a delta interval and the ``OVERHEAD``
+        budget since the last recorded one (and one counted step measured first)."""
+        if self._took[1] is None:         # no step counted yet: count one, to know what recording adds
+            return False
+        wait = (self._took[0] - self._took[1]) / OVERHEAD if self._took[0] is not None else 0.0
+        return now - self._recorded_at >= self.interval and cpu - self._recorded_cpu >= wait
+
     def _step_starts(self) -> None:
         """A step starts (the builder's rule): record it, or count it if the loop is steady and
-        a step was recorded less than a delta interval ago."""
+        a step was recorded less than a delta interval or its recording budget ago."""
         self._after_backward = False
         self._pass_ops = 1                # this op starts the step's forward pass
+        self._post, self._post_ops = self._post_ops, 0
+        self._nb, self._b_ops = self._b_ops, 0
         if self._skip:
             self.builder.count_step(*self._skipped)
             self._skipped = [0, 0]
         if self._unbuilt:                    # the builder's fold state, up to the step that ended
             self._build()
         now, cpu = time.perf_counter(), time.thread_time()   # (CPU time: a loaded machine does not count)
-        if self._step_at is not None:
+        if self._step_at is not None and not self._due:   # (a deaf step was timed when its backward ended)
             self._took[self._skip] = cpu - self._step_at
         self._step_at = cpu
-        if self._took[1] is None:         # no step counted yet: count one, to know what recording adds
-            wait = float("inf")
-        elif self._took[0] is not None:   # recording costs at most OVERHEAD of the loop's CPU time
-            wait = (self._took[0] - self._took[1]) / OVERHEAD
-        else:
-            wait = 0.0
-        self._skip = self.builder.streak >= 2 and (now - self._recorded_at < self.interval
-                                                   or cpu - self._recorded_cpu < wait)
-        if self._skip and self._pass:     # a counted step's forward pass needs no op event
-            self._deaf = True
+        self._skip = self.builder.streak >= 2 and not (self._due or self._record_next(now, cpu))
+        self._due = False
+        if self._skip and self._pass and self._nb:   # counted steps need no op event: deaf until a
+            self._deaf, self._heard_trigger = True, 1  # step is to be recorded again
             self.listen_ops(False)
         if not self._skip:
             self._recorded_at, self._recorded_cpu = now, cpu
@@ -255,7 +283,7 @@ class LiveTape(tape):
     def __exit__(self, *exc) -> None:
         super().__exit__(*exc)
         self._deaf = False
-        if self._skip:                       # the last step was being counted
+        if self._skip and any(self._skipped):   # the last step was being counted (an ended deaf one was)
             self.builder.count_step(*self._skipped)
             self._skip, self._skipped = False, [0, 0]
         if self._unbuilt:
