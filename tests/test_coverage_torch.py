@@ -297,6 +297,7 @@ def test_distribution_sampling_shapes_and_reparameterisation():
     assert abs(big.mean().item() - 1.0) < 0.1 and abs(big.std().item() - 2.0) < 0.1
     for m in (torch, tapelab):
         with pytest.raises(ValueError, match="Expected parameter scale"):
-            m.distributions.Normal(m.zeros(2), m.tensor([1.0, -1.0]))
+            # explicit: torch.compile (run by an earlier test) turns PyTorch's default validation off
+            m.distributions.Normal(m.zeros(2), m.tensor([1.0, -1.0]), validate_args=True)
         with pytest.raises(ValueError, match="Either `probs` or `logits` must be specified, but not both"):
             m.distributions.Bernoulli()
