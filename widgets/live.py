@@ -183,8 +183,8 @@ class LiveTape(tape):
     def _record_next(self, now: float, cpu: float) -> bool:
         """Whether the step starting now is recorded: a delta interval and the ``OVERHEAD``
         budget since the last recorded one (and one counted step measured first)."""
-        if self._took[1] is None:         # no step counted yet: count one, to know what recording adds
-            return False
+        if self._took[1] is None:         # no step counted yet: in a longer loop count one, to know
+            return self.builder.streak < 4 and now - self._recorded_at >= self.interval   # what recording adds
         wait = (self._took[0] - self._took[1]) / OVERHEAD if self._took[0] is not None else 0.0
         return now - self._recorded_at >= self.interval and cpu - self._recorded_cpu >= wait
 
