@@ -8,8 +8,6 @@ time minus the floor is its overhead. Each builder takes a numpy ``rng`` and ret
 from __future__ import annotations
 
 import numpy as np
-from scipy import sparse
-from scipy.special import erf
 
 from models import GCN, GPT, LSTM, gcn_graph
 
@@ -117,6 +115,7 @@ def _ln_back(gy, g, cache):
 
 
 def gpt(rng, d: int):
+    from scipy.special import erf   # exact GELU, as F.gelu's default; scipy only where a floor needs it
     cfg = GPT[d]
     nh, T, B, V = cfg["heads"], cfg["seq"], cfg["batch"], cfg["vocab"]
     hd = d // nh
@@ -258,6 +257,7 @@ def lstm(rng):
 
 # ------------------------------------------------------------------ GCN
 def gcn(rng):
+    from scipy import sparse
     c = GCN
     idx, values, feats, labels = gcn_graph(rng)
     adj = sparse.csr_matrix((values, (idx[0], idx[1])), shape=(c["nodes"], c["nodes"]))
