@@ -147,14 +147,14 @@ def _sample(t, limit: int | None, copy: bool) -> Sample | None:
         return None
     d = t._data
     if type(d) is np.ndarray:                        # the host: no meta, no transfer
-        if d.dtype.kind not in "biuf":
+        if d.dtype.kind not in "biufV":
             return None
         size = d.size
         if limit is None or size <= limit:
             return Sample(d.flatten() if copy else d.reshape(-1), size)
         step = -(-size // limit)
         return Sample(d.reshape(-1)[::step].copy() if d.flags.c_contiguous else d.flat[::step], size)
-    if t._device.type == "meta" or d.dtype.kind not in "biuf":    # meta: no values
+    if t._device.type == "meta" or d.dtype.kind not in "biufV":    # meta: no values
         return None
     xp = t._device.xp
     view = d

@@ -20,9 +20,9 @@ from ..base.coo import COOArray
 from ..base.device import CPU, device as _device_cls
 from ..base.layout import sparse_coo, strided
 from ..base.repr import tensor_repr
+from ..base.dtype import FLOATING_KINDS
 
 __all__ = ["Tensor", "Size", "sum_to", "unbroadcast"]
-from ..base.dtype import FLOATING_KINDS
 
 _ndarray = np.ndarray
 _new = object.__new__
@@ -387,6 +387,9 @@ class Tensor:
     def half(self):
         return self.to(_dtype.float16)
 
+    def bfloat16(self):
+        return self.to(_dtype.bfloat16)
+
     def long(self):
         return self.to(_dtype.int64)
 
@@ -417,9 +420,6 @@ _TYPE_NAMES = {"float32": "FloatTensor", "float64": "DoubleTensor", "float16": "
 
 class Size(tuple):
     """``tensor.shape``: a tuple that prints like ``torch.Size``."""
-    def bfloat16(self):
-        return self.to(_dtype.bfloat16)
-
 
     __slots__ = ()
 
