@@ -240,8 +240,8 @@ def test_in_a_kernel_graph_module_displays_its_graph_view_and_streams():
     from kernel_session import comm_data, run, tapelab_kernel
     from test_kernel import open_panel
 
-    with tapelab_kernel() as (_, kc):
-        comm_id = open_panel(kc)
+    with tapelab_kernel() as (_, kc):     # its own kernel, shut down with the panel in it
+        comm_id = open_panel(kc, close=False)
         reply, msgs = run(kc, "import tapelab\nfrom tapelab import nn, fx\n"
                               "gm = fx.symbolic_trace(nn.Sequential(nn.Linear(4, 4), nn.ReLU()))\ngm")
         assert reply["content"]["status"] == "ok", reply["content"]

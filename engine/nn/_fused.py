@@ -201,8 +201,11 @@ def _class_last(xp, x, cdim):
     return x if cdim == x.ndim - 1 else xp.moveaxis(x, cdim, -1)
 
 
-def _coeffs(xp, t, w, *, n_classes, ignore_index, label_smoothing, check, dtype):
-    """``a`` over ``(*t.shape, C)`` and the mean's denominator ``sum(keep w[t])``."""
+def _coeffs(xp, t, w, *, n_classes, ignore_index, label_smoothing, check, dtype, bad_is_nan=True):
+    """``a`` over ``(*t.shape, C)`` and the mean's denominator ``sum(keep w[t])``.
+
+    Unchecked (meta, capture), an out-of-range target's coefficients are nan in the forward (its
+    loss reads nan) and 0 in the backward (that sample contributes no gradient)."""
     shape = tuple(t.shape) + (n_classes,)
     t = t.reshape(-1)       # a 0-d target's elementwise results would be scalars, not device arrays
     keep = t != ignore_index
@@ -217,7 +220,7 @@ def _coeffs(xp, t, w, *, n_classes, ignore_index, label_smoothing, check, dtype)
     if label_smoothing:
         row = dtype.type(label_smoothing / n_classes) * (xp.ones(n_classes, dtype) if w is None else w)
         a += row * keep[..., None].astype(dtype)
-    if not check:   # an out-of-range target on meta or while capturing: its loss is nan
+    if not check and bad_is_nan:   # an out-of-range target on meta or while capturing: its loss is nan
         a = xp.where(bad[..., None], dtype.type("nan"), a)
     return a.reshape(shape), wt.sum()
 
@@ -231,13 +234,14 @@ def _reduce_loss(xp, loss, denom, reduction):
 
 def _nll_fwd(xp, logp, t, *w, cdim, reduction, **p):
     a, denom = _coeffs(xp, t, w[0] if w else None, n_classes=logp.shape[cdim], dtype=logp.dtype, **p)
-    loss = -(_class_last(xp, logp, cdim) * a).sum(axis=-1)
+    # a class with coefficient 0 adds nothing, even where logp is -inf (PyTorch gathers, 0 * -inf is nan)
+    loss = -xp.where(a != 0, _class_last(xp, logp, cdim) * a, 0).sum(axis=-1)
     loss += 0.0     # an ignored sample's -0.0 reads as PyTorch's 0.0
     return _reduce_loss(xp, loss, denom, reduction)
 
 
 def _nll_bwd_fwd(xp, g, t, *w, cdim, n_classes, reduction, **p):
-    a, denom = _coeffs(xp, t, w[0] if w else None, n_classes=n_classes, dtype=g.dtype, **p)
+    a, denom = _coeffs(xp, t, w[0] if w else None, n_classes=n_classes, dtype=g.dtype, bad_is_nan=False, **p)
     s = g / denom if reduction == "mean" else g
     res = a * -(s[..., None] if reduction == "none" else s)
     return xp.ascontiguousarray(xp.moveaxis(res, -1, cdim))
