@@ -7,7 +7,9 @@
      "graph":   a view-model graph (widgets/viewmodel.py): one node per captured step (op, copy,
                 guard) with its output shape and input shapes, one leaf per buffer read before
                 the program writes it (static inputs, static state, constants); edges follow the
-                buffers; groups are the user source lines the steps came from,
+                buffers; groups are the user source lines the steps came from; a step's
+                ``module`` is the module path it ran in (``encoder.layers.0.linear1``, as on the
+                tape) and ``source`` its user line (``file:line  code``, as on the tape),
      "buffers": [{"name", "role", "shape", "dtype", "nbytes", "reads", "writes", "label"}],
      "stats":   {"steps", "ops", "copies", "guards", "static_inputs", "static_state",
                  "static_outputs", "intermediates", "constants", "pool_nbytes", "pool_graphs",
@@ -56,6 +58,14 @@ def _group_label(where: str) -> str:
         return where[where.index(" (") + 2:-1]
     path, _, line = where.rpartition(":")
     return f"{path.rsplit('/', 1)[-1]}:{line}" if path else where
+
+
+def _source(where: str) -> str:
+    """The capture's ``file:line (text)`` in the tape's ``source`` form, ``file:line  text``."""
+    if " (" in where and where.endswith(")"):
+        at = where.index(" (")
+        return f"{where[:at]}  {where[at + 2:-1]}"
+    return where
 
 
 def _short(name: str) -> str:
@@ -203,7 +213,7 @@ def capture_model(g, title: str = "", timing: dict | None = None, names: dict | 
             dtype = dtype or alias[name][2]
             writer[b["_root"]] = nid
         nodes.append({"id": nid, "kind": "forward", "label": n["op"], "op": n["op"], "index": i, "seq": i,
-                      "forward_seq": None, "group": gid, "module": _group_label(where) if where else "",
+                      "forward_seq": None, "group": gid, "module": n.get("module", ""), "source": _source(where),
                       "shape": out_shape, "input_shapes": in_shapes, "dtype": dtype, "device": str(g.device),
                       "requires_grad": False, "start_ns": 0, "time_ns": 0, "value": None, "grad": None,
                       "grad_ops": 0, "step_kind": n["kind"], "inputs": list(n["inputs"]),
@@ -310,10 +320,11 @@ def capture_html(model: dict, rows: int = ROWS) -> str:
         if t.get("eager_us"):
             head += f" vs eager {_fmt_us(t['eager_us'])} ({t['speedup']}x)"
     steps = [n for n in model["graph"]["nodes"] if n["kind"] == "forward"]
-    body = [[str(n["index"]), esc(n["op"]), esc(str(n["shape"] or "")), esc(n["module"])] for n in steps[:rows]]
+    body = [[str(n["index"]), esc(n["op"]), esc(str(n["shape"] or "")), esc(n["module"]),
+             esc(_group_label(n["where"]) if n["where"] else "")] for n in steps[:rows]]
     return (f"<div class='tapelab-capture-static' style='font-size:12px'><div>{head}</div>"
             + graph_svg(model["graph"])
-            + details(f"{len(steps)} steps", ["#", "op", "shape", "line"], body, total=len(steps)) + "</div>")
+            + details(f"{len(steps)} steps", ["#", "op", "shape", "module", "line"], body, total=len(steps)) + "</div>")
 
 
 def _widget_class():

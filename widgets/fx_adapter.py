@@ -18,7 +18,9 @@ renderer and ``to_dot`` draw it unchanged), one node per FX node, in graph order
 - groups: the module hierarchy. A ``call_module`` node sits in its module's parent (the node *is*
   the module), a ``get_attr`` in the module owning the attribute, any other node in the innermost
   module of ``meta['nn_module_stack']``, which ``tapelab.fx.Tracer`` records for the modules it
-  traces through.
+  traces through (and ``tapelab.fx.trace_from_tape`` writes from the module scope each op ran in),
+  so an op's ``module`` is its module path, as on the tape.
+- ``param``: on a ``get_attr`` leaf that reads a parameter of the root module, its qualified name.
 - ``meta`` adds ``code`` (the generated Python source) and ``kind: "fx"``.
 
 >>> gm = tapelab.fx.symbolic_trace(model)
@@ -130,6 +132,14 @@ def _module_path(node) -> str:
     return ""
 
 
+def _is_parameter(root, target: str) -> bool:
+    try:
+        root.get_parameter(target)
+    except (AttributeError, TypeError):
+        return False
+    return True
+
+
 def code_lines(code: str, names) -> list[list[str]]:
     """For each line of generated ``code``, the names of the nodes it defines: ``x = ...`` defines
     ``x``, the ``def forward(self, a, b)`` line the placeholders ``a`` and ``b``, ``return`` the
@@ -215,6 +225,8 @@ def graph_from_fx(obj, title: str = "", code: str | None = None, root=None) -> d
                 "line": line_of.get(n.name)}
         if shapes is not None:
             node["shapes"] = shapes
+        if n.op == "get_attr" and _is_parameter(root, str(n.target)):
+            node["param"] = str(n.target)
         if "fusion_group" in meta:
             node["fusion_group"] = meta["fusion_group"]
         nodes.append(node)

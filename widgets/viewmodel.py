@@ -6,7 +6,7 @@ reads this schema and nothing of the engine. A graph is::
     {"schema": "tapelab.graph", "version": 1,
      "nodes":  [{"id", "kind", "label", "op", "index", "seq", "forward_seq", "group", "module",
                  "shape", "input_shapes", "dtype", "device", "requires_grad",
-                 "start_ns", "time_ns", "value", "grad", "grad_ops", "source"}],
+                 "start_ns", "time_ns", "value", "grad", "grad_ops", "source", "param", "params"}],
      "edges":  [{"source", "target", "kind", "shape"}],
      "groups": [{"id", "label", "path", "parent", "signature", "size", "collapsed"}],
      "meta":   {"title", "forward", "backward", "total", "truncated", "steps", "folded"}}
@@ -20,7 +20,11 @@ runs in the engine's scope ``optimizer.step (AdamW)``: one group of that path an
 ``collapsed: true``. Other ops outside any
 module that need no gradient (zero_grad, data movement) form a group per run from one source
 line, labelled by that line (``g:~<k>``, path "", ``collapsed: true``: a hint to start
-collapsed); ``source`` of a node is the user's line that ran it (``file:line  code``). Strings are data:
+collapsed); ``source`` of a node is the user's line that ran it (``file:line  code``). A leaf that
+is a parameter of a module called during the recording has ``param``, its qualified name
+(``encoder.layers.0.linear1.weight``, as ``named_parameters`` gives it), and an op that reads
+parameters lists them in ``params`` (both absent otherwise; named when the view is built, from
+``tapelab.nn.modules.module.parameter_names``, never while recording). Strings are data:
 views escape them (``html.escape`` here, ``textContent`` in the browser, ``dot_quote`` for DOT).
 
 >>> with tapelab.tape() as t:
@@ -34,6 +38,7 @@ from __future__ import annotations
 import hashlib
 import html
 
+from tapelab.nn.modules.module import parameter_names
 from tapelab.tape import tensor_id
 
 from .fallback import ROWS, details, dot_quote, fmt_shape, graph_svg
@@ -116,6 +121,8 @@ class GraphBuilder:
         self._tokens: dict[str, list] = {}       # group id -> tokens not hashed yet
         self._new_group_ids: set[str] = set()
         self._sent = [0, 0]                      # nodes, edges already taken
+        self._named = [0, 0]                     # nodes, edges whose parameters are named
+        self._params: dict[str, str] = {}        # leaf node id -> its parameter's qualified name
         self._new_groups: list[dict] = []
         self._updates: dict[str, dict] = {}
         self._records: dict[str, object] = {}    # forward node id -> its tape record (grad summary)
@@ -433,9 +440,30 @@ class GraphBuilder:
         return {"title": self.title, "forward": self.forward, "backward": self.backward,
                 "total": self.total, "truncated": self.truncated, "steps": self.steps, "folded": self.folded}
 
+    def _name_params(self) -> None:
+        """Name the parameter leaves added since the last call (``param``) and list them on the ops
+        that read them (``params``): one lookup of the called modules' parameters per batch."""
+        n0, e0 = self._named
+        new = self.nodes[n0:]
+        if any(n["kind"] == "leaf" for n in new):
+            names = parameter_names()
+            for n in new:
+                if n["kind"] == "leaf":
+                    name = names.get(int(n["id"][1:]))
+                    if name is not None:
+                        n["param"] = self._params[n["id"]] = name
+        if self._params:
+            for e in self.edges[e0:]:
+                name = self._params.get(e["source"]) if e["kind"] == "data" else None
+                target = self._by_id.get(e["target"]) if name is not None else None
+                if target is not None:
+                    target.setdefault("params", []).append(name)
+        self._named = [len(self.nodes), len(self.edges)]
+
     def take(self) -> dict:
         """What was added since the last ``take()``, as a delta (same keys as a graph, plus updates)."""
         self._finish_groups()
+        self._name_params()
         n0, e0 = self._sent
         delta = {"schema": SCHEMA, "version": VERSION, "nodes": self.nodes[n0:], "edges": self.edges[e0:],
                  "groups": list(self._new_groups), "updates": list(self._updates.values()), "meta": self.meta()}
@@ -447,6 +475,7 @@ class GraphBuilder:
 
     def graph(self) -> dict:
         self._finish_groups()
+        self._name_params()
         return {"schema": SCHEMA, "version": VERSION, "nodes": list(self.nodes), "edges": list(self.edges),
                 "groups": list(self.groups.values()), "meta": self.meta()}
 

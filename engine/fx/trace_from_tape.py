@@ -6,6 +6,9 @@ op it performs (a ``dispatch.Mode``: the same choke point the tape and profiler 
 graph is therefore the path this example took: branches, loops and ``.item()`` results
 are specialised, and layers are flattened to primitives (``prims.add``, ``prims.matmul``).
 Ops whose values only fed Python decisions (the ``x.sum() > 0`` of a branch) are dropped.
+Each op node's ``meta["nn_module_stack"]`` maps the paths of the modules it ran in (the
+module scope the tape records, ``encoder.layers.0.linear1``) to their class names, outermost
+first, as ``tapelab.fx.Tracer`` writes it, so views group ops by module.
 Each graph is announced by the ``graph_traced`` event (``events.GraphTraced``, with the
 GraphModule) while anyone subscribes to it.
 
@@ -32,7 +35,7 @@ import operator
 from typing import Any, Callable
 
 from ..base import events
-from ..core.dispatch import Mode, eager
+from ..core.dispatch import STATE, Mode, eager
 from ..nn.modules.module import Module
 from ..core.tensor import Tensor
 from .graph import Graph
@@ -80,6 +83,20 @@ class _Recorder(Mode):
         self.keep: list = []                               # keeps ids unique while recording
         self.params = params
         self.constants: dict[str, Any] = {}
+        self.classes: dict[str, str] = {}                  # module path -> class name, as modules run
+
+    def call_module(self, module, forward, args: tuple, kwargs: dict):
+        path = module.__dict__.get("_tape_name")           # the scope name, set by the outermost call
+        if path:
+            self.classes[path] = type(module).__qualname__
+        return forward(*args, **kwargs)
+
+    def _scoped(self, node: Node) -> Node:
+        """Write the module scope the op runs in into ``node.meta["nn_module_stack"]``."""
+        paths = [p for p in STATE.module_path if p]
+        if paths:
+            node.meta["nn_module_stack"] = {p: self.classes.get(p, "") for p in paths}
+        return node
 
     def bind(self, t: Tensor, node: Node) -> None:
         self.nodes[id(t)] = (node, t._vc[0])
@@ -115,10 +132,10 @@ class _Recorder(Mode):
 
     def dispatch(self, op, args, params):
         out = eager(op, args, params)
-        node = self.graph.call_function(getattr(prims, op.name), self.arg(args), self.arg(params))
+        node = self._scoped(self.graph.call_function(getattr(prims, op.name), self.arg(args), self.arg(params)))
         if isinstance(out, tuple):
             for i, o in enumerate(out):
-                self.bind(o, self.graph.call_function(operator.getitem, (node, i)))
+                self.bind(o, self._scoped(self.graph.call_function(operator.getitem, (node, i))))
         else:
             self.bind(out, node)
         return out

@@ -31,7 +31,7 @@ import weakref
 from ..base.meta import has_data
 from ..base.simarray import SimArray
 from ..base.grad_mode import STATE as GRAD
-from ..core.dispatch import Mode, eager
+from ..core.dispatch import STATE, Mode, eager
 from ..optim.optimizer import live_optimizers
 from ..core.tensor import Tensor
 
@@ -132,6 +132,7 @@ class CaptureMode(Mode):
         self.graph = graph
         self.bufs: dict[int, _Buf] = {}       # id(array) -> what it is; holds the arrays alive
         self.steps: list[tuple] = []            # ("op", op, fwd, ins, params, outs, where) | ("copy", dst, src, why)
+        self.scopes: dict[int, str] = {}        # step index -> the module path it ran in (when in one)
         self.guards = 0
         self.reinit: dict[int, tuple] = {}      # id(root) -> (root, initial value) for written constants
         self.saved: dict[int, tuple] = {}       # id(root) -> (root, pre-capture value) for written statics
@@ -141,6 +142,12 @@ class CaptureMode(Mode):
         # an optimizer's Python-number state (a step count) advanced during capture would be
         # frozen into the replay: snapshot it now, compare at the end
         self.optimizers = [(opt, _numbers(opt)) for opt in live_optimizers()]
+
+    def _scope(self) -> None:
+        """Note the module path (``encoder.layers.0.linear1``) the next step runs in, for views."""
+        path = STATE.module_path
+        if path and path[-1]:
+            self.scopes[len(self.steps)] = path[-1]
 
     # ------------------------------------------------------------ classification
     def _known(self, arr, t: Tensor | None = None, fresh: str = "static") -> _Buf:
@@ -215,6 +222,7 @@ class CaptureMode(Mode):
                 ufunc = getattr(xp, op.out_form)
                 if not _exact(ufunc, arrays, dsts[0], xp):
                     ufunc = None
+            self._scope()
             self.steps.append(("op", op, fwd, xp, arrays, params, tuple(dsts), r, ufunc, where))
         return out
 
@@ -254,6 +262,7 @@ class CaptureMode(Mode):
             self.bufs.pop(id(_root(src)), None)
             return
         self._known(src)
+        self._scope()
         self.steps.append(("copy", target, src, "write"))
 
     def copy(self, src, copy) -> None:
@@ -261,6 +270,7 @@ class CaptureMode(Mode):
         autograd node must see): replay refreshes it."""
         self._known(src)
         self._new(copy, "inter", _where())
+        self._scope()
         self.steps.append(("copy", copy, src, "snapshot"))
 
     def accumulate(self, var, grad) -> bool:
@@ -279,6 +289,7 @@ class CaptureMode(Mode):
             self._known(arr, tensor)
             value = arr.reshape(()).item() if what == "item" else arr.tolist()
             internal = f"{os.path.relpath(f.f_code.co_filename, _ENGINE_DIR)}:{f.f_lineno} ({f.f_code.co_name})"
+            self._scope()
             self.steps.append(("guard", arr, value, what, internal, _where()))
             self.guards += 1
             return

@@ -4,6 +4,8 @@ A capture's steps become one generated function (``Program.source`` shows it): e
 is its forward called on the arrays it read at capture, written into its output buffer
 (``ufunc(..., out=buf)`` where the op is exactly a ufunc, else ``copyto``); in-place
 writes are ``copyto``. No dispatch, no Tensor, no autograd bookkeeping at replay.
+Each step's entry in ``nodes`` also names the module path it ran in (``module``, "" outside
+any module) and the user's line that ran it (``where``), for views.
 """
 from __future__ import annotations
 
@@ -24,27 +26,29 @@ class Program:
         for root, snap in mode.reinit.values():
             self.step_lines.append([f"_copyto({self._name(root)}, {self._name(snap)})"])
             self.nodes.append({"kind": "reinit", "op": "copy", "inputs": [self._name(snap)],
-                               "outputs": [self._name(root)], "where": ""})
-        for step in mode.steps:
+                               "outputs": [self._name(root)], "where": "", "module": ""})
+        for j, step in enumerate(mode.steps):
             kind = step[0]
+            module = mode.scopes.get(j, "")
             if kind == "op":
                 _, op, fwd, xp, arrays, params, dsts, r, ufunc, where = step
                 copyto = copyto or xp.copyto
                 self.step_lines.append(self._op(len(self.nodes), op, fwd, xp, arrays, params, dsts, r, ufunc))
                 self.nodes.append({"kind": "op", "op": op.name,
                                    "inputs": [self._name(a) if _is_array(a) else repr(a) for a in arrays],
-                                   "outputs": [self._name(d) for d in dsts if d is not None], "where": where})
+                                   "outputs": [self._name(d) for d in dsts if d is not None], "where": where,
+                                   "module": module})
             elif kind == "copy":
                 _, dst, src, why = step
                 self.step_lines.append([f"_copyto({self._name(dst)}, {self._name(src)}, casting='unsafe')"])
                 self.nodes.append({"kind": why, "op": "copy", "inputs": [self._name(src)],
-                                   "outputs": [self._name(dst)], "where": ""})
+                                   "outputs": [self._name(dst)], "where": "", "module": module})
             else:
                 _, arr, value, what, internal, where = step
                 self.guards.append((value, what, internal, where))
                 self.step_lines.append([f"_guard({self._name(arr)}, {self._name(value, 'k')}, {len(self.guards) - 1})"])
                 self.nodes.append({"kind": "guard", "op": what, "inputs": [self._name(arr)], "outputs": [],
-                                   "where": where})
+                                   "where": where, "module": module})
         import numpy as np
         self.ns.update(_copyto=copyto or np.copyto, _guard=self._guard, _shape_error=self._shape_error,
                        _np_shape=np.shape)

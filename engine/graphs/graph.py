@@ -279,7 +279,8 @@ class Graph:
         return self._program.source if self._program is not None else ""
 
     def nodes(self) -> list[dict]:
-        """The captured steps: ``{"kind", "op", "inputs", "outputs", "where"}`` each."""
+        """The captured steps: ``{"kind", "op", "inputs", "outputs", "where", "module"}`` each (``where``
+        the user's line, ``module`` the module path the step ran in, "" outside any)."""
         return list(self._program.nodes) if self._program is not None else []
 
     def summary(self) -> dict:

@@ -7,6 +7,7 @@ also names the running module, so every recorded op knows its path (``encoder.la
 from __future__ import annotations
 
 import itertools
+import weakref
 from collections import OrderedDict, namedtuple
 from typing import Callable, Iterator
 
@@ -67,6 +68,28 @@ def _addindent(s: str, n: int) -> str:
 
 
 _PARAMETER_READERS: list[Callable] = []   # innermost last; see ``reading_parameters``
+
+
+# Modules called at the top while dispatch was watched (a tape recording), held weakly: views
+# name the parameters they see from them (``parameter_names``), never the dispatcher.
+_CALLED_ROOTS: "weakref.WeakSet[Module]" = weakref.WeakSet()
+
+
+def parameter_names() -> dict[int, str]:
+    """The qualified name (``encoder.layers.0.linear1.weight``) of each parameter of the modules
+    called at the top while someone watched dispatch, by tape id (``tapelab.tape.tensor_id``):
+    what a view of a recording names its parameter leaves by. Names follow the module paths the
+    records carry; computed when asked (a view being built), so recording pays only a set add."""
+    names: dict[int, str] = {}
+    for root in list(_CALLED_ROOTS):
+        for m in root.modules():
+            path = m.__dict__.get("_tape_name")
+            if path is None:
+                continue
+            for pname, p in m._parameters.items():
+                if p is not None:
+                    names.setdefault(p._uid(), f"{path}.{pname}" if path else pname)
+    return names
 
 
 class reading_parameters:
@@ -144,6 +167,7 @@ class Module:
         if not path:
             for name, m in self.named_modules():
                 m.__dict__["_tape_name"] = name
+            _CALLED_ROOTS.add(self)
             return ""
         name = self.__dict__.get("_tape_name")
         if name is None:
