@@ -70,7 +70,8 @@ def from_dlpack(ext) -> Tensor:
 _INT64_MAX = 2 ** 63 - 1
 
 
-def _size(size) -> tuple:
+def _size(size, fn: str) -> tuple:
+    """``size`` as a tuple of ints; bad sizes raise PyTorch's errors, named by the factory ``fn``."""
     if len(size) == 1 and isinstance(size[0], (tuple, list)):
         size = size[0]
     for i, s in enumerate(size):
@@ -79,7 +80,7 @@ def _size(size) -> tuple:
         if s < 0:
             raise RuntimeError(f"Trying to create tensor with negative dimension {s}: {list(size)}")
         if s > _INT64_MAX:   # PyTorch's argument parser refuses it as it unpacks the size
-            raise TypeError(f"argument 'size' failed to unpack the object at pos {i + 1} with error "
+            raise TypeError(f"{fn}(): argument 'size' failed to unpack the object at pos {i + 1} with error "
                             f'"Overflow when unpacking long long" (size {list(size)})')
     return tuple(map(int, size))
 
@@ -113,21 +114,21 @@ def _fill(size: tuple, value, dtype, dev: Device, requires_grad: bool) -> Tensor
 
 
 def zeros(*size, dtype=None, device=None, requires_grad: bool = False, out=None) -> Tensor:
-    return _fill(_size(size), 0, dtype, _dev(device), requires_grad)
+    return _fill(_size(size, "zeros"), 0, dtype, _dev(device), requires_grad)
 
 
 def ones(*size, dtype=None, device=None, requires_grad: bool = False, out=None) -> Tensor:
-    return _fill(_size(size), 1, dtype, _dev(device), requires_grad)
+    return _fill(_size(size, "ones"), 1, dtype, _dev(device), requires_grad)
 
 
 def empty(*size, dtype=None, device=None, requires_grad: bool = False, **_) -> Tensor:
-    return _finish(_allocate(EMPTY, _size(size), dtype or get_default_dtype(), _dev(device)), requires_grad)
+    return _finish(_allocate(EMPTY, _size(size, "empty"), dtype or get_default_dtype(), _dev(device)), requires_grad)
 
 
 def full(size, fill_value, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     if dtype is None:
         dtype = _dtype.scalar_dtype(fill_value)
-    return _fill(_size((size,) if isinstance(size, int) else tuple(size)), fill_value, dtype, _dev(device),
+    return _fill(_size((size,) if isinstance(size, int) else tuple(size), "full"), fill_value, dtype, _dev(device),
                  requires_grad)
 
 
@@ -194,12 +195,12 @@ def eye(n: int, m: int | None = None, *, dtype=None, device=None, requires_grad:
 
 
 def rand(*size, generator=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
-    return _finish(apply(RAND, size=_size(size), dtype=dtype or get_default_dtype(), device=_dev(device),
+    return _finish(apply(RAND, size=_size(size, "rand"), dtype=dtype or get_default_dtype(), device=_dev(device),
                          generator=generator), requires_grad)
 
 
 def randn(*size, generator=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
-    return _finish(apply(RANDN, size=_size(size), dtype=dtype or get_default_dtype(), device=_dev(device),
+    return _finish(apply(RANDN, size=_size(size, "randn"), dtype=dtype or get_default_dtype(), device=_dev(device),
                          generator=generator), requires_grad)
 
 
@@ -211,7 +212,7 @@ def randint(low, high=None, size=None, *, generator=None, dtype=None, device=Non
         low, high = 0, low
     if low >= high:
         raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={low} >= to={high}")
-    return _finish(apply(RANDINT, low=low, high=high, size=_size((size,) if isinstance(size, int) else tuple(size)),
+    return _finish(apply(RANDINT, low=low, high=high, size=_size((size,) if isinstance(size, int) else tuple(size), "randint"),
                          dtype=dtype or _dtype.int64, device=_dev(device), generator=generator), requires_grad)
 
 
@@ -231,7 +232,7 @@ def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, device=N
     dev = _dev(device if device is not None or ref is None else ref.device)
     # tensor parameters are inputs of the op (its device is theirs), values only: no graph
     mean, std = (a.detach().to(dev) if isinstance(a, Tensor) else a for a in (mean, std))
-    return _finish(apply(NORMAL, mean, std, size=_size(tuple(size)), dtype=dtype or get_default_dtype(), device=dev,
+    return _finish(apply(NORMAL, mean, std, size=_size(tuple(size), "normal"), dtype=dtype or get_default_dtype(), device=dev,
                          generator=generator), requires_grad)
 
 
