@@ -44,7 +44,7 @@ CASES = [
     Case("dcgan", 6),
     Case("gpt", 6, resume=True),
     Case("gpt", 6, (("attention", "manual"),), resume=True),
-    Case("gpt", 4, (("amp", True),), rtol=2e-2),
+    Case("gpt", 4, (("amp", True),), rtol=2e-2, resume=True),
     Case("gpt", 4, (("compile", True),), reference=()),
     Case("transformer_lm", 2),
     Case("transformer_lm", 1, (("norm_first", True),)),

@@ -2,7 +2,8 @@
 embeddings, pre-norm blocks with causal self-attention (``F.scaled_dot_product_attention`` with
 ``is_causal=True``, or the explicit masked softmax over a registered ``tril`` buffer), a GELU MLP,
 a weight-tied head, AdamW with decay / no-decay parameter groups and fused betas, warmup + cosine
-LambdaLR, ``clip_grad_norm_``, an ``estimate_loss`` pass, optional autocast and ``torch.compile``,
+LambdaLR, ``clip_grad_norm_``, an ``estimate_loss`` pass, optional autocast with a GradScaler and
+``torch.compile``,
 checkpoint-and-resume of model, optimizer, scheduler and iteration, and greedy generation.
 
 With ``checkpoint=path`` the run saves after half the iterations, rebuilds everything from other
@@ -187,6 +188,7 @@ def main(torch, steps: int = 6, attention: str = "sdpa", checkpoint: str | None 
 
     model, optimizer, scheduler = build(seed=4)
     raw_model = model
+    scaler = torch.amp.GradScaler("cpu", enabled=amp)     # a no-op unless amp (as nanoGPT-style scripts do)
     if compile:
         model = torch.compile(model)
 
@@ -195,7 +197,7 @@ def main(torch, steps: int = 6, attention: str = "sdpa", checkpoint: str | None 
     while iter_num < max_iters:
         if checkpoint is not None and iter_num == max_iters // 2:
             torch.save({"model": raw_model.state_dict(), "optimizer": optimizer.state_dict(),
-                        "scheduler": scheduler.state_dict(), "iter_num": iter_num,
+                        "scheduler": scheduler.state_dict(), "scaler": scaler.state_dict(), "iter_num": iter_num,
                         "config": {"vocab_size": VOCAB, "block_size": BLOCK}}, checkpoint)
             model, optimizer, scheduler = build(seed=40)          # a new process would start here
             raw_model = model
@@ -203,15 +205,19 @@ def main(torch, steps: int = 6, attention: str = "sdpa", checkpoint: str | None 
             model.load_state_dict(ckpt["model"])
             optimizer.load_state_dict(ckpt["optimizer"])
             scheduler.load_state_dict(ckpt["scheduler"])
+            scaler = torch.amp.GradScaler("cpu", enabled=amp)
+            scaler.load_state_dict(ckpt["scaler"])
             iter_num = ckpt["iter_num"]
 
         x, y = get_batch("train", starts[iter_num])
         with ctx:
             logits, loss = model(x, y)
         optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        scaler.scale(loss).backward()
+        scaler.unscale_(optimizer)
         norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
+        scaler.step(optimizer)
+        scaler.update()
         scheduler.step()
         history += [loss.item(), norm.item(), optimizer.param_groups[0]["lr"]]
         iter_num += 1
