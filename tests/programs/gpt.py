@@ -3,8 +3,8 @@ embeddings, pre-norm blocks with causal self-attention (``F.scaled_dot_product_a
 ``is_causal=True``, or the explicit masked softmax over a registered ``tril`` buffer), a GELU MLP,
 a weight-tied head, AdamW with decay / no-decay parameter groups and fused betas, warmup + cosine
 LambdaLR, ``clip_grad_norm_``, an ``estimate_loss`` pass, optional autocast with a GradScaler and
-``torch.compile``,
-checkpoint-and-resume of model, optimizer, scheduler and iteration, and greedy generation.
+``torch.compile``, checkpoint-and-resume of model, optimizer, scheduler, scaler and iteration, and
+greedy generation.
 
 With ``checkpoint=path`` the run saves after half the iterations, rebuilds everything from other
 weights and resumes from the file: its numbers must equal an uninterrupted run's."""
