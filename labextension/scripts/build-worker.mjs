@@ -1,6 +1,7 @@
 // Bundles worker/gvworker.ts (Graphviz's WebAssembly included) and writes it as a string module,
-// src/renderer/gvsource.js (read by esbuild's widget bundle) and lib/renderer/gvsource.js (read by
-// the labextension's webpack build); both are build outputs, ignored by git.
+// src/renderer/gvsource.js and lib/renderer/gvsource.js (read by the labextension's webpack build
+// through src/renderer/gvservice.ts only: the widget bundle reaches that service on the page);
+// both are build outputs, ignored by git.
 import { build } from 'esbuild';
 import { mkdirSync, writeFileSync } from 'node:fs';
 

@@ -11,6 +11,7 @@ import { Delta } from './renderer/types';
 import { ProfileDock, ProfileModel } from './renderer/profile';
 import { registerDebuggerCommands } from './debuggercommands';
 import { CaptureDock, CaptureModel } from './captureview';
+import { ensureGraphvizService } from './renderer/gvservice';
 
 const TARGET = 'tapelab';
 /** The side panel never opens narrower than this: the graph's toolbar and the profile's axis fit. */
@@ -313,4 +314,15 @@ const plugin: JupyterFrontEndPlugin<void> = {
   }
 };
 
-export default plugin;
+/**
+ * Graphviz layouts for every tapelab view on the page, the anywidget views included (their bundle
+ * does not carry the WebAssembly). No requirements, so it also starts where the panel cannot.
+ */
+const graphvizPlugin: JupyterFrontEndPlugin<void> = {
+  id: 'tapelab:graphviz',
+  description: 'Graphviz (WebAssembly, in a web worker) layouts for tapelab views, the widgets included.',
+  autoStart: true,
+  activate: () => ensureGraphvizService()
+};
+
+export default [plugin, graphvizPlugin];

@@ -5,6 +5,7 @@ import { GraphView } from './renderer/view';
 import { Graph, GRAPH_MIME } from './renderer/types';
 import { PROFILE_MIME, ProfileModel, ProfileRenderer } from './renderer/profile';
 import { CAPTURE_MIME, CaptureModel, CaptureRenderer } from './captureview';
+import { ensureGraphvizService } from './renderer/gvservice';
 
 /** Renders application/vnd.tapelab.graph+json: saved notebooks show their graphs without a kernel. */
 export class GraphOutput extends Widget implements IRenderMime.IRenderer {
@@ -13,6 +14,7 @@ export class GraphOutput extends Widget implements IRenderMime.IRenderer {
   constructor() {
     super();
     this.addClass('tapelab-mime');
+    ensureGraphvizService(); // the mime renderers may load without the plugin (its shell absent)
   }
 
   async renderModel(model: IRenderMime.IMimeModel): Promise<void> {
@@ -52,6 +54,11 @@ export class ProfileOutput extends Widget implements IRenderMime.IRenderer {
 /** Renders application/vnd.tapelab.capture+json (a CaptureView saved in a notebook). */
 export class CaptureOutput extends Widget implements IRenderMime.IRenderer {
   private view: CaptureRenderer | null = null;
+
+  constructor() {
+    super();
+    ensureGraphvizService();
+  }
 
   async renderModel(model: IRenderMime.IMimeModel): Promise<void> {
     this.view?.dispose();
