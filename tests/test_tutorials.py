@@ -1,6 +1,6 @@
 """The tutorials run as notebooks (nbclient, a real kernel, no frontend), and their saved form
 reads without one: ``nbconvert --to html`` shows a picture (SVG) for every graph output, and
-the raw JSON each output carries stays within the size budget."""
+the raw JSON each output carries stays within the size budget, and so does the saved widget state."""
 from __future__ import annotations
 
 import json
@@ -19,6 +19,9 @@ TUTORIALS = sorted((pathlib.Path(__file__).resolve().parent.parent / "tutorials"
 GRAPH_MIMES = ("application/vnd.tapelab.graph+json", "application/vnd.tapelab.capture+json",
                "application/vnd.tapelab.profile+json")
 NOTEBOOK_LIMIT = 1024 * 1024         # a tutorial saved with its outputs
+ESM_LIMIT = 128 * 1024               # the anywidget bundle every saved widget repeats (no Graphviz in it)
+WIDGET_STATE_LIMIT = 640 * 1024      # a tutorial's saved widget state, bundles and traits together
+WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 
 
 def _saved_form(nb, path) -> None:
@@ -31,8 +34,12 @@ def _saved_form(nb, path) -> None:
         for m in GRAPH_MIMES:
             if m in o["data"]:
                 assert len(json.dumps(o["data"][m], separators=(",", ":"))) <= BUDGET
+    # with its widget state (as nbclient and JupyterLab's "save widget state" keep it), where each
+    # widget repeats its ``_esm``, the whole anywidget bundle
+    states = nb.metadata.get("widgets", {}).get(WIDGET_STATE, {}).get("state", {})
+    assert all(len(s.get("state", {}).get("_esm", "")) <= ESM_LIMIT for s in states.values())
+    assert len(json.dumps(nb.metadata.get("widgets", {}))) <= WIDGET_STATE_LIMIT
     # as JupyterLab saves it (no widget state by default): nbconvert shows each output's text/html.
-    # (Saved widget state repeats each widget's ``_esm``, the whole renderer bundle: not counted.)
     saved = nbformat.from_dict({**nb, "metadata": {k: v for k, v in nb.metadata.items() if k != "widgets"}})
     assert len(nbformat.writes(saved).encode()) < NOTEBOOK_LIMIT
     page, _ = nbconvert.HTMLExporter().from_notebook_node(saved)
