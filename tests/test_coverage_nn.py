@@ -1,5 +1,5 @@
-"""The torch.nn layers of the coverage push (engine/nn/modules/more_layers.py, lazy.py, nn.attention,
-nn.common_types, nn.factory_kwargs): each built in both libraries with torch's weights copied in,
+"""The torch.nn layers of the coverage push (defined in engine/nn/modules/ at PyTorch's paths, the Lazy*
+layers, nn.attention, nn.common_types, nn.factory_kwargs): each built in both libraries with torch's weights copied in,
 then outputs and the gradients of inputs and parameters compared."""
 from __future__ import annotations
 
