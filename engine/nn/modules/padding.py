@@ -41,6 +41,15 @@ class _ConstantPadNd(_PadNd):
         return f"padding={self.padding}, value={self.value}"
 
 
+class _ZeroPad:
+    """Mixed in before a ConstantPadNd: a pad of 0.0 whose repr shows only the padding, as PyTorch's."""
+    def __init__(self, padding):
+        super().__init__(padding, 0.0)
+
+    def extra_repr(self) -> str:
+        return f"{self.padding}"
+
+
 class ConstantPad1d(_ConstantPadNd):
     _n = 2
 
@@ -53,20 +62,12 @@ class ConstantPad3d(_ConstantPadNd):
     _n = 6
 
 
-class ZeroPad1d(ConstantPad1d):
-    def __init__(self, padding):
-        super().__init__(padding, 0.0)
-
-    def extra_repr(self) -> str:
-        return f"{self.padding}"
+class ZeroPad1d(_ZeroPad, ConstantPad1d):
+    pass
 
 
-class ZeroPad2d(ConstantPad2d):
-    def __init__(self, padding):
-        super().__init__(padding, 0.0)
-
-    def extra_repr(self) -> str:
-        return f"{self.padding}"
+class ZeroPad2d(_ZeroPad, ConstantPad2d):
+    pass
 
 
 class ReflectionPad1d(_PadNd):
@@ -93,12 +94,8 @@ class ReplicationPad3d(_PadNd):
     _mode, _n = "replicate", 6
 
 
-class ZeroPad3d(ConstantPad3d):
-    def __init__(self, padding):
-        super().__init__(padding, 0.0)
-
-    def extra_repr(self) -> str:
-        return f"{self.padding}"
+class ZeroPad3d(_ZeroPad, ConstantPad3d):
+    pass
 
 
 class CircularPad1d(_PadNd):
