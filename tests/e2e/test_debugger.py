@@ -93,7 +93,11 @@ def _check(page, lab_url, out_dir):
     target.click()
     seq = _wait_seq(page, dbg, seq)
     assert dbg.get_attribute("data-breakpoints") == tid
-    assert dbg.locator(f".tapelab-unit[data-id='{tid}'] .tapelab-dbg-dot").count() == 1
+    # the click may also start a re-render of the view (selection); the dot is drawn on the
+    # unit that is in the DOM once it settles
+    dot = dbg.locator(f".tapelab-unit[data-id='{tid}'] .tapelab-dbg-dot")
+    dot.wait_for(timeout=10_000)
+    assert dot.count() == 1
     target.click()   # and off again
     seq = _wait_seq(page, dbg, seq)
     assert dbg.get_attribute("data-breakpoints") == ""
