@@ -77,7 +77,7 @@ def _matmul_cost(input_shapes, output_shape) -> int:
 
 
 _matmul = Op("matmul", _matmul_fwd, _matmul_vjp, saves=OTHERS, out_form="matmul", cost=_matmul_cost,
-             operator="matmul", aliases=("mm", "bmm", "mv", "dot", "vdot"))
+             operator="matmul", aliases=("mm", "bmm", "mv", "dot", "vdot"), onnx="MatMul")
 
 # PyTorch's C++ names for dtypes in "expected m1 and m2 to have the same dtype" messages
 _C_NAMES = {"float32": "float", "float64": "double", "float16": "c10::Half", "bfloat16": "c10::BFloat16",
