@@ -11,9 +11,9 @@ from . import _memory  # noqa: F401  (first: the allocator policy applies to eve
 # sets the package attribute of its name, which ``tensor`` (the function) and ``device``
 # (the class) then replace for good
 from . import _backend, _dispatch_state, _dtype, _simarray, creation, device, dispatch, events, random, tensor  # noqa: F401,E501
-from .base.dtype import (bfloat16, bool, double, dtype, finfo, float, float16, float32, float64, get_default_dtype, half,
-                         iinfo, int, int8, int16, int32, int64, long, promote_types, set_default_dtype, short,
-                         uint8)
+from .base.dtype import (bfloat16, bool, cdouble, cfloat, complex64, complex128, double, dtype, finfo, float, float16,
+                         float32, float64, get_default_dtype, half, iinfo, int, int8, int16, int32, int64, long,
+                         promote_types, set_default_dtype, short, uint8)
 from .base.grad_mode import (enable_grad, inference_mode, is_grad_enabled, is_inference_mode_enabled, no_grad,
                              set_grad_enabled)
 from .core.creation import *  # noqa: F401,F403

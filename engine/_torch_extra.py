@@ -428,12 +428,9 @@ def typename(obj) -> str:
 
 @_public
 def can_cast(from_, to) -> bool:
-    """Whether PyTorch's casting rules allow ``from_`` -> ``to`` (no float to integer, no number to bool)."""
-    if from_.is_floating_point and not to.is_floating_point:
-        return False
-    if from_ != _dtype.bool and to == _dtype.bool:
-        return False
-    return True
+    """Whether PyTorch's casting rules allow ``from_`` -> ``to`` (never to a lower category:
+    complex > floating > integer > bool)."""
+    return _dtype.can_cast(from_, to)
 
 
 @_public

@@ -106,7 +106,7 @@ def _write_inplace(op, target, args, params, grad_on):
     return out
 
 
-_CATEGORY = {"b": 0, "i": 1, "u": 1, "f": 2, "V": 2}   # V: ml_dtypes' bfloat16
+_CATEGORY = {"b": 0, "i": 1, "u": 1, "f": 2, "V": 2, "c": 3}   # V: ml_dtypes' bfloat16
 
 
 def _can_cast(src, dst) -> bool:
@@ -116,7 +116,7 @@ def _can_cast(src, dst) -> bool:
 # ---------------------------------------------------------------- views
 # ``detach``: the same memory and version counter, outside every graph. Not a tracked view
 # (no ``_base``), so an in-place op on it rebases nothing, as in PyTorch.
-DETACH = Op("detach", lambda xp, a: a, saves=NONE, is_view=True)
+DETACH = Op("detach", lambda xp, a: a, saves=NONE, is_view=True, onnx=lambda g, a: a)
 
 def _view_grad_fn(t):
     """``t``'s grad_fn, regenerated over its base's current graph if that changed since ``t``'s

@@ -5,7 +5,8 @@ float32 array; PyTorch does neither, so promotion is computed here and the
 backend only ever sees operands that already share the result dtype.
 
 ``bfloat16`` arrays are ``ml_dtypes.bfloat16`` arrays: numpy gives that dtype the kind ``"V"``,
-so code that asks "is this array floating?" tests ``kind in FLOATING_KINDS``.
+so code that asks "is this array floating?" tests ``kind in FLOATING_KINDS``. Complex arrays
+(kind ``"c"``) are the fourth category: "can this carry a gradient?" tests ``kind in INEXACT_KINDS``.
 """
 from __future__ import annotations
 
@@ -16,31 +17,39 @@ import numpy as np
 
 __all__ = ["finfo", "iinfo", "dtype", "bfloat16", "float16", "float32", "float64", "int8", "int16", "int32", "int64",
            "uint8", "bool", "half", "float", "double", "short", "int", "long",
-           "get_default_dtype", "set_default_dtype", "promote_types", "result_type"]
+           "complex64", "complex128", "cfloat", "cdouble", "get_default_dtype", "set_default_dtype", "promote_types", "result_type"]
 
 _pybool = builtins.bool
 FLOATING_KINDS = "fV"   # numpy's kind of float arrays; "V" is ml_dtypes' bfloat16 (the only void dtype here)
+INEXACT_KINDS = "fVc"   # floating or complex: the kinds whose tensors can require grad
 
 
 class dtype:
     """A tensor element type, e.g. ``tapelab.float32``."""
 
-    __slots__ = ("name", "np", "itemsize", "is_floating_point", "is_signed", "_rank")
+    __slots__ = ("name", "np", "itemsize", "is_floating_point", "is_complex", "is_signed", "_rank")
 
     def __init__(self, name: str, np_dtype, rank: int):
         self.name = name
         self.np = np.dtype(np_dtype)
         self.itemsize = self.np.itemsize
         self.is_floating_point = self.np.kind in FLOATING_KINDS
-        self.is_signed = self.np.kind in "if" or self.is_floating_point
-        self._rank = rank  # category: 0 bool, 1 integer, 2 floating
-
-    @property
-    def is_complex(self) -> _pybool:
-        return False
+        self.is_complex = self.np.kind == "c"
+        self.is_signed = self.np.kind in "ifc" or self.is_floating_point
+        self._rank = rank  # category: 0 bool, 1 integer, 2 floating, 3 complex
 
     def to_real(self) -> "dtype":
-        return self
+        """The dtype of this complex dtype's parts (any other dtype is its own)."""
+        return _REAL.get(self, self)
+
+    def to_complex(self) -> "dtype":
+        """The complex dtype whose parts are this floating dtype (a complex dtype is its own)."""
+        if self.is_complex:
+            return self
+        if self not in _COMPLEX:
+            raise RuntimeError(f"Unknown Complex ScalarType for {self.name.capitalize()}: tapelab has complex64 "
+                               f"(float32 parts) and complex128 (float64 parts)")
+        return _COMPLEX[self]
 
     def __repr__(self) -> str:
         return "tapelab." + self.name
@@ -59,11 +68,17 @@ float16 = dtype("float16", np.float16, 2)
 bfloat16 = dtype("bfloat16", ml_dtypes.bfloat16, 2)
 float32 = dtype("float32", np.float32, 2)
 float64 = dtype("float64", np.float64, 2)
+complex64 = dtype("complex64", np.complex64, 3)
+complex128 = dtype("complex128", np.complex128, 3)
 half, float, double = float16, float32, float64
 short, int, long = int16, int32, int64
+cfloat, cdouble = complex64, complex128
 
 BFLOAT16_NP = bfloat16.np   # numpy keeps one dtype object per dtype: tested with ``is``
-ALL = (bool, uint8, int8, int16, int32, int64, float16, bfloat16, float32, float64)
+ALL = (bool, uint8, int8, int16, int32, int64, float16, bfloat16, float32, float64, complex64, complex128)
+_REAL = {complex64: float32, complex128: float64}
+# numpy has no complex32: float16 and bfloat16 parts widen to complex64, as PyTorch's promotion does
+_COMPLEX = {float32: complex64, float64: complex128, float16: complex64, bfloat16: complex64}
 _BY_NP = {d.np: d for d in ALL}
 _BY_NAME = {d.name: d for d in ALL}
 
@@ -123,6 +138,11 @@ def get_default_dtype() -> dtype:
     return _defaults.float_dtype
 
 
+def default_complex_dtype() -> dtype:
+    """The dtype of a Python complex number: complex128 when the default dtype is float64, else complex64."""
+    return complex128 if _defaults.float_dtype is float64 else complex64
+
+
 def set_default_dtype(d: dtype) -> None:
     if not isinstance(d, dtype) or not d.is_floating_point:
         raise TypeError(f"set_default_dtype: only floating-point types are supported as the default type, got {d}")
@@ -130,12 +150,21 @@ def set_default_dtype(d: dtype) -> None:
 
 
 def promote_types(a: dtype, b: dtype) -> dtype:
-    """PyTorch's promote_types: like numpy's, except int with float gives that float."""
+    """PyTorch's promote_types: like numpy's, except int with float gives that float, and
+    complex with float gives the complex dtype of the wider float (complex64 with float64 is complex128)."""
     if a is b:
         return a
+    if a._rank == 3 or b._rank == 3:
+        c, o = (a, b) if a._rank == 3 else (b, a)
+        return complex128 if c is complex128 or o is float64 or o is complex128 else complex64
     if a._rank != b._rank and max(a._rank, b._rank) == 2:
         return a if a._rank == 2 else b
     return _BY_NP[np.promote_types(a.np, b.np)]
+
+
+def can_cast(from_: dtype, to: dtype) -> _pybool:
+    """PyTorch's casting rule: never to a lower category (complex > floating > integer > bool)."""
+    return from_._rank <= to._rank
 
 
 def scalar_dtype(value) -> dtype:
@@ -144,14 +173,21 @@ def scalar_dtype(value) -> dtype:
         return bool
     if isinstance(value, builtins.int):
         return int64
+    if isinstance(value, builtins.complex):
+        return default_complex_dtype()
     return _defaults.float_dtype
 
 
-
 def _combine(higher, lower):
+    """c10's combine_categories: a lower-priority operand counts only through a higher category
+    (a complex scalar makes a float32 tensor's result complex64: the float's own width)."""
     if higher is None:
         return lower
-    if lower is None or higher._rank == 2:
+    if lower is None or higher._rank == 3:
+        return higher
+    if lower._rank == 3:
+        return higher.to_complex() if higher._rank == 2 else lower
+    if higher._rank == 2:
         return higher
     if higher is bool or lower._rank == 2:
         return promote_types(higher, lower)
@@ -174,10 +210,10 @@ def result_type(*operands) -> dtype:
 
 
 class finfo:
-    """Machine limits of a floating dtype, like ``torch.finfo``."""
+    """Machine limits of a floating dtype, like ``torch.finfo`` (a complex dtype's are its parts')."""
 
     def __init__(self, type: dtype | None = None):
-        type = type or _defaults.float_dtype
+        type = (type or _defaults.float_dtype).to_real()
         if not type.is_floating_point:
             raise TypeError(f"torch.finfo() requires a floating point input type, got {type}")
         info = np.finfo(type.np)
@@ -195,7 +231,7 @@ class iinfo:
     """Limits of an integer dtype, like ``torch.iinfo``."""
 
     def __init__(self, type: dtype):
-        if type.is_floating_point:
+        if type.is_floating_point or type.is_complex:
             raise TypeError(f"torch.iinfo() requires an integer input type, got {type}")
         info = np.iinfo(type.np) if type is not bool else np.iinfo(np.uint8)
         self.bits, self.dtype = info.bits, type.name

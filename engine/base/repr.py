@@ -9,11 +9,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .dtype import FLOATING_KINDS, float32, int64, bool as bool_
+from .dtype import FLOATING_KINDS, bool as bool_, default_complex_dtype, get_default_dtype, int64
 
 __all__ = ["set_printoptions", "PRINT_OPTS", "tensor_repr"]
 
-_NO_SUFFIX = (float32, int64, bool_)
+
+def _no_suffix(dt) -> bool:
+    """PyTorch leaves out ``dtype=`` for the default dtype, its complex dtype, int64 and bool."""
+    return dt is get_default_dtype() or dt is default_complex_dtype() or dt is int64 or dt is bool_
 
 
 @dataclass
@@ -91,6 +94,24 @@ class _Formatter:
         return (self.max_width - len(s)) * " " + s
 
 
+class _ComplexFormatter:
+    """PyTorch's complex format: the real parts and the imaginary parts each get their own
+    formatter; a value prints as ``real+imagj`` (the imaginary part's padding dropped)."""
+
+    def __init__(self, arr: np.ndarray):
+        self.re, self.im = _Formatter(arr.real), _Formatter(arr.imag)
+        self.max_width = self.re.max_width + self.im.max_width + 1   # the width a line is cut by
+
+    def format(self, v) -> str:
+        real = self.re.format(v.real)
+        imag = (self.im.format(v.imag) + "j").lstrip()
+        return real + imag if imag[0] in "+-" else real + "+" + imag
+
+
+def _formatter(arr: np.ndarray):
+    return _ComplexFormatter(arr) if arr.dtype.kind == "c" else _Formatter(arr)
+
+
 def _summarized(arr: np.ndarray) -> np.ndarray:
     e = PRINT_OPTS.edgeitems
     if arr.ndim == 0:
@@ -137,7 +158,7 @@ def array_str(arr: np.ndarray, indent: int) -> str:
     if arr.size == 0:
         return "[]"
     summarize = arr.size > PRINT_OPTS.threshold
-    fmt = _Formatter(_summarized(arr) if summarize else arr)
+    fmt = _formatter(_summarized(arr) if summarize else arr)
     return _nested(arr, indent, summarize, fmt)
 
 
@@ -152,7 +173,7 @@ def tensor_repr(t) -> str:
         return _coo_repr(t)
     if t.device.type == "meta":      # no values: PyTorch's placeholder
         extras = ["device='meta'", f"size={tuple(t.shape)}"] + \
-            ([f"dtype={t.dtype!r}"] if t.dtype is not float32 else []) + _grad_extras(t)
+            ([f"dtype={t.dtype!r}"] if t.dtype is not get_default_dtype() else []) + _grad_extras(t)
         return "tensor(..., " + ", ".join(extras) + ")"
     arr = t.detach().__array__()
     prefix = "tensor("
@@ -160,7 +181,7 @@ def tensor_repr(t) -> str:
     extras = []
     if (arr.size == 0 and arr.shape != (0,)) or (arr.size and not PRINT_OPTS.edgeitems):
         extras.append(f"size={tuple(arr.shape)}")
-    if t.dtype not in _NO_SUFFIX:
+    if not _no_suffix(t.dtype):
         extras.append(f"dtype={t.dtype!r}")
     if t.device.type != "cpu":
         extras.append(f"device='{t.device}'")
@@ -179,7 +200,7 @@ def _coo_repr(t) -> str:
         parts.append(prefix + body + ")")
     extras = [f"device='{t.device}'"] if t.device.type != "cpu" else []
     extras += [f"size={tuple(t.shape)}", f"nnz={data.nnz}"]
-    if t.dtype not in _NO_SUFFIX:
+    if not _no_suffix(t.dtype):
         extras.append(f"dtype={t.dtype!r}")
     extras += [f"layout={t.layout!r}"] + _grad_extras(t)
     return _add_suffixes("tensor(" + (",\n" + " " * indent).join(parts), extras, indent, force_newline=True)

@@ -33,7 +33,7 @@ import numpy as np
 from ..base import events
 from ..base.device import CPU
 from ..base.dispatch_state import LOCAL, STATE
-from ..base.dtype import _BY_NP, FLOATING_KINDS, get_default_dtype, result_type
+from ..base.dtype import _BY_NP, FLOATING_KINDS, INEXACT_KINDS, get_default_dtype, result_type
 from ..base.grad_mode import GRAD_OFF, STATE as GRAD
 from .factories import TENSOR, host_array
 from .node import OpNode
@@ -257,7 +257,7 @@ def _general(op, args, params, fwd):
                 flt = True
             elif type(a) is not int and type(a) is not bool:
                 mixed = True
-    if op.promote is not None and (mixed or ((flt or op.promote == "float") and dt is not None and dt.kind not in FLOATING_KINDS)):
+    if op.promote is not None and (mixed or ((flt or op.promote == "float") and dt is not None and dt.kind not in INEXACT_KINDS)):
         promoted = _promote(op, args)  # array-like operands become Tensors here
         if promoted is not args:
             return eager(op, promoted, params, fwd)
@@ -297,12 +297,24 @@ def _result(op, args, params, dev, req, out):
     if req and (not GRAD_OFF or GRAD.enabled) and out.dtype.kind in FLOATING_KINDS and op.vjp is not None:
         res.requires_grad = True
         res.grad_fn = _record(op, args, params, out, res._vc)
+    elif req and out.dtype.kind == "c" and (not GRAD_OFF or GRAD.enabled) and op.vjp is not None:
+        if not op.complex:
+            raise _no_complex_grad(op, args)
+        res.requires_grad = True
+        res.grad_fn = _record(op, args, params, out, res._vc)
     else:
         res.requires_grad = False
         res.grad_fn = None
     if op.n_extra:
         return (res, *[Tensor._wrap(dev.xp.asarray(e), False, None, 0, [0], dev) for e in extras])
     return res
+
+
+def _no_complex_grad(op, args) -> NotImplementedError:
+    """A complex result of an op whose vjp is written for real tensors only: refused, not wrong."""
+    what = ", ".join(f"{a.dtype.name}{list(a.shape)}" for a in args if isinstance(a, Tensor))
+    return NotImplementedError(f"{op.name}({what}): the derivative of {op.name} is not implemented for complex "
+                               f"tensors in tapelab; detach the input or compute in real and imaginary parts")
 
 
 def _record(op, args, params, out, out_vc):
@@ -359,14 +371,14 @@ def _promote(op, args):
     if not all(isinstance(a, Tensor) or type(a) in _NUMBERS for a in args):
         return tuple(a if isinstance(a, Tensor) or type(a) in _NUMBERS else _as_operand(a, op) for a in args)
     rt = result_type(*args)
-    if op.promote == "float" and not rt.is_floating_point:
+    if op.promote == "float" and not rt.is_floating_point and not rt.is_complex:
         rt = get_default_dtype()
     if all(a._data.dtype == rt.np for a in args if isinstance(a, Tensor)):
         return args
     return tuple(a.to(rt) if isinstance(a, Tensor) and a._data.dtype != rt.np else a for a in args)
 
 
-_NUMBERS = (int, float, bool)  # exactly: numpy's float64 subclasses float but promotes as float64
+_NUMBERS = (int, float, bool, complex)  # exactly: numpy's float64 subclasses float but promotes as float64
 
 
 def _as_operand(a, op):

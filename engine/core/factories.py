@@ -19,6 +19,14 @@ from .tensor import Tensor
 __all__ = ["FULL", "EMPTY", "ARANGE", "LINSPACE", "LOGSPACE", "EYE", "TENSOR", "FROM_DLPACK", "host_array"]
 
 
+def _onnx_arange(g, *, start, end, step, dtype, device):
+    """``Range``: ints (and sizes that follow dynamic axes) in int64, floats in float64, then ``dtype``."""
+    bounds = (start, end, step)
+    if any(isinstance(b, float) for b in bounds):
+        return g.cast(g.op("Range", *[g.const(float(b), "float64") for b in bounds]), dtype)
+    return g.cast(g.op("Range", *[g.scalar_dim(b) for b in bounds]), dtype)
+
+
 def _full(xp, *, size, fill_value, dtype, device):
     if type(fill_value) is int and not fill_value:
         return xp.zeros(size, dtype.np)  # calloc'd: several times faster than a fill (zeros_like runs in vjps)
@@ -31,9 +39,9 @@ def _arange(xp, *, start, end, step, dtype, device):
     return xp.arange(start, end, step, dtype=dtype.np)
 
 
-FULL = Op("full", _full, kind="factory")
+FULL = Op("full", _full, kind="factory", onnx=lambda g, *, size, fill_value, dtype, device: g.full(size, fill_value, dtype))
 EMPTY = Op("empty", lambda xp, *, size, dtype, device: xp.empty(size, dtype.np), kind="factory")
-ARANGE = Op("arange", _arange, kind="factory")
+ARANGE = Op("arange", _arange, kind="factory", onnx=_onnx_arange)
 LINSPACE = Op("linspace", lambda xp, *, start, end, steps, dtype, device:
               xp.linspace(start, end, steps, dtype="float64").astype(dtype.np), kind="factory")
 LOGSPACE = Op("logspace", lambda xp, *, start, end, steps, base, dtype, device:
@@ -102,10 +110,13 @@ def _ragged(data) -> Exception | None:
 
 
 def _inferred(arr: np.ndarray, data) -> np.ndarray:
-    """PyTorch's dtype for Python data (numpy's guess ``arr``): floats -> default, ints -> int64."""
+    """PyTorch's dtype for Python data (numpy's guess ``arr``): floats -> default, complex -> the
+    default's complex dtype, ints -> int64."""
     kind = arr.dtype.kind
     if kind == "f":
         return arr.astype(get_default_dtype().np, copy=False)
+    if kind == "c":
+        return arr.astype(_dtype.default_complex_dtype().np, copy=False)
     if kind in "iu":
         # numpy guesses uint64 past int64's range: converting again raises as PyTorch does
         return arr if arr.dtype == np.int64 else np.array(data, dtype=np.int64)

@@ -55,18 +55,22 @@ class Op:
             ``install_methods`` generates each as ``apply_(op, self, *args, **params)``.
         operator: the name in Python's ``operator`` module whose use on Tensors is this op
             (``"truediv"`` for ``/``), so graph passes can map ``operator.*`` targets to it.
+        complex: the vjp follows PyTorch's convention for complex tensors (the conjugate
+            Wirtinger gradient: local derivatives conjugated). Default: true when the vjp reads
+            no values (``saves="none"`` without ``save_output``: a map of ``g`` alone, as sums
+            and views are). A complex result of any other op refuses to record a node.
     """
 
     __slots__ = ("name", "fwd", "vjp", "promote", "saves", "save_output", "elementwise",
                  "n_extra", "is_view", "kind", "onnx", "cost", "ufunc", "out_form", "data_dependent",
-                 "aliases", "inplace", "operator", "backward_name")
+                 "aliases", "inplace", "operator", "backward_name", "complex")
 
     def __init__(self, name: str, fwd: Callable, vjp: Callable | None = None, *,
                  promote: str | None = None, saves: str = ALL, save_output: bool = False,
                  elementwise: bool = False, n_extra: int = 0, is_view: bool = False,
                  kind: str = "compute", ufunc: str | None = None, out_form: str | None = None,
                  data_dependent: str | None = None, onnx=None, cost=None, aliases: tuple = (),
-                 inplace: tuple = (), operator: str | None = None):
+                 inplace: tuple = (), operator: str | None = None, complex: bool | None = None):
         if name in REGISTRY:
             raise ValueError(f"op {name!r} is already registered")
         if kind not in KINDS:
@@ -77,6 +81,7 @@ class Op:
         self.is_view, self.kind, self.onnx, self.cost = is_view, kind, onnx, cost
         self.ufunc, self.out_form, self.data_dependent = ufunc, out_form or ufunc, data_dependent
         self.aliases, self.inplace, self.operator = tuple(aliases), tuple(inplace), operator
+        self.complex = (saves == NONE and not save_output) if complex is None else complex
         self.backward_name = "".join(p.capitalize() for p in name.split("_")) + "Backward0"
         REGISTRY[name] = self
 

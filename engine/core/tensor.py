@@ -20,7 +20,7 @@ from ..base.coo import COOArray
 from ..base.device import CPU, device as _device_cls
 from ..base.layout import sparse_coo, strided
 from ..base.repr import tensor_repr
-from ..base.dtype import FLOATING_KINDS
+from ..base.dtype import FLOATING_KINDS, INEXACT_KINDS
 
 __all__ = ["Tensor", "Size", "sum_to", "unbroadcast"]
 
@@ -179,7 +179,7 @@ class Tensor:
         return self._data.dtype.kind in FLOATING_KINDS
 
     def is_complex(self) -> bool:
-        return False
+        return self._data.dtype.kind == "c"
 
     @property
     def is_leaf(self) -> bool:
@@ -263,6 +263,9 @@ class Tensor:
     def __int__(self) -> int:
         return int(self.item())
 
+    def __complex__(self) -> complex:
+        return complex(self.item())
+
     def __index__(self) -> int:
         if self._data.dtype.kind not in "biu" or self._data.size != 1:
             raise TypeError("only integer tensors of a single element can be converted to an index")
@@ -333,8 +336,8 @@ class Tensor:
             raise RuntimeError("you can only change requires_grad flags of leaf variables. If you want "
                                "to use a computed variable in a subgraph that doesn't require "
                                "differentiation use var_no_grad = var.detach().")
-        if requires_grad and self._data.dtype.kind not in FLOATING_KINDS:
-            raise RuntimeError(f"only Tensors of floating point dtype can require gradients "
+        if requires_grad and self._data.dtype.kind not in INEXACT_KINDS:
+            raise RuntimeError(f"only Tensors of floating point and complex dtype can require gradients "
                                f"(got {self.dtype})")
         self.requires_grad = requires_grad
         return self
@@ -415,7 +418,8 @@ _VIEW_ATTRS = ("_base", "_view_nograd", "_view_multi")  # a deep copy owns its m
 
 _TYPE_NAMES = {"float32": "FloatTensor", "float64": "DoubleTensor", "float16": "HalfTensor",
                "int64": "LongTensor", "int32": "IntTensor", "int16": "ShortTensor",
-               "int8": "CharTensor", "uint8": "ByteTensor", "bool": "BoolTensor", "bfloat16": "BFloat16Tensor"}
+               "int8": "CharTensor", "uint8": "ByteTensor", "bool": "BoolTensor", "bfloat16": "BFloat16Tensor",
+               "complex64": "ComplexFloatTensor", "complex128": "ComplexDoubleTensor"}
 
 
 class Size(tuple):

@@ -1,26 +1,50 @@
-"""Conjugation and complex parts of real tensors: tapelab has no complex dtypes, so a tensor is its
-own conjugate and its own real part, its imaginary part does not exist, and its angle is 0 or pi.
-These are PyTorch's answers for real tensors, so code written for both kinds runs unchanged."""
+"""Complex parts and conjugation: ``real``, ``imag``, ``conj``, ``angle``, ``sgn``, ``view_as_real``,
+``view_as_complex``, ``complex``, ``polar``.
+
+Gradients follow PyTorch's convention for complex tensors: a vjp returns the conjugate Wirtinger
+gradient, so for a real loss ``L`` of ``z = x + iy``, ``z.grad`` is ``dL/dx + i dL/dy``.
+``real``/``imag``/``view_as_real``/``view_as_complex`` are views (numpy's ``.real`` and ``.view``).
+On real tensors every function here is PyTorch's answer for real values at no cost: ``conj`` and
+``real`` return the tensor itself. tapelab keeps no lazy conjugate bit: ``conj`` of a complex tensor
+is ``conj_physical`` (a new tensor), so ``is_conj()`` is always False and ``resolve_conj`` is free.
+"""
 from __future__ import annotations
 
 import math
 
 from ..base import dtype as _dtype
-from ._util import Tensor
+from ..core.dispatch import apply
+from ..core.registry import NONE, Op
+from .compare import where
+from ._util import Tensor, unbroadcast as ub
 
-__all__ = ["conj", "conj_physical", "resolve_conj", "resolve_neg", "real", "imag", "angle"]
+__all__ = ["conj", "conj_physical", "resolve_conj", "resolve_neg", "real", "imag", "angle", "sgn", "view_as_real",
+           "view_as_complex", "complex", "polar"]
+
+
+def _cx(t: Tensor) -> bool:
+    return t._data.dtype.kind == "c"
+
+
+def _complex_of(t: Tensor) -> _dtype.dtype:
+    return _dtype.from_np(t._data.dtype).to_complex()
+
+
+_conj = Op("conj_physical", lambda xp, a: xp.conjugate(a), lambda g, out, a: (conj(g),), saves=NONE,
+           elementwise=True, ufunc="conjugate", aliases=("conj",), inplace=("conj_physical_",))
 
 
 def conj(input: Tensor) -> Tensor:
-    """``input`` itself (a real tensor is its own conjugate)."""
-    return input
+    """The complex conjugate; a real tensor is its own (returned as is, no copy)."""
+    return apply(_conj, input) if input._data.dtype.kind == "c" else input
 
 
 def conj_physical(input: Tensor) -> Tensor:
-    return input
+    return conj(input)
 
 
 def resolve_conj(input: Tensor) -> Tensor:
+    """``input``: tapelab's conjugates are already materialised (no lazy conjugate bit)."""
     return input
 
 
@@ -28,24 +52,141 @@ def resolve_neg(input: Tensor) -> Tensor:
     return input
 
 
+def _real_vjp(g, out, a):
+    return (g.to(_complex_of(a)),)
+
+
+def _imag_vjp(g, out, a):
+    return (g.to(_complex_of(a)) * 1j,)
+
+
+_real = Op("real", lambda xp, a: a.real, _real_vjp, saves=NONE, is_view=True)
+_imag = Op("imag", lambda xp, a: a.imag, _imag_vjp, saves=NONE, is_view=True)
+
+
 def real(input: Tensor) -> Tensor:
-    return input
+    """The real parts, a view of a complex tensor (settable: ``z.real = x``); a real tensor itself."""
+    return apply(_real, input) if input._data.dtype.kind == "c" else input
 
 
 def imag(input: Tensor) -> Tensor:
-    raise RuntimeError("imag is not implemented for tensors with non-complex dtypes.")
+    """The imaginary parts, a view of a complex tensor; an error for a real one, as in PyTorch."""
+    if not _cx(input):
+        raise RuntimeError("imag is not implemented for tensors with non-complex dtypes.")
+    return apply(_imag, input)
+
+
+def _set_part(part):
+    def setter(self: Tensor, value) -> None:
+        part(self).copy_(value)
+    return setter
+
+
+def _angle_vjp(g, out, a):
+    # d(angle)/dx + i d(angle)/dy = i z / |z|^2, and 0 at z = 0 (PyTorch's angle_backward)
+    r2 = (a * a.conj()).real
+    return (where(r2 == 0, 0, g * a * 1j / where(r2 == 0, 1, r2)),)
+
+
+_angle = Op("angle", lambda xp, a: xp.angle(a), _angle_vjp, elementwise=True, complex=True)
 
 
 def angle(input: Tensor) -> Tensor:
-    """pi for negative values, 0 otherwise (NaN stays NaN); integers give the default float dtype."""
+    """The argument of each element, in radians. Real tensors: pi for negative values, 0 otherwise
+    (NaN stays NaN); integers give the default float dtype."""
+    if _cx(input):
+        return apply(_angle, input)
     x = input if input.is_floating_point() else input.to(_dtype.get_default_dtype())
     return (x < 0).to(x.dtype) * math.pi + x * 0
 
 
-METHODS = ("conj", "conj_physical", "resolve_conj", "resolve_neg", "angle")
-PROPERTIES = {"real": real, "imag": imag}
-OPERATORS = {"conj_physical_": lambda self: self}
+def _sgn_fwd(xp, a):
+    r = xp.abs(a)
+    return xp.where(r == 0, 0, a / xp.where(r == 0, 1, r)).astype(a.dtype, copy=False)
 
-COMPOSITES = {"conj": "the tensor itself", "conj_physical": "the tensor itself", "conj_physical_": "the tensor itself",
-              "resolve_conj": "the tensor itself", "resolve_neg": "the tensor itself", "real": "the tensor itself",
-              "imag": "an error, as for any real tensor", "angle": "a comparison and a mul"}
+
+def _sgn_vjp(g, out, a):
+    # PyTorch's sgn_backward: (g - Re(g conj(s)) s) / |z|, and 0 at z = 0
+    r = a.abs()
+    safe = where(r == 0, 1, r)
+    return (where(r == 0, 0, (g - (g * out.conj()).real * out) / safe),)
+
+
+_sgn = Op("sgn", _sgn_fwd, _sgn_vjp, save_output=True, elementwise=True, complex=True, inplace=("sgn_",))
+
+
+def sgn(input: Tensor) -> Tensor:
+    """``z / |z|`` (0 at 0) for complex tensors; ``sign`` for real ones."""
+    return apply(_sgn, input) if _cx(input) else input.sign()
+
+
+def _view_as_real_fwd(xp, a):
+    parts = a.real.dtype
+    return a.view(parts).reshape(a.shape + (2,)) if a.ndim else a.reshape(1).view(parts)
+
+
+def _view_as_complex_fwd(xp, a):
+    return a.view(_dtype.from_np(a.dtype).to_complex().np).reshape(a.shape[:-1])
+
+
+_view_as_real = Op("view_as_real", _view_as_real_fwd, lambda g, out, a: (view_as_complex(g.contiguous()),),
+                   saves=NONE, is_view=True)
+_view_as_complex = Op("view_as_complex", _view_as_complex_fwd, lambda g, out, a: (view_as_real(g),),
+                      saves=NONE, is_view=True)
+
+
+def view_as_real(input: Tensor) -> Tensor:
+    """A real view of a complex tensor with a last dim of size 2 (real, imaginary)."""
+    if not _cx(input):
+        raise RuntimeError("view_as_real is only supported for complex tensors")
+    return apply(_view_as_real, input)
+
+
+def view_as_complex(input: Tensor) -> Tensor:
+    """A complex view of a float32/float64 tensor whose last dim (size 2, stride 1) holds the parts."""
+    if input.dtype not in (_dtype.float32, _dtype.float64):
+        raise RuntimeError(f"view_as_complex is only supported for float and double tensors, but got a tensor "
+                           f"of scalar type: {input.dtype.name}")
+    if input.ndim == 0 or input.shape[-1] != 2:
+        raise RuntimeError(f"Tensor must have a last dimension of size 2 (got shape {list(input.shape)})")
+    st = input.stride()
+    if st[-1] != 1:
+        raise RuntimeError(f"Tensor must have a last dimension with stride 1 (got strides {list(st)})")
+    if any(s % 2 for s in st[:-1]):
+        raise RuntimeError(f"Tensor must have a stride divisible by 2 for all but last dimension (got strides "
+                           f"{list(st)})")
+    return apply(_view_as_complex, input)
+
+
+def _complex_fwd(xp, re, im):
+    return re + im * 1j
+
+
+_complex = Op("complex", _complex_fwd, lambda g, out, re, im: (ub(g.real, re), ub(g.imag, im)), saves=NONE,
+              elementwise=True)
+
+
+def complex(real: Tensor, imag: Tensor) -> Tensor:
+    """The complex tensor ``real + i imag`` (both float32, float64; broadcast), as ``torch.complex``."""
+    for name, t in (("real", real), ("imag", imag)):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"complex(): argument '{name}' must be Tensor, not {type(t).__name__}")
+    if real.dtype is not imag.dtype:
+        raise RuntimeError(f"Expected object of scalar type {real.dtype.name} but got scalar type "
+                           f"{imag.dtype.name} for second argument")
+    if real.dtype not in (_dtype.float32, _dtype.float64):
+        raise RuntimeError(f"Expected both inputs to be Half, Float or Double tensors but got {real.dtype.name} "
+                           f"and {imag.dtype.name}")
+    return apply(_complex, real, imag)
+
+
+def polar(abs: Tensor, angle: Tensor) -> Tensor:
+    """``abs * (cos(angle) + i sin(angle))``."""
+    return complex(abs * angle.cos(), abs * angle.sin())
+
+
+METHODS = ("conj", "conj_physical", "resolve_conj", "resolve_neg", "angle", "sgn")
+OPERATORS = {"real": property(real, _set_part(real)), "imag": property(imag, _set_part(imag))}
+
+COMPOSITES = {"resolve_conj": "the tensor itself", "resolve_neg": "the tensor itself",
+              "polar": "complex of cos and sin"}

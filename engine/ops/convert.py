@@ -15,8 +15,15 @@ def _cast_fwd(xp, x, *, dtype):
     return _dtype.astype(x, dtype)
 
 
-cast = Op("cast", _cast_fwd, lambda g, out, x, *, dtype: (g.to(x.dtype),), saves=NONE, elementwise=True,
-          aliases=("to",))
+def _cast_vjp(g, out, x, *, dtype):
+    # complex to real keeps the real parts (PyTorch warns in the forward); a real input's gradient
+    # is the real part of a complex one
+    if g._data.dtype.kind == "c" and x._data.dtype.kind != "c":
+        g = g.real
+    return (g.to(x.dtype),)
+
+
+cast = Op("cast", _cast_fwd, _cast_vjp, saves=NONE, elementwise=True, aliases=("to",), onnx=lambda g, x, *, dtype: g.cast(x, dtype))
 
 
 def _move_fwd(xp, x, *, device):
@@ -32,7 +39,7 @@ def _move(x: Tensor, dev: Device) -> Tensor:
     return out
 
 
-move = Op("to_device", _move_fwd, lambda g, out, x, *, device: (g.to(x.device),), saves=NONE)
+move = Op("to_device", _move_fwd, lambda g, out, x, *, device: (g.to(x.device),), saves=NONE, onnx=lambda g, x, *, device: x)
 
 
 def _parse_to_args(args, kwargs):

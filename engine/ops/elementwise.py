@@ -1,11 +1,14 @@
 """Elementwise arithmetic and math: one Op per primitive, vjps written in Tensor ops.
 
 Gradients of broadcasting binary ops are summed back to each input's shape by ``unbroadcast``;
-gradients at kinks and of piecewise-constant ops follow PyTorch's derivatives.yaml.
+gradients at kinks and of piecewise-constant ops follow PyTorch's derivatives.yaml. Ops declared
+``complex=True`` take complex tensors too: their vjps multiply by the conjugate of the local
+derivative (``cj``, free on a real tensor), PyTorch's convention for holomorphic functions.
 Comparisons, selection (where, clamp, maximum) and logical/bitwise ops live in ``compare``.
 """
 from __future__ import annotations
 
+import cmath
 import math
 from math import prod
 
@@ -15,18 +18,50 @@ from ..core.creation import zeros_like
 from ..core.dispatch import apply
 from ..autograd.views import apply_
 from .compare import isfinite, keep_where, torch_name, where, zero_where
+from .conjugation import conj as cj, sgn
 from ..core.registry import ALL, NONE, OTHERS, Op
 from ._util import Tensor, unbroadcast as ub
 from ..base.dtype import FLOATING_KINDS
 
 __all__ = ["add", "sub", "rsub", "mul", "div", "true_divide", "floor_divide", "remainder", "fmod",
-           "pow", "neg", "abs", "sign", "sgn", "reciprocal", "square", "exp", "exp2", "expm1", "log",
+           "pow", "neg", "abs", "sign", "reciprocal", "square", "exp", "exp2", "expm1", "log",
            "log2", "log10", "log1p", "sqrt", "rsqrt", "sin", "cos", "tan", "asin", "acos", "atan",
            "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "sigmoid", "relu", "erf", "erfc",
            "erfinv", "floor", "ceil", "round", "trunc", "fix", "frac", "atan2", "hypot", "logaddexp",
            "xlogy", "lerp", "addcmul", "addcdiv", "nan_to_num", "multiply", "subtract", "divide",
            "negative", "absolute", "arcsin", "arccos", "arctan", "arctan2", "arcsinh", "arccosh",
            "arctanh"]
+
+
+# ---------------------------------------------------------------- ONNX lowerings (``Op.onnx``)
+# Each receives the exporter's emitter ``g`` (tapelab.onnx); see engine/onnx/_emitter.py.
+def _onnx_float_only(op_type: str):
+    """Floor/Ceil/Round: integers are their own result (ONNX defines these for floats only)."""
+    return lambda g, a, **_: g.op(op_type, a) if g.dtype(a).kind == "f" else a
+
+
+def _onnx_trunc(g, a):
+    return g.op("Where", g.op("Less", a, 0.0), g.op("Ceil", a), g.op("Floor", a)) if g.dtype(a).kind == "f" else a
+
+
+def _onnx_round(g, a, *, decimals=0):
+    if not decimals or g.dtype(a).kind != "f":
+        return _onnx_float_only("Round")(g, a)
+    return g.op("Div", g.op("Round", g.op("Mul", a, 10.0 ** decimals)), 10.0 ** decimals)
+
+
+def _onnx_div_rounding(g, a, b, *, rounding_mode):
+    q = g.op("Div", g.cast(a, "float64"), g.cast(b, "float64")) if g.dtype(a).kind != "f" else g.op("Div", a, b)
+    q = g.op("Floor", q) if rounding_mode == "floor" else _onnx_trunc(g, q) if g.dtype(a).kind == "f" else \
+        g.op("Where", g.op("Less", q, 0.0), g.op("Ceil", q), g.op("Floor", q))
+    return g.cast(q, g.dtype(a))
+
+
+def _onnx_remainder(g, a, b):
+    """Python's sign rule: ``Mod(fmod=0)`` on integers, ``a - floor(a / b) * b`` on floats."""
+    if g.dtype(a).kind != "f":
+        return g.op("Mod", a, b, fmod=0)
+    return g.op("Sub", a, g.op("Mul", g.op("Floor", g.op("Div", a, b)), b))
 
 _LN2, _LN10 = math.log(2.0), math.log(10.0)
 _TWO_OVER_SQRTPI, _SQRTPI_OVER_TWO = 2 / math.sqrt(math.pi), math.sqrt(math.pi) / 2
@@ -83,69 +118,78 @@ def _sign_fwd(xp, a):
 # One dispatch instead of three in every backward pass, as PyTorch's tanh_backward and
 # sigmoid_backward; their own vjps keep double backward exact.
 _tanh_bw = Op("tanh_backward", lambda xp, g, y: g * (1 - y * y),
-              lambda gg, out, g, y: (apply(_tanh_bw, gg, y), gg * g * y * -2), elementwise=True)
+              lambda gg, out, g, y: (apply(_tanh_bw, gg, cj(y)), gg * cj(g * y) * -2), elementwise=True,
+              complex=True)
 _sigmoid_bw = Op("sigmoid_backward", lambda xp, g, y: g * y * (1 - y),
-                 lambda gg, out, g, y: (apply(_sigmoid_bw, gg, y), gg * g * (1 - 2 * y)), elementwise=True)
+                 lambda gg, out, g, y: (apply(_sigmoid_bw, gg, cj(y)), gg * cj(g * (1 - 2 * y))), elementwise=True,
+                 complex=True)
 # relu's gradient is 0 at 0 (and the mask itself has no gradient), as in PyTorch
 _relu_bw = Op("threshold_backward", lambda xp, g, y: g * (y > 0),
               lambda gg, out, g, y: (apply(_relu_bw, gg, y), None), elementwise=True)
 
 # ---------------------------------------------------------------- unary math
-exp = _unary("exp", lambda xp, a: xp.exp(a), lambda g, out, a: (g * out,), reads="output", ufunc="exp")
-exp2 = _unary("exp2", lambda xp, a: xp.exp2(a), lambda g, out, a: (g * out * _LN2,), reads="output",
-              out_form="exp2")
-expm1 = _unary("expm1", lambda xp, a: xp.expm1(a), lambda g, out, a: (g * (out + 1),), reads="output",
-               out_form="expm1")
-log = _unary("log", lambda xp, a: xp.log(a), lambda g, out, a: (g / a,), ufunc="log")
-log2 = _unary("log2", lambda xp, a: xp.log2(a), lambda g, out, a: (g / (a * _LN2),), out_form="log2")
-log10 = _unary("log10", lambda xp, a: xp.log10(a), lambda g, out, a: (g / (a * _LN10),), out_form="log10")
-log1p = _unary("log1p", lambda xp, a: xp.log1p(a), lambda g, out, a: (g / (a + 1),), out_form="log1p")
-sqrt = _unary("sqrt", lambda xp, a: xp.sqrt(a), lambda g, out, a: (g / (2 * out),), reads="output", ufunc="sqrt")
-rsqrt = _unary("rsqrt", lambda xp, a: 1 / xp.sqrt(a), lambda g, out, a: (g * out ** 3 * -0.5,),
-               reads="output")
-reciprocal = _unary("reciprocal", lambda xp, a: 1 / a, lambda g, out, a: (-g * (out * out),),
-                    reads="output")
-sin = _unary("sin", lambda xp, a: xp.sin(a), lambda g, out, a: (g * cos(a),), ufunc="sin")
-cos = _unary("cos", lambda xp, a: xp.cos(a), lambda g, out, a: (g * -sin(a),), ufunc="cos")
-tan = _unary("tan", lambda xp, a: xp.tan(a), lambda g, out, a: (g * (1 + out * out),), reads="output",
-             out_form="tan")
+exp = _unary("exp", lambda xp, a: xp.exp(a), lambda g, out, a: (g * cj(out),), reads="output", ufunc="exp",
+             complex=True, onnx="Exp")
+exp2 = _unary("exp2", lambda xp, a: xp.exp2(a), lambda g, out, a: (g * cj(out) * _LN2,), reads="output",
+              out_form="exp2", complex=True, onnx=lambda g, a: g.op("Pow", 2.0, a))
+expm1 = _unary("expm1", lambda xp, a: xp.expm1(a), lambda g, out, a: (g * cj(out + 1),), reads="output",
+               out_form="expm1", complex=True, onnx=lambda g, a: g.op("Sub", g.op("Exp", a), 1.0))
+log = _unary("log", lambda xp, a: xp.log(a), lambda g, out, a: (g / cj(a),), ufunc="log", complex=True, onnx="Log")
+log2 = _unary("log2", lambda xp, a: xp.log2(a), lambda g, out, a: (g / (cj(a) * _LN2),), out_form="log2",
+              complex=True, onnx=lambda g, a: g.op("Div", g.op("Log", a), _LN2))
+log10 = _unary("log10", lambda xp, a: xp.log10(a), lambda g, out, a: (g / (cj(a) * _LN10),), out_form="log10",
+               complex=True, onnx=lambda g, a: g.op("Div", g.op("Log", a), _LN10))
+log1p = _unary("log1p", lambda xp, a: xp.log1p(a), lambda g, out, a: (g / cj(a + 1),), out_form="log1p",
+               complex=True, onnx=lambda g, a: g.op("Log", g.op("Add", a, 1.0)))
+sqrt = _unary("sqrt", lambda xp, a: xp.sqrt(a), lambda g, out, a: (g / (2 * cj(out)),), reads="output", ufunc="sqrt",
+              complex=True, onnx="Sqrt")
+rsqrt = _unary("rsqrt", lambda xp, a: 1 / xp.sqrt(a), lambda g, out, a: (g * cj(out ** 3) * -0.5,),
+               reads="output", complex=True, onnx=lambda g, a: g.op("Reciprocal", g.op("Sqrt", a)))
+reciprocal = _unary("reciprocal", lambda xp, a: 1 / a, lambda g, out, a: (-g * cj(out * out),),
+                    reads="output", complex=True, onnx="Reciprocal")
+sin = _unary("sin", lambda xp, a: xp.sin(a), lambda g, out, a: (g * cj(cos(a)),), ufunc="sin", complex=True, onnx="Sin")
+cos = _unary("cos", lambda xp, a: xp.cos(a), lambda g, out, a: (g * -cj(sin(a)),), ufunc="cos", complex=True, onnx="Cos")
+tan = _unary("tan", lambda xp, a: xp.tan(a), lambda g, out, a: (g * cj(1 + out * out),), reads="output",
+             out_form="tan", complex=True, onnx="Tan")
 asin = _unary("asin", lambda xp, a: xp.arcsin(a), lambda g, out, a: (g * rsqrt(1 - a * a),),
-              out_form="arcsin", aliases=("arcsin",))
+              out_form="arcsin", aliases=("arcsin",), onnx="Asin")
 acos = _unary("acos", lambda xp, a: xp.arccos(a), lambda g, out, a: (g * -rsqrt(1 - a * a),),
-              out_form="arccos", aliases=("arccos",))
+              out_form="arccos", aliases=("arccos",), onnx="Acos")
 atan = _unary("atan", lambda xp, a: xp.arctan(a), lambda g, out, a: (g / (a * a + 1),),
-              out_form="arctan", aliases=("arctan",))
-sinh = _unary("sinh", lambda xp, a: xp.sinh(a), lambda g, out, a: (g * cosh(a),), out_form="sinh")
-cosh = _unary("cosh", lambda xp, a: xp.cosh(a), lambda g, out, a: (g * sinh(a),), out_form="cosh")
-tanh = _unary("tanh", lambda xp, a: xp.tanh(a), lambda g, out, a: (apply(_tanh_bw, g, out),), reads="output",
-              ufunc="tanh")
+              out_form="arctan", aliases=("arctan",), onnx="Atan")
+sinh = _unary("sinh", lambda xp, a: xp.sinh(a), lambda g, out, a: (g * cj(cosh(a)),), out_form="sinh",
+              complex=True, onnx="Sinh")
+cosh = _unary("cosh", lambda xp, a: xp.cosh(a), lambda g, out, a: (g * cj(sinh(a)),), out_form="cosh",
+              complex=True, onnx="Cosh")
+tanh = _unary("tanh", lambda xp, a: xp.tanh(a), lambda g, out, a: (apply(_tanh_bw, g, cj(out)),), reads="output",
+              ufunc="tanh", complex=True, onnx="Tanh")
 asinh = _unary("asinh", lambda xp, a: xp.arcsinh(a), lambda g, out, a: (g * rsqrt(a * a + 1),),
-               out_form="arcsinh", aliases=("arcsinh",))
+               out_form="arcsinh", aliases=("arcsinh",), onnx="Asinh")
 acosh = _unary("acosh", lambda xp, a: xp.arccosh(a), lambda g, out, a: (g * rsqrt(a * a - 1),),
-               out_form="arccosh", aliases=("arccosh",))
+               out_form="arccosh", aliases=("arccosh",), onnx="Acosh")
 atanh = _unary("atanh", lambda xp, a: xp.arctanh(a), lambda g, out, a: (g / (1 - a * a),),
-               out_form="arctanh", aliases=("arctanh",))
+               out_form="arctanh", aliases=("arctanh",), onnx="Atanh")
 # exp(-a) overflowing to inf gives exactly 0, as PyTorch does
-sigmoid = _unary("sigmoid", lambda xp, a: 1 / (1 + xp.exp(-a)), lambda g, out, a: (apply(_sigmoid_bw, g, out),),
-                 reads="output")
+sigmoid = _unary("sigmoid", lambda xp, a: 1 / (1 + xp.exp(-a)), lambda g, out, a: (apply(_sigmoid_bw, g, cj(out)),),
+                 reads="output", complex=True, onnx="Sigmoid")
 erf = _unary("erf", lambda xp, a: _special(xp).erf(a).astype(a.dtype, copy=False),
-             lambda g, out, a: (g * _TWO_OVER_SQRTPI * exp(-a * a),))
+             lambda g, out, a: (g * _TWO_OVER_SQRTPI * exp(-a * a),), onnx="Erf")
 erfc = _unary("erfc", lambda xp, a: _special(xp).erfc(a).astype(a.dtype, copy=False),
-              lambda g, out, a: (g * -_TWO_OVER_SQRTPI * exp(-a * a),))
+              lambda g, out, a: (g * -_TWO_OVER_SQRTPI * exp(-a * a),), onnx=lambda g, a: g.op("Sub", 1.0, g.op("Erf", a)))
 erfinv = _unary("erfinv", lambda xp, a: _special(xp).erfinv(a).astype(a.dtype, copy=False),
                 lambda g, out, a: (g * _SQRTPI_OVER_TWO * exp(out * out),), reads="output")
 
 # ---------------------------------------------------------------- dtype-preserving unary
 neg = _unary("neg", lambda xp, a: -a, lambda g, out, a: (-g,), promote=None, reads="nothing",
-             ufunc="negative", aliases=("negative",), operator="neg")
-abs = _unary("abs", lambda xp, a: xp.abs(a), lambda g, out, a: (g * sign(a),), promote=None,
-             ufunc="absolute", aliases=("absolute",), operator="abs")
-sign = _unary("sign", _sign_fwd, _zeros, promote=None, reads="nothing", aliases=("sgn",))
+             ufunc="negative", aliases=("negative",), operator="neg", onnx="Neg")
+abs = _unary("abs", lambda xp, a: xp.abs(a), lambda g, out, a: (g * sgn(a),), promote=None,
+             ufunc="absolute", aliases=("absolute",), operator="abs", onnx="Abs")
+sign = _unary("sign", _sign_fwd, _zeros, promote=None, reads="nothing", onnx="Sign")
 relu = _unary("relu", lambda xp, a: xp.maximum(a, 0),
-              lambda g, out, a: (apply(_relu_bw, g, out),), promote=None, reads="output")
-floor = _unary("floor", _keep_ints(lambda xp: xp.floor), _zeros, promote=None, reads="nothing")
-ceil = _unary("ceil", _keep_ints(lambda xp: xp.ceil), _zeros, promote=None, reads="nothing")
-trunc = _unary("trunc", _keep_ints(lambda xp: xp.trunc), _zeros, promote=None, reads="nothing", aliases=("fix",))
+              lambda g, out, a: (apply(_relu_bw, g, out),), promote=None, reads="output", onnx="Relu")
+floor = _unary("floor", _keep_ints(lambda xp: xp.floor), _zeros, promote=None, reads="nothing", onnx=_onnx_float_only("Floor"))
+ceil = _unary("ceil", _keep_ints(lambda xp: xp.ceil), _zeros, promote=None, reads="nothing", onnx=_onnx_float_only("Ceil"))
+trunc = _unary("trunc", _keep_ints(lambda xp: xp.trunc), _zeros, promote=None, reads="nothing", aliases=("fix",), onnx=_onnx_trunc)
 frac = _unary("frac", _frac_fwd, lambda g, out, a: (g,), promote=None, reads="nothing")
 
 def _round_fwd(xp, a, *, decimals=0):
@@ -160,7 +204,7 @@ def _round_fwd(xp, a, *, decimals=0):
     return xp.rint(a / p) * p
 
 
-_round = Op("round", _round_fwd, _zeros, saves=NONE, elementwise=True)
+_round = Op("round", _round_fwd, _zeros, saves=NONE, elementwise=True, onnx=_onnx_round)
 
 
 def round(input: Tensor, *, decimals: int = 0) -> Tensor:
@@ -171,28 +215,34 @@ def round(input: Tensor, *, decimals: int = 0) -> Tensor:
     return apply(_round, input, decimals=decimals)
 
 
-fix, sgn, negative, absolute = trunc, sign, neg, abs
+fix, negative, absolute = trunc, neg, abs
 arcsin, arccos, arctan, arcsinh, arccosh, arctanh = asin, acos, atan, asinh, acosh, atanh
 
 # ---------------------------------------------------------------- arithmetic
 _add = Op("add", lambda xp, a, b: a + b, lambda g, out, a, b: (ub(g, a), ub(g, b)),
-          promote="common", saves=NONE, elementwise=True, ufunc="add", cost=_numel, operator="add")
+          promote="common", saves=NONE, elementwise=True, ufunc="add", cost=_numel, operator="add", onnx="Add")
 _sub = Op("sub", lambda xp, a, b: a - b, lambda g, out, a, b: (ub(g, a), ub(-g, b)),
           promote="common", saves=NONE, elementwise=True, ufunc="subtract", cost=_numel, operator="sub",
-          aliases=("subtract", "rsub"))
+          aliases=("subtract", "rsub"), onnx="Sub")
 def _wants(x) -> bool:
     """Only inputs that need a gradient get one computed (a Python number never does)."""
     return isinstance(x, Tensor) and x.requires_grad
 
 
+def _cjn(x):
+    """The conjugate of a tensor or a Python number (real ones as they are)."""
+    return cj(x) if isinstance(x, Tensor) else (x.conjugate() if x.__class__ is complex else x)
+
+
 _mul = Op("mul", lambda xp, a, b: a * b,
-          lambda g, out, a, b: (ub(g * b, a) if _wants(a) else None, ub(g * a, b) if _wants(b) else None),
+          lambda g, out, a, b: (ub(g * _cjn(b), a) if _wants(a) else None, ub(g * _cjn(a), b) if _wants(b) else None),
           promote="common", saves=OTHERS, elementwise=True, ufunc="multiply", cost=_numel, operator="mul",
-          aliases=("multiply",), inplace=("mul_", "multiply_"))
+          aliases=("multiply",), inplace=("mul_", "multiply_"), complex=True, onnx="Mul")
 _div = Op("div", lambda xp, a, b: a / b,
-          lambda g, out, a, b: (ub(g / b, a) if _wants(a) else None, ub(-g * out / b, b) if _wants(b) else None),
+          lambda g, out, a, b: (ub(g / _cjn(b), a) if _wants(a) else None,
+                                ub(-g * cj(out / b), b) if _wants(b) else None),
           promote="float", save_output=True, elementwise=True, ufunc="true_divide", cost=_numel,
-          operator="truediv", aliases=("divide", "true_divide"))
+          operator="truediv", aliases=("divide", "true_divide"), complex=True, onnx="Div")
 
 
 def _is_int(a, b) -> bool:
@@ -251,18 +301,20 @@ def _fmod_fwd(xp, a, b):
 
 
 _div_rounding = Op("div_rounding", _div_rounding_fwd, _zeros, promote="common", saves=NONE, elementwise=True,
-                   operator="floordiv", aliases=("floor_divide",))
+                   operator="floordiv", aliases=("floor_divide",), onnx=_onnx_div_rounding)
 _remainder = Op("remainder", _remainder_fwd,
                 lambda g, out, a, b: (ub(g, a), ub(-g * div(a, b, rounding_mode="floor"), b)
                                       if isinstance(b, Tensor) else None),
-                promote="common", elementwise=True, operator="mod", inplace=("remainder_",))
+                promote="common", elementwise=True, operator="mod", inplace=("remainder_",), onnx=_onnx_remainder)
 _fmod = Op("fmod", _fmod_fwd,
            lambda g, out, a, b: (ub(g, a), ub(-g * div(a, b, rounding_mode="trunc"), b)
                                  if isinstance(b, Tensor) else None),
-           promote="common", elementwise=True, inplace=("fmod_",))
+           promote="common", elementwise=True, inplace=("fmod_",), onnx=lambda g, a, b: g.op("Mod", a, b, fmod=1))
 
 
 def _log_number(a) -> float:
+    if a.__class__ is complex:
+        return cmath.log(a) if a else -math.inf
     return math.log(a) if a > 0 else (-math.inf if a == 0 else math.nan)
 
 
@@ -270,14 +322,15 @@ def _pow_vjp(g, out, a, b):
     ga = gb = None
     if isinstance(a, Tensor):
         if isinstance(b, Tensor):
-            ga = ub(zero_where(b == 0, g * b * a ** (b - 1)), a)
+            ga = ub(zero_where(b == 0, g * cj(b * a ** (b - 1))), a)
         else:
-            ga = zeros_like(a) if b == 0 else ub(g * b * a ** (b - 1), a)
+            ga = zeros_like(a) if b == 0 else ub(g * _cjn(b * a ** (b - 1)), a)
     if isinstance(b, Tensor):
         if isinstance(a, Tensor):  # 0 ** b with b >= 0 has zero slope in b, as in PyTorch
-            gb = zero_where((a == 0) & (b >= 0), g * out * log(a))
+            zero = (a == 0) & (b.real >= 0) if b._data.dtype.kind == "c" else (a == 0) & (b >= 0)
+            gb = zero_where(zero, g * cj(out * log(a)))
         else:
-            gb = g * out * _log_number(a)
+            gb = g * cj(out * _log_number(a))
             if a == 0:
                 gb = zero_where(b >= 0, gb)
         gb = ub(gb, b)
@@ -305,7 +358,7 @@ def _bool_pow(xp, a, b):
 
 
 _pow = Op("pow", _pow_fwd, _pow_vjp, promote="common", save_output=True, elementwise=True, operator="pow",
-          aliases=("square",), inplace=("pow_",))
+          aliases=("square",), inplace=("pow_",), complex=True, onnx="Pow")
 
 
 def add(input, other, *, alpha=1) -> Tensor:
@@ -562,7 +615,7 @@ METHODS = ("exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt", "rsq
            "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh",
            "sigmoid", "relu", "erf", "erfc", "erfinv", "neg", "abs", "sign", "floor", "ceil", "trunc", "frac",
            "arcsin", "arccos", "arctan", "arcsinh", "arccosh", "arctanh", "arctan2", "fix", "negative",
-           "absolute", "multiply", "sgn", "true_divide",
+           "absolute", "multiply", "true_divide",
            "add", "sub", "mul", "div", "divide", "subtract", "floor_divide", "remainder", "fmod", "pow",
            "square", "round", "atan2", "hypot", "logaddexp", "xlogy", "lerp", "addcmul", "addcdiv", "nan_to_num")
 OPERATORS = {

@@ -43,7 +43,8 @@ var_mean vdot vstack where xlogy zeros
 _FACTORIES = frozenset("arange empty eye full linspace logspace ones rand randint randn randperm zeros".split())
 
 _TYPE_NAMES = {"float32": "Float", "float64": "Double", "float16": "Half", "bfloat16": "BFloat16", "int64": "Long",
-               "int32": "Int", "int16": "Short", "int8": "Char", "uint8": "Byte", "bool": "Bool"}
+               "int32": "Int", "int16": "Short", "int8": "Char", "uint8": "Byte", "bool": "Bool",
+               "complex64": "ComplexFloat", "complex128": "ComplexDouble"}
 
 
 def out_variants(namespace: dict) -> dict:
