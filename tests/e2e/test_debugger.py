@@ -46,6 +46,11 @@ def _wait_seq(page, dbg, after: int) -> int:
     return int(dbg.get_attribute("data-seq"))
 
 
+def _until(page, dbg, predicate: str) -> None:
+    """Wait (10 s at most) until a JS predicate over the debugger's element `el` holds."""
+    page.wait_for_function(f"el => {predicate}", arg=dbg.element_handle(), timeout=10_000)
+
+
 def test_debugger_steps_breakpoints_and_runs_to_a_planted_nan(page, lab_url, out_dir):
     put_notebook(lab_url, NB, CELLS)
     try:
@@ -75,6 +80,10 @@ def _check(page, lab_url, out_dir):
         cur = dbg.get_attribute("data-current")
         assert cur and cur not in currents
         currents.append(cur)
+        # a step may pan the view (a repaint of the units in view): wait for the marks to settle
+        _until(page, dbg, "el.querySelectorAll('.tapelab-unit.tapelab-dbg-current').length === 1 && "
+                          "el.querySelector('.tapelab-unit.tapelab-dbg-current').dataset.id === el.dataset.current && "
+                          f"el.querySelectorAll('.tapelab-unit.tapelab-dbg-visited').length === {k + 1}")
         hl = dbg.locator(".tapelab-unit.tapelab-dbg-current")
         assert hl.count() == 1 and hl.get_attribute("data-id") == cur
         assert dbg.locator(".tapelab-unit.tapelab-dbg-visited").count() == k + 1
