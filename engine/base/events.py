@@ -9,9 +9,9 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 __all__ = ["subscribe", "emit", "has_subscribers", "Subscription", "OpRecorded", "BackwardStep",
-           "GraphTraced", "KINDS"]
+           "GraphTraced", "Collective", "KINDS"]
 
-KINDS = ("op", "backward_step", "graph_traced", "capture_done", "profile_ready")
+KINDS = ("op", "backward_step", "graph_traced", "capture_done", "profile_ready", "collective")
 _subscribers: dict[str, list[Callable]] = {k: [] for k in KINDS}
 _on_change: list[Callable[[], None]] = []
 
@@ -68,6 +68,21 @@ class GraphTraced:
     root: Any
     name: str
     how: str
+
+
+@dataclass(slots=True)
+class Collective:
+    """One collective or point-to-point transfer of ``tapelab.distributed``, done: the
+    ``collective`` event, emitted by the group's communication thread (``tid``) while anyone listens.
+    ``nbytes`` is what this rank put on the wire; times are ``time.perf_counter_ns`` values."""
+    name: str
+    nbytes: int
+    start_ns: int
+    duration_ns: int
+    group_size: int
+    tid: int
+    shape: tuple = ()
+    dtype: str = ""
 
 
 class Subscription:

@@ -4,7 +4,7 @@ from __future__ import annotations
 import math
 from typing import Iterator, Sized
 
-from ... import distributed as dist
+from ... import _c10d as dist
 from ...core.random import Generator
 from .sampler import Sampler
 
@@ -17,8 +17,8 @@ class DistributedSampler(Sampler):
     Every replica shuffles with the same seed (``seed + epoch``; call :meth:`set_epoch` each
     epoch), then takes every ``num_replicas``-th index from position ``rank``. The index list is
     first padded by repeating its start (or, with ``drop_last``, cut) so that every replica gets
-    ``len(self)`` indices. ``num_replicas`` and ``rank`` default to the process group's, which
-    tapelab cannot create yet: pass them. The permutations are tapelab's random stream (the same
+    ``len(self)`` indices. ``num_replicas`` and ``rank`` default to the default process group's
+    (``tapelab.distributed.init_process_group``). The permutations are tapelab's random stream (the same
     for every replica), not PyTorch's.
 
     Example::
