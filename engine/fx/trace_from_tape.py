@@ -8,7 +8,9 @@ are specialised, and layers are flattened to primitives (``prims.add``, ``prims.
 Ops whose values only fed Python decisions (the ``x.sum() > 0`` of a branch) are dropped.
 Each op node's ``meta["nn_module_stack"]`` maps the paths of the modules it ran in (the
 module scope the tape records, ``encoder.layers.0.linear1``) to their class names, outermost
-first, as ``tapelab.fx.Tracer`` writes it, so views group ops by module.
+first, as ``tapelab.fx.Tracer`` writes it, so views group ops by module, and ``meta["source"]``
+is the user's line that ran it (``file:line  code``, as tape records carry it), so an exporter
+can name the line of an op it cannot lower.
 Each graph is announced by the ``graph_traced`` event (``events.GraphTraced``, with the
 GraphModule) while anyone subscribes to it.
 
@@ -32,11 +34,13 @@ from __future__ import annotations
 
 import inspect
 import operator
+import sys
 from typing import Any, Callable
 
 from ..base import events
 from ..core.dispatch import STATE, Mode, eager
 from ..nn.modules.module import Module
+from ..tape import source_line
 from ..core.tensor import Tensor
 from .graph import Graph
 from .graph_module import GraphModule
@@ -92,7 +96,8 @@ class _Recorder(Mode):
         return forward(*args, **kwargs)
 
     def _scoped(self, node: Node) -> Node:
-        """Write the module scope the op runs in into ``node.meta["nn_module_stack"]``."""
+        """Write the module scope the op runs in into ``node.meta["nn_module_stack"]``, its line into ``source``."""
+        node.meta["source"] = source_line(sys._getframe(2))
         paths = [p for p in STATE.module_path if p]
         if paths:
             node.meta["nn_module_stack"] = {p: self.classes.get(p, "") for p in paths}

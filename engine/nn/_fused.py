@@ -20,6 +20,23 @@ from ._ops import _bn_bwd
 __all__ = ["softmax", "log_softmax", "layer_norm", "gelu", "nll_loss", "cross_entropy"]
 
 
+# ---------------------------------------------------------------- ONNX lowerings (``Op.onnx``, engine/onnx)
+def _onnx_layer_norm(g, x, *affine, dims, eps, has_weight):
+    w = affine[0] if has_weight else g.full([g.shape(x)[d] for d in dims], 1.0, g.dtype(x))
+    b = affine[-1] if len(affine) > has_weight else None
+    return g.op("LayerNormalization", x, w, b, axis=dims[0], epsilon=eps)
+
+
+def _onnx_gelu(g, x, *, approximate):
+    if g.opset >= 20:
+        return g.op("Gelu", x, approximate=approximate)
+    if approximate == "tanh":
+        inner = g.op("Mul", g.op("Add", x, g.op("Mul", g.op("Mul", g.op("Mul", x, x), x), 0.044715)),
+                     math.sqrt(2 / math.pi))
+        return g.op("Mul", g.op("Mul", x, 0.5), g.op("Add", g.op("Tanh", inner), 1.0))
+    return g.op("Mul", g.op("Mul", x, 0.5), g.op("Add", g.op("Erf", g.op("Div", x, math.sqrt(2))), 1.0))
+
+
 def _numel(shapes, out) -> int:
     return math.prod(out)
 
@@ -79,11 +96,11 @@ def _log_softmax_bwd_vjp(v, out, g, y, *, dim):
 
 
 _softmax = Op("softmax", _softmax_fwd, lambda g, out, x, *, dim: (apply(_softmax_bwd, g, out, dim=dim),),
-              saves=NONE, save_output=True, cost=_numel)
+              saves=NONE, save_output=True, cost=_numel, onnx=lambda g, x, *, dim: g.op("Softmax", x, axis=dim))
 _softmax_bwd = Op("softmax_backward", _softmax_bwd_fwd, _softmax_bwd_vjp, cost=_numel)
 _log_softmax = Op("log_softmax", _log_softmax_fwd,
                   lambda g, out, x, *, dim: (apply(_log_softmax_bwd, g, out, dim=dim),),
-                  saves=NONE, save_output=True, cost=_numel)
+                  saves=NONE, save_output=True, cost=_numel, onnx=lambda g, x, *, dim: g.op("LogSoftmax", x, axis=dim))
 _log_softmax_bwd = Op("log_softmax_backward", _log_softmax_bwd_fwd, _log_softmax_bwd_vjp, cost=_numel)
 
 
@@ -127,7 +144,7 @@ def _ln_vjp(g, out, x, *affine, dims, eps, has_weight):
     return tuple(grads)
 
 
-_ln = Op("layer_norm", _ln_fwd, _ln_vjp, promote="float", saves=OTHERS, cost=lambda s, out: 8 * math.prod(out))
+_ln = Op("layer_norm", _ln_fwd, _ln_vjp, promote="float", saves=OTHERS, cost=lambda s, out: 8 * math.prod(out), onnx=_onnx_layer_norm)
 
 
 def layer_norm(x: Tensor, n_dims: int, weight: Tensor | None, bias: Tensor | None, eps: float) -> Tensor:
@@ -182,7 +199,7 @@ def _gelu_bwd_vjp(v, out, g, x, y, *, approximate):
 
 _gelu = Op("gelu", _gelu_fwd,
            lambda g, out, x, *, approximate: (apply(_gelu_bwd, g, x, out, approximate=approximate),),
-           promote="float", save_output=True, cost=_numel)
+           promote="float", save_output=True, cost=_numel, onnx=_onnx_gelu)
 _gelu_bwd = Op("gelu_backward", lambda xp, g, x, y, *, approximate: g * _gelu_grad(xp, x, y, approximate),
                _gelu_bwd_vjp, cost=_numel)
 

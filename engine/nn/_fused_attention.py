@@ -22,6 +22,28 @@ from ._fused import _softmax, _softmax_bwd
 __all__ = ["attention"]
 
 
+# ---------------------------------------------------------------- ONNX lowering (``Op.onnx``, engine/onnx)
+def _onnx_attention(g, *args, scale, causal, masked, dropped):
+    """The forward above in ONNX ops; masked rows with nothing to attend give zeros, as here."""
+    q, k, v, mask, _ = _split(args, masked, dropped)
+    s = g.op("Mul", g.op("MatMul", q, g.op("Transpose", k, perm=list(range(g.rank(k) - 2)) + [g.rank(k) - 1, g.rank(k) - 2])),
+             scale)
+    if causal:
+        allowed = g.op("Trilu", g.full([g.shape(q)[-2], g.shape(k)[-2]], 1, "int64"), upper=0)
+        s = g.op("Where", g.cast(allowed, "bool"), s, float("-inf"))
+    elif masked == "bool":
+        s = g.op("Where", mask, s, float("-inf"))
+    elif masked == "float":
+        s = g.op("Add", s, mask)
+    if not masked:
+        return g.op("MatMul", g.op("Softmax", s, axis=-1), v)
+    m = g.reduce("ReduceMax", s, [-1], True)
+    m = g.op("Where", g.op("Equal", m, float("-inf")), 0.0, m)
+    p = g.op("Exp", g.op("Sub", s, m))
+    z = g.reduce("ReduceSum", p, [-1], True)
+    return g.op("MatMul", g.op("Div", p, g.op("Where", g.op("Equal", z, 0.0), 1.0, z)), v)
+
+
 def _weights(xp, q, k, mask, *, scale, causal, masked):
     """softmax(q kᵀ scale + mask) as an array; rows with nothing to attend give zeros when masked."""
     s = xp.matmul(q, xp.swapaxes(k, -1, -2))
@@ -127,7 +149,7 @@ def _cost(shapes, out) -> int:
     return 2 * math.prod(out[:-1]) * k[-2] * (q[-1] + out[-1])
 
 
-_attention = Op("scaled_dot_product_attention", _fwd, _vjp, cost=_cost)
+_attention = Op("scaled_dot_product_attention", _fwd, _vjp, cost=_cost, onnx=_onnx_attention)
 _bwd = Op("scaled_dot_product_attention_backward", _bwd_fwd, None, n_extra=3)
 
 

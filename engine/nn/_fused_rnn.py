@@ -20,6 +20,27 @@ from ..ops.movement import cat
 __all__ = ["lstm_cell", "gru_cell"]
 
 
+# ---------------------------------------------------------------- ONNX lowerings (``Op.onnx``, engine/onnx)
+def _onnx_cols(g, x, k: int, n: int) -> list:
+    """The ``n`` column blocks of width ``k`` of ``x (B, n*k)``."""
+    return [g.op("Slice", x, g.const([i * k], "int64"), g.const([(i + 1) * k], "int64"), g.const([1], "int64"))
+            for i in range(n)]
+
+
+def _onnx_lstm_cell(g, gates, c):
+    i, f, gg, o = _onnx_cols(g, gates, int(g.shape(c)[-1]), 4)
+    c2 = g.op("Add", g.op("Mul", g.op("Sigmoid", f), c), g.op("Mul", g.op("Sigmoid", i), g.op("Tanh", gg)))
+    return g.op("Concat", g.op("Mul", g.op("Sigmoid", o), g.op("Tanh", c2)), c2, axis=1)
+
+
+def _onnx_gru_cell(g, gi, gh, hx):
+    h = int(g.shape(hx)[-1])
+    (ir, iz, inn), (hr, hz, hn) = _onnx_cols(g, gi, h, 3), _onnx_cols(g, gh, h, 3)
+    r, z = g.op("Sigmoid", g.op("Add", ir, hr)), g.op("Sigmoid", g.op("Add", iz, hz))
+    n = g.op("Tanh", g.op("Add", inn, g.op("Mul", r, hn)))
+    return g.op("Add", n, g.op("Mul", z, g.op("Sub", hx, n)))
+
+
 def _sig(xp, a):
     return 1 / (1 + xp.exp(-a))
 
@@ -114,9 +135,9 @@ def _cost(per):
     return lambda shapes, out: per * math.prod(shapes[-1])
 
 
-_lstm = Op("lstm_cell", _lstm_fwd, _lstm_vjp, promote="common", cost=_cost(20))
+_lstm = Op("lstm_cell", _lstm_fwd, _lstm_vjp, promote="common", cost=_cost(20), onnx=_onnx_lstm_cell)
 _lstm_bwd = Op("lstm_cell_backward", _lstm_bwd_fwd, None, n_extra=1)
-_gru = Op("gru_cell", _gru_fwd, _gru_vjp, promote="common", cost=_cost(20))
+_gru = Op("gru_cell", _gru_fwd, _gru_vjp, promote="common", cost=_cost(20), onnx=_onnx_gru_cell)
 _gru_bwd = Op("gru_cell_backward", _gru_bwd_fwd, None, n_extra=2)
 
 

@@ -22,6 +22,49 @@ __all__ = ["convolution", "convolution_transpose", "convolution_weight", "max_po
            "blocks_divide", "batch_norm_normalize"]
 
 
+# ---------------------------------------------------------------- ONNX lowerings (``Op.onnx``, engine/onnx)
+def _onnx_conv(g, x, w, *, stride, pads, dilation, groups):
+    return g.op("Conv", x, w, strides=list(stride), pads=[lo for lo, _ in pads] + [hi for _, hi in pads],
+                dilations=list(dilation), group=groups)
+
+
+def _onnx_conv_transpose(g, y, w, *, stride, pads, dilation, groups, in_size):
+    k = [int(s) for s in g.shape(w)[2:]]
+    size = [int(s) for s in g.shape(y)[2:]]
+    extra = [int(n) - ((m - 1) * s - lo - hi + d * (kk - 1) + 1)
+             for n, m, s, (lo, hi), d, kk in zip(in_size, size, stride, pads, dilation, k)]
+    return g.op("ConvTranspose", y, w, strides=list(stride), pads=[lo for lo, _ in pads] + [hi for _, hi in pads],
+                dilations=list(dilation), group=groups, output_padding=extra)
+
+
+def _onnx_max_pool_indices(g, x, *, kernel, stride, padding, dilation, out_size):
+    """MaxPool's Indices (flat over the whole tensor) made flat per (n, c) plane, as tapelab keeps them."""
+    floor = [pool_output_size(int(n), k, s, p, d, False)
+             for n, k, s, p, d in zip(g.shape(x)[2:], kernel, stride, padding, dilation)]
+    _, idx = g.op("MaxPool", x, outputs=2, kernel_shape=list(kernel), strides=list(stride), pads=list(padding) * 2,
+                  dilations=list(dilation), ceil_mode=int(list(out_size) != floor))
+    return g.op("Mod", idx, g.const(g.numel(g.shape(x)[2:]), "int64"))
+
+
+def _onnx_pool_take(g, x, idx):
+    flat = g.const([0, 0, -1], "int64")
+    out = g.op("GatherElements", g.op("Reshape", x, flat), g.op("Reshape", idx, flat), axis=2)
+    return g.op("Reshape", out, g.op("Shape", idx))
+
+
+def _onnx_avg_pool(g, x, *, kernel, stride, padding, ceil_mode, count_include_pad, divisor, out_size):
+    if divisor:
+        raise NotImplementedError("avg_pool with divisor_override has no ONNX AveragePool form")
+    return g.op("AveragePool", x, kernel_shape=list(kernel), strides=list(stride), pads=list(padding) * 2,
+                ceil_mode=int(ceil_mode), count_include_pad=int(count_include_pad))
+
+
+def _onnx_bn(g, x, *, dims, eps):
+    c = g.op("Sub", x, g.reduce("ReduceMean", x, dims, True))
+    var = g.reduce("ReduceMean", g.op("Mul", c, c), dims, True)
+    return g.op("Div", c, g.op("Sqrt", g.op("Add", var, eps)))
+
+
 # ---------------------------------------------------------------- shared array helpers
 def _pad(xp, x, pads, value=0):
     """A filled buffer and one slice assignment: a third of ``xp.pad``'s time on the conv shapes."""
@@ -200,9 +243,9 @@ def _conv_w_cost(shapes, out) -> int:
 
 # aliases: the ``torch.<name>`` front ends (tapelab/_nn_toplevel.py) of these ops
 _conv = Op("convolution", _conv_fwd, _conv_vjp, promote="common", saves=OTHERS, cost=_conv_cost,
-           aliases=("conv1d", "conv2d"))
+           aliases=("conv1d", "conv2d"), onnx=_onnx_conv)
 _conv_t = Op("convolution_transpose", _conv_t_fwd, _conv_t_vjp, promote="common", saves=OTHERS, cost=_conv_t_cost,
-             aliases=("conv_transpose2d",))
+             aliases=("conv_transpose2d",), onnx=_onnx_conv_transpose)
 _conv_w = Op("convolution_weight", _conv_w_fwd, _conv_w_vjp, promote="common", saves=OTHERS, cost=_conv_w_cost)
 
 
@@ -269,9 +312,9 @@ def _put_fwd(xp, g, idx, *, size):
     return res.astype(g.dtype, copy=False).reshape((n, c) + tuple(size))
 
 
-_max_pool_idx = Op("max_pool_indices", _max_pool_idx_fwd)
+_max_pool_idx = Op("max_pool_indices", _max_pool_idx_fwd, onnx=_onnx_max_pool_indices)
 _take = Op("max_pool", _take_fwd, lambda g, out, x, idx: (apply(_put, g, idx, size=tuple(x.shape[2:])), None),
-           saves=NONE, aliases=("max_pool1d", "max_pool2d"))
+           saves=NONE, aliases=("max_pool1d", "max_pool2d"), onnx=_onnx_pool_take)
 _put = Op("max_pool_backward", _put_fwd, lambda g, out, gy, idx, *, size: (apply(_take, g, idx), None),
           saves=NONE)
 
@@ -355,7 +398,7 @@ def _max_blocks_take_fwd(xp, g, x, y, *, kernel):
 
 _max_blocks = Op("max_pool_blocks", _max_blocks_fwd,
                  lambda g, out, x, *, kernel: (apply(_max_blocks_put, g, x.detach(), out.detach(), kernel=kernel),),
-                 save_output=True)
+                 save_output=True, onnx=lambda g, x, *, kernel: g.op("MaxPool", x, kernel_shape=list(kernel), strides=list(kernel)))
 _max_blocks_put = Op("max_pool_blocks_backward", _max_blocks_put_fwd,
                      lambda g, out, gy, x, y, *, kernel: (apply(_max_blocks_take, g, x, y, kernel=kernel), None, None),
                      saves=OTHERS)
@@ -420,7 +463,7 @@ def _avg_bwd_fwd(xp, g, *, kernel, stride, padding, ceil_mode, count_include_pad
 
 _avg = Op("avg_pool", _avg_fwd,
           lambda g, out, x, **p: (apply(_avg_bwd, g, size=tuple(x.shape[2:]), **p),), saves=NONE,
-          aliases=("avg_pool1d",))
+          aliases=("avg_pool1d",), onnx=_onnx_avg_pool)
 _avg_bwd = Op("avg_pool_backward", _avg_bwd_fwd,
               lambda g, out, gy, *, size, **p: (apply(_avg, g, **p),), saves=NONE)
 
@@ -516,7 +559,7 @@ def _bn_bwd_vjp(v, out, g, x, *, dims, eps):
 
 
 _bn = Op("batch_norm_normalize", _bn_fwd, lambda g, out, x, *, dims, eps: (apply(_bn_bwd, g, x, dims=dims, eps=eps),),
-         promote="float", n_extra=2)
+         promote="float", n_extra=2, onnx=_onnx_bn)
 _bn_bwd = Op("batch_norm_backward", _bn_bwd_fwd, _bn_bwd_vjp, promote="float")
 
 
@@ -546,7 +589,7 @@ def _embedding_bwd_vjp(g, out, gy, idx, *, num, padding_idx):
 _embedding = Op("embedding", lambda xp, w, idx, *, padding_idx: xp.take(w, idx, axis=0),
                 lambda g, out, w, idx, *, padding_idx: (
                     apply(_embedding_bwd, g, idx, num=w.shape[0], padding_idx=padding_idx), None),
-                saves=NONE)
+                saves=NONE, onnx=lambda g, w, idx, *, padding_idx: g.op("Gather", w, idx, axis=0))
 _embedding_bwd = Op("embedding_backward", _embedding_bwd_fwd, _embedding_bwd_vjp, saves=NONE)
 
 

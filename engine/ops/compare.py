@@ -23,6 +23,13 @@ __all__ = ["eq", "ne", "lt", "le", "gt", "ge", "greater", "greater_equal", "less
            "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "maximum", "minimum", "fmax",
            "fmin", "clamp", "clip", "clamp_min", "clamp_max", "where"]
 
+
+# ---------------------------------------------------------------- ONNX lowerings (``Op.onnx``, engine/onnx)
+def _onnx_clamp(g, x, lo=None, hi=None):
+    if lo is not None:
+        x = g.op("Max", x, lo)
+    return x if hi is None else g.op("Min", x, hi)
+
 # torch's names for dtypes in error messages ("Float did not match Double")
 TORCH_NAMES = {"bool": "Bool", "uint8": "Byte", "int8": "Char", "int16": "Short", "int32": "Int",
                "int64": "Long", "float16": "Half", "float32": "Float", "float64": "Double"}
@@ -53,19 +60,19 @@ def zero_where(mask: Tensor, g: Tensor) -> Tensor:
 
 
 # ---------------------------------------------------------------- comparisons
-def _cmp(name, fwd, ufunc, alias=None):
+def _cmp(name, fwd, ufunc, alias=None, onnx=None):
     """A comparison: Python's operator of the same name, and in place (``gt_``, ``greater_``)."""
     aliases = (alias,) if alias else ()
     return Op(name, fwd, None, promote="common", saves=NONE, elementwise=True, out_form=ufunc, operator=name,
-              aliases=aliases, inplace=tuple(f"{n}_" for n in (name, *aliases)))
+              aliases=aliases, inplace=tuple(f"{n}_" for n in (name, *aliases)), onnx=onnx)
 
 
-_eq = _cmp("eq", lambda xp, a, b: a == b, "equal")
-_ne = _cmp("ne", lambda xp, a, b: a != b, "not_equal", "not_equal")
-_lt = _cmp("lt", lambda xp, a, b: a < b, "less", "less")
-_le = _cmp("le", lambda xp, a, b: a <= b, "less_equal", "less_equal")
-_gt = _cmp("gt", lambda xp, a, b: a > b, "greater", "greater")
-_ge = _cmp("ge", lambda xp, a, b: a >= b, "greater_equal", "greater_equal")
+_eq = _cmp("eq", lambda xp, a, b: a == b, "equal", onnx="Equal")
+_ne = _cmp("ne", lambda xp, a, b: a != b, "not_equal", "not_equal", onnx=lambda g, a, b: g.op("Not", g.op("Equal", a, b)))
+_lt = _cmp("lt", lambda xp, a, b: a < b, "less", "less", onnx="Less")
+_le = _cmp("le", lambda xp, a, b: a <= b, "less_equal", "less_equal", onnx="LessOrEqual")
+_gt = _cmp("gt", lambda xp, a, b: a > b, "greater", "greater", onnx="Greater")
+_ge = _cmp("ge", lambda xp, a, b: a >= b, "greater_equal", "greater_equal", onnx="GreaterOrEqual")
 
 
 def eq(input, other) -> Tensor:
@@ -123,11 +130,11 @@ def _signbit_fwd(xp, a):
     return xp.signbit(a) if a.dtype.kind != "b" else xp.zeros_like(a)
 
 
-_isnan = Op("isnan", lambda xp, a: xp.isnan(a), None, saves=NONE, elementwise=True, out_form="isnan")
-_isinf = Op("isinf", lambda xp, a: xp.isinf(a), None, saves=NONE, elementwise=True, out_form="isinf")
+_isnan = Op("isnan", lambda xp, a: xp.isnan(a), None, saves=NONE, elementwise=True, out_form="isnan", onnx="IsNaN")
+_isinf = Op("isinf", lambda xp, a: xp.isinf(a), None, saves=NONE, elementwise=True, out_form="isinf", onnx="IsInf")
 _isposinf = Op("isposinf", lambda xp, a: xp.isposinf(a), None, saves=NONE, elementwise=True)
 _isneginf = Op("isneginf", lambda xp, a: xp.isneginf(a), None, saves=NONE, elementwise=True)
-_isfinite = Op("isfinite", lambda xp, a: xp.isfinite(a), None, saves=NONE, elementwise=True, out_form="isfinite")
+_isfinite = Op("isfinite", lambda xp, a: xp.isfinite(a), None, saves=NONE, elementwise=True, out_form="isfinite", onnx=lambda g, a: g.op("Not", g.op("Or", g.op("IsNaN", a), g.op("IsInf", a))))
 _signbit = Op("signbit", _signbit_fwd, None, saves=NONE, elementwise=True)
 
 
@@ -162,10 +169,10 @@ def _logical(name, fwd, out_form=None, **meta):
               **meta)
 
 
-_logical_and = _logical("logical_and", lambda xp, a, b: xp.logical_and(a, b))
-_logical_or = _logical("logical_or", lambda xp, a, b: xp.logical_or(a, b))
-_logical_xor = _logical("logical_xor", lambda xp, a, b: xp.logical_xor(a, b))
-_logical_not = _logical("logical_not", lambda xp, a: xp.logical_not(a))
+_logical_and = _logical("logical_and", lambda xp, a, b: xp.logical_and(a, b), onnx=lambda g, a, b: g.op("And", g.cast(a, "bool"), g.cast(b, "bool")))
+_logical_or = _logical("logical_or", lambda xp, a, b: xp.logical_or(a, b), onnx=lambda g, a, b: g.op("Or", g.cast(a, "bool"), g.cast(b, "bool")))
+_logical_xor = _logical("logical_xor", lambda xp, a, b: xp.logical_xor(a, b), onnx=lambda g, a, b: g.op("Xor", g.cast(a, "bool"), g.cast(b, "bool")))
+_logical_not = _logical("logical_not", lambda xp, a: xp.logical_not(a), onnx=lambda g, a: g.op("Not", g.cast(a, "bool")))
 _bitwise_and = _logical("bitwise_and", lambda xp, a, b: a & b, promote="common", operator="and_")
 _bitwise_or = _logical("bitwise_or", lambda xp, a, b: a | b, promote="common", operator="or_")
 _bitwise_xor = _logical("bitwise_xor", lambda xp, a, b: a ^ b, promote="common", operator="xor")
@@ -233,9 +240,9 @@ def _fmin_vjp(g, out, a, b):
 
 
 _maximum = Op("maximum", lambda xp, a, b: xp.maximum(a, b), _maximum_vjp, promote="common", elementwise=True,
-              ufunc="maximum")
+              ufunc="maximum", onnx="Max")
 _minimum = Op("minimum", lambda xp, a, b: xp.minimum(a, b), _minimum_vjp, promote="common", elementwise=True,
-              ufunc="minimum")
+              ufunc="minimum", onnx="Min")
 _fmax = Op("fmax", lambda xp, a, b: xp.fmax(a, b), _fmax_vjp, promote="common", elementwise=True, out_form="fmax")
 _fmin = Op("fmin", lambda xp, a, b: xp.fmin(a, b), _fmin_vjp, promote="common", elementwise=True, out_form="fmin")
 
@@ -285,11 +292,11 @@ def _bool_bounds(out, *bounds):
 
 
 _clamp = Op("clamp", lambda xp, x, lo, hi: _bool_bounds(xp.minimum(xp.maximum(x, lo), hi), lo, hi),
-            _clamp_vjp, promote="common", elementwise=True, aliases=("clip",))
+            _clamp_vjp, promote="common", elementwise=True, aliases=("clip",), onnx=_onnx_clamp)
 _clamp_min = Op("clamp_min", lambda xp, x, lo: _bool_bounds(xp.maximum(x, lo), lo), _clamp_min_vjp,
-                promote="common", elementwise=True, inplace=("clamp_min_",))
+                promote="common", elementwise=True, inplace=("clamp_min_",), onnx=lambda g, x, lo: g.op("Max", x, lo))
 _clamp_max = Op("clamp_max", lambda xp, x, hi: _bool_bounds(xp.minimum(x, hi), hi), _clamp_max_vjp,
-                promote="common", elementwise=True, inplace=("clamp_max_",))
+                promote="common", elementwise=True, inplace=("clamp_max_",), onnx=lambda g, x, hi: g.op("Min", x, hi))
 
 
 def _clamp_args(min, max):
@@ -330,7 +337,7 @@ def _where_vjp(g, out, cond, a, b):
 
 
 # cond is never differentiable, so OTHERS saves exactly the condition
-_where = Op("where", lambda xp, cond, a, b: xp.where(cond, a, b), _where_vjp, saves=OTHERS, elementwise=True)
+_where = Op("where", lambda xp, cond, a, b: xp.where(cond, a, b), _where_vjp, saves=OTHERS, elementwise=True, onnx="Where")
 
 
 def where(condition: Tensor, input=None, other=None):

@@ -433,7 +433,7 @@ _gather = Op("gather", _gather_fwd,
              lambda g, out, x, index, *, dim: (
                  apply(_scatter, zeros(x._data.shape, dtype=g.dtype, device=g.device), index, g, dim=dim,
                        reduce="add"), None),
-             saves=NONE, aliases=("take_along_dim",))
+             saves=NONE, aliases=("take_along_dim",), onnx=lambda g, x, index, *, dim: g.op("GatherElements", x, index, axis=dim))
 _scatter = Op("scatter", _scatter_fwd, _scatter_vjp, saves=NONE, aliases=("scatter_add",))
 
 
@@ -603,7 +603,7 @@ def _masked_fill_vjp(g, out, x, mask, value):
     return gx, None, gv
 
 
-_masked_fill = Op("masked_fill", _masked_fill_fwd, _masked_fill_vjp, saves=NONE)
+_masked_fill = Op("masked_fill", _masked_fill_fwd, _masked_fill_vjp, saves=NONE, onnx=lambda g, x, mask, value: g.op("Where", g.cast(mask, "bool"), g.cast(value, g.dtype(x)) if isinstance(value, str) else g.scalar(value, x), x))
 
 
 def _check_mask(mask, op: str) -> None:
@@ -641,7 +641,7 @@ def masked_select(input: Tensor, mask: Tensor) -> Tensor:
 # ---------------------------------------------------------------- nonzero, one_hot
 _nonzero = Op("nonzero", lambda xp, x: xp.argwhere(x), None, saves=NONE, aliases=("argwhere",),
               data_dependent="nonzero()/argwhere()")
-_one_hot = Op("one_hot", lambda xp, x, *, n: (x[..., None] == xp.arange(n)).astype(x.dtype), None, saves=NONE)
+_one_hot = Op("one_hot", lambda xp, x, *, n: (x[..., None] == xp.arange(n)).astype(x.dtype), None, saves=NONE, onnx=lambda g, x, *, n: g.op("OneHot", x, g.const(n, "int64"), g.const([0, 1], g.dtype(x)), axis=-1))
 
 
 def nonzero(input: Tensor, *, as_tuple: bool = False):

@@ -26,6 +26,71 @@ __all__ = ["reshape", "permute", "transpose", "swapaxes", "swapdims", "movedim",
            "unbind", "tensor_split", "flip", "fliplr", "flipud", "roll", "narrow", "select",
            "clone", "tril", "triu", "constant_pad_nd"]
 
+
+# ---------------------------------------------------------------- ONNX lowerings (``Op.onnx``, engine/onnx)
+# Sizes may be ``Dim``s of the exporter (they follow dynamic axes): they only pass through ``g.ints``.
+_I64_MAX, _I64_MIN = 2 ** 63 - 1, -2 ** 63
+
+
+def _onnx_reshape(g, x, *, shape):
+    return g.op("Reshape", x, g.ints(shape), allowzero=1 if 0 in [int(s) for s in shape] else None)
+
+
+def _onnx_slice(g, x, *, key):
+    """Basic indexing: ints, slices, ``...`` and ``None`` as one Slice, a Squeeze and an Unsqueeze."""
+    key = key if isinstance(key, tuple) else (key,)
+    n = g.rank(x)
+    fill = n - sum(1 for k in key if k is not None and k is not Ellipsis)
+    axes, starts, ends, steps, squeeze, unsqueeze = [], [], [], [], [], []
+    d = od = 0
+    for k in key:
+        if k is Ellipsis:
+            d, od = d + fill, od + fill
+        elif k is None:
+            unsqueeze.append(od)
+            od += 1
+        elif isinstance(k, slice):
+            step = 1 if k.step is None else k.step
+            if (k.start, k.stop, step) != (None, None, 1):
+                axes.append(d)
+                steps.append(step)
+                starts.append(k.start if k.start is not None else (0 if step > 0 else _I64_MAX))
+                ends.append(k.stop if k.stop is not None else (_I64_MAX if step > 0 else _I64_MIN))
+            d, od = d + 1, od + 1
+        else:
+            axes.append(d)
+            starts.append(k)
+            ends.append(k + 1 if int(k) != -1 else _I64_MAX)
+            steps.append(1)
+            squeeze.append(d)
+            d += 1
+    if axes:
+        x = g.op("Slice", x, g.ints(starts), g.ints(ends), g.const(axes, "int64"), g.const(steps, "int64"))
+    if squeeze:
+        x = g.op("Squeeze", x, g.const(squeeze, "int64"))
+    if unsqueeze:
+        x = g.op("Unsqueeze", x, g.const(unsqueeze, "int64"))
+    return x if axes or squeeze or unsqueeze else g.op("Identity", x)
+
+
+def _onnx_repeat(g, x, *, reps):
+    extra = len(reps) - g.rank(x)
+    if extra > 0:
+        x = g.op("Reshape", x, g.ints([1] * extra + list(g.shape(x))))
+    return g.op("Tile", x, g.ints(reps))
+
+
+def _onnx_flip(g, x, *, dims):
+    k = len(dims)
+    return g.op("Slice", x, g.const([-1] * k, "int64"), g.const([_I64_MIN] * k, "int64"), g.const(list(dims), "int64"),
+                g.const([-1] * k, "int64"))
+
+
+def _onnx_pad(g, x, *, pads, mode, value):
+    mode = {"constant": "constant", "reflect": "reflect", "replicate": "edge", "circular": "wrap"}[mode]
+    fill = g.scalar(value or 0, x) if mode == "constant" else None
+    return g.op("Pad", x, g.ints([b for b, _ in pads] + [a for _, a in pads]), fill, mode=mode)
+
 _ALL = slice(None)
 
 
@@ -33,10 +98,10 @@ _ALL = slice(None)
 _reshape = Op("reshape", lambda xp, x, *, shape: x.reshape(shape),
               lambda g, out, x, *, shape: (g.reshape(x._data.shape),), saves=NONE, is_view=True,
               aliases=("view", "view_as", "reshape_as", "squeeze", "unsqueeze", "flatten", "unflatten",
-                       "atleast_1d", "atleast_2d", "atleast_3d"))
+                       "atleast_1d", "atleast_2d", "atleast_3d"), onnx=_onnx_reshape)
 _permute = Op("permute", lambda xp, x, *, dims: x.transpose(dims),
               lambda g, out, x, *, dims: (apply(_permute, g, dims=_inverse(dims)),), saves=NONE, is_view=True,
-              aliases=("transpose", "swapaxes", "swapdims", "movedim", "moveaxis", "t", "T", "mT"))
+              aliases=("transpose", "swapaxes", "swapdims", "movedim", "moveaxis", "t", "T", "mT"), onnx=lambda g, x, *, dims: g.op("Transpose", x, perm=list(dims)))
 
 
 def _expand_fwd(xp, x, *, shape):
@@ -46,7 +111,7 @@ def _expand_fwd(xp, x, *, shape):
 
 _expand = Op("expand", _expand_fwd,
              lambda g, out, x, *, shape: (sum_to(g, x._data.shape),), saves=NONE, is_view=True,
-             aliases=("expand_as", "broadcast_to", "broadcast_tensors"))
+             aliases=("expand_as", "broadcast_to", "broadcast_tensors"), onnx=lambda g, x, *, shape: g.op("Expand", x, g.ints(shape)))
 
 
 def _slice_backward_fwd(xp, g, *, shape, key):
@@ -59,7 +124,7 @@ def _slice_backward_fwd(xp, g, *, shape, key):
 # always returns a view (an all-int key without the Ellipsis would give a scalar copy)
 _slice = Op("slice", lambda xp, x, *, key: x[key],
             lambda g, out, x, *, key: (apply(_slice_backward, g, shape=x._data.shape, key=key),),
-            saves=NONE, is_view=True, aliases=("narrow", "select", "split", "chunk", "unbind", "tensor_split"))
+            saves=NONE, is_view=True, aliases=("narrow", "select", "split", "chunk", "unbind", "tensor_split"), onnx=_onnx_slice)
 _slice_backward = Op("slice_backward", _slice_backward_fwd,
                      lambda g, out, gin, *, shape, key: (apply(_slice, g, key=key),), saves=NONE)
 
@@ -565,10 +630,10 @@ def _cat_vjp(g, out, *xs, dim, skip):
 
 
 _cat = Op("cat", _cat_fwd, _cat_vjp, promote="common", saves=NONE,
-          aliases=("concat", "concatenate", "hstack", "vstack", "dstack", "column_stack"))
+          aliases=("concat", "concatenate", "hstack", "vstack", "dstack", "column_stack"), onnx=lambda g, *xs, dim, skip: g.op("Concat", *[x for x in xs if not (skip and tuple(g.shape(x)) == (0,))], axis=dim))
 _stack = Op("stack", lambda xp, *xs, dim: xp.stack(xs, axis=dim),
             lambda g, out, *xs, dim: tuple(apply(_slice, g, key=_dim_key(dim, i)) for i in range(len(xs))),
-            promote="common", saves=NONE)
+            promote="common", saves=NONE, onnx=lambda g, *xs, dim: g.op("Concat", *[g.op("Unsqueeze", x, g.const([dim], "int64")) for x in xs], axis=dim))
 
 
 def _tensor_list(tensors, op: str) -> list:
@@ -650,17 +715,17 @@ def _repeat_vjp(g, out, x, *, reps):
     return (g.reshape(split_shape).sum(tuple(range(0, 2 * len(reps), 2))).reshape(x._data.shape),)
 
 
-_repeat = Op("repeat", lambda xp, x, *, reps: xp.tile(x, reps), _repeat_vjp, saves=NONE, aliases=("tile",))
+_repeat = Op("repeat", lambda xp, x, *, reps: xp.tile(x, reps), _repeat_vjp, saves=NONE, aliases=("tile",), onnx=_onnx_repeat)
 _flip = Op("flip", lambda xp, x, *, dims: xp.flip(x, dims).copy(),
-           lambda g, out, x, *, dims: (apply(_flip, g, dims=dims),), saves=NONE, aliases=("fliplr", "flipud"))
+           lambda g, out, x, *, dims: (apply(_flip, g, dims=dims),), saves=NONE, aliases=("fliplr", "flipud"), onnx=_onnx_flip)
 _roll = Op("roll", lambda xp, x, *, shifts, dims: xp.roll(x, shifts, dims),
            lambda g, out, x, *, shifts, dims: (apply(_roll, g, shifts=tuple(-s for s in shifts), dims=dims),),
            saves=NONE)
 _tril = Op("tril", lambda xp, x, *, diagonal: xp.tril(x, diagonal),
-           lambda g, out, x, *, diagonal: (apply(_tril, g, diagonal=diagonal),), saves=NONE)
+           lambda g, out, x, *, diagonal: (apply(_tril, g, diagonal=diagonal),), saves=NONE, onnx=lambda g, x, *, diagonal: g.op("Trilu", x, g.const(diagonal, "int64"), upper=0))
 _triu = Op("triu", lambda xp, x, *, diagonal: xp.triu(x, diagonal),
-           lambda g, out, x, *, diagonal: (apply(_triu, g, diagonal=diagonal),), saves=NONE)
-_clone = Op("clone", lambda xp, x: x.copy(), lambda g, out, x: (g,), saves=NONE, aliases=("contiguous",))
+           lambda g, out, x, *, diagonal: (apply(_triu, g, diagonal=diagonal),), saves=NONE, onnx=lambda g, x, *, diagonal: g.op("Trilu", x, g.const(diagonal, "int64"), upper=1))
+_clone = Op("clone", lambda xp, x: x.copy(), lambda g, out, x: (g,), saves=NONE, aliases=("contiguous",), onnx="Identity")
 
 
 def repeat(input: Tensor, *sizes) -> Tensor:
@@ -813,7 +878,7 @@ def _pad_backward_fwd(xp, g, *, pads, mode):
     return g
 
 
-_pad = Op("pad", _pad_fwd, _pad_vjp, saves=NONE, aliases=("constant_pad_nd",))
+_pad = Op("pad", _pad_fwd, _pad_vjp, saves=NONE, aliases=("constant_pad_nd",), onnx=_onnx_pad)
 _pad_backward = Op("pad_backward", _pad_backward_fwd,
                    lambda g, out, gin, *, pads, mode: (apply(_pad, g, pads=pads, mode=mode, value=0),),
                    saves=NONE)

@@ -22,6 +22,50 @@ __all__ = ["sum", "mean", "prod", "max", "min", "amax", "amin", "argmax", "argmi
            "var_mean", "std_mean", "logsumexp", "norm", "cumsum", "cumprod", "all", "any",
            "count_nonzero"]
 
+
+# ---------------------------------------------------------------- ONNX lowerings (``Op.onnx``, engine/onnx)
+def _onnx_reduce(op_type: str):
+    """``ReduceSum``-style lowering; the input is cast to the result's dtype first (a bool sum is int64)."""
+    return lambda g, x, *, dims, keepdim, dtype=None: g.reduce(op_type, g.cast(x, g.output_dtype), dims, keepdim)
+
+
+def _onnx_arg(op_type: str):
+    def lower(g, x, *, dim, keepdim):
+        if dim is not None:
+            return g.op(op_type, x, axis=dim, keepdims=int(keepdim))
+        out = g.op(op_type, g.op("Reshape", x, g.const([-1], "int64")), axis=0, keepdims=0)
+        return g.op("Reshape", out, g.ints([1] * g.rank(x))) if keepdim else out
+    return lower
+
+
+def _onnx_take(g, x, idx, *, dim, keepdim):
+    out = g.op("GatherElements", x, idx, axis=dim)
+    return out if keepdim else g.op("Squeeze", out, g.const([dim], "int64"))
+
+
+def _onnx_var(g, x, *, dims, keepdim, correction):
+    d = g.op("Sub", x, g.reduce("ReduceMean", x, dims, True))
+    v = g.reduce("ReduceMean", g.op("Mul", d, d), dims, keepdim)
+    n = g.numel([s for i, s in enumerate(g.shape(x)) if dims is None or i in dims])
+    return v if not correction else g.op("Mul", v, n / (n - correction) if n > correction else float("inf"))
+
+
+def _onnx_norm(g, x, *, ord, dims, keepdim):
+    fixed = {2: "ReduceL2", 1: "ReduceL1"}
+    if ord in fixed:
+        return g.reduce(fixed[ord], x, dims, keepdim)
+    a = g.op("Abs", x)
+    if ord in (_INF, -_INF):
+        return g.reduce("ReduceMax" if ord > 0 else "ReduceMin", a, dims, keepdim)
+    if ord == 0:
+        return g.reduce("ReduceSum", g.cast(g.op("Not", g.op("Equal", a, 0.0)), g.dtype(x)), dims, keepdim)
+    return g.op("Pow", g.reduce("ReduceSum", g.op("Pow", a, float(ord)), dims, keepdim), 1.0 / ord)
+
+
+def _onnx_all_any(op_type: str):
+    return lambda g, x, *, dims, keepdim: g.cast(
+        g.reduce(op_type, g.cast(g.cast(x, "bool"), "int32"), dims, keepdim), g.output_dtype)
+
 _INF = float("inf")
 
 
@@ -100,7 +144,7 @@ def picker(name: str, **meta) -> Op:
     return Op(name, _take_fwd, _take_vjp, saves=OTHERS, **meta)
 
 
-take_along = picker("take_along")
+take_along = picker("take_along", onnx=_onnx_take)
 # the adjoint of take_along: writes g at idx into zeros (indices are unique per slice)
 _put_along = Op("put_along", _put_fwd,
                 lambda gg, out, g, idx, *, dim, shape: (apply(take_along, gg, idx, dim=dim, keepdim=True),
@@ -123,7 +167,7 @@ def _sum_fwd(xp, x, *, dims, keepdim, dtype):
 
 _sum = Op("sum", _sum_fwd,
           lambda g, out, x, *, dims, keepdim, dtype: (_expand_back(g, x, dims, keepdim).to(x.dtype),),
-          saves=NONE)
+          saves=NONE, onnx=_onnx_reduce("ReduceSum"))
 
 
 def _mean_fwd(xp, x, *, dims, keepdim, dtype):
@@ -136,7 +180,7 @@ def _mean_vjp(g, out, x, *, dims, keepdim, dtype):
     return ((_expand_back(g, x, dims, keepdim) / _count(x._data.shape, dims)).to(x.dtype),)
 
 
-_mean = Op("mean", _mean_fwd, _mean_vjp, saves=NONE)
+_mean = Op("mean", _mean_fwd, _mean_vjp, saves=NONE, onnx=_onnx_reduce("ReduceMean"))
 
 
 def _prod_fwd(xp, x, *, dim, keepdim, dtype):
@@ -177,7 +221,7 @@ def _prod_others_vjp(g, out, x, *, dim):
     return (gx.transpose(dim, -1),)
 
 
-_prod = Op("prod", _prod_fwd, _prod_vjp, save_output=True)
+_prod = Op("prod", _prod_fwd, _prod_vjp, save_output=True, onnx=lambda g, x, *, dim, keepdim, dtype: _onnx_reduce("ReduceProd")(g, x, dims=None if dim is None else (dim,), keepdim=keepdim))
 _prod_others = Op("prod_others", _prod_others_fwd, _prod_others_vjp)
 
 
@@ -228,12 +272,12 @@ def _extremum_vjp(g, out, x, *, dims, keepdim):
 
 
 _amax = Op("amax", lambda xp, x, *, dims, keepdim: x.max(axis=dims, keepdims=keepdim),
-           _extremum_vjp, save_output=True)
+           _extremum_vjp, save_output=True, onnx=_onnx_reduce("ReduceMax"))
 _amin = Op("amin", lambda xp, x, *, dims, keepdim: x.min(axis=dims, keepdims=keepdim),
-           _extremum_vjp, save_output=True)
-_argmax = Op("argmax", lambda xp, x, *, dim, keepdim: xp.argmax(x, axis=dim, keepdims=keepdim))
-_argmin = Op("argmin", lambda xp, x, *, dim, keepdim: xp.argmin(x, axis=dim, keepdims=keepdim))
-_max_dim, _min_dim = picker("max"), picker("min")
+           _extremum_vjp, save_output=True, onnx=_onnx_reduce("ReduceMin"))
+_argmax = Op("argmax", lambda xp, x, *, dim, keepdim: xp.argmax(x, axis=dim, keepdims=keepdim), onnx=_onnx_arg("ArgMax"))
+_argmin = Op("argmin", lambda xp, x, *, dim, keepdim: xp.argmin(x, axis=dim, keepdims=keepdim), onnx=_onnx_arg("ArgMin"))
+_max_dim, _min_dim = picker("max", onnx=_onnx_take), picker("min", onnx=_onnx_take)
 
 
 def amax(input, dim=(), keepdim: bool = False):
@@ -321,8 +365,8 @@ def _std_fwd(xp, x, **params):
 # 1/x where x != 0 and 0 where x == 0; its derivative -1/x^2 is then -out^2 everywhere
 _recip_nonzero = Op("recip_nonzero", lambda xp, x: _backend.divide_where(xp, 1, x, x != 0),
                     lambda g, out, x: (-g * out * out,), saves=NONE, save_output=True, elementwise=True)
-_var = Op("var", _var_fwd, _var_vjp)
-_std = Op("std", _std_fwd, _std_vjp, save_output=True)
+_var = Op("var", _var_fwd, _var_vjp, onnx=_onnx_var)
+_std = Op("std", _std_fwd, _std_vjp, save_output=True, onnx=lambda g, x, **p: g.op("Sqrt", _onnx_var(g, x, **p)))
 
 
 def _var_args(input, dim, unbiased, keepdim, correction, op: str):
@@ -368,7 +412,7 @@ def _lse_fwd(xp, x, *, dims, keepdim):
 _logsumexp = Op("logsumexp", _lse_fwd,
                 lambda g, out, x, *, dims, keepdim: (_expand_back(g, x, dims, keepdim)
                                                      * (x - _expand_back(out, x, dims, keepdim)).exp(),),
-                promote="float", save_output=True)
+                promote="float", save_output=True, onnx=_onnx_reduce("ReduceLogSumExp"))
 
 
 def logsumexp(input, dim, keepdim: bool = False):
@@ -406,7 +450,7 @@ def _norm_vjp(g, out, x, *, ord, dims, keepdim):
     return (gx * x.sign() * x.abs() ** (ord - 1) * r ** (ord - 1),)
 
 
-_norm = Op("norm", _norm_fwd, _norm_vjp, save_output=True)
+_norm = Op("norm", _norm_fwd, _norm_vjp, save_output=True, onnx=_onnx_norm)
 
 
 def vector_norm(x, ord=2, dim=None, keepdim: bool = False, *, dtype=None):
@@ -445,7 +489,7 @@ def _cumsum_fwd(xp, x, *, dim, reverse, dtype):
 _cumsum = Op("cumsum", _cumsum_fwd,
              lambda g, out, x, *, dim, reverse, dtype: (apply(_cumsum, g, dim=dim, reverse=not reverse,
                                                               dtype=None).to(x.dtype),),
-             saves=NONE)
+             saves=NONE, onnx=lambda g, x, *, dim, reverse, dtype: g.op("CumSum", g.cast(x, g.output_dtype), g.const(dim, "int64"), reverse=int(reverse)))
 
 
 def _cumprod_fwd(xp, x, *, dim, dtype):
@@ -505,14 +549,14 @@ def cumprod(input, dim: int, *, dtype=None):
 
 
 # ---------------------------------------------------------------- logical tests, counting
-def _logical(reduce_name: str):
+def _logical(reduce_name: str, onnx=None):
     def fwd(xp, x, *, dims, keepdim):
         r = getattr(xp, reduce_name)(x, axis=dims, keepdims=keepdim)
         return r.astype(x.dtype) if x.dtype == xp.uint8 else r  # uint8 stays uint8, as in torch
-    return Op(reduce_name, fwd)
+    return Op(reduce_name, fwd, onnx=onnx)
 
 
-_all, _any = _logical("all"), _logical("any")
+_all, _any = _logical("all", onnx=_onnx_all_any("ReduceMin")), _logical("any", onnx=_onnx_all_any("ReduceMax"))
 _count_nonzero = Op("count_nonzero", lambda xp, x, *, dims: xp.asarray(xp.count_nonzero(x, axis=dims),
                                                                        dtype=xp.int64))
 
