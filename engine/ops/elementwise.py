@@ -63,37 +63,6 @@ def _onnx_remainder(g, a, b):
         return g.op("Mod", a, b, fmod=0)
     return g.op("Sub", a, g.op("Mul", g.op("Floor", g.op("Div", a, b)), b))
 
-
-# ---------------------------------------------------------------- ONNX lowerings (``Op.onnx``)
-# Each receives the exporter's emitter ``g`` (tapelab.onnx); see engine/onnx/_emitter.py.
-def _onnx_float_only(op_type: str):
-    """Floor/Ceil/Round: integers are their own result (ONNX defines these for floats only)."""
-    return lambda g, a, **_: g.op(op_type, a) if g.dtype(a).kind == "f" else a
-
-
-def _onnx_trunc(g, a):
-    return g.op("Where", g.op("Less", a, 0.0), g.op("Ceil", a), g.op("Floor", a)) if g.dtype(a).kind == "f" else a
-
-
-def _onnx_round(g, a, *, decimals=0):
-    if not decimals or g.dtype(a).kind != "f":
-        return _onnx_float_only("Round")(g, a)
-    return g.op("Div", g.op("Round", g.op("Mul", a, 10.0 ** decimals)), 10.0 ** decimals)
-
-
-def _onnx_div_rounding(g, a, b, *, rounding_mode):
-    q = g.op("Div", g.cast(a, "float64"), g.cast(b, "float64")) if g.dtype(a).kind != "f" else g.op("Div", a, b)
-    q = g.op("Floor", q) if rounding_mode == "floor" else _onnx_trunc(g, q) if g.dtype(a).kind == "f" else \
-        g.op("Where", g.op("Less", q, 0.0), g.op("Ceil", q), g.op("Floor", q))
-    return g.cast(q, g.dtype(a))
-
-
-def _onnx_remainder(g, a, b):
-    """Python's sign rule: ``Mod(fmod=0)`` on integers, ``a - floor(a / b) * b`` on floats."""
-    if g.dtype(a).kind != "f":
-        return g.op("Mod", a, b, fmod=0)
-    return g.op("Sub", a, g.op("Mul", g.op("Floor", g.op("Div", a, b)), b))
-
 _LN2, _LN10 = math.log(2.0), math.log(10.0)
 _TWO_OVER_SQRTPI, _SQRTPI_OVER_TWO = 2 / math.sqrt(math.pi), math.sqrt(math.pi) / 2
 _special = _backend.special  # scipy.special for numpy, cupyx.scipy.special for cupy
