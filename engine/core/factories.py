@@ -27,14 +27,6 @@ def _onnx_arange(g, *, start, end, step, dtype, device):
     return g.cast(g.op("Range", *[g.scalar_dim(b) for b in bounds]), dtype)
 
 
-def _onnx_arange(g, *, start, end, step, dtype, device):
-    """``Range``: ints (and sizes that follow dynamic axes) in int64, floats in float64, then ``dtype``."""
-    bounds = (start, end, step)
-    if any(isinstance(b, float) for b in bounds):
-        return g.cast(g.op("Range", *[g.const(float(b), "float64") for b in bounds]), dtype)
-    return g.cast(g.op("Range", *[g.scalar_dim(b) for b in bounds]), dtype)
-
-
 def _full(xp, *, size, fill_value, dtype, device):
     if type(fill_value) is int and not fill_value:
         return xp.zeros(size, dtype.np)  # calloc'd: several times faster than a fill (zeros_like runs in vjps)
