@@ -39,7 +39,8 @@ def _arange(xp, *, start, end, step, dtype, device):
     return xp.arange(start, end, step, dtype=dtype.np)
 
 
-FULL = Op("full", _full, kind="factory", onnx=lambda g, *, size, fill_value, dtype, device: g.full(size, fill_value, dtype))
+FULL = Op("full", _full, kind="factory",
+          onnx=lambda g, *, size, fill_value, dtype, device: g.full(size, fill_value, dtype))
 EMPTY = Op("empty", lambda xp, *, size, dtype, device: xp.empty(size, dtype.np), kind="factory")
 ARANGE = Op("arange", _arange, kind="factory", onnx=_onnx_arange)
 LINSPACE = Op("linspace", lambda xp, *, start, end, steps, dtype, device:

@@ -144,7 +144,8 @@ def _ln_vjp(g, out, x, *affine, dims, eps, has_weight):
     return tuple(grads)
 
 
-_ln = Op("layer_norm", _ln_fwd, _ln_vjp, promote="float", saves=OTHERS, cost=lambda s, out: 8 * math.prod(out), onnx=_onnx_layer_norm)
+_ln = Op("layer_norm", _ln_fwd, _ln_vjp, promote="float", saves=OTHERS, cost=lambda s, out: 8 * math.prod(out),
+         onnx=_onnx_layer_norm)
 
 
 def layer_norm(x: Tensor, n_dims: int, weight: Tensor | None, bias: Tensor | None, eps: float) -> Tensor:

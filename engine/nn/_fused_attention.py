@@ -26,8 +26,8 @@ __all__ = ["attention"]
 def _onnx_attention(g, *args, scale, causal, masked, dropped):
     """The forward above in ONNX ops; masked rows with nothing to attend give zeros, as here."""
     q, k, v, mask, _ = _split(args, masked, dropped)
-    s = g.op("Mul", g.op("MatMul", q, g.op("Transpose", k, perm=list(range(g.rank(k) - 2)) + [g.rank(k) - 1, g.rank(k) - 2])),
-             scale)
+    n = g.rank(k)
+    s = g.op("Mul", g.op("MatMul", q, g.op("Transpose", k, perm=list(range(n - 2)) + [n - 1, n - 2])), scale)
     if causal:
         allowed = g.op("Trilu", g.full([g.shape(q)[-2], g.shape(k)[-2]], 1, "int64"), upper=0)
         s = g.op("Where", g.cast(allowed, "bool"), s, float("-inf"))

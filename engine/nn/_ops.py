@@ -398,7 +398,8 @@ def _max_blocks_take_fwd(xp, g, x, y, *, kernel):
 
 _max_blocks = Op("max_pool_blocks", _max_blocks_fwd,
                  lambda g, out, x, *, kernel: (apply(_max_blocks_put, g, x.detach(), out.detach(), kernel=kernel),),
-                 save_output=True, onnx=lambda g, x, *, kernel: g.op("MaxPool", x, kernel_shape=list(kernel), strides=list(kernel)))
+                 save_output=True,
+                 onnx=lambda g, x, *, kernel: g.op("MaxPool", x, kernel_shape=list(kernel), strides=list(kernel)))
 _max_blocks_put = Op("max_pool_blocks_backward", _max_blocks_put_fwd,
                      lambda g, out, gy, x, y, *, kernel: (apply(_max_blocks_take, g, x, y, kernel=kernel), None, None),
                      saves=OTHERS)

@@ -25,10 +25,23 @@ __all__ = ["eq", "ne", "lt", "le", "gt", "ge", "greater", "greater_equal", "less
 
 
 # ---------------------------------------------------------------- ONNX lowerings (``Op.onnx``, engine/onnx)
+def _onnx_isfinite(g, a):
+    return g.op("Not", g.op("Or", g.op("IsNaN", a), g.op("IsInf", a)))
+
+
+def _onnx_logical(op_type: str):
+    return lambda g, a, b: g.op(op_type, g.cast(a, "bool"), g.cast(b, "bool"))
+
+
+def _onnx_ne(g, a, b):
+    return g.op("Not", g.op("Equal", a, b))
+
+
 def _onnx_clamp(g, x, lo=None, hi=None):
     if lo is not None:
         x = g.op("Max", x, lo)
     return x if hi is None else g.op("Min", x, hi)
+
 
 # torch's names for dtypes in error messages ("Float did not match Double")
 TORCH_NAMES = {"bool": "Bool", "uint8": "Byte", "int8": "Char", "int16": "Short", "int32": "Int",
@@ -68,7 +81,7 @@ def _cmp(name, fwd, ufunc, alias=None, onnx=None):
 
 
 _eq = _cmp("eq", lambda xp, a, b: a == b, "equal", onnx="Equal")
-_ne = _cmp("ne", lambda xp, a, b: a != b, "not_equal", "not_equal", onnx=lambda g, a, b: g.op("Not", g.op("Equal", a, b)))
+_ne = _cmp("ne", lambda xp, a, b: a != b, "not_equal", "not_equal", onnx=_onnx_ne)
 _lt = _cmp("lt", lambda xp, a, b: a < b, "less", "less", onnx="Less")
 _le = _cmp("le", lambda xp, a, b: a <= b, "less_equal", "less_equal", onnx="LessOrEqual")
 _gt = _cmp("gt", lambda xp, a, b: a > b, "greater", "greater", onnx="Greater")
@@ -134,7 +147,8 @@ _isnan = Op("isnan", lambda xp, a: xp.isnan(a), None, saves=NONE, elementwise=Tr
 _isinf = Op("isinf", lambda xp, a: xp.isinf(a), None, saves=NONE, elementwise=True, out_form="isinf", onnx="IsInf")
 _isposinf = Op("isposinf", lambda xp, a: xp.isposinf(a), None, saves=NONE, elementwise=True)
 _isneginf = Op("isneginf", lambda xp, a: xp.isneginf(a), None, saves=NONE, elementwise=True)
-_isfinite = Op("isfinite", lambda xp, a: xp.isfinite(a), None, saves=NONE, elementwise=True, out_form="isfinite", onnx=lambda g, a: g.op("Not", g.op("Or", g.op("IsNaN", a), g.op("IsInf", a))))
+_isfinite = Op("isfinite", lambda xp, a: xp.isfinite(a), None, saves=NONE, elementwise=True, out_form="isfinite",
+               onnx=_onnx_isfinite)
 _signbit = Op("signbit", _signbit_fwd, None, saves=NONE, elementwise=True)
 
 
@@ -169,10 +183,11 @@ def _logical(name, fwd, out_form=None, **meta):
               **meta)
 
 
-_logical_and = _logical("logical_and", lambda xp, a, b: xp.logical_and(a, b), onnx=lambda g, a, b: g.op("And", g.cast(a, "bool"), g.cast(b, "bool")))
-_logical_or = _logical("logical_or", lambda xp, a, b: xp.logical_or(a, b), onnx=lambda g, a, b: g.op("Or", g.cast(a, "bool"), g.cast(b, "bool")))
-_logical_xor = _logical("logical_xor", lambda xp, a, b: xp.logical_xor(a, b), onnx=lambda g, a, b: g.op("Xor", g.cast(a, "bool"), g.cast(b, "bool")))
-_logical_not = _logical("logical_not", lambda xp, a: xp.logical_not(a), onnx=lambda g, a: g.op("Not", g.cast(a, "bool")))
+_logical_and = _logical("logical_and", lambda xp, a, b: xp.logical_and(a, b), onnx=_onnx_logical("And"))
+_logical_or = _logical("logical_or", lambda xp, a, b: xp.logical_or(a, b), onnx=_onnx_logical("Or"))
+_logical_xor = _logical("logical_xor", lambda xp, a, b: xp.logical_xor(a, b), onnx=_onnx_logical("Xor"))
+_logical_not = _logical("logical_not", lambda xp, a: xp.logical_not(a),
+                        onnx=lambda g, a: g.op("Not", g.cast(a, "bool")))
 _bitwise_and = _logical("bitwise_and", lambda xp, a, b: a & b, promote="common", operator="and_")
 _bitwise_or = _logical("bitwise_or", lambda xp, a, b: a | b, promote="common", operator="or_")
 _bitwise_xor = _logical("bitwise_xor", lambda xp, a, b: a ^ b, promote="common", operator="xor")
@@ -337,7 +352,8 @@ def _where_vjp(g, out, cond, a, b):
 
 
 # cond is never differentiable, so OTHERS saves exactly the condition
-_where = Op("where", lambda xp, cond, a, b: xp.where(cond, a, b), _where_vjp, saves=OTHERS, elementwise=True, onnx="Where")
+_where = Op("where", lambda xp, cond, a, b: xp.where(cond, a, b), _where_vjp, saves=OTHERS, elementwise=True,
+            onnx="Where")
 
 
 def where(condition: Tensor, input=None, other=None):

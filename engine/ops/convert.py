@@ -23,7 +23,8 @@ def _cast_vjp(g, out, x, *, dtype):
     return (g.to(x.dtype),)
 
 
-cast = Op("cast", _cast_fwd, _cast_vjp, saves=NONE, elementwise=True, aliases=("to",), onnx=lambda g, x, *, dtype: g.cast(x, dtype))
+cast = Op("cast", _cast_fwd, _cast_vjp, saves=NONE, elementwise=True, aliases=("to",),
+          onnx=lambda g, x, *, dtype: g.cast(x, dtype))
 
 
 def _move_fwd(xp, x, *, device):
@@ -39,7 +40,8 @@ def _move(x: Tensor, dev: Device) -> Tensor:
     return out
 
 
-move = Op("to_device", _move_fwd, lambda g, out, x, *, device: (g.to(x.device),), saves=NONE, onnx=lambda g, x, *, device: x)
+move = Op("to_device", _move_fwd, lambda g, out, x, *, device: (g.to(x.device),), saves=NONE,
+          onnx=lambda g, x, *, device: x)
 
 
 def _parse_to_args(args, kwargs):

@@ -63,6 +63,7 @@ def _onnx_remainder(g, a, b):
         return g.op("Mod", a, b, fmod=0)
     return g.op("Sub", a, g.op("Mul", g.op("Floor", g.op("Div", a, b)), b))
 
+
 _LN2, _LN10 = math.log(2.0), math.log(10.0)
 _TWO_OVER_SQRTPI, _SQRTPI_OVER_TWO = 2 / math.sqrt(math.pi), math.sqrt(math.pi) / 2
 _special = _backend.special  # scipy.special for numpy, cupyx.scipy.special for cupy
@@ -148,7 +149,8 @@ rsqrt = _unary("rsqrt", lambda xp, a: 1 / xp.sqrt(a), lambda g, out, a: (g * cj(
 reciprocal = _unary("reciprocal", lambda xp, a: 1 / a, lambda g, out, a: (-g * cj(out * out),),
                     reads="output", complex=True, onnx="Reciprocal")
 sin = _unary("sin", lambda xp, a: xp.sin(a), lambda g, out, a: (g * cj(cos(a)),), ufunc="sin", complex=True, onnx="Sin")
-cos = _unary("cos", lambda xp, a: xp.cos(a), lambda g, out, a: (g * -cj(sin(a)),), ufunc="cos", complex=True, onnx="Cos")
+cos = _unary("cos", lambda xp, a: xp.cos(a), lambda g, out, a: (g * -cj(sin(a)),), ufunc="cos", complex=True,
+             onnx="Cos")
 tan = _unary("tan", lambda xp, a: xp.tan(a), lambda g, out, a: (g * cj(1 + out * out),), reads="output",
              out_form="tan", complex=True, onnx="Tan")
 asin = _unary("asin", lambda xp, a: xp.arcsin(a), lambda g, out, a: (g * rsqrt(1 - a * a),),
@@ -175,7 +177,8 @@ sigmoid = _unary("sigmoid", lambda xp, a: 1 / (1 + xp.exp(-a)), lambda g, out, a
 erf = _unary("erf", lambda xp, a: _special(xp).erf(a).astype(a.dtype, copy=False),
              lambda g, out, a: (g * _TWO_OVER_SQRTPI * exp(-a * a),), onnx="Erf")
 erfc = _unary("erfc", lambda xp, a: _special(xp).erfc(a).astype(a.dtype, copy=False),
-              lambda g, out, a: (g * -_TWO_OVER_SQRTPI * exp(-a * a),), onnx=lambda g, a: g.op("Sub", 1.0, g.op("Erf", a)))
+              lambda g, out, a: (g * -_TWO_OVER_SQRTPI * exp(-a * a),),
+              onnx=lambda g, a: g.op("Sub", 1.0, g.op("Erf", a)))
 erfinv = _unary("erfinv", lambda xp, a: _special(xp).erfinv(a).astype(a.dtype, copy=False),
                 lambda g, out, a: (g * _SQRTPI_OVER_TWO * exp(out * out),), reads="output")
 
@@ -187,9 +190,12 @@ abs = _unary("abs", lambda xp, a: xp.abs(a), lambda g, out, a: (g * sgn(a),), pr
 sign = _unary("sign", _sign_fwd, _zeros, promote=None, reads="nothing", onnx="Sign")
 relu = _unary("relu", lambda xp, a: xp.maximum(a, 0),
               lambda g, out, a: (apply(_relu_bw, g, out),), promote=None, reads="output", onnx="Relu")
-floor = _unary("floor", _keep_ints(lambda xp: xp.floor), _zeros, promote=None, reads="nothing", onnx=_onnx_float_only("Floor"))
-ceil = _unary("ceil", _keep_ints(lambda xp: xp.ceil), _zeros, promote=None, reads="nothing", onnx=_onnx_float_only("Ceil"))
-trunc = _unary("trunc", _keep_ints(lambda xp: xp.trunc), _zeros, promote=None, reads="nothing", aliases=("fix",), onnx=_onnx_trunc)
+floor = _unary("floor", _keep_ints(lambda xp: xp.floor), _zeros, promote=None, reads="nothing",
+               onnx=_onnx_float_only("Floor"))
+ceil = _unary("ceil", _keep_ints(lambda xp: xp.ceil), _zeros, promote=None, reads="nothing",
+              onnx=_onnx_float_only("Ceil"))
+trunc = _unary("trunc", _keep_ints(lambda xp: xp.trunc), _zeros, promote=None, reads="nothing", aliases=("fix",),
+               onnx=_onnx_trunc)
 frac = _unary("frac", _frac_fwd, lambda g, out, a: (g,), promote=None, reads="nothing")
 
 def _round_fwd(xp, a, *, decimals=0):

@@ -27,6 +27,16 @@ __all__ = ["index_select", "gather", "scatter", "scatter_add", "scatter_reduce",
            "argwhere"]
 
 
+# ---------------------------------------------------------------- ONNX lowerings (``Op.onnx``, engine/onnx)
+def _onnx_masked_fill(g, x, mask, value):
+    value = g.cast(value, g.dtype(x)) if isinstance(value, str) else g.scalar(value, x)
+    return g.op("Where", g.cast(mask, "bool"), value, x)
+
+
+def _onnx_one_hot(g, x, *, n):
+    return g.op("OneHot", x, g.const(n, "int64"), g.const([0, 1], g.dtype(x)), axis=-1)
+
+
 def _key(idx, template) -> tuple:
     """The numpy key: ``template`` holds None (a full slice) or a position in ``idx``."""
     return tuple(_ALL if t is None else idx[t] for t in template)
@@ -433,7 +443,8 @@ _gather = Op("gather", _gather_fwd,
              lambda g, out, x, index, *, dim: (
                  apply(_scatter, zeros(x._data.shape, dtype=g.dtype, device=g.device), index, g, dim=dim,
                        reduce="add"), None),
-             saves=NONE, aliases=("take_along_dim",), onnx=lambda g, x, index, *, dim: g.op("GatherElements", x, index, axis=dim))
+             saves=NONE, aliases=("take_along_dim",),
+             onnx=lambda g, x, index, *, dim: g.op("GatherElements", x, index, axis=dim))
 _scatter = Op("scatter", _scatter_fwd, _scatter_vjp, saves=NONE, aliases=("scatter_add",))
 
 
@@ -603,7 +614,7 @@ def _masked_fill_vjp(g, out, x, mask, value):
     return gx, None, gv
 
 
-_masked_fill = Op("masked_fill", _masked_fill_fwd, _masked_fill_vjp, saves=NONE, onnx=lambda g, x, mask, value: g.op("Where", g.cast(mask, "bool"), g.cast(value, g.dtype(x)) if isinstance(value, str) else g.scalar(value, x), x))
+_masked_fill = Op("masked_fill", _masked_fill_fwd, _masked_fill_vjp, saves=NONE, onnx=_onnx_masked_fill)
 
 
 def _check_mask(mask, op: str) -> None:
@@ -641,7 +652,8 @@ def masked_select(input: Tensor, mask: Tensor) -> Tensor:
 # ---------------------------------------------------------------- nonzero, one_hot
 _nonzero = Op("nonzero", lambda xp, x: xp.argwhere(x), None, saves=NONE, aliases=("argwhere",),
               data_dependent="nonzero()/argwhere()")
-_one_hot = Op("one_hot", lambda xp, x, *, n: (x[..., None] == xp.arange(n)).astype(x.dtype), None, saves=NONE, onnx=lambda g, x, *, n: g.op("OneHot", x, g.const(n, "int64"), g.const([0, 1], g.dtype(x)), axis=-1))
+_one_hot = Op("one_hot", lambda xp, x, *, n: (x[..., None] == xp.arange(n)).astype(x.dtype), None, saves=NONE,
+              onnx=_onnx_one_hot)
 
 
 def nonzero(input: Tensor, *, as_tuple: bool = False):

@@ -28,6 +28,14 @@ __all__ = ["reshape", "permute", "transpose", "swapaxes", "swapdims", "movedim",
 
 
 # ---------------------------------------------------------------- ONNX lowerings (``Op.onnx``, engine/onnx)
+def _onnx_cat(g, *xs, dim, skip):
+    return g.op("Concat", *[x for x in xs if not (skip and tuple(g.shape(x)) == (0,))], axis=dim)
+
+
+def _onnx_stack(g, *xs, dim):
+    return g.op("Concat", *[g.op("Unsqueeze", x, g.const([dim], "int64")) for x in xs], axis=dim)
+
+
 # Sizes may be ``Dim``s of the exporter (they follow dynamic axes): they only pass through ``g.ints``.
 _I64_MAX, _I64_MIN = 2 ** 63 - 1, -2 ** 63
 
@@ -91,6 +99,7 @@ def _onnx_pad(g, x, *, pads, mode, value):
     fill = g.scalar(value or 0, x) if mode == "constant" else None
     return g.op("Pad", x, g.ints([b for b, _ in pads] + [a for _, a in pads]), fill, mode=mode)
 
+
 _ALL = slice(None)
 
 
@@ -101,7 +110,8 @@ _reshape = Op("reshape", lambda xp, x, *, shape: x.reshape(shape),
                        "atleast_1d", "atleast_2d", "atleast_3d"), onnx=_onnx_reshape)
 _permute = Op("permute", lambda xp, x, *, dims: x.transpose(dims),
               lambda g, out, x, *, dims: (apply(_permute, g, dims=_inverse(dims)),), saves=NONE, is_view=True,
-              aliases=("transpose", "swapaxes", "swapdims", "movedim", "moveaxis", "t", "T", "mT"), onnx=lambda g, x, *, dims: g.op("Transpose", x, perm=list(dims)))
+              aliases=("transpose", "swapaxes", "swapdims", "movedim", "moveaxis", "t", "T", "mT"),
+              onnx=lambda g, x, *, dims: g.op("Transpose", x, perm=list(dims)))
 
 
 def _expand_fwd(xp, x, *, shape):
@@ -111,7 +121,8 @@ def _expand_fwd(xp, x, *, shape):
 
 _expand = Op("expand", _expand_fwd,
              lambda g, out, x, *, shape: (sum_to(g, x._data.shape),), saves=NONE, is_view=True,
-             aliases=("expand_as", "broadcast_to", "broadcast_tensors"), onnx=lambda g, x, *, shape: g.op("Expand", x, g.ints(shape)))
+             aliases=("expand_as", "broadcast_to", "broadcast_tensors"),
+             onnx=lambda g, x, *, shape: g.op("Expand", x, g.ints(shape)))
 
 
 def _slice_backward_fwd(xp, g, *, shape, key):
@@ -124,7 +135,8 @@ def _slice_backward_fwd(xp, g, *, shape, key):
 # always returns a view (an all-int key without the Ellipsis would give a scalar copy)
 _slice = Op("slice", lambda xp, x, *, key: x[key],
             lambda g, out, x, *, key: (apply(_slice_backward, g, shape=x._data.shape, key=key),),
-            saves=NONE, is_view=True, aliases=("narrow", "select", "split", "chunk", "unbind", "tensor_split"), onnx=_onnx_slice)
+            saves=NONE, is_view=True, aliases=("narrow", "select", "split", "chunk", "unbind", "tensor_split"),
+            onnx=_onnx_slice)
 _slice_backward = Op("slice_backward", _slice_backward_fwd,
                      lambda g, out, gin, *, shape, key: (apply(_slice, g, key=key),), saves=NONE)
 
@@ -630,10 +642,10 @@ def _cat_vjp(g, out, *xs, dim, skip):
 
 
 _cat = Op("cat", _cat_fwd, _cat_vjp, promote="common", saves=NONE,
-          aliases=("concat", "concatenate", "hstack", "vstack", "dstack", "column_stack"), onnx=lambda g, *xs, dim, skip: g.op("Concat", *[x for x in xs if not (skip and tuple(g.shape(x)) == (0,))], axis=dim))
+          aliases=("concat", "concatenate", "hstack", "vstack", "dstack", "column_stack"), onnx=_onnx_cat)
 _stack = Op("stack", lambda xp, *xs, dim: xp.stack(xs, axis=dim),
             lambda g, out, *xs, dim: tuple(apply(_slice, g, key=_dim_key(dim, i)) for i in range(len(xs))),
-            promote="common", saves=NONE, onnx=lambda g, *xs, dim: g.op("Concat", *[g.op("Unsqueeze", x, g.const([dim], "int64")) for x in xs], axis=dim))
+            promote="common", saves=NONE, onnx=_onnx_stack)
 
 
 def _tensor_list(tensors, op: str) -> list:
@@ -715,17 +727,22 @@ def _repeat_vjp(g, out, x, *, reps):
     return (g.reshape(split_shape).sum(tuple(range(0, 2 * len(reps), 2))).reshape(x._data.shape),)
 
 
-_repeat = Op("repeat", lambda xp, x, *, reps: xp.tile(x, reps), _repeat_vjp, saves=NONE, aliases=("tile",), onnx=_onnx_repeat)
+_repeat = Op("repeat", lambda xp, x, *, reps: xp.tile(x, reps), _repeat_vjp, saves=NONE, aliases=("tile",),
+             onnx=_onnx_repeat)
 _flip = Op("flip", lambda xp, x, *, dims: xp.flip(x, dims).copy(),
-           lambda g, out, x, *, dims: (apply(_flip, g, dims=dims),), saves=NONE, aliases=("fliplr", "flipud"), onnx=_onnx_flip)
+           lambda g, out, x, *, dims: (apply(_flip, g, dims=dims),), saves=NONE, aliases=("fliplr", "flipud"),
+           onnx=_onnx_flip)
 _roll = Op("roll", lambda xp, x, *, shifts, dims: xp.roll(x, shifts, dims),
            lambda g, out, x, *, shifts, dims: (apply(_roll, g, shifts=tuple(-s for s in shifts), dims=dims),),
            saves=NONE)
 _tril = Op("tril", lambda xp, x, *, diagonal: xp.tril(x, diagonal),
-           lambda g, out, x, *, diagonal: (apply(_tril, g, diagonal=diagonal),), saves=NONE, onnx=lambda g, x, *, diagonal: g.op("Trilu", x, g.const(diagonal, "int64"), upper=0))
+           lambda g, out, x, *, diagonal: (apply(_tril, g, diagonal=diagonal),), saves=NONE,
+           onnx=lambda g, x, *, diagonal: g.op("Trilu", x, g.const(diagonal, "int64"), upper=0))
 _triu = Op("triu", lambda xp, x, *, diagonal: xp.triu(x, diagonal),
-           lambda g, out, x, *, diagonal: (apply(_triu, g, diagonal=diagonal),), saves=NONE, onnx=lambda g, x, *, diagonal: g.op("Trilu", x, g.const(diagonal, "int64"), upper=1))
-_clone = Op("clone", lambda xp, x: x.copy(), lambda g, out, x: (g,), saves=NONE, aliases=("contiguous",), onnx="Identity")
+           lambda g, out, x, *, diagonal: (apply(_triu, g, diagonal=diagonal),), saves=NONE,
+           onnx=lambda g, x, *, diagonal: g.op("Trilu", x, g.const(diagonal, "int64"), upper=1))
+_clone = Op("clone", lambda xp, x: x.copy(), lambda g, out, x: (g,), saves=NONE, aliases=("contiguous",),
+            onnx="Identity")
 
 
 def repeat(input: Tensor, *sizes) -> Tensor:

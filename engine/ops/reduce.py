@@ -24,6 +24,14 @@ __all__ = ["sum", "mean", "prod", "max", "min", "amax", "amin", "argmax", "argmi
 
 
 # ---------------------------------------------------------------- ONNX lowerings (``Op.onnx``, engine/onnx)
+def _onnx_prod(g, x, *, dim, keepdim, dtype):
+    return _onnx_reduce("ReduceProd")(g, x, dims=None if dim is None else (dim,), keepdim=keepdim)
+
+
+def _onnx_cumsum(g, x, *, dim, reverse, dtype):
+    return g.op("CumSum", g.cast(x, g.output_dtype), g.const(dim, "int64"), reverse=int(reverse))
+
+
 def _onnx_reduce(op_type: str):
     """``ReduceSum``-style lowering; the input is cast to the result's dtype first (a bool sum is int64)."""
     return lambda g, x, *, dims, keepdim, dtype=None: g.reduce(op_type, g.cast(x, g.output_dtype), dims, keepdim)
@@ -65,6 +73,7 @@ def _onnx_norm(g, x, *, ord, dims, keepdim):
 def _onnx_all_any(op_type: str):
     return lambda g, x, *, dims, keepdim: g.cast(
         g.reduce(op_type, g.cast(g.cast(x, "bool"), "int32"), dims, keepdim), g.output_dtype)
+
 
 _INF = float("inf")
 
@@ -221,7 +230,7 @@ def _prod_others_vjp(g, out, x, *, dim):
     return (gx.transpose(dim, -1),)
 
 
-_prod = Op("prod", _prod_fwd, _prod_vjp, save_output=True, onnx=lambda g, x, *, dim, keepdim, dtype: _onnx_reduce("ReduceProd")(g, x, dims=None if dim is None else (dim,), keepdim=keepdim))
+_prod = Op("prod", _prod_fwd, _prod_vjp, save_output=True, onnx=_onnx_prod)
 _prod_others = Op("prod_others", _prod_others_fwd, _prod_others_vjp)
 
 
@@ -275,8 +284,10 @@ _amax = Op("amax", lambda xp, x, *, dims, keepdim: x.max(axis=dims, keepdims=kee
            _extremum_vjp, save_output=True, onnx=_onnx_reduce("ReduceMax"))
 _amin = Op("amin", lambda xp, x, *, dims, keepdim: x.min(axis=dims, keepdims=keepdim),
            _extremum_vjp, save_output=True, onnx=_onnx_reduce("ReduceMin"))
-_argmax = Op("argmax", lambda xp, x, *, dim, keepdim: xp.argmax(x, axis=dim, keepdims=keepdim), onnx=_onnx_arg("ArgMax"))
-_argmin = Op("argmin", lambda xp, x, *, dim, keepdim: xp.argmin(x, axis=dim, keepdims=keepdim), onnx=_onnx_arg("ArgMin"))
+_argmax = Op("argmax", lambda xp, x, *, dim, keepdim: xp.argmax(x, axis=dim, keepdims=keepdim),
+             onnx=_onnx_arg("ArgMax"))
+_argmin = Op("argmin", lambda xp, x, *, dim, keepdim: xp.argmin(x, axis=dim, keepdims=keepdim),
+             onnx=_onnx_arg("ArgMin"))
 _max_dim, _min_dim = picker("max", onnx=_onnx_take), picker("min", onnx=_onnx_take)
 
 
@@ -489,7 +500,7 @@ def _cumsum_fwd(xp, x, *, dim, reverse, dtype):
 _cumsum = Op("cumsum", _cumsum_fwd,
              lambda g, out, x, *, dim, reverse, dtype: (apply(_cumsum, g, dim=dim, reverse=not reverse,
                                                               dtype=None).to(x.dtype),),
-             saves=NONE, onnx=lambda g, x, *, dim, reverse, dtype: g.op("CumSum", g.cast(x, g.output_dtype), g.const(dim, "int64"), reverse=int(reverse)))
+             saves=NONE, onnx=_onnx_cumsum)
 
 
 def _cumprod_fwd(xp, x, *, dim, dtype):
