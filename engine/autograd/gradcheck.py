@@ -1,4 +1,9 @@
-"""Finite-difference checks of analytical gradients, like ``torch.autograd.gradcheck``."""
+"""Finite-difference checks of analytical gradients, like ``torch.autograd.gradcheck``.
+
+Complex inputs and outputs are checked as pairs of real numbers: each complex input element is
+perturbed along its real and its imaginary axis, each complex output counts as (real, imaginary)
+rows, and the analytical row of an output's real part is the gradient for ``grad_output = 1``,
+of its imaginary part for ``1j`` (PyTorch's convention: ``grad = dL/dx + i dL/dy``)."""
 from __future__ import annotations
 
 import numpy as np
@@ -18,7 +23,25 @@ def _as_tuple(x):
 
 
 def _outputs(fn, inputs):
-    return tuple(o for o in _as_tuple(fn(*inputs)) if isinstance(o, Tensor) and o.is_floating_point())
+    return tuple(o for o in _as_tuple(fn(*inputs))
+                 if isinstance(o, Tensor) and (o.is_floating_point() or o.is_complex()))
+
+
+def _real_rows(o) -> np.ndarray:
+    """An output's values as float64 rows: a complex element gives its real then imaginary part."""
+    a = np.asarray(o.detach().__array__()).ravel()
+    return np.stack([a.real, a.imag], 1).ravel().astype(np.float64) if a.dtype.kind == "c" \
+        else a.astype(np.float64).copy()
+
+
+def _real_cols(g, x) -> np.ndarray:
+    """A gradient as one value per real input coordinate (real, imaginary for a complex input)."""
+    a = np.asarray(g.detach().__array__()).ravel()
+    return np.stack([a.real, a.imag], 1).ravel().astype(np.float64) if x.is_complex() else a.real.astype(np.float64)
+
+
+def _width(x) -> int:
+    return x.numel() * (2 if x.is_complex() else 1)
 
 
 def _numerical(fn, inputs, i, eps):
@@ -26,34 +49,39 @@ def _numerical(fn, inputs, i, eps):
     x = inputs[i]
     data = x._data  # perturbed in place, element by element (works for non-contiguous views too)
     cols = []
+    steps = (eps, eps * 1j) if data.dtype.kind == "c" else (eps,)
     for k in range(data.size):  # grad stays on: ``fn`` may itself differentiate (gradgradcheck)
         idx = np.unravel_index(k, data.shape)
         orig = data[idx].item()
-        data[idx] = orig + eps
-        plus = [o.detach().__array__().astype(np.float64).ravel().copy() for o in _outputs(fn, inputs)]
-        data[idx] = orig - eps
-        minus = [o.detach().__array__().astype(np.float64).ravel().copy() for o in _outputs(fn, inputs)]
-        data[idx] = orig
-        cols.append(np.concatenate([(p - m) / (2 * eps) for p, m in zip(plus, minus)]) if plus else np.zeros(0))
+        for step in steps:
+            data[idx] = orig + step
+            plus = [_real_rows(o) for o in _outputs(fn, inputs)]
+            data[idx] = orig - step
+            minus = [_real_rows(o) for o in _outputs(fn, inputs)]
+            data[idx] = orig
+            cols.append(np.concatenate([(p - m) / (2 * eps) for p, m in zip(plus, minus)]) if plus else np.zeros(0))
     if not cols:
-        return np.zeros((sum(o.numel() for o in _outputs(fn, inputs)), 0))
+        return np.zeros((sum(_real_rows(o).size for o in _outputs(fn, inputs)), 0))
     return np.stack(cols, axis=1)
 
 
 def _analytical(fn, inputs, i, create_graph=False):
     from ..core.creation import zeros_like
     outs = _outputs(fn, inputs)
+    x = inputs[i]
     rows = []
     for o in outs:
+        seeds = (1, 1j) if o.is_complex() else (1,)
         if not o.requires_grad:  # e.g. the zero first derivative of floor: a zero Jacobian block
-            rows.extend(np.zeros(inputs[i].numel()) for _ in range(o.numel()))
+            rows.extend(np.zeros(_width(x)) for _ in range(o.numel() * len(seeds)))
             continue
         for k in range(o.numel()):
-            v = zeros_like(o)
-            v._data[np.unravel_index(k, v._data.shape)] = 1
-            (g,) = _grad([o], [inputs[i]], [v], retain_graph=True, allow_unused=True)
-            rows.append(np.zeros(inputs[i].numel()) if g is None else g.detach().__array__().astype(np.float64).ravel())
-    return np.stack(rows) if rows else np.zeros((0, inputs[i].numel()))
+            for seed in seeds:
+                v = zeros_like(o)
+                v._data[np.unravel_index(k, v._data.shape)] = seed
+                (g,) = _grad([o], [x], [v], retain_graph=True, allow_unused=True)
+                rows.append(np.zeros(_width(x)) if g is None else _real_cols(g, x))
+    return np.stack(rows) if rows else np.zeros((0, _width(x)))
 
 
 def gradcheck(func, inputs, *, eps: float = 1e-6, atol: float = 1e-5, rtol: float = 1e-3,
@@ -98,7 +126,7 @@ def gradgradcheck(func, inputs, grad_outputs=None, *, eps: float = 1e-6, atol: f
     diff_idx = [i for i, x in enumerate(inputs) if isinstance(x, Tensor) and x.requires_grad]
     outs = _outputs(func, inputs)
     if grad_outputs is None:
-        grad_outputs = [randn(o.shape, dtype=o.dtype, requires_grad=True) for o in outs]
+        grad_outputs = [_random_like(o, randn) for o in outs]
     grad_outputs = list(_as_tuple(grad_outputs))
 
     def first_grads(*args):
@@ -109,3 +137,11 @@ def gradgradcheck(func, inputs, grad_outputs=None, *, eps: float = 1e-6, atol: f
 
     return gradcheck(first_grads, tuple(inputs) + tuple(grad_outputs), eps=eps, atol=atol, rtol=rtol,
                      raise_exception=raise_exception)
+
+
+def _random_like(o, randn):
+    """A random grad_output requiring grad, complex for a complex output."""
+    if not o.is_complex():
+        return randn(o.shape, dtype=o.dtype, requires_grad=True)
+    parts = o.dtype.to_real()
+    return (randn(o.shape, dtype=parts) + randn(o.shape, dtype=parts) * 1j).requires_grad_()

@@ -21,6 +21,12 @@ def set_num_threads(n: int) -> None:
         raise RuntimeError(f"set_num_threads expects a positive integer, but got {n!r}")
     from threadpoolctl import threadpool_limits
     _LIMITER[:] = [threadpool_limits(limits=n, user_api="blas")]
+    _STATE["threads"] = n
+
+
+def fft_workers() -> int:
+    """``scipy.fft``'s ``workers=``: the count given to ``set_num_threads``, else every core (-1)."""
+    return _STATE.get("threads", -1)
 
 
 def get_num_threads() -> int:

@@ -59,7 +59,7 @@ def _mask_grad_fwd(xp, mask, g, *, keep):
 
 _mask_grad = Op("mask_grad", _mask_grad_fwd,
                 lambda gg, out, mask, g, *, keep: (None, ub(apply(_mask_grad, mask, gg, keep=keep), g)),
-                saves=OTHERS, elementwise=True)
+                saves=OTHERS, elementwise=True, complex=True)
 
 
 def keep_where(mask: Tensor, g: Tensor) -> Tensor:
@@ -353,7 +353,7 @@ def _where_vjp(g, out, cond, a, b):
 
 # cond is never differentiable, so OTHERS saves exactly the condition
 _where = Op("where", lambda xp, cond, a, b: xp.where(cond, a, b), _where_vjp, saves=OTHERS, elementwise=True,
-            onnx="Where")
+            complex=True, onnx="Where")
 
 
 def where(condition: Tensor, input=None, other=None):

@@ -16,7 +16,8 @@ from ..base import backend as _backend
 from ..core.dispatch import apply
 from ..core.registry import NONE, OTHERS, Op
 from ._util import Tensor, norm_dims
-from ..base.dtype import BFLOAT16_NP, FLOATING_KINDS, in_float32
+from ..base.dtype import BFLOAT16_NP, FLOATING_KINDS, INEXACT_KINDS, in_float32
+from .conjugation import conj as cj
 
 __all__ = ["sum", "mean", "prod", "max", "min", "amax", "amin", "argmax", "argmin", "var", "std",
            "var_mean", "std_mean", "logsumexp", "norm", "cumsum", "cumprod", "all", "any",
@@ -202,10 +203,10 @@ def _prod_vjp(g, out, x, *, dim, keepdim, dtype):
     dims = None if dim is None else (dim,)
     g = _expand_back(g, x, dims, keepdim)
     if not (x._data == 0).any():
-        return (g * _expand_back(out, x, dims, keepdim) / x,)
+        return (g * cj(_expand_back(out, x, dims, keepdim) / x),)
     if dim is None:
-        return (g * apply(_prod_others, x.reshape(-1), dim=0).reshape(x.shape),)
-    return (g * apply(_prod_others, x, dim=dim),)
+        return (g * cj(apply(_prod_others, x.reshape(-1), dim=0).reshape(x.shape)),)
+    return (g * cj(apply(_prod_others, x, dim=dim)),)
 
 
 def _prod_others_fwd(xp, x, *, dim):
@@ -226,12 +227,12 @@ def _prod_others_vjp(g, out, x, *, dim):
     e = eye(n, dtype=x.dtype, device=x.device)
     rows = xl.unsqueeze(-2) * (1 - e) + e
     q = apply(_prod_others, rows, dim=rows.ndim - 1)
-    gx = (g.transpose(dim, -1).unsqueeze(-1) * q * (1 - e)).sum(-2)
+    gx = (g.transpose(dim, -1).unsqueeze(-1) * cj(q) * (1 - e)).sum(-2)
     return (gx.transpose(dim, -1),)
 
 
-_prod = Op("prod", _prod_fwd, _prod_vjp, save_output=True, onnx=_onnx_prod)
-_prod_others = Op("prod_others", _prod_others_fwd, _prod_others_vjp)
+_prod = Op("prod", _prod_fwd, _prod_vjp, save_output=True, complex=True, onnx=_onnx_prod)
+_prod_others = Op("prod_others", _prod_others_fwd, _prod_others_vjp, complex=True)
 
 
 def _int_acc(x: Tensor, dtype):
@@ -248,7 +249,7 @@ def sum(input, dim=None, keepdim: bool = False, *, dtype=None):
 
 
 def mean(input, dim=None, keepdim: bool = False, *, dtype=None):
-    if input._data.dtype.kind not in FLOATING_KINDS and dtype is None:
+    if input._data.dtype.kind not in INEXACT_KINDS and dtype is None:
         raise RuntimeError(f"mean(): could not infer output dtype. Input dtype must be either a "
                            f"floating point or complex dtype. Got: {input.dtype.name.capitalize()}")
     return apply(_mean, input, dims=_dims(input, dim, "mean"), keepdim=keepdim,
@@ -348,6 +349,8 @@ def _var_fwd(xp, x, *, dims, keepdim, correction):
     if x.dtype is BFLOAT16_NP:
         return in_float32(_var_fwd, xp, x, dims=dims, keepdim=keepdim, correction=correction)
     d = x - x.mean(axis=dims, keepdims=True)
+    if d.dtype.kind == "c":   # |d|^2: a complex tensor's variance is real
+        d = xp.abs(d)
     n = _count(x.shape, dims)
     return (d * d).sum(axis=dims, keepdims=keepdim) / (n - correction if n > correction else 0)
 
@@ -381,7 +384,7 @@ _std = Op("std", _std_fwd, _std_vjp, save_output=True, onnx=lambda g, x, **p: g.
 
 
 def _var_args(input, dim, unbiased, keepdim, correction, op: str):
-    if input._data.dtype.kind not in FLOATING_KINDS:
+    if input._data.dtype.kind not in INEXACT_KINDS:
         raise RuntimeError(f"std and var only support floating point and complex dtypes "
                            f"({op}() got {input.dtype.name.capitalize()})")
     if isinstance(dim, bool):
@@ -451,14 +454,14 @@ def _norm_vjp(g, out, x, *, ord, dims, keepdim):
     if ord == 0:
         return (_expand_back(g, x, dims, keepdim) * 0,)
     if ord == 1:
-        return (_expand_back(g, x, dims, keepdim) * x.sign(),)
+        return (_expand_back(g, x, dims, keepdim) * x.sgn(),)
     if ord == _INF or ord == -_INF:
-        return (x.sign() * _extremum_vjp(g, out, x.abs(), dims=dims, keepdim=keepdim)[0],)
+        return (x.sgn() * _extremum_vjp(g, out, x.abs(), dims=dims, keepdim=keepdim)[0],)
     r = _expand_back(apply(_recip_nonzero, out), x, dims, keepdim)
     gx = _expand_back(g, x, dims, keepdim)
     if ord == 2:
         return (gx * x * r,)
-    return (gx * x.sign() * x.abs() ** (ord - 1) * r ** (ord - 1),)
+    return (gx * x.sgn() * x.abs() ** (ord - 1) * r ** (ord - 1),)
 
 
 _norm = Op("norm", _norm_fwd, _norm_vjp, save_output=True, onnx=_onnx_norm)
@@ -466,7 +469,7 @@ _norm = Op("norm", _norm_fwd, _norm_vjp, save_output=True, onnx=_onnx_norm)
 
 def vector_norm(x, ord=2, dim=None, keepdim: bool = False, *, dtype=None):
     """``torch.linalg.vector_norm``: the ord-norm of ``x`` flattened over ``dim``."""
-    if x._data.dtype.kind not in FLOATING_KINDS:
+    if x._data.dtype.kind not in INEXACT_KINDS:
         raise RuntimeError(f"linalg.vector_norm: Expected a floating point or complex tensor as input. "
                            f"Got {x.dtype.name.capitalize()}")
     if dtype is not None:
