@@ -1,5 +1,6 @@
-"""``torch.special``: the special functions under their SciPy-style names, over tapelab's ops (the
-gamma family, Bessel i0/i1, error functions, logit/expit, entropy and the normal CDF)."""
+"""``torch.special``: every public function of PyTorch's module under its SciPy-style name, plus
+``beta``, ``betaln`` and ``betainc``. Each is a declared op (engine/ops/special*.py) or a short
+composite of declared ops, so all are on the tape, in FX, capture and the profiler."""
 from __future__ import annotations
 
 import math
@@ -7,11 +8,15 @@ import math
 from .core.dispatch import apply
 from .nn import functional as _F
 from .ops import elementwise as _e, reduce as _r, special as _s
+from .ops.special_poly import *  # noqa: F401,F403
+from .ops.special_poly import __all__ as _POLY
+from .ops.special_scipy import *  # noqa: F401,F403
+from .ops.special_scipy import __all__ as _SCIPY
 from .ops.compare import isnan, where
 
 __all__ = ["expit", "logit", "exp2", "expm1", "log1p", "erf", "erfc", "erfinv", "gammaln", "digamma", "psi",
            "polygamma", "multigammaln", "i0", "i1", "sinc", "round", "xlogy", "xlog1py", "entr", "ndtr", "ndtri",
-           "gammainc", "gammaincc", "logsumexp", "softmax", "log_softmax"]
+           "gammainc", "gammaincc", "logsumexp", "softmax", "log_softmax", "betaln", *_POLY, *_SCIPY]
 
 expit, exp2, expm1, log1p = _e.sigmoid, _e.exp2, _e.expm1, _e.log1p
 erf, erfc, erfinv, xlogy, round = _e.erf, _e.erfc, _e.erfinv, _e.xlogy, _e.round
@@ -38,7 +43,7 @@ def entr(input):
     """``-x log x`` elementwise: 0 at 0 and -inf for negative x."""
     safe = where(input > 0, input, 1.0)
     body = -input * _e.log(safe)
-    return where(input > 0, body, where(input == 0, 0.0, -math.inf))
+    return where(input > 0, body, where(input == 0, 0.0, where(isnan(input), input, -math.inf)))
 
 
 def ndtr(input):
@@ -46,9 +51,9 @@ def ndtr(input):
     return 0.5 * _e.erfc(-input / _SQRT2)
 
 
-def ndtri(input):
-    """The inverse of the standard normal CDF."""
-    return _SQRT2 * _e.erfinv(2 * input - 1)
+def betaln(input, other):
+    """``log |B(a, b)|`` as lgamma(a) + lgamma(b) - lgamma(a + b) (not in PyTorch; SciPy's values)."""
+    return _s.lgamma(input) + _s.lgamma(other) - _s.lgamma(input + other)
 
 
 def softmax(input, dim: int, *, dtype=None):

@@ -9,14 +9,18 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from ..autograd.views import apply_
 from ..base import backend as _backend
 from ..base import dtype as _dtype
+from ..base.meta import has_data
 from ..core.dispatch import apply
 from ..core.registry import NONE, Op
 from ._util import Tensor, unbroadcast as ub
 from .compare import clamp, torch_name, where
 from .elementwise import _unary, _wants, log, logaddexp, pow
+from .special_series import gammainc_da
 
 __all__ = ["digamma", "lgamma", "polygamma", "mvlgamma", "i0", "igamma", "igammac", "sinc", "logit", "copysign",
            "nextafter", "heaviside", "gcd", "lcm", "bitwise_left_shift", "bitwise_right_shift", "frexp", "ldexp",
@@ -43,7 +47,12 @@ def _polygamma_fwd(xp, a, *, n):
 _polygamma = Op("polygamma", _polygamma_fwd, lambda g, out, a, *, n: (g * apply(_polygamma, a, n=n + 1),),
                 promote="float", elementwise=True)
 digamma = _unary("digamma", _cast(lambda sp: sp.digamma), lambda g, out, a: (g * apply(_polygamma, a, n=1),))
-lgamma = _unary("lgamma", _cast(lambda sp: sp.gammaln), lambda g, out, a: (g * digamma(a),))
+def _lgamma_fwd(xp, a):
+    out = _special(xp).gammaln(a).astype(a.dtype, copy=False)
+    return xp.where(a == -math.inf, math.inf, out).astype(a.dtype, copy=False)   # |Gamma| grows at -inf
+
+
+lgamma = _unary("lgamma", _lgamma_fwd, lambda g, out, a: (g * digamma(a),))
 
 
 def _i1_vjp(g, out, a):
@@ -56,21 +65,39 @@ _i1 = Op("special_i1", _cast(lambda sp: sp.i1), _i1_vjp, promote="float", save_o
 i0 = _unary("i0", _cast(lambda sp: sp.i0), lambda g, out, a: (g * apply(_i1, a),))
 
 
-def _igamma_vjp(name: str, sign: float):
+def _density(a, x):
+    """d/dx P(a, x) = x^(a-1) e^-x / Gamma(a)."""
+    return (-x + (a - 1) * log(x) - lgamma(a)).exp()
+
+
+def _igamma_vjp(sign: float):
     def vjp(g, out, a, x):
-        if _wants(a):
-            raise NotImplementedError(f"the derivative for '{name}' with respect to 'self' (the shape parameter) "
-                                      "is not implemented.")
-        # d/dx P(a, x) = x^(a-1) e^-x / Gamma(a)
-        dens = (-x + (a - 1) * log(x) - lgamma(a)).exp()
-        return None, ub(g * dens * sign, x)
+        # d/da by special_series.gammainc_da: PyTorch has no gradient in the shape parameter
+        ga = ub(g * sign * apply(_igamma_da, a, x), a) if _wants(a) else None
+        return ga, (ub(g * _density(a, x) * sign, x) if _wants(x) else None)
     return vjp
 
 
+def _igamma_da_fwd(xp, a, x):
+    if not has_data(xp):
+        return xp.empty(np.broadcast_shapes(a.shape, x.shape), a.dtype)
+    return gammainc_da(xp, _special(xp), a.astype("float64"), x.astype("float64")).astype(a.dtype, copy=False)
+
+
+def _igamma_da_vjp(g, out, a, x):
+    if _wants(a):
+        raise NotImplementedError("igamma: the second derivative in 'self' (the shape parameter) is not "
+                                  "implemented in tapelab")
+    # d/dx dP/da = d/da of the density = density * (ln x - digamma(a))
+    return None, ub(g * _density(a, x) * (log(x) - digamma(a)), x)
+
+
+# d/da P(a, x), for the gradient of igamma and igammac in a
+_igamma_da = Op("igamma_grad_a", _igamma_da_fwd, _igamma_da_vjp, promote="float", elementwise=True)
 _igamma = Op("igamma", lambda xp, a, x: _special(xp).gammainc(a, x).astype(a.dtype, copy=False),
-             _igamma_vjp("igamma", 1.0), promote="float", elementwise=True, inplace=("igamma_",))
+             _igamma_vjp(1.0), promote="float", elementwise=True, inplace=("igamma_",))
 _igammac = Op("igammac", lambda xp, a, x: _special(xp).gammaincc(a, x).astype(a.dtype, copy=False),
-              _igamma_vjp("igammac", -1.0), promote="float", elementwise=True, inplace=("igammac_",))
+              _igamma_vjp(-1.0), promote="float", elementwise=True, inplace=("igammac_",))
 
 
 def polygamma(n: int, input: Tensor) -> Tensor:

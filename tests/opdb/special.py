@@ -19,7 +19,60 @@ def _above(low):
     return lambda *shape: rng().uniform(low, low + 2.0, size=shape)
 
 
+def _sp(name, domain, **kw):
+    """A torch.special function over its domain (and the unary layouts), values against PyTorch."""
+    return OpInfo(f"special_{name}", lambda m, a: getattr(m.special, name)(a),
+                  lambda: unary(domain, ints_too=False), **kw)
+
+
+# values at 0, negatives, large values, NaN and +-inf: PyTorch's results there (forward only)
+EDGES = np.array([0.0, -0.0, 0.5, -0.5, 1.0, -1.0, 2.5, -3.7, 10.0, -10.0, 30.0, np.nan, np.inf, -np.inf])
+# torch.special functions PyTorch gives no gradient (tapelab does: tests/test_special_grads.py checks them)
+NO_TORCH_GRAD = ("airy_ai", "bessel_j0", "bessel_j1", "bessel_y0", "bessel_y1", "modified_bessel_i0",
+                 "modified_bessel_i1", "modified_bessel_k0", "modified_bessel_k1", "scaled_modified_bessel_k0",
+                 "scaled_modified_bessel_k1", "spherical_bessel_j0")
+POLYNOMIALS = ("chebyshev_polynomial_t", "chebyshev_polynomial_u", "chebyshev_polynomial_v", "chebyshev_polynomial_w",
+               "shifted_chebyshev_polynomial_t", "shifted_chebyshev_polynomial_u", "shifted_chebyshev_polynomial_v",
+               "shifted_chebyshev_polynomial_w", "hermite_polynomial_h", "hermite_polynomial_he",
+               "laguerre_polynomial_l", "legendre_polynomial_p")
+# PyTorch's polynomial kernels return stray values at NaN x, so the edges here are finite and infinite only
+POLY_X = np.array([0.0, 0.3, -0.7, 1.0, -1.0, 1.5, -2.2, 5.0, np.inf, -np.inf])
+
+
+def _edges(name, fn):
+    return values(f"special_{name}_edges", fn, lambda: [Sample((EDGES,))], dtypes=("float64",), atol=1e-12, rtol=2e-8)
+
+
 OPS = [
+    _sp("erfcx", arr), _sp("i0e", arr), _sp("i1e", arr), _sp("log_ndtr", arr),
+    _sp("ndtri", lambda *s: rng().uniform(0.05, 0.95, size=s)),
+    *[_sp(n, pos if n[-2:] in ("y0", "y1", "k0", "k1") else arr, grad=False) for n in NO_TORCH_GRAD],
+    *[_edges(n, lambda m, a, n=n: getattr(m.special, n)(a))
+      for n in ("erfcx", "i0e", "i1e", "log_ndtr", "i0", "i1", "entr", "gammaln", "digamma", "sinc", "ndtr",
+                "expit", "erf", "erfc", *NO_TORCH_GRAD)],
+    values("special_ndtri_edges", lambda m, a: m.special.ndtri(a),
+           lambda: [Sample((np.array([0.0, 1e-300, 0.3, 0.5, 0.999, 1.0, -0.5, 1.5, np.nan, np.inf]),))],
+           dtypes=("float64",), rtol=1e-9),
+    *[OpInfo(f"special_{n}", lambda m, x, k, n=n: getattr(m.special, n)(x, k),
+             lambda: [Sample((rng().uniform(-1.2, 1.2, size=(2, 3)), np.array([0.0, 3.0, 7.0])), name="tensor_n"),
+                      Sample((rng().uniform(-1.2, 1.2, size=(4,)), 4), name="int_n")], grad=False)
+      for n in POLYNOMIALS],
+    *[values(f"special_{n}_edges", lambda m, x, k, n=n: getattr(m.special, n)(x, k),
+             lambda: [Sample((POLY_X[:, None], np.array([-1.0, 0.0, 1.0, 2.0, 3.0, 8.0, 12.0])))],
+             dtypes=("float64",), rtol=1e-9)
+      for n in POLYNOMIALS],
+    OpInfo("special_zeta", lambda m, x, q: m.special.zeta(x, q),
+           lambda: [Sample((_above(1.5)(2, 3), pos(2, 3))), Sample((_above(2.0)(3), pos(2, 3)), name="bcast")],
+           differentiable_args=(1,)),
+    values("special_zeta_edges", lambda m, x, q: m.special.zeta(x, q),
+           lambda: [Sample((np.array([1.5, 2.0, 3.0, 0.5, 1.0, np.inf, np.nan, 10.0, 2.0, 4.0]),
+                            np.array([0.5, 1.0, 2.0, 1.0, 1.0, 1.0, 1.0, -2.5, 0.0, 1e3])))], dtypes=("float64",)),
+    OpInfo("special_gammainc", lambda m, a, x: (m.special.gammainc(a, x), m.special.gammaincc(a, x)),
+           lambda: [Sample((pos(2, 3), pos(2, 3)))], differentiable_args=(1,)),
+    values("special_gammainc_edges", lambda m, a, x: (m.special.gammainc(a, x), m.special.gammaincc(a, x)),
+           lambda: [Sample((np.array([0.5, 1.0, 2.0, 0.0, -1.0, np.nan, np.inf, 3.0, 3.0, 50.0]),
+                            np.array([0.0, 1.0, np.inf, 1.0, 1.0, 1.0, 2.0, np.nan, -1.0, 40.0])))], dtypes=("float64",)),
+
     _u("digamma", lambda m, a: m.digamma(a), pos),
     _u("lgamma", lambda m, a: m.lgamma(a), pos),
     _u("lgamma_method", lambda m, a: a.lgamma(), _above(-0.9)),
