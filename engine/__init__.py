@@ -56,6 +56,7 @@ from . import debug, fx, graphs, onnx, profiler  # noqa: E402
 from ._nn_toplevel import *  # noqa: E402,F401,F403  (torch.softmax, torch.conv2d, Tensor.softmax, ...)
 from ._torch_extra import *  # noqa: E402,F401,F403  (torch.exp_, torch.hann_window, torch.compile, ...)
 from . import distributions, fft, special  # noqa: E402,F401
+from .aliases import install_aliases, uninstall_aliases  # noqa: E402  (import torch / torchvision -> tapelab)
 
 __version__ = "0.1.0"
 

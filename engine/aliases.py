@@ -1,0 +1,122 @@
+"""Serve ``import torch`` / ``import torchvision`` from tapelab, to run existing programs unchanged.
+
+``install_aliases()`` moves any real ``torch*`` / ``torchvision*`` entries out of ``sys.modules``
+(they are kept and put back later), maps the top names to ``tapelab`` and ``tapelab.vision``, and
+puts a finder first on ``sys.meta_path`` that answers ``torch.X`` with the module ``tapelab.X``
+(and ``torchvision.X`` with ``tapelab.vision.X``). Nothing of another library is patched: only
+the import table changes, and ``uninstall_aliases()`` (or leaving the ``with`` block) restores it.
+A name tapelab does not have raises ``ModuleNotFoundError`` naming the tapelab module it looked for.
+
+Example:
+    >>> import tapelab
+    >>> with tapelab.install_aliases():
+    ...     import torch, torchvision
+    ...     torch is tapelab, torchvision is tapelab.vision
+    (True, True)
+"""
+from __future__ import annotations
+
+import importlib
+import importlib.abc
+import importlib.util
+import sys
+from types import ModuleType
+
+__all__ = ["install_aliases", "uninstall_aliases", "Aliases"]
+
+_TARGETS = {"torch": "tapelab", "torchvision": "tapelab.vision"}
+
+
+def _target(name: str, prefixes: dict[str, str]) -> str | None:
+    """The tapelab module name that serves ``name``, or None when ``name`` is not aliased."""
+    for alias, target in prefixes.items():
+        if name == alias or name.startswith(alias + "."):
+            return target + name[len(alias):]
+    return None
+
+
+class _AliasLoader(importlib.abc.Loader):
+    """Hands back an already-imported tapelab module instead of executing anything."""
+
+    def __init__(self, module: ModuleType) -> None:
+        self.module = module
+
+    def create_module(self, spec) -> ModuleType:
+        return self.module
+
+    def exec_module(self, module: ModuleType) -> None:
+        pass
+
+
+class _AliasFinder(importlib.abc.MetaPathFinder):
+    def __init__(self, prefixes: dict[str, str]) -> None:
+        self.prefixes = prefixes
+
+    def find_spec(self, fullname: str, path=None, target=None):
+        name = _target(fullname, self.prefixes)
+        if name is None:
+            return None
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            raise ModuleNotFoundError(f"No module named {fullname!r}: tapelab serves it from {name!r}, "
+                                      f"which does not exist ({exc})", name=fullname) from None
+        return importlib.util.spec_from_loader(fullname, _AliasLoader(module))
+
+
+class Aliases:
+    """The installed aliases; a context manager that uninstalls them on exit."""
+
+    def __init__(self, prefixes: dict[str, str]) -> None:
+        self.prefixes = prefixes
+        self.saved: dict[str, ModuleType] = {}
+        self.finder = _AliasFinder(prefixes)
+        self.active = False
+
+    def install(self) -> Aliases:
+        self.saved = {n: m for n, m in sys.modules.items() if _target(n, self.prefixes) is not None}
+        for name in self.saved:
+            del sys.modules[name]
+        sys.meta_path.insert(0, self.finder)
+        for alias, target in self.prefixes.items():
+            sys.modules[alias] = importlib.import_module(target)
+        self.active = True
+        return self
+
+    def uninstall(self) -> None:
+        if not self.active:
+            return
+        for name in [n for n in sys.modules if _target(n, self.prefixes) is not None]:
+            del sys.modules[name]
+        sys.modules.update(self.saved)
+        if self.finder in sys.meta_path:
+            sys.meta_path.remove(self.finder)
+        self.active = False
+
+    def __enter__(self) -> Aliases:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        uninstall_aliases()
+
+
+_current: list[Aliases] = []
+
+
+def install_aliases(torch: bool = True, torchvision: bool = True) -> Aliases:
+    """Make ``import torch`` resolve to tapelab and ``import torchvision`` to tapelab.vision.
+
+    Lasts until ``uninstall_aliases()``; as a context manager (``with tapelab.install_aliases():``)
+    it lasts for the block. Installing again replaces the previous aliases.
+    """
+    uninstall_aliases()
+    prefixes = {k: v for k, v in _TARGETS.items() if {"torch": torch, "torchvision": torchvision}[k]}
+    aliases = Aliases(prefixes).install()
+    _current.append(aliases)
+    return aliases
+
+
+def uninstall_aliases() -> None:
+    """Put back the import table as it was before ``install_aliases`` (real torch modules included)."""
+    while _current:
+        _current.pop().uninstall()

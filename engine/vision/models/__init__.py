@@ -1,0 +1,12 @@
+"""torchvision.models: classification architectures with torchvision's module names.
+
+Every builder takes ``weights=None`` (nothing is downloaded); load a torchvision checkpoint with
+``model.load_state_dict(tapelab.load(path))``.
+"""
+from .alexnet import *  # noqa: F401,F403
+from .densenet import *  # noqa: F401,F403
+from .mobilenetv2 import *  # noqa: F401,F403
+from .resnet import *  # noqa: F401,F403
+from .squeezenet import *  # noqa: F401,F403
+from .vgg import *  # noqa: F401,F403
+from .vision_transformer import *  # noqa: F401,F403

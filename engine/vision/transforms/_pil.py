@@ -1,0 +1,91 @@
+"""The PIL side of ``transforms.functional``: each function takes and returns a PIL image.
+
+Geometry and colour go through Pillow itself (``resize``, ``crop``, ``ImageEnhance``), so the
+pixels are the ones torchvision produces from the same image; padding other than a constant
+goes through ``numpy.pad``.
+"""
+from __future__ import annotations
+
+import numpy as np
+from PIL import Image, ImageEnhance, ImageOps
+
+# torchvision's InterpolationMode values -> Pillow's resampling filters
+PIL_FILTERS = {"nearest": Image.NEAREST, "bilinear": Image.BILINEAR, "bicubic": Image.BICUBIC,
+               "box": Image.BOX, "hamming": Image.HAMMING, "lanczos": Image.LANCZOS}
+
+
+def channels(img: Image.Image) -> int:
+    return len(img.getbands())
+
+
+def resize(img: Image.Image, size: tuple[int, int], interpolation: str) -> Image.Image:
+    if interpolation not in PIL_FILTERS:
+        raise ValueError(f"resize: interpolation {interpolation!r} is not supported for PIL images; "
+                         f"use one of {sorted(PIL_FILTERS)}")
+    h, w = size
+    return img.resize((w, h), PIL_FILTERS[interpolation])
+
+
+def crop(img: Image.Image, top: int, left: int, height: int, width: int) -> Image.Image:
+    return img.crop((left, top, left + width, top + height))
+
+
+def pad(img: Image.Image, ltrb: tuple[int, int, int, int], fill, padding_mode: str) -> Image.Image:
+    left, top, right, bottom = ltrb
+    if isinstance(fill, (int, float)) and channels(img) > 1 and img.mode != "P":
+        fill = (fill,) * channels(img)   # one number fills every band, as torchvision reads it
+    if padding_mode == "constant" and min(ltrb) >= 0:
+        if img.mode == "P":
+            out = ImageOps.expand(img, border=ltrb, fill=fill)
+            out.putpalette(img.getpalette())
+            return out
+        return ImageOps.expand(img, border=ltrb, fill=fill)
+    arr = np.asarray(img)
+    crop_t, crop_l, crop_b, crop_r = (max(-v, 0) for v in (top, left, bottom, right))
+    arr = arr[crop_t:arr.shape[0] - crop_b, crop_l:arr.shape[1] - crop_r]
+    widths = [(max(top, 0), max(bottom, 0)), (max(left, 0), max(right, 0))] + [(0, 0)] * (arr.ndim - 2)
+    if padding_mode == "constant":
+        arr = np.pad(arr, widths, mode="constant", constant_values=fill)
+    else:
+        arr = np.pad(arr, widths, mode=padding_mode)
+    return Image.fromarray(arr)
+
+
+def hflip(img: Image.Image) -> Image.Image:
+    return img.transpose(Image.FLIP_LEFT_RIGHT)
+
+
+def vflip(img: Image.Image) -> Image.Image:
+    return img.transpose(Image.FLIP_TOP_BOTTOM)
+
+
+def adjust_brightness(img: Image.Image, factor: float) -> Image.Image:
+    return ImageEnhance.Brightness(img).enhance(factor)
+
+
+def adjust_contrast(img: Image.Image, factor: float) -> Image.Image:
+    return ImageEnhance.Contrast(img).enhance(factor)
+
+
+def adjust_saturation(img: Image.Image, factor: float) -> Image.Image:
+    return ImageEnhance.Color(img).enhance(factor)
+
+
+def adjust_hue(img: Image.Image, hue_factor: float) -> Image.Image:
+    """Rotate the hue channel in HSV space by ``hue_factor`` of a turn (uint8 wrap-around)."""
+    mode = img.mode
+    if mode in {"L", "1", "I", "F"}:
+        return img
+    h, s, v = img.convert("HSV").split()
+    shifted = (np.asarray(h, dtype=np.int64) + int(hue_factor * 255)) % 256
+    h = Image.fromarray(shifted.astype(np.uint8))
+    return Image.merge("HSV", (h, s, v)).convert(mode)
+
+
+def to_grayscale(img: Image.Image, num_output_channels: int) -> Image.Image:
+    gray = img.convert("L")
+    if num_output_channels == 1:
+        return gray
+    if num_output_channels == 3:
+        return Image.fromarray(np.dstack([np.asarray(gray)] * 3))
+    raise ValueError(f"to_grayscale: num_output_channels should be 1 or 3, got {num_output_channels}")

@@ -1,0 +1,312 @@
+"""torchvision.transforms.functional: each transform as a function of a PIL image or a tensor.
+
+PIL images go to ``_pil`` (Pillow does the work), tensors to ``_tensor`` (Tensor ops, so the
+result is differentiable where the operation is). Pillow is imported only when an image needs it.
+"""
+from __future__ import annotations
+
+import enum
+import numbers
+import sys
+from collections.abc import Sequence
+
+import numpy as np
+
+from ... import Tensor, as_tensor, float32, from_numpy, get_default_dtype, int16, int32, uint8
+from . import _tensor as _T
+
+__all__ = ["InterpolationMode", "to_tensor", "pil_to_tensor", "to_pil_image", "normalize", "resize", "crop",
+           "center_crop", "resized_crop", "pad", "hflip", "vflip", "adjust_brightness", "adjust_contrast",
+           "adjust_saturation", "adjust_hue", "rgb_to_grayscale", "to_grayscale", "get_dimensions",
+           "get_image_size", "get_image_num_channels", "convert_image_dtype"]
+
+
+class InterpolationMode(enum.Enum):
+    NEAREST = "nearest"
+    NEAREST_EXACT = "nearest-exact"
+    BILINEAR = "bilinear"
+    BICUBIC = "bicubic"
+    BOX = "box"
+    HAMMING = "hamming"
+    LANCZOS = "lanczos"
+
+
+def _pil():
+    from . import _pil as module   # imports Pillow
+    return module
+
+
+def _is_pil(img) -> bool:
+    image = sys.modules.get("PIL.Image")   # an image exists only if Pillow was imported
+    return image is not None and isinstance(img, image.Image)
+
+
+def _check(fn: str, img) -> None:
+    if not (_is_pil(img) or isinstance(img, Tensor)):
+        raise TypeError(f"{fn}: img should be a PIL Image or a Tensor, got {type(img).__name__}")
+
+
+def _mode(interpolation) -> str:
+    return interpolation.value if isinstance(interpolation, InterpolationMode) else {
+        0: "nearest", 2: "bilinear", 3: "bicubic", 4: "box", 5: "hamming", 1: "lanczos"}.get(interpolation,
+                                                                                          interpolation)
+
+
+def get_dimensions(img) -> list[int]:
+    """[channels, height, width]."""
+    _check("get_dimensions", img)
+    if _is_pil(img):
+        return [_pil().channels(img), img.height, img.width]
+    return [1 if img.dim() == 2 else int(img.shape[-3]), int(img.shape[-2]), int(img.shape[-1])]
+
+
+def get_image_size(img) -> list[int]:
+    """[width, height]."""
+    _, h, w = get_dimensions(img)
+    return [w, h]
+
+
+def get_image_num_channels(img) -> int:
+    return get_dimensions(img)[0]
+
+
+def to_tensor(pic) -> Tensor:
+    """A PIL image or an (H, W, C) ndarray -> a (C, H, W) tensor; uint8 values scaled to [0, 1]."""
+    if not (_is_pil(pic) or isinstance(pic, np.ndarray)):
+        raise TypeError(f"to_tensor: pic should be a PIL Image or ndarray, got {type(pic).__name__}")
+    if isinstance(pic, np.ndarray):
+        if pic.ndim not in (2, 3):
+            raise ValueError(f"to_tensor: pic should be 2 or 3 dimensional, got {pic.ndim} dimensions")
+        arr = pic[:, :, None] if pic.ndim == 2 else pic
+        img = from_numpy(np.ascontiguousarray(arr.transpose(2, 0, 1)))
+        return img.to(get_default_dtype()).div(255) if arr.dtype == np.uint8 else img
+    arr = np.array(pic, dtype={"I": np.int32, "I;16": np.int16, "F": np.float32}.get(pic.mode, np.uint8))
+    if pic.mode == "1":
+        arr = 255 * arr
+    arr = arr.reshape(pic.height, pic.width, len(pic.getbands()))
+    img = from_numpy(np.ascontiguousarray(arr.transpose(2, 0, 1)))
+    return img.to(get_default_dtype()).div(255) if img.dtype == uint8 else img
+
+
+def pil_to_tensor(pic) -> Tensor:
+    """A PIL image -> a (C, H, W) tensor of its own dtype (no scaling)."""
+    if not _is_pil(pic):
+        raise TypeError(f"pil_to_tensor: pic should be a PIL Image, got {type(pic).__name__}")
+    arr = np.array(pic, copy=True)
+    arr = arr.reshape(pic.height, pic.width, len(pic.getbands()))
+    return from_numpy(np.ascontiguousarray(arr.transpose(2, 0, 1)))
+
+
+def to_pil_image(pic, mode: str | None = None):
+    """A (C, H, W) tensor or an (H, W, C) ndarray -> a PIL image; floats are scaled by 255 first."""
+    Image = sys.modules.get("PIL.Image") or __import__("PIL.Image", fromlist=["Image"])
+    if isinstance(pic, Tensor):
+        if pic.dim() not in (2, 3):
+            raise ValueError(f"to_pil_image: pic should be 2/3 dimensional, got {pic.dim()} dimensions")
+        if pic.dim() == 2:
+            pic = pic.unsqueeze(0)
+        if pic.is_floating_point() and mode != "F":
+            pic = pic.mul(255).byte()
+        arr = pic.detach().cpu().numpy().transpose(1, 2, 0)
+    elif isinstance(pic, np.ndarray):
+        if pic.ndim not in (2, 3):
+            raise ValueError(f"to_pil_image: pic should be 2/3 dimensional, got {pic.ndim} dimensions")
+        arr = pic[:, :, None] if pic.ndim == 2 else pic
+    else:
+        raise TypeError(f"to_pil_image: pic should be a Tensor or ndarray, got {type(pic).__name__}")
+    if arr.shape[-1] == 1:
+        arr = arr[:, :, 0]
+        expected = {np.dtype(np.uint8): "L", np.dtype(np.int16): "I;16", np.dtype(np.int32): "I",
+                    np.dtype(np.float32): "F"}.get(arr.dtype)
+        if mode is not None and mode != expected and not (mode == "L" and arr.dtype == np.uint8):
+            raise ValueError(f"to_pil_image: incorrect mode ({mode}) supplied for input type {arr.dtype}")
+        if expected is None:
+            raise TypeError(f"to_pil_image: input type {arr.dtype} is not supported")
+        image = Image.fromarray(arr.astype(np.uint16) if expected == "I;16" else arr)
+        return image if expected != "I;16" else image.convert("I;16")
+    modes = {2: "LA", 3: "RGB", 4: "RGBA"}
+    if arr.shape[-1] not in modes:
+        raise ValueError(f"to_pil_image: pic should not have > 4 channels, got {arr.shape[-1]} channels")
+    if arr.dtype != np.uint8:
+        raise TypeError(f"to_pil_image: {arr.shape[-1]}-channel input should be uint8, got {arr.dtype}")
+    image = Image.fromarray(np.ascontiguousarray(arr))
+    want = mode or modes[arr.shape[-1]]
+    return image if image.mode == want else image.convert(want)
+
+
+def normalize(tensor: Tensor, mean: Sequence[float], std: Sequence[float], inplace: bool = False) -> Tensor:
+    """(tensor - mean) / std per channel of a (..., C, H, W) float tensor."""
+    if not isinstance(tensor, Tensor):
+        raise TypeError(f"normalize: img should be a Tensor, got {type(tensor).__name__}")
+    if not tensor.is_floating_point():
+        raise TypeError(f"normalize: input tensor should be a float tensor, got {tensor.dtype}")
+    mean_t = as_tensor(mean, dtype=tensor.dtype, device=tensor.device)
+    std_t = as_tensor(std, dtype=tensor.dtype, device=tensor.device)
+    if (std_t == 0).any():
+        raise ValueError(f"normalize: std evaluated to zero after conversion to {tensor.dtype}, "
+                         f"leading to division by zero")
+    mean_t = mean_t.view(-1, 1, 1) if mean_t.dim() == 1 else mean_t
+    std_t = std_t.view(-1, 1, 1) if std_t.dim() == 1 else std_t
+    if inplace:
+        return tensor.sub_(mean_t).div_(std_t)
+    return (tensor - mean_t) / std_t
+
+
+def _output_size(img, size, max_size) -> tuple[int, int]:
+    _, h, w = get_dimensions(img)
+    pair = _T.normalize_size(size)
+    if pair is not None:
+        if max_size is not None:
+            raise ValueError("resize: max_size should only be passed if size specifies the length of the smaller edge")
+        return pair
+    return _T.shorter_side_size(h, w, size if isinstance(size, int) else int(size[0]), max_size)
+
+
+def resize(img, size, interpolation=InterpolationMode.BILINEAR, max_size: int | None = None,
+           antialias: bool | None = True):
+    """Resize to (h, w), or scale the shorter side to ``size`` when it is an int."""
+    _check("resize", img)
+    out = _output_size(img, size, max_size)
+    if list(out) == get_dimensions(img)[1:]:
+        return img
+    if _is_pil(img):
+        return _pil().resize(img, out, _mode(interpolation))
+    return _T.resize(img, out, _mode(interpolation), bool(antialias))
+
+
+def crop(img, top: int, left: int, height: int, width: int):
+    _check("crop", img)
+    if _is_pil(img):
+        return _pil().crop(img, top, left, height, width)
+    return _T.crop(img, top, left, height, width)
+
+
+def _pair(fn: str, size) -> tuple[int, int]:
+    if isinstance(size, numbers.Number):
+        return int(size), int(size)
+    if isinstance(size, Sequence) and len(size) == 1:
+        return int(size[0]), int(size[0])
+    if isinstance(size, Sequence) and len(size) == 2:
+        return int(size[0]), int(size[1])
+    raise ValueError(f"{fn}: please provide only two dimensions (h, w) for size, got {size!r}")
+
+
+def center_crop(img, output_size):
+    """Crop the centre; pads with zeros first when the crop is larger than the image."""
+    _check("center_crop", img)
+    ch, cw = _pair("center_crop", output_size)
+    _, h, w = get_dimensions(img)
+    if cw > w or ch > h:
+        ltrb = ((cw - w) // 2 if cw > w else 0, (ch - h) // 2 if ch > h else 0,
+                (cw - w + 1) // 2 if cw > w else 0, (ch - h + 1) // 2 if ch > h else 0)
+        img = pad(img, list(ltrb), fill=0)
+        _, h, w = get_dimensions(img)
+        if cw == w and ch == h:
+            return img
+    return crop(img, int(round((h - ch) / 2.0)), int(round((w - cw) / 2.0)), ch, cw)
+
+
+def resized_crop(img, top: int, left: int, height: int, width: int, size,
+                 interpolation=InterpolationMode.BILINEAR, antialias: bool | None = True):
+    return resize(crop(img, top, left, height, width), size, interpolation, antialias=antialias)
+
+
+def _ltrb(padding) -> tuple[int, int, int, int]:
+    if isinstance(padding, int):
+        return padding, padding, padding, padding
+    padding = list(padding)
+    if len(padding) == 1:
+        return padding[0], padding[0], padding[0], padding[0]
+    if len(padding) == 2:
+        return padding[0], padding[1], padding[0], padding[1]
+    if len(padding) == 4:
+        return tuple(padding)
+    raise ValueError(f"pad: padding must be an int or a 1, 2, or 4 element sequence, got {len(padding)} elements")
+
+
+def pad(img, padding, fill=0, padding_mode: str = "constant"):
+    """Pad by an int (all sides), (left/right, top/bottom) or (left, top, right, bottom)."""
+    _check("pad", img)
+    if padding_mode not in ("constant", "edge", "reflect", "symmetric"):
+        raise ValueError(f"pad: padding_mode should be constant, edge, reflect or symmetric, got {padding_mode!r}")
+    if _is_pil(img):
+        return _pil().pad(img, _ltrb(padding), fill, padding_mode)
+    return _T.pad(img, _ltrb(padding), fill, padding_mode)
+
+
+def hflip(img):
+    _check("hflip", img)
+    return _pil().hflip(img) if _is_pil(img) else img.flip(-1)
+
+
+def vflip(img):
+    _check("vflip", img)
+    return _pil().vflip(img) if _is_pil(img) else img.flip(-2)
+
+
+def _factor(fn: str, factor: float) -> None:
+    if factor < 0:
+        raise ValueError(f"{fn}: factor ({factor}) is not non-negative")
+
+
+def adjust_brightness(img, brightness_factor: float):
+    _check("adjust_brightness", img)
+    _factor("adjust_brightness", brightness_factor)
+    if _is_pil(img):
+        return _pil().adjust_brightness(img, brightness_factor)
+    return _T.adjust_brightness(img, brightness_factor)
+
+
+def adjust_contrast(img, contrast_factor: float):
+    _check("adjust_contrast", img)
+    _factor("adjust_contrast", contrast_factor)
+    if _is_pil(img):
+        return _pil().adjust_contrast(img, contrast_factor)
+    return _T.adjust_contrast(img, contrast_factor)
+
+
+def adjust_saturation(img, saturation_factor: float):
+    _check("adjust_saturation", img)
+    _factor("adjust_saturation", saturation_factor)
+    if _is_pil(img):
+        return _pil().adjust_saturation(img, saturation_factor)
+    return _T.adjust_saturation(img, saturation_factor)
+
+
+def adjust_hue(img, hue_factor: float):
+    _check("adjust_hue", img)
+    if not -0.5 <= hue_factor <= 0.5:
+        raise ValueError(f"adjust_hue: hue_factor ({hue_factor}) is not in [-0.5, 0.5]")
+    if _is_pil(img):
+        return _pil().adjust_hue(img, hue_factor)
+    return _T.adjust_hue(img, hue_factor)
+
+
+def rgb_to_grayscale(img, num_output_channels: int = 1):
+    _check("rgb_to_grayscale", img)
+    if num_output_channels not in (1, 3):
+        raise ValueError(f"rgb_to_grayscale: num_output_channels should be either 1 or 3, got {num_output_channels}")
+    if _is_pil(img):
+        return _pil().to_grayscale(img, num_output_channels)
+    return _T.rgb_to_grayscale(img, num_output_channels)
+
+
+def to_grayscale(img, num_output_channels: int = 1):
+    if not _is_pil(img):
+        raise TypeError(f"to_grayscale: img should be a PIL Image, got {type(img).__name__}")
+    return rgb_to_grayscale(img, num_output_channels)
+
+
+def convert_image_dtype(image: Tensor, dtype=float32) -> Tensor:
+    """Convert between integer [0, max] and float [0, 1] image tensors."""
+    if image.dtype == dtype:
+        return image
+    if image.is_floating_point():
+        if dtype.is_floating_point:
+            return image.to(dtype)
+        bound = {uint8: 255, int16: 32767, int32: 2147483647}[dtype]
+        return image.mul(bound + 1.0 - 0.001).to(dtype)
+    in_max = {uint8: 255, int16: 32767, int32: 2147483647}[image.dtype]
+    if dtype.is_floating_point:
+        return image.to(dtype).div(in_max)
+    raise ValueError(f"convert_image_dtype: integer to integer conversion ({image.dtype} -> {dtype}) is not supported")

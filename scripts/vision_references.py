@@ -1,0 +1,131 @@
+"""Write the reference fixtures of tapelab.vision's tests from torchvision itself.
+
+torchvision cannot be imported beside the main venv's torch, so this runs in a separate venv:
+
+    python3.11 -m venv /work/tvenv
+    /work/tvenv/bin/pip install torch==2.14.1 torchvision==0.29.1 pillow numpy
+    /work/tvenv/bin/python scripts/vision_references.py [models|transforms|programs ...]
+
+It writes tests/fixtures/vision/: ``transforms.npz`` (every case of tests/vision_cases.py),
+``models.npz`` (per model: state_dict keys and shapes, parameter counts, and the logits and gradients
+of a small input with the seeded weights of tests/vision_weights.py), ``squeezenet1_1_fp16.pt``
+(a state_dict written by torch.save) and ``programs.npz`` (the numbers tests/programs/vision_*.py
+return under real torch and torchvision).
+"""
+from __future__ import annotations
+
+import importlib
+import sys
+from pathlib import Path
+
+import numpy as np
+import torch
+import torchvision
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "tests" / "fixtures" / "vision"
+sys.path.insert(0, str(ROOT / "tests"))
+
+from vision_cases import as_array, ops_cases, transform_cases, utils_cases  # noqa: E402
+from vision_weights import seeded_input, seeded_state  # noqa: E402
+
+# builder name -> (keyword arguments for the numeric check, input shape)
+MODELS = {
+    "resnet18": ({}, (1, 3, 64, 64)),
+    "resnet34": ({}, (1, 3, 64, 64)),
+    "resnet50": ({}, (1, 3, 64, 64)),
+    "vgg11": ({}, (1, 3, 64, 64)),
+    "vgg11_bn": ({}, (1, 3, 64, 64)),
+    "vgg16": ({}, (1, 3, 64, 64)),
+    "vgg16_bn": ({}, (1, 3, 64, 64)),
+    "mobilenet_v2": ({}, (1, 3, 64, 64)),
+    "alexnet": ({}, (1, 3, 64, 64)),
+    "squeezenet1_1": ({}, (1, 3, 64, 64)),
+    "densenet121": ({}, (1, 3, 64, 64)),
+    "vit_b_16": ({"image_size": 32}, (1, 3, 32, 32)),
+}
+NUM_CLASSES = 10
+GRAD_SAMPLE = 4096   # leading values kept of each checked parameter gradient
+
+
+def shapes_of(model) -> dict:
+    return {k: (tuple(v.shape), not v.is_floating_point()) for k, v in model.state_dict().items()}
+
+
+def model_run(model, x: np.ndarray, train: bool = False) -> dict:
+    """Logits, input gradient and a few parameter gradients of sum(logits * seeded projection)."""
+    model.train(train)
+    inp = torch.from_numpy(x).requires_grad_(True)
+    logits = model(inp)
+    proj = torch.from_numpy(seeded_input(tuple(logits.shape), seed=7))
+    (logits * proj).sum().backward()
+    names = [n for n, _ in model.named_parameters()]
+    picked = [names[0], names[-2], names[-1]]
+    params = dict(model.named_parameters())
+    out = {"logits": logits.detach().numpy(), "input_grad": inp.grad.numpy(), "grad_names": np.array(picked)}
+    for i, n in enumerate(picked):
+        out[f"param_grad{i}"] = params[n].grad.numpy().ravel()[:GRAD_SAMPLE]
+    return out
+
+
+def models() -> None:
+    arrays: dict[str, np.ndarray] = {}
+    for name, (kwargs, shape) in MODELS.items():
+        builder = getattr(torchvision.models, name)
+        with torch.device("meta"):
+            full = builder()                                   # the published configuration
+        arrays[f"{name}/keys"] = np.array(list(full.state_dict()))
+        arrays[f"{name}/shapes"] = np.array([",".join(map(str, v.shape)) for v in full.state_dict().values()])
+        arrays[f"{name}/num_params"] = np.array(sum(p.numel() for p in full.parameters()))
+        model = builder(num_classes=NUM_CLASSES, **kwargs)
+        state = seeded_state(shapes_of(model))
+        model.load_state_dict({k: torch.from_numpy(v) for k, v in state.items()})
+        for k, v in model_run(model, seeded_input(shape)).items():
+            arrays[f"{name}/{k}"] = v
+        if name == "resnet18":   # batch statistics in train mode, on a batch of two
+            for k, v in model_run(model, seeded_input((2, 3, 64, 64), seed=99), train=True).items():
+                arrays[f"{name}_train/{k}"] = v
+        print(name, "ok", flush=True)
+    np.savez_compressed(OUT / "models.npz", **arrays)
+    checkpoint()
+
+
+def checkpoint() -> None:
+    """A squeezenet1_1 state_dict in float16 written by torch.save, and the logits it gives."""
+    model = torchvision.models.squeezenet1_1(num_classes=NUM_CLASSES)
+    state = {k: torch.from_numpy(v) for k, v in seeded_state(shapes_of(model)).items()}
+    half = {k: v.half() if v.is_floating_point() else v for k, v in state.items()}
+    torch.save(half, OUT / "squeezenet1_1_fp16.pt")
+    model.load_state_dict({k: v.float() for k, v in half.items()})
+    model.eval()
+    with torch.no_grad():
+        logits = model(torch.from_numpy(seeded_input((1, 3, 64, 64))))
+    np.savez_compressed(OUT / "checkpoint.npz", logits=logits.numpy())
+
+
+def transforms() -> None:
+    arrays = {}
+    for table in (transform_cases, utils_cases, ops_cases):
+        for key, case in table(torchvision, torch).items():
+            value = case()
+            arrays[key] = as_array(value)
+            if hasattr(value, "getbands"):   # a PIL image: its mode too
+                arrays[key + "/mode"] = np.array(value.mode)
+    np.savez_compressed(OUT / "transforms.npz", **arrays)
+    print(len(arrays), "transform, utils and ops arrays")
+
+
+def programs() -> None:
+    sys.path.insert(0, str(ROOT / "tests" / "programs"))
+    arrays = {}
+    for path in sorted((ROOT / "tests" / "programs").glob("vision_*.py")):
+        program = importlib.import_module(path.stem)
+        arrays[path.stem] = np.asarray(program.main(program.STEPS), dtype=np.float64)
+        print(path.stem, arrays[path.stem][:4], flush=True)
+    np.savez_compressed(OUT / "programs.npz", **arrays)
+
+
+if __name__ == "__main__":
+    OUT.mkdir(parents=True, exist_ok=True)
+    for part in sys.argv[1:] or ["transforms", "models", "programs"]:
+        {"models": models, "transforms": transforms, "programs": programs}[part]()

@@ -1,0 +1,166 @@
+"""Cases that run the same code on torchvision (oracle venv) and on tapelab.vision (the tests).
+
+``transform_cases(tv, torch)`` and ``ops_cases(tv, torch)`` map a case name to a function of no
+arguments; ``scripts/vision_references.py`` stores each result from torchvision in the fixtures
+and ``tests/test_vision_transforms.py`` compares tapelab.vision's result with it.
+"""
+from __future__ import annotations
+
+import io
+
+import numpy as np
+
+from vision_weights import seeded_input
+
+
+def images():
+    """Small seeded PIL images: random RGB, a smooth RGB gradient, a grayscale one."""
+    from PIL import Image
+    rng = np.random.default_rng(0)
+    rgb = rng.integers(0, 256, (37, 53, 3), dtype=np.uint8)
+    yy, xx = np.mgrid[0:40, 0:31]
+    smooth = np.stack([yy * 6, xx * 8, (yy + xx) * 3], -1) % 256 + rng.integers(0, 8, (40, 31, 3))
+    gray = rng.integers(0, 256, (25, 19), dtype=np.uint8)
+    return {"rgb": Image.fromarray(rgb), "smooth": Image.fromarray(smooth.astype(np.uint8)),
+            "gray": Image.fromarray(gray)}
+
+
+def as_array(value) -> np.ndarray:
+    """A tensor, PIL image or number as an ndarray (PIL images by their pixels)."""
+    if hasattr(value, "detach"):
+        return value.detach().cpu().numpy()
+    if hasattr(value, "getbands"):
+        return np.asarray(value)
+    return np.asarray(value)
+
+
+def transform_cases(tv, torch) -> dict:
+    F, T = tv.transforms.functional, tv.transforms
+    I = F.InterpolationMode
+    cases = {}
+    for name, img in images().items():
+        t = F.to_tensor(img)
+        u = F.pil_to_tensor(img)
+        cases |= {
+            f"{name}/to_tensor": lambda img=img: F.to_tensor(img),
+            f"{name}/pil_to_tensor": lambda img=img: F.pil_to_tensor(img),
+            f"{name}/to_tensor_ndarray": lambda img=img: F.to_tensor(np.asarray(img)),
+            f"{name}/resize_pil_20": lambda img=img: F.resize(img, 20),
+            f"{name}/resize_pil_bicubic": lambda img=img: F.resize(img, [17, 25], I.BICUBIC),
+            f"{name}/resize_pil_nearest": lambda img=img: F.resize(img, [17, 25], I.NEAREST),
+            f"{name}/resize_pil_lanczos": lambda img=img: F.resize(img, [30, 30], I.LANCZOS),
+            f"{name}/resize_pil_max_size": lambda img=img: F.resize(img, 24, max_size=30),
+            f"{name}/resize_t_bilinear": lambda t=t: F.resize(t, [17, 25]),
+            f"{name}/resize_t_bicubic": lambda t=t: F.resize(t, [17, 25], I.BICUBIC),
+            f"{name}/resize_t_up": lambda t=t: F.resize(t, [50, 60]),
+            f"{name}/resize_t_no_aa": lambda t=t: F.resize(t, [17, 25], antialias=False),
+            f"{name}/resize_t_nearest": lambda t=t: F.resize(t, [17, 25], I.NEAREST),
+            f"{name}/resize_u8_bilinear": lambda u=u: F.resize(u, [17, 25]),
+            f"{name}/center_crop_pil": lambda img=img: F.center_crop(img, 16),
+            f"{name}/center_crop_pil_pad": lambda img=img: F.center_crop(img, [60, 45]),
+            f"{name}/center_crop_t": lambda t=t: F.center_crop(t, [15, 12]),
+            f"{name}/center_crop_t_pad": lambda t=t: F.center_crop(t, 60),
+            f"{name}/crop_pil": lambda img=img: F.crop(img, 3, 5, 10, 12),
+            f"{name}/crop_t": lambda t=t: F.crop(t, 3, 5, 10, 12),
+            f"{name}/pad_pil_constant": lambda img=img: F.pad(img, [1, 2, 3, 4], fill=7),
+            f"{name}/pad_pil_edge": lambda img=img: F.pad(img, 3, padding_mode="edge"),
+            f"{name}/pad_pil_reflect": lambda img=img: F.pad(img, [2, 3], padding_mode="reflect"),
+            f"{name}/pad_pil_symmetric": lambda img=img: F.pad(img, 2, padding_mode="symmetric"),
+            f"{name}/pad_t_constant": lambda t=t: F.pad(t, [1, 2, 3, 4], fill=0.5),
+            f"{name}/pad_t_edge": lambda t=t: F.pad(t, 3, padding_mode="edge"),
+            f"{name}/pad_t_reflect": lambda t=t: F.pad(t, [2, 3], padding_mode="reflect"),
+            f"{name}/pad_t_symmetric": lambda t=t: F.pad(t, [1, 2, 3, 4], padding_mode="symmetric"),
+            f"{name}/hflip_pil": lambda img=img: F.hflip(img),
+            f"{name}/vflip_t": lambda t=t: F.vflip(t),
+            f"{name}/brightness_pil": lambda img=img: F.adjust_brightness(img, 1.3),
+            f"{name}/brightness_t": lambda t=t: F.adjust_brightness(t, 1.3),
+            f"{name}/contrast_pil": lambda img=img: F.adjust_contrast(img, 0.7),
+            f"{name}/contrast_t": lambda t=t: F.adjust_contrast(t, 0.7),
+            f"{name}/normalize": lambda t=t: F.normalize(t, [0.5] * t.shape[0], [0.25] * t.shape[0]),
+            f"{name}/to_pil_float": lambda t=t: F.to_pil_image(t),
+            f"{name}/to_pil_uint8": lambda u=u: F.to_pil_image(u),
+            f"{name}/resized_crop": lambda img=img: F.resized_crop(img, 2, 3, 20, 25, [16, 16]),
+            f"{name}/compose": lambda img=img: T.Compose([T.Resize(20), T.CenterCrop(16), T.ToTensor(),
+                                                          T.Normalize([0.4] * len(img.getbands()),
+                                                                      [0.3] * len(img.getbands()))])(img),
+            f"{name}/grayscale3_pil": lambda img=img: F.rgb_to_grayscale(img, 3),
+        }
+        if name != "gray":
+            cases |= {
+                f"{name}/contrast_u8": lambda u=u: F.adjust_contrast(u, 1.4),
+                f"{name}/saturation_pil": lambda img=img: F.adjust_saturation(img, 1.6),
+                f"{name}/saturation_t": lambda t=t: F.adjust_saturation(t, 0.4),
+                f"{name}/hue_pil": lambda img=img: F.adjust_hue(img, 0.2),
+                f"{name}/hue_pil_neg": lambda img=img: F.adjust_hue(img, -0.3),
+                f"{name}/hue_t": lambda t=t: F.adjust_hue(t, 0.2),
+                f"{name}/grayscale_pil": lambda img=img: F.rgb_to_grayscale(img),
+                f"{name}/grayscale_t": lambda t=t: F.rgb_to_grayscale(t),
+                f"{name}/grayscale3_u8": lambda u=u: F.rgb_to_grayscale(u, 3),
+                f"{name}/jitter_fixed": lambda img=img: T.ColorJitter(brightness=(1.2, 1.2))(img),
+                f"{name}/grayscale_cls": lambda img=img: T.Grayscale(3)(img),
+            }
+    return cases
+
+
+def utils_cases(tv, torch) -> dict:
+    batch = torch.from_numpy(seeded_input((5, 3, 6, 7), seed=5))
+    gray = [torch.from_numpy(seeded_input((1, 4, 4), seed=s)) for s in (1, 2, 3)]
+    image = torch.from_numpy((np.random.default_rng(3).integers(0, 256, (3, 30, 40))).astype(np.uint8))
+    boxes = torch.tensor([[2.0, 3.0, 20.0, 25.0], [10.0, 5.0, 35.0, 12.0], [0.0, 0.0, 39.0, 29.0]])
+
+    def saved_png():
+        buf = io.BytesIO()
+        tv.utils.save_image(batch.sigmoid(), buf, format="png", nrow=2)
+        from PIL import Image
+        return np.asarray(Image.open(io.BytesIO(buf.getvalue())))
+
+    U = tv.utils
+    return {
+        "make_grid": lambda: U.make_grid(batch, nrow=3, padding=1),
+        "make_grid_normalize": lambda: U.make_grid(batch, nrow=2, normalize=True, pad_value=0.5),
+        "make_grid_scale_each": lambda: U.make_grid(batch, normalize=True, scale_each=True, value_range=(-1, 1)),
+        "make_grid_list": lambda: U.make_grid(gray, nrow=2),
+        "save_image": saved_png,
+        "boxes": lambda: U.draw_bounding_boxes(image, boxes, colors=["red", "#00ff00", (0, 0, 255)], width=2),
+        "boxes_fill": lambda: U.draw_bounding_boxes(image, boxes[:2], fill=True),
+        "boxes_float": lambda: U.draw_bounding_boxes(image.float() / 255, boxes[1:], colors="yellow"),
+        "boxes_labels": lambda: U.draw_bounding_boxes(image, boxes[:2], labels=["cat", "dog"], colors="white"),
+    }
+
+
+def ops_cases(tv, torch) -> dict:
+    rng = np.random.default_rng(11)
+    xy = rng.uniform(0, 40, (60, 2))
+    wh = rng.uniform(2, 15, (60, 2))
+    boxes = torch.from_numpy(np.concatenate([xy, xy + wh], 1).astype(np.float32))
+    scores = torch.from_numpy(rng.uniform(0, 1, 60).astype(np.float32))
+    idxs = torch.from_numpy(rng.integers(0, 3, 60))
+    feats = seeded_input((2, 3, 12, 14), seed=21)
+    rois = torch.tensor([[0, 1.0, 1.5, 9.0, 7.0], [1, 0.0, 0.0, 13.0, 11.0], [0, 4.2, 3.3, 6.1, 5.9],
+                         [1, -2.0, -1.0, 3.0, 4.0], [0, 10.0, 8.0, 20.0, 16.0]])
+
+    def roi(aligned, ratio, scale, size):
+        def run():
+            x = torch.from_numpy(feats).requires_grad_(True)
+            out = tv.ops.roi_align(x, rois, size, scale, ratio, aligned)
+            (out * torch.linspace(-1, 1, out.numel()).reshape(out.shape)).sum().backward()
+            return np.concatenate([out.detach().numpy().ravel(), x.grad.numpy().ravel()])
+        return run
+
+    def iou_grad():
+        b = boxes[:8].clone().requires_grad_(True)
+        tv.ops.box_iou(b, boxes[4:12]).sum().backward()
+        return b.grad
+
+    O = tv.ops
+    return {
+        "box_area": lambda: O.box_area(boxes),
+        "box_iou": lambda: O.box_iou(boxes[:20], boxes[10:]),
+        "box_iou_grad": iou_grad,
+        "nms_05": lambda: O.nms(boxes, scores, 0.5),
+        "nms_02": lambda: O.nms(boxes, scores, 0.2),
+        "batched_nms": lambda: O.batched_nms(boxes, scores, idxs, 0.3),
+        "roi_align": roi(False, -1, 1.0, (3, 3)),
+        "roi_align_aligned": roi(True, 2, 0.5, (2, 4)),
+        "roi_align_ratio": roi(False, 3, 0.75, 4),
+    }
