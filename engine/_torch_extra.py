@@ -19,6 +19,7 @@ from .base import dtype as _dtype
 from .base import runtime as _runtime
 from .core import creation
 from .core.tensor import Tensor
+from . import compiler as _compiler
 from .nn import functional as F
 from .ops.movement import stack
 
@@ -548,13 +549,12 @@ def set_default_tensor_type(t) -> None:
 
 # ---------------------------------------------------------------- eager control flow and transforms
 @_public
-def compile(model=None, *, fullgraph: bool = False, dynamic=None, backend="inductor", mode=None, options=None,
+def compile(model=None, *, fullgraph: bool = False, dynamic=None, backend="tapelab", mode=None, options=None,
             disable: bool = False):
-    """``model`` itself: tapelab runs eagerly, and a compiled PyTorch model computes the same values.
-    Usable as ``torch.compile(model)`` and as ``@torch.compile(...)``."""
-    if model is None:
-        return lambda fn: fn
-    return model
+    """``torch.compile``: fusible groups of ``model`` become one kernel each, forward and backward
+    (``tapelab.compiler.compile``). Usable as ``torch.compile(model)`` and as ``@torch.compile(...)``."""
+    return _compiler.compile(model, fullgraph=fullgraph, dynamic=dynamic, backend=backend, mode=mode,
+                             options=options, disable=disable)
 
 
 @_public

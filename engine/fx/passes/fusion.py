@@ -1,7 +1,9 @@
 """Fusion grouping: find maximal chains of elementwise ops that one kernel could compute.
 
 A node is elementwise when the op it calls (``tapelab.relu``, ``x.exp()``, ``x + y``,
-``prims.mul``) is registered with ``elementwise=True``. Groups grow in graph order: a
+``prims.mul``) is registered with ``elementwise=True`` (or passes the ``fusible`` predicate a
+caller gives: ``tapelab.compiler`` also admits ops whose forward it can read as a scalar map,
+such as ``gelu``). Groups grow in graph order: a
 node joins the group of an elementwise input unless one of its other inputs depends on
 that group through a node outside it (joining would make a cycle between the fused
 kernel and that node). Only groups of two or more nodes are returned; each member gets
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import operator
+from typing import Callable
 
 from ...core.registry import REGISTRY
 from ...core.tensor import Tensor
@@ -48,8 +51,14 @@ def _elementwise(node: Node) -> bool:
     return t is None or issubclass(t, Tensor)
 
 
-def elementwise_groups(gm) -> list[list[Node]]:
-    """Maximal convex groups of elementwise nodes in ``gm.graph``, in graph order."""
+def elementwise_groups(gm, fusible: Callable[[Node], bool] | None = None) -> list[list[Node]]:
+    """Maximal convex groups of elementwise nodes in ``gm.graph``, in graph order.
+
+    Args:
+        gm: the GraphModule (after ``ShapeProp``, non-tensor values are left out).
+        fusible: which nodes may join a group; default: ops declared ``elementwise=True``.
+    """
+    fusible = fusible or _elementwise
     group: dict[Node, int] = {}
     depends: dict[Node, set[int]] = {}       # groups a node depends on, itself excluded
     members: dict[int, list[Node]] = {}
@@ -61,7 +70,7 @@ def elementwise_groups(gm) -> list[list[Node]]:
             if i in group:
                 deps.add(group[i])
         chosen = None
-        if _elementwise(node):
+        if fusible(node):
             for i in inputs:
                 g = group.get(i)
                 if g is not None and all(group.get(j) == g or g not in depends.get(j, set())

@@ -1,0 +1,34 @@
+"""``tapelab.compiler``: ``torch.compiler``'s names over tapelab's fusing compiler.
+
+``compile`` traces a module or function under guards (``frontend``), partitions the graph's
+elementwise groups (``fx.passes.fusion``), and turns each group, forward and backward, into
+one kernel (``fused``): a numba loop on cpu (``cpu``, with float32 ``fastmath``), a cupy
+ElementwiseKernel on cuda (``cuda``). ``explain`` reports graphs, guards, breaks and times.
+"""
+from __future__ import annotations
+
+from .frontend import (CompiledFunction, ExplainOutput, OptimizedModule, Unsupported, compile, config, explain,
+                       reset)
+
+__all__ = ["compile", "explain", "reset", "config", "list_backends", "is_compiling", "is_dynamo_compiling",
+           "disable", "CompiledFunction", "OptimizedModule", "ExplainOutput", "Unsupported"]
+
+
+def list_backends(exclude_tags=("debug", "experimental")) -> list:
+    """The backend names ``compile`` accepts."""
+    return ["inductor", "tapelab"]
+
+
+def is_compiling() -> bool:
+    """False: tracing runs the function eagerly, so user code never sees a symbolic value."""
+    return False
+
+
+is_dynamo_compiling = is_compiling
+
+
+def disable(fn=None, recursive: bool = True, *, reason: str | None = None):
+    """``fn`` unchanged (a decorator too): tapelab compiles only what ``compile`` wraps."""
+    if fn is None:
+        return lambda f: f
+    return fn

@@ -1,0 +1,289 @@
+"""``compile``'s wrapper: guards, a cache of compiled entries, graph breaks, ``explain``.
+
+A call computes its guard key (each tensor input's shape, dtype, device and requires_grad,
+each Python value, the grad mode, the module's training flag). A key seen before runs its
+entry; a new one traces the call with ``trace_from_tape`` (a real eager run, whose result is
+returned), lowers the graph's fusible groups into kernels (``fused.lower``) and stores the
+entry. A host read during the trace (``.item()``, ``bool(t)``, ``print``: data-dependent
+Python) is a graph break: that key runs eagerly from then on, and the reason is kept for
+``explain``. After ``config.cache_size_limit`` entries a function runs eagerly for every new
+key and says so once, as ``torch._dynamo``'s cache limit does.
+"""
+from __future__ import annotations
+
+import time
+import traceback
+import warnings
+import weakref
+from dataclasses import dataclass, field
+
+from ..base.grad_mode import STATE as GRAD
+from ..core.dispatch import Mode
+from ..core.tensor import Tensor
+from ..fx.proxy import TraceError
+from ..fx.trace_from_tape import trace_from_tape
+from ..nn.modules.module import Module
+from . import fused as _fused
+
+__all__ = ["compile", "explain", "reset", "config", "OptimizedModule", "CompiledFunction", "ExplainOutput",
+           "Unsupported"]
+
+MODES = (None, "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+OPTIONS = ("fuse", "kernels")
+
+
+class _Config:
+    """``cache_size_limit``: compiled entries per function before it runs eagerly for new keys."""
+    cache_size_limit = 8
+
+
+config = _Config()
+_ALL: "weakref.WeakSet[CompiledFunction]" = weakref.WeakSet()
+
+
+class Unsupported(RuntimeError):
+    """``fullgraph=True`` and the call needs a graph break (the reason is the message)."""
+
+
+@dataclass
+class _Entry:
+    guards: list
+    graph: object = None            # the lowered GraphModule, or None when eager
+    run: object = None
+    reason: str | None = None       # why this key runs eagerly
+    times: dict = field(default_factory=dict)
+
+
+class _BreakWatch(Mode):
+    """Notes host reads during a trace: each one is data-dependent Python, a graph break."""
+
+    def __init__(self):
+        self.reasons: list = []
+
+    def host_read(self, tensor, what: str) -> None:
+        where = next((f"{f.filename}:{f.lineno}  {f.line}" for f in reversed(traceback.extract_stack())
+                      if "/engine/" not in f.filename and "tapelab" not in f.filename), "?")
+        self.reasons.append(f"data-dependent: Tensor.{what}() reads a value at {where}")
+
+
+def _describe(name: str, a) -> tuple:
+    if isinstance(a, Tensor):
+        return (("T", tuple(a.shape), a.dtype.name, str(a.device), a.requires_grad),
+                f"{name}: Tensor shape={tuple(a.shape)} dtype={a.dtype.name} device={a.device} "
+                f"requires_grad={a.requires_grad}")
+    if a is None or isinstance(a, (bool, int, float, str)):
+        return ("V", type(a).__name__, a), f"{name} == {a!r}"
+    raise TypeError(type(a).__name__)
+
+
+class CompiledFunction:
+    """``fn`` behind guards and a cache (what ``compile`` returns for a function)."""
+
+    def __init__(self, fn, *, fullgraph: bool, backend, options: dict, module: Module | None = None):
+        self.fn, self.module, self.fullgraph, self.backend = fn, module, fullgraph, backend
+        self.options = options
+        self.cache: dict = {}
+        self.limit_warned = False
+        self.__name__ = getattr(fn, "__name__", type(fn).__name__)
+        self.__doc__ = getattr(fn, "__doc__", None)
+        self.__wrapped__ = fn
+        _ALL.add(self)
+
+    def _key(self, args: tuple, kwargs: dict):
+        key, guards = [GRAD.enabled], [f"grad_mode enabled == {GRAD.enabled}"]
+        if self.module is not None:
+            key.append(self.module.training)
+            guards.append(f"self.training == {self.module.training}")
+        for name, a in [(f"arg{i}", a) for i, a in enumerate(args)] + list(kwargs.items()):
+            k, g = _describe(name, a)
+            key.append(k)
+            guards.append(g)
+        return tuple(key), guards
+
+    def __call__(self, *args, **kwargs):
+        try:
+            key, guards = self._key(args, kwargs)
+        except TypeError as e:
+            return self._eager(args, kwargs, f"unsupported input type {e}")
+        entry = self.cache.get(key)
+        if entry is not None:
+            if entry.run is None:
+                return self.fn(*args, **kwargs)
+            return entry.run(*args, *kwargs.values())
+        if len(self.cache) >= config.cache_size_limit:
+            if not self.limit_warned:
+                self.limit_warned = True
+                warnings.warn(f"tapelab.compile: {self.__name__} reached config.cache_size_limit "
+                              f"({config.cache_size_limit}) compiled entries; new guard keys (the last: "
+                              f"{'; '.join(guards[1:])}) run eagerly", RuntimeWarning, stacklevel=2)
+            return self.fn(*args, **kwargs)
+        entry, out = self._compile(args, kwargs, guards)
+        self.cache[key] = entry
+        return out
+
+    def _eager(self, args, kwargs, reason):
+        if self.fullgraph:
+            raise Unsupported(f"tapelab.compile(fullgraph=True): {self.__name__}: {reason}")
+        return self.fn(*args, **kwargs)
+
+    def _compile(self, args: tuple, kwargs: dict, guards: list):
+        fn, names = self.fn, list(kwargs)
+        n = len(args)
+        call = fn if not names else (lambda *a: fn(*a[:n], **dict(zip(names, a[n:]))))
+        flat = (*args, *kwargs.values())
+        watch = _BreakWatch()
+        t0 = time.perf_counter()
+        try:
+            with watch:
+                gm = trace_from_tape(call, *flat)
+        except TraceError as e:
+            reason = f"untraceable: {e}"
+            return _Entry(guards, reason=reason), self._eager(args, kwargs, reason)
+        times = {"trace": time.perf_counter() - t0}
+        if watch.reasons:
+            if self.fullgraph:
+                raise Unsupported(f"tapelab.compile(fullgraph=True): {self.__name__}: {watch.reasons[0]}")
+            entry = _Entry(guards, reason=watch.reasons[0], times=times)
+            return entry, self.fn(*args, **kwargs)   # the traced run's graph is discarded
+        t1 = time.perf_counter()
+        k0 = _fused.STATS["kernel_seconds"]
+        if callable(self.backend):
+            run = self.backend(gm, list(flat))
+        elif self.backend == "eager" or not self.options.get("fuse", True):
+            run = gm
+        else:
+            run = gm = _fused.lower(gm, list(flat), backend=self.options.get("kernels", "auto"))
+        out = run(*flat)                      # the first call also compiles its kernels
+        times["fuse"] = time.perf_counter() - t1 - (_fused.STATS["kernel_seconds"] - k0)
+        times["kernels"] = _fused.STATS["kernel_seconds"] - k0
+        return _Entry(guards, graph=gm, run=run, times=times), out
+
+
+class OptimizedModule(Module):
+    """A compiled module: calls go through the compiled forward; parameters, buffers,
+    ``state_dict`` (keys prefixed ``_orig_mod.``, as PyTorch's) and attributes are the
+    original module's."""
+
+    def __init__(self, mod: Module, compiled: CompiledFunction):
+        super().__init__()
+        self._orig_mod = mod
+        self.__dict__["_compiled"] = compiled
+
+    def forward(self, *args, **kwargs):
+        return self.__dict__["_compiled"](*args, **kwargs)
+
+    def __getattr__(self, name: str):
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            return getattr(self._modules["_orig_mod"], name)
+
+    def __repr__(self) -> str:
+        return f"OptimizedModule({self._modules['_orig_mod']!r})"
+
+
+def compile(model=None, *, fullgraph: bool = False, dynamic=None, backend="tapelab", mode=None,
+            options: dict | None = None, disable: bool = False):
+    """Compile a module or function: fusible elementwise groups become one kernel each.
+
+    Args:
+        model: an ``nn.Module`` (returns an ``OptimizedModule``) or a function (returns a
+            ``CompiledFunction``); omitted, returns a decorator.
+        fullgraph: raise ``Unsupported`` instead of running eagerly at a graph break.
+        dynamic: accepted for PyTorch's signature; shapes are static (a new shape recompiles).
+        backend: ``"tapelab"`` (``"inductor"`` is the same), ``"eager"`` (trace and guards,
+            no fusion) or a callable ``backend(gm, example_inputs) -> callable``.
+        mode: one of PyTorch's mode names (all compile the same way here).
+        options: ``{"fuse": bool, "kernels": "auto" | "numba" | "numpy"}``.
+        disable: return ``model`` unchanged.
+
+    >>> @tapelab.compile
+    ... def f(x):
+    ...     return (x * 2.0 + 1.0).tanh()
+    >>> f(tapelab.randn(4))        # traced, fused into fused(mul, add, tanh), run
+    """
+    if mode not in MODES:
+        raise RuntimeError(f"Unrecognized mode={mode}, should be one of: {', '.join(m for m in MODES if m)}")
+    options = dict(options or {})
+    unknown = [k for k in options if k not in OPTIONS]
+    if unknown:
+        raise RuntimeError(f"Unexpected optimization option {unknown[0]}, known options are {list(OPTIONS)}")
+    if mode is not None and options:
+        raise RuntimeError("Either mode or options can be specified, but both can't be specified at the same time.")
+    if not (callable(backend) or backend in ("tapelab", "inductor", "eager")):
+        raise RuntimeError(f"tapelab.compile: unknown backend {backend!r}; use 'tapelab', 'inductor', 'eager' or "
+                           "a callable backend(gm, example_inputs)")
+
+    def wrap(m):
+        if disable:
+            return m
+        if isinstance(m, Module):
+            return OptimizedModule(m, CompiledFunction(m, fullgraph=fullgraph, backend=backend, options=options,
+                                                       module=m))
+        if not callable(m):
+            raise RuntimeError(f"tapelab.compile: expected a Module or a callable, got {type(m).__name__}")
+        return CompiledFunction(m, fullgraph=fullgraph, backend=backend, options=options)
+    return wrap if model is None else wrap(model)
+
+
+@dataclass
+class ExplainOutput:
+    """What one call of a compiled function did, shaped like ``torch._dynamo.explain``'s."""
+    graphs: list
+    graph_count: int
+    graph_break_count: int
+    break_reasons: list
+    op_count: int
+    ops_per_graph: list
+    out_guards: list
+    compile_times: dict
+
+    def __str__(self) -> str:
+        lines = [f"Graph Count: {self.graph_count}", f"Graph Break Count: {self.graph_break_count}",
+                 f"Op Count: {self.op_count}", "Break Reasons:"]
+        lines += [f"  Break Reason {i + 1}: {r}" for i, r in enumerate(self.break_reasons)]
+        lines.append("Ops per Graph:")
+        for i, ops in enumerate(self.ops_per_graph):
+            lines.append(f"  Ops {i + 1}:")
+            lines += [f"    {o}" for o in ops]
+        lines.append("Out Guards:")
+        lines += [f"  {g}" for g in self.out_guards]
+        lines.append("Compile Times: " + ", ".join(f"{k} {v:.3f} s" for k, v in self.compile_times.items()))
+        return "\n".join(lines)
+
+    __repr__ = __str__
+
+
+def explain(fn, *args, **kwargs) -> ExplainOutput:
+    """Compile ``fn`` afresh, call it on ``args``, and report its graphs, guards, breaks and times.
+
+    >>> print(tapelab.compiler.explain(f, tapelab.randn(4)))
+    Graph Count: 1 ...
+    """
+    target = fn._orig_mod if isinstance(fn, OptimizedModule) else getattr(fn, "__wrapped__", fn)
+    compiled = CompiledFunction(target, fullgraph=False, backend="tapelab", options={},
+                                module=target if isinstance(target, Module) else None)
+    compiled(*args, **kwargs)
+    entries = list(compiled.cache.values())
+    graphs = [e.graph for e in entries if e.graph is not None]
+    ops = [[_op_label(n) for n in g.graph.nodes if n.op in ("call_function", "call_method")
+            and _op_label(n) != "guard_inputs"] for g in graphs]
+    times: dict = {}
+    for e in entries:
+        for k, v in e.times.items():
+            times[k] = times.get(k, 0.0) + v
+    return ExplainOutput(graphs, len(graphs), sum(e.reason is not None for e in entries),
+                         [e.reason for e in entries if e.reason], sum(map(len, ops)), ops,
+                         [g for e in entries for g in e.guards], times)
+
+
+def _op_label(node) -> str:
+    t = node.target
+    return repr(t) if isinstance(t, _fused.FusedCall) else getattr(t, "__name__", str(t))
+
+
+def reset() -> None:
+    """Forget every compiled entry (the next call of each compiled function traces again)."""
+    for c in list(_ALL):
+        c.cache.clear()
+        c.limit_warned = False

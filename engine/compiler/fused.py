@@ -1,0 +1,310 @@
+"""A fusion group as one op: ``FusedOp`` runs the group's kernel forward and its backward.
+
+``lower(gm)`` replaces each fusible group of a traced graph by one ``FusedOp`` call. The op is
+an ``Op`` that is not in the registry (it exists per compiled graph): the dispatcher, the
+tape, the profiler and capture treat it as any primitive, under the name
+``fused(mul, add, tanh)``. Its vjp is itself compiled from the members' declarations: on the
+first backward the group is run eagerly with ``trace_from_tape`` watching while
+``autograd.grad`` walks the members' own vjps, and that graph (recompute, elementwise
+gradient chain, ``sum_to`` for broadcast inputs) is lowered the same way, its elementwise
+part into kernels with several outputs.
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from ..autograd.engine import grad as _autograd_grad
+from ..base import backend as _backend
+from ..base.grad_mode import enable_grad
+from ..base.meta import has_data
+from ..core.dispatch import apply
+from ..core.registry import ALL, REGISTRY, Op
+from ..core.tensor import Tensor
+from ..fx.graph import Graph
+from ..fx.graph_module import GraphModule
+from ..fx.passes.fusion import elementwise_groups, op_name
+from ..fx.passes.shape_prop import ShapeProp
+from ..fx.trace_from_tape import trace_from_tape
+from . import cpu, cuda
+from .kernel import Kernel
+from .symbolic import NotElementwise, input_sym, trace_op
+
+__all__ = ["FusedOp", "FusedCall", "lower", "STATS"]
+
+STATS = {"kernels": 0, "kernel_seconds": 0.0}
+
+
+def _np_dtype(meta) -> np.dtype | None:
+    dt = getattr(meta, "dtype", None)
+    return None if dt is None else np.dtype(dt.np)
+
+
+class FusedOp(Op):
+    """One fusion group. ``kernel`` describes the loop; ``replay`` runs the members eagerly (for
+    tracing the backward); ``backend`` is ``"numba"``, ``"numpy"`` or ``"auto"``."""
+
+    __slots__ = ("kernel", "replay", "backend", "_runners", "_backwards", "differentiable")
+
+    def __init__(self, kernel: Kernel, replay, *, differentiable: bool, backend: str = "auto"):
+        for slot in Op.__slots__:           # not registered: one op per compiled group
+            setattr(self, slot, None)
+        self.name, self.kernel, self.replay, self.backend = kernel.name, kernel, replay, backend
+        self.fwd = self._forward
+        self.vjp = self._vjp if differentiable else None
+        self.differentiable = differentiable
+        self.saves, self.save_output, self.elementwise = ALL, False, False
+        self.n_extra, self.is_view, self.kind = len(kernel.outputs) - 1, False, "compute"
+        self.aliases = self.inplace = ()
+        size = int(np.prod(kernel.shape, dtype=np.int64))
+        self.cost = lambda shapes, out, n=size * max(len(kernel.members), 1): n
+        self.backward_name = f"{kernel.name}Backward"
+        self._runners: dict = {}
+        self._backwards: dict = {}
+
+    @property
+    def members(self) -> list:
+        return self.kernel.members
+
+    @property
+    def source(self) -> str:
+        """The generated cpu source (numba loops, or the numpy chain without numba)."""
+        return cpu.numba_source(self.kernel) if self._cpu_numba() else cpu.numpy_source(self.kernel)
+
+    @property
+    def cuda_source(self) -> str:
+        return cuda.source(self.kernel)
+
+    def _cpu_numba(self) -> bool:
+        return self.backend == "numba" or (self.backend == "auto" and cpu.numba_available())
+
+    def _runner(self, where: str):
+        run = self._runners.get(where)
+        if run is None:
+            load = cuda.load(self.kernel) if where == "cuda" else cpu.load(self.kernel, self._cpu_numba())
+
+            def first(*arrays):                 # numba and cupy compile on the first call: time it
+                t0 = time.perf_counter()
+                out = load(*arrays)
+                self._runners[where] = load
+                STATS["kernels"] += 1
+                STATS["kernel_seconds"] += time.perf_counter() - t0
+                return out
+            run = self._runners[where] = first
+        return run
+
+    def _forward(self, xp, *arrays):
+        if not has_data(xp):                 # the meta device: shapes only
+            outs = tuple(xp.empty(self.kernel.shape, o.dtype) for o in self.kernel.outputs)
+        elif _backend.is_cupy(xp):
+            outs = self._runner("cuda")(*arrays)
+        elif _backend.is_numpy(xp):
+            outs = self._runner("cpu")(*arrays)
+        else:                                # the simulated cuda device: host arrays in and out
+            outs = tuple(xp.asarray(o) for o in self._runner("cpu")(*[_backend.asnumpy(xp, a) for a in arrays]))
+        return outs if self.n_extra else outs[0]
+
+    def _vjp(self, g, out, *inputs):
+        needs = tuple(isinstance(x, Tensor) and x.requires_grad for x in inputs)
+        bw = self._backwards.get(needs)
+        if bw is None:
+            bw = self._backwards[needs] = self._trace_backward(g, inputs, needs)
+        grads = iter(bw(g, *inputs))
+        return tuple(next(grads) if n else None for n in needs)
+
+    def _trace_backward(self, g, inputs, needs):
+        """The members' vjps, traced through the dispatcher and lowered into kernels."""
+        replay = self.replay
+
+        def backward(g, *xs):
+            leaves = [x.detach().requires_grad_() if n else x for x, n in zip(xs, needs)]
+            with enable_grad():
+                y = replay(*leaves)
+            want = [x for x, n in zip(leaves, needs) if n]
+            got = _autograd_grad(y, want, g, allow_unused=True)
+            return tuple(gr if gr is not None else x.new_zeros(x.shape) for gr, x in zip(got, want))
+        examples = [x.detach() if isinstance(x, Tensor) else x for x in (g, *inputs)]
+        gm = trace_from_tape(backward, *examples)
+        return lower(gm, examples, differentiable=False, backend=self.backend)
+
+
+class FusedCall:
+    """The FX target of a fused group: ``apply``'s the op (``__name__`` names the members)."""
+
+    __slots__ = ("op", "__name__")
+
+    def __init__(self, op: FusedOp):
+        self.op = op
+        self.__name__ = "fused_" + "_".join(op.members)
+
+    def __call__(self, *args):
+        return apply(self.op, *args)
+
+    def __repr__(self) -> str:
+        return self.op.name
+
+
+def _fusible_op(node):
+    name = op_name(node) if node.op == "call_function" else None
+    op = REGISTRY.get(name or "")
+    if op is None or op.kind != "compute" or op.is_view or op.n_extra or isinstance(op, FusedOp):
+        return None
+    meta = node.meta.get("tensor_meta")
+    if meta is None or type(meta) is tuple or _np_dtype(meta).kind not in "fb":
+        return None
+    return op
+
+
+def _sym_args(node, value_of):
+    """The node's args with Nodes replaced by ``value_of(node)``."""
+    def one(a):
+        from ..fx.node import Node
+        if isinstance(a, Node):
+            return value_of(a)
+        if isinstance(a, (tuple, list)):
+            return type(a)(one(x) for x in a)
+        return a
+    return tuple(one(a) for a in node.args), {k: one(v) for k, v in node.kwargs.items()}
+
+
+def _fusible(node) -> bool:
+    op = _fusible_op(node)
+    if op is None:
+        return False
+    inputs = {}
+
+    def value_of(n):
+        m = n.meta.get("tensor_meta")
+        if m is None or type(m) is tuple:
+            raise NotElementwise("non-tensor input")
+        return inputs.setdefault(n, input_sym(len(inputs), _np_dtype(m)))
+    try:
+        args, kwargs = _sym_args(node, value_of)
+        out = trace_op(op, args, kwargs)
+    except NotElementwise:
+        return False
+    return out.dtype == _np_dtype(node.meta["tensor_meta"])
+
+
+def _describe(members: list, outputs: list) -> tuple:
+    """``(Kernel, external input nodes)`` for ``members`` (graph order) computing ``outputs``."""
+    syms, externals = {}, {}
+
+    def value_of(n):
+        if n in syms:
+            return syms[n]
+        if n not in externals:
+            externals[n] = input_sym(len(externals), _np_dtype(n.meta["tensor_meta"]))
+        return externals[n]
+    names = []
+    for m in members:
+        args, kwargs = _sym_args(m, value_of)
+        syms[m] = trace_op(REGISTRY[op_name(m)], args, kwargs)
+        names.append(op_name(m))
+    shape = tuple(np.broadcast_shapes(*(tuple(m.meta["tensor_meta"].shape) for m in outputs)))
+    ins = [(str(_np_dtype(n.meta["tensor_meta"])), tuple(n.meta["tensor_meta"].shape)) for n in externals]
+    kernel = Kernel(f"fused({', '.join(names)})", ins, [syms[o] for o in outputs], shape, names)
+    return kernel, list(externals)
+
+
+def _replay(members: list, inputs: list, outputs: list):
+    """A function running the members eagerly through ``prims`` (the backward is traced from it)."""
+    from ..fx.node import Node
+    steps = [(m, m.target, m.args, dict(m.kwargs)) for m in members]   # the graph drops these nodes
+
+    def run(*xs):
+        env = dict(zip(inputs, xs))
+
+        def val(a):
+            if isinstance(a, Node):
+                return env[a]
+            if isinstance(a, (tuple, list)):
+                return type(a)(val(x) for x in a)
+            return a
+        for m, target, args, kwargs in steps:
+            env[m] = target(*val(args), **{k: val(v) for k, v in kwargs.items()})
+        res = tuple(env[o] for o in outputs)
+        return res if len(res) > 1 else res[0]
+    return run
+
+
+def _ancestors(node, group: set) -> list:
+    """Members of ``group`` that ``node`` depends on (itself included), in graph order."""
+    seen, stack = set(), [node]
+    while stack:
+        n = stack.pop()
+        if n in seen:
+            continue
+        seen.add(n)
+        stack.extend(i for i in n.all_input_nodes if i in group)
+    return seen
+
+
+def lower(gm: GraphModule, example_args: list, *, differentiable: bool = True, backend: str = "auto"):
+    """Replace each fusible group of ``gm`` by one ``FusedOp`` call; returns ``gm`` recompiled.
+
+    With ``differentiable`` each value that leaves a group gets its own single-output kernel
+    (recomputing shared members: one autograd node per output); without, one kernel with
+    several outputs computes the whole group."""
+    ShapeProp(gm).propagate(*example_args)
+    graph: Graph = gm.graph
+    fused = []
+    for group in elementwise_groups(gm, fusible=_fusible):
+        gset = set(group)
+        escaping = [m for m in group if any(u not in gset for u in m.users)]
+        jobs = [[o] for o in escaping] if differentiable else [escaping]
+        done = []
+        for outs in jobs:
+            need = set().union(*(_ancestors(o, gset) for o in outs))
+            members = [m for m in group if m in need]
+            if len(members) < 2:
+                continue
+            kernel, inputs = _describe(members, outs)
+            op = FusedOp(kernel, _replay(members, inputs, outs), differentiable=differentiable, backend=backend)
+            with graph.inserting_after(outs[-1]):
+                call = graph.call_function(FusedCall(op), tuple(inputs))
+            call.meta["fused"] = {"name": kernel.name, "members": [m.name for m in members],
+                                  "source": op.source, "cuda_source": op.cuda_source}
+            if len(outs) == 1:
+                call.meta["tensor_meta"] = outs[0].meta["tensor_meta"]
+                outs[0].replace_all_uses_with(call)
+                call.args = tuple(inputs)
+            else:
+                import operator
+                for j, o in enumerate(outs):
+                    with graph.inserting_after(call):
+                        item = graph.call_function(operator.getitem, (call, j))
+                    item.meta["tensor_meta"] = o.meta["tensor_meta"]
+                    o.replace_all_uses_with(item)
+                    item.args = (call, j)
+            fused.append(op)
+            done.append(call)
+        graph.eliminate_dead_code()
+    _toposort(graph)
+    gm.recompile()
+    gm.fused_ops = fused
+    return gm
+
+
+def _toposort(graph: Graph) -> None:
+    """Reorder nodes so every value is defined before use, otherwise keeping their order: a
+    kernel sits after its last output's position, and users of its earlier outputs move down."""
+    order, seen = [], set()
+    for root in list(graph.nodes):
+        stack = [(root, False)]
+        while stack:
+            n, ready = stack.pop()
+            if ready:
+                order.append(n)
+                continue
+            if n in seen:
+                continue
+            seen.add(n)
+            stack.append((n, True))
+            stack.extend((i, False) for i in reversed(n.all_input_nodes) if i not in seen)
+    prev = order[0]
+    for n in order[1:]:
+        if prev.next is not n:
+            prev.append(n)
+        prev = n
