@@ -5,7 +5,7 @@ from .viewmodel import MIME, SCHEMA, VERSION, GraphBuilder, graph_from_grad_fn, 
 
 __all__ = ["MIME", "SCHEMA", "VERSION", "GraphBuilder", "graph_from_tape", "graph_from_grad_fn", "to_dot",
            "TapeView", "TensorView", "LiveTape", "ProfileView", "Monitor", "profile_model", "plots",
-           "GraphView", "graph_from_fx", "diff_graphs", "Debugger", "CaptureView", "capture_model"]
+           "GraphView", "graph_from_fx", "diff_graphs", "graph_from_onnx", "Debugger", "CaptureView", "capture_model"]
 
 
 def __getattr__(name):
@@ -27,6 +27,9 @@ def __getattr__(name):
     if name in ("graph_from_fx", "diff_graphs"):
         from . import fx_adapter
         return getattr(fx_adapter, name)
+    if name == "graph_from_onnx":      # the onnx package is imported when a model is read
+        from .onnx_adapter import graph_from_onnx
+        return graph_from_onnx
     if name == "Debugger":
         from .debugger import Debugger
         return Debugger

@@ -3,8 +3,8 @@
 Parameters and buffers become initializers named as in ``state_dict``; subgraphs that read only
 them (a Linear's transposed weight, a static ``zeros``) are folded to initializers when
 ``do_constant_folding`` (their values are already in the trace). Every other node is lowered by
-the declaration of its op; an op without one stops the export naming the op, its module path and
-the user's line. Opset 17 by default (21 on request) with the IR version pinned to the oldest that
+the declaration of its op (each ONNX node's ``doc_string`` names that op, module and line); an op
+without one stops the export naming the op, its module path and the user's line. Opset 17 by default (21 on request) with the IR version pinned to the oldest that
 carries that opset (8 for 17, 10 for 21), so runtimes of that opset's generation load the file.
 """
 from __future__ import annotations
@@ -162,8 +162,12 @@ def _lower(tr: Traced, opset, input_names, output_names, axes, symbols, fold, ex
                     and isinstance(tr.values[n], (Tensor, tuple)):
                 folded.add(n)
                 continue
+            start = len(g.nodes)
             names[n] = out = _lower_node(g, n, op, tr, ref)
             info(n, out)
+            note = _doc(n)
+            for made in g.nodes[start:]:
+                made.doc_string = note
     outs = _outputs(tr)
     output_names = list(output_names or []) + [("output" if len(outs) == 1 else f"output_{i}")
                                                for i in range(len(output_names or []), len(outs))]
@@ -178,6 +182,14 @@ def _lower(tr: Traced, opset, input_names, output_names, axes, symbols, fold, ex
                               ir_version=IR_VERSIONS[opset])
     onnx.checker.check_model(model, full_check=True)
     return Exported(model, tr, {n: v for n, v in names.items() if isinstance(v, str)}, input_names, output_names)
+
+
+def _doc(node: Node) -> str:
+    """Each ONNX node's ``doc_string``: the tapelab op, module path and source line it came from
+    (the graph view groups by ``module``; PyTorch writes its stack trace there)."""
+    stack = list(node.meta.get("nn_module_stack", {}))
+    return (f"op: {getattr(node.target, '__name__', node.target)}\nnode: {node.name}\n"
+            f"module: {stack[-1] if stack else ''}\nsource: {node.meta.get('source', '')}")
 
 
 def _leaves(x) -> list:
