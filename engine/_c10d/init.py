@@ -7,11 +7,13 @@ of their own. ``RANK``/``WORLD_SIZE``, when set, must agree with MPI's and are c
 """
 from __future__ import annotations
 
+import sys
+
 from .group import NO_GROUP, ProcessGroup, add_group, env_int, resolve, set_world, world
 from .mpi import MPIBackend, mpi
 from .nccl import NCCLBackend
 
-__all__ = ["init_process_group", "destroy_process_group", "is_initialized", "get_rank", "get_world_size",
+__all__ = ["is_available", "init_process_group", "destroy_process_group", "is_initialized", "get_rank", "get_world_size",
            "get_backend", "new_group", "get_global_rank", "get_group_rank", "get_process_group_ranks",
            "Backend"]
 
@@ -23,6 +25,11 @@ class Backend(str):
 
     def __new__(cls, name: str):
         return super().__new__(cls, name.lower())
+
+
+def is_available() -> bool:
+    """PyTorch's default builds have distributed on Linux and Windows, not on macOS."""
+    return sys.platform.startswith("linux") or sys.platform == "win32"
 
 
 def _backend_name(backend) -> str:

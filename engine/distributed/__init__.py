@@ -10,19 +10,13 @@ communication hooks (``algorithms.ddp_comm_hooks``).
 from __future__ import annotations
 
 import os
-import sys
 
 from .._c10d import *  # noqa: F401,F403
 from .._c10d import __all__ as _c10d_all
 from .._c10d import nccl_available
 
-__all__ = ["is_available", "is_torchelastic_launched", "is_nccl_available", "is_gloo_available", "is_mpi_available",
+__all__ = ["is_torchelastic_launched", "is_nccl_available", "is_gloo_available", "is_mpi_available",
            "GroupMember", "group", *_c10d_all]
-
-
-def is_available() -> bool:
-    """PyTorch's default builds have distributed on Linux and Windows, not on macOS."""
-    return sys.platform.startswith("linux") or sys.platform == "win32"
 
 
 def is_torchelastic_launched() -> bool:

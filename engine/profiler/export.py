@@ -18,7 +18,8 @@ import os
 
 __all__ = ["chrome_trace", "trace_to_dict", "write_json", "memory_timeline", "stacks"]
 
-_CAT = {"range": "user_annotation", "step": "step", "module": "module", "backward": "backward"}
+_CAT = {"range": "user_annotation", "step": "step", "module": "module", "backward": "backward",
+        "collective": "collective"}
 _MODULE_LANE = 1000   # module lanes are numbered after the thread lanes
 
 

@@ -155,7 +155,8 @@ class Recorder:
         timed = bool(self._chains)    # cpu-only profiles keep the plain handlers
         self.thread = _get_ident()
         self._subs = [events.subscribe("op", self._on_op_timed if timed else self._on_op),
-                      events.subscribe("backward_step", self._on_step_timed if timed else self._on_step)]
+                      events.subscribe("backward_step", self._on_step_timed if timed else self._on_step),
+                      events.subscribe("collective", self._on_collective)]
         RECORDING.append(self)
 
     def stop(self) -> None:
@@ -212,6 +213,13 @@ class Recorder:
             self._allocate(ev.tensors, ev.op, ev.start_ns + ev.duration_ns) if self.memory and ev.tensors else 0,
             estimate_flops(ev.op, ev.input_shapes, ev.shape) if self.flops else 0,
             _user_stack() if self.stack else (), 0))
+
+    def _on_collective(self, ev) -> None:
+        """A ``tapelab.distributed`` collective, timed on its group's communication thread (its own
+        lane, so the timeline shows it beside the backward it overlaps); ``bytes`` is what was sent."""
+        if self._room("collective"):
+            self.trace.raw.append((ev.name, "collective", ev.start_ns, ev.duration_ns, ev.tid, "comm", "", (),
+                                   ev.shape, ev.dtype, -1, ev.nbytes, 0, (), 0))
 
     def _on_step(self, step) -> None:
         if _get_ident() != self.thread or not self._room("backward"):

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 __all__ = ["Event", "MemoryEvent", "Trace", "ProfileReady"]
 
 # parents before children when two spans start at the same instant
-_RANK = {"step": 0, "range": 1, "module": 2, "backward": 3, "op": 4}
+_RANK = {"step": 0, "range": 1, "module": 2, "backward": 3, "op": 4, "collective": 5}
 _DEVICE = 15   # index of Event.device: recorder rows stop before it until device times are set
 
 

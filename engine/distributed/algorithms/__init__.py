@@ -1,0 +1,1 @@
+"""``torch.distributed.algorithms``: DDP communication hooks (``ddp_comm_hooks``)."""

@@ -1,0 +1,4 @@
+"""``torch.distributed.nn``: ``RemoteModule``."""
+from .api.remote_module import RemoteModule
+
+__all__ = ["RemoteModule"]

@@ -1,0 +1,1 @@
+"""``torch.distributed.nn.api``: where ``RemoteModule`` is defined."""

@@ -1,0 +1,14 @@
+"""``torch.distributed.rpc`` basics over MPI: ``init_rpc``, ``rpc_sync``, ``rpc_async``, ``remote``,
+``RRef``, ``get_worker_info``, ``shutdown``.
+
+Every rank runs an agent (``agent.py``): a thread that receives requests on the agent's own MPI
+communicator, runs each on a thread of its own and sends the (pickled) result or exception back.
+Functions travel by reference (pickle), so they must be importable on the callee: module-level
+functions of the script all ranks run, or library functions. Distributed autograd is not there;
+``distributed.nn.RemoteModule`` carries gradients back to its owner itself.
+"""
+from .agent import (RRef, WorkerInfo, get_worker_info, init_rpc, is_available, remote, rpc_async, rpc_sync,
+                    shutdown)
+
+__all__ = ["init_rpc", "rpc_sync", "rpc_async", "remote", "RRef", "WorkerInfo", "get_worker_info", "shutdown",
+           "is_available"]

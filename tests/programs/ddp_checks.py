@@ -1,0 +1,186 @@
+"""What tests/test_distributed.py checks inside a job of N ranks (run under mpiexec).
+
+Rank 0 writes ``results.json`` and ``ddp.npz`` into the folder given as argv[1]; the test
+compares them with PyTorch run in one process. Data and weights come from numpy, so every rank
+and the oracle start from the same values.
+"""
+from __future__ import annotations
+
+import json
+import sys
+
+import numpy as np
+
+import tapelab as torch
+from tapelab import events
+from tapelab.distributed import rpc
+from tapelab.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_hook
+from tapelab.distributed.nn import RemoteModule
+from tapelab.distributed.optim import ZeroRedundancyOptimizer
+from tapelab.nn.parallel import DistributedDataParallel as DDP
+
+dist = torch.distributed
+PER_RANK, D_IN, D_HID, D_OUT, STEPS = 4, 6, 16, 3, 3
+
+
+def weights(seed: int = 0) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return [rng.uniform(-.4, .4, s).astype(np.float32) for s in ((D_HID, D_IN), (D_HID,), (D_OUT, D_HID), (D_OUT,))]
+
+
+def mlp(seed: int = 0):
+    net = torch.nn.Sequential(torch.nn.Linear(D_IN, D_HID), torch.nn.Tanh(), torch.nn.Linear(D_HID, D_OUT))
+    with torch.no_grad():
+        for p, w in zip(net.parameters(), weights(seed)):
+            p.copy_(torch.from_numpy(w))
+    return net
+
+
+def data(n: int, seed: int = 1):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((STEPS, PER_RANK * n, D_IN)).astype(np.float32)
+    return x, np.tanh(x @ rng.standard_normal((D_IN, D_OUT)).astype(np.float32))
+
+
+class Seeded(torch.nn.Linear):
+    """A Linear with numpy weights, built on the RemoteModule's owner."""
+
+    def __init__(self):
+        super().__init__(D_IN, D_OUT)
+        with torch.no_grad():
+            self.weight.copy_(torch.from_numpy(weights(3)[2][:, :D_IN].copy()))
+            self.bias.copy_(torch.from_numpy(weights(3)[3]))
+
+
+def grads_of(key: str):
+    """On the owner: the .grad of the RemoteModule's parameters."""
+    module = rpc.agent._agent().owned[key]
+    return [p.grad.numpy().copy() for p in module.parameters()]
+
+
+def main(out: str) -> None:
+    dist.init_process_group("gloo")
+    r, n = dist.get_rank(), dist.get_world_size()
+    res: dict = {"world": n}
+    mine = slice(r * PER_RANK, (r + 1) * PER_RANK)
+    xs, ys = data(n)
+
+    # collectives and object collectives
+    t = torch.full((2,), float(r + 1))
+    dist.all_reduce(t)
+    objs = [None] * n
+    dist.all_gather_object(objs, {"rank": r})
+    w = dist.all_reduce(torch.ones(3, dtype=torch.bfloat16), op=dist.ReduceOp.SUM, async_op=True)
+    w.wait()
+    res["collectives"] = {"all_reduce": t.tolist(), "objects": objs, "completed": w.is_completed()}
+
+    # DDP: 3 SGD steps on this rank's share of each batch, with small buckets (several per backward)
+    model = DDP(mlp(), bucket_cap_mb=200 / 2**20)
+    opt = torch.optim.SGD(model.parameters(), lr=0.5)
+    for s in range(STEPS):
+        opt.zero_grad()
+        torch.nn.functional.mse_loss(model(torch.from_numpy(xs[s][mine])), torch.from_numpy(ys[s][mine])).backward()
+        opt.step()
+    ddp_params = [p.detach().numpy().copy() for p in model.module.parameters()]
+    res["buckets"] = len(model._buckets_of)
+
+    # no_sync: the first half-batch accumulates locally, the second reduces the sum
+    acc = DDP(mlp())
+    half = PER_RANK // 2
+    x0, y0 = torch.from_numpy(xs[0][mine]), torch.from_numpy(ys[0][mine])
+    with acc.no_sync():
+        torch.nn.functional.mse_loss(acc(x0[:half]), y0[:half], reduction="sum").backward()
+    local = [p.grad.numpy().copy() for p in acc.parameters()]
+    torch.nn.functional.mse_loss(acc(x0[half:]), y0[half:], reduction="sum").backward()
+    nosync_grads = [p.grad.numpy().copy() for p in acc.parameters()]
+    gathered = [None] * n
+    dist.all_gather_object(gathered, local)
+    res["no_sync_local_differs"] = bool(any(not np.allclose(a, b) for a, b in zip(gathered[0], gathered[-1])))
+
+    # communication hooks: bytes on the wire per backward, and a short training run
+    sent: list = []
+    sub = events.subscribe("collective", lambda ev: sent.append((ev.name, ev.nbytes)))
+    hooks = {"allreduce": (None, default_hooks.allreduce_hook), "fp16": (None, default_hooks.fp16_compress_hook),
+             "bf16": (None, default_hooks.bf16_compress_hook),
+             "powerSGD": (powerSGD_hook.PowerSGDState(None, matrix_approximation_rank=2, start_powerSGD_iter=2),
+                          powerSGD_hook.powerSGD_hook)}
+    res["hooks"] = {}
+    rng = np.random.default_rng(5)
+    hx = rng.standard_normal((PER_RANK * n, D_IN)).astype(np.float32)
+    hy = np.tanh(hx @ rng.standard_normal((D_IN, D_OUT)).astype(np.float32))
+    for name, (state, hook) in hooks.items():
+        m = DDP(mlp())
+        m.register_comm_hook(state, hook)
+        o = torch.optim.SGD(m.parameters(), lr=0.3)
+        losses, nbytes = [], []
+        for step in range(40):
+            o.zero_grad()
+            loss = torch.nn.functional.mse_loss(m(torch.from_numpy(hx[mine])), torch.from_numpy(hy[mine]))
+            sent.clear()
+            loss.backward()
+            nbytes.append(sum(b for k, b in sent if k != "barrier"))
+            o.step()
+            losses.append(loss.item())
+        res["hooks"][name] = {"first": losses[0], "last": losses[-1], "bytes": nbytes[-1]}
+    sub.unsubscribe()
+
+    # the profiler sees the collectives, on their own thread, during backward
+    m = DDP(mlp(), bucket_cap_mb=200 / 2**20)
+    with torch.profiler.profile() as prof:
+        torch.nn.functional.mse_loss(m(torch.from_numpy(xs[0][mine])), torch.from_numpy(ys[0][mine])).backward()
+    kinds = [e.kind for e in prof.events()]
+    res["profiler"] = {"collectives": kinds.count("collective"), "backward": kinds.count("backward")}
+
+    # ZeRO: Adam sharded across ranks against plain Adam, on the same DDP gradients
+    zmodel, pmodel = DDP(mlp()), mlp()
+    zero = ZeroRedundancyOptimizer(zmodel.parameters(), torch.optim.Adam, lr=0.05)
+    plain = torch.optim.Adam(pmodel.parameters(), lr=0.05)
+    for s in range(STEPS):
+        zero.zero_grad()
+        plain.zero_grad()
+        torch.nn.functional.mse_loss(zmodel(torch.from_numpy(xs[s][mine])), torch.from_numpy(ys[s][mine])).backward()
+        for p, q in zip(pmodel.parameters(), zmodel.parameters()):
+            p.grad = q.grad.clone()
+        zero.step()
+        plain.step()
+    held = sum(v.numel() for st in zero.optim.state.values() for v in st.values() if isinstance(v, torch.Tensor))
+    total = sum(v.numel() for st in plain.state.values() for v in st.values() if isinstance(v, torch.Tensor))
+    zero.consolidate_state_dict(to=0)
+    whole = zero.state_dict() if r == 0 else None
+    res["zero"] = {"max_diff": max(float((p - q).abs().max()) for p, q in zip(pmodel.parameters(),
+                                                                              zmodel.parameters())),
+                   "held": held, "total": total,
+                   "state_matches": (None if whole is None else max(
+                       float((whole["state"][i]["exp_avg"] - plain.state_dict()["state"][i]["exp_avg"]).abs().max())
+                       for i in range(4)))}
+    all_held = [None] * n
+    dist.all_gather_object(all_held, held)
+    res["zero"]["held_per_rank"] = all_held
+
+    # RemoteModule on the last rank, driven by rank 0: forward and backward equal a local copy's
+    rpc.init_rpc(f"worker{r}")
+    if r == 0:
+        remote = RemoteModule(f"worker{n - 1}/cpu", Seeded)
+        local = Seeded()
+        x = torch.from_numpy(xs[0][:PER_RANK]).requires_grad_()
+        x2 = x.detach().clone().requires_grad_()
+        y_remote, y_local = remote(x), local(x2)
+        (y_remote * y_remote).sum().backward()
+        (y_local * y_local).sum().backward()
+        far = rpc.rpc_sync(f"worker{n - 1}", grads_of, (remote.module_rref._key,))
+        near = [p.grad.numpy() for p in local.parameters()]
+        res["remote"] = {"forward": float((y_remote - y_local).abs().max()),
+                         "input_grad": float((x.grad - x2.grad).abs().max()),
+                         "param_grads": max(float(np.abs(a - b).max()) for a, b in zip(far, near)),
+                         "async": float((remote.forward_async(x.detach()).wait() - y_local).abs().max())}
+    rpc.shutdown()
+    dist.barrier()
+    if r == 0:
+        np.savez(f"{out}/ddp.npz", *ddp_params, *nosync_grads)
+        with open(f"{out}/results.json", "w") as f:
+            json.dump(res, f)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])

@@ -1,0 +1,214 @@
+"""tapelab.distributed with real ranks under MPI (mpiexec from the mpich wheel, the 'mpi' extra).
+
+Each job is small and runs once per module: ``programs/ddp_checks.py`` (collectives, DDP,
+no_sync, the comm hooks, ZeRO, RemoteModule, the profiler's collectives) with 2 ranks (and 4
+with --long), ``programs/ddp_train.py`` (a PyTorch DDP script) with 4 ranks under the launcher,
+and ``programs/ddp_fail.py`` for a rank that raises or is killed. PyTorch, in this process, is
+the oracle: single-process training on the concatenated batches.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+pytest.importorskip("mpi4py", reason="tapelab.distributed needs the 'mpi' extra (mpi4py, mpich)")
+
+import tapelab  # noqa: E402
+from tapelab.distributed.run import mpiexec  # noqa: E402
+
+PROGRAMS = Path(__file__).parent / "programs"
+TIMEOUT = 240
+
+
+def _env() -> dict:
+    return dict(os.environ, OMP_NUM_THREADS="1", MPIEXEC_TIMEOUT=str(TIMEOUT))
+
+
+def _mpirun(n: int, program: str, *args: str) -> subprocess.CompletedProcess:
+    cmd = [mpiexec(), "-n", str(n), sys.executable, "-m", "mpi4py", str(PROGRAMS / program), *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT + 30, env=_env())
+
+
+def _launch(n: int, program: str, *args: str, timeout: int = TIMEOUT) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "tapelab.distributed.run", "--nproc_per_node", str(n), "--timeout", str(timeout),
+           str(PROGRAMS / program), *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout + 60, env=_env())
+
+
+# ---------------------------------------------------------------- the oracle
+def _torch_mlp():
+    from programs.ddp_checks import D_HID, D_IN, D_OUT, weights
+    net = torch.nn.Sequential(torch.nn.Linear(D_IN, D_HID), torch.nn.Tanh(), torch.nn.Linear(D_HID, D_OUT))
+    with torch.no_grad():
+        for p, w in zip(net.parameters(), weights()):
+            p.copy_(torch.from_numpy(w))
+    return net
+
+
+def _torch_reference(n: int):
+    from programs.ddp_checks import STEPS, data
+    xs, ys = data(n)
+    net = _torch_mlp()
+    opt = torch.optim.SGD(net.parameters(), lr=0.5)
+    for s in range(STEPS):
+        opt.zero_grad()
+        torch.nn.functional.mse_loss(net(torch.from_numpy(xs[s])), torch.from_numpy(ys[s])).backward()
+        opt.step()
+    acc = _torch_mlp()
+    torch.nn.functional.mse_loss(acc(torch.from_numpy(xs[0])), torch.from_numpy(ys[0]), reduction="sum").backward()
+    return [p.detach().numpy() for p in net.parameters()], [p.grad.numpy() / n for p in acc.parameters()]
+
+
+@pytest.fixture(scope="module", params=[2, 4])
+def job(request, tmp_path_factory):
+    if request.param == 4 and not request.config.getoption("--long"):
+        pytest.skip("the 4-rank run of ddp_checks is in --long (ddp_train runs 4 ranks by default)")
+    out = tmp_path_factory.mktemp(f"ddp{request.param}")
+    done = _mpirun(request.param, "ddp_checks.py", str(out))
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    res = json.loads((out / "results.json").read_text())
+    arrays = np.load(out / "ddp.npz")
+    return res, [arrays[f"arr_{i}"] for i in range(len(arrays.files))]
+
+
+def test_collectives(job):
+    res, _ = job
+    n = res["world"]
+    assert res["collectives"]["all_reduce"] == [n * (n + 1) / 2] * 2
+    assert res["collectives"]["objects"] == [{"rank": r} for r in range(n)]
+    assert res["collectives"]["completed"] is True
+
+
+def test_ddp_equals_one_process_on_the_concatenated_batch(job):
+    res, arrays = job
+    params, _ = _torch_reference(res["world"])
+    assert res["buckets"] == 4      # several buckets, launched while backward runs
+    for got, want in zip(arrays[:4], params):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_no_sync_accumulates_then_reduces_the_sum(job):
+    res, arrays = job
+    _, grads = _torch_reference(res["world"])
+    assert res["no_sync_local_differs"]       # the ranks' local sums differ before the synced step
+    for got, want in zip(arrays[4:], grads):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_comm_hooks_traffic_and_convergence(job):
+    hooks = job[0]["hooks"]
+    full = hooks["allreduce"]["bytes"]
+    assert full == 4 * (16 * 6 + 16 + 3 * 16 + 3)              # every float32 gradient, once
+    assert hooks["fp16"]["bytes"] == hooks["bf16"]["bytes"] == full // 2
+    assert hooks["powerSGD"]["bytes"] < full                   # rank-2 factors of the 16x6 and 3x16 matrices
+    for name, h in hooks.items():
+        assert h["last"] < 0.1 * h["first"], (name, h)          # each still trains
+        assert abs(h["last"] - hooks["allreduce"]["last"]) < 0.01, (name, h)
+
+
+def test_profiler_records_collectives(job):
+    prof = job[0]["profiler"]
+    assert prof["collectives"] == 4 and prof["backward"] > 0
+
+
+def test_zero_shards_state_and_matches_adam(job):
+    zero, n = job[0]["zero"], job[0]["world"]
+    assert zero["max_diff"] < 1e-6 and zero["state_matches"] < 1e-6
+    assert sum(zero["held_per_rank"]) == zero["total"]
+    assert max(zero["held_per_rank"]) <= zero["total"] / n + 16 * 6 * 2   # about 1/N: one matrix of slack
+
+
+def test_remote_module_forward_backward_equal_local(job):
+    remote = job[0]["remote"]
+    assert remote == {"forward": 0.0, "input_grad": 0.0, "param_grads": 0.0, "async": 0.0}
+
+
+# ---------------------------------------------------------------- the launcher
+def test_pytorch_ddp_script_runs_unchanged_under_the_launcher(tmp_path):
+    done = _launch(4, "ddp_train.py", str(tmp_path))
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "epoch 1: loss" in done.stdout
+    got = np.load(tmp_path / "trained.npz")
+    # PyTorch in one process: the 4 ranks' batches of 4 (DistributedSampler, no shuffle) are 16
+    # consecutive samples
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((64, 8)).astype(np.float32)
+    y = (x @ rng.standard_normal((8, 1)).astype(np.float32)).astype(np.float32)
+    net = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1))
+    with torch.no_grad():
+        for p in net.parameters():
+            p.copy_(torch.from_numpy(rng.uniform(-0.3, 0.3, tuple(p.shape)).astype(np.float32)))
+    opt = torch.optim.SGD(net.parameters(), lr=0.05)
+    for _ in range(2):
+        for b in range(4):
+            opt.zero_grad()
+            sl = slice(16 * b, 16 * (b + 1))
+            torch.nn.MSELoss()(net(torch.from_numpy(x[sl])), torch.from_numpy(y[sl])).backward()
+            opt.step()
+    for i, p in enumerate(net.parameters()):
+        np.testing.assert_allclose(got[f"arr_{i}"], p.detach().numpy(), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("how", ["raise", "kill"])
+def test_a_failing_rank_fails_the_job_and_is_named(how):
+    done = _launch(2, "ddp_fail.py", how, "1", timeout=60)
+    assert done.returncode != 0
+    report = done.stderr[done.stderr.index("tapelab.distributed.run: the job failed"):]
+    if how == "raise":
+        assert "rank 1 (local_rank 1) failed with:" in report
+        assert "ValueError: rank 1 found a bad batch" in report and "ddp_fail.py" in report
+    else:
+        assert "rank 1 (pid" in report and "was killed by signal 9" in report
+
+
+# ---------------------------------------------------------------- without ranks
+def test_without_a_group_the_collectives_raise_pytorchs_error():
+    dist = tapelab.distributed
+    assert not dist.is_initialized()
+    for call in (dist.get_rank, dist.get_world_size, dist.barrier, lambda: dist.all_reduce(tapelab.ones(2))):
+        with pytest.raises(ValueError, match="Default process group has not been initialized"):
+            call()
+    with pytest.raises(TypeError, match="all_reduce: invalid function argument. Expected parameter `tensor`"):
+        dist.all_reduce([1.0])
+
+
+@pytest.mark.parametrize("shuffle", [False, True])
+@pytest.mark.parametrize("drop_last", [False, True])
+def test_distributed_sampler_shards_as_pytorch(shuffle, drop_last):
+    from torch.utils.data.distributed import DistributedSampler as TorchSampler
+    data = list(range(10))
+    for n in (3, 4):
+        ours = [list(tapelab.utils.data.DistributedSampler(data, n, r, shuffle, seed=1, drop_last=drop_last))
+                for r in range(n)]
+        theirs = [list(TorchSampler(data, n, r, shuffle, seed=1, drop_last=drop_last)) for r in range(n)]
+        assert [len(s) for s in ours] == [len(s) for s in theirs]
+        if shuffle:   # tapelab's random stream is not PyTorch's: a permutation, cut or padded the same way
+            flat = sum(ours, [])
+            assert set(flat) <= set(data) and len(set(flat)) == (len(flat) if drop_last else len(data))
+        else:
+            assert ours == theirs
+
+
+def test_launcher_accepts_torchruns_spellings():
+    from tapelab.distributed.run import _parser
+    for flag in ("--nproc-per-node", "--nproc_per_node"):
+        ns = _parser().parse_args([flag, "3", "train.py", "--lr", "0.1"])
+        assert (ns.nproc, ns.script, ns.args) == (3, "train.py", ["--lr", "0.1"])
+
+
+@pytest.mark.skipif(not tapelab.distributed.is_nccl_available(), reason="needs a CUDA GPU and cupy's NCCL")
+def test_nccl_all_reduce_on_one_gpu(tmp_path):
+    script = tmp_path / "nccl.py"
+    script.write_text("import tapelab as t\nd = t.distributed\nd.init_process_group('nccl')\n"
+                      "x = t.ones(4, device='cuda') * (d.get_rank() + 1)\nd.all_reduce(x)\n"
+                      "assert x.cpu().tolist() == [1.0] * 4, x\nd.destroy_process_group()\n")
+    done = subprocess.run([mpiexec(), "-n", "1", sys.executable, "-m", "mpi4py", str(script)], capture_output=True,
+                          text=True, timeout=120, env=_env())
+    assert done.returncode == 0, done.stderr[-3000:]
