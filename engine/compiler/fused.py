@@ -17,9 +17,11 @@ import numpy as np
 
 from ..autograd.engine import grad as _autograd_grad
 from ..base import backend as _backend
-from ..base.grad_mode import enable_grad
+from ..base.grad_mode import enable_grad, no_grad
 from ..base.meta import has_data
+from ..core.creation import ones
 from ..core.dispatch import apply
+from ..base import dtype as _tdtype
 from ..core.registry import ALL, REGISTRY, Op
 from ..core.tensor import Tensor
 from ..fx.graph import Graph
@@ -34,6 +36,10 @@ from .symbolic import NotElementwise, input_sym, trace_op
 __all__ = ["FusedOp", "FusedCall", "lower", "STATS"]
 
 STATS = {"kernels": 0, "kernel_seconds": 0.0}
+
+
+def _dtype_of(np_dtype):
+    return getattr(_tdtype, np.dtype(np_dtype).name)
 
 
 def _np_dtype(meta) -> np.dtype | None:
@@ -113,6 +119,13 @@ class FusedOp(Op):
         grads = iter(bw(g, *inputs))
         return tuple(next(grads) if n else None for n in needs)
 
+    def prepare_backward(self, needs: tuple) -> None:
+        """Trace and lower the backward now (at compile time) on ones of the inputs' shapes."""
+        if needs not in self._backwards and any(needs):
+            g = ones(self.kernel.shape, dtype=_dtype_of(self.kernel.outputs[0].dtype))
+            xs = [ones(shape, dtype=_dtype_of(dt)) for dt, shape in self.kernel.inputs]
+            self._backwards[needs] = self._trace_backward(g, xs, needs)
+
     def _trace_backward(self, g, inputs, needs):
         """The members' vjps, traced through the dispatcher and lowered into kernels."""
         replay = self.replay
@@ -125,7 +138,8 @@ class FusedOp(Op):
             got = _autograd_grad(y, want, g, allow_unused=True)
             return tuple(gr if gr is not None else x.new_zeros(x.shape) for gr, x in zip(got, want))
         examples = [x.detach() if isinstance(x, Tensor) else x for x in (g, *inputs)]
-        gm = trace_from_tape(backward, *examples)
+        with no_grad():
+            gm = trace_from_tape(backward, *examples)
         return lower(gm, examples, differentiable=False, backend=self.backend)
 
 
@@ -254,7 +268,6 @@ def lower(gm: GraphModule, example_args: list, *, differentiable: bool = True, b
         gset = set(group)
         escaping = [m for m in group if any(u not in gset for u in m.users)]
         jobs = [[o] for o in escaping] if differentiable else [escaping]
-        done = []
         for outs in jobs:
             need = set().union(*(_ancestors(o, gset) for o in outs))
             members = [m for m in group if m in need]
@@ -278,8 +291,9 @@ def lower(gm: GraphModule, example_args: list, *, differentiable: bool = True, b
                     item.meta["tensor_meta"] = o.meta["tensor_meta"]
                     o.replace_all_uses_with(item)
                     item.args = (call, j)
+            if differentiable:
+                op.prepare_backward(tuple(bool(n.meta["tensor_meta"].requires_grad) for n in inputs))
             fused.append(op)
-            done.append(call)
         graph.eliminate_dead_code()
     _toposort(graph)
     gm.recompile()

@@ -1,0 +1,268 @@
+"""tapelab.compile: compiled modules equal eager ones (outputs and gradients), guards, graph
+breaks, the cache limit, the numpy fallback, the cuda source, and the tape/profiler/graphs/FX
+integration. Eager tapelab is the reference here: tests/test_ops.py holds it to PyTorch, and
+test_gelu_mlp_matches_pytorch closes the loop once directly."""
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+import tapelab
+import tapelab.compiler as tc
+from tapelab.compiler import cuda as cuda_backend
+from tapelab.compiler.fused import FusedOp
+from tapelab.graphs import Graph, graph
+
+from _compile_models import ZOO, MLP, chain
+
+RTOL, ATOL = 1e-5, 1e-6
+
+
+def _close(got, want, what=""):
+    """rtol 1e-5, and an absolute floor of 1e-5 of the tensor's scale: a gradient summed over a
+    batch can cancel to a value far below its neighbours, whose rounding it then carries."""
+    np.testing.assert_allclose(got, want, rtol=RTOL, atol=max(ATOL, RTOL * float(np.abs(want).max())), err_msg=what)
+
+
+def _grads(model):
+    return {n: p.grad.numpy().copy() for n, p in model.named_parameters()}
+
+
+@pytest.mark.parametrize("name", sorted(ZOO))
+def test_zoo_compiled_equals_eager(name):
+    make, inp = ZOO[name]
+    tapelab.manual_seed(0)
+    model, x = make(), inp()
+    x.requires_grad_()
+    compiled = tapelab.compile(model)
+    y = compiled(x)
+    (y * y).sum().backward()
+    got, gx = _grads(model), x.grad.numpy().copy()
+    model.zero_grad()
+    x.grad = None
+    ye = model(x)
+    (ye * ye).sum().backward()
+    _close(y.detach().numpy(), ye.detach().numpy())
+    _close(gx, x.grad.numpy())
+    for n, g in _grads(model).items():
+        _close(got[n], g, n)
+    ops = [n.target for n in compiled._compiled.cache[next(iter(compiled._compiled.cache))].graph.graph.nodes
+           if n.op == "call_function"]
+    assert any(isinstance(getattr(t, "op", None), FusedOp) for t in ops), "no group was fused"
+
+
+def test_gelu_mlp_matches_pytorch():
+    tapelab.manual_seed(0)
+    m = MLP(act="gelu")
+    tm = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.GELU(), torch.nn.Linear(64, 32))
+    with torch.no_grad():
+        for (_, p), tp in zip(m.named_parameters(), tm.parameters()):
+            tp.copy_(torch.from_numpy(p.detach().numpy()))
+    x = np.random.default_rng(0).standard_normal((16, 32)).astype(np.float32)
+    y = tapelab.compile(m)(tapelab.tensor(x))
+    y.sum().backward()
+    ty = tm(torch.from_numpy(x))
+    ty.sum().backward()
+    np.testing.assert_allclose(y.detach().numpy(), ty.detach().numpy(), rtol=RTOL, atol=ATOL)
+    np.testing.assert_allclose(m.fc1.weight.grad.numpy(), tm[0].weight.grad.numpy(), rtol=RTOL, atol=ATOL)
+
+
+def test_chain_is_one_kernel_forward_and_backward():
+    x, y = tapelab.randn(64, 32, requires_grad=True), tapelab.randn(32, requires_grad=True)
+    f = tapelab.compile(chain)
+    out = f(x, y)
+    assert out.grad_fn.name() == "fused(mul, add, tanh, mul, sub, exp, mul)Backward"
+    with tapelab.tape() as t:
+        out = f(x, y)
+        out.sum().backward()
+    names = [r.op for r in t.nodes]
+    assert "fused(mul, add, tanh, mul, sub, exp, mul)" in names
+    assert not {"tanh", "exp"} & set(names), names          # the backward's chain is fused too
+    xt, yt = (torch.tensor(a.detach().numpy(), requires_grad=True) for a in (x, y))
+    ((xt * yt + 1.0).tanh() * 0.5 - yt).exp().mul(xt).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), xt.grad.numpy(), rtol=RTOL, atol=ATOL)
+    np.testing.assert_allclose(y.grad.numpy(), yt.grad.numpy(), rtol=RTOL, atol=ATOL)
+
+
+def test_profiler_shows_one_event_naming_the_members():
+    f = tapelab.compile(chain)
+    x, y = tapelab.randn(8, 4), tapelab.randn(4)
+    f(x, y)
+    with tapelab.profiler.profile() as prof:
+        f(x, y)
+    names = [e.key for e in prof.key_averages()]
+    assert "fused(mul, add, tanh, mul, sub, exp, mul)" in names and "tanh" not in names
+
+
+# ---------------------------------------------------------------- guards, breaks, cache
+def test_new_shape_recompiles_and_explain_reports_guards():
+    f = tapelab.compile(chain)
+    f(tapelab.randn(4, 3), tapelab.randn(3))
+    f(tapelab.randn(4, 3), tapelab.randn(3))
+    assert len(f.cache) == 1
+    f(tapelab.randn(5, 3), tapelab.randn(3))
+    assert len(f.cache) == 2
+    f(tapelab.randn(4, 3, dtype=tapelab.float64), tapelab.randn(3, dtype=tapelab.float64))
+    assert len(f.cache) == 3
+    ex = tc.explain(chain, tapelab.randn(4, 3), tapelab.randn(3))
+    assert ex.graph_count == 1 and ex.graph_break_count == 0
+    assert "arg0: Tensor shape=(4, 3) dtype=float32 device=cpu requires_grad=False" in ex.out_guards
+    assert ex.ops_per_graph == [["fused(mul, add, tanh, mul, sub, exp, mul)"]]
+    assert "Graph Count: 1" in str(ex) and "Compile Times:" in str(ex)
+
+
+def test_python_values_and_modes_are_guarded():
+    f = tapelab.compile(lambda x, s: x * s + 1.0)
+    x = tapelab.randn(3)
+    np.testing.assert_allclose(f(x, 2.0).numpy(), (x * 2.0 + 1.0).numpy(), rtol=RTOL)
+    np.testing.assert_allclose(f(x, 3.0).numpy(), (x * 3.0 + 1.0).numpy(), rtol=RTOL)
+    with tapelab.no_grad():
+        f(x, 3.0)
+    assert len(f.cache) == 3
+    m = tapelab.compile(MLP())
+    m(tapelab.randn(2, 32))
+    m.eval()
+    m(tapelab.randn(2, 32))
+    assert [k[1] for k in m._compiled.cache] == [True, False]
+
+
+def _branchy(x):
+    if x.sum() > 0:
+        return x.exp() * 2.0
+    return x.sin() * 2.0
+
+
+def test_data_dependent_branch_is_a_reported_graph_break():
+    f = tapelab.compile(_branchy)
+    for sign in (1.0, -1.0):
+        x = tapelab.ones(3) * sign
+        np.testing.assert_allclose(f(x).numpy(), _branchy(x).numpy())
+    ex = tc.explain(_branchy, tapelab.ones(3))
+    assert ex.graph_count == 0 and ex.graph_break_count == 1
+    assert "data-dependent: Tensor.bool()" in ex.break_reasons[0] and "if x.sum() > 0" in ex.break_reasons[0]
+    with pytest.raises(tc.Unsupported, match="fullgraph=True.*data-dependent"):
+        tapelab.compile(_branchy, fullgraph=True)(tapelab.ones(3))
+
+
+def test_cache_size_limit_falls_back_to_eager_and_says_so(monkeypatch):
+    monkeypatch.setattr(tc.config, "cache_size_limit", 2)
+    f = tapelab.compile(lambda x: (x + 1.0).relu())
+    f(tapelab.randn(1))
+    f(tapelab.randn(2))
+    with pytest.warns(RuntimeWarning, match="cache_size_limit \\(2\\)"):
+        out = f(tapelab.randn(3))
+    assert out.shape == (3,) and len(f.cache) == 2
+    tc.reset()
+    assert len(f.cache) == 0
+
+
+# ---------------------------------------------------------------- surface
+def test_surface_like_torch_compile():
+    m = MLP()
+    cm = tapelab.compile(m, mode="reduce-overhead")
+    assert cm.fc1 is m.fc1 and list(cm.parameters()) == list(m.parameters())
+    assert list(cm.state_dict()) == ["_orig_mod." + k for k in m.state_dict()]
+    assert tapelab.compile(m, disable=True) is m
+
+    @tapelab.compile
+    def f(x):
+        return x.tanh() + 1.0
+
+    @tapelab.compile(backend="eager")
+    def g(x):
+        return x.tanh() + 1.0
+    x = tapelab.randn(4)
+    np.testing.assert_allclose(f(x).numpy(), g(x).numpy(), rtol=RTOL)
+    seen = []
+
+    def backend(gm, example_inputs):
+        seen.append(len(example_inputs))
+        return gm
+    tapelab.compile(lambda x: x * 2.0, backend=backend)(x)
+    assert seen == [1]
+    with pytest.raises(RuntimeError, match="Unrecognized mode=fast"):
+        tapelab.compile(m, mode="fast")
+    with pytest.raises(RuntimeError, match="Unexpected optimization option"):
+        tapelab.compile(m, options={"triton.cudagraphs": True})
+
+
+def test_numpy_fallback_without_numba(monkeypatch):
+    from tapelab.compiler import cpu
+    monkeypatch.setenv("TAPELAB_COMPILE_NUMBA", "0")
+    monkeypatch.setattr(cpu, "_WARNED", [])
+    x, y = tapelab.randn(16, 8, requires_grad=True), tapelab.randn(8, requires_grad=True)
+    f = tapelab.compile(chain)
+    with pytest.warns(RuntimeWarning, match="numba is not available"):
+        out = f(x, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")               # said once
+        out.sum().backward()
+    ref = chain(x.detach(), y.detach())
+    np.testing.assert_allclose(out.detach().numpy(), ref.numpy(), rtol=RTOL, atol=ATOL)
+    op = out.grad_fn.op
+    assert "out=" in op.source and "def run(" in op.source
+
+
+# ---------------------------------------------------------------- integration
+def test_compile_then_capture_replays():
+    f = tapelab.compile(chain)
+    sx, sy = tapelab.randn(8, 4), tapelab.randn(4)
+    f(sx, sy)                                          # compiled outside the capture
+    g = Graph()
+    with graph(g):
+        out = f(sx, sy)
+    x, y = tapelab.randn(8, 4), tapelab.randn(4)
+    sx.copy_(x)
+    sy.copy_(y)
+    g.replay()
+    np.testing.assert_allclose(out.numpy(), chain(x, y).numpy(), rtol=RTOL, atol=ATOL)
+
+
+def test_fx_node_meta_carries_the_generated_source():
+    f = tapelab.compile(chain)
+    f(tapelab.randn(4, 3), tapelab.randn(3))
+    gm = next(iter(f.cache.values())).graph
+    node = next(n for n in gm.graph.nodes if "fused" in n.meta)
+    meta = node.meta["fused"]
+    assert meta["name"] == "fused(mul, add, tanh, mul, sub, exp, mul)"
+    assert "tanh32(" in meta["source"] and "exp32(" in meta["source"] and "prange" in meta["source"]
+    assert "tanhf(" in meta["cuda_source"]
+
+
+def test_cuda_source_text():
+    x, y = tapelab.randn(4, 3), tapelab.randn(3)
+    f = tapelab.compile(chain)
+    out = f(x, y)
+    op = next(n for n in next(iter(f.cache.values())).graph.graph.nodes if "fused" in n.meta).target.op
+    ins, outs = cuda_backend.params(op.kernel)
+    assert (ins, outs) == ("float a0, float a1", "float o0")
+    src = op.cuda_source.splitlines()
+    assert src[0] == "float t0 = (a0 * a1);" and src[-1].startswith("o0 = ")
+    assert any("tanhf(" in s for s in src) and any("expf(" in s for s in src)
+    assert out.shape == (4, 3)
+
+
+def test_simulated_cuda_device_runs_the_fused_op():
+    from tapelab._backend import simulated_cuda
+    with simulated_cuda(0):
+        x = tapelab.randn(6, 5, device="cuda", requires_grad=True)
+        y = tapelab.randn(5, device="cuda")
+        f = tapelab.compile(chain)
+        out = f(x, y)
+        assert out.device.type == "cuda"
+        out.sum().backward()
+        ref = chain(x.detach(), y)
+        np.testing.assert_allclose(out.detach().cpu().numpy(), ref.cpu().numpy(), rtol=RTOL, atol=ATOL)
+        assert x.grad.device.type == "cuda"
+
+
+def test_meta_device_gives_shapes():
+    x = tapelab.randn(4, 3)
+    f = tapelab.compile(chain)
+    f(x, tapelab.randn(3))
+    op = next(n for n in next(iter(f.cache.values())).graph.graph.nodes if "fused" in n.meta).target.op
+    out = tapelab.dispatch.apply(op, tapelab.empty(4, 3, device="meta"), tapelab.empty(3, device="meta"))
+    assert out.shape == (4, 3) and out.device.type == "meta"
