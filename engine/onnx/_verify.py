@@ -81,7 +81,8 @@ def _diffs(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:
         return float("inf"), float("inf")
     if d.size == 0:
         return 0.0, 0.0
-    return float(d.max()), float((d / np.maximum(np.abs(b[both]), 1e-12)).max())
+    big = np.abs(b[both]) > 1e-6                      # relative differences where the value is not ~0
+    return float(d.max()), float((d[big] / np.abs(b[both][big])).max()) if big.any() else 0.0
 
 
 def _arr(t) -> np.ndarray:
