@@ -13,17 +13,23 @@ __all__ = ["Future", "Work", "RequestWork"]
 
 
 class Future:
-    """``torch.futures.Future`` for communication: set once from any thread, ``wait()`` blocks."""
+    """``torch.futures.Future`` for communication: set once from any thread, ``wait()`` blocks.
 
-    def __init__(self) -> None:
+    ``then(fn)`` is lazy: ``fn`` runs on the first thread that waits for the chained future, not
+    on the communication thread that finished this one, so that thread spends no Python time
+    (and no GIL) on the caller's work while backward is computing.
+    """
+
+    def __init__(self, _source: "Future | None" = None, _fn: Callable | None = None) -> None:
         self._done = threading.Event()
         self._value: Any = None
         self._error: BaseException | None = None
         self._callbacks: list[Callable] = []
         self._lock = threading.Lock()
+        self._source, self._fn = _source, _fn
 
     def done(self) -> bool:
-        return self._done.is_set()
+        return self._done.is_set() or (self._source is not None and self._source.done())
 
     def set_result(self, value: Any) -> None:
         self._value = value
@@ -41,15 +47,33 @@ class Future:
             cb(self)
 
     def wait(self) -> Any:
+        if self._source is not None and not self._done.is_set():
+            self._source.wait_quietly()
+            with self._lock:
+                if not self._done.is_set():
+                    try:
+                        self._value = self._fn(self._source)
+                    except BaseException as e:   # the error surfaces here, as from the callback
+                        self._error = e
+                    self._done.set()
         self._done.wait()
         if self._error is not None:
             raise self._error
         return self._value
 
+    def wait_quietly(self) -> None:
+        """Block until done, without raising (the chained callback sees the error)."""
+        try:
+            self.wait()
+        except BaseException:
+            pass
+
     def value(self) -> Any:
         return self.wait()
 
     def add_done_callback(self, callback: Callable[["Future"], None]) -> None:
+        if self._source is not None:    # a chained future is done when it is waited for
+            self.wait_quietly()
         with self._lock:
             if not self._done.is_set():
                 self._callbacks.append(callback)
@@ -57,16 +81,8 @@ class Future:
         callback(self)
 
     def then(self, callback: Callable[["Future"], Any]) -> "Future":
-        """A future of ``callback(self)``, run when this one is done (on the thread that finishes it)."""
-        nxt = Future()
-
-        def chain(fut: Future) -> None:
-            try:
-                nxt.set_result(callback(fut))
-            except BaseException as e:  # the error surfaces at nxt.wait()
-                nxt.set_exception(e)
-        self.add_done_callback(chain)
-        return nxt
+        """A future of ``callback(self)``, computed by the first thread that waits for it."""
+        return Future(self, callback)
 
 
 class Work:
@@ -97,17 +113,11 @@ class Work:
         return True
 
     def get_future(self) -> Future:
-        """A future of the output tensors, done once they hold the results."""
-        out = Future()
-
-        def done(fut: Future) -> None:
-            try:
-                self.wait()
-                out.set_result(self._outputs)
-            except BaseException as e:
-                out.set_exception(e)
-        self._future.add_done_callback(done)
-        return out
+        """A future of the output tensors, done once they hold the results (on the waiting thread)."""
+        def outputs(_):
+            self.wait()
+            return self._outputs
+        return Future(self._future, outputs)
 
     def result(self) -> list:
         self.wait()
