@@ -102,6 +102,24 @@ def test_conv2d_layouts_match_torch_second_order(kwargs, shapes):
     _both(lambda F, x, w: F.conv2d(x, w, **kwargs), *(arr(*s) for s in shapes), create_graph=True)
 
 
+@pytest.mark.parametrize("fn,kwargs,shapes", [
+    ("conv2d", dict(padding=1), [(2, 8, 5, 6), (8, 8, 3, 3)]),            # channels-last GEMM, flipped-kernel gx
+    ("conv2d", dict(padding=1), [(2, 4, 5, 6), (8, 4, 3, 3)]),            # C < O: the flat scatter gx
+    ("conv2d", dict(stride=2, padding=1), [(2, 5, 7, 6), (4, 5, 3, 3)]),  # strided: col2im gx
+    ("conv2d", dict(padding="same", dilation=2), [(2, 6, 7, 6), (6, 6, 2, 3)]),  # asymmetric pads
+    ("conv1d", dict(padding=2, dilation=2), [(2, 6, 9), (6, 6, 3)]),
+    ("conv3d", dict(padding=1), [(1, 4, 4, 5, 3), (4, 4, 3, 3, 2)]),
+    ("conv_transpose2d", dict(padding=1), [(2, 6, 5, 4), (6, 4, 3, 3)]),  # stride 1: a flipped conv
+    ("conv_transpose2d", dict(padding=1, dilation=2, output_padding=1), [(2, 6, 5, 4), (6, 4, 3, 3)]),
+])
+def test_conv_channels_last_paths_match_torch_second_order(fn, kwargs, shapes):
+    """groups == 1 with >= 4 input channels runs one 2-D GEMM over a channels-last im2col; results
+    stay contiguous NCHW like PyTorch's."""
+    _both(lambda F, x, w: getattr(F, fn)(x, w, **kwargs), *(arr(*s) for s in shapes), create_graph=True)
+    y = getattr(LF, fn)(tl.tensor(arr(*shapes[0])), tl.tensor(arr(*shapes[1])), **kwargs)
+    assert y.is_contiguous()
+
+
 def test_conv_transpose_groups_second_order():
     _both(lambda F, x, w: F.conv_transpose2d(x, w, stride=2, padding=1, output_padding=1, groups=2),
           arr(2, 4, 3, 3), arr(4, 3, 3, 3), create_graph=True)

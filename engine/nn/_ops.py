@@ -103,15 +103,67 @@ def _padded_size(size, pads):
 
 
 # ---------------------------------------------------------------- convolution
-# Layouts (measured on the CNN step: 2-3x faster than a channels-last im2col): the forward GEMMs
-# ``w (g, O/g, C/g*K)`` against ``cols (N, g, C/g*K, L)`` so the result is already ``(N, O, L)``; the
-# weight and input gradients use ``(g, C/g*K, N*L)`` so each is one GEMM per group. Both ``cols`` are
-# one copy of the strided window view in an order whose innermost axis is the output's last spatial
-# axis; for a 1x1 stride-1 unpadded kernel numpy's reshape makes no copy at all. Measured and kept
-# as is: one (O, C*K) @ (C*K, N*L) GEMM for the forward (1.1-1.4x slower than the batched one on
-# these shapes, with its output transpose) and the stride-1 input gradient as a convolution with the
-# flipped kernel (slower but for C=O=32). The weight gradient's GEMM is run in the orientation
-# OpenBLAS is faster at; the stride-1 input gradient scatters in the padded input's flat layout.
+# With groups == 1 and C >= _LAST_MIN_C input channels, one 2-D GEMM per pass (measured on the
+# CNN/ResNet 3x3 shapes, 1 thread, loaded machine: the forward 0-10% faster than the batched
+# layout below, the weight gradient the same). im2col is a matrix
+# ``cols (N*L, K*C)``: a row per output position, columns kernel-offset major, channel minor, copied
+# from a channels-last padded input (the pad does the transpose; runs of C floats: 2x faster to
+# gather than the NCHW layout's rows of the output's width). Then
+#   forward      y (N*L, O)    = cols @ wm,        wm = w as (K*C, O)
+#   weight grad  gw (K*C, O)   = cols.T @ gy,      gy as (N*L, O)
+#   input grad   stride 1 and C >= O: the convolution of gy (padded by d(k-1) - p) with the
+#                flipped kernel, the forward above again (1.3x faster at C = O = 32; at C = 16,
+#                O = 32 ``_scatter_flat`` is 5% faster); strided: col2im (``_conv_t_grouped``)
+# The result's and gy's (N, O, L) <-> (N*L, O) transposes are the only extra copies (~3% of the
+# GEMM). Fewer channels (the stem's 1 or 3; its GEMM would be 1-3 wide) or groups > 1: one GEMM
+# per group and sample, ``w (g, O/g, C/g*K)`` against ``cols (N, g, C/g*K, L)``, whose result is
+# already ``(N, O, L)``, and ``(g, C/g*K, N*L)`` for both gradients. Winograd F(2,3) was not tried:
+# its 16 GEMMs have K = C (16-32 here) and the input/output transforms are ~8 numpy passes each.
+_LAST_MIN_C = 4
+
+
+def _wm(xp, w):
+    """``w (O, C, *kernel)`` as the ``(K*C, O)`` matrix of the cols' column order."""
+    nd = w.ndim - 2
+    return w.transpose(tuple(range(2, 2 + nd)) + (1, 0)).reshape(-1, w.shape[0])
+
+
+def _cols_rows(xp, x, kernel, stride, pads, dilation, out=None):
+    """im2col as ``(N*L, K*C)`` from a channels-last copy of the padded input, and the output size
+    (``out`` caps it: a transposed convolution's output padding adds rows no window uses)."""
+    nd = len(kernel)
+    last = (0,) + tuple(range(2, 2 + nd)) + (1,)
+    p = _pad_last(xp, x.transpose(last), pads)                              # (N, *padded, C)
+    eff = tuple(d * (k - 1) + 1 for k, d in zip(kernel, dilation))
+    v = xp.lib.stride_tricks.sliding_window_view(p, eff, axis=tuple(range(1, 1 + nd)))
+    ends = out or (None,) * nd
+    v = v[(slice(None),) + tuple(slice(None, e * s if e else None, s) for s, e in zip(stride, ends))
+          + (slice(None),) + tuple(slice(None, None, d) for d in dilation)]   # (N, *out, C, *kernel)
+    out = v.shape[1:1 + nd]
+    v = v.transpose((0,) + tuple(range(1, 1 + nd)) + tuple(range(2 + nd, 2 + 2 * nd)) + (1 + nd,))
+    return v.reshape(x.shape[0] * math.prod(out), -1), out
+
+
+def _pad_last(xp, xt, pads):
+    """Channels-last ``xt (N, *sp, C)`` zero-padded into a new contiguous buffer (one copy)."""
+    if not any(lo or hi for lo, hi in pads):
+        return xp.ascontiguousarray(xt)
+    res = xp.zeros((xt.shape[0],) + _padded_size(xt.shape[1:-1], pads) + (xt.shape[-1],), xt.dtype)
+    res[(slice(None),) + tuple(slice(lo, lo + n) for (lo, _), n in zip(pads, xt.shape[1:-1]))] = xt
+    return res
+
+
+def _rows(xp, a):
+    """``(N, O, *sp)`` -> ``(N * prod(sp), O)`` (one copy)."""
+    return xp.ascontiguousarray(a.reshape(a.shape[0], a.shape[1], -1).transpose(0, 2, 1)).reshape(-1, a.shape[1])
+
+
+def _unrows(xp, y, n, out):
+    """``(N * L, O)`` -> ``(N, O, *out)`` contiguous, as PyTorch's convolution returns."""
+    o = y.shape[1]
+    return xp.ascontiguousarray(y.reshape(n, -1, o).transpose(0, 2, 1)).reshape((n, o) + tuple(out))
+
+
 def _cols_nkl(xp, x, kernel, stride, pads, dilation):
     """im2col ``(N, C * prod(kernel), L)`` (channel-major, then kernel offset) and the output size."""
     nd = len(kernel)
@@ -139,34 +191,37 @@ def _channels_major(xp, a, groups):
 def _conv_fwd(xp, x, w, *, stride, pads, dilation, groups):
     if x.dtype is BFLOAT16_NP:
         return in_float32(_conv_fwd, xp, x, w, stride=stride, pads=pads, dilation=dilation, groups=groups)
-    cols, out = _cols_nkl(xp, x, w.shape[2:], stride, pads, dilation)
     n, o = x.shape[0], w.shape[0]
+    if groups == 1 and x.shape[1] >= _LAST_MIN_C:
+        cols, out = _cols_rows(xp, x, w.shape[2:], stride, pads, dilation)
+        return _unrows(xp, xp.matmul(cols, _wm(xp, w)), n, out)
+    cols, out = _cols_nkl(xp, x, w.shape[2:], stride, pads, dilation)
     cols = cols.reshape(n, groups, cols.shape[1] // groups, cols.shape[2])
     y = xp.matmul(w.reshape(groups, o // groups, -1), cols)               # (N, g, O/g, L)
     return y.reshape((n, o) + tuple(out))
 
 
 def _conv_t_fwd(xp, y, w, *, stride, pads, dilation, groups, in_size):
+    """The adjoint of convolution in its input (a transposed convolution)."""
     if y.dtype is BFLOAT16_NP:
         return in_float32(_conv_t_fwd, xp, y, w, stride=stride, pads=pads, dilation=dilation, groups=groups,
                           in_size=in_size)
-    """The adjoint of convolution in its input (a transposed convolution)."""
     nd = y.ndim - 2
-    n, o = y.shape[:2]
-    out, kernel = y.shape[2:], w.shape[2:]
-    c = w.shape[1] * groups
-    full = _padded_size(in_size, pads)
-    if groups == 1 and all(s == 1 for s in stride) and all(
-            e + d * (k - 1) <= f for e, d, k, f in zip(out, dilation, kernel, full)):
-        full = _scatter_flat(xp, y, w, dilation, full)
-        return xp.ascontiguousarray(_crop(full, pads, in_size).transpose((1, 0) + tuple(range(2, 2 + nd))))
-    wm = w.reshape(groups, o // groups, -1).transpose(0, 2, 1)            # (g, C/g * K, O/g)
-    cols = xp.matmul(wm, _channels_major(xp, y, groups))                  # (g, C/g * K, N*L)
-    cols = cols.reshape((c,) + tuple(kernel) + (n,) + tuple(out))
-    pieces = ((kk, cols[(slice(None),) + kk]) for kk in itertools.product(*map(range, kernel)))
-    full = _scatter_windows(xp, (c, n) + full, pieces, out, stride, dilation, y.dtype)
-    full = _crop(full, pads, in_size)                                      # (C, N, *in_size)
-    return xp.ascontiguousarray(full.transpose((1, 0) + tuple(range(2, 2 + nd))))
+    kernel = w.shape[2:]
+    reach = tuple(d * (k - 1) for d, k in zip(dilation, kernel))
+    if groups == 1 and all(s == 1 for s in stride):
+        if w.shape[1] >= max(_LAST_MIN_C, w.shape[0]) and all(0 <= lo <= r and 0 <= hi <= r and e + lo + hi - r == i
+                                             for (lo, hi), r, e, i in zip(pads, reach, y.shape[2:], in_size)):
+            # the convolution of y, padded by reach - pad, with the flipped kernel (C, O, *k)
+            flipped = w[(slice(None), slice(None)) + (slice(None, None, -1),) * nd].swapaxes(0, 1)
+            return _conv_fwd(xp, y, flipped, stride=stride, dilation=dilation, groups=1,
+                             pads=tuple((r - lo, r - hi) for (lo, hi), r in zip(pads, reach)))
+        full = _padded_size(in_size, pads)
+        if all(e + r <= f for e, r, f in zip(y.shape[2:], reach, full)):
+            # C < O: that GEMM's C columns run slower than one over the O-channel grid plus k shifts
+            full = _scatter_flat(xp, y, w, dilation, full)
+            return xp.ascontiguousarray(_crop(full, pads, in_size).transpose((1, 0) + tuple(range(2, 2 + nd))))
+    return _conv_t_grouped(xp, y, w, stride, pads, dilation, groups, in_size)
 
 
 def _scatter_flat(xp, y, w, dilation, full):
@@ -189,12 +244,34 @@ def _scatter_flat(xp, y, w, dilation, full):
     return res.reshape((w.shape[1], n) + full)
 
 
+
+def _conv_t_grouped(xp, y, w, stride, pads, dilation, groups, in_size):
+    """Strided (or grouped) transposed convolution: one GEMM per group, then col2im."""
+    nd = y.ndim - 2
+    n, o = y.shape[:2]
+    out, kernel = y.shape[2:], w.shape[2:]
+    c = w.shape[1] * groups
+    wm = w.reshape(groups, o // groups, -1).transpose(0, 2, 1)            # (g, C/g * K, O/g)
+    cols = xp.matmul(wm, _channels_major(xp, y, groups))                  # (g, C/g * K, N*L)
+    cols = cols.reshape((c,) + tuple(kernel) + (n,) + tuple(out))
+    pieces = ((kk, cols[(slice(None),) + kk]) for kk in itertools.product(*map(range, kernel)))
+    full = _scatter_windows(xp, (c, n) + _padded_size(in_size, pads), pieces, out, stride, dilation, y.dtype)
+    full = _crop(full, pads, in_size)                                      # (C, N, *in_size)
+    return xp.ascontiguousarray(full.transpose((1, 0) + tuple(range(2, 2 + nd))))
+
+
 def _conv_w_fwd(xp, x, gy, *, stride, pads, dilation, groups, kernel):
+    """The adjoint of convolution in its weight: correlates input windows with output gradients."""
     if x.dtype is BFLOAT16_NP:
         return in_float32(_conv_w_fwd, xp, x, gy, stride=stride, pads=pads, dilation=dilation, groups=groups,
                           kernel=kernel)
-    """The adjoint of convolution in its weight: correlates input windows with output gradients."""
     o = gy.shape[1]
+    if groups == 1 and x.shape[1] >= _LAST_MIN_C:
+        nd = len(kernel)
+        cols, _ = _cols_rows(xp, x, kernel, stride, pads, dilation, gy.shape[2:])
+        gw = xp.matmul(cols.T, _rows(xp, gy))                              # (K*C, O)
+        gw = gw.reshape(tuple(kernel) + (x.shape[1], o))
+        return xp.ascontiguousarray(gw.transpose((nd + 1, nd) + tuple(range(nd))))
     cols, _ = _cols_knl(xp, x, kernel, stride, pads, dilation)            # (C*K, N*L)
     cols = cols.reshape(groups, cols.shape[0] // groups, cols.shape[1])
     gm = _channels_major(xp, gy, groups)                                   # (g, O/g, N*L)
@@ -214,14 +291,22 @@ def _conv_vjp(g, out, x, w, **p):
 
 
 def _conv_t_vjp(g, out, y, w, *, in_size, **p):
-    gy = apply(_conv, g, w, **p) if y.requires_grad else None
+    gy = _fit(apply(_conv, g, w, **p), y) if y.requires_grad else None
     gw = apply(_conv_w, g, y, kernel=tuple(w.shape[2:]), **p) if w.requires_grad else None
     return gy, gw
 
 
+def _fit(t, like):
+    """A convolution over a transposed convolution's output: with output padding (stride 1 with
+    dilation) the windows starting in the extra rows belong to no input position."""
+    if t.shape == like.shape:
+        return t
+    return t[(slice(None), slice(None)) + tuple(slice(0, n) for n in like.shape[2:])]
+
+
 def _conv_w_vjp(g, out, x, gy, *, kernel, **p):
     gx = apply(_conv_t, gy, g, in_size=tuple(x.shape[2:]), **p) if x.requires_grad else None
-    ggy = apply(_conv, x, g, **p) if gy.requires_grad else None
+    ggy = _fit(apply(_conv, x, g, **p), gy) if gy.requires_grad else None
     return gx, ggy
 
 
