@@ -1,7 +1,7 @@
 """The kernel side of tapelab in Jupyter: ``%load_ext tapelab.kernel``.
 
-Loading registers the ``%tape``/``%%tape``, ``%%profile`` and ``%debug_backward`` magics, rich display of tensors and ``grad_fn``
-nodes, and the comm bridge that streams live tapes to the JupyterLab side panel. The
+Loading registers the ``%tape``/``%%tape``, ``%%profile``, ``%debug_backward`` and ``%%distributed``
+magics, rich display of tensors and ``grad_fn`` nodes, and the comm bridge that streams live tapes to the JupyterLab side panel. The
 "Python 3 (tapelab)" kernelspec (``python -m tapelab.kernel install``) loads it by itself.
 """
 from __future__ import annotations
@@ -32,6 +32,8 @@ def load_ipython_extension(ip) -> None:
     ip.register_magics(ProfileMagics(ip, b, b.profiles))
     from .debugging import DebugMagics
     ip.register_magics(DebugMagics(ip))   # %debug_backward
+    from .distributed import DistributedMagics
+    ip.register_magics(DistributedMagics(ip))   # %%distributed -n N: the cell on N MPI ranks
     display.register(ip)
     _state["bridge"] = b
     from . import fx_stream

@@ -1,0 +1,148 @@
+"""``%%distributed -n 4 [--timeout S]``: run a cell on N ranks of ipyparallel MPI engines.
+
+The first such cell starts the engines under the environment's ``mpiexec`` (the engines are MPI
+ranks, with ``RANK``/``WORLD_SIZE``/``LOCAL_RANK``/``MASTER_ADDR``/``MASTER_PORT`` set, so the cell
+calls ``init_process_group`` as a script would); later cells with the same N reuse them. Each
+rank's output is shown as it comes, prefixed ``[rank r]``. A rank that raises (while the others
+may sit in a collective, which would make ipyparallel wait for ever), or a cell still running at
+the timeout, stops the engines and raises :class:`DistributedCellError` naming the rank and its
+traceback. Needs the ``mpi`` extra (ipyparallel, mpi4py, mpich).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shlex
+import sys
+import time
+from typing import Callable
+
+from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
+
+__all__ = ["DistributedCellError", "RankCluster", "DistributedMagics"]
+
+
+class DistributedCellError(RuntimeError):
+    """A rank of a ``%%distributed`` cell failed or the cell ran past its timeout."""
+
+
+class RankCluster:
+    """N ipyparallel engines started as MPI ranks; ``run(code)`` runs code on all of them."""
+
+    def __init__(self, n: int, master_port: int = 29500) -> None:
+        self.n, self.master_port = n, master_port
+        self.cluster = self.client = None
+        self.ranks: dict[int, int] = {}     # engine id -> MPI rank
+
+    def start(self) -> "RankCluster":
+        import ipyparallel as ipp
+        from tapelab.distributed.run import mpiexec
+        self.cluster = ipp.Cluster(engines="mpi", n=self.n, log_level=40)
+        self.cluster.config.MPILauncher.mpi_cmd = [mpiexec()]     # the environment's MPICH, not one on PATH
+        self.client = self.cluster.start_and_connect_sync()
+        self.client.wait_for_engines(self.n, timeout=120)
+        view = self.client[:]
+        got = view.apply_sync(_mpi_rank)
+        self.ranks = dict(zip(self.client.ids, got))
+        for eid, rank in self.ranks.items():
+            self.client[eid].apply_sync(_set_env, {"RANK": str(rank), "LOCAL_RANK": str(rank),
+                                                   "WORLD_SIZE": str(self.n), "LOCAL_WORLD_SIZE": str(self.n),
+                                                   "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(self.master_port)})
+        return self
+
+    def run(self, code: str, timeout: float = 300.0, write: Callable[[str], None] = sys.stdout.write) -> dict:
+        """Run ``code`` on every rank, streaming ``[rank r]`` output through ``write``; returns
+        {rank: "ok"}. A failing rank or the timeout stops the engines and raises DistributedCellError."""
+        import ipyparallel as ipp
+        jobs = {self.ranks[eid]: self.client[eid].execute(code, block=False, silent=False)
+                for eid in self.client.ids}
+        shown = {r: 0 for r in jobs}
+        deadline = time.monotonic() + timeout
+        while True:
+            for r in sorted(jobs):
+                text = jobs[r].stdout + jobs[r].stderr if isinstance(jobs[r].stdout, str) else ""
+                if len(text) > shown[r]:
+                    for line in text[shown[r]:].splitlines(keepends=True):
+                        write(f"[rank {r}] {line}")
+                    shown[r] = len(text)
+            failed = [r for r in sorted(jobs) if jobs[r].ready() and not jobs[r].successful()]
+            if failed:
+                r = failed[0]
+                try:
+                    jobs[r].get(0)
+                    why = "an unknown error"
+                except ipp.RemoteError as e:
+                    why = _ANSI.sub("", "".join(line + "\n" for line in e.render_traceback()))
+                except Exception as e:   # the engine died: ipyparallel reports it as its own error
+                    why = f"{type(e).__name__}: {e}"
+                self.stop()
+                raise DistributedCellError(f"rank {r} of {self.n} failed (the engines were stopped):\n{why}")
+            if all(j.ready() for j in jobs.values()):
+                return {r: "ok" for r in jobs}
+            if time.monotonic() > deadline:
+                waiting = [r for r in sorted(jobs) if not jobs[r].ready()]
+                self.stop()
+                raise DistributedCellError(f"the cell did not finish within {timeout:g} s on ranks {waiting} "
+                                           "(the engines were stopped)")
+            time.sleep(0.05)
+
+    def stop(self) -> None:
+        if self.cluster is not None:
+            try:
+                self.cluster.stop_cluster_sync()
+            finally:
+                self.cluster = self.client = None
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")   # the engines' tracebacks come colored
+
+
+def _mpi_rank() -> int:
+    from mpi4py import MPI
+    return MPI.COMM_WORLD.Get_rank()
+
+
+def _set_env(values: dict) -> None:
+    os.environ.update(values)
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="%%distributed", add_help=False)
+    p.add_argument("-n", type=int, default=2)
+    p.add_argument("--timeout", type=float, default=300.0)
+    return p
+
+
+@magics_class
+class DistributedMagics(Magics):
+    """``%%distributed -n N [--timeout S]`` and ``%distributed_stop``."""
+
+    cluster: RankCluster | None = None
+
+    @cell_magic
+    def distributed(self, line: str, cell: str):
+        """Run the cell on N MPI ranks (ipyparallel engines); a failing rank raises DistributedCellError."""
+        try:
+            args = _parser().parse_args(shlex.split(line))
+        except SystemExit:
+            print("usage: %%distributed [-n N] [--timeout SECONDS]")
+            return None
+        if self.cluster is not None and (self.cluster.n != args.n or self.cluster.cluster is None):
+            self.cluster.stop()
+            self.cluster = None
+        if self.cluster is None:
+            self.cluster = RankCluster(args.n).start()
+        try:
+            self.cluster.run(cell, args.timeout, write=sys.stdout.write)
+        except DistributedCellError:
+            self.cluster = None
+            raise
+        return None
+
+    @line_magic
+    def distributed_stop(self, line: str = ""):
+        """Stop the engines of ``%%distributed``."""
+        if self.cluster is not None:
+            self.cluster.stop()
+            self.cluster = None
