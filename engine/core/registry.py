@@ -45,8 +45,11 @@ class Op:
             takes ``out=`` (``"matmul"``), for capture's replay; ``ufunc`` implies it.
         data_dependent: the output's shape depends on input values (``nonzero``): a short
             description for the error a captured graph gives.
-        onnx: the ONNX lowering; cost: ``cost(input_shapes, output_shape) -> int``, the FLOP
-            count the profiler reports (both optional).
+        onnx: the ONNX lowering ``tapelab.onnx`` exports the op with: an ONNX op name when the op
+            is that one node on the same inputs (``"Exp"``), else ``onnx(g, *inputs, **params)``
+            writing nodes through the exporter's emitter ``g`` (``engine/onnx/_emitter.py``).
+        cost: ``cost(input_shapes, output_shape) -> int``, the FLOP count the profiler reports
+            (both optional).
         aliases: the other public names (``tapelab.<name>`` functions, Tensor methods) whose
             call is this op: PyTorch's aliases (``arcsin``) and front ends that check or
             canonicalise their arguments, then apply this op (``mm``, ``transpose``). The
