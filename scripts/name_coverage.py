@@ -56,8 +56,8 @@ VENDOR = ("Vendor kernel entry points (cuDNN, MIOpen, oneDNN/MKLDNN, the CUDA ke
 STORAGES = ("Storage classes (typed and untyped): a tapelab tensor owns a numpy/cupy array and exposes no separate "
             "storage object (PyTorch itself deprecates TypedStorage); checkpoints are read and written without them.")
 SYMBOLIC = ("Symbolic shapes and export for torch.compile/torch.export: SymInt/SymFloat/SymBool and the sym_* helpers "
-            "exist for tracing with unknown sizes; tapelab's shapes are always concrete (`torch.compile` runs the "
-            "model eagerly here, which gives the same values).")
+            "exist for tracing with unknown sizes; tapelab's shapes are always concrete (`torch.compile` specialises "
+            "each call to its shapes under guards and recompiles for a new one).")
 COMPLEX = ("Complex numbers: tapelab has no complex dtypes yet, so the complex dtypes, their constructors and views, "
            "and the FFT-based transforms (fft, stft, istft) are left out; conj/real/imag/angle/is_complex behave as "
            "PyTorch's do on real tensors.")
