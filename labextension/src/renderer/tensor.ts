@@ -13,6 +13,8 @@ export interface TensorData {
   grad: Summary | null;
   hist: { edges: number[]; counts: number[] } | null;
   heatmap: { rows: number; cols: number; values: number[]; min: number; max: number } | null;
+  /** A batch of images (N, 1 or 3, H, W) tiled into one RGB picture (rows * cols triples, 0..255). */
+  images?: { rows: number; cols: number; count: number; pixels: number[] } | null;
 }
 
 export function renderTensor(t: TensorData): HTMLDivElement {
@@ -74,6 +76,26 @@ export function renderTensor(t: TensorData): HTMLDivElement {
         // diverging blue-white-red; NaN/Inf in green
         const [r, g, b] = Number.isNaN(f) ? [34, 197, 94] : f < 0.5 ? [255 * f * 2, 255 * f * 2, 255] : [255, 255 * (1 - f) * 2, 255 * (1 - f) * 2];
         img.data.set([r, g, b, 255], i * 4);
+      }
+      ctx.putImageData(img, 0, 0);
+    }
+    root.appendChild(c);
+  }
+  if (t.images) {
+    const { rows, cols, pixels } = t.images;
+    const c = document.createElement('canvas');
+    c.className = 'tapelab-images';
+    c.width = cols;
+    c.height = rows;
+    const scale = Math.max(1, Math.floor(160 / Math.max(rows, cols)));
+    c.style.width = `${cols * scale}px`;
+    c.style.height = `${rows * scale}px`;
+    c.style.imageRendering = 'pixelated';
+    const ctx = c.getContext('2d');
+    if (ctx) {
+      const img = ctx.createImageData(cols, rows);
+      for (let i = 0; i < rows * cols; i++) {
+        img.data.set([pixels[3 * i], pixels[3 * i + 1], pixels[3 * i + 2], 255], i * 4);
       }
       ctx.putImageData(img, 0, 0);
     }
