@@ -479,17 +479,25 @@ def qr(A: Tensor, mode: str = "reduced") -> QRResult:
     return QRResult(*_qr_unpack(out, *A._data.shape[-2:], mode))
 
 
-def _solve_triangular_fwd(xp, a, b, *, upper):
-    """``A^-1 B`` for triangular ``A`` (only its ``upper`` or lower triangle is read)."""
+def _solve_triangular_fwd(xp, a, b, *, upper, unit=False):
+    """``A^-1 B`` for triangular ``A`` (only its ``upper`` or lower triangle is read; its diagonal
+    taken as ones when ``unit``). A zero on the diagonal gives inf/nan, as LAPACK's trtrs."""
     if not has_data(xp):      # meta: the shape alone (a solve of the placeholder values would be singular)
         return xp.empty(b.shape, b.dtype)
-    return xp.linalg.solve(xp.triu(a) if upper else xp.tril(a), b)
+    tri = xp.triu(a, 1 if unit else 0) if upper else xp.tril(a, -1 if unit else 0)
+    if unit:
+        tri = tri + xp.eye(a.shape[-1], dtype=a.dtype)
+    try:
+        return xp.linalg.solve(tri, b)
+    except Exception:         # numpy's LinAlgError on an exactly singular triangle
+        return xp.full(b.shape, xp.nan, b.dtype)
 
 
-def _solve_triangular_vjp(g, out, a, b, *, upper):
-    gb = apply(_solve_triangular, a.mT, g, upper=not upper)
+def _solve_triangular_vjp(g, out, a, b, *, upper, unit=False):
+    gb = apply(_solve_triangular, a.mT, g, upper=not upper, unit=unit)
     ga = -(gb @ out.mT)
-    return (ga.triu() if upper else ga.tril()) if a.requires_grad else None, gb
+    keep = (1 if unit else 0) if upper else (-1 if unit else 0)
+    return (ga.triu(keep) if upper else ga.tril(keep)) if a.requires_grad else None, gb
 
 
 # the triangular solve of qr's backward (torch.linalg.solve_triangular with left=True)

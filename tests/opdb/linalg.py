@@ -1,9 +1,12 @@
 """OpInfos for matrix products, contractions and diagonals."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .core import ErrorInput, OpInfo, Sample, arr
+from .elementwise import values
 
 
 def _err(args, match, kwargs=None, exc=RuntimeError):
@@ -42,6 +45,122 @@ EINSUM = [
     ("attention", "bhqd,bhkd->bhqk", (arr(2, 2, 3, 4), arr(2, 2, 5, 4))),
     ("zero_d", ",ij->ij", (arr(), arr(2, 3))),
     ("spaces", "i j , j k", (arr(3, 4), arr(4, 2))),
+]
+
+def _sq(*batch, n=3):
+    """Well-conditioned square matrices (the identity plus a small random part)."""
+    return arr(*batch, n, n) / 2 + 2 * np.eye(n)
+
+
+def _svd_invariant(m, a):
+    """What the SVD fixes whatever the signs LAPACK picks for each singular pair: U Vh, S and U S U^T."""
+    U, S, Vh = m.linalg.svd(a, full_matrices=False)
+    return U @ Vh, S, (U * S.unsqueeze(-2)) @ U.mT
+
+
+def _eigh_invariant(m, a, **kw):
+    L, V = m.linalg.eigh(_sym(a), **kw)
+    return L, (V * L.unsqueeze(-2)) @ V.mT, V.abs()
+
+
+_SINGULAR = np.array([[1.0, 2.0], [2.0, 4.0]])
+_NOT_PD = np.array([[1.0, 2.0], [2.0, 1.0]])
+
+# tapelab.linalg (engine/linalg.py, engine/ops/linalg_decomp.py); tests/test_linalg_errors.py has the rest
+LINALG = [
+    OpInfo("linalg_det", lambda m, a: m.linalg.det(a),
+           lambda: [Sample((_sq(),)), Sample((_sq(2),), name="batched"), Sample((_sq(n=1),), name="one"),
+                    Sample((_sq(n=4),), noncontig=True, name="noncontig")],
+           errors=lambda: [_err((arr(2, 3),), "A must be batches of square matrices, but they are 2 by 3"),
+                           _err((arr(3),), "at least 2 dimensions")]),
+    OpInfo("linalg_slogdet", lambda m, a: m.linalg.slogdet(a).logabsdet,
+           lambda: [Sample((_sq(),)), Sample((-_sq(2),), name="negative")]),
+    values("linalg_slogdet_sign", lambda m, a: tuple(m.linalg.slogdet(a)),
+           lambda: [Sample((-_sq(2),)), Sample((_SINGULAR,), name="singular")]),
+    OpInfo("logdet", lambda m, a: m.logdet(a), lambda: [Sample((_sq(),))]),
+    OpInfo("linalg_inv", lambda m, a: m.linalg.inv(a), lambda: [Sample((_sq(),)), Sample((_sq(2, 1),), name="batched")],
+           errors=lambda: [_err((_SINGULAR,), "linalg.inv: The diagonal element 2 is zero, the inversion could not "
+                                              "be completed because the input matrix is singular", exc=RuntimeError),
+                           _err((np.arange(4).reshape(2, 2),), "Expected a floating point")]),
+    OpInfo("linalg_solve", lambda m, a, b, **kw: m.linalg.solve(a, b, **kw),
+           lambda: [Sample((_sq(), arr(3, 2))), Sample((_sq(2), arr(2, 3)), name="vector"),
+                    Sample((_sq(2), arr(3, 2)), name="bcast_b"), Sample((_sq(), arr(2, 3)), {"left": False}, name="right")],
+           errors=lambda: [_err((_SINGULAR, arr(2, 1)), "The solver failed because the input matrix is singular"),
+                           _err((_sq(), arr(4, 1)), r"Incompatible shapes of A and B for the equation AX = B \(3x3 and 4x1\)")]),
+    OpInfo("linalg_solve_triangular", lambda m, a, b, **kw: m.linalg.solve_triangular(a, b, **kw),
+           lambda: [Sample((_sq(), arr(3, 2)), {"upper": True}), Sample((_sq(2), arr(2, 3, 2)), {"upper": False}, name="lower"),
+                    Sample((_sq(), arr(2, 3)), {"upper": True, "left": False}, name="right"),
+                    Sample((_sq(), arr(3, 2)), {"upper": False, "unitriangular": True}, name="unit")]),
+    OpInfo("linalg_lu_factor", lambda m, a: tuple(m.linalg.lu_factor(a)),
+           lambda: [Sample((arr(3, 3),)), Sample((arr(2, 4, 4),), name="batched")], grad_atol=1e-3,
+           errors=lambda: [_err((_SINGULAR,), r"U\[2,2\] is zero and using it on lu_solve")]),
+    values("linalg_lu_p", lambda m, a: m.linalg.lu(a).P, lambda: [Sample((arr(2, 4, 4),)), Sample((arr(3, 5),))]),
+    OpInfo("linalg_lu", lambda m, a: tuple(m.linalg.lu(a))[1:],
+           lambda: [Sample((arr(3, 3),)), Sample((arr(3, 5),), name="wide"), Sample((arr(5, 3),), name="tall"),
+                    Sample((arr(2, 3, 3),), name="batched")], grad_atol=1e-3),
+    OpInfo("linalg_lu_solve", lambda m, a, b, **kw: m.linalg.lu_solve(*m.linalg.lu_factor(a), b, **kw),
+           lambda: [Sample((_sq(), arr(3, 2))), Sample((_sq(), arr(3, 2)), {"adjoint": True}, name="adjoint"),
+                    Sample((_sq(), arr(2, 3)), {"left": False}, name="right")]),
+    OpInfo("lu_unpack", lambda m, a: tuple(m.lu_unpack(*m.linalg.lu_factor(a)))[1:], lambda: [Sample((arr(2, 3, 3),))],
+           grad_atol=1e-3),
+    OpInfo("linalg_cholesky_ex", lambda m, a: tuple(m.linalg.cholesky_ex(_sym(a))),
+           lambda: [Sample((_spd(3),)), Sample((_spd(2, 3),), name="batched")], grad_atol=1e-3),
+    values("linalg_cholesky_ex_info", lambda m, a: tuple(m.linalg.cholesky_ex(a)),
+           lambda: [Sample((_NOT_PD,)), Sample((np.stack([_spd(2) * 2, -_spd(2) * 2]),), name="batched")]),
+    values("linalg_ex_info", lambda m, a: (m.linalg.inv_ex(a).info, m.linalg.solve_ex(a, a).info,
+                                           m.linalg.lu_factor_ex(a).info, m.linalg.lu_factor_ex(a).pivots),
+           lambda: [Sample((_SINGULAR,)), Sample((np.stack([np.eye(2), _SINGULAR]),), name="batched")]),
+    OpInfo("cholesky_solve", lambda m, b, a, **kw: m.cholesky_solve(b, m.linalg.cholesky(_sym(a)), **kw),
+           lambda: [Sample((arr(3, 2), _spd(3))), Sample((arr(3, 2), _spd(3)), {"upper": False}, name="lower")],
+           grad_atol=1e-3),
+    OpInfo("cholesky_inverse", lambda m, a: m.cholesky_inverse(m.linalg.cholesky(_sym(a))), lambda: [Sample((_spd(3),))],
+           grad_atol=1e-3),
+    OpInfo("linalg_eigh", _eigh_invariant,
+           lambda: [Sample((arr(4, 4),)), Sample((arr(2, 3, 3),), name="batched"),
+                    Sample((arr(3, 3),), {"UPLO": "U"}, name="upper")], grad_atol=1e-3, atol=1e-4),
+    OpInfo("linalg_eigvalsh", lambda m, a: m.linalg.eigvalsh(_sym(a)), lambda: [Sample((arr(2, 4, 4),))]),
+    OpInfo("linalg_svd", _svd_invariant,
+           lambda: [Sample((arr(4, 3),), name="tall"), Sample((arr(3, 5),), name="wide"),
+                    Sample((arr(2, 3, 3),), name="batched")], grad_atol=1e-3, atol=1e-4),
+    OpInfo("linalg_svdvals", lambda m, a: m.linalg.svdvals(a), lambda: [Sample((arr(4, 3),)), Sample((arr(2, 3, 5),))]),
+    OpInfo("linalg_pinv", lambda m, a: m.linalg.pinv(a), lambda: [Sample((arr(4, 3),)), Sample((arr(3, 5),), name="wide")],
+           grad_atol=1e-3),
+    OpInfo("linalg_lstsq", lambda m, a, b: m.linalg.lstsq(a, b).solution,
+           lambda: [Sample((arr(5, 3), arr(5, 2))), Sample((arr(2, 4, 3), arr(2, 4, 1)), name="batched")],
+           grad_atol=1e-3),
+    values("linalg_matrix_rank", lambda m, a: (m.linalg.matrix_rank(a), m.linalg.lstsq(a, a).rank),
+           lambda: [Sample((arr(4, 3),)), Sample((np.ones((3, 3)),), name="rank_one")], dtypes=("float64",)),
+    *[OpInfo(f"linalg_matrix_norm_{o}", lambda m, a, o=o: m.linalg.matrix_norm(a, o),
+             lambda: [Sample((arr(2, 3, 4),))], grad_atol=1e-3)
+      for o in ("fro", "nuc", 2, -2, 1, -1, math.inf, -math.inf)],
+    OpInfo("linalg_norm", lambda m, a, **kw: m.linalg.norm(a, **kw),
+           lambda: [Sample((arr(3, 4),)), Sample((arr(3, 4),), {"ord": 1}, name="ord1"),
+                    Sample((arr(2, 3, 4),), {"ord": 3, "dim": 2}, name="vector"),
+                    Sample((arr(2, 3, 4),), {"ord": "nuc", "dim": (0, 2)}, name="nuc_dims")], grad_atol=1e-3),
+    OpInfo("linalg_cond", lambda m, a: m.linalg.cond(a), lambda: [Sample((_sq(),))], grad_atol=1e-3),
+    OpInfo("linalg_matrix_power", lambda m, a, k: m.linalg.matrix_power(a, k),
+           lambda: [Sample((_sq(), 3)), Sample((_sq(2), -2), name="negative"), Sample((_sq(), 1), name="one")]),
+    OpInfo("linalg_matrix_exp", lambda m, a: m.linalg.matrix_exp(a),
+           lambda: [Sample((arr(3, 3),)), Sample((arr(2, 3, 3) * 3,), name="scaled")], grad_atol=1e-3),
+    OpInfo("linalg_multi_dot", lambda m, a, b, c: m.linalg.multi_dot([a, b, c]),
+           lambda: [Sample((arr(3), arr(3, 4), arr(4, 2))), Sample((arr(2, 3), arr(3, 4), arr(4)), name="vec_last")]),
+    OpInfo("linalg_cross", lambda m, a, b: m.linalg.cross(a, b),
+           lambda: [Sample((arr(2, 3), arr(1, 3)))],
+           errors=lambda: [_err((arr(2), arr(2)), "inputs dimension -1 must have length 3")]),
+    OpInfo("linalg_vecdot", lambda m, a, b: m.linalg.vecdot(a, b), lambda: [Sample((arr(2, 3), arr(3)))]),
+    OpInfo("linalg_diagonal", lambda m, a: m.linalg.diagonal(a, offset=1), lambda: [Sample((arr(2, 3, 4),))]),
+    OpInfo("linalg_vander", lambda m, a: m.linalg.vander(a, N=4), lambda: [Sample((arr(2, 3),))]),
+    OpInfo("linalg_householder_product", lambda m, a, t: m.linalg.householder_product(a, t),
+           lambda: [Sample((arr(4, 3), arr(3))), Sample((arr(2, 3, 3), arr(2, 2)), name="batched")]),
+    OpInfo("linalg_tensorinv", lambda m, a: m.linalg.tensorinv(a, ind=2), lambda: [Sample((_sq(n=6).reshape(2, 3, 6),))]),
+    OpInfo("linalg_tensorsolve", lambda m, a, b: m.linalg.tensorsolve(a, b),
+           lambda: [Sample((_sq(n=6).reshape(2, 3, 6), arr(2, 3)))]),
+    values("linalg_ldl", lambda m, a, b: (*m.linalg.ldl_factor(_sym(a)), m.linalg.ldl_solve(*m.linalg.ldl_factor(_sym(a)), b)),
+           lambda: [Sample((arr(4, 4), arr(4, 2))), Sample((_spd(2, 3), arr(2, 3, 1)), name="batched")]),
+    OpInfo("torch_svd", lambda m, a: (lambda u, s, v: (u @ v.mT, s))(*m.svd(a)), lambda: [Sample((arr(4, 3),))],
+           grad_atol=1e-3),
+    OpInfo("triangular_solve", lambda m, b, a: tuple(m.triangular_solve(b, a)), lambda: [Sample((arr(3, 2), _sq()))]),
+    OpInfo("pinverse", lambda m, a: m.pinverse(a), lambda: [Sample((arr(4, 3),))], grad_atol=1e-3),
 ]
 
 OPS = [
@@ -157,4 +276,5 @@ OPS = [
            lambda: [Sample((arr(5, 3),), {"mode": "r"}, name="r"), Sample((arr(3, 5),), {"mode": "r"}, name="r_wide"),
                     Sample((arr(5, 3),), {"mode": "complete"}, name="complete_tall")],
            grad=False),
+    *LINALG,
 ]

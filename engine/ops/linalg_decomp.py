@@ -1,0 +1,274 @@
+"""The matrix factorisations behind ``tapelab.linalg``: LU, symmetric eigendecomposition, SVD,
+LDL^T and the Cholesky factor with its ``info``, each one declared op.
+
+An op has one differentiable output, so a factorisation with several (eigenvalues and
+eigenvectors; U, S and Vh) returns them packed into one array, which the front end in
+engine/linalg.py takes apart into views; the backward receives the packed gradient the same way.
+The backwards are PyTorch's formulas (linalg_lu_backward, linalg_eig_backward, svd_backward)
+written in Tensor ops, so they differentiate again. LAPACK runs on the host through SciPy for the
+routines numpy/cupy do not expose (getrf, potrf, sytrf/sytrs) and on the array's device otherwise.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..base import backend as _backend
+from ..base.meta import has_data
+from ..core.creation import eye
+from ..core.dispatch import apply
+from ..core.registry import NONE, Op
+from .linalg import _solve_triangular
+from .movement import narrow
+
+__all__: list = []
+
+
+def _lapack(name: str, a: np.ndarray):
+    import scipy.linalg.lapack as lapack
+    return lapack.get_lapack_funcs(name, (a,))
+
+
+def _per_matrix(xp, a, fn, *outs):
+    """Run ``fn(matrix) -> tuple`` on each matrix of the host copy of ``a``; stack the results."""
+    host = _backend.asnumpy(xp, a)
+    *batch, m, n = host.shape
+    flat = host.reshape((-1, m, n))
+    results = [fn(np.array(flat[i], order="F")) for i in range(flat.shape[0])]
+    stacked = []
+    for j, (shape, dtype) in enumerate(outs):
+        arr = np.stack([r[j] for r in results]) if results else np.zeros((0, *shape), dtype)
+        stacked.append(_backend.host(xp, np.array(arr.reshape((*batch, *shape)), dtype=dtype, order="C")))
+    return tuple(stacked)
+
+
+# ---------------------------------------------------------------- LU
+def _lu_fwd(xp, a):
+    """LU (L strictly below the diagonal, U on and above) with LAPACK's 1-based pivots appended
+    as row m (as floats: the op's one differentiable output carries them to the backward), and info."""
+    *batch, m, n = a.shape
+    k = min(m, n)
+    if not has_data(xp):
+        return xp.empty((*batch, m + 1, n), a.dtype), xp.empty(tuple(batch), np.int32)
+
+    def one(mat):
+        piv_row = np.zeros((1, n), mat.dtype)
+        if mat.size == 0:
+            return np.concatenate([mat, piv_row]), 0
+        lu, piv, info = _lapack("getrf", mat)(mat)
+        piv_row[0, :k] = piv[:k] + 1
+        return np.concatenate([lu, piv_row]), max(info, 0)
+    return _per_matrix(xp, a, one, ((m + 1, n), a.dtype), ((), np.int32))
+
+
+def permutation(pivots, m: int, dtype, device):
+    """P (m x m) with A = P L U from LAPACK's 1-based sequential row swaps ``pivots``."""
+    if device.type == "meta":
+        return eye(m, dtype=dtype, device=device).expand(*pivots.shape[:-1], m, m)
+    piv = pivots.detach().cpu().numpy().astype(np.int64)
+    batch = piv.shape[:-1]
+    flat = piv.reshape((-1, piv.shape[-1]))
+    mats = np.zeros((flat.shape[0], m, m))
+    for b in range(flat.shape[0]):
+        perm = np.arange(m)
+        for i, p in enumerate(flat[b]):
+            perm[[i, p - 1]] = perm[[p - 1, i]]
+        mats[b, perm, np.arange(m)] = 1.0
+    from ..core.creation import tensor
+    return tensor(mats.reshape((*batch, m, m)), dtype=dtype, device=device)
+
+
+def _lu_vjp(g, out, a):
+    """PyTorch's linalg_lu_backward for the packed LU (L strictly below the diagonal, unit
+    diagonal implied; U on and above): square A = P L U gives
+    gA = P L^-H (tril(L^H gL, -1) + triu(gU U^H)) U^-H; wide and tall A split off the square block."""
+    m, n = a.shape[-2:]
+    k = min(m, n)
+    lu, g = out[..., :m, :], g[..., :m, :]
+    P = permutation(out[..., m, :k], m, a.dtype, a.device)
+    L = lu[..., :, :k].tril(-1) + eye(m, k, dtype=a.dtype, device=a.device)
+    U = lu[..., :k, :].triu()
+    gL, gU = g[..., :, :k].tril(-1), g[..., :k, :].triu()
+    if m == n:
+        return (P @ _lu_square_grad(L, U, L.mT @ gL, gU @ U.mT),)
+    from .movement import cat
+    if m < n:   # A = P L [U1 | U2]: U2 = L^-1 P^T A2 also moves with L
+        U1, U2, gU1, gU2 = U[..., :, :m], U[..., :, m:], gU[..., :, :m], gU[..., :, m:]
+        gA1 = _lu_square_grad(L, U1, L.mT @ gL - gU2 @ U2.mT, gU1 @ U1.mT)
+        gA2 = apply(_solve_triangular, L.mT, gU2, upper=True, unit=True)
+        return (P @ cat([gA1, gA2], -1),)
+    # m > n: A = P [L1; L2] U: L2 = A2 U^-1 also moves with U
+    L1, L2, gL1, gL2 = L[..., :n, :], L[..., n:, :], gL[..., :n, :], gL[..., n:, :]
+    gA1 = _lu_square_grad(L1, U, L1.mT @ gL1, gU @ U.mT - L2.mT @ gL2)
+    gA2 = apply(_solve_triangular, U, gL2.mT, upper=True).mT
+    return (P @ cat([gA1, gA2], -2),)
+
+
+def _lu_square_grad(L, U, lower, upper):
+    """L^-H (tril(lower, -1) + triu(upper)) U^-H, by two triangular solves."""
+    phi = lower.tril(-1) + upper.triu()
+    x = apply(_solve_triangular, L.mT, phi, upper=True, unit=True)          # L^-H phi
+    return apply(_solve_triangular, U, x.mT, upper=True).mT                  # (...) U^-H
+
+
+lu_factor_op = Op("linalg_lu_factor_ex", _lu_fwd, _lu_vjp, n_extra=1, saves=NONE, save_output=True)
+
+
+# ---------------------------------------------------------------- symmetric eigendecomposition
+def _eigh_fwd(xp, a, *, upper):
+    """Eigenvectors V (n x n) with the eigenvalues appended as row n: one (n+1) x n array."""
+    *batch, n, _ = a.shape
+    if not has_data(xp) or a.size == 0:
+        return xp.zeros((*batch, n + 1, n), a.dtype) if has_data(xp) else xp.empty((*batch, n + 1, n), a.dtype)
+    w, v = xp.linalg.eigh(a, UPLO="U" if upper else "L")
+    return xp.concatenate([v, w[..., None, :]], axis=-2).astype(a.dtype, copy=False)
+
+
+def _eigh_vjp(g, out, a, *, upper):
+    """PyTorch's linalg_eig_backward for Hermitian input: gA = V (diag(gL) + (V^H gV) / E) V^H with
+    E_ij = L_j - L_i off the diagonal. Repeated eigenvalues divide by zero, giving inf/nan as in
+    PyTorch (whose docs call the gradient then ill-defined); a gradient through the eigenvalues alone
+    (eigvalsh) is V diag(gL) V^H, finite whatever the spectrum."""
+    n = a.shape[-1]
+    V, L = narrow(out, -2, 0, n), narrow(out, -2, n, 1)
+    gV, gL = narrow(g, -2, 0, n), narrow(g, -2, n, 1)
+    eye_n = eye(n, dtype=a.dtype, device=a.device)
+    inner = gL * eye_n
+    if _nonzero(gV):
+        E = L - L.mT + eye_n          # E_ij = L_j - L_i, ones on the diagonal
+        inner = inner + (V.mT @ gV) / E * (1 - eye_n)
+    gA = V @ inner @ V.mT
+    # the factorisation reads one triangle: PyTorch returns the gradient as is (not projected)
+    return (gA,)
+
+
+def _nonzero(t) -> bool:
+    """Whether a gradient part carries anything (a packed output's unused parts get zeros)."""
+    return t.device.type == "meta" or bool((t != 0).any())
+
+
+eigh_op = Op("linalg_eigh", _eigh_fwd, _eigh_vjp, saves=NONE, save_output=True)
+
+
+# ---------------------------------------------------------------- SVD
+def svd_sizes(m: int, n: int, full: bool) -> tuple:
+    k = min(m, n)
+    return (m, m if full else k), (k,), (n if full else k, n)
+
+
+def _svd_fwd(xp, a, *, full):
+    """U, S and Vh flattened and concatenated along the last axis."""
+    *batch, m, n = a.shape
+    su, ss, sv = svd_sizes(m, n, full)
+    total = math.prod(su) + ss[0] + math.prod(sv)
+    if not has_data(xp) or a.size == 0:
+        if not has_data(xp):
+            return xp.empty((*batch, total), a.dtype)
+        u, vh = xp.zeros((*batch, *su), a.dtype), xp.zeros((*batch, *sv), a.dtype)
+        if full:
+            u, vh = u + xp.eye(su[0], dtype=a.dtype), vh + xp.eye(sv[0], dtype=a.dtype)
+        s = xp.zeros((*batch, *ss), a.dtype)
+    else:
+        u, s, vh = xp.linalg.svd(a, full_matrices=full)
+    flat = [u.reshape((*batch, -1)), s, vh.reshape((*batch, -1))]
+    return xp.concatenate(flat, axis=-1).astype(a.dtype, copy=False)
+
+
+def svd_unpack(packed, m: int, n: int, full: bool) -> tuple:
+    su, ss, sv = svd_sizes(m, n, full)
+    batch = tuple(packed.shape[:-1])
+    nu, ns = math.prod(su), ss[0]
+    U = narrow(packed, -1, 0, nu).reshape(batch + su)
+    S = narrow(packed, -1, nu, ns)
+    Vh = narrow(packed, -1, nu + ns, math.prod(sv)).reshape(batch + sv)
+    return U, S, Vh
+
+
+def _svd_vjp(g, out, a, *, full):
+    """PyTorch's svd_backward (full_matrices narrowed to the first k columns of U and rows of Vh,
+    as its derivatives.yaml does). Repeated singular values divide by zero (inf/nan) when U or Vh
+    carry a gradient, as in PyTorch; through S alone the gradient is U diag(gS) Vh."""
+    m, n = a.shape[-2:]
+    k = min(m, n)
+    U, S, Vh = svd_unpack(out, m, n, full)
+    gU, gS, gVh = svd_unpack(g, m, n, full)
+    if full:
+        U, Vh, gU, gVh = U[..., :, :k], Vh[..., :k, :], gU[..., :, :k], gVh[..., :k, :]
+    V, gV = Vh.mT, gVh.mT
+    eye_k = eye(k, dtype=a.dtype, device=a.device)
+    has_u, has_v = _nonzero(gU), _nonzero(gV)
+    gA = gS.unsqueeze(-1) * eye_k
+    if not (has_u or has_v):
+        return (U @ gA @ Vh,)
+    S2 = S * S
+    E = S2.unsqueeze(-2) - S2.unsqueeze(-1) + eye_k
+    UhgU = U.mT @ gU
+    VhgV = V.mT @ gV
+    skew_u, skew_v = UhgU - UhgU.mT, VhgV - VhgV.mT
+    gA = gA + (skew_u * S.unsqueeze(-2) + S.unsqueeze(-1) * skew_v) / E * (1 - eye_k)
+    if m > n and has_u:
+        gA = U @ gA
+        gUSinv = gU / S.unsqueeze(-2)
+        gA = gA + gUSinv - U @ (U.mT @ gUSinv)
+        return (gA @ V.mT,)
+    if m < n and has_v:
+        gA = gA @ V.mT
+        gVSinv = gV / S.unsqueeze(-2)
+        gA = gA + gVSinv.mT - (gVSinv.mT @ V) @ V.mT
+        return (U @ gA,)
+    return (U @ gA @ V.mT,)
+
+
+svd_op = Op("linalg_svd", _svd_fwd, _svd_vjp, saves=NONE, save_output=True)
+
+
+# ---------------------------------------------------------------- Cholesky with info, LDL^T
+def _potrf_fwd(xp, a, *, upper):
+    *batch, n, _ = a.shape
+    if not has_data(xp):
+        return xp.empty(a.shape, a.dtype), xp.empty(tuple(batch), np.int32)
+
+    def one(mat):
+        if mat.size == 0:
+            return mat, 0
+        c, info = _lapack("potrf", mat)(mat, lower=not upper, clean=True)
+        return c, max(info, 0)
+    return _per_matrix(xp, a, one, ((n, n), a.dtype), ((), np.int32))
+
+
+# the factor and LAPACK's info, for cholesky_ex on input that may not be positive-definite
+potrf_op = Op("linalg_cholesky_ex", _potrf_fwd, None, n_extra=1, saves=NONE)
+
+
+def _sytrf_fwd(xp, a, *, hermitian):
+    *batch, n, _ = a.shape
+    if not has_data(xp):
+        return xp.empty(a.shape, a.dtype), xp.empty((*batch, n), np.int32), xp.empty(tuple(batch), np.int32)
+
+    def one(mat):
+        if mat.size == 0:
+            return mat, np.zeros(n, np.int32), 0
+        ld, piv, info = _lapack("sytrf", mat)(mat, lower=1)
+        return np.tril(ld), piv, max(info, 0)
+    return _per_matrix(xp, a, one, ((n, n), a.dtype), ((n,), np.int32), ((), np.int32))
+
+
+# Bunch–Kaufman LDL^T (LAPACK sytrf, lower): PyTorch gives it no gradient either
+ldl_factor_op = Op("linalg_ldl_factor_ex", _sytrf_fwd, None, n_extra=2, saves=NONE)
+
+
+def _sytrs_fwd(xp, ld, pivots, b, *, hermitian):
+    if not has_data(xp):
+        return xp.empty(b.shape, b.dtype)
+    hl, hp, hb = (_backend.asnumpy(xp, x) for x in (ld, pivots, b))
+    *batch, n, k = hb.shape
+    fl, fp, fb = hl.reshape((-1, n, n)), hp.reshape((-1, n)), hb.reshape((-1, n, k))
+    out = np.empty_like(fb)
+    for i in range(fb.shape[0]):
+        x, _ = _lapack("sytrs", fl[i])(fl[i], fp[i], fb[i], lower=1)
+        out[i] = x
+    return _backend.host(xp, out.reshape(hb.shape))
+
+
+ldl_solve_op = Op("linalg_ldl_solve", _sytrs_fwd, None, saves=NONE)
