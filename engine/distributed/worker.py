@@ -19,6 +19,16 @@ def _rank() -> int:
     return MPI.COMM_WORLD.Get_rank()
 
 
+def _script_traceback(e: BaseException) -> str:
+    """The traceback from the script's frames on (this module's and runpy's frames left out)."""
+    tb = e.__traceback__
+    while tb is not None and tb.tb_next is not None and (
+            tb.tb_frame.f_code.co_filename in (__file__, runpy.__file__)
+            or tb.tb_frame.f_code.co_filename.startswith("<frozen")):
+        tb = tb.tb_next
+    return "".join(traceback.format_exception(type(e), e, tb))
+
+
 def main(argv: list[str]) -> None:
     rank = _rank()
     os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank))
@@ -37,8 +47,8 @@ def main(argv: list[str]) -> None:
         if e.code not in (None, 0):
             (status / f"rank{rank}.error").write_text(f"SystemExit({e.code!r})")
             raise
-    except BaseException:
-        (status / f"rank{rank}.error").write_text(traceback.format_exc())
+    except BaseException as e:
+        (status / f"rank{rank}.error").write_text(_script_traceback(e))
         raise   # python -m mpi4py aborts the job: the other ranks do not wait for this one
     (status / f"rank{rank}.done").write_text("")
 
