@@ -66,6 +66,21 @@ def test_block_max_pool_nan_and_inf():
     close(mine[1][0, 0, 2:], res[1][0, 0, 2:])
 
 
+def test_block_max_pool_backward_zeros_are_plain_and_nonfinite_gradients_stay_put():
+    """The backward multiplies the gradient by each offset's mask: no -0.0 where a negative
+    gradient meets False, and an inf/NaN gradient reaches only its window's maximum (as in torch)."""
+    x = _relu_ties(2, 3, 6, 6)
+    g = -np.abs(arr(2, 3, 3, 3)) - 1
+    g[0, 0, 0, 0], g[1, 2, 1, 1] = np.inf, np.nan
+    got = []
+    for lib, F in ((tl, LF), (torch, TF)):
+        t = lib.tensor(x, requires_grad=True)
+        F.max_pool2d(t, 2).backward(lib.tensor(g))
+        got.append(t.grad.numpy())
+    np.testing.assert_array_equal(got[0], got[1])
+    assert not np.signbit(got[0][got[0] == 0]).any()
+
+
 def test_block_max_pool_gradcheck_and_gradgradcheck():
     x = tl.tensor(arr(1, 2, 4, 6), requires_grad=True)
     fn = lambda t: LF.max_pool2d(t, 2)

