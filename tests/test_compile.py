@@ -266,3 +266,14 @@ def test_meta_device_gives_shapes():
     op = next(n for n in next(iter(f.cache.values())).graph.graph.nodes if "fused" in n.meta).target.op
     out = tapelab.dispatch.apply(op, tapelab.empty(4, 3, device="meta"), tapelab.empty(3, device="meta"))
     assert out.shape == (4, 3) and out.device.type == "meta"
+
+
+def test_fx_view_shows_the_fused_box_with_its_source():
+    from tapelab.widgets.fx_adapter import graph_from_fx
+    f = tapelab.compile(chain)
+    f(tapelab.randn(4, 3), tapelab.randn(3))
+    view = graph_from_fx(next(iter(f.cache.values())).graph)
+    box = next(n for n in view["nodes"] if "fused" in n)
+    assert box["op"] == "fused(mul, add, tanh, mul, sub, exp, mul)"
+    assert box["fused"]["members"] == ["mul", "add", "tanh", "mul_1", "sub", "exp", "mul_2"]
+    assert "def serial(" in box["fused"]["source"] and box["shape"] == [4, 3]

@@ -21,6 +21,9 @@ renderer and ``to_dot`` draw it unchanged), one node per FX node, in graph order
   traces through (and ``tapelab.fx.trace_from_tape`` writes from the module scope each op ran in),
   so an op's ``module`` is its module path, as on the tape.
 - ``param``: on a ``get_attr`` leaf that reads a parameter of the root module, its qualified name.
+- ``fused``: on a node ``tapelab.compile`` made of a fusion group (``meta['fused']``): ``name``
+  (``fused(mul, add, tanh)``, also the node's ``op``), ``members`` (the FX names it replaced),
+  ``source`` (the generated cpu kernel) and ``cuda_source``.
 - ``meta`` adds ``code`` (the generated Python source) and ``kind: "fx"``.
 
 >>> gm = tapelab.fx.symbolic_trace(model)
@@ -229,6 +232,9 @@ def graph_from_fx(obj, title: str = "", code: str | None = None, root=None) -> d
             node["param"] = str(n.target)
         if "fusion_group" in meta:
             node["fusion_group"] = meta["fusion_group"]
+        if "fused" in meta:            # a tapelab.compile kernel: its members and generated source
+            node["op"] = meta["fused"]["name"]
+            node["fused"] = dict(meta["fused"])
         nodes.append(node)
         for a in n.all_input_nodes:
             s = shape_of.get(a.name)
