@@ -20,6 +20,7 @@ from .core.dispatch import apply
 from .ops import linalg_decomp as _d
 from .ops.linalg import LinAlgError, QRResult, _cholesky_as, _solve_triangular, matmul, qr  # noqa: F401
 from .ops.linalg import diagonal as _diagonal
+from .ops.compare import torch_name
 from .ops.movement import stack
 from .ops.reduce import vector_norm
 from .ops.shaping import cross as _cross
@@ -50,8 +51,7 @@ def _check(name: str, A, square: bool = True) -> None:
     if A.ndim < 2:
         raise RuntimeError(f"{name}: The input tensor A must have at least 2 dimensions.")
     if A._data.dtype.kind not in FLOATING_KINDS:
-        raise RuntimeError(f"{name}: Expected a floating point or complex tensor as input. "
-                           f"Got {A.dtype.name.capitalize()}")
+        raise RuntimeError(f"{name}: Expected a floating point or complex tensor as input. Got {torch_name(A)}")
     if square and A.shape[-1] != A.shape[-2]:
         raise RuntimeError(f"{name}: A must be batches of square matrices, but they are "
                            f"{A.shape[-2]} by {A.shape[-1]} matrices")
@@ -85,9 +85,19 @@ def lu_factor_ex(A, *, pivot: bool = True, check_errors: bool = False) -> LUFact
     LU = packed[..., :m, :]
     pivots = packed[..., m, :min(m, n)].detach().to(dtype=_int32())
     if check_errors:
-        _raise_if(info, A.ndim > 2, lambda w, k: f"torch.linalg.lu_factor_ex: {w}U[{k},{k}] is zero and using it "
-                                                 f"on lu_solve would result in a division by zero.")
+        _raise_singular_lu("torch.linalg.lu_factor_ex", info, A.ndim > 2)
     return LUFactorExResult(LU, pivots, info)
+
+
+def _raise_singular_lu(name: str, info, batched: bool) -> None:
+    """PyTorch's RuntimeError (not LinAlgError) for an exact zero on U's diagonal."""
+    failure = _first_failure(info)
+    if failure is not None:
+        where = f"(Batch element {failure[0]}): " if batched else ""
+        k = failure[1]
+        raise RuntimeError(f"{name}: {where}U[{k},{k}] is zero and using it on lu_solve would result in a division "
+                           f"by zero. If you still want to perform the factorization, consider calling "
+                           f"linalg.lu(A, pivot) or linalg.lu_factor_ex(A, pivot)")
 
 
 def _int32():
@@ -98,13 +108,7 @@ def _int32():
 def lu_factor(A, *, pivot: bool = True) -> LUFactorResult:
     """``torch.linalg.lu_factor``: raises (RuntimeError, as PyTorch) when U has an exact zero on its diagonal."""
     LU, pivots, info = lu_factor_ex(A, pivot=pivot)
-    failure = _first_failure(info)
-    if failure is not None:
-        where = f"(Batch element {failure[0]}): " if A.ndim > 2 else ""
-        k = failure[1]
-        raise RuntimeError(f"torch.linalg.lu_factor: {where}U[{k},{k}] is zero and using it on lu_solve would "
-                           f"result in a division by zero. If you still want to perform the factorization, "
-                           f"consider calling linalg.lu(A, pivot) or linalg.lu_factor_ex(A, pivot)")
+    _raise_singular_lu("torch.linalg.lu_factor", info, A.ndim > 2)
     return LUFactorResult(LU, pivots)
 
 
@@ -189,19 +193,19 @@ def inv_ex(A, *, check_errors: bool = False) -> InvExResult:
     I = eye(A.shape[-1], dtype=A.dtype, device=A.device).expand(*A.shape)
     X, info = solve_ex(A, I)
     if check_errors:
-        _raise_if(info, A.ndim > 2, _inv_message)
+        _raise_if(info, A.ndim > 2, _inv_message("linalg.inv_ex"))
     return InvExResult(X, info)
 
 
-def _inv_message(where: str, k: int) -> str:
-    return (f"linalg.inv: {where}The diagonal element {k} is zero, the inversion could not be completed because "
-            f"the input matrix is singular.")
+def _inv_message(name: str):
+    return lambda where, k: (f"{name}: {where}The diagonal element {k} is zero, the inversion could not be "
+                             f"completed because the input matrix is singular.")
 
 
 def inv(A, *, out=None):
     """``torch.linalg.inv``; LinAlgError naming the zero pivot when A is singular."""
     X, info = inv_ex(A)
-    _raise_if(info, A.ndim > 2, _inv_message)
+    _raise_if(info, A.ndim > 2, _inv_message("linalg.inv"))
     return X if out is None else out.copy_(X)
 
 

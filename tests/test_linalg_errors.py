@@ -1,0 +1,146 @@
+"""tapelab.linalg beyond the op database: PyTorch's exception types and messages for singular,
+non-square and non-positive-definite input (LinAlgError is a RuntimeError), the ``*_ex`` variants'
+``info`` with and without ``check_errors``, the degenerate-spectrum gradients PyTorch documents
+(inf/nan through eigenvectors or singular vectors, finite through the values alone), gradcheck of
+the factorisations on gauge-invariant functions, and that every torch.linalg name is there."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import tapelab
+from tapelab.autograd import gradcheck, gradgradcheck
+
+SINGULAR = [[1.0, 2.0], [2.0, 4.0]]
+NOT_PD = [[1.0, 2.0], [2.0, 1.0]]
+
+
+def _both(values):
+    return torch.tensor(values, dtype=torch.float64), tapelab.tensor(values, dtype=tapelab.float64)
+
+
+def _same_error(call, values, *extra):
+    """``call(m, A, *extra)`` raises the same type with the same message in torch and tapelab."""
+    t, lt = _both(values)
+    with pytest.raises(Exception) as want:
+        call(torch, t, *extra)
+    with pytest.raises(Exception) as got:
+        call(tapelab, lt, *extra)
+    assert isinstance(got.value, RuntimeError)
+    assert isinstance(got.value, tapelab.linalg.LinAlgError) == isinstance(want.value, torch.linalg.LinAlgError)
+    assert str(got.value) == str(want.value)
+
+
+def test_every_torch_linalg_name_is_there():
+    names = [n for n in dir(torch.linalg) if not n.startswith("_") and n != "common_notes"]
+    assert [n for n in names if not hasattr(tapelab.linalg, n)] == []
+    assert issubclass(tapelab.linalg.LinAlgError, RuntimeError)
+
+
+@pytest.mark.parametrize("call", [
+    lambda m, A: m.linalg.inv(A), lambda m, A: m.linalg.solve(A, A[:, :1]),
+    lambda m, A: m.linalg.lu_factor(A), lambda m, A: m.linalg.inv_ex(A, check_errors=True),
+    lambda m, A: m.linalg.solve_ex(A, A[:, 0], check_errors=True),
+    lambda m, A: m.linalg.lu_factor_ex(A, check_errors=True),
+    lambda m, A: m.linalg.inv(m.stack([m.eye(2, dtype=A.dtype), A])),
+    lambda m, A: m.linalg.solve(m.stack([m.eye(2, dtype=A.dtype), A]), m.ones(2, 2, dtype=A.dtype)),
+], ids=["inv", "solve", "lu_factor", "inv_ex", "solve_ex", "lu_factor_ex", "inv_batched", "solve_batched"])
+def test_singular_input_errors_match_torch(call):
+    _same_error(call, SINGULAR)
+
+
+@pytest.mark.parametrize("call", [
+    lambda m, A: m.linalg.cholesky(A), lambda m, A: m.linalg.cholesky_ex(A, check_errors=True),
+], ids=["cholesky", "cholesky_ex"])
+def test_not_positive_definite_errors_match_torch(call):
+    _same_error(call, NOT_PD)
+
+
+@pytest.mark.parametrize("name", ["inv", "det", "slogdet", "eigh", "eigvalsh", "matrix_exp", "cholesky"])
+def test_non_square_errors_match_torch(name):
+    _same_error(lambda m, A: getattr(m.linalg, name)(A), [[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
+
+
+def test_shape_errors_match_torch():
+    _same_error(lambda m, A: m.linalg.solve(A, m.ones(3, 1, dtype=A.dtype)), [[2.0, 0.0], [0.0, 2.0]])
+    _same_error(lambda m, A: m.linalg.svd(A), [1.0, 2.0])
+    _same_error(lambda m, A: m.linalg.tensorinv(A, ind=1), [[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
+    _same_error(lambda m, A: m.linalg.multi_dot([A]), [[1.0]])
+    _same_error(lambda m, A: m.linalg.cross(A, A), [1.0, 2.0])
+    _same_error(lambda m, A: m.linalg.inv(A.long()), [[1.0]])
+
+
+def test_info_outputs_match_torch():
+    values = np.stack([np.eye(2), SINGULAR, np.array(NOT_PD)])
+    t, lt = torch.tensor(values), tapelab.tensor(values)
+    for name in ("inv_ex", "lu_factor_ex", "cholesky_ex"):
+        want, got = getattr(torch.linalg, name)(t).info, getattr(tapelab.linalg, name)(lt).info
+        assert got.dtype == tapelab.int32 and got.tolist() == want.tolist(), name
+    assert tapelab.linalg.solve_ex(lt, lt).info.tolist() == torch.linalg.solve_ex(t, t).info.tolist()
+    # the factor of a non-positive-definite matrix is LAPACK's partial result, as PyTorch's
+    np.testing.assert_allclose(tapelab.linalg.cholesky_ex(lt).L.numpy(), torch.linalg.cholesky_ex(t).L.numpy())
+    sign, logabs = tapelab.linalg.slogdet(lt)
+    assert sign.tolist()[1] == 0.0 and logabs.tolist()[1] == -np.inf
+    assert float(tapelab.linalg.det(tapelab.tensor(SINGULAR))) == 0.0
+
+
+def test_degenerate_spectrum_gradients_as_torch():
+    """Through eigenvectors / singular vectors of a repeated spectrum: nan, as PyTorch; through the
+    values alone: finite (the identity's gradient is the identity)."""
+    for fn in (lambda m, A: m.linalg.eigh(A)[1].sum(), lambda m, A: (lambda U, S, Vh: (U @ Vh).sum() + U.sum())(
+            *m.linalg.svd(A)), lambda m, A: m.linalg.eigvalsh(A).sum(), lambda m, A: m.linalg.svdvals(A).sum()):
+        t = torch.eye(3, dtype=torch.float64, requires_grad=True)
+        lt = tapelab.eye(3, dtype=tapelab.float64, requires_grad=True)
+        (want,) = torch.autograd.grad(fn(torch, t), t)
+        (got,) = tapelab.autograd.grad(fn(tapelab, lt), lt)
+        np.testing.assert_array_equal(np.isnan(got.numpy()), np.isnan(want.numpy()))
+        np.testing.assert_allclose(np.nan_to_num(got.numpy()), np.nan_to_num(want.numpy()), atol=1e-12)
+
+
+def test_eig_needs_complex():
+    with pytest.raises(TypeError, match="complex"):
+        tapelab.linalg.eig(tapelab.eye(2))
+    with pytest.raises(TypeError, match="complex"):
+        tapelab.linalg.eigvals(tapelab.eye(2))
+
+
+R = np.random.default_rng(3)
+
+
+def _t(*shape):
+    return tapelab.tensor(R.standard_normal(shape), requires_grad=True)
+
+
+@pytest.mark.parametrize("shape", [(3, 3), (2, 4), (4, 2)], ids=["square", "wide", "tall"])
+def test_lu_and_qr_gradgradcheck(shape):
+    def lu(a):
+        _, L, U = tapelab.linalg.lu(a)
+        return L, U
+    a = _t(*shape)
+    assert gradcheck(lu, (a,)) and gradgradcheck(lu, (a,))
+    q = lambda a: tuple(tapelab.linalg.qr(a))   # noqa: E731   (QR: m >= n and m < n, as PyTorch documents)
+    assert gradcheck(q, (a,)) and gradgradcheck(q, (a,))
+
+
+def test_svd_and_eigh_gradcheck_on_invariants():
+    def svd(a):
+        U, S, Vh = tapelab.linalg.svd(a, full_matrices=False)
+        return U @ Vh, S
+    def eigh(a):
+        L, V = tapelab.linalg.eigh(a + a.mT)
+        return L, (V * L.unsqueeze(-2)) @ V.mT, V.abs()
+    for shape in ((3, 3), (2, 4), (4, 2)):
+        a = _t(*shape)
+        assert gradcheck(svd, (a,)) and gradgradcheck(svd, (a,))
+    a = _t(3, 3)
+    assert gradcheck(eigh, (a,)) and gradgradcheck(eigh, (a,))
+
+
+def test_linalg_ops_are_recorded_on_the_tape():
+    a = tapelab.tensor(R.standard_normal((3, 3)) + 3 * np.eye(3), requires_grad=True)
+    with tapelab.tape() as t:
+        (tapelab.linalg.solve(a, tapelab.ones(3, dtype=tapelab.float64)).sum() + tapelab.linalg.svdvals(a).sum()
+         + tapelab.linalg.eigvalsh(a).sum())
+    ops = {n.op for n in t.nodes}
+    assert {"linalg_lu_factor_ex", "solve_triangular", "linalg_svd", "linalg_eigh"} <= ops
