@@ -41,7 +41,8 @@ def _arange(xp, *, start, end, step, dtype, device):
 
 FULL = Op("full", _full, kind="factory",
           onnx=lambda g, *, size, fill_value, dtype, device: g.full(size, fill_value, dtype))
-EMPTY = Op("empty", lambda xp, *, size, dtype, device: xp.empty(size, dtype.np), kind="factory")
+EMPTY = Op("empty", lambda xp, *, size, dtype, device: xp.empty(size, dtype.np), kind="factory",
+           onnx=lambda g, *, size, dtype, device: g.full(size, 0, dtype))
 ARANGE = Op("arange", _arange, kind="factory", onnx=_onnx_arange)
 LINSPACE = Op("linspace", lambda xp, *, start, end, steps, dtype, device:
               xp.linspace(start, end, steps, dtype="float64").astype(dtype.np), kind="factory")

@@ -22,8 +22,9 @@ __all__ = ["softmax", "log_softmax", "layer_norm", "gelu", "nll_loss", "cross_en
 
 # ---------------------------------------------------------------- ONNX lowerings (``Op.onnx``, engine/onnx)
 def _onnx_layer_norm(g, x, *affine, dims, eps, has_weight):
-    w = affine[0] if has_weight else g.full([g.shape(x)[d] for d in dims], 1.0, g.dtype(x))
-    b = affine[-1] if len(affine) > has_weight else None
+    shape = [g.shape(x)[d] for d in dims]       # onnxruntime 1.32 crashes on an omitted bias: give zeros
+    w = affine[0] if has_weight else g.full(shape, 1.0, g.dtype(x))
+    b = affine[-1] if len(affine) > has_weight else g.full(shape, 0.0, g.dtype(x))
     return g.op("LayerNormalization", x, w, b, axis=dims[0], epsilon=eps)
 
 

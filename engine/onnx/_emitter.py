@@ -68,8 +68,11 @@ class Emitter:
         return name
 
     def full(self, shape, value, dtype) -> str:
-        """A tensor of ``shape`` (ints and ``Dim``s) filled with ``value``: ConstantOfShape."""
+        """A tensor of ``shape`` (ints and ``Dim``s) filled with ``value``: an initializer, or
+        ConstantOfShape when a size follows a dynamic axis."""
         dt = np.dtype(getattr(dtype, "np", dtype))
+        if not any(isinstance(d, Dim) for d in shape):    # a static shape is an initializer
+            return self.const(np.full([int(d) for d in shape], value, dt))
         out = self.op("ConstantOfShape", self.ints(shape), value=numpy_helper.from_array(np.array([value], dt)))
         self.info[out] = (dt, tuple(shape))
         return out

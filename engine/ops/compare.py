@@ -25,6 +25,17 @@ __all__ = ["eq", "ne", "lt", "le", "gt", "ge", "greater", "greater_equal", "less
 
 
 # ---------------------------------------------------------------- ONNX lowerings (``Op.onnx``, engine/onnx)
+def _onnx_bitwise(logical: str, bitwise: str):
+    """Bools take the logical op, integers ``Bitwise*`` (ONNX has them from opset 18)."""
+    def lower(g, *xs):
+        if all(g.dtype(x) == bool for x in xs if isinstance(x, str)):
+            return g.op(logical, *xs)
+        if g.opset < 18:
+            raise NotImplementedError(f"integer {bitwise} needs opset_version >= 18 (export with opset_version=18)")
+        return g.op(bitwise, *xs)
+    return lower
+
+
 def _onnx_isfinite(g, a):
     return g.op("Not", g.op("Or", g.op("IsNaN", a), g.op("IsInf", a)))
 
@@ -188,10 +199,14 @@ _logical_or = _logical("logical_or", lambda xp, a, b: xp.logical_or(a, b), onnx=
 _logical_xor = _logical("logical_xor", lambda xp, a, b: xp.logical_xor(a, b), onnx=_onnx_logical("Xor"))
 _logical_not = _logical("logical_not", lambda xp, a: xp.logical_not(a),
                         onnx=lambda g, a: g.op("Not", g.cast(a, "bool")))
-_bitwise_and = _logical("bitwise_and", lambda xp, a, b: a & b, promote="common", operator="and_")
-_bitwise_or = _logical("bitwise_or", lambda xp, a, b: a | b, promote="common", operator="or_")
-_bitwise_xor = _logical("bitwise_xor", lambda xp, a, b: a ^ b, promote="common", operator="xor")
-_bitwise_not = _logical("bitwise_not", lambda xp, a: ~a, "invert", operator="invert")
+_bitwise_and = _logical("bitwise_and", lambda xp, a, b: a & b, promote="common", operator="and_",
+                        onnx=_onnx_bitwise("And", "BitwiseAnd"))
+_bitwise_or = _logical("bitwise_or", lambda xp, a, b: a | b, promote="common", operator="or_",
+                       onnx=_onnx_bitwise("Or", "BitwiseOr"))
+_bitwise_xor = _logical("bitwise_xor", lambda xp, a, b: a ^ b, promote="common", operator="xor",
+                        onnx=_onnx_bitwise("Xor", "BitwiseXor"))
+_bitwise_not = _logical("bitwise_not", lambda xp, a: ~a, "invert", operator="invert",
+                        onnx=_onnx_bitwise("Not", "BitwiseNot"))
 
 
 def logical_and(input: Tensor, other: Tensor) -> Tensor:

@@ -28,6 +28,22 @@ __all__ = ["index_select", "gather", "scatter", "scatter_add", "scatter_reduce",
 
 
 # ---------------------------------------------------------------- ONNX lowerings (``Op.onnx``, engine/onnx)
+def _onnx_index(g, x, *idx, template, unique):
+    """``x[key]`` with index tensors: one integer index anywhere (Gather), leading integer indices of
+    one shape (GatherND), or one bool mask over the leading dims (NonZero, then GatherND)."""
+    at = [p for p, t in enumerate(template) if t is not None]
+    ints = [i for i in idx if g.dtype(i) != bool]
+    if len(idx) == 1 and ints:
+        return g.op("Gather", x, idx[0], axis=at[0])
+    if len(idx) == 1 and at == [0]:
+        return g.op("GatherND", x, g.op("Transpose", g.op("NonZero", idx[0]), perm=[1, 0]))
+    if len(ints) == len(idx) and at == list(range(len(idx))) and len({tuple(g.shape(i)) for i in idx}) == 1:
+        stacked = g.op("Concat", *[g.op("Unsqueeze", i, g.const([-1], "int64")) for i in idx], axis=-1)
+        return g.op("GatherND", x, stacked)
+    raise NotImplementedError("this advanced-indexing pattern (several index tensors not leading, of different "
+                              "shapes, or a bool mask past dim 0) has no ONNX lowering yet")
+
+
 def _onnx_masked_fill(g, x, mask, value):
     value = g.cast(value, g.dtype(x)) if isinstance(value, str) else g.scalar(value, x)
     return g.op("Where", g.cast(mask, "bool"), value, x)
@@ -56,7 +72,7 @@ _index = Op("index", lambda xp, x, *idx, template, unique: x[_key(idx, template)
             lambda g, out, x, *idx, template, unique: (
                 apply(_index_backward, g, *idx, shape=x._data.shape, template=template, unique=unique),
                 *(None,) * len(idx)),
-            saves=NONE, aliases=("index_select", "take", "masked_select"))
+            saves=NONE, aliases=("index_select", "take", "masked_select"), onnx=_onnx_index)
 _index_backward = Op("index_backward", _index_backward_fwd,
                      lambda g, out, gin, *idx, shape, template, unique: (
                          apply(_index, g, *idx, template=template, unique=unique), *(None,) * len(idx)),
