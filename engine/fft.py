@@ -30,7 +30,7 @@ def _norm(norm: str | None, what: str) -> str:
     if norm is None:
         return "backward"
     if norm not in _NORMS:
-        raise ValueError(f"{what}: Invalid normalization mode: {norm!r} (expected 'forward', 'backward' or 'ortho')")
+        raise RuntimeError(f'{what}: Invalid normalization mode: "{norm}" (expected "forward", "backward" or "ortho")')
     return norm
 
 

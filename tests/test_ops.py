@@ -26,8 +26,12 @@ from tapelab._backend import simulated_cuda
 
 def _np(t):
     if isinstance(t, torch.Tensor):
-        return t.detach().numpy()
+        return t.detach().resolve_conj().numpy()
     return np.asarray(t.detach())
+
+
+def _as_real(m, t):
+    return m.view_as_real(t.resolve_conj()) if t.is_complex() else t
 
 
 def _flat_outputs(out):
@@ -77,9 +81,13 @@ def test_forward_and_grad_match_torch(op, sample, dtype):
     pairs = [(t, l) for t, l in zip(t_out, l_out) if isinstance(t, torch.Tensor) and t.requires_grad]
     if not pairs or not t_leaves:
         return
-    cot = [np.random.default_rng(1).standard_normal(tuple(t.shape)) for t, _ in pairs]
-    t_loss = sum((t * torch.tensor(c, dtype=t.dtype)).sum() for (t, _), c in zip(pairs, cot))
-    l_loss = sum((l * tapelab.tensor(c, dtype=l.dtype)).sum() for (_, l), c in zip(pairs, cot))
+    # a complex output enters the loss through its (real, imaginary) pairs: a real loss, as PyTorch needs
+    cot = [np.random.default_rng(1).standard_normal(tuple(t.shape) + ((2,) if t.is_complex() else ()))
+           for t, _ in pairs]
+    t_loss = sum((_as_real(torch, t) * torch.tensor(c, dtype=_as_real(torch, t).dtype)).sum()
+                 for (t, _), c in zip(pairs, cot))
+    l_loss = sum((_as_real(tapelab, l) * tapelab.tensor(c, dtype=_as_real(tapelab, l).dtype)).sum()
+                 for (_, l), c in zip(pairs, cot))
     t_grads = torch.autograd.grad(t_loss, t_leaves, allow_unused=True)
     l_grads = tapelab.autograd.grad(l_loss, l_leaves, allow_unused=True)
     for k, (tg, lg) in enumerate(zip(t_grads, l_grads)):
@@ -96,7 +104,7 @@ def _has_float_input(op, sample) -> bool:
     exercise dtype handling in the forward test instead)."""
     def floats(v):
         if isinstance(v, np.ndarray):
-            return v.dtype.kind == "f"
+            return v.dtype.kind in "fc"
         return isinstance(v, (list, tuple)) and any(floats(x) for x in v)
     return any(floats(v) for i, v in enumerate(sample.args)
                if op.differentiable_args is None or i in op.differentiable_args)

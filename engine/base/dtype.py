@@ -11,6 +11,7 @@ so code that asks "is this array floating?" tests ``kind in FLOATING_KINDS``. Co
 from __future__ import annotations
 
 import builtins
+import warnings
 
 import ml_dtypes
 import numpy as np
@@ -85,9 +86,13 @@ _BY_NAME = {d.name: d for d in ALL}
 
 def astype(arr, to: dtype):
     """``arr`` as ``to``'s array dtype. PyTorch rounds a double to bfloat16 through float32
-    (round to nearest even twice), so float64 goes that way too, bit for bit."""
+    (round to nearest even twice), so float64 goes that way too, bit for bit; complex to real keeps
+    the real parts with PyTorch's warning."""
     if to is bfloat16 and arr.dtype == np.float64:
         arr = arr.astype(np.float32)
+    elif arr.dtype.kind == "c" and to._rank < 3:
+        warnings.warn("Casting complex values to real discards the imaginary part", UserWarning, stacklevel=2)
+        arr = arr.real
     return arr.astype(to.np, copy=False)
 
 

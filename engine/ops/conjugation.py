@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 
 from ..base import dtype as _dtype
+from ..base.meta import has_data
 from ..core.dispatch import apply
 from ..core.registry import NONE, Op
 from .compare import where
@@ -121,12 +122,16 @@ def sgn(input: Tensor) -> Tensor:
 
 
 def _view_as_real_fwd(xp, a):
-    parts = a.real.dtype
-    return a.view(parts).reshape(a.shape + (2,)) if a.ndim else a.reshape(1).view(parts)
+    # the real parts' view with one more axis stepping half an element: a view for any strides
+    re = a.real
+    return xp.lib.stride_tricks.as_strided(re, shape=a.shape + (2,), strides=a.strides + (re.itemsize,))
 
 
 def _view_as_complex_fwd(xp, a):
-    return a.view(_dtype.from_np(a.dtype).to_complex().np).reshape(a.shape[:-1])
+    cdt = _dtype.from_np(a.dtype).to_complex().np
+    if not has_data(xp):   # a meta array's zero strides cannot be reinterpreted
+        return xp.empty(a.shape[:-1], cdt)
+    return a.view(cdt).reshape(a.shape[:-1])
 
 
 _view_as_real = Op("view_as_real", _view_as_real_fwd, lambda g, out, a: (view_as_complex(g.contiguous()),),

@@ -1,5 +1,5 @@
 """Discrete Fourier transforms: three primitives under PyTorch's ATen names, on ``scipy.fft`` for
-the cpu (``workers=`` from ``set_num_threads``) and ``cupyx.scipy.fft`` for cuda.
+the cpu (``workers=`` from ``set_num_threads``) and ``cupy.fft`` for cuda.
 
 - ``fft_c2c``: complex to complex over ``dims``, forward or inverse (fftn, ifftn);
 - ``fft_r2c``: real to the onesided complex half-spectrum (rfftn; ihfftn is its conjugate);
@@ -19,7 +19,7 @@ import importlib
 import math
 
 from ..base import dtype as _dtype
-from ..base.backend import is_cupy
+from ..base.backend import is_numpy
 from ..base.meta import has_data
 from ..base.runtime import fft_workers
 from ..core.dispatch import apply
@@ -33,20 +33,15 @@ _LIBS: dict = {}
 _DUAL = {"backward": "forward", "forward": "backward", "ortho": "ortho"}
 
 
-def _lib(xp):
-    lib = _LIBS.get(xp)
-    if lib is None:
-        lib = _LIBS[xp] = importlib.import_module("cupyx.scipy.fft" if is_cupy(xp) else "scipy.fft")
-    return lib
-
-
 def _run(xp, name: str, x, out_shape, out_dtype, **kw):
-    """``scipy.fft.<name>`` (or cupy's) on ``x``; on the meta device only the result's shape."""
+    """``scipy.fft.<name>`` on ``x`` for numpy, the namespace's own ``fft`` (``cupy.fft``, whose plans
+    cuFFT caches) elsewhere; on the meta device only the result's shape."""
+    if is_numpy(xp):
+        lib = _LIBS.get("scipy") or _LIBS.setdefault("scipy", importlib.import_module("scipy.fft"))
+        return getattr(lib, name)(x, workers=fft_workers(), **kw)
     if not has_data(xp):
         return xp.empty(out_shape, out_dtype)
-    if not is_cupy(xp):
-        kw["workers"] = fft_workers()
-    return xp.asarray(getattr(_lib(xp), name)(x, **kw))
+    return getattr(xp.fft, name)(x, **kw)
 
 
 def _complex_np(x):

@@ -4,7 +4,8 @@ An OpInfo names a callable ``fn(m, *args, **kwargs)`` that runs the op through m
 ``m`` (``tapelab`` or ``torch``), so the same line exercises both libraries. Samples are
 numpy arrays and plain Python values; the harness turns arrays into tensors of either
 library, optionally as non-contiguous views, and compares values, gradients (float32
-and float64) and, in float64, finite differences (gradcheck / gradgradcheck).
+and float64) and, in float64, finite differences (gradcheck / gradgradcheck). Complex sample
+arrays (``carr``) run as complex64 under "float32" and complex128 under "float64".
 """
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-__all__ = ["OpInfo", "Sample", "ErrorInput", "rng", "arr", "pos", "unit", "build", "leaves"]
+__all__ = ["OpInfo", "Sample", "ErrorInput", "rng", "arr", "carr", "pos", "unit", "build", "leaves"]
 
 
 @dataclass
@@ -64,6 +65,11 @@ def arr(*shape, low=-2.0, high=2.0) -> np.ndarray:
     return _rng.uniform(low, high, size=shape)
 
 
+def carr(*shape, low=-2.0, high=2.0) -> np.ndarray:
+    """A complex128 array whose real and imaginary parts are uniform (cast to the complex dtype under test)."""
+    return _rng.uniform(low, high, size=shape) + 1j * _rng.uniform(low, high, size=shape)
+
+
 def pos(*shape, low=0.5, high=2.0) -> np.ndarray:
     """Strictly positive values, for log, sqrt, pow bases, division denominators."""
     return _rng.uniform(low, high, size=shape)
@@ -76,17 +82,20 @@ def unit(*shape) -> np.ndarray:
 
 # ---------------------------------------------------------------- samples -> tensors of a library
 _FLOAT = {"float32": np.float32, "float64": np.float64}
+_COMPLEX = {"float32": np.complex64, "float64": np.complex128}
 
 
 def _convert(m, value, dtype_name, requires_grad, noncontig):
     """numpy array -> tensor of library ``m`` (float arrays cast to the dtype under test)."""
     if isinstance(value, np.ndarray):
-        a = value.astype(_FLOAT[dtype_name]) if value.dtype.kind == "f" else value
+        kind = value.dtype.kind
+        a = value.astype(_FLOAT[dtype_name]) if kind == "f" else value.astype(_COMPLEX[dtype_name]) if kind == "c" \
+            else value
         if noncontig and a.ndim >= 2:
             t = m.tensor(np.ascontiguousarray(a.swapaxes(-1, -2))).transpose(-1, -2)
         else:
             t = m.tensor(a)
-        if requires_grad and a.dtype.kind == "f":
+        if requires_grad and a.dtype.kind in "fc":
             t = t.detach().requires_grad_(True) if not noncontig else t.requires_grad_(True) if t.is_leaf else t
         return t
     if isinstance(value, (list, tuple)) and value and all(isinstance(v, np.ndarray) for v in value):
