@@ -55,6 +55,7 @@ CASES = [
     Case("lbfgs_fit", 4),
     Case("lbfgs_fit", 4, (("line_search_fn", None),)),
     Case("autograd_basics", 50),
+    Case("scientific", 10, rtol=1e-6),
 ]
 
 _TORCH_RUNS: dict = {}

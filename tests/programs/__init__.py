@@ -14,4 +14,4 @@ streams differ). Randomness inside training (VAE noise, GAN latents) is drawn fr
 """
 
 PROGRAMS = ("cnn_classifier", "rnn_lm", "vae", "dcgan", "gpt", "transformer_lm", "gcn",
-            "resnet_surgery", "lbfgs_fit", "autograd_basics")
+            "resnet_surgery", "lbfgs_fit", "autograd_basics", "scientific")
