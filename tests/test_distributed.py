@@ -102,6 +102,22 @@ def test_no_sync_accumulates_then_reduces_the_sum(job):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
 
+def test_find_unused_parameters(job):
+    res, _ = job
+    found = res["find_unused"]
+    assert found["unused_grad_none"]
+    from programs.ddp_checks import PER_RANK, data
+    xs, ys = data(res["world"])
+    net = _torch_mlp()
+    # each rank's mean loss over its own 4 samples, averaged: the mean over all of batch 0
+    torch.nn.functional.mse_loss(net(torch.from_numpy(xs[0])), torch.from_numpy(ys[0])).backward()
+    assert PER_RANK * res["world"] == xs.shape[1]
+    for got, p in zip(found["used_grad"], net.parameters()):
+        np.testing.assert_allclose(np.array(got, np.float32), p.grad.numpy(), rtol=1e-5, atol=1e-6)
+    assert "Expected to have finished reduction in the prior iteration" in found["strict_error"]
+    assert "find_unused_parameters=True" in found["strict_error"]
+
+
 def test_comm_hooks_traffic_and_convergence(job):
     hooks = job[0]["hooks"]
     full = hooks["allreduce"]["bytes"]

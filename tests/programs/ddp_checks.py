@@ -97,6 +97,27 @@ def main(out: str) -> None:
     dist.all_gather_object(gathered, local)
     res["no_sync_local_differs"] = bool(any(not np.allclose(a, b) for a, b in zip(gathered[0], gathered[-1])))
 
+    # find_unused_parameters: a branch no rank uses keeps .grad None; without it, DDP says so
+    class Branchy(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.used, self.unused = mlp(), torch.nn.Linear(D_IN, D_OUT)
+
+        def forward(self, x):
+            return self.used(x)
+    br = DDP(Branchy(), find_unused_parameters=True)
+    torch.nn.functional.mse_loss(br(x0), y0).backward()
+    res["find_unused"] = {"unused_grad_none": br.module.unused.weight.grad is None,
+                          "used_grad": [p.grad.numpy().copy() for p in br.module.used.parameters()]}
+    strict = DDP(Branchy())
+    torch.nn.functional.mse_loss(strict(x0), y0).backward()
+    try:
+        strict(x0)
+        res["find_unused"]["strict_error"] = ""
+    except RuntimeError as e:
+        res["find_unused"]["strict_error"] = str(e)
+    res["find_unused"]["used_grad"] = [g.tolist() for g in res["find_unused"]["used_grad"]]
+
     # communication hooks: bytes on the wire per backward, and a short training run
     sent: list = []
     sub = events.subscribe("collective", lambda ev: sent.append((ev.name, ev.nbytes)))
