@@ -177,6 +177,17 @@ def test_parameters_become_named_initializers_and_weights_fold():
     assert "Transpose" in {n.op_type for n in unfolded.model.graph.node}
 
 
+def test_export_params_false_takes_the_weights_as_inputs():
+    model, args, _ = _model("mlp")
+    ex = tapelab.onnx.build(model, args, input_names=["x"], export_params=False)
+    state = {k: v.numpy() for k, v in model.state_dict().items()}
+    inputs = [i.name for i in ex.model.graph.input]
+    assert inputs[0] == "x" and set(inputs[1:]) == set(state)
+    assert not set(state) & {i.name for i in ex.model.graph.initializer}
+    got = tapelab.onnx.InferenceSession(ex.model, numpy=True)(args[0], **{k: state[k] for k in inputs[1:]})
+    np.testing.assert_allclose(got, _eager(model, args)[0], rtol=RTOL, atol=ATOL)
+
+
 def test_session_serves_tensors_and_export_writes_file_objects():
     import io
     model, args, _ = _model("embedding")

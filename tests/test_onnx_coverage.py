@@ -70,6 +70,17 @@ MODULES = {
     "gru_2layer": (lambda: nn.GRU(3, 4, num_layers=2), (5, 2, 3)),
     "rnn_relu": (lambda: nn.RNN(3, 4, nonlinearity="relu"), (5, 2, 3)),
     "lstm_cell": (lambda: nn.LSTMCell(3, 4), (2, 3)),
+    "adaptive_max_2x2": (lambda: nn.AdaptiveMaxPool2d(2), (2, 3, 8, 8)),
+    "upsample_bilinear": (lambda: nn.Upsample(scale_factor=2, mode="bilinear"), (1, 2, 3, 3)),
+    "conv_transpose1d": (lambda: nn.ConvTranspose1d(3, 2, 3, stride=2), (2, 3, 5)),
+    "conv_same_circular": (lambda: nn.Sequential(nn.Conv2d(2, 3, 3, padding="same"),
+                                                 nn.Conv2d(3, 3, 3, padding=1, padding_mode="circular")), (1, 2, 5, 5)),
+    "maxpool_dilated_3d": (lambda: nn.Sequential(nn.MaxPool3d(2), nn.Flatten(2), nn.MaxPool1d(2, dilation=2)),
+                           (1, 2, 4, 4, 4)),
+    "norms_1d_3d_rms_lrn": (lambda: nn.Sequential(nn.BatchNorm3d(2), nn.Flatten(2), nn.InstanceNorm1d(2),
+                                                  nn.RMSNorm(8), nn.LocalResponseNorm(2)), (1, 2, 2, 2, 2)),
+    "lppool_shuffle_softmax2d": (lambda: nn.Sequential(nn.LPPool2d(2, 2), nn.ChannelShuffle(2), nn.Softmax2d()),
+                                 (1, 4, 4, 4)),
     "transformer_encoder_norm_first": (
         lambda: nn.TransformerEncoder(nn.TransformerEncoderLayer(8, 2, 16, batch_first=True, norm_first=True,
                                                                  activation="gelu"), 2, enable_nested_tensor=False),
@@ -109,6 +120,11 @@ def test_activation(name):
     arg = kwargs.get(name, {})
     m = getattr(nn, name)(*arg) if isinstance(arg, tuple) else getattr(nn, name)(**arg)
     _check(m, _x(4, 6) * 3, dynamic=True)
+
+
+def test_distances():
+    _check(nn.CosineSimilarity(1), _x(3, 4), _x(3, 4, seed=1), dynamic=True)
+    _check(nn.PairwiseDistance(), _x(3, 4), _x(3, 4, seed=1), dynamic=True)
 
 
 def test_multihead_attention_with_masks_and_weights():

@@ -111,7 +111,7 @@ def _lower(tr: Traced, opset, input_names, output_names, axes, symbols, fold, ex
     g = Emitter(opset, symbols)
     names: dict[Node, Any] = {}
     folded: set = set()
-    graph_inputs = []
+    graph_inputs, param_inputs = [], []
     placeholders = iter(input_names)
 
     def ref(n: Node):
@@ -138,6 +138,11 @@ def _lower(tr: Traced, opset, input_names, output_names, axes, symbols, fold, ex
             names[n] = name
             info(n, name)
             graph_inputs.append(_value_info(name, v.dtype.np, tr.shapes[n], axes.get(name, {})))
+        elif n.op == "get_attr" and not export_params and not n.target.startswith("_tensor_constant"):
+            v = tr.values[n]                     # a parameter or buffer the caller feeds at run time
+            names[n] = n.target
+            info(n, n.target)
+            param_inputs.append(_value_info(n.target, v.dtype.np, tuple(v.shape), {}))
         elif n.op == "get_attr":
             folded.add(n)
         elif n.op == "call_method":             # detach of a value read again: the same value
@@ -177,7 +182,8 @@ def _lower(tr: Traced, opset, input_names, output_names, axes, symbols, fold, ex
         g.nodes.append(helper.make_node("Identity", [src], [oname], name=f"output/{oname}"))
         v = tr.values[node]
         graph_outputs.append(_value_info(oname, v.dtype.np, tr.shapes[node], axes.get(oname, {})))
-    graph = helper.make_graph(g.nodes, "tapelab", graph_inputs, graph_outputs, initializer=g.initializers)
+    graph = helper.make_graph(g.nodes, "tapelab", graph_inputs + param_inputs, graph_outputs,
+                              initializer=g.initializers)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], producer_name="tapelab",
                               ir_version=IR_VERSIONS[opset])
     onnx.checker.check_model(model, full_check=True)
@@ -259,6 +265,8 @@ def export(model, args, f=None, *, kwargs=None, export_params: bool = True, verb
         dynamic_axes: ``{name: {axis: "batch"}}`` or ``{name: [axis]}``: those sizes stay symbolic.
         opset_version: 17 (default) to 21.
         do_constant_folding: fold subgraphs of parameters into initializers.
+        export_params: False leaves the parameters and buffers out of the file: they become graph
+            inputs after ``args`` (named as in ``state_dict``), to be fed at run time.
         dynamo: accepted for PyTorch's signature; tapelab has one exporter (the tape trace).
     Returns:
         None, as PyTorch's TorchScript path (``tapelab.onnx.build`` returns the ModelProto).
