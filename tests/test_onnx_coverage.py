@@ -122,6 +122,13 @@ def test_activation(name):
     _check(m, _x(4, 6) * 3, dynamic=True)
 
 
+def test_unfold_and_fold():
+    _check(nn.Unfold(2, padding=1, stride=2), _x(1, 2, 4, 4), dynamic=True)
+    _check(nn.Fold((3, 3), 2), _x(1, 8, 4), dynamic=True, opset=18)         # ONNX Col2Im is opset 18
+    with pytest.raises(torch.onnx.ExportError, match="opset_version=18"):
+        torch.onnx.build(nn.Fold((3, 3), 2), (_x(1, 8, 4),))
+
+
 def test_distances():
     _check(nn.CosineSimilarity(1), _x(3, 4), _x(3, 4, seed=1), dynamic=True)
     _check(nn.PairwiseDistance(), _x(3, 4), _x(3, 4, seed=1), dynamic=True)

@@ -23,6 +23,23 @@ __all__ = ["convolution", "convolution_transpose", "convolution_weight", "max_po
 
 
 # ---------------------------------------------------------------- ONNX lowerings (``Op.onnx``, engine/onnx)
+def _onnx_im2col(g, x, *, kernel, dilation, pads, stride):
+    """A grouped Conv whose one-hot kernels copy each window offset to its own channel (c-major, then offset)."""
+    c, k = int(g.shape(x)[1]), math.prod(kernel)
+    onehot = [float(i % k == j) for i in range(c * k) for j in range(k)]
+    w = g.op("Reshape", g.const(onehot, g.dtype(x)), g.const([c * k, 1, *kernel], "int64"))
+    cols = g.op("Conv", x, w, strides=list(stride), pads=[lo for lo, _ in pads] + [hi for _, hi in pads],
+                dilations=list(dilation), group=c)
+    return g.op("Reshape", cols, g.const([0, 0, -1], "int64"))
+
+
+def _onnx_col2im(g, cols, *, size, kernel, dilation, pads, stride):
+    if g.opset < 18:
+        raise NotImplementedError("col2im (nn.Fold) is ONNX Col2Im from opset 18 (export with opset_version=18)")
+    return g.op("Col2Im", cols, g.const(list(size), "int64"), g.const(list(kernel), "int64"),
+                dilations=list(dilation), pads=[lo for lo, _ in pads] + [hi for _, hi in pads], strides=list(stride))
+
+
 def _onnx_conv(g, x, w, *, stride, pads, dilation, groups):
     return g.op("Conv", x, w, strides=list(stride), pads=[lo for lo, _ in pads] + [hi for _, hi in pads],
                 dilations=list(dilation), group=groups)
@@ -598,9 +615,9 @@ def _col2im_fwd(xp, cols, *, size, kernel, dilation, pads, stride):
 
 
 _im2col = Op("im2col", _im2col_fwd,
-             lambda g, out, x, **p: (apply(_col2im, g, size=tuple(x.shape[2:]), **p),), saves=NONE)
+             lambda g, out, x, **p: (apply(_col2im, g, size=tuple(x.shape[2:]), **p),), saves=NONE, onnx=_onnx_im2col)
 _col2im = Op("col2im", _col2im_fwd,
-             lambda g, out, cols, *, size, **p: (apply(_im2col, g, **p),), saves=NONE)
+             lambda g, out, cols, *, size, **p: (apply(_im2col, g, **p),), saves=NONE, onnx=_onnx_col2im)
 
 
 def im2col(x: Tensor, kernel: tuple, dilation: tuple, pads: tuple, stride: tuple) -> Tensor:

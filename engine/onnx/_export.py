@@ -161,9 +161,8 @@ def _lower(tr: Traced, opset, input_names, output_names, axes, symbols, fold, ex
                 info(n, names[n])
         elif n.op == "call_function":
             op = n.target.op
-            ins_nodes = [a for a in n.all_input_nodes]
             static = not any(isinstance(x, Dim) for x in _leaves(tr.params[n]) + _leaves(tr.args_of[n]))
-            if fold and op.kind != "random" and static and all(a in folded for a in ins_nodes) \
+            if fold and op.kind != "random" and static and all(a in folded for a in n.all_input_nodes) \
                     and isinstance(tr.values[n], (Tensor, tuple)):
                 folded.add(n)
                 continue
