@@ -293,7 +293,9 @@ def isin(elements, test_elements, *, assume_unique: bool = False, invert: bool =
 
 
 def isreal(input: Tensor) -> Tensor:
-    """True everywhere: tapelab has no complex tensors, so every value is real."""
+    """Where the imaginary part is 0 (a real tensor: everywhere)."""
+    if input.is_complex():
+        return input.imag == 0
     return creation.ones(tuple(input.shape), dtype=_dtype.bool, device=input.device)
 
 
@@ -441,7 +443,7 @@ COMPOSITES = {
     "logcumsumexp": "exp, cumsum and log around a detached shift", "nansum": "where and sum",
     "nanmean": "nansum over a count", "nanmedian": "sort and gather at the middle non-NaN position",
     "quantile": "sort and a lerp of gathered neighbours", "nanquantile": "quantile over the non-NaN count",
-    "bucketize": "searchsorted", "isin": "eq against every test element and any", "isreal": "a ones factory",
+    "bucketize": "searchsorted", "isin": "eq against every test element and any", "isreal": "a ones factory, or imag == 0",
     "aminmax": "amin and amax", "cov": "means and a matmul", "corrcoef": "cov over the outer product of stds",
     "diff": "narrow and sub (xor for bool)", "dist": "sub and norm", "renorm": "norm, where and mul",
     "renorm_": "renorm, then copy_", "unique_consecutive": "runs found on the host, made into tensors",

@@ -1,0 +1,167 @@
+"""Complex dtypes against PyTorch: promotion over every dtype pair, result_type with Python scalars,
+dtype properties, creation, printing, the parts as views, and the ops that refuse complex gradients."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import tapelab
+
+NAMES = ["bool", "uint8", "int8", "int16", "int32", "int64", "float16", "bfloat16", "float32", "float64",
+         "complex64", "complex128"]
+
+
+def _name(d) -> str:
+    return str(d).split(".")[-1]
+
+
+def test_promote_types_every_pair_matches_torch():
+    for a in NAMES:
+        for b in NAMES:
+            want = _name(torch.promote_types(getattr(torch, a), getattr(torch, b)))
+            got = _name(tapelab.promote_types(getattr(tapelab, a), getattr(tapelab, b)))
+            assert got == want, f"promote_types({a}, {b}) = {got}, torch {want}"
+
+
+def test_can_cast_every_pair_matches_torch():
+    for a in NAMES:
+        for b in NAMES:
+            assert tapelab.can_cast(getattr(tapelab, a), getattr(tapelab, b)) == \
+                torch.can_cast(getattr(torch, a), getattr(torch, b)), (a, b)
+
+
+@pytest.mark.parametrize("default", ["float32", "float64"])
+def test_result_type_with_scalars_and_zero_dim_matches_torch(default):
+    operands = [lambda m: m.ones(2, dtype=m.float32), lambda m: m.ones(2, dtype=m.float64),
+                lambda m: m.ones(2, dtype=m.int32), lambda m: m.ones(2, dtype=m.complex64),
+                lambda m: m.tensor(1j, dtype=m.complex128), lambda m: m.tensor(1.0, dtype=m.float64),
+                lambda m: 1j, lambda m: 2.5, lambda m: 3]
+    for m in (torch, tapelab):
+        m.set_default_dtype(getattr(m, default))
+    try:
+        for f in operands:
+            for g in operands:
+                if isinstance(f(torch), (int, float, complex)) and isinstance(g(torch), (int, float, complex)):
+                    continue
+                want = _name(torch.result_type(f(torch), g(torch)))
+                assert _name(tapelab.result_type(f(tapelab), g(tapelab))) == want
+        assert _name(tapelab.tensor([1 + 2j]).dtype) == _name(torch.tensor([1 + 2j]).dtype)
+        assert _name((tapelab.ones(2, dtype=tapelab.float32) * 1j).dtype) == \
+            _name((torch.ones(2, dtype=torch.float32) * 1j).dtype)
+    finally:
+        for m in (torch, tapelab):
+            m.set_default_dtype(m.float32)
+
+
+def test_dtype_properties():
+    c64, c128 = tapelab.complex64, tapelab.complex128
+    assert tapelab.cfloat is c64 and tapelab.cdouble is c128
+    assert c64.is_complex and not c64.is_floating_point and c64.is_signed and c64.itemsize == 8
+    assert c64.to_real() is tapelab.float32 and c128.to_real() is tapelab.float64
+    assert tapelab.float64.to_complex() is c128 and tapelab.float32.to_real() is tapelab.float32
+    with pytest.raises(RuntimeError, match="Unknown Complex ScalarType for Int"):
+        tapelab.int32.to_complex()
+    for c, t in ((c64, torch.complex64), (c128, torch.complex128)):
+        info, want = tapelab.finfo(c), torch.finfo(t)
+        assert (info.eps, info.max, info.tiny, info.bits, info.dtype) == \
+            (want.eps, want.max, want.tiny, want.bits, want.dtype)
+    z = tapelab.zeros(2, dtype=c128)
+    assert z.is_complex() and tapelab.is_complex(z) and not z.is_floating_point() and not z.is_conj()
+    assert z.type() == "tapelab.ComplexDoubleTensor"
+
+
+CASES = [[1 + 2j, -3.5 - 0.25j, 0j], [[1e10 + 1j, 2]], 1 + 2j, [[1.5j, -2], [3, 4]], [-0.0 - 1j],
+         [1e-5 + 3j, 100.0 - 2e4j], [float("nan") + 1j, complex(float("inf"), -1)], [1 + 2j] * 500]
+
+
+@pytest.mark.parametrize("data", CASES, ids=range(len(CASES)))
+@pytest.mark.parametrize("dtype", [None, "complex128"])
+def test_repr_matches_torch(data, dtype):
+    a = tapelab.tensor(data, dtype=getattr(tapelab, dtype) if dtype else None)
+    b = torch.tensor(data, dtype=getattr(torch, dtype) if dtype else None)
+    assert repr(a) == repr(b).replace("torch.", "tapelab.")
+
+
+def test_creation_from_python_and_numpy_complex():
+    for data in (np.array([1 + 1j, 2], dtype=np.complex64), np.array([1 + 1j]), [1, 2j], 3j):
+        a, b = tapelab.tensor(data), torch.tensor(data)
+        assert _name(a.dtype) == _name(b.dtype)
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+    assert complex(tapelab.tensor(1 + 2j)) == 1 + 2j and tapelab.tensor([1j]).tolist() == [1j]
+    z = tapelab.zeros(3, dtype=tapelab.complex64, requires_grad=True)
+    assert z.requires_grad
+    with pytest.raises(RuntimeError, match="floating point and complex"):
+        tapelab.zeros(3, dtype=tapelab.int64).requires_grad_()
+
+
+def test_real_imag_are_settable_views():
+    z = tapelab.tensor([1 + 2j, 3 - 4j])
+    r, i = z.real, z.imag
+    r.mul_(10)
+    assert z.tolist() == [10 + 2j, 30 - 4j]
+    z.imag = tapelab.tensor([0.5, 0.5])
+    z.real = tapelab.tensor([1.0, 2.0])
+    assert z.tolist() == [1 + 0.5j, 2 + 0.5j] and i.tolist() == [0.5, 0.5]
+    x = tapelab.tensor([1.0, -2.0])
+    assert x.real is x and tapelab.conj(x) is x and tapelab.resolve_conj(x) is x
+    with pytest.raises(RuntimeError, match="imag is not implemented for tensors with non-complex dtypes"):
+        x.imag
+    assert tapelab.isreal(tapelab.tensor([1 + 0j, 1j])).tolist() == torch.isreal(torch.tensor([1 + 0j, 1j])).tolist()
+
+
+def test_view_as_real_and_complex_share_memory():
+    x = tapelab.tensor([[1.0, 2.0], [3.0, 4.0]])
+    z = tapelab.view_as_complex(x)
+    z.mul_(1j)
+    assert x.tolist() == [[-2.0, 1.0], [-4.0, 3.0]]
+    assert tapelab.view_as_real(z).data_ptr() == x.data_ptr()
+    with pytest.raises(RuntimeError, match="stride 1"):
+        tapelab.view_as_complex(tapelab.zeros(2, 4)[:, ::2])
+    with pytest.raises(RuntimeError, match="only supported for complex tensors"):
+        tapelab.view_as_real(x)
+
+
+def test_complex_polar_and_errors_match_torch():
+    r, th = np.array([1.0, 2.0]), np.array([0.3, -2.0])
+    np.testing.assert_allclose(tapelab.polar(tapelab.tensor(r), tapelab.tensor(th)).numpy(),
+                               torch.polar(torch.tensor(r), torch.tensor(th)).numpy())
+    for bad in [(tapelab.ones(2), tapelab.ones(2, dtype=tapelab.float64)), (tapelab.ones(2, dtype=tapelab.int64),) * 2]:
+        with pytest.raises(RuntimeError):
+            tapelab.complex(*bad)
+
+
+def test_complex_gradient_convention_matches_torch():
+    """A real loss of complex leaves: z.grad = dL/dx + i dL/dy, through promotion with a real tensor."""
+    rng = np.random.default_rng(0)
+    zv, wv = rng.standard_normal(4) + 1j * rng.standard_normal(4), rng.standard_normal(4)
+    grads = []
+    for m in (torch, tapelab):
+        z = m.tensor(zv, requires_grad=True)
+        w = m.tensor(wv, requires_grad=True)
+        y = (z * w / (z + 2)) ** 2 + z.real * z.imag + z.conj() * 3j
+        loss = m.view_as_real(y).sum() + (z.exp() * w).abs().sum() + m.angle(z).sum()
+        loss.backward()
+        grads.append((np.asarray(z.grad.detach()), np.asarray(w.grad.detach())))
+    np.testing.assert_allclose(grads[1][0], grads[0][0], rtol=1e-10)
+    np.testing.assert_allclose(grads[1][1], grads[0][1], rtol=1e-10)
+
+
+def test_ops_without_complex_gradients_refuse():
+    z = tapelab.randn(3, dtype=tapelab.float64).to(tapelab.complex128).requires_grad_()
+    with pytest.raises(NotImplementedError, match=r"asin\(complex128\[3\]\): the derivative of asin is not "
+                                                  r"implemented for complex"):
+        tapelab.asin(z)
+    with tapelab.no_grad():          # values alone are fine
+        assert tapelab.asin(z).dtype is tapelab.complex128
+    with pytest.raises(RuntimeError, match="real scalar outputs"):
+        (z * 2).sum().backward()
+
+
+def test_real_ops_stay_free_of_conj():
+    """conj of a real tensor is the tensor itself: the real vjps pay a dtype test, no op."""
+    x = tapelab.randn(3, requires_grad=True)
+    with tapelab.tape() as tp:
+        (x * x).exp().sum().backward()
+    names = [r.op for r in tp.nodes]
+    assert "mul" in names and "conj_physical" not in names
