@@ -184,6 +184,14 @@ def test_a_failing_rank_fails_the_job_and_is_named(how):
         assert "rank 1 (pid" in report and "was killed by signal 9" in report
 
 
+def test_a_hanging_rank_ends_at_the_timeout(request):
+    if not request.config.getoption("--long"):
+        pytest.skip("waits for a 15 s timeout: in --long")
+    done = _launch(2, "ddp_fail.py", "hang", "1", timeout=15)
+    assert done.returncode != 0
+    assert "the job did not finish within the timeout of 15 s; ranks still running: [0, 1]" in done.stderr
+
+
 # ---------------------------------------------------------------- without ranks
 def test_without_a_group_the_collectives_raise_pytorchs_error():
     dist = tapelab.distributed

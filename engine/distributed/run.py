@@ -107,7 +107,7 @@ def failure_report(status: Path, nproc: int, code: int, timeout: float, timed_ou
     started = {r for r in range(nproc) if (status / f"rank{r}.pid").exists()}
     if not lines:
         vanished = sorted(started - finished)
-        if code in (124, -signal.SIGALRM) or timed_out:   # hydra exits 255 or 124 at MPIEXEC_TIMEOUT
+        if timed_out or "TIMED OUT" in banner:   # hydra: "APPLICATION TIMED OUT", exit code 255
             lines.append(f"the job did not finish within the timeout of {timeout:g} s; ranks still running: "
                          f"{vanished or sorted(set(range(nproc)) - finished)}")
         elif vanished:
