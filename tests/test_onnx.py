@@ -155,6 +155,18 @@ def test_transformer_sequence_axes_are_dynamic_too(tmp_path):
     np.testing.assert_allclose(session(src2, tgt2), _eager(model, (src2, tgt2))[0], rtol=RTOL, atol=ATOL)
 
 
+def test_image_height_and_width_are_dynamic_too():
+    tapelab.manual_seed(0)
+    m = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.MaxPool2d(3, stride=2, padding=1), nn.ReLU(),
+                      nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(4, 2)).eval()
+    ex = tapelab.onnx.build(m, (tapelab.randn(2, 3, 9, 9),), input_names=["x"],
+                            dynamic_axes={"x": {0: "batch", 2: "height", 3: "width"}})
+    session = tapelab.onnx.InferenceSession(ex.model, numpy=True)
+    for shape in [(3, 3, 12, 7), (1, 3, 16, 16)]:
+        x = tapelab.randn(*shape)
+        np.testing.assert_allclose(session(x), _eager(m, (x,))[0], rtol=RTOL, atol=ATOL)
+
+
 def test_opset_21_uses_its_ops_and_ir_10(tmp_path):
     model, args, axes = _model("mlp")
     ex = tapelab.onnx.build(model, args, dynamic_axes=axes, opset_version=21)

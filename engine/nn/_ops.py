@@ -60,7 +60,8 @@ def _onnx_max_pool_indices(g, x, *, kernel, stride, padding, dilation, out_size)
              for n, k, s, p, d in zip(g.shape(x)[2:], kernel, stride, padding, dilation)]
     _, idx = g.op("MaxPool", x, outputs=2, kernel_shape=list(kernel), strides=list(stride), pads=list(padding) * 2,
                   dilations=list(dilation), ceil_mode=int(list(out_size) != floor))
-    return g.op("Mod", idx, g.const(g.numel(g.shape(x)[2:]), "int64"))
+    plane = g.reduce("ReduceProd", g.ints(g.shape(x)[2:]), [0], True)     # H*W, dynamic sizes too
+    return g.op("Mod", idx, plane)
 
 
 def _onnx_pool_take(g, x, idx):

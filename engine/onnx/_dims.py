@@ -34,12 +34,14 @@ class Dim:
         return self.value
 
     def __eq__(self, other) -> bool:
+        """Against a Dim: the same expression; against an int: the traced value (lowerings compare
+        sizes, ``out_size != floor``, as the forward did on the example)."""
         if isinstance(other, Dim):
             return (self.coef, self.syms, self.offset) == (other.coef, other.syms, other.offset)
-        return False
+        return self.value == other
 
     def __hash__(self) -> int:
-        return hash((self.coef, self.syms, self.offset))
+        return hash(self.value)
 
     def name(self) -> str:
         """A readable ``dim_param``: ``batch``, ``4*batch``, ``seq-1``."""

@@ -231,9 +231,7 @@ def _lower_node(g: Emitter, n: Node, op, tr: Traced, ref):
         args = _promoted(g, op, args, n, tr)
     try:
         return g.op(lower, *args) if isinstance(lower, str) else lower(g, *args, **params)
-    except ExportError:
-        raise
-    except Exception as e:
+    except Exception as e:  # the lowering's own reason, with the node it was lowering
         raise ExportError(f"tapelab.onnx.export: lowering {where(n)} failed: {type(e).__name__}: {e}") from e
 
 
