@@ -21,6 +21,7 @@ from .core import creation
 from .core.tensor import Tensor
 from . import compiler as _compiler
 from .nn import functional as F
+from .ops.conjugation import view_as_complex, view_as_real
 from .ops.movement import stack
 
 __all__ = []   # filled below: every public function defined or generated here
@@ -78,6 +79,18 @@ for _view in ("detach", "diagonal", "expand", "permute", "select", "split", "spl
               "transpose", "unbind", "unfold", "unsqueeze", "view"):
     globals()[f"{_view}_copy"] = _public(_copy_of(_view))
 del _view
+
+
+@_public
+def view_as_real_copy(input: Tensor) -> Tensor:
+    """``view_as_real(input)`` copied out, as ``torch.view_as_real_copy``."""
+    return view_as_real(input).clone()
+
+
+@_public
+def view_as_complex_copy(input: Tensor) -> Tensor:
+    """``view_as_complex(input)`` copied out, as ``torch.view_as_complex_copy``."""
+    return view_as_complex(input).clone()
 
 
 @_public

@@ -390,6 +390,12 @@ class Tensor:
     def half(self):
         return self.to(_dtype.float16)
 
+    def cfloat(self):
+        return self.to(_dtype.complex64)
+
+    def cdouble(self):
+        return self.to(_dtype.complex128)
+
     def bfloat16(self):
         return self.to(_dtype.bfloat16)
 

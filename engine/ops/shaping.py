@@ -250,10 +250,10 @@ def addr(input: Tensor, vec1: Tensor, vec2: Tensor, *, beta=1, alpha=1) -> Tenso
 
 
 def adjoint(input: Tensor) -> Tensor:
-    """The conjugate transpose of the last two dims (a transpose: tapelab has no complex tensors)."""
+    """The conjugate transpose of the last two dims (a transpose of a real tensor)."""
     if input.ndim < 2:
         raise RuntimeError("tensor.adjoint() is only supported on matrices or batches of matrices. Got 1-D tensor.")
-    return input.transpose(-2, -1)
+    return input.transpose(-2, -1).conj()
 
 
 def cross(input: Tensor, other: Tensor, dim: int | None = None) -> Tensor:
