@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 import math
 
+from ..base.grad_mode import is_grad_enabled
 from ..base.meta import has_data
 from ..core.dispatch import apply
 from ..core.registry import NONE, OTHERS, Op
@@ -77,10 +78,14 @@ def _onnx_avg_pool(g, x, *, kernel, stride, padding, ceil_mode, count_include_pa
                 ceil_mode=int(ceil_mode), count_include_pad=int(count_include_pad))
 
 
-def _onnx_bn(g, x, *, dims, eps):
+def _onnx_bn(g, x, *affine, dims, eps, has_weight=False):
     c = g.op("Sub", x, g.reduce("ReduceMean", x, dims, True))
     var = g.reduce("ReduceMean", g.op("Mul", c, c), dims, True)
-    return g.op("Div", c, g.op("Sqrt", g.op("Add", var, eps)))
+    out = g.op("Div", c, g.op("Sqrt", g.op("Add", var, eps)))
+    chan = g.const([-1] + [1] * (len(g.shape(x)) - 2), "int64")
+    for t, name in zip(affine, ("Mul", "Add") if has_weight else ("Add",)):
+        out = g.op(name, out, g.op("Reshape", t, chan))
+    return out
 
 
 # ---------------------------------------------------------------- shared array helpers
@@ -632,9 +637,13 @@ def col2im(cols: Tensor, size: tuple, kernel: tuple, dilation: tuple, pads: tupl
 
 
 # ---------------------------------------------------------------- batch normalisation
-# ``(x - mean) / sqrt(biased var + eps)`` per channel as one primitive (the composite took ~20 full
-# passes and ~25 dispatches forward+backward). Its vjp ``batch_norm_backward`` is fused too; that
-# one's own vjp is the closed form below in Tensor ops, so every order of derivative stays exact.
+# ``(x - mean) / sqrt(biased var + eps)`` per channel, then the optional per-channel scale and
+# shift, as one primitive (the composite took ~20 full passes and ~25 dispatches forward+backward;
+# the separate affine mul and add 2 more passes and 4 dispatches). Its vjp, while no graph is built
+# for it, is ``batch_norm_grads``: the input, weight and bias gradients share the sums
+# ``sum(g)`` and ``sum(g * xhat)`` (12 passes over x-sized arrays where the affine ops' vjps and
+# ``batch_norm_backward`` took 16). Under ``create_graph`` the vjp is ``batch_norm_backward`` and
+# Tensor ops, whose own vjp is the closed form below, so every order of derivative stays exact.
 def _bn_stats(xp, x, dims, eps):
     mean = x.mean(axis=dims, keepdims=True)
     c = x - mean
@@ -642,10 +651,44 @@ def _bn_stats(xp, x, dims, eps):
     return mean, var, c, 1 / xp.sqrt(var + x.dtype.type(eps))
 
 
-def _bn_fwd(xp, x, *, dims, eps):
+def _bn_fwd(xp, x, *affine, dims, eps, has_weight=False):
     mean, var, c, s = _bn_stats(xp, x, dims, eps)
-    c *= s
+    c *= s * affine[0].reshape(s.shape) if has_weight else s
+    if len(affine) > has_weight:
+        c += affine[-1].reshape(s.shape)
     return c, mean.reshape(-1), var.reshape(-1)
+
+
+def _bn_vjp(g, out, x, *affine, dims, eps, has_weight=False):
+    w = affine[0] if has_weight else None
+    b = affine[-1] if len(affine) > has_weight else None
+    if affine and not is_grad_enabled():
+        gx, gw, gb = apply(_bn_grads, g, x, *affine, dims=dims, eps=eps, has_weight=has_weight)
+        grads = [gx if x.requires_grad else None]
+        grads += [gw if w.requires_grad else None] if w is not None else []
+        return tuple(grads + ([gb if b.requires_grad else None] if b is not None else []))
+    chan = (-1,) + (1,) * (x.ndim - 2)
+    grads = [apply(_bn_bwd, g if w is None else g * w.reshape(chan), x, dims=dims, eps=eps)
+             if x.requires_grad else None]
+    if w is not None:
+        grads.append((g * apply(_bn, x, dims=dims, eps=eps)[0]).sum(dims) if w.requires_grad else None)
+    if b is not None:
+        grads.append(g.sum(dims) if b.requires_grad else None)
+    return tuple(grads)
+
+
+def _bn_grads_fwd(xp, g, x, *affine, dims, eps, has_weight):
+    """``gx = s w (g - mean(g) - xhat mean(g xhat))``, ``gw = sum(g xhat)``, ``gb = sum(g)``."""
+    _, _, c, s = _bn_stats(xp, x, dims, eps)
+    c *= s                                                                 # xhat
+    m = x.dtype.type(math.prod(x.shape[d] for d in dims))
+    gb = g.sum(axis=dims, keepdims=True)
+    gw = (g * c).sum(axis=dims, keepdims=True)
+    c *= gw / m
+    res = g - gb / m
+    res -= c
+    res *= s * affine[0].reshape(s.shape) if has_weight else s
+    return res, gw.reshape(-1), gb.reshape(-1)
 
 
 def _bn_bwd_fwd(xp, g, x, *, dims, eps):
@@ -678,15 +721,17 @@ def _bn_bwd_vjp(v, out, g, x, *, dims, eps):
     return gg, gx
 
 
-_bn = Op("batch_norm_normalize", _bn_fwd, lambda g, out, x, *, dims, eps: (apply(_bn_bwd, g, x, dims=dims, eps=eps),),
-         promote="float", n_extra=2, onnx=_onnx_bn)
+_bn = Op("batch_norm_normalize", _bn_fwd, _bn_vjp, promote="float", n_extra=2, onnx=_onnx_bn)
 _bn_bwd = Op("batch_norm_backward", _bn_bwd_fwd, _bn_bwd_vjp, promote="float")
+_bn_grads = Op("batch_norm_grads", _bn_grads_fwd, promote="float", n_extra=2)   # runs with grad off only
 
 
-def batch_norm_normalize(x: Tensor, dims: tuple, eps: float) -> tuple[Tensor, Tensor, Tensor]:
-    """``(x - mean) / sqrt(var + eps)`` over ``dims``, plus the flat (non-differentiable) mean and
-    biased variance."""
-    return apply(_bn, x, dims=tuple(dims), eps=float(eps))
+def batch_norm_normalize(x: Tensor, dims: tuple, eps: float, weight: Tensor | None = None,
+                         bias: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor]:
+    """``(x - mean) / sqrt(var + eps)`` over ``dims``, times ``weight`` plus ``bias`` (per channel,
+    dim 1) when given, and the flat (non-differentiable) mean and biased variance."""
+    affine = tuple(t for t in (weight, bias) if t is not None)
+    return apply(_bn, x, *affine, dims=tuple(dims), eps=float(eps), has_weight=weight is not None)
 
 
 # ---------------------------------------------------------------- embedding

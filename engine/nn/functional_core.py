@@ -305,15 +305,14 @@ def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor |
             raise ValueError(f"Expected more than 1 value per channel when training, got input size "
                              f"{list(input.shape)}")
         _check_batch_norm_args(input, running_mean, running_var, weight, bias, training)
-        out, mean, var = _ops.batch_norm_normalize(input, dims, eps)   # one fused primitive
+        out, mean, var = _ops.batch_norm_normalize(input, dims, eps, weight, bias)   # one fused primitive
         if running_mean is not None:
             with no_grad():
                 running_mean.mul_(1 - momentum).add_(mean * momentum)
                 running_var.mul_(1 - momentum).add_(var * (momentum * count / (count - 1)))
-    else:
-        _check_batch_norm_args(input, running_mean, running_var, weight, bias, training)
-        out = _with_running_stats(input, running_mean, running_var, eps)
-    return _channel_affine(out, weight, bias)
+        return out
+    _check_batch_norm_args(input, running_mean, running_var, weight, bias, training)
+    return _channel_affine(_with_running_stats(input, running_mean, running_var, eps), weight, bias)
 
 
 def layer_norm(input: Tensor, normalized_shape, weight: Tensor | None = None, bias: Tensor | None = None,
