@@ -1,6 +1,7 @@
 """A scientific-computing script in PyTorch's style (issue 19): special-function values and their
-gradients, linear-algebra solves and factorisations, and an FFT convolution, ending in two small
-fits: a kernel learned through ``torch.fft`` and a conductivity learned through ``linalg.solve``.
+gradients, linear-algebra solves and factorisations, and an FFT convolution, ending in three small
+fits: a kernel learned through ``torch.fft``, a conductivity learned through ``linalg.solve`` and a
+complex frequency response (a complex128 parameter) learned through ``fft2``/``ifft2``.
 Everything in float64; returns the numbers such a script prints."""
 from __future__ import annotations
 
@@ -81,9 +82,30 @@ def _fft(torch, out: list, steps: int) -> None:
     out.append(torch.fft.fftfreq(8, d=0.5).sum().item())
 
 
+def _complex_filter(torch, out: list, steps: int) -> None:
+    """A learned complex frequency response (a complex128 parameter) that turns an image into its
+    phase-shifted copy: fft2, fftshift, polar, angle and view_as_real on the way."""
+    rng = np.random.default_rng(5)
+    img = torch.from_numpy(rng.standard_normal((8, 8)))
+    spec = torch.fft.fftshift(torch.fft.fft2(img))
+    out += [spec.abs().sum().item(), torch.angle(spec).sum().item(), torch.view_as_real(spec).pow(2).sum().item()]
+    phase = torch.polar(torch.ones(8, 8, dtype=torch.float64), torch.linspace(0, 1, 64, dtype=torch.float64).reshape(8, 8))
+    target = torch.fft.ifft2(torch.fft.fft2(img) * phase).real
+    w = torch.zeros(8, 8, dtype=torch.complex128, requires_grad=True)
+    opt = torch.optim.SGD([w], lr=20.0)
+    for _ in range(steps):
+        opt.zero_grad()
+        loss = (torch.fft.ifft2(torch.fft.fft2(img) * (1 + w)).real - target).pow(2).mean()
+        loss.backward()
+        opt.step()
+        out.append(loss.item())
+    out += [w.detach().abs().sum().item(), w.grad.real.abs().sum().item(), w.grad.imag.abs().sum().item()]
+
+
 def main(torch, steps: int = 10):
     out: list = []
     _special(torch, out)
     _linalg(torch, out, steps)
     _fft(torch, out, steps)
+    _complex_filter(torch, out, steps)
     return [float(v) for v in out]
