@@ -21,18 +21,20 @@ def _array(x) -> np.ndarray:
 
 
 class InferenceSession:
-    """Serve an ONNX file (a path, bytes or a ModelProto) with onnxruntime on the CPU.
+    """Serve an ONNX file (a path, bytes or a ModelProto) with onnxruntime.
 
     Args:
         model: the file's path, its bytes, or an ``onnx.ModelProto``.
         threads: onnxruntime's intra-op threads (None: its default).
         numpy: return numpy arrays instead of tapelab tensors.
+        providers: onnxruntime's execution providers (default ``["CPUExecutionProvider"]``;
+            ``["CUDAExecutionProvider", "CPUExecutionProvider"]`` with onnxruntime-gpu).
 
     >>> sess = tapelab.onnx.InferenceSession("model.onnx")
     >>> probs = sess(x)                       # a tapelab Tensor (a tuple for several outputs)
     """
 
-    def __init__(self, model, threads: int | None = None, numpy: bool = False):
+    def __init__(self, model, threads: int | None = None, numpy: bool = False, providers: list | None = None):
         import onnxruntime as ort
         opts = ort.SessionOptions()
         if threads is not None:
@@ -41,7 +43,7 @@ class InferenceSession:
         if not isinstance(model, (str, bytes, os.PathLike)):
             model = model.SerializeToString()
         self.session = ort.InferenceSession(os.fspath(model) if isinstance(model, os.PathLike) else model, opts,
-                                            providers=["CPUExecutionProvider"])
+                                            providers=providers or ["CPUExecutionProvider"])
         self.input_names = [i.name for i in self.session.get_inputs()]
         self.output_names = [o.name for o in self.session.get_outputs()]
         self.numpy = numpy

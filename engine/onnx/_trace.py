@@ -81,39 +81,44 @@ def trace(model, args: tuple, names: list[str], axes: dict, sizes: dict) -> Trac
         with no_grad():
             gm = trace_from_tape(model, *args)
             values = run(gm, args)
-            grown = list(sizes)
             others = []
-            for s in grown:
-                a2 = _grow(args, names, axes, s)
-                gm2 = trace_from_tape(model, *a2)
-                others.append((gm2, run(gm2, a2)))
+            for s in sizes:
+                grown = _grow(args, names, axes, s)
+                other = trace_from_tape(model, *grown)
+                others.append((_match(gm, other), run(other, grown)))
     finally:
         if was:
             model.train()
-    nodes = list(gm.graph.nodes)
-    matched = []
-    for gm2, _ in others:
-        nodes2 = list(gm2.graph.nodes)
-        for i, n in enumerate(nodes):
-            n2 = nodes2[i] if i < len(nodes2) else None
-            if n2 is None or n2.target != n.target or n2.op != n.op:
-                raise ExportError(
-                    f"tapelab.onnx.export: the traced graph changes with a dynamic axis's size at node "
-                    f"{n.name} ({getattr(n.target, '__name__', n.target)}, {n.meta.get('source', '')}): "
-                    "Python control flow depends on that size; export without that dynamic axis")
-        matched.append(dict(zip(nodes, nodes2)))
+    return _with_dims(gm, values, others, sizes)
+
+
+def _match(gm: GraphModule, other: GraphModule) -> dict:
+    """``gm``'s nodes -> ``other``'s, which must be the same program (same ops in the same order)."""
+    nodes, nodes2 = list(gm.graph.nodes), list(other.graph.nodes)
+    for i, n in enumerate(nodes + [None] * (len(nodes2) - len(nodes))):
+        n2 = nodes2[i] if i < len(nodes2) else None
+        if n is None or n2 is None or n2.target != n.target or n2.op != n.op:
+            at = n or n2
+            raise ExportError(
+                f"tapelab.onnx.export: the traced graph changes with a dynamic axis's size at node "
+                f"{at.name} ({getattr(at.target, '__name__', at.target)}, {at.meta.get('source', '')}): "
+                "Python control flow depends on that size; export without that dynamic axis")
+    return dict(zip(nodes, nodes2))
+
+
+def _with_dims(gm: GraphModule, values: dict, others: list, sizes: dict) -> Traced:
+    """Each node's params and value shapes with the sizes that moved across traces as ``Dim``s."""
+    grown = list(sizes)
+    strip = lambda a: map_aggregate(a, lambda x: None if isinstance(x, Node) else x)  # noqa: E731
     params, shapes, args_of = {}, {}, {}
-    env2 = [v for _, v in others]
-    for n in nodes:
+    for n in gm.graph.nodes:
         if n.op in ("call_function", "call_method") and n.target is not guard_inputs:
-            strip = lambda a: map_aggregate(a, lambda x: None if isinstance(x, Node) else x)  # noqa: E731
-            params[n] = infer(strip(dict(n.kwargs)), [strip(dict(m[n].kwargs)) for m in matched], sizes, grown)
-            args_of[n] = infer(strip(tuple(n.args)), [strip(tuple(m[n].args)) for m in matched], sizes, grown)
+            params[n] = infer(strip(dict(n.kwargs)), [strip(dict(m[n].kwargs)) for m, _ in others], sizes, grown)
+            args_of[n] = infer(strip(tuple(n.args)), [strip(tuple(m[n].args)) for m, _ in others], sizes, grown)
         v = values[n]
         if isinstance(v, Tensor):
-            shapes[n] = infer(_shape(v), [_shape(e[m[n]]) for e, m in zip(env2, matched)], sizes, grown)
+            shapes[n] = infer(_shape(v), [_shape(env[m[n]]) for m, env in others], sizes, grown)
         elif isinstance(v, tuple) and n.op != "output":
-            shapes[n] = tuple(infer(_shape(x), [_shape(e[m[n]][i]) for e, m in zip(env2, matched)], sizes, grown)
+            shapes[n] = tuple(infer(_shape(x), [_shape(env[m[n]][i]) for m, env in others], sizes, grown)
                               if isinstance(x, Tensor) else None for i, x in enumerate(v))
     return Traced(gm, values, params, shapes, args_of)
-
