@@ -220,6 +220,34 @@ def test_distributed_sampler_shards_as_pytorch(shuffle, drop_last):
             assert ours == theirs
 
 
+_SAME_SIGNATURE = {
+    "torch.distributed": ["init_process_group", "destroy_process_group", "get_rank", "get_world_size",
+                          "is_initialized", "barrier", "all_reduce", "reduce", "broadcast", "all_gather",
+                          "all_gather_into_tensor", "gather", "scatter", "reduce_scatter", "reduce_scatter_tensor",
+                          "all_to_all", "all_to_all_single", "send", "recv", "isend", "irecv", "new_group",
+                          "all_gather_object", "broadcast_object_list", "gather_object", "scatter_object_list"],
+    "torch.distributed.algorithms.ddp_comm_hooks.default_hooks": ["allreduce_hook", "fp16_compress_hook",
+                                                                  "bf16_compress_hook"],
+    "torch.distributed.algorithms.ddp_comm_hooks.powerSGD_hook": ["PowerSGDState", "powerSGD_hook"],
+    "torch.distributed.optim": ["ZeroRedundancyOptimizer"],
+    "torch.distributed.rpc": ["init_rpc", "rpc_sync", "rpc_async", "remote", "shutdown", "get_worker_info"],
+    "torch.distributed.nn": ["RemoteModule"],
+}
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")   # torch.distributed.nn imports torch.jit
+@pytest.mark.parametrize("module", sorted(_SAME_SIGNATURE))
+def test_names_at_pytorchs_paths_take_pytorchs_arguments(module):
+    """A script's calls bind the same way: the same parameter names in the same order (PyTorch's
+    private ones, with a leading underscore, left out)."""
+    import importlib
+    import inspect
+    theirs, ours = importlib.import_module(module), importlib.import_module(module.replace("torch", "tapelab", 1))
+    for name in _SAME_SIGNATURE[module]:
+        want = [p for p in inspect.signature(getattr(theirs, name)).parameters if not p.startswith("_")]
+        assert list(inspect.signature(getattr(ours, name)).parameters) == want, f"{module}.{name}"
+
+
 def test_launcher_accepts_torchruns_spellings():
     from tapelab.distributed.run import _parser
     for flag in ("--nproc-per-node", "--nproc_per_node"):

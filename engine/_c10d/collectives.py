@@ -246,7 +246,7 @@ def all_to_all_single(output: Tensor, input: Tensor, output_split_sizes=None, in
                 lambda out: write(output, out), [output], input)
 
 
-def barrier(group=None, async_op: bool = False, device_ids=None) -> Work | None:
+def barrier(group=None, async_op: bool = False, device_ids=None, timeout=None) -> Work | None:
     """Return once every rank of ``group`` has called ``barrier``."""
     g = resolve(group)
     return _run(g, "barrier", g.backend.barrier, async_op, 0)

@@ -104,11 +104,12 @@ def get_backend(group=None) -> str:
 
 
 def new_group(ranks=None, timeout=None, backend=None, pg_options=None, use_local_synchronization: bool = False,
-              group_desc: str | None = None, device_id=None):
+              group_desc: str | None = None, device_id=None, sort_ranks: bool = True):
     """A group of the global ``ranks`` (all when None). Every rank of the default group calls it;
     the others get ``GroupMember.NON_GROUP_MEMBER`` (None)."""
     w = resolve(None)
-    ranks = sorted(range(w.size()) if ranks is None else ranks)
+    ranks = list(range(w.size()) if ranks is None else ranks)
+    ranks = sorted(ranks) if sort_ranks else ranks
     bad = [r for r in ranks if not 0 <= r < w.size()]
     if bad:
         raise ValueError(f"new_group: ranks {bad} are not in the world of {w.size()}")

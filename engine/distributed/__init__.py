@@ -14,6 +14,7 @@ import os
 from .._c10d import *  # noqa: F401,F403
 from .._c10d import __all__ as _c10d_all
 from .._c10d import nccl_available
+from . import algorithms, nn, optim, rpc  # noqa: F401  (torch.distributed.optim etc. without an import)
 
 __all__ = ["is_torchelastic_launched", "is_nccl_available", "is_gloo_available", "is_mpi_available",
            "GroupMember", "group", *_c10d_all]

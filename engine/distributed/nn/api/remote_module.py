@@ -67,7 +67,7 @@ class RemoteModule(Module):
     """
 
     def __init__(self, remote_device: str, module_cls: type, args: tuple | None = None,
-                 kwargs: dict | None = None, _module_interface_cls=None) -> None:
+                 kwargs: dict | None = None) -> None:
         super().__init__()
         worker, _, device = remote_device.partition("/")
         self.on, self.device = worker, device or "cpu"
