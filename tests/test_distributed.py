@@ -102,6 +102,13 @@ def test_no_sync_accumulates_then_reduces_the_sum(job):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
 
+def test_cuda_tensors_over_mpi_on_the_simulated_device(job):
+    res, _ = job
+    n = res["world"]
+    assert res["cuda"]["all_reduce"] == [n * (n + 1) / 2] * 2
+    assert res["cuda"]["device"] == "cuda:0" and res["cuda"]["max_diff"] < 1e-6
+
+
 def test_find_unused_parameters(job):
     res, _ = job
     found = res["find_unused"]

@@ -13,6 +13,7 @@ import numpy as np
 
 import tapelab as torch
 from tapelab import events
+from tapelab._backend import simulated_cuda
 from tapelab.distributed import rpc
 from tapelab.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_hook
 from tapelab.distributed.nn import RemoteModule
@@ -117,6 +118,17 @@ def main(out: str) -> None:
     except RuntimeError as e:
         res["find_unused"]["strict_error"] = str(e)
     res["find_unused"]["used_grad"] = [g.tolist() for g in res["find_unused"]["used_grad"]]
+
+    # cuda tensors (the simulated device) over MPI: they travel through host copies
+    with simulated_cuda():
+        t = torch.full((2,), float(r + 1), device="cuda")
+        dist.all_reduce(t)
+        on_gpu, on_cpu = DDP(mlp().to("cuda")), DDP(mlp())
+        for m, dev in ((on_gpu, "cuda"), (on_cpu, "cpu")):
+            torch.nn.functional.mse_loss(m(x0.to(dev)), y0.to(dev)).backward()
+        res["cuda"] = {"all_reduce": t.cpu().tolist(), "device": str(next(on_gpu.parameters()).grad.device),
+                       "max_diff": max(float((p.grad.cpu() - q.grad).abs().max())
+                                       for p, q in zip(on_gpu.parameters(), on_cpu.parameters()))}
 
     # communication hooks: bytes on the wire per backward, and a short training run
     sent: list = []
