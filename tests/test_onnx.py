@@ -167,6 +167,55 @@ def test_image_height_and_width_are_dynamic_too():
         np.testing.assert_allclose(session(x), _eager(m, (x,))[0], rtol=RTOL, atol=ATOL)
 
 
+class _GPTBlock(nn.Module):
+    """nanoGPT's attention: a causal-mask buffer sliced to the sequence, beside SDPA's is_causal."""
+
+    def __init__(self, d=16, heads=2, block=32):
+        super().__init__()
+        self.heads = heads
+        self.qkv, self.proj, self.ln = nn.Linear(d, 3 * d), nn.Linear(d, d), nn.LayerNorm(d)
+        self.register_buffer("bias", tapelab.tril(tapelab.ones(block, block)).view(1, 1, block, block))
+
+    def forward(self, x):
+        B, T, C = x.size()
+        q, k, v = self.qkv(self.ln(x)).split(C, dim=2)
+        q, k, v = [t.view(B, T, self.heads, C // self.heads).transpose(1, 2) for t in (q, k, v)]
+        att = (q @ k.transpose(-2, -1)) * (1.0 / (k.size(-1) ** 0.5))
+        att = att.masked_fill(self.bias[:, :, :T, :T] == 0, float("-inf"))
+        y = F.softmax(att, dim=-1) @ v + F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return x + self.proj(y.transpose(1, 2).contiguous().view(B, T, C))
+
+
+class _GPT(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.tok, self.pos = nn.Embedding(50, 16), nn.Embedding(32, 16)
+        self.blocks, self.head = nn.ModuleList([_GPTBlock(), _GPTBlock()]), nn.Linear(16, 50, bias=False)
+
+    def forward(self, idx):
+        x = self.tok(idx) + self.pos(tapelab.arange(0, idx.shape[1], dtype=tapelab.long))
+        for block in self.blocks:
+            x = block(x)
+        return self.head(x)
+
+
+def test_gpt_with_dynamic_batch_and_sequence():
+    tapelab.manual_seed(0)
+    model = _GPT().eval()
+    ex = tapelab.onnx.build(model, (_ints(50, 2, 7),), input_names=["idx"],
+                            dynamic_axes={"idx": {0: "batch", 1: "seq"}})
+    session = tapelab.onnx.InferenceSession(ex.model, numpy=True)
+    for shape in [(2, 7), (3, 12), (1, 32), (4, 1)]:
+        idx = _ints(50, *shape)
+        np.testing.assert_allclose(session(idx), _eager(model, (idx,))[0], rtol=RTOL, atol=ATOL)
+
+
+def test_scalars_stay_zero_dimensional():
+    ex = tapelab.onnx.build(lambda x: (x * 2 + 1).sum() * 3, (tapelab.randn(3),))
+    got = tapelab.onnx.InferenceSession(ex.model, numpy=True)(tapelab.ones(3))
+    assert got.shape == () and float(got) == 27.0
+
+
 def test_opset_21_uses_its_ops_and_ir_10(tmp_path):
     model, args, axes = _model("mlp")
     ex = tapelab.onnx.build(model, args, dynamic_axes=axes, opset_version=21)

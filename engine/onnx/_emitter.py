@@ -61,7 +61,7 @@ class Emitter:
             if key in self._consts:
                 return self._consts[key]
         name = name or self.fresh("const")
-        self.initializers.append(numpy_helper.from_array(np.ascontiguousarray(arr), name))
+        self.initializers.append(numpy_helper.from_array(np.require(arr, requirements="C"), name))  # keeps 0-d
         self.info[name] = (arr.dtype, arr.shape)
         if key is not None:
             self._consts[key] = name
