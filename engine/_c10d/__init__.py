@@ -17,4 +17,4 @@ from .objects import __all__ as _objects
 from .reduce_op import ReduceOp
 from .work import Future, Work
 
-__all__ = [*_collectives, *_init, *_objects, "GradBucket", "ProcessGroup", "ReduceOp", "Future", "Work", "nccl_available"]
+__all__ = [*_collectives, *_init, *_objects, "GradBucket", "ProcessGroup", "ReduceOp", "Future", "Work"]

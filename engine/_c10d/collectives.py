@@ -19,7 +19,7 @@ from .work import RequestWork, Work
 
 __all__ = ["all_reduce", "reduce", "broadcast", "all_gather", "all_gather_into_tensor", "gather", "scatter",
            "reduce_scatter", "reduce_scatter_tensor", "all_to_all", "all_to_all_single", "barrier", "send",
-           "recv", "isend", "irecv", "write"]
+           "recv", "isend", "irecv"]
 
 
 # ---------------------------------------------------------------- tensors <-> arrays

@@ -3,7 +3,9 @@
 Ranks still start under MPI, which carries NCCL's unique id from rank 0 to the others and the
 pickled objects of the object collectives. Tensor collectives run on the current cupy stream of
 each rank's GPU (``LOCAL_RANK``) and are synchronized before the communication thread reports
-them done. Needs a real GPU and cupy; the simulated cuda device has no NCCL.
+them done. Needs a real GPU and cupy; the simulated cuda device has no NCCL. Subgroups
+(``new_group``) of an NCCL world are MPI groups (cuda tensors through the host), and gather,
+scatter and all-to-all are not served by NCCL here.
 """
 from __future__ import annotations
 
