@@ -66,14 +66,20 @@ class _BreakWatch(Mode):
         self.reasons.append(f"data-dependent: Tensor.{what}() reads a value at {where}")
 
 
-def _describe(name: str, a) -> tuple:
+def _part(a):
+    """One input's share of the guard key (a Tensor's metadata, a plain value itself)."""
     if isinstance(a, Tensor):
-        return (("T", tuple(a.shape), a.dtype.name, str(a.device), a.requires_grad),
-                f"{name}: Tensor shape={tuple(a.shape)} dtype={a.dtype.name} device={a.device} "
-                f"requires_grad={a.requires_grad}")
+        return (a._data.shape, a._data.dtype, a._device, a.requires_grad)
     if a is None or isinstance(a, (bool, int, float, str)):
-        return ("V", type(a).__name__, a), f"{name} == {a!r}"
+        return (type(a), a)
     raise TypeError(type(a).__name__)
+
+
+def _guard_text(name: str, a) -> str:
+    if isinstance(a, Tensor):
+        return (f"{name}: Tensor shape={tuple(a.shape)} dtype={a.dtype.name} device={a.device} "
+                f"requires_grad={a.requires_grad}")
+    return f"{name} == {a!r}"
 
 
 class CompiledFunction:
@@ -89,20 +95,24 @@ class CompiledFunction:
         self.__wrapped__ = fn
         _ALL.add(self)
 
-    def _key(self, args: tuple, kwargs: dict):
-        key, guards = [GRAD.enabled], [f"grad_mode enabled == {GRAD.enabled}"]
+    def _key(self, args: tuple, kwargs: dict) -> tuple:
+        key = [GRAD.enabled, self.module.training if self.module is not None else None]
+        key += [_part(a) for a in args]
+        if kwargs:
+            key += [(k, _part(v)) for k, v in kwargs.items()]
+        return tuple(key)
+
+    def _guards(self, args: tuple, kwargs: dict) -> list:
+        """The key in words, for explain()."""
+        guards = [f"grad_mode enabled == {GRAD.enabled}"]
         if self.module is not None:
-            key.append(self.module.training)
             guards.append(f"self.training == {self.module.training}")
-        for name, a in [(f"arg{i}", a) for i, a in enumerate(args)] + list(kwargs.items()):
-            k, g = _describe(name, a)
-            key.append(k)
-            guards.append(g)
-        return tuple(key), guards
+        return guards + [_guard_text(n, a) for n, a in [(f"arg{i}", a) for i, a in enumerate(args)]
+                         + list(kwargs.items())]
 
     def __call__(self, *args, **kwargs):
         try:
-            key, guards = self._key(args, kwargs)
+            key = self._key(args, kwargs)
         except TypeError as e:
             return self._eager(args, kwargs, f"unsupported input type {e}")
         entry = self.cache.get(key)
@@ -110,6 +120,7 @@ class CompiledFunction:
             if entry.run is None:
                 return self.fn(*args, **kwargs)
             return entry.run(*args, *kwargs.values())
+        guards = self._guards(args, kwargs)
         if len(self.cache) >= config.cache_size_limit:
             if not self.limit_warned:
                 self.limit_warned = True

@@ -28,7 +28,7 @@ from ..fx.graph import Graph
 from ..fx.graph_module import GraphModule
 from ..fx.passes.fusion import elementwise_groups, op_name
 from ..fx.passes.shape_prop import ShapeProp
-from ..fx.trace_from_tape import trace_from_tape
+from ..fx.trace_from_tape import guard_inputs, trace_from_tape
 from . import cpu, cuda
 from .kernel import Kernel
 from .symbolic import NotElementwise, input_sym, trace_op
@@ -263,6 +263,9 @@ def lower(gm: GraphModule, example_args: list, *, differentiable: bool = True, b
     several outputs computes the whole group."""
     ShapeProp(gm).propagate(*example_args)
     graph: Graph = gm.graph
+    for node in list(graph.nodes):      # the caller's key (or the op's fixed shapes) guards already
+        if node.op == "call_function" and node.target is guard_inputs:
+            graph.erase_node(node)
     fused = []
     for group in elementwise_groups(gm, fusible=_fusible):
         gset = set(group)
