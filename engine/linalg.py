@@ -42,6 +42,7 @@ LUFactorExResult = namedtuple("LUFactorExResult", ["LU", "pivots", "info"])
 LstsqResult = namedtuple("LstsqResult", ["solution", "residuals", "rank", "singular_values"])
 SVDResult = namedtuple("SVDResult", ["U", "S", "Vh"])
 EighResult = namedtuple("EighResult", ["eigenvalues", "eigenvectors"])
+EigResult = namedtuple("EigResult", ["eigenvalues", "eigenvectors"])
 LDLFactorResult = namedtuple("LDLFactorResult", ["LD", "pivots"])
 LDLFactorExResult = namedtuple("LDLFactorExResult", ["LD", "pivots", "info"])
 
@@ -316,16 +317,18 @@ def eigvalsh(A, UPLO: str = "L", *, out=None):
     return eigh(A, UPLO).eigenvalues
 
 
-def eig(A, *, out=None):
-    """``torch.linalg.eig`` returns complex eigenpairs, and tapelab has no complex dtypes yet."""
-    raise TypeError("linalg.eig: the eigenvalues of a general matrix are complex and tapelab has no complex "
-                    "dtypes yet; for a symmetric matrix use tapelab.linalg.eigh")
+def eig(A, *, out=None) -> EigResult:
+    """``torch.linalg.eig``: complex eigenvalues and eigenvectors (complex64 for float32 input, complex128
+    for float64), LAPACK geev's order and normalisation as PyTorch's. No gradient yet (PyTorch has one)."""
+    _check("linalg.eig", A)
+    packed = apply(_d.eig_op, A)
+    n = A.shape[-1]
+    return EigResult(packed[..., n, :], packed[..., :n, :])
 
 
 def eigvals(A, *, out=None):
-    """``torch.linalg.eigvals`` returns complex eigenvalues, and tapelab has no complex dtypes yet."""
-    raise TypeError("linalg.eigvals: the eigenvalues of a general matrix are complex and tapelab has no complex "
-                    "dtypes yet; for a symmetric matrix use tapelab.linalg.eigvalsh")
+    """``torch.linalg.eigvals``: the complex eigenvalues (no gradient yet)."""
+    return eig(A).eigenvalues
 
 
 def svd(A, full_matrices: bool = True, *, driver=None, out=None) -> SVDResult:

@@ -98,11 +98,19 @@ def test_degenerate_spectrum_gradients_as_torch():
         np.testing.assert_allclose(np.nan_to_num(got.numpy()), np.nan_to_num(want.numpy()), atol=1e-12)
 
 
-def test_eig_needs_complex():
-    with pytest.raises(TypeError, match="complex"):
-        tapelab.linalg.eig(tapelab.eye(2))
-    with pytest.raises(TypeError, match="complex"):
-        tapelab.linalg.eigvals(tapelab.eye(2))
+def test_eig_values_match_torch():
+    """Complex eigenpairs (geev's order and normalisation) in float64; in float32 each eigenvector may
+    differ by a phase (numpy computes single precision in double), so magnitudes are compared there."""
+    A = np.random.default_rng(5).standard_normal((2, 4, 4))
+    for dtype, exact in ((np.float64, True), (np.float32, False)):
+        tw, tv = torch.linalg.eig(torch.tensor(A.astype(dtype)))
+        lw, lv = tapelab.linalg.eig(tapelab.tensor(A.astype(dtype)))
+        assert str(lw.dtype).split(".")[-1] == str(tw.dtype).split(".")[-1]
+        np.testing.assert_allclose(lw.numpy(), tw.numpy(), atol=1e-5)
+        np.testing.assert_allclose(lv.numpy() if exact else np.abs(lv.numpy()), tv.numpy() if exact else
+                                   np.abs(tv.numpy()), atol=1e-5)
+        np.testing.assert_allclose(tapelab.linalg.eigvals(tapelab.tensor(A.astype(dtype))).numpy(), tw.numpy(),
+                                   atol=1e-5)
 
 
 R = np.random.default_rng(3)

@@ -151,6 +151,20 @@ def _nonzero(t) -> bool:
 eigh_op = Op("linalg_eigh", _eigh_fwd, _eigh_vjp, saves=NONE, save_output=True)
 
 
+def _eig_fwd(xp, a):
+    """Complex eigenvectors V (n x n) with the eigenvalues appended as row n (LAPACK geev, as PyTorch)."""
+    *batch, n, _ = a.shape
+    ctype = np.complex64 if a.dtype == np.float32 else np.complex128
+    if not has_data(xp) or a.size == 0:
+        return (xp.zeros if has_data(xp) else xp.empty)((*batch, n + 1, n), ctype)
+    w, v = xp.linalg.eig(a)
+    return xp.concatenate([v.astype(ctype), w.astype(ctype)[..., None, :]], axis=-2)
+
+
+# the general eigendecomposition: values only (its complex backward is not written yet)
+eig_op = Op("linalg_eig", _eig_fwd, None, saves=NONE)
+
+
 # ---------------------------------------------------------------- SVD
 def svd_sizes(m: int, n: int, full: bool) -> tuple:
     k = min(m, n)
