@@ -1,4 +1,5 @@
-"""A PyTorch DDP training script in the common pattern, unchanged but for its first import:
+"""A PyTorch DDP training script in the common pattern, unchanged but for its one import of the
+library (``import tapelab as torch``; everything else is reached through ``torch.``):
 ``init_process_group`` from torchrun's environment, a ``DistributedSampler`` sharding a
 ``TensorDataset``, ``DistributedDataParallel`` around an MLP, ``set_epoch`` each epoch, rank 0
 saving the result. Run: ``python -m tapelab.distributed.run --nproc-per-node 4 ddp_train.py OUT``.
@@ -9,11 +10,11 @@ import sys
 import numpy as np
 
 import tapelab as torch
-from tapelab.nn.parallel import DistributedDataParallel as DDP
-from tapelab.utils.data import DataLoader, TensorDataset
-from tapelab.utils.data.distributed import DistributedSampler
 
 dist = torch.distributed
+DDP = torch.nn.parallel.DistributedDataParallel
+DataLoader, TensorDataset = torch.utils.data.DataLoader, torch.utils.data.TensorDataset
+DistributedSampler = torch.utils.data.distributed.DistributedSampler
 
 
 def main(out_dir: str, epochs: int = 2, batch_size: int = 4) -> None:
