@@ -145,6 +145,14 @@ def _padded_size(size, pads):
 _LAST_MIN_C = 4
 
 
+def _channels_last(c, kernel, stride, pads) -> bool:
+    """Whether the 2-D GEMM path runs: enough channels, and not a pointwise (1x1, stride 1,
+    unpadded) kernel, whose batched GEMM reads x in place (the channels-last copies made it
+    1.3-1.8x slower)."""
+    return c >= _LAST_MIN_C and not (all(k == 1 for k in kernel) and all(s == 1 for s in stride)
+                                     and not any(lo or hi for lo, hi in pads))
+
+
 def _wm(xp, w):
     """``w (O, C, *kernel)`` as the ``(K*C, O)`` matrix of the cols' column order."""
     nd = w.ndim - 2
@@ -215,7 +223,7 @@ def _conv_fwd(xp, x, w, *, stride, pads, dilation, groups):
     if x.dtype is BFLOAT16_NP:
         return in_float32(_conv_fwd, xp, x, w, stride=stride, pads=pads, dilation=dilation, groups=groups)
     n, o = x.shape[0], w.shape[0]
-    if groups == 1 and x.shape[1] >= _LAST_MIN_C:
+    if groups == 1 and _channels_last(x.shape[1], w.shape[2:], stride, pads):
         cols, out = _cols_rows(xp, x, w.shape[2:], stride, pads, dilation)
         return _unrows(xp, xp.matmul(cols, _wm(xp, w)), n, out)
     cols, out = _cols_nkl(xp, x, w.shape[2:], stride, pads, dilation)
@@ -289,7 +297,7 @@ def _conv_w_fwd(xp, x, gy, *, stride, pads, dilation, groups, kernel):
         return in_float32(_conv_w_fwd, xp, x, gy, stride=stride, pads=pads, dilation=dilation, groups=groups,
                           kernel=kernel)
     o = gy.shape[1]
-    if groups == 1 and x.shape[1] >= _LAST_MIN_C:
+    if groups == 1 and _channels_last(x.shape[1], kernel, stride, pads):
         nd = len(kernel)
         cols, _ = _cols_rows(xp, x, kernel, stride, pads, dilation, gy.shape[2:])
         gw = xp.matmul(cols.T, _rows(xp, gy))                              # (K*C, O)
