@@ -84,7 +84,8 @@ class DistributedDataParallel(Module):
         broadcast_buffers: copy rank 0's buffers to every rank before each forward.
 
     ``device_ids``/``output_device``, ``gradient_as_bucket_view`` and ``static_graph`` are accepted
-    and change nothing (one device per rank, gradients are copied out of the buckets).
+    and change nothing (one device per rank; after a synced backward each ``.grad`` is a view of
+    its reduced bucket, a new one each step).
 
     Example::
 
@@ -195,8 +196,9 @@ class DistributedDataParallel(Module):
                                                                                               last))
 
     def _finish(self, it: dict, current: int) -> Tensor:
-        """Wait for every bucket and write the reduced gradients; returns parameter ``current``'s,
-        which backward accumulates into its (emptied) ``.grad`` right after this hook."""
+        """Wait for every bucket and make each ``.grad`` its view of the reduced bucket (as PyTorch's
+        ``gradient_as_bucket_view``); returns parameter ``current``'s, which backward accumulates
+        into its (emptied) ``.grad`` right after this hook."""
         it["done"] = True
         globally_used = self._globally_used(it) if self.find_unused_parameters else None
         out = None
@@ -206,17 +208,15 @@ class DistributedDataParallel(Module):
                 at = 0
                 for p in b.params:
                     n = p.numel()
-                    g = flat[at:at + n].view(p.shape).to(p.dtype)
+                    g = flat[at:at + n].view(p.shape).to(p.dtype)   # a view of the bucket: no copy
                     at += n
                     i = self._index[id(p)]
                     if globally_used is not None and not globally_used[i]:
                         continue
                     if i == current:
-                        p.grad, out = None, g.clone()
-                    elif p.grad is None:
-                        p.grad = g.clone()
+                        p.grad, out = None, g
                     else:
-                        p.grad.copy_(g)
+                        p.grad = g
         return out
 
     def _globally_used(self, it: dict) -> list[bool]:
