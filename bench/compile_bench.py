@@ -1,0 +1,256 @@
+"""tapelab.compile against eager tapelab, PyTorch eager, torch.compile and JAX jit, in one run.
+
+    .venv/bin/python bench/compile_bench.py                 # all workloads, all sides found
+    .venv/bin/python bench/compile_bench.py --quick         # fewer repeats
+    .venv/bin/python bench/compile_bench.py --no-torch-compile --no-jax
+
+Each workload is a training step's forward and backward (no optimizer) on float32, timed as
+the best of several repeats of a loop (ratios matter, not absolute times). Compile time is
+measured in child processes: cold (an empty kernel cache directory) and warm (the same
+directory again: numba loads the machine code). JAX runs in its own venv (/work/jaxvenv, or
+JAX_PYTHON) through a subprocess with the same shapes; torch.compile needs a C compiler.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tests"))
+
+SHAPES = {"chain16": (16,), "chain1M": (1024, 1024), "gelu_mlp": (256, 512, 2048), "transformer": (8, 64, 128, 4),
+          "gpt_block": (8, 64, 128, 4)}
+
+
+def best(step, repeats: int, inner: int) -> float:
+    """Best seconds per call of ``step`` over ``repeats`` loops of ``inner`` calls."""
+    step()
+    step()
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        for _ in range(inner):
+            step()
+        times.append((time.perf_counter() - t0) / inner)
+    return min(times)
+
+
+def _tapelab_workloads(T):
+    from tapelab import nn
+    from _compile_models import GPTBlock, MLP, chain   # noqa: F401
+    F = nn.functional
+    rng = np.random.default_rng(0)
+    out = {}
+
+    def chain6(x, w):
+        return ((x * w + 1.0).tanh() * x).sigmoid().sum()
+    for name in ("chain16", "chain1M"):
+        shape = SHAPES[name]
+        x = T.tensor(rng.standard_normal(shape).astype(np.float32), requires_grad=True)
+        w = T.tensor(rng.standard_normal(shape).astype(np.float32), requires_grad=True)
+        out[name] = (chain6, (x, w))
+    b, d, h = SHAPES["gelu_mlp"]
+    mlp = nn.Sequential(nn.Linear(d, h), nn.GELU(), nn.Linear(h, d))
+    out["gelu_mlp"] = (mlp, (T.tensor(rng.standard_normal((b, d)).astype(np.float32)),))
+    b, t, d, heads = SHAPES["transformer"]
+    enc = nn.TransformerEncoderLayer(d, heads, dim_feedforward=4 * d, dropout=0.0, batch_first=True,
+                                     activation="gelu")
+    out["transformer"] = (enc, (T.tensor(rng.standard_normal((b, t, d)).astype(np.float32)),))
+    gpt = GPTBlock(d, heads)
+    out["gpt_block"] = (gpt, (T.tensor(rng.standard_normal((b, t, d)).astype(np.float32)),))
+    return out
+
+
+def _step(fn, args):
+    def step():
+        y = fn(*args)
+        (y if y.ndim == 0 else (y * y).mean()).backward()
+    return step
+
+
+def run_tapelab(repeats: int) -> dict:
+    import tapelab as T
+    res = {}
+    for name, (fn, args) in _tapelab_workloads(T).items():
+        inner = 200 if name == "chain16" else 5
+        eager = best(_step(fn, args), repeats, inner)
+        compiled = T.compile(fn)
+        t0 = time.perf_counter()
+        _step(compiled, args)()
+        first = time.perf_counter() - t0
+        comp = best(_step(compiled, args), repeats, inner)
+        res[name] = {"tapelab eager": eager, "tapelab compiled": comp, "first compiled call": first}
+    return res
+
+
+def run_torch(repeats: int, with_compile: bool) -> dict:
+    import torch
+    torch.manual_seed(0)
+    nn = torch.nn
+    rng = np.random.default_rng(0)
+    res = {}
+
+    def t(a, grad=False):
+        return torch.tensor(a, requires_grad=grad)
+
+    def chain6(x, w):
+        return ((x * w + 1.0).tanh() * x).sigmoid().sum()
+    work = {}
+    for name in ("chain16", "chain1M"):
+        shape = SHAPES[name]
+        work[name] = (chain6, (t(rng.standard_normal(shape).astype(np.float32), True),
+                               t(rng.standard_normal(shape).astype(np.float32), True)))
+    b, d, h = SHAPES["gelu_mlp"]
+    work["gelu_mlp"] = (nn.Sequential(nn.Linear(d, h), nn.GELU(), nn.Linear(h, d)),
+                        (t(rng.standard_normal((b, d)).astype(np.float32)),))
+    b, tt, d, heads = SHAPES["transformer"]
+    work["transformer"] = (nn.TransformerEncoderLayer(d, heads, 4 * d, dropout=0.0, batch_first=True,
+                                                      activation="gelu"),
+                           (t(rng.standard_normal((b, tt, d)).astype(np.float32)),))
+    for name, (fn, args) in work.items():
+        inner = 200 if name == "chain16" else 5
+        res[name] = {"torch eager": best(_step(fn, args), repeats, inner)}
+        if with_compile:
+            try:
+                cfn = torch.compile(fn)
+                t0 = time.perf_counter()
+                _step(cfn, args)()
+                res[name]["torch.compile first call"] = time.perf_counter() - t0
+                res[name]["torch.compile"] = best(_step(cfn, args), repeats, inner)
+            except Exception as e:  # noqa: BLE001 - reported, not fatal
+                res[name]["torch.compile"] = f"failed: {type(e).__name__}: {str(e)[:100]}"
+    return res
+
+
+JAX_SCRIPT = textwrap.dedent("""
+    import json, sys, time, math
+    import numpy as np, jax, jax.numpy as jnp
+    SHAPES = json.loads(sys.argv[1]); repeats = int(sys.argv[2])
+    def best(step, inner):
+        step(); step(); ts = []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            for _ in range(inner): step()
+            ts.append((time.perf_counter() - t0) / inner)
+        return min(ts)
+    rng = np.random.default_rng(0); res = {}
+    def chain6(x, w): return jax.nn.sigmoid(jnp.tanh(x * w + 1.0) * x).sum()
+    for name in ("chain16", "chain1M"):
+        x, w = (jnp.asarray(rng.standard_normal(SHAPES[name]).astype(np.float32)) for _ in range(2))
+        g = jax.jit(jax.value_and_grad(chain6, argnums=(0, 1)))
+        res[name] = best(lambda: jax.block_until_ready(g(x, w)), 200 if name == "chain16" else 5)
+    def lin(k, i, o):
+        return (jnp.asarray(rng.standard_normal((i, o)).astype(np.float32) / math.sqrt(i)), jnp.zeros(o, jnp.float32))
+    b, d, h = SHAPES["gelu_mlp"]
+    p = (lin(0, d, h), lin(1, h, d)); x = jnp.asarray(rng.standard_normal((b, d)).astype(np.float32))
+    def mlp(p, x):
+        (w1, b1), (w2, b2) = p
+        y = jax.nn.gelu(x @ w1 + b1, approximate=False) @ w2 + b2
+        return (y * y).mean()
+    g = jax.jit(jax.grad(mlp)); res["gelu_mlp"] = best(lambda: jax.block_until_ready(g(p, x)), 5)
+    b, t, d, heads = SHAPES["gpt_block"]
+    def ln(x): m = x.mean(-1, keepdims=True); v = ((x - m) ** 2).mean(-1, keepdims=True); return (x - m) / jnp.sqrt(v + 1e-5)
+    def block(p, x):
+        (wq, bq), (wo, bo), (w1, b1), (w2, b2) = p
+        q, k, v = jnp.split(ln(x) @ wq + bq, 3, axis=-1)
+        sh = lambda z: z.reshape(b, t, heads, d // heads).transpose(0, 2, 1, 3)
+        q, k, v = sh(q), sh(k), sh(v)
+        s = q @ k.transpose(0, 1, 3, 2) / math.sqrt(d // heads)
+        s = jnp.where(jnp.tril(jnp.ones((t, t), bool)), s, -jnp.inf)
+        a = (jax.nn.softmax(s, -1) @ v).transpose(0, 2, 1, 3).reshape(b, t, d)
+        x = x + a @ wo + bo
+        hh = jax.nn.gelu(ln(x) @ w1 + b1, approximate=True)
+        y = x + hh @ w2 + b2
+        return (y * y).mean()
+    p = (lin(0, d, 3 * d), lin(1, d, d), lin(2, d, 4 * d), lin(3, 4 * d, d))
+    x = jnp.asarray(rng.standard_normal((b, t, d)).astype(np.float32))
+    g = jax.jit(jax.grad(block)); res["gpt_block"] = best(lambda: jax.block_until_ready(g(p, x)), 5)
+    res["transformer"] = res["gpt_block"]   # the same block shape (pre-norm GPT form)
+    print(json.dumps({"version": jax.__version__, "times": res}))
+""")
+
+
+def run_jax(repeats: int) -> dict | None:
+    py = os.environ.get("JAX_PYTHON", "/work/jaxvenv/bin/python")
+    if not os.path.exists(py):
+        return None
+    p = subprocess.run([py, "-c", JAX_SCRIPT, json.dumps(SHAPES), str(repeats)], capture_output=True, text=True,
+                       env={**os.environ, "JAX_PLATFORMS": "cpu"})
+    if p.returncode:
+        return {"error": p.stderr[-300:]}
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+COMPILE_TIME = textwrap.dedent("""
+    import sys, time, json
+    sys.path.insert(0, sys.argv[1])
+    import numpy as np, tapelab as T
+    from tapelab import nn
+    b, t, d, heads = 8, 64, 128, 4
+    enc = nn.TransformerEncoderLayer(d, heads, dim_feedforward=4 * d, dropout=0.0, batch_first=True, activation="gelu")
+    x = T.randn(b, t, d)
+    import tapelab.compiler.cpu, numba   # imports are not compile time
+    t0 = time.perf_counter()
+    y = T.compile(enc)(x)
+    (y * y).mean().backward()
+    print(json.dumps({"first step": time.perf_counter() - t0}))
+""")
+
+
+def compile_times() -> dict:
+    with tempfile.TemporaryDirectory() as d:
+        env = {**os.environ, "TAPELAB_CACHE_DIR": d}
+        out = {}
+        for what in ("cold", "warm"):
+            p = subprocess.run([sys.executable, "-c", COMPILE_TIME, os.path.join(ROOT, "tests")], capture_output=True,
+                               text=True, env=env)
+            out[what] = json.loads(p.stdout.strip().splitlines()[-1])["first step"] if not p.returncode else \
+                p.stderr[-300:]
+        return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--no-torch-compile", action="store_true")
+    ap.add_argument("--no-jax", action="store_true")
+    ap.add_argument("--json", help="also write the results here")
+    a = ap.parse_args()
+    repeats = 3 if a.quick else 7
+    res = {"tapelab": run_tapelab(repeats), "torch": run_torch(repeats, not a.no_torch_compile)}
+    if not a.no_jax:
+        res["jax"] = run_jax(repeats)
+    res["compile time, Transformer block first step"] = compile_times()
+    cols = ["tapelab eager", "tapelab compiled", "torch eager", "torch.compile", "jax jit"]
+    print(f"{'workload':<12}" + "".join(f"{c:>18}" for c in cols) + f"{'compiled/eager':>16}{'compiled/jax':>14}")
+    for name in SHAPES:
+        row = dict(res["tapelab"].get(name, {}))
+        row.update(res["torch"].get(name, {}))
+        jx = (res.get("jax") or {}).get("times", {}).get(name)
+        row["jax jit"] = jx
+        cells = "".join(f"{row[c] * 1e3:>15.3f} ms" if isinstance(row.get(c), float) else f"{'-':>18}" for c in cols)
+        sp = row["tapelab eager"] / row["tapelab compiled"]
+        vs = f"{row['tapelab compiled'] / jx:>13.2f}x" if jx else f"{'-':>14}"
+        print(f"{name:<12}{cells}{sp:>15.2f}x{vs}")
+    for k, v in res["torch"].items():
+        if isinstance(v.get("torch.compile"), str):
+            print(f"torch.compile {k}: {v['torch.compile']}")
+    print("compile time (Transformer block, first step, s):", res["compile time, Transformer block first step"])
+    if res.get("jax"):
+        print("jax:", res["jax"].get("version", res["jax"]))
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(res, f, indent=1, default=str)
+
+
+if __name__ == "__main__":
+    main()
