@@ -95,11 +95,29 @@ def test_multiple_outputs_and_extra_outputs():
     assert v.tolist() == [4.0, 9.0] and i.tolist() == [0, 1] and d["s"].item() == 16.0
 
 
-def test_in_place_mutation_after_recording_is_rejected():
+def test_in_place_on_an_intermediate_is_recorded_functionally():
     def f(x):
         y = x * 2
         y.add_(1)
+        y.relu_()
         return y + 1
+    gm = fx.trace_from_tape(f, tapelab.ones(2))
+    x = tapelab.tensor([-3.0, 2.0])
+    np.testing.assert_allclose(gm(x).numpy(), f(x).numpy())
+
+
+def test_in_place_mutation_of_an_input_or_through_a_view_is_rejected():
+    def f(x):
+        y = x * 2
+        x.add_(1)
+        return y + x
     with pytest.raises(fx.TraceError, match="modified in place"):
         fx.trace_from_tape(f, tapelab.ones(2))
+
+    def g(x):
+        y = x * 2
+        y[0].add_(1)
+        return y + 1
+    with pytest.raises(fx.TraceError, match="modified in place"):
+        fx.trace_from_tape(g, tapelab.ones(2))
     assert not tapelab.dispatch.STATE.modes

@@ -122,6 +122,25 @@ def test_activation(name):
     _check(m, _x(4, 6) * 3, dynamic=True)
 
 
+class _Residual(nn.Module):
+    """torchvision's habits: in-place activations and ``out += identity`` on intermediates."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv, self.bn = nn.Conv2d(3, 3, 3, padding=1, bias=False), nn.BatchNorm2d(3)
+        self.relu, self.relu6 = nn.ReLU(inplace=True), nn.ReLU6(inplace=True)
+
+    def forward(self, x):
+        out = self.relu(self.bn(self.conv(x)))
+        out += x
+        return self.relu6(out * 4)
+
+
+def test_in_place_ops_on_intermediates():
+    torch.manual_seed(0)
+    _check(_Residual(), _x(2, 3, 5, 5), dynamic=True)
+
+
 def test_unfold_and_fold():
     _check(nn.Unfold(2, padding=1, stride=2), _x(1, 2, 4, 4), dynamic=True)
     _check(nn.Fold((3, 3), 2), _x(1, 8, 4), dynamic=True, opset=18)         # ONNX Col2Im is opset 18

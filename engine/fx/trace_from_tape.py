@@ -19,9 +19,11 @@ input's shape and dtype (and on the value of non-tensor inputs). Calling the res
 inputs that differ raises ``GuardError`` naming the input and what changed. Branches on
 tensor *values* are not guarded: the graph replays the example's branch.
 
-Not supported: in-place mutation of a tensor after it was recorded (``TraceError``; so
-BatchNorm in training mode, whose running statistics are updated in place, must be traced
-in eval mode), and fresh randomness: tensors drawn outside the dispatcher during the run
+An in-place op on an intermediate result (``nn.ReLU(inplace=True)``, ``out += identity``) is
+recorded functionally: later reads of that tensor read the op's node. Not supported: in-place
+mutation of an input, a parameter or buffer, or through a view, after it was recorded
+(``TraceError``; so BatchNorm in training mode, whose running statistics are updated in place,
+must be traced in eval mode), and fresh randomness: tensors drawn outside the dispatcher during the run
 (``randn``, dropout masks) are recorded as constants and replayed as drawn.
 
 >>> def f(x):
@@ -85,6 +87,7 @@ class _Recorder(Mode):
         self.nodes: dict[int, tuple[Node, int]] = {}      # id(tensor) -> (node, version when bound)
         self.by_data: dict[int, Node] = {}                 # id(array) -> node, to follow aliases (detach)
         self.keep: list = []                               # keeps ids unique while recording
+        self.owner: dict[int, Tensor] = {}                 # id(array) -> the tensor bound with it
         self.params = params
         self.constants: dict[str, Any] = {}
         self.classes: dict[str, str] = {}                  # module path -> class name, as modules run
@@ -106,7 +109,17 @@ class _Recorder(Mode):
     def bind(self, t: Tensor, node: Node) -> None:
         self.nodes[id(t)] = (node, t._vc[0])
         self.by_data[id(t._data)] = node
+        self.owner.setdefault(id(t._data), t)
         self.keep.append(t)
+
+    def write(self, target, src) -> None:
+        """An in-place op is writing ``src`` (its recorded result) into ``target``: when ``target`` is an
+        intermediate's whole array (no view, no input, parameter or buffer), later reads get that node."""
+        t, node = self.owner.get(id(target)), self.by_data.get(id(src))
+        if t is None or node is None or t._base is not None or self.nodes[id(t)][0].op != "call_function":
+            return
+        self.nodes[id(t)] = (node, t._vc[0] + 1)         # the version the write is about to make
+        self.by_data[id(target)] = node
 
     def arg(self, a):
         def one(x):

@@ -834,7 +834,8 @@ def _copy_vjp(g, out, x, src):
     return gx, (gs if gs._data.dtype == src._data.dtype else gs.to(src.dtype))
 
 
-_copy = Op("copy", _copy_fwd, _copy_vjp, saves=NONE)
+_copy = Op("copy", _copy_fwd, _copy_vjp, saves=NONE,
+           onnx=lambda g, x, src: g.op("Expand", g.cast(src, g.dtype(x)), g.op("Shape", x)))
 
 
 def copy_(self: Tensor, src: Tensor, non_blocking: bool = False) -> Tensor:
