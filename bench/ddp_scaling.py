@@ -97,9 +97,9 @@ def main() -> None:
             continue
         r = json.loads(line[7:])
         exposed = max(r["backward"] - r["local_backward"], 0.0)
-        hidden = 1 - exposed / r["allreduce"] if r["allreduce"] > 0 else float("nan")
+        hidden = f"{1 - exposed / r['allreduce']:.0%}" if n > 1 and r["allreduce"] > 0 else "-"
         print(f"{n:>5} {r['buckets']:>7} {r['step']:>8.1f} {r['backward']:>9.1f} {r['local_backward']:>9.1f} "
-              f"{r['allreduce']:>9.1f} {exposed:>8.1f} {hidden:>7.0%}")
+              f"{r['allreduce']:>9.1f} {exposed:>8.1f} {hidden:>7}")
 
 
 if __name__ == "__main__":
