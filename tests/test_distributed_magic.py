@@ -73,6 +73,15 @@ def test_the_timeout_stops_the_engines():
     assert c.stopped
 
 
+def test_magic_registers_in_a_shell():
+    from IPython.core.interactiveshell import InteractiveShell
+    from tapelab.kernel.distributed import DistributedMagics
+    ip = InteractiveShell.instance()
+    ip.register_magics(DistributedMagics(ip))
+    assert "distributed" in ip.magics_manager.magics["cell"]
+    assert "distributed_stop" in ip.magics_manager.magics["line"]
+
+
 def test_magic_arguments():
     ns = _parser().parse_args(["-n", "4", "--timeout", "30"])
     assert (ns.n, ns.timeout) == (4, 30.0)
