@@ -29,6 +29,7 @@ from .ops.reduce import *  # noqa: F401,F403
 from .ops.sampling import *  # noqa: F401,F403
 from .ops.sort import *  # noqa: F401,F403
 from .ops.conjugation import *  # noqa: F401,F403
+from .ops.spectral import *  # noqa: F401,F403
 from .ops.shaping import *  # noqa: F401,F403
 from .ops.special import *  # noqa: F401,F403
 from .ops.stats import *  # noqa: F401,F403

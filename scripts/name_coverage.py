@@ -59,8 +59,7 @@ SYMBOLIC = ("Symbolic shapes and export for torch.compile/torch.export: SymInt/S
             "exist for tracing with unknown sizes; tapelab's shapes are always concrete (`torch.compile` specialises "
             "each call to its shapes under guards and recompiles for a new one).")
 COMPLEX = ("Complex numbers: tapelab has complex64 and complex128 (numpy's complex types); complex32 (chalf) has no "
-           "numpy array type behind it, and the short-time transforms stft/istft are not written yet (tapelab.fft "
-           "covers the rest of PyTorch's transforms).")
+           "numpy array type behind it.")
 SMALL_DTYPES = ("Sub-byte, bit and float8/float4 dtypes: no numpy/cupy array type stands behind them (ml_dtypes' "
                 "float8 types are not wired into the engine), and PyTorch itself runs few ops on them.")
 SPARSE_COMPRESSED = ("Compressed sparse layouts (CSR/CSC/BSR/BSC) and nested/jagged tensors: tapelab's sparse support "
@@ -135,8 +134,8 @@ OMISSIONS: dict[str, dict[str, tuple[str, ...]]] = {
                   "sym_sum"),
     },
     COMPLEX: {
-        "torch": ("chalf", "complex32", "istft", "stft"),
-        "torch.Tensor": ("chalf", "istft", "stft"),
+        "torch": ("chalf", "complex32"),
+        "torch.Tensor": ("chalf",),
     },
     SMALL_DTYPES: {
         "torch": ("bit", "bits16", "bits1x8", "bits2x4", "bits4x2", "bits8", "float4_e2m1fn_x2", "float8_e4m3fn",

@@ -103,3 +103,39 @@ def test_meta_device_gives_shapes():
     x = tapelab.empty(3, 10, device="meta")
     assert tapelab.fft.rfft(x).shape == (3, 6) and tapelab.fft.rfft(x).dtype is tapelab.complex64
     assert tapelab.fft.irfft2(tapelab.fft.rfft2(x), s=(3, 10)).shape == (3, 10)
+
+
+@pytest.mark.parametrize("kw", [dict(n_fft=16), dict(n_fft=8, center=False), dict(n_fft=16, onesided=False),
+                                dict(n_fft=16, hop_length=5, win_length=12, window="hann", normalized=True),
+                                dict(n_fft=16, pad_mode="constant")], ids=range(5))
+def test_stft_istft_values_and_gradients_match_torch(kw):
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((2, 50))
+    outs = []
+    for m in (torch, tapelab):
+        k = dict(kw)
+        if k.get("window") == "hann":
+            k["window"] = m.tensor(np.hanning(12))
+        xt = m.tensor(x, requires_grad=True)
+        s = m.stft(xt, return_complex=True, **k)
+        k.pop("pad_mode", None)
+        y = m.istft(s, length=50, **k)
+        (m.view_as_real(s).pow(2).sum() + y.pow(3).sum()).backward()
+        outs.append((s.detach().resolve_conj().numpy(), y.detach().numpy(), xt.grad.numpy()))
+    for got, want in zip(outs[1], outs[0]):
+        np.testing.assert_allclose(got, want, atol=1e-12)
+    np.testing.assert_allclose(outs[1][1], x, atol=1e-12)     # the round trip
+
+
+def test_stft_errors_and_forms_match_torch():
+    x = np.random.default_rng(5).standard_normal(40)
+    for m in (torch, tapelab):
+        with pytest.raises(RuntimeError, match="return_complex parameter be given for real inputs"):
+            m.stft(m.tensor(x), 8)
+        with pytest.raises(RuntimeError):
+            m.istft(m.tensor(x), 8)
+    np.testing.assert_allclose(tapelab.tensor(x).stft(16, return_complex=False).numpy(),
+                               torch.view_as_real(torch.tensor(x).stft(16, return_complex=True)).numpy(), atol=1e-12)
+    z = x + 1j * x[::-1]
+    np.testing.assert_allclose(tapelab.stft(tapelab.tensor(z), 8).numpy(),
+                               torch.stft(torch.tensor(z), 8, return_complex=True).numpy(), atol=1e-12)
