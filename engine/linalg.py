@@ -619,6 +619,38 @@ def _lu_solve_old(b, LU_data, LU_pivots):
     return lu_solve(LU_data, LU_pivots, b)
 
 
+def _lu_old(A, pivot: bool = True, get_infos: bool = False):
+    """``torch.lu`` (deprecated in PyTorch): (LU, pivots[, infos]); raises on a zero pivot unless ``get_infos``."""
+    LU, pivots, info = lu_factor_ex(A, pivot=pivot, check_errors=not get_infos)
+    return (LU, pivots, info) if get_infos else (LU, pivots)
+
+
+def nuclear_norm(input, dim=None, keepdim: bool = False):
+    """``torch.nuclear_norm`` (deprecated in PyTorch): ``linalg.matrix_norm(input, 'nuc', ...)``."""
+    return matrix_norm(input, "nuc", (-2, -1) if dim is None else dim, keepdim)
+
+
+def geqrf(input):
+    """``torch.geqrf``: LAPACK's compact QR, (a, tau) (no gradient, as in PyTorch)."""
+    _check("geqrf", input, square=False)
+    a, tau = apply(_d.geqrf_op, input.detach())
+    return namedtuple("geqrf", ["a", "tau"])(a, tau)
+
+
+def ormqr(input, tau, other, left: bool = True, transpose: bool = False):
+    """``torch.ormqr``: ``other`` multiplied by the full m x m Q of ``geqrf``'s output (Q^T when ``transpose``)."""
+    m, n = input.shape[-2:]
+    from .ops.movement import cat
+    if n < m:       # the full Q: pad with zero columns and zero reflector coefficients
+        pad = zeros(*input.shape[:-1], m - n, dtype=input.dtype, device=input.device)
+        input = cat([input, pad], -1)
+    if tau.shape[-1] < m:
+        tau = cat([tau, zeros(*tau.shape[:-1], m - tau.shape[-1], dtype=tau.dtype, device=tau.device)], -1)
+    Q = householder_product(input[..., :, :m], tau[..., :m])
+    Q = Q.mT if transpose else Q
+    return Q @ other if left else other @ Q
+
+
 def pinverse(input, rcond: float = 1e-15):
     """``torch.pinverse``: ``linalg.pinv`` with ``rtol=rcond``."""
     return pinv(input, rtol=rcond)
@@ -628,4 +660,5 @@ def pinverse(input, rcond: float = 1e-15):
 TOPLEVEL = {"det": det, "logdet": logdet, "slogdet": slogdet, "inverse": inv, "cholesky_solve": cholesky_solve,
             "cholesky_inverse": cholesky_inverse, "lu_unpack": lu_unpack, "lu_solve": _lu_solve_old,
             "triangular_solve": triangular_solve, "qr": _qr_old, "svd": _svd_old, "pinverse": pinverse,
-            "matrix_exp": matrix_exp, "matrix_power": matrix_power, "orgqr": orgqr}
+            "matrix_exp": matrix_exp, "matrix_power": matrix_power, "orgqr": orgqr, "lu": _lu_old,
+            "nuclear_norm": nuclear_norm, "geqrf": geqrf, "ormqr": ormqr}

@@ -152,3 +152,23 @@ def test_linalg_ops_are_recorded_on_the_tape():
          + tapelab.linalg.eigvalsh(a).sum())
     ops = {n.op for n in t.nodes}
     assert {"linalg_lu_factor_ex", "solve_triangular", "linalg_svd", "linalg_eigh"} <= ops
+
+
+def test_deprecated_top_level_forms_match_torch():
+    """torch.lu, torch.geqrf/ormqr, torch.nuclear_norm (PyTorch keeps them, with warnings)."""
+    rng = np.random.default_rng(9)
+    A, C = rng.standard_normal((2, 4, 3)), rng.standard_normal((2, 4, 2))
+    ta, tt = torch.geqrf(torch.tensor(A))
+    la, lt = tapelab.geqrf(tapelab.tensor(A))
+    np.testing.assert_allclose(la.numpy(), ta.numpy(), atol=1e-12)
+    np.testing.assert_allclose(lt.numpy(), tt.numpy(), atol=1e-12)
+    for left, transpose in ((True, False), (True, True), (False, False)):
+        other = C if left else np.swapaxes(C, -1, -2)
+        np.testing.assert_allclose(tapelab.ormqr(la, lt, tapelab.tensor(other), left, transpose).numpy(),
+                                   torch.ormqr(ta, tt, torch.tensor(other), left, transpose).numpy(), atol=1e-12)
+    sq = rng.standard_normal((3, 3))
+    with pytest.warns(UserWarning):
+        want = torch.lu(torch.tensor(sq), get_infos=True)
+    for got, ref in zip(tapelab.lu(tapelab.tensor(sq), get_infos=True), want):
+        np.testing.assert_allclose(got.numpy(), ref.numpy(), atol=1e-12)
+    assert float(tapelab.nuclear_norm(tapelab.tensor(sq))) == pytest.approx(float(torch.nuclear_norm(torch.tensor(sq))))

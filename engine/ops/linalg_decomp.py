@@ -286,3 +286,22 @@ def _sytrs_fwd(xp, ld, pivots, b, *, hermitian):
 
 
 ldl_solve_op = Op("linalg_ldl_solve", _sytrs_fwd, None, saves=NONE)
+
+
+def _geqrf_fwd(xp, a):
+    *batch, m, n = a.shape
+    k = min(m, n)
+    if not has_data(xp):
+        return xp.empty(a.shape, a.dtype), xp.empty((*batch, k), a.dtype)
+
+    def one(mat):
+        if mat.size == 0:
+            return mat, np.zeros(k, mat.dtype)
+        qr, tau, _, _ = _lapack("geqrf", mat)(mat)
+        return qr, tau
+    return _per_matrix(xp, a, one, ((m, n), a.dtype), ((k,), a.dtype))
+
+
+# LAPACK's compact QR (Householder vectors below the diagonal, R on and above, and tau): PyTorch
+# gives it no gradient either
+geqrf_op = Op("geqrf", _geqrf_fwd, None, n_extra=1, saves=NONE)
