@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "tests" / "fixtures" / "vision"
 sys.path.insert(0, str(ROOT / "tests"))
 
-from vision_cases import as_array, ops_cases, transform_cases, utils_cases  # noqa: E402
+from vision_cases import as_array, model_outputs, ops_cases, transform_cases, utils_cases  # noqa: E402
 from vision_weights import seeded_input, seeded_state  # noqa: E402
 
 # builder name -> (keyword arguments for the numeric check, input shape)
@@ -45,27 +45,10 @@ MODELS = {
     "vit_b_16": ({"image_size": 32}, (1, 3, 32, 32)),
 }
 NUM_CLASSES = 10
-GRAD_SAMPLE = 4096   # leading values kept of each checked parameter gradient
 
 
 def shapes_of(model) -> dict:
     return {k: (tuple(v.shape), not v.is_floating_point()) for k, v in model.state_dict().items()}
-
-
-def model_run(model, x: np.ndarray, train: bool = False) -> dict:
-    """Logits, input gradient and a few parameter gradients of sum(logits * seeded projection)."""
-    model.train(train)
-    inp = torch.from_numpy(x).requires_grad_(True)
-    logits = model(inp)
-    proj = torch.from_numpy(seeded_input(tuple(logits.shape), seed=7))
-    (logits * proj).sum().backward()
-    names = [n for n, _ in model.named_parameters()]
-    picked = [names[0], names[-2], names[-1]]
-    params = dict(model.named_parameters())
-    out = {"logits": logits.detach().numpy(), "input_grad": inp.grad.numpy(), "grad_names": np.array(picked)}
-    for i, n in enumerate(picked):
-        out[f"param_grad{i}"] = params[n].grad.numpy().ravel()[:GRAD_SAMPLE]
-    return out
 
 
 def models() -> None:
@@ -80,10 +63,10 @@ def models() -> None:
         model = builder(num_classes=NUM_CLASSES, **kwargs)
         state = seeded_state(shapes_of(model))
         model.load_state_dict({k: torch.from_numpy(v) for k, v in state.items()})
-        for k, v in model_run(model, seeded_input(shape)).items():
+        for k, v in model_outputs(torch, model, seeded_input(shape)).items():
             arrays[f"{name}/{k}"] = v
         if name == "resnet18":   # batch statistics in train mode, on a batch of two
-            for k, v in model_run(model, seeded_input((2, 3, 64, 64), seed=99), train=True).items():
+            for k, v in model_outputs(torch, model, seeded_input((2, 3, 64, 64), seed=99), train=True).items():
                 arrays[f"{name}_train/{k}"] = v
         print(name, "ok", flush=True)
     np.savez_compressed(OUT / "models.npz", **arrays)
@@ -116,10 +99,9 @@ def transforms() -> None:
 
 
 def programs() -> None:
-    sys.path.insert(0, str(ROOT / "tests" / "programs"))
     arrays = {}
     for path in sorted((ROOT / "tests" / "programs").glob("vision_*.py")):
-        program = importlib.import_module(path.stem)
+        program = importlib.import_module(f"programs.{path.stem}")
         arrays[path.stem] = np.asarray(program.main(program.STEPS), dtype=np.float64)
         print(path.stem, arrays[path.stem][:4], flush=True)
     np.savez_compressed(OUT / "programs.npz", **arrays)

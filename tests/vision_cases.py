@@ -164,3 +164,21 @@ def ops_cases(tv, torch) -> dict:
         "roi_align_aligned": roi(True, 2, 0.5, (2, 4)),
         "roi_align_ratio": roi(False, 3, 0.75, 4),
     }
+
+
+def model_outputs(torch, model, x: np.ndarray, train: bool = False, grad_sample: int = 4096) -> dict:
+    """Logits, input gradient and three parameter gradients (leading values) of sum(logits * projection)."""
+    model.train(train)
+    model.zero_grad(set_to_none=True)
+    inp = torch.from_numpy(x).requires_grad_(True)
+    logits = model(inp)
+    proj = torch.from_numpy(seeded_input(tuple(logits.shape), seed=7))
+    (logits * proj).sum().backward()
+    params = dict(model.named_parameters())
+    names = list(params)
+    picked = [names[0], names[-2], names[-1]]
+    out = {"logits": logits.detach().numpy().copy(), "input_grad": inp.grad.numpy().copy(),
+           "grad_names": np.array(picked)}
+    for i, n in enumerate(picked):   # copies: .numpy() shares memory with a grad a later backward adds to
+        out[f"param_grad{i}"] = params[n].grad.numpy().ravel()[:grad_sample].copy()
+    return out

@@ -1,0 +1,104 @@
+"""tapelab.vision.models against torchvision: the same state_dict keys and shapes, parameter counts,
+and, with the same seeded weights, the same logits and gradients.
+
+References come from torchvision 0.29.1 (tests/fixtures/vision/models.npz, written by
+scripts/vision_references.py in the oracle venv). Weights are not copied: both sides draw them
+from tests/vision_weights.py. The big models (VGG, ResNet-34/50, DenseNet) run with ``--long``.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tapelab
+from tapelab.vision import models
+from vision_cases import model_outputs
+from vision_weights import seeded_input, seeded_state
+
+FIXTURES = Path(__file__).parent / "fixtures" / "vision"
+REF = np.load(FIXTURES / "models.npz")
+
+# torchvision's published parameter counts (1000 classes, 224x224 for ViT)
+PUBLISHED = {"resnet18": 11_689_512, "resnet34": 21_797_672, "resnet50": 25_557_032, "vgg11": 132_863_336,
+             "vgg11_bn": 132_868_840, "vgg16": 138_357_544, "vgg16_bn": 138_365_992, "mobilenet_v2": 3_504_872,
+             "alexnet": 61_100_840, "squeezenet1_1": 1_235_496, "densenet121": 7_978_856,
+             "vit_b_16": 86_567_656}
+SHORT = {"resnet18", "mobilenet_v2", "squeezenet1_1"}
+KWARGS = {"vit_b_16": {"image_size": 32}}
+SHAPES = {"vit_b_16": (1, 3, 32, 32)}
+
+
+def _long(request, name: str) -> None:
+    if name not in SHORT and not request.config.getoption("--long"):
+        pytest.skip(f"{name}'s numeric check runs with --long (its keys, shapes and size are checked always)")
+
+
+def _seeded(name: str, **kwargs):
+    model = getattr(models, name)(num_classes=10, **KWARGS.get(name, {}), **kwargs)
+    shapes = {k: (tuple(v.shape), not v.is_floating_point()) for k, v in model.state_dict().items()}
+    model.load_state_dict({k: tapelab.from_numpy(v) for k, v in seeded_state(shapes).items()})
+    return model
+
+
+@pytest.mark.parametrize("name", sorted(PUBLISHED))
+def test_state_dict_matches_torchvision(name):
+    with tapelab.device("meta"):
+        model = getattr(models, name)()
+    state = model.state_dict()
+    assert list(state) == list(REF[f"{name}/keys"])
+    assert [",".join(map(str, v.shape)) for v in state.values()] == list(REF[f"{name}/shapes"])
+    count = sum(p.numel() for p in model.parameters())
+    assert count == int(REF[f"{name}/num_params"]) == PUBLISHED[name]
+
+
+def _compare(got: dict, prefix: str, grad_atol: float = 1e-5) -> None:
+    assert list(got["grad_names"]) == list(REF[f"{prefix}/grad_names"])
+    scale = np.abs(REF[f"{prefix}/logits"]).max()
+    np.testing.assert_allclose(got["logits"], REF[f"{prefix}/logits"], rtol=1e-4, atol=1e-5 * scale)
+    for key in ("input_grad", "param_grad0", "param_grad1", "param_grad2"):
+        want = REF[f"{prefix}/{key}"]
+        np.testing.assert_allclose(got[key], want, rtol=1e-4, atol=grad_atol * np.abs(want).max(), err_msg=key)
+
+
+@pytest.mark.parametrize("name", sorted(PUBLISHED))
+def test_logits_and_gradients_match_torchvision(request, name):
+    _long(request, name)
+    model = _seeded(name)
+    _compare(model_outputs(tapelab, model, seeded_input(SHAPES.get(name, (1, 3, 64, 64)))), name)
+
+
+def test_resnet18_train_mode_batch_statistics():
+    model = _seeded("resnet18")
+    # batch statistics sum over the batch in another order: one conv1 gradient in 4096 is off by 1e-4 of the max
+    _compare(model_outputs(tapelab, model, seeded_input((2, 3, 64, 64), seed=99), train=True), "resnet18_train",
+             grad_atol=3e-5)
+
+
+def test_loads_a_checkpoint_torchvision_saved():
+    """A float16 squeezenet1_1 state_dict written by torch.save loads and gives torchvision's logits."""
+    model = models.squeezenet1_1(num_classes=10)
+    state = tapelab.load(FIXTURES / "squeezenet1_1_fp16.pt")
+    assert state["features.0.weight"].dtype == tapelab.float16
+    model.load_state_dict(state)
+    model.eval()
+    with tapelab.no_grad():
+        logits = model(tapelab.from_numpy(seeded_input((1, 3, 64, 64))))
+    want = np.load(FIXTURES / "checkpoint.npz")["logits"]
+    np.testing.assert_allclose(logits.numpy(), want, rtol=1e-4, atol=1e-5 * np.abs(want).max())
+
+
+def test_weights_argument_downloads_nothing():
+    with pytest.raises(RuntimeError, match=r"resnet18\(weights='IMAGENET1K_V1'\): tapelab.vision downloads nothing"):
+        models.resnet18(weights="IMAGENET1K_V1")
+    with pytest.raises(RuntimeError, match="downloads nothing"):
+        models.alexnet(pretrained=True)
+    assert isinstance(models.squeezenet1_1(pretrained=False), models.SqueezeNet)
+
+
+def test_vit_checks_the_image_size():
+    model = models.VisionTransformer(32, 16, num_layers=1, num_heads=2, hidden_dim=8, mlp_dim=16, num_classes=3)
+    assert model(tapelab.zeros(2, 3, 32, 32)).shape == (2, 3)
+    with pytest.raises(ValueError, match="expected 32x32 images, got 64x64"):
+        model(tapelab.zeros(1, 3, 64, 64))
