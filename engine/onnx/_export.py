@@ -4,8 +4,9 @@ Parameters and buffers become initializers named as in ``state_dict``; subgraphs
 them (a Linear's transposed weight, a static ``zeros``) are folded to initializers when
 ``do_constant_folding`` (their values are already in the trace). Every other node is lowered by
 the declaration of its op (each ONNX node's ``doc_string`` names that op, module and line); an op
-without one stops the export naming the op, its module path and the user's line. Opset 17 by default (21 on request) with the IR version pinned to the oldest that
-carries that opset (8 for 17, 10 for 21), so runtimes of that opset's generation load the file.
+without one stops the export naming the op, its module path and the user's line. Opset 17 by
+default (18 to 21 on request) with the IR version pinned to the oldest that carries that opset (8
+for 17, 10 for 21), so runtimes of that opset's generation load the file.
 """
 from __future__ import annotations
 
@@ -76,7 +77,8 @@ def build(model, args, input_names=None, output_names=None, dynamic_axes=None, o
     """Trace and lower ``model``; the ModelProto is checked with ``full_check``."""
     opset = 17 if opset_version is None else int(opset_version)
     if opset not in IR_VERSIONS:
-        raise ValueError(f"tapelab.onnx.export: opset_version {opset} is not supported; use one of {sorted(IR_VERSIONS)}")
+        raise ValueError(f"tapelab.onnx.export: opset_version {opset} is not supported; "
+                         f"use one of {sorted(IR_VERSIONS)}")
     args = args if isinstance(args, tuple) else (args,)
     if args and isinstance(args[-1], dict):          # PyTorch's trailing kwargs dict; empty is allowed
         if args[-1]:
