@@ -3,6 +3,7 @@ enabled=False, decorators, thread-local state, gradients in the parameters' dtyp
 aliases, and the Mode composing with other modes."""
 from __future__ import annotations
 
+import contextlib
 import threading
 import warnings
 
@@ -30,6 +31,7 @@ CPU_CASES = {
     "matmul-mixed": lambda m, x, y, b: x.bfloat16() @ y,
     "einsum": lambda m, x, y, b: m.einsum("ij,jk->ik", x, y),
     "linear-no-bias": lambda m, x, y, b: m.nn.functional.linear(x, y),
+    "linear-bias": lambda m, x, y, b: m.nn.functional.linear(b, y, x[0]),
     "conv1d": lambda m, x, y, b: m.nn.functional.conv1d(b, m.ones(3, 4, 2)),
     "exp-of-lower": lambda m, x, y, b: m.exp(x @ y),
     "sum-of-lower": lambda m, x, y, b: (x @ y).sum(),
@@ -98,6 +100,35 @@ def test_declared_composites_follow_the_cpu_lists(name):
     want = _run(torch, lambda m, x, y, b: DECLARED_LATER[name](m, x @ y))
     assert got.dtype.name == str(want.dtype).split(".")[1], name
     np.testing.assert_allclose(got.double().detach().numpy(), want.double().detach().numpy(), rtol=3e-2, atol=3e-2)
+
+
+def test_linear_is_one_op_with_the_linear_policy():
+    """``linear`` is declared: autocast casts input, weight and bias to bfloat16 and the op runs
+    once (no float32 bias add after a bfloat16 matmul); gradients reach the float32 parameters."""
+    class Names(tapelab.dispatch.Mode):
+        def __init__(self):
+            self.names = []
+
+        def dispatch(self, op, args, params):
+            self.names.append(op.name)
+            return super().dispatch(op, args, params)
+
+    outs, grads, names = {}, {}, []
+    for m in (tapelab, torch):
+        x, w, bias = m.tensor(_B), m.tensor(_X, requires_grad=True), m.tensor(_Y[0], requires_grad=True)
+        with Names() if m is tapelab else contextlib.nullcontext() as seen:
+            with m.autocast("cpu"):
+                out = m.nn.functional.linear(x, w, bias)
+        out.float().square().sum().backward()
+        outs[m], grads[m] = out, (w.grad, bias.grad)
+        names = names or seen.names
+    assert names == ["cast", "cast", "cast", "linear"]
+    assert outs[tapelab].dtype is tapelab.bfloat16 and outs[torch].dtype is torch.bfloat16
+    np.testing.assert_allclose(outs[tapelab].double().detach().numpy(), outs[torch].double().detach().numpy(),
+                               rtol=1e-2, atol=1e-2)
+    for got, want in zip(grads[tapelab], grads[torch]):
+        assert got.dtype is tapelab.float32
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=3e-2, atol=5e-2)
 
 
 def test_policy_table_uses_declared_names():

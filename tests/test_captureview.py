@@ -57,9 +57,9 @@ def test_view_model_of_a_captured_training_step(captured):
     steps = [n for n in gr["nodes"] if n["kind"] == "forward"]
     assert len(steps) == len(g.nodes()) == m["stats"]["steps"]
     assert [n["op"] for n in steps] == [n["op"] for n in g.nodes()]
-    # ops with shapes: the first matmul is x @ W1.T -> (B, DH), its inputs (B, DIN) and (DIN, DH)
+    # ops with shapes: the first step is linear(x, W1, b1) -> (B, DH), its inputs (B, DIN), (DH, DIN), (DH)
     mm = steps[0]
-    assert mm["op"] == "matmul" and mm["shape"] == [B, DH] and mm["input_shapes"] == [[B, DIN], [DIN, DH]]
+    assert mm["op"] == "linear" and mm["shape"] == [B, DH] and mm["input_shapes"] == [[B, DIN], [DH, DIN], [DH]]
     # every edge joins known nodes; every step but those reading only constants has an input edge
     ids = {n["id"] for n in gr["nodes"]}
     assert all(e["source"] in ids and e["target"] in ids for e in gr["edges"])

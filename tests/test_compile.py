@@ -31,6 +31,11 @@ def _grads(model):
     return {n: p.grad.numpy().copy() for n, p in model.named_parameters()}
 
 
+# linear adds its bias inside its GEMM (one op), so in these models no chain of two elementwise ops is
+# left to fuse (a lone gelu, a residual add between a linear and a layer norm)
+UNFUSED = {"gelu_mlp", "attention"}
+
+
 @pytest.mark.parametrize("name", sorted(ZOO))
 def test_zoo_compiled_equals_eager(name):
     make, inp = ZOO[name]
@@ -51,7 +56,8 @@ def test_zoo_compiled_equals_eager(name):
         _close(got[n], g, n)
     ops = [n.target for n in compiled._compiled.cache[next(iter(compiled._compiled.cache))].graph.graph.nodes
            if n.op == "call_function"]
-    assert any(isinstance(getattr(t, "op", None), FusedOp) for t in ops), "no group was fused"
+    if name not in UNFUSED:
+        assert any(isinstance(getattr(t, "op", None), FusedOp) for t in ops), "no group was fused"
 
 
 def test_gelu_mlp_matches_pytorch():

@@ -232,9 +232,21 @@ def test_parameters_become_named_initializers_and_weights_fold():
     ex = tapelab.onnx.build(model, args)
     inits = {i.name for i in ex.model.graph.initializer}
     assert {"net.0.bias", "net.3.bias", "net.5.bias"} <= inits
-    assert "Transpose" not in {n.op_type for n in ex.model.graph.node}     # Linear's w.T folded
+    assert "Transpose" not in {n.op_type for n in ex.model.graph.node}     # linear is one Gemm (transB)
     unfolded = tapelab.onnx.build(model, args, do_constant_folding=False)
     assert {"net.0.weight", "net.0.bias"} <= {i.name for i in unfolded.model.graph.initializer}
+
+    class Transposed(tapelab.nn.Module):      # a parameter-only subgraph: w.t() folds to an initializer
+        def __init__(self):
+            super().__init__()
+            self.w = tapelab.nn.Parameter(tapelab.randn(3, 4))
+
+        def forward(self, x):
+            return x @ self.w.t()
+
+    x = (tapelab.randn(2, 4),)
+    assert "Transpose" not in {n.op_type for n in tapelab.onnx.build(Transposed(), x).model.graph.node}
+    unfolded = tapelab.onnx.build(Transposed(), x, do_constant_folding=False)
     assert "Transpose" in {n.op_type for n in unfolded.model.graph.node}
 
 

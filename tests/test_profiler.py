@@ -62,10 +62,10 @@ def test_mlp_step_counts_match_the_tape():
     rows = {r.key: r for r in prof.key_averages()}
     got = collections.Counter({k: r.count for k, r in rows.items()})
     assert got == want
-    for name in ("matmul", "add", "relu", "sum", "MatmulBackward0", "ReluBackward0", "AccumulateGrad"):
+    for name in ("linear", "linear_backward", "relu", "mean", "LinearBackward0", "ReluBackward0", "AccumulateGrad"):
         assert name in rows, name
-    # forward: 2 matmuls; backward: layer 2 needs grads of input and weight, layer 1 only the weight
-    assert rows["matmul"].count == 5
+    # forward: one linear op per layer; backward: one fused linear_backward op per layer
+    assert rows["linear"].count == 2 and rows["linear_backward"].count == 2
     assert rows["relu"].count == 1 and rows["ReluBackward0"].count == 1
     assert rows["AccumulateGrad"].count == 4
     table = prof.key_averages().table(sort_by="cpu_time_total", row_limit=100)
@@ -74,7 +74,7 @@ def test_mlp_step_counts_match_the_tape():
         assert col in header
     assert "Input Shapes" not in header
     assert table.splitlines()[-1].startswith("Self CPU time total: ")
-    for name in ("matmul", "relu", "MatmulBackward0"):
+    for name in ("linear", "relu", "LinearBackward0"):
         assert any(line.split()[0] == name for line in table.splitlines()[3:]), name
     assert len(prof.key_averages().table(row_limit=3).splitlines()) == 3 + 3 + 2
 
@@ -85,11 +85,11 @@ def test_backward_ops_are_attributed_to_their_nodes():
     with profile() as prof:
         ((model(x) - y) ** 2).mean().backward()
     evs = prof.events()
-    fwd_mm = [e for e in evs if e.name == "matmul" and e.phase == "forward"]
-    bwd_mm = [e for e in evs if e.name == "matmul" and e.phase == "backward"]
-    assert len(fwd_mm) == 2 and len(bwd_mm) == 3
+    fwd_mm = [e for e in evs if e.name == "linear" and e.phase == "forward"]
+    bwd_mm = [e for e in evs if e.name == "linear_backward" and e.phase == "backward"]
+    assert len(fwd_mm) == 2 and len(bwd_mm) == 2
     for e in bwd_mm:
-        assert e.parent is not None and e.parent.name == "MatmulBackward0"
+        assert e.parent is not None and e.parent.name == "LinearBackward0"
     for e in evs:
         if e.kind == "backward":
             assert e.phase == "backward" and e.seq >= 0 or e.name == "AccumulateGrad"
@@ -207,13 +207,14 @@ def test_with_modules_groups_by_module_path():
     # backward nodes carry the module of the forward op they differentiate
     bwd = collections.Counter((e.module, e.name) for e in evs if e.kind == "backward")
     assert bwd[("block", "ReluBackward0")] == 2
-    assert bwd[("head", "MatmulBackward0")] == 2
+    assert bwd[("head", "LinearBackward0")] == 2
     rows = {r.key: r for r in prof.key_averages(group_by_module=True)}
     assert rows["nn.Module: block.fc"].count == 2
     # a module's rows hold its forward ops and the ops its backward nodes ran
-    assert rows["block.fc: matmul"].count == 2 + 2      # x needs no grad: weight gradient only
-    assert rows["head: matmul"].count == 2 + 4
-    assert rows["block.fc: matmul"].phases == {"forward", "backward"}
+    assert rows["block.fc: linear"].count == 2 and rows["block.fc: linear_backward"].count == 2
+    assert rows["head: linear"].count == 2 and rows["head: linear_backward"].count == 2
+    assert rows["block.fc: linear"].phases == {"forward"}
+    assert rows["block.fc: linear_backward"].phases == {"backward"}
     assert rows["block: relu"].count == 2
     assert "nn.Module: block" not in {r.key for r in prof.key_averages()}
     # without with_modules no module is kept
@@ -233,14 +234,14 @@ def test_record_shapes_groups_by_input_shape_and_keeps_no_tensor():
     gc.collect()
     assert ref() is None, "the profile kept a tensor alive"
     rows = prof.key_averages(group_by_input_shape=True)
-    mm = {str(r.input_shapes): r.count for r in rows if r.key == "matmul"}
-    assert mm["[[4, 8], [8, 16]]"] == 1 and mm["[[4, 16], [16, 1]]"] == 1
-    assert sum(mm.values()) == 5
+    mm = {str(r.input_shapes): r.count for r in rows if r.key == "linear"}
+    assert mm["[[4, 8], [16, 8], [16]]"] == 1 and mm["[[4, 16], [1, 16], [1]]"] == 1
+    assert sum(mm.values()) == 2
     table = rows.table(sort_by="self_cpu_time_total")
-    assert "Input Shapes" in table.splitlines()[1] and "[[4, 8], [8, 16]]" in table
+    assert "Input Shapes" in table.splitlines()[1] and "[[4, 8], [16, 8], [16]]" in table
     assert "Source Location" not in table
     by_stack = prof.key_averages(group_by_stack_n=3)
-    assert sum(r.count for r in by_stack if r.key == "matmul") == 5
+    assert sum(r.count for r in by_stack if r.key == "linear") == 2
     table = by_stack.table(sort_by="cpu_time_total")
     assert "Source Location" in table.splitlines()[1] and "test_record_shapes_groups" in table
     # no tensor or array anywhere in the records
@@ -313,7 +314,7 @@ def test_chrome_trace_is_well_formed(tmp_path):
     cats = collections.Counter(e["cat"] for e in complete)
     assert cats["cpu_op"] and cats["backward_op"] and cats["backward"] and cats["module"]
     assert cats["user_annotation"] == 1
-    assert any(e["args"].get("Input Dims") == [[4, 8], [8, 16]] for e in complete if e["name"] == "matmul")
+    assert any(e["args"].get("Input Dims") == [[4, 8], [16, 8], [16]] for e in complete if e["name"] == "linear")
     # spans on one lane nest (Perfetto requires it): each either contains or misses the next
     for tid in {e["tid"] for e in complete}:
         lane = sorted((e for e in complete if e["tid"] == tid), key=lambda e: (e["ts"], -e["dur"]))
@@ -347,7 +348,7 @@ def test_to_dict_is_the_widget_model():
         assert e["parent"] is None or e["parent"] in ids
         assert 0 <= e["self_us"] <= e["dur_us"] + 1e-9
         assert e["kind"] in {"op", "backward", "range", "step", "module"}
-    assert {r["name"] for r in d["averages"]} >= {"matmul", "step", "MatmulBackward0"}
+    assert {r["name"] for r in d["averages"]} >= {"linear", "step", "LinearBackward0"}
     assert {r["name"] for r in d["modules"]} == {"nn.Module: <root>", "nn.Module: 0", "nn.Module: 1",
                                                  "nn.Module: 2"}
     assert d["peak_bytes"] > 0 and d["memory"] and d["dropped"]["total"] == 0
@@ -491,7 +492,7 @@ def test_exports(tmp_path):
     assert "<svg" in (tmp_path / "mem.html").read_text()
     prof.export_stacks(str(tmp_path / "stacks.txt"))
     lines = (tmp_path / "stacks.txt").read_text().split("\n")
-    assert any("test_exports" in line and line.split(";")[-1].startswith("matmul ") for line in lines)
+    assert any("test_exports" in line and line.split(";")[-1].startswith("linear ") for line in lines)
 
 
 def test_nested_profiles_each_record_their_scope():

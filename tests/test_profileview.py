@@ -84,7 +84,7 @@ def test_ranges_nest_and_lanes_split_forward_from_backward(model):
     assert all(groups[e["id"]] == "forward" for e in ev if e["kind"] == "op" and e["phase"] == "forward")
     assert all(groups[e["id"]] == "backward" for e in ev if e["kind"] == "backward" or e["phase"] == "backward")
     # a backward node's ops sit one row below it
-    node = next(e for e in ev if e["name"] == "MmBackward0" or e["name"].startswith("MatmulBackward"))
+    node = next(e for e in ev if e["name"] == "LinearBackward0")
     kids = [e for e in ev if e["parent"] == node["id"]]
     assert kids and all(k["depth"] == node["depth"] + 1 for k in kids)
 
@@ -103,7 +103,7 @@ def test_totals_add_up(model):
         if kids and e["kind"] != "module":
             assert e["dur_us"] == pytest.approx(e["self_us"] + sum(k["dur_us"] for k in kids), abs=1e-2)
     names = {r["name"] for r in model["averages"]}
-    assert {"matmul", "relu", "tanh", "train_step", "forward"} <= names
+    assert {"linear", "relu", "tanh", "train_step", "forward"} <= names
     assert {r["kind"] for r in model["averages"]} >= {"op", "backward", "range"}
 
 
@@ -122,7 +122,7 @@ def test_module_tree(model):
     assert sum(c["forward_us"] for c in paths["2"]["children"]) <= paths["2"]["forward_us"] + EPS
     bwd = sum(e["dur_us"] for e in model["events"] if e["kind"] == "backward")
     assert root["backward_us"] == pytest.approx(bwd, abs=1e-2)
-    assert "matmul" in {o["name"] for o in paths["0"]["ops"]}
+    assert "linear" in {o["name"] for o in paths["0"]["ops"]}
     assert all(n["total_us"] == pytest.approx(n["forward_us"] + n["backward_us"], abs=1e-2) for n in paths.values())
 
 
@@ -163,14 +163,14 @@ def test_profile_view_selection_links_tape_views(prof):
             sent.append(msg)
     v.on_select(got.append)
     v.link(FakeTape())
-    op = next(e for e in v.profile["events"] if e["name"] == "matmul")
-    v._on_frontend(v, {"type": "select", "id": op["id"], "seq": op["seq"], "name": "matmul", "kind": "op",
+    op = next(e for e in v.profile["events"] if e["name"] == "linear")
+    v._on_frontend(v, {"type": "select", "id": op["id"], "seq": op["seq"], "name": "linear", "kind": "op",
                        "phase": "forward", "module": op["module"]}, [])
-    assert v.selected["seq"] == op["seq"] and got[0]["name"] == "matmul"
+    assert v.selected["seq"] == op["seq"] and got[0]["name"] == "linear"
     assert sent == [{"type": "select", "seq": op["seq"], "phase": "forward"}]
     data = v._repr_mimebundle_()
     data = data[0] if isinstance(data, tuple) else data
-    assert data[PROFILE_MIME]["events"] and "matmul" in data["text/html"]
+    assert data[PROFILE_MIME]["events"] and "linear" in data["text/html"]
     assert type(v).__name__ == "ProfileView"
 
 
@@ -213,7 +213,7 @@ def test_matplotlib_figures(prof, tmp_path):
 
     ax = plots.op_times(prof, top=5)
     labels = [t.get_text() for t in ax.get_yticklabels()]
-    assert len(labels) == 5 and "matmul" in labels
+    assert len(labels) == 5 and "linear" in labels
     ax = plots.memory_timeline(prof)
     assert ax.lines and "peak" in ax.get_title()
     ax = plots.module_times(prof)

@@ -100,7 +100,7 @@ def test_a_mode_sees_every_kind_of_work():
     model, scale, loss, h, _, _, _ = training_step(mode)
     ops = {(e[1], e[2]) for e in mode.calls("dispatch")}
     # compute ops of the forward, the backward and the optimizer
-    assert {("matmul", "compute"), ("relu", "compute"), ("cross_entropy", "compute"),
+    assert {("linear", "compute"), ("relu", "compute"), ("cross_entropy", "compute"),
             ("cross_entropy_backward", "compute"), ("threshold_backward", "compute"), ("mul", "compute"),
             ("add", "compute")} <= ops, ops
     assert ("detach", "compute") in ops and ("slice", "compute") in ops       # views are dispatched too

@@ -144,8 +144,8 @@ def test_graph_holds_the_models_ops_by_module(tmp_path):
     assert {"Net/Linear[fc1]/weight", "Net/Linear[fc1]/bias", "Net/Linear[fc2]/weight"} <= set(nodes)
     relu = [n for n in graph.node if n.op == "relu"]
     assert len(relu) == 1 and relu[0].name.startswith("Net/ReLU[act]/")
-    matmuls = [n for n in graph.node if n.op == "matmul"]
-    assert len(matmuls) == 2 and matmuls[0].input[0] == "input/input.0"
+    linears = [n for n in graph.node if n.op == "linear"]
+    assert len(linears) == 2 and linears[0].input[0] == "input/input.0"
     out = nodes["output/output.0"]
     assert nodes[out.input[0]].name.startswith("Net/Linear[fc2]/")
     shape = [d.size for d in out.attr["_output_shapes"].list.shape[0].dim]

@@ -63,9 +63,9 @@ def test_schema_keys_and_json_roundtrip():
 
 def test_node_attributes_shapes_dtype_device_time_and_summaries():
     g = graph_from_tape(record())
-    mm = next(n for n in g["nodes"] if n["op"] == "matmul")
+    mm = next(n for n in g["nodes"] if n["op"] == "linear")
     assert mm["shape"] == [4, 6] and mm["dtype"] == "float32" and mm["device"] == "cpu"
-    assert mm["input_shapes"] == [[4, 6], [6, 6]] and mm["time_ns"] > 0
+    assert mm["input_shapes"] == [[4, 6], [6, 6], [6]] and mm["time_ns"] > 0
     assert mm["value"]["mean"] is not None and mm["grad"]["norm"] is not None   # keep_values: both
     bwd = [n for n in g["nodes"] if n["kind"] == "backward"]
     assert any(n["grad_ops"] > 0 for n in bwd)   # vjp ops are counted on their backward node
@@ -82,7 +82,7 @@ def test_module_groups_nest_and_repeated_blocks_share_a_signature():
     # layers.0 sees the network input as a leaf; 1 and 2 are identical blocks: equal signatures
     assert groups["layers.1"]["signature"] == groups["layers.2"]["signature"]
     assert groups["layers.1"]["signature"] != groups["head"]["signature"]
-    mm = [n for n in g["nodes"] if n["op"] == "matmul"]
+    mm = [n for n in g["nodes"] if n["op"] == "linear"]
     assert [n["module"] for n in mm] == ["layers.0.fc", "layers.1.fc", "layers.2.fc", "head"]
     assert groups["layers"]["size"] == sum(1 for n in g["nodes"] if (n["module"] or "").startswith("layers"))
 
@@ -166,7 +166,7 @@ def test_dot_export_clusters_and_styles():
     assert 'subgraph "cluster_g:layers" {' in dot and 'subgraph "cluster_g:layers.0.fc" {' in dot
     assert dot.count("->") == len(g["edges"])
     assert "style=dashed" in dot                      # gradient edges
-    assert 'label="matmul\\n(4, 6)"' in dot
+    assert 'label="linear\\n(4, 6)"' in dot
     flat = to_dot(g, groups=False)
     assert "subgraph" not in flat and flat.count("[label=") == len(g["nodes"])
     depth = 0

@@ -15,9 +15,11 @@ from ..base.grad_mode import is_grad_enabled
 from ..core.dispatch import apply
 from ..core.registry import Op
 from ..core.tensor import Tensor
-from ..ops.movement import cat
+from ..autograd.engine import grad as _grad
+from ..ops.movement import cat, stack
+from ._fused_linear import linear
 
-__all__ = ["lstm_cell", "gru_cell"]
+__all__ = ["lstm_cell", "gru_cell", "lstm_layer", "gru_layer"]
 
 
 # ---------------------------------------------------------------- ONNX lowerings (``Op.onnx``, engine/onnx)
@@ -151,3 +153,231 @@ def lstm_cell(gates: Tensor, c: Tensor) -> tuple[Tensor, Tensor]:
 def gru_cell(gi: Tensor, gh: Tensor, hx: Tensor) -> Tensor:
     """``h'`` from the input and hidden projections ``(B, 3H)`` and the state ``(B, H)``."""
     return apply(_gru, gi, gh, hx)
+
+
+# ---------------------------------------------------------------- whole LSTM and GRU layers
+# One layer-direction over the whole sequence: the input projection of every time step is one GEMM
+# up front, the recurrence runs on arrays (one GEMM and a few in-place ufuncs per step), and the
+# backward through time is one op whose input and weight gradients are one GEMM each at the end.
+# Two ops per layer, as ``max(dim)`` is two: ``lstm_scan``/``gru_scan`` (not differentiable) run
+# the recurrence and also return what the backward reads (every step's activations, ``ws``);
+# ``lstm``/``gru`` take both as inputs and are the differentiable result ``y``: the outputs
+# (T, B, H), and for the LSTM ``c_n`` as row T. The backward reads ``y`` (h_{t-1}) through the
+# saved output, so an in-place change of the result is caught as for any op.
+def _sig_(xp, a):
+    """The logistic function in place, four ufunc passes and no temporaries."""
+    xp.negative(a, out=a)
+    xp.exp(a, out=a)
+    a += 1
+    xp.reciprocal(a, out=a)
+    return a
+
+
+def _steps(T: int, reverse: bool) -> list:
+    """(t, the step before t) in the order the recurrence runs; -1 or T marks the initial state."""
+    return [(t, t + 1) for t in range(T - 1, -1, -1)] if reverse else [(t, t - 1) for t in range(T)]
+
+
+def _prev(t: int, T: int, seq, first):
+    return first if t < 0 or t >= T else seq[t]
+
+
+def _w_hh_grad(xp, d, h0, y, T: int, reverse: bool):
+    """``sum_t d_tᵀ h_{t-1}`` as two GEMMs: h_{t-1} is ``y`` shifted by one step, h0 at the start."""
+    first, rest, shifted = (T - 1, slice(0, T - 1), slice(1, T)) if reverse else (0, slice(1, T), slice(0, T - 1))
+    gw = xp.matmul(d[first].T, h0)
+    if T > 1:
+        gw += xp.matmul(d[rest].reshape(-1, d.shape[-1]).T, y[shifted].reshape(-1, h0.shape[-1]))
+    return gw
+
+
+def _input_grads(xp, d, x, w_ih, needs_x: bool, needs_w: bool, empty):
+    """``(dx, dw_ih)`` from the gate gradients of every step, one GEMM each."""
+    flat = d.reshape(-1, d.shape[-1])
+    return (xp.matmul(flat, w_ih).reshape(x.shape) if needs_x else empty,
+            xp.matmul(flat.T, x.reshape(flat.shape[0], -1)) if needs_w else empty)
+
+
+# LSTM: ws (T, B, 6H) holds i f g o (activated), c_t and tanh c_t of every step
+def _lstm_scan_fwd(xp, x, h0, c0, w_ih, w_hh, *b, reverse):
+    T, B = x.shape[:2]
+    H = h0.shape[-1]
+    xw = xp.matmul(x.reshape(T * B, -1), w_ih.T).reshape(T, B, 4 * H)
+    if b:
+        xw += b[0] + b[1]
+    y = xp.empty((T + 1, B, H), x.dtype)
+    ws = xp.empty((T, B, 6 * H), x.dtype)
+    h, c = h0, c0
+    for t, _ in _steps(T, reverse):
+        a, cs, tc = ws[t, :, :4 * H], ws[t, :, 4 * H:5 * H], ws[t, :, 5 * H:]
+        xp.add(xp.matmul(h, w_hh.T), xw[t], out=a)
+        g = xp.tanh(a[:, 2 * H:3 * H])
+        _sig_(xp, a)
+        a[:, 2 * H:3 * H] = g
+        xp.multiply(a[:, H:2 * H], c, out=cs)
+        cs += a[:, :H] * g
+        xp.tanh(cs, out=tc)
+        h, c = xp.multiply(a[:, 3 * H:], tc, out=y[t]), cs
+    y[T] = c
+    return y, ws
+
+
+def _lstm_seq_bwd_fwd(xp, gy, x, h0, c0, w_ih, w_hh, y, ws, *, reverse, needs):
+    """Backward through time: (dx, dh0, dc0, dw_ih, dw_hh, db_ih, db_hh), empty where ``needs`` says no."""
+    T, B = x.shape[:2]
+    H = h0.shape[-1]
+    da = xp.empty((T, B, 4 * H), gy.dtype)
+    dh = xp.zeros((B, H), gy.dtype)
+    dc = gy[T].copy()
+    cs = ws[:, :, 4 * H:5 * H]
+    for t, p in reversed(_steps(T, reverse)):      # the forward's steps, last first
+        dh += gy[t]
+        act, tc = ws[t, :, :4 * H], ws[t, :, 5 * H:]
+        i, g, o = act[:, :H], act[:, 2 * H:3 * H], act[:, 3 * H:]
+        d = da[t]
+        dc += dh * o * (1 - tc * tc)
+        xp.multiply(dc, g, out=d[:, :H])
+        xp.multiply(dc, _prev(p, T, cs, c0), out=d[:, H:2 * H])
+        xp.multiply(dh, tc, out=d[:, 3 * H:])
+        d *= act * (1 - act)                      # the logistic derivative (the g block is rewritten next)
+        xp.multiply(dc * i, 1 - g * g, out=d[:, 2 * H:3 * H])
+        dh = xp.matmul(d, w_hh)
+        dc *= act[:, H:2 * H]
+    empty = xp.empty((0,), gy.dtype)
+    dx, dw_ih = _input_grads(xp, da, x, w_ih, needs[0], needs[3], empty)
+    dw_hh = _w_hh_grad(xp, da, h0, y, T, reverse) if needs[4] else empty
+    db = da.reshape(T * B, 4 * H).sum(axis=0) if needs[5] else empty
+    # the two biases get arrays of their own: accumulation into one .grad must not write the other
+    return (dx, dh if needs[1] else empty, dc if needs[2] else empty, dw_ih, dw_hh, db, db.copy())
+
+
+def _lstm_seq_tensors(x, states, w_ih, w_hh, b, reverse):
+    """The same layer in Tensor ops (the per-step cells): ``y`` as ``lstm`` gives it."""
+    gi = linear(x, w_ih, b[0] if b else None)
+    (h, c), outs = states, [None] * x.shape[0]
+    for t, _ in _steps(x.shape[0], reverse):
+        h, c = lstm_cell(gi[t] + linear(h, w_hh, b[1] if b else None), c)
+        outs[t] = h
+    return stack(outs + [c])
+
+
+# GRU: ws (T, B, 4H) holds r z n and the hidden projection's n block (h W_hnᵀ + b_hn) of every step
+def _gru_scan_fwd(xp, x, h0, w_ih, w_hh, *b, reverse):
+    T, B = x.shape[:2]
+    H = h0.shape[-1]
+    gi = xp.matmul(x.reshape(T * B, -1), w_ih.T).reshape(T, B, 3 * H)
+    if b:
+        gi += b[0]
+        gi[..., :2 * H] += b[1][:2 * H]
+    y = xp.empty((T, B, H), x.dtype)
+    ws = xp.empty((T, B, 4 * H), x.dtype)
+    h = h0
+    for t, _ in _steps(T, reverse):
+        gh = xp.matmul(h, w_hh.T)
+        rz, n, ghn = ws[t, :, :2 * H], ws[t, :, 2 * H:3 * H], ws[t, :, 3 * H:]
+        _sig_(xp, xp.add(gi[t, :, :2 * H], gh[:, :2 * H], out=rz))
+        if b:
+            xp.add(gh[:, 2 * H:], b[1][2 * H:], out=ghn)
+        else:
+            ghn[...] = gh[:, 2 * H:]
+        xp.multiply(rz[:, :H], ghn, out=n)
+        n += gi[t, :, 2 * H:]
+        xp.tanh(n, out=n)
+        h = xp.subtract(h, n, out=y[t])           # h' = n + z (h - n)
+        h *= rz[:, H:]
+        h += n
+    return y, ws
+
+
+def _gru_seq_bwd_fwd(xp, gy, x, h0, w_ih, w_hh, y, ws, *, reverse, needs):
+    """Backward through time: (dx, dh0, dw_ih, dw_hh, db_ih, db_hh), empty where ``needs`` says no."""
+    T, B = x.shape[:2]
+    H = h0.shape[-1]
+    dgi = xp.empty((T, B, 3 * H), gy.dtype)
+    dgh = xp.empty((T, B, 3 * H), gy.dtype)
+    dh = xp.zeros((B, H), gy.dtype)
+    for t, p in reversed(_steps(T, reverse)):
+        dh += gy[t]
+        r, z, n, ghn = ws[t, :, :H], ws[t, :, H:2 * H], ws[t, :, 2 * H:3 * H], ws[t, :, 3 * H:]
+        di, dg = dgi[t], dgh[t]
+        xp.multiply(dh * (1 - z), 1 - n * n, out=di[:, 2 * H:])
+        xp.multiply(dh * (_prev(p, T, y, h0) - n), z * (1 - z), out=di[:, H:2 * H])
+        xp.multiply(di[:, 2 * H:] * ghn, r * (1 - r), out=di[:, :H])
+        dg[:, :2 * H] = di[:, :2 * H]
+        xp.multiply(di[:, 2 * H:], r, out=dg[:, 2 * H:])
+        dh = xp.matmul(dg, w_hh) + dh * z
+    empty = xp.empty((0,), gy.dtype)
+    dx, dw_ih = _input_grads(xp, dgi, x, w_ih, needs[0], needs[2], empty)
+    dw_hh = _w_hh_grad(xp, dgh, h0, y, T, reverse) if needs[3] else empty
+    db_ih = dgi.reshape(T * B, 3 * H).sum(axis=0) if needs[4] else empty
+    db_hh = dgh.reshape(T * B, 3 * H).sum(axis=0) if needs[4] else empty
+    return (dx, dh if needs[1] else empty, dw_ih, dw_hh, db_ih, db_hh)
+
+
+def _gru_seq_tensors(x, states, w_ih, w_hh, b, reverse):
+    gi = linear(x, w_ih, b[0] if b else None)
+    (h,), outs = states, [None] * x.shape[0]
+    for t, _ in _steps(x.shape[0], reverse):
+        h = gru_cell(gi[t], linear(h, w_hh, b[1] if b else None), h)
+        outs[t] = h
+    return stack(outs)
+
+
+def _seq_vjp(n_states: int, tensors, bwd):
+    """The vjp of ``lstm``/``gru``: one backward op, or under ``create_graph`` the per-step Tensor
+    form recomputed and differentiated (so every order of derivative stays exact)."""
+    def vjp(gy, y, *args, reverse):
+        *inputs, _, ws = args
+        x, states, (w_ih, w_hh, *b) = inputs[0], inputs[1:1 + n_states], inputs[1 + n_states:]
+        if is_grad_enabled():
+            live = [t for t in inputs if t.requires_grad]
+            ref = tensors(x, states, w_ih, w_hh, b, reverse)
+            got = iter(_grad([ref], live, [gy], create_graph=True, allow_unused=True))
+            return tuple(next(got) if t.requires_grad else None for t in inputs) + (None, None)
+        needs = tuple(t.requires_grad for t in inputs[:3 + n_states]) + (any(t.requires_grad for t in b),)
+        grads = apply(bwd, gy, *inputs[:3 + n_states], y, ws, reverse=reverse, needs=needs)
+        grads = grads[:3 + n_states] + grads[-2:][:len(b)]
+        return tuple(gr if t.requires_grad else None for gr, t in zip(grads, inputs)) + (None, None)
+    return vjp
+
+
+def _seq_cost(gates: int):
+    """The two GEMMs per step (input and hidden projections) and ~20 FLOPs per gate element."""
+    def cost(shapes, out) -> int:
+        (T, B, I), H = shapes[0], shapes[1][-1]
+        return 2 * T * B * gates * H * (I + H) + 20 * T * B * H
+    return cost
+
+
+def _passthrough(xp, *arrays, reverse):
+    """The differentiable op's forward: the scan's result, which it takes as an input."""
+    return arrays[-2]
+
+
+_lstm_scan = Op("lstm_scan", _lstm_scan_fwd, None, n_extra=1)
+_lstm_seq_bwd = Op("lstm_backward", _lstm_seq_bwd_fwd, None, n_extra=6)
+_lstm_seq = Op("lstm", _passthrough, _seq_vjp(2, _lstm_seq_tensors, _lstm_seq_bwd), save_output=True,
+               cost=_seq_cost(4))
+_gru_scan = Op("gru_scan", _gru_scan_fwd, None, n_extra=1)
+_gru_seq_bwd = Op("gru_backward", _gru_seq_bwd_fwd, None, n_extra=5)
+_gru_seq = Op("gru", _passthrough, _seq_vjp(1, _gru_seq_tensors, _gru_seq_bwd), save_output=True,
+              cost=_seq_cost(3))
+
+
+def lstm_layer(x: Tensor, h0: Tensor, c0: Tensor, w_ih: Tensor, w_hh: Tensor, b_ih: Tensor | None,
+               b_hh: Tensor | None, reverse: bool) -> tuple[Tensor, Tensor, Tensor]:
+    """One LSTM layer-direction over ``x`` (T, B, I) from ``(h0, c0)`` (B, H): ``(out, h_n, c_n)``."""
+    args = (x, h0, c0, w_ih, w_hh) + ((b_ih, b_hh) if b_ih is not None else ())
+    y_raw, ws = apply(_lstm_scan, *args, reverse=reverse)
+    y = apply(_lstm_seq, *args, y_raw, ws, reverse=reverse)
+    T = x.shape[0]
+    return y[:T], y[0 if reverse else T - 1], y[T]
+
+
+def gru_layer(x: Tensor, h0: Tensor, w_ih: Tensor, w_hh: Tensor, b_ih: Tensor | None, b_hh: Tensor | None,
+              reverse: bool) -> tuple[Tensor, Tensor]:
+    """One GRU layer-direction over ``x`` (T, B, I) from ``h0`` (B, H): ``(out, h_n)``."""
+    args = (x, h0, w_ih, w_hh) + ((b_ih, b_hh) if b_ih is not None else ())
+    y_raw, ws = apply(_gru_scan, *args, reverse=reverse)
+    y = apply(_gru_seq, *args, y_raw, ws, reverse=reverse)
+    return y, y[0 if reverse else x.shape[0] - 1]

@@ -17,7 +17,7 @@ from ..base.dispatch_state import STATE as _DISPATCH
 from ..ops.indexing import one_hot
 from ..ops.movement import pad
 from ..core.tensor import _TYPE_NAMES, Tensor, _wrap_dim
-from . import _fused, _ops
+from . import _fused, _fused_linear, _ops
 
 __all__ = [
     "linear", "bilinear", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
@@ -65,7 +65,9 @@ def _channel_view(t: Tensor, ndim: int) -> Tensor:
 
 # ---------------------------------------------------------------- linear
 def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
-    out = input.matmul(weight.t())
+    if _fused_linear.applies(input, weight, bias):
+        return _fused_linear.linear(input, weight, bias)
+    out = input.matmul(weight.t())      # a vector weight, a broadcast bias, or PyTorch's mismatch errors
     return out if bias is None else out + bias
 
 

@@ -106,3 +106,69 @@ OPS.append(OpInfo("nn.scaled_dot_product_attention",
                                              "positions"),
                                   ErrorInput(Sample((arr(2, 3, 4), arr(2, 4, 4), arr(2, 4, 5), arr(3, 4)),
                                                     {"is_causal": True}), RuntimeError, "is_causal")]))
+
+
+def _linear_samples():
+    return [Sample((arr(3, 4), arr(5, 4), arr(5)), name="matrix"),
+            Sample((arr(2, 3, 4), arr(5, 4), arr(5)), name="batch"),
+            Sample((arr(2, 1, 3, 4), arr(2, 4)), name="4d_no_bias"),
+            Sample((arr(4), arr(3, 4), arr(3)), name="vector"),
+            Sample((arr(0, 4), arr(3, 4), arr(3)), name="empty"),
+            Sample((arr(4, 3), arr(4, 3), arr(4)), noncontig=True, name="noncontig")]
+
+
+OPS.append(OpInfo("nn.linear", lambda m, x, w, b=None: _f(m).linear(x, w, b), _linear_samples,
+                  errors=lambda: [ErrorInput(Sample((arr(2, 5, 3), arr(4, 5))), RuntimeError,
+                                             r"mat1 and mat2 shapes cannot be multiplied \(10x3 and 5x4\)")]))
+
+
+def _lstm_layer(m, x, h, c, w_ih, w_hh, b_ih=None, b_hh=None, reverse=False):
+    """One LSTM layer-direction over the sequence: tapelab's ``lstm`` op against ``torch.lstm``
+    (a reversed direction runs on the flipped sequence); outputs, h_n and c_n stacked."""
+    if m.__name__ == "torch":
+        params = [w_ih, w_hh] + ([b_ih, b_hh] if b_ih is not None else [])
+        out, hn, cn = m.lstm(x.flip(0) if reverse else x, (h[None], c[None]), params, b_ih is not None, 1, 0.0,
+                             True, False, False)
+        return m.cat([out.flip(0) if reverse else out, hn, cn])
+    from tapelab.nn import _fused_rnn
+    out, hn, cn = _fused_rnn.lstm_layer(x, h, c, w_ih, w_hh, b_ih, b_hh, reverse)
+    return m.cat([out, hn[None], cn[None]])
+
+
+def _lstm_samples():
+    T, B, I, H = 3, 2, 3, 2
+    def layer():
+        return (arr(T, B, I), arr(B, H), arr(B, H), arr(4 * H, I), arr(4 * H, H))
+    return [Sample(layer() + (arr(4 * H), arr(4 * H)), name="bias"),
+            Sample(layer(), name="no_bias"),
+            Sample(layer() + (arr(4 * H), arr(4 * H)), {"reverse": True}, name="reverse"),
+            Sample((arr(1, 1, I), arr(1, H), arr(1, H), arr(4 * H, I), arr(4 * H, H)), name="one_step"),
+            Sample(layer(), noncontig=True, name="noncontig")]
+
+
+OPS.append(OpInfo("nn.lstm_layer", _lstm_layer, _lstm_samples, atol=1e-5, grad_atol=2e-4))
+
+
+def _gru_layer(m, x, h, w_ih, w_hh, b_ih=None, b_hh=None, reverse=False):
+    """One GRU layer-direction: tapelab's ``gru`` op against ``torch.gru``; outputs and h_n stacked."""
+    if m.__name__ == "torch":
+        params = [w_ih, w_hh] + ([b_ih, b_hh] if b_ih is not None else [])
+        out, hn = m.gru(x.flip(0) if reverse else x, h[None], params, b_ih is not None, 1, 0.0, True, False, False)
+        return m.cat([out.flip(0) if reverse else out, hn])
+    from tapelab.nn import _fused_rnn
+    out, hn = _fused_rnn.gru_layer(x, h, w_ih, w_hh, b_ih, b_hh, reverse)
+    return m.cat([out, hn[None]])
+
+
+def _gru_samples():
+    T, B, I, H = 3, 2, 3, 2
+    def layer():
+        return (arr(T, B, I), arr(B, H), arr(3 * H, I), arr(3 * H, H))
+    return [Sample(layer() + (arr(3 * H), arr(3 * H)), name="bias"),
+            Sample(layer(), name="no_bias"),
+            Sample(layer() + (arr(3 * H), arr(3 * H)), {"reverse": True}, name="reverse"),
+            Sample((arr(1, 1, I), arr(1, H), arr(3 * H, I), arr(3 * H, H)), name="one_step"),
+            Sample(layer(), noncontig=True, name="noncontig")]
+
+
+OPS.append(OpInfo("nn.gru_layer", _gru_layer, _gru_samples, atol=1e-5, grad_atol=2e-4))

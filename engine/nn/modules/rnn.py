@@ -11,6 +11,8 @@ import math
 import numbers
 import warnings
 
+from ...base import dtype as dtypes
+from ...base.dispatch_state import STATE as _DISPATCH
 from ...core import creation
 from ...ops.movement import cat, stack
 from .. import _fused_rnn, functional as F, init
@@ -44,6 +46,7 @@ def _gru_step(gi: Tensor, state: tuple, w_hh: Tensor, b_hh, w_hr=None) -> tuple:
 
 _STEPS = {"RNN_TANH": _rnn_tanh_step, "RNN_RELU": _rnn_relu_step, "LSTM": _lstm_step, "GRU": _gru_step}
 _GATES = {"RNN_TANH": 1, "RNN_RELU": 1, "LSTM": 4, "GRU": 3}
+_WHOLE_LAYER = {"LSTM": _fused_rnn.lstm_layer, "GRU": _fused_rnn.gru_layer}
 
 
 def _scan(step, gi: Tensor, state: tuple, w_hh, b_hh, w_hr, reverse: bool) -> tuple[Tensor, tuple]:
@@ -195,13 +198,17 @@ class RNNBase(Module):
         num_directions = 2 if self.bidirectional else 1
         x = input.transpose(0, 1) if self.batch_first and sizes is None else input
         initial = [s.unbind(0) for s in states]
+        fused = self._whole_layer_op(x, sizes)
         finals = []
         for layer in range(self.num_layers):
             outs = []
             for direction in range(num_directions):
                 index = layer * num_directions + direction
                 w_ih, b_ih, w_hh, b_hh, w_hr = self._direction_weights(index)
-                if sizes is None:
+                if fused:
+                    out, *state = fused(x, *(s[index] for s in initial), w_ih, w_hh, b_ih, b_hh,
+                                        reverse=direction == 1)
+                elif sizes is None:
                     out, state = _scan(step, F.linear(x, w_ih, b_ih), tuple(s[index] for s in initial),
                                        w_hh, b_hh, w_hr, reverse=direction == 1)
                 else:
@@ -215,6 +222,18 @@ class RNNBase(Module):
                 x = F.dropout(x, self.dropout, True)
         output = x.transpose(0, 1) if self.batch_first and sizes is None else x
         return output, tuple(stack([f[k] for f in finals]) for k in range(len(states)))
+
+    def _whole_layer_op(self, x: Tensor, sizes: list | None):
+        """The op that runs a layer-direction over the whole sequence (``_fused_rnn.lstm_layer`` or
+        ``gru_layer``), or None for one cell op per step. The per-step path stays for RNN_TANH/RELU,
+        packed input, projections, dtypes other than float32/float64, the meta device and whenever
+        a Mode is active (autocast casts per primitive, as PyTorch's dispatcher does inside its
+        lstm; tracers, capture and the ONNX export see each step)."""
+        layer = _WHOLE_LAYER.get(self.mode)
+        if (layer is None or sizes is not None or self.proj_size or x.shape[0] == 0
+                or x.dtype not in (dtypes.float32, dtypes.float64) or x.device.type == "meta" or _DISPATCH.modes):
+            return None
+        return layer
 
     def _forward_packed(self, packed: PackedSequence, hx):
         """PackedSequence input: ``hx`` (in the caller's batch order) is sorted as the data is, and the

@@ -1,0 +1,111 @@
+"""``linear`` as one op: ``x Wᵀ + b`` was a transpose view, a matmul and an add (three dispatches
+and three backward nodes); here it is one GEMM over the flattened leading dims with the bias
+added into the GEMM's output buffer, declared under PyTorch's name so autocast's ``linear``
+policy applies to it.
+
+Plain backward is one fused op: ``g W`` for the input, ``gᵀ x`` over the flattened leading dims
+for the weight (one GEMM, in the weight's layout) and ``sum(g)`` for the bias, each only when
+that input requires grad (the other slots hold empty arrays). Under ``create_graph`` the vjp is
+written in Tensor ops, so double backward stays exact.
+"""
+from __future__ import annotations
+
+import math
+
+from ..base import dtype as _dtype
+from ..base.grad_mode import is_grad_enabled
+from ..core.dispatch import apply
+from ..core.registry import OTHERS, Op
+from ..core.tensor import Tensor
+from ..ops.linalg import _C_NAMES
+
+__all__ = ["linear", "applies"]
+
+# PyTorch's ScalarType names, as its "must have the same dtype" messages spell them
+_SCALAR_NAMES = {"float32": "Float", "float64": "Double", "float16": "Half", "bfloat16": "BFloat16",
+                 "int64": "Long", "int32": "Int", "int16": "Short", "int8": "Char", "uint8": "Byte", "bool": "Bool"}
+
+
+def _rows(a):
+    """``a`` as (rows, features): a batch of vectors is one GEMM operand, not a batch of GEMMs."""
+    return a if a.ndim == 2 else a.reshape(-1, a.shape[-1])
+
+
+def _check_dtypes(x, w, b) -> None:
+    # here, after the modes: autocast casts the operands before the forward sees them
+    if x.dtype != w.dtype:
+        raise RuntimeError(f"expected m1 and m2 to have the same dtype, but got: "
+                           f"{_C_NAMES[_dtype.from_np(x.dtype).name]} != {_C_NAMES[_dtype.from_np(w.dtype).name]}")
+    if b is not None and b.dtype != w.dtype:
+        raise RuntimeError(f"self and mat2 must have the same dtype, but got "
+                           f"{_SCALAR_NAMES[_dtype.from_np(b.dtype).name]} and "
+                           f"{_SCALAR_NAMES[_dtype.from_np(w.dtype).name]}")
+
+
+def _fwd(xp, x, w, *b):
+    _check_dtypes(x, w, b[0] if b else None)
+    if x.dtype is _dtype.BFLOAT16_NP:     # numpy has no bfloat16 GEMM: float32, rounded once
+        return _dtype.in_float32(_fwd, xp, x, w, *b)
+    out = xp.matmul(_rows(x), w.T) if x.ndim > 1 else xp.matmul(w, x)
+    if b:
+        out += b[0]
+    return out.reshape(x.shape[:-1] + w.shape[:1]) if x.ndim > 2 else out
+
+
+def _bwd_fwd(xp, g, x, w, *, needs):
+    """``(g W, gᵀ x, sum g)`` as arrays; an input that needs no gradient gets an empty array."""
+    if g.dtype is _dtype.BFLOAT16_NP:
+        return _dtype.in_float32(_bwd_fwd, xp, g, x, w, needs=needs)
+    empty = xp.empty((0,), g.dtype)
+    g2, x2 = (g, x) if g.ndim > 1 else (g[None], x[None])
+    g2, x2 = _rows(g2), _rows(x2)
+    gx = xp.matmul(g2, w).reshape(x.shape) if needs[0] else empty
+    gw = xp.matmul(g2.T, x2) if needs[1] else empty
+    gb = g2.sum(axis=0) if needs[2] else empty
+    return gx, gw, gb
+
+
+def _vjp(g, out, x, w, *b):
+    needs = (x.requires_grad, w.requires_grad, bool(b) and b[0].requires_grad)
+    if not is_grad_enabled():
+        gx, gw, gb = apply(_bwd, g, x, w, needs=needs)
+    else:                                 # create_graph: Tensor ops, differentiable again
+        g2 = g.reshape(-1, g.shape[-1]) if g.ndim != 2 else g
+        x2 = x.reshape(-1, x.shape[-1]) if x.ndim != 2 else x
+        gx = g.matmul(w) if needs[0] else None
+        gw = g2.mT.matmul(x2) if needs[1] else None
+        gb = g2.sum(0) if needs[2] else None
+    grads = (gx if needs[0] else None, gw if needs[1] else None)
+    return grads + ((gb if needs[2] else None,) if b else ())
+
+
+def _onnx_linear(g, x, w, *b):
+    """``Gemm`` with the weight transposed in place (``transB``) for a matrix input, else ``MatMul``
+    by the transposed weight and ``Add``."""
+    if g.rank(x) == 2:
+        return g.op("Gemm", x, w, *b, transB=1)
+    out = g.op("MatMul", x, g.op("Transpose", w, perm=[1, 0]))
+    return g.op("Add", out, b[0]) if b else out
+
+
+def _cost(shapes, out) -> int:
+    """One GEMM, 2 FLOPs per multiply-add (the bias add is not counted, as PyTorch's addmm)."""
+    return 2 * math.prod(out) * shapes[0][-1]
+
+
+_linear = Op("linear", _fwd, _vjp, saves=OTHERS, cost=_cost, onnx=_onnx_linear)
+_bwd = Op("linear_backward", _bwd_fwd, None, n_extra=2)
+
+
+def applies(input: Tensor, weight: Tensor, bias: Tensor | None) -> bool:
+    """Whether the fused op covers these operands: a matrix weight, an input of at least one dim
+    whose last size is the weight's, and a bias of the weight's rows (or none). The rest (a
+    vector weight, a broadcast bias, the mismatches PyTorch reports) keep the composite."""
+    if weight.ndim != 2 or input.ndim == 0 or input.shape[-1] != weight.shape[1]:
+        return False
+    return bias is None or tuple(bias.shape) == (weight.shape[0],)
+
+
+def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+    """``input Wᵀ + b`` as one op (callers check ``applies`` first)."""
+    return apply(_linear, input, weight, *((bias,) if bias is not None else ()))
