@@ -204,6 +204,17 @@ OPS = {
     "pad_modes": lambda x, y: (F.pad(x[None], (1, 2), value=0.5), F.pad(x[None, None], (1, 1, 1, 1), mode="reflect")),
     "softmax_family": lambda x, y: (F.softmax(x, 1), F.log_softmax(x, 0), F.gelu(x, approximate="tanh"),
                                     F.layer_norm(x, (4,))),
+    "binary_extras": lambda x, y: (torch.atan2(x, y), torch.atan2(x, -y), torch.hypot(x, y), torch.logaddexp(x, y),
+                                   torch.xlogy(x.abs(), y.abs()), torch.lerp(x, y, 0.3), torch.lerp(x, y, 0.8),
+                                   torch.lerp(x, y, y.sigmoid()), torch.addcmul(x, x, y, value=0.5),
+                                   torch.addcdiv(x, x, y.abs() + 1, value=2), torch.fmax(x, y), torch.fmin(x, y)),
+    "unary_extras": lambda x, y: (x.frac(), torch.nan_to_num(x.log()), torch.isposinf(1 / (x * 0)),
+                                  torch.isneginf(-1 / (x * 0)), x.roll(1, 1), x.roll((1, -1), (0, 1)),
+                                  torch.zeros_like(x).fill_(2.5), torch.count_nonzero(x > 0, 1)),
+    "scatter_nonzero": lambda x, y: (torch.zeros(3, 4).scatter(1, (y.abs() * 2).long().clamp(max=3)[:, :2], x[:, :2]),
+                                     torch.ones(3, 4).scatter_add(0, torch.tensor([[0, 1, 2, 0]]), x[:1]),
+                                     torch.zeros(3, 4).scatter(1, torch.tensor([[1], [2], [3]]), 7.0),
+                                     torch.nonzero(x > 0)),
     "arange_full": lambda x, y: x + torch.arange(4) * 0.5 + torch.ones(4) + torch.zeros_like(x),
 }
 

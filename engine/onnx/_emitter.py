@@ -83,6 +83,11 @@ class Emitter:
             return self.const(int(d), np.int64)
         return self.op("Squeeze", self.dim(d), self.const([0], np.int64))
 
+    def limits(self, x: str) -> tuple:
+        """The lowest and highest finite values of ``x``'s dtype (``nan_to_num``'s defaults)."""
+        info = np.finfo(self.dtype(x)) if self.dtype(x).kind == "f" else np.iinfo(self.dtype(x))
+        return info.min.item(), info.max.item()
+
     def scalar(self, value, like: str) -> str:
         """A 0-d constant of ``like``'s dtype (``x * 2.0`` as ``Mul(x, const)``)."""
         return self.const(value, self.dtype(like))
@@ -93,7 +98,7 @@ class Emitter:
         non-bool tensor input's dtype, ``None`` an omitted optional input. Returns the output
         name, or a tuple of ``outputs`` names."""
         names = [i for i in inputs if isinstance(i, str) and i in self.info]
-        like = next((n for n in names if self.dtype(n) != np.bool_), names[0] if names else None)
+        like = next((n for n in names if self.dtype(n) != np.bool_), None)
         ins = []
         for i in inputs:
             if i is None:
@@ -101,7 +106,7 @@ class Emitter:
             elif isinstance(i, str):
                 ins.append(i)
             else:
-                ins.append(self.const(i, self.dtype(like) if like else _python_dtype(i)))
+                ins.append(self.const(i, self.dtype(like) if like else self._number_dtype(i)))
         outs = [self.fresh(op_type) for _ in range(outputs)]
         attrs = {k: v for k, v in attrs.items() if v is not None}
         self.nodes.append(helper.make_node(op_type, ins, outs, name=outs[0], domain=domain, **attrs))
@@ -109,6 +114,12 @@ class Emitter:
         if dt is not None:
             self.info[outs[0]] = (dt, None)
         return outs[0] if outputs == 1 else tuple(outs)
+
+    def _number_dtype(self, v) -> np.dtype:
+        """A number beside only bool operands (``Where(mask, 0.0, -inf)``): the node's result dtype
+        when it is floating and the number a float, else PyTorch's default for the number."""
+        out = self.output_dtype
+        return out if isinstance(v, float) and out is not None and out.kind == "f" else _python_dtype(v)
 
     def cast(self, x: str, dtype) -> str:
         """``x`` as ``dtype`` (numpy or tapelab dtype); no node when it already is."""

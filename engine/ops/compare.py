@@ -25,6 +25,11 @@ __all__ = ["eq", "ne", "lt", "le", "gt", "ge", "greater", "greater_equal", "less
 
 
 # ---------------------------------------------------------------- ONNX lowerings (``Op.onnx``, engine/onnx)
+def _onnx_nan_ignoring(op_type: str):
+    """fmax/fmin: the other operand where one is NaN."""
+    return lambda g, a, b: g.op("Where", g.op("IsNaN", a), b, g.op("Where", g.op("IsNaN", b), a, g.op(op_type, a, b)))
+
+
 def _onnx_bitwise(logical: str, bitwise: str):
     """Bools take the logical op, integers ``Bitwise*`` (ONNX has them from opset 18)."""
     def lower(g, *xs):
@@ -156,8 +161,10 @@ def _signbit_fwd(xp, a):
 
 _isnan = Op("isnan", lambda xp, a: xp.isnan(a), None, saves=NONE, elementwise=True, out_form="isnan", onnx="IsNaN")
 _isinf = Op("isinf", lambda xp, a: xp.isinf(a), None, saves=NONE, elementwise=True, out_form="isinf", onnx="IsInf")
-_isposinf = Op("isposinf", lambda xp, a: xp.isposinf(a), None, saves=NONE, elementwise=True)
-_isneginf = Op("isneginf", lambda xp, a: xp.isneginf(a), None, saves=NONE, elementwise=True)
+_isposinf = Op("isposinf", lambda xp, a: xp.isposinf(a), None, saves=NONE, elementwise=True,
+               onnx=lambda g, a: g.op("IsInf", a, detect_negative=0))
+_isneginf = Op("isneginf", lambda xp, a: xp.isneginf(a), None, saves=NONE, elementwise=True,
+               onnx=lambda g, a: g.op("IsInf", a, detect_positive=0))
 _isfinite = Op("isfinite", lambda xp, a: xp.isfinite(a), None, saves=NONE, elementwise=True, out_form="isfinite",
                onnx=_onnx_isfinite)
 _signbit = Op("signbit", _signbit_fwd, None, saves=NONE, elementwise=True)
@@ -273,8 +280,10 @@ _maximum = Op("maximum", lambda xp, a, b: xp.maximum(a, b), _maximum_vjp, promot
               ufunc="maximum", onnx="Max")
 _minimum = Op("minimum", lambda xp, a, b: xp.minimum(a, b), _minimum_vjp, promote="common", elementwise=True,
               ufunc="minimum", onnx="Min")
-_fmax = Op("fmax", lambda xp, a, b: xp.fmax(a, b), _fmax_vjp, promote="common", elementwise=True, out_form="fmax")
-_fmin = Op("fmin", lambda xp, a, b: xp.fmin(a, b), _fmin_vjp, promote="common", elementwise=True, out_form="fmin")
+_fmax = Op("fmax", lambda xp, a, b: xp.fmax(a, b), _fmax_vjp, promote="common", elementwise=True, out_form="fmax",
+           onnx=_onnx_nan_ignoring("Max"))
+_fmin = Op("fmin", lambda xp, a, b: xp.fmin(a, b), _fmin_vjp, promote="common", elementwise=True, out_form="fmin",
+           onnx=_onnx_nan_ignoring("Min"))
 
 
 def maximum(input: Tensor, other: Tensor) -> Tensor:

@@ -35,6 +35,39 @@ __all__ = ["add", "sub", "rsub", "mul", "div", "true_divide", "floor_divide", "r
 
 # ---------------------------------------------------------------- ONNX lowerings (``Op.onnx``)
 # Each receives the exporter's emitter ``g`` (tapelab.onnx); see engine/onnx/_emitter.py.
+def _onnx_atan2(g, a, b):
+    """atan(a / b) moved to the right quadrant; 0 where both are 0."""
+    q = g.op("Atan", g.op("Div", a, b))
+    pi = g.scalar(math.pi, a)
+    q = g.op("Add", q, g.op("Where", g.op("Less", b, 0.0), g.op("Where", g.op("Less", a, 0.0), g.op("Neg", pi), pi), 0.0))
+    return g.op("Where", g.op("And", g.op("Equal", a, 0.0), g.op("Equal", b, 0.0)), 0.0, q)
+
+
+def _onnx_logaddexp(g, a, b):
+    gap = g.op("Exp", g.op("Neg", g.op("Abs", g.op("Sub", a, b))))
+    return g.op("Add", g.op("Max", a, b), g.op("Log", g.op("Add", gap, 1.0)))
+
+
+def _onnx_lerp(g, a, b, w):
+    d = g.op("Sub", b, a)
+    if not isinstance(w, str):            # a Python weight picks its branch here, as the forward does
+        return g.op("Add", a, g.op("Mul", d, w)) if -0.5 < w < 0.5 else g.op("Sub", b, g.op("Mul", d, 1 - w))
+    near_a = g.op("Less", g.op("Abs", w), 0.5)
+    return g.op("Where", near_a, g.op("Add", a, g.op("Mul", w, d)), g.op("Sub", b, g.op("Mul", d, g.op("Sub", 1.0, w))))
+
+
+def _onnx_nan_to_num(g, a, *, nan=0.0, posinf=None, neginf=None):
+    lo, hi = g.limits(a)
+    a = g.op("Where", g.op("IsNaN", a), nan, a)
+    a = g.op("Where", g.op("IsInf", a, detect_negative=0), hi if posinf is None else posinf, a)
+    return g.op("Where", g.op("IsInf", a, detect_positive=0), lo if neginf is None else neginf, a)
+
+
+def _onnx_fill(g, a, value):
+    value = g.cast(value, g.dtype(a)) if isinstance(value, str) else g.scalar(value, a)
+    return g.op("Expand", value, g.op("Shape", a))
+
+
 def _onnx_float_only(op_type: str):
     """Floor/Ceil/Round: integers are their own result (ONNX defines these for floats only)."""
     return lambda g, a, **_: g.op(op_type, a) if g.dtype(a).kind == "f" else a
@@ -196,7 +229,8 @@ ceil = _unary("ceil", _keep_ints(lambda xp: xp.ceil), _zeros, promote=None, read
               onnx=_onnx_float_only("Ceil"))
 trunc = _unary("trunc", _keep_ints(lambda xp: xp.trunc), _zeros, promote=None, reads="nothing", aliases=("fix",),
                onnx=_onnx_trunc)
-frac = _unary("frac", _frac_fwd, lambda g, out, a: (g,), promote=None, reads="nothing")
+frac = _unary("frac", _frac_fwd, lambda g, out, a: (g,), promote=None, reads="nothing",
+              onnx=lambda g, a: g.op("Sub", a, _onnx_trunc(g, a)))
 
 def _round_fwd(xp, a, *, decimals=0):
     """PyTorch's rounding to ``decimals`` places, in ``a``'s dtype: rint(a * 10^d) / 10^d
@@ -453,14 +487,16 @@ def _xlogy_vjp(g, out, x, y):
 
 
 _atan2 = Op("atan2", lambda xp, a, b: xp.arctan2(a, b), _atan2_vjp, promote="float", elementwise=True,
-            out_form="arctan2", aliases=("arctan2",), inplace=("atan2_", "arctan2_"))
+            out_form="arctan2", aliases=("arctan2",), inplace=("atan2_", "arctan2_"), onnx=_onnx_atan2)
 _hypot = Op("hypot", lambda xp, a, b: xp.hypot(a, b),
             lambda g, out, a, b: (ub(g * a / out, a), ub(g * b / out, b)),
-            promote="float", save_output=True, elementwise=True, out_form="hypot", inplace=("hypot_",))
+            promote="float", save_output=True, elementwise=True, out_form="hypot", inplace=("hypot_",),
+            onnx=lambda g, a, b: g.op("Sqrt", g.op("Add", g.op("Mul", a, a), g.op("Mul", b, b))))
 _logaddexp = Op("logaddexp", lambda xp, a, b: xp.logaddexp(a, b),
                 lambda g, out, a, b: (ub(g / (1 + exp(b - a)), a), ub(g / (1 + exp(a - b)), b)),
-                promote="float", elementwise=True, out_form="logaddexp")
-_xlogy = Op("xlogy", _xlogy_fwd, _xlogy_vjp, promote="float", elementwise=True, inplace=("xlogy_",))
+                promote="float", elementwise=True, out_form="logaddexp", onnx=_onnx_logaddexp)
+_xlogy = Op("xlogy", _xlogy_fwd, _xlogy_vjp, promote="float", elementwise=True, inplace=("xlogy_",),
+            onnx=lambda g, x, y: g.op("Where", g.op("Equal", x, 0.0), 0.0, g.op("Mul", x, g.op("Log", y))))
 
 
 def atan2(input: Tensor, other: Tensor) -> Tensor:
@@ -512,10 +548,12 @@ def _addcdiv_vjp(g, out, a, t1, t2, *, value=1):
     return ub(g, a), ub(g * value / t2, t1), ub(-g * value * t1 / (t2 * t2), t2)
 
 
-_lerp = Op("lerp", _lerp_fwd, _lerp_vjp, elementwise=True, inplace=("lerp_",))
+_lerp = Op("lerp", _lerp_fwd, _lerp_vjp, elementwise=True, inplace=("lerp_",), onnx=_onnx_lerp)
 _addcmul = Op("addcmul", _addcmul_fwd, _addcmul_vjp, promote="common", saves=OTHERS, elementwise=True,
-              inplace=("addcmul_",))
-_addcdiv = Op("addcdiv", _addcdiv_fwd, _addcdiv_vjp, promote="common", elementwise=True, inplace=("addcdiv_",))
+              inplace=("addcmul_",),
+              onnx=lambda g, a, t1, t2, *, value=1: g.op("Add", a, g.op("Mul", g.op("Mul", t1, t2), value)))
+_addcdiv = Op("addcdiv", _addcdiv_fwd, _addcdiv_vjp, promote="common", elementwise=True, inplace=("addcdiv_",),
+              onnx=lambda g, a, t1, t2, *, value=1: g.op("Add", a, g.op("Mul", g.op("Div", t1, t2), value)))
 
 # c10's dtype spelling, which lerp's messages use
 _C10 = {"float32": "float", "float64": "double", "float16": "c10::Half", "int64": "long int",
@@ -551,7 +589,7 @@ def addcdiv(input: Tensor, tensor1: Tensor, tensor2: Tensor, *, value=1) -> Tens
 
 _nan_to_num = Op("nan_to_num", lambda xp, a, *, nan=0.0, posinf=None, neginf=None:
                  xp.nan_to_num(a, nan=nan, posinf=posinf, neginf=neginf),
-                 lambda g, out, a, **_: (keep_where(isfinite(a), g),), elementwise=True)
+                 lambda g, out, a, **_: (keep_where(isfinite(a), g),), elementwise=True, onnx=_onnx_nan_to_num)
 
 
 def nan_to_num(input: Tensor, nan: float = 0.0, posinf: float | None = None,
@@ -563,7 +601,7 @@ def nan_to_num(input: Tensor, nan: float = 0.0, posinf: float | None = None,
 # ---------------------------------------------------------------- fill
 _fill = Op("fill", lambda xp, a, value: xp.full_like(a, value),
            lambda g, out, a, value: (zeros_like(g), g.sum() if isinstance(value, Tensor) else None),
-           saves=NONE, aliases=("zero_",))
+           saves=NONE, aliases=("zero_",), onnx=_onnx_fill)
 
 
 def fill_(self: Tensor, value) -> Tensor:

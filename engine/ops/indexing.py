@@ -28,6 +28,12 @@ __all__ = ["index_select", "gather", "scatter", "scatter_add", "scatter_reduce",
 
 
 # ---------------------------------------------------------------- ONNX lowerings (``Op.onnx``, engine/onnx)
+def _onnx_scatter(g, x, index, src, *, dim, reduce):
+    src = g.op("Expand", g.scalar(src, x), g.op("Shape", index)) if not isinstance(src, str) else src
+    mode = {None: "none", "add": "add", "multiply": "mul"}[reduce]
+    return g.op("ScatterElements", x, index, src, axis=dim, reduction=mode)
+
+
 def _onnx_index(g, x, *idx, template, unique):
     """``x[key]`` with index tensors: one integer index anywhere (Gather), leading integer indices of
     one shape (GatherND), or one bool mask over the leading dims (NonZero, then GatherND)."""
@@ -461,7 +467,7 @@ _gather = Op("gather", _gather_fwd,
                        reduce="add"), None),
              saves=NONE, aliases=("take_along_dim",),
              onnx=lambda g, x, index, *, dim: g.op("GatherElements", x, index, axis=dim))
-_scatter = Op("scatter", _scatter_fwd, _scatter_vjp, saves=NONE, aliases=("scatter_add",))
+_scatter = Op("scatter", _scatter_fwd, _scatter_vjp, saves=NONE, aliases=("scatter_add",), onnx=_onnx_scatter)
 
 
 def _check_along(self: Tensor, dim: int, index: Tensor, op: str, src=None) -> int:
@@ -667,7 +673,8 @@ def masked_select(input: Tensor, mask: Tensor) -> Tensor:
 
 # ---------------------------------------------------------------- nonzero, one_hot
 _nonzero = Op("nonzero", lambda xp, x: xp.argwhere(x), None, saves=NONE, aliases=("argwhere",),
-              data_dependent="nonzero()/argwhere()")
+              data_dependent="nonzero()/argwhere()",
+              onnx=lambda g, x: g.op("Transpose", g.op("NonZero", x), perm=[1, 0]))
 _one_hot = Op("one_hot", lambda xp, x, *, n: (x[..., None] == xp.arange(n)).astype(x.dtype), None, saves=NONE,
               onnx=_onnx_one_hot)
 

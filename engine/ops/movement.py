@@ -28,6 +28,20 @@ __all__ = ["reshape", "permute", "transpose", "swapaxes", "swapdims", "movedim",
 
 
 # ---------------------------------------------------------------- ONNX lowerings (``Op.onnx``, engine/onnx)
+def _onnx_roll(g, x, *, shifts, dims):
+    """Each shift as two Slices swapped by a Concat (the size along a rolled dim is baked in)."""
+    shape = g.shape(x)
+    for s, d in zip(shifts, dims):
+        n = g.numel([shape[d]])
+        s %= n
+        if s:
+            axis = g.const([d], "int64")
+            tail = g.op("Slice", x, g.const([n - s], "int64"), g.const([n], "int64"), axis)
+            head = g.op("Slice", x, g.const([0], "int64"), g.const([n - s], "int64"), axis)
+            x = g.op("Concat", tail, head, axis=d)
+    return x
+
+
 def _onnx_cat(g, *xs, dim, skip):
     return g.op("Concat", *[x for x in xs if not (skip and tuple(g.shape(x)) == (0,))], axis=dim)
 
@@ -734,7 +748,7 @@ _flip = Op("flip", lambda xp, x, *, dims: xp.flip(x, dims).copy(),
            onnx=_onnx_flip)
 _roll = Op("roll", lambda xp, x, *, shifts, dims: xp.roll(x, shifts, dims),
            lambda g, out, x, *, shifts, dims: (apply(_roll, g, shifts=tuple(-s for s in shifts), dims=dims),),
-           saves=NONE)
+           saves=NONE, onnx=_onnx_roll)
 _tril = Op("tril", lambda xp, x, *, diagonal: xp.tril(x, diagonal),
            lambda g, out, x, *, diagonal: (apply(_tril, g, diagonal=diagonal),), saves=NONE,
            onnx=lambda g, x, *, diagonal: g.op("Trilu", x, g.const(diagonal, "int64"), upper=0))

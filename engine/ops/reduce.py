@@ -25,6 +25,10 @@ __all__ = ["sum", "mean", "prod", "max", "min", "amax", "amin", "argmax", "argmi
 
 
 # ---------------------------------------------------------------- ONNX lowerings (``Op.onnx``, engine/onnx)
+def _onnx_count_nonzero(g, x, *, dims):
+    return g.reduce("ReduceSum", g.cast(g.cast(x, "bool"), "int64"), dims, False)
+
+
 def _onnx_prod(g, x, *, dim, keepdim, dtype):
     return _onnx_reduce("ReduceProd")(g, x, dims=None if dim is None else (dim,), keepdim=keepdim)
 
@@ -572,7 +576,7 @@ def _logical(reduce_name: str, onnx=None):
 
 _all, _any = _logical("all", onnx=_onnx_all_any("ReduceMin")), _logical("any", onnx=_onnx_all_any("ReduceMax"))
 _count_nonzero = Op("count_nonzero", lambda xp, x, *, dims: xp.asarray(xp.count_nonzero(x, axis=dims),
-                                                                       dtype=xp.int64))
+                                                                       dtype=xp.int64), onnx=_onnx_count_nonzero)
 
 
 def all(input, dim=None, keepdim: bool = False):
