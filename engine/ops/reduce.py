@@ -576,7 +576,8 @@ def _logical(reduce_name: str, onnx=None):
 
 _all, _any = _logical("all", onnx=_onnx_all_any("ReduceMin")), _logical("any", onnx=_onnx_all_any("ReduceMax"))
 _count_nonzero = Op("count_nonzero", lambda xp, x, *, dims: xp.asarray(xp.count_nonzero(x, axis=dims),
-                                                                       dtype=xp.int64), onnx=_onnx_count_nonzero)
+                                                                       dtype=xp.int64),
+                    onnx=_onnx_count_nonzero)
 
 
 def all(input, dim=None, keepdim: bool = False):
