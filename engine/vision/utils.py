@@ -7,7 +7,11 @@ from typing import IO
 
 import numpy as np
 
-from .. import Tensor, as_tensor, cat, int64, no_grad, stack, uint8
+from ..base.dtype import int64, uint8
+from ..base.grad_mode import no_grad
+from ..core.creation import as_tensor
+from ..core.tensor import Tensor
+from ..ops.movement import cat, stack
 
 __all__ = ["make_grid", "save_image", "draw_bounding_boxes"]
 

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ... import get_rng_state, manual_seed, randint, randn, set_rng_state
+from ...core.creation import randint, randn
+from ...core.random import get_rng_state, manual_seed, set_rng_state
 from ..transforms import functional as F
 from .vision import VisionDataset
 

@@ -7,7 +7,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ... import Tensor, from_numpy
+from ...core.creation import from_numpy
+from ...core.tensor import Tensor
 from .vision import VisionDataset, missing_files_error
 
 __all__ = ["MNIST", "FashionMNIST", "KMNIST", "read_idx"]

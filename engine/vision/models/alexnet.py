@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ... import flatten, nn
+from ... import nn
+from ...ops.movement import flatten
 from ._api import check_weights
 
 __all__ = ["AlexNet", "alexnet"]

@@ -4,7 +4,8 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Any
 
-from ... import cat, flatten, nn
+from ... import nn
+from ...ops.movement import cat, flatten
 from ...nn import functional as F
 from ...nn import init
 from ._api import check_weights

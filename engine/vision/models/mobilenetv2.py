@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ... import flatten, nn
+from ... import nn
+from ...ops.movement import flatten
 from ...nn import functional as F
 from ...nn import init
 from ..ops.misc import Conv2dNormActivation

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ... import flatten, nn
+from ... import nn
+from ...ops.movement import flatten
 from ...nn import init
 from ._api import check_weights
 

@@ -10,7 +10,9 @@ from collections import OrderedDict
 from functools import partial
 from typing import Any
 
-from ... import cat, nn, zeros
+from ...core.creation import zeros
+from ... import nn
+from ...ops.movement import cat
 from ...nn import init
 from ..ops.misc import MLP
 from ._api import check_weights

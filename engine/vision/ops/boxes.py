@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ... import Tensor, as_tensor, int64
-from ... import max as _max
-from ... import min as _min
+from ...base.dtype import int64
+from ...core.creation import as_tensor
+from ...core.tensor import Tensor
+from ...ops.reduce import max as _max, min as _min
 
 __all__ = ["box_area", "box_iou", "nms", "batched_nms"]
 

@@ -10,7 +10,10 @@ import math
 
 import numpy as np
 
-from ... import Tensor, as_tensor, cat, full, nn
+from ...core.creation import as_tensor, full
+from ...core.tensor import Tensor
+from ... import nn
+from ...ops.movement import cat
 
 __all__ = ["roi_align", "RoIAlign"]
 

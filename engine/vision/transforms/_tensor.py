@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ... import Tensor, as_tensor, cat, uint8
+from ...base.dtype import uint8
+from ...core.creation import as_tensor
+from ...core.tensor import Tensor
+from ...ops.movement import cat
 from ...nn import functional as F
 
 

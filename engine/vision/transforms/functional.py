@@ -12,7 +12,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ... import Tensor, as_tensor, float32, from_numpy, get_default_dtype, int16, int32, uint8
+from ...base.dtype import float32, get_default_dtype, int16, int32, uint8
+from ...core.creation import as_tensor, from_numpy
+from ...core.tensor import Tensor
 from . import _tensor as _T
 
 __all__ = ["InterpolationMode", "to_tensor", "pil_to_tensor", "to_pil_image", "normalize", "resize", "crop",
