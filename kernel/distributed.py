@@ -1,4 +1,4 @@
-"""``%%distributed -n 4 [--timeout S]``: run a cell on N ranks of ipyparallel MPI engines.
+"""``%%distributed -n 4 [--timeout S] [--tape]``: run a cell on N ranks of ipyparallel MPI engines.
 
 The first such cell starts the engines under the environment's ``mpiexec`` (the engines are MPI
 ranks, with ``RANK``/``WORLD_SIZE``/``LOCAL_RANK``/``MASTER_ADDR``/``MASTER_PORT`` set, so the cell
@@ -6,7 +6,8 @@ calls ``init_process_group`` as a script would); later cells with the same N reu
 rank's output is shown as it comes, prefixed ``[rank r]``. A rank that raises (while the others
 may sit in a collective, which would make ipyparallel wait for ever), or a cell still running at
 the timeout, stops the engines and raises :class:`DistributedCellError` naming the rank and its
-traceback. Needs the ``mpi`` extra (ipyparallel, mpi4py, mpich).
+traceback. With ``--tape``, rank 0 records the cell and its tape is shown below the cell in a
+``TapeView`` once the cell is done (not live: the engines are other processes). Needs the ``mpi`` extra (ipyparallel, mpi4py, mpich).
 """
 from __future__ import annotations
 
@@ -34,6 +35,7 @@ class RankCluster:
         self.n, self.master_port = n, master_port
         self.cluster = self.client = None
         self.ranks: dict[int, int] = {}     # engine id -> MPI rank
+        self.rank0_graph: dict | None = None
 
     def start(self) -> "RankCluster":
         import ipyparallel as ipp
@@ -51,11 +53,16 @@ class RankCluster:
                                                    "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(self.master_port)})
         return self
 
-    def run(self, code: str, timeout: float = 300.0, write: Callable[[str], None] = sys.stdout.write) -> dict:
+    def run(self, code: str, timeout: float = 300.0, write: Callable[[str], None] = sys.stdout.write,
+            tape: bool = False) -> dict:
         """Run ``code`` on every rank, streaming ``[rank r]`` output through ``write``; returns
-        {rank: "ok"}. A failing rank or the timeout stops the engines and raises DistributedCellError."""
+        {rank: "ok"}. A failing rank or the timeout stops the engines and raises DistributedCellError.
+        With ``tape``, rank 0 records the cell with ``tapelab.tape()`` and ``self.rank0_graph`` is
+        that tape's view-model graph (what ``TapeView`` draws), fetched once the cell is done."""
         import ipyparallel as ipp
-        jobs = {self.ranks[eid]: self.client[eid].execute(code, block=False, silent=False)
+        rank0 = next(eid for eid, r in self.ranks.items() if r == 0)
+        jobs = {self.ranks[eid]: self.client[eid].execute(_TAPED.format(code=code) if tape and eid == rank0 else code,
+                                                          block=False, silent=False)
                 for eid in self.client.ids}
         shown = {r: 0 for r in jobs}
         deadline = time.monotonic() + timeout
@@ -79,6 +86,8 @@ class RankCluster:
                 self.stop()
                 raise DistributedCellError(f"rank {r} of {self.n} failed (the engines were stopped):\n{why}")
             if all(j.ready() for j in jobs.values()):
+                if tape:
+                    self.rank0_graph = self.client[rank0].pull("_tapelab_rank0_graph", block=True)
                 return {r: "ok" for r in jobs}
             if time.monotonic() > deadline:
                 waiting = [r for r in sorted(jobs) if not jobs[r].ready()]
@@ -94,6 +103,14 @@ class RankCluster:
             finally:
                 self.cluster = self.client = None
 
+
+# rank 0's cell under a tape; the graph (a JSON-able dict) is left in its namespace to pull
+_TAPED = """import tapelab as _tapelab
+from tapelab.widgets.viewmodel import graph_from_tape as _graph_from_tape
+with _tapelab.tape() as _tapelab_rank0_tape:
+    exec(compile({code!r}, "<cell>", "exec"), globals())
+_tapelab_rank0_graph = _graph_from_tape(_tapelab_rank0_tape, title="rank 0", max_nodes=5000)
+"""
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")   # the engines' tracebacks come colored
 
@@ -111,6 +128,7 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="%%distributed", add_help=False)
     p.add_argument("-n", type=int, default=2)
     p.add_argument("--timeout", type=float, default=300.0)
+    p.add_argument("--tape", action="store_true", help="show rank 0's tape below the cell")
     return p
 
 
@@ -126,7 +144,7 @@ class DistributedMagics(Magics):
         try:
             args = _parser().parse_args(shlex.split(line))
         except SystemExit:
-            print("usage: %%distributed [-n N] [--timeout SECONDS]")
+            print("usage: %%distributed [-n N] [--timeout SECONDS] [--tape]")
             return None
         if self.cluster is not None and (self.cluster.n != args.n or self.cluster.cluster is None):
             self.cluster.stop()
@@ -134,10 +152,14 @@ class DistributedMagics(Magics):
         if self.cluster is None:
             self.cluster = RankCluster(args.n).start()
         try:
-            self.cluster.run(cell, args.timeout, write=sys.stdout.write)
+            self.cluster.run(cell, args.timeout, write=sys.stdout.write, tape=args.tape)
         except DistributedCellError:
             self.cluster = None
             raise
+        if args.tape:
+            from IPython.display import display
+            from tapelab.widgets import TapeView
+            display(TapeView(self.cluster.rank0_graph))
         return None
 
     @line_magic

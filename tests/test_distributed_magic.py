@@ -1,5 +1,5 @@
-"""``%%distributed``'s helper (kernel/distributed.py): per-rank output, a failing rank and the
-timeout turned into ``DistributedCellError``.
+"""``%%distributed``'s helper (kernel/distributed.py): per-rank output, rank 0's tape, a failing
+rank and the timeout turned into ``DistributedCellError``.
 
 By default the helper drives a stand-in for ipyparallel's client (what it polls: ``stdout``,
 ``ready()``, ``successful()``, ``get()``); with --long it starts two real ipyparallel MPI engines
@@ -31,14 +31,18 @@ class _Job:
 
 class _Client:
     def __init__(self, jobs: dict):
-        self.ids, self._jobs = list(jobs), jobs
+        self.ids, self._jobs, self.sent = list(jobs), jobs, {}
 
     def __getitem__(self, eid):
-        job = self._jobs[eid]
+        job, sent = self._jobs[eid], self.sent
 
         class _View:
             def execute(self, code, block=False, silent=False):
+                sent[eid] = code
                 return job
+
+            def pull(self, name, block=True):
+                return {"pulled": name, "from": eid}
         return _View()
 
 
@@ -56,6 +60,14 @@ def test_output_streams_per_rank():
     assert c.run("train()", timeout=5, write=lines.append) == {0: "ok", 1: "ok"}
     assert lines == ["[rank 0] loss 0.4\n", "[rank 0] loss 0.3\n", "[rank 1] loss 0.5\n"]
     assert not c.stopped
+
+
+def test_tape_records_rank_0_and_fetches_its_graph():
+    c = _cluster({10: _Job("loss 0.5\n"), 11: _Job("")})
+    c.run("train()", timeout=5, write=lambda s: None, tape=True)
+    assert "with _tapelab.tape() as _tapelab_rank0_tape:" in c.client.sent[11]    # engine 11 is rank 0
+    assert "'train()'" in c.client.sent[11] and c.client.sent[10] == "train()"
+    assert c.rank0_graph == {"pulled": "_tapelab_rank0_graph", "from": 11}
 
 
 def test_a_failing_rank_stops_the_engines_and_is_named():
@@ -96,8 +108,10 @@ def test_real_engines(request):
     c = RankCluster(2).start()
     try:
         c.run("import tapelab as torch\nd = torch.distributed\nd.init_process_group('gloo')\n"
-              "x = torch.ones(2) * (d.get_rank() + 1)\nd.all_reduce(x)\nprint(x.tolist())", 120, lines.append)
+              "x = (torch.ones(2, requires_grad=True) * (d.get_rank() + 1)).detach()\nd.all_reduce(x)\n"
+              "print(x.tolist())", 120, lines.append, tape=True)
         assert sorted(lines) == ["[rank 0] [3.0, 3.0]\n", "[rank 1] [3.0, 3.0]\n"]
+        assert any(n.get("op") == "mul" for n in c.rank0_graph["nodes"])   # rank 0's tape, in TapeView's form
         with pytest.raises(DistributedCellError, match=r"(?s)rank 1 of 2 failed.*ValueError: bad rank"):
             c.run("if d.get_rank() == 1:\n    raise ValueError('bad rank')\nd.barrier()", 60, lines.append)
     finally:
