@@ -1,0 +1,683 @@
+"""``tapelab.linalg`` (re-exported by engine/linalg.py): all of ``torch.linalg``, batched, with gradients,
+and the older top-level forms (``torch.det``, ``torch.svd``, ...) that are also Tensor methods.
+
+The factorisations are declared ops (qr, cholesky and the triangular solve in engine/ops/linalg.py;
+LU, eigh, SVD, LDL^T in engine/ops/linalg_decomp.py); everything else is a short composite of them
+and of Tensor ops (solve = LU + two triangular solves, det = the product of U's diagonal, pinv and
+lstsq from the SVD, matrix_exp by scaling and squaring), so every result is on the tape and
+differentiates through the ops it is made of. Errors are PyTorch's: ``LinAlgError`` (a
+RuntimeError) with its messages for singular and non-positive-definite input.
+"""
+from __future__ import annotations
+
+import math
+from collections import namedtuple
+
+import numpy as np
+
+from ..base.dtype import FLOATING_KINDS
+from ..core.creation import eye, tensor, zeros
+from ..core.dispatch import apply
+from . import linalg_decomp as _d
+from .linalg import LinAlgError, QRResult, _cholesky_as, _solve_triangular, matmul, qr  # noqa: F401
+from .linalg import diagonal as _diagonal
+from .compare import torch_name
+from .movement import stack
+from .reduce import vector_norm
+from .shaping import cross as _cross
+
+# the public names of tapelab.linalg (engine/linalg.py re-exports them)
+LINALG = ("vector_norm", "matrix_norm", "norm", "matmul", "vecdot", "diagonal", "qr", "cholesky", "cholesky_ex",
+           "LinAlgError", "det", "slogdet", "inv", "inv_ex", "solve", "solve_ex", "solve_triangular", "lstsq",
+           "lu", "lu_factor", "lu_factor_ex", "lu_solve", "svd", "svdvals", "eig", "eigvals", "eigh", "eigvalsh",
+           "pinv", "matrix_power", "matrix_exp", "matrix_rank", "cond", "cross", "multi_dot", "householder_product",
+           "tensorinv", "tensorsolve", "vander", "ldl_factor", "ldl_factor_ex", "ldl_solve")
+__all__: list = []      # nothing at the top level through this module: TOPLEVEL and METHODS below
+
+# torch.return_types.linalg_*
+SlogdetResult = namedtuple("SlogdetResult", ["sign", "logabsdet"])
+InvExResult = namedtuple("InvExResult", ["inverse", "info"])
+SolveExResult = namedtuple("SolveExResult", ["result", "info"])
+CholeskyExResult = namedtuple("CholeskyExResult", ["L", "info"])
+LUResult = namedtuple("LUResult", ["P", "L", "U"])
+LUFactorResult = namedtuple("LUFactorResult", ["LU", "pivots"])
+LUFactorExResult = namedtuple("LUFactorExResult", ["LU", "pivots", "info"])
+LstsqResult = namedtuple("LstsqResult", ["solution", "residuals", "rank", "singular_values"])
+SVDResult = namedtuple("SVDResult", ["U", "S", "Vh"])
+EighResult = namedtuple("EighResult", ["eigenvalues", "eigenvectors"])
+EigResult = namedtuple("EigResult", ["eigenvalues", "eigenvectors"])
+LDLFactorResult = namedtuple("LDLFactorResult", ["LD", "pivots"])
+LDLFactorExResult = namedtuple("LDLFactorExResult", ["LD", "pivots", "info"])
+
+
+# ---------------------------------------------------------------- checks (PyTorch's messages)
+def _check(name: str, A, square: bool = True) -> None:
+    if A.ndim < 2:
+        raise RuntimeError(f"{name}: The input tensor A must have at least 2 dimensions.")
+    if A._data.dtype.kind not in FLOATING_KINDS:
+        raise RuntimeError(f"{name}: Expected a floating point or complex tensor as input. Got {torch_name(A)}")
+    if square and A.shape[-1] != A.shape[-2]:
+        raise RuntimeError(f"{name}: A must be batches of square matrices, but they are "
+                           f"{A.shape[-2]} by {A.shape[-1]} matrices")
+
+
+def _first_failure(info) -> tuple | None:
+    """(batch index, info value) of the first failed matrix, or None (no values on meta: None)."""
+    if info.device.type == "meta":
+        return None
+    flat = info.detach().cpu().numpy().reshape(-1)
+    bad = np.flatnonzero(flat)
+    return (int(bad[0]), int(flat[bad[0]])) if bad.size else None
+
+
+def _raise_if(info, batched: bool, message) -> None:
+    failure = _first_failure(info)
+    if failure is not None:
+        where = f"(Batch element {failure[0]}): " if batched else ""
+        raise LinAlgError(message(where, failure[1]))
+
+
+# ---------------------------------------------------------------- LU family
+def lu_factor_ex(A, *, pivot: bool = True, check_errors: bool = False) -> LUFactorExResult:
+    """``LU`` packed (L below the diagonal, unit diagonal implied; U on and above), LAPACK's 1-based
+    ``pivots`` (int32) and ``info`` (k > 0: U[k,k] is exactly zero)."""
+    _check("linalg.lu_factor_ex", A, square=False)
+    if not pivot:
+        raise RuntimeError("linalg.lu_factor: LU without pivoting is not implemented on the CPU")
+    packed, info = apply(_d.lu_factor_op, A)
+    m, n = A.shape[-2:]
+    LU = packed[..., :m, :]
+    pivots = packed[..., m, :min(m, n)].detach().to(dtype=_int32())
+    if check_errors:
+        _raise_singular_lu("torch.linalg.lu_factor_ex", info, A.ndim > 2)
+    return LUFactorExResult(LU, pivots, info)
+
+
+def _raise_singular_lu(name: str, info, batched: bool) -> None:
+    """PyTorch's RuntimeError (not LinAlgError) for an exact zero on U's diagonal."""
+    failure = _first_failure(info)
+    if failure is not None:
+        where = f"(Batch element {failure[0]}): " if batched else ""
+        k = failure[1]
+        raise RuntimeError(f"{name}: {where}U[{k},{k}] is zero and using it on lu_solve would result in a division "
+                           f"by zero. If you still want to perform the factorization, consider calling "
+                           f"linalg.lu(A, pivot) or linalg.lu_factor_ex(A, pivot)")
+
+
+def _int32():
+    from ..base import dtype as _dt
+    return _dt.int32
+
+
+def lu_factor(A, *, pivot: bool = True) -> LUFactorResult:
+    """``torch.linalg.lu_factor``: raises (RuntimeError, as PyTorch) when U has an exact zero on its diagonal."""
+    LU, pivots, info = lu_factor_ex(A, pivot=pivot)
+    _raise_singular_lu("torch.linalg.lu_factor", info, A.ndim > 2)
+    return LUFactorResult(LU, pivots)
+
+
+def lu_unpack(LU_data, LU_pivots, unpack_data: bool = True, unpack_pivots: bool = True):
+    """``torch.lu_unpack``: P, L, U of a packed LU (A = P L U)."""
+    m, n = LU_data.shape[-2:]
+    k = min(m, n)
+    P = _d.permutation(LU_pivots, m, LU_data.dtype, LU_data.device) if unpack_pivots else zeros(0)
+    if not unpack_data:
+        return LUResult(P, zeros(0), zeros(0))
+    L = LU_data[..., :, :k].tril(-1) + eye(m, k, dtype=LU_data.dtype, device=LU_data.device)
+    return LUResult(P, L, LU_data[..., :k, :].triu())
+
+
+def lu(A, *, pivot: bool = True) -> LUResult:
+    """``torch.linalg.lu``: A = P L U (never raises on singular input, as PyTorch)."""
+    _check("linalg.lu", A, square=False)
+    LU, pivots, _ = lu_factor_ex(A, pivot=pivot)
+    return lu_unpack(LU, pivots)
+
+
+def _rows_permuted(B, pivots, inverse: bool):
+    """P^T B (``inverse``) or P B for the permutation of LAPACK ``pivots``."""
+    P = _d.permutation(pivots, B.shape[-2], B.dtype, B.device)
+    return (P.mT if inverse else P) @ B
+
+
+def lu_solve(LU, pivots, B, *, left: bool = True, adjoint: bool = False):
+    """``torch.linalg.lu_solve``: X with A X = B (A^H X = B when ``adjoint``; X A = B when not ``left``)."""
+    n = LU.shape[-1]
+    if left and B.shape[-2] != n:
+        raise RuntimeError(f"linalg.lu_solve: Incompatible shapes of A and B for the equation AX = B "
+                           f"({LU.shape[-2]}x{n} and {B.shape[-2]}x{B.shape[-1]})")
+    if not left:            # X A = B  <=>  A^H X^H = B^H
+        return lu_solve(LU, pivots, B.mT, adjoint=not adjoint).mT
+    if adjoint:             # A^T X = B with A = P L U: U^T L^T P^T X = B
+        z = apply(_solve_triangular, LU.mT, B, upper=False)                         # U^T z = B
+        w = apply(_solve_triangular, LU.mT, z, upper=True, unit=True)               # L^T w = z
+        return _rows_permuted(w, pivots, inverse=False)
+    y = apply(_solve_triangular, LU, _rows_permuted(B, pivots, inverse=True), upper=False, unit=True)
+    return apply(_solve_triangular, LU, y, upper=True)
+
+
+def _as_matrix_rhs(A, B):
+    """B as a matrix right-hand side, and whether it was a (batch of) vector(s), as PyTorch decides."""
+    vector = B.ndim == 1 or (B.ndim == A.ndim - 1 and tuple(B.shape) == tuple(A.shape[:-1]))
+    return (B.unsqueeze(-1) if vector else B), vector
+
+
+def solve_ex(A, B, *, left: bool = True, check_errors: bool = False) -> SolveExResult:
+    """``torch.linalg.solve_ex``: the solution of A X = B and LAPACK's ``info``."""
+    _check("linalg.solve", A)
+    if not left:
+        res, info = solve_ex(A.mT, B.mT, check_errors=check_errors)
+        return SolveExResult(res.mT, info)
+    rhs, vector = _as_matrix_rhs(A, B)
+    if rhs.shape[-2] != A.shape[-1]:
+        raise RuntimeError(f"linalg.solve: Incompatible shapes of A and B for the equation AX = B "
+                           f"({A.shape[-2]}x{A.shape[-1]} and {rhs.shape[-2]}x{rhs.shape[-1]})")
+    batch = tuple(np.broadcast_shapes(tuple(A.shape[:-2]), tuple(rhs.shape[:-2])))
+    A = A.expand(*batch, *A.shape[-2:])
+    rhs = rhs.expand(*batch, *rhs.shape[-2:])
+    LU, pivots, info = lu_factor_ex(A)
+    if check_errors:
+        _raise_if(info, A.ndim > 2, lambda w, k: f"torch.linalg.solve_ex: {w}The solver failed because the input "
+                                                 f"matrix is singular.")
+    X = lu_solve(LU, pivots, rhs)
+    return SolveExResult(X.squeeze(-1) if vector else X, info)
+
+
+def solve(A, B, *, left: bool = True, out=None):
+    """``torch.linalg.solve``: X with A X = B (X A = B when not ``left``); LinAlgError if A is singular."""
+    X, info = solve_ex(A, B, left=left)
+    _raise_if(info, A.ndim > 2, lambda w, k: f"torch.linalg.solve: {w}The solver failed because the input matrix "
+                                             f"is singular.")
+    return X if out is None else out.copy_(X)
+
+
+def inv_ex(A, *, check_errors: bool = False) -> InvExResult:
+    """``torch.linalg.inv_ex``: the inverse and ``info`` (k > 0: the k-th diagonal element of U is zero)."""
+    _check("linalg.inv", A)
+    I = eye(A.shape[-1], dtype=A.dtype, device=A.device).expand(*A.shape)
+    X, info = solve_ex(A, I)
+    if check_errors:
+        _raise_if(info, A.ndim > 2, _inv_message("linalg.inv_ex"))
+    return InvExResult(X, info)
+
+
+def _inv_message(name: str):
+    return lambda where, k: (f"{name}: {where}The diagonal element {k} is zero, the inversion could not be "
+                             f"completed because the input matrix is singular.")
+
+
+def inv(A, *, out=None):
+    """``torch.linalg.inv``; LinAlgError naming the zero pivot when A is singular."""
+    X, info = inv_ex(A)
+    _raise_if(info, A.ndim > 2, _inv_message("linalg.inv"))
+    return X if out is None else out.copy_(X)
+
+
+def _pivot_sign(pivots, dtype, device):
+    """(-1)^(number of row swaps) per matrix."""
+    k = pivots.shape[-1]
+    swaps = (pivots != tensor(np.arange(1, k + 1), dtype=pivots.dtype, device=device)).sum(-1)
+    return 1.0 - 2.0 * (swaps % 2).to(dtype=dtype)
+
+
+def det(A, *, out=None):
+    """``torch.linalg.det`` as the product of U's diagonal and the sign of the row swaps (differentiable
+    through the LU; at a singular A its gradient is inf/nan where PyTorch's is the adjugate)."""
+    _check("linalg.det", A)
+    if A.shape[-1] == 0:
+        return zeros(A.shape[:-2], dtype=A.dtype, device=A.device) + 1.0
+    LU, pivots, _ = lu_factor_ex(A)
+    d = _diagonal(LU, 0, -2, -1).prod(-1) * _pivot_sign(pivots, A.dtype, A.device)
+    return d if out is None else out.copy_(d)
+
+
+def slogdet(A, *, out=None) -> SlogdetResult:
+    """``torch.linalg.slogdet``: (sign, log |det A|), sign 0 and -inf for a singular A."""
+    _check("linalg.slogdet", A)
+    if A.shape[-1] == 0:
+        one = zeros(A.shape[:-2], dtype=A.dtype, device=A.device) + 1.0
+        return SlogdetResult(one, one - 1.0)
+    LU, pivots, _ = lu_factor_ex(A)
+    d = _diagonal(LU, 0, -2, -1)
+    sign = d.sign().prod(-1) * _pivot_sign(pivots, A.dtype, A.device)
+    return SlogdetResult(sign.detach(), d.abs().log().sum(-1))
+
+
+def logdet(input):
+    """``torch.logdet``: log det A (nan for a negative determinant, -inf for a singular A)."""
+    sign, logabs = slogdet(input)
+    return logabs + sign.log()
+
+
+def solve_triangular(A, B, *, upper: bool, left: bool = True, unitriangular: bool = False, out=None):
+    """``torch.linalg.solve_triangular``: X with A X = B (X A = B when not ``left``), A triangular."""
+    _check("linalg.solve_triangular", A)
+    if not left:
+        return solve_triangular(A.mT, B.mT, upper=not upper, unitriangular=unitriangular).mT
+    if B.shape[-2] != A.shape[-1]:
+        raise RuntimeError(f"linalg.solve_triangular: Incompatible shapes of A and B for the equation AX = B "
+                           f"({A.shape[-2]}x{A.shape[-1]} and {B.shape[-2]}x{B.shape[-1]})")
+    X = apply(_solve_triangular, A, B, upper=upper, unit=unitriangular)
+    return X if out is None else out.copy_(X)
+
+
+def triangular_solve(b, A, upper: bool = True, transpose: bool = False, unitriangular: bool = False):
+    """``torch.triangular_solve`` (deprecated in PyTorch): (solution, cloned_coefficient)."""
+    coef = A.mT if transpose else A
+    X = solve_triangular(coef, b, upper=upper != transpose, unitriangular=unitriangular)
+    return namedtuple("triangular_solve", ["solution", "cloned_coefficient"])(X, A.clone())
+
+
+# ---------------------------------------------------------------- Cholesky family
+def cholesky(A, *, upper: bool = False, out=None):
+    """``torch.linalg.cholesky``: L with A = L L^H (L^H when ``upper``); LinAlgError if A is not positive-definite."""
+    L = _cholesky_as("linalg.cholesky", A, upper)
+    return L if out is None else out.copy_(L)
+
+
+def cholesky_ex(A, *, upper: bool = False, check_errors: bool = False) -> CholeskyExResult:
+    """``torch.linalg.cholesky_ex``: the factor and ``info`` (k > 0: the leading minor of order k is not
+    positive-definite; the factor then holds LAPACK's partial result, as PyTorch's)."""
+    _check("linalg.cholesky_ex", A)
+    factor, info = apply(_d.potrf_op, A.detach(), upper=upper)
+    if _first_failure(info) is None:      # (always on meta, which has no values to fail on)
+        factor = _cholesky_as("linalg.cholesky_ex", A, upper)    # the differentiable factor
+    elif check_errors:
+        _raise_if(info, A.ndim > 2, lambda w, k: f"linalg.cholesky_ex: {w}The factorization could not be completed "
+                                                 f"because the input is not positive-definite (the leading minor "
+                                                 f"of order {k} is not positive-definite).")
+    return CholeskyExResult(factor, info)
+
+
+def cholesky_solve(B, L, upper: bool = False):
+    """``torch.cholesky_solve``: X with (L L^H) X = B given the Cholesky factor."""
+    if upper:
+        L = L.mT
+    y = apply(_solve_triangular, L, B, upper=False)
+    return apply(_solve_triangular, L.mT, y, upper=True)
+
+
+def cholesky_inverse(L, upper: bool = False):
+    """``torch.cholesky_inverse``: (L L^H)^-1 from the Cholesky factor."""
+    return cholesky_solve(eye(L.shape[-1], dtype=L.dtype, device=L.device).expand(*L.shape), L, upper)
+
+
+# ---------------------------------------------------------------- eigen and singular values
+def eigh(A, UPLO: str = "L", *, out=None) -> EighResult:
+    """``torch.linalg.eigh``: ascending eigenvalues and orthonormal eigenvectors of a symmetric A (one
+    triangle read). Gradients follow PyTorch, including inf/nan for repeated eigenvalues when the
+    eigenvectors are differentiated (see engine/ops/linalg_decomp.py)."""
+    _check("linalg.eigh", A)
+    if UPLO not in ("L", "U"):
+        raise RuntimeError(f"Expected UPLO argument to be 'L' or 'U', but got {UPLO}")
+    packed = apply(_d.eigh_op, A, upper=UPLO == "U")
+    n = A.shape[-1]
+    return EighResult(packed[..., n, :], packed[..., :n, :])
+
+
+def eigvalsh(A, UPLO: str = "L", *, out=None):
+    """``torch.linalg.eigvalsh``: the eigenvalues alone (a finite gradient whatever the spectrum)."""
+    return eigh(A, UPLO).eigenvalues
+
+
+def eig(A, *, out=None) -> EigResult:
+    """``torch.linalg.eig``: complex eigenvalues and eigenvectors (complex64 for float32 input, complex128
+    for float64), LAPACK geev's order and normalisation as PyTorch's. No gradient yet (PyTorch has one)."""
+    _check("linalg.eig", A)
+    packed = apply(_d.eig_op, A)
+    n = A.shape[-1]
+    return EigResult(packed[..., n, :], packed[..., :n, :])
+
+
+def eigvals(A, *, out=None):
+    """``torch.linalg.eigvals``: the complex eigenvalues (no gradient yet)."""
+    return eig(A).eigenvalues
+
+
+def svd(A, full_matrices: bool = True, *, driver=None, out=None) -> SVDResult:
+    """``torch.linalg.svd``: A = U diag(S) Vh, S descending; gradients as PyTorch's svd_backward."""
+    _check("linalg.svd", A, square=False)
+    m, n = A.shape[-2:]
+    packed = apply(_d.svd_op, A, full=bool(full_matrices))
+    return SVDResult(*_d.svd_unpack(packed, m, n, bool(full_matrices)))
+
+
+def svdvals(A, *, driver=None, out=None):
+    """``torch.linalg.svdvals``: the singular values, descending."""
+    _check("linalg.svdvals", A, square=False)
+    return svd(A, full_matrices=False).S
+
+
+def _svd_old(input, some: bool = True, compute_uv: bool = True):
+    """``torch.svd`` (the old convention: V, not Vh; zero-filled U and V when not ``compute_uv``)."""
+    U, S, Vh = svd(input, full_matrices=not some)
+    if not compute_uv:
+        return namedtuple("svd", ["U", "S", "V"])(zeros(*U.shape, dtype=input.dtype), S,
+                                                  zeros(*Vh.shape, dtype=input.dtype))
+    return namedtuple("svd", ["U", "S", "V"])(U, S, Vh.mT)
+
+
+def _tolerance(S, atol, rtol, m: int, n: int, dtype):
+    """PyTorch's cut-off: max(atol, rtol * largest singular value), rtol = eps * max(m, n) when neither is given."""
+    smax = S[..., :1] if S.shape[-1] else S.sum(-1, keepdim=True)
+    if atol is None and rtol is None:
+        rtol = float(np.finfo(np.dtype(dtype.name)).eps) * max(m, n)
+    tol = (rtol if rtol is not None else 0.0) * smax
+    if atol is not None:
+        from .elementwise import maximum
+        tol = maximum(tol, atol if not isinstance(atol, float) else tol * 0 + atol)
+    return tol
+
+
+def pinv(A, *, atol=None, rtol=None, hermitian: bool = False, out=None):
+    """``torch.linalg.pinv`` from the SVD: V diag(1/S where S > tol) U^H."""
+    _check("linalg.pinv", A, square=False)
+    m, n = A.shape[-2:]
+    U, S, Vh = svd(A, full_matrices=False)
+    keep = S > _tolerance(S.detach(), atol, rtol, m, n, A.dtype)
+    from .compare import where
+    s_inv = where(keep, 1.0 / where(keep, S, 1.0), 0.0)
+    P = (Vh.mT * s_inv.unsqueeze(-2)) @ U.mT
+    return P if out is None else out.copy_(P)
+
+
+def matrix_rank(A, *, atol=None, rtol=None, hermitian: bool = False, out=None):
+    """``torch.linalg.matrix_rank``: the number of singular values above the tolerance (int64)."""
+    _check("linalg.matrix_rank", A, square=False)
+    S = svdvals(A.detach())
+    from ..base import dtype as _dt
+    return (S > _tolerance(S, atol, rtol, *A.shape[-2:], A.dtype)).sum(-1).to(dtype=_dt.int64)
+
+
+def lstsq(A, B, rcond=None, *, driver=None) -> LstsqResult:
+    """``torch.linalg.lstsq`` (PyTorch's default CPU driver, gelsy): the minimum-norm least-squares solution
+    through the pseudo-inverse, the rank, and empty residuals and singular values as gelsy gives."""
+    _check("torch.linalg.lstsq", A, square=False)
+    if A.shape[-2] != B.shape[-2 if B.ndim > 1 else 0]:
+        raise RuntimeError("torch.linalg.lstsq: input.size(-2) should match other.size(-2)")
+    vector = B.ndim == A.ndim - 1
+    rhs = B.unsqueeze(-1) if vector else B
+    X = pinv(A, rtol=rcond) @ rhs
+    rank = matrix_rank(A, rtol=rcond)
+    empty = zeros(0, dtype=A.dtype, device=A.device)
+    return LstsqResult(X.squeeze(-1) if vector else X, empty, rank, empty)
+
+
+# ---------------------------------------------------------------- norms and conditioning
+def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim: bool = False, *, dtype=None, out=None):
+    """``torch.linalg.matrix_norm``: 'fro', 'nuc', inf, -inf, 1, -1, 2, -2 over the two ``dim``."""
+    if A.ndim < 2:
+        raise RuntimeError(f"linalg.matrix_norm: The input tensor A must have at least 2 dimensions.")
+    if dtype is not None:
+        A = A.to(dtype=dtype)
+    d0, d1 = (d % A.ndim for d in dim)
+    if ord == "fro":
+        return vector_norm(A, 2, (d0, d1), keepdim)
+    M = A.movedim((d0, d1), (-2, -1))
+    if ord == "nuc" or ord in (2, -2):
+        S = svdvals(M)
+        res = S.sum(-1) if ord == "nuc" else (S.amax(-1) if ord == 2 else S.amin(-1))
+    elif ord in (1, -1, math.inf, -math.inf):
+        sums = M.abs().sum(-2 if ord in (1, -1) else -1)
+        res = sums.amax(-1) if ord in (1, math.inf) else sums.amin(-1)
+    else:
+        raise RuntimeError(f"linalg.matrix_norm: Order {ord} not supported.")
+    if keepdim:
+        for d in sorted((d0, d1)):
+            res = res.unsqueeze(d)
+    return res
+
+
+def norm(A, ord=None, dim=None, keepdim: bool = False, *, dtype=None, out=None):
+    """``torch.linalg.norm``: a matrix norm over two dims (or of a 2-D input given an ``ord``), else a vector norm."""
+    if isinstance(dim, int):
+        dim = (dim,)
+    if (dim is not None and len(dim) == 2) or (dim is None and ord is not None and A.ndim == 2):
+        return matrix_norm(A, "fro" if ord is None else ord, dim if dim is not None else (-2, -1), keepdim,
+                           dtype=dtype)
+    if isinstance(ord, str):
+        raise RuntimeError(f"linalg.norm: If dim is specified, it mut be of length 1 or 2. Got {dim}")
+    return vector_norm(A, 2 if ord is None else ord, dim, keepdim, dtype=dtype)
+
+
+def cond(A, p=None, *, out=None):
+    """``torch.linalg.cond``: S_max / S_min for p in (None, 2), S_min / S_max for -2, else norm(A) norm(A^-1)."""
+    if p in (None, 2, -2):
+        S = svdvals(A)
+        return S[..., 0] / S[..., -1] if p != -2 else S[..., -1] / S[..., 0]
+    return matrix_norm(A, p) * matrix_norm(inv(A), p)
+
+
+def vecdot(x, y, *, dim: int = -1, out=None):
+    """Dot product of vectors along ``dim`` (broadcasting the rest)."""
+    return (x * y).sum(dim)
+
+
+def diagonal(A, *, offset: int = 0, dim1: int = -2, dim2: int = -1):
+    """``torch.linalg.diagonal``: the diagonal over the last two dims by default."""
+    return _diagonal(A, offset, dim1, dim2)
+
+
+def cross(input, other, *, dim: int = -1, out=None):
+    """``torch.linalg.cross``: the 3-vector cross product along ``dim`` (broadcasting the rest)."""
+    if input.ndim != other.ndim:
+        raise RuntimeError("linalg.cross: inputs must have the same number of dimensions.")
+    if input.shape[dim] != 3 or other.shape[dim] != 3:
+        raise RuntimeError(f"linalg.cross: inputs dimension {dim} must have length 3. "
+                           f"Got {input.shape[dim]} and {other.shape[dim]}")
+    result = _cross(input, other, dim=dim)
+    return result if out is None else out.copy_(result)
+
+
+# ---------------------------------------------------------------- matrix functions
+def matrix_power(A, n: int, *, out=None):
+    """``torch.linalg.matrix_power`` by repeated squaring (the inverse's power for n < 0)."""
+    _check("linalg.matrix_power", A)
+    if n == 0:
+        return eye(A.shape[-1], dtype=A.dtype, device=A.device).expand(*A.shape).clone()
+    if n < 0:
+        A, n = inv(A), -n
+    result, base = None, A
+    while n:
+        if n & 1:
+            result = base if result is None else result @ base
+        n >>= 1
+        if n:
+            base = base @ base
+    return result
+
+
+_EXP_TERMS = 18     # Taylor terms after scaling to norm <= 1/2: remainder below 1e-22
+
+
+def matrix_exp(A):
+    """``torch.linalg.matrix_exp`` by scaling and squaring: exp(A) = exp(A / 2^s)^(2^s) with the Taylor
+    series of degree 18 for ||A / 2^s||_1 <= 1/2 (truncation below 1e-22 relative); Tensor ops throughout,
+    so differentiable to any order."""
+    _check("linalg.matrix_exp", A)
+    n = A.shape[-1]
+    if n == 0 or A.numel() == 0:
+        return A.clone()
+    norm1 = float(A.detach().abs().sum(-2).amax()) if A.device.type != "meta" else 1.0
+    s = max(0, int(math.ceil(math.log2(norm1 / 0.5))) if norm1 > 0.5 and math.isfinite(norm1) else 0)
+    X = A / (2.0 ** s)
+    I = eye(n, dtype=A.dtype, device=A.device)
+    term, total = I, I
+    for k in range(1, _EXP_TERMS + 1):
+        term = (term @ X) / k
+        total = total + term
+    for _ in range(s):
+        total = total @ total
+    return total
+
+
+def multi_dot(tensors, *, out=None):
+    """``torch.linalg.multi_dot``: the chained product (a 1-D first/last operand is a row/column vector)."""
+    tensors = list(tensors)
+    if len(tensors) < 2:
+        raise RuntimeError(f"multi_dot(): expected at least 2 tensors but got {len(tensors)}")
+    first_vec, last_vec = tensors[0].ndim == 1, tensors[-1].ndim == 1
+    if first_vec:
+        tensors[0] = tensors[0].unsqueeze(0)
+    if last_vec:
+        tensors[-1] = tensors[-1].unsqueeze(-1)
+    for i, t in enumerate(tensors):
+        if t.ndim != 2:
+            raise RuntimeError(f"multi_dot(): tensor {i} must be 2D but got {t.ndim}D")
+    result = tensors[0]
+    for t in tensors[1:]:
+        result = result @ t
+    if first_vec:
+        result = result.squeeze(0)
+    if last_vec:
+        result = result.squeeze(-1)
+    return result
+
+
+def householder_product(A, tau, *, out=None):
+    """``torch.linalg.householder_product``: the first n columns of H_1 ... H_k, H_i = I - tau_i v_i v_i^H with
+    v_i column i of A below the diagonal and 1 on it (LAPACK's orgqr), in Tensor ops (differentiable)."""
+    m, n = A.shape[-2:]
+    if m < n:
+        raise RuntimeError("torch.linalg.householder_product: input.shape[-2] must be greater than or equal to "
+                           "input.shape[-1]")
+    if tau.shape[-1] > n:
+        raise RuntimeError("torch.linalg.householder_product: input.shape[-1] must be greater than or equal to "
+                           "tau.shape[-1]")
+    V = A.tril(-1) + eye(m, n, dtype=A.dtype, device=A.device)
+    Q = eye(m, dtype=A.dtype, device=A.device).expand(*A.shape[:-2], m, m)
+    for i in range(tau.shape[-1]):
+        v = V[..., :, i:i + 1]
+        Q = Q - (Q @ v) @ v.mT * tau[..., i:i + 1].unsqueeze(-1)
+    return Q[..., :, :n]
+
+
+def orgqr(input, tau):
+    """``torch.orgqr``: ``householder_product``."""
+    return householder_product(input, tau)
+
+
+def tensorinv(A, ind: int = 2, *, out=None):
+    """``torch.linalg.tensorinv``: the inverse of A seen as a prod(shape[:ind]) x prod(shape[ind:]) matrix."""
+    left, right = tuple(A.shape[:ind]), tuple(A.shape[ind:])
+    if math.prod(left) != math.prod(right):
+        raise RuntimeError(f"Expected self to satisfy the requirement prod(self.shape[ind:]) == "
+                           f"prod(self.shape[:ind]), but got {math.prod(right)} != {math.prod(left)}")
+    return inv(A.reshape(math.prod(left), math.prod(right))).reshape(*right, *left)
+
+
+def tensorsolve(A, B, dims=None, *, out=None):
+    """``torch.linalg.tensorsolve``: X with tensordot(A, X, X.ndim) = B."""
+    if dims is not None:
+        dims = [d % A.ndim for d in dims]
+        A = A.movedim(dims, list(range(A.ndim - len(dims), A.ndim)))
+    rest = tuple(A.shape[B.ndim:])
+    X = solve(A.reshape(B.numel(), math.prod(rest)), B.reshape(-1))
+    return X.reshape(*rest)
+
+
+def vander(x, *, N: int | None = None):
+    """``torch.linalg.vander``: columns x^0, x^1, ..., x^(N-1) (increasing powers)."""
+    if x.ndim < 1:
+        raise RuntimeError("linalg.vander: x must have at least one dimension")
+    N = x.shape[-1] if N is None else N
+    if N < 1:
+        raise RuntimeError("N must be greater than 1.")
+    cols = [x * 0 + 1]
+    for _ in range(1, N):
+        cols.append(cols[-1] * x)
+    return stack(cols, -1)
+
+
+# ---------------------------------------------------------------- LDL^T (no gradient, as in PyTorch)
+def ldl_factor_ex(A, *, hermitian: bool = False, check_errors: bool = False) -> LDLFactorExResult:
+    """``torch.linalg.ldl_factor_ex``: LAPACK sytrf's compact LD (lower), its pivots and info."""
+    _check("torch.linalg.ldl_factor_ex", A)
+    LD, pivots, info = apply(_d.ldl_factor_op, A.detach(), hermitian=hermitian)
+    if check_errors:
+        _raise_if(info, A.ndim > 2, lambda w, k: f"torch.linalg.ldl_factor_ex: {w}The factorization could not be "
+                                                 f"completed because the input is singular.")
+    return LDLFactorExResult(LD, pivots, info)
+
+
+def ldl_factor(A, *, hermitian: bool = False) -> LDLFactorResult:
+    """``torch.linalg.ldl_factor``: LD and pivots (D is singular when info > 0; PyTorch does not raise)."""
+    LD, pivots, _ = ldl_factor_ex(A, hermitian=hermitian)
+    return LDLFactorResult(LD, pivots)
+
+
+def ldl_solve(LD, pivots, B, *, hermitian: bool = False, out=None):
+    """``torch.linalg.ldl_solve``: X with A X = B from ``ldl_factor``'s output."""
+    return apply(_d.ldl_solve_op, LD.detach(), pivots, B.detach(), hermitian=hermitian)
+
+
+# ---------------------------------------------------------------- top-level torch names
+def _qr_old(input, some: bool = True):
+    """``torch.qr`` (deprecated in PyTorch): reduced unless ``some=False``."""
+    return qr(input, "reduced" if some else "complete")
+
+
+def _lu_solve_old(b, LU_data, LU_pivots):
+    """``torch.lu_solve`` (deprecated in PyTorch): ``linalg.lu_solve(LU, pivots, b)``."""
+    return lu_solve(LU_data, LU_pivots, b)
+
+
+def _lu_old(A, pivot: bool = True, get_infos: bool = False):
+    """``torch.lu`` (deprecated in PyTorch): (LU, pivots[, infos]); raises on a zero pivot unless ``get_infos``."""
+    LU, pivots, info = lu_factor_ex(A, pivot=pivot, check_errors=not get_infos)
+    return (LU, pivots, info) if get_infos else (LU, pivots)
+
+
+def nuclear_norm(input, dim=None, keepdim: bool = False):
+    """``torch.nuclear_norm`` (deprecated in PyTorch): ``linalg.matrix_norm(input, 'nuc', ...)``."""
+    return matrix_norm(input, "nuc", (-2, -1) if dim is None else dim, keepdim)
+
+
+def geqrf(input):
+    """``torch.geqrf``: LAPACK's compact QR, (a, tau) (no gradient, as in PyTorch)."""
+    _check("geqrf", input, square=False)
+    a, tau = apply(_d.geqrf_op, input.detach())
+    return namedtuple("geqrf", ["a", "tau"])(a, tau)
+
+
+def ormqr(input, tau, other, left: bool = True, transpose: bool = False):
+    """``torch.ormqr``: ``other`` multiplied by the full m x m Q of ``geqrf``'s output (Q^T when ``transpose``)."""
+    m, n = input.shape[-2:]
+    from .movement import cat
+    if n < m:       # the full Q: pad with zero columns and zero reflector coefficients
+        pad = zeros(*input.shape[:-1], m - n, dtype=input.dtype, device=input.device)
+        input = cat([input, pad], -1)
+    if tau.shape[-1] < m:
+        tau = cat([tau, zeros(*tau.shape[:-1], m - tau.shape[-1], dtype=tau.dtype, device=tau.device)], -1)
+    Q = householder_product(input[..., :, :m], tau[..., :m])
+    Q = Q.mT if transpose else Q
+    return Q @ other if left else other @ Q
+
+
+def pinverse(input, rcond: float = 1e-15):
+    """``torch.pinverse``: ``linalg.pinv`` with ``rtol=rcond``."""
+    return pinv(input, rtol=rcond)
+
+
+# torch.<name> -> the function here (engine/__init__.py binds them at the top level)
+TOPLEVEL = {"det": det, "logdet": logdet, "slogdet": slogdet, "inverse": inv, "cholesky_solve": cholesky_solve,
+            "cholesky_inverse": cholesky_inverse, "lu_unpack": lu_unpack, "lu_solve": _lu_solve_old,
+            "triangular_solve": triangular_solve, "qr": _qr_old, "svd": _svd_old, "pinverse": pinverse,
+            "matrix_exp": matrix_exp, "matrix_power": matrix_power, "orgqr": orgqr, "lu": _lu_old,
+            "nuclear_norm": nuclear_norm, "geqrf": geqrf, "ormqr": ormqr}
+
+# Tensor methods with the top-level functions' signatures (self is the first argument)
+METHODS = ("det", "logdet", "slogdet", "inverse", "cholesky_solve", "cholesky_inverse", "triangular_solve",
+           "pinverse", "matrix_exp", "matrix_power", "orgqr", "geqrf", "ormqr")
+inverse = inv
+OPERATORS = {"svd": _svd_old, "qr": _qr_old, "lu": _lu_old, "lu_solve": _lu_solve_old}
+# public names that are compositions of the factorisation ops (tests/test_op_declarations.py reads this)
+COMPOSITES = {
+    "det": "lu_factor_ex, diagonal and prod", "logdet": "slogdet and log", "slogdet": "lu_factor_ex, diagonal, log",
+    "inverse": "lu_factor_ex and two triangular solves", "cholesky_solve": "two triangular solves",
+    "cholesky_inverse": "two triangular solves", "triangular_solve": "solve_triangular and clone",
+    "svd": "linalg_svd", "pinverse": "linalg_svd, where and matmul",
+    "matrix_exp": "matmuls (scaling and squaring)", "matrix_power": "matmuls (and inverse)",
+    "orgqr": "householder_product (matmuls)", "lu": "linalg_lu_factor_ex",
+    "ormqr": "householder_product and matmul", "lu_solve": "two triangular solves and a permutation matmul",
+}
