@@ -160,11 +160,6 @@ class Emitter:
             return self.const(np.array([int(v) for v in values], np.int64).reshape(len(values)))
         return self.op("Concat", *[self.dim(v) for v in values], axis=0)
 
-    def size_of(self, x: str, axis: int) -> str:
-        """``x.shape[axis]`` at run time, shape (1,)."""
-        d = self.shape(x)[axis]
-        return self.dim(d)
-
     # ------------------------------------------------------------ version-dependent forms
     def reduce(self, op_type: str, x: str, axes, keepdims: bool) -> str:
         """``ReduceSum``/``ReduceMean``/... over ``axes`` (None: all), axes as an input or an
