@@ -31,24 +31,22 @@ def crop(img: Image.Image, top: int, left: int, height: int, width: int) -> Imag
 
 
 def pad(img: Image.Image, ltrb: tuple[int, int, int, int], fill, padding_mode: str) -> Image.Image:
+    """Negative padding crops; constant padding is ``ImageOps.expand``, the others ``numpy.pad``."""
+    if min(ltrb) < 0:
+        left, top, right, bottom = (max(-v, 0) for v in ltrb)
+        img = img.crop((left, top, img.width - right, img.height - bottom))
+        ltrb = tuple(max(v, 0) for v in ltrb)
     left, top, right, bottom = ltrb
-    if isinstance(fill, (int, float)) and channels(img) > 1 and img.mode != "P":
-        fill = (fill,) * channels(img)   # one number fills every band, as torchvision reads it
-    if padding_mode == "constant" and min(ltrb) >= 0:
-        if img.mode == "P":
-            out = ImageOps.expand(img, border=ltrb, fill=fill)
-            out.putpalette(img.getpalette())
-            return out
-        return ImageOps.expand(img, border=ltrb, fill=fill)
-    arr = np.asarray(img)
-    crop_t, crop_l, crop_b, crop_r = (max(-v, 0) for v in (top, left, bottom, right))
-    arr = arr[crop_t:arr.shape[0] - crop_b, crop_l:arr.shape[1] - crop_r]
-    widths = [(max(top, 0), max(bottom, 0)), (max(left, 0), max(right, 0))] + [(0, 0)] * (arr.ndim - 2)
     if padding_mode == "constant":
-        arr = np.pad(arr, widths, mode="constant", constant_values=fill)
-    else:
-        arr = np.pad(arr, widths, mode=padding_mode)
-    return Image.fromarray(arr)
+        if isinstance(fill, (int, float)) and channels(img) > 1 and img.mode != "P":
+            fill = (fill,) * channels(img)   # one number fills every band, as torchvision reads it
+        out = ImageOps.expand(img, border=ltrb, fill=fill)
+        if img.mode == "P":
+            out.putpalette(img.getpalette())
+        return out
+    arr = np.asarray(img)
+    widths = [(top, bottom), (left, right)] + [(0, 0)] * (arr.ndim - 2)
+    return Image.fromarray(np.pad(arr, widths, mode=padding_mode))
 
 
 def hflip(img: Image.Image) -> Image.Image:
