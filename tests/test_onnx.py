@@ -261,6 +261,21 @@ def test_export_params_false_takes_the_weights_as_inputs():
     np.testing.assert_allclose(got, _eager(model, args)[0], rtol=RTOL, atol=ATOL)
 
 
+def test_eval_batch_norm_folds_into_the_convolution_in_onnxruntime(tmp_path):
+    """BatchNorm's ``x - running_mean`` is exported as an Add of the negated constant, so onnxruntime's
+    Conv fusions take the whole affine chain (and the ReLU) into the convolution."""
+    model, args, axes = _model("cnn")
+    path, optimized = str(tmp_path / "cnn.onnx"), str(tmp_path / "cnn.opt.onnx")
+    tapelab.onnx.export(model, args, path, input_names=["x"], dynamic_axes=axes)
+    assert "Sub" not in {n.op_type for n in onnx.load(path).graph.node}
+    opts = ort.SessionOptions()
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
+    opts.optimized_model_filepath = optimized
+    ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
+    ops = [n.op_type for n in onnx.load(optimized).graph.node]
+    assert not {"Sub", "Mul"} & set(ops[:ops.index("MaxPool")]), ops      # conv1 -> bn -> relu is one node
+
+
 def test_session_serves_tensors_and_export_writes_file_objects():
     import io
     model, args, _ = _model("embedding")

@@ -32,6 +32,7 @@ class Emitter:
         self.symbols = symbols                               # symbol -> (input name, axis)
         self._sym: dict = {}
         self._consts: dict = {}
+        self._values: dict = {}                              # initializer name -> its array
         self._count = 0
         self.prefix = "n"
         self.output_dtype: np.dtype | None = None          # the dtype of the node being lowered
@@ -62,6 +63,7 @@ class Emitter:
                 return self._consts[key]
         name = name or self.fresh("const")
         self.initializers.append(numpy_helper.from_array(np.require(arr, requirements="C"), name))  # keeps 0-d
+        self._values[name] = arr
         self.info[name] = (arr.dtype, arr.shape)
         if key is not None:
             self._consts[key] = name
@@ -87,6 +89,11 @@ class Emitter:
         """The lowest and highest finite values of ``x``'s dtype (``nan_to_num``'s defaults)."""
         info = np.finfo(self.dtype(x)) if self.dtype(x).kind == "f" else np.iinfo(self.dtype(x))
         return info.min.item(), info.max.item()
+
+    def constant_value(self, name: str) -> np.ndarray | None:
+        """The value of ``name`` when it is an initializer (a parameter, a folded or literal
+        constant), else None: lowerings may pick a form runtimes optimise better."""
+        return self._values.get(name)
 
     def scalar(self, value, like: str) -> str:
         """A 0-d constant of ``like``'s dtype (``x * 2.0`` as ``Mul(x, const)``)."""

@@ -35,6 +35,15 @@ __all__ = ["add", "sub", "rsub", "mul", "div", "true_divide", "floor_divide", "r
 
 # ---------------------------------------------------------------- ONNX lowerings (``Op.onnx``)
 # Each receives the exporter's emitter ``g`` (tapelab.onnx); see engine/onnx/_emitter.py.
+def _onnx_sub(g, a, b):
+    """``a - const`` as ``a + (-const)``: onnxruntime folds Add/Mul chains after a Conv into its weights
+    (an eval BatchNorm's ``x - running_mean``), not a Sub."""
+    v = g.constant_value(b)
+    if v is not None and v.dtype.kind == "f":
+        return g.op("Add", a, g.const(-v))
+    return g.op("Sub", a, b)
+
+
 def _onnx_atan2(g, a, b):
     """atan(a / b) moved to the right quadrant; 0 where both are 0."""
     q = g.op("Atan", g.op("Div", a, b))
@@ -263,7 +272,7 @@ _add = Op("add", lambda xp, a, b: a + b, lambda g, out, a, b: (ub(g, a), ub(g, b
           promote="common", saves=NONE, elementwise=True, ufunc="add", cost=_numel, operator="add", onnx="Add")
 _sub = Op("sub", lambda xp, a, b: a - b, lambda g, out, a, b: (ub(g, a), ub(-g, b)),
           promote="common", saves=NONE, elementwise=True, ufunc="subtract", cost=_numel, operator="sub",
-          aliases=("subtract", "rsub"), onnx="Sub")
+          aliases=("subtract", "rsub"), onnx=_onnx_sub)
 def _wants(x) -> bool:
     """Only inputs that need a gradient get one computed (a Python number never does)."""
     return isinstance(x, Tensor) and x.requires_grad
