@@ -6,8 +6,9 @@
 
 Each workload is a training step's forward and backward (no optimizer) on float32, timed as
 the best of several repeats of a loop (ratios matter, not absolute times). Compile time is
-measured in child processes: cold (an empty kernel cache directory) and warm (the same
-directory again: numba loads the machine code). JAX runs in its own venv (/work/jaxvenv, or
+measured in child processes, after one eager step (imports and first use are not compile time):
+cold (an empty kernel cache directory) and warm (the same directory again: numba loads the
+machine code). JAX runs in its own venv (/work/jaxvenv, or
 JAX_PYTHON) through a subprocess with the same shapes; torch.compile needs a C compiler.
 """
 from __future__ import annotations
@@ -198,7 +199,8 @@ COMPILE_TIME = textwrap.dedent("""
     b, t, d, heads = 8, 64, 128, 4
     enc = nn.TransformerEncoderLayer(d, heads, dim_feedforward=4 * d, dropout=0.0, batch_first=True, activation="gelu")
     x = T.randn(b, t, d)
-    import tapelab.compiler.cpu, numba   # imports are not compile time
+    import tapelab.compiler.cpu, numba   # imports are not compile time,
+    (enc(x) ** 2).mean().backward()       # nor eager first use (scipy.special, BLAS start-up)
     t0 = time.perf_counter()
     y = T.compile(enc)(x)
     (y * y).mean().backward()
