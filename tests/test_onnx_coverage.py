@@ -148,6 +148,12 @@ def test_unfold_and_fold():
         torch.onnx.build(nn.Fold((3, 3), 2), (_x(1, 8, 4),))
 
 
+def test_batch_statistics_normalization():
+    """``F.batch_norm(training=True)``: the fused normalization op with its batch statistics."""
+    w, b = _x(3, seed=2), _x(3, seed=3)
+    _check(lambda x: F.batch_norm(x, None, None, w, b, training=True), _x(4, 3, 5, 5), dynamic=True)
+
+
 def test_distances():
     _check(nn.CosineSimilarity(1), _x(3, 4), _x(3, 4, seed=1), dynamic=True)
     _check(nn.PairwiseDistance(), _x(3, 4), _x(3, 4, seed=1), dynamic=True)

@@ -79,13 +79,16 @@ def _onnx_avg_pool(g, x, *, kernel, stride, padding, ceil_mode, count_include_pa
 
 
 def _onnx_bn(g, x, *affine, dims, eps, has_weight=False):
-    c = g.op("Sub", x, g.reduce("ReduceMean", x, dims, True))
+    """The normalized value and the batch statistics (flat, as the forward returns them)."""
+    mean = g.reduce("ReduceMean", x, dims, True)
+    c = g.op("Sub", x, mean)
     var = g.reduce("ReduceMean", g.op("Mul", c, c), dims, True)
     out = g.op("Div", c, g.op("Sqrt", g.op("Add", var, eps)))
     chan = g.const([-1] + [1] * (len(g.shape(x)) - 2), "int64")
     for t, name in zip(affine, ("Mul", "Add") if has_weight else ("Add",)):
         out = g.op(name, out, g.op("Reshape", t, chan))
-    return out
+    flat = g.const([-1], "int64")
+    return out, g.op("Reshape", mean, flat), g.op("Reshape", var, flat)
 
 
 # ---------------------------------------------------------------- shared array helpers

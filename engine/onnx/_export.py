@@ -158,9 +158,12 @@ def _lower(tr: Traced, opset, input_names, output_names, axes, symbols, fold, ex
             src = n.args[0]
             if src in folded:
                 folded.add(n)
-            else:
+            elif isinstance(names[src], tuple):
                 names[n] = names[src][n.args[1]]
                 info(n, names[n])
+            else:
+                raise ExportError(f"tapelab.onnx.export: the lowering of {where(src)} returns one value, but "
+                                  f"output {n.args[1]} of it is read; return every output of the op")
         elif n.op == "call_function":
             op = n.target.op
             static = not any(isinstance(x, Dim) for x in _leaves(tr.params[n]) + _leaves(tr.args_of[n]))
