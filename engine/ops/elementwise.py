@@ -3,7 +3,8 @@
 Gradients of broadcasting binary ops are summed back to each input's shape by ``unbroadcast``;
 gradients at kinks and of piecewise-constant ops follow PyTorch's derivatives.yaml. Ops declared
 ``complex=True`` take complex tensors too: their vjps multiply by the conjugate of the local
-derivative (``cj``, free on a real tensor), PyTorch's convention for holomorphic functions.
+derivative (``cj``), PyTorch's convention for holomorphic functions; a real gradient takes the
+real expression after one dtype test, so real steps run the vjps they always ran.
 Comparisons, selection (where, clamp, maximum) and logical/bitwise ops live in ``compare``.
 """
 from __future__ import annotations
@@ -171,42 +172,60 @@ _relu_bw = Op("threshold_backward", lambda xp, g, y: g * (y > 0),
               lambda gg, out, g, y: (apply(_relu_bw, gg, y), None), elementwise=True)
 
 # ---------------------------------------------------------------- unary math
-exp = _unary("exp", lambda xp, a: xp.exp(a), lambda g, out, a: (g * cj(out),), reads="output", ufunc="exp",
-             complex=True, onnx="Exp")
-exp2 = _unary("exp2", lambda xp, a: xp.exp2(a), lambda g, out, a: (g * cj(out) * _LN2,), reads="output",
-              out_form="exp2", complex=True, onnx=lambda g, a: g.op("Pow", 2.0, a))
-expm1 = _unary("expm1", lambda xp, a: xp.expm1(a), lambda g, out, a: (g * cj(out + 1),), reads="output",
-               out_form="expm1", complex=True, onnx=lambda g, a: g.op("Sub", g.op("Exp", a), 1.0))
-log = _unary("log", lambda xp, a: xp.log(a), lambda g, out, a: (g / cj(a),), ufunc="log", complex=True, onnx="Log")
-log2 = _unary("log2", lambda xp, a: xp.log2(a), lambda g, out, a: (g / (cj(a) * _LN2),), out_form="log2",
-              complex=True, onnx=lambda g, a: g.op("Div", g.op("Log", a), _LN2))
-log10 = _unary("log10", lambda xp, a: xp.log10(a), lambda g, out, a: (g / (cj(a) * _LN10),), out_form="log10",
-               complex=True, onnx=lambda g, a: g.op("Div", g.op("Log", a), _LN10))
-log1p = _unary("log1p", lambda xp, a: xp.log1p(a), lambda g, out, a: (g / cj(a + 1),), out_form="log1p",
-               complex=True, onnx=lambda g, a: g.op("Log", g.op("Add", a, 1.0)))
-sqrt = _unary("sqrt", lambda xp, a: xp.sqrt(a), lambda g, out, a: (g / (2 * cj(out)),), reads="output", ufunc="sqrt",
-              complex=True, onnx="Sqrt")
-rsqrt = _unary("rsqrt", lambda xp, a: 1 / xp.sqrt(a), lambda g, out, a: (g * cj(out ** 3) * -0.5,),
+exp = _unary("exp", lambda xp, a: xp.exp(a),
+             lambda g, out, a: (g * out,) if g._data.dtype.kind != "c" else (g * cj(out),),
+             reads="output", ufunc="exp", complex=True, onnx="Exp")
+exp2 = _unary("exp2", lambda xp, a: xp.exp2(a),
+              lambda g, out, a: (g * out * _LN2,) if g._data.dtype.kind != "c" else (g * cj(out) * _LN2,),
+              reads="output", out_form="exp2", complex=True, onnx=lambda g, a: g.op("Pow", 2.0, a))
+expm1 = _unary("expm1", lambda xp, a: xp.expm1(a),
+               lambda g, out, a: (g * (out + 1),) if g._data.dtype.kind != "c" else (g * cj(out + 1),),
+               reads="output", out_form="expm1", complex=True, onnx=lambda g, a: g.op("Sub", g.op("Exp", a), 1.0))
+log = _unary("log", lambda xp, a: xp.log(a),
+             lambda g, out, a: (g / a,) if g._data.dtype.kind != "c" else (g / cj(a),),
+             ufunc="log", complex=True, onnx="Log")
+log2 = _unary("log2", lambda xp, a: xp.log2(a),
+              lambda g, out, a: (g / (a * _LN2),) if g._data.dtype.kind != "c" else (g / (cj(a) * _LN2),),
+              out_form="log2", complex=True, onnx=lambda g, a: g.op("Div", g.op("Log", a), _LN2))
+log10 = _unary("log10", lambda xp, a: xp.log10(a),
+               lambda g, out, a: (g / (a * _LN10),) if g._data.dtype.kind != "c" else (g / (cj(a) * _LN10),),
+               out_form="log10", complex=True, onnx=lambda g, a: g.op("Div", g.op("Log", a), _LN10))
+log1p = _unary("log1p", lambda xp, a: xp.log1p(a),
+               lambda g, out, a: (g / (a + 1),) if g._data.dtype.kind != "c" else (g / cj(a + 1),),
+               out_form="log1p", complex=True, onnx=lambda g, a: g.op("Log", g.op("Add", a, 1.0)))
+sqrt = _unary("sqrt", lambda xp, a: xp.sqrt(a),
+              lambda g, out, a: (g / (2 * out),) if g._data.dtype.kind != "c" else (g / (2 * cj(out)),),
+              reads="output", ufunc="sqrt", complex=True, onnx="Sqrt")
+rsqrt = _unary("rsqrt", lambda xp, a: 1 / xp.sqrt(a),
+               lambda g, out, a: (g * (out ** 3) * -0.5,) if g._data.dtype.kind != "c" else (g * cj(out ** 3) * -0.5,),
                reads="output", complex=True, onnx=lambda g, a: g.op("Reciprocal", g.op("Sqrt", a)))
-reciprocal = _unary("reciprocal", lambda xp, a: 1 / a, lambda g, out, a: (-g * cj(out * out),),
+reciprocal = _unary("reciprocal", lambda xp, a: 1 / a,
+                    lambda g, out, a: (-g * (out * out),) if g._data.dtype.kind != "c" else (-g * cj(out * out),),
                     reads="output", complex=True, onnx="Reciprocal")
-sin = _unary("sin", lambda xp, a: xp.sin(a), lambda g, out, a: (g * cj(cos(a)),), ufunc="sin", complex=True, onnx="Sin")
-cos = _unary("cos", lambda xp, a: xp.cos(a), lambda g, out, a: (g * -cj(sin(a)),), ufunc="cos", complex=True,
-             onnx="Cos")
-tan = _unary("tan", lambda xp, a: xp.tan(a), lambda g, out, a: (g * cj(1 + out * out),), reads="output",
-             out_form="tan", complex=True, onnx="Tan")
+sin = _unary("sin", lambda xp, a: xp.sin(a),
+             lambda g, out, a: (g * cos(a),) if g._data.dtype.kind != "c" else (g * cj(cos(a)),),
+             ufunc="sin", complex=True, onnx="Sin")
+cos = _unary("cos", lambda xp, a: xp.cos(a),
+             lambda g, out, a: (g * -sin(a),) if g._data.dtype.kind != "c" else (g * -cj(sin(a)),),
+             ufunc="cos", complex=True, onnx="Cos")
+tan = _unary("tan", lambda xp, a: xp.tan(a),
+             lambda g, out, a: (g * (1 + out * out),) if g._data.dtype.kind != "c" else (g * cj(1 + out * out),),
+             reads="output", out_form="tan", complex=True, onnx="Tan")
 asin = _unary("asin", lambda xp, a: xp.arcsin(a), lambda g, out, a: (g * rsqrt(1 - a * a),),
               out_form="arcsin", aliases=("arcsin",), onnx="Asin")
 acos = _unary("acos", lambda xp, a: xp.arccos(a), lambda g, out, a: (g * -rsqrt(1 - a * a),),
               out_form="arccos", aliases=("arccos",), onnx="Acos")
 atan = _unary("atan", lambda xp, a: xp.arctan(a), lambda g, out, a: (g / (a * a + 1),),
               out_form="arctan", aliases=("arctan",), onnx="Atan")
-sinh = _unary("sinh", lambda xp, a: xp.sinh(a), lambda g, out, a: (g * cj(cosh(a)),), out_form="sinh",
-              complex=True, onnx="Sinh")
-cosh = _unary("cosh", lambda xp, a: xp.cosh(a), lambda g, out, a: (g * cj(sinh(a)),), out_form="cosh",
-              complex=True, onnx="Cosh")
-tanh = _unary("tanh", lambda xp, a: xp.tanh(a), lambda g, out, a: (apply(_tanh_bw, g, cj(out)),), reads="output",
-              ufunc="tanh", complex=True, onnx="Tanh")
+sinh = _unary("sinh", lambda xp, a: xp.sinh(a),
+              lambda g, out, a: (g * cosh(a),) if g._data.dtype.kind != "c" else (g * cj(cosh(a)),),
+              out_form="sinh", complex=True, onnx="Sinh")
+cosh = _unary("cosh", lambda xp, a: xp.cosh(a),
+              lambda g, out, a: (g * sinh(a),) if g._data.dtype.kind != "c" else (g * cj(sinh(a)),),
+              out_form="cosh", complex=True, onnx="Cosh")
+tanh = _unary("tanh", lambda xp, a: xp.tanh(a),
+              lambda g, out, a: (apply(_tanh_bw, g, out),) if g._data.dtype.kind != "c" else (apply(_tanh_bw, g, cj(out)),),
+              reads="output", ufunc="tanh", complex=True, onnx="Tanh")
 asinh = _unary("asinh", lambda xp, a: xp.arcsinh(a), lambda g, out, a: (g * rsqrt(a * a + 1),),
                out_form="arcsinh", aliases=("arcsinh",), onnx="Asinh")
 acosh = _unary("acosh", lambda xp, a: xp.arccosh(a), lambda g, out, a: (g * rsqrt(a * a - 1),),
@@ -214,7 +233,8 @@ acosh = _unary("acosh", lambda xp, a: xp.arccosh(a), lambda g, out, a: (g * rsqr
 atanh = _unary("atanh", lambda xp, a: xp.arctanh(a), lambda g, out, a: (g / (1 - a * a),),
                out_form="arctanh", aliases=("arctanh",), onnx="Atanh")
 # exp(-a) overflowing to inf gives exactly 0, as PyTorch does
-sigmoid = _unary("sigmoid", lambda xp, a: 1 / (1 + xp.exp(-a)), lambda g, out, a: (apply(_sigmoid_bw, g, cj(out)),),
+sigmoid = _unary("sigmoid", lambda xp, a: 1 / (1 + xp.exp(-a)),
+                 lambda g, out, a: (apply(_sigmoid_bw, g, out),) if g._data.dtype.kind != "c" else (apply(_sigmoid_bw, g, cj(out)),),
                  reads="output", complex=True, onnx="Sigmoid")
 erf = _unary("erf", lambda xp, a: _special(xp).erf(a).astype(a.dtype, copy=False),
              lambda g, out, a: (g * _TWO_OVER_SQRTPI * exp(-a * a),), onnx="Erf")
@@ -227,7 +247,8 @@ erfinv = _unary("erfinv", lambda xp, a: _special(xp).erfinv(a).astype(a.dtype, c
 # ---------------------------------------------------------------- dtype-preserving unary
 neg = _unary("neg", lambda xp, a: -a, lambda g, out, a: (-g,), promote=None, reads="nothing",
              ufunc="negative", aliases=("negative",), operator="neg", onnx="Neg")
-abs = _unary("abs", lambda xp, a: xp.abs(a), lambda g, out, a: (g * sgn(a),), promote=None,
+abs = _unary("abs", lambda xp, a: xp.abs(a),
+             lambda g, out, a: (g * (sign(a) if a._data.dtype.kind != "c" else sgn(a)),), promote=None,
              ufunc="absolute", aliases=("absolute",), operator="abs", onnx="Abs")
 sign = _unary("sign", _sign_fwd, _zeros, promote=None, reads="nothing", onnx="Sign")
 relu = _unary("relu", lambda xp, a: xp.maximum(a, 0),
@@ -283,13 +304,21 @@ def _cjn(x):
     return cj(x) if isinstance(x, Tensor) else (x.conjugate() if x.__class__ is complex else x)
 
 
-_mul = Op("mul", lambda xp, a, b: a * b,
-          lambda g, out, a, b: (ub(g * _cjn(b), a) if _wants(a) else None, ub(g * _cjn(a), b) if _wants(b) else None),
+def _mul_vjp(g, out, a, b):
+    ca, cb = (a, b) if g._data.dtype.kind != "c" else (_cjn(a), _cjn(b))   # a real step pays one test
+    return ub(g * cb, a) if _wants(a) else None, ub(g * ca, b) if _wants(b) else None
+
+
+def _div_vjp(g, out, a, b):
+    if g._data.dtype.kind != "c":
+        return ub(g / b, a) if _wants(a) else None, ub(-g * out / b, b) if _wants(b) else None
+    return ub(g / _cjn(b), a) if _wants(a) else None, ub(-g * cj(out / b), b) if _wants(b) else None
+
+
+_mul = Op("mul", lambda xp, a, b: a * b, _mul_vjp,
           promote="common", saves=OTHERS, elementwise=True, ufunc="multiply", cost=_numel, operator="mul",
           aliases=("multiply",), inplace=("mul_", "multiply_"), complex=True, onnx="Mul")
-_div = Op("div", lambda xp, a, b: a / b,
-          lambda g, out, a, b: (ub(g / _cjn(b), a) if _wants(a) else None,
-                                ub(-g * cj(out / b), b) if _wants(b) else None),
+_div = Op("div", lambda xp, a, b: a / b, _div_vjp,
           promote="float", save_output=True, elementwise=True, ufunc="true_divide", cost=_numel,
           operator="truediv", aliases=("divide", "true_divide"), complex=True, onnx="Div")
 
