@@ -283,3 +283,28 @@ def test_fx_view_shows_the_fused_box_with_its_source():
     assert box["op"] == "fused(mul, add, tanh, mul, sub, exp, mul)"
     assert box["fused"]["members"] == ["mul", "add", "tanh", "mul_1", "sub", "exp", "mul_2"]
     assert "def serial(" in box["fused"]["source"] and box["shape"] == [4, 3]
+
+
+def test_in_place_state_updates_break_the_graph_and_run_once():
+    """BatchNorm's running statistics and an input written in place: the trace's writes are undone
+    and the call runs eagerly, so every call updates the state exactly once, as eager does."""
+    tapelab.manual_seed(0)
+    model = tapelab.nn.Sequential(tapelab.nn.Linear(4, 8), tapelab.nn.BatchNorm1d(8), tapelab.nn.ReLU())
+    twin = tapelab.nn.Sequential(tapelab.nn.Linear(4, 8), tapelab.nn.BatchNorm1d(8), tapelab.nn.ReLU())
+    twin.load_state_dict(model.state_dict())
+    compiled = tapelab.compile(model)
+    x = tapelab.randn(16, 4)
+    for _ in range(3):
+        np.testing.assert_allclose(compiled(x).detach().numpy(), twin(x).detach().numpy(), rtol=RTOL, atol=ATOL)
+    np.testing.assert_allclose(model[1].running_mean.numpy(), twin[1].running_mean.numpy(), rtol=RTOL)
+    assert int(model[1].num_batches_tracked) == 3
+
+    def bump(x, buf):
+        buf.add_(1.0)
+        return x * 2.0 + 1.0
+    buf = tapelab.zeros(3)
+    f = tapelab.compile(bump)
+    for _ in range(3):
+        f(tapelab.randn(3), buf)
+    assert buf.tolist() == [3.0, 3.0, 3.0]
+    assert "in-place update of input 1" in tc.explain(bump, tapelab.randn(3), tapelab.zeros(3)).break_reasons[0]

@@ -5,8 +5,9 @@ each Python value, the grad mode, the module's training flag). A key seen before
 entry; a new one traces the call with ``trace_from_tape`` (a real eager run, whose result is
 returned), lowers the graph's fusible groups into kernels (``fused.lower``) and stores the
 entry. A host read during the trace (``.item()``, ``bool(t)``, ``print``: data-dependent
-Python) is a graph break: that key runs eagerly from then on, and the reason is kept for
-``explain``. After ``config.cache_size_limit`` entries a function runs eagerly for every new
+Python) or an in-place write into an input or a module buffer (BatchNorm's running statistics) is
+a graph break: the trace's writes are undone, that key runs eagerly from then on, and the reason
+is kept for ``explain``. After ``config.cache_size_limit`` entries a function runs eagerly for every new
 key and says so once, as ``torch._dynamo``'s cache limit does.
 """
 from __future__ import annotations
@@ -17,7 +18,7 @@ import warnings
 import weakref
 from dataclasses import dataclass, field
 
-from ..base.grad_mode import STATE as GRAD
+from ..base.grad_mode import STATE as GRAD, no_grad
 from ..core.dispatch import Mode
 from ..core.tensor import Tensor
 from ..fx.proxy import TraceError
@@ -143,19 +144,25 @@ class CompiledFunction:
         call = fn if not names else (lambda *a: fn(*a[:n], **dict(zip(names, a[n:]))))
         flat = (*args, *kwargs.values())
         watch = _BreakWatch()
+        state = _State(flat, self.module)
         t0 = time.perf_counter()
         try:
             with watch:
                 gm = trace_from_tape(call, *flat)
         except TraceError as e:
+            state.restore()
             reason = f"untraceable: {e}"
             return _Entry(guards, reason=reason), self._eager(args, kwargs, reason)
         times = {"trace": time.perf_counter() - t0}
+        mutated = state.mutated()
+        if mutated:       # the graph would not replay an in-place write into state it does not own
+            watch.reasons.append(f"in-place update of {mutated}: a graph cannot replay it")
         if watch.reasons:
+            state.restore()                          # the traced run's effects are undone, then run eagerly
             if self.fullgraph:
                 raise Unsupported(f"tapelab.compile(fullgraph=True): {self.__name__}: {watch.reasons[0]}")
             entry = _Entry(guards, reason=watch.reasons[0], times=times)
-            return entry, self.fn(*args, **kwargs)   # the traced run's graph is discarded
+            return entry, self.fn(*args, **kwargs)
         t1 = time.perf_counter()
         k0 = _fused.STATS["kernel_seconds"]
         if callable(self.backend):
@@ -168,6 +175,29 @@ class CompiledFunction:
         times["fuse"] = time.perf_counter() - t1 - (_fused.STATS["kernel_seconds"] - k0)
         times["kernels"] = _fused.STATS["kernel_seconds"] - k0
         return _Entry(guards, graph=gm, run=run, times=times), out
+
+
+class _State:
+    """The tensors a call may write in place (its tensor inputs, the module's buffers), their
+    versions and copies: a trace that wrote them is undone before the call runs eagerly."""
+
+    def __init__(self, flat: tuple, module: Module | None):
+        named = [(f"input {i}", a) for i, a in enumerate(flat) if isinstance(a, Tensor)]
+        if module is not None:
+            named += [(f"buffer {n}", b) for n, b in module.named_buffers()]
+            named += [(f"parameter {n}", p) for n, p in module.named_parameters()]
+        with no_grad():
+            self.saved = [(n, t, t._vc[0], None if n.startswith("parameter") else t.detach().clone())
+                          for n, t in named]
+
+    def mutated(self) -> str:
+        return ", ".join(n for n, t, v, _ in self.saved if t._vc[0] != v)
+
+    def restore(self) -> None:
+        with no_grad():
+            for _, t, v, copy in self.saved:
+                if copy is not None and t._vc[0] != v:
+                    t.copy_(copy)
 
 
 class OptimizedModule(Module):
