@@ -19,8 +19,9 @@ _EM_TERMS = 12      # terms summed directly before the Euler–Maclaurin tail
 def zeta_dx(xp, x, q, order: int):
     """``d^order/dx^order zeta(x, q) = sum_k (-ln(k+q))^order (k+q)^-x`` for x > 1.
 
-    Euler–Maclaurin with 12 direct terms and 8 Bernoulli corrections: the remainder is below
-    1e-17 relative for x in (1, 60] and q > 0 (measured against mpmath in tests/test_special_grads.py).
+    Euler–Maclaurin with 12 direct terms and 8 Bernoulli corrections (the truncated tail is below
+    1e-17 relative for moderate x); measured within 2e-14 relative of mpmath for the first derivative
+    over x in [1.1, 60], q in [0.1, 50] (tests/test_special_grads.py checks a sample).
     """
     d = order
     total = xp.zeros(np.broadcast_shapes(x.shape, q.shape), x.dtype)
