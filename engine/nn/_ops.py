@@ -692,14 +692,15 @@ def _bn_grads_fwd(xp, g, x, *affine, dims, eps, has_weight):
     """``gx = s w (g - mean(g) - xhat mean(g xhat))``, ``gw = sum(g xhat)``, ``gb = sum(g)``."""
     _, _, c, s = _bn_stats(xp, x, dims, eps)
     c *= s                                                                 # xhat
-    m = x.dtype.type(math.prod(x.shape[d] for d in dims))
-    gb = g.sum(axis=dims, keepdims=True)
-    gw = (g * c).sum(axis=dims, keepdims=True)
-    c *= gw / m
-    res = g - gb / m
+    m = math.prod(x.shape[d] for d in dims)
+    acc = "float32" if x.dtype.itemsize < 4 else x.dtype       # float16 sums overflow past 65504
+    gb = g.sum(axis=dims, keepdims=True, dtype=acc)
+    gw = (g * c).sum(axis=dims, keepdims=True, dtype=acc)
+    c *= (gw / m).astype(x.dtype)
+    res = g - (gb / m).astype(x.dtype)
     res -= c
     res *= s * affine[0].reshape(s.shape) if has_weight else s
-    return res, gw.reshape(-1), gb.reshape(-1)
+    return res, gw.reshape(-1).astype(x.dtype), gb.reshape(-1).astype(x.dtype)
 
 
 def _bn_bwd_fwd(xp, g, x, *, dims, eps):
