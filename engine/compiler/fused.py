@@ -267,16 +267,16 @@ def lower(gm: GraphModule, example_args: list, *, differentiable: bool = True, b
         if node.op == "call_function" and node.target is guard_inputs:
             graph.erase_node(node)
     fused = []
-    for group in elementwise_groups(gm, fusible=_fusible):
+    for group in elementwise_groups(gm, fusible=_fusible, min_size=1):
         gset = set(group)
         escaping = [m for m in group if any(u not in gset for u in m.users)]
         jobs = [[o] for o in escaping] if differentiable else [escaping]
         for outs in jobs:
             need = set().union(*(_ancestors(o, gset) for o in outs))
             members = [m for m in group if m in need]
-            if len(members) < 2:
-                continue
             kernel, inputs = _describe(members, outs)
+            if len(kernel.lines()[0]) < 2:      # one ufunc: numpy's own loop already is the kernel
+                continue
             op = FusedOp(kernel, _replay(members, inputs, outs), differentiable=differentiable, backend=backend)
             with graph.inserting_after(outs[-1]):
                 call = graph.call_function(FusedCall(op), tuple(inputs))

@@ -51,12 +51,14 @@ def _elementwise(node: Node) -> bool:
     return t is None or issubclass(t, Tensor)
 
 
-def elementwise_groups(gm, fusible: Callable[[Node], bool] | None = None) -> list[list[Node]]:
+def elementwise_groups(gm, fusible: Callable[[Node], bool] | None = None, min_size: int = 2) -> list[list[Node]]:
     """Maximal convex groups of elementwise nodes in ``gm.graph``, in graph order.
 
     Args:
         gm: the GraphModule (after ``ShapeProp``, non-tensor values are left out).
         fusible: which nodes may join a group; default: ops declared ``elementwise=True``.
+        min_size: the fewest nodes a returned group has (1: a lone op whose forward is itself a
+            chain, such as ``gelu``, is worth one kernel too).
     """
     fusible = fusible or _elementwise
     group: dict[Node, int] = {}
@@ -84,7 +86,7 @@ def elementwise_groups(gm, fusible: Callable[[Node], bool] | None = None) -> lis
             members[chosen].append(node)
             deps.discard(chosen)
         depends[node] = deps
-    result = [m for m in members.values() if len(m) > 1]
+    result = [m for m in members.values() if len(m) >= min_size]
     for k, nodes in enumerate(result):
         for n in nodes:
             n.meta["fusion_group"] = k
