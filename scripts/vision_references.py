@@ -9,7 +9,7 @@ torchvision cannot be imported beside the main venv's torch, so this runs in a s
 It writes tests/fixtures/vision/: ``transforms.npz`` (every case of tests/vision_cases.py),
 ``models.npz`` (per model: state_dict keys and shapes, parameter counts, and the logits and gradients
 of a small input with the seeded weights of tests/vision_weights.py), ``squeezenet1_1_fp16.pt``
-(a state_dict written by torch.save) and ``programs.npz`` (the numbers tests/programs/vision_*.py
+(a state_dict written by torch.save) and ``programs.npz`` (the numbers tests/programs/vision/*.py
 return under real torch and torchvision).
 """
 from __future__ import annotations
@@ -100,8 +100,10 @@ def transforms() -> None:
 
 def programs() -> None:
     arrays = {}
-    for path in sorted((ROOT / "tests" / "programs").glob("vision_*.py")):
-        program = importlib.import_module(f"programs.{path.stem}")
+    for path in sorted((ROOT / "tests" / "programs" / "vision").glob("*.py")):
+        if path.stem == "__init__":
+            continue
+        program = importlib.import_module(f"programs.vision.{path.stem}")
         arrays[path.stem] = np.asarray(program.main(program.STEPS), dtype=np.float64)
         print(path.stem, arrays[path.stem][:4], flush=True)
     np.savez_compressed(OUT / "programs.npz", **arrays)

@@ -1,6 +1,6 @@
 """Programs written against torch and torchvision run unchanged on tapelab through ``install_aliases``.
 
-Each tests/programs/vision_*.py imports ``torch`` and ``torchvision`` at its top, as ordinary
+Each tests/programs/vision/*.py imports ``torch`` and ``torchvision`` at its top, as ordinary
 programs do. Imported inside ``tapelab.install_aliases()``, those names are tapelab and
 tapelab.vision; the numbers ``main()`` returns must equal the ones the same file returned under
 real torch 2.14.1 and torchvision 0.29.1 (tests/fixtures/vision/programs.npz, written by
@@ -20,18 +20,18 @@ pytest.importorskip("PIL")
 
 import tapelab  # noqa: E402
 
-PROGRAMS = Path(__file__).parent / "programs"
+PROGRAMS = Path(__file__).parent / "programs" / "vision"
 REF = np.load(Path(__file__).parent / "fixtures" / "vision" / "programs.npz")
-NAMES = sorted(p.stem for p in PROGRAMS.glob("vision_*.py"))
+NAMES = sorted(p.stem for p in PROGRAMS.glob("*.py") if p.stem != "__init__")
 # ResNet-18's batch norm over four 32x32 images (2x2 at layer4) in train mode, then Adadelta at lr=1,
 # amplifies float rounding: losses agree to 1e-4 after the first step, predictions to 1e-3
-RTOL = {"vision_siamese": 2e-3}
+RTOL = {"siamese": 2e-3}
 
 
 def _run(name: str):
     """Import the program afresh with the aliases on (its module-level imports bind then) and run it."""
-    import programs  # noqa: F401  (the package its relative imports need)
-    full = f"programs.{name}"
+    import programs.vision  # noqa: F401  (the packages its relative imports need)
+    full = f"programs.vision.{name}"
     with tapelab.install_aliases():
         spec = importlib.util.spec_from_file_location(full, PROGRAMS / f"{name}.py")
         module = importlib.util.module_from_spec(spec)

@@ -14,7 +14,7 @@ import torchvision
 from PIL import Image
 from torchvision import transforms
 
-from ._common import seed_weights
+from .._common import seed_weights
 
 STEPS = 2
 

@@ -16,7 +16,7 @@ import torchvision.transforms as transforms
 import torchvision.utils as vutils
 from PIL import Image
 
-from ._common import seed_weights
+from .._common import seed_weights
 
 STEPS = 3
 NZ, NGF, NDF = 8, 8, 8

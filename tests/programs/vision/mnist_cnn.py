@@ -16,7 +16,7 @@ import torchvision
 from torch.utils.data import DataLoader
 from torchvision import transforms
 
-from ._common import seed_weights
+from .._common import seed_weights
 
 STEPS = 4
 

@@ -14,7 +14,7 @@ from PIL import Image
 from torch import nn, optim
 from torchvision.utils import save_image
 
-from ._common import seed_weights
+from .._common import seed_weights
 
 STEPS = 4
 

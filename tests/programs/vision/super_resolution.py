@@ -11,7 +11,7 @@ import torch.nn as nn
 from PIL import Image
 from torchvision.transforms import CenterCrop, Compose, InterpolationMode, Resize, ToTensor
 
-from ._common import seed_weights
+from .._common import seed_weights
 
 STEPS = 4
 UPSCALE = 2
