@@ -41,7 +41,7 @@ def test_tape_widget_and_panel_while_training(page, lab_url, out_dir):
     assert "3 steps, 2 repeats folded" in tape.locator(".tapelab-meta").first.text_content()
     # (op names from the units' data: after fit a tall graph is an overview that draws no node text)
     ops = tape.locator(".tapelab-unit[data-kind=forward]").evaluate_all("els => els.map(e => e.dataset.op)")
-    assert "matmul" in ops and "relu" in ops, ops[:20]
+    assert "linear" in ops and "relu" in ops, ops[:20]
     assert tape.locator(".tapelab-unit[data-kind=backward]").count() > 5
     assert tape.locator(".tapelab-frame[data-group='g:0']").count() == 1
     tape.scroll_into_view_if_needed()

@@ -72,7 +72,7 @@ def _check(page, lab_url, out_dir):
     view.locator(".tapelab-unit[data-step='0']").hover()
     card = view.locator(".tapelab-card")
     card.wait_for()
-    assert "matmul" in card.text_content()
+    assert "linear" in card.text_content()
     view.scroll_into_view_if_needed()
     view.screenshot(path=str(out_dir / "captureview.png"))
 
