@@ -5,9 +5,9 @@ from collections import OrderedDict
 from typing import Any
 
 from ... import nn
-from ...ops.movement import cat, flatten
 from ...nn import functional as F
 from ...nn import init
+from ...ops.movement import cat, flatten
 from ._api import check_weights
 
 __all__ = ["DenseNet", "densenet121"]

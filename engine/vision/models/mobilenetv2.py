@@ -4,9 +4,9 @@ from __future__ import annotations
 from typing import Any
 
 from ... import nn
-from ...ops.movement import flatten
 from ...nn import functional as F
 from ...nn import init
+from ...ops.movement import flatten
 from ..ops.misc import Conv2dNormActivation
 from ._api import check_weights
 

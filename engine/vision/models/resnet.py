@@ -7,8 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 from ... import nn
-from ...ops.movement import flatten
 from ...nn import init
+from ...ops.movement import flatten
 from ._api import check_weights
 
 __all__ = ["ResNet", "BasicBlock", "Bottleneck", "resnet18", "resnet34", "resnet50"]

@@ -4,8 +4,8 @@ from __future__ import annotations
 from typing import Any
 
 from ... import nn
-from ...ops.movement import cat, flatten
 from ...nn import init
+from ...ops.movement import cat, flatten
 from ._api import check_weights
 
 __all__ = ["SqueezeNet", "Fire", "squeezenet1_1"]

@@ -4,8 +4,8 @@ from __future__ import annotations
 from typing import Any
 
 from ... import nn
-from ...ops.movement import flatten
 from ...nn import init
+from ...ops.movement import flatten
 from ._api import check_weights
 
 __all__ = ["VGG", "vgg11", "vgg11_bn", "vgg16", "vgg16_bn"]

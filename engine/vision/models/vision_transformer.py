@@ -10,10 +10,10 @@ from collections import OrderedDict
 from functools import partial
 from typing import Any
 
-from ...core.creation import zeros
 from ... import nn
-from ...ops.movement import cat
+from ...core.creation import zeros
 from ...nn import init
+from ...ops.movement import cat
 from ..ops.misc import MLP
 from ._api import check_weights
 

@@ -10,9 +10,9 @@ import math
 
 import numpy as np
 
+from ... import nn
 from ...core.creation import as_tensor, full
 from ...core.tensor import Tensor
-from ... import nn
 from ...ops.movement import cat
 
 __all__ = ["roi_align", "RoIAlign"]

@@ -11,8 +11,8 @@ import numpy as np
 from ...base.dtype import uint8
 from ...core.creation import as_tensor
 from ...core.tensor import Tensor
-from ...ops.movement import cat
 from ...nn import functional as F
+from ...ops.movement import cat
 
 
 def _triangle(x: np.ndarray) -> np.ndarray:

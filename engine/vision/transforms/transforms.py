@@ -9,9 +9,9 @@ import math
 import numbers
 from collections.abc import Callable, Sequence
 
+from ... import nn
 from ...core.creation import empty, rand, randint, randperm
 from ...core.tensor import Tensor
-from ... import nn
 from . import functional as F
 from .functional import InterpolationMode
 
