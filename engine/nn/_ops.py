@@ -244,8 +244,9 @@ def _conv_t_fwd(xp, y, w, *, stride, pads, dilation, groups, in_size):
     kernel = w.shape[2:]
     reach = tuple(d * (k - 1) for d, k in zip(dilation, kernel))
     if groups == 1 and all(s == 1 for s in stride):
-        if w.shape[1] >= max(_LAST_MIN_C, w.shape[0]) and all(0 <= lo <= r and 0 <= hi <= r and e + lo + hi - r == i
-                                             for (lo, hi), r, e, i in zip(pads, reach, y.shape[2:], in_size)):
+        fits = all(0 <= lo <= r and 0 <= hi <= r and e + lo + hi - r == i
+                   for (lo, hi), r, e, i in zip(pads, reach, y.shape[2:], in_size))
+        if fits and w.shape[1] >= max(_LAST_MIN_C, w.shape[0]):
             # the convolution of y, padded by reach - pad, with the flipped kernel (C, O, *k)
             flipped = w[(slice(None), slice(None)) + (slice(None, None, -1),) * nd].swapaxes(0, 1)
             return _conv_fwd(xp, y, flipped, stride=stride, dilation=dilation, groups=1,
@@ -276,7 +277,6 @@ def _scatter_flat(xp, y, w, dilation, full):
         shift = sum(k * d * st for k, d, st in zip(kk, dilation, steps))
         res[:, shift:] += cols[:, t, :m - shift]
     return res.reshape((w.shape[1], n) + full)
-
 
 
 def _conv_t_grouped(xp, y, w, stride, pads, dilation, groups, in_size):
