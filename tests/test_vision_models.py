@@ -36,7 +36,10 @@ def _long(request, name: str) -> None:
 
 
 def _seeded(name: str, **kwargs):
-    model = getattr(models, name)(num_classes=10, **KWARGS.get(name, {}), **kwargs)
+    """The model with the seeded weights; built on meta (its own initialisation would be overwritten)."""
+    with tapelab.device("meta"):
+        model = getattr(models, name)(num_classes=10, **KWARGS.get(name, {}), **kwargs)
+    model = model.to_empty(device="cpu")
     shapes = {k: (tuple(v.shape), not v.is_floating_point()) for k, v in model.state_dict().items()}
     model.load_state_dict({k: tapelab.from_numpy(v) for k, v in seeded_state(shapes).items()})
     return model
