@@ -308,3 +308,13 @@ def test_in_place_state_updates_break_the_graph_and_run_once():
         f(tapelab.randn(3), buf)
     assert buf.tolist() == [3.0, 3.0, 3.0]
     assert "in-place update of input 1" in tc.explain(bump, tapelab.randn(3), tapelab.zeros(3)).break_reasons[0]
+
+
+def test_sibling_groups_merge_into_one_kernel():
+    """GPT-2's tanh GELU: ``0.5 * h`` and ``1 + tanh(...)`` start as two groups from ``h``; the product
+    that consumes both joins them (neither depends on the other), so the chain is one kernel."""
+    make, inp = ZOO["gpt_block"]
+    tapelab.manual_seed(0)
+    ops = tc.explain(make(), inp()).ops_per_graph[0]
+    fused = [o for o in ops if o.startswith("fused(")]
+    assert "fused(mul, mul, mul, mul, add, mul, tanh, add, mul)" in fused, fused

@@ -267,7 +267,7 @@ def lower(gm: GraphModule, example_args: list, *, differentiable: bool = True, b
         if node.op == "call_function" and node.target is guard_inputs:
             graph.erase_node(node)
     fused = []
-    for group in elementwise_groups(gm, fusible=_fusible, min_size=1):
+    for group in elementwise_groups(gm, fusible=_fusible, min_size=1, merge_siblings=True):
         gset = set(group)
         escaping = [m for m in group if any(u not in gset for u in m.users)]
         jobs = [[o] for o in escaping] if differentiable else [escaping]

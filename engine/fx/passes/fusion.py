@@ -17,6 +17,7 @@ kernel and that node). Only groups of two or more nodes are returned; each membe
 from __future__ import annotations
 
 import functools
+import itertools
 import operator
 from typing import Callable
 
@@ -51,7 +52,8 @@ def _elementwise(node: Node) -> bool:
     return t is None or issubclass(t, Tensor)
 
 
-def elementwise_groups(gm, fusible: Callable[[Node], bool] | None = None, min_size: int = 2) -> list[list[Node]]:
+def elementwise_groups(gm, fusible: Callable[[Node], bool] | None = None, min_size: int = 2,
+                       merge_siblings: bool = False) -> list[list[Node]]:
     """Maximal convex groups of elementwise nodes in ``gm.graph``, in graph order.
 
     Args:
@@ -59,11 +61,16 @@ def elementwise_groups(gm, fusible: Callable[[Node], bool] | None = None, min_si
         fusible: which nodes may join a group; default: ops declared ``elementwise=True``.
         min_size: the fewest nodes a returned group has (1: a lone op whose forward is itself a
             chain, such as ``gelu``, is worth one kernel too).
+        merge_siblings: a node whose inputs lie in two independent groups (``0.5 * h`` and
+            ``1 + tanh(...)``, both from ``h``) joins them into one, when neither group depends
+            on the other.
     """
     fusible = fusible or _elementwise
     group: dict[Node, int] = {}
     depends: dict[Node, set[int]] = {}       # groups a node depends on, itself excluded
     members: dict[int, list[Node]] = {}
+    ids = itertools.count()
+    order = {n: k for k, n in enumerate(gm.graph.nodes)} if merge_siblings else {}
     for node in gm.graph.nodes:
         inputs = node.all_input_nodes
         deps = set()
@@ -80,8 +87,26 @@ def elementwise_groups(gm, fusible: Callable[[Node], bool] | None = None, min_si
                     chosen = g
                     break
             if chosen is None:
-                chosen = len(members)
+                chosen = next(ids)
                 members[chosen] = []
+            elif merge_siblings:
+                for i in inputs:
+                    other = group.get(i)
+                    if other is None or other == chosen or other not in members:
+                        continue
+                    both = {chosen, other}
+                    if (all(group.get(j) in both or not both & depends.get(j, set()) for j in inputs)
+                            and all(other not in depends[m] for m in members[chosen])
+                            and all(chosen not in depends[m] for m in members[other])):
+                        for m in members.pop(other):
+                            group[m] = chosen
+                            members[chosen].append(m)
+                        for d in depends.values():
+                            if other in d:
+                                d.discard(other)
+                                d.add(chosen)
+                        deps.discard(other)
+                        members[chosen].sort(key=order.__getitem__)
             group[node] = chosen
             members[chosen].append(node)
             deps.discard(chosen)
