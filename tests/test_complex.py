@@ -147,6 +147,34 @@ def test_complex_gradient_convention_matches_torch():
     np.testing.assert_allclose(grads[1][1], grads[0][1], rtol=1e-10)
 
 
+@pytest.mark.parametrize("shapes", [((3, 4), (4, 5)), ((2, 3, 4), (4, 5)), ((4,), (4,)), ((3, 4), (4,)),
+                                    ((2, 3, 4), (2, 4, 5))])
+def test_matmul_and_einsum_gradients_conjugate_as_torch(shapes):
+    """Products take the conjugate of the other factor; a real einsum operand gets the real part."""
+    rng = np.random.default_rng(1)
+    av = rng.standard_normal(shapes[0]) + 1j * rng.standard_normal(shapes[0])
+    bv = rng.standard_normal(shapes[1]) + 1j * rng.standard_normal(shapes[1])
+    rv = rng.standard_normal(shapes[1])
+    grads = []
+    for m in (torch, tapelab):
+        a, b = m.tensor(av, requires_grad=True), m.tensor(bv, requires_grad=True)
+        r = m.tensor(rv, requires_grad=True)
+        y = a @ b
+        e = m.einsum("...j,j->...", a, r.to(a.dtype) if m is torch else r) if r.ndim == 1 else None
+        loss = (y * y.conj()).real.sum() + (y.real * y.imag).sum() + (0 if e is None else e.abs().sum())
+        loss.backward()
+        grads.append([np.asarray(t.grad) for t in (a, b) + ((r,) if e is not None else ())])
+    for got, want in zip(grads[1], grads[0]):
+        assert got.dtype == want.dtype
+        np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
+    c = [tapelab.tensor(rng.standard_normal(s) + 1j * rng.standard_normal(s), requires_grad=True) for s in ((2, 3), (3, 2))]
+    assert tapelab.autograd.gradgradcheck(lambda x, y: x @ y, c)
+    assert tapelab.autograd.gradcheck(lambda x, y: tapelab.einsum("ij,jk->ik", x, y), c)
+    u, v = av.ravel()[:3], bv.ravel()[:3]
+    np.testing.assert_allclose(complex(tapelab.vdot(tapelab.tensor(u), tapelab.tensor(v))),
+                               complex(torch.vdot(torch.tensor(u), torch.tensor(v))), rtol=1e-12)
+
+
 def test_ops_without_complex_gradients_refuse():
     z = tapelab.randn(3, dtype=tapelab.float64).to(tapelab.complex128).requires_grad_()
     with pytest.raises(NotImplementedError, match=r"asin\(complex128\[3\]\): the derivative of asin is not "

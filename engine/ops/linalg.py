@@ -13,6 +13,7 @@ from collections import namedtuple
 from ..base.meta import has_data
 from ..core.creation import eye, ones, zeros
 from ..core.dispatch import apply
+from .conjugation import conj
 from .movement import cat, narrow
 from ..core.registry import ALL, NONE, OTHERS, Op
 from ._util import Tensor, _wrap_dim, sum_to
@@ -25,8 +26,11 @@ __all__ = ["matmul", "mm", "bmm", "mv", "dot", "vdot", "inner", "outer", "ger", 
 
 
 def _matmul_vjp(g, out, a, b):
+    wa, wb = a.requires_grad, b.requires_grad
+    if g._data.dtype.kind == "c":   # complex: the products take the conjugates (PyTorch's convention)
+        a, b = conj(a), conj(b)
     if a.ndim == 1 and b.ndim == 1:
-        return (g * b if a.requires_grad else None, g * a if b.requires_grad else None)
+        return (g * b if wa else None, g * a if wb else None)
     # 1-d operands are promoted to matrices for the product, then squeezed back
     a2 = a.unsqueeze(0) if a.ndim == 1 else a
     b2 = b.unsqueeze(-1) if b.ndim == 1 else b
@@ -35,8 +39,8 @@ def _matmul_vjp(g, out, a, b):
         g2 = g2.unsqueeze(-2)
     if b.ndim == 1:
         g2 = g2.unsqueeze(-1)
-    ga = sum_to(g2 @ b2.mT, a2._data.shape).reshape(a.shape) if a.requires_grad else None
-    if not b.requires_grad:
+    ga = sum_to(g2 @ b2.mT, a2._data.shape).reshape(a.shape) if wa else None
+    if not wb:
         gb = None
     elif b.ndim == 2:
         if a2.ndim > 2:     # a matrix shared by a batch (a linear layer): one GEMM over the flattened batch
@@ -77,7 +81,7 @@ def _matmul_cost(input_shapes, output_shape) -> int:
 
 
 _matmul = Op("matmul", _matmul_fwd, _matmul_vjp, saves=OTHERS, out_form="matmul", cost=_matmul_cost,
-             operator="matmul", aliases=("mm", "bmm", "mv", "dot", "vdot"), onnx="MatMul")
+             operator="matmul", aliases=("mm", "bmm", "mv", "dot", "vdot"), onnx="MatMul", complex=True)
 
 # PyTorch's C++ names for dtypes in "expected m1 and m2 to have the same dtype" messages
 _C_NAMES = {"float32": "float", "float64": "double", "float16": "c10::Half", "bfloat16": "c10::BFloat16",
@@ -154,8 +158,8 @@ def dot(input, other):
 
 
 def vdot(input, other):
-    """Conjugating dot product; tapelab tensors are real, so it is ``dot``."""
-    return _dot(input, other, "vdot")
+    """Dot product conjugating its first argument (``dot`` on real tensors)."""
+    return _dot(conj(input), other, "vdot")
 
 
 def inner(input, other):
@@ -206,13 +210,17 @@ def _einsum_fwd(xp, *arrays, eq):
 def _einsum_vjp(g, out, *operands, eq):
     ins, res = eq.split("->")
     subs = ins.split(",")
+    cplx = g._data.dtype.kind == "c"
+    # complex: contract with the conjugates (PyTorch's convention)
+    factors = [conj(o) for o in operands] if cplx else operands
     grads = []
     for i, x in enumerate(operands):
         if not x.requires_grad:
             grads.append(None)
             continue
         others = [s for j, s in enumerate(subs) if j != i]
-        grads.append(_operand_grad(g, res, subs[i], others, [o for j, o in enumerate(operands) if j != i], x, eq))
+        gx = _operand_grad(g, res, subs[i], others, [o for j, o in enumerate(factors) if j != i], x, eq)
+        grads.append(gx.real if cplx and x._data.dtype.kind != "c" else gx)   # a real operand: the real part
     return tuple(grads)
 
 
@@ -250,7 +258,8 @@ def _operand_grad(g, res, sub, other_subs, others, x, eq):
     return apply(_einsum, gx, *extras, eq=f"{','.join([target, *extra_subs])}->{''.join(out_sub)}")
 
 
-_einsum = Op("einsum", _einsum_fwd, _einsum_vjp, promote="common", saves=OTHERS, aliases=("tensordot",))
+_einsum = Op("einsum", _einsum_fwd, _einsum_vjp, promote="common", saves=OTHERS, aliases=("tensordot",),
+             complex=True)
 
 
 def _einsum_error(msg: str, eq: str) -> RuntimeError:
