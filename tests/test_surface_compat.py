@@ -128,8 +128,6 @@ def test_distributed_without_a_process_group():
     _raises_like_torch(lambda: dist.all_reduce(tapelab.ones(1), op=ReduceOp.SUM),
                        lambda: torch.distributed.all_reduce(torch.ones(1), op=torch.distributed.ReduceOp.SUM))
     _raises_like_torch(dist.destroy_process_group, torch.distributed.destroy_process_group)
-    with pytest.raises(RuntimeError, match="cannot create a process group"):
-        init_process_group("gloo", rank=0, world_size=1)
     assert str(ReduceOp.SUM) == str(torch.distributed.ReduceOp.SUM)
 
 

@@ -79,7 +79,7 @@ def destroy_process_group(group=None) -> None:
     """Finish and free ``group`` (the default group and all others when None)."""
     if group is None:
         if world() is None:
-            raise ValueError(NO_GROUP)
+            raise AssertionError("Process group cannot be None")   # PyTorch's check, word for word
         set_world(None)
     else:
         resolve(group).shutdown()
