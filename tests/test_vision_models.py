@@ -25,7 +25,7 @@ PUBLISHED = {"resnet18": 11_689_512, "resnet34": 21_797_672, "resnet50": 25_557_
              "vgg11_bn": 132_868_840, "vgg16": 138_357_544, "vgg16_bn": 138_365_992, "mobilenet_v2": 3_504_872,
              "alexnet": 61_100_840, "squeezenet1_1": 1_235_496, "densenet121": 7_978_856,
              "vit_b_16": 86_567_656}
-SHORT = {"resnet18", "mobilenet_v2", "squeezenet1_1"}
+SHORT = {"resnet18", "mobilenet_v2", "squeezenet1_1", "densenet121", "vit_b_16"}
 KWARGS = {"vit_b_16": {"image_size": 32}}
 SHAPES = {"vit_b_16": (1, 3, 32, 32)}
 
