@@ -3,7 +3,7 @@ and, with the same seeded weights, the same logits and gradients.
 
 References come from torchvision 0.29.1 (tests/fixtures/vision/models.npz, written by
 scripts/vision_references.py in the oracle venv). Weights are not copied: both sides draw them
-from tests/vision_weights.py. The big models (VGG, ResNet-34/50, DenseNet) run with ``--long``.
+from tests/vision_weights.py. The numeric check of VGG, AlexNet and ResNet-34/50 runs with ``--long``.
 """
 from __future__ import annotations
 
