@@ -193,3 +193,26 @@ def test_real_ops_stay_free_of_conj():
         (x * x).exp().sum().backward()
     names = [r.op for r in tp.nodes]
     assert "mul" in names and "conj_physical" not in names
+
+
+@pytest.mark.parametrize("name, kw", [("Adam", {}), ("AdamW", {"weight_decay": 0.1}), ("Adam", {"amsgrad": True}),
+                                      ("RMSprop", {"momentum": 0.9}), ("Adagrad", {}), ("NAdam", {}), ("RAdam", {}),
+                                      ("Adamax", {}), ("Adadelta", {}), ("SGD", {"momentum": 0.9}), ("ASGD", {})])
+def test_optimizers_update_complex_parameters_as_torch(name, kw):
+    """Complex parameters are updated as (real, imag) pairs; their state stays complex (state_dict as torch's)."""
+    rng = np.random.default_rng(0)
+    wv = rng.standard_normal((3, 4)) + 1j * rng.standard_normal((3, 4))
+    xv = rng.standard_normal((5, 3)) + 1j * rng.standard_normal((5, 3))
+    out = []
+    for m in (torch, tapelab):
+        w, x = m.nn.Parameter(m.tensor(wv)), m.tensor(xv)
+        opt = getattr(m.optim, name)([w], lr=0.05, **kw)
+        for _ in range(3):
+            opt.zero_grad()
+            ((x @ w).abs() ** 2).sum().backward()
+            opt.step()
+        state = opt.state_dict()["state"][0]
+        out.append((np.asarray(w.detach()), {k: (tuple(v.shape), str(v.dtype).split(".")[-1])
+                                              for k, v in state.items() if k != "step" and hasattr(v, "shape")}))
+    np.testing.assert_allclose(out[1][0], out[0][0], rtol=1e-12, atol=1e-14)
+    assert out[1][1] == out[0][1]

@@ -37,7 +37,7 @@ def multi_tensor(group: dict) -> bool:
     ``fused=True``), nobody watching, and every parameter a cpu array."""
     if group.get("foreach") is False and not group.get("fused") or STATE.slow:
         return False
-    return all(p._device is CPU for p in group["params"])
+    return all(p._device is CPU and p._data.dtype.kind != "c" for p in group["params"])
 
 
 def _bump(t) -> None:

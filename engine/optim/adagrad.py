@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..core.creation import full_like
+from ..ops.conjugation import view_as_real
 from .optimizer import Optimizer, check_hyper, check_single_tensor, scalar
 
 __all__ = ["Adagrad"]
@@ -53,6 +54,8 @@ class Adagrad(Optimizer):
                 grad = grad.add(p, alpha=weight_decay)
             clr = lr / (1 + (step - 1) * lr_decay)
             state_sum = state["sum"]
+            if p._data.dtype.kind == "c":   # PyTorch updates complex parameters as (real, imag) pairs
+                p, grad, state_sum = view_as_real(p), view_as_real(grad), view_as_real(state_sum)
             state_sum.addcmul_(grad, grad, value=1)
             std = state_sum.sqrt().add_(eps)
             p.addcdiv_(grad, std, value=-clr)

@@ -23,6 +23,7 @@ from ..base.dispatch_state import STATE
 from ..base.grad_mode import enable_grad, no_grad
 from ..core.dispatch import module_scope
 from ..core.tensor import Tensor
+from ..ops.conjugation import view_as_complex, view_as_real
 
 __all__ = ["Optimizer", "required", "live_optimizers"]
 
@@ -137,8 +138,12 @@ class Optimizer:
         maximize = group.get("maximize", False)
         for p in group["params"]:
             grad = p.grad
-            if grad is not None:
-                yield p, (-grad if maximize else grad), self.state[p]
+            if grad is None:
+                continue
+            state = self.state[p]
+            if p._data.dtype.kind == "c":   # PyTorch updates complex parameters as (real, imag) pairs
+                p, grad, state = view_as_real(p), view_as_real(grad), _RealViews(state)
+            yield p, (-grad if maximize else grad), state
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Reset the gradients of all optimized parameters (to None by default, as PyTorch)."""
@@ -289,3 +294,30 @@ def check_single_tensor(defaults: dict[str, Any]) -> None:
     """tapelab has one implementation per optimizer; ``differentiable=True`` is not supported."""
     if defaults.get("differentiable"):
         raise NotImplementedError("differentiable=True optimizers are not supported by tapelab")
+
+
+class _RealViews(dict):
+    """A complex parameter's state seen through ``view_as_real``: the stored tensors stay complex
+    (``state_dict`` as PyTorch's), the update reads and writes their (real, imag) views."""
+
+    def __init__(self, state: dict):
+        super().__init__()
+        self.state = state
+
+    def __len__(self) -> int:
+        return len(self.state)
+
+    def __contains__(self, key) -> bool:
+        return key in self.state
+
+    def get(self, key, default=None):
+        return self[key] if key in self.state else default
+
+    def __getitem__(self, key):
+        v = self.state[key]
+        return view_as_real(v) if isinstance(v, Tensor) and v._data.dtype.kind == "c" else v
+
+    def __setitem__(self, key, value) -> None:
+        real_pair = isinstance(value, Tensor) and value.ndim and value.shape[-1] == 2 and value.is_floating_point()
+        self.state[key] = view_as_complex(value) if real_pair and key != "step" else value
+
