@@ -1,6 +1,6 @@
 """A PyTorch DDP training script in the common pattern, unchanged but for its one import of the
 library (``import tapelab as torch``; everything else is reached through ``torch.``):
-``init_process_group`` from torchrun's environment, a ``DistributedSampler`` sharding a
+``init_process_group`` reading torchrun's environment, a ``DistributedSampler`` sharding a
 ``TensorDataset``, ``DistributedDataParallel`` around an MLP, ``set_epoch`` each epoch, rank 0
 saving the result. Run: ``python -m tapelab.distributed.run --nproc-per-node 4 ddp_train.py OUT``.
 """
