@@ -45,6 +45,43 @@ __all__ = ["graph_from_fx", "code_lines", "diff_graphs", "fx_code"]
 
 
 # ---------------------------------------------------------------------- helpers
+
+class ModuleGroups:
+    """The module-path groups of a graph payload (``layers.0.attn`` inside ``layers.0`` inside
+    ``layers``), with their sizes and signatures: equal for groups holding the same ops in the same
+    order (``layers.0`` == ``layers.1``), so views can fold repeated blocks alike."""
+
+    def __init__(self) -> None:
+        self.groups: dict[str, dict] = {}
+        self._tokens: dict[str, list[str]] = {}
+
+    def group(self, path: str) -> str | None:
+        """The id of the group for a dotted module path (made with its parents), None for the root."""
+        if not path:
+            return None
+        gid = "g:" + path
+        if gid not in self.groups:
+            parent, _, label = path.rpartition(".")
+            self.groups[gid] = {"id": gid, "label": label, "path": path,
+                                "parent": self.group(parent) if parent else None, "signature": "", "size": 0,
+                                "collapsed": False}
+            self._tokens[gid] = []
+        return gid
+
+    def count(self, gid: str | None, token: str) -> None:
+        """Count one node (``token`` names its op) in group ``gid`` and every group above it."""
+        while gid is not None:
+            g = self.groups[gid]
+            g["size"] += 1
+            self._tokens[gid].append(token)
+            token = g["label"] + "/" + token
+            gid = g["parent"]
+
+    def payload(self) -> list[dict]:
+        for gid, g in self.groups.items():
+            g["signature"] = hashlib.blake2b("|".join(self._tokens[gid]).encode(), digest_size=6).hexdigest()
+        return list(self.groups.values())
+
 def _graph_and_module(obj):
     """(graph, graph module or None) of a Graph or GraphModule."""
     g = getattr(obj, "graph", None)
@@ -192,21 +229,7 @@ def graph_from_fx(obj, title: str = "", code: str | None = None, root=None) -> d
     for i, ids in enumerate(code_lines(code, names)):
         for name in ids:
             line_of.setdefault(name, i)
-    groups: dict[str, dict] = {}
-    tokens: dict[str, list[str]] = {}
-
-    def group(path: str) -> str | None:
-        if not path:
-            return None
-        gid = "g:" + path
-        if gid not in groups:
-            parent, _, label = path.rpartition(".")
-            groups[gid] = {"id": gid, "label": label, "path": path,
-                           "parent": group(parent) if parent else None, "signature": "", "size": 0,
-                           "collapsed": False}
-            tokens[gid] = []
-        return gid
-
+    groups = ModuleGroups()
     nodes, edges = [], []
     shape_of: dict[str, Any] = {}
     forward = 0
@@ -215,7 +238,7 @@ def graph_from_fx(obj, title: str = "", code: str | None = None, root=None) -> d
         shape, dtype, shapes = _meta_shape(meta.get("tensor_meta"))
         shape_of[n.name] = shape if shapes is None else shapes
         path = _module_path(n)
-        gid = group(path)
+        gid = groups.group(path)
         kind = "leaf" if n.op in ("placeholder", "get_attr") else "forward"
         forward += kind == "forward"
         op = _short_op(n, root)
@@ -240,19 +263,10 @@ def graph_from_fx(obj, title: str = "", code: str | None = None, root=None) -> d
             s = shape_of.get(a.name)
             edges.append({"source": "fx:" + a.name, "target": "fx:" + n.name, "kind": "data",
                           "shape": s if (s is None or all(isinstance(d, int) for d in s)) else None})
-        # signatures: equal for groups holding the same ops in the same order (layers.0 == layers.1)
-        token = f"{n.op}:{op}"
-        while gid is not None:
-            g = groups[gid]
-            g["size"] += 1
-            tokens[gid].append(token)
-            token = g["label"] + "/" + token
-            gid = g["parent"]
-    for gid, g in groups.items():
-        g["signature"] = hashlib.blake2b("|".join(tokens[gid]).encode(), digest_size=6).hexdigest()
+        groups.count(gid, f"{n.op}:{op}")
     if not title:
         title = type(gm).__name__ if gm is not None else (type(root).__name__ if root is not None else "Graph")
-    return {"schema": SCHEMA, "version": VERSION, "nodes": nodes, "edges": edges, "groups": list(groups.values()),
+    return {"schema": SCHEMA, "version": VERSION, "nodes": nodes, "edges": edges, "groups": groups.payload(),
             "meta": {"title": title, "forward": forward, "backward": 0, "total": len(nodes), "truncated": False,
                      "kind": "fx", "code": code}}
 

@@ -12,9 +12,9 @@ path groups the nodes as the FX view groups ops, and ``source`` is kept on the n
 """
 from __future__ import annotations
 
-import hashlib
 import os
 
+from .fx_adapter import ModuleGroups
 from .viewmodel import SCHEMA, VERSION
 
 __all__ = ["graph_from_onnx"]
@@ -66,25 +66,13 @@ def graph_from_onnx(model, title: str = "") -> dict:
         shape_of[init.name] = list(init.dims)
         dtypes[init.name] = onnx.helper.tensor_dtype_to_np_dtype(init.data_type).name
     producer: dict[str, str] = {}
-    groups: dict[str, dict] = {}
-    tokens: dict[str, list[str]] = {}
-
-    def group(path: str) -> str | None:
-        if not path:
-            return None
-        gid = "g:" + path
-        if gid not in groups:
-            parent, _, label = path.rpartition(".")
-            groups[gid] = {"id": gid, "label": label, "path": path, "parent": group(parent) if parent else None,
-                           "signature": "", "size": 0, "collapsed": False}
-            tokens[gid] = []
-        return gid
+    groups = ModuleGroups()
 
     nodes, edges = [], []
 
     def add(vid: str, kind: str, op: str, label: str, value: str | None, inputs: list[str], args: str,
             module: str = "", **extra) -> None:
-        gid = group(module)
+        gid = groups.group(module)
         shape = shape_of.get(value) if value else None
         node = {"id": vid, "kind": kind, "label": label, "op": op, "index": len(nodes), "seq": None,
                 "forward_seq": None, "group": gid, "module": module, "shape": shape,
@@ -98,13 +86,7 @@ def graph_from_onnx(model, title: str = "") -> dict:
                 s = shape_of.get(i)
                 edges.append({"source": producer[i], "target": vid, "kind": "data",
                               "shape": s if (s is not None and all(isinstance(d, int) for d in s)) else None})
-        token = f"{kind}:{op}"
-        while gid is not None:
-            grp = groups[gid]
-            grp["size"] += 1
-            tokens[gid].append(token)
-            token = grp["label"] + "/" + token
-            gid = grp["parent"]
+        groups.count(gid, f"{kind}:{op}")
 
     inits = {i.name for i in g.initializer}
     for v in g.input:
@@ -130,9 +112,7 @@ def graph_from_onnx(model, title: str = "") -> dict:
             producer[o] = vid
     for v in g.output:
         add("onnx:out:" + v.name, "forward", "output", v.name, v.name, [v.name], f"return {v.name}")
-    for gid, grp in groups.items():
-        grp["signature"] = hashlib.blake2b("|".join(tokens[gid]).encode(), digest_size=6).hexdigest()
-    return {"schema": SCHEMA, "version": VERSION, "nodes": nodes, "edges": edges, "groups": list(groups.values()),
+    return {"schema": SCHEMA, "version": VERSION, "nodes": nodes, "edges": edges, "groups": groups.payload(),
             "meta": {"title": title or g.name or "ONNX", "forward": forward, "backward": 0, "total": len(nodes),
                      "truncated": False, "kind": "fx", "code": "",
                      "onnx": {"ir_version": model.ir_version,
