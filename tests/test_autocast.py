@@ -102,21 +102,24 @@ def test_declared_composites_follow_the_cpu_lists(name):
     np.testing.assert_allclose(got.double().detach().numpy(), want.double().detach().numpy(), rtol=3e-2, atol=3e-2)
 
 
+class _OpNames(tapelab.dispatch.Mode):
+    """Records the name of every op dispatched inside it (outer modes see autocast's casts)."""
+
+    def __init__(self):
+        self.names = []
+
+    def dispatch(self, op, args, params):
+        self.names.append(op.name)
+        return super().dispatch(op, args, params)
+
+
 def test_linear_is_one_op_with_the_linear_policy():
     """``linear`` is declared: autocast casts input, weight and bias to bfloat16 and the op runs
     once (no float32 bias add after a bfloat16 matmul); gradients reach the float32 parameters."""
-    class Names(tapelab.dispatch.Mode):
-        def __init__(self):
-            self.names = []
-
-        def dispatch(self, op, args, params):
-            self.names.append(op.name)
-            return super().dispatch(op, args, params)
-
     outs, grads, names = {}, {}, []
     for m in (tapelab, torch):
         x, w, bias = m.tensor(_B), m.tensor(_X, requires_grad=True), m.tensor(_Y[0], requires_grad=True)
-        with Names() if m is tapelab else contextlib.nullcontext() as seen:
+        with _OpNames() if m is tapelab else contextlib.nullcontext() as seen:
             with m.autocast("cpu"):
                 out = m.nn.functional.linear(x, w, bias)
         out.float().square().sum().backward()
@@ -210,17 +213,9 @@ def test_gradients_match_torch_in_the_parameters_dtype():
 
 
 def test_weight_casts_are_cached_within_a_region_and_outer_modes_see_them():
-    class Names(tapelab.dispatch.Mode):
-        def __init__(self):
-            self.names = []
-
-        def dispatch(self, op, args, params):
-            self.names.append(op.name)
-            return super().dispatch(op, args, params)
-
     w = tapelab.tensor(_Y, requires_grad=True)
     x = tapelab.tensor(_X)
-    with Names() as seen:
+    with _OpNames() as seen:
         with tapelab.autocast("cpu"):
             (x @ w) + (x @ w)
         with tapelab.autocast("cpu", cache_enabled=False):
