@@ -110,7 +110,7 @@ def test_tape_cell_magic_shows_a_tape_view(kernel):
     graph = final["application/vnd.tapelab.graph+json"]
     assert graph["schema"] == "tapelab.graph" and graph["version"] == 1
     ops = [n["op"] for n in graph["nodes"] if n["kind"] == "forward"]
-    assert "matmul" in ops and "relu" in ops
+    assert "linear" in ops and "relu" in ops
     assert {g["path"] for g in graph["groups"]} >= {"0", "1", "2"}
     assert any(n["kind"] == "backward" for n in graph["nodes"])
     # the widget got its deltas as custom messages on its own comm
@@ -211,7 +211,7 @@ def test_huge_tape_is_capped(kernel):
     comm_id = open_panel(kc)
     run(kc, "import tapelab.kernel.bridge as b; b.MAX_NODES = 300\n%tape on")
     # every step a different batch size: no step repeats the first, so none folds
-    reply, msgs = run(kc, TRAIN.format(steps=30).replace("model(x) - y", "model(x[:step + 2]) - y[:step + 2]"))
+    reply, msgs = run(kc, TRAIN.format(steps=45).replace("model(x) - y", "model(x[:step + 2]) - y[:step + 2]"))
     data = comm_data(msgs, comm_id)
     nodes = sum(len(d["nodes"]) for d in data if d["type"] == "delta")
     assert nodes == 300, nodes
