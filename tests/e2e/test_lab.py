@@ -96,7 +96,7 @@ def big_graph():
     from tapelab import nn
     from tapelab.widgets import graph_from_tape
 
-    blocks = [nn.Sequential(nn.Linear(4, 4), nn.Tanh()) for _ in range(420)]
+    blocks = [nn.Sequential(nn.Linear(4, 4), nn.Tanh()) for _ in range(650)]
     model = nn.Sequential(*blocks)
     with torch.tape() as t:
         model(torch.randn(2, 4)).sum().backward()

@@ -88,7 +88,7 @@ def _check(page, lab_url, out_dir):
     gpu.wait_for(timeout=30_000)
     heads = [h.rstrip(" ▾▴") for h in gpu.locator(".tapelab-prof-table th").all_text_contents()]
     assert "self CUDA" in heads and "CUDA total" in heads, heads
-    gpu.locator(".tapelab-prof-table tbody tr[data-name=matmul]").click()
+    gpu.locator(".tapelab-prof-table tbody tr[data-name=linear]").click()
     assert "cuda:0" in gpu.locator(".tapelab-prof-card").text_content()
 
     # the Monitor drew the loss, acc and step-time curves

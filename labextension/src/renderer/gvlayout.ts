@@ -84,10 +84,15 @@ export function toDot(inp: GvInput, sameRank = true): string {
         rows.set(head, [other]);
       }
     };
+    // one parameter per op on its row (a weight, not also its bias): a wider row is crossed by
+    // the edges that pass it (residual connections)
+    const withParam = new Set<number>();
     for (let i = 0; i < n; i++) {
       if (inp.backward[i] && inp.anchors[i] >= 0 && !inp.backward[inp.anchors[i]]) {
         pair(inp.anchors[i], i);
-      } else if (!inp.backward[i] && ins[i] === 0 && outs[i] === 1 && !inp.backward[firstOut[i]]) {
+      } else if (!inp.backward[i] && ins[i] === 0 && outs[i] === 1 && !inp.backward[firstOut[i]] &&
+                 !withParam.has(firstOut[i])) {
+        withParam.add(firstOut[i]);
         pair(firstOut[i], i);
       }
     }
