@@ -251,28 +251,23 @@ def _factor(fn: str, factor: float) -> None:
         raise ValueError(f"{fn}: factor ({factor}) is not non-negative")
 
 
+def _adjust(fn: str, img, factor: float):
+    """A colour adjustment by a non-negative factor: Pillow's for PIL images, tapelab ops for tensors."""
+    _check(fn, img)
+    _factor(fn, factor)
+    return getattr(_pil() if _is_pil(img) else _T, fn)(img, factor)
+
+
 def adjust_brightness(img, brightness_factor: float):
-    _check("adjust_brightness", img)
-    _factor("adjust_brightness", brightness_factor)
-    if _is_pil(img):
-        return _pil().adjust_brightness(img, brightness_factor)
-    return _T.adjust_brightness(img, brightness_factor)
+    return _adjust("adjust_brightness", img, brightness_factor)
 
 
 def adjust_contrast(img, contrast_factor: float):
-    _check("adjust_contrast", img)
-    _factor("adjust_contrast", contrast_factor)
-    if _is_pil(img):
-        return _pil().adjust_contrast(img, contrast_factor)
-    return _T.adjust_contrast(img, contrast_factor)
+    return _adjust("adjust_contrast", img, contrast_factor)
 
 
 def adjust_saturation(img, saturation_factor: float):
-    _check("adjust_saturation", img)
-    _factor("adjust_saturation", saturation_factor)
-    if _is_pil(img):
-        return _pil().adjust_saturation(img, saturation_factor)
-    return _T.adjust_saturation(img, saturation_factor)
+    return _adjust("adjust_saturation", img, saturation_factor)
 
 
 def adjust_hue(img, hue_factor: float):
