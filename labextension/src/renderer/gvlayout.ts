@@ -1,6 +1,6 @@
 /**
  * Graphviz's `dot` layout of the visible units: expanded module groups become clusters,
- * a parameter sits on the row of the op that uses it and a backward unit on the row of its
+ * one parameter sits on the row of the op that uses it (a weight, its bias above) and a backward unit on the row of its
  * forward unit (`rank=same`), gradient edges do not rank. Pure functions over a loaded
  * Graphviz instance, so the web worker (worker/gvworker.ts) and node's unit tests share them.
  *
