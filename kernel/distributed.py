@@ -6,8 +6,11 @@ calls ``init_process_group`` as a script would); later cells with the same N reu
 rank's output is shown as it comes, prefixed ``[rank r]``. A rank that raises (while the others
 may sit in a collective, which would make ipyparallel wait for ever), or a cell still running at
 the timeout, stops the engines and raises :class:`DistributedCellError` naming the rank and its
-traceback. With ``--tape``, rank 0 records the cell and its tape is shown below the cell in a
-``TapeView`` once the cell is done (not live: the engines are other processes). Needs the ``mpi`` extra (ipyparallel, mpi4py, mpich).
+traceback. With ``--tape``, rank 0 records the cell under a ``LiveTape`` whose view-model deltas
+(at most ``TAPE_RATE`` a second) travel to the notebook as ipyparallel data messages
+(``publish_data``, one key per delta, numbered); the notebook feeds them, in order, to a
+``TapeView`` below the cell while the cell runs, and gives it rank 0's final graph at the end.
+Needs the ``mpi`` extra (ipyparallel, mpi4py, mpich).
 """
 from __future__ import annotations
 
@@ -21,7 +24,10 @@ from typing import Callable
 
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 
-__all__ = ["DistributedCellError", "RankCluster", "DistributedMagics"]
+__all__ = ["DistributedCellError", "RankCluster", "DistributedMagics", "record_rank0"]
+
+TAPE_RATE = 10.0           # deltas a second from rank 0's tape (one every 100 ms at most)
+DELTA_KEY = "tapelab_tape_delta_"   # + the delta's number, from 1: ipyparallel keeps the latest value per key
 
 
 class DistributedCellError(RuntimeError):
@@ -54,19 +60,23 @@ class RankCluster:
         return self
 
     def run(self, code: str, timeout: float = 300.0, write: Callable[[str], None] = sys.stdout.write,
-            tape: bool = False) -> dict:
+            tape: bool = False, on_delta: Callable[[dict], None] | None = None) -> dict:
         """Run ``code`` on every rank, streaming ``[rank r]`` output through ``write``; returns
         {rank: "ok"}. A failing rank or the timeout stops the engines and raises DistributedCellError.
-        With ``tape``, rank 0 records the cell with ``tapelab.tape()`` and ``self.rank0_graph`` is
-        that tape's view-model graph (what ``TapeView`` draws), fetched once the cell is done."""
+        With ``tape``, rank 0 records the cell (``record_rank0``): each view-model delta it
+        publishes is passed to ``on_delta`` as it arrives, in order, and ``self.rank0_graph`` is the
+        tape's final graph (what ``TapeView`` draws), fetched once the cell is done."""
         import ipyparallel as ipp
         rank0 = next(eid for eid, r in self.ranks.items() if r == 0)
         jobs = {self.ranks[eid]: self.client[eid].execute(_TAPED.format(code=code) if tape and eid == rank0 else code,
                                                           block=False, silent=False)
                 for eid in self.client.ids}
         shown = {r: 0 for r in jobs}
+        deltas = 0
         deadline = time.monotonic() + timeout
         while True:
+            if tape and on_delta is not None:
+                deltas = _pass_deltas(jobs[0], deltas, on_delta)
             for r in sorted(jobs):
                 text = jobs[r].stdout + jobs[r].stderr if isinstance(jobs[r].stdout, str) else ""
                 if len(text) > shown[r]:
@@ -86,6 +96,8 @@ class RankCluster:
                 self.stop()
                 raise DistributedCellError(f"rank {r} of {self.n} failed (the engines were stopped):\n{why}")
             if all(j.ready() for j in jobs.values()):
+                if tape and on_delta is not None:
+                    _pass_deltas(jobs[0], deltas, on_delta)
                 if tape:
                     self.rank0_graph = self.client[rank0].pull("_tapelab_rank0_graph", block=True)
                 return {r: "ok" for r in jobs}
@@ -104,12 +116,37 @@ class RankCluster:
                 self.cluster = self.client = None
 
 
-# rank 0's cell under a tape; the graph (a JSON-able dict) is left in its namespace to pull
-_TAPED = """import tapelab as _tapelab
-from tapelab.widgets.viewmodel import graph_from_tape as _graph_from_tape
-with _tapelab.tape() as _tapelab_rank0_tape:
-    exec(compile({code!r}, "<cell>", "exec"), globals())
-_tapelab_rank0_graph = _graph_from_tape(_tapelab_rank0_tape, title="rank 0", max_nodes=5000)
+def _pass_deltas(job, done: int, on_delta: Callable[[dict], None]) -> int:
+    """Give ``on_delta`` rank 0's deltas numbered past ``done`` that have arrived (in order, none
+    skipped: a later one waits for its predecessor); returns the number of the last one given."""
+    data = getattr(job, "data", None) or {}
+    while f"{DELTA_KEY}{done + 1}" in data:
+        done += 1
+        on_delta(data[f"{DELTA_KEY}{done}"])
+    return done
+
+
+def record_rank0(code: str, namespace: dict, publish: Callable[[dict], None] | None = None) -> dict:
+    """Run ``code`` in ``namespace`` under a ``LiveTape`` (on rank 0's engine); every delta goes to
+    ``publish`` as ``{DELTA_KEY + n: delta}`` (default: ipyparallel's ``publish_data``, which sends
+    it to the notebook on the engine's IOPub stream while the cell runs). Returns the final graph."""
+    from tapelab.widgets.live import LiveTape
+    if publish is None:
+        from ipyparallel.datapub import publish_data as publish
+    sent = [0]
+
+    def ship(delta: dict) -> None:
+        sent[0] += 1
+        publish({f"{DELTA_KEY}{sent[0]}": delta})
+
+    with LiveTape(sinks=[ship], rate=TAPE_RATE, title="rank 0") as rec:
+        exec(compile(code, "<cell>", "exec"), namespace)
+    return rec.graph()
+
+
+# rank 0's cell under a live tape; the final graph (a JSON-able dict) is left in its namespace to pull
+_TAPED = """from tapelab.kernel.distributed import record_rank0 as _tapelab_record_rank0
+_tapelab_rank0_graph = _tapelab_record_rank0({code!r}, globals())
 """
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")   # the engines' tracebacks come colored
@@ -128,7 +165,7 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="%%distributed", add_help=False)
     p.add_argument("-n", type=int, default=2)
     p.add_argument("--timeout", type=float, default=300.0)
-    p.add_argument("--tape", action="store_true", help="show rank 0's tape below the cell")
+    p.add_argument("--tape", action="store_true", help="show rank 0's live tape below the cell")
     return p
 
 
@@ -151,15 +188,26 @@ class DistributedMagics(Magics):
             self.cluster = None
         if self.cluster is None:
             self.cluster = RankCluster(args.n).start()
-        try:
-            self.cluster.run(cell, args.timeout, write=sys.stdout.write, tape=args.tape)
-        except DistributedCellError:
-            self.cluster = None
-            raise
+        view = handle = None
         if args.tape:
             from IPython.display import display
             from tapelab.widgets import TapeView
-            display(TapeView(self.cluster.rank0_graph))
+            view = TapeView(title="rank 0")
+            handle = display(view, display_id=True)
+            view.set_running(True)
+        try:
+            self.cluster.run(cell, args.timeout, write=sys.stdout.write, tape=args.tape,
+                             on_delta=view.send_delta if view is not None else None)
+        except DistributedCellError:
+            self.cluster = None
+            raise
+        finally:
+            if view is not None:
+                view.set_running(False)
+        if view is not None:
+            view.graph = self.cluster.rank0_graph
+            if handle is not None:
+                handle.update(view)   # the saved output carries the final graph
         return None
 
     @line_magic
