@@ -19,6 +19,8 @@ from ..core.registry import ALL, NONE, OTHERS, Op
 from ._util import Tensor, _wrap_dim, sum_to
 from ..base.dtype import BFLOAT16_NP, FLOATING_KINDS, from_np, in_float32
 
+_INEXACT = FLOATING_KINDS + "c"     # the dtype kinds linalg takes: floating and complex
+
 __all__ = ["matmul", "mm", "bmm", "mv", "dot", "vdot", "inner", "outer", "ger", "addmm", "baddbmm",
            "einsum", "tensordot", "trace", "diag", "diagonal", "kron"]
 
@@ -479,7 +481,7 @@ def qr(A: Tensor, mode: str = "reduced") -> QRResult:
                            f"(default), 'r', or 'complete'")
     if A.ndim < 2:
         raise RuntimeError(f"linalg.qr: The input tensor A must have at least 2 dimensions (got {A.ndim}-D)")
-    if A._data.dtype.kind not in FLOATING_KINDS:
+    if A._data.dtype.kind not in _INEXACT:
         raise RuntimeError(f"linalg.qr: Expected a floating point or complex tensor as input. "
                            f"Got {A.dtype.name.capitalize()}")
     out = apply(_qr, A, mode=mode)
@@ -545,10 +547,13 @@ def _chol_ok(xp, a) -> bool:
 
 
 def _cholesky_fwd(xp, a):
-    """The lower factor L of A = L L^H, reading only A's lower triangle (as PyTorch does)."""
+    """The lower factor L of A = L L^H, reading only A's lower triangle (as PyTorch does: the upper
+    one is the conjugate of the lower, the diagonal's imaginary parts are ignored)."""
     if not has_data(xp) or a.size == 0:      # meta, or empty: the shape alone
         return xp.zeros(a.shape, a.dtype) if has_data(xp) else xp.empty(a.shape, a.dtype)
-    sym = xp.tril(a) + xp.swapaxes(xp.tril(a, -1), -1, -2)
+    low = xp.tril(a, -1)
+    diag = xp.real(xp.diagonal(a, 0, -2, -1))
+    sym = low + xp.conj(xp.swapaxes(low, -1, -2)) + diag[..., None] * xp.eye(a.shape[-1], dtype=diag.dtype)
     try:
         low = xp.linalg.cholesky(sym)
     except Exception:
@@ -576,7 +581,7 @@ def _check_cholesky(name: str, A) -> None:
     if A.shape[-1] != A.shape[-2]:
         raise RuntimeError(f"{name}: A must be batches of square matrices, but they are "
                            f"{A.shape[-2]} by {A.shape[-1]} matrices")
-    if A._data.dtype.kind not in FLOATING_KINDS:
+    if A._data.dtype.kind not in _INEXACT:
         raise RuntimeError(f"{name}: Expected a floating point or complex tensor as input. "
                            f"Got {A.dtype.name.capitalize()}")
 
@@ -588,7 +593,7 @@ def _cholesky_as(name: str, A: Tensor, upper: bool) -> Tensor:
         low = apply(_cholesky, A)
     except LinAlgError as e:
         raise LinAlgError(f"{name}: {e}") from None
-    return low.mT if upper else low
+    return low.mH if upper else low
 
 
 def linalg_cholesky(A: Tensor, *, upper: bool = False) -> Tensor:

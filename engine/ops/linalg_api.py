@@ -15,11 +15,10 @@ from collections import namedtuple
 
 import numpy as np
 
-from ..base.dtype import FLOATING_KINDS
 from ..core.creation import eye, tensor, zeros
 from ..core.dispatch import apply
 from . import linalg_decomp as _d
-from .linalg import LinAlgError, QRResult, _cholesky_as, _solve_triangular, matmul, qr  # noqa: F401
+from .linalg import _INEXACT, LinAlgError, QRResult, _cholesky_as, _solve_triangular, matmul, qr  # noqa: F401
 from .linalg import diagonal as _diagonal
 from .compare import torch_name
 from .movement import stack
@@ -54,7 +53,7 @@ LDLFactorExResult = namedtuple("LDLFactorExResult", ["LD", "pivots", "info"])
 def _check(name: str, A, square: bool = True) -> None:
     if A.ndim < 2:
         raise RuntimeError(f"{name}: The input tensor A must have at least 2 dimensions.")
-    if A._data.dtype.kind not in FLOATING_KINDS:
+    if A._data.dtype.kind not in _INEXACT:
         raise RuntimeError(f"{name}: Expected a floating point or complex tensor as input. Got {torch_name(A)}")
     if square and A.shape[-1] != A.shape[-2]:
         raise RuntimeError(f"{name}: A must be batches of square matrices, but they are "
@@ -87,7 +86,7 @@ def lu_factor_ex(A, *, pivot: bool = True, check_errors: bool = False) -> LUFact
     packed, info = apply(_d.lu_factor_op, A)
     m, n = A.shape[-2:]
     LU = packed[..., :m, :]
-    pivots = packed[..., m, :min(m, n)].detach().to(dtype=_int32())
+    pivots = packed[..., m, :min(m, n)].detach().real.to(dtype=_int32())
     if check_errors:
         _raise_singular_lu("torch.linalg.lu_factor_ex", info, A.ndim > 2)
     return LUFactorExResult(LU, pivots, info)
@@ -147,10 +146,10 @@ def lu_solve(LU, pivots, B, *, left: bool = True, adjoint: bool = False):
         raise RuntimeError(f"linalg.lu_solve: Incompatible shapes of A and B for the equation AX = B "
                            f"({LU.shape[-2]}x{n} and {B.shape[-2]}x{B.shape[-1]})")
     if not left:            # X A = B  <=>  A^H X^H = B^H
-        return lu_solve(LU, pivots, B.mT, adjoint=not adjoint).mT
-    if adjoint:             # A^T X = B with A = P L U: U^T L^T P^T X = B
-        z = apply(_solve_triangular, LU.mT, B, upper=False)                         # U^T z = B
-        w = apply(_solve_triangular, LU.mT, z, upper=True, unit=True)               # L^T w = z
+        return lu_solve(LU, pivots, B.mH, adjoint=not adjoint).mH
+    if adjoint:             # A^H X = B with A = P L U: U^H L^H P^T X = B
+        z = apply(_solve_triangular, LU.mH, B, upper=False)                         # U^H z = B
+        w = apply(_solve_triangular, LU.mH, z, upper=True, unit=True)               # L^H w = z
         return _rows_permuted(w, pivots, inverse=False)
     y = apply(_solve_triangular, LU, _rows_permuted(B, pivots, inverse=True), upper=False, unit=True)
     return apply(_solve_triangular, LU, y, upper=True)
@@ -232,19 +231,23 @@ def det(A, *, out=None):
 
 
 def slogdet(A, *, out=None) -> SlogdetResult:
-    """``torch.linalg.slogdet``: (sign, log |det A|), sign 0 and -inf for a singular A."""
+    """``torch.linalg.slogdet``: (sign, log |det A|), sign 0 and -inf for a singular A. A complex A's
+    sign is a complex unit, differentiable as PyTorch's; a real A's sign has no gradient."""
     _check("linalg.slogdet", A)
     if A.shape[-1] == 0:
         one = zeros(A.shape[:-2], dtype=A.dtype, device=A.device) + 1.0
-        return SlogdetResult(one, one - 1.0)
+        return SlogdetResult(one, one.real - 1.0)
     LU, pivots, _ = lu_factor_ex(A)
     d = _diagonal(LU, 0, -2, -1)
+    if A.is_complex():
+        return SlogdetResult(d.sgn().prod(-1) * _pivot_sign(pivots, A.dtype, A.device), d.abs().log().sum(-1))
     sign = d.sign().prod(-1) * _pivot_sign(pivots, A.dtype, A.device)
     return SlogdetResult(sign.detach(), d.abs().log().sum(-1))
 
 
 def logdet(input):
-    """``torch.logdet``: log det A (nan for a negative determinant, -inf for a singular A)."""
+    """``torch.logdet``: log det A (nan for a negative determinant, -inf for a singular A; complex: the
+    principal logarithm)."""
     sign, logabs = slogdet(input)
     return logabs + sign.log()
 
@@ -292,9 +295,9 @@ def cholesky_ex(A, *, upper: bool = False, check_errors: bool = False) -> Choles
 def cholesky_solve(B, L, upper: bool = False):
     """``torch.cholesky_solve``: X with (L L^H) X = B given the Cholesky factor."""
     if upper:
-        L = L.mT
+        L = L.mH
     y = apply(_solve_triangular, L, B, upper=False)
-    return apply(_solve_triangular, L.mT, y, upper=True)
+    return apply(_solve_triangular, L.mH, y, upper=True)
 
 
 def cholesky_inverse(L, upper: bool = False):
@@ -312,7 +315,7 @@ def eigh(A, UPLO: str = "L", *, out=None) -> EighResult:
         raise RuntimeError(f"Expected UPLO argument to be 'L' or 'U', but got {UPLO}")
     packed = apply(_d.eigh_op, A, upper=UPLO == "U")
     n = A.shape[-1]
-    return EighResult(packed[..., n, :], packed[..., :n, :])
+    return EighResult(packed[..., n, :].real, packed[..., :n, :])   # real eigenvalues, also of a complex A
 
 
 def eigvalsh(A, UPLO: str = "L", *, out=None):
@@ -339,7 +342,8 @@ def svd(A, full_matrices: bool = True, *, driver=None, out=None) -> SVDResult:
     _check("linalg.svd", A, square=False)
     m, n = A.shape[-2:]
     packed = apply(_d.svd_op, A, full=bool(full_matrices))
-    return SVDResult(*_d.svd_unpack(packed, m, n, bool(full_matrices)))
+    U, S, Vh = _d.svd_unpack(packed, m, n, bool(full_matrices))
+    return SVDResult(U, S.real, Vh)     # real singular values, also of a complex A
 
 
 def svdvals(A, *, driver=None, out=None):
@@ -354,7 +358,7 @@ def _svd_old(input, some: bool = True, compute_uv: bool = True):
     if not compute_uv:
         return namedtuple("svd", ["U", "S", "V"])(zeros(*U.shape, dtype=input.dtype), S,
                                                   zeros(*Vh.shape, dtype=input.dtype))
-    return namedtuple("svd", ["U", "S", "V"])(U, S, Vh.mT)
+    return namedtuple("svd", ["U", "S", "V"])(U, S, Vh.mH)
 
 
 def _tolerance(S, atol, rtol, m: int, n: int, dtype):
@@ -377,7 +381,7 @@ def pinv(A, *, atol=None, rtol=None, hermitian: bool = False, out=None):
     keep = S > _tolerance(S.detach(), atol, rtol, m, n, A.dtype)
     from .compare import where
     s_inv = where(keep, 1.0 / where(keep, S, 1.0), 0.0)
-    P = (Vh.mT * s_inv.unsqueeze(-2)) @ U.mT
+    P = (Vh.mH * s_inv.unsqueeze(-2)) @ U.mH
     return P if out is None else out.copy_(P)
 
 
@@ -449,8 +453,8 @@ def cond(A, p=None, *, out=None):
 
 
 def vecdot(x, y, *, dim: int = -1, out=None):
-    """Dot product of vectors along ``dim`` (broadcasting the rest)."""
-    return (x * y).sum(dim)
+    """Dot product of vectors along ``dim`` (broadcasting the rest), conjugating ``x`` as PyTorch."""
+    return (x.conj() * y).sum(dim)
 
 
 def diagonal(A, *, offset: int = 0, dim1: int = -2, dim2: int = -1):
@@ -548,7 +552,7 @@ def householder_product(A, tau, *, out=None):
     Q = eye(m, dtype=A.dtype, device=A.device).expand(*A.shape[:-2], m, m)
     for i in range(tau.shape[-1]):
         v = V[..., :, i:i + 1]
-        Q = Q - (Q @ v) @ v.mT * tau[..., i:i + 1].unsqueeze(-1)
+        Q = Q - (Q @ v) @ v.mH * tau[..., i:i + 1].unsqueeze(-1)
     return Q[..., :, :n]
 
 
@@ -641,7 +645,7 @@ def geqrf(input):
 
 
 def ormqr(input, tau, other, left: bool = True, transpose: bool = False):
-    """``torch.ormqr``: ``other`` multiplied by the full m x m Q of ``geqrf``'s output (Q^T when ``transpose``)."""
+    """``torch.ormqr``: ``other`` multiplied by the full m x m Q of ``geqrf``'s output (Q^H when ``transpose``)."""
     m, n = input.shape[-2:]
     from .movement import cat
     if n < m:       # the full Q: pad with zero columns and zero reflector coefficients
@@ -650,7 +654,7 @@ def ormqr(input, tau, other, left: bool = True, transpose: bool = False):
     if tau.shape[-1] < m:
         tau = cat([tau, zeros(*tau.shape[:-1], m - tau.shape[-1], dtype=tau.dtype, device=tau.device)], -1)
     Q = householder_product(input[..., :, :m], tau[..., :m])
-    Q = Q.mT if transpose else Q
+    Q = Q.mH if transpose else Q
     return Q @ other if left else other @ Q
 
 

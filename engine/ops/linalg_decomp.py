@@ -154,7 +154,7 @@ eigh_op = Op("linalg_eigh", _eigh_fwd, _eigh_vjp, saves=NONE, save_output=True)
 def _eig_fwd(xp, a):
     """Complex eigenvectors V (n x n) with the eigenvalues appended as row n (LAPACK geev, as PyTorch)."""
     *batch, n, _ = a.shape
-    ctype = np.complex64 if a.dtype == np.float32 else np.complex128
+    ctype = np.complex64 if a.dtype in (np.float32, np.complex64) else np.complex128
     if not has_data(xp) or a.size == 0:
         return (xp.zeros if has_data(xp) else xp.empty)((*batch, n + 1, n), ctype)
     w, v = xp.linalg.eig(a)
@@ -263,7 +263,7 @@ def _sytrf_fwd(xp, a, *, hermitian):
     def one(mat):
         if mat.size == 0:
             return mat, np.zeros(n, np.int32), 0
-        ld, piv, info = _lapack("sytrf", mat)(mat, lower=1)
+        ld, piv, info = _lapack("hetrf" if hermitian and mat.dtype.kind == "c" else "sytrf", mat)(mat, lower=1)
         return np.tril(ld), piv, max(info, 0)
     return _per_matrix(xp, a, one, ((n, n), a.dtype), ((n,), np.int32), ((), np.int32))
 
@@ -280,7 +280,7 @@ def _sytrs_fwd(xp, ld, pivots, b, *, hermitian):
     fl, fp, fb = hl.reshape((-1, n, n)), hp.reshape((-1, n)), hb.reshape((-1, n, k))
     out = np.empty_like(fb)
     for i in range(fb.shape[0]):
-        x, _ = _lapack("sytrs", fl[i])(fl[i], fp[i], fb[i], lower=1)
+        x, _ = _lapack("hetrs" if hermitian and hb.dtype.kind == "c" else "sytrs", fl[i])(fl[i], fp[i], fb[i], lower=1)
         out[i] = x
     return _backend.host(xp, out.reshape(hb.shape))
 
