@@ -12,7 +12,10 @@ With ``tapelab.cuda.is_available()`` it
    (same initial weights and data; losses and final weights compared);
 4. captures an MLP training step (forward, backward, SGD step) into a ``tapelab.graphs.Graph``
    on cuda (stream-captured into a ``cupy.cuda.Graph``) and replays it against eager steps;
-5. times the MLP and the Transformer block step on cuda against PyTorch CUDA, if installed;
+5. runs the NCCL backend in a job of one MPI rank: ``init_process_group("nccl")``, its
+   collectives and a DDP step on cuda against cpu (with ``--simulate``, on the NCCL stand-in of
+   tests/programs/ddp_fake_nccl.py);
+6. times the MLP and the Transformer block step on cuda against PyTorch CUDA, if installed;
 then prints a summary table, and exits 1 on any mismatch or error.
 
 Without a GPU it says why, checks that everything imports, and exits 0.
@@ -431,6 +434,62 @@ def check_profiler_device_time(dev, n: int = 5) -> tuple[bool, str]:
         return False, f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:300]
 
 
+# ---------------------------------------------------------------- NCCL (one rank)
+def nccl_rank(simulate: bool) -> str:
+    """Inside one MPI rank: ``init_process_group("nccl")``, the collectives the backend runs on
+    NCCL, and a DDP step on cuda against the same step on cpu. Raises on a mismatch. With
+    ``simulate``, tests/programs/ddp_fake_nccl.py stands in for cupy's NCCL."""
+    import copy
+
+    from tapelab.nn.parallel import DistributedDataParallel
+    dist = tapelab.distributed
+    ctx = contextlib.nullcontext()
+    if simulate:
+        sys.path.insert(0, os.path.join(ROOT, "tests", "programs"))
+        import ddp_fake_nccl
+        ctx = ddp_fake_nccl.installed()
+    with ctx:
+        dist.init_process_group("nccl")
+    x = tapelab.arange(6, dtype=tapelab.float32, device="cuda")
+    dist.all_reduce(x)
+    dist.broadcast(x, src=0)
+    outs = [tapelab.zeros(6, device="cuda")]
+    dist.all_gather(outs, x)
+    chunk = tapelab.zeros(6, device="cuda")
+    dist.reduce_scatter_tensor(chunk, x)
+    for what, t in (("all_reduce", x), ("all_gather", outs[0]), ("reduce_scatter", chunk)):
+        assert t.cpu().tolist() == [float(i) for i in range(6)], f"{what}: {t.cpu().tolist()}"
+    rng = np.random.default_rng(0)
+    ref = tapelab.nn.Sequential(tapelab.nn.Linear(8, 16), tapelab.nn.Tanh(), tapelab.nn.Linear(16, 2))
+    model = DistributedDataParallel(copy.deepcopy(ref).to("cuda"))
+    data = tapelab.from_numpy(rng.standard_normal((4, 8)).astype(np.float32))
+    model(data.to("cuda")).square().sum().backward()
+    ref(data).square().sum().backward()
+    diff = max(float((p.grad.cpu() - q.grad).abs().max()) for p, q in zip(model.parameters(), ref.parameters()))
+    assert diff < 1e-4, f"DDP gradients on cuda differ from cpu by {diff}"
+    dist.barrier()
+    dist.destroy_process_group()
+    return f"all_reduce, broadcast, all_gather, reduce_scatter, DDP step (grads within {diff:.1e} of cpu)"
+
+
+def check_nccl(simulate: bool, timeout: int = 180) -> tuple[bool, str]:
+    """``nccl_rank`` in a job of one rank under mpiexec (a hang ends at the timeout)."""
+    try:
+        from tapelab.distributed.run import mpiexec
+        cmd = [mpiexec(), "-n", "1", sys.executable, "-m", "mpi4py", os.path.abspath(__file__), "--nccl-rank"]
+    except Exception as e:  # noqa: BLE001
+        return False, f"no MPI ('mpi' extra): {type(e).__name__}: {e}"[:300]
+    env = dict(os.environ, MPIEXEC_TIMEOUT=str(timeout))
+    try:
+        done = subprocess.run(cmd + (["--simulate"] if simulate else []), capture_output=True, text=True,
+                              timeout=timeout + 30, env=env)
+    except subprocess.TimeoutExpired:
+        return False, f"no answer within {timeout} s"
+    if done.returncode != 0:
+        return False, (done.stderr.strip().splitlines() or ["exit code %d" % done.returncode])[-1][:300]
+    return True, done.stdout.strip().splitlines()[-1]
+
+
 # ---------------------------------------------------------------- main
 def imports_only() -> list[str]:
     """Without a GPU: check that everything this script needs imports."""
@@ -450,7 +509,12 @@ def main(argv=None) -> int:
     ap.add_argument("--jobs", type=int, default=min(8, os.cpu_count() or 1),
                     help="processes for the op database on a real GPU")
     ap.add_argument("--opdb-shard", help=argparse.SUPPRESS)   # K/N: one process of --jobs
+    ap.add_argument("--nccl-rank", action="store_true", help=argparse.SUPPRESS)   # inside check_nccl's job
     args = ap.parse_args(argv)
+    if args.nccl_rank:
+        with _backend.simulated_cuda(0) if args.simulate else contextlib.nullcontext():
+            print(nccl_rank(args.simulate))
+        return 0
     if args.opdb_shard:
         k, jobs = map(int, args.opdb_shard.split("/"))
         n, failures = check_opdb(tapelab.device("cuda:0"), args.k, shard=(k, jobs))
@@ -509,6 +573,13 @@ def main(argv=None) -> int:
             print(f"\n== captured MLP training step on {dev}, replayed against eager "
                   f"({time.perf_counter() - t:.1f} s)")
             print(f"  {'ok  ' if good else 'FAIL'} {'graph replay, SGD momentum':40s} {detail}")
+            ok &= good
+        if not args.k or args.k.lower() in "nccl":
+            t = time.perf_counter()
+            good, detail = check_nccl(args.simulate)
+            print(f"\n== NCCL backend, one rank{' (cupy NCCL stand-in)' if args.simulate else ''} "
+                  f"({time.perf_counter() - t:.1f} s)")
+            print(f"  {'ok  ' if good else 'FAIL'} {'init_process_group(nccl), collectives, DDP':40s} {detail}")
             ok &= good
         if not args.simulate:
             print("\n== step time on cuda (median of 20, ms)")

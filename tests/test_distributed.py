@@ -153,6 +153,35 @@ def test_remote_module_forward_backward_equal_local(job):
     assert remote == {"forward": 0.0, "input_grad": 0.0, "param_grads": 0.0, "async": 0.0}
 
 
+# ---------------------------------------------------------------- the nccl backend, on CPU
+def test_nccl_backend_collectives_and_ddp_on_stand_ins(tmp_path):
+    """engine/_c10d/nccl.py as it runs on GPUs, but over programs/ddp_fake_nccl.py: NCCL's calls
+    (pointers, counts, type and op codes, a stream) carried out over MPI by 2 real ranks, on the
+    simulated cuda device; each rank's communicator on its own device (LOCAL_RANK)."""
+    done = _mpirun(2, "ddp_nccl.py", str(tmp_path))
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    res = json.loads((tmp_path / "nccl.json").read_text())
+    assert res["backend"] == "nccl" and res["devices"] == [0, 1]
+    c = res["collectives"]
+    assert c["all_reduce"] == [3.0] * 3 and c["max"] == [2.0] * 2 and c["avg"] == [1.5] * 2
+    assert c["half"] == [[3.0, 3.0], "tapelab.float16"]
+    assert c["reduce"] == [1.0, 1.0]                                  # rank 0 is not the destination
+    assert c["broadcast"] == [10, 11, 12, 13]
+    assert c["all_gather"] == [[0.0, 0.0], [1.0, 1.0]] and c["all_gather_into_tensor"] == [0.0, 0.0, 1.0, 1.0]
+    assert c["reduce_scatter"] == [1.0, 1.0]                          # rank 0's chunk: 0 + 1
+    assert c["reduce_scatter_tensor"] == [0.0, 2.0]
+    assert c["gather"] == [[0.0], [1.0]] and c["scatter"] == [100.0] and c["all_to_all"] == [[0.0], [10.0]]
+    assert c["recv"] == [[7.0, 7.0], "cuda:0"]
+    ddp = res["ddp"]
+    assert ddp["grad_device"] == "cuda:0" and ddp["broadcasts"] == 4   # the parameters from rank 0
+    from programs.ddp_checks import STEPS
+    assert ddp["all_reduces"] == ddp["buckets"] * STEPS and ddp["floats_reduced"] == STEPS * (16 * 6 + 16 + 3 * 16 + 3)
+    params, _ = _torch_reference(2)
+    got = np.load(tmp_path / "nccl.npz")
+    for i, want in enumerate(params):
+        np.testing.assert_allclose(got[f"arr_{i}"], want, rtol=1e-5, atol=1e-6)
+
+
 # ---------------------------------------------------------------- the launcher
 def test_pytorch_ddp_script_runs_unchanged_under_the_launcher(tmp_path):
     done = _launch(4, "ddp_train.py", str(tmp_path))

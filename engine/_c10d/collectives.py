@@ -224,7 +224,7 @@ def all_to_all(output_tensor_list: list, input_tensor_list: list, group=None, as
     sends, recvs = [t.numel() for t in ins], [t.numel() for t in outs]
 
     def finish(out):
-        for t, a in zip(outs, np.split(out, np.cumsum(recvs)[:-1])):
+        for t, a in zip(outs, np.split(out, [int(i) for i in np.cumsum(recvs)[:-1]])):   # (cupy takes no numpy index array)
             write(t, a)
     return _run(g, "all_to_all", lambda: g.backend.alltoallv(flat, sends, recvs), async_op, flat.nbytes, finish,
                 outs)
@@ -264,7 +264,7 @@ def isend(tensor: Tensor, dst: int | None = None, group=None, tag: int = 0, grou
     _check(tensor, "isend")
     g = resolve(group)
     peer = _peer(g, dst, group_dst, "dst")
-    arr = g.backend.array(tensor)
+    arr = g.backend.host(g.backend.array(tensor))
     return RequestWork(g.backend.isend(arr, peer, tag), None, [tensor], keep=arr)
 
 
@@ -273,7 +273,8 @@ def irecv(tensor: Tensor, src: int | None = None, group=None, tag: int = 0, grou
     _check(tensor, "irecv")
     g = resolve(group)
     peer = None if src is None and group_src is None else _peer(g, src, group_src, "src")
-    arr = np.empty_like(g.backend.array(tensor))
+    like = g.backend.array(tensor)
+    arr = np.empty(like.shape, like.dtype)     # a host buffer (MPI's), also for a cuda tensor
     return RequestWork(g.backend.irecv(arr, peer, tag), lambda _: write(tensor, arr), [tensor])
 
 

@@ -137,6 +137,10 @@ class MPIBackend:
         buf = self._buf(arr)
         return buf if isinstance(buf, list) else (arr, mpi()._typedict[arr.dtype.char])
 
+    def host(self, arr) -> np.ndarray:
+        """``arr`` as a host array for MPI's own calls (already one here; a device array's copy in NCCL)."""
+        return arr
+
     # ------------------------------------------------------------------ point to point (any thread)
     def isend(self, arr: np.ndarray, dst: int, tag: int):
         return self.comm.Isend(self._buf(arr), dest=dst, tag=tag)

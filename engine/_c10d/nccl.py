@@ -1,11 +1,13 @@
 """The NCCL backend (``cupy.cuda.nccl``): collectives of cuda tensors between GPUs.
 
 Ranks still start under MPI, which carries NCCL's unique id from rank 0 to the others and the
-pickled objects of the object collectives. Tensor collectives run on the current cupy stream of
-each rank's GPU (``LOCAL_RANK``) and are synchronized before the communication thread reports
-them done. Needs a real GPU and cupy; the simulated cuda device has no NCCL. Subgroups
-(``new_group``) of an NCCL world are MPI groups (cuda tensors through the host), and gather,
-scatter and all-to-all are not served by NCCL here.
+pickled objects of the object collectives. Tensor collectives run on the communication thread,
+on the current cupy stream of each rank's GPU (``LOCAL_RANK``; made current on that thread too,
+since a thread's current device is its own), and are synchronized before the thread reports them
+done. Subgroups (``new_group``) of an NCCL world are MPI groups (cuda tensors through the host),
+and gather, scatter, all-to-all and send/recv, which NCCL has no collective for, go through the
+host over MPI too. Needs a real GPU and cupy; on CPU, tests/programs/ddp_fake_nccl.py stands in
+for both (NCCL's calls with pointers, counts, type and op codes, carried out over MPI).
 """
 from __future__ import annotations
 
@@ -33,9 +35,13 @@ class NCCLBackend(MPIBackend):
 
     def __init__(self, comm, device_index: int) -> None:
         super().__init__(comm)
-        import cupy
-        from cupy.cuda import nccl
-        self.cp, self.nccl = cupy, nccl
+        try:
+            import cupy
+            from cupy.cuda import nccl
+        except ImportError as e:
+            raise RuntimeError("Distributed package doesn't have NCCL built in: the 'nccl' backend needs cupy with "
+                               "NCCL (cupy-cuda12x) and a GPU; use 'gloo' (MPI) for cpu tensors") from e
+        self.cp, self.nccl, self.device_index = cupy, nccl, device_index
         cupy.cuda.Device(device_index).use()
         uid = nccl.get_unique_id() if comm.Get_rank() == 0 else None
         uid = comm.bcast(uid, root=0)
@@ -65,38 +71,56 @@ class NCCLBackend(MPIBackend):
             raise ValueError(f"the nccl backend has no {op.name} reduction")
         return self._ops[op]
 
-    def _sync(self, out):
-        self.cp.cuda.get_current_stream().synchronize()
-        return out
+    def _call(self, fn, *args) -> None:
+        """One NCCL call on this rank's GPU (current on the calling thread), then wait for it."""
+        with self.cp.cuda.Device(self.device_index):
+            stream = self.cp.cuda.get_current_stream()
+            fn(*args, stream.ptr)
+            stream.synchronize()
 
     def allreduce(self, arr, op):
         out = self.cp.empty_like(arr)
-        self.nc.allReduce(arr.data.ptr, out.data.ptr, arr.size, self._type(arr.dtype), self._op(op, arr.dtype),
-                          self.cp.cuda.get_current_stream().ptr)
-        return self._sync(out)
+        self._call(self.nc.allReduce, arr.data.ptr, out.data.ptr, arr.size, self._type(arr.dtype),
+                   self._op(op, arr.dtype))
+        return out
 
     def reduce(self, arr, op, root):
         out = self.cp.empty_like(arr)
-        self.nc.reduce(arr.data.ptr, out.data.ptr, arr.size, self._type(arr.dtype), self._op(op, arr.dtype), root,
-                       self.cp.cuda.get_current_stream().ptr)
-        return self._sync(out)
+        self._call(self.nc.reduce, arr.data.ptr, out.data.ptr, arr.size, self._type(arr.dtype),
+                   self._op(op, arr.dtype), root)
+        return out
 
     def broadcast(self, arr, root):
         arr = self.cp.ascontiguousarray(arr).copy()
-        self.nc.bcast(arr.data.ptr, arr.size, self._type(arr.dtype), root, self.cp.cuda.get_current_stream().ptr)
-        return self._sync(arr)
+        self._call(self.nc.bcast, arr.data.ptr, arr.size, self._type(arr.dtype), root)
+        return arr
 
     def allgather(self, arr):
         out = self.cp.empty((self.size(),) + arr.shape, arr.dtype)
-        self.nc.allGather(arr.data.ptr, out.data.ptr, arr.size, self._type(arr.dtype),
-                          self.cp.cuda.get_current_stream().ptr)
-        return self._sync(out)
+        self._call(self.nc.allGather, arr.data.ptr, out.data.ptr, arr.size, self._type(arr.dtype))
+        return out
 
     def reduce_scatter(self, stacked, op):
+        stacked = self.cp.ascontiguousarray(stacked)
         out = self.cp.empty(stacked.shape[1:], stacked.dtype)
-        self.nc.reduceScatter(stacked.data.ptr, out.data.ptr, out.size, self._type(stacked.dtype),
-                              self._op(op, stacked.dtype), self.cp.cuda.get_current_stream().ptr)
-        return self._sync(out)
+        self._call(self.nc.reduceScatter, stacked.data.ptr, out.data.ptr, out.size, self._type(stacked.dtype),
+                   self._op(op, stacked.dtype))
+        return out
 
     def barrier(self) -> None:
         self.allreduce(self.cp.zeros(1, self.cp.float32), ReduceOp.SUM)
+
+    # ------------------------------------------------------------------ through the host, over MPI
+    def host(self, arr) -> np.ndarray:
+        return self.cp.asnumpy(arr)
+
+    def gather(self, arr, root):
+        out = super().gather(self.host(arr), root)
+        return None if out is None else self.cp.asarray(out)
+
+    def scatter(self, stacked, like, root):
+        return self.cp.asarray(super().scatter(None if stacked is None else self.host(stacked),
+                                               np.empty(like.shape, like.dtype), root))
+
+    def alltoallv(self, flat, send_counts, recv_counts):
+        return self.cp.asarray(super().alltoallv(self.host(flat), send_counts, recv_counts))
