@@ -1,4 +1,4 @@
-"""The float32 approximations compiled kernels use (tapelab.compiler.fastmath) hold their stated
+"""The float32 approximations compiled kernels use (tapelab.kernels.fastmath) hold their stated
 ulp bounds over the whole float32 range: 2^22 sampled points per function (2^24 with --long: every exponent, uniformly
 drawn bit patterns, plus a dense sweep of the interesting interval) and the edges (+-0, denormals,
 the overflow and underflow thresholds, +-inf, nan). The reference is float64 (numpy/scipy) rounded
@@ -13,7 +13,8 @@ pytest.importorskip("numba")   # the approximations exist only for numba's loops
 
 from numba import njit  # noqa: E402
 
-from tapelab.compiler import cpu, fastmath  # noqa: E402
+from tapelab.compiler import cpu  # noqa: E402
+from tapelab.kernels import fastmath  # noqa: E402
 from tapelab.compiler.kernel import Kernel  # noqa: E402
 from tapelab.compiler.symbolic import input_sym, trace_op  # noqa: E402
 from tapelab.core.registry import REGISTRY  # noqa: E402

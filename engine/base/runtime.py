@@ -2,6 +2,7 @@
 deterministic algorithms."""
 from __future__ import annotations
 
+import os
 import warnings
 
 from .device import DEFAULT
@@ -27,6 +28,17 @@ def set_num_threads(n: int) -> None:
 def fft_workers() -> int:
     """``scipy.fft``'s ``workers=``: the count given to ``set_num_threads``, else every core (-1)."""
     return _STATE.get("threads", -1)
+
+
+def intra_op_threads() -> int:
+    """Threads for tapelab's own parallel loops (engine/kernels): ``set_num_threads``'s count, else
+    ``OMP_NUM_THREADS``/``OPENBLAS_NUM_THREADS`` as the process started, else the usable CPUs."""
+    n = _STATE.get("threads")
+    if n is None:
+        env = os.environ.get("OMP_NUM_THREADS") or os.environ.get("OPENBLAS_NUM_THREADS") or ""
+        n = _STATE["env_threads"] = _STATE.get("env_threads") or (
+            int(env) if env.isdigit() and int(env) > 0 else len(os.sched_getaffinity(0)))
+    return n
 
 
 def get_num_threads() -> int:

@@ -4,12 +4,15 @@ Each was a composite of 4-10 Tensor ops (and as many backward nodes); here each 
 under the name users type, so a step dispatches less and the tape view's search finds it.
 A vjp is a fused ``*_backward`` op whose own vjp is written in Tensor ops (or is its
 adjoint pair, as ``nll_loss`` and ``nll_loss_backward`` are), so every order of derivative
-stays exact. Forwards receive ``xp`` and never import numpy or cupy.
+stays exact. Forwards receive ``xp`` and never import numpy or cupy. On cpu float32, softmax,
+log_softmax (and so cross_entropy), layer_norm and gelu, forward and backward, run one fused
+loop each (engine/kernels) instead of the numpy formula, when ``kernels.use`` says so.
 """
 from __future__ import annotations
 
 import math
 
+from .. import kernels
 from ..base import backend as _backend
 from ..base.meta import has_data
 from ..core.dispatch import apply
@@ -42,6 +45,26 @@ def _numel(shapes, out) -> int:
     return math.prod(out)
 
 
+def _rowwise():
+    from ..kernels import rowwise      # imports numba: only once a loop runs
+    return rowwise
+
+
+def _pointwise():
+    from ..kernels import pointwise
+    return pointwise
+
+
+def _loop(xp, name, dim, *arrays):
+    """Run the row loop ``name`` over the last dim into a new array, or None where it does not apply."""
+    x = arrays[-1]
+    if not x.ndim or dim != x.ndim - 1 or not x.size or not kernels.use(xp, *arrays):
+        return None
+    out = xp.empty_like(x)
+    getattr(_rowwise(), name)(*(a.reshape(-1, x.shape[-1]) for a in arrays), out.reshape(-1, x.shape[-1]))
+    return out
+
+
 # ---------------------------------------------------------------- softmax / log_softmax
 # The max shift keeps exp finite; a row holding +inf becomes nan as in PyTorch (inf - inf).
 def _shifted(xp, x, dim):
@@ -51,6 +74,9 @@ def _shifted(xp, x, dim):
 
 
 def _softmax_fwd(xp, x, *, dim):
+    fused = _loop(xp, "softmax", dim, x)
+    if fused is not None:
+        return fused
     e = xp.exp(_shifted(xp, x, dim))
     e /= e.sum(axis=dim, keepdims=True) if x.ndim else e
     return e
@@ -60,6 +86,9 @@ def _softmax_bwd_fwd(xp, g, y, *, dim):
     """``y (g - sum(g y))``: the softmax vjp from its output."""
     if y.ndim == 0:
         return g * 0
+    fused = _loop(xp, "softmax_backward", dim, g, y)
+    if fused is not None:
+        return fused
     s = (g * y).sum(axis=dim, keepdims=True)
     return y * (g - s)
 
@@ -74,6 +103,9 @@ def _softmax_bwd_vjp(v, out, g, y, *, dim):
 
 
 def _log_softmax_fwd(xp, x, *, dim):
+    fused = _loop(xp, "log_softmax", dim, x)
+    if fused is not None:
+        return fused
     s = _shifted(xp, x, dim)
     if x.ndim == 0:
         return s
@@ -85,7 +117,8 @@ def _log_softmax_bwd_fwd(xp, g, y, *, dim):
     """``g - exp(y) sum(g)``: the log_softmax vjp from its output."""
     if y.ndim == 0:
         return g * 0
-    return g - xp.exp(y) * g.sum(axis=dim, keepdims=True)
+    fused = _loop(xp, "log_softmax_backward", dim, g, y)
+    return g - xp.exp(y) * g.sum(axis=dim, keepdims=True) if fused is None else fused
 
 
 def _log_softmax_bwd_vjp(v, out, g, y, *, dim):
@@ -117,6 +150,13 @@ def log_softmax(x: Tensor, dim: int) -> Tensor:
 # ---------------------------------------------------------------- layer norm
 # The normalisation's vjp is batch_norm_backward over the trailing dims (the same closed form).
 def _ln_fwd(xp, x, *affine, dims, eps, has_weight):
+    if x.size and kernels.use(xp, x, *affine):
+        cols = math.prod(x.shape[x.ndim - len(dims):])
+        w = affine[0].reshape(-1) if has_weight else xp.empty(0, x.dtype)
+        b = affine[-1].reshape(-1) if len(affine) > has_weight else xp.empty(0, x.dtype)
+        out = xp.empty_like(x)
+        _rowwise().layer_norm(x.reshape(-1, cols), w, b, x.dtype.type(eps), out.reshape(-1, cols))
+        return out
     mean = x.mean(axis=dims, keepdims=True)
     c = x - mean
     var = (c * c).mean(axis=dims, keepdims=True)
@@ -164,6 +204,10 @@ _C = 0.044715
 
 
 def _gelu_fwd(xp, x, *, approximate):
+    if kernels.use(xp, x):
+        out = xp.empty_like(x)
+        _pointwise().gelu(x.reshape(-1), approximate == "tanh", out.reshape(-1))
+        return out
     if approximate == "tanh":
         inner = xp.tanh((x + x * x * x * x.dtype.type(_C)) * x.dtype.type(_K))
         return x * 0.5 * (inner + 1.0)
@@ -202,8 +246,15 @@ def _gelu_bwd_vjp(v, out, g, x, y, *, approximate):
 _gelu = Op("gelu", _gelu_fwd,
            lambda g, out, x, *, approximate: (apply(_gelu_bwd, g, x, out, approximate=approximate),),
            promote="float", save_output=True, cost=_numel, onnx=_onnx_gelu)
-_gelu_bwd = Op("gelu_backward", lambda xp, g, x, y, *, approximate: g * _gelu_grad(xp, x, y, approximate),
-               _gelu_bwd_vjp, cost=_numel)
+def _gelu_bwd_fwd(xp, g, x, y, *, approximate):
+    if g.shape == x.shape and kernels.use(xp, g, x):
+        out = xp.empty_like(x)
+        _pointwise().gelu_backward(g.reshape(-1), x.reshape(-1), approximate == "tanh", out.reshape(-1))
+        return out
+    return g * _gelu_grad(xp, x, y, approximate)
+
+
+_gelu_bwd = Op("gelu_backward", _gelu_bwd_fwd, _gelu_bwd_vjp, cost=_numel)
 
 
 def gelu(x: Tensor, approximate: str) -> Tensor:

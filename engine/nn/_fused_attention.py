@@ -3,7 +3,9 @@ many backward nodes), named as users type it so the tape view's search finds it.
 
 Inputs are ``q, k, v`` and, when present, the mask (bool: True attends; float: added) and the
 dropout keep-mask (already scaled by 1/(1-p), drawn by a random op outside). The backward
-recomputes the weights from the inputs (nothing of L x S size is kept between passes). Plain
+recomputes the weights from the inputs (nothing of L x S size is kept between passes). On cpu
+float32 without a mask array, the weights are one fused loop over the scores (scale, causal
+cut, softmax; engine/kernels), and so is the softmax backward. Plain
 backward runs one fused op that returns the three gradients (two as extra outputs); under
 ``create_graph`` the vjp is written in Tensor ops, so double backward stays exact.
 """
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 import math
 
+from .. import kernels
 from ..base import dtype as _dtype
 from ..base.grad_mode import is_grad_enabled
 from ..core import creation
@@ -47,6 +50,10 @@ def _onnx_attention(g, *args, scale, causal, masked, dropped):
 def _weights(xp, q, k, mask, *, scale, causal, masked):
     """softmax(q kᵀ scale + mask) as an array; rows with nothing to attend give zeros when masked."""
     s = xp.matmul(q, xp.swapaxes(k, -1, -2))
+    if not masked and s.size and kernels.use(xp, s):
+        from ..kernels import rowwise      # imports numba: only once a loop runs
+        rowwise.attention_softmax(s.reshape(-1, s.shape[-1]), s.shape[-2], s.dtype.type(scale), causal)
+        return s
     s *= s.dtype.type(scale)
     ninf = s.dtype.type("-inf")
     if causal:
@@ -94,7 +101,13 @@ def _bwd_fwd(xp, g, *args, scale, causal, masked, dropped):
     dp = xp.matmul(g, xp.swapaxes(v, -1, -2))
     if dropped:
         dp *= keep
-    ds = p * (dp - (dp * p).sum(axis=-1, keepdims=True))
+    if dp.size and dp.shape == p.shape and kernels.use(xp, dp, p):
+        from ..kernels import rowwise
+        ds = dp.reshape(-1, dp.shape[-1])
+        rowwise.softmax_backward(ds, p.reshape(ds.shape), ds)     # in place: dp is not read again
+        ds = dp
+    else:
+        ds = p * (dp - (dp * p).sum(axis=-1, keepdims=True))
     dq = xp.matmul(ds, k)
     dq *= dq.dtype.type(scale)
     dk = xp.matmul(xp.swapaxes(ds, -1, -2), q)

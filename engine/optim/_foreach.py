@@ -11,11 +11,14 @@ under the step's named scope.
 
 This is what ``foreach=`` and ``fused=`` select in PyTorch; tapelab takes it by default
 (``foreach=None``) on the cpu, and ``foreach=False`` forces the per-parameter Tensor path.
+For a float32 parameter, Adam's update is one fused loop (engine/kernels/optim.py) computing
+the same float32 operations in the same order, so its values are bit for bit these too.
 """
 from __future__ import annotations
 
 import numpy as np
 
+from .. import kernels
 from ..base.device import CPU
 from ..base.dispatch_state import STATE
 from ..core.creation import zeros_like
@@ -94,6 +97,8 @@ def adam(opt, group: dict, lr: float, beta1: float, beta2: float) -> None:
                 st["max_exp_avg_sq"] = zeros_like(p)
         step = st["step"] = st["step"] + 1
         g = grad._data
+        if not (maximize or amsgrad) and _adam_fused(p, g, st, lr, beta1, beta2, eps, weight_decay, decoupled, step):
+            continue
         if maximize:
             g = np.negative(g)
         data = p._data
@@ -125,3 +130,24 @@ def adam(opt, group: dict, lr: float, beta1: float, beta2: float) -> None:
             denom = np.sqrt(v) / bias_correction2_sqrt + eps
         np.add(data, -step_size * (m / denom), out=data)   # addcdiv: input + value * (t1 / t2)
         _bump(p)
+
+
+def _adam_fused(p, g, st, lr, beta1, beta2, eps, weight_decay, decoupled, step) -> bool:
+    """One parameter's Adam step as the fused loop, when it applies (float32, contiguous, and a
+    weight decay that stays nonzero in float32); the version counters move as on the path above."""
+    data, m, v = p._data, st["exp_avg"]._data, st["exp_avg_sq"]._data
+    f32 = np.float32
+    if g.shape != data.shape or not kernels.use(np, data, g, m, v) or f32(weight_decay) == 0 != weight_decay:
+        return False
+    from ..kernels import optim as fused      # imports numba: only once a loop runs
+    w = 1 - beta1
+    decay = f32(1 - lr * weight_decay if weight_decay != 0 and decoupled else 1.0)
+    coupled = f32(weight_decay if not decoupled else 0.0)
+    fused.adam(data.reshape(-1), g.reshape(-1), m.reshape(-1), v.reshape(-1), decay, coupled, -0.5 < w < 0.5,
+               f32(w), f32(1 - w), f32(beta2), f32(1 - beta2), f32((1 - beta2 ** step) ** 0.5), f32(eps),
+               f32(-(lr / (1 - beta1 ** step))))
+    if weight_decay != 0 and decoupled:
+        _bump(p)
+    for t in (st["exp_avg"], st["exp_avg_sq"], p):
+        _bump(t)
+    return True

@@ -22,7 +22,8 @@ exp/erf/tanh, so the compiler composes these. Measured the same way: sigmoid <= 
 result is normal (x > -87.3; below -88.7 it is 0, as eager float32's ``1/(1+exp(-x))``), gelu
 <= 4 ulp for x >= -1 and, below, within 2 ulp of 1 (relative to x) of eager float32's own
 cancellation in ``1 + erf``.
-Imported only by generated kernels (numba is optional: ``pip install tapelab[jit]``).
+Imported by the eager kernels beside it and by tapelab.compile's generated kernels (numba is optional:
+``pip install tapelab[jit]``).
 """
 from __future__ import annotations
 

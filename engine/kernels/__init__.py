@@ -1,0 +1,56 @@
+"""Fused eager loops for the hot row-wise and elementwise ops: softmax, log_softmax, the causal
+attention weights, layer_norm, gelu and the Adam step.
+
+numpy runs softmax as six passes over memory (max, subtract, exp, sum, divide, and a
+temporary for each), gelu as eight; a numba loop reads its input once and writes its result
+once, and float32 ``exp``/``erf``/``tanh`` come from ``fastmath.py`` so the loop vectorises.
+The ops keep one declaration each: an op's forward (or its backward op's forward) asks
+``use(arrays)`` and takes the loop when it says yes, its numpy formula otherwise. The loops are
+optional (numba is the ``[jit]`` extra) and ``TAPELAB_EAGER_KERNELS=0`` turns them off, so both
+paths stay tested. Compiled code is cached on disk (``cache=True``); the first call in a fresh
+checkout compiles (seconds), later processes load it.
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+
+import numpy as np
+
+from ..base import runtime
+
+__all__ = ["enabled", "set_enabled", "use", "threads"]
+
+_ON = [os.environ.get("TAPELAB_EAGER_KERNELS", "1") != "0" and importlib.util.find_spec("numba") is not None]
+_F32 = np.dtype(np.float32)
+
+
+def enabled() -> bool:
+    """Whether eager ops may take the fused loops (numba installed, ``TAPELAB_EAGER_KERNELS`` not 0)."""
+    return _ON[0]
+
+
+def set_enabled(flag: bool) -> bool:
+    """Turn the fused loops on or off for this process (A/B timing, tests); returns the old setting.
+    Turning them on without numba installed leaves them off."""
+    old = _ON[0]
+    _ON[0] = bool(flag) and importlib.util.find_spec("numba") is not None
+    return old
+
+
+def use(xp, *arrays) -> bool:
+    """Whether the loops take these arrays: on, ``xp`` numpy (not cupy or the meta namespace), and
+    each a C-contiguous float32 array (the loops are written for float32; other dtypes keep
+    numpy's formula)."""
+    if not _ON[0] or xp is not np:
+        return False
+    for a in arrays:
+        if type(a) is not np.ndarray or a.dtype != _F32 or not a.flags.c_contiguous:
+            return False
+    return True
+
+
+def threads() -> int:
+    """Threads a parallel loop may use: ``set_num_threads``'s count, else the BLAS thread count
+    from the environment (as ``bench/run.py --threads`` sets it), else the usable CPUs."""
+    return runtime.intra_op_threads()

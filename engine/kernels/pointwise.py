@@ -1,0 +1,54 @@
+"""Elementwise loops over flat float32 arrays: gelu (erf and tanh forms) forward and backward.
+
+numpy's gelu makes six full-size temporaries and its erf is scipy's scalar loop; here one pass
+computes each element with ``fastmath``'s vectorisable erf/tanh/exp, in the same order of
+operations as the numpy formulas in ``nn/_fused.py``. The backward recomputes erf (or tanh)
+from ``x``: cheaper than numpy's ``y / x`` trick plus its zero guard.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+from .fastmath import erf32, exp32, tanh32
+
+__all__ = ["gelu", "gelu_backward"]
+
+F = np.float32
+_JIT = dict(cache=True, error_model="numpy", nogil=True)
+_SQRT_HALF = F(1.0 / math.sqrt(2.0))
+_INV_SQRT_2PI = F(1.0 / math.sqrt(2.0 * math.pi))
+_K = F(math.sqrt(2.0 / math.pi))
+_C = F(0.044715)
+_K3C = F(3 * 0.044715)
+
+
+@njit(**_JIT)
+def gelu(x, tanh, out):
+    """``x/2 (1 + erf(x/sqrt 2))``, or with ``tanh`` ``x/2 (1 + tanh(k (x + c x^3)))``."""
+    if tanh:
+        for i in range(x.shape[0]):
+            v = x[i]
+            out[i] = v * F(0.5) * (tanh32((v + v * v * v * _C) * _K) + F(1.0))
+    else:
+        for i in range(x.shape[0]):
+            v = x[i]
+            out[i] = v * F(0.5) * (erf32(v * _SQRT_HALF) + F(1.0))
+
+
+@njit(**_JIT)
+def gelu_backward(g, x, tanh, out):
+    """``g gelu'(x)``: ``Phi(x) + x phi(x)``, or for tanh ``(1 + t)/2 + x/2 (1 - t^2) k (1 + 3 c x^2)``."""
+    if tanh:
+        for i in range(x.shape[0]):
+            v = x[i]
+            t = tanh32((v + v * v * v * _C) * _K)
+            du = _K * (F(1.0) + v * v * _K3C)
+            out[i] = g[i] * (F(0.5) * (t + F(1.0)) + F(0.5) * v * (F(1.0) - t * t) * du)
+    else:
+        for i in range(x.shape[0]):
+            v = x[i]
+            r = F(0.5) * (erf32(v * _SQRT_HALF) + F(1.0))
+            out[i] = g[i] * (r + v * exp32(F(-0.5) * v * v) * _INV_SQRT_2PI)

@@ -1,0 +1,130 @@
+"""Row-wise loops over ``(rows, cols)`` float32 arrays: softmax and log_softmax forward and
+backward, the scaled (optionally causal) attention softmax in place, and layer_norm's forward.
+
+Each row is read once or twice while it sits in cache and written once; numpy's formulas make a
+full-size temporary per step. Sums use ``reassoc`` (so LLVM vectorises them, as numpy's pairwise
+sums are not sequential either); the elementwise arithmetic keeps IEEE order, and exp comes from
+``fastmath.exp32`` (<= 2 ulp), so results agree with numpy's formulas within float32 rounding.
+NaN and inf behave as there: a row's max is nan if any entry is, and ``inf - inf`` is nan.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+from .fastmath import exp32, maximum
+
+__all__ = ["softmax", "softmax_backward", "log_softmax", "log_softmax_backward", "attention_softmax",
+           "layer_norm"]
+
+F = np.float32
+_JIT = dict(cache=True, error_model="numpy", nogil=True, fastmath={"reassoc"})
+
+
+@njit(**_JIT)
+def softmax(x, out):
+    """``out[r] = exp(x[r] - max) / sum``."""
+    R, C = x.shape
+    for r in range(R):
+        m = x[r, 0]
+        for c in range(1, C):
+            m = maximum(x[r, c], m)
+        s = F(0.0)
+        for c in range(C):
+            e = exp32(x[r, c] - m)
+            out[r, c] = e
+            s += e
+        for c in range(C):
+            out[r, c] = out[r, c] / s
+
+
+@njit(**_JIT)
+def softmax_backward(g, y, out):
+    """``out[r] = y[r] (g[r] - sum(g[r] y[r]))``; ``out`` may be ``g``."""
+    R, C = g.shape
+    for r in range(R):
+        s = F(0.0)
+        for c in range(C):
+            s += g[r, c] * y[r, c]
+        for c in range(C):
+            out[r, c] = y[r, c] * (g[r, c] - s)
+
+
+@njit(**_JIT)
+def log_softmax(x, out):
+    """``out[r] = (x[r] - max) - log(sum(exp(x[r] - max)))``."""
+    R, C = x.shape
+    for r in range(R):
+        m = x[r, 0]
+        for c in range(1, C):
+            m = maximum(x[r, c], m)
+        s = F(0.0)
+        for c in range(C):
+            s += exp32(x[r, c] - m)
+        ls = F(math.log(s))
+        for c in range(C):
+            out[r, c] = (x[r, c] - m) - ls
+
+
+@njit(**_JIT)
+def log_softmax_backward(g, y, out):
+    """``out[r] = g[r] - exp(y[r]) sum(g[r])``."""
+    R, C = g.shape
+    for r in range(R):
+        s = F(0.0)
+        for c in range(C):
+            s += g[r, c]
+        for c in range(C):
+            out[r, c] = g[r, c] - exp32(y[r, c]) * s
+
+
+@njit(**_JIT)
+def attention_softmax(s, L, scale, causal):
+    """The attention weights from the scores ``s`` (rows of ``L`` queries stacked), in place:
+    ``softmax(s scale)``, and with ``causal`` query ``i`` (row ``r % L``) sees keys ``j <= i``
+    only (the others get 0) -- no mask array, no -inf fill, no pass over the masked half."""
+    R, S = s.shape
+    for r in range(R):
+        n = min(r % L + 1, S) if causal else S
+        m = s[r, 0] * scale
+        for j in range(n):
+            t = s[r, j] * scale
+            s[r, j] = t
+            m = maximum(t, m)
+        z = F(0.0)
+        for j in range(n):
+            e = exp32(s[r, j] - m)
+            s[r, j] = e
+            z += e
+        for j in range(n):
+            s[r, j] = s[r, j] / z
+        for j in range(n, S):
+            s[r, j] = F(0.0)
+
+
+@njit(**_JIT)
+def layer_norm(x, w, b, eps, out):
+    """``out[r] = (x[r] - mean) / sqrt(var + eps) * w + b`` (``w``/``b`` empty: not applied)."""
+    R, C = x.shape
+    inv_c = F(1.0) / F(C)
+    has_w, has_b = w.shape[0] > 0, b.shape[0] > 0
+    for r in range(R):
+        s = F(0.0)
+        for c in range(C):
+            s += x[r, c]
+        mean = s * inv_c
+        q = F(0.0)
+        for c in range(C):
+            d = x[r, c] - mean
+            q += d * d
+        rstd = F(1.0) / np.sqrt(q * inv_c + eps)
+        for c in range(C):
+            out[r, c] = (x[r, c] - mean) * rstd
+        if has_w:
+            for c in range(C):
+                out[r, c] = out[r, c] * w[c]
+        if has_b:
+            for c in range(C):
+                out[r, c] = out[r, c] + b[c]

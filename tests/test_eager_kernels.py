@@ -1,0 +1,125 @@
+"""The fused eager loops (engine/kernels) compute what the ops' numpy formulas compute: float32
+values and gradients of softmax, log_softmax, cross_entropy, layer_norm, gelu and causal
+attention within float32 rounding of the numpy path and of PyTorch, and the Adam/AdamW step bit
+for bit. Each case runs once with the loops on and once off (``kernels.set_enabled``)."""
+import numpy as np
+import pytest
+import torch
+
+import tapelab
+import tapelab.nn.functional as F
+from tapelab import kernels
+
+pytest.importorskip("numba")   # the [jit] extra: without it the loops are off and the numpy path is the only one
+
+RNG = np.random.default_rng(0)
+
+
+@pytest.fixture(params=[True, False], ids=["loops", "numpy"])
+def loops(request):
+    old = kernels.set_enabled(request.param)
+    yield request.param
+    kernels.set_enabled(old)
+
+
+def _case(name):
+    x = RNG.standard_normal((6, 5, 33)).astype(np.float32) * 3
+    if name == "softmax":
+        return [x], lambda m, a: m.nn.functional.softmax(a, dim=-1)
+    if name == "log_softmax":
+        return [x], lambda m, a: m.nn.functional.log_softmax(a, dim=-1)
+    if name == "gelu":
+        return [x], lambda m, a: m.nn.functional.gelu(a)
+    if name == "gelu_tanh":
+        return [x], lambda m, a: m.nn.functional.gelu(a, approximate="tanh")
+    if name == "layer_norm":
+        w, b = RNG.standard_normal(33).astype(np.float32), RNG.standard_normal(33).astype(np.float32)
+        return [x, w, b], lambda m, a, w, b: m.nn.functional.layer_norm(a, (33,), w, b)
+    if name == "layer_norm_plain":
+        return [x], lambda m, a: m.nn.functional.layer_norm(a, (5, 33))
+    if name == "cross_entropy":
+        t = RNG.integers(0, 33, 30)
+        return [x.reshape(30, 33)], lambda m, a: m.nn.functional.cross_entropy(a, m.tensor(t))
+    qkv = [RNG.standard_normal((2, 3, 9, 8)).astype(np.float32) for _ in range(3)]
+    causal = name == "attention_causal"
+    return qkv, lambda m, q, k, v: m.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
+
+
+CASES = ["softmax", "log_softmax", "gelu", "gelu_tanh", "layer_norm", "layer_norm_plain", "cross_entropy",
+         "attention", "attention_causal"]
+
+
+def _run(m, arrays, fn):
+    xs = [m.tensor(a, requires_grad=True) for a in arrays]
+    y = fn(m, *xs)
+    g = np.random.default_rng(1).standard_normal(tuple(y.shape)).astype(np.float32)
+    y.backward(m.tensor(g))
+    return [y.detach().numpy()] + [x.grad.numpy() for x in xs]
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_values_and_gradients_match_pytorch(name, loops):
+    arrays, fn = _case(name)
+    got = _run(tapelab, arrays, fn)
+    want = _run(torch, arrays, fn)
+    for a, b in zip(got, want):
+        assert a.dtype == np.float32
+        np.testing.assert_allclose(a, b, rtol=2e-5, atol=2e-6)
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_loops_agree_with_the_numpy_formulas(name):
+    arrays, fn = _case(name)
+    old = kernels.set_enabled(True)
+    try:
+        fused = _run(tapelab, arrays, fn)
+        kernels.set_enabled(False)
+        plain = _run(tapelab, arrays, fn)
+    finally:
+        kernels.set_enabled(old)
+    for a, b in zip(fused, plain):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)   # 1 + tanh near -1 cancels: ulps of 1
+
+
+def test_nan_and_inf_rows_behave_as_numpy():
+    x = np.array([[0.0, np.nan, 1.0], [np.inf, 0.0, 1.0], [-np.inf, -np.inf, -np.inf], [1.0, 2.0, 3.0]], np.float32)
+    old = kernels.set_enabled(True)
+    try:
+        for f in (F.softmax, F.log_softmax):
+            fused = f(tapelab.tensor(x), dim=1).numpy()
+            kernels.set_enabled(False)
+            plain = f(tapelab.tensor(x), dim=1).numpy()
+            kernels.set_enabled(True)
+            np.testing.assert_array_equal(np.isnan(fused), np.isnan(plain))
+            np.testing.assert_allclose(fused[~np.isnan(fused)], plain[~np.isnan(plain)], rtol=1e-6)
+    finally:
+        kernels.set_enabled(old)
+
+
+@pytest.mark.parametrize("opt_name,kw", [("AdamW", dict(weight_decay=0.1, betas=(0.9, 0.95))),
+                                         ("Adam", dict(weight_decay=0.01)), ("Adam", dict(betas=(0.3, 0.999))),
+                                         ("AdamW", dict(weight_decay=0.0))])
+def test_adam_step_is_bitwise_the_numpy_step(opt_name, kw):
+    def train(on):
+        old = kernels.set_enabled(on)
+        try:
+            rng = np.random.default_rng(2)
+            ps = [tapelab.tensor(rng.standard_normal(s).astype(np.float32), requires_grad=True)
+                  for s in ((7, 5), (5,), (3, 2, 4))]
+            opt = getattr(tapelab.optim, opt_name)(ps, lr=1e-2, **kw)
+            for _ in range(4):
+                for p in ps:
+                    p.grad = tapelab.tensor(rng.standard_normal(tuple(p.shape)).astype(np.float32))
+                opt.step()
+            return [p.detach().numpy().copy() for p in ps] + \
+                [opt.state[p][k].numpy().copy() for p in ps for k in ("exp_avg", "exp_avg_sq")]
+        finally:
+            kernels.set_enabled(old)
+    for a, b in zip(train(True), train(False)):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_switch_leaves_other_dtypes_on_numpy():
+    assert not kernels.use(np, np.zeros(3))                  # float64
+    assert not kernels.use(np, np.zeros((3, 4), np.float32).T)  # not C-contiguous
+    assert not kernels.use(object(), np.zeros(3, np.float32))   # not numpy's namespace
