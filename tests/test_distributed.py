@@ -1,8 +1,9 @@
 """tapelab.distributed with real ranks under MPI (mpiexec from the mpich wheel, the 'mpi' extra).
 
 Each job is small and runs once per module: ``programs/ddp_checks.py`` (collectives, DDP,
-no_sync, the comm hooks, ZeRO, RemoteModule, the profiler's collectives) with 2 ranks (and 4
-with --long), ``programs/ddp_train.py`` (a PyTorch DDP script) with 4 ranks under the launcher,
+no_sync, the comm hooks, Join on uneven inputs, static_graph, gradient_as_bucket_view, ZeRO,
+RemoteModule and RPC timeouts, the profiler's collectives) with 2 ranks (and 4 with --long),
+``programs/ddp_nccl.py`` (the nccl backend on a stand-in for cupy's NCCL) with 2 ranks, ``programs/ddp_train.py`` (a PyTorch DDP script) with 4 ranks under the launcher,
 and ``programs/ddp_fail.py`` for a rank that raises or is killed. PyTorch, in this process, is
 the oracle: single-process training on the concatenated batches.
 """
@@ -148,6 +149,51 @@ def test_zero_shards_state_and_matches_adam(job):
     assert max(zero["held_per_rank"]) <= zero["total"] / n + 16 * 6 * 2   # about 1/N: one matrix of slack
 
 
+def test_join_trains_on_uneven_inputs_as_pytorch(job):
+    """Rank r has r + 1 batches. PyTorch's Join (divide_by_initial_world_size): iteration k averages
+    over the world the gradients of the ranks still training (the others add zeros), and at the end
+    every rank holds the last joiner's model."""
+    from programs.ddp_checks import join_data
+    res = job[0]
+    n, join = res["world"], res["join"]
+    x, y = join_data(n)
+    net = _torch_mlp()
+    opt = torch.optim.SGD(net.parameters(), lr=0.5)
+    for k in range(n):
+        opt.zero_grad()
+        sum(torch.nn.functional.mse_loss(net(torch.from_numpy(x[k, r])), torch.from_numpy(y[k, r]))
+            for r in range(k, n)).div(n).backward()
+        opt.step()
+    assert join["spread"] == 0.0
+    for got, want in zip(join["params"], net.parameters()):
+        np.testing.assert_allclose(np.array(got, np.float32), want.detach().numpy(), rtol=1e-5, atol=1e-6)
+    assert join["throw"] == ["Rank 0 exhausted all inputs."] + \
+        ["Detected at least one rank that exhausted inputs. Throwing across all ranks."] * (n - 1)
+
+
+def test_static_graph_searches_unused_parameters_once(job):
+    static, search = job[0]["static_graph"]["static"], job[0]["static_graph"]["search"]
+    assert static["all_reduces"] == [2, 1, 1]      # one bucket, plus the used flags in the first iteration only
+    assert search["all_reduces"] == [2, 2, 2]      # find_unused_parameters: the flags every iteration
+    assert static["unused_grad_none"] and search["unused_grad_none"]
+    for a, b in zip(static["grads"], search["grads"]):
+        np.testing.assert_array_equal(np.array(a), np.array(b))
+
+
+def test_gradient_as_bucket_view_selects_views_or_copies(job):
+    views, copies = job[0]["bucket_view"]["True"], job[0]["bucket_view"]["False"]
+    assert views["bases"] == 1 and not views["none"]     # every .grad a view of the one bucket
+    assert copies["bases"] == 1 and copies["none"]       # every .grad its own tensor
+    assert views["grads"] == copies["grads"]
+
+
+def test_rpc_timeout_raises_pytorchs_error(job):
+    t = job[0]["rpc_timeout"]
+    assert t["error"] == "RPC ran for more than set timeout (200 ms) and will now be marked with an error"
+    assert t["async_error"] == "RPC ran for more than set timeout (100 ms) and will now be marked with an error"
+    assert t["waited"] < 1.0 and t["after"] == 5     # not the 1.5 s call; the late replies are dropped
+
+
 def test_remote_module_forward_backward_equal_local(job):
     remote = job[0]["remote"]
     assert remote == {"forward": 0.0, "input_grad": 0.0, "param_grads": 0.0, "async": 0.0}
@@ -266,7 +312,9 @@ _SAME_SIGNATURE = {
                                                                   "bf16_compress_hook"],
     "torch.distributed.algorithms.ddp_comm_hooks.powerSGD_hook": ["PowerSGDState", "powerSGD_hook"],
     "torch.distributed.optim": ["ZeroRedundancyOptimizer"],
-    "torch.distributed.rpc": ["init_rpc", "rpc_sync", "rpc_async", "remote", "shutdown", "get_worker_info"],
+    "torch.distributed.rpc": ["init_rpc", "rpc_sync", "rpc_async", "remote", "shutdown", "get_worker_info",
+                              "TensorPipeRpcBackendOptions"],
+    "torch.distributed.algorithms": ["Join"],
     "torch.distributed.nn": ["RemoteModule"],
 }
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 
 import numpy as np
 
@@ -51,6 +52,13 @@ class Seeded(torch.nn.Linear):
         with torch.no_grad():
             self.weight.copy_(torch.from_numpy(weights(3)[2][:, :D_IN].copy()))
             self.bias.copy_(torch.from_numpy(weights(3)[3]))
+
+
+def join_data(n: int, seed: int = 7):
+    """Uneven inputs: rank r trains on ``x[k, r]`` for k < r + 1 (rank 0 one batch, the last n)."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((n, n, PER_RANK, D_IN)).astype(np.float32)
+    return x, np.tanh(x @ rng.standard_normal((D_IN, D_OUT)).astype(np.float32))
 
 
 def grads_of(key: str):
@@ -118,6 +126,58 @@ def main(out: str) -> None:
     except RuntimeError as e:
         res["find_unused"]["strict_error"] = str(e)
     res["find_unused"]["used_grad"] = [g.tolist() for g in res["find_unused"]["used_grad"]]
+
+    # Join: rank r has r + 1 batches; the ranks out of batches shadow the others' all-reduces
+    jx, jy = join_data(n)
+    jm = DDP(mlp())
+    jo = torch.optim.SGD(jm.parameters(), lr=0.5)
+    with jm.join():
+        for k in range(r + 1):
+            jo.zero_grad()
+            torch.nn.functional.mse_loss(jm(torch.from_numpy(jx[k, r])), torch.from_numpy(jy[k, r])).backward()
+            jo.step()
+    mine_params = [p.detach().numpy().copy() for p in jm.parameters()]
+    everyone = [None] * n
+    dist.all_gather_object(everyone, mine_params)
+    res["join"] = {"spread": max(float(np.abs(a - b).max()) for ps in everyone for a, b in zip(ps, everyone[0])),
+                   "params": [a.tolist() for a in mine_params]}
+    jm = DDP(mlp())
+    try:
+        with jm.join(throw_on_early_termination=True):
+            for k in range(1 if r == 0 else 2):
+                torch.nn.functional.mse_loss(jm(torch.from_numpy(jx[k, r])), torch.from_numpy(jy[k, r])).backward()
+        res["join"]["throw"] = ""
+    except RuntimeError as e:
+        res["join"]["throw"] = str(e)
+    throws = [None] * n
+    dist.all_gather_object(throws, res["join"]["throw"])
+    res["join"]["throw"] = throws
+    dist.barrier()
+
+    # static_graph: unused parameters found (and their flags all-reduced) in the first iteration only
+    counted: list = []
+    sub = events.subscribe("collective", lambda ev: counted.append(ev.name))
+    res["static_graph"] = {}
+    for name, kw in (("static", {"static_graph": True}), ("search", {"find_unused_parameters": True})):
+        m = DDP(Branchy(), **kw)
+        per_step = []
+        for s in range(STEPS):
+            counted.clear()
+            torch.nn.functional.mse_loss(m(x0), y0).backward()
+            per_step.append(counted.count("all_reduce"))
+        res["static_graph"][name] = {"all_reduces": per_step, "unused_grad_none": m.module.unused.weight.grad is None,
+                                     "grads": [p.grad.numpy().tolist() for p in m.module.used.parameters()]}
+    sub.unsubscribe()
+
+    # gradient_as_bucket_view: .grad views of the reduced bucket (one bucket here), or copies
+    views = {}
+    for flag in (True, False):
+        m = DDP(mlp(), gradient_as_bucket_view=flag)
+        torch.nn.functional.mse_loss(m(x0), y0).backward()
+        bases = {id(p.grad._base) if p.grad._base is not None else None for p in m.parameters()}
+        views[str(flag)] = {"bases": len(bases), "none": None in bases,
+                            "grads": [p.grad.numpy().tolist() for p in m.parameters()]}
+    res["bucket_view"] = views
 
     # cuda tensors (the simulated device) over MPI: they travel through host copies
     with simulated_cuda():
@@ -206,6 +266,19 @@ def main(out: str) -> None:
                          "input_grad": float((x.grad - x2.grad).abs().max()),
                          "param_grads": max(float(np.abs(a - b).max()) for a, b in zip(far, near)),
                          "async": float((remote.forward_async(x.detach()).wait() - y_local).abs().max())}
+        t = time.perf_counter()
+        try:
+            rpc.rpc_sync(f"worker{n - 1}", time.sleep, (1.5,), timeout=0.2)
+            res["rpc_timeout"] = {"error": ""}
+        except RuntimeError as e:
+            res["rpc_timeout"] = {"error": str(e)}
+        res["rpc_timeout"]["waited"] = time.perf_counter() - t
+        try:
+            rpc.rpc_async(f"worker{n - 1}", time.sleep, (1.5,), timeout=0.1).wait()
+        except RuntimeError as e:
+            res["rpc_timeout"]["async_error"] = str(e)
+        time.sleep(1.6)      # the late replies come and are dropped; the agent still serves
+        res["rpc_timeout"]["after"] = rpc.rpc_sync(f"worker{n - 1}", max, (2, 5), timeout=0)
     rpc.shutdown()
     dist.barrier()
     if r == 0:

@@ -7,8 +7,8 @@ Functions travel by reference (pickle), so they must be importable on the callee
 functions of the script all ranks run, or library functions. Distributed autograd is not there;
 ``distributed.nn.RemoteModule`` carries gradients back to its owner itself.
 """
-from .agent import (RRef, WorkerInfo, get_worker_info, init_rpc, is_available, remote, rpc_async, rpc_sync,
-                    shutdown)
+from .agent import (DEFAULT_RPC_TIMEOUT_SEC, UNSET_RPC_TIMEOUT, RRef, TensorPipeRpcBackendOptions, WorkerInfo,
+                    get_worker_info, init_rpc, is_available, remote, rpc_async, rpc_sync, shutdown)
 
 __all__ = ["init_rpc", "rpc_sync", "rpc_async", "remote", "RRef", "WorkerInfo", "get_worker_info", "shutdown",
-           "is_available"]
+           "is_available", "TensorPipeRpcBackendOptions", "UNSET_RPC_TIMEOUT", "DEFAULT_RPC_TIMEOUT_SEC"]

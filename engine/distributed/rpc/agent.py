@@ -2,7 +2,9 @@
 
 Requests and replies are pickled tuples sent with ``isend``; the agent's thread polls with
 ``Iprobe`` and sleeps a millisecond when idle (a blocking receive would spin a core in MPICH).
-``shutdown()`` keeps serving until every rank has called it (a non-blocking barrier).
+``shutdown()`` keeps serving until every rank has called it (a non-blocking barrier). A call
+with a timeout (its own, or ``rpc_backend_options.rpc_timeout``, 60 s by default; 0: none) fails
+with PyTorch's RuntimeError once it has waited that long; a reply that comes later is dropped.
 """
 from __future__ import annotations
 
@@ -17,9 +19,20 @@ from ..._c10d.mpi import mpi
 from ..._c10d.work import Future
 
 __all__ = ["init_rpc", "rpc_sync", "rpc_async", "remote", "RRef", "WorkerInfo", "get_worker_info", "shutdown",
-           "is_available"]
+           "is_available", "TensorPipeRpcBackendOptions", "UNSET_RPC_TIMEOUT", "DEFAULT_RPC_TIMEOUT_SEC"]
 
 _REQUEST, _REPLY = 1, 2
+UNSET_RPC_TIMEOUT, DEFAULT_RPC_TIMEOUT_SEC = -1.0, 60.0   # PyTorch's: "use the agent's", and the agent's default
+
+
+class TensorPipeRpcBackendOptions:
+    """``init_rpc``'s options (PyTorch's names); only ``rpc_timeout`` (seconds, 0: none) matters here,
+    the agent being MPI's: the others are kept as given."""
+
+    def __init__(self, *, num_worker_threads: int = 16, rpc_timeout: float = DEFAULT_RPC_TIMEOUT_SEC,
+                 init_method: str = "env://", device_maps=None, devices=None) -> None:
+        self.num_worker_threads, self.rpc_timeout, self.init_method = num_worker_threads, rpc_timeout, init_method
+        self.device_maps, self.devices = device_maps or {}, devices or []
 
 
 @dataclass(frozen=True)
@@ -30,8 +43,9 @@ class WorkerInfo:
 
 
 class _Agent:
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, timeout: float = DEFAULT_RPC_TIMEOUT_SEC) -> None:
         MPI = mpi()
+        self.timeout = timeout
         self.comm = MPI.COMM_WORLD.Dup()
         self.rank = self.comm.Get_rank()
         names = self.comm.allgather(name)
@@ -60,13 +74,24 @@ class _Agent:
             self.sends = [r for r in self.sends if not r.Test()]
             self.sends.append(self.comm.isend(obj, dest=dest, tag=tag))
 
-    def call(self, to, func, args, kwargs) -> Future:
+    def call(self, to, func, args, kwargs, timeout: float = UNSET_RPC_TIMEOUT) -> Future:
         dest = self.info(to).id
         call_id = next(self.ids)
         fut = Future()
         self.pending[call_id] = fut
+        limit = self.timeout if timeout is None or timeout < 0 else timeout
+        if limit > 0:
+            timer = threading.Timer(limit, self._expire, (call_id, limit))
+            timer.daemon = True
+            timer.start()
         self._send((call_id, func, args, kwargs or {}), dest, _REQUEST)
         return fut
+
+    def _expire(self, call_id: int, limit: float) -> None:
+        fut = self.pending.pop(call_id, None)
+        if fut is not None:
+            fut.set_exception(RuntimeError(f"RPC ran for more than set timeout ({round(limit * 1000)} ms) and will "
+                                           "now be marked with an error"))
 
     def _serve(self) -> None:
         MPI = mpi()
@@ -81,8 +106,9 @@ class _Agent:
                 threading.Thread(target=self._run, args=(src, msg), daemon=True).start()
             else:
                 call_id, ok, value = msg
-                fut = self.pending.pop(call_id)
-                fut.set_result(value) if ok else fut.set_exception(value)
+                fut = self.pending.pop(call_id, None)
+                if fut is not None:         # (None: it timed out)
+                    fut.set_result(value) if ok else fut.set_exception(value)
 
     def _run(self, src: int, msg) -> None:
         call_id, func, args, kwargs = msg
@@ -127,7 +153,7 @@ def init_rpc(name: str, backend=None, rank: int = -1, world_size: int | None = N
     if world_size is not None and world_size != comm.Get_size() or rank not in (-1, comm.Get_rank()):
         raise ValueError(f"init_rpc: rank={rank}, world_size={world_size} disagree with MPI's rank "
                          f"{comm.Get_rank()} of {comm.Get_size()}")
-    _state["agent"] = _Agent(name)
+    _state["agent"] = _Agent(name, getattr(rpc_backend_options, "rpc_timeout", DEFAULT_RPC_TIMEOUT_SEC))
 
 
 def shutdown(graceful: bool = True, timeout=None) -> None:
@@ -142,12 +168,14 @@ def get_worker_info(worker_name: str | None = None) -> WorkerInfo:
     return a.workers[a.rank] if worker_name is None else a.info(worker_name)
 
 
-def rpc_async(to, func, args: tuple | None = None, kwargs: dict | None = None, timeout=None) -> Future:
-    """Run ``func(*args, **kwargs)`` on worker ``to``; a Future of its result (or exception)."""
-    return _agent().call(to, func, tuple(args or ()), kwargs)
+def rpc_async(to, func, args: tuple | None = None, kwargs: dict | None = None,
+              timeout: float = UNSET_RPC_TIMEOUT) -> Future:
+    """Run ``func(*args, **kwargs)`` on worker ``to``; a Future of its result (or exception), or of
+    a RuntimeError after ``timeout`` seconds (-1: the agent's ``rpc_timeout``; 0: no timeout)."""
+    return _agent().call(to, func, tuple(args or ()), kwargs, timeout)
 
 
-def rpc_sync(to, func, args: tuple | None = None, kwargs: dict | None = None, timeout=None):
+def rpc_sync(to, func, args: tuple | None = None, kwargs: dict | None = None, timeout: float = UNSET_RPC_TIMEOUT):
     """``rpc_async(...).wait()``."""
     return rpc_async(to, func, args, kwargs, timeout).wait()
 
@@ -233,10 +261,10 @@ class _Proxy:
         return method
 
 
-def remote(to, func, args: tuple | None = None, kwargs: dict | None = None, timeout=None) -> RRef:
+def remote(to, func, args: tuple | None = None, kwargs: dict | None = None, timeout: float = UNSET_RPC_TIMEOUT) -> RRef:
     """Run ``func`` on worker ``to`` and keep the result there; returns an RRef to it at once."""
     a = _agent()
     owner = a.info(to).id
     key = uuid.uuid4().hex
-    ready = rpc_async(owner, _create, (key, func, tuple(args or ()), kwargs or {}))
+    ready = rpc_async(owner, _create, (key, func, tuple(args or ()), kwargs or {}), timeout=timeout)
     return RRef(_owner=owner, _key=key, _ready=ready)
