@@ -203,7 +203,8 @@ def eager(op, args, params, fwd=None):
             x = a._data
             if isinstance(b, Tensor):
                 y = b._data
-                if not (b._device is a._device and y.dtype is x.dtype and (x.dtype.kind == "f" or op.promote is None)
+                if not (b._device is a._device and y.dtype is x.dtype
+                        and (x.dtype.kind == "f" or (op.promote is None and x.dtype.kind != "c"))
                         and (b.requires_grad or b._base is None or not b._vc[0])):
                     return _general(op, args, params, fwd)
                 req = a.requires_grad or b.requires_grad
@@ -221,7 +222,7 @@ def eager(op, args, params, fwd=None):
     elif n == 1:
         a = args[0]
         if (isinstance(a, Tensor) and (a.requires_grad or a._base is None or not a._vc[0])
-                and (op.promote != "float" or a._data.dtype.kind == "f")):
+                and (a._data.dtype.kind == "f" or (op.promote != "float" and a._data.dtype.kind != "c"))):
             dev = a._device
             try:
                 out = fwd(dev._xp or dev.xp, a._data, **params) if params else fwd(dev._xp or dev.xp, a._data)
@@ -257,6 +258,8 @@ def _general(op, args, params, fwd):
                 flt = True
             elif type(a) is not int and type(a) is not bool:
                 mixed = True
+    if (mixed or dt is not None and dt.kind == "c") and op.complex_error is not None:
+        _refuse_complex(op, args, params, dev)
     if op.promote is not None and (mixed or ((flt or op.promote == "float") and dt is not None and dt.kind not in INEXACT_KINDS)):
         promoted = _promote(op, args)  # array-like operands become Tensors here
         if promoted is not args:
@@ -308,6 +311,19 @@ def _result(op, args, params, dev, req, out):
     if op.n_extra:
         return (res, *[Tensor._wrap(dev.xp.asarray(e), False, None, 0, [0], dev) for e in extras])
     return res
+
+
+_COMPLEX_NAMES = {"complex64": "ComplexFloat", "complex128": "ComplexDouble"}
+
+
+def _refuse_complex(op, args, params, dev) -> None:
+    """Raise the op's declared ``complex_error`` when an operand is complex (PyTorch has no such kernel)."""
+    cplx = [a for a in args if (isinstance(a, Tensor) and a._data.dtype.kind == "c") or type(a) is complex]
+    if cplx:
+        kind, message = op.complex_error
+        operands = [a for a in args if isinstance(a, Tensor) or type(a) in _NUMBERS]
+        name = _COMPLEX_NAMES.get(result_type(*operands).np.name, "ComplexFloat")
+        raise kind(message.format(**{**params, "dtype": name, "device": dev.type if dev is not None else "cpu"}))
 
 
 def _no_complex_grad(op, args) -> NotImplementedError:

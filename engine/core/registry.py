@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-__all__ = ["Op", "defop", "REGISTRY"]
+__all__ = ["Op", "defop", "REGISTRY", "kernel_refusal"]
 
 REGISTRY: dict[str, "Op"] = {}
 
@@ -62,18 +62,23 @@ class Op:
             Wirtinger gradient: local derivatives conjugated). Default: true when the vjp reads
             no values (``saves="none"`` without ``save_output``: a map of ``g`` alone, as sums
             and views are). A complex result of any other op refuses to record a node.
+        complex_error: PyTorch refuses complex inputs of this op: ``(exception type, message)``, the
+            message formatted with ``dtype`` (PyTorch's name, ``ComplexFloat``), ``device`` (its type)
+            and the op's params (``kernel_refusal(name)`` is the common form). The dispatcher raises
+            it when an operand is complex, so the forward never computes numpy's complex ordering.
     """
 
     __slots__ = ("name", "fwd", "vjp", "promote", "saves", "save_output", "elementwise",
                  "n_extra", "is_view", "kind", "onnx", "cost", "ufunc", "out_form", "data_dependent",
-                 "aliases", "inplace", "operator", "backward_name", "complex")
+                 "aliases", "inplace", "operator", "backward_name", "complex", "complex_error")
 
     def __init__(self, name: str, fwd: Callable, vjp: Callable | None = None, *,
                  promote: str | None = None, saves: str = ALL, save_output: bool = False,
                  elementwise: bool = False, n_extra: int = 0, is_view: bool = False,
                  kind: str = "compute", ufunc: str | None = None, out_form: str | None = None,
                  data_dependent: str | None = None, onnx=None, cost=None, aliases: tuple = (),
-                 inplace: tuple = (), operator: str | None = None, complex: bool | None = None):
+                 inplace: tuple = (), operator: str | None = None, complex: bool | None = None,
+                 complex_error: tuple | None = None):
         if name in REGISTRY:
             raise ValueError(f"op {name!r} is already registered")
         if kind not in KINDS:
@@ -85,11 +90,17 @@ class Op:
         self.ufunc, self.out_form, self.data_dependent = ufunc, out_form or ufunc, data_dependent
         self.aliases, self.inplace, self.operator = tuple(aliases), tuple(inplace), operator
         self.complex = (saves == NONE and not save_output) if complex is None else complex
+        self.complex_error = complex_error
         self.backward_name = "".join(p.capitalize() for p in name.split("_")) + "Backward0"
         REGISTRY[name] = self
 
     def __repr__(self) -> str:
         return f"<op {self.name}>"
+
+
+def kernel_refusal(kernel: str) -> tuple:
+    """``complex_error`` as PyTorch's dtype dispatch words it: ``"lt_cpu" not implemented for 'ComplexFloat'``."""
+    return NotImplementedError, f'"{kernel}_{{device}}" not implemented for \'{{dtype}}\''
 
 
 def defop(name: str, vjp: Callable | None = None, **meta) -> Callable[[Callable], Op]:

@@ -13,7 +13,7 @@ from ..base import dtype as _dtype
 from ..core.creation import tensor as _tensor
 from ..core.dispatch import apply
 from ..autograd.views import apply_
-from ..core.registry import NONE, OTHERS, Op
+from ..core.registry import NONE, OTHERS, Op, kernel_refusal
 from ._util import Tensor, unbroadcast as ub
 from ..base.dtype import FLOATING_KINDS
 
@@ -61,7 +61,8 @@ def _onnx_clamp(g, x, lo=None, hi=None):
 
 # torch's names for dtypes in error messages ("Float did not match Double")
 TORCH_NAMES = {"bool": "Bool", "uint8": "Byte", "int8": "Char", "int16": "Short", "int32": "Int",
-               "int64": "Long", "float16": "Half", "float32": "Float", "float64": "Double"}
+               "int64": "Long", "float16": "Half", "float32": "Float", "float64": "Double",
+               "complex64": "ComplexFloat", "complex128": "ComplexDouble"}
 
 
 def torch_name(t: Tensor) -> str:
@@ -89,19 +90,21 @@ def zero_where(mask: Tensor, g: Tensor) -> Tensor:
 
 
 # ---------------------------------------------------------------- comparisons
-def _cmp(name, fwd, ufunc, alias=None, onnx=None):
-    """A comparison: Python's operator of the same name, and in place (``gt_``, ``greater_``)."""
+def _cmp(name, fwd, ufunc, alias=None, onnx=None, ordered=False):
+    """A comparison: Python's operator of the same name, and in place (``gt_``, ``greater_``);
+    ``ordered`` ones (lt, le, gt, ge) refuse complex operands, as PyTorch's kernels do."""
     aliases = (alias,) if alias else ()
     return Op(name, fwd, None, promote="common", saves=NONE, elementwise=True, out_form=ufunc, operator=name,
-              aliases=aliases, inplace=tuple(f"{n}_" for n in (name, *aliases)), onnx=onnx)
+              aliases=aliases, inplace=tuple(f"{n}_" for n in (name, *aliases)), onnx=onnx,
+              complex_error=kernel_refusal(name) if ordered else None)
 
 
 _eq = _cmp("eq", lambda xp, a, b: a == b, "equal", onnx="Equal")
 _ne = _cmp("ne", lambda xp, a, b: a != b, "not_equal", "not_equal", onnx=_onnx_ne)
-_lt = _cmp("lt", lambda xp, a, b: a < b, "less", "less", onnx="Less")
-_le = _cmp("le", lambda xp, a, b: a <= b, "less_equal", "less_equal", onnx="LessOrEqual")
-_gt = _cmp("gt", lambda xp, a, b: a > b, "greater", "greater", onnx="Greater")
-_ge = _cmp("ge", lambda xp, a, b: a >= b, "greater_equal", "greater_equal", onnx="GreaterOrEqual")
+_lt = _cmp("lt", lambda xp, a, b: a < b, "less", "less", onnx="Less", ordered=True)
+_le = _cmp("le", lambda xp, a, b: a <= b, "less_equal", "less_equal", onnx="LessOrEqual", ordered=True)
+_gt = _cmp("gt", lambda xp, a, b: a > b, "greater", "greater", onnx="Greater", ordered=True)
+_ge = _cmp("ge", lambda xp, a, b: a >= b, "greater_equal", "greater_equal", onnx="GreaterOrEqual", ordered=True)
 
 
 def eq(input, other) -> Tensor:
@@ -167,7 +170,8 @@ _isneginf = Op("isneginf", lambda xp, a: xp.isneginf(a), None, saves=NONE, eleme
                onnx=lambda g, a: g.op("IsInf", a, detect_positive=0))
 _isfinite = Op("isfinite", lambda xp, a: xp.isfinite(a), None, saves=NONE, elementwise=True, out_form="isfinite",
                onnx=_onnx_isfinite)
-_signbit = Op("signbit", _signbit_fwd, None, saves=NONE, elementwise=True)
+_signbit = Op("signbit", _signbit_fwd, None, saves=NONE, elementwise=True,
+               complex_error=(NotImplementedError, "signbit is not implemented for complex tensors."))
 
 
 def isnan(input: Tensor) -> Tensor:
@@ -276,14 +280,18 @@ def _fmin_vjp(g, out, a, b):
     return ub(keep_where(pick_a, g), a), ub(zero_where(pick_a, g), b)
 
 
+def _no_complex(name: str) -> tuple:
+    return RuntimeError, f"{name} not implemented for complex tensors."
+
+
 _maximum = Op("maximum", lambda xp, a, b: xp.maximum(a, b), _maximum_vjp, promote="common", elementwise=True,
-              ufunc="maximum", onnx="Max")
+              ufunc="maximum", onnx="Max", complex_error=_no_complex("maximum"))
 _minimum = Op("minimum", lambda xp, a, b: xp.minimum(a, b), _minimum_vjp, promote="common", elementwise=True,
-              ufunc="minimum", onnx="Min")
+              ufunc="minimum", onnx="Min", complex_error=_no_complex("minimum"))
 _fmax = Op("fmax", lambda xp, a, b: xp.fmax(a, b), _fmax_vjp, promote="common", elementwise=True, out_form="fmax",
-           onnx=_onnx_nan_ignoring("Max"))
+           onnx=_onnx_nan_ignoring("Max"), complex_error=_no_complex("fmax"))
 _fmin = Op("fmin", lambda xp, a, b: xp.fmin(a, b), _fmin_vjp, promote="common", elementwise=True, out_form="fmin",
-           onnx=_onnx_nan_ignoring("Min"))
+           onnx=_onnx_nan_ignoring("Min"), complex_error=_no_complex("fmin"))
 
 
 def maximum(input: Tensor, other: Tensor) -> Tensor:
@@ -330,12 +338,17 @@ def _bool_bounds(out, *bounds):
     return out
 
 
+# relu shares it: PyTorch's relu is a clamp
+CLAMP_COMPLEX = (NotImplementedError, "clamp is not supported for complex types")
 _clamp = Op("clamp", lambda xp, x, lo, hi: _bool_bounds(xp.minimum(xp.maximum(x, lo), hi), lo, hi),
-            _clamp_vjp, promote="common", elementwise=True, aliases=("clip",), onnx=_onnx_clamp)
+            _clamp_vjp, promote="common", elementwise=True, aliases=("clip",), onnx=_onnx_clamp,
+            complex_error=CLAMP_COMPLEX)
 _clamp_min = Op("clamp_min", lambda xp, x, lo: _bool_bounds(xp.maximum(x, lo), lo), _clamp_min_vjp,
-                promote="common", elementwise=True, inplace=("clamp_min_",), onnx=lambda g, x, lo: g.op("Max", x, lo))
+                promote="common", elementwise=True, inplace=("clamp_min_",), onnx=lambda g, x, lo: g.op("Max", x, lo),
+                complex_error=CLAMP_COMPLEX)
 _clamp_max = Op("clamp_max", lambda xp, x, hi: _bool_bounds(xp.minimum(x, hi), hi), _clamp_max_vjp,
-                promote="common", elementwise=True, inplace=("clamp_max_",), onnx=lambda g, x, hi: g.op("Min", x, hi))
+                promote="common", elementwise=True, inplace=("clamp_max_",), onnx=lambda g, x, hi: g.op("Min", x, hi),
+                complex_error=CLAMP_COMPLEX)
 
 
 def _clamp_args(min, max):

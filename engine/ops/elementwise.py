@@ -18,9 +18,9 @@ from ..base.meta import has_data
 from ..core.creation import zeros_like
 from ..core.dispatch import apply
 from ..autograd.views import apply_
-from .compare import isfinite, keep_where, torch_name, where, zero_where
+from .compare import CLAMP_COMPLEX, isfinite, keep_where, torch_name, where, zero_where
 from .conjugation import conj as cj, sgn
-from ..core.registry import ALL, NONE, OTHERS, Op
+from ..core.registry import ALL, NONE, OTHERS, Op, kernel_refusal
 from ._util import Tensor, unbroadcast as ub
 from ..base.dtype import FLOATING_KINDS
 
@@ -237,12 +237,14 @@ sigmoid = _unary("sigmoid", lambda xp, a: 1 / (1 + xp.exp(-a)),
                  lambda g, out, a: (apply(_sigmoid_bw, g, out),) if g._data.dtype.kind != "c" else (apply(_sigmoid_bw, g, cj(out)),),
                  reads="output", complex=True, onnx="Sigmoid")
 erf = _unary("erf", lambda xp, a: _special(xp).erf(a).astype(a.dtype, copy=False),
-             lambda g, out, a: (g * _TWO_OVER_SQRTPI * exp(-a * a),), onnx="Erf")
+             lambda g, out, a: (g * _TWO_OVER_SQRTPI * exp(-a * a),), onnx="Erf",
+             complex_error=kernel_refusal("erf_vml"))
 erfc = _unary("erfc", lambda xp, a: _special(xp).erfc(a).astype(a.dtype, copy=False),
               lambda g, out, a: (g * -_TWO_OVER_SQRTPI * exp(-a * a),),
-              onnx=lambda g, a: g.op("Sub", 1.0, g.op("Erf", a)))
+              onnx=lambda g, a: g.op("Sub", 1.0, g.op("Erf", a)), complex_error=kernel_refusal("erfc_vml"))
 erfinv = _unary("erfinv", lambda xp, a: _special(xp).erfinv(a).astype(a.dtype, copy=False),
-                lambda g, out, a: (g * _SQRTPI_OVER_TWO * exp(out * out),), reads="output")
+                lambda g, out, a: (g * _SQRTPI_OVER_TWO * exp(out * out),), reads="output",
+                complex_error=kernel_refusal("erfinv_vml"))
 
 # ---------------------------------------------------------------- dtype-preserving unary
 neg = _unary("neg", lambda xp, a: -a, lambda g, out, a: (-g,), promote=None, reads="nothing",
@@ -250,17 +252,26 @@ neg = _unary("neg", lambda xp, a: -a, lambda g, out, a: (-g,), promote=None, rea
 abs = _unary("abs", lambda xp, a: xp.abs(a),
              lambda g, out, a: (g * (sign(a) if a._data.dtype.kind != "c" else sgn(a)),), promote=None,
              ufunc="absolute", aliases=("absolute",), operator="abs", onnx="Abs")
-sign = _unary("sign", _sign_fwd, _zeros, promote=None, reads="nothing", onnx="Sign")
+sign = _unary("sign", _sign_fwd, _zeros, promote=None, reads="nothing", onnx="Sign",
+              complex_error=(NotImplementedError, "Unlike NumPy, torch.sign is not intended to support complex "
+                                                  "numbers. Please use torch.sgn instead."))
 relu = _unary("relu", lambda xp, a: xp.maximum(a, 0),
-              lambda g, out, a: (apply(_relu_bw, g, out),), promote=None, reads="output", onnx="Relu")
+              lambda g, out, a: (apply(_relu_bw, g, out),), promote=None, reads="output", onnx="Relu",
+              complex_error=CLAMP_COMPLEX)
+
+
+def _rounding(name: str) -> tuple:
+    return NotImplementedError, f"{name} is not supported for complex inputs"
+
+
 floor = _unary("floor", _keep_ints(lambda xp: xp.floor), _zeros, promote=None, reads="nothing",
-               onnx=_onnx_float_only("Floor"))
+               onnx=_onnx_float_only("Floor"), complex_error=_rounding("floor"))
 ceil = _unary("ceil", _keep_ints(lambda xp: xp.ceil), _zeros, promote=None, reads="nothing",
-              onnx=_onnx_float_only("Ceil"))
+              onnx=_onnx_float_only("Ceil"), complex_error=_rounding("ceil"))
 trunc = _unary("trunc", _keep_ints(lambda xp: xp.trunc), _zeros, promote=None, reads="nothing", aliases=("fix",),
-               onnx=_onnx_trunc)
+               onnx=_onnx_trunc, complex_error=_rounding("trunc"))
 frac = _unary("frac", _frac_fwd, lambda g, out, a: (g,), promote=None, reads="nothing",
-              onnx=lambda g, a: g.op("Sub", a, _onnx_trunc(g, a)))
+              onnx=lambda g, a: g.op("Sub", a, _onnx_trunc(g, a)), complex_error=kernel_refusal("frac"))
 
 def _round_fwd(xp, a, *, decimals=0):
     """PyTorch's rounding to ``decimals`` places, in ``a``'s dtype: rint(a * 10^d) / 10^d
@@ -274,7 +285,8 @@ def _round_fwd(xp, a, *, decimals=0):
     return xp.rint(a / p) * p
 
 
-_round = Op("round", _round_fwd, _zeros, saves=NONE, elementwise=True, onnx=_onnx_round)
+_round = Op("round", _round_fwd, _zeros, saves=NONE, elementwise=True, onnx=_onnx_round,
+             complex_error=kernel_refusal("round_vml"))
 
 
 def round(input: Tensor, *, decimals: int = 0) -> Tensor:
@@ -379,15 +391,18 @@ def _fmod_fwd(xp, a, b):
 
 
 _div_rounding = Op("div_rounding", _div_rounding_fwd, _zeros, promote="common", saves=NONE, elementwise=True,
-                   operator="floordiv", aliases=("floor_divide",), onnx=_onnx_div_rounding)
+                   operator="floordiv", aliases=("floor_divide",), onnx=_onnx_div_rounding,
+                   complex_error=kernel_refusal("div_{rounding_mode}"))
 _remainder = Op("remainder", _remainder_fwd,
                 lambda g, out, a, b: (ub(g, a), ub(-g * div(a, b, rounding_mode="floor"), b)
                                       if isinstance(b, Tensor) else None),
-                promote="common", elementwise=True, operator="mod", inplace=("remainder_",), onnx=_onnx_remainder)
+                promote="common", elementwise=True, operator="mod", inplace=("remainder_",), onnx=_onnx_remainder,
+                complex_error=kernel_refusal("remainder"))
 _fmod = Op("fmod", _fmod_fwd,
            lambda g, out, a, b: (ub(g, a), ub(-g * div(a, b, rounding_mode="trunc"), b)
                                  if isinstance(b, Tensor) else None),
-           promote="common", elementwise=True, inplace=("fmod_",), onnx=lambda g, a, b: g.op("Mod", a, b, fmod=1))
+           promote="common", elementwise=True, inplace=("fmod_",), onnx=lambda g, a, b: g.op("Mod", a, b, fmod=1),
+           complex_error=kernel_refusal("fmod"))
 
 
 def _log_number(a) -> float:
@@ -525,16 +540,19 @@ def _xlogy_vjp(g, out, x, y):
 
 
 _atan2 = Op("atan2", lambda xp, a, b: xp.arctan2(a, b), _atan2_vjp, promote="float", elementwise=True,
-            out_form="arctan2", aliases=("arctan2",), inplace=("atan2_", "arctan2_"), onnx=_onnx_atan2)
+            out_form="arctan2", aliases=("arctan2",), inplace=("atan2_", "arctan2_"), onnx=_onnx_atan2,
+            complex_error=kernel_refusal("atan2"))
 _hypot = Op("hypot", lambda xp, a, b: xp.hypot(a, b),
             lambda g, out, a, b: (ub(g * a / out, a), ub(g * b / out, b)),
             promote="float", save_output=True, elementwise=True, out_form="hypot", inplace=("hypot_",),
-            onnx=lambda g, a, b: g.op("Sqrt", g.op("Add", g.op("Mul", a, a), g.op("Mul", b, b))))
+            onnx=lambda g, a, b: g.op("Sqrt", g.op("Add", g.op("Mul", a, a), g.op("Mul", b, b))),
+            complex_error=kernel_refusal("hypot"))
 _logaddexp = Op("logaddexp", lambda xp, a, b: xp.logaddexp(a, b),
                 lambda g, out, a, b: (ub(g / (1 + exp(b - a)), a), ub(g / (1 + exp(a - b)), b)),
                 promote="float", elementwise=True, out_form="logaddexp", onnx=_onnx_logaddexp)
 _xlogy = Op("xlogy", _xlogy_fwd, _xlogy_vjp, promote="float", elementwise=True, inplace=("xlogy_",),
-            onnx=lambda g, x, y: g.op("Where", g.op("Equal", x, 0.0), 0.0, g.op("Mul", x, g.op("Log", y))))
+            onnx=lambda g, x, y: g.op("Where", g.op("Equal", x, 0.0), 0.0, g.op("Mul", x, g.op("Log", y))),
+            complex_error=kernel_refusal("xlogy"))
 
 
 def atan2(input: Tensor, other: Tensor) -> Tensor:

@@ -14,7 +14,7 @@ from ..base.grad_mode import STATE as GRAD
 from ..core.creation import eye
 from ..base import backend as _backend
 from ..core.dispatch import apply
-from ..core.registry import NONE, OTHERS, Op
+from ..core.registry import NONE, OTHERS, Op, kernel_refusal
 from ._util import Tensor, norm_dims
 from ..base.dtype import BFLOAT16_NP, FLOATING_KINDS, INEXACT_KINDS, in_float32
 from .conjugation import conj as cj
@@ -286,13 +286,13 @@ def _extremum_vjp(g, out, x, *, dims, keepdim):
 
 
 _amax = Op("amax", lambda xp, x, *, dims, keepdim: x.max(axis=dims, keepdims=keepdim),
-           _extremum_vjp, save_output=True, onnx=_onnx_reduce("ReduceMax"))
+           _extremum_vjp, save_output=True, onnx=_onnx_reduce("ReduceMax"), complex_error=kernel_refusal("max_values"))
 _amin = Op("amin", lambda xp, x, *, dims, keepdim: x.min(axis=dims, keepdims=keepdim),
-           _extremum_vjp, save_output=True, onnx=_onnx_reduce("ReduceMin"))
+           _extremum_vjp, save_output=True, onnx=_onnx_reduce("ReduceMin"), complex_error=kernel_refusal("min_values"))
 _argmax = Op("argmax", lambda xp, x, *, dim, keepdim: xp.argmax(x, axis=dim, keepdims=keepdim),
-             onnx=_onnx_arg("ArgMax"))
+             onnx=_onnx_arg("ArgMax"), complex_error=(RuntimeError, "argmax(): does not support complex input"))
 _argmin = Op("argmin", lambda xp, x, *, dim, keepdim: xp.argmin(x, axis=dim, keepdims=keepdim),
-             onnx=_onnx_arg("ArgMin"))
+             onnx=_onnx_arg("ArgMin"), complex_error=(RuntimeError, "argmin(): does not support complex input"))
 _max_dim, _min_dim = picker("max", onnx=_onnx_take), picker("min", onnx=_onnx_take)
 
 

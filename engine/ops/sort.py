@@ -6,9 +6,9 @@ back to the positions the values came from.
 """
 from __future__ import annotations
 
-from ..core.dispatch import apply
+from ..core.dispatch import _refuse_complex, apply
 from .reduce import picker, take_along, pick, values_indices
-from ..core.registry import Op
+from ..core.registry import Op, kernel_refusal
 from ._util import Tensor, _wrap_dim
 
 __all__ = ["sort", "argsort", "msort", "topk", "kthvalue", "median", "mode", "unique", "searchsorted"]
@@ -32,12 +32,20 @@ def _argsort_fwd(xp, x, *, dim, descending, start, stop):
     return idx
 
 
-_argsort = Op("argsort", _argsort_fwd)
-_sort, _topk = picker("sort", aliases=("msort",)), picker("topk")
-_kthvalue, _median = picker("kthvalue"), picker("median")
+def _sort_refusal(what: str) -> tuple:
+    return RuntimeError, f" {what} does not support complex dtypes on CPU"
 
 
-def _order(input: Tensor, dim: int, descending: bool = False, start: int = 0, stop=None) -> Tensor:
+_argsort = Op("argsort", _argsort_fwd, complex_error=_sort_refusal("Sort"))
+_sort, _topk = picker("sort", aliases=("msort",)), picker("topk", complex_error=_sort_refusal("topk"))
+_kthvalue = picker("kthvalue", complex_error=kernel_refusal("kthvalue"))
+_median = picker("median", complex_error=kernel_refusal("median"))
+
+
+def _order(input: Tensor, dim: int, descending: bool = False, start: int = 0, stop=None, of: Op = _argsort) -> Tensor:
+    """The ``argsort`` op for the values op ``of``, whose refusal of complex input PyTorch gives."""
+    if of is not _argsort and input.is_complex():
+        _refuse_complex(of, (input,), {}, input.device)
     return apply(_argsort, input, dim=dim, descending=descending, start=start, stop=stop)
 
 
@@ -60,7 +68,7 @@ def topk(input, k: int, dim: int = -1, largest: bool = True, sorted: bool = True
     n = input.shape[d] if input.ndim else 1
     if not 0 <= k <= n:
         raise RuntimeError(f"selected index k out of range (topk with k={k} on dim {d} of size {n})")
-    return _topk_t(*pick(_topk, input, _order(input, d, largest, 0, k), d, True))
+    return _topk_t(*pick(_topk, input, _order(input, d, largest, 0, k, _topk), d, True))
 
 
 def kthvalue(input, k: int, dim: int = -1, keepdim: bool = False):
@@ -70,7 +78,7 @@ def kthvalue(input, k: int, dim: int = -1, keepdim: bool = False):
     if not 1 <= k <= n:
         raise RuntimeError(f"kthvalue(): selected number k out of range for dimension {d} "
                            f"(k={k}, size {n})")
-    return _kthvalue_t(*pick(_kthvalue, input, _order(input, d, False, k - 1, k), d, keepdim))
+    return _kthvalue_t(*pick(_kthvalue, input, _order(input, d, False, k - 1, k, _kthvalue), d, keepdim))
 
 
 def median(input, dim: int | None = None, keepdim: bool = False):
@@ -81,13 +89,13 @@ def median(input, dim: int | None = None, keepdim: bool = False):
         if n == 0:
             return flat.sum() * float("nan")
         k = (n - 1) // 2
-        return pick(_median, flat, _order(flat, 0, False, k, k + 1), 0, False)[0]
+        return pick(_median, flat, _order(flat, 0, False, k, k + 1, _median), 0, False)[0]
     d = _wrap_dim(dim, input.ndim, "median")
     n = input.shape[d] if input.ndim else 1
     if n == 0:
         raise IndexError(f"median(): Expected reduction dim {d} to have non-zero size.")
     k = (n - 1) // 2
-    return _median_t(*pick(_median, input, _order(input, d, False, k, k + 1), d, keepdim))
+    return _median_t(*pick(_median, input, _order(input, d, False, k, k + 1, _median), d, keepdim))
 
 
 def _mode_index_fwd(xp, x, *, dim):
@@ -107,7 +115,7 @@ def _mode_index_fwd(xp, x, *, dim):
     return xp.take_along_axis(order, best, dim)
 
 
-_mode_index = Op("mode_index", _mode_index_fwd)
+_mode_index = Op("mode_index", _mode_index_fwd, complex_error=kernel_refusal("mode"))
 _mode = picker("mode")
 
 
@@ -125,7 +133,8 @@ def _unique_fwd(xp, x, *, dim):
     return vals, inverse.reshape(x.shape if dim is None else -1), counts
 
 
-_unique = Op("unique", _unique_fwd, n_extra=2, data_dependent="unique()")
+_unique = Op("unique", _unique_fwd, n_extra=2, data_dependent="unique()",
+             complex_error=(NotImplementedError, "\"unique\" not implemented for '{dtype}'"))
 
 
 def unique(input, sorted: bool = True, return_inverse: bool = False, return_counts: bool = False,
@@ -149,7 +158,7 @@ def _searchsorted_fwd(xp, seq, values, *, side, dtype):
     return out.reshape(values.shape)
 
 
-_searchsorted = Op("searchsorted", _searchsorted_fwd)
+_searchsorted = Op("searchsorted", _searchsorted_fwd, complex_error=kernel_refusal("searchsorted_out"))
 
 
 def searchsorted(sorted_sequence, input, *, out_int32: bool = False, right: bool = False, side=None,

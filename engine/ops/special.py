@@ -16,11 +16,11 @@ from ..base import backend as _backend
 from ..base import dtype as _dtype
 from ..base.meta import has_data
 from ..core.dispatch import apply
-from ..core.registry import NONE, Op
+from ..core.registry import NONE, Op, kernel_refusal
 from ._util import Tensor, unbroadcast as ub
 from .compare import clamp, torch_name, where
 from .elementwise import _unary, _wants, log, logaddexp, pow
-from .special_series import gammainc_da
+from .special_series import exp_derivative, gammainc_da
 
 __all__ = ["digamma", "lgamma", "polygamma", "mvlgamma", "i0", "igamma", "igammac", "sinc", "logit", "copysign",
            "nextafter", "heaviside", "gcd", "lcm", "bitwise_left_shift", "bitwise_right_shift", "frexp", "ldexp",
@@ -45,14 +45,17 @@ def _polygamma_fwd(xp, a, *, n):
 
 
 _polygamma = Op("polygamma", _polygamma_fwd, lambda g, out, a, *, n: (g * apply(_polygamma, a, n=n + 1),),
-                promote="float", elementwise=True)
-digamma = _unary("digamma", _cast(lambda sp: sp.digamma), lambda g, out, a: (g * apply(_polygamma, a, n=1),))
+                promote="float", elementwise=True,
+                complex_error=(NotImplementedError, "\"polygamma\" not implemented for '{dtype}'"))
+digamma = _unary("digamma", _cast(lambda sp: sp.digamma), lambda g, out, a: (g * apply(_polygamma, a, n=1),),
+                 complex_error=(NotImplementedError, "\"digamma\" not implemented for '{dtype}'"))
 def _lgamma_fwd(xp, a):
     out = _special(xp).gammaln(a).astype(a.dtype, copy=False)
     return xp.where(a == -math.inf, math.inf, out).astype(a.dtype, copy=False)   # |Gamma| grows at -inf
 
 
-lgamma = _unary("lgamma", _lgamma_fwd, lambda g, out, a: (g * digamma(a),))
+lgamma = _unary("lgamma", _lgamma_fwd, lambda g, out, a: (g * digamma(a),),
+                complex_error=kernel_refusal("lgamma_vml"))
 
 
 def _i1_vjp(g, out, a):
@@ -61,8 +64,10 @@ def _i1_vjp(g, out, a):
     return (g * where(a == 0, 0.5, i0(a) - out / safe),)
 
 
-_i1 = Op("special_i1", _cast(lambda sp: sp.i1), _i1_vjp, promote="float", save_output=True, elementwise=True)
-i0 = _unary("i0", _cast(lambda sp: sp.i0), lambda g, out, a: (g * apply(_i1, a),))
+_i1 = Op("special_i1", _cast(lambda sp: sp.i1), _i1_vjp, promote="float", save_output=True, elementwise=True,
+         complex_error=kernel_refusal("i1"))
+i0 = _unary("i0", _cast(lambda sp: sp.i0), lambda g, out, a: (g * apply(_i1, a),),
+            complex_error=kernel_refusal("i0_vml"))
 
 
 def _density(a, x):
@@ -73,31 +78,35 @@ def _density(a, x):
 def _igamma_vjp(sign: float):
     def vjp(g, out, a, x):
         # d/da by special_series.gammainc_da: PyTorch has no gradient in the shape parameter
-        ga = ub(g * sign * apply(_igamma_da, a, x), a) if _wants(a) else None
+        ga = ub(g * sign * apply(_igamma_da, a, x, order=1), a) if _wants(a) else None
         return ga, (ub(g * _density(a, x) * sign, x) if _wants(x) else None)
     return vjp
 
 
-def _igamma_da_fwd(xp, a, x):
+def _igamma_da_fwd(xp, a, x, *, order):
     if not has_data(xp):
         return xp.empty(np.broadcast_shapes(a.shape, x.shape), a.dtype)
-    return gammainc_da(xp, _special(xp), a.astype("float64"), x.astype("float64")).astype(a.dtype, copy=False)
+    return gammainc_da(xp, _special(xp), a.astype("float64"), x.astype("float64"), order).astype(a.dtype, copy=False)
 
 
-def _igamma_da_vjp(g, out, a, x):
-    if _wants(a):
-        raise NotImplementedError("igamma: the second derivative in 'self' (the shape parameter) is not "
-                                  "implemented in tapelab")
-    # d/dx dP/da = d/da of the density = density * (ln x - digamma(a))
-    return None, ub(g * _density(a, x) * (log(x) - digamma(a)), x)
+def _igamma_da_vjp(g, out, a, x, *, order):
+    # in a: the next order; in x: d^n/da^n of the density e^h, h = (a-1) ln x - lgamma(a), by Faà di Bruno
+    ga = ub(g * apply(_igamma_da, a, x, order=order + 1), a) if _wants(a) else None
+    if not _wants(x):
+        return ga, None
+    first = log(x) - digamma(a)
+    h = exp_derivative(order, 0, lambda p, q: first if p == 1 else -apply(_polygamma, a, n=p - 1))
+    return ga, ub(g * _density(a, x) * h, x)
 
 
-# d/da P(a, x), for the gradient of igamma and igammac in a
+# d^order/da^order P(a, x), for the gradients of igamma and igammac in a (each order differentiates again)
 _igamma_da = Op("igamma_grad_a", _igamma_da_fwd, _igamma_da_vjp, promote="float", elementwise=True)
 _igamma = Op("igamma", lambda xp, a, x: _special(xp).gammainc(a, x).astype(a.dtype, copy=False),
-             _igamma_vjp(1.0), promote="float", elementwise=True, inplace=("igamma_",))
+             _igamma_vjp(1.0), promote="float", elementwise=True, inplace=("igamma_",),
+             complex_error=kernel_refusal("igamma"))
 _igammac = Op("igammac", lambda xp, a, x: _special(xp).gammaincc(a, x).astype(a.dtype, copy=False),
-              _igamma_vjp(-1.0), promote="float", elementwise=True, inplace=("igammac_",))
+              _igamma_vjp(-1.0), promote="float", elementwise=True, inplace=("igammac_",),
+              complex_error=kernel_refusal("igammac"))
 
 
 def polygamma(n: int, input: Tensor) -> Tensor:
@@ -142,8 +151,15 @@ def _sinc_fwd(xp, a):
 sinc = _unary("sinc", _sinc_fwd, _sinc_vjp)
 
 
+def _real_only(input, kind: type, message: str) -> None:
+    """A composite's refusal of complex input, in PyTorch's words (a declared op says ``complex_error``)."""
+    if isinstance(input, Tensor) and input.is_complex():
+        raise kind(message.format(dtype=torch_name(input)))
+
+
 def logit(input: Tensor, eps: float | None = None) -> Tensor:
     """``log(p / (1 - p))``, with ``p`` clamped to ``[eps, 1 - eps]`` when ``eps`` is given."""
+    _real_only(input, NotImplementedError, "\"logit_cpu\" not implemented for '{dtype}'")
     x = input if eps is None else clamp(input, eps, 1 - eps)
     return log(x / (1 - x))
 
@@ -155,11 +171,12 @@ def _copysign_vjp(g, out, a, b):
 
 
 _copysign = Op("copysign", lambda xp, a, b: xp.copysign(a, b), _copysign_vjp, promote="float", save_output=True,
-               elementwise=True, out_form="copysign", inplace=("copysign_",))
+               elementwise=True, out_form="copysign", inplace=("copysign_",), complex_error=kernel_refusal("copysign"))
 _nextafter = Op("nextafter", lambda xp, a, b: xp.nextafter(a, b), promote="common", elementwise=True,
-                out_form="nextafter", inplace=("nextafter_",))
+                out_form="nextafter", inplace=("nextafter_",), complex_error=kernel_refusal("nextafter"))
 _heaviside = Op("heaviside", lambda xp, a, b: xp.heaviside(a, b).astype(a.dtype, copy=False), promote="common",
-                elementwise=True, inplace=("heaviside_",))
+                elementwise=True, inplace=("heaviside_",),
+                complex_error=(RuntimeError, "heaviside is not yet implemented for complex tensors."))
 _gcd = Op("gcd", lambda xp, a, b: xp.gcd(a, b), promote="common", elementwise=True, out_form="gcd", inplace=("gcd_",))
 _lcm = Op("lcm", lambda xp, a, b: xp.lcm(a, b), promote="common", elementwise=True, out_form="lcm", inplace=("lcm_",))
 _lshift = Op("bitwise_left_shift", lambda xp, a, b: xp.left_shift(a, b), promote="common", elementwise=True,
@@ -177,8 +194,9 @@ _frexp = Op("frexp", _frexp_fwd, n_extra=1, saves=NONE)
 
 
 def _float_only(name: str, *xs) -> None:
-    if any(isinstance(x, Tensor) and not x.is_floating_point() for x in xs):
-        bad = next(x for x in xs if isinstance(x, Tensor) and not x.is_floating_point())
+    """Integer operands (complex ones meet the op's ``complex_error``)."""
+    if any(isinstance(x, Tensor) and not x.is_floating_point() and not x.is_complex() for x in xs):
+        bad = next(x for x in xs if isinstance(x, Tensor) and not x.is_floating_point() and not x.is_complex())
         raise RuntimeError(f'"{name}_cpu" not implemented for \'{torch_name(bad)}\'')
 
 
@@ -204,7 +222,7 @@ def nextafter(input: Tensor, other: Tensor) -> Tensor:
 
 def heaviside(input: Tensor, values: Tensor) -> Tensor:
     """0 where ``input < 0``, 1 where ``input > 0``, ``values`` where it is 0."""
-    if isinstance(values, Tensor) and values.dtype != input.dtype:
+    if isinstance(values, Tensor) and values.dtype != input.dtype and not values.is_complex():
         raise RuntimeError("heaviside is not yet implemented for tensors with different dtypes")
     return apply(_heaviside, input, values)
 
@@ -266,10 +284,12 @@ def logaddexp2(input: Tensor, other: Tensor) -> Tensor:
 
 
 def deg2rad(input: Tensor) -> Tensor:
+    _real_only(input, RuntimeError, "deg2rad is not supported for complex tensors.")
     return input * (math.pi / 180.0)
 
 
 def rad2deg(input: Tensor) -> Tensor:
+    _real_only(input, RuntimeError, "rad2deg is not supported for complex tensors.")
     return input * (180.0 / math.pi)
 
 

@@ -14,7 +14,7 @@ import numpy as np
 
 from ..base.meta import has_data
 from ..core.dispatch import apply
-from ..core.registry import Op
+from ..core.registry import Op, kernel_refusal
 from ._util import Tensor, unbroadcast as ub
 
 __all__ = ["chebyshev_polynomial_t", "chebyshev_polynomial_u", "chebyshev_polynomial_v",
@@ -77,7 +77,7 @@ _derivative = Op("orthogonal_polynomial_derivative", _poly_fwd, _poly_vjp, promo
 def _family(name: str, family: str, shifted: bool, doc: str):
     op = Op(f"special_{name}", lambda xp, x, n: _poly_fwd(xp, x, n, family=family, shifted=shifted, order=0),
             lambda g, out, x, n: _poly_vjp(g, out, x, n, family=family, shifted=shifted, order=0),
-            promote="float", elementwise=True)
+            promote="float", elementwise=True, complex_error=kernel_refusal(name))
 
     def fn(input, n, *, out=None) -> Tensor:
         result = apply(op, input, n)

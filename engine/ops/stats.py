@@ -15,7 +15,7 @@ import numpy as np
 from ..base import dtype as _dtype
 from ..core import creation
 from ..core.dispatch import apply
-from ..core.registry import Op
+from ..core.registry import Op, kernel_refusal
 from ..core.tensor import _wrap_dim
 from ._util import Tensor
 from .compare import isnan, torch_name, where
@@ -51,7 +51,7 @@ def _running_index_fwd(xp, x, *, dim, largest):
     return xp.moveaxis(out, 0, dim)
 
 
-_running_index = Op("cummax_indices", _running_index_fwd)
+_running_index = Op("cummax_indices", _running_index_fwd, complex_error=kernel_refusal("cummax"))
 
 
 def _running(input: Tensor, dim: int, largest: bool, name: str):
@@ -77,7 +77,8 @@ def logcumsumexp(input: Tensor, dim: int) -> Tensor:
     d = _wrap_dim(dim, input.ndim, "logcumsumexp") if input.ndim else 0
     if input.numel() == 0:
         return input.clone()
-    shift = input.detach().amax(d, keepdim=True) if input.ndim else input.detach()
+    base = input.detach().real if input.is_complex() else input.detach()   # complex: shift by the real part
+    shift = base.amax(d, keepdim=True) if input.ndim else base
     shift = where(shift.isfinite(), shift, 0.0)
     return (input - shift).exp().cumsum(d).log() + shift
 
