@@ -159,12 +159,14 @@ class _Recorder(Mode):
         return out
 
 
-def trace_from_tape(fn: Module | Callable, *example_args) -> GraphModule:
+def trace_from_tape(fn: Module | Callable, *example_args, announce: bool = True) -> GraphModule:
     """Run ``fn(*example_args)`` eagerly and return the graph of the ops it performed.
 
     Args:
         fn: a module or function of tensors (and plain values, which get fixed).
         example_args: the inputs to run; every tensor input becomes a placeholder.
+        announce: emit ``graph_traced`` (False for a library's internal traces, such as the
+            compiler's backward of a fused group, which are not the user's graphs).
     Returns:
         A ``GraphModule`` whose first node guards the inputs' shapes and dtypes and whose
         other nodes call ``prims``; parameters of ``fn`` (a module) are shared, so
@@ -200,6 +202,6 @@ def trace_from_tape(fn: Module | Callable, *example_args) -> GraphModule:
     gm = GraphModule(dict(rec.constants), graph, f"{getattr(fn, '__name__', type(fn).__name__)}_from_tape")
     if isinstance(fn, Module):
         gm.train(fn.training)
-    if events.has_subscribers("graph_traced"):
+    if announce and events.has_subscribers("graph_traced"):
         events.emit("graph_traced", events.GraphTraced(graph, gm, fn, type(gm).__name__, "trace_from_tape"))
     return gm

@@ -24,7 +24,17 @@ export interface FxData {
   summary?: Record<string, number>;
 }
 
-type FxNode = GNode & { name?: string; opcode?: string; target?: string; args?: string; line?: number | null; diff?: string };
+/** A tapelab.compile kernel's node: its name, the FX nodes it replaced and its generated sources. */
+interface FusedKernel {
+  name: string;
+  members: string[];
+  source?: string;
+  cuda_source?: string;
+}
+
+type FxNode = GNode & {
+  name?: string; opcode?: string; target?: string; args?: string; line?: number | null; diff?: string; fused?: FusedKernel;
+};
 
 export const FX_CSS = `
 .tapelab-fx { font: 12px var(--jp-ui-font-family, system-ui, sans-serif); color: var(--jp-ui-font-color1, #1f2937); }
@@ -55,6 +65,13 @@ export const FX_CSS = `
 .tapelab-fx-badge.tapelab-diff-removed { background: #fee2e2; border-color: #dc2626; }
 .tapelab-fx-badge.tapelab-diff-changed { background: #fef3c7; border-color: #d97706; }
 .tapelab-fx-badge.tapelab-diff-same { border-color: #9ca3af; }
+.tapelab-fx .tapelab-unit.tapelab-fused rect.tapelab-box { stroke: #7c3aed; stroke-width: 2; stroke-dasharray: 5 2; }
+.tapelab-fx-kernel { flex: 1 1 42%; min-width: 0; display: flex; flex-direction: column; }
+.tapelab-fx-kernel .tapelab-fx-code { flex: 1 1 auto; }
+.tapelab-fx-kernel-bar { display: flex; gap: 6px; align-items: center; padding: 0 0 4px; }
+.tapelab-fx-kernel-bar b { flex: 1 1 auto; overflow: hidden; text-overflow: ellipsis; white-space: nowrap; }
+.tapelab-fx-kernel-bar button { font: inherit; padding: 0 6px; cursor: pointer; }
+.tapelab-fx-kernel-bar button[aria-pressed='true'] { background: #ede9fe; border-color: #7c3aed; }
 `;
 
 export function injectFxStyle(doc: Document = document): void {
@@ -87,6 +104,7 @@ class FxPaneView {
   readonly store = new GraphStore();
   readonly view: GraphView;
   readonly code: HTMLPreElement;
+  private readonly kernel: HTMLDivElement;
   private lines = new Map<number, HTMLDivElement>();
   private lineOf = new Map<string, number>();
   private byId = new Map<string, FxNode>();
@@ -108,7 +126,11 @@ class FxPaneView {
       fixedHeight: true, viewKind: 'fx', decorate: (u, g) => this.decorate(u, g),
       facts: n => {
         const f = n as FxNode;
-        return f.opcode ? [['fx opcode', f.opcode + (f.target ? ' ' + f.target : '')]] : [];
+        const out: [string, string][] = f.opcode ? [['fx opcode', f.opcode + (f.target ? ' ' + f.target : '')]] : [];
+        if (f.fused) {
+          out.push(['fused ops', f.fused.members.join(', ')], ['kernel', 'click to read its generated source']);
+        }
+        return out;
       }
     });
     this.code = el('pre', 'tapelab-fx-code');
@@ -137,8 +159,44 @@ class FxPaneView {
       this.code.appendChild(row);
       this.lines.set(i, row);
     });
-    body.append(this.view.node, this.code);
+    this.kernel = el('div', 'tapelab-fx-kernel');
+    this.kernel.style.display = 'none';
+    body.append(this.view.node, this.code, this.kernel);
     this.node.appendChild(body);
+  }
+
+  /** Show a fused kernel's generated source in place of the graph's code (a button returns). */
+  showKernel(n: FxNode, which: 'cpu' | 'cuda' = 'cpu'): void {
+    const k = n.fused!;
+    this.kernel.textContent = '';
+    this.kernel.dataset.kernel = k.name;
+    this.kernel.dataset.source = which;
+    const bar = el('div', 'tapelab-fx-kernel-bar');
+    bar.appendChild(el('b', '', k.name));
+    const button = (label: string, pressed: boolean, onClick: () => void) => {
+      const b = el('button', '', label);
+      b.setAttribute('aria-pressed', String(pressed));
+      b.addEventListener('click', onClick);
+      bar.appendChild(b);
+    };
+    if (k.source) {
+      button('cpu', which === 'cpu', () => this.showKernel(n, 'cpu'));
+    }
+    if (k.cuda_source) {
+      button('cuda', which === 'cuda', () => this.showKernel(n, 'cuda'));
+    }
+    button('graph code', false, () => this.hideKernel());
+    const code = el('pre', 'tapelab-fx-code');
+    code.textContent = (which === 'cuda' ? k.cuda_source : k.source) || '(no generated source)';
+    this.kernel.append(bar, code);
+    this.kernel.style.display = '';
+    this.code.style.display = 'none';
+  }
+
+  hideKernel(): void {
+    this.kernel.style.display = 'none';
+    this.code.style.display = '';
+    delete this.kernel.dataset.kernel;
   }
 
   private decorate(u: Unit, g: SVGElement): void {
@@ -163,6 +221,10 @@ class FxPaneView {
     }
     if (this.owner.isHighlighted(u.id)) {
       g.classList.add('tapelab-hl');
+    }
+    if (n.fused) {
+      g.classList.add('tapelab-fused');
+      g.addEventListener('click', () => this.showKernel(n));
     }
     g.addEventListener('mouseenter', () => this.owner.highlight([u.id], 'code'));
     g.addEventListener('mouseleave', () => this.owner.highlight([], null));

@@ -1,6 +1,7 @@
 """End to end: GraphView renders a traced Transformer encoder (tapelab.nn.TransformerEncoderLayer
 blocks traced into) beside its generated code; hovering a node highlights its code line and
-hovering a line highlights its node; a diff after a pass colours added/removed/changed nodes.
+hovering a line highlights its node; a diff after a pass colours added/removed/changed nodes; a
+compiled graph's fused kernel shows its generated source on a click.
 Screenshots go to test-output/e2e/."""
 from __future__ import annotations
 
@@ -45,6 +46,16 @@ for n in list(gm.graph.nodes):
         gm.graph.erase_node(n)
 gm.recompile()
 GraphView.diff(before, gm)""",
+    """class GeluMlp(nn.Module):   # the tanh GELU written out: one fused kernel after tapelab.compile
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(16, 64)
+    def forward(self, x):
+        h = self.fc(x)
+        return 0.5 * h * (1.0 + ((h + 0.044715 * h * h * h) * 0.7978845608).tanh())
+
+fused = torch.compiler.explain(GeluMlp(), torch.randn(8, 16)).graphs[0]
+GraphView(fused)""",
 ]
 
 
@@ -116,8 +127,9 @@ def _check_graph_view(page, lab_url, out_dir):
     assert fxv.get_attribute("data-hover") == "layers_1_linear2"
     fxv.screenshot(path=str(out_dir / "graphview-encoder-code-hover.png"))
 
-    # the traced graph also streamed to the side panel (as tapes do)
-    page.wait_for_function("() => window.tapelabPanel && window.tapelabPanel.store.nodes.some(n => n.id === 'fx:head')")
+    # traced graphs also stream to the side panel (as tapes do): the last one traced is the GELU MLP
+    # tapelab.compile traced from its tape (the encoder's linears are module leaves, named otherwise)
+    page.wait_for_function("() => window.tapelabPanel && window.tapelabPanel.store.nodes.some(n => n.id === 'fx:linear')")
 
     # the diff after a pass (relu -> gelu): two panes, removed and added nodes coloured
     diff = page.locator(".jp-OutputArea-output .tapelab-fx.tapelab-fx-diff").first
@@ -132,4 +144,31 @@ def _check_graph_view(page, lab_url, out_dir):
     assert "added 2" in diff.locator(".tapelab-fx-summary").text_content()
     diff.scroll_into_view_if_needed()
     diff.screenshot(path=str(out_dir / "graphview-diff.png"))
+
+    # a compiled graph: the fused kernel is marked; a click shows its generated source in place of
+    # the graph's code, with its member ops on the card; "graph code" goes back
+    comp = page.locator(".jp-OutputArea-output .tapelab-fx").nth(2)
+    comp.wait_for(timeout=60_000)
+    kernel = comp.locator(".tapelab-unit.tapelab-fused").first
+    kernel.wait_for(timeout=30_000)
+    assert kernel.get_attribute("data-name").startswith("fused")
+    kernel.hover()
+    card = comp.locator(".tapelab-card")
+    card.wait_for()
+    assert "tanh" in card.locator(".tapelab-row[data-key='fused ops']").text_content()
+    kernel.click()
+    panel = comp.locator(".tapelab-fx-kernel")
+    page.wait_for_function("el => !!el.dataset.kernel", arg=panel.element_handle(), timeout=10_000)
+    assert panel.get_attribute("data-kernel").startswith("fused(")
+    source = panel.locator("pre").text_content()
+    assert "tanh" in source and "def " in source, source[:400]
+    assert comp.locator(".tapelab-fx-code").first.is_hidden()
+    panel.locator("button", has_text="cuda").click()
+    page.wait_for_function("el => el.dataset.source === 'cuda'", arg=panel.element_handle(), timeout=10_000)
+    assert "tanhf(" in panel.locator("pre").text_content()
+    comp.scroll_into_view_if_needed()
+    comp.screenshot(path=str(out_dir / "graphview-fused-kernel.png"))
+    panel.locator("button", has_text="graph code").click()
+    page.wait_for_function("el => el.style.display === 'none'", arg=panel.element_handle(), timeout=10_000)
+    assert "def forward" in comp.locator(".tapelab-fx-code").first.text_content()
     assert not page.errors, page.errors

@@ -58,48 +58,41 @@ export function renderTensor(t: TensorData): HTMLDivElement {
   }
   if (t.heatmap) {
     const { rows, cols, values, min, max } = t.heatmap;
-    const c = document.createElement('canvas');
-    c.className = 'tapelab-heatmap';
-    c.width = cols;
-    c.height = rows;
-    const scale = Math.max(1, Math.floor(160 / Math.max(rows, cols)));
-    c.style.width = `${cols * scale}px`;
-    c.style.height = `${rows * scale}px`;
-    c.style.imageRendering = 'pixelated';
-    const ctx = c.getContext('2d');
-    if (ctx) {
-      const img = ctx.createImageData(cols, rows);
-      const span = max - min || 1;
-      for (let i = 0; i < rows * cols; i++) {
+    const span = max - min || 1;
+    root.appendChild(
+      pixelCanvas('tapelab-heatmap', rows, cols, i => {
         const v = values[i];
         const f = Number.isFinite(v) ? (v - min) / span : NaN;
         // diverging blue-white-red; NaN/Inf in green
-        const [r, g, b] = Number.isNaN(f) ? [34, 197, 94] : f < 0.5 ? [255 * f * 2, 255 * f * 2, 255] : [255, 255 * (1 - f) * 2, 255 * (1 - f) * 2];
-        img.data.set([r, g, b, 255], i * 4);
-      }
-      ctx.putImageData(img, 0, 0);
-    }
-    root.appendChild(c);
+        return Number.isNaN(f) ? [34, 197, 94] : f < 0.5 ? [255 * f * 2, 255 * f * 2, 255] : [255, 255 * (1 - f) * 2, 255 * (1 - f) * 2];
+      })
+    );
   }
   if (t.images) {
     const { rows, cols, pixels } = t.images;
-    const c = document.createElement('canvas');
-    c.className = 'tapelab-images';
-    c.width = cols;
-    c.height = rows;
-    const scale = Math.max(1, Math.floor(160 / Math.max(rows, cols)));
-    c.style.width = `${cols * scale}px`;
-    c.style.height = `${rows * scale}px`;
-    c.style.imageRendering = 'pixelated';
-    const ctx = c.getContext('2d');
-    if (ctx) {
-      const img = ctx.createImageData(cols, rows);
-      for (let i = 0; i < rows * cols; i++) {
-        img.data.set([pixels[3 * i], pixels[3 * i + 1], pixels[3 * i + 2], 255], i * 4);
-      }
-      ctx.putImageData(img, 0, 0);
-    }
-    root.appendChild(c);
+    root.appendChild(pixelCanvas('tapelab-images', rows, cols, i => [pixels[3 * i], pixels[3 * i + 1], pixels[3 * i + 2]]));
   }
   return root;
+}
+
+/** A rows x cols picture, one canvas pixel per value, scaled up to about 160 px with crisp pixels. */
+function pixelCanvas(className: string, rows: number, cols: number, rgbAt: (i: number) => number[]): HTMLCanvasElement {
+  const c = document.createElement('canvas');
+  c.className = className;
+  c.width = cols;
+  c.height = rows;
+  const scale = Math.max(1, Math.floor(160 / Math.max(rows, cols)));
+  c.style.width = `${cols * scale}px`;
+  c.style.height = `${rows * scale}px`;
+  c.style.imageRendering = 'pixelated';
+  const ctx = c.getContext('2d');
+  if (ctx) {
+    const img = ctx.createImageData(cols, rows);
+    for (let i = 0; i < rows * cols; i++) {
+      const [r, g, b] = rgbAt(i);
+      img.data.set([r, g, b, 255], i * 4);
+    }
+    ctx.putImageData(img, 0, 0);
+  }
+  return c;
 }
