@@ -1,21 +1,31 @@
-"""The cpu backend: a kernel description becomes a numba loop, or a numpy ``out=`` chain.
+"""The cpu backend: a kernel description becomes machine code in a shared library, or a numpy chain.
 
-``numba_source`` writes one Python file per kernel: the scalar DAG as statements inside a
-``(rows, cols)`` loop nest, twice (``serial`` and a ``prange`` one used from
-``PARALLEL_MIN`` elements, ``TAPELAB_COMPILE_PARALLEL_MIN``). The file goes to the disk cache (``TAPELAB_CACHE_DIR``, else
-``~/.cache/tapelab/compile``) under the kernel's hash and is imported with numba's
-``cache=True``, so a second process loads the machine code instead of compiling it.
-Without numba (or with ``TAPELAB_COMPILE_NUMBA=0``) ``numpy_source`` evaluates the same DAG
-as numpy ufunc calls writing into a few reused buffers, and a warning says so once.
+``numba_source`` writes the scalar DAG as one numba function over raw pointers,
+``kernel(o0.., a0.., r0, r1, C)``: rows ``r0..r1`` of a ``(rows, C)`` loop nest. numba compiles it
+once (``no_cpython_wrapper``: nothing but the loop), llvmlite emits its object code, and the C
+compiler links it with a one-line C entry into ``tapelab_k<key>.so`` in the disk cache
+(``TAPELAB_CACHE_DIR``, else ``~/.cache/tapelab/compile``; the key is the kernel's hash, the
+fastmath file's and the host's). A later process loads that file with ``ctypes``: no numba import,
+no numba type-system start-up (1-3 s here), so a warm compile costs the trace alone. Without a C
+compiler the object file is cached instead and loaded through llvmlite's MCJIT. Above
+``PARALLEL_MIN`` elements (``TAPELAB_COMPILE_PARALLEL_MIN``) the rows are split over a thread pool
+(ctypes calls release the GIL). Without numba (or with ``TAPELAB_COMPILE_NUMBA=0``)
+``numpy_source`` evaluates the same DAG as numpy ufunc calls writing into a few reused buffers,
+and a warning says so once.
 """
 from __future__ import annotations
 
+import ctypes
 import functools
 import hashlib
 import importlib.util
 import os
-import sys
+import platform
+import shutil
+import subprocess
+import tempfile
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -25,8 +35,8 @@ from .symbolic import Sym
 
 __all__ = ["numba_source", "numpy_source", "load", "numba_available", "cache_dir", "PARALLEL_MIN"]
 
-# elements from which the prange loop runs. Measured on this project's 2-core machine (shared, loaded):
-# the serial gelu chain took 3.3 ms on 256x1024, the parallel one 19 ms, so threads start late.
+# elements from which rows are split over threads. Measured on this project's 2-core machine (shared,
+# loaded): the serial gelu chain took 3.3 ms on 256x1024, a parallel one 19 ms, so threads start late.
 PARALLEL_MIN = int(os.environ.get("TAPELAB_COMPILE_PARALLEL_MIN", 1 << 22))
 
 # what each numpy ufunc computes on scalars inside a numba loop; float32 gets fastmath.py's
@@ -86,10 +96,9 @@ def _scalar(s: Sym, ref) -> str:
     return f"np.{k}({', '.join(a)})"
 
 
-def _body(kernel: Kernel, index: str, indent: str) -> list:
+def _body(kernel: Kernel, indent: str) -> list:
     order, outs = kernel.lines()
     names = {id(s): f"t{i}" for i, s in enumerate(order)}
-    layouts = kernel.layouts()
 
     def ref(s: Sym) -> str:
         if s.kind == "input":
@@ -97,35 +106,44 @@ def _body(kernel: Kernel, index: str, indent: str) -> list:
         if s.kind == "const":
             return _const(s)
         return names[id(s)]
-    at = {"full": index, "expand": index, "row": "c", "col": "r", "scalar": "0"}
-    lines = [f"{indent}v{i} = a{i}[{at[lay]}]" for i, lay in enumerate(layouts)]
+    at = {"full": "i", "expand": "i", "row": "c", "col": "r", "scalar": "0"}
+    lines = [f"{indent}v{i} = a{i}[{at[lay]}]" for i, lay in enumerate(kernel.layouts())]
     lines += [f"{indent}{names[id(s)]} = {_scalar(s, ref)}" for s in order]
-    lines += [f"{indent}o{j}[{index}] = {ref(o)}" for j, o in enumerate(outs)]
+    lines += [f"{indent}o{j}[i] = {ref(o)}" for j, o in enumerate(outs)]
     return lines
 
 
 @functools.cache
 def _fastmath_hash() -> str:
-    """numba's cache checks a kernel file's own time stamp, not the functions it calls."""
-    path = Path(__file__).parent.parent / "kernels" / "fastmath.py"
+    """The kernels inline fastmath's functions: a new version of that file is a new key."""
+    path = Path(__file__).resolve().parents[1] / "kernels" / "fastmath.py"
     return hashlib.sha256(path.read_bytes()).hexdigest()[:12]
 
 
+def _numba_type(dt) -> str:
+    name = np.dtype(dt).name
+    return "boolean" if name == "bool" else name
+
+
 def numba_source(kernel: Kernel) -> str:
-    """The module text of ``kernel`` as two numba loops (``serial`` and ``parallel``)."""
-    ins = ", ".join(f"a{i}" for i in range(len(kernel.inputs)))
-    outs = ", ".join(f"o{j}" for j in range(len(kernel.outputs)))
-    body = "\n".join(_body(kernel, "i", " " * 12))
-    head = [f"# {kernel.name}: generated by tapelab.compiler from the ops' declarations; key {kernel.digest}",
-            f"# fastmath {_fastmath_hash()} (a new version rewrites this file, so numba recompiles it)",
-            "import math", "import numpy as np", "from numba import njit, prange",
-            "from tapelab.kernels.fastmath import exp32, log32, tanh32, erf32, maximum, minimum", ""]
-    loops = []
-    for name, rng, par in (("serial", "range", False), ("parallel", "prange", True)):
-        loops += ["", f"@njit(cache=True, error_model='numpy', parallel={par})",
-                  f"def {name}({outs}, {ins}, R, C):", f"    for r in {rng}(R):", "        base = r * C",
-                  "        for c in range(C):", "            i = base + c", body, ""]
-    return "\n".join(head + loops)
+    """The module text of ``kernel``: one numba loop over rows ``r0..r1`` of raw pointers."""
+    outs = [f"po{j}" for j in range(len(kernel.outputs))]
+    ins = [f"pa{i}" for i in range(len(kernel.inputs))]
+    types_ = [_numba_type(o.dtype) for o in kernel.outputs] + [_numba_type(dt) for dt, _ in kernel.inputs]
+    sig = f"void({', '.join(f'CPointer({t})' for t in types_)}, int64, int64, int64)"
+    length = {"full": "r1 * C", "expand": "r1 * C", "row": "C", "col": "r1", "scalar": "1"}
+    views = [f"    o{j} = carray(po{j}, (r1 * C,))" for j in range(len(outs))]
+    views += [f"    a{i} = carray(pa{i}, ({length[lay]},))" for i, lay in enumerate(kernel.layouts())]
+    return "\n".join([
+        f"# {kernel.name}: generated by tapelab.compiler from the ops' declarations; key {kernel.digest}",
+        "import math", "import numpy as np", "from numba import carray, njit",
+        "from numba.types import CPointer, boolean, void, int64, int32, int16, int8, uint8, float32, float64",
+        "from tapelab.kernels.fastmath import exp32, log32, tanh32, erf32, maximum, minimum", "",
+        "",
+        f"@njit({sig}, error_model='numpy', no_cpython_wrapper=True, no_cfunc_wrapper=True)",
+        f"def kernel({', '.join(outs + ins)}, r0, r1, C):", *views,
+        "    for r in range(r0, r1):", "        base = r * C", "        for c in range(C):",
+        "            i = base + c", *_body(kernel, " " * 12), ""])
 
 
 def numpy_source(kernel: Kernel) -> str:
@@ -188,14 +206,110 @@ def numpy_source(kernel: Kernel) -> str:
 
 
 _WARNED = []
+_ENTRY = "tapelab_kernel"
 
 
-def _import(path: Path, name: str):
-    spec = importlib.util.spec_from_file_location(name, path)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod                     # numba's cache locates functions by module
-    spec.loader.exec_module(mod)
-    return mod
+@functools.cache
+def _host_key() -> str:
+    """What machine code depends on besides the kernel: the cpu (its flags), numba, fastmath."""
+    try:
+        flags = next((ln for ln in Path("/proc/cpuinfo").read_text().splitlines() if ln.startswith("flags")), "")
+    except OSError:
+        flags = ""
+    version = Path(importlib.util.find_spec("numba").origin).with_name("_version.py")
+    text = repr((platform.machine(), platform.processor(), flags, version.read_text() if version.exists() else "",
+                 _fastmath_hash()))
+    return hashlib.sha256(text.encode()).hexdigest()[:8]
+
+
+def _object_code(kernel: Kernel) -> tuple:
+    """``(object file bytes, symbol)``: numba compiles the loop, llvmlite emits position-independent code."""
+    import llvmlite.binding as llvm
+    scope = {"__name__": f"tapelab_k{kernel.digest}"}
+    exec(compile(numba_source(kernel), f"<tapelab kernel {kernel.digest}>", "exec"), scope)
+    fn = scope["kernel"]
+    cres = fn.overloads[fn.signatures[0]]
+    symbol = cres.fndesc.mangled_name
+    module = llvm.parse_assembly(cres.library.get_llvm_str())
+    for f in module.functions:          # numba's unused runtime helpers would need its runtime
+        if not f.is_declaration and f.name != symbol:
+            f.linkage = "internal"
+    tm = llvm.Target.from_default_triple().create_target_machine(
+        cpu=llvm.get_host_cpu_name(), features=llvm.get_host_cpu_features().flatten(), reloc="pic",
+        codemodel="default", opt=3)
+    pb = llvm.create_pass_builder(tm, llvm.create_pipeline_tuning_options(speed_level=1))
+    pb.getModulePassManager().run(module, pb)          # drops the now-internal dead helpers
+    return tm.emit_object(module), symbol
+
+
+def _link(obj: bytes, symbol: str, n_ptr: int, target: Path) -> bool:
+    """Link the object with a C entry ``tapelab_kernel(ptr.., r0, r1, C)`` into ``target``."""
+    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        return False
+    ptrs = ", ".join(f"void *p{k}" for k in range(n_ptr))
+    names = ", ".join(f"p{k}" for k in range(n_ptr))
+    entry = (f"#include <stdint.h>\nextern int32_t k(void **, void **, {', '.join(['void *'] * n_ptr)}, int64_t, "
+             f"int64_t, int64_t) __asm__(\"{symbol}\");\nvoid {_ENTRY}({ptrs}, int64_t r0, int64_t r1, int64_t C) "
+             f"{{ void *ret = 0, *exc = 0; k(&ret, &exc, {names}, r0, r1, C); }}\n")
+    with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
+        (Path(tmp) / "k.o").write_bytes(obj)
+        (Path(tmp) / "entry.c").write_text(entry)
+        done = subprocess.run([cc, "-shared", "-fPIC", "-O2", "-o", "k.so", "entry.c", "k.o"], cwd=tmp,
+                              capture_output=True)
+        if done.returncode:
+            return False
+        os.replace(Path(tmp) / "k.so", target)
+    return True
+
+
+def _mcjit(obj: bytes, symbol: str, n_ptr: int):
+    """The object loaded in process by llvmlite (no C compiler), called through ctypes."""
+    import llvmlite.binding as llvm
+    llvm.initialize_native_target()
+    llvm.initialize_native_asmprinter()
+    engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), llvm.Target.from_default_triple()
+                                        .create_target_machine())
+    engine.add_object_file(llvm.ObjectFileRef.from_data(obj))
+    engine.finalize_object()
+    proto = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p,
+                             *[ctypes.c_void_p] * n_ptr, *[ctypes.c_int64] * 3)
+    fn = proto(engine.get_function_address(symbol))
+    ret, exc = ctypes.c_void_p(), ctypes.c_void_p()
+
+    def call(*args):
+        fn(ctypes.byref(ret), ctypes.byref(exc), *args)
+    call.engine = engine                  # the machine code lives as long as the engine
+    return call
+
+
+def _entry(kernel: Kernel):
+    """The kernel's ``entry(ptr.., r0, r1, C)``: from the disk cache, else compiled and stored."""
+    d = cache_dir()
+    d.mkdir(parents=True, exist_ok=True)
+    n_ptr = len(kernel.inputs) + len(kernel.outputs)
+    stem = d / f"tapelab_k{kernel.digest}_{_host_key()}"
+    so, obj_path = stem.with_suffix(".so"), stem.with_suffix(".o")
+    if not so.exists() and obj_path.exists():
+        obj, symbol = obj_path.read_bytes(), obj_path.with_suffix(".sym").read_text()
+        return _mcjit(obj, symbol, n_ptr)
+    if not so.exists():
+        obj, symbol = _object_code(kernel)
+        if not _link(obj, symbol, n_ptr, so):
+            obj_path.with_suffix(".sym").write_text(symbol)
+            tmp = obj_path.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_bytes(obj)
+            os.replace(tmp, obj_path)
+            return _mcjit(obj, symbol, n_ptr)
+    fn = getattr(ctypes.CDLL(str(so)), _ENTRY)
+    fn.argtypes = [ctypes.c_void_p] * n_ptr + [ctypes.c_int64] * 3
+    fn.restype = None
+    return fn
+
+
+@functools.cache
+def _pool() -> ThreadPoolExecutor:
+    return ThreadPoolExecutor(os.cpu_count() or 1, thread_name_prefix="tapelab-kernel")
 
 
 def load(kernel: Kernel, use_numba: bool | None = None):
@@ -210,31 +324,28 @@ def load(kernel: Kernel, use_numba: bool | None = None):
         scope: dict = {}
         exec(compile(numpy_source(kernel), f"<tapelab fused {kernel.digest}>", "exec"), scope)
         return scope["run"]
-    d = cache_dir()
-    d.mkdir(parents=True, exist_ok=True)
-    name = f"tapelab_k{kernel.digest}"
-    path = d / f"{name}.py"
-    src = numba_source(kernel)
-    if not path.exists() or path.read_text() != src:
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(src)
-        os.replace(tmp, path)
-    mod = sys.modules.get(name) or _import(path, name)
+    entry = _entry(kernel)
     layouts = kernel.layouts()
+    in_dtypes = [np.dtype(dt) for dt, _ in kernel.inputs]
     shape = tuple(kernel.shape)
     size = int(np.prod(shape, dtype=np.int64))
     cols = shape[-1] if shape else 1
     rows = size // cols if cols else 0
-    loop = mod.parallel if size >= PARALLEL_MIN else mod.serial
+    threads = min(os.cpu_count() or 1, rows) if size >= PARALLEL_MIN else 1
+    bounds = [(rows * k // threads, rows * (k + 1) // threads) for k in range(threads)]
     out_dtypes = [o.dtype for o in kernel.outputs]
 
     def run(*arrays):
-        flat = []
-        for a, lay in zip(arrays, layouts):
+        keep = []
+        for a, lay, dt in zip(arrays, layouts, in_dtypes):
             if lay == "expand":
                 a = np.broadcast_to(a, shape)
-            flat.append(np.ascontiguousarray(a).reshape(-1))
+            keep.append(np.ascontiguousarray(a, dtype=dt))
         outs = [np.empty(shape, dt) for dt in out_dtypes]
-        loop(*[o.reshape(-1) for o in outs], *flat, rows, cols)
+        ptrs = [o.ctypes.data for o in outs] + [a.ctypes.data for a in keep]
+        if threads == 1:
+            entry(*ptrs, 0, rows, cols)
+        else:
+            list(_pool().map(lambda b: entry(*ptrs, b[0], b[1], cols), bounds))
         return tuple(outs)
     return run

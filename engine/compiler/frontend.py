@@ -3,7 +3,7 @@
 A call computes its guard key (each tensor input's shape, dtype, device and requires_grad,
 each Python value, the grad mode, the module's training flag). A key seen before runs its
 entry; a new one traces the call with ``trace_from_tape`` (a real eager run, whose result is
-returned), lowers the graph's fusible groups into kernels (``fused.lower``) and stores the
+returned: the compiled graph runs from the next call), lowers the graph's fusible groups into kernels (``fused.lower``) and stores the
 entry. A host read during the trace (``.item()``, ``bool(t)``, ``print``: data-dependent
 Python) or an in-place write into an input or a module buffer (BatchNorm's running statistics) is
 a graph break: the trace's writes are undone, that key runs eagerly from then on, and the reason
@@ -12,6 +12,7 @@ key and says so once, as ``torch._dynamo``'s cache limit does.
 """
 from __future__ import annotations
 
+import functools
 import time
 import traceback
 import warnings
@@ -148,7 +149,7 @@ class CompiledFunction:
         t0 = time.perf_counter()
         try:
             with watch:
-                gm = trace_from_tape(call, *flat)
+                gm, out = _trace(call, flat)
         except TraceError as e:
             state.restore()
             reason = f"untraceable: {e}"
@@ -171,10 +172,24 @@ class CompiledFunction:
             run = gm
         else:
             run = gm = _fused.lower(gm, list(flat), backend=self.options.get("kernels", "auto"))
-        out = run(*flat)                      # the first call also compiles its kernels
         times["fuse"] = time.perf_counter() - t1 - (_fused.STATS["kernel_seconds"] - k0)
         times["kernels"] = _fused.STATS["kernel_seconds"] - k0
         return _Entry(guards, graph=gm, run=run, times=times), out
+
+
+def _trace(call, flat: tuple) -> tuple:
+    """``(graph, output)`` of one eager run: that run is the call's result, so compiling costs no
+    forward of its own beyond the shape propagation (the compiled graph runs from the next call)."""
+    box: list = []
+    if isinstance(call, Module):
+        handle = call.register_forward_hook(lambda m, a, o: box.append(o))
+        try:
+            gm = trace_from_tape(call, *flat)
+        finally:
+            handle.remove()
+    else:
+        gm = trace_from_tape(functools.wraps(call)(lambda *a: box.append(call(*a)) or box[-1]), *flat)
+    return gm, box[-1]
 
 
 class _State:

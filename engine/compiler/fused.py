@@ -19,7 +19,7 @@ from ..autograd.engine import grad as _autograd_grad
 from ..base import backend as _backend
 from ..base.grad_mode import enable_grad, no_grad
 from ..base.meta import has_data
-from ..core.creation import ones
+from ..core.creation import empty
 from ..core.dispatch import apply
 from ..base import dtype as _tdtype
 from ..core.registry import ALL, REGISTRY, Op
@@ -86,18 +86,14 @@ class FusedOp(Op):
         return self.backend == "numba" or (self.backend == "auto" and cpu.numba_available())
 
     def _runner(self, where: str):
+        """The kernel for ``"cpu"`` or ``"cuda"``, built (or loaded from the disk cache) on first use."""
         run = self._runners.get(where)
         if run is None:
-            load = cuda.load(self.kernel) if where == "cuda" else cpu.load(self.kernel, self._cpu_numba())
-
-            def first(*arrays):                 # numba and cupy compile on the first call: time it
-                t0 = time.perf_counter()
-                out = load(*arrays)
-                self._runners[where] = load
-                STATS["kernels"] += 1
-                STATS["kernel_seconds"] += time.perf_counter() - t0
-                return out
-            run = self._runners[where] = first
+            t0 = time.perf_counter()
+            run = cuda.load(self.kernel) if where == "cuda" else cpu.load(self.kernel, self._cpu_numba())
+            self._runners[where] = run
+            STATS["kernels"] += 1
+            STATS["kernel_seconds"] += time.perf_counter() - t0
         return run
 
     def _forward(self, xp, *arrays):
@@ -120,10 +116,11 @@ class FusedOp(Op):
         return tuple(next(grads) if n else None for n in needs)
 
     def prepare_backward(self, needs: tuple) -> None:
-        """Trace and lower the backward now (at compile time) on ones of the inputs' shapes."""
+        """Trace and lower the backward now (at compile time) on meta tensors of the inputs' shapes:
+        the trace needs the ops, not their values, so nothing is computed."""
         if needs not in self._backwards and any(needs):
-            g = ones(self.kernel.shape, dtype=_dtype_of(self.kernel.outputs[0].dtype))
-            xs = [ones(shape, dtype=_dtype_of(dt)) for dt, shape in self.kernel.inputs]
+            g = empty(self.kernel.shape, dtype=_dtype_of(self.kernel.outputs[0].dtype), device="meta")
+            xs = [empty(shape, dtype=_dtype_of(dt), device="meta") for dt, shape in self.kernel.inputs]
             self._backwards[needs] = self._trace_backward(g, xs, needs)
 
     def _trace_backward(self, g, inputs, needs):
@@ -139,7 +136,7 @@ class FusedOp(Op):
             return tuple(gr if gr is not None else x.new_zeros(x.shape) for gr, x in zip(got, want))
         examples = [x.detach() if isinstance(x, Tensor) else x for x in (g, *inputs)]
         with no_grad():
-            gm = trace_from_tape(backward, *examples)
+            gm = trace_from_tape(backward, *examples, announce=False)
         return lower(gm, examples, differentiable=False, backend=self.backend)
 
 
@@ -261,7 +258,10 @@ def lower(gm: GraphModule, example_args: list, *, differentiable: bool = True, b
     With ``differentiable`` each value that leaves a group gets its own single-output kernel
     (recomputing shared members: one autograd node per output); without, one kernel with
     several outputs computes the whole group."""
-    ShapeProp(gm).propagate(*example_args)
+    try:
+        _MetaShapeProp(gm).propagate(*[_meta(a) for a in example_args])
+    except Exception:  # noqa: BLE001 - an op without a meta form (a value-dependent shape): run it
+        ShapeProp(gm).propagate(*example_args)
     graph: Graph = gm.graph
     for node in list(graph.nodes):      # the caller's key (or the op's fixed shapes) guards already
         if node.op == "call_function" and node.target is guard_inputs:
@@ -294,6 +294,8 @@ def lower(gm: GraphModule, example_args: list, *, differentiable: bool = True, b
                     item.meta["tensor_meta"] = o.meta["tensor_meta"]
                     o.replace_all_uses_with(item)
                     item.args = (call, j)
+            if all(_on_cpu(a) for a in example_args):
+                op._runner("cpu")              # built now, so compile time is spent at compile time
             if differentiable:
                 op.prepare_backward(tuple(bool(n.meta["tensor_meta"].requires_grad) for n in inputs))
             fused.append(op)
@@ -302,6 +304,24 @@ def lower(gm: GraphModule, example_args: list, *, differentiable: bool = True, b
     gm.recompile()
     gm.fused_ops = fused
     return gm
+
+
+def _meta(a):
+    if isinstance(a, Tensor) and a.device.type != "meta":
+        return empty(a.shape, dtype=a.dtype, device="meta").requires_grad_(a.requires_grad)
+    return a
+
+
+class _MetaShapeProp(ShapeProp):
+    """Shapes, dtypes and ``requires_grad`` without computing: inputs and parameters enter as meta
+    tensors (a Transformer block's propagation costs its dispatches, not a second forward)."""
+
+    def get_attr(self, target, args, kwargs):
+        return _meta(super().get_attr(target, args, kwargs))
+
+
+def _on_cpu(a) -> bool:
+    return not isinstance(a, Tensor) or a.device.type == "cpu"
 
 
 def _toposort(graph: Graph) -> None:
