@@ -123,3 +123,34 @@ def test_switch_leaves_other_dtypes_on_numpy():
     assert not kernels.use(np, np.zeros(3))                  # float64
     assert not kernels.use(np, np.zeros((3, 4), np.float32).T)  # not C-contiguous
     assert not kernels.use(object(), np.zeros(3, np.float32))   # not numpy's namespace
+
+
+def test_row_blocks_on_two_threads_give_the_one_thread_values():
+    """Above kernels.PARALLEL_MIN elements the loops split rows across threads (causal attention in
+    blocks of whole query sets): each row is computed as on one thread, so the values are equal."""
+    rng = np.random.default_rng(3)
+    x = tapelab.tensor(rng.standard_normal((700, 130)).astype(np.float32), requires_grad=True)
+    q, k, v = (tapelab.tensor(rng.standard_normal((2, 3, 120, 16)).astype(np.float32), requires_grad=True)
+               for _ in range(3))
+    w, b = (tapelab.tensor(rng.standard_normal(130).astype(np.float32)) for _ in range(2))
+
+    def run():
+        outs = [F.softmax(x, -1), F.log_softmax(x, -1), F.gelu(x), F.layer_norm(x, (130,), w, b),
+                F.scaled_dot_product_attention(q, k, v, is_causal=True)]
+        sum(o.sum() for o in outs).backward()
+        res = [o.detach().numpy() for o in outs] + [t.grad.numpy() for t in (x, q, k, v)]
+        for t in (x, q, k, v):
+            t.grad = None
+        return res
+
+    assert x.numel() >= kernels.PARALLEL_MIN
+    old = kernels.threads()
+    try:
+        tapelab.set_num_threads(1)
+        one = run()
+        tapelab.set_num_threads(2)
+        two = run()
+    finally:
+        tapelab.set_num_threads(old)
+    for a, c in zip(one, two):
+        np.testing.assert_array_equal(a, c)

@@ -8,18 +8,21 @@ The ops keep one declaration each: an op's forward (or its backward op's forward
 ``use(arrays)`` and takes the loop when it says yes, its numpy formula otherwise. The loops are
 optional (numba is the ``[jit]`` extra) and ``TAPELAB_EAGER_KERNELS=0`` turns them off, so both
 paths stay tested. Compiled code is cached on disk (``cache=True``); the first call in a fresh
-checkout compiles (seconds), later processes load it.
+checkout compiles (seconds), later processes load it. With more than one thread
+(``set_num_threads``), ``parallel`` cuts a large array's rows into one block per thread (the
+loops release the GIL), as PyTorch splits its elementwise and row loops.
 """
 from __future__ import annotations
 
 import importlib.util
 import os
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
 from ..base import runtime
 
-__all__ = ["enabled", "set_enabled", "use", "threads"]
+__all__ = ["enabled", "set_enabled", "use", "threads", "parallel"]
 
 _ON = [os.environ.get("TAPELAB_EAGER_KERNELS", "1") != "0" and importlib.util.find_spec("numba") is not None]
 _F32 = np.dtype(np.float32)
@@ -54,3 +57,30 @@ def threads() -> int:
     """Threads a parallel loop may use: ``set_num_threads``'s count, else the BLAS thread count
     from the environment (as ``bench/run.py --threads`` sets it), else the usable CPUs."""
     return runtime.intra_op_threads()
+
+
+# Below this many elements a loop runs on the calling thread alone: handing blocks to the pool
+# and waiting costs ~20-40 us, what a float32 row loop spends on ~64k elements.
+PARALLEL_MIN = 1 << 16
+_POOL: dict = {}
+os.register_at_fork(after_in_child=_POOL.clear)    # a forked child has none of the pool's threads
+
+
+def parallel(fn, n_split: int, *args, align: int = 1) -> None:
+    """``fn(*args)``, with the first ``n_split`` arrays (same leading dim) cut into one block of
+    rows per thread, each block a multiple of ``align`` rows (a loop that reads ``r % align``
+    sees the same index in its block); small arrays, or one thread, run in one call."""
+    n = threads()
+    rows = args[0].shape[0]
+    if n < 2 or args[0].size < PARALLEL_MIN or rows < 2 * align:
+        fn(*args)
+        return
+    blocks = -(-rows // align)
+    n = min(n, blocks)
+    cuts = [min(rows, blocks * i // n * align) for i in range(n + 1)]
+    rest = args[n_split:]
+    pool = _POOL.get(n) or _POOL.setdefault(n, ThreadPoolExecutor(n - 1, thread_name_prefix="tapelab-kernels"))
+    futures = [pool.submit(fn, *(a[cuts[i]:cuts[i + 1]] for a in args[:n_split]), *rest) for i in range(1, n)]
+    fn(*(a[cuts[0]:cuts[1]] for a in args[:n_split]), *rest)     # the calling thread takes the first block
+    for f in futures:
+        f.result()

@@ -26,7 +26,7 @@ _K3C = F(3 * 0.044715)
 
 
 @njit(**_JIT)
-def gelu(x, tanh, out):
+def gelu(x, out, tanh):
     """``x/2 (1 + erf(x/sqrt 2))``, or with ``tanh`` ``x/2 (1 + tanh(k (x + c x^3)))``."""
     if tanh:
         for i in range(x.shape[0]):
@@ -39,7 +39,7 @@ def gelu(x, tanh, out):
 
 
 @njit(**_JIT)
-def gelu_backward(g, x, tanh, out):
+def gelu_backward(g, x, out, tanh):
     """``g gelu'(x)``: ``Phi(x) + x phi(x)``, or for tanh ``(1 + t)/2 + x/2 (1 - t^2) k (1 + 3 c x^2)``."""
     if tanh:
         for i in range(x.shape[0]):

@@ -105,7 +105,7 @@ def attention_softmax(s, L, scale, causal):
 
 
 @njit(**_JIT)
-def layer_norm(x, w, b, eps, out):
+def layer_norm(x, out, w, b, eps):
     """``out[r] = (x[r] - mean) / sqrt(var + eps) * w + b`` (``w``/``b`` empty: not applied)."""
     R, C = x.shape
     inv_c = F(1.0) / F(C)

@@ -61,7 +61,8 @@ def _loop(xp, name, dim, *arrays):
     if not x.ndim or dim != x.ndim - 1 or not x.size or not kernels.use(xp, *arrays):
         return None
     out = xp.empty_like(x)
-    getattr(_rowwise(), name)(*(a.reshape(-1, x.shape[-1]) for a in arrays), out.reshape(-1, x.shape[-1]))
+    rows = [a.reshape(-1, x.shape[-1]) for a in arrays + (out,)]
+    kernels.parallel(getattr(_rowwise(), name), len(rows), *rows)
     return out
 
 
@@ -155,7 +156,8 @@ def _ln_fwd(xp, x, *affine, dims, eps, has_weight):
         w = affine[0].reshape(-1) if has_weight else xp.empty(0, x.dtype)
         b = affine[-1].reshape(-1) if len(affine) > has_weight else xp.empty(0, x.dtype)
         out = xp.empty_like(x)
-        _rowwise().layer_norm(x.reshape(-1, cols), w, b, x.dtype.type(eps), out.reshape(-1, cols))
+        kernels.parallel(_rowwise().layer_norm, 2, x.reshape(-1, cols), out.reshape(-1, cols), w, b,
+                         x.dtype.type(eps))
         return out
     mean = x.mean(axis=dims, keepdims=True)
     c = x - mean
@@ -206,7 +208,7 @@ _C = 0.044715
 def _gelu_fwd(xp, x, *, approximate):
     if kernels.use(xp, x):
         out = xp.empty_like(x)
-        _pointwise().gelu(x.reshape(-1), approximate == "tanh", out.reshape(-1))
+        kernels.parallel(_pointwise().gelu, 2, x.reshape(-1), out.reshape(-1), approximate == "tanh")
         return out
     if approximate == "tanh":
         inner = xp.tanh((x + x * x * x * x.dtype.type(_C)) * x.dtype.type(_K))
@@ -249,7 +251,8 @@ _gelu = Op("gelu", _gelu_fwd,
 def _gelu_bwd_fwd(xp, g, x, y, *, approximate):
     if g.shape == x.shape and kernels.use(xp, g, x):
         out = xp.empty_like(x)
-        _pointwise().gelu_backward(g.reshape(-1), x.reshape(-1), approximate == "tanh", out.reshape(-1))
+        kernels.parallel(_pointwise().gelu_backward, 3, g.reshape(-1), x.reshape(-1), out.reshape(-1),
+                         approximate == "tanh")
         return out
     return g * _gelu_grad(xp, x, y, approximate)
 
