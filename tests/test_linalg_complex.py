@@ -130,3 +130,35 @@ def test_complex_values_match_torch(name, dtype):
         assert str(g.dtype).split(".")[-1] == str(w.dtype).split(".")[-1], name
         assert tuple(g.shape) == tuple(w.shape), name
         np.testing.assert_allclose(_np(g), _np(w), **tol, err_msg=name)
+
+
+GAUGE = {
+    "svd": lambda m, a: m.linalg.svd(a, full_matrices=False).U.real.sum(),
+    "svd_vh": lambda m, a: m.linalg.svd(a).Vh.imag.sum(),
+    "eigh": lambda m, a: m.linalg.eigh(a + a.mH).eigenvectors.real.sum(),
+    "eig": lambda m, a: m.linalg.eig(a).eigenvectors.real.sum(),
+}
+
+
+@pytest.mark.parametrize("name", sorted(GAUGE))
+def test_phase_dependent_loss_raises_as_torch(name):
+    """A loss that depends on the phases of singular or eigenvectors: PyTorch's RuntimeError and message."""
+    x = _sq(n=3)
+    with pytest.raises(RuntimeError) as want:
+        GAUGE[name](torch, torch.tensor(x, requires_grad=True)).backward()
+    with pytest.raises(RuntimeError) as got:
+        GAUGE[name](tapelab, tapelab.tensor(x, requires_grad=True)).backward()
+    assert str(got.value) == str(want.value)
+
+
+@pytest.mark.parametrize("name", ["svd", "eigh", "eig"])
+def test_phase_invariant_loss_gradient_matches_torch(name):
+    """The same decompositions through a phase-invariant loss (|U|, |V|): gradients as PyTorch's."""
+    x = _sq(2, n=3)
+    fn = {"svd": lambda m, a: m.linalg.svd(a).U.abs().sum() + m.linalg.svd(a).Vh.abs().sum(),
+          "eigh": lambda m, a: m.linalg.eigh(a + a.mH).eigenvectors.abs().sum(),
+          "eig": lambda m, a: m.linalg.eig(a).eigenvectors.abs().sum()}[name]
+    t, lt = torch.tensor(x, requires_grad=True), tapelab.tensor(x, requires_grad=True)
+    fn(torch, t).backward()
+    fn(tapelab, lt).backward()
+    np.testing.assert_allclose(np.asarray(lt.grad), t.grad.numpy(), rtol=1e-8, atol=1e-8)

@@ -455,20 +455,21 @@ def _qr_vjp(g, out, a, *, mode):
     # A = [X | Y] with X square: X = QU is a square QR and Y = QV, with R = [U | V]
     u, v = narrow(r, -1, 0, m), narrow(r, -1, m, n - m)
     gu, gv = narrow(gr, -1, 0, m), narrow(gr, -1, m, n - m)
-    gx = _qr_tall_grad(gq + (q @ v) @ gv.mT, gu, q, u)
+    gx = _qr_tall_grad(gq + (q @ v) @ gv.mH, gu, q, u)
     return (cat([gx, q @ gv], -1),)
 
 
 def _qr_tall_grad(gq, gr, q, r):
-    """The gradient of A = QR (m >= n, R square and invertible), as PyTorch's linalg_qr_backward:
-    gA = (gQ + Q S) R^-T, where S is the symmetric matrix whose upper triangle is that of
-    gR R^T - Q^T gQ. Written in Tensor ops, so it differentiates again."""
-    up = (gr @ r.mT - q.mT @ gq).triu()
-    b = q @ (up + up.mT - up * eye(up.shape[-1], dtype=up.dtype, device=up.device)) + gq
-    return apply(_solve_triangular, r, b.mT, upper=True).mT
+    """The gradient of A = QR (m >= n, R square and invertible; complex: R's diagonal real, as
+    LAPACK's), as PyTorch's linalg_qr_backward: gA = (gQ + Q S) R^-H, where S is the Hermitian matrix
+    whose strict upper triangle is that of X = gR R^H - Q^H gQ and whose diagonal is Re diag(X).
+    Written in Tensor ops, so it differentiates again."""
+    up = (gr @ r.mH - q.mH @ gq).triu()
+    b = q @ (up + up.mH - up.real * eye(up.shape[-1], dtype=up.real.dtype, device=up.device)) + gq
+    return apply(_solve_triangular, r, b.mH, upper=True).mH
 
 
-_qr = Op("qr", _qr_fwd, _qr_vjp, saves=NONE, save_output=True)
+_qr = Op("qr", _qr_fwd, _qr_vjp, saves=NONE, save_output=True, complex=True)
 
 
 def qr(A: Tensor, mode: str = "reduced") -> QRResult:
@@ -505,15 +506,16 @@ def _solve_triangular_fwd(xp, a, b, *, upper, unit=False):
 
 
 def _solve_triangular_vjp(g, out, a, b, *, upper, unit=False):
-    gb = apply(_solve_triangular, a.mT, g, upper=not upper, unit=unit)
-    ga = -(gb @ out.mT)
+    """gB = A^-H g, gA = -gB X^H on A's triangle (complex: conjugate transposes, PyTorch's convention)."""
+    gb = apply(_solve_triangular, a.mH, g, upper=not upper, unit=unit)
+    ga = -(gb @ out.mH)
     keep = (1 if unit else 0) if upper else (-1 if unit else 0)
     return (ga.triu(keep) if upper else ga.tril(keep)) if a.requires_grad else None, gb
 
 
 # the triangular solve of qr's backward (torch.linalg.solve_triangular with left=True)
 _solve_triangular = Op("solve_triangular", _solve_triangular_fwd, _solve_triangular_vjp, saves=ALL,
-                       save_output=True)
+                       save_output=True, complex=True)
 
 
 # ---------------------------------------------------------------- cholesky
@@ -566,13 +568,13 @@ def _cholesky_fwd(xp, a):
 def _cholesky_vjp(g, out, a):
     """PyTorch's cholesky_backward: with Φ = tril(L^H gL) and its diagonal halved symmetrically,
     gA = L^-H (½(Φ + tril(Φ, -1)^H)) L^-1, as two triangular solves in Tensor ops."""
-    phi = (out.mT @ g).tril()
-    phi = 0.5 * (phi + phi.tril(-1).mT)
-    x = apply(_solve_triangular, out.mT, phi, upper=True)          # L^-H Φ
-    return (apply(_solve_triangular, out.mT, x.mT, upper=True).mT,)  # (L^-H Φ) L^-1
+    phi = (out.mH @ g).tril()
+    phi = 0.5 * (phi + phi.tril(-1).mH)
+    x = apply(_solve_triangular, out.mH, phi, upper=True)          # L^-H Φ
+    return (apply(_solve_triangular, out.mH, x.mH, upper=True).mH,)  # (L^-H Φ) L^-1
 
 
-_cholesky = Op("cholesky", _cholesky_fwd, _cholesky_vjp, saves=NONE, save_output=True)
+_cholesky = Op("cholesky", _cholesky_fwd, _cholesky_vjp, saves=NONE, save_output=True, complex=True)
 
 
 def _check_cholesky(name: str, A) -> None:

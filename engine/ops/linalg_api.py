@@ -325,7 +325,8 @@ def eigvalsh(A, UPLO: str = "L", *, out=None):
 
 def eig(A, *, out=None) -> EigResult:
     """``torch.linalg.eig``: complex eigenvalues and eigenvectors (complex64 for float32 input, complex128
-    for float64), LAPACK geev's order and normalisation as PyTorch's. No gradient yet (PyTorch has one)."""
+    for float64; a complex A's own dtype), LAPACK geev's order and normalisation as PyTorch's; gradients as
+    PyTorch's linalg_eig_backward (the loss must not depend on the eigenvectors' phases)."""
     _check("linalg.eig", A)
     packed = apply(_d.eig_op, A)
     n = A.shape[-1]
@@ -333,7 +334,7 @@ def eig(A, *, out=None) -> EigResult:
 
 
 def eigvals(A, *, out=None):
-    """``torch.linalg.eigvals``: the complex eigenvalues (no gradient yet)."""
+    """``torch.linalg.eigvals``: the complex eigenvalues (differentiable while they are distinct)."""
     return eig(A).eigenvalues
 
 

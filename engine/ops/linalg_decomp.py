@@ -20,6 +20,7 @@ from ..core.creation import eye
 from ..core.dispatch import apply
 from ..core.registry import NONE, Op
 from .linalg import _solve_triangular
+from .linalg import diagonal as _diagonal
 from .movement import narrow
 
 __all__: list = []
@@ -82,37 +83,49 @@ def permutation(pivots, m: int, dtype, device):
 def _lu_vjp(g, out, a):
     """PyTorch's linalg_lu_backward for the packed LU (L strictly below the diagonal, unit
     diagonal implied; U on and above): square A = P L U gives
-    gA = P L^-H (tril(L^H gL, -1) + triu(gU U^H)) U^-H; wide and tall A split off the square block."""
+    gA = P L^-H (tril(L^H gL, -1) + triu(gU U^H)) U^-H; wide and tall A split off the square block.
+    Complex: the same with conjugate transposes (PyTorch's convention)."""
     m, n = a.shape[-2:]
     k = min(m, n)
     lu, g = out[..., :m, :], g[..., :m, :]
-    P = permutation(out[..., m, :k], m, a.dtype, a.device)
+    P = permutation(out[..., m, :k].real, m, a.dtype, a.device)
     L = lu[..., :, :k].tril(-1) + eye(m, k, dtype=a.dtype, device=a.device)
     U = lu[..., :k, :].triu()
     gL, gU = g[..., :, :k].tril(-1), g[..., :k, :].triu()
     if m == n:
-        return (P @ _lu_square_grad(L, U, L.mT @ gL, gU @ U.mT),)
+        return (P @ _lu_square_grad(L, U, L.mH @ gL, gU @ U.mH),)
     from .movement import cat
     if m < n:   # A = P L [U1 | U2]: U2 = L^-1 P^T A2 also moves with L
         U1, U2, gU1, gU2 = U[..., :, :m], U[..., :, m:], gU[..., :, :m], gU[..., :, m:]
-        gA1 = _lu_square_grad(L, U1, L.mT @ gL - gU2 @ U2.mT, gU1 @ U1.mT)
-        gA2 = apply(_solve_triangular, L.mT, gU2, upper=True, unit=True)
+        gA1 = _lu_square_grad(L, U1, L.mH @ gL - gU2 @ U2.mH, gU1 @ U1.mH)
+        gA2 = apply(_solve_triangular, L.mH, gU2, upper=True, unit=True)
         return (P @ cat([gA1, gA2], -1),)
     # m > n: A = P [L1; L2] U: L2 = A2 U^-1 also moves with U
     L1, L2, gL1, gL2 = L[..., :n, :], L[..., n:, :], gL[..., :n, :], gL[..., n:, :]
-    gA1 = _lu_square_grad(L1, U, L1.mT @ gL1, gU @ U.mT - L2.mT @ gL2)
-    gA2 = apply(_solve_triangular, U, gL2.mT, upper=True).mT
+    gA1 = _lu_square_grad(L1, U, L1.mH @ gL1, gU @ U.mH - L2.mH @ gL2)
+    gA2 = apply(_solve_triangular, U, gL2.mH, upper=True).mH
     return (P @ cat([gA1, gA2], -2),)
 
 
 def _lu_square_grad(L, U, lower, upper):
     """L^-H (tril(lower, -1) + triu(upper)) U^-H, by two triangular solves."""
     phi = lower.tril(-1) + upper.triu()
-    x = apply(_solve_triangular, L.mT, phi, upper=True, unit=True)          # L^-H phi
-    return apply(_solve_triangular, U, x.mT, upper=True).mT                  # (...) U^-H
+    x = apply(_solve_triangular, L.mH, phi, upper=True, unit=True)          # L^-H phi
+    return apply(_solve_triangular, U, x.mH, upper=True).mH                  # (...) U^-H
 
 
-lu_factor_op = Op("linalg_lu_factor_ex", _lu_fwd, _lu_vjp, n_extra=1, saves=NONE, save_output=True)
+lu_factor_op = Op("linalg_lu_factor_ex", _lu_fwd, _lu_vjp, n_extra=1, saves=NONE, save_output=True, complex=True)
+
+
+def lu_solve_left(A, B):
+    """A^-1 B through the LU op and two triangular solves (Tensor ops: differentiable again), for the
+    backwards that need a general solve (eig's)."""
+    n = A.shape[-1]
+    packed, _ = apply(lu_factor_op, A)
+    LU = packed[..., :n, :]
+    P = permutation(packed[..., n, :].real, n, A.dtype, A.device)
+    y = apply(_solve_triangular, LU, P.mT @ B, upper=False, unit=True)
+    return apply(_solve_triangular, LU, y, upper=True)
 
 
 # ---------------------------------------------------------------- symmetric eigendecomposition
@@ -126,21 +139,36 @@ def _eigh_fwd(xp, a, *, upper):
 
 
 def _eigh_vjp(g, out, a, *, upper):
-    """PyTorch's linalg_eig_backward for Hermitian input: gA = V (diag(gL) + (V^H gV) / E) V^H with
-    E_ij = L_j - L_i off the diagonal. Repeated eigenvalues divide by zero, giving inf/nan as in
-    PyTorch (whose docs call the gradient then ill-defined); a gradient through the eigenvalues alone
-    (eigvalsh) is V diag(gL) V^H, finite whatever the spectrum."""
+    """PyTorch's linalg_eig_backward for Hermitian input: gA = V (diag(gL) + skew(V^H gV) / E) V^H with
+    skew(X) = (X - X^H) / 2 and E_ij = L_j - L_i off the diagonal. Repeated eigenvalues divide by zero,
+    giving inf/nan as in PyTorch (whose docs call the gradient then ill-defined); a gradient through
+    the eigenvalues alone (eigvalsh) is V diag(gL) V^H, finite whatever the spectrum. A complex loss
+    that depends on the eigenvectors' phases raises PyTorch's error."""
     n = a.shape[-1]
-    V, L = narrow(out, -2, 0, n), narrow(out, -2, n, 1)
-    gV, gL = narrow(g, -2, 0, n), narrow(g, -2, n, 1)
+    V, L = narrow(out, -2, 0, n), narrow(out, -2, n, 1).real   # the eigenvalues are real (a complex
+    gV, gL = narrow(g, -2, 0, n), narrow(g, -2, n, 1).real     # A packs them as complex): so are their parts
     eye_n = eye(n, dtype=a.dtype, device=a.device)
     inner = gL * eye_n
     if _nonzero(gV):
+        VhgV = V.mH @ gV
+        _check_gauge(VhgV, "linalg_eigh_backward: The eigenvectors in the complex case are specified up to "
+                           "multiplication by e^{i phi}. The specified loss function depends on this quantity, "
+                           "so it is ill-defined.")
         E = L - L.mT + eye_n          # E_ij = L_j - L_i, ones on the diagonal
-        inner = inner + (V.mT @ gV) / E * (1 - eye_n)
-    gA = V @ inner @ V.mT
+        inner = inner + 0.5 * (VhgV - VhgV.mH) / E * (1 - eye_n)
     # the factorisation reads one triangle: PyTorch returns the gradient as is (not projected)
-    return (gA,)
+    return (V @ inner @ V.mH,)
+
+
+def _check_gauge(X, message: str, Y=None) -> None:
+    """PyTorch's check that a complex loss does not depend on the phases of eigen- or singular vectors:
+    Im diag(X) must be close to Im diag(-Y) (to 0 without Y), with its lax tolerances (1e-2)."""
+    if X._data.dtype.kind != "c" or X.device.type == "meta":
+        return
+    im = np.imag(X.detach().cpu().numpy().diagonal(0, -2, -1))
+    other = -np.imag(Y.detach().cpu().numpy().diagonal(0, -2, -1)) if Y is not None else np.zeros_like(im)
+    if not np.allclose(im, other, rtol=1e-2, atol=1e-2):
+        raise RuntimeError(message)
 
 
 def _nonzero(t) -> bool:
@@ -148,7 +176,7 @@ def _nonzero(t) -> bool:
     return t.device.type == "meta" or bool((t != 0).any())
 
 
-eigh_op = Op("linalg_eigh", _eigh_fwd, _eigh_vjp, saves=NONE, save_output=True)
+eigh_op = Op("linalg_eigh", _eigh_fwd, _eigh_vjp, saves=NONE, save_output=True, complex=True)
 
 
 def _eig_fwd(xp, a):
@@ -161,8 +189,30 @@ def _eig_fwd(xp, a):
     return xp.concatenate([v.astype(ctype), w.astype(ctype)[..., None, :]], axis=-2)
 
 
-# the general eigendecomposition: values only (its complex backward is not written yet)
-eig_op = Op("linalg_eig", _eig_fwd, None, saves=NONE)
+def _eig_vjp(g, out, a):
+    """PyTorch's linalg_eig_backward: with E_ij = conj(L_j - L_i) off the diagonal and V's columns of
+    norm 1, gA = V^-H (diag(gL) + (V^H gV - V^H V Re diag(V^H gV)) / E) V^H; through the eigenvalues
+    alone (eigvals) V^-H diag(gL) V^H. A loss that depends on the eigenvectors' phases raises PyTorch's
+    error; a real A gets the real part. Repeated eigenvalues divide by zero (inf/nan), as in PyTorch."""
+    n = a.shape[-1]
+    V, L = narrow(out, -2, 0, n), narrow(out, -2, n, 1)
+    gV, gL = narrow(g, -2, 0, n), narrow(g, -2, n, 1)
+    eye_n = eye(n, dtype=out.dtype, device=out.device)
+    inner = gL * eye_n
+    if _nonzero(gV):
+        VhgV = V.mH @ gV
+        _check_gauge(VhgV, "linalg_eig_backward: The eigenvectors in the complex case are specified up to "
+                           "multiplication by e^{i phi}. The specified loss function depends on this quantity, "
+                           "so it is ill-defined.")
+        VhgV = VhgV - V.mH @ (V * _diagonal(VhgV, 0, -2, -1).real.unsqueeze(-2))
+        E = (L - L.mT).conj() + eye_n        # E_ij = conj(L_j - L_i), ones on the diagonal
+        inner = inner + VhgV / E * (1 - eye_n)
+    gA = lu_solve_left(V.mH, inner @ V.mH)
+    return (gA if a.is_complex() else gA.real,)
+
+
+# the general eigendecomposition (LAPACK geev): complex eigenpairs, also of a real A
+eig_op = Op("linalg_eig", _eig_fwd, _eig_vjp, saves=NONE, save_output=True, complex=True)
 
 
 # ---------------------------------------------------------------- SVD
@@ -202,14 +252,17 @@ def svd_unpack(packed, m: int, n: int, full: bool) -> tuple:
 def _svd_vjp(g, out, a, *, full):
     """PyTorch's svd_backward (full_matrices narrowed to the first k columns of U and rows of Vh,
     as its derivatives.yaml does). Repeated singular values divide by zero (inf/nan) when U or Vh
-    carry a gradient, as in PyTorch; through S alone the gradient is U diag(gS) Vh."""
+    carry a gradient, as in PyTorch; through S alone the gradient is U diag(gS) Vh. Complex: conjugate
+    transposes, the phase term i Im diag(U^H gU) / S on the diagonal, and PyTorch's error for a loss
+    that depends on the singular vectors' phases."""
     m, n = a.shape[-2:]
     k = min(m, n)
     U, S, Vh = svd_unpack(out, m, n, full)
     gU, gS, gVh = svd_unpack(g, m, n, full)
+    S, gS = S.real, gS.real     # real singular values (a complex A packs them as complex): so are their parts
     if full:
         U, Vh, gU, gVh = U[..., :, :k], Vh[..., :k, :], gU[..., :, :k], gVh[..., :k, :]
-    V, gV = Vh.mT, gVh.mT
+    V, gV = Vh.mH, gVh.mH
     eye_k = eye(k, dtype=a.dtype, device=a.device)
     has_u, has_v = _nonzero(gU), _nonzero(gV)
     gA = gS.unsqueeze(-1) * eye_k
@@ -217,24 +270,29 @@ def _svd_vjp(g, out, a, *, full):
         return (U @ gA @ Vh,)
     S2 = S * S
     E = S2.unsqueeze(-2) - S2.unsqueeze(-1) + eye_k
-    UhgU = U.mT @ gU
-    VhgV = V.mT @ gV
-    skew_u, skew_v = UhgU - UhgU.mT, VhgV - VhgV.mT
+    UhgU = U.mH @ gU
+    VhgV = V.mH @ gV
+    skew_u, skew_v = UhgU - UhgU.mH, VhgV - VhgV.mH
+    _check_gauge(skew_u, "svd_backward: The singular vectors in the complex case are specified up to "
+                         "multiplication by e^{i phi}. The specified loss function depends on this phase term, "
+                         "making it ill-defined.", skew_v)
     gA = gA + (skew_u * S.unsqueeze(-2) + S.unsqueeze(-1) * skew_v) / E * (1 - eye_k)
+    if a.is_complex() and has_u:
+        gA = gA + (_diagonal(UhgU, 0, -2, -1).imag / S).unsqueeze(-1) * eye_k * 1j
     if m > n and has_u:
         gA = U @ gA
         gUSinv = gU / S.unsqueeze(-2)
-        gA = gA + gUSinv - U @ (U.mT @ gUSinv)
-        return (gA @ V.mT,)
+        gA = gA + gUSinv - U @ (U.mH @ gUSinv)
+        return (gA @ V.mH,)
     if m < n and has_v:
-        gA = gA @ V.mT
+        gA = gA @ V.mH
         gVSinv = gV / S.unsqueeze(-2)
-        gA = gA + gVSinv.mT - (gVSinv.mT @ V) @ V.mT
+        gA = gA + gVSinv.mH - (gVSinv.mH @ V) @ V.mH
         return (U @ gA,)
-    return (U @ gA @ V.mT,)
+    return (U @ gA @ V.mH,)
 
 
-svd_op = Op("linalg_svd", _svd_fwd, _svd_vjp, saves=NONE, save_output=True)
+svd_op = Op("linalg_svd", _svd_fwd, _svd_vjp, saves=NONE, save_output=True, complex=True)
 
 
 # ---------------------------------------------------------------- Cholesky with info, LDL^T

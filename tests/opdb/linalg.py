@@ -5,7 +5,7 @@ import math
 
 import numpy as np
 
-from .core import ErrorInput, OpInfo, Sample, arr
+from .core import ErrorInput, OpInfo, Sample, arr, carr
 from .elementwise import values
 
 
@@ -21,8 +21,9 @@ def _spd(*shape) -> np.ndarray:
 
 
 def _sym(a):
-    """``a + a.mT`` for batches of square matrices; other inputs as they are (the error cases)."""
-    return a + a.mT if a.ndim >= 2 and a.shape[-1] == a.shape[-2] else a
+    """``a + a.mH`` (PyTorch's gradcheck_wrapper_hermitian_input) for batches of square matrices; other
+    inputs as they are (the error cases)."""
+    return a + a.mH if a.ndim >= 2 and a.shape[-1] == a.shape[-2] else a
 
 
 def _einsum(eq):
@@ -55,12 +56,34 @@ def _sq(*batch, n=3):
 def _svd_invariant(m, a):
     """What the SVD fixes whatever the signs LAPACK picks for each singular pair: U Vh, S and U S U^T."""
     U, S, Vh = m.linalg.svd(a, full_matrices=False)
-    return U @ Vh, S, (U * S.unsqueeze(-2)) @ U.mT
+    return U @ Vh, S, (U * S.unsqueeze(-2)) @ U.mH
 
 
 def _eigh_invariant(m, a, **kw):
     L, V = m.linalg.eigh(_sym(a), **kw)
-    return L, (V * L.unsqueeze(-2)) @ V.mT, V.abs()
+    return L, (V * L.unsqueeze(-2)) @ V.mH, V.abs()
+
+
+def _eig_invariant(m, a):
+    """The eigenvalues and |V| (LAPACK normalises each eigenvector to norm 1; its phase is free)."""
+    L, V = m.linalg.eig(a)
+    return L, V.abs()
+
+
+def _csq(*batch, n=3):
+    """Well-conditioned complex square matrices."""
+    return carr(*batch, n, n) / 2 + 2 * np.eye(n)
+
+
+def _hpd(*shape) -> np.ndarray:
+    """Hermitian positive-definite matrices, halved (the OpInfos pass ``a + a.mH``), ``shape = (*batch, n)``."""
+    n = shape[-1]
+    b = carr(*shape, n)
+    return (b @ np.conj(np.swapaxes(b, -1, -2)) + n * np.eye(n)) / 2
+
+
+def _norms(m, a):
+    return tuple(m.linalg.matrix_norm(a, o) for o in ("fro", "nuc", 2, -2, 1, -1, math.inf, -math.inf))
 
 
 _SINGULAR = np.array([[1.0, 2.0], [2.0, 4.0]])
@@ -161,6 +184,77 @@ LINALG = [
            grad_atol=1e-3, gradgrad=False),
     OpInfo("triangular_solve", lambda m, b, a: tuple(m.triangular_solve(b, a)), lambda: [Sample((arr(3, 2), _sq()))]),
     OpInfo("pinverse", lambda m, a: m.pinverse(a), lambda: [Sample((arr(4, 3),))], grad_atol=1e-3, gradgrad=False),
+]
+
+def _c(name, fn, samples, **kw):
+    return OpInfo(f"complex.linalg_{name}", fn, samples, **kw)
+
+
+# complex64/complex128 (carr samples): values and gradients against torch, gradcheck and gradgradcheck in
+# complex128, for every function torch.linalg differentiates on complex input; eig/eigvals also on real input
+COMPLEX = [
+    OpInfo("linalg_eig", _eig_invariant, lambda: [Sample((_sq(),)), Sample((_sq(2),), name="batched")], grad_atol=1e-3),
+    OpInfo("linalg_eigvals", lambda m, a: m.linalg.eigvals(a), lambda: [Sample((_sq(2),))], grad_atol=1e-3),
+    _c("det", lambda m, a: m.linalg.det(a), lambda: [Sample((_csq(),)), Sample((_csq(2),), name="batched")]),
+    _c("slogdet", lambda m, a: tuple(m.linalg.slogdet(a)), lambda: [Sample((_csq(2),))]),
+    _c("logdet", lambda m, a: m.logdet(a), lambda: [Sample((_csq(),))]),
+    _c("inv_ex", lambda m, a: tuple(m.linalg.inv_ex(a)), lambda: [Sample((_csq(2),))]),
+    _c("solve", lambda m, a, b, **kw: m.linalg.solve(a, b, **kw),
+       lambda: [Sample((_csq(2), carr(2, 3, 2))), Sample((_csq(), carr(2, 3)), {"left": False}, name="right")]),
+    _c("solve_ex", lambda m, a, b: tuple(m.linalg.solve_ex(a, b)), lambda: [Sample((_csq(2), carr(2, 3)))]),
+    _c("solve_triangular", lambda m, a, b, **kw: m.linalg.solve_triangular(a, b, **kw),
+       lambda: [Sample((_csq(2), carr(2, 3, 2)), {"upper": True}),
+                Sample((_csq(), carr(2, 3)), {"upper": False, "left": False}, name="right"),
+                Sample((_csq(), carr(3, 2)), {"upper": False, "unitriangular": True}, name="unit")]),
+    _c("cholesky", lambda m, a, **kw: m.linalg.cholesky(_sym(a), **kw),
+       lambda: [Sample((_hpd(2, 3),)), Sample((_hpd(3),), {"upper": True}, name="upper")], grad_atol=1e-3),
+    _c("cholesky_ex", lambda m, a: tuple(m.linalg.cholesky_ex(_sym(a))), lambda: [Sample((_hpd(3),))], grad_atol=1e-3),
+    _c("cholesky_solve", lambda m, b, a: m.cholesky_solve(b, m.linalg.cholesky(_sym(a))),
+       lambda: [Sample((carr(3, 2), _hpd(3)))], grad_atol=1e-3),
+    _c("cholesky_inverse", lambda m, a: m.cholesky_inverse(m.linalg.cholesky(_sym(a))),
+       lambda: [Sample((_hpd(3),))], grad_atol=1e-3),
+    _c("eigh", _eigh_invariant, lambda: [Sample((carr(2, 3, 3),)), Sample((carr(3, 3),), {"UPLO": "U"}, name="upper")],
+       grad_atol=1e-3, atol=1e-4),
+    _c("eigvalsh", lambda m, a: m.linalg.eigvalsh(_sym(a)), lambda: [Sample((carr(2, 3, 3),))], grad_atol=1e-3),
+    _c("eig", _eig_invariant, lambda: [Sample((_csq(2),))], grad_atol=1e-3),
+    _c("eigvals", lambda m, a: m.linalg.eigvals(a), lambda: [Sample((_csq(),))], grad_atol=1e-3),
+    _c("svd", _svd_invariant, lambda: [Sample((carr(4, 3),), name="tall"), Sample((carr(3, 4),), name="wide"),
+                                        Sample((carr(2, 3, 3),), name="batched")], grad_atol=1e-3, atol=1e-4),
+    _c("svdvals", lambda m, a: m.linalg.svdvals(a), lambda: [Sample((carr(2, 3, 4),))], grad_atol=1e-3),
+    _c("qr", lambda m, a, **kw: tuple(m.linalg.qr(a, **kw)),
+       lambda: [Sample((carr(4, 3),), name="tall"), Sample((carr(3, 4),), name="wide"),
+                Sample((carr(2, 3, 3),), name="batched"), Sample((carr(2, 3),), {"mode": "complete"}, name="complete")],
+       grad_atol=1e-3),
+    _c("lu", lambda m, a: tuple(m.linalg.lu(a))[1:],
+       lambda: [Sample((carr(2, 3, 3),)), Sample((carr(3, 4),), name="wide"), Sample((carr(4, 3),), name="tall")],
+       grad_atol=1e-3),
+    _c("lu_factor", lambda m, a: tuple(m.linalg.lu_factor_ex(a)), lambda: [Sample((carr(3, 3),))], grad_atol=1e-3),
+    _c("lu_solve", lambda m, a, b, **kw: m.linalg.lu_solve(*m.linalg.lu_factor(a), b, **kw),
+       lambda: [Sample((_csq(), carr(3, 2)), {"adjoint": True}, name="adjoint"),
+                Sample((_csq(), carr(2, 3)), {"left": False}, name="right")]),
+    _c("pinv", lambda m, a: m.linalg.pinv(a), lambda: [Sample((carr(4, 3),)), Sample((carr(3, 4),), name="wide")],
+       grad_atol=1e-3),
+    _c("lstsq", lambda m, a, b: m.linalg.lstsq(a, b).solution, lambda: [Sample((carr(2, 4, 3), carr(2, 4, 1)))],
+       grad_atol=1e-3),
+    _c("matrix_exp", lambda m, a: m.linalg.matrix_exp(a), lambda: [Sample((carr(2, 3, 3),))], grad_atol=1e-3),
+    _c("matrix_power", lambda m, a, k: m.linalg.matrix_power(a, k),
+       lambda: [Sample((_csq(), 3)), Sample((_csq(2), -2), name="negative")]),
+    _c("vector_norm", lambda m, a: m.linalg.vector_norm(a, 3, dim=-1), lambda: [Sample((carr(2, 4),))]),
+    _c("matrix_norm", _norms, lambda: [Sample((carr(2, 3, 4),))], grad_atol=1e-3),
+    _c("norm", lambda m, a: (m.linalg.norm(a), m.linalg.norm(a, 1, dim=-1)), lambda: [Sample((carr(3, 4),))]),
+    _c("cond", lambda m, a: m.linalg.cond(a), lambda: [Sample((_csq(),))], grad_atol=1e-3),
+    _c("householder_product", lambda m, a, t: m.linalg.householder_product(a, t),
+       lambda: [Sample((carr(4, 3), carr(3) / 2)), Sample((carr(2, 3, 3), carr(2, 2) / 2), name="batched")]),
+    _c("cross", lambda m, a, b: m.linalg.cross(a, b), lambda: [Sample((carr(2, 3), carr(1, 3)))]),
+    _c("vecdot", lambda m, a, b: m.linalg.vecdot(a, b), lambda: [Sample((carr(2, 3), carr(3)))]),
+    _c("multi_dot", lambda m, a, b, c: m.linalg.multi_dot([a, b, c]), lambda: [Sample((carr(3), carr(3, 4), carr(4, 2)))]),
+    _c("vander", lambda m, a: m.linalg.vander(a, N=4), lambda: [Sample((carr(2, 3),))]),
+    _c("diagonal", lambda m, a: m.linalg.diagonal(a, offset=1), lambda: [Sample((carr(2, 3, 4),))]),
+    _c("tensorinv", lambda m, a: m.linalg.tensorinv(a, ind=1), lambda: [Sample((_csq(n=4),))]),
+    _c("tensorsolve", lambda m, a, b: m.linalg.tensorsolve(a, b), lambda: [Sample((_csq(n=4).reshape(2, 2, 4), carr(2, 2)))]),
+    _c("torch_svd", lambda m, a: (lambda u, s, v: (u @ v.mH, s))(*m.svd(a)), lambda: [Sample((carr(4, 3),))],
+       grad_atol=1e-3),
+    _c("ormqr", lambda m, a, t, c: m.ormqr(a, t, c), lambda: [Sample((carr(4, 3), carr(3) / 2, carr(4, 2)))]),
 ]
 
 OPS = [
@@ -277,4 +371,5 @@ OPS = [
                     Sample((arr(5, 3),), {"mode": "complete"}, name="complete_tall")],
            grad=False),
     *LINALG,
+    *COMPLEX,
 ]
