@@ -16,7 +16,9 @@ from ..base.meta import has_data
 from ..core.dispatch import apply
 from ..core.registry import NONE, OTHERS, Op
 from ..core.tensor import Tensor
+from ..base.backend import is_numpy
 from ..base.dtype import BFLOAT16_NP, FLOATING_KINDS, in_float32
+from . import _winograd
 
 __all__ = ["convolution", "convolution_transpose", "convolution_weight", "max_pool", "avg_pool",
            "im2col", "col2im", "embedding", "pool_output_size", "max_pool_blocks",
@@ -143,8 +145,9 @@ def _padded_size(size, pads):
 # The result's and gy's (N, O, L) <-> (N*L, O) transposes are the only extra copies (~3% of the
 # GEMM). Fewer channels (the stem's 1 or 3; its GEMM would be 1-3 wide) or groups > 1: one GEMM
 # per group and sample, ``w (g, O/g, C/g*K)`` against ``cols (N, g, C/g*K, L)``, whose result is
-# already ``(N, O, L)``, and ``(g, C/g*K, N*L)`` for both gradients. Winograd F(2,3) was not tried:
-# its 16 GEMMs have K = C (16-32 here) and the input/output transforms are ~8 numpy passes each.
+# already ``(N, O, L)``, and ``(g, C/g*K, N*L)`` for both gradients. 3x3 stride-1 kernels with
+# enough channels take Winograd F(2x2, 3x3) instead (``_winograd.py``: 2.25x fewer multiply-adds;
+# on the ResNet block's 32 -> 32 shape the forward 1.3x and the weight gradient 1.5x faster).
 _LAST_MIN_C = 4
 
 
@@ -222,10 +225,19 @@ def _channels_major(xp, a, groups):
     return a.transpose(perm).reshape(groups, a.shape[1] // groups, -1)
 
 
+def _winograd_fits(pass_, xp, x, kernel, stride, pads, dilation, groups, o) -> bool:
+    """Whether this pass runs as Winograd F(2x2, 3x3) (``_winograd.py``): numpy, float32/64, 2-D."""
+    if not (is_numpy(xp) and x.ndim == 4 and x.dtype.kind == "f" and x.dtype.itemsize >= 4):
+        return False
+    return _winograd.fits(pass_, kernel, stride, dilation, groups, x.shape[1], o, _winograd.out_size(x.shape[2:], pads))
+
+
 def _conv_fwd(xp, x, w, *, stride, pads, dilation, groups):
     if x.dtype is BFLOAT16_NP:
         return in_float32(_conv_fwd, xp, x, w, stride=stride, pads=pads, dilation=dilation, groups=groups)
     n, o = x.shape[0], w.shape[0]
+    if _winograd_fits("forward", xp, x, w.shape[2:], stride, pads, dilation, groups, o):
+        return _winograd.conv3x3(xp, x, w, pads)
     if groups == 1 and _channels_last(x.shape[1], w.shape[2:], stride, pads):
         cols, out = _cols_rows(xp, x, w.shape[2:], stride, pads, dilation)
         return _unrows(xp, xp.matmul(cols, _wm(xp, w)), n, out)
@@ -300,6 +312,9 @@ def _conv_w_fwd(xp, x, gy, *, stride, pads, dilation, groups, kernel):
         return in_float32(_conv_w_fwd, xp, x, gy, stride=stride, pads=pads, dilation=dilation, groups=groups,
                           kernel=kernel)
     o = gy.shape[1]
+    if _winograd_fits("weight", xp, x, kernel, stride, pads, dilation, groups, o) and \
+            tuple(gy.shape[2:]) == _winograd.out_size(x.shape[2:], pads):
+        return _winograd.weight3x3(xp, x, gy, pads)
     if groups == 1 and _channels_last(x.shape[1], kernel, stride, pads):
         nd = len(kernel)
         cols, _ = _cols_rows(xp, x, kernel, stride, pads, dilation, gy.shape[2:])

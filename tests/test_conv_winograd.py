@@ -1,0 +1,100 @@
+"""Winograd F(2x2, 3x3) (engine/nn/_winograd.py) gives PyTorch's convolution, input gradient and
+weight gradient, to second order, on the shapes where it runs: odd sizes, every padding, float32
+and float64. The channel and size thresholds are lowered here so small float64 problems take it."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import tapelab as tl
+from tapelab.nn import _winograd
+from test_nn_layers import arr
+from test_nn_perf_semantics import _both
+
+TF = torch.nn.functional
+
+
+@pytest.fixture
+def small(monkeypatch):
+    """Every 3x3 stride-1 convolution with >= 2 channels takes the Winograd path; counts its calls."""
+    monkeypatch.setitem(_winograd.MIN_CHANNELS, "forward", 2)
+    monkeypatch.setitem(_winograd.MIN_CHANNELS, "weight", 2)
+    monkeypatch.setattr(_winograd, "MIN_OUT", 1)
+    calls = {"conv3x3": 0, "weight3x3": 0}
+    for name in calls:
+        def spy(*a, _f=getattr(_winograd, name), _n=name):
+            calls[_n] += 1
+            return _f(*a)
+        monkeypatch.setattr(_winograd, name, spy)
+    return calls
+
+
+SHAPES = [((2, 3, 6, 6), 1), ((2, 3, 7, 5), 1), ((1, 4, 5, 8), 0), ((2, 2, 4, 3), 2), ((1, 3, 3, 3), 0)]
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("xshape,pad", SHAPES)
+def test_winograd_passes_match_torch(xshape, pad, dtype):
+    """Forward and weight gradient called directly, against PyTorch in float64."""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(xshape).astype(dtype)
+    w = rng.standard_normal((5, xshape[1], 3, 3)).astype(dtype)
+    pads = ((pad, pad), (pad, pad))
+    xt, wt = torch.tensor(x, dtype=torch.float64, requires_grad=True), torch.tensor(w, dtype=torch.float64,
+                                                                                    requires_grad=True)
+    yt = TF.conv2d(xt, wt, padding=pad)
+    gy = rng.standard_normal(tuple(yt.shape)).astype(dtype)
+    (gw_ref,) = torch.autograd.grad(yt, (wt,), torch.tensor(gy, dtype=torch.float64))
+    y = _winograd.conv3x3(np, x, w, pads)
+    gw = _winograd.weight3x3(np, x, gy, pads)
+    tol = 1e-12 if dtype == np.float64 else 2e-5
+    assert y.dtype == dtype and gw.dtype == dtype and y.flags.c_contiguous
+    np.testing.assert_allclose(y, yt.detach().numpy(), rtol=tol, atol=tol * 10)
+    np.testing.assert_allclose(gw, gw_ref.numpy(), rtol=tol, atol=tol * 10)
+
+
+def test_asymmetric_pads_match_torch():
+    rng = np.random.default_rng(1)
+    x, w = rng.standard_normal((2, 3, 6, 5)), rng.standard_normal((4, 3, 3, 3))
+    for pads in (((0, 2), (1, 0)), ((2, 1), (0, 2))):
+        ref = TF.conv2d(TF.pad(torch.tensor(x), pads[1] + pads[0]), torch.tensor(w)).numpy()
+        np.testing.assert_allclose(_winograd.conv3x3(np, x, w, pads), ref, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("xshape,pad", SHAPES[:3])
+def test_conv2d_through_winograd_second_order(small, xshape, pad):
+    """conv2d's value, both gradients and the gradients of their squares (create_graph) equal
+    PyTorch's while every pass that can runs as Winograd (the stride-1 input gradient is the
+    flipped-kernel forward)."""
+    _both(lambda F, x, w: F.conv2d(x, w, padding=pad), arr(*xshape), arr(4, xshape[1], 3, 3), create_graph=True)
+    assert small["conv3x3"] > 0 and small["weight3x3"] > 0
+
+
+def test_gradcheck_and_gradgradcheck_through_winograd(small):
+    x = tl.tensor(arr(1, 2, 4, 5), requires_grad=True)
+    w = tl.tensor(arr(3, 2, 3, 3), requires_grad=True)
+    fn = lambda a, b: tl.nn.functional.conv2d(a, b, padding=1)
+    assert tl.autograd.gradcheck(fn, (x, w))
+    assert tl.autograd.gradgradcheck(fn, (x, w))
+    assert small["conv3x3"] > 0 and small["weight3x3"] > 0
+
+
+def test_resnet_shape_takes_winograd_in_float32():
+    """Default thresholds: the ResNet block's 32 -> 32 convolution runs every pass as Winograd and
+    agrees with PyTorch in float32; the stem's 3 channels and strided or 1x1 convolutions do not."""
+    assert _winograd.fits("forward", (3, 3), (1, 1), (1, 1), 1, 32, 32, (16, 16))
+    assert not _winograd.fits("forward", (3, 3), (1, 1), (1, 1), 1, 3, 32, (16, 16))
+    assert not _winograd.fits("forward", (3, 3), (2, 2), (1, 1), 1, 32, 32, (8, 8))
+    assert not _winograd.fits("weight", (3, 3), (1, 1), (1, 1), 1, 32, 32, (7, 7))
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((2, 32, 9, 9)).astype(np.float32)
+    w = (0.1 * rng.standard_normal((32, 32, 3, 3))).astype(np.float32)
+    res = []
+    for lib, F in ((tl, tl.nn.functional), (torch, TF)):
+        xs, ws = lib.tensor(x, requires_grad=True), lib.tensor(w, requires_grad=True)
+        y = F.conv2d(xs, ws, padding=1)
+        (y * y).sum().backward()
+        res.append([y.detach().numpy(), xs.grad.numpy(), ws.grad.numpy()])
+    for a, b in zip(*res):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4 * np.abs(b).max())
