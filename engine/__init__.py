@@ -34,6 +34,7 @@ from .ops.shaping import *  # noqa: F401,F403
 from .ops.special import *  # noqa: F401,F403
 from .ops.stats import *  # noqa: F401,F403
 from .ops.sparse import *  # noqa: F401,F403
+from .ops.lowrank import *  # noqa: F401,F403
 from .base.layout import layout, sparse_coo, strided
 from .core.random import Generator, default_generator, get_rng_state, initial_seed, manual_seed, seed, set_rng_state
 from .serialization import CheckpointError, load, save

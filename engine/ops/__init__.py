@@ -7,13 +7,13 @@ from ..core import creation, node
 from ..core.registry import REGISTRY, Op, defop
 from . import compare, convert, elementwise, indexing, linalg, movement, reduce, sampling, sort, sparse  # noqa: F401
 from . import conjugation, shaping, special, spectral, stats  # noqa: F401
-from . import linalg_api  # noqa: F401
+from . import linalg_api, lowrank  # noqa: F401
 from . import registry  # noqa: F401  (the public path tapelab.ops.registry, a re-export)
 
 __all__ = ["REGISTRY", "Op", "defop", "install_methods", "surface", "MODULES", "FOUNDATION"]
 
 MODULES = (convert, elementwise, compare, reduce, movement, linalg, sort, indexing, sampling, sparse, special, stats, shaping,
-           conjugation, spectral, linalg_api)
+           conjugation, spectral, linalg_api, lowrank)
 # the layers below the op families that declare Tensor methods (a Tensor itself knows only its data
 # and metadata): construction, new_* and pickling; hooks; detach; backward
 FOUNDATION = (creation, node, views, engine)
