@@ -4,8 +4,9 @@ Ranks are MPI processes (mpi4py, the ``mpi`` extra): start a script with
 ``python -m tapelab.distributed.run --nproc-per-node N script.py``. Backends: ``"mpi"`` (and
 ``"gloo"``, its alias here) for cpu tensors, ``"nccl"`` (cupy's NCCL) for cuda tensors. The
 collectives, groups and work handles live in ``tapelab._c10d``; this package adds what builds on
-``nn`` and ``optim``: ``optim.ZeroRedundancyOptimizer``, ``rpc``, ``nn.RemoteModule`` and the DDP
-communication hooks (``algorithms.ddp_comm_hooks``).
+``nn`` and ``optim``: ``optim.ZeroRedundancyOptimizer``, ``rpc``, ``nn.RemoteModule``, the DDP
+communication hooks (``algorithms.ddp_comm_hooks``), ``algorithms.Join``, and distributed
+autograd basics (``autograd``, ``optim.DistributedOptimizer``).
 """
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import os
 from .._c10d import *  # noqa: F401,F403
 from .._c10d import __all__ as _c10d_all
 from .._c10d import nccl_available
-from . import algorithms, nn, optim, rpc  # noqa: F401  (torch.distributed.optim etc. without an import)
+from . import algorithms, autograd, nn, optim, rpc  # noqa: F401  (torch.distributed.optim etc. without an import)
 
 __all__ = ["is_torchelastic_launched", "is_nccl_available", "is_gloo_available", "is_mpi_available",
            "GroupMember", "group", *_c10d_all]

@@ -15,10 +15,11 @@ import numpy as np
 import tapelab as torch
 from tapelab import events
 from tapelab._backend import simulated_cuda
+from tapelab.distributed import autograd as dist_autograd
 from tapelab.distributed import rpc
 from tapelab.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_hook
 from tapelab.distributed.nn import RemoteModule
-from tapelab.distributed.optim import ZeroRedundancyOptimizer
+from tapelab.distributed.optim import DistributedOptimizer, ZeroRedundancyOptimizer
 from tapelab.nn.parallel import DistributedDataParallel as DDP
 
 dist = torch.distributed
@@ -59,6 +60,12 @@ def join_data(n: int, seed: int = 7):
     rng = np.random.default_rng(seed)
     x = rng.standard_normal((n, n, PER_RANK, D_IN)).astype(np.float32)
     return x, np.tanh(x @ rng.standard_normal((D_IN, D_OUT)).astype(np.float32))
+
+
+def params_of(key: str):
+    """On the owner: the RemoteModule's parameters (and whether any has a .grad)."""
+    module = rpc.agent._agent().owned[key]
+    return [p.detach().numpy().copy() for p in module.parameters()], any(p.grad is not None for p in module.parameters())
 
 
 def grads_of(key: str):
@@ -268,17 +275,40 @@ def main(out: str) -> None:
                          "async": float((remote.forward_async(x.detach()).wait() - y_local).abs().max())}
         t = time.perf_counter()
         try:
-            rpc.rpc_sync(f"worker{n - 1}", time.sleep, (1.5,), timeout=0.2)
+            rpc.rpc_sync(f"worker{n - 1}", time.sleep, (0.8,), timeout=0.2)
             res["rpc_timeout"] = {"error": ""}
         except RuntimeError as e:
             res["rpc_timeout"] = {"error": str(e)}
         res["rpc_timeout"]["waited"] = time.perf_counter() - t
         try:
-            rpc.rpc_async(f"worker{n - 1}", time.sleep, (1.5,), timeout=0.1).wait()
+            rpc.rpc_async(f"worker{n - 1}", time.sleep, (0.8,), timeout=0.1).wait()
         except RuntimeError as e:
             res["rpc_timeout"]["async_error"] = str(e)
-        time.sleep(1.6)      # the late replies come and are dropped; the agent still serves
+        time.sleep(0.9)      # the late replies come and are dropped; the agent still serves
         res["rpc_timeout"]["after"] = rpc.rpc_sync(f"worker{n - 1}", max, (2, 5), timeout=0)
+
+        # distributed autograd: a remote Linear and a local head, stepped by DistributedOptimizer
+        far_lin, near_lin = RemoteModule(f"worker{n - 1}/cpu", Seeded), Seeded()
+        head, near_head = torch.nn.Linear(D_OUT, 1), torch.nn.Linear(D_OUT, 1)
+        near_head.load_state_dict(head.state_dict())
+        dopt = DistributedOptimizer(torch.optim.SGD, far_lin.remote_parameters() + [rpc.RRef(p) for p in
+                                                                                    head.parameters()], lr=0.1)
+        lopt = torch.optim.SGD([*near_lin.parameters(), *near_head.parameters()], lr=0.1)
+        x = torch.from_numpy(xs[1][:PER_RANK])
+        for _ in range(2):
+            with dist_autograd.context() as cid:
+                dist_autograd.backward(cid, [head(far_lin(x)).square().sum()])
+                local_grads = dist_autograd.get_gradients(cid)
+                dopt.step(cid)
+            lopt.zero_grad()
+            near_head(near_lin(x)).square().sum().backward()
+            lopt.step()
+        far_params, far_has_grad = rpc.rpc_sync(f"worker{n - 1}", params_of, (far_lin.module_rref._key,))
+        res["dist_autograd"] = {
+            "remote": max(float(np.abs(a - b.detach().numpy()).max()) for a, b in zip(far_params, near_lin.parameters())),
+            "local": max(float((a - b).abs().max()) for a, b in zip(head.parameters(), near_head.parameters())),
+            "local_grads": sorted(tuple(t.shape) for t in local_grads),
+            "grad_untouched": head.weight.grad is None and not far_has_grad}
     rpc.shutdown()
     dist.barrier()
     if r == 0:

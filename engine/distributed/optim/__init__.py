@@ -1,4 +1,5 @@
-"""``torch.distributed.optim``: ``ZeroRedundancyOptimizer``."""
+"""``torch.distributed.optim``: ``ZeroRedundancyOptimizer`` and ``DistributedOptimizer``."""
+from .optimizer import DistributedOptimizer
 from .zero_redundancy_optimizer import ZeroRedundancyOptimizer
 
-__all__ = ["ZeroRedundancyOptimizer"]
+__all__ = ["DistributedOptimizer", "ZeroRedundancyOptimizer"]

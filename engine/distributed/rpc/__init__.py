@@ -4,8 +4,9 @@
 Every rank runs an agent (``agent.py``): a thread that receives requests on the agent's own MPI
 communicator, runs each on a thread of its own and sends the (pickled) result or exception back.
 Functions travel by reference (pickle), so they must be importable on the callee: module-level
-functions of the script all ranks run, or library functions. Distributed autograd is not there;
-``distributed.nn.RemoteModule`` carries gradients back to its owner itself.
+functions of the script all ranks run, or library functions. ``distributed.nn.RemoteModule``
+carries gradients back to its owner itself (into ``.grad``, or into a ``distributed.autograd``
+context); plain calls carry no autograd edges.
 """
 from .agent import (DEFAULT_RPC_TIMEOUT_SEC, UNSET_RPC_TIMEOUT, RRef, TensorPipeRpcBackendOptions, WorkerInfo,
                     get_worker_info, init_rpc, is_available, remote, rpc_async, rpc_sync, shutdown)
