@@ -112,32 +112,51 @@ class FusedOp(Op):
         bw = self._backwards.get(needs)
         if bw is None:
             bw = self._backwards[needs] = self._trace_backward(g, inputs, needs)
-        grads = iter(bw(g, *inputs))
+        if out is None and bw.reads_output:       # traced after the forward chose not to save it
+            with no_grad():
+                out = apply(self, *inputs)
+        grads = iter(bw(g, out, *inputs))
         return tuple(next(grads) if n else None for n in needs)
 
     def prepare_backward(self, needs: tuple) -> None:
-        """Trace and lower the backward now (at compile time) on meta tensors of the inputs' shapes:
-        the trace needs the ops, not their values, so nothing is computed."""
+        """Trace and lower the backward now (at compile time) on meta tensors of the inputs' shapes
+        (the trace needs the ops, not their values, so nothing is computed); the forward saves its
+        output only when that backward reads it."""
         if needs not in self._backwards and any(needs):
             g = empty(self.kernel.shape, dtype=_dtype_of(self.kernel.outputs[0].dtype), device="meta")
             xs = [empty(shape, dtype=_dtype_of(dt), device="meta") for dt, shape in self.kernel.inputs]
-            self._backwards[needs] = self._trace_backward(g, xs, needs)
+            bw = self._backwards[needs] = self._trace_backward(g, xs, needs)
+            self.save_output = bw.reads_output
 
     def _trace_backward(self, g, inputs, needs):
-        """The members' vjps, traced through the dispatcher and lowered into kernels."""
+        """The members' vjps, traced through the dispatcher and lowered into kernels. A vjp that
+        reads the group's output (tanh's, gelu's) reads the forward's saved result instead of a
+        recomputation: the replayed output's uses move to the ``y`` placeholder."""
         replay = self.replay
 
-        def backward(g, *xs):
+        def backward(g, y, *xs):
             leaves = [x.detach().requires_grad_() if n else x for x, n in zip(xs, needs)]
             with enable_grad():
-                y = replay(*leaves)
+                out = replay(*leaves)
             want = [x for x, n in zip(leaves, needs) if n]
-            got = _autograd_grad(y, want, g, allow_unused=True)
-            return tuple(gr if gr is not None else x.new_zeros(x.shape) for gr, x in zip(got, want))
-        examples = [x.detach() if isinstance(x, Tensor) else x for x in (g, *inputs)]
+            got = _autograd_grad(out, want, g, allow_unused=True)
+            return (*(gr if gr is not None else x.new_zeros(x.shape) for gr, x in zip(got, want)), out)
+        y = empty(self.kernel.shape, dtype=_dtype_of(self.kernel.outputs[0].dtype), device="meta")
+        examples = [x.detach() if isinstance(x, Tensor) else x for x in (g, y, *inputs)]
         with no_grad():
             gm = trace_from_tape(backward, *examples, announce=False)
-        return lower(gm, examples, differentiable=False, backend=self.backend)
+        graph = gm.graph
+        y_node = [n for n in graph.nodes if n.op == "placeholder"][1]
+        output = next(n for n in graph.nodes if n.op == "output")
+        *grads, replayed = output.args[0]
+        replayed.replace_all_uses_with(y_node)
+        output.args = (tuple(grads),)
+        graph.eliminate_dead_code()
+        gm.recompile()
+        reads_output = bool(y_node.users)
+        gm = lower(gm, [_meta(a) for a in examples], differentiable=False, backend=self.backend)
+        gm.reads_output = reads_output
+        return gm
 
 
 class FusedCall:
@@ -278,6 +297,9 @@ def lower(gm: GraphModule, example_args: list, *, differentiable: bool = True, b
             if len(kernel.lines()[0]) < 2:      # one ufunc: numpy's own loop already is the kernel
                 continue
             op = FusedOp(kernel, _replay(members, inputs, outs), differentiable=differentiable, backend=backend)
+            on_cpu = all(_on_cpu(a) for a in example_args)
+            if on_cpu and len(members) == 1 and not _pays(op, members[0], inputs):
+                continue
             with graph.inserting_after(outs[-1]):
                 call = graph.call_function(FusedCall(op), tuple(inputs))
             call.meta["fused"] = {"name": kernel.name, "members": [m.name for m in members],
@@ -294,7 +316,7 @@ def lower(gm: GraphModule, example_args: list, *, differentiable: bool = True, b
                     item.meta["tensor_meta"] = o.meta["tensor_meta"]
                     o.replace_all_uses_with(item)
                     item.args = (call, j)
-            if all(_on_cpu(a) for a in example_args):
+            if on_cpu:
                 op._runner("cpu")              # built now, so compile time is spent at compile time
             if differentiable:
                 op.prepare_backward(tuple(bool(n.meta["tensor_meta"].requires_grad) for n in inputs))
@@ -304,6 +326,27 @@ def lower(gm: GraphModule, example_args: list, *, differentiable: bool = True, b
     gm.recompile()
     gm.fused_ops = fused
     return gm
+
+
+def _pays(op: FusedOp, member, inputs: list) -> bool:
+    """Whether one op's kernel beats the op's own forward, timed once on arrays of the real shapes
+    (best of 3 each; dispatch costs both the same). A lone ``silu`` (four numpy passes) pays; a
+    ``gelu`` whose eager forward is already one fused loop (``engine/kernels``) does not, and
+    fusing it would only add the kernel's call."""
+    arrays = {n: np.full(tuple(n.meta["tensor_meta"].shape), 0.5, _np_dtype(n.meta["tensor_meta"])) for n in inputs}
+    args, kwargs = _sym_args(member, arrays.__getitem__)
+    eager_fwd = REGISTRY[op_name(member)].fwd
+    kernel = op._runner("cpu")
+    xs = [arrays[n] for n in inputs]
+
+    def best(f) -> float:
+        times = []
+        for _ in range(3):
+            t0 = time.perf_counter()
+            f()
+            times.append(time.perf_counter() - t0)
+        return min(times)
+    return best(lambda: kernel(*xs)) < 0.9 * best(lambda: eager_fwd(np, *args, **kwargs))
 
 
 def _meta(a):
