@@ -15,7 +15,6 @@ import time
 import pytest
 
 pytest.importorskip("IPython")
-import tapelab  # noqa: E402
 from tapelab.kernel.distributed import DELTA_KEY, DistributedCellError, RankCluster, _parser, record_rank0  # noqa: E402
 
 
