@@ -1,5 +1,6 @@
 """Row-wise loops over ``(rows, cols)`` float32 arrays: softmax and log_softmax forward and
-backward, the scaled (optionally causal) attention softmax in place, and layer_norm's forward.
+backward, the scaled (optionally causal) attention softmax in place, and layer_norm forward and
+backward.
 
 Each row is read once or twice while it sits in cache and written once; numpy's formulas make a
 full-size temporary per step. Sums use ``reassoc`` (so LLVM vectorises them, as numpy's pairwise
@@ -17,7 +18,7 @@ from numba import njit
 from .fastmath import exp32, maximum
 
 __all__ = ["softmax", "softmax_backward", "log_softmax", "log_softmax_backward", "attention_softmax",
-           "layer_norm"]
+           "layer_norm", "layer_norm_backward"]
 
 F = np.float32
 _JIT = dict(cache=True, error_model="numpy", nogil=True, fastmath={"reassoc"})
@@ -128,3 +129,40 @@ def layer_norm(x, out, w, b, eps):
         if has_b:
             for c in range(C):
                 out[r, c] = out[r, c] + b[c]
+
+
+@njit(**_JIT)
+def layer_norm_backward(g, x, w, eps, gx, gw, gb):
+    """layer_norm's three gradients in one pass per row: ``gx[r] = rstd (gy - mean(gy) - xhat
+    mean(gy xhat))`` with ``gy = g w``, and ``gw += g xhat``, ``gb += g`` summed over rows into
+    the caller's zeroed ``(C,)`` arrays. An empty ``w`` is no weight; an empty output is not wanted."""
+    R, C = x.shape
+    inv_c = F(1.0) / F(C)
+    has_w, want_x, want_w, want_b = w.shape[0] > 0, gx.shape[0] > 0, gw.shape[0] > 0, gb.shape[0] > 0
+    for r in range(R):
+        s = F(0.0)
+        for c in range(C):
+            s += x[r, c]
+        mean = s * inv_c
+        q = F(0.0)
+        for c in range(C):
+            d = x[r, c] - mean
+            q += d * d
+        rstd = F(1.0) / np.sqrt(q * inv_c + eps)
+        a = F(0.0)
+        b = F(0.0)
+        for c in range(C):
+            xh = (x[r, c] - mean) * rstd
+            gy = g[r, c] * w[c] if has_w else g[r, c]
+            a += gy
+            b += gy * xh
+            if want_w:
+                gw[c] += g[r, c] * xh
+            if want_b:
+                gb[c] += g[r, c]
+        if want_x:
+            a *= inv_c
+            b *= inv_c
+            for c in range(C):
+                gy = g[r, c] * w[c] if has_w else g[r, c]
+                gx[r, c] = rstd * (gy - a - (x[r, c] - mean) * rstd * b)

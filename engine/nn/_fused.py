@@ -14,6 +14,7 @@ import math
 
 from .. import kernels
 from ..base import backend as _backend
+from ..base.grad_mode import is_grad_enabled
 from ..base.meta import has_data
 from ..core.dispatch import apply
 from ..core.registry import NONE, OTHERS, Op
@@ -170,8 +171,42 @@ def _ln_fwd(xp, x, *affine, dims, eps, has_weight):
     return c
 
 
+def _ln_bwd_fwd(xp, g, x, *affine, dims, eps, has_weight, needs):
+    """``(gx, gw, gb)`` for a plain backward (an unneeded one is an empty array): one loop on cpu
+    float32, else ``s (gy - mean(gy) - xhat mean(gy xhat))`` with ``gy = g w``, ``sum(g xhat)``, ``sum(g)``."""
+    empty = xp.empty((0,), x.dtype)
+    w = affine[0] if has_weight else None
+    cols = math.prod(x.shape[x.ndim - len(dims):])
+    if x.size and kernels.use(xp, g, x, *affine) and g.shape == x.shape:
+        gx = xp.empty_like(x) if needs[0] else empty
+        gw, gb = (xp.zeros(cols, x.dtype) if n else empty for n in needs[1:])
+        _rowwise().layer_norm_backward(g.reshape(-1, cols), x.reshape(-1, cols), empty if w is None else w.reshape(-1),
+                                       x.dtype.type(eps), gx.reshape(-1, cols) if needs[0] else empty, gw, gb)
+        shape = x.shape[x.ndim - len(dims):]
+        return gx, gw.reshape(shape) if needs[1] else gw, gb.reshape(shape) if needs[2] else gb
+    lead = tuple(range(x.ndim - len(dims)))
+    c = x - x.mean(axis=dims, keepdims=True)
+    s = 1 / xp.sqrt((c * c).mean(axis=dims, keepdims=True) + x.dtype.type(eps))
+    c *= s                                                   # xhat
+    gx = empty
+    if needs[0]:
+        gy = g if w is None else g * w
+        gx = gy - gy.mean(axis=dims, keepdims=True)
+        gx -= c * (gy * c).mean(axis=dims, keepdims=True)
+        gx *= s
+    gw = (g * c).sum(axis=lead) if needs[1] else empty
+    gb = g.sum(axis=lead) if needs[2] else empty
+    return gx, gw, gb
+
+
 def _ln_vjp(g, out, x, *affine, dims, eps, has_weight):
     w = affine[0] if has_weight else None
+    if not is_grad_enabled():              # plain backward: one op; create_graph: Tensor ops below
+        needs = (x.requires_grad, w is not None and w.requires_grad,
+                 len(affine) > has_weight and affine[-1].requires_grad)
+        gx, gw, gb = apply(_ln_bwd, g, x, *affine, dims=dims, eps=eps, has_weight=has_weight, needs=needs)
+        grads = [gx if needs[0] else None] + ([gw if needs[1] else None] if has_weight else [])
+        return tuple(grads + ([gb if needs[2] else None] if len(affine) > has_weight else []))
     gx = apply(_bn_bwd, g if w is None else g * w, x, dims=dims, eps=eps) if x.requires_grad else None
     grads = [gx]
     lead = tuple(range(x.ndim - len(dims)))
@@ -189,6 +224,8 @@ def _ln_vjp(g, out, x, *affine, dims, eps, has_weight):
 
 _ln = Op("layer_norm", _ln_fwd, _ln_vjp, promote="float", saves=OTHERS, cost=lambda s, out: 8 * math.prod(out),
          onnx=_onnx_layer_norm)
+_ln_bwd = Op("layer_norm_backward", _ln_bwd_fwd, None, promote="float", n_extra=2,
+             cost=lambda s, out: 10 * math.prod(s[1]))
 
 
 def layer_norm(x: Tensor, n_dims: int, weight: Tensor | None, bias: Tensor | None, eps: float) -> Tensor:
