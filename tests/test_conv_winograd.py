@@ -98,3 +98,21 @@ def test_resnet_shape_takes_winograd_in_float32():
         res.append([y.detach().numpy(), xs.grad.numpy(), ws.grad.numpy()])
     for a, b in zip(*res):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4 * np.abs(b).max())
+
+
+def test_input_transform_loop_equals_numpy_passes():
+    """The numba input transform (engine/nn/_winograd_loops.py, when numba is installed) gives
+    exactly the numpy passes' result: same operations in the same order."""
+    from tapelab import kernels
+    rng = np.random.default_rng(3)
+    for shape, pads in (((2, 5, 7, 9), ((0, 2), (1, 0))), ((3, 8, 6, 6), ((1, 1), (1, 1)))):
+        x = rng.standard_normal(shape).astype(np.float32)
+        th, tw = _winograd._tiles(shape[2:], pads)
+        old = kernels.set_enabled(True)
+        try:
+            fused = _winograd._input_transform(np, x, pads, th, tw)
+            kernels.set_enabled(False)
+            plain = _winograd._input_transform(np, x, pads, th, tw)
+        finally:
+            kernels.set_enabled(old)
+        np.testing.assert_array_equal(fused, plain)

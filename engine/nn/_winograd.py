@@ -15,6 +15,8 @@ Forwards receive ``xp`` (numpy here: the caller checks) and never import numpy.
 """
 from __future__ import annotations
 
+from .. import kernels
+
 __all__ = ["fits", "out_size", "conv3x3", "weight3x3"]
 
 # G (4x3) takes a kernel row to its 4 Winograd taps, A^T (2x4) 4 products to 2 outputs; B^T is
@@ -57,6 +59,12 @@ def _input_transform(xp, x, pads, th, tw):
         src = xt[:, :, (b - pl) % 2::2]
         first = (pl + (b - pl) % 2) // 2
         p[:, pt:pt + h, b, first:first + src.shape[2]] = src
+    if kernels.use(xp, p):
+        from . import _winograd_loops        # imports numba: only once a loop runs
+        v = xp.empty((4, 4, n, th, tw * c), x.dtype)
+        scratch = xp.empty((4, 2 * th + 2, tw * c), x.dtype)
+        _winograd_loops.input_transform(p.reshape(n, 2 * th + 2, 2, -1), v, scratch)
+        return v.reshape(16, -1, c)
     # columns (B^T d): d0 - d2, d1 + d2, d2 - d1, d1 - d3 with d0..d3 = even, odd, even + 1, odd + 1
     cw = xp.empty((4, n, 2 * th + 2, tw, c), x.dtype)
     d0, d1, d2, d3 = p[:, :, 0, :tw], p[:, :, 1, :tw], p[:, :, 0, 1:], p[:, :, 1, 1:]
