@@ -151,23 +151,25 @@ def test_zero_shards_state_and_matches_adam(job):
 
 
 def test_join_trains_on_uneven_inputs_as_pytorch(job):
-    """Rank r has r + 1 batches. PyTorch's Join (divide_by_initial_world_size): iteration k averages
-    over the world the gradients of the ranks still training (the others add zeros), and at the end
-    every rank holds the last joiner's model."""
+    """Rank r has r + 1 batches. PyTorch's Join: iteration k sums the gradients of the ranks still
+    training (the others add zeros) and divides by the world size (or, with
+    ``divide_by_initial_world_size=False``, by the ranks still training); at the end every rank
+    holds the last joiner's model."""
     from programs.ddp_checks import join_data
     res = job[0]
     n, join = res["world"], res["join"]
     x, y = join_data(n)
-    net = _torch_mlp()
-    opt = torch.optim.SGD(net.parameters(), lr=0.5)
-    for k in range(n):
-        opt.zero_grad()
-        sum(torch.nn.functional.mse_loss(net(torch.from_numpy(x[k, r])), torch.from_numpy(y[k, r]))
-            for r in range(k, n)).div(n).backward()
-        opt.step()
+    for key, divisor in (("params", lambda k: n), ("params_by_active", lambda k: n - k)):
+        net = _torch_mlp()
+        opt = torch.optim.SGD(net.parameters(), lr=0.5)
+        for k in range(n):
+            opt.zero_grad()
+            sum(torch.nn.functional.mse_loss(net(torch.from_numpy(x[k, r])), torch.from_numpy(y[k, r]))
+                for r in range(k, n)).div(divisor(k)).backward()
+            opt.step()
+        for got, want in zip(join[key], net.parameters()):
+            np.testing.assert_allclose(np.array(got, np.float32), want.detach().numpy(), rtol=1e-5, atol=1e-6)
     assert join["spread"] == 0.0
-    for got, want in zip(join["params"], net.parameters()):
-        np.testing.assert_allclose(np.array(got, np.float32), want.detach().numpy(), rtol=1e-5, atol=1e-6)
     assert join["throw"] == ["Rank 0 exhausted all inputs."] + \
         ["Detected at least one rank that exhausted inputs. Throwing across all ranks."] * (n - 1)
 

@@ -149,6 +149,14 @@ def main(out: str) -> None:
     res["join"] = {"spread": max(float(np.abs(a - b).max()) for ps in everyone for a, b in zip(ps, everyone[0])),
                    "params": [a.tolist() for a in mine_params]}
     jm = DDP(mlp())
+    jo = torch.optim.SGD(jm.parameters(), lr=0.5)
+    with jm.join(divide_by_initial_world_size=False):     # the mean over the ranks still training
+        for k in range(r + 1):
+            jo.zero_grad()
+            torch.nn.functional.mse_loss(jm(torch.from_numpy(jx[k, r])), torch.from_numpy(jy[k, r])).backward()
+            jo.step()
+    res["join"]["params_by_active"] = [p.detach().numpy().tolist() for p in jm.parameters()]
+    jm = DDP(mlp())
     try:
         with jm.join(throw_on_early_termination=True):
             for k in range(1 if r == 0 else 2):
