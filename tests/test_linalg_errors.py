@@ -172,3 +172,58 @@ def test_deprecated_top_level_forms_match_torch():
     for got, ref in zip(tapelab.lu(tapelab.tensor(sq), get_infos=True), want):
         np.testing.assert_allclose(got.numpy(), ref.numpy(), atol=1e-12)
     assert float(tapelab.nuclear_norm(tapelab.tensor(sq))) == pytest.approx(float(torch.nuclear_norm(torch.tensor(sq))))
+
+
+_RANK2 = [[1.0, 2.0, 3.0], [2.0, 4.0, 6.0], [1.0, 0.0, 1.0]]
+_SINGULAR_DETS = {
+    "rank2": np.array(_RANK2),
+    "rank1": np.outer([1.0, 2.0, 3.0], [1.0, -1.0, 2.0]),
+    "zero": np.zeros((3, 3)),
+    "batched": np.stack([np.array(_RANK2), 2 * np.eye(3) + 0.1 * np.arange(9.0).reshape(3, 3),
+                         np.outer([1.0, 2.0, 3.0], [1.0, -1.0, 2.0])]),
+    "complex_rank2": np.array(_RANK2) * (1 + 1j) + np.array([[0, 0, 0], [0, 0, 0], [1j - 1, 0, 2j]]),
+}
+
+
+def _det_grad(m, x, create_graph):
+    a = m.tensor(x, requires_grad=True)
+    d = m.linalg.det(a)
+    loss = (1.5 * d.real + 0.5 * d.imag).sum() if d.is_complex() else (1.5 * d).sum()
+    g, = m.autograd.grad(loss, [a], create_graph=create_graph)
+    return a, g
+
+
+@pytest.mark.parametrize("create_graph", [False, True], ids=["first_order", "create_graph"])
+@pytest.mark.parametrize("name", sorted(_SINGULAR_DETS))
+def test_det_gradient_at_singular_input_matches_torch(name, create_graph):
+    """PyTorch's det backward at an exactly singular A: 0 in a plain backward (its LU solve, zeros on U's
+    diagonal nudged to eps, of a zero right-hand side), the adjugate (its SVD form) when the backward
+    records; finite either way, and the same on a batch that mixes singular and invertible matrices."""
+    x = _SINGULAR_DETS[name]
+    _, want = _det_grad(torch, x, create_graph)
+    _, got = _det_grad(tapelab, x, create_graph)
+    assert np.isfinite(np.asarray(got.detach())).all()
+    np.testing.assert_allclose(np.asarray(got.detach()), want.detach().numpy(), rtol=1e-10, atol=1e-12)
+
+
+def _second(m, x):
+    a, g = _det_grad(m, x, True)
+    gg = m.view_as_real(g) if g.is_complex() else g
+    h, = m.autograd.grad((gg * gg).sum(), [a])
+    return np.asarray(h.detach()) if m is tapelab else h.numpy()
+
+
+@pytest.mark.parametrize("name", ["rank2", "rank1", "batched"])
+def test_det_second_derivative_at_singular_input_matches_torch(name):
+    x = _SINGULAR_DETS[name]
+    np.testing.assert_allclose(_second(tapelab, x), _second(torch, x), rtol=1e-9, atol=1e-9)
+
+
+@pytest.mark.parametrize("fn", ["slogdet", "logdet"])
+def test_log_determinant_gradient_at_singular_input_is_not_finite_as_torch(fn):
+    """slogdet/logdet are not differentiable at a singular A: PyTorch's gradients are inf/nan there, and
+    so are tapelab's (all nan, where PyTorch's LU solve leaves ±inf and some finite entries)."""
+    for m in (torch, tapelab):
+        a = m.tensor(_SINGULAR_DETS["rank2"], requires_grad=True)
+        (m.linalg.slogdet(a).logabsdet if fn == "slogdet" else m.logdet(a)).backward()
+        assert not np.isfinite(np.asarray(a.grad.detach()) if m is tapelab else a.grad.numpy()).all()

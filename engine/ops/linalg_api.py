@@ -220,13 +220,9 @@ def _pivot_sign(pivots, dtype, device):
 
 
 def det(A, *, out=None):
-    """``torch.linalg.det`` as the product of U's diagonal and the sign of the row swaps (differentiable
-    through the LU; at a singular A its gradient is inf/nan where PyTorch's is the adjugate)."""
+    """``torch.linalg.det`` by LU; its gradient is PyTorch's, finite at singular A (engine/ops/linalg_decomp.py)."""
     _check("linalg.det", A)
-    if A.shape[-1] == 0:
-        return zeros(A.shape[:-2], dtype=A.dtype, device=A.device) + 1.0
-    LU, pivots, _ = lu_factor_ex(A)
-    d = _diagonal(LU, 0, -2, -1).prod(-1) * _pivot_sign(pivots, A.dtype, A.device)
+    d = apply(_d.det_op, A)
     return d if out is None else out.copy_(d)
 
 
@@ -678,7 +674,7 @@ inverse = inv
 OPERATORS = {"svd": _svd_old, "qr": _qr_old, "lu": _lu_old, "lu_solve": _lu_solve_old}
 # public names that are compositions of the factorisation ops (tests/test_op_declarations.py reads this)
 COMPOSITES = {
-    "det": "lu_factor_ex, diagonal and prod", "logdet": "slogdet and log", "slogdet": "lu_factor_ex, diagonal, log",
+    "logdet": "slogdet and log", "slogdet": "lu_factor_ex, diagonal, log",
     "inverse": "lu_factor_ex and two triangular solves", "cholesky_solve": "two triangular solves",
     "cholesky_inverse": "two triangular solves", "triangular_solve": "solve_triangular and clone",
     "svd": "linalg_svd", "pinverse": "linalg_svd, where and matmul",

@@ -15,10 +15,11 @@ import math
 import numpy as np
 
 from ..base import backend as _backend
+from ..base.grad_mode import is_grad_enabled
 from ..base.meta import has_data
 from ..core.creation import eye
 from ..core.dispatch import apply
-from ..core.registry import NONE, Op
+from ..core.registry import ALL, NONE, Op
 from .linalg import _solve_triangular
 from .linalg import diagonal as _diagonal
 from .movement import narrow
@@ -126,6 +127,78 @@ def lu_solve_left(A, B):
     P = permutation(packed[..., n, :].real, n, A.dtype, A.device)
     y = apply(_solve_triangular, LU, P.mT @ B, upper=False, unit=True)
     return apply(_solve_triangular, LU, y, upper=True)
+
+
+# ---------------------------------------------------------------- determinant
+def _det_fwd(xp, a):
+    """det A by LU (LAPACK getrf, as PyTorch); 1 for a 0 x 0 matrix."""
+    if not has_data(xp):
+        return xp.empty(a.shape[:-2], a.dtype)
+    if a.shape[-1] == 0:
+        return xp.ones(a.shape[:-2], a.dtype)
+    return xp.asarray(xp.linalg.det(a), dtype=a.dtype)
+
+
+def _det_vjp(g, out, a):
+    """PyTorch's linalg_det_backward: gA = (g conj(det A)) A^-H, the adjugate's conjugate transpose times g.
+    A first-order backward solves with A's LU, its exact zeros on U's diagonal moved to eps, so an
+    exactly singular A (det 0) gets 0, as PyTorch's; a backward that records (create_graph) is written
+    in differentiable Tensor ops: a general solve where |det A| >= 100 eps, and where it is smaller the
+    SVD form U diag(alpha g prod_{j != i} S_j) V^H, alpha = conj(det U det V^H): finite at any rank."""
+    n = a.shape[-1]
+    d = (g * out.conj()).unsqueeze(-1).unsqueeze(-1) * eye(n, dtype=a.dtype, device=a.device)
+    if n == 0:
+        return (d,)
+    if not is_grad_enabled():
+        return (_adjoint_solve_nudged(a.detach(), d),)
+    eps = float(np.finfo(np.dtype(a.real.dtype.name)).eps)
+    mask = out.detach().abs() < 100 * eps
+    if a.device.type == "meta" or not bool(mask.any()):
+        return (lu_solve_left(a.mH, d),)
+    if bool(mask.all()):
+        return (_det_grad_singular(a, g),)
+    from .compare import where      # a mixed batch: each branch on safe stand-ins for the other's matrices
+    m = mask.unsqueeze(-1).unsqueeze(-1)
+    distinct = eye(n, dtype=a.dtype, device=a.device) * (1.0 + _arange(n, a))
+    nonsingular = lu_solve_left(where(m, eye(n, dtype=a.dtype, device=a.device), a).mH, d)
+    return (where(m, _det_grad_singular(where(m, a, distinct), g), nonsingular),)
+
+
+def _arange(n: int, like):
+    from ..core.creation import tensor
+    return tensor(np.arange(n, dtype=np.float64), dtype=like.real.dtype, device=like.device)
+
+
+def _adjoint_solve_nudged(a, d):
+    """A^-H d through A's LU with exact zeros on U's diagonal replaced by eps (no gradient is recorded)."""
+    n = a.shape[-1]
+    packed, _ = apply(lu_factor_op, a)
+    LU = packed[..., :n, :]
+    diag = _diagonal(LU, 0, -2, -1)
+    eps = float(np.finfo(np.dtype(a.real.dtype.name)).eps)
+    LU = LU + (diag == 0).to(dtype=a.dtype).unsqueeze(-1) * eye(n, dtype=a.dtype, device=a.device) * eps
+    z = apply(_solve_triangular, LU.mH, d, upper=False)                     # U^H z = d
+    w = apply(_solve_triangular, LU.mH, z, upper=True, unit=True)           # L^H w = z
+    return permutation(packed[..., n, :].real, n, a.dtype, a.device) @ w    # x = P w
+
+
+def _det_grad_singular(a, g):
+    """The SVD form of det's gradient (PyTorch's, for |det| below 100 eps): products of all singular
+    values but one, by repeated multiplication (no division, so exact zeros are fine)."""
+    n = a.shape[-1]
+    U, S, Vh = svd_unpack(apply(svd_op, a, full=True), n, n, True)
+    S = S.real
+    alpha = (apply(det_op, U) * apply(det_op, Vh)).conj()
+    off = 1 - eye(n, dtype=S.dtype, device=S.device)
+    M = S.unsqueeze(-2) * off + (1 - off)               # row i: S with a 1 in place of S_i
+    others = narrow(M, -1, 0, 1).squeeze(-1)
+    for j in range(1, n):
+        others = others * narrow(M, -1, j, 1).squeeze(-1)
+    D = (g * alpha).unsqueeze(-1) * others
+    return (U * D.unsqueeze(-2)) @ Vh
+
+
+det_op = Op("linalg_det", _det_fwd, _det_vjp, saves=ALL, save_output=True, complex=True, aliases=("det",))
 
 
 # ---------------------------------------------------------------- symmetric eigendecomposition
