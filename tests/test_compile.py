@@ -355,3 +355,63 @@ def test_a_lone_op_fuses_only_when_its_kernel_pays(monkeypatch, pays):
     gm = next(iter(cm._compiled.cache.values())).graph
     assert any(isinstance(getattr(n.target, "op", None), FusedOp) for n in gm.graph.nodes) == pays
     _close(cm(x).detach().numpy(), m(x).detach().numpy())
+
+
+def test_automatic_dynamic_shapes_reuse_the_entry_for_a_third_size():
+    """A second batch size whose trace is the same graph marks dim 0 dynamic; the kernels take sizes
+    as arguments, so later sizes run that entry (no recompile) with PyTorch's values and gradients."""
+    f = tapelab.compile(chain)
+    for n in (4, 5, 7, 9):
+        x, y = tapelab.randn(n, 3, requires_grad=True), tapelab.randn(3, requires_grad=True)
+        out = f(x, y)
+        out.sum().backward()
+        xt, yt = (torch.tensor(a.detach().numpy(), requires_grad=True) for a in (x, y))
+        ref = ((xt * yt + 1.0).tanh() * 0.5 - yt).exp() * xt
+        ref.sum().backward()
+        np.testing.assert_allclose(out.detach().numpy(), ref.detach().numpy(), rtol=RTOL, atol=ATOL)
+        np.testing.assert_allclose(x.grad.numpy(), xt.grad.numpy(), rtol=RTOL, atol=ATOL)
+        np.testing.assert_allclose(y.grad.numpy(), yt.grad.numpy(), rtol=RTOL, atol=1e-5)
+    assert len(f.cache) == 2 and isinstance(out.grad_fn.op, FusedOp)
+    assert "arg0.size(0) is dynamic" in list(f.cache.values())[-1].guards
+    g = tapelab.compile(chain, dynamic=False)
+    for n in (4, 5, 7):
+        g(tapelab.randn(n, 3), tapelab.randn(3))
+    assert len(g.cache) == 3
+
+
+def test_a_size_baked_into_the_graph_keeps_recompiling():
+    """GPTBlock reshapes with its sequence length: the traces differ, so no dim becomes dynamic."""
+    tapelab.manual_seed(0)
+    m = ZOO["gpt_block"][0]()
+    cm = tapelab.compile(m)
+    for t in (8, 9, 10):
+        x = tapelab.randn(2, t, 32)
+        _close(cm(x).detach().numpy(), m(x).detach().numpy())
+    assert len(cm._compiled.cache) == 3 and not cm._compiled.dynamic
+
+
+def test_a_reassigned_parameter_recompiles():
+    m = MLP(act="silu")
+    cm = tapelab.compile(m)
+    x = tapelab.randn(4, 32)
+    cm(x)
+    cm(x)
+    m.fc1.weight = tapelab.nn.Parameter(tapelab.randn(64, 32))
+    _close(cm(x).detach().numpy(), m(x).detach().numpy())
+    assert "self.fc1.weight is the tensor traced" in next(iter(cm._compiled.cache.values())).guards
+
+
+def test_double_backward_runs_the_members_ops_and_says_so():
+    f = tapelab.compile(chain)
+    x, y = tapelab.randn(5, 3, requires_grad=True), tapelab.randn(3, requires_grad=True)
+    f(x, y)
+    out = f(x, y)
+    with pytest.warns(UserWarning, match="create_graph=True through fused"):
+        gx, gy = tapelab.autograd.grad(out.sum(), [x, y], create_graph=True)
+    (gx.sum() + (gy * gy).sum()).backward()
+    xt, yt = (torch.tensor(a.detach().numpy(), requires_grad=True) for a in (x, y))
+    gxt, gyt = torch.autograd.grad(chain(xt, yt).sum(), [xt, yt], create_graph=True)
+    (gxt.sum() + (gyt * gyt).sum()).backward()
+    np.testing.assert_allclose(gx.detach().numpy(), gxt.detach().numpy(), rtol=RTOL, atol=ATOL)
+    np.testing.assert_allclose(x.grad.numpy(), xt.grad.numpy(), rtol=RTOL, atol=1e-5)
+    np.testing.assert_allclose(y.grad.numpy(), yt.grad.numpy(), rtol=RTOL, atol=1e-5)

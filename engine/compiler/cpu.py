@@ -198,11 +198,12 @@ def numpy_source(kernel: Kernel) -> str:
             if id(x) in names and last.get(id(x)) == i and shapes[id(x)] == full and x.dtype.name == s.dtype.name \
                     and x.kind not in ("cast", "where", "erf", "erfc"):
                 free.setdefault((x.dtype.name,), []).append(names[id(x)])
-    ret = ", ".join(f"np.broadcast_to({ref(o)}, {full!r})" if shape(o) != full or o.kind in ("input", "const")
+    ret = ", ".join(f"np.broadcast_to({ref(o)}, full)" if shape(o) != full or o.kind in ("input", "const")
                     else ref(o) for o in outs)
     args = ", ".join(f"a{i}" for i in range(len(kernel.inputs)))
+    sizes = f"    full = np.broadcast_shapes({''.join(f'a{i}.shape, ' for i in range(len(kernel.inputs)))})"
     return "\n".join([f"# {kernel.name}: numpy fallback, key {kernel.digest}", "import numpy as np",
-                      "from scipy import special", "", f"def run({args}):", *lines, f"    return ({ret},)", ""])
+                      "from scipy import special", "", f"def run({args}):", sizes, *lines, f"    return ({ret},)", ""])
 
 
 _WARNED = []
@@ -327,15 +328,26 @@ def load(kernel: Kernel, use_numba: bool | None = None):
     entry = _entry(kernel)
     layouts = kernel.layouts()
     in_dtypes = [np.dtype(dt) for dt, _ in kernel.inputs]
-    shape = tuple(kernel.shape)
-    size = int(np.prod(shape, dtype=np.int64))
-    cols = shape[-1] if shape else 1
-    rows = size // cols if cols else 0
-    threads = min(os.cpu_count() or 1, rows) if size >= PARALLEL_MIN else 1
-    bounds = [(rows * k // threads, rows * (k + 1) // threads) for k in range(threads)]
     out_dtypes = [o.dtype for o in kernel.outputs]
+    plans: dict = {}
+
+    def plan(shapes: tuple) -> tuple:
+        """``(shape, rows, cols, row ranges)`` for these input shapes (a dynamic size is an argument)."""
+        shape = tuple(np.broadcast_shapes(*shapes)) if shapes else tuple(kernel.shape)
+        if kernel.layouts(list(shapes), shape) != layouts:
+            raise RuntimeError(f"tapelab.compile: {kernel.name} was built for inputs broadcasting as {layouts}, "
+                               f"called with shapes {list(shapes)}")
+        size = int(np.prod(shape, dtype=np.int64))
+        cols = shape[-1] if shape else 1
+        rows = size // cols if cols else 0
+        threads = min(os.cpu_count() or 1, rows) if size >= PARALLEL_MIN else 1
+        found = plans[shapes] = (shape, rows, cols, [(rows * k // threads, rows * (k + 1) // threads)
+                                                     for k in range(threads)])
+        return found
 
     def run(*arrays):
+        shapes = tuple(a.shape for a in arrays)
+        shape, rows, cols, bounds = plans.get(shapes) or plan(shapes)
         keep = []
         for a, lay, dt in zip(arrays, layouts, in_dtypes):
             if lay == "expand":
@@ -343,7 +355,7 @@ def load(kernel: Kernel, use_numba: bool | None = None):
             keep.append(np.ascontiguousarray(a, dtype=dt))
         outs = [np.empty(shape, dt) for dt in out_dtypes]
         ptrs = [o.ctypes.data for o in outs] + [a.ctypes.data for a in keep]
-        if threads == 1:
+        if len(bounds) == 1:
             entry(*ptrs, 0, rows, cols)
         else:
             list(_pool().map(lambda b: entry(*ptrs, b[0], b[1], cols), bounds))

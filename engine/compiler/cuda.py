@@ -90,10 +90,10 @@ def load(kernel: Kernel):
     ins, outs = params(kernel)
     name = "tapelab_" + kernel.digest
     k = cupy.ElementwiseKernel(ins, outs, source(kernel), name)
-    shape = tuple(kernel.shape)
     dtypes = [o.dtype for o in kernel.outputs]
 
     def run(*arrays):
+        shape = np.broadcast_shapes(*(a.shape for a in arrays))   # sizes are arguments (dynamic dims)
         res = [cupy.empty(shape, dt) for dt in dtypes]
         k(*arrays, *res)
         return tuple(res)

@@ -23,7 +23,9 @@ from ..base.grad_mode import STATE as GRAD, no_grad
 from ..core.dispatch import Mode
 from ..core.tensor import Tensor
 from ..fx.proxy import TraceError
-from ..fx.trace_from_tape import trace_from_tape
+from ..fx.graph_module import GraphModule
+from ..fx.node import Node
+from ..fx.trace_from_tape import guard_inputs, trace_from_tape
 from ..nn.modules.module import Module
 from . import fused as _fused
 
@@ -53,6 +55,8 @@ class _Entry:
     graph: object = None            # the lowered GraphModule, or None when eager
     run: object = None
     reason: str | None = None       # why this key runs eagerly
+    attrs: list = field(default_factory=list)   # (module, name, object) the graph reads: guarded by identity
+    signature: tuple | None = None  # the traced graph without sizes' guard: equal ones are size-generic
     times: dict = field(default_factory=dict)
 
 
@@ -87,10 +91,13 @@ def _guard_text(name: str, a) -> str:
 class CompiledFunction:
     """``fn`` behind guards and a cache (what ``compile`` returns for a function)."""
 
-    def __init__(self, fn, *, fullgraph: bool, backend, options: dict, module: Module | None = None):
+    def __init__(self, fn, *, fullgraph: bool, backend, options: dict, module: Module | None = None,
+                 dynamic: bool | None = None):
         self.fn, self.module, self.fullgraph, self.backend = fn, module, fullgraph, backend
         self.options = options
         self.cache: dict = {}
+        self.dynamic: dict = {}         # key position -> dimensions whose size is an argument
+        self.dynamic_mode = dynamic
         self.limit_warned = False
         self.__name__ = getattr(fn, "__name__", type(fn).__name__)
         self.__doc__ = getattr(fn, "__doc__", None)
@@ -118,6 +125,12 @@ class CompiledFunction:
         except TypeError as e:
             return self._eager(args, kwargs, f"unsupported input type {e}")
         entry = self.cache.get(key)
+        if entry is None and self.dynamic:
+            key = self._masked(key)
+            entry = self.cache.get(key)
+        if entry is not None and not all(getattr(owner, leaf, None) is obj for owner, leaf, obj in entry.attrs):
+            del self.cache[key]          # a parameter or buffer was reassigned: the graph holds the old one
+            entry = None
         if entry is not None:
             if entry.run is None:
                 return self.fn(*args, **kwargs)
@@ -131,8 +144,47 @@ class CompiledFunction:
                               f"{'; '.join(guards[1:])}) run eagerly", RuntimeWarning, stacklevel=2)
             return self.fn(*args, **kwargs)
         entry, out = self._compile(args, kwargs, guards)
-        self.cache[key] = entry
+        self.cache[self._relax(key, entry)] = entry
         return out
+
+    def _masked(self, key: tuple) -> tuple:
+        """``key`` with the sizes of dynamic dimensions as None."""
+        def one(i, part):
+            dims = self.dynamic.get(i)
+            if not dims or type(part) is not tuple or len(part) != 4 or type(part[0]) is not tuple:
+                return part
+            return (tuple(None if d in dims else n for d, n in enumerate(part[0])), *part[1:])
+        return tuple(one(i, p) for i, p in enumerate(key))
+
+    def _relax(self, key: tuple, entry: "_Entry") -> tuple:
+        """Automatic dynamic shapes, as ``torch.compile``'s: a recompile whose trace differs from an
+        earlier entry's only in some tensor sizes (the same ops, the same arguments: no size was
+        baked into the graph) marks those dimensions dynamic; the entry is stored under the key
+        with them masked, and its kernels take sizes as arguments, so a third size runs it."""
+        if self.dynamic_mode is False or entry.signature is None:
+            return key
+        for old_key, old in self.cache.items():
+            if old.signature != entry.signature or len(old_key) != len(key):
+                continue
+            dims = {}
+            for i, (a, b) in enumerate(zip(old_key, key)):
+                if a == b:
+                    continue
+                if not (type(a) is tuple and len(a) == 4 and type(a[0]) is tuple and a[1:] == b[1:]
+                        and len(a[0]) == len(b[0])):
+                    break
+                changed = {d for d, (m, n) in enumerate(zip(a[0], b[0])) if m != n}
+                if any(a[0][d] in (0, 1) or b[0][d] in (0, 1) for d in changed if a[0][d] is not None):
+                    break                              # 0 and 1 stay specialised (broadcasting), as torch's
+                dims[i] = changed
+            else:
+                if dims:
+                    for i, d in dims.items():
+                        self.dynamic.setdefault(i, set()).update(d)
+                    entry.guards += [f"arg{i - 2}.size({d}) is dynamic" for i, ds in sorted(dims.items())
+                                     for d in sorted(ds)]        # key positions 0, 1: grad mode, training
+                    return self._masked(key)
+        return key
 
     def _eager(self, args, kwargs, reason):
         if self.fullgraph:
@@ -155,6 +207,7 @@ class CompiledFunction:
             reason = f"untraceable: {e}"
             return _Entry(guards, reason=reason), self._eager(args, kwargs, reason)
         times = {"trace": time.perf_counter() - t0}
+        signature = _signature(gm)
         mutated = state.mutated()
         if mutated:       # the graph would not replay an in-place write into state it does not own
             watch.reasons.append(f"in-place update of {mutated}: a graph cannot replay it")
@@ -174,7 +227,59 @@ class CompiledFunction:
             run = gm = _fused.lower(gm, list(flat), backend=self.options.get("kernels", "auto"))
         times["fuse"] = time.perf_counter() - t1 - (_fused.STATS["kernel_seconds"] - k0)
         times["kernels"] = _fused.STATS["kernel_seconds"] - k0
-        return _Entry(guards, graph=gm, run=run, times=times), out
+        attrs = _attrs(self.module, gm)
+        guards += [f"self.{path} is the tensor traced" for path, *_ in attrs]
+        lowered = run is gm and isinstance(gm, GraphModule) and hasattr(gm, "fused_ops")
+        return _Entry(guards, graph=gm, run=run, times=times, attrs=[a[1:] for a in attrs],
+                      signature=signature if lowered else None), out
+
+
+def _signature(gm) -> tuple:
+    """The traced graph as ops and arguments (nodes by name, constants by shape), its input guard
+    left out: two traces at different sizes with equal signatures baked no size into the graph."""
+    def one(a):
+        if isinstance(a, Node):
+            return a.name
+        if isinstance(a, (tuple, list)):
+            return tuple(one(x) for x in a)
+        if isinstance(a, dict):
+            return tuple((k, one(v)) for k, v in a.items())
+        return repr(a)
+    out = []
+    for n in gm.graph.nodes:
+        if n.target is guard_inputs:
+            continue
+        if n.op == "get_attr":
+            t = _fetch(gm, n.target)
+            out.append((n.op, n.target, tuple(t.shape) if isinstance(t, Tensor) else repr(t)))
+            continue
+        out.append((n.op, getattr(n.target, "__name__", str(n.target)), one(n.args), one(n.kwargs)))
+    return tuple(out)
+
+
+def _fetch(gm, path: str):
+    obj = gm
+    for part in path.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def _attrs(module: Module | None, gm) -> list:
+    """``(path, owner, name, object)`` for each parameter or buffer the graph reads from ``module``:
+    the graph holds those objects, so ``module.fc.weight = Parameter(...)`` must recompile."""
+    if module is None:
+        return []
+    out = []
+    for path in (n.target for n in gm.graph.nodes if n.op == "get_attr"):
+        owner_path, _, leaf = path.rpartition(".")
+        try:
+            owner = module.get_submodule(owner_path) if owner_path else module
+        except AttributeError:
+            continue                       # a constant the trace made, not the module's
+        obj = getattr(owner, leaf, None)
+        if isinstance(obj, Tensor):
+            out.append((path, owner, leaf, obj))
+    return out
 
 
 def _trace(call, flat: tuple) -> tuple:
@@ -246,7 +351,9 @@ def compile(model=None, *, fullgraph: bool = False, dynamic=None, backend="tapel
         model: an ``nn.Module`` (returns an ``OptimizedModule``) or a function (returns a
             ``CompiledFunction``); omitted, returns a decorator.
         fullgraph: raise ``Unsupported`` instead of running eagerly at a graph break.
-        dynamic: accepted for PyTorch's signature; shapes are static (a new shape recompiles).
+        dynamic: ``None`` or ``True``: automatic dynamic shapes (a second size whose trace is the
+            same graph marks the changed dimensions dynamic; later sizes reuse that entry);
+            ``False``: every new size recompiles.
         backend: ``"tapelab"`` (``"inductor"`` is the same), ``"eager"`` (trace and guards,
             no fusion) or a callable ``backend(gm, example_inputs) -> callable``.
         mode: one of PyTorch's mode names (all compile the same way here).
@@ -275,10 +382,10 @@ def compile(model=None, *, fullgraph: bool = False, dynamic=None, backend="tapel
             return m
         if isinstance(m, Module):
             return OptimizedModule(m, CompiledFunction(m, fullgraph=fullgraph, backend=backend, options=options,
-                                                       module=m))
+                                                       module=m, dynamic=dynamic))
         if not callable(m):
             raise RuntimeError(f"tapelab.compile: expected a Module or a callable, got {type(m).__name__}")
-        return CompiledFunction(m, fullgraph=fullgraph, backend=backend, options=options)
+        return CompiledFunction(m, fullgraph=fullgraph, backend=backend, options=options, dynamic=dynamic)
     return wrap if model is None else wrap(model)
 
 

@@ -12,12 +12,13 @@ part into kernels with several outputs.
 from __future__ import annotations
 
 import time
+import warnings
 
 import numpy as np
 
 from ..autograd.engine import grad as _autograd_grad
 from ..base import backend as _backend
-from ..base.grad_mode import enable_grad, no_grad
+from ..base.grad_mode import STATE as GRAD, enable_grad, no_grad
 from ..base.meta import has_data
 from ..core.creation import empty
 from ..core.dispatch import apply
@@ -35,7 +36,8 @@ from .symbolic import NotElementwise, input_sym, trace_op
 
 __all__ = ["FusedOp", "FusedCall", "lower", "STATS"]
 
-STATS = {"kernels": 0, "kernel_seconds": 0.0}
+STATS = {"kernels": 0, "kernel_seconds": 0.0, "create_graph_fallbacks": 0}
+_WARNED_CREATE_GRAPH: set = set()
 
 
 def _dtype_of(np_dtype):
@@ -98,7 +100,8 @@ class FusedOp(Op):
 
     def _forward(self, xp, *arrays):
         if not has_data(xp):                 # the meta device: shapes only
-            outs = tuple(xp.empty(self.kernel.shape, o.dtype) for o in self.kernel.outputs)
+            shape = np.broadcast_shapes(*(a.shape for a in arrays))
+            outs = tuple(xp.empty(shape, o.dtype) for o in self.kernel.outputs)
         elif _backend.is_cupy(xp):
             outs = self._runner("cuda")(*arrays)
         elif _backend.is_numpy(xp):
@@ -109,23 +112,41 @@ class FusedOp(Op):
 
     def _vjp(self, g, out, *inputs):
         needs = tuple(isinstance(x, Tensor) and x.requires_grad for x in inputs)
-        bw = self._backwards.get(needs)
+        if GRAD.enabled:                 # create_graph=True: the gradient must itself be differentiable
+            return self._members_vjp(g, inputs, needs)
+        key = (needs, tuple(tuple(x.shape) for x in inputs))     # a dynamic size traces its own backward
+        bw = self._backwards.get(key)
         if bw is None:
-            bw = self._backwards[needs] = self._trace_backward(g, inputs, needs)
+            bw = self._backwards[key] = self._trace_backward(g, inputs, needs)
         if out is None and bw.reads_output:       # traced after the forward chose not to save it
             with no_grad():
                 out = apply(self, *inputs)
         grads = iter(bw(g, out, *inputs))
         return tuple(next(grads) if n else None for n in needs)
 
+    def _members_vjp(self, g, inputs, needs):
+        """The members' own ops and vjps, recorded for autograd (double backward through a group:
+        the compiled backward kernels have no derivative of their own). Counted in ``STATS``."""
+        STATS["create_graph_fallbacks"] += 1
+        if self.name not in _WARNED_CREATE_GRAPH:
+            _WARNED_CREATE_GRAPH.add(self.name)
+            warnings.warn(f"tapelab.compile: create_graph=True through {self.name}: its gradient runs the "
+                          "members' own ops (the compiled backward kernels have no derivative)", UserWarning,
+                          stacklevel=2)
+        y = self.replay(*inputs)
+        want = [x for x, n in zip(inputs, needs) if n]
+        got = iter(_autograd_grad(y, want, g, create_graph=True, allow_unused=True, materialize_grads=True))
+        return tuple(next(got) if n else None for n in needs)
+
     def prepare_backward(self, needs: tuple) -> None:
         """Trace and lower the backward now (at compile time) on meta tensors of the inputs' shapes
         (the trace needs the ops, not their values, so nothing is computed); the forward saves its
         output only when that backward reads it."""
-        if needs not in self._backwards and any(needs):
+        key = (needs, tuple(tuple(shape) for _, shape in self.kernel.inputs))
+        if key not in self._backwards and any(needs):
             g = empty(self.kernel.shape, dtype=_dtype_of(self.kernel.outputs[0].dtype), device="meta")
             xs = [empty(shape, dtype=_dtype_of(dt), device="meta") for dt, shape in self.kernel.inputs]
-            bw = self._backwards[needs] = self._trace_backward(g, xs, needs)
+            bw = self._backwards[key] = self._trace_backward(g, xs, needs)
             self.save_output = bw.reads_output
 
     def _trace_backward(self, g, inputs, needs):
@@ -141,7 +162,7 @@ class FusedOp(Op):
             want = [x for x, n in zip(leaves, needs) if n]
             got = _autograd_grad(out, want, g, allow_unused=True)
             return (*(gr if gr is not None else x.new_zeros(x.shape) for gr, x in zip(got, want)), out)
-        y = empty(self.kernel.shape, dtype=_dtype_of(self.kernel.outputs[0].dtype), device="meta")
+        y = empty(tuple(g.shape), dtype=_dtype_of(self.kernel.outputs[0].dtype), device="meta")
         examples = [x.detach() if isinstance(x, Tensor) else x for x in (g, y, *inputs)]
         with no_grad():
             gm = trace_from_tape(backward, *examples, announce=False)

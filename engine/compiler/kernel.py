@@ -63,24 +63,26 @@ class Kernel:
 
     @property
     def digest(self) -> str:
-        """A hash of everything the generated source depends on (the disk cache's key)."""
+        """A hash of everything the generated source depends on (the disk cache's key): dtypes,
+        ranks and layouts, not sizes, since the loop takes its sizes as arguments."""
         order, outs = self.lines()
         index = {id(s): k for k, s in enumerate(order)}
 
         def ref(s):
             return f"t{index[id(s)]}" if id(s) in index else repr((s.kind, s.value, str(s.dtype)))
-        text = repr((self.inputs, self.shape, [(s.kind, str(s.dtype), [ref(a) for a in s.args]) for s in order],
+        text = repr(([dt for dt, _ in self.inputs], len(self.shape), self.layouts(), [(s.kind, str(s.dtype), [ref(a) for a in s.args]) for s in order],
                      [ref(o) for o in outs]))
         return hashlib.sha256(text.encode()).hexdigest()[:20]
 
-    def layouts(self) -> list:
+    def layouts(self, shapes: list | None = None, out: tuple | None = None) -> list:
         """How each input is read inside the ``(rows, cols)`` loop over the output, ``cols``
         being its last dim: ``"full"`` (same shape), ``"row"`` (broadcast over leading dims),
-        ``"col"`` (one value per row), ``"scalar"``, or ``"expand"`` (materialised first)."""
-        out = self.shape
+        ``"col"`` (one value per row), ``"scalar"``, or ``"expand"`` (materialised first).
+        ``shapes`` and ``out``: other sizes than the traced ones (a dynamic dimension)."""
+        out = tuple(self.shape if out is None else out)
         nd = len(out)
         res = []
-        for _, shape in self.inputs:
+        for shape in (shapes if shapes is not None else [sh for _, sh in self.inputs]):
             shape = (1,) * (nd - len(shape)) + tuple(shape)
             size = int(np.prod(shape, dtype=np.int64))
             if shape == out:
