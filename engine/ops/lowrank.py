@@ -10,8 +10,6 @@ conjugate gradient (2001) for the extreme eigenpairs of a symmetric (Hermitian) 
 """
 from __future__ import annotations
 
-from collections import namedtuple
-
 from ..base.grad_mode import no_grad
 from ..core.creation import randn
 from ._util import Tensor
@@ -104,9 +102,6 @@ def pca_lowrank(A: Tensor, q: int | None = None, center: bool = True, niter: int
     return svd_lowrank(A, q, niter)
 
 
-_Lobpcg = namedtuple("lobpcg", ["eigenvalues", "eigenvectors"])
-
-
 def lobpcg(A: Tensor, k: int | None = None, B: Tensor | None = None, X: Tensor | None = None, n: int | None = None,
            iK: Tensor | None = None, niter: int | None = None, tol: float | None = None, largest: bool | None = None,
            method: str | None = None, tracker=None, ortho_iparams=None, ortho_fparams=None, ortho_bparams=None):
@@ -143,7 +138,7 @@ def lobpcg(A: Tensor, k: int | None = None, B: Tensor | None = None, X: Tensor |
     with no_grad():
         S = _iterate(A.detach(), None if B is None else B.detach(), X, n, iK, niter, tol, largest)
     E, V = _rayleigh_ritz(A, B, S, n, largest)
-    return _Lobpcg(E[..., :k], V[..., :k])
+    return E[..., :k], V[..., :k]
 
 
 def _mul_B(B, X):

@@ -125,6 +125,7 @@ def gammainc_da(xp, sp, a, x, order: int = 1):
 
 
 _SERIES_CAP = 200_000   # terms; the series in x needs about log(1e-17) / log(x) of them
+_BLOCK = 64             # terms summed per vectorised step
 
 
 def betainc_da(xp, sp, a, b, x, da: int, db: int):
@@ -166,7 +167,8 @@ def _betainc_series(xp, sp, a, b, x, da: int, db: int):
             if p + q == 0:
                 continue
             if q == 0:
-                fixed[p, q] = (-1) ** p * math.factorial(p - 1) / a ** p - sp.polygamma(p - 1, a) + sp.polygamma(p - 1, ab)
+                log_a = (-1) ** p * math.factorial(p - 1) / a ** p      # the p-th derivative of -ln a
+                fixed[p, q] = log_a - sp.polygamma(p - 1, a) + sp.polygamma(p - 1, ab)
             elif p == 0:
                 fixed[p, q] = -sp.polygamma(q - 1, b) + sp.polygamma(q - 1, ab)
             else:
@@ -200,9 +202,6 @@ def _betainc_series(xp, sp, a, b, x, da: int, db: int):
         s_ab = [r[..., -1:] + (ab + k[-1]) ** -(m + 1.0) for m, r in enumerate(run_ab)]
         s_a1 = [r[..., -1:] + (a + 1 + k[-1]) ** -(m + 1.0) for m, r in enumerate(run_a1)]
     return total
-
-
-_BLOCK = 64
 
 
 def _exclusive_cumsum(xp, v):
