@@ -62,8 +62,9 @@ def _input_transform(xp, x, pads, th, tw):
     if kernels.use(xp, p):
         from . import _winograd_loops        # imports numba: only once a loop runs
         v = xp.empty((4, 4, n, th, tw * c), x.dtype)
-        scratch = xp.empty((4, 2 * th + 2, tw * c), x.dtype)
-        _winograd_loops.input_transform(p.reshape(n, 2 * th + 2, 2, -1), v, scratch)
+        scratch = xp.empty((n, 4, 2 * th + 2, tw * c), x.dtype)
+        kernels.parallel(_winograd_loops.input_transform, 2, scratch, xp.arange(n),
+                         p.reshape(n, 2 * th + 2, 2, -1), v)
         return v.reshape(16, -1, c)
     # columns (B^T d): d0 - d2, d1 + d2, d2 - d1, d1 - d3 with d0..d3 = even, odd, even + 1, odd + 1
     cw = xp.empty((4, n, 2 * th + 2, tw, c), x.dtype)
