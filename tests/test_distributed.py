@@ -306,12 +306,7 @@ def test_distributed_sampler_shards_as_pytorch(shuffle, drop_last):
         ours = [list(tapelab.utils.data.DistributedSampler(data, n, r, shuffle, seed=1, drop_last=drop_last))
                 for r in range(n)]
         theirs = [list(TorchSampler(data, n, r, shuffle, seed=1, drop_last=drop_last)) for r in range(n)]
-        assert [len(s) for s in ours] == [len(s) for s in theirs]
-        if shuffle:   # tapelab's random stream is not PyTorch's: a permutation, cut or padded the same way
-            flat = sum(ours, [])
-            assert set(flat) <= set(data) and len(set(flat)) == (len(flat) if drop_last else len(data))
-        else:
-            assert ours == theirs
+        assert ours == theirs   # shuffled too: the sampler permutes with PyTorch's own algorithm
 
 
 _SAME_SIGNATURE = {

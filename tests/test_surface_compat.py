@@ -143,19 +143,9 @@ CONFIGS = [(10, 3, False), (10, 3, True), (9, 3, False), (9, 3, True), (2, 4, Fa
            (1, 5, False), (13, 4, True), (13, 4, False)]
 
 
-@pytest.fixture
-def torch_draws_tapelabs_permutations(monkeypatch):
-    """PyTorch's sampler shuffling with tapelab's permutation for its seed: the samplers then agree
-    index for index if the rest (padding, dropping, striding) is the same."""
-    def randperm(n, generator):
-        g = tapelab.Generator().manual_seed(generator.initial_seed())
-        return torch.tensor(tapelab.randperm(n, generator=g).tolist(), dtype=torch.int64)
-    monkeypatch.setattr(torch, "randperm", randperm)
-
-
 @pytest.mark.parametrize("n,replicas,drop_last", CONFIGS)
 @pytest.mark.parametrize("shuffle", [False, True])
-def test_distributed_sampler_matches_pytorch(n, replicas, drop_last, shuffle, torch_draws_tapelabs_permutations):
+def test_distributed_sampler_matches_pytorch(n, replicas, drop_last, shuffle):
     from tapelab.utils.data.distributed import DistributedSampler
     data = list(range(n))
     seen = []
@@ -172,6 +162,14 @@ def test_distributed_sampler_matches_pytorch(n, replicas, drop_last, shuffle, to
         assert len(set(seen)) == len(seen)  # each index goes to at most one replica
     else:
         assert set(seen) == set(data)  # every index goes to some replica
+
+
+@pytest.mark.parametrize("seed", [0, 1, 42, 123456789, 2 ** 33 + 5, -3])
+def test_distributed_sampler_permutes_as_pytorch_for_every_seed(seed):
+    from tapelab.utils.data.distributed import torch_permutation
+    for n in (0, 1, 2, 3, 17, 1000, 50_000):
+        expected = torch.randperm(n, generator=torch.Generator().manual_seed(seed)).tolist()
+        assert torch_permutation(n, seed) == expected, (n, seed)
 
 
 def test_distributed_sampler_shuffles_per_epoch_and_checks_its_arguments():

@@ -4,8 +4,9 @@ from __future__ import annotations
 import math
 from typing import Iterator, Sized
 
+import numpy as np
+
 from ... import _c10d as dist
-from ...core.random import Generator
 from .sampler import Sampler
 
 __all__ = ["DistributedSampler"]
@@ -18,8 +19,8 @@ class DistributedSampler(Sampler):
     epoch), then takes every ``num_replicas``-th index from position ``rank``. The index list is
     first padded by repeating its start (or, with ``drop_last``, cut) so that every replica gets
     ``len(self)`` indices. ``num_replicas`` and ``rank`` default to the default process group's
-    (``tapelab.distributed.init_process_group``). The permutations are tapelab's random stream (the same
-    for every replica), not PyTorch's.
+    (``tapelab.distributed.init_process_group``). The permutation is PyTorch's for the same seed, so
+    a job keeps its data order when it moves between tapelab and PyTorch.
 
     Example::
 
@@ -52,8 +53,7 @@ class DistributedSampler(Sampler):
     def __iter__(self) -> Iterator[int]:
         n = len(self.dataset)
         if self.shuffle:
-            from ...core.creation import randperm
-            indices = randperm(n, generator=Generator().manual_seed(self.seed + self.epoch)).tolist()
+            indices = torch_permutation(n, self.seed + self.epoch)
         else:
             indices = list(range(n))
         if self.drop_last:
@@ -69,3 +69,25 @@ class DistributedSampler(Sampler):
     def set_epoch(self, epoch: int) -> None:
         """Shuffle with ``seed + epoch`` from the next iteration on (the same on every replica)."""
         self.epoch = epoch
+
+
+def torch_permutation(n: int, seed: int) -> list[int]:
+    """``torch.randperm(n, generator=torch.Generator().manual_seed(seed))`` on the cpu.
+
+    PyTorch's cpu permutation is a Fisher–Yates shuffle driven by one 32-bit mt19937 draw per
+    position (``z = draw % (n - i)``, swap ``i`` and ``i + z``); numpy's legacy ``RandomState`` is
+    the same mt19937 with the same seeding of the seed's low 32 bits, so its draws are PyTorch's.
+    tapelab's own generator is a different stream, so the sampler (whose only use of randomness is
+    this one permutation from a fresh seed) computes PyTorch's directly.
+    """
+    if n >= 2 ** 32:
+        raise ValueError(f"DistributedSampler: a dataset of {n} items is larger than PyTorch's 32-bit permutation")
+    order = np.arange(n, dtype=np.int64)
+    if n > 1:
+        draws = np.random.RandomState(seed & 0xFFFFFFFF).randint(0, 2 ** 32, size=n - 1, dtype=np.uint32)
+        steps = draws.astype(np.int64) % np.arange(n, 1, -1, dtype=np.int64)
+        for i, z in enumerate(steps.tolist()):
+            if z:
+                j = i + z
+                order[i], order[j] = order[j], order[i]
+    return order.tolist()
