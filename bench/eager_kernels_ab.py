@@ -20,6 +20,32 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
+def _measure(w, args, clock, tapelab, torch, kernels, Context) -> dict:
+    """Samples per side ("on", "off", "torch"): seconds per step, repetitions alternating."""
+    with w.session(tapelab, Context("tapelab", tapelab, {})) as tl, \
+            w.session(torch, Context("torch", torch, {})) as th:
+        def on():
+            kernels.set_enabled(True)
+            tl()
+
+        def off():
+            kernels.set_enabled(False)
+            tl()
+        sides = {"on": on, "off": off, "torch": th}
+        samples = {k: [] for k in sides}
+        for f in sides.values():
+            for _ in range(3):
+                f()
+        for _ in range(args.reps):
+            for k, f in sides.items():
+                t0 = clock()
+                for _ in range(args.steps):
+                    f()
+                samples[k].append((clock() - t0) / args.steps)
+        kernels.set_enabled(True)
+    return samples
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("-k", dest="filter", default="block step", help="workloads whose name contains this")
@@ -46,27 +72,11 @@ def main(argv=None) -> int:
     for w in REGISTRY:
         if args.filter.lower() not in w.name.lower() or w.missing(tapelab):
             continue
-        with w.session(tapelab, Context("tapelab", tapelab, {})) as tl, \
-                w.session(torch, Context("torch", torch, {})) as th:
-            def on():
-                kernels.set_enabled(True)
-                tl()
-
-            def off():
-                kernels.set_enabled(False)
-                tl()
-            sides = {"on": on, "off": off, "torch": th}
-            samples = {k: [] for k in sides}
-            for f in sides.values():
-                for _ in range(3):
-                    f()
-            for _ in range(args.reps):
-                for k, f in sides.items():
-                    t0 = clock()
-                    for _ in range(args.steps):
-                        f()
-                    samples[k].append((clock() - t0) / args.steps)
-            kernels.set_enabled(True)
+        try:
+            samples = _measure(w, args, clock, tapelab, torch, kernels, Context)
+        except Exception as e:   # noqa: BLE001 - a broken workload is a row, not a crash
+            print(f"{w.name:<40} error: {type(e).__name__}: {str(e).splitlines()[0][:80]}")
+            continue
         med = {k: statistics.median(v) for k, v in samples.items()}
         spread = {k: (lambda q: (q[2] - q[0]) / med[k])(statistics.quantiles(v, n=4)) for k, v in samples.items()}
         print(f"{w.name:<40} {med['on'] * 1e3:8.2f}ms {med['off'] * 1e3:8.2f}ms {med['torch'] * 1e3:8.2f}ms"
