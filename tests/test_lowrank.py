@@ -127,14 +127,41 @@ def test_lobpcg_generalized_with_a_start_block_and_a_preconditioner():
     np.testing.assert_allclose(E32.numpy(), np.linalg.eigvalsh(a)[::-1][:2], rtol=1e-4)
 
 
-def test_lobpcg_eigenvalue_gradients_as_torch():
-    a = _spd(24, 24.0)
-    at, tt = tapelab.tensor(a, requires_grad=True), torch.tensor(a, requires_grad=True)
-    tapelab.lobpcg(at, k=2)[0].sum().backward()
-    torch.lobpcg(tt, k=2)[0].sum().backward()
-    v = np.linalg.eigh(a)[1][:, -2:]
-    np.testing.assert_allclose(at.grad.numpy(), v @ v.T, atol=1e-6)
+def _separated(m):
+    """A symmetric positive-definite matrix with eigenvalues 2, 4, ..., 2m: gaps that keep gradients tame."""
+    q, _ = np.linalg.qr(RNG.standard_normal((m, m)))
+    return (q * np.arange(2.0, 2.0 * m + 1, 2.0)) @ q.T
+
+
+def _pair_loss(E, X, W):
+    return E.sum() + (X * (W @ X)).sum()     # invariant under the eigenvectors' signs
+
+
+@pytest.mark.parametrize("largest", [True, False])
+def test_lobpcg_gradients_are_the_exact_eigenpairs_as_torch(largest):
+    a, w = _separated(24), RNG.standard_normal((24, 24))
+    at, ae, tt = tapelab.tensor(a, requires_grad=True), tapelab.tensor(a, requires_grad=True), \
+        torch.tensor(a, requires_grad=True)
+    _pair_loss(*tapelab.lobpcg(at, k=2, largest=largest), tapelab.tensor(w)).backward()
+    _pair_loss(*torch.lobpcg(tt, k=2, largest=largest), torch.tensor(w)).backward()
+    vals, vecs = tapelab.linalg.eigh(ae)
+    top = (vals[-2:].flip(0), vecs[:, -2:].flip(1)) if largest else (vals[:2], vecs[:, :2])
+    _pair_loss(*top, tapelab.tensor(w)).backward()
+    np.testing.assert_allclose(at.grad.numpy(), ae.grad.numpy(), atol=1e-6)
     np.testing.assert_allclose(at.grad.numpy(), tt.grad.numpy(), atol=1e-6)
+
+
+def test_lobpcg_gradients_in_B():
+    a, b, w = _separated(24), _spd(24, 24.0) / 24, RNG.standard_normal((24, 24))
+    at, bt = tapelab.tensor(a, requires_grad=True), tapelab.tensor(b, requires_grad=True)
+    _pair_loss(*tapelab.lobpcg(at, k=2, B=bt), tapelab.tensor(w)).backward()
+    # the reference: eigh of L^-1 A L^-T (B = L L^T), differentiable in both through eigh and cholesky
+    ae, be = tapelab.tensor(a, requires_grad=True), tapelab.tensor(b, requires_grad=True)
+    inv = tapelab.linalg.inv(tapelab.linalg.cholesky(be))
+    vals, vecs = tapelab.linalg.eigh(inv @ ae @ inv.mT)
+    _pair_loss(vals[-2:].flip(0), (inv.mT @ vecs)[:, -2:].flip(1), tapelab.tensor(w)).backward()
+    np.testing.assert_allclose(at.grad.numpy(), ae.grad.numpy(), atol=1e-6)
+    np.testing.assert_allclose(bt.grad.numpy(), be.grad.numpy(), atol=1e-5)
 
 
 def test_lobpcg_errors_as_torch():

@@ -10,11 +10,11 @@ conjugate gradient (2001) for the extreme eigenpairs of a symmetric (Hermitian) 
 """
 from __future__ import annotations
 
-from ..base.grad_mode import no_grad
-from ..core.creation import randn
+from ..base.grad_mode import is_grad_enabled, no_grad
+from ..core.creation import eye, randn, zeros
 from ._util import Tensor
 from .linalg import matmul, qr
-from .linalg_api import cholesky, eigh, solve_triangular, svd
+from .linalg_api import cholesky, eigh, solve, solve_triangular, svd
 from .movement import cat
 
 __all__ = ["svd_lowrank", "pca_lowrank", "lobpcg"]
@@ -113,9 +113,9 @@ def lobpcg(A: Tensor, k: int | None = None, B: Tensor | None = None, X: Tensor |
     converged), ``tol`` the relative residual at which a pair has converged (default sqrt(eps) of the dtype).
     Each step is a Rayleigh–Ritz on an orthonormal basis of the iterates, the residuals and the previous
     directions (``method``, ``tracker`` and the ``ortho_*`` settings of PyTorch's variants are accepted and
-    this one algorithm runs). The iterations run without recording; the result is a last Rayleigh–Ritz on
-    the converged block, so the eigenvalues differentiate exactly in ``A`` and ``B`` (dlambda = x^H (dA -
-    lambda dB) x) and the eigenvectors within the converged block.
+    this one algorithm runs). The iterations run without recording; when ``A`` or ``B`` requires grad the
+    converged pairs are recorded once more in a form whose gradient is the exact eigenpairs' (eigenvalues
+    and eigenvectors, see ``_differentiable``), so they differentiate in ``A`` and ``B`` as PyTorch's do.
 
     Returns ``(E, X)``: ``k`` eigenvalues (largest first when ``largest``, else smallest first) and their
     ``B``-orthonormal eigenvectors as columns.
@@ -136,9 +136,39 @@ def lobpcg(A: Tensor, k: int | None = None, B: Tensor | None = None, X: Tensor |
     real = A.real.dtype if A.is_complex() else A.dtype
     tol = _SQRT_EPS.get(str(real).rsplit(".", 1)[-1], _SQRT_EPS["float64"]) if tol is None else tol
     with no_grad():
-        S = _iterate(A.detach(), None if B is None else B.detach(), X, n, iK, niter, tol, largest)
-    E, V = _rayleigh_ritz(A, B, S, n, largest)
-    return E[..., :k], V[..., :k]
+        Ad, Bd = A.detach(), None if B is None else B.detach()
+        E, V = _rayleigh_ritz(Ad, Bd, _iterate(Ad, Bd, X, n, iK, niter, tol, largest), n, largest)
+        E, V = E[..., :k], V[..., :k]
+    if is_grad_enabled() and (A.requires_grad or (B is not None and B.requires_grad)):
+        return _differentiable(A, B, E, V)
+    return E, V
+
+
+def _differentiable(A, B, E, V):
+    """The converged pairs again, recorded so that they differentiate as exact eigenpairs do.
+
+    ``E + x^H (A - E B) x`` is E to the residual and has the gradient x^H (dA - lambda dB) x. Each
+    eigenvector less ``y`` from the bordered system [[A - lambda B, B x], [x^H B, 0]] [y; mu] = [(A - lambda B) x; 0]
+    (a Newton step: y is at the residual's size), its matrix held constant, and less ``(x^H B x - 1) x / 2``
+    has the first-order perturbation -(A - lambda B)^+ (dA - lambda dB) x - (x^H dB x) x / 2 of a
+    B-normalised eigenvector: the whole eigenvector gradient, as PyTorch's lobpcg backward gives it."""
+    # A and B are read as Hermitian (their Hermitian parts), so their gradients are Hermitian, as eigh's
+    A, B = _hermitian(A), None if B is None else _hermitian(B)
+    R = matmul(A, V) - _mul_B(B, V) * E[..., None, :]
+    E_out = E + (V.conj() * R).sum(-2).real
+    Ad, Bd = A.detach(), None if B is None else B.detach()
+    m = A.shape[-1]
+    columns = []
+    for i in range(V.shape[-1]):
+        x, lam = V[..., i:i + 1], E[..., i, None, None]
+        bx = _mul_B(Bd, x)
+        shifted = Ad - lam * (eye(m, dtype=A.dtype, device=A.device) if Bd is None else Bd)
+        corner = zeros(*bx.shape[:-2], 1, 1, dtype=A.dtype, device=A.device)
+        bordered = cat([cat([shifted, bx], dim=-1), cat([bx.mH, corner], dim=-1)], dim=-2)
+        y = solve(bordered, cat([R[..., i:i + 1], corner], dim=-2))[..., :m, :]
+        drift = (x.mH @ _mul_B(B, x)).real - 1.0
+        columns.append(x - y - 0.5 * x * drift)
+    return E_out, cat(columns, dim=-1)
 
 
 def _mul_B(B, X):
@@ -190,4 +220,5 @@ def _iterate(A, B, X, n: int, iK, niter: int, tol: float, largest: bool):
 # public names that are compositions of other ops (tests/test_op_declarations.py reads this)
 COMPOSITES = {"svd_lowrank": "randn, matmul, linalg_qr and linalg_svd",
               "pca_lowrank": "mean, sub and svd_lowrank",
-              "lobpcg": "matmul, linalg_qr, cholesky, triangular solves and linalg_eigh (Rayleigh-Ritz steps)"}
+              "lobpcg": "matmul, linalg_qr, cholesky, triangular solves and linalg_eigh (Rayleigh-Ritz steps), "
+                        "then a bordered solve for the gradient"}
