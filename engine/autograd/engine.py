@@ -15,16 +15,22 @@ from __future__ import annotations
 import heapq
 from collections import deque
 import sys
+from sys import getrefcount
 import threading
 from time import perf_counter_ns
 from typing import Iterator, Sequence
 
+import numpy as np
+
 from ..base import events
 from . import anomaly as _anomaly
+from ..base.dtype import FLOATING_KINDS
 from ..base.grad_mode import STATE as GRAD, no_grad
-from ..core.creation import ones_like, zeros_like
+from ..core.creation import zeros_like
+from ..core.dispatch import apply
+from ..core.factories import FULL
 from ..base.dispatch_state import STATE as _DISPATCH
-from ..core.tensor import Tensor
+from ..core.tensor import Tensor, _check_grad
 from ..core.node import RETAIN, AccumulateGrad
 from .views import _view_grad_fn
 
@@ -32,6 +38,7 @@ __all__ = ["backward_steps", "backward", "grad", "BackwardStep", "running_node"]
 
 BackwardStep = events.BackwardStep
 _STEP_SUBSCRIBERS = events._subscribers["backward_step"]  # the live list: one truth test per node
+_ndarray = np.ndarray
 
 
 class _Running(threading.local):
@@ -81,12 +88,13 @@ def _root_grads(tensors, grad_tensors, what: str):
         if not t.requires_grad:
             raise RuntimeError(f"element {i} of tensors does not require grad and does not have a grad_fn")
         if g is None:
-            if t.numel() != 1:
+            if t._data.size != 1:
                 raise RuntimeError(f"grad can be implicitly created only for scalar outputs "
                                    f"(got shape {list(t.shape)}); pass gradient= with that shape")
-            if not t.is_floating_point():
+            if t._data.dtype.kind not in FLOATING_KINDS:
                 raise RuntimeError(f"grad can be implicitly created only for real scalar outputs but got {t.dtype}")
-            g = ones_like(t)
+            # the factory op itself (``ones_like``'s checks are for user arguments): a mode still sees it
+            g = apply(FULL, size=t._data.shape, fill_value=1, dtype=t.dtype, device=t._device)
         elif tuple(g.shape) != tuple(t.shape):
             raise RuntimeError(f"Mismatch in shape: grad_output[{i}] has a shape of {list(g.shape)} and "
                                f"output[{i}] has a shape of {list(t.shape)}.")
@@ -296,35 +304,59 @@ def _steps(walk: _Walk) -> Iterator[BackwardStep]:
 
 def _run_plain(walk: _Walk) -> None:
     """``backward()``'s walk while nobody watches: what ``_steps`` does, in one loop that makes
-    no steps. It stops as soon as someone starts watching (a hook subscribes to
-    ``backward_step`` or turns anomaly mode on) and leaves the rest of the walk to ``_steps``."""
-    buffers, ready, create_graph = walk.buffers, walk.ready, walk.create_graph
+    no steps (``_send`` inlined: no ``needed`` set without ``inputs=``). It stops as soon as
+    someone starts watching (a hook subscribes to ``backward_step`` or turns anomaly mode on)
+    and leaves the rest of the walk to ``_steps``."""
+    buffers, ready, deps, create_graph = walk.buffers, walk.ready, walk.deps, walk.create_graph
+    release = not walk.retain_graph
     anomaly = _anomaly.STATE
-    heappop = heapq.heappop
+    heappop, heappush = heapq.heappop, heapq.heappush
     prev = GRAD.enabled
     GRAD.enabled = create_graph
     try:
         while ready and not _STEP_SUBSCRIBERS and not anomaly.enabled:
             node = heappop(ready)[2]
             grads = buffers.pop(node)
+            walk.index += 1
             if type(node) is AccumulateGrad:
                 var = node._variable()
                 if node.pre_hooks is not None or (var is not None and getattr(var, "_hooks", None)):
                     grads = _run_prehooks(node, grads)
-                _accumulate(node, grads[0], create_graph)
+                g = grads[0]
+                grads = None   # so _accumulate can tell when nobody else holds the gradient
+                _accumulate(node, g, create_graph)
+                g = None
+                continue
+            if node.pre_hooks is not None:
+                grads = _run_prehooks(node, grads)
+            if node.hooks:
+                out = _run(node, grads)
             else:
-                if node.pre_hooks is not None:
-                    grads = _run_prehooks(node, grads)
-                if node.hooks:
-                    out = _run(node, grads)
-                else:
-                    out = node.run(grads)
-                    if len(out) != len(node.edges):
-                        _wrong_count(node, out)
-                _send(walk, node, out)
-                out = None
-            walk.index += 1
+                out = node.run(grads)
+                if len(out) != len(node.edges):
+                    _wrong_count(node, out)
             grads = None
+            for e, gi in zip(node.edges, out):
+                if e is None:
+                    continue
+                child, nr = e
+                if gi is not None:
+                    buf = buffers.get(child)
+                    if buf is None:
+                        buf = buffers[child] = [None] * child.n_outputs
+                        buf[nr] = gi
+                    else:
+                        _sum_into(buf, nr, gi, create_graph)
+                left = deps[child] - 1
+                deps[child] = left
+                if left == 0:
+                    if child in buffers:
+                        heappush(ready, (-child.seq, id(child), child))
+                    else:
+                        _skip(child, deps, buffers, ready, None, None)
+            out = gi = None
+            if release:
+                node.release()
     finally:
         GRAD.enabled = prev
 
@@ -343,7 +375,7 @@ def _send(walk: _Walk, node, out) -> None:
             buf = buffers.get(child)
             if buf is None:
                 buf = buffers[child] = [None] * child.n_outputs
-            buf[nr] = gi if buf[nr] is None else buf[nr] + gi
+            _sum_into(buf, nr, gi, walk.create_graph)
         left = deps[child] - 1
         deps[child] = left
         if left == 0:
@@ -353,6 +385,26 @@ def _send(walk: _Walk, node, out) -> None:
                 _skip(child, deps, buffers, walk.ready, needed, walk.runs)
     if not walk.retain_graph:
         node.release()
+
+
+def _sum_into(buf: list, nr: int, gi, create_graph: bool) -> None:
+    """Add ``gi`` to the gradient waiting in ``buf[nr]``: in place when the walk alone holds
+    that gradient and its memory (no other reference to the tensor or its array, not a view,
+    same shape and dtype as ``gi``), as PyTorch's InputBuffer does; else a dispatched add.
+    Only while nobody watches (a mode must see the add) and without ``create_graph`` (the
+    sum is then part of the differentiable graph)."""
+    old = buf[nr]
+    if old is None:
+        buf[nr] = gi
+        return
+    d = old._data
+    # references to old: buf, this frame's old, getrefcount's argument; to d: old._data, d, the argument
+    if (not create_graph and type(d) is _ndarray and d.base is None and getrefcount(old) == 3
+            and getrefcount(d) == 3 and isinstance(gi, Tensor) and gi._data.dtype is d.dtype
+            and gi._data.shape == d.shape and d.flags.writeable and not _DISPATCH.slow):
+        d += gi._data   # the engine's own running sum: no dispatch, no tape node
+        return
+    buf[nr] = old + gi
 
 
 def _wrong_count(node, out):
@@ -457,21 +509,25 @@ def _accumulate(node: AccumulateGrad, g, create_graph: bool) -> None:
     var = node.variable
     if var is None:
         return
-    if not create_graph:
-        g = g.detach() if g.requires_grad else g
-    if g._data.dtype != var._data.dtype:
+    if not create_graph and g.requires_grad:
+        g = g.detach()
+    d, vd = g._data, var._data
+    if d.dtype != vd.dtype:
         g = g.to(var.dtype)  # a vjp that promoted: .grad keeps its tensor's dtype, as PyTorch's
+        d = g._data
     # the innermost mode sees every accumulation; True: an update of an existing .grad is dispatched
     routed = _DISPATCH.slow and _DISPATCH.modes and _DISPATCH.modes[-1].accumulate(var, g)
-    old = var.grad
+    old = var._grad
     if old is None:
-        if not g._data.flags.c_contiguous and var._data.flags.c_contiguous:
+        if d.shape != vd.shape or g._device is not var._device:
+            _check_grad(var, g)   # the checks of the .grad setter; what passes them needs no repeat
+        if not d.flags.c_contiguous and vd.flags.c_contiguous:
             # PyTorch's layout contract: .grad is laid out like its parameter (a transposed or
             # broadcast gradient would make every optimizer update a strided walk)
-            var.grad = g.contiguous()
+            var._grad = g.contiguous()
         else:
             # take ownership when nothing else holds the gradient, as PyTorch's AccumulateGrad does
-            var.grad = g if create_graph or sys.getrefcount(g) <= 4 else g.clone()
+            var._grad = g if create_graph or sys.getrefcount(g) <= 4 else g.clone()
     elif create_graph or old.requires_grad or old._data.shape != g._data.shape:
         var.grad = old + g
     elif routed:
@@ -497,6 +553,8 @@ def backward(tensors, grad_tensors=None, retain_graph: bool | None = None,
     walk = _Walk(tensors, grad_tensors, retain_graph, create_graph, inputs, None, False)
     if inputs is None:
         _run_plain(walk)
+        if not walk.ready:
+            return
     _drain(_steps(walk))  # all of it with inputs=, else what is left once someone watches
 
 

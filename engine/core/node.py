@@ -138,19 +138,31 @@ class OpNode(Node):
         return Tensor._wrap(self.out_data, True, self, 0, self.out_vc, of_array(self.out_data))
 
     def run(self, grads):
-        if self.inputs is None and getattr(self, "_shapes", None) is not None:
-            self.inputs = tuple(_stand_in(*a) if type(a) is _Meta else a for a in self._shapes)
-        if self.inputs is None:
-            raise RuntimeError(f"{FREED_MSG} (The buffers of {self.name()} were freed by "
-                               f"{self.freed_by}; pass retain_graph=True to the first call, "
-                               f"or re-run the cell that builds the graph.)")
-        if self.versions is not None:
-            self._check_versions()
+        inputs = self.inputs
+        if inputs is None:
+            inputs = self._restored()
+        versions = self.versions
+        if versions is not None:
+            out_vc = self.out_vc
+            for i, v in versions:
+                if (inputs[i]._vc if i >= 0 else out_vc)[0] != v:
+                    self._check_versions()   # raises, naming the tensor
         g = grads[0]
         if g is None:
             return (None,) * len(self.edges)
-        out = self._output() if self.op.save_output else None
-        return self.op.vjp(g, out, *self.inputs, **self.params)
+        op = self.op
+        out = Tensor._wrap(self.out_data, True, self, 0, self.out_vc, g._device) if op.save_output else None
+        return op.vjp(g, out, *inputs, **self.params)
+
+    def _restored(self) -> tuple:
+        """The inputs after ``release``: shape-only stand-ins when the op saved no values, else an error."""
+        shapes = getattr(self, "_shapes", None)
+        if shapes is None:
+            raise RuntimeError(f"{FREED_MSG} (The buffers of {self.name()} were freed by "
+                               f"{self.freed_by}; pass retain_graph=True to the first call, "
+                               f"or re-run the cell that builds the graph.)")
+        self.inputs = inputs = tuple(_stand_in(*a) if type(a) is _Meta else a for a in shapes)
+        return inputs
 
     def _check_versions(self):
         for i, v in self.versions:
@@ -171,8 +183,8 @@ class OpNode(Node):
         """Free the saved values. An op that saved none keeps shape-only stand-ins of its
         inputs, so a second backward through it works, as it does in PyTorch."""
         if self.versions is None and self.inputs is not None:
-            self._shapes = tuple(_Meta((a._data.shape, a._data.dtype, a._device)) if isinstance(a, Tensor) else a
-                                 for a in self.inputs)
+            self._shapes = tuple([_Meta((a._data.shape, a._data.dtype, a._device)) if isinstance(a, Tensor) else a
+                                  for a in self.inputs])
         self.inputs = self.out_data = None
         self.freed_by = by
 
