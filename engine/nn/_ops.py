@@ -146,8 +146,9 @@ def _padded_size(size, pads):
 # GEMM). Fewer channels (the stem's 1 or 3; its GEMM would be 1-3 wide) or groups > 1: one GEMM
 # per group and sample, ``w (g, O/g, C/g*K)`` against ``cols (N, g, C/g*K, L)``, whose result is
 # already ``(N, O, L)``, and ``(g, C/g*K, N*L)`` for both gradients. 3x3 stride-1 kernels with
-# enough channels take Winograd F(2x2, 3x3) instead (``_winograd.py``: 2.25x fewer multiply-adds;
-# on the ResNet block's 32 -> 32 shape the forward 1.3x and the weight gradient 1.5x faster).
+# enough channels take Winograd F(4x4, 3x3) or F(2x2, 3x3) instead (``_winograd.py``: 4x or 2.25x
+# fewer multiply-adds; on the ResNet block's 32 -> 32 shape the forward 1.5x and the weight
+# gradient 2.2x faster than the im2col GEMM above).
 _LAST_MIN_C = 4
 
 
@@ -226,7 +227,7 @@ def _channels_major(xp, a, groups):
 
 
 def _winograd_fits(pass_, xp, x, kernel, stride, pads, dilation, groups, o) -> bool:
-    """Whether this pass runs as Winograd F(2x2, 3x3) (``_winograd.py``): numpy, float32/64, 2-D."""
+    """Whether this pass runs as Winograd (``_winograd.py``): numpy, float32/64, 2-D, 3x3, stride 1."""
     if not (is_numpy(xp) and x.ndim == 4 and x.dtype.kind == "f" and x.dtype.itemsize >= 4):
         return False
     return _winograd.fits(pass_, kernel, stride, dilation, groups, x.shape[1], o, _winograd.out_size(x.shape[2:], pads))
