@@ -227,3 +227,25 @@ def test_log_determinant_gradient_at_singular_input_is_not_finite_as_torch(fn):
         a = m.tensor(_SINGULAR_DETS["rank2"], requires_grad=True)
         (m.linalg.slogdet(a).logabsdet if fn == "slogdet" else m.logdet(a)).backward()
         assert not np.isfinite(np.asarray(a.grad.detach()) if m is tapelab else a.grad.numpy()).all()
+
+
+MIXED = {
+    "solve": lambda m, a, b: m.linalg.solve(a, b),
+    "solve_right": lambda m, a, b: m.linalg.solve(a, b.mT, left=False),
+    "lu_solve": lambda m, a, b: m.linalg.lu_solve(*m.linalg.lu_factor(a), b),
+    "cholesky_solve": lambda m, a, b: m.cholesky_solve(b, a),
+    "lstsq": lambda m, a, b: m.linalg.lstsq(a, b),
+    "vecdot": lambda m, a, b: m.linalg.vecdot(a, b.expand(2, 2)),
+}
+
+
+@pytest.mark.parametrize("b_dtype", ["float32", "complex128"])
+@pytest.mark.parametrize("name", sorted(MIXED))
+def test_operands_of_two_dtypes_raise_as_torch(name, b_dtype):
+    """linalg does not promote: A and B of different dtypes (real and complex alike) raise PyTorch's message."""
+    a, b = np.eye(2) * 2, np.ones((2, 1))
+    with pytest.raises(RuntimeError) as want:
+        MIXED[name](torch, torch.tensor(a), torch.tensor(b, dtype=getattr(torch, b_dtype)))
+    with pytest.raises(RuntimeError) as got:
+        MIXED[name](tapelab, tapelab.tensor(a), tapelab.tensor(b, dtype=getattr(tapelab, b_dtype)))
+    assert str(got.value) == str(want.value)

@@ -60,6 +60,13 @@ def _check(name: str, A, square: bool = True) -> None:
                            f"{A.shape[-2]} by {A.shape[-1]} matrices")
 
 
+def _same_dtype(name: str, a, b, a_name: str, b_name: str) -> None:
+    """PyTorch's refusal of operands of two dtypes (it does not promote in linalg, complex or not)."""
+    if a._data.dtype != b._data.dtype:
+        raise RuntimeError(f"{name}: Expected {a_name} and {b_name} to have the same dtype, but found {a_name} of "
+                           f"type {torch_name(a)} and {b_name} of type {torch_name(b)} instead")
+
+
 def _first_failure(info) -> tuple | None:
     """(batch index, info value) of the first failed matrix, or None (no values on meta: None)."""
     if info.device.type == "meta":
@@ -142,6 +149,7 @@ def _rows_permuted(B, pivots, inverse: bool):
 def lu_solve(LU, pivots, B, *, left: bool = True, adjoint: bool = False):
     """``torch.linalg.lu_solve``: X with A X = B (A^H X = B when ``adjoint``; X A = B when not ``left``)."""
     n = LU.shape[-1]
+    _same_dtype("linalg.lu_solve", LU, B, "LU", "B")
     if left and B.shape[-2] != n:
         raise RuntimeError(f"linalg.lu_solve: Incompatible shapes of A and B for the equation AX = B "
                            f"({LU.shape[-2]}x{n} and {B.shape[-2]}x{B.shape[-1]})")
@@ -164,6 +172,7 @@ def _as_matrix_rhs(A, B):
 def solve_ex(A, B, *, left: bool = True, check_errors: bool = False) -> SolveExResult:
     """``torch.linalg.solve_ex``: the solution of A X = B and LAPACK's ``info``."""
     _check("linalg.solve", A)
+    _same_dtype("linalg.solve", A, B, "A", "B")
     if not left:
         res, info = solve_ex(A.mT, B.mT, check_errors=check_errors)
         return SolveExResult(res.mT, info)
@@ -290,6 +299,9 @@ def cholesky_ex(A, *, upper: bool = False, check_errors: bool = False) -> Choles
 
 def cholesky_solve(B, L, upper: bool = False):
     """``torch.cholesky_solve``: X with (L L^H) X = B given the Cholesky factor."""
+    if B._data.dtype != L._data.dtype:
+        raise RuntimeError(f"Expected b and A to have the same dtype, but found b of type {torch_name(B)} and A of "
+                           f"type {torch_name(L)} instead.")
     if upper:
         L = L.mH
     y = apply(_solve_triangular, L, B, upper=False)
@@ -394,6 +406,9 @@ def lstsq(A, B, rcond=None, *, driver=None) -> LstsqResult:
     """``torch.linalg.lstsq`` (PyTorch's default CPU driver, gelsy): the minimum-norm least-squares solution
     through the pseudo-inverse, the rank, and empty residuals and singular values as gelsy gives."""
     _check("torch.linalg.lstsq", A, square=False)
+    if A._data.dtype != B._data.dtype:
+        raise RuntimeError(f"torch.linalg.lstsq: Expected input and other to have the same dtype, but got input's "
+                           f"dtype {torch_name(A)} and other's dtype {torch_name(B)}")
     if A.shape[-2] != B.shape[-2 if B.ndim > 1 else 0]:
         raise RuntimeError("torch.linalg.lstsq: input.size(-2) should match other.size(-2)")
     vector = B.ndim == A.ndim - 1
@@ -451,6 +466,7 @@ def cond(A, p=None, *, out=None):
 
 def vecdot(x, y, *, dim: int = -1, out=None):
     """Dot product of vectors along ``dim`` (broadcasting the rest), conjugating ``x`` as PyTorch."""
+    _same_dtype("linalg.vecdot", x, y, "x", "y")
     return (x.conj() * y).sum(dim)
 
 
