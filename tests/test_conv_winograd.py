@@ -19,8 +19,8 @@ TF = torch.nn.functional
 @pytest.fixture
 def small(monkeypatch):
     """Every 3x3 stride-1 convolution with >= 2 channels takes the Winograd path; counts its calls."""
-    monkeypatch.setitem(_winograd.MIN_CHANNELS, "forward", 2)
-    monkeypatch.setitem(_winograd.MIN_CHANNELS, "weight", 2)
+    monkeypatch.setitem(_winograd.MIN_CHANNELS, "forward", (2, 2))
+    monkeypatch.setitem(_winograd.MIN_CHANNELS, "weight", (2, 2))
     monkeypatch.setattr(_winograd, "MIN_OUT", 1)
     calls = {"conv3x3": 0, "weight3x3": 0}
     for name in calls:
@@ -97,6 +97,18 @@ def test_resnet_shape_takes_winograd_in_float32():
     for size in (9, 16):
         _float32_against_torch(rng.standard_normal((2, 32, size, size)).astype(np.float32),
                                (0.1 * rng.standard_normal((32, 32, 3, 3))).astype(np.float32))
+
+
+def test_cnn_shape_input_gradient_takes_winograd(monkeypatch):
+    """The CNN's 16 -> 32 convolution: its forward stays im2col (16 input channels), its input
+    gradient (a 32 -> 16 flipped-kernel forward) and weight gradient run as Winograd."""
+    calls = []
+    conv = _winograd.conv3x3
+    monkeypatch.setattr(_winograd, "conv3x3", lambda xp, x, w, pads: calls.append(x.shape[1]) or conv(xp, x, w, pads))
+    rng = np.random.default_rng(4)
+    _float32_against_torch(rng.standard_normal((2, 16, 14, 14)).astype(np.float32),
+                           (0.1 * rng.standard_normal((32, 16, 3, 3))).astype(np.float32))
+    assert calls == [32]
 
 
 def _float32_against_torch(x, w):

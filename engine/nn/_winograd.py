@@ -35,18 +35,21 @@ _MATS = {
             AT=((1, 1, 1, 1, 1, 0), (0, 1, -1, 2, -2, 0), (0, 1, 1, 4, 4, 0), (0, 1, -1, 8, -8, 1))),
 }
 # Where the transforms pay for themselves (1 thread, im2col time / Winograd time, bench/README.md):
-# the forward needs 32 input and output channels (with F(2, 3): ResNet's 32 -> 32 at 16x16 1.3x,
-# CNN's 16 -> 32 at 14x14 0.99x, 64 -> 64 1.7-2.1x), the weight gradient 16 (1.5x on both), and an
-# output of at least 8x8 (at 7x7 the tiles cover 64 positions for 49 and both lose: 0.86x, 0.92x)
-MIN_CHANNELS = {"forward": 32, "weight": 16}
+# the forward needs 32 input and 16 output channels (32 -> 32 at 16x16 1.5x, 32 -> 16 at 14x14 1.26x,
+# but 16 -> 32 at 14x14 0.96x: the im2col GEMM's K = 9 C is what Winograd shrinks), the weight
+# gradient 16 of each (1.5-2.2x), and an output of at least 8x8 (at 7x7 the tiles cover 64
+# positions for 49 and both passes lose: 0.86x, 0.92x)
+MIN_CHANNELS = {"forward": (32, 16), "weight": (16, 16)}
 MIN_OUT = 8
 
 
 def fits(pass_: str, kernel, stride, dilation, groups, c: int, o: int, out) -> bool:
-    """Whether a 2-D convolution's ``pass_`` ("forward" or "weight") takes the Winograd path:
-    3x3, stride 1, undilated, one group, enough channels and output positions."""
+    """Whether a 2-D convolution's ``pass_`` ("forward" or "weight") of ``c`` input and ``o``
+    output channels takes the Winograd path: 3x3, stride 1, undilated, one group, enough channels
+    and output positions."""
+    min_c, min_o = MIN_CHANNELS[pass_]
     return (tuple(kernel) == (3, 3) and tuple(stride) == (1, 1) and tuple(dilation) == (1, 1)
-            and groups == 1 and min(c, o) >= MIN_CHANNELS[pass_] and min(out) >= MIN_OUT)
+            and groups == 1 and c >= min_c and o >= min_o and min(out) >= MIN_OUT)
 
 
 def out_size(size, pads) -> tuple:
