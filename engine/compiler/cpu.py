@@ -21,6 +21,7 @@ import hashlib
 import importlib.util
 import os
 import platform
+import re
 import shutil
 import subprocess
 import tempfile
@@ -106,7 +107,7 @@ def _body(kernel: Kernel, indent: str) -> list:
         if s.kind == "const":
             return _const(s)
         return names[id(s)]
-    at = {"full": "i", "expand": "i", "row": "c", "col": "r", "scalar": "0"}
+    at = {"full": "i", "expand": "i", "row": "cu", "col": "ru", "scalar": "0"}
     lines = [f"{indent}v{i} = a{i}[{at[lay]}]" for i, lay in enumerate(kernel.layouts())]
     lines += [f"{indent}{names[id(s)]} = {_scalar(s, ref)}" for s in order]
     lines += [f"{indent}o{j}[i] = {ref(o)}" for j, o in enumerate(outs)]
@@ -126,7 +127,11 @@ def _numba_type(dt) -> str:
 
 
 def numba_source(kernel: Kernel) -> str:
-    """The module text of ``kernel``: one numba loop over rows ``r0..r1`` of raw pointers."""
+    """The module text of ``kernel``: one numba loop over rows ``r0..r1`` of raw pointers.
+
+    Indices are unsigned: with a signed one numba tests for negative (wrap-around) indices, and that
+    branch kept LLVM from vectorising the loop (a two-output backward kernel: 25 ms on 1M elements,
+    unsigned 5 ms)."""
     outs = [f"po{j}" for j in range(len(kernel.outputs))]
     ins = [f"pa{i}" for i in range(len(kernel.inputs))]
     types_ = [_numba_type(o.dtype) for o in kernel.outputs] + [_numba_type(dt) for dt, _ in kernel.inputs]
@@ -142,8 +147,9 @@ def numba_source(kernel: Kernel) -> str:
         "",
         f"@njit({sig}, error_model='numpy', no_cpython_wrapper=True, no_cfunc_wrapper=True)",
         f"def kernel({', '.join(outs + ins)}, r0, r1, C):", *views,
-        "    for r in range(r0, r1):", "        base = r * C", "        for c in range(C):",
-        "            i = base + c", *_body(kernel, " " * 12), ""])
+        "    for r in range(r0, r1):", "        base = r * C", "        ru = np.uint64(r)",
+        "        for c in range(C):", "            i = np.uint64(base + c)", "            cu = np.uint64(c)",
+        *_body(kernel, " " * 12), ""])
 
 
 def numpy_source(kernel: Kernel) -> str:
@@ -231,15 +237,20 @@ def _object_code(kernel: Kernel) -> tuple:
     fn = scope["kernel"]
     cres = fn.overloads[fn.signatures[0]]
     symbol = cres.fndesc.mangled_name
-    module = llvm.parse_assembly(cres.library.get_llvm_str())
+    # the outputs are fresh arrays and the inputs are only read: with the pointers marked noalias,
+    # LLVM vectorises the loop without runtime overlap checks between them
+    text = "\n".join(re.sub(r"ptr (?!noalias)([^%,()]*)%arg\.p", r"ptr noalias \1%arg.p", line)
+                     if line.startswith("define") and f"@{symbol}(" in line else line
+                     for line in cres.library.get_llvm_str().splitlines())
+    module = llvm.parse_assembly(text)
     for f in module.functions:          # numba's unused runtime helpers would need its runtime
         if not f.is_declaration and f.name != symbol:
             f.linkage = "internal"
     tm = llvm.Target.from_default_triple().create_target_machine(
         cpu=llvm.get_host_cpu_name(), features=llvm.get_host_cpu_features().flatten(), reloc="pic",
         codemodel="default", opt=3)
-    pb = llvm.create_pass_builder(tm, llvm.create_pipeline_tuning_options(speed_level=1))
-    pb.getModulePassManager().run(module, pb)          # drops the now-internal dead helpers
+    pb = llvm.create_pass_builder(tm, llvm.create_pipeline_tuning_options(speed_level=3))
+    pb.getModulePassManager().run(module, pb)          # vectorises again; drops the now-internal dead helpers
     return tm.emit_object(module), symbol
 
 

@@ -117,7 +117,7 @@ class FusedOp(Op):
         key = (needs, tuple(tuple(x.shape) for x in inputs))     # a dynamic size traces its own backward
         bw = self._backwards.get(key)
         if bw is None:
-            bw = self._backwards[key] = self._trace_backward(g, inputs, needs)
+            bw = self._backwards[key] = self._trace_backward(g, inputs, needs, _on_cpu(g))
         if out is None and bw.reads_output:       # traced after the forward chose not to save it
             with no_grad():
                 out = apply(self, *inputs)
@@ -138,7 +138,7 @@ class FusedOp(Op):
         got = iter(_autograd_grad(y, want, g, create_graph=True, allow_unused=True, materialize_grads=True))
         return tuple(next(got) if n else None for n in needs)
 
-    def prepare_backward(self, needs: tuple) -> None:
+    def prepare_backward(self, needs: tuple, on_cpu: bool) -> None:
         """Trace and lower the backward now (at compile time) on meta tensors of the inputs' shapes
         (the trace needs the ops, not their values, so nothing is computed); the forward saves its
         output only when that backward reads it."""
@@ -146,10 +146,10 @@ class FusedOp(Op):
         if key not in self._backwards and any(needs):
             g = empty(self.kernel.shape, dtype=_dtype_of(self.kernel.outputs[0].dtype), device="meta")
             xs = [empty(shape, dtype=_dtype_of(dt), device="meta") for dt, shape in self.kernel.inputs]
-            bw = self._backwards[key] = self._trace_backward(g, xs, needs)
+            bw = self._backwards[key] = self._trace_backward(g, xs, needs, on_cpu)
             self.save_output = bw.reads_output
 
-    def _trace_backward(self, g, inputs, needs):
+    def _trace_backward(self, g, inputs, needs, on_cpu: bool):
         """The members' vjps, traced through the dispatcher and lowered into kernels. A vjp that
         reads the group's output (tanh's, gelu's) reads the forward's saved result instead of a
         recomputation: the replayed output's uses move to the ``y`` placeholder."""
@@ -175,7 +175,7 @@ class FusedOp(Op):
         graph.eliminate_dead_code()
         gm.recompile()
         reads_output = bool(y_node.users)
-        gm = lower(gm, [_meta(a) for a in examples], differentiable=False, backend=self.backend)
+        gm = lower(gm, [_meta(a) for a in examples], differentiable=False, backend=self.backend, on_cpu=on_cpu)
         gm.reads_output = reads_output
         return gm
 
@@ -292,12 +292,16 @@ def _ancestors(node, group: set) -> list:
     return seen
 
 
-def lower(gm: GraphModule, example_args: list, *, differentiable: bool = True, backend: str = "auto"):
+def lower(gm: GraphModule, example_args: list, *, differentiable: bool = True, backend: str = "auto",
+          on_cpu: bool | None = None):
     """Replace each fusible group of ``gm`` by one ``FusedOp`` call; returns ``gm`` recompiled.
 
     With ``differentiable`` each value that leaves a group gets its own single-output kernel
     (recomputing shared members: one autograd node per output); without, one kernel with
-    several outputs computes the whole group."""
+    several outputs computes the whole group. ``on_cpu`` (default: every example is a cpu tensor)
+    builds the cpu kernels now."""
+    if on_cpu is None:
+        on_cpu = all(_on_cpu(a) for a in example_args)
     try:
         _MetaShapeProp(gm).propagate(*[_meta(a) for a in example_args])
     except Exception:  # noqa: BLE001 - an op without a meta form (a value-dependent shape): run it
@@ -318,7 +322,6 @@ def lower(gm: GraphModule, example_args: list, *, differentiable: bool = True, b
             if len(kernel.lines()[0]) < 2:      # one ufunc: numpy's own loop already is the kernel
                 continue
             op = FusedOp(kernel, _replay(members, inputs, outs), differentiable=differentiable, backend=backend)
-            on_cpu = all(_on_cpu(a) for a in example_args)
             if on_cpu and len(members) == 1 and not _pays(op, members[0], inputs):
                 continue
             with graph.inserting_after(outs[-1]):
@@ -340,7 +343,7 @@ def lower(gm: GraphModule, example_args: list, *, differentiable: bool = True, b
             if on_cpu:
                 op._runner("cpu")              # built now, so compile time is spent at compile time
             if differentiable:
-                op.prepare_backward(tuple(bool(n.meta["tensor_meta"].requires_grad) for n in inputs))
+                op.prepare_backward(tuple(bool(n.meta["tensor_meta"].requires_grad) for n in inputs), on_cpu)
             fused.append(op)
         graph.eliminate_dead_code()
     _toposort(graph)
