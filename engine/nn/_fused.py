@@ -178,12 +178,12 @@ def _ln_bwd_fwd(xp, g, x, *affine, dims, eps, has_weight, needs):
     w = affine[0] if has_weight else None
     cols = math.prod(x.shape[x.ndim - len(dims):])
     if x.size and kernels.use(xp, g, x, *affine) and g.shape == x.shape:
-        gx = xp.empty_like(x) if needs[0] else empty
-        gw, gb = (xp.zeros(cols, x.dtype) if n else empty for n in needs[1:])
-        _rowwise().layer_norm_backward(g.reshape(-1, cols), x.reshape(-1, cols), empty if w is None else w.reshape(-1),
-                                       x.dtype.type(eps), gx.reshape(-1, cols) if needs[0] else empty, gw, gb)
+        gx, gw, gb = xp.empty_like(x), xp.zeros(cols, x.dtype), xp.zeros(cols, x.dtype)   # all three: no branches
+        _rowwise().layer_norm_backward(g.reshape(-1, cols), x.reshape(-1, cols),
+                                       xp.ones(cols, x.dtype) if w is None else w.reshape(-1), x.dtype.type(eps),
+                                       gx.reshape(-1, cols), gw, gb)
         shape = x.shape[x.ndim - len(dims):]
-        return gx, gw.reshape(shape) if needs[1] else gw, gb.reshape(shape) if needs[2] else gb
+        return gx, gw.reshape(shape), gb.reshape(shape)
     lead = tuple(range(x.ndim - len(dims)))
     c = x - x.mean(axis=dims, keepdims=True)
     s = 1 / xp.sqrt((c * c).mean(axis=dims, keepdims=True) + x.dtype.type(eps))
