@@ -201,6 +201,57 @@ def _det_grad_singular(a, g):
 det_op = Op("linalg_det", _det_fwd, _det_vjp, saves=ALL, save_output=True, complex=True, aliases=("det",))
 
 
+def _slogdet_fwd(xp, a):
+    """sign and log|det A| side by side in a last axis of 2 (complex for a complex A, whose sign is)."""
+    if not has_data(xp):
+        return xp.empty((*a.shape[:-2], 2), a.dtype)
+    if a.shape[-1] == 0:
+        return xp.stack([xp.ones(a.shape[:-2], a.dtype), xp.zeros(a.shape[:-2], a.dtype)], -1)
+    sign, logabs = xp.linalg.slogdet(a)
+    return xp.stack([sign.astype(a.dtype), logabs.astype(a.dtype)], -1)
+
+
+def _slogdet_vjp(g, out, a):
+    """PyTorch's slogdet_backward: gA = A^-H (g_logabsdet + i Im(g_sign conj(sign))) (a real A's sign takes no
+    gradient). A plain backward solves with LAPACK as PyTorch does (a real row-major A through the LU of A^T),
+    so a singular A gets its inf/nan pattern; a recording one solves in Tensor ops."""
+    n = a.shape[-1]
+    sign, g_sign = narrow(out, -1, 0, 1).squeeze(-1), narrow(g, -1, 0, 1).squeeze(-1)
+    geff = narrow(g, -1, 1, 1).squeeze(-1).real
+    if a.is_complex():
+        geff = geff + 1j * (g_sign * sign.conj()).imag
+    d = geff.unsqueeze(-1).unsqueeze(-1) * eye(n, dtype=a.dtype, device=a.device)
+    if n == 0:
+        return (d,)
+    if not is_grad_enabled():
+        transposed = not a.is_complex() and a.device.type != "meta" and bool(a._data.flags.c_contiguous)
+        return (apply(_lapack_adjoint_solve, a.detach(), d.detach(), transposed=transposed),)
+    return (lu_solve_left(a.mH, d),)
+
+
+def _lapack_adjoint_solve_fwd(xp, a, d, *, transposed):
+    """A^-H d by getrf/getrs with no singularity check (LAPACK's inf/nan, as PyTorch's lu_solve); a real A
+    whose rows are contiguous through the LU of A^T, as PyTorch factors it."""
+    if not has_data(xp):
+        return xp.empty(d.shape, d.dtype)
+    ha, hd = np.broadcast_arrays(_backend.asnumpy(xp, a), _backend.asnumpy(xp, d))
+    n = ha.shape[-1]
+    fa, fd = ha.reshape((-1, n, n)), hd.reshape((-1, n, hd.shape[-1]))
+    out = np.empty(fd.shape, fd.dtype)
+    with np.errstate(all="ignore"):
+        for i in range(fa.shape[0]):
+            mat = np.array(fa[i].T if transposed else fa[i], order="F")
+            lu, piv, _ = _lapack("getrf", mat)(mat)
+            out[i], _ = _lapack("getrs", lu)(lu, piv, fd[i], trans=0 if transposed else 2)
+    return _backend.host(xp, out.reshape(hd.shape))
+
+
+# the first-order solve of slogdet's backward (no gradient: a recording backward solves in Tensor ops)
+_lapack_adjoint_solve = Op("linalg_lu_solve_adjoint", _lapack_adjoint_solve_fwd, None, saves=NONE)
+slogdet_op = Op("linalg_slogdet", _slogdet_fwd, _slogdet_vjp, saves=ALL, save_output=True, complex=True,
+                aliases=("slogdet",))
+
+
 # ---------------------------------------------------------------- symmetric eigendecomposition
 def _eigh_fwd(xp, a, *, upper):
     """Eigenvectors V (n x n) with the eigenvalues appended as row n: one (n+1) x n array."""
