@@ -286,9 +286,9 @@ _gelu = Op("gelu", _gelu_fwd,
            lambda g, out, x, *, approximate: (apply(_gelu_bwd, g, x, out, approximate=approximate),),
            promote="float", save_output=True, cost=_numel, onnx=_onnx_gelu)
 def _gelu_bwd_fwd(xp, g, x, y, *, approximate):
-    if g.shape == x.shape and kernels.use(xp, g, x):
+    if g.shape == x.shape == y.shape and kernels.use(xp, g, x, y):
         out = xp.empty_like(x)
-        kernels.parallel(_pointwise().gelu_backward, 3, g.reshape(-1), x.reshape(-1), out.reshape(-1),
+        kernels.parallel(_pointwise().gelu_backward, 4, g.reshape(-1), x.reshape(-1), y.reshape(-1), out.reshape(-1),
                          approximate == "tanh")
         return out
     return g * _gelu_grad(xp, x, y, approximate)
