@@ -387,6 +387,17 @@ def _send(walk: _Walk, node, out) -> None:
         node.release()
 
 
+def _count_of_sole_holder() -> int:
+    """What ``getrefcount`` reports for an object one container and one local hold: measured, since
+    interpreters differ in how they count the argument (3 on CPython 3.11)."""
+    held = [object()]
+    obj = held[0]
+    return getrefcount(obj)
+
+
+_SOLE = _count_of_sole_holder()
+
+
 def _sum_into(buf: list, nr: int, gi, create_graph: bool) -> None:
     """Add ``gi`` to the gradient waiting in ``buf[nr]``: in place when the walk alone holds
     that gradient and its memory (no other reference to the tensor or its array, not a view,
@@ -398,9 +409,9 @@ def _sum_into(buf: list, nr: int, gi, create_graph: bool) -> None:
         buf[nr] = gi
         return
     d = old._data
-    # references to old: buf, this frame's old, getrefcount's argument; to d: old._data, d, the argument
-    if (not create_graph and type(d) is _ndarray and d.base is None and getrefcount(old) == 3
-            and getrefcount(d) == 3 and isinstance(gi, Tensor) and gi._data.dtype is d.dtype
+    # old is held by buf and this frame only, d by old._data and this frame only
+    if (not create_graph and type(d) is _ndarray and d.base is None and getrefcount(old) == _SOLE
+            and getrefcount(d) == _SOLE and isinstance(gi, Tensor) and gi._data.dtype is d.dtype
             and gi._data.shape == d.shape and d.flags.writeable and not _DISPATCH.slow):
         d += gi._data   # the engine's own running sum: no dispatch, no tape node
         return
