@@ -477,7 +477,8 @@ def unbroadcast(g: Tensor, x) -> Tensor | None:
     """Sum ``g`` back to the shape of input ``x`` (None when ``x`` is a Python number)."""
     if not isinstance(x, Tensor):
         return None
-    return sum_to(g, x._data.shape)
+    shape = x._data.shape
+    return g if g._data.shape == shape else sum_to(g, shape)   # the common case without a call
 
 
 def sum_to(g: Tensor, shape: tuple) -> Tensor:
