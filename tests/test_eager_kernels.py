@@ -2,6 +2,8 @@
 values and gradients of softmax, log_softmax, cross_entropy, layer_norm, gelu and causal
 attention within float32 rounding of the numpy path and of PyTorch, and the Adam/AdamW step bit
 for bit. Each case runs once with the loops on and once off (``kernels.set_enabled``)."""
+import zlib
+
 import numpy as np
 import pytest
 import torch
@@ -12,9 +14,6 @@ from tapelab import kernels
 
 pytest.importorskip("numba")   # the [jit] extra: without it the loops are off and the numpy path is the only one
 
-RNG = np.random.default_rng(0)
-
-
 @pytest.fixture(params=[True, False], ids=["loops", "numpy"])
 def loops(request):
     old = kernels.set_enabled(request.param)
@@ -23,7 +22,8 @@ def loops(request):
 
 
 def _case(name):
-    x = RNG.standard_normal((6, 5, 33)).astype(np.float32) * 3
+    rng = np.random.default_rng(zlib.crc32(name.encode()))     # the same data whichever tests run first
+    x = rng.standard_normal((6, 5, 33)).astype(np.float32) * 3
     if name == "softmax":
         return [x], lambda m, a: m.nn.functional.softmax(a, dim=-1)
     if name == "log_softmax":
@@ -33,14 +33,14 @@ def _case(name):
     if name == "gelu_tanh":
         return [x], lambda m, a: m.nn.functional.gelu(a, approximate="tanh")
     if name == "layer_norm":
-        w, b = RNG.standard_normal(33).astype(np.float32), RNG.standard_normal(33).astype(np.float32)
+        w, b = rng.standard_normal(33).astype(np.float32), rng.standard_normal(33).astype(np.float32)
         return [x, w, b], lambda m, a, w, b: m.nn.functional.layer_norm(a, (33,), w, b)
     if name == "layer_norm_plain":
         return [x], lambda m, a: m.nn.functional.layer_norm(a, (5, 33))
     if name == "cross_entropy":
-        t = RNG.integers(0, 33, 30)
+        t = rng.integers(0, 33, 30)
         return [x.reshape(30, 33)], lambda m, a: m.nn.functional.cross_entropy(a, m.tensor(t))
-    qkv = [RNG.standard_normal((2, 3, 9, 8)).astype(np.float32) for _ in range(3)]
+    qkv = [rng.standard_normal((2, 3, 9, 8)).astype(np.float32) for _ in range(3)]
     causal = name == "attention_causal"
     return qkv, lambda m, q, k, v: m.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
 
@@ -62,9 +62,12 @@ def test_values_and_gradients_match_pytorch(name, loops):
     arrays, fn = _case(name)
     got = _run(tapelab, arrays, fn)
     want = _run(torch, arrays, fn)
+    # gelu_tanh's gradient near x = -5 is 1 - t^2 with t within an ulp of -1, times x k (1 + 3 c x^2)
+    # ~ 20: float32 leaves ~1e-6 there on any path
+    atol = 5e-6 if name == "gelu_tanh" else 2e-6
     for a, b in zip(got, want):
         assert a.dtype == np.float32
-        np.testing.assert_allclose(a, b, rtol=2e-5, atol=2e-6)
+        np.testing.assert_allclose(a, b, rtol=2e-5, atol=atol)
 
 
 @pytest.mark.parametrize("name", CASES)

@@ -3,7 +3,8 @@
 numpy's gelu makes six full-size temporaries and its erf is scipy's scalar loop; here one pass
 computes each element with ``fastmath``'s vectorisable erf/tanh/exp, in the same order of
 operations as the numpy formulas in ``nn/_fused.py``. The backward reads the forward's output
-for the CDF (``y / x``), as the numpy formula does, instead of a second erf: one exp per element.
+for the CDF (``y / x``), as the numpy formula does, instead of a second erf (the tanh form
+recomputes its tanh).
 """
 from __future__ import annotations
 
@@ -40,16 +41,15 @@ def gelu(x, out, tanh):
 
 @njit(**_JIT)
 def gelu_backward(g, x, y, out, tanh):
-    """``g gelu'(x)`` from the forward's ``y = x r(x)`` (``r`` = Phi, or ``(1 + t)/2`` for tanh),
-    as the numpy formula reads it, instead of a second erf or tanh: ``r + x phi(x)``, or
-    ``r + x/2 (1 - t^2) k (1 + 3 c x^2)`` with ``t = 2r - 1``."""
+    """``g gelu'(x)``: ``Phi(x) + x phi(x)`` with Phi read from the forward's ``y = x Phi(x)``
+    (as the numpy formula reads it) instead of a second erf; for tanh, ``(1 + t)/2 + x/2 (1 - t^2)
+    k (1 + 3 c x^2)`` with ``t`` recomputed (``2 y/x - 1`` loses 1 - t^2 where t is near -1)."""
     if tanh:
         for i in range(x.shape[0]):
             v = x[i]
-            r = select(v == F(0.0), F(0.5), y[i] / v)
-            t = F(2.0) * r - F(1.0)
+            t = tanh32((v + v * v * v * _C) * _K)
             du = _K * (F(1.0) + v * v * _K3C)
-            out[i] = g[i] * (r + F(0.5) * v * (F(1.0) - t * t) * du)
+            out[i] = g[i] * (F(0.5) * (t + F(1.0)) + F(0.5) * v * (F(1.0) - t * t) * du)
     else:
         for i in range(x.shape[0]):
             v = x[i]
