@@ -16,7 +16,7 @@ __all__ = ["assert_close", "make_tensor", "assert_allclose"]
 
 # (rtol, atol) by dtype, as PyTorch's defaults; integers and bools compare exactly
 _TOLERANCES = {"float16": (1e-3, 1e-5), "bfloat16": (1.6e-2, 1e-5), "float32": (1.3e-6, 1e-5),
-               "float64": (1e-7, 1e-7)}
+               "float64": (1e-7, 1e-7), "complex64": (1.3e-6, 1e-5), "complex128": (1e-7, 1e-7)}
 
 
 def _name(dtype) -> str:
@@ -49,10 +49,10 @@ def _compare_tensors(actual: Tensor, expected: Tensor, rtol, atol, equal_nan, ch
         r2, a2 = _TOLERANCES.get(_name(expected.dtype), (0.0, 0.0))
         rtol, atol = max(rtol, r2), max(atol, a2)
     with no_grad():
-        a = actual.detach().cpu().numpy().astype(np.float64) if actual.dtype != _dtype.bool else \
-            actual.detach().cpu().numpy()
-        e = expected.detach().cpu().numpy().astype(np.float64) if expected.dtype != _dtype.bool else \
-            expected.detach().cpu().numpy()
+        a, e = actual.detach().cpu().numpy(), expected.detach().cpu().numpy()
+    if a.dtype != bool and e.dtype != bool:   # compare in the widest kind: complex keeps its imaginary parts
+        wide = np.complex128 if np.iscomplexobj(a) or np.iscomplexobj(e) else np.float64
+        a, e = a.astype(wide), e.astype(wide)
     if a.dtype == bool or e.dtype == bool:
         close = a == e
     else:

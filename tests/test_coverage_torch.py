@@ -215,7 +215,10 @@ def test_testing_assert_close_and_make_tensor():
         m.testing.assert_close(m.tensor([1, 2]), m.tensor([1, 3]) - m.tensor([0, 1]))
         m.testing.assert_close(m.tensor([float("nan")]), m.tensor([float("nan")]), equal_nan=True)
         m.testing.assert_close(m.tensor([1.0]), m.tensor([1.5]), rtol=0, atol=0.6)
+        m.testing.assert_close(m.tensor([1 + 2j]), m.tensor([1 + (2 + 1e-7) * 1j]))
         cases = [((m.tensor([1.0, 2.0]), m.tensor([1.0, 2.1])), {}),
+                 ((m.tensor([1 + 2j, 3 - 1j]), m.tensor([1 + 2j, 3 + 1j])), {}),   # imaginary parts count
+                 ((m.tensor([1 + 2j]), m.tensor([1 + 2j], dtype=m.complex128)), {}),
                  ((m.tensor([1.0, 2.0]), m.tensor([1.0, 2.0], dtype=m.float64)), {}),
                  ((m.tensor([1.0, 2.0]), m.tensor([1.0, 2.0, 3.0])), {}),
                  ((m.tensor([1, 2]), m.tensor([1, 3])), {}),
