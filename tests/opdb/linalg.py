@@ -193,7 +193,8 @@ def _c(name, fn, samples, **kw):
 # complex64/complex128 (carr samples): values and gradients against torch, gradcheck and gradgradcheck in
 # complex128, for every function torch.linalg differentiates on complex input; eig/eigvals also on real input
 COMPLEX = [
-    OpInfo("linalg_eig", _eig_invariant, lambda: [Sample((_sq(),)), Sample((_sq(2, n=2),), name="batched")], grad_atol=1e-3),
+    OpInfo("linalg_eig", _eig_invariant, lambda: [Sample((_sq(),)), Sample((_sq(2, n=2),), name="batched")],
+           grad_atol=1e-3),
     OpInfo("linalg_eigvals", lambda m, a: m.linalg.eigvals(a), lambda: [Sample((_sq(2),))], grad_atol=1e-3),
     _c("det", lambda m, a: m.linalg.det(a), lambda: [Sample((_csq(),)), Sample((_csq(2, n=2),), name="batched")]),
     _c("slogdet", lambda m, a: tuple(m.linalg.slogdet(a)), lambda: [Sample((_csq(2, n=2),))]),
@@ -247,11 +248,13 @@ COMPLEX = [
        lambda: [Sample((carr(3, 2), carr(2) / 2)), Sample((carr(2, 2, 2), carr(2, 1) / 2), name="batched")]),
     _c("cross", lambda m, a, b: m.linalg.cross(a, b), lambda: [Sample((carr(2, 3), carr(1, 3)))]),
     _c("vecdot", lambda m, a, b: m.linalg.vecdot(a, b), lambda: [Sample((carr(2, 3), carr(3)))]),
-    _c("multi_dot", lambda m, a, b, c: m.linalg.multi_dot([a, b, c]), lambda: [Sample((carr(2), carr(2, 3), carr(3, 2)))]),
+    _c("multi_dot", lambda m, a, b, c: m.linalg.multi_dot([a, b, c]),
+       lambda: [Sample((carr(2), carr(2, 3), carr(3, 2)))]),
     _c("vander", lambda m, a: m.linalg.vander(a, N=4), lambda: [Sample((carr(2, 3),))]),
     _c("diagonal", lambda m, a: m.linalg.diagonal(a, offset=1), lambda: [Sample((carr(2, 3, 4),))]),
     _c("tensorinv", lambda m, a: m.linalg.tensorinv(a, ind=1), lambda: [Sample((_csq(n=2),))]),
-    _c("tensorsolve", lambda m, a, b: m.linalg.tensorsolve(a, b), lambda: [Sample((_csq(n=2).reshape(2, 1, 2), carr(2, 1)))]),
+    _c("tensorsolve", lambda m, a, b: m.linalg.tensorsolve(a, b),
+       lambda: [Sample((_csq(n=2).reshape(2, 1, 2), carr(2, 1)))]),
     _c("torch_svd", lambda m, a: (lambda u, s, v: (u @ v.mH, s))(*m.svd(a)), lambda: [Sample((carr(3, 2),))],
        grad_atol=1e-3),
     _c("ormqr", lambda m, a, t, c: m.ormqr(a, t, c), lambda: [Sample((carr(3, 2), carr(2) / 2, carr(3, 1)))]),
