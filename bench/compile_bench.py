@@ -3,6 +3,7 @@
     .venv/bin/python bench/compile_bench.py                 # all workloads, all sides found
     .venv/bin/python bench/compile_bench.py --quick         # fewer repeats
     .venv/bin/python bench/compile_bench.py --no-torch-compile --no-jax
+    .venv/bin/python bench/compile_bench.py --quick --cpu-time   # CPU seconds: steadier on a loaded machine
 
 Each workload is a training step's forward and backward (no optimizer) on float32, timed as
 the best of several repeats of a loop (ratios matter, not absolute times). Compile time is
@@ -33,16 +34,19 @@ SHAPES = {"chain16": (16,), "chain1M": (1024, 1024), "gelu_mlp": (256, 512, 2048
           "gpt_block": (8, 64, 128, 4)}
 
 
+CLOCK = [time.perf_counter]     # --cpu-time: time.process_time (this process's CPU seconds, all threads)
+
+
 def best(step, repeats: int, inner: int) -> float:
     """Best seconds per call of ``step`` over ``repeats`` loops of ``inner`` calls."""
     step()
     step()
     times = []
     for _ in range(repeats):
-        t0 = time.perf_counter()
+        t0 = CLOCK[0]()
         for _ in range(inner):
             step()
-        times.append((time.perf_counter() - t0) / inner)
+        times.append((CLOCK[0]() - t0) / inner)
     return min(times)
 
 
@@ -137,12 +141,13 @@ JAX_SCRIPT = textwrap.dedent("""
     import json, sys, time, math
     import numpy as np, jax, jax.numpy as jnp
     SHAPES = json.loads(sys.argv[1]); repeats = int(sys.argv[2])
+    clock = time.process_time if sys.argv[3] == "cpu" else time.perf_counter
     def best(step, inner):
         step(); step(); ts = []
         for _ in range(repeats):
-            t0 = time.perf_counter()
+            t0 = clock()
             for _ in range(inner): step()
-            ts.append((time.perf_counter() - t0) / inner)
+            ts.append((clock() - t0) / inner)
         return min(ts)
     rng = np.random.default_rng(0); res = {}
     def chain6(x, w): return jax.nn.sigmoid(jnp.tanh(x * w + 1.0) * x).sum()
@@ -185,7 +190,8 @@ def run_jax(repeats: int) -> dict | None:
     py = os.environ.get("JAX_PYTHON", "/work/jaxvenv/bin/python")
     if not os.path.exists(py):
         return None
-    p = subprocess.run([py, "-c", JAX_SCRIPT, json.dumps(SHAPES), str(repeats)], capture_output=True, text=True,
+    p = subprocess.run([py, "-c", JAX_SCRIPT, json.dumps(SHAPES), str(repeats),
+                        "cpu" if CLOCK[0] is time.process_time else "wall"], capture_output=True, text=True,
                        env={**os.environ, "JAX_PLATFORMS": "cpu"})
     if p.returncode:
         return {"error": p.stderr[-300:]}
@@ -230,7 +236,12 @@ def main() -> None:
     ap.add_argument("--no-torch-compile", action="store_true")
     ap.add_argument("--no-jax", action="store_true")
     ap.add_argument("--json", help="also write the results here")
+    ap.add_argument("--cpu-time", action="store_true",
+                    help="time CPU seconds of the process (all its threads) instead of wall time: steadier "
+                         "ratios on a shared, loaded machine; not a latency")
     a = ap.parse_args()
+    if a.cpu_time:
+        CLOCK[0] = time.process_time
     repeats = 3 if a.quick else 7
     res = {"tapelab": run_tapelab(repeats), "torch": run_torch(repeats, not a.no_torch_compile)}
     if not a.no_jax:

@@ -218,14 +218,16 @@ _ENTRY = "tapelab_kernel"
 
 @functools.cache
 def _host_key() -> str:
-    """What machine code depends on besides the kernel: the cpu (its flags), numba, fastmath."""
+    """What machine code depends on besides the kernel: the cpu (its flags), numba, fastmath and
+    this file (the generator: a cached library built by an older one is not reused)."""
     try:
         flags = next((ln for ln in Path("/proc/cpuinfo").read_text().splitlines() if ln.startswith("flags")), "")
     except OSError:
         flags = ""
     version = Path(importlib.util.find_spec("numba").origin).with_name("_version.py")
+    generator = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()   # a new code generator, new files
     text = repr((platform.machine(), platform.processor(), flags, version.read_text() if version.exists() else "",
-                 _fastmath_hash()))
+                 _fastmath_hash(), generator))
     return hashlib.sha256(text.encode()).hexdigest()[:8]
 
 
