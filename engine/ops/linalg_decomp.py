@@ -17,7 +17,7 @@ import numpy as np
 from ..base import backend as _backend
 from ..base.grad_mode import is_grad_enabled
 from ..base.meta import has_data
-from ..core.creation import eye
+from ..core.creation import eye, tensor
 from ..core.dispatch import apply
 from ..core.registry import ALL, NONE, Op
 from .linalg import _solve_triangular
@@ -77,7 +77,6 @@ def permutation(pivots, m: int, dtype, device):
         for i, p in enumerate(flat[b]):
             perm[[i, p - 1]] = perm[[p - 1, i]]
         mats[b, perm, np.arange(m)] = 1.0
-    from ..core.creation import tensor
     return tensor(mats.reshape((*batch, m, m)), dtype=dtype, device=device)
 
 
@@ -159,14 +158,9 @@ def _det_vjp(g, out, a):
         return (_det_grad_singular(a, g),)
     from .compare import where      # a mixed batch: each branch on safe stand-ins for the other's matrices
     m = mask.unsqueeze(-1).unsqueeze(-1)
-    distinct = eye(n, dtype=a.dtype, device=a.device) * (1.0 + _arange(n, a))
+    distinct = tensor(np.diag(np.arange(1.0, n + 1)), dtype=a.dtype, device=a.device)   # distinct singular values
     nonsingular = lu_solve_left(where(m, eye(n, dtype=a.dtype, device=a.device), a).mH, d)
     return (where(m, _det_grad_singular(where(m, a, distinct), g), nonsingular),)
-
-
-def _arange(n: int, like):
-    from ..core.creation import tensor
-    return tensor(np.arange(n, dtype=np.float64), dtype=like.real.dtype, device=like.device)
 
 
 def _adjoint_solve_nudged(a, d):
