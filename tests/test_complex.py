@@ -216,3 +216,19 @@ def test_optimizers_update_complex_parameters_as_torch(name, kw):
                                               for k, v in state.items() if k != "step" and hasattr(v, "shape")}))
     np.testing.assert_allclose(out[1][0], out[0][0], rtol=1e-12, atol=1e-14)
     assert out[1][1] == out[0][1]
+
+
+def test_complex_random_draws_have_torchs_distribution():
+    """Complex ``randn`` draws both parts (variance 1/2 each, |z|^2 of mean 1) and complex ``rand``
+    is uniform in each part, as torch's; the moments are compared with torch's own draws."""
+    n = 200_000
+    for dtype, tdtype in ((tapelab.complex64, torch.complex64), (tapelab.complex128, torch.complex128)):
+        z, ref = tapelab.randn(n, dtype=dtype), torch.randn(n, dtype=tdtype)
+        assert z.dtype == dtype
+        for part in ("real", "imag"):
+            assert abs(float(getattr(z, part).std()) - float(getattr(ref, part).std())) < 0.01
+        assert abs(float((z.abs() ** 2).mean()) - 1.0) < 0.02
+        u = tapelab.rand(n, dtype=dtype)
+        for part in ("real", "imag"):
+            p = getattr(u, part)
+            assert 0.0 <= float(p.min()) and float(p.max()) < 1.0 and abs(float(p.mean()) - 0.5) < 0.01

@@ -107,10 +107,20 @@ def _bernoulli(xp, probs, *, p, generator):
     return (xp.asarray(rng(generator).random(probs.shape)) < (probs if p is None else p)).astype(probs.dtype)
 
 
+def _complex_or_real(draw, size, dtype, scale=1.0):
+    """``draw(size)``, or for a complex dtype real and imaginary parts drawn independently (PyTorch's
+    complex ``rand`` is uniform in each part; complex ``randn`` has unit variance, ``1/2`` per part)."""
+    if not dtype.is_complex:
+        return draw(size)
+    parts = draw((*size, 2)) * scale
+    return parts[..., 0] + 1j * parts[..., 1]
+
+
 RAND = Op("rand", lambda xp, *, size, dtype, device, generator:
-          _draw(xp, lambda: rng(generator).random(size), size, dtype), kind="random")
+          _draw(xp, lambda: _complex_or_real(rng(generator).random, size, dtype), size, dtype), kind="random")
 RANDN = Op("randn", lambda xp, *, size, dtype, device, generator:
-           _draw(xp, lambda: rng(generator).standard_normal(size), size, dtype), kind="random")
+           _draw(xp, lambda: _complex_or_real(rng(generator).standard_normal, size, dtype, 0.5 ** 0.5), size, dtype),
+           kind="random")
 RANDINT = Op("randint", lambda xp, *, low, high, size, dtype, device, generator:
              _draw(xp, lambda: rng(generator).integers(low, high, size), size, dtype), kind="random")
 RANDPERM = Op("randperm", lambda xp, *, n, dtype, device, generator:
