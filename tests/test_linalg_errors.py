@@ -2,7 +2,8 @@
 non-square and non-positive-definite input (LinAlgError is a RuntimeError), the ``*_ex`` variants'
 ``info`` with and without ``check_errors``, the degenerate-spectrum gradients PyTorch documents
 (inf/nan through eigenvectors or singular vectors, finite through the values alone), gradcheck of
-the factorisations on gauge-invariant functions, and that every torch.linalg name is there."""
+the factorisations on gauge-invariant functions, that every torch.linalg name is there, det/slogdet/logdet
+gradients at singular input (PyTorch's values, finite for det), and PyTorch's same-dtype errors."""
 from __future__ import annotations
 
 import numpy as np
