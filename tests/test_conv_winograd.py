@@ -31,7 +31,7 @@ def small(monkeypatch):
     return calls
 
 
-# (input shape, padding): outputs 6x6 (F(2, 3)), 7x5, 3x6, 6x5, 1x1, 8x8 and 4x12 (F(4, 3))
+# (input shape, padding): outputs 6x6, 7x5, 3x6, 6x5, 1x1, 8x8 and 4x12 (the last two: F(4, 3) weight gradients)
 SHAPES = [((2, 3, 6, 6), 1), ((2, 3, 7, 5), 1), ((1, 4, 5, 8), 0), ((2, 2, 4, 3), 2), ((1, 3, 3, 3), 0),
           ((2, 3, 8, 8), 1), ((1, 2, 6, 14), 0)]
 
@@ -85,10 +85,11 @@ def test_gradcheck_and_gradgradcheck_through_winograd(small):
 
 
 def test_resnet_shape_takes_winograd_in_float32():
-    """Default thresholds: the ResNet block's 32 -> 32 convolution runs every pass as Winograd (F(4, 3)
-    at 16x16, F(2, 3) at 9x9) and agrees with PyTorch in float32; the stem's 3 channels and strided
-    convolutions do not."""
-    assert _winograd.tile_size((16, 16)) == 4 and _winograd.tile_size((14, 14)) == 2
+    """Default thresholds: the ResNet block's 32 -> 32 convolution runs every pass as Winograd (the
+    weight gradient as F(4, 3) at 16x16, the rest F(2, 3)) and agrees with PyTorch in float32; the
+    stem's 3 channels, strided convolutions and 7x7 outputs do not."""
+    assert _winograd.tile_size("weight", (16, 16)) == 4 and _winograd.tile_size("weight", (14, 14)) == 2
+    assert _winograd.tile_size("forward", (16, 16)) == 2
     assert _winograd.fits("forward", (3, 3), (1, 1), (1, 1), 1, 32, 32, (16, 16))
     assert not _winograd.fits("forward", (3, 3), (1, 1), (1, 1), 1, 3, 32, (16, 16))
     assert not _winograd.fits("forward", (3, 3), (2, 2), (1, 1), 1, 32, 32, (8, 8))

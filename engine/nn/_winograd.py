@@ -5,10 +5,11 @@ m x m output tile from an (m + 2)^2 input patch with (m + 2)^2 products instead 
 many GEMMs of ``(tiles, C) @ (C, O)`` between transforms (Lavin and Gray, "Fast Algorithms for
 Convolutional Neural Networks", 2015; the matrices are theirs): F(2, 3) has 2.25x fewer products,
 F(4, 3) 4x. On the ResNet block's shape (N 16, C = O = 32, 16x16, 1 thread) F(4, 3)'s 36 GEMMs
-of 256 tiles also run at a higher rate than F(2, 3)'s 16 of 1024 (they fit in cache): forward
-GEMMs 0.74 vs 1.36 ms, weight-gradient GEMMs 0.72 vs 2.10 ms (im2col's: ~3.5 and ~3.2 ms).
-F(4, 3)'s rounding error is ~2e-6 of the output's scale in float32 (F(2, 3)'s ~1e-7, PyTorch's
-direct convolution's ~3e-7); F(2, 3) runs where an output side is not a multiple of 4.
+of 256 tiles also run at a higher rate than F(2, 3)'s 16 of 1024 (they fit in cache): weight-
+gradient GEMMs 0.72 vs 2.10 ms, forward 0.74 vs 1.36 ms (im2col's: ~3.2 and ~3.5 ms). But F(4, 3)'s
+float32 rounding error is ~2e-6 of the output's scale (F(2, 3)'s ~1e-7, PyTorch's direct
+convolution's ~3e-7), too much for a forward that later layers amplify (``tile_size``): the
+forward and input gradient run F(2, 3), the weight gradient F(4, 3) where the output allows.
 
 Layout: the input transform writes ``V (a^2, T, C)`` (a = m + 2, T = N * tile rows * tile
 columns, channels last: a contiguous GEMM operand per tap), from a zero-padded channels-last copy
@@ -57,9 +58,13 @@ def out_size(size, pads) -> tuple:
     return tuple(n + lo + hi - 2 for n, (lo, hi) in zip(size, pads))
 
 
-def tile_size(out) -> int:
-    """F(4, 3) where both output sides are multiples of 4 (no wasted tile rows), else F(2, 3)."""
-    return 4 if all(n % 4 == 0 for n in out) else 2
+def tile_size(pass_: str, out) -> int:
+    """F(4, 3) for the weight gradient where both output sides are multiples of 4 (no wasted tile
+    rows), else F(2, 3). The forward (and so the input gradient) stays F(2, 3): F(4, 3)'s larger
+    rounding error passes through every later layer and train-mode batch norm amplifies it
+    (resnet18 at batch 2: input gradients 1% off PyTorch's, tests/test_vision_models.py); a weight
+    gradient is a leaf, its error stays ~2e-6 of its scale."""
+    return 4 if pass_ == "weight" and all(n % 4 == 0 for n in out) else 2
 
 
 def _tiles(out, m):
@@ -141,7 +146,7 @@ def conv3x3(xp, x, w, pads):
     n, c, h, wd = x.shape
     o = w.shape[0]
     oh, ow = out_size((h, wd), pads)
-    m = tile_size((oh, ow))
+    m = tile_size("forward", (oh, ow))
     th, tw = _tiles((oh, ow), m)
     v = _input_transform(xp, x, pads, m, th, tw)
     u = xp.matmul(_mat(xp, x.dtype, m, "G"), w.reshape(o * c, 9).T).reshape(-1, o, c)
@@ -160,7 +165,7 @@ def weight3x3(xp, x, gy, pads):
     ``G^T [sum over tiles V (.) A gy A^T] G``, the sums over tiles being GEMMs with K = T."""
     n, c, h, wd = x.shape
     o, oh, ow = gy.shape[1:]
-    m = tile_size((oh, ow))
+    m = tile_size("weight", (oh, ow))
     th, tw = _tiles((oh, ow), m)
     v = _input_transform(xp, x, pads, m, th, tw)
     # gy channels last, zero-filled to whole tiles, then grouped by position in the tile:
