@@ -162,3 +162,14 @@ def test_phase_invariant_loss_gradient_matches_torch(name):
     fn(torch, t).backward()
     fn(tapelab, lt).backward()
     np.testing.assert_allclose(np.asarray(lt.grad), t.grad.numpy(), rtol=1e-8, atol=1e-8)
+
+
+@pytest.mark.parametrize("left,right", [("complex64", "float32"), ("float32", "complex128"),
+                                        ("complex64", "complex128")])
+def test_matmul_of_mixed_real_and_complex_operands_raises_as_torch(left, right):
+    a, b = torch.randn(2, 3, dtype=getattr(torch, left)), torch.randn(3, 2, dtype=getattr(torch, right))
+    with pytest.raises(RuntimeError) as theirs:
+        a @ b
+    with pytest.raises(RuntimeError) as ours:
+        tapelab.from_numpy(a.numpy()) @ tapelab.from_numpy(b.numpy())
+    assert str(ours.value) == str(theirs.value)

@@ -89,7 +89,7 @@ _matmul = Op("matmul", _matmul_fwd, _matmul_vjp, saves=OTHERS, out_form="matmul"
 _C_NAMES = {"float32": "float", "float64": "double", "float16": "c10::Half", "bfloat16": "c10::BFloat16",
             "int64": "long int",
             "int32": "int", "int16": "short int", "int8": "signed char", "uint8": "unsigned char",
-            "bool": "bool"}
+            "bool": "bool", "complex64": "c10::complex<float>", "complex128": "c10::complex<double>"}
 
 
 def _x(shape) -> str:
