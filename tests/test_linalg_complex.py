@@ -173,3 +173,15 @@ def test_matmul_of_mixed_real_and_complex_operands_raises_as_torch(left, right):
     with pytest.raises(RuntimeError) as ours:
         tapelab.from_numpy(a.numpy()) @ tapelab.from_numpy(b.numpy())
     assert str(ours.value) == str(theirs.value)
+
+
+@pytest.mark.parametrize("left,right", [("complex64", "float32"), ("float32", "complex64"), ("float32", "float64"),
+                                        ("int64", "float32")])
+def test_cross_of_two_dtypes_raises_as_torch(left, right):
+    a, b = torch.ones(2, 3, dtype=getattr(torch, left)), torch.ones(2, 3, dtype=getattr(torch, right))
+    for fn in (lambda m, x, y: m.linalg.cross(x, y), lambda m, x, y: m.cross(x, y, dim=1)):
+        with pytest.raises(RuntimeError) as theirs:
+            fn(torch, a, b)
+        with pytest.raises(RuntimeError) as ours:
+            fn(tapelab, tapelab.from_numpy(a.numpy()), tapelab.from_numpy(b.numpy()))
+        assert str(ours.value) == str(theirs.value)

@@ -25,13 +25,20 @@ FLOATING_KINDS = "fV"   # numpy's kind of float arrays; "V" is ml_dtypes' bfloat
 INEXACT_KINDS = "fVc"   # floating or complex: the kinds whose tensors can require grad
 
 
+# PyTorch's ScalarType names ("expected scalar type Float but found Double")
+_SCALAR_TYPES = {"bool": "Bool", "uint8": "Byte", "int8": "Char", "int16": "Short", "int32": "Int", "int64": "Long",
+                 "float16": "Half", "bfloat16": "BFloat16", "float32": "Float", "float64": "Double",
+                 "complex64": "ComplexFloat", "complex128": "ComplexDouble"}
+
+
 class dtype:
     """A tensor element type, e.g. ``tapelab.float32``."""
 
-    __slots__ = ("name", "np", "itemsize", "is_floating_point", "is_complex", "is_signed", "_rank")
+    __slots__ = ("name", "np", "itemsize", "is_floating_point", "is_complex", "is_signed", "_rank", "scalar_type")
 
     def __init__(self, name: str, np_dtype, rank: int):
         self.name = name
+        self.scalar_type = _SCALAR_TYPES[name]   # PyTorch's c10 name, as its error messages spell the dtype
         self.np = np.dtype(np_dtype)
         self.itemsize = self.np.itemsize
         self.is_floating_point = self.np.kind in FLOATING_KINDS

@@ -16,7 +16,7 @@ from ..base.grad_mode import is_grad_enabled, no_grad
 from ..base.dispatch_state import STATE as _DISPATCH
 from ..ops.indexing import one_hot
 from ..ops.movement import pad
-from ..core.tensor import _TYPE_NAMES, Tensor, _wrap_dim
+from ..core.tensor import Tensor, _wrap_dim
 from . import _fused, _fused_linear, _ops
 
 __all__ = [
@@ -581,7 +581,7 @@ def _softmax_input(input: Tensor, dim, dtype, name: str) -> tuple[Tensor, int]:
     if dim is None:
         dim = _softmax_dim(x.ndim, name)
     if not x.is_floating_point():
-        got = _TYPE_NAMES[x.dtype.name].removesuffix("Tensor")
+        got = x.dtype.scalar_type
         raise RuntimeError(f'"{name}_lastdim_kernel_impl" not implemented for \'{got}\'')
     return x, _wrap_dim(dim, x.ndim, name)
 
@@ -676,7 +676,7 @@ def _check_class_targets(input: Tensor, target: Tensor, reduction: str) -> bool:
         raise ValueError(f"Expected input batch_size ({input.shape[0]}) to match target batch_size "
                          f"({target.shape[0]}).")
     if target.dtype not in (_dt.int64, _dt.uint8):
-        got = _TYPE_NAMES[target.dtype.name].removesuffix("Tensor")  # PyTorch's scalar-type name
+        got = target.dtype.scalar_type
         raise RuntimeError(f"expected target dtype to be Long or Byte, but got {got}")
     want = tuple(input.shape[:1]) + tuple(input.shape[2:]) if input.ndim >= 2 else ()
     if tuple(target.shape) != want:

@@ -59,16 +59,6 @@ def _onnx_clamp(g, x, lo=None, hi=None):
     return x if hi is None else g.op("Min", x, hi)
 
 
-# torch's names for dtypes in error messages ("Float did not match Double")
-TORCH_NAMES = {"bool": "Bool", "uint8": "Byte", "int8": "Char", "int16": "Short", "int32": "Int",
-               "int64": "Long", "float16": "Half", "float32": "Float", "float64": "Double",
-               "complex64": "ComplexFloat", "complex128": "ComplexDouble"}
-
-
-def torch_name(t: Tensor) -> str:
-    return TORCH_NAMES[t._data.dtype.name]
-
-
 # ---------------------------------------------------------------- gradient masking
 def _mask_grad_fwd(xp, mask, g, *, keep):
     return xp.where(mask, g, 0) if keep else xp.where(mask, 0, g)
@@ -141,7 +131,7 @@ def isclose(input: Tensor, other: Tensor, rtol: float = 1e-05, atol: float = 1e-
             equal_nan: bool = False) -> Tensor:
     """``|input - other| <= atol + rtol * |other|``; both inputs must share a dtype, as in PyTorch."""
     if input._data.dtype != other._data.dtype:
-        raise RuntimeError(f"{torch_name(input)} did not match {torch_name(other)} "
+        raise RuntimeError(f"{input.dtype.scalar_type} did not match {other.dtype.scalar_type} "
                            f"(isclose needs inputs of one dtype)")
     return apply(_isclose, input, other, rtol=rtol, atol=atol, equal_nan=equal_nan)
 
@@ -402,7 +392,7 @@ def where(condition: Tensor, input=None, other=None):
         return condition.nonzero(as_tuple=True)
     if condition._data.dtype.kind != "b":
         raise RuntimeError(f"where expected condition to be a boolean tensor, but got a tensor with "
-                           f"dtype {torch_name(condition)}")
+                           f"dtype {condition.dtype.scalar_type}")
     if isinstance(input, Tensor) and isinstance(other, Tensor) and input._data.dtype == other._data.dtype:
         return apply(_where, condition, input, other)
     rt = _dtype.result_type(input, other)

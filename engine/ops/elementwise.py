@@ -18,7 +18,7 @@ from ..base.meta import has_data
 from ..core.creation import zeros_like
 from ..core.dispatch import apply
 from ..autograd.views import apply_
-from .compare import CLAMP_COMPLEX, isfinite, keep_where, torch_name, where, zero_where
+from .compare import CLAMP_COMPLEX, isfinite, keep_where, where, zero_where
 from .conjugation import conj as cj, sgn
 from ..core.registry import ALL, NONE, OTHERS, Op, kernel_refusal
 from ._util import Tensor, unbroadcast as ub
@@ -293,7 +293,7 @@ def round(input: Tensor, *, decimals: int = 0) -> Tensor:
     """Round half to even, to ``decimals`` decimal places."""
     if decimals and input._data.dtype.kind not in FLOATING_KINDS:
         raise NotImplementedError(f'"round" with decimals={decimals} not implemented for '
-                                  f"'{torch_name(input)}'")
+                                  f"'{input.dtype.scalar_type}'")
     return apply(_round, input, decimals=decimals)
 
 

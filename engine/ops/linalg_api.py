@@ -20,7 +20,6 @@ from ..core.dispatch import apply
 from . import linalg_decomp as _d
 from .linalg import _INEXACT, LinAlgError, QRResult, _cholesky_as, _solve_triangular, matmul, qr  # noqa: F401
 from .linalg import diagonal as _diagonal
-from .compare import torch_name
 from .movement import stack
 from .reduce import vector_norm
 from .shaping import cross as _cross
@@ -54,7 +53,7 @@ def _check(name: str, A, square: bool = True) -> None:
     if A.ndim < 2:
         raise RuntimeError(f"{name}: The input tensor A must have at least 2 dimensions.")
     if A._data.dtype.kind not in _INEXACT:
-        raise RuntimeError(f"{name}: Expected a floating point or complex tensor as input. Got {torch_name(A)}")
+        raise RuntimeError(f"{name}: Expected a floating point or complex tensor as input. Got {A.dtype.scalar_type}")
     if square and A.shape[-1] != A.shape[-2]:
         raise RuntimeError(f"{name}: A must be batches of square matrices, but they are "
                            f"{A.shape[-2]} by {A.shape[-1]} matrices")
@@ -64,7 +63,7 @@ def _same_dtype(name: str, a, b, a_name: str, b_name: str) -> None:
     """PyTorch's refusal of operands of two dtypes (it does not promote in linalg, complex or not)."""
     if a._data.dtype != b._data.dtype:
         raise RuntimeError(f"{name}: Expected {a_name} and {b_name} to have the same dtype, but found {a_name} of "
-                           f"type {torch_name(a)} and {b_name} of type {torch_name(b)} instead")
+                           f"type {a.dtype.scalar_type} and {b_name} of type {b.dtype.scalar_type} instead")
 
 
 def _first_failure(info) -> tuple | None:
@@ -287,8 +286,8 @@ def cholesky_ex(A, *, upper: bool = False, check_errors: bool = False) -> Choles
 def cholesky_solve(B, L, upper: bool = False):
     """``torch.cholesky_solve``: X with (L L^H) X = B given the Cholesky factor."""
     if B._data.dtype != L._data.dtype:
-        raise RuntimeError(f"Expected b and A to have the same dtype, but found b of type {torch_name(B)} and A of "
-                           f"type {torch_name(L)} instead.")
+        raise RuntimeError(f"Expected b and A to have the same dtype, but found b of type {B.dtype.scalar_type} and A of "
+                           f"type {L.dtype.scalar_type} instead.")
     if upper:
         L = L.mH
     y = apply(_solve_triangular, L, B, upper=False)
@@ -395,7 +394,7 @@ def lstsq(A, B, rcond=None, *, driver=None) -> LstsqResult:
     _check("torch.linalg.lstsq", A, square=False)
     if A._data.dtype != B._data.dtype:
         raise RuntimeError(f"torch.linalg.lstsq: Expected input and other to have the same dtype, but got input's "
-                           f"dtype {torch_name(A)} and other's dtype {torch_name(B)}")
+                           f"dtype {A.dtype.scalar_type} and other's dtype {B.dtype.scalar_type}")
     if A.shape[-2] != B.shape[-2 if B.ndim > 1 else 0]:
         raise RuntimeError("torch.linalg.lstsq: input.size(-2) should match other.size(-2)")
     vector = B.ndim == A.ndim - 1

@@ -42,9 +42,6 @@ var_mean vdot vstack where xlogy zeros
 # factories make their result in out's dtype and on its device, as PyTorch's do
 _FACTORIES = frozenset("arange empty eye full linspace logspace ones rand randint randn randperm zeros".split())
 
-_TYPE_NAMES = {"float32": "Float", "float64": "Double", "float16": "Half", "bfloat16": "BFloat16", "int64": "Long",
-               "int32": "Int", "int16": "Short", "int8": "Char", "uint8": "Byte", "bool": "Bool",
-               "complex64": "ComplexFloat", "complex128": "ComplexDouble"}
 
 
 def out_variants(namespace: dict) -> dict:
@@ -98,8 +95,8 @@ def _write_one(name: str, result: Tensor, out, index: bool) -> Tensor:
     if index and out.dtype is not _dtype.int64:
         raise RuntimeError(f"Expected out tensor to have dtype long int, but got {out.dtype.name} instead")
     if result.dtype._rank > out.dtype._rank:
-        raise RuntimeError(f"result type {_TYPE_NAMES[result.dtype.name]} can't be cast to the desired output "
-                           f"type {_TYPE_NAMES[out.dtype.name]}")
+        raise RuntimeError(f"result type {result.dtype.scalar_type} can't be cast to the desired output "
+                           f"type {out.dtype.scalar_type}")
     if out.device != result.device:
         raise RuntimeError(f"{name}(): Expected out tensor to have device {result.device}, but got {out.device} "
                            f"instead")

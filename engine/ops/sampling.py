@@ -13,7 +13,6 @@ from ..core.dispatch import apply
 from ..core.random import (BERNOULLI_, CAUCHY_, EXPONENTIAL_, GEOMETRIC_, LOG_NORMAL_, MULTINOMIAL, NORMAL_,
                            RANDOM_, UNIFORM_)
 from ._util import Tensor
-from .compare import TORCH_NAMES
 from ..base.dtype import FLOATING_KINDS
 
 __all__ = ["multinomial"]
@@ -21,7 +20,7 @@ __all__ = ["multinomial"]
 
 def _floating(t: Tensor, what: str) -> None:
     if t._data.dtype.kind not in FLOATING_KINDS:
-        raise NotImplementedError(f'"{what}" not implemented for \'{TORCH_NAMES[t._data.dtype.name]}\'')
+        raise NotImplementedError(f'"{what}" not implemented for \'{t.dtype.scalar_type}\'')
 
 
 def uniform_(self, from_: float = 0.0, to: float = 1.0, *, generator=None, **kw) -> Tensor:
@@ -91,7 +90,7 @@ def multinomial(input: Tensor, num_samples: int, replacement: bool = False, *, g
         raise RuntimeError("prob_dist must be 1 or 2 dim")
     if input._data.dtype.kind not in FLOATING_KINDS:
         raise RuntimeError(f"multinomial only supports floating-point dtypes for input, "
-                           f"got: {TORCH_NAMES[input._data.dtype.name]}")
+                           f"got: {input.dtype.scalar_type}")
     n_cat = input._data.shape[-1]
     if num_samples <= 0:
         raise RuntimeError("cannot sample n_sample <= 0 samples")

@@ -258,6 +258,8 @@ def adjoint(input: Tensor) -> Tensor:
 
 def cross(input: Tensor, other: Tensor, dim: int | None = None) -> Tensor:
     """The 3-d cross product along ``dim`` (the first dim of size 3 when None, with PyTorch's warning)."""
+    if input.dtype != other.dtype:   # PyTorch's kernel takes one dtype: no promotion
+        raise RuntimeError(f"expected scalar type {input.dtype.scalar_type} but found {other.dtype.scalar_type}")
     shape = tuple(np.broadcast_shapes(tuple(input.shape), tuple(other.shape)))
     a, b = input.expand(*shape), other.expand(*shape)
     if dim is None:

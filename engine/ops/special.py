@@ -18,7 +18,7 @@ from ..base.meta import has_data
 from ..core.dispatch import apply
 from ..core.registry import NONE, Op, kernel_refusal
 from ._util import Tensor, unbroadcast as ub
-from .compare import clamp, torch_name, where
+from .compare import clamp, where
 from .elementwise import _unary, _wants, log, logaddexp, pow
 from .special_series import exp_derivative, gammainc_da
 
@@ -154,7 +154,7 @@ sinc = _unary("sinc", _sinc_fwd, _sinc_vjp)
 def _real_only(input, kind: type, message: str) -> None:
     """A composite's refusal of complex input, in PyTorch's words (a declared op says ``complex_error``)."""
     if isinstance(input, Tensor) and input.is_complex():
-        raise kind(message.format(dtype=torch_name(input)))
+        raise kind(message.format(dtype=input.dtype.scalar_type))
 
 
 def logit(input: Tensor, eps: float | None = None) -> Tensor:
@@ -197,7 +197,7 @@ def _float_only(name: str, *xs) -> None:
     """Integer operands (complex ones meet the op's ``complex_error``)."""
     if any(isinstance(x, Tensor) and not x.is_floating_point() and not x.is_complex() for x in xs):
         bad = next(x for x in xs if isinstance(x, Tensor) and not x.is_floating_point() and not x.is_complex())
-        raise RuntimeError(f'"{name}_cpu" not implemented for \'{torch_name(bad)}\'')
+        raise RuntimeError(f'"{name}_cpu" not implemented for \'{bad.dtype.scalar_type}\'')
 
 
 def _ints_only(name: str, *xs) -> None:
@@ -206,7 +206,7 @@ def _ints_only(name: str, *xs) -> None:
         if isinstance(x, Tensor) and x.device.type == "meta":
             return
         if isinstance(x, Tensor) and (x.is_floating_point() or x.dtype == _dtype.bool):
-            raise RuntimeError(f'"{name}_cpu" not implemented for \'{torch_name(x)}\'')
+            raise RuntimeError(f'"{name}_cpu" not implemented for \'{x.dtype.scalar_type}\'')
 
 
 def copysign(input, other) -> Tensor:
@@ -304,7 +304,7 @@ def _in_place(fn):
 
 def _float_power_(self, exponent):
     if self.dtype != _dtype.float64:
-        raise RuntimeError(f"the base given to float_power_ has dtype {torch_name(self)} but the "
+        raise RuntimeError(f"the base given to float_power_ has dtype {self.dtype.scalar_type} but the "
                            "operation's result requires dtype Double")
     return self.copy_(float_power(self, exponent))
 

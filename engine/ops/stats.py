@@ -18,7 +18,7 @@ from ..core.dispatch import apply
 from ..core.registry import Op, kernel_refusal
 from ..core.tensor import _wrap_dim
 from ._util import Tensor
-from .compare import isnan, torch_name, where
+from .compare import isnan, where
 from .movement import cat
 from .sort import searchsorted, sort
 
@@ -94,7 +94,7 @@ def nanmean(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Te
     """``mean`` of the non-NaN elements."""
     if not input.is_floating_point():
         raise RuntimeError(f"nanmean(): expected input to have floating point or complex dtype but got "
-                           f"{torch_name(input)}")
+                           f"{input.dtype.scalar_type}")
     count = (~isnan(input)).sum(dim, keepdim=keepdim) if dim is not None else (~isnan(input)).sum()
     return nansum(input, dim, keepdim, dtype=dtype) / count
 
