@@ -96,3 +96,18 @@ def test_a_watching_mode_sees_the_sum_as_an_add():
         loss.backward()
     assert "add" in m.names   # x's two gradients meet at its leaf: summed by a dispatched add
     np.testing.assert_allclose(x.grad.numpy(), np.exp([1.0, 2.0]) * (1 + np.array([1.0, 2.0])))
+
+
+def test_leaves_given_the_same_gradient_tensor_get_separate_grads():
+    # add's vjp hands the same tensor to both inputs: the first leaf may own it only if nothing
+    # else holds it, or a second backward would accumulate into both leaves' shared .grad
+    for build in (lambda m, x, y: x + y, lambda m, x, y: x + (y + 1)):
+        x, tx = _pair(np.array([1.0, 2.0]))
+        y, ty = _pair(np.array([3.0, 4.0]))
+        build(T, x, y).sum().backward()
+        build(torch, tx, ty).sum().backward()
+        assert x.grad is not y.grad
+        (x * 2).sum().backward()
+        (tx * 2).sum().backward()
+        np.testing.assert_array_equal(x.grad.numpy(), tx.grad.numpy())
+        np.testing.assert_array_equal(y.grad.numpy(), ty.grad.numpy())

@@ -354,7 +354,7 @@ def _run_plain(walk: _Walk) -> None:
                         heappush(ready, (-child.seq, id(child), child))
                     else:
                         _skip(child, deps, buffers, ready, None, None)
-            out = gi = None
+            out = gi = buf = None   # no frame reference left: _accumulate and _sum_into count them
             if release:
                 node.release()
     finally:
@@ -538,7 +538,13 @@ def _accumulate(node: AccumulateGrad, g, create_graph: bool) -> None:
             var._grad = g.contiguous()
         else:
             # take ownership when nothing else holds the gradient, as PyTorch's AccumulateGrad does
-            var._grad = g if create_graph or sys.getrefcount(g) <= 4 else g.clone()
+            # (another leaf's pending gradient, a tape's record, a hook's list: then a copy)
+            if create_graph or sys.getrefcount(g) <= _SOLE:
+                var._grad = g
+            elif routed:
+                var._grad = g.clone()   # a mode that routes accumulation sees the copy as an op
+            else:   # the engine's own bookkeeping, as the in-place sum below
+                var._grad = Tensor._wrap(g._data.copy(), False, None, 0, [0], g._device)
     elif create_graph or old.requires_grad or old._data.shape != g._data.shape:
         var.grad = old + g
     elif routed:
