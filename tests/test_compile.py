@@ -415,3 +415,19 @@ def test_double_backward_runs_the_members_ops_and_says_so():
     np.testing.assert_allclose(gx.detach().numpy(), gxt.detach().numpy(), rtol=RTOL, atol=ATOL)
     np.testing.assert_allclose(x.grad.numpy(), xt.grad.numpy(), rtol=RTOL, atol=1e-5)
     np.testing.assert_allclose(y.grad.numpy(), yt.grad.numpy(), rtol=RTOL, atol=1e-5)
+
+
+def test_without_a_c_compiler_the_object_file_is_cached_and_loaded_by_mcjit(monkeypatch, tmp_path):
+    from tapelab.compiler import cpu
+    from tapelab.compiler.kernel import Kernel
+    from tapelab.compiler.symbolic import input_sym
+    monkeypatch.setenv("TAPELAB_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(cpu, "_link", lambda *a: False)          # as if no cc were installed
+    x0, x1 = input_sym(0, np.float32), input_sym(1, np.float32)
+    kernel = Kernel("fused(mul, add)", [("float32", (5, 3)), ("float32", (3,))], [x0 * x1 + 1.0], (5, 3),
+                    ["mul", "add"])
+    a, b = np.arange(15, dtype=np.float32).reshape(5, 3), np.array([1.0, 2.0, 3.0], np.float32)
+    for _ in range(2):                                             # built, then loaded from the cached .o
+        (out,) = cpu.load(kernel, True)(a, b)
+        np.testing.assert_array_equal(out, a * b + np.float32(1.0))
+    assert [p.suffix for p in tmp_path.iterdir() if p.suffix in (".o", ".so")] == [".o"]
