@@ -16,6 +16,12 @@ from test_nn_perf_semantics import _both
 TF = torch.nn.functional
 
 
+@pytest.fixture(autouse=True)
+def any_threads(monkeypatch):
+    """Winograd runs at one intra-op thread only (``MAX_THREADS``); here at any count."""
+    monkeypatch.setattr(_winograd, "MAX_THREADS", 1 << 20)
+
+
 @pytest.fixture
 def small(monkeypatch):
     """Every 3x3 stride-1 convolution with >= 2 channels takes the Winograd path; counts its calls."""
@@ -94,6 +100,9 @@ def test_resnet_shape_takes_winograd_in_float32():
     assert not _winograd.fits("forward", (3, 3), (1, 1), (1, 1), 1, 3, 32, (16, 16))
     assert not _winograd.fits("forward", (3, 3), (2, 2), (1, 1), 1, 32, 32, (8, 8))
     assert not _winograd.fits("weight", (3, 3), (1, 1), (1, 1), 1, 32, 32, (7, 7))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(_winograd, "MAX_THREADS", 0)
+        assert not _winograd.fits("forward", (3, 3), (1, 1), (1, 1), 1, 32, 32, (16, 16))
     rng = np.random.default_rng(2)
     for size in (9, 16):
         _float32_against_torch(rng.standard_normal((2, 32, size, size)).astype(np.float32),

@@ -42,15 +42,21 @@ _MATS = {
 # positions for 49 and both passes lose: 0.86x, 0.92x)
 MIN_CHANNELS = {"forward": (32, 16), "weight": (16, 16)}
 MIN_OUT = 8
+# With 2 BLAS threads each of the 16-36 small GEMMs wakes and joins the second thread: on this
+# 2-core machine under load (average 3.6) the forward ran 0.36-0.57x and the weight gradient
+# 0.68-0.73x of im2col's one large GEMM (wall clock, bench/README.md); until measured on a quiet
+# machine, Winograd runs only while kernels.threads() (set_num_threads, else the BLAS count) is 1
+MAX_THREADS = 1
 
 
 def fits(pass_: str, kernel, stride, dilation, groups, c: int, o: int, out) -> bool:
     """Whether a 2-D convolution's ``pass_`` ("forward" or "weight") of ``c`` input and ``o``
     output channels takes the Winograd path: 3x3, stride 1, undilated, one group, enough channels
-    and output positions."""
+    and output positions, at most ``MAX_THREADS`` intra-op threads."""
     min_c, min_o = MIN_CHANNELS[pass_]
     return (tuple(kernel) == (3, 3) and tuple(stride) == (1, 1) and tuple(dilation) == (1, 1)
-            and groups == 1 and c >= min_c and o >= min_o and min(out) >= MIN_OUT)
+            and groups == 1 and c >= min_c and o >= min_o and min(out) >= MIN_OUT
+            and kernels.threads() <= MAX_THREADS)
 
 
 def out_size(size, pads) -> tuple:
