@@ -59,9 +59,10 @@ def threads() -> int:
     return runtime.intra_op_threads()
 
 
-# Below this many elements a loop runs on the calling thread alone: handing blocks to the pool
-# and waiting costs ~20-40 us, what a float32 row loop spends on ~64k elements.
-PARALLEL_MIN = 1 << 16
+# Below this many elements a loop runs on the calling thread alone: the pool's round trip was
+# ~60 us on the project machine (bench/README.md, issue 17 session 4), a tenth of a loop's time only
+# from ~2^18 float32 elements (3-6 ns each).
+PARALLEL_MIN = 1 << 18
 _POOL: dict = {}
 os.register_at_fork(after_in_child=_POOL.clear)    # a forked child has none of the pool's threads
 
