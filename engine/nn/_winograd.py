@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from .. import kernels
 
-__all__ = ["fits", "out_size", "conv3x3", "weight3x3"]
+__all__ = ["fits", "out_size", "tile_size", "conv3x3", "weight3x3"]
 
 # B^T (a x a) takes a patch row to its taps, G (a x 3) a kernel row, A^T (m x a) products to outputs
 _MATS = {
