@@ -1,5 +1,5 @@
 """The fused eager loops (engine/kernels) compute what the ops' numpy formulas compute: float32
-values and gradients of softmax, log_softmax, cross_entropy, layer_norm, gelu and causal
+values and gradients of softmax, log_softmax, cross_entropy, layer_norm, gelu, relu and causal
 attention within float32 rounding of the numpy path and of PyTorch, and the Adam/AdamW step bit
 for bit. Each case runs once with the loops on and once off (``kernels.set_enabled``)."""
 import zlib
@@ -32,6 +32,9 @@ def _case(name):
         return [x], lambda m, a: m.nn.functional.gelu(a)
     if name == "gelu_tanh":
         return [x], lambda m, a: m.nn.functional.gelu(a, approximate="tanh")
+    if name == "relu":
+        x[0, 0, :3] = 0.0      # relu's gradient at 0 is 0
+        return [x], lambda m, a: m.relu(a)
     if name == "layer_norm":
         w, b = rng.standard_normal(33).astype(np.float32), rng.standard_normal(33).astype(np.float32)
         return [x, w, b], lambda m, a, w, b: m.nn.functional.layer_norm(a, (33,), w, b)
@@ -45,7 +48,7 @@ def _case(name):
     return qkv, lambda m, q, k, v: m.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
 
 
-CASES = ["softmax", "log_softmax", "gelu", "gelu_tanh", "layer_norm", "layer_norm_plain", "cross_entropy",
+CASES = ["softmax", "log_softmax", "gelu", "gelu_tanh", "relu", "layer_norm", "layer_norm_plain", "cross_entropy",
          "attention", "attention_causal"]
 
 
@@ -82,6 +85,21 @@ def test_loops_agree_with_the_numpy_formulas(name):
         kernels.set_enabled(old)
     for a, b in zip(fused, plain):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)   # 1 + tanh near -1 cancels: ulps of 1
+
+
+def test_relu_keeps_nan_and_infinities():
+    x = np.array([np.nan, -np.inf, np.inf, -1.0, 0.0, 2.5], np.float32)
+    old = kernels.set_enabled(True)
+    try:
+        t = tapelab.tensor(x, requires_grad=True)
+        y = tapelab.relu(t)
+        y.backward(tapelab.ones(6))
+    finally:
+        kernels.set_enabled(old)
+    ref = torch.tensor(x, requires_grad=True)
+    torch.relu(ref).backward(torch.ones(6))
+    np.testing.assert_array_equal(y.detach().numpy(), torch.relu(ref).detach().numpy())
+    np.testing.assert_array_equal(t.grad.numpy(), ref.grad.numpy())
 
 
 def test_nan_and_inf_rows_behave_as_numpy():

@@ -14,6 +14,7 @@ loops release the GIL), as PyTorch splits its elementwise and row loops.
 """
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import os
 from concurrent.futures import ThreadPoolExecutor
@@ -22,7 +23,7 @@ import numpy as np
 
 from ..base import runtime
 
-__all__ = ["enabled", "set_enabled", "use", "threads", "parallel"]
+__all__ = ["enabled", "set_enabled", "use", "threads", "parallel", "loops"]
 
 _ON = [os.environ.get("TAPELAB_EAGER_KERNELS", "1") != "0" and importlib.util.find_spec("numba") is not None]
 _F32 = np.dtype(np.float32)
@@ -51,6 +52,12 @@ def use(xp, *arrays) -> bool:
         if type(a) is not np.ndarray or a.dtype != _F32 or not a.flags.c_contiguous:
             return False
     return True
+
+
+def loops(name: str):
+    """The loop module ``name`` ("rowwise", "pointwise", "optim"), imported when a loop first runs
+    (importing numba costs about half a second)."""
+    return importlib.import_module(f"{__name__}.{name}")
 
 
 def threads() -> int:

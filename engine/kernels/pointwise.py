@@ -1,4 +1,5 @@
-"""Elementwise loops over flat float32 arrays: gelu (erf and tanh forms) forward and backward.
+"""Elementwise loops over flat float32 arrays: gelu (erf and tanh forms) and relu, forward and
+backward.
 
 numpy's gelu makes six full-size temporaries and its erf is scipy's scalar loop; here one pass
 computes each element with ``fastmath``'s vectorisable erf/tanh/exp, in the same order of
@@ -15,7 +16,7 @@ from numba import njit
 
 from .fastmath import erf32, exp32, select, tanh32
 
-__all__ = ["gelu", "gelu_backward"]
+__all__ = ["gelu", "gelu_backward", "relu", "relu_backward"]
 
 F = np.float32
 _JIT = dict(cache=True, error_model="numpy", nogil=True)
@@ -55,3 +56,20 @@ def gelu_backward(g, x, y, out, tanh):
             v = x[i]
             r = select(v == F(0.0), F(0.5), y[i] / v)
             out[i] = g[i] * (r + v * exp32(F(-0.5) * v * v) * _INV_SQRT_2PI)
+
+
+@njit(**_JIT)
+def relu(x, out):
+    """``max(x, 0)`` with NaN kept (numpy's ``maximum`` is its NaN-aware scalar loop here: ~7x a
+    subtraction on the project machine; this select vectorises)."""
+    for i in range(x.shape[0]):
+        v = x[i]
+        out[i] = select(v > F(0.0), v, select(v != v, v, F(0.0)))
+
+
+@njit(**_JIT)
+def relu_backward(g, y, out):
+    """0 where the forward's output is <= 0, else ``g`` (PyTorch's threshold_backward: a NaN output
+    passes its gradient)."""
+    for i in range(y.shape[0]):
+        out[i] = select(y[i] <= F(0.0), F(0.0), g[i])

@@ -46,16 +46,6 @@ def _numel(shapes, out) -> int:
     return math.prod(out)
 
 
-def _rowwise():
-    from ..kernels import rowwise      # imports numba: only once a loop runs
-    return rowwise
-
-
-def _pointwise():
-    from ..kernels import pointwise
-    return pointwise
-
-
 def _loop(xp, name, dim, *arrays):
     """Run the row loop ``name`` over the last dim into a new array, or None where it does not apply."""
     x = arrays[-1]
@@ -63,7 +53,7 @@ def _loop(xp, name, dim, *arrays):
         return None
     out = xp.empty_like(x)
     rows = [a.reshape(-1, x.shape[-1]) for a in arrays + (out,)]
-    kernels.parallel(getattr(_rowwise(), name), len(rows), *rows)
+    kernels.parallel(getattr(kernels.loops("rowwise"), name), len(rows), *rows)
     return out
 
 
@@ -157,7 +147,7 @@ def _ln_fwd(xp, x, *affine, dims, eps, has_weight):
         w = affine[0].reshape(-1) if has_weight else xp.empty(0, x.dtype)
         b = affine[-1].reshape(-1) if len(affine) > has_weight else xp.empty(0, x.dtype)
         out = xp.empty_like(x)
-        kernels.parallel(_rowwise().layer_norm, 2, x.reshape(-1, cols), out.reshape(-1, cols), w, b,
+        kernels.parallel(kernels.loops("rowwise").layer_norm, 2, x.reshape(-1, cols), out.reshape(-1, cols), w, b,
                          x.dtype.type(eps))
         return out
     mean = x.mean(axis=dims, keepdims=True)
@@ -179,7 +169,7 @@ def _ln_bwd_fwd(xp, g, x, *affine, dims, eps, has_weight, needs):
     cols = math.prod(x.shape[x.ndim - len(dims):])
     if x.size and kernels.use(xp, g, x, *affine) and g.shape == x.shape:
         gx, gw, gb = xp.empty_like(x), xp.zeros(cols, x.dtype), xp.zeros(cols, x.dtype)   # all three: no branches
-        _rowwise().layer_norm_backward(g.reshape(-1, cols), x.reshape(-1, cols),
+        kernels.loops("rowwise").layer_norm_backward(g.reshape(-1, cols), x.reshape(-1, cols),
                                        xp.ones(cols, x.dtype) if w is None else w.reshape(-1), x.dtype.type(eps),
                                        gx.reshape(-1, cols), gw, gb)
         shape = x.shape[x.ndim - len(dims):]
@@ -245,7 +235,7 @@ _C = 0.044715
 def _gelu_fwd(xp, x, *, approximate):
     if kernels.use(xp, x):
         out = xp.empty_like(x)
-        kernels.parallel(_pointwise().gelu, 2, x.reshape(-1), out.reshape(-1), approximate == "tanh")
+        kernels.parallel(kernels.loops("pointwise").gelu, 2, x.reshape(-1), out.reshape(-1), approximate == "tanh")
         return out
     if approximate == "tanh":
         inner = xp.tanh((x + x * x * x * x.dtype.type(_C)) * x.dtype.type(_K))
@@ -288,7 +278,7 @@ _gelu = Op("gelu", _gelu_fwd,
 def _gelu_bwd_fwd(xp, g, x, y, *, approximate):
     if g.shape == x.shape == y.shape and kernels.use(xp, g, x, y):
         out = xp.empty_like(x)
-        kernels.parallel(_pointwise().gelu_backward, 4, g.reshape(-1), x.reshape(-1), y.reshape(-1), out.reshape(-1),
+        kernels.parallel(kernels.loops("pointwise").gelu_backward, 4, g.reshape(-1), x.reshape(-1), y.reshape(-1), out.reshape(-1),
                          approximate == "tanh")
         return out
     return g * _gelu_grad(xp, x, y, approximate)

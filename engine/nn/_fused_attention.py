@@ -51,8 +51,7 @@ def _weights(xp, q, k, mask, *, scale, causal, masked):
     """softmax(q kᵀ scale + mask) as an array; rows with nothing to attend give zeros when masked."""
     s = xp.matmul(q, xp.swapaxes(k, -1, -2))
     if not masked and s.size and kernels.use(xp, s):
-        from ..kernels import rowwise      # imports numba: only once a loop runs
-        kernels.parallel(rowwise.attention_softmax, 1, s.reshape(-1, s.shape[-1]), s.shape[-2],
+        kernels.parallel(kernels.loops("rowwise").attention_softmax, 1, s.reshape(-1, s.shape[-1]), s.shape[-2],
                          s.dtype.type(scale), causal, align=s.shape[-2])
         return s
     s *= s.dtype.type(scale)
@@ -103,9 +102,8 @@ def _bwd_fwd(xp, g, *args, scale, causal, masked, dropped):
     if dropped:
         dp *= keep
     if dp.size and dp.shape == p.shape and kernels.use(xp, dp, p):
-        from ..kernels import rowwise
         ds = dp.reshape(-1, dp.shape[-1])
-        kernels.parallel(rowwise.softmax_backward, 3, ds, p.reshape(ds.shape), ds)   # in place: dp is dead
+        kernels.parallel(kernels.loops("rowwise").softmax_backward, 3, ds, p.reshape(ds.shape), ds)   # in place: dp is dead
         ds = dp
     else:
         ds = p * (dp - (dp * p).sum(axis=-1, keepdims=True))

@@ -13,6 +13,7 @@ import cmath
 import math
 from math import prod
 
+from .. import kernels
 from ..base import backend as _backend
 from ..base.meta import has_data
 from ..core.creation import zeros_like
@@ -167,8 +168,25 @@ _tanh_bw = Op("tanh_backward", lambda xp, g, y: g * (1 - y * y),
 _sigmoid_bw = Op("sigmoid_backward", lambda xp, g, y: g * y * (1 - y),
                  lambda gg, out, g, y: (apply(_sigmoid_bw, gg, cj(y)), gg * cj(g * (1 - 2 * y))), elementwise=True,
                  complex=True)
-# relu's gradient is 0 at 0 (and the mask itself has no gradient), as in PyTorch
-_relu_bw = Op("threshold_backward", lambda xp, g, y: g * (y > 0),
+# relu's gradient is 0 at 0 (and the mask itself has no gradient), as in PyTorch. Both directions
+# take a vectorised loop (engine/kernels) on contiguous float32 when the loops are on.
+def _relu_fwd(xp, a):
+    if a.size and kernels.use(xp, a):
+        out = xp.empty_like(a)
+        kernels.parallel(kernels.loops("pointwise").relu, 2, a.reshape(-1), out.reshape(-1))
+        return out
+    return xp.maximum(a, 0)
+
+
+def _relu_bw_fwd(xp, g, y):
+    if y.size and g.shape == y.shape and kernels.use(xp, g, y):
+        out = xp.empty_like(y)
+        kernels.parallel(kernels.loops("pointwise").relu_backward, 3, g.reshape(-1), y.reshape(-1), out.reshape(-1))
+        return out
+    return g * ~(y <= 0)          # not (y <= 0): a NaN output passes g, as PyTorch's
+
+
+_relu_bw = Op("threshold_backward", _relu_bw_fwd,
               lambda gg, out, g, y: (apply(_relu_bw, gg, y), None), elementwise=True)
 
 # ---------------------------------------------------------------- unary math
@@ -255,7 +273,7 @@ abs = _unary("abs", lambda xp, a: xp.abs(a),
 sign = _unary("sign", _sign_fwd, _zeros, promote=None, reads="nothing", onnx="Sign",
               complex_error=(NotImplementedError, "Unlike NumPy, torch.sign is not intended to support complex "
                                                   "numbers. Please use torch.sgn instead."))
-relu = _unary("relu", lambda xp, a: xp.maximum(a, 0),
+relu = _unary("relu", _relu_fwd,
               lambda g, out, a: (apply(_relu_bw, g, out),), promote=None, reads="output", onnx="Relu",
               complex_error=CLAMP_COMPLEX)
 

@@ -139,7 +139,7 @@ def _adam_fused(p, g, st, lr, beta1, beta2, eps, weight_decay, decoupled, step) 
     f32 = np.float32
     if g.shape != data.shape or not kernels.use(np, data, g, m, v) or f32(weight_decay) == 0 != weight_decay:
         return False
-    from ..kernels import optim as fused      # imports numba: only once a loop runs
+    fused = kernels.loops("optim")
     w = 1 - beta1
     decay = f32(1 - lr * weight_decay if weight_decay != 0 and decoupled else 1.0)
     coupled = f32(weight_decay if not decoupled else 0.0)
