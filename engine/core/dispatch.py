@@ -313,16 +313,14 @@ def _result(op, args, params, dev, req, out):
     return res
 
 
-_COMPLEX_NAMES = {"complex64": "ComplexFloat", "complex128": "ComplexDouble"}
-
-
 def _refuse_complex(op, args, params, dev) -> None:
     """Raise the op's declared ``complex_error`` when an operand is complex (PyTorch has no such kernel)."""
     cplx = [a for a in args if (isinstance(a, Tensor) and a._data.dtype.kind == "c") or type(a) is complex]
     if cplx:
         kind, message = op.complex_error
         operands = [a for a in args if isinstance(a, Tensor) or type(a) in _NUMBERS]
-        name = _COMPLEX_NAMES.get(result_type(*operands).np.name, "ComplexFloat")
+        rt = result_type(*operands)
+        name = rt.scalar_type if rt.is_complex else "ComplexFloat"
         raise kind(message.format(**{**params, "dtype": name, "device": dev.type if dev is not None else "cpu"}))
 
 

@@ -250,8 +250,16 @@ acosh = _unary("acosh", lambda xp, a: xp.arccosh(a), lambda g, out, a: (g * rsqr
                out_form="arccosh", aliases=("arccosh",), onnx="Acosh")
 atanh = _unary("atanh", lambda xp, a: xp.arctanh(a), lambda g, out, a: (g / (1 - a * a),),
                out_form="arctanh", aliases=("arctanh",), onnx="Atanh")
-# exp(-a) overflowing to inf gives exactly 0, as PyTorch does
-sigmoid = _unary("sigmoid", lambda xp, a: 1 / (1 + xp.exp(-a)),
+def _sigmoid_fwd(xp, a):
+    """SciPy's ``expit`` for float32/float64 (one loop: ~5x faster than the formula's four passes on
+    small tensors, no overflow warning); the formula otherwise, where exp(-a) overflowing to inf
+    gives exactly 0, as PyTorch does."""
+    if a.dtype.char in "fd" and has_data(xp):
+        return _special(xp).expit(a)
+    return 1 / (1 + xp.exp(-a))
+
+
+sigmoid = _unary("sigmoid", _sigmoid_fwd,
                  lambda g, out, a: (apply(_sigmoid_bw, g, out),) if g._data.dtype.kind != "c" else (apply(_sigmoid_bw, g, cj(out)),),
                  reads="output", complex=True, onnx="Sigmoid")
 erf = _unary("erf", lambda xp, a: _special(xp).erf(a).astype(a.dtype, copy=False),
