@@ -121,7 +121,13 @@ class FusedOp(Op):
         if out is None and bw.reads_output:       # traced after the forward chose not to save it
             with no_grad():
                 out = apply(self, *inputs)
-        grads = iter(bw(g, out, *inputs))
+        if bw.direct is not None:          # one kernel: applied without the graph's Python around it
+            op, picks, order = bw.direct
+            args = (g, out, *inputs)
+            res = apply(op, *[args[i] for i in picks])
+            grads = iter([res[j] for j in order] if op.n_extra else [res])
+        else:
+            grads = iter(bw(g, out, *inputs))
         return tuple(next(grads) if n else None for n in needs)
 
     def _members_vjp(self, g, inputs, needs):
@@ -172,11 +178,16 @@ class FusedOp(Op):
         *grads, replayed = output.args[0]
         replayed.replace_all_uses_with(y_node)
         output.args = (tuple(grads),)
+        for n in list(graph.nodes):      # the replay's leaves: the backward runs under no_grad, reads only
+            if n.op == "call_function" and op_name(n) == "detach" and n.args[0].op == "placeholder":
+                n.replace_all_uses_with(n.args[0])
+                graph.erase_node(n)
         graph.eliminate_dead_code()
         gm.recompile()
         reads_output = bool(y_node.users)
         gm = lower(gm, [_meta(a) for a in examples], differentiable=False, backend=self.backend, on_cpu=on_cpu)
         gm.reads_output = reads_output
+        gm.direct = _one_kernel(gm)
         return gm
 
 
@@ -371,6 +382,33 @@ def _pays(op: FusedOp, member, inputs: list) -> bool:
             times.append(time.perf_counter() - t0)
         return min(times)
     return best(lambda: kernel(*xs)) < 0.9 * best(lambda: eager_fwd(np, *args, **kwargs))
+
+
+def _one_kernel(gm) -> tuple | None:
+    """``(op, argument positions, output indices)`` when ``gm`` is one fused kernel reading only its
+    placeholders and returning its outputs (a group's backward, usually), else None."""
+    import operator
+    nodes = list(gm.graph.nodes)
+    places = [n for n in nodes if n.op == "placeholder"]
+    calls = [n for n in nodes if n.op == "call_function" and isinstance(n.target, FusedCall)]
+    output = nodes[-1]
+    if len(calls) != 1 or any(n.op == "get_attr" for n in nodes) or calls[0].kwargs:
+        return None
+    call = calls[0]
+    if not all(a in places for a in call.args) or not isinstance(output.args[0], (tuple, list)):
+        return None
+    rest = [n for n in nodes if n not in places and n is not call and n is not output]
+    if not all(n.target is operator.getitem and n.args[0] is call for n in rest):
+        return None
+    order = []
+    for o in output.args[0]:
+        if o is call and not call.target.op.n_extra:
+            order.append(0)
+        elif o in rest:
+            order.append(o.args[1])
+        else:
+            return None
+    return call.target.op, [places.index(a) for a in call.args], order
 
 
 def _meta(a):

@@ -96,8 +96,15 @@ def _lift(x) -> Sym:
     raise NotElementwise(type(x).__name__)
 
 
+# ufuncs a forward may call that the backends write as their formula (SciPy's ``expit``: sigmoid's
+# one-loop forward; exp(-x) overflowing to inf gives exactly 0, as expit does)
+_EXPAND = {"expit": lambda x: 1 / (1 + np.exp(-x))}
+
+
 def _ufunc(uf, inputs) -> Sym:
     """Record ``uf(*inputs)``, its dtype found by running the ufunc on zeros of the same dtypes."""
+    if uf.__name__ in _EXPAND and len(inputs) == 1 and isinstance(inputs[0], Sym):
+        return _EXPAND[uf.__name__](inputs[0])
     probes = [_probe(x) for x in inputs]
     for x in inputs:
         if not isinstance(x, (Sym, bool, int, float, np.generic)):
