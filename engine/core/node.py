@@ -18,7 +18,7 @@ import weakref
 from ..base.device import of_array
 from .tensor import Tensor
 
-__all__ = ["Node", "OpNode", "AccumulateGrad"]
+__all__ = ["Node", "OpNode", "AccumulateGrad", "graph_leaves"]
 
 _seq = itertools.count()
 RETAIN = 1 << 30   # pre_hooks key offset of retain_grad hooks
@@ -266,6 +266,25 @@ def retain_grad(self: Tensor) -> None:
             g = grad.detach() if not grad.requires_grad else grad
             t.grad = g.clone() if t.grad is None else t.grad + g
     self.grad_fn._add_retain_hook(self._out_nr, keep)
+
+
+def graph_leaves(roots) -> list:
+    """The leaves (tensors that accumulate gradients) the autograd graphs of the tensors ``roots``
+    reach, each once, in the order a depth-first walk meets them (DDP's unused-parameter search,
+    distributed autograd's gradients)."""
+    seen, found, order = set(), set(), []
+    stack = [t.grad_fn for t in roots if getattr(t, "grad_fn", None) is not None]
+    while stack:
+        node = stack.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        var = getattr(node, "variable", None)
+        if var is not None and id(var) not in found:
+            found.add(id(var))
+            order.append(var)
+        stack.extend(fn for fn, _ in node.next_functions if fn is not None)
+    return order
 
 
 OPERATORS = {"_accumulator": _accumulator, "register_hook": register_hook, "retain_grad": retain_grad}

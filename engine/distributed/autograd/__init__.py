@@ -14,6 +14,7 @@ import itertools
 import threading
 
 from ...autograd.engine import backward as _backward
+from ...core.node import graph_leaves
 from ...core.tensor import Tensor
 from ..rpc import agent as _rpc
 
@@ -54,23 +55,6 @@ def _context(context_id: int, create: bool = False) -> dict:
     return _contexts[context_id]
 
 
-def leaves_of(roots) -> list:
-    """The graph leaves (tensors that accumulate gradients) reachable from ``roots``, in order."""
-    seen, found, order = set(), set(), []
-    stack = [t.grad_fn for t in roots if isinstance(t, Tensor) and t.grad_fn is not None]
-    while stack:
-        node = stack.pop()
-        if node is None or id(node) in seen:
-            continue
-        seen.add(id(node))
-        var = getattr(node, "variable", None)
-        if var is not None and id(var) not in found:
-            found.add(id(var))
-            order.append(var)
-        stack.extend(fn for fn, _ in node.next_functions if fn is not None)
-    return order
-
-
 def accumulate(context_id: int, leaves: list, grads, create: bool = False) -> None:
     """Add ``grads`` (None: no gradient) of ``leaves`` to the context's gradients on this worker."""
     store = _context(context_id, create)["grads"]
@@ -88,7 +72,7 @@ def backward(context_id: int, roots: list, retain_graph: bool = False) -> None:
     for r in roots:
         if not isinstance(r, Tensor) or r.numel() != 1:
             raise RuntimeError("backward: the roots of distributed autograd must be scalar tensors")
-    leaves = leaves_of(roots)
+    leaves = graph_leaves(roots)
     # a full backward (``autograd.grad`` would skip a RemoteModule call with no local leaf below
     # it), its leaves' ``.grad`` set aside first and put back after: what it leaves there is ours
     saved = [leaf.grad for leaf in leaves]

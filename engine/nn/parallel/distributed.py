@@ -24,6 +24,7 @@ from ..._c10d.join import Join, JoinHook, Joinable
 from ...autograd.grad_mode import is_grad_enabled, no_grad
 from ...base.dtype import int64
 from ...core import creation
+from ...core.node import graph_leaves
 from ...core.tensor import Tensor
 from ...ops.movement import cat
 from ..modules.module import Module
@@ -49,22 +50,6 @@ class _Bucket:
         self.index, self.params = index, params
         self.slots: list = [None] * len(params)
         self.pending, self.future = len(params), None
-
-
-def _outputs_reach(outputs) -> set[int]:
-    """ids of the leaf tensors the autograd graph of ``outputs`` reaches (find_unused_parameters)."""
-    seen, found = set(), set()
-    stack = [t.grad_fn for t in _tensors(outputs) if t.grad_fn is not None]
-    while stack:
-        node = stack.pop()
-        if node is None or id(node) in seen:
-            continue
-        seen.add(id(node))
-        var = getattr(node, "variable", None)
-        if var is not None:
-            found.add(id(var))
-        stack.extend(fn for fn, _ in node.next_functions if fn is not None)
-    return found
 
 
 def _tensors(obj):
@@ -274,7 +259,7 @@ class DistributedDataParallel(Module, Joinable):
         if is_grad_enabled():
             used = None
             if (self.find_unused_parameters or self.static_graph) and self.require_backward_grad_sync:
-                used = self._static_used if self._static_used is not None else _outputs_reach(out)
+                used = self._static_used if self._static_used is not None else {id(t) for t in graph_leaves(_tensors(out))}
                 if self.static_graph:
                     self._static_used = used
             self._start_iteration(self.require_backward_grad_sync, used)

@@ -17,6 +17,7 @@ from ....autograd.engine import grad as _grad
 from ....autograd.function import Function
 from ....autograd.grad_mode import is_grad_enabled
 from ....core.creation import zeros
+from ....core.node import graph_leaves
 from ....core.tensor import Tensor
 from ....nn.modules.module import Module
 
@@ -40,7 +41,7 @@ def _backward_on_owner(call_key: str, grad: Tensor, context_id: int | None = Non
     if context_id is None:
         _backward(out, grad)
         return [x.grad if isinstance(x, Tensor) else None for x in leaves]
-    reached = _dist_autograd.leaves_of([out])
+    reached = graph_leaves([out])
     grads = dict(zip(map(id, reached), _grad([out], reached, [grad], allow_unused=True))) if reached else {}
     inputs = {id(x) for x in leaves if isinstance(x, Tensor)}
     own = [leaf for leaf in reached if id(leaf) not in inputs]
