@@ -13,6 +13,8 @@ import cmath
 import math
 from math import prod
 
+import numpy as np
+
 from .. import kernels
 from ..base import backend as _backend
 from ..base.meta import has_data
@@ -252,9 +254,9 @@ atanh = _unary("atanh", lambda xp, a: xp.arctanh(a), lambda g, out, a: (g / (1 -
                out_form="arctanh", aliases=("arctanh",), onnx="Atanh")
 def _sigmoid_fwd(xp, a):
     """SciPy's ``expit`` for float32/float64 (one loop: ~5x faster than the formula's four passes on
-    small tensors, no overflow warning); the formula otherwise, where exp(-a) overflowing to inf
-    gives exactly 0, as PyTorch does."""
-    if a.dtype.char in "fd" and has_data(xp):
+    small tensors, no overflow warning); the formula otherwise (and for the compiler's symbolic
+    arrays, which read the formula), where exp(-a) overflowing to inf gives exactly 0, as PyTorch does."""
+    if type(a) is np.ndarray and a.dtype.char in "fd":
         return _special(xp).expit(a)
     return 1 / (1 + xp.exp(-a))
 
