@@ -16,6 +16,7 @@ from ..base.meta import has_data
 from ..core.dispatch import apply
 from ..core.registry import NONE, OTHERS, Op
 from ..core.tensor import Tensor
+from .. import kernels
 from ..base.backend import is_numpy
 from ..base.dtype import BFLOAT16_NP, FLOATING_KINDS, in_float32
 from . import _winograd
@@ -514,6 +515,11 @@ def _first_max_masks(xp, xb, y, kernel):
 
 
 def _max_blocks_fwd(xp, x, *, kernel):
+    if len(kernel) == 2 and kernels.use(xp, x):
+        from . import _pool_loops             # imports numba: only once a loop runs
+        y = xp.empty(tuple(x.shape[:2]) + tuple(n // k for n, k in zip(x.shape[2:], kernel)), x.dtype)
+        kernels.parallel(_pool_loops.max_blocks, 2, x, y, *kernel)
+        return y
     xb = _block_view(x, kernel)
     offs = _block_offsets(kernel)
     y = xp.array(xb[offs[0]], copy=True)
@@ -524,6 +530,11 @@ def _max_blocks_fwd(xp, x, *, kernel):
 
 def _max_blocks_put_fwd(xp, g, x, y, *, kernel):
     """``g`` (shape of ``y``) placed at each window's first maximum of ``x``, zeros elsewhere."""
+    if len(kernel) == 2 and kernels.use(xp, x, g):
+        from . import _pool_loops
+        res = xp.zeros(x.shape, g.dtype)
+        kernels.parallel(_pool_loops.max_blocks_put, 3, x, res, g, *kernel)
+        return res
     xb = _block_view(x, kernel)
     res = xp.empty(xb.shape, g.dtype)       # every offset written once: no zero fill
     # ``g * mask`` straight into the strided slots is one pass per offset (``where`` is two, 1.7x
