@@ -175,3 +175,31 @@ def test_row_blocks_on_two_threads_give_the_one_thread_values():
         tapelab.set_num_threads(old)
     for a, c in zip(one, two):
         np.testing.assert_array_equal(a, c)
+
+
+@pytest.mark.parametrize("mask", ["none", "causal", "bool", "float", "dropout"])
+def test_attention_backward_reuses_the_forward_weights(mask, loops):
+    """Unwatched, attention keeps its weights for the backward (two ops); under a tape it is the one
+    op that recomputes them. Same weights, same arithmetic: the gradients are equal bit for bit."""
+    rng = np.random.default_rng(4)
+    arrays = [rng.standard_normal((2, 3, 7, 8)).astype(np.float32) for _ in range(3)]
+    m = {"bool": rng.random((7, 7)) > 0.3, "float": rng.standard_normal((7, 7)).astype(np.float32)}.get(mask)
+    gy = tapelab.tensor(rng.standard_normal((2, 3, 7, 8)).astype(np.float32))
+
+    def run():
+        xs = [tapelab.tensor(a, requires_grad=True) for a in arrays]
+        mt = None if m is None else tapelab.tensor(m, requires_grad=mask == "float")
+        tapelab.manual_seed(0)
+        y = F.scaled_dot_product_attention(*xs, attn_mask=mt, is_causal=mask == "causal",
+                                           dropout_p=0.3 if mask == "dropout" else 0.0)
+        y.backward(gy)
+        grads = [t.grad.numpy() for t in xs] + ([mt.grad.numpy()] if mask == "float" else [])
+        return y, [y.detach().numpy()] + grads
+
+    y, saved = run()
+    assert y.grad_fn.name() == "ScaledDotProductAttentionSavedWeightsBackward0"
+    with tapelab.tape() as t:
+        y, recomputed = run()
+    assert [n.op for n in t.nodes].count("scaled_dot_product_attention") == 1
+    for a, b in zip(saved, recomputed):
+        np.testing.assert_array_equal(a, b)

@@ -2,8 +2,13 @@
 many backward nodes), named as users type it so the tape view's search finds it.
 
 Inputs are ``q, k, v`` and, when present, the mask (bool: True attends; float: added) and the
-dropout keep-mask (already scaled by 1/(1-p), drawn by a random op outside). The backward
-recomputes the weights from the inputs (nothing of L x S size is kept between passes). On cpu
+dropout keep-mask (already scaled by 1/(1-p), drawn by a random op outside). While nobody
+watches and a gradient will be taken, the forward is two ops, as ``lstm`` is:
+``scaled_dot_product_attention_forward`` (not differentiable) returns the output and the weights,
+and ``scaled_dot_product_attention_saved_weights`` passes the output through and keeps the weights
+for its plain backward (which then skips q kᵀ and the softmax: ~2% of a GPT step). Otherwise (a
+tape, profiler, autocast or tracer watching, no gradient, bfloat16) it is the one op
+``scaled_dot_product_attention``, whose backward recomputes the weights. On cpu
 float32 without a mask array, the weights are one fused loop over the scores (scale, causal
 cut, softmax; engine/kernels), and so is the softmax backward. Plain
 backward runs one fused op that returns the three gradients (two as extra outputs); under
@@ -17,7 +22,7 @@ from .. import kernels
 from ..base import dtype as _dtype
 from ..base.grad_mode import is_grad_enabled
 from ..core import creation
-from ..core.dispatch import apply
+from ..core.dispatch import STATE, apply
 from ..core.registry import Op
 from ..core.tensor import Tensor, sum_to
 from ._fused import _softmax, _softmax_bwd
@@ -90,12 +95,28 @@ def _fwd(xp, *args, scale, causal, masked, dropped):
     return xp.matmul(p * keep if dropped else p, v)
 
 
-def _bwd_fwd(xp, g, *args, scale, causal, masked, dropped):
-    """dq, then dk, dv (and the float mask's gradient, the score gradient) as extras."""
-    if g.dtype is _dtype.BFLOAT16_NP:
-        return _dtype.in_float32(_bwd_fwd, xp, g, *args, scale=scale, causal=causal, masked=masked, dropped=dropped)
+def _fwd_weights(xp, *args, scale, causal, masked, dropped):
+    """The output and, as an extra, the weights (before dropout) for the backward to reuse."""
     q, k, v, mask, keep = _split(args, masked, dropped)
     p = _weights(xp, q, k, mask, scale=scale, causal=causal, masked=masked)
+    return xp.matmul(p * keep if dropped else p, v), p
+
+
+def _passthrough(xp, *args, scale, causal, masked, dropped):
+    """The differentiable op's forward: the output ``scaled_dot_product_attention_forward`` made."""
+    return args[-2]
+
+
+def _bwd_fwd(xp, g, *args, scale, causal, masked, dropped, saved=False):
+    """dq, then dk, dv (and the float mask's gradient, the score gradient) as extras; with
+    ``saved``, the last argument is the forward's weights, not recomputed."""
+    if g.dtype is _dtype.BFLOAT16_NP:
+        return _dtype.in_float32(_bwd_fwd, xp, g, *args, scale=scale, causal=causal, masked=masked, dropped=dropped)
+    if saved:
+        p, args = args[-1], args[:-1]
+    q, k, v, mask, keep = _split(args, masked, dropped)
+    if not saved:
+        p = _weights(xp, q, k, mask, scale=scale, causal=causal, masked=masked)
     pd = p * keep if dropped else p
     dv = xp.matmul(xp.swapaxes(pd, -1, -2), g)
     dp = xp.matmul(g, xp.swapaxes(v, -1, -2))
@@ -155,6 +176,21 @@ def _vjp(g, out, *args, scale, causal, masked, dropped):
     return tuple(grads)
 
 
+def _saved_vjp(g, out, *args, scale, causal, masked, dropped):
+    """The vjp of the pass-through op: ``args`` end with the raw output and the weights."""
+    *args, _, p = args
+    if is_grad_enabled():
+        return _vjp(g, out, *args, scale=scale, causal=causal, masked=masked, dropped=dropped) + (None, None)
+    q, k, v, mask, _ = _split(args, masked, dropped)
+    dq, dk, dv, ds = apply(_bwd, g, *args, p, scale=scale, causal=causal, masked=masked, dropped=dropped, saved=True)
+    grads = [sum_to(dq, tuple(q.shape)) if q.requires_grad else None,
+             sum_to(dk, tuple(k.shape)) if k.requires_grad else None,
+             sum_to(dv, tuple(v.shape)) if v.requires_grad else None]
+    if masked:
+        grads.append(sum_to(ds, tuple(mask.shape)) if masked == "float" and mask.requires_grad else None)
+    return tuple(grads) + (None,) * (bool(dropped) + 2)
+
+
 def _cost(shapes, out) -> int:
     """Two GEMMs, q kᵀ and p v: 2 FLOPs per multiply-add over ``(batch, L, S, E + Ev)``."""
     q, k = shapes[0], shapes[1]
@@ -163,6 +199,15 @@ def _cost(shapes, out) -> int:
 
 _attention = Op("scaled_dot_product_attention", _fwd, _vjp, cost=_cost, onnx=_onnx_attention)
 _bwd = Op("scaled_dot_product_attention_backward", _bwd_fwd, None, n_extra=3)
+_fwd_saving = Op("scaled_dot_product_attention_forward", _fwd_weights, None, n_extra=1)
+_attention_saved = Op("scaled_dot_product_attention_saved_weights", _passthrough, _saved_vjp)
+
+
+def _saving(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> bool:
+    """Whether to keep the weights for the backward: a gradient will be taken, nobody watches
+    (a watcher sees the one named op), and not bfloat16 (computed in float32, rounded once)."""
+    return (not STATE.slow and is_grad_enabled() and q.dtype != _dtype.bfloat16
+            and (q.requires_grad or k.requires_grad or v.requires_grad or (mask is not None and mask.requires_grad)))
 
 
 def attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, keep: Tensor | None, scale: float,
@@ -171,5 +216,9 @@ def attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, keep: Tensor
     aligned) masking, and ``keep`` the scaled dropout mask over the weights."""
     masked = "" if mask is None else ("bool" if mask.dtype == _dtype.bool else "float")
     extra = tuple(t for t in (mask, keep) if t is not None)
+    params = dict(scale=float(scale), causal=bool(causal), masked=masked, dropped=keep is not None)
+    if _saving(q, k, v, mask):
+        out, p = apply(_fwd_saving, q, k, v, *extra, **params)
+        return apply(_attention_saved, q, k, v, *extra, out, p, **params)
     return apply(_attention, q, k, v, *extra, scale=float(scale), causal=bool(causal), masked=masked,
                  dropped=keep is not None)
