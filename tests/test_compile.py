@@ -344,6 +344,33 @@ def test_backward_reads_the_saved_output_instead_of_recomputing():
     np.testing.assert_allclose(x.grad.numpy(), xt.grad.numpy(), rtol=RTOL, atol=ATOL)
 
 
+@pytest.mark.parametrize("numba", ["1", "0"])
+def test_a_trailing_sum_is_accumulated_in_the_kernel(monkeypatch, numba):
+    """``chain(x).sum()``: the sum is the group's kernel's own accumulation (one op forward, no
+    sum node), and value and gradients equal PyTorch's at rtol 1e-5, with numba and without."""
+    from tapelab.compiler import cpu
+    monkeypatch.setenv("TAPELAB_COMPILE_NUMBA", numba)
+    monkeypatch.setattr(cpu, "_WARNED", [True])
+
+    def f(x, w):
+        return ((x * w + 1.0).tanh() * x).sigmoid().sum()
+    x, w = tapelab.randn(64, 33, requires_grad=True), tapelab.randn(33, requires_grad=True)
+    c = tapelab.compile(f)
+    c(x, w)
+    out = c(x, w)
+    gm = c.cache[next(iter(c.cache))].graph
+    assert [n.target.op.name for n in gm.graph.nodes if n.op == "call_function"] == \
+        ["fused(mul, add, tanh, mul, sigmoid, sum)"]
+    assert out.shape == () and out.grad_fn.name() == "fused(mul, add, tanh, mul, sigmoid, sum)Backward"
+    out.backward()
+    xt, wt = (torch.tensor(a.detach().numpy(), requires_grad=True) for a in (x, w))
+    want = ((xt * wt + 1.0).tanh() * xt).sigmoid().sum()
+    want.backward()
+    np.testing.assert_allclose(out.item(), want.item(), rtol=RTOL)
+    np.testing.assert_allclose(x.grad.numpy(), xt.grad.numpy(), rtol=RTOL, atol=ATOL)
+    np.testing.assert_allclose(w.grad.numpy(), wt.grad.numpy(), rtol=RTOL, atol=ATOL)
+
+
 @pytest.mark.parametrize("pays", [False, True])
 def test_a_lone_op_fuses_only_when_its_kernel_pays(monkeypatch, pays):
     from tapelab.compiler import fused

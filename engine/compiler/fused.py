@@ -100,7 +100,7 @@ class FusedOp(Op):
 
     def _forward(self, xp, *arrays):
         if not has_data(xp):                 # the meta device: shapes only
-            shape = np.broadcast_shapes(*(a.shape for a in arrays))
+            shape = () if self.kernel.reduce else np.broadcast_shapes(*(a.shape for a in arrays))
             outs = tuple(xp.empty(shape, o.dtype) for o in self.kernel.outputs)
         elif _backend.is_cupy(xp):
             outs = self._runner("cuda")(*arrays)
@@ -150,7 +150,7 @@ class FusedOp(Op):
         output only when that backward reads it."""
         key = (needs, tuple(tuple(shape) for _, shape in self.kernel.inputs))
         if key not in self._backwards and any(needs):
-            g = empty(self.kernel.shape, dtype=_dtype_of(self.kernel.outputs[0].dtype), device="meta")
+            g = empty(self.kernel.out_shape, dtype=_dtype_of(self.kernel.outputs[0].dtype), device="meta")
             xs = [empty(shape, dtype=_dtype_of(dt), device="meta") for dt, shape in self.kernel.inputs]
             bw = self._backwards[key] = self._trace_backward(g, xs, needs, on_cpu)
             self.save_output = bw.reads_output
@@ -249,7 +249,7 @@ def _fusible(node) -> bool:
     return out.dtype == _np_dtype(node.meta["tensor_meta"])
 
 
-def _describe(members: list, outputs: list) -> tuple:
+def _describe(members: list, outputs: list, reduce: str | None = None) -> tuple:
     """``(Kernel, external input nodes)`` for ``members`` (graph order) computing ``outputs``."""
     syms, externals = {}, {}
 
@@ -266,7 +266,8 @@ def _describe(members: list, outputs: list) -> tuple:
         names.append(op_name(m))
     shape = tuple(np.broadcast_shapes(*(tuple(m.meta["tensor_meta"].shape) for m in outputs)))
     ins = [(str(_np_dtype(n.meta["tensor_meta"])), tuple(n.meta["tensor_meta"].shape)) for n in externals]
-    kernel = Kernel(f"fused({', '.join(names)})", ins, [syms[o] for o in outputs], shape, names)
+    label = ", ".join(names + ["sum"] * bool(reduce))
+    kernel = Kernel(f"fused({label})", ins, [syms[o] for o in outputs], shape, names, reduce)
     return kernel, list(externals)
 
 
@@ -329,12 +330,16 @@ def lower(gm: GraphModule, example_args: list, *, differentiable: bool = True, b
         for outs in jobs:
             need = set().union(*(_ancestors(o, gset) for o in outs))
             members = [m for m in group if m in need]
-            kernel, inputs = _describe(members, outs)
-            if len(kernel.lines()[0]) < 2:      # one ufunc: numpy's own loop already is the kernel
+            total = _trailing_sum(outs) if on_cpu else None
+            kernel, inputs = _describe(members, outs, "sum" if total is not None else None)
+            if len(kernel.lines()[0]) < 2 and total is None:   # one ufunc: numpy's own loop is the kernel
                 continue
-            op = FusedOp(kernel, _replay(members, inputs, outs), differentiable=differentiable, backend=backend)
-            if on_cpu and len(members) == 1 and not _pays(op, members[0], inputs):
+            replay = _replay(members + [total], inputs, [total]) if total is not None else _replay(members, inputs, outs)
+            op = FusedOp(kernel, replay, differentiable=differentiable, backend=backend)
+            if on_cpu and len(members) == 1 and total is None and not _pays(op, members[0], inputs):
                 continue
+            if total is not None:               # the sum's node is what the kernel replaces
+                outs = [total]
             with graph.inserting_after(outs[-1]):
                 call = graph.call_function(FusedCall(op), tuple(inputs))
             call.meta["fused"] = {"name": kernel.name, "members": [m.name for m in members],
@@ -361,6 +366,21 @@ def lower(gm: GraphModule, example_args: list, *, differentiable: bool = True, b
     gm.recompile()
     gm.fused_ops = fused
     return gm
+
+
+def _trailing_sum(outs: list):
+    """The ``sum()`` node (whole tensor, no dtype) that is the only user of the group's one float
+    output, or None: the kernel then accumulates it in the same loop."""
+    if len(outs) != 1 or len(outs[0].users) != 1:
+        return None
+    user = next(iter(outs[0].users))
+    meta = outs[0].meta.get("tensor_meta")
+    if (user.op != "call_function" or op_name(user) != "sum" or user.args != (outs[0],) or meta is None
+            or _np_dtype(meta).kind != "f" or any(user.kwargs.get(k) not in (None, False)
+                                                  for k in ("dims", "dim", "keepdim", "dtype"))
+            or set(user.kwargs) - {"dims", "dim", "keepdim", "dtype"}):
+        return None
+    return user
 
 
 def _pays(op: FusedOp, member, inputs: list) -> bool:

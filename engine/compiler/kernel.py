@@ -25,13 +25,20 @@ class Kernel:
         name: ``fused(mul, add, tanh)``, the members in graph order.
         inputs: ``(dtype, shape)`` per tensor input, in argument order.
         outputs: one Sym per output.
-        shape: the broadcast shape of the loop (every output has it).
+        shape: the broadcast shape of the loop (every output has it, unless reduced).
+        reduce: ``"sum"``: the one output is summed over the whole loop into a 0-d result (a
+            trailing ``.sum()`` fused into the group: no second pass, no second dispatch).
     """
     name: str
     inputs: list
     outputs: list
     shape: tuple
     members: list = field(default_factory=list)
+    reduce: str | None = None
+
+    @property
+    def out_shape(self) -> tuple:
+        return () if self.reduce else tuple(self.shape)
 
     def lines(self) -> list:
         """``(k, sym)`` statements in dependency order (inputs and constants inline), and the
@@ -70,7 +77,7 @@ class Kernel:
 
         def ref(s):
             return f"t{index[id(s)]}" if id(s) in index else repr((s.kind, s.value, str(s.dtype)))
-        text = repr(([dt for dt, _ in self.inputs], len(self.shape), self.layouts(), [(s.kind, str(s.dtype), [ref(a) for a in s.args]) for s in order],
+        text = repr((self.reduce, [dt for dt, _ in self.inputs], len(self.shape), self.layouts(), [(s.kind, str(s.dtype), [ref(a) for a in s.args]) for s in order],
                      [ref(o) for o in outs]))
         return hashlib.sha256(text.encode()).hexdigest()[:20]
 
