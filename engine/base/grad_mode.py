@@ -99,12 +99,24 @@ class no_grad(_Mode):
     ...     y = x * 2          # y.requires_grad is False
     """
 
+    # The hot block of an inference loop: ``_GradState.__setattr__``'s work inlined for the
+    # common case (grad on before the block), without its frame
     def __enter__(self):
-        self.prev = STATE.enabled
-        STATE.enabled = False
+        state = STATE
+        self.prev = prev = state.enabled
+        if prev:
+            ident = _get_ident()
+            GRAD_OFF.add(ident)
+            if state._guard is None:
+                _local_setattr(state, "_guard", _Guard(ident))
+            _local_setattr(state, "enabled", False)
 
     def __exit__(self, *exc):
-        STATE.enabled = self.prev
+        if self.prev:
+            GRAD_OFF.discard(_get_ident())
+            _local_setattr(STATE, "enabled", True)
+        else:
+            STATE.enabled = False
 
 
 class enable_grad(_Mode):

@@ -129,8 +129,13 @@ _permute = Op("permute", lambda xp, x, *, dims: x.transpose(dims),
 
 
 def _expand_fwd(xp, x, *, shape):
-    # numpy's broadcast_to costs ~4 us; a filled copy of a single element is cheaper
-    return xp.full(shape, x.reshape(()), x.dtype) if x.size == 1 else xp.broadcast_to(x, shape)
+    # numpy's broadcast_to costs ~4 us; a filled copy of a single element is cheaper (and
+    # empty + fill skips numpy.full's Python wrapper)
+    if x.size == 1:
+        out = xp.empty(shape, x.dtype)
+        out[...] = x.reshape(())
+        return out
+    return xp.broadcast_to(x, shape)
 
 
 _expand = Op("expand", _expand_fwd,

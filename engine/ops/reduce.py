@@ -10,6 +10,8 @@ from __future__ import annotations
 import builtins
 from collections import namedtuple
 
+import numpy as np
+
 from ..base.grad_mode import STATE as GRAD
 from ..core.creation import eye
 from ..base import backend as _backend
@@ -18,6 +20,7 @@ from ..core.registry import NONE, OTHERS, Op, kernel_refusal
 from ._util import Tensor, norm_dims
 from ..base.dtype import BFLOAT16_NP, FLOATING_KINDS, INEXACT_KINDS, in_float32
 from .conjugation import conj as cj
+from .movement import _expand, _mark
 
 __all__ = ["sum", "mean", "prod", "max", "min", "amax", "amin", "argmax", "argmin", "var", "std",
            "var_mean", "std_mean", "logsumexp", "norm", "cumsum", "cumprod", "all", "any",
@@ -105,9 +108,15 @@ def _keep_shape(shape: tuple, dims) -> tuple:
 
 def _expand_back(g: Tensor, x: Tensor, dims, keepdim: bool) -> Tensor:
     """Broadcast a reduced gradient back over the reduced dims of ``x``."""
-    if not keepdim and (dims is not None or g.ndim):
-        g = g.reshape(_keep_shape(x._data.shape, dims))
-    return g.expand(x.shape)
+    shape = x._data.shape
+    if not keepdim and (dims is not None or g._data.ndim):
+        g = g.reshape(_keep_shape(shape, dims))
+    if g._data.shape == shape:
+        return g
+    # g has x's shape with the reduced dims 1, always expandable: the op itself, without
+    # expand()'s size checks (the most expensive backward node of a short chain had them)
+    out = apply(_expand, g, shape=shape)
+    return out if out._data.base is None else _mark(out, g)
 
 
 def _count(shape, dims) -> int:
@@ -173,15 +182,23 @@ def pick(op: Op, input: Tensor, idx: Tensor, dim: int, keepdim: bool):
 
 
 # ---------------------------------------------------------------- sum, mean, prod
+_add_reduce = np.add.reduce
+
+
 def _sum_fwd(xp, x, *, dims, keepdim, dtype):
     if x.dtype is BFLOAT16_NP:
         return in_float32(_sum_fwd, xp, x, dims=dims, keepdim=keepdim, dtype=dtype)
+    if xp is np:  # the ufunc's reduce without ndarray.sum's Python wrapper (numpy/_core/_methods)
+        return _add_reduce(x, dims, dtype, None, keepdim)
     return x.sum(axis=dims, keepdims=keepdim, dtype=dtype)
 
 
-_sum = Op("sum", _sum_fwd,
-          lambda g, out, x, *, dims, keepdim, dtype: (_expand_back(g, x, dims, keepdim).to(x.dtype),),
-          saves=NONE, onnx=_onnx_reduce("ReduceSum"))
+def _sum_vjp(g, out, x, *, dims, keepdim, dtype):
+    g = _expand_back(g, x, dims, keepdim)
+    return (g if g._data.dtype is x._data.dtype else g.to(x.dtype),)
+
+
+_sum = Op("sum", _sum_fwd, _sum_vjp, saves=NONE, onnx=_onnx_reduce("ReduceSum"))
 
 
 def _mean_fwd(xp, x, *, dims, keepdim, dtype):
