@@ -10,8 +10,10 @@ A thread-local read still costs several times a global read, so the dispatcher t
 ``GRAD_OFF`` first: the set of threads (by ident) whose grad is disabled now, empty while grad
 is on everywhere. Every write of ``STATE.enabled`` (whoever makes it) passes
 ``_GradState.__setattr__``, which adds or discards the calling thread (set operations are
-atomic under the GIL, so no lock and no derived flag that could go stale); only while some
-thread has grad off does the hot path ask its own thread's flag. A thread that ends with grad
+atomic under the GIL, so no lock and no derived flag that could go stale), except
+``no_grad``'s enter and exit from grad on, which do the same three steps inline (the block
+of every inference loop); only while some thread has grad off does the hot path ask its own
+thread's flag. A thread that ends with grad
 off is discarded when its local state goes (its ``_Guard``).
 """
 from __future__ import annotations
