@@ -515,11 +515,7 @@ def _first_max_masks(xp, xb, y, kernel):
 
 
 def _max_blocks_fwd(xp, x, *, kernel):
-    if len(kernel) == 2 and kernels.use(xp, x):
-        from . import _pool_loops             # imports numba: only once a loop runs
-        y = xp.empty(tuple(x.shape[:2]) + tuple(n // k for n, k in zip(x.shape[2:], kernel)), x.dtype)
-        kernels.parallel(_pool_loops.max_blocks, 2, x, y, *kernel)
-        return y
+    # numpy's maximum passes are SIMD: as fast as a loop here (0.53 vs 0.73 ms on 32x16x28x28)
     xb = _block_view(x, kernel)
     offs = _block_offsets(kernel)
     y = xp.array(xb[offs[0]], copy=True)
@@ -531,7 +527,7 @@ def _max_blocks_fwd(xp, x, *, kernel):
 def _max_blocks_put_fwd(xp, g, x, y, *, kernel):
     """``g`` (shape of ``y``) placed at each window's first maximum of ``x``, zeros elsewhere."""
     if len(kernel) == 2 and kernels.use(xp, x, g):
-        from . import _pool_loops
+        from . import _pool_loops             # imports numba: only once a loop runs
         res = xp.zeros(x.shape, g.dtype)
         kernels.parallel(_pool_loops.max_blocks_put, 3, x, res, g, *kernel)
         return res

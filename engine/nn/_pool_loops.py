@@ -1,7 +1,8 @@
-"""Non-overlapping 2-D max-pool as numba loops (imported only once ``kernels.use`` says yes).
+"""Non-overlapping 2-D max-pool's backward as a numba loop (imported only once ``kernels.use``
+says yes).
 
-numpy's block path makes one strided pass per kernel offset, forward and again backward (a mask
-per offset, then a masked write per offset: ~10 passes for 2x2); here each window is read once.
+numpy's block path makes a mask per kernel offset, then a masked write per offset (~10 strided
+passes for 2x2); here each window is read once. (The forward stays numpy's SIMD maximum passes.)
 The window's first maximum in row-major order wins, the first NaN if it holds one (as the numpy
 masks and PyTorch's argmax), so both paths give the same values and gradients.
 """
@@ -11,7 +12,7 @@ import math
 
 from numba import njit
 
-__all__ = ["max_blocks", "max_blocks_put"]
+__all__ = ["max_blocks_put"]
 
 _JIT = dict(cache=True, error_model="numpy", nogil=True)
 
@@ -31,16 +32,6 @@ def _first_max(x, n, c, i0, j0, kh, kw):
                 if math.isnan(v):
                     return bi, bj, best
     return bi, bj, best
-
-
-@njit(**_JIT)
-def max_blocks(x, y, kh, kw):
-    """``y[n, c, i, j]`` = max of ``x``'s ``kh x kw`` block at ``(i kh, j kw)``."""
-    for n in range(y.shape[0]):
-        for c in range(y.shape[1]):
-            for i in range(y.shape[2]):
-                for j in range(y.shape[3]):
-                    y[n, c, i, j] = _first_max(x, n, c, i * kh, j * kw, kh, kw)[2]
 
 
 @njit(**_JIT)
