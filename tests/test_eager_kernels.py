@@ -128,9 +128,11 @@ def test_adam_step_is_bitwise_the_numpy_step(opt_name, kw):
             ps = [tapelab.tensor(rng.standard_normal(s).astype(np.float32), requires_grad=True)
                   for s in ((7, 5), (5,), (3, 2, 4))]
             opt = getattr(tapelab.optim, opt_name)(ps, lr=1e-2, **kw)
-            for _ in range(4):
+            for i in range(4):
                 for p in ps:
                     p.grad = tapelab.tensor(rng.standard_normal(tuple(p.shape)).astype(np.float32))
+                if i == 1:
+                    ps[1].grad = None      # its step count falls behind the others'
                 opt.step()
             return [p.detach().numpy().copy() for p in ps] + \
                 [opt.state[p][k].numpy().copy() for p in ps for k in ("exp_avg", "exp_avg_sq")]

@@ -84,6 +84,7 @@ def adam(opt, group: dict, lr: float, beta1: float, beta2: float) -> None:
     amsgrad, decoupled, maximize = group["amsgrad"], group["decoupled_weight_decay"], group["maximize"]
     w = 1 - beta1
     state = opt.state
+    fused = None if maximize or amsgrad else _FusedAdam(lr, beta1, beta2, eps, weight_decay, decoupled)
     for p in group["params"]:
         grad = p.grad
         if grad is None:
@@ -97,7 +98,7 @@ def adam(opt, group: dict, lr: float, beta1: float, beta2: float) -> None:
                 st["max_exp_avg_sq"] = zeros_like(p)
         step = st["step"] = st["step"] + 1
         g = grad._data
-        if not (maximize or amsgrad) and _adam_fused(p, g, st, lr, beta1, beta2, eps, weight_decay, decoupled, step):
+        if fused is not None and fused(p, g, st, step):
             continue
         if maximize:
             g = np.negative(g)
@@ -132,22 +133,39 @@ def adam(opt, group: dict, lr: float, beta1: float, beta2: float) -> None:
         _bump(p)
 
 
-def _adam_fused(p, g, st, lr, beta1, beta2, eps, weight_decay, decoupled, step) -> bool:
-    """One parameter's Adam step as the fused loop, when it applies (float32, contiguous, and a
-    weight decay that stays nonzero in float32); the version counters move as on the path above."""
-    data, m, v = p._data, st["exp_avg"]._data, st["exp_avg_sq"]._data
-    f32 = np.float32
-    if g.shape != data.shape or not kernels.use(np, data, g, m, v) or f32(weight_decay) == 0 != weight_decay:
-        return False
-    fused = kernels.loops("optim")
-    w = 1 - beta1
-    decay = f32(1 - lr * weight_decay if weight_decay != 0 and decoupled else 1.0)
-    coupled = f32(weight_decay if not decoupled else 0.0)
-    fused.adam(data.reshape(-1), g.reshape(-1), m.reshape(-1), v.reshape(-1), decay, coupled, -0.5 < w < 0.5,
-               f32(w), f32(1 - w), f32(beta2), f32(1 - beta2), f32((1 - beta2 ** step) ** 0.5), f32(eps),
-               f32(-(lr / (1 - beta1 ** step))))
-    if weight_decay != 0 and decoupled:
-        _bump(p)
-    for t in (st["exp_avg"], st["exp_avg_sq"], p):
-        _bump(t)
-    return True
+class _FusedAdam:
+    """One group's Adam step as the fused loop, one call per parameter, when it applies (float32,
+    contiguous, and a weight decay that stays nonzero in float32); the version counters move as
+    on the path above. The group's float32 constants are rounded once per step, not per
+    parameter (the per-parameter Python work was as long as the loop on a small GPT)."""
+
+    def __init__(self, lr, beta1, beta2, eps, weight_decay, decoupled):
+        f32 = np.float32
+        self.ok = kernels.enabled() and not f32(weight_decay) == 0 != weight_decay
+        self.lr, self.beta1, self.beta2 = lr, beta1, beta2
+        self.bump_decay = weight_decay != 0 and decoupled
+        w = 1 - beta1
+        self.args = (f32(1 - lr * weight_decay if self.bump_decay else 1.0), f32(weight_decay if not decoupled else 0.0),
+                     -0.5 < w < 0.5, f32(w), f32(1 - w), f32(beta2), f32(1 - beta2))
+        self.eps = f32(eps)
+        self.step, self.corrections = None, None
+
+    def __call__(self, p, g, st, step) -> bool:
+        if not self.ok:
+            return False
+        data, m, v = p._data, st["exp_avg"]._data, st["exp_avg_sq"]._data
+        if g.shape != data.shape or not kernels.use(np, data, g, m, v):
+            return False
+        if step != self.step:
+            f32 = np.float32
+            self.step = step
+            self.corrections = (f32((1 - self.beta2 ** step) ** 0.5), self.eps,
+                                f32(-(self.lr / (1 - self.beta1 ** step))))
+        if data.ndim != 1:
+            data, g, m, v = data.reshape(-1), g.reshape(-1), m.reshape(-1), v.reshape(-1)
+        kernels.loops("optim").adam(data, g, m, v, *self.args, *self.corrections)
+        if self.bump_decay:
+            _bump(p)
+        for t in (st["exp_avg"], st["exp_avg_sq"], p):
+            _bump(t)
+        return True
