@@ -182,7 +182,8 @@ def _saved_vjp(g, out, *args, scale, causal, masked, dropped):
     if is_grad_enabled():
         return _vjp(g, out, *args, scale=scale, causal=causal, masked=masked, dropped=dropped) + (None, None)
     q, k, v, mask, _ = _split(args, masked, dropped)
-    dq, dk, dv, ds = apply(_bwd, g, *args, p, scale=scale, causal=causal, masked=masked, dropped=dropped, saved=True)
+    dq, dk, dv, ds = apply(_bwd, g, *args, p, scale=scale, causal=causal, masked=masked, dropped=dropped,
+                           saved=True)
     grads = [sum_to(dq, tuple(q.shape)) if q.requires_grad else None,
              sum_to(dk, tuple(k.shape)) if k.requires_grad else None,
              sum_to(dv, tuple(v.shape)) if v.requires_grad else None]

@@ -145,7 +145,8 @@ class _FusedAdam:
         self.lr, self.beta1, self.beta2 = lr, beta1, beta2
         self.bump_decay = weight_decay != 0 and decoupled
         w = 1 - beta1
-        self.args = (f32(1 - lr * weight_decay if self.bump_decay else 1.0), f32(weight_decay if not decoupled else 0.0),
+        self.args = (f32(1 - lr * weight_decay if self.bump_decay else 1.0),
+                     f32(weight_decay if not decoupled else 0.0),
                      -0.5 < w < 0.5, f32(w), f32(1 - w), f32(beta2), f32(1 - beta2))
         self.eps = f32(eps)
         self.step, self.corrections = None, None
