@@ -188,7 +188,8 @@ _add_reduce = np.add.reduce
 def _sum_fwd(xp, x, *, dims, keepdim, dtype):
     if x.dtype is BFLOAT16_NP:
         return in_float32(_sum_fwd, xp, x, dims=dims, keepdim=keepdim, dtype=dtype)
-    if xp is np:  # the ufunc's reduce without ndarray.sum's Python wrapper (numpy/_core/_methods)
+    if type(x) is np.ndarray:  # the ufunc's reduce without ndarray.sum's Python wrapper (numpy/_core/_methods);
+        # other arrays (sparse COO data, the simulated device's) keep their own sum
         return _add_reduce(x, dims, dtype, None, keepdim)
     return x.sum(axis=dims, keepdims=keepdim, dtype=dtype)
 
