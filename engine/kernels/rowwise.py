@@ -25,13 +25,33 @@ _JIT = dict(cache=True, error_model="numpy", nogil=True, fastmath={"reassoc"})
 
 
 @njit(**_JIT)
+def _row_max(x, r):
+    m = x[r, 0]
+    for c in range(1, x.shape[1]):
+        m = maximum(x[r, c], m)
+    return m
+
+
+@njit(**_JIT)
+def _row_mean_rstd(x, r, inv_c, eps):
+    """Row ``r``'s mean and ``1/sqrt(var + eps)`` (two passes: the centred sum of squares)."""
+    s = F(0.0)
+    for c in range(x.shape[1]):
+        s += x[r, c]
+    mean = s * inv_c
+    q = F(0.0)
+    for c in range(x.shape[1]):
+        d = x[r, c] - mean
+        q += d * d
+    return mean, F(1.0) / np.sqrt(q * inv_c + eps)
+
+
+@njit(**_JIT)
 def softmax(x, out):
     """``out[r] = exp(x[r] - max) / sum``."""
     R, C = x.shape
     for r in range(R):
-        m = x[r, 0]
-        for c in range(1, C):
-            m = maximum(x[r, c], m)
+        m = _row_max(x, r)
         s = F(0.0)
         for c in range(C):
             e = exp32(x[r, c] - m)
@@ -58,9 +78,7 @@ def log_softmax(x, out):
     """``out[r] = (x[r] - max) - log(sum(exp(x[r] - max)))``."""
     R, C = x.shape
     for r in range(R):
-        m = x[r, 0]
-        for c in range(1, C):
-            m = maximum(x[r, c], m)
+        m = _row_max(x, r)
         s = F(0.0)
         for c in range(C):
             s += exp32(x[r, c] - m)
@@ -112,15 +130,7 @@ def layer_norm(x, out, w, b, eps):
     inv_c = F(1.0) / F(C)
     has_w, has_b = w.shape[0] > 0, b.shape[0] > 0
     for r in range(R):
-        s = F(0.0)
-        for c in range(C):
-            s += x[r, c]
-        mean = s * inv_c
-        q = F(0.0)
-        for c in range(C):
-            d = x[r, c] - mean
-            q += d * d
-        rstd = F(1.0) / np.sqrt(q * inv_c + eps)
+        mean, rstd = _row_mean_rstd(x, r, inv_c, eps)
         for c in range(C):
             out[r, c] = (x[r, c] - mean) * rstd
         if has_w:
@@ -140,15 +150,7 @@ def layer_norm_backward(g, x, w, eps, gx, gw, gb):
     R, C = x.shape
     inv_c = F(1.0) / F(C)
     for r in range(R):
-        s = F(0.0)
-        for c in range(C):
-            s += x[r, c]
-        mean = s * inv_c
-        q = F(0.0)
-        for c in range(C):
-            d = x[r, c] - mean
-            q += d * d
-        rstd = F(1.0) / np.sqrt(q * inv_c + eps)
+        mean, rstd = _row_mean_rstd(x, r, inv_c, eps)
         a = F(0.0)
         b = F(0.0)
         for c in range(C):
