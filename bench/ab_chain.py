@@ -44,23 +44,11 @@ def _import_trees(base: pathlib.Path, new: pathlib.Path):
 
 
 def _rows(t) -> dict:
-    """The chain rows of ``run.py`` (``workloads.py``: 16-element float32, 6 ops forward)."""
-    import numpy as np
-    rng = np.random.default_rng(0)
-    x = t.tensor(rng.standard_normal(16).astype(np.float32), requires_grad=True)
-    w = t.tensor(rng.standard_normal(16).astype(np.float32), requires_grad=True)
-
-    def chain():
-        return ((x * w + 1).tanh() * x).sigmoid().sum()
-
-    def fwd_bwd():
-        x.grad = w.grad = None
-        chain().backward()
-
-    def no_grad():
-        with t.no_grad():
-            chain()
-    return {"fwd+bwd": fwd_bwd, "recording": chain, "no_grad": no_grad}
+    """The chain rows of ``run.py``, built by its own workload functions (``workloads.py``) for ``t``."""
+    import workloads
+    ctx = workloads.Context("tapelab", t)
+    return {"fwd+bwd": workloads.chain_fwd_bwd(t, ctx), "recording": workloads.chain_fwd(t, ctx),
+            "no_grad": workloads.chain_fwd_nograd(t, ctx)}
 
 
 def _rep(fn, n: int) -> float:
