@@ -133,7 +133,7 @@ def _float32_against_torch(x, w):
 
 
 def test_input_transform_loop_equals_numpy_passes():
-    """The numba input transform (engine/nn/_winograd_loops.py, when numba is installed) gives
+    """The numba input transform (engine/kernels/winograd.py, when numba is installed) gives
     exactly the numpy passes' result: same operations in the same order, both tile sizes."""
     from tapelab import kernels
     rng = np.random.default_rng(3)

@@ -527,9 +527,8 @@ def _max_blocks_fwd(xp, x, *, kernel):
 def _max_blocks_put_fwd(xp, g, x, y, *, kernel):
     """``g`` (shape of ``y``) placed at each window's first maximum of ``x``, zeros elsewhere."""
     if len(kernel) == 2 and kernels.use(xp, x, g):
-        from . import _pool_loops             # imports numba: only once a loop runs
         res = xp.zeros(x.shape, g.dtype)
-        kernels.parallel(_pool_loops.max_blocks_put, 3, x, res, g, *kernel)
+        kernels.parallel(kernels.loops("pool").max_blocks_put, 3, x, res, g, *kernel)
         return res
     xb = _block_view(x, kernel)
     res = xp.empty(xb.shape, g.dtype)       # every offset written once: no zero fill

@@ -128,10 +128,9 @@ def _input_transform(xp, x, pads, m, th, tw):
         p[:, pt:pt + h, res, first:first + src.shape[2]] = src
     bt = _MATS[m]["BT"]
     if kernels.use(xp, p):
-        from . import _winograd_loops        # imports numba: only once a loop runs
         v = xp.empty((a, a, n, th, tw * c), x.dtype)
         scratch = xp.empty((n, a, rows, tw * c), x.dtype)
-        kernels.parallel(_winograd_loops.input_transform, 2, scratch, xp.arange(n),
+        kernels.parallel(kernels.loops("winograd").input_transform, 2, scratch, xp.arange(n),
                          p.reshape(n, rows, m, -1), v, _mat(xp, x.dtype, m, "BT"))
         return v.reshape(a * a, -1, c)
     # columns: patch column q of tile column k is padded column m k + q

@@ -1,4 +1,5 @@
-"""The Winograd input transform as a numba loop (imported only once ``kernels.use`` says yes).
+"""The Winograd input transform as a numba loop (``nn/_winograd.py`` loads it through
+``kernels.loops("winograd")`` once ``kernels.use`` says yes).
 
 numpy's whole-array passes (one per nonzero of B^T, twice) write through strided temporaries;
 here each image's column transform goes to a scratch that stays in cache and the row transform

@@ -1,5 +1,5 @@
-"""Non-overlapping 2-D max-pool's backward as a numba loop (imported only once ``kernels.use``
-says yes).
+"""Non-overlapping 2-D max-pool's backward as a numba loop (``nn/_ops.py`` loads it through
+``kernels.loops("pool")`` once ``kernels.use`` says yes).
 
 numpy's block path makes a mask per kernel offset, then a masked write per offset (~10 strided
 passes for 2x2); here each window is read once. (The forward stays numpy's SIMD maximum passes.)
