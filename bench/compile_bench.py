@@ -5,14 +5,17 @@
     .venv/bin/python bench/compile_bench.py --no-torch-compile --no-jax
     .venv/bin/python bench/compile_bench.py --quick --cpu-time   # CPU seconds: steadier on a loaded machine
 
-Each workload is a training step's forward and backward (no optimizer) on float32, timed as
+Each workload is a training step's forward and backward (no optimizer, on every side) on float32,
+on one thread unless ``--threads N`` (numpy's BLAS, torch, and XLA through ``XLA_FLAGS``), timed as
 the best of several repeats of a loop (ratios matter, not absolute times; tapelab's eager and
 compiled loops alternate, so both see the same load). Compile time is
 measured in child processes, after one eager step (imports and first use are not compile time):
 cold (an empty kernel cache directory) and warm (the same directory again: the kernels' shared
 libraries load without numba), as the first compiled step's seconds and its excess over an
 eager step (the first call returns its traced eager run; the compiled graph runs from the next). JAX runs in its own venv (/work/jaxvenv, or
-JAX_PYTHON) through a subprocess with the same shapes; torch.compile needs a C compiler.
+JAX_PYTHON) through a subprocess with the same models written in jax.numpy (LayerNorms with their
+weight and bias, the GPT block's causal mask, the encoder layer's post-norm and erf-GELU, the
+parameters differentiated, the input not); torch.compile needs a C compiler.
 """
 from __future__ import annotations
 
@@ -26,7 +29,26 @@ import tempfile
 import textwrap
 import time
 
-import numpy as np
+
+def _threads() -> int:
+    """``--threads N`` (default 1), read before numpy starts its BLAS threads."""
+    argv = sys.argv[1:]
+    for i, a in enumerate(argv):
+        if a.startswith("--threads="):
+            return int(a.split("=", 1)[1])
+        if a == "--threads" and i + 1 < len(argv):
+            return int(argv[i + 1])
+    return 1
+
+
+THREADS = _threads()
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ[_var] = str(THREADS)
+if THREADS == 1:       # XLA's CPU backend: one thread for its Eigen GEMMs and for its op scheduling
+    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_cpu_multi_thread_eigen=false"
+                               " intra_op_parallelism_threads=1").strip()
+
+import numpy as np  # noqa: E402 - after the thread variables
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests"))
@@ -102,6 +124,7 @@ def run_tapelab(repeats: int) -> dict:
 
 def run_torch(repeats: int, with_compile: bool) -> dict:
     import torch
+    torch.set_num_threads(THREADS)
     torch.manual_seed(0)
     nn = torch.nn
     rng = np.random.default_rng(0)
@@ -166,24 +189,38 @@ JAX_SCRIPT = textwrap.dedent("""
         y = jax.nn.gelu(x @ w1 + b1, approximate=False) @ w2 + b2
         return (y * y).mean()
     g = jax.jit(jax.grad(mlp)); res["gelu_mlp"] = best(lambda: jax.block_until_ready(g(p, x)), 5)
-    b, t, d, heads = SHAPES["gpt_block"]
-    def ln(x): m = x.mean(-1, keepdims=True); v = ((x - m) ** 2).mean(-1, keepdims=True); return (x - m) / jnp.sqrt(v + 1e-5)
-    def block(p, x):
-        (wq, bq), (wo, bo), (w1, b1), (w2, b2) = p
-        q, k, v = jnp.split(ln(x) @ wq + bq, 3, axis=-1)
+    def ln(p, x):
+        m = x.mean(-1, keepdims=True); v = ((x - m) ** 2).mean(-1, keepdims=True)
+        return (x - m) / jnp.sqrt(v + 1e-5) * p[0] + p[1]
+    def attn(p, x, b, t, d, heads, causal):
+        (wq, bq), (wo, bo) = p
+        q, k, v = jnp.split(x @ wq + bq, 3, axis=-1)
         sh = lambda z: z.reshape(b, t, heads, d // heads).transpose(0, 2, 1, 3)
         q, k, v = sh(q), sh(k), sh(v)
         s = q @ k.transpose(0, 1, 3, 2) / math.sqrt(d // heads)
-        s = jnp.where(jnp.tril(jnp.ones((t, t), bool)), s, -jnp.inf)
+        if causal:
+            s = jnp.where(jnp.tril(jnp.ones((t, t), bool)), s, -jnp.inf)
         a = (jax.nn.softmax(s, -1) @ v).transpose(0, 2, 1, 3).reshape(b, t, d)
-        x = x + a @ wo + bo
-        hh = jax.nn.gelu(ln(x) @ w1 + b1, approximate=True)
-        y = x + hh @ w2 + b2
+        return a @ wo + bo
+    def norm(d): return (jnp.ones(d, jnp.float32), jnp.zeros(d, jnp.float32))
+    b, t, d, heads = SHAPES["gpt_block"]
+    def block(p, x):          # tests/_compile_models.GPTBlock: pre-norm, causal, tanh-GELU
+        a, n1, n2, (w1, b1), (w2, b2) = p
+        x = x + attn(a, ln(n1, x), b, t, d, heads, True)
+        y = x + jax.nn.gelu(ln(n2, x) @ w1 + b1, approximate=True) @ w2 + b2
         return (y * y).mean()
-    p = (lin(0, d, 3 * d), lin(1, d, d), lin(2, d, 4 * d), lin(3, 4 * d, d))
+    p = ((lin(0, d, 3 * d), lin(1, d, d)), norm(d), norm(d), lin(2, d, 4 * d), lin(3, 4 * d, d))
     x = jnp.asarray(rng.standard_normal((b, t, d)).astype(np.float32))
     g = jax.jit(jax.grad(block)); res["gpt_block"] = best(lambda: jax.block_until_ready(g(p, x)), 5)
-    res["transformer"] = res["gpt_block"]   # the same block shape (pre-norm GPT form)
+    b, t, d, heads = SHAPES["transformer"]
+    def encoder(p, x):        # nn.TransformerEncoderLayer(batch_first, norm_first=False, gelu, no mask)
+        a, n1, n2, (w1, b1), (w2, b2) = p
+        x = ln(n1, x + attn(a, x, b, t, d, heads, False))
+        y = ln(n2, x + jax.nn.gelu(x @ w1 + b1, approximate=False) @ w2 + b2)
+        return (y * y).mean()
+    p = ((lin(0, d, 3 * d), lin(1, d, d)), norm(d), norm(d), lin(2, d, 4 * d), lin(3, 4 * d, d))
+    x = jnp.asarray(rng.standard_normal((b, t, d)).astype(np.float32))
+    g = jax.jit(jax.grad(encoder)); res["transformer"] = best(lambda: jax.block_until_ready(g(p, x)), 5)
     print(json.dumps({"version": jax.__version__, "times": res}))
 """)
 
@@ -238,6 +275,9 @@ def main() -> None:
     ap.add_argument("--no-torch-compile", action="store_true")
     ap.add_argument("--no-jax", action="store_true")
     ap.add_argument("--json", help="also write the results here")
+    ap.add_argument("--threads", type=int, default=1,
+                    help="threads for numpy's BLAS, torch and XLA (default 1: every side gets one core; with "
+                         "more, --cpu-time counts BLAS threads spinning while they wait)")
     ap.add_argument("--cpu-time", action="store_true",
                     help="time CPU seconds of the process (all its threads) instead of wall time: steadier "
                          "ratios on a shared, loaded machine; not a latency")
