@@ -607,12 +607,13 @@ def sim():
 
 def test_simulated_cuda_training_step_replay_equals_cpu(sim):
     """Graph(device='cuda') on the simulated device: recording, buffers and replay as on a GPU
-    (stream capture itself needs cupy, so the program is replayed); 20 replayed steps equal 20
-    eager steps on cpu."""
+    (the simulated stream capture records the kernels, its GEMMs through cuBLASLt, into one
+    graph); 20 replayed steps equal 20 eager steps on cpu."""
     steps = 20
     xs, ys = _data(steps + 1, seed=3)
     g, model, opt, sx, sy, loss = _captured_sgd_step(sim)
-    assert g.device == sim and not g.stream_captured and g.captured
+    assert g.device == sim and g.stream_captured and g.captured
+    assert (g.cuda_graphs, g.eager_steps) == (1, 0) and g.summary()["gemm_route"] == "cuBLASLt (simulated)"
     assert all(b["device"] == "cuda:0" for b in g.buffers())
     assert {b["kind"] for b in g.buffers()} >= {"static_input", "state", "static_output"}
     c_model = _mlp()
@@ -807,8 +808,8 @@ def test_stream_capture_failure_is_a_clear_error(sim, monkeypatch):
 
 
 def _wrap_init(init, exc):
-    def wrapped(self, steps, device, cp):
+    def wrapped(self, steps, device, cp, **kw):
         def failing():
             raise exc("the current stream is capturing")
-        init(self, [failing], device, cp)
+        init(self, [failing], device, cp, **kw)
     return wrapped

@@ -14,8 +14,12 @@ from __future__ import annotations
 
 import types
 
+import contextlib
+
 import numpy as np
 from numpy.lib.mixins import NDArrayOperatorsMixin
+
+from . import simcapture as _cap
 
 __all__ = ["SimArray"]
 
@@ -47,8 +51,12 @@ class SimArray(NDArrayOperatorsMixin):
         _refuse_host(inputs + (out if isinstance(out, tuple) else ()), ufunc.__name__)
         if out is not None:
             kwargs["out"] = tuple(_plain(o) for o in out)
-        res = getattr(ufunc, method)(*_plain_tree(inputs), **{k: _plain_tree(v) if k != "out" else v
-                                                              for k, v in kwargs.items()})
+        fn, args = getattr(ufunc, method), _plain_tree(inputs)
+        kwargs = {k: _plain_tree(v) if k != "out" else v for k, v in kwargs.items()}
+        if _cap._ACTIVE:
+            res = _captured(fn, ufunc.__name__, args, kwargs)
+        else:
+            res = fn(*args, **kwargs)
         if out is not None:
             return out[0] if len(out) == 1 else out
         return self._wrap(res)
@@ -56,7 +64,10 @@ class SimArray(NDArrayOperatorsMixin):
     def __array_function__(self, func, types_, args, kwargs):
         _refuse_host(args, func.__name__)
         _refuse_host(tuple(kwargs.values()), func.__name__)
-        return self._wrap(func(*_plain_tree(args), **{k: _plain_tree(v) for k, v in kwargs.items()}))
+        args, kwargs = _plain_tree(args), {k: _plain_tree(v) for k, v in kwargs.items()}
+        if _cap._ACTIVE:
+            return self._wrap(_captured(func, func.__name__, args, kwargs))
+        return self._wrap(func(*args, **kwargs))
 
     def __getattr__(self, name):
         if name.startswith("__"):  # no __array_interface__ / __array_struct__: numpy must not read us
@@ -65,12 +76,18 @@ class SimArray(NDArrayOperatorsMixin):
         if callable(attr):
             def method(*args, **kwargs):
                 _refuse_host(args, name)
-                return self._wrap(attr(*_plain_tree(args), **{k: _plain_tree(v) for k, v in kwargs.items()}))
+                args, kwargs = _plain_tree(args), {k: _plain_tree(v) for k, v in kwargs.items()}
+                if _cap._ACTIVE:
+                    if name in ("item", "tolist", "tobytes"):
+                        _cap.host_read(f"ndarray.{name}()")
+                    return self._wrap(_captured(attr, name, args, kwargs, owner=self._a))
+                return self._wrap(attr(*args, **kwargs))
             return method
         return self._wrap(attr)
 
     def get(self) -> np.ndarray:
         """Like ``cupy.ndarray.get``: a host copy."""
+        _cap.host_read("ndarray.get()")
         return self._a.copy()
 
     @property
@@ -90,10 +107,15 @@ class SimArray(NDArrayOperatorsMixin):
 
     def __getitem__(self, key):
         _refuse_host(key if isinstance(key, tuple) else (key,), "__getitem__")
+        if _cap._ACTIVE:     # a gather (fancy index) is a kernel; a slice is a view
+            return self._wrap(_captured(self._a.__getitem__, "__getitem__", (_plain_tree(key),), {}, owner=self._a))
         return self._wrap(self._a[_plain_tree(key)])
 
     def __setitem__(self, key, value):
         _refuse_host((key if isinstance(key, tuple) else (key,)) + (value,), "__setitem__")
+        if _cap._ACTIVE:
+            _captured(self._a.__setitem__, "__setitem__", (_plain_tree(key), _plain(value)), {}, owner=self._a)
+            return
         self._a[_plain_tree(key)] = _plain(value)
 
     def __len__(self):
@@ -103,15 +125,19 @@ class SimArray(NDArrayOperatorsMixin):
         return (self._wrap(x) for x in self._a)
 
     def __bool__(self):
+        _cap.host_read("bool()")
         return bool(self._a)
 
     def __float__(self):
+        _cap.host_read("float()")
         return float(self._a)
 
     def __int__(self):
+        _cap.host_read("int()")
         return int(self._a)
 
     def __index__(self):
+        _cap.host_read("__index__()")
         return self._a.__index__()
 
     def __repr__(self):
@@ -123,6 +149,14 @@ class SimArray(NDArrayOperatorsMixin):
         if isinstance(res, np.ndarray):
             return cls(res)
         return map_sequence(res, cls._wrap)
+
+
+def _captured(fn, name, args, kwargs, owner=None, module="numpy"):
+    """Run one call during a simulated stream capture: refused as cupy would, else recorded.
+    ``owner``: the array ``fn`` is a method of."""
+    _cap.check(name, args if owner is None else (owner,) + tuple(args), module)
+    _cap.before(args, kwargs, owner)
+    return _cap.note(fn, name, args, kwargs, fn(*args, **kwargs), owner)
 
 
 def _refuse_host(args, what):
@@ -185,19 +219,32 @@ class _SimUfunc:
             def at(a, indices, b=None):
                 _refuse_host((a, indices, b), "at")
                 args = (_plain(a), _plain_tree(indices)) + (() if b is None else (_plain(b),))
+                if _cap._ACTIVE:
+                    _captured(meth, "at", args, {})
+                    return
                 meth(*args)
             return at
         return lambda *args, **kwargs: _sim_call(meth, f"{self.__name__}.{name}", args, kwargs, self._array)
 
 
-def _sim_call(fn, name, args, kwargs, array=SimArray):
+def _sim_call(fn, name, args, kwargs, array=SimArray, module="numpy"):
     out = kwargs.get("out")
     _refuse_host(args, name)
     _refuse_host(tuple(kwargs.values()), name)
-    res = fn(*_plain_tree(args), **{k: _plain_tree(v) for k, v in kwargs.items()})
+    args, kwargs = _plain_tree(args), {k: _plain_tree(v) for k, v in kwargs.items()}
+    if _cap._ACTIVE:
+        res = _captured(fn, name, args, kwargs, module=module)
+    else:
+        res = fn(*args, **kwargs)
     if out is not None and not isinstance(out, tuple):
         return out
     return array._wrap(res)
+
+
+def launch_kernel(fn, name: str, *arrays) -> None:
+    """Run ``fn`` on the host arrays behind simulated device arrays, as one device kernel that
+    writes its first argument (a stream capture records it: ``simcapture``)."""
+    _sim_call(fn, name, arrays, {})
 
 
 class _SimNamespace(types.ModuleType):
@@ -212,7 +259,10 @@ class _SimNamespace(types.ModuleType):
         if mod is np:
             self.ndarray = array
             if array is SimArray:
-                self.cuda = types.SimpleNamespace(Device=_SimDevice, is_available=lambda: True)
+                self.cuda = types.SimpleNamespace(
+                    Device=_SimDevice, is_available=lambda: True, Stream=_cap.SimStream,
+                    get_current_stream=_cap.get_current_stream, using_allocator=_using_allocator,
+                    runtime=types.SimpleNamespace(is_hip=False))
 
     def __getattr__(self, name):
         attr = getattr(self._mod, name)
@@ -221,22 +271,46 @@ class _SimNamespace(types.ModuleType):
         if isinstance(attr, np.ufunc):
             return _SimUfunc(attr, self._array)
         if callable(attr) and not isinstance(attr, type):
-            return lambda *args, **kwargs: _sim_call(attr, name, args, kwargs, self._array)
+            module = self._mod.__name__
+            return lambda *args, **kwargs: _sim_call(attr, name, args, kwargs, self._array, module)
         return attr
 
     def asarray(self, a, dtype=None):
         if isinstance(a, SimArray):
-            return a if dtype is None else SimArray(a._a.astype(dtype, copy=False))
+            if dtype is None:
+                return a
+            if _cap._ACTIVE:
+                return SimArray(_captured(a._a.astype, "astype", (dtype,), {"copy": False}, owner=a._a))
+            return SimArray(a._a.astype(dtype, copy=False))
+        if _cap._ACTIVE:     # host -> device: a copy of the value the host holds now
+            return SimArray(_captured(np.array, "array", (a,), {"dtype": dtype, "copy": True}))
         return SimArray(np.array(a, dtype=dtype, copy=True))   # host -> device: a copy
 
     def array(self, a, dtype=None, copy=True):
+        if _cap._ACTIVE:
+            return SimArray(_captured(np.array, "array", (_plain_tree(a),), {"dtype": dtype, "copy": True}))
         return SimArray(np.array(_plain_tree(a), dtype=dtype, copy=True))
 
     def asnumpy(self, a):
+        _cap.host_read("asnumpy()")
         return np.array(_plain(a), copy=True)
+
+    def get_default_memory_pool(self):
+        """cupy's pool, as capture uses it: numpy allocates, so ``malloc`` hands out a token."""
+        return _SimPool()
 
     def from_dlpack(self, ext):
         return SimArray(np.from_dlpack(_DLHost(ext)))
+
+
+class _SimPool:
+    def malloc(self, size: int):
+        return types.SimpleNamespace(mem=types.SimpleNamespace(size=0))
+
+
+@contextlib.contextmanager
+def _using_allocator(alloc=None):
+    yield
 
 
 class _DLHost:

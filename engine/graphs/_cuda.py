@@ -5,9 +5,12 @@ decides whether to build one). After the dispatcher-level recording (the same on
 device) has produced the program, its steps run once inside ``stream.begin_capture()``/
 ``end_capture()`` on a non-default stream (capture on the legacy default stream raises): the
 kernels they would launch are recorded, not run, and ``Graph.replay()`` launches them
-(``graph.launch(stream)``). cupy (14) refuses cuBLAS calls during a capture, so each matmul
-step splits the capture: graphs for the runs of steps between matmuls, the matmuls run
-eagerly between them (as vLLM's piecewise graphs run attention between graphs).
+(``graph.launch(stream)``). cupy (14) refuses cuBLAS calls during a capture, so the steps run
+there with their ``matmul``/``dot`` taken by a ``_gemm.GemmRoute`` (cuBLASLt on the capturing
+stream, a workspace allocated before the capture): the whole program is one graph. A call
+that is still refused (``einsum``, ``linalg``; every GEMM where no route is available, i.e.
+without nvmath-python) splits the capture: graphs for the runs of steps between such calls,
+which run eagerly between them (as vLLM's piecewise graphs run attention between graphs).
 
 cupy's memory pool is not capture-aware (cupy#9655): memory freed after capture goes back to
 the pool while the graph's kernels still read and write it. So every allocation made during
@@ -15,14 +18,17 @@ the stream capture (the temporaries of ops without an ``out=`` form) goes throug
 that keeps its pointer, and ``StreamGraph`` holds those pointers (and the Graph holds every
 program buffer) until ``reset()``.
 
-Without stream capture (no GPU, the simulated device, an old cupy or HIP without
-``Stream.begin_capture``, or a program with replay guards, which read values on the host)
-``stream_graph`` returns None and the Graph replays the program itself: same buffers, same
-results, one Python call per step.
+The simulated cuda device models a stream capture (``base/simcapture.py``: it records and
+replays the calls, refuses cuBLAS and host reads as cupy does), so this path runs on CPU and a
+GEMM that would break the graph fails a test there. Without stream capture (no GPU, an old cupy
+or HIP without ``Stream.begin_capture``, or a program with replay guards, which read values on
+the host) ``stream_graph`` returns None and the Graph replays the program itself: same buffers,
+same results, one Python call per step.
 """
 from __future__ import annotations
 
 from ._capture import CaptureError
+from ._gemm import gemm_route
 
 __all__ = ["StreamGraph", "stream_graph"]
 
@@ -36,14 +42,18 @@ def stream_graph(program, device, cp=None):
         return None                         # the simulated device, or no GPU
     if not hasattr(cp.cuda.Stream, "begin_capture") or getattr(cp.cuda.runtime, "is_hip", False):
         return None
-    return StreamGraph(program.step_functions(), device, cp)
+    route, why = gemm_route(cp, device)
+    steps = program.step_functions(route.substitute if route is not None else None)
+    return StreamGraph(steps, device, cp, route=route, why=why)
 
 
 def _cupy(device):
-    """cupy when ``device`` computes with it, else None (tests substitute a stand-in here)."""
+    """cupy (or the simulated device's stand-in) when ``device`` computes with it, else None
+    (tests substitute a stand-in here)."""
     from ..base.backend import is_cupy
+    from ..base.simarray import _SimNamespace
     xp = device.xp
-    return xp if is_cupy(xp) else None
+    return xp if is_cupy(xp) or (isinstance(xp, _SimNamespace) and hasattr(xp, "cuda")) else None
 
 
 def _refused(e: Exception) -> bool:
@@ -54,12 +64,14 @@ def _refused(e: Exception) -> bool:
 class StreamGraph:
     """The program's steps captured on a side stream into ``cupy.cuda.Graph``s.
 
-    cupy refuses cuBLAS calls inside a stream capture, so a step that makes one (a matmul)
-    runs eagerly between graphs: the capture is piecewise, one graph for each run of steps
-    between two such calls (``segments``: graphs and eager steps, in program order)."""
+    ``route`` (a ``GemmRoute``, whose workspace this holds) runs the steps' GEMMs inside the
+    capture; a step that still makes a call cupy refuses runs eagerly between graphs: the
+    capture is then piecewise, one graph for each run of steps between two such calls
+    (``segments``: graphs and eager steps, in program order). ``why``: why there is no route."""
 
-    def __init__(self, steps: list, device, cp):
+    def __init__(self, steps: list, device, cp, route=None, why: str = ""):
         self._cp = cp
+        self.route, self.why = route, why
         self.held: list = []                # every allocation made during capture, kept until reset
         self.segments: list = []            # cupy.cuda.Graph, or a step function run eagerly
         pool = cp.get_default_memory_pool()
@@ -125,8 +137,13 @@ class StreamGraph:
 
     @property
     def eager_steps(self) -> int:
-        """Steps run between graphs (cuBLAS calls), out of all the program's steps."""
+        """Steps run between graphs (calls cupy refuses in a capture), out of all the program's steps."""
         return sum(not hasattr(seg, "launch") for seg in self.segments)
+
+    @property
+    def graphs(self) -> int:
+        """CUDA graphs a replay launches (1 when no step had to run outside a graph)."""
+        return sum(hasattr(seg, "launch") for seg in self.segments)
 
     def launch(self) -> None:
         """Replay: each graph launched, each eager step run, in order, on the current stream."""
@@ -140,3 +157,4 @@ class StreamGraph:
     def release(self) -> None:
         self.segments = []
         self.held.clear()
+        self.route = None

@@ -59,13 +59,15 @@ class Program:
         self.run = self.ns["_replay"]
         self.buffers = {id(b.arr): b.arr for b in mode.bufs.values() if b.kind == "inter"}
 
-    def step_functions(self) -> list:
-        """One function per step (the replay split at every node): for a capture that must run
-        some steps outside a CUDA graph (``_cuda.StreamGraph``)."""
+    def step_functions(self, substitute=None) -> list:
+        """One function per step (the replay split at every node), for a stream capture
+        (``_cuda.StreamGraph``), which may run some steps outside a CUDA graph. ``substitute(name,
+        value)`` replaces what the steps' names refer to (the array module, its ``matmul``) there."""
+        ns = self.ns if substitute is None else {k: substitute(k, v) for k, v in self.ns.items()}
         source = "".join(f"def _step_{i}():\n" + "".join(f"    {ln}\n" for ln in lines)
                          for i, lines in enumerate(self.step_lines))
-        exec(compile(source, "<tapelab captured graph steps>", "exec"), self.ns)
-        return [self.ns[f"_step_{i}"] for i in range(len(self.step_lines))]
+        exec(compile(source, "<tapelab captured graph steps>", "exec"), ns)
+        return [ns[f"_step_{i}"] for i in range(len(self.step_lines))]
 
     def _name(self, obj, prefix: str = "b") -> str:
         n = self._names.get(id(obj))

@@ -71,9 +71,10 @@ class Graph:
     so feed data with ``static_in.copy_(x)`` and read ``static_out`` after ``replay()``.
 
     On cuda the recorded program's replay is then stream-captured into one
-    ``cupy.cuda.Graph`` that ``replay()`` launches (see ``_cuda.py``); where stream capture
-    is unavailable (the simulated device, HIP, a program with replay guards) the program
-    itself is replayed, with the same buffers and results.
+    ``cupy.cuda.Graph`` that ``replay()`` launches, its GEMMs included (cuBLASLt, see
+    ``_cuda.py`` and ``_gemm.py``); the simulated cuda device models that capture. Where
+    stream capture is unavailable (HIP, a program with replay guards) the program itself is
+    replayed, with the same buffers and results.
 
     Args:
         device: where the captured work runs ("cpu" or "cuda").
@@ -242,8 +243,14 @@ class Graph:
 
     @property
     def eager_steps(self) -> int:
-        """Steps that ``replay()`` runs between CUDA graphs (matmuls: cupy cannot capture cuBLAS)."""
+        """Steps that ``replay()`` runs between CUDA graphs (calls cupy refuses in a capture: an
+        ``einsum``, or every matmul where no capture-legal GEMM route is installed)."""
         return self._exec.eager_steps if self._exec is not None else 0
+
+    @property
+    def cuda_graphs(self) -> int:
+        """CUDA graphs one ``replay()`` launches: 1 for a whole captured step, 0 without stream capture."""
+        return self._exec.graphs if self._exec is not None else 0
 
     def buffers(self) -> list[dict]:
         """Every buffer the captured program reads or writes, one entry per memory block.
@@ -287,8 +294,9 @@ class Graph:
         """What was captured, as plain data: ``device``, ``nodes``, ``static_inputs`` (names),
         ``pool_nbytes``, ``pool_graphs``, ``pool_shared_nbytes``, ``buffers`` (``buffers()``
         without aliases), ``replays``, ``last_replay_us``, ``total_replay_us``, ``stream_captured``,
-        ``eager_steps``."""
-        p = self._program
+        ``eager_steps``, ``cuda_graphs``, ``gemm_route`` (the library the captured GEMMs run in, or
+        None) and ``gemm_fallback`` (why there is none, "" otherwise)."""
+        p, ex = self._program, self._exec
         pool = self._pool if p is not None else None
         return {"device": str(self.device), "nodes": self.nodes(),
                 "static_inputs": [name for _, _, _, name in self._statics],
@@ -298,7 +306,9 @@ class Graph:
                 "buffers": [{k: v for k, v in b.items() if k != "aliases"} for b in self.buffers()],
                 "replays": self.replays, "last_replay_us": self.last_replay_us,
                 "total_replay_us": self.total_replay_us, "stream_captured": self._exec is not None,
-                "eager_steps": self.eager_steps}
+                "eager_steps": self.eager_steps, "cuda_graphs": self.cuda_graphs,
+                "gemm_route": ex.route.name if ex is not None and ex.route is not None else None,
+                "gemm_fallback": ex.why if ex is not None else ""}
 
     def __repr__(self) -> str:
         if self._program is None:
