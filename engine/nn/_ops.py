@@ -686,7 +686,27 @@ def _bn_stats(xp, x, dims, eps):
     return mean, var, c, 1 / xp.sqrt(var + x.dtype.type(eps))
 
 
+def _bn_loops(xp, x, dims, affine) -> bool:
+    """Whether the batch-norm loops (engine/kernels/batchnorm.py) take this call: numpy float32,
+    contiguous, channels at dim 1 with spatial dims after them, every dim but 1 reduced."""
+    return x.ndim >= 3 and tuple(dims) == (0,) + tuple(range(2, x.ndim)) and kernels.use(xp, x, *affine)
+
+
+def _bn_affine(xp, x, affine, has_weight):
+    """The per-channel weight and bias arrays the loops take (ones and zeros where absent)."""
+    c = x.shape[1]
+    w = affine[0] if has_weight else xp.ones(c, x.dtype)
+    b = affine[-1] if len(affine) > has_weight else xp.zeros(c, x.dtype)
+    return w, b
+
+
 def _bn_fwd(xp, x, *affine, dims, eps, has_weight=False):
+    if _bn_loops(xp, x, dims, affine):
+        n, c = x.shape[:2]
+        out, mean, var = xp.empty_like(x), xp.empty(c, x.dtype), xp.empty(c, x.dtype)
+        kernels.loops("batchnorm").forward(x.reshape(n, c, -1), *_bn_affine(xp, x, affine, has_weight), eps,
+                                           out.reshape(n, c, -1), mean, var)
+        return out, mean, var
     mean, var, c, s = _bn_stats(xp, x, dims, eps)
     c *= s * affine[0].reshape(s.shape) if has_weight else s
     if len(affine) > has_weight:
@@ -714,6 +734,8 @@ def _bn_vjp(g, out, x, *affine, dims, eps, has_weight=False):
 
 def _bn_grads_fwd(xp, g, x, *affine, dims, eps, has_weight):
     """``gx = s w (g - mean(g) - xhat mean(g xhat))``, ``gw = sum(g xhat)``, ``gb = sum(g)``."""
+    if _bn_loops(xp, x, dims, (g,) + affine):
+        return _bn_grads_loop(xp, g, x, affine[0] if has_weight else xp.ones(x.shape[1], x.dtype), eps)
     _, _, c, s = _bn_stats(xp, x, dims, eps)
     c *= s                                                                 # xhat
     m = math.prod(x.shape[d] for d in dims)
@@ -727,8 +749,18 @@ def _bn_grads_fwd(xp, g, x, *affine, dims, eps, has_weight):
     return res, gw.reshape(-1).astype(x.dtype), gb.reshape(-1).astype(x.dtype)
 
 
+def _bn_grads_loop(xp, g, x, w, eps):
+    n, c = x.shape[:2]
+    gx, gw, gb = xp.empty_like(x), xp.empty(c, x.dtype), xp.empty(c, x.dtype)
+    kernels.loops("batchnorm").backward(g.reshape(n, c, -1), x.reshape(n, c, -1), w, eps, gx.reshape(n, c, -1),
+                                        gw, gb)
+    return gx, gw, gb
+
+
 def _bn_bwd_fwd(xp, g, x, *, dims, eps):
     """``s * (g - mean(g) - xhat * mean(g * xhat))``: the normalisation's vjp."""
+    if _bn_loops(xp, x, dims, (g,)):
+        return _bn_grads_loop(xp, g, x, xp.ones(x.shape[1], x.dtype), eps)[0]
     _, _, c, s = _bn_stats(xp, x, dims, eps)
     k = xp.mean(g * c, axis=dims, keepdims=True) * (s * s)
     res = g - g.mean(axis=dims, keepdims=True)

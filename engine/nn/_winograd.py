@@ -82,14 +82,14 @@ _MAT_CACHE: dict = {}
 
 
 def _mat(xp, dtype, m, name):
-    """B^T, and the 2-D transforms as Kronecker products, built once per module, dtype and m:
+    """B^T and A^T ("AT1"), and the 2-D transforms as Kronecker products, built once per module, dtype and m:
     ``G (x) G`` (a^2, 9) takes a kernel's 9 taps to its Winograd taps, ``A^T (x) A^T`` (m^2, a^2)
     a tile's products to its outputs, ``A (x) A`` (a^2, m^2) an output-gradient tile back."""
     key = (xp, dtype, m, name)
     if key not in _MAT_CACHE:
         mats = _MATS[m]
-        if name == "BT":
-            k = xp.asarray(mats["BT"], dtype)
+        if name in ("BT", "AT1"):
+            k = xp.asarray(mats[name[:2]], dtype)
         else:
             g = xp.asarray(mats["G" if name == "G" else "AT"], dtype)
             k = xp.kron(g, g)
@@ -156,6 +156,12 @@ def conv3x3(xp, x, w, pads):
     v = _input_transform(xp, x, pads, m, th, tw)
     u = xp.matmul(_mat(xp, x.dtype, m, "G"), w.reshape(o * c, 9).T).reshape(-1, o, c)
     prod = xp.matmul(v, u.transpose(0, 2, 1))                              # (a^2, T, O)
+    if kernels.use(xp, prod):
+        y = xp.empty((n, o, oh, ow), x.dtype)
+        scratch = xp.empty((n, m * (m + 2) + m * m, tw * o), x.dtype)
+        kernels.parallel(kernels.loops("winograd").output_transform, 2, scratch, xp.arange(n),
+                         prod.reshape(-1, n, th, tw * o), _mat(xp, x.dtype, m, "AT1"), y)
+        return y
     # A^T prod A for every tile and channel as one (m^2, a^2) @ (a^2, T * O) GEMM, then the
     # m x m outputs into place, channels last, and NCHW
     ys = xp.matmul(_mat(xp, x.dtype, m, "AT"), prod.reshape(prod.shape[0], -1)).reshape(m, m, n, th, tw, o)
