@@ -12,13 +12,18 @@ With ``tapelab.cuda.is_available()`` it
    (same initial weights and data; losses and final weights compared);
 4. captures an MLP training step (forward, backward, SGD step) into a ``tapelab.graphs.Graph``
    on cuda (stream-captured into a ``cupy.cuda.Graph``) and replays it against eager steps;
+   then captures the MLP (batch 64) and Transformer block steps of step 6: each must be ONE
+   CUDA graph launch (its GEMMs inside, through cuBLASLt), its replays equal to eager tapelab
+   and PyTorch CUDA steps, and it is timed against PyTorch CUDA eager (goal: >= 3x);
 5. runs the NCCL backend in a job of one MPI rank: ``init_process_group("nccl")``, its
    collectives and a DDP step on cuda against cpu (with ``--simulate``, on the NCCL stand-in of
    tests/programs/ddp_fake_nccl.py);
 6. times the MLP and the Transformer block step on cuda against PyTorch CUDA, if installed;
 then prints a summary table, and exits 1 on any mismatch or error.
 
-Without a GPU it says why, checks that everything imports, and exits 0.
+Without a GPU it says why, checks that everything imports, and exits 0. ``--capture`` runs only
+the capture checks of step 4 (about a minute on a GPU: the short run that proves issue 18's
+"a captured step is a single graph launch").
 
 ``--simulate`` runs steps 2-4 on ``tapelab._backend.simulated_cuda()``: numpy-backed arrays that,
 like cupy's, refuse implicit conversion to numpy and mixing with numpy arrays. It finds device
@@ -239,13 +244,110 @@ def check_graph_replay(dev, steps=10, sizes=(64, 128, 128, 10), batch=32):
     kinds = {}
     for b in g.buffers():
         kinds[b["kind"]] = kinds.get(b["kind"], 0) + 1
-    how = (f"{len(g._exec.segments) - g.eager_steps} CUDA graphs, {g.eager_steps} cuBLAS steps between them"
-           if g.stream_captured else "program replayed")
-    detail = (f"{steps} replays ({how}, {g.last_replay_us:.0f} us host time last), {len(g.nodes())} steps, "
-              f"buffers {kinds}, losses {e_losses[0]:.4f} -> {e_losses[-1]:.4f}, max |dw| {worst:.1e}")
-    if dev.type == "cuda" and tapelab.cuda.is_available() and not g.stream_captured:
-        return False, "stream capture was not used on a real GPU: " + detail
+    detail = (f"{steps} replays ({_launches(g)}, {g.last_replay_us:.0f} us host time last), {len(g.nodes())} "
+              f"steps, buffers {kinds}, losses {e_losses[0]:.4f} -> {e_losses[-1]:.4f}, max |dw| {worst:.1e}")
+    if dev.type == "cuda" and not g.stream_captured:
+        return False, "no stream capture on cuda: " + detail
+    if g.cuda_graphs != 1 or g.eager_steps:
+        return False, "not one CUDA graph: " + detail
     return worst <= 1e-4, detail
+
+
+def _launches(g) -> str:
+    """What one replay of ``g`` launches, and where its GEMMs ran."""
+    if not g.stream_captured:
+        return "program replayed, no CUDA graph"
+    s = g.summary()
+    route = (f"GEMMs through {s['gemm_route']} ({g._exec.route.calls} in the capture)" if s["gemm_route"]
+             else f"no capture-legal GEMM route: {s['gemm_fallback']}")
+    return f"{g.cuda_graphs} CUDA graph launch(es), {g.eager_steps} steps between graphs, {route}"
+
+
+# ---------------------------------------------------------------- one graph per training step (issue 18)
+CAPTURED = ("MLP 784-512-512-10, batch 64", "Transformer block d128, batch 8x64")
+
+
+def check_captured_steps(dev, pattern="", replays=5, time_it=True):
+    """Each ``CAPTURED`` step (SGD momentum) captured once on ``dev``: it must replay as ONE CUDA
+    graph launch (every GEMM inside it), its ``replays`` losses and final weights must equal the
+    same steps run eagerly by tapelab on ``dev`` and by PyTorch CUDA (if installed), and with
+    ``time_it`` its replay is timed against PyTorch CUDA's eager step (median of 20, ms).
+    Returns rows (name, ok, detail, replay_ms, torch_ms)."""
+    torch = _torch_cuda()
+    rows = []
+    for name in CAPTURED:
+        if pattern and pattern.lower() not in name.lower():
+            continue
+        try:
+            rows.append(_check_captured(name, dev, torch, replays, time_it))
+        except Exception as e:  # noqa: BLE001
+            rows.append((name, False, f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:300],
+                         None, None))
+    return rows
+
+
+def _torch_cuda():
+    try:
+        import torch
+    except ImportError:
+        return None
+    return torch if torch.cuda.is_available() else None
+
+
+def _check_captured(name, dev, torch, replays, time_it):
+    _, shape, classes = MODELS[name]
+    sides = {"eager": (tapelab, dev), "graph": (tapelab, dev)}
+    if torch is not None:
+        sides["torch"] = (torch, "cuda")
+    built = {k: _setup(m, name, d) for k, (m, d) in sides.items()}
+
+    def run(k):
+        m = sides[k][0]
+        model, x, y, opt = built[k]
+        loss = m.nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+    for k in built:                                    # warm-up: momentum buffers exist
+        built[k][3].zero_grad(set_to_none=True)
+        run(k)
+    g = tapelab.graphs.Graph(dev)
+    built["graph"][3].zero_grad(set_to_none=True)
+    with tapelab.graphs.graph(g):
+        static_loss = run("graph")
+    losses = {k: [] for k in built}
+    for i in range(1, replays + 1):
+        x_np, y_np = _data(shape, classes, seed=i)
+        for k, (m, d) in sides.items():
+            model, x, y, opt = built[k]
+            with m.no_grad():
+                x.copy_(m.tensor(x_np).to(d))
+                y.copy_(m.tensor(y_np).to(d))
+            if k == "graph":
+                g.replay()
+                losses[k].append(float(static_loss.item()))
+            else:
+                opt.zero_grad(set_to_none=True)
+                losses[k].append(float(run(k).item()))
+    weights = {k: {n: np.asarray(v.detach().cpu()) for n, v in built[k][0].state_dict().items()} for k in built}
+    worst = {k: max(_max_diff(weights["graph"][n], weights[k][n]) for n in weights[k]) for k in built if k != "graph"}
+    for k in worst:
+        np.testing.assert_allclose(losses["graph"], losses[k], rtol=1e-4, atol=1e-5, err_msg=f"losses vs {k}")
+    segments = g._exec.segments if g.stream_captured else []
+    one = len(segments) == 1 and hasattr(segments[0], "launch") and g.eager_steps == 0
+    ok = one and max(worst.values()) <= 1e-4 and (g.stream_captured or dev.type != "cuda")
+    replay_ms = torch_ms = None
+    if time_it:
+        replay_ms = _median_step_ms(g.replay, tapelab.cuda.synchronize)
+        if torch is not None:
+            def torch_step():
+                built["torch"][3].zero_grad()
+                run("torch")
+            torch_ms = _median_step_ms(torch_step, torch.cuda.synchronize)
+    vs = ", ".join(f"max |dw| vs {k} {w:.1e}" for k, w in worst.items())
+    detail = (f"{_launches(g)}; {replays} replays, losses {losses['graph'][0]:.4f} -> {losses['graph'][-1]:.4f} "
+              f"equal to {' and '.join(k for k in worst)}; {vs}")
+    return name, ok, detail, replay_ms, torch_ms
 
 
 # ---------------------------------------------------------------- timing against PyTorch CUDA
@@ -500,11 +602,33 @@ def imports_only() -> list[str]:
     return [f"op database: {len(OP_DB)} ops", f"models: {', '.join(MODELS)}"]
 
 
+def report_captured(dev, pattern="", time_it=True) -> bool:
+    """Print ``check_captured_steps``'s rows; True when every captured step passed."""
+    t = time.perf_counter()
+    rows = check_captured_steps(dev, pattern, time_it=time_it)
+    print(f"\n== captured training steps on {dev}: one CUDA graph each, replays against eager "
+          f"({time.perf_counter() - t:.1f} s)")
+    for name, good, detail, *_ in rows:
+        print(f"  {'ok  ' if good else 'FAIL'} {name:40s} {detail}")
+    if time_it:
+        print(f"  {'replay time, median of 20 (ms)':40s} {'replay':>10s} {'torch eager':>12s} {'torch/replay':>13s}"
+              f"  (goal >= 3)")
+        for name, _, _, ours, theirs in rows:
+            if ours is None:
+                continue
+            th = f"{theirs:12.3f}" if theirs else f"{'n/a':>12s}"
+            ratio = f"{theirs / ours:13.2f}" if theirs else f"{'n/a':>13s}"
+            print(f"  {name:40s} {ours:10.3f} {th} {ratio}")
+    return all(r[1] for r in rows)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--simulate", action="store_true", help="check on a simulated cuda:0 (numpy-backed)")
     ap.add_argument("-k", default="", help="only ops / models whose name contains this")
     ap.add_argument("--steps", type=int, default=5, help="training steps per model")
+    ap.add_argument("--capture", action="store_true",
+                    help="only the capture checks: each captured step one CUDA graph, equal to eager, timed")
     ap.add_argument("--failures", type=int, default=40, help="failures to list")
     ap.add_argument("--jobs", type=int, default=min(8, os.cpu_count() or 1),
                     help="processes for the op database on a real GPU")
@@ -536,6 +660,11 @@ def main(argv=None) -> int:
         return 0
 
     print(f"gpu_check on {label}; tapelab {getattr(tapelab, '__version__', '?')}, numpy {np.__version__}")
+    if args.capture:
+        with ctx as dev:
+            ok = report_captured(dev, args.k, time_it=not args.simulate)
+        print(f"\n== summary: {'PASS' if ok else 'FAIL'} in {time.perf_counter() - t0:.0f} s")
+        return 0 if ok else 1
     ok = True
     with ctx as dev:
         if not args.simulate:
@@ -574,6 +703,7 @@ def main(argv=None) -> int:
                   f"({time.perf_counter() - t:.1f} s)")
             print(f"  {'ok  ' if good else 'FAIL'} {'graph replay, SGD momentum':40s} {detail}")
             ok &= good
+            ok &= report_captured(dev, args.k, time_it=not args.simulate)
         if not args.k or args.k.lower() in "nccl":
             t = time.perf_counter()
             good, detail = check_nccl(args.simulate)

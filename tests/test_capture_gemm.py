@@ -266,3 +266,19 @@ def test_graphed_callables_forward_and_backward_are_one_graph_each(sim):
     ref(xr).pow(2).sum().backward()
     np.testing.assert_allclose(xs.grad.cpu().numpy(), xr.grad.numpy(), rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(lin[0].weight.grad.cpu().numpy(), ref[0].weight.grad.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_gpu_check_capture_section_runs_on_the_simulated_device():
+    """bench/gpu_check.py --capture, the short run a GPU session makes, passes on the simulated device."""
+    import importlib.util
+    import os
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench", "gpu_check.py")
+    spec = importlib.util.spec_from_file_location("gpu_check_for_test", path)
+    gpu_check = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gpu_check)
+    from tapelab._backend import simulated_cuda
+    with simulated_cuda(0) as dev:
+        rows = gpu_check.check_captured_steps(dev, "MLP", replays=2, time_it=False)
+    ((name, ok, detail, _, _),) = rows
+    assert ok, detail
+    assert "1 CUDA graph launch(es), 0 steps between graphs, GEMMs through cuBLASLt (simulated) (8" in detail
