@@ -8,7 +8,8 @@
 Each workload is a training step's forward and backward (no optimizer, on every side) on float32,
 on one thread unless ``--threads N`` (numpy's BLAS, torch, and XLA through ``XLA_FLAGS``), timed as
 the best of several repeats of a loop (ratios matter, not absolute times; tapelab's eager and
-compiled loops alternate, so both see the same load). Compile time is
+compiled loops alternate, so both see the same load). The chain rows are also timed captured
+(``tapelab.graphs``: the forward+backward step recorded once, then replayed; "chain16 captured"). Compile time is
 measured in child processes, after one eager step (imports and first use are not compile time):
 cold (an empty kernel cache directory) and warm (the same directory again: the kernels' shared
 libraries load without numba), as the first compiled step's seconds and its excess over an
@@ -119,7 +120,23 @@ def run_tapelab(repeats: int) -> dict:
                  for _ in range(repeats)]                                                   # see the same load
         res[name] = {"tapelab eager": min(p[0] for p in pairs), "tapelab compiled": min(p[1] for p in pairs),
                      "first compiled call": first}
+        if name.startswith("chain"):
+            plain, fused = _captured(T, _step(fn, args)), _captured(T, _step(compiled, args))
+            pairs = [(best(plain, 1, inner), best(fused, 1, inner)) for _ in range(repeats)]
+            res[name + " captured"] = {"tapelab eager": min(p[0] for p in pairs),
+                                       "tapelab compiled": min(p[1] for p in pairs)}
     return res
+
+
+def _captured(T, step):
+    """``step`` (forward and backward) captured once by ``tapelab.graphs``: the replay runs the
+    recorded kernels into the same buffers, gradients accumulating as the step's own would."""
+    from tapelab.graphs import Graph, graph
+    step()
+    g = Graph()
+    with graph(g):
+        step()
+    return g.replay
 
 
 def run_torch(repeats: int, with_compile: bool) -> dict:
@@ -290,16 +307,17 @@ def main() -> None:
         res["jax"] = run_jax(repeats)
     res["compile time, Transformer block first step"] = compile_times()
     cols = ["tapelab eager", "tapelab compiled", "torch eager", "torch.compile", "jax jit"]
-    print(f"{'workload':<12}" + "".join(f"{c:>18}" for c in cols) + f"{'compiled/eager':>16}{'compiled/jax':>14}")
-    for name in SHAPES:
+    print(f"{'workload':<17}" + "".join(f"{c:>18}" for c in cols) + f"{'compiled/eager':>16}{'compiled/jax':>14}")
+    rows = [n for base in SHAPES for n in (base, base + " captured") if n in res["tapelab"]]
+    for name in rows:
         row = dict(res["tapelab"].get(name, {}))
         row.update(res["torch"].get(name, {}))
-        jx = (res.get("jax") or {}).get("times", {}).get(name)
+        jx = (res.get("jax") or {}).get("times", {}).get(name.split()[0])
         row["jax jit"] = jx
         cells = "".join(f"{row[c] * 1e3:>15.3f} ms" if isinstance(row.get(c), float) else f"{'-':>18}" for c in cols)
         sp = row["tapelab eager"] / row["tapelab compiled"]
         vs = f"{row['tapelab compiled'] / jx:>13.2f}x" if jx else f"{'-':>14}"
-        print(f"{name:<12}{cells}{sp:>15.2f}x{vs}")
+        print(f"{name:<17}{cells}{sp:>15.2f}x{vs}")
     for k, v in res["torch"].items():
         if isinstance(v.get("torch.compile"), str):
             print(f"torch.compile {k}: {v['torch.compile']}")

@@ -344,17 +344,20 @@ def test_backward_reads_the_saved_output_instead_of_recomputing():
     np.testing.assert_allclose(x.grad.numpy(), xt.grad.numpy(), rtol=RTOL, atol=ATOL)
 
 
+@pytest.mark.parametrize("shape", [(64, 33), (1, 12000)])
 @pytest.mark.parametrize("numba", ["1", "0"])
-def test_a_trailing_sum_is_accumulated_in_the_kernel(monkeypatch, numba):
+def test_a_trailing_sum_is_accumulated_in_the_kernel(monkeypatch, numba, shape):
     """``chain(x).sum()``: the sum is the group's kernel's own accumulation (one op forward, no
-    sum node), and value and gradients equal PyTorch's at rtol 1e-5, with numba and without."""
+    sum node; a 12000-element row spans three of cpu.REDUCE_BLOCK's per-lane float32 partial sums),
+    its backward's kernel reading the 0-d gradient as a scalar (no expand), and value and
+    gradients equal PyTorch's at rtol 1e-5, with numba and without."""
     from tapelab.compiler import cpu
     monkeypatch.setenv("TAPELAB_COMPILE_NUMBA", numba)
     monkeypatch.setattr(cpu, "_WARNED", [True])
 
     def f(x, w):
         return ((x * w + 1.0).tanh() * x).sigmoid().sum()
-    x, w = tapelab.randn(64, 33, requires_grad=True), tapelab.randn(33, requires_grad=True)
+    x, w = tapelab.randn(*shape, requires_grad=True), tapelab.randn(shape[-1], requires_grad=True)
     c = tapelab.compile(f)
     c(x, w)
     out = c(x, w)
@@ -362,6 +365,8 @@ def test_a_trailing_sum_is_accumulated_in_the_kernel(monkeypatch, numba):
     assert [n.target.op.name for n in gm.graph.nodes if n.op == "call_function"] == \
         ["fused(mul, add, tanh, mul, sigmoid, sum)"]
     assert out.shape == () and out.grad_fn.name() == "fused(mul, add, tanh, mul, sigmoid, sum)Backward"
+    backwards = list(out.grad_fn.op._backwards.values())
+    assert backwards and all("expand" not in bw.code for bw in backwards)
     out.backward()
     xt, wt = (torch.tensor(a.detach().numpy(), requires_grad=True) for a in (x, w))
     want = ((xt * wt + 1.0).tanh() * xt).sigmoid().sum()

@@ -191,6 +191,7 @@ class FusedOp(Op):
         graph.eliminate_dead_code()
         gm.recompile()
         reads_output = bool(y_node.users)
+        _fold_expands(gm, [_meta(a) for a in examples])
         gm = lower(gm, [_meta(a) for a in examples], differentiable=False, backend=self.backend, on_cpu=on_cpu)
         gm.reads_output = reads_output
         gm.direct = _one_kernel(gm)
@@ -374,6 +375,31 @@ def lower(gm: GraphModule, example_args: list, *, differentiable: bool = True, b
     gm.recompile()
     gm.fused_ops = fused
     return gm
+
+
+def _fold_expands(gm: GraphModule, example_args: list) -> None:
+    """Users of an ``expand`` that are fusible elementwise ops and broadcast its input to the same shape
+    anyway read the input itself: a fused sum's backward expands its 0-d gradient, and the kernel then
+    reads it as a scalar instead of a materialised tensor (no expand dispatch, and the one-kernel
+    backward is applied without its graph)."""
+    from ..fx.node import Node
+    _MetaShapeProp(gm).propagate(*example_args)
+    for node in list(gm.graph.nodes):
+        if node.op != "call_function" or op_name(node) != "expand" or not isinstance(node.args[0], Node):
+            continue
+        src, shape = node.args[0], tuple(node.meta["tensor_meta"].shape)
+        if type(src.meta.get("tensor_meta")) is tuple or "tensor_meta" not in src.meta:
+            continue
+        for user in list(node.users):
+            meta = user.meta.get("tensor_meta")
+            if meta is None or type(meta) is tuple or tuple(meta.shape) != shape or not _fusible(user):
+                continue
+            others = [tuple(a.meta["tensor_meta"].shape) for a in user.all_input_nodes if a is not node]
+            if tuple(np.broadcast_shapes(tuple(src.meta["tensor_meta"].shape), *others)) == shape:
+                user.replace_input_with(node, src)
+        if not node.users:
+            gm.graph.erase_node(node)
+    gm.recompile()
 
 
 def _trailing_sum(outs: list):
