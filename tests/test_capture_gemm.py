@@ -282,3 +282,101 @@ def test_gpu_check_capture_section_runs_on_the_simulated_device():
     ((name, ok, detail, _, _),) = rows
     assert ok, detail
     assert "1 CUDA graph launch(es), 0 steps between graphs, GEMMs through cuBLASLt (simulated) (8" in detail
+
+
+class _FakeCublasLt:
+    """nvmath.bindings.cublasLt's functions over host memory: descriptors are dicts whose
+    attributes are read from the buffers the caller passes (as the C API reads them), and
+    ``matmul`` computes D = alpha op(A) op(B) + beta C from raw pointers, column-major, batched.
+    It checks tapelab's calls of the real bindings (argument order, attribute buffers, layouts)."""
+
+    def __init__(self, real):
+        self.real, self.objs, self.calls = real, {}, []
+        for name in ("MatmulDescAttribute", "MatrixLayoutAttribute", "MatmulPreferenceAttribute",
+                     "MatmulHeuristicResult", "get_matmul_desc_attribute_dtype", "get_matrix_layout_attribute_dtype",
+                     "get_matmul_preference_attribute_dtype"):
+            setattr(self, name, getattr(real, name))
+
+    def _new(self, **kw):
+        self.objs[len(self.objs) + 1] = kw
+        return len(self.objs)
+
+    @staticmethod
+    def _read(ptr, size, dtype):
+        import ctypes
+        return np.frombuffer((ctypes.c_char * size).from_address(ptr), dtype=dtype)[0]
+
+    def create(self):
+        return self._new(kind="handle")
+
+    def matmul_desc_create(self, compute, scale):
+        return self._new(kind="desc", compute=compute, scale=scale)
+
+    def matmul_desc_set_attribute(self, desc, attr, ptr, size):
+        self.objs[desc][self.MatmulDescAttribute(attr).name] = self._read(ptr, size, self.get_matmul_desc_attribute_dtype(attr))
+
+    def matrix_layout_create(self, dtype, rows, cols, ld):
+        return self._new(kind="layout", type=dtype, rows=rows, cols=cols, ld=ld, BATCH_COUNT=1, STRIDED_BATCH_OFFSET=0)
+
+    def matrix_layout_set_attribute(self, layout, attr, ptr, size):
+        self.objs[layout][self.MatrixLayoutAttribute(attr).name] = self._read(
+            ptr, size, self.get_matrix_layout_attribute_dtype(attr))
+
+    def matmul_preference_create(self):
+        return self._new(kind="pref")
+
+    def matmul_preference_set_attribute(self, pref, attr, ptr, size):
+        self.objs[pref][self.MatmulPreferenceAttribute(attr).name] = self._read(
+            ptr, size, self.get_matmul_preference_attribute_dtype(attr))
+
+    def matmul_preference_destroy(self, pref):
+        assert self.objs[pref]["MAX_WORKSPACE_BYTES"] > 0
+
+    def matmul_algo_get_heuristic(self, handle, desc, a, b, c, d, pref, requested, results, count):
+        import ctypes
+        assert requested == 1 and results != 0
+        ctypes.c_int32.from_address(count).value = 1
+
+    def matmul(self, handle, desc, alpha, a, adesc, b, bdesc, beta, c, cdesc, d, ddesc, algo, ws, ws_size, stream):
+        import ctypes
+        self.calls.append((handle, stream, ws_size))
+        D = self.objs[desc]
+        np_type = {0: np.float32, 1: np.float64, 2: np.float16, 4: np.complex64, 5: np.complex128}
+        scale = np_type[D["scale"]]
+        al, be = self._read(alpha, np.dtype(scale).itemsize, scale), self._read(beta, np.dtype(scale).itemsize, scale)
+
+        def mat(ptr, layout, trans=0):
+            L = self.objs[layout]
+            dt = np.dtype(np_type[L["type"]])
+            batch, rows, cols, ld, st = int(L["BATCH_COUNT"]), L["rows"], L["cols"], L["ld"], int(L["STRIDED_BATCH_OFFSET"])
+            extent = (batch - 1) * st + (cols - 1) * ld + rows
+            flat = np.frombuffer((ctypes.c_char * (extent * dt.itemsize)).from_address(ptr), dtype=dt)
+            m = np.lib.stride_tricks.as_strided(flat, (batch, cols, rows),
+                                                (st * dt.itemsize, ld * dt.itemsize, dt.itemsize)).transpose(0, 2, 1)
+            return m.transpose(0, 2, 1) if trans else m
+        A, B = mat(a, adesc, D.get("TRANSA", 0)), mat(b, bdesc, D.get("TRANSB", 0))
+        out = mat(d, ddesc)
+        c_term = be * mat(c, cdesc) if be != 0 else 0          # beta 0: C is not read (cuBLAS's rule)
+        wide = np.complex128 if out.dtype.kind == "c" else np.float64
+        out[...] = al * (A.astype(wide) @ B.astype(wide)) + c_term
+
+
+@pytest.mark.parametrize("sa,sb,la,lb", [c for c in CASES if 0 not in c[0] + c[1]])
+def test_nvmath_cublaslt_calls_compute_the_product(sim, monkeypatch, sa, sb, la, lb):
+    """The GPU route's own code (``_Lt``: descriptors, layouts, attribute buffers, the matmul call)
+    against a stand-in of nvmath's cuBLASLt bindings that computes from the raw pointers it gets."""
+    nvmath = pytest.importorskip("nvmath", reason="nvmath-python is not installed (the [cuda] extra)")
+    from nvmath.bindings import cublasLt
+    from tapelab.base.simarray import SimArray
+    from tapelab.graphs import _gemm
+    fake = _FakeCublasLt(cublasLt)
+    monkeypatch.setattr(nvmath.bindings, "cublasLt", fake)
+    monkeypatch.setattr(_gemm._Lt, "_HANDLES", {})
+    route = _gemm.GemmRoute(sim.xp, _gemm._Lt(sim.xp, sim), "cuBLASLt (nvmath-python, stand-in)")
+    rng = np.random.default_rng(0)
+    for dtype in ("float32", "float64"):
+        a, b = _operand(rng, sa, la, dtype), _operand(rng, sb, lb, dtype)
+        got = route.matmul(SimArray(a), SimArray(b))._a
+        want = torch.matmul(torch.from_numpy(np.ascontiguousarray(a)), torch.from_numpy(np.ascontiguousarray(b)))
+        np.testing.assert_allclose(got, want.numpy(), rtol=1e-5, atol=1e-5)
+    assert [c[2] for c in fake.calls] == [_gemm.WORKSPACE_BYTES] * 2
