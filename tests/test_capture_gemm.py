@@ -361,8 +361,7 @@ class _FakeCublasLt:
         out[...] = al * (A.astype(wide) @ B.astype(wide)) + c_term
 
 
-@pytest.mark.parametrize("sa,sb,la,lb", [c for c in CASES if 0 not in c[0] + c[1]])
-def test_nvmath_cublaslt_calls_compute_the_product(sim, monkeypatch, sa, sb, la, lb):
+def test_nvmath_cublaslt_calls_compute_the_product(sim, monkeypatch):
     """The GPU route's own code (``_Lt``: descriptors, layouts, attribute buffers, the matmul call)
     against a stand-in of nvmath's cuBLASLt bindings that computes from the raw pointers it gets."""
     nvmath = pytest.importorskip("nvmath", reason="nvmath-python is not installed (the [cuda] extra)")
@@ -374,9 +373,10 @@ def test_nvmath_cublaslt_calls_compute_the_product(sim, monkeypatch, sa, sb, la,
     monkeypatch.setattr(_gemm._Lt, "_HANDLES", {})
     route = _gemm.GemmRoute(sim.xp, _gemm._Lt(sim.xp, sim), "cuBLASLt (nvmath-python, stand-in)")
     rng = np.random.default_rng(0)
-    for dtype in ("float32", "float64"):
+    cases = [c for c in CASES if 0 not in c[0] + c[1]]
+    for (sa, sb, la, lb), dtype in ((c, dt) for c in cases for dt in ("float32", "float64")):
         a, b = _operand(rng, sa, la, dtype), _operand(rng, sb, lb, dtype)
         got = route.matmul(SimArray(a), SimArray(b))._a
         want = torch.matmul(torch.from_numpy(np.ascontiguousarray(a)), torch.from_numpy(np.ascontiguousarray(b)))
-        np.testing.assert_allclose(got, want.numpy(), rtol=1e-5, atol=1e-5)
-    assert [c[2] for c in fake.calls] == [_gemm.WORKSPACE_BYTES] * 2
+        np.testing.assert_allclose(got, want.numpy(), rtol=1e-5, atol=1e-5, err_msg=f"{sa} {la} @ {sb} {lb}")
+    assert [c[2] for c in fake.calls] == [_gemm.WORKSPACE_BYTES] * 2 * len(cases)
