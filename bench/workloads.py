@@ -274,7 +274,7 @@ def _train_step(m, model, inputs, target):
     return step
 
 
-@workload("CNN step, batch 32", "training step",
+@workload("CNN step, batch 32", "training step", floor=floors.cnn,
           requires=("nn.Conv2d", "nn.BatchNorm2d", "nn.MaxPool2d", "optim.SGD"),
           note="conv-bn-relu-pool x2 + linear on 1x28x28, cross-entropy, SGD momentum")
 def cnn_b32(m, ctx):
@@ -345,7 +345,7 @@ def lstm_lm(m, ctx):
     return _program_step(m, ctx, models.lstm_step, batch)
 
 
-@workload("ResNet basic-block step, batch 16, 32ch 16x16", "real programs",
+@workload("ResNet basic-block step, batch 16, 32ch 16x16", "real programs", floor=floors.resnet,
           requires=("nn.Conv2d", "nn.BatchNorm2d", "nn.AdaptiveAvgPool2d"),
           note="stem conv-BN-ReLU, two basic blocks with BatchNorm, pool, linear; SGD momentum")
 def resnet_blocks(m, ctx):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from models import GCN, GPT, LSTM, gcn_graph
+from models import GCN, GPT, LSTM, RESNET, gcn_graph
 
 F32 = np.float32
 
@@ -283,5 +283,159 @@ def gcn(rng):
             v_ *= 0.999
             v_ += 0.001 * g_ * g_
             p_ -= (0.01 / (1 - 0.9 ** t[0])) * m_ / (np.sqrt(v_) / (1 - 0.999 ** t[0]) ** 0.5 + 1e-8)
+        return loss
+    return step
+
+
+# ------------------------------------------------------------------ convolution rows (NHWC throughout)
+def _cols(x, pad):
+    """3x3 im2col of ``x (N, H, W, C)`` padded by ``pad``: ``(N*H*W, 9*C)`` rows, taps then channels."""
+    n, h, w, c = x.shape
+    p = np.zeros((n, h + 2 * pad, w + 2 * pad, c), F32)
+    p[:, pad:pad + h, pad:pad + w] = x
+    win = np.lib.stride_tricks.sliding_window_view(p, (3, 3), axis=(1, 2))      # (N, H, W, C, 3, 3)
+    return win.transpose(0, 1, 2, 4, 5, 3).reshape(n * h * w, 9 * c)
+
+
+def _conv(x, wm):
+    """Same-size 3x3 convolution of ``x (N, H, W, C)`` with ``wm (9*C, O)``: cols for the backward too."""
+    cols = _cols(x, 1)
+    return (cols @ wm).reshape(x.shape[:3] + (wm.shape[1],)), cols
+
+
+def _conv_back(gy, cols, wm, need_gx: bool):
+    """Weight gradient ``cols^T gy`` and, when asked, the input gradient: the convolution of gy with
+    the flipped, transposed kernel (stride 1)."""
+    o = wm.shape[1]
+    gw = cols.T @ gy.reshape(-1, o)
+    if not need_gx:
+        return gw, None
+    c = wm.shape[0] // 9
+    flipped = wm.reshape(3, 3, c, o)[::-1, ::-1].transpose(0, 1, 3, 2).reshape(9 * o, c)
+    return gw, _conv(gy, flipped)[0]
+
+
+def _bn(x, g, b, eps=1e-5):
+    """Train-mode batch norm over all but the last (channel) dim."""
+    m = x.reshape(-1, x.shape[-1])
+    mean = m.mean(0)
+    xc = x - mean
+    rstd = 1 / np.sqrt((xc * xc).reshape(-1, x.shape[-1]).mean(0) + F32(eps))
+    xh = xc * rstd
+    return xh * g + b, (xh, rstd)
+
+
+def _bn_back(gy, g, cache):
+    xh, rstd = cache
+    c = gy.shape[-1]
+    gb = gy.reshape(-1, c).sum(0)
+    gg = (gy * xh).reshape(-1, c).sum(0)
+    m = gy.size // c
+    return (gy - gb / m - xh * (gg / m)) * (rstd * g), gg, gb
+
+
+def _sgd(params, grads, bufs, lr, momentum=0.9, wd=0.0):
+    for p, g, b in zip(params, grads, bufs):
+        if wd:
+            g = g + wd * p
+        b *= momentum
+        b += g
+        p -= lr * b
+
+
+def _wm(rng, c, o):
+    return _randn(rng, 9 * c, o, scale=(9 * c) ** -0.5)
+
+
+def cnn(rng):
+    """The CNN row: conv(1->16)-BN-ReLU-maxpool, conv(16->32)-BN-ReLU-maxpool, linear, cross-entropy,
+    SGD momentum; batch 32 of 28x28."""
+    x = _randn(rng, 32, 28, 28, 1)
+    y = rng.integers(0, 10, 32)
+    ps = [_wm(rng, 1, 16), np.zeros(16, F32), np.ones(16, F32), np.zeros(16, F32),
+          _wm(rng, 16, 32), np.zeros(32, F32), np.ones(32, F32), np.zeros(32, F32),
+          _randn(rng, 32 * 7 * 7, 10, scale=(32 * 7 * 7) ** -0.5), np.zeros(10, F32)]
+    bufs = [np.zeros_like(p) for p in ps]
+
+    def pool(a):
+        n, h, w, c = a.shape
+        out = a.reshape(n, h // 2, 2, w // 2, 2, c).max((2, 4))
+        return out, a == np.repeat(np.repeat(out, 2, 1), 2, 2)
+
+    def unpool(g, mask):
+        return np.repeat(np.repeat(g, 2, 1), 2, 2) * mask
+
+    def step():
+        w1, b1, g1, be1, w2, b2, g2, be2, wl, bl = ps
+        z1, c1 = _conv(x, w1)
+        a1, n1 = _bn(z1 + b1, g1, be1)
+        r1 = np.maximum(a1, 0)
+        p1, m1 = pool(r1)
+        z2, c2 = _conv(p1, w2)
+        a2, n2 = _bn(z2 + b2, g2, be2)
+        r2 = np.maximum(a2, 0)
+        p2, m2 = pool(r2)
+        flat = p2.reshape(32, -1)
+        loss, gz = _softmax_xent(flat @ wl + bl, y)
+        gwl, gbl = flat.T @ gz, gz.sum(0)
+        gr2 = unpool((gz @ wl.T).reshape(p2.shape), m2) * (a2 > 0)
+        gz2, gg2, gbe2 = _bn_back(gr2, g2, n2)
+        gw2, gp1 = _conv_back(gz2, c2, w2, True)
+        gr1 = unpool(gp1, m1) * (a1 > 0)
+        gz1, gg1, gbe1 = _bn_back(gr1, g1, n1)
+        gw1, _ = _conv_back(gz1, c1, w1, False)
+        grads = [gw1, gz1.reshape(-1, 16).sum(0), gg1, gbe1, gw2, gz2.reshape(-1, 32).sum(0), gg2, gbe2, gwl, gbl]
+        _sgd(ps, grads, bufs, 0.01)
+        return loss
+    return step
+
+
+def resnet(rng):
+    """The ResNet row: stem conv(3->32)-BN-ReLU, two basic blocks (conv-BN-ReLU-conv-BN, identity
+    shortcut, ReLU), global average pool, linear, cross-entropy; SGD momentum, weight decay."""
+    c = RESNET
+    n, ch, s = c["batch"], c["channels"], c["size"]
+    x = _randn(rng, n, s, s, 3)
+    y = rng.integers(0, c["classes"], n)
+    convs = [_wm(rng, 3, ch)] + [_wm(rng, ch, ch) for _ in range(4)]
+    norms = [(np.ones(ch, F32), np.zeros(ch, F32)) for _ in range(5)]
+    head = [_randn(rng, ch, c["classes"], scale=ch ** -0.5), np.zeros(c["classes"], F32)]
+    ps = convs + [t for gb in norms for t in gb] + head
+    bufs = [np.zeros_like(p) for p in ps]
+
+    def step():
+        saved = []                                   # per conv: (cols, bn cache, pre-ReLU output)
+
+        def conv_bn(h, i, skip=None):
+            z, cols = _conv(h, convs[i])
+            a, cache = _bn(z, *norms[i])
+            if skip is not None:
+                a = a + skip
+            saved.append((cols, cache, a))
+            return np.maximum(a, 0)
+
+        h = conv_bn(x, 0)
+        for blk in range(2):
+            h = conv_bn(conv_bn(h, 1 + 2 * blk), 2 + 2 * blk, skip=h)
+        pooled = h.mean((1, 2))
+        loss, gz = _softmax_xent(pooled @ head[0] + head[1], y)
+        gh, gb = pooled.T @ gz, gz.sum(0)
+        g = np.broadcast_to((gz @ head[0].T)[:, None, None, :] / (s * s), h.shape)
+        gconv, gnorm = [None] * 5, [None] * 5
+
+        def back(g, i, need_gx=True):
+            cols, cache, a = saved[i]
+            g = g * (a > 0)
+            gz_, gg_, gb_ = _bn_back(g, norms[i][0], cache)
+            gnorm[i] = (gg_, gb_)
+            gconv[i], gx = _conv_back(gz_, cols, convs[i], need_gx)
+            return g, gx                                 # g: the gradient at the block's sum (the skip's)
+
+        for blk in (1, 0):
+            gskip, gmid = back(g, 2 + 2 * blk)
+            g = gskip + back(gmid, 1 + 2 * blk)[1]
+        back(g, 0, need_gx=False)
+        grads = gconv + [t for gb_ in gnorm for t in gb_] + [gh, gb]
+        _sgd(ps, grads, bufs, 0.05, wd=5e-4)
         return loss
     return step
