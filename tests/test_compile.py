@@ -376,6 +376,26 @@ def test_a_trailing_sum_is_accumulated_in_the_kernel(monkeypatch, numba, shape):
     np.testing.assert_allclose(w.grad.numpy(), wt.grad.numpy(), rtol=RTOL, atol=ATOL)
 
 
+@pytest.mark.parametrize("grad", [False, True])
+def test_a_sum_above_sum_max_joins_only_without_a_backward(grad):
+    """Above fused.SUM_MAX elements the fused sum's backward would recompute the group (its output
+    is not kept), so the sum joins only when no input requires grad; values equal PyTorch's."""
+    from tapelab.compiler.fused import SUM_MAX
+
+    def f(x, w):
+        return ((x * w + 1.0).tanh() * x).sigmoid().sum()
+    x = tapelab.randn(SUM_MAX // 64 + 1, 64, requires_grad=grad)
+    w = tapelab.randn(64, requires_grad=grad)
+    c = tapelab.compile(f)
+    c(x, w)
+    out = c(x, w)
+    gm = c.cache[next(iter(c.cache))].graph
+    names = [n.target.op.name for n in gm.graph.nodes if isinstance(getattr(n.target, "op", None), FusedOp)]
+    assert names == (["fused(mul, add, tanh, mul, sigmoid)"] if grad else ["fused(mul, add, tanh, mul, sigmoid, sum)"])
+    xt, wt = (torch.tensor(a.detach().numpy()) for a in (x, w))
+    np.testing.assert_allclose(out.item(), ((xt * wt + 1.0).tanh() * xt).sigmoid().sum().item(), rtol=RTOL)
+
+
 @pytest.mark.parametrize("pays", [False, True])
 def test_a_lone_op_fuses_only_when_its_kernel_pays(monkeypatch, pays):
     from tapelab.compiler import fused
