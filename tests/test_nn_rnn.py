@@ -7,6 +7,7 @@ import pytest
 import torch
 
 import tapelab as tl
+from tapelab import kernels
 from test_nn_attention import _convert, module_parity, pair, randn, same_error
 
 T, B, I, H = 4, 3, 5, 6
@@ -41,6 +42,22 @@ def test_no_bias_and_float32(mode):
     module_parity(tm, lm, randn(T, B, I))
     tm, lm = rnn_pair(mode, I, H, dtype="float32")
     module_parity(tm, lm, randn(T, B, I, dtype="float32"), dtype="float32")
+
+
+@pytest.mark.parametrize("mode", ["lstm", "gru"])
+@pytest.mark.parametrize("loops", [True, False])
+@pytest.mark.parametrize("bias", [True, False])
+def test_float32_cell_loops_and_numpy_formula(mode, loops, bias):
+    """float32 layers run the fused per-step loops of kernels/rnn.py where numba is installed, the
+    numpy formula otherwise: both against torch, reversed directions and initial states included."""
+    old = kernels.set_enabled(loops)
+    try:
+        tm, lm = rnn_pair(mode, I, H, 2, dtype="float32", bias=bias, bidirectional=True)
+        state = initial_state(mode, 2, 2)
+        state = tuple(s.astype("float32") for s in state) if mode == "lstm" else state.astype("float32")
+        module_parity(tm, lm, randn(T, B, I, dtype="float32"), state, dtype="float32")
+    finally:
+        kernels.set_enabled(old)
 
 
 @pytest.mark.parametrize("mode", sorted(MODES))

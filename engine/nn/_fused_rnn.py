@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 
+from .. import kernels
 from ..base.grad_mode import is_grad_enabled
 from ..core.dispatch import apply
 from ..core.registry import Op
@@ -205,13 +206,15 @@ def _lstm_scan_fwd(xp, x, h0, c0, w_ih, w_hh, *b, reverse):
     xw = xp.matmul(x.reshape(T * B, -1), w_ih.T).reshape(T, B, 4 * H)
     if b:
         xw += b[0] + b[1]
+    y = xp.empty((T + 1, B, H), x.dtype)
+    ws = xp.empty((T, B, 6 * H), x.dtype)
+    if kernels.use(xp, xw, y):
+        return _lstm_scan_loop(xp, xw, h0, c0, w_hh, y, ws, reverse)
     # tanh g = 2 sigmoid(2 g) - 1: the g block's pre-activation doubled (exactly: a power of two) lets
     # one logistic pass cover all four gates; W_hhᵀ contiguous makes the per-step GEMM ~8% faster
     xw[..., 2 * H:3 * H] *= 2
     w_t = w_hh.T.copy()                   # a copy even when w_hh.T is contiguous: it is scaled below
     w_t[:, 2 * H:3 * H] *= 2
-    y = xp.empty((T + 1, B, H), x.dtype)
-    ws = xp.empty((T, B, 6 * H), x.dtype)
     h, c = h0, c0
     for t, _ in _steps(T, reverse):
         a, cs, tc = ws[t, :, :4 * H], ws[t, :, 4 * H:5 * H], ws[t, :, 5 * H:]
@@ -228,12 +231,33 @@ def _lstm_scan_fwd(xp, x, h0, c0, w_ih, w_hh, *b, reverse):
     return y, ws
 
 
-def _lstm_seq_bwd_fwd(xp, gy, x, h0, c0, w_ih, w_hh, y, ws, *, reverse, needs):
-    """Backward through time: (dx, dh0, dc0, dw_ih, dw_hh, db_ih, db_hh), empty where ``needs`` says no."""
-    T, B = x.shape[:2]
-    H = h0.shape[-1]
-    da = xp.empty((T, B, 4 * H), gy.dtype)
-    dh = xp.zeros((B, H), gy.dtype)
+def _lstm_scan_loop(xp, xw, h0, c0, w_hh, y, ws, reverse: bool):
+    """The float32 recurrence with the fused cell loop (``kernels/rnn.py``): a GEMM and one pass a step."""
+    T, H = xw.shape[0], h0.shape[-1]
+    cell, w_t, a = kernels.loops("rnn").lstm_cell, xp.ascontiguousarray(w_hh.T), xp.empty(xw.shape[1:], xw.dtype)
+    h, c = h0, xp.array(c0, dtype=xw.dtype, order="C")      # c_t, rewritten by each step
+    for t, _ in _steps(T, reverse):
+        cell(xp.matmul(h, w_t, out=a), xw[t], c, ws[t], y[t])
+        h = y[t]
+    y[T] = c
+    return y, ws
+
+
+def _lstm_bptt_loop(xp, gy, c0, w_hh, ws, da, reverse: bool):
+    """The float32 backward through time with the fused cell loop: ``(dh0, dc0)``, ``da`` filled."""
+    T, H = ws.shape[0], c0.shape[-1]
+    step, cs = kernels.loops("rnn").lstm_cell_backward, ws[:, :, 4 * H:5 * H]
+    dh, dc = xp.zeros(c0.shape, gy.dtype), gy[T].copy()
+    for t, p in reversed(_steps(T, reverse)):
+        step(gy[t], dh, dc, ws[t], _prev(p, T, cs, c0), da[t])
+        dh = xp.matmul(da[t], w_hh)
+    return dh, dc
+
+
+def _lstm_bptt(xp, gy, c0, w_hh, ws, da, reverse: bool):
+    """The backward through time in numpy ufuncs (any dtype, cupy): ``(dh0, dc0)``, ``da`` filled."""
+    T, H = ws.shape[0], c0.shape[-1]
+    dh = xp.zeros(c0.shape, gy.dtype)
     dc = gy[T].copy()
     cs = ws[:, :, 4 * H:5 * H]
     for t, p in reversed(_steps(T, reverse)):      # the forward's steps, last first
@@ -249,6 +273,18 @@ def _lstm_seq_bwd_fwd(xp, gy, x, h0, c0, w_ih, w_hh, y, ws, *, reverse, needs):
         xp.multiply(dc * i, 1 - g * g, out=d[:, 2 * H:3 * H])
         dh = xp.matmul(d, w_hh)
         dc *= act[:, H:2 * H]
+    return dh, dc
+
+
+def _lstm_seq_bwd_fwd(xp, gy, x, h0, c0, w_ih, w_hh, y, ws, *, reverse, needs):
+    """Backward through time: (dx, dh0, dc0, dw_ih, dw_hh, db_ih, db_hh), empty where ``needs`` says no."""
+    T, B = x.shape[:2]
+    H = h0.shape[-1]
+    da = xp.empty((T, B, 4 * H), gy.dtype)
+    if kernels.use(xp, gy, da, ws):
+        dh, dc = _lstm_bptt_loop(xp, gy, c0, w_hh, ws, da, reverse)
+    else:
+        dh, dc = _lstm_bptt(xp, gy, c0, w_hh, ws, da, reverse)
     empty = xp.empty((0,), gy.dtype)
     dx, dw_ih = _input_grads(xp, da, x, w_ih, needs[0], needs[3], empty)
     dw_hh = _w_hh_grad(xp, da, h0, y, T, reverse) if needs[4] else empty
@@ -277,6 +313,9 @@ def _gru_scan_fwd(xp, x, h0, w_ih, w_hh, *b, reverse):
         gi[..., :2 * H] += b[1][:2 * H]
     y = xp.empty((T, B, H), x.dtype)
     ws = xp.empty((T, B, 4 * H), x.dtype)
+    if kernels.use(xp, gi, y):
+        b_hn = b[1][2 * H:] if b else xp.zeros((H,), gi.dtype)
+        return _gru_scan_loop(xp, gi, h0, w_hh, b_hn, y, ws, reverse)
     w_t = w_hh.T.copy()
     h = h0
     for t, _ in _steps(T, reverse):
@@ -296,13 +335,31 @@ def _gru_scan_fwd(xp, x, h0, w_ih, w_hh, *b, reverse):
     return y, ws
 
 
-def _gru_seq_bwd_fwd(xp, gy, x, h0, w_ih, w_hh, y, ws, *, reverse, needs):
-    """Backward through time: (dx, dh0, dw_ih, dw_hh, db_ih, db_hh), empty where ``needs`` says no."""
-    T, B = x.shape[:2]
-    H = h0.shape[-1]
-    dgi = xp.empty((T, B, 3 * H), gy.dtype)
-    dgh = xp.empty((T, B, 3 * H), gy.dtype)
-    dh = xp.zeros((B, H), gy.dtype)
+def _gru_scan_loop(xp, gi, h0, w_hh, b_hn, y, ws, reverse: bool):
+    """The float32 recurrence with the fused cell loop (``kernels/rnn.py``): a GEMM and one pass a step."""
+    cell, w_t, gh = kernels.loops("rnn").gru_cell, xp.ascontiguousarray(w_hh.T), xp.empty(gi.shape[1:], gi.dtype)
+    h = xp.ascontiguousarray(h0)
+    for t, _ in _steps(gi.shape[0], reverse):
+        cell(gi[t], xp.matmul(h, w_t, out=gh), b_hn, h, ws[t], y[t])
+        h = y[t]
+    return y, ws
+
+
+def _gru_bptt_loop(xp, gy, h0, w_hh, y, ws, dgi, dgh, reverse: bool):
+    """The float32 backward through time with the fused cell loop: dh0, ``dgi`` and ``dgh`` filled."""
+    T = ws.shape[0]
+    step = kernels.loops("rnn").gru_cell_backward
+    dh, dhz = xp.zeros(h0.shape, gy.dtype), xp.zeros(h0.shape, gy.dtype)
+    for t, p in reversed(_steps(T, reverse)):
+        step(gy[t], dh, dhz, ws[t], _prev(p, T, y, h0), dgi[t], dgh[t])
+        dh = xp.matmul(dgh[t], w_hh)
+    return dh + dhz
+
+
+def _gru_bptt(xp, gy, h0, w_hh, y, ws, dgi, dgh, reverse: bool):
+    """The backward through time in numpy ufuncs (any dtype, cupy): dh0, ``dgi`` and ``dgh`` filled."""
+    T, H = ws.shape[0], h0.shape[-1]
+    dh = xp.zeros(h0.shape, gy.dtype)
     for t, p in reversed(_steps(T, reverse)):
         dh += gy[t]
         r, z, n, ghn = ws[t, :, :H], ws[t, :, H:2 * H], ws[t, :, 2 * H:3 * H], ws[t, :, 3 * H:]
@@ -313,6 +370,17 @@ def _gru_seq_bwd_fwd(xp, gy, x, h0, w_ih, w_hh, y, ws, *, reverse, needs):
         dg[:, :2 * H] = di[:, :2 * H]
         xp.multiply(di[:, 2 * H:], r, out=dg[:, 2 * H:])
         dh = xp.matmul(dg, w_hh) + dh * z
+    return dh
+
+
+def _gru_seq_bwd_fwd(xp, gy, x, h0, w_ih, w_hh, y, ws, *, reverse, needs):
+    """Backward through time: (dx, dh0, dw_ih, dw_hh, db_ih, db_hh), empty where ``needs`` says no."""
+    T, B = x.shape[:2]
+    H = h0.shape[-1]
+    dgi = xp.empty((T, B, 3 * H), gy.dtype)
+    dgh = xp.empty((T, B, 3 * H), gy.dtype)
+    bptt = _gru_bptt_loop if kernels.use(xp, gy, dgi, ws) else _gru_bptt
+    dh = bptt(xp, gy, h0, w_hh, y, ws, dgi, dgh, reverse)
     empty = xp.empty((0,), gy.dtype)
     dx, dw_ih = _input_grads(xp, dgi, x, w_ih, needs[0], needs[2], empty)
     dw_hh = _w_hh_grad(xp, dgh, h0, y, T, reverse) if needs[3] else empty

@@ -1,0 +1,111 @@
+"""The per-step LSTM and GRU cell loops of the whole-layer scans (``nn/_fused_rnn.py``), forward
+and backward through time.
+
+numpy runs a step's cell as ~12 passes over the (B, 4H) gates (the logistic alone is four, and
+every product a temporary); the GEMM of a step is as fast as PyTorch's, so those passes were the
+gap on the LSTM LM step (bench/README.md, issue 17 session 5). Here one pass reads the step's GEMM
+result and input projection and writes the activations, the states and the output. The layouts
+are the scans' own: ``ws`` rows hold i f g o c tanh(c) (LSTM) or r z n (W_hn h + b_hn) (GRU).
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from .fastmath import exp32, tanh32
+
+__all__ = ["lstm_cell", "lstm_cell_backward", "gru_cell", "gru_cell_backward"]
+
+F = np.float32
+_JIT = dict(cache=True, error_model="numpy", nogil=True)
+
+
+@njit(**_JIT)
+def _sig(x):
+    return F(1.0) / (F(1.0) + exp32(-x))
+
+
+@njit(**_JIT)
+def _act(a, xw, out, lo, hi, tanh):
+    """``out[k] = sigmoid or tanh(a[k] + xw[k])`` for k in [lo, hi): one read per input, one write,
+    so the loop vectorises."""
+    if tanh:
+        for k in range(lo, hi):
+            out[k] = tanh32(a[k] + xw[k])
+    else:
+        for k in range(lo, hi):
+            out[k] = _sig(a[k] + xw[k])
+
+
+@njit(**_JIT)
+def lstm_cell(a, xw, c, ws, h):
+    """One step: ``a = h_{t-1} W_hhᵀ`` and ``xw`` (the projection and both biases) give the gates;
+    writes i f g o, c_t and tanh c_t into ``ws`` (B, 6H) and h_t into ``h``; ``c`` holds c_{t-1}
+    and is overwritten with c_t (a contiguous array of its own, so the state loop vectorises)."""
+    B, H = c.shape
+    for b in range(B):
+        ar, xr, wr, cr, hr = a[b], xw[b], ws[b], c[b], h[b]
+        _act(ar, xr, wr, 0, 2 * H, False)
+        _act(ar, xr, wr, 2 * H, 3 * H, True)
+        _act(ar, xr, wr, 3 * H, 4 * H, False)
+        i, f, g, o = wr[:H], wr[H:2 * H], wr[2 * H:3 * H], wr[3 * H:4 * H]
+        for j in range(H):
+            cr[j] = f[j] * cr[j] + i[j] * g[j]
+        tc = wr[5 * H:]
+        for j in range(H):
+            tc[j] = tanh32(cr[j])
+        wr[4 * H:5 * H] = cr
+        for j in range(H):
+            hr[j] = o[j] * tc[j]
+
+
+@njit(**_JIT)
+def lstm_cell_backward(gy, dh, dc, ws, c, d):
+    """One step back: ``gy + dh`` is dL/dh_t (output and recurrent parts), ``dc`` dL/dc_t, replaced
+    by dL/dc_{t-1}; writes the gate pre-activation gradients into ``d`` (B, 4H); ``c`` is c_{t-1}."""
+    B, H = dc.shape
+    for b in range(B):
+        for j in range(H):
+            i, f, g, o = ws[b, j], ws[b, H + j], ws[b, 2 * H + j], ws[b, 3 * H + j]
+            tc = ws[b, 5 * H + j]
+            gh = gy[b, j] + dh[b, j]
+            dct = dc[b, j] + gh * o * (F(1.0) - tc * tc)
+            d[b, j] = dct * g * (i * (F(1.0) - i))
+            d[b, H + j] = dct * c[b, j] * (f * (F(1.0) - f))
+            d[b, 2 * H + j] = dct * i * (F(1.0) - g * g)
+            d[b, 3 * H + j] = gh * tc * (o * (F(1.0) - o))
+            dc[b, j] = dct * f
+
+
+@njit(**_JIT)
+def gru_cell(gi, gh, b_hn, hx, ws, h):
+    """One step: ``gi`` (the projection, b_ih and b_hh's r z blocks) and ``gh = h_{t-1} W_hhᵀ`` give
+    r z n; writes r z n and the n block of the hidden projection into ``ws`` (B, 4H), h_t into ``h``."""
+    B, H = hx.shape
+    for b in range(B):
+        ir, hr, wr, xr, out = gi[b], gh[b], ws[b], hx[b], h[b]
+        _act(ir, hr, wr, 0, 2 * H, False)
+        for j in range(H):
+            wr[3 * H + j] = hr[2 * H + j] + b_hn[j]
+        for j in range(H):
+            wr[2 * H + j] = tanh32(wr[j] * wr[3 * H + j] + ir[2 * H + j])
+        for j in range(H):
+            out[j] = (xr[j] - wr[2 * H + j]) * wr[H + j] + wr[2 * H + j]
+
+
+@njit(**_JIT)
+def gru_cell_backward(gy, dh, dhz, ws, hx, di, dg):
+    """One step back: ``gy + dh + dhz`` is dL/dh_t (``dhz``, the previous call's dL/dh_t z, is
+    replaced by this step's); writes the gradients of the input projection into ``di`` and of the
+    hidden projection into ``dg`` (B, 3H); ``hx`` is h_{t-1}."""
+    B, H = hx.shape
+    for b in range(B):
+        for j in range(H):
+            r, z, n, ghn = ws[b, j], ws[b, H + j], ws[b, 2 * H + j], ws[b, 3 * H + j]
+            g = gy[b, j] + dh[b, j] + dhz[b, j]
+            dn = g * (F(1.0) - z) * (F(1.0) - n * n)
+            dz = g * (hx[b, j] - n) * (z * (F(1.0) - z))
+            dr = dn * ghn * (r * (F(1.0) - r))
+            di[b, j], di[b, H + j], di[b, 2 * H + j] = dr, dz, dn
+            dg[b, j], dg[b, H + j], dg[b, 2 * H + j] = dr, dz, dn * r
+            dhz[b, j] = g * z
