@@ -31,7 +31,7 @@ from ..core.dispatch import apply
 from ..core.factories import FULL
 from ..base.dispatch_state import STATE as _DISPATCH
 from ..core.tensor import Tensor, _check_grad
-from ..core.node import RETAIN, AccumulateGrad
+from ..core.node import RETAIN, AccumulateGrad, OpNode
 from .views import _view_grad_fn
 
 __all__ = ["backward_steps", "backward", "grad", "BackwardStep", "running_node"]
@@ -93,8 +93,7 @@ def _root_grads(tensors, grad_tensors, what: str):
                                    f"(got shape {list(t.shape)}); pass gradient= with that shape")
             if t._data.dtype.kind not in FLOATING_KINDS:
                 raise RuntimeError(f"grad can be implicitly created only for real scalar outputs but got {t.dtype}")
-            # the factory op itself (``ones_like``'s checks are for user arguments): a mode still sees it
-            g = apply(FULL, size=t._data.shape, fill_value=1, dtype=t.dtype, device=t._device)
+            g = _ones(t)
         elif tuple(g.shape) != tuple(t.shape):
             raise RuntimeError(f"Mismatch in shape: grad_output[{i}] has a shape of {list(g.shape)} and "
                                f"output[{i}] has a shape of {list(t.shape)}.")
@@ -103,6 +102,17 @@ def _root_grads(tensors, grad_tensors, what: str):
         node = t.grad_fn if t.grad_fn is not None else t._accumulator()
         roots.append((node, t._out_nr, g))
     return roots
+
+
+def _ones(t: Tensor) -> Tensor:
+    """The implicit root gradient: the ``full`` factory op (``ones_like``'s checks are for user
+    arguments), dispatched while someone watches so a mode sees it; otherwise its forward is
+    called directly and wrapped (the engine's own bookkeeping, as the in-place sums are)."""
+    d, dev = t._data, t._device
+    if _DISPATCH.slow:
+        return apply(FULL, size=d.shape, fill_value=1, dtype=t.dtype, device=dev)
+    return Tensor._wrap(FULL.fwd(dev._xp or dev.xp, size=d.shape, fill_value=1, dtype=t.dtype, device=dev),
+                        False, None, 0, [0], dev)
 
 
 def _input_targets(inputs):
@@ -329,14 +339,33 @@ def _run_plain(walk: _Walk) -> None:
                 continue
             if node.pre_hooks is not None:
                 grads = _run_prehooks(node, grads)
+            edges = node.edges
             if node.hooks:
                 out = _run(node, grads)
+            elif type(node) is OpNode and node.inputs is not None:
+                # OpNode.run inlined (one frame per node fewer): version checks, then the vjp
+                versions = node.versions
+                if versions is not None:
+                    inputs = node.inputs
+                    for i, v in versions:
+                        if (inputs[i]._vc if i >= 0 else node.out_vc)[0] != v:
+                            node._check_versions()   # raises, naming the tensor
+                g = grads[0]
+                if g is None:
+                    out = (None,) * len(edges)
+                else:
+                    op = node.op
+                    out = op.vjp(g, Tensor._wrap(node.out_data, True, node, 0, node.out_vc, g._device)
+                                 if op.save_output else None, *node.inputs, **node.params)
+                    g = None
+                if len(out) != len(edges):
+                    _wrong_count(node, out)
             else:
                 out = node.run(grads)
-                if len(out) != len(node.edges):
+                if len(out) != len(edges):
                     _wrong_count(node, out)
             grads = None
-            for e, gi in zip(node.edges, out):
+            for e, gi in zip(edges, out):
                 if e is None:
                     continue
                 child, nr = e

@@ -36,13 +36,14 @@ from ..base.dispatch_state import LOCAL, STATE
 from ..base.dtype import _BY_NP, FLOATING_KINDS, INEXACT_KINDS, get_default_dtype, result_type
 from ..base.grad_mode import GRAD_OFF, STATE as GRAD
 from .factories import TENSOR, host_array
-from .node import OpNode
-from .registry import NONE, OTHERS
+from .node import OpNode, _seq as _node_seq
+from .registry import ALL, NONE, OTHERS, Op
 from .tensor import Tensor, _ndarray, _new, _uids
 
 __all__ = ["apply", "eager", "Mode", "STATE", "push_mode", "pop_mode", "module_scope"]
 
 
+_generic = np.generic
 _OP_SUBSCRIBERS = events._subscribers["op"]  # the live list: a truth test instead of a call
 
 
@@ -183,7 +184,154 @@ def apply(op, *args, **params):
     """Run ``op`` on Tensors (and Python numbers where the op takes them)."""
     if STATE.slow:
         return _observed(op, args, params)
+    fast = op.fast
+    if fast:
+        return fast(args, params)
+    if fast is None:
+        op.fast = _compile(op)
     return eager(op, args, params)
+
+
+def _compile(op):
+    """The op's own eager path while nobody watches: one closure over its declaration (forward,
+    vjp, which values it saves) that runs the forward and builds the result and its OpNode
+    directly, for the calls ``eager``'s hot path takes (one tensor, or a tensor and a second
+    operand needing no promotion; no view whose base changed); anything else goes to ``eager``.
+    Only for plain compute ops of one output that are not views (False otherwise: ``eager``
+    always). Built once, at the op's first dispatch; nothing here runs with a mode, an ``op``
+    subscriber or anomaly detection on (``apply`` sends those to ``_observed``)."""
+    if type(op) is not Op or op.kind != "compute" or op.n_extra or op.is_view:
+        return False
+    fwd, vjp, save_output, complex_ok = op.fwd, op.vjp, op.save_output, op.complex
+    saves = 0 if op.saves is NONE else 1 if op.saves is ALL else 2
+    promote_none, promote_float = op.promote is None, op.promote == "float"
+
+    def run(args, params):
+        n = len(args)
+        if n == 2:
+            a, b = args
+            if not (isinstance(a, Tensor) and (a.requires_grad or a._base is None or not a._vc[0])):
+                return eager(op, args, params)
+            x = a._data
+            ra = a.requires_grad
+            if isinstance(b, Tensor):
+                y = b._data
+                kind = x.dtype.kind
+                if not (b._device is a._device and y.dtype is x.dtype
+                        and (kind == "f" or (promote_none and kind != "c"))
+                        and (b.requires_grad or b._base is None or not b._vc[0])):
+                    return eager(op, args, params)
+                rb = b.requires_grad
+            elif (type(b) is float or type(b) is int) and x.dtype.kind == "f":
+                y = b
+                rb = False
+            else:
+                return eager(op, args, params)
+            dev = a._device
+            try:
+                out = fwd(dev._xp or dev.xp, x, y, **params) if params else fwd(dev._xp or dev.xp, x, y)
+            except Exception as e:  # noqa: BLE001 - _failed re-raises what it does not handle
+                out = _failed(op, fwd, dev, (x, y), args, params, e)
+            req = ra or rb
+        elif n == 1:
+            a = args[0]
+            if not isinstance(a, Tensor):
+                return eager(op, args, params)
+            x = a._data
+            kind = x.dtype.kind
+            if not ((a.requires_grad or a._base is None or not a._vc[0])
+                    and (kind == "f" or (not promote_float and kind != "c"))):
+                return eager(op, args, params)
+            dev = a._device
+            try:
+                out = fwd(dev._xp or dev.xp, x, **params) if params else fwd(dev._xp or dev.xp, x)
+            except Exception as e:  # noqa: BLE001
+                out = _failed(op, fwd, dev, (x,), args, params, e)
+            req = ra = a.requires_grad
+            rb = False
+        else:
+            return eager(op, args, params)
+        if type(out) is not _ndarray and (isinstance(out, _generic) or not hasattr(out, "__dlpack__")):
+            out = (dev._xp or dev.xp).asarray(out)  # a numpy scalar from a reduction
+        res = _new(Tensor)
+        res._data = out
+        res._out_nr = 0
+        res._device = dev
+        res._grad = None
+        res._vc = out_vc = [0]
+        if req and (not GRAD_OFF or GRAD.enabled) and vjp is not None:
+            kind = out.dtype.kind
+            if kind not in FLOATING_KINDS:
+                if kind != "c":
+                    req = False
+                elif not complex_ok:
+                    raise _no_complex_grad(op, args)
+        else:
+            req = False
+        if not req:
+            res.requires_grad = False
+            res.grad_fn = None
+            return res
+        res.requires_grad = True
+        node = _new(OpNode)
+        # edges: (grad_fn, output number) of each input needing a gradient, a leaf's accumulator
+        if ra:
+            fn = a.grad_fn
+            if a._vc[0] and a._base is not None:  # a view whose base changed in place since
+                fn = a._view_grad_fn()
+            if fn is None:
+                try:
+                    ea = (a._accum, 0)
+                except AttributeError:
+                    ea = (a._accumulator(), 0)
+            else:
+                ea = (fn, a._out_nr)
+        else:
+            ea = None
+        if n == 1:
+            node.edges = (ea,)
+            versions = None if saves == 0 else [(0, a._vc[0])] if saves == 1 else []   # OTHERS: no other input
+        else:
+            if rb:
+                fn = b.grad_fn
+                if b._vc[0] and b._base is not None:
+                    fn = b._view_grad_fn()
+                if fn is None:
+                    try:
+                        eb = (b._accum, 0)
+                    except AttributeError:
+                        eb = (b._accumulator(), 0)
+                else:
+                    eb = (fn, b._out_nr)
+            else:
+                eb = None
+            node.edges = (ea, eb)
+            if saves == 0:
+                versions = None
+            elif y is b:   # a number: only a's value can be read (OTHERS: not for a's own gradient)
+                versions = [(0, a._vc[0])] if saves == 1 else []
+            elif saves == 1 or (ra and rb):
+                versions = [(0, a._vc[0]), (1, b._vc[0])]
+            else:   # OTHERS with one input needing a gradient: the other input's value
+                versions = [(1, b._vc[0])] if ra else [(0, a._vc[0])]
+        if save_output:
+            if versions is None:
+                versions = []
+            versions.append((-1, 0))
+            node.out_data = out
+        else:
+            node.out_data = None
+        node.op = op
+        node.inputs = args
+        node.params = params
+        node.out_vc = out_vc
+        node.versions = versions
+        node.seq = next(_node_seq)
+        node.pre_hooks = node.hooks = node._metadata = node.freed_by = None
+        node.module = ""
+        res.grad_fn = node
+        return res
+    return run
 
 
 def eager(op, args, params, fwd=None):
@@ -286,7 +434,10 @@ def _failed(op, fwd, dev, arrays, args, params, e: Exception):
 
 
 def _result(op, args, params, dev, req, out):
-    """Wrap the forward's array in the new Tensor, and record the node when one is needed."""
+    """Wrap the forward's array in the new Tensor, and record the node when one is needed.
+
+    The node is built here, slot by slot (no ``OpNode.__init__`` frame, no separate record
+    function): this tail runs once per dispatch, so each frame saved is paid back on every op."""
     if op.n_extra:
         out, *extras = out
     if type(out) is not _ndarray and not hasattr(out, "__dlpack__"):
@@ -296,21 +447,78 @@ def _result(op, args, params, dev, req, out):
     res._out_nr = 0
     res._device = dev
     res._grad = None
-    res._vc = args[0]._vc if op.is_view else [0]
-    if req and (not GRAD_OFF or GRAD.enabled) and out.dtype.kind in FLOATING_KINDS and op.vjp is not None:
+    res._vc = out_vc = args[0]._vc if op.is_view else [0]
+    if req and (not GRAD_OFF or GRAD.enabled) and op.vjp is not None and (
+            out.dtype.kind in FLOATING_KINDS or (out.dtype.kind == "c" and _complex_grad(op, args))):
         res.requires_grad = True
-        res.grad_fn = _record(op, args, params, out, res._vc)
-    elif req and out.dtype.kind == "c" and (not GRAD_OFF or GRAD.enabled) and op.vjp is not None:
-        if not op.complex:
-            raise _no_complex_grad(op, args)
-        res.requires_grad = True
-        res.grad_fn = _record(op, args, params, out, res._vc)
+        # the OpNode: one edge per argument, and the versions of the values its vjp reads
+        # (checked in backward against in-place writes since)
+        edges = []
+        saves = op.saves
+        versions = None if saves is NONE else []
+        nreq = i = 0
+        req_at = -1
+        for a in args:
+            if isinstance(a, Tensor):
+                vc = a._vc
+                if versions is not None:
+                    versions.append((i, vc[0]))
+                if a.requires_grad:
+                    fn = a.grad_fn
+                    if vc[0] and a._base is not None:  # a view whose base changed in place since
+                        fn = a._view_grad_fn()
+                    if fn is not None:
+                        edges.append((fn, a._out_nr))
+                    else:
+                        try:
+                            edges.append((a._accum, 0))
+                        except AttributeError:
+                            edges.append((a._accumulator(), 0))
+                    nreq += 1
+                    req_at = i
+                else:
+                    edges.append(None)
+            else:
+                edges.append(None)
+            i += 1
+        if nreq == 1 and saves is OTHERS:
+            # OTHERS: an input's value is read only for *another* input's gradient
+            versions = [v for v in versions if v[0] != req_at]
+        node = _new(OpNode)
+        if op.save_output:
+            if versions is None:
+                versions = []
+            versions.append((-1, out_vc[0]))
+            node.out_data = out
+        else:
+            node.out_data = None
+        node.op = op
+        node.inputs = args
+        node.params = params
+        node.edges = tuple(edges)
+        node.out_vc = out_vc
+        node.versions = versions
+        node.seq = next(_node_seq)
+        node.pre_hooks = node.hooks = node._metadata = node.freed_by = None
+        node.module = ""
+        if STATE.slow:  # scopes are kept only while someone watches: a thread-local read only then
+            path = LOCAL.module_path
+            if path:
+                node.module = path[-1]
+        res.grad_fn = node
     else:
         res.requires_grad = False
         res.grad_fn = None
     if op.n_extra:
         return (res, *[Tensor._wrap(dev.xp.asarray(e), False, None, 0, [0], dev) for e in extras])
     return res
+
+
+def _complex_grad(op, args) -> bool:
+    """A complex result records a node only for ops whose vjp follows PyTorch's complex convention."""
+    if not op.complex:
+        raise _no_complex_grad(op, args)
+    return True
 
 
 def _refuse_complex(op, args, params, dev) -> None:
@@ -329,55 +537,6 @@ def _no_complex_grad(op, args) -> NotImplementedError:
     what = ", ".join(f"{a.dtype.name}{list(a.shape)}" for a in args if isinstance(a, Tensor))
     return NotImplementedError(f"{op.name}({what}): the derivative of {op.name} is not implemented for complex "
                                f"tensors in tapelab; detach the input or compute in real and imaginary parts")
-
-
-def _record(op, args, params, out, out_vc):
-    """The OpNode of ``op``'s result: one edge per argument, and the versions of the values its
-    vjp reads (checked in backward against in-place writes since)."""
-    edges = []
-    saves = op.saves
-    versions = None if saves is NONE else []
-    nreq = i = 0
-    req_at = -1
-    for a in args:
-        if isinstance(a, Tensor):
-            vc = a._vc
-            if versions is not None:
-                versions.append((i, vc[0]))
-            if a.requires_grad:
-                fn = a.grad_fn
-                if vc[0] and a._base is not None:  # a view whose base changed in place since
-                    fn = a._view_grad_fn()
-                if fn is not None:
-                    edges.append((fn, a._out_nr))
-                else:
-                    try:
-                        edges.append((a._accum, 0))
-                    except AttributeError:
-                        edges.append((a._accumulator(), 0))
-                nreq += 1
-                req_at = i
-            else:
-                edges.append(None)
-        else:
-            edges.append(None)
-        i += 1
-    if nreq == 1 and saves is OTHERS:
-        # OTHERS: an input's value is read only for *another* input's gradient
-        versions = [v for v in versions if v[0] != req_at]
-    if op.save_output:
-        if versions is None:
-            versions = []
-        versions.append((-1, out_vc[0]))
-        saved = out
-    else:
-        saved = None
-    node = OpNode(op, args, params, tuple(edges), saved, out_vc, versions)
-    if STATE.slow:  # scopes are kept only while someone watches: a thread-local read only then
-        path = LOCAL.module_path
-        if path:
-            node.module = path[-1]
-    return node
 
 
 def _promote(op, args):

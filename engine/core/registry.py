@@ -70,7 +70,7 @@ class Op:
 
     __slots__ = ("name", "fwd", "vjp", "promote", "saves", "save_output", "elementwise",
                  "n_extra", "is_view", "kind", "onnx", "cost", "ufunc", "out_form", "data_dependent",
-                 "aliases", "inplace", "operator", "backward_name", "complex", "complex_error")
+                 "aliases", "inplace", "operator", "backward_name", "complex", "complex_error", "fast")
 
     def __init__(self, name: str, fwd: Callable, vjp: Callable | None = None, *,
                  promote: str | None = None, saves: str = ALL, save_output: bool = False,
@@ -91,6 +91,7 @@ class Op:
         self.aliases, self.inplace, self.operator = tuple(aliases), tuple(inplace), operator
         self.complex = (saves == NONE and not save_output) if complex is None else complex
         self.complex_error = complex_error
+        self.fast = None   # the dispatcher's compiled eager path (core/dispatch.py), made at first use
         self.backward_name = "".join(p.capitalize() for p in name.split("_")) + "Backward0"
         REGISTRY[name] = self
 
