@@ -39,6 +39,7 @@ __all__ = ["backward_steps", "backward", "grad", "BackwardStep", "running_node"]
 BackwardStep = events.BackwardStep
 _STEP_SUBSCRIBERS = events._subscribers["backward_step"]  # the live list: one truth test per node
 _ndarray = np.ndarray
+_np_empty = np.empty
 
 
 class _Running(threading.local):
@@ -111,8 +112,12 @@ def _ones(t: Tensor) -> Tensor:
     d, dev = t._data, t._device
     if _DISPATCH.slow:
         return apply(FULL, size=d.shape, fill_value=1, dtype=t.dtype, device=dev)
-    return Tensor._wrap(FULL.fwd(dev._xp or dev.xp, size=d.shape, fill_value=1, dtype=t.dtype, device=dev),
-                        False, None, 0, [0], dev)
+    if type(d) is _ndarray and d.dtype.kind == "f":
+        ones = _np_empty(d.shape, d.dtype)   # what FULL's forward does for a numpy float
+        ones.fill(1)
+    else:
+        ones = FULL.fwd(dev._xp or dev.xp, size=d.shape, fill_value=1, dtype=t.dtype, device=dev)
+    return Tensor._wrap(ones, False, None, 0, [0], dev)
 
 
 def _input_targets(inputs):
@@ -144,15 +149,17 @@ def _plan(roots, targets, stop: bool):
         # every reachable node runs; deps doubles as the set of nodes seen (roots start at 0)
         deps = dict.fromkeys((n for n, _, _ in roots), 0)
         stack = list(deps)
+        get = deps.get
         while stack:
             for e in stack.pop().edges:
                 if e is not None:
                     child = e[0]
-                    if child in deps:
-                        deps[child] += 1
-                    else:
+                    c = get(child)
+                    if c is None:
                         deps[child] = 1
                         stack.append(child)
+                    else:
+                        deps[child] = c + 1
         return deps, None, None
     deps: dict = {}
     parents: dict = {}
@@ -385,7 +392,11 @@ def _run_plain(walk: _Walk) -> None:
                         _skip(child, deps, buffers, ready, None, None)
             out = gi = buf = None   # no frame reference left: _accumulate and _sum_into count them
             if release:
-                node.release()
+                if type(node) is OpNode and node.versions is not None:
+                    node.inputs = node.out_data = None   # OpNode.release for a node that saved values
+                    node.freed_by = "backward()"
+                else:
+                    node.release()
     finally:
         GRAD.enabled = prev
 
@@ -546,7 +557,7 @@ def _sink(t: Tensor, g, create_graph: bool) -> None:
 def _accumulate(node: AccumulateGrad, g, create_graph: bool) -> None:
     if g is None:
         return
-    var = node.variable
+    var = node._variable()
     if var is None:
         return
     if not create_graph and g.requires_grad:

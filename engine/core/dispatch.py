@@ -210,7 +210,7 @@ def _compile(op):
         n = len(args)
         if n == 2:
             a, b = args
-            if not (isinstance(a, Tensor) and (a.requires_grad or a._base is None or not a._vc[0])):
+            if not (isinstance(a, Tensor) and (a.requires_grad or not a._vc[0] or a._base is None)):
                 return eager(op, args, params)
             x = a._data
             ra = a.requires_grad
@@ -219,7 +219,7 @@ def _compile(op):
                 kind = x.dtype.kind
                 if not (b._device is a._device and y.dtype is x.dtype
                         and (kind == "f" or (promote_none and kind != "c"))
-                        and (b.requires_grad or b._base is None or not b._vc[0])):
+                        and (b.requires_grad or not b._vc[0] or b._base is None)):
                     return eager(op, args, params)
                 rb = b.requires_grad
             elif (type(b) is float or type(b) is int) and x.dtype.kind == "f":
@@ -239,7 +239,7 @@ def _compile(op):
                 return eager(op, args, params)
             x = a._data
             kind = x.dtype.kind
-            if not ((a.requires_grad or a._base is None or not a._vc[0])
+            if not ((a.requires_grad or not a._vc[0] or a._base is None)
                     and (kind == "f" or (not promote_float and kind != "c"))):
                 return eager(op, args, params)
             dev = a._device
