@@ -220,10 +220,10 @@ class _Lt:
     _HANDLES: dict = {}                 # device index -> cublasLt handle (one per process)
 
     def __init__(self, cp, device):
+        import nvmath
         from nvmath.bindings import cublas, cublasLt
         self.cp, self.lt, self.ops = cp, cublasLt, cublas.Operation
-        data = __import__("nvmath").CudaDataType
-        compute = cublas.ComputeType
+        data, compute = nvmath.CudaDataType, cublas.ComputeType
         self.types = {"float16": (data.CUDA_R_16F, compute.COMPUTE_32F, np.float32, data.CUDA_R_32F),
                       "float32": (data.CUDA_R_32F, compute.COMPUTE_32F, np.float32, data.CUDA_R_32F),
                       "float64": (data.CUDA_R_64F, compute.COMPUTE_64F, np.float64, data.CUDA_R_64F),
