@@ -4,25 +4,26 @@
     .venv/bin/python bench/compile_bench.py --quick         # fewer repeats
     .venv/bin/python bench/compile_bench.py --no-torch-compile --no-jax
     .venv/bin/python bench/compile_bench.py --quick --cpu-time   # CPU seconds: steadier on a loaded machine
+    .venv/bin/python bench/compile_bench.py --gemm-share --cpu-time   # the matmuls' share of each step
 
 Each workload is a training step's forward and backward (no optimizer, on every side) on float32,
 on one thread unless ``--threads N`` (numpy's BLAS, torch, and XLA through ``XLA_FLAGS``), timed as
 the best of several repeats of a loop (ratios matter, not absolute times; tapelab's eager and
 compiled loops alternate, so both see the same load). The chain rows are also timed captured
-(``tapelab.graphs``: the forward+backward step recorded once, then replayed; "chain16 captured"). Compile time is
-measured in child processes, after one eager step (imports and first use are not compile time):
-cold (an empty kernel cache directory) and warm (the same directory again: the kernels' shared
-libraries load without numba), as the first compiled step's seconds and its excess over an
-eager step (the first call returns its traced eager run; the compiled graph runs from the next). JAX runs in its own venv (/work/jaxvenv, or
-JAX_PYTHON) through a subprocess with the same models written in jax.numpy (LayerNorms with their
-weight and bias, the GPT block's causal mask, the encoder layer's post-norm and erf-GELU, the
-parameters differentiated, the input not); torch.compile needs a C compiler.
+(``tapelab.graphs``: the forward+backward step recorded once, then replayed: "chain16 captured").
+Compile time is measured in child processes, after one eager step (imports and first use are not
+compile time): cold (an empty kernel cache directory) and warm (the same directory again: the
+kernels' shared libraries load without numba), as the first compiled step's seconds and its
+excess over an eager step (the first call returns its traced eager run; the compiled graph runs
+from the next). JAX runs in its own venv (/work/jaxvenv, or JAX_PYTHON) through a subprocess with
+the same models written in jax.numpy (LayerNorms with their weight and bias, the GPT block's
+causal mask, the encoder layer's post-norm and erf-GELU, the parameters differentiated, the input
+not); torch.compile needs a C compiler.
 """
 from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import subprocess
 import sys
@@ -76,8 +77,7 @@ def best(step, repeats: int, inner: int) -> float:
 
 def _tapelab_workloads(T):
     from tapelab import nn
-    from _compile_models import GPTBlock, MLP, chain   # noqa: F401
-    F = nn.functional
+    from _compile_models import GPTBlock
     rng = np.random.default_rng(0)
     out = {}
 
@@ -286,6 +286,39 @@ def compile_times() -> dict:
         return out
 
 
+def _linear_gemms(rng, n: int, i: int, o: int, need_dx: bool = True) -> list:
+    """A linear layer's GEMMs in a training step: forward, input gradient (when needed), weight gradient."""
+    x, w, gy = (rng.standard_normal(s).astype(np.float32) for s in ((n, i), (o, i), (n, o)))
+    return [lambda: x @ w.T] + ([lambda: gy @ w] if need_dx else []) + [lambda: gy.T @ x]
+
+
+def gemm_share(repeats: int) -> dict:
+    """Each workload's matmuls alone (numpy, the step's shapes and transposes, no other work) against
+    its tapelab eager and compiled step: eager / GEMMs bounds what any compiler keeping numpy's GEMMs
+    can gain over eager (the rest of the step at zero cost)."""
+    import tapelab as T
+    rng = np.random.default_rng(0)
+    b, t, d, h = SHAPES["gpt_block"]
+    q, k, v = (rng.standard_normal((b * h, t, d // h)).astype(np.float32) for _ in range(3))
+    p = rng.standard_normal((b * h, t, t)).astype(np.float32)
+    attention = [lambda: q @ k.transpose(0, 2, 1), lambda: p @ v, lambda: p @ k, lambda: p.transpose(0, 2, 1) @ q,
+                 lambda: p.transpose(0, 2, 1) @ v, lambda: q @ v.transpose(0, 2, 1)]
+
+    def block(first_dx):     # qkv, out projection, MLP up and down; the encoder's input needs no gradient
+        return [*_linear_gemms(rng, b * t, d, 3 * d, first_dx), *_linear_gemms(rng, b * t, d, d),
+                *_linear_gemms(rng, b * t, d, 4 * d), *_linear_gemms(rng, b * t, 4 * d, d), *attention]
+    bm, dm, hm = SHAPES["gelu_mlp"]
+    gemms = {"gelu_mlp": _linear_gemms(rng, bm, dm, hm, False) + _linear_gemms(rng, bm, hm, dm),
+             "transformer": block(False), "gpt_block": block(True)}
+    work, res = _tapelab_workloads(T), {}
+    for name, calls in gemms.items():
+        fn, args = work[name]
+        eager, compiled = _step(fn, args), _step(T.compile(fn), args)
+        res[name] = {"GEMMs": best(lambda: [c() for c in calls], repeats, 5), "eager": best(eager, repeats, 3),
+                     "compiled": best(compiled, repeats, 3)}
+    return res
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true")
@@ -298,10 +331,20 @@ def main() -> None:
     ap.add_argument("--cpu-time", action="store_true",
                     help="time CPU seconds of the process (all its threads) instead of wall time: steadier "
                          "ratios on a shared, loaded machine; not a latency")
+    ap.add_argument("--gemm-share", action="store_true",
+                    help="only time each step's matmuls alone against the eager and compiled step")
     a = ap.parse_args()
     if a.cpu_time:
         CLOCK[0] = time.process_time
     repeats = 3 if a.quick else 7
+    if a.gemm_share:
+        print(f"{'workload':<12}{'GEMMs':>10}{'eager':>10}{'compiled':>10}{'GEMM share':>12}{'compiled/eager':>16}"
+              f"{'bound eager/GEMMs':>19}")
+        for name, r in gemm_share(repeats).items():
+            print(f"{name:<12}{r['GEMMs'] * 1e3:>7.2f} ms{r['eager'] * 1e3:>7.2f} ms{r['compiled'] * 1e3:>7.2f} ms"
+                  f"{r['GEMMs'] / r['compiled']:>11.0%}{r['eager'] / r['compiled']:>15.2f}x"
+                  f"{r['eager'] / r['GEMMs']:>18.2f}x")
+        return
     res = {"tapelab": run_tapelab(repeats), "torch": run_torch(repeats, not a.no_torch_compile)}
     if not a.no_jax:
         res["jax"] = run_jax(repeats)

@@ -163,11 +163,13 @@ def numba_source(kernel: Kernel) -> str:
            f"def kernel({', '.join(outs + ins)}, r0, r1, C):", *views]
     if not kernel.reduce:
         return "\n".join([*head, *top, "    for r in range(r0, r1):", "        base = r * C",
-                          "        ru = np.uint64(r)", "        for c in range(C):", "            i = np.uint64(base + c)",
-                          "            cu = np.uint64(c)", *_body(kernel, " " * 12), ""])
+                          "        ru = np.uint64(r)", "        for c in range(C):",
+                          "            i = np.uint64(base + c)", "            cu = np.uint64(c)",
+                          *_body(kernel, " " * 12), ""])
     return "\n".join([*head, *top, "    acc = np.float64(0.0)",
                       "    for r in range(r0, r1):", "        base = r * C", "        ru = np.uint64(r)",
-                      f"        for c0 in range(0, C, {REDUCE_BLOCK}):", f"            part = np.{_part_dtype(kernel)}(0.0)",
+                      f"        for c0 in range(0, C, {REDUCE_BLOCK}):",
+                      f"            part = np.{_part_dtype(kernel)}(0.0)",
                       f"            for c in range(c0, min(c0 + {REDUCE_BLOCK}, C)):",
                       "                i = np.uint64(base + c)", "                cu = np.uint64(c)",
                       *_body(kernel, " " * 16), "            acc += np.float64(part)",

@@ -345,7 +345,8 @@ def lower(gm: GraphModule, example_args: list, *, differentiable: bool = True, b
             kernel, inputs = _describe(members, outs, "sum" if total is not None else None)
             if len(kernel.lines()[0]) < 2 and total is None:   # one ufunc: numpy's own loop is the kernel
                 continue
-            replay = _replay(members + [total], inputs, [total]) if total is not None else _replay(members, inputs, outs)
+            replay = (_replay(members + [total], inputs, [total]) if total is not None
+                      else _replay(members, inputs, outs))
             op = FusedOp(kernel, replay, differentiable=differentiable, backend=backend)
             if on_cpu and len(members) == 1 and total is None and not _pays(op, members[0], inputs):
                 continue
