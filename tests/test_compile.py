@@ -272,6 +272,32 @@ def test_simulated_cuda_device_runs_the_fused_op():
         assert x.grad.device.type == "cuda"
 
 
+def test_compile_then_capture_on_the_simulated_cuda_device():
+    """A compiled step (forward and backward) captured on the simulated cuda device replays with new
+    inputs to eager's values and gradients: the fused op's host kernel is recorded by the capture."""
+    from tapelab._backend import simulated_cuda
+    with simulated_cuda(0):
+        f = tapelab.compile(chain)
+        sx, sy = tapelab.randn(8, 4, device="cuda", requires_grad=True), tapelab.randn(4, device="cuda")
+        for _ in range(2):
+            f(sx, sy).sum().backward()
+        g = Graph()
+        with graph(g):
+            out = f(sx, sy)
+            out.sum().backward()
+        assert out.grad_fn.name().startswith("fused(")
+        x, y = tapelab.randn(8, 4, device="cuda"), tapelab.randn(4, device="cuda")
+        with tapelab.no_grad():
+            sx.copy_(x)
+            sy.copy_(y)
+        sx.grad.zero_()
+        g.replay()
+        xr = x.clone().requires_grad_()
+        chain(xr, y).sum().backward()
+        _close(out.detach().cpu().numpy(), chain(x, y).cpu().numpy())
+        _close(sx.grad.cpu().numpy(), xr.grad.cpu().numpy())
+
+
 def test_meta_device_gives_shapes():
     x = tapelab.randn(4, 3)
     f = tapelab.compile(chain)
