@@ -5,6 +5,7 @@
     .venv/bin/python bench/compile_bench.py --no-torch-compile --no-jax
     .venv/bin/python bench/compile_bench.py --quick --cpu-time   # CPU seconds: steadier on a loaded machine
     .venv/bin/python bench/compile_bench.py --gemm-share --cpu-time   # the matmuls' share of each step
+    .venv/bin/python bench/compile_bench.py --check-jax   # JAX's models give tapelab's losses
 
 Each workload is a training step's forward and backward (no optimizer, on every side) on float32,
 on one thread unless ``--threads N`` (numpy's BLAS, torch, and XLA through ``XLA_FLAGS``), timed as
@@ -179,9 +180,43 @@ def run_torch(repeats: int, with_compile: bool) -> dict:
     return res
 
 
-JAX_SCRIPT = textwrap.dedent("""
-    import json, sys, time, math
-    import numpy as np, jax, jax.numpy as jnp
+JAX_MODELS = textwrap.dedent("""
+    import math
+    import jax, jax.numpy as jnp
+    def chain6(x, w): return jax.nn.sigmoid(jnp.tanh(x * w + 1.0) * x).sum()
+    def mlp(p, x):
+        (w1, b1), (w2, b2) = p
+        y = jax.nn.gelu(x @ w1 + b1, approximate=False) @ w2 + b2
+        return (y * y).mean()
+    def ln(p, x):
+        m = x.mean(-1, keepdims=True); v = ((x - m) ** 2).mean(-1, keepdims=True)
+        return (x - m) / jnp.sqrt(v + 1e-5) * p[0] + p[1]
+    def attn(p, x, heads, causal):
+        (wq, bq), (wo, bo) = p
+        b, t, d = x.shape
+        q, k, v = jnp.split(x @ wq + bq, 3, axis=-1)
+        sh = lambda z: z.reshape(b, t, heads, d // heads).transpose(0, 2, 1, 3)
+        q, k, v = sh(q), sh(k), sh(v)
+        s = q @ k.transpose(0, 1, 3, 2) / math.sqrt(d // heads)
+        if causal:
+            s = jnp.where(jnp.tril(jnp.ones((t, t), bool)), s, -jnp.inf)
+        a = (jax.nn.softmax(s, -1) @ v).transpose(0, 2, 1, 3).reshape(b, t, d)
+        return a @ wo + bo
+    def block(p, x, heads):   # tests/_compile_models.GPTBlock: pre-norm, causal, tanh-GELU
+        a, n1, n2, (w1, b1), (w2, b2) = p
+        x = x + attn(a, ln(n1, x), heads, True)
+        y = x + jax.nn.gelu(ln(n2, x) @ w1 + b1, approximate=True) @ w2 + b2
+        return (y * y).mean()
+    def encoder(p, x, heads):  # nn.TransformerEncoderLayer(batch_first, norm_first=False, gelu, no mask)
+        a, n1, n2, (w1, b1), (w2, b2) = p
+        x = ln(n1, x + attn(a, x, heads, False))
+        y = ln(n2, x + jax.nn.gelu(x @ w1 + b1, approximate=False) @ w2 + b2)
+        return (y * y).mean()
+""")
+
+JAX_SCRIPT = JAX_MODELS + textwrap.dedent("""
+    import json, sys, time
+    import numpy as np
     SHAPES = json.loads(sys.argv[1]); repeats = int(sys.argv[2])
     clock = time.process_time if sys.argv[3] == "cpu" else time.perf_counter
     def best(step, inner):
@@ -192,54 +227,75 @@ JAX_SCRIPT = textwrap.dedent("""
             ts.append((clock() - t0) / inner)
         return min(ts)
     rng = np.random.default_rng(0); res = {}
-    def chain6(x, w): return jax.nn.sigmoid(jnp.tanh(x * w + 1.0) * x).sum()
     for name in ("chain16", "chain1M"):
         x, w = (jnp.asarray(rng.standard_normal(SHAPES[name]).astype(np.float32)) for _ in range(2))
         g = jax.jit(jax.value_and_grad(chain6, argnums=(0, 1)))
         res[name] = best(lambda: jax.block_until_ready(g(x, w)), 200 if name == "chain16" else 5)
-    def lin(k, i, o):
+    def lin(i, o):
         return (jnp.asarray(rng.standard_normal((i, o)).astype(np.float32) / math.sqrt(i)), jnp.zeros(o, jnp.float32))
-    b, d, h = SHAPES["gelu_mlp"]
-    p = (lin(0, d, h), lin(1, h, d)); x = jnp.asarray(rng.standard_normal((b, d)).astype(np.float32))
-    def mlp(p, x):
-        (w1, b1), (w2, b2) = p
-        y = jax.nn.gelu(x @ w1 + b1, approximate=False) @ w2 + b2
-        return (y * y).mean()
-    g = jax.jit(jax.grad(mlp)); res["gelu_mlp"] = best(lambda: jax.block_until_ready(g(p, x)), 5)
-    def ln(p, x):
-        m = x.mean(-1, keepdims=True); v = ((x - m) ** 2).mean(-1, keepdims=True)
-        return (x - m) / jnp.sqrt(v + 1e-5) * p[0] + p[1]
-    def attn(p, x, b, t, d, heads, causal):
-        (wq, bq), (wo, bo) = p
-        q, k, v = jnp.split(x @ wq + bq, 3, axis=-1)
-        sh = lambda z: z.reshape(b, t, heads, d // heads).transpose(0, 2, 1, 3)
-        q, k, v = sh(q), sh(k), sh(v)
-        s = q @ k.transpose(0, 1, 3, 2) / math.sqrt(d // heads)
-        if causal:
-            s = jnp.where(jnp.tril(jnp.ones((t, t), bool)), s, -jnp.inf)
-        a = (jax.nn.softmax(s, -1) @ v).transpose(0, 2, 1, 3).reshape(b, t, d)
-        return a @ wo + bo
     def norm(d): return (jnp.ones(d, jnp.float32), jnp.zeros(d, jnp.float32))
-    b, t, d, heads = SHAPES["gpt_block"]
-    def block(p, x):          # tests/_compile_models.GPTBlock: pre-norm, causal, tanh-GELU
-        a, n1, n2, (w1, b1), (w2, b2) = p
-        x = x + attn(a, ln(n1, x), b, t, d, heads, True)
-        y = x + jax.nn.gelu(ln(n2, x) @ w1 + b1, approximate=True) @ w2 + b2
-        return (y * y).mean()
-    p = ((lin(0, d, 3 * d), lin(1, d, d)), norm(d), norm(d), lin(2, d, 4 * d), lin(3, 4 * d, d))
-    x = jnp.asarray(rng.standard_normal((b, t, d)).astype(np.float32))
-    g = jax.jit(jax.grad(block)); res["gpt_block"] = best(lambda: jax.block_until_ready(g(p, x)), 5)
-    b, t, d, heads = SHAPES["transformer"]
-    def encoder(p, x):        # nn.TransformerEncoderLayer(batch_first, norm_first=False, gelu, no mask)
-        a, n1, n2, (w1, b1), (w2, b2) = p
-        x = ln(n1, x + attn(a, x, b, t, d, heads, False))
-        y = ln(n2, x + jax.nn.gelu(x @ w1 + b1, approximate=False) @ w2 + b2)
-        return (y * y).mean()
-    p = ((lin(0, d, 3 * d), lin(1, d, d)), norm(d), norm(d), lin(2, d, 4 * d), lin(3, 4 * d, d))
-    x = jnp.asarray(rng.standard_normal((b, t, d)).astype(np.float32))
-    g = jax.jit(jax.grad(encoder)); res["transformer"] = best(lambda: jax.block_until_ready(g(p, x)), 5)
+    b, d, h = SHAPES["gelu_mlp"]
+    p = (lin(d, h), lin(h, d)); x = jnp.asarray(rng.standard_normal((b, d)).astype(np.float32))
+    g = jax.jit(jax.grad(mlp)); res["gelu_mlp"] = best(lambda: jax.block_until_ready(g(p, x)), 5)
+    for name, model in (("gpt_block", block), ("transformer", encoder)):
+        b, t, d, heads = SHAPES[name]
+        p = ((lin(d, 3 * d), lin(d, d)), norm(d), norm(d), lin(d, 4 * d), lin(4 * d, d))
+        x = jnp.asarray(rng.standard_normal((b, t, d)).astype(np.float32))
+        g = jax.jit(jax.grad(lambda p, x: model(p, x, heads)))
+        res[name] = best(lambda: jax.block_until_ready(g(p, x)), 5)
     print(json.dumps({"version": jax.__version__, "times": res}))
 """)
+
+# the same models on tapelab's parameters (saved by check_jax): their losses must agree
+JAX_CHECK = JAX_MODELS + textwrap.dedent("""
+    import json, sys
+    import numpy as np
+    W = np.load(sys.argv[1]); heads = int(sys.argv[2])
+    L = lambda k: (jnp.asarray(W[k + ".weight"]).T, jnp.asarray(W[k + ".bias"]))
+    N = lambda k: (jnp.asarray(W[k + ".weight"]), jnp.asarray(W[k + ".bias"]))
+    x = jnp.asarray(W["x"])
+    gpt = ((L("gpt.qkv"), L("gpt.proj")), N("gpt.ln1"), N("gpt.ln2"), L("gpt.fc"), L("gpt.out"))
+    enc = (((jnp.asarray(W["enc.self_attn.in_proj_weight"]).T, jnp.asarray(W["enc.self_attn.in_proj_bias"])),
+            L("enc.self_attn.out_proj")), N("enc.norm1"), N("enc.norm2"), L("enc.linear1"), L("enc.linear2"))
+    mlp_p = (L("mlp.0"), L("mlp.2"))
+    print(json.dumps({"gpt_block": float(block(gpt, x, heads)), "transformer": float(encoder(enc, x, heads)),
+                      "gelu_mlp": float(mlp(mlp_p, x.reshape(-1, x.shape[-1])))}))
+""")
+
+
+def check_jax() -> dict | None:
+    """tapelab's GPT block, encoder layer and GELU MLP (small shapes, random parameters) against the
+    bench's JAX models given the same parameters: the loss each side differentiates, both ways."""
+    import tapelab as T
+    from tapelab import nn
+    from _compile_models import GPTBlock
+    py = os.environ.get("JAX_PYTHON", "/work/jaxvenv/bin/python")
+    if not os.path.exists(py):
+        return None
+    rng = np.random.default_rng(0)
+    b, t, d, heads = 2, 8, 32, 4
+    x = rng.standard_normal((b, t, d)).astype(np.float32)
+    models = {"gpt": GPTBlock(d, heads), "mlp": nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d)),
+              "enc": nn.TransformerEncoderLayer(d, heads, dim_feedforward=4 * d, dropout=0.0, batch_first=True,
+                                                activation="gelu")}
+    saved, ours = {"x": x}, {}
+    for key, m in models.items():
+        for n, p in m.named_parameters():
+            with T.no_grad():
+                p.copy_(T.tensor(rng.standard_normal(tuple(p.shape)).astype(np.float32) * 0.3))
+            saved[f"{key}.{n}"] = p.detach().numpy()
+        y = m(T.tensor(x) if key != "mlp" else T.tensor(x.reshape(-1, d)))
+        ours[{"gpt": "gpt_block", "enc": "transformer", "mlp": "gelu_mlp"}[key]] = (y * y).mean().item()
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "params.npz")
+        np.savez(path, **saved)
+        p = subprocess.run([py, "-c", JAX_CHECK, path, str(heads)], capture_output=True, text=True,
+                           env={**os.environ, "JAX_PLATFORMS": "cpu"})
+    if p.returncode:
+        return {"error": p.stderr[-300:]}
+    theirs = json.loads(p.stdout.strip().splitlines()[-1])
+    return {k: {"tapelab": ours[k], "jax": theirs[k], "relative difference": abs(ours[k] - theirs[k]) / abs(ours[k])}
+            for k in ours}
 
 
 def run_jax(repeats: int) -> dict | None:
@@ -331,12 +387,17 @@ def main() -> None:
     ap.add_argument("--cpu-time", action="store_true",
                     help="time CPU seconds of the process (all its threads) instead of wall time: steadier "
                          "ratios on a shared, loaded machine; not a latency")
+    ap.add_argument("--check-jax", action="store_true",
+                    help="only check that the JAX models compute tapelab's losses on the same parameters")
     ap.add_argument("--gemm-share", action="store_true",
                     help="only time each step's matmuls alone against the eager and compiled step")
     a = ap.parse_args()
     if a.cpu_time:
         CLOCK[0] = time.process_time
     repeats = 3 if a.quick else 7
+    if a.check_jax:
+        print(json.dumps(check_jax(), indent=1))
+        return
     if a.gemm_share:
         print(f"{'workload':<12}{'GEMMs':>10}{'eager':>10}{'compiled':>10}{'GEMM share':>12}{'compiled/eager':>16}"
               f"{'bound eager/GEMMs':>19}")
