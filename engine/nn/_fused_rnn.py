@@ -160,6 +160,8 @@ def gru_cell(gi: Tensor, gh: Tensor, hx: Tensor) -> Tensor:
 # One layer-direction over the whole sequence: the input projection of every time step is one GEMM
 # up front, the recurrence runs on arrays (one GEMM and a few in-place ufuncs per step), and the
 # backward through time is one op whose input and weight gradients are one GEMM each at the end.
+# On cpu float32 a step's cell is one numba loop (``kernels/rnn.py``) after its GEMM, forward and
+# backward; other dtypes, cupy and a checkout without numba run the numpy formula below.
 # Two ops per layer, as ``max(dim)`` is two: ``lstm_scan``/``gru_scan`` (not differentiable) run
 # the recurrence and also return what the backward reads (every step's activations, ``ws``);
 # ``lstm``/``gru`` take both as inputs and are the differentiable result ``y``: the outputs
