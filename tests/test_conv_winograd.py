@@ -167,3 +167,21 @@ def test_image_blocks_over_threads_equal_one_thread(monkeypatch, threads):
     many = _winograd.conv3x3(np, x, w, pads), _winograd.weight3x3(np, x, gy, pads)
     np.testing.assert_array_equal(many[0], one[0])
     np.testing.assert_allclose(many[1], one[1], rtol=1e-5, atol=1e-5 * np.abs(one[1]).max())
+
+
+def test_f23_output_transform_loop_matches_gemm():
+    """F(2, 3)'s output transform as sums and differences (engine/kernels/winograd.py) agrees with
+    the numpy form's Kronecker GEMM to float32 rounding, odd sizes and partial tiles included."""
+    from tapelab import kernels
+    rng = np.random.default_rng(5)
+    for shape, pads in (((2, 5, 7, 9), ((0, 2), (1, 0))), ((3, 8, 6, 6), ((1, 1), (1, 1)))):
+        x = rng.standard_normal(shape).astype(np.float32)
+        w = rng.standard_normal((6, shape[1], 3, 3)).astype(np.float32)
+        old = kernels.set_enabled(True)
+        try:
+            fused = _winograd.conv3x3(np, x, w, pads)
+            kernels.set_enabled(False)
+            plain = _winograd.conv3x3(np, x, w, pads)
+        finally:
+            kernels.set_enabled(old)
+        np.testing.assert_allclose(fused, plain, rtol=1e-5, atol=1e-6 * np.abs(plain).max())

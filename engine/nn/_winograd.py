@@ -198,9 +198,16 @@ def _conv_images(x, y, ut, xp, pads, m):
     th, tw = _tiles((oh, ow), m)
     v = _input_transform(xp, x, pads, m, th, tw)
     prod = xp.matmul(v, ut)                                                # (a^2, T, O)
-    # A^T prod A for every tile and channel as one (m^2, a^2) @ (a^2, T * O) GEMM, then the
-    # m x m outputs into place, channels last, and NCHW
-    ys = xp.matmul(_mat(xp, x.dtype, m, "AT"), prod.reshape(prod.shape[0], -1)).reshape(m, m, n, th, tw, o)
+    # A^T prod A for every tile and channel as one (m^2, a^2) @ (a^2, T * O) GEMM (F(2, 3) with
+    # the eager kernels: its sums and differences, kernels/winograd.py), then the m x m outputs
+    # into place, channels last, and NCHW
+    prod = prod.reshape(prod.shape[0], -1)
+    if m == 2 and kernels.use(xp, prod):
+        ys = xp.empty((m * m, prod.shape[1]), x.dtype)
+        kernels.loops("winograd").output_transform_f23(prod, ys, xp.empty((8, 2048), x.dtype))   # 64 KB: L1/L2
+    else:
+        ys = xp.matmul(_mat(xp, x.dtype, m, "AT"), prod)
+    ys = ys.reshape(m, m, n, th, tw, o)
     yt = xp.empty((n, th, m, tw, m, o), x.dtype)
     yt.transpose(2, 4, 0, 1, 3, 5)[...] = ys
     y[...] = yt.reshape(n, m * th, m * tw, o)[:, :oh, :ow].transpose(0, 3, 1, 2)
