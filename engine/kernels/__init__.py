@@ -1,6 +1,6 @@
 """Fused eager loops for the hot row-wise and elementwise ops: softmax, log_softmax, the causal
 attention weights, layer_norm, gelu, relu, the Adam step, 2-D max-pool's backward, the Winograd
-input transform, train-mode batch norm and the LSTM/GRU cell of a whole-layer step.
+input and output transforms, train-mode batch norm and the LSTM/GRU cell of a whole-layer step.
 
 numpy runs softmax as six passes over memory (max, subtract, exp, sum, divide, and a
 temporary for each), gelu as eight; a numba loop reads its input once and writes its result
