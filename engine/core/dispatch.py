@@ -197,12 +197,12 @@ def _compile(op):
     vjp, which values it saves) that runs the forward and builds the result and its OpNode
     directly, for the calls ``eager``'s hot path takes (one tensor, or a tensor and a second
     operand needing no promotion; no view whose base changed); anything else goes to ``eager``.
-    Only for plain compute ops of one output that are not views (False otherwise: ``eager``
-    always). Built once, at the op's first dispatch; nothing here runs with a mode, an ``op``
+    Only for compute ops of one output declared as ``Op`` (False otherwise: ``eager`` always);
+    a view op's result shares its input's version counter, as in ``_result``. Built once, at the op's first dispatch; nothing here runs with a mode, an ``op``
     subscriber or anomaly detection on (``apply`` sends those to ``_observed``)."""
-    if type(op) is not Op or op.kind != "compute" or op.n_extra or op.is_view:
+    if type(op) is not Op or op.kind != "compute" or op.n_extra:
         return False
-    fwd, vjp, save_output, complex_ok = op.fwd, op.vjp, op.save_output, op.complex
+    fwd, vjp, save_output, complex_ok, is_view = op.fwd, op.vjp, op.save_output, op.complex, op.is_view
     saves = 0 if op.saves is NONE else 1 if op.saves is ALL else 2
     promote_none, promote_float = op.promote is None, op.promote == "float"
 
@@ -258,7 +258,7 @@ def _compile(op):
         res._out_nr = 0
         res._device = dev
         res._grad = None
-        res._vc = out_vc = [0]
+        res._vc = out_vc = a._vc if is_view else [0]   # a view shares its input's version counter
         if req and (not GRAD_OFF or GRAD.enabled) and vjp is not None:
             kind = out.dtype.kind
             if kind not in FLOATING_KINDS:
@@ -317,7 +317,7 @@ def _compile(op):
         if save_output:
             if versions is None:
                 versions = []
-            versions.append((-1, 0))
+            versions.append((-1, out_vc[0]))
             node.out_data = out
         else:
             node.out_data = None
