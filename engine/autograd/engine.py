@@ -85,7 +85,8 @@ def _root_grads(tensors, grad_tensors, what: str):
     for i, (t, g) in enumerate(zip(tensors, grads)):
         if not isinstance(t, Tensor):
             raise TypeError(f"{what}: expected a Tensor at position {i}, got {type(t).__name__}")
-        _fresh(t)
+        if t._vc[0] and t._base is not None:   # _fresh, inline
+            _view_grad_fn(t)
         if not t.requires_grad:
             raise RuntimeError(f"element {i} of tensors does not require grad and does not have a grad_fn")
         if g is None:
@@ -147,8 +148,12 @@ def _plan(roots, targets, stop: bool):
     """
     if targets is None:
         # every reachable node runs; deps doubles as the set of nodes seen (roots start at 0)
-        deps = dict.fromkeys((n for n, _, _ in roots), 0)
-        stack = list(deps)
+        deps = {}
+        stack = []
+        for n, _, _ in roots:
+            if n not in deps:
+                deps[n] = 0
+                stack.append(n)
         get = deps.get
         while stack:
             for e in stack.pop().edges:
@@ -223,7 +228,10 @@ class _Walk:
             if buf is None:
                 buf = buffers[node] = [None] * node.n_outputs
             buf[nr] = g if buf[nr] is None else buf[nr] + g
-        self.ready = ready = [(-n.seq, id(n), n) for n in buffers if deps.get(n, 0) == 0]
+        self.ready = ready = []
+        for n in buffers:
+            if not deps.get(n, 0):
+                ready.append((-n.seq, id(n), n))
         heapq.heapify(ready)
 
 
