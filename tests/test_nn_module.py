@@ -350,24 +350,29 @@ def test_module_call_is_cheap_without_watchers():
 
 
 # ---------------------------------------------------------------- nn.utils
+@pytest.mark.parametrize("foreach", [None, False])       # the 2-norm on arrays, and the Tensor path
 @pytest.mark.parametrize("norm_type", [2.0, 1.0, 3.5, float("inf")])
-def test_clip_grad_norm_matches_torch(norm_type):
+def test_clip_grad_norm_matches_torch(norm_type, foreach):
     tm, lm = pair(lambda nn: nn.Sequential(nn.Linear(4, 3), nn.Linear(3, 2)))
     x = arr(5, 4)
     tm(torch.tensor(x)).pow(2).sum().backward()
     lm(tl.tensor(x)).pow(2).sum().backward()
     tn = torch.nn.utils.clip_grad_norm_(tm.parameters(), 0.5, norm_type)
-    ln = tl.nn.utils.clip_grad_norm_(lm.parameters(), 0.5, norm_type)
+    versions = [p.grad._version for p in lm.parameters()]
+    ln = tl.nn.utils.clip_grad_norm_(lm.parameters(), 0.5, norm_type, foreach=foreach)
     close(ln, tn)
-    for (n, p), q in zip(lm.named_parameters(), tm.parameters()):
+    assert str(ln.dtype).split(".")[1] == str(tn.dtype).split(".")[1] and ln.shape == ()
+    for (n, p), q, v in zip(lm.named_parameters(), tm.parameters(), versions):
         close(p.grad, q.grad, what=n)
+        assert p.grad._version > v
 
 
 def test_clip_grad_errors_and_value():
     p = tl.nn.Parameter(tl.ones(3))
     p.grad = tl.tensor([float("nan"), 1.0, -5.0])
-    with pytest.raises(RuntimeError, match="is non-finite, so it cannot be clipped"):
-        tl.nn.utils.clip_grad_norm_([p], 1.0, error_if_nonfinite=True)
+    for foreach in (None, False):
+        with pytest.raises(RuntimeError, match="is non-finite, so it cannot be clipped"):
+            tl.nn.utils.clip_grad_norm_([p], 1.0, error_if_nonfinite=True, foreach=foreach)
     p.grad = tl.tensor([0.1, 3.0, -5.0])
     tl.nn.utils.clip_grad_value_(p, 1.0)
     np.testing.assert_allclose(p.grad.numpy(), [0.1, 1.0, -1.0])
