@@ -185,3 +185,29 @@ def test_f23_output_transform_loop_matches_gemm():
         finally:
             kernels.set_enabled(old)
         np.testing.assert_allclose(fused, plain, rtol=1e-5, atol=1e-6 * np.abs(plain).max())
+
+
+def test_f43_output_gradient_transform_loop_matches_gemm():
+    """F(4, 3)'s output-gradient transform as sums and differences (the weight gradient's
+    ``kernels/winograd.py`` ``grad_transform_f43``) agrees with the numpy form's (36, 16) GEMM to
+    float32 rounding, and both with PyTorch's weight gradient."""
+    from tapelab import kernels
+    rng = np.random.default_rng(6)
+    for shape, pads in (((2, 5, 8, 8), ((1, 1), (1, 1))), ((3, 4, 6, 10), ((0, 0), (0, 0)))):
+        x = rng.standard_normal(shape).astype(np.float32)
+        out = _winograd.out_size(shape[2:], pads)
+        assert _winograd.tile_size("weight", out) == 4
+        gy = rng.standard_normal((shape[0], 7, *out)).astype(np.float32)
+        old = kernels.set_enabled(True)
+        try:
+            fused = _winograd.weight3x3(np, x, gy, pads)
+            kernels.set_enabled(False)
+            plain = _winograd.weight3x3(np, x, gy, pads)
+        finally:
+            kernels.set_enabled(old)
+        np.testing.assert_allclose(fused, plain, rtol=1e-5, atol=1e-5 * np.abs(plain).max())
+        (pt, pb), (pl, pr) = pads
+        xp = np.pad(x, ((0, 0), (0, 0), (pt, pb), (pl, pr))).astype(np.float64)
+        ref = torch.nn.grad.conv2d_weight(torch.from_numpy(xp), (7, shape[1], 3, 3),
+                                          torch.from_numpy(gy.astype(np.float64)))
+        np.testing.assert_allclose(fused, ref.numpy(), rtol=1e-4, atol=1e-5 * np.abs(ref.numpy()).max())

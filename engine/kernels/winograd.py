@@ -13,16 +13,19 @@ loop on the ResNet block's shape, the same floats (x * 1 + y * -1 is x - y exact
 ``output_transform_f23`` is F(2, 3)'s A^T M A over the per-tap products (the numpy form's one
 ``(4, 16) @ (16, T*O)`` GEMM, which BLAS runs at ~11 GFLOP/s with M = 4 and K = 16): the column
 then row sums and differences, in chunks that stay in L1, 4.4x faster than that GEMM; its sums
-are in another order than BLAS's, so the two agree to float32 rounding.
+are in another order than BLAS's, so the two agree to float32 rounding. ``grad_transform_f43``
+is the weight gradient's F(4, 3) A gy A^T the same way (the numpy form's ``(36, 16)`` GEMM):
+4x faster per call on the ResNet block's shape (0.34 -> 0.09 ms).
 """
 from __future__ import annotations
 
 import numpy as np
 from numba import njit
 
-__all__ = ["input_transform", "input_transform_f23", "output_transform_f23"]
+__all__ = ["input_transform", "input_transform_f23", "output_transform_f23", "grad_transform_f43"]
 
 _JIT = dict(cache=True, error_model="numpy", nogil=True)
+F = np.float32
 
 
 @njit(**_JIT)
@@ -128,3 +131,42 @@ def output_transform_f23(prod, ys, tmp):
         for r in range(2):                   # ys[2 r + b] = sum_c A^T[b, c] tmp[4 r + c]
             _at23(tmp[4 * r, :w], tmp[4 * r + 1, :w], tmp[4 * r + 2, :w], tmp[4 * r + 3, :w], ys[2 * r, s:e],
                   ys[2 * r + 1, s:e])
+
+
+@njit(**_JIT)
+def _a43(d0, d1, d2, d3, o0, o1, o2, o3, o4, o5):
+    """F(4, 3)'s A across four runs: ``(d0, d0 + d1 + d2 + d3, d0 - d1 + d2 - d3, d0 + 2 d1 + 4 d2
+    + 8 d3, d0 - 2 d1 + 4 d2 - 8 d3, d3)`` (powers of two: the products are exact)."""
+    for k in range(o0.shape[0]):
+        a0 = d0[k]
+        a1 = d1[k]
+        a2 = d2[k]
+        a3 = d3[k]
+        e = a0 + a2
+        f = a1 + a3
+        g = a0 + F(4.0) * a2
+        h = F(2.0) * a1 + F(8.0) * a3
+        o0[k] = a0
+        o1[k] = e + f
+        o2[k] = e - f
+        o3[k] = g + h
+        o4[k] = g - h
+        o5[k] = a3
+
+
+@njit(**_JIT)
+def grad_transform_f43(q, dm, tmp):
+    """``dm (36, L)`` = (A (x) A) ``q (16, L)``: F(4, 3)'s 6 x 6 tap gradients of every tile and
+    channel from its 4 x 4 output gradients (q row 4 a + b, dm row 6 i + j); ``tmp (24, chunk)``
+    is scratch, chunk elements at a time (the numpy form is one (36, 16) GEMM, ~11 GFLOP/s)."""
+    n, chunk = q.shape[1], tmp.shape[1]
+    for s in range(0, n, chunk):
+        e = min(n, s + chunk)
+        w = e - s
+        for a in range(4):                   # tmp[6 a + j] = sum_b A[j, b] q[4 a + b]
+            r = 6 * a
+            _a43(q[4 * a, s:e], q[4 * a + 1, s:e], q[4 * a + 2, s:e], q[4 * a + 3, s:e], tmp[r, :w],
+                 tmp[r + 1, :w], tmp[r + 2, :w], tmp[r + 3, :w], tmp[r + 4, :w], tmp[r + 5, :w])
+        for j in range(6):                   # dm[6 i + j] = sum_a A[i, a] tmp[6 a + j]
+            _a43(tmp[j, :w], tmp[6 + j, :w], tmp[12 + j, :w], tmp[18 + j, :w], dm[j, s:e], dm[6 + j, s:e],
+                 dm[12 + j, s:e], dm[18 + j, s:e], dm[24 + j, s:e], dm[30 + j, s:e])

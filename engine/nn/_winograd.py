@@ -14,7 +14,8 @@ forward and input gradient run F(2, 3), the weight gradient F(4, 3) where the ou
 Layout: the input transform writes ``V (a^2, T, C)`` (a = m + 2, T = N * tile rows * tile
 columns, channels last: a contiguous GEMM operand per tap), from a zero-padded channels-last copy
 of x whose columns are split by residue mod m, so each pass reads runs of ``tiles * C`` floats.
-The output and output-gradient transforms are single GEMMs with the Kronecker products of A^T.
+The output and output-gradient transforms are single GEMMs with the Kronecker products of A^T
+(with the eager kernels, F(2, 3)'s output and F(4, 3)'s output-gradient transforms are loops).
 The stride-1 input gradient is the forward with the flipped kernel (``_ops._conv_t_fwd``), so it
 runs here too. Forwards receive ``xp`` (numpy here: the caller checks) and never import numpy.
 """
@@ -242,5 +243,10 @@ def _weight_images(du, which, x, gy, xp, pads, m, blocks):
         g6 = xp.zeros(shape, gy.dtype) if (oh, ow) != (m * th, m * tw) else xp.empty(shape, gy.dtype)
         g6.reshape(hi - lo, m * th, m * tw, o)[:, :oh, :ow] = gy[lo:hi].transpose(0, 2, 3, 1)
         q = xp.ascontiguousarray(g6.transpose(2, 4, 0, 1, 3, 5)).reshape(m * m, -1)
-        dm = xp.matmul(_mat(xp, gy.dtype, m, "A"), q).reshape(v.shape[0], -1, o)   # (a^2, T, O)
+        if m == 4 and kernels.use(xp, q):                                  # its sums and differences
+            dm = xp.empty((36, q.shape[1]), q.dtype)
+            kernels.loops("winograd").grad_transform_f43(q, dm, xp.empty((24, 1024), q.dtype))  # 96 KB: L2
+        else:
+            dm = xp.matmul(_mat(xp, gy.dtype, m, "A"), q)
+        dm = dm.reshape(v.shape[0], -1, o)                                     # (a^2, T, O)
         xp.matmul(dm.transpose(0, 2, 1), v, out=du[k])
