@@ -133,13 +133,17 @@ def _float32_against_torch(x, w):
 
 
 def test_input_transform_loop_equals_numpy_passes():
-    """The numba input transform (engine/kernels/winograd.py, when numba is installed) gives
-    exactly the numpy passes' result: same operations in the same order, both tile sizes."""
+    """The numba input transform (engine/kernels/winograd.py, when numba is installed; it pads
+    one image at a time itself) gives exactly the numpy passes' result: same operations in the
+    same order, both tile sizes, a non-contiguous input too."""
     from tapelab import kernels
     rng = np.random.default_rng(3)
     for shape, pads, m in (((2, 5, 7, 9), ((0, 2), (1, 0)), 2), ((3, 8, 6, 6), ((1, 1), (1, 1)), 2),
-                           ((2, 4, 10, 6), ((0, 0), (1, 1)), 4), ((2, 3, 9, 7), ((2, 1), (0, 2)), 4)):
+                           ((2, 4, 10, 6), ((0, 0), (1, 1)), 4), ((2, 3, 9, 7), ((2, 1), (0, 2)), 4),
+                           ((2, 3, 8, 9), ((1, 1), (1, 1)), 2)):
         x = rng.standard_normal(shape).astype(np.float32)
+        if shape[2] == 8:
+            x = np.swapaxes(rng.standard_normal((2, 3, 9, 8)).astype(np.float32), 2, 3)
         th, tw = _winograd._tiles(_winograd.out_size(shape[2:], pads), m)
         old = kernels.set_enabled(True)
         try:

@@ -13,7 +13,8 @@ forward and input gradient run F(2, 3), the weight gradient F(4, 3) where the ou
 
 Layout: the input transform writes ``V (a^2, T, C)`` (a = m + 2, T = N * tile rows * tile
 columns, channels last: a contiguous GEMM operand per tap), from a zero-padded channels-last copy
-of x whose columns are split by residue mod m, so each pass reads runs of ``tiles * C`` floats.
+of x whose columns are split by residue mod m, so each pass reads runs of ``tiles * C`` floats
+(the eager kernels build that copy one image at a time, in cache).
 The output and output-gradient transforms are single GEMMs with the Kronecker products of A^T
 (with the eager kernels, F(2, 3)'s output and F(4, 3)'s output-gradient transforms are loops).
 The stride-1 input gradient is the forward with the flipped kernel (``_ops._conv_t_fwd``), so it
@@ -145,10 +146,21 @@ def _combine(xp, bt, row, terms, out):
 
 def _input_transform(xp, x, pads, m, th, tw):
     """``V (a^2, T, C)``: B^T d B of every a x a patch (stride m) of the zero-padded input."""
+    x = xp.ascontiguousarray(x)
     n, c, h, w = x.shape
     (pt, _), (pl, _) = pads
     a = m + 2
     rows = m * th + 2
+    if kernels.use(xp, x):                 # the loop pads one image at a time, into cache
+        v = xp.empty((a, a, n, th, tw * c), x.dtype)
+        p = xp.empty((rows, m, (tw + 1) * c), x.dtype)
+        cw = xp.empty((a, rows, tw * c), x.dtype)
+        loops = kernels.loops("winograd")
+        if m == 2:
+            loops.input_transform_f23(x, pt, pl, p, cw, v)
+        else:
+            loops.input_transform(x, pt, pl, p, cw, v, _mat(xp, x.dtype, m, "BT"))
+        return v.reshape(a * a, -1, c)
     # padded, channels last, columns split by residue: p[:, r, res, k] is padded column m k + res
     p = xp.zeros((n, rows, m, tw + 1, c), x.dtype)
     xt = x.transpose(0, 2, 3, 1)
@@ -158,15 +170,6 @@ def _input_transform(xp, x, pads, m, th, tw):
         first = (start + pl) // m
         p[:, pt:pt + h, res, first:first + src.shape[2]] = src
     bt = _MATS[m]["BT"]
-    if kernels.use(xp, p):
-        v = xp.empty((a, a, n, th, tw * c), x.dtype)
-        scratch = xp.empty((n, a, rows, tw * c), x.dtype)
-        loops = kernels.loops("winograd")
-        if m == 2:
-            loops.input_transform_f23(scratch, xp.arange(n), p.reshape(n, rows, m, -1), v)
-        else:
-            loops.input_transform(scratch, xp.arange(n), p.reshape(n, rows, m, -1), v, _mat(xp, x.dtype, m, "BT"))
-        return v.reshape(a * a, -1, c)
     # columns: patch column q of tile column k is padded column m k + q
     cols = [p[:, :, q % m, q // m:q // m + tw] for q in range(a)]
     cw = xp.empty((a, n, rows, tw, c), x.dtype)
