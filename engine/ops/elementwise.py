@@ -19,12 +19,12 @@ from .. import kernels
 from ..base import backend as _backend
 from ..base.meta import has_data
 from ..core.creation import zeros_like
-from ..core.dispatch import apply
+from ..core.dispatch import apply, binary, unary
 from ..autograd.views import apply_
 from .compare import CLAMP_COMPLEX, isfinite, keep_where, where, zero_where
 from .conjugation import conj as cj, sgn
 from ..core.registry import ALL, NONE, OTHERS, Op, kernel_refusal
-from ._util import Tensor, unbroadcast as ub
+from ._util import Tensor, sum_to, unbroadcast as ub
 from ..base.dtype import FLOATING_KINDS
 
 __all__ = ["add", "sub", "rsub", "mul", "div", "true_divide", "floor_divide", "remainder", "fmod",
@@ -130,9 +130,9 @@ def _unary(name: str, fwd, vjp, *, promote: str | None = "float", reads: str = "
     op = Op(name, fwd, vjp, promote=promote, saves=saves, save_output=save_output, elementwise=True,
             aliases=aliases, inplace=tuple(f"{n}_" for n in (name, *aliases)), **meta)
 
-    def fn(input: Tensor) -> Tensor:
-        return apply(op, input)
+    fn = unary(op)
     fn.__name__ = fn.__qualname__ = name
+    fn.__module__ = __name__
     fn.__doc__ = f"Elementwise ``{name}``, as ``torch.{name}``."
     return fn
 
@@ -163,13 +163,35 @@ def _sign_fwd(xp, a):
 
 # ---------------------------------------------------------------- fused backward primitives
 # One dispatch instead of three in every backward pass, as PyTorch's tanh_backward and
-# sigmoid_backward; their own vjps keep double backward exact.
-_tanh_bw = Op("tanh_backward", lambda xp, g, y: g * (1 - y * y),
+# sigmoid_backward; their own vjps keep double backward exact. `1 - t` is taken against a 0-d one
+# of t's dtype: numpy 2's Python-number operand path costs ~1 us more a call (the same values).
+_ONES: dict = {}
+
+
+def _one_minus(t):
+    if type(t) is not np.ndarray:   # another device's array
+        return 1 - t
+    one = _ONES.get(t.dtype)
+    if one is None:
+        one = _ONES[t.dtype] = np.ones((), t.dtype)
+    return one - t
+
+
+def _tanh_bw_fwd(xp, g, y):
+    return g * _one_minus(y * y)
+
+
+def _sigmoid_bw_fwd(xp, g, y):
+    return g * y * _one_minus(y)
+
+
+_tanh_bw = Op("tanh_backward", _tanh_bw_fwd,
               lambda gg, out, g, y: (apply(_tanh_bw, gg, cj(y)), gg * cj(g * y) * -2), elementwise=True,
               complex=True)
-_sigmoid_bw = Op("sigmoid_backward", lambda xp, g, y: g * y * (1 - y),
+_sigmoid_bw = Op("sigmoid_backward", _sigmoid_bw_fwd,
                  lambda gg, out, g, y: (apply(_sigmoid_bw, gg, cj(y)), gg * cj(g * (1 - 2 * y))), elementwise=True,
                  complex=True)
+_tanh_bw_call, _sigmoid_bw_call = binary(_tanh_bw), binary(_sigmoid_bw)   # the vjps' direct calls
 # relu's gradient is 0 at 0 (and the mask itself has no gradient), as in PyTorch. Both directions
 # take a vectorised loop (engine/kernels) on contiguous float32 when the loops are on.
 def _relu_fwd(xp, a):
@@ -244,7 +266,7 @@ cosh = _unary("cosh", lambda xp, a: xp.cosh(a),
               lambda g, out, a: (g * sinh(a),) if g._data.dtype.kind != "c" else (g * cj(sinh(a)),),
               out_form="cosh", complex=True, onnx="Cosh")
 tanh = _unary("tanh", lambda xp, a: xp.tanh(a),
-              lambda g, out, a: (apply(_tanh_bw, g, out),) if g._data.dtype.kind != "c" else (apply(_tanh_bw, g, cj(out)),),
+              lambda g, out, a: (_tanh_bw_call(g, out),) if g._data.dtype.kind != "c" else (apply(_tanh_bw, g, cj(out)),),
               reads="output", ufunc="tanh", complex=True, onnx="Tanh")
 asinh = _unary("asinh", lambda xp, a: xp.arcsinh(a), lambda g, out, a: (g * rsqrt(a * a + 1),),
                out_form="arcsinh", aliases=("arcsinh",), onnx="Asinh")
@@ -262,7 +284,7 @@ def _sigmoid_fwd(xp, a):
 
 
 sigmoid = _unary("sigmoid", _sigmoid_fwd,
-                 lambda g, out, a: (apply(_sigmoid_bw, g, out),) if g._data.dtype.kind != "c" else (apply(_sigmoid_bw, g, cj(out)),),
+                 lambda g, out, a: (_sigmoid_bw_call(g, out),) if g._data.dtype.kind != "c" else (apply(_sigmoid_bw, g, cj(out)),),
                  reads="output", complex=True, onnx="Sigmoid")
 erf = _unary("erf", lambda xp, a: _special(xp).erf(a).astype(a.dtype, copy=False),
              lambda g, out, a: (g * _TWO_OVER_SQRTPI * exp(-a * a),), onnx="Erf",
@@ -345,8 +367,20 @@ def _cjn(x):
 
 
 def _mul_vjp(g, out, a, b):
-    ca, cb = (a, b) if g._data.dtype.kind != "c" else (_cjn(a), _cjn(b))   # a real step pays one test
-    return ub(g * cb, a) if _wants(a) else None, ub(g * ca, b) if _wants(b) else None
+    if g._data.dtype.kind == "c":
+        ca, cb = _cjn(a), _cjn(b)
+        return ub(g * cb, a) if _wants(a) else None, ub(g * ca, b) if _wants(b) else None
+    # the real case, the one of every short chain, with _wants and ub's same-shape test inline
+    ga = gb = None
+    if isinstance(a, Tensor) and a.requires_grad:
+        ga = g * b
+        if ga._data.shape != a._data.shape:
+            ga = sum_to(ga, a._data.shape)
+    if isinstance(b, Tensor) and b.requires_grad:
+        gb = g * a
+        if gb._data.shape != b._data.shape:
+            gb = sum_to(gb, b._data.shape)
+    return ga, gb
 
 
 def _div_vjp(g, out, a, b):
@@ -747,10 +781,10 @@ METHODS = ("exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt", "rsq
            "add", "sub", "mul", "div", "divide", "subtract", "floor_divide", "remainder", "fmod", "pow",
            "square", "round", "atan2", "hypot", "logaddexp", "xlogy", "lerp", "addcmul", "addcdiv", "nan_to_num")
 OPERATORS = {
-    "__add__": lambda s, o: apply(_add, s, o), "__radd__": lambda s, o: apply(_add, o, s),
+    "__add__": binary(_add), "__radd__": binary(_add, reflected=True),
     "__sub__": _sub_operator, "__rsub__": _rsub_operator,
-    "__mul__": lambda s, o: apply(_mul, s, o), "__rmul__": lambda s, o: apply(_mul, o, s),
-    "__truediv__": lambda s, o: apply(_div, s, o), "__rtruediv__": lambda s, o: apply(_div, o, s),
+    "__mul__": binary(_mul), "__rmul__": binary(_mul, reflected=True),
+    "__truediv__": binary(_div), "__rtruediv__": binary(_div, reflected=True),
     "__floordiv__": lambda s, o: apply(_div_rounding, s, o, rounding_mode="floor"),
     "__rfloordiv__": lambda s, o: apply(_div_rounding, o, s, rounding_mode="floor"),
     "__mod__": lambda s, o: apply(_remainder, s, o), "__rmod__": lambda s, o: apply(_remainder, o, s),

@@ -133,7 +133,7 @@ def _expand_fwd(xp, x, *, shape):
     # empty + fill skips numpy.full's Python wrapper)
     if x.size == 1:
         out = xp.empty(shape, x.dtype)
-        out[...] = x.reshape(())
+        out[...] = x if x.ndim <= len(shape) else x.reshape(())   # no reshape frame when it broadcasts
         return out
     return xp.broadcast_to(x, shape)
 

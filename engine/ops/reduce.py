@@ -183,6 +183,7 @@ def pick(op: Op, input: Tensor, idx: Tensor, dim: int, keepdim: bool):
 
 # ---------------------------------------------------------------- sum, mean, prod
 _add_reduce = np.add.reduce
+_empty = np.empty
 
 
 def _sum_fwd(xp, x, *, dims, keepdim, dtype):
@@ -190,6 +191,8 @@ def _sum_fwd(xp, x, *, dims, keepdim, dtype):
         return in_float32(_sum_fwd, xp, x, dims=dims, keepdim=keepdim, dtype=dtype)
     if type(x) is np.ndarray:  # the ufunc's reduce without ndarray.sum's Python wrapper (numpy/_core/_methods);
         # other arrays (sparse COO data, the simulated device's) keep their own sum
+        if dims is None and not keepdim:  # into a 0-d array: no numpy scalar for the dispatcher to wrap
+            return _add_reduce(x, None, dtype, _empty((), x.dtype if dtype is None else dtype), False)
         return _add_reduce(x, dims, dtype, None, keepdim)
     return x.sum(axis=dims, keepdims=keepdim, dtype=dtype)
 
