@@ -1,18 +1,15 @@
-"""The Winograd input transform as a numba loop (``nn/_winograd.py`` loads it through
+"""The Winograd transforms as numba loops (``nn/_winograd.py`` loads them through
 ``kernels.loops("winograd")`` once ``kernels.use`` says yes).
 
-numpy's whole-array passes (one per nonzero of B^T, twice) write through strided temporaries;
-here each image's column transform goes to a scratch that stays in cache and the row transform
-reads it from there: 2.2x faster than the numpy passes for F(2, 3) on the ResNet block's shape.
-Every inner loop is a multiply-add of one contiguous run into another (few pointers, so LLVM
-vectorises it), with the nonzero coefficients taken in the order ``_winograd._combine`` takes
-them and no fused multiply-add: the results equal the numpy passes'. The loops take x (N, C, H,
-W) itself and pad one image at a time into a scratch (``_pad_image``), so the transform reads the
-padded, channels-last copy from cache instead of numpy's whole-batch zeros and strided copies
-(1.25-1.33x per call on the ResNet block's shape).
-F(2, 3)'s B^T has only 0 and +-1: ``input_transform_f23`` writes its four sums and differences per
-pass directly (no coefficient scan, one loop per four outputs), 2.5-3x faster than the general
-loop on the ResNet block's shape, the same floats (x * 1 + y * -1 is x - y exactly).
+Input transforms (``input_transform_f23``, ``input_transform_f43``): numpy's whole-array passes
+(a zero-padded channels-last copy of the batch, then one pass per nonzero of B^T, twice) write
+through strided temporaries; here each image is padded into a scratch (``_pad_image``), its column
+transform goes to a second scratch and the row transform reads it from there, all in cache. B^T
+is built in, each row's nonzero terms taken in the order ``_winograd._combine`` takes them, with
+float32 coefficients and no fused multiply-add: the results equal the numpy passes' bit for bit.
+On the ResNet block's shape F(2, 3)'s loop is ~4x the numpy passes (0.43 -> 0.32 ms per call
+from padding in the loop, session 5), F(4, 3)'s 1.7x the general coefficient-scanning loop it
+replaced (0.74 -> 0.43 ms).
 ``output_transform_f23`` is F(2, 3)'s A^T M A over the per-tap products (the numpy form's one
 ``(4, 16) @ (16, T*O)`` GEMM, which BLAS runs at ~11 GFLOP/s with M = 4 and K = 16): the column
 then row sums and differences, in chunks that stay in L1, 4.4x faster than that GEMM; its sums
@@ -25,28 +22,10 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-__all__ = ["input_transform", "input_transform_f23", "output_transform_f23", "grad_transform_f43"]
+__all__ = ["input_transform_f23", "input_transform_f43", "output_transform_f23", "grad_transform_f43"]
 
 _JIT = dict(cache=True, error_model="numpy", nogil=True)
 F = np.float32
-
-
-@njit(**_JIT)
-def _combine(bt, row, terms, idx, offsets, out):
-    """``out = sum_q bt[row, q] * terms[idx[q], offsets[q]:]`` over the nonzero coefficients, in order."""
-    first = True
-    for q in range(bt.shape[1]):
-        coef = bt[row, q]
-        if coef == 0:
-            continue
-        t = terms[idx[q], offsets[q]:]       # a slice: plain ``t[k]`` below (an offset index
-        if first:                            # would be wrapped, and the loop not vectorised)
-            for k in range(out.shape[0]):
-                out[k] = t[k] * coef
-            first = False
-        else:
-            for k in range(out.shape[0]):
-                out[k] = out[k] + t[k] * coef
 
 
 @njit(**_JIT)
@@ -71,34 +50,6 @@ def _pad_image(x, b, pt, pl, p):
 
 
 @njit(**_JIT)
-def input_transform(x, pt, pl, p, cw, v, bt):
-    """``v (a, a, N, th, tw * C)`` = B^T d B of every a x a patch (stride m) of ``x (N, C, H, W)``
-    zero-padded by ``pt`` rows and ``pl`` columns; ``p (rows, m, (tw + 1) * C)`` (``_pad_image``)
-    and ``cw (a, rows, tw * C)`` are one image's scratch."""
-    rows, m = p.shape[0], p.shape[1]
-    a, th, span = v.shape[0], v.shape[3], v.shape[4]
-    c = p.shape[2] - span
-    col_idx = np.empty(a, np.int64)       # patch column q: residue q % m, shifted q // m tiles
-    col_off = np.empty(a, np.int64)
-    row_off = np.zeros(a, np.int64)
-    for q in range(a):
-        col_idx[q] = q % m
-        col_off[q] = (q // m) * c
-    row_idx = np.empty(a, np.int64)
-    for b in range(x.shape[0]):
-        _pad_image(x, b, pt, pl, p)
-        for r in range(rows):
-            for j in range(a):
-                _combine(bt, j, p[r], col_idx, col_off, cw[j, r])
-        for i in range(th):
-            for q in range(a):
-                row_idx[q] = m * i + q
-            for j in range(a):
-                for ii in range(a):
-                    _combine(bt, ii, cw[j], row_idx, row_off, v[ii, j, b, i])
-
-
-@njit(**_JIT)
 def _bt23(d0, d1, d2, d3, o0, o1, o2, o3):
     """F(2, 3)'s B^T applied across four runs: ``(d0 - d2, d1 + d2, d2 - d1, d1 - d3)``."""
     for k in range(o0.shape[0]):
@@ -114,7 +65,9 @@ def _bt23(d0, d1, d2, d3, o0, o1, o2, o3):
 
 @njit(**_JIT)
 def input_transform_f23(x, pt, pl, p, cw, v):
-    """``input_transform`` for F(2, 3) (m = 2, a = 4): the same arguments but B^T, built in."""
+    """``v (4, 4, N, th, tw * C)`` = F(2, 3)'s B^T d B of every 4 x 4 patch (stride 2) of ``x (N,
+    C, H, W)`` zero-padded by ``pt`` rows and ``pl`` columns; ``p (rows, 2, (tw + 1) * C)``
+    (``_pad_image``) and ``cw (4, rows, tw * C)`` are one image's scratch."""
     rows = p.shape[0]
     th, span = v.shape[3], v.shape[4]
     c = p.shape[2] - span
@@ -127,6 +80,42 @@ def input_transform_f23(x, pt, pl, p, cw, v):
             for j in range(4):
                 _bt23(cw[j, 2 * i], cw[j, 2 * i + 1], cw[j, 2 * i + 2], cw[j, 2 * i + 3],
                       v[0, j, b, i], v[1, j, b, i], v[2, j, b, i], v[3, j, b, i])
+
+
+@njit(**_JIT)
+def _bt43(d0, d1, d2, d3, d4, d5, o0, o1, o2, o3, o4, o5):
+    """F(4, 3)'s B^T applied across six runs, each row's nonzero terms in ``_combine``'s order with
+    float32 coefficients (a float64 literal would round the products differently)."""
+    for k in range(o0.shape[0]):
+        a1 = d1[k]
+        a2 = d2[k]
+        a3 = d3[k]
+        a4 = d4[k]
+        o0[k] = (d0[k] * F(4.0) + a2 * F(-5.0)) + a4
+        o1[k] = ((a1 * F(-4.0) + a2 * F(-4.0)) + a3) + a4
+        o2[k] = ((a1 * F(4.0) + a2 * F(-4.0)) - a3) + a4
+        o3[k] = ((a1 * F(-2.0) - a2) + a3 * F(2.0)) + a4
+        o4[k] = ((a1 * F(2.0) - a2) + a3 * F(-2.0)) + a4
+        o5[k] = (a1 * F(4.0) + a3 * F(-5.0)) + d5[k]
+
+
+@njit(**_JIT)
+def input_transform_f43(x, pt, pl, p, cw, v):
+    """``input_transform_f23`` for F(4, 3): ``v (6, 6, ...)``, ``p (rows, 4, ...)``, ``cw (6, ...)``."""
+    rows = p.shape[0]
+    th, span = v.shape[3], v.shape[4]
+    c = p.shape[2] - span
+    for b in range(x.shape[0]):
+        _pad_image(x, b, pt, pl, p)
+        for r in range(rows):                # patch column q of tile column j: residue q % 4, tile j + q // 4
+            pr = p[r]
+            _bt43(pr[0, :span], pr[1, :span], pr[2, :span], pr[3, :span], pr[0, c:], pr[1, c:],
+                  cw[0, r], cw[1, r], cw[2, r], cw[3, r], cw[4, r], cw[5, r])
+        for i in range(th):
+            for j in range(6):
+                s = cw[j]
+                _bt43(s[4 * i], s[4 * i + 1], s[4 * i + 2], s[4 * i + 3], s[4 * i + 4], s[4 * i + 5],
+                      v[0, j, b, i], v[1, j, b, i], v[2, j, b, i], v[3, j, b, i], v[4, j, b, i], v[5, j, b, i])
 
 
 @njit(**_JIT)

@@ -114,19 +114,14 @@ def _by_images(fn, n_split, *args) -> None:
 
 
 def _mat(xp, dtype, m, name):
-    """B^T, and the 2-D transforms as Kronecker products, built once per module, dtype and m:
-    ``G (x) G`` (a^2, 9) takes a kernel's 9 taps to its Winograd taps, ``A^T (x) A^T`` (m^2, a^2)
-    a tile's products to its outputs, ``A (x) A`` (a^2, m^2) an output-gradient tile back."""
+    """The 2-D transforms as Kronecker products, built once per module, dtype and m: ``G (x) G``
+    (a^2, 9) takes a kernel's 9 taps to its Winograd taps, ``A^T (x) A^T`` (m^2, a^2) a tile's
+    products to its outputs, ``A (x) A`` (a^2, m^2) an output-gradient tile back."""
     key = (xp, dtype, m, name)
     if key not in _MAT_CACHE:
-        mats = _MATS[m]
-        if name == "BT":
-            k = xp.asarray(mats["BT"], dtype)
-        else:
-            g = xp.asarray(mats["G" if name == "G" else "AT"], dtype)
-            k = xp.kron(g, g)
-            k = xp.ascontiguousarray(k.T) if name == "A" else k
-        _MAT_CACHE[key] = k
+        g = xp.asarray(_MATS[m]["G" if name == "G" else "AT"], dtype)
+        k = xp.kron(g, g)
+        _MAT_CACHE[key] = xp.ascontiguousarray(k.T) if name == "A" else k
     return _MAT_CACHE[key]
 
 
@@ -156,10 +151,7 @@ def _input_transform(xp, x, pads, m, th, tw):
         p = xp.empty((rows, m, (tw + 1) * c), x.dtype)
         cw = xp.empty((a, rows, tw * c), x.dtype)
         loops = kernels.loops("winograd")
-        if m == 2:
-            loops.input_transform_f23(x, pt, pl, p, cw, v)
-        else:
-            loops.input_transform(x, pt, pl, p, cw, v, _mat(xp, x.dtype, m, "BT"))
+        (loops.input_transform_f23 if m == 2 else loops.input_transform_f43)(x, pt, pl, p, cw, v)
         return v.reshape(a * a, -1, c)
     # padded, channels last, columns split by residue: p[:, r, res, k] is padded column m k + res
     p = xp.zeros((n, rows, m, tw + 1, c), x.dtype)
