@@ -26,29 +26,30 @@ def _sig(x):
 
 
 @njit(**_JIT)
-def _act(a, xw, out, lo, hi, tanh):
-    """``out[k] = sigmoid or tanh(a[k] + xw[k])`` for k in [lo, hi): one read per input, one write,
-    so the loop vectorises (over slices from 0: a ``range(lo, hi)`` loop ran 1.7x slower)."""
-    a, xw, out = a[lo:hi], xw[lo:hi], out[lo:hi]
+def _act(a, xw, bias, out, lo, hi, tanh):
+    """``out[k] = sigmoid or tanh(a[k] + xw[k] + bias[k])`` for k in [lo, hi): one read per input,
+    one write, so the loop vectorises (over slices from 0: a ``range(lo, hi)`` loop ran 1.7x slower)."""
+    a, xw, bias, out = a[lo:hi], xw[lo:hi], bias[lo:hi], out[lo:hi]
     if tanh:
         for k in range(out.shape[0]):
-            out[k] = tanh32(a[k] + xw[k])
+            out[k] = tanh32(a[k] + xw[k] + bias[k])
     else:
         for k in range(out.shape[0]):
-            out[k] = _sig(a[k] + xw[k])
+            out[k] = _sig(a[k] + xw[k] + bias[k])
 
 
 @njit(**_JIT)
-def lstm_cell(a, xw, c, ws, h):
-    """One step: ``a = h_{t-1} W_hhᵀ`` and ``xw`` (the projection and both biases) give the gates;
+def lstm_cell(a, xw, bias, c, ws, h):
+    """One step: ``a = h_{t-1} W_hhᵀ``, ``xw`` (the input projection) and ``bias`` (b_ih + b_hh,
+    (4H,)) give the gates;
     writes i f g o, c_t and tanh c_t into ``ws`` (B, 6H) and h_t into ``h``; ``c`` holds c_{t-1}
     and is overwritten with c_t (a contiguous array of its own, so the state loop vectorises)."""
     B, H = c.shape
     for b in range(B):
         ar, xr, wr, cr, hr = a[b], xw[b], ws[b], c[b], h[b]
-        _act(ar, xr, wr, 0, 2 * H, False)
-        _act(ar, xr, wr, 2 * H, 3 * H, True)
-        _act(ar, xr, wr, 3 * H, 4 * H, False)
+        _act(ar, xr, bias, wr, 0, 2 * H, False)
+        _act(ar, xr, bias, wr, 2 * H, 3 * H, True)
+        _act(ar, xr, bias, wr, 3 * H, 4 * H, False)
         i, f, g, o = wr[:H], wr[H:2 * H], wr[2 * H:3 * H], wr[3 * H:4 * H]
         for j in range(H):
             cr[j] = f[j] * cr[j] + i[j] * g[j]
@@ -61,9 +62,10 @@ def lstm_cell(a, xw, c, ws, h):
 
 
 @njit(**_JIT)
-def lstm_cell_backward(gy, dh, dc, ws, c, d):
+def lstm_cell_backward(gy, dh, dc, ws, c, d, db):
     """One step back: ``gy + dh`` is dL/dh_t (output and recurrent parts), ``dc`` dL/dc_t, replaced
-    by dL/dc_{t-1}; writes the gate pre-activation gradients into ``d`` (B, 4H); ``c`` is c_{t-1}."""
+    by dL/dc_{t-1}; writes the gate pre-activation gradients into ``d`` (B, 4H) and adds them over
+    the batch into ``db`` (4H,), the bias gradient; ``c`` is c_{t-1}."""
     B, H = dc.shape
     for b in range(B):
         for j in range(H):
@@ -76,18 +78,20 @@ def lstm_cell_backward(gy, dh, dc, ws, c, d):
             d[b, 2 * H + j] = dct * i * (F(1.0) - g * g)
             d[b, 3 * H + j] = gh * tc * (o * (F(1.0) - o))
             dc[b, j] = dct * f
+        for k in range(4 * H):
+            db[k] += d[b, k]
 
 
 @njit(**_JIT)
-def gru_cell(gi, gh, b_hn, hx, ws, h):
-    """One step: ``gi`` (the projection, b_ih and b_hh's r z blocks) and ``gh = h_{t-1} W_hhᵀ`` give
-    r z n; writes r z n and the n block of the hidden projection into ``ws`` (B, 4H), h_t into ``h``."""
+def gru_cell(gi, gh, b_hh, hx, ws, h):
+    """One step: ``gi`` (the input projection and b_ih), ``gh = h_{t-1} W_hhᵀ`` and ``b_hh`` (3H,)
+    give r z n; writes r z n and the n block of the hidden projection into ``ws`` (B, 4H), h_t into ``h``."""
     B, H = hx.shape
     for b in range(B):
         ir, wr, xr, out = gi[b], ws[b], hx[b], h[b]
-        _act(ir, gh[b], wr, 0, 2 * H, False)
+        _act(ir, gh[b], b_hh, wr, 0, 2 * H, False)
         r, z, n, ghn = wr[:H], wr[H:2 * H], wr[2 * H:3 * H], wr[3 * H:]
-        hn, inn = gh[b, 2 * H:], ir[2 * H:]
+        hn, inn, b_hn = gh[b, 2 * H:], ir[2 * H:], b_hh[2 * H:]
         for j in range(H):
             ghn[j] = hn[j] + b_hn[j]
         for j in range(H):

@@ -206,12 +206,13 @@ def _lstm_scan_fwd(xp, x, h0, c0, w_ih, w_hh, *b, reverse):
     T, B = x.shape[:2]
     H = h0.shape[-1]
     xw = xp.matmul(x.reshape(T * B, -1), w_ih.T).reshape(T, B, 4 * H)
-    if b:
-        xw += b[0] + b[1]
     y = xp.empty((T + 1, B, H), x.dtype)
     ws = xp.empty((T, B, 6 * H), x.dtype)
-    if kernels.use(xp, xw, y):
-        return _lstm_scan_loop(xp, xw, h0, c0, w_hh, y, ws, reverse)
+    if kernels.use(xp, xw, y):                # the cell loop adds the biases (a pass over xw saved)
+        bias = (b[0] + b[1]).astype(xw.dtype, copy=False) if b else xp.zeros((4 * H,), xw.dtype)
+        return _lstm_scan_loop(xp, xw, bias, h0, c0, w_hh, y, ws, reverse)
+    if b:
+        xw += b[0] + b[1]
     # tanh g = 2 sigmoid(2 g) - 1: the g block's pre-activation doubled (exactly: a power of two) lets
     # one logistic pass cover all four gates; W_hhᵀ contiguous makes the per-step GEMM ~8% faster
     xw[..., 2 * H:3 * H] *= 2
@@ -233,26 +234,29 @@ def _lstm_scan_fwd(xp, x, h0, c0, w_ih, w_hh, *b, reverse):
     return y, ws
 
 
-def _lstm_scan_loop(xp, xw, h0, c0, w_hh, y, ws, reverse: bool):
+def _lstm_scan_loop(xp, xw, bias, h0, c0, w_hh, y, ws, reverse: bool):
     """The float32 recurrence with the fused cell loop (``kernels/rnn.py``): a GEMM and one pass a step."""
     T, H = xw.shape[0], h0.shape[-1]
     cell, w_t, a = kernels.loops("rnn").lstm_cell, xp.ascontiguousarray(w_hh.T), xp.empty(xw.shape[1:], xw.dtype)
     h, c = h0, xp.array(c0, dtype=xw.dtype, order="C")      # c_t, rewritten by each step
     for t, _ in _steps(T, reverse):
-        cell(xp.matmul(h, w_t, out=a), xw[t], c, ws[t], y[t])
+        cell(xp.matmul(h, w_t, out=a), xw[t], bias, c, ws[t], y[t])
         h = y[t]
     y[T] = c
     return y, ws
 
 
-def _lstm_bptt_loop(xp, gy, c0, w_hh, ws, da, reverse: bool):
-    """The float32 backward through time with the fused cell loop: ``(dh0, dc0)``, ``da`` filled."""
+def _lstm_bptt_loop(xp, gy, c0, w_hh, ws, da, db, reverse: bool, needs_dh0: bool):
+    """The float32 backward through time with the fused cell loop: ``(dh0, dc0)``, ``da`` filled,
+    the bias gradient summed into ``db``; without ``needs_dh0`` the last step's GEMM is skipped."""
     T, H = ws.shape[0], c0.shape[-1]
     step, cs = kernels.loops("rnn").lstm_cell_backward, ws[:, :, 4 * H:5 * H]
     dh, dc = xp.zeros(c0.shape, gy.dtype), gy[T].copy()
+    first = T - 1 if reverse else 0                 # the forward's first step, the backward's last
     for t, p in reversed(_steps(T, reverse)):
-        step(gy[t], dh, dc, ws[t], _prev(p, T, cs, c0), da[t])
-        dh = xp.matmul(da[t], w_hh)
+        step(gy[t], dh, dc, ws[t], _prev(p, T, cs, c0), da[t], db)
+        if t != first or needs_dh0:
+            xp.matmul(da[t], w_hh, out=dh)          # the step kernel has read dh_t
     return dh, dc
 
 
@@ -283,14 +287,16 @@ def _lstm_seq_bwd_fwd(xp, gy, x, h0, c0, w_ih, w_hh, y, ws, *, reverse, needs):
     T, B = x.shape[:2]
     H = h0.shape[-1]
     da = xp.empty((T, B, 4 * H), gy.dtype)
+    empty = xp.empty((0,), gy.dtype)
     if kernels.use(xp, gy, da, ws):
-        dh, dc = _lstm_bptt_loop(xp, gy, c0, w_hh, ws, da, reverse)
+        db = xp.zeros((4 * H,), gy.dtype)
+        dh, dc = _lstm_bptt_loop(xp, gy, c0, w_hh, ws, da, db, reverse, needs[1])
     else:
         dh, dc = _lstm_bptt(xp, gy, c0, w_hh, ws, da, reverse)
-    empty = xp.empty((0,), gy.dtype)
+        db = da.reshape(T * B, 4 * H).sum(axis=0) if needs[5] else empty
+    db = db if needs[5] else empty
     dx, dw_ih = _input_grads(xp, da, x, w_ih, needs[0], needs[3], empty)
     dw_hh = _w_hh_grad(xp, da, h0, y, T, reverse) if needs[4] else empty
-    db = da.reshape(T * B, 4 * H).sum(axis=0) if needs[5] else empty
     # the two biases get arrays of their own: accumulation into one .grad must not write the other
     return (dx, dh if needs[1] else empty, dc if needs[2] else empty, dw_ih, dw_hh, db, db.copy())
 
@@ -312,12 +318,13 @@ def _gru_scan_fwd(xp, x, h0, w_ih, w_hh, *b, reverse):
     gi = xp.matmul(x.reshape(T * B, -1), w_ih.T).reshape(T, B, 3 * H)
     if b:
         gi += b[0]
-        gi[..., :2 * H] += b[1][:2 * H]
     y = xp.empty((T, B, H), x.dtype)
     ws = xp.empty((T, B, 4 * H), x.dtype)
-    if kernels.use(xp, gi, y):
-        b_hn = b[1][2 * H:] if b else xp.zeros((H,), gi.dtype)
-        return _gru_scan_loop(xp, gi, h0, w_hh, b_hn, y, ws, reverse)
+    if kernels.use(xp, gi, y):                # the cell loop adds b_hh
+        b_hh = xp.ascontiguousarray(b[1], dtype=gi.dtype) if b else xp.zeros((3 * H,), gi.dtype)
+        return _gru_scan_loop(xp, gi, h0, w_hh, b_hh, y, ws, reverse)
+    if b:
+        gi[..., :2 * H] += b[1][:2 * H]
     w_t = w_hh.T.copy()
     h = h0
     for t, _ in _steps(T, reverse):
@@ -337,24 +344,27 @@ def _gru_scan_fwd(xp, x, h0, w_ih, w_hh, *b, reverse):
     return y, ws
 
 
-def _gru_scan_loop(xp, gi, h0, w_hh, b_hn, y, ws, reverse: bool):
+def _gru_scan_loop(xp, gi, h0, w_hh, b_hh, y, ws, reverse: bool):
     """The float32 recurrence with the fused cell loop (``kernels/rnn.py``): a GEMM and one pass a step."""
     cell, w_t, gh = kernels.loops("rnn").gru_cell, xp.ascontiguousarray(w_hh.T), xp.empty(gi.shape[1:], gi.dtype)
     h = xp.ascontiguousarray(h0)
     for t, _ in _steps(gi.shape[0], reverse):
-        cell(gi[t], xp.matmul(h, w_t, out=gh), b_hn, h, ws[t], y[t])
+        cell(gi[t], xp.matmul(h, w_t, out=gh), b_hh, h, ws[t], y[t])
         h = y[t]
     return y, ws
 
 
-def _gru_bptt_loop(xp, gy, h0, w_hh, y, ws, dgi, dgh, reverse: bool):
-    """The float32 backward through time with the fused cell loop: dh0, ``dgi`` and ``dgh`` filled."""
+def _gru_bptt_loop(xp, gy, h0, w_hh, y, ws, dgi, dgh, reverse: bool, needs_dh0: bool):
+    """The float32 backward through time with the fused cell loop: dh0, ``dgi`` and ``dgh`` filled;
+    without ``needs_dh0`` the last step's GEMM is skipped."""
     T = ws.shape[0]
     step = kernels.loops("rnn").gru_cell_backward
     dh, dhz = xp.zeros(h0.shape, gy.dtype), xp.zeros(h0.shape, gy.dtype)
+    first = T - 1 if reverse else 0
     for t, p in reversed(_steps(T, reverse)):
         step(gy[t], dh, dhz, ws[t], _prev(p, T, y, h0), dgi[t], dgh[t])
-        dh = xp.matmul(dgh[t], w_hh)
+        if t != first or needs_dh0:
+            xp.matmul(dgh[t], w_hh, out=dh)
     return dh + dhz
 
 
@@ -381,8 +391,10 @@ def _gru_seq_bwd_fwd(xp, gy, x, h0, w_ih, w_hh, y, ws, *, reverse, needs):
     H = h0.shape[-1]
     dgi = xp.empty((T, B, 3 * H), gy.dtype)
     dgh = xp.empty((T, B, 3 * H), gy.dtype)
-    bptt = _gru_bptt_loop if kernels.use(xp, gy, dgi, ws) else _gru_bptt
-    dh = bptt(xp, gy, h0, w_hh, y, ws, dgi, dgh, reverse)
+    if kernels.use(xp, gy, dgi, ws):
+        dh = _gru_bptt_loop(xp, gy, h0, w_hh, y, ws, dgi, dgh, reverse, needs[1])
+    else:
+        dh = _gru_bptt(xp, gy, h0, w_hh, y, ws, dgi, dgh, reverse)
     empty = xp.empty((0,), gy.dtype)
     dx, dw_ih = _input_grads(xp, dgi, x, w_ih, needs[0], needs[2], empty)
     dw_hh = _w_hh_grad(xp, dgh, h0, y, T, reverse) if needs[3] else empty
