@@ -68,18 +68,19 @@ def lstm_cell_backward(gy, dh, dc, ws, c, d, db):
     the batch into ``db`` (4H,), the bias gradient; ``c`` is c_{t-1}."""
     B, H = dc.shape
     for b in range(B):
-        for j in range(H):
-            i, f, g, o = ws[b, j], ws[b, H + j], ws[b, 2 * H + j], ws[b, 3 * H + j]
-            tc = ws[b, 5 * H + j]
-            gh = gy[b, j] + dh[b, j]
-            dct = dc[b, j] + gh * o * (F(1.0) - tc * tc)
-            d[b, j] = dct * g * (i * (F(1.0) - i))
-            d[b, H + j] = dct * c[b, j] * (f * (F(1.0) - f))
-            d[b, 2 * H + j] = dct * i * (F(1.0) - g * g)
-            d[b, 3 * H + j] = gh * tc * (o * (F(1.0) - o))
-            dc[b, j] = dct * f
+        wr, dr, dcr, ghr, dhr, cr = ws[b], d[b], dc[b], gy[b], dh[b], c[b]
+        i, f, g, o, tc = wr[:H], wr[H:2 * H], wr[2 * H:3 * H], wr[3 * H:4 * H], wr[5 * H:]
+        di, df, dg, do = dr[:H], dr[H:2 * H], dr[2 * H:3 * H], dr[3 * H:]
+        for j in range(H):                      # per-row slices from 0: the loop vectorises
+            gh = ghr[j] + dhr[j]
+            dct = dcr[j] + gh * o[j] * (F(1.0) - tc[j] * tc[j])
+            di[j] = dct * g[j] * (i[j] * (F(1.0) - i[j]))
+            df[j] = dct * cr[j] * (f[j] * (F(1.0) - f[j]))
+            dg[j] = dct * i[j] * (F(1.0) - g[j] * g[j])
+            do[j] = gh * tc[j] * (o[j] * (F(1.0) - o[j]))
+            dcr[j] = dct * f[j]
         for k in range(4 * H):
-            db[k] += d[b, k]
+            db[k] += dr[k]
 
 
 @njit(**_JIT)
@@ -107,12 +108,14 @@ def gru_cell_backward(gy, dh, dhz, ws, hx, di, dg):
     hidden projection into ``dg`` (B, 3H); ``hx`` is h_{t-1}."""
     B, H = hx.shape
     for b in range(B):
-        for j in range(H):
-            r, z, n, ghn = ws[b, j], ws[b, H + j], ws[b, 2 * H + j], ws[b, 3 * H + j]
-            g = gy[b, j] + dh[b, j] + dhz[b, j]
-            dn = g * (F(1.0) - z) * (F(1.0) - n * n)
-            dz = g * (hx[b, j] - n) * (z * (F(1.0) - z))
-            dr = dn * ghn * (r * (F(1.0) - r))
-            di[b, j], di[b, H + j], di[b, 2 * H + j] = dr, dz, dn
-            dg[b, j], dg[b, H + j], dg[b, 2 * H + j] = dr, dz, dn * r
-            dhz[b, j] = g * z
+        wr, gyr, dhr, dzr, hxr = ws[b], gy[b], dh[b], dhz[b], hx[b]
+        r, z, n, ghn = wr[:H], wr[H:2 * H], wr[2 * H:3 * H], wr[3 * H:]
+        ir, iz, in_, hr, hz, hn = di[b, :H], di[b, H:2 * H], di[b, 2 * H:], dg[b, :H], dg[b, H:2 * H], dg[b, 2 * H:]
+        for j in range(H):                      # per-row slices from 0: the loop vectorises
+            g = gyr[j] + dhr[j] + dzr[j]
+            dn = g * (F(1.0) - z[j]) * (F(1.0) - n[j] * n[j])
+            dz = g * (hxr[j] - n[j]) * (z[j] * (F(1.0) - z[j]))
+            dr = dn * ghn[j] * (r[j] * (F(1.0) - r[j]))
+            ir[j], iz[j], in_[j] = dr, dz, dn
+            hr[j], hz[j], hn[j] = dr, dz, dn * r[j]
+            dzr[j] = g * z[j]
