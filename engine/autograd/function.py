@@ -12,7 +12,7 @@ from typing import Any
 from . import anomaly as _anomaly
 from ..base.grad_mode import STATE as GRAD, no_grad
 from ..core.creation import zeros
-from ..core.node import FREED_MSG, Node, _seq
+from ..core.node import FREED_MSG, Node, _seq, edge_to
 from ..core.tensor import Tensor, sum_to
 
 __all__ = ["Function", "FunctionCtx", "BackwardCFunction", "once_differentiable"]
@@ -186,7 +186,7 @@ class Function:
         needs = tuple(isinstance(a, Tensor) and a.requires_grad for a in args)
         differentiable = GRAD.enabled and any(needs)
         ctx.needs_input_grad = needs if differentiable else (False,) * len(args)
-        ctx.edges = tuple(_edge(a) if n else None for a, n in zip(args, needs) if isinstance(a, Tensor))
+        ctx.edges = tuple(edge_to(a) if n else None for a, n in zip(args, needs) if isinstance(a, Tensor))
         ctx._in_meta = tuple((tuple(a.shape), a.dtype) if isinstance(a, Tensor) else None for a in args)
         with no_grad():
             if cls.setup_context is not Function.setup_context:
@@ -199,11 +199,6 @@ class Function:
         if differentiable and _anomaly.STATE.enabled:
             _anomaly.record(ctx, f"{cls.__name__}.apply")
         return outputs if isinstance(output, tuple) else outputs[0]
-
-
-def _edge(t):
-    fn = t.grad_fn
-    return (fn, t._out_nr) if fn is not None else (t._accumulator(), 0)
 
 
 def _attach(ctx, args, outputs: tuple, differentiable: bool) -> tuple:
@@ -260,7 +255,7 @@ def once_differentiable(fn):
             outputs = fn(ctx, *args)
         if not GRAD.enabled:
             return outputs
-        edges = tuple(_edge(a) for a in args if isinstance(a, Tensor) and a.requires_grad)
+        edges = tuple(edge_to(a) for a in args if isinstance(a, Tensor) and a.requires_grad)
         if not edges:
             return outputs
         single = not isinstance(outputs, tuple)

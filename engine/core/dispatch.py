@@ -37,7 +37,7 @@ from ..base.dispatch_state import LOCAL, STATE
 from ..base.dtype import _BY_NP, FLOATING_KINDS, INEXACT_KINDS, get_default_dtype, result_type
 from ..base.grad_mode import GRAD_OFF, STATE as GRAD
 from .factories import TENSOR, host_array
-from .node import OpNode, _seq as _node_seq
+from .node import OpNode, _seq as _node_seq, edge_to
 from .registry import ALL, NONE, OTHERS, Op
 from .tensor import Tensor, _ndarray, _new, _uids
 
@@ -331,37 +331,12 @@ def _compile(op):
         res.requires_grad = True
         node = _new(OpNode)
         # edges: (grad_fn, output number) of each input needing a gradient, a leaf's accumulator
-        if ra:
-            fn = a.grad_fn
-            if a._vc[0] and a._base is not None:  # a view whose base changed in place since
-                fn = a._view_grad_fn()
-            if fn is None:
-                try:
-                    ea = (a._accum, 0)
-                except AttributeError:
-                    ea = (a._accumulator(), 0)
-            else:
-                ea = (fn, a._out_nr)
-        else:
-            ea = None
+        ea = edge_to(a) if ra else None
         if n == 1:
             node.edges = (ea,)
             versions = None if saves == 0 else [(0, a._vc[0])] if saves == 1 else []   # OTHERS: no other input
         else:
-            if rb:
-                fn = b.grad_fn
-                if b._vc[0] and b._base is not None:
-                    fn = b._view_grad_fn()
-                if fn is None:
-                    try:
-                        eb = (b._accum, 0)
-                    except AttributeError:
-                        eb = (b._accumulator(), 0)
-                else:
-                    eb = (fn, b._out_nr)
-            else:
-                eb = None
-            node.edges = (ea, eb)
+            node.edges = (ea, edge_to(b) if rb else None)
             if saves == 0:
                 versions = None
             elif not isinstance(b, Tensor):   # a number: only a's value can be read (OTHERS: not for a's own gradient)
@@ -520,16 +495,7 @@ def _result(op, args, params, dev, req, out):
                 if versions is not None:
                     versions.append((i, vc[0]))
                 if a.requires_grad:
-                    fn = a.grad_fn
-                    if vc[0] and a._base is not None:  # a view whose base changed in place since
-                        fn = a._view_grad_fn()
-                    if fn is not None:
-                        edges.append((fn, a._out_nr))
-                    else:
-                        try:
-                            edges.append((a._accum, 0))
-                        except AttributeError:
-                            edges.append((a._accumulator(), 0))
+                    edges.append(edge_to(a))
                     nreq += 1
                     req_at = i
                 else:

@@ -238,6 +238,21 @@ def _accumulator(self: Tensor) -> AccumulateGrad:
         return acc
 
 
+def edge_to(t: Tensor) -> tuple:
+    """The edge a new node holds to an input that requires grad: ``(grad_fn, output number)``, or
+    the leaf's accumulator and 0. A view whose base changed in place since it was made gets its
+    grad_fn regenerated first (PyTorch's grad_fn accessor compares version counters the same way)."""
+    fn = t.grad_fn
+    if t._vc[0] and t._base is not None:
+        fn = t._view_grad_fn()
+    if fn is not None:
+        return fn, t._out_nr
+    try:
+        return t._accum, 0
+    except AttributeError:
+        return _accumulator(t), 0
+
+
 def register_hook(self: Tensor, hook):
     """``hook(grad) -> Tensor or None`` runs when this tensor's gradient is computed."""
     if not self.requires_grad:
