@@ -50,15 +50,11 @@ def lstm_cell(a, xw, bias, c, ws, h):
         _act(ar, xr, bias, wr, 0, 2 * H, False)
         _act(ar, xr, bias, wr, 2 * H, 3 * H, True)
         _act(ar, xr, bias, wr, 3 * H, 4 * H, False)
-        i, f, g, o = wr[:H], wr[H:2 * H], wr[2 * H:3 * H], wr[3 * H:4 * H]
+        i, f, g, o, cs, tc = wr[:H], wr[H:2 * H], wr[2 * H:3 * H], wr[3 * H:4 * H], wr[4 * H:5 * H], wr[5 * H:]
         for j in range(H):
-            cr[j] = f[j] * cr[j] + i[j] * g[j]
-        tc = wr[5 * H:]
-        for j in range(H):
-            tc[j] = tanh32(cr[j])
-        wr[4 * H:5 * H] = cr
-        for j in range(H):
-            hr[j] = o[j] * tc[j]
+            cj = f[j] * cr[j] + i[j] * g[j]
+            t = tanh32(cj)
+            cr[j], cs[j], tc[j], hr[j] = cj, cj, t, o[j] * t
 
 
 @njit(**_JIT)
