@@ -355,11 +355,36 @@ def _nll_bwd_vjp(v, out, g, t, *w, cdim, n_classes, **p):
     return (apply(_nll, v, t, *w, cdim=cdim, **p), None) + (None,) * len(w)
 
 
+def _plain_rows(xp, x, t, w, cdim, p):
+    """``arange(N)`` when cross-entropy is the plain (N, C) case: no class weights, no label
+    smoothing, every target a valid class (none ignored); else None, and the general formulas run
+    (they also raise on a bad target). Then the loss is a gather and its gradient ``softmax - onehot``
+    in one pass, with no dense (N, C) coefficient array."""
+    if w or p["label_smoothing"] or x.ndim != 2 or cdim != 1 or t.ndim != 1 or not p["check"] or not t.size:
+        return None
+    if t.dtype.kind not in "iu" or not has_data(xp):
+        return None
+    if bool((t == p["ignore_index"]).any()) or int(t.min()) < 0 or int(t.max()) >= x.shape[1]:
+        return None
+    return xp.arange(t.shape[0])
+
+
 def _ce_fwd(xp, x, t, *w, cdim, **p):
-    return _nll_fwd(xp, _log_softmax_fwd(xp, x, dim=cdim), t, *w, cdim=cdim, **p)
+    logp = _log_softmax_fwd(xp, x, dim=cdim)
+    rows = _plain_rows(xp, x, t, w, cdim, p)
+    if rows is None:
+        return _nll_fwd(xp, logp, t, *w, cdim=cdim, **p)
+    return _reduce_loss(xp, -logp[rows, t], logp.dtype.type(t.shape[0]), p["reduction"])
 
 
 def _ce_bwd_fwd(xp, g, x, t, *w, cdim, **p):
+    rows = _plain_rows(xp, x, t, w, cdim, p)
+    if rows is not None:
+        out = _softmax_fwd(xp, x, dim=1)
+        out[rows, t] -= 1
+        reduction = p["reduction"]
+        out *= g[:, None] if reduction == "none" else g / x.dtype.type(t.shape[0]) if reduction == "mean" else g
+        return out
     u = _nll_bwd_fwd(xp, g, t, *w, cdim=cdim, n_classes=x.shape[cdim], **p)
     return _log_softmax_bwd_fwd(xp, u, _log_softmax_fwd(xp, x, dim=cdim), dim=cdim)
 
