@@ -155,24 +155,6 @@ def test_input_transform_loop_equals_numpy_passes():
         np.testing.assert_array_equal(fused, plain)
 
 
-@pytest.mark.parametrize("threads", [2, 3])
-def test_image_blocks_over_threads_equal_one_thread(monkeypatch, threads):
-    """With more than one intra-op thread each pass runs on one block of images per thread (the
-    weight gradient's block sums added after): the same values as one thread, uneven blocks too."""
-    from tapelab import kernels
-    rng = np.random.default_rng(6)
-    x = rng.standard_normal((5, 4, 6, 7)).astype(np.float32)
-    w = rng.standard_normal((3, 4, 3, 3)).astype(np.float32)
-    gy = rng.standard_normal((5, 3, 8, 8)).astype(np.float32)
-    pads = ((2, 2), (1, 2))
-    monkeypatch.setattr(kernels, "threads", lambda: 1)
-    one = _winograd.conv3x3(np, x, w, pads), _winograd.weight3x3(np, x, gy, pads)
-    monkeypatch.setattr(kernels, "threads", lambda: threads)
-    many = _winograd.conv3x3(np, x, w, pads), _winograd.weight3x3(np, x, gy, pads)
-    np.testing.assert_array_equal(many[0], one[0])
-    np.testing.assert_allclose(many[1], one[1], rtol=1e-5, atol=1e-5 * np.abs(one[1]).max())
-
-
 def test_f23_output_transform_loop_matches_gemm():
     """F(2, 3)'s output transform as sums and differences (engine/kernels/winograd.py) agrees with
     the numpy form's Kronecker GEMM to float32 rounding, odd sizes and partial tiles included."""

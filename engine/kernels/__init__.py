@@ -75,14 +75,14 @@ _POOL: dict = {}
 os.register_at_fork(after_in_child=_POOL.clear)    # a forked child has none of the pool's threads
 
 
-def parallel(fn, n_split: int, *args, align: int = 1, min_size: int = PARALLEL_MIN) -> None:
+def parallel(fn, n_split: int, *args, align: int = 1) -> None:
     """``fn(*args)``, with the first ``n_split`` arrays (same leading dim) cut into one block of
     rows per thread, each block a multiple of ``align`` rows (a loop that reads ``r % align``
-    sees the same index in its block); arrays under ``min_size`` elements (a loop that does more
-    work per element may lower it), or one thread, run in one call."""
+    sees the same index in its block); arrays under ``PARALLEL_MIN`` elements, or one thread, run
+    in one call."""
     n = threads()
     rows = args[0].shape[0]
-    if n < 2 or args[0].size < min_size or rows < 2 * align:
+    if n < 2 or args[0].size < PARALLEL_MIN or rows < 2 * align:
         fn(*args)
         return
     blocks = -(-rows // align)

@@ -44,11 +44,11 @@ _MATS = {
 # positions for 49 and both passes lose: 0.86x, 0.92x)
 MIN_CHANNELS = {"forward": (32, 16), "weight": (16, 16)}
 MIN_OUT = 8
-# With 2 BLAS threads each of the 16-36 small GEMMs woke and joined the second thread: the forward
-# ran 0.36-0.57x and the weight gradient 0.68-0.73x of im2col's one large GEMM (wall clock, load
-# 3.6, bench/README.md, session 4), so Winograd ran at one thread only. Now, with more than one
-# intra-op thread, each pass runs whole on one block of images per thread, BLAS single-threaded
-# (``_by_images``); ``MAX_THREADS`` stays as the switch back to im2col above a thread count
+# At 2 threads on a quiet machine (bench/README.md, end of the fifth session; the ResNet program in
+# its own process, wall clock) Winograd with the BLAS's own threads is the fastest of the three
+# measured: 33.5 ms a step, against 46.7 for im2col and 40.7 for one block of images per thread with
+# single-threaded BLAS (session 5's split, measured under load 5-6, dropped again). ``MAX_THREADS``
+# is the switch back to im2col above a thread count
 MAX_THREADS = 1 << 20
 
 
@@ -82,37 +82,6 @@ def _tiles(out, m):
 
 
 _MAT_CACHE: dict = {}
-_BLAS: list = []
-
-
-def _blas_libs():
-    """The loaded BLAS libraries' thread controls (threadpoolctl, as ``set_num_threads``), found once."""
-    if not _BLAS:
-        from threadpoolctl import ThreadpoolController
-        _BLAS.append(ThreadpoolController().select(user_api="blas").lib_controllers)
-    return _BLAS[0]
-
-
-def _by_images(fn, n_split, *args) -> None:
-    """``fn(*args)`` through ``kernels.parallel`` (its first ``n_split`` arrays cut into one block
-    of images per thread), with the BLAS at one thread while it runs when there is more than one
-    block: each block's 16-36 small GEMMs (K = 32) gain nothing from BLAS threads (each call woke
-    and joined the second thread for microseconds of work), whole blocks spread over the cores do,
-    with one hand-off per pass."""
-    if kernels.threads() < 2 or args[0].shape[0] < 2:
-        fn(*args)
-        return
-    libs = _blas_libs()
-    old = [lib.num_threads for lib in libs]
-    for lib in libs:
-        lib.set_num_threads(1)
-    try:
-        kernels.parallel(fn, n_split, *args, min_size=0)
-    finally:
-        for lib, n in zip(libs, old):
-            lib.set_num_threads(n)
-
-
 def _mat(xp, dtype, m, name):
     """The 2-D transforms as Kronecker products, built once per module, dtype and m: ``G (x) G``
     (a^2, 9) takes a kernel's 9 taps to its Winograd taps, ``A^T (x) A^T`` (m^2, a^2) a tile's
@@ -183,7 +152,7 @@ def conv3x3(xp, x, w, pads):
     m = tile_size("forward", (oh, ow))
     u = xp.matmul(_mat(xp, x.dtype, m, "G"), w.reshape(o * c, 9).T).reshape(-1, o, c)
     y = xp.empty((n, o, oh, ow), x.dtype)
-    _by_images(_conv_images, 2, x, y, u.transpose(0, 2, 1), xp, pads, m)
+    _conv_images(x, y, u.transpose(0, 2, 1), xp, pads, m)
     return y
 
 
@@ -211,37 +180,30 @@ def _conv_images(x, y, ut, xp, pads, m):
 
 def weight3x3(xp, x, gy, pads):
     """The weight gradient ``(O, C, 3, 3)`` of ``conv3x3(x, w, pads)`` for output gradient ``gy``:
-    ``G^T [sum over tiles V (.) A gy A^T] G``, the sums over tiles being GEMMs with K = T (with
-    more than one thread, one such sum per block of images, added after)."""
-    n, c = x.shape[:2]
+    ``G^T [sum over tiles V (.) A gy A^T] G``, the sums over tiles being GEMMs with K = T."""
+    c = x.shape[1]
     o, oh, ow = gy.shape[1:]
     m = tile_size("weight", (oh, ow))
-    blocks = max(1, min(kernels.threads(), n))
-    du = xp.empty((blocks, (m + 2) ** 2, o, c), x.dtype)
-    _by_images(_weight_images, 2, du, xp.arange(blocks), x, gy, xp, pads, m, blocks)
-    du = du.sum(0) if blocks > 1 else du[0]                                # (a^2, O, C)
+    du = _weight_images(x, gy, xp, pads, m)                                # (a^2, O, C)
     gw = xp.matmul(_mat(xp, x.dtype, m, "G").T, du.reshape(du.shape[0], o * c))  # (9, O * C)
     return xp.ascontiguousarray(gw.T).reshape(o, c, 3, 3)
 
 
-def _weight_images(du, which, x, gy, xp, pads, m, blocks):
-    """``du[k]`` = the sum over the tiles of block ``which[k]`` (of ``blocks`` even blocks of x's
-    images) of V (.) A gy A^T, as one GEMM per tap."""
+def _weight_images(x, gy, xp, pads, m):
+    """The sum over the tiles of every image of V (.) A gy A^T ``(a^2, O, C)``, one GEMM per tap."""
     n, o, oh, ow = gy.shape
     th, tw = _tiles((oh, ow), m)
-    for k, b in enumerate(which.tolist()):
-        lo, hi = n * b // blocks, n * (b + 1) // blocks
-        v = _input_transform(xp, x[lo:hi], pads, m, th, tw)
-        # gy channels last, zero-filled to whole tiles, then grouped by position in the tile:
-        # q[a, b, :, i, j] is output (m i + a, m j + b); A gy A^T is one (a^2, m^2) @ (m^2, T * O) GEMM
-        shape = (hi - lo, th, m, tw, m, o)
-        g6 = xp.zeros(shape, gy.dtype) if (oh, ow) != (m * th, m * tw) else xp.empty(shape, gy.dtype)
-        g6.reshape(hi - lo, m * th, m * tw, o)[:, :oh, :ow] = gy[lo:hi].transpose(0, 2, 3, 1)
-        q = xp.ascontiguousarray(g6.transpose(2, 4, 0, 1, 3, 5)).reshape(m * m, -1)
-        if m == 4 and kernels.use(xp, q):                                  # its sums and differences
-            dm = xp.empty((36, q.shape[1]), q.dtype)
-            kernels.loops("winograd").grad_transform_f43(q, dm, xp.empty((24, 1024), q.dtype))  # 96 KB: L2
-        else:
-            dm = xp.matmul(_mat(xp, gy.dtype, m, "A"), q)
-        dm = dm.reshape(v.shape[0], -1, o)                                     # (a^2, T, O)
-        xp.matmul(dm.transpose(0, 2, 1), v, out=du[k])
+    v = _input_transform(xp, x, pads, m, th, tw)
+    # gy channels last, zero-filled to whole tiles, then grouped by position in the tile:
+    # q[a, b, :, i, j] is output (m i + a, m j + b); A gy A^T is one (a^2, m^2) @ (m^2, T * O) GEMM
+    shape = (n, th, m, tw, m, o)
+    g6 = xp.zeros(shape, gy.dtype) if (oh, ow) != (m * th, m * tw) else xp.empty(shape, gy.dtype)
+    g6.reshape(n, m * th, m * tw, o)[:, :oh, :ow] = gy.transpose(0, 2, 3, 1)
+    q = xp.ascontiguousarray(g6.transpose(2, 4, 0, 1, 3, 5)).reshape(m * m, -1)
+    if m == 4 and kernels.use(xp, q):                                      # its sums and differences
+        dm = xp.empty((36, q.shape[1]), q.dtype)
+        kernels.loops("winograd").grad_transform_f43(q, dm, xp.empty((24, 1024), q.dtype))  # 96 KB: L2
+    else:
+        dm = xp.matmul(_mat(xp, gy.dtype, m, "A"), q)
+    dm = dm.reshape(v.shape[0], -1, o)                                         # (a^2, T, O)
+    return xp.matmul(dm.transpose(0, 2, 1), v)
