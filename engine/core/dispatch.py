@@ -329,14 +329,13 @@ def _compile(op):
             res.grad_fn = None
             return res
         res.requires_grad = True
-        node = _new(OpNode)
         # edges: (grad_fn, output number) of each input needing a gradient, a leaf's accumulator
         ea = edge_to(a) if ra else None
         if n == 1:
-            node.edges = (ea,)
+            edges = (ea,)
             versions = None if saves == 0 else [(0, a._vc[0])] if saves == 1 else []   # OTHERS: no other input
         else:
-            node.edges = (ea, edge_to(b) if rb else None)
+            edges = (ea, edge_to(b) if rb else None)
             if saves == 0:
                 versions = None
             elif not isinstance(b, Tensor):   # a number: only a's value can be read (OTHERS: not for a's own gradient)
@@ -345,24 +344,32 @@ def _compile(op):
                 versions = [(0, a._vc[0]), (1, b._vc[0])]
             else:   # OTHERS with one input needing a gradient: the other input's value
                 versions = [(1, b._vc[0])] if ra else [(0, a._vc[0])]
-        if save_output:
-            if versions is None:
-                versions = []
-            versions.append((-1, out_vc[0]))
-            node.out_data = out
-        else:
-            node.out_data = None
-        node.op = op
-        node.inputs = args
-        node.params = params
-        node.out_vc = out_vc
-        node.versions = versions
-        node.seq = next(_node_seq)
-        node.pre_hooks = node.hooks = node._metadata = node.freed_by = None
-        node.module = ""
-        res.grad_fn = node
+        res.grad_fn = _op_node(op, args, params, edges, out, out_vc, versions, save_output)
         return res
     return run
+
+
+def _op_node(op, args, params, edges, out, out_vc, versions, save_output) -> OpNode:
+    """A recorded op's node, its slots filled directly (no ``__init__`` frame on the hot path):
+    what the backward reads, and the version of every value it will read."""
+    node = _new(OpNode)
+    if save_output:
+        if versions is None:
+            versions = []
+        versions.append((-1, out_vc[0]))
+        node.out_data = out
+    else:
+        node.out_data = None
+    node.op = op
+    node.inputs = args
+    node.params = params
+    node.edges = edges
+    node.out_vc = out_vc
+    node.versions = versions
+    node.seq = next(_node_seq)
+    node.pre_hooks = node.hooks = node._metadata = node.freed_by = None
+    node.module = ""
+    return node
 
 
 def eager(op, args, params, fwd=None):
@@ -506,23 +513,7 @@ def _result(op, args, params, dev, req, out):
         if nreq == 1 and saves is OTHERS:
             # OTHERS: an input's value is read only for *another* input's gradient
             versions = [v for v in versions if v[0] != req_at]
-        node = _new(OpNode)
-        if op.save_output:
-            if versions is None:
-                versions = []
-            versions.append((-1, out_vc[0]))
-            node.out_data = out
-        else:
-            node.out_data = None
-        node.op = op
-        node.inputs = args
-        node.params = params
-        node.edges = tuple(edges)
-        node.out_vc = out_vc
-        node.versions = versions
-        node.seq = next(_node_seq)
-        node.pre_hooks = node.hooks = node._metadata = node.freed_by = None
-        node.module = ""
+        node = _op_node(op, args, params, tuple(edges), out, out_vc, versions, op.save_output)
         if STATE.slow:  # scopes are kept only while someone watches: a thread-local read only then
             path = LOCAL.module_path
             if path:
