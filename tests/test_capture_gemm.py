@@ -170,14 +170,25 @@ def _captured_step(model, ref, sim, x_shape, y_shape, n_classes=5):
     return g, model, ref, opt, ropt, sx, sy, loss, rng
 
 
-@pytest.mark.parametrize("which", ["mlp", "transformer"])
+def _cnn_pair(seed=0):
+    T.manual_seed(seed)
+    layers = lambda m: m.Sequential(m.Conv2d(2, 4, 3, padding=1), m.BatchNorm2d(4), m.ReLU(), m.MaxPool2d(2),
+                                    m.Flatten(), m.Linear(4 * 3 * 3, 5))
+    return layers(nn), layers(torch.nn)
+
+
+@pytest.mark.parametrize("which", ["mlp", "transformer", "cnn"])
 def test_captured_training_step_is_one_graph_equal_to_torch(sim, which):
-    """A GELU MLP and a Transformer encoder layer training step (forward, backward, SGD momentum),
+    """A GELU MLP, a Transformer encoder layer and a conv-BN-ReLU-maxpool training step (forward,
+    backward, SGD momentum),
     captured on the simulated cuda device: one CUDA graph, no step outside it, every GEMM through
     cuBLASLt; each replay's loss and the parameters equal PyTorch's eager steps."""
     if which == "mlp":
         model, ref = _mlp_pair()
         x_shape, y_shape = (8, 12), (8,)
+    elif which == "cnn":     # conv, train-mode batch norm, max-pool (its backward reads no host value)
+        model, ref = _cnn_pair()
+        x_shape, y_shape = (3, 2, 6, 6), (3,)
     else:
         model, ref = _transformer_pair()
         x_shape, y_shape = (2, 6, 16), (2, 6)
@@ -185,7 +196,7 @@ def test_captured_training_step_is_one_graph_equal_to_torch(sim, which):
     s = g.summary()
     assert g.stream_captured and (g.cuda_graphs, g.eager_steps) == (1, 0)
     assert (s["cuda_graphs"], s["gemm_route"], s["gemm_fallback"]) == (1, "cuBLASLt (simulated)", "")
-    assert g._exec.route.calls == (8 if which == "mlp" else 21)   # every forward and backward GEMM
+    assert g._exec.route.calls == {"mlp": 8, "transformer": 21, "cnn": 5}[which]   # every GEMM, forward and backward
     for _ in range(3):
         x = rng.standard_normal(x_shape).astype(np.float32)
         y = rng.integers(0, 5, y_shape)

@@ -495,8 +495,9 @@ def _first_max_masks(xp, xb, y, kernel):
     The block slices are strided, so each saved pass counts (2.5x faster than masking each offset
     with a copy, an invert and two ands). A mask is valid until the next one is drawn."""
     # a window holding NaN has a NaN maximum, so the per-offset NaN test runs only if y has one
+    # (asking is a host read: only on host memory; a device always tests, and stays capturable)
     floating = y.dtype.kind in FLOATING_KINDS
-    nan = floating and (bool(xp.isnan(y).any()) if has_data(xp) else True)
+    nan = floating and (bool(xp.isnan(y).any()) if is_numpy(xp) else True)
     offs = _block_offsets(kernel)
     taken = None
     for i, off in enumerate(offs):
@@ -534,8 +535,9 @@ def _max_blocks_put_fwd(xp, g, x, y, *, kernel):
     res = xp.empty(xb.shape, g.dtype)       # every offset written once: no zero fill
     # ``g * mask`` straight into the strided slots is one pass per offset (``where`` is two, 1.7x
     # slower); the products' -0.0 (negative g) become 0.0 in one contiguous add, and a non-finite
-    # g, whose products with False would be NaN, takes ``where``
-    finite = not has_data(xp) or bool(xp.isfinite(g).all())
+    # g, whose products with False would be NaN, takes ``where``. Asking is a host read: only on
+    # host memory (a device takes ``where``, so a cuda step stays capturable as one graph)
+    finite = not has_data(xp) or (is_numpy(xp) and bool(xp.isfinite(g).all()))
     for off, m in _first_max_masks(xp, xb, y, kernel):
         if finite:
             xp.multiply(g, m, out=res[off])
