@@ -132,11 +132,22 @@ def _float32_against_torch(x, w):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4 * np.abs(b).max())
 
 
+def _loops_on_off(call):
+    """``call()`` with the eager kernels on, then off: (loops' result, numpy formulas' result)."""
+    from tapelab import kernels
+    old = kernels.set_enabled(True)
+    try:
+        fused = call()
+        kernels.set_enabled(False)
+        return fused, call()
+    finally:
+        kernels.set_enabled(old)
+
+
 def test_input_transform_loop_equals_numpy_passes():
     """The numba input transform (engine/kernels/winograd.py, when numba is installed; it pads
     one image at a time itself) gives exactly the numpy passes' result: same operations in the
     same order, both tile sizes, a non-contiguous input too."""
-    from tapelab import kernels
     rng = np.random.default_rng(3)
     for shape, pads, m in (((2, 5, 7, 9), ((0, 2), (1, 0)), 2), ((3, 8, 6, 6), ((1, 1), (1, 1)), 2),
                            ((2, 4, 10, 6), ((0, 0), (1, 1)), 4), ((2, 3, 9, 7), ((2, 1), (0, 2)), 4),
@@ -145,31 +156,18 @@ def test_input_transform_loop_equals_numpy_passes():
         if shape[2] == 8:
             x = np.swapaxes(rng.standard_normal((2, 3, 9, 8)).astype(np.float32), 2, 3)
         th, tw = _winograd._tiles(_winograd.out_size(shape[2:], pads), m)
-        old = kernels.set_enabled(True)
-        try:
-            fused = _winograd._input_transform(np, x, pads, m, th, tw)
-            kernels.set_enabled(False)
-            plain = _winograd._input_transform(np, x, pads, m, th, tw)
-        finally:
-            kernels.set_enabled(old)
+        fused, plain = _loops_on_off(lambda: _winograd._input_transform(np, x, pads, m, th, tw))
         np.testing.assert_array_equal(fused, plain)
 
 
 def test_f23_output_transform_loop_matches_gemm():
     """F(2, 3)'s output transform as sums and differences (engine/kernels/winograd.py) agrees with
     the numpy form's Kronecker GEMM to float32 rounding, odd sizes and partial tiles included."""
-    from tapelab import kernels
     rng = np.random.default_rng(5)
     for shape, pads in (((2, 5, 7, 9), ((0, 2), (1, 0))), ((3, 8, 6, 6), ((1, 1), (1, 1)))):
         x = rng.standard_normal(shape).astype(np.float32)
         w = rng.standard_normal((6, shape[1], 3, 3)).astype(np.float32)
-        old = kernels.set_enabled(True)
-        try:
-            fused = _winograd.conv3x3(np, x, w, pads)
-            kernels.set_enabled(False)
-            plain = _winograd.conv3x3(np, x, w, pads)
-        finally:
-            kernels.set_enabled(old)
+        fused, plain = _loops_on_off(lambda: _winograd.conv3x3(np, x, w, pads))
         np.testing.assert_allclose(fused, plain, rtol=1e-5, atol=1e-6 * np.abs(plain).max())
 
 
@@ -177,20 +175,13 @@ def test_f43_output_gradient_transform_loop_matches_gemm():
     """F(4, 3)'s output-gradient transform as sums and differences (the weight gradient's
     ``kernels/winograd.py`` ``grad_transform_f43``) agrees with the numpy form's (36, 16) GEMM to
     float32 rounding, and both with PyTorch's weight gradient."""
-    from tapelab import kernels
     rng = np.random.default_rng(6)
     for shape, pads in (((2, 5, 8, 8), ((1, 1), (1, 1))), ((3, 4, 6, 10), ((0, 0), (0, 0)))):
         x = rng.standard_normal(shape).astype(np.float32)
         out = _winograd.out_size(shape[2:], pads)
         assert _winograd.tile_size("weight", out) == 4
         gy = rng.standard_normal((shape[0], 7, *out)).astype(np.float32)
-        old = kernels.set_enabled(True)
-        try:
-            fused = _winograd.weight3x3(np, x, gy, pads)
-            kernels.set_enabled(False)
-            plain = _winograd.weight3x3(np, x, gy, pads)
-        finally:
-            kernels.set_enabled(old)
+        fused, plain = _loops_on_off(lambda: _winograd.weight3x3(np, x, gy, pads))
         np.testing.assert_allclose(fused, plain, rtol=1e-5, atol=1e-5 * np.abs(plain).max())
         (pt, pb), (pl, pr) = pads
         xp = np.pad(x, ((0, 0), (0, 0), (pt, pb), (pl, pr))).astype(np.float64)
