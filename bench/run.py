@@ -1,7 +1,9 @@
 #!/usr/bin/env python
-"""Time the same workloads in tapelab and PyTorch, in one process, and print one table.
+"""Time the same workloads in tapelab and PyTorch and print one table.
 
     python bench/run.py                  # all workloads
+    python bench/run.py --threads 2      # each library in its own process (the default above 1 thread)
+    python bench/run.py --in-process     # both libraries in this process (the default at 1 thread)
     python bench/run.py --quick          # fewer repetitions, skips quick=False workloads
     python bench/run.py --glibc-default  # run with TAPELAB_KEEP_FREED_MEMORY=0 (freed memory goes back to the OS)
     python bench/run.py -k chain         # only workloads whose name contains "chain"
@@ -13,17 +15,27 @@ times a loop long enough to be well above the timer's resolution. tapelab and to
 alternate, so load from other processes hits both sides alike. Where a workload has one, the
 "numpy floor" column times the same step written by hand in numpy (bench/programs/floors.py):
 the engine's time minus the floor is its overhead. Not a test: nothing asserts.
+
+With more than one thread, numpy's OpenBLAS threads and torch's OpenMP threads in one process
+spin against each other for the same cores, and torch loses more. So there, each library runs in
+a child process of its own (tapelab and the numpy floor in one, torch in the other; neither
+imports the other library), both started once and driven over pipes with one JSON line per
+command; rounds still alternate, and the idle child sleeps in a blocking read.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import ctypes
+import json
 import os
+import platform
 import subprocess
 import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+SIDES = ("tapelab", "torch")
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -45,6 +57,15 @@ def parse_args(argv=None):
     p.add_argument("--profile", metavar="NAME", default=None,
                    help="instead of the table, cProfile the tapelab side of the first workload matching NAME")
     p.add_argument("--profile-calls", type=int, default=20000)
+    p.add_argument("--processes", dest="processes", action="store_true", default=None,
+                   help="each library in its own child process, rounds alternating over pipes "
+                        "(default when the thread count is above 1)")
+    p.add_argument("--in-process", dest="processes", action="store_false",
+                   help="both libraries in this process (default at 1 thread)")
+    p.add_argument("--settle", type=float, default=0.0, metavar="SECONDS",
+                   help="sleep this long after each round, so the side that just ran has its BLAS/OpenMP "
+                        "threads asleep before the next starts (to measure whether their spinning matters)")
+    p.add_argument("--child", choices=SIDES, help=argparse.SUPPRESS)
     p.add_argument("--matrix", action="store_true",
                    help="run this script once per allocator setting (default, --glibc-default) and, where "
                         "OPENBLAS_CORETYPE is set, also with it and OPENBLAS_L2_SIZE unset")
@@ -116,8 +137,11 @@ def main(argv=None) -> int:
     CLOCK = time.thread_time if args.clock == "thread" else time.perf_counter
     if args.matrix:
         return run_matrix(args)
+    if args.child:        # the protocol owns stdout; anything a library prints goes to stderr
+        proto = os.fdopen(os.dup(1), "w", buffering=1)
+        os.dup2(2, 1)
 
-    # --- before numpy or torch allocate or start threads ---
+    # --- before numpy or torch allocate or start threads (children inherit the environment) ---
     if args.glibc_default:
         os.environ["TAPELAB_KEEP_FREED_MEMORY"] = "0"
     threads = (args.threads or int(os.environ.get("OPENBLAS_NUM_THREADS") or 0)
@@ -125,64 +149,214 @@ def main(argv=None) -> int:
     for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         if args.threads or var not in os.environ:
             os.environ[var] = str(threads)
-
-    import platform
-
-    import numpy as np
-    import torch
-
-    import tapelab
-    from workloads import REGISTRY, Context
-
-    torch.set_num_threads(threads)
-    sides = {"tapelab": tapelab, "torch": torch}
     quick = args.quick
-    reps = args.reps or (5 if quick else 15)
     target = 0.005 if quick else 0.02          # seconds per repetition
     warmup_s = 0.05 if quick else 0.2
-    options = {"mlp_api": args.mlp_api}
 
-    selected = [w for w in REGISTRY if args.filter.lower() in w.name.lower() and (w.quick or not quick)]
+    if args.child:
+        return serve(LocalSide(args.child, import_side(args.child, threads), target, warmup_s), proto)
+    from workloads import REGISTRY
     if args.profile:
-        return profile(args, [w for w in REGISTRY if args.profile.lower() in w.name.lower()], tapelab, options)
+        import tapelab
+        return profile(args, [w for w in REGISTRY if args.profile.lower() in w.name.lower()], tapelab,
+                       {"mlp_api": args.mlp_api})
+    processes = threads > 1 if args.processes is None else args.processes
+    reps = args.reps or (5 if quick else 15)
+    selected = [w for w in REGISTRY if args.filter.lower() in w.name.lower() and (w.quick or not quick)]
 
+    with contextlib.ExitStack() as stack:
+        if processes:
+            child_args = ["--clock", args.clock] + (["--quick"] if quick else []) + \
+                         (["--threads", str(args.threads)] if args.threads else [])
+            sides = {side: stack.enter_context(ChildSide(side, child_args)) for side in SIDES}
+        else:
+            sides = {side: LocalSide(side, import_side(side, threads), target, warmup_s) for side in SIDES}
+        info = {side: s.info() for side, s in sides.items()}
+        mlp_api = args.mlp_api if args.mlp_api != "auto" else info["tapelab"]["mlp_api"]
+        print_header(args, threads, info, processes, sides, reps, target, warmup_s)
+        rows = []
+        variants = set()
+        for w in selected:
+            rows.append(measure(w, sides, {"mlp_api": mlp_api}, reps, args.settle, variants))
+            print_row(rows[-1], header=len(rows) == 1)
+        print()
+        for v in sorted(variants):
+            print(f"  MLP written as: {v}")
+        for n in summary_notes(rows):
+            print("  " + n)
+        if processes:
+            for side, s in sides.items():
+                foreign = s.close()
+                if foreign:
+                    print(f"  WARNING: {side}'s process imported {', '.join(foreign)}: the sides are not separate")
+    return 0
+
+
+def print_header(args, threads, info, processes, sides, reps, target, warmup_s) -> None:
+    t, h = info["tapelab"], info["torch"]
     try:
         load = " / ".join(f"{x:.2f}" for x in os.getloadavg())
     except OSError:
         load = "?"
-    print("tapelab bench" + (" (--quick)" if quick else ""))
+    print("tapelab bench" + (" (--quick)" if args.quick else ""))
     print(f"  machine      : {platform.machine()}, {os.cpu_count()} CPUs ({len(os.sched_getaffinity(0))} usable), "
           f"load average {load}")
-    print(f"  versions     : Python {platform.python_version()}, numpy {np.__version__}, "
-          f"torch {torch.__version__}, tapelab {tapelab.__version__}")
+    print(f"  versions     : Python {platform.python_version()}, numpy {t['numpy']}, "
+          f"torch {h['version']}, tapelab {t['version']}")
     print(f"  threads      : torch.set_num_threads({threads}); OPENBLAS/OMP/MKL_NUM_THREADS="
           f"{os.environ['OPENBLAS_NUM_THREADS']}/{os.environ['OMP_NUM_THREADS']}/{os.environ['MKL_NUM_THREADS']}")
-    print(f"  allocator    : {allocator_description()}")
+    print(f"  allocator    : {t['allocator']}")
     print(f"  OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '(unset)')}, "
-          f"OPENBLAS_L2_SIZE={os.environ.get('OPENBLAS_L2_SIZE', '(unset)')} -> numpy: {openblas_info()}")
-    cap = getattr(getattr(torch.backends, "cpu", None), "get_cpu_capability", lambda: "?")()
-    print(f"  torch CPU    : {cap} kernels, MKL {'yes' if torch.backends.mkl.is_available() else 'no'}")
+          f"OPENBLAS_L2_SIZE={os.environ.get('OPENBLAS_L2_SIZE', '(unset)')} -> numpy: {t['openblas']}")
+    print(f"  torch CPU    : {h['cpu']} kernels, MKL {'yes' if h['mkl'] else 'no'}")
+    if processes:
+        print(f"  processes    : one per library, started once: tapelab + numpy floor (pid {sides['tapelab'].pid}), "
+              f"torch (pid {sides['torch'].pid}); neither imports the other library")
+    else:
+        print("  processes    : both libraries in this one process (--in-process)")
     busy = load != "?" and os.getloadavg()[0] > len(os.sched_getaffinity(0))
     if busy:
         print(f"  WARNING      : the machine is busy (1-min load {os.getloadavg()[0]:.1f} on "
               f"{len(os.sched_getaffinity(0))} CPUs): wall-clock numbers, multi-threaded ones most of all, "
               f"measure the other load; prefer --threads 1 --clock thread and compare ratios")
+    settle = f", {args.settle * 1e3:.0f} ms pause after each round" if args.settle else ""
     print(f"  timing       : {args.clock} clock, median of {reps} repetitions of >= {target * 1e3:.0f} ms each, after "
-          f"{warmup_s * 1e3:.0f} ms warm-up; sides alternate; gc on")
+          f"{warmup_s * 1e3:.0f} ms warm-up; sides alternate{settle}; gc on")
     print()
 
-    rows = []
-    variants = set()
-    for w in selected:
-        rows.append(measure(w, sides, options, reps, target, warmup_s, variants))
-        print_row(rows[-1], header=len(rows) == 1)
-    print()
-    for v in sorted(variants):
-        print(f"  MLP written as: {v}")
-    notes = summary_notes(rows)
-    for n in notes:
-        print("  " + n)
+
+def import_side(side: str, threads: int):
+    """Import one library under test (torch also gets its thread count)."""
+    if side == "tapelab":
+        import tapelab
+        return tapelab
+    import torch
+    torch.set_num_threads(threads)
+    return torch
+
+
+def library_info(side: str, m) -> dict:
+    """What the header reports about one side, gathered where that side runs."""
+    if side == "tapelab":
+        import numpy as np
+
+        from workloads import Context, _use_nn
+        nn = _use_nn(m, Context(side, m, {"mlp_api": "auto"}))
+        return {"numpy": np.__version__, "version": m.__version__, "allocator": allocator_description(),
+                "openblas": openblas_info(), "mlp_api": "nn" if nn else "plain"}
+    cap = getattr(getattr(m.backends, "cpu", None), "get_cpu_capability", lambda: "?")()
+    return {"version": m.__version__, "cpu": cap, "mkl": m.backends.mkl.is_available()}
+
+
+class LocalSide:
+    """One library's step for the current workload (and, for tapelab, the numpy floor), in this process."""
+
+    def __init__(self, side: str, m, target: float, warmup_s: float):
+        self.side, self.m, self.target, self.warmup_s = side, m, target, warmup_s
+        self.stack = contextlib.ExitStack()
+        self.steps, self.loops = {}, {}
+
+    def info(self) -> dict:
+        return library_info(self.side, self.m)
+
+    def setup(self, name: str, options: dict) -> dict:
+        """Build the step of workload ``name``, call it once (its value), warm it up and calibrate it."""
+        import numpy as np
+
+        from workloads import REGISTRY, Context
+        w = next(w for w in REGISTRY if w.name == name)
+        missing = w.missing(self.m) if self.side == "tapelab" else []   # torch is the reference
+        if missing:
+            return {"status": "n/a (needs " + ", ".join(missing) + ")"}
+        out = {}
+        try:
+            step = self.stack.enter_context(w.session(self.m, Context(self.side, self.m, options)))
+            out["variant"] = getattr(step, "variant", None)
+            first = step()            # the value, to check both sides compute the same
+            if hasattr(first, "item"):
+                out["first"] = first.detach().item()
+            self.steps = {self.side: step}
+            if self.side == "tapelab" and w.floor is not None:   # plain numpy, same process (no value check)
+                self.steps["floor"] = w.floor(np.random.default_rng(0))
+            self.loops = {k: calibrate(s, self.target, self.warmup_s) for k, s in self.steps.items()}
+        except BaseException:
+            self.teardown()
+            raise
+        return out
+
+    def round(self) -> dict:
+        """One timed repetition of each step held: seconds per call."""
+        return {k: time_reps(s, self.loops[k]) for k, s in self.steps.items()}
+
+    def teardown(self) -> None:
+        self.steps, self.loops = {}, {}
+        self.stack.close()
+
+
+def serve(local: LocalSide, proto) -> int:
+    """The child's loop: one JSON command per stdin line, one JSON reply per line on ``proto``.
+
+    Between commands the process blocks in the read, so while the other side runs its round this
+    one does nothing (its BLAS/OpenMP pool only spins for its own timeout after the last call)."""
+    handlers = {"info": local.info, "setup": local.setup, "round": local.round, "teardown": local.teardown}
+    for line in sys.stdin:
+        msg = json.loads(line)
+        if msg["op"] == "exit":
+            other = "torch" if local.side == "tapelab" else "tapelab"
+            proto.write(json.dumps({"ok": [other] if other in sys.modules else []}) + "\n")
+            return 0
+        try:
+            reply = {"ok": handlers[msg["op"]](*msg.get("args", ()))}
+        except Exception as e:  # noqa: BLE001 - reported to the parent, where it becomes the row's status
+            reply = {"error": f"{type(e).__name__}: {str(e).splitlines()[0][:90] if str(e) else ''}"}
+        proto.write(json.dumps(reply) + "\n")
     return 0
+
+
+class ChildSide:
+    """A LocalSide in a child process of its own (this script with --child), driven over its pipes."""
+
+    def __init__(self, side: str, child_args: list):
+        self.side = side
+        self.proc = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--child", side, *child_args],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
+        self.pid = self.proc.pid
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+
+    def _call(self, op: str, *args):
+        self.proc.stdin.write(json.dumps({"op": op, "args": args}) + "\n")
+        line = self.proc.stdout.readline()
+        if not line:
+            raise SystemExit(f"the {self.side} process exited (code {self.proc.wait()}); see its stderr above")
+        reply = json.loads(line)
+        if "error" in reply:
+            raise RuntimeError(reply["error"])
+        return reply["ok"]
+
+    def info(self) -> dict:
+        return self._call("info")
+
+    def setup(self, name: str, options: dict) -> dict:
+        return self._call("setup", name, options)
+
+    def round(self) -> dict:
+        return self._call("round")
+
+    def teardown(self) -> None:
+        self._call("teardown")
+
+    def close(self) -> list:
+        """End the child; returns the other library's name if the child had imported it."""
+        foreign = self._call("exit")
+        self.proc.wait()
+        return foreign
 
 
 def calibrate(step, target: float, warmup_s: float) -> int:
@@ -207,46 +381,41 @@ def time_reps(step, n: int) -> float:
     return (clock() - t0) / n
 
 
-def measure(w, sides, options, reps, target, warmup_s, variants) -> dict:
-    import contextlib
+def measure(w, sides, options, reps, settle, variants) -> dict:
+    """One row: set up each side (tapelab first), then ``reps`` rounds alternating between the sides."""
     import statistics
-
-    from workloads import Context
-
-    import numpy as np
 
     row = {"name": w.name, "group": w.group, "tapelab": float("nan"), "torch": float("nan"),
            "floor": float("nan"), "status": ""}
-    missing = w.missing(sides["tapelab"])
-    if missing:
-        row["status"] = "n/a (needs " + ", ".join(missing) + ")"
-        return row
+    ready = []
     try:
-        with contextlib.ExitStack() as stack:
-            steps, loops, samples = {}, {}, {}
-            for side, m in sides.items():
-                ctx = Context(side, m, options)
-                steps[side] = stack.enter_context(w.session(m, ctx))
-                if getattr(steps[side], "variant", None):
-                    variants.add(steps[side].variant)
-            for side, step in steps.items():
-                out = step()          # first call: the value, to check both sides compute the same
-                if hasattr(out, "item"):
-                    row[side + "_first"] = out.detach().item()
-            if w.floor is not None:   # the same step in plain numpy, timed alongside (no value check)
-                steps["floor"] = w.floor(np.random.default_rng(0))
-            for side, step in steps.items():
-                loops[side] = calibrate(step, target, warmup_s)
-                samples[side] = []
-            for _ in range(reps):
-                for side, step in steps.items():
-                    samples[side].append(time_reps(step, loops[side]))
-            for side in steps:
-                row[side] = statistics.median(samples[side])
-                qs = statistics.quantiles(samples[side], n=4) if len(samples[side]) >= 2 else [row[side]] * 3
-                row[side + "_iqr"] = (qs[2] - qs[0]) / row[side]
+        for side, s in sides.items():
+            out = s.setup(w.name, options)
+            if out.get("status"):
+                row["status"] = out["status"]
+                return row
+            ready.append(s)
+            if out.get("variant"):
+                variants.add(out["variant"])
+            if out.get("first") is not None:
+                row[side + "_first"] = out["first"]
+        samples = {}
+        for _ in range(reps):
+            for s in ready:
+                for k, t in s.round().items():
+                    samples.setdefault(k, []).append(t)
+                if settle:
+                    time.sleep(settle)
+        for k, ts in samples.items():
+            row[k] = statistics.median(ts)
+            qs = statistics.quantiles(ts, n=4) if len(ts) >= 2 else [row[k]] * 3
+            row[k + "_iqr"] = (qs[2] - qs[0]) / row[k]
     except Exception as e:   # noqa: BLE001 - a broken workload is a row, not a crash
         row["status"] = f"error: {type(e).__name__}: {str(e).splitlines()[0][:90] if str(e) else ''}"
+    finally:
+        for s in ready:
+            with contextlib.suppress(Exception):
+                s.teardown()
     return row
 
 
