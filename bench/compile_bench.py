@@ -20,10 +20,19 @@ from the next). JAX runs in its own venv (/work/jaxvenv, or JAX_PYTHON) through 
 the same models written in jax.numpy (LayerNorms with their weight and bias, the GPT block's
 causal mask, the encoder layer's post-norm and erf-GELU, the parameters differentiated, the input
 not); torch.compile needs a C compiler.
+
+The other training rows of bench/run.py, at its shapes (bench/workloads.py, bench/programs/models.py):
+mlp_b64/mlp_b512 (784-512-512-10, cross-entropy), cnn_b32 (conv-BN-ReLU-pool x2), lstm_lm (embedding,
+2-layer LSTM 200/200, bptt 35, batch 20, vocab 256), resnet (stem and two basic blocks, BatchNorm in
+training mode) and gcn (2000 nodes, sparse adjacency): each a module returning its loss, built once
+for tapelab and torch; JAX gets tapelab's parameters and inputs (lax.conv_general_dilated, lax.scan for
+the recurrence, a segment sum for the sparse products), and ``--check-jax`` compares the loss and every
+parameter's gradient on them.
 """
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import subprocess
@@ -31,6 +40,7 @@ import sys
 import tempfile
 import textwrap
 import time
+import warnings
 
 
 def _threads() -> int:
@@ -101,6 +111,128 @@ def _tapelab_workloads(T):
     return out
 
 
+# ---------------------------------------------------------------- the other bench/run.py training rows
+# bench/workloads.py's MLP and CNN steps and bench/programs/models.py's LSTM, ResNet and GCN steps,
+# the same shapes, as modules returning the loss (forward + loss; the step adds backward, no optimizer)
+sys.path.insert(0, os.path.join(ROOT, "bench", "programs"))
+import models as programs  # noqa: E402 - bench/programs/models.py: the shapes and the GCN graph
+
+TRAINING = {"mlp_b64": (64, 784, 512, 10), "mlp_b512": (512, 784, 512, 10), "cnn_b32": (32, 1, 28, 28),
+            "lstm_lm": (programs.LSTM["bptt"], programs.LSTM["batch"], programs.LSTM["hidden"]),
+            "resnet": (programs.RESNET["batch"], programs.RESNET["channels"], programs.RESNET["size"]),
+            "gcn": (programs.GCN["nodes"], programs.GCN["features"], programs.GCN["hidden"])}
+SHAPES.update(TRAINING)
+
+
+def _training_rows(m, rng) -> dict:
+    """name -> (module, inputs) for library ``m`` (tapelab or torch); each module returns the loss."""
+    nn, F = m.nn, m.nn.functional
+    m.manual_seed(0)                      # the layers' default initialisation, the same on every run
+
+    def f32(a):
+        return m.tensor(np.asarray(a, np.float32))
+
+    def labels(n, k):
+        return m.tensor(rng.integers(0, k, n).astype(np.int64))
+
+    class Loss(nn.Module):
+        """cross_entropy(net(x), y)."""
+
+        def __init__(self, net):
+            super().__init__()
+            self.net = net
+
+        def forward(self, x, y):
+            return F.cross_entropy(self.net(x), y)
+
+    class LSTMLM(nn.Module):
+        """programs.lstm_step's model and loss: the hidden state is an input (zeros), not a parameter."""
+
+        def __init__(self):
+            super().__init__()
+            c = programs.LSTM
+            self.encoder = nn.Embedding(c["vocab"], c["emb"])
+            self.rnn = nn.LSTM(c["emb"], c["hidden"], c["layers"])
+            self.decoder = nn.Linear(c["hidden"], c["vocab"])
+
+        def forward(self, x, y, h0, c0):
+            out, _ = self.rnn(self.encoder(x), (h0, c0))
+            return F.cross_entropy(self.decoder(out).reshape(-1, programs.LSTM["vocab"]), y.reshape(-1))
+
+    class BasicBlock(nn.Module):
+        def __init__(self, ch):
+            super().__init__()
+            self.conv1, self.bn1 = nn.Conv2d(ch, ch, 3, padding=1, bias=False), nn.BatchNorm2d(ch)
+            self.conv2, self.bn2 = nn.Conv2d(ch, ch, 3, padding=1, bias=False), nn.BatchNorm2d(ch)
+
+        def forward(self, x):
+            return F.relu(self.bn2(self.conv2(F.relu(self.bn1(self.conv1(x))))) + x)
+
+    class GCN(nn.Module):
+        """programs.gcn_step's two layers: A relu(A X W1) W2, cross-entropy on every node."""
+
+        def __init__(self):
+            super().__init__()
+            c = programs.GCN
+            self.w1 = nn.Parameter(f32(rng.standard_normal((c["features"], c["hidden"])) * 0.1))
+            self.w2 = nn.Parameter(f32(rng.standard_normal((c["hidden"], c["classes"])) * 0.1))
+
+        def forward(self, adj, x, y):
+            h = F.relu(m.sparse.mm(adj, x @ self.w1))
+            return F.cross_entropy(m.sparse.mm(adj, h @ self.w2), y)
+
+    out = {}
+    for name in ("mlp_b64", "mlp_b512"):
+        b, i, h, o = TRAINING[name]
+        net = nn.Sequential(nn.Linear(i, h), nn.ReLU(), nn.Linear(h, h), nn.ReLU(), nn.Linear(h, o))
+        out[name] = (Loss(net), (f32(rng.standard_normal((b, i))), labels(b, o)))
+    cnn = nn.Sequential(nn.Conv2d(1, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(), nn.MaxPool2d(2),
+                        nn.Conv2d(16, 32, 3, padding=1), nn.BatchNorm2d(32), nn.ReLU(), nn.MaxPool2d(2),
+                        nn.Flatten(), nn.Linear(32 * 7 * 7, 10))
+    out["cnn_b32"] = (Loss(cnn), (f32(rng.standard_normal(TRAINING["cnn_b32"])), labels(32, 10)))
+    c = programs.LSTM
+    zeros = np.zeros((c["layers"], c["batch"], c["hidden"]), np.float32)
+    tokens = rng.integers(0, c["vocab"], (c["bptt"] + 1, c["batch"])).astype(np.int64)
+    out["lstm_lm"] = (LSTMLM(), (m.tensor(tokens[:-1]), m.tensor(tokens[1:]), f32(zeros), f32(zeros)))
+    c = programs.RESNET
+    ch = c["channels"]
+    resnet = nn.Sequential(nn.Conv2d(3, ch, 3, padding=1, bias=False), nn.BatchNorm2d(ch), nn.ReLU(),
+                           BasicBlock(ch), BasicBlock(ch), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+                           nn.Linear(ch, c["classes"]))
+    out["resnet"] = (Loss(resnet), (f32(rng.standard_normal((c["batch"], 3, c["size"], c["size"]))),
+                                    labels(c["batch"], c["classes"])))
+    idx, values, feats, ys = programs.gcn_graph(rng)
+    n = programs.GCN["nodes"]
+    with warnings.catch_warnings():   # torch: "Sparse invariant checks are implicitly disabled"
+        warnings.simplefilter("ignore")
+        adj = m.sparse_coo_tensor(m.tensor(idx.astype(np.int64)), f32(values), (n, n)).coalesce()
+    out["gcn"] = (GCN(), (adj, f32(feats), m.tensor(ys.astype(np.int64))))
+    return out
+
+
+def _saved(rows: dict) -> dict:
+    """The JAX side's copy of tapelab's training rows: ``row/param`` and ``row/@i`` (the i-th input;
+    a sparse adjacency as ``@i.indices`` and ``@i.values``)."""
+    saved = {}
+    for name, (model, args) in rows.items():
+        for n, p in model.named_parameters():
+            saved[f"{name}/{n}"] = p.detach().numpy()
+        for i, a in enumerate(args):
+            if a.is_sparse:
+                saved[f"{name}/@{i}.indices"] = a.indices().numpy()
+                saved[f"{name}/@{i}.values"] = a.values().numpy()
+            else:
+                saved[f"{name}/@{i}"] = a.numpy()
+    return saved
+
+
+@functools.lru_cache(maxsize=None)
+def _tapelab_training() -> dict:
+    """tapelab's training rows, built once: run_tapelab times them, the JAX side gets their parameters."""
+    import tapelab as T
+    return _training_rows(T, np.random.default_rng(1))
+
+
 def _step(fn, args):
     def step():
         y = fn(*args)
@@ -111,7 +243,7 @@ def _step(fn, args):
 def run_tapelab(repeats: int) -> dict:
     import tapelab as T
     res = {}
-    for name, (fn, args) in _tapelab_workloads(T).items():
+    for name, (fn, args) in {**_tapelab_workloads(T), **_tapelab_training()}.items():
         inner = 200 if name == "chain16" else 5
         compiled = T.compile(fn)
         t0 = time.perf_counter()
@@ -165,6 +297,7 @@ def run_torch(repeats: int, with_compile: bool) -> dict:
     work["transformer"] = (nn.TransformerEncoderLayer(d, heads, 4 * d, dropout=0.0, batch_first=True,
                                                       activation="gelu"),
                            (t(rng.standard_normal((b, tt, d)).astype(np.float32)),))
+    work.update(_training_rows(torch, np.random.default_rng(1)))
     for name, (fn, args) in work.items():
         inner = 200 if name == "chain16" else 5
         res[name] = {"torch eager": best(_step(fn, args), repeats, inner)}
@@ -214,7 +347,74 @@ JAX_MODELS = textwrap.dedent("""
         return (y * y).mean()
 """)
 
-JAX_SCRIPT = JAX_MODELS + textwrap.dedent("""
+# the training rows (compile_bench._training_rows) in jax.numpy: p maps tapelab's parameter names to
+# arrays (weights in PyTorch's layout), batch norm in training mode (the batch's biased variance)
+JAX_TRAINING = textwrap.dedent("""
+    from jax import lax
+    def linear(p, k, x): return x @ p[k + ".weight"].T + p[k + ".bias"]
+    def xent(z, y): return (jax.nn.logsumexp(z, -1) - jnp.take_along_axis(z, y[:, None], -1)[:, 0]).mean()
+    def conv(p, k, x):
+        y = lax.conv_general_dilated(x, p[k + ".weight"], (1, 1), ((1, 1), (1, 1)),
+                                     dimension_numbers=("NCHW", "OIHW", "NCHW"))
+        return y + p[k + ".bias"][None, :, None, None] if k + ".bias" in p else y
+    def bn(p, k, x):
+        m = x.mean((0, 2, 3), keepdims=True); v = ((x - m) ** 2).mean((0, 2, 3), keepdims=True)
+        ch = lambda a: a[None, :, None, None]
+        return (x - m) / jnp.sqrt(v + 1e-5) * ch(p[k + ".weight"]) + ch(p[k + ".bias"])
+    def pool2(x): return lax.reduce_window(x, -jnp.inf, lax.max, (1, 1, 2, 2), (1, 1, 2, 2), "VALID")
+    def mlp_loss(p, x, y):
+        h = jax.nn.relu(linear(p, "net.0", x)); h = jax.nn.relu(linear(p, "net.2", h))
+        return xent(linear(p, "net.4", h), y)
+    def cnn_loss(p, x, y):
+        h = pool2(jax.nn.relu(bn(p, "net.1", conv(p, "net.0", x))))
+        h = pool2(jax.nn.relu(bn(p, "net.5", conv(p, "net.4", h))))
+        return xent(linear(p, "net.9", h.reshape(h.shape[0], -1)), y)
+    def lstm_layer(p, l, xs, h, c):
+        pre = xs @ p[f"rnn.weight_ih_l{l}"].T + p[f"rnn.bias_ih_l{l}"] + p[f"rnn.bias_hh_l{l}"]
+        whh = p[f"rnn.weight_hh_l{l}"].T
+        def cell(carry, g):
+            h, c = carry
+            i, f, gg, o = jnp.split(g + h @ whh, 4, -1)   # PyTorch's gate order
+            c = jax.nn.sigmoid(f) * c + jax.nn.sigmoid(i) * jnp.tanh(gg)
+            h = jax.nn.sigmoid(o) * jnp.tanh(c)
+            return (h, c), h
+        return lax.scan(cell, (h, c), pre)[1]
+    def lstm_loss(p, x, y, h0, c0):
+        h = p["encoder.weight"][x]
+        for l in range(h0.shape[0]):
+            h = lstm_layer(p, l, h, h0[l], c0[l])
+        return xent(linear(p, "decoder", h).reshape(-1, p["decoder.bias"].shape[0]), y.reshape(-1))
+    def resnet_loss(p, x, y):
+        h = jax.nn.relu(bn(p, "net.1", conv(p, "net.0", x)))
+        for k in ("net.3", "net.4"):
+            o = jax.nn.relu(bn(p, k + ".bn1", conv(p, k + ".conv1", h)))
+            h = jax.nn.relu(bn(p, k + ".bn2", conv(p, k + ".conv2", o)) + h)
+        return xent(linear(p, "net.7", h.mean((2, 3))), y)
+    def spmm(adj, d):   # the coalesced COO adjacency (rows sorted) times a dense matrix: a segment sum
+        (row, col), val = adj
+        return jax.ops.segment_sum(val[:, None] * d[col], row, d.shape[0], indices_are_sorted=True)
+    def gcn_loss(p, adj, x, y):
+        h = jax.nn.relu(spmm(adj, x @ p["w1"]))
+        return xent(spmm(adj, h @ p["w2"]), y)
+    TRAINING = {"mlp_b64": mlp_loss, "mlp_b512": mlp_loss, "cnn_b32": cnn_loss, "lstm_lm": lstm_loss,
+                "resnet": resnet_loss, "gcn": gcn_loss}
+    def training_rows(path):
+        '''name -> (loss, params, inputs) from compile_bench._saved's npz.'''
+        W, rows = np.load(path), {}
+        for name in TRAINING:
+            p = {k.split("/", 1)[1]: jnp.asarray(W[k]) for k in W.files if k.startswith(name + "/") and "/@" not in k}
+            ins = []
+            for i in range(4):
+                k = f"{name}/@{i}"
+                if k in W.files:
+                    ins.append(jnp.asarray(W[k]))
+                elif k + ".indices" in W.files:
+                    ins.append((jnp.asarray(W[k + ".indices"]), jnp.asarray(W[k + ".values"])))
+            rows[name] = (TRAINING[name], p, ins)
+        return rows
+""")
+
+JAX_SCRIPT = JAX_MODELS + JAX_TRAINING + textwrap.dedent("""
     import json, sys, time
     import numpy as np
     SHAPES = json.loads(sys.argv[1]); repeats = int(sys.argv[2])
@@ -243,11 +443,14 @@ JAX_SCRIPT = JAX_MODELS + textwrap.dedent("""
         x = jnp.asarray(rng.standard_normal((b, t, d)).astype(np.float32))
         g = jax.jit(jax.grad(lambda p, x: model(p, x, heads)))
         res[name] = best(lambda: jax.block_until_ready(g(p, x)), 5)
+    for name, (loss, p, ins) in training_rows(sys.argv[4]).items():
+        g = jax.jit(jax.grad(loss))       # the parameters differentiated, the inputs not
+        res[name] = best(lambda: jax.block_until_ready(g(p, *ins)), 5)
     print(json.dumps({"version": jax.__version__, "times": res}))
 """)
 
 # the same models on tapelab's parameters (saved by check_jax): their losses must agree
-JAX_CHECK = JAX_MODELS + textwrap.dedent("""
+JAX_CHECK = JAX_MODELS + JAX_TRAINING + textwrap.dedent("""
     import json, sys
     import numpy as np
     W = np.load(sys.argv[1]); heads = int(sys.argv[2])
@@ -258,8 +461,15 @@ JAX_CHECK = JAX_MODELS + textwrap.dedent("""
     enc = (((jnp.asarray(W["enc.self_attn.in_proj_weight"]).T, jnp.asarray(W["enc.self_attn.in_proj_bias"])),
             L("enc.self_attn.out_proj")), N("enc.norm1"), N("enc.norm2"), L("enc.linear1"), L("enc.linear2"))
     mlp_p = (L("mlp.0"), L("mlp.2"))
-    print(json.dumps({"gpt_block": float(block(gpt, x, heads)), "transformer": float(encoder(enc, x, heads)),
-                      "gelu_mlp": float(mlp(mlp_p, x.reshape(-1, x.shape[-1])))}))
+    out = {"gpt_block": float(block(gpt, x, heads)), "transformer": float(encoder(enc, x, heads)),
+           "gelu_mlp": float(mlp(mlp_p, x.reshape(-1, x.shape[-1])))}
+    grads = {}
+    for name, (loss, p, ins) in training_rows(sys.argv[3]).items():
+        value, g = jax.value_and_grad(loss)(p, *ins)
+        out[name] = float(value)
+        grads.update({f"{name}/{k}": np.asarray(v) for k, v in g.items()})
+    np.savez(sys.argv[4], **grads)
+    print(json.dumps(out))
 """)
 
 
@@ -286,25 +496,43 @@ def check_jax() -> dict | None:
             saved[f"{key}.{n}"] = p.detach().numpy()
         y = m(T.tensor(x) if key != "mlp" else T.tensor(x.reshape(-1, d)))
         ours[{"gpt": "gpt_block", "enc": "transformer", "mlp": "gelu_mlp"}[key]] = (y * y).mean().item()
+    grads = {}
+    for name, (model, args) in _tapelab_training().items():     # the bench's own shapes and parameters
+        model.zero_grad()
+        loss = model(*args)
+        loss.backward()
+        ours[name], grads[name] = loss.item(), {n: p.grad.numpy() for n, p in model.named_parameters()}
     with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "params.npz")
+        path, training = os.path.join(tmp, "params.npz"), os.path.join(tmp, "training.npz")
         np.savez(path, **saved)
-        p = subprocess.run([py, "-c", JAX_CHECK, path, str(heads)], capture_output=True, text=True,
-                           env={**os.environ, "JAX_PLATFORMS": "cpu"})
+        np.savez(training, **_saved(_tapelab_training()))
+        p = subprocess.run([py, "-c", JAX_CHECK, path, str(heads), training, os.path.join(tmp, "grads.npz")],
+                           capture_output=True, text=True, env={**os.environ, "JAX_PLATFORMS": "cpu"})
+        if not p.returncode:
+            theirs_grads = dict(np.load(os.path.join(tmp, "grads.npz")))
     if p.returncode:
         return {"error": p.stderr[-300:]}
     theirs = json.loads(p.stdout.strip().splitlines()[-1])
-    return {k: {"tapelab": ours[k], "jax": theirs[k], "relative difference": abs(ours[k] - theirs[k]) / abs(ours[k])}
-            for k in ours}
+    res = {k: {"tapelab": ours[k], "jax": theirs[k], "relative difference": abs(ours[k] - theirs[k]) / abs(ours[k])}
+           for k in ours}
+    for name, gs in grads.items():    # and every parameter's gradient: the worst relative (norm) difference,
+        floor = 1e-3 * max(np.linalg.norm(g) for g in gs.values())   # a floor for the zero gradient of a
+        res[name]["gradient relative difference"] = max(              # conv bias feeding a batch norm
+            float(np.linalg.norm(g - theirs_grads[f"{name}/{n}"]) / max(np.linalg.norm(g), floor))
+            for n, g in gs.items())
+    return res
 
 
 def run_jax(repeats: int) -> dict | None:
     py = os.environ.get("JAX_PYTHON", "/work/jaxvenv/bin/python")
     if not os.path.exists(py):
         return None
-    p = subprocess.run([py, "-c", JAX_SCRIPT, json.dumps(SHAPES), str(repeats),
-                        "cpu" if CLOCK[0] is time.process_time else "wall"], capture_output=True, text=True,
-                       env={**os.environ, "JAX_PLATFORMS": "cpu"})
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "training.npz")
+        np.savez(path, **_saved(_tapelab_training()))
+        p = subprocess.run([py, "-c", JAX_SCRIPT, json.dumps(SHAPES), str(repeats),
+                            "cpu" if CLOCK[0] is time.process_time else "wall", path], capture_output=True,
+                           text=True, env={**os.environ, "JAX_PLATFORMS": "cpu"})
     if p.returncode:
         return {"error": p.stderr[-300:]}
     return json.loads(p.stdout.strip().splitlines()[-1])
