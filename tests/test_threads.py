@@ -448,3 +448,17 @@ def test_one_threads_backward_pass_does_not_hide_anothers_forward_anomaly():
         with pytest.warns(T.autograd.AnomalyWarning, match="log produced non-finite values"):
             run_threads(backward_thread, forward_thread)
     assert T.autograd.anomaly.STATE.backward_depth == 0
+
+
+def test_a_thread_that_ends_with_grad_off_leaves_grad_on_for_the_next():
+    """Thread idents are reused once a thread ends: the ident of one that ended with grad off by
+    assignment leaves the disabled set, or the next thread given it would start with grad off."""
+    from tapelab.base.grad_mode import GRAD_OFF
+
+    seen: list = []
+    for _ in range(3):
+        t = threading.Thread(target=lambda: (seen.append(T.is_grad_enabled()), T.set_grad_enabled(False)))
+        t.start()
+        t.join(TIMEOUT)
+    assert seen == [True, True, True]
+    assert not GRAD_OFF and T.is_grad_enabled()

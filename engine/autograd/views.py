@@ -21,7 +21,7 @@ import numpy as np
 
 from ..base.dispatch_state import STATE
 from ..base.dtype import from_np
-from ..base.grad_mode import STATE as GRAD
+from ..base.grad_mode import is_grad_enabled
 from ..core.dispatch import _NUMBERS, apply
 from ..core.node import Node, OpNode, _seq
 from ..core.registry import ALL, NONE, Op
@@ -36,7 +36,7 @@ def apply_(op, target, *args, **params):
     On a view (``target._base`` set) with autograd recording, the base's graph is rebased as
     PyTorch's CopySlices does, and the view's grad_fn is regenerated over it (``_inplace_view``).
     """
-    grad_on = GRAD.enabled
+    grad_on = is_grad_enabled()
     if op.ufunc is not None and not STATE.slow and target._base is None and not (
             grad_on and (target.requires_grad or any(isinstance(a, Tensor) and a.requires_grad for a in args))):
         return _ufunc_inplace(op, target, args, params)

@@ -2,19 +2,19 @@
 
 The flags are thread-local, as PyTorch's are: ``no_grad`` in one thread leaves every other
 thread recording, and a new thread starts with grad enabled and inference mode off whatever
-the thread that started it was in. ``STATE`` is a ``threading.local`` whose class
-attributes are those defaults, so a thread that never changed a flag reads the class
-attribute (one C-level lookup, no per-thread setup).
+the thread that started it was in.
 
-A thread-local read still costs several times a global read, so the dispatcher tests
-``GRAD_OFF`` first: the set of threads (by ident) whose grad is disabled now, empty while grad
-is on everywhere. Every write of ``STATE.enabled`` (whoever makes it) passes
-``_GradState.__setattr__``, which adds or discards the calling thread (set operations are
-atomic under the GIL, so no lock and no derived flag that could go stale), except
-``no_grad``'s enter and exit from grad on, which do the same three steps inline (the block
-of every inference loop); only while some thread has grad off does the hot path ask its own
-thread's flag. A thread that ends with grad
-off is discarded when its local state goes (its ``_Guard``).
+Grad's flag is ``GRAD_OFF`` itself: the set of threads (by ident) whose grad is disabled now,
+empty while grad is on everywhere, so the dispatcher's hot test is ``not GRAD_OFF`` (a global
+read) and only while some thread has grad off does it ask whether its own ident is in the set.
+``STATE.enabled`` reads and writes that set for the calling thread (set operations are atomic
+under the GIL: no lock, and no second copy of the flag that could go stale); ``no_grad``'s enter
+and exit, the block of every inference loop, add and discard their ident inline. A thread that
+turns grad off by assignment (``set_grad_enabled(False)``, ``STATE.enabled = False``) gets a
+``_Guard`` in its thread-local storage that takes its ident out of the set when the thread
+ends, so a later thread given the same ident starts with grad on; ``no_grad`` needs none, as
+its exit always runs (in whichever thread closes a suspended generator, with the ident it
+stored).
 """
 from __future__ import annotations
 
@@ -25,52 +25,72 @@ __all__ = ["no_grad", "enable_grad", "set_grad_enabled", "inference_mode", "is_g
            "is_inference_mode_enabled"]
 
 GRAD_OFF: set = set()
+_GUARDED: set = set()          # threads whose _Guard exists
 _get_ident = threading.get_ident
-_local_setattr = threading.local.__setattr__
+_object_new = object.__new__
 
 
 class _Guard:
-    """Made once per thread that disables grad; its thread's state drops it when the thread ends."""
+    """Made once per thread that disables grad by assignment; drops its ident when the thread ends."""
 
     __slots__ = ("ident",)
 
     def __init__(self, ident: int):
         self.ident = ident
 
-    def __del__(self):
-        if GRAD_OFF is not None:   # None at interpreter shutdown
-            GRAD_OFF.discard(self.ident)
+    def __del__(self, off=GRAD_OFF, guarded=_GUARDED):   # bound now: globals are None at interpreter shutdown
+        off.discard(self.ident)
+        guarded.discard(self.ident)
 
 
-class _GradState(threading.local):
-    """This thread's grad flags; the class attributes are what a new thread starts from."""
+class _Local(threading.local):
+    """This thread's inference flag and guard; the class attributes are a new thread's."""
 
-    enabled = True
     inference = False
-    _guard = None
+    guard = None
 
-    def __setattr__(self, name, value):
-        if name == "enabled":
-            value = bool(value)
-            if value:
-                GRAD_OFF.discard(_get_ident())
-            else:
-                ident = _get_ident()
-                GRAD_OFF.add(ident)
-                if self._guard is None:
-                    _local_setattr(self, "_guard", _Guard(ident))
-        _local_setattr(self, name, value)
+
+_LOCAL = _Local()
+
+
+class _GradState:
+    """The calling thread's grad flags as attributes (``STATE.enabled``, ``STATE.inference``)."""
+
+    __slots__ = ()
+
+    @property
+    def enabled(self) -> bool:
+        return not GRAD_OFF or _get_ident() not in GRAD_OFF
+
+    @enabled.setter
+    def enabled(self, value) -> None:
+        ident = _get_ident()
+        if value:
+            GRAD_OFF.discard(ident)
+            return
+        GRAD_OFF.add(ident)
+        if ident not in _GUARDED:
+            _GUARDED.add(ident)
+            _LOCAL.guard = _Guard(ident)
+
+    @property
+    def inference(self) -> bool:
+        return _LOCAL.inference
+
+    @inference.setter
+    def inference(self, value) -> None:
+        _LOCAL.inference = bool(value)
 
 
 STATE = _GradState()
 
 
 def is_grad_enabled() -> bool:
-    return STATE.enabled
+    return not GRAD_OFF or _get_ident() not in GRAD_OFF
 
 
 def is_inference_mode_enabled() -> bool:
-    return STATE.inference
+    return _LOCAL.inference
 
 
 class _Mode:
@@ -101,24 +121,22 @@ class no_grad(_Mode):
     ...     y = x * 2          # y.requires_grad is False
     """
 
-    # The hot block of an inference loop: ``_GradState.__setattr__``'s work inlined for the
-    # common case (grad on before the block), without its frame
-    def __enter__(self):
-        state = STATE
-        self.prev = prev = state.enabled
-        if prev:
-            ident = _get_ident()
-            GRAD_OFF.add(ident)
-            if state._guard is None:
-                _local_setattr(state, "_guard", _Guard(ident))
-            _local_setattr(state, "enabled", False)
+    # The hot block of an inference loop: one ident read, one set operation each way, no
+    # ``__init__`` and no ``_Mode.__new__`` argument checks
+    def __new__(cls, orig_func=None):
+        if orig_func is None:
+            return _object_new(cls)
+        return cls()(orig_func)
 
-    def __exit__(self, *exc):
+    def __enter__(self):
+        self.ident = ident = _get_ident()
+        self.prev = prev = ident not in GRAD_OFF
+        if prev:
+            GRAD_OFF.add(ident)
+
+    def __exit__(self, exc_type, exc, tb):
         if self.prev:
-            GRAD_OFF.discard(_get_ident())
-            _local_setattr(STATE, "enabled", True)
-        else:
-            STATE.enabled = False
+            GRAD_OFF.discard(self.ident)
 
 
 class enable_grad(_Mode):

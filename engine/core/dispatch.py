@@ -35,7 +35,7 @@ from ..base import events
 from ..base.device import CPU
 from ..base.dispatch_state import LOCAL, STATE
 from ..base.dtype import _BY_NP, FLOATING_KINDS, INEXACT_KINDS, get_default_dtype, result_type
-from ..base.grad_mode import GRAD_OFF, STATE as GRAD
+from ..base.grad_mode import GRAD_OFF
 from .factories import TENSOR, host_array
 from .node import OpNode, _seq as _node_seq, edge_to
 from .registry import ALL, NONE, OTHERS, Op
@@ -45,6 +45,7 @@ __all__ = ["apply", "eager", "Mode", "STATE", "push_mode", "pop_mode", "module_s
 
 
 _generic = np.generic
+_get_ident = threading.get_ident
 _OP_SUBSCRIBERS = events._subscribers["op"]  # the live list: a truth test instead of a call
 
 
@@ -315,7 +316,7 @@ def _compile(op):
         res._device = dev
         res._grad = None
         res._vc = out_vc = a._vc if is_view else [0]   # a view shares its input's version counter
-        if req and (not GRAD_OFF or GRAD.enabled) and vjp is not None:
+        if req and (not GRAD_OFF or _get_ident() not in GRAD_OFF) and vjp is not None:
             kind = out.dtype.kind
             if kind not in FLOATING_KINDS:
                 if kind != "c":
@@ -486,7 +487,7 @@ def _result(op, args, params, dev, req, out):
     res._device = dev
     res._grad = None
     res._vc = out_vc = args[0]._vc if op.is_view else [0]
-    if req and (not GRAD_OFF or GRAD.enabled) and op.vjp is not None and (
+    if req and (not GRAD_OFF or _get_ident() not in GRAD_OFF) and op.vjp is not None and (
             out.dtype.kind in FLOATING_KINDS or (out.dtype.kind == "c" and _complex_grad(op, args))):
         res.requires_grad = True
         # the OpNode: one edge per argument, and the versions of the values its vjp reads

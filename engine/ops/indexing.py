@@ -13,7 +13,7 @@ import numbers
 
 from ..base import backend as _backend, dtype as _dtype
 from ..base.meta import has_data
-from ..base.grad_mode import STATE as GRAD
+from ..base.grad_mode import is_grad_enabled
 from ..core.creation import full, tensor as _tensor, zeros
 from ..core.dispatch import STATE, apply
 from ..autograd.views import apply_
@@ -297,8 +297,8 @@ def _write(self: Tensor, value, idx, basic, template, accumulate: bool) -> Tenso
         if not isinstance(value, (int, float)):
             value = _tensor(value, dtype=self.dtype, device=self._device)
         vreq = False
-    if STATE.slow or (GRAD.enabled and (self.requires_grad or vreq or _base_requires_grad(self))):
-        if basic is not None and self.requires_grad and self.grad_fn is None and GRAD.enabled:
+    if STATE.slow or (is_grad_enabled() and (self.requires_grad or vreq or _base_requires_grad(self))):
+        if basic is not None and self.requires_grad and self.grad_fn is None and is_grad_enabled():
             raise RuntimeError("a view of a leaf Variable that requires grad is being used in an in-place "
                                "operation.")
         return apply_(_index_put, self, value, *idx, basic=basic, template=template, accumulate=accumulate)

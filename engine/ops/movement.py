@@ -12,7 +12,7 @@ from operator import index as _index
 
 from ..autograd.views import _view_grad_fn, apply_
 from ..base.dispatch_state import STATE
-from ..base.grad_mode import STATE as GRAD
+from ..base.grad_mode import STATE as GRAD, is_grad_enabled
 from ..core.creation import zeros
 from ..core.dispatch import apply
 from ..core.node import Node, _seq
@@ -166,11 +166,11 @@ def _mark(out: Tensor, input: Tensor) -> Tensor:
     b = input._base
     if b is None:
         out._base = input
-        if not GRAD.enabled:
+        if not is_grad_enabled():
             out._view_nograd = True
     else:
         out._base = b
-        if not GRAD.enabled or input._view_nograd:
+        if not is_grad_enabled() or input._view_nograd:
             out._view_nograd = True
     return out
 
@@ -565,7 +565,7 @@ def _views(input: Tensor, keys: list, name: str | None) -> tuple:
     else:
         data, vc, dev = input._data, input._vc, input._device
         pieces = [Tensor._wrap(data[k], False, None, 0, vc, dev) for k in keys]
-    if GRAD.enabled and input.requires_grad:
+    if is_grad_enabled() and input.requires_grad:
         fn = input.grad_fn
         if input._base is not None and input._vc[0]:
             fn = _view_grad_fn(input)
@@ -861,7 +861,7 @@ def copy_(self: Tensor, src: Tensor, non_blocking: bool = False) -> Tensor:
     """Write ``src`` (broadcast, cast to ``self``'s dtype) into ``self``; gradients flow to ``src``."""
     if src._device is not self._device:
         src = src.to(self._device)
-    if STATE.slow or (GRAD.enabled and (self.requires_grad or src.requires_grad or _base_requires_grad(self))):
+    if STATE.slow or (is_grad_enabled() and (self.requires_grad or src.requires_grad or _base_requires_grad(self))):
         return apply_(_copy, self, src)
     try:
         self._data[...] = src._data
