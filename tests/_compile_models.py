@@ -70,6 +70,20 @@ class ConvNet(nn.Module):
         return self.fc(h.flatten(1))
 
 
+class LSTMLM(nn.Module):
+    """bench/programs/models.py's LSTM language model, small: embedding, 2-layer nn.LSTM, decoder,
+    cross-entropy; the hidden state an input."""
+
+    def __init__(self, vocab=16, d=12):
+        super().__init__()
+        self.vocab = vocab
+        self.encoder, self.rnn, self.decoder = nn.Embedding(vocab, d), nn.LSTM(d, d, 2), nn.Linear(d, vocab)
+
+    def forward(self, x, y, h0, c0):
+        out, _ = self.rnn(self.encoder(x), (h0, c0))
+        return F.cross_entropy(self.decoder(out).reshape(-1, self.vocab), y.reshape(-1))
+
+
 def chain(x, y):
     """The bench's 6-op elementwise chain."""
     return ((x * y + 1.0).tanh() * 0.5 - y).exp() * x
