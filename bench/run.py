@@ -297,18 +297,28 @@ def serve(local: LocalSide, proto) -> int:
     """The child's loop: one JSON command per stdin line, one JSON reply per line on ``proto``.
 
     Between commands the process blocks in the read, so while the other side runs its round this
-    one does nothing (its BLAS/OpenMP pool only spins for its own timeout after the last call)."""
+    one does nothing but what its BLAS/OpenMP pool does after its last call (OpenBLAS and libgomp
+    spin a while before they sleep): each round's reply says how much CPU the process used since
+    its previous round ("_idle": CPU seconds, wall seconds), so that spinning is measured."""
     handlers = {"info": local.info, "setup": local.setup, "round": local.round, "teardown": local.teardown}
+    last = None       # (process CPU time, wall time) at the end of this side's previous round of the row
     for line in sys.stdin:
         msg = json.loads(line)
         if msg["op"] == "exit":
             other = "torch" if local.side == "tapelab" else "tapelab"
             proto.write(json.dumps({"ok": [other] if other in sys.modules else []}) + "\n")
             return 0
+        cpu, wall = time.process_time(), time.perf_counter()
         try:
             reply = {"ok": handlers[msg["op"]](*msg.get("args", ()))}
         except Exception as e:  # noqa: BLE001 - reported to the parent, where it becomes the row's status
             reply = {"error": f"{type(e).__name__}: {str(e).splitlines()[0][:90] if str(e) else ''}"}
+        if msg["op"] == "round" and "ok" in reply:
+            if last is not None:   # CPU this process (all its threads) used while the other side ran
+                reply["ok"]["_idle"] = [cpu - last[0], wall - last[1]]
+            last = time.process_time(), time.perf_counter()
+        else:
+            last = None
         proto.write(json.dumps(reply) + "\n")
     return 0
 
@@ -394,15 +404,19 @@ def measure(w, sides, options, reps, settle, variants) -> dict:
             if out.get("status"):
                 row["status"] = out["status"]
                 return row
-            ready.append(s)
+            ready.append((side, s))
             if out.get("variant"):
                 variants.add(out["variant"])
             if out.get("first") is not None:
                 row[side + "_first"] = out["first"]
         samples = {}
         for _ in range(reps):
-            for s in ready:
-                for k, t in s.round().items():
+            for side, s in ready:
+                times = s.round()
+                cpu, wall = times.pop("_idle", (0.0, 0.0))
+                row["idle_cpu_" + side] = row.get("idle_cpu_" + side, 0.0) + cpu
+                row["idle_wall_" + side] = row.get("idle_wall_" + side, 0.0) + wall
+                for k, t in times.items():
                     samples.setdefault(k, []).append(t)
                 if settle:
                     time.sleep(settle)
@@ -413,7 +427,7 @@ def measure(w, sides, options, reps, settle, variants) -> dict:
     except Exception as e:   # noqa: BLE001 - a broken workload is a row, not a crash
         row["status"] = f"error: {type(e).__name__}: {str(e).splitlines()[0][:90] if str(e) else ''}"
     finally:
-        for s in ready:
+        for _, s in ready:
             with contextlib.suppress(Exception):
                 s.teardown()
     return row
@@ -457,6 +471,14 @@ def summary_notes(rows) -> list[str]:
         if a is not None and b is not None:
             agree = "agree" if abs(a - b) <= 1e-4 * max(1.0, abs(b)) else "DIFFER (timing a different computation!)"
             notes.append(f"{r['name']}: first-step loss tapelab {a:.6f}, torch {b:.6f}: {agree}")
+    for side in ("tapelab", "torch"):
+        idle = [(r["idle_cpu_" + side], r["idle_wall_" + side], r["name"]) for r in by.values()
+                if r.get("idle_wall_" + side)]
+        if idle:
+            cpu, wall = sum(i[0] for i in idle), sum(i[1] for i in idle)
+            worst = max(idle, key=lambda i: i[0] / i[1])
+            notes.append(f"{side}'s process while the other side ran: {cpu / wall:.1%} of a CPU on average "
+                         f"(its idle threads spinning), at most {worst[0] / worst[1]:.1%} ('{worst[2]}')")
     if "chain16 fwd (no_grad)" in by:
         r = by["chain16 fwd (no_grad)"]
         notes.append(f"per op, forward, no_grad (6 ops): tapelab {r['tapelab'] / 6 * 1e6:.2f} µs, "
