@@ -244,6 +244,19 @@ def _mlp_step(m, ctx, batch, sizes=(784, 512, 512, 10), lr=0.01):
     return step
 
 
+@workload("matmul 1024x1024 fwd+bwd", "matmul-bound", floor=floors.matmul,
+          note="(a @ b).sum().backward(): three 1024^3 GEMMs; the floor is numpy's own three (issue 17's "
+               "matmul-bound goal: at least 97% of the array library's GEMM, floor/tapelab >= 0.97)")
+def matmul_1024(m, ctx):
+    a = ctx.tensor(ctx.rng.standard_normal((1024, 1024)), True)
+    b = ctx.tensor(ctx.rng.standard_normal((1024, 1024)), True)
+
+    def step():
+        a.grad = b.grad = None
+        (a @ b).sum().backward()
+    return step
+
+
 @workload("MLP 784-512-512-10 step, batch 64", "training step", floor=lambda rng: floors.mlp(rng, 64),
           note="forward, cross-entropy, backward, SGD update")
 def mlp_b64(m, ctx):

@@ -50,6 +50,19 @@ def chain(rng, backward: bool = True):
     return step
 
 
+# ------------------------------------------------------------------ matmul
+def matmul(rng, n: int = 1024):
+    """``(a @ b).sum()`` and its gradients: numpy's own three GEMMs (the gradient of a sum is a
+    matrix of ones)."""
+    a, b = _randn(rng, n, n), _randn(rng, n, n)
+
+    def step():
+        out = (a @ b).sum()
+        g = np.ones((n, n), F32)
+        return out, g @ b.T, a.T @ g
+    return step
+
+
 # ------------------------------------------------------------------ MLP
 def mlp(rng, batch: int, sizes=(784, 512, 512, 10), lr=0.01):
     x = _randn(rng, batch, sizes[0])
