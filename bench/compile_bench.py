@@ -7,7 +7,8 @@
     .venv/bin/python bench/compile_bench.py --gemm-share --cpu-time   # the matmuls' share of each step
     .venv/bin/python bench/compile_bench.py --check-jax   # JAX's models give tapelab's losses
 
-Each workload is a training step's forward and backward (no optimizer, on every side) on float32,
+Each workload is a training step's forward and backward into fresh gradients (no optimizer, on every
+side; ``.grad`` set to None first, as ``jax.grad`` returns new ones) on float32,
 on one thread unless ``--threads N`` (numpy's BLAS, torch, and XLA through ``XLA_FLAGS``), timed as
 the best of several repeats of a loop (ratios matter, not absolute times; tapelab's eager and
 compiled loops alternate, so both see the same load). The chain rows are also timed captured
@@ -234,7 +235,14 @@ def _tapelab_training() -> dict:
 
 
 def _step(fn, args):
+    """Forward and backward into fresh gradients, as ``jax.grad`` returns them (a training loop's
+    ``zero_grad(set_to_none=True)``): no step pays an accumulation into the last step's ``.grad``."""
+    leaves = [*(fn.parameters() if hasattr(fn, "parameters") else ()),
+              *(a for a in args if getattr(a, "requires_grad", False))]
+
     def step():
+        for p in leaves:
+            p.grad = None
         y = fn(*args)
         (y if y.ndim == 0 else (y * y).mean()).backward()
     return step
@@ -570,36 +578,88 @@ def compile_times() -> dict:
         return out
 
 
-def _linear_gemms(rng, n: int, i: int, o: int, need_dx: bool = True) -> list:
-    """A linear layer's GEMMs in a training step: forward, input gradient (when needed), weight gradient."""
-    x, w, gy = (rng.standard_normal(s).astype(np.float32) for s in ((n, i), (o, i), (n, o)))
-    return [lambda: x @ w.T] + ([lambda: gy @ w] if need_dx else []) + [lambda: gy.T @ x]
+def _linear_gemms(n: int, i: int, o: int, need_dx: bool = True) -> list:
+    """A linear layer's GEMMs in a training step as ``(a shape, b shape, transpose a, transpose b)``:
+    forward ``x wᵀ``, input gradient ``gy w`` (when needed), weight gradient ``gyᵀ x``."""
+    return [((n, i), (o, i), False, True)] + ([((n, o), (o, i), False, False)] if need_dx else []) + \
+        [((n, o), (n, i), True, False)]
+
+
+def _gemm_specs() -> dict:
+    """Each workload's matmuls: its linear layers' (and the attention's batched products)."""
+    b, t, d, h = SHAPES["gpt_block"]
+    q, p = (b * h, t, d // h), (b * h, t, t)
+    attention = [(q, q, False, True), (p, q, False, False), (p, q, False, False), (p, q, True, False),
+                 (p, q, True, False), (q, q, False, True)]
+
+    def block(first_dx):     # qkv, out projection, MLP up and down; the encoder's input needs no gradient
+        return [*_linear_gemms(b * t, d, 3 * d, first_dx), *_linear_gemms(b * t, d, d),
+                *_linear_gemms(b * t, d, 4 * d), *_linear_gemms(b * t, 4 * d, d), *attention]
+    bm, dm, hm = SHAPES["gelu_mlp"]
+    specs = {"gelu_mlp": _linear_gemms(bm, dm, hm, False) + _linear_gemms(bm, hm, dm),
+             "transformer": block(False), "gpt_block": block(True)}
+    for name in ("mlp_b64", "mlp_b512"):
+        n, i, hid, o = TRAINING[name]
+        specs[name] = _linear_gemms(n, i, hid, False) + _linear_gemms(n, hid, hid) + _linear_gemms(n, hid, o)
+    n, f, hid = TRAINING["gcn"]       # x W1 and h W2 with their weight gradients, and h's gradient
+    specs["gcn"] = [((n, f), (f, hid), False, False), ((n, f), (n, hid), True, False),
+                    *_linear_gemms(n, hid, programs.GCN["classes"])]
+    return specs
+
+
+def _gemm_calls(spec: list, rng) -> list:
+    def one(sa, sb, ta, tb):
+        a, b = (rng.standard_normal(x).astype(np.float32) for x in (sa, sb))
+        a, b = (a.swapaxes(-1, -2) if ta else a), (b.swapaxes(-1, -2) if tb else b)
+        return lambda: a @ b
+    return [one(*g) for g in spec]
+
+
+JAX_GEMMS = textwrap.dedent("""
+    import json, sys, time
+    import numpy as np, jax, jax.numpy as jnp
+    specs, repeats = json.loads(sys.argv[1]), int(sys.argv[2])
+    clock = time.process_time if sys.argv[3] == "cpu" else time.perf_counter
+    rng, res = np.random.default_rng(0), {}
+    T = lambda x, t: x.swapaxes(-1, -2) if t else x
+    for name, spec in specs.items():
+        arrays = [tuple(jnp.asarray(rng.standard_normal(s).astype(np.float32)) for s in g[:2]) for g in spec]
+        f = jax.jit(lambda arrays: [T(a, g[2]) @ T(b, g[3]) for (a, b), g in zip(arrays, spec)])
+        step = lambda: jax.block_until_ready(f(arrays))
+        step(); step(); ts = []
+        for _ in range(repeats):
+            t0 = clock()
+            for _ in range(5): step()
+            ts.append((clock() - t0) / 5)
+        res[name] = min(ts)
+    print(json.dumps(res))
+""")
 
 
 def gemm_share(repeats: int) -> dict:
     """Each workload's matmuls alone (numpy, the step's shapes and transposes, no other work) against
     its tapelab eager and compiled step: eager / GEMMs bounds what any compiler keeping numpy's GEMMs
-    can gain over eager (the rest of the step at zero cost)."""
+    can gain over eager (the rest of the step at zero cost). With JAX, the same matmuls jitted (XLA's
+    own GEMMs) beside its whole step: where JAX's GEMMs are faster than numpy's, that is the gap."""
     import tapelab as T
     rng = np.random.default_rng(0)
-    b, t, d, h = SHAPES["gpt_block"]
-    q, k, v = (rng.standard_normal((b * h, t, d // h)).astype(np.float32) for _ in range(3))
-    p = rng.standard_normal((b * h, t, t)).astype(np.float32)
-    attention = [lambda: q @ k.transpose(0, 2, 1), lambda: p @ v, lambda: p @ k, lambda: p.transpose(0, 2, 1) @ q,
-                 lambda: p.transpose(0, 2, 1) @ v, lambda: q @ v.transpose(0, 2, 1)]
-
-    def block(first_dx):     # qkv, out projection, MLP up and down; the encoder's input needs no gradient
-        return [*_linear_gemms(rng, b * t, d, 3 * d, first_dx), *_linear_gemms(rng, b * t, d, d),
-                *_linear_gemms(rng, b * t, d, 4 * d), *_linear_gemms(rng, b * t, 4 * d, d), *attention]
-    bm, dm, hm = SHAPES["gelu_mlp"]
-    gemms = {"gelu_mlp": _linear_gemms(rng, bm, dm, hm, False) + _linear_gemms(rng, bm, hm, dm),
-             "transformer": block(False), "gpt_block": block(True)}
-    work, res = _tapelab_workloads(T), {}
-    for name, calls in gemms.items():
+    specs = _gemm_specs()
+    work, res = {**_tapelab_workloads(T), **_tapelab_training()}, {}
+    for name, spec in specs.items():
+        calls = _gemm_calls(spec, rng)
         fn, args = work[name]
         eager, compiled = _step(fn, args), _step(T.compile(fn), args)
         res[name] = {"GEMMs": best(lambda: [c() for c in calls], repeats, 5), "eager": best(eager, repeats, 3),
                      "compiled": best(compiled, repeats, 3)}
+    py = os.environ.get("JAX_PYTHON", "/work/jaxvenv/bin/python")
+    if os.path.exists(py):
+        clock = "cpu" if CLOCK[0] is time.process_time else "wall"
+        p = subprocess.run([py, "-c", JAX_GEMMS, json.dumps(specs), str(repeats), clock], capture_output=True,
+                           text=True, env={**os.environ, "JAX_PLATFORMS": "cpu"})
+        jx = run_jax(repeats) if not p.returncode else None
+        for name, r in res.items():
+            if jx and "times" in jx:
+                r["jax GEMMs"], r["jax step"] = json.loads(p.stdout.strip().splitlines()[-1])[name], jx["times"][name]
     return res
 
 
@@ -628,11 +688,13 @@ def main() -> None:
         return
     if a.gemm_share:
         print(f"{'workload':<12}{'GEMMs':>10}{'eager':>10}{'compiled':>10}{'GEMM share':>12}{'compiled/eager':>16}"
-              f"{'bound eager/GEMMs':>19}")
+              f"{'bound eager/GEMMs':>19}{'jax GEMMs':>11}{'jax step':>10}{'GEMMs numpy/jax':>17}")
         for name, r in gemm_share(repeats).items():
+            jx = (f"{r['jax GEMMs'] * 1e3:>8.2f} ms{r['jax step'] * 1e3:>7.2f} ms{r['GEMMs'] / r['jax GEMMs']:>16.2f}x"
+                  if "jax GEMMs" in r else "")
             print(f"{name:<12}{r['GEMMs'] * 1e3:>7.2f} ms{r['eager'] * 1e3:>7.2f} ms{r['compiled'] * 1e3:>7.2f} ms"
                   f"{r['GEMMs'] / r['compiled']:>11.0%}{r['eager'] / r['compiled']:>15.2f}x"
-                  f"{r['eager'] / r['GEMMs']:>18.2f}x")
+                  f"{r['eager'] / r['GEMMs']:>18.2f}x{jx}")
         return
     res = {"tapelab": run_tapelab(repeats), "torch": run_torch(repeats, not a.no_torch_compile)}
     if not a.no_jax:
