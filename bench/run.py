@@ -36,6 +36,10 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SIDES = ("tapelab", "torch")
+# After its last call OpenBLAS's idle threads spin (yielding) for 2^28 TSC ticks, ~0.13 s at 2 GHz,
+# before they sleep; libgomp's for a few ms. Measured: without a pause, tapelab's process used 22% of a
+# CPU on average (62% on the LSTM row) while torch's round ran.
+SETTLE_S = 0.15
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -62,9 +66,10 @@ def parse_args(argv=None):
                         "(default when the thread count is above 1)")
     p.add_argument("--in-process", dest="processes", action="store_false",
                    help="both libraries in this process (default at 1 thread)")
-    p.add_argument("--settle", type=float, default=0.0, metavar="SECONDS",
-                   help="sleep this long after each round, so the side that just ran has its BLAS/OpenMP "
-                        "threads asleep before the next starts (to measure whether their spinning matters)")
+    p.add_argument("--settle", type=float, default=None, metavar="SECONDS",
+                   help="after each side's set-up and each of its rounds, sleep this long before the other "
+                        "side starts, so the threads of the pool that just worked are asleep by then (default "
+                        f"above 1 thread: {SETTLE_S} s, for OpenBLAS's spin of 2^28 clock ticks; 0 at 1 thread)")
     p.add_argument("--child", choices=SIDES, help=argparse.SUPPRESS)
     p.add_argument("--matrix", action="store_true",
                    help="run this script once per allocator setting (default, --glibc-default) and, where "
@@ -150,11 +155,12 @@ def main(argv=None) -> int:
         if args.threads or var not in os.environ:
             os.environ[var] = str(threads)
     quick = args.quick
+    settle = args.settle if args.settle is not None else (SETTLE_S if threads > 1 else 0.0)
     target = 0.005 if quick else 0.02          # seconds per repetition
     warmup_s = 0.05 if quick else 0.2
 
     if args.child:
-        return serve(LocalSide(args.child, import_side(args.child, threads), target, warmup_s), proto)
+        return serve(LocalSide(args.child, import_side(args.child, threads), target, warmup_s, settle), proto)
     from workloads import REGISTRY
     if args.profile:
         import tapelab
@@ -166,18 +172,18 @@ def main(argv=None) -> int:
 
     with contextlib.ExitStack() as stack:
         if processes:
-            child_args = ["--clock", args.clock] + (["--quick"] if quick else []) + \
+            child_args = ["--clock", args.clock, "--settle", str(settle)] + (["--quick"] if quick else []) + \
                          (["--threads", str(args.threads)] if args.threads else [])
             sides = {side: stack.enter_context(ChildSide(side, child_args)) for side in SIDES}
         else:
-            sides = {side: LocalSide(side, import_side(side, threads), target, warmup_s) for side in SIDES}
+            sides = {side: LocalSide(side, import_side(side, threads), target, warmup_s, settle) for side in SIDES}
         info = {side: s.info() for side, s in sides.items()}
         mlp_api = args.mlp_api if args.mlp_api != "auto" else info["tapelab"]["mlp_api"]
-        print_header(args, threads, info, processes, sides, reps, target, warmup_s)
+        print_header(args, threads, info, processes, sides, reps, target, warmup_s, settle)
         rows = []
         variants = set()
         for w in selected:
-            rows.append(measure(w, sides, {"mlp_api": mlp_api}, reps, args.settle, variants))
+            rows.append(measure(w, sides, {"mlp_api": mlp_api}, reps, variants))
             print_row(rows[-1], header=len(rows) == 1)
         print()
         for v in sorted(variants):
@@ -192,7 +198,7 @@ def main(argv=None) -> int:
     return 0
 
 
-def print_header(args, threads, info, processes, sides, reps, target, warmup_s) -> None:
+def print_header(args, threads, info, processes, sides, reps, target, warmup_s, settle) -> None:
     t, h = info["tapelab"], info["torch"]
     try:
         load = " / ".join(f"{x:.2f}" for x in os.getloadavg())
@@ -219,9 +225,9 @@ def print_header(args, threads, info, processes, sides, reps, target, warmup_s) 
         print(f"  WARNING      : the machine is busy (1-min load {os.getloadavg()[0]:.1f} on "
               f"{len(os.sched_getaffinity(0))} CPUs): wall-clock numbers, multi-threaded ones most of all, "
               f"measure the other load; prefer --threads 1 --clock thread and compare ratios")
-    settle = f", {args.settle * 1e3:.0f} ms pause after each round" if args.settle else ""
+    pause = f", each followed by a {settle * 1e3:.0f} ms pause (--settle)" if settle else ""
     print(f"  timing       : {args.clock} clock, median of {reps} repetitions of >= {target * 1e3:.0f} ms each, after "
-          f"{warmup_s * 1e3:.0f} ms warm-up; sides alternate{settle}; gc on")
+          f"{warmup_s * 1e3:.0f} ms warm-up; sides alternate{pause}; gc on")
     print()
 
 
@@ -251,8 +257,8 @@ def library_info(side: str, m) -> dict:
 class LocalSide:
     """One library's step for the current workload (and, for tapelab, the numpy floor), in this process."""
 
-    def __init__(self, side: str, m, target: float, warmup_s: float):
-        self.side, self.m, self.target, self.warmup_s = side, m, target, warmup_s
+    def __init__(self, side: str, m, target: float, warmup_s: float, settle: float):
+        self.side, self.m, self.target, self.warmup_s, self.settle = side, m, target, warmup_s, settle
         self.stack = contextlib.ExitStack()
         self.steps, self.loops = {}, {}
 
@@ -282,11 +288,14 @@ class LocalSide:
         except BaseException:
             self.teardown()
             raise
+        time.sleep(self.settle)
         return out
 
     def round(self) -> dict:
-        """One timed repetition of each step held: seconds per call."""
-        return {k: time_reps(s, self.loops[k]) for k, s in self.steps.items()}
+        """One timed repetition of each step held (seconds per call), then the settle pause."""
+        times = {k: time_reps(s, self.loops[k]) for k, s in self.steps.items()}
+        time.sleep(self.settle)
+        return times
 
     def teardown(self) -> None:
         self.steps, self.loops = {}, {}
@@ -296,10 +305,10 @@ class LocalSide:
 def serve(local: LocalSide, proto) -> int:
     """The child's loop: one JSON command per stdin line, one JSON reply per line on ``proto``.
 
-    Between commands the process blocks in the read, so while the other side runs its round this
-    one does nothing but what its BLAS/OpenMP pool does after its last call (OpenBLAS and libgomp
-    spin a while before they sleep): each round's reply says how much CPU the process used since
-    its previous round ("_idle": CPU seconds, wall seconds), so that spinning is measured."""
+    Between commands the process blocks in the read; its BLAS/OpenMP pool spins a while after its
+    last call, which the settle pause at the end of each set-up and round waits out. Each round's
+    reply says how much CPU the process used from its previous round's reply to this round
+    ("_idle": CPU seconds, wall seconds): what it took while the other side ran."""
     handlers = {"info": local.info, "setup": local.setup, "round": local.round, "teardown": local.teardown}
     last = None       # (process CPU time, wall time) at the end of this side's previous round of the row
     for line in sys.stdin:
@@ -314,7 +323,8 @@ def serve(local: LocalSide, proto) -> int:
         except Exception as e:  # noqa: BLE001 - reported to the parent, where it becomes the row's status
             reply = {"error": f"{type(e).__name__}: {str(e).splitlines()[0][:90] if str(e) else ''}"}
         if msg["op"] == "round" and "ok" in reply:
-            if last is not None:   # CPU this process (all its threads) used while the other side ran
+            if last is not None:   # CPU this process (all its threads) used while the other side ran,
+                #                    its own settle pause excluded
                 reply["ok"]["_idle"] = [cpu - last[0], wall - last[1]]
             last = time.process_time(), time.perf_counter()
         else:
@@ -391,7 +401,7 @@ def time_reps(step, n: int) -> float:
     return (clock() - t0) / n
 
 
-def measure(w, sides, options, reps, settle, variants) -> dict:
+def measure(w, sides, options, reps, variants) -> dict:
     """One row: set up each side (tapelab first), then ``reps`` rounds alternating between the sides."""
     import statistics
 
@@ -418,8 +428,6 @@ def measure(w, sides, options, reps, settle, variants) -> dict:
                 row["idle_wall_" + side] = row.get("idle_wall_" + side, 0.0) + wall
                 for k, t in times.items():
                     samples.setdefault(k, []).append(t)
-                if settle:
-                    time.sleep(settle)
         for k, ts in samples.items():
             row[k] = statistics.median(ts)
             qs = statistics.quantiles(ts, n=4) if len(ts) >= 2 else [row[k]] * 3
