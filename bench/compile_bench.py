@@ -6,6 +6,7 @@
     .venv/bin/python bench/compile_bench.py --quick --cpu-time   # CPU seconds: steadier on a loaded machine
     .venv/bin/python bench/compile_bench.py --gemm-share --cpu-time   # the matmuls' share of each step
     .venv/bin/python bench/compile_bench.py --check-jax   # JAX's models give tapelab's losses
+    .venv/bin/python bench/compile_bench.py --ab-jax mlp_b64,gcn   # alternating rounds against JAX
 
 Each workload is a training step's forward and backward into fresh gradients (no optimizer, on every
 side; ``.grad`` set to None first, as ``jax.grad`` returns new ones) on float32,
@@ -546,6 +547,60 @@ def run_jax(repeats: int) -> dict | None:
     return json.loads(p.stdout.strip().splitlines()[-1])
 
 
+# a JAX process that times one training row on request: "name n" -> seconds per step (CPU seconds)
+JAX_WORKER = JAX_MODELS + JAX_TRAINING + textwrap.dedent("""
+    import sys, time
+    import numpy as np
+    rows = {name: (jax.jit(jax.grad(loss)), p, ins) for name, (loss, p, ins) in training_rows(sys.argv[1]).items()}
+    print("ready", flush=True)
+    for line in sys.stdin:
+        name, n = line.split()
+        g, p, ins = rows[name]
+        jax.block_until_ready(g(p, *ins))
+        t0 = time.process_time()
+        for _ in range(int(n)):
+            jax.block_until_ready(g(p, *ins))
+        print((time.process_time() - t0) / int(n), flush=True)
+""")
+
+
+def ab_jax(names: list, rounds: int) -> dict:
+    """tapelab's compiled step and JAX's jitted one on the same row, alternating in rounds (each
+    side's CPU seconds in its own process, so both see the same load): per round compiled / JAX;
+    the median and quartiles of the rounds, steadier than two best-ofs taken a minute apart."""
+    import tapelab as T
+    py = os.environ.get("JAX_PYTHON", "/work/jaxvenv/bin/python")
+    rows, res = _tapelab_training(), {}
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "training.npz")
+        np.savez(path, **_saved(rows))
+        worker = subprocess.Popen([py, "-c", JAX_WORKER, path], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  text=True, env={**os.environ, "JAX_PLATFORMS": "cpu"})
+        try:
+            assert worker.stdout.readline().strip() == "ready"
+            for name in names:
+                fn, args = rows[name]
+                step = _step(T.compile(fn), args)
+                step()
+                inner = max(1, int(0.05 / best(step, 1, 1)))      # ~50 ms a side a round
+                ratios = []
+                for _ in range(rounds):
+                    t0 = time.process_time()
+                    for _ in range(inner):
+                        step()
+                    ours = (time.process_time() - t0) / inner
+                    worker.stdin.write(f"{name} {inner}\n")
+                    worker.stdin.flush()
+                    ratios.append(ours / float(worker.stdout.readline()))
+                ratios.sort()
+                n = len(ratios)
+                res[name] = (ratios[n // 2], ratios[n // 4], ratios[(3 * n) // 4])
+        finally:
+            worker.stdin.close()
+            worker.wait()
+    return res
+
+
 COMPILE_TIME = textwrap.dedent("""
     import sys, time, json
     sys.path.insert(0, sys.argv[1])
@@ -679,12 +734,20 @@ def main() -> None:
                     help="only check that the JAX models compute tapelab's losses on the same parameters")
     ap.add_argument("--gemm-share", action="store_true",
                     help="only time each step's matmuls alone against the eager and compiled step")
+    ap.add_argument("--ab-jax", metavar="ROWS",
+                    help="only: compiled against JAX on these training rows (comma-separated), alternating "
+                         "rounds; the median and quartiles of compiled/jax")
+    ap.add_argument("--rounds", type=int, default=21, help="rounds for --ab-jax")
     a = ap.parse_args()
     if a.cpu_time:
         CLOCK[0] = time.process_time
     repeats = 3 if a.quick else 7
     if a.check_jax:
         print(json.dumps(check_jax(), indent=1))
+        return
+    if a.ab_jax:
+        for name, (med, lo, hi) in ab_jax(a.ab_jax.split(","), a.rounds).items():
+            print(f"{name:<10} compiled/jax {med:.3f} (quartiles {lo:.3f}-{hi:.3f}, {a.rounds} rounds)")
         return
     if a.gemm_share:
         print(f"{'workload':<12}{'GEMMs':>10}{'eager':>10}{'compiled':>10}{'GEMM share':>12}{'compiled/eager':>16}"
