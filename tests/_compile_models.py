@@ -84,6 +84,19 @@ class LSTMLM(nn.Module):
         return F.cross_entropy(self.decoder(out).reshape(-1, self.vocab), y.reshape(-1))
 
 
+class GCN(nn.Module):
+    """bench/programs/models.py's two GCN layers, small: A relu(A X W1) W2 on a sparse adjacency A."""
+
+    def __init__(self, features=5, hidden=4, classes=3):
+        super().__init__()
+        self.w1 = nn.Parameter(tapelab.randn(features, hidden) * 0.5)
+        self.w2 = nn.Parameter(tapelab.randn(hidden, classes) * 0.5)
+
+    def forward(self, adj, x, y):
+        h = F.relu(tapelab.sparse.mm(adj, x @ self.w1))
+        return F.cross_entropy(tapelab.sparse.mm(adj, h @ self.w2), y)
+
+
 def chain(x, y):
     """The bench's 6-op elementwise chain."""
     return ((x * y + 1.0).tanh() * 0.5 - y).exp() * x

@@ -16,7 +16,7 @@ from tapelab.compiler import cuda as cuda_backend
 from tapelab.compiler.fused import FusedOp
 from tapelab.graphs import Graph, graph
 
-from _compile_models import ZOO, LSTMLM, MLP, chain
+from _compile_models import ZOO, GCN, LSTMLM, MLP, chain
 
 RTOL, ATOL = 1e-5, 1e-6
 
@@ -365,6 +365,32 @@ def test_an_unrolled_lstm_runs_eagerly_and_says_why():
     entry = next(iter(compiled._compiled.cache.values()))
     assert entry.graph is None and entry.reason.startswith("unrolled recurrence: rnn traced as 10 per-step cell ops")
     assert "unrolled recurrence" in tc.explain(model, *args).break_reasons[0]
+
+
+def test_a_sparse_adjacency_input_compiles_and_is_read_each_call():
+    """The GCN row: a sparse COO input is a graph input like a dense one (guarded by its shape), so
+    a new adjacency of the same size runs the same graph on the new entries; equal to eager."""
+    tapelab.manual_seed(0)
+    model, rng = GCN(), np.random.default_rng(0)
+    x, y = tapelab.randn(12, 5), tapelab.tensor(rng.integers(0, 3, 12))
+
+    def adjacency(n_edges):
+        idx = rng.integers(0, 12, (2, n_edges))
+        return tapelab.sparse_coo_tensor(tapelab.tensor(idx), tapelab.tensor(rng.random(n_edges).astype(np.float32)),
+                                         (12, 12)).coalesce()
+    compiled = tapelab.compile(model)
+    for adj in (adjacency(30), adjacency(30), adjacency(40)):
+        model.zero_grad()
+        loss = compiled(adj, x, y)
+        loss.backward()
+        got = _grads(model)
+        model.zero_grad()
+        want = model(adj, x, y)
+        want.backward()
+        _close(loss.detach().numpy(), want.detach().numpy())
+        for n, g in _grads(model).items():
+            _close(got[n], g, n)
+    assert len(compiled._compiled.cache) == 1 and next(iter(compiled._compiled.cache.values())).graph is not None
 
 
 def test_sibling_groups_merge_into_one_kernel():
