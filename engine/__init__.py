@@ -58,6 +58,7 @@ from .amp.autocast_mode import (autocast, autocast_decrement_nesting, autocast_i
 from . import debug, fx, graphs, onnx, profiler  # noqa: E402
 from ._nn_toplevel import *  # noqa: E402,F401,F403  (torch.softmax, torch.conv2d, Tensor.softmax, ...)
 from ._torch_extra import *  # noqa: E402,F401,F403  (torch.exp_, torch.hann_window, torch.compile, ...)
+from ._foreach import *  # noqa: E402,F401,F403  (torch._foreach_add_, torch._foreach_lerp_, ...)
 from . import distributions, fft, special  # noqa: E402,F401
 from .aliases import install_aliases, uninstall_aliases  # noqa: E402  (import torch / torchvision -> tapelab)
 

@@ -297,7 +297,14 @@ erfinv = _unary("erfinv", lambda xp, a: _special(xp).erfinv(a).astype(a.dtype, c
                 complex_error=kernel_refusal("erfinv_vml"))
 
 # ---------------------------------------------------------------- dtype-preserving unary
-neg = _unary("neg", lambda xp, a: -a, lambda g, out, a: (-g,), promote=None, reads="nothing",
+def _neg_fwd(xp, a):
+    if a.dtype.kind == "b":     # numpy refuses too, in its own words; PyTorch's point to ``~``
+        raise RuntimeError("Negation, the `-` operator, on a bool tensor is not supported. If you are trying "
+                           "to invert a mask, use the `~` or `logical_not()` operator instead.")
+    return -a
+
+
+neg = _unary("neg", _neg_fwd, lambda g, out, a: (-g,), promote=None, reads="nothing",
              ufunc="negative", aliases=("negative",), operator="neg", onnx="Neg")
 abs = _unary("abs", lambda xp, a: xp.abs(a),
              lambda g, out, a: (g * (sign(a) if a._data.dtype.kind != "c" else sgn(a)),), promote=None,
