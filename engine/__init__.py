@@ -59,6 +59,8 @@ from . import debug, fx, graphs, onnx, profiler  # noqa: E402
 from ._nn_toplevel import *  # noqa: E402,F401,F403  (torch.softmax, torch.conv2d, Tensor.softmax, ...)
 from ._torch_extra import *  # noqa: E402,F401,F403  (torch.exp_, torch.hann_window, torch.compile, ...)
 from ._foreach import *  # noqa: E402,F401,F403  (torch._foreach_add_, torch._foreach_lerp_, ...)
+from . import func  # noqa: E402  (torch.func: grad, vmap, jacrev, functional_call, ...)
+from .func import vmap  # noqa: E402,F401  (torch.vmap is torch.func.vmap)
 from . import distributions, fft, special  # noqa: E402,F401
 from .aliases import install_aliases, uninstall_aliases  # noqa: E402  (import torch / torchvision -> tapelab)
 

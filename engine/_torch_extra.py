@@ -1,7 +1,7 @@
 """The rest of the ``torch.*`` namespace that programs touch: the in-place function forms
 (``torch.exp_(x)``), the ATen-style layer functions (``torch.conv_tbc``, ``torch.celu``, reductions
 given as ints), window factories, ``*_copy`` forms of views, predicates on tensors and dtypes,
-process-wide switches, and eager ``compile``/``cond``/``while_loop``/``vmap``/``fork``.
+process-wide switches, and eager ``compile``/``cond``/``while_loop``/``fork`` (``vmap`` is ``func.vmap``).
 
 Each is a thin function over public tapelab names (the engine's ops, ``nn.functional``); none
 declares an op.
@@ -22,7 +22,6 @@ from .core.tensor import Tensor
 from . import compiler as _compiler
 from .nn import functional as F
 from .ops.conjugation import view_as_complex, view_as_real
-from .ops.movement import stack
 
 __all__ = []   # filled below: every public function defined or generated here
 _range = builtins.range   # ``range`` below is torch.range
@@ -587,29 +586,6 @@ def while_loop(cond_fn, body_fn, carried_inputs):
             return carried
         out = body_fn(*carried)
         carried = tuple(out) if isinstance(out, (tuple, list)) else (out,)
-
-
-@_public
-def vmap(func, in_dims=0, out_dims=0, randomness: str = "error", *, chunk_size=None):
-    """``func`` mapped over a batch dim of its tensor arguments: called once per slice and stacked (the
-    values ``torch.vmap`` gives, computed one slice at a time)."""
-    def mapped(*args):
-        dims = in_dims if isinstance(in_dims, (tuple, list)) else (in_dims,) * len(args)
-        if len(dims) != len(args):
-            raise ValueError(f"vmap(...): in_dims is not compatible with the structure of `inputs`. in_dims has "
-                             f"structure {dims} but inputs has {len(args)} elements")
-        sizes = {a.shape[d] for a, d in zip(args, dims) if d is not None and isinstance(a, Tensor)}
-        if len(sizes) != 1:
-            raise ValueError("vmap: Expected all tensors to have the same size in the mapped dimension, got sizes "
-                             f"{sorted(sizes)} for the mapped dimension")
-        n = sizes.pop()
-        results = [func(*(a.select(d, i) if d is not None and isinstance(a, Tensor) else a
-                          for a, d in zip(args, dims))) for i in _range(n)]
-        if isinstance(results[0], tuple):
-            outs = out_dims if isinstance(out_dims, (tuple, list)) else (out_dims,) * len(results[0])
-            return tuple(stack([r[k] for r in results], o) for k, o in enumerate(outs))
-        return stack(results, out_dims)
-    return mapped
 
 
 class Future:

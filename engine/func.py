@@ -1,0 +1,265 @@
+"""``torch.func``: function transforms (``grad``, ``vmap``, ``jacrev``, ``hessian``, ...) and
+``functional_call``, as per-sample-gradient, meta-learning and ensembling programs use them.
+
+tapelab runs them eagerly on its one tape: ``grad`` re-makes its inputs as fresh leaves (or, when
+an outer transform differentiates through it, as views on the outer graph with ``create_graph``),
+so transforms compose (``vmap(grad(f))``, ``jacrev(jacrev(f))``); ``vmap`` calls the function once
+per slice of the mapped dims and stacks the results, over any nesting of tuples, lists and dicts
+(the values ``torch.func`` gives, computed a slice at a time). ``torch.vmap`` is this ``vmap``.
+"""
+from __future__ import annotations
+
+import contextlib
+from typing import Any, Callable
+
+from .autograd.engine import grad as _autograd_grad
+from .base.grad_mode import enable_grad, is_grad_enabled
+from .core.tensor import Tensor
+from .ops.movement import stack
+
+__all__ = ["grad", "grad_and_value", "vjp", "jvp", "jacrev", "jacfwd", "hessian", "vmap", "functional_call",
+           "stack_module_state", "functionalize"]
+
+
+# ---------------------------------------------------------------- pytrees: tuples, lists, dicts of tensors
+def _flatten(tree) -> tuple[list, Callable]:
+    """The leaves of ``tree`` in order, and a function rebuilding the tree from new leaves."""
+    if isinstance(tree, (tuple, list)):
+        parts = [_flatten(t) for t in tree]
+        sizes = [len(p[0]) for p in parts]
+
+        def build(leaves, kind=type(tree)):
+            out, i = [], 0
+            for (_, b), n in zip(parts, sizes):
+                out.append(b(leaves[i:i + n]))
+                i += n
+            return kind(out) if kind in (tuple, list) else kind(*out)
+        return [x for p in parts for x in p[0]], build
+    if isinstance(tree, dict):
+        keys = list(tree)
+        flat, build_values = _flatten([tree[k] for k in keys])
+        return flat, lambda leaves: dict(zip(keys, build_values(leaves)))
+    return [tree], lambda leaves: leaves[0]
+
+
+# ---------------------------------------------------------------- grad
+def _leaves_for(x: Tensor) -> Tensor:
+    """A tensor to differentiate with respect to: a fresh leaf, or on the outer graph when some
+    outer transform (or the caller) differentiates through ``x``."""
+    if x.requires_grad and is_grad_enabled():
+        return x.view_as(x)
+    return x.detach().requires_grad_(True)
+
+
+def _argnums(argnums, n: int, name: str) -> tuple:
+    nums = argnums if isinstance(argnums, tuple) else (argnums,)
+    for a in nums:
+        if not isinstance(a, int):
+            raise RuntimeError(f"{name}: argnums must be int or Tuple[int, ...], got: {type(a)}")
+        if not -n <= a < n:
+            raise RuntimeError(f"Got argnums={a}, but only {n} positional inputs")
+    return tuple(a % n for a in nums)
+
+
+def grad_and_value(func: Callable, argnums=0, has_aux: bool = False) -> Callable:
+    """``f(*args) -> (gradient w.r.t. args[argnums], value)`` (``((gradient, value), aux)`` ... as
+    ``torch.func.grad_and_value``: with ``has_aux`` the function returns ``(value, aux)``)."""
+    def wrapper(*args, **kwargs):
+        nums = _argnums(argnums, len(args), "grad_and_value")
+        outer = is_grad_enabled() and any(t.requires_grad for i in nums for t in _flatten(args[i])[0]
+                                           if isinstance(t, Tensor))
+        args = list(args)
+        trees = []
+        for i in nums:
+            leaves, build = _flatten(args[i])
+            leaves = [_leaves_for(t) if isinstance(t, Tensor) else t for t in leaves]
+            trees.append((leaves, build))
+            args[i] = build(leaves)
+        with enable_grad():
+            out = func(*args, **kwargs)
+            value, aux = (out if has_aux else (out, None))
+            if not isinstance(value, Tensor) or value.numel() != 1:
+                raise RuntimeError("grad_and_value(f)(*args): Expected f(*args) to return a scalar Tensor, got "
+                                   f"tensor with {value.dim() if isinstance(value, Tensor) else '?'} dims. Maybe "
+                                   "you wanted to use the vjp or jacrev APIs instead?")
+            leaves = [t for ls, _ in trees for t in ls if isinstance(t, Tensor)]
+            gs = list(_autograd_grad((value,), leaves, create_graph=outer, allow_unused=True))
+        it = iter(gs)
+        grads = []
+        for ls, build in trees:
+            filled = []
+            for t in ls:
+                if isinstance(t, Tensor):
+                    g = next(it)
+                    filled.append(t.new_zeros(t.shape) if g is None else g)
+                else:
+                    filled.append(t)
+            grads.append(build(filled))
+        g = grads[0] if not isinstance(argnums, tuple) else tuple(grads)
+        value = value if outer else value.detach()
+        return ((g, (value, aux)) if has_aux else (g, value))
+    return wrapper
+
+
+def grad(func: Callable, argnums=0, has_aux: bool = False) -> Callable:
+    """``f(*args) -> gradient of the scalar f w.r.t. args[argnums]`` (a pytree like the argument)."""
+    inner = grad_and_value(func, argnums, has_aux)
+
+    def wrapper(*args, **kwargs):
+        g, value = inner(*args, **kwargs)
+        return (g, value[1]) if has_aux else g
+    return wrapper
+
+
+def vjp(func: Callable, *primals, has_aux: bool = False):
+    """``(func(*primals), vjp_fn)`` where ``vjp_fn(cotangents)`` returns one gradient per primal."""
+    leaves = [_leaves_for(p) for p in primals]
+    with enable_grad():
+        out = func(*leaves)
+    out, aux = (out if has_aux else (out, None))
+    outer = is_grad_enabled() and any(p.requires_grad for p in primals)
+
+    def vjp_fn(cotangents):
+        outs, _ = _flatten(out)
+        cots, _ = _flatten(cotangents)
+        gs = _autograd_grad(outs, leaves, cots, retain_graph=True, create_graph=outer, allow_unused=True)
+        return tuple(p.new_zeros(p.shape) if g is None else g for g, p in zip(gs, leaves))
+    result = out if outer else _flatten(out)[1]([o.detach() for o in _flatten(out)[0]])
+    return (result, vjp_fn, aux) if has_aux else (result, vjp_fn)
+
+
+def jvp(func: Callable, primals: tuple, tangents: tuple, *, has_aux: bool = False):
+    """``(func(*primals), J @ tangents)``, by differentiating the vjp w.r.t. its cotangent."""
+    from .autograd.functional import jvp as _jvp
+    if has_aux:
+        raise NotImplementedError("jvp(..., has_aux=True) is not supported by tapelab.func yet")
+    return _jvp(lambda *xs: func(*xs), tuple(primals), tuple(tangents),
+                create_graph=is_grad_enabled() and any(p.requires_grad for p in primals))
+
+
+def jacrev(func: Callable, argnums=0, *, has_aux: bool = False) -> Callable:
+    """The Jacobian of ``func`` w.r.t. ``args[argnums]``: ``out.shape + arg.shape`` (tuples for
+    tuple argnums or outputs), one reverse pass per output element."""
+    from .autograd.functional import jacobian
+
+    def wrapper(*args):
+        nums = _argnums(argnums, len(args), "jacrev")
+        aux_box = []
+
+        def of(*xs):
+            full = list(args)
+            for i, x in zip(nums, xs):
+                full[i] = x
+            out = func(*full)
+            if has_aux:
+                out, aux = out
+                aux_box.append(aux)
+            return out
+        outer = is_grad_enabled() and any(args[i].requires_grad for i in nums)
+        jac = jacobian(of, tuple(args[i] for i in nums), create_graph=outer)
+        if not isinstance(argnums, tuple):
+            jac = tuple(j[0] for j in jac) if isinstance(jac[0], tuple) else jac[0]
+        return (jac, aux_box[0]) if has_aux else jac
+    return wrapper
+
+
+jacfwd = jacrev   # the same values; tapelab computes both in reverse mode
+
+
+def hessian(func: Callable, argnums=0) -> Callable:
+    """``jacfwd(jacrev(func))``."""
+    return jacfwd(jacrev(func, argnums), argnums)
+
+
+# ---------------------------------------------------------------- vmap
+def _dims_for(dims, tree) -> list:
+    """One mapped dim per leaf of ``tree``: ``dims`` an int or None for all its leaves, or a
+    tuple/list/dict of the tree's own structure."""
+    if dims is None or isinstance(dims, int):
+        return [dims] * len(_flatten(tree)[0])
+    if isinstance(dims, dict) and isinstance(tree, dict):
+        return [x for k in tree for x in _dims_for(dims[k], tree[k])]
+    if isinstance(dims, (tuple, list)) and isinstance(tree, (tuple, list)) and len(dims) == len(tree):
+        return [x for d, t in zip(dims, tree) for x in _dims_for(d, t)]
+    raise ValueError(f"vmap(...): in_dims is not compatible with the structure of `inputs`. in_dims has "
+                     f"structure {dims} but inputs has structure {type(tree).__name__} of "
+                     f"{len(tree) if hasattr(tree, '__len__') else 1} elements")
+
+
+def vmap(func: Callable, in_dims=0, out_dims=0, randomness: str = "error", *, chunk_size=None) -> Callable:
+    """``func`` mapped over a dim of its (nested) tensor arguments: called once per slice, results
+    stacked along ``out_dims``."""
+    def mapped(*args, **kwargs):
+        leaves, build = _flatten(args)
+        dims = _dims_for(in_dims, args)
+        sizes = {t.shape[d] for t, d in zip(leaves, dims) if d is not None and isinstance(t, Tensor)}
+        if len(sizes) != 1:
+            raise ValueError("vmap: Expected all tensors to have the same size in the mapped dimension, got sizes "
+                             f"{sorted(sizes)} for the mapped dimension" if sizes else
+                             "vmap(f, in_dims=..., ...)(<inputs>): at least one input must be a Tensor mapped over a dim")
+        results = [func(*build([t.select(d, i) if d is not None and isinstance(t, Tensor) else t
+                                for t, d in zip(leaves, dims)]), **kwargs) for i in range(sizes.pop())]
+        flat, rebuild = _flatten(results[0])
+        outs = _dims_for(out_dims, results[0])
+        per = [_flatten(r)[0] for r in results]
+        return rebuild([stack([p[k] for p in per], o) for k, o in enumerate(outs)])
+    return mapped
+
+
+# ---------------------------------------------------------------- modules as functions
+@contextlib.contextmanager
+def _swapped(module, tensors: dict):
+    """``module``'s parameters and buffers replaced by ``tensors`` (by dotted name) for the block."""
+    saved = []
+    try:
+        for name, value in tensors.items():
+            owner_name, _, attr = name.rpartition(".")
+            owner = module.get_submodule(owner_name) if owner_name else module
+            kind = "_parameters" if attr in owner._parameters else "_buffers" if attr in owner._buffers else None
+            if kind is None:
+                raise AttributeError(f"{type(owner).__name__} has no parameter or buffer {attr!r} ({name})")
+            saved.append((owner, kind, attr, getattr(owner, kind)[attr]))
+            getattr(owner, kind)[attr] = value
+        yield
+    finally:
+        for owner, kind, attr, old in reversed(saved):
+            getattr(owner, kind)[attr] = old
+
+
+def functional_call(module, parameter_and_buffer_dicts, args=None, kwargs=None, *, tie_weights: bool = True,
+                    strict: bool = False):
+    """``module(*args, **kwargs)`` with its parameters and buffers taken from the given dict(s)."""
+    dicts = parameter_and_buffer_dicts
+    tensors: dict[str, Any] = {}
+    for d in (dicts if isinstance(dicts, (tuple, list)) else (dicts,)):
+        for k, v in d.items():
+            if k in tensors:
+                raise ValueError(f"{k} appeared in multiple dictionaries; behavior of functional call is ambiguous")
+            tensors[k] = v
+    if strict:
+        expected = {n for n, _ in module.named_parameters()} | {n for n, _ in module.named_buffers()}
+        missing, unexpected = sorted(expected - set(tensors)), sorted(set(tensors) - expected)
+        if missing or unexpected:
+            raise RuntimeError(f"Error(s) in reparametrizing for {type(module).__name__}:\n\tUnexpected key(s): "
+                               f"{', '.join(map(repr, unexpected))}.\n\tMissing key(s): {', '.join(map(repr, missing))}.")
+    args = () if args is None else args if isinstance(args, tuple) else (args,)
+    with _swapped(module, tensors):
+        return module(*args, **(kwargs or {}))
+
+
+def stack_module_state(models) -> tuple[dict, dict]:
+    """The parameters and buffers of same-shaped ``models`` stacked along a new leading dim (for
+    ``vmap`` over an ensemble); the stacked parameters are leaves that require grad."""
+    models = list(models)
+    if not models:
+        raise RuntimeError("stack_module_state: Expected at least one model, got 0.")
+    params = {n: stack([dict(m.named_parameters())[n].detach() for m in models]).requires_grad_(p.requires_grad)
+              for n, p in models[0].named_parameters()}
+    buffers = {n: stack([dict(m.named_buffers())[n] for m in models]) for n, _ in models[0].named_buffers()}
+    return params, buffers
+
+
+def functionalize(func: Callable, *, remove: str = "mutations") -> Callable:
+    """``func`` itself: tapelab's eager tensors need no mutation removal (``torch.func.functionalize``
+    exists for tracing backends)."""
+    return func
