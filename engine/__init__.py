@@ -61,6 +61,7 @@ from ._torch_extra import *  # noqa: E402,F401,F403  (torch.exp_, torch.hann_win
 from ._foreach import *  # noqa: E402,F401,F403  (torch._foreach_add_, torch._foreach_lerp_, ...)
 from . import func  # noqa: E402  (torch.func: grad, vmap, jacrev, functional_call, ...)
 from .func import vmap  # noqa: E402,F401  (torch.vmap is torch.func.vmap)
+from . import jit  # noqa: E402  (torch.jit: script/trace hand back what they are given)
 from . import distributions, fft, special  # noqa: E402,F401
 from .aliases import install_aliases, uninstall_aliases  # noqa: E402  (import torch / torchvision -> tapelab)
 

@@ -103,7 +103,7 @@ OMISSIONS: dict[str, dict[str, tuple[str, ...]]] = {
                   "SerializationStorageContext", "StaticModule", "StreamObjType", "StringType", "SymBoolType",
                   "SymIntType", "Tag", "TensorType", "ThroughputBenchmark", "TracingState", "TupleType", "Type",
                   "UnionType", "Use", "Value", "classes", "classproperty", "compiled_with_cxx11_abi", "cpp",
-                  "get_file_path", "import_ir_module", "import_ir_module_from_buffer", "jit", "library",
+                  "get_file_path", "import_ir_module", "import_ir_module_from_buffer", "library",
                   "merge_type_from_type_comment", "monitor", "overrides", "parse_ir", "parse_schema",
                   "parse_type_comment", "prepare_multiprocessing_environment",
                   "profiler_allow_cudagraph_cupti_lazy_reinit_cuda12", "unify_type_list"),
