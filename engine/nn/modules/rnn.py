@@ -17,7 +17,7 @@ from ...core import creation
 from ...ops.movement import cat, stack
 from .. import _fused_rnn, functional as F, init
 from ..parameter import Parameter
-from ..utils.rnn import PackedSequence
+from .._packed_sequence import PackedSequence
 from ...core.tensor import Tensor
 from .module import Module
 
