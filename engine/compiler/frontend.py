@@ -215,13 +215,15 @@ class CompiledFunction:
         if mutated:       # the graph would not replay an in-place write into state it does not own
             watch.reasons.append(f"in-place update of {mutated}: a graph cannot replay it")
         unrolled = _unrolled_recurrence(self.module, gm)
-        if unrolled:
-            watch.reasons.append(unrolled)
-        if watch.reasons:
-            state.restore()                          # the traced run's effects are undone, then run eagerly
+        if watch.reasons or unrolled:
+            reason = (watch.reasons or [unrolled])[0]
             if self.fullgraph:
-                raise Unsupported(f"tapelab.compile(fullgraph=True): {self.__name__}: {watch.reasons[0]}")
-            entry = _Entry(guards, reason=watch.reasons[0], times=times)
+                state.restore()
+                raise Unsupported(f"tapelab.compile(fullgraph=True): {self.__name__}: {reason}")
+            entry = _Entry(guards, reason=reason, times=times)
+            if not watch.reasons:      # a faithful trace, only slower as a graph: its eager result stands
+                return entry, out
+            state.restore()                          # the traced run's effects are undone, then run eagerly
             return entry, self.fn(*args, **kwargs)
         t1 = time.perf_counter()
         k0 = _fused.STATS["kernel_seconds"]
