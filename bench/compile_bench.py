@@ -570,6 +570,8 @@ def ab_jax(names: list, rounds: int) -> dict:
     the median and quartiles of the rounds, steadier than two best-ofs taken a minute apart."""
     import tapelab as T
     py = os.environ.get("JAX_PYTHON", "/work/jaxvenv/bin/python")
+    if not os.path.exists(py):
+        sys.exit(f"--ab-jax: no JAX python at {py} (set JAX_PYTHON)")
     rows, res = _tapelab_training(), {}
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "training.npz")
