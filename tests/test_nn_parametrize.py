@@ -369,3 +369,38 @@ def test_import_paths_under_aliases():
         from torch.nn.utils.parametrizations import orthogonal, spectral_norm, weight_norm  # noqa: F401
         from torch.nn.utils import remove_spectral_norm, remove_weight_norm  # noqa: F401
         assert P is tapelab.nn.utils.parametrize and spectral_norm is LZ.spectral_norm
+
+
+def test_weight_norm_loads_the_older_keys():
+    """A checkpoint of the hook-based weight_norm (HiFi-GAN's) loads into the parametrized form."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        old = torch.nn.Sequential(torch.nn.utils.weight_norm(torch.nn.Conv1d(2, 3, 3)))
+    t_mod = torch.nn.Sequential(TZ.weight_norm(torch.nn.Conv1d(2, 3, 3)))
+    l_mod = tapelab.nn.Sequential(LZ.weight_norm(tapelab.nn.Conv1d(2, 3, 3)))
+    t_mod.load_state_dict(old.state_dict())
+    l_mod.load_state_dict({k: tl(v) for k, v in old.state_dict().items()})
+    same_state(t_mod, l_mod)
+    close(l_mod[0].weight, old[0].weight)
+
+
+@pytest.mark.parametrize("make", [lambda m: _P(m).weight_norm(m.nn.Linear(3, 4)),
+                                  lambda m: _P(m).spectral_norm(m.nn.Linear(3, 4)).eval(),
+                                  lambda m: _P(m).orthogonal(m.nn.Linear(3, 3)),
+                                  lambda m: _P(m).orthogonal(m.nn.Linear(3, 4)),
+                                  lambda m: _P(m).orthogonal(m.nn.Linear(3, 3), orthogonal_map="cayley")],
+                         ids=["weight_norm", "spectral_norm", "matrix_exp", "householder", "cayley"])
+def test_gradcheck_float64(make):
+    mod = make(tapelab).double()
+    plist = mod.parametrizations.weight
+    originals = [getattr(plist, n) for n in ("original", "original0", "original1") if hasattr(plist, n)]
+    with tapelab.no_grad():   # off the -I the orthogonal maps start from
+        for o in originals:
+            o.add_(0.1 * tapelab.randn(*o.shape, dtype=tapelab.float64))
+
+    inputs = tuple(o.detach().clone().requires_grad_(True) for o in originals)
+
+    def weight(*values):   # what mod.weight computes, from the originals given
+        return plist[0](*values)
+    assert tapelab.autograd.gradcheck(weight, inputs)
+    assert tapelab.autograd.gradgradcheck(weight, inputs)

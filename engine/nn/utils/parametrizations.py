@@ -150,6 +150,8 @@ def _norm_except_dim(v: Tensor, dim: int) -> Tensor:
 class _WeightNorm(Module):
     """``weight = g * v / ||v||``, the norm over every dim but ``dim``."""
 
+    legacy_suffixes = ("_g", "_v")   # the older nn.utils.weight_norm's names for g and v
+
     def __init__(self, dim: int | None = 0) -> None:
         super().__init__()
         self.dim = -1 if dim is None else dim
