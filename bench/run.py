@@ -38,7 +38,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SIDES = ("tapelab", "torch")
 # After its last call OpenBLAS's idle threads spin (yielding) for 2^28 TSC ticks, ~0.13 s at 2 GHz,
 # before they sleep; libgomp's for a few ms. Measured: without a pause, tapelab's process used 22% of a
-# CPU on average (62% on the LSTM row) while torch's round ran.
+# CPU on average in one run (62% on the LSTM row), 3-10% in others, while torch's round ran.
 SETTLE_S = 0.15
 
 def parse_args(argv=None):
