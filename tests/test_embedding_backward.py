@@ -35,3 +35,26 @@ def test_segment_sum_declines_skewed_ids():
     res = np.zeros((10, 2), np.float32)
     assert not _ops._segment_sum(np, res, flat, g)
     assert not res.any()
+
+
+@pytest.mark.parametrize("padding_idx", [None, 0])
+def test_scale_grad_by_freq_divides_each_rows_gradient_by_its_count_as_pytorch(padding_idx):
+    """Each looked-up row's gradient is divided by how often its index occurs in the batch
+    (word-frequency scaling in language models); the module form passes the flag through."""
+    rng = np.random.default_rng(3)
+    w, idx, up = rng.standard_normal((7, 4)), np.array([[1, 2, 1], [4, 1, 0]]), rng.standard_normal((2, 3, 4))
+    grads = []
+    for lib in (torch, tapelab):
+        weight = lib.tensor(w, requires_grad=True)
+        emb = lib.nn.Embedding.from_pretrained(weight, freeze=False, padding_idx=padding_idx, scale_grad_by_freq=True)
+        (emb(lib.tensor(idx)) * lib.tensor(up)).sum().backward()
+        grads.append(emb.weight.grad.numpy())
+    np.testing.assert_allclose(grads[1], grads[0], rtol=1e-12)
+    # the second derivative (through the upstream gradient) by finite differences: PyTorch's own
+    # double backward of embedding_dense_backward leaves the 1/count factor out, so gradcheck is the reference
+    W = tapelab.tensor(w, requires_grad=True)
+
+    def first(V):
+        out = tapelab.nn.functional.embedding(tapelab.tensor(idx), W, padding_idx=padding_idx, scale_grad_by_freq=True)
+        return tapelab.autograd.grad((out * V).sum(), W, create_graph=True)[0]
+    assert tapelab.autograd.gradcheck(first, (tapelab.tensor(up, requires_grad=True),))

@@ -836,10 +836,17 @@ def _segment_sum(xp, res, flat, g2) -> bool:
     return True
 
 
-def _embedding_bwd_fwd(xp, g, idx, *, num, padding_idx):
+def _inverse_counts(xp, flat, num: int, dtype):
+    """``1 / (occurrences of flat[i] in flat)`` per entry: ``scale_grad_by_freq``'s factor."""
+    return (1 / xp.bincount(flat, minlength=num)[flat]).astype(dtype, copy=False)
+
+
+def _embedding_bwd_fwd(xp, g, idx, *, num, padding_idx, scale_grad_by_freq=False):
     d = g.shape[-1]
     res = xp.zeros((num, d), g.dtype)
     flat, g2 = idx.ravel(), g.reshape(-1, d)
+    if scale_grad_by_freq:
+        g2 = g2 * _inverse_counts(xp, flat, num, g.dtype)[:, None]
     if not is_numpy(xp) or g.size < _EMBEDDING_SORT_MIN or not _segment_sum(xp, res, flat, g2):
         xp.add.at(res, flat, g2)
     if padding_idx is not None:
@@ -847,20 +854,29 @@ def _embedding_bwd_fwd(xp, g, idx, *, num, padding_idx):
     return res
 
 
-def _embedding_bwd_vjp(g, out, gy, idx, *, num, padding_idx):
+def _embedding_bwd_vjp(g, out, gy, idx, *, num, padding_idx, scale_grad_by_freq=False):
     taken = apply(_embedding, g, idx, padding_idx=padding_idx)
     if padding_idx is not None:
         taken = taken * (idx != padding_idx).unsqueeze(-1)
+    if scale_grad_by_freq:
+        taken = taken / idx.reshape(-1).bincount(minlength=num)[idx].unsqueeze(-1).to(taken.dtype)
     return taken, None
 
 
-_embedding = Op("embedding", lambda xp, w, idx, *, padding_idx: xp.take(w, idx, axis=0),
-                lambda g, out, w, idx, *, padding_idx: (
-                    apply(_embedding_bwd, g, idx, num=w.shape[0], padding_idx=padding_idx), None),
-                saves=NONE, onnx=lambda g, w, idx, *, padding_idx: g.op("Gather", w, idx, axis=0))
+def _embedding_vjp(g, out, w, idx, *, padding_idx, scale_grad_by_freq=False):
+    extra = {"scale_grad_by_freq": True} if scale_grad_by_freq else {}
+    return apply(_embedding_bwd, g, idx, num=w.shape[0], padding_idx=padding_idx, **extra), None
+
+
+_embedding = Op("embedding", lambda xp, w, idx, *, padding_idx, scale_grad_by_freq=False: xp.take(w, idx, axis=0),
+                _embedding_vjp, saves=NONE,
+                onnx=lambda g, w, idx, *, padding_idx, scale_grad_by_freq=False: g.op("Gather", w, idx, axis=0))
 _embedding_bwd = Op("embedding_backward", _embedding_bwd_fwd, _embedding_bwd_vjp, saves=NONE)
 
 
-def embedding(weight: Tensor, idx: Tensor, padding_idx: int | None) -> Tensor:
-    """Rows of ``weight`` at integer ``idx``; the ``padding_idx`` row gets no gradient."""
+def embedding(weight: Tensor, idx: Tensor, padding_idx: int | None, scale_grad_by_freq: bool = False) -> Tensor:
+    """Rows of ``weight`` at integer ``idx``; the ``padding_idx`` row gets no gradient, and with
+    ``scale_grad_by_freq`` each row's gradient is divided by how often its index occurs in ``idx``."""
+    if scale_grad_by_freq:
+        return apply(_embedding, weight, idx, padding_idx=padding_idx, scale_grad_by_freq=True)
     return apply(_embedding, weight, idx, padding_idx=padding_idx)
