@@ -431,3 +431,32 @@ def test_repr_and_names():
     assert [n for n, _ in l_mod.named_parameters()] == [n for n, _ in t_mod.named_parameters()]
     same_error(lambda: setattr(t_mod, "weight", torch.nn.Parameter(torch.ones(3, 3))),
                lambda: setattr(l_mod, "weight", tapelab.nn.Parameter(tapelab.ones(3, 3))))
+
+
+def test_unsafe_shape_change_keeps_the_parameter():
+    """``unsafe=True``: right_inverse may reshape the original, in place (an optimizer holding the
+    Parameter keeps it), and removal leaves the parametrized shape in the same Parameter."""
+    results = []
+    for m in (torch, tapelab):
+        class Flat(m.nn.Module):
+            def forward(self, x):
+                return x.reshape(4, 3)
+
+            def right_inverse(self, w):
+                return w.reshape(-1)
+
+        class Twice(m.nn.Module):
+            def forward(self, x):
+                return m.cat([x, x], 0)
+        lin = m.nn.Linear(3, 4)
+        p, w0 = lin.weight, lin.weight.detach().clone()
+        P = m.nn.utils.parametrize
+        P.register_parametrization(lin, "weight", Flat(), unsafe=True)
+        row = [tuple(lin.parametrizations.weight.original.shape), lin.parametrizations.weight.original is p,
+               bool((lin.weight == w0).all())]
+        P.register_parametrization(lin, "weight", Twice(), unsafe=True)
+        row += [tuple(lin.weight.shape), lin.parametrizations.weight.unsafe]
+        P.remove_parametrizations(lin, "weight")
+        row += [tuple(lin.weight.shape), lin.weight is p, type(lin).__name__]
+        results.append(row)
+    assert results[1] == results[0] == [(12,), True, True, (8, 3), True, (8, 3), True, "Linear"]
