@@ -58,3 +58,25 @@ def test_scale_grad_by_freq_divides_each_rows_gradient_by_its_count_as_pytorch(p
         out = tapelab.nn.functional.embedding(tapelab.tensor(idx), W, padding_idx=padding_idx, scale_grad_by_freq=True)
         return tapelab.autograd.grad((out * V).sum(), W, create_graph=True)[0]
     assert tapelab.autograd.gradcheck(first, (tapelab.tensor(up, requires_grad=True),))
+
+
+@pytest.mark.parametrize("mode", ["sum", "mean"])
+def test_embedding_bag_scale_grad_by_freq(mode):
+    """Each row's gradient divided by its index's count over the whole input, as the documentation
+    of both libraries says (PyTorch 2.13's CPU embedding_bag divides rows that occur once by the
+    largest count instead, so the reference here is numpy); max mode refuses, as PyTorch's does."""
+    w, idx, off = np.random.default_rng(0).standard_normal((6, 3)), np.array([1, 2, 1, 4, 1, 0]), np.array([0, 2, 4])
+    up = np.arange(9.0).reshape(3, 3) + 1
+    weight = tapelab.tensor(w, requires_grad=True)
+    out = tapelab.nn.functional.embedding_bag(tapelab.tensor(idx), weight, tapelab.tensor(off), mode=mode,
+                                              scale_grad_by_freq=True)
+    (out * tapelab.tensor(up)).sum().backward()
+    sizes = np.diff(np.append(off, len(idx)))
+    bag_of = np.repeat(np.arange(3), sizes)
+    per_entry = up[bag_of] / (sizes[bag_of][:, None] if mode == "mean" else 1)
+    want = np.zeros_like(w)
+    np.add.at(want, idx, per_entry / np.bincount(idx)[idx][:, None])
+    np.testing.assert_allclose(weight.grad.numpy(), want, rtol=1e-12)
+    with pytest.raises(ValueError, match="max mode does not support scaling"):
+        tapelab.nn.functional.embedding_bag(tapelab.tensor(idx), weight, tapelab.tensor(off), mode="max",
+                                            scale_grad_by_freq=True)

@@ -324,6 +324,8 @@ def embedding_bag(input: Tensor, weight: Tensor, offsets: Tensor | None = None, 
     from .functional_core import embedding
     if mode not in ("sum", "mean", "max"):
         raise ValueError(f"mode has to be one of sum, mean or max, got {mode}")
+    if scale_grad_by_freq and mode == "max":
+        raise ValueError("max mode does not support scaling the gradient by the frequency")
     if per_sample_weights is not None and mode != "sum":
         raise NotImplementedError(f"embedding_bag: per_sample_weights was not None. per_sample_weights is only "
                                   f"supported for mode='sum' (got mode='{mode}'). Please open a feature request "
@@ -349,7 +351,7 @@ def embedding_bag(input: Tensor, weight: Tensor, offsets: Tensor | None = None, 
         raise ValueError(f"input has to be 1D or 2D Tensor, but got Tensor of dimension {input.ndim}")
     if padding_idx is not None and padding_idx < 0:
         padding_idx += weight.shape[0]
-    vectors = embedding(input, weight, None, max_norm, norm_type)
+    vectors = embedding(input, weight, None, max_norm, norm_type, scale_grad_by_freq)
     ids = input.tolist()
     bags = []
     for lo, hi in zip(starts[:-1], starts[1:]):
