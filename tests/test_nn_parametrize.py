@@ -123,8 +123,12 @@ def test_spectral_norm_is_one_and_options():
                                             ((4, 4), "cayley"), ((5, 3), "matrix_exp"), ((3, 5), "cayley")])
 def test_orthogonal(shape, orth_map):
     torch.manual_seed(2)
-    t_mod = TZ.orthogonal(torch.nn.Linear(shape[1], shape[0], bias=False), orthogonal_map=orth_map)
-    l_mod = LZ.orthogonal(tapelab.nn.Linear(shape[1], shape[0], bias=False), orthogonal_map=orth_map)
+    t_mod, l_mod = torch.nn.Linear(shape[1], shape[0], bias=False), tapelab.nn.Linear(shape[1], shape[0], bias=False)
+    l_mod.weight.data = tl(t_mod.weight)
+    t_mod = TZ.orthogonal(t_mod, orthogonal_map=orth_map)
+    l_mod = LZ.orthogonal(l_mod, orthogonal_map=orth_map)
+    if shape[0] == shape[1]:   # base: the QR of the weight, signs fixed (a frame completed at random otherwise)
+        same_state(t_mod, l_mod)
     assert l_mod.parametrizations.weight[0].orthogonal_map.name == t_mod.parametrizations.weight[0].orthogonal_map.name
     assert list(l_mod.state_dict()) == list(t_mod.state_dict()) == ["parametrizations.weight.original",
                                                                     "parametrizations.weight.0.base"]
@@ -460,3 +464,58 @@ def test_unsafe_shape_change_keeps_the_parameter():
         row += [tuple(lin.weight.shape), lin.weight is p, type(lin).__name__]
         results.append(row)
     assert results[1] == results[0] == [(12,), True, True, (8, 3), True, (8, 3), True, "Linear"]
+
+
+def _gan_and_vocoder_program() -> list[float]:
+    """A probe-style program written against ``torch``: a spectral-norm discriminator, a
+    weight-normed vocoder conv (removed for inference), an orthogonal layer; three Adam steps."""
+    import torch
+    import torch.nn.utils.parametrize as P
+    from torch import nn
+    from torch.nn.utils import remove_weight_norm, weight_norm
+    from torch.nn.utils.parametrizations import orthogonal, spectral_norm
+
+    def fill(module):   # the same numbers under either library
+        with torch.no_grad():
+            for i, (_, t) in enumerate(sorted(module.state_dict(keep_vars=True).items())):
+                k = torch.arange(t.numel(), dtype=torch.float32)   # a quadratic phase: full rank
+                t.copy_((k * k * (0.37 + 0.01 * i)).sin().reshape(t.shape) * 0.5)
+
+    disc = nn.Sequential(nn.Conv2d(1, 4, 3), nn.LeakyReLU(0.2), nn.Flatten(), nn.Linear(4 * 4 * 4, 1))
+    voc = nn.Conv1d(2, 3, 3, padding=1)
+    rot = nn.Linear(4, 4, bias=False)
+    for m in (disc, voc, rot):
+        fill(m)
+    spectral_norm(disc[0])
+    spectral_norm(disc[3])
+    for sn in (disc[0].parametrizations.weight[0], disc[3].parametrizations.weight[0]):
+        sn._u.copy_(nn.functional.normalize(torch.ones_like(sn._u), dim=0))
+        sn._v.copy_(nn.functional.normalize(torch.linspace(1, 2, sn._v.numel()), dim=0))
+    voc = weight_norm(voc)
+    orthogonal(rot)
+    params = list(disc.parameters()) + list(voc.parameters()) + list(rot.parameters())
+    opt = torch.optim.Adam(params, lr=0.01)
+    x = torch.linspace(-1, 1, 2 * 36).reshape(2, 1, 6, 6)
+    s = torch.linspace(-1, 1, 2 * 2 * 5).reshape(2, 2, 5)
+    losses = []
+    for _ in range(3):
+        opt.zero_grad()
+        with P.cached():
+            loss = disc(x).square().mean() + voc(s).abs().mean() + rot(x[0, 0, :4, 1:5]).pow(3).sum()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    disc.eval()
+    remove_weight_norm(voc)
+    P.remove_parametrizations(rot, "weight")
+    losses += [disc(x).sum().item(), voc(s).sum().item(), rot.weight.sum().item()]
+    return losses
+
+
+def test_program_under_aliases():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        want = _gan_and_vocoder_program()
+        with tapelab.install_aliases():
+            got = _gan_and_vocoder_program()
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
