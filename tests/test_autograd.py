@@ -779,3 +779,25 @@ def test_backward_steps_respects_grad_mode_changes_between_steps():
     for _ in walk:
         pass
     assert x.grad.tolist() == [2.0, 2.0, 2.0]
+
+
+def test_grad_takes_any_iterable_a_dict_batched_cotangents_and_only_inputs_as_pytorch():
+    """MAML-style ``grad(loss, params.values())``, ``inputs`` as a dict (a dict comes back),
+    ``is_grads_batched`` (one backward per cotangent row, stacked) and the deprecated ``only_inputs``."""
+    from collections import OrderedDict
+    results = []
+    for lib in (torch, tl):
+        x = lib.tensor([1.0, 2.0, 3.0], requires_grad=True)
+        w = lib.tensor([0.5, -1.0, 2.0], requires_grad=True)
+        y = (x * w).sin()
+        by_name = lib.autograd.grad(y.sum(), {"x": x, "w": w}, retain_graph=True)
+        assert isinstance(by_name, dict) and list(by_name) == ["x", "w"]
+        values = lib.autograd.grad(y.sum(), OrderedDict(a=x, b=w).values(), retain_graph=True)
+        batched = lib.autograd.grad(y, x, lib.eye(3), is_grads_batched=True, retain_graph=True)[0]
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            plain = lib.autograd.grad(y.sum(), x, only_inputs=False)[0]
+        assert [str(c.message)[:40] for c in caught] == ["only_inputs argument is deprecated and i"]
+        results.append([by_name["x"], by_name["w"], *values, batched, plain])
+    for ours, theirs in zip(results[1], results[0]):
+        np.testing.assert_allclose(ours.numpy(), theirs.numpy(), rtol=1e-6)

@@ -17,6 +17,7 @@ from collections import deque
 import sys
 from sys import getrefcount
 import threading
+import warnings
 from time import perf_counter_ns
 from typing import Iterator, Sequence
 
@@ -66,11 +67,14 @@ def running_node():
 
 
 def _as_list(x) -> list:
+    """One tensor, a list or tuple, or any other iterable of them (``dict.values()``, a generator)."""
     if x is None:
         return []
     if isinstance(x, (list, tuple)):
         return list(x)
-    return [x]
+    if isinstance(x, Tensor) or not hasattr(x, "__iter__"):
+        return [x]
+    return list(x)
 
 
 def _fresh(t) -> None:
@@ -637,17 +641,31 @@ def backward(tensors, grad_tensors=None, retain_graph: bool | None = None,
 
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph: bool | None = None,
-         create_graph: bool = False, allow_unused: bool | None = None,
-         materialize_grads: bool = False) -> tuple:
+         create_graph: bool = False, only_inputs: bool = True, allow_unused: bool | None = None,
+         is_grads_batched: bool = False, materialize_grads: bool = False):
     """Return the gradients of ``outputs`` w.r.t. ``inputs`` without touching ``.grad``.
 
     Only nodes on a path from ``outputs`` to ``inputs`` run. ``allow_unused`` returns None
     for an input the outputs do not depend on (an error otherwise); ``materialize_grads``
-    returns zeros instead.
+    returns zeros instead. ``inputs`` may be a dict of tensors (the result is then a dict with
+    its keys); with ``is_grads_batched`` the first dim of each ``grad_outputs`` is a batch of
+    cotangents, one backward pass each, results stacked (PyTorch vmaps that loop).
     """
     if materialize_grads and allow_unused is False:
         raise ValueError("Expected allow_unused to be True or not passed when materialize_grads=True, "
                          "but got: allow_unused=False.")
+    if not only_inputs:
+        warnings.warn("only_inputs argument is deprecated and is ignored now (defaults to True). To accumulate "
+                      "gradient for other parts of the graph, please use torch.autograd.backward.", FutureWarning,
+                      stacklevel=2)
+    if isinstance(inputs, dict):
+        values = grad(outputs, list(inputs.values()), grad_outputs, retain_graph, create_graph,
+                      allow_unused=allow_unused, is_grads_batched=is_grads_batched,
+                      materialize_grads=materialize_grads)
+        return dict(zip(inputs, values))
+    if is_grads_batched:
+        return _batched_grad(outputs, inputs, grad_outputs, retain_graph, create_graph, allow_unused,
+                             materialize_grads)
     inputs = _as_list(inputs)
     capture: dict = {}
     keys = []
@@ -663,6 +681,25 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph: bool | None = None,
     _drain(backward_steps(outputs, grad_outputs, retain_graph, create_graph, _capture=capture))
     return tuple(_result(capture[key], t, i, create_graph, allow_unused or materialize_grads,
                          materialize_grads) for i, (key, t) in enumerate(zip(keys, inputs)))
+
+
+def _batched_grad(outputs, inputs, grad_outputs, retain_graph, create_graph, allow_unused, materialize):
+    """``grad`` once per row of the batched cotangents, each input's results stacked along dim 0."""
+    cotangents = _as_list(grad_outputs)
+    if not cotangents or any(not isinstance(c, Tensor) for c in cotangents):
+        raise RuntimeError("grad(): is_grads_batched=True needs a batched Tensor for every output in grad_outputs")
+    n = cotangents[0].shape[0]
+    rows = [grad(outputs, inputs, [c[k] for c in cotangents], True if k < n - 1 else retain_graph, create_graph,
+                 allow_unused=allow_unused, materialize_grads=materialize) for k in range(n)]
+    return tuple(None if col[0] is None else _stacked(col) for col in zip(*rows))
+
+
+def _stacked(parts) -> Tensor:
+    """``stack(parts)`` with Tensor methods (this layer sits below the ops' public functions)."""
+    out = parts[0].new_zeros((len(parts),) + tuple(parts[0].shape))
+    for k, p in enumerate(parts):
+        out[k] = p
+    return out
 
 
 def _result(g, t, i: int, create_graph: bool, allow_unused: bool, materialize: bool):
