@@ -23,7 +23,7 @@ __all__ = ["cached", "ParametrizationList", "register_parametrization", "is_para
            "remove_parametrizations", "type_before_parametrizations",
            "transfer_parametrizations_and_params"]
 
-_cache_depth = 0
+_cache_enabled = 0
 _cache: dict[tuple[int, str], Tensor] = {}
 
 
@@ -31,13 +31,13 @@ _cache: dict[tuple[int, str], Tensor] = {}
 def cached() -> Iterator[None]:
     """Compute each parametrized tensor once inside the block (an RNN's recurrent kernel read
     every step, a tied weight read twice); the values are dropped when the outermost block ends."""
-    global _cache_depth, _cache
-    _cache_depth += 1
+    global _cache_enabled, _cache
+    _cache_enabled += 1
     try:
         yield
     finally:
-        _cache_depth -= 1
-        if not _cache_depth:
+        _cache_enabled -= 1
+        if not _cache_enabled:
             _cache = {}
 
 
@@ -201,7 +201,7 @@ def _inject_property(module: Module, tensor_name: str) -> None:
 
     def get_parametrized(self) -> Tensor:
         parametrization = self.parametrizations[tensor_name]
-        if not _cache_depth:
+        if not _cache_enabled:
             return parametrization()
         key = (id(self), tensor_name)
         tensor = _cache.get(key)
