@@ -333,3 +333,18 @@ def test_products_on_cuda_match_cpu(name):
         return [t.to("cpu") for t in (out, d.grad, s.grad, tapelab.sparse.sum(s).detach(), s.coalesce().to_dense())]
     for a, b in zip(run("cuda"), run("cpu")):
         np.testing.assert_allclose(_np(a), _np(b), rtol=1e-12)
+
+
+def test_products_of_one_adjacency_reuse_its_matrix_and_see_in_place_writes():
+    """A coalesced matrix converts to the backend's CSR once (a GCN step multiplies the same
+    adjacency, and its transpose, several times); an in-place write into its values is seen by
+    the next product, of the matrix and of its transpose, as in PyTorch."""
+    outs = []
+    for lib in (torch, tapelab):
+        s = lib.sparse_coo_tensor(lib.tensor([[0, 1, 1], [1, 0, 2]]), lib.tensor([1.0, 2.0, 3.0]), (3, 3)).coalesce()
+        d = lib.arange(6.0).reshape(3, 2)
+        first = [lib.sparse.mm(s, d), lib.sparse.mm(s.t(), d), s.t() @ d]
+        s.values().mul_(2)
+        outs.append([*first, lib.sparse.mm(s, d), lib.sparse.mm(s.t(), d), s @ d])
+    for ours, theirs in zip(outs[1], outs[0]):
+        np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
