@@ -1,0 +1,29 @@
+"""``torch.distributions``: probability distributions with PyTorch's parameter checks, shapes,
+reparameterised ``rsample`` and ``log_prob``/``entropy``/``cdf`` formulas, written over tapelab ops
+so gradients flow to the parameters; ``constraints``, ``transforms`` and ``kl`` as submodules."""
+from __future__ import annotations
+
+from . import constraints, kl, transforms, utils
+from .composite import Independent, MixtureSameFamily, TransformedDistribution
+from .continuous import Cauchy, Exponential, Gumbel, HalfCauchy, Laplace, Uniform
+from .discrete import (Bernoulli, Binomial, Categorical, Geometric, Multinomial, OneHotCategorical,
+                       OneHotCategoricalStraightThrough, Poisson)
+from .distribution import Distribution
+from .gamma import Beta, Chi2, Dirichlet, Gamma, StudentT
+from .kl import kl_divergence, register_kl
+from .multivariate_normal import LowRankMultivariateNormal, MultivariateNormal
+from .normal import HalfNormal, LogNormal, Normal
+from .relaxed import ExpRelaxedCategorical, LogitRelaxedBernoulli, RelaxedBernoulli, RelaxedOneHotCategorical
+from .transforms import (AbsTransform, AffineTransform, ComposeTransform, ExpTransform, IndependentTransform,
+                         PowerTransform, ReshapeTransform, SigmoidTransform, SoftmaxTransform, SoftplusTransform,
+                         TanhTransform, Transform, identity_transform)
+
+__all__ = ["AbsTransform", "AffineTransform", "Bernoulli", "Beta", "Binomial", "Categorical", "Cauchy", "Chi2",
+           "ComposeTransform", "Dirichlet", "Distribution", "ExpRelaxedCategorical", "ExpTransform", "Exponential",
+           "Geometric", "Gamma", "Gumbel", "HalfCauchy", "HalfNormal", "Independent", "IndependentTransform",
+           "Laplace", "LogNormal", "LogitRelaxedBernoulli", "LowRankMultivariateNormal", "MixtureSameFamily",
+           "Multinomial", "MultivariateNormal", "Normal", "OneHotCategorical", "OneHotCategoricalStraightThrough",
+           "Poisson", "PowerTransform", "RelaxedBernoulli", "RelaxedOneHotCategorical", "ReshapeTransform",
+           "SigmoidTransform", "SoftmaxTransform", "SoftplusTransform", "StudentT", "TanhTransform", "Transform",
+           "TransformedDistribution", "Uniform", "constraints", "identity_transform", "kl", "kl_divergence",
+           "register_kl", "transforms", "utils"]

@@ -1,0 +1,308 @@
+"""Location-scale and one-parameter continuous families with closed-form ``cdf``/``icdf``:
+``Uniform``, ``Exponential``, ``Laplace``, ``Cauchy``, ``HalfCauchy``, ``Gumbel``. Each ``rsample``
+is the inverse cdf of a uniform draw, so gradients flow to the parameters."""
+from __future__ import annotations
+
+import math
+
+from ..base.dtype import finfo
+from ..core import creation
+from ..core.tensor import Size, Tensor
+from . import constraints
+from .composite import TransformedDistribution
+from .distribution import Distribution
+from .transforms import AbsTransform
+from .utils import broadcast_all, euler_constant
+
+__all__ = ["Uniform", "Exponential", "Laplace", "Cauchy", "HalfCauchy", "Gumbel"]
+
+
+def _uniform(d: Distribution, like: Tensor, sample_shape, low: float = 0.0) -> Tensor:
+    """Uniform draws of the extended shape in ``[low, 1)`` (``low`` > 0 keeps logs finite)."""
+    u = creation.rand(tuple(d._extended_shape(sample_shape)), dtype=like.dtype, device=like.device)
+    return u.clamp(min=low) if low else u
+
+
+class Uniform(Distribution):
+    """``U[low, high)``; ``rsample`` is ``low + (high - low) * u``."""
+
+    arg_constraints = {"low": constraints.dependent(is_discrete=False, event_dim=0),
+                       "high": constraints.dependent(is_discrete=False, event_dim=0)}
+    has_rsample = True
+
+    def __init__(self, low, high, validate_args: bool | None = None) -> None:
+        self.low, self.high = broadcast_all(low, high)
+        super().__init__(self.low.shape, validate_args=validate_args)
+        if self._validate_args and not bool((self.low < self.high).all()):
+            raise ValueError("Uniform is not defined when low>= high")
+
+    @constraints.dependent_property(is_discrete=False, event_dim=0)
+    def support(self):
+        return constraints.interval(self.low, self.high)
+
+    @property
+    def mean(self) -> Tensor:
+        return (self.high + self.low) / 2
+
+    @property
+    def mode(self) -> Tensor:
+        return self.high * math.nan
+
+    @property
+    def variance(self) -> Tensor:
+        return (self.high - self.low).pow(2) / 12
+
+    @property
+    def stddev(self) -> Tensor:
+        return (self.high - self.low) / 12 ** 0.5
+
+    def rsample(self, sample_shape=Size()) -> Tensor:
+        return self.low + _uniform(self, self.low, sample_shape) * (self.high - self.low)
+
+    def log_prob(self, value) -> Tensor:
+        inside = (value >= self.low) & (value < self.high)
+        return inside.to(self.low.dtype).log() - (self.high - self.low).log()
+
+    def entropy(self) -> Tensor:
+        return (self.high - self.low).log()
+
+    def cdf(self, value) -> Tensor:
+        return ((value - self.low) / (self.high - self.low)).clamp(0, 1)
+
+    def icdf(self, value) -> Tensor:
+        return value * (self.high - self.low) + self.low
+
+
+class Exponential(Distribution):
+    """``rate * exp(-rate * x)`` on ``x >= 0``."""
+
+    arg_constraints = {"rate": constraints.positive}
+    support = constraints.nonnegative
+    has_rsample = True
+
+    def __init__(self, rate, validate_args: bool | None = None) -> None:
+        (self.rate,) = broadcast_all(rate)
+        super().__init__(self.rate.shape, validate_args=validate_args)
+
+    @property
+    def mean(self) -> Tensor:
+        return self.rate.reciprocal()
+
+    @property
+    def mode(self) -> Tensor:
+        return creation.zeros_like(self.rate)
+
+    @property
+    def stddev(self) -> Tensor:
+        return self.rate.reciprocal()
+
+    @property
+    def variance(self) -> Tensor:
+        return self.rate.pow(-2)
+
+    def rsample(self, sample_shape=Size()) -> Tensor:
+        u = _uniform(self, self.rate, sample_shape)
+        return -(-u).log1p() / self.rate
+
+    def log_prob(self, value) -> Tensor:
+        if self._validate_args:
+            self._validate_sample(value)
+        return self.rate.log() - self.rate * value
+
+    def cdf(self, value) -> Tensor:
+        if self._validate_args:
+            self._validate_sample(value)
+        return 1 - (-self.rate * value).exp()
+
+    def icdf(self, value) -> Tensor:
+        return -(-value).log1p() / self.rate
+
+    def entropy(self) -> Tensor:
+        return 1.0 - self.rate.log()
+
+
+class Laplace(Distribution):
+    """``exp(-|x - loc| / scale) / (2 scale)``."""
+
+    arg_constraints = {"loc": constraints.real, "scale": constraints.positive}
+    support = constraints.real
+    has_rsample = True
+
+    def __init__(self, loc, scale, validate_args: bool | None = None) -> None:
+        self.loc, self.scale = broadcast_all(loc, scale)
+        super().__init__(self.loc.shape, validate_args=validate_args)
+
+    @property
+    def mean(self) -> Tensor:
+        return self.loc
+
+    @property
+    def mode(self) -> Tensor:
+        return self.loc
+
+    @property
+    def variance(self) -> Tensor:
+        return 2 * self.scale.pow(2)
+
+    @property
+    def stddev(self) -> Tensor:
+        return 2 ** 0.5 * self.scale
+
+    def rsample(self, sample_shape=Size()) -> Tensor:
+        eps = finfo(self.loc.dtype).eps
+        u = _uniform(self, self.loc, sample_shape) * (2 - eps) + (eps - 1)    # in (-1, 1)
+        return self.loc - self.scale * u.sign() * (-u.abs()).log1p()
+
+    def log_prob(self, value) -> Tensor:
+        if self._validate_args:
+            self._validate_sample(value)
+        return -(2 * self.scale).log() - (value - self.loc).abs() / self.scale
+
+    def cdf(self, value) -> Tensor:
+        if self._validate_args:
+            self._validate_sample(value)
+        return 0.5 - 0.5 * (value - self.loc).sign() * (-(value - self.loc).abs() / self.scale).expm1()
+
+    def icdf(self, value) -> Tensor:
+        term = value - 0.5
+        return self.loc - self.scale * term.sign() * (-2 * term.abs()).log1p()
+
+    def entropy(self) -> Tensor:
+        return 1 + (2 * self.scale).log()
+
+
+class Cauchy(Distribution):
+    """The Lorentz distribution: no mean or variance (nan and inf, as PyTorch)."""
+
+    arg_constraints = {"loc": constraints.real, "scale": constraints.positive}
+    support = constraints.real
+    has_rsample = True
+
+    def __init__(self, loc, scale, validate_args: bool | None = None) -> None:
+        self.loc, self.scale = broadcast_all(loc, scale)
+        super().__init__(self.loc.shape, validate_args=validate_args)
+
+    @property
+    def mean(self) -> Tensor:
+        return creation.full(tuple(self._extended_shape()), math.nan, dtype=self.loc.dtype, device=self.loc.device)
+
+    @property
+    def mode(self) -> Tensor:
+        return self.loc
+
+    @property
+    def variance(self) -> Tensor:
+        return creation.full(tuple(self._extended_shape()), math.inf, dtype=self.loc.dtype, device=self.loc.device)
+
+    def rsample(self, sample_shape=Size()) -> Tensor:
+        u = _uniform(self, self.loc, sample_shape)
+        return self.loc + self.scale * (math.pi * (u - 0.5)).tan()
+
+    def log_prob(self, value) -> Tensor:
+        if self._validate_args:
+            self._validate_sample(value)
+        return -math.log(math.pi) - self.scale.log() - (((value - self.loc) / self.scale) ** 2).log1p()
+
+    def cdf(self, value) -> Tensor:
+        if self._validate_args:
+            self._validate_sample(value)
+        return ((value - self.loc) / self.scale).atan() / math.pi + 0.5
+
+    def icdf(self, value) -> Tensor:
+        return (math.pi * (value - 0.5)).tan() * self.scale + self.loc
+
+    def entropy(self) -> Tensor:
+        return math.log(4 * math.pi) + self.scale.log()
+
+
+class HalfCauchy(TransformedDistribution):
+    """``|X|`` for ``X ~ Cauchy(0, scale)``."""
+
+    arg_constraints = {"scale": constraints.positive}
+    support = constraints.nonnegative
+    has_rsample = True
+
+    def __init__(self, scale, validate_args: bool | None = None) -> None:
+        super().__init__(Cauchy(0, scale, validate_args=False), AbsTransform(), validate_args=validate_args)
+
+    @property
+    def scale(self) -> Tensor:
+        return self.base_dist.scale
+
+    @property
+    def mean(self) -> Tensor:
+        return creation.full(tuple(self._extended_shape()), math.inf, dtype=self.scale.dtype, device=self.scale.device)
+
+    @property
+    def mode(self) -> Tensor:
+        return creation.zeros_like(self.scale)
+
+    @property
+    def variance(self) -> Tensor:
+        return self.base_dist.variance
+
+    def log_prob(self, value) -> Tensor:
+        if self._validate_args:
+            self._validate_sample(value)
+        value = value if isinstance(value, Tensor) else creation.tensor(float(value), dtype=self.scale.dtype)
+        log_prob = self.base_dist.log_prob(value) + math.log(2)
+        return log_prob.where(value >= 0, -math.inf)
+
+    def cdf(self, value) -> Tensor:
+        if self._validate_args:
+            self._validate_sample(value)
+        return 2 * self.base_dist.cdf(value) - 1
+
+    def icdf(self, prob) -> Tensor:
+        return self.base_dist.icdf((prob + 1) / 2)
+
+    def entropy(self) -> Tensor:
+        return self.base_dist.entropy() - math.log(2)
+
+
+class Gumbel(Distribution):
+    """The type-I extreme value distribution; ``rsample`` is ``loc - scale * log(-log u)``."""
+
+    arg_constraints = {"loc": constraints.real, "scale": constraints.positive}
+    support = constraints.real
+    has_rsample = True
+
+    def __init__(self, loc, scale, validate_args: bool | None = None) -> None:
+        self.loc, self.scale = broadcast_all(loc, scale)
+        super().__init__(self.loc.shape, validate_args=validate_args)
+
+    @property
+    def mean(self) -> Tensor:
+        return self.loc + self.scale * euler_constant
+
+    @property
+    def mode(self) -> Tensor:
+        return self.loc
+
+    @property
+    def stddev(self) -> Tensor:
+        return (math.pi / math.sqrt(6)) * self.scale
+
+    @property
+    def variance(self) -> Tensor:
+        return self.stddev.pow(2)
+
+    def rsample(self, sample_shape=Size()) -> Tensor:
+        info = finfo(self.loc.dtype)
+        u = _uniform(self, self.loc, sample_shape, low=info.tiny).clamp(max=1 - info.eps)
+        return self.loc - self.scale * (-u.log()).log()
+
+    def log_prob(self, value) -> Tensor:
+        if self._validate_args:
+            self._validate_sample(value)
+        z = (value - self.loc) / self.scale
+        return -(z + (-z).exp()) - self.scale.log()
+
+    def cdf(self, value) -> Tensor:
+        return (-(-(value - self.loc) / self.scale).exp()).exp()
+
+    def icdf(self, value) -> Tensor:
+        return self.loc - self.scale * (-value.log()).log()
+
+    def entropy(self) -> Tensor:
+        return self.scale.log() + (1 + euler_constant)

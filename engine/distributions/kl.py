@@ -1,0 +1,216 @@
+"""``kl_divergence(p, q)`` and ``register_kl``: closed forms by pair of types, the most specific
+registered pair (by method resolution order) wins, as PyTorch's dispatch."""
+from __future__ import annotations
+
+import math
+
+from ..core.tensor import Tensor
+from ..nn import functional as F
+from ..ops.movement import broadcast_shapes
+from .. import linalg
+from .composite import Independent, TransformedDistribution
+from .continuous import Cauchy, Exponential, Gumbel, Laplace, Uniform
+from .discrete import Bernoulli, Binomial, Categorical, Geometric, OneHotCategorical, Poisson
+from .distribution import Distribution
+from .gamma import Beta, Dirichlet, Gamma
+from .multivariate_normal import MultivariateNormal
+from .normal import HalfNormal, Normal
+from .utils import euler_constant, sum_rightmost
+
+__all__ = ["kl_divergence", "register_kl"]
+
+_KL_REGISTRY: dict = {}
+_KL_MEMOIZE: dict = {}
+
+
+def register_kl(type_p: type, type_q: type):
+    """Decorator: ``@register_kl(Normal, Normal) def kl(p, q): ...`` adds a KL rule."""
+    if not (isinstance(type_p, type) and issubclass(type_p, Distribution)):
+        raise TypeError(f"Expected type_p to be a Distribution subclass but got {type_p}")
+    if not (isinstance(type_q, type) and issubclass(type_q, Distribution)):
+        raise TypeError(f"Expected type_q to be a Distribution subclass but got {type_q}")
+
+    def decorator(fun):
+        _KL_REGISTRY[type_p, type_q] = fun
+        _KL_MEMOIZE.clear()
+        return fun
+    return decorator
+
+
+def _dispatch_kl(type_p: type, type_q: type):
+    matches = [(p, q) for p, q in _KL_REGISTRY if issubclass(type_p, p) and issubclass(type_q, q)]
+    if not matches:
+        return None
+    rank = {pair: (type_p.__mro__.index(pair[0]), type_q.__mro__.index(pair[1])) for pair in matches}
+    best = min(matches, key=lambda pair: rank[pair])
+    return _KL_REGISTRY[best]
+
+
+def kl_divergence(p: Distribution, q: Distribution) -> Tensor:
+    """``KL(p || q)`` summed over event dimensions, of shape ``batch_shape``."""
+    key = type(p), type(q)
+    if key not in _KL_MEMOIZE:
+        _KL_MEMOIZE[key] = _dispatch_kl(*key)
+    fun = _KL_MEMOIZE[key]
+    if fun is None:
+        raise NotImplementedError(f"No KL(p || q) is implemented for p type {type(p).__name__} and q type "
+                                  f"{type(q).__name__}")
+    return fun(p, q)
+
+
+@register_kl(Normal, Normal)
+def _kl_normal_normal(p, q):
+    var_ratio = (p.scale / q.scale).pow(2)
+    t1 = ((p.loc - q.loc) / q.scale).pow(2)
+    return 0.5 * (var_ratio + t1 - 1 - var_ratio.log())
+
+
+@register_kl(HalfNormal, HalfNormal)
+def _kl_halfnormal_halfnormal(p, q):
+    var_ratio = (p.scale / q.scale).pow(2)
+    return 0.5 * (var_ratio - 1 - var_ratio.log())
+
+
+@register_kl(Bernoulli, Bernoulli)
+def _kl_bernoulli_bernoulli(p, q):
+    t1 = p.probs * (F.softplus(-q.logits) - F.softplus(-p.logits))
+    t2 = (1 - p.probs) * (F.softplus(q.logits) - F.softplus(p.logits))
+    return t1 + t2
+
+
+@register_kl(Categorical, Categorical)
+def _kl_categorical_categorical(p, q):
+    t = p.probs * (p.logits - q.logits)
+    t = t.where(q.probs != 0, math.inf)
+    t = t.where(p.probs != 0, 0.0)
+    return t.sum(-1)
+
+
+@register_kl(OneHotCategorical, OneHotCategorical)
+def _kl_onehotcategorical_onehotcategorical(p, q):
+    return _kl_categorical_categorical(p._categorical, q._categorical)
+
+
+@register_kl(Uniform, Uniform)
+def _kl_uniform_uniform(p, q):
+    result = ((q.high - q.low) / (p.high - p.low)).log()
+    return result.where((q.low <= p.low) & (q.high >= p.high), math.inf)
+
+
+@register_kl(Independent, Independent)
+def _kl_independent_independent(p, q):
+    if p.reinterpreted_batch_ndims != q.reinterpreted_batch_ndims:
+        raise NotImplementedError
+    return sum_rightmost(kl_divergence(p.base_dist, q.base_dist), p.reinterpreted_batch_ndims)
+
+
+@register_kl(TransformedDistribution, TransformedDistribution)
+def _kl_transformed_transformed(p, q):
+    if p.transforms != q.transforms:
+        raise NotImplementedError
+    if p.event_shape != q.event_shape:
+        raise NotImplementedError
+    return sum_rightmost(kl_divergence(p.base_dist, q.base_dist), len(p.event_shape) - len(p.base_dist.event_shape))
+
+
+@register_kl(MultivariateNormal, MultivariateNormal)
+def _kl_mvn_mvn(p, q):
+    if p.event_shape != q.event_shape:
+        raise ValueError("KL-divergence between two Multivariate Normals with different event shapes cannot "
+                         "be computed")
+    pL, qL = p._unbroadcasted_scale_tril, q._unbroadcasted_scale_tril
+    half_term1 = qL.diagonal(0, -2, -1).log().sum(-1) - pL.diagonal(0, -2, -1).log().sum(-1)
+    n = p.event_shape[0]
+    batch = tuple(broadcast_shapes(tuple(qL.shape[:-2]), tuple(pL.shape[:-2])))
+    qL, pL = qL.expand(*(batch + (n, n))), pL.expand(*(batch + (n, n)))
+    term2 = linalg.solve_triangular(qL, pL, upper=False).pow(2).sum((-2, -1))
+    diff = q.loc - p.loc
+    batch = tuple(broadcast_shapes(batch, tuple(diff.shape[:-1])))
+    qL = qL.expand(*(batch + (n, n)))
+    term3 = linalg.solve_triangular(qL, diff.expand(*(batch + (n,))).unsqueeze(-1), upper=False) \
+        .squeeze(-1).pow(2).sum(-1)
+    return half_term1 + 0.5 * (term2 + term3 - n)
+
+
+@register_kl(Exponential, Exponential)
+def _kl_exponential_exponential(p, q):
+    rate_ratio = q.rate / p.rate
+    return -rate_ratio.log() + rate_ratio - 1
+
+
+@register_kl(Gamma, Gamma)
+def _kl_gamma_gamma(p, q):
+    t1 = q.concentration * (p.rate / q.rate).log()
+    t2 = q.concentration.lgamma() - p.concentration.lgamma()
+    t3 = (p.concentration - q.concentration) * p.concentration.digamma()
+    t4 = (q.rate - p.rate) * (p.concentration / p.rate)
+    return t1 + t2 + t3 + t4
+
+
+@register_kl(Beta, Beta)
+def _kl_beta_beta(p, q):
+    sum_p = p.concentration1 + p.concentration0
+    sum_q = q.concentration1 + q.concentration0
+    t1 = q.concentration1.lgamma() + q.concentration0.lgamma() + sum_p.lgamma()
+    t2 = p.concentration1.lgamma() + p.concentration0.lgamma() + sum_q.lgamma()
+    t3 = (p.concentration1 - q.concentration1) * p.concentration1.digamma()
+    t4 = (p.concentration0 - q.concentration0) * p.concentration0.digamma()
+    t5 = (sum_q - sum_p) * sum_p.digamma()
+    return t1 - t2 + t3 + t4 + t5
+
+
+@register_kl(Dirichlet, Dirichlet)
+def _kl_dirichlet_dirichlet(p, q):
+    sum_p = p.concentration.sum(-1)
+    sum_q = q.concentration.sum(-1)
+    t1 = sum_p.lgamma() - sum_q.lgamma()
+    t2 = (p.concentration.lgamma() - q.concentration.lgamma()).sum(-1)
+    t3 = p.concentration - q.concentration
+    t4 = p.concentration.digamma() - sum_p.digamma().unsqueeze(-1)
+    return t1 - t2 + (t3 * t4).sum(-1)
+
+
+@register_kl(Laplace, Laplace)
+def _kl_laplace_laplace(p, q):
+    scale_ratio = p.scale / q.scale
+    loc_abs_diff = (p.loc - q.loc).abs()
+    t1 = -scale_ratio.log()
+    t2 = loc_abs_diff / q.scale
+    t3 = scale_ratio * (-loc_abs_diff / p.scale).exp()
+    return t1 + t2 + t3 - 1
+
+
+@register_kl(Cauchy, Cauchy)
+def _kl_cauchy_cauchy(p, q):
+    t1 = ((p.scale + q.scale).pow(2) + (p.loc - q.loc).pow(2)).log()
+    t2 = (4 * p.scale * q.scale).log()
+    return t1 - t2
+
+
+@register_kl(Gumbel, Gumbel)
+def _kl_gumbel_gumbel(p, q):
+    ct1 = p.scale / q.scale
+    ct2 = q.loc / q.scale
+    ct3 = p.loc / q.scale
+    t1 = -ct1.log() - ct2 + ct3
+    t2 = ct1 * euler_constant
+    t3 = (ct2 + (1 + ct1).lgamma() - ct3).exp()
+    return t1 + t2 + t3 - (1 + euler_constant)
+
+
+@register_kl(Poisson, Poisson)
+def _kl_poisson_poisson(p, q):
+    return p.rate * (p.rate.log() - q.rate.log()) - (p.rate - q.rate)
+
+
+@register_kl(Geometric, Geometric)
+def _kl_geometric_geometric(p, q):
+    return -p.entropy() - (-q.probs).log1p() / p.probs - q.logits
+
+
+@register_kl(Binomial, Binomial)
+def _kl_binomial_binomial(p, q):
+    if bool((p.total_count < q.total_count).any()):
+        raise NotImplementedError("KL between Binomials where q.total_count > p.total_count is not implemented")
+    kl = p.total_count * (p.probs * (p.logits - q.logits) + (-p.probs).log1p() - (-q.probs).log1p())
+    return kl.where(~(p.total_count > q.total_count), math.inf)

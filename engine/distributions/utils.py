@@ -1,0 +1,69 @@
+"""``torch.distributions.utils``: the helpers the families share (parameter broadcasting, the
+probs/logits conversions, a cached property) and that user code imports from PyTorch."""
+from __future__ import annotations
+
+import numbers
+
+from ..base.dtype import finfo, float64
+from ..core import creation
+from ..core.tensor import Tensor
+from ..nn import functional as F
+from ..ops.movement import broadcast_tensors
+
+__all__ = ["broadcast_all", "probs_to_logits", "logits_to_probs", "clamp_probs", "lazy_property",
+           "euler_constant"]
+
+euler_constant = 0.57721566490153286060
+
+
+def broadcast_all(*values) -> tuple:
+    """Tensors and numbers to tensors of one broadcast shape; numbers take the first tensor's dtype."""
+    like = next((v for v in values if isinstance(v, Tensor)), None)
+    if not all(isinstance(v, (Tensor, numbers.Number)) for v in values):
+        raise ValueError("Input arguments must all be instances of numbers.Number, torch.Tensor or objects "
+                         "implementing __torch_function__.")
+    tensors = [v if isinstance(v, Tensor) else
+               creation.tensor(float(v), dtype=like.dtype if like is not None else None,
+                               device=like.device if like is not None else None) for v in values]
+    return tuple(broadcast_tensors(*tensors))
+
+
+def _eps(t: Tensor) -> float:
+    return finfo(float64 if t.dtype == float64 else t.dtype).eps
+
+
+def clamp_probs(probs: Tensor) -> Tensor:
+    """Probabilities kept inside ``[eps, 1 - eps]`` so their logs stay finite."""
+    eps = _eps(probs)
+    return probs.clamp(min=eps, max=1 - eps)
+
+
+def probs_to_logits(probs: Tensor, is_binary: bool = False) -> Tensor:
+    ps = clamp_probs(probs)
+    return ps.log() - (-ps).log1p() if is_binary else ps.log()
+
+
+def logits_to_probs(logits: Tensor, is_binary: bool = False) -> Tensor:
+    return logits.sigmoid() if is_binary else F.softmax(logits, -1)
+
+
+def sum_rightmost(value: Tensor, dim: int) -> Tensor:
+    """Sum the ``dim`` rightmost dimensions (the event dimensions of a reinterpreted batch)."""
+    if dim == 0:
+        return value
+    return value.reshape(tuple(value.shape[:value.ndim - dim]) + (-1,)).sum(-1)
+
+
+class lazy_property:
+    """A property computed once per instance and then stored on it (``probs`` from ``logits``...)."""
+
+    def __init__(self, wrapped) -> None:
+        self.wrapped = wrapped
+        self.__doc__ = wrapped.__doc__
+
+    def __get__(self, instance, obj_type=None):
+        if instance is None:
+            return self
+        value = self.wrapped(instance)
+        setattr(instance, self.wrapped.__name__, value)
+        return value

@@ -1,0 +1,450 @@
+"""tapelab.distributions against torch.distributions: log_prob/entropy/moments/cdf/icdf and their
+gradients on the same float64 values, KL pairs, argument errors, shapes, sample statistics."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.special as special
+import torch
+
+import tapelab
+from _against_torch import compare
+
+R = np.random.default_rng(0)
+POS = R.uniform(0.5, 2.0, size=(2, 3))
+POS2 = R.uniform(0.6, 3.0, size=(2, 3))
+LOC = R.standard_normal((2, 3))
+X = R.standard_normal((4, 2, 3))
+XPOS = R.uniform(0.1, 3.0, size=(4, 2, 3))
+UNITX = R.uniform(0.05, 0.95, size=(4, 2, 3))
+PROBS = R.uniform(0.1, 0.9, size=(2, 3))
+COUNTS = R.integers(0, 6, size=(4, 2, 3)).astype(np.float64)
+
+
+def _stats(d, value, *, cdf=True, icdf=True, entropy=True, mode=True):
+    out = [d.log_prob(value), d.mean, d.variance, d.stddev]
+    if entropy:
+        out.append(d.entropy())
+    if mode:
+        out.append(d.mode)
+    if cdf:
+        out.append(d.cdf(value))
+    if icdf:
+        out.append(d.icdf(d.cdf(value)))
+    return out
+
+
+CONTINUOUS = {
+    "Normal": (lambda D, a, b: D.Normal(a, b), LOC, POS, X, {}),
+    "Laplace": (lambda D, a, b: D.Laplace(a, b), LOC, POS, X, {}),
+    "Cauchy": (lambda D, a, b: D.Cauchy(a, b), LOC, POS, X, {}),
+    "Gumbel": (lambda D, a, b: D.Gumbel(a, b), LOC, POS, X, {}),
+    "LogNormal": (lambda D, a, b: D.LogNormal(a, b), LOC, POS, XPOS, {}),
+    "Uniform": (lambda D, a, b: D.Uniform(a, a + b + 4), LOC, POS, UNITX, {"mode": False}),
+    "Exponential": (lambda D, a, b: D.Exponential(b), LOC, POS, XPOS, {}),
+    "HalfNormal": (lambda D, a, b: D.HalfNormal(b), LOC, POS, XPOS, {}),
+    "HalfCauchy": (lambda D, a, b: D.HalfCauchy(b), LOC, POS, XPOS, {}),
+    "Gamma": (lambda D, a, b: D.Gamma(b + 1, a.exp()), LOC, POS, XPOS, {"icdf": False, "cdf": False}),
+    "Chi2": (lambda D, a, b: D.Chi2(b * 3), LOC, POS, XPOS, {"icdf": False, "cdf": False}),
+    "Beta": (lambda D, a, b: D.Beta(b + 1, a.exp() + 1), LOC, POS, UNITX, {"cdf": False, "icdf": False}),
+    "StudentT": (lambda D, a, b: D.StudentT(b * 3, a, b), LOC, POS, X, {"cdf": False, "icdf": False}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CONTINUOUS))
+def test_continuous_family_matches_torch(name):
+    make, a, b, x, opts = CONTINUOUS[name]
+    compare(lambda m, a, b, x: _stats(make(m.distributions, a, b), x, **opts), a, b, x, atol=1e-9, rtol=1e-7)
+
+
+def test_gamma_cdf_matches_torch():
+    """Values only: PyTorch has no gradient of igamma in the concentration."""
+    compare(lambda m, a, b, x: m.distributions.Gamma(b + 1, a.exp()).cdf(x), LOC, POS, XPOS, grad=False,
+            atol=1e-9, rtol=1e-7)
+
+
+def test_mode_of_uniform_and_the_infinite_moments():
+    lo = tapelab.distributions.Uniform(tapelab.zeros(2), tapelab.ones(2))
+    assert bool(lo.mode.isnan().all())
+    c = tapelab.distributions.Cauchy(tapelab.zeros(2), tapelab.ones(2))
+    assert bool(c.mean.isnan().all()) and bool(c.variance.isinf().all())
+
+
+DISCRETE = {
+    "Bernoulli": (lambda D, p: D.Bernoulli(probs=p), (R.random((4, 2, 3)) < 0.5).astype(np.float64)),
+    "BernoulliLogits": (lambda D, p: D.Bernoulli(logits=p.log() - (1 - p).log()),
+                        (R.random((4, 2, 3)) < 0.5).astype(np.float64)),
+    "Geometric": (lambda D, p: D.Geometric(probs=p), COUNTS),
+    "Poisson": (lambda D, p: D.Poisson(p * 4), COUNTS),
+    "Binomial": (lambda D, p: D.Binomial(8, probs=p), COUNTS),
+    "BinomialLogits": (lambda D, p: D.Binomial(8, logits=p.log()), COUNTS),
+}
+
+
+@pytest.mark.parametrize("name", sorted(DISCRETE))
+def test_discrete_family_matches_torch(name):
+    make, x = DISCRETE[name]
+    entropy = name not in ("Poisson",)
+
+    def fn(m, p, x):
+        d = make(m.distributions, p)
+        return _stats(d, x, cdf=False, icdf=False, entropy=entropy, mode=name != "BinomialLogits")
+    compare(fn, PROBS, x, atol=1e-9, rtol=1e-7)
+
+
+def test_categorical_onehot_multinomial_match_torch():
+    logits = R.standard_normal((2, 5))
+    idx = np.array([[0, 4], [2, 1], [3, 3]])
+    onehot = np.eye(5)[idx]
+    counts = np.array([[[1, 0, 2, 0, 3], [0, 0, 0, 6, 0]], [[2, 2, 2, 0, 0], [1, 1, 1, 1, 2]]], dtype=np.float64)
+
+    def fn(m, lg, oh, c):
+        D = m.distributions
+        oc = D.OneHotCategorical(logits=lg)
+        op = D.OneHotCategorical(probs=lg.softmax(-1))
+        mn = D.Multinomial(6, logits=lg)
+        return [oc.log_prob(oh), oc.entropy(), oc.mean, oc.variance, oc.mode, op.log_prob(oh),
+                mn.log_prob(c), mn.mean, mn.variance, D.Multinomial(6, probs=lg.softmax(-1)).log_prob(c),
+                D.kl_divergence(oc, D.OneHotCategorical(logits=lg.flip(0)))]
+    compare(fn, logits, onehot, counts, atol=1e-9, rtol=1e-7)
+
+
+def test_dirichlet_matches_torch():
+    conc = R.uniform(0.5, 3.0, size=(2, 4))
+    x = R.dirichlet(np.ones(4), size=(3, 2))
+    q = R.uniform(0.5, 3.0, size=(2, 4))
+
+    def fn(m, c, x, q):
+        d = m.distributions.Dirichlet(c)
+        return [d.log_prob(x), d.entropy(), d.mean, d.variance, d.mode,
+                m.distributions.kl_divergence(d, m.distributions.Dirichlet(q))]
+    compare(fn, conc, x, q, atol=1e-9, rtol=1e-7)
+
+
+def _spd(n, batch=()):
+    a = R.standard_normal(batch + (n, n))
+    return a @ np.swapaxes(a, -1, -2) + n * np.eye(n)
+
+
+@pytest.mark.parametrize("param", ["scale_tril", "covariance_matrix", "precision_matrix"])
+def test_multivariate_normal_matches_torch(param):
+    loc = R.standard_normal((2, 3))
+    cov = _spd(3, (2,))
+    mat = np.linalg.cholesky(cov) if param == "scale_tril" else cov
+    x = R.standard_normal((4, 2, 3))
+
+    def fn(m, loc, mat, x):
+        # tril: torch's cholesky_inverse gives the (unused) upper triangle a gradient, tapelab's does not
+        d = m.distributions.MultivariateNormal(loc, **{param: mat.tril() if param == "scale_tril" else mat})
+        return [d.log_prob(x), d.entropy(), d.mean, d.variance, d.covariance_matrix, d.precision_matrix,
+                d.scale_tril]
+    compare(fn, loc, mat, x, atol=1e-8, rtol=1e-6)
+
+
+def test_multivariate_normal_broadcasts_an_unbatched_matrix_and_kl():
+    loc, L = R.standard_normal((2, 3)), np.linalg.cholesky(_spd(3))
+    loc2, cov2 = R.standard_normal(3), _spd(3, (2,))
+
+    def fn(m, loc, L, loc2, cov2):
+        D = m.distributions
+        p = D.MultivariateNormal(loc, scale_tril=L)
+        q = D.MultivariateNormal(loc2, covariance_matrix=cov2)
+        return [p.log_prob(loc2), D.kl_divergence(p, q), D.kl_divergence(q, p), p.entropy()]
+    compare(fn, loc, L, loc2, cov2, atol=1e-8, rtol=1e-6)
+
+
+def test_low_rank_multivariate_normal_matches_torch():
+    loc, W, diag = R.standard_normal((2, 4)), R.standard_normal((2, 4, 2)), R.uniform(0.5, 2, size=(2, 4))
+    x = R.standard_normal((3, 2, 4))
+
+    def fn(m, loc, W, diag, x):
+        d = m.distributions.LowRankMultivariateNormal(loc, W, diag)
+        return [d.log_prob(x), d.entropy(), d.variance, d.covariance_matrix]
+    compare(fn, loc, W, diag, x, atol=1e-8, rtol=1e-6)
+
+
+def test_independent_and_transformed_match_torch():
+    loc, scale = R.standard_normal((2, 3)), R.uniform(0.5, 2, size=(2, 3))
+    y = R.uniform(-0.95, 0.95, size=(4, 2, 3))
+
+    def fn(m, loc, scale, y):
+        D, T = m.distributions, m.distributions.transforms
+        ind = D.Independent(D.Normal(loc, scale), 1)
+        squashed = D.TransformedDistribution(D.Normal(loc, scale), [T.TanhTransform(cache_size=1)])
+        affine = D.TransformedDistribution(D.Normal(loc, scale), [T.AffineTransform(1.0, 2.0),
+                                                                    T.SigmoidTransform()])
+        flow = D.TransformedDistribution(ind, [T.TanhTransform(), T.AffineTransform(0.5, scale, event_dim=1)])
+        sp = D.TransformedDistribution(D.Normal(loc, scale), [T.SoftplusTransform(), T.PowerTransform(2.0)])
+        y01 = (y + 1) / 2
+        return [ind.log_prob(y), ind.entropy(), ind.mean, ind.variance, squashed.log_prob(y),
+                affine.log_prob(y01), affine.cdf(y01), affine.icdf(y01), flow.log_prob(y * scale + 0.5),
+                sp.log_prob(y01), D.kl_divergence(ind, D.Independent(D.Normal(y[0], scale), 1)),
+                D.kl_divergence(D.LogNormal(loc, scale), D.LogNormal(y[0], scale))]
+    compare(fn, loc, scale, y, atol=1e-8, rtol=1e-6)
+
+
+def test_tanh_squashed_policy_rsample_log_prob_is_torchs_on_the_same_sample():
+    """SAC's pattern: the cached tanh lets log_prob(rsample()) invert exactly."""
+    loc, scale = tapelab.zeros(3, dtype=tapelab.float64), tapelab.full((3,), 3.0, dtype=tapelab.float64)
+    T = tapelab.distributions.transforms
+    d = tapelab.distributions.TransformedDistribution(tapelab.distributions.Normal(loc, scale),
+                                                      [T.TanhTransform(cache_size=1)])
+    a = d.rsample((500,))
+    lp = d.log_prob(a)
+    assert bool(lp.isfinite().all())
+    td = torch.distributions
+    ref = td.TransformedDistribution(td.Normal(torch.zeros(3, dtype=torch.float64), torch.full((3,), 3.0,
+                                     dtype=torch.float64)), [td.transforms.TanhTransform()])
+    finite = a.abs() < 1 - 1e-6
+    got, want = lp.numpy(), ref.log_prob(torch.tensor(a.numpy())).numpy()
+    np.testing.assert_allclose(got[finite.numpy()], want[finite.numpy()], rtol=1e-6, atol=1e-8)
+
+
+def test_mixture_same_family_matches_torch():
+    logits, loc, scale = R.standard_normal((2, 3)), R.standard_normal((2, 3, 4)), R.uniform(0.5, 2, (2, 3, 4))
+    x = R.standard_normal((5, 2, 4))
+
+    def fn(m, lg, loc, scale, x):
+        D = m.distributions
+        mix = D.MixtureSameFamily(D.Categorical(logits=lg), D.Independent(D.Normal(loc, scale), 1))
+        mix1 = D.MixtureSameFamily(D.Categorical(logits=lg), D.Normal(loc[..., 0], scale[..., 0]))
+        return [mix.log_prob(x), mix.mean, mix.variance, mix1.log_prob(x[..., 0]), mix1.cdf(x[..., 0])]
+    compare(fn, logits, loc, scale, x, atol=1e-8, rtol=1e-6)
+    d = tapelab.distributions
+    mix = d.MixtureSameFamily(d.Categorical(logits=tapelab.tensor(logits)),
+                              d.Independent(d.Normal(tapelab.tensor(loc), tapelab.tensor(scale)), 1))
+    assert tuple(mix.sample((7,)).shape) == (7, 2, 4)
+    assert tuple(mix.batch_shape) == (2,) and tuple(mix.event_shape) == (4,)
+
+
+def test_relaxed_distributions_match_torch():
+    logits = R.standard_normal((2, 3))
+    y = R.uniform(0.05, 0.95, size=(4, 2, 3))
+    s = R.dirichlet(np.ones(3), size=(4, 2))
+
+    def fn(m, lg, y, s):
+        D = m.distributions
+        rb = D.RelaxedBernoulli(m.tensor(0.7, dtype=m.float64), logits=lg)
+        ro = D.RelaxedOneHotCategorical(m.tensor(0.5, dtype=m.float64), logits=lg)
+        return [rb.log_prob(y), ro.log_prob(s)]
+    compare(fn, logits, y, s, atol=1e-8, rtol=1e-6)
+    d = tapelab.distributions
+    lg = tapelab.tensor(logits, requires_grad=True)
+    z = d.RelaxedOneHotCategorical(tapelab.tensor(0.5), logits=lg).rsample((3,))
+    assert tuple(z.shape) == (3, 2, 3) and np.allclose(z.sum(-1).detach().numpy(), 1.0)
+    z.pow(2).sum().backward()
+    assert lg.grad is not None and bool(lg.grad.abs().sum() > 0)
+
+
+KL_PAIRS = {
+    "Exponential": lambda D, a, b: (D.Exponential(a), D.Exponential(b)),
+    "Gamma": lambda D, a, b: (D.Gamma(a, b), D.Gamma(b, a + 1)),
+    "Beta": lambda D, a, b: (D.Beta(a, b), D.Beta(b, a + 1)),
+    "Laplace": lambda D, a, b: (D.Laplace(a.log(), b), D.Laplace(b, a)),
+    "Cauchy": lambda D, a, b: (D.Cauchy(a.log(), b), D.Cauchy(b, a)),
+    "Gumbel": lambda D, a, b: (D.Gumbel(a.log(), b), D.Gumbel(b, a)),
+    "Poisson": lambda D, a, b: (D.Poisson(a), D.Poisson(b)),
+    "Geometric": lambda D, a, b: (D.Geometric(probs=a / 3), D.Geometric(probs=b / 4)),
+    "HalfNormal": lambda D, a, b: (D.HalfNormal(a), D.HalfNormal(b)),
+    "Binomial": lambda D, a, b: (D.Binomial(5, probs=a / 3), D.Binomial(5, probs=b / 4)),
+    "Normal": lambda D, a, b: (D.Normal(a, b), D.Normal(b, a)),
+    "Uniform": lambda D, a, b: (D.Uniform(a, a + 1), D.Uniform(a - b, a + 2)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(KL_PAIRS))
+def test_kl_divergence_matches_torch(name):
+    compare(lambda m, a, b: m.distributions.kl_divergence(*KL_PAIRS[name](m.distributions, a, b)), POS, POS2,
+            atol=1e-9, rtol=1e-7)
+
+
+def test_kl_registry_dispatch_and_missing_pair():
+    D = tapelab.distributions
+
+    class MyNormal(D.Normal):
+        pass
+
+    @D.register_kl(MyNormal, D.Normal)
+    def _kl(p, q):
+        return p.loc * 0 + 7.0
+    assert D.kl_divergence(MyNormal(tapelab.zeros(1), tapelab.ones(1)), D.Normal(0.0, 1.0)).tolist() == [7.0]
+    assert D.kl_divergence(D.Normal(0.0, 1.0), MyNormal(tapelab.zeros(1), tapelab.ones(1))).tolist() == [0.0]
+    with pytest.raises(NotImplementedError, match="No KL"):
+        D.kl_divergence(D.Normal(0.0, 1.0), D.Gamma(1.0, 1.0))
+
+
+ERRORS = [
+    (lambda m: m.distributions.MultivariateNormal(m.zeros(2)), "Exactly one of covariance_matrix"),
+    (lambda m: m.distributions.MultivariateNormal(m.zeros(()), m.eye(1)), "loc must be at least one-dimensional"),
+    (lambda m: m.distributions.MultivariateNormal(m.zeros(2), m.tensor([[1.0, 2.0], [2.0, 1.0]])),
+     "Expected parameter covariance_matrix"),
+    (lambda m: m.distributions.MultivariateNormal(m.zeros(2), scale_tril=m.tensor([[1.0, 1.0], [0.0, 1.0]])),
+     "Expected parameter scale_tril"),
+    (lambda m: m.distributions.Gamma(m.tensor([1.0, -1.0]), 1.0), "Expected parameter concentration"),
+    (lambda m: m.distributions.Beta(m.tensor([1.0]), m.tensor([0.0])), "Expected parameter concentration"),
+    (lambda m: m.distributions.Exponential(m.tensor([-1.0])), "Expected parameter rate"),
+    (lambda m: m.distributions.Dirichlet(m.tensor(1.0)), "must be at least one-dimensional"),
+    (lambda m: m.distributions.Poisson(m.tensor([-1.0])), "Expected parameter rate"),
+    (lambda m: m.distributions.Categorical(probs=m.tensor([0.5, -0.5, 1.0])), "Expected parameter probs"),
+    (lambda m: m.distributions.Independent(m.distributions.Normal(m.zeros(2), m.ones(2)), 2),
+     "Expected reinterpreted_batch_ndims <= len"),
+    (lambda m: m.distributions.MixtureSameFamily(m.distributions.Normal(0.0, 1.0),
+                                                 m.distributions.Normal(m.zeros(2), m.ones(2))),
+     "needs to be an  instance of torch.distributions.Categorical"),
+    (lambda m: m.distributions.Normal(0.0, 1.0, validate_args=True).log_prob(m.tensor(["x"] and [0.5])[:0]
+                                                                                .sum() + 0 if False else 3),
+     "The value argument to log_prob must be a Tensor"),
+    (lambda m: m.distributions.Exponential(m.ones(2), validate_args=True).log_prob(m.tensor([1.0, -1.0])),
+     "Expected value argument"),
+]
+
+
+@pytest.mark.parametrize("k", range(len(ERRORS)))
+def test_argument_errors_are_torchs(k):
+    make, message = ERRORS[k]
+    for m in (torch, tapelab):
+        with pytest.raises(ValueError, match=message):
+            make(m)
+
+
+def test_shapes_expand_and_sample_shapes_match_torch():
+    cases = [
+        lambda m: m.distributions.Normal(m.zeros(3), m.ones(3)),
+        lambda m: m.distributions.Gamma(m.ones(2, 1), m.ones(3)),
+        lambda m: m.distributions.Dirichlet(m.ones(2, 4)),
+        lambda m: m.distributions.MultivariateNormal(m.zeros(3), m.eye(3)),
+        lambda m: m.distributions.Independent(m.distributions.Normal(m.zeros(2, 3), m.ones(2, 3)), 1),
+        lambda m: m.distributions.OneHotCategorical(logits=m.zeros(2, 4)),
+        lambda m: m.distributions.Multinomial(3, logits=m.zeros(2, 4)),
+        lambda m: m.distributions.LogNormal(m.zeros(3), m.ones(3)),
+        lambda m: m.distributions.StudentT(m.full((3,), 4.0)),
+        lambda m: m.distributions.Poisson(m.full((3,), 4.0)),
+        lambda m: m.distributions.Binomial(4, m.full((3,), 0.3)),
+    ]
+    for make in cases:
+        t, l = make(torch), make(tapelab)
+        assert (tuple(l.batch_shape), tuple(l.event_shape)) == (tuple(t.batch_shape), tuple(t.event_shape))
+        assert tuple(l.sample((5,)).shape) == tuple(t.sample((5,)).shape)
+        target = (6,) + tuple(t.batch_shape) if len(t.batch_shape) else (6,)
+        te, le = t.expand(target), l.expand(target)
+        assert (tuple(le.batch_shape), tuple(le.event_shape)) == (tuple(te.batch_shape), tuple(te.event_shape))
+        assert tuple(le.sample((2,)).shape) == tuple(te.sample((2,)).shape)
+        assert le.has_rsample == te.has_rsample
+
+
+SAMPLED = {
+    "Gamma": lambda D: D.Gamma(tapelab.tensor([0.4, 3.0]), tapelab.tensor([1.0, 2.0])),
+    "Beta": lambda D: D.Beta(tapelab.tensor([0.5, 3.0]), tapelab.tensor([2.0, 1.5])),
+    "Poisson": lambda D: D.Poisson(tapelab.tensor([0.7, 4.0, 30.0])),
+    "Binomial": lambda D: D.Binomial(tapelab.tensor([5.0, 20.0]), probs=tapelab.tensor([0.3, 0.8])),
+    "Geometric": lambda D: D.Geometric(probs=tapelab.tensor([0.3, 0.7])),
+    "Exponential": lambda D: D.Exponential(tapelab.tensor([0.5, 2.0])),
+    "Laplace": lambda D: D.Laplace(tapelab.tensor([0.5, -1.0]), tapelab.tensor([1.0, 0.3])),
+    "Gumbel": lambda D: D.Gumbel(tapelab.tensor([0.5, -1.0]), tapelab.tensor([1.0, 0.3])),
+    "LogNormal": lambda D: D.LogNormal(tapelab.tensor([0.0, 0.5]), tapelab.tensor([0.3, 0.2])),
+    "StudentT": lambda D: D.StudentT(tapelab.tensor([5.0, 9.0])),
+    "HalfNormal": lambda D: D.HalfNormal(tapelab.tensor([1.0, 2.0])),
+    "MultivariateNormal": lambda D: D.MultivariateNormal(tapelab.tensor([1.0, -1.0]),
+                                                         tapelab.tensor([[2.0, 0.5], [0.5, 1.0]])),
+    "LowRankMultivariateNormal": lambda D: D.LowRankMultivariateNormal(
+        tapelab.tensor([1.0, -1.0]), tapelab.tensor([[1.0], [0.5]]), tapelab.tensor([1.0, 0.5])),
+    "Dirichlet": lambda D: D.Dirichlet(tapelab.tensor([0.5, 2.0, 3.0])),
+    "Multinomial": lambda D: D.Multinomial(10, probs=tapelab.tensor([0.2, 0.3, 0.5])),
+    "OneHotCategorical": lambda D: D.OneHotCategorical(probs=tapelab.tensor([0.2, 0.3, 0.5])),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SAMPLED))
+def test_sample_moments(name):
+    tapelab.manual_seed(0)
+    d = SAMPLED[name](tapelab.distributions)
+    x = d.sample((20000,))
+    assert tuple(x.shape) == (20000,) + tuple(d.batch_shape) + tuple(d.event_shape)
+    mean, var = d.mean.numpy(), d.variance.numpy()
+    np.testing.assert_allclose(x.mean(0).numpy(), mean, rtol=0.05, atol=0.05 * np.sqrt(var).max())
+    np.testing.assert_allclose(x.var(0).numpy(), var, rtol=0.12, atol=0.02)
+    assert bool(d.support.check(x).all())
+
+
+def test_gamma_rsample_gradient_is_the_implicit_reparameterisation():
+    """d sample / d concentration on tapelab's draws is -(dP/da) / p(x) (scipy, central differences), and
+    torch._standard_gamma_grad at those draws (a rational approximation, so to 1e-3)."""
+    from tapelab.distributions.gamma import standard_gamma
+    tapelab.manual_seed(1)
+    alpha = tapelab.tensor([0.3, 1.0, 2.5, 7.0, 40.0], dtype=tapelab.float64).expand(200, 5).contiguous()
+    alpha.requires_grad_()
+    x = standard_gamma(alpha)
+    (g,) = tapelab.autograd.grad(x.sum(), alpha)
+    a, xs, h = alpha.detach().numpy(), x.detach().numpy(), 1e-6
+    dP = (special.gammainc(a + h, xs) - special.gammainc(a - h, xs)) / (2 * h)
+    pdf = np.exp((a - 1) * np.log(xs) - xs - special.gammaln(a))
+    np.testing.assert_allclose(g.numpy(), -dP / pdf, rtol=1e-5, atol=1e-7)
+    want = torch._standard_gamma_grad(torch.tensor(a), torch.tensor(xs))
+    np.testing.assert_allclose(g.numpy(), want.numpy(), rtol=2e-3, atol=1e-6)
+
+
+def test_rsample_gradients_flow_to_parameters():
+    """The pathwise gradient of E[x] is d mean / d params (checked on 20k draws)."""
+    tapelab.manual_seed(2)
+    D = tapelab.distributions
+    conc = tapelab.tensor([2.0, 0.7], requires_grad=True)
+    rate = tapelab.tensor([1.5, 2.0], requires_grad=True)
+    D.Gamma(conc, rate).rsample((20000,)).mean(0).sum().backward()
+    np.testing.assert_allclose(conc.grad.numpy(), 1 / np.array([1.5, 2.0]), rtol=0.05)
+    np.testing.assert_allclose(rate.grad.numpy(), -np.array([2.0, 0.7]) / np.array([1.5, 2.0]) ** 2, rtol=0.05)
+    c1 = tapelab.tensor(2.0, requires_grad=True)
+    D.Beta(c1, tapelab.tensor(3.0)).rsample((20000,)).mean().backward()
+    np.testing.assert_allclose(c1.grad.item(), 3.0 / 25.0, rtol=0.08)
+    loc = tapelab.zeros(2, requires_grad=True)
+    L = tapelab.tensor([[1.0, 0.0], [0.5, 2.0]], requires_grad=True)
+    x = D.MultivariateNormal(loc, scale_tril=L).rsample((4,))
+    x.sum().backward()
+    assert loc.grad.tolist() == [4.0, 4.0] and L.grad is not None
+
+
+def test_gradcheck_float64():
+    D = tapelab.distributions
+    x = tapelab.tensor(R.standard_normal((3, 2)))
+    assert tapelab.autograd.gradcheck(
+        lambda loc, A: D.MultivariateNormal(loc, scale_tril=A.tril() + 2 * tapelab.eye(2, dtype=tapelab.float64))
+        .log_prob(x), (tapelab.tensor(R.standard_normal(2), requires_grad=True),
+                       tapelab.tensor(R.uniform(0, 0.5, (2, 2)), requires_grad=True)))
+    assert tapelab.autograd.gradcheck(lambda a, b: D.Beta(a, b).entropy() + D.Gamma(a, b).log_prob(b),
+                                      (tapelab.tensor(POS, requires_grad=True), tapelab.tensor(POS2, requires_grad=True)))
+    assert tapelab.autograd.gradcheck(lambda c: D.Dirichlet(c).log_prob(tapelab.tensor([0.2, 0.3, 0.5],
+                                                                                        dtype=tapelab.float64)),
+                                      (tapelab.tensor([1.5, 2.0, 0.7], dtype=tapelab.float64,
+                                                                     requires_grad=True),))
+
+
+def test_constraints_and_transforms_under_the_torch_aliases():
+    with tapelab.install_aliases():
+        import torch as t
+        import torch.distributions.transforms as T
+        from torch.distributions import Independent, MultivariateNormal, Normal, kl_divergence
+        from torch.distributions.constraints import positive
+        assert t is tapelab and T is tapelab.distributions.transforms
+        assert MultivariateNormal is tapelab.distributions.MultivariateNormal and kl_divergence and Independent
+        assert positive.check(t.tensor([1.0, -1.0])).tolist() == [True, False]
+        assert repr(positive) == "GreaterThan(lower_bound=0.0)"
+        y = T.ComposeTransform([T.ExpTransform(), T.AffineTransform(1.0, 2.0)])(t.zeros(2))
+        assert y.tolist() == [3.0, 3.0] and Normal(0.0, 1.0).support is not None
+    for name in ("real", "positive", "simplex", "unit_interval", "lower_cholesky", "positive_definite"):
+        assert repr(getattr(tapelab.distributions.constraints, name)) == repr(getattr(torch.distributions.constraints,
+                                                                                      name))
+
+
+def test_transform_inverses_and_jacobians_match_torch():
+    x = R.uniform(0.2, 1.5, size=(3, 4))
+
+    def fn(m, x):
+        T = m.distributions.transforms
+        out = []
+        for t in (T.ExpTransform(), T.SigmoidTransform(), T.TanhTransform(), T.SoftplusTransform(),
+                  T.PowerTransform(3.0), T.AffineTransform(0.5, -2.0), T.AffineTransform(x[0], x[1], event_dim=1)):
+            y = t(x)
+            out += [y, t.inv(y), t.log_abs_det_jacobian(x, y)]
+        c = T.ComposeTransform([T.AffineTransform(0.0, x[0], event_dim=1), T.ExpTransform()])
+        out += [c(x), c.log_abs_det_jacobian(x, c(x)), T.AbsTransform()(x - 1), T.SoftmaxTransform()(x)]
+        return out
+    compare(fn, x, atol=1e-9, rtol=1e-7)
