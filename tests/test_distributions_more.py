@@ -48,6 +48,14 @@ CONTINUOUS = {
     "Chi2": (lambda D, a, b: D.Chi2(b * 3), LOC, POS, XPOS, {"icdf": False, "cdf": False}),
     "Beta": (lambda D, a, b: D.Beta(b + 1, a.exp() + 1), LOC, POS, UNITX, {"cdf": False, "icdf": False}),
     "StudentT": (lambda D, a, b: D.StudentT(b * 3, a, b), LOC, POS, X, {"cdf": False, "icdf": False}),
+    "Pareto": (lambda D, a, b: D.Pareto(b * 0.05, b + 2), LOC, POS, XPOS, {}),
+    "Weibull": (lambda D, a, b: D.Weibull(a.exp(), b + 0.5), LOC, POS, XPOS, {}),
+    # mode: PyTorch 2.13's formula takes log1p of numbers below -1 and gives nan everywhere
+    "Kumaraswamy": (lambda D, a, b: D.Kumaraswamy(b + 1, a.exp() + 1), LOC, POS, UNITX, {"mode": False}),
+    "InverseGamma": (lambda D, a, b: D.InverseGamma(b + 2, a.exp()), LOC, POS, XPOS, {"cdf": False, "icdf": False}),
+    "FisherSnedecor": (lambda D, a, b: D.FisherSnedecor(b * 4, a.exp() + 5), LOC, POS, XPOS,
+                       {"cdf": False, "icdf": False, "entropy": False}),
+    "VonMises": (lambda D, a, b: D.VonMises(a, b), LOC, POS, X, {"cdf": False, "icdf": False, "entropy": False}),
 }
 
 
@@ -61,6 +69,13 @@ def test_gamma_cdf_matches_torch():
     """Values only: PyTorch has no gradient of igamma in the concentration."""
     compare(lambda m, a, b, x: m.distributions.Gamma(b + 1, a.exp()).cdf(x), LOC, POS, XPOS, grad=False,
             atol=1e-9, rtol=1e-7)
+
+
+def test_kumaraswamy_mode_is_the_closed_form():
+    a, b = np.array([2.0, 0.7, 1.5]), np.array([3.0, 2.0, 0.5])
+    mode = tapelab.distributions.Kumaraswamy(tapelab.tensor(a), tapelab.tensor(b)).mode.numpy()
+    np.testing.assert_allclose(mode[0], ((a[0] - 1) / (a[0] * b[0] - 1)) ** (1 / a[0]))
+    assert np.isnan(mode[1:]).all()
 
 
 def test_mode_of_uniform_and_the_infinite_moments():
@@ -78,13 +93,14 @@ DISCRETE = {
     "Poisson": (lambda D, p: D.Poisson(p * 4), COUNTS),
     "Binomial": (lambda D, p: D.Binomial(8, probs=p), COUNTS),
     "BinomialLogits": (lambda D, p: D.Binomial(8, logits=p.log()), COUNTS),
+    "NegativeBinomial": (lambda D, p: D.NegativeBinomial(p * 5, probs=p), COUNTS),
 }
 
 
 @pytest.mark.parametrize("name", sorted(DISCRETE))
 def test_discrete_family_matches_torch(name):
     make, x = DISCRETE[name]
-    entropy = name not in ("Poisson",)
+    entropy = name not in ("Poisson", "NegativeBinomial")
 
     def fn(m, p, x):
         d = make(m.distributions, p)
@@ -349,6 +365,13 @@ SAMPLED = {
     "LowRankMultivariateNormal": lambda D: D.LowRankMultivariateNormal(
         tapelab.tensor([1.0, -1.0]), tapelab.tensor([[1.0], [0.5]]), tapelab.tensor([1.0, 0.5])),
     "Dirichlet": lambda D: D.Dirichlet(tapelab.tensor([0.5, 2.0, 3.0])),
+    "NegativeBinomial": lambda D: D.NegativeBinomial(tapelab.tensor([3.0, 10.0]), probs=tapelab.tensor([0.4, 0.2])),
+    "Weibull": lambda D: D.Weibull(tapelab.tensor([1.0, 2.0]), tapelab.tensor([1.5, 3.0])),
+    "Pareto": lambda D: D.Pareto(tapelab.tensor([1.0, 2.0]), tapelab.tensor([5.0, 6.0])),
+    "Kumaraswamy": lambda D: D.Kumaraswamy(tapelab.tensor([2.0, 0.8]), tapelab.tensor([3.0, 1.2])),
+    "InverseGamma": lambda D: D.InverseGamma(tapelab.tensor([5.0, 8.0]), tapelab.tensor([1.0, 3.0])),
+    "FisherSnedecor": lambda D: D.FisherSnedecor(tapelab.tensor([5.0, 12.0]), tapelab.tensor([12.0, 15.0])),
+    "VonMises": lambda D: D.VonMises(tapelab.tensor([0.5, -1.0]), tapelab.tensor([2.0, 8.0])),
     "Multinomial": lambda D: D.Multinomial(10, probs=tapelab.tensor([0.2, 0.3, 0.5])),
     "OneHotCategorical": lambda D: D.OneHotCategorical(probs=tapelab.tensor([0.2, 0.3, 0.5])),
 }
@@ -361,6 +384,11 @@ def test_sample_moments(name):
     x = d.sample((20000,))
     assert tuple(x.shape) == (20000,) + tuple(d.batch_shape) + tuple(d.event_shape)
     mean, var = d.mean.numpy(), d.variance.numpy()
+    if name == "VonMises":      # circular mean and variance
+        c, s_ = x.cos().mean(0).numpy(), x.sin().mean(0).numpy()
+        np.testing.assert_allclose(np.arctan2(s_, c), mean, atol=0.03)
+        np.testing.assert_allclose(1 - np.hypot(c, s_), var, atol=0.02)
+        return
     np.testing.assert_allclose(x.mean(0).numpy(), mean, rtol=0.05, atol=0.05 * np.sqrt(var).max())
     np.testing.assert_allclose(x.var(0).numpy(), var, rtol=0.12, atol=0.02)
     assert bool(d.support.check(x).all())
@@ -448,3 +476,36 @@ def test_transform_inverses_and_jacobians_match_torch():
         out += [c(x), c.log_abs_det_jacobian(x, c(x)), T.AbsTransform()(x - 1), T.SoftmaxTransform()(x)]
         return out
     compare(fn, x, atol=1e-9, rtol=1e-7)
+
+
+def test_logistic_normal_and_stick_breaking_match_torch():
+    loc, scale = R.standard_normal((2, 3)), R.uniform(0.5, 2, size=(2, 3))
+    s = R.dirichlet(np.ones(4), size=(5, 2))
+
+    def fn(m, loc, scale, s):
+        D = m.distributions
+        sb = D.transforms.StickBreakingTransform()
+        y = sb(loc)
+        lc = D.transforms.LowerCholeskyTransform()
+        sq = loc[..., :2].unsqueeze(-1) * loc[..., 1:].unsqueeze(-2)
+        return [D.LogisticNormal(loc, scale).log_prob(s), y, sb.inv(y), sb.log_abs_det_jacobian(loc, y),
+                lc(sq), lc.inv(lc(sq))]
+    compare(fn, loc, scale, s, atol=1e-8, rtol=1e-6)
+
+
+def test_biject_to_and_transform_to_match_torch():
+    x = R.standard_normal((3, 4))
+
+    def fn(m, x):
+        C, D = m.distributions.constraints, m.distributions
+        out = []
+        for c in (C.real, C.positive, C.greater_than(2.0), C.less_than(-1.0), C.interval(-2.0, 3.0), C.unit_interval,
+                  C.simplex, C.independent(C.positive, 1)):
+            for registry in (D.biject_to, D.transform_to):
+                t = registry(c)
+                y = t(x)
+                out += [y, t.log_abs_det_jacobian(x, y)] if c is not C.simplex or registry is D.biject_to else [y]
+        return out
+    compare(fn, x, atol=1e-9, rtol=1e-7)
+    with pytest.raises(NotImplementedError):
+        tapelab.distributions.biject_to(tapelab.distributions.constraints.boolean)

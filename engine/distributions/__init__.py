@@ -3,22 +3,27 @@ reparameterised ``rsample`` and ``log_prob``/``entropy``/``cdf`` formulas, writt
 so gradients flow to the parameters; ``constraints``, ``transforms`` and ``kl`` as submodules."""
 from __future__ import annotations
 
-from . import constraints, kl, transforms, utils
+from . import constraint_registry, constraints, kl, transforms, utils
+from .constraint_registry import biject_to, transform_to
 from .composite import Independent, MixtureSameFamily, TransformedDistribution
 from .continuous import Cauchy, Exponential, Gumbel, HalfCauchy, Laplace, Uniform
 from .discrete import (Bernoulli, Binomial, Categorical, Geometric, Multinomial, OneHotCategorical,
-                       OneHotCategoricalStraightThrough, Poisson)
+                       NegativeBinomial, OneHotCategoricalStraightThrough, Poisson)
 from .distribution import Distribution
-from .gamma import Beta, Chi2, Dirichlet, Gamma, StudentT
+from .gamma import Beta, Chi2, Dirichlet, FisherSnedecor, Gamma, StudentT
 from .kl import kl_divergence, register_kl
 from .multivariate_normal import LowRankMultivariateNormal, MultivariateNormal
 from .normal import HalfNormal, LogNormal, Normal
 from .relaxed import ExpRelaxedCategorical, LogitRelaxedBernoulli, RelaxedBernoulli, RelaxedOneHotCategorical
+from .transformed_families import InverseGamma, Kumaraswamy, LogisticNormal, Pareto, Weibull
 from .transforms import (AbsTransform, AffineTransform, ComposeTransform, ExpTransform, IndependentTransform,
-                         PowerTransform, ReshapeTransform, SigmoidTransform, SoftmaxTransform, SoftplusTransform,
-                         TanhTransform, Transform, identity_transform)
+                         LowerCholeskyTransform, PowerTransform, ReshapeTransform, SigmoidTransform, SoftmaxTransform,
+                         SoftplusTransform, StickBreakingTransform, TanhTransform, Transform, identity_transform)
+from .von_mises import VonMises
 
-__all__ = ["AbsTransform", "AffineTransform", "Bernoulli", "Beta", "Binomial", "Categorical", "Cauchy", "Chi2",
+__all__ = ["FisherSnedecor", "InverseGamma", "Kumaraswamy", "LogisticNormal", "LowerCholeskyTransform",
+           "NegativeBinomial", "Pareto", "StickBreakingTransform", "VonMises", "Weibull", "biject_to",
+           "constraint_registry", "transform_to", "AbsTransform", "AffineTransform", "Bernoulli", "Beta", "Binomial", "Categorical", "Cauchy", "Chi2",
            "ComposeTransform", "Dirichlet", "Distribution", "ExpRelaxedCategorical", "ExpTransform", "Exponential",
            "Geometric", "Gamma", "Gumbel", "HalfCauchy", "HalfNormal", "Independent", "IndependentTransform",
            "Laplace", "LogNormal", "LogitRelaxedBernoulli", "LowRankMultivariateNormal", "MixtureSameFamily",

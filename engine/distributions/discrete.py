@@ -15,10 +15,11 @@ from ..ops.movement import broadcast_tensors
 from ..ops.sampling import multinomial
 from . import constraints
 from .distribution import Distribution
+from .gamma import standard_gamma
 from .utils import broadcast_all, lazy_property, logits_to_probs, probs_to_logits
 
 __all__ = ["Bernoulli", "Categorical", "OneHotCategorical", "OneHotCategoricalStraightThrough", "Geometric",
-           "Poisson", "Binomial", "Multinomial"]
+           "Poisson", "Binomial", "Multinomial", "NegativeBinomial"]
 
 
 def _one_of(probs, logits) -> None:
@@ -501,3 +502,61 @@ class Multinomial(Distribution):
         log_factorial_n = (value.sum(-1) + 1).lgamma()
         log_factorial_xs = (value + 1).lgamma().sum(-1)
         return log_factorial_n - log_factorial_xs + (logits * value).sum(-1)
+
+
+class NegativeBinomial(Distribution):
+    """Successes before ``total_count`` failures, success probability ``probs``; draws are Poisson
+    draws at Gamma-distributed rates."""
+
+    arg_constraints = {"total_count": constraints.greater_than_eq(0), "probs": constraints.half_open_interval(0.0, 1.0),
+                       "logits": constraints.real}
+    support = constraints.nonnegative_integer
+
+    def __init__(self, total_count, probs=None, logits=None, validate_args: bool | None = None) -> None:
+        _one_of(probs, logits)
+        if probs is not None:
+            self.total_count, self.probs = broadcast_all(total_count, probs)
+            self.total_count = self.total_count.to(self.probs.dtype)
+        else:
+            self.total_count, self.logits = broadcast_all(total_count, logits)
+            self.total_count = self.total_count.to(self.logits.dtype)
+        self._param = self.probs if probs is not None else self.logits
+        super().__init__(self._param.shape, validate_args=validate_args)
+
+    @lazy_property
+    def logits(self) -> Tensor:
+        return probs_to_logits(self.probs, is_binary=True)
+
+    @lazy_property
+    def probs(self) -> Tensor:
+        return logits_to_probs(self.logits, is_binary=True)
+
+    @property
+    def param_shape(self) -> Size:
+        return self._param.shape
+
+    @property
+    def mean(self) -> Tensor:
+        return self.total_count * self.logits.exp()
+
+    @property
+    def mode(self) -> Tensor:
+        return ((self.total_count - 1) * self.logits.exp()).floor().clamp(min=0.0)
+
+    @property
+    def variance(self) -> Tensor:
+        return self.mean / (-self.logits).sigmoid()
+
+    def sample(self, sample_shape=Size()) -> Tensor:
+        with no_grad():
+            shape = self._extended_shape(sample_shape)
+            rate = standard_gamma(self.total_count.expand(*shape)) * self.logits.exp().expand(*shape)
+            return _poisson_sample(rate)
+
+    def log_prob(self, value) -> Tensor:
+        if self._validate_args:
+            self._validate_sample(value)
+        log_unnormalized = self.total_count * F.logsigmoid(-self.logits) + value * F.logsigmoid(self.logits)
+        log_normalization = -(self.total_count + value).lgamma() + (1.0 + value).lgamma() + self.total_count.lgamma()
+        log_normalization = log_normalization.where(self.total_count + value != 0, 0.0)
+        return log_unnormalized - log_normalization

@@ -22,7 +22,7 @@ from . import constraints
 from .distribution import Distribution
 from .utils import broadcast_all
 
-__all__ = ["Gamma", "Chi2", "Beta", "Dirichlet", "StudentT"]
+__all__ = ["Gamma", "Chi2", "Beta", "Dirichlet", "StudentT", "FisherSnedecor"]
 
 
 def _marsaglia_tsang(alpha: Tensor) -> Tensor:
@@ -261,3 +261,47 @@ class StudentT(Distribution):
         lbeta = half_df.lgamma() + math.lgamma(0.5) - (half_df + 0.5).lgamma()
         return (self.scale.log() + (half_df + 0.5) * ((half_df + 0.5).digamma() - half_df.digamma())
                 + 0.5 * self.df.log() + lbeta)
+
+
+class FisherSnedecor(Distribution):
+    """The F distribution: the ratio of two scaled chi-squared draws."""
+
+    arg_constraints = {"df1": constraints.positive, "df2": constraints.positive}
+    support = constraints.positive
+    has_rsample = True
+
+    def __init__(self, df1, df2, validate_args: bool | None = None) -> None:
+        self.df1, self.df2 = broadcast_all(df1, df2)
+        super().__init__(self.df1.shape, validate_args=validate_args)
+
+    @property
+    def mean(self) -> Tensor:
+        return (self.df2 / (self.df2 - 2)).where(self.df2 > 2, math.nan)
+
+    @property
+    def mode(self) -> Tensor:
+        mode = (self.df1 - 2) / self.df1 * self.df2 / (self.df2 + 2)
+        return mode.where(self.df1 > 2, math.nan)
+
+    @property
+    def variance(self) -> Tensor:
+        df1, df2 = self.df1, self.df2
+        var = 2 * df2.pow(2) * (df1 + df2 - 2) / (df1 * (df2 - 2).pow(2) * (df2 - 4))
+        return var.where(df2 > 4, math.nan)
+
+    def rsample(self, sample_shape=Size()) -> Tensor:
+        shape = self._extended_shape(sample_shape)
+        x1 = standard_gamma((0.5 * self.df1).expand(*shape)) / self.df1
+        x2 = standard_gamma((0.5 * self.df2).expand(*shape)) / self.df2
+        tiny = finfo(x2.dtype).tiny
+        return x1 / x2.clamp(min=tiny)
+
+    def log_prob(self, value) -> Tensor:
+        if self._validate_args:
+            self._validate_sample(value)
+        ct1, ct2 = self.df1 * 0.5, self.df2 * 0.5
+        ct3 = self.df1 / self.df2
+        t1 = (ct1 + ct2).lgamma() - ct1.lgamma() - ct2.lgamma()
+        t2 = ct1 * ct3.log() + (ct1 - 1) * value.log()
+        t3 = (ct1 + ct2) * (ct3 * value).log1p()
+        return t1 + t2 - t3

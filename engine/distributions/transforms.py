@@ -14,8 +14,8 @@ from . import constraints
 from .utils import sum_rightmost
 
 __all__ = ["AbsTransform", "AffineTransform", "ComposeTransform", "ExpTransform", "IndependentTransform",
-           "PowerTransform", "ReshapeTransform", "SigmoidTransform", "SoftmaxTransform", "SoftplusTransform",
-           "TanhTransform", "Transform", "identity_transform"]
+           "LowerCholeskyTransform", "PowerTransform", "ReshapeTransform", "SigmoidTransform", "SoftmaxTransform",
+           "SoftplusTransform", "StickBreakingTransform", "TanhTransform", "Transform", "identity_transform"]
 
 
 class Transform:
@@ -410,6 +410,49 @@ class SoftmaxTransform(_Parameterless):
 
     def _inverse(self, y):
         return y.log()
+
+
+class StickBreakingTransform(_Parameterless):
+    """Unconstrained ``(K-1,)`` vectors to the ``K``-simplex by stick breaking (a bijection)."""
+
+    domain, codomain, bijective = constraints.real_vector, constraints.simplex, True
+
+    @staticmethod
+    def _offset(x: Tensor, n: int) -> Tensor:
+        return (n + 1 - x.new_ones(n).cumsum(-1)).log()
+
+    def _call(self, x):
+        z = (x - self._offset(x, x.shape[-1])).sigmoid()
+        z_cumprod = (1 - z).cumprod(-1)
+        return F.pad(z, [0, 1], value=1) * F.pad(z_cumprod, [1, 0], value=1)
+
+    def _inverse(self, y):
+        y_crop = y[..., :-1]
+        n = y_crop.shape[-1]
+        sf = (1 - y_crop.cumsum(-1)).clamp(min=finfo(y.dtype).tiny)
+        return y_crop.log() - sf.log() + (y.shape[-1] - y.new_ones(n).cumsum(-1)).log()
+
+    def log_abs_det_jacobian(self, x, y):
+        x = x - self._offset(x, x.shape[-1])
+        return (-x + F.logsigmoid(x) + y[..., :-1].log()).sum(-1)
+
+    def forward_shape(self, shape):
+        return tuple(shape[:-1]) + (shape[-1] + 1,)
+
+    def inverse_shape(self, shape):
+        return tuple(shape[:-1]) + (shape[-1] - 1,)
+
+
+class LowerCholeskyTransform(_Parameterless):
+    """Square matrices to lower-triangular ones with a positive diagonal (exp of the diagonal)."""
+
+    domain, codomain = constraints.independent(constraints.real, 2), constraints.lower_cholesky
+
+    def _call(self, x):
+        return x.tril(-1) + x.diagonal(0, -2, -1).exp().diag_embed()
+
+    def _inverse(self, y):
+        return y.tril(-1) + y.diagonal(0, -2, -1).log().diag_embed()
 
 
 class PowerTransform(Transform):

@@ -1,0 +1,76 @@
+"""``VonMises``: the circular normal on ``[-pi, pi)``. Draws are Best and Fisher's rejection
+sampler (wrapped Cauchy proposal), computed in float64; no ``rsample``, as PyTorch."""
+from __future__ import annotations
+
+import math
+
+from ..base.dtype import float64
+from ..base.grad_mode import no_grad
+from ..core import creation
+from ..core.tensor import Size, Tensor
+from ..ops.special_scipy import i0e, i1e
+from . import constraints
+from .distribution import Distribution
+from .utils import broadcast_all
+
+__all__ = ["VonMises"]
+
+
+def _rejection_sample(loc: Tensor, concentration: Tensor, shape: tuple) -> Tensor:
+    k = concentration.to(float64).expand(*shape)
+    tau = 1 + (1 + 4 * k * k).sqrt()
+    rho = (tau - (2 * tau).sqrt()) / (2 * k)
+    r = (1 + rho * rho) / (2 * rho)
+    # small concentrations: r from a series that avoids cancellation
+    r = r.where(k > 1e-5, 1 / k + k)
+    out = creation.zeros(shape, dtype=float64, device=loc.device)
+    pending = creation.ones(shape, dtype=float64, device=loc.device) > 0
+    while bool(pending.any()):
+        u1, u2, u3 = (creation.rand(shape, dtype=float64, device=loc.device) for _ in range(3))
+        z = (math.pi * u1).cos()
+        f = (1 + r * z) / (r + z)
+        c = k * (r - f)
+        accept = ((c * (2 - c) - u2) > 0) | ((c / u2.clamp(min=1e-300)).log() + 1 - c >= 0)
+        theta = (u3 - 0.5).sign() * f.clamp(-1, 1).acos()
+        accept = accept & pending
+        out = out.where(~accept, theta)
+        pending = pending & ~accept
+    return out.to(loc.dtype)
+
+
+class VonMises(Distribution):
+    """Density ``exp(k cos(x - loc)) / (2 pi I0(k))``."""
+
+    arg_constraints = {"loc": constraints.real, "concentration": constraints.positive}
+    support = constraints.real
+    has_rsample = False
+
+    def __init__(self, loc, concentration, validate_args: bool | None = None) -> None:
+        self.loc, self.concentration = broadcast_all(loc, concentration)
+        super().__init__(self.loc.shape, validate_args=validate_args)
+
+    def log_prob(self, value) -> Tensor:
+        if self._validate_args:
+            self._validate_sample(value)
+        k = self.concentration
+        return k * (value - self.loc).cos() - math.log(2 * math.pi) - i0e(k).log() - k
+
+    def sample(self, sample_shape=Size()) -> Tensor:
+        with no_grad():
+            shape = tuple(self._extended_shape(sample_shape))
+            x = _rejection_sample(self.loc, self.concentration, shape) + self.loc
+            return (x + math.pi).remainder(2 * math.pi) - math.pi
+
+    @property
+    def mean(self) -> Tensor:
+        return self.loc
+
+    @property
+    def mode(self) -> Tensor:
+        return self.loc
+
+    @property
+    def variance(self) -> Tensor:
+        """The circular variance ``1 - I1(k) / I0(k)``."""
+        k = self.concentration
+        return 1 - i1e(k) / i0e(k)
