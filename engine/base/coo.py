@@ -209,6 +209,12 @@ class COOArray:
     # ------------------------------------------------------------ the array protocols
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         name = ufunc.__name__
+        out = kwargs.get("out")
+        if name == "add" and method == "__call__" and len(inputs) == 2 and inputs[1] is self and out \
+                and out[0] is inputs[0] and not isinstance(out[0], COOArray):
+            # dense += sparse (an optimizer's step with an embedding's sparse gradient): a scatter-add
+            self.xp.add.at(out[0], tuple(self.indices), self.values.astype(out[0].dtype, copy=False))
+            return out[0]
         if method == "__call__" and not kwargs and len(inputs) == 2 and name in _BINARY \
                 and (inputs[0] is self or name in _REFLECTED):
             a, b = inputs

@@ -16,6 +16,7 @@ from ..base.meta import has_data
 from ..core.dispatch import apply
 from ..core.registry import NONE, OTHERS, Op
 from ..core.tensor import Tensor
+from ..ops.sparse import sparse_coo_tensor
 from .. import kernels
 from ..base.backend import is_numpy
 from ..base.dtype import BFLOAT16_NP, FLOATING_KINDS, in_float32
@@ -863,20 +864,38 @@ def _embedding_bwd_vjp(g, out, gy, idx, *, num, padding_idx, scale_grad_by_freq=
     return taken, None
 
 
-def _embedding_vjp(g, out, w, idx, *, padding_idx, scale_grad_by_freq=False):
+def _embedding_vjp(g, out, w, idx, *, padding_idx, scale_grad_by_freq=False, sparse=False):
+    if sparse:
+        return _sparse_rows(g, idx, w.shape[0], padding_idx, scale_grad_by_freq), None
     extra = {"scale_grad_by_freq": True} if scale_grad_by_freq else {}
     return apply(_embedding_bwd, g, idx, num=w.shape[0], padding_idx=padding_idx, **extra), None
 
 
-_embedding = Op("embedding", lambda xp, w, idx, *, padding_idx, scale_grad_by_freq=False: xp.take(w, idx, axis=0),
-                _embedding_vjp, saves=NONE,
-                onnx=lambda g, w, idx, *, padding_idx, scale_grad_by_freq=False: g.op("Gather", w, idx, axis=0))
+def _sparse_rows(g: Tensor, idx: Tensor, num: int, padding_idx, scale_grad_by_freq: bool) -> Tensor:
+    """``sparse=True``'s gradient, as PyTorch's: a COO tensor (not coalesced) holding each looked-up
+    row's gradient at its index, the ``padding_idx`` lookups left out."""
+    if scale_grad_by_freq:
+        raise RuntimeError("embedding_backward: scale_grad_by_freq not supported with sparse gradients")
+    flat, rows = idx.reshape(-1), g.reshape(-1, g.shape[-1])
+    if padding_idx is not None:
+        keep = flat != padding_idx
+        flat, rows = flat[keep], rows[keep]
+    return sparse_coo_tensor(flat.unsqueeze(0), rows, (num, g.shape[-1]))
+
+
+def _embedding_fwd(xp, w, idx, *, padding_idx, scale_grad_by_freq=False, sparse=False):
+    return xp.take(w, idx, axis=0)
+
+
+_embedding = Op("embedding", _embedding_fwd, _embedding_vjp, saves=NONE,
+                onnx=lambda g, w, idx, **params: g.op("Gather", w, idx, axis=0))
 _embedding_bwd = Op("embedding_backward", _embedding_bwd_fwd, _embedding_bwd_vjp, saves=NONE)
 
 
-def embedding(weight: Tensor, idx: Tensor, padding_idx: int | None, scale_grad_by_freq: bool = False) -> Tensor:
-    """Rows of ``weight`` at integer ``idx``; the ``padding_idx`` row gets no gradient, and with
-    ``scale_grad_by_freq`` each row's gradient is divided by how often its index occurs in ``idx``."""
-    if scale_grad_by_freq:
-        return apply(_embedding, weight, idx, padding_idx=padding_idx, scale_grad_by_freq=True)
-    return apply(_embedding, weight, idx, padding_idx=padding_idx)
+def embedding(weight: Tensor, idx: Tensor, padding_idx: int | None, scale_grad_by_freq: bool = False,
+              sparse: bool = False) -> Tensor:
+    """Rows of ``weight`` at integer ``idx``; the ``padding_idx`` row gets no gradient, with
+    ``scale_grad_by_freq`` each row's gradient is divided by how often its index occurs in ``idx``,
+    and with ``sparse`` the weight's gradient is a sparse COO tensor of the looked-up rows."""
+    extra = {k: True for k, on in (("scale_grad_by_freq", scale_grad_by_freq), ("sparse", sparse)) if on}
+    return apply(_embedding, weight, idx, padding_idx=padding_idx, **extra)

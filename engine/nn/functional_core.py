@@ -364,7 +364,7 @@ def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None, max
         padding_idx %= num
     if max_norm is not None:
         _renorm_rows(weight, input, max_norm, norm_type)
-    return _ops.embedding(weight, input, padding_idx, scale_grad_by_freq)
+    return _ops.embedding(weight, input, padding_idx, scale_grad_by_freq, sparse)
 
 
 def _renorm_rows(weight: Tensor, idx: Tensor, max_norm: float, norm_type: float) -> None:

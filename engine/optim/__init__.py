@@ -14,8 +14,9 @@ from .radam import RAdam
 from .rmsprop import RMSprop
 from .rprop import Rprop
 from .sgd import SGD
+from .sparse_adam import SparseAdam
 from .swap_in import swap_in_optimizer_params_and_state
 
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adamax", "NAdam", "RAdam",
-           "Adadelta", "Rprop", "ASGD", "LBFGS", "Adafactor", "Muon", "lr_scheduler", "swa_utils",
+           "Adadelta", "Rprop", "ASGD", "LBFGS", "SparseAdam", "Adafactor", "Muon", "lr_scheduler", "swa_utils",
            "swap_in_optimizer_params_and_state"]

@@ -19,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import kernels
+from ..base.coo import COOArray
 from ..base.device import CPU
 from ..base.dispatch_state import STATE
 from ..core.creation import zeros_like
@@ -37,10 +38,11 @@ def check_fused(defaults: dict) -> None:
 
 def multi_tensor(group: dict) -> bool:
     """Whether this step of ``group`` may run on arrays: not refused by ``foreach=False`` (unless
-    ``fused=True``), nobody watching, and every parameter a cpu array."""
+    ``fused=True``), nobody watching, every parameter a cpu array and no gradient sparse."""
     if group.get("foreach") is False and not group.get("fused") or STATE.slow:
         return False
-    return all(p._device is CPU and p._data.dtype.kind != "c" for p in group["params"])
+    return all(p._device is CPU and p._data.dtype.kind != "c" and (p._grad is None or type(p._grad._data) is not COOArray)
+               for p in group["params"])
 
 
 def _bump(t) -> None:

@@ -5,13 +5,16 @@ from typing import Any
 
 from ..core.creation import full_like
 from ..ops.conjugation import view_as_real
-from .optimizer import Optimizer, check_hyper, check_single_tensor, scalar
+from ..base.coo import COOArray
+from .optimizer import Optimizer, check_hyper, check_single_tensor, dense_grad, scalar
 
 __all__ = ["Adagrad"]
 
 
 class Adagrad(Optimizer):
     """``torch.optim.Adagrad``; the update follows PyTorch's single-tensor implementation op for op."""
+
+    _sparse_refusal = None
 
     def __init__(self, params, lr: float = 1e-2, lr_decay: float = 0, weight_decay: float = 0,
                  initial_accumulator_value: float = 0, eps: float = 1e-10,
@@ -46,6 +49,10 @@ class Adagrad(Optimizer):
             grad = p.grad
             if grad is None:
                 continue
+            if type(grad._data) is COOArray:   # PyTorch's sparse update is the dense one on its rows
+                if weight_decay != 0:
+                    raise RuntimeError("weight_decay option is not compatible with sparse gradients")
+                grad = dense_grad(grad)
             state = self.state[p] or self._init_state(p, group)
             step = state["step"] = state["step"] + 1
             if maximize:

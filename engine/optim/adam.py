@@ -15,6 +15,8 @@ class Adam(Optimizer):
     """``torch.optim.Adam``; the update follows PyTorch's single-tensor implementation op for op,
     on a group's arrays at once while nobody watches (``_foreach.py``; ``foreach=False`` opts out)."""
 
+    _sparse_refusal = "Adam does not support sparse gradients, please consider SparseAdam instead"
+
     def __init__(self, params, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
                  eps: float = 1e-8, weight_decay: float = 0, amsgrad: bool = False, *,
                  foreach: bool | None = None, maximize: bool = False, capturable: bool = False,

@@ -19,6 +19,7 @@ from typing import Any, Callable
 from functools import wraps
 
 from ..base import dtype as _dtype
+from ..base.coo import COOArray
 from ..base.dispatch_state import STATE
 from ..base.grad_mode import enable_grad, no_grad
 from ..core.dispatch import module_scope
@@ -91,6 +92,19 @@ def _scoped_step(step):
     return scoped
 
 
+def _refuse_sparse(group: dict, message: str) -> None:
+    for p in group["params"]:
+        g = p._grad
+        if g is not None and type(g._data) is COOArray:
+            raise RuntimeError(message)
+
+
+def dense_grad(grad: Tensor) -> Tensor:
+    """A sparse gradient as a dense one: an update that reads every element (momentum, decay)
+    gives the values PyTorch's sparse arithmetic gives, zeros staying zeros."""
+    return grad.to_dense() if type(grad._data) is COOArray else grad
+
+
 class Optimizer:
     """Base class of all optimizers (``torch.optim.Optimizer``)."""
 
@@ -124,10 +138,16 @@ class Optimizer:
                 loss = closure()
         with no_grad():
             for group in self.param_groups:
+                if self._sparse_refusal is not None:
+                    _refuse_sparse(group, self._sparse_refusal.format(name=type(self).__name__))
                 self._step_group(group)
         return loss
 
     step = _scoped_step(step)
+
+    # PyTorch's words when a gradient is sparse (an ``Embedding(sparse=True)``'s); None in the
+    # optimizers that take sparse gradients (SGD, Adagrad, SparseAdam)
+    _sparse_refusal: str | None = "{name} does not support sparse gradients"
 
     def _step_group(self, group: dict[str, Any]) -> None:
         raise NotImplementedError(f"{type(self).__name__} must implement step() or _step_group()")

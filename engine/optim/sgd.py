@@ -4,14 +4,19 @@ from __future__ import annotations
 from typing import Any
 
 from . import _foreach
-from .optimizer import Optimizer, check_hyper, check_single_tensor, scalar
+from .optimizer import Optimizer, check_hyper, check_single_tensor, dense_grad, scalar
 
 __all__ = ["SGD"]
 
 
 class SGD(Optimizer):
     """``torch.optim.SGD``; the update follows PyTorch's single-tensor implementation op for op,
-    on a group's arrays at once while nobody watches (``_foreach.py``; ``foreach=False`` opts out)."""
+    on a group's arrays at once while nobody watches (``_foreach.py``; ``foreach=False`` opts out).
+    A sparse gradient (``Embedding(sparse=True)``) updates only its rows; with momentum it is made
+    dense first (the same values; PyTorch keeps a sparse momentum buffer), with weight decay it is
+    refused as PyTorch's ``grad.add(param)`` refuses it."""
+
+    _sparse_refusal = None
 
     def __init__(self, params, lr: float = 1e-3, momentum: float = 0, dampening: float = 0,
                  weight_decay: float = 0, nesterov: bool = False, *, maximize: bool = False,
@@ -38,6 +43,10 @@ class SGD(Optimizer):
             grad = p.grad
             if grad is None:
                 continue
+            if momentum != 0 or weight_decay != 0:
+                if weight_decay != 0 and grad.is_sparse:   # PyTorch's grad.add(param) refuses it
+                    raise RuntimeError("add(sparse, dense) is not supported. Use add(dense, sparse) instead.")
+                grad = dense_grad(grad)
             if maximize:
                 grad = -grad
             if weight_decay != 0:
