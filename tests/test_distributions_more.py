@@ -169,6 +169,19 @@ def test_multivariate_normal_broadcasts_an_unbatched_matrix_and_kl():
     compare(fn, loc, L, loc2, cov2, atol=1e-8, rtol=1e-6)
 
 
+def test_low_rank_kl_pairs_match_torch():
+    loc, W, diag = R.standard_normal((2, 3)), R.standard_normal((2, 3, 2)), R.uniform(0.5, 2, size=(2, 3))
+    cov = _spd(3, (2,))
+
+    def fn(m, loc, W, diag, cov):
+        D = m.distributions
+        lr = D.LowRankMultivariateNormal(loc, W, diag)
+        lr2 = D.LowRankMultivariateNormal(loc.flip(0), W.flip(0), diag.flip(0))
+        mvn = D.MultivariateNormal(loc.flip(-1), cov)
+        return [D.kl_divergence(lr, lr2), D.kl_divergence(lr, mvn), D.kl_divergence(mvn, lr)]
+    compare(fn, loc, W, diag, cov, atol=1e-8, rtol=1e-6)
+
+
 def test_low_rank_multivariate_normal_matches_torch():
     loc, W, diag = R.standard_normal((2, 4)), R.standard_normal((2, 4, 2)), R.uniform(0.5, 2, size=(2, 4))
     x = R.standard_normal((3, 2, 4))
@@ -265,6 +278,11 @@ KL_PAIRS = {
     "Binomial": lambda D, a, b: (D.Binomial(5, probs=a / 3), D.Binomial(5, probs=b / 4)),
     "Normal": lambda D, a, b: (D.Normal(a, b), D.Normal(b, a)),
     "Uniform": lambda D, a, b: (D.Uniform(a, a + 1), D.Uniform(a - b, a + 2)),
+    "Pareto": lambda D, a, b: (D.Pareto(a, b + 1), D.Pareto(a * 0.5, b)),
+    "ExponentialGamma": lambda D, a, b: (D.Exponential(a), D.Gamma(b, a + 1)),
+    "GammaExponential": lambda D, a, b: (D.Gamma(b, a + 1), D.Exponential(a)),
+    "UniformNormal": lambda D, a, b: (D.Uniform(a, a + b), D.Normal(b, a)),
+    "BetaUniform": lambda D, a, b: (D.Beta(a, b), D.Uniform(a * 0 - 0.5, a * 0 + 1.5)),
 }
 
 

@@ -13,8 +13,9 @@ from .continuous import Cauchy, Exponential, Gumbel, Laplace, Uniform
 from .discrete import Bernoulli, Binomial, Categorical, Geometric, OneHotCategorical, Poisson
 from .distribution import Distribution
 from .gamma import Beta, Dirichlet, Gamma
-from .multivariate_normal import MultivariateNormal
+from .multivariate_normal import LowRankMultivariateNormal, MultivariateNormal
 from .normal import HalfNormal, Normal
+from .transformed_families import Pareto
 from .utils import euler_constant, sum_rightmost
 
 __all__ = ["kl_divergence", "register_kl"]
@@ -132,6 +133,23 @@ def _kl_mvn_mvn(p, q):
     return half_term1 + 0.5 * (term2 + term3 - n)
 
 
+def _dense(d):
+    """A low-rank Gaussian as a dense one (the KL pairs with it go through ``_kl_mvn_mvn``)."""
+    if isinstance(d, LowRankMultivariateNormal):
+        return MultivariateNormal(d.loc, covariance_matrix=d.covariance_matrix, validate_args=False)
+    return d
+
+
+@register_kl(LowRankMultivariateNormal, LowRankMultivariateNormal)
+@register_kl(LowRankMultivariateNormal, MultivariateNormal)
+@register_kl(MultivariateNormal, LowRankMultivariateNormal)
+def _kl_lowrank_mvn(p, q):
+    if p.event_shape != q.event_shape:
+        raise ValueError("KL-divergence between two (Low Rank) Multivariate Normals with different event shapes "
+                         "cannot be computed")
+    return _kl_mvn_mvn(_dense(p), _dense(q))
+
+
 @register_kl(Exponential, Exponential)
 def _kl_exponential_exponential(p, q):
     rate_ratio = q.rate / p.rate
@@ -214,3 +232,38 @@ def _kl_binomial_binomial(p, q):
         raise NotImplementedError("KL between Binomials where q.total_count > p.total_count is not implemented")
     kl = p.total_count * (p.probs * (p.logits - q.logits) + (-p.probs).log1p() - (-q.probs).log1p())
     return kl.where(~(p.total_count > q.total_count), math.inf)
+
+
+@register_kl(Pareto, Pareto)
+def _kl_pareto_pareto(p, q):
+    scale_ratio = p.scale / q.scale
+    alpha_ratio = q.alpha / p.alpha
+    result = q.alpha * scale_ratio.log() - alpha_ratio.log() + alpha_ratio - 1
+    return result.where(~(p.scale < q.scale), math.inf)
+
+
+@register_kl(Exponential, Gamma)
+def _kl_exponential_gamma(p, q):
+    ratio = q.rate / p.rate
+    t1 = -q.concentration * ratio.log()
+    return t1 + ratio + q.concentration.lgamma() + q.concentration * euler_constant - (1 + euler_constant)
+
+
+@register_kl(Gamma, Exponential)
+def _kl_gamma_exponential(p, q):
+    return -p.entropy() - q.rate.log() + q.rate * (p.concentration / p.rate)
+
+
+@register_kl(Uniform, Normal)
+def _kl_uniform_normal(p, q):
+    width = p.high - p.low
+    t1 = (math.sqrt(math.pi * 2) * q.scale / width).log()
+    t2 = width.pow(2) / 12
+    t3 = ((p.high + p.low - 2 * q.loc) / 2).pow(2)
+    return t1 + 0.5 * (t2 + t3) / q.scale.pow(2)
+
+
+@register_kl(Beta, Uniform)
+def _kl_beta_uniform(p, q):
+    result = -p.entropy() + (q.high - q.low).log()
+    return result.where(~((q.low > 0) | (q.high < 1)), math.inf)
