@@ -95,3 +95,15 @@ def test_scale_grad_by_freq_with_sparse_gradients_is_refused_at_backward_as_in_p
             e(lib.tensor(IDX[0])).sum().backward()
         messages.append(str(err.value))
     assert messages[1] == messages[0]
+
+
+def test_embedding_bag_sparse_gradient():
+    grads = []
+    for lib in (torch, tl):
+        weight = lib.tensor(W, requires_grad=True)
+        out = lib.nn.functional.embedding_bag(lib.tensor([1, 2, 1, 4, 1, 0]), weight, lib.tensor([0, 2, 4]), mode="mean",
+                                              sparse=True, padding_idx=0)
+        (out * 2).sum().backward()
+        assert weight.grad.is_sparse
+        grads.append(weight.grad.to_dense().numpy())
+    np.testing.assert_allclose(grads[1], grads[0], rtol=1e-12)

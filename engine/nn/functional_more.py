@@ -351,7 +351,7 @@ def embedding_bag(input: Tensor, weight: Tensor, offsets: Tensor | None = None, 
         raise ValueError(f"input has to be 1D or 2D Tensor, but got Tensor of dimension {input.ndim}")
     if padding_idx is not None and padding_idx < 0:
         padding_idx += weight.shape[0]
-    vectors = embedding(input, weight, None, max_norm, norm_type, scale_grad_by_freq)
+    vectors = embedding(input, weight, None, max_norm, norm_type, scale_grad_by_freq, sparse)
     ids = input.tolist()
     bags = []
     for lo, hi in zip(starts[:-1], starts[1:]):
