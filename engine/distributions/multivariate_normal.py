@@ -76,6 +76,20 @@ class MultivariateNormal(Distribution):
         else:
             self._unbroadcasted_scale_tril = _precision_to_scale_tril(precision_matrix)
 
+    def expand(self, batch_shape, _instance=None):
+        """Expands ``loc`` and any matrix already made; the Cholesky factor stays shared."""
+        new = _instance if _instance is not None else MultivariateNormal.__new__(MultivariateNormal)
+        batch_shape = tuple(Size(batch_shape))
+        n = self._event_shape[0]
+        new.loc = self.loc.expand(*(batch_shape + (n,)))
+        new._unbroadcasted_scale_tril = self._unbroadcasted_scale_tril
+        for name in ("covariance_matrix", "precision_matrix", "scale_tril"):
+            if name in self.__dict__:
+                new.__dict__[name] = self.__dict__[name].expand(*(batch_shape + (n, n)))
+        Distribution.__init__(new, batch_shape, self._event_shape, validate_args=False)
+        new._validate_args = self._validate_args
+        return new
+
     @lazy_property
     def scale_tril(self) -> Tensor:
         return self._unbroadcasted_scale_tril.expand(*(tuple(self._batch_shape) + tuple(self._event_shape) * 2))
@@ -147,6 +161,21 @@ class LowRankMultivariateNormal(Distribution):
         self._unbroadcasted_cov_factor, self._unbroadcasted_cov_diag = cov_factor, cov_diag
         self._capacitance_tril = self._capacitance(cov_factor, cov_diag)
         super().__init__(batch, (n,), validate_args=validate_args)
+
+    def expand(self, batch_shape, _instance=None):
+        """Expands the parameters' views; the unbroadcast factors and capacitance stay shared."""
+        new = _instance if _instance is not None else LowRankMultivariateNormal.__new__(LowRankMultivariateNormal)
+        batch_shape = tuple(Size(batch_shape))
+        n = self._event_shape[0]
+        new.loc = self.loc.expand(*(batch_shape + (n,)))
+        new.cov_factor = self.cov_factor.expand(*(batch_shape + tuple(self.cov_factor.shape[-2:])))
+        new.cov_diag = self.cov_diag.expand(*(batch_shape + (n,)))
+        new._unbroadcasted_cov_factor = self._unbroadcasted_cov_factor
+        new._unbroadcasted_cov_diag = self._unbroadcasted_cov_diag
+        new._capacitance_tril = self._capacitance_tril
+        Distribution.__init__(new, batch_shape, self._event_shape, validate_args=False)
+        new._validate_args = self._validate_args
+        return new
 
     @staticmethod
     def _capacitance(W: Tensor, D: Tensor) -> Tensor:
