@@ -56,6 +56,10 @@ CONTINUOUS = {
     "FisherSnedecor": (lambda D, a, b: D.FisherSnedecor(b * 4, a.exp() + 5), LOC, POS, XPOS,
                        {"cdf": False, "icdf": False, "entropy": False}),
     "VonMises": (lambda D, a, b: D.VonMises(a, b), LOC, POS, X, {"cdf": False, "icdf": False, "entropy": False}),
+    "ContinuousBernoulli": (lambda D, a, b: D.ContinuousBernoulli(b / 2.5), LOC, POS, UNITX, {"mode": False}),
+    "ContinuousBernoulliLogits": (lambda D, a, b: D.ContinuousBernoulli(logits=a), LOC, POS, UNITX, {"mode": False}),
+    "ContinuousBernoulliHalf": (lambda D, a, b: D.ContinuousBernoulli(b * 0 + 0.5004), LOC, POS, UNITX,
+                                {"mode": False}),
 }
 
 
@@ -288,6 +292,7 @@ KL_PAIRS = {
     "ExponentialGamma": lambda D, a, b: (D.Exponential(a), D.Gamma(b, a + 1)),
     "GammaExponential": lambda D, a, b: (D.Gamma(b, a + 1), D.Exponential(a)),
     "UniformNormal": lambda D, a, b: (D.Uniform(a, a + b), D.Normal(b, a)),
+    "ContinuousBernoulli": lambda D, a, b: (D.ContinuousBernoulli(a / 2.5), D.ContinuousBernoulli(b / 3.5)),
     "BetaUniform": lambda D, a, b: (D.Beta(a, b), D.Uniform(a * 0 - 0.5, a * 0 + 1.5)),
 }
 
@@ -395,6 +400,7 @@ SAMPLED = {
     "InverseGamma": lambda D: D.InverseGamma(tapelab.tensor([5.0, 8.0]), tapelab.tensor([1.0, 3.0])),
     "FisherSnedecor": lambda D: D.FisherSnedecor(tapelab.tensor([5.0, 12.0]), tapelab.tensor([12.0, 15.0])),
     "VonMises": lambda D: D.VonMises(tapelab.tensor([0.5, -1.0]), tapelab.tensor([2.0, 8.0])),
+    "ContinuousBernoulli": lambda D: D.ContinuousBernoulli(tapelab.tensor([0.2, 0.5, 0.9])),
     "Multinomial": lambda D: D.Multinomial(10, probs=tapelab.tensor([0.2, 0.3, 0.5])),
     "OneHotCategorical": lambda D: D.OneHotCategorical(probs=tapelab.tensor([0.2, 0.3, 0.5])),
 }

@@ -6,7 +6,7 @@ from __future__ import annotations
 from . import constraint_registry, constraints, kl, transforms, utils
 from .constraint_registry import biject_to, transform_to
 from .composite import Independent, MixtureSameFamily, TransformedDistribution
-from .continuous import Cauchy, Exponential, Gumbel, HalfCauchy, Laplace, Uniform
+from .continuous import Cauchy, ContinuousBernoulli, Exponential, Gumbel, HalfCauchy, Laplace, Uniform
 from .discrete import (Bernoulli, Binomial, Categorical, Geometric, Multinomial, OneHotCategorical,
                        NegativeBinomial, OneHotCategoricalStraightThrough, Poisson)
 from .distribution import Distribution
@@ -21,7 +21,7 @@ from .transforms import (AbsTransform, AffineTransform, ComposeTransform, ExpTra
                          SoftplusTransform, StickBreakingTransform, TanhTransform, Transform, identity_transform)
 from .von_mises import VonMises
 
-__all__ = ["FisherSnedecor", "InverseGamma", "Kumaraswamy", "LogisticNormal", "LowerCholeskyTransform",
+__all__ = ["ContinuousBernoulli", "FisherSnedecor", "InverseGamma", "Kumaraswamy", "LogisticNormal", "LowerCholeskyTransform",
            "NegativeBinomial", "Pareto", "StickBreakingTransform", "VonMises", "Weibull", "biject_to",
            "constraint_registry", "transform_to", "AbsTransform", "AffineTransform", "Bernoulli", "Beta", "Binomial", "Categorical", "Cauchy", "Chi2",
            "ComposeTransform", "Dirichlet", "Distribution", "ExpRelaxedCategorical", "ExpTransform", "Exponential",

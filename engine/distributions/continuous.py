@@ -1,5 +1,6 @@
 """Location-scale and one-parameter continuous families with closed-form ``cdf``/``icdf``:
-``Uniform``, ``Exponential``, ``Laplace``, ``Cauchy``, ``HalfCauchy``, ``Gumbel``. Each ``rsample``
+``Uniform``, ``Exponential``, ``Laplace``, ``Cauchy``, ``HalfCauchy``, ``Gumbel``,
+``ContinuousBernoulli``. Each ``rsample``
 is the inverse cdf of a uniform draw, so gradients flow to the parameters."""
 from __future__ import annotations
 
@@ -8,13 +9,14 @@ import math
 from ..base.dtype import finfo
 from ..core import creation
 from ..core.tensor import Size, Tensor
+from ..nn import functional as F
 from . import constraints
 from .composite import TransformedDistribution
 from .distribution import Distribution
 from .transforms import AbsTransform
-from .utils import broadcast_all, euler_constant
+from .utils import broadcast_all, clamp_probs, euler_constant, lazy_property, logits_to_probs, probs_to_logits
 
-__all__ = ["Uniform", "Exponential", "Laplace", "Cauchy", "HalfCauchy", "Gumbel"]
+__all__ = ["Uniform", "Exponential", "Laplace", "Cauchy", "HalfCauchy", "Gumbel", "ContinuousBernoulli"]
 
 
 def _uniform(d: Distribution, like: Tensor, sample_shape, low: float = 0.0) -> Tensor:
@@ -306,3 +308,102 @@ class Gumbel(Distribution):
 
     def entropy(self) -> Tensor:
         return self.scale.log() + (1 + euler_constant)
+
+
+class ContinuousBernoulli(Distribution):
+    """The continuous Bernoulli on ``[0, 1]`` (density proportional to ``p^x (1 - p)^(1 - x)``), for
+    VAEs over pixel intensities. Near ``p = 1/2`` the closed forms cancel, so inside ``lims`` the
+    normaliser and moments are Taylor series, as PyTorch's."""
+
+    arg_constraints = {"probs": constraints.unit_interval, "logits": constraints.real}
+    support = constraints.unit_interval
+    has_rsample = True
+
+    def __init__(self, probs=None, logits=None, lims=(0.499, 0.501), validate_args: bool | None = None) -> None:
+        if (probs is None) == (logits is None):
+            raise ValueError("Either `probs` or `logits` must be specified, but not both.")
+        if probs is not None:
+            (probs,) = broadcast_all(probs)
+            if validate_args is not None and validate_args and not bool(constraints.unit_interval.check(probs).all()):
+                raise ValueError("The parameter probs has invalid values")
+            self.probs = clamp_probs(probs)
+        else:
+            (self.logits,) = broadcast_all(logits)
+        self._param = self.probs if probs is not None else self.logits
+        self._lims = lims
+        super().__init__(self._param.shape, validate_args=validate_args)
+
+    @lazy_property
+    def logits(self) -> Tensor:
+        return probs_to_logits(self.probs, is_binary=True)
+
+    @lazy_property
+    def probs(self) -> Tensor:
+        return clamp_probs(logits_to_probs(self.logits, is_binary=True))
+
+    @property
+    def param_shape(self):
+        return self._param.shape
+
+    def _outside_unstable_region(self) -> Tensor:
+        return (self.probs <= self._lims[0]) | (self.probs > self._lims[1])
+
+    def _cut_probs(self) -> Tensor:
+        return self.probs.where(self._outside_unstable_region(), self._lims[0])
+
+    def _cont_bern_log_norm(self) -> Tensor:
+        cut = self._cut_probs()
+        below = cut.where(cut <= 0.5, 0.0)
+        above = cut.where(cut >= 0.5, 1.0)
+        log_norm = ((-cut).log1p() - cut.log()).abs().log() - (-2.0 * below).log1p().where(
+            cut <= 0.5, (2.0 * above - 1.0).log())
+        x = (self.probs - 0.5).pow(2)
+        taylor = math.log(2.0) + (4.0 / 3.0 + 104.0 / 45.0 * x) * x
+        return log_norm.where(self._outside_unstable_region(), taylor)
+
+    @property
+    def mean(self) -> Tensor:
+        cut = self._cut_probs()
+        mus = cut / (2.0 * cut - 1.0) + 1.0 / ((-cut).log1p() - cut.log())
+        x = self.probs - 0.5
+        taylor = 0.5 + (1.0 / 3.0 + 16.0 / 45.0 * x.pow(2)) * x
+        return mus.where(self._outside_unstable_region(), taylor)
+
+    @property
+    def stddev(self) -> Tensor:
+        return self.variance.sqrt()
+
+    @property
+    def variance(self) -> Tensor:
+        cut = self._cut_probs()
+        vars_ = cut * (cut - 1.0) / (1.0 - 2.0 * cut).pow(2) + 1.0 / ((-cut).log1p() - cut.log()).pow(2)
+        x = (self.probs - 0.5).pow(2)
+        taylor = 1.0 / 12.0 - (1.0 / 15.0 - 128.0 / 945.0 * x) * x
+        return vars_.where(self._outside_unstable_region(), taylor)
+
+    def rsample(self, sample_shape=Size()) -> Tensor:
+        return self.icdf(_uniform(self, self.probs, sample_shape))
+
+    def log_prob(self, value) -> Tensor:
+        if self._validate_args:
+            self._validate_sample(value)
+        logits, value = broadcast_all(self.logits, value)
+        return -F.binary_cross_entropy_with_logits(logits, value, reduction="none") + self._cont_bern_log_norm()
+
+    def cdf(self, value) -> Tensor:
+        if self._validate_args:
+            self._validate_sample(value)
+        cut = self._cut_probs()
+        cdfs = (cut.pow(value) * (1.0 - cut).pow(1.0 - value) + cut - 1.0) / (2.0 * cut - 1.0)
+        unbounded = cdfs.where(self._outside_unstable_region(), value)
+        return unbounded.where(value < 1.0, 1.0).where(value > 0.0, 0.0)
+
+    def icdf(self, value) -> Tensor:
+        cut = self._cut_probs()
+        inv = ((-cut + value * (2.0 * cut - 1.0)).log1p() - (-cut).log1p()) / (cut.log() - (-cut).log1p())
+        return inv.where(self._outside_unstable_region(), value)
+
+    def entropy(self) -> Tensor:
+        log_probs0 = (-self.probs).log1p()
+        log_probs1 = self.probs.log()
+        return self.mean * (log_probs0 - log_probs1) - self._cont_bern_log_norm() - log_probs0

@@ -9,7 +9,7 @@ from ..nn import functional as F
 from ..ops.movement import broadcast_shapes
 from .. import linalg
 from .composite import Independent, TransformedDistribution
-from .continuous import Cauchy, Exponential, Gumbel, Laplace, Uniform
+from .continuous import Cauchy, ContinuousBernoulli, Exponential, Gumbel, Laplace, Uniform
 from .discrete import Bernoulli, Binomial, Categorical, Geometric, OneHotCategorical, Poisson
 from .distribution import Distribution
 from .gamma import Beta, Dirichlet, Gamma
@@ -267,3 +267,11 @@ def _kl_uniform_normal(p, q):
 def _kl_beta_uniform(p, q):
     result = -p.entropy() + (q.high - q.low).log()
     return result.where(~((q.low > 0) | (q.high < 1)), math.inf)
+
+
+@register_kl(ContinuousBernoulli, ContinuousBernoulli)
+def _kl_continuous_bernoulli_continuous_bernoulli(p, q):
+    t1 = p.mean * (p.logits - q.logits)
+    t2 = p._cont_bern_log_norm() + (-p.probs).log1p()
+    t3 = -q._cont_bern_log_norm() - (-q.probs).log1p()
+    return t1 + t2 + t3
