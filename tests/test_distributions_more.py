@@ -75,6 +75,14 @@ def test_gamma_cdf_matches_torch():
             atol=1e-9, rtol=1e-7)
 
 
+@pytest.mark.parametrize("sign", [1.0, 0.0, -1.0])
+def test_generalized_pareto_matches_torch(sign):
+    """float32: PyTorch 2.13's GeneralizedPareto.log_prob fails on float64 (isclose against a float32 zero)."""
+    f = np.float32
+    compare(lambda m, a, b, x: _stats(m.distributions.GeneralizedPareto(a * 0 - 1, b * 4, sign * b * 0.1), x - 1),
+            LOC.astype(f), POS.astype(f), UNITX.astype(f), atol=1e-5, rtol=1e-5)
+
+
 def test_kumaraswamy_mode_is_the_closed_form():
     a, b = np.array([2.0, 0.7, 1.5]), np.array([3.0, 2.0, 0.5])
     mode = tapelab.distributions.Kumaraswamy(tapelab.tensor(a), tapelab.tensor(b)).mode.numpy()
@@ -538,3 +546,37 @@ def test_biject_to_and_transform_to_match_torch():
     compare(fn, x, atol=1e-9, rtol=1e-7)
     with pytest.raises(NotImplementedError):
         tapelab.distributions.biject_to(tapelab.distributions.constraints.boolean)
+
+
+def test_more_transforms_and_tril_vectors_match_torch():
+    x = R.uniform(0.2, 1.5, size=(3, 4))
+    v = R.standard_normal((2, 6))
+
+    def fn(m, x, v):
+        D, T, U = m.distributions, m.distributions.transforms, m.distributions.utils
+        cat_t = T.CatTransform([T.ExpTransform(), T.AffineTransform(1.0, 3.0)], dim=1, lengths=[1, 3])
+        stack_t = T.StackTransform([T.ExpTransform(), T.SigmoidTransform(), T.TanhTransform()], dim=0)
+        cdf_t = T.CumulativeDistributionTransform(D.Normal(x[0], x[1]))
+        pd = T.PositiveDefiniteTransform()
+        sq = x[:3, :3]
+        out = [cat_t(x), cat_t.inv(cat_t(x)), cat_t.log_abs_det_jacobian(x, cat_t(x)), stack_t(x),
+               stack_t.inv(stack_t(x)), stack_t.log_abs_det_jacobian(x, stack_t(x)), cdf_t(x),
+               cdf_t.log_abs_det_jacobian(x, cdf_t(x)), pd(sq), pd.inv(pd(sq))]
+        mat = U.vec_to_tril_matrix(v)
+        return out + [mat, U.tril_matrix_to_vec(mat), U.tril_matrix_to_vec(x[:3, :3], -1)]
+    compare(fn, x, v, atol=1e-9, rtol=1e-7)
+    for m in (torch, tapelab):
+        with pytest.raises(ValueError, match="cannot be expressed as the lower triangular"):
+            m.distributions.utils.vec_to_tril_matrix(m.zeros(5))
+
+
+def test_exponential_family_entropy_by_autograd_is_the_closed_form():
+    D = tapelab.distributions
+
+    class Carrier(D.Normal):
+        _mean_carrier_measure = 0
+
+    loc, scale = tapelab.tensor(LOC), tapelab.tensor(POS)
+    assert isinstance(D.Gamma(1.0, 1.0), D.ExponentialFamily)
+    np.testing.assert_allclose(D.ExponentialFamily.entropy(Carrier(loc, scale)).detach().numpy(),
+                               D.Normal(loc, scale).entropy().numpy(), rtol=1e-10)

@@ -6,22 +6,25 @@ from __future__ import annotations
 from . import constraint_registry, constraints, kl, transforms, utils
 from .constraint_registry import biject_to, transform_to
 from .composite import Independent, MixtureSameFamily, TransformedDistribution
-from .continuous import Cauchy, ContinuousBernoulli, Exponential, Gumbel, HalfCauchy, Laplace, Uniform
+from .continuous import Cauchy, ContinuousBernoulli, Exponential, GeneralizedPareto, Gumbel, HalfCauchy, Laplace, Uniform
 from .discrete import (Bernoulli, Binomial, Categorical, Geometric, Multinomial, OneHotCategorical,
                        NegativeBinomial, OneHotCategoricalStraightThrough, Poisson)
 from .distribution import Distribution
+from .exp_family import ExponentialFamily
 from .gamma import Beta, Chi2, Dirichlet, FisherSnedecor, Gamma, StudentT
 from .kl import kl_divergence, register_kl
 from .multivariate_normal import LowRankMultivariateNormal, MultivariateNormal
 from .normal import HalfNormal, LogNormal, Normal
 from .relaxed import ExpRelaxedCategorical, LogitRelaxedBernoulli, RelaxedBernoulli, RelaxedOneHotCategorical
 from .transformed_families import InverseGamma, Kumaraswamy, LogisticNormal, Pareto, Weibull
-from .transforms import (AbsTransform, AffineTransform, ComposeTransform, ExpTransform, IndependentTransform,
-                         LowerCholeskyTransform, PowerTransform, ReshapeTransform, SigmoidTransform, SoftmaxTransform,
+from .transforms import (AbsTransform, AffineTransform, CatTransform, ComposeTransform, CumulativeDistributionTransform,
+                         ExpTransform, IndependentTransform, LowerCholeskyTransform, PositiveDefiniteTransform,
+                         PowerTransform, StackTransform, ReshapeTransform, SigmoidTransform, SoftmaxTransform,
                          SoftplusTransform, StickBreakingTransform, TanhTransform, Transform, identity_transform)
 from .von_mises import VonMises
 
-__all__ = ["ContinuousBernoulli", "FisherSnedecor", "InverseGamma", "Kumaraswamy", "LogisticNormal", "LowerCholeskyTransform",
+__all__ = ["CatTransform", "CumulativeDistributionTransform", "PositiveDefiniteTransform", "StackTransform",
+           "ContinuousBernoulli", "ExponentialFamily", "GeneralizedPareto", "FisherSnedecor", "InverseGamma", "Kumaraswamy", "LogisticNormal", "LowerCholeskyTransform",
            "NegativeBinomial", "Pareto", "StickBreakingTransform", "VonMises", "Weibull", "biject_to",
            "constraint_registry", "transform_to", "AbsTransform", "AffineTransform", "Bernoulli", "Beta", "Binomial", "Categorical", "Cauchy", "Chi2",
            "ComposeTransform", "Dirichlet", "Distribution", "ExpRelaxedCategorical", "ExpTransform", "Exponential",

@@ -10,7 +10,7 @@ from . import constraints
 from .discrete import Categorical
 from .distribution import Distribution
 from .transforms import ComposeTransform, Transform
-from .utils import sum_rightmost
+from .utils import _sum_rightmost
 
 __all__ = ["Independent", "TransformedDistribution", "MixtureSameFamily"]
 
@@ -75,10 +75,10 @@ class Independent(Distribution):
         return self.base_dist.rsample(sample_shape)
 
     def log_prob(self, value):
-        return sum_rightmost(self.base_dist.log_prob(value), self.reinterpreted_batch_ndims)
+        return _sum_rightmost(self.base_dist.log_prob(value), self.reinterpreted_batch_ndims)
 
     def entropy(self):
-        return sum_rightmost(self.base_dist.entropy(), self.reinterpreted_batch_ndims)
+        return _sum_rightmost(self.base_dist.entropy(), self.reinterpreted_batch_ndims)
 
     def enumerate_support(self, expand: bool = True):
         if self.reinterpreted_batch_ndims > 0:
@@ -169,9 +169,9 @@ class TransformedDistribution(Distribution):
         for t in reversed(self.transforms):
             x = t.inv(y)
             event_dim += t.domain.event_dim - t.codomain.event_dim
-            log_prob = log_prob - sum_rightmost(t.log_abs_det_jacobian(x, y), event_dim - t.domain.event_dim)
+            log_prob = log_prob - _sum_rightmost(t.log_abs_det_jacobian(x, y), event_dim - t.domain.event_dim)
             y = x
-        return log_prob + sum_rightmost(self.base_dist.log_prob(y), event_dim - len(self.base_dist.event_shape))
+        return log_prob + _sum_rightmost(self.base_dist.log_prob(y), event_dim - len(self.base_dist.event_shape))
 
     def _monotonize_cdf(self, value):
         sign = 1

@@ -1,6 +1,6 @@
 """Location-scale and one-parameter continuous families with closed-form ``cdf``/``icdf``:
 ``Uniform``, ``Exponential``, ``Laplace``, ``Cauchy``, ``HalfCauchy``, ``Gumbel``,
-``ContinuousBernoulli``. Each ``rsample``
+``ContinuousBernoulli``, ``GeneralizedPareto``. Each ``rsample``
 is the inverse cdf of a uniform draw, so gradients flow to the parameters."""
 from __future__ import annotations
 
@@ -13,10 +13,12 @@ from ..nn import functional as F
 from . import constraints
 from .composite import TransformedDistribution
 from .distribution import Distribution
+from .exp_family import ExponentialFamily
 from .transforms import AbsTransform
 from .utils import broadcast_all, clamp_probs, euler_constant, lazy_property, logits_to_probs, probs_to_logits
 
-__all__ = ["Uniform", "Exponential", "Laplace", "Cauchy", "HalfCauchy", "Gumbel", "ContinuousBernoulli"]
+__all__ = ["Uniform", "Exponential", "Laplace", "Cauchy", "HalfCauchy", "Gumbel", "ContinuousBernoulli",
+           "GeneralizedPareto"]
 
 
 def _uniform(d: Distribution, like: Tensor, sample_shape, low: float = 0.0) -> Tensor:
@@ -75,7 +77,7 @@ class Uniform(Distribution):
         return value * (self.high - self.low) + self.low
 
 
-class Exponential(Distribution):
+class Exponential(ExponentialFamily):
     """``rate * exp(-rate * x)`` on ``x >= 0``."""
 
     arg_constraints = {"rate": constraints.positive}
@@ -310,7 +312,7 @@ class Gumbel(Distribution):
         return self.scale.log() + (1 + euler_constant)
 
 
-class ContinuousBernoulli(Distribution):
+class ContinuousBernoulli(ExponentialFamily):
     """The continuous Bernoulli on ``[0, 1]`` (density proportional to ``p^x (1 - p)^(1 - x)``), for
     VAEs over pixel intensities. Near ``p = 1/2`` the closed forms cancel, so inside ``lims`` the
     normaliser and moments are Taylor series, as PyTorch's."""
@@ -407,3 +409,71 @@ class ContinuousBernoulli(Distribution):
         log_probs0 = (-self.probs).log1p()
         log_probs1 = self.probs.log()
         return self.mean * (log_probs0 - log_probs1) - self._cont_bern_log_norm() - log_probs0
+
+
+class GeneralizedPareto(Distribution):
+    """Peaks over a threshold: ``P(X > x) = (1 + c z)^(-1/c)`` with ``z = (x - loc) / scale``
+    (the exponential tail ``exp(-z)`` at ``c = 0``); ``rsample`` is the inverse cdf."""
+
+    arg_constraints = {"loc": constraints.real, "scale": constraints.positive, "concentration": constraints.real}
+    has_rsample = True
+
+    def __init__(self, loc, scale, concentration, validate_args: bool | None = None) -> None:
+        self.loc, self.scale, self.concentration = broadcast_all(loc, scale, concentration)
+        super().__init__(self.loc.shape, validate_args=validate_args)
+
+    def _safe(self) -> tuple:
+        eq_zero = self.concentration.abs() <= 1e-8      # PyTorch's isclose(concentration, 0)
+        return eq_zero, self.concentration.where(~eq_zero, 1.0)
+
+    @constraints.dependent_property(is_discrete=False, event_dim=0)
+    def support(self):
+        upper = (self.loc + self.scale / self.concentration.abs()).where(self.concentration < 0, math.inf)
+        return constraints.interval(self.loc, upper)
+
+    def rsample(self, sample_shape=Size()) -> Tensor:
+        return self.icdf(_uniform(self, self.loc, sample_shape))
+
+    def log_prob(self, value) -> Tensor:
+        if self._validate_args:
+            self._validate_sample(value)
+        z = (value - self.loc) / self.scale
+        eq_zero, c = self._safe()
+        y = 1 / c + 1
+        nonzero = (y * (c * z).log1p()).where(y != 0, y)
+        return -self.scale.log() - z.where(eq_zero, nonzero)
+
+    def log_survival_function(self, value) -> Tensor:
+        z = (value - self.loc) / self.scale
+        eq_zero, c = self._safe()
+        return (-z).where(eq_zero, -(c * z).log1p() / c)
+
+    def log_cdf(self, value) -> Tensor:
+        return (-self.log_survival_function(value).exp()).log1p()
+
+    def cdf(self, value) -> Tensor:
+        return self.log_cdf(value).exp()
+
+    def icdf(self, value) -> Tensor:
+        eq_zero, c = self._safe()
+        log1m = (-value).log1p()
+        at_zero = self.loc - self.scale * log1m
+        nonzero = self.loc + self.scale * (-c * log1m).expm1() / c
+        return at_zero.where(eq_zero, nonzero)
+
+    @property
+    def mean(self) -> Tensor:
+        c = self.concentration
+        return (self.loc + self.scale / (1 - c)).where(c < 1, math.nan)
+
+    @property
+    def variance(self) -> Tensor:
+        c = self.concentration
+        return (self.scale.pow(2) / ((1 - c).pow(2) * (1 - 2 * c))).where(c < 0.5, math.nan)
+
+    @property
+    def mode(self) -> Tensor:
+        return self.loc
+
+    def entropy(self) -> Tensor:
+        return (self.scale.log() + self.concentration + 1).expand(*self._batch_shape)

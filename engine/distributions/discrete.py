@@ -15,6 +15,7 @@ from ..ops.movement import broadcast_tensors
 from ..ops.sampling import multinomial
 from . import constraints
 from .distribution import Distribution
+from .exp_family import ExponentialFamily
 from .gamma import standard_gamma
 from .utils import broadcast_all, lazy_property, logits_to_probs, probs_to_logits
 
@@ -27,7 +28,7 @@ def _one_of(probs, logits) -> None:
         raise ValueError("Either `probs` or `logits` must be specified, but not both.")
 
 
-class Bernoulli(Distribution):
+class Bernoulli(ExponentialFamily):
     """0/1 outcomes with ``probs`` (or ``logits``); ``log_prob`` is the negative BCE with logits."""
 
     arg_constraints = {"probs": constraints.unit_interval, "logits": constraints.real}
@@ -329,7 +330,7 @@ def _poisson_sample(rate: Tensor) -> Tensor:
     return out
 
 
-class Poisson(Distribution):
+class Poisson(ExponentialFamily):
     """Counts with mean ``rate``."""
 
     arg_constraints = {"rate": constraints.nonnegative}

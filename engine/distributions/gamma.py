@@ -20,6 +20,7 @@ from ..ops.elementwise import xlogy
 from ..ops.special import igamma
 from . import constraints
 from .distribution import Distribution
+from .exp_family import ExponentialFamily
 from .utils import broadcast_all
 
 __all__ = ["Gamma", "Chi2", "Beta", "Dirichlet", "StudentT", "FisherSnedecor"]
@@ -65,7 +66,7 @@ def standard_gamma(alpha: Tensor) -> Tensor:
     return x + (alpha - alpha.detach()) * _standard_gamma_grad(alpha, x)
 
 
-class Gamma(Distribution):
+class Gamma(ExponentialFamily):
     """Shape ``concentration``, inverse scale ``rate``."""
 
     arg_constraints = {"concentration": constraints.positive, "rate": constraints.positive}
@@ -124,7 +125,7 @@ class Chi2(Gamma):
         return self.concentration * 2
 
 
-class Beta(Distribution):
+class Beta(ExponentialFamily):
     """On ``[0, 1]``, density proportional to ``x^(c1 - 1) (1 - x)^(c0 - 1)``."""
 
     arg_constraints = {"concentration1": constraints.positive, "concentration0": constraints.positive}
@@ -169,7 +170,7 @@ class Beta(Distribution):
                 + (c1 + c0 - 2) * (c1 + c0).digamma())
 
 
-class Dirichlet(Distribution):
+class Dirichlet(ExponentialFamily):
     """On the simplex, density proportional to ``prod x_i^(c_i - 1)``; event shape ``(K,)``."""
 
     arg_constraints = {"concentration": constraints.independent(constraints.positive, 1)}

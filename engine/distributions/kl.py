@@ -16,7 +16,7 @@ from .gamma import Beta, Dirichlet, Gamma
 from .multivariate_normal import LowRankMultivariateNormal, MultivariateNormal
 from .normal import HalfNormal, Normal
 from .transformed_families import Pareto
-from .utils import euler_constant, sum_rightmost
+from .utils import euler_constant, _sum_rightmost
 
 __all__ = ["kl_divergence", "register_kl"]
 
@@ -102,7 +102,7 @@ def _kl_uniform_uniform(p, q):
 def _kl_independent_independent(p, q):
     if p.reinterpreted_batch_ndims != q.reinterpreted_batch_ndims:
         raise NotImplementedError
-    return sum_rightmost(kl_divergence(p.base_dist, q.base_dist), p.reinterpreted_batch_ndims)
+    return _sum_rightmost(kl_divergence(p.base_dist, q.base_dist), p.reinterpreted_batch_ndims)
 
 
 @register_kl(TransformedDistribution, TransformedDistribution)
@@ -111,7 +111,7 @@ def _kl_transformed_transformed(p, q):
         raise NotImplementedError
     if p.event_shape != q.event_shape:
         raise NotImplementedError
-    return sum_rightmost(kl_divergence(p.base_dist, q.base_dist), len(p.event_shape) - len(p.base_dist.event_shape))
+    return _sum_rightmost(kl_divergence(p.base_dist, q.base_dist), len(p.event_shape) - len(p.base_dist.event_shape))
 
 
 @register_kl(MultivariateNormal, MultivariateNormal)

@@ -8,7 +8,7 @@ from ..core import creation
 from ..core.tensor import Size, Tensor
 from . import constraints
 from .composite import TransformedDistribution
-from .distribution import Distribution
+from .exp_family import ExponentialFamily
 from .transforms import AbsTransform, ExpTransform
 from .utils import broadcast_all
 
@@ -17,7 +17,7 @@ __all__ = ["Normal", "LogNormal", "HalfNormal"]
 _LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
 
 
-class Normal(Distribution):
+class Normal(ExponentialFamily):
     """``N(loc, scale^2)``; ``rsample`` is ``loc + scale * eps``."""
 
     arg_constraints = {"loc": constraints.real, "scale": constraints.positive}
@@ -55,6 +55,13 @@ class Normal(Distribution):
 
     def entropy(self) -> Tensor:
         return 0.5 + _LOG_SQRT_2PI + self.scale.log()
+
+    @property
+    def _natural_params(self) -> tuple:
+        return self.loc / self.scale.pow(2), -0.5 * self.scale.pow(2).reciprocal()
+
+    def _log_normalizer(self, x, y) -> Tensor:
+        return -0.25 * x.pow(2) / y + 0.5 * (-math.pi / y).log()
 
     def cdf(self, value) -> Tensor:
         if self._validate_args:

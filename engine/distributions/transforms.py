@@ -6,15 +6,16 @@ from __future__ import annotations
 import math
 import numbers
 
+from .. import linalg
 from ..base.dtype import finfo
 from ..core.tensor import Tensor
-from ..ops.movement import broadcast_shapes
+from ..ops.movement import broadcast_shapes, cat, stack
 from ..nn import functional as F
 from . import constraints
-from .utils import sum_rightmost
+from .utils import _sum_rightmost
 
-__all__ = ["AbsTransform", "AffineTransform", "ComposeTransform", "ExpTransform", "IndependentTransform",
-           "LowerCholeskyTransform", "PowerTransform", "ReshapeTransform", "SigmoidTransform", "SoftmaxTransform",
+__all__ = ["AbsTransform", "AffineTransform", "CatTransform", "ComposeTransform", "CumulativeDistributionTransform",
+           "ExpTransform", "IndependentTransform", "LowerCholeskyTransform", "PositiveDefiniteTransform", "StackTransform", "PowerTransform", "ReshapeTransform", "SigmoidTransform", "SoftmaxTransform",
            "SoftplusTransform", "StickBreakingTransform", "TanhTransform", "Transform", "identity_transform"]
 
 
@@ -228,7 +229,7 @@ class ComposeTransform(Transform):
         xs.append(y)
         terms, event_dim = [], self.domain.event_dim
         for part, a, b in zip(self.parts, xs[:-1], xs[1:]):
-            terms.append(sum_rightmost(part.log_abs_det_jacobian(a, b), event_dim - part.domain.event_dim))
+            terms.append(_sum_rightmost(part.log_abs_det_jacobian(a, b), event_dim - part.domain.event_dim))
             event_dim += part.codomain.event_dim - part.domain.event_dim
         total = terms[0]
         for t in terms[1:]:
@@ -283,7 +284,7 @@ class IndependentTransform(Transform):
         return self.base_transform.inv(y)
 
     def log_abs_det_jacobian(self, x, y):
-        return sum_rightmost(self.base_transform.log_abs_det_jacobian(x, y), self.reinterpreted_batch_ndims)
+        return _sum_rightmost(self.base_transform.log_abs_det_jacobian(x, y), self.reinterpreted_batch_ndims)
 
 
 class ReshapeTransform(Transform):
@@ -453,6 +454,135 @@ class LowerCholeskyTransform(_Parameterless):
 
     def _inverse(self, y):
         return y.tril(-1) + y.diagonal(0, -2, -1).log().diag_embed()
+
+
+class PositiveDefiniteTransform(_Parameterless):
+    """Square matrices to positive-definite ones: ``L L^T`` of their ``LowerCholeskyTransform``."""
+
+    domain, codomain = constraints.independent(constraints.real, 2), constraints.positive_definite
+
+    def _call(self, x):
+        x = LowerCholeskyTransform()(x)
+        return x @ x.mT
+
+    def _inverse(self, y):
+        return LowerCholeskyTransform().inv(linalg.cholesky(y))
+
+
+class CumulativeDistributionTransform(Transform):
+    """``distribution``'s cdf as a transform onto ``[0, 1]`` (copulas); its Jacobian is the density."""
+
+    bijective, codomain, sign = True, constraints.unit_interval, 1
+
+    def __init__(self, distribution, cache_size: int = 0) -> None:
+        super().__init__(cache_size=cache_size)
+        self.distribution = distribution
+
+    @property
+    def domain(self):
+        return self.distribution.support
+
+    def with_cache(self, cache_size: int = 1):
+        if self._cache_size == cache_size:
+            return self
+        return CumulativeDistributionTransform(self.distribution, cache_size=cache_size)
+
+    def _call(self, x):
+        return self.distribution.cdf(x)
+
+    def _inverse(self, y):
+        return self.distribution.icdf(y)
+
+    def log_abs_det_jacobian(self, x, y):
+        return self.distribution.log_prob(x)
+
+
+class CatTransform(Transform):
+    """``tseq[i]`` on consecutive slices of ``dim`` of lengths ``lengths`` (1 each by default)."""
+
+    def __init__(self, tseq, dim: int = 0, lengths=None, cache_size: int = 0) -> None:
+        if cache_size:
+            tseq = [t.with_cache(cache_size) for t in tseq]
+        super().__init__(cache_size=cache_size)
+        self.transforms, self.dim = list(tseq), dim
+        self.lengths = list(lengths) if lengths is not None else [1] * len(self.transforms)
+        if len(self.lengths) != len(self.transforms):
+            raise ValueError("CatTransform needs one length per transform")
+
+    @property
+    def event_dim(self) -> int:
+        return max(t.event_dim for t in self.transforms)
+
+    @property
+    def bijective(self):
+        return all(t.bijective for t in self.transforms)
+
+    @property
+    def domain(self):
+        return constraints.cat([t.domain for t in self.transforms], self.dim, self.lengths)
+
+    @property
+    def codomain(self):
+        return constraints.cat([t.codomain for t in self.transforms], self.dim, self.lengths)
+
+    def _map(self, x, fns):
+        parts, start = [], 0
+        for fn, length in zip(fns, self.lengths):
+            parts.append(fn(x.narrow(self.dim, start, length)))
+            start += length
+        return cat(parts, self.dim)
+
+    def _call(self, x):
+        return self._map(x, self.transforms)
+
+    def _inverse(self, y):
+        return self._map(y, [t.inv for t in self.transforms])
+
+    def log_abs_det_jacobian(self, x, y):
+        terms, start = [], 0
+        for t, length in zip(self.transforms, self.lengths):
+            term = t.log_abs_det_jacobian(x.narrow(self.dim, start, length), y.narrow(self.dim, start, length))
+            terms.append(_sum_rightmost(term, self.event_dim - t.event_dim))
+            start += length
+        dim = (self.dim - x.ndim if self.dim >= 0 else self.dim) + self.event_dim
+        if dim < 0:
+            return cat(terms, dim)
+        total = terms[0]
+        for term in terms[1:]:
+            total = total + term
+        return total
+
+
+class StackTransform(Transform):
+    """``tseq[i]`` on the ``i``-th slice of ``dim``."""
+
+    def __init__(self, tseq, dim: int = 0, cache_size: int = 0) -> None:
+        if cache_size:
+            tseq = [t.with_cache(cache_size) for t in tseq]
+        super().__init__(cache_size=cache_size)
+        self.transforms, self.dim = list(tseq), dim
+
+    @property
+    def bijective(self):
+        return all(t.bijective for t in self.transforms)
+
+    @property
+    def domain(self):
+        return constraints.stack([t.domain for t in self.transforms], self.dim)
+
+    @property
+    def codomain(self):
+        return constraints.stack([t.codomain for t in self.transforms], self.dim)
+
+    def _call(self, x):
+        return stack([t(x.select(self.dim, i)) for i, t in enumerate(self.transforms)], self.dim)
+
+    def _inverse(self, y):
+        return stack([t.inv(y.select(self.dim, i)) for i, t in enumerate(self.transforms)], self.dim)
+
+    def log_abs_det_jacobian(self, x, y):
+        return stack([t.log_abs_det_jacobian(x.select(self.dim, i), y.select(self.dim, i))
+                      for i, t in enumerate(self.transforms)], self.dim)
 
 
 class PowerTransform(Transform):

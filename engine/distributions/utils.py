@@ -9,9 +9,10 @@ from ..core import creation
 from ..core.tensor import Tensor
 from ..nn import functional as F
 from ..ops.movement import broadcast_tensors
+from ..ops.shaping import tril_indices
 
 __all__ = ["broadcast_all", "probs_to_logits", "logits_to_probs", "clamp_probs", "lazy_property",
-           "euler_constant"]
+           "euler_constant", "tril_matrix_to_vec", "vec_to_tril_matrix"]
 
 euler_constant = 0.57721566490153286060
 
@@ -47,7 +48,7 @@ def logits_to_probs(logits: Tensor, is_binary: bool = False) -> Tensor:
     return logits.sigmoid() if is_binary else F.softmax(logits, -1)
 
 
-def sum_rightmost(value: Tensor, dim: int) -> Tensor:
+def _sum_rightmost(value: Tensor, dim: int) -> Tensor:
     """Sum the ``dim`` rightmost dimensions (the event dimensions of a reinterpreted batch)."""
     if dim == 0:
         return value
@@ -67,3 +68,26 @@ class lazy_property:
         value = self.wrapped(instance)
         setattr(instance, self.wrapped.__name__, value)
         return value
+
+
+def tril_matrix_to_vec(mat: Tensor, diag: int = 0) -> Tensor:
+    """The lower triangle (from diagonal ``diag``) of the last two dimensions, row by row."""
+    n = mat.shape[-1]
+    if diag < -n or diag >= n:
+        raise ValueError(f"diag ({diag}) provided is outside [{-n}, {n - 1}].")
+    rows, cols = tril_indices(n, n, diag, device=mat.device)
+    return mat[..., rows, cols]
+
+
+def vec_to_tril_matrix(vec: Tensor, diag: int = 0) -> Tensor:
+    """The inverse of ``tril_matrix_to_vec``: a square matrix, zero above diagonal ``diag``."""
+    m = vec.shape[-1]
+    n = (-(1 + 2 * diag) + ((1 + 2 * diag) ** 2 + 8 * m + 4 * abs(diag) * (diag + 1)) ** 0.5) / 2
+    if abs(round(n) - n) > 1.1920928955078125e-07:
+        raise ValueError(f"The size of last dimension is {m} which cannot be expressed as the lower triangular "
+                         "part of a square D x D matrix.")
+    n = round(n)
+    rows, cols = tril_indices(n, n, diag, device=vec.device)
+    mat = vec.new_zeros(tuple(vec.shape[:-1]) + (n, n))
+    mat[..., rows, cols] = vec
+    return mat
