@@ -6,9 +6,8 @@ also names the running module, so every recorded op knows its path (``encoder.la
 """
 from __future__ import annotations
 
-import itertools
 import weakref
-from collections import OrderedDict, namedtuple
+from collections import OrderedDict
 from typing import Callable, Iterator
 
 from ...base.grad_mode import no_grad
@@ -18,39 +17,9 @@ from ...core.dispatch import STATE, module_scope
 from ...ops.convert import _parse_to_args
 from ...core.tensor import Tensor
 from ..parameter import Buffer, Parameter
+from ._state_dict import RemovableHandle, StateDict
 
 __all__ = ["Module", "RemovableHandle"]
-
-
-class _IncompatibleKeys(namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])):
-    __slots__ = ()
-
-    def __repr__(self) -> str:
-        if not self.missing_keys and not self.unexpected_keys:
-            return "<All keys matched successfully>"
-        return super().__repr__()
-
-    __str__ = __repr__
-
-
-class RemovableHandle:
-    """Returned by ``register_*_hook``; ``remove()`` unregisters (also a context manager)."""
-
-    _ids = itertools.count()
-
-    def __init__(self, *dicts: dict):
-        self.id = next(RemovableHandle._ids)
-        self._dicts = dicts
-
-    def remove(self) -> None:
-        for d in self._dicts:
-            d.pop(self.id, None)
-
-    def __enter__(self) -> "RemovableHandle":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.remove()
 
 
 def _typename(obj) -> str:
@@ -114,8 +83,8 @@ class reading_parameters:
         _PARAMETER_READERS.remove(self.reader)
 
 
-class Module:
-    """Base class for all neural network modules."""
+class Module(StateDict):
+    """Base class for all neural network modules (its state-dict half: ``_state_dict.py``)."""
 
     training: bool
     _version = 1
@@ -548,68 +517,6 @@ class Module:
     def bfloat16(self) -> "Module":
         return self._apply(lambda t: t.bfloat16() if t.is_floating_point() else t)
 
-    # ---------------------------------------------------------------- state dict
-    def state_dict(self, *, destination: dict | None = None, prefix: str = "",
-                   keep_vars: bool = False) -> "OrderedDict[str, Tensor]":
-        """Parameters and persistent buffers by qualified name (detached unless ``keep_vars``)."""
-        if destination is None:
-            destination = OrderedDict()
-        for name, p in self._parameters.items():
-            if p is not None:
-                destination[prefix + name] = p if keep_vars else p.detach()
-        for name, b in self._buffers.items():
-            if b is not None and name not in self._non_persistent_buffers_set:
-                destination[prefix + name] = b if keep_vars else b.detach()
-        for name, m in self._modules.items():
-            if m is not None:
-                m.state_dict(destination=destination, prefix=prefix + name + ".", keep_vars=keep_vars)
-        return destination
-
-    def load_state_dict(self, state_dict: dict, strict: bool = True, assign: bool = False) -> _IncompatibleKeys:
-        """Copy values into parameters and buffers in place; report or raise on key mismatches."""
-        if not isinstance(state_dict, dict):
-            raise TypeError(f"Expected state_dict to be dict-like, got {type(state_dict)}.")
-        state_dict = OrderedDict(state_dict)
-        missing, errors = [], []
-        expected = set()
-        for mod_prefix, mod in self.named_modules(remove_duplicate=False):
-            pre = mod_prefix + "." if mod_prefix else ""
-            mod._fill_state_defaults(pre, state_dict)
-            local = [(k, v) for k, v in mod._parameters.items() if v is not None]
-            local += [(k, v) for k, v in mod._buffers.items()
-                      if v is not None and k not in mod._non_persistent_buffers_set]
-            for name, current in local:
-                key = pre + name
-                expected.add(key)
-                if key not in state_dict:
-                    missing.append(key)
-                    continue
-                value = state_dict[key]
-                if not isinstance(value, Tensor):
-                    errors.append(f'While copying the parameter named "{key}", expected torch.Tensor or '
-                                  f"Tensor-like object from checkpoint but received {type(value)}")
-                    continue
-                if value.shape != current.shape:
-                    errors.append(f"size mismatch for {key}: copying a param with shape {value.shape} "
-                                  f"from checkpoint, the shape in current model is {current.shape}.")
-                    continue
-                _load_into(mod, name, current, value, assign)
-        unexpected = [k for k in state_dict if k not in expected]
-        if strict:
-            if unexpected:
-                errors.insert(0, "Unexpected key(s) in state_dict: {}. ".format(
-                    ", ".join(f'"{k}"' for k in unexpected)))
-            if missing:
-                errors.insert(0, "Missing key(s) in state_dict: {}. ".format(
-                    ", ".join(f'"{k}"' for k in missing)))
-        if errors:
-            raise RuntimeError("Error(s) in loading state_dict for {}:\n\t{}".format(
-                type(self).__name__, "\n\t".join(errors)))
-        return _IncompatibleKeys(missing, unexpected)
-
-    def _fill_state_defaults(self, prefix: str, state_dict: dict) -> None:
-        """Add entries older checkpoints may lack (BatchNorm's ``num_batches_tracked``)."""
-
     # ---------------------------------------------------------------- repr
     def extra_repr(self) -> str:
         return ""
@@ -635,17 +542,6 @@ def _insert(hooks: OrderedDict, key: int, hook: Callable, prepend: bool) -> None
     hooks[key] = hook
     if prepend:
         hooks.move_to_end(key, last=False)
-
-
-def _load_into(mod: Module, name: str, current: Tensor, value: Tensor, assign: bool) -> None:
-    with no_grad():
-        if assign:
-            if name in mod._parameters:
-                mod._parameters[name] = Parameter(value.detach(), current.requires_grad)
-            else:
-                mod._buffers[name] = value.detach()
-        else:
-            current.copy_(value.detach())
 
 
 # ---------------------------------------------------------------- full backward hooks

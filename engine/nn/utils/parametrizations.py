@@ -150,8 +150,6 @@ def _norm_except_dim(v: Tensor, dim: int) -> Tensor:
 class _WeightNorm(Module):
     """``weight = g * v / ||v||``, the norm over every dim but ``dim``."""
 
-    legacy_suffixes = ("_g", "_v")   # the older nn.utils.weight_norm's names for g and v
-
     def __init__(self, dim: int | None = 0) -> None:
         super().__init__()
         self.dim = -1 if dim is None else dim
@@ -166,6 +164,15 @@ class _WeightNorm(Module):
 def weight_norm(module: Module, name: str = "weight", dim: int = 0) -> Module:
     """Split ``module.<name>`` into a magnitude ``original0`` (g) and a direction ``original1`` (v)."""
     parametrize.register_parametrization(module, name, _WeightNorm(dim), unsafe=True)
+
+    def older_keys(state_dict, prefix, local_metadata, strict, missing, unexpected, errors):
+        """A checkpoint of the older hook-based form names g and v ``<name>_g``/``<name>_v``; they
+        are ``original0``/``original1`` here (PyTorch's ``_weight_norm_compat_hook``)."""
+        g, v = f"{prefix}{name}_g", f"{prefix}{name}_v"
+        if g in state_dict and v in state_dict:
+            state_dict[f"{prefix}parametrizations.{name}.original0"] = state_dict.pop(g)
+            state_dict[f"{prefix}parametrizations.{name}.original1"] = state_dict.pop(v)
+    module._register_load_state_dict_pre_hook(older_keys)
     return module
 
 

@@ -146,18 +146,6 @@ class ParametrizationList(ModuleList):
                                      f"while `original{i}` has dtype {original.dtype}")
                 _replace(original, tensor)
 
-    def _fill_state_defaults(self, prefix: str, state_dict: dict) -> None:
-        """Read a checkpoint saved with the older hook-based form: a first parametrization that
-        names ``legacy_suffixes`` (weight norm's ``("_g", "_v")``) takes ``<name>_g``, ``<name>_v``
-        as ``original0``, ``original1``, as PyTorch's load hook does."""
-        suffixes = getattr(self[0], "legacy_suffixes", None)
-        owner, _, name = prefix[:-1].rpartition(".")
-        owner = owner[:-len("parametrizations")]
-        keys = [f"{owner}{name}{s}" for s in suffixes or ()]
-        if keys and all(k in state_dict for k in keys):
-            for i, key in enumerate(keys):
-                state_dict[f"{prefix}original{i}"] = state_dict.pop(key)
-
     def forward(self) -> Tensor:
         if self.is_tensor:
             x = self[0](self.original)
