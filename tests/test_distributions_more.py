@@ -580,3 +580,51 @@ def test_exponential_family_entropy_by_autograd_is_the_closed_form():
     assert isinstance(D.Gamma(1.0, 1.0), D.ExponentialFamily)
     np.testing.assert_allclose(D.ExponentialFamily.entropy(Carrier(loc, scale)).detach().numpy(),
                                D.Normal(loc, scale).entropy().numpy(), rtol=1e-10)
+
+
+def test_lkj_cholesky_and_corr_cholesky_transform_match_torch():
+    v = R.standard_normal((2, 6))
+    conc = R.uniform(0.5, 3.0, size=(2,))
+
+    def fn(m, v, c):
+        T = m.distributions.transforms.CorrCholeskyTransform()
+        L = T(v)
+        d = m.distributions.LKJCholesky(4, c)
+        return [L, T.inv(L), T.log_abs_det_jacobian(v, L), d.log_prob(L)]
+    compare(fn, v, conc, atol=1e-8, rtol=1e-6)
+    tapelab.manual_seed(0)
+    d = tapelab.distributions.LKJCholesky(3, tapelab.tensor([0.5, 4.0], dtype=tapelab.float64))
+    s = d.sample((4000,))
+    assert tuple(s.shape) == (4000, 2, 3, 3) and bool(d.support.check(s).all())
+    corr = (s @ s.mT)[..., 1, 0].numpy()
+    # the off-diagonal correlation of LKJ(eta) in dimension 3 is Beta(eta + 1/2, eta + 1/2) on [-1, 1]
+    var = 1 / (2 * np.array([0.5, 4.0]) + 2)
+    np.testing.assert_allclose(corr.var(0), var, rtol=0.1)
+    ref = torch.distributions.LKJCholesky(3, torch.tensor([0.5, 4.0], dtype=torch.float64))
+    np.testing.assert_allclose(d.log_prob(s[:5]).numpy(), ref.log_prob(torch.tensor(s[:5].numpy())).numpy(),
+                               rtol=1e-8)
+
+
+@pytest.mark.parametrize("param", ["scale_tril", "covariance_matrix", "precision_matrix"])
+def test_wishart_matches_torch(param):
+    cov = _spd(3, (2,))
+    mat = np.linalg.cholesky(cov) if param == "scale_tril" else cov
+    df = np.array([4.5, 7.0])
+    x = _spd(3, (2,))
+
+    def fn(m, df, mat, x):
+        d = m.distributions.Wishart(df, **{param: mat.tril() if param == "scale_tril" else mat})
+        return [d.log_prob(x), d.entropy(), d.mean, d.variance, d.mode]
+    compare(fn, df, mat, x, atol=1e-8, rtol=1e-6)
+
+
+def test_wishart_samples_and_errors():
+    tapelab.manual_seed(0)
+    cov = tapelab.tensor([[2.0, 0.5], [0.5, 1.0]], dtype=tapelab.float64)
+    d = tapelab.distributions.Wishart(tapelab.tensor(5.0, dtype=tapelab.float64), covariance_matrix=cov)
+    s = d.rsample((20000,))
+    np.testing.assert_allclose(s.mean(0).numpy(), d.mean.numpy(), rtol=0.05)
+    np.testing.assert_allclose(s.var(0).numpy(), d.variance.numpy(), rtol=0.12)
+    for m in (torch, tapelab):
+        with pytest.raises(ValueError, match="expected to be greater than ndim - 1"):
+            m.distributions.Wishart(m.tensor(0.5), covariance_matrix=m.eye(2))

@@ -13,17 +13,20 @@ from .distribution import Distribution
 from .exp_family import ExponentialFamily
 from .gamma import Beta, Chi2, Dirichlet, FisherSnedecor, Gamma, StudentT
 from .kl import kl_divergence, register_kl
+from .lkj_cholesky import LKJCholesky
 from .multivariate_normal import LowRankMultivariateNormal, MultivariateNormal
 from .normal import HalfNormal, LogNormal, Normal
 from .relaxed import ExpRelaxedCategorical, LogitRelaxedBernoulli, RelaxedBernoulli, RelaxedOneHotCategorical
 from .transformed_families import InverseGamma, Kumaraswamy, LogisticNormal, Pareto, Weibull
-from .transforms import (AbsTransform, AffineTransform, CatTransform, ComposeTransform, CumulativeDistributionTransform,
+from .transforms import (AbsTransform, AffineTransform, CatTransform, ComposeTransform, CorrCholeskyTransform,
+                         CumulativeDistributionTransform,
                          ExpTransform, IndependentTransform, LowerCholeskyTransform, PositiveDefiniteTransform,
                          PowerTransform, StackTransform, ReshapeTransform, SigmoidTransform, SoftmaxTransform,
                          SoftplusTransform, StickBreakingTransform, TanhTransform, Transform, identity_transform)
 from .von_mises import VonMises
+from .wishart import Wishart
 
-__all__ = ["CatTransform", "CumulativeDistributionTransform", "PositiveDefiniteTransform", "StackTransform",
+__all__ = ["Wishart", "CorrCholeskyTransform", "LKJCholesky", "CatTransform", "CumulativeDistributionTransform", "PositiveDefiniteTransform", "StackTransform",
            "ContinuousBernoulli", "ExponentialFamily", "GeneralizedPareto", "FisherSnedecor", "InverseGamma", "Kumaraswamy", "LogisticNormal", "LowerCholeskyTransform",
            "NegativeBinomial", "Pareto", "StickBreakingTransform", "VonMises", "Weibull", "biject_to",
            "constraint_registry", "transform_to", "AbsTransform", "AffineTransform", "Bernoulli", "Beta", "Binomial", "Categorical", "Cauchy", "Chi2",

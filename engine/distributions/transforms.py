@@ -12,9 +12,9 @@ from ..core.tensor import Tensor
 from ..ops.movement import broadcast_shapes, cat, stack
 from ..nn import functional as F
 from . import constraints
-from .utils import _sum_rightmost
+from .utils import _sum_rightmost, tril_matrix_to_vec, vec_to_tril_matrix
 
-__all__ = ["AbsTransform", "AffineTransform", "CatTransform", "ComposeTransform", "CumulativeDistributionTransform",
+__all__ = ["AbsTransform", "AffineTransform", "CatTransform", "ComposeTransform", "CorrCholeskyTransform", "CumulativeDistributionTransform",
            "ExpTransform", "IndependentTransform", "LowerCholeskyTransform", "PositiveDefiniteTransform", "StackTransform", "PowerTransform", "ReshapeTransform", "SigmoidTransform", "SoftmaxTransform",
            "SoftplusTransform", "StickBreakingTransform", "TanhTransform", "Transform", "identity_transform"]
 
@@ -454,6 +454,44 @@ class LowerCholeskyTransform(_Parameterless):
 
     def _inverse(self, y):
         return y.tril(-1) + y.diagonal(0, -2, -1).log().diag_embed()
+
+
+class CorrCholeskyTransform(_Parameterless):
+    """Unconstrained ``D(D-1)/2`` vectors to Cholesky factors of correlation matrices: ``tanh`` to
+    partial correlations, then stick breaking along each row so every row has unit norm."""
+
+    domain, codomain, bijective = constraints.real_vector, constraints.corr_cholesky, True
+
+    def _call(self, x):
+        eps = finfo(x.dtype).eps
+        r = vec_to_tril_matrix(x.tanh().clamp(min=-1 + eps, max=1 - eps), diag=-1)
+        z1m_cumprod_sqrt = (1 - r.pow(2)).sqrt().cumprod(-1)
+        eye = x.new_ones(r.shape[-1]).diag_embed()
+        return (r + eye) * F.pad(z1m_cumprod_sqrt[..., :-1], [1, 0], value=1)
+
+    def _inverse(self, y):
+        y_cumsum = 1 - (y * y).cumsum(-1)
+        y_cumsum_shifted = F.pad(y_cumsum[..., :-1], [1, 0], value=1)
+        t = tril_matrix_to_vec(y, diag=-1) / tril_matrix_to_vec(y_cumsum_shifted, diag=-1).sqrt()
+        return (t.log1p() - (-t).log1p()) / 2
+
+    def log_abs_det_jacobian(self, x, y):
+        y1m_cumsum = 1 - (y * y).cumsum(-1)
+        stick_breaking_logdet = 0.5 * tril_matrix_to_vec(y1m_cumsum, diag=-2).log().sum(-1)
+        tanh_logdet = -2 * (x + F.softplus(-2 * x) - math.log(2.0)).sum(-1)
+        return stick_breaking_logdet + tanh_logdet
+
+    def forward_shape(self, shape):
+        n = shape[-1]
+        d = round((0.25 + 2 * n) ** 0.5 + 0.5)
+        if d * (d - 1) // 2 != n:
+            raise ValueError("Input is not a flattend lower-diagonal number")
+        return tuple(shape[:-1]) + (d, d)
+
+    def inverse_shape(self, shape):
+        if len(shape) < 2 or shape[-2] != shape[-1]:
+            raise ValueError("Input is not square")
+        return tuple(shape[:-2]) + (shape[-1] * (shape[-1] - 1) // 2,)
 
 
 class PositiveDefiniteTransform(_Parameterless):
