@@ -1,6 +1,15 @@
 """``torch.distributions``: probability distributions with PyTorch's parameter checks, shapes,
 reparameterised ``rsample`` and ``log_prob``/``entropy``/``cdf`` formulas, written over tapelab ops
-so gradients flow to the parameters; ``constraints``, ``transforms`` and ``kl`` as submodules."""
+so gradients flow to the parameters; ``constraints``, ``transforms`` and ``kl`` as submodules.
+
+Example:
+    >>> import tapelab
+    >>> from tapelab.distributions import Independent, Normal, kl_divergence
+    >>> q = Independent(Normal(tapelab.zeros(2), tapelab.ones(2)), 1)
+    >>> p = Independent(Normal(tapelab.ones(2), tapelab.ones(2)), 1)
+    >>> kl_divergence(q, p)
+    tensor(1.)
+"""
 from __future__ import annotations
 
 from . import constraint_registry, constraints, kl, transforms, utils
