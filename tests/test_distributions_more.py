@@ -628,3 +628,25 @@ def test_wishart_samples_and_errors():
     for m in (torch, tapelab):
         with pytest.raises(ValueError, match="expected to be greater than ndim - 1"):
             m.distributions.Wishart(m.tensor(0.5), covariance_matrix=m.eye(2))
+
+
+def test_pytorch_module_paths_import_under_the_aliases():
+    """Every torch.distributions submodule PyTorch has serves the same public names."""
+    import importlib
+    import pkgutil
+    names = {m.name: list(importlib.import_module("torch.distributions." + m.name).__all__)
+             for m in pkgutil.iter_modules(torch.distributions.__path__)}
+    with tapelab.install_aliases():
+        for module, public in names.items():
+            mod = importlib.import_module("torch.distributions." + module)
+            assert mod.__name__.startswith("tapelab.distributions"), module
+            missing = [n for n in public if not hasattr(mod, n)]
+            assert not missing, (module, missing)
+
+
+def test_mixture_support_checks_every_component():
+    D = tapelab.distributions
+    mix = D.MixtureSameFamily(D.Categorical(logits=tapelab.zeros(2, 3)), D.Exponential(tapelab.ones(2, 3)))
+    assert mix.support.check(tapelab.tensor([1.0, -1.0])).tolist() == [True, False]
+    with pytest.raises(ValueError, match="Expected value argument"):
+        mix.log_prob(tapelab.tensor([1.0, -1.0]))

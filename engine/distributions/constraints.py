@@ -11,7 +11,7 @@ from ..ops.movement import cat as _cat_tensors, stack as _stack_tensors
 
 __all__ = ["Constraint", "boolean", "cat", "corr_cholesky", "dependent", "dependent_property", "greater_than",
            "greater_than_eq", "half_open_interval", "independent", "integer_interval", "interval", "is_dependent",
-           "less_than", "lower_cholesky", "lower_triangular", "multinomial", "nonnegative", "nonnegative_integer",
+           "less_than", "lower_cholesky", "MixtureSameFamilyConstraint", "lower_triangular", "multinomial", "nonnegative", "nonnegative_integer",
            "one_hot", "positive", "positive_definite", "positive_integer", "positive_semidefinite", "real",
            "real_vector", "simplex", "square", "stack", "symmetric", "unit_interval"]
 
@@ -97,6 +97,32 @@ class _IndependentConstraint(Constraint):
 
     def __repr__(self) -> str:
         return f"IndependentConstraint({self.base_constraint!r}, {self.reinterpreted_batch_ndims})"
+
+
+class MixtureSameFamilyConstraint(Constraint):
+    """The component support of a ``MixtureSameFamily``, checked against every component (the value
+    gains back the mixture dimension) and reduced to the mixture's batch shape."""
+
+    def __init__(self, base_constraint: Constraint) -> None:
+        self.base_constraint = base_constraint
+
+    @property
+    def is_discrete(self) -> bool:
+        return self.base_constraint.is_discrete
+
+    @property
+    def event_dim(self) -> int:
+        return self.base_constraint.event_dim
+
+    def check(self, value):
+        if value.ndim < self.event_dim:
+            raise ValueError(f"Expected value.dim() >= {self.event_dim} but got {value.ndim}")
+        result = self.base_constraint.check(value.unsqueeze(-1 - self.event_dim))
+        keep = value.ndim - self.event_dim
+        return result.reshape(tuple(result.shape[:keep]) + (-1,)).all(-1)
+
+    def __repr__(self) -> str:
+        return f"MixtureSameFamilyConstraint({self.base_constraint!r})"
 
 
 class _Boolean(Constraint):
