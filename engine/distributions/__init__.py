@@ -12,12 +12,19 @@ Example:
 """
 from __future__ import annotations
 
-from . import constraint_registry, constraints, kl, transforms, utils
+# PyTorch's module paths, imported as torch.distributions imports them
+from . import (bernoulli, beta, binomial, categorical, cauchy, chi2, continuous_bernoulli, dirichlet, exponential,
+               fishersnedecor, generalized_pareto, geometric, gumbel, half_cauchy, half_normal, independent,
+               inverse_gamma, kumaraswamy, laplace, log_normal, logistic_normal, lowrank_multivariate_normal,
+               mixture_same_family, multinomial, negative_binomial, one_hot_categorical, pareto, poisson,
+               relaxed_bernoulli, relaxed_categorical, studentT, transformed_distribution, uniform, weibull,
+               constraint_registry, constraints, kl, transforms, utils)  # noqa: F401
 from .constraint_registry import biject_to, transform_to
 from .composite import Independent, MixtureSameFamily, TransformedDistribution
-from .continuous import Cauchy, ContinuousBernoulli, Exponential, GeneralizedPareto, Gumbel, HalfCauchy, Laplace, Uniform
-from .discrete import (Bernoulli, Binomial, Categorical, Geometric, Multinomial, OneHotCategorical,
-                       NegativeBinomial, OneHotCategoricalStraightThrough, Poisson)
+from .continuous import (Cauchy, ContinuousBernoulli, Exponential, GeneralizedPareto, Gumbel, HalfCauchy, Laplace,
+                         Uniform)
+from .discrete import (Bernoulli, Binomial, Categorical, Geometric, Multinomial, NegativeBinomial, OneHotCategorical,
+                       OneHotCategoricalStraightThrough, Poisson)
 from .distribution import Distribution
 from .exp_family import ExponentialFamily
 from .gamma import Beta, Chi2, Dirichlet, FisherSnedecor, Gamma, StudentT
@@ -28,22 +35,24 @@ from .normal import HalfNormal, LogNormal, Normal
 from .relaxed import ExpRelaxedCategorical, LogitRelaxedBernoulli, RelaxedBernoulli, RelaxedOneHotCategorical
 from .transformed_families import InverseGamma, Kumaraswamy, LogisticNormal, Pareto, Weibull
 from .transforms import (AbsTransform, AffineTransform, CatTransform, ComposeTransform, CorrCholeskyTransform,
-                         CumulativeDistributionTransform,
-                         ExpTransform, IndependentTransform, LowerCholeskyTransform, PositiveDefiniteTransform,
-                         PowerTransform, StackTransform, ReshapeTransform, SigmoidTransform, SoftmaxTransform,
-                         SoftplusTransform, StickBreakingTransform, TanhTransform, Transform, identity_transform)
+                         CumulativeDistributionTransform, ExpTransform, IndependentTransform, LowerCholeskyTransform,
+                         PositiveDefiniteTransform, PowerTransform, ReshapeTransform, SigmoidTransform,
+                         SoftmaxTransform, SoftplusTransform, StackTransform, StickBreakingTransform, TanhTransform,
+                         Transform, identity_transform)
 from .von_mises import VonMises
 from .wishart import Wishart
 
-__all__ = ["Wishart", "CorrCholeskyTransform", "LKJCholesky", "CatTransform", "CumulativeDistributionTransform", "PositiveDefiniteTransform", "StackTransform",
-           "ContinuousBernoulli", "ExponentialFamily", "GeneralizedPareto", "FisherSnedecor", "InverseGamma", "Kumaraswamy", "LogisticNormal", "LowerCholeskyTransform",
-           "NegativeBinomial", "Pareto", "StickBreakingTransform", "VonMises", "Weibull", "biject_to",
-           "constraint_registry", "transform_to", "AbsTransform", "AffineTransform", "Bernoulli", "Beta", "Binomial", "Categorical", "Cauchy", "Chi2",
-           "ComposeTransform", "Dirichlet", "Distribution", "ExpRelaxedCategorical", "ExpTransform", "Exponential",
-           "Geometric", "Gamma", "Gumbel", "HalfCauchy", "HalfNormal", "Independent", "IndependentTransform",
-           "Laplace", "LogNormal", "LogitRelaxedBernoulli", "LowRankMultivariateNormal", "MixtureSameFamily",
-           "Multinomial", "MultivariateNormal", "Normal", "OneHotCategorical", "OneHotCategoricalStraightThrough",
-           "Poisson", "PowerTransform", "RelaxedBernoulli", "RelaxedOneHotCategorical", "ReshapeTransform",
-           "SigmoidTransform", "SoftmaxTransform", "SoftplusTransform", "StudentT", "TanhTransform", "Transform",
-           "TransformedDistribution", "Uniform", "constraints", "identity_transform", "kl", "kl_divergence",
-           "register_kl", "transforms", "utils"]
+__all__ = ["AbsTransform", "AffineTransform", "Bernoulli", "Beta", "Binomial", "CatTransform", "Categorical",
+           "Cauchy", "Chi2", "ComposeTransform", "ContinuousBernoulli", "CorrCholeskyTransform",
+           "CumulativeDistributionTransform", "Dirichlet", "Distribution", "ExpRelaxedCategorical", "ExpTransform",
+           "Exponential", "ExponentialFamily", "FisherSnedecor", "Gamma", "GeneralizedPareto", "Geometric", "Gumbel",
+           "HalfCauchy", "HalfNormal", "Independent", "IndependentTransform", "InverseGamma", "Kumaraswamy",
+           "LKJCholesky", "Laplace", "LogNormal", "LogisticNormal", "LogitRelaxedBernoulli",
+           "LowRankMultivariateNormal", "LowerCholeskyTransform", "MixtureSameFamily", "Multinomial",
+           "MultivariateNormal", "NegativeBinomial", "Normal", "OneHotCategorical",
+           "OneHotCategoricalStraightThrough", "Pareto", "Poisson", "PositiveDefiniteTransform", "PowerTransform",
+           "RelaxedBernoulli", "RelaxedOneHotCategorical", "ReshapeTransform", "SigmoidTransform", "SoftmaxTransform",
+           "SoftplusTransform", "StackTransform", "StickBreakingTransform", "StudentT", "TanhTransform", "Transform",
+           "TransformedDistribution", "Uniform", "VonMises", "Weibull", "Wishart", "biject_to", "constraint_registry",
+           "constraints", "identity_transform", "kl", "kl_divergence", "register_kl", "transform_to", "transforms",
+           "utils"]

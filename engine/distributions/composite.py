@@ -129,7 +129,7 @@ class TransformedDistribution(Distribution):
         for t in reversed(self.transforms):
             shape = tuple(t.inverse_shape(shape))
         base_batch = shape[:len(shape) - len(self.base_dist.event_shape)]
-        new.__dict__.update({k: v for k, v in self.__dict__.items() if k != "base_dist"})
+        self._copy_expanded(new, batch_shape, skip=("base_dist",))
         new.base_dist = self.base_dist.expand(base_batch)
         Distribution.__init__(new, batch_shape, self.event_shape, validate_args=False)
         new._validate_args = self._validate_args

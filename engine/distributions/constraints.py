@@ -11,9 +11,9 @@ from ..ops.movement import cat as _cat_tensors, stack as _stack_tensors
 
 __all__ = ["Constraint", "boolean", "cat", "corr_cholesky", "dependent", "dependent_property", "greater_than",
            "greater_than_eq", "half_open_interval", "independent", "integer_interval", "interval", "is_dependent",
-           "less_than", "lower_cholesky", "MixtureSameFamilyConstraint", "lower_triangular", "multinomial", "nonnegative", "nonnegative_integer",
-           "one_hot", "positive", "positive_definite", "positive_integer", "positive_semidefinite", "real",
-           "real_vector", "simplex", "square", "stack", "symmetric", "unit_interval"]
+           "less_than", "lower_cholesky", "MixtureSameFamilyConstraint", "lower_triangular", "multinomial",
+           "nonnegative", "nonnegative_integer", "one_hot", "positive", "positive_definite", "positive_integer",
+           "positive_semidefinite", "real", "real_vector", "simplex", "square", "stack", "symmetric", "unit_interval"]
 
 
 class Constraint:

@@ -489,6 +489,15 @@ class Multinomial(Distribution):
     def variance(self) -> Tensor:
         return self.total_count * self.probs * (1 - self.probs)
 
+    def entropy(self) -> Tensor:
+        # H = n H(cat) - log n! + sum_k E[log x_k!], each count x_k ~ Binomial(n, p_k)
+        n = self.total_count
+        binomial = Binomial(n, probs=self.probs)
+        support = binomial.enumerate_support(expand=False)[1:]
+        weights = (support + 1).lgamma()
+        term2 = (binomial.log_prob(support).exp() * weights).sum(0).sum(-1)
+        return n * self._categorical.entropy() - math.lgamma(n + 1) + term2
+
     def sample(self, sample_shape=Size()) -> Tensor:
         with no_grad():
             draws = self._categorical.sample((self.total_count,) + tuple(Size(sample_shape)))

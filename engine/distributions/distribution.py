@@ -56,14 +56,20 @@ class Distribution:
         dimensions is expanded (a view), the rest is shared."""
         batch_shape = Size(batch_shape)
         new = _instance if _instance is not None else type(self).__new__(type(self))
-        nb = len(self._batch_shape)
-        for name, value in self.__dict__.items():
-            if isinstance(value, Tensor) and value.ndim >= nb and tuple(value.shape[:nb]) == tuple(self._batch_shape):
-                value = value.expand(*(tuple(batch_shape) + tuple(value.shape[nb:])))
-            new.__dict__[name] = value
+        self._copy_expanded(new, batch_shape)
         Distribution.__init__(new, batch_shape, self._event_shape, validate_args=False)
         new._validate_args = self._validate_args
         return new
+
+    def _copy_expanded(self, new: Distribution, batch_shape, skip=()) -> None:
+        """Copy the attributes onto ``new``, expanding the tensors that lead with the batch shape."""
+        nb = len(self._batch_shape)
+        for name, value in self.__dict__.items():
+            if name in skip:
+                continue
+            if isinstance(value, Tensor) and value.ndim >= nb and tuple(value.shape[:nb]) == tuple(self._batch_shape):
+                value = value.expand(*(tuple(batch_shape) + tuple(value.shape[nb:])))
+            new.__dict__[name] = value
 
     def _extended_shape(self, sample_shape=Size()) -> Size:
         return Size(tuple(Size(sample_shape)) + tuple(self._batch_shape) + tuple(self._event_shape))

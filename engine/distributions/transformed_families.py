@@ -78,8 +78,8 @@ class Weibull(TransformedDistribution):
                                     - (1 + self.concentration_reciprocal).lgamma().exp().pow(2))
 
     def entropy(self) -> Tensor:
-        return (euler_constant * (1 - self.concentration_reciprocal) + (self.scale * self.concentration_reciprocal).log()
-                + 1)
+        k_inv = self.concentration_reciprocal
+        return euler_constant * (1 - k_inv) + (self.scale * k_inv).log() + 1
 
 
 def _kumaraswamy_moment(a: Tensor, b: Tensor, n: int) -> Tensor:
