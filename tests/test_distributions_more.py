@@ -695,3 +695,39 @@ def test_expanded_family_matches_torch(name):
         got = getattr(l, attr)() if attr == "entropy" else getattr(l, attr)
         assert tuple(got.shape) == tuple(want.shape), (attr, tuple(got.shape), tuple(want.shape))
         np.testing.assert_allclose(got.detach().numpy(), want.numpy(), rtol=1e-6, atol=1e-8)
+
+
+def test_a_user_defined_distribution_written_against_torchs_base_class():
+    """The pattern of custom families (truncated normals in RL code): subclass, validate, expand."""
+    def make(m):
+        D = m.distributions
+
+        class Shifted(D.Distribution):
+            arg_constraints = {"loc": D.constraints.real}
+            support = D.constraints.real
+            has_rsample = True
+
+            def __init__(self, loc, validate_args=None):
+                (self.loc,) = D.utils.broadcast_all(loc)
+                super().__init__(self.loc.shape, validate_args=validate_args)
+
+            def expand(self, batch_shape, _instance=None):
+                new = self._get_checked_instance(Shifted, _instance)
+                new.loc = self.loc.expand(batch_shape)
+                super(Shifted, new).__init__(batch_shape, validate_args=False)
+                return new
+
+            def rsample(self, sample_shape=()):
+                shape = self._extended_shape(sample_shape)
+                return self.loc + D.utils._standard_normal(shape, dtype=self.loc.dtype, device=self.loc.device)
+
+            def log_prob(self, value):
+                if self._validate_args:
+                    self._validate_sample(value)
+                return -0.5 * (value - self.loc) ** 2 - 0.5 * np.log(2 * np.pi)
+        return Shifted
+    for m in (torch, tapelab):
+        d = make(m)(m.zeros(3)).expand((2, 3))
+        assert tuple(d.batch_shape) == (2, 3) and tuple(d.rsample((4,)).shape) == (4, 2, 3)
+        with pytest.raises(ValueError, match="Expected parameter loc"):
+            make(m)(m.tensor([0.0, float("nan")]), validate_args=True)

@@ -61,6 +61,13 @@ class Distribution:
         new._validate_args = self._validate_args
         return new
 
+    def _get_checked_instance(self, cls: type, _instance=None) -> Distribution:
+        """The blank instance a subclass's ``expand`` fills (PyTorch's helper, used by custom families)."""
+        if _instance is None and type(self).__init__ != cls.__init__:
+            raise NotImplementedError(f"Subclass {type(self).__name__} of {cls.__name__} that defines a custom "
+                                      "__init__ method must also define a custom .expand() method.")
+        return type(self).__new__(type(self)) if _instance is None else _instance
+
     def _copy_expanded(self, new: Distribution, batch_shape, skip=()) -> None:
         """Copy the attributes onto ``new``, expanding the tensors that lead with the batch shape."""
         nb = len(self._batch_shape)

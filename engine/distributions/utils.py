@@ -29,6 +29,11 @@ def broadcast_all(*values) -> tuple:
     return tuple(broadcast_tensors(*tensors))
 
 
+def _standard_normal(shape, dtype, device) -> Tensor:
+    """Standard normal draws (PyTorch's private helper, which custom distributions call)."""
+    return creation.randn(tuple(shape), dtype=dtype, device=device)
+
+
 def _eps(t: Tensor) -> float:
     return finfo(float64 if t.dtype == float64 else t.dtype).eps
 
