@@ -731,3 +731,19 @@ def test_a_user_defined_distribution_written_against_torchs_base_class():
         assert tuple(d.batch_shape) == (2, 3) and tuple(d.rsample((4,)).shape) == (4, 2, 3)
         with pytest.raises(ValueError, match="Expected parameter loc"):
             make(m)(m.tensor([0.0, float("nan")]), validate_args=True)
+
+
+def _constraint_checks(m):
+    C = m.distributions.constraints
+    A = m.tensor([[[2.0, 0.5], [0.5, 1.0]], [[1.0, 2.0], [2.0, 1.0]], [[1.0, 0.0], [0.3, 1.0]]])
+    v = m.tensor([[0.0, 1.0, 0.0], [0.5, 0.5, 0.0], [1.0, 1.0, 0.0]])
+    return [C.square.check(A), C.symmetric.check(A), C.positive_definite.check(A), C.positive_semidefinite.check(A),
+            C.lower_triangular.check(A), C.lower_cholesky.check(A), C.corr_cholesky.check(A), C.one_hot.check(v),
+            C.simplex.check(v), C.multinomial(1).check(v), C.integer_interval(0, 1).check(v), C.boolean.check(v),
+            C.nonnegative_integer.check(v), C.half_open_interval(0.0, 1.0).check(v), C.real_vector.check(v),
+            C.cat([C.positive, C.real], 1, [1, 2]).check(v), C.stack([C.positive, C.real, C.boolean], 1).check(v)]
+
+
+def test_constraint_checks_match_torch():
+    for want, got in zip(_constraint_checks(torch), _constraint_checks(tapelab)):
+        assert got.tolist() == want.tolist()
