@@ -678,6 +678,7 @@ def _families(m):
     }
 
 
+@pytest.mark.filterwarnings("ignore:Singular sample detected")    # torch's Wishart sampler
 @pytest.mark.parametrize("name", sorted(_families(torch)))
 def test_expanded_family_matches_torch(name):
     """expand((2, 3)): shapes, samples' shape, log_prob of torch's samples, mean, variance, entropy."""
