@@ -323,7 +323,7 @@ def test_kl_registry_dispatch_and_missing_pair():
     assert D.kl_divergence(MyNormal(tapelab.zeros(1), tapelab.ones(1)), D.Normal(0.0, 1.0)).tolist() == [7.0]
     assert D.kl_divergence(D.Normal(0.0, 1.0), MyNormal(tapelab.zeros(1), tapelab.ones(1))).tolist() == [0.0]
     with pytest.raises(NotImplementedError, match="No KL"):
-        D.kl_divergence(D.Normal(0.0, 1.0), D.Gamma(1.0, 1.0))
+        D.kl_divergence(D.Normal(0.0, 1.0), D.Poisson(1.0))
 
 
 ERRORS = [
@@ -748,3 +748,29 @@ def _constraint_checks(m):
 def test_constraint_checks_match_torch():
     for want, got in zip(_constraint_checks(torch), _constraint_checks(tapelab)):
         assert got.tolist() == want.tolist()
+
+
+def _cross_family(D, name, a, b):
+    """One instance per family for the cross-family KL table (a, b positive (2, 3) arrays)."""
+    return {"Normal": lambda: D.Normal(a - 1, b), "Laplace": lambda: D.Laplace(a - 1, b),
+            "Gumbel": lambda: D.Gumbel(a - 1, b), "Exponential": lambda: D.Exponential(a),
+            "Gamma": lambda: D.Gamma(a + 1, b), "Beta": lambda: D.Beta(a, b + 1),
+            "Uniform": lambda: D.Uniform(a * 0.1, a + 1), "Pareto": lambda: D.Pareto(b, a + 2.5),
+            "ContinuousBernoulli": lambda: D.ContinuousBernoulli(a / 3.5), "Bernoulli": lambda: D.Bernoulli(a / 3.5),
+            "Poisson": lambda: D.Poisson(b), "Binomial": lambda: D.Binomial(3, probs=a / 3.5)}[name]()
+
+
+CROSS_KL = [("Beta", "Normal"), ("ContinuousBernoulli", "Normal"), ("Exponential", "Normal"), ("Gamma", "Normal"),
+            ("Gumbel", "Normal"), ("Laplace", "Normal"), ("Pareto", "Normal"), ("Beta", "Exponential"),
+            ("ContinuousBernoulli", "Exponential"), ("Pareto", "Exponential"), ("Uniform", "Exponential"),
+            ("Beta", "Gamma"), ("Pareto", "Gamma"), ("Uniform", "Gamma"), ("Exponential", "Gumbel"),
+            ("Gamma", "Gumbel"), ("Normal", "Gumbel"), ("Uniform", "Gumbel"), ("Normal", "Laplace"),
+            ("Bernoulli", "Poisson"), ("Normal", "Uniform"), ("Gumbel", "Exponential"), ("Gamma", "Pareto"),
+            ("Poisson", "Binomial"), ("Pareto", "Beta")]
+
+
+@pytest.mark.parametrize("pair", CROSS_KL, ids=["-".join(p) for p in CROSS_KL])
+def test_cross_family_kl_matches_torch(pair):
+    compare(lambda m, a, b: m.distributions.kl_divergence(_cross_family(m.distributions, pair[0], a, b),
+                                                          _cross_family(m.distributions, pair[1], b, a)),
+            POS, POS2, atol=1e-8, rtol=1e-6)

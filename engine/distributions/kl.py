@@ -6,6 +6,7 @@ import math
 
 from ..core.tensor import Tensor
 from ..nn import functional as F
+from ..ops.elementwise import xlogy
 from ..ops.movement import broadcast_shapes
 from .. import linalg
 from .composite import Independent, TransformedDistribution
@@ -275,3 +276,103 @@ def _kl_continuous_bernoulli_continuous_bernoulli(p, q):
     t2 = p._cont_bern_log_norm() + (-p.probs).log1p()
     t3 = -q._cont_bern_log_norm() - (-q.probs).log1p()
     return t1 + t2 + t3
+
+
+# Pairs where p's support reaches outside q's: the divergence is infinite everywhere.
+_INFINITE = [(unbounded, bounded) for unbounded in (Normal, Laplace, Gumbel)
+             for bounded in (Beta, ContinuousBernoulli, Exponential, Gamma, Pareto, Uniform)]
+_INFINITE += [(half, bounded) for half in (Exponential, Gamma)
+              for bounded in (Beta, ContinuousBernoulli, Pareto, Uniform)]
+_INFINITE += [(Pareto, Beta), (Pareto, ContinuousBernoulli), (Pareto, Uniform), (Beta, Pareto),
+              (ContinuousBernoulli, Pareto), (Poisson, Bernoulli), (Poisson, Binomial)]
+
+
+def _infinite_like(p, q):
+    return p.mean.detach() * 0 + math.inf if not isinstance(p, Uniform) else p.low.detach() * 0 + math.inf
+
+
+for _pair in _INFINITE:
+    register_kl(*_pair)(_infinite_like)
+
+
+def _second_moment(p) -> Tensor:
+    return p.variance + p.mean.pow(2)
+
+
+@register_kl(Beta, Normal)
+@register_kl(ContinuousBernoulli, Normal)
+@register_kl(Exponential, Normal)
+@register_kl(Gamma, Normal)
+@register_kl(Gumbel, Normal)
+@register_kl(Laplace, Normal)
+@register_kl(Pareto, Normal)
+def _kl_moments_normal(p, q):
+    """``-H(p) - E_p[log q]``; a Gaussian's log-density needs only p's mean and variance."""
+    log_norm = (q.scale * math.sqrt(2 * math.pi)).log()
+    quad = (p.variance + (p.mean - q.loc).pow(2)) / (2 * q.scale.pow(2))
+    return -p.entropy() + log_norm + quad
+
+
+@register_kl(Beta, Exponential)
+@register_kl(ContinuousBernoulli, Exponential)
+@register_kl(Pareto, Exponential)
+def _kl_positive_exponential(p, q):
+    return -p.entropy() - q.rate.log() + q.rate * p.mean
+
+
+@register_kl(Uniform, Exponential)
+def _kl_uniform_exponential(p, q):
+    result = -p.entropy() - q.rate.log() + q.rate * p.mean
+    return result.where(p.low >= 0, math.inf)
+
+
+def _mean_log(p) -> Tensor:
+    """``E_p[log X]`` for the positive families that pair with Gamma."""
+    if isinstance(p, Beta):
+        return p.concentration1.digamma() - (p.concentration1 + p.concentration0).digamma()
+    if isinstance(p, Pareto):
+        return p.scale.log() + p.alpha.reciprocal()
+    low, high = p.low.clamp(min=0), p.high
+    return (xlogy(high, high) - xlogy(low, low)) / (high - low) - 1
+
+
+@register_kl(Beta, Gamma)
+@register_kl(Pareto, Gamma)
+@register_kl(Uniform, Gamma)
+def _kl_positive_gamma(p, q):
+    a, r = q.concentration, q.rate
+    result = -p.entropy() - a * r.log() + a.lgamma() - (a - 1) * _mean_log(p) + r * p.mean
+    return result.where(p.low >= 0, math.inf) if isinstance(p, Uniform) else result
+
+
+def _mean_exp_neg(p, s: Tensor) -> Tensor:
+    """``E_p[exp(-X / s)]`` for the families that pair with Gumbel."""
+    if isinstance(p, Exponential):
+        return p.rate / (p.rate + s.reciprocal())
+    if isinstance(p, Gamma):
+        return (p.rate / (p.rate + s.reciprocal())).pow(p.concentration)
+    if isinstance(p, Normal):
+        return (-p.loc / s + p.scale.pow(2) / (2 * s.pow(2))).exp()
+    return s * ((-p.low / s).exp() - (-p.high / s).exp()) / (p.high - p.low)
+
+
+@register_kl(Exponential, Gumbel)
+@register_kl(Gamma, Gumbel)
+@register_kl(Normal, Gumbel)
+@register_kl(Uniform, Gumbel)
+def _kl_to_gumbel(p, q):
+    s = q.scale
+    return -p.entropy() + s.log() + (p.mean - q.loc) / s + (q.loc / s).exp() * _mean_exp_neg(p, s)
+
+
+@register_kl(Normal, Laplace)
+def _kl_normal_laplace(p, q):
+    d = p.loc - q.loc
+    mean_abs = p.scale * math.sqrt(2 / math.pi) * (-d.pow(2) / (2 * p.scale.pow(2))).exp() + \
+        d * (d / (p.scale * math.sqrt(2))).erf()
+    return -p.entropy() + (2 * q.scale).log() + mean_abs / q.scale
+
+
+@register_kl(Bernoulli, Poisson)
+def _kl_bernoulli_poisson(p, q):
+    return -p.entropy() - (p.probs * q.rate.log() - q.rate)
