@@ -9,6 +9,7 @@ from .. import functional as F
 from ..modules.module import Module
 from ..parameter import Parameter, UninitializedParameter
 from .parametrizations import _default_dim
+from .weight_norm import remove_pre_hook
 
 __all__ = ["SpectralNorm", "spectral_norm", "remove_spectral_norm"]
 
@@ -95,9 +96,4 @@ def spectral_norm(module: Module, name: str = "weight", n_power_iterations: int 
 
 def remove_spectral_norm(module: Module, name: str = "weight") -> Module:
     """Put ``module.<name>`` back as one Parameter holding ``weight_orig / sigma``."""
-    for key, hook in module._forward_pre_hooks.items():
-        if isinstance(hook, SpectralNorm) and hook.name == name:
-            hook.remove(module)
-            del module._forward_pre_hooks[key]
-            return module
-    raise ValueError(f"spectral_norm of '{name}' not found in {module}")
+    return remove_pre_hook(module, SpectralNorm, name, "spectral_norm")

@@ -62,9 +62,14 @@ def weight_norm(module: Module, name: str = "weight", dim: int | None = 0) -> Mo
 
 def remove_weight_norm(module: Module, name: str = "weight") -> Module:
     """Put ``module.<name>`` back as one Parameter holding the current normalised weight."""
+    return remove_pre_hook(module, WeightNorm, name, "weight_norm")
+
+
+def remove_pre_hook(module: Module, kind: type, name: str, label: str) -> Module:
+    """Undo the older hook-based form ``kind`` (weight norm, spectral norm) of ``module.<name>``."""
     for key, hook in module._forward_pre_hooks.items():
-        if isinstance(hook, WeightNorm) and hook.name == name:
+        if isinstance(hook, kind) and hook.name == name:
             hook.remove(module)
             del module._forward_pre_hooks[key]
             return module
-    raise ValueError(f"weight_norm of '{name}' not found in {module}")
+    raise ValueError(f"{label} of '{name}' not found in {module}")
