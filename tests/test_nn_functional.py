@@ -55,6 +55,15 @@ CASES = [
     ("interpolate", [(2, 3, 5, 4)], dict(scale_factor=2, mode="bilinear")),
     ("interpolate", [(2, 3, 5)], dict(size=8, mode="linear")),
     ("interpolate", [(2, 3, 5, 4)], dict(size=(7, 9), mode="nearest-exact")),
+    ("interpolate", [(2, 3, 5, 4)], dict(size=(9, 7), mode="bicubic", align_corners=False)),
+    ("interpolate", [(2, 3, 5, 4)], dict(size=(3, 7), mode="bicubic", align_corners=True)),
+    ("interpolate", [(2, 3, 5, 4)], dict(scale_factor=1.7, mode="bicubic")),
+    ("interpolate", [(2, 3, 9, 8)], dict(size=(4, 11), mode="bilinear", antialias=True)),
+    ("interpolate", [(2, 3, 9, 8)], dict(size=(4, 3), mode="bilinear", antialias=True, align_corners=True)),
+    ("interpolate", [(2, 3, 9, 8)], dict(scale_factor=0.5, mode="bicubic", antialias=True)),
+    ("interpolate", [(2, 3, 9, 8)], dict(size=(12, 3), mode="bicubic", antialias=True)),
+    ("interpolate", [(2, 3, 9, 8)], dict(size=(4, 5), mode="area")),
+    ("interpolate", [(2, 3, 9)], dict(scale_factor=0.4, mode="area")),
     ("normalize", [(3, 4)], dict(p=2.0, dim=1)),
     ("normalize", [(3, 4, 2)], dict(p=1.0, dim=-1)),
     ("cosine_similarity", [(3, 5), (3, 5)], dict(dim=1)),
@@ -154,6 +163,8 @@ def test_fold_checks_block_count_like_torch():
 def test_interpolate_errors():
     with pytest.raises(ValueError, match="only one of size or scale_factor should be defined"):
         LF.interpolate(tl.randn(1, 1, 3, 3))
+    with pytest.raises(ValueError, match="Anti-alias option is restricted to bilinear and bicubic modes"):
+        LF.interpolate(tl.randn(1, 1, 3, 3), size=2, mode="nearest", antialias=True)
     with pytest.raises(ValueError, match="align_corners option can only be set with the interpolating modes"):
         LF.interpolate(tl.randn(1, 1, 3, 3), size=4, mode="nearest", align_corners=True)
 

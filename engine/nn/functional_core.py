@@ -377,19 +377,55 @@ def _renorm_rows(weight: Tensor, idx: Tensor, max_norm: float, norm_type: float)
 
 
 # ---------------------------------------------------------------- shape helpers
+def _cubic_weights(t: float, a: float) -> tuple:
+    """The four taps (at -1, 0, 1, 2 from floor) of cubic convolution with parameter ``a``."""
+    def near(x):                  # |x| <= 1
+        return ((a + 2) * x - (a + 3)) * x * x + 1
+
+    def far(x):                   # 1 < |x| < 2
+        return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a
+    return far(t + 1), near(t), near(1 - t), far(2 - t)
+
+
+def _aa_filter(x: float, cubic: bool) -> float:
+    """Antialiasing kernels (PIL's): the triangle, or cubic convolution with a = -0.5."""
+    x = abs(x)
+    if not cubic:
+        return 1.0 - x if x < 1.0 else 0.0
+    if x < 1.0:
+        return (1.5 * x - 2.5) * x * x + 1.0
+    return ((-0.5 * x + 2.5) * x - 4.0) * x + 2.0 if x < 2.0 else 0.0
+
+
 def _interp_matrix(n_in: int, n_out: int, mode: str, align_corners: bool | None, scale: float | None,
-                   like: Tensor) -> Tensor:
-    """The (out, in) matrix of 1-d nearest or linear resampling, with PyTorch's index rules."""
-    if scale is not None and scale > 0:
-        ratio = 1.0 / scale
-    else:
-        ratio = n_in / n_out
+                   like: Tensor, antialias: bool = False) -> Tensor:
+    """The (out, in) matrix of 1-d nearest, linear or cubic resampling, with PyTorch's index rules
+    (cubic: convolution with a = -0.75 over four taps clamped at the edges; ``antialias`` when
+    shrinking: the kernel widened by the scale and normalised, as PyTorch's ``antialias=True``)."""
+    ratio = 1.0 / scale if scale is not None and scale > 0 else n_in / n_out
     rows = [[0.0] * n_in for _ in range(n_out)]
+    if antialias and mode in ("linear", "cubic"):
+        s = ((n_in - 1) / (n_out - 1) if n_out > 1 else 0.0) if align_corners else ratio
+        support = (2.0 if mode == "cubic" else 1.0) * max(s, 1.0)
+        inv = 1.0 / s if s >= 1.0 else 1.0
+        for i in range(n_out):
+            center = s * (i + 0.5)
+            lo, hi = max(int(center - support + 0.5), 0), min(int(center + support + 0.5), n_in)
+            ws = [_aa_filter((j - center + 0.5) * inv, mode == "cubic") for j in range(lo, hi)]
+            total = sum(ws)
+            for j, w in zip(range(lo, hi), ws):
+                rows[i][j] = w / total if total else w
+        return creation.tensor(rows, dtype=like.dtype, device=like.device)
     for i in range(n_out):
         if mode == "nearest":
             rows[i][min(int(math.floor(i * ratio)), n_in - 1)] = 1.0
         elif mode == "nearest-exact":
             rows[i][min(int(math.floor((i + 0.5) * ratio)), n_in - 1)] = 1.0
+        elif mode == "cubic":
+            src = (i * (n_in - 1) / (n_out - 1) if n_out > 1 else 0.0) if align_corners else (i + 0.5) * ratio - 0.5
+            lo = math.floor(src)
+            for k, w in zip(range(lo - 1, lo + 3), _cubic_weights(src - lo, -0.75)):
+                rows[i][min(max(k, 0), n_in - 1)] += w
         else:
             if align_corners:
                 src = i * (n_in - 1) / (n_out - 1) if n_out > 1 else 0.0
@@ -409,13 +445,18 @@ _INTERP_DIMS = {"linear": 1, "bilinear": 2, "bicubic": 2, "trilinear": 3}
 def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "nearest",
                 align_corners: bool | None = None, recompute_scale_factor: bool | None = None,
                 antialias: bool = False) -> Tensor:
-    """Resample the spatial dims: nearest / nearest-exact / linear / bilinear, one matrix per dim."""
+    """Resample the spatial dims: nearest / nearest-exact / (bi/tri)linear / bicubic, one matrix per
+    dim (separable, as PyTorch's kernels are), or ``area`` (adaptive average pooling)."""
     nd = input.ndim - 2
     if mode in _INTERP_DIMS and _INTERP_DIMS[mode] != nd:
         raise NotImplementedError(f"Got {input.ndim}D input, but {mode} mode needs "
                                   f"{_INTERP_DIMS[mode] + 2}D input")
-    if mode not in ("nearest", "nearest-exact", "linear", "bilinear", "trilinear"):
-        raise NotImplementedError(f"interpolate: mode '{mode}' is not supported")
+    if mode not in ("nearest", "nearest-exact", "linear", "bilinear", "trilinear", "bicubic", "area"):
+        raise NotImplementedError(f"Input Error: Only 3D, 4D and 5D input Tensors supported (got {input.ndim}D) for "
+                                  f"the modes: nearest | linear | bilinear | bicubic | trilinear | area | "
+                                  f"nearest-exact (got {mode})")
+    if antialias and mode not in ("bilinear", "bicubic"):
+        raise ValueError("Anti-alias option is restricted to bilinear and bicubic modes and requires a 4-D tensor as input")
     if align_corners is not None and mode.startswith("nearest"):
         raise ValueError("align_corners option can only be set with the interpolating modes: "
                          "linear | bilinear | bicubic | trilinear")
@@ -430,9 +471,12 @@ def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "neares
         out = tuple(int(math.floor(n * s)) for n, s in zip(in_size, scales))
         if recompute_scale_factor:
             scales = (None,) * nd
-    mode_1d = mode if mode.startswith("nearest") else "linear"
+    if mode == "area":
+        return _adaptive_avg_pool(input, out, nd, f"adaptive_avg_pool{nd}d")
+    mode_1d = mode if mode.startswith("nearest") else "cubic" if mode == "bicubic" else "linear"
     mats = [None if (n == o and s in (None, 1.0)) else
-            _interp_matrix(n, o, mode_1d, align_corners, s, input) for n, o, s in zip(in_size, out, scales)]
+            _interp_matrix(n, o, mode_1d, align_corners, s, input, antialias)
+            for n, o, s in zip(in_size, out, scales)]
     return _separable(input, mats)
 
 
