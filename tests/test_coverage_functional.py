@@ -111,13 +111,13 @@ def test_matches_torch(name):
 GRID_IN = a(2, 3, 4, 5)
 
 
-@pytest.mark.parametrize("mode", ["bilinear", "nearest"])
+@pytest.mark.parametrize("mode", ["bilinear", "nearest", "bicubic"])
 @pytest.mark.parametrize("padding_mode", ["zeros", "border", "reflection"])
 @pytest.mark.parametrize("align", [False, True])
 def test_grid_sample(mode, padding_mode, align):
     grid = R.uniform(-1.3, 1.3, size=(2, 3, 6, 2))
     compare(lambda m, x, g: F(m).grid_sample(x, g, mode, padding_mode, align), GRID_IN, grid,
-            grad=mode == "bilinear")
+            grad=mode != "nearest")
 
 
 def test_grid_sample_3d_and_affine_round_trip():

@@ -16,7 +16,7 @@ import numpy as np
 from ..core import creation
 from ..core.tensor import Tensor
 from ..ops.movement import cat, stack
-from .functional_core import (_adaptive_avg_pool, _avg_pool, _batched, _conv_transpose, _max_pool, _ntuple,
+from .functional_core import (_adaptive_avg_pool, _avg_pool, _batched, _conv_transpose, _cubic_weights, _max_pool, _ntuple,
                               _reduce, _reduction, _unbatch, conv1d, cross_entropy, interpolate,
                               leaky_relu, linear, pad, softmax)
 from .functional_extra import _adaptive_max_along, _adaptive_sizes, adaptive_max_pool1d, adaptive_max_pool2d
@@ -449,7 +449,7 @@ def _reflect(coord: Tensor, lo2: int, hi2: int) -> Tensor:
 def grid_sample(input: Tensor, grid: Tensor, mode: str = "bilinear", padding_mode: str = "zeros",
                 align_corners: bool | None = None) -> Tensor:
     """Sample ``input (N, C, *spatial)`` at the normalised points of ``grid (N, *out, nd)``: bilinear
-    (trilinear for 5-d input) or nearest interpolation, zeros/border/reflection padding."""
+    (trilinear for 5-d input), bicubic (4-d) or nearest interpolation, zeros/border/reflection padding."""
     align_corners = _align_warning(align_corners)
     if mode not in ("bilinear", "nearest", "bicubic"):
         raise ValueError(f"nn.functional.grid_sample(): expected mode to be 'bilinear', 'nearest' or 'bicubic', "
@@ -462,22 +462,23 @@ def grid_sample(input: Tensor, grid: Tensor, mode: str = "bilinear", padding_mod
         raise RuntimeError(f"grid_sampler(): expected grid to have size {nd} in last dimension and the same "
                            f"batch size as input, but got input with sizes {list(input.shape)} and grid with "
                            f"sizes {list(grid.shape)}")
-    if mode == "bicubic":
-        raise NotImplementedError("grid_sample: mode='bicubic' is not implemented in tapelab; use 'bilinear' "
-                                  "or 'nearest'")
+    if mode == "bicubic" and nd != 2:
+        raise RuntimeError("grid_sampler(): bicubic interpolation only supports 4D input")
     n, c = input.shape[:2]
     spatial = tuple(input.shape[2:])
     out_shape = tuple(grid.shape[1:-1])
-    coords = []            # per spatial dim (D, H, W order), (N, *out)
-    for d in range(nd):
-        size = spatial[d]
-        x = _unnormalize(grid[..., nd - 1 - d], size, align_corners)
+    def padded(x, size):
         if padding_mode == "border":
-            x = x.clamp(0, size - 1)
-        elif padding_mode == "reflection":
+            return x.clamp(0, size - 1)
+        if padding_mode == "reflection":
             x = _reflect(x, 0, 2 * (size - 1)) if align_corners else _reflect(x, -1, 2 * size - 1)
-            x = x.clamp(0, size - 1)
-        coords.append(x)
+            return x.clamp(0, size - 1)
+        return x
+
+    # per spatial dim (D, H, W order), (N, *out); bicubic pads each of its integer taps instead
+    coords = [_unnormalize(grid[..., nd - 1 - d], spatial[d], align_corners) for d in range(nd)]
+    if mode != "bicubic":
+        coords = [padded(x, size) for x, size in zip(coords, spatial)]
     flat_in = input.reshape(n, c, -1)
 
     def gather(points):
@@ -495,6 +496,15 @@ def grid_sample(input: Tensor, grid: Tensor, mode: str = "bilinear", padding_mod
     if mode == "nearest":
         return gather([x.round() for x in coords])
     lows = [x.floor().detach() for x in coords]
+    if mode == "bicubic":   # 4 x 4 taps, cubic convolution (a = -0.75) along each dim, as PyTorch's
+        (y, x), (y0, x0) = coords, lows
+        wy, wx = _cubic_weights(y - y0, -0.75), _cubic_weights(x - x0, -0.75)
+        out = None
+        for i, j in itertools.product(range(4), range(4)):
+            term = gather([padded(y0 + (i - 1), spatial[0]), padded(x0 + (j - 1), spatial[1])]) \
+                * (wy[i] * wx[j]).unsqueeze(1)
+            out = term if out is None else out + term
+        return out
     out = None
     for corner in itertools.product((0, 1), repeat=nd):
         points, weight = [], None
