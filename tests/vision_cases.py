@@ -152,8 +152,60 @@ def ops_cases(tv, torch) -> dict:
         tv.ops.box_iou(b, boxes[4:12]).sum().backward()
         return b.grad
 
+    def with_grad(fn, *sets):
+        """``fn(*boxes)`` and the gradients of a weighted sum of it w.r.t. the first box set."""
+        def run():
+            first = sets[0].clone().requires_grad_(True)
+            out = fn(first, *sets[1:])
+            (out * torch.linspace(-1, 1, out.numel()).reshape(out.shape)).sum().backward()
+            return np.concatenate([out.detach().numpy().ravel(), first.grad.numpy().ravel()])
+        return run
+
+    def focal(reduction):
+        def run():
+            logits = torch.from_numpy(rng_logits).requires_grad_(True)
+            out = O.sigmoid_focal_loss(logits, targets, alpha=0.3, gamma=1.5, reduction=reduction)
+            (out * torch.linspace(-1, 1, out.numel()).reshape(out.shape)).sum().backward()
+            return np.concatenate([out.detach().numpy().ravel(), logits.grad.numpy().ravel()])
+        return run
+
+    def se_block():
+        se = O.SqueezeExcitation(3, 2)
+        with torch.no_grad():
+            for k, p in enumerate(se.parameters()):
+                p.copy_(torch.from_numpy(seeded_input(tuple(p.shape), seed=30 + k)))
+        return se(torch.from_numpy(feats))
+
+    def frozen_bn():
+        bn = O.FrozenBatchNorm2d(3)
+        for k, name in enumerate(("weight", "bias", "running_mean")):
+            getattr(bn, name).copy_(torch.from_numpy(seeded_input((3,), seed=40 + k)))
+        bn.running_var.copy_(torch.from_numpy(np.abs(seeded_input((3,), seed=43)) + 0.5))
+        return bn(torch.from_numpy(feats))
+
+    masks = torch.from_numpy(np.stack([np.pad(np.ones((3, 4)), ((2, 5), (1, 5))), np.eye(10)[:, ::-1]]) > 0)
+    rng_logits = rng.standard_normal((4, 5)).astype(np.float32)
+    targets = torch.from_numpy((rng.uniform(0, 1, (4, 5)) > 0.6).astype(np.float32))
     O = tv.ops
     return {
+        "box_convert_xyxy_cxcywh": lambda: O.box_convert(boxes[:9], "xyxy", "cxcywh"),
+        "box_convert_cxcywh_xywh": lambda: O.box_convert(boxes[:9], "cxcywh", "xywh"),
+        "box_convert_xywh_xyxy": lambda: O.box_convert(boxes[:9], "xywh", "xyxy"),
+        "clip_boxes": lambda: O.clip_boxes_to_image(boxes - 5, (30, 25)),
+        "remove_small_boxes": lambda: O.remove_small_boxes(boxes, 8.0),
+        "masks_to_boxes": lambda: O.masks_to_boxes(masks),
+        "generalized_box_iou": with_grad(O.generalized_box_iou, boxes[:8], boxes[4:12]),
+        "distance_box_iou": with_grad(O.distance_box_iou, boxes[:8], boxes[4:12]),
+        "complete_box_iou": with_grad(O.complete_box_iou, boxes[:8], boxes[4:12]),
+        "giou_loss": with_grad(lambda a, b: O.generalized_box_iou_loss(a, b), boxes[:10], boxes[5:15]),
+        "diou_loss_mean": with_grad(lambda a, b: O.distance_box_iou_loss(a, b, "mean").reshape(1), boxes[:10], boxes[5:15]),
+        "ciou_loss_sum": with_grad(lambda a, b: O.complete_box_iou_loss(a, b, "sum").reshape(1), boxes[:10], boxes[5:15]),
+        "focal_none": focal("none"),
+        "focal_mean": focal("mean"),
+        "squeeze_excitation": se_block,
+        "frozen_batch_norm": frozen_bn,
+        "permute_and_stochastic_depth_eval": lambda: O.Permute([0, 2, 3, 1])(
+            O.stochastic_depth(torch.from_numpy(feats), 0.5, "row", training=False)),
         "box_area": lambda: O.box_area(boxes),
         "box_iou": lambda: O.box_iou(boxes[:20], boxes[10:]),
         "box_iou_grad": iou_grad,

@@ -1,4 +1,5 @@
-"""Building blocks torchvision's models share: conv-norm-activation stacks and MLPs.
+"""Building blocks torchvision's models share: conv-norm-activation stacks, MLPs, frozen batch norm,
+squeeze-and-excitation, permutation layers.
 
 They subclass ``nn.Sequential`` so their children are numbered as torchvision numbers them,
 which is what makes state_dict keys (``features.0.1.weight``) identical.
@@ -8,8 +9,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ... import nn
+from ...core.creation import ones, zeros
 
-__all__ = ["Conv2dNormActivation", "MLP"]
+__all__ = ["Conv2dNormActivation", "MLP", "FrozenBatchNorm2d", "SqueezeExcitation", "Permute"]
 
 
 class Conv2dNormActivation(nn.Sequential):
@@ -54,3 +56,56 @@ class MLP(nn.Sequential):
         layers.append(nn.Linear(in_dim, hidden_channels[-1], bias=bias))
         layers.append(nn.Dropout(dropout, **params))
         super().__init__(*layers)
+
+
+class FrozenBatchNorm2d(nn.Module):
+    """Batch norm with its statistics and affine parameters fixed as buffers (detection backbones)."""
+
+    def __init__(self, num_features: int, eps: float = 1e-5) -> None:
+        super().__init__()
+        self.eps = eps
+        self.register_buffer("weight", ones(num_features))
+        self.register_buffer("bias", zeros(num_features))
+        self.register_buffer("running_mean", zeros(num_features))
+        self.register_buffer("running_var", ones(num_features))
+
+    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing, unexpected, errors):
+        state_dict.pop(prefix + "num_batches_tracked", None)   # a BatchNorm2d checkpoint loads as is
+        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing, unexpected, errors)
+
+    def forward(self, x):
+        scale = self.weight.reshape(1, -1, 1, 1) * (self.running_var.reshape(1, -1, 1, 1) + self.eps).rsqrt()
+        return x * scale + (self.bias.reshape(1, -1, 1, 1) - self.running_mean.reshape(1, -1, 1, 1) * scale)
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__name__}({self.weight.shape[0]}, eps={self.eps})"
+
+
+class SqueezeExcitation(nn.Module):
+    """Channel attention: global average, two 1x1 convolutions, a gate that scales the input."""
+
+    def __init__(self, input_channels: int, squeeze_channels: int,
+                 activation: Callable[..., nn.Module] = nn.ReLU,
+                 scale_activation: Callable[..., nn.Module] = nn.Sigmoid) -> None:
+        super().__init__()
+        self.avgpool = nn.AdaptiveAvgPool2d(1)
+        self.fc1 = nn.Conv2d(input_channels, squeeze_channels, 1)
+        self.fc2 = nn.Conv2d(squeeze_channels, input_channels, 1)
+        self.activation, self.scale_activation = activation(), scale_activation()
+
+    def _scale(self, input):
+        return self.scale_activation(self.fc2(self.activation(self.fc1(self.avgpool(input)))))
+
+    def forward(self, input):
+        return self._scale(input) * input
+
+
+class Permute(nn.Module):
+    """``input.permute(dims)`` as a layer."""
+
+    def __init__(self, dims: list[int]) -> None:
+        super().__init__()
+        self.dims = dims
+
+    def forward(self, x):
+        return x.permute(self.dims)

@@ -1,8 +1,8 @@
 """The tensor side of ``transforms.functional``: (..., C, H, W) tensors, written with Tensor ops.
 
-Resizing with antialiasing builds one resampling matrix per spatial dim with Pillow's filter
-(the triangle for bilinear, Keys' a=-0.5 cubic for bicubic, widened by the downscale factor),
-which is the algorithm torchvision's ``antialias=True`` follows, so tensors and PIL images agree.
+Resizing goes through ``nn.functional.interpolate``, as torchvision's does; with ``antialias`` its
+matrices use Pillow's filters (the triangle, Keys' a = -0.5 cubic) widened by the downscale factor,
+so tensors and PIL images agree.
 """
 from __future__ import annotations
 
@@ -15,51 +15,15 @@ from ...nn import functional as F
 from ...ops.movement import cat
 
 
-def _triangle(x: np.ndarray) -> np.ndarray:
-    return np.clip(1.0 - np.abs(x), 0.0, None)
-
-
-def _cubic(x: np.ndarray, a: float = -0.5) -> np.ndarray:
-    x = np.abs(x)
-    near = ((a + 2.0) * x - (a + 3.0)) * x * x + 1.0
-    far = (((x - 5.0) * x + 8.0) * x - 4.0) * a
-    return np.where(x < 1.0, near, np.where(x < 2.0, far, 0.0))
-
-
-_FILTERS = {"bilinear": (_triangle, 1.0), "bicubic": (_cubic, 2.0)}
-
-
-def resample_matrix(in_size: int, out_size: int, mode: str) -> np.ndarray:
-    """(out_size, in_size) weights of Pillow's separable resampling along one dim."""
-    kernel, support = _FILTERS[mode]
-    scale = in_size / out_size
-    filterscale = max(scale, 1.0)
-    support *= filterscale
-    mat = np.zeros((out_size, in_size))
-    for i in range(out_size):
-        center = (i + 0.5) * scale
-        lo = max(int(center - support + 0.5), 0)
-        hi = min(int(center + support + 0.5), in_size)
-        w = kernel((np.arange(lo, hi) - center + 0.5) / filterscale)
-        total = w.sum()
-        mat[i, lo:hi] = w / total if total != 0 else w
-    return mat
-
-
 def resize(img: Tensor, size: tuple[int, int], interpolation: str, antialias: bool) -> Tensor:
     h, w = size
     out_dtype = img.dtype
     x = img if img.is_floating_point() else img.float()
-    if interpolation in _FILTERS and antialias:
-        mh = as_tensor(resample_matrix(x.shape[-2], h, interpolation), dtype=x.dtype, device=x.device)
-        mw = as_tensor(resample_matrix(x.shape[-1], w, interpolation), dtype=x.dtype, device=x.device)
-        out = mh @ x @ mw.transpose(0, 1)
-    else:
-        if interpolation not in ("nearest", "nearest-exact", "bilinear"):
-            raise ValueError(f"resize: interpolation {interpolation!r} needs antialias=True for tensors here")
-        batch = x.reshape(-1, *x.shape[-3:]) if x.dim() >= 3 else x[None, None]
-        kw = {} if interpolation.startswith("nearest") else {"align_corners": False}
-        out = F.interpolate(batch, size=(h, w), mode=interpolation, **kw).reshape(*x.shape[:-2], h, w)
+    if interpolation not in ("nearest", "nearest-exact", "bilinear", "bicubic"):
+        raise ValueError(f"resize: interpolation {interpolation!r} is not supported for tensors")
+    batch = x.reshape(-1, *x.shape[-3:]) if x.dim() >= 3 else x[None, None]
+    kw = {} if interpolation.startswith("nearest") else {"align_corners": False, "antialias": antialias}
+    out = F.interpolate(batch, size=(h, w), mode=interpolation, **kw).reshape(*x.shape[:-2], h, w)
     if out_dtype.is_floating_point:
         return out
     if interpolation == "bicubic" and out_dtype == uint8:
