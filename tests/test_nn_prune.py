@@ -247,7 +247,7 @@ def test_other_errors_equal_torch():
 def test_import_paths_under_aliases():
     with tapelab.install_aliases():
         import torch.nn.utils.prune as prune
-        from torch.nn.utils.prune import L1Unstructured, global_unstructured  # noqa: F401
+        from torch.nn.utils.prune import L1Unstructured
         from torch.nn.utils import prune as prune2
         assert prune is LP and prune2 is LP and L1Unstructured is LP.L1Unstructured
 

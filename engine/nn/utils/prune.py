@@ -311,33 +311,39 @@ class CustomFromMask(BasePruningMethod):
 
 
 def identity(module: Module, name: str) -> Module:
+    """Install the pruning mechanism on ``module.<name>`` with nothing pruned (a mask of ones)."""
     Identity.apply(module, name)
     return module
 
 
 def random_unstructured(module: Module, name: str, amount: int | float) -> Module:
+    """Prune ``amount`` of the still-kept entries of ``module.<name>``, chosen at random."""
     RandomUnstructured.apply(module, name, amount)
     return module
 
 
 def l1_unstructured(module: Module, name: str, amount: int | float,
                     importance_scores: Tensor | None = None) -> Module:
+    """Prune the ``amount`` still-kept entries of smallest magnitude (of ``importance_scores`` if given)."""
     L1Unstructured.apply(module, name, amount=amount, importance_scores=importance_scores)
     return module
 
 
 def random_structured(module: Module, name: str, amount: int | float, dim: int) -> Module:
+    """Prune ``amount`` of the still-kept channels along ``dim``, chosen at random."""
     RandomStructured.apply(module, name, amount, dim)
     return module
 
 
 def ln_structured(module: Module, name: str, amount: int | float, n: Any, dim: int,
                   importance_scores: Tensor | None = None) -> Module:
+    """Prune the ``amount`` still-kept channels along ``dim`` of smallest L``n`` norm."""
     LnStructured.apply(module, name, amount, n, dim, importance_scores=importance_scores)
     return module
 
 
 def custom_from_mask(module: Module, name: str, mask: Tensor) -> Module:
+    """Prune where ``mask`` is 0, on top of any earlier mask."""
     CustomFromMask.apply(module, name, mask)
     return module
 
