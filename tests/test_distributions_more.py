@@ -351,8 +351,18 @@ ERRORS = [
 ]
 
 
+@pytest.fixture
+def torch_validates():
+    """PyTorch's default argument validation on (torch._dynamo turns it off for the whole process
+    once anything has been torch.compile'd, as other tests do), restored afterwards."""
+    old = torch.distributions.Distribution._validate_args
+    torch.distributions.Distribution.set_default_validate_args(True)
+    yield
+    torch.distributions.Distribution.set_default_validate_args(old)
+
+
 @pytest.mark.parametrize("k", range(len(ERRORS)))
-def test_argument_errors_are_torchs(k):
+def test_argument_errors_are_torchs(k, torch_validates):
     make, message = ERRORS[k]
     for m in (torch, tapelab):
         with pytest.raises(ValueError, match=message):
