@@ -17,7 +17,7 @@ from . import constraints
 from .distribution import Distribution
 from .exp_family import ExponentialFamily
 from .gamma import standard_gamma
-from .utils import broadcast_all, lazy_property, logits_to_probs, probs_to_logits
+from .utils import BinaryProbs, broadcast_all, lazy_property, logits_to_probs, probs_to_logits
 
 __all__ = ["Bernoulli", "Categorical", "OneHotCategorical", "OneHotCategoricalStraightThrough", "Geometric",
            "Poisson", "Binomial", "Multinomial", "NegativeBinomial"]
@@ -28,7 +28,7 @@ def _one_of(probs, logits) -> None:
         raise ValueError("Either `probs` or `logits` must be specified, but not both.")
 
 
-class Bernoulli(ExponentialFamily):
+class Bernoulli(BinaryProbs, ExponentialFamily):
     """0/1 outcomes with ``probs`` (or ``logits``); ``log_prob`` is the negative BCE with logits."""
 
     arg_constraints = {"probs": constraints.unit_interval, "logits": constraints.real}
@@ -43,14 +43,6 @@ class Bernoulli(ExponentialFamily):
             (self.logits,) = broadcast_all(logits)
         self._param = self.probs if probs is not None else self.logits
         super().__init__(self._param.shape, validate_args=validate_args)
-
-    @lazy_property
-    def logits(self) -> Tensor:
-        return probs_to_logits(self.probs, is_binary=True)
-
-    @lazy_property
-    def probs(self) -> Tensor:
-        return logits_to_probs(self.logits, is_binary=True)
 
     @property
     def param_shape(self) -> Size:
@@ -238,7 +230,7 @@ class OneHotCategoricalStraightThrough(OneHotCategorical):
         return samples + (probs - probs.detach())
 
 
-class Geometric(Distribution):
+class Geometric(BinaryProbs, Distribution):
     """Failures before the first success, success probability ``probs``."""
 
     arg_constraints = {"probs": constraints.unit_interval, "logits": constraints.real}
@@ -252,14 +244,6 @@ class Geometric(Distribution):
             (self.logits,) = broadcast_all(logits)
         param = self.probs if probs is not None else self.logits
         super().__init__(param.shape, validate_args=validate_args)
-
-    @lazy_property
-    def logits(self) -> Tensor:
-        return probs_to_logits(self.probs, is_binary=True)
-
-    @lazy_property
-    def probs(self) -> Tensor:
-        return logits_to_probs(self.logits, is_binary=True)
 
     @property
     def mean(self) -> Tensor:
@@ -363,7 +347,7 @@ class Poisson(ExponentialFamily):
         return xlogy(value, rate) - rate - (value + 1).lgamma()
 
 
-class Binomial(Distribution):
+class Binomial(BinaryProbs, Distribution):
     """Successes in ``total_count`` Bernoulli trials."""
 
     arg_constraints = {"total_count": constraints.nonnegative_integer, "probs": constraints.unit_interval,
@@ -384,14 +368,6 @@ class Binomial(Distribution):
     @constraints.dependent_property(is_discrete=True, event_dim=0)
     def support(self):
         return constraints.integer_interval(0, self.total_count)
-
-    @lazy_property
-    def logits(self) -> Tensor:
-        return probs_to_logits(self.probs, is_binary=True)
-
-    @lazy_property
-    def probs(self) -> Tensor:
-        return logits_to_probs(self.logits, is_binary=True)
 
     @property
     def param_shape(self) -> Size:
@@ -514,7 +490,7 @@ class Multinomial(Distribution):
         return log_factorial_n - log_factorial_xs + (logits * value).sum(-1)
 
 
-class NegativeBinomial(Distribution):
+class NegativeBinomial(BinaryProbs, Distribution):
     """Successes before ``total_count`` failures, success probability ``probs``; draws are Poisson
     draws at Gamma-distributed rates."""
 
@@ -532,14 +508,6 @@ class NegativeBinomial(Distribution):
             self.total_count = self.total_count.to(self.logits.dtype)
         self._param = self.probs if probs is not None else self.logits
         super().__init__(self._param.shape, validate_args=validate_args)
-
-    @lazy_property
-    def logits(self) -> Tensor:
-        return probs_to_logits(self.probs, is_binary=True)
-
-    @lazy_property
-    def probs(self) -> Tensor:
-        return logits_to_probs(self.logits, is_binary=True)
 
     @property
     def param_shape(self) -> Size:

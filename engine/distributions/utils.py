@@ -75,6 +75,20 @@ class lazy_property:
         return value
 
 
+class BinaryProbs:
+    """The ``probs``/``logits`` pair of a two-outcome family: whichever the constructor stored, the
+    other is derived once, on first read (Bernoulli, Geometric, Binomial, NegativeBinomial, the
+    relaxed Bernoulli)."""
+
+    @lazy_property
+    def logits(self) -> Tensor:
+        return probs_to_logits(self.probs, is_binary=True)
+
+    @lazy_property
+    def probs(self) -> Tensor:
+        return logits_to_probs(self.logits, is_binary=True)
+
+
 def tril_matrix_to_vec(mat: Tensor, diag: int = 0) -> Tensor:
     """The lower triangle (from diagonal ``diag``) of the last two dimensions, row by row."""
     n = mat.shape[-1]
