@@ -72,19 +72,19 @@ class StateDict:
 
     _state_dict_pre_hooks = _state_dict_hooks = _load_state_dict_pre_hooks = _load_state_dict_post_hooks = _NONE
 
-    def _hooks(self, kind: str) -> OrderedDict:
+    def _add_hook(self, kind: str, hook: Callable) -> RemovableHandle:
+        """Register ``hook`` in this module's own dict ``kind`` (made on first use)."""
         hooks = self.__dict__.get(kind)
         if hooks is None:
             hooks = self.__dict__[kind] = OrderedDict()
-        return hooks
+        handle = RemovableHandle(hooks)
+        hooks[handle.id] = hook
+        return handle
 
     # ---------------------------------------------------------------- registering hooks
     def register_state_dict_pre_hook(self, hook: Callable) -> RemovableHandle:
         """``hook(module, prefix, keep_vars)`` runs before this module saves its state."""
-        hooks = self._hooks("_state_dict_pre_hooks")
-        handle = RemovableHandle(hooks)
-        hooks[handle.id] = hook
-        return handle
+        return self._add_hook("_state_dict_pre_hooks", hook)
 
     def register_state_dict_post_hook(self, hook: Callable) -> RemovableHandle:
         """``hook(module, state_dict, prefix, local_metadata)`` runs after; it edits the dict in place."""
@@ -95,18 +95,12 @@ class StateDict:
 
     def _register_state_dict_hook(self, hook: Callable) -> RemovableHandle:
         """``hook(module, state_dict, prefix, local_metadata)``; a non-None result replaces the dict."""
-        hooks = self._hooks("_state_dict_hooks")
-        handle = RemovableHandle(hooks)
-        hooks[handle.id] = hook
-        return handle
+        return self._add_hook("_state_dict_hooks", hook)
 
     def _register_load_state_dict_pre_hook(self, hook: Callable, with_module: bool = False) -> RemovableHandle:
         """``hook(state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
         error_msgs)`` (the module first with ``with_module``) runs before this module reads its keys."""
-        hooks = self._hooks("_load_state_dict_pre_hooks")
-        handle = RemovableHandle(hooks)
-        hooks[handle.id] = (lambda *args: hook(self, *args)) if with_module else hook
-        return handle
+        return self._add_hook("_load_state_dict_pre_hooks", (lambda *args: hook(self, *args)) if with_module else hook)
 
     def register_load_state_dict_pre_hook(self, hook: Callable) -> RemovableHandle:
         """``hook(module, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
@@ -116,10 +110,7 @@ class StateDict:
     def register_load_state_dict_post_hook(self, hook: Callable) -> RemovableHandle:
         """``hook(module, incompatible_keys)`` runs after this module and its children loaded; it
         may edit the missing and unexpected keys in place."""
-        hooks = self._hooks("_load_state_dict_post_hooks")
-        handle = RemovableHandle(hooks)
-        hooks[handle.id] = hook
-        return handle
+        return self._add_hook("_load_state_dict_post_hooks", hook)
 
     # ---------------------------------------------------------------- extra state
     def get_extra_state(self) -> Any:
