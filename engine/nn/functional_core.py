@@ -400,16 +400,17 @@ def _aa_filter(x: float, cubic: bool) -> float:
 def _interp_matrix(n_in: int, n_out: int, mode: str, align_corners: bool | None, scale: float | None,
                    like: Tensor, antialias: bool = False) -> Tensor:
     """The (out, in) matrix of 1-d nearest, linear or cubic resampling, with PyTorch's index rules
-    (cubic: convolution with a = -0.75 over four taps clamped at the edges; ``antialias`` when
-    shrinking: the kernel widened by the scale and normalised, as PyTorch's ``antialias=True``)."""
+    (cubic: convolution with a = -0.75 over four taps clamped at the edges; ``antialias``: the
+    kernel widened by the downscale factor and normalised, as PyTorch's ``antialias=True``)."""
     ratio = 1.0 / scale if scale is not None and scale > 0 else n_in / n_out
+    # the interpolating modes' step between output and input positions (area_pixel_compute_scale)
+    step = ((n_in - 1) / (n_out - 1) if n_out > 1 else 0.0) if align_corners else ratio
     rows = [[0.0] * n_in for _ in range(n_out)]
     if antialias and mode in ("linear", "cubic"):
-        s = ((n_in - 1) / (n_out - 1) if n_out > 1 else 0.0) if align_corners else ratio
-        support = (2.0 if mode == "cubic" else 1.0) * max(s, 1.0)
-        inv = 1.0 / s if s >= 1.0 else 1.0
+        support = (2.0 if mode == "cubic" else 1.0) * max(step, 1.0)
+        inv = 1.0 / step if step >= 1.0 else 1.0
         for i in range(n_out):
-            center = s * (i + 0.5)
+            center = step * (i + 0.5)
             lo, hi = max(int(center - support + 0.5), 0), min(int(center + support + 0.5), n_in)
             ws = [_aa_filter((j - center + 0.5) * inv, mode == "cubic") for j in range(lo, hi)]
             total = sum(ws)
@@ -419,23 +420,22 @@ def _interp_matrix(n_in: int, n_out: int, mode: str, align_corners: bool | None,
     for i in range(n_out):
         if mode == "nearest":
             rows[i][min(int(math.floor(i * ratio)), n_in - 1)] = 1.0
-        elif mode == "nearest-exact":
+            continue
+        if mode == "nearest-exact":
             rows[i][min(int(math.floor((i + 0.5) * ratio)), n_in - 1)] = 1.0
-        elif mode == "cubic":
-            src = (i * (n_in - 1) / (n_out - 1) if n_out > 1 else 0.0) if align_corners else (i + 0.5) * ratio - 0.5
+            continue
+        src = step * i if align_corners else step * (i + 0.5) - 0.5
+        if mode == "cubic":
             lo = math.floor(src)
             for k, w in zip(range(lo - 1, lo + 3), _cubic_weights(src - lo, -0.75)):
                 rows[i][min(max(k, 0), n_in - 1)] += w
-        else:
-            if align_corners:
-                src = i * (n_in - 1) / (n_out - 1) if n_out > 1 else 0.0
-            else:
-                src = max((i + 0.5) * ratio - 0.5, 0.0)
-            lo = min(int(math.floor(src)), n_in - 1)
-            hi = min(lo + 1, n_in - 1)
-            frac = src - lo
-            rows[i][lo] += 1.0 - frac
-            rows[i][hi] += frac
+            continue
+        src = max(src, 0.0)              # linear clamps a negative source position, cubic does not
+        lo = min(int(math.floor(src)), n_in - 1)
+        hi = min(lo + 1, n_in - 1)
+        frac = src - lo
+        rows[i][lo] += 1.0 - frac
+        rows[i][hi] += frac
     return creation.tensor(rows, dtype=like.dtype, device=like.device)
 
 
