@@ -83,18 +83,8 @@ def grad_and_value(func: Callable, argnums=0, has_aux: bool = False) -> Callable
                                    f"tensor with {value.dim() if isinstance(value, Tensor) else '?'} dims. Maybe "
                                    "you wanted to use the vjp or jacrev APIs instead?")
             leaves = [t for ls, _ in trees for t in ls if isinstance(t, Tensor)]
-            gs = list(_autograd_grad((value,), leaves, create_graph=outer, allow_unused=True))
-        it = iter(gs)
-        grads = []
-        for ls, build in trees:
-            filled = []
-            for t in ls:
-                if isinstance(t, Tensor):
-                    g = next(it)
-                    filled.append(t.new_zeros(t.shape) if g is None else g)
-                else:
-                    filled.append(t)
-            grads.append(build(filled))
+            gs = iter(_autograd_grad((value,), leaves, create_graph=outer, materialize_grads=True))
+        grads = [build([next(gs) if isinstance(t, Tensor) else t for t in ls]) for ls, build in trees]
         g = grads[0] if not isinstance(argnums, tuple) else tuple(grads)
         value = value if outer else value.detach()
         return ((g, (value, aux)) if has_aux else (g, value))
@@ -122,8 +112,7 @@ def vjp(func: Callable, *primals, has_aux: bool = False):
     def vjp_fn(cotangents):
         outs, _ = _flatten(out)
         cots, _ = _flatten(cotangents)
-        gs = _autograd_grad(outs, leaves, cots, retain_graph=True, create_graph=outer, allow_unused=True)
-        return tuple(p.new_zeros(p.shape) if g is None else g for g, p in zip(gs, leaves))
+        return _autograd_grad(outs, leaves, cots, retain_graph=True, create_graph=outer, materialize_grads=True)
     result = out if outer else _flatten(out)[1]([o.detach() for o in _flatten(out)[0]])
     return (result, vjp_fn, aux) if has_aux else (result, vjp_fn)
 

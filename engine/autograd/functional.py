@@ -42,8 +42,7 @@ def _call(func, inputs: tuple, fn: str) -> tuple[bool, tuple]:
 
 def _grads(outputs, inputs, grad_outputs, create_graph: bool) -> tuple:
     """``grad`` with zeros for inputs the outputs do not reach (``strict=False``)."""
-    gs = _grad(outputs, inputs, grad_outputs, retain_graph=True, create_graph=create_graph, allow_unused=True)
-    return tuple(inp.new_zeros(inp.shape) if g is None else g for g, inp in zip(gs, inputs))
+    return _grad(outputs, inputs, grad_outputs, retain_graph=True, create_graph=create_graph, materialize_grads=True)
 
 
 def _finish(xs: tuple, create_graph: bool) -> tuple:
