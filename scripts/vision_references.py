@@ -4,12 +4,13 @@ torchvision cannot be imported beside the main venv's torch, so this runs in a s
 
     python3.11 -m venv /work/tvenv
     /work/tvenv/bin/pip install torch==2.14.1 torchvision==0.29.1 pillow numpy
-    /work/tvenv/bin/python scripts/vision_references.py [models|transforms|programs ...]
+    /work/tvenv/bin/python scripts/vision_references.py [models|models_extra|transforms|programs ...]
 
 It writes tests/fixtures/vision/: ``transforms.npz`` (every case of tests/vision_cases.py),
 ``models.npz`` (per model: state_dict keys and shapes, parameter counts, and the logits and gradients
 of a small input with the seeded weights of tests/vision_weights.py), ``squeezenet1_1_fp16.pt``
-(a state_dict written by torch.save) and ``programs.npz`` (the numbers tests/programs/vision/*.py
+(a state_dict written by torch.save), ``models_extra.npz`` (the same for the later families, with
+fewer gradient values) and ``programs.npz`` (the numbers tests/programs/vision/*.py
 return under real torch and torchvision).
 """
 from __future__ import annotations
@@ -26,7 +27,8 @@ ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "tests" / "fixtures" / "vision"
 sys.path.insert(0, str(ROOT / "tests"))
 
-from vision_cases import as_array, model_outputs, ops_cases, transform_cases, utils_cases  # noqa: E402
+from vision_cases import (EXTRA_GRAD_SAMPLE, EXTRA_NUMERIC, EXTRA_SIZES, as_array, model_outputs,  # noqa: E402
+                          ops_cases, transform_cases, utils_cases)
 from vision_weights import seeded_input, seeded_state  # noqa: E402
 
 # builder name -> (keyword arguments for the numeric check, input shape)
@@ -45,6 +47,7 @@ MODELS = {
     "vit_b_16": ({"image_size": 32}, (1, 3, 32, 32)),
 }
 NUM_CLASSES = 10
+
 
 
 def shapes_of(model) -> dict:
@@ -71,6 +74,26 @@ def models() -> None:
         print(name, "ok", flush=True)
     np.savez_compressed(OUT / "models.npz", **arrays)
     checkpoint()
+
+
+def models_extra() -> None:
+    """Keys, shapes and sizes of the later families; logits and gradients of their smallest members."""
+    arrays: dict[str, np.ndarray] = {}
+    for name, kwargs in EXTRA_SIZES.items():
+        with torch.device("meta"):
+            full = torchvision.models.get_model(name, **kwargs)
+        arrays[f"{name}/keys"] = np.array(list(full.state_dict()))
+        arrays[f"{name}/shapes"] = np.array([",".join(map(str, v.shape)) for v in full.state_dict().values()])
+        arrays[f"{name}/num_params"] = np.array(sum(p.numel() for p in full.parameters()))
+    for name, (kwargs, shape, train) in EXTRA_NUMERIC.items():
+        model = torchvision.models.get_model(name, num_classes=NUM_CLASSES, **kwargs)
+        model.load_state_dict({k: torch.from_numpy(v) for k, v in seeded_state(shapes_of(model)).items()})
+        for mode in (False, True) if train else (False,):
+            prefix = f"{name}_train" if mode else name
+            outputs = model_outputs(torch, model, seeded_input(shape), train=mode, grad_sample=EXTRA_GRAD_SAMPLE)
+            arrays |= {f"{prefix}/{k}": v for k, v in outputs.items()}
+        print(name, "ok", flush=True)
+    np.savez_compressed(OUT / "models_extra.npz", **arrays)
 
 
 def checkpoint() -> None:
@@ -111,5 +134,5 @@ def programs() -> None:
 
 if __name__ == "__main__":
     OUT.mkdir(parents=True, exist_ok=True)
-    for part in sys.argv[1:] or ["transforms", "models", "programs"]:
-        {"models": models, "transforms": transforms, "programs": programs}[part]()
+    for part in sys.argv[1:] or ["transforms", "models", "models_extra", "programs"]:
+        {"models": models, "models_extra": models_extra, "transforms": transforms, "programs": programs}[part]()

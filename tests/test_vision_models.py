@@ -14,7 +14,7 @@ import pytest
 
 import tapelab
 from tapelab.vision import models
-from vision_cases import model_outputs
+from vision_cases import EXTRA_GRAD_SAMPLE, EXTRA_NUMERIC, EXTRA_SIZES, model_outputs
 from vision_weights import seeded_input, seeded_state
 
 FIXTURES = Path(__file__).parent / "fixtures" / "vision"
@@ -105,3 +105,36 @@ def test_vit_checks_the_image_size():
     assert model(tapelab.zeros(2, 3, 32, 32)).shape == (2, 3)
     with pytest.raises(ValueError, match="expected 32x32 images, got 64x64"):
         model(tapelab.zeros(1, 3, 64, 64))
+
+
+# The later families (tests/fixtures/vision/models_extra.npz): every variant's keys, shapes and size;
+# logits and gradients of the smallest member of each family at 32x32 (a train-mode step where marked).
+EXTRA = np.load(FIXTURES / "models_extra.npz")
+
+
+@pytest.mark.parametrize("name", sorted(EXTRA_SIZES))
+def test_extra_state_dict_matches_torchvision(name):
+    with tapelab.device("meta"):
+        model = getattr(models, name)(**EXTRA_SIZES[name])
+    state = model.state_dict()
+    assert list(state) == list(EXTRA[f"{name}/keys"])
+    assert [",".join(map(str, v.shape)) for v in state.values()] == list(EXTRA[f"{name}/shapes"])
+    assert sum(p.numel() for p in model.parameters()) == int(EXTRA[f"{name}/num_params"])
+
+
+def _compare_extra(got: dict, prefix: str) -> None:
+    assert list(got["grad_names"]) == list(EXTRA[f"{prefix}/grad_names"])
+    scale = np.abs(EXTRA[f"{prefix}/logits"]).max()
+    np.testing.assert_allclose(got["logits"], EXTRA[f"{prefix}/logits"], rtol=1e-4, atol=1e-5 * scale)
+    for key in ("input_grad", "param_grad0", "param_grad1", "param_grad2"):
+        want = EXTRA[f"{prefix}/{key}"]
+        np.testing.assert_allclose(got[key], want, rtol=1e-4, atol=3e-5 * np.abs(want).max(), err_msg=key)
+
+
+@pytest.mark.parametrize("name", sorted(EXTRA_NUMERIC))
+def test_extra_logits_and_gradients_match_torchvision(name):
+    kwargs, shape, train = EXTRA_NUMERIC[name]
+    model = _seeded(name, **kwargs)
+    for mode in (False, True) if train else (False,):
+        got = model_outputs(tapelab, model, seeded_input(shape), train=mode, grad_sample=EXTRA_GRAD_SAMPLE)
+        _compare_extra(got, f"{name}_train" if mode else name)

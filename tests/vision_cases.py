@@ -218,6 +218,24 @@ def ops_cases(tv, torch) -> dict:
     }
 
 
+# builders whose keys, shapes and size are stored in models_extra.npz, with the keyword arguments of the published
+# configuration (googlenet's published size is without its training-only auxiliary heads)
+EXTRA_SIZES = {
+    "mobilenet_v3_large": {}, "mobilenet_v3_small": {},
+    **{f"efficientnet_b{k}": {} for k in range(8)},
+    "efficientnet_v2_s": {}, "efficientnet_v2_m": {}, "efficientnet_v2_l": {},
+}
+# builders whose logits and gradients are stored in models_extra.npz: (keyword arguments, input shape, train step too)
+EXTRA_NUMERIC = {
+    "mobilenet_v3_large": ({}, (1, 3, 32, 32), False),
+    # no dropout, so the train step is exact; 64x64, as batch statistics of 2x1x1 maps are ill-conditioned
+    "mobilenet_v3_small": ({"dropout": 0.0}, (2, 3, 64, 64), True),
+    "efficientnet_b0": ({}, (1, 3, 32, 32), False),
+    "efficientnet_v2_s": ({}, (1, 3, 32, 32), False),
+}
+EXTRA_GRAD_SAMPLE = 256
+
+
 def model_outputs(torch, model, x: np.ndarray, train: bool = False, grad_sample: int = 4096) -> dict:
     """Logits, input gradient and three parameter gradients (leading values) of sum(logits * projection)."""
     model.train(train)

@@ -5,7 +5,9 @@ Every builder takes ``weights=None`` (nothing is downloaded); load a torchvision
 """
 from .alexnet import *  # noqa: F401,F403
 from .densenet import *  # noqa: F401,F403
+from .efficientnet import *  # noqa: F401,F403
 from .mobilenetv2 import *  # noqa: F401,F403
+from .mobilenetv3 import *  # noqa: F401,F403
 from .resnet import *  # noqa: F401,F403
 from .squeezenet import *  # noqa: F401,F403
 from .vgg import *  # noqa: F401,F403
