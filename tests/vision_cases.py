@@ -224,6 +224,7 @@ EXTRA_SIZES = {
     "mobilenet_v3_large": {}, "mobilenet_v3_small": {},
     **{f"efficientnet_b{k}": {} for k in range(8)},
     "efficientnet_v2_s": {}, "efficientnet_v2_m": {}, "efficientnet_v2_l": {},
+    "convnext_tiny": {}, "convnext_small": {}, "convnext_base": {}, "convnext_large": {},
 }
 # builders whose logits and gradients are stored in models_extra.npz: (keyword arguments, input shape, train step too)
 EXTRA_NUMERIC = {
@@ -232,6 +233,7 @@ EXTRA_NUMERIC = {
     "mobilenet_v3_small": ({"dropout": 0.0}, (2, 3, 64, 64), True),
     "efficientnet_b0": ({}, (1, 3, 32, 32), False),
     "efficientnet_v2_s": ({}, (1, 3, 32, 32), False),
+    "convnext_tiny": ({}, (1, 3, 32, 32), False),
 }
 EXTRA_GRAD_SAMPLE = 256
 

@@ -4,6 +4,7 @@ Every builder takes ``weights=None`` (nothing is downloaded); load a torchvision
 ``model.load_state_dict(tapelab.load(path))``.
 """
 from .alexnet import *  # noqa: F401,F403
+from .convnext import *  # noqa: F401,F403
 from .densenet import *  # noqa: F401,F403
 from .efficientnet import *  # noqa: F401,F403
 from .mobilenetv2 import *  # noqa: F401,F403
