@@ -225,6 +225,7 @@ EXTRA_SIZES = {
     **{f"efficientnet_b{k}": {} for k in range(8)},
     "efficientnet_v2_s": {}, "efficientnet_v2_m": {}, "efficientnet_v2_l": {},
     "convnext_tiny": {}, "convnext_small": {}, "convnext_base": {}, "convnext_large": {},
+    **{f"shufflenet_v2_{w}": {} for w in ("x0_5", "x1_0", "x1_5", "x2_0")},
 }
 # builders whose logits and gradients are stored in models_extra.npz: (keyword arguments, input shape, train step too)
 EXTRA_NUMERIC = {
@@ -234,6 +235,7 @@ EXTRA_NUMERIC = {
     "efficientnet_b0": ({}, (1, 3, 32, 32), False),
     "efficientnet_v2_s": ({}, (1, 3, 32, 32), False),
     "convnext_tiny": ({}, (1, 3, 32, 32), False),
+    "shufflenet_v2_x0_5": ({}, (2, 3, 64, 64), True),
 }
 EXTRA_GRAD_SAMPLE = 256
 

@@ -10,6 +10,7 @@ from .efficientnet import *  # noqa: F401,F403
 from .mobilenetv2 import *  # noqa: F401,F403
 from .mobilenetv3 import *  # noqa: F401,F403
 from .resnet import *  # noqa: F401,F403
+from .shufflenetv2 import *  # noqa: F401,F403
 from .squeezenet import *  # noqa: F401,F403
 from .vgg import *  # noqa: F401,F403
 from .vision_transformer import *  # noqa: F401,F403
