@@ -17,34 +17,43 @@ _LIMITER: list = []
 
 
 def set_num_threads(n: int) -> None:
-    """Threads for the BLAS under numpy (``threadpoolctl``), as ``torch.set_num_threads``."""
+    """Threads for tapelab's intra-op pool (GEMM blocks, fused loops), as ``torch.set_num_threads``;
+    the BLAS under numpy is held at one thread, since tapelab splits its products itself."""
     if not isinstance(n, int) or n < 1:
         raise RuntimeError(f"set_num_threads expects a positive integer, but got {n!r}")
-    from threadpoolctl import threadpool_limits
-    _LIMITER[:] = [threadpool_limits(limits=n, user_api="blas")]
     _STATE["threads"] = n
+    _hold_blas()
+
+
+def _hold_blas() -> None:
+    """One BLAS thread per call: engine/base/pool.py's workers run the blocks, and a second pool
+    of BLAS threads spinning beside them took their cores (issue 17)."""
+    if not _LIMITER:
+        from threadpoolctl import threadpool_limits
+        _LIMITER.append(threadpool_limits(limits=1, user_api="blas"))
 
 
 def fft_workers() -> int:
-    """``scipy.fft``'s ``workers=``: the count given to ``set_num_threads``, else every core (-1)."""
-    return _STATE.get("threads", -1)
+    """``scipy.fft``'s ``workers=``: the intra-op thread count."""
+    return intra_op_threads()
 
 
 def intra_op_threads() -> int:
-    """Threads for tapelab's own parallel loops (engine/kernels): ``set_num_threads``'s count, else
-    ``OMP_NUM_THREADS``/``OPENBLAS_NUM_THREADS`` as the process started, else the usable CPUs."""
+    """Threads for tapelab's intra-op pool: ``set_num_threads``'s count, else
+    ``OMP_NUM_THREADS``/``OPENBLAS_NUM_THREADS`` as the process started, else the usable CPUs.
+    The first time this says more than one, the BLAS is held at one thread."""
     n = _STATE.get("threads")
     if n is None:
         env = os.environ.get("OMP_NUM_THREADS") or os.environ.get("OPENBLAS_NUM_THREADS") or ""
-        n = _STATE["env_threads"] = _STATE.get("env_threads") or (
-            int(env) if env.isdigit() and int(env) > 0 else len(os.sched_getaffinity(0)))
+        n = _STATE["threads"] = int(env) if env.isdigit() and int(env) > 0 else len(os.sched_getaffinity(0))
+        if n > 1:
+            _hold_blas()
     return n
 
 
 def get_num_threads() -> int:
-    from threadpoolctl import threadpool_info
-    blas = [i["num_threads"] for i in threadpool_info() if i.get("user_api") == "blas"]
-    return max(blas) if blas else 1
+    """The intra-op pool's thread count (``set_num_threads``)."""
+    return intra_op_threads()
 
 
 def set_default_device(device) -> None:

@@ -18,13 +18,12 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import os
-from concurrent.futures import ThreadPoolExecutor
-
 import numpy as np
 
-from ..base import runtime
+from ..base import pool, runtime
+from .gemm import GEMM_PARALLEL_MIN, gemm
 
-__all__ = ["enabled", "set_enabled", "use", "threads", "parallel", "loops"]
+__all__ = ["enabled", "set_enabled", "use", "threads", "parallel", "loops", "gemm", "GEMM_PARALLEL_MIN"]
 
 _ON = [os.environ.get("TAPELAB_EAGER_KERNELS", "1") != "0" and importlib.util.find_spec("numba") is not None]
 _F32 = np.dtype(np.float32)
@@ -67,12 +66,9 @@ def threads() -> int:
     return runtime.intra_op_threads()
 
 
-# Below this many elements a loop runs on the calling thread alone: the pool's round trip was
-# ~60 us on the project machine (bench/README.md, issue 17 session 4), a tenth of a loop's time only
-# from ~2^18 float32 elements (3-6 ns each).
-PARALLEL_MIN = 1 << 18
-_POOL: dict = {}
-os.register_at_fork(after_in_child=_POOL.clear)    # a forked child has none of the pool's threads
+# Below this many elements a loop runs on the calling thread alone: the pool's hand-off is ~15 us
+# on the project machine (engine/base/pool.py), and a fused loop costs 3-6 ns per float32 element.
+PARALLEL_MIN = 1 << 15
 
 
 def parallel(fn, n_split: int, *args, align: int = 1) -> None:
@@ -89,8 +85,4 @@ def parallel(fn, n_split: int, *args, align: int = 1) -> None:
     n = min(n, blocks)
     cuts = [min(rows, blocks * i // n * align) for i in range(n + 1)]
     rest = args[n_split:]
-    pool = _POOL.get(n) or _POOL.setdefault(n, ThreadPoolExecutor(n - 1, thread_name_prefix="tapelab-kernels"))
-    futures = [pool.submit(fn, *(a[cuts[i]:cuts[i + 1]] for a in args[:n_split]), *rest) for i in range(1, n)]
-    fn(*(a[cuts[0]:cuts[1]] for a in args[:n_split]), *rest)     # the calling thread takes the first block
-    for f in futures:
-        f.result()
+    pool.run_blocks(fn, [tuple(a[cuts[i]:cuts[i + 1]] for a in args[:n_split]) + rest for i in range(n)])

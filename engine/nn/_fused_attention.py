@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 
 from .. import kernels
+from ..kernels import gemm
 from ..base import dtype as _dtype
 from ..base.grad_mode import is_grad_enabled
 from ..core import creation
@@ -54,7 +55,7 @@ def _onnx_attention(g, *args, scale, causal, masked, dropped):
 
 def _weights(xp, q, k, mask, *, scale, causal, masked):
     """softmax(q kᵀ scale + mask) as an array; rows with nothing to attend give zeros when masked."""
-    s = xp.matmul(q, xp.swapaxes(k, -1, -2))
+    s = gemm(xp, q, xp.swapaxes(k, -1, -2))
     if not masked and s.size and kernels.use(xp, s):
         kernels.parallel(kernels.loops("rowwise").attention_softmax, 1, s.reshape(-1, s.shape[-1]), s.shape[-2],
                          s.dtype.type(scale), causal, align=s.shape[-2])
@@ -92,14 +93,14 @@ def _fwd(xp, *args, scale, causal, masked, dropped):
         return _dtype.in_float32(_fwd, xp, *args, scale=scale, causal=causal, masked=masked, dropped=dropped)
     q, k, v, mask, keep = _split(args, masked, dropped)
     p = _weights(xp, q, k, mask, scale=scale, causal=causal, masked=masked)
-    return xp.matmul(p * keep if dropped else p, v)
+    return gemm(xp, p * keep if dropped else p, v)
 
 
 def _fwd_weights(xp, *args, scale, causal, masked, dropped):
     """The output and, as an extra, the weights (before dropout) for the backward to reuse."""
     q, k, v, mask, keep = _split(args, masked, dropped)
     p = _weights(xp, q, k, mask, scale=scale, causal=causal, masked=masked)
-    return xp.matmul(p * keep if dropped else p, v), p
+    return gemm(xp, p * keep if dropped else p, v), p
 
 
 def _passthrough(xp, *args, scale, causal, masked, dropped):
@@ -118,8 +119,8 @@ def _bwd_fwd(xp, g, *args, scale, causal, masked, dropped, saved=False):
     if not saved:
         p = _weights(xp, q, k, mask, scale=scale, causal=causal, masked=masked)
     pd = p * keep if dropped else p
-    dv = xp.matmul(xp.swapaxes(pd, -1, -2), g)
-    dp = xp.matmul(g, xp.swapaxes(v, -1, -2))
+    dv = gemm(xp, xp.swapaxes(pd, -1, -2), g)
+    dp = gemm(xp, g, xp.swapaxes(v, -1, -2))
     if dropped:
         dp *= keep
     if dp.size and dp.shape == p.shape and kernels.use(xp, dp, p):
@@ -128,9 +129,9 @@ def _bwd_fwd(xp, g, *args, scale, causal, masked, dropped, saved=False):
         ds = dp
     else:
         ds = p * (dp - (dp * p).sum(axis=-1, keepdims=True))
-    dq = xp.matmul(ds, k)
+    dq = gemm(xp, ds, k)
     dq *= dq.dtype.type(scale)
-    dk = xp.matmul(xp.swapaxes(ds, -1, -2), q)
+    dk = gemm(xp, xp.swapaxes(ds, -1, -2), q)
     dk *= dk.dtype.type(scale)
     return dq, dk, dv, ds
 

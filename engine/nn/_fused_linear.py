@@ -17,6 +17,7 @@ from ..base.grad_mode import is_grad_enabled
 from ..core.dispatch import apply
 from ..core.registry import OTHERS, Op
 from ..core.tensor import Tensor
+from ..kernels import gemm
 from ..ops.linalg import _C_NAMES
 
 __all__ = ["linear", "applies"]
@@ -46,7 +47,7 @@ def _fwd(xp, x, w, *b):
     _check_dtypes(x, w, b[0] if b else None)
     if x.dtype is _dtype.BFLOAT16_NP:     # numpy has no bfloat16 GEMM: float32, rounded once
         return _dtype.in_float32(_fwd, xp, x, w, *b)
-    out = xp.matmul(_rows(x), w.T) if x.ndim > 1 else xp.matmul(w, x)
+    out = gemm(xp, _rows(x), w.T) if x.ndim > 1 else gemm(xp, w, x)
     if b:
         out += b[0]
     return out.reshape(x.shape[:-1] + w.shape[:1]) if x.ndim > 2 else out
@@ -59,8 +60,8 @@ def _bwd_fwd(xp, g, x, w, *, needs):
     empty = xp.empty((0,), g.dtype)
     g2, x2 = (g, x) if g.ndim > 1 else (g[None], x[None])
     g2, x2 = _rows(g2), _rows(x2)
-    gx = xp.matmul(g2, w).reshape(x.shape) if needs[0] else empty
-    gw = xp.matmul(g2.T, x2) if needs[1] else empty
+    gx = gemm(xp, g2, w).reshape(x.shape) if needs[0] else empty
+    gw = gemm(xp, g2.T, x2) if needs[1] else empty
     gb = g2.sum(axis=0) if needs[2] else empty
     return gx, gw, gb
 

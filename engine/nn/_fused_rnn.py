@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 
 from .. import kernels
+from ..kernels import gemm
 from ..base.grad_mode import is_grad_enabled
 from ..core.dispatch import apply
 from ..core.registry import Op
@@ -188,24 +189,24 @@ def _prev(t: int, T: int, seq, first):
 def _w_hh_grad(xp, d, h0, y, T: int, reverse: bool):
     """``sum_t d_tᵀ h_{t-1}`` as two GEMMs: h_{t-1} is ``y`` shifted by one step, h0 at the start."""
     first, rest, shifted = (T - 1, slice(0, T - 1), slice(1, T)) if reverse else (0, slice(1, T), slice(0, T - 1))
-    gw = xp.matmul(d[first].T, h0)
+    gw = gemm(xp, d[first].T, h0)
     if T > 1:
-        gw += xp.matmul(d[rest].reshape(-1, d.shape[-1]).T, y[shifted].reshape(-1, h0.shape[-1]))
+        gw += gemm(xp, d[rest].reshape(-1, d.shape[-1]).T, y[shifted].reshape(-1, h0.shape[-1]))
     return gw
 
 
 def _input_grads(xp, d, x, w_ih, needs_x: bool, needs_w: bool, empty):
     """``(dx, dw_ih)`` from the gate gradients of every step, one GEMM each."""
     flat = d.reshape(-1, d.shape[-1])
-    return (xp.matmul(flat, w_ih).reshape(x.shape) if needs_x else empty,
-            xp.matmul(flat.T, x.reshape(flat.shape[0], -1)) if needs_w else empty)
+    return (gemm(xp, flat, w_ih).reshape(x.shape) if needs_x else empty,
+            gemm(xp, flat.T, x.reshape(flat.shape[0], -1)) if needs_w else empty)
 
 
 # LSTM: ws (T, B, 6H) holds i f g o (activated), c_t and tanh c_t of every step
 def _lstm_scan_fwd(xp, x, h0, c0, w_ih, w_hh, *b, reverse):
     T, B = x.shape[:2]
     H = h0.shape[-1]
-    xw = xp.matmul(x.reshape(T * B, -1), w_ih.T).reshape(T, B, 4 * H)
+    xw = gemm(xp, x.reshape(T * B, -1), w_ih.T).reshape(T, B, 4 * H)
     y = xp.empty((T + 1, B, H), x.dtype)
     ws = xp.empty((T, B, 6 * H), x.dtype)
     if kernels.use(xp, xw, y):                # the cell loop adds the biases (a pass over xw saved)
@@ -221,7 +222,7 @@ def _lstm_scan_fwd(xp, x, h0, c0, w_ih, w_hh, *b, reverse):
     h, c = h0, c0
     for t, _ in _steps(T, reverse):
         a, cs, tc = ws[t, :, :4 * H], ws[t, :, 4 * H:5 * H], ws[t, :, 5 * H:]
-        xp.add(xp.matmul(h, w_t), xw[t], out=a)
+        xp.add(gemm(xp, h, w_t), xw[t], out=a)
         _sig_(xp, a)
         g = a[:, 2 * H:3 * H]
         g *= 2
@@ -240,7 +241,7 @@ def _lstm_scan_loop(xp, xw, bias, h0, c0, w_hh, y, ws, reverse: bool):
     cell, w_t, a = kernels.loops("rnn").lstm_cell, xp.ascontiguousarray(w_hh.T), xp.empty(xw.shape[1:], xw.dtype)
     h, c = h0, xp.array(c0, dtype=xw.dtype, order="C")      # c_t, rewritten by each step
     for t, _ in _steps(T, reverse):
-        cell(xp.matmul(h, w_t, out=a), xw[t], bias, c, ws[t], y[t])
+        cell(gemm(xp, h, w_t, out=a), xw[t], bias, c, ws[t], y[t])
         h = y[t]
     y[T] = c
     return y, ws
@@ -256,7 +257,7 @@ def _lstm_bptt_loop(xp, gy, c0, w_hh, ws, da, db, reverse: bool, needs_dh0: bool
     for t, p in reversed(_steps(T, reverse)):
         step(gy[t], dh, dc, ws[t], _prev(p, T, cs, c0), da[t], db)
         if t != first or needs_dh0:
-            xp.matmul(da[t], w_hh, out=dh)          # the step kernel has read dh_t
+            gemm(xp, da[t], w_hh, out=dh)          # the step kernel has read dh_t
     return dh, dc
 
 
@@ -277,7 +278,7 @@ def _lstm_bptt(xp, gy, c0, w_hh, ws, da, reverse: bool):
         xp.multiply(dh, tc, out=d[:, 3 * H:])
         d *= act * (1 - act)                      # the logistic derivative (the g block is rewritten next)
         xp.multiply(dc * i, 1 - g * g, out=d[:, 2 * H:3 * H])
-        dh = xp.matmul(d, w_hh)
+        dh = gemm(xp, d, w_hh)
         dc *= act[:, H:2 * H]
     return dh, dc
 
@@ -315,7 +316,7 @@ def _lstm_seq_tensors(x, states, w_ih, w_hh, b, reverse):
 def _gru_scan_fwd(xp, x, h0, w_ih, w_hh, *b, reverse):
     T, B = x.shape[:2]
     H = h0.shape[-1]
-    gi = xp.matmul(x.reshape(T * B, -1), w_ih.T).reshape(T, B, 3 * H)
+    gi = gemm(xp, x.reshape(T * B, -1), w_ih.T).reshape(T, B, 3 * H)
     if b:
         gi += b[0]
     y = xp.empty((T, B, H), x.dtype)
@@ -328,7 +329,7 @@ def _gru_scan_fwd(xp, x, h0, w_ih, w_hh, *b, reverse):
     w_t = w_hh.T.copy()
     h = h0
     for t, _ in _steps(T, reverse):
-        gh = xp.matmul(h, w_t)
+        gh = gemm(xp, h, w_t)
         rz, n, ghn = ws[t, :, :2 * H], ws[t, :, 2 * H:3 * H], ws[t, :, 3 * H:]
         _sig_(xp, xp.add(gi[t, :, :2 * H], gh[:, :2 * H], out=rz))
         if b:
@@ -349,7 +350,7 @@ def _gru_scan_loop(xp, gi, h0, w_hh, b_hh, y, ws, reverse: bool):
     cell, w_t, gh = kernels.loops("rnn").gru_cell, xp.ascontiguousarray(w_hh.T), xp.empty(gi.shape[1:], gi.dtype)
     h = xp.ascontiguousarray(h0)
     for t, _ in _steps(gi.shape[0], reverse):
-        cell(gi[t], xp.matmul(h, w_t, out=gh), b_hh, h, ws[t], y[t])
+        cell(gi[t], gemm(xp, h, w_t, out=gh), b_hh, h, ws[t], y[t])
         h = y[t]
     return y, ws
 
@@ -364,7 +365,7 @@ def _gru_bptt_loop(xp, gy, h0, w_hh, y, ws, dgi, dgh, reverse: bool, needs_dh0: 
     for t, p in reversed(_steps(T, reverse)):
         step(gy[t], dh, dhz, ws[t], _prev(p, T, y, h0), dgi[t], dgh[t])
         if t != first or needs_dh0:
-            xp.matmul(dgh[t], w_hh, out=dh)
+            gemm(xp, dgh[t], w_hh, out=dh)
     return dh + dhz
 
 
@@ -381,7 +382,7 @@ def _gru_bptt(xp, gy, h0, w_hh, y, ws, dgi, dgh, reverse: bool):
         xp.multiply(di[:, 2 * H:] * ghn, r * (1 - r), out=di[:, :H])
         dg[:, :2 * H] = di[:, :2 * H]
         xp.multiply(di[:, 2 * H:], r, out=dg[:, 2 * H:])
-        dh = xp.matmul(dg, w_hh) + dh * z
+        dh = gemm(xp, dg, w_hh) + dh * z
     return dh
 
 

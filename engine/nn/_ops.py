@@ -18,6 +18,7 @@ from ..core.registry import NONE, OTHERS, Op
 from ..core.tensor import Tensor
 from ..ops.sparse import sparse_coo_tensor
 from .. import kernels
+from ..kernels import gemm
 from ..base.backend import is_numpy
 from ..base.dtype import BFLOAT16_NP, FLOATING_KINDS, in_float32
 from . import _winograd
@@ -243,10 +244,10 @@ def _conv_fwd(xp, x, w, *, stride, pads, dilation, groups):
         return _winograd.conv3x3(xp, x, w, pads)
     if groups == 1 and _channels_last(x.shape[1], w.shape[2:], stride, pads):
         cols, out = _cols_rows(xp, x, w.shape[2:], stride, pads, dilation)
-        return _unrows(xp, xp.matmul(cols, _wm(xp, w)), n, out)
+        return _unrows(xp, gemm(xp, cols, _wm(xp, w)), n, out)
     cols, out = _cols_nkl(xp, x, w.shape[2:], stride, pads, dilation)
     cols = cols.reshape(n, groups, cols.shape[1] // groups, cols.shape[2])
-    y = xp.matmul(w.reshape(groups, o // groups, -1), cols)               # (N, g, O/g, L)
+    y = gemm(xp, w.reshape(groups, o // groups, -1), cols)               # (N, g, O/g, L)
     return y.reshape((n, o) + tuple(out))
 
 
@@ -286,7 +287,7 @@ def _scatter_flat(xp, y, w, dilation, full):
     grid = xp.zeros((o, n) + full, y.dtype)
     grid[(slice(None), slice(None)) + tuple(slice(0, e) for e in y.shape[2:])] = y.transpose(
         (1, 0) + tuple(range(2, y.ndim)))
-    cols = xp.matmul(w.reshape(o, -1).T, grid.reshape(o, m))               # (C * K, N * prod(full))
+    cols = gemm(xp, w.reshape(o, -1).T, grid.reshape(o, m))               # (C * K, N * prod(full))
     cols = cols.reshape(w.shape[1], -1, m)
     steps = [math.prod(full[i + 1:]) for i in range(len(full))]
     res = xp.zeros((w.shape[1], m), y.dtype)
@@ -303,7 +304,7 @@ def _conv_t_grouped(xp, y, w, stride, pads, dilation, groups, in_size):
     out, kernel = y.shape[2:], w.shape[2:]
     c = w.shape[1] * groups
     wm = w.reshape(groups, o // groups, -1).transpose(0, 2, 1)            # (g, C/g * K, O/g)
-    cols = xp.matmul(wm, _channels_major(xp, y, groups))                  # (g, C/g * K, N*L)
+    cols = gemm(xp, wm, _channels_major(xp, y, groups))                  # (g, C/g * K, N*L)
     cols = cols.reshape((c,) + tuple(kernel) + (n,) + tuple(out))
     pieces = ((kk, cols[(slice(None),) + kk]) for kk in itertools.product(*map(range, kernel)))
     full = _scatter_windows(xp, (c, n) + _padded_size(in_size, pads), pieces, out, stride, dilation, y.dtype)
@@ -323,7 +324,7 @@ def _conv_w_fwd(xp, x, gy, *, stride, pads, dilation, groups, kernel):
     if groups == 1 and _channels_last(x.shape[1], kernel, stride, pads):
         nd = len(kernel)
         cols, _ = _cols_rows(xp, x, kernel, stride, pads, dilation, gy.shape[2:])
-        gw = xp.matmul(cols.T, _rows(xp, gy))                              # (K*C, O)
+        gw = gemm(xp, cols.T, _rows(xp, gy))                              # (K*C, O)
         gw = gw.reshape(tuple(kernel) + (x.shape[1], o))
         return xp.ascontiguousarray(gw.transpose((nd + 1, nd) + tuple(range(nd))))
     cols, _ = _cols_knl(xp, x, kernel, stride, pads, dilation)            # (C*K, N*L)
@@ -332,9 +333,9 @@ def _conv_w_fwd(xp, x, gy, *, stride, pads, dilation, groups, kernel):
     if cols.shape[1] > gm.shape[1]:
         # OpenBLAS runs (C/g*K, N*L) @ (N*L, O/g) faster than its transpose when C/g*K > O/g
         # (measured 1.1-1.7x on the CNN/ResNet shapes); the transpose back is O*C*K elements
-        gw = xp.ascontiguousarray(xp.matmul(cols, gm.transpose(0, 2, 1)).transpose(0, 2, 1))
+        gw = xp.ascontiguousarray(gemm(xp, cols, gm.transpose(0, 2, 1)).transpose(0, 2, 1))
     else:
-        gw = xp.matmul(gm, cols.transpose(0, 2, 1))                         # (g, O/g, C/g * K)
+        gw = gemm(xp, gm, cols.transpose(0, 2, 1))                         # (g, O/g, C/g * K)
     return gw.reshape((o, x.shape[1] // groups) + tuple(kernel))
 
 

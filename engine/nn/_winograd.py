@@ -23,6 +23,7 @@ runs here too. Forwards receive ``xp`` (numpy here: the caller checks) and never
 from __future__ import annotations
 
 from .. import kernels
+from ..kernels import gemm
 
 __all__ = ["fits", "out_size", "tile_size", "conv3x3", "weight3x3"]
 
@@ -150,7 +151,7 @@ def conv3x3(xp, x, w, pads):
     o = w.shape[0]
     oh, ow = out_size((h, wd), pads)
     m = tile_size("forward", (oh, ow))
-    u = xp.matmul(_mat(xp, x.dtype, m, "G"), w.reshape(o * c, 9).T).reshape(-1, o, c)
+    u = gemm(xp, _mat(xp, x.dtype, m, "G"), w.reshape(o * c, 9).T).reshape(-1, o, c)
     y = xp.empty((n, o, oh, ow), x.dtype)
     _conv_images(x, y, u.transpose(0, 2, 1), xp, pads, m)
     return y
@@ -162,7 +163,7 @@ def _conv_images(x, y, ut, xp, pads, m):
     o, oh, ow = y.shape[1:]
     th, tw = _tiles((oh, ow), m)
     v = _input_transform(xp, x, pads, m, th, tw)
-    prod = xp.matmul(v, ut)                                                # (a^2, T, O)
+    prod = gemm(xp, v, ut)                                                # (a^2, T, O)
     # A^T prod A for every tile and channel as one (m^2, a^2) @ (a^2, T * O) GEMM (F(2, 3) with
     # the eager kernels: its sums and differences, kernels/winograd.py), then the m x m outputs
     # into place, channels last, and NCHW
@@ -171,7 +172,7 @@ def _conv_images(x, y, ut, xp, pads, m):
         ys = xp.empty((m * m, prod.shape[1]), x.dtype)
         kernels.loops("winograd").output_transform_f23(prod, ys, xp.empty((8, 2048), x.dtype))   # 64 KB: L1/L2
     else:
-        ys = xp.matmul(_mat(xp, x.dtype, m, "AT"), prod)
+        ys = gemm(xp, _mat(xp, x.dtype, m, "AT"), prod)
     ys = ys.reshape(m, m, n, th, tw, o)
     yt = xp.empty((n, th, m, tw, m, o), x.dtype)
     yt.transpose(2, 4, 0, 1, 3, 5)[...] = ys
@@ -185,7 +186,7 @@ def weight3x3(xp, x, gy, pads):
     o, oh, ow = gy.shape[1:]
     m = tile_size("weight", (oh, ow))
     du = _weight_images(x, gy, xp, pads, m)                                # (a^2, O, C)
-    gw = xp.matmul(_mat(xp, x.dtype, m, "G").T, du.reshape(du.shape[0], o * c))  # (9, O * C)
+    gw = gemm(xp, _mat(xp, x.dtype, m, "G").T, du.reshape(du.shape[0], o * c))  # (9, O * C)
     return xp.ascontiguousarray(gw.T).reshape(o, c, 3, 3)
 
 
@@ -204,6 +205,6 @@ def _weight_images(x, gy, xp, pads, m):
         dm = xp.empty((36, q.shape[1]), q.dtype)
         kernels.loops("winograd").grad_transform_f43(q, dm, xp.empty((24, 1024), q.dtype))  # 96 KB: L2
     else:
-        dm = xp.matmul(_mat(xp, gy.dtype, m, "A"), q)
+        dm = gemm(xp, _mat(xp, gy.dtype, m, "A"), q)
     dm = dm.reshape(v.shape[0], -1, o)                                         # (a^2, T, O)
-    return xp.matmul(dm.transpose(0, 2, 1), v)
+    return gemm(xp, dm.transpose(0, 2, 1), v)

@@ -11,6 +11,7 @@ import warnings
 from collections import namedtuple
 
 from ..base.meta import has_data
+from ..kernels import gemm
 from ..core.creation import eye, ones, zeros
 from ..core.dispatch import apply
 from .conjugation import conj
@@ -72,8 +73,8 @@ def _matmul_fwd(xp, a, b):
 
 def _gemm(xp, a, b):
     if b.ndim == 2 and a.ndim > 2:      # a batch times one matrix: one GEMM, not one per batch entry
-        return xp.matmul(a.reshape(-1, a.shape[-1]), b).reshape(a.shape[:-1] + b.shape[-1:])
-    return xp.matmul(a, b)
+        return gemm(xp, a.reshape(-1, a.shape[-1]), b).reshape(a.shape[:-1] + b.shape[-1:])
+    return gemm(xp, a, b)
 
 
 def _matmul_cost(input_shapes, output_shape) -> int:

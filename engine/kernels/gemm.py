@@ -1,0 +1,64 @@
+"""Matrix products split over tapelab's intra-op pool: numpy's BLAS runs one thread per block.
+
+The hot paths (matmul/linear, convolution, attention, the fused RNN layers) call
+``gemm(xp, a, b)`` where they called ``xp.matmul``. A product of at least ``GEMM_PARALLEL_MIN``
+multiply-adds is cut into one block per thread: along its leading batch axis when that has a
+block for each thread, else along the longer of the output's rows and columns, each block one
+single-threaded BLAS call writing its part of one output array. Everything else (cupy, a
+captured step's GEMM route, mixed or integer dtypes, a vector operand, small products) is
+``xp.matmul`` unchanged.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..base import pool, runtime
+
+__all__ = ["gemm", "GEMM_PARALLEL_MIN"]
+
+# Below this many multiply-adds a product runs on the calling thread: a pool hand-off is ~15 us,
+# a 2^19-MAC product ~50-60 us single-threaded on the project machine (bench/README.md, issue 17)
+GEMM_PARALLEL_MIN = 1 << 19
+_BLAS_DTYPES = frozenset(map(np.dtype, ("float32", "float64", "complex64", "complex128")))
+
+
+def gemm(xp, a, b, out=None):
+    """``xp.matmul(a, b, out=out)``, in blocks over the intra-op threads when it is large enough."""
+    if xp is not np or a.ndim < 2 or b.ndim < 2 or a.dtype != b.dtype or a.dtype not in _BLAS_DTYPES:
+        return xp.matmul(a, b) if out is None else xp.matmul(a, b, out=out)
+    n_threads = runtime.intra_op_threads()
+    m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
+    batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) if a.ndim > 2 or b.ndim > 2 else ()
+    if n_threads < 2 or math.prod(batch) * m * n * k < GEMM_PARALLEL_MIN or k != b.shape[-2]:
+        return np.matmul(a, b) if out is None else np.matmul(a, b, out=out)
+    if out is None:
+        out = np.empty(batch + (m, n), a.dtype)
+    if batch and batch[0] >= n_threads:
+        blocks = [(_lead(a, len(batch), lo, hi), _lead(b, len(batch), lo, hi), out[lo:hi])
+                  for lo, hi in _cuts(batch[0], n_threads)]
+    elif m >= n:
+        blocks = [(a[..., lo:hi, :], b, out[..., lo:hi, :]) for lo, hi in _cuts(m, n_threads)]
+    else:
+        blocks = [(a, b[..., lo:hi], out[..., lo:hi]) for lo, hi in _cuts(n, n_threads)]
+    pool.run_blocks(_matmul_into, blocks)
+    return out
+
+
+def _matmul_into(a, b, out) -> None:
+    np.matmul(a, b, out=out)
+
+
+def _cuts(size: int, parts: int) -> list:
+    parts = min(parts, size)
+    edges = [size * i // parts for i in range(parts + 1)]
+    return list(zip(edges[:-1], edges[1:]))
+
+
+def _lead(x, batch_ndim: int, lo: int, hi: int):
+    """Rows ``lo:hi`` of the broadcast batch's first axis, as ``x`` holds it: whole when ``x``
+    lacks that axis or broadcasts along it."""
+    if x.ndim - 2 < batch_ndim or x.shape[0] == 1:
+        return x
+    return x[lo:hi]

@@ -1,0 +1,152 @@
+"""tapelab's intra-op pool (engine/base/pool.py) and the GEMMs split over it (engine/kernels/gemm.py)."""
+import multiprocessing
+import threading
+
+import numpy as np
+import pytest
+from threadpoolctl import threadpool_info
+
+import tapelab
+from tapelab import kernels
+from tapelab.base import pool
+
+
+@pytest.fixture
+def two_threads():
+    before = tapelab.get_num_threads()
+    tapelab.set_num_threads(2)
+    yield
+    tapelab.set_num_threads(before)
+
+
+def _idents(n_blocks):
+    seen, barrier = [], threading.Barrier(n_blocks, timeout=10)
+
+    def block(i):
+        barrier.wait()          # every block running at once: fails unless each has its own thread
+        seen.append((i, threading.get_ident()))
+    pool.run_blocks(block, [(i,) for i in range(n_blocks)])
+    return seen
+
+
+def test_blocks_run_at_once_on_distinct_threads_the_first_on_the_caller():
+    seen = dict(_idents(3))
+    assert sorted(seen) == [0, 1, 2]
+    assert len(set(seen.values())) == 3
+    assert seen[0] == threading.get_ident()
+
+
+def test_a_blocks_error_reaches_the_caller_and_the_pool_stays_usable():
+    def block(i):
+        if i == 1:
+            raise ValueError("block 1 failed")
+    with pytest.raises(ValueError, match="block 1 failed"):
+        pool.run_blocks(block, [(0,), (1,)])
+    assert len(set(t for _, t in _idents(2))) == 2
+
+
+def test_nested_and_concurrent_callers_run_serially_without_deadlock():
+    out = []
+
+    def inner(i):
+        out.append(("inner", i, threading.get_ident()))
+
+    def outer(i):
+        pool.run_blocks(inner, [(10 * i,), (10 * i + 1,)])     # from a worker: on that thread
+    pool.run_blocks(outer, [(0,), (1,)])
+    assert sorted(i for _, i, _ in out) == [0, 1, 10, 11]
+    by_block = {}
+    for _, i, ident in out:
+        by_block.setdefault(i // 10, set()).add(ident)
+    assert all(len(ids) == 1 for ids in by_block.values())     # each nested pair ran on one thread
+
+    results, errors = {}, []
+    a = np.random.default_rng(0).standard_normal((300, 200), dtype=np.float32)
+    b = np.random.default_rng(1).standard_normal((200, 250), dtype=np.float32)
+
+    def user_thread(k):
+        try:
+            for _ in range(20):
+                results[k] = kernels.gemm(np, a * k, b)
+        except BaseException as exc:
+            errors.append(exc)
+    threads = [threading.Thread(target=user_thread, args=(k,)) for k in range(1, 5)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert not errors
+    for k in range(1, 5):
+        np.testing.assert_allclose(results[k], np.matmul(a * k, b), rtol=1e-5, atol=1e-4)
+
+
+def _child_gemm(q):
+    a = np.ones((400, 300), np.float32)
+    q.put(float(kernels.gemm(np, a, a.T).sum()))
+
+
+def test_a_forked_child_gets_a_fresh_pool():
+    pool.run_blocks(lambda i: None, [(0,), (1,)])              # the parent's workers exist
+    ctx = multiprocessing.get_context("fork")
+    q = ctx.Queue()
+    p = ctx.Process(target=_child_gemm, args=(q,))
+    p.start()
+    assert q.get(timeout=60) == 400 * 400 * 300
+    p.join(30)
+    assert p.exitcode == 0
+
+
+@pytest.mark.parametrize("sa, sb", [
+    ((768, 128), (128, 384)),            # rows
+    ((64, 256), (256, 4000)),            # columns (n > m)
+    ((12, 4, 64, 32), (12, 4, 32, 64)),  # the batch axis
+    ((1, 4, 300, 64), (5, 4, 64, 300)),  # a broadcasting batch
+    ((300, 300), (3, 300, 300)),         # a matrix against a batch
+    ((2, 300, 300), (300, 300)),
+    ((5, 7), (7, 3)),                    # below GEMM_PARALLEL_MIN: unsplit
+])
+@pytest.mark.parametrize("dtype", ["float32", "float64", "complex64"])
+def test_gemm_equals_numpy_matmul(two_threads, sa, sb, dtype):
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal(sa).astype(dtype)
+    b = rng.standard_normal(sb).astype(dtype)
+    if np.dtype(dtype).kind == "c":
+        a = a + 1j * rng.standard_normal(sa).astype(dtype)
+    want = np.matmul(a, b)
+    got = kernels.gemm(np, a, b)
+    assert got.shape == want.shape and got.dtype == want.dtype
+    np.testing.assert_allclose(got, want, rtol=1e-4 if dtype != "float64" else 1e-12, atol=1e-3)
+    out = np.empty_like(want)
+    assert kernels.gemm(np, a, b, out=out) is out
+    np.testing.assert_allclose(out, want, rtol=1e-4 if dtype != "float64" else 1e-12, atol=1e-3)
+
+
+def test_gemm_splits_only_large_products(two_threads, monkeypatch):
+    calls = []
+    real = pool.run_blocks
+    monkeypatch.setattr(pool, "run_blocks", lambda fn, blocks: (calls.append(len(blocks)), real(fn, blocks)))
+    a = np.ones((256, 256), np.float32)
+    kernels.gemm(np, a, a)
+    assert calls == [2]
+    kernels.gemm(np, a[:8, :8], a[:8, :8])
+    kernels.gemm(np, a.astype(np.float16), a.astype(np.float16))      # no BLAS for half: numpy's loop
+    kernels.gemm(np, a, a.astype(np.float64))                          # mixed: numpy's promotion
+    assert calls == [2]
+
+
+def test_set_num_threads_holds_the_blas_at_one_thread(two_threads):
+    assert tapelab.get_num_threads() == 2
+    blas = [i["num_threads"] for i in threadpool_info() if i.get("user_api") == "blas"]
+    assert blas and set(blas) == {1}
+
+
+def test_a_linear_step_at_two_threads_matches_torch(two_threads):
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(0)
+    x, w = rng.standard_normal((512, 384), dtype=np.float32), rng.standard_normal((256, 384), dtype=np.float32)
+    tx, tw = tapelab.tensor(x, requires_grad=True), tapelab.tensor(w, requires_grad=True)
+    rx, rw = torch.tensor(x, requires_grad=True), torch.tensor(w, requires_grad=True)
+    tapelab.nn.functional.linear(tx, tw).tanh().sum().backward()
+    torch.nn.functional.linear(rx, rw).tanh().sum().backward()
+    np.testing.assert_allclose(tx.grad.numpy(), rx.grad.numpy(), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(tw.grad.numpy(), rw.grad.numpy(), rtol=1e-4, atol=1e-3)
