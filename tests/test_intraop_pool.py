@@ -134,6 +134,15 @@ def test_gemm_splits_only_large_products(two_threads, monkeypatch):
     assert calls == [2]
 
 
+def test_fused_loops_split_after_the_pool_loops_module_loads(two_threads):
+    """``kernels.pool`` is the max-pool loop module; the intra-op pool must not be shadowed by it."""
+    pytest.importorskip("numba")
+    kernels.loops("pool")
+    seen = set()
+    kernels.parallel(lambda a: seen.add(threading.get_ident()), 1, np.zeros((1 << 16, 1), np.float32))
+    assert len(seen) == 2
+
+
 def test_set_num_threads_holds_the_blas_at_one_thread(two_threads):
     assert tapelab.get_num_threads() == 2
     blas = [i["num_threads"] for i in threadpool_info() if i.get("user_api") == "blas"]

@@ -20,7 +20,8 @@ import importlib.util
 import os
 import numpy as np
 
-from ..base import pool, runtime
+from ..base import runtime
+from ..base.pool import run_blocks
 from .gemm import GEMM_PARALLEL_MIN, gemm
 
 __all__ = ["enabled", "set_enabled", "use", "threads", "parallel", "loops", "gemm", "GEMM_PARALLEL_MIN"]
@@ -85,4 +86,4 @@ def parallel(fn, n_split: int, *args, align: int = 1) -> None:
     n = min(n, blocks)
     cuts = [min(rows, blocks * i // n * align) for i in range(n + 1)]
     rest = args[n_split:]
-    pool.run_blocks(fn, [tuple(a[cuts[i]:cuts[i + 1]] for a in args[:n_split]) + rest for i in range(n)])
+    run_blocks(fn, [tuple(a[cuts[i]:cuts[i + 1]] for a in args[:n_split]) + rest for i in range(n)])
