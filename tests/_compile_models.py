@@ -110,3 +110,10 @@ ZOO = {  # name -> (model factory, input factory)
     "gpt_block": (GPTBlock, lambda: tapelab.randn(2, 8, 32)),
     "convnet": (ConvNet, lambda: tapelab.randn(2, 3, 8, 8)),
 }
+
+
+def bn_net(nn_, momentum, track: bool):
+    """A conv, BatchNorm2d, linear, BatchNorm1d stack, in ``tapelab.nn`` or ``torch.nn`` (``nn_``)."""
+    return nn_.Sequential(nn_.Conv2d(3, 4, 3, padding=1), nn_.BatchNorm2d(4, momentum=momentum, track_running_stats=track),
+                          nn_.ReLU(), nn_.Flatten(), nn_.Linear(4 * 6 * 6, 8),
+                          nn_.BatchNorm1d(8, momentum=momentum, track_running_stats=track), nn_.Tanh())

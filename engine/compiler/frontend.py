@@ -5,8 +5,9 @@ each Python value, the grad mode, the module's training flag). A key seen before
 entry; a new one traces the call with ``trace_from_tape`` (a real eager run, whose result is
 returned: the compiled graph runs from the next call), lowers the graph's fusible groups into
 kernels (``fused.lower``) and stores the entry. A host read during the trace (``.item()``,
-``bool(t)``, ``print``: data-dependent Python), an in-place write into an input or a module buffer
-(BatchNorm's running statistics) or a recurrence the trace unrolled (``nn.LSTM``/``nn.GRU``: their
+``bool(t)``, ``print``: data-dependent Python), an in-place write the graph does not write back
+(through a view; inputs and buffers such as BatchNorm's running statistics it writes back itself)
+or a recurrence the trace unrolled (``nn.LSTM``/``nn.GRU``: their
 whole-layer ops run only eagerly) is a graph break: the trace's writes are undone, that key runs
 eagerly from then on, and the reason is kept for ``explain``. After ``config.cache_size_limit``
 entries a function runs eagerly for every new key and says so once, as ``torch._dynamo``'s cache
@@ -14,7 +15,6 @@ limit does.
 """
 from __future__ import annotations
 
-import functools
 import time
 import traceback
 import warnings
@@ -27,7 +27,7 @@ from ..core.tensor import Tensor
 from ..fx.proxy import TraceError
 from ..fx.graph_module import GraphModule
 from ..fx.node import Node
-from ..fx.trace_from_tape import guard_inputs, trace_from_tape
+from ..fx.trace_from_tape import guard_inputs, trace_with_output, write_state
 from ..nn.modules.module import Module
 from ..nn.modules.rnn import GRU, LSTM
 from . import fused as _fused
@@ -204,14 +204,14 @@ class CompiledFunction:
         t0 = time.perf_counter()
         try:
             with watch:
-                gm, out = _trace(call, flat)
+                gm, out = trace_with_output(call, *flat)
         except TraceError as e:
             state.restore()
             reason = f"untraceable: {e}"
             return _Entry(guards, reason=reason), self._eager(args, kwargs, reason)
         times = {"trace": time.perf_counter() - t0}
         signature = _signature(gm)
-        mutated = state.mutated()
+        mutated = state.mutated(_written(gm, flat))
         if mutated:       # the graph would not replay an in-place write into state it does not own
             watch.reasons.append(f"in-place update of {mutated}: a graph cannot replay it")
         unrolled = _unrolled_recurrence(self.module, gm)
@@ -305,19 +305,15 @@ def _attrs(module: Module | None, gm) -> list:
     return out
 
 
-def _trace(call, flat: tuple) -> tuple:
-    """``(graph, output)`` of one eager run: that run is the call's result, so compiling costs no
-    forward of its own beyond the shape propagation (the compiled graph runs from the next call)."""
-    box: list = []
-    if isinstance(call, Module):
-        handle = call.register_forward_hook(lambda m, a, o: box.append(o))
-        try:
-            gm = trace_from_tape(call, *flat)
-        finally:
-            handle.remove()
-    else:
-        gm = trace_from_tape(functools.wraps(call)(lambda *a: box.append(call(*a)) or box[-1]), *flat)
-    return gm, box[-1]
+def _written(gm, flat: tuple) -> set:
+    """ids of the tensors the graph's ``write_state`` nodes update (inputs and module state)."""
+    places = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    out = set()
+    for n in gm.graph.nodes:
+        if n.op == "call_function" and n.target is write_state:
+            target = n.args[0]
+            out.add(id(flat[places.index(target)] if target.op == "placeholder" else _fetch(gm, target.target)))
+    return out
 
 
 class _State:
@@ -333,8 +329,9 @@ class _State:
             self.saved = [(n, t, t._vc[0], None if n.startswith("parameter") else t.detach().clone())
                           for n, t in named]
 
-    def mutated(self) -> str:
-        return ", ".join(n for n, t, v, _ in self.saved if t._vc[0] != v)
+    def mutated(self, written: set) -> str:
+        """The state the trace changed that the graph does not write back (ids in ``written``)."""
+        return ", ".join(n for n, t, v, _ in self.saved if t._vc[0] != v and id(t) not in written)
 
     def restore(self) -> None:
         with no_grad():

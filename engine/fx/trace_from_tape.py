@@ -20,11 +20,17 @@ inputs that differ raises ``GuardError`` naming the input and what changed. Bran
 tensor *values* are not guarded: the graph replays the example's branch.
 
 An in-place op on an intermediate result (``nn.ReLU(inplace=True)``, ``out += identity``) is
-recorded functionally: later reads of that tensor read the op's node. Not supported: in-place
-mutation of an input, a parameter or buffer, or through a view, after it was recorded
-(``TraceError``; so BatchNorm in training mode, whose running statistics are updated in place,
-must be traced in eval mode), and fresh randomness: tensors drawn outside the dispatcher during the run
-(``randn``, dropout masks) are recorded as constants and replayed as drawn.
+recorded functionally: later reads of that tensor read the op's node. An in-place write into state
+the graph does not own (an input, a parameter or buffer: BatchNorm's running statistics and
+``num_batches_tracked`` in training mode) is recorded the same way, and the graph ends by writing
+each such tensor's last value back into it (one ``write_state`` node per tensor, which dead-code
+elimination keeps), so a replay updates the state as the eager call did; the ops that computed a
+written value under ``no_grad`` read their differentiable inputs detached, as they did eagerly.
+A train-mode BatchNorm with ``momentum=None`` reads ``num_batches_tracked`` to the host for its
+cumulative-average factor; the recorder runs it as graph ops instead (``_lowerings``). Not
+supported: in-place mutation through a view after it was recorded (``TraceError``), and fresh
+randomness: tensors drawn outside the dispatcher during the run (``randn``, dropout masks) are
+recorded as constants and replayed as drawn.
 
 >>> def f(x):
 ...     return x.relu() if x.shape[0] > 2 else x.sigmoid()
@@ -40,17 +46,19 @@ import sys
 from typing import Any, Callable
 
 from ..base import events
-from ..core.dispatch import STATE, Mode, eager
+from ..base.grad_mode import STATE as GRAD, no_grad
+from ..core.dispatch import STATE, Mode, eager, module_scope
 from ..nn.modules.module import Module
 from ..tape import source_line
 from ..core.tensor import Tensor
 from .graph import Graph
+from ._lowerings import module_lowering
 from .graph_module import GraphModule
 from .node import Node, has_side_effect, map_aggregate
 from .prims import prims
 from .proxy import TraceError
 
-__all__ = ["trace_from_tape", "GuardError", "guard_inputs"]
+__all__ = ["trace_from_tape", "trace_with_output", "GuardError", "guard_inputs", "write_state"]
 
 
 class GuardError(RuntimeError):
@@ -79,6 +87,13 @@ def guard_inputs(specs: tuple, *inputs) -> None:
                              f"called with {value!r}; trace again with this value")
 
 
+@has_side_effect
+def write_state(target: Tensor, value: Tensor) -> None:
+    """Write ``value`` into ``target`` (a buffer, parameter or input the traced call wrote in place)."""
+    with no_grad():
+        target.copy_(value)
+
+
 class _Recorder(Mode):
     """The dispatcher mode: runs each op eagerly and appends it to the graph."""
 
@@ -91,11 +106,18 @@ class _Recorder(Mode):
         self.params = params
         self.constants: dict[str, Any] = {}
         self.classes: dict[str, str] = {}                  # module path -> class name, as modules run
+        self.state: dict[int, tuple[Node, Tensor]] = {}    # id(tensor) -> (its placeholder/get_attr, tensor)
+        self.no_grad: set = set()                          # nodes recorded with grad mode off
+        self.grad: set = set()                             # nodes whose tensor requires grad
 
     def call_module(self, module, forward, args: tuple, kwargs: dict):
         path = module.__dict__.get("_tape_name")           # the scope name, set by the outermost call
         if path:
             self.classes[path] = type(module).__qualname__
+        lowered = module_lowering(module, args, kwargs)
+        if lowered is not None:
+            with module_scope(module._scope_name()):
+                return lowered()
         return forward(*args, **kwargs)
 
     def _scoped(self, node: Node) -> Node:
@@ -110,16 +132,47 @@ class _Recorder(Mode):
         self.nodes[id(t)] = (node, t._vc[0])
         self.by_data[id(t._data)] = node
         self.owner.setdefault(id(t._data), t)
+        if t.requires_grad:
+            self.grad.add(node)
         self.keep.append(t)
 
     def write(self, target, src) -> None:
-        """An in-place op is writing ``src`` (its recorded result) into ``target``: when ``target`` is an
-        intermediate's whole array (no view, no input, parameter or buffer), later reads get that node."""
+        """An in-place op is writing ``src`` (its recorded result) into ``target``: when ``target`` is a
+        whole array (no view), later reads get that node; an input's, parameter's or buffer's last
+        value is written back at the graph's end (``finish``)."""
         t, node = self.owner.get(id(target)), self.by_data.get(id(src))
-        if t is None or node is None or t._base is not None or self.nodes[id(t)][0].op != "call_function":
+        if t is None or node is None or t._base is not None:
+            return
+        bound = self.nodes[id(t)][0]
+        if bound.op in ("placeholder", "get_attr"):
+            self.state[id(t)] = (bound, t)
+        elif id(t) not in self.state and bound.op != "call_function":
             return
         self.nodes[id(t)] = (node, t._vc[0] + 1)         # the version the write is about to make
         self.by_data[id(target)] = node
+
+    def finish(self) -> None:
+        """Write each mutated input, parameter or buffer back; detach what its value read with grad on."""
+        for state_node, t in self.state.values():
+            value = self.arg(t)
+            self._detach_grad_inputs(value)
+            self.graph.create_node("call_function", write_state, (state_node, value), name=f"write_{state_node.name}")
+
+    def _detach_grad_inputs(self, value: Node) -> None:
+        """The ops computing ``value`` that ran under ``no_grad`` read their other inputs detached (a
+        replay runs with grad on: the running-statistics update must not enter the autograd graph)."""
+        seen, stack = set(), [value]
+        while stack:
+            n = stack.pop()
+            if n in seen or n not in self.no_grad:
+                continue
+            seen.add(n)
+            for i in n.all_input_nodes:
+                if i in self.no_grad:
+                    stack.append(i)
+                elif i in self.grad:
+                    with self.graph.inserting_before(n):
+                        n.replace_input_with(i, self.graph.call_method("detach", (i,)))
 
     def arg(self, a):
         def one(x):
@@ -151,9 +204,13 @@ class _Recorder(Mode):
     def dispatch(self, op, args, params):
         out = eager(op, args, params)
         node = self._scoped(self.graph.call_function(getattr(prims, op.name), self.arg(args), self.arg(params)))
+        if not GRAD.enabled:
+            self.no_grad.add(node)
         if isinstance(out, tuple):
             for i, o in enumerate(out):
                 self.bind(o, self._scoped(self.graph.call_function(operator.getitem, (node, i))))
+                if not GRAD.enabled:
+                    self.no_grad.add(self.nodes[id(o)][0])
         else:
             self.bind(out, node)
         return out
@@ -174,6 +231,12 @@ def trace_from_tape(fn: Module | Callable, *example_args, announce: bool = True)
     Raises:
         GuardError: later, when the GraphModule is called with inputs unlike the example.
     """
+    return trace_with_output(fn, *example_args, announce=announce)[0]
+
+
+def trace_with_output(fn: Module | Callable, *example_args, announce: bool = True) -> tuple[GraphModule, Any]:
+    """``trace_from_tape``'s graph and the eager run's own result (``compile`` returns that result
+    from the tracing call, so tracing costs no second forward)."""
     target = type(fn).forward if isinstance(fn, Module) else fn
     try:
         names = [p for p in inspect.signature(target).parameters][1 if isinstance(fn, Module) else 0:]
@@ -196,12 +259,14 @@ def trace_from_tape(fn: Module | Callable, *example_args, announce: bool = True)
             specs.append((name, "value", a))
     graph.create_node("call_function", guard_inputs, (tuple(specs), *inputs), name="guard")
     with rec:
-        out = fn(*example_args)
-    graph.output(rec.arg(out))
+        result = fn(*example_args)
+    out = rec.arg(result)
+    rec.finish()
+    graph.output(out)
     graph.eliminate_dead_code()   # ops whose values only fed Python decisions (``if x.sum() > 0``)
     gm = GraphModule(dict(rec.constants), graph, f"{getattr(fn, '__name__', type(fn).__name__)}_from_tape")
     if isinstance(fn, Module):
         gm.train(fn.training)
     if announce and events.has_subscribers("graph_traced"):
         events.emit("graph_traced", events.GraphTraced(graph, gm, fn, type(gm).__name__, "trace_from_tape"))
-    return gm
+    return gm, result

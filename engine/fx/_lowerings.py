@@ -1,0 +1,51 @@
+"""Module calls ``trace_from_tape`` records as other ops than their eager forward runs.
+
+A train-mode ``BatchNorm`` with ``momentum=None`` keeps a cumulative average: its factor is
+``1 / num_batches_tracked``, which the eager forward reads to the host (``float(...)``, as
+PyTorch's does). Recorded as is, that read would bake the first step's factor into the graph.
+Here the factor is a 0-d float64 tensor op, so every replay computes its own step's factor. The
+running-statistics arithmetic is ``F.batch_norm``'s, with the factors cast to the statistics'
+dtype first, so the values are bitwise eager's (a float32 times the float32 of a Python float).
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+from ..base import dtype as _dtype
+from ..base.grad_mode import no_grad
+from ..core.tensor import Tensor
+from ..nn import _ops
+from ..nn.modules.batchnorm import _BatchNorm
+
+__all__ = ["module_lowering"]
+
+
+def module_lowering(module, args: tuple, kwargs: dict) -> Callable[[], Tensor] | None:
+    """The call to record instead of ``module(*args, **kwargs)``, or None to record its forward."""
+    if (isinstance(module, _BatchNorm) and type(module).forward is _BatchNorm.forward and module.training
+            and module.momentum is None and module.track_running_stats and module.num_batches_tracked is not None
+            and not kwargs and len(args) == 1 and isinstance(args[0], Tensor) and not _hooked(module)):
+        x = args[0]
+        if (x.ndim in module._dims and x.shape[1] == module.running_mean.numel() == module.running_var.numel()
+                and x.numel() // x.shape[1] > 1):        # otherwise the forward raises its own error
+            return lambda: _batch_norm_cumulative(module, x)
+    return None
+
+
+def _hooked(module) -> bool:
+    return bool(module._forward_pre_hooks or module._forward_hooks or module._backward_hooks
+                or module._backward_pre_hooks)
+
+
+def _batch_norm_cumulative(module: _BatchNorm, x: Tensor) -> Tensor:
+    """``module(x)`` in training mode with ``momentum=None``, its factor computed by tensor ops."""
+    count = x.numel() // x.shape[1]
+    out, mean, var = _ops.batch_norm_normalize(x, (0, *range(2, x.ndim)), module.eps, module.weight, module.bias)
+    mean_, var_ = module.running_mean, module.running_var
+    with no_grad():
+        module.num_batches_tracked.add_(1)
+        factor = 1.0 / module.num_batches_tracked.to(_dtype.float64)
+        keep = (1 - factor).to(mean_.dtype)
+        mean_.mul_(keep).add_(mean * factor.to(mean_.dtype))
+        var_.mul_(keep).add_(var * (factor * count / (count - 1)).to(var_.dtype))
+    return out
