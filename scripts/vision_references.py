@@ -79,8 +79,14 @@ def models() -> None:
 def models_extra() -> None:
     """Keys, shapes and sizes of the later families; logits and gradients of their smallest members."""
     arrays: dict[str, np.ndarray] = {}
+    path = OUT / "models_extra.npz"
+    stored = dict(np.load(path)) if path.exists() else {}
     for name, kwargs in EXTRA_SIZES.items():
-        with torch.device("meta"):
+        if f"{name}/num_params" in stored:   # sizes do not change; regnet_y_128gf takes minutes to build
+            arrays |= {f"{name}/{k}": stored[f"{name}/{k}"] for k in ("keys", "shapes", "num_params")}
+            continue
+        # torchvision's RegNet computes its widths with tensors, which fails on meta: those build on the CPU
+        with torch.device("cpu" if name.startswith("regnet") else "meta"):
             full = torchvision.models.get_model(name, **kwargs)
         arrays[f"{name}/keys"] = np.array(list(full.state_dict()))
         arrays[f"{name}/shapes"] = np.array([",".join(map(str, v.shape)) for v in full.state_dict().values()])
@@ -93,7 +99,7 @@ def models_extra() -> None:
             outputs = model_outputs(torch, model, seeded_input(shape), train=mode, grad_sample=EXTRA_GRAD_SAMPLE)
             arrays |= {f"{prefix}/{k}": v for k, v in outputs.items()}
         print(name, "ok", flush=True)
-    np.savez_compressed(OUT / "models_extra.npz", **arrays)
+    np.savez_compressed(path, **arrays)
 
 
 def checkpoint() -> None:

@@ -226,6 +226,8 @@ EXTRA_SIZES = {
     "efficientnet_v2_s": {}, "efficientnet_v2_m": {}, "efficientnet_v2_l": {},
     "convnext_tiny": {}, "convnext_small": {}, "convnext_base": {}, "convnext_large": {},
     **{f"shufflenet_v2_{w}": {} for w in ("x0_5", "x1_0", "x1_5", "x2_0")},
+    **{f"regnet_{v}_{f}": {} for v in "xy" for f in ("400mf", "800mf", "1_6gf", "3_2gf", "8gf", "16gf", "32gf")},
+    "regnet_y_128gf": {},
 }
 # builders whose logits and gradients are stored in models_extra.npz: (keyword arguments, input shape, train step too)
 EXTRA_NUMERIC = {
@@ -236,6 +238,8 @@ EXTRA_NUMERIC = {
     "efficientnet_v2_s": ({}, (1, 3, 32, 32), False),
     "convnext_tiny": ({}, (1, 3, 32, 32), False),
     "shufflenet_v2_x0_5": ({}, (2, 3, 64, 64), True),
+    "regnet_y_400mf": ({}, (1, 3, 32, 32), False),
+    "regnet_x_400mf": ({}, (1, 3, 32, 32), False),
 }
 EXTRA_GRAD_SAMPLE = 256
 

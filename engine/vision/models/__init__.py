@@ -9,6 +9,7 @@ from .densenet import *  # noqa: F401,F403
 from .efficientnet import *  # noqa: F401,F403
 from .mobilenetv2 import *  # noqa: F401,F403
 from .mobilenetv3 import *  # noqa: F401,F403
+from .regnet import *  # noqa: F401,F403
 from .resnet import *  # noqa: F401,F403
 from .shufflenetv2 import *  # noqa: F401,F403
 from .squeezenet import *  # noqa: F401,F403
