@@ -70,8 +70,18 @@ def from_dlpack(ext) -> Tensor:
 _INT64_MAX = 2 ** 63 - 1
 
 
-def _size(size, fn: str) -> tuple:
-    """``size`` as a tuple of ints; bad sizes raise PyTorch's errors, named by the factory ``fn``."""
+def _size(size, fn: str, keyword=None) -> tuple:
+    """``size`` as a tuple of ints; bad sizes raise PyTorch's errors, named by the factory ``fn``.
+
+    ``keyword`` is a ``size=`` given by name (``torch.empty(size=(2, 3))``), which PyTorch's
+    factories accept in place of the positional sizes.
+    """
+    if keyword is not None:
+        if size:
+            raise TypeError(f"{fn}() got multiple values for argument 'size'")
+        if not isinstance(keyword, (tuple, list)):
+            raise TypeError(f"{fn}(): argument 'size' must be tuple of ints, not {type(keyword).__name__}")
+        size = keyword
     if len(size) == 1 and isinstance(size[0], (tuple, list)):
         size = size[0]
     for i, s in enumerate(size):
@@ -113,16 +123,16 @@ def _fill(size: tuple, value, dtype, dev: Device, requires_grad: bool) -> Tensor
     return _finish(_allocate(FULL, size, dtype or get_default_dtype(), dev, fill_value=value), requires_grad)
 
 
-def zeros(*size, dtype=None, device=None, requires_grad: bool = False, out=None) -> Tensor:
-    return _fill(_size(size, "zeros"), 0, dtype, _dev(device), requires_grad)
+def zeros(*shape, size=None, dtype=None, device=None, requires_grad: bool = False, out=None) -> Tensor:
+    return _fill(_size(shape, "zeros", size), 0, dtype, _dev(device), requires_grad)
 
 
-def ones(*size, dtype=None, device=None, requires_grad: bool = False, out=None) -> Tensor:
-    return _fill(_size(size, "ones"), 1, dtype, _dev(device), requires_grad)
+def ones(*shape, size=None, dtype=None, device=None, requires_grad: bool = False, out=None) -> Tensor:
+    return _fill(_size(shape, "ones", size), 1, dtype, _dev(device), requires_grad)
 
 
-def empty(*size, dtype=None, device=None, requires_grad: bool = False, **_) -> Tensor:
-    return _finish(_allocate(EMPTY, _size(size, "empty"), dtype or get_default_dtype(), _dev(device)), requires_grad)
+def empty(*shape, size=None, dtype=None, device=None, requires_grad: bool = False, **_) -> Tensor:
+    return _finish(_allocate(EMPTY, _size(shape, "empty", size), dtype or get_default_dtype(), _dev(device)), requires_grad)
 
 
 def full(size, fill_value, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
@@ -194,13 +204,13 @@ def eye(n: int, m: int | None = None, *, dtype=None, device=None, requires_grad:
     return _finish(apply(EYE, n=n, m=m, dtype=dtype or get_default_dtype(), device=_dev(device)), requires_grad)
 
 
-def rand(*size, generator=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
-    return _finish(apply(RAND, size=_size(size, "rand"), dtype=dtype or get_default_dtype(), device=_dev(device),
+def rand(*shape, size=None, generator=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    return _finish(apply(RAND, size=_size(shape, "rand", size), dtype=dtype or get_default_dtype(), device=_dev(device),
                          generator=generator), requires_grad)
 
 
-def randn(*size, generator=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
-    return _finish(apply(RANDN, size=_size(size, "randn"), dtype=dtype or get_default_dtype(), device=_dev(device),
+def randn(*shape, size=None, generator=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    return _finish(apply(RANDN, size=_size(shape, "randn", size), dtype=dtype or get_default_dtype(), device=_dev(device),
                          generator=generator), requires_grad)
 
 
