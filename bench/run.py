@@ -284,7 +284,10 @@ class LocalSide:
             self.steps = {self.side: step}
             if self.side == "tapelab" and w.floor is not None:   # plain numpy, same process (no value check)
                 self.steps["floor"] = w.floor(np.random.default_rng(0))
-            self.loops = {k: calibrate(s, self.target, self.warmup_s) for k, s in self.steps.items()}
+            self.loops = {}
+            for k, s in self.steps.items():
+                with self._blas(k):
+                    self.loops[k] = calibrate(s, self.target, self.warmup_s)
         except BaseException:
             self.teardown()
             raise
@@ -293,9 +296,23 @@ class LocalSide:
 
     def round(self) -> dict:
         """One timed repetition of each step held (seconds per call), then the settle pause."""
-        times = {k: time_reps(s, self.loops[k]) for k, s in self.steps.items()}
+        times = {}
+        for k, s in self.steps.items():
+            with self._blas(k):
+                times[k] = time_reps(s, self.loops[k])
         time.sleep(self.settle)
         return times
+
+    @staticmethod
+    def _blas(step: str):
+        """The numpy floor with the BLAS's own threads: tapelab holds numpy's BLAS at one thread in
+        its process and splits GEMMs over its own pool (engine/base/pool.py), the floor is plain
+        numpy as a user would run it."""
+        threads = int(os.environ.get("OPENBLAS_NUM_THREADS") or 1)
+        if step != "floor" or threads == 1:
+            return contextlib.nullcontext()
+        from threadpoolctl import threadpool_limits
+        return threadpool_limits(threads, user_api="blas")
 
     def teardown(self) -> None:
         self.steps, self.loops = {}, {}
