@@ -1,8 +1,10 @@
 """``tapelab.multiprocessing`` (``torch.multiprocessing``): Python's multiprocessing API, plus
 ``spawn`` and the sharing-strategy switches PyTorch adds.
 
-tapelab tensors cross process boundaries by pickling (a copy), so there is no shared-memory
-strategy to choose; the setting is kept for scripts that set it.
+tapelab tensors cross process boundaries by pickling (a copy), except that a forked process
+shares the data of tensors moved into shared memory beforehand (``Tensor.share_memory_``,
+``Module.share_memory``: hogwild training); there is no sharing strategy to choose, and the
+setting is kept for scripts that set it.
 """
 from __future__ import annotations
 

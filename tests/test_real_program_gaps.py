@@ -31,3 +31,46 @@ def test_size_keyword_feeds_xavier_init():
     w = tapelab.nn.Parameter(tapelab.empty(size=(6, 4)))
     tapelab.nn.init.xavier_normal_(w)
     assert tuple(w.shape) == (6, 4) and w.abs().sum().item() > 0
+
+
+# ---------------------------------------------------------------- share_memory (pytorch/examples mnist_hogwild)
+def _train(m, model, optim_name: str) -> None:
+    opt = (m.optim.SGD(model.parameters(), lr=0.1, momentum=0.5) if optim_name == "sgd"
+           else m.optim.Adam(model.parameters(), lr=0.01))
+    x = m.arange(12, dtype=m.float32).reshape(4, 3) / 10
+    for _ in range(3):
+        opt.zero_grad()
+        model(x).pow(2).sum().backward()
+        opt.step()
+
+
+@pytest.mark.parametrize("optim_name", ["sgd", "adam"])
+def test_share_memory_forked_worker_trains_the_parents_model(optim_name):
+    """hogwild: ``model.share_memory()``, a forked worker steps the parameters in place, and the
+    parent's model holds the result: torch's values when trained in one process."""
+    import multiprocessing
+
+    ref = torch.nn.Linear(3, 2)
+    model = tapelab.nn.Linear(3, 2)
+    model.load_state_dict({k: tapelab.tensor(v.numpy()) for k, v in ref.state_dict().items()})
+    assert model.share_memory() is model
+    assert all(p.is_shared() for p in model.parameters()) and not ref.weight.is_shared()
+    worker = multiprocessing.get_context("fork").Process(target=_train, args=(tapelab, model, optim_name))
+    worker.start()
+    worker.join()
+    assert worker.exitcode == 0
+    _train(torch, ref, optim_name)
+    for name, p in model.named_parameters():
+        assert p.detach().numpy() == pytest.approx(ref.get_parameter(name).detach().numpy(), abs=1e-6), name
+
+
+def test_share_memory_keeps_values_and_is_idempotent():
+    t = tapelab.arange(6.0).reshape(2, 3).t()       # a non-contiguous view
+    assert not t.is_shared()
+    assert t.share_memory_() is t and t.is_shared()
+    ptr = t.data_ptr()
+    assert t.share_memory_().data_ptr() == ptr      # already shared: left in place
+    assert t.tolist() == torch.arange(6.0).reshape(2, 3).t().tolist()
+    t.add_(1)
+    assert t.tolist() == (torch.arange(6.0).reshape(2, 3).t() + 1).tolist()
+    assert tapelab.ones(0).share_memory_().shape == (0,)

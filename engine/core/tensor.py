@@ -17,6 +17,7 @@ from ..base import dtype as _dtype
 from ..base.dispatch_state import STATE as _DISPATCH
 from ..base.dtype import from_np
 from ..base.coo import COOArray
+from ..base import shared as _shared
 from ..base.device import CPU, device as _device_cls
 from ..base.layout import sparse_coo, strided
 from ..base.repr import tensor_repr
@@ -137,7 +138,14 @@ class Tensor:
         return False
 
     def is_shared(self) -> bool:
-        return False
+        return type(self._data) is np.ndarray and _shared.is_shared(self._data)
+
+    def share_memory_(self) -> "Tensor":
+        """Moves a cpu tensor's data into memory that processes forked afterwards share, so their
+        in-place writes (hogwild optimizer steps) reach this process; other devices are left as is."""
+        if type(self._data) is np.ndarray and not _shared.is_shared(self._data):
+            self._data = _shared.shared_copy(self._data)
+        return self
 
     def is_signed(self) -> bool:
         return self._data.dtype.kind in "ifV"

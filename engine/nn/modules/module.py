@@ -499,6 +499,11 @@ class Module(StateDict):
     def cpu(self) -> "Module":
         return self._apply(lambda t: t.cpu())
 
+    def share_memory(self) -> "Module":
+        """Parameters and buffers in shared memory (``Tensor.share_memory_``): hogwild workers
+        forked afterwards train this very model."""
+        return self._apply(lambda t: t.share_memory_())
+
     def cuda(self, device=None) -> "Module":
         return self._apply(lambda t: t.cuda(device))
 
