@@ -188,3 +188,33 @@ def test_f43_output_gradient_transform_loop_matches_gemm():
         ref = torch.nn.grad.conv2d_weight(torch.from_numpy(xp), (7, shape[1], 3, 3),
                                           torch.from_numpy(gy.astype(np.float64)))
         np.testing.assert_allclose(fused, ref.numpy(), rtol=1e-4, atol=1e-5 * np.abs(ref.numpy()).max())
+
+
+@pytest.mark.parametrize("m", [2, 4])
+def test_transform_loops_split_over_threads_equal_one_thread(monkeypatch, m):
+    """The input transforms split by image ranges and the output/gradient transforms by column
+    ranges over the intra-op threads, each thread with its own scratch: exactly the one-thread
+    result, image and column ranges that do not divide evenly included."""
+    pytest.importorskip("numba")
+    from tapelab import kernels
+    monkeypatch.setattr(kernels, "PARALLEL_MIN", 1)
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((3, 5, 10, 9)).astype(np.float32)
+    w = rng.standard_normal((6, 5, 3, 3)).astype(np.float32)
+    pads = ((1, 1), (1, 1))
+    out = _winograd.out_size(x.shape[2:], pads)
+    gy = rng.standard_normal((3, 6, *out)).astype(np.float32)
+    th, tw = _winograd._tiles(out, m)
+    before = tl.get_num_threads()
+    results = []
+    try:
+        for n in (1, 2, 3):
+            tl.set_num_threads(n)
+            results.append((_winograd._input_transform(np, x, pads, m, th, tw), _winograd.conv3x3(np, x, w, pads),
+                            _winograd.weight3x3(np, x, gy, pads)))
+    finally:
+        tl.set_num_threads(before)
+    for got in results[1:]:
+        np.testing.assert_array_equal(got[0], results[0][0])
+        np.testing.assert_allclose(got[1], results[0][1], rtol=1e-6, atol=1e-6)
+        np.testing.assert_allclose(got[2], results[0][2], rtol=1e-6, atol=1e-5)

@@ -24,7 +24,8 @@ from ..base import runtime
 from ..base.pool import run_blocks
 from .gemm import GEMM_PARALLEL_MIN, gemm
 
-__all__ = ["enabled", "set_enabled", "use", "threads", "parallel", "loops", "gemm", "GEMM_PARALLEL_MIN"]
+__all__ = ["enabled", "set_enabled", "use", "threads", "parallel", "loops", "gemm", "GEMM_PARALLEL_MIN",
+           "parallel_ranges"]
 
 _ON = [os.environ.get("TAPELAB_EAGER_KERNELS", "1") != "0" and importlib.util.find_spec("numba") is not None]
 _F32 = np.dtype(np.float32)
@@ -87,3 +88,14 @@ def parallel(fn, n_split: int, *args, align: int = 1) -> None:
     cuts = [min(rows, blocks * i // n * align) for i in range(n + 1)]
     rest = args[n_split:]
     run_blocks(fn, [tuple(a[cuts[i]:cuts[i + 1]] for a in args[:n_split]) + rest for i in range(n)])
+
+
+def parallel_ranges(fn, count: int, size: int, args_for) -> None:
+    """``fn(*args_for(first, lo, hi))`` for one range ``lo:hi`` of ``count`` items (images,
+    columns) per thread, the ranges covering ``0:count``; one call over all of them when the work
+    (``size`` elements) is under ``PARALLEL_MIN`` or there is one thread. For loops that take
+    their range as arguments and need per-thread scratch (``first`` says the block may reuse the
+    caller's)."""
+    n = min(threads(), count) if size >= PARALLEL_MIN else 1
+    edges = [count * i // n for i in range(n + 1)] if n > 1 else [0, count]
+    run_blocks(fn, [args_for(i == 0, lo, hi) for i, (lo, hi) in enumerate(zip(edges[:-1], edges[1:]))])

@@ -64,14 +64,15 @@ def _bt23(d0, d1, d2, d3, o0, o1, o2, o3):
 
 
 @njit(**_JIT)
-def input_transform_f23(x, pt, pl, p, cw, v):
-    """``v (4, 4, N, th, tw * C)`` = F(2, 3)'s B^T d B of every 4 x 4 patch (stride 2) of ``x (N,
-    C, H, W)`` zero-padded by ``pt`` rows and ``pl`` columns; ``p (rows, 2, (tw + 1) * C)``
-    (``_pad_image``) and ``cw (4, rows, tw * C)`` are one image's scratch."""
+def input_transform_f23(x, pt, pl, p, cw, v, b0, b1):
+    """``v (4, 4, N, th, tw * C)`` = F(2, 3)'s B^T d B of every 4 x 4 patch (stride 2) of images
+    ``b0:b1`` of ``x (N, C, H, W)`` zero-padded by ``pt`` rows and ``pl`` columns; ``p (rows, 2,
+    (tw + 1) * C)`` (``_pad_image``) and ``cw (4, rows, tw * C)`` are one image's scratch (one per
+    thread: threads take disjoint image ranges)."""
     rows = p.shape[0]
     th, span = v.shape[3], v.shape[4]
     c = p.shape[2] - span
-    for b in range(x.shape[0]):
+    for b in range(b0, b1):
         _pad_image(x, b, pt, pl, p)
         for r in range(rows):                # patch column q of tile column j: residue q % 2, tile j + q // 2
             even, odd = p[r, 0], p[r, 1]
@@ -100,12 +101,12 @@ def _bt43(d0, d1, d2, d3, d4, d5, o0, o1, o2, o3, o4, o5):
 
 
 @njit(**_JIT)
-def input_transform_f43(x, pt, pl, p, cw, v):
+def input_transform_f43(x, pt, pl, p, cw, v, b0, b1):
     """``input_transform_f23`` for F(4, 3): ``v (6, 6, ...)``, ``p (rows, 4, ...)``, ``cw (6, ...)``."""
     rows = p.shape[0]
     th, span = v.shape[3], v.shape[4]
     c = p.shape[2] - span
-    for b in range(x.shape[0]):
+    for b in range(b0, b1):
         _pad_image(x, b, pt, pl, p)
         for r in range(rows):                # patch column q of tile column j: residue q % 4, tile j + q // 4
             pr = p[r]
@@ -129,12 +130,13 @@ def _at23(d0, d1, d2, d3, o0, o1):
 
 
 @njit(**_JIT)
-def output_transform_f23(prod, ys, tmp):
-    """``ys (4, L)`` = (A^T (x) A^T) ``prod (16, L)``: output (a, b) of every tile and channel from
-    its 16 tap products (tap 4 r + c); ``tmp (8, chunk)`` is scratch, chunk elements at a time."""
-    n, chunk = prod.shape[1], tmp.shape[1]
-    for s in range(0, n, chunk):
-        e = min(n, s + chunk)
+def output_transform_f23(prod, ys, tmp, s0, s1):
+    """Columns ``s0:s1`` of ``ys (4, L)`` = (A^T (x) A^T) ``prod (16, L)``: output (a, b) of every
+    tile and channel from its 16 tap products (tap 4 r + c); ``tmp (8, chunk)`` is scratch (one per
+    thread), chunk elements at a time."""
+    chunk = tmp.shape[1]
+    for s in range(s0, s1, chunk):
+        e = min(s1, s + chunk)
         w = e - s
         for c in range(4):                   # tmp[r * 4 + c] = sum_q A^T[r, q] prod[4 q + c]
             _at23(prod[c, s:e], prod[4 + c, s:e], prod[8 + c, s:e], prod[12 + c, s:e], tmp[c, :w], tmp[4 + c, :w])
@@ -165,13 +167,14 @@ def _a43(d0, d1, d2, d3, o0, o1, o2, o3, o4, o5):
 
 
 @njit(**_JIT)
-def grad_transform_f43(q, dm, tmp):
-    """``dm (36, L)`` = (A (x) A) ``q (16, L)``: F(4, 3)'s 6 x 6 tap gradients of every tile and
-    channel from its 4 x 4 output gradients (q row 4 a + b, dm row 6 i + j); ``tmp (24, chunk)``
-    is scratch, chunk elements at a time (the numpy form is one (36, 16) GEMM, ~11 GFLOP/s)."""
-    n, chunk = q.shape[1], tmp.shape[1]
-    for s in range(0, n, chunk):
-        e = min(n, s + chunk)
+def grad_transform_f43(q, dm, tmp, s0, s1):
+    """Columns ``s0:s1`` of ``dm (36, L)`` = (A (x) A) ``q (16, L)``: F(4, 3)'s 6 x 6 tap gradients
+    of every tile and channel from its 4 x 4 output gradients (q row 4 a + b, dm row 6 i + j);
+    ``tmp (24, chunk)`` is scratch (one per thread), chunk elements at a time (the numpy form is one
+    (36, 16) GEMM, ~11 GFLOP/s)."""
+    chunk = tmp.shape[1]
+    for s in range(s0, s1, chunk):
+        e = min(s1, s + chunk)
         w = e - s
         for a in range(4):                   # tmp[6 a + j] = sum_b A[j, b] q[4 a + b]
             r = 6 * a

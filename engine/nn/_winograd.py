@@ -121,7 +121,9 @@ def _input_transform(xp, x, pads, m, th, tw):
         p = xp.empty((rows, m, (tw + 1) * c), x.dtype)
         cw = xp.empty((a, rows, tw * c), x.dtype)
         loops = kernels.loops("winograd")
-        (loops.input_transform_f23 if m == 2 else loops.input_transform_f43)(x, pt, pl, p, cw, v)
+        kernels.parallel_ranges(loops.input_transform_f23 if m == 2 else loops.input_transform_f43, n, x.size,
+                                lambda first, lo, hi: (x, pt, pl, p if first else xp.empty_like(p),
+                                                       cw if first else xp.empty_like(cw), v, lo, hi))
         return v.reshape(a * a, -1, c)
     # padded, channels last, columns split by residue: p[:, r, res, k] is padded column m k + res
     p = xp.zeros((n, rows, m, tw + 1, c), x.dtype)
@@ -170,7 +172,8 @@ def _conv_images(x, y, ut, xp, pads, m):
     prod = prod.reshape(prod.shape[0], -1)
     if m == 2 and kernels.use(xp, prod):
         ys = xp.empty((m * m, prod.shape[1]), x.dtype)
-        kernels.loops("winograd").output_transform_f23(prod, ys, xp.empty((8, 2048), x.dtype))   # 64 KB: L1/L2
+        kernels.parallel_ranges(kernels.loops("winograd").output_transform_f23, prod.shape[1], prod.size,
+                                lambda first, lo, hi: (prod, ys, xp.empty((8, 2048), x.dtype), lo, hi))  # 64 KB: L1/L2
     else:
         ys = gemm(xp, _mat(xp, x.dtype, m, "AT"), prod)
     ys = ys.reshape(m, m, n, th, tw, o)
@@ -203,7 +206,8 @@ def _weight_images(x, gy, xp, pads, m):
     q = xp.ascontiguousarray(g6.transpose(2, 4, 0, 1, 3, 5)).reshape(m * m, -1)
     if m == 4 and kernels.use(xp, q):                                      # its sums and differences
         dm = xp.empty((36, q.shape[1]), q.dtype)
-        kernels.loops("winograd").grad_transform_f43(q, dm, xp.empty((24, 1024), q.dtype))  # 96 KB: L2
+        kernels.parallel_ranges(kernels.loops("winograd").grad_transform_f43, q.shape[1], q.size,
+                                lambda first, lo, hi: (q, dm, xp.empty((24, 1024), q.dtype), lo, hi))  # 96 KB: L2
     else:
         dm = gemm(xp, _mat(xp, gy.dtype, m, "A"), q)
     dm = dm.reshape(v.shape[0], -1, o)                                         # (a^2, T, O)
