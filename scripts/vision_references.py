@@ -27,8 +27,8 @@ ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "tests" / "fixtures" / "vision"
 sys.path.insert(0, str(ROOT / "tests"))
 
-from vision_cases import (EXTRA_GRAD_SAMPLE, EXTRA_NUMERIC, EXTRA_SIZES, as_array, model_outputs,  # noqa: E402
-                          ops_cases, transform_cases, utils_cases)
+from vision_cases import (EXTRA_AUX, EXTRA_GRAD_SAMPLE, EXTRA_NUMERIC, EXTRA_SIZES, as_array,  # noqa: E402
+                          aux_outputs, model_outputs, ops_cases, transform_cases, utils_cases)
 from vision_weights import seeded_input, seeded_state  # noqa: E402
 
 # builder name -> (keyword arguments for the numeric check, input shape)
@@ -99,6 +99,10 @@ def models_extra() -> None:
             outputs = model_outputs(torch, model, seeded_input(shape), train=mode, grad_sample=EXTRA_GRAD_SAMPLE)
             arrays |= {f"{prefix}/{k}": v for k, v in outputs.items()}
         print(name, "ok", flush=True)
+    for name, (kwargs, shape, aux_params) in EXTRA_AUX.items():
+        model = torchvision.models.get_model(name, num_classes=NUM_CLASSES, **kwargs)
+        model.load_state_dict({k: torch.from_numpy(v) for k, v in seeded_state(shapes_of(model)).items()})
+        arrays |= {f"{name}_aux/{k}": v for k, v in aux_outputs(torch, model, seeded_input(shape), aux_params).items()}
     np.savez_compressed(path, **arrays)
 
 

@@ -14,7 +14,7 @@ import pytest
 
 import tapelab
 from tapelab.vision import models
-from vision_cases import EXTRA_GRAD_SAMPLE, EXTRA_NUMERIC, EXTRA_SIZES, model_outputs
+from vision_cases import EXTRA_AUX, EXTRA_GRAD_SAMPLE, EXTRA_NUMERIC, EXTRA_SIZES, aux_outputs, model_outputs
 from vision_weights import seeded_input, seeded_state
 
 FIXTURES = Path(__file__).parent / "fixtures" / "vision"
@@ -139,3 +139,26 @@ def test_extra_logits_and_gradients_match_torchvision(name):
         got = model_outputs(tapelab, model, seeded_input(shape), train=mode, grad_sample=EXTRA_GRAD_SAMPLE)
         # train steps: torch's own float32 gradients of shufflenet_v2_x0_5 differ from float64 by 1.3e-4 of the max
         _compare_extra(got, f"{name}_train" if mode else name, 3e-4 if mode else 3e-5)
+
+
+@pytest.mark.parametrize("name", sorted(EXTRA_AUX))
+def test_auxiliary_logits_in_train_mode_match_torchvision(name):
+    kwargs, shape, aux_params = EXTRA_AUX[name]
+    got = aux_outputs(tapelab, _seeded(name, **kwargs), seeded_input(shape), aux_params)
+    assert sorted(got) == sorted(k.split("/", 1)[1] for k in EXTRA.files if k.startswith(f"{name}_aux/"))
+    for key, value in got.items():
+        want = EXTRA[f"{name}_aux/{key}"]
+        # torch's own float32 input gradient of this step is 6e-4 (of the max) from float64's; the rest 7e-5
+        atol = (2e-3 if key == "input_grad" else 2e-4) * np.abs(want).max()
+        np.testing.assert_allclose(value, want, rtol=1e-4, atol=atol, err_msg=key)
+
+
+def test_googlenet_and_inception_return_their_auxiliary_logits_only_in_training():
+    model = models.googlenet(num_classes=3, init_weights=False)
+    out = model(tapelab.randn(2, 3, 32, 32))
+    assert isinstance(out, models.GoogLeNetOutputs) and [o.shape for o in out] == [(2, 3)] * 3
+    model.eval()
+    assert model(tapelab.randn(1, 3, 32, 32)).shape == (1, 3)
+    with tapelab.device("meta"):
+        assert models.googlenet(aux_logits=False).aux1 is None
+        assert models.inception_v3(aux_logits=False).AuxLogits is None

@@ -228,6 +228,7 @@ EXTRA_SIZES = {
     **{f"shufflenet_v2_{w}": {} for w in ("x0_5", "x1_0", "x1_5", "x2_0")},
     **{f"regnet_{v}_{f}": {} for v in "xy" for f in ("400mf", "800mf", "1_6gf", "3_2gf", "8gf", "16gf", "32gf")},
     "regnet_y_128gf": {},
+    "googlenet": {"aux_logits": False}, "inception_v3": {},
 }
 # builders whose logits and gradients are stored in models_extra.npz: (keyword arguments, input shape, train step too)
 EXTRA_NUMERIC = {
@@ -240,8 +241,32 @@ EXTRA_NUMERIC = {
     "shufflenet_v2_x0_5": ({}, (2, 3, 64, 64), True),
     "regnet_y_400mf": ({}, (1, 3, 32, 32), False),
     "regnet_x_400mf": ({}, (1, 3, 32, 32), False),
+    "googlenet": ({"transform_input": True}, (1, 3, 64, 64), False),
+    "inception_v3": ({"transform_input": True}, (1, 3, 75, 75), False),   # 75x75: its smallest input
 }
+# train steps with auxiliary classifiers (no dropout, so they are exact): keyword arguments, input shape,
+# and the auxiliary parameters whose gradients are compared
+EXTRA_AUX = {"googlenet": ({"dropout": 0.0, "dropout_aux": 0.0}, (2, 3, 64, 64), ["aux1.fc2.weight", "aux2.fc2.weight"])}
 EXTRA_GRAD_SAMPLE = 256
+
+
+def aux_outputs(torch, model, x: np.ndarray, aux_params: list[str], grad_sample: int = 256) -> dict:
+    """A train step of a model that returns (logits, *aux logits): every output, the input gradient and
+    the leading gradient values of ``aux_params``, for sum(output_i * projection_i)."""
+    model.train(True)
+    model.zero_grad(set_to_none=True)
+    inp = torch.from_numpy(x).requires_grad_(True)
+    outputs = model(inp)
+    loss = 0
+    for i, o in enumerate(outputs):
+        loss = loss + (o * torch.from_numpy(seeded_input(tuple(o.shape), seed=7 + i))).sum()
+    loss.backward()
+    params = dict(model.named_parameters())
+    out = {f"output{i}": o.detach().numpy().copy() for i, o in enumerate(outputs)}
+    out["input_grad"] = inp.grad.numpy().copy()
+    for i, n in enumerate(aux_params):
+        out[f"aux_grad{i}"] = params[n].grad.numpy().ravel()[:grad_sample].copy()
+    return out
 
 
 def model_outputs(torch, model, x: np.ndarray, train: bool = False, grad_sample: int = 4096) -> dict:
