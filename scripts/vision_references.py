@@ -76,6 +76,14 @@ def models() -> None:
     checkpoint()
 
 
+def load_seeded(model) -> None:
+    """The seeded weights copied in place (MNASNet refuses a state_dict without its version metadata)."""
+    state = model.state_dict()
+    with torch.no_grad():
+        for k, v in seeded_state(shapes_of(model)).items():
+            state[k].copy_(torch.from_numpy(v))
+
+
 def models_extra() -> None:
     """Keys, shapes and sizes of the later families; logits and gradients of their smallest members."""
     arrays: dict[str, np.ndarray] = {}
@@ -93,7 +101,7 @@ def models_extra() -> None:
         arrays[f"{name}/num_params"] = np.array(sum(p.numel() for p in full.parameters()))
     for name, (kwargs, shape, train) in EXTRA_NUMERIC.items():
         model = torchvision.models.get_model(name, num_classes=NUM_CLASSES, **kwargs)
-        model.load_state_dict({k: torch.from_numpy(v) for k, v in seeded_state(shapes_of(model)).items()})
+        load_seeded(model)
         for mode in (False, True) if train else (False,):
             prefix = f"{name}_train" if mode else name
             outputs = model_outputs(torch, model, seeded_input(shape), train=mode, grad_sample=EXTRA_GRAD_SAMPLE)
@@ -101,7 +109,7 @@ def models_extra() -> None:
         print(name, "ok", flush=True)
     for name, (kwargs, shape, aux_params) in EXTRA_AUX.items():
         model = torchvision.models.get_model(name, num_classes=NUM_CLASSES, **kwargs)
-        model.load_state_dict({k: torch.from_numpy(v) for k, v in seeded_state(shapes_of(model)).items()})
+        load_seeded(model)
         arrays |= {f"{name}_aux/{k}": v for k, v in aux_outputs(torch, model, seeded_input(shape), aux_params).items()}
     np.savez_compressed(path, **arrays)
 

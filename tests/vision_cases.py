@@ -229,6 +229,7 @@ EXTRA_SIZES = {
     **{f"regnet_{v}_{f}": {} for v in "xy" for f in ("400mf", "800mf", "1_6gf", "3_2gf", "8gf", "16gf", "32gf")},
     "regnet_y_128gf": {},
     "googlenet": {"aux_logits": False}, "inception_v3": {},
+    "mnasnet0_5": {}, "mnasnet0_75": {}, "mnasnet1_0": {}, "mnasnet1_3": {},
 }
 # builders whose logits and gradients are stored in models_extra.npz: (keyword arguments, input shape, train step too)
 EXTRA_NUMERIC = {
@@ -243,6 +244,7 @@ EXTRA_NUMERIC = {
     "regnet_x_400mf": ({}, (1, 3, 32, 32), False),
     "googlenet": ({"transform_input": True}, (1, 3, 64, 64), False),
     "inception_v3": ({"transform_input": True}, (1, 3, 75, 75), False),   # 75x75: its smallest input
+    "mnasnet0_5": ({}, (1, 3, 32, 32), False),
 }
 # train steps with auxiliary classifiers (no dropout, so they are exact): keyword arguments, input shape,
 # and the auxiliary parameters whose gradients are compared

@@ -1,0 +1,116 @@
+"""MNASNet (Tan et al. 2019), variant B1: a mobile network found by platform-aware search;
+``alpha`` scales every width (rounded to multiples of 8, rounding up unless within 10%)."""
+from __future__ import annotations
+
+from typing import Any
+
+from ... import nn
+from ...nn import init
+from ._api import check_weights
+
+__all__ = ["MNASNet", "mnasnet0_5", "mnasnet0_75", "mnasnet1_0", "mnasnet1_3"]
+
+_BN_MOMENTUM = 1 - 0.9997   # TensorFlow's 0.9997 decay, in PyTorch's convention
+
+
+class _InvertedResidual(nn.Module):
+    """Expand (1x1), depthwise (kxk), project (1x1, no activation); residual when shapes allow."""
+
+    def __init__(self, in_ch: int, out_ch: int, kernel_size: int, stride: int, expansion_factor: int,
+                 bn_momentum: float = 0.1) -> None:
+        super().__init__()
+        if stride not in (1, 2):
+            raise ValueError(f"stride should be 1 or 2 instead of {stride}")
+        if kernel_size not in (3, 5):
+            raise ValueError(f"kernel_size should be 3 or 5 instead of {kernel_size}")
+        mid = in_ch * expansion_factor
+        self.apply_residual = in_ch == out_ch and stride == 1
+        self.layers = nn.Sequential(
+            nn.Conv2d(in_ch, mid, 1, bias=False), nn.BatchNorm2d(mid, momentum=bn_momentum), nn.ReLU(inplace=True),
+            nn.Conv2d(mid, mid, kernel_size, padding=kernel_size // 2, stride=stride, groups=mid, bias=False),
+            nn.BatchNorm2d(mid, momentum=bn_momentum), nn.ReLU(inplace=True),
+            nn.Conv2d(mid, out_ch, 1, bias=False), nn.BatchNorm2d(out_ch, momentum=bn_momentum))
+
+    def forward(self, input):
+        return self.layers(input) + input if self.apply_residual else self.layers(input)
+
+
+def _stack(in_ch: int, out_ch: int, kernel_size: int, stride: int, exp_factor: int, repeats: int,
+           bn_momentum: float) -> nn.Sequential:
+    if repeats < 1:
+        raise ValueError(f"repeats should be >= 1, instead got {repeats}")
+    return nn.Sequential(_InvertedResidual(in_ch, out_ch, kernel_size, stride, exp_factor, bn_momentum),
+                         *[_InvertedResidual(out_ch, out_ch, kernel_size, 1, exp_factor, bn_momentum)
+                           for _ in range(1, repeats)])
+
+
+def _round_to_multiple_of(val: float, divisor: int, round_up_bias: float = 0.9) -> int:
+    """The nearest multiple of ``divisor``, rounded up when the nearest is over 10% below ``val``."""
+    if not 0.0 < round_up_bias < 1.0:
+        raise ValueError(f"round_up_bias should be greater than 0.0 and smaller than 1.0 instead of {round_up_bias}")
+    new_val = max(divisor, int(val + divisor / 2) // divisor * divisor)
+    return new_val if new_val >= round_up_bias * val else new_val + divisor
+
+
+def _get_depths(alpha: float) -> list[int]:
+    return [_round_to_multiple_of(depth * alpha, 8) for depth in (32, 16, 24, 40, 80, 96, 192, 320)]
+
+
+class MNASNet(nn.Module):
+    def __init__(self, alpha: float, num_classes: int = 1000, dropout: float = 0.2) -> None:
+        super().__init__()
+        if alpha <= 0.0:
+            raise ValueError(f"alpha should be greater than 0.0 instead of {alpha}")
+        self.alpha, self.num_classes = alpha, num_classes
+        d = _get_depths(alpha)
+        m = _BN_MOMENTUM
+        self.layers = nn.Sequential(
+            nn.Conv2d(3, d[0], 3, padding=1, stride=2, bias=False), nn.BatchNorm2d(d[0], momentum=m),
+            nn.ReLU(inplace=True),
+            nn.Conv2d(d[0], d[0], 3, padding=1, stride=1, groups=d[0], bias=False), nn.BatchNorm2d(d[0], momentum=m),
+            nn.ReLU(inplace=True),
+            nn.Conv2d(d[0], d[1], 1, padding=0, stride=1, bias=False), nn.BatchNorm2d(d[1], momentum=m),
+            _stack(d[1], d[2], 3, 2, 3, 3, m), _stack(d[2], d[3], 5, 2, 3, 3, m), _stack(d[3], d[4], 5, 2, 6, 3, m),
+            _stack(d[4], d[5], 3, 1, 6, 2, m), _stack(d[5], d[6], 5, 2, 6, 4, m), _stack(d[6], d[7], 3, 1, 6, 1, m),
+            nn.Conv2d(d[7], 1280, 1, padding=0, stride=1, bias=False), nn.BatchNorm2d(1280, momentum=m),
+            nn.ReLU(inplace=True))
+        self.classifier = nn.Sequential(nn.Dropout(p=dropout, inplace=True), nn.Linear(1280, num_classes))
+        for mod in self.modules():
+            if isinstance(mod, nn.Conv2d):
+                init.kaiming_normal_(mod.weight, mode="fan_out", nonlinearity="relu")
+                if mod.bias is not None:
+                    init.zeros_(mod.bias)
+            elif isinstance(mod, nn.BatchNorm2d):
+                init.ones_(mod.weight)
+                init.zeros_(mod.bias)
+            elif isinstance(mod, nn.Linear):
+                init.kaiming_uniform_(mod.weight, mode="fan_out", nonlinearity="sigmoid")
+                init.zeros_(mod.bias)
+
+    def forward(self, x):
+        return self.classifier(self.layers(x).mean([2, 3]))
+
+
+def _mnasnet(alpha: float, name: str, weights, kwargs: dict) -> MNASNet:
+    check_weights(name, weights, kwargs)
+    return MNASNet(alpha, **kwargs)
+
+
+def mnasnet0_5(*, weights=None, progress: bool = True, **kwargs: Any) -> MNASNet:
+    """MNASNet with depth multiplier 0.5 (2,218,512 parameters)."""
+    return _mnasnet(0.5, "mnasnet0_5", weights, kwargs)
+
+
+def mnasnet0_75(*, weights=None, progress: bool = True, **kwargs: Any) -> MNASNet:
+    """MNASNet with depth multiplier 0.75 (3,170,208 parameters)."""
+    return _mnasnet(0.75, "mnasnet0_75", weights, kwargs)
+
+
+def mnasnet1_0(*, weights=None, progress: bool = True, **kwargs: Any) -> MNASNet:
+    """MNASNet with depth multiplier 1.0 (4,383,312 parameters)."""
+    return _mnasnet(1.0, "mnasnet1_0", weights, kwargs)
+
+
+def mnasnet1_3(*, weights=None, progress: bool = True, **kwargs: Any) -> MNASNet:
+    """MNASNet with depth multiplier 1.3 (6,282,256 parameters)."""
+    return _mnasnet(1.3, "mnasnet1_3", weights, kwargs)
