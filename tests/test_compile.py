@@ -625,3 +625,33 @@ def test_without_a_c_compiler_the_object_file_is_cached_and_loaded_by_mcjit(monk
         (out,) = cpu.load(kernel, True)(a, b)
         np.testing.assert_array_equal(out, a * b + np.float32(1.0))
     assert [p.suffix for p in tmp_path.iterdir() if p.suffix in (".o", ".so")] == [".o"]
+
+
+@pytest.mark.skipif(not tc.cpu.numba_available(), reason="the fused ReLU and max-pool loops need numba")
+def test_relu_then_2x2_max_pool_is_one_op_equal_to_eager():
+    """max_pool2d(relu(x), 2) becomes relu_max_pool2d: values and gradients bit for bit eager's,
+    with a NaN (kept, and its gradient passed), tied maxima (the first takes the gradient) and
+    all-negative windows (zero gradient)."""
+    F = tapelab.nn.functional
+
+    def f(x):
+        return F.max_pool2d(F.relu(x * 1.5), 2)
+    xs = np.random.default_rng(0).standard_normal((2, 3, 6, 8)).astype(np.float32)
+    xs[0, 0, 0, 1] = np.nan
+    xs[1, 1, :2, :2] = -1.0
+    xs[1, 2, 2:4, 2:4] = 0.5
+    compiled = tapelab.compile(f)
+    for _ in range(2):               # traced, then the compiled graph
+        x, xe = tapelab.tensor(xs, requires_grad=True), tapelab.tensor(xs, requires_grad=True)
+        y, ye = compiled(x), f(xe)
+        g = tapelab.randn(*y.shape)
+        y.backward(g)
+        ye.backward(g)
+        np.testing.assert_array_equal(y.detach().numpy(), ye.detach().numpy())
+        np.testing.assert_array_equal(x.grad.numpy(), xe.grad.numpy())
+    (entry,) = compiled.cache.values()
+    names = [getattr(n.target, "__name__", "") for n in entry.graph.graph.nodes if n.op == "call_function"]
+    assert "relu_max_pool2d" in names and "relu" not in names and "max_pool_blocks" not in names
+    with tapelab.profiler.profile() as prof:
+        compiled(tapelab.tensor(xs, requires_grad=True)).sum().backward()
+    assert {"relu_max_pool2d", "relu_max_pool2d_backward"} <= {e.key for e in prof.key_averages()}

@@ -30,7 +30,7 @@ from ..fx.graph_module import GraphModule
 from ..fx.passes.fusion import elementwise_groups, op_name
 from ..fx.passes.shape_prop import ShapeProp
 from ..fx.trace_from_tape import guard_inputs, trace_from_tape
-from . import cpu, cuda
+from . import cpu, cuda, pool
 from .kernel import Kernel
 from .symbolic import NotElementwise, input_sym, trace_op
 
@@ -330,6 +330,8 @@ def lower(gm: GraphModule, example_args: list, *, differentiable: bool = True, b
     for node in list(graph.nodes):      # the caller's key (or the op's fixed shapes) guards already
         if node.op == "call_function" and node.target is guard_inputs:
             graph.erase_node(node)
+    if on_cpu:
+        pool.fuse_relu_pool(gm)          # before grouping: the relu is the pool's, not an elementwise group's
     fused = []
     for group in elementwise_groups(gm, fusible=_fusible, min_size=1, merge_siblings=True):
         gset = set(group)
