@@ -130,7 +130,7 @@ def test_predicates_methods_and_printing():
     b = t.bfloat16()
     assert b.is_floating_point() and tapelab.is_floating_point(b) and b.is_signed()
     assert b.dtype.is_floating_point and b.dtype.itemsize == 2 and b.element_size() == 2
-    assert t.to(tapelab.bfloat16).dtype is b.dtype is tapelab.bfloat16 and b.type() == "tapelab.BFloat16Tensor"
+    assert t.to(tapelab.bfloat16).dtype is b.dtype is tapelab.bfloat16 and b.type() == "torch.BFloat16Tensor"
     assert tapelab.nn.Linear(2, 2).bfloat16().weight.dtype is tapelab.bfloat16
     want = repr(torch.tensor([1.5, -2.25, 1e-3]).bfloat16())
     assert repr(b).replace("tapelab.", "torch.") == want

@@ -68,7 +68,7 @@ def test_dtype_properties():
             (want.eps, want.max, want.tiny, want.bits, want.dtype)
     z = tapelab.zeros(2, dtype=c128)
     assert z.is_complex() and tapelab.is_complex(z) and not z.is_floating_point() and not z.is_conj()
-    assert z.type() == "tapelab.ComplexDoubleTensor"
+    assert z.type() == "torch.ComplexDoubleTensor"
 
 
 CASES = [[1 + 2j, -3.5 - 0.25j, 0j], [[1e10 + 1j, 2]], 1 + 2j, [[1.5j, -2], [3, 4]], [-0.0 - 1j],

@@ -10,9 +10,10 @@ from ..base.grad_mode import (enable_grad, inference_mode, is_grad_enabled, is_i
                              set_grad_enabled)
 from .gradcheck import GradcheckError, gradcheck, gradgradcheck
 from ..core.node import AccumulateGrad, Node, OpNode
+from .variable import Variable
 
 __all__ = ["backward", "backward_steps", "grad", "BackwardStep", "Node", "OpNode", "AccumulateGrad",
            "Function", "FunctionCtx", "once_differentiable", "gradcheck", "gradgradcheck",
            "GradcheckError", "no_grad", "enable_grad", "set_grad_enabled", "inference_mode",
            "is_grad_enabled", "is_inference_mode_enabled", "detect_anomaly", "set_detect_anomaly",
-           "is_anomaly_enabled", "is_anomaly_check_nan_enabled", "AnomalyWarning"]
+           "is_anomaly_enabled", "is_anomaly_check_nan_enabled", "AnomalyWarning", "Variable"]

@@ -284,19 +284,25 @@ class _LegacyTensorType(type):
         if device is not None and Device(device).type != "cpu":
             raise RuntimeError(f"legacy constructor expects device type: cpu but device type: "
                                f"{Device(device).type} was passed")
-        if not args:
-            return empty(0, dtype=cls.dtype, device=CPU)
-        if len(args) == 1 and isinstance(args[0], Tensor):
-            t = args[0]
-            if t.dtype != cls.dtype or t._device is not CPU:
-                raise TypeError(f"expected {cls.dtype} on cpu (got {t.dtype} on {t.device})")
-            return t.detach()
-        if all(isinstance(a, numbers.Integral) and not isinstance(a, bool) for a in args) or (
-                len(args) == 1 and isinstance(args[0], Size)):
-            return empty(*args, dtype=cls.dtype, device=CPU)
-        if len(args) > 1:
-            raise TypeError(f"new(): invalid arguments for {cls.__name__}: {args!r}")
-        return tensor(args[0], dtype=cls.dtype, device=CPU)
+        return _legacy_new(cls.__name__, cls.dtype, CPU, args)
+
+
+def _legacy_new(name: str, dt, dev, args) -> Tensor:
+    """The legacy constructors' forms, in dtype ``dt`` on ``dev``: ``()`` empty, ``(*sizes)`` or
+    ``(Size)`` uninitialised, ``(data)`` a copy, ``(tensor)`` the same memory (same dtype and device)."""
+    if not args:
+        return empty(0, dtype=dt, device=dev)
+    if len(args) == 1 and isinstance(args[0], Tensor):
+        t = args[0]
+        if t.dtype != dt or t._device != dev:
+            raise TypeError(f"expected {dt} on {dev} (got {t.dtype} on {t.device})")
+        return t.detach()
+    if all(isinstance(a, numbers.Integral) and not isinstance(a, bool) for a in args) or (
+            len(args) == 1 and isinstance(args[0], Size)):
+        return empty(*args, dtype=dt, device=dev)
+    if len(args) > 1:
+        raise TypeError(f"new(): invalid arguments for {name}: {args!r}")
+    return tensor(args[0], dtype=dt, device=dev)
 
 
 def _legacy(name: str, dt) -> type:
@@ -326,6 +332,11 @@ def _init(self, *args, **kwargs):
         self._data = tensor(args[0], dtype=get_default_dtype())._data
     elif args:
         self._data = empty(*args)._data
+
+
+def new(self, *args, device=None) -> Tensor:
+    """``Tensor.new``, the legacy constructor in this tensor's dtype and on its device (or ``device``)."""
+    return _legacy_new("new", self.dtype, self._device if device is None else Device(device), args)
 
 
 def new_tensor(self, data, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
@@ -372,5 +383,5 @@ def _rebuild(arr, requires_grad, dev):
     return tensor(arr, requires_grad=requires_grad, device=dev)
 
 
-OPERATORS = {"__init__": _init, "__reduce_ex__": _reduce_ex, "new_tensor": new_tensor, "new_zeros": new_zeros,
+OPERATORS = {"__init__": _init, "__reduce_ex__": _reduce_ex, "new": new, "new_tensor": new_tensor, "new_zeros": new_zeros,
              "new_ones": new_ones, "new_full": new_full, "new_empty": new_empty, "pin_memory": pin_memory}

@@ -377,10 +377,13 @@ class Tensor:
         return hasattr(self, "_pinned")
 
     def type(self, dtype=None):
-        """The type name (``tapelab.FloatTensor``), or a cast: to a dtype, or to a legacy type name
-        (``'torch.DoubleTensor'``, ``'torch.cuda.FloatTensor'``)."""
+        """The legacy type name, spelled as PyTorch spells it (``'torch.FloatTensor'``,
+        ``'torch.cuda.FloatTensor'``: programs compare these strings), or a cast: to a dtype, a
+        legacy type (``tapelab.DoubleTensor``) or a legacy type name."""
         if dtype is None:
-            return f"tapelab.{_TYPE_NAMES[self._data.dtype.name]}"
+            return f"torch.{'cuda.' if self._device.type == 'cuda' else ''}{_TYPE_NAMES[self._data.dtype.name]}"
+        if isinstance(dtype, type) and isinstance(getattr(dtype, "dtype", None), _dtype.dtype):
+            return self.to("cuda" if getattr(dtype, "is_cuda", False) else "cpu", dtype.dtype)
         if isinstance(dtype, str):
             name = dtype.rsplit(".", 1)[-1]
             by_name = {v: k for k, v in _TYPE_NAMES.items()}
