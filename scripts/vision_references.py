@@ -4,13 +4,13 @@ torchvision cannot be imported beside the main venv's torch, so this runs in a s
 
     python3.11 -m venv /work/tvenv
     /work/tvenv/bin/pip install torch==2.14.1 torchvision==0.29.1 pillow numpy
-    /work/tvenv/bin/python scripts/vision_references.py [models|models_extra|transforms|programs ...]
+    /work/tvenv/bin/python scripts/vision_references.py [models|models_extra|transforms|ops_extra|programs ...]
 
 It writes tests/fixtures/vision/: ``transforms.npz`` (every case of tests/vision_cases.py),
 ``models.npz`` (per model: state_dict keys and shapes, parameter counts, and the logits and gradients
 of a small input with the seeded weights of tests/vision_weights.py), ``squeezenet1_1_fp16.pt``
 (a state_dict written by torch.save), ``models_extra.npz`` (the same for the later families, with
-fewer gradient values) and ``programs.npz`` (the numbers tests/programs/vision/*.py
+fewer gradient values), ``ops_extra.npz`` (tests/vision_cases.py's extra_ops_cases) and ``programs.npz`` (the numbers tests/programs/vision/*.py
 return under real torch and torchvision).
 """
 from __future__ import annotations
@@ -28,7 +28,8 @@ OUT = ROOT / "tests" / "fixtures" / "vision"
 sys.path.insert(0, str(ROOT / "tests"))
 
 from vision_cases import (EXTRA_AUX, EXTRA_GRAD_SAMPLE, EXTRA_NUMERIC, EXTRA_SIZES, as_array,  # noqa: E402
-                          aux_outputs, model_outputs, ops_cases, transform_cases, utils_cases)
+                          aux_outputs, extra_ops_cases, model_outputs, ops_cases, transform_cases,
+                          utils_cases)
 from vision_weights import seeded_input, seeded_state  # noqa: E402
 
 # builder name -> (keyword arguments for the numeric check, input shape)
@@ -139,6 +140,12 @@ def transforms() -> None:
     print(len(arrays), "transform, utils and ops arrays")
 
 
+def ops_extra() -> None:
+    arrays = {key: as_array(case()) for key, case in extra_ops_cases(torchvision, torch).items()}
+    np.savez_compressed(OUT / "ops_extra.npz", **arrays)
+    print(len(arrays), "ops arrays")
+
+
 def programs() -> None:
     arrays = {}
     for path in sorted((ROOT / "tests" / "programs" / "vision").glob("*.py")):
@@ -152,5 +159,6 @@ def programs() -> None:
 
 if __name__ == "__main__":
     OUT.mkdir(parents=True, exist_ok=True)
-    for part in sys.argv[1:] or ["transforms", "models", "models_extra", "programs"]:
-        {"models": models, "models_extra": models_extra, "transforms": transforms, "programs": programs}[part]()
+    for part in sys.argv[1:] or ["transforms", "ops_extra", "models", "models_extra", "programs"]:
+        {"models": models, "models_extra": models_extra, "transforms": transforms, "ops_extra": ops_extra,
+         "programs": programs}[part]()

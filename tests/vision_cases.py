@@ -10,7 +10,7 @@ import io
 
 import numpy as np
 
-from vision_weights import seeded_input
+from vision_weights import seeded_input, seeded_value
 
 
 def images():
@@ -269,6 +269,70 @@ def aux_outputs(torch, model, x: np.ndarray, aux_params: list[str], grad_sample:
     for i, n in enumerate(aux_params):
         out[f"aux_grad{i}"] = params[n].grad.numpy().ravel()[:grad_sample].copy()
     return out
+
+
+def _seeded_module(torch, module):
+    """``module`` with every state_dict entry set to its seeded value (in place, so metadata stays)."""
+    with torch.no_grad():
+        for k, v in module.state_dict().items():
+            v.copy_(torch.from_numpy(seeded_value(k, tuple(v.shape), not v.is_floating_point())))
+    return module
+
+
+def _with_grads(torch, fn, *arrays):
+    """``fn`` of tensors made from ``arrays`` -> its outputs, flattened, then the gradients of
+    sum(output * linspace) with respect to each input (zeros for an input it does not use)."""
+    def run():
+        inputs = [torch.from_numpy(a).requires_grad_(True) for a in arrays]
+        outs = fn(*inputs)
+        outs = list(outs.values()) if isinstance(outs, dict) else [outs]
+        loss = 0
+        for o in outs:
+            loss = loss + (o * torch.linspace(-1, 1, o.numel()).reshape(o.shape)).sum()
+        loss.backward()
+        grads = [np.zeros(i.numel(), np.float32) if i.grad is None else i.grad.numpy().ravel() for i in inputs]
+        return np.concatenate([o.detach().numpy().ravel() for o in outs] + grads)
+    return run
+
+
+def extra_ops_cases(tv, torch) -> dict:
+    """RoIPool, MultiScaleRoIAlign, FeaturePyramidNetwork, MLP and Conv3dNormActivation on small cases."""
+    O, nn = tv.ops, torch.nn
+    feats = seeded_input((2, 3, 12, 14), seed=21)
+    rois = torch.tensor([[0, 1.0, 1.5, 9.0, 7.0], [1, 0.0, 0.0, 13.0, 11.0], [0, 4.2, 3.3, 6.1, 5.9],
+                         [1, -2.0, -1.0, 3.0, 4.0], [0, 10.0, 8.0, 20.0, 16.0], [1, 30.0, 30.0, 40.0, 40.0],
+                         [0, 2.5, 2.5, 2.5, 2.5]])
+    pyramid = [seeded_input((2, 2, s, s), seed=50 + s) for s in (64, 32, 16)]
+    rng = np.random.default_rng(12)
+    centre = rng.uniform(20, 236, (9, 2))
+    side = np.array([12, 30, 56, 80, 112, 150, 224, 250, 40])[:, None] * rng.uniform(0.7, 1.3, (9, 2))
+    boxes = np.clip(np.concatenate([centre - side / 2, centre + side / 2], 1), 0, 255).astype(np.float32)
+
+    def multiscale(*maps, names=("feat1", "feat2", "feat3"), sampling=2):
+        pooler = O.MultiScaleRoIAlign([n for n in names if n != "skip"], (3, 2), sampling)
+        x = dict(zip(names, maps))
+        return pooler(x, [torch.from_numpy(boxes[:5]), torch.from_numpy(boxes[5:])], [(256, 256), (240, 250)])
+
+    def fpn(extra):
+        net = _seeded_module(torch, O.FeaturePyramidNetwork([3, 5, 6], 4, extra_blocks=extra))
+        return lambda *maps: net(dict(zip(["a", "b", "c"], maps)))
+
+    fpn_in = [seeded_input((2, c, s, s + 1), seed=60 + c) for c, s in ((3, 16), (5, 8), (6, 4))]
+    F = O.feature_pyramid_network
+    mlp = _seeded_module(torch, O.MLP(5, [7, 6, 3], norm_layer=nn.LayerNorm, activation_layer=nn.GELU))
+    conv3 = _seeded_module(torch, O.Conv3dNormActivation(2, 4, kernel_size=(3, 1, 3), stride=(1, 2, 1))).eval()
+    return {
+        "roi_pool": _with_grads(torch, lambda x: O.roi_pool(x, rois, (3, 2)), feats),
+        "roi_pool_scaled": _with_grads(torch, lambda x: O.RoIPool(4, 0.5)(x, rois), feats),
+        "roi_pool_list": _with_grads(torch, lambda x: O.roi_pool(x, [rois[:3, 1:], rois[3:, 1:]], 2, 0.75), feats),
+        "multiscale_roi_align": _with_grads(torch, multiscale, *pyramid),
+        "multiscale_roi_align_one_level": _with_grads(
+            torch, lambda a, b: multiscale(a, b, names=("feat1", "skip"), sampling=-1), pyramid[0], pyramid[1]),
+        "fpn_maxpool": _with_grads(torch, fpn(F.LastLevelMaxPool()), *fpn_in),
+        "fpn_p6p7": _with_grads(torch, fpn(F.LastLevelP6P7(6, 4)), *fpn_in),
+        "mlp": _with_grads(torch, mlp, seeded_input((4, 5), seed=70)),
+        "conv3d_norm_activation": _with_grads(torch, conv3, seeded_input((1, 2, 5, 6, 7), seed=71)),
+    }
 
 
 def model_outputs(torch, model, x: np.ndarray, train: bool = False, grad_sample: int = 4096) -> dict:

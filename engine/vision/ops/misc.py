@@ -11,29 +11,57 @@ from collections.abc import Callable
 from ... import nn
 from ...core.creation import ones, zeros
 
-__all__ = ["Conv2dNormActivation", "MLP", "FrozenBatchNorm2d", "SqueezeExcitation", "Permute"]
+__all__ = ["ConvNormActivation", "Conv2dNormActivation", "Conv3dNormActivation", "MLP", "FrozenBatchNorm2d", "SqueezeExcitation", "Permute"]
 
 
-class Conv2dNormActivation(nn.Sequential):
-    """Conv2d, then an optional norm layer, then an optional activation (children 0, 1, 2)."""
+class ConvNormActivation(nn.Sequential):
+    """``conv_layer``, then an optional norm layer, then an optional activation (children 0, 1, 2)."""
 
-    def __init__(self, in_channels: int, out_channels: int, kernel_size: int = 3, stride: int = 1,
-                 padding: int | None = None, groups: int = 1,
-                 norm_layer: Callable[..., nn.Module] | None = nn.BatchNorm2d,
-                 activation_layer: Callable[..., nn.Module] | None = nn.ReLU, dilation: int = 1,
-                 inplace: bool | None = True, bias: bool | None = None) -> None:
-        if padding is None:
-            padding = (kernel_size - 1) // 2 * dilation
+    def __init__(self, in_channels: int, out_channels: int, kernel_size=3, stride=1, padding=None,
+                 groups: int = 1, norm_layer: Callable[..., nn.Module] | None = nn.BatchNorm2d,
+                 activation_layer: Callable[..., nn.Module] | None = nn.ReLU, dilation=1,
+                 inplace: bool | None = True, bias: bool | None = None,
+                 conv_layer: Callable[..., nn.Module] = nn.Conv2d) -> None:
+        if padding is None:   # "same" padding for odd kernels, per dimension when either is a tuple
+            if isinstance(kernel_size, int) and isinstance(dilation, int):
+                padding = (kernel_size - 1) // 2 * dilation
+            else:
+                n = len(kernel_size) if isinstance(kernel_size, (tuple, list)) else len(dilation)
+                ks = kernel_size if isinstance(kernel_size, (tuple, list)) else (kernel_size,) * n
+                ds = dilation if isinstance(dilation, (tuple, list)) else (dilation,) * n
+                padding = tuple((k - 1) // 2 * d for k, d in zip(ks, ds))
         if bias is None:
             bias = norm_layer is None
-        layers = [nn.Conv2d(in_channels, out_channels, kernel_size, stride, padding, dilation=dilation,
-                            groups=groups, bias=bias)]
+        layers = [conv_layer(in_channels, out_channels, kernel_size, stride, padding, dilation=dilation,
+                             groups=groups, bias=bias)]
         if norm_layer is not None:
             layers.append(norm_layer(out_channels))
         if activation_layer is not None:
             layers.append(activation_layer() if inplace is None else activation_layer(inplace=inplace))
         super().__init__(*layers)
         self.out_channels = out_channels
+
+
+class Conv2dNormActivation(ConvNormActivation):
+    """Conv2d, then an optional norm layer, then an optional activation (children 0, 1, 2)."""
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size=3, stride=1, padding=None,
+                 groups: int = 1, norm_layer: Callable[..., nn.Module] | None = nn.BatchNorm2d,
+                 activation_layer: Callable[..., nn.Module] | None = nn.ReLU, dilation=1,
+                 inplace: bool | None = True, bias: bool | None = None) -> None:
+        super().__init__(in_channels, out_channels, kernel_size, stride, padding, groups, norm_layer,
+                         activation_layer, dilation, inplace, bias, nn.Conv2d)
+
+
+class Conv3dNormActivation(ConvNormActivation):
+    """Conv3d, then an optional norm layer (BatchNorm3d), then an optional activation."""
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size=3, stride=1, padding=None,
+                 groups: int = 1, norm_layer: Callable[..., nn.Module] | None = nn.BatchNorm3d,
+                 activation_layer: Callable[..., nn.Module] | None = nn.ReLU, dilation=1,
+                 inplace: bool | None = True, bias: bool | None = None) -> None:
+        super().__init__(in_channels, out_channels, kernel_size, stride, padding, groups, norm_layer,
+                         activation_layer, dilation, inplace, bias, nn.Conv3d)
 
 
 class MLP(nn.Sequential):
