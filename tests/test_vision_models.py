@@ -179,3 +179,16 @@ def test_googlenet_and_inception_return_their_auxiliary_logits_only_in_training(
     with tapelab.device("meta"):
         assert models.googlenet(aux_logits=False).aux1 is None
         assert models.inception_v3(aux_logits=False).AuxLogits is None
+
+
+def test_every_builder_is_registered_for_get_model_and_list_models():
+    names = models.list_models()
+    assert set(PUBLISHED) | set(PUBLISHED_EXTRA) <= set(names)
+    assert models.list_models(include="mnasnet*", exclude="*0_75") == ["mnasnet0_5", "mnasnet1_0", "mnasnet1_3"]
+    assert models.get_model_builder("MobileNet_V3_Small") is models.mobilenet_v3_small
+    with tapelab.device("meta"):
+        assert models.get_model("regnet_y_400mf", num_classes=7).fc.out_features == 7
+    with pytest.raises(ValueError, match="Unknown model resnet1000"):
+        models.get_model("resnet1000")
+    with pytest.raises(RuntimeError, match=r"convnext_tiny\(weights='DEFAULT'\)"):
+        models.get_model("convnext_tiny", weights="DEFAULT")

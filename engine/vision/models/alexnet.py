@@ -5,7 +5,7 @@ from typing import Any
 
 from ... import nn
 from ...ops.movement import flatten
-from ._api import check_weights
+from ._api import check_weights, register_model
 
 __all__ = ["AlexNet", "alexnet"]
 
@@ -32,6 +32,7 @@ class AlexNet(nn.Module):
         return self.classifier(flatten(self.avgpool(self.features(x)), 1))
 
 
+@register_model()
 def alexnet(*, weights=None, progress: bool = True, **kwargs: Any) -> AlexNet:
     """AlexNet (61,100,840 parameters)."""
     check_weights("alexnet", weights, kwargs)

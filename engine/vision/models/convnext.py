@@ -12,7 +12,7 @@ from ...nn import functional as F
 from ...nn import init
 from ..ops.misc import Conv2dNormActivation, Permute
 from ..ops.stochastic_depth import StochasticDepth
-from ._api import check_weights
+from ._api import check_weights, register_model
 
 __all__ = ["ConvNeXt", "CNBlock", "CNBlockConfig", "LayerNorm2d", "convnext_tiny", "convnext_small",
            "convnext_base", "convnext_large"]
@@ -106,21 +106,25 @@ def _convnext(size: str, weights, kwargs: dict) -> ConvNeXt:
     return ConvNeXt(setting, stochastic_depth_prob=kwargs.pop("stochastic_depth_prob", sd_prob), **kwargs)
 
 
+@register_model()
 def convnext_tiny(*, weights=None, progress: bool = True, **kwargs: Any) -> ConvNeXt:
     """ConvNeXt-Tiny (28,589,128 parameters)."""
     return _convnext("tiny", weights, kwargs)
 
 
+@register_model()
 def convnext_small(*, weights=None, progress: bool = True, **kwargs: Any) -> ConvNeXt:
     """ConvNeXt-Small (50,223,688 parameters)."""
     return _convnext("small", weights, kwargs)
 
 
+@register_model()
 def convnext_base(*, weights=None, progress: bool = True, **kwargs: Any) -> ConvNeXt:
     """ConvNeXt-Base (88,591,464 parameters)."""
     return _convnext("base", weights, kwargs)
 
 
+@register_model()
 def convnext_large(*, weights=None, progress: bool = True, **kwargs: Any) -> ConvNeXt:
     """ConvNeXt-Large (197,767,336 parameters)."""
     return _convnext("large", weights, kwargs)

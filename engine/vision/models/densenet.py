@@ -8,7 +8,7 @@ from ... import nn
 from ...nn import functional as F
 from ...nn import init
 from ...ops.movement import cat, flatten
-from ._api import check_weights
+from ._api import check_weights, register_model
 
 __all__ = ["DenseNet", "densenet121"]
 
@@ -93,6 +93,7 @@ class DenseNet(nn.Module):
         return self.classifier(flatten(out, 1))
 
 
+@register_model()
 def densenet121(*, weights=None, progress: bool = True, **kwargs: Any) -> DenseNet:
     """DenseNet-121 (7,978,856 parameters)."""
     check_weights("densenet121", weights, kwargs)

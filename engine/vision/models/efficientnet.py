@@ -13,7 +13,7 @@ from ...nn import init
 from ...ops.movement import flatten
 from ..ops.misc import Conv2dNormActivation, SqueezeExcitation
 from ..ops.stochastic_depth import StochasticDepth
-from ._api import check_weights
+from ._api import check_weights, register_model
 from .mobilenetv2 import _make_divisible
 
 __all__ = ["EfficientNet", "MBConv", "FusedMBConv", "MBConvConfig", "FusedMBConvConfig",
@@ -193,56 +193,67 @@ def _efficientnet_v2(size: str, weights, kwargs: dict) -> EfficientNet:
     return EfficientNet(setting, kwargs.pop("dropout", _V2_DROPOUT[size]), last_channel=1280, **kwargs)
 
 
+@register_model()
 def efficientnet_b0(*, weights=None, progress: bool = True, **kwargs: Any) -> EfficientNet:
     """EfficientNet-B0 (5,288,548 parameters)."""
     return _efficientnet_b(0, weights, kwargs)
 
 
+@register_model()
 def efficientnet_b1(*, weights=None, progress: bool = True, **kwargs: Any) -> EfficientNet:
     """EfficientNet-B1 (7,794,184 parameters)."""
     return _efficientnet_b(1, weights, kwargs)
 
 
+@register_model()
 def efficientnet_b2(*, weights=None, progress: bool = True, **kwargs: Any) -> EfficientNet:
     """EfficientNet-B2 (9,109,994 parameters)."""
     return _efficientnet_b(2, weights, kwargs)
 
 
+@register_model()
 def efficientnet_b3(*, weights=None, progress: bool = True, **kwargs: Any) -> EfficientNet:
     """EfficientNet-B3 (12,233,232 parameters)."""
     return _efficientnet_b(3, weights, kwargs)
 
 
+@register_model()
 def efficientnet_b4(*, weights=None, progress: bool = True, **kwargs: Any) -> EfficientNet:
     """EfficientNet-B4 (19,341,616 parameters)."""
     return _efficientnet_b(4, weights, kwargs)
 
 
+@register_model()
 def efficientnet_b5(*, weights=None, progress: bool = True, **kwargs: Any) -> EfficientNet:
     """EfficientNet-B5 (30,389,784 parameters)."""
     return _efficientnet_b(5, weights, kwargs)
 
 
+@register_model()
 def efficientnet_b6(*, weights=None, progress: bool = True, **kwargs: Any) -> EfficientNet:
     """EfficientNet-B6 (43,040,704 parameters)."""
     return _efficientnet_b(6, weights, kwargs)
 
 
+@register_model()
 def efficientnet_b7(*, weights=None, progress: bool = True, **kwargs: Any) -> EfficientNet:
     """EfficientNet-B7 (66,347,960 parameters)."""
     return _efficientnet_b(7, weights, kwargs)
 
 
+@register_model()
 def efficientnet_v2_s(*, weights=None, progress: bool = True, **kwargs: Any) -> EfficientNet:
     """EfficientNetV2-S (21,458,488 parameters)."""
     return _efficientnet_v2("s", weights, kwargs)
 
 
+@register_model()
 def efficientnet_v2_m(*, weights=None, progress: bool = True, **kwargs: Any) -> EfficientNet:
     """EfficientNetV2-M (54,139,356 parameters)."""
     return _efficientnet_v2("m", weights, kwargs)
 
 
+@register_model()
 def efficientnet_v2_l(*, weights=None, progress: bool = True, **kwargs: Any) -> EfficientNet:
     """EfficientNetV2-L (118,515,272 parameters)."""
     return _efficientnet_v2("l", weights, kwargs)

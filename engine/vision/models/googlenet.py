@@ -10,7 +10,7 @@ from ... import nn
 from ...nn import functional as F
 from ...nn import init
 from ...ops.movement import cat, flatten
-from ._api import check_weights
+from ._api import check_weights, register_model
 
 __all__ = ["GoogLeNet", "GoogLeNetOutputs", "_GoogLeNetOutputs", "BasicConv2d", "Inception", "InceptionAux",
            "googlenet"]
@@ -31,7 +31,7 @@ class BasicConv2d(nn.Module):
         return F.relu(self.bn(self.conv(x)), inplace=True)
 
 
-def transform_imagenet_input(x):
+def _transform_imagenet_input(x):
     """Map an input normalised with ImageNet's mean and std to one normalised to [-1, 1] (ported weights)."""
     channels = [x[:, c:c + 1] * (std / 0.5) + (mean - 0.5) / 0.5
                 for c, (mean, std) in enumerate(((0.485, 0.229), (0.456, 0.224), (0.406, 0.225)))]
@@ -117,7 +117,7 @@ class GoogLeNet(nn.Module):
 
     def forward(self, x):
         if self.transform_input:
-            x = transform_imagenet_input(x)
+            x = _transform_imagenet_input(x)
         x = self.maxpool2(self.conv3(self.conv2(self.maxpool1(self.conv1(x)))))
         x = self.inception4a(self.maxpool3(self.inception3b(self.inception3a(x))))
         aux = self.training and self.aux_logits
@@ -129,6 +129,7 @@ class GoogLeNet(nn.Module):
         return GoogLeNetOutputs(x, aux2, aux1) if aux else x
 
 
+@register_model()
 def googlenet(*, weights=None, progress: bool = True, **kwargs: Any) -> GoogLeNet:
     """GoogLeNet (6,624,904 parameters without the auxiliary classifiers, ``aux_logits=False``)."""
     check_weights("googlenet", weights, kwargs)

@@ -10,8 +10,8 @@ from ... import nn
 from ...nn import functional as F
 from ...nn import init
 from ...ops.movement import cat, flatten
-from ._api import check_weights
-from .googlenet import BasicConv2d, transform_imagenet_input
+from ._api import check_weights, register_model
+from .googlenet import BasicConv2d, _transform_imagenet_input
 
 __all__ = ["Inception3", "InceptionOutputs", "_InceptionOutputs", "InceptionA", "InceptionB", "InceptionC",
            "InceptionD", "InceptionE", "InceptionAux", "inception_v3"]
@@ -187,7 +187,7 @@ class Inception3(nn.Module):
 
     def forward(self, x):
         if self.transform_input:
-            x = transform_imagenet_input(x)
+            x = _transform_imagenet_input(x)
         for name in ("Conv2d_1a_3x3", "Conv2d_2a_3x3", "Conv2d_2b_3x3", "maxpool1", "Conv2d_3b_1x1",
                      "Conv2d_4a_3x3", "maxpool2", "Mixed_5b", "Mixed_5c", "Mixed_5d", "Mixed_6a", "Mixed_6b",
                      "Mixed_6c", "Mixed_6d", "Mixed_6e"):
@@ -199,6 +199,7 @@ class Inception3(nn.Module):
         return InceptionOutputs(x, aux) if aux_defined else x
 
 
+@register_model()
 def inception_v3(*, weights=None, progress: bool = True, **kwargs: Any) -> Inception3:
     """Inception v3 (27,161,264 parameters with its auxiliary classifier); expects 299x299 inputs."""
     check_weights("inception_v3", weights, kwargs)

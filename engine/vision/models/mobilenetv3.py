@@ -10,7 +10,7 @@ from ... import nn
 from ...nn import init
 from ...ops.movement import flatten
 from ..ops.misc import Conv2dNormActivation, SqueezeExcitation
-from ._api import check_weights
+from ._api import check_weights, register_model
 from .mobilenetv2 import _make_divisible
 
 __all__ = ["MobileNetV3", "InvertedResidualConfig", "mobilenet_v3_large", "mobilenet_v3_small"]
@@ -134,6 +134,7 @@ def _mobilenet_v3_conf(arch: str, width_mult: float = 1.0, reduced_tail: bool = 
     return [conf(*row) for row in rows], InvertedResidualConfig.adjust_channels(last, width_mult)
 
 
+@register_model()
 def mobilenet_v3_large(*, weights=None, progress: bool = True, **kwargs: Any) -> MobileNetV3:
     """MobileNetV3-Large (5,483,032 parameters)."""
     check_weights("mobilenet_v3_large", weights, kwargs)
@@ -141,6 +142,7 @@ def mobilenet_v3_large(*, weights=None, progress: bool = True, **kwargs: Any) ->
     return MobileNetV3(setting, last, **kwargs)
 
 
+@register_model()
 def mobilenet_v3_small(*, weights=None, progress: bool = True, **kwargs: Any) -> MobileNetV3:
     """MobileNetV3-Small (2,542,856 parameters)."""
     check_weights("mobilenet_v3_small", weights, kwargs)

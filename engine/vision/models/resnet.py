@@ -9,7 +9,7 @@ from typing import Any
 from ... import nn
 from ...nn import init
 from ...ops.movement import flatten
-from ._api import check_weights
+from ._api import check_weights, register_model
 
 __all__ = ["ResNet", "BasicBlock", "Bottleneck", "resnet18", "resnet34", "resnet50"]
 
@@ -141,16 +141,19 @@ def _resnet(name: str, block, layers: list[int], weights, kwargs: dict[str, Any]
     return ResNet(block, layers, **kwargs)
 
 
+@register_model()
 def resnet18(*, weights=None, progress: bool = True, **kwargs: Any) -> ResNet:
     """ResNet-18 (11,689,512 parameters with 1000 classes)."""
     return _resnet("resnet18", BasicBlock, [2, 2, 2, 2], weights, kwargs)
 
 
+@register_model()
 def resnet34(*, weights=None, progress: bool = True, **kwargs: Any) -> ResNet:
     """ResNet-34 (21,797,672 parameters with 1000 classes)."""
     return _resnet("resnet34", BasicBlock, [3, 4, 6, 3], weights, kwargs)
 
 
+@register_model()
 def resnet50(*, weights=None, progress: bool = True, **kwargs: Any) -> ResNet:
     """ResNet-50 (25,557,032 parameters with 1000 classes)."""
     return _resnet("resnet50", Bottleneck, [3, 4, 6, 3], weights, kwargs)

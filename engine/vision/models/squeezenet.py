@@ -6,7 +6,7 @@ from typing import Any
 from ... import nn
 from ...nn import init
 from ...ops.movement import cat, flatten
-from ._api import check_weights
+from ._api import check_weights, register_model
 
 __all__ = ["SqueezeNet", "Fire", "squeezenet1_1"]
 
@@ -59,6 +59,7 @@ class SqueezeNet(nn.Module):
         return flatten(self.classifier(self.features(x)), 1)
 
 
+@register_model()
 def squeezenet1_1(*, weights=None, progress: bool = True, **kwargs: Any) -> SqueezeNet:
     """SqueezeNet 1.1 (1,235,496 parameters)."""
     check_weights("squeezenet1_1", weights, kwargs)
