@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections import namedtuple
 
 from .amp import cuda as amp
+from .core.creation import CUDA_LEGACY
 from .base.device import cuda_available, cuda_device_count, cuda_unavailable_reason, device as _device, require_cuda
 
 __all__ = ["is_available", "device_count", "current_device", "set_device", "device", "get_device_name",
@@ -23,7 +24,12 @@ __all__ = ["is_available", "device_count", "current_device", "set_device", "devi
            "reset_peak_memory_stats", "reset_max_memory_allocated", "empty_cache", "manual_seed",
            "manual_seed_all", "is_initialized", "get_device_properties", "get_device_capability", "mem_get_info",
            "memory_summary", "is_bf16_supported", "amp",
-           "CUDAGraph", "graph", "make_graphed_callables", "graph_pool_handle", "is_current_stream_capturing"]
+           "CUDAGraph", "graph", "make_graphed_callables", "graph_pool_handle", "is_current_stream_capturing",
+           *CUDA_LEGACY]
+
+# the legacy typed constructors on cuda (constructing one without a GPU raises PyTorch's TypeError)
+FloatTensor, DoubleTensor, HalfTensor, BFloat16Tensor, LongTensor, IntTensor, ShortTensor, CharTensor, ByteTensor, \
+    BoolTensor = CUDA_LEGACY.values()
 
 
 # ---------------------------------------------------------------- devices (issue 9)

@@ -57,3 +57,75 @@ def test_tensor_new_matches_torch():
     assert float(x[0]) == 5.0
     with pytest.raises(TypeError):
         x.new(tapelab.ones(2))                                 # float32 into a float64 new
+
+
+@pytest.mark.parametrize("name", ["uniform", "normal", "constant", "eye", "dirac", "xavier_uniform", "xavier_normal",
+                                  "kaiming_uniform", "kaiming_normal", "orthogonal", "sparse"])
+def test_deprecated_init_names_warn_and_call_the_underscore_form(name):
+    shape = (4, 2, 3) if name == "dirac" else (6, 5)
+    args = {"constant": (0.5,), "sparse": (0.5,)}.get(name, ())
+    for lib in (tapelab, torch):
+        w = lib.empty(shape)
+        with pytest.warns(FutureWarning, match=f"`nn.init.{name}` is now deprecated in favor of `nn.init.{name}_`"):
+            out = getattr(lib.nn.init, name)(w, *args)
+        assert out is w
+    if name in ("eye", "dirac", "constant"):          # deterministic: the same values as torch's
+        t, r = tapelab.empty(shape), torch.empty(shape)
+        getattr(tapelab.nn.init, name + "_")(t, *args)
+        getattr(torch.nn.init, name + "_")(r, *args)
+        np.testing.assert_array_equal(t.numpy(), r.numpy())
+
+
+@pytest.mark.parametrize("shape, groups", [((6, 3, 3), 1), ((6, 2, 3, 3), 2), ((4, 4, 1, 3, 3), 1), ((2, 5, 3, 3), 1)])
+def test_dirac_matches_torch(shape, groups):
+    t, r = tapelab.empty(shape), torch.empty(shape)
+    tapelab.nn.init.dirac_(t, groups)
+    torch.nn.init.dirac_(r, groups)
+    np.testing.assert_array_equal(t.numpy(), r.numpy())
+    with pytest.raises(ValueError, match="Only tensors with 3, 4, or 5 dimensions"):
+        tapelab.nn.init.dirac_(tapelab.empty(3, 3))
+
+
+def test_sparse_init_zeroes_the_same_count_per_column_as_torch():
+    t, r = tapelab.empty(10, 7), torch.empty(10, 7)
+    tapelab.nn.init.sparse_(t, 0.35, std=0.5)
+    torch.nn.init.sparse_(r, 0.35, std=0.5)
+    assert ((t == 0).sum(0).tolist() == (r == 0).sum(0).tolist() == [4] * 7)
+    assert 0.2 < float(t[t != 0].std()) < 1.0
+    with pytest.raises(ValueError, match="Only tensors with 2 dimensions"):
+        tapelab.nn.init.sparse_(tapelab.empty(2, 2, 2), 0.1)
+
+
+def test_clip_grad_norm_deprecated_name():
+    ps = [tapelab.nn.Parameter(tapelab.ones(3)), tapelab.nn.Parameter(tapelab.ones(4))]
+    rs = [torch.nn.Parameter(torch.ones(3)), torch.nn.Parameter(torch.ones(4))]
+    for p, r in zip(ps, rs):
+        p.grad, r.grad = tapelab.full(p.shape, 2.0), torch.full(r.shape, 2.0)
+    with pytest.warns(FutureWarning, match="clip_grad_norm_"):
+        n = tapelab.nn.utils.clip_grad_norm(ps, 1.0)
+    with pytest.warns(FutureWarning):
+        m = torch.nn.utils.clip_grad_norm(rs, 1.0)
+    assert float(n) == pytest.approx(float(m))
+    np.testing.assert_allclose(ps[0].grad.numpy(), rs[0].grad.numpy(), rtol=1e-6)
+
+
+def test_resize_matches_torch():
+    for lib in (tapelab, torch):
+        x = lib.arange(6.0)
+        assert x.resize_(2, 3) is x and tuple(x.shape) == (2, 3)
+        assert x.resize_((4,)).tolist() == [0.0, 1.0, 2.0, 3.0]
+        x.resize_(3, 3)
+        assert x.reshape(-1)[:4].tolist() == [0.0, 1.0, 2.0, 3.0] and tuple(x.shape) == (3, 3)
+        assert tuple(lib.zeros(2).resize_as_(lib.zeros(5, 2)).shape) == (5, 2)
+        with pytest.raises(RuntimeError, match="cannot resize variables that require grad"):
+            lib.zeros(2, requires_grad=True).resize_(4)
+
+
+def test_cuda_legacy_types():
+    for name in ("FloatTensor", "LongTensor", "ByteTensor"):
+        cls, ref = getattr(tapelab.cuda, name), getattr(torch.cuda, name)
+        assert cls.is_cuda and str(cls.dtype).split(".")[1] == str(ref.dtype).split(".")[1]
+        assert not isinstance(tapelab.ones(2, dtype=cls.dtype), cls)
+    if not tapelab.cuda.is_available():
+        with pytest.raises(TypeError, match="type torch.cuda.FloatTensor not available"):
+            tapelab.cuda.FloatTensor(2)

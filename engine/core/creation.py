@@ -273,14 +273,19 @@ class _LegacyTensorType(type):
     ``isinstance`` test for tensors of that dtype on the cpu (not a Tensor subclass), as PyTorch's."""
 
     def __instancecheck__(cls, obj) -> bool:
-        return isinstance(obj, Tensor) and obj._device.type == "cpu" and obj._data.dtype == cls.dtype.np
+        return (isinstance(obj, Tensor) and obj._device.type == ("cuda" if cls.is_cuda else "cpu")
+                and obj._data.dtype == cls.dtype.np)
 
     def __repr__(cls) -> str:
-        return f"<class 'tapelab.{cls.__name__}'>"
+        return f"<class 'tapelab.{'cuda.' if cls.is_cuda else ''}{cls.__name__}'>"
 
     def __call__(cls, *args, device=None):
         """``T()`` (empty), ``T(*sizes)`` / ``T(Size)`` (uninitialised), ``T(data)`` (a copy in the
         dtype), ``T(tensor)`` (the same memory; the tensor must already have the dtype)."""
+        if cls.is_cuda:         # tapelab.cuda.FloatTensor: on the current GPU
+            if not cuda_available():
+                raise TypeError(f"type torch.cuda.{cls.__name__} not available. Torch not compiled with CUDA enabled.")
+            return _legacy_new(cls.__name__, cls.dtype, Device("cuda") if device is None else Device(device), args)
         if device is not None and Device(device).type != "cpu":
             raise RuntimeError(f"legacy constructor expects device type: cpu but device type: "
                                f"{Device(device).type} was passed")
@@ -305,9 +310,10 @@ def _legacy_new(name: str, dt, dev, args) -> Tensor:
     return tensor(args[0], dtype=dt, device=dev)
 
 
-def _legacy(name: str, dt) -> type:
-    return _LegacyTensorType(name, (), {"dtype": dt, "is_cuda": False, "is_sparse": False,
-                                        "__module__": "tapelab", "__doc__": f"Legacy constructor: {dt} on cpu."})
+def _legacy(name: str, dt, cuda: bool = False) -> type:
+    return _LegacyTensorType(name, (), {"dtype": dt, "is_cuda": cuda, "is_sparse": False,
+                                        "__module__": "tapelab.cuda" if cuda else "tapelab",
+                                        "__doc__": f"Legacy constructor: {dt} on {'cuda' if cuda else 'cpu'}."})
 
 
 FloatTensor = _legacy("FloatTensor", _dtype.float32)
@@ -320,6 +326,10 @@ ShortTensor = _legacy("ShortTensor", _dtype.int16)
 CharTensor = _legacy("CharTensor", _dtype.int8)
 ByteTensor = _legacy("ByteTensor", _dtype.uint8)
 BoolTensor = _legacy("BoolTensor", _dtype.bool)
+# ``tapelab.cuda.FloatTensor`` and kin (``torch.cuda.FloatTensor if use_cuda else torch.FloatTensor``)
+CUDA_LEGACY = {t.__name__: _legacy(t.__name__, t.dtype, cuda=True)
+               for t in (FloatTensor, DoubleTensor, HalfTensor, BFloat16Tensor, LongTensor, IntTensor, ShortTensor,
+                         CharTensor, ByteTensor, BoolTensor)}
 
 
 # ---------------------------------------------------------------- Tensor methods declared here
@@ -337,6 +347,27 @@ def _init(self, *args, **kwargs):
 def new(self, *args, device=None) -> Tensor:
     """``Tensor.new``, the legacy constructor in this tensor's dtype and on its device (or ``device``)."""
     return _legacy_new("new", self.dtype, self._device if device is None else Device(device), args)
+
+
+def resize_(self, *sizes, memory_format=None) -> Tensor:
+    """``Tensor.resize_``: the new shape over this tensor's memory when it holds enough elements,
+    else over new memory with the old elements first (the rest uninitialised), as PyTorch's."""
+    shape = tuple(sizes[0]) if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)) else tuple(sizes)
+    if self.requires_grad:
+        raise RuntimeError("cannot resize variables that require grad")
+    n = math.prod(shape)
+    flat = self._data.reshape(-1)
+    if n > flat.size:
+        grown = empty(n, dtype=self.dtype, device=self._device)._data
+        grown[:flat.size] = flat
+        flat = grown
+    self._data = flat[:n].reshape(shape)
+    self._vc[0] += 1
+    return self
+
+
+def resize_as_(self, other: Tensor, memory_format=None) -> Tensor:
+    return resize_(self, tuple(other.shape))
 
 
 def new_tensor(self, data, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
@@ -383,5 +414,6 @@ def _rebuild(arr, requires_grad, dev):
     return tensor(arr, requires_grad=requires_grad, device=dev)
 
 
-OPERATORS = {"__init__": _init, "__reduce_ex__": _reduce_ex, "new": new, "new_tensor": new_tensor, "new_zeros": new_zeros,
+OPERATORS = {"__init__": _init, "__reduce_ex__": _reduce_ex, "new": new, "resize_": resize_, "resize_as_": resize_as_,
+             "new_tensor": new_tensor, "new_zeros": new_zeros,
              "new_ones": new_ones, "new_full": new_full, "new_empty": new_empty, "pin_memory": pin_memory}

@@ -5,14 +5,17 @@ The distributions and their parameters are PyTorch's; the random streams are tap
 from __future__ import annotations
 
 import math
+import warnings
 
 from ..base.grad_mode import no_grad
-from ..core.creation import eye, rand, randn
+from ..core import creation
+from ..core.creation import rand, randn
 from ..core.tensor import Tensor
 
 __all__ = ["calculate_gain", "uniform_", "normal_", "trunc_normal_", "constant_", "ones_", "zeros_",
            "eye_", "xavier_uniform_", "xavier_normal_", "kaiming_uniform_", "kaiming_normal_",
-           "orthogonal_"]
+           "orthogonal_", "sparse_", "dirac_", "uniform", "normal", "constant", "eye", "dirac", "xavier_uniform",
+           "xavier_normal", "kaiming_uniform", "kaiming_normal", "orthogonal", "sparse"]
 
 _LINEAR = ("linear", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
            "conv_transpose3d")
@@ -99,7 +102,7 @@ def zeros_(tensor: Tensor) -> Tensor:
 def eye_(tensor: Tensor) -> Tensor:
     if tensor.ndim != 2:
         raise ValueError("Only tensors with 2 dimensions are supported")
-    return _write(tensor, eye(*tensor.shape, **_like(tensor)))
+    return _write(tensor, creation.eye(*tensor.shape, **_like(tensor)))
 
 
 def xavier_uniform_(tensor: Tensor, gain: float = 1.0, generator=None) -> Tensor:
@@ -149,3 +152,52 @@ def orthogonal_(tensor: Tensor, gain: float = 1.0, generator=None) -> Tensor:
     if rows < cols:
         q = q.t()
     return _write(tensor, (q * gain).reshape(tensor.shape))
+
+
+def sparse_(tensor: Tensor, sparsity: float, std: float = 0.01, generator=None) -> Tensor:
+    """A 2-D tensor drawn from N(0, std) with ``ceil(sparsity * rows)`` random rows of each column
+    zeroed (Martens 2010), as PyTorch's."""
+    if tensor.ndim != 2:
+        raise ValueError("Only tensors with 2 dimensions are supported")
+    rows, cols = tensor.shape
+    zeros = int(math.ceil(sparsity * rows))
+    with no_grad():
+        normal_(tensor, 0.0, std, generator)
+        for col in range(cols):
+            tensor[creation.randperm(rows, generator=generator, device=tensor.device)[:zeros], col] = 0
+    return tensor
+
+
+def dirac_(tensor: Tensor, groups: int = 1) -> Tensor:
+    """The identity of a convolution (3-5 dims): each of the ``groups`` blocks of output channels
+    passes its input channels through at the kernel's centre."""
+    if tensor.ndim not in (3, 4, 5):
+        raise ValueError("Only tensors with 3, 4, or 5 dimensions are supported")
+    if tensor.size(0) % groups != 0:
+        raise ValueError("dim 0 must be divisible by groups")
+    per_group = tensor.size(0) // groups
+    centre = tuple(k // 2 for k in tensor.shape[2:])
+    with no_grad():
+        tensor.zero_()
+        for g in range(groups):
+            for d in range(min(per_group, tensor.size(1))):
+                tensor[(g * per_group + d, d) + centre] = 1
+    return tensor
+
+
+def _deprecated(new):
+    """The pre-underscore name PyTorch still keeps for ``new`` (``nn.init.xavier_uniform``), with its warning."""
+    old = new.__name__[:-1]
+
+    def init(*args, **kwargs):
+        warnings.warn(f"`nn.init.{old}` is now deprecated in favor of `nn.init.{new.__name__}`.", FutureWarning,
+                      stacklevel=2)
+        return new(*args, **kwargs)
+    init.__name__ = init.__qualname__ = old
+    init.__doc__ = f"Deprecated: ``{new.__name__}``."
+    return init
+
+
+uniform, normal, constant, eye, dirac, xavier_uniform, xavier_normal, kaiming_uniform, kaiming_normal, \
+    orthogonal, sparse = map(_deprecated, (uniform_, normal_, constant_, eye_, dirac_, xavier_uniform_, xavier_normal_,
+                                           kaiming_uniform_, kaiming_normal_, orthogonal_, sparse_))

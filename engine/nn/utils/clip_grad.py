@@ -8,6 +8,8 @@ session 5). The arithmetic is PyTorch's: each gradient's norm in its dtype, the 
 """
 from __future__ import annotations
 
+import warnings
+
 from typing import Iterable
 
 import numpy as np
@@ -19,7 +21,7 @@ from ...base.grad_mode import no_grad
 from ...ops.movement import stack
 from ...core.tensor import Tensor
 
-__all__ = ["clip_grad_norm_", "clip_grad_value_", "get_total_norm", "clip_grads_with_norm_"]
+__all__ = ["clip_grad_norm_", "clip_grad_value_", "get_total_norm", "clip_grads_with_norm_", "clip_grad_norm"]
 
 
 def _as_list(parameters) -> list[Tensor]:
@@ -111,3 +113,11 @@ def clip_grad_value_(parameters, clip_value: float, foreach: bool | None = None)
     for p in _as_list(parameters):
         if p.grad is not None:
             p.grad.clamp_(-clip_value, clip_value)
+
+
+def clip_grad_norm(parameters, max_norm: float, norm_type: float = 2.0, error_if_nonfinite: bool = False,
+                   foreach: bool | None = None) -> Tensor:
+    """Deprecated in PyTorch in favour of ``clip_grad_norm_`` (older programs still call it)."""
+    warnings.warn("`torch.nn.utils.clip_grad_norm` is now deprecated in favor of `torch.nn.utils.clip_grad_norm_`.",
+                  FutureWarning, stacklevel=2)
+    return clip_grad_norm_(parameters, max_norm, norm_type, error_if_nonfinite, foreach)
