@@ -125,7 +125,9 @@ PUBLISHED_EXTRA = {
     "regnet_x_800mf": 7_259_656, "regnet_x_1_6gf": 9_190_136, "regnet_x_3_2gf": 15_296_552,
     "regnet_x_8gf": 39_572_648, "regnet_x_16gf": 54_278_536, "regnet_x_32gf": 107_811_560,
     "googlenet": 6_624_904, "inception_v3": 27_161_264, "mnasnet0_5": 2_218_512, "mnasnet0_75": 3_170_208,
-    "mnasnet1_0": 4_383_312, "mnasnet1_3": 6_282_256,
+    "mnasnet1_0": 4_383_312, "mnasnet1_3": 6_282_256, "resnet101": 44_549_160, "resnet152": 60_192_808,
+    "resnext50_32x4d": 25_028_904, "resnext101_32x8d": 88_791_336, "resnext101_64x4d": 83_455_272,
+    "wide_resnet50_2": 68_883_240, "wide_resnet101_2": 126_886_696,
 }
 
 
@@ -192,3 +194,5 @@ def test_every_builder_is_registered_for_get_model_and_list_models():
         models.get_model("resnet1000")
     with pytest.raises(RuntimeError, match=r"convnext_tiny\(weights='DEFAULT'\)"):
         models.get_model("convnext_tiny", weights="DEFAULT")
+    with pytest.raises(ValueError, match="The parameter 'groups' expected value 32 but got 8 instead."):
+        models.resnext50_32x4d(groups=8)

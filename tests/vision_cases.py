@@ -230,6 +230,8 @@ EXTRA_SIZES = {
     "regnet_y_128gf": {},
     "googlenet": {"aux_logits": False}, "inception_v3": {},
     "mnasnet0_5": {}, "mnasnet0_75": {}, "mnasnet1_0": {}, "mnasnet1_3": {},
+    "resnet101": {}, "resnet152": {}, "resnext50_32x4d": {}, "resnext101_32x8d": {}, "resnext101_64x4d": {},
+    "wide_resnet50_2": {}, "wide_resnet101_2": {},
 }
 # builders whose logits and gradients are stored in models_extra.npz: (keyword arguments, input shape, train step too)
 EXTRA_NUMERIC = {
@@ -245,6 +247,7 @@ EXTRA_NUMERIC = {
     "googlenet": ({"transform_input": True}, (1, 3, 64, 64), False),
     "inception_v3": ({"transform_input": True}, (1, 3, 75, 75), False),   # 75x75: its smallest input
     "mnasnet0_5": ({}, (1, 3, 32, 32), False),
+    "resnext50_32x4d": ({}, (1, 3, 32, 32), False),
 }
 # train steps with auxiliary classifiers (no dropout, so they are exact): keyword arguments, input shape,
 # and the auxiliary parameters whose gradients are compared

@@ -11,7 +11,8 @@ from ...nn import init
 from ...ops.movement import flatten
 from ._api import check_weights, register_model
 
-__all__ = ["ResNet", "BasicBlock", "Bottleneck", "resnet18", "resnet34", "resnet50"]
+__all__ = ["ResNet", "BasicBlock", "Bottleneck", "resnet18", "resnet34", "resnet50", "resnet101", "resnet152",
+           "resnext50_32x4d", "resnext101_32x8d", "resnext101_64x4d", "wide_resnet50_2", "wide_resnet101_2"]
 
 
 def conv3x3(in_planes: int, out_planes: int, stride: int = 1, groups: int = 1, dilation: int = 1) -> nn.Conv2d:
@@ -136,8 +137,12 @@ class ResNet(nn.Module):
         return self.fc(flatten(self.avgpool(x), 1))
 
 
-def _resnet(name: str, block, layers: list[int], weights, kwargs: dict[str, Any]) -> ResNet:
+def _resnet(name: str, block, layers: list[int], weights, kwargs: dict[str, Any], **fixed: int) -> ResNet:
+    """``fixed``: the variant's own ResNet arguments (ResNeXt groups, wide widths); passing another value fails."""
     check_weights(name, weights, kwargs)
+    for param, value in fixed.items():
+        if kwargs.setdefault(param, value) != value:
+            raise ValueError(f"The parameter '{param}' expected value {value} but got {kwargs[param]} instead.")
     return ResNet(block, layers, **kwargs)
 
 
@@ -157,3 +162,45 @@ def resnet34(*, weights=None, progress: bool = True, **kwargs: Any) -> ResNet:
 def resnet50(*, weights=None, progress: bool = True, **kwargs: Any) -> ResNet:
     """ResNet-50 (25,557,032 parameters with 1000 classes)."""
     return _resnet("resnet50", Bottleneck, [3, 4, 6, 3], weights, kwargs)
+
+
+@register_model()
+def resnet101(*, weights=None, progress: bool = True, **kwargs: Any) -> ResNet:
+    """ResNet-101 (44,549,160 parameters with 1000 classes)."""
+    return _resnet("resnet101", Bottleneck, [3, 4, 23, 3], weights, kwargs)
+
+
+@register_model()
+def resnet152(*, weights=None, progress: bool = True, **kwargs: Any) -> ResNet:
+    """ResNet-152 (60,192,808 parameters with 1000 classes)."""
+    return _resnet("resnet152", Bottleneck, [3, 8, 36, 3], weights, kwargs)
+
+
+@register_model()
+def resnext50_32x4d(*, weights=None, progress: bool = True, **kwargs: Any) -> ResNet:
+    """ResNeXt-50 32x4d (25,028,904 parameters with 1000 classes)."""
+    return _resnet("resnext50_32x4d", Bottleneck, [3, 4, 6, 3], weights, kwargs, groups=32, width_per_group=4)
+
+
+@register_model()
+def resnext101_32x8d(*, weights=None, progress: bool = True, **kwargs: Any) -> ResNet:
+    """ResNeXt-101 32x8d (88,791,336 parameters with 1000 classes)."""
+    return _resnet("resnext101_32x8d", Bottleneck, [3, 4, 23, 3], weights, kwargs, groups=32, width_per_group=8)
+
+
+@register_model()
+def resnext101_64x4d(*, weights=None, progress: bool = True, **kwargs: Any) -> ResNet:
+    """ResNeXt-101 64x4d (83,455,272 parameters with 1000 classes)."""
+    return _resnet("resnext101_64x4d", Bottleneck, [3, 4, 23, 3], weights, kwargs, groups=64, width_per_group=4)
+
+
+@register_model()
+def wide_resnet50_2(*, weights=None, progress: bool = True, **kwargs: Any) -> ResNet:
+    """Wide ResNet-50-2 (68,883,240 parameters with 1000 classes)."""
+    return _resnet("wide_resnet50_2", Bottleneck, [3, 4, 6, 3], weights, kwargs, width_per_group=128)
+
+
+@register_model()
+def wide_resnet101_2(*, weights=None, progress: bool = True, **kwargs: Any) -> ResNet:
+    """Wide ResNet-101-2 (126,886,696 parameters with 1000 classes)."""
+    return _resnet("wide_resnet101_2", Bottleneck, [3, 4, 23, 3], weights, kwargs, width_per_group=128)
