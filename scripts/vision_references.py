@@ -27,9 +27,9 @@ ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "tests" / "fixtures" / "vision"
 sys.path.insert(0, str(ROOT / "tests"))
 
-from vision_cases import (EXTRA_AUX, EXTRA_GRAD_SAMPLE, EXTRA_NUMERIC, EXTRA_SIZES, as_array,  # noqa: E402
-                          aux_outputs, extra_ops_cases, model_outputs, ops_cases, transform_cases,
-                          utils_cases)
+from vision_cases import (EXTRA_AUX, EXTRA_GRAD_SAMPLE, EXTRA_INPUT_STRIDE, EXTRA_NUMERIC,  # noqa: E402
+                          EXTRA_SIZES, as_array, aux_outputs, extra_ops_cases, model_outputs, ops_cases,
+                          transform_cases, utils_cases)
 from vision_weights import seeded_input, seeded_state  # noqa: E402
 
 # builder name -> (keyword arguments for the numeric check, input shape)
@@ -105,13 +105,15 @@ def models_extra() -> None:
         load_seeded(model)
         for mode in (False, True) if train else (False,):
             prefix = f"{name}_train" if mode else name
-            outputs = model_outputs(torch, model, seeded_input(shape), train=mode, grad_sample=EXTRA_GRAD_SAMPLE)
+            outputs = model_outputs(torch, model, seeded_input(shape), train=mode, grad_sample=EXTRA_GRAD_SAMPLE,
+                                    input_stride=EXTRA_INPUT_STRIDE)
             arrays |= {f"{prefix}/{k}": v for k, v in outputs.items()}
         print(name, "ok", flush=True)
     for name, (kwargs, shape, aux_params) in EXTRA_AUX.items():
         model = torchvision.models.get_model(name, num_classes=NUM_CLASSES, **kwargs)
         load_seeded(model)
-        arrays |= {f"{name}_aux/{k}": v for k, v in aux_outputs(torch, model, seeded_input(shape), aux_params).items()}
+        outputs = aux_outputs(torch, model, seeded_input(shape), aux_params, input_stride=EXTRA_INPUT_STRIDE)
+        arrays |= {f"{name}_aux/{k}": v for k, v in outputs.items()}
     np.savez_compressed(path, **arrays)
 
 

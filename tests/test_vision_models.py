@@ -14,7 +14,8 @@ import pytest
 
 import tapelab
 from tapelab.vision import models
-from vision_cases import EXTRA_AUX, EXTRA_GRAD_SAMPLE, EXTRA_NUMERIC, EXTRA_SIZES, aux_outputs, model_outputs
+from vision_cases import (EXTRA_AUX, EXTRA_GRAD_SAMPLE, EXTRA_INPUT_STRIDE, EXTRA_NUMERIC, EXTRA_SIZES, aux_outputs,
+                          model_outputs)
 from vision_weights import seeded_input, seeded_state
 
 FIXTURES = Path(__file__).parent / "fixtures" / "vision"
@@ -155,7 +156,8 @@ def test_extra_logits_and_gradients_match_torchvision(name):
     kwargs, shape, train = EXTRA_NUMERIC[name]
     model = _seeded(name, **kwargs)
     for mode in (False, True) if train else (False,):
-        got = model_outputs(tapelab, model, seeded_input(shape), train=mode, grad_sample=EXTRA_GRAD_SAMPLE)
+        got = model_outputs(tapelab, model, seeded_input(shape), train=mode, grad_sample=EXTRA_GRAD_SAMPLE,
+                            input_stride=EXTRA_INPUT_STRIDE)
         # train steps: torch's own float32 gradients of shufflenet_v2_x0_5 differ from float64 by 1.3e-4 of the max
         _compare_extra(got, f"{name}_train" if mode else name, 3e-4 if mode else 3e-5)
 
@@ -163,7 +165,8 @@ def test_extra_logits_and_gradients_match_torchvision(name):
 @pytest.mark.parametrize("name", sorted(EXTRA_AUX))
 def test_auxiliary_logits_in_train_mode_match_torchvision(name):
     kwargs, shape, aux_params = EXTRA_AUX[name]
-    got = aux_outputs(tapelab, _seeded(name, **kwargs), seeded_input(shape), aux_params)
+    got = aux_outputs(tapelab, _seeded(name, **kwargs), seeded_input(shape), aux_params,
+                      input_stride=EXTRA_INPUT_STRIDE)
     assert sorted(got) == sorted(k.split("/", 1)[1] for k in EXTRA.files if k.startswith(f"{name}_aux/"))
     for key, value in got.items():
         want = EXTRA[f"{name}_aux/{key}"]

@@ -253,9 +253,11 @@ EXTRA_NUMERIC = {
 # and the auxiliary parameters whose gradients are compared
 EXTRA_AUX = {"googlenet": ({"dropout": 0.0, "dropout_aux": 0.0}, (2, 3, 64, 64), ["aux1.fc2.weight", "aux2.fc2.weight"])}
 EXTRA_GRAD_SAMPLE = 256
+EXTRA_INPUT_STRIDE = 16   # every 16th input-gradient value is stored (whole gradients would be 0.7 MB)
 
 
-def aux_outputs(torch, model, x: np.ndarray, aux_params: list[str], grad_sample: int = 256) -> dict:
+def aux_outputs(torch, model, x: np.ndarray, aux_params: list[str], grad_sample: int = 256,
+                input_stride: int = 1) -> dict:
     """A train step of a model that returns (logits, *aux logits): every output, the input gradient and
     the leading gradient values of ``aux_params``, for sum(output_i * projection_i)."""
     model.train(True)
@@ -268,7 +270,7 @@ def aux_outputs(torch, model, x: np.ndarray, aux_params: list[str], grad_sample:
     loss.backward()
     params = dict(model.named_parameters())
     out = {f"output{i}": o.detach().numpy().copy() for i, o in enumerate(outputs)}
-    out["input_grad"] = inp.grad.numpy().copy()
+    out["input_grad"] = inp.grad.numpy().ravel()[::input_stride].copy()
     for i, n in enumerate(aux_params):
         out[f"aux_grad{i}"] = params[n].grad.numpy().ravel()[:grad_sample].copy()
     return out
@@ -338,8 +340,10 @@ def extra_ops_cases(tv, torch) -> dict:
     }
 
 
-def model_outputs(torch, model, x: np.ndarray, train: bool = False, grad_sample: int = 4096) -> dict:
-    """Logits, input gradient and three parameter gradients (leading values) of sum(logits * projection)."""
+def model_outputs(torch, model, x: np.ndarray, train: bool = False, grad_sample: int = 4096,
+                  input_stride: int = 1) -> dict:
+    """Logits, input gradient (every ``input_stride``-th value; the whole tensor when 1) and three
+    parameter gradients (leading values) of sum(logits * projection)."""
     model.train(train)
     model.zero_grad(set_to_none=True)
     inp = torch.from_numpy(x).requires_grad_(True)
@@ -349,7 +353,9 @@ def model_outputs(torch, model, x: np.ndarray, train: bool = False, grad_sample:
     params = dict(model.named_parameters())
     names = list(params)
     picked = [names[0], names[-2], names[-1]]
-    out = {"logits": logits.detach().numpy().copy(), "input_grad": inp.grad.numpy().copy(),
+    grad = inp.grad.numpy()
+    out = {"logits": logits.detach().numpy().copy(),
+           "input_grad": (grad if input_stride == 1 else grad.ravel()[::input_stride]).copy(),
            "grad_names": np.array(picked)}
     for i, n in enumerate(picked):   # copies: .numpy() shares memory with a grad a later backward adds to
         out[f"param_grad{i}"] = params[n].grad.numpy().ravel()[:grad_sample].copy()
