@@ -1,15 +1,24 @@
 """``tapelab.multiprocessing`` (``torch.multiprocessing``): Python's multiprocessing API, plus
 ``spawn`` and the sharing-strategy switches PyTorch adds.
 
-tapelab tensors cross process boundaries by pickling (a copy), except that a forked process
-shares the data of tensors moved into shared memory beforehand (``Tensor.share_memory_``,
-``Module.share_memory``: hogwild training); there is no sharing strategy to choose, and the
-setting is kept for scripts that set it.
+tapelab tensors cross process boundaries by pickling (a copy), except tensors moved into shared
+memory (``Tensor.share_memory_``, ``Module.share_memory``: hogwild training): a forked process
+inherits their mapping, and multiprocessing's pickler (``Process`` arguments under ``spawn``,
+queues) sends their file descriptor, so both processes write one array. There is no sharing
+strategy to choose; the setting is kept for scripts that set it.
 """
 from __future__ import annotations
 
 import multiprocessing
+import pickle
 from multiprocessing import *  # noqa: F401,F403  (Process, Queue, get_context, set_start_method, Pool, ...)
+from multiprocessing.reduction import DupFd, ForkingPickler
+
+import numpy as np
+
+from .base import shared
+from .core.creation import from_numpy
+from .core.tensor import Tensor
 
 __all__ = [*multiprocessing.__all__, "spawn", "ProcessContext", "ProcessExitedException",
            "get_sharing_strategy", "set_sharing_strategy", "get_all_sharing_strategies"]
@@ -80,3 +89,21 @@ def spawn(fn, args: tuple = (), nprocs: int = 1, join: bool = True, daemon: bool
     while not context.join():
         pass
     return None
+
+
+def _reduce_tensor(t: Tensor):
+    """multiprocessing's pickling of a Tensor: a shared one travels as its descriptor, others copied.
+    (A Parameter pickles as its detached Tensor, so it arrives here too.)"""
+    where = shared.handle(t._data) if type(t._data) is np.ndarray else None
+    if where is None:
+        return t.__reduce_ex__(pickle.DEFAULT_PROTOCOL)
+    fd, *layout = where
+    return _rebuild_shared, (DupFd(fd), *layout, t.requires_grad)
+
+
+def _rebuild_shared(fd, nbytes, dtype, shape, strides, offset, requires_grad) -> Tensor:
+    fd = fd.detach() if hasattr(fd, "detach") else fd   # a queue's DupFd; spawn passes the number
+    return from_numpy(shared.attach(fd, nbytes, dtype, shape, strides, offset)).requires_grad_(requires_grad)
+
+
+ForkingPickler.register(Tensor, _reduce_tensor)

@@ -34,7 +34,8 @@ def test_size_keyword_feeds_xavier_init():
 
 
 # ---------------------------------------------------------------- share_memory (pytorch/examples mnist_hogwild)
-def _train(m, model, optim_name: str) -> None:
+def _train(module: str, model, optim_name: str) -> None:
+    m = {"torch": torch, "tapelab": tapelab}[module]
     opt = (m.optim.SGD(model.parameters(), lr=0.1, momentum=0.5) if optim_name == "sgd"
            else m.optim.Adam(model.parameters(), lr=0.01))
     x = m.arange(12, dtype=m.float32).reshape(4, 3) / 10
@@ -44,22 +45,23 @@ def _train(m, model, optim_name: str) -> None:
         opt.step()
 
 
-@pytest.mark.parametrize("optim_name", ["sgd", "adam"])
-def test_share_memory_forked_worker_trains_the_parents_model(optim_name):
-    """hogwild: ``model.share_memory()``, a forked worker steps the parameters in place, and the
-    parent's model holds the result: torch's values when trained in one process."""
-    import multiprocessing
+@pytest.mark.parametrize("method, optim_name", [("fork", "sgd"), ("fork", "adam"), ("spawn", "sgd")])
+def test_share_memory_worker_trains_the_parents_model(method, optim_name):
+    """hogwild: ``model.share_memory()``, a worker process (forked, or spawned as mnist_hogwild
+    does) steps the parameters in place, and the parent's model holds the result: torch's values
+    when trained in one process."""
+    import tapelab.multiprocessing as multiprocessing
 
     ref = torch.nn.Linear(3, 2)
     model = tapelab.nn.Linear(3, 2)
     model.load_state_dict({k: tapelab.tensor(v.numpy()) for k, v in ref.state_dict().items()})
     assert model.share_memory() is model
     assert all(p.is_shared() for p in model.parameters()) and not ref.weight.is_shared()
-    worker = multiprocessing.get_context("fork").Process(target=_train, args=(tapelab, model, optim_name))
+    worker = multiprocessing.get_context(method).Process(target=_train, args=("tapelab", model, optim_name))
     worker.start()
     worker.join()
     assert worker.exitcode == 0
-    _train(torch, ref, optim_name)
+    _train("torch", ref, optim_name)
     for name, p in model.named_parameters():
         assert p.detach().numpy() == pytest.approx(ref.get_parameter(name).detach().numpy(), abs=1e-6), name
 
@@ -74,3 +76,23 @@ def test_share_memory_keeps_values_and_is_idempotent():
     t.add_(1)
     assert t.tolist() == (torch.arange(6.0).reshape(2, 3).t() + 1).tolist()
     assert tapelab.ones(0).share_memory_().shape == (0,)
+
+
+def test_shared_tensor_through_a_queue_is_the_same_memory():
+    """A shared tensor sent through a spawn context's Queue: the receiver's in-place write is seen
+    here; an unshared one arrives as a copy (PyTorch moves it to shared memory instead)."""
+    import tapelab.multiprocessing as multiprocessing
+
+    ctx = multiprocessing.get_context("spawn")
+    q = ctx.Queue()
+    worker = ctx.Process(target=_add_five, args=(q,))
+    worker.start()
+    x = tapelab.zeros(2, 3).t().share_memory_()   # a transposed view travels with its strides
+    q.put(x)
+    worker.join()
+    assert worker.exitcode == 0
+    assert x.tolist() == (torch.zeros(2, 3).t() + 5).tolist()
+
+
+def _add_five(q) -> None:
+    q.get().add_(5)
