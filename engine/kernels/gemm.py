@@ -18,9 +18,11 @@ from ..base import pool, runtime
 
 __all__ = ["gemm", "GEMM_PARALLEL_MIN"]
 
-# Below this many multiply-adds a product runs on the calling thread: a pool hand-off is ~15 us,
-# a 2^19-MAC product ~50-60 us single-threaded on the project machine (bench/README.md, issue 17)
-GEMM_PARALLEL_MIN = 1 << 19
+# Below this many multiply-adds a product runs on the calling thread: a worker starts its block
+# 35-40 us (median) after the hand-off, the futex wake-up plus taking the GIL, and 2^21 MACs take
+# ~200 us on one core of the project machine; in-process A/B at 2 threads, 2^19 -> 2^21: GPT d128
+# 3%, ResNet 6% faster, LSTM level; 2^23 no better (bench/README.md, issue 17 session 7)
+GEMM_PARALLEL_MIN = 1 << 21
 _BLAS_DTYPES = frozenset(map(np.dtype, ("float32", "float64", "complex64", "complex128")))
 
 
