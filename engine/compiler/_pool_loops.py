@@ -11,7 +11,7 @@ from numba import njit
 
 from ..kernels.fastmath import select
 
-__all__ = ["relu_max_pool", "relu_max_pool_backward"]
+__all__ = ["relu_max_pool", "relu_max_pool_argmax", "relu_max_pool_backward", "relu_max_pool_backward_at"]
 
 F = np.float32
 _JIT = dict(cache=True, error_model="numpy", nogil=True)
@@ -34,10 +34,43 @@ def relu_max_pool(x, y):
                 out[j] = select(m > F(0.0), m, select(m != m, m, F(0.0)))
 
 
+@njit(**_JIT)
+def relu_max_pool_argmax(x, y, k):
+    """``relu_max_pool`` that also writes ``k`` (float32): the window's first maximum (0-3, row-major)
+    where the output takes a gradient (positive or NaN), 4 where it does not."""
+    for r in range(y.shape[0]):
+        for i in range(y.shape[1]):
+            top, bottom, out, kr = x[r, 2 * i], x[r, 2 * i + 1], y[r, i], k[r, i]
+            for j in range(out.shape[0]):
+                a, b, c, d = top[2 * j], top[2 * j + 1], bottom[2 * j], bottom[2 * j + 1]
+                m = _nanmax(_nanmax(_nanmax(a, b), c), d)
+                nan = m != m
+                out[j] = select(m > F(0.0), m, select(nan, m, F(0.0)))
+                at = select(_is(c, m, nan), F(2.0), F(3.0))
+                at = select(_is(b, m, nan), F(1.0), at)
+                at = select(_is(a, m, nan), F(0.0), at)
+                kr[j] = select((m > F(0.0)) | nan, at, F(4.0))
+
+
+@njit(**_JIT)
+def relu_max_pool_backward_at(g, k, gx):
+    """``gx`` (shape of the input): ``g`` where ``k`` (``relu_max_pool_argmax``'s) points, zeros elsewhere."""
+    zero = F(0.0)
+    for r in range(g.shape[0]):
+        for i in range(g.shape[1]):
+            gr, kr, gtop, gbottom = g[r, i], k[r, i], gx[r, 2 * i], gx[r, 2 * i + 1]
+            for j in range(gr.shape[0]):
+                v, at = gr[j], kr[j]
+                gtop[2 * j] = select(at == F(0.0), v, zero)
+                gtop[2 * j + 1] = select(at == F(1.0), v, zero)
+                gbottom[2 * j] = select(at == F(2.0), v, zero)
+                gbottom[2 * j + 1] = select(at == F(3.0), v, zero)
+
+
 @njit(**_JIT, inline="always")
 def _is(v, out, nan):
     """Whether ``v`` is the window's maximum ``out`` (a NaN when ``out`` is)."""
-    return v == out or (nan and v != v)
+    return (v == out) | (nan & (v != v))
 
 
 @njit(**_JIT)
