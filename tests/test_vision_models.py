@@ -14,7 +14,7 @@ import pytest
 
 import tapelab
 from tapelab.vision import models
-from vision_cases import (EXTRA_AUX, EXTRA_GRAD_SAMPLE, EXTRA_INPUT_STRIDE, EXTRA_NUMERIC, EXTRA_SIZES, aux_outputs,
+from vision_cases import (EXTRA_AUX, EXTRA_AUX_LONG, EXTRA_GRAD_SAMPLE, EXTRA_INPUT_STRIDE, EXTRA_NUMERIC, EXTRA_SIZES, aux_outputs,
                           model_outputs)
 from vision_weights import seeded_input, seeded_state
 
@@ -163,15 +163,17 @@ def test_extra_logits_and_gradients_match_torchvision(name):
 
 
 @pytest.mark.parametrize("name", sorted(EXTRA_AUX))
-def test_auxiliary_logits_in_train_mode_match_torchvision(name):
+def test_auxiliary_logits_in_train_mode_match_torchvision(request, name):
+    if name in EXTRA_AUX_LONG and not request.config.getoption("--long"):
+        pytest.skip(f"{name}'s train step at 299x299 runs with --long")
     kwargs, shape, aux_params = EXTRA_AUX[name]
     got = aux_outputs(tapelab, _seeded(name, **kwargs), seeded_input(shape), aux_params,
                       input_stride=EXTRA_INPUT_STRIDE)
     assert sorted(got) == sorted(k.split("/", 1)[1] for k in EXTRA.files if k.startswith(f"{name}_aux/"))
     for key, value in got.items():
         want = EXTRA[f"{name}_aux/{key}"]
-        # torch's own float32 input gradient of this step is 6e-4 (of the max) from float64's; the rest 7e-5
-        atol = (2e-3 if key == "input_grad" else 2e-4) * np.abs(want).max()
+        # three times torch's own float32 error (against float64) in this step, or 1e-4 of the max
+        atol = max(1e-4, 3 * float(EXTRA[f"{name}_aux_spread/{key}"])) * np.abs(want).max()
         np.testing.assert_allclose(value, want, rtol=1e-4, atol=atol, err_msg=key)
 
 

@@ -251,7 +251,12 @@ EXTRA_NUMERIC = {
 }
 # train steps with auxiliary classifiers (no dropout, so they are exact): keyword arguments, input shape,
 # and the auxiliary parameters whose gradients are compared
-EXTRA_AUX = {"googlenet": ({"dropout": 0.0, "dropout_aux": 0.0}, (2, 3, 64, 64), ["aux1.fc2.weight", "aux2.fc2.weight"])}
+EXTRA_AUX = {
+    "googlenet": ({"dropout": 0.0, "dropout_aux": 0.0}, (2, 3, 64, 64), ["aux1.fc2.weight", "aux2.fc2.weight"]),
+    # Inception's auxiliary head needs the 17x17 grid of a 299x299 input (runs with --long)
+    "inception_v3": ({"dropout": 0.0}, (2, 3, 299, 299), ["AuxLogits.fc.weight", "AuxLogits.conv1.conv.weight"]),
+}
+EXTRA_AUX_LONG = {"inception_v3"}
 EXTRA_GRAD_SAMPLE = 256
 EXTRA_INPUT_STRIDE = 16   # every 16th input-gradient value is stored (whole gradients would be 0.7 MB)
 
