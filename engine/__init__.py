@@ -62,6 +62,7 @@ from ._foreach import *  # noqa: E402,F401,F403  (torch._foreach_add_, torch._fo
 from . import func  # noqa: E402  (torch.func: grad, vmap, jacrev, functional_call, ...)
 from .func import vmap  # noqa: E402,F401  (torch.vmap is torch.func.vmap)
 from . import jit  # noqa: E402  (torch.jit: script/trace hand back what they are given)
+from . import hub  # noqa: E402,F401  (torch.hub: weights by URL, models from hubconf.py)
 from . import distributions, fft, special  # noqa: E402,F401
 from .aliases import install_aliases, uninstall_aliases  # noqa: E402  (import torch / torchvision -> tapelab)
 

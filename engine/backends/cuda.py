@@ -2,11 +2,13 @@
 (tapelab's float32 matmuls are full float32; scaled_dot_product_attention has one implementation)."""
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import types
+import warnings
 
 __all__ = ["matmul", "is_built", "flash_sdp_enabled", "enable_flash_sdp", "mem_efficient_sdp_enabled",
-           "enable_mem_efficient_sdp", "math_sdp_enabled", "enable_math_sdp"]
+           "enable_mem_efficient_sdp", "math_sdp_enabled", "enable_math_sdp", "sdp_kernel"]
 
 matmul = types.SimpleNamespace(allow_tf32=False, allow_fp16_reduced_precision_reduction=True,
                                allow_bf16_reduced_precision_reduction=True)
@@ -40,3 +42,19 @@ def math_sdp_enabled() -> bool:
 
 def enable_math_sdp(enabled: bool) -> None:
     _SDP["math"] = bool(enabled)
+
+
+@contextlib.contextmanager
+def sdp_kernel(enable_flash: bool = True, enable_math: bool = True, enable_mem_efficient: bool = True,
+               enable_cudnn: bool = True):
+    """The older form of ``nn.attention.sdpa_kernel`` (deprecated in PyTorch, still in programs):
+    the flags keep their values for the block and are restored after it."""
+    warnings.warn("`torch.backends.cuda.sdp_kernel()` is deprecated. In the future, this context manager will be "
+                  "removed. Please see `torch.nn.attention.sdpa_kernel()` for the new context manager, with updated "
+                  "signature.", FutureWarning, stacklevel=3)
+    saved = dict(_SDP)
+    _SDP.update(flash=bool(enable_flash), math=bool(enable_math), mem_efficient=bool(enable_mem_efficient))
+    try:
+        yield
+    finally:
+        _SDP.update(saved)

@@ -1,7 +1,11 @@
 """Dtype and device conversion (``Tensor.to``), differentiable across both."""
 from __future__ import annotations
 
+import numpy as np
+
 from ..base import backend as _backend, dtype as _dtype
+from ..base.grad_mode import no_grad
+from ..core.creation import from_numpy
 from ..base.device import device as Device
 from ..core.dispatch import apply
 from ..core.registry import NONE, Op
@@ -81,4 +85,26 @@ def to(x: Tensor, *args, **kwargs) -> Tensor:
     return out
 
 
-OPERATORS = {"to": to}   # Tensor.to: ``to(dtype)``, ``to(device)``, ``to(device, dtype)``, ``to(other)``
+def apply_(x: Tensor, callable) -> Tensor:
+    """``Tensor.apply_``: ``callable`` on each element, in place (cpu only, and slow, as PyTorch's)."""
+    return _elementwise_python("apply_", x, callable)
+
+
+def map_(x: Tensor, other: Tensor, callable) -> Tensor:
+    """``Tensor.map_``: ``callable(a, b)`` for each element of ``x`` and of ``other`` broadcast to it,
+    in place (cpu only)."""
+    return _elementwise_python("map_", x, callable, other)
+
+
+def _elementwise_python(name: str, x: Tensor, fn, *others) -> Tensor:
+    if any(t.device.type != "cpu" for t in (x,) + others):
+        raise TypeError(f"{name} is only implemented on CPU tensors")
+    arr = x.numpy(force=True)
+    args = [np.broadcast_to(o.numpy(force=True), arr.shape) for o in others]
+    values = np.vectorize(fn, otypes=[arr.dtype])(arr, *args) if arr.size else arr
+    with no_grad():
+        x.copy_(from_numpy(np.ascontiguousarray(values)))
+    return x
+
+
+OPERATORS = {"to": to, "apply_": apply_, "map_": map_}   # Tensor.to: ``to(dtype)``, ``to(device)``, ``to(device, dtype)``, ``to(other)``

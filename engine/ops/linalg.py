@@ -316,10 +316,36 @@ def _check_labels(subs, out, shapes, eq) -> None:
 
 
 def einsum(equation: str, *operands):
-    """``einsum('ij,jk->ik', a, b)``; '...' broadcasting and implicit outputs as in PyTorch."""
+    """``einsum('ij,jk->ik', a, b)``; '...' broadcasting and implicit outputs as in PyTorch; also
+    the sublist form ``einsum(a, [0, 1], b, [1, 2], [0, 2])``."""
+    if not isinstance(equation, str):
+        equation, operands = _sublist_equation((equation,) + operands)
     if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
         operands = tuple(operands[0])
     return apply(_einsum, *operands, eq=_expand_equation(equation, tuple(t._data.shape for t in operands)))
+
+
+def _sublist_equation(args: tuple) -> tuple:
+    """``(a, [0, 1], b, [1, 2], [0, 2])`` -> ``('ab,bc->ac', (a, b))``: subscripts 0-51 are letters,
+    ``Ellipsis`` is '...', a trailing odd list is the output."""
+    def letters(sub) -> str:
+        out = []
+        for s in sub:
+            if s is Ellipsis:
+                out.append("...")
+            elif isinstance(s, int) and 0 <= s < 52:
+                out.append(_SUBLIST_LETTERS[s])
+            else:
+                raise ValueError(f"einsum(): expected subscript to be within the range [0, 52), but got {s}")
+        return "".join(out)
+    operands, subs = args[0:len(args) - len(args) % 2:2], args[1:len(args) - len(args) % 2:2]
+    equation = ",".join(map(letters, subs))
+    if len(args) % 2:
+        equation += "->" + letters(args[-1])
+    return equation, tuple(operands)
+
+
+_SUBLIST_LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
 
 def tensordot(a, b, dims=2):

@@ -1,0 +1,117 @@
+"""Names real programs reach for that sit outside the op set: einsum's sublist form,
+``backends.cuda.sdp_kernel``, ``Tensor.apply_``/``map_``, ``nn.utils.fusion``, ``torch.hub``;
+against the torch in the venv."""
+import hashlib
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+import tapelab
+
+
+def test_einsum_sublist_form_matches_torch():
+    rng = np.random.default_rng(0)
+    a, b, c = rng.random((3, 4), dtype=np.float32), rng.random((4, 5), dtype=np.float32), rng.random((2, 3, 4), dtype=np.float32)
+    for args in (lambda L: (L.tensor(a), [0, 1], L.tensor(b), [1, 2], [0, 2]),
+                 lambda L: (L.tensor(a), [0, 1], L.tensor(b), [1, 2]),
+                 lambda L: (L.tensor(c), [..., 0, 1], [..., 1]),
+                 lambda L: (L.tensor(a), [0, 0 + 1], [])):
+        np.testing.assert_allclose(tapelab.einsum(*args(tapelab)).numpy(), torch.einsum(*args(torch)).numpy(), rtol=1e-6)
+    with pytest.raises(ValueError, match=r"within the range \[0, 52\)"):
+        tapelab.einsum(tapelab.tensor(a), [0, 60])
+
+
+def test_sdp_kernel_sets_and_restores_the_flags():
+    with pytest.warns(FutureWarning, match="sdp_kernel\\(\\)` is deprecated"):
+        with tapelab.backends.cuda.sdp_kernel(enable_flash=False, enable_mem_efficient=False):
+            assert not tapelab.backends.cuda.flash_sdp_enabled() and tapelab.backends.cuda.math_sdp_enabled()
+            q = tapelab.randn(1, 2, 4, 8)
+            assert tapelab.nn.functional.scaled_dot_product_attention(q, q, q, is_causal=True).shape == (1, 2, 4, 8)
+    assert tapelab.backends.cuda.flash_sdp_enabled() and tapelab.backends.cuda.mem_efficient_sdp_enabled()
+
+
+def test_apply_and_map_match_torch():
+    for lib in (tapelab, torch):
+        x = lib.arange(6.0).reshape(2, 3)
+        assert x.apply_(lambda v: v * v + 1) is x
+        assert x.tolist() == [[1.0, 2.0, 5.0], [10.0, 17.0, 26.0]]
+        assert x.map_(lib.tensor([1.0, 0.0, -1.0]), lambda a, b: a * b).tolist() == [[1.0, 0.0, -5.0], [10.0, 0.0, -26.0]]
+        i = lib.tensor([1, 2, 3])
+        assert i.apply_(lambda v: v * 3).tolist() == [3, 6, 9] and i.dtype == lib.int64
+
+
+def _bn(lib, n, m):
+    bn = getattr(lib.nn, n)(m)
+    bn.running_mean.copy_(lib.tensor(np.linspace(-1, 1, m, dtype=np.float32)))
+    bn.running_var.copy_(lib.tensor(np.linspace(0.5, 2, m, dtype=np.float32)))
+    with lib.no_grad():
+        bn.weight.copy_(lib.tensor(np.linspace(0.8, 1.3, m, dtype=np.float32)))
+        bn.bias.copy_(lib.tensor(np.linspace(-0.2, 0.3, m, dtype=np.float32)))
+    return bn.eval()
+
+
+@pytest.mark.parametrize("kind", ["conv", "conv_t", "conv_nobias", "linear"])
+def test_fusion_matches_torch_and_the_unfused_pair(kind):
+    out = {}
+    for lib in (tapelab, torch):
+        rng = np.random.default_rng(1)           # the same draws for both libraries
+        if kind == "linear":
+            layer, bn, x = lib.nn.Linear(5, 4), _bn(lib, "BatchNorm1d", 4), rng.random((3, 5), dtype=np.float32)
+        elif kind == "conv_t":
+            layer, bn, x = lib.nn.ConvTranspose2d(3, 4, 3), _bn(lib, "BatchNorm2d", 4), rng.random((2, 3, 5, 5), dtype=np.float32)
+        else:
+            layer = lib.nn.Conv2d(3, 4, 3, bias=kind == "conv")
+            bn, x = _bn(lib, "BatchNorm2d", 4), rng.random((2, 3, 5, 5), dtype=np.float32)
+        with lib.no_grad():
+            for p in layer.parameters():
+                p.copy_(lib.tensor(rng.standard_normal(tuple(p.shape)).astype(np.float32)))
+        layer.eval()
+        fuse = (lib.nn.utils.fusion.fuse_linear_bn_eval(layer, bn) if kind == "linear"
+                else lib.nn.utils.fusion.fuse_conv_bn_eval(layer, bn, transpose=kind == "conv_t"))
+        xt = lib.tensor(x)
+        out[lib.__name__] = (fuse(xt).detach().numpy(), bn(layer(xt)).detach().numpy(), fuse.weight.requires_grad)
+        assert isinstance(fuse.weight, lib.nn.Parameter) and fuse is not layer
+    np.testing.assert_allclose(out["tapelab"][0], out["torch"][0], rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(out["tapelab"][0], out["tapelab"][1], rtol=1e-5, atol=1e-5)
+    assert out["tapelab"][2] is True
+    with pytest.raises(AssertionError, match="Fusion only for eval"):
+        tapelab.nn.utils.fusion.fuse_conv_bn_eval(tapelab.nn.Conv2d(1, 2, 3), tapelab.nn.BatchNorm2d(2))
+
+
+def test_hub_loads_weights_by_url_into_pytorchs_cache_layout(tmp_path, monkeypatch):
+    monkeypatch.setenv("TORCH_HOME", str(tmp_path / "th"))
+    assert tapelab.hub.get_dir() == str(tmp_path / "th" / "hub")
+    src = tmp_path / "weights.pth"
+    torch.save(torch.nn.Linear(3, 2).state_dict(), src)
+    digest = hashlib.sha256(src.read_bytes()).hexdigest()
+    named = tmp_path / f"lin-{digest[:8]}.pth"
+    named.write_bytes(src.read_bytes())
+    sd = tapelab.hub.load_state_dict_from_url(named.as_uri(), check_hash=True)
+    assert sorted(sd) == ["bias", "weight"] and tuple(sd["weight"].shape) == (2, 3)
+    cached = tmp_path / "th" / "hub" / "checkpoints" / named.name
+    assert cached.exists()
+    named.unlink()                                            # a second call reads the cache
+    assert sorted(tapelab.hub.load_state_dict_from_url(named.as_uri().replace("lin-", "lin-"))) == ["bias", "weight"]
+    bad = tmp_path / "lin-00000000.pth"
+    bad.write_bytes(src.read_bytes())
+    with pytest.raises(RuntimeError, match="invalid hash value"):
+        tapelab.hub.load_state_dict_from_url(bad.as_uri(), model_dir=str(tmp_path / "md"), check_hash=True)
+    assert not (tmp_path / "md" / bad.name).exists()
+
+
+def test_hub_load_list_help_from_a_local_hubconf(tmp_path):
+    (tmp_path / "hubconf.py").write_text(
+        "dependencies = ['torch']\n"
+        "import tapelab\n"
+        "def tiny(width=4):\n    '''A linear layer of the given width.'''\n    return tapelab.nn.Linear(2, width)\n"
+        "def _private():\n    pass\n")
+    m = tapelab.hub.load(str(tmp_path), "tiny", width=6, source="local")
+    assert isinstance(m, tapelab.nn.Linear) and m.out_features == 6
+    assert tapelab.hub.list(str(tmp_path), source="local") == ["tiny"]
+    assert tapelab.hub.help(str(tmp_path), "tiny", source="local") == "A linear layer of the given width."
+    with pytest.raises(RuntimeError, match="Cannot find callable nope in hubconf"):
+        tapelab.hub.load(str(tmp_path), "nope", source="local")
+    with pytest.raises(ValueError, match='Unknown source: "svn"'):
+        tapelab.hub.load(str(tmp_path), "tiny", source="svn")
