@@ -10,8 +10,8 @@ It writes tests/fixtures/vision/: ``transforms.npz`` (every case of tests/vision
 ``models.npz`` (per model: state_dict keys and shapes, parameter counts, and the logits and gradients
 of a small input with the seeded weights of tests/vision_weights.py), ``squeezenet1_1_fp16.pt``
 (a state_dict written by torch.save), ``models_extra.npz`` (the same for the later families, with
-fewer gradient values), ``ops_extra.npz`` (tests/vision_cases.py's extra_ops_cases) and ``programs.npz`` (the numbers tests/programs/vision/*.py
-return under real torch and torchvision).
+fewer gradient values), ``ops_extra.npz`` (tests/vision_cases.py's extra_ops_cases) and
+``programs.npz`` (the numbers tests/programs/vision/*.py return under real torch and torchvision).
 """
 from __future__ import annotations
 

@@ -14,8 +14,8 @@ import pytest
 
 import tapelab
 from tapelab.vision import models
-from vision_cases import (EXTRA_AUX, EXTRA_AUX_LONG, EXTRA_GRAD_SAMPLE, EXTRA_INPUT_STRIDE, EXTRA_NUMERIC, EXTRA_SIZES, aux_outputs,
-                          model_outputs)
+from vision_cases import (EXTRA_AUX, EXTRA_AUX_LONG, EXTRA_GRAD_SAMPLE, EXTRA_INPUT_STRIDE, EXTRA_NUMERIC,
+                          EXTRA_SIZES, aux_outputs, model_outputs)
 from vision_weights import seeded_input, seeded_state
 
 FIXTURES = Path(__file__).parent / "fixtures" / "vision"
@@ -201,3 +201,22 @@ def test_every_builder_is_registered_for_get_model_and_list_models():
         models.get_model("convnext_tiny", weights="DEFAULT")
     with pytest.raises(ValueError, match="The parameter 'groups' expected value 32 but got 8 instead."):
         models.resnext50_32x4d(groups=8)
+
+
+def test_mnasnet_loads_a_version_1_checkpoint_with_its_fixed_width_stem():
+    from tapelab.vision.models.mnasnet import _BN_MOMENTUM, _get_depths, _stack, _v1_stem
+    old = models.mnasnet0_5()
+    # version 1: the stem ignored alpha (32, 32, 16 channels), so the first stack started from 16
+    for idx, layer in enumerate(_v1_stem() + [_stack(16, _get_depths(0.5)[2], 3, 2, 3, 3, _BN_MOMENTUM)]):
+        old.layers[idx] = layer
+    old._version = 1
+    state = old.state_dict()
+    assert state._metadata[""]["version"] == 1
+    new = models.mnasnet0_5()
+    with pytest.warns(UserWarning, match="A new version of MNASNet model has been implemented"):
+        new.load_state_dict(state)
+    assert new.layers[0].weight.shape == (32, 3, 3, 3) and new.layers[7].weight.shape == (16,)
+    new.eval()
+    old.eval()
+    x = tapelab.randn(1, 3, 32, 32)
+    np.testing.assert_allclose(new(x).detach().numpy(), old(x).detach().numpy(), rtol=1e-6)

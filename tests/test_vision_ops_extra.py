@@ -70,3 +70,13 @@ def test_fpn_state_dict_keys_are_torchvision_s():
                                           "inner_blocks.0.1.bias"]
     with pytest.raises(TypeError, match="extra_blocks should be of type ExtraFPNBlock"):
         ops.FeaturePyramidNetwork([3], 4, extra_blocks=tapelab.nn.ReLU())
+
+
+def test_fpn_loads_version_1_keys():
+    old = ops.FeaturePyramidNetwork([3, 5], 4)
+    state = {k.replace(".0.", ".", 1) if k.split(".")[2] == "0" else k: v for k, v in old.state_dict().items()}
+    assert "inner_blocks.1.weight" in state   # torchvision before 0.13: plain convolutions
+    new = ops.FeaturePyramidNetwork([3, 5], 4)
+    new.load_state_dict(state)
+    for (k, a), b in zip(new.state_dict().items(), old.state_dict().values()):
+        np.testing.assert_array_equal(a.numpy(), b.numpy(), err_msg=k)

@@ -2,6 +2,7 @@
 ``alpha`` scales every width (rounded to multiples of 8, rounding up unless within 10%)."""
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 from ... import nn
@@ -56,7 +57,18 @@ def _get_depths(alpha: float) -> list[int]:
     return [_round_to_multiple_of(depth * alpha, 8) for depth in (32, 16, 24, 40, 80, 96, 192, 320)]
 
 
+def _v1_stem() -> list[nn.Module]:
+    """The first nine layers before version 2, when the stem's widths did not follow ``alpha``."""
+    m = _BN_MOMENTUM
+    return [nn.Conv2d(3, 32, 3, padding=1, stride=2, bias=False), nn.BatchNorm2d(32, momentum=m),
+            nn.ReLU(inplace=True), nn.Conv2d(32, 32, 3, padding=1, stride=1, groups=32, bias=False),
+            nn.BatchNorm2d(32, momentum=m), nn.ReLU(inplace=True),
+            nn.Conv2d(32, 16, 1, padding=0, stride=1, bias=False), nn.BatchNorm2d(16, momentum=m)]
+
+
 class MNASNet(nn.Module):
+    _version = 2
+
     def __init__(self, alpha: float, num_classes: int = 1000, dropout: float = 0.2) -> None:
         super().__init__()
         if alpha <= 0.0:
@@ -89,6 +101,24 @@ class MNASNet(nn.Module):
 
     def forward(self, x):
         return self.classifier(self.layers(x).mean([2, 3]))
+
+    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+                              error_msgs):
+        """A version-1 checkpoint of alpha != 1 has a fixed-width stem: rebuild it so that it loads."""
+        version = local_metadata.get("version", None)
+        if version not in (1, 2, None):   # None: a plain dict, taken as the current layout
+            raise ValueError(f"version should be set to 1 or 2 instead of {version}")
+        if version == 1 and self.alpha != 1.0:
+            depths = _get_depths(self.alpha)
+            for idx, layer in enumerate(_v1_stem() + [_stack(16, depths[2], 3, 2, 3, 3, _BN_MOMENTUM)]):
+                self.layers[idx] = layer
+            self._version = 1
+            warnings.warn("A new version of MNASNet model has been implemented. Your checkpoint was saved using "
+                          "the previous version. This checkpoint will load and work as before, but you may want "
+                          "to upgrade by training a newer model or transfer learning from an updated ImageNet "
+                          "checkpoint.", UserWarning)
+        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+                                      error_msgs)
 
 
 def _mnasnet(alpha: float, name: str, weights, kwargs: dict) -> MNASNet:

@@ -64,7 +64,8 @@ class ShuffleNetV2(nn.Module):
                                    nn.ReLU(inplace=True))
         self.maxpool = nn.MaxPool2d(kernel_size=3, stride=2, padding=1)
         for name, repeats, out in zip(("stage2", "stage3", "stage4"), stages_repeats, stages_out_channels[1:]):
-            blocks = [inverted_residual(channels, out, 2)] + [inverted_residual(out, out, 1) for _ in range(repeats - 1)]
+            blocks = [inverted_residual(channels, out, 2)]
+            blocks += [inverted_residual(out, out, 1) for _ in range(repeats - 1)]
             setattr(self, name, nn.Sequential(*blocks))
             channels = out
         out = stages_out_channels[-1]

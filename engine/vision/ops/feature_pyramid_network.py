@@ -54,6 +54,8 @@ class LastLevelP6P7(ExtraFPNBlock):
 class FeaturePyramidNetwork(nn.Module):
     """Maps an ordered dict of feature maps (finest first) to one of ``out_channels`` maps, same keys."""
 
+    _version = 2   # version 1 held plain convolutions: ``inner_blocks.0.weight`` is now ``inner_blocks.0.0.weight``
+
     def __init__(self, in_channels_list: list[int], out_channels: int, extra_blocks: ExtraFPNBlock | None = None,
                  norm_layer: Callable[..., nn.Module] | None = None) -> None:
         super().__init__()
@@ -74,6 +76,19 @@ class FeaturePyramidNetwork(nn.Module):
         if extra_blocks is not None and not isinstance(extra_blocks, ExtraFPNBlock):
             raise TypeError(f"extra_blocks should be of type ExtraFPNBlock not {type(extra_blocks)}")
         self.extra_blocks = extra_blocks
+
+    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+                              error_msgs):
+        version = local_metadata.get("version", None)
+        if version is None or version < 2:
+            for block in ("inner_blocks", "layer_blocks"):
+                for i in range(len(self.inner_blocks)):
+                    for kind in ("weight", "bias"):
+                        old = f"{prefix}{block}.{i}.{kind}"
+                        if old in state_dict:
+                            state_dict[f"{prefix}{block}.{i}.0.{kind}"] = state_dict.pop(old)
+        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+                                      error_msgs)
 
     def forward(self, x: dict[str, Tensor]) -> dict[str, Tensor]:
         names, feats = list(x.keys()), list(x.values())

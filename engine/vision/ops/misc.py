@@ -11,7 +11,8 @@ from collections.abc import Callable
 from ... import nn
 from ...core.creation import ones, zeros
 
-__all__ = ["ConvNormActivation", "Conv2dNormActivation", "Conv3dNormActivation", "MLP", "FrozenBatchNorm2d", "SqueezeExcitation", "Permute"]
+__all__ = ["ConvNormActivation", "Conv2dNormActivation", "Conv3dNormActivation", "MLP", "FrozenBatchNorm2d",
+           "SqueezeExcitation", "Permute"]
 
 
 class ConvNormActivation(nn.Sequential):
