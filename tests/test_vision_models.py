@@ -184,8 +184,10 @@ def test_googlenet_and_inception_return_their_auxiliary_logits_only_in_training(
     model.eval()
     assert model(tapelab.randn(1, 3, 32, 32)).shape == (1, 3)
     with tapelab.device("meta"):
-        assert models.googlenet(aux_logits=False).aux1 is None
-        assert models.inception_v3(aux_logits=False).AuxLogits is None
+        assert models.googlenet(aux_logits=False, init_weights=True).aux1 is None
+        assert models.inception_v3(aux_logits=False, init_weights=True).AuxLogits is None
+        with pytest.warns(FutureWarning, match="default weight initialization of GoogleNet will be changed"):
+            models.googlenet()
 
 
 def test_every_builder_is_registered_for_get_model_and_list_models():

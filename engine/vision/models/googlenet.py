@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import namedtuple
 from collections.abc import Callable
+import warnings
 from typing import Any
 
 from ... import nn
@@ -107,7 +108,12 @@ class GoogLeNet(nn.Module):
         self.avgpool = nn.AdaptiveAvgPool2d((1, 1))
         self.dropout = nn.Dropout(p=dropout)
         self.fc = nn.Linear(1024, num_classes)
-        if init_weights is None or init_weights:
+        if init_weights is None:
+            warnings.warn("The default weight initialization of GoogleNet will be changed in future releases of "
+                          "torchvision. If you wish to keep the old behavior (which leads to long initialization "
+                          "times due to scipy/scipy#11299), please set init_weights=True.", FutureWarning)
+            init_weights = True
+        if init_weights:
             for m in self.modules():
                 if isinstance(m, (nn.Conv2d, nn.Linear)):
                     init.trunc_normal_(m.weight, mean=0.0, std=0.01, a=-2, b=2)
