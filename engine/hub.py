@@ -16,13 +16,14 @@ import sys
 import tempfile
 import urllib.parse
 import urllib.request
+from urllib.parse import urlparse  # noqa: F401  (torch.hub re-exports it; timm imports it from there)
 import zipfile
 
 from .serialization import load as _load
 
-__all__ = ["get_dir", "set_dir", "download_url_to_file", "load_state_dict_from_url", "load", "list", "help"]
+__all__ = ["HASH_REGEX", "get_dir", "set_dir", "download_url_to_file", "load_state_dict_from_url", "load", "list", "help"]
 
-_HASH = re.compile(r"-([a-f0-9]*)\.")
+HASH_REGEX = re.compile(r"-([a-f0-9]*)\.")   # torch.hub's name: libraries import it
 _DIR: list = []
 
 
@@ -62,10 +63,10 @@ def load_state_dict_from_url(url: str, model_dir: str | None = None, map_locatio
     ``get_dir()/checkpoints``); with ``check_hash`` the file name's ``-<sha256 prefix>.`` is checked."""
     model_dir = model_dir or os.path.join(get_dir(), "checkpoints")
     os.makedirs(model_dir, exist_ok=True)
-    name = file_name or os.path.basename(urllib.parse.urlparse(url).path)
+    name = file_name or os.path.basename(urlparse(url).path)
     cached = os.path.join(model_dir, name)
     if not os.path.exists(cached):
-        match = _HASH.search(name) if check_hash else None
+        match = HASH_REGEX.search(name) if check_hash else None
         download_url_to_file(url, cached, match.group(1) if match else None, progress)
     return _load(cached, map_location=map_location, weights_only=weights_only)
 

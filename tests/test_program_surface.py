@@ -115,3 +115,34 @@ def test_hub_load_list_help_from_a_local_hubconf(tmp_path):
         tapelab.hub.load(str(tmp_path), "nope", source="local")
     with pytest.raises(ValueError, match='Unknown source: "svn"'):
         tapelab.hub.load(str(tmp_path), "tiny", source="svn")
+
+
+def test_data_classes_are_generic_as_in_torch():
+    """Libraries subclass ``Sampler[list[int]]`` and ``Dataset[tuple[Tensor, int]]`` (timm does)."""
+    from tapelab.utils.data import DataLoader, Dataset, IterableDataset, Sampler
+
+    class Batches(Sampler[list]):
+        def __iter__(self):
+            return iter([[0, 1], [2, 3]])
+
+        def __len__(self):
+            return 2
+
+    class Squares(Dataset[tuple]):
+        def __getitem__(self, i):
+            return tapelab.tensor(float(i * i))
+
+        def __len__(self):
+            return 4
+    assert [b.tolist() for b in DataLoader(Squares(), batch_sampler=Batches())] == [[0.0, 1.0], [4.0, 9.0]]
+    assert IterableDataset[int] is not None and DataLoader[int] is not None
+    for cls in (Sampler, Dataset, IterableDataset, DataLoader):
+        assert cls[int].__origin__ is cls
+
+
+def test_jit_annotations_and_hub_names_libraries_import():
+    from tapelab.hub import HASH_REGEX, urlparse
+    from tapelab.jit.annotations import BroadcastingList2, List, Optional, Tuple  # noqa: F401
+    assert HASH_REGEX.search("resnet18-f37072fd.pth").group(1) == "f37072fd"
+    assert urlparse("https://x.org/a/b.pth").path == "/a/b.pth"
+    assert BroadcastingList2[int] == List[int]

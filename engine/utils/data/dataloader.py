@@ -15,11 +15,11 @@ import sys
 import time
 import traceback
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Generic, Iterator
 
 from ...core.random import Generator, manual_seed
 from ._collate import default_collate, default_convert
-from .dataset import Dataset, IterableDataset
+from .dataset import Dataset, IterableDataset, T_co
 from .sampler import BatchSampler, RandomSampler, Sampler, SequentialSampler
 
 __all__ = ["DataLoader", "get_worker_info", "WorkerInfo"]
@@ -28,7 +28,7 @@ _STATUS_POLL_S = 0.5  # how often a waiting main process checks that its workers
 _SHUTDOWN_GRACE_S = 5.0  # how long a normal shutdown lets a worker finish its current batch
 
 
-class DataLoader:
+class DataLoader(Generic[T_co]):
     """Iterate over ``dataset`` in (optionally shuffled) mini-batches, like ``torch.utils.data.DataLoader``."""
 
     def __init__(self, dataset: Dataset, batch_size: int | None = 1, shuffle: bool | None = None,

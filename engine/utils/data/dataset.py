@@ -4,7 +4,7 @@ from __future__ import annotations
 import bisect
 import math
 import warnings
-from typing import Iterable, Sequence
+from typing import Generic, Iterable, Sequence, TypeVar
 
 from ...core.random import Generator, default_generator
 
@@ -12,8 +12,12 @@ __all__ = ["Dataset", "IterableDataset", "TensorDataset", "Subset", "ConcatDatas
            "random_split"]
 
 
-class Dataset:
-    """A map-style dataset: ``dataset[i]`` for ``i`` in ``range(len(dataset))``."""
+T_co = TypeVar("T_co", covariant=True)
+
+
+class Dataset(Generic[T_co]):
+    """A map-style dataset: ``dataset[i]`` for ``i`` in ``range(len(dataset))``. Generic in its
+    sample type, as PyTorch's (``class MyData(Dataset[tuple[Tensor, int]])``)."""
 
     def __getitem__(self, index):
         raise NotImplementedError(f"{type(self).__name__} must implement __getitem__")
@@ -22,7 +26,7 @@ class Dataset:
         return ConcatDataset([self, other])
 
 
-class IterableDataset(Dataset):
+class IterableDataset(Dataset[T_co]):
     """A stream of samples (``__iter__``); each DataLoader worker iterates its own copy."""
 
     def __iter__(self):

@@ -1,7 +1,7 @@
 """Samplers: which indices a DataLoader visits, in what order, grouped how."""
 from __future__ import annotations
 
-from typing import Iterator, Sequence, Sized
+from typing import Generic, Iterator, Sequence, Sized, TypeVar
 
 from ...core.random import Generator
 
@@ -9,8 +9,12 @@ __all__ = ["Sampler", "SequentialSampler", "RandomSampler", "SubsetRandomSampler
            "BatchSampler"]
 
 
-class Sampler:
-    """Base class: an iterable of dataset indices (or of index lists, for batch samplers)."""
+T_co = TypeVar("T_co", covariant=True)
+
+
+class Sampler(Generic[T_co]):
+    """Base class: an iterable of dataset indices (or of index lists, for batch samplers); generic
+    in what it yields, as PyTorch's (``Sampler[list[int]]``)."""
 
     def __init__(self, data_source: Sized | None = None) -> None:
         pass

@@ -15,8 +15,8 @@ import contextlib
 import typing
 from typing import Any, Callable
 
-from ._torch_extra import Future, fork, wait
-from .serialization import load as _load, save as _save
+from .._torch_extra import Future, fork, wait
+from ..serialization import load as _load, save as _save
 
 __all__ = ["script", "trace", "trace_module", "script_if_tracing", "ignore", "unused", "export", "interface",
            "is_scripting", "is_tracing", "annotate", "Final", "Attribute", "freeze", "optimize_for_inference",
