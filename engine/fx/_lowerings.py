@@ -15,14 +15,16 @@ from ..base import dtype as _dtype
 from ..base.grad_mode import no_grad
 from ..core.tensor import Tensor
 from ..nn import _ops
-from ..nn.modules.batchnorm import _BatchNorm
+from ..nn.modules.batchnorm import BatchNorm1d, BatchNorm2d, BatchNorm3d
 
 __all__ = ["module_lowering"]
+
+_BATCH_NORMS = (BatchNorm1d, BatchNorm2d, BatchNorm3d)      # and the lazy ones, once materialised
 
 
 def module_lowering(module, args: tuple, kwargs: dict) -> Callable[[], Tensor] | None:
     """The call to record instead of ``module(*args, **kwargs)``, or None to record its forward."""
-    if (isinstance(module, _BatchNorm) and type(module).forward is _BatchNorm.forward and module.training
+    if (isinstance(module, _BATCH_NORMS) and type(module).forward is BatchNorm1d.forward and module.training
             and module.momentum is None and module.track_running_stats and module.num_batches_tracked is not None
             and not kwargs and len(args) == 1 and isinstance(args[0], Tensor) and not _hooked(module)):
         x = args[0]
@@ -37,7 +39,7 @@ def _hooked(module) -> bool:
                 or module._backward_pre_hooks)
 
 
-def _batch_norm_cumulative(module: _BatchNorm, x: Tensor) -> Tensor:
+def _batch_norm_cumulative(module: BatchNorm1d, x: Tensor) -> Tensor:
     """``module(x)`` in training mode with ``momentum=None``, its factor computed by tensor ops."""
     count = x.numel() // x.shape[1]
     out, mean, var = _ops.batch_norm_normalize(x, (0, *range(2, x.ndim)), module.eps, module.weight, module.bias)
