@@ -96,3 +96,20 @@ def test_shared_tensor_through_a_queue_is_the_same_memory():
 
 def _add_five(q) -> None:
     q.get().add_(5)
+
+
+# ---------------------------------------------------------------- sparse @ dense at GEMM sizes (pytorch/examples gcn, gat)
+@pytest.mark.xfail(strict=True, raises=NotImplementedError,
+                   reason="kernels.gemm (6e82cf7) slices a COOArray operand in its threaded blocks; "
+                          "gcn/gat's diag(...).to_sparse() @ features fails with 2 intra-op threads")
+def test_sparse_times_dense_above_the_threaded_gemm_size():
+    torch.manual_seed(0)
+    scale, feats = torch.rand(300), torch.rand(300, 200)
+    want = torch.diag(scale).to_sparse() @ feats
+    threads = tapelab.get_num_threads()
+    tapelab.set_num_threads(2)
+    try:
+        got = tapelab.diag(tapelab.tensor(scale.numpy())).to_sparse() @ tapelab.tensor(feats.numpy())
+    finally:
+        tapelab.set_num_threads(threads)
+    assert got.numpy() == pytest.approx(want.numpy(), rel=1e-6)
