@@ -98,7 +98,7 @@ def _add_five(q) -> None:
     q.get().add_(5)
 
 
-# ---------------------------------------------------------------- sparse @ dense at GEMM sizes (pytorch/examples gcn, gat)
+# ------------------------------------------------------- sparse @ dense at GEMM sizes (pytorch/examples gcn, gat)
 @pytest.mark.xfail(strict=True, raises=NotImplementedError,
                    reason="kernels.gemm (6e82cf7) slices a COOArray operand in its threaded blocks; "
                           "gcn/gat's diag(...).to_sparse() @ features fails with 2 intra-op threads")

@@ -132,7 +132,8 @@ def ones(*shape, size=None, dtype=None, device=None, requires_grad: bool = False
 
 
 def empty(*shape, size=None, dtype=None, device=None, requires_grad: bool = False, **_) -> Tensor:
-    return _finish(_allocate(EMPTY, _size(shape, "empty", size), dtype or get_default_dtype(), _dev(device)), requires_grad)
+    return _finish(_allocate(EMPTY, _size(shape, "empty", size), dtype or get_default_dtype(), _dev(device)),
+                   requires_grad)
 
 
 def full(size, fill_value, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
@@ -205,8 +206,8 @@ def eye(n: int, m: int | None = None, *, dtype=None, device=None, requires_grad:
 
 
 def rand(*shape, size=None, generator=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
-    return _finish(apply(RAND, size=_size(shape, "rand", size), dtype=dtype or get_default_dtype(), device=_dev(device),
-                         generator=generator), requires_grad)
+    return _finish(apply(RAND, size=_size(shape, "rand", size), dtype=dtype or get_default_dtype(),
+                         device=_dev(device), generator=generator), requires_grad)
 
 
 def randn(*shape, size=None, generator=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
