@@ -211,8 +211,8 @@ def rand(*shape, size=None, generator=None, dtype=None, device=None, requires_gr
 
 
 def randn(*shape, size=None, generator=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
-    return _finish(apply(RANDN, size=_size(shape, "randn", size), dtype=dtype or get_default_dtype(), device=_dev(device),
-                         generator=generator), requires_grad)
+    return _finish(apply(RANDN, size=_size(shape, "randn", size), dtype=dtype or get_default_dtype(),
+                         device=_dev(device), generator=generator), requires_grad)
 
 
 def randint(low, high=None, size=None, *, generator=None, dtype=None, device=None,
