@@ -63,6 +63,7 @@ from . import func  # noqa: E402  (torch.func: grad, vmap, jacrev, functional_ca
 from .func import vmap  # noqa: E402,F401  (torch.vmap is torch.func.vmap)
 from . import jit  # noqa: E402  (torch.jit: script/trace hand back what they are given)
 from . import hub  # noqa: E402,F401  (torch.hub: weights by URL, models from hubconf.py)
+from . import _C  # noqa: E402,F401  (torch._C: the few names libraries probe)
 from . import distributions, fft, special  # noqa: E402,F401
 from .aliases import install_aliases, uninstall_aliases  # noqa: E402  (import torch / torchvision -> tapelab)
 

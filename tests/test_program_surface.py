@@ -146,3 +146,11 @@ def test_jit_annotations_and_hub_names_libraries_import():
     assert HASH_REGEX.search("resnet18-f37072fd.pth").group(1) == "f37072fd"
     assert urlparse("https://x.org/a/b.pth").path == "/a/b.pth"
     assert BroadcastingList2[int] == List[int]
+
+
+def test_torch_C_names_libraries_probe():
+    assert tapelab._C._get_tracing_state() is None and torch._C._get_tracing_state() is None
+    assert tapelab._C._log_api_usage_once("x") is None
+    assert getattr(tapelab._C, "_CudaDeviceProperties", None) is None        # the "not available" branch
+    assert tapelab._C._get_cudnn_enabled() is True
+    assert isinstance(tapelab.Generator(), tapelab._C.Generator)
