@@ -671,3 +671,23 @@ def test_relu_then_2x2_max_pool_is_one_op_equal_to_eager():
     xe = tapelab.tensor(x2, requires_grad=True)
     f(xe).sum().backward()
     np.testing.assert_array_equal(sx.grad.numpy(), xe.grad.numpy())
+
+
+def test_relu_joins_an_elementwise_group():
+    """relu's forward guards its eager loop with ``a.size and ...``: the symbolic trace reads on to its
+    formula, so relu fuses with its neighbours (it was left out since that guard came); a NaN is kept."""
+    def f(a, b):
+        return tapelab.nn.functional.relu(a + b) * 2.0
+    xs = np.random.default_rng(0).standard_normal((4, 5)).astype(np.float32)
+    xs[0, 0] = np.nan
+    compiled = tapelab.compile(f)
+    b = tapelab.randn(4, 5)
+    for _ in range(2):
+        a, ae = tapelab.tensor(xs, requires_grad=True), tapelab.tensor(xs, requires_grad=True)
+        y, ye = compiled(a, b), f(ae, b)
+        y.sum().backward()
+        ye.sum().backward()
+        np.testing.assert_array_equal(y.detach().numpy(), ye.detach().numpy())
+        np.testing.assert_array_equal(a.grad.numpy(), ae.grad.numpy())
+    (entry,) = compiled.cache.values()
+    assert [repr(n.target) for n in entry.graph.graph.nodes if n.op == "call_function"] == ["fused(add, relu, mul)"]

@@ -55,11 +55,29 @@ class Sym:
     def shape(self):
         raise NotElementwise("shape")
 
+    @property
+    def size(self):
+        """Truthy and nothing else: relu's forward guards its loop with ``a.size and kernels.use(...)``
+        (the loop refuses a Sym, so its formula is traced); arithmetic on a size is not elementwise."""
+        return _NONEMPTY
+
     def __getattr__(self, name):
         raise NotElementwise(name)
 
     def __bool__(self):
         raise NotElementwise("bool() of a value")
+
+
+class _NonEmpty:
+    """A Sym's ``size``: true, with no arithmetic (a TypeError, which ``trace_op`` reports as not elementwise)."""
+
+    __slots__ = ()
+
+    def __bool__(self) -> bool:
+        return True
+
+
+_NONEMPTY = _NonEmpty()
 
 
 def _binary(name: str, swap: bool = False):
