@@ -154,3 +154,13 @@ def test_torch_C_names_libraries_probe():
     assert getattr(tapelab._C, "_CudaDeviceProperties", None) is None        # the "not available" branch
     assert tapelab._C._get_cudnn_enabled() is True
     assert isinstance(tapelab.Generator(), tapelab._C.Generator)
+
+
+def test_import_paths_libraries_use():
+    """Lightning and others import these at module level; they must exist where PyTorch has them."""
+    from tapelab.distributed.constants import default_pg_timeout
+    from tapelab.nn.modules.module import _IncompatibleKeys
+    assert default_pg_timeout == torch.distributed.constants.default_pg_timeout
+    assert tapelab.nn.Linear(2, 2).load_state_dict(tapelab.nn.Linear(2, 2).state_dict()).__class__ is _IncompatibleKeys
+    red = tapelab.distributed.ReduceOp
+    assert isinstance(red.SUM, red.RedOpType) and isinstance(torch.distributed.ReduceOp.SUM, torch.distributed.ReduceOp.RedOpType)
