@@ -113,3 +113,32 @@ def test_sparse_times_dense_above_the_threaded_gemm_size():
     finally:
         tapelab.set_num_threads(threads)
     assert got.numpy() == pytest.approx(want.numpy(), rel=1e-6)
+
+
+# ---------------------------------------------------------------- BCELoss at saturated probabilities (siamese_network)
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_bce_gradient_at_saturated_probabilities_is_pytorchs(dtype):
+    """siamese_network: sigmoid outputs of exactly 0 and 1 under BCELoss. PyTorch's gradient holds
+    (1 - x) x at 1e-12 (finite), where the clamped logs' derivative gave 0 * inf = nan and the
+    next optimizer step made every weight nan."""
+    x = [0.0, 1.0, 1.0, 0.0, 0.5, 1e-30, 0.2]
+    y = [1.0, 0.0, 1.0, 0.0, 1.0, 1.0, 0.3]
+    res = []
+    for m in (torch, tapelab):
+        xi = m.tensor(x, dtype=getattr(m, dtype), requires_grad=True)
+        yi = m.tensor(y, dtype=getattr(m, dtype), requires_grad=True)
+        loss = m.nn.BCELoss()(xi, yi)
+        loss.backward()
+        res.append((loss.item(), xi.grad.tolist(), yi.grad.tolist()))
+    (tl, tgx, tgy), (ll, lgx, lgy) = res
+    assert ll == pytest.approx(tl, rel=1e-6)
+    assert lgx == pytest.approx(tgx, rel=1e-6)
+    assert lgy == pytest.approx(tgy, rel=1e-6, abs=1e-7)   # +-inf where x is 0 or 1, as torch
+
+
+def test_bce_through_sigmoid_saturation_keeps_gradients_finite():
+    z = tapelab.tensor([-200.0, 200.0, 50.0], requires_grad=True)
+    tapelab.nn.functional.binary_cross_entropy(tapelab.sigmoid(z), tapelab.tensor([1.0, 0.0, 1.0])).backward()
+    zt = torch.tensor([-200.0, 200.0, 50.0], requires_grad=True)
+    torch.nn.functional.binary_cross_entropy(torch.sigmoid(zt), torch.tensor([1.0, 0.0, 1.0])).backward()
+    assert z.grad.tolist() == zt.grad.tolist()

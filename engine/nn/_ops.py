@@ -14,7 +14,7 @@ import math
 from ..base.grad_mode import is_grad_enabled
 from ..base.meta import has_data
 from ..core.dispatch import apply
-from ..core.registry import NONE, OTHERS, Op
+from ..core.registry import ALL, NONE, OTHERS, Op
 from ..core.tensor import Tensor
 from ..ops.sparse import sparse_coo_tensor
 from .. import kernels
@@ -25,7 +25,7 @@ from . import _winograd
 
 __all__ = ["convolution", "convolution_transpose", "convolution_weight", "max_pool", "avg_pool",
            "im2col", "col2im", "embedding", "pool_output_size", "max_pool_blocks",
-           "blocks_divide", "batch_norm_normalize"]
+           "blocks_divide", "batch_norm_normalize", "binary_cross_entropy"]
 
 
 # ---------------------------------------------------------------- ONNX lowerings (``Op.onnx``, engine/onnx)
@@ -900,3 +900,25 @@ def embedding(weight: Tensor, idx: Tensor, padding_idx: int | None, scale_grad_b
     and with ``sparse`` the weight's gradient is a sparse COO tensor of the looked-up rows."""
     extra = {k: True for k, on in (("scale_grad_by_freq", scale_grad_by_freq), ("sparse", sparse)) if on}
     return apply(_embedding, weight, idx, padding_idx=padding_idx, **extra)
+
+
+# ---------------------------------------------------------------- binary cross entropy
+def _bce_fwd(xp, x, t):
+    # PyTorch's kernel: each log clamped at -100, so probabilities of exactly 0 and 1 stay finite
+    return (t - 1) * xp.maximum(xp.log1p(-x), -100) - t * xp.maximum(xp.log(x), -100)
+
+
+def _bce_vjp(g, out, x, t):
+    # PyTorch's formulas, not the clamped loss's derivative: the input's denominator is held at
+    # 1e-12, so a saturated sigmoid (x exactly 0 or 1) gets a large finite gradient, not 0 * inf = nan
+    gx = g * (x - t) / ((1 - x) * x).clamp_min(1e-12)
+    gt = g * ((-x).log1p() - x.log()) if isinstance(t, Tensor) and t.requires_grad else None
+    return gx, gt
+
+
+_bce = Op("binary_cross_entropy", _bce_fwd, _bce_vjp, promote="common", saves=ALL)
+
+
+def binary_cross_entropy(input: Tensor, target: Tensor) -> Tensor:
+    """The unreduced loss ``-(t log x + (1 - t) log(1 - x))``, PyTorch's clamped kernel and gradient."""
+    return apply(_bce, input, target)

@@ -767,12 +767,13 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None, s
 
 def binary_cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None, size_average=None,
                          reduce=None, reduction: str = "mean") -> Tensor:
-    """Logs are clamped at -100, as PyTorch does, so 0 and 1 probabilities stay finite."""
+    """Logs are clamped at -100, as PyTorch does, so 0 and 1 probabilities stay finite (and their
+    gradients too: the op ``binary_cross_entropy`` in ``_ops`` carries PyTorch's gradient formula)."""
     reduction = _reduction(size_average, reduce, reduction)
     if tuple(target.shape) != tuple(input.shape):
         raise ValueError(f"Using a target size ({target.shape}) that is different to the input size "
                          f"({input.shape}) is deprecated. Please ensure they have the same size.")
-    loss = -(target * input.log().clamp_min(-100) + (1 - target) * (1 - input).log().clamp_min(-100))
+    loss = _ops.binary_cross_entropy(input, target)
     return _reduce(loss if weight is None else loss * weight, reduction)
 
 

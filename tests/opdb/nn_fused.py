@@ -172,3 +172,27 @@ def _gru_samples():
 
 
 OPS.append(OpInfo("nn.gru_layer", _gru_layer, _gru_samples, atol=1e-5, grad_atol=2e-4))
+
+
+def _prob(*shape) -> np.ndarray:
+    return arr(*shape, low=0.05, high=0.95)
+
+
+def _bce_samples():
+    return [Sample((_prob(3, 4), _prob(3, 4)), name="mean"),
+            Sample((_prob(3, 4), _prob(3, 4)), {"reduction": "sum"}, name="sum"),
+            Sample((_prob(2, 3), _prob(2, 3)), {"reduction": "none"}, name="none"),
+            Sample((_prob(2, 3), _prob(2, 3), _prob(2, 3)), name="weight"),
+            Sample((_prob(), _prob()), name="0d"),
+            Sample((_prob(0, 3), _prob(0, 3)), {"reduction": "none"}, name="empty"),
+            Sample((_prob(4, 3), _prob(4, 3)), noncontig=True, name="noncontig")]
+
+
+def _bce_errors():
+    return [ErrorInput(Sample((_prob(3, 4), _prob(4, 3))), ValueError, "different to the input size")]
+
+
+# binary_cross_entropy is its own op for PyTorch's gradient at saturated 0/1 inputs (tests/test_real_program_gaps.py)
+OPS.append(OpInfo("nn.binary_cross_entropy",
+                  lambda m, x, t, w=None, **kw: _f(m).binary_cross_entropy(x, t, w, **kw), _bce_samples,
+                  differentiable_args=(0, 1), errors=_bce_errors))
