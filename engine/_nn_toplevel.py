@@ -9,11 +9,19 @@ from .core.tensor import Tensor
 
 __all__ = ["softmax", "log_softmax", "dropout", "conv1d", "conv2d", "conv_transpose2d", "layer_norm",
            "group_norm", "batch_norm", "embedding", "cosine_similarity", "max_pool1d", "max_pool2d",
-           "avg_pool1d"]
+           "avg_pool1d", "hardshrink", "prelu"]
 
 conv1d, conv2d, conv_transpose2d = F.conv1d, F.conv2d, F.conv_transpose2d
 layer_norm, group_norm, batch_norm, embedding = F.layer_norm, F.group_norm, F.batch_norm, F.embedding
 cosine_similarity, max_pool1d, max_pool2d, avg_pool1d = F.cosine_similarity, F.max_pool1d, F.max_pool2d, F.avg_pool1d
+
+
+def hardshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
+    return F.hardshrink(input, lambd)
+
+
+def prelu(input: Tensor, weight: Tensor) -> Tensor:
+    return F.prelu(input, weight)
 
 
 def softmax(input: Tensor, dim: int, dtype=None) -> Tensor:
@@ -29,5 +37,5 @@ def dropout(input: Tensor, p: float, train: bool) -> Tensor:
 
 
 # Tensor methods, bound like the op families' (this module declares no ops of its own)
-METHODS = ("softmax", "log_softmax")
+METHODS = ("softmax", "log_softmax", "hardshrink", "prelu")
 install_methods(Tensor, (sys.modules[__name__],), ops=())

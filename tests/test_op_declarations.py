@@ -38,6 +38,7 @@ COMPOSITES = {
     "dropout": "a random mask and mul",
     "group_norm": "mean, var and arithmetic", "batch_norm": "batch_norm_normalize or running statistics",
     "cosine_similarity": "norms and a sum",
+    "hardshrink": "where over two comparisons (nn.functional)", "prelu": "where and mul (nn.functional)",
 }
 # op families list their own composites beside their code (``COMPOSITES`` in the module)
 for _mod in MODULES:

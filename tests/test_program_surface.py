@@ -164,3 +164,60 @@ def test_import_paths_libraries_use():
     assert tapelab.nn.Linear(2, 2).load_state_dict(tapelab.nn.Linear(2, 2).state_dict()).__class__ is _IncompatibleKeys
     red = tapelab.distributed.ReduceOp
     assert isinstance(red.SUM, red.RedOpType) and isinstance(torch.distributed.ReduceOp.SUM, torch.distributed.ReduceOp.RedOpType)
+
+
+def test_post_accumulate_grad_hook_runs_an_optimizer_step_inside_backward_as_torch():
+    results = {}
+    for lib in (tapelab, torch):
+        lin = lib.nn.Linear(3, 2)
+        with lib.no_grad():
+            lin.weight.copy_(lib.tensor([[0.1, -0.2, 0.3], [0.0, 0.5, -0.4]]))
+            lin.bias.copy_(lib.tensor([0.05, -0.05]))
+        opts = {p: lib.optim.SGD([p], lr=0.5) for p in lin.parameters()}
+        seen = []
+
+        def step(p, opts=opts, seen=seen):
+            seen.append(tuple(p.shape))
+            opts[p].step()
+            opts[p].zero_grad()
+        handles = [p.register_post_accumulate_grad_hook(step) for p in lin.parameters()]
+        (lin(lib.ones(4, 3)) ** 2).sum().backward()
+        handles[1].remove()
+        (lin(lib.ones(4, 3)) ** 2).sum().backward()
+        results[lib.__name__] = (lin.weight.detach().numpy().copy(), lin.bias.detach().numpy().copy(),
+                                 lin.bias.grad is None, sorted(seen))
+    t, r = results["tapelab"], results["torch"]
+    np.testing.assert_allclose(t[0], r[0], rtol=1e-6)
+    np.testing.assert_allclose(t[1], r[1], rtol=1e-6)
+    assert t[2] == r[2] and t[3] == r[3]
+    with pytest.raises(RuntimeError, match="cannot be registered on non-leaf tensors"):
+        (tapelab.ones(2, requires_grad=True) * 2).register_post_accumulate_grad_hook(lambda t: None)
+
+
+def test_inplace_view_methods_match_torch():
+    for lib in (tapelab, torch):
+        x = lib.ones(2, 3, requires_grad=True)
+        with pytest.raises(RuntimeError, match="leaf Variable that requires grad"):
+            x.unsqueeze_(0)
+        y = x * lib.arange(6.0).reshape(2, 3)
+        assert y.t_() is y and tuple(y.shape) == (3, 2)
+        y.unsqueeze_(0).transpose_(1, 2)
+        assert tuple(y.shape) == (1, 2, 3)
+        (y.squeeze_() * y).sum().backward()
+        np.testing.assert_allclose(x.grad.numpy(), 2 * np.arange(6.0).reshape(2, 3) ** 2)
+        z = lib.zeros(2, 3)
+        assert tuple(z.swapaxes_(0, 1).shape) == (3, 2) and tuple(z.swapdims_(0, 1).shape) == (2, 3)
+
+
+def test_small_tensor_methods_match_torch():
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((2, 3)).astype(np.float32)
+    for lib in (tapelab, torch):
+        z = lib.ones(2, 3)
+        assert [z.storage_offset(), z[1].storage_offset(), z[:, 1].storage_offset(), z.t()[2].storage_offset()] == [0, 3, 1, 2]
+        assert tuple(lib.zeros(3).bernoulli(0.3).shape) == (3,)
+        assert lib.tensor([0.0, 1.0]).bernoulli().tolist() == [0.0, 1.0]
+        assert tuple(lib.ones(2).new_empty_strided((2, 3), (3, 1)).shape) == (2, 3)
+    np.testing.assert_allclose(tapelab.tensor(a).hardshrink(0.5).numpy(), torch.tensor(a).hardshrink(0.5).numpy())
+    np.testing.assert_allclose(tapelab.tensor(a).prelu(tapelab.tensor([0.25])).numpy(),
+                               torch.tensor(a).prelu(torch.tensor([0.25])).numpy())

@@ -620,6 +620,10 @@ def _accumulate(node: AccumulateGrad, g, create_graph: bool) -> None:
         # accumulation is the engine's own bookkeeping, not a user op: no dispatch, no tape node
         old._data += g._data
         old._vc[0] += 1
+    post = var.__dict__.get("_post_accumulate_hooks")
+    if post:
+        for hook in tuple(post):
+            hook(var)
 
 
 def _drain(steps) -> None:

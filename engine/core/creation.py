@@ -371,6 +371,12 @@ def resize_as_(self, other: Tensor, memory_format=None) -> Tensor:
     return resize_(self, tuple(other.shape))
 
 
+def new_empty_strided(self, size, stride, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """An uninitialised tensor of ``size`` (tapelab's tensors are laid out densely: ``stride`` is
+    accepted, the result is contiguous)."""
+    return empty(*size, dtype=dtype or self.dtype, device=device or self._device, requires_grad=requires_grad)
+
+
 def new_tensor(self, data, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     return tensor(data, dtype=dtype or self.dtype, device=device or self._device, requires_grad=requires_grad)
 
@@ -416,5 +422,6 @@ def _rebuild(arr, requires_grad, dev):
 
 
 OPERATORS = {"__init__": _init, "__reduce_ex__": _reduce_ex, "new": new, "resize_": resize_, "resize_as_": resize_as_,
+             "new_empty_strided": new_empty_strided, "bernoulli": bernoulli,
              "new_tensor": new_tensor, "new_zeros": new_zeros,
              "new_ones": new_ones, "new_full": new_full, "new_empty": new_empty, "pin_memory": pin_memory}

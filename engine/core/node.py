@@ -266,6 +266,18 @@ def register_hook(self: Tensor, hook):
     return _Handle(hooks, hook)
 
 
+def register_post_accumulate_grad_hook(self: Tensor, hook):
+    """``hook(tensor)`` runs after this leaf's ``.grad`` has been accumulated in a backward pass
+    (an optimizer step per parameter inside backward, as PyTorch's)."""
+    if not self.requires_grad:
+        raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+    if self.grad_fn is not None:
+        raise RuntimeError("post accumulate grad hooks cannot be registered on non-leaf tensors")
+    hooks = self.__dict__.setdefault("_post_accumulate_hooks", [])
+    hooks.append(hook)
+    return _Handle(hooks, hook)
+
+
 def retain_grad(self: Tensor) -> None:
     """Keep ``.grad`` for this non-leaf tensor after backward."""
     if not self.requires_grad:
@@ -302,4 +314,5 @@ def graph_leaves(roots) -> list:
     return order
 
 
-OPERATORS = {"_accumulator": _accumulator, "register_hook": register_hook, "retain_grad": retain_grad}
+OPERATORS = {"_accumulator": _accumulator, "register_hook": register_hook, "retain_grad": retain_grad,
+             "register_post_accumulate_grad_hook": register_post_accumulate_grad_hook}

@@ -107,4 +107,5 @@ def _elementwise_python(name: str, x: Tensor, fn, *others) -> Tensor:
     return x
 
 
-OPERATORS = {"to": to, "apply_": apply_, "map_": map_}   # Tensor.to: ``to(dtype)``, ``to(device)``, ``to(device, dtype)``, ``to(other)``
+OPERATORS = {"to": to, "apply_": apply_, "map_": map_}
+COMPOSITES = {"apply_": "a Python callable per element, then copy_", "map_": "a Python callable per element pair, then copy_"}   # Tensor.to: ``to(dtype)``, ``to(device)``, ``to(device, dtype)``, ``to(other)``

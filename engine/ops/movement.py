@@ -17,7 +17,7 @@ from ..core.creation import zeros
 from ..core.dispatch import apply
 from ..core.node import Node, _seq
 from ..core.registry import NONE, Op
-from ..core.tensor import Size, Tensor, _wrap_dim, sum_to
+from ..core.tensor import _VIEW_ATTRS, Size, Tensor, _wrap_dim, sum_to
 
 __all__ = ["reshape", "permute", "transpose", "swapaxes", "swapdims", "movedim", "moveaxis", "t",
            "squeeze", "unsqueeze", "flatten", "unflatten", "broadcast_to", "broadcast_tensors",
@@ -964,10 +964,33 @@ def constant_pad_nd(input: Tensor, pad, value: float = 0) -> Tensor:
     return _padded(input, pad, "constant", value)
 
 
+def _inplace_view(name: str):
+    """``Tensor.<name>_``: the view ``<name>`` taken in place. The tensor becomes that view (its
+    shape, and in autograd the view's node), as PyTorch rebases an in-place view op's history; a
+    leaf that requires grad refuses, as PyTorch's."""
+    def method(self: Tensor, *args, **kwargs) -> Tensor:
+        if self.requires_grad and self.grad_fn is None and is_grad_enabled():
+            raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
+        # the view is taken of an alias: its node keeps the alias (the old shape) as its input,
+        # while this tensor object takes the new shape
+        alias = Tensor._wrap(self._data, self.requires_grad, self.grad_fn, self._out_nr, self._vc, self._device)
+        alias.__dict__.update({k: v for k, v in self.__dict__.items() if k in _VIEW_ATTRS})
+        out = getattr(alias, name)(*args, **kwargs)
+        self._data, self.grad_fn, self._out_nr, self.requires_grad = out._data, out.grad_fn, out._out_nr, \
+            out.requires_grad
+        self._vc[0] += 1
+        return self
+    method.__name__ = name + "_"
+    method.__doc__ = f"In-place version of :meth:`{name}` (the tensor's own shape changes)."
+    return method
+
+
 METHODS = ("reshape", "view", "view_as", "reshape_as", "permute", "transpose", "swapaxes", "swapdims",
            "movedim", "moveaxis", "expand", "expand_as", "broadcast_to", "unsqueeze", "squeeze", "flatten",
            "unflatten", "t", "repeat", "tile", "split", "chunk", "unbind", "tensor_split", "flip",
            "fliplr", "flipud", "roll", "narrow", "select", "clone", "contiguous", "tril", "triu", "copy_")
 PROPERTIES = {"T": _T, "mT": _mT}
 OPERATORS = {"tril_": lambda self, diagonal=0: apply_(_tril, self, diagonal=int(diagonal)),
-             "triu_": lambda self, diagonal=0: apply_(_triu, self, diagonal=int(diagonal))}
+             "triu_": lambda self, diagonal=0: apply_(_triu, self, diagonal=int(diagonal)),
+             **{name + "_": _inplace_view(name) for name in ("squeeze", "unsqueeze", "t", "transpose", "swapaxes",
+                                                             "swapdims")}}
