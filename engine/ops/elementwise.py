@@ -203,7 +203,7 @@ def _relu_fwd(xp, a):
 
 
 def _relu_bw_fwd(xp, g, y):
-    if y.size and g.shape == y.shape and kernels.use(xp, g, y):
+    if kernels.use(xp, g, y) and y.size and g.shape == y.shape:   # use() first: a tracer's symbolic xp says no
         out = xp.empty_like(y)
         kernels.parallel(kernels.loops("pointwise").relu_backward, 3, g.reshape(-1), y.reshape(-1), out.reshape(-1))
         return out
