@@ -1,10 +1,15 @@
 """torchvision.models: classification architectures with torchvision's module names, each builder
 registered for ``get_model(name, **kwargs)`` and ``list_models()``.
 
-Every builder takes ``weights=None`` (nothing is downloaded); load a torchvision checkpoint with
-``model.load_state_dict(tapelab.load(path))``.
+Builders take torchvision's ``weights=`` (``ResNet18_Weights.DEFAULT``, ``"IMAGENET1K_V1"``, None)
+and load the checkpoint through PyTorch's hub cache. The ``<Model>_Weights`` enums are made from
+data on first access (module ``__getattr__``), so importing the package reads no weights metadata.
 """
-from ._api import get_model, get_model_builder, list_models  # noqa: F401
+from typing import Any as _Any
+
+from . import _weights
+from ._api import get_model, get_model_builder, get_model_weights, list_models  # noqa: F401
+from ._weights import Weights, WeightsEnum, get_weight  # noqa: F401
 from .alexnet import *  # noqa: F401,F403
 from .convnext import *  # noqa: F401,F403
 from .densenet import *  # noqa: F401,F403
@@ -20,3 +25,14 @@ from .shufflenetv2 import *  # noqa: F401,F403
 from .squeezenet import *  # noqa: F401,F403
 from .vgg import *  # noqa: F401,F403
 from .vision_transformer import *  # noqa: F401,F403
+
+
+def __getattr__(name: str) -> _Any:
+    """``from torchvision.models import ResNet50_Weights``: the enum, made on first access."""
+    if name.endswith("_Weights") and name in _weights.enum_names():
+        return _weights.weights_enum(name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_weights.enum_names()))

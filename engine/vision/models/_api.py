@@ -1,9 +1,5 @@
-"""The model registry (``get_model``, ``list_models``) and the ``weights=`` argument of the model
-builders, on machines without a network.
-
-Builders accept ``weights=None`` (and the deprecated ``pretrained=False``); anything else raises,
-naming how to load weights instead: ``model.load_state_dict(tapelab.load(path))`` reads a
-checkpoint that torchvision's model wrote with ``torch.save``.
+"""The model registry: ``get_model``, ``list_models``, and ``register_model``, which also gives
+each builder torchvision's ``weights=`` argument (``_weights.builder_with_weights``).
 """
 from __future__ import annotations
 
@@ -11,7 +7,9 @@ import fnmatch
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["check_weights", "register_model", "get_model", "get_model_builder", "list_models"]
+from ._weights import WeightsEnum, builder_enum_name, builder_with_weights, weights_enum
+
+__all__ = ["register_model", "get_model", "get_model_builder", "list_models", "get_model_weights"]
 
 BUILTIN_MODELS: dict[str, Callable[..., Any]] = {}
 
@@ -22,8 +20,8 @@ def register_model(name: str | None = None) -> Callable[[Callable], Callable]:
         key = name if name is not None else fn.__name__
         if key in BUILTIN_MODELS:
             raise ValueError(f"An entry is already registered under the name '{key}'.")
-        BUILTIN_MODELS[key] = fn
-        return fn
+        BUILTIN_MODELS[key] = builder = builder_with_weights(key, fn)
+        return builder
     return wrapper
 
 
@@ -55,12 +53,11 @@ def get_model(name: str, **config: Any) -> Any:
     return get_model_builder(name)(**config)
 
 
-def check_weights(builder: str, weights: Any, kwargs: dict) -> None:
-    """Refuse pretrained weights (they would need a download); pop ``pretrained=False``."""
-    if kwargs.pop("pretrained", False):
-        weights = "pretrained=True"
-    if weights is not None:
-        raise RuntimeError(
-            f"{builder}(weights={weights!r}): tapelab.vision downloads nothing. Build the model with "
-            f"weights=None and load a state_dict saved by torchvision: "
-            f"model.load_state_dict(tapelab.load('{builder}.pth'))")
+
+def get_model_weights(name: Callable | str) -> type[WeightsEnum]:
+    """The weights enum of a builder, given the builder or its registered name."""
+    fn = get_model_builder(name) if isinstance(name, str) else name
+    enum_name = builder_enum_name(getattr(fn, "__name__", ""))
+    if enum_name is None:
+        raise ValueError("The method is missing the 'weights' argument.")
+    return weights_enum(enum_name)

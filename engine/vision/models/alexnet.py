@@ -5,7 +5,7 @@ from typing import Any
 
 from ... import nn
 from ...ops.movement import flatten
-from ._api import check_weights, register_model
+from ._api import register_model
 
 __all__ = ["AlexNet", "alexnet"]
 
@@ -35,5 +35,4 @@ class AlexNet(nn.Module):
 @register_model()
 def alexnet(*, weights=None, progress: bool = True, **kwargs: Any) -> AlexNet:
     """AlexNet (61,100,840 parameters)."""
-    check_weights("alexnet", weights, kwargs)
     return AlexNet(**kwargs)

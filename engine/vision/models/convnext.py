@@ -12,7 +12,7 @@ from ...nn import functional as F
 from ...nn import init
 from ..ops.misc import Conv2dNormActivation, Permute
 from ..ops.stochastic_depth import StochasticDepth
-from ._api import check_weights, register_model
+from ._api import register_model
 
 __all__ = ["ConvNeXt", "CNBlock", "CNBlockConfig", "LayerNorm2d", "convnext_tiny", "convnext_small",
            "convnext_base", "convnext_large"]
@@ -99,8 +99,7 @@ _SIZES = {"tiny": ((96, 192, 384, 768), (3, 3, 9, 3), 0.1), "small": ((96, 192, 
           "base": ((128, 256, 512, 1024), (3, 3, 27, 3), 0.5), "large": ((192, 384, 768, 1536), (3, 3, 27, 3), 0.5)}
 
 
-def _convnext(size: str, weights, kwargs: dict) -> ConvNeXt:
-    check_weights(f"convnext_{size}", weights, kwargs)
+def _convnext(size: str, kwargs: dict) -> ConvNeXt:
     widths, depths, sd_prob = _SIZES[size]
     setting = [CNBlockConfig(w, nxt, d) for w, nxt, d in zip(widths, widths[1:] + (None,), depths)]
     return ConvNeXt(setting, stochastic_depth_prob=kwargs.pop("stochastic_depth_prob", sd_prob), **kwargs)
@@ -109,22 +108,22 @@ def _convnext(size: str, weights, kwargs: dict) -> ConvNeXt:
 @register_model()
 def convnext_tiny(*, weights=None, progress: bool = True, **kwargs: Any) -> ConvNeXt:
     """ConvNeXt-Tiny (28,589,128 parameters)."""
-    return _convnext("tiny", weights, kwargs)
+    return _convnext("tiny", kwargs)
 
 
 @register_model()
 def convnext_small(*, weights=None, progress: bool = True, **kwargs: Any) -> ConvNeXt:
     """ConvNeXt-Small (50,223,688 parameters)."""
-    return _convnext("small", weights, kwargs)
+    return _convnext("small", kwargs)
 
 
 @register_model()
 def convnext_base(*, weights=None, progress: bool = True, **kwargs: Any) -> ConvNeXt:
     """ConvNeXt-Base (88,591,464 parameters)."""
-    return _convnext("base", weights, kwargs)
+    return _convnext("base", kwargs)
 
 
 @register_model()
 def convnext_large(*, weights=None, progress: bool = True, **kwargs: Any) -> ConvNeXt:
     """ConvNeXt-Large (197,767,336 parameters)."""
-    return _convnext("large", weights, kwargs)
+    return _convnext("large", kwargs)

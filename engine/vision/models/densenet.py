@@ -8,7 +8,7 @@ from ... import nn
 from ...nn import functional as F
 from ...nn import init
 from ...ops.movement import cat, flatten
-from ._api import check_weights, register_model
+from ._api import register_model
 
 __all__ = ["DenseNet", "densenet121"]
 
@@ -96,5 +96,4 @@ class DenseNet(nn.Module):
 @register_model()
 def densenet121(*, weights=None, progress: bool = True, **kwargs: Any) -> DenseNet:
     """DenseNet-121 (7,978,856 parameters)."""
-    check_weights("densenet121", weights, kwargs)
     return DenseNet(32, (6, 12, 24, 16), 64, **kwargs)

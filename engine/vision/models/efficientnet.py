@@ -13,7 +13,7 @@ from ...nn import init
 from ...ops.movement import flatten
 from ..ops.misc import Conv2dNormActivation, SqueezeExcitation
 from ..ops.stochastic_depth import StochasticDepth
-from ._api import check_weights, register_model
+from ._api import register_model
 from .mobilenetv2 import _make_divisible
 
 __all__ = ["EfficientNet", "MBConv", "FusedMBConv", "MBConvConfig", "FusedMBConvConfig",
@@ -177,8 +177,7 @@ _V1_SCALING = {0: (1.0, 1.0, 0.2), 1: (1.0, 1.1, 0.2), 2: (1.1, 1.2, 0.3), 3: (1
 _V2_DROPOUT = {"s": 0.2, "m": 0.3, "l": 0.4}
 
 
-def _efficientnet_b(k: int, weights, kwargs: dict) -> EfficientNet:
-    check_weights(f"efficientnet_b{k}", weights, kwargs)
+def _efficientnet_b(k: int, kwargs: dict) -> EfficientNet:
     width, depth, dropout = _V1_SCALING[k]
     setting = [MBConvConfig(*row, width_mult=width, depth_mult=depth) for row in _V1_STAGES]
     if k >= 5:
@@ -186,8 +185,7 @@ def _efficientnet_b(k: int, weights, kwargs: dict) -> EfficientNet:
     return EfficientNet(setting, kwargs.pop("dropout", dropout), last_channel=None, **kwargs)
 
 
-def _efficientnet_v2(size: str, weights, kwargs: dict) -> EfficientNet:
-    check_weights(f"efficientnet_v2_{size}", weights, kwargs)
+def _efficientnet_v2(size: str, kwargs: dict) -> EfficientNet:
     setting = [(FusedMBConvConfig if fused else MBConvConfig)(*row) for fused, *row in _V2_STAGES[size]]
     kwargs.setdefault("norm_layer", partial(nn.BatchNorm2d, eps=1e-03))
     return EfficientNet(setting, kwargs.pop("dropout", _V2_DROPOUT[size]), last_channel=1280, **kwargs)
@@ -196,64 +194,64 @@ def _efficientnet_v2(size: str, weights, kwargs: dict) -> EfficientNet:
 @register_model()
 def efficientnet_b0(*, weights=None, progress: bool = True, **kwargs: Any) -> EfficientNet:
     """EfficientNet-B0 (5,288,548 parameters)."""
-    return _efficientnet_b(0, weights, kwargs)
+    return _efficientnet_b(0, kwargs)
 
 
 @register_model()
 def efficientnet_b1(*, weights=None, progress: bool = True, **kwargs: Any) -> EfficientNet:
     """EfficientNet-B1 (7,794,184 parameters)."""
-    return _efficientnet_b(1, weights, kwargs)
+    return _efficientnet_b(1, kwargs)
 
 
 @register_model()
 def efficientnet_b2(*, weights=None, progress: bool = True, **kwargs: Any) -> EfficientNet:
     """EfficientNet-B2 (9,109,994 parameters)."""
-    return _efficientnet_b(2, weights, kwargs)
+    return _efficientnet_b(2, kwargs)
 
 
 @register_model()
 def efficientnet_b3(*, weights=None, progress: bool = True, **kwargs: Any) -> EfficientNet:
     """EfficientNet-B3 (12,233,232 parameters)."""
-    return _efficientnet_b(3, weights, kwargs)
+    return _efficientnet_b(3, kwargs)
 
 
 @register_model()
 def efficientnet_b4(*, weights=None, progress: bool = True, **kwargs: Any) -> EfficientNet:
     """EfficientNet-B4 (19,341,616 parameters)."""
-    return _efficientnet_b(4, weights, kwargs)
+    return _efficientnet_b(4, kwargs)
 
 
 @register_model()
 def efficientnet_b5(*, weights=None, progress: bool = True, **kwargs: Any) -> EfficientNet:
     """EfficientNet-B5 (30,389,784 parameters)."""
-    return _efficientnet_b(5, weights, kwargs)
+    return _efficientnet_b(5, kwargs)
 
 
 @register_model()
 def efficientnet_b6(*, weights=None, progress: bool = True, **kwargs: Any) -> EfficientNet:
     """EfficientNet-B6 (43,040,704 parameters)."""
-    return _efficientnet_b(6, weights, kwargs)
+    return _efficientnet_b(6, kwargs)
 
 
 @register_model()
 def efficientnet_b7(*, weights=None, progress: bool = True, **kwargs: Any) -> EfficientNet:
     """EfficientNet-B7 (66,347,960 parameters)."""
-    return _efficientnet_b(7, weights, kwargs)
+    return _efficientnet_b(7, kwargs)
 
 
 @register_model()
 def efficientnet_v2_s(*, weights=None, progress: bool = True, **kwargs: Any) -> EfficientNet:
     """EfficientNetV2-S (21,458,488 parameters)."""
-    return _efficientnet_v2("s", weights, kwargs)
+    return _efficientnet_v2("s", kwargs)
 
 
 @register_model()
 def efficientnet_v2_m(*, weights=None, progress: bool = True, **kwargs: Any) -> EfficientNet:
     """EfficientNetV2-M (54,139,356 parameters)."""
-    return _efficientnet_v2("m", weights, kwargs)
+    return _efficientnet_v2("m", kwargs)
 
 
 @register_model()
 def efficientnet_v2_l(*, weights=None, progress: bool = True, **kwargs: Any) -> EfficientNet:
     """EfficientNetV2-L (118,515,272 parameters)."""
-    return _efficientnet_v2("l", weights, kwargs)
+    return _efficientnet_v2("l", kwargs)

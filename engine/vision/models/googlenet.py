@@ -11,7 +11,7 @@ from ... import nn
 from ...nn import functional as F
 from ...nn import init
 from ...ops.movement import cat, flatten
-from ._api import check_weights, register_model
+from ._api import register_model
 
 __all__ = ["GoogLeNet", "GoogLeNetOutputs", "_GoogLeNetOutputs", "BasicConv2d", "Inception", "InceptionAux",
            "googlenet"]
@@ -138,5 +138,4 @@ class GoogLeNet(nn.Module):
 @register_model()
 def googlenet(*, weights=None, progress: bool = True, **kwargs: Any) -> GoogLeNet:
     """GoogLeNet (6,624,904 parameters without the auxiliary classifiers, ``aux_logits=False``)."""
-    check_weights("googlenet", weights, kwargs)
     return GoogLeNet(**kwargs)

@@ -11,7 +11,7 @@ from ... import nn
 from ...nn import functional as F
 from ...nn import init
 from ...ops.movement import cat, flatten
-from ._api import check_weights, register_model
+from ._api import register_model
 from .googlenet import BasicConv2d, _transform_imagenet_input
 
 __all__ = ["Inception3", "InceptionOutputs", "_InceptionOutputs", "InceptionA", "InceptionB", "InceptionC",
@@ -208,5 +208,4 @@ class Inception3(nn.Module):
 @register_model()
 def inception_v3(*, weights=None, progress: bool = True, **kwargs: Any) -> Inception3:
     """Inception v3 (27,161,264 parameters with its auxiliary classifier); expects 299x299 inputs."""
-    check_weights("inception_v3", weights, kwargs)
     return Inception3(**kwargs)

@@ -7,7 +7,7 @@ from typing import Any
 
 from ... import nn
 from ...nn import init
-from ._api import check_weights, register_model
+from ._api import register_model
 
 __all__ = ["MNASNet", "mnasnet0_5", "mnasnet0_75", "mnasnet1_0", "mnasnet1_3"]
 
@@ -121,30 +121,29 @@ class MNASNet(nn.Module):
                                       error_msgs)
 
 
-def _mnasnet(alpha: float, name: str, weights, kwargs: dict) -> MNASNet:
-    check_weights(name, weights, kwargs)
+def _mnasnet(alpha: float, kwargs: dict) -> MNASNet:
     return MNASNet(alpha, **kwargs)
 
 
 @register_model()
 def mnasnet0_5(*, weights=None, progress: bool = True, **kwargs: Any) -> MNASNet:
     """MNASNet with depth multiplier 0.5 (2,218,512 parameters)."""
-    return _mnasnet(0.5, "mnasnet0_5", weights, kwargs)
+    return _mnasnet(0.5, kwargs)
 
 
 @register_model()
 def mnasnet0_75(*, weights=None, progress: bool = True, **kwargs: Any) -> MNASNet:
     """MNASNet with depth multiplier 0.75 (3,170,208 parameters)."""
-    return _mnasnet(0.75, "mnasnet0_75", weights, kwargs)
+    return _mnasnet(0.75, kwargs)
 
 
 @register_model()
 def mnasnet1_0(*, weights=None, progress: bool = True, **kwargs: Any) -> MNASNet:
     """MNASNet with depth multiplier 1.0 (4,383,312 parameters)."""
-    return _mnasnet(1.0, "mnasnet1_0", weights, kwargs)
+    return _mnasnet(1.0, kwargs)
 
 
 @register_model()
 def mnasnet1_3(*, weights=None, progress: bool = True, **kwargs: Any) -> MNASNet:
     """MNASNet with depth multiplier 1.3 (6,282,256 parameters)."""
-    return _mnasnet(1.3, "mnasnet1_3", weights, kwargs)
+    return _mnasnet(1.3, kwargs)

@@ -8,7 +8,7 @@ from ...nn import functional as F
 from ...nn import init
 from ...ops.movement import flatten
 from ..ops.misc import Conv2dNormActivation
-from ._api import check_weights, register_model
+from ._api import register_model
 
 __all__ = ["MobileNetV2", "InvertedResidual", "mobilenet_v2"]
 
@@ -91,5 +91,4 @@ class MobileNetV2(nn.Module):
 @register_model()
 def mobilenet_v2(*, weights=None, progress: bool = True, **kwargs: Any) -> MobileNetV2:
     """MobileNetV2 (3,504,872 parameters)."""
-    check_weights("mobilenet_v2", weights, kwargs)
     return MobileNetV2(**kwargs)

@@ -10,7 +10,7 @@ from ... import nn
 from ...nn import init
 from ...ops.movement import flatten
 from ..ops.misc import Conv2dNormActivation, SqueezeExcitation
-from ._api import check_weights, register_model
+from ._api import register_model
 from .mobilenetv2 import _make_divisible
 
 __all__ = ["MobileNetV3", "InvertedResidualConfig", "mobilenet_v3_large", "mobilenet_v3_small"]
@@ -137,7 +137,6 @@ def _mobilenet_v3_conf(arch: str, width_mult: float = 1.0, reduced_tail: bool = 
 @register_model()
 def mobilenet_v3_large(*, weights=None, progress: bool = True, **kwargs: Any) -> MobileNetV3:
     """MobileNetV3-Large (5,483,032 parameters)."""
-    check_weights("mobilenet_v3_large", weights, kwargs)
     setting, last = _mobilenet_v3_conf("mobilenet_v3_large", **kwargs)
     return MobileNetV3(setting, last, **kwargs)
 
@@ -145,6 +144,5 @@ def mobilenet_v3_large(*, weights=None, progress: bool = True, **kwargs: Any) ->
 @register_model()
 def mobilenet_v3_small(*, weights=None, progress: bool = True, **kwargs: Any) -> MobileNetV3:
     """MobileNetV3-Small (2,542,856 parameters)."""
-    check_weights("mobilenet_v3_small", weights, kwargs)
     setting, last = _mobilenet_v3_conf("mobilenet_v3_small", **kwargs)
     return MobileNetV3(setting, last, **kwargs)

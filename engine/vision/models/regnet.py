@@ -13,7 +13,7 @@ import numpy as np
 from ... import nn
 from ...nn import init
 from ..ops.misc import Conv2dNormActivation, SqueezeExcitation
-from ._api import check_weights, register_model
+from ._api import register_model
 from .mobilenetv2 import _make_divisible
 
 __all__ = ["RegNet", "BlockParams", "SimpleStemIN", "BottleneckTransform", "ResBottleneckBlock", "AnyStage",
@@ -176,8 +176,7 @@ _PARAMS = {
 }
 
 
-def _regnet(name: str, weights, kwargs: dict) -> RegNet:
-    check_weights(f"regnet_{name}", weights, kwargs)
+def _regnet(name: str, kwargs: dict) -> RegNet:
     depth, w_0, w_a, w_m, group_width, se_ratio = _PARAMS[name]
     params = BlockParams.from_init_params(depth=depth, w_0=w_0, w_a=w_a, w_m=w_m, group_width=group_width,
                                           se_ratio=se_ratio, **kwargs)
@@ -188,88 +187,88 @@ def _regnet(name: str, weights, kwargs: dict) -> RegNet:
 @register_model()
 def regnet_y_400mf(*, weights=None, progress: bool = True, **kwargs: Any) -> RegNet:
     """RegNetY-400MF (4,344,144 parameters)."""
-    return _regnet("y_400mf", weights, kwargs)
+    return _regnet("y_400mf", kwargs)
 
 
 @register_model()
 def regnet_y_800mf(*, weights=None, progress: bool = True, **kwargs: Any) -> RegNet:
     """RegNetY-800MF (6,432,512 parameters)."""
-    return _regnet("y_800mf", weights, kwargs)
+    return _regnet("y_800mf", kwargs)
 
 
 @register_model()
 def regnet_y_1_6gf(*, weights=None, progress: bool = True, **kwargs: Any) -> RegNet:
     """RegNetY-1.6GF (11,202,430 parameters)."""
-    return _regnet("y_1_6gf", weights, kwargs)
+    return _regnet("y_1_6gf", kwargs)
 
 
 @register_model()
 def regnet_y_3_2gf(*, weights=None, progress: bool = True, **kwargs: Any) -> RegNet:
     """RegNetY-3.2GF (19,436,338 parameters)."""
-    return _regnet("y_3_2gf", weights, kwargs)
+    return _regnet("y_3_2gf", kwargs)
 
 
 @register_model()
 def regnet_y_8gf(*, weights=None, progress: bool = True, **kwargs: Any) -> RegNet:
     """RegNetY-8GF (39,381,472 parameters)."""
-    return _regnet("y_8gf", weights, kwargs)
+    return _regnet("y_8gf", kwargs)
 
 
 @register_model()
 def regnet_y_16gf(*, weights=None, progress: bool = True, **kwargs: Any) -> RegNet:
     """RegNetY-16GF (83,590,140 parameters)."""
-    return _regnet("y_16gf", weights, kwargs)
+    return _regnet("y_16gf", kwargs)
 
 
 @register_model()
 def regnet_y_32gf(*, weights=None, progress: bool = True, **kwargs: Any) -> RegNet:
     """RegNetY-32GF (145,046,770 parameters)."""
-    return _regnet("y_32gf", weights, kwargs)
+    return _regnet("y_32gf", kwargs)
 
 
 @register_model()
 def regnet_y_128gf(*, weights=None, progress: bool = True, **kwargs: Any) -> RegNet:
     """RegNetY-128GF (644,812,894 parameters)."""
-    return _regnet("y_128gf", weights, kwargs)
+    return _regnet("y_128gf", kwargs)
 
 
 @register_model()
 def regnet_x_400mf(*, weights=None, progress: bool = True, **kwargs: Any) -> RegNet:
     """RegNetX-400MF (5,495,976 parameters)."""
-    return _regnet("x_400mf", weights, kwargs)
+    return _regnet("x_400mf", kwargs)
 
 
 @register_model()
 def regnet_x_800mf(*, weights=None, progress: bool = True, **kwargs: Any) -> RegNet:
     """RegNetX-800MF (7,259,656 parameters)."""
-    return _regnet("x_800mf", weights, kwargs)
+    return _regnet("x_800mf", kwargs)
 
 
 @register_model()
 def regnet_x_1_6gf(*, weights=None, progress: bool = True, **kwargs: Any) -> RegNet:
     """RegNetX-1.6GF (9,190,136 parameters)."""
-    return _regnet("x_1_6gf", weights, kwargs)
+    return _regnet("x_1_6gf", kwargs)
 
 
 @register_model()
 def regnet_x_3_2gf(*, weights=None, progress: bool = True, **kwargs: Any) -> RegNet:
     """RegNetX-3.2GF (15,296,552 parameters)."""
-    return _regnet("x_3_2gf", weights, kwargs)
+    return _regnet("x_3_2gf", kwargs)
 
 
 @register_model()
 def regnet_x_8gf(*, weights=None, progress: bool = True, **kwargs: Any) -> RegNet:
     """RegNetX-8GF (39,572,648 parameters)."""
-    return _regnet("x_8gf", weights, kwargs)
+    return _regnet("x_8gf", kwargs)
 
 
 @register_model()
 def regnet_x_16gf(*, weights=None, progress: bool = True, **kwargs: Any) -> RegNet:
     """RegNetX-16GF (54,278,536 parameters)."""
-    return _regnet("x_16gf", weights, kwargs)
+    return _regnet("x_16gf", kwargs)
 
 
 @register_model()
 def regnet_x_32gf(*, weights=None, progress: bool = True, **kwargs: Any) -> RegNet:
     """RegNetX-32GF (107,811,560 parameters)."""
-    return _regnet("x_32gf", weights, kwargs)
+    return _regnet("x_32gf", kwargs)

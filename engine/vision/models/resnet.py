@@ -9,7 +9,7 @@ from typing import Any
 from ... import nn
 from ...nn import init
 from ...ops.movement import flatten
-from ._api import check_weights, register_model
+from ._api import register_model
 
 __all__ = ["ResNet", "BasicBlock", "Bottleneck", "resnet18", "resnet34", "resnet50", "resnet101", "resnet152",
            "resnext50_32x4d", "resnext101_32x8d", "resnext101_64x4d", "wide_resnet50_2", "wide_resnet101_2"]
@@ -137,9 +137,8 @@ class ResNet(nn.Module):
         return self.fc(flatten(self.avgpool(x), 1))
 
 
-def _resnet(name: str, block, layers: list[int], weights, kwargs: dict[str, Any], **fixed: int) -> ResNet:
+def _resnet(block, layers: list[int], kwargs: dict[str, Any], **fixed: int) -> ResNet:
     """``fixed``: the variant's own ResNet arguments (ResNeXt groups, wide widths); passing another value fails."""
-    check_weights(name, weights, kwargs)
     for param, value in fixed.items():
         if kwargs.setdefault(param, value) != value:
             raise ValueError(f"The parameter '{param}' expected value {value} but got {kwargs[param]} instead.")
@@ -149,58 +148,58 @@ def _resnet(name: str, block, layers: list[int], weights, kwargs: dict[str, Any]
 @register_model()
 def resnet18(*, weights=None, progress: bool = True, **kwargs: Any) -> ResNet:
     """ResNet-18 (11,689,512 parameters with 1000 classes)."""
-    return _resnet("resnet18", BasicBlock, [2, 2, 2, 2], weights, kwargs)
+    return _resnet(BasicBlock, [2, 2, 2, 2], kwargs)
 
 
 @register_model()
 def resnet34(*, weights=None, progress: bool = True, **kwargs: Any) -> ResNet:
     """ResNet-34 (21,797,672 parameters with 1000 classes)."""
-    return _resnet("resnet34", BasicBlock, [3, 4, 6, 3], weights, kwargs)
+    return _resnet(BasicBlock, [3, 4, 6, 3], kwargs)
 
 
 @register_model()
 def resnet50(*, weights=None, progress: bool = True, **kwargs: Any) -> ResNet:
     """ResNet-50 (25,557,032 parameters with 1000 classes)."""
-    return _resnet("resnet50", Bottleneck, [3, 4, 6, 3], weights, kwargs)
+    return _resnet(Bottleneck, [3, 4, 6, 3], kwargs)
 
 
 @register_model()
 def resnet101(*, weights=None, progress: bool = True, **kwargs: Any) -> ResNet:
     """ResNet-101 (44,549,160 parameters with 1000 classes)."""
-    return _resnet("resnet101", Bottleneck, [3, 4, 23, 3], weights, kwargs)
+    return _resnet(Bottleneck, [3, 4, 23, 3], kwargs)
 
 
 @register_model()
 def resnet152(*, weights=None, progress: bool = True, **kwargs: Any) -> ResNet:
     """ResNet-152 (60,192,808 parameters with 1000 classes)."""
-    return _resnet("resnet152", Bottleneck, [3, 8, 36, 3], weights, kwargs)
+    return _resnet(Bottleneck, [3, 8, 36, 3], kwargs)
 
 
 @register_model()
 def resnext50_32x4d(*, weights=None, progress: bool = True, **kwargs: Any) -> ResNet:
     """ResNeXt-50 32x4d (25,028,904 parameters with 1000 classes)."""
-    return _resnet("resnext50_32x4d", Bottleneck, [3, 4, 6, 3], weights, kwargs, groups=32, width_per_group=4)
+    return _resnet(Bottleneck, [3, 4, 6, 3], kwargs, groups=32, width_per_group=4)
 
 
 @register_model()
 def resnext101_32x8d(*, weights=None, progress: bool = True, **kwargs: Any) -> ResNet:
     """ResNeXt-101 32x8d (88,791,336 parameters with 1000 classes)."""
-    return _resnet("resnext101_32x8d", Bottleneck, [3, 4, 23, 3], weights, kwargs, groups=32, width_per_group=8)
+    return _resnet(Bottleneck, [3, 4, 23, 3], kwargs, groups=32, width_per_group=8)
 
 
 @register_model()
 def resnext101_64x4d(*, weights=None, progress: bool = True, **kwargs: Any) -> ResNet:
     """ResNeXt-101 64x4d (83,455,272 parameters with 1000 classes)."""
-    return _resnet("resnext101_64x4d", Bottleneck, [3, 4, 23, 3], weights, kwargs, groups=64, width_per_group=4)
+    return _resnet(Bottleneck, [3, 4, 23, 3], kwargs, groups=64, width_per_group=4)
 
 
 @register_model()
 def wide_resnet50_2(*, weights=None, progress: bool = True, **kwargs: Any) -> ResNet:
     """Wide ResNet-50-2 (68,883,240 parameters with 1000 classes)."""
-    return _resnet("wide_resnet50_2", Bottleneck, [3, 4, 6, 3], weights, kwargs, width_per_group=128)
+    return _resnet(Bottleneck, [3, 4, 6, 3], kwargs, width_per_group=128)
 
 
 @register_model()
 def wide_resnet101_2(*, weights=None, progress: bool = True, **kwargs: Any) -> ResNet:
     """Wide ResNet-101-2 (126,886,696 parameters with 1000 classes)."""
-    return _resnet("wide_resnet101_2", Bottleneck, [3, 4, 23, 3], weights, kwargs, width_per_group=128)
+    return _resnet(Bottleneck, [3, 4, 23, 3], kwargs, width_per_group=128)

@@ -7,7 +7,7 @@ from typing import Any
 from ... import nn
 from ...nn import functional as F
 from ...ops.movement import cat
-from ._api import check_weights, register_model
+from ._api import register_model
 
 __all__ = ["ShuffleNetV2", "shufflenet_v2_x0_5", "shufflenet_v2_x1_0", "shufflenet_v2_x1_5", "shufflenet_v2_x2_0"]
 
@@ -82,30 +82,29 @@ _WIDTHS = {"x0_5": [24, 48, 96, 192, 1024], "x1_0": [24, 116, 232, 464, 1024], "
            "x2_0": [24, 244, 488, 976, 2048]}
 
 
-def _shufflenet_v2(width: str, weights, kwargs: dict) -> ShuffleNetV2:
-    check_weights(f"shufflenet_v2_{width}", weights, kwargs)
+def _shufflenet_v2(width: str, kwargs: dict) -> ShuffleNetV2:
     return ShuffleNetV2([4, 8, 4], _WIDTHS[width], **kwargs)
 
 
 @register_model()
 def shufflenet_v2_x0_5(*, weights=None, progress: bool = True, **kwargs: Any) -> ShuffleNetV2:
     """ShuffleNetV2 at 0.5x width (1,366,792 parameters)."""
-    return _shufflenet_v2("x0_5", weights, kwargs)
+    return _shufflenet_v2("x0_5", kwargs)
 
 
 @register_model()
 def shufflenet_v2_x1_0(*, weights=None, progress: bool = True, **kwargs: Any) -> ShuffleNetV2:
     """ShuffleNetV2 at 1.0x width (2,278,604 parameters)."""
-    return _shufflenet_v2("x1_0", weights, kwargs)
+    return _shufflenet_v2("x1_0", kwargs)
 
 
 @register_model()
 def shufflenet_v2_x1_5(*, weights=None, progress: bool = True, **kwargs: Any) -> ShuffleNetV2:
     """ShuffleNetV2 at 1.5x width (3,503,624 parameters)."""
-    return _shufflenet_v2("x1_5", weights, kwargs)
+    return _shufflenet_v2("x1_5", kwargs)
 
 
 @register_model()
 def shufflenet_v2_x2_0(*, weights=None, progress: bool = True, **kwargs: Any) -> ShuffleNetV2:
     """ShuffleNetV2 at 2.0x width (7,393,996 parameters)."""
-    return _shufflenet_v2("x2_0", weights, kwargs)
+    return _shufflenet_v2("x2_0", kwargs)

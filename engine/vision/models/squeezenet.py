@@ -6,7 +6,7 @@ from typing import Any
 from ... import nn
 from ...nn import init
 from ...ops.movement import cat, flatten
-from ._api import check_weights, register_model
+from ._api import register_model
 
 __all__ = ["SqueezeNet", "Fire", "squeezenet1_1"]
 
@@ -62,5 +62,4 @@ class SqueezeNet(nn.Module):
 @register_model()
 def squeezenet1_1(*, weights=None, progress: bool = True, **kwargs: Any) -> SqueezeNet:
     """SqueezeNet 1.1 (1,235,496 parameters)."""
-    check_weights("squeezenet1_1", weights, kwargs)
     return SqueezeNet("1_1", **kwargs)

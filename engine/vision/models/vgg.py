@@ -6,7 +6,7 @@ from typing import Any
 from ... import nn
 from ...nn import init
 from ...ops.movement import flatten
-from ._api import check_weights, register_model
+from ._api import register_model
 
 __all__ = ["VGG", "vgg11", "vgg11_bn", "vgg16", "vgg16_bn"]
 
@@ -59,30 +59,29 @@ def make_layers(cfg: list, batch_norm: bool = False) -> nn.Sequential:
     return nn.Sequential(*layers)
 
 
-def _vgg(name: str, cfg: str, batch_norm: bool, weights, kwargs: dict[str, Any]) -> VGG:
-    check_weights(name, weights, kwargs)
+def _vgg(cfg: str, batch_norm: bool, kwargs: dict[str, Any]) -> VGG:
     return VGG(make_layers(cfgs[cfg], batch_norm), **kwargs)
 
 
 @register_model()
 def vgg11(*, weights=None, progress: bool = True, **kwargs: Any) -> VGG:
     """VGG-11 (132,863,336 parameters)."""
-    return _vgg("vgg11", "A", False, weights, kwargs)
+    return _vgg("A", False, kwargs)
 
 
 @register_model()
 def vgg11_bn(*, weights=None, progress: bool = True, **kwargs: Any) -> VGG:
     """VGG-11 with batch norm (132,868,840 parameters)."""
-    return _vgg("vgg11_bn", "A", True, weights, kwargs)
+    return _vgg("A", True, kwargs)
 
 
 @register_model()
 def vgg16(*, weights=None, progress: bool = True, **kwargs: Any) -> VGG:
     """VGG-16 (138,357,544 parameters)."""
-    return _vgg("vgg16", "D", False, weights, kwargs)
+    return _vgg("D", False, kwargs)
 
 
 @register_model()
 def vgg16_bn(*, weights=None, progress: bool = True, **kwargs: Any) -> VGG:
     """VGG-16 with batch norm (138,365,992 parameters)."""
-    return _vgg("vgg16_bn", "D", True, weights, kwargs)
+    return _vgg("D", True, kwargs)

@@ -15,7 +15,7 @@ from ...core.creation import zeros
 from ...nn import init
 from ...ops.movement import cat
 from ..ops.misc import MLP
-from ._api import check_weights, register_model
+from ._api import register_model
 
 __all__ = ["VisionTransformer", "vit_b_16"]
 
@@ -117,6 +117,5 @@ class VisionTransformer(nn.Module):
 @register_model()
 def vit_b_16(*, weights=None, progress: bool = True, **kwargs: Any) -> VisionTransformer:
     """ViT-B/16 (86,567,656 parameters at 224x224); ``image_size=`` builds it for other sizes."""
-    check_weights("vit_b_16", weights, kwargs)
     image_size = kwargs.pop("image_size", 224)
     return VisionTransformer(image_size, 16, 12, 12, 768, 3072, **kwargs)
