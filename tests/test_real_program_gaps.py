@@ -45,25 +45,58 @@ def _train(module: str, model, optim_name: str) -> None:
         opt.step()
 
 
-@pytest.mark.parametrize("method, optim_name", [("fork", "sgd"), ("fork", "adam"), ("spawn", "sgd")])
-def test_share_memory_worker_trains_the_parents_model(method, optim_name):
-    """hogwild: ``model.share_memory()``, a worker process (forked, or spawned as mnist_hogwild
-    does) steps the parameters in place, and the parent's model holds the result: torch's values
-    when trained in one process."""
-    import tapelab.multiprocessing as multiprocessing
-
+def _reference_and_shared_model():
     ref = torch.nn.Linear(3, 2)
     model = tapelab.nn.Linear(3, 2)
     model.load_state_dict({k: tapelab.tensor(v.numpy()) for k, v in ref.state_dict().items()})
     assert model.share_memory() is model
     assert all(p.is_shared() for p in model.parameters()) and not ref.weight.is_shared()
-    worker = multiprocessing.get_context(method).Process(target=_train, args=("tapelab", model, optim_name))
+    return ref, model
+
+
+def _assert_same_parameters(model, ref) -> None:
+    for name, p in model.named_parameters():
+        assert p.detach().numpy() == pytest.approx(ref.get_parameter(name).detach().numpy(), abs=1e-6), name
+
+
+@pytest.mark.parametrize("optim_name", ["sgd", "adam"])
+def test_share_memory_forked_worker_trains_the_parents_model(optim_name):
+    """hogwild: ``model.share_memory()``, a forked worker steps the parameters in place, and the
+    parent's model holds the result: torch's values when trained in one process."""
+    import tapelab.multiprocessing as multiprocessing
+
+    ref, model = _reference_and_shared_model()
+    worker = multiprocessing.get_context("fork").Process(target=_train, args=("tapelab", model, optim_name))
     worker.start()
     worker.join()
     assert worker.exitcode == 0
     _train("torch", ref, optim_name)
-    for name, p in model.named_parameters():
-        assert p.detach().numpy() == pytest.approx(ref.get_parameter(name).detach().numpy(), abs=1e-6), name
+    _assert_same_parameters(model, ref)
+
+
+def _spawned_worker(model, q) -> None:
+    _train("tapelab", model, "sgd")
+    q.get().add_(5)
+
+
+def test_share_memory_spawned_worker_writes_the_parents_tensors():
+    """mnist_hogwild's way: a spawned worker gets the shared model as a Process argument and trains
+    it (torch's one-process values here); a shared tensor sent through a Queue afterwards (a
+    transposed view, so strides travel too) is written in place. Unshared tensors arrive as copies."""
+    import tapelab.multiprocessing as multiprocessing
+
+    ref, model = _reference_and_shared_model()
+    ctx = multiprocessing.get_context("spawn")
+    q = ctx.Queue()
+    worker = ctx.Process(target=_spawned_worker, args=(model, q))
+    worker.start()
+    x = tapelab.zeros(2, 3).t().share_memory_()
+    q.put(x)
+    worker.join()
+    assert worker.exitcode == 0
+    _train("torch", ref, "sgd")
+    _assert_same_parameters(model, ref)
+    assert x.tolist() == (torch.zeros(2, 3).t() + 5).tolist()
 
 
 def test_share_memory_keeps_values_and_is_idempotent():
@@ -76,26 +109,6 @@ def test_share_memory_keeps_values_and_is_idempotent():
     t.add_(1)
     assert t.tolist() == (torch.arange(6.0).reshape(2, 3).t() + 1).tolist()
     assert tapelab.ones(0).share_memory_().shape == (0,)
-
-
-def test_shared_tensor_through_a_queue_is_the_same_memory():
-    """A shared tensor sent through a spawn context's Queue: the receiver's in-place write is seen
-    here; an unshared one arrives as a copy (PyTorch moves it to shared memory instead)."""
-    import tapelab.multiprocessing as multiprocessing
-
-    ctx = multiprocessing.get_context("spawn")
-    q = ctx.Queue()
-    worker = ctx.Process(target=_add_five, args=(q,))
-    worker.start()
-    x = tapelab.zeros(2, 3).t().share_memory_()   # a transposed view travels with its strides
-    q.put(x)
-    worker.join()
-    assert worker.exitcode == 0
-    assert x.tolist() == (torch.zeros(2, 3).t() + 5).tolist()
-
-
-def _add_five(q) -> None:
-    q.get().add_(5)
 
 
 # ------------------------------------------------------- sparse @ dense at GEMM sizes (pytorch/examples gcn, gat)
