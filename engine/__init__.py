@@ -40,6 +40,7 @@ from .core.random import Generator, default_generator, get_rng_state, initial_se
 from .serialization import CheckpointError, load, save
 from .tape import tape
 from .core.tensor import Size, Tensor
+from .core.storage import TypedStorage, UntypedStorage
 
 install_methods(Tensor)
 

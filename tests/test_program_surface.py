@@ -221,3 +221,19 @@ def test_small_tensor_methods_match_torch():
     np.testing.assert_allclose(tapelab.tensor(a).hardshrink(0.5).numpy(), torch.tensor(a).hardshrink(0.5).numpy())
     np.testing.assert_allclose(tapelab.tensor(a).prelu(tapelab.tensor([0.25])).numpy(),
                                torch.tensor(a).prelu(torch.tensor([0.25])).numpy())
+
+
+def test_storages_match_torch():
+    """safetensors finds shared weights through these: a view reports its base's block."""
+    for lib in (tapelab, torch):
+        x = lib.arange(6.0).reshape(2, 3)
+        s = x.untyped_storage()
+        assert (s.nbytes(), s.size(), len(s), s.element_size(), str(s.device)) == (24, 24, 24, 1, "cpu")
+        assert s.data_ptr() == x.data_ptr() == x[1].untyped_storage().data_ptr() == x.t().untyped_storage().data_ptr()
+        assert x.clone().untyped_storage().data_ptr() != s.data_ptr()
+        with pytest.warns(UserWarning, match="TypedStorage is deprecated"):
+            t = x.storage()
+        assert (t.size(), t.element_size(), t.nbytes(), t.tolist()) == (6, 4, 24, [0.0, 1.0, 2.0, 3.0, 4.0, 5.0])
+        assert t.data_ptr() == x.data_ptr() and not s.is_shared()
+        assert lib.UntypedStorage(8).nbytes() == 8
+    assert isinstance(tapelab.ones(1).untyped_storage(), tapelab.UntypedStorage)

@@ -1,0 +1,134 @@
+"""Storages: the memory block a tensor's elements live in, with PyTorch's names
+(``Tensor.untyped_storage()``, ``Tensor.storage()``, ``UntypedStorage``, ``TypedStorage``).
+
+A tensor's block is the array that owns its memory (the root of numpy's ``base`` chain, or the
+cupy allocation); views of one tensor report the same block, which is what programs and
+libraries (safetensors finding shared weights, code checking that two tensors alias) ask.
+"""
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+
+from ..base import dtype as _dtype, shared
+from ..base.device import CPU, device as Device
+from .tensor import Tensor
+
+__all__ = ["UntypedStorage", "TypedStorage"]
+
+
+def _root(arr):
+    """The array that owns ``arr``'s memory (numpy), or ``arr`` itself (cupy: its allocation)."""
+    while isinstance(arr, np.ndarray) and isinstance(arr.base, np.ndarray):
+        arr = arr.base
+    return arr
+
+
+class UntypedStorage:
+    """Bytes: ``UntypedStorage(nbytes)`` is a zeroed block on the cpu; a tensor's is its block."""
+
+    __slots__ = ("_array", "_device")
+
+    def __init__(self, nbytes: int = 0, *, device=None):
+        dev = Device(device) if device is not None else CPU
+        xp = dev.xp
+        self._array, self._device = xp.zeros(int(nbytes), np.uint8), dev
+
+    @classmethod
+    def _of(cls, root, dev) -> "UntypedStorage":
+        self = object.__new__(cls)
+        self._array, self._device = root, dev
+        return self
+
+    @property
+    def device(self) -> Device:
+        return self._device
+
+    @property
+    def is_cuda(self) -> bool:
+        return self._device.type == "cuda"
+
+    def data_ptr(self) -> int:
+        if self._device.type == "meta":
+            return 0
+        if isinstance(self._array, np.ndarray):
+            return int(self._array.__array_interface__["data"][0])
+        return int(self._array.data.mem.ptr if hasattr(self._array.data, "mem") else self._array.data.ptr)
+
+    def nbytes(self) -> int:
+        if isinstance(self._array, np.ndarray) or self._device.type == "meta":
+            return int(self._array.nbytes)
+        mem = getattr(self._array.data, "mem", None)
+        return int(mem.size) if mem is not None else int(self._array.nbytes)
+
+    size = nbytes
+    __len__ = nbytes
+
+    def element_size(self) -> int:
+        return 1
+
+    def is_shared(self) -> bool:
+        return isinstance(self._array, np.ndarray) and shared.is_shared(self._array)
+
+    def tolist(self) -> list:
+        arr = self._array if isinstance(self._array, np.ndarray) else self._array.get()
+        return np.ascontiguousarray(arr).reshape(-1).view(np.uint8).tolist()
+
+    def __repr__(self) -> str:
+        return f"UntypedStorage(nbytes={self.nbytes()}, device={self._device})"
+
+
+class TypedStorage:
+    """A block seen as elements of one dtype (``Tensor.storage()``; deprecated in PyTorch)."""
+
+    __slots__ = ("_untyped_storage", "dtype")
+
+    def __init__(self, untyped: UntypedStorage, dtype):
+        self._untyped_storage, self.dtype = untyped, dtype
+
+    @property
+    def device(self) -> Device:
+        return self._untyped_storage.device
+
+    def untyped(self) -> UntypedStorage:
+        return self._untyped_storage
+
+    def data_ptr(self) -> int:
+        return self._untyped_storage.data_ptr()
+
+    def nbytes(self) -> int:
+        return self._untyped_storage.nbytes()
+
+    def element_size(self) -> int:
+        return self.dtype.itemsize
+
+    def size(self) -> int:
+        return self.nbytes() // self.element_size()
+
+    __len__ = size
+
+    def tolist(self) -> list:
+        arr = self._untyped_storage._array
+        arr = arr if isinstance(arr, np.ndarray) else arr.get()
+        return np.ascontiguousarray(arr).reshape(-1).view(np.uint8).view(self.dtype.np).tolist()
+
+    def __repr__(self) -> str:
+        return f"TypedStorage(dtype={self.dtype}, size={self.size()}, device={self.device})"
+
+
+def untyped_storage(self: Tensor) -> UntypedStorage:
+    """The memory block this tensor's elements live in (shared by its views)."""
+    return UntypedStorage._of(_root(self._data), self._device)
+
+
+def storage(self: Tensor) -> TypedStorage:
+    """``untyped_storage()`` seen in this tensor's dtype (PyTorch deprecates it, with this warning)."""
+    warnings.warn("TypedStorage is deprecated. It will be removed in the future and UntypedStorage will be the only "
+                  "storage class. This should only matter to you if you are using storages directly.  To access "
+                  "UntypedStorage directly, use tensor.untyped_storage() instead of tensor.storage()", UserWarning,
+                  stacklevel=2)
+    return TypedStorage(untyped_storage(self), _dtype.from_np(self._data.dtype))
+
+
+OPERATORS = {"untyped_storage": untyped_storage, "storage": storage}
