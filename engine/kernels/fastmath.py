@@ -35,7 +35,7 @@ from numba.extending import intrinsic
 __all__ = ["exp32", "log32", "tanh32", "erf32", "maximum", "minimum", "select"]
 
 F = np.float32
-_JIT = dict(cache=True, error_model="numpy")
+_JIT = dict(cache=True, error_model="numpy", fastmath={"contract"})
 
 
 @intrinsic
