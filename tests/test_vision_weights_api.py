@@ -140,6 +140,40 @@ def offline(monkeypatch):
     monkeypatch.setattr(hub, "download_url_to_file", unreachable)
 
 
+def _cache(hub_dir: Path, weights, state: dict) -> None:
+    hub_dir.mkdir(parents=True, exist_ok=True)
+    tapelab.save(state, hub_dir / Path(weights.url).name)
+
+
+def test_densenet_loads_checkpoints_with_the_old_layer_names(hub_dir, offline):
+    with tapelab.device("meta"):
+        keys = list(models.densenet121().state_dict())
+    state = {k: tapelab.full((1,), float(i)) for i, k in enumerate(keys)}
+    old = {k.replace(".norm1.", ".norm.1.").replace(".conv2.", ".conv.2."): v for k, v in state.items()}
+    assert "features.denseblock4.denselayer16.norm.1.running_var" in old
+    with tapelab.device("meta"):
+        template = models.densenet121().state_dict()
+    _cache(hub_dir, models.DenseNet121_Weights.DEFAULT,
+           {o: tapelab.zeros(template[k].shape, dtype=template[k].dtype) + i for i, (k, o) in enumerate(zip(state, old))})
+    loaded = models.densenet121(weights="DEFAULT").state_dict()
+    for i, k in enumerate(keys):
+        assert float(loaded[k].reshape(-1)[0]) == i, k
+
+
+@pytest.mark.parametrize("name, aux", [("googlenet", "aux1"), ("inception_v3", "AuxLogits")])
+def test_aux_heads_after_loading(request, hub_dir, offline, name, aux):
+    if name == "inception_v3" and not request.config.getoption("--long"):
+        pytest.skip("inception_v3's load runs with --long")
+    builder, weights = models.get_model_builder(name), models.get_model_weights(name).DEFAULT
+    _cache(hub_dir, weights, builder(aux_logits=True, init_weights=False).state_dict())
+    model = builder(weights=weights)
+    assert model.transform_input and (getattr(model, aux) is None) == (name == "googlenet")
+    kept = models.get_model(name, weights=weights, aux_logits=True, transform_input=False)
+    assert kept.aux_logits and getattr(kept, aux) is not None and not kept.transform_input
+    with pytest.raises(ValueError, match="'aux_logits' expected value True but got False"):
+        builder(weights=weights, aux_logits=False)
+
+
 def test_missing_checkpoint_surfaces_the_download_error(hub_dir, offline):
     with pytest.raises(OSError, match="unreachable"):
         models.resnet18(weights="DEFAULT")
@@ -192,8 +226,9 @@ def test_torchmetrics_imports_under_aliases():
     try:
         with tapelab.install_aliases():
             torchmetrics = importlib.import_module("torchmetrics")
-            from torchvision.models import VGG16_Weights, vgg16  # noqa: F401
+            dists = importlib.import_module("torchmetrics.functional.image.dists")   # imports VGG16_Weights
             assert torchmetrics.Accuracy is not None
+            assert dists.VGG16_Weights is models.VGG16_Weights and dists.vgg16 is models.vgg16
     finally:
         for k in [k for k in sys.modules if k.split(".")[0] in ("torchmetrics", "lightning_utilities")]:
             del sys.modules[k]

@@ -167,8 +167,8 @@ def _legacy_pretrained(builder: str, cls: type[WeightsEnum], weights: Any, kwarg
     return default
 
 
-# checkpoints of torchvision's first DenseNets name layers "norm.1" where the model has "norm1"
-_DENSENET_OLD_KEY = re.compile(r"^(.*denselayer\d+\.(?:norm|relu|conv))\.((?:[12])\.(?:weight|bias|running_mean|running_var))$")
+# checkpoints of torchvision's first DenseNets name a dense layer's modules "norm.1", "conv.2", ...
+_DENSENET_OLD_NAME = re.compile(r"\.(norm|relu|conv)\.([12])\.")
 
 
 def _prepare(builder: str, weights: WeightsEnum, kwargs: dict[str, Any]) -> None:
@@ -186,7 +186,7 @@ def _prepare(builder: str, weights: WeightsEnum, kwargs: dict[str, Any]) -> None
 def _load(builder: str, model: Any, weights: WeightsEnum, progress: bool, keep_aux: bool) -> None:
     state = weights.get_state_dict(progress=progress, check_hash=True)
     if builder.startswith("densenet"):
-        state = {_DENSENET_OLD_KEY.sub(r"\1\2", k): v for k, v in state.items()}
+        state = {_DENSENET_OLD_NAME.sub(r".\1\2.", k): v for k, v in state.items()}
     model.load_state_dict(state)
     if builder in ("googlenet", "inception_v3") and not keep_aux:
         model.aux_logits = False
@@ -207,7 +207,7 @@ def builder_with_weights(name: str, fn: Callable) -> Callable:
             return fn(progress=progress, **kwargs)
         cls = weights_enum(enum_name)
         weights = cls.verify(_legacy_pretrained(name, cls, weights, kwargs))
-        keep_aux = kwargs.get("aux_logits", False)
+        keep_aux = kwargs.get("aux_logits", name == "inception_v3")   # each builder's own default
         if weights is not None:
             _prepare(name, weights, kwargs)
         model = fn(progress=progress, **kwargs)
