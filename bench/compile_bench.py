@@ -73,6 +73,7 @@ SHAPES = {"chain16": (16,), "chain1M": (1024, 1024), "gelu_mlp": (256, 512, 2048
 
 
 CLOCK = [time.perf_counter]     # --cpu-time: time.process_time (this process's CPU seconds, all threads)
+ONLY: list = []                  # -k: the row names to run (substrings); empty runs all
 
 
 def best(step, repeats: int, inner: int) -> float:
@@ -249,10 +250,16 @@ def _step(fn, args):
     return step
 
 
+def _wanted(name: str) -> bool:
+    return not ONLY or any(k in name for k in ONLY)
+
+
 def run_tapelab(repeats: int) -> dict:
     import tapelab as T
     res = {}
     for name, (fn, args) in {**_tapelab_workloads(T), **_tapelab_training()}.items():
+        if not _wanted(name):
+            continue
         inner = 200 if name == "chain16" else 5
         compiled = T.compile(fn)
         t0 = time.perf_counter()
@@ -308,6 +315,8 @@ def run_torch(repeats: int, with_compile: bool) -> dict:
                            (t(rng.standard_normal((b, tt, d)).astype(np.float32)),))
     work.update(_training_rows(torch, np.random.default_rng(1)))
     for name, (fn, args) in work.items():
+        if not _wanted(name):
+            continue
         inner = 200 if name == "chain16" else 5
         res[name] = {"torch eager": best(_step(fn, args), repeats, inner)}
         if with_compile:
@@ -740,7 +749,10 @@ def main() -> None:
                     help="only: compiled against JAX on these training rows (comma-separated), alternating "
                          "rounds; the median and quartiles of compiled/jax")
     ap.add_argument("--rounds", type=int, default=21, help="rounds for --ab-jax")
+    ap.add_argument("-k", action="append", default=[], metavar="SUBSTR",
+                    help="only the rows whose name contains SUBSTR (repeatable; skips the compile-time row)")
     a = ap.parse_args()
+    ONLY[:] = a.k
     if a.cpu_time:
         CLOCK[0] = time.process_time
     repeats = 3 if a.quick else 7
@@ -764,7 +776,7 @@ def main() -> None:
     res = {"tapelab": run_tapelab(repeats), "torch": run_torch(repeats, not a.no_torch_compile)}
     if not a.no_jax:
         res["jax"] = run_jax(repeats)
-    res["compile time, Transformer block first step"] = compile_times()
+    res["compile time, Transformer block first step"] = {} if ONLY else compile_times()
     cols = ["tapelab eager", "tapelab compiled", "torch eager", "torch.compile", "jax jit"]
     print(f"{'workload':<17}" + "".join(f"{c:>18}" for c in cols) + f"{'compiled/eager':>16}{'compiled/jax':>14}")
     rows = [n for base in SHAPES for n in (base, base + " captured") if n in res["tapelab"]]

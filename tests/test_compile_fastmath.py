@@ -21,7 +21,7 @@ from tapelab.core.registry import REGISTRY  # noqa: E402
 
 N = 1 << 21        # per half: 2^22 points and the edges by default, 2^24 with --long
 EDGES = np.array([0.0, -0.0, 1e-45, -1e-45, 1.1754942e-38, 1.1754944e-38, -1.1754944e-38, 88.72283, 88.72284,
-                  89.0, -87.33654, -103.97207, -103.97208, -104.0, 3.4028235e38, -3.4028235e38, np.inf, -np.inf,
+                  89.0, 9.5, -9.5, 9.01, 16.0, -87.33654, -103.97207, -103.97208, -104.0, 3.4028235e38, -3.4028235e38, np.inf, -np.inf,
                   np.nan, 1.0, -1.0, 0.625, -0.625, 9.0, -9.0, 4.0, -4.0, 3.92, 0.5, 2.0], np.float32)
 
 
@@ -88,6 +88,17 @@ def test_edges_exactly():
         out = np.empty_like(v)
         _vectorised(f)(v, out)
         assert out[0] == 1 and out[1] == -1 and np.isnan(out[2]) and out[3] == 0 and np.signbit(out[3])
+
+
+def test_tanh_and_erf_past_their_clamps():
+    """tanh32 computes e^2|x| only up to |x| = 9.5 and erf32 e^-x^2 only up to x^2 = 16 (one normal
+    scale factor, no overflow test): beyond, the float32 answer is already +-1, and nan stays nan."""
+    v = np.array([8.9, 9.01, 9.4999, 9.5, 9.5001, 12.0, 3.9999, 4.0, 1e30, np.inf], np.float32)
+    v = np.concatenate([v, -v, np.array([np.nan, -np.nan], np.float32)])
+    for f, ref in ((fastmath.tanh32, np.tanh), (fastmath.erf32, special.erf)):
+        out = np.empty_like(v)
+        _vectorised(f)(v, out)
+        assert _ulps(out, ref(v.astype(np.float64))).max() <= 1
 
 
 def _op_kernel(name: str, x: np.ndarray, **params):

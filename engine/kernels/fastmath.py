@@ -6,6 +6,8 @@ branch-free float32 formulas (both sides of a case computed, then a select: a br
 data mispredicts and costs 5x) that LLVM can vectorise, in the scheme Cephes and Eigen use: reduce
 the argument exactly, evaluate a short polynomial, scale by a power of two built from its bits.
 The coefficients were fitted for this file (least squares on Chebyshev nodes, float64).
+The only fastmath flag is ``contract`` (mul+add become one FMA, rounded once: as accurate or more);
+``nnan``/``ninf`` would let LLVM drop the selects that give inf and nan.
 Bounds, measured against float64 libm rounded to float32 by tests/test_compile_fastmath.py over
 2^24 points spread across the whole float32 range plus the edges (0, denormals, the overflow
 and underflow thresholds, +-inf, nan):
@@ -74,14 +76,20 @@ _E0, _E1, _E2, _E3, _E4, _E5 = (F(c) for c in (0.5000000013462222, 0.16666666719
 
 
 @njit(**_JIT)
+def _exp_reduced(x):
+    """e^x as (y, n) with e^x = y 2^n, y in [sqrt(1/2), sqrt(2)]: no clamps, so x must be finite
+    and |x| <= 104 (the callers clamp to what they need)."""
+    n = (x * _LOG2E + _ROUND) - _ROUND               # round to nearest by the 1.5 * 2^23 trick (no libm call)
+    r = (x - n * _LN2_HI) - n * _LN2_LO
+    p = ((((_E5 * r + _E4) * r + _E3) * r + _E2) * r + _E1) * r + _E0
+    return p * (r * r) + r + F(1.0), np.int32(n)
+
+
+@njit(**_JIT)
 def exp32(x):
     xc = select(x > F(-104.0), x, F(-104.0))          # selects, not branches: the loop vectorises
     xc = select(xc < F(89.0), xc, F(89.0))            # (nan picks -104 here, and itself at the end)
-    n = (xc * _LOG2E + _ROUND) - _ROUND              # round to nearest by the 1.5 * 2^23 trick (no libm call)
-    r = (xc - n * _LN2_HI) - n * _LN2_LO
-    p = ((((_E5 * r + _E4) * r + _E3) * r + _E2) * r + _E1) * r + _E0
-    y = p * (r * r) + r + F(1.0)
-    k = np.int32(n)
+    y, k = _exp_reduced(xc)
     k1 = k >> 1                      # two factors keep 2^k1, 2^k2 normal for k in [-150, 128]
     k2 = k - k1
     y = y * _bits_to_f32(np.int32((k1 + 127) << 23)) * _bits_to_f32(np.int32((k2 + 127) << 23))
@@ -131,9 +139,14 @@ def tanh32(x):
     a = abs(x)
     z = x * x
     small = x + x * z * ((((_T[4] * z + _T[3]) * z + _T[2]) * z + _T[1]) * z + _T[0])
-    big = F(1.0) - F(2.0) / (exp32(a + a) + F(1.0))      # exactly 1 once e^2a overflows
+    # e^2a for 2a in [0, 19] only: tanh rounds to 1 from 9.01 on, so the clamp changes nothing, 2^n
+    # stays normal (one scale factor) and nan needs no test of its own (it takes ``small`` below);
+    # 13 fewer instructions per 8 lanes than calling exp32, 1.2x on tanh alone
+    ac = select(a < F(9.5), a, F(9.5))
+    e, n = _exp_reduced(ac + ac)
+    big = F(1.0) - F(2.0) / (e * _bits_to_f32(np.int32((n + 127) << 23)) + F(1.0))
     big = select(x > 0, big, -big)
-    y = select(a < F(0.625), small, big)
+    y = select(a >= F(0.625), big, small)                   # nan: small, which is nan
     return select(a < F(2.44140625e-4), x, y)               # x^3/3 is below half an ulp (-0 stays -0)
 
 
@@ -161,10 +174,11 @@ def erf32(x):
     q = q * t + _Q[2]
     q = q * t + _Q[1]
     q = q * t + _Q[0]
-    big = F(1.0) - exp32(-z) * q
+    e, n = _exp_reduced(-select(z < F(16.0), z, F(16.0)))   # e^-x^2 where it is used (|x| < 4): one
+    big = F(1.0) - e * _bits_to_f32(np.int32((n + 127) << 23)) * q   # normal scale factor, as tanh32's
     big = select(a >= F(4.0), F(1.0), big)
     big = select(x > 0, big, -big)
-    return select(a < F(1.0), small, big)
+    return select(a >= F(1.0), big, small)                  # nan: small, which is nan
 
 
 @njit(**_JIT)
