@@ -112,9 +112,8 @@ def weights_enum(name: str) -> type[WeightsEnum]:
     data = _data()
     entry = data["enums"][name]
     members = {k: _weights(v, data["categories"]) for k, v in entry["members"].items()}
-    cls = WeightsEnum(name, [*members.items(), ("DEFAULT", members[entry["DEFAULT"]])],
-                      module=__name__.rsplit(".", 1)[0], qualname=name)
-    return cls
+    return WeightsEnum(name, [*members.items(), ("DEFAULT", members[entry["DEFAULT"]])],
+                       module=__name__.rsplit(".", 1)[0], qualname=name)
 
 
 @functools.cache
@@ -201,10 +200,8 @@ def builder_with_weights(name: str, fn: Callable) -> Callable:
     @functools.wraps(fn)
     def builder(*, weights: Any = None, progress: bool = True, **kwargs: Any) -> Any:
         enum_name = builder_enum_name(name)
-        if enum_name is None:
-            if weights is not None or kwargs.pop("pretrained", False):
-                raise ValueError(f"No weights available for model {name}")
-            return fn(progress=progress, **kwargs)
+        if enum_name is None:   # a builder registered from outside: its own weights handling
+            return fn(weights=weights, progress=progress, **kwargs)
         cls = weights_enum(enum_name)
         weights = cls.verify(_legacy_pretrained(name, cls, weights, kwargs))
         keep_aux = kwargs.get("aux_logits", name == "inception_v3")   # each builder's own default
