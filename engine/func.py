@@ -16,30 +16,17 @@ from .autograd.engine import grad as _autograd_grad
 from .base.grad_mode import enable_grad, is_grad_enabled
 from .core.tensor import Tensor
 from .ops.movement import stack
+from .utils._pytree import tree_flatten, tree_unflatten
 
 __all__ = ["grad", "grad_and_value", "vjp", "jvp", "jacrev", "jacfwd", "hessian", "vmap", "functional_call",
            "stack_module_state", "functionalize"]
 
 
-# ---------------------------------------------------------------- pytrees: tuples, lists, dicts of tensors
+# ---------------------------------------------------------------- pytrees (utils/_pytree.py)
 def _flatten(tree) -> tuple[list, Callable]:
     """The leaves of ``tree`` in order, and a function rebuilding the tree from new leaves."""
-    if isinstance(tree, (tuple, list)):
-        parts = [_flatten(t) for t in tree]
-        sizes = [len(p[0]) for p in parts]
-
-        def build(leaves, kind=type(tree)):
-            out, i = [], 0
-            for (_, b), n in zip(parts, sizes):
-                out.append(b(leaves[i:i + n]))
-                i += n
-            return kind(out) if kind in (tuple, list) else kind(*out)
-        return [x for p in parts for x in p[0]], build
-    if isinstance(tree, dict):
-        keys = list(tree)
-        flat, build_values = _flatten([tree[k] for k in keys])
-        return flat, lambda leaves: dict(zip(keys, build_values(leaves)))
-    return [tree], lambda leaves: leaves[0]
+    leaves, spec = tree_flatten(tree)
+    return leaves, lambda new: tree_unflatten(new, spec)
 
 
 # ---------------------------------------------------------------- grad

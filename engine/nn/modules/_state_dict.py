@@ -16,6 +16,7 @@ from types import MappingProxyType
 from typing import Any, Callable
 
 from ...base.grad_mode import no_grad
+from ...core.hooks import RemovableHandle
 from ...core.tensor import Tensor
 from ..parameter import Parameter
 
@@ -33,26 +34,6 @@ class _IncompatibleKeys(namedtuple("IncompatibleKeys", ["missing_keys", "unexpec
         return super().__repr__()
 
     __str__ = __repr__
-
-
-class RemovableHandle:
-    """Returned by ``register_*_hook``; ``remove()`` unregisters (also a context manager)."""
-
-    _ids = itertools.count()
-
-    def __init__(self, *dicts: dict):
-        self.id = next(RemovableHandle._ids)
-        self._dicts = dicts
-
-    def remove(self) -> None:
-        for d in self._dicts:
-            d.pop(self.id, None)
-
-    def __enter__(self) -> "RemovableHandle":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.remove()
 
 
 def _load_into(mod, name: str, current: Tensor, value: Tensor, assign: bool) -> None:

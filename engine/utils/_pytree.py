@@ -1,0 +1,199 @@
+"""``torch.utils._pytree``: nested containers (tuples, lists, dicts, namedtuples, ...) flattened
+to their leaves and rebuilt from new ones. ``torch.func`` reads arguments with it, and libraries
+(EMA helpers, accelerate, Hugging Face) map functions over model outputs and states with it;
+``register_pytree_node`` makes a user type a container too."""
+from __future__ import annotations
+
+import collections
+from typing import Any, Callable, NamedTuple
+
+__all__ = ["TreeSpec", "LeafSpec", "tree_flatten", "tree_unflatten", "tree_leaves", "tree_structure", "tree_map",
+           "tree_map_", "tree_map_only", "tree_map_only_", "tree_all", "tree_any", "tree_all_only",
+           "tree_any_only", "register_pytree_node", "is_namedtuple", "SUPPORTED_NODES"]
+
+
+class NodeDef(NamedTuple):
+    type: type
+    flatten_fn: Callable      # node -> (children, context)
+    unflatten_fn: Callable    # (children, context) -> node
+
+
+SUPPORTED_NODES: dict[type, NodeDef] = {}
+
+
+def register_pytree_node(cls: type, flatten_fn: Callable, unflatten_fn: Callable, *,
+                         serialized_type_name: str | None = None, to_dumpable_context=None,
+                         from_dumpable_context=None, flatten_with_keys_fn=None) -> None:
+    """Make ``cls`` a container: ``flatten_fn(node) -> (children, context)`` and
+    ``unflatten_fn(children, context) -> node``."""
+    if cls in SUPPORTED_NODES:
+        raise ValueError(f"{cls} is already registered as pytree node.")
+    SUPPORTED_NODES[cls] = NodeDef(cls, flatten_fn, unflatten_fn)
+
+
+_register_pytree_node = register_pytree_node      # the older private name libraries still call
+
+
+def _dict_flatten(d):
+    return list(d.values()), list(d.keys())
+
+
+register_pytree_node(tuple, lambda t: (list(t), None), lambda children, _: tuple(children))
+register_pytree_node(list, lambda t: (list(t), None), lambda children, _: list(children))
+register_pytree_node(dict, _dict_flatten, lambda children, keys: dict(zip(keys, children)))
+register_pytree_node(collections.OrderedDict, _dict_flatten,
+                     lambda children, keys: collections.OrderedDict(zip(keys, children)))
+register_pytree_node(collections.defaultdict, lambda d: (list(d.values()), (d.default_factory, list(d.keys()))),
+                     lambda children, ctx: collections.defaultdict(ctx[0], zip(ctx[1], children)))
+register_pytree_node(collections.deque, lambda d: (list(d), d.maxlen),
+                     lambda children, maxlen: collections.deque(children, maxlen=maxlen))
+
+
+def is_namedtuple(obj) -> bool:
+    """A namedtuple instance or class (a tuple subclass with ``_fields``)."""
+    cls = obj if isinstance(obj, type) else type(obj)
+    return issubclass(cls, tuple) and isinstance(getattr(cls, "_fields", None), tuple)
+
+
+def _node_type(tree) -> type | None:
+    cls = type(tree)
+    if cls in SUPPORTED_NODES:
+        return cls
+    if is_namedtuple(cls):
+        return collections.namedtuple    # sentinel: the context is the class
+    return None
+
+
+class TreeSpec:
+    """A tree's shape: its node type, the context to rebuild it (keys, a class), its children's specs."""
+
+    def __init__(self, type: Any, context: Any, children_specs: list):
+        self.type, self.context, self.children_specs = type, context, children_specs
+        self.num_leaves = sum(c.num_leaves for c in children_specs)
+        self.num_nodes = 1 + sum(c.num_nodes for c in children_specs)
+        self.num_children = len(children_specs)
+
+    def is_leaf(self) -> bool:
+        return False
+
+    def __eq__(self, other) -> bool:
+        return (isinstance(other, TreeSpec) and other.is_leaf() == self.is_leaf() and self.type == other.type
+                and self.context == other.context and self.children_specs == other.children_specs)
+
+    def __hash__(self):
+        return hash((self.type, repr(self.context), tuple(self.children_specs)))
+
+    def unflatten(self, leaves):
+        return tree_unflatten(leaves, self)
+
+    def __repr__(self) -> str:
+        name = "namedtuple" if self.type is collections.namedtuple else getattr(self.type, "__name__", self.type)
+        return f"TreeSpec({name}, {self.context!r}, [{', '.join(map(repr, self.children_specs))}])"
+
+
+class LeafSpec(TreeSpec):
+    def __init__(self):
+        super().__init__(None, None, [])
+        self.num_leaves, self.num_nodes = 1, 1
+
+    def is_leaf(self) -> bool:
+        return True
+
+    def __repr__(self) -> str:
+        return "*"
+
+
+def tree_flatten(tree, is_leaf: Callable | None = None) -> tuple[list, TreeSpec]:
+    """``(leaves, spec)``: the leaves in order (dicts in insertion order) and the tree's shape."""
+    leaves: list = []
+
+    def walk(node) -> TreeSpec:
+        kind = None if is_leaf is not None and is_leaf(node) else _node_type(node)
+        if kind is None:
+            leaves.append(node)
+            return LeafSpec()
+        if kind is collections.namedtuple:
+            children, context = list(node), type(node)
+        else:
+            children, context = SUPPORTED_NODES[kind].flatten_fn(node)
+        return TreeSpec(kind, context, [walk(c) for c in children])
+    spec = walk(tree)
+    return leaves, spec
+
+
+def tree_unflatten(leaves, treespec: TreeSpec):
+    """The tree of ``treespec``'s shape holding ``leaves``."""
+    leaves = list(leaves)
+    if len(leaves) != treespec.num_leaves:
+        raise ValueError(f"treespec.unflatten(leaves): `leaves` has length {len(leaves)} but the spec refers to a "
+                         f"pytree that holds {treespec.num_leaves} items ({treespec}).")
+    it = iter(leaves)
+
+    def build(spec: TreeSpec):
+        if spec.is_leaf():
+            return next(it)
+        children = [build(c) for c in spec.children_specs]
+        if spec.type is collections.namedtuple:
+            return spec.context(*children)
+        return SUPPORTED_NODES[spec.type].unflatten_fn(children, spec.context)
+    return build(treespec)
+
+
+def tree_leaves(tree, is_leaf: Callable | None = None) -> list:
+    return tree_flatten(tree, is_leaf)[0]
+
+
+def tree_structure(tree, is_leaf: Callable | None = None) -> TreeSpec:
+    return tree_flatten(tree, is_leaf)[1]
+
+
+def tree_map(func: Callable, tree, *rests, is_leaf: Callable | None = None):
+    """``func`` over the leaves of ``tree`` (and the matching leaves of ``rests``, same shape)."""
+    leaves, spec = tree_flatten(tree, is_leaf)
+    others = [_leaves_like(r, spec, is_leaf) for r in rests]
+    return tree_unflatten([func(*xs) for xs in zip(leaves, *others)], spec)
+
+
+def _leaves_like(tree, spec: TreeSpec, is_leaf) -> list:
+    leaves, other = tree_flatten(tree, is_leaf)
+    if other != spec:
+        raise ValueError(f"tree_map: the trees differ in structure: {other} and {spec}")
+    return leaves
+
+
+def tree_map_(func: Callable, tree, *rests, is_leaf: Callable | None = None):
+    """``func`` over the leaves for its effect (in-place updates); returns ``tree``."""
+    leaves, spec = tree_flatten(tree, is_leaf)
+    others = [_leaves_like(r, spec, is_leaf) for r in rests]
+    for xs in zip(leaves, *others):
+        func(*xs)
+    return tree
+
+
+def _only(types, func: Callable) -> Callable:
+    return lambda x: func(x) if isinstance(x, types) else x
+
+
+def tree_map_only(type_or_types, func: Callable, tree, is_leaf: Callable | None = None):
+    """``tree_map`` applying ``func`` only to leaves of the given type(s)."""
+    return tree_map(_only(type_or_types, func), tree, is_leaf=is_leaf)
+
+
+def tree_map_only_(type_or_types, func: Callable, tree, is_leaf: Callable | None = None):
+    return tree_map_(_only(type_or_types, func), tree, is_leaf=is_leaf)
+
+
+def tree_all(pred: Callable, tree, is_leaf: Callable | None = None) -> bool:
+    return all(map(pred, tree_leaves(tree, is_leaf)))
+
+
+def tree_any(pred: Callable, tree, is_leaf: Callable | None = None) -> bool:
+    return any(map(pred, tree_leaves(tree, is_leaf)))
+
+
+def tree_all_only(type_or_types, pred: Callable, tree, is_leaf: Callable | None = None) -> bool:
+    return all(pred(x) for x in tree_leaves(tree, is_leaf) if isinstance(x, type_or_types))
+
+
+def tree_any_only(type_or_types, pred: Callable, tree, is_leaf: Callable | None = None) -> bool:
+    return any(pred(x) for x in tree_leaves(tree, is_leaf) if isinstance(x, type_or_types))
