@@ -28,7 +28,8 @@ _BLAS_DTYPES = frozenset(map(np.dtype, ("float32", "float64", "complex64", "comp
 
 def gemm(xp, a, b, out=None):
     """``xp.matmul(a, b, out=out)``, in blocks over the intra-op threads when it is large enough."""
-    if xp is not np or a.ndim < 2 or b.ndim < 2 or a.dtype != b.dtype or a.dtype not in _BLAS_DTYPES:
+    if (xp is not np or type(a) is not np.ndarray or type(b) is not np.ndarray      # cupy, a sparse COO operand
+            or a.ndim < 2 or b.ndim < 2 or a.dtype != b.dtype or a.dtype not in _BLAS_DTYPES):
         return xp.matmul(a, b) if out is None else xp.matmul(a, b, out=out)
     n_threads = runtime.intra_op_threads()
     m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
