@@ -729,6 +729,49 @@ def gemm_share(repeats: int) -> dict:
     return res
 
 
+def fastmath_ab(base: str | None, rounds: int = 60) -> dict:
+    """Per 1M float32: thread time of numba loops over ``tapelab.kernels.fastmath``'s functions (and, with
+    ``base``, over another copy of that file, e.g. ``git show HEAD~2:engine/kernels/fastmath.py``),
+    alternating in one process, beside numpy's own ufuncs. Returns name -> [(median, q1, q3) ms, ...]."""
+    import importlib.util
+    from numba import njit
+    from tapelab.kernels import fastmath as new
+    sides = [new]
+    if base:
+        spec = importlib.util.spec_from_file_location("fastmath_base", base)
+        old = importlib.util.module_from_spec(spec)
+        sys.modules["fastmath_base"] = old
+        spec.loader.exec_module(old)
+        sides.insert(0, old)
+
+    def loop(f):
+        @njit(error_model="numpy")
+        def run(x, out):
+            for i in range(x.size):
+                out[i] = f(x[i])
+        return run
+    rng = np.random.default_rng(0)
+    x = rng.uniform(-5, 5, 1 << 20).astype(np.float32)
+    pos = np.abs(x) + np.float32(0.1)
+    out = np.empty_like(x)
+    cases = {n: (a, [loop(getattr(m, n)) for m in sides]) for n, a in
+             (("exp32", x), ("log32", pos), ("tanh32", x), ("erf32", x))}
+    cases.update({f"np.{f.__name__}": (a, [lambda a, o, f=f: f(a, out=o)]) for f, a in
+                  ((np.exp, x), (np.log, pos), (np.tanh, x))})
+    res = {}
+    for name, (a, fns) in cases.items():
+        ts = [[] for _ in fns]
+        for f in fns:
+            f(a, out)
+        for _ in range(rounds):
+            for k, f in enumerate(fns):
+                t0 = time.thread_time()
+                f(a, out)
+                ts[k].append((time.thread_time() - t0) * 1e3)
+        res[name] = [tuple(np.percentile(v, [50, 25, 75])) for v in ts]
+    return res
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true")
@@ -749,6 +792,8 @@ def main() -> None:
                     help="only: compiled against JAX on these training rows (comma-separated), alternating "
                          "rounds; the median and quartiles of compiled/jax")
     ap.add_argument("--rounds", type=int, default=21, help="rounds for --ab-jax")
+    ap.add_argument("--fastmath", nargs="?", const="", metavar="BASE",
+                    help="only: per-1M time of fastmath's functions (against another copy of fastmath.py if given)")
     ap.add_argument("-k", action="append", default=[], metavar="SUBSTR",
                     help="only the rows whose name contains SUBSTR (repeatable; skips the compile-time row)")
     a = ap.parse_args()
@@ -758,6 +803,12 @@ def main() -> None:
     repeats = 3 if a.quick else 7
     if a.check_jax:
         print(json.dumps(check_jax(), indent=1))
+        return
+    if a.fastmath is not None:
+        for name, sides in fastmath_ab(a.fastmath or None).items():
+            cells = "  ".join(f"{m:.2f} ms ({lo:.2f}-{hi:.2f})" for m, lo, hi in sides)
+            ratio = f"  base/now {sides[0][0] / sides[1][0]:.2f}x" if len(sides) == 2 else ""
+            print(f"{name:<9}{cells}{ratio}")
         return
     if a.ab_jax:
         for name, (med, lo, hi) in ab_jax(a.ab_jax.split(","), a.rounds).items():
