@@ -237,3 +237,18 @@ def test_storages_match_torch():
         assert t.data_ptr() == x.data_ptr() and not s.is_shared()
         assert lib.UntypedStorage(8).nbytes() == 8
     assert isinstance(tapelab.ones(1).untyped_storage(), tapelab.UntypedStorage)
+
+
+def test_fx_graph_appending_tracer_and_a_proxy_without_a_tracer():
+    """pytorch/examples fx: graphs built by hand from Proxies over raw nodes."""
+    import operator
+    g = tapelab.fx.Graph()
+    x = tapelab.fx.Proxy(g.placeholder("x"))                       # no tracer: one appending to g
+    assert isinstance(x.tracer, tapelab.fx.proxy.GraphAppendingTracer)
+    y = tapelab.fx.Proxy(g.placeholder("y"), tapelab.fx.proxy.GraphAppendingTracer(g))
+    out = (x + y) * 2
+    g.output(out.node)
+    gm = tapelab.fx.GraphModule(tapelab.nn.Module(), g)
+    assert gm(tapelab.ones(2), tapelab.full((2,), 3.0)).tolist() == [8.0, 8.0]
+    assert [n.target for n in g.nodes if n.op == "call_function"] == [operator.add, operator.mul]
+    from tapelab.fx.node import Target  # noqa: F401  (a type alias programs annotate with)

@@ -52,8 +52,8 @@ from ..core.tensor import Tensor
 from ._public import functional, package
 from .graph import Graph
 from .graph_module import GraphModule
-from .node import Node, map_aggregate
-from .proxy import Proxy, TraceError
+from .node import map_aggregate
+from .proxy import Proxy, TraceError, TracerBase
 
 __all__ = ["Tracer", "symbolic_trace", "wrap"]
 
@@ -187,7 +187,7 @@ def _intercepting(tracer: "Tracer", extra_globals: list[dict]):
         swaps.restore()
 
 
-class Tracer:
+class Tracer(TracerBase):
     """Turns a module or function into a ``Graph`` by running it on Proxies.
 
     Override points (as in PyTorch):
@@ -312,32 +312,10 @@ class Tracer:
         """What ``module.<name>`` gives while tracing, for a Parameter: ``getattr``'s answer."""
         return self.getattr(name, value)
 
-    def create_node(self, kind: str, target, args: tuple, kwargs: dict, name: str | None = None,
-                    type_expr: Any = None) -> Node:
-        """Add a node; inside a module traced through, ``meta["nn_module_stack"]`` maps each
-        enclosing module's path to its class name, outermost first."""
-        target = getattr(target, "__fx_original__", target)   # the real function, never its stand-in
-        node = self.graph.create_node(kind, target, args, kwargs, name, type_expr)
-        if self.module_stack and kind not in ("placeholder", "output"):
-            node.meta["nn_module_stack"] = dict(self.module_stack)
-        return node
-
-    def proxy(self, node: Node) -> Proxy:
-        return Proxy(node, self)
-
-    def create_proxy(self, kind: str, target, args: tuple, kwargs: dict, name: str | None = None,
-                     type_expr: Any = None) -> Proxy:
-        """Create a node from Python arguments (via ``create_arg``) and return its Proxy."""
-        node = self.create_node(kind, target, self.create_arg(tuple(args)), self.create_arg(dict(kwargs)),
-                                name, type_expr)
-        return self.proxy(node)
-
     def create_arg(self, a: Any):
         """Turn a Python value into a node argument: Proxies become their nodes, tensors
         of the root become ``get_attr`` nodes, other tensors are stored on the root as
         ``_tensor_constant<i>``; containers are converted element by element."""
-        if isinstance(a, Proxy):
-            return a.node
         if isinstance(a, Tensor):
             name = self.tensor_attrs.get(id(a))
             if name is None:
@@ -348,19 +326,10 @@ class Tracer:
                 self.root.__dict__[name] = a
                 self.tensor_attrs[id(a)] = name
             return self.create_node("get_attr", name, (), {})
-        if isinstance(a, tuple):
-            t = tuple(self.create_arg(x) for x in a)
-            return type(a)(*t) if hasattr(a, "_fields") else t
-        if isinstance(a, list):
-            return [self.create_arg(x) for x in a]
-        if isinstance(a, dict):
-            return {k: self.create_arg(v) for k, v in a.items()}
-        if isinstance(a, slice):
-            return slice(self.create_arg(a.start), self.create_arg(a.stop), self.create_arg(a.step))
         if isinstance(a, Module):
             raise TraceError(f"a module ({type(a).__name__}) cannot be an argument of a traced call; "
                              "call it instead")
-        return a
+        return super().create_arg(a)
 
 
 def symbolic_trace(root: Module | Callable, concrete_args: dict[str, Any] | None = None) -> GraphModule:

@@ -30,9 +30,10 @@ from typing import Any, Callable
 
 from ._public import namespaces
 
-__all__ = ["Node", "map_arg", "map_aggregate", "Argument", "has_side_effect", "qualified_name"]
+__all__ = ["Node", "map_arg", "map_aggregate", "Argument", "Target", "has_side_effect", "qualified_name"]
 
 Argument = Any
+Target = Callable | str   # what a node calls: a function, or a method / module / attribute name
 OPCODES = ("placeholder", "get_attr", "call_function", "call_method", "call_module", "output")
 
 _SIDE_EFFECTFUL: set = set()

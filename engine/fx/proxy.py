@@ -31,11 +31,64 @@ from bisect import bisect_left
 
 from .node import Node
 
-__all__ = ["Proxy", "Attribute", "TraceError"]
+__all__ = ["Proxy", "Attribute", "TraceError", "TracerBase", "GraphAppendingTracer"]
 
 
 class TraceError(ValueError):
     """A traced program did something that symbolic values cannot support."""
+
+
+class TracerBase:
+    """What records nodes into ``self.graph``: ``create_node``, ``create_arg``, ``create_proxy``,
+    ``proxy``. ``Tracer`` (symbolic tracing) adds modules, parameters and tensor constants."""
+
+    graph = None
+    module_stack: list = []     # (path, class name) of the modules being traced through
+
+    def create_node(self, kind: str, target, args: tuple, kwargs: dict, name: str | None = None,
+                    type_expr=None) -> Node:
+        """Add a node; inside a module traced through, ``meta["nn_module_stack"]`` maps each
+        enclosing module's path to its class name, outermost first."""
+        target = getattr(target, "__fx_original__", target)   # the real function, never its stand-in
+        node = self.graph.create_node(kind, target, args, kwargs, name, type_expr)
+        if self.module_stack and kind not in ("placeholder", "output"):
+            node.meta["nn_module_stack"] = dict(self.module_stack)
+        return node
+
+    def proxy(self, node: Node) -> "Proxy":
+        return Proxy(node, self)
+
+    def create_proxy(self, kind: str, target, args: tuple, kwargs: dict, name: str | None = None,
+                     type_expr=None) -> "Proxy":
+        """Create a node from Python arguments (via ``create_arg``) and return its Proxy."""
+        node = self.create_node(kind, target, self.create_arg(tuple(args)), self.create_arg(dict(kwargs)),
+                                name, type_expr)
+        return self.proxy(node)
+
+    def create_arg(self, a):
+        """Turn a Python value into a node argument: Proxies become their nodes; containers are
+        converted element by element; anything else is kept as a constant."""
+        if isinstance(a, Proxy):
+            return a.node
+        if isinstance(a, tuple):
+            t = tuple(self.create_arg(x) for x in a)
+            return type(a)(*t) if hasattr(a, "_fields") else t
+        if isinstance(a, list):
+            return [self.create_arg(x) for x in a]
+        if isinstance(a, dict):
+            return {k: self.create_arg(v) for k, v in a.items()}
+        if isinstance(a, slice):
+            return slice(self.create_arg(a.start), self.create_arg(a.stop), self.create_arg(a.step))
+        return a
+
+
+class GraphAppendingTracer(TracerBase):
+    """Records onto an existing ``graph``: building graphs by hand from Proxies
+    (``Proxy(graph.placeholder("x"))``) and graph transforms that re-emit nodes."""
+
+    def __init__(self, graph):
+        self.graph = graph
+        self.module_stack = []
 
 
 class Proxy:
@@ -43,12 +96,12 @@ class Proxy:
 
     Args:
         node: the graph node whose value this Proxy stands for.
-        tracer: the ``Tracer`` that records new nodes.
+        tracer: the ``Tracer`` that records new nodes (default: one appending to ``node.graph``).
     """
 
     def __init__(self, node: Node, tracer=None):
         self.node = node
-        self.tracer = tracer
+        self.tracer = tracer if tracer is not None else GraphAppendingTracer(node.graph)
 
     def __repr__(self) -> str:
         return f"Proxy({self.node.name})"
