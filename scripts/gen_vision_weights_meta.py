@@ -16,6 +16,7 @@ import typing
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 OUT = ROOT / "engine" / "vision" / "models" / "_weights_meta.json"
 FIXTURE = ROOT / "tests" / "fixtures" / "vision" / "weights_presets.npz"
+KEYS = ROOT / "tests" / "fixtures" / "vision" / "weights_state_keys.json"
 
 
 def _preset(transforms) -> dict:
@@ -85,6 +86,36 @@ def presets_fixture() -> None:
     print(f"{FIXTURE}: {sorted(out)}", file=sys.stderr)
 
 
+def state_key_digest(state: dict) -> str:
+    """SHA-1 of a state_dict's ``key:shape`` lines in order: what a checkpoint needs of a model."""
+    import hashlib
+
+    lines = "\n".join(f"{k}:{tuple(v.shape)}" for k, v in state.items())
+    return hashlib.sha1(lines.encode()).hexdigest()
+
+
+def state_keys_fixture() -> None:
+    """Each weighted builder's state_dict layout as loaded (1000 classes, the default member's input size)."""
+    import torch
+    from torchvision import models
+
+    digests = {}
+    for name in models.list_models(module=models):
+        cls = _weights_class(models.get_model_builder(name))
+        if cls is None:
+            continue
+        kwargs = {"image_size": cls.DEFAULT.meta["min_size"][0]} if name.startswith("vit_") else {}
+        try:
+            with torch.device("meta"):
+                model = models.get_model(name, **kwargs)
+        except NotImplementedError:   # a builder that reads values while building (swin, maxvit)
+            model = models.get_model(name, **kwargs)
+        digests[name] = state_key_digest(model.state_dict())
+    KEYS.write_text(json.dumps(digests, indent=0, sort_keys=True) + "\n")
+    print(f"{KEYS}: {len(digests)} builders", file=sys.stderr)
+
+
 if __name__ == "__main__":
     main()
     presets_fixture()
+    state_keys_fixture()

@@ -7,7 +7,9 @@ hand below are from torchvision 0.29's documentation. The preset fixture is torc
 """
 from __future__ import annotations
 
+import hashlib
 import importlib
+import json
 import sys
 import warnings
 from pathlib import Path
@@ -25,6 +27,7 @@ from tapelab.vision.transforms.functional import InterpolationMode
 FIXTURES = Path(__file__).parent / "fixtures" / "vision"
 # enums whose every member is counted by default; the others (up to 644M parameters) with --long
 SHORT = {"AlexNet_Weights", "ResNet18_Weights", "ResNet50_Weights", "ViT_B_16_Weights", "GoogLeNet_Weights",
+         "SqueezeNet1_0_Weights", "DenseNet161_Weights", "VGG19_BN_Weights", "ViT_L_32_Weights",
          "Inception_V3_Weights", "VGG16_Weights", "DenseNet121_Weights", "MobileNet_V3_Large_Weights",
          "RegNet_Y_16GF_Weights", "SqueezeNet1_1_Weights", "EfficientNet_B1_Weights"}
 
@@ -106,6 +109,31 @@ def test_num_params_of_every_member(request, name):
         with tapelab.device("meta"):
             model = models.get_model(name, **_builds(name, member))
         assert sum(p.numel() for p in model.parameters()) == member.meta["num_params"], member
+
+
+def _state_digest(state: dict) -> str:
+    """scripts/gen_vision_weights_meta.py's digest of a state_dict's ``key:shape`` lines."""
+    lines = "\n".join(f"{k}:{tuple(v.shape)}" for k, v in state.items())
+    return hashlib.sha1(lines.encode()).hexdigest()
+
+
+@pytest.mark.parametrize("name", [n for n in models.list_models() if _weights.builder_enum_name(n)])
+def test_state_dict_layout_is_torchvisions(request, name):
+    """The checkpoint a weight names loads: same keys in the same order with the same shapes."""
+    enum = models.get_model_weights(name)
+    if enum.__name__ not in SHORT and not request.config.getoption("--long"):
+        pytest.skip(f"{name}'s state_dict layout runs with --long")
+    want = json.loads((FIXTURES / "weights_state_keys.json").read_text())[name]
+    kwargs = {"image_size": enum.DEFAULT.meta["min_size"][0]} if name.startswith("vit_") else {}
+    if name in ("googlenet", "inception_v3"):
+        kwargs["init_weights"] = False    # the same layout, without the FutureWarning of the default
+    with tapelab.device("meta"):
+        assert _state_digest(models.get_model(name, **kwargs).state_dict()) == want
+
+
+def test_every_weights_enum_has_a_builder():
+    missing = {n for n in _weights._enum_of_builder() if n not in models.list_models()}
+    assert missing == {"maxvit_t", "swin_t", "swin_s", "swin_b", "swin_v2_t", "swin_v2_s", "swin_v2_b"}
 
 
 @pytest.fixture

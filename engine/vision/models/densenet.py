@@ -10,7 +10,7 @@ from ...nn import init
 from ...ops.movement import cat, flatten
 from ._api import register_model
 
-__all__ = ["DenseNet", "densenet121"]
+__all__ = ["DenseNet", "densenet121", "densenet161", "densenet169", "densenet201"]
 
 
 class _DenseLayer(nn.Module):
@@ -97,3 +97,21 @@ class DenseNet(nn.Module):
 def densenet121(*, weights=None, progress: bool = True, **kwargs: Any) -> DenseNet:
     """DenseNet-121 (7,978,856 parameters)."""
     return DenseNet(32, (6, 12, 24, 16), 64, **kwargs)
+
+
+@register_model()
+def densenet161(*, weights=None, progress: bool = True, **kwargs: Any) -> DenseNet:
+    """DenseNet-161 (28,681,000 parameters): growth rate 48, 96 initial features."""
+    return DenseNet(48, (6, 12, 36, 24), 96, **kwargs)
+
+
+@register_model()
+def densenet169(*, weights=None, progress: bool = True, **kwargs: Any) -> DenseNet:
+    """DenseNet-169 (14,149,480 parameters)."""
+    return DenseNet(32, (6, 12, 32, 32), 64, **kwargs)
+
+
+@register_model()
+def densenet201(*, weights=None, progress: bool = True, **kwargs: Any) -> DenseNet:
+    """DenseNet-201 (20,013,928 parameters)."""
+    return DenseNet(32, (6, 12, 48, 32), 64, **kwargs)

@@ -1,4 +1,4 @@
-"""SqueezeNet 1.1 (Iandola et al.): 2.4x less computation than 1.0 at the same accuracy."""
+"""SqueezeNet 1.0 (Iandola et al.) and 1.1, which needs 2.4x less computation at the same accuracy."""
 from __future__ import annotations
 
 from typing import Any
@@ -8,7 +8,7 @@ from ...nn import init
 from ...ops.movement import cat, flatten
 from ._api import register_model
 
-__all__ = ["SqueezeNet", "Fire", "squeezenet1_1"]
+__all__ = ["SqueezeNet", "Fire", "squeezenet1_0", "squeezenet1_1"]
 
 
 class Fire(nn.Module):
@@ -32,17 +32,27 @@ class Fire(nn.Module):
 class SqueezeNet(nn.Module):
     def __init__(self, version: str = "1_1", num_classes: int = 1000, dropout: float = 0.5) -> None:
         super().__init__()
-        if version != "1_1":
-            raise ValueError(f"SqueezeNet: tapelab.vision builds version 1_1 only, got {version!r}")
         self.num_classes = num_classes
-        self.features = nn.Sequential(
-            nn.Conv2d(3, 64, kernel_size=3, stride=2), nn.ReLU(inplace=True),
-            nn.MaxPool2d(kernel_size=3, stride=2, ceil_mode=True),
-            Fire(64, 16, 64, 64), Fire(128, 16, 64, 64),
-            nn.MaxPool2d(kernel_size=3, stride=2, ceil_mode=True),
-            Fire(128, 32, 128, 128), Fire(256, 32, 128, 128),
-            nn.MaxPool2d(kernel_size=3, stride=2, ceil_mode=True),
-            Fire(256, 48, 192, 192), Fire(384, 48, 192, 192), Fire(384, 64, 256, 256), Fire(512, 64, 256, 256))
+        if version == "1_0":
+            self.features = nn.Sequential(
+                nn.Conv2d(3, 96, kernel_size=7, stride=2), nn.ReLU(inplace=True),
+                nn.MaxPool2d(kernel_size=3, stride=2, ceil_mode=True),
+                Fire(96, 16, 64, 64), Fire(128, 16, 64, 64), Fire(128, 32, 128, 128),
+                nn.MaxPool2d(kernel_size=3, stride=2, ceil_mode=True),
+                Fire(256, 32, 128, 128), Fire(256, 48, 192, 192), Fire(384, 48, 192, 192), Fire(384, 64, 256, 256),
+                nn.MaxPool2d(kernel_size=3, stride=2, ceil_mode=True),
+                Fire(512, 64, 256, 256))
+        elif version == "1_1":
+            self.features = nn.Sequential(
+                nn.Conv2d(3, 64, kernel_size=3, stride=2), nn.ReLU(inplace=True),
+                nn.MaxPool2d(kernel_size=3, stride=2, ceil_mode=True),
+                Fire(64, 16, 64, 64), Fire(128, 16, 64, 64),
+                nn.MaxPool2d(kernel_size=3, stride=2, ceil_mode=True),
+                Fire(128, 32, 128, 128), Fire(256, 32, 128, 128),
+                nn.MaxPool2d(kernel_size=3, stride=2, ceil_mode=True),
+                Fire(256, 48, 192, 192), Fire(384, 48, 192, 192), Fire(384, 64, 256, 256), Fire(512, 64, 256, 256))
+        else:
+            raise ValueError(f"Unsupported SqueezeNet version {version}: 1_0 or 1_1 expected")
         final_conv = nn.Conv2d(512, num_classes, kernel_size=1)
         self.classifier = nn.Sequential(nn.Dropout(p=dropout), final_conv, nn.ReLU(inplace=True),
                                         nn.AdaptiveAvgPool2d((1, 1)))
@@ -57,6 +67,12 @@ class SqueezeNet(nn.Module):
 
     def forward(self, x):
         return flatten(self.classifier(self.features(x)), 1)
+
+
+@register_model()
+def squeezenet1_0(*, weights=None, progress: bool = True, **kwargs: Any) -> SqueezeNet:
+    """SqueezeNet 1.0 (1,248,424 parameters)."""
+    return SqueezeNet("1_0", **kwargs)
 
 
 @register_model()

@@ -1,4 +1,4 @@
-"""VGG (Simonyan and Zisserman 2014), configurations A (vgg11) and D (vgg16), with or without BN."""
+"""VGG (Simonyan and Zisserman 2014), configurations A, B, D, E (vgg11/13/16/19), with or without BN."""
 from __future__ import annotations
 
 from typing import Any
@@ -8,12 +8,14 @@ from ...nn import init
 from ...ops.movement import flatten
 from ._api import register_model
 
-__all__ = ["VGG", "vgg11", "vgg11_bn", "vgg16", "vgg16_bn"]
+__all__ = ["VGG", "vgg11", "vgg11_bn", "vgg13", "vgg13_bn", "vgg16", "vgg16_bn", "vgg19", "vgg19_bn"]
 
 # channels of each 3x3 convolution; "M" is a 2x2 max pool
 cfgs: dict[str, list] = {
     "A": [64, "M", 128, "M", 256, 256, "M", 512, 512, "M", 512, 512, "M"],
+    "B": [64, 64, "M", 128, 128, "M", 256, 256, "M", 512, 512, "M", 512, 512, "M"],
     "D": [64, 64, "M", 128, 128, "M", 256, 256, 256, "M", 512, 512, 512, "M", 512, 512, 512, "M"],
+    "E": [64, 64, "M", 128, 128, "M", 256, 256, 256, 256, "M", 512, 512, 512, 512, "M", 512, 512, 512, 512, "M"],
 }
 
 
@@ -85,3 +87,27 @@ def vgg16(*, weights=None, progress: bool = True, **kwargs: Any) -> VGG:
 def vgg16_bn(*, weights=None, progress: bool = True, **kwargs: Any) -> VGG:
     """VGG-16 with batch norm (138,365,992 parameters)."""
     return _vgg("D", True, kwargs)
+
+
+@register_model()
+def vgg13(*, weights=None, progress: bool = True, **kwargs: Any) -> VGG:
+    """VGG-13 (133,047,848 parameters)."""
+    return _vgg("B", False, kwargs)
+
+
+@register_model()
+def vgg13_bn(*, weights=None, progress: bool = True, **kwargs: Any) -> VGG:
+    """VGG-13 with batch norm (133,053,736 parameters)."""
+    return _vgg("B", True, kwargs)
+
+
+@register_model()
+def vgg19(*, weights=None, progress: bool = True, **kwargs: Any) -> VGG:
+    """VGG-19 (143,667,240 parameters)."""
+    return _vgg("E", False, kwargs)
+
+
+@register_model()
+def vgg19_bn(*, weights=None, progress: bool = True, **kwargs: Any) -> VGG:
+    """VGG-19 with batch norm (143,678,248 parameters)."""
+    return _vgg("E", True, kwargs)

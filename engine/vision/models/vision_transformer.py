@@ -17,7 +17,7 @@ from ...ops.movement import cat
 from ..ops.misc import MLP
 from ._api import register_model
 
-__all__ = ["VisionTransformer", "vit_b_16"]
+__all__ = ["VisionTransformer", "vit_b_16", "vit_b_32", "vit_l_16", "vit_l_32", "vit_h_14"]
 
 
 class MLPBlock(MLP):
@@ -119,3 +119,27 @@ def vit_b_16(*, weights=None, progress: bool = True, **kwargs: Any) -> VisionTra
     """ViT-B/16 (86,567,656 parameters at 224x224); ``image_size=`` builds it for other sizes."""
     image_size = kwargs.pop("image_size", 224)
     return VisionTransformer(image_size, 16, 12, 12, 768, 3072, **kwargs)
+
+
+@register_model()
+def vit_b_32(*, weights=None, progress: bool = True, **kwargs: Any) -> VisionTransformer:
+    """ViT-B/32 (88,224,232 parameters at 224x224)."""
+    return VisionTransformer(kwargs.pop("image_size", 224), 32, 12, 12, 768, 3072, **kwargs)
+
+
+@register_model()
+def vit_l_16(*, weights=None, progress: bool = True, **kwargs: Any) -> VisionTransformer:
+    """ViT-L/16 (304,326,632 parameters at 224x224)."""
+    return VisionTransformer(kwargs.pop("image_size", 224), 16, 24, 16, 1024, 4096, **kwargs)
+
+
+@register_model()
+def vit_l_32(*, weights=None, progress: bool = True, **kwargs: Any) -> VisionTransformer:
+    """ViT-L/32 (306,535,400 parameters at 224x224)."""
+    return VisionTransformer(kwargs.pop("image_size", 224), 32, 24, 16, 1024, 4096, **kwargs)
+
+
+@register_model()
+def vit_h_14(*, weights=None, progress: bool = True, **kwargs: Any) -> VisionTransformer:
+    """ViT-H/14 (632,045,800 parameters at 224x224); its only weights are SWAG's, at 518x518."""
+    return VisionTransformer(kwargs.pop("image_size", 224), 14, 32, 16, 1280, 5120, **kwargs)
