@@ -50,6 +50,8 @@ def test_enum_names_members_urls_num_params():
     assert len(cats) == 1000 and cats[0] == "tench" and cats[-1] == "toilet tissue"
     assert repr(r50.DEFAULT) == "ResNet50_Weights.IMAGENET1K_V2"
     assert isinstance(r50.DEFAULT, models.WeightsEnum) and isinstance(r50.DEFAULT.value, models.Weights)
+    from tapelab.vision.models._api import Weights, WeightsEnum   # torchvision.models._api's names
+    assert (Weights, WeightsEnum) == (models.Weights, models.WeightsEnum)
     assert "ResNet18_Weights" in dir(models) and "Swin_T_Weights" in dir(models)
     with pytest.raises(AttributeError):
         models.ResNet19_Weights  # noqa: B018

@@ -7,9 +7,10 @@ import fnmatch
 from collections.abc import Callable
 from typing import Any
 
-from ._weights import WeightsEnum, builder_enum_name, builder_with_weights, weights_enum
+from ._weights import Weights, WeightsEnum, builder_enum_name, builder_with_weights, get_weight, weights_enum
 
-__all__ = ["register_model", "get_model", "get_model_builder", "list_models", "get_model_weights"]
+__all__ = ["register_model", "get_model", "get_model_builder", "list_models", "get_model_weights", "get_weight",
+           "Weights", "WeightsEnum"]  # torchvision.models._api is where libraries import the weights types from
 
 BUILTIN_MODELS: dict[str, Callable[..., Any]] = {}
 
