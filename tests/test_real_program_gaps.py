@@ -154,3 +154,10 @@ def test_bce_through_sigmoid_saturation_keeps_gradients_finite():
     zt = torch.tensor([-200.0, 200.0, 50.0], requires_grad=True)
     torch.nn.functional.binary_cross_entropy(torch.sigmoid(zt), torch.tensor([1.0, 0.0, 1.0])).backward()
     assert z.grad.tolist() == zt.grad.tolist()
+
+
+def test_bce_refuses_inputs_outside_the_unit_interval_as_pytorch():
+    for value in (1.5, -0.1, float("nan")):
+        for lib in (tapelab, torch):
+            with pytest.raises(RuntimeError, match="all elements of input should be between 0 and 1"):
+                lib.nn.functional.binary_cross_entropy(lib.tensor([0.5, value]), lib.tensor([1.0, 0.0]))

@@ -904,7 +904,10 @@ def embedding(weight: Tensor, idx: Tensor, padding_idx: int | None, scale_grad_b
 
 # ---------------------------------------------------------------- binary cross entropy
 def _bce_fwd(xp, x, t):
-    # PyTorch's kernel: each log clamped at -100, so probabilities of exactly 0 and 1 stay finite
+    # PyTorch's kernel: each log clamped at -100, so probabilities of exactly 0 and 1 stay finite;
+    # on the cpu it refuses inputs outside [0, 1] (NaN included), as PyTorch's does
+    if is_numpy(xp) and x.size and not ((x >= 0) & (x <= 1)).all():
+        raise RuntimeError("all elements of input should be between 0 and 1")
     return (t - 1) * xp.maximum(xp.log1p(-x), -100) - t * xp.maximum(xp.log(x), -100)
 
 
