@@ -129,9 +129,10 @@ _permute = Op("permute", lambda xp, x, *, dims: x.transpose(dims),
 
 
 def _expand_fwd(xp, x, *, shape):
-    # numpy's broadcast_to costs ~4 us; a filled copy of a single element is cheaper (and
-    # empty + fill skips numpy.full's Python wrapper)
-    if x.size == 1:
+    # numpy's broadcast_to costs ~4 us; a filled copy of a single element is cheaper for small
+    # shapes (empty + fill skips numpy.full's Python wrapper), not for large ones: a sum's gradient
+    # over 1M elements was a 4 MB fill a fused backward then read in full (helper F, issue 18)
+    if x.size == 1 and math.prod(shape) <= 4096:
         out = xp.empty(shape, x.dtype)
         out[...] = x if x.ndim <= len(shape) else x.reshape(())   # no reshape frame when it broadcasts
         return out
