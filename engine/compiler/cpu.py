@@ -8,7 +8,7 @@ compiler links it with a one-line C entry into ``tapelab_k<key>.so`` in the disk
 fastmath file's and the host's). A later process loads that file with ``ctypes``: no numba import,
 no numba type-system start-up (1-3 s here), so a warm compile costs the trace alone. Without a C
 compiler the object file is cached instead and loaded through llvmlite's MCJIT. Above
-``PARALLEL_MIN`` elements (``TAPELAB_COMPILE_PARALLEL_MIN``) the rows are split over a thread pool
+``PARALLEL_MIN`` elements (``TAPELAB_COMPILE_PARALLEL_MIN``) the rows are split over the intra-op pool
 (ctypes calls release the GIL). Without numba (or with ``TAPELAB_COMPILE_NUMBA=0``)
 ``numpy_source`` evaluates the same DAG as numpy ufunc calls writing into a few reused buffers,
 and a warning says so once.
@@ -27,11 +27,12 @@ import subprocess
 import sys
 import tempfile
 import warnings
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
 
+from ..base import runtime
+from ..base.pool import run_blocks
 from .kernel import Kernel
 from .symbolic import Sym
 
@@ -371,11 +372,6 @@ def _entry(kernel: Kernel):
     return fn
 
 
-@functools.cache
-def _pool() -> ThreadPoolExecutor:
-    return ThreadPoolExecutor(os.cpu_count() or 1, thread_name_prefix="tapelab-kernel")
-
-
 def load(kernel: Kernel, use_numba: bool | None = None):
     """A callable ``run(*arrays) -> tuple of arrays`` for ``kernel`` on numpy arrays."""
     if use_numba is None:
@@ -403,7 +399,7 @@ def load(kernel: Kernel, use_numba: bool | None = None):
         size = int(np.prod(shape, dtype=np.int64))
         cols = shape[-1] if shape else 1
         rows = size // cols if cols else 0
-        threads = min(os.cpu_count() or 1, rows) if size >= PARALLEL_MIN and not kernel.reduce else 1
+        threads = min(runtime.intra_op_threads(), rows) if size >= PARALLEL_MIN and not kernel.reduce else 1
         found = plans[shapes] = (shape, rows, cols, [(rows * k // threads, rows * (k + 1) // threads)
                                                      for k in range(threads)])
         return found
@@ -424,6 +420,6 @@ def load(kernel: Kernel, use_numba: bool | None = None):
         if len(bounds) == 1:
             entry(*ptrs, 0, rows, cols)
         else:
-            list(_pool().map(lambda b: entry(*ptrs, b[0], b[1], cols), bounds))
+            run_blocks(entry, [(*ptrs, lo, hi, cols) for lo, hi in bounds])
         return tuple(outs)
     return run
