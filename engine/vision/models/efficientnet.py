@@ -14,12 +14,19 @@ from ...ops.movement import flatten
 from ..ops.misc import Conv2dNormActivation, SqueezeExcitation
 from ..ops.stochastic_depth import StochasticDepth
 from ._api import register_model
-from .mobilenetv2 import _make_divisible
+from .mobilenetv2 import _make_divisible, init_mobile_weights
 
 __all__ = ["EfficientNet", "MBConv", "FusedMBConv", "MBConvConfig", "FusedMBConvConfig",
            "efficientnet_b0", "efficientnet_b1", "efficientnet_b2", "efficientnet_b3", "efficientnet_b4",
            "efficientnet_b5", "efficientnet_b6", "efficientnet_b7",
            "efficientnet_v2_s", "efficientnet_v2_m", "efficientnet_v2_l"]
+
+
+def _uniform_linear(m: nn.Linear) -> None:
+    """EfficientNet's classifier: uniform in +-1/sqrt(out_features), zero bias."""
+    bound = 1.0 / math.sqrt(m.out_features)
+    init.uniform_(m.weight, -bound, bound)
+    init.zeros_(m.bias)
 
 
 class _MBConvConfig:
@@ -143,18 +150,7 @@ class EfficientNet(nn.Module):
         self.features = nn.Sequential(*layers)
         self.avgpool = nn.AdaptiveAvgPool2d(1)
         self.classifier = nn.Sequential(nn.Dropout(p=dropout, inplace=True), nn.Linear(last_out, num_classes))
-        for m in self.modules():
-            if isinstance(m, nn.Conv2d):
-                init.kaiming_normal_(m.weight, mode="fan_out")
-                if m.bias is not None:
-                    init.zeros_(m.bias)
-            elif isinstance(m, (nn.BatchNorm2d, nn.GroupNorm)):
-                init.ones_(m.weight)
-                init.zeros_(m.bias)
-            elif isinstance(m, nn.Linear):
-                bound = 1.0 / math.sqrt(m.out_features)
-                init.uniform_(m.weight, -bound, bound)
-                init.zeros_(m.bias)
+        init_mobile_weights(self, _uniform_linear)
 
     def forward(self, x):
         return self.classifier(flatten(self.avgpool(self.features(x)), 1))

@@ -20,6 +20,27 @@ def _make_divisible(v: float, divisor: int, min_value: int | None = None) -> int
     return new_v + divisor if new_v < 0.9 * v else new_v
 
 
+def init_mobile_weights(model: nn.Module, init_linear) -> None:
+    """The initialisation torchvision's mobile families share (MobileNet v2/v3, EfficientNet):
+    Kaiming-normal (fan out) convolutions with zero bias, unit-scale zero-shift norms, and
+    ``init_linear(layer)`` for the classifier's linear layers."""
+    for m in model.modules():
+        if isinstance(m, nn.Conv2d):
+            init.kaiming_normal_(m.weight, mode="fan_out")
+            if m.bias is not None:
+                init.zeros_(m.bias)
+        elif isinstance(m, (nn.BatchNorm2d, nn.GroupNorm)):
+            init.ones_(m.weight)
+            init.zeros_(m.bias)
+        elif isinstance(m, nn.Linear):
+            init_linear(m)
+
+
+def _normal_linear(m: nn.Linear) -> None:
+    init.normal_(m.weight, 0, 0.01)
+    init.zeros_(m.bias)
+
+
 class InvertedResidual(nn.Module):
     def __init__(self, inp: int, oup: int, stride: int, expand_ratio: int, norm_layer=None) -> None:
         super().__init__()
@@ -71,17 +92,7 @@ class MobileNetV2(nn.Module):
                                              activation_layer=nn.ReLU6))
         self.features = nn.Sequential(*features)
         self.classifier = nn.Sequential(nn.Dropout(p=dropout), nn.Linear(self.last_channel, num_classes))
-        for m in self.modules():
-            if isinstance(m, nn.Conv2d):
-                init.kaiming_normal_(m.weight, mode="fan_out")
-                if m.bias is not None:
-                    init.zeros_(m.bias)
-            elif isinstance(m, (nn.BatchNorm2d, nn.GroupNorm)):
-                init.ones_(m.weight)
-                init.zeros_(m.bias)
-            elif isinstance(m, nn.Linear):
-                init.normal_(m.weight, 0, 0.01)
-                init.zeros_(m.bias)
+        init_mobile_weights(self, _normal_linear)
 
     def forward(self, x):
         x = F.adaptive_avg_pool2d(self.features(x), (1, 1))

@@ -7,11 +7,10 @@ from functools import partial
 from typing import Any
 
 from ... import nn
-from ...nn import init
 from ...ops.movement import flatten
 from ..ops.misc import Conv2dNormActivation, SqueezeExcitation
 from ._api import register_model
-from .mobilenetv2 import _make_divisible
+from .mobilenetv2 import _make_divisible, _normal_linear, init_mobile_weights
 
 __all__ = ["MobileNetV3", "InvertedResidualConfig", "mobilenet_v3_large", "mobilenet_v3_small"]
 
@@ -89,17 +88,7 @@ class MobileNetV3(nn.Module):
         self.avgpool = nn.AdaptiveAvgPool2d(1)
         self.classifier = nn.Sequential(nn.Linear(6 * last_in, last_channel), nn.Hardswish(inplace=True),
                                         nn.Dropout(p=dropout, inplace=True), nn.Linear(last_channel, num_classes))
-        for m in self.modules():
-            if isinstance(m, nn.Conv2d):
-                init.kaiming_normal_(m.weight, mode="fan_out")
-                if m.bias is not None:
-                    init.zeros_(m.bias)
-            elif isinstance(m, (nn.BatchNorm2d, nn.GroupNorm)):
-                init.ones_(m.weight)
-                init.zeros_(m.bias)
-            elif isinstance(m, nn.Linear):
-                init.normal_(m.weight, 0, 0.01)
-                init.zeros_(m.bias)
+        init_mobile_weights(self, _normal_linear)
 
     def forward(self, x):
         return self.classifier(flatten(self.avgpool(self.features(x)), 1))
