@@ -159,3 +159,17 @@ def test_a_linear_step_at_two_threads_matches_torch(two_threads):
     torch.nn.functional.linear(rx, rw).tanh().sum().backward()
     np.testing.assert_allclose(tx.grad.numpy(), rx.grad.numpy(), rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(tw.grad.numpy(), rw.grad.numpy(), rtol=1e-4, atol=1e-3)
+
+
+def test_dataloader_workers_run_one_intra_op_thread_each(two_threads):
+    """As PyTorch's: N worker processes, each with one thread, the parent keeps its count."""
+    from tapelab.utils.data import DataLoader, Dataset
+
+    class Threads(Dataset):
+        def __len__(self):
+            return 4
+
+        def __getitem__(self, i):
+            return tapelab.tensor([float(tapelab.get_num_threads())])
+    assert [b.tolist() for b in DataLoader(Threads(), batch_size=2, num_workers=2)] == [[[1.0], [1.0]]] * 2
+    assert tapelab.get_num_threads() == 2

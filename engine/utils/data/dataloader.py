@@ -17,6 +17,7 @@ import traceback
 from dataclasses import dataclass
 from typing import Any, Callable, Generic, Iterator
 
+from ...base.runtime import set_num_threads
 from ...core.random import Generator, manual_seed
 from ._collate import default_collate, default_convert
 from .dataset import Dataset, IterableDataset, T_co
@@ -206,6 +207,7 @@ def _worker_loop(job: _Job, tasks, results, worker_id: int, num_workers: int, se
                  init_fn: Callable | None, stop=None) -> None:
     global _worker_info
     import numpy as np
+    set_num_threads(1)     # as PyTorch's workers: N worker processes, each one intra-op thread
     random.seed(seed)
     manual_seed(seed)
     np.random.seed(seed % 2 ** 32)
