@@ -232,6 +232,7 @@ EXTRA_SIZES = {
     "mnasnet0_5": {}, "mnasnet0_75": {}, "mnasnet1_0": {}, "mnasnet1_3": {},
     "resnet101": {}, "resnet152": {}, "resnext50_32x4d": {}, "resnext101_32x8d": {}, "resnext101_64x4d": {},
     "wide_resnet50_2": {}, "wide_resnet101_2": {},
+    "swin_t": {}, "swin_s": {}, "swin_b": {}, "swin_v2_t": {}, "swin_v2_s": {}, "swin_v2_b": {},
 }
 # builders whose logits and gradients are stored in models_extra.npz: (keyword arguments, input shape, train step too)
 EXTRA_NUMERIC = {
@@ -248,6 +249,9 @@ EXTRA_NUMERIC = {
     "inception_v3": ({"transform_input": True}, (1, 3, 75, 75), False),   # 75x75: its smallest input
     "mnasnet0_5": ({}, (1, 3, 32, 32), False),
     "resnext50_32x4d": ({}, (1, 3, 32, 32), False),
+    # 64x64: the first two stages (16x16, 8x8) pad to whole windows and shift, with the shift mask
+    "swin_t": ({}, (1, 3, 64, 64), False),
+    "swin_v2_t": ({}, (1, 3, 64, 64), False),
 }
 # train steps with auxiliary classifiers (no dropout, so they are exact): keyword arguments, input shape,
 # and the auxiliary parameters whose gradients are compared

@@ -23,6 +23,7 @@ from .regnet import *  # noqa: F401,F403
 from .resnet import *  # noqa: F401,F403
 from .shufflenetv2 import *  # noqa: F401,F403
 from .squeezenet import *  # noqa: F401,F403
+from .swin_transformer import *  # noqa: F401,F403
 from .vgg import *  # noqa: F401,F403
 from .vision_transformer import *  # noqa: F401,F403
 
