@@ -27,8 +27,8 @@ ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "tests" / "fixtures" / "vision"
 sys.path.insert(0, str(ROOT / "tests"))
 
-from vision_cases import (EXTRA_AUX, EXTRA_GRAD_SAMPLE, EXTRA_INPUT_STRIDE, EXTRA_NUMERIC,  # noqa: E402
-                          EXTRA_SIZES, as_array, aux_outputs, extra_ops_cases, model_outputs, ops_cases,
+from vision_cases import (EXTRA_AUX, EXTRA_CLASS_NUMERIC, EXTRA_GRAD_SAMPLE,  # noqa: E402
+                          EXTRA_INPUT_STRIDE, EXTRA_NUMERIC, EXTRA_SIZES, as_array, aux_outputs, extra_ops_cases, model_outputs, ops_cases,
                           transform_cases, utils_cases)
 from vision_weights import seeded_input, seeded_state  # noqa: E402
 
@@ -109,6 +109,13 @@ def models_extra() -> None:
                                     input_stride=EXTRA_INPUT_STRIDE)
             arrays |= {f"{prefix}/{k}": v for k, v in outputs.items()}
         print(name, "ok", flush=True)
+    for key, (cls, kwargs, shape) in EXTRA_CLASS_NUMERIC.items():
+        model = getattr(torchvision.models, cls)(**kwargs)
+        load_seeded(model)
+        outputs = model_outputs(torch, model, seeded_input(shape), grad_sample=EXTRA_GRAD_SAMPLE,
+                                input_stride=EXTRA_INPUT_STRIDE)
+        arrays |= {f"{key}/{k}": v for k, v in outputs.items()}
+        print(key, "ok", flush=True)
     for name, (kwargs, shape, aux_params) in EXTRA_AUX.items():
         model = torchvision.models.get_model(name, num_classes=NUM_CLASSES, **kwargs)
         load_seeded(model)

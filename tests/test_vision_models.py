@@ -14,8 +14,8 @@ import pytest
 
 import tapelab
 from tapelab.vision import models
-from vision_cases import (EXTRA_AUX, EXTRA_AUX_LONG, EXTRA_GRAD_SAMPLE, EXTRA_INPUT_STRIDE, EXTRA_NUMERIC,
-                          EXTRA_SIZES, aux_outputs, model_outputs)
+from vision_cases import (EXTRA_AUX, EXTRA_AUX_LONG, EXTRA_CLASS_NUMERIC, EXTRA_GRAD_SAMPLE, EXTRA_INPUT_STRIDE,
+                          EXTRA_NUMERIC, EXTRA_SIZES, aux_outputs, model_outputs)
 from vision_weights import seeded_input, seeded_state
 
 FIXTURES = Path(__file__).parent / "fixtures" / "vision"
@@ -122,7 +122,7 @@ PUBLISHED_EXTRA = {
     "resnext50_32x4d": 25_028_904, "resnext101_32x8d": 88_791_336, "resnext101_64x4d": 83_455_272,
     "wide_resnet50_2": 68_883_240, "wide_resnet101_2": 126_886_696,
     "swin_t": 28_288_354, "swin_s": 49_606_258, "swin_b": 87_768_224, "swin_v2_t": 28_351_570,
-    "swin_v2_s": 49_737_442, "swin_v2_b": 87_930_848,
+    "swin_v2_s": 49_737_442, "swin_v2_b": 87_930_848, "maxvit_t": 30_919_624,
 }
 
 
@@ -154,6 +154,23 @@ def test_extra_logits_and_gradients_match_torchvision(name):
                             input_stride=EXTRA_INPUT_STRIDE)
         # train steps: torch's own float32 gradients of shufflenet_v2_x0_5 differ from float64 by 1.3e-4 of the max
         _compare_extra(got, f"{name}_train" if mode else name, 3e-4 if mode else 3e-5)
+
+
+@pytest.mark.parametrize("key", sorted(EXTRA_CLASS_NUMERIC))
+def test_model_class_logits_and_gradients_match_torchvision(key):
+    cls, kwargs, shape = EXTRA_CLASS_NUMERIC[key]
+    with tapelab.device("meta"):
+        model = getattr(models, cls)(**kwargs)
+    model = model.to_empty(device="cpu")
+    shapes = {k: (tuple(v.shape), not v.is_floating_point()) for k, v in model.state_dict().items()}
+    model.load_state_dict({k: tapelab.from_numpy(v) for k, v in seeded_state(shapes).items()})
+    _compare_extra(model_outputs(tapelab, model, seeded_input(shape), grad_sample=EXTRA_GRAD_SAMPLE,
+                                 input_stride=EXTRA_INPUT_STRIDE), key)
+
+
+def test_maxvit_checks_that_every_stage_divides_into_windows():
+    with pytest.raises(ValueError, match=r"Input size \(16, 16\) of block 0 is not divisible by partition size 7"):
+        models.maxvit_t(input_size=(64, 64))
 
 
 @pytest.mark.parametrize("name", sorted(EXTRA_AUX))

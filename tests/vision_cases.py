@@ -233,6 +233,7 @@ EXTRA_SIZES = {
     "resnet101": {}, "resnet152": {}, "resnext50_32x4d": {}, "resnext101_32x8d": {}, "resnext101_64x4d": {},
     "wide_resnet50_2": {}, "wide_resnet101_2": {},
     "swin_t": {}, "swin_s": {}, "swin_b": {}, "swin_v2_t": {}, "swin_v2_s": {}, "swin_v2_b": {},
+    "maxvit_t": {},
 }
 # builders whose logits and gradients are stored in models_extra.npz: (keyword arguments, input shape, train step too)
 EXTRA_NUMERIC = {
@@ -252,6 +253,14 @@ EXTRA_NUMERIC = {
     # 64x64: the first two stages (16x16, 8x8) pad to whole windows and shift, with the shift mask
     "swin_t": ({}, (1, 3, 64, 64), False),
     "swin_v2_t": ({}, (1, 3, 64, 64), False),
+}
+# models built from their class, whose logits and gradients are stored in models_extra.npz: (class, keyword
+# arguments, input shape). maxvit_t's 7x7 windows need a 224x224 input; with 2x2 windows its widths and depths
+# run at 64x64 (maps of 32, 16, 8, 4, 2: window and grid attention both over several groups)
+EXTRA_CLASS_NUMERIC = {
+    "maxvit_t_p2": ("MaxVit", {"input_size": (64, 64), "stem_channels": 64, "partition_size": 2,
+                               "block_channels": [64, 128, 256, 512], "block_layers": [2, 2, 5, 2], "head_dim": 32,
+                               "stochastic_depth_prob": 0.2, "num_classes": 10}, (1, 3, 64, 64)),
 }
 # train steps with auxiliary classifiers (no dropout, so they are exact): keyword arguments, input shape,
 # and the auxiliary parameters whose gradients are compared

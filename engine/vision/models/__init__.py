@@ -16,6 +16,7 @@ from .densenet import *  # noqa: F401,F403
 from .efficientnet import *  # noqa: F401,F403
 from .googlenet import *  # noqa: F401,F403
 from .inception import *  # noqa: F401,F403
+from .maxvit import *  # noqa: F401,F403
 from .mnasnet import *  # noqa: F401,F403
 from .mobilenetv2 import *  # noqa: F401,F403
 from .mobilenetv3 import *  # noqa: F401,F403
