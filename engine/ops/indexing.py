@@ -375,17 +375,31 @@ def _index_along(self, dim, index, source, op):
     return d, index
 
 
+def _index_add_out_of_range(self: Tensor, d: int, index: Tensor, op: str) -> RuntimeError:
+    """PyTorch's index_add reports a bad index as a RuntimeError (index_copy/index_select: IndexError)."""
+    n = self.shape[d]
+    bad = next(i for i in index.tolist() if not -n <= i < n)
+    return RuntimeError(f"{op}(): index {bad} is out of bounds for dimension {d} with size {n} "
+                        f"(self {list(self.shape)}, index {list(index.shape)})")
+
+
 def index_add(input: Tensor, dim: int, index: Tensor, source: Tensor, *, alpha=1) -> Tensor:
     _check_same_dtype(input, source, "index_add_()")
     d, index = _index_along(input, dim, index, source, "index_add_")
-    return apply(_index_put, input, source if alpha == 1 else source * alpha, index, basic=None,
-                 template=_dim_template(d), accumulate=True)
+    try:
+        return apply(_index_put, input, source if alpha == 1 else source * alpha, index, basic=None,
+                     template=_dim_template(d), accumulate=True)
+    except IndexError:
+        raise _index_add_out_of_range(input, d, index, "index_add") from None
 
 
 def index_add_(self: Tensor, dim: int, index: Tensor, source: Tensor, *, alpha=1) -> Tensor:
     _check_same_dtype(self, source, "index_add_()")
     d, index = _index_along(self, dim, index, source, "index_add_")
-    return _write(self, source if alpha == 1 else source * alpha, (index,), None, _dim_template(d), True)
+    try:
+        return _write(self, source if alpha == 1 else source * alpha, (index,), None, _dim_template(d), True)
+    except IndexError:
+        raise _index_add_out_of_range(self, d, index, "index_add_") from None
 
 
 def index_copy(input: Tensor, dim: int, index: Tensor, source: Tensor) -> Tensor:

@@ -7,13 +7,14 @@ nested-tensor fast path is not reproduced: padded positions are computed, not ze
 from __future__ import annotations
 
 import copy
+import warnings
 from typing import Callable
 
 from ...core import creation
 from .. import functional as F, init
 from ..functional_attention import _canonical_mask, _none_or_dtype, causal_mask
 from ...core.tensor import Tensor
-from .activation import MultiheadAttention
+from .activation import GELU, MultiheadAttention, ReLU
 from .container import ModuleList
 from .dropout import Dropout
 from .linear import Linear
@@ -153,6 +154,23 @@ class TransformerDecoderLayer(_FeedForwardLayer):
         return self._residual(x, self.norm3, lambda y: self._ff_block(y, self.dropout3))
 
 
+def _nested_tensor_refusal(layer: Module) -> str:
+    """Why PyTorch's encoder would not use nested tensors with ``layer`` ('' when it would)."""
+    if not isinstance(layer, TransformerEncoderLayer):
+        return "encoder_layer was not TransformerEncoderLayer"
+    attn = layer.self_attn
+    checks = ((layer.norm_first, "norm_first was True"),
+              (not attn.batch_first,
+               "self_attn.batch_first was not True(use batch_first for better inference performance)"),
+              (not attn._qkv_same_embed_dim, "self_attn._qkv_same_embed_dim was not True"),
+              (attn.in_proj_bias is None, "self_attn was passed bias=False"),
+              (not (layer.activation in (F.relu, F.gelu) or isinstance(layer.activation, (ReLU, GELU))),
+               "activation_relu_or_gelu was not True"),
+              (layer.norm1.eps != layer.norm2.eps, "norm1.eps was not equal to encoder_layer.norm2.eps"),
+              (attn.num_heads % 2 == 1, "self_attn.num_heads is odd"))
+    return next((f"encoder_layer.{why}" for failed, why in checks if failed), "")
+
+
 class TransformerEncoder(Module):
     """``num_layers`` deep copies of ``encoder_layer`` applied in turn, then an optional ``norm``."""
 
@@ -165,6 +183,11 @@ class TransformerEncoder(Module):
         # accepted for API compatibility; nested tensors are not supported, so they are never used
         self.enable_nested_tensor = enable_nested_tensor
         self.use_nested_tensor = False
+        reason = _nested_tensor_refusal(encoder_layer)
+        if enable_nested_tensor and reason:
+            # PyTorch warns (programs see it on stderr or filter it) when the layer rules out its fast path
+            warnings.warn(f"enable_nested_tensor is True, but self.use_nested_tensor is False because {reason}",
+                          stacklevel=2)
         self.mask_check = mask_check
 
     def forward(self, src: Tensor, mask: Tensor | None = None, src_key_padding_mask: Tensor | None = None,
