@@ -170,7 +170,8 @@ class set_grad_enabled(_Mode):
 
 
 class inference_mode(_Mode):
-    """Like ``no_grad``, and tensors made inside are marked as inference tensors."""
+    """Like ``no_grad`` and sets ``is_inference_mode_enabled()``. Tensors made inside are not marked
+    (``is_inference()`` is False), so PyTorch's refusals of them outside the block are not raised."""
 
     def __init__(self, mode: bool = True):
         self._args = (mode,)
