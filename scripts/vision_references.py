@@ -27,9 +27,9 @@ ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "tests" / "fixtures" / "vision"
 sys.path.insert(0, str(ROOT / "tests"))
 
-from vision_cases import (EXTRA_AUX, EXTRA_CLASS_NUMERIC, EXTRA_GRAD_SAMPLE,  # noqa: E402
-                          EXTRA_INPUT_STRIDE, EXTRA_NUMERIC, EXTRA_SIZES, as_array, aux_outputs, extra_ops_cases, model_outputs, ops_cases,
-                          transform_cases, utils_cases)
+from vision_cases import (EXTRA_AUX, EXTRA_CLASS_NUMERIC, EXTRA_GRAD_SAMPLE, EXTRA_INPUT_STRIDE,  # noqa: E402
+                          EXTRA_NUMERIC, EXTRA_PARAM_GRADS, EXTRA_SIZES, as_array, aux_outputs, extra_ops_cases,
+                          model_outputs, ops_cases, param_grads, transform_cases, utils_cases)
 from vision_weights import seeded_input, seeded_state  # noqa: E402
 
 # builder name -> (keyword arguments for the numeric check, input shape)
@@ -108,12 +108,16 @@ def models_extra() -> None:
             outputs = model_outputs(torch, model, seeded_input(shape), train=mode, grad_sample=EXTRA_GRAD_SAMPLE,
                                     input_stride=EXTRA_INPUT_STRIDE)
             arrays |= {f"{prefix}/{k}": v for k, v in outputs.items()}
+            if not mode and name in EXTRA_PARAM_GRADS:
+                arrays |= {f"{prefix}/{k}": v
+                           for k, v in param_grads(model, EXTRA_PARAM_GRADS[name], EXTRA_GRAD_SAMPLE).items()}
         print(name, "ok", flush=True)
     for key, (cls, kwargs, shape) in EXTRA_CLASS_NUMERIC.items():
         model = getattr(torchvision.models, cls)(**kwargs)
         load_seeded(model)
         outputs = model_outputs(torch, model, seeded_input(shape), grad_sample=EXTRA_GRAD_SAMPLE,
                                 input_stride=EXTRA_INPUT_STRIDE)
+        outputs |= param_grads(model, EXTRA_PARAM_GRADS.get(key, []), EXTRA_GRAD_SAMPLE)
         arrays |= {f"{key}/{k}": v for k, v in outputs.items()}
         print(key, "ok", flush=True)
     for name, (kwargs, shape, aux_params) in EXTRA_AUX.items():

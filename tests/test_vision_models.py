@@ -15,7 +15,7 @@ import pytest
 import tapelab
 from tapelab.vision import models
 from vision_cases import (EXTRA_AUX, EXTRA_AUX_LONG, EXTRA_CLASS_NUMERIC, EXTRA_GRAD_SAMPLE, EXTRA_INPUT_STRIDE,
-                          EXTRA_NUMERIC, EXTRA_SIZES, aux_outputs, model_outputs)
+                          EXTRA_NUMERIC, EXTRA_PARAM_GRADS, EXTRA_SIZES, aux_outputs, model_outputs, param_grads)
 from vision_weights import seeded_input, seeded_state
 
 FIXTURES = Path(__file__).parent / "fixtures" / "vision"
@@ -140,7 +140,9 @@ def _compare_extra(got: dict, prefix: str, grad_atol: float = 3e-5) -> None:
     assert list(got["grad_names"]) == list(EXTRA[f"{prefix}/grad_names"])
     scale = np.abs(EXTRA[f"{prefix}/logits"]).max()
     np.testing.assert_allclose(got["logits"], EXTRA[f"{prefix}/logits"], rtol=1e-4, atol=1e-5 * scale)
-    for key in ("input_grad", "param_grad0", "param_grad1", "param_grad2"):
+    named = [k for k in got if k.startswith("grad:")]   # EXTRA_PARAM_GRADS
+    assert sorted(named) == sorted(k.split("/", 1)[1] for k in EXTRA.files if k.startswith(f"{prefix}/grad:"))
+    for key in ("input_grad", "param_grad0", "param_grad1", "param_grad2", *named):
         want = EXTRA[f"{prefix}/{key}"]
         np.testing.assert_allclose(got[key], want, rtol=1e-4, atol=grad_atol * np.abs(want).max(), err_msg=key)
 
@@ -152,6 +154,8 @@ def test_extra_logits_and_gradients_match_torchvision(name):
     for mode in (False, True) if train else (False,):
         got = model_outputs(tapelab, model, seeded_input(shape), train=mode, grad_sample=EXTRA_GRAD_SAMPLE,
                             input_stride=EXTRA_INPUT_STRIDE)
+        if not mode:
+            got |= param_grads(model, EXTRA_PARAM_GRADS.get(name, []), EXTRA_GRAD_SAMPLE)
         # train steps: torch's own float32 gradients of shufflenet_v2_x0_5 differ from float64 by 1.3e-4 of the max
         _compare_extra(got, f"{name}_train" if mode else name, 3e-4 if mode else 3e-5)
 
@@ -164,8 +168,9 @@ def test_model_class_logits_and_gradients_match_torchvision(key):
     model = model.to_empty(device="cpu")
     shapes = {k: (tuple(v.shape), not v.is_floating_point()) for k, v in model.state_dict().items()}
     model.load_state_dict({k: tapelab.from_numpy(v) for k, v in seeded_state(shapes).items()})
-    _compare_extra(model_outputs(tapelab, model, seeded_input(shape), grad_sample=EXTRA_GRAD_SAMPLE,
-                                 input_stride=EXTRA_INPUT_STRIDE), key)
+    got = model_outputs(tapelab, model, seeded_input(shape), grad_sample=EXTRA_GRAD_SAMPLE,
+                        input_stride=EXTRA_INPUT_STRIDE)
+    _compare_extra(got | param_grads(model, EXTRA_PARAM_GRADS.get(key, []), EXTRA_GRAD_SAMPLE), key)
 
 
 def test_maxvit_checks_that_every_stage_divides_into_windows():

@@ -269,6 +269,16 @@ EXTRA_AUX = {
     # Inception's auxiliary head needs the 17x17 grid of a 299x299 input (runs with --long)
     "inception_v3": ({"dropout": 0.0}, (2, 3, 299, 299), ["AuxLogits.fc.weight", "AuxLogits.conv1.conv.weight"]),
 }
+# parameters whose gradients (leading values) are stored beside those of model_outputs for the eval-mode
+# checks above: the attention's own parameters, in a shifted (odd) block where there is one
+EXTRA_PARAM_GRADS = {
+    # (the position-bias parameters, the tables and V2's cpb_mlp, get gradients of 1e-10..1e-8
+    # with these weights, against 1e-2..1 for the others: rounding noise, nothing to compare)
+    "swin_t": ["features.1.1.attn.qkv.weight", "features.3.1.attn.proj.weight"],
+    "swin_v2_t": ["features.1.1.attn.logit_scale", "features.1.1.attn.qkv.bias"],   # the key bias's gradient is 0
+    "maxvit_t_p2": ["blocks.0.layers.0.layers.window_attention.attn_layer.1.to_qkv.weight",
+                    "blocks.1.layers.1.layers.grid_attention.attn_layer.1.to_qkv.weight"],
+}
 EXTRA_AUX_LONG = {"inception_v3"}
 EXTRA_GRAD_SAMPLE = 256
 EXTRA_INPUT_STRIDE = 16   # every 16th input-gradient value is stored (whole gradients would be 0.7 MB)
@@ -356,6 +366,12 @@ def extra_ops_cases(tv, torch) -> dict:
         "mlp": _with_grads(torch, mlp, seeded_input((4, 5), seed=70)),
         "conv3d_norm_activation": _with_grads(torch, conv3, seeded_input((1, 2, 5, 6, 7), seed=71)),
     }
+
+
+def param_grads(model, names: list[str], grad_sample: int) -> dict:
+    """The leading gradient values of the named parameters, after a backward (``grad:<name>`` keys)."""
+    params = dict(model.named_parameters())
+    return {f"grad:{n}": params[n].grad.numpy().ravel()[:grad_sample].copy() for n in names}
 
 
 def model_outputs(torch, model, x: np.ndarray, train: bool = False, grad_sample: int = 4096,
