@@ -16,7 +16,7 @@ import tapelab
 from tapelab.vision import models
 from vision_cases import (EXTRA_AUX, EXTRA_AUX_LONG, EXTRA_CLASS_NUMERIC, EXTRA_GRAD_SAMPLE, EXTRA_INPUT_STRIDE,
                           EXTRA_NUMERIC, EXTRA_PARAM_GRADS, EXTRA_SIZES, aux_outputs, model_outputs, param_grads)
-from vision_weights import seeded_input, seeded_state
+from vision_weights import CONSTRUCTED, seeded_input, seeded_state
 
 FIXTURES = Path(__file__).parent / "fixtures" / "vision"
 REF = np.load(FIXTURES / "models.npz")
@@ -37,12 +37,21 @@ def _long(request, name: str) -> None:
 
 
 def _seeded(name: str, **kwargs):
-    """The model with the seeded weights; built on meta (its own initialisation would be overwritten)."""
+    return _load_seeded(lambda: getattr(models, name)(num_classes=10, **KWARGS.get(name, {}), **kwargs))
+
+
+def _load_seeded(build):
+    """The model with the seeded weights; built on meta (its own initialisation would be overwritten)
+    unless it has CONSTRUCTED buffers, which keep the values its construction gives them."""
     with tapelab.device("meta"):
-        model = getattr(models, name)(num_classes=10, **KWARGS.get(name, {}), **kwargs)
-    model = model.to_empty(device="cpu")
+        model = build()
+    if any(k.rsplit(".", 1)[-1] in CONSTRUCTED for k in model.state_dict()):
+        model = build()
+    else:
+        model = model.to_empty(device="cpu")
     shapes = {k: (tuple(v.shape), not v.is_floating_point()) for k, v in model.state_dict().items()}
-    model.load_state_dict({k: tapelab.from_numpy(v) for k, v in seeded_state(shapes).items()})
+    result = model.load_state_dict({k: tapelab.from_numpy(v) for k, v in seeded_state(shapes).items()}, strict=False)
+    assert all(k.rsplit(".", 1)[-1] in CONSTRUCTED for k in result.missing_keys) and not result.unexpected_keys
     return model
 
 
@@ -163,11 +172,7 @@ def test_extra_logits_and_gradients_match_torchvision(name):
 @pytest.mark.parametrize("key", sorted(EXTRA_CLASS_NUMERIC))
 def test_model_class_logits_and_gradients_match_torchvision(key):
     cls, kwargs, shape = EXTRA_CLASS_NUMERIC[key]
-    with tapelab.device("meta"):
-        model = getattr(models, cls)(**kwargs)
-    model = model.to_empty(device="cpu")
-    shapes = {k: (tuple(v.shape), not v.is_floating_point()) for k, v in model.state_dict().items()}
-    model.load_state_dict({k: tapelab.from_numpy(v) for k, v in seeded_state(shapes).items()})
+    model = _load_seeded(lambda: getattr(models, cls)(**kwargs))
     got = model_outputs(tapelab, model, seeded_input(shape), grad_sample=EXTRA_GRAD_SAMPLE,
                         input_stride=EXTRA_INPUT_STRIDE)
     _compare_extra(got | param_grads(model, EXTRA_PARAM_GRADS.get(key, []), EXTRA_GRAD_SAMPLE), key)

@@ -272,11 +272,10 @@ EXTRA_AUX = {
 # parameters whose gradients (leading values) are stored beside those of model_outputs for the eval-mode
 # checks above: the attention's own parameters, in a shifted (odd) block where there is one
 EXTRA_PARAM_GRADS = {
-    # (the position-bias parameters, the tables and V2's cpb_mlp, get gradients of 1e-10..1e-8
-    # with these weights, against 1e-2..1 for the others: rounding noise, nothing to compare)
-    "swin_t": ["features.1.1.attn.qkv.weight", "features.3.1.attn.proj.weight"],
-    "swin_v2_t": ["features.1.1.attn.logit_scale", "features.1.1.attn.qkv.bias"],   # the key bias's gradient is 0
-    "maxvit_t_p2": ["blocks.0.layers.0.layers.window_attention.attn_layer.1.to_qkv.weight",
+    "swin_t": ["features.1.1.attn.relative_position_bias_table", "features.3.1.attn.qkv.weight"],
+    "swin_v2_t": ["features.1.1.attn.logit_scale", "features.1.1.attn.cpb_mlp.0.weight",
+                  "features.1.1.attn.qkv.bias"],   # the key third of the qkv bias gets no gradient
+    "maxvit_t_p2": ["blocks.0.layers.0.layers.window_attention.attn_layer.1.relative_position_bias_table",
                     "blocks.1.layers.1.layers.grid_attention.attn_layer.1.to_qkv.weight"],
 }
 EXTRA_AUX_LONG = {"inception_v3"}

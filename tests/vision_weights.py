@@ -27,9 +27,15 @@ def seeded_value(key: str, shape: tuple[int, ...], integer: bool = False) -> np.
     return normal * np.float32(1.0 / np.sqrt(max(fan_in, 1)))
 
 
+# buffers the model computes from its configuration (window attention's relative position index and
+# coordinates): they keep their constructed values, or every token pair would share one bias
+CONSTRUCTED = ("relative_position_index", "relative_coords_table")
+
+
 def seeded_state(shapes: dict[str, tuple[tuple[int, ...], bool]]) -> dict[str, np.ndarray]:
-    """{key: array} for {key: (shape, is_integer)}."""
-    return {k: seeded_value(k, tuple(shape), integer) for k, (shape, integer) in shapes.items()}
+    """{key: array} for {key: (shape, is_integer)}, but the CONSTRUCTED buffers."""
+    return {k: seeded_value(k, tuple(shape), integer) for k, (shape, integer) in shapes.items()
+            if k.rsplit(".", 1)[-1] not in CONSTRUCTED}
 
 
 def seeded_input(shape: tuple[int, ...], seed: int = 1234) -> np.ndarray:
