@@ -159,9 +159,8 @@ class PartitionAttentionLayer(nn.Module):
         self.departition_op = WindowDepartition()
         self.partition_swap: nn.Module = SwapAxes(-2, -3) if partition_type == "grid" else nn.Identity()
         self.departition_swap: nn.Module = SwapAxes(-2, -3) if partition_type == "grid" else nn.Identity()
-        self.attn_layer = nn.Sequential(norm_layer(in_channels),
-                                        RelativePositionalMultiHeadAttention(in_channels, head_dim, partition_size ** 2),
-                                        nn.Dropout(attention_dropout))
+        attention = RelativePositionalMultiHeadAttention(in_channels, head_dim, partition_size ** 2)
+        self.attn_layer = nn.Sequential(norm_layer(in_channels), attention, nn.Dropout(attention_dropout))
         self.mlp_layer = nn.Sequential(nn.LayerNorm(in_channels), nn.Linear(in_channels, in_channels * mlp_ratio),
                                        activation_layer(), nn.Linear(in_channels * mlp_ratio, in_channels),
                                        nn.Dropout(mlp_dropout))
@@ -281,6 +280,6 @@ class MaxVit(nn.Module):
 def maxvit_t(*, weights=None, progress: bool = True, **kwargs: Any) -> MaxVit:
     """MaxViT-T (30,919,624 parameters) for 224x224 inputs (``input_size=`` for others)."""
     input_size = kwargs.pop("input_size", (224, 224))
-    return MaxVit(input_size=input_size, stem_channels=64, block_channels=[64, 128, 256, 512], block_layers=[2, 2, 5, 2],
-                  head_dim=32, stochastic_depth_prob=kwargs.pop("stochastic_depth_prob", 0.2),
+    return MaxVit(input_size=input_size, stem_channels=64, block_channels=[64, 128, 256, 512],
+                  block_layers=[2, 2, 5, 2], head_dim=32, stochastic_depth_prob=kwargs.pop("stochastic_depth_prob", 0.2),
                   partition_size=7, **kwargs)
