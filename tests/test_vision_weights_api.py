@@ -86,6 +86,8 @@ def test_num_classes_conflict_raises_before_loading():
         models.resnet18(weights="IMAGENET1K_V1", num_classes=10)
     with pytest.raises(ValueError, match="'image_size' expected value 384 but got 224"):
         models.vit_b_16(weights="IMAGENET1K_SWAG_E2E_V1", image_size=224)
+    with pytest.raises(ValueError, match=r"'input_size' expected value \(224, 224\) but got \(256, 256\)"):
+        models.maxvit_t(weights="IMAGENET1K_V1", input_size=(256, 256))
 
 
 def _builds(name: str, member) -> dict:

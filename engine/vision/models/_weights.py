@@ -178,6 +178,8 @@ def _prepare(builder: str, weights: WeightsEnum, kwargs: dict[str, Any]) -> None
         _overwrite(kwargs, "init_weights", False)
     if builder.startswith("vit_"):
         _overwrite(kwargs, "image_size", weights.meta["min_size"][0])
+    if builder == "maxvit_t":     # its relative-position tables are sized for the checkpoint's input
+        _overwrite(kwargs, "input_size", tuple(weights.meta["min_size"]))
     if weights.meta.get("categories") is not None:   # VGG16's IMAGENET1K_FEATURES has none
         _overwrite(kwargs, "num_classes", len(weights.meta["categories"]))
 
