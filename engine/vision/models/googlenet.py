@@ -32,6 +32,24 @@ class BasicConv2d(nn.Module):
         return F.relu(self.bn(self.conv(x)), inplace=True)
 
 
+def init_truncated_normal(model: nn.Module, label: str, init_weights: bool | None, std) -> None:
+    """GoogLeNet's and Inception v3's initialisation, as torchvision's: convolutions and linear
+    layers truncated-normal with ``std(layer)``, batch norms unit scale and zero shift; ``None``
+    (the default) warns that the default will change, then initialises."""
+    if init_weights is None:
+        warnings.warn(f"The default weight initialization of {label} will be changed in future releases of "
+                      "torchvision. If you wish to keep the old behavior (which leads to long initialization "
+                      "times due to scipy/scipy#11299), please set init_weights=True.", FutureWarning)
+        init_weights = True
+    if init_weights:
+        for m in model.modules():
+            if isinstance(m, (nn.Conv2d, nn.Linear)):
+                init.trunc_normal_(m.weight, mean=0.0, std=std(m), a=-2, b=2)
+            elif isinstance(m, nn.BatchNorm2d):
+                init.constant_(m.weight, 1)
+                init.constant_(m.bias, 0)
+
+
 def _transform_imagenet_input(x):
     """Map an input normalised with ImageNet's mean and std to one normalised to [-1, 1] (ported weights)."""
     channels = [x[:, c:c + 1] * (std / 0.5) + (mean - 0.5) / 0.5
@@ -108,18 +126,7 @@ class GoogLeNet(nn.Module):
         self.avgpool = nn.AdaptiveAvgPool2d((1, 1))
         self.dropout = nn.Dropout(p=dropout)
         self.fc = nn.Linear(1024, num_classes)
-        if init_weights is None:
-            warnings.warn("The default weight initialization of GoogleNet will be changed in future releases of "
-                          "torchvision. If you wish to keep the old behavior (which leads to long initialization "
-                          "times due to scipy/scipy#11299), please set init_weights=True.", FutureWarning)
-            init_weights = True
-        if init_weights:
-            for m in self.modules():
-                if isinstance(m, (nn.Conv2d, nn.Linear)):
-                    init.trunc_normal_(m.weight, mean=0.0, std=0.01, a=-2, b=2)
-                elif isinstance(m, nn.BatchNorm2d):
-                    init.constant_(m.weight, 1)
-                    init.constant_(m.bias, 0)
+        init_truncated_normal(self, "GoogleNet", init_weights, lambda m: 0.01)
 
     def forward(self, x):
         if self.transform_input:

@@ -4,15 +4,13 @@ from __future__ import annotations
 
 from collections import namedtuple
 from collections.abc import Callable
-import warnings
 from typing import Any
 
 from ... import nn
 from ...nn import functional as F
-from ...nn import init
 from ...ops.movement import cat, flatten
 from ._api import register_model
-from .googlenet import BasicConv2d, _transform_imagenet_input
+from .googlenet import BasicConv2d, _transform_imagenet_input, init_truncated_normal
 
 __all__ = ["Inception3", "InceptionOutputs", "_InceptionOutputs", "InceptionA", "InceptionB", "InceptionC",
            "InceptionD", "InceptionE", "InceptionAux", "inception_v3"]
@@ -178,18 +176,7 @@ class Inception3(nn.Module):
         self.avgpool = nn.AdaptiveAvgPool2d((1, 1))
         self.dropout = nn.Dropout(p=dropout)
         self.fc = nn.Linear(2048, num_classes)
-        if init_weights is None:
-            warnings.warn("The default weight initialization of inception_v3 will be changed in future releases of "
-                          "torchvision. If you wish to keep the old behavior (which leads to long initialization "
-                          "times due to scipy/scipy#11299), please set init_weights=True.", FutureWarning)
-            init_weights = True
-        if init_weights:
-            for m in self.modules():
-                if isinstance(m, (nn.Conv2d, nn.Linear)):
-                    init.trunc_normal_(m.weight, mean=0.0, std=float(getattr(m, "stddev", 0.1)), a=-2, b=2)
-                elif isinstance(m, nn.BatchNorm2d):
-                    init.constant_(m.weight, 1)
-                    init.constant_(m.bias, 0)
+        init_truncated_normal(self, "inception_v3", init_weights, lambda m: float(getattr(m, "stddev", 0.1)))
 
     def forward(self, x):
         if self.transform_input:
