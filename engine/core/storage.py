@@ -131,4 +131,9 @@ def storage(self: Tensor) -> TypedStorage:
     return TypedStorage(untyped_storage(self), _dtype.from_np(self._data.dtype))
 
 
-OPERATORS = {"untyped_storage": untyped_storage, "storage": storage}
+def storage_offset(self: Tensor) -> int:
+    """Elements between the start of this tensor's memory block and its first element."""
+    return (self.data_ptr() - untyped_storage(self).data_ptr()) // self._data.itemsize
+
+
+OPERATORS = {"untyped_storage": untyped_storage, "storage": storage, "storage_offset": storage_offset}

@@ -372,20 +372,6 @@ class Tensor:
             return d.__array_interface__["data"][0]
         return int(d.data.ptr)
 
-    def storage_offset(self) -> int:
-        """Elements between the start of this tensor's memory block and its first element."""
-        d = self._data
-        if self._device is CPU:
-            root = d
-            while isinstance(root.base, np.ndarray):
-                root = root.base
-            gap = d.__array_interface__["data"][0] - root.__array_interface__["data"][0]
-        elif hasattr(d, "data") and hasattr(d.data, "mem"):
-            gap = d.data.ptr - d.data.mem.ptr
-        else:
-            return 0
-        return int(gap // d.itemsize)
-
     def is_pinned(self) -> bool:
         """True for tensors made by ``pin_memory()``."""
         return hasattr(self, "_pinned")
