@@ -71,9 +71,13 @@ class UntypedStorage:
     def is_shared(self) -> bool:
         return isinstance(self._array, np.ndarray) and shared.is_shared(self._array)
 
-    def tolist(self) -> list:
+    def _host_bytes(self) -> np.ndarray:
+        """The block's bytes as a flat host uint8 array (a copy from a GPU)."""
         arr = self._array if isinstance(self._array, np.ndarray) else self._array.get()
-        return np.ascontiguousarray(arr).reshape(-1).view(np.uint8).tolist()
+        return np.ascontiguousarray(arr).reshape(-1).view(np.uint8)
+
+    def tolist(self) -> list:
+        return self._host_bytes().tolist()
 
     def __repr__(self) -> str:
         return f"UntypedStorage(nbytes={self.nbytes()}, device={self._device})"
@@ -109,9 +113,7 @@ class TypedStorage:
     __len__ = size
 
     def tolist(self) -> list:
-        arr = self._untyped_storage._array
-        arr = arr if isinstance(arr, np.ndarray) else arr.get()
-        return np.ascontiguousarray(arr).reshape(-1).view(np.uint8).view(self.dtype.np).tolist()
+        return self._untyped_storage._host_bytes().view(self.dtype.np).tolist()
 
     def __repr__(self) -> str:
         return f"TypedStorage(dtype={self.dtype}, size={self.size()}, device={self.device})"
