@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import threading
 
-__all__ = ["run_blocks"]
+__all__ = ["run_blocks", "ranges"]
 
 
 class _Worker:
@@ -92,3 +92,11 @@ def run_blocks(fn, blocks: list) -> None:
             raise error
     finally:
         _BUSY.release()
+
+
+def ranges(size: int, parts: int) -> list:
+    """``0:size`` cut into ``min(parts, size)`` (at least one) contiguous ``(lo, hi)`` ranges of
+    near-equal length: the rows, columns or images each block takes."""
+    parts = max(1, min(parts, size))
+    edges = [size * i // parts for i in range(parts + 1)]
+    return list(zip(edges[:-1], edges[1:]))

@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from ..base import runtime
-from ..base.pool import run_blocks
+from ..base.pool import ranges, run_blocks
 from .kernel import Kernel
 from .symbolic import Sym
 
@@ -399,9 +399,8 @@ def load(kernel: Kernel, use_numba: bool | None = None):
         size = int(np.prod(shape, dtype=np.int64))
         cols = shape[-1] if shape else 1
         rows = size // cols if cols else 0
-        threads = min(runtime.intra_op_threads(), rows) if size >= PARALLEL_MIN and not kernel.reduce else 1
-        found = plans[shapes] = (shape, rows, cols, [(rows * k // threads, rows * (k + 1) // threads)
-                                                     for k in range(threads)])
+        threads = runtime.intra_op_threads() if size >= PARALLEL_MIN and not kernel.reduce else 1
+        found = plans[shapes] = (shape, rows, cols, ranges(rows, threads))
         return found
 
     objects = getattr(entry, "objects", None)

@@ -21,7 +21,7 @@ import os
 import numpy as np
 
 from ..base import runtime
-from ..base.pool import run_blocks
+from ..base.pool import ranges, run_blocks
 from .gemm import GEMM_PARALLEL_MIN, gemm
 
 __all__ = ["enabled", "set_enabled", "use", "threads", "parallel", "loops", "gemm", "GEMM_PARALLEL_MIN",
@@ -96,6 +96,5 @@ def parallel_ranges(fn, count: int, size: int, args_for) -> None:
     (``size`` elements) is under ``PARALLEL_MIN`` or there is one thread. For loops that take
     their range as arguments and need per-thread scratch (``first`` says the block may reuse the
     caller's)."""
-    n = min(threads(), count) if size >= PARALLEL_MIN else 1
-    edges = [count * i // n for i in range(n + 1)] if n > 1 else [0, count]
-    run_blocks(fn, [args_for(i == 0, lo, hi) for i, (lo, hi) in enumerate(zip(edges[:-1], edges[1:]))])
+    spans = ranges(count, threads() if size >= PARALLEL_MIN else 1)
+    run_blocks(fn, [args_for(i == 0, lo, hi) for i, (lo, hi) in enumerate(spans)])

@@ -40,23 +40,17 @@ def gemm(xp, a, b, out=None):
         out = np.empty(batch + (m, n), a.dtype)
     if batch and batch[0] >= n_threads:
         blocks = [(_lead(a, len(batch), lo, hi), _lead(b, len(batch), lo, hi), out[lo:hi])
-                  for lo, hi in _cuts(batch[0], n_threads)]
+                  for lo, hi in pool.ranges(batch[0], n_threads)]
     elif m >= n:
-        blocks = [(a[..., lo:hi, :], b, out[..., lo:hi, :]) for lo, hi in _cuts(m, n_threads)]
+        blocks = [(a[..., lo:hi, :], b, out[..., lo:hi, :]) for lo, hi in pool.ranges(m, n_threads)]
     else:
-        blocks = [(a, b[..., lo:hi], out[..., lo:hi]) for lo, hi in _cuts(n, n_threads)]
+        blocks = [(a, b[..., lo:hi], out[..., lo:hi]) for lo, hi in pool.ranges(n, n_threads)]
     pool.run_blocks(_matmul_into, blocks)
     return out
 
 
 def _matmul_into(a, b, out) -> None:
     np.matmul(a, b, out=out)
-
-
-def _cuts(size: int, parts: int) -> list:
-    parts = min(parts, size)
-    edges = [size * i // parts for i in range(parts + 1)]
-    return list(zip(edges[:-1], edges[1:]))
 
 
 def _lead(x, batch_ndim: int, lo: int, hi: int):
