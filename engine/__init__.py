@@ -37,7 +37,7 @@ from .ops.sparse import *  # noqa: F401,F403
 from .ops.lowrank import *  # noqa: F401,F403
 from .base.layout import layout, sparse_coo, strided
 from .core.random import Generator, default_generator, get_rng_state, initial_seed, manual_seed, seed, set_rng_state
-from .serialization import CheckpointError, load, save
+from .serialization import CheckpointError, PyTorchFileReader, load, save
 from .tape import tape
 from .core.tensor import Size, Tensor
 from .core.storage import TypedStorage, UntypedStorage
@@ -65,6 +65,7 @@ from .func import vmap  # noqa: E402,F401  (torch.vmap is torch.func.vmap)
 from . import jit  # noqa: E402  (torch.jit: script/trace hand back what they are given)
 from . import hub  # noqa: E402,F401  (torch.hub: weights by URL, models from hubconf.py)
 from . import _C  # noqa: E402,F401  (torch._C: the few names libraries probe)
+from . import overrides  # noqa: E402,F401  (torch.overrides: the __torch_function__ protocol)
 from . import distributions, fft, special  # noqa: E402,F401
 from .aliases import install_aliases, uninstall_aliases  # noqa: E402  (import torch / torchvision -> tapelab)
 

@@ -31,14 +31,23 @@ class _ThreadState(threading.local):
     watching: while ``modes`` is not empty, the token that counts this thread in
         ``STATE.watching`` (``dispatch.push_mode``); dropped with the thread's state, so a
         thread that ends with a mode still entered stops counting.
+    function_modes: the entered ``overrides.TorchFunctionMode`` stack, innermost last.
+    function_token: while ``function_modes`` is not empty, the token that keeps
+        ``STATE.functions`` installed (``core/overrides.py``), dropped with the thread's state.
+    functions_off, subclasses_off: ``DisableTorchFunction`` / ``DisableTorchFunctionSubclass``
+        depth (the protocol is off entirely / for Tensor subclasses only).
     """
 
     watching = None
+    function_token = None
+    functions_off = 0
+    subclasses_off = 0
 
     def __init__(self):
         self.modes: list = []
         self.module_path: list = []
         self.capturing: list = []
+        self.function_modes: list = []
 
 
 LOCAL = _ThreadState()
@@ -52,14 +61,19 @@ class _DispatchState:
     anomaly: None, or the check ``check(op, args, result)`` anomaly detection runs after each
         compute op (``autograd.set_detect_anomaly`` installs it through ``dispatch.set_anomaly``).
     watching: how many threads have a mode entered (``dispatch.push_mode`` keeps it).
+    functions: None, or the ``__torch_function__`` protocol's hook ``hook(op, args, params)``
+        (``core/overrides.py`` installs it through ``dispatch.set_functions`` while a
+        ``TorchFunctionMode`` is entered or a Tensor subclass takes part): the slow path asks it
+        first, and it returns ``dispatch.PASS`` when no mode or subclass claims the op.
     modes, module_path, capturing: the calling thread's (``LOCAL``; see ``_ThreadState``).
     """
 
-    __slots__ = ("slow", "anomaly", "watching", "_seq")
+    __slots__ = ("slow", "anomaly", "functions", "watching", "_seq")
 
     def __init__(self):
         self.slow = False
         self.anomaly = None
+        self.functions = None
         self.watching = 0
         self._seq = itertools.count()
 

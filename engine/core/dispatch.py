@@ -41,7 +41,7 @@ from .node import OpNode, _seq as _node_seq, edge_to
 from .registry import ALL, NONE, OTHERS, Op
 from .tensor import Tensor, _ndarray, _new, _uids
 
-__all__ = ["apply", "eager", "Mode", "STATE", "push_mode", "pop_mode", "module_scope"]
+__all__ = ["apply", "eager", "Mode", "STATE", "push_mode", "pop_mode", "module_scope", "set_functions", "PASS"]
 
 
 _generic = np.generic
@@ -54,7 +54,8 @@ _LOCK = threading.RLock()   # slow is computed from process-wide counts: one wri
 
 def _refresh() -> None:
     with _LOCK:
-        STATE.slow = STATE.watching > 0 or STATE.anomaly is not None or events.has_subscribers("op")
+        STATE.slow = (STATE.watching > 0 or STATE.anomaly is not None or STATE.functions is not None
+                      or events.has_subscribers("op"))
 
 
 class _Watching:
@@ -164,6 +165,17 @@ def set_anomaly(check) -> None:
     ``autograd/anomaly.py`` passes its check, so the dispatcher needs no import of it), or None.
     Process-wide, as PyTorch's anomaly mode is."""
     STATE.anomaly = check
+    _refresh()
+
+
+PASS = object()   # what the functions hook returns when no mode or subclass claims the op
+
+
+def set_functions(hook) -> None:
+    """Install the ``__torch_function__`` protocol's ``hook(op, args, params)`` (``core/overrides.py``
+    passes it while a TorchFunctionMode is entered or a Tensor subclass takes part), or None. The
+    slow path calls it before any dispatcher mode; it returns the op's result or ``PASS``."""
+    STATE.functions = hook
     _refresh()
 
 
@@ -613,6 +625,11 @@ def _observed(op, args, params):
 
     Modes see every op; ``op`` events (tape, profiler) and anomaly checks are about what
     was computed, so factories and random draws run without them."""
+    functions = STATE.functions
+    if functions is not None:
+        out = functions(op, args, params)
+        if out is not PASS:
+            return out
     local = LOCAL
     modes = local.modes
     if modes:

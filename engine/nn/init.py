@@ -10,6 +10,7 @@ import warnings
 from ..base.grad_mode import no_grad
 from ..core import creation
 from ..core.creation import rand, randn
+from ..core.overrides import overridable
 from ..core.tensor import Tensor
 
 __all__ = ["calculate_gain", "uniform_", "normal_", "trunc_normal_", "constant_", "ones_", "zeros_",
@@ -67,10 +68,12 @@ def _like(tensor: Tensor) -> dict:
     return {"dtype": tensor.dtype, "device": tensor.device}
 
 
+@overridable
 def uniform_(tensor: Tensor, a: float = 0.0, b: float = 1.0, generator=None) -> Tensor:
     return _write(tensor, rand(tensor.shape, generator=generator, **_like(tensor)) * (b - a) + a)
 
 
+@overridable
 def normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0, generator=None) -> Tensor:
     return _write(tensor, randn(tensor.shape, generator=generator, **_like(tensor)) * std + mean)
 
@@ -86,6 +89,7 @@ def trunc_normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0, a: float 
         return _write(tensor, (u.erfinv() * (std * math.sqrt(2.0)) + mean).clamp(a, b))
 
 
+@overridable
 def constant_(tensor: Tensor, val: float) -> Tensor:
     with no_grad():
         return tensor.fill_(val)
@@ -120,6 +124,7 @@ def _kaiming_std(tensor: Tensor, a: float, mode: str, nonlinearity: str) -> floa
     return calculate_gain(nonlinearity, a) / math.sqrt(_calculate_correct_fan(tensor, mode))
 
 
+@overridable
 def kaiming_uniform_(tensor: Tensor, a: float = 0, mode: str = "fan_in", nonlinearity: str = "leaky_relu",
                      generator=None) -> Tensor:
     if tensor.numel() == 0:

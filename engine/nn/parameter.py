@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from ..core import creation
+from ..core.overrides import _disabled_torch_function_impl
 from ..core.tensor import Tensor
 
 __all__ = ["Parameter", "Buffer", "UninitializedParameter", "UninitializedBuffer"]
@@ -12,6 +13,8 @@ class Parameter(Tensor):
 
     Ops on a Parameter return plain Tensors, as in PyTorch: only the leaf itself is special.
     """
+
+    __torch_function__ = _disabled_torch_function_impl
 
     def __new__(cls, data: Tensor | None = None, requires_grad: bool = True):
         self = Tensor.__new__(cls)
@@ -34,6 +37,8 @@ class Parameter(Tensor):
 class Buffer(Tensor):
     """Marks a tensor to be registered as a buffer when assigned to a Module attribute."""
 
+    __torch_function__ = _disabled_torch_function_impl
+
     def __new__(cls, data: Tensor | None = None, *, persistent: bool = True):
         self = Tensor.__new__(cls)
         if data is not None:
@@ -54,6 +59,7 @@ class _Uninitialized:
     gives it memory and turns it, in place, into a ``cls_to_become``."""
 
     cls_to_become: type = Tensor
+    __torch_function__ = _disabled_torch_function_impl   # ops see a plain tensor (no __torch_function__ protocol)
 
     def materialize(self, shape, device=None, dtype=None) -> None:
         made = creation.empty(tuple(shape) if isinstance(shape, (tuple, list)) else (shape,),

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from ..autograd import engine, views
 from ..autograd.views import apply_
-from ..core import creation, node, storage
+from ..core import creation, node, overrides, storage
 from ..core.registry import REGISTRY, Op, defop
 from . import compare, convert, elementwise, indexing, linalg, movement, reduce, sampling, sort, sparse  # noqa: F401
 from . import conjugation, shaping, special, spectral, stats  # noqa: F401
@@ -15,8 +15,9 @@ __all__ = ["REGISTRY", "Op", "defop", "install_methods", "surface", "MODULES", "
 MODULES = (convert, elementwise, compare, reduce, movement, linalg, sort, indexing, sampling, sparse, special, stats, shaping,
            conjugation, spectral, linalg_api, lowrank)
 # the layers below the op families that declare Tensor methods (a Tensor itself knows only its data
-# and metadata): construction, new_* and pickling; storages; hooks; detach; backward
-FOUNDATION = (creation, storage, node, views, engine)
+# and metadata): construction, new_* and pickling; storages; hooks; detach; backward; the
+# __torch_function__ protocol's side (Tensor.__torch_function__, subclass registration, as_subclass)
+FOUNDATION = (creation, storage, node, views, engine, overrides)
 
 
 def surface(modules=MODULES, ops=None) -> dict:

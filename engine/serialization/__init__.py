@@ -31,11 +31,12 @@ from ._atomic import atomic_write
 from ._errors import CheckpointError
 from ._names import FullUnpickler, TorchNames
 from ._storage import check_map_location
+from ._zipformat import PyTorchFileReader
 from ._weights_only import (WeightsOnlyUnpickler, add_safe_globals, allowed_global, clear_safe_globals,
                             failure_message, get_safe_globals, safe_globals)
 
 __all__ = ["save", "load", "CheckpointError", "add_safe_globals", "get_safe_globals", "clear_safe_globals",
-           "safe_globals", "get_unsafe_globals_in_checkpoint", "DEFAULT_PROTOCOL"]
+           "safe_globals", "get_unsafe_globals_in_checkpoint", "DEFAULT_PROTOCOL", "PyTorchFileReader"]
 
 DEFAULT_PROTOCOL = 2  # PyTorch's: protocol-2 pickles load in every PyTorch version
 

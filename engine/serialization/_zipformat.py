@@ -8,6 +8,7 @@ them, so ``torch.load(..., mmap=True)`` can map them.
 from __future__ import annotations
 
 import io
+import os
 import struct
 import sys
 import zipfile
@@ -93,3 +94,30 @@ def _record(zf: zipfile.ZipFile, where: str, name: str) -> bytes:
         # into one it lacks (NotImplementedError), sets the encryption flag (RuntimeError), or
         # corrupts the deflate/bzip2/lzma stream (zlib.error, OSError, LZMAError), besides BadZipFile
         raise CheckpointError(where, f"damaged record {name} ({type(e).__name__}: {e})") from None
+
+
+# ---------------------------------------------------------------- records
+class PyTorchFileReader:
+    """``torch.PyTorchFileReader``: the records of a checkpoint archive by their name under its top
+    folder (``"data.pkl"``, ``"data/0"``), for code that reads an archive itself (lazy loaders)."""
+
+    def __init__(self, f) -> None:
+        self._where = str(f) if isinstance(f, (str, os.PathLike)) else getattr(f, "name", "<file>")
+        try:
+            self._zip = zipfile.ZipFile(f)
+        except Exception as e:
+            raise RuntimeError(f"PyTorchFileReader failed reading zip archive {self._where}: {e}") from None
+        names = self._zip.namelist()
+        self._prefix = names[0].split("/")[0] + "/" if names else ""
+
+    def get_all_records(self) -> list[str]:
+        return [n[len(self._prefix):] for n in self._zip.namelist()]
+
+    def has_record(self, name: str) -> bool:
+        return self._prefix + name in self._zip.namelist()
+
+    def get_record(self, name: str) -> bytes:
+        return _record(self._zip, self._where, self._prefix + name)
+
+    def serialization_id(self) -> str:
+        return ""

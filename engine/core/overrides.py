@@ -1,0 +1,385 @@
+"""PyTorch's ``__torch_function__`` protocol on the dispatcher (the public face is ``tapelab.overrides``).
+
+Who takes part, in PyTorch's order: the innermost ``TorchFunctionMode`` entered in the calling
+thread (popped while its handler runs, so the handler's own calls go to the modes outside it),
+then the arguments whose type overrides ``__torch_function__`` (Tensor subclasses whose
+``__torch_function__`` is not ``_disabled_torch_function_impl``, subclasses before their bases,
+and tensor-likes), until one returns something other than ``NotImplemented``.
+
+Where: every op passes ``dispatch.apply``. While a mode is entered in some thread, or a Tensor
+subclass that takes part exists, this module installs its hook as the dispatcher's
+``STATE.functions`` slot, which turns on the dispatcher's one flag; the slow path asks the hook
+first. So a mode sees every op, factories, random draws and the ops of composites included
+(``F.cross_entropy`` shows as its ops), with ``func`` the op as a callable (``OpFunction``:
+``func(*args, **kwargs)`` runs it again and ``func.__name__`` is the op's name: ``mul`` for
+``a * b``, as PyTorch passes ``Tensor.mul``). Python-level functions that PyTorch guards with
+``has_torch_function`` (``nn.init``) call ``handle_torch_function`` with their public function,
+as PyTorch's do. With nobody taking part the hook is uninstalled and the eager path pays nothing.
+"""
+from __future__ import annotations
+
+import functools
+import threading
+import weakref
+from collections.abc import Callable, Iterable
+
+from ..base.dispatch_state import LOCAL, STATE
+from .dispatch import PASS, apply, set_functions
+from .tensor import Tensor
+
+__all__ = ["TorchFunctionMode", "handle_torch_function", "has_torch_function", "has_torch_function_unary",
+           "has_torch_function_variadic", "is_tensor_like", "is_tensor_method_or_property",
+           "get_default_nowrap_functions", "get_ignored_functions", "resolve_name", "OpFunction", "overridable",
+           "DisableTorchFunction", "DisableTorchFunctionSubclass", "_disabled_torch_function_impl",
+           "_get_current_function_mode", "_get_current_function_mode_stack", "_len_torch_function_stack",
+           "_pop_mode_temporarily", "_is_torch_function_mode_enabled"]
+
+
+# ---------------------------------------------------------------- who takes part
+_LOCK = threading.Lock()
+_threads = 0                    # threads with a TorchFunctionMode entered
+_subclasses: dict = {}          # weakref(cls) -> None: live Tensor subclasses that take part
+
+
+def _sync() -> None:
+    """Install the hook exactly while a mode is entered somewhere or a subclass takes part."""
+    set_functions(_hook if _threads or _subclasses else None)
+
+
+class _Token:
+    """Counts one thread while its mode stack is not empty; dropped with the thread's state."""
+
+    __slots__ = ()
+
+    def __init__(self):
+        global _threads
+        with _LOCK:
+            _threads += 1
+            _sync()
+
+    def __del__(self):
+        global _threads
+        if _LOCK is None:   # interpreter shutdown
+            return
+        with _LOCK:
+            _threads -= 1
+            _sync()
+
+
+def _disabled_torch_function_impl(func, types, args=(), kwargs=None):
+    """A subclass that sets ``__torch_function__`` to this takes no part (``nn.Parameter`` does):
+    ops on it run as on a plain Tensor and return plain Tensors."""
+    with DisableTorchFunctionSubclass():
+        return func(*args, **(kwargs or {}))
+
+
+def _takes_part(tp: type) -> bool:
+    tf = getattr(tp, "__torch_function__", None)
+    if tf is None or tp is Tensor:
+        return False
+    return getattr(tf, "__func__", tf) is not _disabled_torch_function_impl
+
+
+def _init_subclass(cls, **kwargs) -> None:
+    """Registers a Tensor subclass that takes part, so the dispatcher asks the hook while it lives."""
+    super(Tensor, cls).__init_subclass__(**kwargs)
+    if _takes_part(cls):
+        with _LOCK:
+            _subclasses[weakref.ref(cls, _forget)] = None
+            _sync()
+
+
+def _forget(ref) -> None:
+    if _LOCK is None:
+        return
+    with _LOCK:
+        _subclasses.pop(ref, None)
+        _sync()
+
+
+def _overloaded(relevant: Iterable) -> list:
+    """The arguments whose types take part, one per type, a subclass before its bases (PyTorch's order)."""
+    out: list = []
+    types: list = []
+    for arg in relevant:
+        tp = type(arg)
+        if tp in types or not (isinstance(arg, Tensor) and _takes_part(tp)
+                               or not isinstance(arg, Tensor) and hasattr(tp, "__torch_function__")):
+            continue
+        index = len(out)
+        for i, other in enumerate(types):
+            if issubclass(tp, other):
+                index = i
+                break
+        out.insert(index, arg)
+        types.insert(index, tp)
+    return out
+
+
+def _relevant(args: tuple) -> list:
+    """An op's tensor-like arguments, one level into lists and tuples (``cat``'s tensors)."""
+    out = []
+    for a in args:
+        if isinstance(a, (list, tuple)):
+            out.extend(x for x in a if not isinstance(x, (int, float, complex, bool, str)))
+        elif not isinstance(a, (int, float, complex, bool, str)) and a is not None:
+            out.append(a)
+    return out
+
+
+# ---------------------------------------------------------------- dispatch
+class OpFunction:
+    """An op as the ``func`` a handler receives: calling it applies the op again."""
+
+    __slots__ = ("op", "__name__", "__qualname__")
+    __module__ = "tapelab"
+
+    def __init__(self, op):
+        self.op = op
+        self.__name__ = self.__qualname__ = op.name
+
+    def __call__(self, *args, **kwargs):
+        return apply(self.op, *args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"<op {self.op.name}>"
+
+
+_FUNCTIONS: dict = {}
+
+
+def _function(op) -> OpFunction:
+    fn = _FUNCTIONS.get(op)
+    if fn is None:
+        fn = _FUNCTIONS[op] = OpFunction(op)
+    return fn
+
+
+def _hook(op, args: tuple, params: dict):
+    """The dispatcher's ``functions`` slot: hand the op to a mode or a subclass, or ``PASS``."""
+    local = LOCAL
+    if local.functions_off:
+        return PASS
+    overloaded = _overloaded(_relevant(args)) if _subclasses and not local.subclasses_off else []
+    if not local.function_modes and not overloaded:
+        return PASS
+    return _handle(_function(op), overloaded, args, dict(params) if params else None)
+
+
+def _handle(func, overloaded: list, args: tuple, kwargs: dict | None):
+    types = tuple(type(a) for a in overloaded)
+    local = LOCAL
+    modes = local.function_modes
+    if modes and not local.functions_off:
+        with _pop_mode_temporarily() as mode:
+            result = mode.__torch_function__(func, types, args, kwargs)
+        if result is not NotImplemented:
+            return result
+    for arg in overloaded:
+        result = arg.__torch_function__(func, types, args, kwargs)
+        if result is not NotImplemented:
+            return result
+    raise TypeError(f"no implementation found for '{resolve_name(func)}' on types that implement "
+                    f"__torch_function__: {[t for t in types]}")
+
+
+def handle_torch_function(public_api: Callable, relevant_args: Iterable, *args, **kwargs):
+    """Run ``public_api`` through the active mode and the overriding arguments among ``relevant_args``
+    (what a Python-level function does when ``has_torch_function`` says someone takes part)."""
+    if LOCAL.subclasses_off:
+        overloaded = [a for a in relevant_args if not isinstance(a, Tensor) and hasattr(type(a), "__torch_function__")]
+        overloaded = _overloaded(overloaded)
+    else:
+        overloaded = _overloaded(relevant_args)
+    return _handle(public_api, overloaded, args, kwargs)
+
+
+def overridable(fn: Callable) -> Callable:
+    """A Python-level public function of a tensor (first argument) that a mode or an overriding
+    argument may take over: the check PyTorch writes into such functions (``nn.init.uniform_``)."""
+    @functools.wraps(fn)
+    def checked(tensor, *args, **kwargs):
+        if STATE.functions is not None and has_torch_function((tensor,)):
+            return handle_torch_function(checked, (tensor,), tensor, *args, **kwargs)
+        return fn(tensor, *args, **kwargs)
+    return checked
+
+
+def has_torch_function(relevant_args: Iterable) -> bool:
+    """Whether a mode is active or one of ``relevant_args`` overrides ``__torch_function__``."""
+    local = LOCAL
+    if local.functions_off:
+        return False
+    if local.function_modes:
+        return True
+    return any(not isinstance(a, Tensor) and hasattr(type(a), "__torch_function__")
+               or not local.subclasses_off and isinstance(a, Tensor) and _takes_part(type(a))
+               for a in relevant_args)
+
+
+def has_torch_function_unary(arg) -> bool:
+    return has_torch_function((arg,))
+
+
+def has_torch_function_variadic(*args) -> bool:
+    return has_torch_function(args)
+
+
+def is_tensor_like(inp) -> bool:
+    """A Tensor, or an object whose type defines ``__torch_function__`` (PyTorch's duck type)."""
+    return isinstance(inp, Tensor) or hasattr(type(inp), "__torch_function__")
+
+
+def is_tensor_method_or_property(func) -> bool:
+    """Whether ``func`` is a Tensor method or property getter (handlers pass ``self`` first then)."""
+    return any(v is func or isinstance(v, property) and v.fget is func or getattr(v, "__func__", None) is func
+               for v in vars(Tensor).values()) or getattr(func, "__name__", "") == "__get__"
+
+
+def get_default_nowrap_functions() -> set:
+    """Functions whose results ``Tensor.__torch_function__`` hands back unconverted (the ``grad``
+    property's getter and setter in PyTorch; tapelab's properties are not dispatched, so none)."""
+    return set()
+
+
+def get_ignored_functions() -> set:
+    """Public functions that never dispatch to ``__torch_function__``: those that make no tensor
+    from their arguments (``is_tensor``, ``get_default_dtype``...) are not ops, so not seen."""
+    return set()
+
+
+def resolve_name(f) -> str | None:
+    """``"tapelab.add"``-style name of a function a handler received, or None."""
+    if isinstance(f, OpFunction):
+        return f"tapelab.{f.op.name}"
+    name = getattr(f, "__qualname__", None)
+    module = getattr(f, "__module__", None)
+    return f"{module}.{name}" if name and module else None
+
+
+# ---------------------------------------------------------------- modes and switches
+class TorchFunctionMode:
+    """Intercepts every op (and ``nn.init``'s functions) in the thread while entered with ``with``.
+
+    Override ``__torch_function__(self, func, types, args=(), kwargs=None)``; call ``func(*args,
+    **(kwargs or {}))`` to run the op (the mode is off the stack meanwhile); return
+    ``NotImplemented`` to let the overriding arguments' types try.
+    """
+
+    def __init__(self) -> None:
+        pass
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        raise NotImplementedError(f"{type(self).__name__}.__torch_function__ is not implemented")
+
+    def __enter__(self):
+        local = LOCAL
+        local.function_modes.append(self)
+        if local.function_token is None:
+            local.function_token = _Token()
+        return self
+
+    def __exit__(self, exc_type, exc_value, traceback) -> None:
+        local = LOCAL
+        modes = local.function_modes
+        if not modes or modes[-1] is not self:
+            raise RuntimeError(f"{type(self).__name__} exited while it is not the innermost TorchFunctionMode")
+        modes.pop()
+        if not modes:
+            local.function_token = None
+
+    @classmethod
+    def push(cls, *args, **kwargs):
+        """Deprecated in PyTorch: ``with cls(*args, **kwargs):`` instead."""
+        return cls(*args, **kwargs)
+
+
+class _pop_mode_temporarily:
+    """The innermost mode, off the stack for the block (as PyTorch runs a mode's handler)."""
+
+    def __enter__(self):
+        self.mode = LOCAL.function_modes.pop()
+        return self.mode
+
+    def __exit__(self, *exc) -> None:
+        LOCAL.function_modes.append(self.mode)
+
+
+def _get_current_function_mode():
+    modes = LOCAL.function_modes
+    return modes[-1] if modes else None
+
+
+def _get_current_function_mode_stack() -> list:
+    return list(LOCAL.function_modes)
+
+
+def _len_torch_function_stack() -> int:
+    return len(LOCAL.function_modes)
+
+
+def _is_torch_function_mode_enabled() -> bool:
+    return bool(LOCAL.function_modes) and not LOCAL.functions_off
+
+
+class _Switch:
+    """A thread's protocol switch, off for the block (re-entrant)."""
+
+    field = ""
+
+    def __enter__(self):
+        setattr(LOCAL, self.field, getattr(LOCAL, self.field) + 1)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        setattr(LOCAL, self.field, getattr(LOCAL, self.field) - 1)
+
+
+class DisableTorchFunction(_Switch):
+    """No mode and no subclass sees the ops of the block (``torch._C.DisableTorchFunction``)."""
+
+    field = "functions_off"
+
+
+class DisableTorchFunctionSubclass(_Switch):
+    """Subclasses' ``__torch_function__`` is skipped in the block; modes still see the ops."""
+
+    field = "subclasses_off"
+
+
+# ---------------------------------------------------------------- Tensor's side
+def _convert(ret, cls):
+    if isinstance(ret, Tensor) and not isinstance(ret, cls):
+        return as_subclass(ret, cls)
+    if isinstance(ret, (tuple, list)) and not hasattr(ret, "_fields"):
+        return type(ret)(_convert(r, cls) for r in ret)
+    return ret
+
+
+def _tensor_torch_function(cls, func, types, args=(), kwargs=None):
+    """``Tensor.__torch_function__``: run ``func`` without subclass dispatch, then make the Tensor
+    results instances of ``cls`` (why an op on a subclass returns that subclass)."""
+    if not all(issubclass(cls, t) for t in types):
+        return NotImplemented
+    with DisableTorchFunctionSubclass():
+        ret = func(*args, **(kwargs or {}))
+        if func in get_default_nowrap_functions():
+            return ret
+        return _convert(ret, cls)
+
+
+def as_subclass(self: Tensor, cls: type) -> Tensor:
+    """A ``cls`` instance aliasing ``self``'s memory and attached to its graph (an alias, as PyTorch's)."""
+    if not (isinstance(cls, type) and issubclass(cls, Tensor)):
+        raise TypeError(f"as_subclass(): cls must be a subclass of Tensor, got {cls!r}")
+    with DisableTorchFunction():
+        out = self.view(self.shape)
+    try:
+        out.__class__ = cls
+    except TypeError as e:
+        raise TypeError(f"as_subclass(): cannot make a {cls.__name__} from a Tensor ({e})") from None
+    return out
+
+
+OPERATORS = {"__torch_function__": classmethod(_tensor_torch_function),
+             "__init_subclass__": classmethod(_init_subclass), "as_subclass": as_subclass}
