@@ -373,7 +373,10 @@ def _entry(kernel: Kernel):
 
 
 def load(kernel: Kernel, use_numba: bool | None = None):
-    """A callable ``run(*arrays) -> tuple of arrays`` for ``kernel`` on numpy arrays."""
+    """A callable ``run(*arrays, out=None) -> tuple of arrays`` for ``kernel`` on numpy arrays.
+    ``out``: one C-contiguous array per output (the kernel's dtypes and shape), overlapping no input,
+    that the loop writes into instead of fresh ones: capture's replay passes its recorded buffers, which
+    it checked once (``graphs/_program.py``); the loop writes through raw pointers and checks nothing."""
     if use_numba is None:
         use_numba = numba_available()
     if not use_numba:
@@ -383,7 +386,16 @@ def load(kernel: Kernel, use_numba: bool | None = None):
                           "run as numpy out= chains instead of compiled loops", RuntimeWarning, stacklevel=3)
         scope: dict = {}
         exec(compile(numpy_source(kernel), f"<tapelab fused {kernel.digest}>", "exec"), scope)
-        return scope["run"]
+        chain = scope["run"]
+
+        def run_numpy(*arrays, out=None):
+            res = chain(*arrays)
+            if out is None:
+                return res
+            for o, r in zip(out, res):
+                np.copyto(o, r)
+            return out
+        return run_numpy
     entry = _entry(kernel)
     layouts = kernel.layouts()
     in_dtypes = [np.dtype(dt) for dt, _ in kernel.inputs]
@@ -406,12 +418,13 @@ def load(kernel: Kernel, use_numba: bool | None = None):
     objects = getattr(entry, "objects", None)
     out_shape = () if kernel.reduce else None
 
-    def run(*arrays):
+    def run(*arrays, out=None):
         shapes = tuple(a.shape for a in arrays)
         shape, rows, cols, bounds = plans.get(shapes) or plan(shapes)
         keep = [np.ascontiguousarray(a if lay != "expand" else np.broadcast_to(a, shape), dtype=dt)
                 for a, lay, dt in zip(arrays, layouts, in_dtypes)]
-        outs = [np.empty(out_shape if out_shape is not None else shape, dt) for dt in out_dtypes]
+        outs = out if out is not None else [np.empty(out_shape if out_shape is not None else shape, dt)
+                                            for dt in out_dtypes]
         if len(bounds) == 1 and objects is not None:
             objects(*outs, *keep, 0, rows, cols)     # the arrays stay alive in outs and keep meanwhile
             return tuple(outs)

@@ -66,7 +66,7 @@ class FusedOp(Op):
         for slot in Op.__slots__:           # not registered: one op per compiled group
             setattr(self, slot, None)
         self.name, self.kernel, self.replay, self.backend = kernel.name, kernel, replay, backend
-        self.fwd = self._forward
+        self.fwd, self.fwd_out = self._forward, self._forward_out
         self.vjp = self._vjp if differentiable else None
         self.differentiable = differentiable
         self.saves, self.save_output, self.elementwise = ALL, False, False
@@ -116,6 +116,16 @@ class FusedOp(Op):
         else:                                # the simulated cuda device: host arrays in and out
             outs = tuple(xp.asarray(o) for o in self._runner("cpu")(*[_backend.asnumpy(xp, a) for a in arrays]))
         return outs if self.n_extra else outs[0]
+
+    def _forward_out(self, xp, *arrays, out: tuple):
+        """The forward into ``out`` (capture's replay): the cpu kernel writes there itself; elsewhere
+        the result is copied in."""
+        if _backend.is_numpy(xp):
+            self._runner("cpu")(*arrays, out=out)
+            return
+        res = self._forward(xp, *arrays)
+        for o, r in zip(out, res if self.n_extra else (res,)):
+            xp.copyto(o, r)
 
     def _vjp(self, g, out, *inputs):
         needs = tuple(isinstance(x, Tensor) and x.requires_grad for x in inputs)

@@ -43,6 +43,10 @@ class Op:
             into the target with ``out=`` instead of through a temporary.
         out_form: the name of an array-namespace function equal to the forward that also
             takes ``out=`` (``"matmul"``), for capture's replay; ``ufunc`` implies it.
+        fwd_out: ``fwd_out(xp, *arrays, out=(array, ...), **params)``, the forward writing each of
+            its outputs into the given arrays (a compiled kernel's), for capture's replay of an op
+            no array-namespace function equals: the replay writes into its buffers, no copy. The
+            caller passes C-contiguous arrays of the outputs' shapes and dtypes, overlapping no input.
         data_dependent: the output's shape depends on input values (``nonzero``): a short
             description for the error a captured graph gives.
         onnx: the ONNX lowering ``tapelab.onnx`` exports the op with: an ONNX op name when the op
@@ -70,7 +74,7 @@ class Op:
 
     __slots__ = ("name", "fwd", "vjp", "promote", "saves", "save_output", "elementwise",
                  "n_extra", "is_view", "kind", "onnx", "cost", "ufunc", "out_form", "data_dependent",
-                 "aliases", "inplace", "operator", "backward_name", "complex", "complex_error", "fast")
+                 "aliases", "inplace", "operator", "backward_name", "complex", "complex_error", "fast", "fwd_out")
 
     def __init__(self, name: str, fwd: Callable, vjp: Callable | None = None, *,
                  promote: str | None = None, saves: str = ALL, save_output: bool = False,
@@ -78,7 +82,7 @@ class Op:
                  kind: str = "compute", ufunc: str | None = None, out_form: str | None = None,
                  data_dependent: str | None = None, onnx=None, cost=None, aliases: tuple = (),
                  inplace: tuple = (), operator: str | None = None, complex: bool | None = None,
-                 complex_error: tuple | None = None):
+                 complex_error: tuple | None = None, fwd_out: Callable | None = None):
         if name in REGISTRY:
             raise ValueError(f"op {name!r} is already registered")
         if kind not in KINDS:
@@ -90,7 +94,7 @@ class Op:
         self.ufunc, self.out_form, self.data_dependent = ufunc, out_form or ufunc, data_dependent
         self.aliases, self.inplace, self.operator = tuple(aliases), tuple(inplace), operator
         self.complex = (saves == NONE and not save_output) if complex is None else complex
-        self.complex_error = complex_error
+        self.complex_error, self.fwd_out = complex_error, fwd_out
         self.fast = None   # the dispatcher's compiled eager path (core/dispatch.py), made at first use
         self.backward_name = "".join(p.capitalize() for p in name.split("_")) + "Backward0"
         REGISTRY[name] = self

@@ -1,15 +1,16 @@
 """The captured program: straight-line Python over preallocated arrays.
 
 A capture's steps become one generated function (``Program.source`` shows it): each op
-is its forward called on the arrays it read at capture, written into its output buffer
-(``ufunc(..., out=buf)`` where the op is exactly a ufunc, else ``copyto``); in-place
-writes are ``copyto``. No dispatch, no Tensor, no autograd bookkeeping at replay.
+is its forward called on the arrays it read at capture, written into its output buffers
+(``ufunc(..., out=buf)`` where the op is exactly a ufunc, ``fwd_out(..., out=(buf, ...))``
+where it declares one, as a compiled kernel does, else ``copyto``); in-place writes are
+``copyto``. No dispatch, no Tensor, no autograd bookkeeping at replay.
 Each step's entry in ``nodes`` also names the module path it ran in (``module``, "" outside
 any module) and the user's line that ran it (``where``), for views.
 """
 from __future__ import annotations
 
-from ._capture import CaptureError, _is_array
+from ._capture import CaptureError, _is_array, root_key
 
 
 class Program:
@@ -86,6 +87,9 @@ class Program:
         if ufunc is not None:
             return [f"{self._name(ufunc, 'u')}({args}, out={self._name(dsts[0])})"]
         kw = "".join(f", {k}={self._arg(v)}" for k, v in params.items())
+        if op.fwd_out is not None and _writable_outputs(arrays, dsts, r if op.n_extra else (r,)):
+            outs = "".join(f"{self._name(d)}, " for d in dsts)
+            return [f"{self._name(op.fwd_out, 'f')}({self._name(xp, 'x')}, {args}{kw}, out=({outs}))"]
         call = f"_r = {self._name(fwd, 'f')}({self._name(xp, 'x')}, {args}{kw})"
         if len(dsts) == 1:
             d = self._name(dsts[0])
@@ -111,6 +115,16 @@ class Program:
     @property
     def nbytes(self) -> int:
         return sum(int(a.nbytes) for a in self.buffers.values())
+
+
+def _writable_outputs(arrays, dsts, results) -> bool:
+    """Whether an op's ``fwd_out`` may write into ``dsts``, checked once here for every replay: each is a
+    C-contiguous array like the forward's result at capture (shape, dtype), sharing no memory with an
+    input (a kernel writing through raw pointers may read and write in any order)."""
+    reads = {root_key(a) for a in arrays if _is_array(a)}
+    return len(dsts) == len(results) and all(
+        d is not None and d.shape == r.shape and d.dtype == r.dtype and d.flags.c_contiguous
+        and root_key(d) not in reads for d, r in zip(dsts, results))
 
 
 __all__ = ["Program"]
