@@ -13,7 +13,8 @@ from . import _memory  # noqa: F401  (first: the allocator policy applies to eve
 from . import _backend, _dispatch_state, _dtype, _simarray, creation, device, dispatch, events, random, tensor  # noqa: F401,E501
 from .base.dtype import (bfloat16, bool, cdouble, cfloat, complex64, complex128, double, dtype, finfo, float, float16,
                          float32, float64, get_default_dtype, half, iinfo, int, int8, int16, int32, int64, long,
-                         promote_types, set_default_dtype, short, uint8)
+                         promote_types, set_default_dtype, short, uint8, uint16, uint32, uint64, float8_e4m3fn,
+                         float8_e5m2, float8_e4m3fnuz, float8_e5m2fnuz)
 from .base.grad_mode import (enable_grad, inference_mode, is_grad_enabled, is_inference_mode_enabled, no_grad,
                              set_grad_enabled)
 from .core.creation import *  # noqa: F401,F403
@@ -35,7 +36,8 @@ from .ops.special import *  # noqa: F401,F403
 from .ops.stats import *  # noqa: F401,F403
 from .ops.sparse import *  # noqa: F401,F403
 from .ops.lowrank import *  # noqa: F401,F403
-from .base.layout import layout, sparse_coo, strided
+from .base.layout import (channels_last, channels_last_3d, contiguous_format, layout, memory_format,  # noqa: F401
+                          preserve_format, sparse_coo, strided)
 from .core.random import Generator, default_generator, get_rng_state, initial_seed, manual_seed, seed, set_rng_state
 from .serialization import CheckpointError, PyTorchFileReader, load, save
 from .tape import tape
@@ -69,7 +71,9 @@ from . import overrides  # noqa: E402,F401  (torch.overrides: the __torch_functi
 from . import distributions, fft, special  # noqa: E402,F401
 from .aliases import install_aliases, uninstall_aliases  # noqa: E402  (import torch / torchvision -> tapelab)
 
-__version__ = "0.1.0"
+from . import version  # noqa: E402  (torch.version: the build facts libraries branch on)
+from . import library  # noqa: E402,F401  (torch.library: custom ops defined in Python)
+from .version import __version__  # noqa: E402
 
 from .base.repr import set_printoptions  # noqa: E402
 import math as _math  # noqa: E402

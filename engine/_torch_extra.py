@@ -64,6 +64,54 @@ def is_distributed(input: Tensor) -> bool:
     return False
 
 
+# ---------------------------------------------------------------- torch._check: asserts libraries write
+@_public
+def _check_with(error_type, cond, message=None) -> None:
+    """Raise ``error_type(message())`` when the Python bool ``cond`` is False (``message`` is a callable,
+    evaluated only on failure)."""
+    if not isinstance(cond, builtins.bool):
+        if isinstance(cond, Tensor):
+            raise TypeError("cond must be a bool, but got a Tensor. For tensor conditions, use "
+                            "torch._check_tensor_all() to assert that all elements are true.")
+        raise TypeError(f"cond must be a bool, but got {type(cond)}")
+    if cond:
+        return
+    if not issubclass(error_type, Exception) or issubclass(error_type, Warning):
+        raise AssertionError(f"error_type must be a subclass of Exception but not Warning, got {error_type}")
+    if message is None:
+        raise error_type("Expected cond to be True, but got False. (Could this error message be improved? "
+                         "If so, please report an enhancement request to PyTorch.)")
+    if not callable(message):
+        raise TypeError("message must be a callable")
+    raise error_type(str(message()))
+
+
+def _check_as(error_type, name: str):
+    def fn(cond, message=None) -> None:
+        _check_with(error_type, cond, message)
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = f"``_check_with({error_type.__name__}, cond, message)``, as ``torch.{name}``."
+    return fn
+
+
+for _name, _error in (("_check", RuntimeError), ("_check_index", IndexError), ("_check_value", ValueError),
+                      ("_check_type", TypeError), ("_check_not_implemented", NotImplementedError)):
+    globals()[_name] = _public(_check_as(_error, _name))
+
+
+@_public
+def _check_tensor_all_with(error_type, cond: Tensor, message=None) -> None:
+    """``_check_with`` over every element of the bool tensor ``cond``."""
+    if not isinstance(cond, Tensor) or cond.dtype is not _dtype.bool:
+        raise TypeError(f"cond must be a tensor with dtype torch.bool, but got {getattr(cond, 'dtype', type(cond))}")
+    _check_with(error_type, builtins.bool(cond.all().item()), message)
+
+
+@_public
+def _check_tensor_all(cond: Tensor, message=None) -> None:
+    _check_tensor_all_with(RuntimeError, cond, message)
+
+
 # ---------------------------------------------------------------- *_copy: a view's values as a new tensor
 def _copy_of(view: str):
     def fn(input, *args, **kwargs):

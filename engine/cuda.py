@@ -16,10 +16,11 @@ from collections import namedtuple
 
 from .amp import cuda as amp
 from .core.creation import CUDA_LEGACY
+from .graphs import Graph
 from .base.device import cuda_available, cuda_device_count, cuda_unavailable_reason, device as _device, require_cuda
 
 __all__ = ["is_available", "device_count", "current_device", "set_device", "device", "get_device_name",
-           "synchronize", "Stream", "Event", "current_stream", "default_stream", "stream",
+           "synchronize", "Stream", "Event", "current_stream", "default_stream", "stream", "StreamContext",
            "memory_allocated", "max_memory_allocated", "memory_reserved", "max_memory_reserved",
            "reset_peak_memory_stats", "reset_max_memory_allocated", "empty_cache", "manual_seed",
            "manual_seed_all", "is_initialized", "get_device_properties", "get_device_capability", "mem_get_info",
@@ -221,8 +222,8 @@ def default_stream(device=None) -> Stream:
     return Stream(_wrap=cupy.cuda.Stream.null)
 
 
-class stream:
-    """``with tapelab.cuda.stream(s):`` makes ``s`` current (None: a no-op, as in PyTorch)."""
+class StreamContext:
+    """``with StreamContext(s):`` makes ``s`` current for the block (None: a no-op, as in PyTorch)."""
 
     def __init__(self, s: Stream | None):
         self.s = s
@@ -236,6 +237,11 @@ class stream:
         if self.s is not None:
             self.s.__exit__(*exc)
         return False
+
+
+def stream(stream: Stream | None) -> StreamContext:
+    """``with tapelab.cuda.stream(s):`` makes ``s`` current (None: a no-op, as in PyTorch)."""
+    return StreamContext(stream)
 
 
 class Event:
@@ -347,11 +353,13 @@ def unavailable_reason() -> str:
 
 
 # ---------------------------------------------------------------- graphs: tapelab.graphs bound to "cuda" (issue 6)
-def CUDAGraph(keep_graph: bool = False):
-    """``torch.cuda.CUDAGraph``: a ``tapelab.graphs.Graph`` on device "cuda"."""
-    require_cuda()
-    from .graphs import Graph
-    return Graph("cuda", keep_graph=keep_graph)
+class CUDAGraph(Graph):
+    """``torch.cuda.CUDAGraph``: a ``tapelab.graphs.Graph`` on device "cuda" (a class, as libraries
+    annotate with it and test ``isinstance``)."""
+
+    def __init__(self, keep_graph: bool = False):
+        require_cuda()
+        super().__init__("cuda", keep_graph=keep_graph)
 
 
 def graph(cuda_graph, pool=None, stream=None, capture_error_mode: str = "global"):

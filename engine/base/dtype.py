@@ -17,7 +17,8 @@ import ml_dtypes
 import numpy as np
 
 __all__ = ["finfo", "iinfo", "dtype", "bfloat16", "float16", "float32", "float64", "int8", "int16", "int32", "int64",
-           "uint8", "bool", "half", "float", "double", "short", "int", "long",
+           "uint8", "uint16", "uint32", "uint64", "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz",
+           "bool", "half", "float", "double", "short", "int", "long",
            "complex64", "complex128", "cfloat", "cdouble", "get_default_dtype", "set_default_dtype", "promote_types", "result_type"]
 
 _pybool = builtins.bool
@@ -28,7 +29,9 @@ INEXACT_KINDS = "fVc"   # floating or complex: the kinds whose tensors can requi
 # PyTorch's ScalarType names ("expected scalar type Float but found Double")
 _SCALAR_TYPES = {"bool": "Bool", "uint8": "Byte", "int8": "Char", "int16": "Short", "int32": "Int", "int64": "Long",
                  "float16": "Half", "bfloat16": "BFloat16", "float32": "Float", "float64": "Double",
-                 "complex64": "ComplexFloat", "complex128": "ComplexDouble"}
+                 "complex64": "ComplexFloat", "complex128": "ComplexDouble", "uint16": "UInt16", "uint32": "UInt32",
+                 "uint64": "UInt64", "float8_e4m3fn": "Float8_e4m3fn", "float8_e5m2": "Float8_e5m2",
+                 "float8_e4m3fnuz": "Float8_e4m3fnuz", "float8_e5m2fnuz": "Float8_e5m2fnuz"}
 
 
 class dtype:
@@ -84,11 +87,23 @@ cfloat, cdouble = complex64, complex128
 
 BFLOAT16_NP = bfloat16.np   # numpy keeps one dtype object per dtype: tested with ``is``
 ALL = (bool, uint8, int8, int16, int32, int64, float16, bfloat16, float32, float64, complex64, complex128)
+# PyTorch's storage dtypes: checkpoints and quantized weights hold them, casts and copies move them, but
+# PyTorch promotes them only with themselves (and wide unsigned ints with floats), and has few kernels for them
+uint16 = dtype("uint16", np.uint16, 1)
+uint32 = dtype("uint32", np.uint32, 1)
+uint64 = dtype("uint64", np.uint64, 1)
+float8_e4m3fn = dtype("float8_e4m3fn", ml_dtypes.float8_e4m3fn, 2)
+float8_e5m2 = dtype("float8_e5m2", ml_dtypes.float8_e5m2, 2)
+float8_e4m3fnuz = dtype("float8_e4m3fnuz", ml_dtypes.float8_e4m3fnuz, 2)
+float8_e5m2fnuz = dtype("float8_e5m2fnuz", ml_dtypes.float8_e5m2fnuz, 2)
+_WIDE_UNSIGNED = (uint16, uint32, uint64)
+_FLOAT8 = (float8_e4m3fn, float8_e5m2, float8_e4m3fnuz, float8_e5m2fnuz)
+STORAGE_ONLY = _WIDE_UNSIGNED + _FLOAT8
 _REAL = {complex64: float32, complex128: float64}
 # numpy has no complex32: float16 and bfloat16 parts widen to complex64, as PyTorch's promotion does
 _COMPLEX = {float32: complex64, float64: complex128, float16: complex64, bfloat16: complex64}
-_BY_NP = {d.np: d for d in ALL}
-_BY_NAME = {d.name: d for d in ALL}
+_BY_NP = {d.np: d for d in ALL + STORAGE_ONLY}
+_BY_NAME = {d.name: d for d in ALL + STORAGE_ONLY}
 
 
 def astype(arr, to: dtype):
@@ -166,12 +181,26 @@ def promote_types(a: dtype, b: dtype) -> dtype:
     complex with float gives the complex dtype of the wider float (complex64 with float64 is complex128)."""
     if a is b:
         return a
+    if a in STORAGE_ONLY or b in STORAGE_ONLY:
+        return _promote_storage_only(a, b)
     if a._rank == 3 or b._rank == 3:
         c, o = (a, b) if a._rank == 3 else (b, a)
         return complex128 if c is complex128 or o is float64 or o is complex128 else complex64
     if a._rank != b._rank and max(a._rank, b._rank) == 2:
         return a if a._rank == 2 else b
     return _BY_NP[np.promote_types(a.np, b.np)]
+
+
+def _promote_storage_only(a: dtype, b: dtype) -> dtype:
+    """PyTorch promotes a wide unsigned int with a float (to the float) and refuses every other pair."""
+    if a in _FLOAT8 or b in _FLOAT8:
+        raise RuntimeError(f"Promotion for Float8 Types is not supported, attempted to promote "
+                           f"{a.scalar_type} and {b.scalar_type}")
+    wide, other = (a, b) if a in _WIDE_UNSIGNED else (b, a)
+    if other._rank >= 2:
+        return other
+    raise RuntimeError(f"Promotion for uint16, uint32, uint64 types is not supported, attempted to promote "
+                       f"{a.scalar_type} and {b.scalar_type}")
 
 
 def can_cast(from_: dtype, to: dtype) -> _pybool:

@@ -11,6 +11,7 @@ from .frontend import (CompiledFunction, ExplainOutput, OptimizedModule, Unsuppo
                        reset)
 
 __all__ = ["compile", "explain", "reset", "config", "list_backends", "is_compiling", "is_dynamo_compiling",
+           "is_exporting", "allow_in_graph",
            "disable", "CompiledFunction", "OptimizedModule", "ExplainOutput", "Unsupported"]
 
 
@@ -25,6 +26,16 @@ def is_compiling() -> bool:
 
 
 is_dynamo_compiling = is_compiling
+
+
+def is_exporting() -> bool:
+    """False: tapelab has no ``torch.export`` tracing to be inside of."""
+    return False
+
+
+def allow_in_graph(fn):
+    """``fn`` unchanged (a decorator): tapelab's tracer records the ops ``fn`` runs."""
+    return fn
 
 
 def disable(fn=None, recursive: bool = True, *, reason: str | None = None):

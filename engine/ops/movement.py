@@ -129,6 +129,10 @@ _permute = Op("permute", lambda xp, x, *, dims: x.transpose(dims),
 
 
 def _expand_fwd(xp, x, *, shape):
+    # adding only size-1 dims is a writable view with PyTorch's strides (its expand keeps a new size-1
+    # dim's stride; numpy's broadcast_to gives a read-only one, and in-place writes to it failed)
+    if math.prod(shape) == x.size and x.size:
+        return x.reshape(shape)
     # numpy's broadcast_to costs ~4 us; a filled copy of a single element is cheaper for small
     # shapes (empty + fill skips numpy.full's Python wrapper), not for large ones: a sum's gradient
     # over 1M elements was a 4 MB fill a fused backward then read in full (helper F, issue 18)

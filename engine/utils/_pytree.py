@@ -5,19 +5,65 @@ to their leaves and rebuilt from new ones. ``torch.func`` reads arguments with i
 from __future__ import annotations
 
 import collections
+import dataclasses
 from typing import Any, Callable, NamedTuple
 
 __all__ = ["TreeSpec", "LeafSpec", "tree_flatten", "tree_unflatten", "tree_leaves", "tree_structure", "tree_map",
            "tree_map_", "tree_map_only", "tree_map_only_", "tree_all", "tree_any", "tree_all_only",
-           "tree_any_only", "register_pytree_node", "is_namedtuple", "SUPPORTED_NODES"]
+           "tree_any_only", "register_pytree_node", "is_namedtuple", "SUPPORTED_NODES", "SequenceKey", "MappingKey",
+           "GetAttrKey", "KeyEntry", "KeyPath", "Context", "tree_flatten_with_path", "tree_leaves_with_path",
+           "tree_map_with_path", "keystr"]
 
 
 class NodeDef(NamedTuple):
     type: type
     flatten_fn: Callable      # node -> (children, context)
     unflatten_fn: Callable    # (children, context) -> node
+    flatten_with_keys_fn: Callable | None = None   # node -> ([(key, child), ...], context)
 
 
+@dataclasses.dataclass(frozen=True)
+class SequenceKey:
+    """A child's position in a tuple or list, in a key path."""
+    idx: int
+
+    def __str__(self) -> str:
+        return f"[{self.idx!r}]"
+
+    def get(self, sequence):
+        return sequence[self.idx]
+
+
+@dataclasses.dataclass(frozen=True)
+class MappingKey:
+    """A child's key in a dict, in a key path."""
+    key: Any
+
+    def __str__(self) -> str:
+        return f"[{self.key!r}]"
+
+    def get(self, mapping):
+        return mapping[self.key]
+
+
+@dataclasses.dataclass(frozen=True)
+class GetAttrKey:
+    """A child's attribute name (a namedtuple field), in a key path."""
+    name: str
+
+    def __str__(self) -> str:
+        return f".{self.name}"
+
+    def get(self, obj):
+        return getattr(obj, self.name)
+
+
+KeyEntry = Any          # SequenceKey, MappingKey, GetAttrKey or a user type with ``get``
+KeyPath = tuple         # of KeyEntry
+Context = Any           # what flatten_fn returns beside the children, for unflatten_fn
+
+
+PyTree = Any           # any nested container of leaves (the annotation libraries import)
 SUPPORTED_NODES: dict[type, NodeDef] = {}
 
 
@@ -28,7 +74,7 @@ def register_pytree_node(cls: type, flatten_fn: Callable, unflatten_fn: Callable
     ``unflatten_fn(children, context) -> node``."""
     if cls in SUPPORTED_NODES:
         raise ValueError(f"{cls} is already registered as pytree node.")
-    SUPPORTED_NODES[cls] = NodeDef(cls, flatten_fn, unflatten_fn)
+    SUPPORTED_NODES[cls] = NodeDef(cls, flatten_fn, unflatten_fn, flatten_with_keys_fn)
 
 
 _register_pytree_node = register_pytree_node      # the older private name libraries still call
@@ -38,15 +84,35 @@ def _dict_flatten(d):
     return list(d.values()), list(d.keys())
 
 
-register_pytree_node(tuple, lambda t: (list(t), None), lambda children, _: tuple(children))
-register_pytree_node(list, lambda t: (list(t), None), lambda children, _: list(children))
-register_pytree_node(dict, _dict_flatten, lambda children, keys: dict(zip(keys, children)))
+def _dict_flatten_with_keys(d):
+    """``_dict_flatten`` with each child paired with its ``MappingKey`` (libraries register their
+    dict-like types with it)."""
+    values, keys = _dict_flatten(d)
+    return [(MappingKey(k), v) for k, v in zip(keys, values)], keys
+
+
+def _dict_unflatten(values, context) -> dict:
+    return dict(zip(context, values))
+
+
+def _seq_flatten_with_keys(seq):
+    return [(SequenceKey(i), v) for i, v in enumerate(seq)], None
+
+
+register_pytree_node(tuple, lambda t: (list(t), None), lambda children, _: tuple(children),
+                     flatten_with_keys_fn=_seq_flatten_with_keys)
+register_pytree_node(list, lambda t: (list(t), None), lambda children, _: list(children),
+                     flatten_with_keys_fn=_seq_flatten_with_keys)
+register_pytree_node(dict, _dict_flatten, _dict_unflatten, flatten_with_keys_fn=_dict_flatten_with_keys)
 register_pytree_node(collections.OrderedDict, _dict_flatten,
-                     lambda children, keys: collections.OrderedDict(zip(keys, children)))
+                     lambda children, keys: collections.OrderedDict(zip(keys, children)),
+                     flatten_with_keys_fn=_dict_flatten_with_keys)
 register_pytree_node(collections.defaultdict, lambda d: (list(d.values()), (d.default_factory, list(d.keys()))),
-                     lambda children, ctx: collections.defaultdict(ctx[0], zip(ctx[1], children)))
+                     lambda children, ctx: collections.defaultdict(ctx[0], zip(ctx[1], children)),
+                     flatten_with_keys_fn=_dict_flatten_with_keys)
 register_pytree_node(collections.deque, lambda d: (list(d), d.maxlen),
-                     lambda children, maxlen: collections.deque(children, maxlen=maxlen))
+                     lambda children, maxlen: collections.deque(children, maxlen=maxlen),
+                     flatten_with_keys_fn=_seq_flatten_with_keys)
 
 
 def is_namedtuple(obj) -> bool:
@@ -62,6 +128,12 @@ def _node_type(tree) -> type | None:
     if is_namedtuple(cls):
         return collections.namedtuple    # sentinel: the context is the class
     return None
+
+
+def _get_node_type(tree) -> Any:
+    """PyTorch's: ``namedtuple`` for a namedtuple instance, else the tree's own type (a container exactly
+    when ``SUPPORTED_NODES`` holds it; Lightning walks trees with it)."""
+    return collections.namedtuple if is_namedtuple(type(tree)) else type(tree)
 
 
 class TreeSpec:
@@ -119,6 +191,48 @@ def tree_flatten(tree, is_leaf: Callable | None = None) -> tuple[list, TreeSpec]
         return TreeSpec(kind, context, [walk(c) for c in children])
     spec = walk(tree)
     return leaves, spec
+
+
+def _keyed_children(node, kind) -> list:
+    """``[(key, child), ...]`` of a container node, for the ``*_with_path`` functions."""
+    if kind is collections.namedtuple:
+        return [(GetAttrKey(f), getattr(node, f)) for f in type(node)._fields]
+    entry = SUPPORTED_NODES[kind]
+    if entry.flatten_with_keys_fn is not None:
+        return entry.flatten_with_keys_fn(node)[0]
+    raise ValueError(f"Did not find a flatten_with_keys_fn for type: {kind}. Please pass a flatten_with_keys_fn "
+                     f"argument to register_pytree_node.")
+
+
+def tree_flatten_with_path(tree, is_leaf: Callable | None = None) -> tuple[list, TreeSpec]:
+    """``([(key_path, leaf), ...], spec)``: ``tree_flatten`` with each leaf's path of keys from the root."""
+    pairs: list = []
+
+    def walk(node, path: tuple) -> None:
+        kind = None if is_leaf is not None and is_leaf(node) else _node_type(node)
+        if kind is None:
+            pairs.append((path, node))
+            return
+        for key, child in _keyed_children(node, kind):
+            walk(child, path + (key,))
+    walk(tree, ())
+    return pairs, tree_structure(tree, is_leaf)
+
+
+def tree_leaves_with_path(tree, is_leaf: Callable | None = None) -> list:
+    return tree_flatten_with_path(tree, is_leaf)[0]
+
+
+def tree_map_with_path(func: Callable, tree, *rests, is_leaf: Callable | None = None):
+    """``tree_map`` whose ``func`` also receives each leaf's key path first."""
+    pairs, spec = tree_flatten_with_path(tree, is_leaf)
+    others = [_leaves_like(r, spec, is_leaf) for r in rests]
+    return tree_unflatten([func(path, leaf, *xs) for (path, leaf), *xs in zip(pairs, *others)], spec)
+
+
+def keystr(kp: tuple) -> str:
+    """A key path as text, e.g. ``[0]['a'].b``."""
+    return "".join(str(k) for k in kp)
 
 
 def tree_unflatten(leaves, treespec: TreeSpec):

@@ -4,7 +4,7 @@
 gives ``models``, ``transforms``, ``datasets``, ``utils`` and ``ops`` for tapelab tensors. Pillow
 is needed only by the transforms and datasets that read or make images (the ``vision`` extra).
 """
-from . import datasets, models, ops, transforms, utils  # noqa: F401
+from . import datasets, io, models, ops, transforms, utils  # noqa: F401
 
 __version__ = "0.1.0"
-__all__ = ["datasets", "models", "ops", "transforms", "utils"]
+__all__ = ["datasets", "io", "models", "ops", "transforms", "utils"]

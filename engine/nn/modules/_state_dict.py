@@ -22,6 +22,8 @@ from ..parameter import Parameter
 
 __all__ = ["StateDict", "RemovableHandle"]
 
+_EXTRA_STATE_KEY_SUFFIX = "_extra_state"   # the state-dict key of get_extra_state()'s value (PyTorch's name)
+
 _NONE = MappingProxyType({})     # a module's hooks until it registers one (read-only, shared)
 
 
@@ -117,7 +119,7 @@ class StateDict:
             if b is not None and name not in self._non_persistent_buffers_set:
                 destination[prefix + name] = b if keep_vars else b.detach()
         if self._has_extra_state("get_extra_state"):
-            destination[prefix + "_extra_state"] = self.get_extra_state()
+            destination[prefix + _EXTRA_STATE_KEY_SUFFIX] = self.get_extra_state()
 
     def state_dict(self, *args, destination: dict | None = None, prefix: str = "",
                    keep_vars: bool = False) -> "OrderedDict[str, Tensor]":
@@ -177,7 +179,7 @@ class StateDict:
                 error_msgs.append(f'While copying the parameter named "{key}", whose dimensions in the model are '
                                   f"{current.size()} and whose dimensions in the checkpoint are {value.size()}, "
                                   f"an exception occurred : {ex.args}.")
-        extra = prefix + "_extra_state"
+        extra = prefix + _EXTRA_STATE_KEY_SUFFIX
         if self._has_extra_state("set_extra_state"):
             if extra in state_dict:
                 self.set_extra_state(state_dict[extra])

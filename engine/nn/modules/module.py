@@ -17,7 +17,7 @@ from ...core.dispatch import STATE, module_scope
 from ...ops.convert import _parse_to_args
 from ...core.tensor import Tensor
 from ..parameter import Buffer, Parameter
-from ._state_dict import RemovableHandle, StateDict, _IncompatibleKeys  # noqa: F401  (torch.nn.modules.module._IncompatibleKeys: libraries import it from here)
+from ._state_dict import _EXTRA_STATE_KEY_SUFFIX, RemovableHandle, StateDict, _IncompatibleKeys  # noqa: F401  (torch.nn.modules.module._IncompatibleKeys and _EXTRA_STATE_KEY_SUFFIX: libraries import them from here)
 
 __all__ = ["Module", "RemovableHandle"]
 

@@ -1,0 +1,341 @@
+"""Gaps found by running Hugging Face ``transformers`` models (GPT-2, Llama, BERT, T5, ViT, Mistral, Qwen2)
+unchanged under ``install_aliases()``: the torch API each gap is in, exercised directly and compared with
+real torch (transformers itself is not imported here)."""
+from __future__ import annotations
+
+import io
+import math
+from collections import OrderedDict, namedtuple
+
+import numpy as np
+import pytest
+import torch
+from torch.nn.attention import flex_attention as torch_flex
+from torch.utils import _pytree as torch_pytree
+
+import tapelab
+from tapelab.nn.attention import flex_attention as tapelab_flex
+from tapelab.utils import _pytree as tapelab_pytree
+
+BOTH = pytest.mark.parametrize("m", [torch, tapelab], ids=["torch", "tapelab"])
+STORAGE_DTYPES = ["uint16", "uint32", "uint64", "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz"]
+
+
+# ---------------------------------------------------------------- storage dtypes (checkpoint loading maps to them)
+@pytest.mark.parametrize("name", STORAGE_DTYPES)
+def test_storage_dtypes_cast_like_torch(name):
+    values = np.array([0.0, 0.5, 1.0, 2.0, 3.0, 448.0 if "e4m3" in name else 4.0], dtype=np.float32)
+    theirs = torch.tensor(values).to(getattr(torch, name))
+    ours = tapelab.tensor(values).to(getattr(tapelab, name))
+    assert ours.dtype is getattr(tapelab, name) and ours.element_size() == theirs.element_size()
+    for attr in ("is_floating_point", "is_signed", "itemsize"):
+        assert getattr(ours.dtype, attr) == getattr(theirs.dtype, attr), attr
+    np.testing.assert_array_equal(ours.float().numpy(), theirs.float().numpy())
+    np.testing.assert_array_equal(ours.to(tapelab.int64).numpy(), theirs.to(torch.int64).numpy())
+
+
+@pytest.mark.parametrize("a,b", [("uint16", "int64"), ("uint64", "uint8"), ("float8_e4m3fn", "float32"),
+                                 ("float8_e5m2", "float8_e4m3fn"), ("uint32", "float32"), ("uint16", "uint16"),
+                                 ("float64", "uint64")])
+def test_storage_dtypes_promote_like_torch(a, b):
+    try:
+        want = torch.promote_types(getattr(torch, a), getattr(torch, b))
+    except RuntimeError as e:
+        with pytest.raises(RuntimeError, match=str(e)):
+            tapelab.promote_types(getattr(tapelab, a), getattr(tapelab, b))
+    else:
+        assert tapelab.promote_types(getattr(tapelab, a), getattr(tapelab, b)).name == str(want).split(".")[1]
+
+
+def test_finfo_of_float8_matches_torch():
+    for name in ("float8_e4m3fn", "float8_e5m2"):
+        ours, theirs = tapelab.finfo(getattr(tapelab, name)), torch.finfo(getattr(torch, name))
+        assert (ours.max, ours.min, ours.eps, ours.bits) == (theirs.max, theirs.min, theirs.eps, theirs.bits)
+
+
+# ---------------------------------------------------------------- pytree key paths (ModelOutput registers with them)
+NT = namedtuple("NT", "a b")
+
+
+def _tree():
+    return {"x": [1, (2, 3)], "y": NT(4, OrderedDict(z=5)), "w": []}
+
+
+@pytest.mark.parametrize("P", [torch_pytree, tapelab_pytree], ids=["torch", "tapelab"])
+def test_tree_flatten_with_path(P):
+    pairs, spec = P.tree_flatten_with_path(_tree())
+    assert [(P.keystr(k), v) for k, v in pairs] == [("['x'][0]", 1), ("['x'][1][0]", 2), ("['x'][1][1]", 3),
+                                                    ("['y'].a", 4), ("['y'].b['z']", 5)]
+    assert P.tree_unflatten([v for _, v in pairs], spec) == _tree()
+    mapped = P.tree_map_with_path(lambda path, x: len(path) * 10 + x, _tree())
+    assert mapped["x"] == [21, (32, 33)] and mapped["y"].b["z"] == 35
+    assert [k.get(_tree()["y"]) for k, _ in [(P.GetAttrKey("a"), None)]] == [4]
+
+
+@pytest.mark.parametrize("P", [torch_pytree, tapelab_pytree], ids=["torch", "tapelab"])
+def test_registered_dict_like_node_with_keys(P):
+    class Output(dict):
+        pass
+
+    P.register_pytree_node(Output, P._dict_flatten, lambda values, keys: Output(P._dict_unflatten(values, keys)),
+                           flatten_with_keys_fn=P._dict_flatten_with_keys)
+    pairs, _ = P.tree_flatten_with_path(Output(logits=1, loss=[2]))
+    assert [(P.keystr(k), v) for k, v in pairs] == [("['logits']", 1), ("['loss'][0]", 2)]
+    assert P._dict_flatten_with_keys({"a": 1}) == ([(P.MappingKey("a"), 1)], ["a"])
+    with pytest.raises(ValueError, match="already registered"):
+        P.register_pytree_node(Output, P._dict_flatten, P._dict_unflatten)
+
+
+# ---------------------------------------------------------------- torch.version, torch._check, memory formats
+def test_version_module():
+    assert tapelab.version.hip is None and tapelab.version.debug is False
+    assert tapelab.version.__version__ == tapelab.__version__
+    assert (tapelab.version.cuda is None) == (not tapelab.cuda.is_available())
+
+
+@BOTH
+def test_check_functions(m):
+    m._check(True)
+    m._check_tensor_all(m.tensor([True, True]))
+    with pytest.raises(RuntimeError, match="^shape is wrong$"):
+        m._check(False, lambda: "shape is wrong")
+    with pytest.raises(RuntimeError, match="Expected cond to be True"):
+        m._check(False)
+    for fn, error in ((m._check_index, IndexError), (m._check_value, ValueError), (m._check_type, TypeError),
+                      (m._check_not_implemented, NotImplementedError)):
+        with pytest.raises(error, match="^no$"):
+            fn(False, lambda: "no")
+    with pytest.raises(KeyError):
+        m._check_with(KeyError, False, lambda: "k")
+    with pytest.raises(TypeError, match="cond must be a bool, but got a Tensor"):
+        m._check(m.tensor(True))
+    with pytest.raises(RuntimeError, match="^mask$"):
+        m._check_tensor_all(m.tensor([True, False]), lambda: "mask")
+
+
+@BOTH
+def test_memory_formats_are_accepted(m):
+    x = m.arange(24.0).reshape(2, 3, 2, 2).transpose(1, 2)
+    for fmt in (m.contiguous_format, m.preserve_format):
+        y = x.clone(memory_format=fmt)
+        np.testing.assert_array_equal(y.numpy(), x.numpy())
+    assert x.contiguous(memory_format=m.contiguous_format).is_contiguous()
+    assert isinstance(m.channels_last, m.memory_format) and m.channels_last is not m.contiguous_format
+
+
+# ---------------------------------------------------------------- cuda / compiler / _dynamo names used at import
+def test_cuda_stream_context_and_graph_are_classes():
+    assert isinstance(tapelab.cuda.StreamContext, type) and isinstance(tapelab.cuda.CUDAGraph, type)
+    assert issubclass(tapelab.cuda.CUDAGraph, tapelab.graphs.Graph)
+    with tapelab.cuda.stream(None) as s:          # None is a no-op in PyTorch too
+        assert s is None
+    assert isinstance(tapelab.cuda.stream(None), tapelab.cuda.StreamContext)
+    _ = tapelab.cuda.CUDAGraph | None              # annotations: `torch.cuda.CUDAGraph | None`
+
+
+@BOTH
+def test_compiler_and_dynamo_hints(m):
+    import importlib
+    dynamo = importlib.import_module(m.__name__ + "._dynamo")
+    fn = lambda x: x + 1  # noqa: E731
+    assert m.compiler.allow_in_graph(fn) is fn and dynamo.allow_in_graph(fn) is fn
+    assert m.compiler.is_exporting() is False and m.compiler.is_compiling() is False
+    x = m.zeros(3)
+    dynamo.mark_static_address(x)
+    assert dynamo.assume_constant_result(fn) is fn
+    from importlib import import_module
+    TransformGetItemToIndex = import_module(m.__name__ + "._dynamo._trace_wrapped_higher_order_op").TransformGetItemToIndex
+    a = m.arange(10) * 2
+    with TransformGetItemToIndex():
+        got = m.vmap(lambda i: a[i])(m.arange(3))
+    assert got.tolist() == [0, 2, 4]
+
+
+# ---------------------------------------------------------------- flex attention
+def _flex_inputs(m, rs, gqa: bool, requires_grad: bool = False):
+    q = rs.standard_normal((2, 4, 6, 8)).astype(np.float32)
+    k = rs.standard_normal((2, 2 if gqa else 4, 7, 8)).astype(np.float32)
+    v = rs.standard_normal((2, 2 if gqa else 4, 7, 5)).astype(np.float32)
+    return [m.tensor(a, requires_grad=requires_grad) for a in (q, k, v)]
+
+
+def _mods(m, F):
+    bias = m.linspace(-1, 1, 7)
+    mask = F.and_masks(lambda b, h, qi, ki: qi + 1 >= ki, F.or_masks(lambda b, h, qi, ki: ki != 2,
+                                                                   lambda b, h, qi, ki: b == 1))
+    return mask, (lambda s, b, h, qi, ki: s + bias[ki] * (h + 1))
+
+
+def _run_flex(m, F, gqa, with_mask, with_score, requires_grad=False):
+    q, k, v = _flex_inputs(m, np.random.RandomState(0), gqa, requires_grad)
+    mask, score = _mods(m, F)
+    block = F.create_block_mask(mask, 2, None, 6, 7, device="cpu", BLOCK_SIZE=4) if with_mask else None
+    out, aux = F.flex_attention(q, k, v, score_mod=score if with_score else None, block_mask=block, enable_gqa=gqa,
+                                return_aux=F.AuxRequest(lse=True, max_scores=requires_grad))
+    values = [out, aux.lse] + ([aux.max_scores] if requires_grad else [])
+    if requires_grad:
+        (out.square().sum() + aux.lse.sum()).backward()
+        values += [q.grad, k.grad, v.grad]
+    return [t.detach().numpy() for t in values], (block.to_dense().numpy() if block is not None else None)
+
+
+def _torch_reference_grads(gqa, with_mask, with_score):
+    """The max scores and gradients of the same attention written with plain torch ops (torch's flex has no
+    CPU backward and returns no max scores on the CPU)."""
+    q, k, v = _flex_inputs(torch, np.random.RandomState(0), gqa, True)
+    mask, score = _mods(torch, torch_flex)
+    kk, vv = (k.repeat_interleave(2, dim=1), v.repeat_interleave(2, dim=1)) if gqa else (k, v)
+    s = q @ kk.transpose(-2, -1) / math.sqrt(8)
+    idx = [torch.arange(n).reshape([n if i == d else 1 for i in range(4)]) for d, n in enumerate((2, 4, 6, 7))]
+    if with_score:
+        s = score(s, *idx)
+    if with_mask:
+        s = s.masked_fill(~mask(*idx).expand(2, 4, 6, 7), float("-inf"))
+    lse = s.logsumexp(-1)
+    out = s.softmax(-1) @ vv
+    (out.square().sum() + lse.sum()).backward()
+    return [t.detach().numpy() for t in (s.amax(-1), q.grad, k.grad, v.grad)]
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+@pytest.mark.parametrize("gqa", [False, True])
+@pytest.mark.parametrize("with_mask,with_score", [(True, True), (True, False), (False, True)])
+def test_flex_attention_matches_torch(gqa, with_mask, with_score):
+    theirs, dense_t = _run_flex(torch, torch_flex, gqa, with_mask, with_score)
+    ours, dense_o = _run_flex(tapelab, tapelab_flex, gqa, with_mask, with_score, requires_grad=True)
+    for a, b in zip(ours, theirs + _torch_reference_grads(gqa, with_mask, with_score)):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
+    if with_mask:
+        np.testing.assert_array_equal(dense_o, dense_t)
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+@pytest.mark.filterwarnings("ignore::FutureWarning")
+def test_flex_attention_fully_masked_rows_and_lse():
+    res = []
+    for m, F in ((torch, torch_flex), (tapelab, tapelab_flex)):
+        q, k, v = _flex_inputs(m, np.random.RandomState(1), False)
+        block = F.create_block_mask(lambda b, h, qi, ki: (qi < 4) & (ki <= qi), None, None, 6, 7, device="cpu")
+        out, lse = F.flex_attention(q, k, v, block_mask=block, scale=0.3, return_lse=True)
+        res.append((out.numpy(), lse.numpy(), block.shape, F.create_mask(lambda b, h, qi, ki: qi >= ki, 1, 2, 3, 4).numpy()))
+    np.testing.assert_allclose(res[1][0], res[0][0], rtol=1e-5, atol=1e-6)
+    assert not res[1][0][:, :, 4:].any()
+    np.testing.assert_allclose(res[1][1], res[0][1], rtol=1e-5)
+    assert res[1][2] == tuple(res[0][2])
+    np.testing.assert_array_equal(res[1][3], res[0][3])
+
+
+def test_flex_attention_rejects_head_mismatch_without_gqa():
+    q, k, v = _flex_inputs(tapelab, np.random.RandomState(0), True)
+    with pytest.raises(ValueError, match="enable_gqa=True"):
+        tapelab_flex.flex_attention(q, k, v)
+
+
+# ---------------------------------------------------------------- torch.library custom ops
+def _custom_matmul(m, tag):
+    lib = m.library
+
+    scaled_mm = lib.custom_op(f"hfgaps{tag}::scaled_mm", lambda a, b: (a @ b) * 2, mutates_args=(),
+                              schema="(Tensor a, Tensor b) -> Tensor")
+
+    @scaled_mm.register_fake
+    def _(a, b):
+        return a.new_empty(a.shape[0], b.shape[1])
+
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(*inputs)
+
+    def backward(ctx, g):   # deliberately not the true derivative: the registered formula must be the one used
+        a, b = ctx.saved_tensors
+        return g @ b.T, 3 * a.T @ g
+
+    lib.register_autograd(f"hfgaps{tag}::scaled_mm", backward, setup_context=setup_context)
+    return scaled_mm
+
+
+@BOTH
+def test_custom_op_with_registered_autograd(m):
+    op = _custom_matmul(m, "a" if m is torch else "b")
+    rs = np.random.RandomState(0)
+    a = m.tensor(rs.standard_normal((3, 4)), requires_grad=True)
+    b = m.tensor(rs.standard_normal((4, 2)), requires_grad=True)
+    out = op(a, b)
+    np.testing.assert_allclose(out.detach().numpy(), 2 * a.detach().numpy() @ b.detach().numpy(), rtol=1e-12)
+    out.sum().backward()
+    g = np.ones((3, 2))
+    np.testing.assert_allclose(a.grad.numpy(), g @ b.detach().numpy().T, rtol=1e-12)
+    np.testing.assert_allclose(b.grad.numpy(), 3 * a.detach().numpy().T @ g, rtol=1e-12)
+
+
+def test_custom_op_without_autograd_runs_its_function_and_needs_a_namespace():
+    @tapelab.library.custom_op("hfgapsc::plus_one", mutates_args=())
+    def plus_one(x: tapelab.Tensor) -> tapelab.Tensor:
+        return x + 1
+
+    x = tapelab.tensor([1.0, 2.0], requires_grad=True)
+    plus_one(x).sum().backward()                 # its own ops record, so it still differentiates
+    assert x.grad.tolist() == [1.0, 1.0]
+    with pytest.raises(ValueError, match="namespace::name"):
+        tapelab.library.custom_op("no_namespace", lambda x: x, mutates_args=())
+
+
+# ---------------------------------------------------------------- save_on_cpu, extra-state key, expand views
+@BOTH
+def test_save_on_cpu_keeps_gradients(m):
+    x = m.tensor([0.5, -1.0, 2.0], requires_grad=True)
+    with m.autograd.graph.save_on_cpu(pin_memory=False):
+        y = (x.exp() * x).sum()
+    y.backward()
+    np.testing.assert_allclose(x.grad.numpy(), (np.exp(x.detach().numpy()) * (1 + x.detach().numpy())), rtol=1e-6)
+
+
+def test_extra_state_key_suffix_is_torchs():
+    assert tapelab.nn.modules.module._EXTRA_STATE_KEY_SUFFIX == torch.nn.modules.module._EXTRA_STATE_KEY_SUFFIX
+
+    class WithExtra(tapelab.nn.Module):
+        def get_extra_state(self):
+            return {"step": 3}
+
+        def set_extra_state(self, state):
+            self.loaded = state
+
+    m = WithExtra()
+    key = tapelab.nn.modules.module._EXTRA_STATE_KEY_SUFFIX
+    assert m.state_dict() == {key: {"step": 3}}
+    m.load_state_dict({key: {"step": 4}})
+    assert m.loaded == {"step": 4}
+
+
+@BOTH
+def test_expand_adding_unit_dims_is_a_writable_view(m):
+    base = m.arange(8)
+    view = base.expand((1, -1))
+    assert view.stride() == (8, 1)
+    view.copy_(m.arange(8).flip(0).expand((1, -1)))       # BERT's init writes its position_ids buffer this way
+    assert base.tolist() == list(range(7, -1, -1))
+    z = m.zeros(3)
+    z.expand(1, 1, 3).add_(2)
+    assert z.tolist() == [2.0, 2.0, 2.0]
+    assert m.ones(1).expand(1, 1).stride() == (1, 1)
+    assert m.arange(3).expand(2, 3).stride() == (0, 1)
+
+
+# ---------------------------------------------------------------- torchvision.io
+def test_decode_image_matches_pil():
+    Image = pytest.importorskip("PIL.Image")
+    rs = np.random.RandomState(0)
+    rgba = rs.randint(0, 256, (5, 7, 4), dtype=np.uint8)
+    buf = io.BytesIO()
+    Image.fromarray(rgba, "RGBA").save(buf, format="PNG")
+    data = tapelab.tensor(np.frombuffer(buf.getvalue(), dtype=np.uint8).copy())
+    from tapelab.vision.io import ImageReadMode, decode_image
+    full = decode_image(data)
+    assert full.dtype is tapelab.uint8 and tuple(full.shape) == (4, 5, 7)
+    np.testing.assert_array_equal(full.numpy(), rgba.transpose(2, 0, 1))
+    rgb = decode_image(data, mode=ImageReadMode.RGB)
+    np.testing.assert_array_equal(rgb.numpy(), rgba[:, :, :3].transpose(2, 0, 1))
+    gray = decode_image(data, mode="GRAY")
+    want = np.asarray(Image.fromarray(rgba, "RGBA").convert("L"))[None]
+    np.testing.assert_array_equal(gray.numpy(), want)
+    with pytest.raises(RuntimeError, match="1-D uint8"):
+        decode_image(tapelab.zeros(3))
