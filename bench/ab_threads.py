@@ -3,6 +3,7 @@ threads, or one GEMM split threshold against another, on the bench programs' ste
 
     python bench/ab_threads.py gpt128 lstm resnet                 # pool (BLAS at 1) vs BLAS threads
     python bench/ab_threads.py --gemm-min 19 21 gpt128 resnet     # kernels.GEMM_PARALLEL_MIN 2^19 vs 2^21
+    python bench/ab_threads.py --one-vs-two mlp64 transformer     # set_num_threads(1) vs (2), both on the pool
 
 Two-thread wall times on a shared 2-core machine swing by +-30% from one run to the next; within
 one process, alternating rounds see the same machine state, so the per-round ratio separates two
@@ -11,6 +12,7 @@ settings that separate runs cannot. Not a test.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
 import sys
@@ -18,7 +20,7 @@ import time
 
 os.environ["OPENBLAS_NUM_THREADS"] = os.environ["OMP_NUM_THREADS"] = "2"   # before numpy loads
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path[:0] = [os.path.dirname(HERE), os.path.join(HERE, "programs")]
+sys.path[:0] = [os.path.dirname(HERE), HERE, os.path.join(HERE, "programs")]
 
 import numpy as np                      # noqa: E402
 from threadpoolctl import threadpool_limits   # noqa: E402
@@ -31,6 +33,7 @@ STEPS = {"gpt128": (lambda m, r, t: models.gpt_step(m, r, t, 128), lambda r, n: 
          "gpt384": (lambda m, r, t: models.gpt_step(m, r, t, 384), lambda r, n: models.gpt_batches(r, 384, n)),
          "lstm": (models.lstm_step, models.lstm_batches),
          "resnet": (models.resnet_step, models.resnet_batches)}
+WORKLOADS = ("mlp64", "mlp512", "cnn", "transformer")    # bench/workloads.py's rows, one fixed batch each
 
 
 def _setting(gemm_min: int, blas: int):
@@ -38,16 +41,37 @@ def _setting(gemm_min: int, blas: int):
     return threadpool_limits(blas, user_api="blas")
 
 
+@contextlib.contextmanager
+def _threads(n: int):
+    tapelab.set_num_threads(n)
+    yield
+
+
+def _workload_step(name: str):
+    """A bench/run.py row's tapelab step, called with the (ignored) batch like the programs'."""
+    import workloads
+    title = {"mlp64": "MLP 784-512-512-10 step, batch 64", "mlp512": "MLP 784-512-512-10 step, batch 512",
+             "cnn": "CNN step, batch 32", "transformer": "Transformer block step, batch 16x64"}[name]
+    row = next(w for w in workloads.REGISTRY if w.name == title)
+    step = row.build(tapelab, workloads.Context("tapelab", tapelab))
+    return lambda batch: step()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("programs", nargs="+", choices=sorted(STEPS))
+    ap.add_argument("programs", nargs="+", choices=sorted(STEPS) + list(WORKLOADS))
     ap.add_argument("--rounds", type=int, default=10)
     ap.add_argument("--steps", type=int, default=4, help="steps per setting per round")
     ap.add_argument("--gemm-min", type=int, nargs=2, metavar=("A", "B"),
                     help="compare GEMM_PARALLEL_MIN = 2^A against 2^B (both on the pool)")
+    ap.add_argument("--one-vs-two", action="store_true",
+                    help="compare set_num_threads(1) against (2): two threads should never be slower")
     args = ap.parse_args()
     tapelab.set_num_threads(2)
-    if args.gemm_min:
+    if args.one_vs_two:
+        names = ("1 thread", "2 threads")
+        settings = (lambda: _threads(1), lambda: _threads(2))
+    elif args.gemm_min:
         names = (f"2^{args.gemm_min[0]}", f"2^{args.gemm_min[1]}")
         settings = (lambda: _setting(1 << args.gemm_min[0], 1), lambda: _setting(1 << args.gemm_min[1], 1))
     else:
@@ -57,9 +81,12 @@ def main() -> None:
     def tensor(a):
         return tapelab.tensor(np.ascontiguousarray(a, dtype=np.float32))
     for name in args.programs:
-        build, batches = STEPS[name]
-        step = build(tapelab, np.random.default_rng(0), tensor)
-        data = list(batches(np.random.default_rng(1), args.steps))
+        if name in WORKLOADS:
+            step, data = _workload_step(name), [None] * args.steps
+        else:
+            build, batches = STEPS[name]
+            step = build(tapelab, np.random.default_rng(0), tensor)
+            data = list(batches(np.random.default_rng(1), args.steps))
         for b in data:
             step(b).item()
         times = ([], [])

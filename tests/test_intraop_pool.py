@@ -1,6 +1,7 @@
 """tapelab's intra-op pool (engine/base/pool.py) and the GEMMs split over it (engine/kernels/gemm.py)."""
 import multiprocessing
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -80,6 +81,37 @@ def test_nested_and_concurrent_callers_run_serially_without_deadlock():
         np.testing.assert_allclose(results[k], np.matmul(a * k, b), rtol=1e-5, atol=1e-4)
 
 
+def _ways(key, block_seconds, rounds):
+    """Run two-block work under ``key`` ``rounds`` times; which ways ran (1 split, 0 on the caller)."""
+    ways = []
+
+    def block(i, caller):
+        ways.append(int(threading.get_ident() != caller)) if i == 1 else None
+        time.sleep(block_seconds(threading.get_ident() != caller))
+    for _ in range(rounds):
+        pool.run_blocks(block, [(0, threading.get_ident()), (1, threading.get_ident())], key, 1000)
+    return ways
+
+
+def test_work_with_a_key_runs_split_or_whole_as_measured_faster():
+    """Split first; then each way is timed; the faster wins, the slower is re-timed now and then."""
+    slow_worker = _ways(("test", "slow worker"), lambda on_worker: 0.006 if on_worker else 0.0002, 40)
+    assert slow_worker[:3] == [1, 1, 0]             # the first of each way is not counted
+    assert slow_worker[4:].count(1) <= 3 and slow_worker[-4:] == [0, 0, 0, 0]
+    parallel_pays = _ways(("test", "even blocks"), lambda on_worker: 0.002, 40)
+    assert parallel_pays[:4] == [1, 1, 0, 0] and parallel_pays[-4:] == [1, 1, 1, 1]
+    assert parallel_pays[4:].count(0) <= 3
+    (figures,) = pool.timings(("test", "even blocks")).values()
+    assert figures["split"] < figures["whole"] and figures["calls"] == 40
+
+
+def test_a_confirmed_choice_is_retimed_ever_less_often():
+    ways = _ways(("test", "backoff"), lambda on_worker: 0.006 if on_worker else 0.0002, 120)
+    retimed = [i for i, w in enumerate(ways) if w == 1][2:]   # after the two first split calls
+    gaps = [b - a for a, b in zip(retimed, retimed[1:])]
+    assert gaps == sorted(gaps) and gaps[-1] >= 2 * gaps[0]
+
+
 def _child_gemm(q):
     a = np.ones((400, 300), np.float32)
     q.put(float(kernels.gemm(np, a, a.T).sum()))
@@ -124,7 +156,7 @@ def test_gemm_equals_numpy_matmul(two_threads, sa, sb, dtype):
 def test_gemm_splits_only_large_products(two_threads, monkeypatch):
     calls = []
     real = pool.run_blocks
-    monkeypatch.setattr(pool, "run_blocks", lambda fn, blocks: (calls.append(len(blocks)), real(fn, blocks)))
+    monkeypatch.setattr(pool, "run_blocks", lambda fn, blocks, *key: (calls.append(len(blocks())), real(fn, blocks, *key)))
     a = np.ones((256, 256), np.float32)
     kernels.gemm(np, a, a)
     assert calls == [2]

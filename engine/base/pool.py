@@ -11,13 +11,23 @@ a parallel op no more than the work itself. A hand-off is a lock release and a w
 The pool is taken without waiting: a second thread calling in while it works (a DataLoader
 thread, a user's own threads), or a block that itself asks for the pool, runs its blocks on
 the calling thread alone, so nesting and concurrency never deadlock.
+
+Whether splitting pays is measured, not assumed. On the project machine a hand-off round trip
+costs 20-60 us (a futex wake of an idle virtual CPU, then the GIL), a 2^16-element relu took
+26 us whole and 81 us in two blocks, and its two virtual CPUs gave two independent BLAS threads
+1.35x one thread's throughput, not 2x (bench/README.md, issue 17). So a caller that names the
+kind of work (``key``, with its size in ``work``) gets both ways timed: per kind and power-of-two
+size class, each call runs split or on the calling thread, whichever has the lower time per
+unit of work so far, and the other way is timed again every ``_RETRY``-th call, so the choice
+follows the machine's load. Both ways run the same blocks, so the result does not depend on it.
 """
 from __future__ import annotations
 
 import os
 import threading
+import time
 
-__all__ = ["run_blocks", "ranges"]
+__all__ = ["run_blocks", "ranges", "timings"]
 
 
 class _Worker:
@@ -62,36 +72,121 @@ def _reset_after_fork() -> None:
 os.register_at_fork(after_in_child=_reset_after_fork)
 
 
-def run_blocks(fn, blocks: list) -> None:
-    """``fn(*args)`` for each ``args`` in ``blocks``, the first on the calling thread and the rest
+class _Timings:
+    """One kind of work in one size class: seconds per unit of work split (index 1) and on the
+    calling thread (index 0), a running average of each. Each way's first call is not counted:
+    it pays one-off costs (a loop's compilation, a worker's start). The slower way is timed
+    again after ``retry`` calls; each time it is still the slower, ``retry`` doubles (up to
+    ``_RETRY_MAX``), so a choice that holds costs ever less to confirm."""
+
+    __slots__ = ("per_unit", "runs", "calls", "retry", "next_retry")
+
+    def __init__(self):
+        self.per_unit = [None, None]
+        self.runs = [0, 0]
+        self.calls = 0
+        self.retry = self.next_retry = _RETRY
+
+    def faster(self) -> int:
+        whole, split = self.per_unit
+        if split is None or whole is None:
+            return 1 if split is None else 0
+        return 1 if split < whole else 0
+
+    def choose(self) -> int:
+        """1 to split this call, 0 to run it on the calling thread: each way is timed first
+        (split first), then the faster so far, and now and then the other."""
+        self.calls += 1
+        way = self.faster()
+        if self.calls >= self.next_retry and None not in self.per_unit:
+            return 1 - way
+        return way
+
+    def record(self, way: int, seconds: float, work: int) -> None:
+        self.runs[way] += 1
+        if self.runs[way] == 1:
+            return
+        before = self.faster()
+        per_unit, old = seconds / work, self.per_unit[way]
+        self.per_unit[way] = per_unit if old is None else old + 0.25 * (per_unit - old)
+        if self.calls >= self.next_retry and way != before:
+            self.retry = min(2 * self.retry, _RETRY_MAX) if self.faster() == before else _RETRY
+            self.next_retry = self.calls + self.retry
+
+
+_RETRY, _RETRY_MAX = 16, 1024
+_TIMINGS: dict = {}
+
+
+def timings(key) -> dict:
+    """What the pool measured for ``key``: ``{size_class: {"whole": s, "split": s, "calls": n}}``,
+    seconds per unit of work each way (size class: ``work.bit_length()``)."""
+    return {k[1]: {"whole": t.per_unit[0], "split": t.per_unit[1], "calls": t.calls}
+            for k, t in _TIMINGS.items() if k[0] == key}
+
+
+def run_blocks(fn, blocks, key=None, work: int = 1, whole: tuple | None = None) -> None:
+    """``fn(*args)`` for each ``args`` in ``blocks`` (a list, or a function that returns it when
+    the call runs split), the first on the calling thread and the rest
     on the pool's workers at the same time; returns when all are done and raises the first
     error any block raised. Runs them one after another on the calling thread when the pool is
-    busy or the caller is one of its workers."""
-    if len(blocks) < 2 or getattr(_LOCAL, "worker", False) or not _BUSY.acquire(blocking=False):
-        for args in blocks:
-            fn(*args)
+    busy or the caller is one of its workers.
+
+    When ``key`` names the kind of work (``work`` its size: elements, multiply-adds), the call
+    runs split or whole (``fn(*whole)`` on the calling thread, or the blocks one after another
+    when ``whole`` is None), whichever has measured faster for that size class."""
+    if getattr(_LOCAL, "worker", False) or not _BUSY.acquire(blocking=False):
+        _run_whole(fn, blocks, whole)
         return
+    timing = None
+    if key is not None:
+        timing = _TIMINGS.get((key, work.bit_length()))
+        if timing is None:
+            timing = _TIMINGS[(key, work.bit_length())] = _Timings()
+    way = 1 if timing is None else timing.choose()
+    start = time.perf_counter()
     try:
-        while len(_WORKERS) < len(blocks) - 1:
-            _WORKERS.append(_Worker(len(_WORKERS)))
-        started = []
-        for worker, args in zip(_WORKERS, blocks[1:]):
-            worker.job = (fn, args)
-            worker.go.release()
-            started.append(worker)
-        error = None
-        try:
-            fn(*blocks[0])
-        except BaseException as exc:
-            error = exc
-        for worker in started:
-            worker.done.acquire()
-            if worker.error is not None:
-                error, worker.error = error or worker.error, None
-        if error is not None:
-            raise error
+        if way:
+            _run_split(fn, blocks() if callable(blocks) else blocks)
+        else:
+            _run_whole(fn, blocks, whole)
     finally:
         _BUSY.release()
+    if timing is not None:
+        timing.record(way, time.perf_counter() - start, work)
+
+
+def _run_whole(fn, blocks, whole: tuple | None) -> None:
+    if whole is not None:
+        fn(*whole)
+        return
+    for args in blocks() if callable(blocks) else blocks:
+        fn(*args)
+
+
+def _run_split(fn, blocks: list) -> None:
+    """The blocks at once, the first on the calling thread (which holds ``_BUSY``)."""
+    if len(blocks) < 2:
+        _run_whole(fn, blocks, None)
+        return
+    while len(_WORKERS) < len(blocks) - 1:
+        _WORKERS.append(_Worker(len(_WORKERS)))
+    started = []
+    for worker, args in zip(_WORKERS, blocks[1:]):
+        worker.job = (fn, args)
+        worker.go.release()
+        started.append(worker)
+    error = None
+    try:
+        fn(*blocks[0])
+    except BaseException as exc:
+        error = exc
+    for worker in started:
+        worker.done.acquire()
+        if worker.error is not None:
+            error, worker.error = error or worker.error, None
+    if error is not None:
+        raise error
 
 
 def ranges(size: int, parts: int) -> list:

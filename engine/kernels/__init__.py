@@ -11,7 +11,8 @@ optional (numba is the ``[jit]`` extra) and ``TAPELAB_EAGER_KERNELS=0`` turns th
 paths stay tested. Compiled code is cached on disk (``cache=True``); the first call in a fresh
 checkout compiles (seconds), later processes load it. With more than one thread
 (``set_num_threads``), ``parallel`` cuts a large array's rows into one block per thread (the
-loops release the GIL), as PyTorch splits its elementwise and row loops.
+loops release the GIL), as PyTorch splits its elementwise and row loops, and runs the blocks at
+once where that has measured faster for the loop and size.
 """
 from __future__ import annotations
 
@@ -68,8 +69,9 @@ def threads() -> int:
     return runtime.intra_op_threads()
 
 
-# Below this many elements a loop runs on the calling thread alone: the pool's hand-off is ~15 us
-# on the project machine (engine/base/pool.py), and a fused loop costs 3-6 ns per float32 element.
+# Below this many elements a loop runs on the calling thread alone, untimed; above it the pool
+# times it split and whole per size class and keeps the faster (engine/base/pool.py): a hand-off
+# costs 20-80 us on the project machine, a relu 0.1 ns and a softmax 3-6 ns per element.
 PARALLEL_MIN = 1 << 15
 
 
@@ -85,9 +87,13 @@ def parallel(fn, n_split: int, *args, align: int = 1) -> None:
         return
     blocks = -(-rows // align)
     n = min(n, blocks)
+    run_blocks(fn, lambda: _row_blocks(args, n_split, rows, blocks, n, align), (fn, n), args[0].size, args)
+
+
+def _row_blocks(args: tuple, n_split: int, rows: int, blocks: int, n: int, align: int) -> list:
     cuts = [min(rows, blocks * i // n * align) for i in range(n + 1)]
     rest = args[n_split:]
-    run_blocks(fn, [tuple(a[cuts[i]:cuts[i + 1]] for a in args[:n_split]) + rest for i in range(n)])
+    return [tuple(a[cuts[i]:cuts[i + 1]] for a in args[:n_split]) + rest for i in range(n)]
 
 
 def parallel_ranges(fn, count: int, size: int, args_for) -> None:
@@ -97,4 +103,9 @@ def parallel_ranges(fn, count: int, size: int, args_for) -> None:
     their range as arguments and need per-thread scratch (``first`` says the block may reuse the
     caller's)."""
     spans = ranges(count, threads() if size >= PARALLEL_MIN else 1)
-    run_blocks(fn, [args_for(i == 0, lo, hi) for i, (lo, hi) in enumerate(spans)])
+    whole = args_for(True, 0, count)
+    if len(spans) < 2:
+        fn(*whole)
+        return
+    run_blocks(fn, lambda: [args_for(i == 0, lo, hi) for i, (lo, hi) in enumerate(spans)], (fn, len(spans)), size,
+               whole)

@@ -2,7 +2,8 @@
 
 The hot paths (matmul/linear, convolution, attention, the fused RNN layers) call
 ``gemm(xp, a, b)`` where they called ``xp.matmul``. A product of at least ``GEMM_PARALLEL_MIN``
-multiply-adds is cut into one block per thread: along its leading batch axis when that has a
+multiply-adds is cut into one block per thread (run at once, or one after another when that has
+measured faster for its size): along its leading batch axis when that has a
 block for each thread, else along the longer of the output's rows and columns, each block one
 single-threaded BLAS call writing its part of one output array. Everything else (cupy, a
 captured step's GEMM route, mixed or integer dtypes, a vector operand, small products) is
@@ -18,10 +19,10 @@ from ..base import pool, runtime
 
 __all__ = ["gemm", "GEMM_PARALLEL_MIN"]
 
-# Below this many multiply-adds a product runs on the calling thread: a worker starts its block
-# 35-40 us (median) after the hand-off, the futex wake-up plus taking the GIL, and 2^21 MACs take
-# ~200 us on one core of the project machine; in-process A/B at 2 threads, 2^19 -> 2^21: GPT d128
-# 3%, ResNet 6% faster, LSTM level; 2^23 no better (bench/README.md, issue 17 session 7)
+# Below this many multiply-adds a product runs on the calling thread, untimed; above it the pool
+# times both ways per size class and keeps the faster (engine/base/pool.py). A worker starts its
+# block 20-80 us after the hand-off on the project machine, and 2^21 MACs take ~40 us on one core,
+# so smaller products never pay (issue 17, bench/README.md).
 GEMM_PARALLEL_MIN = 1 << 21
 _BLAS_DTYPES = frozenset(map(np.dtype, ("float32", "float64", "complex64", "complex128")))
 
@@ -34,19 +35,26 @@ def gemm(xp, a, b, out=None):
     n_threads = runtime.intra_op_threads()
     m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
     batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) if a.ndim > 2 or b.ndim > 2 else ()
-    if n_threads < 2 or math.prod(batch) * m * n * k < GEMM_PARALLEL_MIN or k != b.shape[-2]:
+    macs = math.prod(batch) * m * n * k
+    if n_threads < 2 or macs < GEMM_PARALLEL_MIN or k != b.shape[-2]:
         return np.matmul(a, b) if out is None else np.matmul(a, b, out=out)
     if out is None:
         out = np.empty(batch + (m, n), a.dtype)
-    if batch and batch[0] >= n_threads:
-        blocks = [(_lead(a, len(batch), lo, hi), _lead(b, len(batch), lo, hi), out[lo:hi])
-                  for lo, hi in pool.ranges(batch[0], n_threads)]
-    elif m >= n:
-        blocks = [(a[..., lo:hi, :], b, out[..., lo:hi, :]) for lo, hi in pool.ranges(m, n_threads)]
-    else:
-        blocks = [(a, b[..., lo:hi], out[..., lo:hi]) for lo, hi in pool.ranges(n, n_threads)]
-    pool.run_blocks(_matmul_into, blocks)
+    pool.run_blocks(_matmul_into, lambda: _blocks(a, b, out, batch, n_threads), ("gemm", n_threads), macs,
+                    (a, b, out))
     return out
+
+
+def _blocks(a, b, out, batch: tuple, n_threads: int) -> list:
+    """One ``(a, b, out)`` per thread: along the leading batch axis when it has a block for each
+    thread, else along the longer of the output's rows and columns."""
+    m, n = out.shape[-2:]
+    if batch and batch[0] >= n_threads:
+        return [(_lead(a, len(batch), lo, hi), _lead(b, len(batch), lo, hi), out[lo:hi])
+                for lo, hi in pool.ranges(batch[0], n_threads)]
+    if m >= n:
+        return [(a[..., lo:hi, :], b, out[..., lo:hi, :]) for lo, hi in pool.ranges(m, n_threads)]
+    return [(a, b[..., lo:hi], out[..., lo:hi]) for lo, hi in pool.ranges(n, n_threads)]
 
 
 def _matmul_into(a, b, out) -> None:
