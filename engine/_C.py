@@ -3,15 +3,18 @@ Lightning) before deciding a code path; anything else they read with ``getattr(t
 None)`` finds nothing, which is their "not available" branch."""
 from __future__ import annotations
 
+import types
+
 from .core.overrides import (DisableTorchFunction, DisableTorchFunctionSubclass,  # noqa: F401  (the protocol's
                              _disabled_torch_function_impl, _is_torch_function_mode_enabled,  # C-side names)
                              _len_torch_function_stack)
 from .core.random import Generator  # noqa: F401  (torch._C.Generator is the generator type)
 from .core.tensor import Tensor
+from .ops.convert import _parse_to_args
 
 __all__ = ["Generator", "_get_tracing_state", "_log_api_usage_once", "_get_cudnn_enabled", "DisableTorchFunction",
            "DisableTorchFunctionSubclass", "_disabled_torch_function_impl", "_is_torch_function_mode_enabled",
-           "_len_torch_function_stack", "_TensorMeta"]
+           "_len_torch_function_stack", "_TensorMeta", "_nn"]
 
 _TensorMeta = type(Tensor)   # Tensor's metaclass (annotations name it; tapelab's Tensor is a plain class)
 
@@ -28,3 +31,14 @@ def _log_api_usage_once(event: str) -> None:
 def _get_cudnn_enabled() -> bool:
     from .backends import cudnn
     return bool(cudnn.enabled)
+
+
+def _parse_to(*args, **kwargs) -> tuple:
+    """``(device, dtype, non_blocking, memory_format)`` from ``Tensor.to``/``Module.to``'s arguments."""
+    non_blocking = bool(kwargs.pop("non_blocking", False)) or any(type(a) is bool and a for a in args)
+    memory_format = kwargs.pop("memory_format", None)
+    device, dtype, _ = _parse_to_args(args, kwargs)
+    return device, dtype, non_blocking, memory_format
+
+
+_nn = types.SimpleNamespace(_parse_to=_parse_to)   # torch._C._nn: the one name libraries call there

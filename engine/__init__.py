@@ -65,6 +65,7 @@ from ._foreach import *  # noqa: E402,F401,F403  (torch._foreach_add_, torch._fo
 from . import func  # noqa: E402  (torch.func: grad, vmap, jacrev, functional_call, ...)
 from .func import vmap  # noqa: E402,F401  (torch.vmap is torch.func.vmap)
 from . import jit  # noqa: E402  (torch.jit: script/trace hand back what they are given)
+from .jit import ScriptFunction, ScriptModule  # noqa: E402,F401  (torch.ScriptModule: types isinstance tests name)
 from . import hub  # noqa: E402,F401  (torch.hub: weights by URL, models from hubconf.py)
 from . import _C  # noqa: E402,F401  (torch._C: the few names libraries probe)
 from . import overrides  # noqa: E402,F401  (torch.overrides: the __torch_function__ protocol)

@@ -25,10 +25,14 @@ from types import ModuleType
 __all__ = ["install_aliases", "uninstall_aliases", "Aliases"]
 
 _TARGETS = {"torch": "tapelab", "torchvision": "tapelab.vision"}
+# PyTorch modules tapelab keeps elsewhere because of its layers (checked before the prefixes)
+_MOVED = {"torch.autograd.profiler": "tapelab.profiler.legacy"}
 
 
 def _target(name: str, prefixes: dict[str, str]) -> str | None:
     """The tapelab module name that serves ``name``, or None when ``name`` is not aliased."""
+    if name in _MOVED and "torch" in prefixes:
+        return _MOVED[name]
     for alias, target in prefixes.items():
         if name == alias or name.startswith(alias + "."):
             return target + name[len(alias):]

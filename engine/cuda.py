@@ -16,6 +16,7 @@ from collections import namedtuple
 
 from .amp import cuda as amp
 from .core.creation import CUDA_LEGACY
+from .core import random as _random
 from .graphs import Graph
 from .base.device import cuda_available, cuda_device_count, cuda_unavailable_reason, device as _device, require_cuda
 
@@ -23,7 +24,8 @@ __all__ = ["is_available", "device_count", "current_device", "set_device", "devi
            "synchronize", "Stream", "Event", "current_stream", "default_stream", "stream", "StreamContext",
            "memory_allocated", "max_memory_allocated", "memory_reserved", "max_memory_reserved",
            "reset_peak_memory_stats", "reset_max_memory_allocated", "empty_cache", "manual_seed",
-           "manual_seed_all", "is_initialized", "get_device_properties", "get_device_capability", "mem_get_info",
+           "manual_seed_all", "get_rng_state", "set_rng_state", "get_rng_state_all", "set_rng_state_all",
+           "is_initialized", "get_device_properties", "get_device_capability", "mem_get_info",
            "memory_summary", "is_bf16_supported", "amp",
            "CUDAGraph", "graph", "make_graphed_callables", "graph_pool_handle", "is_current_stream_capturing",
            *CUDA_LEGACY]
@@ -157,6 +159,27 @@ def manual_seed(seed: int) -> None:
 
 
 manual_seed_all = manual_seed
+
+
+def get_rng_state(device="cuda"):
+    """The state of the generator cuda tensors draw from: tapelab's host generator (see above)."""
+    require_cuda()
+    return _random.get_rng_state()
+
+
+def set_rng_state(new_state, device="cuda") -> None:
+    require_cuda()
+    _random.set_rng_state(new_state)
+
+
+def get_rng_state_all() -> list:
+    """One state per cuda device (none without a GPU, as PyTorch's on a machine without one)."""
+    return [get_rng_state(i) for i in range(cuda_device_count())]
+
+
+def set_rng_state_all(new_states) -> None:
+    for i, state in enumerate(new_states):
+        set_rng_state(state, i)
 
 
 # ---------------------------------------------------------------- streams and events (issue 9)

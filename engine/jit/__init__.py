@@ -16,13 +16,14 @@ import typing
 from typing import Any, Callable
 
 from .._torch_extra import Future, fork, wait
+from ..nn import Module
 from ..serialization import load as _load, save as _save
 
 __all__ = ["script", "trace", "trace_module", "script_if_tracing", "ignore", "unused", "export", "interface",
            "is_scripting", "is_tracing", "annotate", "Final", "Attribute", "freeze", "optimize_for_inference",
            "optimized_execution", "fuser", "save", "load", "fork", "wait", "Future", "isinstance",
            "enable_onednn_fusion", "onednn_fusion_enabled", "set_fusion_strategy", "strict_fusion", "Error",
-           "ScriptWarning", "TracerWarning", "TracingCheckError"]
+           "ScriptWarning", "TracerWarning", "TracingCheckError", "ScriptModule", "ScriptFunction"]
 
 Final = typing.Final
 _isinstance = isinstance
@@ -30,6 +31,15 @@ _isinstance = isinstance
 
 class Error(RuntimeError):
     """``torch.jit.Error``: what a scripted ``raise`` becomes."""
+
+
+class ScriptModule(Module):
+    """The type of a scripted module. ``script`` hands back the module itself, so no object is one
+    (``isinstance(m, ScriptModule)`` is False, the branch libraries take for plain modules)."""
+
+
+class ScriptFunction:
+    """The type of a scripted function; likewise never made (``script`` returns the function)."""
 
 
 class ScriptWarning(Warning):

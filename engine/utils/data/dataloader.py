@@ -82,10 +82,10 @@ class DataLoader(Generic[T_co]):
             return n
         return len(self.batch_sampler if self.batch_sampler is not None else self.sampler)
 
-    def __iter__(self) -> Iterator[Any]:
+    def __iter__(self) -> "_BaseDataLoaderIter":
         if self.num_workers == 0:
-            return self._single_process()
-        return _multi_process(self)
+            return _SingleProcessDataLoaderIter(self, self._single_process())
+        return _MultiProcessingDataLoaderIter(self, _multi_process(self))
 
     def _job(self) -> "_Job":
         return _Job(self.dataset, self.collate_fn, self._auto_collation, self.batch_size, self.drop_last,
@@ -99,6 +99,41 @@ class DataLoader(Generic[T_co]):
         else:
             for index in (self.batch_sampler if self.batch_sampler is not None else self.sampler):
                 yield job.fetch(index)
+
+
+class _BaseDataLoaderIter:
+    """What ``iter(loader)`` returns: one pass over the batches. PyTorch's iterator types, which
+    libraries test with ``isinstance`` (Lightning's CombinedLoader), over tapelab's generators."""
+
+    def __init__(self, loader: DataLoader, batches: Iterator[Any]) -> None:
+        self._dataset, self._batches, self._num_yielded = loader.dataset, batches, 0
+        self._len = loader.__len__
+
+    def __iter__(self) -> "_BaseDataLoaderIter":
+        return self
+
+    def __next__(self) -> Any:
+        batch = next(self._batches)
+        self._num_yielded += 1
+        return batch
+
+    def __len__(self) -> int:
+        return self._len()
+
+    def close(self) -> None:
+        """Stop the pass early (workers, if any, finish their current batch and exit)."""
+        self._batches.close()
+
+
+class _SingleProcessDataLoaderIter(_BaseDataLoaderIter):
+    """The batches loaded in this process (``num_workers=0``)."""
+
+
+class _MultiProcessingDataLoaderIter(_BaseDataLoaderIter):
+    """The batches loaded by worker processes."""
+
+    def _shutdown_workers(self) -> None:
+        self.close()
 
 
 def _check_options(num_workers, timeout, prefetch_factor, persistent_workers) -> None:
