@@ -561,23 +561,28 @@ def test_a_trailing_sum_is_accumulated_in_the_kernel(monkeypatch, numba, shape):
 
 
 @pytest.mark.parametrize("grad", [False, True])
-def test_a_sum_above_sum_max_joins_only_without_a_backward(grad):
-    """Above fused.SUM_MAX elements the fused sum's backward would recompute the group (its output
-    is not kept), so the sum joins only when no input requires grad; values equal PyTorch's."""
-    from tapelab.compiler.fused import SUM_MAX
-
-    def f(x, w):
+def test_a_large_trailing_sum_joins_the_kernel(grad):
+    """A trailing sum joins its group's kernel at any size, with a backward too (which then recomputes
+    the group and reads the 0-d gradient as a scalar): values and gradients equal PyTorch's."""
+    def f(m, x, w):
         return ((x * w + 1.0).tanh() * x).sigmoid().sum()
-    x = tapelab.randn(SUM_MAX // 64 + 1, 64, requires_grad=grad)
-    w = tapelab.randn(64, requires_grad=grad)
-    c = tapelab.compile(f)
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((513, 64)).astype(np.float32), rng.standard_normal(64).astype(np.float32)
+    x, w = tapelab.tensor(a, requires_grad=grad), tapelab.tensor(b, requires_grad=grad)
+    c = tapelab.compile(lambda x, w: f(tapelab, x, w))
     c(x, w)
     out = c(x, w)
     gm = c.cache[next(iter(c.cache))].graph
     names = [n.target.op.name for n in gm.graph.nodes if isinstance(getattr(n.target, "op", None), FusedOp)]
-    assert names == (["fused(mul, add, tanh, mul, sigmoid)"] if grad else ["fused(mul, add, tanh, mul, sigmoid, sum)"])
-    xt, wt = (torch.tensor(a.detach().numpy()) for a in (x, w))
-    np.testing.assert_allclose(out.item(), ((xt * wt + 1.0).tanh() * xt).sigmoid().sum().item(), rtol=RTOL)
+    assert names == ["fused(mul, add, tanh, mul, sigmoid, sum)"]
+    xt, wt = torch.tensor(a, requires_grad=grad), torch.tensor(b, requires_grad=grad)
+    ref = f(torch, xt, wt)
+    np.testing.assert_allclose(out.item(), ref.item(), rtol=RTOL)
+    if grad:
+        out.backward()
+        ref.backward()
+        _close(x.grad.numpy(), xt.grad.numpy())
+        _close(w.grad.numpy(), wt.grad.numpy())
 
 
 @pytest.mark.parametrize("pays", [False, True])

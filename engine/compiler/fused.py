@@ -36,12 +36,6 @@ from .symbolic import NotElementwise, input_sym, trace_op
 
 __all__ = ["FusedOp", "FusedCall", "lower", "STATS"]
 
-# elements up to which a trailing sum() joins its group's kernel when the group needs a backward. The
-# fused sum keeps no elementwise output, so the backward recomputes what a vjp reads of it (sigmoid's
-# exp): on chain1M (1M float32, fwd+bwd, vectorised lane sums) 19.1 ms fused against 15.8 ms with
-# numpy's sum after the kernel, while on 16 elements it saves a dispatch and an autograd node
-# (1.2x -> 1.5-2x eager). Without a backward (no input requires grad) the sum joins at any size.
-SUM_MAX = 1 << 14
 
 STATS = {"kernels": 0, "kernel_seconds": 0.0, "create_graph_fallbacks": 0}
 _WARNED_CREATE_GRAPH: set = set()
@@ -350,10 +344,14 @@ def lower(gm: GraphModule, example_args: list, *, differentiable: bool = True, b
         for outs in jobs:
             need = set().union(*(_ancestors(o, gset) for o in outs))
             members = [m for m in group if m in need]
+            # a trailing sum() joins the kernel at any size. The fused sum keeps no elementwise output,
+            # so its backward recomputes the group (tanh, sigmoid's exp) and gets the 0-d gradient as a
+            # scalar; that beats writing the output, summing it in a second pass and reading the
+            # gradient's 4-byte-a-value broadcast back, on this project's machine, where these loops are
+            # memory-bound (alternating rounds, chain6 fwd+bwd: 1M float32 2.27 against 2.36 ms, 32K
+            # 0.13 against 0.18 ms, 4M 10.7 against 11.7 ms; keeping tanh's output for the backward
+            # instead of recomputing it lost too: 2.93 against 2.82 ms at 1M)
             total = _trailing_sum(outs) if on_cpu else None
-            if (total is not None and int(np.prod(outs[0].meta["tensor_meta"].shape, dtype=np.int64)) > SUM_MAX
-                    and differentiable and any(n.meta["tensor_meta"].requires_grad for n in _externals(members))):
-                total = None
             kernel, inputs = _describe(members, outs, "sum" if total is not None else None)
             if len(kernel.lines()[0]) < 2 and total is None:   # one ufunc: numpy's own loop is the kernel
                 continue
@@ -415,12 +413,6 @@ def _fold_expands(gm: GraphModule, example_args: list) -> None:
         if not node.users:
             gm.graph.erase_node(node)
     gm.recompile()
-
-
-def _externals(members: list) -> list:
-    """The nodes outside ``members`` that they read."""
-    inside = set(members)
-    return [i for m in members for i in m.all_input_nodes if i not in inside]
 
 
 def _trailing_sum(outs: list):
