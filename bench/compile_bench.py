@@ -7,6 +7,7 @@
     .venv/bin/python bench/compile_bench.py --gemm-share --cpu-time   # the matmuls' share of each step
     .venv/bin/python bench/compile_bench.py --check-jax   # JAX's models give tapelab's losses
     .venv/bin/python bench/compile_bench.py --ab-jax mlp_b64,gcn   # alternating rounds against JAX
+    .venv/bin/python bench/compile_bench.py --ab-jax "chain1M captured,chain1M"
 
 Each workload is a training step's forward and backward into fresh gradients (no optimizer, on every
 side; ``.grad`` set to None first, as ``jax.grad`` returns new ones) on float32,
@@ -558,9 +559,14 @@ def run_jax(repeats: int) -> dict | None:
 
 # a JAX process that times one training row on request: "name n" -> seconds per step (CPU seconds)
 JAX_WORKER = JAX_MODELS + JAX_TRAINING + textwrap.dedent("""
-    import sys, time
+    import json, sys, time
     import numpy as np
     rows = {name: (jax.jit(jax.grad(loss)), p, ins) for name, (loss, p, ins) in training_rows(sys.argv[1]).items()}
+    rng = np.random.default_rng(0)
+    for name, shape in json.loads(sys.argv[2]).items():       # the chain rows: fwd and both gradients
+        if name.startswith("chain"):
+            xw = [jnp.asarray(rng.standard_normal(shape).astype(np.float32)) for _ in range(2)]
+            rows[name] = (jax.jit(jax.value_and_grad(lambda xw: chain6(*xw))), xw, ())
     print("ready", flush=True)
     for line in sys.stdin:
         name, n = line.split()
@@ -576,7 +582,8 @@ JAX_WORKER = JAX_MODELS + JAX_TRAINING + textwrap.dedent("""
 def ab_jax(names: list, rounds: int) -> dict:
     """tapelab's compiled step and JAX's jitted one on the same row, alternating in rounds (each
     side's CPU seconds in its own process, so both see the same load): per round compiled / JAX;
-    the median and quartiles of the rounds, steadier than two best-ofs taken a minute apart."""
+    the median and quartiles of the rounds, steadier than two best-ofs taken a minute apart.
+    A training row, ``chain16``/``chain1M``, or ``"chain1M captured"`` (the compiled step replayed)."""
     import tapelab as T
     py = os.environ.get("JAX_PYTHON", "/work/jaxvenv/bin/python")
     if not os.path.exists(py):
@@ -585,14 +592,18 @@ def ab_jax(names: list, rounds: int) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "training.npz")
         np.savez(path, **_saved(rows))
-        worker = subprocess.Popen([py, "-c", JAX_WORKER, path], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                  text=True, env={**os.environ, "JAX_PLATFORMS": "cpu"})
+        rows = {**rows, **_tapelab_workloads(T)}
+        worker = subprocess.Popen([py, "-c", JAX_WORKER, path, json.dumps(SHAPES)], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, text=True, env={**os.environ, "JAX_PLATFORMS": "cpu"})
         try:
             assert worker.stdout.readline().strip() == "ready"
             for name in names:
-                fn, args = rows[name]
+                row, captured = name.split()[0], name.endswith(" captured")
+                fn, args = rows[row]
                 step = _step(T.compile(fn), args)
                 step()
+                if captured:
+                    step = _captured(T, step)
                 inner = max(1, int(0.05 / best(step, 1, 1)))      # ~50 ms a side a round
                 ratios = []
                 for _ in range(rounds):
@@ -600,7 +611,7 @@ def ab_jax(names: list, rounds: int) -> dict:
                     for _ in range(inner):
                         step()
                     ours = (time.process_time() - t0) / inner
-                    worker.stdin.write(f"{name} {inner}\n")
+                    worker.stdin.write(f"{row} {inner}\n")
                     worker.stdin.flush()
                     ratios.append(ours / float(worker.stdout.readline()))
                 ratios.sort()
@@ -812,7 +823,7 @@ def main() -> None:
         return
     if a.ab_jax:
         for name, (med, lo, hi) in ab_jax(a.ab_jax.split(","), a.rounds).items():
-            print(f"{name:<10} compiled/jax {med:.3f} (quartiles {lo:.3f}-{hi:.3f}, {a.rounds} rounds)")
+            print(f"{name:<17} compiled/jax {med:.3f} (quartiles {lo:.3f}-{hi:.3f}, {a.rounds} rounds)")
         return
     if a.gemm_share:
         print(f"{'workload':<12}{'GEMMs':>10}{'eager':>10}{'compiled':>10}{'GEMM share':>12}{'compiled/eager':>16}"
