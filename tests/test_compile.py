@@ -447,32 +447,65 @@ def test_in_place_input_updates_are_written_back_by_the_graph():
     assert "untraceable" in tc.explain(poke, tapelab.randn(3), tapelab.zeros(3)).break_reasons[0]
 
 
-def test_an_unrolled_lstm_runs_eagerly_and_says_why():
-    """nn.LSTM's whole-layer ops run only eagerly; traced, it is one cell op per step (the bench's LSTM
-    LM step ran 1.9x slower compiled): that key runs eagerly, equal to eager, and explain says why."""
+def _torch_lstm_lm(model):
+    """PyTorch's LSTM LM with ``model``'s weights."""
+    tm = torch.nn.ModuleDict({"encoder": torch.nn.Embedding(16, 12), "rnn": torch.nn.LSTM(12, 12, 2),
+                              "decoder": torch.nn.Linear(12, 16)})
+    tm.load_state_dict({k: torch.tensor(v.detach().numpy()) for k, v in model.state_dict().items()})
+    return tm
+
+
+def test_an_lstm_compiles_with_its_whole_layer_ops():
+    """The compile tracer keeps nn.LSTM's whole-sequence ops (``Mode.whole_layer_ops``): the graph has
+    one lstm_scan/lstm pair per layer and no per-step cell, and its loss and gradients are PyTorch's."""
     tapelab.manual_seed(0)
     model = LSTMLM()
     rng = np.random.default_rng(0)
-    tokens = tapelab.tensor(rng.integers(0, 16, (6, 3)))
-    args = (tokens[:-1], tokens[1:], tapelab.zeros(2, 3, 12), tapelab.zeros(2, 3, 12))
+    tokens = rng.integers(0, 16, (6, 3))
+    h0, c0 = (rng.standard_normal((2, 3, 12)).astype(np.float32) for _ in range(2))
+    args = (tapelab.tensor(tokens[:-1]), tapelab.tensor(tokens[1:]), tapelab.tensor(h0), tapelab.tensor(c0))
     compiled = tapelab.compile(model)
-    calls = []
-    handle = model.rnn.register_forward_hook(lambda *_: calls.append(1))
-    first = compiled(*args)                # the trace's run is the result: the model ran once
-    handle.remove()
+    compiled(*args)
     loss = compiled(*args)
     loss.backward()
-    got = _grads(model)
+    entry = next(iter(compiled._compiled.cache.values()))
+    names = [getattr(n.target, "__name__", "") for n in entry.graph.graph.nodes]
+    assert entry.reason is None and names.count("lstm_scan") == names.count("lstm") == 2
+    assert "lstm_cell" not in names
+    tm = _torch_lstm_lm(model)
+    t = torch.tensor(tokens)
+    out, _ = tm["rnn"](tm["encoder"](t[:-1]), (torch.tensor(h0), torch.tensor(c0)))
+    want = torch.nn.functional.cross_entropy(tm["decoder"](out).reshape(-1, 16), t[1:].reshape(-1))
+    want.backward()
+    _close(loss.item(), want.item())
+    for n, p in model.named_parameters():
+        _close(p.grad.numpy(), dict(tm.named_parameters())[n].grad.numpy(), n)
+
+
+def test_an_unrolled_lstm_runs_eagerly_and_says_why():
+    """An LSTM with a projection has no whole-layer op: traced, it is one cell op per step (the bench's
+    LSTM LM step ran 1.9x slower unrolled): that key runs eagerly, equal to eager, and explain says why."""
+    tapelab.manual_seed(0)
+    model = tapelab.nn.LSTM(4, 6, proj_size=3)
+    x = tapelab.randn(5, 2, 4)
+    compiled = tapelab.compile(model)
+    calls = []
+    handle = model.register_forward_hook(lambda *_: calls.append(1))
+    first = compiled(x)[0].sum()                # the trace's run is the result: the model ran once
+    handle.remove()
+    loss = compiled(x)[0].sum()
+    loss.backward()
+    got = {n: p.grad.numpy().copy() for n, p in model.named_parameters()}
     model.zero_grad()
-    want = model(*args)
+    want = model(x)[0].sum()
     want.backward()
     assert loss.item() == want.item() and len(calls) == 1
     _close(first.detach().numpy(), want.detach().numpy())     # the per-step cells: the same up to rounding
-    for n, g in _grads(model).items():
-        np.testing.assert_array_equal(got[n], g, n)
+    for n, p in model.named_parameters():
+        np.testing.assert_array_equal(got[n], p.grad.numpy(), n)
     entry = next(iter(compiled._compiled.cache.values()))
-    assert entry.graph is None and entry.reason.startswith("unrolled recurrence: rnn traced as 10 per-step cell ops")
-    assert "unrolled recurrence" in tc.explain(model, *args).break_reasons[0]
+    assert entry.graph is None and entry.reason.startswith("unrolled recurrence: ")
+    assert "proj_size" in tc.explain(model, x).break_reasons[0]
 
 
 def test_a_sparse_adjacency_input_compiles_and_is_read_each_call():

@@ -7,8 +7,8 @@ returned: the compiled graph runs from the next call), lowers the graph's fusibl
 kernels (``fused.lower``) and stores the entry. A host read during the trace (``.item()``,
 ``bool(t)``, ``print``: data-dependent Python), an in-place write the graph does not write back
 (through a view; inputs and buffers such as BatchNorm's running statistics it writes back itself)
-or a recurrence the trace unrolled (``nn.LSTM``/``nn.GRU``: their
-whole-layer ops run only eagerly) is a graph break: the trace's writes are undone, that key runs
+or a recurrence the trace unrolled (an ``nn.LSTM``/``nn.GRU`` the tracer keeps as whole-layer ops,
+``Mode.whole_layer_ops``, except with packed input or a projection, which run per step) is a graph break: the trace's writes are undone, that key runs
 eagerly from then on, and the reason is kept for ``explain``. After ``config.cache_size_limit``
 entries a function runs eagerly for every new key and says so once, as ``torch._dynamo``'s cache
 limit does.
@@ -65,6 +65,8 @@ class _Entry:
 
 class _BreakWatch(Mode):
     """Notes host reads during a trace: each one is data-dependent Python, a graph break."""
+
+    whole_layer_ops = True      # it only watches: an LSTM layer stays one op for the tracer below
 
     def __init__(self):
         self.reasons: list = []
@@ -204,7 +206,7 @@ class CompiledFunction:
         t0 = time.perf_counter()
         try:
             with watch:
-                gm, out = trace_with_output(call, *flat)
+                gm, out = trace_with_output(call, *flat, whole_layer_ops=True)
         except TraceError as e:
             state.restore()
             reason = f"untraceable: {e}"
@@ -243,10 +245,10 @@ class CompiledFunction:
 
 
 def _unrolled_recurrence(module: Module | None, gm) -> str | None:
-    """Why the graph would be slower than eager, when it is: an ``nn.LSTM``/``nn.GRU`` runs each
-    layer as two whole-sequence ops eagerly but one cell op per time step under any ``Mode``, the
-    tracer's included (``RNNBase._whole_layer_op``), so its graph unrolls the recurrence (the bench's
-    LSTM LM step: 0.19 s compiled against 0.10 s eager)."""
+    """Why the graph would be slower than eager, when it is: an ``nn.LSTM``/``nn.GRU`` layer the
+    tracer could not keep as its two whole-sequence ops (``RNNBase._whole_layer_op``: packed input, a
+    projection) was recorded as one cell op per time step, and a graph unrolling the recurrence ran
+    slower than eager (the bench's LSTM LM step: 0.19 s against 0.10 s)."""
     if module is None:
         return None
     cells = sum(1 for n in gm.graph.nodes if getattr(n.target, "__name__", None) in ("lstm_cell", "gru_cell"))
@@ -254,7 +256,7 @@ def _unrolled_recurrence(module: Module | None, gm) -> str | None:
     if not cells or not layers:
         return None
     return (f"unrolled recurrence: {layers[0] or type(module).__name__} traced as {cells} per-step cell ops "
-            "(its eager whole-layer ops do not run under a tracer); the eager call is faster")
+            "(no whole-layer op for this configuration: packed input or proj_size); the eager call is faster")
 
 
 def _signature(gm) -> tuple:

@@ -106,6 +106,12 @@ class Mode:
         call_module(module, forward, args, kwargs): an ``nn.Module`` is being called;
             the default returns ``forward(*args, **kwargs)``.
 
+    Properties:
+        whole_layer_ops: the mode takes ops that run a recurrent layer over a whole sequence
+            (``nn.LSTM``/``nn.GRU``'s ``lstm_scan``/``lstm``) as they are. False (the default):
+            while the mode is active those layers run one cell op per time step, which every mode
+            understands (autocast casts per primitive; capture and the ONNX export see each step).
+
     >>> class CountOps(Mode):
     ...     def __init__(self): self.names = []
     ...     def dispatch(self, op, args, params):
@@ -116,6 +122,8 @@ class Mode:
     >>> m.names
     ['full', 'mul', 'sum']
     """
+
+    whole_layer_ops = False
 
     def dispatch(self, op, args: tuple, params: dict):
         return eager(op, args, params)

@@ -97,8 +97,9 @@ def write_state(target: Tensor, value: Tensor) -> None:
 class _Recorder(Mode):
     """The dispatcher mode: runs each op eagerly and appends it to the graph."""
 
-    def __init__(self, graph: Graph, params: dict[int, str]):
+    def __init__(self, graph: Graph, params: dict[int, str], whole_layer_ops: bool = False):
         self.graph = graph
+        self.whole_layer_ops = whole_layer_ops
         self.nodes: dict[int, tuple[Node, int]] = {}      # id(tensor) -> (node, version when bound)
         self.by_data: dict[int, Node] = {}                 # id(array) -> node, to follow aliases (detach)
         self.keep: list = []                               # keeps ids unique while recording
@@ -234,9 +235,12 @@ def trace_from_tape(fn: Module | Callable, *example_args, announce: bool = True)
     return trace_with_output(fn, *example_args, announce=announce)[0]
 
 
-def trace_with_output(fn: Module | Callable, *example_args, announce: bool = True) -> tuple[GraphModule, Any]:
+def trace_with_output(fn: Module | Callable, *example_args, announce: bool = True,
+                      whole_layer_ops: bool = False) -> tuple[GraphModule, Any]:
     """``trace_from_tape``'s graph and the eager run's own result (``compile`` returns that result
-    from the tracing call, so tracing costs no second forward)."""
+    from the tracing call, so tracing costs no second forward). ``whole_layer_ops``: record an
+    ``nn.LSTM``/``nn.GRU`` layer as its whole-sequence ops (``Mode.whole_layer_ops``; ``compile``'s
+    graphs run them as eager does) instead of one cell op per time step."""
     target = type(fn).forward if isinstance(fn, Module) else fn
     try:
         names = [p for p in inspect.signature(target).parameters][1 if isinstance(fn, Module) else 0:]
@@ -247,7 +251,7 @@ def trace_with_output(fn: Module | Callable, *example_args, announce: bool = Tru
     if isinstance(fn, Module):
         params.update({id(b): n for n, b in fn.named_buffers()})
     graph = Graph()
-    rec = _Recorder(graph, params)
+    rec = _Recorder(graph, params, whole_layer_ops)
     inputs, specs = [], []
     for name, a in zip(names, example_args):
         node = graph.placeholder(name)

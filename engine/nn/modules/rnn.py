@@ -226,12 +226,14 @@ class RNNBase(Module):
     def _whole_layer_op(self, x: Tensor, sizes: list | None):
         """The op that runs a layer-direction over the whole sequence (``_fused_rnn.lstm_layer`` or
         ``gru_layer``), or None for one cell op per step. The per-step path stays for RNN_TANH/RELU,
-        packed input, projections, dtypes other than float32/float64, the meta device and whenever
-        a Mode is active (autocast casts per primitive, as PyTorch's dispatcher does inside its
-        lstm; tracers, capture and the ONNX export see each step)."""
+        packed input, projections, dtypes other than float32/float64, the meta device and while a
+        Mode that does not declare ``whole_layer_ops`` is active (autocast casts per primitive, as
+        PyTorch's dispatcher does inside its lstm; capture and the ONNX export see each step; the
+        compile tracer keeps the whole-layer ops as nodes)."""
         layer = _WHOLE_LAYER.get(self.mode)
         if (layer is None or sizes is not None or self.proj_size or x.shape[0] == 0
-                or x.dtype not in (dtypes.float32, dtypes.float64) or x.device.type == "meta" or _DISPATCH.modes):
+                or x.dtype not in (dtypes.float32, dtypes.float64) or x.device.type == "meta"
+                or not all(m.whole_layer_ops for m in _DISPATCH.modes)):
             return None
         return layer
 
