@@ -339,3 +339,114 @@ def test_decode_image_matches_pil():
     np.testing.assert_array_equal(gray.numpy(), want)
     with pytest.raises(RuntimeError, match="1-D uint8"):
         decode_image(tapelab.zeros(3))
+
+
+# ---------------------------------------------------------------- torch.distributed.tensor (transformers imports it)
+def _torch_placement(p):
+    from torch.distributed.tensor import placement_types as tp
+    if isinstance(p, tapelab.distributed.tensor.placement_types._StridedShard):
+        return tp._StridedShard(p.dim, split_factor=p.split_factor)
+    if isinstance(p, tapelab.distributed.tensor.Shard):
+        return tp.Shard(p.dim)
+    if isinstance(p, tapelab.distributed.tensor.Partial):
+        return tp.Partial(p.reduce_op)
+    return tp.Replicate()
+
+
+def test_placements_print_compare_and_cut_like_torch():
+    from tapelab.distributed.tensor import Partial, Replicate, Shard
+    from tapelab.distributed.tensor.placement_types import _StridedShard
+    from torch.distributed.tensor.placement_types import Shard as TorchShard
+    for p in (Shard(1), Replicate(), Partial(), Partial("avg"), _StridedShard(0, split_factor=2)):
+        t = _torch_placement(p)
+        assert (repr(p), str(p)) == (repr(t), str(t))
+        assert (p.is_shard(), p.is_replicate(), p.is_partial()) == (t.is_shard(), t.is_replicate(), t.is_partial())
+    assert Shard(0) == Shard(0) and Shard(0) != Shard(1) and Shard(0) != _StridedShard(0, split_factor=1)
+    assert len({Shard(0), Shard(0), Replicate(), Replicate(), Partial()}) == 3
+    for size in range(0, 11):
+        for n in range(1, 5):
+            for rank in range(n):
+                assert Shard.local_shard_size_and_offset(size, n, rank) == \
+                    TorchShard.local_shard_size_and_offset(size, n, rank), (size, n, rank)
+
+
+def test_local_shape_and_global_offset_match_torch():
+    import itertools
+    from tapelab.distributed.tensor import Replicate, Shard
+    from tapelab.distributed.tensor._utils import _compute_local_shape_and_global_offset as ours
+    from tapelab.distributed.tensor.placement_types import _StridedShard
+    from torch.distributed.tensor._utils import _compute_local_shape_and_global_offset as theirs
+    options = [Shard(0), Shard(1), Replicate(), _StridedShard(0, split_factor=2), _StridedShard(1, split_factor=3)]
+    checked = 0
+    for shape in [(7, 5), (8, 3), (2, 9), (1, 4)]:
+        for mesh in [(2,), (3,), (2, 2), (3, 2)]:
+            for placements in itertools.product(options, repeat=len(mesh)):
+                for coordinate in itertools.product(*[range(m) for m in mesh]):
+                    want = theirs(shape, mesh, list(coordinate), [_torch_placement(p) for p in placements])
+                    assert ours(shape, mesh, list(coordinate), placements) == want, (shape, mesh, placements, coordinate)
+                    checked += 1
+    assert checked > 1000
+
+
+def test_dtensor_on_a_2x2_mesh_of_4_ranks(tmp_path):
+    pytest.importorskip("mpi4py", reason="tapelab.distributed needs the 'mpi' extra (mpi4py, mpich)")
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+    from tapelab.distributed.run import mpiexec
+    from torch.distributed.tensor._utils import _compute_local_shape_and_global_offset as torch_layout
+    program = Path(__file__).parent / "programs" / "dtensor_checks.py"
+    done = subprocess.run([mpiexec(), "-n", "4", sys.executable, "-m", "mpi4py", str(program), str(tmp_path)],
+                          capture_output=True, text=True, timeout=300, env=dict(os.environ, OMP_NUM_THREADS="1"))
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    sys.path.insert(0, str(program.parent))
+    try:
+        from dtensor_checks import GLOBAL, LAYOUTS
+    finally:
+        sys.path.pop(0)
+    for rank in range(4):
+        res = json.loads((tmp_path / f"rank{rank}.json").read_text())
+        coordinate = [rank // 2, rank % 2]
+        assert res["coordinate"] == coordinate and res["tp_local_rank"] == rank % 2
+        assert res["tp_ranks"] == [2 * (rank // 2), 2 * (rank // 2) + 1] and res["dp_ranks"] == [rank % 2, 2 + rank % 2]
+        for name, placements in LAYOUTS.items():
+            got = res["layouts"][name]
+            shape, offset = torch_layout((7, 5), (2, 2), coordinate, [_torch_placement(p) for p in placements])
+            assert [tuple(x) for x in got["shape_offset"]] == [shape, offset] and got["shape"] == [7, 5]
+            local = np.array(got["local"], dtype=np.float32).reshape(shape)
+            if "full" in got:        # rank 0's values along each mesh dim, cut as PyTorch cuts them
+                np.testing.assert_array_equal(local, GLOBAL[offset[0]:offset[0] + shape[0], offset[1]:offset[1] + shape[1]])
+                np.testing.assert_array_equal(np.array(got["full"]), GLOBAL)
+                assert got["from_local_shape"] == [   # from_local takes the pieces as even, as PyTorch does
+                    local.shape[d] * int(np.prod([2 for p in placements if getattr(p, "dim", None) == d]))
+                    for d in range(2)]
+        assert res["partial_full"] == [float(rank % 2 + 2 + rank % 2)] * 2      # sum over the dp group
+        tp = [2 * (rank // 2), 2 * (rank // 2) + 1]
+        assert res["all_reduce"] == [sum(i + 10 * r for r in tp) for i in range(4)]
+        blocks = [np.arange(4.0).reshape(2, 2) + 10 * r for r in tp]
+        assert res["all_gather"] == np.concatenate(blocks, axis=1).tolist()
+    # all_to_all_single_autograd: rank 2t sends rows [0] / [1, 2, 3]; rank 2t+1 sends [0, 1] / [2, 3]
+    for t in (0, 1):
+        lo, hi = [json.loads((tmp_path / f"rank{2 * t + i}.json").read_text()) for i in (0, 1)]
+        base = 20 * t
+        assert lo["a2a"] == [base + 0.0, base + 10.0, base + 11.0]
+        assert hi["a2a"] == [base + 1.0, base + 2.0, base + 3.0, base + 12.0, base + 13.0]
+        assert lo["a2a_grad"] == [1.0, 1.0, 2.0, 3.0] and hi["a2a_grad"] == [2.0, 3.0, 4.0, 5.0]
+
+
+def test_fsdp_and_distributed_checkpoint_refuse_by_name():
+    from tapelab.distributed import checkpoint, fsdp
+    from tapelab.distributed._composable.fsdp import fully_shard
+    with pytest.raises(NotImplementedError, match="DistributedDataParallel"):
+        fully_shard(tapelab.nn.Linear(2, 2))
+    with pytest.raises(NotImplementedError, match="DistributedDataParallel"):
+        fsdp.FullyShardedDataParallel(tapelab.nn.Linear(2, 2))
+    assert not isinstance(tapelab.nn.Linear(2, 2), fsdp.FullyShardedDataParallel)
+    policy = fsdp.MixedPrecisionPolicy(param_dtype=tapelab.bfloat16)
+    assert policy.param_dtype is tapelab.bfloat16 and policy.cast_forward_inputs and fsdp.CPUOffloadPolicy().pin_memory
+    with pytest.raises(NotImplementedError, match="tapelab.save"):
+        checkpoint.save({})
+    with pytest.raises(NotImplementedError, match="tapelab.save"):
+        checkpoint.hf_storage.HuggingFaceStorageReader("/tmp")

@@ -16,8 +16,10 @@ from .._c10d import *  # noqa: F401,F403
 from .._c10d import __all__ as _c10d_all
 from .._c10d import nccl_available
 from . import algorithms, autograd, nn, optim, rpc  # noqa: F401  (torch.distributed.optim etc. without an import)
+from .device_mesh import DeviceMesh, init_device_mesh
 
 __all__ = ["is_torchelastic_launched", "is_nccl_available", "is_gloo_available", "is_mpi_available",
+           "DeviceMesh", "init_device_mesh",
            "GroupMember", "group", *_c10d_all]
 
 

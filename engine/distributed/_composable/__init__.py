@@ -1,0 +1,2 @@
+"""``torch.distributed._composable``: where older code imports ``fully_shard`` from."""
+from . import fsdp  # noqa: F401
