@@ -482,6 +482,42 @@ def test_an_lstm_compiles_with_its_whole_layer_ops():
         _close(p.grad.numpy(), dict(tm.named_parameters())[n].grad.numpy(), n)
 
 
+def test_a_compiled_lstm_captures_and_replays():
+    """Compile, then capture: the replay reruns the whole-layer ops (a new initial state in the static
+    input gives PyTorch's loss and gradients)."""
+    tapelab.manual_seed(0)
+    model = LSTMLM()
+    rng = np.random.default_rng(1)
+    tokens = rng.integers(0, 16, (6, 3))
+    h0, c0, h1 = (rng.standard_normal((2, 3, 12)).astype(np.float32) for _ in range(3))
+    args = (tapelab.tensor(tokens[:-1]), tapelab.tensor(tokens[1:]), tapelab.tensor(h0), tapelab.tensor(c0))
+    compiled = tapelab.compile(model)
+
+    def step():
+        model.zero_grad(set_to_none=True)
+        loss = compiled(*args)
+        loss.backward()
+        return loss
+    step()
+    step()
+    g = Graph()
+    with graph(g):
+        loss = step()
+    ops = [n["op"] for n in g._program.nodes]
+    assert ops.count("lstm_scan") == ops.count("lstm_backward") == 2 and "lstm_cell" not in ops
+    with tapelab.no_grad():
+        args[2].copy_(tapelab.tensor(h1))
+    g.replay()
+    tm = _torch_lstm_lm(model)
+    t = torch.tensor(tokens)
+    out, _ = tm["rnn"](tm["encoder"](t[:-1]), (torch.tensor(h1), torch.tensor(c0)))
+    want = torch.nn.functional.cross_entropy(tm["decoder"](out).reshape(-1, 16), t[1:].reshape(-1))
+    want.backward()
+    _close(loss.item(), want.item())
+    for n, p in model.named_parameters():
+        _close(p.grad.numpy(), dict(tm.named_parameters())[n].grad.numpy(), n)
+
+
 def test_an_unrolled_lstm_runs_eagerly_and_says_why():
     """An LSTM with a projection has no whole-layer op: traced, it is one cell op per step (the bench's
     LSTM LM step ran 1.9x slower unrolled): that key runs eagerly, equal to eager, and explain says why."""
