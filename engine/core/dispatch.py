@@ -12,9 +12,9 @@ its forward receives both like any other param, and a random forward draws on th
 from the param ``generator`` (``None``: the default generator) before moving the numbers
 to ``xp``.
 
-Anything else (tape, profiler, tracing, capture, anomaly detection) happens behind one
-flag, ``STATE.slow``: with no subscriber, no mode and anomaly detection off, the eager path
-pays a single attribute test. Modes are ``Mode`` subclasses (the declared interface
+Anything else (tape, profiler, tracing, capture, anomaly detection, the ``__torch_function__``
+protocol) happens behind one flag, ``STATE.slow``: with no subscriber, no mode, no function hook
+and anomaly detection off, the eager path pays a single attribute test. Modes are ``Mode`` subclasses (the declared interface
 below) and see every op; anomaly detection is a declared slot of the state
 (``set_anomaly``: the check to run after each compute op, or None); tape and profiler subscribe to ``op``
 events, emitted for compute ops (what a step computed, not the tensors it allocated).
@@ -629,7 +629,8 @@ def _device_mismatch(op, args):
 
 
 def _observed(op, args, params):
-    """The slow path: modes take over dispatch; otherwise run eagerly, then check and tell.
+    """The slow path: the ``__torch_function__`` hook (``set_functions``) may claim the op first;
+    then modes take over dispatch; otherwise run eagerly, then check and tell.
 
     Modes see every op; ``op`` events (tape, profiler) and anomaly checks are about what
     was computed, so factories and random draws run without them."""
