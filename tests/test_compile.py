@@ -667,6 +667,26 @@ def test_a_lone_op_fuses_only_when_its_kernel_pays(monkeypatch, pays):
     _close(cm(x).detach().numpy(), m(x).detach().numpy())
 
 
+def test_a_one_kernel_backward_giving_two_inputs_one_gradient(monkeypatch):
+    """``(a + b).relu()``: the backward is one kernel (threshold_backward, fused when it times faster)
+    whose one output is both inputs' gradient; the bench's ResNet residual raised StopIteration there
+    whenever the timing chose the kernel."""
+    from tapelab.compiler import fused
+    monkeypatch.setattr(fused, "_pays", lambda *a: True)
+    rng = np.random.default_rng(0)
+    data = [rng.standard_normal((4, 8)).astype(np.float32) for _ in range(2)]
+    a, b = (tapelab.tensor(d, requires_grad=True) for d in data)
+    f = tapelab.compile(lambda a, b: (a + b).relu())
+    f(a, b)
+    out = f(a, b)
+    assert out.grad_fn.op.name == "fused(add, relu)"
+    out.backward(tapelab.ones(4, 8))
+    ta, tb = (torch.tensor(d, requires_grad=True) for d in data)
+    (ta + tb).relu().backward(torch.ones(4, 8))
+    _close(a.grad.numpy(), ta.grad.numpy())
+    _close(b.grad.numpy(), tb.grad.numpy())
+
+
 def test_automatic_dynamic_shapes_reuse_the_entry_for_a_third_size():
     """A second batch size whose trace is the same graph marks dim 0 dynamic; the kernels take sizes
     as arguments, so later sizes run that entry (no recompile) with PyTorch's values and gradients."""

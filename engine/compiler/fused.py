@@ -136,7 +136,8 @@ class FusedOp(Op):
             op, picks, order = bw.direct
             args = (g, out, *inputs)
             res = apply(op, *[args[i] for i in picks])
-            grads = iter([res[j] for j in order] if op.n_extra else [res])
+            outs = res if op.n_extra else (res,)
+            grads = iter([outs[j] for j in order])     # one output may be several inputs' gradient
         else:
             grads = iter(bw(g, out, *inputs))
         return tuple(next(grads) if n else None for n in needs)
