@@ -264,3 +264,33 @@ def test_disabled_impl_names():
     assert tapelab._C._disabled_torch_function_impl is tapelab.nn.Parameter.__torch_function__
     assert tapelab.overrides.get_default_nowrap_functions() == set()
     assert isinstance(tapelab.Tensor, tapelab._C._TensorMeta)
+
+
+def test_make_subclass_is_a_detached_leaf_sharing_memory():
+    def run(m):
+        class Param(m.Tensor):
+            pass
+
+        d = m.tensor([1.0, 2.0], requires_grad=True)
+        s = m.Tensor._make_subclass(Param, d, True)
+        plain = m.Tensor._make_subclass(Param, d)
+        with m.no_grad():
+            d.add_(1)
+        return (type(s).__name__, s.requires_grad, s.is_leaf, s.grad_fn is None, plain.requires_grad,
+                s.detach().tolist(), type(s * 2).__name__)
+
+    t, r = both(run)
+    assert t == r == ("Param", True, True, True, False, [2.0, 3.0], "Param")
+    with pytest.raises(TypeError, match="subclass of Tensor"):
+        tapelab.Tensor._make_subclass(dict, tapelab.ones(1))
+
+
+def test_subclass_repr_names_the_class():
+    def run(m):
+        class Sub(m.Tensor):
+            pass
+
+        return repr(m.tensor([1.0, 2.0]).as_subclass(Sub))
+
+    t, r = both(run)
+    assert t.split("(")[0] == r.split("(")[0] == "Sub"

@@ -168,7 +168,8 @@ def _grad_extras(t) -> list:
     return ["requires_grad=True"] if t.requires_grad else []
 
 
-def tensor_repr(t) -> str:
+def tensor_repr(t, prefix: str = "tensor(") -> str:
+    """PyTorch's repr; ``prefix`` is ``"Sub("`` for a subclass ``Sub`` (``Tensor.__repr__`` says)."""
     if t.is_sparse:
         return _coo_repr(t)
     if t.device.type == "meta":      # no values: PyTorch's placeholder
@@ -176,7 +177,6 @@ def tensor_repr(t) -> str:
             ([f"dtype={t.dtype!r}"] if t.dtype is not get_default_dtype() else []) + _grad_extras(t)
         return "tensor(..., " + ", ".join(extras) + ")"
     arr = t.detach().__array__()
-    prefix = "tensor("
     body = array_str(arr, len(prefix))
     extras = []
     if (arr.size == 0 and arr.shape != (0,)) or (arr.size and not PRINT_OPTS.edgeitems):

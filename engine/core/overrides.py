@@ -368,18 +368,39 @@ def _tensor_torch_function(cls, func, types, args=(), kwargs=None):
         return _convert(ret, cls)
 
 
-def as_subclass(self: Tensor, cls: type) -> Tensor:
-    """A ``cls`` instance aliasing ``self``'s memory and attached to its graph (an alias, as PyTorch's)."""
+def _check_subclass(cls, what: str) -> None:
     if not (isinstance(cls, type) and issubclass(cls, Tensor)):
-        raise TypeError(f"as_subclass(): cls must be a subclass of Tensor, got {cls!r}")
-    with DisableTorchFunction():
-        out = self.view(self.shape)
+        raise TypeError(f"{what}(): cls must be a subclass of Tensor, got {cls!r}")
+
+
+def _retype(out: Tensor, cls: type, what: str) -> Tensor:
     try:
         out.__class__ = cls
     except TypeError as e:
-        raise TypeError(f"as_subclass(): cannot make a {cls.__name__} from a Tensor ({e})") from None
+        raise TypeError(f"{what}(): cannot make a {cls.__name__} from a Tensor ({e})") from None
+    return out
+
+
+def as_subclass(self: Tensor, cls: type) -> Tensor:
+    """A ``cls`` instance aliasing ``self``'s memory and attached to its graph (an alias, as PyTorch's)."""
+    _check_subclass(cls, "as_subclass")
+    with DisableTorchFunction():
+        out = self.view(self.shape)
+    return _retype(out, cls, "as_subclass")
+
+
+def _make_subclass(cls: type, data: Tensor, require_grad: bool = False, **dispatch_options) -> Tensor:
+    """``Tensor._make_subclass``: a ``cls`` leaf sharing ``data``'s memory and version counter,
+    detached from its graph (how ``nn.Parameter``-like subclasses are built)."""
+    _check_subclass(cls, "_make_subclass")
+    with DisableTorchFunction():
+        out = data.detach()
+    out = _retype(out, cls, "_make_subclass")
+    if require_grad:
+        out.requires_grad_(True)
     return out
 
 
 OPERATORS = {"__torch_function__": classmethod(_tensor_torch_function),
-             "__init_subclass__": classmethod(_init_subclass), "as_subclass": as_subclass}
+             "__init_subclass__": classmethod(_init_subclass), "as_subclass": as_subclass,
+             "_make_subclass": staticmethod(_make_subclass)}

@@ -303,7 +303,9 @@ class Tensor:
     def __repr__(self) -> str:
         if _DISPATCH.slow and _DISPATCH.modes:
             _host_read(self, "print")
-        return tensor_repr(self)
+        cls = type(self)   # a subclass prints its name unless its own __repr__ frames ours (Parameter)
+        plain = cls is Tensor or cls.__repr__ is not Tensor.__repr__
+        return tensor_repr(self, "tensor(" if plain else f"{cls.__name__}(")
 
     def __format__(self, spec: str) -> str:
         """As PyTorch: a 0-d tensor formats its value (``f"{t}"`` is ``3.0``, ``f"{t:.2f}"``
