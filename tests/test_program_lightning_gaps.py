@@ -184,3 +184,19 @@ def test_pickled_dataloader_iterator_state_is_dropped_like_torch():
 
     t, r = both(run)
     np.testing.assert_array_equal(t, r)
+
+
+@pytest.mark.parametrize("input_grad", [True, False])
+def test_flop_counter_mode_counts_backward_gemms_as_torch(input_grad):
+    def run(m):
+        fc = importlib.import_module(m.__name__ + ".utils.flop_counter")
+        m.manual_seed(0)
+        lin, conv = m.nn.Linear(8, 16), m.nn.Conv2d(3, 5, 3)
+        x = m.randn(4, 8, requires_grad=input_grad)
+        im = m.randn(2, 3, 9, 9, requires_grad=True)
+        with fc.FlopCounterMode(display=False) as counter:
+            (lin(x).sum() + conv(im).sum() + (x @ x.T).sum()).backward()
+        return counter.get_total_flops()
+
+    t, r = both(run)
+    assert t == r

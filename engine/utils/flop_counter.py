@@ -5,6 +5,7 @@ taken for the ops PyTorch's counter has formulas for (the GEMM family), so eleme
 counts 0 as there."""
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 
 from ..base.dispatch_state import LOCAL
@@ -16,6 +17,17 @@ __all__ = ["FlopCounterMode"]
 # ops whose FLOPs PyTorch's counter reports (mm/addmm/bmm, convolution and its backward, attention)
 _COUNTED = frozenset({"matmul", "linear", "convolution", "convolution_transpose", "convolution_weight",
                       "scaled_dot_product_attention", "lstm", "lstm_cell", "gru", "gru_cell"})
+
+
+def _linear_backward(shapes, params) -> int:
+    """One GEMM per gradient the fused linear backward computes (input's, weight's: PyTorch's two mm)."""
+    g, _, w = shapes
+    rows = math.prod(g[:-1])
+    return 2 * rows * w[0] * w[1] * (bool(params["needs"][0]) + bool(params["needs"][1]))
+
+
+# ops whose count depends on their params, not only on shapes (their Op.cost cannot say)
+_BY_PARAMS = {"linear_backward": _linear_backward}
 
 
 class FlopCounterMode(Mode):
@@ -64,10 +76,11 @@ class FlopCounterMode(Mode):
     def dispatch(self, op, args: tuple, params: dict):
         out = eager(op, args, params)
         formula = self.custom_mapping.get(op.name)
-        if op.name in _COUNTED or formula is not None:
+        if op.name in _COUNTED or op.name in _BY_PARAMS or formula is not None:
             res = out[0] if isinstance(out, tuple) else out
             shapes = tuple(tuple(a.shape) if isinstance(a, Tensor) else () for a in args)
             flops = int(formula(shapes, tuple(res.shape)) if formula is not None
+                        else _BY_PARAMS[op.name](shapes, params) if op.name in _BY_PARAMS
                         else op.cost(shapes, tuple(res.shape)) if op.cost is not None else 0)
             if flops:
                 self.flop_counts["Global"][op.name] += flops
