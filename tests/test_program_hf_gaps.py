@@ -450,3 +450,58 @@ def test_fsdp_and_distributed_checkpoint_refuse_by_name():
         checkpoint.save({})
     with pytest.raises(NotImplementedError, match="tapelab.save"):
         checkpoint.hf_storage.HuggingFaceStorageReader("/tmp")
+
+
+# ---------------------------------------------------------------- numpy spellings and Python types as dtypes
+@pytest.mark.parametrize("call", [
+    lambda m, a: a.sum(axis=1), lambda m, a: m.sum(a, 0, keepdims=True), lambda m, a: a.mean(axis=0),
+    lambda m, a: a.all(axis=-1), lambda m, a: (a > 0).any(axis=0, keepdims=True), lambda m, a: a.amax(axis=1),
+    lambda m, a: a.amin(axis=(0, 1), keepdims=True), lambda m, a: a.max(axis=1).values,
+    lambda m, a: a.min(axis=0, keepdims=True).indices, lambda m, a: a.argmax(axis=1), lambda m, a: a.argmin(axis=0),
+    lambda m, a: a.std(axis=0), lambda m, a: a.var(axis=1, keepdims=True), lambda m, a: m.var_mean(a, axis=1)[1],
+    lambda m, a: m.std_mean(a, axis=0)[0], lambda m, a: a.prod(axis=1), lambda m, a: m.median(a, axis=1).values,
+    lambda m, a: m.nanmedian(a, axis=0).values, lambda m, a: m.nansum(a, axis=0), lambda m, a: m.nanmean(a, axis=1),
+    lambda m, a: m.count_nonzero(a > 0, axis=1), lambda m, a: a.mean(axis=0, dtype=float),
+], ids=lambda f: "")
+def test_reductions_take_axis_and_keepdims(call):
+    x = np.random.RandomState(0).standard_normal((3, 4)).astype(np.float32)
+    want, got = call(torch, torch.tensor(x)), call(tapelab, tapelab.tensor(x))
+    assert str(got.dtype).split(".")[1] == str(want.dtype).split(".")[1]
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6)
+
+
+@BOTH
+def test_axis_and_dim_together_is_a_type_error(m):
+    with pytest.raises(TypeError):
+        m.ones(2, 3).sum(0, axis=1)
+
+
+@pytest.mark.parametrize("call", [
+    lambda m: m.tensor(0, dtype=int), lambda m: m.tensor([1.5], dtype=float), lambda m: m.tensor([2], dtype=bool),
+    lambda m: m.as_tensor([1, 2], dtype=float), lambda m: m.zeros(2, dtype=float), lambda m: m.ones(2, dtype=int),
+    lambda m: m.empty(2, dtype=complex).zero_(), lambda m: m.full((2,), 1, dtype=bool), lambda m: m.arange(3, dtype=float),
+    lambda m: m.linspace(0, 1, 3, dtype=float), lambda m: m.eye(2, dtype=int), lambda m: m.ones(2).to(int),
+    lambda m: m.ones(2).to(dtype=bool), lambda m: m.ones(2).new_zeros(2, dtype=int), lambda m: m.ones(2).new_full((2,), 3, dtype=float),
+    lambda m: m.zeros_like(m.ones(2), dtype=int), lambda m: m.empty_like(m.ones(2), dtype=float).fill_(2),
+    lambda m: m.ones(2, 2).sum(dtype=int), lambda m: m.randint(0, 1, (2,), dtype=float), lambda m: m.randn(2, dtype=float).mul(0),
+], ids=lambda f: "")
+def test_python_number_types_as_dtypes(call):
+    want, got = call(torch), call(tapelab)
+    assert str(got.dtype).split(".")[1] == str(want.dtype).split(".")[1]
+    np.testing.assert_array_equal(got.numpy(), want.numpy())
+
+
+def test_float8_and_uint16_safetensors_written_by_torch_load(tmp_path):
+    """transformers' checkpoints may hold float8 and wide unsigned tensors (these were refused before)."""
+    from safetensors.torch import save_file
+    values = torch.tensor([0.0, 0.5, -1.5, 448.0])
+    tensors = {"f8": values.to(torch.float8_e4m3fn), "e5": values.to(torch.float8_e5m2),
+               "u16": torch.tensor([0, 7, 65535], dtype=torch.uint16), "u32": torch.tensor([1, 2**32 - 1], dtype=torch.uint32)}
+    save_file(tensors, str(tmp_path / "w.safetensors"))
+    loaded = tapelab.load(str(tmp_path / "w.safetensors"))
+    for name, want in tensors.items():
+        assert str(loaded[name].dtype).split(".")[1] == str(want.dtype).split(".")[1]
+        np.testing.assert_array_equal(loaded[name].to(tapelab.float64).numpy(), want.to(torch.float64).numpy())
+    tapelab.save(loaded, str(tmp_path / "again.safetensors"))
+    again = tapelab.load(str(tmp_path / "again.safetensors"))
+    assert all(again[k].dtype is loaded[k].dtype for k in tensors)

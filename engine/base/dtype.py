@@ -141,6 +141,15 @@ def _narrow(arr):
     return arr.astype(BFLOAT16_NP) if getattr(arr, "dtype", None) == np.float32 else arr
 
 
+_PY_TYPES = {builtins.bool: bool, builtins.int: int64, builtins.float: float64, builtins.complex: complex128}
+
+
+def canonical(d):
+    """``d``, with Python's number types read as PyTorch reads them in a ``dtype=`` argument
+    (``bool``, ``int`` -> int64, ``float`` -> float64, ``complex`` -> complex128)."""
+    return _PY_TYPES.get(d, d)
+
+
 def _by_name(name: str) -> dtype:
     return _BY_NAME[name]
 

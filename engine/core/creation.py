@@ -39,11 +39,12 @@ def _finish(t: Tensor, requires_grad: bool) -> Tensor:
 
 def tensor(data, *, dtype=None, device=None, requires_grad: bool = False, pin_memory: bool = False) -> Tensor:
     """Copy ``data`` (nested lists, numbers, numpy arrays, tensors) into a new tensor."""
-    return _finish(apply(TENSOR, data=host_array(data, dtype), device=_dev(device)), requires_grad)
+    return _finish(apply(TENSOR, data=host_array(data, _dtype.canonical(dtype)), device=_dev(device)), requires_grad)
 
 
 def as_tensor(data, dtype=None, device=None) -> Tensor:
     """Share memory with ``data`` where possible (numpy arrays, tensors)."""
+    dtype = _dtype.canonical(dtype)
     if isinstance(data, Tensor):
         return data.to(*(a for a in (device, dtype) if a is not None))
     if isinstance(data, np.ndarray) and _dev(device) is CPU:
@@ -98,6 +99,7 @@ def _size(size, fn: str, keyword=None) -> tuple:
 def _allocate(op, size: tuple, dtype, dev: Device, **params) -> Tensor:
     """``apply`` a factory that allocates ``size``; a size no storage can hold, or memory the
     allocator cannot give, raises PyTorch's RuntimeError (not the array library's errors)."""
+    dtype = _dtype.canonical(dtype)
     if dtype is _dtype.bfloat16 and dev.type == "cuda":
         raise _dtype.bfloat16_on_cuda(f"{op.name}(dtype=bfloat16, device={dev})")
     try:
@@ -149,7 +151,7 @@ def scalar_tensor(s, *, dtype=None, device=None, requires_grad: bool = False) ->
 
 def _like(x: Tensor, dtype, device) -> tuple:
     """``x``'s shape, and the dtype and device of a tensor like it (no size checks: x's shape is valid)."""
-    return x._data.shape, (dtype or x.dtype), (x._device if device is None else Device(device))
+    return x._data.shape, (_dtype.canonical(dtype) or x.dtype), (x._device if device is None else Device(device))
 
 
 def zeros_like(input, *, dtype=None, device=None, requires_grad: bool = False, **_) -> Tensor:
@@ -178,6 +180,7 @@ def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad: b
     vals = [float(v) if isinstance(v, Tensor) else v for v in (start, end, step)]
     if step == 0:
         raise RuntimeError("arange(): step must be nonzero")
+    dtype = _dtype.canonical(dtype)
     if dtype is None:
         dtype = get_default_dtype() if any(isinstance(v, float) for v in vals) else _dtype.int64
     start, end, step = vals
@@ -192,26 +195,26 @@ def _steps(steps) -> int:
 
 def linspace(start, end, steps: int, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     return _finish(apply(LINSPACE, start=float(start), end=float(end), steps=_steps(steps),
-                         dtype=dtype or get_default_dtype(), device=_dev(device)), requires_grad)
+                         dtype=_dtype.canonical(dtype) or get_default_dtype(), device=_dev(device)), requires_grad)
 
 
 def logspace(start, end, steps: int, base: float = 10.0, *, dtype=None, device=None,
              requires_grad: bool = False) -> Tensor:
     return _finish(apply(LOGSPACE, start=float(start), end=float(end), steps=_steps(steps), base=base,
-                         dtype=dtype or get_default_dtype(), device=_dev(device)), requires_grad)
+                         dtype=_dtype.canonical(dtype) or get_default_dtype(), device=_dev(device)), requires_grad)
 
 
 def eye(n: int, m: int | None = None, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
-    return _finish(apply(EYE, n=n, m=m, dtype=dtype or get_default_dtype(), device=_dev(device)), requires_grad)
+    return _finish(apply(EYE, n=n, m=m, dtype=_dtype.canonical(dtype) or get_default_dtype(), device=_dev(device)), requires_grad)
 
 
 def rand(*shape, size=None, generator=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
-    return _finish(apply(RAND, size=_size(shape, "rand", size), dtype=dtype or get_default_dtype(),
+    return _finish(apply(RAND, size=_size(shape, "rand", size), dtype=_dtype.canonical(dtype) or get_default_dtype(),
                          device=_dev(device), generator=generator), requires_grad)
 
 
 def randn(*shape, size=None, generator=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
-    return _finish(apply(RANDN, size=_size(shape, "randn", size), dtype=dtype or get_default_dtype(),
+    return _finish(apply(RANDN, size=_size(shape, "randn", size), dtype=_dtype.canonical(dtype) or get_default_dtype(),
                          device=_dev(device), generator=generator), requires_grad)
 
 
@@ -224,11 +227,11 @@ def randint(low, high=None, size=None, *, generator=None, dtype=None, device=Non
     if low >= high:
         raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={low} >= to={high}")
     return _finish(apply(RANDINT, low=low, high=high, size=_size((size,) if isinstance(size, int) else tuple(size), "randint"),
-                         dtype=dtype or _dtype.int64, device=_dev(device), generator=generator), requires_grad)
+                         dtype=_dtype.canonical(dtype) or _dtype.int64, device=_dev(device), generator=generator), requires_grad)
 
 
 def randperm(n: int, *, generator=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
-    return _finish(apply(RANDPERM, n=int(n), dtype=dtype or _dtype.int64, device=_dev(device), generator=generator),
+    return _finish(apply(RANDPERM, n=int(n), dtype=_dtype.canonical(dtype) or _dtype.int64, device=_dev(device), generator=generator),
                    requires_grad)
 
 
@@ -243,7 +246,7 @@ def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, device=N
     dev = _dev(device if device is not None or ref is None else ref.device)
     # tensor parameters are inputs of the op (its device is theirs), values only: no graph
     mean, std = (a.detach().to(dev) if isinstance(a, Tensor) else a for a in (mean, std))
-    return _finish(apply(NORMAL, mean, std, size=_size(tuple(size), "normal"), dtype=dtype or get_default_dtype(), device=dev,
+    return _finish(apply(NORMAL, mean, std, size=_size(tuple(size), "normal"), dtype=_dtype.canonical(dtype) or get_default_dtype(), device=dev,
                          generator=generator), requires_grad)
 
 

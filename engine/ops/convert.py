@@ -50,15 +50,15 @@ move = Op("to_device", _move_fwd, lambda g, out, x, *, device: (g.to(x.device),)
 
 def _parse_to_args(args, kwargs):
     dev = kwargs.pop("device", None)
-    dt = kwargs.pop("dtype", None)
+    dt = _dtype.canonical(kwargs.pop("dtype", None))
     copy = kwargs.pop("copy", False)
     kwargs.pop("non_blocking", None)
     kwargs.pop("memory_format", None)
     if kwargs:
         raise TypeError(f"to() got unexpected keyword arguments {sorted(kwargs)}")
     for a in args:
-        if isinstance(a, _dtype.dtype):
-            dt = a
+        if isinstance(a, _dtype.dtype) or (isinstance(a, type) and a in (bool, int, float, complex)):
+            dt = _dtype.canonical(a)
         elif isinstance(a, Tensor):
             dev, dt = a.device, a.dtype
         elif isinstance(a, (str, Device)):

@@ -17,7 +17,8 @@ from ..core.creation import eye
 from ..base import backend as _backend
 from ..core.dispatch import apply
 from ..core.registry import NONE, OTHERS, Op, kernel_refusal
-from ._util import Tensor, norm_dims
+from ._util import Tensor, norm_dims, numpy_names
+from ..base import dtype as _dtype
 from ..base.dtype import BFLOAT16_NP, FLOATING_KINDS, INEXACT_KINDS, in_float32
 from .conjugation import conj as cj
 from .movement import _expand, _mark
@@ -263,25 +264,31 @@ _prod_others = Op("prod_others", _prod_others_fwd, _prod_others_vjp, complex=Tru
 def _int_acc(x: Tensor, dtype):
     """PyTorch sums bool and integer tensors in int64 unless told otherwise."""
     if dtype is not None:
-        return dtype.np
+        return _dtype.canonical(dtype).np
     return "int64" if x._data.dtype.kind in "biu" else None
 
 
-def sum(input, dim=None, keepdim: bool = False, *, dtype=None):
+def sum(input, dim=None, keepdim: bool = False, *, dtype=None, axis=None, keepdims=None):
+    if axis is not None or keepdims is not None:
+        dim, keepdim = numpy_names("sum", dim, keepdim, axis, keepdims)
     if dim is None and dtype is None and input._data.dtype.kind in FLOATING_KINDS:
         return apply(_sum, input, dims=None, keepdim=keepdim, dtype=None)
     return apply(_sum, input, dims=_dims(input, dim, "sum"), keepdim=keepdim, dtype=_int_acc(input, dtype))
 
 
-def mean(input, dim=None, keepdim: bool = False, *, dtype=None):
+def mean(input, dim=None, keepdim: bool = False, *, dtype=None, axis=None, keepdims=None):
+    if axis is not None or keepdims is not None:
+        dim, keepdim = numpy_names("mean", dim, keepdim, axis, keepdims)
     if input._data.dtype.kind not in INEXACT_KINDS and dtype is None:
         raise RuntimeError(f"mean(): could not infer output dtype. Input dtype must be either a "
                            f"floating point or complex dtype. Got: {input.dtype.name.capitalize()}")
     return apply(_mean, input, dims=_dims(input, dim, "mean"), keepdim=keepdim,
-                 dtype=None if dtype is None else dtype.np)
+                 dtype=None if dtype is None else _dtype.canonical(dtype).np)
 
 
-def prod(input, dim: int | None = None, keepdim: bool = False, *, dtype=None):
+def prod(input, dim: int | None = None, keepdim: bool = False, *, dtype=None, axis=None, keepdims=None):
+    if axis is not None or keepdims is not None:
+        dim, keepdim = numpy_names("prod", dim, keepdim, axis, keepdims)
     if dim is not None:
         if not isinstance(dim, int):
             raise TypeError(f"prod(): argument 'dim' must be int, not {type(dim).__name__}")
@@ -317,13 +324,17 @@ _argmin = Op("argmin", lambda xp, x, *, dim, keepdim: xp.argmin(x, axis=dim, kee
 _max_dim, _min_dim = picker("max", onnx=_onnx_take), picker("min", onnx=_onnx_take)
 
 
-def amax(input, dim=(), keepdim: bool = False):
+def amax(input, dim=(), keepdim: bool = False, *, axis=None, keepdims=None):
+    if axis is not None or keepdims is not None:
+        dim, keepdim = numpy_names("amax", dim, keepdim, axis, keepdims)
     dims = _dims(input, dim, "amax")
     _nonempty(input, dims, "amax")
     return apply(_amax, input, dims=dims, keepdim=keepdim)
 
 
-def amin(input, dim=(), keepdim: bool = False):
+def amin(input, dim=(), keepdim: bool = False, *, axis=None, keepdims=None):
+    if axis is not None or keepdims is not None:
+        dim, keepdim = numpy_names("amin", dim, keepdim, axis, keepdims)
     dims = _dims(input, dim, "amin")
     _nonempty(input, dims, "amin")
     return apply(_amin, input, dims=dims, keepdim=keepdim)
@@ -338,11 +349,15 @@ def _arg(op: Op, input, dim, keepdim: bool, name: str):
     return apply(op, input, dim=d[0] if input.ndim else None, keepdim=keepdim)
 
 
-def argmax(input, dim: int | None = None, keepdim: bool = False):
+def argmax(input, dim: int | None = None, keepdim: bool = False, *, axis=None, keepdims=None):
+    if axis is not None or keepdims is not None:
+        dim, keepdim = numpy_names("argmax", dim, keepdim, axis, keepdims)
     return _arg(_argmax, input, dim, keepdim, "argmax")
 
 
-def argmin(input, dim: int | None = None, keepdim: bool = False):
+def argmin(input, dim: int | None = None, keepdim: bool = False, *, axis=None, keepdims=None):
+    if axis is not None or keepdims is not None:
+        dim, keepdim = numpy_names("argmin", dim, keepdim, axis, keepdims)
     return _arg(_argmin, input, dim, keepdim, "argmin")
 
 
@@ -359,13 +374,17 @@ def _extremum(input, dim, keepdim, arg: Op, full: Op, picker: Op, result, name: 
     return result(*pick(picker, input, idx, d, keepdim))
 
 
-def max(input, dim=None, keepdim: bool = False):
+def max(input, dim=None, keepdim: bool = False, *, axis=None, keepdims=None):
     """``max(x)`` -> value; ``max(x, dim)`` -> (values, indices); ``max(x, other)`` -> maximum."""
+    if axis is not None or keepdims is not None:
+        dim, keepdim = numpy_names("max", dim, keepdim, axis, keepdims)
     return _extremum(input, dim, keepdim, _argmax, _amax, _max_dim, _max_t, "max")
 
 
-def min(input, dim=None, keepdim: bool = False):
+def min(input, dim=None, keepdim: bool = False, *, axis=None, keepdims=None):
     """``min(x)`` -> value; ``min(x, dim)`` -> (values, indices); ``min(x, other)`` -> minimum."""
+    if axis is not None or keepdims is not None:
+        dim, keepdim = numpy_names("min", dim, keepdim, axis, keepdims)
     return _extremum(input, dim, keepdim, _argmin, _amin, _min_dim, _min_t, "min")
 
 
@@ -419,20 +438,30 @@ def _var_args(input, dim, unbiased, keepdim, correction, op: str):
     return dict(dims=_dims(input, dim, op), keepdim=keepdim, correction=correction)
 
 
-def var(input, dim=None, unbiased=None, keepdim: bool = False, *, correction=None):
+def var(input, dim=None, unbiased=None, keepdim: bool = False, *, correction=None, axis=None, keepdims=None):
+    if axis is not None or keepdims is not None:
+        dim, keepdim = numpy_names("var", dim, keepdim, axis, keepdims)
     return apply(_var, input, **_var_args(input, dim, unbiased, keepdim, correction, "var"))
 
 
-def std(input, dim=None, unbiased=None, keepdim: bool = False, *, correction=None):
+def std(input, dim=None, unbiased=None, keepdim: bool = False, *, correction=None, axis=None, keepdims=None):
+    if axis is not None or keepdims is not None:
+        dim, keepdim = numpy_names("std", dim, keepdim, axis, keepdims)
     return apply(_std, input, **_var_args(input, dim, unbiased, keepdim, correction, "std"))
 
 
-def var_mean(input, dim=None, unbiased=None, keepdim: bool = False, *, correction=None):
+def var_mean(input, dim=None, unbiased=None, keepdim: bool = False, *, correction=None, axis=None,
+             keepdims=None):
+    if axis is not None or keepdims is not None:
+        dim, keepdim = numpy_names("var_mean", dim, keepdim, axis, keepdims)
     p = _var_args(input, dim, unbiased, keepdim, correction, "var_mean")
     return apply(_var, input, **p), apply(_mean, input, dims=p["dims"], keepdim=keepdim, dtype=None)
 
 
-def std_mean(input, dim=None, unbiased=None, keepdim: bool = False, *, correction=None):
+def std_mean(input, dim=None, unbiased=None, keepdim: bool = False, *, correction=None, axis=None,
+             keepdims=None):
+    if axis is not None or keepdims is not None:
+        dim, keepdim = numpy_names("std_mean", dim, keepdim, axis, keepdims)
     p = _var_args(input, dim, unbiased, keepdim, correction, "std_mean")
     return apply(_std, input, **p), apply(_mean, input, dims=p["dims"], keepdim=keepdim, dtype=None)
 
@@ -601,15 +630,21 @@ _count_nonzero = Op("count_nonzero", lambda xp, x, *, dims: xp.asarray(xp.count_
                     onnx=_onnx_count_nonzero)
 
 
-def all(input, dim=None, keepdim: bool = False):
+def all(input, dim=None, keepdim: bool = False, *, axis=None, keepdims=None):
+    if axis is not None or keepdims is not None:
+        dim, keepdim = numpy_names("all", dim, keepdim, axis, keepdims)
     return apply(_all, input, dims=_dims(input, dim, "all"), keepdim=keepdim)
 
 
-def any(input, dim=None, keepdim: bool = False):
+def any(input, dim=None, keepdim: bool = False, *, axis=None, keepdims=None):
+    if axis is not None or keepdims is not None:
+        dim, keepdim = numpy_names("any", dim, keepdim, axis, keepdims)
     return apply(_any, input, dims=_dims(input, dim, "any"), keepdim=keepdim)
 
 
-def count_nonzero(input, dim=None):
+def count_nonzero(input, dim=None, *, axis=None):
+    if axis is not None:
+        dim, _ = numpy_names("count_nonzero", dim, False, axis, None)
     return apply(_count_nonzero, input, dims=_dims(input, dim, "count_nonzero"))
 
 

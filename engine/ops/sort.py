@@ -7,6 +7,7 @@ back to the positions the values came from.
 from __future__ import annotations
 
 from ..core.dispatch import _refuse_complex, apply
+from ._util import numpy_names
 from .reduce import picker, take_along, pick, values_indices
 from ..core.registry import Op, kernel_refusal
 from ._util import Tensor, _wrap_dim
@@ -81,8 +82,10 @@ def kthvalue(input, k: int, dim: int = -1, keepdim: bool = False):
     return _kthvalue_t(*pick(_kthvalue, input, _order(input, d, False, k - 1, k, _kthvalue), d, keepdim))
 
 
-def median(input, dim: int | None = None, keepdim: bool = False):
+def median(input, dim: int | None = None, keepdim: bool = False, *, axis=None, keepdims=None):
     """Lower median: of all elements (a value), or along ``dim`` (values and indices)."""
+    if axis is not None or keepdims is not None:
+        dim, keepdim = numpy_names("median", dim, keepdim, axis, keepdims)
     if dim is None:
         flat = input.reshape(-1)
         n = flat.shape[0]

@@ -17,7 +17,7 @@ from ..core import creation
 from ..core.dispatch import apply
 from ..core.registry import Op, kernel_refusal
 from ..core.tensor import _wrap_dim
-from ._util import Tensor
+from ._util import Tensor, numpy_names
 from .compare import isnan, where
 from .movement import cat
 from .sort import searchsorted, sort
@@ -84,14 +84,18 @@ def logcumsumexp(input: Tensor, dim: int) -> Tensor:
 
 
 # ---------------------------------------------------------------- NaN-ignoring reductions, quantiles
-def nansum(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
+def nansum(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None, axis=None, keepdims=None) -> Tensor:
     """``sum`` counting NaNs as zero."""
+    if axis is not None or keepdims is not None:
+        dim, keepdim = numpy_names("nansum", dim, keepdim, axis, keepdims)
     x = where(isnan(input), 0, input) if input.is_floating_point() else input
     return x.sum(dim, keepdim=keepdim, dtype=dtype) if dim is not None else x.sum(dtype=dtype)
 
 
-def nanmean(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
+def nanmean(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None, axis=None, keepdims=None) -> Tensor:
     """``mean`` of the non-NaN elements."""
+    if axis is not None or keepdims is not None:
+        dim, keepdim = numpy_names("nanmean", dim, keepdim, axis, keepdims)
     if not input.is_floating_point():
         raise RuntimeError(f"nanmean(): expected input to have floating point or complex dtype but got "
                            f"{input.dtype.scalar_type}")
@@ -111,8 +115,11 @@ def _sorted_count(input: Tensor, d: int, ignore_nan: bool):
     return ordered, count
 
 
-def nanmedian(input: Tensor, dim: int | None = None, keepdim: bool = False):
+def nanmedian(input: Tensor, dim: int | None = None, keepdim: bool = False, *, axis=None,
+              keepdims=None):
     """The lower median of the non-NaN values (NaN where a slice has none)."""
+    if axis is not None or keepdims is not None:
+        dim, keepdim = numpy_names("nanmedian", dim, keepdim, axis, keepdims)
     if dim is None:
         flat = input.reshape(-1)
         return nanmedian(flat, 0).values if flat.numel() else flat.sum() * float("nan")
