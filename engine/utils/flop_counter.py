@@ -32,7 +32,8 @@ _BY_PARAMS = {"linear_backward": _linear_backward}
 
 class FlopCounterMode(Mode):
     """FLOPs of the counted ops run inside ``with``, per module path (``"Global"`` holds them all,
-    the outermost module called is named by its class, its children ``Class.child.sub``).
+    the outermost module called is named by its class, its children ``Class.child.sub``). A
+    backward's FLOPs count in ``"Global"`` only (PyTorch's also go to the modules they belong to).
 
     ``mods`` is accepted for old callers and ignored, as in PyTorch 2.4+; ``display`` prints the
     table on exit; ``depth`` limits the table's module depth.
