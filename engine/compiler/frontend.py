@@ -7,9 +7,10 @@ returned: the compiled graph runs from the next call), lowers the graph's fusibl
 kernels (``fused.lower``) and stores the entry. A host read during the trace (``.item()``,
 ``bool(t)``, ``print``: data-dependent Python), an in-place write the graph does not write back
 (through a view; inputs and buffers such as BatchNorm's running statistics it writes back itself)
-or a recurrence the trace unrolled (an ``nn.LSTM``/``nn.GRU`` the tracer keeps as whole-layer ops,
-``Mode.whole_layer_ops``, except with packed input or a projection, which run per step) is a graph break: the trace's writes are undone, that key runs
-eagerly from then on, and the reason is kept for ``explain``. After ``config.cache_size_limit``
+or a recurrence the trace unrolled (the tracer keeps an ``nn.LSTM``/``nn.GRU`` layer as its
+whole-sequence ops, ``Mode.whole_layer_ops``, except with packed input or a projection, which run
+per step) is a graph break: the trace's writes are undone, that key runs eagerly from then on,
+and the reason is kept for ``explain``. After ``config.cache_size_limit``
 entries a function runs eagerly for every new key and says so once, as ``torch._dynamo``'s cache
 limit does.
 """
