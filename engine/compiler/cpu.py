@@ -9,7 +9,7 @@ fastmath file's and the host's). A later process loads that file with ``ctypes``
 no numba type-system start-up (1-3 s here), so a warm compile costs the trace alone. Without a C
 compiler the object file is cached instead and loaded through llvmlite's MCJIT. Above
 ``PARALLEL_MIN`` elements (``TAPELAB_COMPILE_PARALLEL_MIN``) the rows are split over the intra-op pool
-(ctypes calls release the GIL). Without numba (or with ``TAPELAB_COMPILE_NUMBA=0``)
+(ctypes calls release the GIL) where that has measured faster than one call (``base/pool.py``). Without numba (or with ``TAPELAB_COMPILE_NUMBA=0``)
 ``numpy_source`` evaluates the same DAG as numpy ufunc calls writing into a few reused buffers,
 and a warning says so once.
 """
@@ -432,6 +432,7 @@ def load(kernel: Kernel, use_numba: bool | None = None):
         if len(bounds) == 1:
             entry(*ptrs, 0, rows, cols)
         else:
-            run_blocks(entry, [(*ptrs, lo, hi, cols) for lo, hi in bounds])
+            run_blocks(entry, [(*ptrs, lo, hi, cols) for lo, hi in bounds], (id(entry), len(bounds)), rows * cols,
+                       (*ptrs, 0, rows, cols))
         return tuple(outs)
     return run
