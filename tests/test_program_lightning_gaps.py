@@ -200,3 +200,16 @@ def test_flop_counter_mode_counts_backward_gemms_as_torch(input_grad):
 
     t, r = both(run)
     assert t == r
+
+
+@pytest.mark.parametrize("convert", [float, complex])
+def test_scalar_of_a_tensor_that_requires_grad_warns_once_like_torch(convert):
+    import subprocess
+    code = ("import warnings, {m}\nwarnings.simplefilter('always')\nt = {m}.tensor(1.5, requires_grad=True)\n"
+            "with warnings.catch_warnings(record=True) as w:\n    warnings.simplefilter('always')\n"
+            "    {c}(t); {c}(t * 2); int(t); {c}({m}.tensor(2.0))\n"
+            "print(len(w), [str(x.message).splitlines()[0] for x in w])")
+    out = [subprocess.run([sys.executable, "-c", code.format(m=m, c=convert.__name__)], capture_output=True,
+                          text=True, check=True).stdout for m in ("tapelab", "torch")]
+    assert out[0] == out[1]
+    assert out[0].startswith("1 ")

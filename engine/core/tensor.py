@@ -10,6 +10,7 @@ in ``autograd/views.py``; ``backward`` in ``autograd/engine.py``; ``to`` in ``op
 from __future__ import annotations
 
 import itertools
+import warnings
 
 import numpy as np
 
@@ -266,12 +267,16 @@ class Tensor:
         return self.__array__().tolist()
 
     def __float__(self) -> float:
+        if self.requires_grad:
+            _warn_scalar_of_grad()
         return float(self.item())
 
     def __int__(self) -> int:
         return int(self.item())
 
     def __complex__(self) -> complex:
+        if self.requires_grad:
+            _warn_scalar_of_grad()
         return complex(self.item())
 
     def __index__(self) -> int:
@@ -439,6 +444,17 @@ _TYPE_NAMES = {"float32": "FloatTensor", "float64": "DoubleTensor", "float16": "
                "int64": "LongTensor", "int32": "IntTensor", "int16": "ShortTensor",
                "int8": "CharTensor", "uint8": "ByteTensor", "bool": "BoolTensor", "bfloat16": "BFloat16Tensor",
                "complex64": "ComplexFloatTensor", "complex128": "ComplexDoubleTensor"}
+
+
+_scalar_warned = [False]
+
+
+def _warn_scalar_of_grad() -> None:
+    """PyTorch's warning, once per process (``float(loss)`` in a logging line is common)."""
+    if not _scalar_warned[0]:
+        _scalar_warned[0] = True
+        warnings.warn("Converting a tensor with requires_grad=True to a scalar may lead to unexpected behavior.\n"
+                      "Consider using tensor.detach() first.", UserWarning, stacklevel=3)
 
 
 class Size(tuple):
