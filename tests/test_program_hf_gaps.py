@@ -505,3 +505,52 @@ def test_float8_and_uint16_safetensors_written_by_torch_load(tmp_path):
     tapelab.save(loaded, str(tmp_path / "again.safetensors"))
     again = tapelab.load(str(tmp_path / "again.safetensors"))
     assert all(again[k].dtype is loaded[k].dtype for k in tensors)
+
+
+# ---------------------------------------------------------------- found running transformers' Trainer (accelerate)
+@BOTH
+def test_scaling_a_quotient_in_place_then_backward(m):
+    """Trainer divides the loss by the token count and then scales it in place (``loss *= k``): PyTorch's
+    division saves its inputs, not its result, so backward still runs."""
+    a = m.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    b = m.tensor([2.0, 4.0, 0.5], requires_grad=True)
+    y = a / b
+    y *= 3
+    (y * m.tensor([1.0, -1.0, 2.0])).sum().backward()
+    np.testing.assert_allclose(a.grad.numpy(), 3 * np.array([1.0, -1.0, 2.0]) / np.array([2.0, 4.0, 0.5]))
+    np.testing.assert_allclose(b.grad.numpy(), -3 * np.array([1.0, -1.0, 2.0]) * np.array([1, 2, 3]) / np.array([4, 16, 0.25]))
+
+
+@BOTH
+def test_device_equals_an_unknown_device_string(m):
+    assert (m.device("cpu") == "npu") is False and (m.device("cpu") != "xpu") is True
+
+
+def test_compiled_module_class_is_reachable_as_torch_dynamo_eval_frame():
+    model = tapelab.nn.Linear(2, 2)
+    compiled = tapelab.compile(model)
+    assert isinstance(compiled, tapelab._dynamo.eval_frame.OptimizedModule) and compiled._orig_mod is model
+    assert not isinstance(model, tapelab._dynamo.eval_frame.OptimizedModule)
+
+
+def test_fsdp_enums_match_torch():
+    from tapelab.distributed.fsdp.fully_sharded_data_parallel import ShardingStrategy, StateDictType
+    from torch.distributed.fsdp import ShardingStrategy as TS, StateDictType as TT
+    assert [(e.name, e.value) for e in StateDictType] == [(e.name, e.value) for e in TT]
+    assert [(e.name, e.value) for e in ShardingStrategy] == [(e.name, e.value) for e in TS]
+
+
+def test_transforms_v2_functional_on_tensors():
+    from tapelab.vision.transforms.v2 import functional as F
+    img = tapelab.tensor(np.arange(2 * 4 * 6, dtype=np.uint8).reshape(2, 4, 6)[:1])
+    rgb = F.grayscale_to_rgb(img)
+    assert tuple(rgb.shape) == (3, 4, 6) and (rgb[2] == img[0]).all()
+    scaled = F.to_dtype(img, tapelab.float32, scale=True)
+    np.testing.assert_allclose(scaled.numpy(), img.numpy() / 255.0, rtol=1e-6)
+    assert F.to_dtype(img, tapelab.float32).max().item() == 23.0
+    normed = F.normalize(scaled.expand(3, 4, 6), [0.5] * 3, [0.25] * 3)
+    np.testing.assert_allclose(normed.numpy(), (np.broadcast_to(img.numpy() / 255.0, (3, 4, 6)) - 0.5) / 0.25, rtol=1e-5)
+    arr = np.arange(12, dtype=np.uint8).reshape(2, 2, 3)
+    np.testing.assert_array_equal(F.to_image(arr).numpy(), arr.transpose(2, 0, 1))
+    with pytest.raises(TypeError, match="1 or 3 channels"):
+        F.grayscale_to_rgb(tapelab.zeros(2, 4, 4))

@@ -391,16 +391,20 @@ def _mul_vjp(g, out, a, b):
 
 
 def _div_vjp(g, out, a, b):
+    # from the inputs, not the output, as PyTorch's DivBackward: ``loss = loss / n; loss *= k`` then
+    # backward is allowed (the in-place scaling bumps the output's version, which nothing saved here reads)
     if g._data.dtype.kind != "c":
-        return ub(g / b, a) if _wants(a) else None, ub(-g * out / b, b) if _wants(b) else None
-    return ub(g / _cjn(b), a) if _wants(a) else None, ub(-g * cj(out / b), b) if _wants(b) else None
+        ga = g / b
+        return ub(ga, a) if _wants(a) else None, ub(-ga * a / b, b) if _wants(b) else None
+    ga = g / _cjn(b)
+    return ub(ga, a) if _wants(a) else None, ub(-ga * cj(a / b), b) if _wants(b) else None
 
 
 _mul = Op("mul", lambda xp, a, b: a * b, _mul_vjp,
           promote="common", saves=OTHERS, elementwise=True, ufunc="multiply", cost=_numel, operator="mul",
           aliases=("multiply",), inplace=("mul_", "multiply_"), complex=True, onnx="Mul")
 _div = Op("div", lambda xp, a, b: a / b, _div_vjp,
-          promote="float", save_output=True, elementwise=True, ufunc="true_divide", cost=_numel,
+          promote="float", elementwise=True, ufunc="true_divide", cost=_numel,
           operator="truediv", aliases=("divide", "true_divide"), complex=True, onnx="Div")
 
 
