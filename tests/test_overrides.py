@@ -294,3 +294,41 @@ def test_subclass_repr_names_the_class():
 
     t, r = both(run)
     assert t.split("(")[0] == r.split("(")[0] == "Sub"
+
+
+def _dispatch_mode_counts(m):
+    import importlib
+    from collections import Counter
+    pd = importlib.import_module(m.__name__ + ".utils._python_dispatch")
+
+    class Count(pd.TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.c = Counter()
+            self.scale = False
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.c[func.overloadpacket.__name__] += 1
+            out = func(*args, **(kwargs or {}))
+            if func.overloadpacket.__name__ == "exp" and self.scale:
+                return out * 10   # run with the mode off: not seen
+            return out
+
+    x = m.tensor([1.0, -2.0, 3.0], requires_grad=True)
+    with Count() as c:
+        y = (m.add(x, 1) * x).exp().relu().sum()
+        y.backward()
+        c.scale = True
+        with m.no_grad():
+            scaled = x.exp()
+    assert pd._get_current_dispatch_mode() is None
+    np.testing.assert_allclose(_np(scaled), np.exp(_np(x)) * 10, rtol=1e-6)
+    counts = {k: v for k, v in c.c.items() if k not in ("detach", "full", "ones_like")}
+    return counts, float(y), _np(x.grad)
+
+
+def test_torch_dispatch_mode_sees_the_ops_of_forward_and_backward():
+    (tc, ty, tg), (rc, ry, rg) = both(_dispatch_mode_counts)
+    assert tc == rc == {"add": 2, "mul": 4, "exp": 2, "relu": 1, "sum": 1, "expand": 1, "threshold_backward": 1}
+    np.testing.assert_allclose(ty, ry, rtol=1e-6)
+    np.testing.assert_allclose(tg, rg, rtol=1e-6)

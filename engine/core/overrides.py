@@ -29,7 +29,7 @@ from .tensor import Tensor
 
 __all__ = ["TorchFunctionMode", "handle_torch_function", "has_torch_function", "has_torch_function_unary",
            "has_torch_function_variadic", "is_tensor_like", "is_tensor_method_or_property",
-           "get_default_nowrap_functions", "get_ignored_functions", "resolve_name", "OpFunction", "overridable",
+           "get_default_nowrap_functions", "get_ignored_functions", "resolve_name", "OpFunction", "function_of", "overridable",
            "DisableTorchFunction", "DisableTorchFunctionSubclass", "_disabled_torch_function_impl",
            "_get_current_function_mode", "_get_current_function_mode_stack", "_len_torch_function_stack",
            "_pop_mode_temporarily", "_is_torch_function_mode_enabled"]
@@ -129,7 +129,9 @@ def _relevant(args: tuple) -> list:
 
 # ---------------------------------------------------------------- dispatch
 class OpFunction:
-    """An op as the ``func`` a handler receives: calling it applies the op again."""
+    """An op as the ``func`` a handler receives (``__torch_function__`` and ``__torch_dispatch__``):
+    calling it applies the op again. It is its own ``overloadpacket`` (PyTorch's ``aten.mul`` of
+    ``aten.mul.Tensor``), so op counters keyed on the packet work."""
 
     __slots__ = ("op", "__name__", "__qualname__")
     __module__ = "tapelab"
@@ -141,6 +143,15 @@ class OpFunction:
     def __call__(self, *args, **kwargs):
         return apply(self.op, *args, **kwargs)
 
+    @property
+    def overloadpacket(self) -> "OpFunction":
+        return self
+
+    _overloadpacket = overloadpacket
+
+    def name(self) -> str:
+        return f"tapelab::{self.op.name}"
+
     def __repr__(self) -> str:
         return f"<op {self.op.name}>"
 
@@ -148,7 +159,8 @@ class OpFunction:
 _FUNCTIONS: dict = {}
 
 
-def _function(op) -> OpFunction:
+def function_of(op) -> OpFunction:
+    """The one ``OpFunction`` of ``op`` (handlers may key dicts on it)."""
     fn = _FUNCTIONS.get(op)
     if fn is None:
         fn = _FUNCTIONS[op] = OpFunction(op)
@@ -163,7 +175,7 @@ def _hook(op, args: tuple, params: dict):
     overloaded = _overloaded(_relevant(args)) if _subclasses and not local.subclasses_off else []
     if not local.function_modes and not overloaded:
         return PASS
-    return _handle(_function(op), overloaded, args, dict(params) if params else None)
+    return _handle(function_of(op), overloaded, args, dict(params) if params else None)
 
 
 def _handle(func, overloaded: list, args: tuple, kwargs: dict | None):
