@@ -554,3 +554,19 @@ def test_transforms_v2_functional_on_tensors():
     np.testing.assert_array_equal(F.to_image(arr).numpy(), arr.transpose(2, 0, 1))
     with pytest.raises(TypeError, match="1 or 3 channels"):
         F.grayscale_to_rgb(tapelab.zeros(2, 4, 4))
+
+
+@BOTH
+def test_scaling_a_power_in_place_then_backward(m):
+    """``y = x ** 2; y *= k`` then backward runs in PyTorch (PowBackward saves its inputs); an exponent tensor's
+    gradient still matches."""
+    x = m.tensor([0.5, 1.0, 2.0], requires_grad=True)
+    b = m.tensor([2.0, 0.5, 3.0], requires_grad=True)
+    y = x ** 2
+    y *= 2
+    w = x.clone()
+    w.pow_(3)
+    (y.sum() + (x ** b).sum() + (3.0 ** b).sum() + w.sum()).backward()
+    xs, bs = np.array([0.5, 1.0, 2.0]), np.array([2.0, 0.5, 3.0])
+    np.testing.assert_allclose(x.grad.numpy(), 4 * xs + bs * xs ** (bs - 1) + 3 * xs ** 2, rtol=1e-6)
+    np.testing.assert_allclose(b.grad.numpy(), xs ** bs * np.log(xs) + 3.0 ** bs * np.log(3.0), rtol=1e-6)

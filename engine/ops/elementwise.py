@@ -485,6 +485,8 @@ def _log_number(a) -> float:
 
 
 def _pow_vjp(g, out, a, b):
+    # from the inputs, as PyTorch's PowBackward (``y = x ** 2; y += 1`` then backward is allowed): the
+    # result is recomputed only for an exponent tensor's gradient
     ga = gb = None
     if isinstance(a, Tensor):
         if isinstance(b, Tensor):
@@ -492,6 +494,7 @@ def _pow_vjp(g, out, a, b):
         else:
             ga = zeros_like(a) if b == 0 else ub(g * _cjn(b * a ** (b - 1)), a)
     if isinstance(b, Tensor):
+        out = a ** b
         if isinstance(a, Tensor):  # 0 ** b with b >= 0 has zero slope in b, as in PyTorch
             zero = (a == 0) & (b.real >= 0) if b._data.dtype.kind == "c" else (a == 0) & (b >= 0)
             gb = zero_where(zero, g * cj(out * log(a)))
@@ -523,7 +526,7 @@ def _bool_pow(xp, a, b):
     return a | (not b)
 
 
-_pow = Op("pow", _pow_fwd, _pow_vjp, promote="common", save_output=True, elementwise=True, operator="pow",
+_pow = Op("pow", _pow_fwd, _pow_vjp, promote="common", elementwise=True, operator="pow",
           aliases=("square",), inplace=("pow_",), complex=True, onnx="Pow")
 
 
