@@ -385,35 +385,35 @@ def _window(name: str, length: int, periodic: bool, dtype, device, requires_grad
 
 @_public
 def hann_window(window_length: int, periodic: bool = True, *, dtype=None, layout=None, device=None,
-                requires_grad: bool = False) -> Tensor:
+                requires_grad: bool = False, pin_memory: bool = False) -> Tensor:
     return _window("hann_window", window_length, periodic, dtype, device, requires_grad,
                    lambda k, n: 0.5 - 0.5 * np.cos(2 * np.pi * k / (n - 1)))
 
 
 @_public
 def hamming_window(window_length: int, periodic: bool = True, alpha: float = 0.54, beta: float = 0.46, *, dtype=None,
-                   layout=None, device=None, requires_grad: bool = False) -> Tensor:
+                   layout=None, device=None, requires_grad: bool = False, pin_memory: bool = False) -> Tensor:
     return _window("hamming_window", window_length, periodic, dtype, device, requires_grad,
                    lambda k, n: alpha - beta * np.cos(2 * np.pi * k / (n - 1)))
 
 
 @_public
 def blackman_window(window_length: int, periodic: bool = True, *, dtype=None, layout=None, device=None,
-                    requires_grad: bool = False) -> Tensor:
+                    requires_grad: bool = False, pin_memory: bool = False) -> Tensor:
     return _window("blackman_window", window_length, periodic, dtype, device, requires_grad,
                    lambda k, n: 0.42 - 0.5 * np.cos(2 * np.pi * k / (n - 1)) + 0.08 * np.cos(4 * np.pi * k / (n - 1)))
 
 
 @_public
 def bartlett_window(window_length: int, periodic: bool = True, *, dtype=None, layout=None, device=None,
-                    requires_grad: bool = False) -> Tensor:
+                    requires_grad: bool = False, pin_memory: bool = False) -> Tensor:
     return _window("bartlett_window", window_length, periodic, dtype, device, requires_grad,
                    lambda k, n: 1 - np.abs(2 * k / (n - 1) - 1))
 
 
 @_public
 def kaiser_window(window_length: int, periodic: bool = True, beta: float = 12.0, *, dtype=None, layout=None,
-                  device=None, requires_grad: bool = False) -> Tensor:
+                  device=None, requires_grad: bool = False, pin_memory: bool = False) -> Tensor:
     return _window("kaiser_window", window_length, periodic, dtype, device, requires_grad,
                    lambda k, n: np.i0(beta * np.sqrt(np.clip(1 - (2 * k / (n - 1) - 1) ** 2, 0, None))) / np.i0(beta))
 

@@ -120,3 +120,99 @@ def max_memory_reserved(device=None, /) -> int:
 def reset_peak_memory_stats(device=None, /) -> None:
     _require()
     cuda.reset_peak_memory_stats(_index(device, optional=True))
+
+
+# ---------------------------------------------------------------- torch.Stream and torch.Event
+def _stream_device(device) -> _device:
+    """The device of a generic stream or event: the accelerator's when none is named, as PyTorch's."""
+    if device is None:
+        return current_accelerator(check_available=True) or _device("cpu")
+    return _device(device)
+
+
+_DEVICE_TYPE = {"cpu": 0, "cuda": 1, "meta": 9}
+
+
+class Stream:
+    """``torch.Stream``: a device-generic stream. On a cuda device it is a ``tapelab.cuda.Stream``;
+    on the cpu work runs in the order it is issued, so the stream is always done and has no events
+    (PyTorch's cpu backend refuses them too)."""
+
+    def __new__(cls, device=None, priority: int = 0):
+        dev = _stream_device(device)
+        if dev.type == "cuda":
+            return cuda.Stream(dev, priority)
+        self = object.__new__(cls)
+        self.device = dev
+        return self
+
+    device_type = property(lambda self: _DEVICE_TYPE[self.device.type])   # c10's DeviceType number, as PyTorch's
+    device_index = property(lambda self: -1 if self.device.index is None else self.device.index)
+    stream_id = 0
+
+    def query(self) -> bool:
+        return True
+
+    def synchronize(self) -> None:
+        return None
+
+    def wait_event(self, event: "Event") -> None:
+        return None
+
+    def record_event(self, event: "Event | None" = None) -> "Event":
+        raise RuntimeError(f"{self.device.type} backend doesn't support events.")
+
+    wait_stream = record_event   # waits by recording an event on the other stream
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Stream) and other.device == self.device
+
+    def __hash__(self) -> int:
+        return hash(self.device)
+
+    def __repr__(self) -> str:
+        return f"torch.Stream device_type={self.device.type}, device_index={self.device_index}, stream_id=0"
+
+
+class Event:
+    """``torch.Event``: a device-generic event; a ``tapelab.cuda.Event`` on a cuda device. The cpu
+    has no events: making one works, recording or waiting on it raises, as in PyTorch."""
+
+    def __new__(cls, device=None, *, enable_timing: bool = False, blocking: bool = False,
+                interprocess: bool = False):
+        dev = _stream_device(device)
+        if dev.type == "cuda":
+            with cuda.device(dev.index):
+                return cuda.Event(enable_timing=enable_timing, blocking=blocking, interprocess=interprocess)
+        self = object.__new__(cls)
+        self.device, self.enable_timing = dev, enable_timing
+        return self
+
+    def _refuse(self, *_):
+        raise RuntimeError(f"{self.device.type} backend doesn't support events.")
+
+    record = _refuse
+
+    def wait(self, stream: Stream | None = None) -> None:
+        return None
+
+    def query(self) -> bool:
+        return True
+
+    def synchronize(self) -> None:
+        return None
+
+    def elapsed_time(self, end: "Event") -> float:
+        if not (self.enable_timing and end.enable_timing):
+            raise ValueError("Both events must be created with argument 'enable_timing=True'.")
+        self._refuse()
+
+    def __repr__(self) -> str:
+        return (f"torch.Event device_type={self.device.type}, device_index=-1, "
+                f"event_flag={int(self.enable_timing)}, event_id=0")

@@ -23,6 +23,12 @@ class device:
     def __new__(cls, spec="cpu", index: int | None = None):
         if isinstance(spec, device):
             return spec
+        if isinstance(spec, int) and not isinstance(spec, bool):   # an index of the accelerator, as PyTorch's
+            if spec < 0:
+                raise RuntimeError(f"Device index must not be negative, got {spec}")
+            if not cuda_available():
+                raise RuntimeError("Cannot access accelerator device when none is available.")
+            spec, index = "cuda", spec
         if not isinstance(spec, str):
             raise TypeError(f"device(): expected a string like 'cpu' or 'cuda:0', got {type(spec).__name__}")
         kind, _, idx = spec.partition(":")

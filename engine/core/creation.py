@@ -18,12 +18,13 @@ import numpy as np
 from ..base import dtype as _dtype
 from ..base.device import CPU, DEFAULT as _DEFAULT, cuda_available, device as Device
 from ..base.dtype import from_np, get_default_dtype
+from ..base.layout import strided
 from .dispatch import apply
 from .factories import ARANGE, EMPTY, EYE, FROM_DLPACK, FULL, LINSPACE, LOGSPACE, TENSOR, host_array
 from .random import BERNOULLI, NORMAL, RAND, RANDINT, RANDN, RANDPERM
 from .tensor import Size, Tensor
 
-__all__ = ["tensor", "as_tensor", "from_numpy", "from_dlpack", "zeros", "ones", "full", "empty",
+__all__ = ["tensor", "as_tensor", "from_numpy", "from_dlpack", "zeros", "ones", "full", "empty", "empty_strided",
            "zeros_like", "ones_like", "full_like", "empty_like", "arange", "linspace", "logspace",
            "eye", "rand", "randn", "randint", "randperm", "normal", "bernoulli", "rand_like",
            "randn_like", "randint_like", "scalar_tensor", "FloatTensor", "DoubleTensor", "HalfTensor",
@@ -117,6 +118,13 @@ def _allocate(op, size: tuple, dtype, dev: Device, **params) -> Tensor:
                            f"bytes.") from None
 
 
+def _strided(name: str, layout) -> None:
+    """PyTorch's factories take ``layout=``; tapelab makes strided tensors (``to_sparse`` makes sparse ones)."""
+    if layout is not None and layout is not strided:
+        raise NotImplementedError(f"{name}(layout={layout}): tapelab's factories make strided tensors only "
+                                  f"(use .to_sparse() for a sparse_coo one)")
+
+
 def _dev(device) -> Device:
     return Device(device) if device is not None else _DEFAULT.device
 
@@ -125,11 +133,15 @@ def _fill(size: tuple, value, dtype, dev: Device, requires_grad: bool) -> Tensor
     return _finish(_allocate(FULL, size, dtype or get_default_dtype(), dev, fill_value=value), requires_grad)
 
 
-def zeros(*shape, size=None, dtype=None, device=None, requires_grad: bool = False, out=None) -> Tensor:
+def zeros(*shape, size=None, dtype=None, device=None, requires_grad: bool = False,
+          layout=None, pin_memory: bool = False, out=None) -> Tensor:
+    _strided("zeros", layout)
     return _fill(_size(shape, "zeros", size), 0, dtype, _dev(device), requires_grad)
 
 
-def ones(*shape, size=None, dtype=None, device=None, requires_grad: bool = False, out=None) -> Tensor:
+def ones(*shape, size=None, dtype=None, device=None, requires_grad: bool = False,
+         layout=None, pin_memory: bool = False, out=None) -> Tensor:
+    _strided("ones", layout)
     return _fill(_size(shape, "ones", size), 1, dtype, _dev(device), requires_grad)
 
 
@@ -138,14 +150,26 @@ def empty(*shape, size=None, dtype=None, device=None, requires_grad: bool = Fals
                    requires_grad)
 
 
-def full(size, fill_value, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+def empty_strided(size, stride, *, dtype=None, device=None, requires_grad: bool = False,
+                  layout=None, pin_memory: bool = False) -> Tensor:
+    """An uninitialised tensor of ``size`` (tapelab's tensors are laid out densely: ``stride`` is
+    accepted, the result is contiguous)."""
+    _strided("empty_strided", layout)
+    return empty(*size, dtype=dtype, device=device, requires_grad=requires_grad)
+
+
+def full(size, fill_value, *, dtype=None, device=None, requires_grad: bool = False,
+         layout=None, pin_memory: bool = False) -> Tensor:
+    _strided("full", layout)
     if dtype is None:
         dtype = _dtype.scalar_dtype(fill_value)
     return _fill(_size((size,) if isinstance(size, int) else tuple(size), "full"), fill_value, dtype, _dev(device),
                  requires_grad)
 
 
-def scalar_tensor(s, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+def scalar_tensor(s, *, dtype=None, device=None, requires_grad: bool = False,
+                  layout=None, pin_memory: bool = False) -> Tensor:
+    _strided("scalar_tensor", layout)
     return full((), s, dtype=dtype or get_default_dtype(), device=device, requires_grad=requires_grad)
 
 
@@ -154,27 +178,33 @@ def _like(x: Tensor, dtype, device) -> tuple:
     return x._data.shape, (_dtype.canonical(dtype) or x.dtype), (x._device if device is None else Device(device))
 
 
-def zeros_like(input, *, dtype=None, device=None, requires_grad: bool = False, **_) -> Tensor:
+def zeros_like(input, *, dtype=None, device=None, requires_grad: bool = False, layout=None, **_) -> Tensor:
+    _strided("zeros_like", layout)
     size, dt, dev = _like(input, dtype, device)
     return _fill(size, 0, dt, dev, requires_grad)
 
 
-def ones_like(input, *, dtype=None, device=None, requires_grad: bool = False, **_) -> Tensor:
+def ones_like(input, *, dtype=None, device=None, requires_grad: bool = False, layout=None, **_) -> Tensor:
+    _strided("ones_like", layout)
     size, dt, dev = _like(input, dtype, device)
     return _fill(size, 1, dt, dev, requires_grad)
 
 
-def full_like(input, fill_value, *, dtype=None, device=None, requires_grad: bool = False, **_) -> Tensor:
+def full_like(input, fill_value, *, dtype=None, device=None, requires_grad: bool = False, layout=None, **_) -> Tensor:
+    _strided("full_like", layout)
     size, dt, dev = _like(input, dtype, device)
     return _fill(size, fill_value, dt, dev, requires_grad)
 
 
-def empty_like(input, *, dtype=None, device=None, requires_grad: bool = False, **_) -> Tensor:
+def empty_like(input, *, dtype=None, device=None, requires_grad: bool = False, layout=None, **_) -> Tensor:
+    _strided("empty_like", layout)
     size, dt, dev = _like(input, dtype, device)
     return _finish(apply(EMPTY, size=size, dtype=dt, device=dev), requires_grad)
 
 
-def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad: bool = False,
+           layout=None, pin_memory: bool = False) -> Tensor:
+    _strided("arange", layout)
     if end is None:
         start, end = 0, start
     vals = [float(v) if isinstance(v, Tensor) else v for v in (start, end, step)]
@@ -193,33 +223,44 @@ def _steps(steps) -> int:
     return int(steps)
 
 
-def linspace(start, end, steps: int, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+def linspace(start, end, steps: int, *, dtype=None, device=None, requires_grad: bool = False,
+             layout=None, pin_memory: bool = False) -> Tensor:
+    _strided("linspace", layout)
     return _finish(apply(LINSPACE, start=float(start), end=float(end), steps=_steps(steps),
                          dtype=_dtype.canonical(dtype) or get_default_dtype(), device=_dev(device)), requires_grad)
 
 
 def logspace(start, end, steps: int, base: float = 10.0, *, dtype=None, device=None,
-             requires_grad: bool = False) -> Tensor:
+             requires_grad: bool = False, layout=None, pin_memory: bool = False) -> Tensor:
+    _strided("logspace", layout)
     return _finish(apply(LOGSPACE, start=float(start), end=float(end), steps=_steps(steps), base=base,
                          dtype=_dtype.canonical(dtype) or get_default_dtype(), device=_dev(device)), requires_grad)
 
 
-def eye(n: int, m: int | None = None, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+def eye(n: int, m: int | None = None, *, dtype=None, device=None, requires_grad: bool = False,
+        layout=None, pin_memory: bool = False) -> Tensor:
+    _strided("eye", layout)
     return _finish(apply(EYE, n=n, m=m, dtype=_dtype.canonical(dtype) or get_default_dtype(), device=_dev(device)), requires_grad)
 
 
-def rand(*shape, size=None, generator=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+def rand(*shape, size=None, generator=None, dtype=None, device=None, requires_grad: bool = False,
+         layout=None, pin_memory: bool = False) -> Tensor:
+    _strided("rand", layout)
     return _finish(apply(RAND, size=_size(shape, "rand", size), dtype=_dtype.canonical(dtype) or get_default_dtype(),
                          device=_dev(device), generator=generator), requires_grad)
 
 
-def randn(*shape, size=None, generator=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+def randn(*shape, size=None, generator=None, dtype=None, device=None, requires_grad: bool = False,
+          layout=None, pin_memory: bool = False) -> Tensor:
+    _strided("randn", layout)
     return _finish(apply(RANDN, size=_size(shape, "randn", size), dtype=_dtype.canonical(dtype) or get_default_dtype(),
                          device=_dev(device), generator=generator), requires_grad)
 
 
 def randint(low, high=None, size=None, *, generator=None, dtype=None, device=None,
-            requires_grad: bool = False) -> Tensor:
+            requires_grad: bool = False,
+            layout=None, pin_memory: bool = False) -> Tensor:
+    _strided("randint", layout)
     if size is None:
         low, high, size = 0, low, high
     if high is None:
@@ -230,13 +271,17 @@ def randint(low, high=None, size=None, *, generator=None, dtype=None, device=Non
                          dtype=_dtype.canonical(dtype) or _dtype.int64, device=_dev(device), generator=generator), requires_grad)
 
 
-def randperm(n: int, *, generator=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+def randperm(n: int, *, generator=None, dtype=None, device=None, requires_grad: bool = False,
+             layout=None, pin_memory: bool = False) -> Tensor:
+    _strided("randperm", layout)
     return _finish(apply(RANDPERM, n=int(n), dtype=_dtype.canonical(dtype) or _dtype.int64, device=_dev(device), generator=generator),
                    requires_grad)
 
 
 def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, device=None,
-           requires_grad: bool = False) -> Tensor:
+           requires_grad: bool = False,
+           layout=None, pin_memory: bool = False) -> Tensor:
+    _strided("normal", layout)
     """Samples of N(mean, std); mean and std may be tensors (broadcast) or numbers."""
     if size is None:
         size = np.broadcast_shapes(tuple(np.shape(mean)), tuple(np.shape(std)))
@@ -256,19 +301,25 @@ def bernoulli(input, p=None, *, generator=None) -> Tensor:
     return apply(BERNOULLI, input, p=p, generator=generator)
 
 
-def rand_like(input, *, dtype=None, device=None, requires_grad: bool = False, generator=None) -> Tensor:
+def rand_like(input, *, dtype=None, device=None, requires_grad: bool = False, generator=None,
+              layout=None, pin_memory: bool = False, memory_format=None) -> Tensor:
+    _strided("rand_like", layout)
     size, dt, dev = _like(input, dtype, device)
     return _finish(apply(RAND, size=size, dtype=dt, device=dev, generator=generator), requires_grad)
 
 
-def randn_like(input, *, dtype=None, device=None, requires_grad: bool = False, generator=None) -> Tensor:
+def randn_like(input, *, dtype=None, device=None, requires_grad: bool = False, generator=None,
+               layout=None, pin_memory: bool = False, memory_format=None) -> Tensor:
+    _strided("randn_like", layout)
     size, dt, dev = _like(input, dtype, device)
     return _finish(apply(RANDN, size=size, dtype=dt, device=dev, generator=generator), requires_grad)
 
 
-def randint_like(input, low, high=None, *, dtype=None, device=None, generator=None) -> Tensor:
+def randint_like(input, low, high=None, *, dtype=None, device=None, generator=None,
+                 layout=None, pin_memory: bool = False, memory_format=None, requires_grad: bool = False) -> Tensor:
+    _strided("randint_like", layout)
     size, dt, dev = _like(input, dtype, device)
-    return randint(low, high, size, generator=generator, dtype=dt, device=dev)
+    return randint(low, high, size, generator=generator, dtype=dt, device=dev, requires_grad=requires_grad)
 
 
 # ---------------------------------------------------------------- legacy typed constructors
@@ -374,30 +425,39 @@ def resize_as_(self, other: Tensor, memory_format=None) -> Tensor:
     return resize_(self, tuple(other.shape))
 
 
-def new_empty_strided(self, size, stride, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
-    """An uninitialised tensor of ``size`` (tapelab's tensors are laid out densely: ``stride`` is
-    accepted, the result is contiguous)."""
-    return empty(*size, dtype=dtype or self.dtype, device=device or self._device, requires_grad=requires_grad)
+def new_empty_strided(self, size, stride, *, dtype=None, device=None, requires_grad: bool = False,
+                      layout=None, pin_memory: bool = False) -> Tensor:
+    """``empty_strided`` in this tensor's dtype and on its device."""
+    return empty_strided(size, stride, dtype=dtype or self.dtype, device=device or self._device,
+                         requires_grad=requires_grad, layout=layout)
 
 
 def new_tensor(self, data, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     return tensor(data, dtype=dtype or self.dtype, device=device or self._device, requires_grad=requires_grad)
 
 
-def new_zeros(self, *size, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+def new_zeros(self, *size, dtype=None, device=None, requires_grad: bool = False,
+              layout=None, pin_memory: bool = False) -> Tensor:
+    _strided("new_zeros", layout)
     return zeros(*size, dtype=dtype or self.dtype, device=device or self._device, requires_grad=requires_grad)
 
 
-def new_ones(self, *size, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+def new_ones(self, *size, dtype=None, device=None, requires_grad: bool = False,
+             layout=None, pin_memory: bool = False) -> Tensor:
+    _strided("new_ones", layout)
     return ones(*size, dtype=dtype or self.dtype, device=device or self._device, requires_grad=requires_grad)
 
 
-def new_full(self, size, fill_value, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+def new_full(self, size, fill_value, *, dtype=None, device=None, requires_grad: bool = False,
+             layout=None, pin_memory: bool = False) -> Tensor:
+    _strided("new_full", layout)
     return full(size, fill_value, dtype=dtype or self.dtype, device=device or self._device,
                 requires_grad=requires_grad)
 
 
-def new_empty(self, *size, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+def new_empty(self, *size, dtype=None, device=None, requires_grad: bool = False,
+              layout=None, pin_memory: bool = False) -> Tensor:
+    _strided("new_empty", layout)
     return empty(*size, dtype=dtype or self.dtype, device=device or self._device, requires_grad=requires_grad)
 
 

@@ -11,7 +11,7 @@ import json
 
 import numpy as np
 
-from ..base.device import CPU
+from ..base.device import CPU, device as _device
 from ..base.meta import has_data
 from .dispatch import apply
 from .factories import TENSOR
@@ -26,7 +26,7 @@ class Generator:
     """A source of random numbers, like ``torch.Generator`` (streams differ from PyTorch's)."""
 
     def __init__(self, device="cpu"):
-        self.device = device
+        self.device = _device(device)   # a device, as PyTorch's (``generator.device.type``)
         self._seed = 67280421310721
         self._rng = np.random.default_rng(self._seed)
 

@@ -56,12 +56,14 @@ def _parse_to_args(args, kwargs):
     kwargs.pop("memory_format", None)
     if kwargs:
         raise TypeError(f"to() got unexpected keyword arguments {sorted(kwargs)}")
-    for a in args:
+    for i, a in enumerate(args):
+        if a is None and i < 2:   # to(None) / to(None, dtype): the device (and dtype) left as they are
+            continue
         if isinstance(a, _dtype.dtype) or (isinstance(a, type) and a in (bool, int, float, complex)):
             dt = _dtype.canonical(a)
         elif isinstance(a, Tensor):
             dev, dt = a.device, a.dtype
-        elif isinstance(a, (str, Device)):
+        elif isinstance(a, (str, Device)) or (type(a) is int and i == 0):
             dev = Device(a)
         elif isinstance(a, bool):
             pass

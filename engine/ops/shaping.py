@@ -365,12 +365,14 @@ def _tri_indices(row: int, col: int, offset: int, upper: bool, dtype, device) ->
     return creation.tensor(np.stack([r, c]).astype(np.int64), dtype=dtype, device=device)
 
 
-def tril_indices(row: int, col: int, offset: int = 0, *, dtype=None, device=None, layout=None) -> Tensor:
+def tril_indices(row: int, col: int, offset: int = 0, *, dtype=None, device=None, layout=None,
+                 pin_memory: bool = False) -> Tensor:
     """The (2, N) coordinates of the lower triangle of a ``row x col`` matrix."""
     return _tri_indices(row, col, offset, False, dtype or _dtype.int64, device)
 
 
-def triu_indices(row: int, col: int, offset: int = 0, *, dtype=None, device=None, layout=None) -> Tensor:
+def triu_indices(row: int, col: int, offset: int = 0, *, dtype=None, device=None, layout=None,
+                 pin_memory: bool = False) -> Tensor:
     """The (2, N) coordinates of the upper triangle of a ``row x col`` matrix."""
     return _tri_indices(row, col, offset, True, dtype or _dtype.int64, device)
 

@@ -1,0 +1,129 @@
+"""Gaps found by running researchers' programs unchanged under ``install_aliases()`` (diffusers
+UNet/VAE training and sampling, CleanRL-style PPO and DQN, a VAE and a RealNVP flow), each
+checked against real torch: ``Tensor.to(None)``, ``Generator.device``, the factories'
+``layout=``/``pin_memory=`` keywords, ``torch.empty_strided`` and ``torch.Stream``/``torch.Event``."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import tapelab
+
+BOTH = pytest.mark.parametrize("m", [torch, tapelab], ids=["torch", "tapelab"])
+
+
+# ---------------------------------------------------------------- Tensor.to(None)
+@BOTH
+def test_to_none_keeps_device_and_dtype(m):
+    """diffusers' ``set_timesteps(device=None)`` calls ``.to(None)``."""
+    x = m.arange(3)
+    assert x.to(None) is x
+    y = x.to(None, m.float64)
+    assert y.dtype == m.float64 and y.tolist() == [0.0, 1.0, 2.0]
+    assert x.to(None, None).dtype == m.int64
+    with pytest.raises(TypeError):
+        x.to(None, None, None)
+
+
+@BOTH
+def test_integer_device_needs_an_accelerator(m):
+    if m.cuda.is_available():
+        pytest.skip("a GPU is present: device(0) is cuda:0")
+    with pytest.raises(RuntimeError, match="Cannot access accelerator device when none is available"):
+        m.device(0)
+    with pytest.raises(RuntimeError, match="Cannot access accelerator device"):
+        m.zeros(2).to(0)
+
+
+# ---------------------------------------------------------------- Generator.device
+@BOTH
+def test_generator_device_is_a_device(m):
+    """diffusers' ``randn_tensor`` reads ``generator.device.type``."""
+    for g in (m.Generator(), m.Generator("cpu"), m.Generator(device=m.device("cpu"))):
+        assert isinstance(g.device, m.device) and g.device.type == "cpu" and g.device == m.device("cpu")
+
+
+# ---------------------------------------------------------------- factories' layout= and pin_memory=
+def _factories(m, x):
+    return {
+        "zeros": lambda **k: m.zeros(2, 3, **k), "ones": lambda **k: m.ones(2, 3, **k),
+        "full": lambda **k: m.full((2,), 1.5, **k), "scalar_tensor": lambda **k: m.scalar_tensor(4, **k),
+        "arange": lambda **k: m.arange(4, **k), "linspace": lambda **k: m.linspace(0, 1, 5, **k),
+        "logspace": lambda **k: m.logspace(0, 1, 3, **k), "eye": lambda **k: m.eye(3, **k),
+        "zeros_like": lambda **k: m.zeros_like(x, **k), "ones_like": lambda **k: m.ones_like(x, **k),
+        "full_like": lambda **k: m.full_like(x, 2.0, **k),
+        "new_zeros": lambda **k: x.new_zeros(2, **k), "new_ones": lambda **k: x.new_ones(2, **k),
+        "new_full": lambda **k: x.new_full((2,), 3.0, **k),
+        "hann_window": lambda **k: m.hann_window(5, **k), "kaiser_window": lambda **k: m.kaiser_window(5, **k),
+        "tril_indices": lambda **k: m.tril_indices(3, 3, **k),
+    }
+
+
+@pytest.mark.parametrize("name", sorted(_factories(torch, None)))
+def test_factories_take_layout_and_pin_memory(name):
+    """``torch.randn(shape, generator=g, layout=torch.strided, ...)`` as diffusers' ``randn_tensor`` calls it."""
+    got = {}
+    for m in (torch, tapelab):
+        f = _factories(m, m.arange(6.0).reshape(2, 3))[name]
+        out = f(layout=m.strided, pin_memory=False)
+        assert out.layout == m.strided
+        got[m] = out
+    np.testing.assert_allclose(got[tapelab].numpy(), got[torch].numpy(), rtol=1e-6)
+    assert str(got[tapelab].dtype).split(".")[1] == str(got[torch].dtype).split(".")[1]
+
+
+@BOTH
+@pytest.mark.parametrize("name", ["rand", "randn", "randint", "randperm", "rand_like", "randn_like",
+                                  "randint_like", "normal", "new_empty", "empty_strided"])
+def test_random_and_empty_factories_take_layout(m, name):
+    x = m.zeros(2, 3)
+    f = {"rand": lambda **k: m.rand(2, 3, **k), "randn": lambda **k: m.randn(2, 3, generator=m.Generator(), **k),
+         "randint": lambda **k: m.randint(0, 5, (2, 3), **k), "randperm": lambda **k: m.randperm(6, **k).reshape(2, 3),
+         "rand_like": lambda **k: m.rand_like(x, **k), "randn_like": lambda **k: m.randn_like(x, **k),
+         "randint_like": lambda **k: m.randint_like(x, 5, **k), "normal": lambda **k: m.normal(0.0, 1.0, (2, 3), **k),
+         "new_empty": lambda **k: x.new_empty(2, 3, **k),
+         "empty_strided": lambda **k: m.empty_strided((2, 3), (3, 1), **k)}[name]
+    out = f(layout=m.strided, pin_memory=False)
+    assert out.shape == (2, 3) and out.layout == m.strided
+    if name.endswith("_like"):
+        assert f(layout=m.strided, memory_format=m.preserve_format).shape == (2, 3)
+    if name == "randperm":
+        assert sorted(out.flatten().tolist()) == list(range(6))
+
+
+def test_empty_strided_dtype_device_and_grad_match_torch():
+    for m in (torch, tapelab):
+        t = m.empty_strided((4, 2), (2, 1), dtype=m.float64, requires_grad=True)
+        assert (tuple(t.shape), t.dtype, t.device.type, t.requires_grad) == ((4, 2), m.float64, "cpu", True)
+        n = torch.zeros(3, 2).new_empty_strided((3,), (1,)) if m is torch else tapelab.zeros(3, 2).new_empty_strided((3,), (1,))
+        assert tuple(n.shape) == (3,) and n.dtype == m.float32
+
+
+def test_a_sparse_layout_is_refused_by_name():
+    with pytest.raises(NotImplementedError, match=r"zeros\(layout=torch.sparse_coo\)|zeros\(layout=.*sparse"):
+        tapelab.zeros(2, 2, layout=tapelab.sparse_coo)
+
+
+# ---------------------------------------------------------------- torch.Stream / torch.Event
+@BOTH
+def test_generic_stream_and_event_on_the_cpu(m):
+    """diffusers annotates ``stream: torch.cuda.Stream | torch.Stream | None`` at import."""
+    if m.cuda.is_available():
+        pytest.skip("a GPU is present: the generic stream is a cuda stream")
+    assert isinstance(m.cuda.Stream | m.Stream | None, object)
+    s, e = m.Stream(), m.Event()
+    assert (s.device, s.device_type, s.device_index, s.stream_id) == (m.device("cpu"), 0, -1, 0)
+    assert repr(s) == "torch.Stream device_type=cpu, device_index=-1, stream_id=0"
+    assert repr(m.Event(enable_timing=True)) == \
+        "torch.Event device_type=cpu, device_index=-1, event_flag=1, event_id=0"
+    assert s.query() and s.synchronize() is None and s.wait_event(e) is None and s == m.Stream()
+    assert e.query() and e.synchronize() is None and e.wait() is None and e.device == m.device("cpu")
+    with pytest.raises(RuntimeError, match="cpu backend doesn't support events."):
+        s.record_event()
+    with pytest.raises(RuntimeError, match="cpu backend doesn't support events."):
+        s.wait_stream(m.Stream())
+    with pytest.raises(RuntimeError, match="cpu backend doesn't support events."):
+        e.record()
+    with pytest.raises(ValueError, match="enable_timing=True"):
+        e.elapsed_time(e)
