@@ -166,6 +166,23 @@ def test_gemm_splits_only_large_products(two_threads, monkeypatch):
     assert calls == [2]
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_gemms_side_by_side_or_one_after_another_equal_numpy(two_threads, dtype):
+    """Independent products (a linear backward's two gradients): run side by side on two threads,
+    or one after another, whichever the pool times faster; both ways give numpy's products."""
+    rng = np.random.default_rng(0)
+    g, w, x = (rng.standard_normal(s).astype(dtype) for s in ((96, 160), (160, 200), (96, 200)))
+    want = (g @ w, g.T @ x)
+    for _ in range(6):
+        got = kernels.gemms(np, (g, w), (g.T, x))
+        for a, b in zip(got, want):
+            np.testing.assert_allclose(a, b, rtol=1e-4 if dtype == "float32" else 1e-12, atol=1e-3)
+    (figures,) = pool.timings(("gemms", 2, 2)).values()
+    assert figures["whole"] is not None and figures["split"] is not None   # both ways ran and were timed
+    small = kernels.gemms(np, (g[:4, :4], w[:4, :4]), (g[:4, :4].T, x[:4, :4]))   # below the floor: plain gemm
+    np.testing.assert_allclose(small[1], g[:4, :4].T @ x[:4, :4], rtol=1e-4, atol=1e-4)
+
+
 def test_fused_loops_split_after_the_pool_loops_module_loads(two_threads):
     """``kernels.pool`` is the max-pool loop module; the intra-op pool must not be shadowed by it."""
     pytest.importorskip("numba")

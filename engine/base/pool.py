@@ -145,13 +145,14 @@ def run_blocks(fn, blocks, key=None, work: int = 1, whole: tuple | None = None) 
             timing = _TIMINGS[(key, work.bit_length())] = _Timings()
     way = 1 if timing is None else timing.choose()
     start = time.perf_counter()
-    try:
-        if way:
+    if way:
+        try:
             _run_split(fn, blocks() if callable(blocks) else blocks)
-        else:
-            _run_whole(fn, blocks, whole)
-    finally:
-        _BUSY.release()
+        finally:
+            _BUSY.release()
+    else:
+        _BUSY.release()         # the whole call may itself use the pool (``kernels.gemms``)
+        _run_whole(fn, blocks, whole)
     if timing is not None:
         timing.record(way, time.perf_counter() - start, work)
 

@@ -23,9 +23,9 @@ import numpy as np
 
 from ..base import runtime
 from ..base.pool import ranges, run_blocks
-from .gemm import GEMM_PARALLEL_MIN, gemm
+from .gemm import GEMM_PARALLEL_MIN, gemm, gemms
 
-__all__ = ["enabled", "set_enabled", "use", "threads", "parallel", "loops", "gemm", "GEMM_PARALLEL_MIN",
+__all__ = ["enabled", "set_enabled", "use", "threads", "parallel", "loops", "gemm", "gemms", "GEMM_PARALLEL_MIN",
            "parallel_ranges"]
 
 _ON = [os.environ.get("TAPELAB_EAGER_KERNELS", "1") != "0" and importlib.util.find_spec("numba") is not None]

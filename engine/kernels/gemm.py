@@ -17,7 +17,7 @@ import numpy as np
 
 from ..base import pool, runtime
 
-__all__ = ["gemm", "GEMM_PARALLEL_MIN"]
+__all__ = ["gemm", "gemms", "GEMM_PARALLEL_MIN"]
 
 # Below this many multiply-adds a product runs on the calling thread, untimed; above it the pool
 # times both ways per size class and keeps the faster (engine/base/pool.py). A worker starts its
@@ -43,6 +43,39 @@ def gemm(xp, a, b, out=None):
     pool.run_blocks(_matmul_into, lambda: _blocks(a, b, out, batch, n_threads), ("gemm", n_threads), macs,
                     (a, b, out))
     return out
+
+
+def gemms(xp, *products) -> list:
+    """``[gemm(xp, a, b) for a, b in products]``, the independent products side by side, one
+    thread each (each a whole single-threaded BLAS call), where that has measured faster than
+    one after another (each then split as ``gemm`` splits it): a backward's input and weight
+    gradients are two full-size GEMMs, and each keeps its shape, where a split halves it."""
+    n_threads = runtime.intra_op_threads()
+    if (n_threads < 2 or len(products) < 2 or xp is not np
+            or not all(type(a) is np.ndarray and type(b) is np.ndarray and a.ndim == b.ndim == 2
+                       and a.dtype == b.dtype and a.dtype in _BLAS_DTYPES and a.shape[1] == b.shape[0]
+                       for a, b in products)):
+        return [gemm(xp, a, b) for a, b in products]
+    macs = [a.shape[0] * a.shape[1] * b.shape[1] for a, b in products]
+    if min(macs) < GEMM_PARALLEL_MIN:
+        return [gemm(xp, a, b) for a, b in products]
+    outs = [np.empty((a.shape[0], b.shape[1]), a.dtype) for a, b in products]
+    side_by_side = [(a, b, out) for (a, b), out in zip(products, outs)]
+    pool.run_blocks(_product_or_products, [(block,) for block in side_by_side[:n_threads - 1]]
+                    + [tuple(side_by_side[n_threads - 1:])], ("gemms", n_threads, len(products)), sum(macs),
+                    (None,) + tuple(side_by_side))
+    return outs
+
+
+def _product_or_products(*blocks) -> None:
+    """Each ``(a, b, out)`` in turn: run split, a block (one thread's products, each one BLAS
+    call); run whole (``None`` first), all of them through ``gemm``, which may split each."""
+    if blocks[0] is None:
+        for a, b, out in blocks[1:]:
+            gemm(np, a, b, out=out)
+        return
+    for a, b, out in blocks:
+        np.matmul(a, b, out=out)
 
 
 def _blocks(a, b, out, batch: tuple, n_threads: int) -> list:

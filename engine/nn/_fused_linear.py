@@ -17,7 +17,7 @@ from ..base.grad_mode import is_grad_enabled
 from ..core.dispatch import apply
 from ..core.registry import OTHERS, Op
 from ..core.tensor import Tensor
-from ..kernels import gemm
+from ..kernels import gemm, gemms
 from ..ops.linalg import _C_NAMES
 
 __all__ = ["linear", "applies"]
@@ -60,8 +60,12 @@ def _bwd_fwd(xp, g, x, w, *, needs):
     empty = xp.empty((0,), g.dtype)
     g2, x2 = (g, x) if g.ndim > 1 else (g[None], x[None])
     g2, x2 = _rows(g2), _rows(x2)
-    gx = gemm(xp, g2, w).reshape(x.shape) if needs[0] else empty
-    gw = gemm(xp, g2.T, x2) if needs[1] else empty
+    if needs[0] and needs[1]:
+        gx, gw = gemms(xp, (g2, w), (g2.T, x2))
+        gx = gx.reshape(x.shape)
+    else:
+        gx = gemm(xp, g2, w).reshape(x.shape) if needs[0] else empty
+        gw = gemm(xp, g2.T, x2) if needs[1] else empty
     gb = g2.sum(axis=0) if needs[2] else empty
     return gx, gw, gb
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 
 from .. import kernels
-from ..kernels import gemm
+from ..kernels import gemm, gemms
 from ..base.grad_mode import is_grad_enabled
 from ..core.dispatch import apply
 from ..core.registry import Op
@@ -198,6 +198,9 @@ def _w_hh_grad(xp, d, h0, y, T: int, reverse: bool):
 def _input_grads(xp, d, x, w_ih, needs_x: bool, needs_w: bool, empty):
     """``(dx, dw_ih)`` from the gate gradients of every step, one GEMM each."""
     flat = d.reshape(-1, d.shape[-1])
+    if needs_x and needs_w:
+        dx, dw = gemms(xp, (flat, w_ih), (flat.T, x.reshape(flat.shape[0], -1)))
+        return dx.reshape(x.shape), dw
     return (gemm(xp, flat, w_ih).reshape(x.shape) if needs_x else empty,
             gemm(xp, flat.T, x.reshape(flat.shape[0], -1)) if needs_w else empty)
 
