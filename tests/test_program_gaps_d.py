@@ -127,3 +127,62 @@ def test_generic_stream_and_event_on_the_cpu(m):
         e.record()
     with pytest.raises(ValueError, match="enable_timing=True"):
         e.elapsed_time(e)
+
+
+# ---------------------------------------------------------------- torch.distributed.fsdp's FSDP1 configuration
+_FSDP_RECORDS = ["BackwardPrefetch", "CPUOffload", "MixedPrecision", "StateDictConfig", "FullStateDictConfig",
+                 "ShardedStateDictConfig", "LocalStateDictConfig", "OptimStateDictConfig", "FullOptimStateDictConfig",
+                 "ShardedOptimStateDictConfig", "LocalOptimStateDictConfig", "StateDictSettings", "OptimStateKeyType",
+                 "ShardingStrategy", "StateDictType"]
+
+
+@pytest.mark.parametrize("name", _FSDP_RECORDS)
+def test_fsdp1_configuration_records_match_torch(name):
+    """diffusers' training_utils imports ``CPUOffload, ShardingStrategy`` at module level."""
+    import dataclasses
+    import enum
+    import torch.distributed.fsdp as tf
+    import tapelab.distributed.fsdp as lf
+    t, l = getattr(tf, name), getattr(lf, name)
+    if issubclass(t, enum.Enum):
+        assert [(m.name, m.value) for m in l] == [(m.name, m.value) for m in t]
+        return
+    public = [(f.name, f.default) for f in dataclasses.fields(t) if not f.name.startswith("_")]
+    assert [(f.name, f.default) for f in dataclasses.fields(l)] == public
+    assert [b.__name__ for b in l.__mro__[1:-1]] == [b.__name__ for b in t.__mro__[1:-1]]
+
+
+def _wrap_decisions(m, policy_of):
+    model = m.nn.Sequential(m.nn.Linear(4, 300), m.nn.ModuleList([m.nn.Linear(300, 2)]),
+                            m.nn.MultiheadAttention(8, 2), m.nn.TransformerEncoderLayer(8, 2, 16))
+    policy = policy_of(m)
+    return [(type(mod).__name__, policy(module=mod, recurse=r, nonwrapped_numel=n))
+            for mod in model.modules() for r in (True, False) for n in (10, 1000)]
+
+
+@pytest.mark.parametrize("kind", ["transformer", "size", "lambda", "module", "always"])
+def test_fsdp_auto_wrap_policies_match_torch(kind):
+    import functools
+    import importlib
+
+    def policy_of(m):
+        w = importlib.import_module(f"{m.__name__}.distributed.fsdp.wrap")
+        return {"transformer": functools.partial(w.transformer_auto_wrap_policy,
+                                                 transformer_layer_cls={m.nn.TransformerEncoderLayer}),
+                "size": functools.partial(w.size_based_auto_wrap_policy, min_num_params=100),
+                "lambda": functools.partial(w.lambda_auto_wrap_policy,
+                                            lambda_fn=lambda mod: isinstance(mod, m.nn.Linear)),
+                "module": w.ModuleWrapPolicy({m.nn.Linear}),
+                "always": w.always_wrap_policy}[kind]
+    assert _wrap_decisions(tapelab, policy_of) == _wrap_decisions(torch, policy_of)
+
+
+def test_fsdp_wrap_outside_enable_wrap_is_the_module_and_inside_uses_the_wrapper():
+    from tapelab.distributed.fsdp import FullyShardedDataParallel
+    from tapelab.distributed.fsdp.wrap import enable_wrap, wrap
+    lin = tapelab.nn.Linear(2, 2)
+    assert wrap(lin) is lin
+    with enable_wrap(wrapper_cls=lambda mod, **kw: (mod, kw), flag=1):
+        assert wrap(lin, other=2) == (lin, {"flag": 1, "other": 2})
+    with enable_wrap(wrapper_cls=FullyShardedDataParallel), pytest.raises(NotImplementedError, match="FSDP"):
+        wrap(lin)
