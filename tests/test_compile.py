@@ -826,3 +826,29 @@ def test_relu_joins_an_elementwise_group():
         np.testing.assert_array_equal(a.grad.numpy(), ae.grad.numpy())
     (entry,) = compiled.cache.values()
     assert [repr(n.target) for n in entry.graph.graph.nodes if n.op == "call_function"] == ["fused(add, relu, mul)"]
+
+
+def test_a_graph_break_runs_the_call_once_with_its_effects():
+    """A compiled training step that reads ``loss.item()`` breaks the graph; its first call is the
+    traced eager run itself, so the optimizer step and the Python append happen once, as eagerly."""
+    def run(compiled):
+        tapelab.manual_seed(0)
+        model = tapelab.nn.Linear(4, 2)
+        opt = tapelab.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+        x, y = tapelab.randn(8, 4), tapelab.randn(8, 2)
+        losses = []
+
+        def step(x, y):
+            opt.zero_grad()
+            loss = ((model(x) - y) ** 2).mean()
+            loss.backward()
+            opt.step()
+            losses.append(loss.item())
+            return loss
+        f = tapelab.compile(step) if compiled else step
+        for _ in range(4):
+            f(x, y)
+        return losses, model.weight.detach().numpy().copy()
+    (eager_losses, eager_w), (losses, w) = run(False), run(True)
+    assert losses == eager_losses and len(losses) == 4
+    np.testing.assert_array_equal(w, eager_w)

@@ -223,11 +223,9 @@ class CompiledFunction:
             if self.fullgraph:
                 state.restore()
                 raise Unsupported(f"tapelab.compile(fullgraph=True): {self.__name__}: {reason}")
-            entry = _Entry(guards, reason=reason, times=times)
-            if not watch.reasons:      # a faithful trace, only slower as a graph: its eager result stands
-                return entry, out
-            state.restore()                          # the traced run's effects are undone, then run eagerly
-            return entry, self.fn(*args, **kwargs)
+            # the trace ran every op eagerly to the end, so its result is this call's eager result;
+            # running the call again would repeat its effects (an optimizer step, a list.append)
+            return _Entry(guards, reason=reason, times=times), out
         t1 = time.perf_counter()
         k0 = _fused.STATS["kernel_seconds"]
         if callable(self.backend):
