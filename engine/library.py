@@ -5,14 +5,16 @@ A custom op here is its Python function, called eagerly; with a registered backw
 ``autograd.Function`` whose ``backward`` is the one given, so gradients are the user's formula as in
 PyTorch. The fake (meta) function is kept on the op (``CustomOpDef.fake``); tapelab's meta device runs
 the real function on placeholders instead, so it is not called. Ops are looked up by their
-``"namespace::name"`` with ``get_op``.
+``"namespace::name"`` with ``get_op``, and called as ``torch.ops.namespace.name(...)``.
 """
 from __future__ import annotations
 
 import functools
+import inspect
 from typing import Callable, Iterable
 
 from .autograd.function import Function
+from .ops import custom
 
 __all__ = ["custom_op", "register_fake", "register_autograd", "impl_abstract", "get_op", "CustomOpDef"]
 
@@ -31,8 +33,10 @@ class CustomOpDef:
     def __call__(self, *args, **kwargs):
         if self._function is None:
             return self._fn(*args, **kwargs)
-        if kwargs:
-            raise TypeError(f"{self._qualname}: a custom op with a registered backward takes positional arguments")
+        if kwargs:   # autograd.Function.apply is positional: keyword arguments go to their places
+            bound = inspect.signature(self._fn).bind(*args, **kwargs)
+            bound.apply_defaults()
+            args = bound.args
         return self._function.apply(*args)
 
     def register_fake(self, fn: Callable | None = None):
@@ -62,6 +66,7 @@ def custom_op(name: str, fn: Callable | None = None, /, *, mutates_args: str | I
 
     def register(f: Callable) -> CustomOpDef:
         op = _OPS[name] = CustomOpDef(name, f, mutates_args, schema)
+        custom.register(name, op)
         return op
     return register if fn is None else register(fn)
 

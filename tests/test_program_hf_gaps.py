@@ -261,6 +261,8 @@ def test_custom_op_with_registered_autograd(m):
     b = m.tensor(rs.standard_normal((4, 2)), requires_grad=True)
     out = op(a, b)
     np.testing.assert_allclose(out.detach().numpy(), 2 * a.detach().numpy() @ b.detach().numpy(), rtol=1e-12)
+    by_name = getattr(m.ops, "hfgapsa" if m is torch else "hfgapsb").scaled_mm(a, b=b)   # torch.ops.<ns>.<name>
+    np.testing.assert_allclose(by_name.detach().numpy(), out.detach().numpy(), rtol=1e-12)
     out.sum().backward()
     g = np.ones((3, 2))
     np.testing.assert_allclose(a.grad.numpy(), g @ b.detach().numpy().T, rtol=1e-12)
@@ -277,6 +279,11 @@ def test_custom_op_without_autograd_runs_its_function_and_needs_a_namespace():
     assert x.grad.tolist() == [1.0, 1.0]
     with pytest.raises(ValueError, match="namespace::name"):
         tapelab.library.custom_op("no_namespace", lambda x: x, mutates_args=())
+    assert tapelab.ops.hfgapsc.plus_one is plus_one
+    with pytest.raises(AttributeError, match="no attribute 'minus_one'"):
+        tapelab.ops.hfgapsc.minus_one
+    with pytest.raises(AttributeError, match="no attribute 'not_a_namespace'"):
+        tapelab.ops.not_a_namespace
 
 
 # ---------------------------------------------------------------- save_on_cpu, extra-state key, expand views

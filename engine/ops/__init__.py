@@ -9,6 +9,7 @@ from . import compare, convert, elementwise, indexing, linalg, movement, reduce,
 from . import conjugation, shaping, special, spectral, stats  # noqa: F401
 from . import linalg_api, lowrank  # noqa: F401
 from . import registry  # noqa: F401  (the public path tapelab.ops.registry, a re-export)
+from .custom import NAMESPACES as _CUSTOM_NAMESPACES
 
 __all__ = ["REGISTRY", "Op", "defop", "install_methods", "surface", "MODULES", "FOUNDATION"]
 
@@ -62,3 +63,11 @@ def _inplace(op, name, apply_):
     method.__name__ = name
     method.__doc__ = f"In-place version of :meth:`{op.name}`."
     return method
+
+
+def __getattr__(name: str):
+    """``torch.ops.<namespace>``: the custom ops ``tapelab.library.custom_op`` registered under ``name``."""
+    if name in _CUSTOM_NAMESPACES:
+        return _CUSTOM_NAMESPACES[name]
+    raise AttributeError(f"module 'tapelab.ops' has no attribute {name!r} (custom op namespaces: "
+                         f"{sorted(_CUSTOM_NAMESPACES)})")
