@@ -186,3 +186,52 @@ def test_fsdp_wrap_outside_enable_wrap_is_the_module_and_inside_uses_the_wrapper
         assert wrap(lin, other=2) == (lin, {"flag": 1, "other": 2})
     with enable_wrap(wrapper_cls=FullyShardedDataParallel), pytest.raises(NotImplementedError, match="FSDP"):
         wrap(lin)
+
+
+# ---------------------------------------------------------------- distributions: Beta/Dirichlet mode, constraint registries
+@pytest.mark.parametrize("c1,c0", [(0.5, 1.5), (1.5, 0.5), (0.5, 0.5), (1.0, 1.0), (1.0, 3.0), (3.0, 1.0), (2.0, 5.0)])
+def test_beta_mode_matches_torch_at_the_boundaries(c1, c0):
+    got = tapelab.distributions.Beta(tapelab.tensor([c1]), tapelab.tensor([c0])).mode.numpy()
+    want = torch.distributions.Beta(torch.tensor([c1]), torch.tensor([c0])).mode.numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-6, equal_nan=True)
+
+
+@pytest.mark.parametrize("conc", [[0.5, 0.5, 0.5], [0.5, 0.2, 2.0], [3.0, 2.0, 1.5], [[0.3, 0.9], [2.0, 4.0]]])
+def test_dirichlet_mode_matches_torch(conc):
+    got = tapelab.distributions.Dirichlet(tapelab.tensor(conc)).mode.numpy()
+    want = torch.distributions.Dirichlet(torch.tensor(conc)).mode.numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+def _registered(m, registry: str, name: str):
+    C = m.distributions.constraints
+    c = {"corr_cholesky": C.corr_cholesky, "positive_definite": C.positive_definite,
+         "positive_semidefinite": C.positive_semidefinite, "lower_cholesky": C.lower_cholesky,
+         "cat": C.cat([C.positive, C.interval(0.0, 2.0)], 0, [2, 1]),
+         "stack": C.stack([C.positive, C.real, C.unit_interval], 0)}[name]
+    return getattr(m.distributions, registry)(c)
+
+
+@pytest.mark.parametrize("registry,name,x", [
+    ("biject_to", "corr_cholesky", [0.3, -1.2, 0.5]), ("transform_to", "corr_cholesky", [0.3, -1.2, 0.5]),
+    ("transform_to", "positive_definite", [[0.3, 0.1], [-1.2, 2.0]]),
+    ("transform_to", "positive_semidefinite", [[0.3, 0.1], [-1.2, 2.0]]),
+    ("transform_to", "lower_cholesky", [[0.3, 0.1], [-1.2, 2.0]]),
+    ("biject_to", "cat", [0.3, -1.2, 0.5]), ("transform_to", "cat", [0.3, -1.2, 0.5]),
+    ("biject_to", "stack", [0.3, -1.2, 0.5]), ("transform_to", "stack", [0.3, -1.2, 0.5])])
+def test_constraint_registries_match_torch(registry, name, x):
+    want_t = _registered(torch, registry, name)
+    got_t = _registered(tapelab, registry, name)
+    assert type(got_t).__name__ == type(want_t).__name__
+    want, got = want_t(torch.tensor(x)), got_t(tapelab.tensor(x))
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-6)
+    if name not in ("positive_definite", "positive_semidefinite", "lower_cholesky"):
+        np.testing.assert_allclose(got_t.log_abs_det_jacobian(tapelab.tensor(x), got).numpy(),
+                                   want_t.log_abs_det_jacobian(torch.tensor(x), want).numpy(), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(got_t.inv(got).numpy(), np.array(x), rtol=1e-5, atol=1e-5)
+
+
+@BOTH
+def test_lower_cholesky_has_no_bijection(m):
+    with pytest.raises(NotImplementedError, match="Cannot transform _LowerCholesky constraints"):
+        m.distributions.biject_to(m.distributions.constraints.lower_cholesky)

@@ -4,9 +4,9 @@ Optimisers work in the unconstrained space and map back through these."""
 from __future__ import annotations
 
 from . import constraints
-from .transforms import (AffineTransform, ComposeTransform, ExpTransform, IndependentTransform,
-                         LowerCholeskyTransform, SigmoidTransform, SoftmaxTransform, StickBreakingTransform,
-                         identity_transform)
+from .transforms import (AffineTransform, CatTransform, ComposeTransform, CorrCholeskyTransform, ExpTransform,
+                         IndependentTransform, LowerCholeskyTransform, PositiveDefiniteTransform, SigmoidTransform,
+                         SoftmaxTransform, StackTransform, StickBreakingTransform, identity_transform)
 
 __all__ = ["ConstraintRegistry", "biject_to", "transform_to"]
 
@@ -65,6 +65,18 @@ def _interval(constraint):
     return ComposeTransform([SigmoidTransform(), AffineTransform(lower, upper - lower)])
 
 
+def _cat(registry):
+    def factory(constraint):
+        return CatTransform([registry(c) for c in constraint.cseq], constraint.dim, constraint.lengths)
+    return factory
+
+
+def _stack(registry):
+    def factory(constraint):
+        return StackTransform([registry(c) for c in constraint.cseq], constraint.dim)
+    return factory
+
+
 for _registry in (biject_to, transform_to):
     _registry.register(constraints.real, _real)
     _registry.register(constraints.independent, _independent(_registry))
@@ -73,6 +85,12 @@ for _registry in (biject_to, transform_to):
     _registry.register(constraints.less_than, _less_than)
     _registry.register(constraints.interval, _interval)
     _registry.register(constraints.half_open_interval, _interval)
-    _registry.register(constraints.lower_cholesky, lambda c: LowerCholeskyTransform())
+    _registry.register(constraints.corr_cholesky, lambda c: CorrCholeskyTransform())
+    _registry.register(constraints.cat, _cat(_registry))
+    _registry.register(constraints.stack, _stack(_registry))
 biject_to.register(constraints.simplex, lambda c: StickBreakingTransform())
 transform_to.register(constraints.simplex, lambda c: SoftmaxTransform())
+# onto, not bijections (the upper triangle is dropped; a matrix square): transform_to only, as PyTorch's
+transform_to.register(constraints.lower_cholesky, lambda c: LowerCholeskyTransform())
+transform_to.register(constraints.positive_definite, lambda c: PositiveDefiniteTransform())
+transform_to.register(constraints.positive_semidefinite, lambda c: PositiveDefiniteTransform())

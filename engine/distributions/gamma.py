@@ -17,6 +17,7 @@ from ..base.grad_mode import enable_grad, no_grad
 from ..core import creation
 from ..core.tensor import Size, Tensor
 from ..ops.elementwise import xlogy
+from ..ops.movement import stack
 from ..ops.special import igamma
 from . import constraints
 from .distribution import Distribution
@@ -142,7 +143,8 @@ class Beta(ExponentialFamily):
 
     @property
     def mode(self) -> Tensor:
-        return (self.concentration1 - 1) / (self.concentration1 + self.concentration0 - 2)
+        """The Dirichlet mode's first coordinate, as PyTorch's: 0 or 1 at a boundary, nan for c1 = c0 = 1."""
+        return Dirichlet(stack([self.concentration1, self.concentration0], -1)).mode[..., 0]
 
     @property
     def variance(self) -> Tensor:
@@ -191,9 +193,10 @@ class Dirichlet(ExponentialFamily):
     def mode(self) -> Tensor:
         cm1 = (self.concentration - 1).clamp(min=0.0)
         mode = cm1 / cm1.sum(-1, keepdim=True)
+        # every concentration below 1: PyTorch puts the mass on the first coordinate (its argmax of the 0/0 row)
         below = (self.concentration < 1).all(-1, keepdim=True)
-        k = self.concentration.shape[-1]
-        return mode.where(~below, 1.0 / k)
+        first = creation.arange(self.concentration.shape[-1], device=mode.device) == 0
+        return mode.where(~below, first.to(mode.dtype))
 
     @property
     def variance(self) -> Tensor:
