@@ -852,3 +852,29 @@ def test_a_graph_break_runs_the_call_once_with_its_effects():
     (eager_losses, eager_w), (losses, w) = run(False), run(True)
     assert losses == eager_losses and len(losses) == 4
     np.testing.assert_array_equal(w, eager_w)
+
+
+def test_a_tensor_kept_outside_the_call_is_a_reported_break():
+    """Appending a tensor the call made to a list (a logger's store, an activation cache) is a side
+    effect a graph would not repeat: the key runs eagerly, each call hands its own tensor over."""
+    log = []
+
+    def f(x):
+        y = (x * 2).relu()
+        log.append(y.sum())
+        return y + 1
+    compiled = tapelab.compile(f)
+    for i in range(3):
+        compiled(tapelab.full((4,), float(i)))
+    assert [v.item() for v in log] == [0.0, 8.0, 16.0]
+    report = str(tc.explain(f, tapelab.ones(4)))
+    assert "Python side effect: a tensor the call made is kept in a list" in report
+
+    class Cache:
+        pass
+    holder = Cache()
+
+    def g(x):
+        holder.last = x.exp()
+        return x.sum()
+    assert "attribute last of Cache" in str(tc.explain(g, tapelab.ones(4)))

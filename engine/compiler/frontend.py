@@ -205,9 +205,10 @@ class CompiledFunction:
         watch = _BreakWatch()
         state = _State(flat, self.module)
         t0 = time.perf_counter()
+        kept = []
         try:
             with watch:
-                gm, out = trace_with_output(call, *flat, whole_layer_ops=True)
+                gm, out = trace_with_output(call, *flat, whole_layer_ops=True, kept=kept)
         except TraceError as e:
             state.restore()
             reason = f"untraceable: {e}"
@@ -217,6 +218,9 @@ class CompiledFunction:
         mutated = state.mutated(_written(gm, flat))
         if mutated:       # the graph would not replay an in-place write into state it does not own
             watch.reasons.append(f"in-place update of {mutated}: a graph cannot replay it")
+        if kept:          # a graph replays tensor work only, not the hand-over (torch.compile replays it)
+            watch.reasons.append(f"Python side effect: a tensor the call made is kept in {', '.join(kept)}; "
+                                 "a graph would not hand it over again")
         unrolled = _unrolled_recurrence(self.module, gm)
         if watch.reasons or unrolled:
             reason = (watch.reasons or [unrolled])[0]

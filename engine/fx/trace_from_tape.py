@@ -235,12 +235,67 @@ def trace_from_tape(fn: Module | Callable, *example_args, announce: bool = True)
     return trace_with_output(fn, *example_args, announce=announce)[0]
 
 
+def _kept_outside(rec: _Recorder, result) -> list[str]:
+    """Where tensors the traced call made (op results other than its own result) are still held
+    by Python objects outside the call: a list, a dict (an object's attribute, a module's global),
+    a closure cell. Two scans of the heap (``gc.get_referrers``): what holds the tensors, then what
+    holds the tuples and dicts among those, since autograd's nodes keep their inputs in them."""
+    import gc
+    from ..core.node import Node as AutogradNode
+    outputs, ours = set(), {id(rec.keep), id(rec.owner), id(rec.constants), id(rec.state), id(rec.nodes)}
+
+    def walk(x):
+        if isinstance(x, Tensor):
+            outputs.add(id(x))
+        elif isinstance(x, (list, tuple, dict)):
+            ours.add(id(x))
+            for v in (x.values() if isinstance(x, dict) else x):
+                walk(v)
+    walk(result)
+    ours.update(id(v) for v in rec.state.values())
+    made = [t for t in rec.keep if id(t) not in outputs and id(t) not in rec.state     # state written in place
+            and rec.nodes[id(t)][0].op in ("call_function", "call_method")]
+    if not made:
+        return []
+    skip = (Tensor, AutogradNode, Node, type(sys._getframe()))
+    holders = [r for r in gc.get_referrers(*made) if id(r) not in ours and id(r) != id(made) and not isinstance(r, skip)]
+    boxes = [r for r in holders if isinstance(r, (tuple, dict))]
+    scratch = {id(made), id(holders), id(boxes)}
+    owned = set()
+    for owner in gc.get_referrers(*boxes) if boxes else ():
+        if id(owner) not in scratch and (isinstance(owner, (AutogradNode, Node)) or id(owner) in ours):
+            owned.update(id(r) for r in gc.get_referents(owner))
+    made_ids = {id(t) for t in made}
+    return sorted({_holder_name(r, made_ids) for r in holders
+                   if not isinstance(r, (tuple, dict)) or id(r) not in owned})
+
+
+def _holder_name(holder, made: set) -> str:
+    """``a list``, ``attribute cache of Model``, ``a global of __main__`` or ``a closure variable``."""
+    import gc
+    if isinstance(holder, dict):
+        key = next((k for k, v in holder.items() if id(v) in made), "?")
+        if "__builtins__" in holder:
+            return f"global {key} of {holder.get('__name__')}"
+        for owner in gc.get_referrers(holder):
+            if getattr(owner, "__dict__", None) is holder:
+                return f"attribute {key} of {type(owner).__name__}"
+        return "a dict"
+    kinds = {"list": "a list", "set": "a set", "tuple": "a tuple", "cell": "a closure variable"}
+    if type(holder).__name__ in kinds:
+        return kinds[type(holder).__name__]
+    key = next((k for k, v in getattr(holder, "__dict__", {}).items() if id(v) in made), "?")
+    return f"attribute {key} of {type(holder).__name__}"      # an object keeping its attributes inline
+
+
 def trace_with_output(fn: Module | Callable, *example_args, announce: bool = True,
-                      whole_layer_ops: bool = False) -> tuple[GraphModule, Any]:
+                      whole_layer_ops: bool = False, kept: list | None = None) -> tuple[GraphModule, Any]:
     """``trace_from_tape``'s graph and the eager run's own result (``compile`` returns that result
     from the tracing call, so tracing costs no second forward). ``whole_layer_ops``: record an
     ``nn.LSTM``/``nn.GRU`` layer as its whole-sequence ops (``Mode.whole_layer_ops``; ``compile``'s
-    graphs run them as eager does) instead of one cell op per time step."""
+    graphs run them as eager does) instead of one cell op per time step. ``kept``: a list that
+    receives a description of each tensor the call made and left held outside its result (a
+    list, an attribute, a global): work a graph would not replay."""
     target = type(fn).forward if isinstance(fn, Module) else fn
     try:
         names = [p for p in inspect.signature(target).parameters][1 if isinstance(fn, Module) else 0:]
@@ -264,6 +319,8 @@ def trace_with_output(fn: Module | Callable, *example_args, announce: bool = Tru
     graph.create_node("call_function", guard_inputs, (tuple(specs), *inputs), name="guard")
     with rec:
         result = fn(*example_args)
+    if kept is not None:
+        kept.extend(_kept_outside(rec, result))
     out = rec.arg(result)
     rec.finish()
     graph.output(out)
