@@ -235,3 +235,96 @@ def test_constraint_registries_match_torch(registry, name, x):
 def test_lower_cholesky_has_no_bijection(m):
     with pytest.raises(NotImplementedError, match="Cannot transform _LowerCholesky constraints"):
         m.distributions.biject_to(m.distributions.constraints.lower_cholesky)
+
+
+# ---------------------------------------------------------------- SummaryWriter: the rest of PyTorch's methods
+def _events(log_dir) -> list:
+    """(step, summary values) of every event file under ``log_dir``, wall times left out."""
+    import os
+    from tensorboard.backend.event_processing.event_file_loader import LegacyEventFileLoader
+    out = []
+    for root, _, files in sorted(os.walk(log_dir)):
+        for f in sorted(files):
+            if "tfevents" in f:
+                for ev in LegacyEventFileLoader(os.path.join(root, f)).Load():
+                    if ev.HasField("summary"):
+                        out.append((os.path.relpath(root, log_dir), ev.step, list(ev.summary.value)))
+    return out
+
+
+def _png_pixels(data: bytes) -> np.ndarray:
+    import io
+    from PIL import Image
+    return np.asarray(Image.open(io.BytesIO(data)).convert("RGB"))
+
+
+def _log_everything(m, log_dir):
+    from importlib import import_module
+    w = import_module(f"{m.__name__}.utils.tensorboard").SummaryWriter(str(log_dir))
+    rs = np.random.RandomState(0)
+    w.add_tensor("t/float", m.tensor([[1.5, 2.0], [3.0, -4.25]]), 1)
+    w.add_tensor("t/int", m.tensor([1, 2, 3]), 1)
+    w.add_tensor("t/bool", m.tensor([True, False]), 1)
+    w.add_histogram_raw("hraw", 0.0, 3.0, 4, 6.0, 14.0, [1.0, 2.0, 3.0], [1, 2, 1], 2)
+    w.add_pr_curve("pr", m.tensor(rs.randint(0, 2, 50)), m.tensor(rs.rand(50)), 3)
+    w.add_pr_curve("pr_weighted", rs.randint(0, 2, 20), rs.rand(20), 3, num_thresholds=200, weights=rs.rand(20))
+    w.add_pr_curve_raw("prraw", [5, 3, 0], [4, 1, 0], [0, 3, 4], [0, 2, 5], [0.55, 0.75, 1.0], [1.0, 0.6, 0.0], 4,
+                       num_thresholds=3)
+    w.add_custom_scalars({"losses": {"both": ["Multiline", ["loss/train", "loss/val"]],
+                                     "band": ["Margin", ["acc", "acc_lo", "acc_hi"]]}})
+    w.add_custom_scalars_multilinechart(["a", "b"], category="cat", title="t")
+    w.add_custom_scalars_marginchart(["v", "lo", "hi"])
+    w.add_audio("audio", m.tensor(np.sin(np.linspace(0, 20, 400)).astype(np.float32)), 5, sample_rate=8000)
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig = plt.figure(figsize=(2, 1), dpi=20)
+    plt.plot([0, 1, 2], [1, 0, 1])
+    w.add_figure("fig", fig, 6)
+    w.close()
+
+
+def test_summary_writer_methods_write_what_torch_writes(tmp_path):
+    _log_everything(torch, tmp_path / "torch")
+    _log_everything(tapelab, tmp_path / "tapelab")
+    want, got = _events(tmp_path / "torch"), _events(tmp_path / "tapelab")
+    assert [(d, s, [v.tag for v in vals]) for d, s, vals in got] == [(d, s, [v.tag for v in vals]) for d, s, vals in want]
+    for (_, _, gv), (_, _, wv) in zip(got, want):
+        for g, w in zip(gv, wv):
+            if w.HasField("image"):
+                assert (g.image.height, g.image.width, g.image.colorspace) == \
+                    (w.image.height, w.image.width, w.image.colorspace)
+                np.testing.assert_array_equal(_png_pixels(g.image.encoded_image_string),
+                                              _png_pixels(w.image.encoded_image_string))
+            elif w.tensor.float_val:
+                np.testing.assert_allclose(g.tensor.float_val, w.tensor.float_val, rtol=1e-6)
+                assert g.tensor.tensor_shape == w.tensor.tensor_shape and g.metadata == w.metadata
+            else:
+                assert g == w
+
+
+def test_add_embedding_writes_the_projector_files_torch_writes(tmp_path):
+    import os
+    rs = np.random.RandomState(0)
+    mat, imgs = rs.randn(5, 3).astype(np.float32), rs.rand(5, 3, 4, 4).astype(np.float32)
+    for m in (torch, tapelab):
+        from importlib import import_module
+        w = import_module(f"{m.__name__}.utils.tensorboard").SummaryWriter(str(tmp_path / m.__name__))
+        w.add_embedding(m.tensor(mat), metadata=list("abcde"), label_img=m.tensor(imgs), global_step=3, tag="my/emb")
+        w.add_embedding(m.tensor(mat[:2]), metadata=[["x", 1], ["y", 2]], metadata_header=["name", "n"])
+        w.close()
+    want_root, got_root = tmp_path / "torch", tmp_path / "tapelab"
+    assert (got_root / "projector_config.pbtxt").read_text() == (want_root / "projector_config.pbtxt").read_text()
+    for sub in ("00003/my%2femb", "00000/default"):
+        assert sorted(os.listdir(got_root / sub)) == sorted(os.listdir(want_root / sub))
+        for name in ("tensors.tsv", "metadata.tsv"):
+            assert (got_root / sub / name).read_text() == (want_root / sub / name).read_text()
+    sprite = "00003/my%2femb/sprite.png"
+    np.testing.assert_array_equal(_png_pixels((got_root / sprite).read_bytes()),
+                                  _png_pixels((want_root / sprite).read_bytes()))
+
+
+def test_add_histogram_raw_refuses_mismatched_buckets(tmp_path):
+    from tapelab.utils.tensorboard import SummaryWriter
+    with SummaryWriter(str(tmp_path)) as w, pytest.raises(ValueError, match=r"len\(bucket_limits\) != len\(bucket_counts\)"):
+        w.add_histogram_raw("h", 0, 1, 2, 1, 1, [1.0, 2.0], [1])

@@ -5,16 +5,21 @@ protobuf; ``writer.py`` wraps it in an ``Event`` with a step and a wall time.
 """
 from __future__ import annotations
 
+import io
 import math
 import struct
+import wave
 import zlib
 
 import numpy as np
 from tensorboard.compat.proto.summary_pb2 import HistogramProto, Summary, SummaryMetadata
+from tensorboard.plugins.custom_scalar import layout_pb2
+from tensorboard.plugins.pr_curve.plugin_data_pb2 import PrCurvePluginData
 from tensorboard.compat.proto.tensor_pb2 import TensorProto
 from tensorboard.compat.proto.tensor_shape_pb2 import TensorShapeProto
 
-__all__ = ["to_numpy", "scalar", "histogram", "image", "images", "text"]
+__all__ = ["to_numpy", "scalar", "histogram", "histogram_raw", "image", "images", "text", "tensor", "audio",
+           "pr_curve", "pr_curve_raw", "custom_scalars"]
 
 
 def to_numpy(x) -> np.ndarray:
@@ -73,6 +78,111 @@ def histogram(tag: str, values, bins="tensorflow", max_bins: int | None = None) 
                           sum_squares=float(np.dot(v, v)), bucket_limit=edges[lo:hi + 1].tolist(),
                           bucket=counts.astype(np.float64).tolist())
     return Summary(value=[Summary.Value(tag=tag, histo=hist)])
+
+
+def histogram_raw(tag: str, min, max, num, sum, sum_squares, bucket_limits, bucket_counts) -> Summary:
+    """A histogram from its statistics and buckets (each bucket ends at its limit)."""
+    limits, counts = to_numpy(bucket_limits).reshape(-1), to_numpy(bucket_counts).reshape(-1)
+    if len(limits) != len(counts):
+        raise ValueError(f"len(bucket_limits) != len(bucket_counts): {len(limits)} limits, {len(counts)} counts "
+                         f"in add_histogram_raw({tag!r})")
+    hist = HistogramProto(min=float(min), max=float(max), num=float(num), sum=float(sum),
+                          sum_squares=float(sum_squares), bucket_limit=limits.tolist(), bucket=counts.tolist())
+    return Summary(value=[Summary.Value(tag=tag, histo=hist)])
+
+
+# a tensor's values go in the TensorProto field of its dtype (half as its bit patterns, complex as pairs)
+_TENSOR_FIELDS = {"float16": ("DT_HALF", "half_val"), "float32": ("DT_FLOAT", "float_val"),
+                  "float64": ("DT_DOUBLE", "double_val"), "int8": ("DT_INT8", "int_val"),
+                  "uint8": ("DT_UINT8", "int_val"), "int16": ("DT_INT16", "int_val"), "int32": ("DT_INT32", "int_val"),
+                  "int64": ("DT_INT64", "int64_val"), "bool": ("DT_BOOL", "bool_val"),
+                  "complex64": ("DT_COMPLEX64", "scomplex_val"), "complex128": ("DT_COMPLEX128", "dcomplex_val")}
+
+
+def _shape(shape) -> TensorShapeProto:
+    return TensorShapeProto(dim=[TensorShapeProto.Dim(size=int(n)) for n in shape])
+
+
+def tensor(tag: str, values) -> Summary:
+    """The whole tensor, for TensorBoard's tensor plugin."""
+    arr = to_numpy(values)
+    if arr.nbytes >= 1 << 31:
+        raise ValueError("tensor is bigger than protocol buffer's hard limit of 2GB in size")
+    if arr.dtype.name not in _TENSOR_FIELDS:
+        raise ValueError(f"{tag} has unsupported tensor dtype {arr.dtype.name}")
+    dtype, field = _TENSOR_FIELDS[arr.dtype.name]
+    flat = arr.reshape(-1)
+    vals = flat.view(np.uint16).tolist() if field == "half_val" else \
+        np.stack([flat.real, flat.imag], -1).reshape(-1).tolist() if arr.dtype.kind == "c" else flat.tolist()
+    proto = TensorProto(dtype=dtype, tensor_shape=_shape(arr.shape), **{field: vals})
+    meta = SummaryMetadata(plugin_data=SummaryMetadata.PluginData(plugin_name="tensor"))
+    return Summary(value=[Summary.Value(tag=tag, metadata=meta, tensor=proto)])
+
+
+def audio(tag: str, sound, sample_rate: int = 44100) -> Summary:
+    """Mono samples in [-1, 1] (louder ones clipped, with a warning) as a 16-bit WAV file."""
+    arr = to_numpy(sound).squeeze()
+    if np.abs(arr).max() > 1:
+        print("warning: audio amplitude out of range, auto clipped.")
+        arr = arr.clip(-1, 1)
+    if arr.ndim != 1:
+        raise AssertionError("input tensor should be 1 dimensional.")
+    pcm = (arr * np.iinfo(np.int16).max).astype("<i2")
+    buf = io.BytesIO()
+    with wave.open(buf, "wb") as f:
+        f.setnchannels(1)
+        f.setsampwidth(2)
+        f.setframerate(sample_rate)
+        f.writeframes(pcm.tobytes())
+    clip = Summary.Audio(sample_rate=sample_rate, num_channels=1, length_frames=pcm.shape[-1],
+                         encoded_audio_string=buf.getvalue(), content_type="audio/wav")
+    return Summary(value=[Summary.Value(tag=tag, audio=clip)])
+
+
+def pr_curve_raw(tag: str, tp, fp, tn, fn, precision, recall, num_thresholds: int = 127) -> Summary:
+    """A precision-recall curve from its six rows of counts and rates, one column per threshold."""
+    data = np.stack([to_numpy(v) for v in (tp, fp, tn, fn, precision, recall)])
+    content = PrCurvePluginData(version=0, num_thresholds=min(num_thresholds, 127)).SerializeToString()
+    meta = SummaryMetadata(plugin_data=SummaryMetadata.PluginData(plugin_name="pr_curves", content=content))
+    proto = TensorProto(dtype="DT_FLOAT", float_val=data.reshape(-1).tolist(), tensor_shape=_shape(data.shape[:2]))
+    return Summary(value=[Summary.Value(tag=tag, metadata=meta, tensor=proto)])
+
+
+def pr_curve(tag: str, labels, predictions, num_thresholds: int = 127, weights=None) -> Summary:
+    """The curve of binary ``labels`` against ``predictions`` in [0, 1] at ``num_thresholds``
+    (at most 127) evenly spaced thresholds: each prediction counts at and below its bucket."""
+    n = min(num_thresholds, 127)
+    labels = to_numpy(labels).astype(np.float64)
+    w = 1.0 if weights is None else to_numpy(weights)
+    bucket = np.floor(to_numpy(predictions) * (n - 1)).astype(np.int32)
+    pos, _ = np.histogram(bucket, bins=n, range=(0, n - 1), weights=labels * w)
+    neg, _ = np.histogram(bucket, bins=n, range=(0, n - 1), weights=(1.0 - labels) * w)
+    tp, fp = np.cumsum(pos[::-1])[::-1], np.cumsum(neg[::-1])[::-1]
+    tn, fn = fp[0] - fp, tp[0] - tp
+    precision = tp / np.maximum(1e-7, tp + fp)
+    recall = tp / np.maximum(1e-7, tp + fn)
+    return pr_curve_raw(tag, tp, fp, tn, fn, precision, recall, n)
+
+
+def custom_scalars(layout: dict) -> Summary:
+    """The Custom Scalars dashboard's layout: ``{category: {title: ["Multiline", tags] or
+    ["Margin", [value, lower, upper]]}}``."""
+    categories = []
+    for category, charts in layout.items():
+        made = []
+        for title, (kind, tags) in charts.items():
+            if kind == "Margin":
+                if len(tags) != 3:
+                    raise AssertionError("len(tags) != 3")
+                series = layout_pb2.MarginChartContent.Series(value=tags[0], lower=tags[1], upper=tags[2])
+                made.append(layout_pb2.Chart(title=title, margin=layout_pb2.MarginChartContent(series=[series])))
+            else:
+                made.append(layout_pb2.Chart(title=title, multiline=layout_pb2.MultilineChartContent(tag=tags)))
+        categories.append(layout_pb2.Category(title=category, chart=made))
+    meta = SummaryMetadata(plugin_data=SummaryMetadata.PluginData(plugin_name="custom_scalars"))
+    proto = TensorProto(dtype="DT_STRING", string_val=[layout_pb2.Layout(category=categories).SerializeToString()],
+                        tensor_shape=TensorShapeProto())
+    return Summary(value=[Summary.Value(tag="custom_scalars__config__", tensor=proto, metadata=meta)])
 
 
 def _hwc(arr: np.ndarray, dataformats: str) -> np.ndarray:

@@ -6,11 +6,14 @@ import socket
 import time
 from datetime import datetime
 
+import numpy as np
+
 from tensorboard.compat.proto.event_pb2 import Event
 from tensorboard.summary.writer.event_file_writer import EventFileWriter
 
 from . import summary as _summary
 from .graph import graph_def
+from .projector import Projector
 
 __all__ = ["SummaryWriter"]
 
@@ -39,6 +42,7 @@ class SummaryWriter:
         self.filename_suffix = filename_suffix
         self._writer = EventFileWriter(self.log_dir, max_queue, flush_secs, filename_suffix)
         self._scalar_writers: dict = {}     # add_scalars: one run directory per series
+        self._projector = Projector(self.log_dir)
 
     def get_logdir(self) -> str:
         return self.log_dir
@@ -67,6 +71,55 @@ class SummaryWriter:
     def add_histogram(self, tag: str, values, global_step=None, bins="tensorflow", walltime=None,
                       max_bins=None) -> None:
         self._add(_summary.histogram(tag, values, bins, max_bins), global_step, walltime)
+
+    def add_histogram_raw(self, tag: str, min, max, num, sum, sum_squares, bucket_limits, bucket_counts,
+                          global_step=None, walltime=None) -> None:
+        """A histogram already counted: its statistics and the upper limit and count of each bucket."""
+        self._add(_summary.histogram_raw(tag, min, max, num, sum, sum_squares, bucket_limits, bucket_counts),
+                  global_step, walltime)
+
+    def add_tensor(self, tag: str, tensor, global_step=None, walltime=None) -> None:
+        self._add(_summary.tensor(tag, tensor), global_step, walltime)
+
+    def add_audio(self, tag: str, snd_tensor, global_step=None, sample_rate: int = 44100, walltime=None) -> None:
+        """Mono samples in [-1, 1], stored as a 16-bit WAV clip."""
+        self._add(_summary.audio(tag, snd_tensor, sample_rate), global_step, walltime)
+
+    def add_pr_curve(self, tag: str, labels, predictions, global_step=None, num_thresholds: int = 127,
+                     weights=None, walltime=None) -> None:
+        """The precision-recall curve of binary ``labels`` against ``predictions`` in [0, 1]."""
+        self._add(_summary.pr_curve(tag, labels, predictions, num_thresholds, weights), global_step, walltime)
+
+    def add_pr_curve_raw(self, tag: str, true_positive_counts, false_positive_counts, true_negative_counts,
+                         false_negative_counts, precision, recall, global_step=None, num_thresholds: int = 127,
+                         weights=None, walltime=None) -> None:
+        self._add(_summary.pr_curve_raw(tag, true_positive_counts, false_positive_counts, true_negative_counts,
+                                        false_negative_counts, precision, recall, num_thresholds),
+                  global_step, walltime)
+
+    def add_custom_scalars(self, layout: dict) -> None:
+        """The Custom Scalars layout: ``{category: {title: ["Multiline", tags] / ["Margin", [v, lo, hi]]}}``."""
+        self._add(_summary.custom_scalars(layout))
+
+    def add_custom_scalars_multilinechart(self, tags, category: str = "default", title: str = "untitled") -> None:
+        self.add_custom_scalars({category: {title: ["Multiline", tags]}})
+
+    def add_custom_scalars_marginchart(self, tags, category: str = "default", title: str = "untitled") -> None:
+        if len(tags) != 3:
+            raise AssertionError(f"Expected 3 tags, got {len(tags)}.")
+        self.add_custom_scalars({category: {title: ["Margin", tags]}})
+
+    def add_embedding(self, mat, metadata=None, label_img=None, global_step=None, tag: str = "default",
+                      metadata_header=None) -> None:
+        """Points (N, D) for the projector, with optional labels and (N, C, H, W) thumbnails."""
+        self._projector.add(mat, metadata, label_img, global_step, tag, metadata_header)
+
+    def add_figure(self, tag: str, figure, global_step=None, close: bool = True, walltime=None) -> None:
+        """A matplotlib figure (or a list of them, tiled) rendered to an image."""
+        if isinstance(figure, list):
+            self.add_images(tag, np.stack([_render(f, close) for f in figure]), global_step, walltime, "NCHW")
+        else:
+            self.add_image(tag, _render(figure, close), global_step, walltime, "CHW")
 
     def add_image(self, tag: str, img_tensor, global_step=None, walltime=None, dataformats: str = "CHW") -> None:
         """One image: floats in [0, 1] or uint8, laid out as ``dataformats`` (CHW, HWC, HW...)."""
@@ -117,6 +170,19 @@ class SummaryWriter:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _render(figure, close: bool) -> np.ndarray:
+    """A matplotlib figure's RGB pixels (C, H, W), drawn by the Agg backend."""
+    import matplotlib.pyplot as plt
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    canvas = FigureCanvasAgg(figure)
+    canvas.draw()
+    w, h = figure.canvas.get_width_height()
+    rgb = np.frombuffer(canvas.buffer_rgba(), np.uint8).reshape(h, w, 4)[:, :, :3]
+    if close:
+        plt.close(figure)
+    return np.moveaxis(rgb, 2, 0)
 
 
 def _plain(v):
