@@ -577,3 +577,22 @@ def test_scaling_a_power_in_place_then_backward(m):
     xs, bs = np.array([0.5, 1.0, 2.0]), np.array([2.0, 0.5, 3.0])
     np.testing.assert_allclose(x.grad.numpy(), 4 * xs + bs * xs ** (bs - 1) + 3 * xs ** 2, rtol=1e-6)
     np.testing.assert_allclose(b.grad.numpy(), xs ** bs * np.log(xs) + 3.0 ** bs * np.log(3.0), rtol=1e-6)
+
+
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+@pytest.mark.parametrize("eager_kernels", [True, False])
+def test_gelu_output_changed_in_place_before_backward(approximate, eager_kernels):
+    """PyTorch's gelu saves its input only: ``h = gelu(x); h.mul_(2)`` then backward is legal."""
+    from tapelab import kernels
+    old = kernels.set_enabled(eager_kernels)
+    try:
+        grads = []
+        for lib in (tapelab, torch):
+            x = lib.tensor(np.linspace(-4, 4, 48, dtype=np.float32).reshape(6, 8), requires_grad=True)
+            h = lib.nn.functional.gelu(x, approximate=approximate)
+            h.mul_(2)
+            (h * h).sum().backward()
+            grads.append(x.grad.numpy())
+        np.testing.assert_allclose(grads[0], grads[1], rtol=1e-5, atol=1e-6)
+    finally:
+        kernels.set_enabled(old)

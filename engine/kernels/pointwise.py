@@ -3,9 +3,9 @@ backward.
 
 numpy's gelu makes six full-size temporaries and its erf is scipy's scalar loop; here one pass
 computes each element with ``fastmath``'s vectorisable erf/tanh/exp, in the same order of
-operations as the numpy formulas in ``nn/_fused.py``. The backward reads the forward's output
-for the CDF (``y / x``), as the numpy formula does, instead of a second erf (the tanh form
-recomputes its tanh).
+operations as the numpy formulas in ``nn/_fused.py``. The backward reads the input alone and
+recomputes the CDF (erf, or the tanh form's tanh), as PyTorch's gelu saves only its input: an
+in-place change to the output before backward is legal.
 """
 from __future__ import annotations
 
@@ -41,10 +41,8 @@ def gelu(x, out, tanh):
 
 
 @njit(**_JIT)
-def gelu_backward(g, x, y, out, tanh):
-    """``g gelu'(x)``: ``Phi(x) + x phi(x)`` with Phi read from the forward's ``y = x Phi(x)``
-    (as the numpy formula reads it) instead of a second erf; for tanh, ``(1 + t)/2 + x/2 (1 - t^2)
-    k (1 + 3 c x^2)`` with ``t`` recomputed (``2 y/x - 1`` loses 1 - t^2 where t is near -1)."""
+def gelu_backward(g, x, out, tanh):
+    """``g gelu'(x)``: ``Phi(x) + x phi(x)``, or for tanh ``(1 + t)/2 + x/2 (1 - t^2) k (1 + 3 c x^2)``."""
     if tanh:
         for i in range(x.shape[0]):
             v = x[i]
@@ -54,8 +52,8 @@ def gelu_backward(g, x, y, out, tanh):
     else:
         for i in range(x.shape[0]):
             v = x[i]
-            r = select(v == F(0.0), F(0.5), y[i] / v)
-            out[i] = g[i] * (r + v * exp32(F(-0.5) * v * v) * _INV_SQRT_2PI)
+            cdf = F(0.5) * (erf32(v * _SQRT_HALF) + F(1.0))
+            out[i] = g[i] * (cdf + v * exp32(F(-0.5) * v * v) * _INV_SQRT_2PI)
 
 
 @njit(**_JIT)

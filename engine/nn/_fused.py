@@ -244,16 +244,14 @@ def _gelu_fwd(xp, x, *, approximate):
     return x * 0.5 * (erf + 1.0)
 
 
-def _gelu_grad(xp, x, y, approximate):
-    """gelu'(x) as an array, reading the forward's ``y = x r(x)`` for ``r`` (the normal CDF, or
-    (1 + t) / 2 for tanh) instead of a second erf, which costs ~6x an exp."""
-    zero = x == 0
-    r = xp.where(zero, x.dtype.type(0.5), y / xp.where(zero, x.dtype.type(1), x))
+def _gelu_grad(xp, x, approximate):
+    """gelu'(x) as an array, from ``x`` alone (PyTorch's gelu saves only its input)."""
     if approximate == "tanh":
-        t = 2 * r - 1
+        t = xp.tanh((x + x * x * x * x.dtype.type(_C)) * x.dtype.type(_K))
         du = x.dtype.type(_K) * (1.0 + x * x * x.dtype.type(3 * _C))
-        return r + 0.5 * x * (1.0 - t * t) * du
-    return r + x * xp.exp(-0.5 * x * x) * x.dtype.type(_INV_SQRT_2PI)
+        return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * du
+    cdf = 0.5 * (_backend.special(xp).erf(x * x.dtype.type(_SQRT_HALF)).astype(x.dtype, copy=False) + 1.0)
+    return cdf + x * xp.exp(-0.5 * x * x) * x.dtype.type(_INV_SQRT_2PI)
 
 
 def _gelu_second(x: Tensor, approximate: str) -> Tensor:
@@ -265,23 +263,24 @@ def _gelu_second(x: Tensor, approximate: str) -> Tensor:
     return (x * x * -0.5).exp() * _INV_SQRT_2PI * (2.0 - x * x)
 
 
-def _gelu_bwd_vjp(v, out, g, x, y, *, approximate):
-    """``y`` (the forward's output) stands in for a function of ``x``: the x-gradient is the whole one."""
-    gg = apply(_gelu_bwd, v, x, y, approximate=approximate) if g.requires_grad else None
+def _gelu_bwd_vjp(v, out, g, x, *, approximate):
+    gg = apply(_gelu_bwd, v, x, approximate=approximate) if g.requires_grad else None
     gx = v * g * _gelu_second(x, approximate) if x.requires_grad else None
-    return gg, gx, None
+    return gg, gx
 
 
 _gelu = Op("gelu", _gelu_fwd,
-           lambda g, out, x, *, approximate: (apply(_gelu_bwd, g, x, out, approximate=approximate),),
-           promote="float", save_output=True, cost=_numel, onnx=_onnx_gelu)
-def _gelu_bwd_fwd(xp, g, x, y, *, approximate):
-    if g.shape == x.shape == y.shape and kernels.use(xp, g, x, y):
+           lambda g, out, x, *, approximate: (apply(_gelu_bwd, g, x, approximate=approximate),),
+           promote="float", cost=_numel, onnx=_onnx_gelu)
+
+
+def _gelu_bwd_fwd(xp, g, x, *, approximate):
+    if g.shape == x.shape and kernels.use(xp, g, x):
         out = xp.empty_like(x)
-        kernels.parallel(kernels.loops("pointwise").gelu_backward, 4, g.reshape(-1), x.reshape(-1), y.reshape(-1), out.reshape(-1),
+        kernels.parallel(kernels.loops("pointwise").gelu_backward, 3, g.reshape(-1), x.reshape(-1), out.reshape(-1),
                          approximate == "tanh")
         return out
-    return g * _gelu_grad(xp, x, y, approximate)
+    return g * _gelu_grad(xp, x, approximate)
 
 
 _gelu_bwd = Op("gelu_backward", _gelu_bwd_fwd, _gelu_bwd_vjp, cost=_numel)
