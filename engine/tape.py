@@ -39,7 +39,9 @@ from typing import Sequence
 import numpy as np
 
 from .base import events
-from .autograd.engine import running_node
+from .base.dtype import _BY_NP
+from .autograd.engine import _RUNNING
+from .core.dispatch import _observed
 from .core.tensor import Tensor
 
 __all__ = ["tape", "TapeNode", "summarize", "sample", "summarize_samples", "Sample", "tensor_id", "SAMPLE",
@@ -48,6 +50,7 @@ __all__ = ["tape", "TapeNode", "summarize", "sample", "summarize_samples", "Samp
 _weakref = weakref.ref
 _get_ident = threading.get_ident
 _getframe = sys._getframe
+_DISPATCH = _observed.__code__   # the frame that emits ``op`` events: the user's code is above it
 
 SAMPLE = 256   # values a streamed summary reads (``sample``'s usual limit)
 _STATS = ("min", "max", "mean", "std", "norm")
@@ -295,6 +298,19 @@ def source_line(frame) -> str:
     return ""
 
 
+def _dispatch_caller(frame):
+    """The frame that called the dispatcher, at or above ``frame``: an op handler starts its
+    source walk there, past the handler frames (``record_op`` and any overrides of it, which
+    may live outside tapelab), in a few identity tests. ``frame`` itself when no dispatcher
+    frame is found (an event not emitted by the dispatcher)."""
+    f = frame
+    while f is not None:
+        if f.f_code is _DISPATCH:
+            return f.f_back
+        f = f.f_back
+    return frame
+
+
 def _ref(obj, keep: bool):
     if obj is None:
         return None
@@ -434,7 +450,8 @@ class tape:
         nodes = self._nodes
         if len(nodes) == self.max_records:
             self._drop_oldest()
-        running = running_node()
+        running = _RUNNING.nodes   # running_node(), inlined: the backward node running, if any
+        running = running[-1] if running else None
         res = ev.tensors[1] if ev.tensors else None
         if self.keep_values:
             args = ev.tensors[0] if ev.tensors else ()
@@ -455,7 +472,7 @@ class tape:
             "forward" if running is None else "backward",
             ev.inputs, ev.output, ev.input_shapes, shape, (shape,), ev.dtype, ev.device, ev.requires_grad,
             ev.start_ns, ev.duration_ns, ev.module, ev.grad_fn, value, None,
-            source_line(_getframe(1)) if running is None else "", refs)
+            source_line(_dispatch_caller(_getframe(1))) if running is None else "", refs)
         nodes.append(rec)
         self._by_seq[ev.seq] = rec
         return rec
@@ -478,11 +495,11 @@ class tape:
         # shapes straight from the arrays (plain tuples of ints, as tuple(t.shape) gives)
         rec = TapeNode(
             self.dropped + len(self._nodes), "backward", name, None, seq, "backward", (), None,
-            tuple([tuple(g._data.shape) if g is not None else None for g in gouts]),
-            tuple(first._data.shape) if first is not None else (),
-            tuple([tuple(g._data.shape) if g is not None else None for g in step.grad_inputs]),
-            first.dtype.name if first is not None else "",
-            str(first._device) if first is not None else "",
+            tuple([g._data.shape if g is not None else None for g in gouts]),
+            first._data.shape if first is not None else (),
+            tuple([g._data.shape if g is not None else None for g in step.grad_inputs]),
+            _BY_NP[first._data.dtype].name if first is not None else "",
+            first._device._name if first is not None else "",
             False, step.start_ns, step.duration_ns, fwd.module if fwd is not None else "",
             name, None, None, "", (None, node if self.keep_values else _weakref(node)))
         if self.keep_values:

@@ -65,3 +65,34 @@ def test_summaries_and_explain_count_zeros_and_non_finite_values():
     text = stepper.explain()
     assert "input 0: float32[16, 2] min=0 max=1 mean=0.5 (8 of 32 values are exactly zero)" in text
     assert "(16 of 32 values are exactly zero)" in text      # the incoming gradient
+
+
+class _Filtering(torch.tape):
+    """A sink subclass outside tapelab: its own frames must not be taken for the user's line."""
+
+    def record_op(self, ev):
+        return super().record_op(ev) if ev.op != "exp" else None
+
+
+def test_a_subclass_sink_records_the_users_line_not_its_own():
+    x = torch.ones(3, requires_grad=True)
+    with torch.tape() as plain:
+        (x * 2).exp().sum()
+    with _Filtering() as sub:
+        (x * 2).exp().sum()
+    assert [r.op for r in sub if r.kind == "forward"] == ["mul", "sum"]
+    lines = {r.source for r in sub if r.kind == "forward"}
+    assert len(lines) == 1 and lines.pop().endswith("(x * 2).exp().sum()")
+    assert [r.source.split(":", 1)[0] for r in plain] == ["test_source_lines.py"] * 3
+
+
+def test_source_line_of_an_event_emitted_outside_the_dispatcher():
+    # no dispatcher frame on the stack: the walk starts at the handler's caller, as before
+    from tapelab.base import events
+    x = torch.ones(2)
+    evs = []
+    with events.subscribe("op", evs.append):
+        x.exp()
+    t = torch.tape()
+    rec = t.record_op(evs[0])   # called directly, from this file
+    assert rec.source.startswith("test_source_lines.py:") and rec.source.endswith("rec = t.record_op(evs[0])   # called directly, from this file")

@@ -47,6 +47,7 @@ __all__ = ["apply", "eager", "Mode", "STATE", "push_mode", "pop_mode", "module_s
 _generic = np.generic
 _get_ident = threading.get_ident
 _OP_SUBSCRIBERS = events._subscribers["op"]  # the live list: a truth test instead of a call
+_OpRecorded = events.OpRecorded
 
 
 _LOCK = threading.RLock()   # slow is computed from process-wide counts: one writer at a time
@@ -651,25 +652,28 @@ def _observed(op, args, params):
     res = out[0] if isinstance(out, tuple) else out
     if STATE.anomaly is not None:
         STATE.anomaly(op, args, res)
-    if _OP_SUBSCRIBERS:
+    subs = _OP_SUBSCRIBERS
+    if subs:
         seq = next(STATE._seq)
         node = res.grad_fn
         if node is not None:
             node._tape_seq = seq  # links backward steps of this node to the recorded op
         data = res._data
-        uids = []
-        shapes = []
-        for a in args:
-            if isinstance(a, Tensor):
-                uids.append(a._uid())
-                shapes.append(a._data.shape)
-            else:
-                uids.append(None)
-                shapes.append(())
+        if len(args) == 1 and isinstance(args[0], Tensor):   # most ops: one tensor operand
+            a = args[0]
+            uids, shapes = (a._uid(),), (a._data.shape,)
+        else:
+            uids = tuple([a._uid() if isinstance(a, Tensor) else None for a in args])
+            shapes = tuple([a._data.shape if isinstance(a, Tensor) else () for a in args])
         uid = res._uid_ = next(_uids)   # a new op result gets its uid here (no lazy lookup)
         path = local.module_path
-        events.emit("op", events.OpRecorded(   # positional: field order of OpRecorded
-            seq, op.name, tuple(uids), tuple(shapes), uid, data.shape, _BY_NP[data.dtype].name,
+        ev = _OpRecorded(   # positional: field order of OpRecorded
+            seq, op.name, uids, shapes, uid, data.shape, _BY_NP[data.dtype].name,
             res._device._name, res.requires_grad, dur, start, path[-1] if path else "",
-            node.name() if node is not None else "", (args, res)))
+            node.name() if node is not None else "", (args, res))
+        if len(subs) == 1:   # events.emit, inlined for the usual one subscriber (a tape or the profiler)
+            subs[0](ev)
+        else:
+            for fn in tuple(subs):
+                fn(ev)
     return out
