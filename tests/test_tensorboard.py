@@ -193,3 +193,16 @@ def test_tapelab_imports_without_tensorboard_and_the_module_says_what_to_install
             "try:\n    import tapelab.utils.tensorboard\nexcept ImportError as e:\n    print(e)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert "pip install tensorboard" in out
+
+
+def test_close_twice_flush_after_close_and_reuse_after_close(tmp_path):
+    """Lightning's TensorBoardLogger flushes after finalize() closed the writer; PyTorch's writer
+    ignores that, and adding after close() opens a new event file."""
+    w = SummaryWriter(str(tmp_path))
+    w.add_scalar("a", 1.0, 0)
+    w.close()
+    w.flush()
+    w.close()
+    w.add_scalar("a", 2.0, 1)
+    w.close()
+    assert len(list(tmp_path.glob("events.out.tfevents.*"))) == 2

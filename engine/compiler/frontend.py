@@ -358,6 +358,13 @@ class OptimizedModule(Module):
     def forward(self, *args, **kwargs):
         return self.__dict__["_compiled"](*args, **kwargs)
 
+    @property
+    def dynamo_ctx(self):
+        """A decorator that compiles a function with this module's settings, as ``torch.compile``'s
+        ``OptimizedModule.dynamo_ctx`` (Lightning's ``from_compiled`` wraps the step methods with it)."""
+        c = self.__dict__["_compiled"]
+        return compile(fullgraph=c.fullgraph, backend=c.backend, options=c.options, dynamic=c.dynamic_mode)
+
     def __getattr__(self, name: str):
         try:
             return super().__getattr__(name)

@@ -40,9 +40,16 @@ class SummaryWriter:
         self.log_dir = str(log_dir)
         self.purge_step, self.max_queue, self.flush_secs = purge_step, max_queue, flush_secs
         self.filename_suffix = filename_suffix
-        self._writer = EventFileWriter(self.log_dir, max_queue, flush_secs, filename_suffix)
+        self._writer = None
+        self._file_writer()                 # the event file exists from the start, as PyTorch's
         self._scalar_writers: dict = {}     # add_scalars: one run directory per series
         self._projector = Projector(self.log_dir)
+
+    def _file_writer(self) -> EventFileWriter:
+        """The run's event file; a closed writer opens a new one, as PyTorch's ``_get_file_writer``."""
+        if self._writer is None:
+            self._writer = EventFileWriter(self.log_dir, self.max_queue, self.flush_secs, self.filename_suffix)
+        return self._writer
 
     def get_logdir(self) -> str:
         return self.log_dir
@@ -51,7 +58,7 @@ class SummaryWriter:
         event = Event(wall_time=time.time() if walltime is None else float(walltime), summary=summary, **fields)
         if global_step is not None:
             event.step = int(global_step)
-        (writer or self._writer).add_event(event)
+        (writer or self._file_writer()).add_event(event)
 
     def add_scalar(self, tag: str, scalar_value, global_step=None, walltime=None, new_style: bool = False,
                    double_precision: bool = False) -> None:
@@ -155,12 +162,17 @@ class SummaryWriter:
         w.close()
 
     def flush(self) -> None:
-        self._writer.flush()
+        """Write pending events; after ``close()`` nothing is pending (PyTorch's ignores it too)."""
+        if self._writer is not None:
+            self._writer.flush()
         for w in self._scalar_writers.values():
             w.flush()
 
     def close(self) -> None:
-        self._writer.close()
+        """Close the event files; closing twice, or flushing after, is harmless (Lightning does both)."""
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
         for w in self._scalar_writers.values():
             w.close()
         self._scalar_writers.clear()
