@@ -878,3 +878,16 @@ def test_a_tensor_kept_outside_the_call_is_a_reported_break():
         holder.last = x.exp()
         return x.sum()
     assert "attribute last of Cache" in str(tc.explain(g, tapelab.ones(4)))
+
+
+def test_dynamo_ctx_compiles_a_method_with_the_modules_settings():
+    """``OptimizedModule.dynamo_ctx`` (Lightning's ``from_compiled``): a decorator compiling with the
+    same settings; the wrapped step equals the eager one."""
+    tapelab.manual_seed(0)
+    model = tapelab.nn.Linear(4, 3)
+    compiled = tapelab.compile(model, backend="eager", dynamic=False)
+    step = compiled.dynamo_ctx(lambda x: model(x).relu().sum())
+    assert isinstance(step, tc.CompiledFunction) and step.backend == "eager" and step.dynamic_mode is False
+    x = tapelab.randn(5, 4)
+    for _ in range(2):
+        assert step(x).item() == pytest.approx(model(x).relu().sum().item(), rel=1e-6)
