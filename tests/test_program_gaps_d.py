@@ -328,3 +328,32 @@ def test_add_histogram_raw_refuses_mismatched_buckets(tmp_path):
     from tapelab.utils.tensorboard import SummaryWriter
     with SummaryWriter(str(tmp_path)) as w, pytest.raises(ValueError, match=r"len\(bucket_limits\) != len\(bucket_counts\)"):
         w.add_histogram_raw("h", 0, 1, 2, 1, 1, [1.0, 2.0], [1])
+
+
+# ---------------------------------------------------------------- checkpoint: three or more segments sharing inputs
+def _checkpointed_chain(m, n_blocks: int, use_reentrant: bool):
+    """diffusers' UNet with enable_gradient_checkpointing(): every resnet block is a checkpointed
+    segment reading the same weights and the same time embedding."""
+    from importlib import import_module
+    ckpt = import_module(f"{m.__name__}.utils.checkpoint").checkpoint
+    rs = np.random.RandomState(0)
+    W = m.tensor(rs.randn(4, 4) * 0.3, requires_grad=True)     # float64: the sums agree to rounding
+    x = m.tensor(rs.randn(2, 4), requires_grad=True)
+    t_in = m.tensor(rs.randn(2, 4), requires_grad=True)
+    temb = m.nn.functional.silu(t_in) * 2
+
+    def block(h, e):
+        return m.tanh(h @ W + e) + h
+    h = x
+    for _ in range(n_blocks):
+        h = ckpt(block, h, temb, use_reentrant=use_reentrant)
+    h.pow(2).sum().backward()
+    return [t.grad.numpy() for t in (x, W, t_in)]
+
+
+@pytest.mark.parametrize("n_blocks", [2, 3, 5])
+@pytest.mark.parametrize("use_reentrant", [False, True])
+def test_checkpointed_segments_sharing_weights_match_torch(n_blocks, use_reentrant):
+    for got, want in zip(_checkpointed_chain(tapelab, n_blocks, use_reentrant),
+                         _checkpointed_chain(torch, n_blocks, use_reentrant)):
+        np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)

@@ -189,6 +189,10 @@ def _plan(roots, targets, stop: bool):
     seen = set(stack)
     while stack:
         node = stack.pop()
+        if stop and node in targets:
+            # a boundary: the walk ends here, so nothing past it may wait on this walk (a node
+            # beyond it that also reaches a target would hold that target's count forever)
+            continue
         for e in node.edges:
             if e is None:
                 continue
