@@ -41,7 +41,7 @@ import numpy as np
 from .base import events
 from .base.dtype import _BY_NP
 from .autograd.engine import _RUNNING
-from .core.dispatch import _observed
+from .core.dispatch import _tell
 from .core.tensor import Tensor
 
 __all__ = ["tape", "TapeNode", "summarize", "sample", "summarize_samples", "Sample", "tensor_id", "SAMPLE",
@@ -50,7 +50,7 @@ __all__ = ["tape", "TapeNode", "summarize", "sample", "summarize_samples", "Samp
 _weakref = weakref.ref
 _get_ident = threading.get_ident
 _getframe = sys._getframe
-_DISPATCH = _observed.__code__   # the frame that emits ``op`` events: the user's code is above it
+_DISPATCH = _tell.__code__   # the dispatcher's frame that emits ``op`` events: the user's code is above it
 
 SAMPLE = 256   # values a streamed summary reads (``sample``'s usual limit)
 _STATS = ("min", "max", "mean", "std", "norm")

@@ -22,7 +22,7 @@ import numpy as np
 from ..base.dispatch_state import STATE
 from ..base.dtype import from_np
 from ..base.grad_mode import is_grad_enabled
-from ..core.dispatch import _NUMBERS, apply
+from ..core.dispatch import _NUMBERS, apply, observed_write
 from ..core.node import Node, OpNode, _seq
 from ..core.registry import ALL, NONE, Op
 from ..core.tensor import Tensor, sum_to
@@ -37,9 +37,12 @@ def apply_(op, target, *args, **params):
     PyTorch's CopySlices does, and the view's grad_fn is regenerated over it (``_inplace_view``).
     """
     grad_on = is_grad_enabled()
-    if op.ufunc is not None and not STATE.slow and target._base is None and not (
+    if op.ufunc is not None and target._base is None and not (
             grad_on and (target.requires_grad or any(isinstance(a, Tensor) and a.requires_grad for a in args))):
-        return _ufunc_inplace(op, target, args, params)
+        if not STATE.slow:
+            return _ufunc_inplace(op, target, args, params)
+        if observed_write(op, target, args, lambda: _ufunc_write(op, target, args)):
+            return target
     if grad_on:
         if target._base is not None:
             return _inplace_view(op, target, args, params)
@@ -58,23 +61,32 @@ def apply_(op, target, *args, **params):
 
 def _ufunc_inplace(op, target, args, params):
     """Outside autograd: one ufunc call writing into ``target`` (no temporary, no copy)."""
+    if _ufunc_write(op, target, args):
+        return target
+    return _write_inplace(op, target, args, params, False)   # the general path names what is wrong
+
+
+def _ufunc_write(op, target, args) -> bool:
+    """Write ``op(target, *args)`` into ``target`` with one ufunc call; False, with nothing
+    written, for operands it does not take (another device, an array-like, PyTorch's cast or
+    broadcast errors): the general path handles those."""
     arrays = []
     for a in args:
         if isinstance(a, Tensor):
             if a._device is not target._device:
-                return _write_inplace(op, target, args, params, False)  # the slow path names the mismatch
+                return False
             arrays.append(a._data)
         elif type(a) in _NUMBERS:
             arrays.append(a)
         else:
-            return _write_inplace(op, target, args, params, False)
+            return False
     data = target._data
     try:
         getattr(target._device.xp, op.ufunc)(data, *arrays, out=data, casting="same_kind")
     except (TypeError, ValueError):
-        return _write_inplace(op, target, args, params, False)  # PyTorch's cast / broadcast errors
+        return False
     target._vc[0] += 1
-    return target
+    return True
 
 
 def _write_inplace(op, target, args, params, grad_on):

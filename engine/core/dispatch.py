@@ -652,28 +652,54 @@ def _observed(op, args, params):
     res = out[0] if isinstance(out, tuple) else out
     if STATE.anomaly is not None:
         STATE.anomaly(op, args, res)
-    subs = _OP_SUBSCRIBERS
-    if subs:
-        seq = next(STATE._seq)
-        node = res.grad_fn
-        if node is not None:
-            node._tape_seq = seq  # links backward steps of this node to the recorded op
-        data = res._data
-        if len(args) == 1 and isinstance(args[0], Tensor):   # most ops: one tensor operand
-            a = args[0]
-            uids, shapes = (a._uid(),), (a._data.shape,)
-        else:
-            uids = tuple([a._uid() if isinstance(a, Tensor) else None for a in args])
-            shapes = tuple([a._data.shape if isinstance(a, Tensor) else () for a in args])
-        uid = res._uid_ = next(_uids)   # a new op result gets its uid here (no lazy lookup)
-        path = local.module_path
-        ev = _OpRecorded(   # positional: field order of OpRecorded
-            seq, op.name, uids, shapes, uid, data.shape, _BY_NP[data.dtype].name,
-            res._device._name, res.requires_grad, dur, start, path[-1] if path else "",
-            node.name() if node is not None else "", (args, res))
-        if len(subs) == 1:   # events.emit, inlined for the usual one subscriber (a tape or the profiler)
-            subs[0](ev)
-        else:
-            for fn in tuple(subs):
-                fn(ev)
+    if _OP_SUBSCRIBERS:
+        res._uid_ = uid = next(_uids)   # a new op result gets its uid here (no lazy lookup)
+        _tell(op, args, res, uid, res.grad_fn, res.requires_grad, start, dur)
     return out
+
+
+def _tell(op, args, res, uid: int, node, requires_grad: bool, start: int, dur: int) -> None:
+    """Emit the ``op`` event of an op that made ``res`` (told as output ``uid``; ``node`` its
+    graph node, or None)."""
+    seq = next(STATE._seq)
+    if node is not None:
+        node._tape_seq = seq  # links backward steps of this node to the recorded op
+    data = res._data
+    if len(args) == 1 and isinstance(args[0], Tensor):   # most ops: one tensor operand
+        a = args[0]
+        uids, shapes = (a._uid(),), (a._data.shape,)
+    else:
+        uids = tuple([a._uid() if isinstance(a, Tensor) else None for a in args])
+        shapes = tuple([a._data.shape if isinstance(a, Tensor) else () for a in args])
+    path = LOCAL.module_path
+    ev = _OpRecorded(   # positional: field order of OpRecorded
+        seq, op.name, uids, shapes, uid, data.shape, _BY_NP[data.dtype].name,
+        res._device._name, requires_grad, dur, start, path[-1] if path else "",
+        node.name() if node is not None else "", (args, res))
+    subs = _OP_SUBSCRIBERS
+    if len(subs) == 1:   # events.emit, inlined for the usual one subscriber (a tape or the profiler)
+        subs[0](ev)
+    else:
+        for fn in tuple(subs):
+            fn(ev)
+
+
+def observed_write(op, target: Tensor, args: tuple, write: Callable[[], bool]) -> bool:
+    """An in-place op that needs no autograd, while only ``op`` subscribers or anomaly detection
+    watch (no mode, no function hook): ``write()`` puts the result straight into ``target``'s
+    memory, as the unobserved path does, instead of a temporary copied back (a tape or profiler
+    around an optimizer step used to pay an allocation and a copy per parameter). The op is told
+    as ``_observed`` tells the temporary's: inputs ``target`` and ``args``, a fresh output id, no
+    node. False (nothing written, nothing told) when ``write`` declines or someone else watches."""
+    if LOCAL.modes or STATE.functions is not None:
+        return False
+    start = time.perf_counter_ns()
+    if not write():
+        return False
+    dur = time.perf_counter_ns() - start
+    operands = (target, *args)
+    if STATE.anomaly is not None:
+        STATE.anomaly(op, operands, target)
+    if _OP_SUBSCRIBERS:
+        _tell(op, operands, target, next(_uids), None, False, start, dur)
+    return True
