@@ -50,7 +50,7 @@ install_methods(Tensor)
 from . import (accelerator, autograd, backends, cuda, distributed, linalg, multiprocessing, nn,  # noqa: E402
                optim, sparse, testing, utils)
 from .base.runtime import *  # noqa: E402,F401,F403  (set_num_threads, set_default_device, ...)
-from .accelerator import Event, Stream  # noqa: E402,F401  (torch.Stream, torch.Event: device-generic)
+from .accelerator import Event, Stream, get_device_module  # noqa: E402,F401  (device-generic names)
 globals().update(linalg.TOPLEVEL)  # torch.det, torch.svd, torch.lu_unpack, ... (engine/linalg.py)
 from . import amp, cpu  # noqa: E402
 from .amp.autocast_mode import (autocast, autocast_decrement_nesting, autocast_increment_nesting,  # noqa: E402

@@ -7,7 +7,7 @@ the calls that need a device raise PyTorch's ``RuntimeError``.
 """
 from __future__ import annotations
 
-from . import cuda
+from . import cpu, cuda
 from .backends.cuda import is_built
 from .base.device import device as _device
 
@@ -216,3 +216,16 @@ class Event:
     def __repr__(self) -> str:
         return (f"torch.Event device_type={self.device.type}, device_index=-1, "
                 f"event_flag={int(self.enable_timing)}, event_id=0")
+
+
+def get_device_module(device=None):
+    """``torch.get_device_module``: the module of a device type (``tapelab.cpu``, ``tapelab.cuda``);
+    with no device, the current accelerator's, else the cpu's."""
+    if device is not None and not isinstance(device, (str, _device)):
+        raise RuntimeError(f"Invalid value of device '{device}', expect torch.device, str, or None")
+    kind = _stream_device(device).type if device is None or isinstance(device, _device) else \
+        device.partition(":")[0]
+    modules = {"cpu": cpu, "cuda": cuda}
+    if kind not in modules:
+        raise RuntimeError(f"Device '{kind}' does not have a corresponding module registered as 'torch.{kind}'.")
+    return modules[kind]

@@ -357,3 +357,17 @@ def test_checkpointed_segments_sharing_weights_match_torch(n_blocks, use_reentra
     for got, want in zip(_checkpointed_chain(tapelab, n_blocks, use_reentrant),
                          _checkpointed_chain(torch, n_blocks, use_reentrant)):
         np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
+
+
+# ---------------------------------------------------------------- torch.get_device_module
+@BOTH
+def test_get_device_module(m):
+    """diffusers' ``empty_device_cache`` (after from_pretrained) calls ``torch.get_device_module(device.type)``."""
+    assert m.get_device_module("cpu") is m.cpu and m.get_device_module(m.device("cpu")) is m.cpu
+    assert m.get_device_module("cuda:0") is m.cuda
+    if not m.cuda.is_available():
+        assert m.get_device_module() is m.cpu
+    with pytest.raises(RuntimeError, match="Device 'meta' does not have a corresponding module registered as 'torch.meta'"):
+        m.get_device_module("meta")
+    with pytest.raises(RuntimeError, match="Invalid value of device '3', expect torch.device, str, or None"):
+        m.get_device_module(3)
