@@ -646,10 +646,17 @@ def _observed(op, args, params):
         return modes[-1].dispatch(op, args, params)
     if op.kind != "compute":
         return eager(op, args, params)
+    fast = op.fast
     start = time.perf_counter_ns()
-    out = eager(op, args, params)
+    out = fast(args, params) if fast else eager(op, args, params)
     dur = time.perf_counter_ns() - start
     res = out[0] if isinstance(out, tuple) else out
+    if fast:   # the compiled path keeps no module scope (``_result`` does, while someone watches)
+        node = res.grad_fn
+        if node is not None:
+            path = local.module_path
+            if path:
+                node.module = path[-1]
     if STATE.anomaly is not None:
         STATE.anomaly(op, args, res)
     if _OP_SUBSCRIBERS:
