@@ -672,12 +672,26 @@ def _tell(op, args, res, uid: int, node, requires_grad: bool, start: int, dur: i
     if node is not None:
         node._tape_seq = seq  # links backward steps of this node to the recorded op
     data = res._data
-    if len(args) == 1 and isinstance(args[0], Tensor):   # most ops: one tensor operand
+    n = len(args)
+    if n == 2 and isinstance(args[0], Tensor):   # most ops: one or two operands, written out
+        a, b = args
+        if isinstance(b, Tensor):
+            uids, shapes = (a._uid(), b._uid()), (a._data.shape, b._data.shape)
+        else:
+            uids, shapes = (a._uid(), None), (a._data.shape, ())
+    elif n == 1 and isinstance(args[0], Tensor):
         a = args[0]
         uids, shapes = (a._uid(),), (a._data.shape,)
     else:
-        uids = tuple([a._uid() if isinstance(a, Tensor) else None for a in args])
-        shapes = tuple([a._data.shape if isinstance(a, Tensor) else () for a in args])
+        uids, shapes = [], []
+        for a in args:
+            if isinstance(a, Tensor):
+                uids.append(a._uid())
+                shapes.append(a._data.shape)
+            else:
+                uids.append(None)
+                shapes.append(())
+        uids, shapes = tuple(uids), tuple(shapes)
     path = LOCAL.module_path
     ev = _OpRecorded(   # positional: field order of OpRecorded
         seq, op.name, uids, shapes, uid, data.shape, _BY_NP[data.dtype].name,

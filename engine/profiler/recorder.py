@@ -192,7 +192,8 @@ class Recorder:
     # ------------------------------------------------------------------ handlers
     # The hot path: one tuple per event in Event's field order (Trace.events builds the objects).
     def _on_op(self, ev) -> None:
-        if _get_ident() != self.thread:
+        tid = _get_ident()
+        if tid != self.thread:
             return
         raw = self._raw
         if len(raw) >= self.cap:
@@ -208,7 +209,7 @@ class Recorder:
                 self._track_modules(ev)
                 self._seq_module[ev.seq] = module
         raw.append((
-            ev.op, "op", ev.start_ns, ev.duration_ns, _get_ident(), "forward" if running is None else "backward",
+            ev.op, "op", ev.start_ns, ev.duration_ns, tid, "forward" if running is None else "backward",
             module, ev.input_shapes if self.shapes else (), ev.shape, ev.dtype, ev.seq,
             self._allocate(ev.tensors, ev.op, ev.start_ns + ev.duration_ns) if self.memory and ev.tensors else 0,
             estimate_flops(ev.op, ev.input_shapes, ev.shape) if self.flops else 0,
@@ -222,14 +223,15 @@ class Recorder:
                                    ev.shape, ev.dtype, -1, ev.nbytes, 0, (), 0))
 
     def _on_step(self, step) -> None:
-        if _get_ident() != self.thread or not self._room("backward"):
+        tid = _get_ident()
+        if tid != self.thread or not self._room("backward"):
             return
         node = step.node
         fseq = node.tape_seq
         self.trace.raw.append((
-            node.name(), "backward", step.start_ns, step.duration_ns, _get_ident(), "backward",
+            node.name(), "backward", step.start_ns, step.duration_ns, tid, "backward",
             self._seq_module.get(fseq, "") if self.modules else "",
-            tuple(tuple(g.shape) if g is not None else () for g in step.grad_outputs) if self.shapes else (),
+            tuple([g._data.shape if g is not None else () for g in step.grad_outputs]) if self.shapes else (),
             (), "", fseq if fseq is not None else -1, 0, 0, (), 0))
 
     # ------------------------------------------------------------------ device time
