@@ -275,6 +275,12 @@ def _log_everything(m, log_dir):
     w.add_custom_scalars_multilinechart(["a", "b"], category="cat", title="t")
     w.add_custom_scalars_marginchart(["v", "lo", "hi"])
     w.add_audio("audio", m.tensor(np.sin(np.linspace(0, 20, 400)).astype(np.float32)), 5, sample_rate=8000)
+    w.add_image_with_boxes("boxes", m.tensor(rs.rand(3, 40, 50).astype(np.float32)),
+                           m.tensor([[2.0, 3.0, 30.0, 35.0], [10.0, 5.0, 45.0, 20.0]]), 7, labels=["cat", "dog"])
+    w.add_image_with_boxes("boxes_gray", m.tensor((rs.rand(40, 50) * 255).astype(np.uint8)),
+                           m.tensor([[2.0, 3.0, 30.0, 35.0]]), 7, dataformats="HW", rescale=2, labels="one")
+    w.add_image_with_boxes("boxes_unlabelled", m.tensor(rs.rand(3, 20, 20).astype(np.float32)),
+                           m.tensor([[1.0, 1.0, 9.0, 9.0]]), 7, labels=["a", "b"])
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

@@ -19,7 +19,7 @@ from tensorboard.compat.proto.tensor_pb2 import TensorProto
 from tensorboard.compat.proto.tensor_shape_pb2 import TensorShapeProto
 
 __all__ = ["to_numpy", "scalar", "histogram", "histogram_raw", "image", "images", "text", "tensor", "audio",
-           "pr_curve", "pr_curve_raw", "custom_scalars"]
+           "pr_curve", "pr_curve_raw", "custom_scalars", "image_with_boxes"]
 
 
 def to_numpy(x) -> np.ndarray:
@@ -251,6 +251,32 @@ def image(tag: str, img, dataformats: str = "CHW") -> Summary:
 
 def images(tag: str, imgs, dataformats: str = "NCHW") -> Summary:
     return _image_summary(tag, _grid(to_numpy(imgs), dataformats))
+
+
+def image_with_boxes(tag: str, img, boxes, rescale: float = 1, dataformats: str = "CHW", labels=None) -> Summary:
+    """An image with boxes (rows ``x1, y1, x2, y2`` in pixels) outlined in red, each with its label
+    on a red band above its bottom edge; drawn with Pillow, optionally resized by ``rescale``."""
+    from PIL import Image, ImageDraw, ImageFont
+    arr = _hwc(to_numpy(img), dataformats)
+    if arr.shape[2] == 1:   # grayscale is drawn and stored as RGB, as PyTorch's writer does
+        arr = np.repeat(arr, 3, axis=2)
+    pixels = (arr.astype(np.float32) * (1 if arr.dtype == np.uint8 else 255)).clip(0, 255).astype(np.uint8)
+    h, w, c = pixels.shape
+    picture = Image.fromarray(pixels)
+    draw, font = ImageDraw.Draw(picture), ImageFont.load_default()
+    for k, (x1, y1, x2, y2) in enumerate(to_numpy(boxes)):
+        draw.line([(x1, y1), (x1, y2), (x2, y2), (x2, y1), (x1, y1)], width=2, fill="Red")
+        label = None if labels is None else labels[k]
+        if label:
+            left, top, right, bottom = font.getbbox(label)
+            margin = np.ceil(0.05 * (bottom - top))
+            draw.rectangle([(x1, y2 - (bottom - top) - 2 * margin), (x1 + right - left, y2)], fill="Red")
+            draw.text((x1 + margin, y2 - (bottom - top) - margin), label, fill="black", font=font)
+    picture = picture.resize((int(w * rescale), int(h * rescale)), Image.Resampling.LANCZOS)
+    buf = io.BytesIO()
+    picture.save(buf, format="PNG")
+    encoded = Summary.Image(height=h, width=w, colorspace=c, encoded_image_string=buf.getvalue())
+    return Summary(value=[Summary.Value(tag=tag, image=encoded)])
 
 
 def text(tag: str, text_string: str) -> Summary:

@@ -136,6 +136,16 @@ class SummaryWriter:
         """A batch of images tiled into one grid, eight per row."""
         self._add(_summary.images(tag, img_tensor, dataformats), global_step, walltime)
 
+    def add_image_with_boxes(self, tag: str, img_tensor, box_tensor, global_step=None, walltime=None,
+                             rescale: float = 1, dataformats: str = "CHW", labels=None) -> None:
+        """An image with boxes ``(N, 4)`` as ``x1, y1, x2, y2`` pixels drawn on it (and ``labels``)."""
+        if labels is not None:
+            labels = [labels] if isinstance(labels, str) else labels
+            if len(labels) != len(box_tensor):
+                labels = None   # PyTorch draws the boxes without labels then
+        self._add(_summary.image_with_boxes(tag, img_tensor, box_tensor, rescale, dataformats, labels),
+                  global_step, walltime)
+
     def add_text(self, tag: str, text_string: str, global_step=None, walltime=None) -> None:
         self._add(_summary.text(tag, text_string), global_step, walltime)
 
