@@ -377,3 +377,25 @@ def test_get_device_module(m):
         m.get_device_module("meta")
     with pytest.raises(RuntimeError, match="Invalid value of device '3', expect torch.device, str, or None"):
         m.get_device_module(3)
+
+
+@pytest.mark.parametrize("batch,dtype", [(1, "float32"), (3, "float32"), (4, "uint8"), (6, "float32")])
+def test_add_video_frames_are_torch_s_grid(tmp_path, batch, dtype):
+    """torch lays the batch out with ``_prepare_video`` and needs moviepy to encode; tapelab encodes
+    the same frames as a GIF with Pillow (values 0 and 1 only, so the GIF palette is exact)."""
+    import io
+    from PIL import Image, ImageSequence
+    from torch.utils.tensorboard._utils import _prepare_video
+    from tapelab.utils.tensorboard import SummaryWriter
+    rs = np.random.RandomState(batch)
+    clips = (rs.rand(batch, 5, 3, 6, 8) > 0.5).astype(np.float32)
+    if dtype == "uint8":
+        clips = (clips * 255).astype(np.uint8)
+    with SummaryWriter(str(tmp_path)) as w:
+        w.add_video("clip", tapelab.tensor(clips), 3, fps=10)
+    (_, step, (value,)), = _events(tmp_path)
+    want = (_prepare_video(clips) * 255).round().astype(np.uint8)
+    gif = Image.open(io.BytesIO(value.image.encoded_image_string))
+    got = np.stack([np.asarray(f.convert("RGB")) for f in ImageSequence.Iterator(gif)])
+    assert step == 3 and (value.image.height, value.image.width, value.image.colorspace) == want.shape[1:]
+    np.testing.assert_array_equal(got, want)

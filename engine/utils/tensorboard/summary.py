@@ -19,7 +19,7 @@ from tensorboard.compat.proto.tensor_pb2 import TensorProto
 from tensorboard.compat.proto.tensor_shape_pb2 import TensorShapeProto
 
 __all__ = ["to_numpy", "scalar", "histogram", "histogram_raw", "image", "images", "text", "tensor", "audio",
-           "pr_curve", "pr_curve_raw", "custom_scalars", "image_with_boxes"]
+           "pr_curve", "pr_curve_raw", "custom_scalars", "image_with_boxes", "video"]
 
 
 def to_numpy(x) -> np.ndarray:
@@ -277,6 +277,32 @@ def image_with_boxes(tag: str, img, boxes, rescale: float = 1, dataformats: str 
     picture.save(buf, format="PNG")
     encoded = Summary.Image(height=h, width=w, colorspace=c, encoded_image_string=buf.getvalue())
     return Summary(value=[Summary.Value(tag=tag, image=encoded)])
+
+
+def _video_frames(v: np.ndarray) -> np.ndarray:
+    """(B, T, C, H, W) clips as (T, H', W', C) frames: the batch, padded with black clips to a power
+    of two, tiled into a grid of 2**(floor(log2 B) // 2) rows, as PyTorch's writer lays it out."""
+    b, t, c, h, w = v.shape
+    v = v.astype(np.float32) / 255.0 if v.dtype == np.uint8 else v
+    padded = 1 << (b - 1).bit_length()
+    if padded != b:
+        v = np.concatenate((v, np.zeros((padded - b, t, c, h, w), v.dtype)))
+    rows = 2 ** ((b.bit_length() - 1) // 2)
+    cols = padded // rows
+    return v.reshape(rows, cols, t, c, h, w).transpose(2, 0, 4, 1, 5, 3).reshape(t, rows * h, cols * w, c)
+
+
+def video(tag: str, clips, fps: float = 4) -> Summary:
+    """Clips (B, T, C, H, W), floats in [0, 1] or uint8, as one animated GIF (a grid of the batch);
+    Pillow encodes it (PyTorch's writer needs moviepy for this)."""
+    from PIL import Image
+    frames = (_video_frames(to_numpy(clips)) * 255).clip(0, 255).astype(np.uint8)
+    t, h, w, c = frames.shape
+    pictures = [Image.fromarray(f[:, :, 0] if c == 1 else f[:, :, :3]) for f in frames]
+    buf = io.BytesIO()
+    pictures[0].save(buf, format="GIF", save_all=True, append_images=pictures[1:], duration=1000 / fps, loop=0)
+    gif = Summary.Image(height=h, width=w, colorspace=c, encoded_image_string=buf.getvalue())
+    return Summary(value=[Summary.Value(tag=tag, image=gif)])
 
 
 def text(tag: str, text_string: str) -> Summary:

@@ -146,6 +146,10 @@ class SummaryWriter:
         self._add(_summary.image_with_boxes(tag, img_tensor, box_tensor, rescale, dataformats, labels),
                   global_step, walltime)
 
+    def add_video(self, tag: str, vid_tensor, global_step=None, fps: float = 4, walltime=None) -> None:
+        """Clips ``(N, T, C, H, W)`` (floats in [0, 1] or uint8) as an animated GIF, the batch in a grid."""
+        self._add(_summary.video(tag, vid_tensor, fps), global_step, walltime)
+
     def add_text(self, tag: str, text_string: str, global_step=None, walltime=None) -> None:
         self._add(_summary.text(tag, text_string), global_step, walltime)
 
