@@ -281,6 +281,10 @@ def _log_everything(m, log_dir):
                            m.tensor([[2.0, 3.0, 30.0, 35.0]]), 7, dataformats="HW", rescale=2, labels="one")
     w.add_image_with_boxes("boxes_unlabelled", m.tensor(rs.rand(3, 20, 20).astype(np.float32)),
                            m.tensor([[1.0, 1.0, 9.0, 9.0]]), 7, labels=["a", "b"])
+    verts = m.tensor(rs.rand(1, 4, 3).astype(np.float32))
+    w.add_mesh("mesh", verts, colors=m.tensor([[[255, 0, 0], [0, 255, 0], [0, 0, 255], [9, 9, 9]]], dtype=m.uint8),
+               faces=m.tensor([[[0, 1, 2], [1, 2, 3]]]), config_dict={"camera": {"fov": 75}}, global_step=8)
+    w.add_mesh("cloud", verts, global_step=8)
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

@@ -6,6 +6,7 @@ protobuf; ``writer.py`` wraps it in an ``Event`` with a step and a wall time.
 from __future__ import annotations
 
 import io
+import json
 import math
 import struct
 import wave
@@ -19,7 +20,7 @@ from tensorboard.compat.proto.tensor_pb2 import TensorProto
 from tensorboard.compat.proto.tensor_shape_pb2 import TensorShapeProto
 
 __all__ = ["to_numpy", "scalar", "histogram", "histogram_raw", "image", "images", "text", "tensor", "audio",
-           "pr_curve", "pr_curve_raw", "custom_scalars", "image_with_boxes", "video"]
+           "pr_curve", "pr_curve_raw", "custom_scalars", "image_with_boxes", "video", "mesh"]
 
 
 def to_numpy(x) -> np.ndarray:
@@ -303,6 +304,24 @@ def video(tag: str, clips, fps: float = 4) -> Summary:
     pictures[0].save(buf, format="GIF", save_all=True, append_images=pictures[1:], duration=1000 / fps, loop=0)
     gif = Summary.Image(height=h, width=w, colorspace=c, encoded_image_string=buf.getvalue())
     return Summary(value=[Summary.Value(tag=tag, image=gif)])
+
+
+def mesh(tag: str, vertices, colors, faces, config_dict=None) -> Summary:
+    """A 3-D mesh for TensorBoard's mesh plugin: one (B, N, 3) float tensor each for the vertices,
+    faces and colors given, their metadata naming the parts present and the three.js config."""
+    from tensorboard.plugins.mesh import metadata
+    from tensorboard.plugins.mesh.plugin_data_pb2 import MeshPluginData
+    parts = [(t, kind) for t, kind in ((vertices, MeshPluginData.VERTEX), (faces, MeshPluginData.FACE),
+                                      (colors, MeshPluginData.COLOR)) if t is not None]
+    components = metadata.get_components_bitmask([kind for _, kind in parts])
+    config = "{}" if config_dict is None else json.dumps(config_dict, sort_keys=True)
+    values = []
+    for t, kind in parts:
+        arr = to_numpy(t)
+        meta = metadata.create_summary_metadata(tag, None, kind, components, arr.shape, None, json_config=config)
+        proto = TensorProto(dtype="DT_FLOAT", float_val=arr.reshape(-1).tolist(), tensor_shape=_shape(arr.shape[:3]))
+        values.append(Summary.Value(tag=metadata.get_instance_name(tag, kind), tensor=proto, metadata=meta))
+    return Summary(value=values)
 
 
 def text(tag: str, text_string: str) -> Summary:

@@ -150,6 +150,11 @@ class SummaryWriter:
         """Clips ``(N, T, C, H, W)`` (floats in [0, 1] or uint8) as an animated GIF, the batch in a grid."""
         self._add(_summary.video(tag, vid_tensor, fps), global_step, walltime)
 
+    def add_mesh(self, tag: str, vertices, colors=None, faces=None, config_dict=None, global_step=None,
+                 walltime=None) -> None:
+        """A 3-D mesh or point cloud: vertices (B, N, 3), optional faces (B, F, 3) and colors (B, N, 3)."""
+        self._add(_summary.mesh(tag, vertices, colors, faces, config_dict), global_step, walltime)
+
     def add_text(self, tag: str, text_string: str, global_step=None, walltime=None) -> None:
         self._add(_summary.text(tag, text_string), global_step, walltime)
 
