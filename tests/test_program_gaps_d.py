@@ -291,6 +291,10 @@ def _log_everything(m, log_dir):
     fig = plt.figure(figsize=(2, 1), dpi=20)
     plt.plot([0, 1, 2], [1, 0, 1])
     w.add_figure("fig", fig, 6)
+    figs = [plt.figure(figsize=(1, 1), dpi=16) for _ in range(2)]
+    figs[1].gca().bar([0, 1], [2, 1])
+    w.add_figure("figs", figs, 6)
+    assert plt.get_fignums() == []   # closed after drawing (close=True)
     w.close()
 
 

@@ -1,8 +1,10 @@
 """``SummaryWriter``: PyTorch's event-file logger over the ``tensorboard`` package's writer."""
 from __future__ import annotations
 
+import io
 import os
 import socket
+import sys
 import time
 from datetime import datetime
 
@@ -204,15 +206,15 @@ class SummaryWriter:
 
 
 def _render(figure, close: bool) -> np.ndarray:
-    """A matplotlib figure's RGB pixels (C, H, W), drawn by the Agg backend."""
-    import matplotlib.pyplot as plt
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    canvas = FigureCanvasAgg(figure)
-    canvas.draw()
-    w, h = figure.canvas.get_width_height()
-    rgb = np.frombuffer(canvas.buffer_rgba(), np.uint8).reshape(h, w, 4)[:, :, :3]
-    if close:
-        plt.close(figure)
+    """A matplotlib figure's RGB pixels (C, H, W), drawn by its own Agg ``savefig`` (the engine
+    imports no plotting package); closing it tells pyplot, which made it if it is loaded."""
+    buf = io.BytesIO()
+    figure.savefig(buf, format="rgba", dpi=figure.dpi)
+    w, h = int(figure.bbox.width), int(figure.bbox.height)
+    rgb = np.frombuffer(buf.getvalue(), np.uint8).reshape(h, w, 4)[:, :, :3]
+    pyplot = sys.modules.get("matplotlib.pyplot")
+    if close and pyplot is not None:
+        pyplot.close(figure)
     return np.moveaxis(rgb, 2, 0)
 
 
