@@ -407,3 +407,25 @@ def test_add_video_frames_are_torch_s_grid(tmp_path, batch, dtype):
     got = np.stack([np.asarray(f.convert("RGB")) for f in ImageSequence.Iterator(gif)])
     assert step == 3 and (value.image.height, value.image.width, value.image.colorspace) == want.shape[1:]
     np.testing.assert_array_equal(got, want)
+
+
+# ---------------------------------------------------------------- numpy ufuncs of tensors
+_NUMPY_CALLS = {
+    "log": lambda m: np.log(m.tensor([1.0, 2.0])), "maximum": lambda m: np.maximum(m.tensor([0.5, 2.0]), 1e-10),
+    "exp_0d": lambda m: np.exp(m.tensor(1.0)), "log_int": lambda m: np.log(m.tensor([1, 2])),
+    "isfinite": lambda m: np.isfinite(m.tensor([1.0, float("inf")])), "add": lambda m: np.add(m.tensor([1.0]), 2),
+    "maximum_array": lambda m: np.maximum(np.ones(2) * 1.5, m.tensor([1.0, 2.0])),
+    "sqrt_transposed": lambda m: np.sqrt(m.arange(6.0).reshape(2, 3).t()),
+    "clip": lambda m: np.clip(m.tensor([1.0, 2.0]), 0, 1.5), "round": lambda m: np.round(m.tensor([1.4, 2.6])),
+    "cumsum": lambda m: np.cumsum(m.tensor([1.0, 2.0])), "argmax": lambda m: np.argmax(m.tensor([1.0, 3.0, 2.0])),
+    "scalar_times": lambda m: np.float64(2.0) * m.tensor([1.0, 2.0]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_NUMPY_CALLS))
+def test_numpy_functions_of_tensors_give_tensors_as_torch(name):
+    """diffusers' DEIS and KDPM2 schedulers call ``np.log(np.maximum(sigma, 1e-10))`` on tensors."""
+    want, got = _NUMPY_CALLS[name](torch), _NUMPY_CALLS[name](tapelab)
+    assert isinstance(want, torch.Tensor) and isinstance(got, tapelab.Tensor)
+    assert str(got.dtype).split(".")[1] == str(want.dtype).split(".")[1] and tuple(got.shape) == tuple(want.shape)
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6)

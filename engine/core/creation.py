@@ -475,6 +475,13 @@ def pin_memory(self) -> Tensor:
     return out
 
 
+def _array_wrap(self, arr, context=None, return_scalar: bool = False) -> Tensor:
+    """A numpy ufunc's result on this tensor's values as a tensor (bool results as uint8), as PyTorch's."""
+    arr = np.asarray(arr)
+    arr = arr.astype(np.uint8) if arr.dtype == np.bool_ else arr
+    return from_numpy(arr if arr.flags.c_contiguous else arr.copy())
+
+
 def _reduce_ex(self, protocol):
     return (_rebuild, (self.__array__(), self.requires_grad, str(self._device)))
 
@@ -484,7 +491,7 @@ def _rebuild(arr, requires_grad, dev):
     return tensor(arr, requires_grad=requires_grad, device=dev)
 
 
-OPERATORS = {"__init__": _init, "__reduce_ex__": _reduce_ex, "new": new, "resize_": resize_, "resize_as_": resize_as_,
+OPERATORS = {"__init__": _init, "__reduce_ex__": _reduce_ex, "__array_wrap__": _array_wrap, "new": new, "resize_": resize_, "resize_as_": resize_as_,
              "new_empty_strided": new_empty_strided, "bernoulli": bernoulli,
              "new_tensor": new_tensor, "new_zeros": new_zeros,
              "new_ones": new_ones, "new_full": new_full, "new_empty": new_empty, "pin_memory": pin_memory}

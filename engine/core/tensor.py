@@ -36,7 +36,9 @@ class Tensor:
 
     __slots__ = ("_data", "requires_grad", "grad_fn", "_out_nr", "_vc", "_device", "_grad",
                  "_accum", "_hooks", "_uid_", "_retains", "__weakref__", "__dict__")
-    __array_ufunc__ = None  # numpy scalars defer to our reflected operators
+    # numpy arrays and scalars defer to our reflected operators (the priority); a numpy ufunc of a
+    # tensor (``np.log(t)``) computes on its array and hands the result back as a tensor
+    # (``__array_wrap__``, declared in creation.py), as PyTorch's
     __array_priority__ = 1000
     # view tracking (set in the instance __dict__ by view ops only, so other tensors pay nothing):
     # _base is the root tensor a view aliases; see dispatch.apply_ for in-place ops on views
