@@ -429,3 +429,25 @@ def test_numpy_functions_of_tensors_give_tensors_as_torch(name):
     assert isinstance(want, torch.Tensor) and isinstance(got, tapelab.Tensor)
     assert str(got.dtype).split(".")[1] == str(want.dtype).split(".")[1] and tuple(got.shape) == tuple(want.shape)
     np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6)
+
+
+# ---------------------------------------------------------------- shape methods' keyword forms
+_KEYWORD_FORMS = {
+    "reshape": lambda m, x: x.reshape(shape=(3, 2)), "torch.reshape": lambda m, x: m.reshape(x, shape=(3, 2)),
+    "view": lambda m, x: x.view(size=(3, 2)), "permute": lambda m, x: x.permute(dims=(1, 0)),
+    "torch.permute": lambda m, x: m.permute(x, dims=(1, 0)), "expand": lambda m, x: x[:1].expand(size=(4, 3)),
+    "repeat": lambda m, x: x.repeat(repeats=(2, 1)), "flip": lambda m, x: x.flip(dims=(0,)),
+    "split": lambda m, x: x.split(split_size=1)[1], "new_zeros": lambda m, x: x.new_zeros(size=(2,)),
+    "new_ones": lambda m, x: x.new_ones(size=(2, 1)), "new_empty": lambda m, x: x.new_empty(size=(2,)).shape,
+}
+
+
+@pytest.mark.parametrize("name", sorted(_KEYWORD_FORMS))
+def test_shape_methods_take_their_keyword_forms(name):
+    """diffusers' DiT unpatchifies with ``hidden_states.reshape(shape=(...))``."""
+    got = _KEYWORD_FORMS[name](tapelab, tapelab.arange(6.0).reshape(2, 3))
+    want = _KEYWORD_FORMS[name](torch, torch.arange(6.0).reshape(2, 3))
+    if name == "new_empty":
+        assert tuple(got) == tuple(want)
+    else:
+        np.testing.assert_array_equal(got.numpy(), want.numpy())

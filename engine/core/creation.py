@@ -436,16 +436,18 @@ def new_tensor(self, data, *, dtype=None, device=None, requires_grad: bool = Fal
     return tensor(data, dtype=dtype or self.dtype, device=device or self._device, requires_grad=requires_grad)
 
 
-def new_zeros(self, *size, dtype=None, device=None, requires_grad: bool = False,
+def new_zeros(self, *args, size=None, dtype=None, device=None, requires_grad: bool = False,
               layout=None, pin_memory: bool = False) -> Tensor:
     _strided("new_zeros", layout)
-    return zeros(*size, dtype=dtype or self.dtype, device=device or self._device, requires_grad=requires_grad)
+    return zeros(*(args if size is None else (size,)), dtype=dtype or self.dtype, device=device or self._device,
+                     requires_grad=requires_grad)
 
 
-def new_ones(self, *size, dtype=None, device=None, requires_grad: bool = False,
+def new_ones(self, *args, size=None, dtype=None, device=None, requires_grad: bool = False,
              layout=None, pin_memory: bool = False) -> Tensor:
     _strided("new_ones", layout)
-    return ones(*size, dtype=dtype or self.dtype, device=device or self._device, requires_grad=requires_grad)
+    return ones(*(args if size is None else (size,)), dtype=dtype or self.dtype, device=device or self._device,
+                    requires_grad=requires_grad)
 
 
 def new_full(self, size, fill_value, *, dtype=None, device=None, requires_grad: bool = False,
@@ -455,10 +457,11 @@ def new_full(self, size, fill_value, *, dtype=None, device=None, requires_grad: 
                 requires_grad=requires_grad)
 
 
-def new_empty(self, *size, dtype=None, device=None, requires_grad: bool = False,
+def new_empty(self, *args, size=None, dtype=None, device=None, requires_grad: bool = False,
               layout=None, pin_memory: bool = False) -> Tensor:
     _strided("new_empty", layout)
-    return empty(*size, dtype=dtype or self.dtype, device=device or self._device, requires_grad=requires_grad)
+    return empty(*(args if size is None else (size,)), dtype=dtype or self.dtype, device=device or self._device,
+                     requires_grad=requires_grad)
 
 
 def pin_memory(self) -> Tensor:

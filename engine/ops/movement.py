@@ -304,15 +304,15 @@ def _viewable(old: tuple, strides: tuple, new: tuple) -> bool:
     return view_d == -1
 
 
-def reshape(input: Tensor, *shape) -> Tensor:
+def reshape(input: Tensor, *args, shape=None) -> Tensor:
     data = input._data
-    return _reshaped(apply(_reshape, input, shape=_infer(_shape_arg(shape), data.size, "reshape", data.shape)),
-                     input)
+    shape = _shape_arg(args if shape is None else (shape,))   # reshape(2, 3), reshape((2, 3)), reshape(shape=...)
+    return _reshaped(apply(_reshape, input, shape=_infer(shape, data.size, "reshape", data.shape)), input)
 
 
-def view(input: Tensor, *shape) -> Tensor:
+def view(input: Tensor, *args, size=None) -> Tensor:
     data = input._data
-    shape = _infer(_shape_arg(shape), data.size, "view", data.shape)
+    shape = _infer(_shape_arg(args if size is None else (size,)), data.size, "view", data.shape)
     if not data.flags.c_contiguous and not _viewable(data.shape, data.strides, shape):
         raise RuntimeError(f"view size is not compatible with input tensor's size and stride (at least "
                            f"one dimension spans across two contiguous subspaces). Use .reshape(...) "
@@ -328,8 +328,8 @@ def reshape_as(input: Tensor, other: Tensor) -> Tensor:
     return reshape(input, other._data.shape)
 
 
-def permute(input: Tensor, *dims) -> Tensor:
-    dims = _shape_arg(dims)
+def permute(input: Tensor, *args, dims=None) -> Tensor:
+    dims = _shape_arg(args if dims is None else (dims,))
     if len(dims) != input.ndim:
         raise RuntimeError(f"permute(sparse_coo): number of dimensions in the tensor input does not match "
                            f"the length of the desired ordering of dimensions i.e. input.dim() = "
@@ -377,8 +377,8 @@ def movedim(input: Tensor, source, destination) -> Tensor:
 moveaxis = movedim
 
 
-def expand(input: Tensor, *sizes) -> Tensor:
-    sizes = _shape_arg(sizes)
+def expand(input: Tensor, *args, size=None) -> Tensor:
+    sizes = _shape_arg(args if size is None else (size,))
     have = input._data.shape
     if len(sizes) < len(have):
         raise RuntimeError(f"expand: the number of sizes provided ({len(sizes)}) must be greater or "
@@ -587,7 +587,9 @@ def _views(input: Tensor, keys: list, name: str | None) -> tuple:
     return tuple(pieces)
 
 
-def split(tensor: Tensor, split_size_or_sections, dim: int = 0) -> tuple:
+def split(tensor: Tensor, split_size_or_sections=None, dim: int = 0, *, split_size=None) -> tuple:
+    if split_size is not None:   # Tensor.split's keyword name (torch.split's is split_size_or_sections)
+        split_size_or_sections = split_size
     d = _wrap_dim(dim, tensor.ndim, "split")
     size = tensor._data.shape[d]
     if isinstance(split_size_or_sections, int):
@@ -769,8 +771,8 @@ _clone = Op("clone", lambda xp, x: x.copy(), lambda g, out, x: (g,), saves=NONE,
             onnx="Identity")
 
 
-def repeat(input: Tensor, *sizes) -> Tensor:
-    reps = _shape_arg(sizes)
+def repeat(input: Tensor, *args, repeats=None) -> Tensor:
+    reps = _shape_arg(args if repeats is None else (repeats,))
     if len(reps) < input.ndim:
         raise RuntimeError("Number of dimensions of repeat dims can not be smaller than number of "
                            f"dimensions of tensor (repeat {list(reps)} of a {input.ndim}-D tensor)")
@@ -784,8 +786,8 @@ def tile(input: Tensor, dims) -> Tensor:
     return repeat(input, (1,) * (input.ndim - len(dims)) + dims)
 
 
-def flip(input: Tensor, *dims) -> Tensor:
-    wrapped = tuple(_wrap_dim(d, input.ndim, "flip") for d in _shape_arg(dims))
+def flip(input: Tensor, *args, dims=None) -> Tensor:
+    wrapped = tuple(_wrap_dim(d, input.ndim, "flip") for d in _shape_arg(args if dims is None else (dims,)))
     if len(set(wrapped)) != len(wrapped):
         raise RuntimeError(f"dim {next(d for d in wrapped if wrapped.count(d) > 1)} appears multiple times "
                            f"in the list of dims")
