@@ -156,7 +156,7 @@ def test_gemm_equals_numpy_matmul(two_threads, sa, sb, dtype):
 def test_gemm_splits_only_large_products(two_threads, monkeypatch):
     calls = []
     real = pool.run_blocks
-    monkeypatch.setattr(pool, "run_blocks", lambda fn, blocks, *key: (calls.append(len(blocks())), real(fn, blocks, *key)))
+    monkeypatch.setattr(pool, "run_blocks", lambda fn, blocks, *key: (calls.append(len(blocks)), real(fn, blocks, *key)))
     a = np.ones((256, 256), np.float32)
     kernels.gemm(np, a, a)
     assert calls == [2]
@@ -181,6 +181,21 @@ def test_gemms_side_by_side_or_one_after_another_equal_numpy(two_threads, dtype)
     assert figures["whole"] is not None and figures["split"] is not None   # both ways ran and were timed
     small = kernels.gemms(np, (g[:4, :4], w[:4, :4]), (g[:4, :4].T, x[:4, :4]))   # below the floor: plain gemm
     np.testing.assert_allclose(small[1], g[:4, :4].T @ x[:4, :4], rtol=1e-4, atol=1e-4)
+
+
+def test_a_products_rounding_does_not_depend_on_the_way_the_pool_chose(two_threads, monkeypatch):
+    """Split or whole, ``gemm`` runs the same BLAS calls (whole: its blocks one after another) and
+    ``gemms`` one call per product: results are bitwise the same run to run, whatever was timed
+    (a whole call rounding differently once flipped a max-pool's argmax in googlenet's backward)."""
+    rng = np.random.default_rng(3)
+    a, b, c = (rng.standard_normal(s).astype(np.float32) for s in ((300, 257), (257, 190), (300, 190)))
+    results = []
+    for way in (1, 0):
+        monkeypatch.setattr(pool._Timings, "choose", lambda self, way=way: way)
+        results.append((kernels.gemm(np, a, b), *kernels.gemms(np, (a, b), (a.T, c))))
+    for split, whole in zip(*results):
+        np.testing.assert_array_equal(split, whole)
+    np.testing.assert_array_equal(results[0][2], np.matmul(a.T, c))
 
 
 def test_fused_loops_split_after_the_pool_loops_module_loads(two_threads):

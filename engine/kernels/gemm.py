@@ -40,16 +40,17 @@ def gemm(xp, a, b, out=None):
         return np.matmul(a, b) if out is None else np.matmul(a, b, out=out)
     if out is None:
         out = np.empty(batch + (m, n), a.dtype)
-    pool.run_blocks(_matmul_into, lambda: _blocks(a, b, out, batch, n_threads), ("gemm", n_threads), macs,
-                    (a, b, out))
+    # run whole, the same blocks go one after another: a product's rounding then does not depend
+    # on which way the pool chose (a whole BLAS call rounds differently from its blocks)
+    pool.run_blocks(_matmul_into, _blocks(a, b, out, batch, n_threads), ("gemm", n_threads), macs)
     return out
 
 
 def gemms(xp, *products) -> list:
-    """``[gemm(xp, a, b) for a, b in products]``, the independent products side by side, one
-    thread each (each a whole single-threaded BLAS call), where that has measured faster than
-    one after another (each then split as ``gemm`` splits it): a backward's input and weight
-    gradients are two full-size GEMMs, and each keeps its shape, where a split halves it."""
+    """The independent products ``a @ b``, each one whole single-threaded BLAS call, side by side
+    on the threads where that has measured faster than one after another: a backward's input and
+    weight gradients are two full-size GEMMs, and each keeps its shape, where ``gemm``'s split
+    halves it. Either way each product rounds as one BLAS call."""
     n_threads = runtime.intra_op_threads()
     if (n_threads < 2 or len(products) < 2 or xp is not np
             or not all(type(a) is np.ndarray and type(b) is np.ndarray and a.ndim == b.ndim == 2
@@ -61,20 +62,14 @@ def gemms(xp, *products) -> list:
         return [gemm(xp, a, b) for a, b in products]
     outs = [np.empty((a.shape[0], b.shape[1]), a.dtype) for a, b in products]
     side_by_side = [(a, b, out) for (a, b), out in zip(products, outs)]
-    pool.run_blocks(_product_or_products, [(block,) for block in side_by_side[:n_threads - 1]]
-                    + [tuple(side_by_side[n_threads - 1:])], ("gemms", n_threads, len(products)), sum(macs),
-                    (None,) + tuple(side_by_side))
+    pool.run_blocks(_products, [(block,) for block in side_by_side[:n_threads - 1]]
+                    + [tuple(side_by_side[n_threads - 1:])], ("gemms", n_threads, len(products)), sum(macs))
     return outs
 
 
-def _product_or_products(*blocks) -> None:
-    """Each ``(a, b, out)`` in turn: run split, a block (one thread's products, each one BLAS
-    call); run whole (``None`` first), all of them through ``gemm``, which may split each."""
-    if blocks[0] is None:
-        for a, b, out in blocks[1:]:
-            gemm(np, a, b, out=out)
-        return
-    for a, b, out in blocks:
+def _products(*triples) -> None:
+    """Each ``(a, b, out)`` in turn, one BLAS call each: one thread's share of ``gemms``."""
+    for a, b, out in triples:
         np.matmul(a, b, out=out)
 
 
