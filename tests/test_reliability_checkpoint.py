@@ -185,7 +185,8 @@ def test_failed_save_leaves_old_file_and_no_temp(tmp_path):
 
 
 # ---------------------------------------------------------------- loading bad files
-_SIZES = {"BF16": 2, "F16": 2, "F8_E4M3": 1, "F8_E5M2": 1, "U16": 2, "U32": 4, "C64": 8}
+_SIZES = {"BF16": 2, "F16": 2, "F8_E4M3": 1, "F8_E5M2": 1, "F8_E8M0": 1, "F6_E2M3": 1, "U16": 2, "U32": 4,
+          "C64": 8}
 
 
 def _foreign(dtype: str, n: int = 3) -> bytes:
@@ -193,16 +194,18 @@ def _foreign(dtype: str, n: int = 3) -> bytes:
     return struct.pack("<Q", len(header)) + header + b"\0" * (n * _SIZES[dtype])
 
 
-@pytest.mark.parametrize("dtype", ["F8_E4M3", "F8_E5M2", "U16", "U32"])
+@pytest.mark.parametrize("dtype", ["F8_E8M0", "F6_E2M3"])
 def test_foreign_dtype_names_the_dtype(dtype):
     with pytest.raises(CheckpointError, match=f"dtype {dtype}"):
         tapelab.load(io.BytesIO(_foreign(dtype)))
 
 
-@pytest.mark.parametrize("dtype", ["F16", "BF16", "C64"])
+@pytest.mark.parametrize("dtype", ["F16", "BF16", "C64", "F8_E4M3", "F8_E5M2", "U16", "U32"])
 def test_foreign_supported_dtype_loads(dtype):
     t = tapelab.load(io.BytesIO(_foreign(dtype)))["t"]
-    assert t.dtype == {"F16": tapelab.float16, "BF16": tapelab.bfloat16, "C64": tapelab.complex64}[dtype]
+    assert t.dtype == {"F16": tapelab.float16, "BF16": tapelab.bfloat16, "C64": tapelab.complex64,
+                       "F8_E4M3": tapelab.float8_e4m3fn, "F8_E5M2": tapelab.float8_e5m2, "U16": tapelab.uint16,
+                       "U32": tapelab.uint32}[dtype]
     assert t.shape == (3,)
 
 
