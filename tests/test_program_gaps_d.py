@@ -451,3 +451,24 @@ def test_shape_methods_take_their_keyword_forms(name):
         assert tuple(got) == tuple(want)
     else:
         np.testing.assert_array_equal(got.numpy(), want.numpy())
+
+
+def test_view_as_another_dtype_matches_torch():
+    """``Tensor.view(dtype)``: the same bytes read as another dtype, the last dim scaled by the element
+    sizes, sharing memory, not differentiable; the refusals as PyTorch's."""
+    data = np.arange(8, dtype=np.float32).reshape(2, 4)
+    for to in ("int32", "float16", "uint8", "float64", "bfloat16"):
+        got = tapelab.tensor(data, requires_grad=True).view(getattr(tapelab, to))
+        want = torch.tensor(data, requires_grad=True).view(getattr(torch, to))
+        assert tuple(got.shape) == tuple(want.shape) and not got.requires_grad and not want.requires_grad
+        np.testing.assert_array_equal(got.float().numpy(), want.float().numpy())
+    x = tapelab.tensor(data)
+    x.view(dtype=tapelab.int32)[0, 0] = 1065353216          # the bits of 1.0
+    assert x[0, 0].item() == 1.0
+    for build in (lambda m: m.zeros(3, 5).view(m.float64), lambda m: m.zeros(4, 3).t().view(m.float16),
+                  lambda m: m.tensor(1.0).view(m.float16)):
+        with pytest.raises(RuntimeError) as want:
+            build(torch)
+        with pytest.raises(RuntimeError) as got:
+            build(tapelab)
+        assert str(got.value) == str(want.value)

@@ -17,6 +17,7 @@ from ..core.creation import zeros
 from ..core.dispatch import apply
 from ..core.node import Node, _seq
 from ..core.registry import NONE, Op
+from ..base.dtype import dtype as _dtype_cls
 from ..core.tensor import _VIEW_ATTRS, Size, Tensor, _wrap_dim, sum_to
 
 __all__ = ["reshape", "permute", "transpose", "swapaxes", "swapdims", "movedim", "moveaxis", "t",
@@ -122,6 +123,29 @@ _reshape = Op("reshape", lambda xp, x, *, shape: x.reshape(shape),
               lambda g, out, x, *, shape: (g.reshape(x._data.shape),), saves=NONE, is_view=True,
               aliases=("view", "view_as", "reshape_as", "squeeze", "unsqueeze", "flatten", "unflatten",
                        "atleast_1d", "atleast_2d", "atleast_3d"), onnx=_onnx_reshape)
+def _view_dtype_fwd(xp, x, *, to):
+    """The same bytes read as ``to`` (``Tensor.view(dtype)``): the last dim scales by the ratio of
+    the element sizes, which needs a last dim of stride 1 and a whole number of new elements."""
+    old, new = x.dtype.itemsize, to.itemsize
+    if old != new:
+        if x.ndim == 0:
+            raise RuntimeError(f"self.dim() cannot be 0 to view {_dtype_name(x)} as {to.scalar_type} "
+                               "(different element sizes)")
+        if x.strides[-1] != old:
+            raise RuntimeError("self.stride(-1) must be 1 to view " + _dtype_name(x) + f" as {to.scalar_type} "
+                               f"(different element sizes), but got {x.strides[-1] // old}")
+        if old < new and (x.shape[-1] * old) % new:
+            raise RuntimeError(f"self.size(-1) must be divisible by {new // old} to view {_dtype_name(x)} as "
+                               f"{to.scalar_type} (different element sizes), but got {x.shape[-1]}")
+    return x.view(to.np)
+
+
+def _dtype_name(x) -> str:
+    from ..base.dtype import from_np
+    return from_np(x.dtype).scalar_type
+
+
+_view_dtype = Op("view_dtype", _view_dtype_fwd, None, saves=NONE, is_view=True)
 _permute = Op("permute", lambda xp, x, *, dims: x.transpose(dims),
               lambda g, out, x, *, dims: (apply(_permute, g, dims=_inverse(dims)),), saves=NONE, is_view=True,
               aliases=("transpose", "swapaxes", "swapdims", "movedim", "moveaxis", "t", "T", "mT"),
@@ -310,7 +334,12 @@ def reshape(input: Tensor, *args, shape=None) -> Tensor:
     return _reshaped(apply(_reshape, input, shape=_infer(shape, data.size, "reshape", data.shape)), input)
 
 
-def view(input: Tensor, *args, size=None) -> Tensor:
+def view(input: Tensor, *args, size=None, dtype=None) -> Tensor:
+    """``view(*shape)``: the same memory in a new shape; ``view(dtype)``: the same bytes read as
+    another dtype (not differentiable, as PyTorch's)."""
+    if dtype is not None or (len(args) == 1 and isinstance(args[0], _dtype_cls)):
+        to = dtype if dtype is not None else args[0]
+        return _mark(apply(_view_dtype, input, to=to), input)
     data = input._data
     shape = _infer(_shape_arg(args if size is None else (size,)), data.size, "view", data.shape)
     if not data.flags.c_contiguous and not _viewable(data.shape, data.strides, shape):
