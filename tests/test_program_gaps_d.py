@@ -472,3 +472,16 @@ def test_view_as_another_dtype_matches_torch():
         with pytest.raises(RuntimeError) as got:
             build(tapelab)
         assert str(got.value) == str(want.value)
+
+
+def test_equality_with_a_numpy_array_is_elementwise_as_torch():
+    """``t == a`` and ``a == t`` compare elementwise as PyTorch's; its ``!=`` falls back to identity
+    (True) and ``<`` refuses an array."""
+    a = np.array([1.0, 5.0, 3.0])
+    for expr in ("t == a", "a == t"):
+        got = eval(expr, {"t": tapelab.tensor([1.0, 2.0, 3.0]), "a": a})
+        want = eval(expr, {"t": torch.tensor([1.0, 2.0, 3.0]), "a": a})
+        assert got.dtype == tapelab.bool and got.tolist() == want.tolist()
+    assert (tapelab.tensor([1.0]) != a) is (torch.tensor([1.0]) != a) is True
+    with pytest.raises(TypeError):
+        tapelab.tensor([1.0]) < a

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import numbers
 
+import numpy as np
+
 from ..base import dtype as _dtype
 from ..core.creation import tensor as _tensor
 from ..core.dispatch import apply
@@ -415,11 +417,15 @@ def _where_method(self: Tensor, condition: Tensor, other) -> Tensor:
 _OPERAND = (Tensor, int, float, numbers.Number)
 
 
-def _comparison_operator(op):
-    """``==`` and friends: elementwise against tensors and numbers, NotImplemented otherwise."""
+def _comparison_operator(op, arrays: bool = False):
+    """``==`` and friends: elementwise against tensors and numbers, NotImplemented otherwise;
+    ``==`` (``arrays``) also against numpy arrays, as PyTorch's (``t == a``, ``a == t``), where its
+    ``<`` refuses one and its ``!=`` falls back to identity."""
     def operator(self, other):
         if isinstance(other, _OPERAND):
             return apply(op, self, other)
+        if arrays and isinstance(other, np.ndarray):
+            return apply(op, self, _tensor(other, device=self.device))
         return NotImplemented
     return operator
 
@@ -430,7 +436,7 @@ METHODS = ("eq", "ne", "lt", "le", "gt", "ge", "greater", "greater_equal", "less
            "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "maximum", "minimum", "fmax",
            "fmin", "clamp", "clip", "clamp_min", "clamp_max")
 OPERATORS = {
-    "__eq__": _comparison_operator(_eq), "__ne__": _comparison_operator(_ne),
+    "__eq__": _comparison_operator(_eq, arrays=True), "__ne__": _comparison_operator(_ne),
     "__lt__": _comparison_operator(_lt), "__le__": _comparison_operator(_le),
     "__gt__": _comparison_operator(_gt), "__ge__": _comparison_operator(_ge),
     "__and__": lambda s, o: apply(_bitwise_and, s, o), "__rand__": lambda s, o: apply(_bitwise_and, o, s),
