@@ -5,6 +5,7 @@ import sys
 
 from .nn import functional as F
 from .ops import install_methods
+from .ops._util import dim_or_axis
 from .core.tensor import Tensor
 
 __all__ = ["softmax", "log_softmax", "dropout", "conv1d", "conv2d", "conv_transpose2d", "layer_norm",
@@ -24,12 +25,12 @@ def prelu(input: Tensor, weight: Tensor) -> Tensor:
     return F.prelu(input, weight)
 
 
-def softmax(input: Tensor, dim: int, dtype=None) -> Tensor:
-    return F.softmax(input, dim, dtype=dtype)
+def softmax(input: Tensor, dim: int | None = None, dtype=None, *, axis=None) -> Tensor:
+    return F.softmax(input, dim_or_axis("softmax", dim, axis), dtype=dtype)
 
 
-def log_softmax(input: Tensor, dim: int, dtype=None) -> Tensor:
-    return F.log_softmax(input, dim, dtype=dtype)
+def log_softmax(input: Tensor, dim: int | None = None, dtype=None, *, axis=None) -> Tensor:
+    return F.log_softmax(input, dim_or_axis("log_softmax", dim, axis), dtype=dtype)
 
 
 def dropout(input: Tensor, p: float, train: bool) -> Tensor:

@@ -596,3 +596,29 @@ def test_gelu_output_changed_in_place_before_backward(approximate, eager_kernels
         np.testing.assert_allclose(grads[0], grads[1], rtol=1e-5, atol=1e-6)
     finally:
         kernels.set_enabled(old)
+
+
+_AXIS_CALLS = ["m.stack([x, x], axis=0)", "x.softmax(axis=-1)", "m.softmax(x, axis=-1)", "x.log_softmax(axis=1)",
+               "x.cumsum(axis=0)", "x.cumprod(axis=1)", "x.sort(axis=1).values", "x.argsort(axis=1)",
+               "x.squeeze(axis=0)", "x.unsqueeze(axis=0)", "x.topk(2, axis=1).values", "m.cat(x.chunk(2, axis=1), 1)",
+               "x.logsumexp(axis=1)", "m.stack(x.unbind(axis=0))", "m.cat([x, x], axis=1)",
+               "m.take_along_dim(x, m.zeros(2, 1, dtype=m.int64), axis=1)", "x.sum(axis=0)"]
+
+
+@pytest.mark.parametrize("call", _AXIS_CALLS)
+def test_functions_with_a_dim_take_numpy_axis_as_torch(call):
+    """PyTorch takes ``axis=`` wherever a native function has a ``dim`` (numpy-ported code writes it)."""
+    data = np.arange(6, dtype=np.float32).reshape(2, 3) / 5
+    got = eval(call, {"m": tapelab, "x": tapelab.tensor(data)})
+    want = eval(call, {"m": torch, "x": torch.tensor(data)})
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6)
+
+
+def test_a_missing_dim_without_axis_is_torchs_type_error():
+    for call in ("x.cumsum()", "x.unsqueeze()", "m.softmax(x)", "m.nn.functional.softmax(x, axis=1)"):
+        with pytest.raises(TypeError) as want:
+            eval(call, {"m": torch, "x": torch.zeros(2)})
+        with pytest.raises(TypeError) as got:
+            eval(call, {"m": tapelab, "x": tapelab.zeros(2)})
+        if "axis" not in call:
+            assert str(got.value) == str(want.value)

@@ -16,6 +16,17 @@ def numpy_names(op: str, dim, keepdim, axis, keepdims) -> tuple:
     return dim, keepdim if keepdims is None else keepdims
 
 
+def dim_or_axis(op: str, dim, axis):
+    """``dim``, or its numpy spelling ``axis=``, which PyTorch takes wherever a function has a ``dim``
+    (``torch.stack(xs, axis=0)``, ``x.softmax(axis=-1)``, ``x.cumsum(axis=0)``); a ``dim`` left out
+    without an ``axis`` is PyTorch's missing-argument TypeError."""
+    if axis is not None:
+        return axis
+    if dim is None:
+        raise TypeError(f"{op}() missing 1 required positional arguments: \"dim\"")
+    return dim
+
+
 def norm_dims(dim, ndim: int, op: str) -> tuple | None:
     """Normalise an int / sequence / None ``dim`` argument to a sorted tuple of axes."""
     if dim is None:

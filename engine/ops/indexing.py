@@ -603,7 +603,8 @@ def scatter_reduce_(self: Tensor, dim: int, index: Tensor, src: Tensor, reduce: 
     return apply_(_scatter_reduce, self, index, src, dim=d, reduce=reduce, include_self=include_self)
 
 
-def take_along_dim(input: Tensor, indices: Tensor, dim: int | None = None) -> Tensor:
+def take_along_dim(input: Tensor, indices: Tensor, dim: int | None = None, *, axis=None) -> Tensor:
+    dim = dim if axis is None else axis
     if indices._data.dtype != _dtype.int64.np:
         raise RuntimeError(f"torch.take_along_dim(): dtype of indices should be Long but got "
                            f"{indices.dtype.name.capitalize()}")

@@ -17,6 +17,7 @@ from ..core.creation import zeros
 from ..core.dispatch import apply
 from ..core.node import Node, _seq
 from ..core.registry import NONE, Op
+from ._util import dim_or_axis
 from ..base.dtype import dtype as _dtype_cls
 from ..core.tensor import _VIEW_ATTRS, Size, Tensor, _wrap_dim, sum_to
 
@@ -462,13 +463,14 @@ def broadcast_tensors(*tensors) -> tuple:
     return tuple(expand(t, shape) for t in tensors)
 
 
-def unsqueeze(input: Tensor, dim: int) -> Tensor:
-    d = _wrap_dim(dim, input.ndim + 1, "unsqueeze")
+def unsqueeze(input: Tensor, dim: int | None = None, *, axis=None) -> Tensor:
+    d = _wrap_dim(dim_or_axis("unsqueeze", dim, axis), input.ndim + 1, "unsqueeze")
     shape = input._data.shape
     return _mark(apply(_reshape, input, shape=shape[:d] + (1,) + shape[d:]), input)
 
 
-def squeeze(input: Tensor, dim=None) -> Tensor:
+def squeeze(input: Tensor, dim=None, *, axis=None) -> Tensor:
+    dim = dim if axis is None else axis
     shape = input._data.shape
     if dim is None:
         dims = {i for i, s in enumerate(shape) if s == 1}
@@ -645,7 +647,8 @@ def _accumulate(sizes):
         yield total
 
 
-def chunk(input: Tensor, chunks: int, dim: int = 0) -> tuple:
+def chunk(input: Tensor, chunks: int, dim: int = 0, *, axis=None) -> tuple:
+    dim = dim if axis is None else axis
     if chunks <= 0:
         raise RuntimeError(f"chunk expects `chunks` to be greater than 0, got: {chunks}")
     d = _wrap_dim(dim, input.ndim, "chunk")
@@ -672,7 +675,8 @@ def tensor_split(input: Tensor, indices_or_sections, dim: int = 0) -> tuple:
     return _pieces(input, d, ((a, max(a, b)) for a, b in zip(starts, stops)), None)
 
 
-def unbind(input: Tensor, dim: int = 0) -> tuple:
+def unbind(input: Tensor, dim: int = 0, *, axis=None) -> tuple:
+    dim = dim if axis is None else axis
     if input.ndim == 0:
         raise IndexError("Dimension specified as 0 but tensor has no dimensions")
     d = _wrap_dim(dim, input.ndim, "unbind")
@@ -744,7 +748,8 @@ def cat(tensors, dim: int = 0, *, axis: int | None = None) -> Tensor:
 concat = concatenate = cat
 
 
-def stack(tensors, dim: int = 0) -> Tensor:
+def stack(tensors, dim: int = 0, *, axis=None) -> Tensor:
+    dim = dim if axis is None else axis
     tensors = _tensor_list(tensors, "stack")
     first = tensors[0]._data.shape
     for i, t in enumerate(tensors):

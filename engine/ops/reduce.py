@@ -17,7 +17,7 @@ from ..core.creation import eye
 from ..base import backend as _backend
 from ..core.dispatch import apply
 from ..core.registry import NONE, OTHERS, Op, kernel_refusal
-from ._util import Tensor, norm_dims, numpy_names
+from ._util import Tensor, dim_or_axis, norm_dims, numpy_names
 from ..base import dtype as _dtype
 from ..base.dtype import BFLOAT16_NP, FLOATING_KINDS, INEXACT_KINDS, in_float32
 from .conjugation import conj as cj
@@ -483,7 +483,8 @@ _logsumexp = Op("logsumexp", _lse_fwd,
                 promote="float", save_output=True, onnx=_onnx_reduce("ReduceLogSumExp"))
 
 
-def logsumexp(input, dim, keepdim: bool = False):
+def logsumexp(input, dim=None, keepdim: bool = False, *, axis=None, keepdims=None):
+    dim, keepdim = numpy_names("logsumexp", dim_or_axis("logsumexp", dim, axis), keepdim, None, keepdims)
     return apply(_logsumexp, input, dims=_dims(input, dim, "logsumexp"), keepdim=keepdim)
 
 
@@ -606,13 +607,13 @@ _cumprod = Op("cumprod", _cumprod_fwd, _cumprod_vjp, save_output=True)
 _cumprod_grad_zeros = Op("cumprod_grad_zeros", _cumprod_grad_zeros_fwd)
 
 
-def cumsum(input, dim: int, *, dtype=None):
-    d = norm_dims(dim, input.ndim, "cumsum")[0]
+def cumsum(input, dim: int | None = None, *, dtype=None, axis=None):
+    d = norm_dims(dim_or_axis("cumsum", dim, axis), input.ndim, "cumsum")[0]
     return apply(_cumsum, input, dim=d, reverse=False, dtype=_int_acc(input, dtype))
 
 
-def cumprod(input, dim: int, *, dtype=None):
-    d = norm_dims(dim, input.ndim, "cumprod")[0]
+def cumprod(input, dim: int | None = None, *, dtype=None, axis=None):
+    d = norm_dims(dim_or_axis("cumprod", dim, axis), input.ndim, "cumprod")[0]
     return apply(_cumprod, input, dim=d, dtype=_int_acc(input, dtype))
 
 

@@ -50,21 +50,23 @@ def _order(input: Tensor, dim: int, descending: bool = False, start: int = 0, st
     return apply(_argsort, input, dim=dim, descending=descending, start=start, stop=stop)
 
 
-def sort(input, dim: int = -1, descending: bool = False, stable: bool = False):
+def sort(input, dim: int = -1, descending: bool = False, stable: bool = False, *, axis=None):
     """Values and indices in order along ``dim``; always stable (ties keep input order)."""
+    dim = dim if axis is None else axis
     d = _wrap_dim(dim, input.ndim, "sort")
     return _sort_t(*pick(_sort, input, _order(input, d, descending), d, True))
 
 
-def argsort(input, dim: int = -1, descending: bool = False, stable: bool = False):
-    return _order(input, _wrap_dim(dim, input.ndim, "argsort"), descending)
+def argsort(input, dim: int = -1, descending: bool = False, stable: bool = False, *, axis=None):
+    return _order(input, _wrap_dim(dim if axis is None else axis, input.ndim, "argsort"), descending)
 
 
 def msort(input):
     return sort(input, 0).values
 
 
-def topk(input, k: int, dim: int = -1, largest: bool = True, sorted: bool = True):
+def topk(input, k: int, dim: int = -1, largest: bool = True, sorted: bool = True, *, axis=None):
+    dim = dim if axis is None else axis
     d = _wrap_dim(dim, input.ndim, "topk")
     n = input.shape[d] if input.ndim else 1
     if not 0 <= k <= n:
