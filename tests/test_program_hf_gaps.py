@@ -602,7 +602,10 @@ _AXIS_CALLS = ["m.stack([x, x], axis=0)", "x.softmax(axis=-1)", "m.softmax(x, ax
                "x.cumsum(axis=0)", "x.cumprod(axis=1)", "x.sort(axis=1).values", "x.argsort(axis=1)",
                "x.squeeze(axis=0)", "x.unsqueeze(axis=0)", "x.topk(2, axis=1).values", "m.cat(x.chunk(2, axis=1), 1)",
                "x.logsumexp(axis=1)", "m.stack(x.unbind(axis=0))", "m.cat([x, x], axis=1)",
-               "m.take_along_dim(x, m.zeros(2, 1, dtype=m.int64), axis=1)", "x.sum(axis=0)"]
+               "m.take_along_dim(x, m.zeros(2, 1, dtype=m.int64), axis=1)", "x.sum(axis=0)",
+               "x.cummax(axis=0).values", "x.cummin(axis=1).indices", "x.logcumsumexp(axis=0)", "m.diff(x, axis=1)",
+               "x.kthvalue(1, axis=1).values", "x.mode(axis=1).values", "x.repeat_interleave(2, axis=0)",
+               "m.stack(x.aminmax(axis=0))"]
 
 
 @pytest.mark.parametrize("call", _AXIS_CALLS)

@@ -154,9 +154,11 @@ def unsafe_split_with_sizes(input: Tensor, split_sizes, dim: int = 0) -> tuple:
     return split_with_sizes(input, split_sizes, dim)
 
 
-def repeat_interleave(input, repeats=None, dim: int | None = None, *, output_size: int | None = None) -> Tensor:
+def repeat_interleave(input, repeats=None, dim: int | None = None, *, output_size: int | None = None,
+                      axis=None) -> Tensor:
     """Repeat each element (slice along ``dim``) ``repeats`` times; with only a tensor of counts,
     the indices ``0, 0, 1, ...`` that many times."""
+    dim = dim if axis is None else axis
     if repeats is None:
         counts = input.tolist()
         if input.ndim != 1:

@@ -74,8 +74,9 @@ def topk(input, k: int, dim: int = -1, largest: bool = True, sorted: bool = True
     return _topk_t(*pick(_topk, input, _order(input, d, largest, 0, k, _topk), d, True))
 
 
-def kthvalue(input, k: int, dim: int = -1, keepdim: bool = False):
+def kthvalue(input, k: int, dim: int = -1, keepdim: bool = False, *, axis=None):
     """The k-th smallest element (1-based) along ``dim`` and its index."""
+    dim = dim if axis is None else axis
     d = _wrap_dim(dim, input.ndim, "kthvalue")
     n = input.shape[d] if input.ndim else 1
     if not 1 <= k <= n:
@@ -124,8 +125,9 @@ _mode_index = Op("mode_index", _mode_index_fwd, complex_error=kernel_refusal("mo
 _mode = picker("mode")
 
 
-def mode(input, dim: int = -1, keepdim: bool = False):
+def mode(input, dim: int = -1, keepdim: bool = False, *, axis=None):
     """The most frequent value along ``dim`` (the smallest on ties) and its last index."""
+    dim = dim if axis is None else axis
     d = _wrap_dim(dim, input.ndim, "mode")
     if input.ndim and input.shape[d] == 0:
         raise IndexError(f"mode(): Expected reduction dim {d} to have non-zero size.")

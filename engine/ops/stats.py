@@ -17,7 +17,7 @@ from ..core import creation
 from ..core.dispatch import apply
 from ..core.registry import Op, kernel_refusal
 from ..core.tensor import _wrap_dim
-from ._util import Tensor, numpy_names
+from ._util import Tensor, dim_or_axis, numpy_names
 from .compare import isnan, where
 from .movement import cat
 from .sort import searchsorted, sort
@@ -62,18 +62,19 @@ def _running(input: Tensor, dim: int, largest: bool, name: str):
     return _values_indices[name](input.gather(d, idx), idx)
 
 
-def cummax(input: Tensor, dim: int):
+def cummax(input: Tensor, dim: int | None = None, *, axis=None):
     """The running maximum along ``dim`` and where it was found."""
-    return _running(input, dim, True, "cummax")
+    return _running(input, dim_or_axis("cummax", dim, axis), True, "cummax")
 
 
-def cummin(input: Tensor, dim: int):
+def cummin(input: Tensor, dim: int | None = None, *, axis=None):
     """The running minimum along ``dim`` and where it was found."""
-    return _running(input, dim, False, "cummin")
+    return _running(input, dim_or_axis("cummin", dim, axis), False, "cummin")
 
 
-def logcumsumexp(input: Tensor, dim: int) -> Tensor:
+def logcumsumexp(input: Tensor, dim: int | None = None, *, axis=None) -> Tensor:
     """``log(cumsum(exp(input)))`` along ``dim``, shifted by the maximum so it cannot overflow."""
+    dim = dim_or_axis("logcumsumexp", dim, axis)
     d = _wrap_dim(dim, input.ndim, "logcumsumexp") if input.ndim else 0
     if input.numel() == 0:
         return input.clone()
@@ -307,8 +308,9 @@ def isreal(input: Tensor) -> Tensor:
     return creation.ones(tuple(input.shape), dtype=_dtype.bool, device=input.device)
 
 
-def aminmax(input: Tensor, *, dim: int | None = None, keepdim: bool = False):
+def aminmax(input: Tensor, *, dim: int | None = None, keepdim: bool = False, axis=None):
     """``(min, max)`` of all elements, or along ``dim``."""
+    dim = dim if axis is None else axis
     if input.numel() == 0 and dim is None:
         raise RuntimeError("aminmax(): cannot compute aminmax over an empty dimension as the operation has no "
                            "identity.")
@@ -370,8 +372,9 @@ def corrcoef(input: Tensor) -> Tensor:
 
 
 def diff(input: Tensor, n: int = 1, dim: int = -1, prepend: Tensor | None = None,
-         append: Tensor | None = None) -> Tensor:
+         append: Tensor | None = None, *, axis=None) -> Tensor:
     """The ``n``-th forward difference along ``dim`` (XOR for booleans)."""
+    dim = dim if axis is None else axis
     if input.ndim == 0:
         raise RuntimeError("diff expects input to be at least one-dimensional")
     if n < 0:
