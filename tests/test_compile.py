@@ -891,3 +891,26 @@ def test_dynamo_ctx_compiles_a_method_with_the_modules_settings():
     x = tapelab.randn(5, 4)
     for _ in range(2):
         assert step(x).item() == pytest.approx(model(x).relu().sum().item(), rel=1e-6)
+
+
+def test_a_lone_ops_timed_answer_is_kept_for_later_processes(monkeypatch, tmp_path):
+    """Whether a lone op fuses is timed once per kernel, op and shapes and kept beside the kernels,
+    so the same program compiles to the same graph later (here: a fresh memo reads the file)."""
+    from tapelab.compiler import fused
+    monkeypatch.setenv("TAPELAB_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(fused, "_PAYS", {})
+    timed = []
+    real = fused._timed_pays
+    monkeypatch.setattr(fused, "_timed_pays", lambda *a: timed.append(1) or real(*a))
+
+    def graph_ops():
+        cm = tapelab.compile(MLP(act="gelu"))
+        cm(tapelab.randn(4, 32))
+        gm = next(iter(cm._compiled.cache.values())).graph
+        return [getattr(n.target, "op", n.target).__class__.__name__ for n in gm.graph.nodes]
+    first = graph_ops()
+    files = {p.name: p.read_text() for p in (tmp_path / "pays").iterdir()}
+    assert timed and files and set(files.values()) <= {"0", "1"}
+    monkeypatch.setattr(fused, "_PAYS", {})
+    monkeypatch.setattr(fused, "_timed_pays", lambda *a: pytest.fail("timed again"))
+    assert graph_ops() == first

@@ -11,6 +11,8 @@ part into kernels with several outputs.
 """
 from __future__ import annotations
 
+import hashlib
+import os
 import time
 import warnings
 
@@ -435,7 +437,39 @@ def _pays(op: FusedOp, member, inputs: list) -> bool:
     """Whether one op's kernel beats the op's own forward, timed once on arrays of the real shapes
     (best of 3 each; dispatch costs both the same). A lone ``silu`` (four numpy passes) pays; a
     ``gelu`` whose eager forward is already one fused loop (``engine/kernels``) does not, and
-    fusing it would only add the kernel's call."""
+    fusing it would only add the kernel's call. The answer is kept beside the compiled kernels
+    (``cpu.cache_dir()/pays``, keyed by the kernel's digest, the op and the shapes), so the same
+    program compiles to the same graph in every later process on this machine."""
+    metas = [n.meta["tensor_meta"] for n in inputs]
+    key = hashlib.sha256(repr((op.kernel.digest, op_name(member), [(tuple(m.shape), str(_np_dtype(m)))
+                                                                     for m in metas])).encode()).hexdigest()[:24]
+    known = _PAYS.get(key)
+    if known is None:
+        path = cpu.cache_dir() / "pays" / key
+        try:
+            known = _PAYS[key] = path.read_text() == "1"
+        except OSError:
+            known = _PAYS[key] = _timed_pays(op, member, inputs)
+            _write_atomically(path, "1" if known else "0")
+    return known
+
+
+_PAYS: dict = {}
+
+
+def _write_atomically(path, text: str) -> None:
+    """``text`` into ``path`` through a temporary and a rename (another process may read it now);
+    a cache that cannot be written is only a cache."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    except OSError:
+        pass
+
+
+def _timed_pays(op: FusedOp, member, inputs: list) -> bool:
     arrays = {n: np.full(tuple(n.meta["tensor_meta"].shape), 0.5, _np_dtype(n.meta["tensor_meta"])) for n in inputs}
     args, kwargs = _sym_args(member, arrays.__getitem__)
     eager_fwd = REGISTRY[op_name(member)].fwd
