@@ -151,7 +151,7 @@ def run_blocks(fn, blocks, key=None, work: int = 1, whole: tuple | None = None) 
         finally:
             _BUSY.release()
     else:
-        _BUSY.release()         # the whole call may itself use the pool (``kernels.gemms``)
+        _BUSY.release()         # another thread may use the pool meanwhile
         _run_whole(fn, blocks, whole)
     if timing is not None:
         timing.record(way, time.perf_counter() - start, work)

@@ -12,7 +12,6 @@ part into kernels with several outputs.
 from __future__ import annotations
 
 import hashlib
-import os
 import time
 import warnings
 
@@ -447,26 +446,18 @@ def _pays(op: FusedOp, member, inputs: list) -> bool:
     if known is None:
         path = cpu.cache_dir() / "pays" / key
         try:
-            known = _PAYS[key] = path.read_text() == "1"
+            known = _PAYS[key] = path.read_bytes() == b"1"
         except OSError:
             known = _PAYS[key] = _timed_pays(op, member, inputs)
-            _write_atomically(path, "1" if known else "0")
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                cpu.write_atomically(path, b"1" if known else b"0")
+            except OSError:       # a cache that cannot be written is only a cache
+                pass
     return known
 
 
 _PAYS: dict = {}
-
-
-def _write_atomically(path, text: str) -> None:
-    """``text`` into ``path`` through a temporary and a rename (another process may read it now);
-    a cache that cannot be written is only a cache."""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(text)
-        os.replace(tmp, path)
-    except OSError:
-        pass
 
 
 def _timed_pays(op: FusedOp, member, inputs: list) -> bool:
