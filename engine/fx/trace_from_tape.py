@@ -40,6 +40,7 @@ GuardError: trace_from_tape guard failed for input 'x': traced with shape (4, 3)
 """
 from __future__ import annotations
 
+import gc
 import inspect
 import operator
 import sys
@@ -240,7 +241,6 @@ def _kept_outside(rec: _Recorder, result) -> list[str]:
     by Python objects outside the call: a list, a dict (an object's attribute, a module's global),
     a closure cell. Two scans of the heap (``gc.get_referrers``): what holds the tensors, then what
     holds the tuples and dicts among those, since autograd's nodes keep their inputs in them."""
-    import gc
     from ..core.node import Node as AutogradNode
     outputs, ours = set(), {id(rec.keep), id(rec.owner), id(rec.constants), id(rec.state), id(rec.nodes)}
 
@@ -271,8 +271,7 @@ def _kept_outside(rec: _Recorder, result) -> list[str]:
 
 
 def _holder_name(holder, made: set) -> str:
-    """``a list``, ``attribute cache of Model``, ``a global of __main__`` or ``a closure variable``."""
-    import gc
+    """``a list``, ``attribute cache of Model``, ``global cache of __main__`` or ``a closure variable``."""
     if isinstance(holder, dict):
         key = next((k for k, v in holder.items() if id(v) in made), "?")
         if "__builtins__" in holder:

@@ -124,29 +124,8 @@ _reshape = Op("reshape", lambda xp, x, *, shape: x.reshape(shape),
               lambda g, out, x, *, shape: (g.reshape(x._data.shape),), saves=NONE, is_view=True,
               aliases=("view", "view_as", "reshape_as", "squeeze", "unsqueeze", "flatten", "unflatten",
                        "atleast_1d", "atleast_2d", "atleast_3d"), onnx=_onnx_reshape)
-def _view_dtype_fwd(xp, x, *, to):
-    """The same bytes read as ``to`` (``Tensor.view(dtype)``): the last dim scales by the ratio of
-    the element sizes, which needs a last dim of stride 1 and a whole number of new elements."""
-    old, new = x.dtype.itemsize, to.itemsize
-    if old != new:
-        if x.ndim == 0:
-            raise RuntimeError(f"self.dim() cannot be 0 to view {_dtype_name(x)} as {to.scalar_type} "
-                               "(different element sizes)")
-        if x.strides[-1] != old:
-            raise RuntimeError("self.stride(-1) must be 1 to view " + _dtype_name(x) + f" as {to.scalar_type} "
-                               f"(different element sizes), but got {x.strides[-1] // old}")
-        if old < new and (x.shape[-1] * old) % new:
-            raise RuntimeError(f"self.size(-1) must be divisible by {new // old} to view {_dtype_name(x)} as "
-                               f"{to.scalar_type} (different element sizes), but got {x.shape[-1]}")
-    return x.view(to.np)
-
-
-def _dtype_name(x) -> str:
-    from ..base.dtype import from_np
-    return from_np(x.dtype).scalar_type
-
-
-_view_dtype = Op("view_dtype", _view_dtype_fwd, None, saves=NONE, is_view=True)
+# the same bytes read as another dtype (``Tensor.view(dtype)``); not differentiable, as PyTorch's
+_view_dtype = Op("view_dtype", lambda xp, x, *, to: x.view(to.np), None, saves=NONE, is_view=True)
 _permute = Op("permute", lambda xp, x, *, dims: x.transpose(dims),
               lambda g, out, x, *, dims: (apply(_permute, g, dims=_inverse(dims)),), saves=NONE, is_view=True,
               aliases=("transpose", "swapaxes", "swapdims", "movedim", "moveaxis", "t", "T", "mT"),
@@ -340,6 +319,7 @@ def view(input: Tensor, *args, size=None, dtype=None) -> Tensor:
     another dtype (not differentiable, as PyTorch's)."""
     if dtype is not None or (len(args) == 1 and isinstance(args[0], _dtype_cls)):
         to = dtype if dtype is not None else args[0]
+        _check_view_dtype(input, to)
         return _mark(apply(_view_dtype, input, to=to), input)
     data = input._data
     shape = _infer(_shape_arg(args if size is None else (size,)), data.size, "view", data.shape)
@@ -348,6 +328,21 @@ def view(input: Tensor, *args, size=None, dtype=None) -> Tensor:
                            f"one dimension spans across two contiguous subspaces). Use .reshape(...) "
                            f"instead. (view of shape {list(data.shape)} as {list(shape)})")
     return _mark(apply(_reshape, input, shape=shape), input)
+
+
+def _check_view_dtype(input: Tensor, to) -> None:
+    """PyTorch's refusals of ``view(dtype)`` between element sizes: the last dim scales by their
+    ratio, which needs a last dim of stride 1 and a whole number of new elements."""
+    data, old, new = input._data, input.dtype.itemsize, to.itemsize
+    if old == new:
+        return
+    what = f"to view {input.dtype.scalar_type} as {to.scalar_type} (different element sizes)"
+    if data.ndim == 0:
+        raise RuntimeError(f"self.dim() cannot be 0 {what}")
+    if data.strides[-1] != old:
+        raise RuntimeError(f"self.stride(-1) must be 1 {what}, but got {data.strides[-1] // old}")
+    if old < new and (data.shape[-1] * old) % new:
+        raise RuntimeError(f"self.size(-1) must be divisible by {new // old} {what}, but got {data.shape[-1]}")
 
 
 def view_as(input: Tensor, other: Tensor) -> Tensor:
