@@ -424,11 +424,17 @@ def load(kernel: Kernel, use_numba: bool | None = None):
     out_shape = () if kernel.reduce else None
     timed_as = kernel.digest            # the pool's key: the same loop is timed once, whichever compile made it
 
+    expands = "expand" in layouts
+    contiguous = np.ascontiguousarray
+
     def run(*arrays, out=None):
-        shapes = tuple(a.shape for a in arrays)
-        shape, rows, cols, bounds = plans.get(shapes) or plan(shapes)
-        keep = [np.ascontiguousarray(a if lay != "expand" else np.broadcast_to(a, shape), dtype=dt)
-                for a, lay, dt in zip(arrays, layouts, in_dtypes)]
+        shapes = tuple([a.shape for a in arrays])     # a list, not a generator: a 16-element call is
+        shape, rows, cols, bounds = plans.get(shapes) or plan(shapes)    # mostly this Python
+        if expands:
+            keep = [contiguous(a if lay != "expand" else np.broadcast_to(a, shape), dtype=dt)
+                    for a, lay, dt in zip(arrays, layouts, in_dtypes)]
+        else:
+            keep = [contiguous(a, dtype=dt) for a, dt in zip(arrays, in_dtypes)]
         outs = out if out is not None else [np.empty(out_shape if out_shape is not None else shape, dt)
                                             for dt in out_dtypes]
         if len(bounds) == 1 and objects is not None:

@@ -79,9 +79,10 @@ class _BreakWatch(Mode):
 
 
 def _part(a):
-    """One input's share of the guard key (a Tensor's metadata, a plain value itself)."""
+    """One input's share of the guard key (a Tensor's metadata, a plain value itself; the device by its
+    name: devices are interned, and hashing the name's string costs nothing, the device's own hash a call)."""
     if isinstance(a, Tensor):
-        return (a._data.shape, a._data.dtype, a._device, a.requires_grad)
+        return (a._data.shape, a._data.dtype, a._device._name, a.requires_grad)
     if a is None or isinstance(a, (bool, int, float, str)):
         return (type(a), a)
     raise TypeError(type(a).__name__)
@@ -243,6 +244,8 @@ class CompiledFunction:
         attrs = _attrs(self.module, gm)
         guards += [f"self.{path} is the tensor traced" for path, *_ in attrs]
         lowered = run is gm and isinstance(gm, GraphModule) and hasattr(gm, "fused_ops")
+        if lowered:
+            run = gm.forward          # the graph's own code: no Module.__call__ (hooks) around it
         return _Entry(guards, graph=gm, run=run, times=times, attrs=[a[1:] for a in attrs],
                       signature=signature if lowered else None), out
 

@@ -22,7 +22,8 @@ from ..base import backend as _backend
 from ..base.grad_mode import STATE as GRAD, enable_grad, no_grad
 from ..base.meta import has_data
 from ..core.creation import empty
-from ..core.dispatch import apply
+from ..base.device import CPU
+from ..core.dispatch import _result, apply, eager
 from ..base import dtype as _tdtype
 from ..core.registry import ALL, REGISTRY, Op
 from ..core.tensor import Tensor
@@ -96,9 +97,37 @@ class FusedOp(Op):
             t0 = time.perf_counter()
             run = cuda.load(self.kernel) if where == "cuda" else cpu.load(self.kernel, self._cpu_numba())
             self._runners[where] = run
+            if where == "cpu":
+                self.fast = self._fast_path(run)
             STATS["kernels"] += 1
             STATS["kernel_seconds"] += time.perf_counter() - t0
         return run
+
+    def _fast_path(self, run):
+        """The op's own dispatch path while nobody watches (``apply`` calls ``op.fast``, as the
+        dispatcher's per-op paths): cpu tensors of the kernel's dtypes go straight into the loop and
+        the result through the dispatcher's ``_result`` (one node); anything else (another device or
+        dtype, a view whose base began to require grad) takes ``eager``. A compiled chain16 step
+        spends its time in dispatch, not in the loop: this saves ``eager``/``_general`` and the
+        forward's device tests on each of its two kernel calls."""
+        dtypes = tuple(np.dtype(dt) for dt, _ in self.kernel.inputs)
+        n, multi = len(dtypes), bool(self.n_extra)
+
+        def fast(args, params):
+            if len(args) == n and not params:
+                arrays, req = [], False
+                for a, dt in zip(args, dtypes):
+                    if not (isinstance(a, Tensor) and a._device is CPU and a._data.dtype == dt
+                            and (a.requires_grad or a._base is None or not a._vc[0])):
+                        break
+                    arrays.append(a._data)
+                    if a.requires_grad:
+                        req = True
+                else:
+                    outs = run(*arrays)
+                    return _result(self, args, params, CPU, req, outs if multi else outs[0])
+            return eager(self, args, params)
+        return fast
 
     def _forward(self, xp, *arrays):
         if not has_data(xp):                 # the meta device: shapes only
@@ -123,25 +152,24 @@ class FusedOp(Op):
             xp.copyto(o, r)
 
     def _vjp(self, g, out, *inputs):
-        needs = tuple(isinstance(x, Tensor) and x.requires_grad for x in inputs)
+        key = tuple([(x.requires_grad, x._data.shape) for x in inputs])   # a dynamic size traces its own
         if GRAD.enabled:                 # create_graph=True: the gradient must itself be differentiable
-            return self._members_vjp(g, inputs, needs)
-        key = (needs, tuple(tuple(x.shape) for x in inputs))     # a dynamic size traces its own backward
+            return self._members_vjp(g, inputs, tuple(n for n, _ in key))
         bw = self._backwards.get(key)
         if bw is None:
-            bw = self._backwards[key] = self._trace_backward(g, inputs, needs, _on_cpu(g))
+            bw = self._backwards[key] = self._trace_backward(g, inputs, tuple(n for n, _ in key), _on_cpu(g))
         if out is None and bw.reads_output:       # traced after the forward chose not to save it
             with no_grad():
                 out = apply(self, *inputs)
         if bw.direct is not None:          # one kernel: applied without the graph's Python around it
-            op, picks, order = bw.direct
+            op, picks, slots = bw.direct
             args = (g, out, *inputs)
             res = apply(op, *[args[i] for i in picks])
-            outs = res if op.n_extra else (res,)
-            grads = iter([outs[j] for j in order])     # one output may be several inputs' gradient
-        else:
-            grads = iter(bw(g, out, *inputs))
-        return tuple(next(grads) if n else None for n in needs)
+            if not op.n_extra:
+                res = (res,)
+            return tuple([None if j is None else res[j] for j in slots])   # one output may be two inputs'
+        grads = iter(bw.forward(g, out, *inputs))
+        return tuple([next(grads) if n else None for n, _ in key])
 
     def _members_vjp(self, g, inputs, needs):
         """The members' own ops and vjps, recorded for autograd (double backward through a group:
@@ -161,7 +189,7 @@ class FusedOp(Op):
         """Trace and lower the backward now (at compile time) on meta tensors of the inputs' shapes
         (the trace needs the ops, not their values, so nothing is computed); the forward saves its
         output only when that backward reads it."""
-        key = (needs, tuple(tuple(shape) for _, shape in self.kernel.inputs))
+        key = tuple((n, tuple(shape)) for n, (_, shape) in zip(needs, self.kernel.inputs))
         if key not in self._backwards and any(needs):
             g = empty(self.kernel.out_shape, dtype=_dtype_of(self.kernel.outputs[0].dtype), device="meta")
             xs = [empty(shape, dtype=_dtype_of(dt), device="meta") for dt, shape in self.kernel.inputs]
@@ -197,11 +225,16 @@ class FusedOp(Op):
                 graph.erase_node(n)
         graph.eliminate_dead_code()
         gm.recompile()
-        reads_output = bool(y_node.users)
+        reads_output = any(u.target is not guard_inputs for u in y_node.users)
         _fold_expands(gm, [_meta(a) for a in examples])
         gm = lower(gm, [_meta(a) for a in examples], differentiable=False, backend=self.backend, on_cpu=on_cpu)
         gm.reads_output = reads_output
-        gm.direct = _one_kernel(gm)
+        direct = _one_kernel(gm)
+        if direct is not None:           # each input's output index (None: no gradient wanted)
+            op, picks, order = direct
+            it = iter(order)
+            direct = (op, picks, tuple(next(it) if n else None for n in needs))
+        gm.direct = direct
         return gm
 
 
