@@ -109,6 +109,28 @@ def test_resnet_shape_takes_winograd_in_float32():
                                (0.1 * rng.standard_normal((32, 32, 3, 3))).astype(np.float32))
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_tap_gemms_in_row_blocks_match_torch(monkeypatch, dtype):
+    """The per-tap GEMMs run ``TAP_ROWS`` tile rows at a time (OpenBLAS's small-matrix path):
+    blocks that do not divide the tiles evenly give PyTorch's forward, input and weight
+    gradients (the weight gradient at F(2, 3) here: 10x10 outputs)."""
+    monkeypatch.setattr(_winograd, "TAP_ROWS", 7)
+    monkeypatch.setitem(_winograd.MIN_CHANNELS, "forward", (2, 2))
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal((3, 4, 10, 10)).astype(dtype)
+    w = rng.standard_normal((5, 4, 3, 3)).astype(dtype)
+    assert 3 * 5 * 5 % 7 and _winograd.tile_size("weight", (10, 10)) == 2
+    res = []
+    for lib, F in ((tl, tl.nn.functional), (torch, TF)):
+        xs, ws = lib.tensor(x, requires_grad=True), lib.tensor(w, requires_grad=True)
+        y = F.conv2d(xs, ws, padding=1)
+        (y * y).sum().backward()
+        res.append([y.detach().numpy(), xs.grad.numpy(), ws.grad.numpy()])
+    tol = 1e-12 if dtype == np.float64 else 1e-5
+    for a, b in zip(*res):
+        np.testing.assert_allclose(a, b, rtol=tol, atol=tol * np.abs(b).max())
+
+
 def test_cnn_shape_input_gradient_takes_winograd(monkeypatch):
     """The CNN's 16 -> 32 convolution: its forward stays im2col (16 input channels), its input
     gradient (a 32 -> 16 flipped-kernel forward) and weight gradient run as Winograd."""

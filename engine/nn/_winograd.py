@@ -51,6 +51,12 @@ MIN_OUT = 8
 # single-threaded BLAS (session 5's split, measured under load 5-6, dropped again). ``MAX_THREADS``
 # is the switch back to im2col above a thread count
 MAX_THREADS = 1 << 20
+# The per-tap GEMMs run in blocks of at most this many tile rows: OpenBLAS's SkylakeX kernels take
+# a product of up to ~10^6 multiply-adds with N = 32 through their unpacked small-matrix path,
+# 1.5x faster here than the packed path a (1024, 32) @ (32, 32) tap takes (bench/README.md, issue
+# 17 session 9); other cores run the blocks as fast as the whole. Each output row is the same
+# K-long dot product either way, and the cut depends only on the shape
+TAP_ROWS = 512
 
 
 def fits(pass_: str, kernel, stride, dilation, groups, c: int, o: int, out) -> bool:
@@ -155,7 +161,7 @@ def conv3x3(xp, x, w, pads):
     m = tile_size("forward", (oh, ow))
     u = gemm(xp, _mat(xp, x.dtype, m, "G"), w.reshape(o * c, 9).T).reshape(-1, o, c)
     y = xp.empty((n, o, oh, ow), x.dtype)
-    _conv_images(x, y, u.transpose(0, 2, 1), xp, pads, m)
+    _conv_images(x, y, xp.ascontiguousarray(u.transpose(0, 2, 1)), xp, pads, m)
     return y
 
 
@@ -165,7 +171,7 @@ def _conv_images(x, y, ut, xp, pads, m):
     o, oh, ow = y.shape[1:]
     th, tw = _tiles((oh, ow), m)
     v = _input_transform(xp, x, pads, m, th, tw)
-    prod = gemm(xp, v, ut)                                                # (a^2, T, O)
+    prod = _tap_gemm(xp, v, ut)                                           # (a^2, T, O)
     # A^T prod A for every tile and channel as one (m^2, a^2) @ (a^2, T * O) GEMM (F(2, 3) with
     # the eager kernels: its sums and differences, kernels/winograd.py), then the m x m outputs
     # into place, channels last, and NCHW
@@ -180,6 +186,17 @@ def _conv_images(x, y, ut, xp, pads, m):
     yt = xp.empty((n, th, m, tw, m, o), x.dtype)
     yt.transpose(2, 4, 0, 1, 3, 5)[...] = ys
     y[...] = yt.reshape(n, m * th, m * tw, o)[:, :oh, :ow].transpose(0, 3, 1, 2)
+
+
+def _tap_gemm(xp, v, ut):
+    """``v (a^2, T, C) @ ut (a^2, C, O)``, ``TAP_ROWS`` tile rows at a time (one batched call each)."""
+    t = v.shape[1]
+    if t <= TAP_ROWS:
+        return gemm(xp, v, ut)
+    prod = xp.empty((v.shape[0], t, ut.shape[2]), v.dtype)
+    for lo in range(0, t, TAP_ROWS):
+        gemm(xp, v[:, lo:lo + TAP_ROWS], ut, out=prod[:, lo:lo + TAP_ROWS])
+    return prod
 
 
 def weight3x3(xp, x, gy, pads):
