@@ -1,7 +1,7 @@
 """Reverse-mode autodiff: the graph, the resumable backward walk, grad modes, custom Functions."""
 from __future__ import annotations
 
-from . import function, functional, grad_mode, graph  # noqa: F401  (public submodules)
+from . import forward_ad, function, functional, grad_mode, graph  # noqa: F401  (public submodules)
 from .anomaly import (AnomalyWarning, detect_anomaly, is_anomaly_check_nan_enabled, is_anomaly_enabled,
                       set_detect_anomaly)
 from .engine import BackwardStep, backward, backward_steps, grad

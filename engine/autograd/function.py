@@ -6,6 +6,7 @@ stores on ctx is what ``backward`` reads, and tools can walk it like any other n
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 from typing import Any
 
@@ -16,6 +17,14 @@ from ..core.node import FREED_MSG, Node, _seq, edge_to
 from ..core.tensor import Tensor, sum_to
 
 __all__ = ["Function", "FunctionCtx", "BackwardCFunction", "once_differentiable"]
+
+_FORWARD_AD: list = [None]   # the entered forward-AD level's mode (autograd/forward_ad.py), or None
+
+
+def set_forward_ad(mode) -> None:
+    """Install (or, with None, remove) the forward-AD mode whose ``suspended()`` a Function's forward
+    runs in and whose ``after_function`` gives its outputs their tangents."""
+    _FORWARD_AD[0] = mode
 
 
 class FunctionCtx:
@@ -28,6 +37,11 @@ class FunctionCtx:
                 raise TypeError(f"save_for_backward can only save variables, but argument {i} is of "
                                 f"type {type(t).__name__}")
         self._saved = tuple(None if t is None else (t, t._vc[0]) for t in tensors)
+
+    def save_for_forward(self, *tensors) -> None:
+        """Save tensors for ``jvp`` (forward-mode AD); ``jvp`` reads them back as ``saved_tensors``."""
+        if self._saved is None:
+            self.save_for_backward(*tensors)
 
     @property
     def saved_tensors(self) -> tuple:
@@ -177,6 +191,11 @@ class Function:
 
     vjp = backward
 
+    @staticmethod
+    def jvp(ctx, *grad_inputs: Any) -> Any:
+        raise NotImplementedError("You must implement the jvp function for custom autograd.Function to use it "
+                                  "with forward mode AD.")
+
     @classmethod
     def apply(cls, *args):
         """Run ``forward`` without recording, then attach the outputs to a ``<Name>Backward`` node."""
@@ -188,7 +207,8 @@ class Function:
         ctx.needs_input_grad = needs if differentiable else (False,) * len(args)
         ctx.edges = tuple(edge_to(a) if n else None for a, n in zip(args, needs) if isinstance(a, Tensor))
         ctx._in_meta = tuple((tuple(a.shape), a.dtype) if isinstance(a, Tensor) else None for a in args)
-        with no_grad():
+        dual = _FORWARD_AD[0]
+        with no_grad(), (dual.suspended() if dual is not None else contextlib.nullcontext()):
             if cls.setup_context is not Function.setup_context:
                 output = cls.forward(*args)
                 cls.setup_context(ctx, args, output)
@@ -196,6 +216,8 @@ class Function:
                 output = cls.forward(ctx, *args)
         outputs = output if isinstance(output, tuple) else (output,)
         outputs = _attach(ctx, args, outputs, differentiable)
+        if dual is not None:
+            dual.after_function(cls, ctx, args, outputs)
         if differentiable and _anomaly.STATE.enabled:
             _anomaly.record(ctx, f"{cls.__name__}.apply")
         return outputs if isinstance(output, tuple) else outputs[0]

@@ -84,13 +84,37 @@ def _analytical(fn, inputs, i, create_graph=False):
     return np.stack(rows) if rows else np.zeros((0, _width(x)))
 
 
+def _forward(fn, inputs, i):
+    """Jacobian block d(outputs)/d(inputs[i]) by forward-mode AD, one unit tangent per element."""
+    from . import forward_ad as fwad
+    from ..core.creation import zeros_like
+    x = inputs[i]
+    if x.is_complex():
+        raise NotImplementedError("gradcheck(check_forward_ad=True) on complex inputs is not supported by tapelab")
+    cols = []
+    for k in range(x.numel()):
+        t = zeros_like(x).detach()
+        t._data[np.unravel_index(k, t._data.shape)] = 1
+        with fwad.dual_level():
+            args = list(inputs)
+            args[i] = fwad.make_dual(x.detach(), t)
+            outs = _outputs(fn, args)
+            tangents = [fwad.unpack_dual(o).tangent for o in outs]
+        cols.append(np.concatenate([np.zeros(o.numel()) if jt is None else _real_rows(jt)
+                                    for o, jt in zip(outs, tangents)]) if outs else np.zeros(0))
+    return np.stack(cols, axis=1) if cols else np.zeros((sum(o.numel() for o in _outputs(fn, inputs)), 0))
+
+
 def gradcheck(func, inputs, *, eps: float = 1e-6, atol: float = 1e-5, rtol: float = 1e-3,
               raise_exception: bool = True, nondet_tol: float = 0.0, check_undefined_grad: bool = True,
-              fast_mode: bool = False, **_) -> bool:
+              fast_mode: bool = False, check_forward_ad: bool = False, check_backward_ad: bool = True,
+              **_) -> bool:
     """Compare the vjp-built Jacobian of ``func`` at ``inputs`` with central differences.
 
     Inputs that require grad should be float64. Raises ``GradcheckError`` naming the input
     and the worst element on mismatch (or returns False with ``raise_exception=False``).
+    ``check_forward_ad`` also checks the forward-mode (``forward_ad``) Jacobian;
+    ``check_backward_ad=False`` skips the reverse-mode one.
 
     >>> x = tapelab.randn(3, dtype=tapelab.float64, requires_grad=True)
     >>> tapelab.autograd.gradcheck(tapelab.sin, (x,))
@@ -104,17 +128,20 @@ def gradcheck(func, inputs, *, eps: float = 1e-6, atol: float = 1e-5, rtol: floa
             import warnings
             warnings.warn(f"gradcheck: input {i} is {x.dtype}, not float64; the check may fail from rounding")
         num = _numerical(func, inputs, i, eps)
-        ana = _analytical(func, inputs, i)
-        if num.shape != ana.shape or not np.allclose(ana, num, rtol=rtol, atol=atol):
-            if not raise_exception:
-                return False
-            diff = np.abs(ana - num) if num.shape == ana.shape else None
-            where = np.unravel_index(np.argmax(diff), diff.shape) if diff is not None and diff.size else None
-            raise GradcheckError(
-                f"Jacobian mismatch for output 0 with respect to input {i} (shape {list(x.shape)}),\n"
-                f"numerical:{num}\nanalytical:{ana}\n"
-                + (f"largest difference {diff[where]:.3g} at (output, input) element {tuple(map(int, where))}"
-                   if where is not None else f"shapes differ: {num.shape} vs {ana.shape}"))
+        checks = ([("", _analytical)] if check_backward_ad else []) + \
+            ([("forward-mode ", _forward)] if check_forward_ad else [])
+        for mode, jacobian in checks:
+            ana = jacobian(func, inputs, i)
+            if num.shape != ana.shape or not np.allclose(ana, num, rtol=rtol, atol=atol):
+                if not raise_exception:
+                    return False
+                diff = np.abs(ana - num) if num.shape == ana.shape else None
+                where = np.unravel_index(np.argmax(diff), diff.shape) if diff is not None and diff.size else None
+                raise GradcheckError(
+                    f"{mode.capitalize()}Jacobian mismatch for output 0 with respect to input {i} "
+                    f"(shape {list(x.shape)}),\nnumerical:{num}\nanalytical:{ana}\n"
+                    + (f"largest difference {diff[where]:.3g} at (output, input) element {tuple(map(int, where))}"
+                       if where is not None else f"shapes differ: {num.shape} vs {ana.shape}"))
     return True
 
 
