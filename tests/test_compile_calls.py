@@ -95,3 +95,107 @@ def test_operands_the_fast_path_does_not_take_run_through_eager(monkeypatch):
     wide = tapelab.tensor(np.stack([x.detach().numpy(), np.zeros(16, np.float32)], 1)).reshape(-1)
     assert apply(op, wide[::2], w).item() == want and calls == []
     assert apply(op, x.double(), w).item() == pytest.approx(want, rel=RTOL) and calls == [tapelab.float64]
+
+
+# ---------------------------------------------------------------- mode="reduce-overhead"
+
+def _replays(compiled):
+    c = compiled.__dict__.get("_compiled", compiled)
+    (entry,) = c.cache.values()
+    return entry.replays
+
+
+def _nets(seed=0):
+    """The same Linear-BatchNorm-ReLU-Linear net in tapelab and torch (training mode)."""
+    def build(m):
+        m.manual_seed(seed)
+        return m.nn.Sequential(m.nn.Linear(8, 16), m.nn.BatchNorm1d(16), m.nn.ReLU(), m.nn.Linear(16, 4))
+    ours, theirs = build(tapelab), build(torch)
+    theirs.load_state_dict({k: torch.tensor(v.numpy()) for k, v in ours.state_dict().items()})
+    return ours, theirs
+
+
+def test_reduce_overhead_steps_equal_torch_with_the_optimizer_between():
+    """Five SGD steps of a compiled net under reduce-overhead (the third call on is a replay):
+    losses, gradients, updated weights and BatchNorm's running statistics (static state the replay
+    writes) equal PyTorch's; a new batch each step is copied into the graph's input buffer."""
+    ours, theirs = _nets()
+    step = tapelab.compile(ours, mode="reduce-overhead")
+    opt, topt = tapelab.optim.SGD(ours.parameters(), lr=0.1), torch.optim.SGD(theirs.parameters(), lr=0.1)
+    rng = np.random.default_rng(1)
+    for i in range(5):
+        x = rng.standard_normal((32, 8)).astype(np.float32)
+        opt.zero_grad()
+        topt.zero_grad()
+        loss = (step(tapelab.tensor(x)) ** 2).mean()
+        want = (theirs(torch.tensor(x)) ** 2).mean()
+        loss.backward()
+        want.backward()
+        np.testing.assert_allclose(loss.item(), want.item(), rtol=RTOL)
+        for (n, p), q in zip(ours.named_parameters(), theirs.parameters()):
+            np.testing.assert_allclose(p.grad.numpy(), q.grad.numpy(), rtol=1e-4, atol=1e-6, err_msg=f"{n} step {i}")
+        opt.step()
+        topt.step()
+    for (n, b), tb in zip(ours.named_buffers(), theirs.buffers()):
+        np.testing.assert_allclose(b.numpy(), tb.numpy(), rtol=1e-5, atol=1e-6, err_msg=n)
+    r = _replays(step)
+    assert r.reason is None and len(r.ops) == 1
+
+
+def test_reduce_overhead_captures_again_for_a_new_shape():
+    """Each input shape gets its own graphs (a dynamic entry serves both sizes; a graph only one):
+    values and gradients at both sizes equal PyTorch's, alternating after both were captured."""
+    c = tapelab.compile(lambda x, w: _chain(tapelab, x, w), mode="reduce-overhead")
+    for _ in range(3):
+        for n in (16, 40):
+            ours, theirs = _pair((n,), seed=n)
+            got = c(*ours)
+            got.backward()
+            want = _chain(torch, *theirs)
+            want.backward()
+            _check(got, want, ours, theirs)
+    replays = [e.replays for e in c.cache.values()]
+    assert sum(len(r.ops) for r in replays) == 2
+
+
+def test_reduce_overhead_never_overwrites_what_a_caller_still_holds():
+    """A kept output keeps its value after later replays, and a second call before the first one's
+    backward (``c(x1) + c(x2)``) runs without replaying, so both gradients are PyTorch's."""
+    c = tapelab.compile(lambda x, w: _chain(tapelab, x, w), mode="reduce-overhead")
+    (x, w), (xt, wt) = _pair()
+    for _ in range(3):
+        c(x, w).backward()
+    with tapelab.no_grad():
+        kept = c(x, w)
+        value = kept.item()
+        c(x * 2.0, w)
+    assert kept.item() == value
+    x.grad = w.grad = None
+    (c(x, w) + c(x * 0.5, w)).backward()
+    want = _chain(torch, xt, wt) + _chain(torch, xt * 0.5, wt)
+    want.backward()
+    _check(x.grad, xt.grad, [w], [wt])
+
+
+def test_reduce_overhead_does_not_replay_a_write_into_an_argument():
+    """A compiled call writing into its tensor argument is not captured (the replay would write the
+    graph's copy of it): it runs the compiled graph each time, with eager's effect, and says why."""
+    def f(x, s):
+        s.add_(x)
+        return (x * 2.0).tanh()
+    c = tapelab.compile(f, mode="reduce-overhead")
+    x, s = tapelab.ones(4), tapelab.zeros(4)
+    for _ in range(4):
+        c(x, s)
+    np.testing.assert_array_equal(s.numpy(), np.full(4, 4.0, np.float32))
+    r = _replays(c)
+    assert r.ops == {} and "writes into its argument" in r.reason
+
+
+def test_reduce_overhead_refuses_a_differentiable_gradient():
+    c = tapelab.compile(lambda x, w: _chain(tapelab, x, w), mode="reduce-overhead")
+    (x, w), _ = _pair()
+    for _ in range(3):
+        c(x, w).backward()
+    with pytest.raises(RuntimeError, match="reduce-overhead"):
+        tapelab.autograd.grad(c(x, w), [x], create_graph=True)

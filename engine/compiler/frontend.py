@@ -32,11 +32,13 @@ from ..fx.trace_from_tape import guard_inputs, trace_with_output, write_state
 from ..nn.modules.module import Module
 from ..nn.modules.rnn import GRU, LSTM
 from . import fused as _fused
+from .overhead import Replays
 
 __all__ = ["compile", "explain", "reset", "config", "OptimizedModule", "CompiledFunction", "ExplainOutput",
            "Unsupported"]
 
 MODES = (None, "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+REPLAYED = ("reduce-overhead", "max-autotune")      # torch's modes that use CUDA graphs
 OPTIONS = ("fuse", "kernels")
 
 
@@ -62,6 +64,7 @@ class _Entry:
     attrs: list = field(default_factory=list)   # (module, name, object) the graph reads: guarded by identity
     signature: tuple | None = None  # the traced graph without sizes' guard: equal ones are size-generic
     times: dict = field(default_factory=dict)
+    replays: Replays | None = None  # mode="reduce-overhead": the captured graphs, by exact input shapes
 
 
 class _BreakWatch(Mode):
@@ -99,8 +102,8 @@ class CompiledFunction:
     """``fn`` behind guards and a cache (what ``compile`` returns for a function)."""
 
     def __init__(self, fn, *, fullgraph: bool, backend, options: dict, module: Module | None = None,
-                 dynamic: bool | None = None):
-        self.fn, self.module, self.fullgraph, self.backend = fn, module, fullgraph, backend
+                 dynamic: bool | None = None, mode: str | None = None):
+        self.fn, self.module, self.fullgraph, self.backend, self.mode = fn, module, fullgraph, backend, mode
         self.options = options
         self.cache: dict = {}
         self.dynamic: dict = {}         # key position -> dimensions whose size is an argument
@@ -131,6 +134,7 @@ class CompiledFunction:
             key = self._key(args, kwargs)
         except TypeError as e:
             return self._eager(args, kwargs, f"unsupported input type {e}")
+        exact = key
         entry = self.cache.get(key)
         if entry is None and self.dynamic:
             key = self._masked(key)
@@ -141,6 +145,8 @@ class CompiledFunction:
         if entry is not None:
             if entry.run is None:
                 return self.fn(*args, **kwargs)
+            if entry.replays is not None:
+                return entry.replays(exact, (*args, *kwargs.values()))
             return entry.run(*args, *kwargs.values())
         guards = self._guards(args, kwargs)
         if len(self.cache) >= config.cache_size_limit:
@@ -246,8 +252,11 @@ class CompiledFunction:
         lowered = run is gm and isinstance(gm, GraphModule) and hasattr(gm, "fused_ops")
         if lowered:
             run = gm.forward          # the graph's own code: no Module.__call__ (hooks) around it
-        return _Entry(guards, graph=gm, run=run, times=times, attrs=[a[1:] for a in attrs],
-                      signature=signature if lowered else None), out
+        entry = _Entry(guards, graph=gm, run=run, times=times, attrs=[a[1:] for a in attrs],
+                       signature=signature if lowered else None)
+        if self.mode in REPLAYED and isinstance(gm, GraphModule):
+            entry.replays = Replays(entry, self.__name__)
+        return entry, out
 
 
 def _unrolled_recurrence(module: Module | None, gm) -> str | None:
@@ -366,7 +375,8 @@ class OptimizedModule(Module):
         """A decorator that compiles a function with this module's settings, as ``torch.compile``'s
         ``OptimizedModule.dynamo_ctx`` (Lightning's ``from_compiled`` wraps the step methods with it)."""
         c = self.__dict__["_compiled"]
-        return compile(fullgraph=c.fullgraph, backend=c.backend, options=c.options, dynamic=c.dynamic_mode)
+        return compile(fullgraph=c.fullgraph, backend=c.backend, options=c.options or None, dynamic=c.dynamic_mode,
+                       mode=c.mode)
 
     def __getattr__(self, name: str):
         try:
@@ -391,7 +401,9 @@ def compile(model=None, *, fullgraph: bool = False, dynamic=None, backend="tapel
             ``False``: every new size recompiles.
         backend: ``"tapelab"`` (``"inductor"`` is the same), ``"eager"`` (trace and guards,
             no fusion) or a callable ``backend(gm, example_inputs) -> callable``.
-        mode: one of PyTorch's mode names (all compile the same way here).
+        mode: one of PyTorch's mode names (all compile the same way); ``"reduce-overhead"`` and
+            ``"max-autotune"`` also capture each compiled entry's forward and backward as graphs
+            after a warm-up call and replay them (``overhead.py``), as torch's CUDA graphs.
         options: ``{"fuse": bool, "kernels": "auto" | "numba" | "numpy"}``.
         disable: return ``model`` unchanged.
 
@@ -417,10 +429,10 @@ def compile(model=None, *, fullgraph: bool = False, dynamic=None, backend="tapel
             return m
         if isinstance(m, Module):
             return OptimizedModule(m, CompiledFunction(m, fullgraph=fullgraph, backend=backend, options=options,
-                                                       module=m, dynamic=dynamic))
+                                                       module=m, dynamic=dynamic, mode=mode))
         if not callable(m):
             raise RuntimeError(f"tapelab.compile: expected a Module or a callable, got {type(m).__name__}")
-        return CompiledFunction(m, fullgraph=fullgraph, backend=backend, options=options, dynamic=dynamic)
+        return CompiledFunction(m, fullgraph=fullgraph, backend=backend, options=options, dynamic=dynamic, mode=mode)
     return wrap if model is None else wrap(model)
 
 

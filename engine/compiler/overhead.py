@@ -1,0 +1,157 @@
+"""``mode="reduce-overhead"``: a compiled entry's forward and backward captured as graphs and replayed.
+
+``torch.compile``'s name for CUDA graphs; here every device captures (``tapelab.graphs``). Per
+guard entry and exact input shapes (a dynamic entry serves several sizes, a graph one), the first
+compiled call warms up (kernels loaded, lone ops timed), the next captures the entry's forward into
+one graph and its backward (the gradients of the tensor inputs that require grad and of the graph's
+parameters) into another, both in one pool, and from then on a call is one op, ``ReplayOp``: its
+forward copies the inputs into the graph's static buffers and replays, its vjp copies the gradient
+in and replays the backward. As torch's cudagraph trees: parameters and buffers the graph reads are
+static (read live, never copied; an optimizer's in-place step is seen), the call's tensor arguments
+are copied into buffers the graph owns, a new shape captures again. Unlike torch (whose outputs are
+overwritten by the next replay and raise when read afterwards) the output and the gradients handed
+to autograd are copies, so a kept loss or an adopted ``.grad`` never changes under the user.
+
+Not replayed, the plain compiled run instead: a call while an earlier replay's backward is still
+pending (its saved buffers would be overwritten: ``c(x1) + c(x2)``), a call inside another capture,
+an entry whose result is not one tensor or that writes into its tensor arguments, or one whose
+capture failed (the reason is kept in ``Replays.reason``).
+"""
+from __future__ import annotations
+
+import weakref
+
+from ..autograd.engine import grad as _autograd_grad
+from ..base.dispatch_state import STATE
+from ..base.grad_mode import STATE as GRAD, no_grad
+from ..core.creation import zeros_like
+from ..core.dispatch import apply
+from ..core.tensor import Tensor
+from ..fx.trace_from_tape import write_state
+from ..graphs import CaptureError, Graph, graph, graph_pool_handle
+from .pool import _Unregistered
+
+__all__ = ["Replays", "WARMUP"]
+
+WARMUP = 1        # compiled calls per shape before the capture (torch's cudagraph trees warm up once)
+
+
+class Replays:
+    """One compiled entry's graphs, by exact input shapes (its guard key before dynamic masking)."""
+
+    def __init__(self, entry, name: str):
+        self.entry, self.name = entry, name
+        self.calls: dict = {}        # key -> compiled calls so far (warm-up)
+        self.ops: dict = {}          # key -> ReplayOp, or None where the entry cannot be replayed
+        self.reason: str | None = _unreplayable(entry.graph)
+
+    def __call__(self, key: tuple, flat: tuple):
+        run = self.entry.run
+        op = self.ops.get(key)
+        if op is None:
+            if self.reason is not None or STATE.capturing:
+                return run(*flat)
+            n = self.calls[key] = self.calls.get(key, 0) + 1
+            if n <= WARMUP:
+                return run(*flat)
+            try:
+                op = self.ops[key] = _capture(self.entry, flat, self.name)
+            except CaptureError as e:
+                self.reason = f"capture failed: {e}"
+                return run(*flat)
+        if op.busy() or STATE.capturing:
+            return run(*flat)
+        return op.call(flat)
+
+
+def _unreplayable(gm) -> str | None:
+    """Why this entry's graph is not captured, or None."""
+    for n in gm.graph.nodes:
+        if n.op == "call_function" and n.target is write_state and n.args[0].op == "placeholder":
+            return (f"writes into its argument {n.args[0].name}: a replay would write the graph's copy "
+                    "(torch skips cudagraphs for mutated inputs too)")
+    return None
+
+
+def _attr_tensors(gm) -> list:
+    """The tensors the graph reads as attributes (parameters, buffers, closed-over tensors), once each."""
+    out, seen = [], set()
+    for n in gm.graph.nodes:
+        if n.op != "get_attr":
+            continue
+        obj = gm
+        for part in n.target.split("."):
+            obj = getattr(obj, part)
+        if isinstance(obj, Tensor) and id(obj) not in seen:
+            seen.add(id(obj))
+            out.append(obj)
+    return out
+
+
+def _capture(entry, flat: tuple, name: str) -> "ReplayOp":
+    """Capture the entry's forward on static copies of ``flat``'s tensors, then its backward."""
+    at = [i for i, a in enumerate(flat) if isinstance(a, Tensor)]
+    static = list(flat)
+    with no_grad():
+        for i in at:
+            static[i] = flat[i].detach().clone().requires_grad_(flat[i].requires_grad)
+    params = [t for t in _attr_tensors(entry.graph) if t.requires_grad]
+    device = flat[at[0]].device if at else (params[0].device if params else "cpu")
+    pool = graph_pool_handle()
+    fwd = Graph(device)
+    with graph(fwd, pool=pool):
+        out = entry.run(*static)
+    if not isinstance(out, Tensor):
+        raise CaptureError(f"the compiled call returns {type(out).__name__}; reduce-overhead replays a call "
+                           "returning one Tensor")
+    leaves = [static[i] for i in at] + params
+    want = [t for t in leaves if t.requires_grad]
+    bwd = gout = None
+    grads: list = []
+    if out.requires_grad and want:
+        gout = zeros_like(out)
+        bwd = Graph(device)
+        with graph(bwd, pool=pool):
+            got = iter(_autograd_grad([out], want, grad_outputs=[gout], allow_unused=True))
+        grads = [next(got) if t.requires_grad else None for t in leaves]
+    return ReplayOp(f"replayed({name})", fwd, bwd, [static[i]._data for i in at], params, out, gout, grads)
+
+
+class ReplayOp:
+    """A captured entry as one op: the dispatcher records one node; its vjp replays the backward."""
+
+    def __init__(self, name, fwd, bwd, inputs: list, params: list, out, gout, grads: list):
+        self.fwd_graph, self.bwd_graph, self.inputs, self.params = fwd, bwd, inputs, tuple(params)
+        self.out, self.gout, self.grads = out._data, gout, grads
+        self.op = _Unregistered(name, self._forward, self._vjp if bwd is not None else None, save_output=False)
+        self.pending = None         # a weak reference to the last replay's node until its backward ran
+
+    def busy(self) -> bool:
+        """Whether the last replay's backward may still run (its node holds its inputs until then):
+        replaying again would overwrite the buffers that backward reads."""
+        node = self.pending() if self.pending is not None else None
+        return node is not None and node.inputs is not None
+
+    def call(self, flat: tuple):
+        tensors = [a for a in flat if isinstance(a, Tensor)]
+        res = apply(self.op, *tensors, *self.params)
+        node = res.grad_fn
+        self.pending = weakref.ref(node) if node is not None else None
+        return res
+
+    def _forward(self, xp, *arrays):
+        for dst, src in zip(self.inputs, arrays):
+            if src is not dst:
+                xp.copyto(dst, src)
+        self.fwd_graph.replay()
+        return self.out.copy()
+
+    def _vjp(self, g, out, *inputs):
+        if GRAD.enabled:
+            raise RuntimeError(f"{self.op.name} (tapelab.compile mode='reduce-overhead'): a replayed backward has "
+                               "no derivative of its own; compile without mode= for create_graph=True")
+        d = g._data
+        if d is not self.gout._data:
+            self.gout._data[...] = d
+        self.bwd_graph.replay()
+        return tuple(None if gi is None else gi.clone() for gi in self.grads)
