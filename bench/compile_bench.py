@@ -8,6 +8,8 @@
     .venv/bin/python bench/compile_bench.py --check-jax   # JAX's models give tapelab's losses
     .venv/bin/python bench/compile_bench.py --ab-jax mlp_b64,gcn   # alternating rounds against JAX
     .venv/bin/python bench/compile_bench.py --ab-jax "chain1M captured,chain1M"
+    .venv/bin/python bench/compile_bench.py --ab-jax chain16,mlp_b64 --mode reduce-overhead
+    .venv/bin/python bench/compile_bench.py --ab-modes chain16,mlp_b64   # eager, compiled, reduce-overhead
 
 Each workload is a training step's forward and backward into fresh gradients (no optimizer, on every
 side; ``.grad`` set to None first, as ``jax.grad`` returns new ones) on float32,
@@ -579,11 +581,12 @@ JAX_WORKER = JAX_MODELS + JAX_TRAINING + textwrap.dedent("""
 """)
 
 
-def ab_jax(names: list, rounds: int) -> dict:
+def ab_jax(names: list, rounds: int, mode: str | None = None) -> dict:
     """tapelab's compiled step and JAX's jitted one on the same row, alternating in rounds (each
     side's CPU seconds in its own process, so both see the same load): per round compiled / JAX;
     the median and quartiles of the rounds, steadier than two best-ofs taken a minute apart.
-    A training row, ``chain16``/``chain1M``, or ``"chain1M captured"`` (the compiled step replayed)."""
+    A training row, ``chain16``/``chain1M``, or ``"chain1M captured"`` (the compiled step replayed);
+    ``mode``: ``tapelab.compile``'s mode (``"reduce-overhead"`` captures and replays the compiled call)."""
     import tapelab as T
     py = os.environ.get("JAX_PYTHON", "/work/jaxvenv/bin/python")
     if not os.path.exists(py):
@@ -600,7 +603,8 @@ def ab_jax(names: list, rounds: int) -> dict:
             for name in names:
                 row, captured = name.split()[0], name.endswith(" captured")
                 fn, args = rows[row]
-                step = _step(T.compile(fn), args)
+                step = _step(T.compile(fn, mode=mode), args)
+                step()
                 step()
                 if captured:
                     step = _captured(T, step)
@@ -620,6 +624,31 @@ def ab_jax(names: list, rounds: int) -> dict:
         finally:
             worker.stdin.close()
             worker.wait()
+    return res
+
+
+def ab_modes(names: list, rounds: int) -> dict:
+    """Eager, compiled and ``mode="reduce-overhead"`` steps of each row in one process, alternating
+    rounds of ~50 ms a side on the thread clock: per side the median and quartiles of ms per step."""
+    import tapelab as T
+    rows, res = {**_tapelab_training(), **_tapelab_workloads(T)}, {}
+    for name in names:
+        fn, args = rows[name]
+        steps = {"eager": _step(fn, args), "compiled": _step(T.compile(fn), args),
+                 "reduce-overhead": _step(T.compile(fn, mode="reduce-overhead"), args)}
+        for step in steps.values():
+            for _ in range(3):           # trace, warm up, capture
+                step()
+        inner = max(1, int(0.05 / best(steps["eager"], 1, 1)))
+        times: dict = {k: [] for k in steps}
+        for _ in range(rounds):
+            for k, step in steps.items():
+                t0 = time.thread_time()
+                for _ in range(inner):
+                    step()
+                times[k].append((time.thread_time() - t0) / inner * 1e3)
+        res[name] = {k: (sorted(v)[len(v) // 2], sorted(v)[len(v) // 4], sorted(v)[(3 * len(v)) // 4])
+                     for k, v in times.items()}
     return res
 
 
@@ -802,7 +831,10 @@ def main() -> None:
     ap.add_argument("--ab-jax", metavar="ROWS",
                     help="only: compiled against JAX on these training rows (comma-separated), alternating "
                          "rounds; the median and quartiles of compiled/jax")
-    ap.add_argument("--rounds", type=int, default=21, help="rounds for --ab-jax")
+    ap.add_argument("--rounds", type=int, default=21, help="rounds for --ab-jax and --ab-modes")
+    ap.add_argument("--mode", default=None, help="tapelab.compile's mode for --ab-jax (e.g. reduce-overhead)")
+    ap.add_argument("--ab-modes", metavar="ROWS",
+                    help="only: eager, compiled and mode='reduce-overhead' on these rows, alternating rounds")
     ap.add_argument("--fastmath", nargs="?", const="", metavar="BASE",
                     help="only: per-1M time of fastmath's functions (against another copy of fastmath.py if given)")
     ap.add_argument("-k", action="append", default=[], metavar="SUBSTR",
@@ -822,8 +854,13 @@ def main() -> None:
             print(f"{name:<9}{cells}{ratio}")
         return
     if a.ab_jax:
-        for name, (med, lo, hi) in ab_jax(a.ab_jax.split(","), a.rounds).items():
-            print(f"{name:<17} compiled/jax {med:.3f} (quartiles {lo:.3f}-{hi:.3f}, {a.rounds} rounds)")
+        for name, (med, lo, hi) in ab_jax(a.ab_jax.split(","), a.rounds, a.mode).items():
+            print(f"{name:<17} compiled/jax {med:.3f} (quartiles {lo:.3f}-{hi:.3f}, {a.rounds} rounds)"
+                  + (f" mode={a.mode}" if a.mode else ""))
+        return
+    if a.ab_modes:
+        for name, sides in ab_modes(a.ab_modes.split(","), a.rounds).items():
+            print(f"{name:<10}" + "  ".join(f"{k} {m:.3f} ms ({lo:.3f}-{hi:.3f})" for k, (m, lo, hi) in sides.items()))
         return
     if a.gemm_share:
         print(f"{'workload':<12}{'GEMMs':>10}{'eager':>10}{'compiled':>10}{'GEMM share':>12}{'compiled/eager':>16}"
