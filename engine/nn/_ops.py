@@ -327,6 +327,9 @@ def _conv_w_fwd(xp, x, gy, *, stride, pads, dilation, groups, kernel):
         gw = gemm(xp, cols.T, _rows(xp, gy))                              # (K*C, O)
         gw = gw.reshape(tuple(kernel) + (x.shape[1], o))
         return xp.ascontiguousarray(gw.transpose((nd + 1, nd) + tuple(range(nd))))
+    if groups == 1 and x.ndim == 4 and x.shape[1] < _LAST_MIN_C and tuple(stride) == tuple(dilation) == (1, 1) \
+            and tuple(gy.shape[2:]) == _winograd.out_size(x.shape[2:], pads, kernel) and kernels.use(xp, x, gy):
+        return _few_channels_weight(xp, x, gy, pads, kernel)
     cols, _ = _cols_knl(xp, x, kernel, stride, pads, dilation)            # (C*K, N*L)
     cols = cols.reshape(groups, cols.shape[0] // groups, cols.shape[1])
     gm = _channels_major(xp, gy, groups)                                   # (g, O/g, N*L)
@@ -337,6 +340,21 @@ def _conv_w_fwd(xp, x, gy, *, stride, pads, dilation, groups, kernel):
     else:
         gw = gemm(xp, gm, cols.transpose(0, 2, 1))                         # (g, O/g, C/g * K)
     return gw.reshape((o, x.shape[1] // groups) + tuple(kernel))
+
+
+def _few_channels_weight(xp, x, gy, pads, kernel):
+    """A stride-1 weight gradient with under ``_LAST_MIN_C`` input channels (a stem's): one long
+    dot product per kernel offset over a flat padded image (``kernels/conv.py``), the output
+    channels split over the intra-op threads, each thread its own scratch."""
+    (pt, _), (pl, _) = pads
+    kh, kw = kernel
+    o, (oh, ow) = gy.shape[1], gy.shape[2:]
+    width = ow + kw - 1
+    gw = xp.empty((o, x.shape[1], kh, kw), xp.float64)
+    scratch = lambda: (xp.empty(oh * width, x.dtype), xp.empty((x.shape[1], (oh + kh - 1) * width + kw), x.dtype))
+    kernels.parallel_ranges(kernels.loops("conv").weight_stride1, o, x.size * o,
+                            lambda first, lo, hi: (x, gy, pt, pl, kh, kw, gw, *scratch(), lo, hi))
+    return gw.astype(x.dtype)
 
 
 def _conv_vjp(g, out, x, w, **p):

@@ -69,9 +69,10 @@ def fits(pass_: str, kernel, stride, dilation, groups, c: int, o: int, out) -> b
             and kernels.threads() <= MAX_THREADS)
 
 
-def out_size(size, pads) -> tuple:
-    """The output size of a 3x3, stride-1 convolution of an input of ``size`` padded by ``pads``."""
-    return tuple(n + lo + hi - 2 for n, (lo, hi) in zip(size, pads))
+def out_size(size, pads, kernel=(3, 3)) -> tuple:
+    """The output size of a stride-1, undilated convolution (3x3 unless ``kernel`` says) of an
+    input of ``size`` padded by ``pads``."""
+    return tuple(n + lo + hi - k + 1 for n, (lo, hi), k in zip(size, pads, kernel))
 
 
 def tile_size(pass_: str, out) -> int:
