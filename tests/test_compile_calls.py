@@ -99,6 +99,17 @@ def test_operands_the_fast_path_does_not_take_run_through_eager(monkeypatch):
 
 # ---------------------------------------------------------------- mode="reduce-overhead"
 
+def _mm_chain(m, x, w):
+    """A GEMM and a fused group: more than one op each way, so reduce-overhead captures it."""
+    return ((x @ w) * 2.0 + 1.0).tanh().sum()
+
+
+def _mm_pair(rows=16, seed=0):
+    rng = np.random.default_rng(seed)
+    arrays = [rng.standard_normal((rows, 8)).astype(np.float32), rng.standard_normal((8, 4)).astype(np.float32)]
+    return [tapelab.tensor(a, requires_grad=True) for a in arrays], [torch.tensor(a, requires_grad=True) for a in arrays]
+
+
 def _replays(compiled):
     c = compiled.__dict__.get("_compiled", compiled)
     (entry,) = c.cache.values()
@@ -145,13 +156,13 @@ def test_reduce_overhead_steps_equal_torch_with_the_optimizer_between():
 def test_reduce_overhead_captures_again_for_a_new_shape():
     """Each input shape gets its own graphs (a dynamic entry serves both sizes; a graph only one):
     values and gradients at both sizes equal PyTorch's, alternating after both were captured."""
-    c = tapelab.compile(lambda x, w: _chain(tapelab, x, w), mode="reduce-overhead")
+    c = tapelab.compile(lambda x, w: _mm_chain(tapelab, x, w), mode="reduce-overhead")
     for _ in range(3):
         for n in (16, 40):
-            ours, theirs = _pair((n,), seed=n)
+            ours, theirs = _mm_pair(n, seed=n)
             got = c(*ours)
             got.backward()
-            want = _chain(torch, *theirs)
+            want = _mm_chain(torch, *theirs)
             want.backward()
             _check(got, want, ours, theirs)
     replays = [e.replays for e in c.cache.values()]
@@ -161,10 +172,11 @@ def test_reduce_overhead_captures_again_for_a_new_shape():
 def test_reduce_overhead_never_overwrites_what_a_caller_still_holds():
     """A kept output keeps its value after later replays, and a second call before the first one's
     backward (``c(x1) + c(x2)``) runs without replaying, so both gradients are PyTorch's."""
-    c = tapelab.compile(lambda x, w: _chain(tapelab, x, w), mode="reduce-overhead")
-    (x, w), (xt, wt) = _pair()
+    c = tapelab.compile(lambda x, w: _mm_chain(tapelab, x, w), mode="reduce-overhead")
+    (x, w), (xt, wt) = _mm_pair()
     for _ in range(3):
         c(x, w).backward()
+    assert len(_replays(c).ops) == 1
     with tapelab.no_grad():
         kept = c(x, w)
         value = kept.item()
@@ -172,9 +184,26 @@ def test_reduce_overhead_never_overwrites_what_a_caller_still_holds():
     assert kept.item() == value
     x.grad = w.grad = None
     (c(x, w) + c(x * 0.5, w)).backward()
-    want = _chain(torch, xt, wt) + _chain(torch, xt * 0.5, wt)
+    want = _mm_chain(torch, xt, wt) + _mm_chain(torch, xt * 0.5, wt)
     want.backward()
     _check(x.grad, xt.grad, [w], [wt])
+
+
+def test_reduce_overhead_leaves_one_fused_kernel_to_its_direct_call():
+    """A call that is one fused kernel forward and one backward has no dispatch for a replay to save,
+    only the copies to add: it stays the compiled call, and says so."""
+    c = tapelab.compile(lambda x, w: _chain(tapelab, x, w), mode="reduce-overhead")
+    ours, theirs = _pair()
+    for _ in range(3):
+        for t in ours:
+            t.grad = None
+        got = c(*ours)
+        got.backward()
+    want = _chain(torch, *theirs)
+    want.backward()
+    _check(got, want, ours, theirs)
+    r = _replays(c)
+    assert r.ops == {} and "one fused kernel each way" in r.reason
 
 
 def test_reduce_overhead_does_not_replay_a_write_into_an_argument():
@@ -193,8 +222,8 @@ def test_reduce_overhead_does_not_replay_a_write_into_an_argument():
 
 
 def test_reduce_overhead_refuses_a_differentiable_gradient():
-    c = tapelab.compile(lambda x, w: _chain(tapelab, x, w), mode="reduce-overhead")
-    (x, w), _ = _pair()
+    c = tapelab.compile(lambda x, w: _mm_chain(tapelab, x, w), mode="reduce-overhead")
+    (x, w), _ = _mm_pair()
     for _ in range(3):
         c(x, w).backward()
     with pytest.raises(RuntimeError, match="reduce-overhead"):
