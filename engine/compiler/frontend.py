@@ -139,7 +139,8 @@ class CompiledFunction:
         if entry is None and self.dynamic:
             key = self._masked(key)
             entry = self.cache.get(key)
-        if entry is not None and not all(getattr(owner, leaf, None) is obj for owner, leaf, obj in entry.attrs):
+        if entry is not None and entry.attrs and not all(getattr(owner, leaf, None) is obj
+                                                         for owner, leaf, obj in entry.attrs):
             del self.cache[key]          # a parameter or buffer was reassigned: the graph holds the old one
             entry = None
         if entry is not None:
