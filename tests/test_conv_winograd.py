@@ -110,16 +110,17 @@ def test_resnet_shape_takes_winograd_in_float32():
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
-def test_tap_gemms_in_row_blocks_match_torch(monkeypatch, dtype):
-    """The per-tap GEMMs run ``TAP_ROWS`` tile rows at a time (OpenBLAS's small-matrix path):
-    blocks that do not divide the tiles evenly give PyTorch's forward, input and weight
-    gradients (the weight gradient at F(2, 3) here: 10x10 outputs)."""
-    monkeypatch.setattr(_winograd, "TAP_ROWS", 7)
+@pytest.mark.parametrize("knob,value", [("TAP_ROWS", 7), ("BLOCK_TILE_CHANNELS", 2 * 25 * 5)])
+def test_blocked_forward_matches_torch(monkeypatch, knob, value, dtype):
+    """The per-tap GEMMs run ``TAP_ROWS`` tile rows at a time (OpenBLAS's small-matrix path) and
+    the forward a block of images at a time (``BLOCK_TILE_CHANNELS``): blocks that do not divide
+    the tiles (75 rows in 7s) or the batch (3 images in 2s) evenly give PyTorch's forward, input
+    and weight gradients."""
+    monkeypatch.setattr(_winograd, knob, value)
     monkeypatch.setitem(_winograd.MIN_CHANNELS, "forward", (2, 2))
     rng = np.random.default_rng(8)
     x = rng.standard_normal((3, 4, 10, 10)).astype(dtype)
     w = rng.standard_normal((5, 4, 3, 3)).astype(dtype)
-    assert 3 * 5 * 5 % 7 and _winograd.tile_size("weight", (10, 10)) == 2
     res = []
     for lib, F in ((tl, tl.nn.functional), (torch, TF)):
         xs, ws = lib.tensor(x, requires_grad=True), lib.tensor(w, requires_grad=True)

@@ -22,6 +22,8 @@ runs here too. Forwards receive ``xp`` (numpy here: the caller checks) and never
 """
 from __future__ import annotations
 
+import math
+
 from .. import kernels
 from ..kernels import gemm
 
@@ -57,6 +59,13 @@ MAX_THREADS = 1 << 20
 # 17 session 9); other cores run the blocks as fast as the whole. Each output row is the same
 # K-long dot product either way, and the cut depends only on the shape
 TAP_ROWS = 512
+# The forward runs a block of images at a time, at most this many tiles x channels (the larger of
+# C and O) per tap: the block's V and per-tap products (16 taps x 4 bytes x this: 1 MiB) stay in
+# L2 from the input transform through the GEMMs to the output transform. 1.05-1.19x per pass on
+# the ResNet (16 images, 32 -> 32) and CNN input-gradient (32 images, 32 -> 16) shapes against the
+# whole batch at once, both OpenBLAS core types; 4x smaller blocks lose to their per-call costs
+# (bench/README.md, issue 17 session 9)
+BLOCK_TILE_CHANNELS = 1 << 14
 
 
 def fits(pass_: str, kernel, stride, dilation, groups, c: int, o: int, out) -> bool:
@@ -162,7 +171,10 @@ def conv3x3(xp, x, w, pads):
     m = tile_size("forward", (oh, ow))
     u = gemm(xp, _mat(xp, x.dtype, m, "G"), w.reshape(o * c, 9).T).reshape(-1, o, c)
     y = xp.empty((n, o, oh, ow), x.dtype)
-    _conv_images(x, y, xp.ascontiguousarray(u.transpose(0, 2, 1)), xp, pads, m)
+    ut = xp.ascontiguousarray(u.transpose(0, 2, 1))
+    step = max(1, BLOCK_TILE_CHANNELS // (math.prod(_tiles((oh, ow), m)) * max(c, o)))
+    for lo in range(0, n, step):
+        _conv_images(x[lo:lo + step], y[lo:lo + step], ut, xp, pads, m)
     return y
 
 
