@@ -59,7 +59,7 @@ from .amp.autocast_mode import (autocast, autocast_decrement_nesting, autocast_i
                                 is_autocast_enabled, set_autocast_cache_enabled, set_autocast_cpu_dtype,
                                 set_autocast_cpu_enabled, set_autocast_dtype, set_autocast_enabled,
                                 set_autocast_gpu_dtype)
-from . import debug, fx, graphs, onnx, profiler  # noqa: E402
+from . import debug, export, fx, graphs, onnx, profiler  # noqa: E402
 from ._nn_toplevel import *  # noqa: E402,F401,F403  (torch.softmax, torch.conv2d, Tensor.softmax, ...)
 from ._torch_extra import *  # noqa: E402,F401,F403  (torch.exp_, torch.hann_window, torch.compile, ...)
 from ._foreach import *  # noqa: E402,F401,F403  (torch._foreach_add_, torch._foreach_lerp_, ...)

@@ -55,7 +55,7 @@ VENDOR = ("Vendor kernel entry points (cuDNN, MIOpen, oneDNN/MKLDNN, the CUDA ke
           "run on numpy/cupy and are reached through the public functions (conv2d, batch_norm, grid_sample, ...).")
 STORAGES = ("Storage classes (typed and untyped): a tapelab tensor owns a numpy/cupy array and exposes no separate "
             "storage object (PyTorch itself deprecates TypedStorage); checkpoints are read and written without them.")
-SYMBOLIC = ("Symbolic shapes and export for torch.compile/torch.export: SymInt/SymFloat/SymBool and the sym_* helpers "
+SYMBOLIC = ("Symbolic shapes for torch.compile/torch.export: SymInt/SymFloat/SymBool and the sym_* helpers "
             "exist for tracing with unknown sizes; tapelab's shapes are always concrete (`torch.compile` specialises "
             "each call to its shapes under guards and recompiles for a new one).")
 COMPLEX = ("Complex numbers: tapelab has complex64 and complex128 (numpy's complex types); complex32 (chalf) has no "
@@ -129,7 +129,7 @@ OMISSIONS: dict[str, dict[str, tuple[str, ...]]] = {
         "torch.Tensor": ("storage", "storage_type", "untyped_storage"),
     },
     SYMBOLIC: {
-        "torch": ("SymBool", "SymFloat", "SymInt", "export", "sym_constrain_range", "sym_constrain_range_for_size",
+        "torch": ("SymBool", "SymFloat", "SymInt", "sym_constrain_range", "sym_constrain_range_for_size",
                   "sym_float", "sym_fresh_size", "sym_int", "sym_ite", "sym_max", "sym_min", "sym_not", "sym_sqrt",
                   "sym_sum"),
     },

@@ -5,6 +5,7 @@ gives ``models``, ``transforms``, ``datasets``, ``utils`` and ``ops`` for tapela
 is needed only by the transforms and datasets that read or make images (the ``vision`` extra).
 """
 from . import datasets, io, models, ops, transforms, utils  # noqa: F401
+from ..version import TAPELAB, TorchVersion
 
-__version__ = "0.1.0"
+__version__ = TorchVersion(f"0.28.0+tapelab.{TAPELAB}")   # torchvision's release paired with the PyTorch API tapelab implements
 __all__ = ["datasets", "io", "models", "ops", "transforms", "utils"]
