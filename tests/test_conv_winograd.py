@@ -133,8 +133,9 @@ def test_blocked_forward_matches_torch(monkeypatch, knob, value, dtype):
 
 
 def test_cnn_shape_input_gradient_takes_winograd(monkeypatch):
-    """The CNN's 16 -> 32 convolution: its forward stays im2col (16 input channels), its input
-    gradient (a 32 -> 16 flipped-kernel forward) and weight gradient run as Winograd."""
+    """The CNN's 16 -> 32 convolution: its forward and weight gradient stay im2col (16 input
+    channels), its input gradient (a 32 -> 16 flipped-kernel forward) runs as Winograd."""
+    assert not _winograd.fits("weight", (3, 3), (1, 1), (1, 1), 1, 16, 32, (14, 14))
     calls = []
     conv = _winograd.conv3x3
     monkeypatch.setattr(_winograd, "conv3x3", lambda xp, x, w, pads: calls.append(x.shape[1]) or conv(xp, x, w, pads))

@@ -43,9 +43,11 @@ _MATS = {
 # Where the transforms pay for themselves (1 thread, im2col time / Winograd time, bench/README.md):
 # the forward needs 32 input and 16 output channels (32 -> 32 at 16x16 1.5x, 32 -> 16 at 14x14 1.26x,
 # but 16 -> 32 at 14x14 0.96x: the im2col GEMM's K = 9 C is what Winograd shrinks), the weight
-# gradient 16 of each (1.5-2.2x), and an output of at least 8x8 (at 7x7 the tiles cover 64
-# positions for 49 and both passes lose: 0.86x, 0.92x)
-MIN_CHANNELS = {"forward": (32, 16), "weight": (16, 16)}
+# gradient 32 input and 16 output channels (32 -> 32 at 16x16, F(4, 3): 1.5-2.2x; 16 -> 32 at
+# 14x14, F(2, 3): im2col 1.15-1.24x faster on the AMD EPYC machine of session 9, either OpenBLAS
+# core type), and an output of at least 8x8 (at 7x7 the tiles cover 64 positions for 49 and both
+# passes lose: 0.86x, 0.92x)
+MIN_CHANNELS = {"forward": (32, 16), "weight": (32, 16)}
 MIN_OUT = 8
 # At 2 threads on a quiet machine (bench/README.md, end of the fifth session; the ResNet program in
 # its own process, wall clock) Winograd with the BLAS's own threads is the fastest of the three
