@@ -9,8 +9,9 @@ forward copies the inputs into the graph's static buffers and replays, its vjp c
 in and replays the backward. As torch's cudagraph trees: parameters and buffers the graph reads are
 static (read live, never copied; an optimizer's in-place step is seen), the call's tensor arguments
 are copied into buffers the graph owns, a new shape captures again. Unlike torch (whose outputs are
-overwritten by the next replay and raise when read afterwards) the output and the gradients handed
-to autograd are copies, so a kept loss or an adopted ``.grad`` never changes under the user.
+overwritten by the next replay and raise when read afterwards) the output leaves as a copy, and a
+gradient leaves uncopied only while no replay can overwrite it (``ReplayOp``), so a kept loss or an
+adopted ``.grad`` never changes under the user.
 
 Not replayed, the plain compiled run instead: a call while an earlier replay's backward is still
 pending (its saved buffers would be overwritten: ``c(x1) + c(x2)``), a call inside another capture,
@@ -20,6 +21,7 @@ failed (the reason is kept in ``Replays.reason``).
 """
 from __future__ import annotations
 
+import sys
 import weakref
 
 from ..autograd.engine import grad as _autograd_grad
@@ -112,25 +114,34 @@ def _capture(entry, flat: tuple, name: str) -> "ReplayOp":
                            "returning one Tensor")
     leaves = [static[i] for i in at] + params
     want = [t for t in leaves if t.requires_grad]
-    bwd = gout = None
-    grads: list = []
+    backwards, gout = [], None
     if out.requires_grad and want:
         gout = zeros_like(out)
-        bwd = Graph(device)
-        with graph(bwd, pool=pool):
-            got = iter(_autograd_grad([out], want, grad_outputs=[gout], allow_unused=True))
-        grads = [next(got) if t.requires_grad else None for t in leaves]
-    return ReplayOp(f"replayed({name})", fwd, bwd, [static[i]._data for i in at], params, out, gout, grads)
+        for retain in (True, False):     # two backward graphs: one may be handed out while the other replays
+            bwd = Graph(device)
+            with graph(bwd, pool=pool):
+                got = iter(_autograd_grad([out], want, grad_outputs=[gout], allow_unused=True, retain_graph=retain))
+            backwards.append((bwd, [next(got) if t.requires_grad else None for t in leaves]))
+    return ReplayOp(f"replayed({name})", fwd, backwards, [static[i]._data for i in at], params, out, gout)
 
 
 class ReplayOp:
-    """A captured entry as one op: the dispatcher records one node; its vjp replays the backward."""
+    """A captured entry as one op: the dispatcher records one node; its vjp replays a backward graph.
 
-    def __init__(self, name, fwd, bwd, inputs: list, params: list, out, gout, grads: list):
-        self.fwd_graph, self.bwd_graph, self.inputs, self.params = fwd, bwd, inputs, tuple(params)
-        self.out, self.gout, self.grads = out._data, gout, grads
-        self.op = _Unregistered(name, self._forward, self._vjp if bwd is not None else None, save_output=False)
+    The gradients leave without a copy where that is safe: a gradient array the backward graph
+    allocated at capture (rewritten by each replay, not a constant or a static input) is handed out
+    as is, and the next backward replays the graph none of whose handed-out arrays is still held (a
+    ``.grad`` that adopted one, a view of it: ``sys.getrefcount`` above its count at capture). A
+    training loop that sets ``.grad`` to None uses one graph; one that accumulates alternates. When
+    both are held, or for arrays not allocated by the graph, the gradient leaves as a copy."""
+
+    def __init__(self, name, fwd, backwards: list, inputs: list, params: list, out, gout):
+        self.fwd_graph, self.inputs, self.params = fwd, inputs, tuple(params)
+        self.out, self.gout = out._data, gout
+        self.backwards = [(bwd, grads, *_handed(bwd, grads)) for bwd, grads in backwards]
+        self.op = _Unregistered(name, self._forward, self._vjp if backwards else None, save_output=False)
         self.pending = None         # a weak reference to the last replay's node until its backward ran
+        self.counts = None          # each handed-out array's reference count while nobody else holds it
 
     def busy(self) -> bool:
         """Whether the last replay's backward may still run (its node holds its inputs until then):
@@ -159,5 +170,21 @@ class ReplayOp:
         d = g._data
         if d is not self.gout._data:
             self.gout._data[...] = d
-        self.bwd_graph.replay()
-        return tuple(None if gi is None else gi.clone() for gi in self.grads)
+        if self.counts is None:         # the first backward: nothing handed out yet
+            self.counts = [[sys.getrefcount(a) for a in arrays] for _, _, arrays, _ in self.backwards]
+        for (bwd, grads, arrays, handed), counts in zip(self.backwards, self.counts):
+            if all(sys.getrefcount(a) <= n for a, n in zip(arrays, counts)):
+                bwd.replay()
+                return tuple(None if gi is None else gi.detach() if h else gi.clone() for gi, h in zip(grads, handed))
+        bwd, grads, _, _ = self.backwards[0]     # every graph's gradients are still held somewhere: copies
+        bwd.replay()
+        return tuple(None if gi is None else gi.clone() for gi in grads)
+
+
+def _handed(bwd, grads: list) -> tuple:
+    """``(arrays, flags)``: the gradient arrays that may leave uncopied, each its own memory block
+    that the backward graph allocated at capture (``static_output``: each replay writes it before
+    anything reads it), and for each gradient whether it is one of them."""
+    produced = {e["name"] for e in bwd.buffers() if e["kind"] == "static_output"}
+    flags = [gi is not None and gi._data.base is None and bwd.buffer_name(gi._data) in produced for gi in grads]
+    return [gi._data for gi, f in zip(grads, flags) if f], flags
