@@ -2,10 +2,12 @@
 
     git worktree add /tmp/base <commit>
     python bench/ab_lstm.py --base /tmp/base             # base tree vs this checkout, torch beside
+    python bench/ab_lstm.py --base /tmp/base --threads 2 # all three at 2 intra-op threads, wall clock
 
 The trees are imported side by side as ``ab_chain.py`` does (the base tree's ``engine/`` as
 ``tlbase``); each round runs one repetition (two steps) of base, new and torch on the thread
-clock, and the ratios are taken per round, so load hits the three alike. Not a test.
+clock (the wall clock with ``--threads`` above 1), and the ratios are taken per round, so load hits
+the three alike. Not a test.
 """
 from __future__ import annotations
 
@@ -29,14 +31,17 @@ def main() -> None:
     ap.add_argument("--base", required=True, type=pathlib.Path, help="the other tree (a git worktree)")
     ap.add_argument("--new", type=pathlib.Path, default=HERE.parent, help="default: this checkout")
     ap.add_argument("--rounds", type=int, default=25)
+    ap.add_argument("--threads", type=int, default=1, help="set_num_threads for all three (default 1)")
     args = ap.parse_args()
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     sys.path[:0] = [str(HERE), str(HERE / "programs")]
     from ab_chain import _import_trees
     import torch
     import workloads
-    torch.set_num_threads(1)
     tlbase, tapelab = _import_trees(args.base.resolve(), args.new.resolve())
+    for mod in (torch, tlbase, tapelab):
+        mod.set_num_threads(args.threads)
+    clock = time.thread_time if args.threads == 1 else time.perf_counter
     sides = {name: workloads.lstm_lm(mod, workloads.Context(kind, mod))
              for name, mod, kind in (("base", tlbase, "tapelab"), ("new", tapelab, "tapelab"), ("torch", torch, "torch"))}
     for step in sides.values():
@@ -45,10 +50,10 @@ def main() -> None:
     times = {name: [] for name in sides}
     for _ in range(args.rounds):
         for name, step in sides.items():
-            start = time.thread_time()
+            start = clock()
             step()
             step()
-            times[name].append((time.thread_time() - start) / 2 * 1e3)
+            times[name].append((clock() - start) / 2 * 1e3)
     for name, t in times.items():
         print(f"{name:6s} {statistics.median(t):7.2f} ms")
     print(_ratio("base/new", times["base"], times["new"]), _ratio("torch/new", times["torch"], times["new"]),

@@ -160,7 +160,11 @@ def gru_cell(gi: Tensor, gh: Tensor, hx: Tensor) -> Tensor:
 # ---------------------------------------------------------------- whole LSTM and GRU layers
 # One layer-direction over the whole sequence: the input projection of every time step is one GEMM
 # up front, the recurrence runs on arrays (one GEMM and a few in-place ufuncs per step), and the
-# backward through time is one op whose input and weight gradients are one GEMM each at the end.
+# backward through time is one op whose input and weight gradients are GEMMs over all steps at the end.
+# A step's own products (h W_hhᵀ, d W_hh) are one BLAS call each, never split over the intra-op
+# threads: ~3M multiply-adds (55-70 us) a step against a 20-80 us hand-off, and the pool's whole
+# form runs the blocks one after another (two calls); through ``gemm`` at 2 threads a step's
+# product took 190-300 us against 56-66 (bench/README.md, issue 17 session 9).
 # On cpu float32 a step's cell is one numba loop (``kernels/rnn.py``) after its GEMM, forward and
 # backward; other dtypes, cupy and a checkout without numba run the numpy formula below.
 # Two ops per layer, as ``max(dim)`` is two: ``lstm_scan``/``gru_scan`` (not differentiable) run
@@ -186,9 +190,15 @@ def _prev(t: int, T: int, seq, first):
     return first if t < 0 or t >= T else seq[t]
 
 
+def _shift(T: int, reverse: bool) -> tuple:
+    """``(first, rest, shifted)``: the step whose h_{t-1} is h0, the other steps, and the rows of
+    ``y`` that are their h_{t-1}."""
+    return (T - 1, slice(0, T - 1), slice(1, T)) if reverse else (0, slice(1, T), slice(0, T - 1))
+
+
 def _w_hh_grad(xp, d, h0, y, T: int, reverse: bool):
     """``sum_t d_tᵀ h_{t-1}`` as two GEMMs: h_{t-1} is ``y`` shifted by one step, h0 at the start."""
-    first, rest, shifted = (T - 1, slice(0, T - 1), slice(1, T)) if reverse else (0, slice(1, T), slice(0, T - 1))
+    first, rest, shifted = _shift(T, reverse)
     gw = gemm(xp, d[first].T, h0)
     if T > 1:
         gw += gemm(xp, d[rest].reshape(-1, d.shape[-1]).T, y[shifted].reshape(-1, h0.shape[-1]))
@@ -203,6 +213,35 @@ def _input_grads(xp, d, x, w_ih, needs_x: bool, needs_w: bool, empty):
         return dx.reshape(x.shape), dw
     return (gemm(xp, flat, w_ih).reshape(x.shape) if needs_x else empty,
             gemm(xp, flat.T, x.reshape(flat.shape[0], -1)) if needs_w else empty)
+
+
+def _with_prev(xp, x, h0, y, reverse: bool):
+    """``[x_t | h_{t-1}]`` of every step as (T*B, I+H): both weight gradients of a layer whose
+    input and hidden projections share the gate gradients are then one GEMM, 800x700x400 for the
+    bench's LSTM 2.8-3.0 ms against 3.1-3.2 for two 800x700x200 (bench/README.md, session 9)."""
+    T, B, I = x.shape
+    xh = xp.empty((T, B, I + h0.shape[-1]), x.dtype)
+    xh[..., :I] = x
+    first, rest, shifted = _shift(T, reverse)
+    xh[first, :, I:] = h0
+    xh[rest, :, I:] = y[shifted]
+    return xh.reshape(T * B, -1)
+
+
+def _lstm_end_grads(xp, d, x, h0, y, w_ih, reverse: bool, needs, empty):
+    """``(dx, dw_ih, dw_hh)`` after the backward through time: the LSTM's input and hidden
+    projections read the same gate gradients ``d``, so when both weights need gradients they are
+    one GEMM over ``[x | h_{t-1}]``, beside dx's (``gemms``)."""
+    if not (needs[3] and needs[4]):
+        dx, dw_ih = _input_grads(xp, d, x, w_ih, needs[0], needs[3], empty)
+        return dx, dw_ih, _w_hh_grad(xp, d, h0, y, x.shape[0], reverse) if needs[4] else empty
+    flat, I = d.reshape(-1, d.shape[-1]), x.shape[-1]
+    products = ((flat.T, _with_prev(xp, x, h0, y, reverse)),) + (((flat, w_ih),) if needs[0] else ())
+    dw, *dx = gemms(xp, *products)
+    # each weight's gradient an array of its own, as the parameters are (the optimizer and the
+    # norm clipping then read contiguous memory)
+    return (dx[0].reshape(x.shape) if dx else empty, xp.ascontiguousarray(dw[:, :I]),
+            xp.ascontiguousarray(dw[:, I:]))
 
 
 # LSTM: ws (T, B, 6H) holds i f g o (activated), c_t and tanh c_t of every step
@@ -225,7 +264,7 @@ def _lstm_scan_fwd(xp, x, h0, c0, w_ih, w_hh, *b, reverse):
     h, c = h0, c0
     for t, _ in _steps(T, reverse):
         a, cs, tc = ws[t, :, :4 * H], ws[t, :, 4 * H:5 * H], ws[t, :, 5 * H:]
-        xp.add(gemm(xp, h, w_t), xw[t], out=a)
+        xp.add(xp.matmul(h, w_t), xw[t], out=a)
         _sig_(xp, a)
         g = a[:, 2 * H:3 * H]
         g *= 2
@@ -244,7 +283,7 @@ def _lstm_scan_loop(xp, xw, bias, h0, c0, w_hh, y, ws, reverse: bool):
     cell, w_t, a = kernels.loops("rnn").lstm_cell, xp.ascontiguousarray(w_hh.T), xp.empty(xw.shape[1:], xw.dtype)
     h, c = h0, xp.array(c0, dtype=xw.dtype, order="C")      # c_t, rewritten by each step
     for t, _ in _steps(T, reverse):
-        cell(gemm(xp, h, w_t, out=a), xw[t], bias, c, ws[t], y[t])
+        cell(xp.matmul(h, w_t, out=a), xw[t], bias, c, ws[t], y[t])
         h = y[t]
     y[T] = c
     return y, ws
@@ -260,7 +299,7 @@ def _lstm_bptt_loop(xp, gy, c0, w_hh, ws, da, db, reverse: bool, needs_dh0: bool
     for t, p in reversed(_steps(T, reverse)):
         step(gy[t], dh, dc, ws[t], _prev(p, T, cs, c0), da[t], db)
         if t != first or needs_dh0:
-            gemm(xp, da[t], w_hh, out=dh)          # the step kernel has read dh_t
+            xp.matmul(da[t], w_hh, out=dh)          # the step kernel has read dh_t
     return dh, dc
 
 
@@ -281,7 +320,7 @@ def _lstm_bptt(xp, gy, c0, w_hh, ws, da, reverse: bool):
         xp.multiply(dh, tc, out=d[:, 3 * H:])
         d *= act * (1 - act)                      # the logistic derivative (the g block is rewritten next)
         xp.multiply(dc * i, 1 - g * g, out=d[:, 2 * H:3 * H])
-        dh = gemm(xp, d, w_hh)
+        dh = xp.matmul(d, w_hh)
         dc *= act[:, H:2 * H]
     return dh, dc
 
@@ -299,8 +338,7 @@ def _lstm_seq_bwd_fwd(xp, gy, x, h0, c0, w_ih, w_hh, y, ws, *, reverse, needs):
         dh, dc = _lstm_bptt(xp, gy, c0, w_hh, ws, da, reverse)
         db = da.reshape(T * B, 4 * H).sum(axis=0) if needs[5] else empty
     db = db if needs[5] else empty
-    dx, dw_ih = _input_grads(xp, da, x, w_ih, needs[0], needs[3], empty)
-    dw_hh = _w_hh_grad(xp, da, h0, y, T, reverse) if needs[4] else empty
+    dx, dw_ih, dw_hh = _lstm_end_grads(xp, da, x, h0, y, w_ih, reverse, needs, empty)
     # the two biases get arrays of their own: accumulation into one .grad must not write the other
     return (dx, dh if needs[1] else empty, dc if needs[2] else empty, dw_ih, dw_hh, db, db.copy())
 
@@ -332,7 +370,7 @@ def _gru_scan_fwd(xp, x, h0, w_ih, w_hh, *b, reverse):
     w_t = w_hh.T.copy()
     h = h0
     for t, _ in _steps(T, reverse):
-        gh = gemm(xp, h, w_t)
+        gh = xp.matmul(h, w_t)
         rz, n, ghn = ws[t, :, :2 * H], ws[t, :, 2 * H:3 * H], ws[t, :, 3 * H:]
         _sig_(xp, xp.add(gi[t, :, :2 * H], gh[:, :2 * H], out=rz))
         if b:
@@ -353,7 +391,7 @@ def _gru_scan_loop(xp, gi, h0, w_hh, b_hh, y, ws, reverse: bool):
     cell, w_t, gh = kernels.loops("rnn").gru_cell, xp.ascontiguousarray(w_hh.T), xp.empty(gi.shape[1:], gi.dtype)
     h = xp.ascontiguousarray(h0)
     for t, _ in _steps(gi.shape[0], reverse):
-        cell(gi[t], gemm(xp, h, w_t, out=gh), b_hh, h, ws[t], y[t])
+        cell(gi[t], xp.matmul(h, w_t, out=gh), b_hh, h, ws[t], y[t])
         h = y[t]
     return y, ws
 
@@ -368,7 +406,7 @@ def _gru_bptt_loop(xp, gy, h0, w_hh, y, ws, dgi, dgh, reverse: bool, needs_dh0: 
     for t, p in reversed(_steps(T, reverse)):
         step(gy[t], dh, dhz, ws[t], _prev(p, T, y, h0), dgi[t], dgh[t])
         if t != first or needs_dh0:
-            gemm(xp, dgh[t], w_hh, out=dh)
+            xp.matmul(dgh[t], w_hh, out=dh)
     return dh + dhz
 
 
@@ -385,7 +423,7 @@ def _gru_bptt(xp, gy, h0, w_hh, y, ws, dgi, dgh, reverse: bool):
         xp.multiply(di[:, 2 * H:] * ghn, r * (1 - r), out=di[:, :H])
         dg[:, :2 * H] = di[:, :2 * H]
         xp.multiply(di[:, 2 * H:], r, out=dg[:, 2 * H:])
-        dh = gemm(xp, dg, w_hh) + dh * z
+        dh = xp.matmul(dg, w_hh) + dh * z
     return dh
 
 
