@@ -14,6 +14,7 @@ import math
 
 from .. import kernels
 from ..base import backend as _backend
+from ..base.dtype import BFLOAT16_NP, in_float32
 from ..base.grad_mode import is_grad_enabled
 from ..base.meta import has_data
 from ..core.dispatch import apply
@@ -66,6 +67,8 @@ def _shifted(xp, x, dim):
 
 
 def _softmax_fwd(xp, x, *, dim):
+    if x.dtype is BFLOAT16_NP:   # PyTorch computes reduced precision in float32, rounded once
+        return in_float32(_softmax_fwd, xp, x, dim=dim)
     fused = _loop(xp, "softmax", dim, x)
     if fused is not None:
         return fused
@@ -76,6 +79,8 @@ def _softmax_fwd(xp, x, *, dim):
 
 def _softmax_bwd_fwd(xp, g, y, *, dim):
     """``y (g - sum(g y))``: the softmax vjp from its output."""
+    if g.dtype is BFLOAT16_NP:   # PyTorch computes reduced precision in float32, rounded once
+        return in_float32(_softmax_bwd_fwd, xp, g, y, dim=dim)
     if y.ndim == 0:
         return g * 0
     fused = _loop(xp, "softmax_backward", dim, g, y)
@@ -95,6 +100,8 @@ def _softmax_bwd_vjp(v, out, g, y, *, dim):
 
 
 def _log_softmax_fwd(xp, x, *, dim):
+    if x.dtype is BFLOAT16_NP:   # PyTorch computes reduced precision in float32, rounded once
+        return in_float32(_log_softmax_fwd, xp, x, dim=dim)
     fused = _loop(xp, "log_softmax", dim, x)
     if fused is not None:
         return fused
@@ -107,6 +114,8 @@ def _log_softmax_fwd(xp, x, *, dim):
 
 def _log_softmax_bwd_fwd(xp, g, y, *, dim):
     """``g - exp(y) sum(g)``: the log_softmax vjp from its output."""
+    if g.dtype is BFLOAT16_NP:   # PyTorch computes reduced precision in float32, rounded once
+        return in_float32(_log_softmax_bwd_fwd, xp, g, y, dim=dim)
     if y.ndim == 0:
         return g * 0
     fused = _loop(xp, "log_softmax_backward", dim, g, y)
@@ -142,6 +151,8 @@ def log_softmax(x: Tensor, dim: int) -> Tensor:
 # ---------------------------------------------------------------- layer norm
 # The normalisation's vjp is batch_norm_backward over the trailing dims (the same closed form).
 def _ln_fwd(xp, x, *affine, dims, eps, has_weight):
+    if x.dtype is BFLOAT16_NP:   # PyTorch computes reduced precision in float32, rounded once
+        return in_float32(_ln_fwd, xp, x, *affine, dims=dims, eps=eps, has_weight=has_weight)
     if x.size and kernels.use(xp, x, *affine):
         cols = math.prod(x.shape[x.ndim - len(dims):])
         w = affine[0].reshape(-1) if has_weight else xp.empty(0, x.dtype)
@@ -164,6 +175,8 @@ def _ln_fwd(xp, x, *affine, dims, eps, has_weight):
 def _ln_bwd_fwd(xp, g, x, *affine, dims, eps, has_weight, needs):
     """``(gx, gw, gb)`` for a plain backward (an unneeded one is an empty array): one loop on cpu
     float32, else ``s (gy - mean(gy) - xhat mean(gy xhat))`` with ``gy = g w``, ``sum(g xhat)``, ``sum(g)``."""
+    if x.dtype is BFLOAT16_NP:   # PyTorch computes reduced precision in float32, rounded once
+        return in_float32(_ln_bwd_fwd, xp, g, x, *affine, dims=dims, eps=eps, has_weight=has_weight, needs=needs)
     empty = xp.empty((0,), x.dtype)
     w = affine[0] if has_weight else None
     cols = math.prod(x.shape[x.ndim - len(dims):])
@@ -233,6 +246,8 @@ _C = 0.044715
 
 
 def _gelu_fwd(xp, x, *, approximate):
+    if x.dtype is BFLOAT16_NP:   # PyTorch computes reduced precision in float32, rounded once
+        return in_float32(_gelu_fwd, xp, x, approximate=approximate)
     if kernels.use(xp, x):
         out = xp.empty_like(x)
         kernels.parallel(kernels.loops("pointwise").gelu, 2, x.reshape(-1), out.reshape(-1), approximate == "tanh")
@@ -275,6 +290,8 @@ _gelu = Op("gelu", _gelu_fwd,
 
 
 def _gelu_bwd_fwd(xp, g, x, *, approximate):
+    if x.dtype is BFLOAT16_NP:   # PyTorch computes reduced precision in float32, rounded once
+        return in_float32(_gelu_bwd_fwd, xp, g, x, approximate=approximate)
     if g.shape == x.shape and kernels.use(xp, g, x):
         out = xp.empty_like(x)
         kernels.parallel(kernels.loops("pointwise").gelu_backward, 3, g.reshape(-1), x.reshape(-1), out.reshape(-1),
@@ -332,6 +349,8 @@ def _reduce_loss(xp, loss, denom, reduction):
 
 
 def _nll_fwd(xp, logp, t, *w, cdim, reduction, **p):
+    if logp.dtype is BFLOAT16_NP:   # PyTorch computes reduced precision in float32, rounded once
+        return in_float32(_nll_fwd, xp, logp, t, *w, cdim=cdim, reduction=reduction, **p)
     a, denom = _coeffs(xp, t, w[0] if w else None, n_classes=logp.shape[cdim], dtype=logp.dtype, **p)
     # a class with coefficient 0 adds nothing, even where logp is -inf (PyTorch gathers, 0 * -inf is nan)
     loss = -xp.where(a != 0, _class_last(xp, logp, cdim) * a, 0).sum(axis=-1)
@@ -369,6 +388,8 @@ def _plain_rows(xp, x, t, w, cdim, p):
 
 
 def _ce_fwd(xp, x, t, *w, cdim, **p):
+    if x.dtype is BFLOAT16_NP:   # PyTorch's: log_softmax rounded to bfloat16, then nll_loss in float32
+        return _nll_fwd(xp, _log_softmax_fwd(xp, x, dim=cdim), t, *w, cdim=cdim, **p)
     logp = _log_softmax_fwd(xp, x, dim=cdim)
     rows = _plain_rows(xp, x, t, w, cdim, p)
     if rows is None:
@@ -377,6 +398,8 @@ def _ce_fwd(xp, x, t, *w, cdim, **p):
 
 
 def _ce_bwd_fwd(xp, g, x, t, *w, cdim, **p):
+    if x.dtype is BFLOAT16_NP:   # PyTorch computes reduced precision in float32, rounded once
+        return in_float32(_ce_bwd_fwd, xp, g, x, t, *w, cdim=cdim, **p)
     rows = _plain_rows(xp, x, t, w, cdim, p)
     if rows is not None:
         out = _softmax_fwd(xp, x, dim=1)
