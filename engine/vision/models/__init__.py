@@ -27,6 +27,7 @@ from .squeezenet import *  # noqa: F401,F403
 from .swin_transformer import *  # noqa: F401,F403
 from .vgg import *  # noqa: F401,F403
 from .vision_transformer import *  # noqa: F401,F403
+from . import detection, segmentation  # noqa: F401,E402  (after the classifiers they build on)
 
 
 def __getattr__(name: str) -> _Any:
