@@ -3,6 +3,8 @@ backward applied as one kernel, what the forward saves; and ``mode="reduce-overh
 step captured after warm-up and replayed). Values and gradients against PyTorch."""
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 import torch
@@ -262,3 +264,27 @@ def test_reduce_overhead_gradients_accumulate_as_eager(clear):
             _close(ours.numpy(), theirs.numpy(), f"kept {i}")
     op = next(iter(_replays(c).ops.values()))
     assert any(any(h) for *_, h in op.backwards)       # some gradient did leave uncopied
+
+
+@pytest.mark.parametrize("headers", [True, False])
+def test_a_kernel_call_is_an_extension_function_where_python_headers_exist(tmp_path, monkeypatch, headers):
+    """The kernel library exports a CPython ``METH_FASTCALL`` entry (a fraction of ctypes' per-call
+    cost) when it can be built against Python's headers, else the ctypes entry: both compute PyTorch's
+    values and gradients."""
+    import sysconfig
+    from tapelab.compiler import cpu
+    monkeypatch.setenv("TAPELAB_CACHE_DIR", str(tmp_path))
+    if not headers:
+        monkeypatch.setattr(sysconfig, "get_paths", lambda: {})
+    elif not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")):
+        pytest.skip("no Python.h here")
+    c = tapelab.compile(lambda x, w: _chain(tapelab, x, w))
+    ours, theirs = _pair((3, 50))
+    c(*ours)
+    got = c(*ours)
+    got.backward()
+    want = _chain(torch, *theirs)
+    want.backward()
+    _check(got, want, ours, theirs)
+    entry = cpu._entry(_fused_op(c).kernel)
+    assert (type(entry.objects).__name__ == "builtin_function_or_method") is headers
