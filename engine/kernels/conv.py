@@ -20,7 +20,7 @@ __all__ = ["weight_stride1"]
 _JIT = dict(cache=True, error_model="numpy", nogil=True)
 
 
-@njit(**_JIT)
+@njit(**_JIT, inline="always")
 def _rows_into(src, dst, first, width):
     """Rows of ``src (rows, cols)`` into flat ``dst`` at ``first``, ``first + width``, ... (slices,
     so the copies vectorise: an offset inside an index would not)."""

@@ -17,7 +17,7 @@ __all__ = ["max_blocks_put"]
 _JIT = dict(cache=True, error_model="numpy", nogil=True)
 
 
-@njit(**_JIT)
+@njit(**_JIT, inline="always")
 def _first_max(x, n, c, i0, j0, kh, kw):
     """The (row, column) of the window's first maximum (first NaN if any) and its value."""
     best = x[n, c, i0, j0]
