@@ -1,12 +1,12 @@
 """Helpers the segmentation and detection builders share: taking a classifier's intermediate
-feature maps by child name (``IntermediateLayerGetter``)."""
+feature maps by child name (``IntermediateLayerGetter``) and where a MobileNet's stages end."""
 from __future__ import annotations
 
 from collections import OrderedDict
 
 from ... import nn
 
-__all__ = ["IntermediateLayerGetter"]
+__all__ = ["IntermediateLayerGetter", "stage_indices"]
 
 
 class IntermediateLayerGetter(nn.ModuleDict):
@@ -39,3 +39,9 @@ class IntermediateLayerGetter(nn.ModuleDict):
             if name in self.return_layers:
                 out[self.return_layers[name]] = x
         return out
+
+
+def stage_indices(features: nn.Sequential) -> list[int]:
+    """The indices of a MobileNet's ``features`` that end a stage: the stem, each block before a
+    stride-2 block, and the last layer (torchvision's ``_is_cn`` marks the strided blocks)."""
+    return [0] + [i for i, b in enumerate(features) if getattr(b, "_is_cn", False)] + [len(features) - 1]

@@ -9,8 +9,7 @@ from .... import nn
 from ...ops.feature_pyramid_network import ExtraFPNBlock, FeaturePyramidNetwork, LastLevelMaxPool
 from ...ops.misc import FrozenBatchNorm2d
 from .. import mobilenetv2, mobilenetv3, resnet
-from .._utils import IntermediateLayerGetter
-from ..segmentation.deeplabv3 import stage_indices
+from .._utils import IntermediateLayerGetter, stage_indices
 
 __all__ = ["BackboneWithFPN", "resnet_fpn_backbone", "mobilenet_backbone"]
 

@@ -11,7 +11,6 @@ from ...ops.poolers import MultiScaleRoIAlign
 from .._api import register_model
 from ..mobilenetv3 import mobilenet_v3_large
 from ..resnet import resnet50
-from ._utils import overwrite_eps
 from .anchor_utils import AnchorGenerator
 from .backbone_utils import _mobilenet_extractor, _resnet_fpn_extractor, _validate_trainable_layers
 from .generalized_rcnn import GeneralizedRCNN

@@ -4,7 +4,7 @@ boxes are thresholded, NMS-ed per class and capped. The mask branch predicts a m
 from __future__ import annotations
 
 from .... import nn
-from ....base.dtype import float32, int64
+from ....base.dtype import int64
 from ....core.creation import arange, zeros
 from ....core.tensor import Tensor
 from ....nn import functional as F

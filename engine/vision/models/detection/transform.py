@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from .... import nn
-from ....base.dtype import float32, uint8
+from ....base.dtype import uint8
 from ....core.creation import as_tensor, empty, zeros
 from ....core.tensor import Tensor
 from ....nn import functional as F

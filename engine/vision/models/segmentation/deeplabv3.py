@@ -9,7 +9,7 @@ from .... import nn
 from ....nn import functional as F
 from ....ops.movement import cat
 from .._api import register_model
-from .._utils import IntermediateLayerGetter
+from .._utils import IntermediateLayerGetter, stage_indices
 from ..mobilenetv3 import MobileNetV3, mobilenet_v3_large
 from ..resnet import ResNet, resnet50, resnet101
 from ._utils import _SimpleSegmentationModel, resolve_arguments
@@ -75,12 +75,6 @@ def _deeplabv3_resnet(backbone: ResNet, num_classes: int, aux: bool | None) -> D
     return_layers = {"layer4": "out", **({"layer3": "aux"} if aux else {})}
     body = IntermediateLayerGetter(backbone, return_layers)
     return DeepLabV3(body, DeepLabHead(2048, num_classes), FCNHead(1024, num_classes) if aux else None)
-
-
-def stage_indices(features: nn.Sequential) -> list[int]:
-    """The indices of a MobileNet's ``features`` that end a stage: the stem, each block before a
-    stride-2 block, and the last layer (torchvision's ``_is_cn`` marks the strided blocks)."""
-    return [0] + [i for i, b in enumerate(features) if getattr(b, "_is_cn", False)] + [len(features) - 1]
 
 
 def _deeplabv3_mobilenetv3(backbone: MobileNetV3, num_classes: int, aux: bool | None) -> DeepLabV3:

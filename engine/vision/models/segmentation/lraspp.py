@@ -8,10 +8,9 @@ from typing import Any
 from .... import nn
 from ....nn import functional as F
 from .._api import register_model
-from .._utils import IntermediateLayerGetter
+from .._utils import IntermediateLayerGetter, stage_indices
 from ..mobilenetv3 import MobileNetV3, mobilenet_v3_large
 from ._utils import resolve_arguments
-from .deeplabv3 import stage_indices
 
 __all__ = ["LRASPP", "LRASPPHead", "lraspp_mobilenet_v3_large"]
 
