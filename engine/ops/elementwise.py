@@ -25,7 +25,7 @@ from .compare import CLAMP_COMPLEX, isfinite, keep_where, where, zero_where
 from .conjugation import conj as cj, sgn
 from ..core.registry import ALL, NONE, OTHERS, Op, kernel_refusal
 from ._util import Tensor, sum_to, unbroadcast as ub
-from ..base.dtype import FLOATING_KINDS
+from ..base.dtype import BFLOAT16_NP, FLOATING_KINDS, in_float32
 
 __all__ = ["add", "sub", "rsub", "mul", "div", "true_divide", "floor_divide", "remainder", "fmod",
            "pow", "neg", "abs", "sign", "reciprocal", "square", "exp", "exp2", "expm1", "log",
@@ -652,7 +652,22 @@ def xlogy(input, other) -> Tensor:
 arctan2 = atan2
 
 
+# lerp, addcmul and addcdiv on bfloat16 compute in float32 (the scalar too) and round once, as
+# PyTorch's kernels do in their float32 "opmath"; rounding each step differs in the last bit
+def _fma_bfloat16(xp, x, y, z):
+    """``x * y + z`` of float32 arrays rounded as float32's fused multiply-add, then to bfloat16: PyTorch's
+    vectorized lerp and addcmul use one (float64 holds the product exactly)."""
+    f64 = xp.float64
+    return (x.astype(f64) * y + z.astype(f64)).astype(xp.float32).astype(BFLOAT16_NP)
+
+
 def _lerp_fwd(xp, a, b, w):
+    if a.dtype is BFLOAT16_NP:
+        if hasattr(w, "dtype"):
+            return in_float32(_lerp_fwd, xp, a, b, w)
+        a, b, w = a.astype(xp.float32), b.astype(xp.float32), xp.float32(w)
+        d = b - a
+        return _fma_bfloat16(xp, d, float(w), a) if -0.5 < w < 0.5 else _fma_bfloat16(xp, -d, float(1 - w), b)
     d = b - a  # PyTorch's two-sided formula: exact at both ends
     if hasattr(w, "dtype"):
         return xp.where(xp.abs(w) < 0.5, a + w * d, b - d * (1 - w))
@@ -665,6 +680,8 @@ def _lerp_vjp(g, out, a, b, w):
 
 
 def _addcmul_fwd(xp, a, t1, t2, *, value=1):
+    if a.dtype is BFLOAT16_NP and t1.dtype is BFLOAT16_NP and t2.dtype is BFLOAT16_NP:
+        return _fma_bfloat16(xp, xp.float32(value) * t1.astype(xp.float32), t2.astype(xp.float32), a.astype(xp.float32))
     return a + t1 * t2 if value == 1 else a + value * t1 * t2
 
 
@@ -673,6 +690,8 @@ def _addcmul_vjp(g, out, a, t1, t2, *, value=1):
 
 
 def _addcdiv_fwd(xp, a, t1, t2, *, value=1):
+    if a.dtype is BFLOAT16_NP:
+        return in_float32(_addcdiv_fwd, xp, a, t1, t2, value=value)
     return a + value * (t1 / t2)
 
 

@@ -18,9 +18,10 @@ from .conjugation import conj
 from .movement import cat, narrow
 from ..core.registry import ALL, NONE, OTHERS, Op
 from ._util import Tensor, _wrap_dim, sum_to
-from ..base.dtype import BFLOAT16_NP, FLOATING_KINDS, from_np, in_float32
+from ..base.dtype import BFLOAT16_NP, FLOATING_KINDS, bfloat16, float16, from_np, in_float32
 
 _INEXACT = FLOATING_KINDS + "c"     # the dtype kinds linalg takes: floating and complex
+_REDUCED = (bfloat16, float16)      # the float dtypes PyTorch's GEMM accumulates and scales in float32
 
 __all__ = ["matmul", "mm", "bmm", "mv", "dot", "vdot", "inner", "outer", "ger", "addmm", "baddbmm",
            "einsum", "tensordot", "trace", "diag", "diagonal", "kron"]
@@ -190,12 +191,21 @@ def _scaled_sum(input, prod, beta, alpha):
     return prod + (input if beta == 1 else input * beta)
 
 
+def _add_product(product, input, m1, m2, beta, alpha):
+    """``beta * input + alpha * product(m1, m2)``. PyTorch's CPU GEMM forms a bfloat16/float16 result
+    in float32, alpha and beta included, and rounds it once: so does this (rounding the product, then
+    each scaled term, differs in the last bit of a quarter of the elements)."""
+    if input.dtype in _REDUCED and input.dtype == m1.dtype == m2.dtype:
+        return _scaled_sum(input.float(), product(m1.float(), m2.float()), beta, alpha).to(input.dtype)
+    return _scaled_sum(input, product(m1, m2), beta, alpha)
+
+
 def addmm(input, mat1, mat2, *, beta=1, alpha=1):
-    return _scaled_sum(input, mm(mat1, mat2), beta, alpha)
+    return _add_product(mm, input, mat1, mat2, beta, alpha)
 
 
 def baddbmm(input, batch1, batch2, *, beta=1, alpha=1):
-    return _scaled_sum(input, bmm(batch1, batch2), beta, alpha)
+    return _add_product(bmm, input, batch1, batch2, beta, alpha)
 
 
 # ---------------------------------------------------------------- einsum

@@ -1,0 +1,94 @@
+"""Gaps found by running programs on einops, timm, PEFT and torch_geometric unchanged under
+``install_aliases()``: the torch API call sequence each library uses, exercised directly and compared
+with real torch (none of those libraries is imported here)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import tapelab
+
+REDUCED = pytest.mark.parametrize("dt", ["bfloat16", "float16"])
+
+
+def _same(ours, theirs) -> None:
+    np.testing.assert_array_equal(ours.detach().float().numpy(), theirs.detach().float().numpy())
+
+
+def _pair(dt: str, *arrays):
+    """The arrays as ``dt`` tensors of tapelab and of torch."""
+    return ([tapelab.tensor(a).to(getattr(tapelab, dt)) for a in arrays],
+            [torch.tensor(a).to(getattr(torch, dt)) for a in arrays])
+
+
+# ---------------------------------------------------------------- timm's Muon: Newton-Schulz in bfloat16
+@REDUCED
+@pytest.mark.parametrize("batched", [False, True])
+def test_addmm_baddbmm_round_once_in_reduced_precision(dt, batched):
+    """PyTorch's GEMM forms ``beta * input + alpha * m1 @ m2`` in float32 and rounds once; rounding
+    the product and then each scaled term changed the last bit of a quarter of the elements."""
+    rng = np.random.default_rng(0)
+    shape = (3, 8, 20) if batched else (8, 20)
+    x, c = rng.standard_normal(shape).astype(np.float32), rng.standard_normal(shape[:-1] + (8,)).astype(np.float32)
+    (ox, oc), (tx, tc) = _pair(dt, x, c)
+    op = "baddbmm" if batched else "addmm"
+    _same(getattr(tapelab, op)(oc, ox, ox.mT, beta=0.5, alpha=-2.0), getattr(torch, op)(tc, tx, tx.mT, beta=0.5, alpha=-2.0))
+
+
+@pytest.mark.parametrize("batched", [False, True])
+def test_newton_schulz_with_out_buffers_matches_torch(batched):
+    """timm's Muon orthogonalises in bfloat16 with preallocated ``out=`` buffers, one aliasing an input."""
+    rng = np.random.default_rng(1)
+    g = rng.standard_normal((2, 16, 40) if batched else (16, 40)).astype(np.float32)
+    g /= np.linalg.norm(g, axis=(-2, -1), keepdims=True) * 1.02    # spectral norm below 1
+    results = []
+    for m in (tapelab, torch):
+        mm_fn = m.baddbmm if batched else m.addmm
+        X = m.tensor(g).to(m.bfloat16)
+        A = m.empty((*X.shape[:-1], X.size(-2)), dtype=X.dtype)
+        B, C = m.empty_like(A), m.empty_like(X)
+        for a, b, c in [(3.4445, -4.7750, 2.0315)] * 4:
+            mm_fn(A, X, X.mT, beta=0.0, alpha=1.0, out=A)
+            mm_fn(A, A, A, beta=b, alpha=c, out=B)
+            mm_fn(X, B, X, beta=a, alpha=1.0, out=C)
+            X, C = C, X
+        results.append(X)
+    _same(*results)
+
+
+def test_addmm_reduced_gradients_match_torch():
+    rng = np.random.default_rng(2)
+    w, b = rng.standard_normal((6, 10)).astype(np.float32), rng.standard_normal((6, 6)).astype(np.float32)
+    grads = []
+    for m in (tapelab, torch):
+        W, bias = (m.tensor(a).to(m.bfloat16).requires_grad_() for a in (w, b))
+        out = m.addmm(bias, W, W.mT, beta=0.25, alpha=3.0)
+        out.float().square().sum().backward()
+        grads.append((out, W.grad, bias.grad))
+    (out, *ours), (want, *theirs) = grads
+    _same(out, want)
+    for a, b in zip(ours, theirs):   # PyTorch rounds each bfloat16 term of a gradient before summing: 2 ulps
+        np.testing.assert_allclose(a.float().numpy(), b.float().numpy(), rtol=2 ** -6, atol=1e-6)
+
+
+# ---------------------------------------------------------------- timm's AdafactorBigVision: bfloat16 momentum
+@pytest.mark.parametrize("call", [
+    lambda m, a, b, c: a.lerp(b, 0.05),
+    lambda m, a, b, c: a.lerp(b, 0.3),
+    lambda m, a, b, c: a.clone().lerp_(b, 0.7),
+    lambda m, a, b, c: a.lerp(b, c - 0.5),
+    lambda m, a, b, c: m.addcmul(a, b, c, value=0.37),
+    lambda m, a, b, c: a.clone().addcmul_(b, b, value=-0.999),
+    lambda m, a, b, c: m.addcdiv(a, b, c, value=0.37),
+    lambda m, a, b, c: a.clone().addcdiv_(b, c.sqrt().add_(1e-8), value=-1e-3),
+], ids=["lerp", "lerp_fma", "lerp_fma_upper", "lerp_tensor_weight", "addcmul", "addcmul_", "addcdiv", "addcdiv_"])
+def test_bfloat16_optimizer_updates_round_once(call):
+    """Optimizers keep bfloat16 state and update it with ``lerp_``/``addcmul_``/``addcdiv_`` and a
+    Python float; PyTorch computes those in float32, the float included (lerp and addcmul with a
+    fused multiply-add), and rounds once."""
+    rng = np.random.default_rng(3)
+    a, b = rng.standard_normal((2, 64, 64)).astype(np.float32)
+    c = rng.random((64, 64)).astype(np.float32) + 0.5
+    ours, theirs = _pair("bfloat16", a, b, c)
+    _same(call(tapelab, *ours), call(torch, *theirs))
