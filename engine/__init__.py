@@ -60,6 +60,9 @@ from .amp.autocast_mode import (autocast, autocast_decrement_nesting, autocast_i
                                 set_autocast_cpu_enabled, set_autocast_dtype, set_autocast_enabled,
                                 set_autocast_gpu_dtype)
 from . import debug, export, fx, graphs, onnx, profiler  # noqa: E402
+from .profiler import legacy as _legacy_profiler  # noqa: E402
+
+autograd.profiler = _legacy_profiler   # torch.autograd.profiler after `import torch`; kept in profiler/ by the layers
 from ._nn_toplevel import *  # noqa: E402,F401,F403  (torch.softmax, torch.conv2d, Tensor.softmax, ...)
 from ._torch_extra import *  # noqa: E402,F401,F403  (torch.exp_, torch.hann_window, torch.compile, ...)
 from ._foreach import *  # noqa: E402,F401,F403  (torch._foreach_add_, torch._foreach_lerp_, ...)

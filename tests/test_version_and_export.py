@@ -98,3 +98,16 @@ def test_export_keyword_inputs():
     ep = tapelab.export.export(Scale(), (tapelab.ones(3),), {"bias": tapelab.full((3,), 0.5)})
     assert ep.graph_signature.user_inputs == ("x", "bias") and ep.graph_signature.parameters == ("w",)
     assert ep.module()(tapelab.ones(3), bias=tapelab.zeros(3)).tolist() == [2.0, 2.0, 2.0]
+
+
+def test_autograd_profiler_is_reachable_after_import():
+    """``torch.autograd.profiler.profile()`` right after ``import torch``, as programs write it."""
+    assert tapelab.autograd.profiler is tapelab.profiler.legacy
+    with tapelab.autograd.profiler.profile() as p:
+        with tapelab.autograd.profiler.record_function("block"):
+            (tapelab.ones(2, 3) * 2).sum()
+    with torch.autograd.profiler.profile() as q:
+        with torch.autograd.profiler.record_function("block"):
+            (torch.ones(2, 3) * 2).sum()
+    assert {"block", "sum"} <= {e.key for e in p.key_averages()}
+    assert {"block", "aten::sum"} <= {e.key for e in q.key_averages()}
