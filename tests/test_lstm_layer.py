@@ -1,7 +1,7 @@
-"""The whole-layer LSTM op's backward (engine/nn/_fused_rnn.py) against PyTorch: the weight
-gradients as one GEMM over ``[x | h_{t-1}]`` when both weights need them, or one each otherwise,
-in every direction, with and without the float32 cell loops, and at two threads whatever the
-intra-op pool chose."""
+"""The whole-layer LSTM op's backward (engine/nn/_fused_rnn.py) against PyTorch: with any of the
+weights, biases or the input frozen, in both directions, with and without the float32 cell loops,
+and at two threads (the step products one BLAS call each, the end GEMMs through the intra-op pool)
+whatever the pool chose."""
 from __future__ import annotations
 
 import numpy as np
@@ -59,7 +59,7 @@ def _close(a, b, dtype):
 @pytest.mark.parametrize("x_grad", [True, False])
 def test_lstm_gradients_match_torch(frozen, bidirectional, dtype, loops, x_grad):
     """Values, final states and the gradients of the input, the initial states and every parameter
-    that needs one; a frozen weight leaves the merged weight-gradient GEMM for one GEMM each."""
+    that needs one (the backward op's ``needs`` skips the GEMMs of the others)."""
     old = kernels.set_enabled(loops)
     try:
         (t_outs, t_grads), (l_outs, l_grads) = _pair_run(frozen, bidirectional, dtype, x_grad)
@@ -86,9 +86,9 @@ def two_threads():
 @pytest.mark.parametrize("frozen,x_grad", [("none", True), ("none", False), ("biases", True), ("w_hh", True)])
 @pytest.mark.parametrize("T_", [12, 2, 1])
 def test_two_threads_bitwise_whatever_the_pool_chose_and_torchs_values(two_threads, monkeypatch, frozen, x_grad, T_):
-    """At two threads the end GEMMs go through ``kernels.gemms`` (large enough here to be timed),
-    merged or one per weight, with and without dx, down to one step: split or one after another,
-    every gradient is bitwise the same, and PyTorch's."""
+    """At two threads the end GEMMs go through ``kernels.gemms``/``gemm`` (large enough here to be
+    timed), with and without dx, down to one step: split or one after another, every gradient is
+    bitwise the same, and PyTorch's."""
     size = (T_, 20, 48, 64)                  # dx at T 12: (240, 256) @ (256, 48) = 2.9M multiply-adds, over the floor
     runs = []
     for way in (1, 0):

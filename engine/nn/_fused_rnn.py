@@ -160,7 +160,7 @@ def gru_cell(gi: Tensor, gh: Tensor, hx: Tensor) -> Tensor:
 # ---------------------------------------------------------------- whole LSTM and GRU layers
 # One layer-direction over the whole sequence: the input projection of every time step is one GEMM
 # up front, the recurrence runs on arrays (one GEMM and a few in-place ufuncs per step), and the
-# backward through time is one op whose input and weight gradients are GEMMs over all steps at the end.
+# backward through time is one op whose input and weight gradients are one GEMM each at the end.
 # A step's own products (h W_hhᵀ, d W_hh) are one BLAS call each, never split over the intra-op
 # threads: ~3M multiply-adds (55-70 us) a step against a 20-80 us hand-off, and the pool's whole
 # form runs the blocks one after another (two calls); through ``gemm`` at 2 threads a step's
@@ -190,15 +190,9 @@ def _prev(t: int, T: int, seq, first):
     return first if t < 0 or t >= T else seq[t]
 
 
-def _shift(T: int, reverse: bool) -> tuple:
-    """``(first, rest, shifted)``: the step whose h_{t-1} is h0, the other steps, and the rows of
-    ``y`` that are their h_{t-1}."""
-    return (T - 1, slice(0, T - 1), slice(1, T)) if reverse else (0, slice(1, T), slice(0, T - 1))
-
-
 def _w_hh_grad(xp, d, h0, y, T: int, reverse: bool):
     """``sum_t d_tᵀ h_{t-1}`` as two GEMMs: h_{t-1} is ``y`` shifted by one step, h0 at the start."""
-    first, rest, shifted = _shift(T, reverse)
+    first, rest, shifted = (T - 1, slice(0, T - 1), slice(1, T)) if reverse else (0, slice(1, T), slice(0, T - 1))
     gw = gemm(xp, d[first].T, h0)
     if T > 1:
         gw += gemm(xp, d[rest].reshape(-1, d.shape[-1]).T, y[shifted].reshape(-1, h0.shape[-1]))
@@ -213,35 +207,6 @@ def _input_grads(xp, d, x, w_ih, needs_x: bool, needs_w: bool, empty):
         return dx.reshape(x.shape), dw
     return (gemm(xp, flat, w_ih).reshape(x.shape) if needs_x else empty,
             gemm(xp, flat.T, x.reshape(flat.shape[0], -1)) if needs_w else empty)
-
-
-def _with_prev(xp, x, h0, y, reverse: bool):
-    """``[x_t | h_{t-1}]`` of every step as (T*B, I+H): both weight gradients of a layer whose
-    input and hidden projections share the gate gradients are then one GEMM, 800x700x400 for the
-    bench's LSTM 2.8-3.0 ms against 3.1-3.2 for two 800x700x200 (bench/README.md, session 9)."""
-    T, B, I = x.shape
-    xh = xp.empty((T, B, I + h0.shape[-1]), x.dtype)
-    xh[..., :I] = x
-    first, rest, shifted = _shift(T, reverse)
-    xh[first, :, I:] = h0
-    xh[rest, :, I:] = y[shifted]
-    return xh.reshape(T * B, -1)
-
-
-def _lstm_end_grads(xp, d, x, h0, y, w_ih, reverse: bool, needs, empty):
-    """``(dx, dw_ih, dw_hh)`` after the backward through time: the LSTM's input and hidden
-    projections read the same gate gradients ``d``, so when both weights need gradients they are
-    one GEMM over ``[x | h_{t-1}]``, beside dx's (``gemms``)."""
-    if not (needs[3] and needs[4]):
-        dx, dw_ih = _input_grads(xp, d, x, w_ih, needs[0], needs[3], empty)
-        return dx, dw_ih, _w_hh_grad(xp, d, h0, y, x.shape[0], reverse) if needs[4] else empty
-    flat, I = d.reshape(-1, d.shape[-1]), x.shape[-1]
-    products = ((flat.T, _with_prev(xp, x, h0, y, reverse)),) + (((flat, w_ih),) if needs[0] else ())
-    dw, *dx = gemms(xp, *products)
-    # each weight's gradient an array of its own, as the parameters are (the optimizer and the
-    # norm clipping then read contiguous memory)
-    return (dx[0].reshape(x.shape) if dx else empty, xp.ascontiguousarray(dw[:, :I]),
-            xp.ascontiguousarray(dw[:, I:]))
 
 
 # LSTM: ws (T, B, 6H) holds i f g o (activated), c_t and tanh c_t of every step
@@ -338,7 +303,8 @@ def _lstm_seq_bwd_fwd(xp, gy, x, h0, c0, w_ih, w_hh, y, ws, *, reverse, needs):
         dh, dc = _lstm_bptt(xp, gy, c0, w_hh, ws, da, reverse)
         db = da.reshape(T * B, 4 * H).sum(axis=0) if needs[5] else empty
     db = db if needs[5] else empty
-    dx, dw_ih, dw_hh = _lstm_end_grads(xp, da, x, h0, y, w_ih, reverse, needs, empty)
+    dx, dw_ih = _input_grads(xp, da, x, w_ih, needs[0], needs[3], empty)
+    dw_hh = _w_hh_grad(xp, da, h0, y, T, reverse) if needs[4] else empty
     # the two biases get arrays of their own: accumulation into one .grad must not write the other
     return (dx, dh if needs[1] else empty, dc if needs[2] else empty, dw_ih, dw_hh, db, db.copy())
 
