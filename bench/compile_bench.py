@@ -72,7 +72,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 
 SHAPES = {"chain16": (16,), "chain1M": (1024, 1024), "gelu_mlp": (256, 512, 2048), "transformer": (8, 64, 128, 4),
-          "gpt_block": (8, 64, 128, 4)}
+          "gpt_block": (8, 64, 128, 4), "tiny_mlp": (8, 32, 64, 10)}
 
 
 CLOCK = [time.perf_counter]     # --cpu-time: time.process_time (this process's CPU seconds, all threads)
@@ -114,6 +114,9 @@ def _tapelab_workloads(T):
     out["transformer"] = (enc, (T.tensor(rng.standard_normal((b, t, d)).astype(np.float32)),))
     gpt = GPTBlock(d, heads)
     out["gpt_block"] = (gpt, (T.tensor(rng.standard_normal((b, t, d)).astype(np.float32)),))
+    b, i, h, o = SHAPES["tiny_mlp"]     # dispatch-bound: what mode="reduce-overhead" is for on cpu
+    tiny = nn.Sequential(nn.Linear(i, h), nn.GELU(), nn.Linear(h, h), nn.LayerNorm(h), nn.SiLU(), nn.Linear(h, o))
+    out["tiny_mlp"] = (tiny, (T.tensor(rng.standard_normal((b, i)).astype(np.float32)),))
     return out
 
 
@@ -361,6 +364,10 @@ JAX_MODELS = textwrap.dedent("""
         x = x + attn(a, ln(n1, x), heads, True)
         y = x + jax.nn.gelu(ln(n2, x) @ w1 + b1, approximate=True) @ w2 + b2
         return (y * y).mean()
+    def tiny(p, x):            # _tapelab_workloads' tiny_mlp: Linear, GELU, Linear, LayerNorm, SiLU, Linear
+        (w1, b1), (w2, b2), n, (w3, b3) = p
+        y = jax.nn.silu(ln(n, jax.nn.gelu(x @ w1 + b1, approximate=False) @ w2 + b2)) @ w3 + b3
+        return (y * y).mean()
     def encoder(p, x, heads):  # nn.TransformerEncoderLayer(batch_first, norm_first=False, gelu, no mask)
         a, n1, n2, (w1, b1), (w2, b2) = p
         x = ln(n1, x + attn(a, x, heads, False))
@@ -569,6 +576,11 @@ JAX_WORKER = JAX_MODELS + JAX_TRAINING + textwrap.dedent("""
         if name.startswith("chain"):
             xw = [jnp.asarray(rng.standard_normal(shape).astype(np.float32)) for _ in range(2)]
             rows[name] = (jax.jit(jax.value_and_grad(lambda xw: chain6(*xw))), xw, ())
+        elif name == "tiny_mlp":      # the parameters differentiated, the input not (timing only: random values)
+            b, i, h, o = shape
+            f32 = lambda *sh: jnp.asarray(rng.standard_normal(sh).astype(np.float32) * 0.1)
+            p = ((f32(i, h), f32(h)), (f32(h, h), f32(h)), (f32(h) + 1.0, f32(h)), (f32(h, o), f32(o)))
+            rows[name] = (jax.jit(jax.grad(tiny)), p, (f32(b, i),))
     print("ready", flush=True)
     for line in sys.stdin:
         name, n = line.split()
