@@ -115,8 +115,20 @@ def _tapelab_workloads(T):
     gpt = GPTBlock(d, heads)
     out["gpt_block"] = (gpt, (T.tensor(rng.standard_normal((b, t, d)).astype(np.float32)),))
     b, i, h, o = SHAPES["tiny_mlp"]     # dispatch-bound: what mode="reduce-overhead" is for on cpu
-    tiny = nn.Sequential(nn.Linear(i, h), nn.GELU(), nn.Linear(h, h), nn.LayerNorm(h), nn.SiLU(), nn.Linear(h, o))
-    out["tiny_mlp"] = (tiny, (T.tensor(rng.standard_normal((b, i)).astype(np.float32)),))
+
+    class Tiny(nn.Module):
+        """Linear, GELU, Linear, LayerNorm, SiLU, Linear and the squared mean: the loss inside the module,
+        so the whole step is the compiled (and replayed) call, as JAX's jit sees it."""
+
+        def __init__(self):
+            super().__init__()
+            self.net = nn.Sequential(nn.Linear(i, h), nn.GELU(), nn.Linear(h, h), nn.LayerNorm(h), nn.SiLU(),
+                                     nn.Linear(h, o))
+
+        def forward(self, x):
+            y = self.net(x)
+            return (y * y).mean()
+    out["tiny_mlp"] = (Tiny(), (T.tensor(rng.standard_normal((b, i)).astype(np.float32)),))
     return out
 
 
