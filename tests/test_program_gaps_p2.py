@@ -92,3 +92,22 @@ def test_bfloat16_optimizer_updates_round_once(call):
     c = rng.random((64, 64)).astype(np.float32) + 0.5
     ours, theirs = _pair("bfloat16", a, b, c)
     _same(call(tapelab, *ours), call(torch, *theirs))
+
+
+# ---------------------------------------------------------------- PEFT's load_peft_weights: device("mps")
+@pytest.mark.parametrize("spec", ["mps", "xpu:1", "hpu", "privateuseone"])
+def test_every_pytorch_device_type_names_a_device(spec):
+    """Libraries compare with ``device("mps")`` on any machine; only making a tensor there fails."""
+    ours, theirs = tapelab.device(spec), torch.device(spec)
+    assert (repr(ours), ours.type, ours.index, str(ours)) == (repr(theirs), theirs.type, theirs.index, str(theirs))
+    assert ours == tapelab.device(spec) and ours != tapelab.device("cpu") and not tapelab.device("cpu") == spec
+    with pytest.raises(NotImplementedError, match=f"no {theirs.type} backend"):
+        tapelab.zeros(2, device=spec)
+
+
+def test_an_unknown_device_type_refuses_as_pytorch():
+    with pytest.raises(RuntimeError) as theirs:
+        torch.device("npu")
+    with pytest.raises(RuntimeError) as ours:
+        tapelab.device("npu")
+    assert str(ours.value) == str(theirs.value)

@@ -14,6 +14,12 @@ from .meta import META_XP
 __all__ = ["device", "cuda_available", "cuda_device_count", "cuda_unavailable_reason", "require_cuda"]
 
 
+# PyTorch's device types: each names a device (libraries compare with ``device("mps")``); tensors
+# live on cpu, cuda and meta only, and the others refuse when one is made there
+_TYPES = ("cpu", "cuda", "ipu", "xpu", "mkldnn", "opengl", "opencl", "ideep", "hip", "ve", "fpga", "maia", "xla",
+          "lazy", "vulkan", "mps", "meta", "hpu", "mtia", "privateuseone")
+
+
 class device:
     """``tapelab.device('cpu')`` / ``device('cuda:0')``; interned, so compare with ``is``."""
 
@@ -34,11 +40,11 @@ class device:
         kind, _, idx = spec.partition(":")
         if idx:
             index = int(idx)
-        if kind not in ("cpu", "cuda", "meta"):
-            raise RuntimeError(f"Expected one of cpu, cuda, meta device type at start of device string: {spec}")
+        if kind not in _TYPES:
+            raise RuntimeError(f"Expected one of {', '.join(_TYPES)} device type at start of device string: {spec}")
         if kind == "cuda" and index is None:
             index = 0
-        if kind != "cuda":
+        if kind in ("cpu", "meta"):
             index = None
         key = (kind, index)
         dev = cls._interned.get(key)
@@ -54,6 +60,9 @@ class device:
         """The array namespace of this device (numpy or cupy)."""
         xp = self._xp
         if xp is None:
+            if self.type != "cuda":
+                raise NotImplementedError(f"tapelab has no {self.type} backend: tensors live on cpu, cuda or meta, "
+                                          f"not on {self}")
             xp = self._xp = _load_cupy(self)
         return xp
 
@@ -68,7 +77,7 @@ class device:
         if isinstance(other, str):
             try:
                 other = device(other)
-            except RuntimeError:   # a device type tapelab lacks ("npu", "xpu"): another device, as in PyTorch
+            except RuntimeError:   # not a device type ("npu"): another device, as in PyTorch
                 return False
         return self is other
 
