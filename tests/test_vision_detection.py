@@ -28,7 +28,8 @@ from tapelab.vision.ops import FrozenBatchNorm2d
 
 # torchvision's published parameter counts (91 classes; pretrained backbones use frozen batch norm)
 PUBLISHED = {"fasterrcnn_resnet50_fpn": 41_755_286, "fasterrcnn_mobilenet_v3_large_fpn": 19_386_354,
-             "fasterrcnn_mobilenet_v3_large_320_fpn": 19_386_354, "maskrcnn_resnet50_fpn": 44_401_393}
+             "fasterrcnn_mobilenet_v3_large_320_fpn": 19_386_354, "maskrcnn_resnet50_fpn": 44_401_393,
+             "retinanet_resnet50_fpn": 34_014_999}
 SMALL = {"min_size": 64, "max_size": 96}
 
 
@@ -329,3 +330,63 @@ def test_bad_inputs():
         detection.FasterRCNN(body)
     with pytest.raises(ValueError, match=r"range \[0,5\]"):
         detection.fasterrcnn_resnet50_fpn(weights_backbone="IMAGENET1K_V1", trainable_backbone_layers=6)
+
+
+def test_retinanet_state_dict_names_and_anchors():
+    model = detection.retinanet_resnet50_fpn(weights_backbone=None, num_classes=5)
+    keys = set(model.state_dict())
+    assert {"head.classification_head.conv.3.0.weight", "head.classification_head.cls_logits.bias",
+            "head.regression_head.bbox_reg.weight", "backbone.fpn.extra_blocks.p6.weight",
+            "backbone.fpn.extra_blocks.p7.bias", "backbone.fpn.inner_blocks.2.0.weight"} <= keys
+    assert not any(k.startswith(("backbone.fpn.inner_blocks.3", "backbone.body.fc")) for k in keys)
+    assert model.anchor_generator.sizes[0] == (32, 40, 50) and model.anchor_generator.num_anchors_per_location()[0] == 9
+    prior = model.head.classification_head.cls_logits.bias.detach().numpy()
+    np.testing.assert_allclose(prior, -math.log(99), rtol=1e-6)   # starts at the 0.01 prior
+
+
+def test_retinanet_losses_match_torch():
+    from tapelab.vision.models.detection.retinanet import RetinaNetHead
+    tapelab.manual_seed(0)
+    head = RetinaNetHead(4, 1, 3)
+    rs = np.random.RandomState(0)
+    logits, deltas = rs.randn(1, 5, 3).astype(np.float32), rs.randn(1, 5, 4).astype(np.float32)
+    anchors = np.array([[0, 0, 10, 10], [5, 5, 20, 20], [0, 0, 30, 30], [10, 0, 20, 40], [2, 2, 8, 8]], np.float32)
+    gt = np.array([[1, 1, 11, 12], [4, 6, 22, 19]], np.float32)
+    matched = np.array([0, 1, -1, -2, 0])
+    target = {"boxes": tapelab.tensor(gt), "labels": tapelab.tensor([2, 1])}
+    losses = head.compute_loss([target], {"cls_logits": tapelab.tensor(logits), "bbox_regression": tapelab.tensor(deltas)},
+                               [tapelab.tensor(anchors)], [tapelab.tensor(matched)])
+    x, fg = torch.from_numpy(logits[0]), torch.from_numpy(matched >= 0)
+    onehot = torch.zeros(5, 3)
+    onehot[torch.where(fg)[0], torch.tensor([2, 1])[torch.from_numpy(matched)[fg]]] = 1.0
+    p = torch.sigmoid(x)
+    ce = torch.nn.functional.binary_cross_entropy_with_logits(x, onehot, reduction="none")
+    p_t = p * onehot + (1 - p) * (1 - onehot)
+    focal = (0.25 * onehot + 0.75 * (1 - onehot)) * ce * (1 - p_t) ** 2
+    valid = torch.from_numpy(matched != -2)
+    expected_cls = focal[valid].sum() / 3
+    a, g = torch.from_numpy(anchors)[fg], torch.from_numpy(gt)[torch.from_numpy(matched)[fg]]
+    aw, ah, gw, gh = a[:, 2] - a[:, 0], a[:, 3] - a[:, 1], g[:, 2] - g[:, 0], g[:, 3] - g[:, 1]
+    enc = torch.stack([(g[:, 0] + gw / 2 - a[:, 0] - aw / 2) / aw, (g[:, 1] + gh / 2 - a[:, 1] - ah / 2) / ah,
+                       torch.log(gw / aw), torch.log(gh / ah)], 1)
+    expected_reg = (torch.from_numpy(deltas[0])[fg] - enc).abs().sum() / 3
+    np.testing.assert_allclose([losses["classification"].item(), losses["bbox_regression"].item()],
+                               [expected_cls.item(), expected_reg.item()], rtol=1e-5)
+
+
+def test_retinanet_trains_and_detects():
+    tapelab.manual_seed(0)
+    model = detection.retinanet_resnet50_fpn(weights_backbone=None, num_classes=4, **SMALL)
+    losses = model.train()(_images(), _targets(False))
+    assert list(losses) == ["classification", "bbox_regression"]
+    assert all(np.isfinite(v.item()) and v.item() > 0 for v in losses.values())
+    sum(losses.values()).backward()
+    assert float(model.head.regression_head.bbox_reg.weight.grad.abs().sum()) > 0
+    model.eval().score_thresh = 0.0
+    with tapelab.no_grad():
+        out = model(_images())
+    for det, (h, w) in zip(out, ((60, 80), (70, 50))):
+        assert list(det) == ["boxes", "scores", "labels"] and 0 < det["boxes"].shape[0] <= 300
+        b = _np(det["boxes"])
+        assert (b >= 0).all() and (b[:, 2] <= w).all() and (b[:, 3] <= h).all()
+        assert (np.diff(_np(det["scores"])) <= 0).all()

@@ -6,7 +6,42 @@ from collections import OrderedDict
 from .... import nn
 from ....core.tensor import Tensor
 
-__all__ = ["GeneralizedRCNN"]
+__all__ = ["GeneralizedRCNN", "check_targets", "check_degenerate_boxes", "original_sizes"]
+
+
+def check_targets(targets: list[dict] | None) -> None:
+    """Training needs targets whose ``boxes`` are (N, 4) tensors."""
+    if targets is None:
+        raise ValueError("In training mode, targets should be passed")
+    for target in targets:
+        boxes = target["boxes"]
+        if not isinstance(boxes, Tensor):
+            raise TypeError(f"Expected target boxes to be of type Tensor, got {type(boxes)}.")
+        if boxes.dim() != 2 or boxes.shape[-1] != 4:
+            raise ValueError(f"Expected target boxes to be a tensor of shape [N, 4], got {tuple(boxes.shape)}.")
+
+
+def check_degenerate_boxes(targets: list[dict]) -> None:
+    """Every box needs x2 > x1 and y2 > y1 (after the transform's resize)."""
+    for index, target in enumerate(targets):
+        boxes = target["boxes"]
+        bad = (boxes[:, 2:] <= boxes[:, :2]).any(dim=1)
+        if bad.any():
+            box = boxes[bad.nonzero().reshape(-1)[0]].tolist()
+            raise ValueError("All bounding boxes should have positive height and width. "
+                             f"Found invalid box {box} for target at index {index}.")
+
+
+def original_sizes(images: list[Tensor]) -> list[tuple[int, int]]:
+    """Each image's (height, width), which the detections are mapped back to."""
+    sizes = []
+    for img in images:
+        size = tuple(int(s) for s in img.shape[-2:])
+        if len(size) != 2:
+            raise ValueError(f"expecting the last two dimensions of the Tensor to be H and W instead got "
+                             f"{tuple(img.shape[-2:])}")
+        sizes.append(size)
+    return sizes
 
 
 class GeneralizedRCNN(nn.Module):
@@ -22,44 +57,19 @@ class GeneralizedRCNN(nn.Module):
         self.rpn = rpn
         self.roi_heads = roi_heads
 
-    def _check_targets(self, targets: list[dict] | None) -> None:
-        if targets is None:
-            raise ValueError("In training mode, targets should be passed")
-        for target in targets:
-            boxes = target["boxes"]
-            if not isinstance(boxes, Tensor):
-                raise TypeError(f"Expected target boxes to be of type Tensor, got {type(boxes)}.")
-            if boxes.dim() != 2 or boxes.shape[-1] != 4:
-                raise ValueError(f"Expected target boxes to be a tensor of shape [N, 4], got {tuple(boxes.shape)}.")
-
-    def _check_degenerate(self, targets: list[dict]) -> None:
-        for index, target in enumerate(targets):
-            boxes = target["boxes"]
-            bad = (boxes[:, 2:] <= boxes[:, :2]).any(dim=1)
-            if bad.any():
-                box = boxes[bad.nonzero().reshape(-1)[0]].tolist()
-                raise ValueError("All bounding boxes should have positive height and width. "
-                                 f"Found invalid box {box} for target at index {index}.")
-
     def forward(self, images: list[Tensor], targets: list[dict] | None = None):
         if self.training:
-            self._check_targets(targets)
-        original_sizes = []
-        for img in images:
-            size = tuple(int(s) for s in img.shape[-2:])
-            if len(size) != 2:
-                raise ValueError(f"expecting the last two dimensions of the Tensor to be H and W instead got "
-                                 f"{tuple(img.shape[-2:])}")
-            original_sizes.append(size)
+            check_targets(targets)
+        sizes = original_sizes(images)
         images, targets = self.transform(images, targets)
         if targets is not None:
-            self._check_degenerate(targets)
+            check_degenerate_boxes(targets)
         features = self.backbone(images.tensors)
         if isinstance(features, Tensor):
             features = OrderedDict([("0", features)])
         proposals, proposal_losses = self.rpn(images, features, targets)
         detections, detector_losses = self.roi_heads(features, proposals, images.image_sizes, targets)
-        detections = self.transform.postprocess(detections, images.image_sizes, original_sizes)
+        detections = self.transform.postprocess(detections, images.image_sizes, sizes)
         if self.training:
             return {**detector_losses, **proposal_losses}
         return detections
