@@ -18,6 +18,7 @@ from .autograd import anomaly as _anomaly
 from .base import dtype as _dtype
 from .base import runtime as _runtime
 from .core import creation
+from .core.storage import UntypedStorage
 from .core.tensor import Tensor
 from . import compiler as _compiler
 from .nn import functional as F
@@ -434,8 +435,13 @@ def range(start=0, end=None, step=1, *, dtype=None, layout=None, device=None, re
 
 @_public
 def asarray(obj, *, dtype=None, device=None, copy: bool | None = None, requires_grad: bool = False) -> Tensor:
-    """``obj`` as a tensor, sharing memory when it already is one (or a NumPy array) and no copy is asked."""
-    if isinstance(obj, Tensor):
+    """``obj`` as a tensor, sharing memory when it already is one (or a NumPy array or, read as ``dtype``,
+    an ``UntypedStorage``: safetensors reads a file's tensors so) and no copy is asked."""
+    if isinstance(obj, UntypedStorage) and dtype is not None:
+        out = creation.from_numpy(obj._host_bytes()).view(dtype)   # shared even with copy=True, as PyTorch's
+        if device is not None:
+            out = out.to(device)
+    elif isinstance(obj, Tensor):
         out = obj
         if dtype is not None or device is not None:
             out = out.to(device=device, dtype=dtype)

@@ -111,3 +111,18 @@ def test_an_unknown_device_type_refuses_as_pytorch():
     with pytest.raises(RuntimeError) as ours:
         tapelab.device("npu")
     assert str(ours.value) == str(theirs.value)
+
+
+# ---------------------------------------------------------------- safetensors' safe_open: asarray(storage, dtype=uint8)
+@pytest.mark.parametrize("dtype", ["uint8", "int16"])
+def test_asarray_reads_a_storage_as_dtype_sharing_memory(dtype):
+    """safetensors reads each tensor as ``asarray(storage[start:stop], dtype=uint8).view(dtype)``."""
+    got = []
+    for m in (tapelab, torch):
+        t = m.arange(6, dtype=m.int16)
+        a = m.asarray(t.untyped_storage(), dtype=getattr(m, dtype))
+        a[1] = 9
+        got.append((a, t))
+    (a, t), (a2, t2) = got
+    _same(a, a2)
+    _same(t, t2)
