@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 from numba import njit
 
-__all__ = ["max_blocks_put"]
+__all__ = ["max_blocks_put", "max2x2_put"]
 
 _JIT = dict(cache=True, error_model="numpy", nogil=True)
+F = np.float32
 
 
 @njit(**_JIT, inline="always")
@@ -43,3 +45,33 @@ def max_blocks_put(x, res, g, kh, kw):
                 for j in range(g.shape[3]):
                     bi, bj, _ = _first_max(x, n, c, i * kh, j * kw, kh, kw)
                     res[n, c, bi, bj] = g[n, c, i, j]
+
+
+@njit(**_JIT)
+def max2x2_put(x, y, res, g):
+    """``max_blocks_put`` for 2x2 blocks given the forward's maxima ``y``, writing all of ``res``
+    (no zero fill): the window's first element equal to its maximum (its first NaN when the maximum
+    is NaN) is its first maximum, found with selects over stride-2 views instead of a branchy scan
+    (1.3-1.6x on the CNN's shapes)."""
+    for n in range(g.shape[0]):
+        for c in range(g.shape[1]):
+            for i in range(g.shape[2]):
+                xa, xb = x[n, c, 2 * i, 0::2], x[n, c, 2 * i, 1::2]
+                xc, xd = x[n, c, 2 * i + 1, 0::2], x[n, c, 2 * i + 1, 1::2]
+                ra, rb = res[n, c, 2 * i, 0::2], res[n, c, 2 * i, 1::2]
+                rc, rd = res[n, c, 2 * i + 1, 0::2], res[n, c, 2 * i + 1, 1::2]
+                yr, gr = y[n, c, i], g[n, c, i]
+                for j in range(gr.shape[0]):
+                    m = yr[j]
+                    gv = gr[j]
+                    nan = m != m
+                    a, b, cc, d = xa[j], xb[j], xc[j], xd[j]
+                    ha = (a == m) | (nan & (a != a))
+                    hb = ((b == m) | (nan & (b != b))) & (ha ^ True)
+                    seen = ha | hb
+                    hc = ((cc == m) | (nan & (cc != cc))) & (seen ^ True)
+                    hd = (seen | hc) ^ True
+                    ra[j] = gv if ha else F(0.0)
+                    rb[j] = gv if hb else F(0.0)
+                    rc[j] = gv if hc else F(0.0)
+                    rd[j] = gv if hd else F(0.0)
