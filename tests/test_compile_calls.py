@@ -288,3 +288,27 @@ def test_a_kernel_call_is_an_extension_function_where_python_headers_exist(tmp_p
     _check(got, want, ours, theirs)
     entry = cpu._entry(_fused_op(c).kernel)
     assert (type(entry.objects).__name__ == "builtin_function_or_method") is headers
+
+
+def test_a_compiled_module_reads_its_parameters_by_one_name_and_sees_their_updates():
+    """The graph reads ``net.0.weight`` as one attribute of its own (no ``Module.__getattr__`` chain a
+    step), the same tensor: an in-place update is seen, a reassigned parameter recompiles, and the
+    values stay PyTorch's."""
+    ours, theirs = _nets()
+    ours.eval()
+    theirs.eval()
+    c = tapelab.compile(ours)
+    x = np.random.default_rng(2).standard_normal((4, 8)).astype(np.float32)
+    c(tapelab.tensor(x))
+    (entry,) = c._compiled.cache.values()
+    reads = [n for n in entry.graph.graph.nodes if n.op == "get_attr"]
+    assert reads and all("." not in n.target and "." in n.meta["attr_path"] for n in reads)
+    with tapelab.no_grad():
+        ours[0].weight.mul_(2.0)
+    with torch.no_grad():
+        theirs[0].weight.mul_(2.0)
+    _close(c(tapelab.tensor(x)).detach().numpy(), theirs(torch.tensor(x)).detach().numpy())
+    w = np.random.default_rng(3).standard_normal((4, 16)).astype(np.float32)
+    ours[3].weight = tapelab.nn.Parameter(tapelab.tensor(w))
+    theirs[3].weight = torch.nn.Parameter(torch.tensor(w))
+    _close(c(tapelab.tensor(x)).detach().numpy(), theirs(torch.tensor(x)).detach().numpy())
