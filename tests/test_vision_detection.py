@@ -29,7 +29,7 @@ from tapelab.vision.ops import FrozenBatchNorm2d
 # torchvision's published parameter counts (91 classes; pretrained backbones use frozen batch norm)
 PUBLISHED = {"fasterrcnn_resnet50_fpn": 41_755_286, "fasterrcnn_mobilenet_v3_large_fpn": 19_386_354,
              "fasterrcnn_mobilenet_v3_large_320_fpn": 19_386_354, "maskrcnn_resnet50_fpn": 44_401_393,
-             "retinanet_resnet50_fpn": 34_014_999}
+             "retinanet_resnet50_fpn": 34_014_999, "fcos_resnet50_fpn": 32_269_600}
 SMALL = {"min_size": 64, "max_size": 96}
 
 
@@ -389,4 +389,38 @@ def test_retinanet_trains_and_detects():
         assert list(det) == ["boxes", "scores", "labels"] and 0 < det["boxes"].shape[0] <= 300
         b = _np(det["boxes"])
         assert (b >= 0).all() and (b[:, 2] <= w).all() and (b[:, 3] <= h).all()
+        assert (np.diff(_np(det["scores"])) <= 0).all()
+
+
+def test_box_linear_coder_matches_torch():
+    from tapelab.vision.models.detection.fcos import BoxLinearCoder
+    anchors = np.array([[[0, 0, 8, 8], [8, 8, 24, 24]]], np.float32)
+    gt = np.array([[[1, 2, 7, 9], [3, 4, 30, 20]]], np.float32)
+    coder = BoxLinearCoder(normalize_by_size=True)
+    codes = coder.encode(tapelab.tensor(anchors), tapelab.tensor(gt))
+    a, g = torch.from_numpy(anchors), torch.from_numpy(gt)
+    cx, cy = (a[..., 0] + a[..., 2]) / 2, (a[..., 1] + a[..., 3]) / 2
+    w, h = a[..., 2] - a[..., 0], a[..., 3] - a[..., 1]
+    ref = torch.stack([(cx - g[..., 0]) / w, (cy - g[..., 1]) / h, (g[..., 2] - cx) / w, (g[..., 3] - cy) / h], -1)
+    np.testing.assert_allclose(_np(codes), ref.numpy(), rtol=1e-6)
+    np.testing.assert_allclose(_np(coder.decode(codes, tapelab.tensor(anchors))), gt, rtol=1e-6)
+
+
+def test_fcos_trains_and_detects():
+    tapelab.manual_seed(0)
+    model = detection.fcos_resnet50_fpn(weights_backbone=None, num_classes=4, **SMALL)
+    keys = set(model.state_dict())
+    assert {"head.classification_head.conv.10.weight", "head.regression_head.bbox_ctrness.weight",
+            "head.regression_head.conv.9.weight", "backbone.fpn.extra_blocks.p7.weight"} <= keys
+    assert model.anchor_generator.num_anchors_per_location() == [1] * 5
+    losses = model.train()(_images(), _targets(False))
+    assert list(losses) == ["classification", "bbox_regression", "bbox_ctrness"]
+    assert all(np.isfinite(v.item()) and v.item() > 0 for v in losses.values())
+    sum(losses.values()).backward()
+    assert float(model.head.regression_head.bbox_ctrness.weight.grad.abs().sum()) > 0
+    model.eval().score_thresh = 0.0
+    with tapelab.no_grad():
+        out = model(_images())
+    for det, (h, w) in zip(out, ((60, 80), (70, 50))):
+        assert list(det) == ["boxes", "scores", "labels"] and 0 < det["boxes"].shape[0] <= 100
         assert (np.diff(_np(det["scores"])) <= 0).all()

@@ -51,7 +51,7 @@ def _rename_v1_tower(state_dict: dict, prefix: str) -> None:
                 state_dict[f"{prefix}conv.{i}.0.{kind}"] = state_dict.pop(old)
 
 
-def _flatten_levels(outputs: list[Tensor], k: int) -> Tensor:
+def flatten_levels(outputs: list[Tensor], k: int) -> Tensor:
     """(N, A*k, H, W) per level -> (N, sum of H*W*A, k), location-major as the anchors."""
     flat = []
     for out in outputs:
@@ -96,7 +96,7 @@ class RetinaNetClassificationHead(nn.Module):
         return sum(losses) / len(targets)
 
     def forward(self, x: list[Tensor]) -> Tensor:
-        return _flatten_levels([self.cls_logits(self.conv(f)) for f in x], self.num_classes)
+        return flatten_levels([self.cls_logits(self.conv(f)) for f in x], self.num_classes)
 
 
 class RetinaNetRegressionHead(nn.Module):
@@ -132,7 +132,7 @@ class RetinaNetRegressionHead(nn.Module):
         return sum(losses) / max(1, len(targets))
 
     def forward(self, x: list[Tensor]) -> Tensor:
-        return _flatten_levels([self.bbox_reg(self.conv(f)) for f in x], 4)
+        return flatten_levels([self.bbox_reg(self.conv(f)) for f in x], 4)
 
 
 class RetinaNetHead(nn.Module):
@@ -158,70 +158,48 @@ def _default_anchorgen() -> AnchorGenerator:
     return AnchorGenerator(sizes, ((0.5, 1.0, 2.0),) * len(sizes))
 
 
-class RetinaNet(nn.Module):
-    """RetinaNet on ``backbone`` (with ``out_channels``). Training returns ``classification`` and
-    ``bbox_regression`` losses; eval per image ``boxes``, ``scores``, ``labels``."""
+class DenseDetector(nn.Module):
+    """What RetinaNet and FCOS share: transform, backbone (its maps as a list), a head giving per-anchor
+    outputs (N, anchors, k), anchors; training returns ``self.losses(...)``, eval splits the outputs
+    by level for ``postprocess_detections`` and maps the detections back to the input sizes."""
 
-    def __init__(self, backbone: nn.Module, num_classes: int, min_size=800, max_size: int = 1333,
-                 image_mean: list[float] | None = None, image_std: list[float] | None = None,
-                 anchor_generator: AnchorGenerator | None = None, head: nn.Module | None = None,
-                 proposal_matcher: det_utils.Matcher | None = None, score_thresh: float = 0.05,
-                 nms_thresh: float = 0.5, detections_per_img: int = 300, fg_iou_thresh: float = 0.5,
-                 bg_iou_thresh: float = 0.4, topk_candidates: int = 1000, **kwargs: Any) -> None:
-        super().__init__()
+    def _setup(self, backbone: nn.Module, anchor_generator: AnchorGenerator | None, default_anchors,
+               min_size, max_size: int, image_mean: list[float] | None, image_std: list[float] | None,
+               score_thresh: float, nms_thresh: float, detections_per_img: int, topk_candidates: int,
+               **kwargs: Any) -> None:
         if not hasattr(backbone, "out_channels"):
             raise ValueError("backbone should contain an attribute out_channels specifying the number of output "
                              "channels (assumed to be the same for all the levels)")
-        self.backbone = backbone
         if not isinstance(anchor_generator, (AnchorGenerator, type(None))):
             raise TypeError(f"anchor_generator should be of type AnchorGenerator or None instead of "
                             f"{type(anchor_generator)}")
-        self.anchor_generator = anchor_generator if anchor_generator is not None else _default_anchorgen()
-        if head is None:
-            head = RetinaNetHead(backbone.out_channels, self.anchor_generator.num_anchors_per_location()[0],
-                                 num_classes)
-        self.head = head
-        self.proposal_matcher = proposal_matcher or det_utils.Matcher(fg_iou_thresh, bg_iou_thresh,
-                                                                      allow_low_quality_matches=True)
-        self.box_coder = det_utils.BoxCoder(weights=(1.0, 1.0, 1.0, 1.0))
+        self.backbone = backbone
+        self.anchor_generator = anchor_generator if anchor_generator is not None else default_anchors()
         self.transform = GeneralizedRCNNTransform(min_size, max_size, image_mean or IMAGENET_MEAN,
                                                   image_std or IMAGENET_STD, **kwargs)
         self.score_thresh, self.nms_thresh = score_thresh, nms_thresh
         self.detections_per_img, self.topk_candidates = detections_per_img, topk_candidates
 
-    def compute_loss(self, targets: list[dict], head_outputs: dict[str, Tensor],
-                     anchors: list[Tensor]) -> dict[str, Tensor]:
-        matched_idxs = []
-        for anchors_i, target in zip(anchors, targets):
-            if target["boxes"].numel() == 0:
-                matched_idxs.append(full((anchors_i.shape[0],), -1, dtype=int64, device=anchors_i.device))
-            else:
-                matched_idxs.append(self.proposal_matcher(box_ops.box_iou(target["boxes"], anchors_i)))
-        return self.head.compute_loss(targets, head_outputs, anchors, matched_idxs)
+    def losses(self, targets: list[dict], head_outputs: dict[str, Tensor], anchors: list[Tensor],
+               num_anchors_per_level: list[int]) -> dict[str, Tensor]:
+        raise NotImplementedError
 
     def postprocess_detections(self, head_outputs: dict[str, list[Tensor]], anchors: list[list[Tensor]],
                                image_sizes: list[tuple[int, int]]) -> list[dict[str, Tensor]]:
-        """Per image and level: scores above ``score_thresh``, the top ``topk_candidates``, decoded and
-        clipped; then per-class NMS over the levels, at most ``detections_per_img``."""
-        detections = []
-        for index, (anchors_i, shape) in enumerate(zip(anchors, image_sizes)):
-            boxes_all, scores_all, labels_all = [], [], []
-            for deltas, logits, level_anchors in zip((r[index] for r in head_outputs["bbox_regression"]),
-                                                     (c[index] for c in head_outputs["cls_logits"]), anchors_i):
-                num_classes = logits.shape[-1]
-                scores = logits.sigmoid().flatten()
-                candidates = (scores > self.score_thresh).nonzero().reshape(-1)
-                scores, order = scores[candidates].topk(min(self.topk_candidates, int(candidates.numel())))
-                candidates = candidates[order]
-                anchor_idx = candidates // num_classes
-                boxes = self.box_coder.decode_single(deltas[anchor_idx], level_anchors[anchor_idx])
-                boxes_all.append(box_ops.clip_boxes_to_image(boxes, shape))
-                scores_all.append(scores)
-                labels_all.append(candidates % num_classes)
-            boxes, scores, labels = cat(boxes_all, dim=0), cat(scores_all, dim=0), cat(labels_all, dim=0)
-            keep = box_ops.batched_nms(boxes, scores, labels, self.nms_thresh)[: self.detections_per_img]
-            detections.append({"boxes": boxes[keep], "scores": scores[keep], "labels": labels[keep]})
-        return detections
+        raise NotImplementedError
+
+    def _top_candidates(self, scores: Tensor, num_classes: int) -> tuple[Tensor, Tensor, Tensor]:
+        """A level's flat (anchor, class) scores above ``score_thresh``, the best ``topk_candidates``:
+        (scores, anchor indices, labels)."""
+        candidates = (scores > self.score_thresh).nonzero().reshape(-1)
+        scores, order = scores[candidates].topk(min(self.topk_candidates, int(candidates.numel())))
+        candidates = candidates[order]
+        return scores, candidates // num_classes, candidates % num_classes
+
+    def _nms(self, boxes: list[Tensor], scores: list[Tensor], labels: list[Tensor]) -> dict[str, Tensor]:
+        boxes, scores, labels = cat(boxes, dim=0), cat(scores, dim=0), cat(labels, dim=0)
+        keep = box_ops.batched_nms(boxes, scores, labels, self.nms_thresh)[: self.detections_per_img]
+        return {"boxes": boxes[keep], "scores": scores[keep], "labels": labels[keep]}
 
     def forward(self, images: list[Tensor], targets: list[dict] | None = None):
         if self.training:
@@ -236,15 +214,67 @@ class RetinaNet(nn.Module):
         features = list(features.values())
         head_outputs = self.head(features)
         anchors = self.anchor_generator(images, features)
-        if self.training:
-            return self.compute_loss(targets, head_outputs, anchors)
         cells = [int(f.shape[2] * f.shape[3]) for f in features]
         per_cell = head_outputs["cls_logits"].shape[1] // sum(cells)
         counts = [c * per_cell for c in cells]
+        if self.training:
+            return self.losses(targets, head_outputs, anchors, counts)
         split_outputs = {k: list(v.split(counts, dim=1)) for k, v in head_outputs.items()}
         split_anchors = [list(a.split(counts)) for a in anchors]
         detections = self.postprocess_detections(split_outputs, split_anchors, images.image_sizes)
         return self.transform.postprocess(detections, images.image_sizes, sizes)
+
+
+class RetinaNet(DenseDetector):
+    """RetinaNet on ``backbone`` (with ``out_channels``). Training returns ``classification`` and
+    ``bbox_regression`` losses; eval per image ``boxes``, ``scores``, ``labels``."""
+
+    def __init__(self, backbone: nn.Module, num_classes: int, min_size=800, max_size: int = 1333,
+                 image_mean: list[float] | None = None, image_std: list[float] | None = None,
+                 anchor_generator: AnchorGenerator | None = None, head: nn.Module | None = None,
+                 proposal_matcher: det_utils.Matcher | None = None, score_thresh: float = 0.05,
+                 nms_thresh: float = 0.5, detections_per_img: int = 300, fg_iou_thresh: float = 0.5,
+                 bg_iou_thresh: float = 0.4, topk_candidates: int = 1000, **kwargs: Any) -> None:
+        super().__init__()
+        self._setup(backbone, anchor_generator, _default_anchorgen, min_size, max_size, image_mean, image_std,
+                    score_thresh, nms_thresh, detections_per_img, topk_candidates, **kwargs)
+        if head is None:
+            head = RetinaNetHead(backbone.out_channels, self.anchor_generator.num_anchors_per_location()[0],
+                                 num_classes)
+        self.head = head
+        self.proposal_matcher = proposal_matcher or det_utils.Matcher(fg_iou_thresh, bg_iou_thresh,
+                                                                      allow_low_quality_matches=True)
+        self.box_coder = det_utils.BoxCoder(weights=(1.0, 1.0, 1.0, 1.0))
+
+    def compute_loss(self, targets: list[dict], head_outputs: dict[str, Tensor],
+                     anchors: list[Tensor]) -> dict[str, Tensor]:
+        matched_idxs = []
+        for anchors_i, target in zip(anchors, targets):
+            if target["boxes"].numel() == 0:
+                matched_idxs.append(full((anchors_i.shape[0],), -1, dtype=int64, device=anchors_i.device))
+            else:
+                matched_idxs.append(self.proposal_matcher(box_ops.box_iou(target["boxes"], anchors_i)))
+        return self.head.compute_loss(targets, head_outputs, anchors, matched_idxs)
+
+    def losses(self, targets, head_outputs, anchors, num_anchors_per_level) -> dict[str, Tensor]:
+        return self.compute_loss(targets, head_outputs, anchors)
+
+    def postprocess_detections(self, head_outputs: dict[str, list[Tensor]], anchors: list[list[Tensor]],
+                               image_sizes: list[tuple[int, int]]) -> list[dict[str, Tensor]]:
+        """Per image and level: scores above ``score_thresh``, the top ``topk_candidates``, decoded and
+        clipped; then per-class NMS over the levels, at most ``detections_per_img``."""
+        detections = []
+        for index, (anchors_i, shape) in enumerate(zip(anchors, image_sizes)):
+            boxes_all, scores_all, labels_all = [], [], []
+            for deltas, logits, level_anchors in zip((r[index] for r in head_outputs["bbox_regression"]),
+                                                     (c[index] for c in head_outputs["cls_logits"]), anchors_i):
+                scores, anchor_idx, labels = self._top_candidates(logits.sigmoid().flatten(), logits.shape[-1])
+                boxes = self.box_coder.decode_single(deltas[anchor_idx], level_anchors[anchor_idx])
+                boxes_all.append(box_ops.clip_boxes_to_image(boxes, shape))
+                scores_all.append(scores)
+                labels_all.append(labels)
+            detections.append(self._nms(boxes_all, scores_all, labels_all))
+        return detections
 
 
 @register_model()
