@@ -243,8 +243,8 @@ def test_reduce_overhead_refuses_a_differentiable_gradient():
 def test_reduce_overhead_gradients_accumulate_as_eager(clear):
     """The gradients leave the replayed backward uncopied where safe: with ``.grad`` set to None,
     zeroed in place, or accumulated over steps (a held ``.grad`` makes the next backward replay the
-    other graph), every step's ``.grad`` equals PyTorch's, and a view of an earlier ``.grad`` keeps
-    its values."""
+    other graph and copy), every step's ``.grad`` equals PyTorch's, and a view of an earlier ``.grad``
+    keeps its values."""
     c = tapelab.compile(lambda x, w: _mm_chain(tapelab, x, w), mode="reduce-overhead")
     (x, w), (xt, wt) = _mm_pair()
     kept = []

@@ -46,7 +46,7 @@ class Replays:
     def __init__(self, entry, name: str):
         self.entry, self.name = entry, name
         self.calls: dict = {}        # key -> compiled calls so far (warm-up)
-        self.ops: dict = {}          # key -> ReplayOp, or None where the entry cannot be replayed
+        self.ops: dict = {}          # key -> ReplayOp
         self.reason: str | None = _unreplayable(entry.graph)
 
     def __call__(self, key: tuple, flat: tuple):
@@ -60,8 +60,8 @@ class Replays:
                 return run(*flat)
             try:
                 op = self.ops[key] = _capture(self.entry, flat, self.name)
-            except CaptureError as e:
-                self.reason = f"capture failed: {e}"
+            except RuntimeError as e:    # CaptureError, or an op capture refuses: the capture restored state
+                self.reason = f"capture failed: {type(e).__name__}: {e}"
                 return run(*flat)
         if op.busy() or STATE.capturing:
             return run(*flat)
@@ -117,7 +117,7 @@ def _capture(entry, flat: tuple, name: str) -> "ReplayOp":
     backwards, gout = [], None
     if out.requires_grad and want:
         gout = zeros_like(out)
-        for retain in (True, False):     # two backward graphs: one may be handed out while the other replays
+        for retain in (True, False):     # two backward graphs: the second replays while the first's are held
             bwd = Graph(device)
             with graph(bwd, pool=pool):
                 got = iter(_autograd_grad([out], want, grad_outputs=[gout], allow_unused=True, retain_graph=retain))
@@ -128,12 +128,13 @@ def _capture(entry, flat: tuple, name: str) -> "ReplayOp":
 class ReplayOp:
     """A captured entry as one op: the dispatcher records one node; its vjp replays a backward graph.
 
-    The gradients leave without a copy where that is safe: a gradient array the backward graph
+    The gradients leave without a copy where that is safe: a gradient array the first backward graph
     allocated at capture (rewritten by each replay, not a constant or a static input) is handed out
-    as is, and the next backward replays the graph none of whose handed-out arrays is still held (a
-    ``.grad`` that adopted one, a view of it: ``sys.getrefcount`` above its count at capture). A
-    training loop that sets ``.grad`` to None uses one graph; one that accumulates alternates. When
-    both are held, or for arrays not allocated by the graph, the gradient leaves as a copy."""
+    as is while nothing holds what its last replay handed out (``sys.getrefcount`` at its count
+    before any hand-out: a ``.grad`` that adopted one, a view of it, hold it). A training loop that
+    sets ``.grad`` to None replays it every step; while its arrays are held (``.grad`` accumulating
+    across steps) the second graph replays, and its gradients leave as copies, so nothing handed out
+    is ever overwritten."""
 
     def __init__(self, name, fwd, backwards: list, inputs: list, params: list, out, gout):
         self.fwd_graph, self.inputs, self.params = fwd, inputs, tuple(params)
@@ -170,13 +171,13 @@ class ReplayOp:
         d = g._data
         if d is not self.gout._data:
             self.gout._data[...] = d
+        bwd, grads, arrays, handed = self.backwards[0]
         if self.counts is None:         # the first backward: nothing handed out yet
-            self.counts = [[sys.getrefcount(a) for a in arrays] for _, _, arrays, _ in self.backwards]
-        for (bwd, grads, arrays, handed), counts in zip(self.backwards, self.counts):
-            if all(sys.getrefcount(a) <= n for a, n in zip(arrays, counts)):
-                bwd.replay()
-                return tuple(None if gi is None else gi.detach() if h else gi.clone() for gi, h in zip(grads, handed))
-        bwd, grads, _, _ = self.backwards[0]     # every graph's gradients are still held somewhere: copies
+            self.counts = [sys.getrefcount(a) for a in arrays]
+        if all(sys.getrefcount(a) <= n for a, n in zip(arrays, self.counts)):
+            bwd.replay()
+            return tuple(None if gi is None else gi.detach() if h else gi.clone() for gi, h in zip(grads, handed))
+        bwd, grads, _, _ = self.backwards[1]     # what the first handed out is still held: the second's, copied
         bwd.replay()
         return tuple(None if gi is None else gi.clone() for gi in grads)
 
