@@ -29,7 +29,8 @@ from tapelab.vision.ops import FrozenBatchNorm2d
 # torchvision's published parameter counts (91 classes; pretrained backbones use frozen batch norm)
 PUBLISHED = {"fasterrcnn_resnet50_fpn": 41_755_286, "fasterrcnn_mobilenet_v3_large_fpn": 19_386_354,
              "fasterrcnn_mobilenet_v3_large_320_fpn": 19_386_354, "maskrcnn_resnet50_fpn": 44_401_393,
-             "retinanet_resnet50_fpn": 34_014_999, "fcos_resnet50_fpn": 32_269_600}
+             "retinanet_resnet50_fpn": 34_014_999, "fcos_resnet50_fpn": 32_269_600,
+             "ssdlite320_mobilenet_v3_large": 3_440_060}
 SMALL = {"min_size": 64, "max_size": 96}
 
 
@@ -49,8 +50,9 @@ def _count(model) -> int:
 def test_published_parameter_counts(name):
     model = models.get_model(name, weights_backbone=None)
     # built untrained, the backbone's batch norms are trainable; the published size has them frozen
-    bn = sum(p.numel() for m in model.backbone.body.modules() if isinstance(m, tapelab.nn.BatchNorm2d)
-             for p in m.parameters())
+    # (SSDlite's COCO weights were trained with trainable batch norms)
+    body = getattr(model.backbone, "body", None) or tapelab.nn.Module()
+    bn = sum(p.numel() for m in body.modules() if isinstance(m, tapelab.nn.BatchNorm2d) for p in m.parameters())
     assert _count(model) - bn == PUBLISHED[name]
 
 
@@ -424,3 +426,72 @@ def test_fcos_trains_and_detects():
     for det, (h, w) in zip(out, ((60, 80), (70, 50))):
         assert list(det) == ["boxes", "scores", "labels"] and 0 < det["boxes"].shape[0] <= 100
         assert (np.diff(_np(det["scores"])) <= 0).all()
+
+
+def test_default_boxes_match_torch():
+    from tapelab.vision.models.detection.anchor_utils import DefaultBoxGenerator
+    gen = DefaultBoxGenerator([[2], [2, 3]], min_ratio=0.2, max_ratio=0.9)
+    assert gen.num_anchors_per_location() == [4, 6]
+    np.testing.assert_allclose(gen.scales, [0.2, 0.9, 1.0])
+    boxes = gen(ImageList(tapelab.zeros(1, 3, 40, 60), [(40, 60)]), [tapelab.zeros(1, 4, 4, 6), tapelab.zeros(1, 4, 2, 3)])
+    expected = []
+    for k, ((gh, gw), ratios) in enumerate((((4, 6), [2]), ((2, 3), [2, 3]))):
+        s, s2 = gen.scales[k], math.sqrt(gen.scales[k] * gen.scales[k + 1])
+        wh = [[s, s], [s2, s2]] + [p for r in ratios for p in ([s * math.sqrt(r), s / math.sqrt(r)],
+                                                                 [s / math.sqrt(r), s * math.sqrt(r)])]
+        wh = torch.tensor(wh, dtype=torch.float32).clamp(0, 1)
+        ys, xs = torch.meshgrid((torch.arange(gh) + 0.5) / gh, (torch.arange(gw) + 0.5) / gw, indexing="ij")
+        centres = torch.stack([xs.reshape(-1), ys.reshape(-1)], 1).repeat_interleave(len(wh), 0)
+        cxcywh = torch.cat([centres, wh.repeat(gh * gw, 1)], 1)
+        scale = torch.tensor([60, 40])
+        expected.append(torch.cat([(cxcywh[:, :2] - cxcywh[:, 2:] / 2) * scale, (cxcywh[:, :2] + cxcywh[:, 2:] / 2) * scale], 1))
+    np.testing.assert_allclose(_np(boxes[0]), torch.cat(expected).numpy(), rtol=1e-6, atol=1e-5)
+
+
+def test_ssd_hard_negative_mining_matches_torch():
+    tapelab.manual_seed(0)
+    model = detection.ssdlite320_mobilenet_v3_large(weights_backbone=None, num_classes=3)
+    rs = np.random.RandomState(0)
+    logits, deltas = rs.randn(1, 12, 3).astype(np.float32), rs.randn(1, 12, 4).astype(np.float32)
+    xy = rs.rand(12, 2).astype(np.float32) * 50
+    anchors = np.concatenate([xy, xy + 10], 1)
+    matched = np.array([-1, 0, -1, -1, 1, -1, -1, -2, -1, -1, -1, -1])
+    target = {"boxes": tapelab.tensor([[1.0, 2.0, 15.0, 14.0], [30.0, 30.0, 45.0, 50.0]]), "labels": tapelab.tensor([2, 1])}
+    losses = model.compute_loss([target], {"cls_logits": tapelab.tensor(logits), "bbox_regression": tapelab.tensor(deltas)},
+                                [tapelab.tensor(anchors)], [tapelab.tensor(matched)])
+    cls_t = torch.zeros(12, dtype=torch.long)
+    cls_t[[1, 4]] = torch.tensor([2, 1])
+    ce = torch.nn.functional.cross_entropy(torch.from_numpy(logits[0]), cls_t, reduction="none")
+    hardest = ce.clone()
+    hardest[cls_t > 0] = -float("inf")
+    negatives = hardest.topk(6).indices        # three negatives per positive, the highest losses
+    expected_cls = (ce[cls_t > 0].sum() + ce[negatives].sum()) / 2
+    enc = []
+    for i, g in ((1, [1.0, 2.0, 15.0, 14.0]), (4, [30.0, 30.0, 45.0, 50.0])):
+        a, g = torch.from_numpy(anchors[i]), torch.tensor(g)
+        aw, ah, gw, gh = a[2] - a[0], a[3] - a[1], g[2] - g[0], g[3] - g[1]
+        enc.append(torch.stack([10 * (g[0] + gw / 2 - a[0] - aw / 2) / aw, 10 * (g[1] + gh / 2 - a[1] - ah / 2) / ah,
+                                5 * torch.log(gw / aw), 5 * torch.log(gh / ah)]))
+    expected_reg = torch.nn.functional.smooth_l1_loss(torch.from_numpy(deltas[0, [1, 4]]), torch.stack(enc),
+                                                      reduction="sum") / 2
+    np.testing.assert_allclose([losses["classification"].item(), losses["bbox_regression"].item()],
+                               [expected_cls.item(), expected_reg.item()], rtol=1e-5)
+
+
+def test_ssdlite_trains_and_detects():
+    tapelab.manual_seed(0)
+    model = detection.ssdlite320_mobilenet_v3_large(weights_backbone=None, num_classes=3)
+    keys = set(model.state_dict())
+    assert {"backbone.features.0.0.0.weight", "backbone.features.1.0.1.0.weight", "backbone.extra.3.2.1.running_var",
+            "head.classification_head.module_list.5.1.bias", "head.regression_head.module_list.0.0.1.weight"} <= keys
+    losses = model.train()(_images(), _targets(False))
+    assert list(losses) == ["bbox_regression", "classification"]
+    assert all(np.isfinite(v.item()) and v.item() > 0 for v in losses.values())
+    sum(losses.values()).backward()
+    assert float(model.head.classification_head.module_list[0][1].weight.grad.abs().sum()) > 0
+    with tapelab.no_grad():
+        out = model.eval()(_images())
+    for det, (h, w) in zip(out, ((60, 80), (70, 50))):
+        assert list(det) == ["boxes", "scores", "labels"] and 0 < det["boxes"].shape[0] <= 300
+        b = _np(det["boxes"])
+        assert (b >= 0).all() and (b[:, 2] <= w + 1e-4).all() and (b[:, 3] <= h + 1e-4).all()

@@ -6,12 +6,13 @@ import math
 
 from .... import nn
 from ....base.dtype import uint8
-from ....core.creation import randperm
+from ....base.grad_mode import no_grad
+from ....core.creation import arange, randperm, zeros
 from ....core.tensor import Tensor
 from ....ops.movement import cat, stack
 from ...ops.misc import FrozenBatchNorm2d
 
-__all__ = ["BoxCoder", "Matcher", "BalancedPositiveNegativeSampler", "overwrite_eps"]
+__all__ = ["BoxCoder", "Matcher", "SSDMatcher", "BalancedPositiveNegativeSampler", "overwrite_eps", "retrieve_out_channels"]
 
 
 class BalancedPositiveNegativeSampler:
@@ -130,3 +131,28 @@ def overwrite_eps(model: nn.Module, eps: float) -> None:
     for module in model.modules():
         if isinstance(module, FrozenBatchNorm2d):
             module.eps = eps
+
+
+class SSDMatcher(Matcher):
+    """SSD's matching: IoU at least ``threshold``, and every ground truth also takes its best prediction."""
+
+    def __init__(self, threshold: float) -> None:
+        super().__init__(threshold, threshold, allow_low_quality_matches=False)
+
+    def __call__(self, match_quality_matrix: Tensor) -> Tensor:
+        matches = super().__call__(match_quality_matrix)
+        _, best_pred = match_quality_matrix.max(dim=1)
+        matches[best_pred] = arange(best_pred.shape[0], dtype=matches.dtype, device=matches.device)
+        return matches
+
+
+def retrieve_out_channels(model: nn.Module, size: tuple[int, int]) -> list[int]:
+    """The channels of each feature map ``model`` returns for a zero image of ``size`` (width, height)."""
+    was_training = model.training
+    model.eval()
+    with no_grad():
+        features = model(zeros((1, 3, size[1], size[0])))
+    model.train(was_training)
+    if isinstance(features, Tensor):
+        return [int(features.shape[1])]
+    return [int(x.shape[1]) for x in features.values()]
