@@ -20,9 +20,9 @@ import numpy as np
 from ..autograd.engine import grad as _autograd_grad
 from ..base import backend as _backend
 from ..base.grad_mode import STATE as GRAD, enable_grad, no_grad
+from ..base.device import CPU
 from ..base.meta import has_data
 from ..core.creation import empty
-from ..base.device import CPU
 from ..core.dispatch import _result, apply, eager
 from ..base import dtype as _tdtype
 from ..core.registry import ALL, REGISTRY, Op
