@@ -22,9 +22,13 @@ run of 128-256 floats cost more than the run; inlined, the same floats 1.4-1.6x 
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from llvmlite import ir
+from numba import njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic
 
-__all__ = ["input_transform_f23", "input_transform_f43", "output_transform_f23", "grad_transform_f43"]
+__all__ = ["input_transform_f23", "input_transform_f43", "output_transform_f23", "grad_transform_f43",
+           "tap_gemm"]
 
 _JIT = dict(cache=True, error_model="numpy", nogil=True)
 F = np.float32
@@ -185,3 +189,91 @@ def grad_transform_f43(q, dm, tmp, s0, s1):
         for j in range(6):                   # dm[6 i + j] = sum_a A[i, a] tmp[6 a + j]
             _a43(tmp[j, :w], tmp[6 + j, :w], tmp[12 + j, :w], tmp[18 + j, :w], dm[j, s:e], dm[6 + j, s:e],
                  dm[12 + j, s:e], dm[18 + j, s:e], dm[24 + j, s:e], dm[30 + j, s:e])
+
+
+# The per-tap GEMMs ``(T, C) @ (C, O)``: OpenBLAS runs K = C = 32, N = O = 32 at a fraction of the
+# machine's rate (its Haswell kernels, the default core type here, are AVX2; its SkylakeX ones reach
+# full rate only through their small-matrix path). This register-blocked kernel keeps ROWS x O/16
+# accumulators of 16 float32 lanes (12 vector registers) while it streams K: for each k, one
+# broadcast of v[t, k] per row and one fused multiply-add per 16 outputs. LLVM lowers the vectors
+# to the host's widest (AVX-512 here; two AVX2 halves elsewhere). Rounding: each output is
+# ``fma(v[t, k], u[k, j], acc)`` for k ascending, whatever the split over threads.
+_ROWS = {1: 12, 2: 6, 3: 4, 4: 3}           # accumulator rows for O = 16, 32, 48, 64
+
+
+def _tile_kernel(nv: int):
+    """An intrinsic ``tile(v, u, out, t0)``: ``out[t0:t0 + rows] = v[t0:t0 + rows] @ u`` for
+    C-contiguous float32 ``v (T, K)``, ``u (K, 16 nv)``, ``out (T, 16 nv)``."""
+    rows = _ROWS[nv]
+
+    @intrinsic
+    def tile(typingctx, v, u, out, t0):
+        def codegen(context, builder, sig, args):
+            arrays = [context.make_array(ty)(context, builder, a) for ty, a in zip(sig.args[:3], args[:3])]
+            vdata, udata, odata = (a.data for a in arrays)
+            k_len = builder.extract_value(arrays[0].shape, 1)
+            f32, i32, i64 = ir.FloatType(), ir.IntType(32), ir.IntType(64)
+            vec = ir.VectorType(f32, 16)
+            vptr = ir.PointerType(vec)
+            fma = cgutils.get_or_insert_function(builder.module, ir.FunctionType(vec, [vec] * 3), "llvm.fma.v16f32")
+            width = ir.Constant(i64, 16 * nv)
+            accs = [cgutils.alloca_once_value(builder, ir.Constant(vec, [0.0] * 16)) for _ in range(rows * nv)]
+            row_at = [builder.add(args[3], ir.Constant(i64, r)) for r in range(rows)]
+            with cgutils.for_range(builder, k_len) as loop:
+                k = loop.index
+                urow = builder.gep(udata, [builder.mul(k, width)])
+                bs = [builder.load(builder.bitcast(builder.gep(urow, [ir.Constant(i64, 16 * q)]), vptr), align=4)
+                      for q in range(nv)]
+                for r in range(rows):
+                    s = builder.load(builder.gep(vdata, [builder.add(builder.mul(row_at[r], k_len), k)]))
+                    sv = builder.insert_element(ir.Constant(vec, ir.Undefined), s, ir.Constant(i32, 0))
+                    sv = builder.shuffle_vector(sv, ir.Constant(vec, ir.Undefined),
+                                                ir.Constant(ir.VectorType(i32, 16), [0] * 16))
+                    for q in range(nv):
+                        acc = accs[r * nv + q]
+                        builder.store(builder.call(fma, [sv, bs[q], builder.load(acc)]), acc)
+            for r in range(rows):
+                orow = builder.gep(odata, [builder.mul(row_at[r], width)])
+                for q in range(nv):
+                    dst = builder.bitcast(builder.gep(orow, [ir.Constant(i64, 16 * q)]), vptr)
+                    builder.store(builder.load(accs[r * nv + q]), dst, align=4)
+            return context.get_dummy_value()
+        return types.void(v, u, out, t0), codegen
+    return tile
+
+
+_TILE1, _TILE2, _TILE3, _TILE4 = (_tile_kernel(nv) for nv in (1, 2, 3, 4))
+
+
+@njit(**_JIT, fastmath={"contract"})
+def _rest_rows(v, u, out, t0):
+    """Rows ``t0:`` the tiles left over, the same fused multiply-adds in the same order."""
+    for t in range(t0, v.shape[0]):
+        o = out[t]
+        o[:] = 0.0
+        for k in range(v.shape[1]):
+            a = v[t, k]
+            uk = u[k]
+            for j in range(o.shape[0]):
+                o[j] = a * uk[j] + o[j]
+
+
+@njit(**_JIT)
+def tap_gemm(v, u, out, p0, p1):
+    """Taps ``p0:p1`` of ``out (P, T, O) = v (P, T, C) @ u (P, C, O)``, all C-contiguous float32,
+    O one of 16, 32, 48, 64 (``_winograd`` checks)."""
+    nv = u.shape[2] // 16
+    rows = 12 if nv == 1 else 6 if nv == 2 else 4 if nv == 3 else 3
+    full = v.shape[1] - v.shape[1] % rows
+    for p in range(p0, p1):
+        vp, up, op = v[p], u[p], out[p]
+        for t in range(0, full, rows):
+            if nv == 1:
+                _TILE1(vp, up, op, t)
+            elif nv == 2:
+                _TILE2(vp, up, op, t)
+            elif nv == 3:
+                _TILE3(vp, up, op, t)
+            else:
+                _TILE4(vp, up, op, t)
+        _rest_rows(vp, up, op, full)

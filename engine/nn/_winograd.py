@@ -204,8 +204,15 @@ def _conv_images(x, y, ut, xp, pads, m):
 
 
 def _tap_gemm(xp, v, ut):
-    """``v (a^2, T, C) @ ut (a^2, C, O)``, ``TAP_ROWS`` tile rows at a time (one batched call each)."""
+    """``v (a^2, T, C) @ ut (a^2, C, O)``: with the eager kernels and O a multiple of 16 up to 64,
+    ``kernels/winograd.py``'s register-blocked loop (the taps split over threads); else BLAS,
+    ``TAP_ROWS`` tile rows at a time (one batched call each)."""
     t = v.shape[1]
+    if ut.shape[2] in (16, 32, 48, 64) and kernels.use(xp, v, ut):
+        prod = xp.empty((v.shape[0], t, ut.shape[2]), v.dtype)
+        kernels.parallel_ranges(kernels.loops("winograd").tap_gemm, v.shape[0], prod.size,
+                                lambda first, lo, hi: (v, ut, prod, lo, hi))
+        return prod
     if t <= TAP_ROWS:
         return gemm(xp, v, ut)
     prod = xp.empty((v.shape[0], t, ut.shape[2]), v.dtype)
