@@ -111,3 +111,27 @@ def test_autograd_profiler_is_reachable_after_import():
             (torch.ones(2, 3) * 2).sum()
     assert {"block", "sum"} <= {e.key for e in p.key_averages()}
     assert {"block", "aten::sum"} <= {e.key for e in q.key_averages()}
+
+
+def test_untyped_storage_from_file_as_safetensors_reads_it(tmp_path):
+    """safetensors' loader: ``UntypedStorage.from_file``, a byte slice per tensor, then
+    ``asarray(slice, dtype=uint8).view(dtype=...).reshape(shape)``."""
+    values = np.arange(12, dtype=np.float32) * 0.5
+    path = tmp_path / "blob.bin"
+    path.write_bytes(b"\x00" * 8 + values.tobytes())
+    got = []
+    for m in (torch, tapelab):
+        storage = m.UntypedStorage.from_file(str(path), shared=False, nbytes=8 + values.nbytes)
+        assert storage.untyped() is storage and len(storage) == 8 + values.nbytes
+        piece = storage[8:8 + values.nbytes]
+        t = m.asarray(piece, dtype=m.uint8).view(dtype=m.float32).reshape((3, 4))
+        t[0, 0] = 100.0                      # private pages: the file keeps its bytes
+        got.append(t.tolist())
+    assert got[0] == got[1] and got[1][0][0] == 100.0
+    assert path.read_bytes()[8:12] == np.float32(0).tobytes()
+    shared = tapelab.UntypedStorage.from_file(str(path), shared=True, nbytes=8)
+    tapelab.asarray(shared, dtype=tapelab.uint8)[0] = 7
+    del shared
+    assert path.read_bytes()[0] == 7
+    with pytest.raises(RuntimeError, match="unable to mmap"):
+        tapelab.UntypedStorage.from_file(str(path), nbytes=10 ** 6)

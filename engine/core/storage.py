@@ -7,6 +7,7 @@ libraries (safetensors finding shared weights, code checking that two tensors al
 """
 from __future__ import annotations
 
+import os
 import warnings
 
 import numpy as np
@@ -40,6 +41,34 @@ class UntypedStorage:
         self = object.__new__(cls)
         self._array, self._device = root, dev
         return self
+
+    @classmethod
+    def from_file(cls, filename, shared: bool = False, nbytes: int = 0) -> "UntypedStorage":
+        """The file's bytes, memory-mapped: written back with ``shared``, else private copy-on-write
+        pages, as PyTorch's (safetensors loads every checkpoint through this)."""
+        size = int(nbytes) or os.path.getsize(filename)
+        if size > os.path.getsize(filename):
+            raise RuntimeError(f"unable to mmap {size} bytes from file <{os.fspath(filename)}>: the file has "
+                               f"{os.path.getsize(filename)} bytes")
+        if size == 0:
+            return cls(0)
+        return cls._of(np.memmap(filename, dtype=np.uint8, mode="r+" if shared else "c", shape=(size,)), CPU)
+
+    def untyped(self) -> "UntypedStorage":
+        return self
+
+    def __getitem__(self, index):
+        """A byte (an int), or a slice of the block as a storage over the same memory."""
+        if isinstance(index, slice):
+            if index.step not in (None, 1):
+                raise RuntimeError("slices with steps other than 1 are not supported on storages")
+            return UntypedStorage._of(self._array.reshape(-1).view(np.uint8)[index], self._device)
+        return int(self._host_bytes()[index])
+
+    def __array__(self, dtype=None, copy=None):
+        """The block's bytes (no copy on the cpu), so ``tapelab.asarray(storage, dtype=uint8)`` reads it."""
+        arr = self._host_bytes()
+        return arr if dtype is None else arr.astype(dtype, copy=False)
 
     @property
     def device(self) -> Device:
