@@ -36,8 +36,9 @@ from .ops.special import *  # noqa: F401,F403
 from .ops.stats import *  # noqa: F401,F403
 from .ops.sparse import *  # noqa: F401,F403
 from .ops.lowrank import *  # noqa: F401,F403
-from .base.layout import (channels_last, channels_last_3d, contiguous_format, layout, memory_format,  # noqa: F401
-                          preserve_format, sparse_coo, strided)
+from .base.layout import (channels_last, channels_last_3d, contiguous_format, jagged, layout,  # noqa: F401
+                          memory_format, preserve_format, sparse_bsc, sparse_bsr, sparse_coo, sparse_csc, sparse_csr,
+                          strided)
 from .core.random import Generator, default_generator, get_rng_state, initial_seed, manual_seed, seed, set_rng_state
 from .serialization import CheckpointError, PyTorchFileReader, load, save
 from .tape import tape
@@ -77,6 +78,8 @@ from . import distributions, fft, special  # noqa: E402,F401
 from .aliases import install_aliases, uninstall_aliases  # noqa: E402  (import torch / torchvision -> tapelab)
 
 from . import version  # noqa: E402  (torch.version: the build facts libraries branch on)
+from . import __config__  # noqa: E402,F401  (torch.__config__: the build description, show())
+from . import futures  # noqa: E402,F401  (torch.futures: Future, collect_all, wait_all)
 from . import library  # noqa: E402,F401  (torch.library: custom ops defined in Python)
 from . import _dynamo  # noqa: E402,F401  (torch._dynamo: libraries read it without importing it)
 from .version import __version__  # noqa: E402

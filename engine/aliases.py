@@ -26,7 +26,7 @@ __all__ = ["install_aliases", "uninstall_aliases", "Aliases"]
 
 _TARGETS = {"torch": "tapelab", "torchvision": "tapelab.vision"}
 # PyTorch modules tapelab keeps elsewhere because of its layers (checked before the prefixes)
-_MOVED = {"torch.autograd.profiler": "tapelab.profiler.legacy"}
+_MOVED = {"torch.autograd.profiler": "tapelab.profiler.legacy", "torch._tensor_str": "tapelab.base.repr"}
 
 
 def _target(name: str, prefixes: dict[str, str]) -> str | None:

@@ -143,9 +143,9 @@ OMISSIONS: dict[str, dict[str, tuple[str, ...]]] = {
                   "int4", "int5", "int6", "int7", "uint1", "uint2", "uint3", "uint4", "uint5", "uint6", "uint7"),
     },
     SPARSE_COMPRESSED: {
-        "torch": ("ccol_indices_copy", "col_indices_copy", "crow_indices_copy", "jagged", "nested",
-                  "row_indices_copy", "sparse_bsc", "sparse_bsc_tensor", "sparse_bsr", "sparse_bsr_tensor",
-                  "sparse_compressed_tensor", "sparse_csc", "sparse_csc_tensor", "sparse_csr", "sparse_csr_tensor"),
+        "torch": ("ccol_indices_copy", "col_indices_copy", "crow_indices_copy", "nested",
+                  "row_indices_copy", "sparse_bsc_tensor", "sparse_bsr_tensor",
+                  "sparse_compressed_tensor", "sparse_csc_tensor", "sparse_csr_tensor"),
         "torch.Tensor": ("ccol_indices", "col_indices", "crow_indices", "row_indices", "to_padded_tensor",
                          "to_sparse_bsc", "to_sparse_bsr", "to_sparse_csc", "to_sparse_csr"),
     },

@@ -33,7 +33,8 @@ def test_addmm_baddbmm_round_once_in_reduced_precision(dt, batched):
     x, c = rng.standard_normal(shape).astype(np.float32), rng.standard_normal(shape[:-1] + (8,)).astype(np.float32)
     (ox, oc), (tx, tc) = _pair(dt, x, c)
     op = "baddbmm" if batched else "addmm"
-    _same(getattr(tapelab, op)(oc, ox, ox.mT, beta=0.5, alpha=-2.0), getattr(torch, op)(tc, tx, tx.mT, beta=0.5, alpha=-2.0))
+    ours = getattr(tapelab, op)(oc, ox, ox.mT, beta=0.5, alpha=-2.0)
+    _same(ours, getattr(torch, op)(tc, tx, tx.mT, beta=0.5, alpha=-2.0))
 
 
 @pytest.mark.parametrize("batched", [False, True])
@@ -126,3 +127,127 @@ def test_asarray_reads_a_storage_as_dtype_sharing_memory(dtype):
     (a, t), (a2, t2) = got
     _same(a, a2)
     _same(t, t2)
+
+
+# ---------------------------------------------------------------- torch_geometric's import: the names it reads
+def test_config_show_says_no_mkl():
+    """torch_geometric sets ``NO_MKL`` from ``'USE_MKL=OFF' in torch.__config__.show()``; tapelab has no MKL."""
+    with tapelab.install_aliases():
+        import torch.__config__ as config
+        assert config is tapelab.__config__
+    assert isinstance(torch.__config__.show(), str) and "USE_MKL=" in torch.__config__.show()
+    assert "USE_MKL=OFF" in tapelab.__config__.show()
+    assert f"at::get_num_threads() : {tapelab.get_num_threads()}\n" in tapelab.__config__.parallel_info()
+
+
+ATEN_CALLS = [
+    ("add.Tensor", lambda m, x: (x, x * 2), {"alpha": 3}),
+    ("sub.Tensor", lambda m, x: (x, 1.5), {}),
+    ("clone.default", lambda m, x: (x,), {}),
+    ("_to_copy.default", lambda m, x: (x,), {"dtype": "float64"}),
+    ("alias.default", lambda m, x: (x,), {}),
+    ("slice.Tensor", lambda m, x: (x, 1, 1, 3), {}),
+    ("select.int", lambda m, x: (x, 0, 1), {}),
+    ("index.Tensor", lambda m, x: (x, [m.tensor([1, 0, 1])]), {}),
+    ("index_select.default", lambda m, x: (x, 1, m.tensor([2, 0])), {}),
+    ("cat.default", lambda m, x: ([x, x],), {"dim": 1}),
+    ("flip.default", lambda m, x: (x, [0]), {}),
+    ("unsqueeze.default", lambda m, x: (x, 0), {}),
+    ("squeeze.dim", lambda m, x: (x[:1], 0), {}),
+    ("mm.default", lambda m, x: (x, x.T), {}),
+]
+
+
+@pytest.mark.parametrize("name,args,kwargs", ATEN_CALLS, ids=[c[0] for c in ATEN_CALLS])
+def test_aten_overloads_are_keys_and_call_the_op(name, args, kwargs):
+    """torch_geometric's Index/EdgeIndex key their handlers on ``torch.ops.aten.<op>.<overload>`` at import."""
+    outs = []
+    for m in (tapelab, torch):
+        packet, overload = name.split(".")
+        op = getattr(getattr(m.ops.aten, packet), overload)
+        assert op is getattr(getattr(m.ops.aten, packet), overload) and {op: 1}[op] == 1
+        x = m.tensor([[3.0, 1.0, 2.0], [6.0, 5.0, 4.0]])
+        kw = {k: getattr(m, v) if isinstance(v, str) else v for k, v in kwargs.items()}
+        outs.append(op(*args(m, x), **kw))
+    assert outs[0].dtype.name == str(outs[1].dtype).split(".")[1]
+    _same(*outs)
+
+
+def test_aten_sort_stable_and_unknown_names():
+    values, indices = tapelab.ops.aten.sort.stable(tapelab.tensor([[2.0, 1.0, 2.0]]), stable=True, dim=1,
+                                                   descending=True)
+    want = torch.ops.aten.sort.stable(torch.tensor([[2.0, 1.0, 2.0]]), stable=True, dim=1, descending=True)
+    _same(values, want[0])
+    assert indices.tolist() == want[1].tolist()
+    assert hasattr(torch.ops.aten, "_sparse_addmm") and hasattr(tapelab.ops.aten, "_sparse_addmm")
+    for m in (tapelab, torch):
+        assert not hasattr(m.ops.aten, "no_such_op_anywhere")
+
+
+@tapelab.jit._overload
+def _scale(x: tapelab.Tensor, factor: float) -> tapelab.Tensor:
+    ...
+
+
+def _scale(x, factor=2.0):  # noqa: F811 - the implementation after its overload stub, as TorchScript programs write
+    return x * factor
+
+
+@torch.jit._overload
+def _scale_torch(x: torch.Tensor, factor: float) -> torch.Tensor:
+    ...
+
+
+def _scale_torch(x, factor=2.0):  # noqa: F811
+    return x * factor
+
+
+def test_jit_overload_declarations_keep_the_implementation():
+    """``@torch.jit._overload`` stubs (torch_geometric's utils) then the implementation of the same name."""
+    _same(_scale(tapelab.tensor([1.0, 2.0])), _scale_torch(torch.tensor([1.0, 2.0])))
+    assert tapelab.jit._overload_method(_scale) is _scale
+
+
+def test_dlpack_round_trip_shares_memory_with_torch():
+    """torch_geometric imports ``torch.utils.dlpack.from_dlpack``; the capsule crosses to PyTorch and back."""
+    from tapelab.utils.dlpack import from_dlpack, to_dlpack
+    ours = tapelab.arange(6.0).reshape(2, 3)
+    theirs = torch.utils.dlpack.from_dlpack(to_dlpack(ours))
+    theirs[0, 0] = 7.0
+    assert ours[0, 0].item() == 7.0
+    back = from_dlpack(torch.utils.dlpack.to_dlpack(theirs))
+    _same(back, theirs)
+    with tapelab.install_aliases():
+        from torch.utils.dlpack import from_dlpack as aliased
+        assert aliased is from_dlpack
+
+
+@pytest.mark.parametrize("values", [[[1.5, -2.25], [3.0, 4.125]], [[1, 2, 3]], list(range(2000))])
+def test_tensor_str_under_aliases_matches_torch(values):
+    """torch_geometric's OFF writer: ``from torch._tensor_str import PRINT_OPTS, _tensor_str``."""
+    from torch._tensor_str import PRINT_OPTS as THEIR_OPTS, _tensor_str as theirs
+    with tapelab.install_aliases():
+        from torch._tensor_str import PRINT_OPTS, _tensor_str
+    assert PRINT_OPTS.threshold == THEIR_OPTS.threshold
+    assert _tensor_str(tapelab.tensor(values), indent=0) == theirs(torch.tensor(values), indent=0)
+
+
+def test_futures_collect_and_wait_like_torch():
+    """torch_geometric's feature stores annotate with ``torch.futures.Future``."""
+    got = []
+    for m in (tapelab, torch):
+        futs = [m.futures.Future() for _ in range(2)]
+        for f, v in zip(futs, (1, 2)):
+            f.set_result(v)
+        got.append((m.futures.wait_all(futs), [f.wait() for f in m.futures.collect_all(futs).wait()]))
+    assert got[0] == got[1] == ([1, 2], [1, 2])
+
+
+@pytest.mark.parametrize("name", ["sparse_csr", "sparse_csc", "sparse_bsr", "sparse_bsc", "jagged"])
+def test_compressed_layouts_are_named(name):
+    """``src.layout == torch.sparse_csr`` (torch_geometric's is_torch_sparse_tensor) on a dense tensor."""
+    import pickle
+    ours = getattr(tapelab, name)
+    assert (tapelab.zeros(2).layout == ours) is (torch.zeros(2).layout == getattr(torch, name)) is False
+    assert pickle.loads(pickle.dumps(ours)) is ours
+    assert repr(ours) == repr(getattr(torch, name)).replace("torch", "tapelab")

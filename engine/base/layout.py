@@ -1,8 +1,11 @@
-"""``tapelab.strided`` and ``tapelab.sparse_coo``: the memory layouts a tensor reports as ``.layout``;
+"""``tapelab.strided`` and ``tapelab.sparse_coo``: the memory layouts a tensor reports as ``.layout``
+(the compressed and jagged layouts are named too, for the comparisons libraries make, though no
+tensor has them);
 and the memory formats (``tapelab.channels_last``, ...) that ``clone``/``contiguous``/``to`` take."""
 from __future__ import annotations
 
-__all__ = ["layout", "strided", "sparse_coo", "memory_format", "contiguous_format", "preserve_format",
+__all__ = ["layout", "strided", "sparse_coo", "sparse_csr", "sparse_csc", "sparse_bsr", "sparse_bsc", "jagged",
+           "memory_format", "contiguous_format", "preserve_format",
            "channels_last", "channels_last_3d"]
 
 
@@ -37,6 +40,8 @@ class memory_format(_Named):
 
 strided = layout("strided")
 sparse_coo = layout("sparse_coo")
+sparse_csr, sparse_csc, sparse_bsr, sparse_bsc, jagged = (layout(n) for n in ("sparse_csr", "sparse_csc", "sparse_bsr",
+                                                                              "sparse_bsc", "jagged"))
 contiguous_format = memory_format("contiguous_format")
 preserve_format = memory_format("preserve_format")
 channels_last = memory_format("channels_last")

@@ -162,6 +162,12 @@ def array_str(arr: np.ndarray, indent: int) -> str:
     return _nested(arr, indent, summarize, fmt)
 
 
+def _tensor_str(self, indent: int) -> str:
+    """PyTorch's ``torch._tensor_str._tensor_str``: a tensor's values as its repr prints them (torch_geometric's
+    OFF writer formats positions with it)."""
+    return array_str(self.detach().__array__(), indent)
+
+
 def _grad_extras(t) -> list:
     if t.grad_fn is not None:
         return [f"grad_fn=<{t.grad_fn.name()}>"]

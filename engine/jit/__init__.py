@@ -107,6 +107,15 @@ def interface(obj):
     return obj
 
 
+def _overload(fn: Callable) -> Callable:
+    """``@torch.jit._overload``: a signature TorchScript compiles separately; Python keeps the last
+    definition (the implementation), so the declaration is handed back unchanged (torch_geometric's utils)."""
+    return fn
+
+
+_overload_method = _overload
+
+
 def is_scripting() -> bool:
     """False: tapelab never runs code as TorchScript."""
     return False

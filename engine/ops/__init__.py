@@ -9,6 +9,7 @@ from . import compare, convert, elementwise, indexing, linalg, movement, reduce,
 from . import conjugation, shaping, special, spectral, stats  # noqa: F401
 from . import linalg_api, lowrank  # noqa: F401
 from . import registry  # noqa: F401  (the public path tapelab.ops.registry, a re-export)
+from ._aten import AtenNamespace
 from .custom import NAMESPACES as _CUSTOM_NAMESPACES
 
 __all__ = ["REGISTRY", "Op", "defop", "install_methods", "surface", "MODULES", "FOUNDATION"]
@@ -19,6 +20,7 @@ MODULES = (convert, elementwise, compare, reduce, movement, linalg, sort, indexi
 # and metadata): construction, new_* and pickling; storages; hooks; detach; backward; the
 # __torch_function__ protocol's side (Tensor.__torch_function__, subclass registration, as_subclass)
 FOUNDATION = (creation, storage, node, views, engine, overrides)
+_ATEN = AtenNamespace(MODULES)   # torch.ops.aten
 
 
 def surface(modules=MODULES, ops=None) -> dict:
@@ -66,7 +68,10 @@ def _inplace(op, name, apply_):
 
 
 def __getattr__(name: str):
-    """``torch.ops.<namespace>``: the custom ops ``tapelab.library.custom_op`` registered under ``name``."""
+    """``torch.ops.<namespace>``: ``aten`` (the public functions), or the custom ops ``tapelab.library.custom_op``
+    registered under ``name``."""
+    if name == "aten":
+        return _ATEN
     if name in _CUSTOM_NAMESPACES:
         return _CUSTOM_NAMESPACES[name]
     raise AttributeError(f"module 'tapelab.ops' has no attribute {name!r} (custom op namespaces: "
