@@ -108,6 +108,13 @@ def test_operands_the_fast_path_does_not_take_run_through_eager(monkeypatch):
 
 # ---------------------------------------------------------------- mode="reduce-overhead"
 
+@pytest.fixture
+def always(monkeypatch):
+    """Every call after the capture replays (no trial against the compiled call)."""
+    from tapelab.compiler import overhead
+    monkeypatch.setattr(overhead, "TRIALS", 0)
+
+
 def _mm_chain(m, x, w):
     """A GEMM and a fused group: more than one op each way, so reduce-overhead captures it."""
     return ((x @ w) * 2.0 + 1.0).tanh().sum()
@@ -135,7 +142,7 @@ def _nets(seed=0):
     return ours, theirs
 
 
-def test_reduce_overhead_steps_equal_torch_with_the_optimizer_between():
+def test_reduce_overhead_steps_equal_torch_with_the_optimizer_between(always):
     """Five SGD steps of a compiled net under reduce-overhead (the third call on is a replay):
     losses, gradients, updated weights and BatchNorm's running statistics (static state the replay
     writes) equal PyTorch's; a new batch each step is copied into the graph's input buffer."""
@@ -162,7 +169,7 @@ def test_reduce_overhead_steps_equal_torch_with_the_optimizer_between():
     assert r.reason is None and len(r.ops) == 1
 
 
-def test_reduce_overhead_captures_again_for_a_new_shape():
+def test_reduce_overhead_captures_again_for_a_new_shape(always):
     """Each input shape gets its own graphs (a dynamic entry serves both sizes; a graph only one):
     values and gradients at both sizes equal PyTorch's, alternating after both were captured."""
     c = tapelab.compile(lambda x, w: _mm_chain(tapelab, x, w), mode="reduce-overhead")
@@ -178,7 +185,7 @@ def test_reduce_overhead_captures_again_for_a_new_shape():
     assert sum(len(r.ops) for r in replays) == 2
 
 
-def test_reduce_overhead_never_overwrites_what_a_caller_still_holds():
+def test_reduce_overhead_never_overwrites_what_a_caller_still_holds(always):
     """A kept output keeps its value after later replays, and a second call before the first one's
     backward (``c(x1) + c(x2)``) runs without replaying, so both gradients are PyTorch's."""
     c = tapelab.compile(lambda x, w: _mm_chain(tapelab, x, w), mode="reduce-overhead")
@@ -230,7 +237,7 @@ def test_reduce_overhead_does_not_replay_a_write_into_an_argument():
     assert r.ops == {} and "writes into its argument" in r.reason
 
 
-def test_reduce_overhead_refuses_a_differentiable_gradient():
+def test_reduce_overhead_refuses_a_differentiable_gradient(always):
     c = tapelab.compile(lambda x, w: _mm_chain(tapelab, x, w), mode="reduce-overhead")
     (x, w), _ = _mm_pair()
     for _ in range(3):
@@ -240,7 +247,7 @@ def test_reduce_overhead_refuses_a_differentiable_gradient():
 
 
 @pytest.mark.parametrize("clear", ["none", "zero", "accumulate"])
-def test_reduce_overhead_gradients_accumulate_as_eager(clear):
+def test_reduce_overhead_gradients_accumulate_as_eager(always, clear):
     """The gradients leave the replayed backward uncopied where safe: with ``.grad`` set to None,
     zeroed in place, or accumulated over steps (a held ``.grad`` makes the next backward replay the
     other graph and copy), every step's ``.grad`` equals PyTorch's, and a view of an earlier ``.grad``
@@ -314,7 +321,7 @@ def test_a_compiled_module_reads_its_parameters_by_one_name_and_sees_their_updat
     _close(c(tapelab.tensor(x)).detach().numpy(), theirs(torch.tensor(x)).detach().numpy())
 
 
-def test_reduce_overhead_on_the_simulated_cuda_device():
+def test_reduce_overhead_on_the_simulated_cuda_device(always):
     """On the (simulated) cuda device the compiled step is captured as cuda graphs and replayed;
     gradients equal the cpu module's over several steps."""
     from tapelab._backend import simulated_cuda
@@ -335,3 +342,31 @@ def test_reduce_overhead_on_the_simulated_cuda_device():
         assert r.reason is None and len(r.ops) == 1
         op = next(iter(r.ops.values()))
         assert op.fwd_graph.device == dev and op.fwd_graph.stream_captured
+
+
+@pytest.mark.parametrize("replay_faster", [True, False])
+def test_reduce_overhead_keeps_the_replay_only_where_it_measured_faster(monkeypatch, replay_faster):
+    """After the capture, calls alternate between the replay and the compiled call, each timed to the
+    next call; the replay is kept only when its median is lower (a fake clock decides here), and
+    every step's gradients are PyTorch's either way."""
+    from tapelab.compiler import overhead
+    now = [0.0]
+
+    def clock():
+        return now[0]
+    monkeypatch.setattr(overhead, "_clock", clock)
+    c = tapelab.compile(lambda x, w: _mm_chain(tapelab, x, w), mode="reduce-overhead")
+    (x, w), (xt, wt) = _mm_pair()
+    r = None
+    for i in range(3 + 2 * overhead.TRIALS + 2):
+        x.grad = w.grad = xt.grad = wt.grad = None
+        c(x, w).backward()
+        r = r or next(iter(c.cache.values())).replays
+        timing = r.timing
+        now[0] += 1.0 if timing is None or timing[1] == replay_faster else 2.0
+        _mm_chain(torch, xt, wt).backward()
+        _check(x.grad, xt.grad, [w], [wt])
+    (key,) = r.ops
+    assert (r.ops[key] is not None) is replay_faster and r.trials == {}
+    assert "replayed 1000000 us against compiled 2000000 us" in r.notes[key] if replay_faster else \
+        "replayed 2000000 us against compiled 1000000 us" in r.notes[key]
