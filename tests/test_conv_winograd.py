@@ -248,7 +248,8 @@ def test_transform_loops_split_over_threads_equal_one_thread(monkeypatch, m):
 def test_tap_gemm_loop_matches_float64_and_splits_bitwise(monkeypatch, o):
     """The per-tap GEMMs' register-blocked loop (``kernels/winograd.py`` ``tap_gemm``, taken for
     float32 with O a multiple of 16 up to 64): the float64 product to float32 rounding, tile counts
-    that leave rows over included, and the same floats however the taps split over threads."""
+    that leave rows over included, and the same floats however the taps split over threads and
+    whether ``v`` is contiguous or a transposed view."""
     pytest.importorskip("numba")
     from tapelab import kernels
     monkeypatch.setattr(kernels, "PARALLEL_MIN", 1)
@@ -256,7 +257,7 @@ def test_tap_gemm_loop_matches_float64_and_splits_bitwise(monkeypatch, o):
     calls = []
     monkeypatch.setattr(loops, "tap_gemm", lambda *a, _f=loops.tap_gemm: calls.append(1) or _f(*a))
     rng = np.random.default_rng(9)
-    v = rng.standard_normal((5, 12 * 3 + 7, 9)).astype(np.float32)
+    v = rng.standard_normal((5, 16 * 3 + 7, 9)).astype(np.float32)
     u = rng.standard_normal((5, 9, o)).astype(np.float32)
     ref = np.matmul(v.astype(np.float64), u.astype(np.float64))
     before = tl.get_num_threads()
@@ -269,5 +270,8 @@ def test_tap_gemm_loop_matches_float64_and_splits_bitwise(monkeypatch, o):
         tl.set_num_threads(before)
     assert len(calls) >= 3
     np.testing.assert_allclose(results[0], ref, rtol=1e-5, atol=1e-5 * np.abs(ref).max())
+    # the weight gradient passes a transposed view as v: the same floats as the contiguous copy
+    strided = np.ascontiguousarray(v.transpose(0, 2, 1)).transpose(0, 2, 1)
+    results.append(_winograd._tap_gemm(np, strided, u))
     for got in results[1:]:
         np.testing.assert_array_equal(got, results[0])

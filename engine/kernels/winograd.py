@@ -198,12 +198,13 @@ def grad_transform_f43(q, dm, tmp, s0, s1):
 # broadcast of v[t, k] per row and one fused multiply-add per 16 outputs. LLVM lowers the vectors
 # to the host's widest (AVX-512 here; two AVX2 halves elsewhere). Rounding: each output is
 # ``fma(v[t, k], u[k, j], acc)`` for k ascending, whatever the split over threads.
-_ROWS = {1: 12, 2: 6, 3: 4, 4: 3}           # accumulator rows for O = 16, 32, 48, 64
+_ROWS = {1: 16, 2: 8, 3: 5, 4: 4}           # accumulator rows for O = 16, 32, 48, 64
 
 
 def _tile_kernel(nv: int):
     """An intrinsic ``tile(v, u, out, t0)``: ``out[t0:t0 + rows] = v[t0:t0 + rows] @ u`` for
-    C-contiguous float32 ``v (T, K)``, ``u (K, 16 nv)``, ``out (T, 16 nv)``."""
+    float32 ``v (T, K)`` (any strides: its elements are broadcast one at a time) and C-contiguous
+    ``u (K, 16 nv)``, ``out (T, 16 nv)``."""
     rows = _ROWS[nv]
 
     @intrinsic
@@ -225,7 +226,9 @@ def _tile_kernel(nv: int):
                 bs = [builder.load(builder.bitcast(builder.gep(urow, [ir.Constant(i64, 16 * q)]), vptr), align=4)
                       for q in range(nv)]
                 for r in range(rows):
-                    s = builder.load(builder.gep(vdata, [builder.add(builder.mul(row_at[r], k_len), k)]))
+                    s = builder.load(cgutils.get_item_pointer2(
+                        context, builder, vdata, cgutils.unpack_tuple(builder, arrays[0].shape),
+                        cgutils.unpack_tuple(builder, arrays[0].strides), sig.args[0].layout, [row_at[r], k]))
                     sv = builder.insert_element(ir.Constant(vec, ir.Undefined), s, ir.Constant(i32, 0))
                     sv = builder.shuffle_vector(sv, ir.Constant(vec, ir.Undefined),
                                                 ir.Constant(ir.VectorType(i32, 16), [0] * 16))
@@ -260,10 +263,11 @@ def _rest_rows(v, u, out, t0):
 
 @njit(**_JIT)
 def tap_gemm(v, u, out, p0, p1):
-    """Taps ``p0:p1`` of ``out (P, T, O) = v (P, T, C) @ u (P, C, O)``, all C-contiguous float32,
-    O one of 16, 32, 48, 64 (``_winograd`` checks)."""
+    """Taps ``p0:p1`` of ``out (P, T, O) = v (P, T, C) @ u (P, C, O)``, float32, ``u`` and ``out``
+    C-contiguous (``v`` any strides: the weight gradient passes a transposed view), O one of 16,
+    32, 48, 64 (``_winograd`` checks)."""
     nv = u.shape[2] // 16
-    rows = 12 if nv == 1 else 6 if nv == 2 else 4 if nv == 3 else 3
+    rows = 16 if nv == 1 else 8 if nv == 2 else 5 if nv == 3 else 4
     full = v.shape[1] - v.shape[1] % rows
     for p in range(p0, p1):
         vp, up, op = v[p], u[p], out[p]

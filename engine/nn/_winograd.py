@@ -204,11 +204,12 @@ def _conv_images(x, y, ut, xp, pads, m):
 
 
 def _tap_gemm(xp, v, ut):
-    """``v (a^2, T, C) @ ut (a^2, C, O)``: with the eager kernels and O a multiple of 16 up to 64,
-    ``kernels/winograd.py``'s register-blocked loop (the taps split over threads); else BLAS,
-    ``TAP_ROWS`` tile rows at a time (one batched call each)."""
+    """``v (a^2, T, C) @ ut (a^2, C, O)`` (the forward's per-tap products; the weight gradient's
+    ``(a^2, O, T) @ (a^2, T, C)`` with a transposed view as ``v``): with the eager kernels and a
+    contiguous float32 ``ut`` whose last dim is a multiple of 16 up to 64, ``kernels/winograd.py``'s
+    register-blocked loop (the taps split over threads); else BLAS, ``TAP_ROWS`` rows at a time."""
     t = v.shape[1]
-    if ut.shape[2] in (16, 32, 48, 64) and kernels.use(xp, v, ut):
+    if ut.shape[2] in (16, 32, 48, 64) and v.dtype == ut.dtype and kernels.use(xp, ut):
         prod = xp.empty((v.shape[0], t, ut.shape[2]), v.dtype)
         kernels.parallel_ranges(kernels.loops("winograd").tap_gemm, v.shape[0], prod.size,
                                 lambda first, lo, hi: (v, ut, prod, lo, hi))
@@ -250,4 +251,4 @@ def _weight_images(x, gy, xp, pads, m):
     else:
         dm = gemm(xp, _mat(xp, gy.dtype, m, "A"), q)
     dm = dm.reshape(v.shape[0], -1, o)                                         # (a^2, T, O)
-    return gemm(xp, dm.transpose(0, 2, 1), v)
+    return _tap_gemm(xp, dm.transpose(0, 2, 1), v)
