@@ -6,6 +6,7 @@ torchvision is not needed: the sizes are its documented ``num_params``.
 """
 from __future__ import annotations
 
+import importlib
 import math
 from collections import OrderedDict
 
@@ -495,3 +496,17 @@ def test_ssdlite_trains_and_detects():
         assert list(det) == ["boxes", "scores", "labels"] and 0 < det["boxes"].shape[0] <= 300
         b = _np(det["boxes"])
         assert (b >= 0).all() and (b[:, 2] <= w + 1e-4).all() and (b[:, 3] <= h + 1e-4).all()
+
+
+def test_roi_align_in_chunks_of_rois(monkeypatch):
+    """A detector pools hundreds of RoIs from large maps: roi_align gathers a bounded number at a time."""
+    roi_module = importlib.import_module("tapelab.vision.ops.roi_align")   # the package's name is the function
+    x = tapelab.randn(2, 3, 9, 11, requires_grad=True)
+    rois = tapelab.tensor([[0, 1.0, 1.5, 7.0, 6.0], [1, 0.0, 0.0, 10.0, 8.0], [0, 3.0, 2.0, 4.0, 9.0]])
+    whole = roi_module.roi_align(x, rois, (3, 2), 1.0, 2)
+    (grad_whole,) = tapelab.autograd.grad(whole.sum(), x)
+    monkeypatch.setattr(roi_module, "_GATHER_ELEMENTS", 10)    # one RoI per chunk
+    chunked = roi_module.roi_align(x, rois, (3, 2), 1.0, 2)
+    (grad_chunked,) = tapelab.autograd.grad(chunked.sum(), x)
+    np.testing.assert_array_equal(_np(chunked), _np(whole))
+    np.testing.assert_allclose(_np(grad_chunked), _np(grad_whole), rtol=1e-6)

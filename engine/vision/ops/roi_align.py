@@ -17,6 +17,8 @@ from ...ops.movement import cat
 
 __all__ = ["roi_align", "RoIAlign"]
 
+_GATHER_ELEMENTS = 1 << 24   # values gathered per chunk of RoIs (64 MiB in float32)
+
 
 def _rois(boxes) -> Tensor:
     """A (K, 5) tensor of (batch index, x1, y1, x2, y2) from that tensor or a list of (L, 4) per image."""
@@ -92,11 +94,18 @@ def roi_align(input: Tensor, boxes, output_size, spatial_scale: float = 1.0, sam
     n, c, height, width = input.shape
     index, weight = _sampling(rois, height, width, pooled, spatial_scale, sampling_ratio, aligned)
     k, bins, s = index.shape
-    batch = as_tensor(rois[:, 0].astype(np.int64), device=input.device)
-    feats = input.reshape(n, c, height * width)[batch]                                  # (K, C, H*W)
-    idx = as_tensor(index.reshape(k, 1, bins * s), device=input.device).expand(k, c, bins * s)
-    w = as_tensor(weight.reshape(k, 1, bins, s), dtype=input.dtype, device=input.device)
-    return (feats.gather(2, idx).reshape(k, c, bins, s) * w).sum(-1).reshape(k, c, *pooled)
+    # gather only the sampled pixels, as rows of the (N*H*W, C) map, a bounded number of RoIs at a time:
+    # a detector pools hundreds of RoIs from maps of 10^5 pixels
+    flat = rois[:, 0].astype(np.int64)[:, None, None] * (height * width) + index       # (K, bins, S)
+    pixels = input.permute(0, 2, 3, 1).reshape(n * height * width, c)
+    step = max(1, _GATHER_ELEMENTS // max(1, bins * s * c))
+    parts = []
+    for start in range(0, k, step):
+        rows = pixels[as_tensor(flat[start:start + step].reshape(-1), device=input.device)]
+        w = as_tensor(weight[start:start + step].reshape(-1, bins, s, 1), dtype=input.dtype, device=input.device)
+        parts.append((rows.reshape(-1, bins, s, c) * w).sum(2))                          # (k', bins, C)
+    out = cat(parts, 0) if parts else pixels.new_zeros((0, bins, c))
+    return out.permute(0, 2, 1).reshape(k, c, *pooled)
 
 
 class RoIAlign(nn.Module):
