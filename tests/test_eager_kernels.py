@@ -117,6 +117,32 @@ def test_nan_and_inf_rows_behave_as_numpy():
         kernels.set_enabled(old)
 
 
+@pytest.mark.parametrize("width", [3, 16, 37, 256])
+def test_wide_rows_max_in_lanes_keep_nan_and_match_torch(width):
+    """The row max runs in eight lanes from 16 columns on: a nan or inf in any lane still decides the
+    row, and softmax, log_softmax and causal attention agree with torch."""
+    rng = np.random.default_rng(width)
+    x = rng.standard_normal((9, width)).astype(np.float32) * 4
+    x[1, width - 1] = np.nan
+    x[2, width // 2] = np.nan
+    x[3, width // 3] = np.inf
+    x[4, :] = -np.inf
+    x[5, width - 1] = 50.0             # the max in the tail (or the last lane)
+    x[6, 7 % width] = 60.0             # the max in the last of the eight lanes
+    old = kernels.set_enabled(True)
+    try:
+        for f, tf in ((F.softmax, torch.softmax), (F.log_softmax, torch.log_softmax)):
+            got, want = f(tapelab.tensor(x), dim=1).numpy(), tf(torch.tensor(x), dim=1).numpy()
+            np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+            np.testing.assert_allclose(got[~np.isnan(got)], want[~np.isnan(want)], rtol=2e-6, atol=1e-7)
+        q, k, v = (rng.standard_normal((2, 3, width, 8)).astype(np.float32) for _ in range(3))
+        got = F.scaled_dot_product_attention(*map(tapelab.tensor, (q, k, v)), is_causal=True).numpy()
+        want = torch.nn.functional.scaled_dot_product_attention(*map(torch.tensor, (q, k, v)), is_causal=True).numpy()
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    finally:
+        kernels.set_enabled(old)
+
+
 @pytest.mark.parametrize("opt_name,kw", [("AdamW", dict(weight_decay=0.1, betas=(0.9, 0.95))),
                                          ("Adam", dict(weight_decay=0.01)), ("Adam", dict(betas=(0.3, 0.999))),
                                          ("AdamW", dict(weight_decay=0.0))])

@@ -25,10 +25,28 @@ _JIT = dict(cache=True, error_model="numpy", nogil=True, fastmath={"reassoc"})
 
 
 @njit(**_JIT)
-def _row_max(x, r):
+def _row_max(x, r, C):
+    """The max of row ``r``'s first ``C`` entries (nan if any is), in eight independent lanes: a
+    single running max is one dependency chain LLVM cannot vectorise (it was 3/4 of log_softmax's
+    time on 700 x 256)."""
     m = x[r, 0]
-    for c in range(1, x.shape[1]):
-        m = maximum(x[r, c], m)
+    c = 1
+    if C >= 16:
+        m0, m1, m2, m3, m4, m5, m6, m7 = x[r, 0], x[r, 1], x[r, 2], x[r, 3], x[r, 4], x[r, 5], x[r, 6], x[r, 7]
+        c = 8
+        while c + 8 <= C:
+            m0 = maximum(x[r, c], m0)
+            m1 = maximum(x[r, c + 1], m1)
+            m2 = maximum(x[r, c + 2], m2)
+            m3 = maximum(x[r, c + 3], m3)
+            m4 = maximum(x[r, c + 4], m4)
+            m5 = maximum(x[r, c + 5], m5)
+            m6 = maximum(x[r, c + 6], m6)
+            m7 = maximum(x[r, c + 7], m7)
+            c += 8
+        m = maximum(maximum(maximum(m0, m1), maximum(m2, m3)), maximum(maximum(m4, m5), maximum(m6, m7)))
+    for k in range(c, C):
+        m = maximum(x[r, k], m)
     return m
 
 
@@ -51,7 +69,7 @@ def softmax(x, out):
     """``out[r] = exp(x[r] - max) / sum``."""
     R, C = x.shape
     for r in range(R):
-        m = _row_max(x, r)
+        m = _row_max(x, r, C)
         s = F(0.0)
         for c in range(C):
             e = exp32(x[r, c] - m)
@@ -78,7 +96,7 @@ def log_softmax(x, out):
     """``out[r] = (x[r] - max) - log(sum(exp(x[r] - max)))``."""
     R, C = x.shape
     for r in range(R):
-        m = _row_max(x, r)
+        m = _row_max(x, r, C)
         s = F(0.0)
         for c in range(C):
             s += exp32(x[r, c] - m)
@@ -107,11 +125,9 @@ def attention_softmax(s, L, scale, causal):
     R, S = s.shape
     for r in range(R):
         n = min(r % L + 1, S) if causal else S
-        m = s[r, 0] * scale
         for j in range(n):
-            t = s[r, j] * scale
-            s[r, j] = t
-            m = maximum(t, m)
+            s[r, j] = s[r, j] * scale
+        m = _row_max(s, r, n)
         z = F(0.0)
         for j in range(n):
             e = exp32(s[r, j] - m)
