@@ -275,3 +275,31 @@ def test_tap_gemm_loop_matches_float64_and_splits_bitwise(monkeypatch, o):
     results.append(_winograd._tap_gemm(np, strided, u))
     for got in results[1:]:
         np.testing.assert_array_equal(got, results[0])
+
+
+def test_narrow_gemm_for_im2col_matches_float64_and_splits_bitwise(monkeypatch):
+    """im2col's forward product through the same loop (``_winograd.narrow_gemm``: rows split over
+    threads, ``a`` at any strides): float64 to float32 rounding, the same floats at any thread
+    count and for a transposed view, and the CNN's 16 -> 32 convolution (im2col forward) against
+    PyTorch."""
+    pytest.importorskip("numba")
+    from tapelab import kernels
+    monkeypatch.setattr(kernels, "PARALLEL_MIN", 1)
+    rng = np.random.default_rng(10)
+    a = rng.standard_normal((101, 37)).astype(np.float32)
+    b = rng.standard_normal((37, 32)).astype(np.float32)
+    at = np.ascontiguousarray(a.T).T
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    before = tl.get_num_threads()
+    try:
+        results = []
+        for n in (1, 2, 3):
+            tl.set_num_threads(n)
+            results += [_winograd.narrow_gemm(np, a, b), _winograd.narrow_gemm(np, at, b)]
+    finally:
+        tl.set_num_threads(before)
+    np.testing.assert_allclose(results[0], ref, rtol=1e-5, atol=1e-5 * np.abs(ref).max())
+    for got in results[1:]:
+        np.testing.assert_array_equal(got, results[0])
+    _float32_against_torch(rng.standard_normal((2, 16, 14, 14)).astype(np.float32),
+                           (0.1 * rng.standard_normal((32, 16, 3, 3))).astype(np.float32))

@@ -244,7 +244,7 @@ def _conv_fwd(xp, x, w, *, stride, pads, dilation, groups):
         return _winograd.conv3x3(xp, x, w, pads)
     if groups == 1 and _channels_last(x.shape[1], w.shape[2:], stride, pads):
         cols, out = _cols_rows(xp, x, w.shape[2:], stride, pads, dilation)
-        return _unrows(xp, gemm(xp, cols, _wm(xp, w)), n, out)
+        return _unrows(xp, _winograd.narrow_gemm(xp, cols, xp.ascontiguousarray(_wm(xp, w))), n, out)
     cols, out = _cols_nkl(xp, x, w.shape[2:], stride, pads, dilation)
     cols = cols.reshape(n, groups, cols.shape[1] // groups, cols.shape[2])
     y = gemm(xp, w.reshape(groups, o // groups, -1), cols)               # (N, g, O/g, L)
