@@ -251,3 +251,33 @@ def test_compressed_layouts_are_named(name):
     assert (tapelab.zeros(2).layout == ours) is (torch.zeros(2).layout == getattr(torch, name)) is False
     assert pickle.loads(pickle.dumps(ours)) is ours
     assert repr(ours) == repr(getattr(torch, name)).replace("torch", "tapelab")
+
+
+# ---------------------------------------------------------------- timm under bfloat16 autocast: whole ops run lower
+AUTOCAST_CALLS = [
+    ("conv2d_bias", lambda m, x, w, b: m.nn.functional.conv2d(x, w, b, stride=2)),
+    ("conv_transpose2d_bias", lambda m, x, w, b: m.nn.functional.conv_transpose2d(x, w.transpose(0, 1), b)),
+    ("addmm", lambda m, x, w, b: m.addmm(b[:6], x.flatten(1)[:, :6], w.flatten(1)[:6, :6])),
+    ("baddbmm", lambda m, x, w, b: m.baddbmm(b[:6], x[:, :2, :6, :6].flatten(0, 1), x[:, :2, :6, :6].flatten(0, 1).mT)),
+]
+
+
+@pytest.mark.parametrize("name,call", AUTOCAST_CALLS, ids=[c[0] for c in AUTOCAST_CALLS])
+def test_autocast_bias_and_input_join_the_lower_precision(name, call):
+    """A patch embedding's ``Conv2d`` (bias included) and ``addmm`` give bfloat16 under CPU autocast, as in
+    PyTorch, where the bias is part of the one op autocast casts; a float32 bias promoted the result."""
+    rng = np.random.default_rng(4)
+    x, w = rng.standard_normal((2, 3, 8, 8)).astype(np.float32), rng.standard_normal((6, 3, 3, 3)).astype(np.float32)
+    b = rng.standard_normal(6).astype(np.float32)
+    outs = []
+    for m in (tapelab, torch):
+        args = [m.tensor(a, requires_grad=True) for a in (x, w, b)]
+        with m.autocast("cpu", dtype=m.bfloat16):
+            out = call(m, *args)
+        out.float().sum().backward()
+        outs.append((out, [a.grad.dtype for a in args if a.grad is not None]))
+    (ours, our_grads), (theirs, their_grads) = outs
+    assert str(ours.dtype).split(".")[1] == str(theirs.dtype).split(".")[1] == "bfloat16"
+    assert [str(d).split(".")[1] for d in our_grads] == [str(d).split(".")[1] for d in their_grads]
+    # PyTorch adds the bias before its one rounding to bfloat16; here the product is rounded, then the sum: an ulp
+    np.testing.assert_allclose(ours.detach().float().numpy(), theirs.detach().float().numpy(), rtol=2 ** -7, atol=2e-2)

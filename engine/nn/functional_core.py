@@ -63,6 +63,12 @@ def _channel_view(t: Tensor, ndim: int) -> Tensor:
     return t.reshape((1, -1) + (1,) * (ndim - 2))
 
 
+def _add_bias(out: Tensor, bias: Tensor) -> Tensor:
+    """``out`` plus a per-channel ``bias``, in ``out``'s dtype: PyTorch's convolution takes the bias into the
+    op, so under autocast it runs in the lower precision too (a float32 bias does not promote the result)."""
+    return out + _channel_view(bias if bias.dtype == out.dtype else bias.to(out.dtype), out.ndim)
+
+
 # ---------------------------------------------------------------- linear
 def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     if _fused_linear.applies(input, weight, bias):
@@ -114,9 +120,7 @@ def _conv(input, weight, bias, stride, padding, dilation, groups, nd: int, name:
                            f"Kernel size: ({' x '.join(map(str, eff))}). Kernel size can't be greater than "
                            "actual input size")
     out = _ops.convolution(x, weight, stride, pads, dilation, groups)
-    if bias is not None:
-        out = out + _channel_view(bias, out.ndim)
-    return _unbatch(out, squeeze)
+    return _unbatch(out if bias is None else _add_bias(out, bias), squeeze)
 
 
 def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1) -> Tensor:
@@ -146,9 +150,7 @@ def _conv_transpose(input, weight, bias, stride, padding, output_padding, groups
     size = tuple((n - 1) * s - 2 * p + d * (k - 1) + op + 1 for n, s, p, d, k, op in
                  zip(x.shape[2:], stride, padding, dilation, weight.shape[2:], output_padding))
     out = _ops.convolution_transpose(x, weight, stride, tuple((p, p) for p in padding), dilation, groups, size)
-    if bias is not None:
-        out = out + _channel_view(bias, out.ndim)
-    return _unbatch(out, squeeze)
+    return _unbatch(out if bias is None else _add_bias(out, bias), squeeze)
 
 
 def conv_transpose1d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1,

@@ -194,10 +194,12 @@ def _scaled_sum(input, prod, beta, alpha):
 def _add_product(product, input, m1, m2, beta, alpha):
     """``beta * input + alpha * product(m1, m2)``. PyTorch's CPU GEMM forms a bfloat16/float16 result
     in float32, alpha and beta included, and rounds it once: so does this (rounding the product, then
-    each scaled term, differs in the last bit of a quarter of the elements)."""
+    each scaled term, differs in the last bit of a quarter of the elements). The input joins the
+    product's dtype: PyTorch's addmm is one op, so autocast runs all of it in the lower precision."""
     if input.dtype in _REDUCED and input.dtype == m1.dtype == m2.dtype:
         return _scaled_sum(input.float(), product(m1.float(), m2.float()), beta, alpha).to(input.dtype)
-    return _scaled_sum(input, product(m1, m2), beta, alpha)
+    prod = product(m1, m2)
+    return _scaled_sum(input if input.dtype == prod.dtype else input.to(prod.dtype), prod, beta, alpha)
 
 
 def addmm(input, mat1, mat2, *, beta=1, alpha=1):
