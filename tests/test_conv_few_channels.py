@@ -13,6 +13,14 @@ from tapelab.nn import _ops
 
 pytest.importorskip("numba")
 
+
+@pytest.fixture(autouse=True)
+def loops_on():
+    """The loop is taken with the eager kernels on (``TAPELAB_EAGER_KERNELS=0`` turns them off)."""
+    old = kernels.set_enabled(True)
+    yield
+    kernels.set_enabled(old)
+
 # (input shape, out channels, kernel, pads as ((top, bottom), (left, right)))
 CASES = [((4, 1, 28, 28), 16, (3, 3), ((1, 1), (1, 1))), ((3, 3, 16, 16), 32, (3, 3), ((1, 1), (1, 1))),
          ((2, 2, 9, 7), 5, (3, 3), ((0, 2), (1, 0))), ((2, 3, 11, 10), 4, (5, 5), ((2, 2), (2, 2))),
