@@ -31,7 +31,11 @@ from tapelab.vision.ops import FrozenBatchNorm2d
 PUBLISHED = {"fasterrcnn_resnet50_fpn": 41_755_286, "fasterrcnn_mobilenet_v3_large_fpn": 19_386_354,
              "fasterrcnn_mobilenet_v3_large_320_fpn": 19_386_354, "maskrcnn_resnet50_fpn": 44_401_393,
              "retinanet_resnet50_fpn": 34_014_999, "fcos_resnet50_fpn": 32_269_600,
-             "ssdlite320_mobilenet_v3_large": 3_440_060}
+             "ssdlite320_mobilenet_v3_large": 3_440_060, "fasterrcnn_resnet50_fpn_v2": 43_712_278,
+             "maskrcnn_resnet50_fpn_v2": 46_359_409, "retinanet_resnet50_fpn_v2": 38_198_935}
+# builders whose published size has the backbone's batch norms frozen (their pretrained backbone does that)
+FROZEN_BN = {"fasterrcnn_resnet50_fpn", "fasterrcnn_mobilenet_v3_large_fpn", "fasterrcnn_mobilenet_v3_large_320_fpn",
+             "maskrcnn_resnet50_fpn", "retinanet_resnet50_fpn", "fcos_resnet50_fpn"}
 SMALL = {"min_size": 64, "max_size": 96}
 
 
@@ -50,10 +54,9 @@ def _count(model) -> int:
 @pytest.mark.parametrize("name", sorted(PUBLISHED))
 def test_published_parameter_counts(name):
     model = models.get_model(name, weights_backbone=None)
-    # built untrained, the backbone's batch norms are trainable; the published size has them frozen
-    # (SSDlite's COCO weights were trained with trainable batch norms)
-    body = getattr(model.backbone, "body", None) or tapelab.nn.Module()
-    bn = sum(p.numel() for m in body.modules() if isinstance(m, tapelab.nn.BatchNorm2d) for p in m.parameters())
+    # built untrained, the backbone's batch norms are trainable; some published sizes have them frozen
+    bn = sum(p.numel() for m in model.backbone.body.modules() if isinstance(m, tapelab.nn.BatchNorm2d)
+             for p in m.parameters()) if name in FROZEN_BN else 0
     assert _count(model) - bn == PUBLISHED[name]
 
 
@@ -510,3 +513,44 @@ def test_roi_align_in_chunks_of_rois(monkeypatch):
     (grad_chunked,) = tapelab.autograd.grad(chunked.sum(), x)
     np.testing.assert_array_equal(_np(chunked), _np(whole))
     np.testing.assert_allclose(_np(grad_chunked), _np(grad_whole), rtol=1e-6)
+
+
+def test_box_loss_kinds_match_torch():
+    rs = np.random.RandomState(0)
+    xy = rs.rand(4, 2).astype(np.float32) * 20
+    anchors = np.concatenate([xy, xy + 5 + rs.rand(4, 2).astype(np.float32) * 10], 1)
+    gt = anchors + rs.randn(4, 4).astype(np.float32)
+    deltas = rs.randn(4, 4).astype(np.float32) * 0.3
+    coder = det_utils.BoxCoder((1.0, 1.0, 1.0, 1.0))
+    args = (coder, tapelab.tensor(anchors), tapelab.tensor(gt), tapelab.tensor(deltas))
+    enc = _np(coder.encode_single(tapelab.tensor(gt), tapelab.tensor(anchors)))
+    d, e = torch.from_numpy(deltas), torch.from_numpy(enc)
+    F = torch.nn.functional
+    np.testing.assert_allclose(det_utils.box_loss("l1", *args).item(), F.l1_loss(d, e, reduction="sum").item(), rtol=1e-5)
+    np.testing.assert_allclose(det_utils.box_loss("smooth_l1", *args, cnf={"beta": 0.5}).item(),
+                               F.smooth_l1_loss(d, e, reduction="sum", beta=0.5).item(), rtol=1e-5)
+    p = torch.from_numpy(_np(coder.decode_single(tapelab.tensor(deltas), tapelab.tensor(anchors))))
+    g = torch.from_numpy(gt)
+    lt, rb = torch.max(p[:, :2], g[:, :2]), torch.min(p[:, 2:], g[:, 2:])
+    inter = (rb - lt).clamp(min=0).prod(1)
+    union = (p[:, 2:] - p[:, :2]).prod(1) + (g[:, 2:] - g[:, :2]).prod(1) - inter
+    hull = (torch.max(p[:, 2:], g[:, 2:]) - torch.min(p[:, :2], g[:, :2])).prod(1)
+    iou = inter / (union + 1e-7)
+    giou = iou - (hull - union) / (hull + 1e-7)
+    np.testing.assert_allclose(det_utils.box_loss("giou", *args).item(), (1 - giou).sum().item(), rtol=1e-5)
+    with pytest.raises(ValueError, match="Unsupported loss: l2"):
+        det_utils.box_loss("l2", *args)
+
+
+def test_v2_models_train():
+    tapelab.manual_seed(0)
+    model = detection.maskrcnn_resnet50_fpn_v2(num_classes=3, **SMALL, rpn_batch_size_per_image=32,
+                                               box_batch_size_per_image=16)
+    assert isinstance(model.roi_heads.box_head, detection.FastRCNNConvFCHead) and len(model.rpn.head.conv) == 2
+    losses = model.train()(_images(), _targets(True))
+    assert len(losses) == 5 and all(np.isfinite(v.item()) for v in losses.values())
+    model = detection.retinanet_resnet50_fpn_v2(num_classes=3, **SMALL)
+    assert model.head.regression_head._loss_type == "giou"
+    assert "head.classification_head.conv.0.1.weight" in model.state_dict()   # group norm in the towers
+    losses = model.train()(_images(), _targets(False))
+    assert all(np.isfinite(v.item()) and v.item() > 0 for v in losses.values())

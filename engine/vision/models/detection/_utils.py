@@ -9,10 +9,13 @@ from ....base.dtype import uint8
 from ....base.grad_mode import no_grad
 from ....core.creation import arange, randperm, zeros
 from ....core.tensor import Tensor
+from ....nn import functional as F
 from ....ops.movement import cat, stack
+from ...ops.losses import complete_box_iou_loss, distance_box_iou_loss, generalized_box_iou_loss
 from ...ops.misc import FrozenBatchNorm2d
 
-__all__ = ["BoxCoder", "Matcher", "SSDMatcher", "BalancedPositiveNegativeSampler", "overwrite_eps", "retrieve_out_channels"]
+__all__ = ["BoxCoder", "Matcher", "SSDMatcher", "BalancedPositiveNegativeSampler", "overwrite_eps", "retrieve_out_channels",
+           "box_loss"]
 
 
 class BalancedPositiveNegativeSampler:
@@ -156,3 +159,20 @@ def retrieve_out_channels(model: nn.Module, size: tuple[int, int]) -> list[int]:
     if isinstance(features, Tensor):
         return [int(features.shape[1])]
     return [int(x.shape[1]) for x in features.values()]
+
+
+def box_loss(kind: str, box_coder: BoxCoder, anchors: Tensor, target_boxes: Tensor, deltas: Tensor,
+             cnf: dict | None = None) -> Tensor:
+    """The summed box loss of ``kind``: ``l1`` / ``smooth_l1`` on the encoded deltas, or ``giou`` /
+    ``diou`` / ``ciou`` on the decoded boxes."""
+    if kind not in ("l1", "smooth_l1", "ciou", "diou", "giou"):
+        raise ValueError(f"Unsupported loss: {kind}")
+    cnf = cnf or {}
+    if kind in ("l1", "smooth_l1"):
+        wanted = box_coder.encode_single(target_boxes, anchors)
+        if kind == "l1":
+            return F.l1_loss(deltas, wanted, reduction="sum")
+        return F.smooth_l1_loss(deltas, wanted, reduction="sum", beta=cnf.get("beta", 1.0))
+    boxes = box_coder.decode_single(deltas, anchors)
+    loss = {"ciou": complete_box_iou_loss, "diou": distance_box_iou_loss, "giou": generalized_box_iou_loss}[kind]
+    return loss(boxes, target_boxes, reduction="sum", eps=cnf.get("eps", 1e-7))

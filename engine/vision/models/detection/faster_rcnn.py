@@ -6,7 +6,8 @@ from typing import Any
 
 from .... import nn
 from ....nn import functional as F
-from ...ops.misc import FrozenBatchNorm2d
+from ....nn import init
+from ...ops.misc import Conv2dNormActivation, FrozenBatchNorm2d
 from ...ops.poolers import MultiScaleRoIAlign
 from .._api import register_model
 from ..mobilenetv3 import mobilenet_v3_large
@@ -18,8 +19,8 @@ from .roi_heads import RoIHeads
 from .rpn import RegionProposalNetwork, RPNHead
 from .transform import GeneralizedRCNNTransform
 
-__all__ = ["FasterRCNN", "TwoMLPHead", "FastRCNNPredictor", "fasterrcnn_resnet50_fpn",
-           "fasterrcnn_mobilenet_v3_large_fpn", "fasterrcnn_mobilenet_v3_large_320_fpn"]
+__all__ = ["FasterRCNN", "TwoMLPHead", "FastRCNNConvFCHead", "FastRCNNPredictor", "fasterrcnn_resnet50_fpn",
+           "fasterrcnn_resnet50_fpn_v2", "fasterrcnn_mobilenet_v3_large_fpn", "fasterrcnn_mobilenet_v3_large_320_fpn"]
 
 IMAGENET_MEAN, IMAGENET_STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
 
@@ -39,6 +40,29 @@ class TwoMLPHead(nn.Module):
 
     def forward(self, x):
         return F.relu(self.fc7(F.relu(self.fc6(x.flatten(start_dim=1)))))
+
+
+class FastRCNNConvFCHead(nn.Sequential):
+    """v2's box head: 3x3 conv-norm-ReLUs on the pooled (C, H, W) features, flatten, ReLU linears."""
+
+    def __init__(self, input_size: tuple[int, int, int], conv_layers: list[int], fc_layers: list[int],
+                 norm_layer=None) -> None:
+        channels, height, width = input_size
+        blocks: list[nn.Module] = []
+        for out in conv_layers:
+            blocks.append(Conv2dNormActivation(channels, out, norm_layer=norm_layer))
+            channels = out
+        blocks.append(nn.Flatten())
+        features = channels * height * width
+        for out in fc_layers:
+            blocks += [nn.Linear(features, out), nn.ReLU(inplace=True)]
+            features = out
+        super().__init__(*blocks)
+        for layer in self.modules():
+            if isinstance(layer, nn.Conv2d):
+                init.kaiming_normal_(layer.weight, mode="fan_out", nonlinearity="relu")
+                if layer.bias is not None:
+                    init.zeros_(layer.bias)
 
 
 class FastRCNNPredictor(nn.Module):
@@ -142,6 +166,29 @@ def fasterrcnn_resnet50_fpn(*, weights=None, progress: bool = True, num_classes:
     num_classes, weights_backbone = detection_arguments(weights, num_classes, weights_backbone)
     backbone = resnet50_fpn_backbone(weights_backbone, progress, trainable_backbone_layers)
     return FasterRCNN(backbone, num_classes=num_classes, **kwargs)
+
+
+def resnet50_fpn_v2_parts(weights_backbone: Any, progress: bool, trainable_backbone_layers: int | None) -> dict:
+    """v2's backbone (trainable batch norm everywhere), two-conv RPN head and conv-FC box head."""
+    trainable = _validate_trainable_layers(weights_backbone is not None, trainable_backbone_layers, 5, 3)
+    backbone = _resnet_fpn_extractor(resnet50(weights=weights_backbone, progress=progress), trainable,
+                                     norm_layer=nn.BatchNorm2d)
+    anchors = _default_anchorgen()
+    return {"backbone": backbone, "rpn_anchor_generator": anchors,
+            "rpn_head": RPNHead(backbone.out_channels, anchors.num_anchors_per_location()[0], conv_depth=2),
+            "box_head": FastRCNNConvFCHead((backbone.out_channels, 7, 7), [256, 256, 256, 256], [1024],
+                                           norm_layer=nn.BatchNorm2d)}
+
+
+@register_model()
+def fasterrcnn_resnet50_fpn_v2(*, weights=None, progress: bool = True, num_classes: int | None = None,
+                               weights_backbone: Any = None, trainable_backbone_layers: int | None = None,
+                               **kwargs: Any) -> FasterRCNN:
+    """Faster R-CNN v2, ResNet-50-FPN (Benchmarking Detection Transfer Learning with Vision Transformers;
+    43,712,278 parameters with 91 classes)."""
+    num_classes, weights_backbone = detection_arguments(weights, num_classes, weights_backbone)
+    return FasterRCNN(num_classes=num_classes, **resnet50_fpn_v2_parts(weights_backbone, progress,
+                                                                      trainable_backbone_layers), **kwargs)
 
 
 def _fasterrcnn_mobilenet_v3_large_fpn(weights: Any, progress: bool, num_classes: int | None,

@@ -10,9 +10,9 @@ from ....nn import init
 from ...ops.misc import Conv2dNormActivation
 from ...ops.poolers import MultiScaleRoIAlign
 from .._api import register_model
-from .faster_rcnn import FasterRCNN, detection_arguments, resnet50_fpn_backbone
+from .faster_rcnn import FasterRCNN, detection_arguments, resnet50_fpn_backbone, resnet50_fpn_v2_parts
 
-__all__ = ["MaskRCNN", "MaskRCNNHeads", "MaskRCNNPredictor", "maskrcnn_resnet50_fpn"]
+__all__ = ["MaskRCNN", "MaskRCNNHeads", "MaskRCNNPredictor", "maskrcnn_resnet50_fpn", "maskrcnn_resnet50_fpn_v2"]
 
 
 class MaskRCNN(FasterRCNN):
@@ -89,3 +89,15 @@ def maskrcnn_resnet50_fpn(*, weights=None, progress: bool = True, num_classes: i
     num_classes, weights_backbone = detection_arguments(weights, num_classes, weights_backbone)
     backbone = resnet50_fpn_backbone(weights_backbone, progress, trainable_backbone_layers)
     return MaskRCNN(backbone, num_classes=num_classes, **kwargs)
+
+
+@register_model()
+def maskrcnn_resnet50_fpn_v2(*, weights=None, progress: bool = True, num_classes: int | None = None,
+                             weights_backbone: Any = None, trainable_backbone_layers: int | None = None,
+                             **kwargs: Any) -> MaskRCNN:
+    """Mask R-CNN v2, ResNet-50-FPN: Faster R-CNN v2's parts and a batch-normed mask head
+    (46,359,409 parameters with 91 classes)."""
+    num_classes, weights_backbone = detection_arguments(weights, num_classes, weights_backbone)
+    parts = resnet50_fpn_v2_parts(weights_backbone, progress, trainable_backbone_layers)
+    mask_head = MaskRCNNHeads(parts["backbone"].out_channels, [256, 256, 256, 256], 1, norm_layer=nn.BatchNorm2d)
+    return MaskRCNN(num_classes=num_classes, mask_head=mask_head, **parts, **kwargs)

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import math
 from collections import OrderedDict
+from functools import partial
 from typing import Any
 
 from .... import nn
 from ....base.dtype import int64
 from ....core.creation import full
 from ....core.tensor import Tensor
-from ....nn import functional as F
 from ....nn import init
 from ....ops.movement import cat
 from ...ops import boxes as box_ops
@@ -28,7 +28,7 @@ from .generalized_rcnn import check_degenerate_boxes, check_targets, original_si
 from .transform import GeneralizedRCNNTransform
 
 __all__ = ["RetinaNet", "RetinaNetHead", "RetinaNetClassificationHead", "RetinaNetRegressionHead",
-           "retinanet_resnet50_fpn"]
+           "retinanet_resnet50_fpn", "retinanet_resnet50_fpn_v2"]
 
 
 def _tower(in_channels: int, norm_layer) -> nn.Sequential:
@@ -100,7 +100,8 @@ class RetinaNetClassificationHead(nn.Module):
 
 
 class RetinaNetRegressionHead(nn.Module):
-    """Box deltas per anchor (unit weights), trained with L1 on the foreground anchors."""
+    """Box deltas per anchor (unit weights), trained on the foreground anchors with ``_loss_type``
+    (L1 on the deltas; v2 uses GIoU on the decoded boxes)."""
 
     _version = 2
 
@@ -122,13 +123,12 @@ class RetinaNetRegressionHead(nn.Module):
 
     def compute_loss(self, targets: list[dict], head_outputs: dict[str, Tensor], anchors: list[Tensor],
                      matched_idxs: list[Tensor]) -> Tensor:
-        if self._loss_type != "l1":
-            raise NotImplementedError(f"RetinaNetRegressionHead: loss type {self._loss_type!r} (only 'l1')")
         losses = []
         for target, deltas, anchors_i, matched in zip(targets, head_outputs["bbox_regression"], anchors, matched_idxs):
             fg = (matched >= 0).nonzero().reshape(-1)
-            wanted = self.box_coder.encode_single(target["boxes"][matched[fg]], anchors_i[fg])
-            losses.append(F.l1_loss(deltas[fg], wanted, reduction="sum") / max(1, int(fg.numel())))
+            loss = det_utils.box_loss(self._loss_type, self.box_coder, anchors_i[fg], target["boxes"][matched[fg]],
+                                      deltas[fg])
+            losses.append(loss / max(1, int(fg.numel())))
         return sum(losses) / max(1, len(targets))
 
     def forward(self, x: list[Tensor]) -> Tensor:
@@ -291,3 +291,21 @@ def retinanet_resnet50_fpn(*, weights=None, progress: bool = True, num_classes: 
     backbone = _resnet_fpn_extractor(backbone, trainable, returned_layers=[2, 3, 4],
                                      extra_blocks=LastLevelP6P7(256, 256))
     return RetinaNet(backbone, num_classes, **kwargs)
+
+
+@register_model()
+def retinanet_resnet50_fpn_v2(*, weights=None, progress: bool = True, num_classes: int | None = None,
+                              weights_backbone: Any = None, trainable_backbone_layers: int | None = None,
+                              **kwargs: Any) -> RetinaNet:
+    """RetinaNet v2 (Benchmarking Detection Transfer Learning with Vision Transformers): trainable batch
+    norm, P6 from C5, group-normed towers and a GIoU box loss (38,198,935 parameters with 91 classes)."""
+    num_classes, weights_backbone = detection_arguments(weights, num_classes, weights_backbone)
+    trainable = _validate_trainable_layers(weights_backbone is not None, trainable_backbone_layers, 5, 3)
+    backbone = resnet50(weights=weights_backbone, progress=progress)
+    backbone = _resnet_fpn_extractor(backbone, trainable, returned_layers=[2, 3, 4],
+                                     extra_blocks=LastLevelP6P7(2048, 256))
+    anchors = _default_anchorgen()
+    head = RetinaNetHead(backbone.out_channels, anchors.num_anchors_per_location()[0], num_classes,
+                         norm_layer=partial(nn.GroupNorm, 32))
+    head.regression_head._loss_type = "giou"
+    return RetinaNet(backbone, num_classes, anchor_generator=anchors, head=head, **kwargs)
