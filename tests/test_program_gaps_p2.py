@@ -281,3 +281,15 @@ def test_autocast_bias_and_input_join_the_lower_precision(name, call):
     assert [str(d).split(".")[1] for d in our_grads] == [str(d).split(".")[1] for d in their_grads]
     # PyTorch adds the bias before its one rounding to bfloat16; here the product is rounded, then the sum: an ulp
     np.testing.assert_allclose(ours.detach().float().numpy(), theirs.detach().float().numpy(), rtol=2 ** -7, atol=2e-2)
+
+
+# ---------------------------------------------------------------- PEFT's BOFT: try a C++ extension, fall back
+def test_cpp_extension_load_fails_like_a_failed_build():
+    """PEFT imports ``torch.utils.cpp_extension.load`` and falls back to Python when the build raises."""
+    import torch.utils.cpp_extension as theirs
+    with tapelab.install_aliases():
+        from torch.utils.cpp_extension import CUDA_HOME, load, load_inline
+    assert callable(theirs.load) and callable(theirs.load_inline) and CUDA_HOME is None
+    for fn in (load, load_inline):
+        with pytest.raises(RuntimeError, match="Error building extension 'fbd_cuda'"):
+            fn("fbd_cuda", ["fbd_cuda.cpp"])
