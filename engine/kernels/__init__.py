@@ -57,10 +57,17 @@ def use(xp, *arrays) -> bool:
     return True
 
 
+_LOOPS: dict = {}
+
+
 def loops(name: str):
     """The loop module ``name`` ("rowwise", "pointwise", "optim", "pool", "winograd", "batchnorm",
-    "rnn"), imported when a loop first runs (importing numba costs about half a second)."""
-    return importlib.import_module(f"{__name__}.{name}")
+    "rnn", "conv"), imported when a loop first runs (importing numba costs about half a second),
+    then kept: ``import_module`` cost 1 us a call, 63 calls a ResNet step."""
+    module = _LOOPS.get(name)
+    if module is None:
+        module = _LOOPS[name] = importlib.import_module(f"{__name__}.{name}")
+    return module
 
 
 def threads() -> int:
@@ -102,10 +109,11 @@ def parallel_ranges(fn, count: int, size: int, args_for) -> None:
     (``size`` elements) is under ``PARALLEL_MIN`` or there is one thread. For loops that take
     their range as arguments and need per-thread scratch (``first`` says the block may reuse the
     caller's)."""
-    spans = ranges(count, threads() if size >= PARALLEL_MIN else 1)
     whole = args_for(True, 0, count)
-    if len(spans) < 2:
+    n = threads() if size >= PARALLEL_MIN else 1
+    if n < 2 or count < 2:
         fn(*whole)
         return
+    spans = ranges(count, n)
     run_blocks(fn, lambda: [args_for(i == 0, lo, hi) for i, (lo, hi) in enumerate(spans)], (fn, len(spans)), size,
                whole)
