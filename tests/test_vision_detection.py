@@ -32,7 +32,8 @@ PUBLISHED = {"fasterrcnn_resnet50_fpn": 41_755_286, "fasterrcnn_mobilenet_v3_lar
              "fasterrcnn_mobilenet_v3_large_320_fpn": 19_386_354, "maskrcnn_resnet50_fpn": 44_401_393,
              "retinanet_resnet50_fpn": 34_014_999, "fcos_resnet50_fpn": 32_269_600,
              "ssdlite320_mobilenet_v3_large": 3_440_060, "fasterrcnn_resnet50_fpn_v2": 43_712_278,
-             "maskrcnn_resnet50_fpn_v2": 46_359_409, "retinanet_resnet50_fpn_v2": 38_198_935}
+             "maskrcnn_resnet50_fpn_v2": 46_359_409, "retinanet_resnet50_fpn_v2": 38_198_935,
+             "ssd300_vgg16": 35_641_826}
 # builders whose published size has the backbone's batch norms frozen (their pretrained backbone does that)
 FROZEN_BN = {"fasterrcnn_resnet50_fpn", "fasterrcnn_mobilenet_v3_large_fpn", "fasterrcnn_mobilenet_v3_large_320_fpn",
              "maskrcnn_resnet50_fpn", "retinanet_resnet50_fpn", "fcos_resnet50_fpn"}
@@ -53,7 +54,8 @@ def _count(model) -> int:
 
 @pytest.mark.parametrize("name", sorted(PUBLISHED))
 def test_published_parameter_counts(name):
-    model = models.get_model(name, weights_backbone=None)
+    with tapelab.device("meta"):   # shapes only: SSD runs its backbone once to size the head
+        model = models.get_model(name, weights_backbone=None)
     # built untrained, the backbone's batch norms are trainable; some published sizes have them frozen
     bn = sum(p.numel() for m in model.backbone.body.modules() if isinstance(m, tapelab.nn.BatchNorm2d)
              for p in m.parameters()) if name in FROZEN_BN else 0
@@ -554,3 +556,15 @@ def test_v2_models_train():
     assert "head.classification_head.conv.0.1.weight" in model.state_dict()   # group norm in the towers
     losses = model.train()(_images(), _targets(False))
     assert all(np.isfinite(v.item()) and v.item() > 0 for v in losses.values())
+
+
+def test_ssd300_vgg16_layout():
+    with tapelab.device("meta"):
+        model = detection.ssd300_vgg16(weights_backbone=None, num_classes=5)
+    keys = set(model.state_dict())
+    assert {"backbone.scale_weight", "backbone.features.21.weight", "backbone.extra.0.7.1.weight",
+            "backbone.extra.0.7.3.bias", "backbone.extra.4.2.weight", "head.classification_head.module_list.5.weight",
+            "head.regression_head.module_list.0.bias"} <= keys
+    assert model.backbone.features[16].ceil_mode and model.anchor_generator.num_anchors_per_location() == [4, 6, 6, 6, 4, 4]
+    assert [m.out_channels for m in model.head.regression_head.module_list] == [16, 24, 24, 24, 16, 16]
+    assert model.backbone.features[0].weight.requires_grad   # untrained: every layer trains

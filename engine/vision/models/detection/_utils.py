@@ -3,6 +3,7 @@ IoU matcher and the sampler that balances positives and negatives per image."""
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from .... import nn
 from ....base.dtype import uint8
@@ -15,7 +16,7 @@ from ...ops.losses import complete_box_iou_loss, distance_box_iou_loss, generali
 from ...ops.misc import FrozenBatchNorm2d
 
 __all__ = ["BoxCoder", "Matcher", "SSDMatcher", "BalancedPositiveNegativeSampler", "overwrite_eps", "retrieve_out_channels",
-           "box_loss"]
+           "box_loss", "detection_arguments"]
 
 
 class BalancedPositiveNegativeSampler:
@@ -176,3 +177,15 @@ def box_loss(kind: str, box_coder: BoxCoder, anchors: Tensor, target_boxes: Tens
     boxes = box_coder.decode_single(deltas, anchors)
     loss = {"ciou": complete_box_iou_loss, "diou": distance_box_iou_loss, "giou": generalized_box_iou_loss}[kind]
     return loss(boxes, target_boxes, reduction="sum", eps=cnf.get("eps", 1e-7))
+
+
+def detection_arguments(weights: Any, num_classes: int | None, weights_backbone: Any) -> tuple[int, Any]:
+    """``num_classes`` (91, COCO's category ids, by default) and the backbone weights of a builder.
+
+    Whole-model checkpoints are not offered by name yet: ``weights=`` raises, and a torchvision
+    state_dict loads into a model built with ``weights=None`` (the keys are torchvision's).
+    """
+    if weights is not None:
+        raise NotImplementedError("pretrained detection weights are not available by name yet: build with "
+                                  "weights=None and load_state_dict a torchvision checkpoint")
+    return (91 if num_classes is None else num_classes), weights_backbone

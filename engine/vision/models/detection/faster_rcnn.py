@@ -12,6 +12,7 @@ from ...ops.poolers import MultiScaleRoIAlign
 from .._api import register_model
 from ..mobilenetv3 import mobilenet_v3_large
 from ..resnet import resnet50
+from ._utils import detection_arguments
 from .anchor_utils import AnchorGenerator
 from .backbone_utils import _mobilenet_extractor, _resnet_fpn_extractor, _validate_trainable_layers
 from .generalized_rcnn import GeneralizedRCNN
@@ -134,18 +135,6 @@ class FasterRCNN(GeneralizedRCNN):
         transform = GeneralizedRCNNTransform(min_size, max_size, image_mean or IMAGENET_MEAN,
                                              image_std or IMAGENET_STD, **kwargs)
         super().__init__(backbone, rpn, roi_heads, transform)
-
-
-def detection_arguments(weights: Any, num_classes: int | None, weights_backbone: Any) -> tuple[int, Any]:
-    """``num_classes`` (91, COCO's category ids, by default) and the backbone weights of a builder.
-
-    Whole-model checkpoints are not offered by name yet: ``weights=`` raises, and a torchvision
-    state_dict loads into a model built with ``weights=None`` (the keys are torchvision's).
-    """
-    if weights is not None:
-        raise NotImplementedError("pretrained detection weights are not available by name yet: build with "
-                                  "weights=None and load_state_dict a torchvision checkpoint")
-    return (91 if num_classes is None else num_classes), weights_backbone
 
 
 def resnet50_fpn_backbone(weights_backbone: Any, progress: bool, trainable_backbone_layers: int | None) -> nn.Module:

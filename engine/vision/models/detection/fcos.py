@@ -20,9 +20,9 @@ from ...ops.losses import generalized_box_iou_loss, sigmoid_focal_loss
 from ...ops.misc import FrozenBatchNorm2d
 from .._api import register_model
 from ..resnet import resnet50
+from ._utils import detection_arguments
 from .anchor_utils import AnchorGenerator
 from .backbone_utils import _resnet_fpn_extractor, _validate_trainable_layers
-from .faster_rcnn import detection_arguments
 from .retinanet import DenseDetector, flatten_levels
 
 __all__ = ["FCOS", "FCOSHead", "FCOSClassificationHead", "FCOSRegressionHead", "BoxLinearCoder", "fcos_resnet50_fpn"]

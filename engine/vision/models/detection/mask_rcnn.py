@@ -10,7 +10,8 @@ from ....nn import init
 from ...ops.misc import Conv2dNormActivation
 from ...ops.poolers import MultiScaleRoIAlign
 from .._api import register_model
-from .faster_rcnn import FasterRCNN, detection_arguments, resnet50_fpn_backbone, resnet50_fpn_v2_parts
+from ._utils import detection_arguments
+from .faster_rcnn import FasterRCNN, resnet50_fpn_backbone, resnet50_fpn_v2_parts
 
 __all__ = ["MaskRCNN", "MaskRCNNHeads", "MaskRCNNPredictor", "maskrcnn_resnet50_fpn", "maskrcnn_resnet50_fpn_v2"]
 

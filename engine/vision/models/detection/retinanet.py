@@ -23,7 +23,7 @@ from ..resnet import resnet50
 from . import _utils as det_utils
 from .anchor_utils import AnchorGenerator
 from .backbone_utils import _resnet_fpn_extractor, _validate_trainable_layers
-from .faster_rcnn import IMAGENET_MEAN, IMAGENET_STD, detection_arguments
+from .faster_rcnn import IMAGENET_MEAN, IMAGENET_STD
 from .generalized_rcnn import check_degenerate_boxes, check_targets, original_sizes
 from .transform import GeneralizedRCNNTransform
 
@@ -283,7 +283,7 @@ def retinanet_resnet50_fpn(*, weights=None, progress: bool = True, num_classes: 
                            **kwargs: Any) -> RetinaNet:
     """RetinaNet, ResNet-50-FPN with P6/P7 from P5 (34,014,999 parameters with 91 classes and a
     pretrained backbone, whose batch norms are frozen buffers)."""
-    num_classes, weights_backbone = detection_arguments(weights, num_classes, weights_backbone)
+    num_classes, weights_backbone = det_utils.detection_arguments(weights, num_classes, weights_backbone)
     is_trained = weights_backbone is not None
     trainable = _validate_trainable_layers(is_trained, trainable_backbone_layers, 5, 3)
     norm_layer = FrozenBatchNorm2d if is_trained else nn.BatchNorm2d
@@ -299,7 +299,7 @@ def retinanet_resnet50_fpn_v2(*, weights=None, progress: bool = True, num_classe
                               **kwargs: Any) -> RetinaNet:
     """RetinaNet v2 (Benchmarking Detection Transfer Learning with Vision Transformers): trainable batch
     norm, P6 from C5, group-normed towers and a GIoU box loss (38,198,935 parameters with 91 classes)."""
-    num_classes, weights_backbone = detection_arguments(weights, num_classes, weights_backbone)
+    num_classes, weights_backbone = det_utils.detection_arguments(weights, num_classes, weights_backbone)
     trainable = _validate_trainable_layers(weights_backbone is not None, trainable_backbone_layers, 5, 3)
     backbone = resnet50(weights=weights_backbone, progress=progress)
     backbone = _resnet_fpn_extractor(backbone, trainable, returned_layers=[2, 3, 4],

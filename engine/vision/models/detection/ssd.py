@@ -1,25 +1,30 @@
 """SSD (Liu et al. 2016): class scores and box deltas predicted directly on default boxes over several
 feature maps; training matches boxes by IoU (each ground truth also takes its best box) and keeps
-three negatives per positive, the hardest (hard negative mining)."""
+three negatives per positive, the hardest (hard negative mining). ssd300_vgg16 is the paper's model."""
 from __future__ import annotations
 
+import warnings
 from collections import OrderedDict
 from typing import Any
 
 from .... import nn
 from ....base.dtype import int64
-from ....core.creation import full, zeros
+from ....core.creation import full, ones, zeros
 from ....core.tensor import Tensor
 from ....nn import functional as F
 from ....ops.movement import cat, stack
 from ...ops import boxes as box_ops
+from .._api import register_model
+from ..vgg import vgg16
 from . import _utils as det_utils
 from .anchor_utils import DefaultBoxGenerator
+from .backbone_utils import _validate_trainable_layers
 from .generalized_rcnn import check_degenerate_boxes, check_targets, original_sizes
 from .retinanet import flatten_levels
 from .transform import GeneralizedRCNNTransform
 
-__all__ = ["SSD", "SSDHead", "SSDClassificationHead", "SSDRegressionHead", "SSDScoringHead"]
+__all__ = ["SSD", "SSDHead", "SSDClassificationHead", "SSDRegressionHead", "SSDScoringHead",
+           "SSDFeatureExtractorVGG", "ssd300_vgg16"]
 
 
 class SSDScoringHead(nn.Module):
@@ -179,3 +184,76 @@ class SSD(nn.Module):
             return self.compute_loss(targets, head_outputs, anchors, matched_idxs)
         detections = self.postprocess_detections(head_outputs, anchors, images.image_sizes)
         return self.transform.postprocess(detections, images.image_sizes, sizes)
+
+
+def _relu_convs(*specs: tuple) -> nn.Sequential:
+    """Each (in, out, kwargs) as a conv and a ReLU."""
+    layers: list[nn.Module] = []
+    for c_in, c_out, kw in specs:
+        layers += [nn.Conv2d(c_in, c_out, **kw), nn.ReLU(inplace=True)]
+    return nn.Sequential(*layers)
+
+
+class SSDFeatureExtractorVGG(nn.Module):
+    """VGG16 up to conv4_3 (L2-normalised, rescaled by a learned per-channel ``scale_weight``), then
+    conv5 with the dilated fc6/fc7 convs, then four (five with ``highres``) extra blocks."""
+
+    def __init__(self, backbone: nn.Sequential, highres: bool) -> None:
+        super().__init__()
+        _, _, pool3, pool4, _ = (i for i, layer in enumerate(backbone) if isinstance(layer, nn.MaxPool2d))
+        backbone[pool3].ceil_mode = True    # the paper's 38x38 conv4_3 at 300 px
+        self.scale_weight = nn.Parameter(ones(512) * 20)
+        self.features = nn.Sequential(*backbone[:pool4])
+        k1, k3 = {"kernel_size": 1}, {"kernel_size": 3}
+        extra = nn.ModuleList([
+            _relu_convs((1024, 256, k1), (256, 512, {"kernel_size": 3, "padding": 1, "stride": 2})),
+            _relu_convs((512, 128, k1), (128, 256, {"kernel_size": 3, "padding": 1, "stride": 2})),
+            _relu_convs((256, 128, k1), (128, 256, k3)),
+            _relu_convs((256, 128, k1), (128, 256, k3))])
+        if highres:
+            extra.append(_relu_convs((256, 128, k1), (128, 256, {"kernel_size": 4})))
+        _xavier_init(extra)
+        fc = nn.Sequential(nn.MaxPool2d(kernel_size=3, stride=1, padding=1, ceil_mode=False),
+                           *_relu_convs((512, 1024, {"kernel_size": 3, "padding": 6, "dilation": 6}),
+                                        (1024, 1024, k1)))
+        _xavier_init(fc)
+        extra.insert(0, nn.Sequential(*backbone[pool4:-1], fc))   # conv5, without pool5
+        self.extra = extra
+
+    def forward(self, x):
+        x = self.features(x)
+        output = [self.scale_weight.reshape(1, -1, 1, 1) * F.normalize(x)]
+        for block in self.extra:
+            x = block(x)
+            output.append(x)
+        return OrderedDict((str(i), v) for i, v in enumerate(output))
+
+
+def _vgg_extractor(backbone, highres: bool, trainable_layers: int) -> SSDFeatureExtractorVGG:
+    features = backbone.features
+    stages = [0] + [i for i, b in enumerate(features) if isinstance(b, nn.MaxPool2d)][:-1]
+    if not 0 <= trainable_layers <= len(stages):
+        raise ValueError(f"trainable_layers should be in the range [0, {len(stages)}]. Instead got {trainable_layers}")
+    freeze_before = len(features) if trainable_layers == 0 else stages[len(stages) - trainable_layers]
+    for block in features[:freeze_before]:
+        for parameter in block.parameters():
+            parameter.requires_grad_(False)
+    return SSDFeatureExtractorVGG(features, highres)
+
+
+@register_model()
+def ssd300_vgg16(*, weights=None, progress: bool = True, num_classes: int | None = None,
+                 weights_backbone: Any = "IMAGENET1K_FEATURES", trainable_backbone_layers: int | None = None,
+                 **kwargs: Any) -> SSD:
+    """SSD300 on VGG16 (35,641,826 parameters with 91 classes); inputs are scaled back to 0-255."""
+    if "size" in kwargs:
+        warnings.warn("The size of the model is already fixed; ignoring the parameter.")
+        kwargs.pop("size")
+    num_classes, weights_backbone = det_utils.detection_arguments(weights, num_classes, weights_backbone)
+    trainable = _validate_trainable_layers(weights_backbone is not None, trainable_backbone_layers, 5, 4)
+    backbone = _vgg_extractor(vgg16(weights=weights_backbone, progress=progress), False, trainable)
+    anchors = DefaultBoxGenerator([[2], [2, 3], [2, 3], [2, 3], [2], [2]],
+                                  scales=[0.07, 0.15, 0.33, 0.51, 0.69, 0.87, 1.05], steps=[8, 16, 32, 64, 100, 300])
+    kwargs = {"image_mean": [0.48235, 0.45882, 0.40784], "image_std": [1.0 / 255.0, 1.0 / 255.0, 1.0 / 255.0],
+              **kwargs}
+    return SSD(backbone, anchors, (300, 300), num_classes, **kwargs)

@@ -16,7 +16,6 @@ from ..mobilenetv3 import mobilenet_v3_large
 from . import _utils as det_utils
 from .anchor_utils import DefaultBoxGenerator
 from .backbone_utils import _validate_trainable_layers
-from .faster_rcnn import detection_arguments
 from .ssd import SSD, SSDScoringHead
 
 __all__ = ["SSDLiteHead", "SSDLiteClassificationHead", "SSDLiteRegressionHead", "ssdlite320_mobilenet_v3_large"]
@@ -117,7 +116,7 @@ def ssdlite320_mobilenet_v3_large(*, weights=None, progress: bool = True, num_cl
     if "size" in kwargs:
         warnings.warn("The size of the model is already fixed; ignoring the parameter.")
         kwargs.pop("size")
-    num_classes, weights_backbone = detection_arguments(weights, num_classes, weights_backbone)
+    num_classes, weights_backbone = det_utils.detection_arguments(weights, num_classes, weights_backbone)
     trainable = _validate_trainable_layers(weights_backbone is not None, trainable_backbone_layers, 6, 6)
     norm_layer = norm_layer or partial(nn.BatchNorm2d, eps=0.001, momentum=0.03)
     backbone = mobilenet_v3_large(weights=weights_backbone, progress=progress, norm_layer=norm_layer,
