@@ -209,7 +209,7 @@ def test_fused_loops_split_after_the_pool_loops_module_loads(two_threads):
 
 def test_set_num_threads_holds_the_blas_at_one_thread(two_threads):
     assert tapelab.get_num_threads() == 2
-    # numpy's BLAS, the one tapelab's products run on (torch's, imported by earlier tests, is its own)
+    # numpy's BLAS, the one tapelab's products run on (a BLAS another library loads later is not held)
     blas = [i["num_threads"] for i in threadpool_info() if i.get("user_api") == "blas" and "numpy" in i["filepath"]]
     assert blas and set(blas) == {1}
 
