@@ -74,7 +74,13 @@ def _index_backward_fwd(xp, g, *idx, shape, template, unique):
     return out
 
 
-_index = Op("index", lambda xp, x, *idx, template, unique: x[_key(idx, template)],
+def _index_fwd(xp, x, *idx, template, unique):
+    """``x[key]`` laid out row-major, as PyTorch's index returns it: numpy lays ``x[:, perm]`` out
+    column-first, which reads as non-contiguous (torch_geometric's EdgeIndex refuses such an edge_index)."""
+    return xp.ascontiguousarray(x[_key(idx, template)])
+
+
+_index = Op("index", _index_fwd,
             lambda g, out, x, *idx, template, unique: (
                 apply(_index_backward, g, *idx, shape=x._data.shape, template=template, unique=unique),
                 *(None,) * len(idx)),
