@@ -187,16 +187,18 @@ def test_attention_stays_in_bfloat16_with_gradients():
     np.testing.assert_allclose(results[0][1], results[1][1], rtol=2e-2, atol=5e-2)
 
 
-@pytest.mark.parametrize("name", ["softmax", "layer_norm", "gelu_tanh", "softmax_backward", "gelu_tanh_backward"])
+@pytest.mark.parametrize("name", ["softmax", "layer_norm", "gelu_tanh", "sigmoid", "rsqrt", "softmax_backward",
+                                  "gelu_tanh_backward", "sigmoid_backward"])
 def test_reduced_precision_rows_computed_in_float32_as_pytorch(name):
-    """PyTorch's CPU kernels compute bfloat16 softmax, layer_norm and gelu in float32 and round once;
+    """PyTorch's CPU kernels compute bfloat16 softmax, layer_norm, gelu, sigmoid and rsqrt in float32 and round once;
     step-by-step bfloat16 arithmetic differed from it in 40-80% of the elements."""
     x = (np.random.default_rng(3).standard_normal((16, 32)) * 2).astype(np.float32)
     outs = []
     for m in (torch, tapelab):
         xb = m.tensor(x).to(m.bfloat16).requires_grad_(name.endswith("backward"))
         f = {"softmax": lambda t: m.softmax(t, -1), "layer_norm": lambda t: m.nn.functional.layer_norm(t, (32,)),
-             "gelu_tanh": lambda t: m.nn.functional.gelu(t, approximate="tanh")}[name.split("_backward")[0]]
+             "gelu_tanh": lambda t: m.nn.functional.gelu(t, approximate="tanh"), "sigmoid": m.sigmoid,
+             "rsqrt": lambda t: (t.abs() + 0.25).rsqrt()}[name.split("_backward")[0]]
         y = f(xb)
         if name.endswith("backward"):
             (y * m.linspace(-1, 1, 32).to(m.bfloat16)).sum().backward()

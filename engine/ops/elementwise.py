@@ -182,6 +182,8 @@ def _tanh_bw_fwd(xp, g, y):
 
 
 def _sigmoid_bw_fwd(xp, g, y):
+    if y.dtype is BFLOAT16_NP:
+        return in_float32(_sigmoid_bw_fwd, xp, g, y)
     return g * y * _one_minus(y)
 
 
@@ -238,7 +240,13 @@ log1p = _unary("log1p", lambda xp, a: xp.log1p(a),
 sqrt = _unary("sqrt", lambda xp, a: xp.sqrt(a),
               lambda g, out, a: (g / (2 * out),) if g._data.dtype.kind != "c" else (g / (2 * cj(out)),),
               reads="output", ufunc="sqrt", complex=True, onnx="Sqrt")
-rsqrt = _unary("rsqrt", lambda xp, a: 1 / xp.sqrt(a),
+def _rsqrt_fwd(xp, a):
+    if a.dtype is BFLOAT16_NP:   # PyTorch computes it in float32 and rounds once
+        return in_float32(_rsqrt_fwd, xp, a)
+    return 1 / xp.sqrt(a)
+
+
+rsqrt = _unary("rsqrt", _rsqrt_fwd,
                lambda g, out, a: (g * (out ** 3) * -0.5,) if g._data.dtype.kind != "c" else (g * cj(out ** 3) * -0.5,),
                reads="output", complex=True, onnx=lambda g, a: g.op("Reciprocal", g.op("Sqrt", a)))
 reciprocal = _unary("reciprocal", lambda xp, a: 1 / a,
@@ -280,6 +288,8 @@ def _sigmoid_fwd(xp, a):
     arrays, which read the formula), where exp(-a) overflowing to inf gives exactly 0, as PyTorch does."""
     if type(a) is np.ndarray and a.dtype.char in "fd":
         return _special(xp).expit(a)
+    if a.dtype is BFLOAT16_NP:   # PyTorch computes it in float32 and rounds once
+        return in_float32(_sigmoid_fwd, xp, a)
     return 1 / (1 + xp.exp(-a))
 
 
