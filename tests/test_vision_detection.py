@@ -33,10 +33,10 @@ PUBLISHED = {"fasterrcnn_resnet50_fpn": 41_755_286, "fasterrcnn_mobilenet_v3_lar
              "retinanet_resnet50_fpn": 34_014_999, "fcos_resnet50_fpn": 32_269_600,
              "ssdlite320_mobilenet_v3_large": 3_440_060, "fasterrcnn_resnet50_fpn_v2": 43_712_278,
              "maskrcnn_resnet50_fpn_v2": 46_359_409, "retinanet_resnet50_fpn_v2": 38_198_935,
-             "ssd300_vgg16": 35_641_826}
+             "ssd300_vgg16": 35_641_826, "keypointrcnn_resnet50_fpn": 59_137_258}
 # builders whose published size has the backbone's batch norms frozen (their pretrained backbone does that)
 FROZEN_BN = {"fasterrcnn_resnet50_fpn", "fasterrcnn_mobilenet_v3_large_fpn", "fasterrcnn_mobilenet_v3_large_320_fpn",
-             "maskrcnn_resnet50_fpn", "retinanet_resnet50_fpn", "fcos_resnet50_fpn"}
+             "maskrcnn_resnet50_fpn", "retinanet_resnet50_fpn", "fcos_resnet50_fpn", "keypointrcnn_resnet50_fpn"}
 SMALL = {"min_size": 64, "max_size": 96}
 
 
@@ -568,3 +568,47 @@ def test_ssd300_vgg16_layout():
     assert model.backbone.features[16].ceil_mode and model.anchor_generator.num_anchors_per_location() == [4, 6, 6, 6, 4, 4]
     assert [m.out_channels for m in model.head.regression_head.module_list] == [16, 24, 24, 24, 16, 16]
     assert model.backbone.features[0].weight.requires_grad   # untrained: every layer trains
+
+
+def test_keypoint_heatmap_targets_match_torch():
+    from tapelab.vision.models.detection.roi_heads import keypoints_to_heatmap
+    rois = np.array([[0.0, 0.0, 28.0, 14.0], [10.0, 5.0, 24.0, 33.0]], np.float32)
+    kps = np.array([[[3.2, 7.9, 1], [28.0, 14.0, 1], [30.0, 2.0, 1], [5.0, 5.0, 0]],
+                    [[10.0, 5.0, 2], [23.9, 32.9, 1], [9.9, 6.0, 1], [17.0, 19.0, 1]]], np.float32)
+    heat, valid = keypoints_to_heatmap(tapelab.tensor(kps), tapelab.tensor(rois), 7)
+    r, k = torch.from_numpy(rois), torch.from_numpy(kps)
+    x = ((k[..., 0] - r[:, :1]) * (7 / (r[:, 2:3] - r[:, :1]))).floor().long()
+    y = ((k[..., 1] - r[:, 1:2]) * (7 / (r[:, 3:4] - r[:, 1:2]))).floor().long()
+    x[k[..., 0] == r[:, 2:3]] = 6
+    y[k[..., 1] == r[:, 3:4]] = 6
+    ok = ((x >= 0) & (y >= 0) & (x < 7) & (y < 7) & (k[..., 2] > 0)).long()
+    np.testing.assert_array_equal(_np(valid), ok.numpy())
+    np.testing.assert_array_equal(_np(heat), ((y * 7 + x) * ok).numpy())
+    assert _np(valid).tolist() == [[1, 1, 0, 0], [1, 1, 0, 1]]
+
+
+def test_keypoint_rcnn_trains_and_detects():
+    tapelab.manual_seed(0)
+    model = detection.keypointrcnn_resnet50_fpn(weights_backbone=None, num_keypoints=4, min_size=64, max_size=96,
+                                                rpn_batch_size_per_image=32, box_batch_size_per_image=8,
+                                                box_positive_fraction=0.5, box_detections_per_img=3)
+    assert {"roi_heads.keypoint_head.14.weight", "roi_heads.keypoint_predictor.kps_score_lowres.weight"} <= set(
+        model.state_dict())
+    targets = _targets(False)
+    for t in targets:
+        b = t["boxes"]
+        centre = (b[:, None, :2] + b[:, None, 2:]) / 2
+        t["keypoints"] = tapelab.cat([centre.expand(-1, 4, -1), tapelab.ones(len(b), 4, 1)], dim=2)
+        t["labels"] = tapelab.ones(len(b), dtype=tapelab.int64)
+    losses = model.train()(_images(), targets)
+    assert list(losses)[2] == "loss_keypoint" and all(np.isfinite(v.item()) for v in losses.values())
+    model.eval().roi_heads.score_thresh = 0.0
+    with tapelab.no_grad():
+        out = model(_images())
+    for det in out:
+        n = det["boxes"].shape[0]
+        assert tuple(det["keypoints"].shape) == (n, 4, 3) and tuple(det["keypoints_scores"].shape) == (n, 4)
+        if n:
+            kp, b = _np(det["keypoints"]), _np(det["boxes"])
+            assert (kp[..., 2] == 1).all()
+            assert (kp[..., 0] >= b[:, None, 0] - 1).all() and (kp[..., 0] <= b[:, None, 2] + 1).all()

@@ -4,7 +4,7 @@ boxes are thresholded, NMS-ed per class and capped. The mask branch predicts a m
 from __future__ import annotations
 
 from .... import nn
-from ....base.dtype import int64
+from ....base.dtype import float32, int64
 from ....core.creation import arange, zeros
 from ....core.tensor import Tensor
 from ....nn import functional as F
@@ -13,7 +13,8 @@ from ...ops import boxes as box_ops
 from ...ops.roi_align import roi_align
 from . import _utils as det_utils
 
-__all__ = ["RoIHeads", "fastrcnn_loss", "maskrcnn_loss", "maskrcnn_inference", "paste_masks_in_image"]
+__all__ = ["RoIHeads", "fastrcnn_loss", "maskrcnn_loss", "maskrcnn_inference", "paste_masks_in_image",
+           "keypointrcnn_loss", "keypointrcnn_inference"]
 
 
 def fastrcnn_loss(class_logits: Tensor, box_regression: Tensor, labels: list[Tensor],
@@ -53,6 +54,72 @@ def maskrcnn_loss(mask_logits: Tensor, proposals: list[Tensor], gt_masks: list[T
         return mask_logits.sum() * 0
     picked = mask_logits[arange(labels.shape[0], device=labels.device), labels]
     return F.binary_cross_entropy_with_logits(picked, targets)
+
+
+def keypoints_to_heatmap(keypoints: Tensor, rois: Tensor, heatmap_size: int) -> tuple[Tensor, Tensor]:
+    """Each visible keypoint inside its box as the flat index of its cell on a ``heatmap_size`` grid
+    over the box, and whether it counts (visible and inside)."""
+    scale_x = (heatmap_size / (rois[:, 2] - rois[:, 0]))[:, None]
+    scale_y = (heatmap_size / (rois[:, 3] - rois[:, 1]))[:, None]
+    x, y = keypoints[..., 0], keypoints[..., 1]
+    x_edge, y_edge = x == rois[:, 2][:, None], y == rois[:, 3][:, None]
+    x = ((x - rois[:, 0][:, None]) * scale_x).floor().long()
+    y = ((y - rois[:, 1][:, None]) * scale_y).floor().long()
+    x[x_edge] = heatmap_size - 1
+    y[y_edge] = heatmap_size - 1
+    inside = (x >= 0) & (y >= 0) & (x < heatmap_size) & (y < heatmap_size)
+    valid = (inside & (keypoints[..., 2] > 0)).long()
+    return (y * heatmap_size + x) * valid, valid
+
+
+def keypointrcnn_loss(keypoint_logits: Tensor, proposals: list[Tensor], gt_keypoints: list[Tensor],
+                      keypoint_matched_idxs: list[Tensor]) -> Tensor:
+    """Cross-entropy over each valid keypoint's heatmap cells (one class per cell)."""
+    N, K, H, W = keypoint_logits.shape
+    if H != W:
+        raise ValueError(f"keypoint_logits height and width (last two elements of shape) should be equal. "
+                         f"Instead got H = {H} and W = {W}")
+    heatmaps, valid = [], []
+    for props, kps, idxs in zip(proposals, gt_keypoints, keypoint_matched_idxs):
+        h, v = keypoints_to_heatmap(kps[idxs], props, H)
+        heatmaps.append(h.reshape(-1))
+        valid.append(v.reshape(-1))
+    targets = cat(heatmaps, dim=0)
+    valid = cat(valid, dim=0).nonzero().reshape(-1)
+    if targets.numel() == 0 or len(valid) == 0:
+        return keypoint_logits.sum() * 0
+    return F.cross_entropy(keypoint_logits.reshape(N * K, H * W)[valid], targets[valid])
+
+
+def heatmaps_to_keypoints(maps: Tensor, rois: Tensor) -> tuple[Tensor, Tensor]:
+    """Per box: each keypoint at the peak of its heatmap resized (bicubic) to the box, as (x, y, 1),
+    and the peak's value as its score."""
+    widths = (rois[:, 2] - rois[:, 0]).clamp(min=1)
+    heights = (rois[:, 3] - rois[:, 1]).clamp(min=1)
+    num_keypoints = maps.shape[1]
+    xy, scores = [], []
+    for i in range(len(rois)):
+        w_i, h_i = int(widths[i].ceil().item()), int(heights[i].ceil().item())
+        roi_map = F.interpolate(maps[i][:, None], size=(h_i, w_i), mode="bicubic", align_corners=False)[:, 0]
+        pos = roi_map.reshape(num_keypoints, -1).argmax(dim=1)
+        x_int, y_int = pos % w_i, pos // w_i
+        x = (x_int.float() + 0.5) * (widths[i] / w_i) + rois[i, 0]
+        y = (y_int.float() + 0.5) * (heights[i] / h_i) + rois[i, 1]
+        xy.append(stack((x, y, x.new_ones(x.shape)), dim=1))
+        scores.append(roi_map[arange(num_keypoints, device=maps.device), y_int, x_int])
+    if not xy:
+        return maps.new_zeros((0, num_keypoints, 3)), maps.new_zeros((0, num_keypoints))
+    return stack(xy).to(float32), stack(scores).to(float32)
+
+
+def keypointrcnn_inference(x: Tensor, boxes: list[Tensor]) -> tuple[list[Tensor], list[Tensor]]:
+    """Per image: (boxes, K, 3) keypoints and (boxes, K) scores."""
+    probs, scores = [], []
+    for maps, bb in zip(x.split([len(b) for b in boxes], dim=0), boxes):
+        p, s = heatmaps_to_keypoints(maps, bb)
+        probs.append(p)
+        scores.append(s)
+    return probs, scores
 
 
 def expand_boxes(boxes: Tensor, scale: float) -> Tensor:
@@ -106,15 +173,14 @@ class RoIHeads(nn.Module):
         self.score_thresh, self.nms_thresh = score_thresh, nms_thresh
         self.detections_per_img = detections_per_img
         self.mask_roi_pool, self.mask_head, self.mask_predictor = mask_roi_pool, mask_head, mask_predictor
-        if keypoint_roi_pool is not None or keypoint_head is not None or keypoint_predictor is not None:
-            raise NotImplementedError("RoIHeads: the keypoint branch (Keypoint R-CNN) is not implemented")
-        self.keypoint_roi_pool = self.keypoint_head = self.keypoint_predictor = None
+        self.keypoint_roi_pool, self.keypoint_head = keypoint_roi_pool, keypoint_head
+        self.keypoint_predictor = keypoint_predictor
 
     def has_mask(self) -> bool:
         return not (self.mask_roi_pool is None or self.mask_head is None or self.mask_predictor is None)
 
     def has_keypoint(self) -> bool:
-        return False
+        return not (self.keypoint_roi_pool is None or self.keypoint_head is None or self.keypoint_predictor is None)
 
     def assign_targets_to_proposals(self, proposals: list[Tensor], gt_boxes: list[Tensor],
                                     gt_labels: list[Tensor]) -> tuple[list[Tensor], list[Tensor]]:
@@ -151,6 +217,8 @@ class RoIHeads(nn.Module):
             raise ValueError("Every element of targets should have a labels key")
         if self.has_mask() and not all("masks" in t for t in targets):
             raise ValueError("Every element of targets should have a masks key")
+        if self.has_keypoint() and not all("keypoints" in t for t in targets):
+            raise ValueError("Every element of targets should have a keypoints key")
 
     def select_training_samples(self, proposals: list[Tensor], targets: list[dict]):
         """The sampled proposals per image (ground truth added), their matches, labels and box targets."""
@@ -200,6 +268,8 @@ class RoIHeads(nn.Module):
                 raise TypeError(f"target boxes must of float type, instead got {t['boxes'].dtype}")
             if t["labels"].dtype != int64:
                 raise TypeError(f"target labels must of int64 type, instead got {t['labels'].dtype}")
+            if self.has_keypoint() and not t["keypoints"].is_floating_point():
+                raise TypeError(f"target keypoints must of float type, instead got {t['keypoints'].dtype}")
 
     def forward(self, features: dict[str, Tensor], proposals: list[Tensor], image_shapes: list[tuple[int, int]],
                 targets: list[dict] | None = None) -> tuple[list[dict], dict[str, Tensor]]:
@@ -220,14 +290,36 @@ class RoIHeads(nn.Module):
                 result.append({"boxes": b, "labels": lab, "scores": s})
         if self.has_mask():
             losses.update(self._mask_branch(features, proposals, image_shapes, targets, matched_idxs, labels, result))
+        if self.has_keypoint():
+            losses.update(self._keypoint_branch(features, proposals, image_shapes, targets, matched_idxs, labels,
+                                                result))
         return result, losses
+
+    def _positive(self, proposals, matched_idxs, labels) -> tuple[list[Tensor], list[Tensor]]:
+        """In training, each image's positive proposals and their matched ground truths."""
+        positive = [(lab > 0).nonzero().reshape(-1) for lab in labels]
+        return [p[pos] for p, pos in zip(proposals, positive)], [m[pos] for m, pos in zip(matched_idxs, positive)]
+
+    def _keypoint_branch(self, features, proposals, image_shapes, targets, matched_idxs, labels, result) -> dict:
+        """Keypoint heatmaps for the positive proposals (training: the loss) or the detections (eval:
+        ``keypoints`` and ``keypoints_scores``)."""
+        if self.training:
+            kp_proposals, pos_matched_idxs = self._positive(proposals, matched_idxs, labels)
+        else:
+            kp_proposals = [r["boxes"] for r in result]
+        pooled = self.keypoint_roi_pool(features, kp_proposals, image_shapes)
+        logits = self.keypoint_predictor(self.keypoint_head(pooled))
+        if self.training:
+            return {"loss_keypoint": keypointrcnn_loss(logits, kp_proposals, [t["keypoints"] for t in targets],
+                                                       pos_matched_idxs)}
+        for probs, scores, r in zip(*keypointrcnn_inference(logits, kp_proposals), result):
+            r["keypoints"], r["keypoints_scores"] = probs, scores
+        return {}
 
     def _mask_branch(self, features, proposals, image_shapes, targets, matched_idxs, labels, result) -> dict:
         """Mask logits for the positive proposals (training: the loss) or the detections (eval: ``masks``)."""
         if self.training:
-            positive = [(lab > 0).nonzero().reshape(-1) for lab in labels]
-            mask_proposals = [p[pos] for p, pos in zip(proposals, positive)]
-            pos_matched_idxs = [m[pos] for m, pos in zip(matched_idxs, positive)]
+            mask_proposals, pos_matched_idxs = self._positive(proposals, matched_idxs, labels)
         else:
             mask_proposals = [r["boxes"] for r in result]
         pooled = self.mask_roi_pool(features, mask_proposals, image_shapes)

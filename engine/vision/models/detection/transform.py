@@ -17,7 +17,7 @@ from ....ops.movement import stack
 from .image_list import ImageList
 from .roi_heads import paste_masks_in_image
 
-__all__ = ["GeneralizedRCNNTransform", "resize_boxes"]
+__all__ = ["GeneralizedRCNNTransform", "resize_boxes", "resize_keypoints"]
 
 
 def _resize_image_and_masks(image: Tensor, self_min_size: int, self_max_size: int, target: dict | None = None,
@@ -39,6 +39,13 @@ def resize_boxes(boxes: Tensor, original_size: tuple[int, int], new_size: tuple[
     ratio_h, ratio_w = (np.float32(n) / np.float32(o) for n, o in zip(new_size, original_size))
     x1, y1, x2, y2 = boxes.unbind(1)
     return stack((x1 * float(ratio_w), y1 * float(ratio_h), x2 * float(ratio_w), y2 * float(ratio_h)), dim=1)
+
+
+def resize_keypoints(keypoints: Tensor, original_size: tuple[int, int], new_size: tuple[int, int]) -> Tensor:
+    """(..., K, 3) keypoints with x and y scaled from ``original_size`` (h, w) to ``new_size``."""
+    ratio_h, ratio_w = (float(np.float32(n) / np.float32(o)) for n, o in zip(new_size, original_size))
+    scale = as_tensor([ratio_w, ratio_h, 1.0], dtype=keypoints.dtype, device=keypoints.device)
+    return keypoints * scale
 
 
 class GeneralizedRCNNTransform(nn.Module):
@@ -97,6 +104,8 @@ class GeneralizedRCNNTransform(nn.Module):
         if target is None:
             return image, target
         target["boxes"] = resize_boxes(target["boxes"], (h, w), tuple(image.shape[-2:]))
+        if "keypoints" in target:
+            target["keypoints"] = resize_keypoints(target["keypoints"], (h, w), tuple(image.shape[-2:]))
         return image, target
 
     def batch_images(self, images: list[Tensor], size_divisible: int = 32) -> Tensor:
@@ -117,6 +126,8 @@ class GeneralizedRCNNTransform(nn.Module):
             pred["boxes"] = resize_boxes(pred["boxes"], shape, original)
             if "masks" in pred:
                 pred["masks"] = paste_masks_in_image(pred["masks"], pred["boxes"], original)
+            if "keypoints" in pred:
+                pred["keypoints"] = resize_keypoints(pred["keypoints"], shape, original)
         return result
 
     def __repr__(self) -> str:
