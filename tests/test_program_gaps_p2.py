@@ -298,8 +298,8 @@ def test_cpp_extension_load_fails_like_a_failed_build():
 # ---------------------------------------------------------------- torch_geometric's coalesce: edge_index[:, perm]
 @pytest.mark.parametrize("key", [
     lambda m, a, i: a[:, i], lambda m, a, i: a[..., i], lambda m, a, i: a[i][:, i], lambda m, a, i: a[:, [[0], [1]], i],
-    lambda m, a, i: a.index_select(2, i), lambda m, a, i: a[:, i, 1:],
-], ids=["cols", "ellipsis", "twice", "broadcast", "index_select", "with_slice"])
+    lambda m, a, i: a.index_select(2, i), lambda m, a, i: a[:, i, 1:], lambda m, a, i: a[1, 2, i[0]],
+], ids=["cols", "ellipsis", "twice", "broadcast", "index_select", "with_slice", "scalar"])
 def test_advanced_indexing_returns_row_major_like_torch(key):
     """``coalesce`` sorts an edge_index with ``edge_index[:, perm]``; EdgeIndex then refuses a non-contiguous one."""
     got = []
@@ -309,4 +309,4 @@ def test_advanced_indexing_returns_row_major_like_torch(key):
         got.append((out, out.stride(), out.is_contiguous()))
     (ours, our_stride, our_contig), (theirs, their_stride, their_contig) = got
     _same(ours, theirs)
-    assert (our_stride, our_contig) == (their_stride, their_contig) and our_contig
+    assert (ours.shape, our_stride, our_contig) == (theirs.shape, their_stride, their_contig) and our_contig

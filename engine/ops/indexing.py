@@ -77,7 +77,8 @@ def _index_backward_fwd(xp, g, *idx, shape, template, unique):
 def _index_fwd(xp, x, *idx, template, unique):
     """``x[key]`` laid out row-major, as PyTorch's index returns it: numpy lays ``x[:, perm]`` out
     column-first, which reads as non-contiguous (torch_geometric's EdgeIndex refuses such an edge_index)."""
-    return xp.ascontiguousarray(x[_key(idx, template)])
+    out = x[_key(idx, template)]
+    return out if out.ndim < 2 else xp.ascontiguousarray(out)   # (ascontiguousarray makes a 0-d array 1-d)
 
 
 _index = Op("index", _index_fwd,
