@@ -5,10 +5,47 @@ from __future__ import annotations
 
 import contextlib
 
-from ..core.node import AccumulateGrad, Node, OpNode
+from ..core.dispatch import LOCAL, Mode, apply
+from ..core.node import AccumulateGrad, Node, OpNode, Packed
+from ..core.tensor import Tensor
 from .views import CopySlices
 
-__all__ = ["Node", "OpNode", "AccumulateGrad", "CopySlices", "save_on_cpu"]
+__all__ = ["Node", "OpNode", "AccumulateGrad", "CopySlices", "save_on_cpu", "saved_tensors_hooks"]
+
+
+class saved_tensors_hooks(Mode):
+    """``torch.autograd.graph.saved_tensors_hooks(pack_hook, unpack_hook)``: inside the block, every
+    value an op saves for its backward goes through ``pack_hook`` when the op runs, and the backward
+    reads ``unpack_hook(packed)`` instead (offloading, compression, recomputation). A dispatcher mode:
+    after each op it hands the node's saved inputs (and saved output) to ``pack_hook``; the node
+    unpacks them when its backward first needs them (``OpNode._restored``). The innermost block's
+    hooks apply. Not packed: values a custom ``Function`` saves with ``ctx.save_for_backward``."""
+
+    def __init__(self, pack_hook, unpack_hook):
+        self.pack_hook, self.unpack_hook = pack_hook, unpack_hook
+
+    def dispatch(self, op, args: tuple, params: dict):
+        modes = LOCAL.modes
+        stack = list(modes)
+        # the op goes to the modes below, except outer hooks: the innermost block's hooks apply
+        modes[:] = [m for m in stack if not isinstance(m, saved_tensors_hooks)]
+        try:
+            out = apply(op, *args, **params)
+            res = out[0] if isinstance(out, tuple) else out
+            node = res.grad_fn if isinstance(res, Tensor) else None
+            if type(node) is OpNode and node.versions and node.inputs is not None:
+                saved = {i for i, _ in node.versions}
+                pack = self.pack_hook
+                items = tuple(Packed(pack(a)) if i in saved and isinstance(a, Tensor) else a
+                              for i, a in enumerate(node.inputs))
+                output = Packed(pack(node._output().detach())) if -1 in saved else None
+                node._packed = (items, output, self.unpack_hook)
+                node.inputs = None
+                if output is not None:
+                    node.out_data = None
+            return out
+        finally:
+            modes[:] = stack
 
 
 class save_on_cpu(contextlib.nullcontext):

@@ -112,7 +112,8 @@ class OpNode(Node):
     """A recorded application of a registered op."""
 
     __slots__ = ("op", "inputs", "params", "out_data", "out_vc", "versions", "freed_by", "module",
-                 "_shapes")  # _shapes: set by release() only for ops that saved no values
+                 "_shapes",   # set by release() only for ops that saved no values
+                 "_packed")   # set by saved_tensors_hooks (autograd/graph.py) only: (inputs, output, unpack)
 
     def __init__(self, op, inputs, params, edges, out_data, out_vc, versions):
         self.op, self.inputs, self.params, self.edges = op, inputs, params, edges
@@ -127,6 +128,10 @@ class OpNode(Node):
     @property
     def saved_tensors(self) -> tuple:
         """The tensors whose values the vjp reads (inputs in order, then the output)."""
+        if self.inputs is None and getattr(self, "_packed", None) is not None:
+            versions = self.versions
+            self._restored()
+            return tuple(self.inputs[i] if i >= 0 else self._output() for i, _ in versions)
         if self.inputs is None:
             raise RuntimeError(FREED_MSG)
         if not self.versions:
@@ -155,7 +160,18 @@ class OpNode(Node):
         return op.vjp(g, out, *inputs, **self.params)
 
     def _restored(self) -> tuple:
-        """The inputs after ``release``: shape-only stand-ins when the op saved no values, else an error."""
+        """The inputs after ``release``: shape-only stand-ins when the op saved no values, else an error;
+        or, where ``saved_tensors_hooks`` packed the saved values, those values unpacked (the hooks
+        own them from then on: no version check)."""
+        packed = getattr(self, "_packed", None)
+        if packed is not None:
+            items, out, unpack = packed
+            self._packed = self.versions = None
+            if out is not None:
+                self.out_data = unpack(out.value)._data
+            self.inputs = inputs = tuple(_unpacked(unpack(a.value), e is not None) if type(a) is Packed else a
+                                         for a, e in zip(items, self.edges))
+            return inputs
         shapes = getattr(self, "_shapes", None)
         if shapes is None:
             raise RuntimeError(f"{FREED_MSG} (The buffers of {self.name()} were freed by "
@@ -187,6 +203,23 @@ class OpNode(Node):
                                   for a in self.inputs])
         self.inputs = self.out_data = None
         self.freed_by = by
+
+
+def _unpacked(t, needs_grad: bool):
+    """An unpacked saved value as the vjp reads it: vjps compute an input's gradient only where the
+    input requires grad, which a value the hooks rebuilt (from numpy, another dtype) may not."""
+    if needs_grad and isinstance(t, Tensor) and not t.requires_grad:
+        return t.detach().requires_grad_(True)
+    return t
+
+
+class Packed:
+    """What a ``saved_tensors_hooks`` pack hook returned for one saved value."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value):
+        self.value = value
 
 
 class _Meta(tuple):
