@@ -77,3 +77,20 @@ def test_innermost_hooks_apply_and_the_block_ends():
     (y + z + w).backward()
     assert calls == ["inner", "inner", "outer"]
     np.testing.assert_allclose(x.grad.numpy(), 2 * X + np.exp(X) + np.cos(X))
+
+
+def test_save_on_cpu_keeps_saved_values_in_host_memory():
+    from tapelab.base.backend import simulated_cuda
+    with simulated_cuda():
+        x = tapelab.tensor(X, device="cuda", requires_grad=True)
+        with tapelab.autograd.graph.save_on_cpu(pin_memory=True):
+            y = (x.exp() * x.tanh()).sum()
+        node = y.grad_fn.next_functions[0][0]
+        assert [p.value[1].device.type for p in node._packed[0]] == ["cpu", "cpu"]
+        y.backward()
+        assert x.grad.device.type == "cuda"
+        got = x.grad.cpu().numpy()
+    t = torch.tensor(X, requires_grad=True)
+    with torch.autograd.graph.save_on_cpu():
+        (t.exp() * t.tanh()).sum().backward()
+    np.testing.assert_allclose(got, t.grad.numpy(), rtol=1e-12)

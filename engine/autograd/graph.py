@@ -3,8 +3,6 @@
 ``CopySlices`` in ``autograd/views.py``."""
 from __future__ import annotations
 
-import contextlib
-
 from ..core.dispatch import LOCAL, Mode, apply
 from ..core.node import AccumulateGrad, Node, OpNode, Packed
 from ..core.tensor import Tensor
@@ -48,11 +46,19 @@ class saved_tensors_hooks(Mode):
             modes[:] = stack
 
 
-class save_on_cpu(contextlib.nullcontext):
-    """``torch.autograd.graph.save_on_cpu``: in PyTorch, tensors saved for backward inside the block are
-    kept in host memory and copied back for backward, a memory saving that leaves every value the same.
-    tapelab keeps saved tensors where they are (it has no saved-tensor hooks), so gradients are the same
-    and only the device-memory saving is missing."""
+def _to_host(t: Tensor) -> tuple:
+    return t.device, (t if t.device.type == "cpu" else t.to("cpu"))
+
+
+def _back(packed: tuple) -> Tensor:
+    device, t = packed
+    return t if t.device == device else t.to(device)
+
+
+class save_on_cpu(saved_tensors_hooks):
+    """``torch.autograd.graph.save_on_cpu``: tensors saved for backward inside the block are kept in
+    host memory and copied back to their device for backward (``saved_tensors_hooks`` with a move
+    each way; cpu tensors stay as they are). ``pin_memory`` has no meaning without pinned host memory."""
 
     def __init__(self, pin_memory: bool = False, device_type: str = "cuda"):
-        super().__init__()
+        super().__init__(_to_host, _back)
