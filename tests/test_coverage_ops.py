@@ -105,6 +105,9 @@ CASES = {
     "vander": (lambda m, x: (m.vander(x), m.vander(x, 4, increasing=True)), (a(3),), False),  # torch cannot backprop it
     "trapezoid": (lambda m, y, x: (m.trapezoid(y), m.trapezoid(y, x), m.trapz(y, dx=0.5, dim=0),
                                    m.cumulative_trapezoid(y, x)), (a(3, 5), np.sort(a(5)))),
+    "gradient": (lambda m, y, x: (*m.gradient(y), *m.gradient(y, spacing=[2.0, 0.5], edge_order=2),
+                                  *m.gradient(y, spacing=[x], dim=1), *m.gradient(y, spacing=(x,), dim=-1, edge_order=2)),
+                 (a(4, 5), np.cumsum(np.abs(a(5))) + np.arange(5))),
     "cdist": (lambda m, x, y: (m.cdist(x, y), m.cdist(x, y, 1.0), m.cdist(x, y, 3.0), m.cdist(x, y, float("inf"))),
               (a(2, 4, 3), a(2, 5, 3))),
     "unravel_index": (lambda m: m.unravel_index(m.tensor([0, 5, 11, -1]), (3, 4)), (), False),

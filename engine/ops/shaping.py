@@ -22,7 +22,7 @@ __all__ = ["diagonal_scatter", "select_scatter", "slice_scatter", "diag_embed", 
            "dsplit", "hsplit", "vsplit", "split_with_sizes", "unsafe_chunk", "unsafe_split", "unsafe_split_with_sizes",
            "repeat_interleave", "masked_scatter", "put", "index_reduce", "addbmm", "addmv", "addr", "adjoint", "cross",
            "positive", "block_diag", "cartesian_prod", "combinations", "tril_indices", "triu_indices", "vander",
-           "trapezoid", "trapz", "cumulative_trapezoid", "cdist", "chain_matmul", "unravel_index", "row_stack",
+           "trapezoid", "trapz", "cumulative_trapezoid", "gradient", "cdist", "chain_matmul", "unravel_index", "row_stack",
            "meshgrid", "narrow_copy", "nonzero_static"]
 
 
@@ -425,6 +425,59 @@ def cumulative_trapezoid(y: Tensor, x: Tensor | None = None, *, dx: float | None
     if mid is None:
         return y.narrow(d, 0, 0)
     return (mid * spacing).cumsum(d)
+
+
+def gradient(input: Tensor, *, spacing=1, dim=None, edge_order: int = 1) -> tuple:
+    """``torch.gradient``: the derivative along each of ``dim`` (every dim by default) by central
+    differences inside and one-sided ones of ``edge_order`` (1 or 2) at the ends, as NumPy's
+    ``gradient``; ``spacing`` is one number, one per dim, or one coordinate tensor per dim (unevenly
+    spaced samples). Differentiable: slices and arithmetic."""
+    dims = list(range(input.ndim)) if dim is None else [dim] if isinstance(dim, int) else list(dim)
+    dims = [_wrap_dim(d, input.ndim, "gradient") for d in dims]
+    if edge_order not in (1, 2):
+        raise RuntimeError(f"torch.gradient only supports edge_order=1 and edge_order=2, got {edge_order}")
+    spacings = list(spacing) if isinstance(spacing, (list, tuple)) else [spacing] * len(dims)
+    if len(spacings) != len(dims):
+        raise RuntimeError(f"torch.gradient expected spacing to be unspecified, a scalar or a list of length "
+                           f"{len(dims)}, but got a list of length {len(spacings)}")
+    out = []
+    for d, h in zip(dims, spacings):
+        n = input.shape[d]
+        if n < edge_order + 1:
+            raise RuntimeError("torch.gradient expected each dimension size to be at least edge_order+1")
+        out.append(_gradient_along(input, d, n, h, edge_order))
+    return tuple(out)
+
+
+def _gradient_along(f: Tensor, d: int, n: int, h, edge_order: int) -> Tensor:
+    def at(lo, length):
+        return f.narrow(d, lo, length)
+    if not isinstance(h, Tensor):   # evenly spaced: central differences over 2h
+        inner = (at(2, n - 2) - at(0, n - 2)) / (2.0 * h)
+        if edge_order == 1:
+            first, last = (at(1, 1) - at(0, 1)) / h, (at(n - 1, 1) - at(n - 2, 1)) / h
+        else:
+            first = (at(0, 1) * -1.5 + at(1, 1) * 2.0 - at(2, 1) * 0.5) / h
+            last = (at(n - 3, 1) * 0.5 - at(n - 2, 1) * 2.0 + at(n - 1, 1) * 1.5) / h
+        return cat([first, inner, last], d)
+    if h.ndim != 1 or h.shape[0] != n:
+        raise RuntimeError(f"torch.gradient expected each tensor to be on the same device and to have one "
+                           f"dimension of size {n}, but got coordinates of shape {list(h.shape)}")
+    shape = [-1 if i == d else 1 for i in range(f.ndim)]
+    dx = (h[1:] - h[:-1]).reshape(shape)
+    hl, hr = dx.narrow(d, 0, n - 2), dx.narrow(d, 1, n - 2)
+    inner = (hl * hl * at(2, n - 2) - hr * hr * at(0, n - 2) + (hr * hr - hl * hl) * at(1, n - 2)) / (hl * hr * (hl + hr))
+    if edge_order == 1:
+        first = (at(1, 1) - at(0, 1)) / dx.narrow(d, 0, 1)
+        last = (at(n - 1, 1) - at(n - 2, 1)) / dx.narrow(d, n - 2, 1)
+    else:
+        a1, a2 = dx.narrow(d, 0, 1), dx.narrow(d, 1, 1)
+        first = (at(0, 1) * -(2 * a1 + a2) / (a1 * (a1 + a2)) + at(1, 1) * (a1 + a2) / (a1 * a2)
+                 - at(2, 1) * a1 / (a2 * (a1 + a2)))
+        b1, b2 = dx.narrow(d, n - 3, 1), dx.narrow(d, n - 2, 1)
+        last = (at(n - 3, 1) * b2 / (b1 * (b1 + b2)) - at(n - 2, 1) * (b2 + b1) / (b1 * b2)
+                + at(n - 1, 1) * (2 * b2 + b1) / (b2 * (b1 + b2)))
+    return cat([first, inner, last], d)
 
 
 def cdist(x1: Tensor, x2: Tensor, p: float = 2.0, compute_mode: str = "use_mm_for_euclid_dist_if_necessary") -> Tensor:
