@@ -813,3 +813,31 @@ def _wrap_init(init, exc):
             raise exc("the current stream is capturing")
         init(self, [failing], device, cp, **kw)
     return wrapped
+
+
+@pytest.mark.parametrize("shape,bias", [((256, 128), True), ((4, 64, 128), False)])
+def test_captured_linear_writes_into_its_recorded_buffer(shape, bias):
+    """A replayed ``linear`` runs its GEMM straight into the output buffer recorded at capture
+    (``Op.fwd_out``): no fresh (rows, out) array to copy over, and torch's values."""
+    import tracemalloc
+
+    import torch
+    rng = np.random.default_rng(1)
+    layer = T.nn.Linear(shape[-1], 192, bias=bias)
+    x = T.tensor(rng.standard_normal(shape).astype(np.float32))
+    with T.no_grad():
+        layer(x)
+        g = T.graphs.Graph()
+        with T.graphs.graph(g):
+            y = layer(x)
+        ptr = y.data_ptr()
+        new = rng.standard_normal(shape).astype(np.float32)
+        x.copy_(T.tensor(new))
+        tracemalloc.start()
+        g.replay()
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+    assert peak < y.numpy().nbytes // 2 and y.data_ptr() == ptr
+    ref = torch.nn.functional.linear(torch.tensor(new), torch.tensor(layer.weight.detach().numpy()),
+                                     torch.tensor(layer.bias.detach().numpy()) if bias else None)
+    np.testing.assert_allclose(y.numpy(), ref.numpy(), rtol=1e-5, atol=1e-5)

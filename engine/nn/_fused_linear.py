@@ -53,6 +53,20 @@ def _fwd(xp, x, w, *b):
     return out.reshape(x.shape[:-1] + w.shape[:1]) if x.ndim > 2 else out
 
 
+def _fwd_out(xp, x, w, *b, out):
+    """The forward written into ``out[0]`` (a captured replay's buffer): the same GEMM blocks as
+    ``_fwd``, so the same floats, with no result to copy over."""
+    (res,) = out
+    if x.dtype is _dtype.BFLOAT16_NP or x.ndim < 2:
+        res[...] = _fwd(xp, x, w, *b)
+        return
+    _check_dtypes(x, w, b[0] if b else None)
+    rows = res.reshape(-1, w.shape[0])
+    gemm(xp, _rows(x), w.T, out=rows)
+    if b:
+        rows += b[0]
+
+
 def _bwd_fwd(xp, g, x, w, *, needs):
     """``(g W, gᵀ x, sum g)`` as arrays; an input that needs no gradient gets an empty array."""
     if g.dtype is _dtype.BFLOAT16_NP:
@@ -98,7 +112,7 @@ def _cost(shapes, out) -> int:
     return 2 * math.prod(out) * shapes[0][-1]
 
 
-_linear = Op("linear", _fwd, _vjp, saves=OTHERS, cost=_cost, onnx=_onnx_linear)
+_linear = Op("linear", _fwd, _vjp, saves=OTHERS, cost=_cost, onnx=_onnx_linear, fwd_out=_fwd_out)
 _bwd = Op("linear_backward", _bwd_fwd, None, n_extra=2)
 
 
