@@ -236,10 +236,18 @@ def _winograd_fits(pass_, xp, x, kernel, stride, pads, dilation, groups, o) -> b
     return _winograd.fits(pass_, kernel, stride, dilation, groups, x.shape[1], o, _winograd.out_size(x.shape[2:], pads))
 
 
+def _out_size(size, kernel, stride, pads, dilation) -> tuple:
+    """A convolution's output size per spatial dim."""
+    return tuple((i + p[0] + p[1] - d * (k - 1) - 1) // s + 1
+                 for i, k, s, p, d in zip(size, kernel, stride, pads, dilation))
+
+
 def _conv_fwd(xp, x, w, *, stride, pads, dilation, groups):
     if x.dtype is BFLOAT16_NP:
         return in_float32(_conv_fwd, xp, x, w, stride=stride, pads=pads, dilation=dilation, groups=groups)
     n, o = x.shape[0], w.shape[0]
+    if n == 0:   # an empty batch (no RoIs in a detection head): an empty result of the output's shape
+        return xp.zeros((0, o) + _out_size(x.shape[2:], w.shape[2:], stride, pads, dilation), x.dtype)
     if _winograd_fits("forward", xp, x, w.shape[2:], stride, pads, dilation, groups, o):
         return _winograd.conv3x3(xp, x, w, pads)
     if groups == 1 and _channels_last(x.shape[1], w.shape[2:], stride, pads):
@@ -258,6 +266,8 @@ def _conv_t_fwd(xp, y, w, *, stride, pads, dilation, groups, in_size):
                           in_size=in_size)
     nd = y.ndim - 2
     kernel = w.shape[2:]
+    if y.shape[0] == 0:
+        return xp.zeros((0, w.shape[1] * groups) + tuple(in_size), y.dtype)
     reach = tuple(d * (k - 1) for d, k in zip(dilation, kernel))
     if groups == 1 and all(s == 1 for s in stride):
         fits = all(0 <= lo <= r and 0 <= hi <= r and e + lo + hi - r == i
@@ -318,6 +328,8 @@ def _conv_w_fwd(xp, x, gy, *, stride, pads, dilation, groups, kernel):
         return in_float32(_conv_w_fwd, xp, x, gy, stride=stride, pads=pads, dilation=dilation, groups=groups,
                           kernel=kernel)
     o = gy.shape[1]
+    if x.shape[0] == 0:
+        return xp.zeros((o, x.shape[1] // groups) + tuple(kernel), x.dtype)
     if _winograd_fits("weight", xp, x, kernel, stride, pads, dilation, groups, o) and \
             tuple(gy.shape[2:]) == _winograd.out_size(x.shape[2:], pads):
         return _winograd.weight3x3(xp, x, gy, pads)
