@@ -206,3 +206,18 @@ def test_reduced_precision_rows_computed_in_float32_as_pytorch(name):
         assert y.dtype == m.bfloat16
         outs.append(y.float().detach().numpy())
     assert (outs[0] != outs[1]).mean() <= 0.02, (outs[0] != outs[1]).mean()
+
+
+@pytest.mark.parametrize("name", ["mul", "rmul", "div", "mul_"])
+def test_bfloat16_times_a_python_float_rounds_once(name):
+    """PyTorch keeps a Python float as float32 against a bfloat16 tensor and rounds the result once;
+    numpy rounds the number to bfloat16 first (38% of ``x * 3.4445`` differed by one unit)."""
+    x = (np.random.default_rng(5).standard_normal(4096) * 3).astype(np.float32)
+    f = {"mul": lambda t: t * 3.4445, "rmul": lambda t: 0.3371 * t, "div": lambda t: t / 3.3,
+         "mul_": lambda t: t.clone().mul_(1.2345)}[name]
+    outs = []
+    for m in (torch, tapelab):
+        y = f(m.tensor(x).to(m.bfloat16))
+        assert y.dtype == m.bfloat16
+        outs.append(y.float().numpy())
+    assert (outs[0] != outs[1]).mean() <= 0.011

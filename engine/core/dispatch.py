@@ -34,7 +34,7 @@ import numpy as np
 from ..base import events
 from ..base.device import CPU
 from ..base.dispatch_state import LOCAL, STATE
-from ..base.dtype import _BY_NP, FLOATING_KINDS, INEXACT_KINDS, get_default_dtype, result_type
+from ..base.dtype import _BY_NP, BFLOAT16_NP, FLOATING_KINDS, INEXACT_KINDS, get_default_dtype, result_type
 from ..base.grad_mode import GRAD_OFF
 from .factories import TENSOR, host_array
 from .node import OpNode, _seq as _node_seq, edge_to
@@ -474,11 +474,24 @@ def _general(op, args, params, fwd):
             return eager(op, promoted, params, fwd)
     if dev is None:  # no Tensor argument: a factory or random draw names its device in params
         dev = params["device"]
+    if flt and dt is BFLOAT16_NP and op.ufunc in _ARITH:
+        return _result(op, args, params, dev, req, _bf16_with_float(op, fwd, dev, arrays, args, params))
     try:
         out = fwd(dev._xp or dev.xp, *arrays, **params)
     except Exception as e:  # noqa: BLE001
         out = _failed(op, fwd, dev, arrays, args, params, e)
     return _result(op, args, params, dev, req, out)
+
+
+def _bf16_with_float(op, fwd, dev, arrays, args, params):
+    """bfloat16 arithmetic with a Python float, as PyTorch's: the number stays a float32 (not rounded to
+    bfloat16 first, as numpy's weak scalars are) and the result is rounded once."""
+    arrays = [np.float32(a) if type(a) is float else a for a in arrays]
+    try:
+        out = fwd(dev._xp or dev.xp, *arrays, **params)
+    except Exception as e:  # noqa: BLE001
+        out = _failed(op, fwd, dev, arrays, args, params, e)
+    return out.astype(BFLOAT16_NP) if out.dtype != BFLOAT16_NP else out
 
 
 def _failed(op, fwd, dev, arrays, args, params, e: Exception):
