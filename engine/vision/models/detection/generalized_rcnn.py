@@ -6,7 +6,7 @@ from collections import OrderedDict
 from .... import nn
 from ....core.tensor import Tensor
 
-__all__ = ["GeneralizedRCNN", "check_targets", "check_degenerate_boxes", "original_sizes"]
+__all__ = ["GeneralizedRCNN", "check_targets", "check_degenerate_boxes", "original_sizes", "prepare"]
 
 
 def check_targets(targets: list[dict] | None) -> None:
@@ -44,6 +44,22 @@ def original_sizes(images: list[Tensor]) -> list[tuple[int, int]]:
     return sizes
 
 
+def prepare(model: nn.Module, images: list[Tensor], targets: list[dict] | None):
+    """Every detector's first steps: check the targets (training), note the images' own sizes, batch
+    and resize through ``model.transform``, check the resized boxes, run ``model.backbone``. Returns
+    the batched images, the targets, the features by name and the original sizes."""
+    if model.training:
+        check_targets(targets)
+    sizes = original_sizes(images)
+    images, targets = model.transform(images, targets)
+    if targets is not None:
+        check_degenerate_boxes(targets)
+    features = model.backbone(images.tensors)
+    if isinstance(features, Tensor):
+        features = OrderedDict([("0", features)])
+    return images, targets, features, sizes
+
+
 class GeneralizedRCNN(nn.Module):
     """``forward(images, targets=None)``: a list of (C, H, W) images in [0, 1] of any sizes. Training
     (targets: per image ``boxes`` (N, 4) xyxy float and ``labels`` (N,) int64, ``masks`` for Mask
@@ -58,15 +74,7 @@ class GeneralizedRCNN(nn.Module):
         self.roi_heads = roi_heads
 
     def forward(self, images: list[Tensor], targets: list[dict] | None = None):
-        if self.training:
-            check_targets(targets)
-        sizes = original_sizes(images)
-        images, targets = self.transform(images, targets)
-        if targets is not None:
-            check_degenerate_boxes(targets)
-        features = self.backbone(images.tensors)
-        if isinstance(features, Tensor):
-            features = OrderedDict([("0", features)])
+        images, targets, features, sizes = prepare(self, images, targets)
         proposals, proposal_losses = self.rpn(images, features, targets)
         detections, detector_losses = self.roi_heads(features, proposals, images.image_sizes, targets)
         detections = self.transform.postprocess(detections, images.image_sizes, sizes)

@@ -4,7 +4,6 @@ eval keeps each level's top-k scoring (anchor, class) pairs, then NMS per class.
 from __future__ import annotations
 
 import math
-from collections import OrderedDict
 from functools import partial
 from typing import Any
 
@@ -24,7 +23,7 @@ from . import _utils as det_utils
 from .anchor_utils import AnchorGenerator
 from .backbone_utils import _resnet_fpn_extractor, _validate_trainable_layers
 from .faster_rcnn import IMAGENET_MEAN, IMAGENET_STD
-from .generalized_rcnn import check_degenerate_boxes, check_targets, original_sizes
+from .generalized_rcnn import prepare
 from .transform import GeneralizedRCNNTransform
 
 __all__ = ["RetinaNet", "RetinaNetHead", "RetinaNetClassificationHead", "RetinaNetRegressionHead",
@@ -202,15 +201,7 @@ class DenseDetector(nn.Module):
         return {"boxes": boxes[keep], "scores": scores[keep], "labels": labels[keep]}
 
     def forward(self, images: list[Tensor], targets: list[dict] | None = None):
-        if self.training:
-            check_targets(targets)
-        sizes = original_sizes(images)
-        images, targets = self.transform(images, targets)
-        if targets is not None:
-            check_degenerate_boxes(targets)
-        features = self.backbone(images.tensors)
-        if isinstance(features, Tensor):
-            features = OrderedDict([("0", features)])
+        images, targets, features, sizes = prepare(self, images, targets)
         features = list(features.values())
         head_outputs = self.head(features)
         anchors = self.anchor_generator(images, features)

@@ -19,7 +19,7 @@ from ..vgg import vgg16
 from . import _utils as det_utils
 from .anchor_utils import DefaultBoxGenerator
 from .backbone_utils import _validate_trainable_layers
-from .generalized_rcnn import check_degenerate_boxes, check_targets, original_sizes
+from .generalized_rcnn import prepare
 from .retinanet import flatten_levels
 from .transform import GeneralizedRCNNTransform
 
@@ -162,15 +162,7 @@ class SSD(nn.Module):
         return detections
 
     def forward(self, images: list[Tensor], targets: list[dict] | None = None):
-        if self.training:
-            check_targets(targets)
-        sizes = original_sizes(images)
-        images, targets = self.transform(images, targets)
-        if targets is not None:
-            check_degenerate_boxes(targets)
-        features = self.backbone(images.tensors)
-        if isinstance(features, Tensor):
-            features = OrderedDict([("0", features)])
+        images, targets, features, sizes = prepare(self, images, targets)
         features = list(features.values())
         head_outputs = self.head(features)
         anchors = self.anchor_generator(images, features)
