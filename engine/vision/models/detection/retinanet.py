@@ -59,10 +59,21 @@ def flatten_levels(outputs: list[Tensor], k: int) -> Tensor:
     return cat(flat, dim=1)
 
 
-class RetinaNetClassificationHead(nn.Module):
-    """Class logits per anchor; the last conv's bias starts at the prior ``prior_probability``."""
+class _TowerHead(nn.Module):
+    """A head over a conv tower: version-1 checkpoints (plain convs in the tower) load renamed."""
 
     _version = 2
+
+    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+                              error_msgs):
+        if (local_metadata.get("version", None) or 1) < 2:
+            _rename_v1_tower(state_dict, prefix)
+        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+                                      error_msgs)
+
+
+class RetinaNetClassificationHead(_TowerHead):
+    """Class logits per anchor; the last conv's bias starts at the prior ``prior_probability``."""
 
     def __init__(self, in_channels: int, num_anchors: int, num_classes: int, prior_probability: float = 0.01,
                  norm_layer=None) -> None:
@@ -73,13 +84,6 @@ class RetinaNetClassificationHead(nn.Module):
         init.constant_(self.cls_logits.bias, -math.log((1 - prior_probability) / prior_probability))
         self.num_classes, self.num_anchors = num_classes, num_anchors
         self.BETWEEN_THRESHOLDS = det_utils.Matcher.BETWEEN_THRESHOLDS
-
-    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
-                              error_msgs):
-        if (local_metadata.get("version", None) or 1) < 2:
-            _rename_v1_tower(state_dict, prefix)
-        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
-                                      error_msgs)
 
     def compute_loss(self, targets: list[dict], head_outputs: dict[str, Tensor], matched_idxs: list[Tensor]) -> Tensor:
         """Focal loss over the anchors not between thresholds, per image divided by its foreground count."""
@@ -98,11 +102,9 @@ class RetinaNetClassificationHead(nn.Module):
         return flatten_levels([self.cls_logits(self.conv(f)) for f in x], self.num_classes)
 
 
-class RetinaNetRegressionHead(nn.Module):
+class RetinaNetRegressionHead(_TowerHead):
     """Box deltas per anchor (unit weights), trained on the foreground anchors with ``_loss_type``
     (L1 on the deltas; v2 uses GIoU on the decoded boxes)."""
-
-    _version = 2
 
     def __init__(self, in_channels: int, num_anchors: int, norm_layer=None) -> None:
         super().__init__()
@@ -112,13 +114,6 @@ class RetinaNetRegressionHead(nn.Module):
         init.zeros_(self.bbox_reg.bias)
         self.box_coder = det_utils.BoxCoder(weights=(1.0, 1.0, 1.0, 1.0))
         self._loss_type = "l1"
-
-    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
-                              error_msgs):
-        if (local_metadata.get("version", None) or 1) < 2:
-            _rename_v1_tower(state_dict, prefix)
-        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
-                                      error_msgs)
 
     def compute_loss(self, targets: list[dict], head_outputs: dict[str, Tensor], anchors: list[Tensor],
                      matched_idxs: list[Tensor]) -> Tensor:
