@@ -208,13 +208,15 @@ def test_reduced_precision_rows_computed_in_float32_as_pytorch(name):
     assert (outs[0] != outs[1]).mean() <= 0.02, (outs[0] != outs[1]).mean()
 
 
-@pytest.mark.parametrize("name", ["mul", "rmul", "div", "mul_"])
-def test_bfloat16_times_a_python_float_rounds_once(name):
-    """PyTorch keeps a Python float as float32 against a bfloat16 tensor and rounds the result once;
-    numpy rounds the number to bfloat16 first (38% of ``x * 3.4445`` differed by one unit)."""
+@pytest.mark.parametrize("name", ["mul", "rmul", "div", "mul_", "add", "rsub", "add_"])
+def test_bfloat16_with_a_python_float_rounds_as_pytorch(name):
+    """PyTorch multiplies and divides a bfloat16 tensor by a Python float kept in float32 and rounds the
+    result once (numpy rounded the number to bfloat16 first: 38% of ``x * 3.4445`` differed by one
+    unit); it adds and subtracts the number rounded to bfloat16, as numpy does."""
     x = (np.random.default_rng(5).standard_normal(4096) * 3).astype(np.float32)
     f = {"mul": lambda t: t * 3.4445, "rmul": lambda t: 0.3371 * t, "div": lambda t: t / 3.3,
-         "mul_": lambda t: t.clone().mul_(1.2345)}[name]
+         "mul_": lambda t: t.clone().mul_(1.2345), "add": lambda t: t + 0.1234, "rsub": lambda t: 1.777 - t,
+         "add_": lambda t: t.clone().add_(0.377)}[name]
     outs = []
     for m in (torch, tapelab):
         y = f(m.tensor(x).to(m.bfloat16))
