@@ -54,6 +54,8 @@ from .base.runtime import *  # noqa: E402,F401,F403  (set_num_threads, set_defau
 from .accelerator import Event, Stream, get_device_module  # noqa: E402,F401  (device-generic names)
 globals().update(linalg.TOPLEVEL)  # torch.det, torch.svd, torch.lu_unpack, ... (engine/linalg.py)
 from . import amp, cpu  # noqa: E402
+from .amp.grad_scaler import GradScaler  # noqa: E402  (torch.GradScaler: torch.amp's)
+from .utils.dlpack import to_dlpack  # noqa: E402  (torch.to_dlpack)
 from .amp.autocast_mode import (autocast, autocast_decrement_nesting, autocast_increment_nesting,  # noqa: E402
                                 clear_autocast_cache, get_autocast_cpu_dtype, get_autocast_dtype,
                                 get_autocast_gpu_dtype, is_autocast_cache_enabled, is_autocast_cpu_enabled,

@@ -135,3 +135,14 @@ def test_untyped_storage_from_file_as_safetensors_reads_it(tmp_path):
     assert path.read_bytes()[0] == 7
     with pytest.raises(RuntimeError, match="unable to mmap"):
         tapelab.UntypedStorage.from_file(str(path), nbytes=10 ** 6)
+
+
+def test_top_level_grad_scaler_to_dlpack_and_output_nr():
+    """``torch.GradScaler`` (torch.amp's), ``torch.to_dlpack`` and ``Tensor.output_nr``, as in PyTorch."""
+    assert tapelab.GradScaler is tapelab.amp.GradScaler and torch.GradScaler is torch.amp.GradScaler
+    x = tapelab.arange(4.0)
+    back = np.from_dlpack(tapelab.utils.dlpack.from_dlpack(tapelab.to_dlpack(x)))
+    assert back.tolist() == [0.0, 1.0, 2.0, 3.0]
+    for m in (torch, tapelab):
+        leaf = m.ones(3, requires_grad=True)
+        assert [t.output_nr for t in leaf.unbind(0)] == [0, 1, 2] and leaf.output_nr == 0

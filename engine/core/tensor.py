@@ -197,6 +197,11 @@ class Tensor:
         return self.grad_fn is None
 
     @property
+    def output_nr(self) -> int:
+        """Which output of its ``grad_fn`` this tensor is (0 for a leaf), as ``next_functions`` numbers it."""
+        return self._out_nr
+
+    @property
     def _version(self) -> int:
         return self._vc[0]
 
