@@ -14,7 +14,6 @@ from ....core.tensor import Tensor
 from ....nn import functional as F
 from ....nn import init
 from ....ops.movement import stack
-from ...ops import boxes as box_ops
 from ...ops.feature_pyramid_network import LastLevelP6P7
 from ...ops.losses import generalized_box_iou_loss, sigmoid_focal_loss
 from ...ops.misc import FrozenBatchNorm2d
@@ -207,25 +206,13 @@ class FCOS(DenseDetector):
     def losses(self, targets, head_outputs, anchors, num_anchors_per_level) -> dict[str, Tensor]:
         return self.compute_loss(targets, head_outputs, anchors, num_anchors_per_level)
 
-    def postprocess_detections(self, head_outputs: dict[str, list[Tensor]], anchors: list[list[Tensor]],
-                               image_sizes: list[tuple[int, int]]) -> list[dict[str, Tensor]]:
-        """Per level: sqrt(class prob * centre-ness) above ``score_thresh``, the top ``topk_candidates``;
-        then per-class NMS over the levels, at most ``detections_per_img``."""
-        detections = []
-        for index, (anchors_i, shape) in enumerate(zip(anchors, image_sizes)):
-            boxes_all, scores_all, labels_all = [], [], []
-            for deltas, logits, ctr, level_anchors in zip((r[index] for r in head_outputs["bbox_regression"]),
-                                                          (c[index] for c in head_outputs["cls_logits"]),
-                                                          (c[index] for c in head_outputs["bbox_ctrness"]),
-                                                          anchors_i):
-                scores = (logits.sigmoid() * ctr.sigmoid()).sqrt().flatten()
-                scores, anchor_idx, labels = self._top_candidates(scores, logits.shape[-1])
-                boxes = self.box_coder.decode(deltas[anchor_idx], level_anchors[anchor_idx])
-                boxes_all.append(box_ops.clip_boxes_to_image(boxes, shape))
-                scores_all.append(scores)
-                labels_all.append(labels)
-            detections.append(self._nms(boxes_all, scores_all, labels_all))
-        return detections
+    def _level_scores(self, head_outputs: dict[str, list[Tensor]], index: int, level: int) -> Tensor:
+        """sqrt(class probability * centre-ness) per (anchor, class)."""
+        logits, ctr = head_outputs["cls_logits"][level][index], head_outputs["bbox_ctrness"][level][index]
+        return (logits.sigmoid() * ctr.sigmoid()).sqrt().flatten()
+
+    def _decode(self, deltas: Tensor, anchors: Tensor) -> Tensor:
+        return self.box_coder.decode(deltas, anchors)
 
 
 @register_model()

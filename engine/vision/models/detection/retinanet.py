@@ -180,6 +180,28 @@ class DenseDetector(nn.Module):
 
     def postprocess_detections(self, head_outputs: dict[str, list[Tensor]], anchors: list[list[Tensor]],
                                image_sizes: list[tuple[int, int]]) -> list[dict[str, Tensor]]:
+        """Per image and level: the flat (anchor, class) scores (``_level_scores``) above ``score_thresh``,
+        the top ``topk_candidates``, their boxes decoded (``_decode``) and clipped; then per-class NMS over
+        the levels, at most ``detections_per_img``."""
+        detections = []
+        for index, (anchors_i, shape) in enumerate(zip(anchors, image_sizes)):
+            boxes_all, scores_all, labels_all = [], [], []
+            for level, level_anchors in enumerate(anchors_i):
+                num_classes = head_outputs["cls_logits"][level].shape[-1]
+                scores, anchor_idx, labels = self._top_candidates(self._level_scores(head_outputs, index, level),
+                                                                  num_classes)
+                deltas = head_outputs["bbox_regression"][level][index]
+                boxes = self._decode(deltas[anchor_idx], level_anchors[anchor_idx])
+                boxes_all.append(box_ops.clip_boxes_to_image(boxes, shape))
+                scores_all.append(scores)
+                labels_all.append(labels)
+            detections.append(self._nms(boxes_all, scores_all, labels_all))
+        return detections
+
+    def _level_scores(self, head_outputs: dict[str, list[Tensor]], index: int, level: int) -> Tensor:
+        raise NotImplementedError
+
+    def _decode(self, deltas: Tensor, anchors: Tensor) -> Tensor:
         raise NotImplementedError
 
     def _top_candidates(self, scores: Tensor, num_classes: int) -> tuple[Tensor, Tensor, Tensor]:
@@ -245,22 +267,11 @@ class RetinaNet(DenseDetector):
     def losses(self, targets, head_outputs, anchors, num_anchors_per_level) -> dict[str, Tensor]:
         return self.compute_loss(targets, head_outputs, anchors)
 
-    def postprocess_detections(self, head_outputs: dict[str, list[Tensor]], anchors: list[list[Tensor]],
-                               image_sizes: list[tuple[int, int]]) -> list[dict[str, Tensor]]:
-        """Per image and level: scores above ``score_thresh``, the top ``topk_candidates``, decoded and
-        clipped; then per-class NMS over the levels, at most ``detections_per_img``."""
-        detections = []
-        for index, (anchors_i, shape) in enumerate(zip(anchors, image_sizes)):
-            boxes_all, scores_all, labels_all = [], [], []
-            for deltas, logits, level_anchors in zip((r[index] for r in head_outputs["bbox_regression"]),
-                                                     (c[index] for c in head_outputs["cls_logits"]), anchors_i):
-                scores, anchor_idx, labels = self._top_candidates(logits.sigmoid().flatten(), logits.shape[-1])
-                boxes = self.box_coder.decode_single(deltas[anchor_idx], level_anchors[anchor_idx])
-                boxes_all.append(box_ops.clip_boxes_to_image(boxes, shape))
-                scores_all.append(scores)
-                labels_all.append(labels)
-            detections.append(self._nms(boxes_all, scores_all, labels_all))
-        return detections
+    def _level_scores(self, head_outputs: dict[str, list[Tensor]], index: int, level: int) -> Tensor:
+        return head_outputs["cls_logits"][level][index].sigmoid().flatten()
+
+    def _decode(self, deltas: Tensor, anchors: Tensor) -> Tensor:
+        return self.box_coder.decode_single(deltas, anchors)
 
 
 @register_model()
