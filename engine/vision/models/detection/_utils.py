@@ -6,12 +6,13 @@ import math
 from typing import Any
 
 from .... import nn
-from ....base.dtype import uint8
+from ....base.dtype import int64, uint8
 from ....base.grad_mode import no_grad
-from ....core.creation import arange, randperm, zeros
+from ....core.creation import arange, full, randperm, zeros
 from ....core.tensor import Tensor
 from ....nn import functional as F
 from ....ops.movement import cat, stack
+from ...ops import boxes as box_ops
 from ...ops.losses import complete_box_iou_loss, distance_box_iou_loss, generalized_box_iou_loss
 from ...ops.misc import FrozenBatchNorm2d
 
@@ -128,6 +129,17 @@ class Matcher:
         highest, _ = match_quality_matrix.max(dim=1)
         preds = (match_quality_matrix == highest[:, None]).nonzero()[:, 1]
         matches[preds] = all_matches[preds]
+
+
+def match_anchors(matcher: Matcher, targets: list[dict], anchors: list[Tensor]) -> list[Tensor]:
+    """Per image, each anchor's matched target box by IoU (-1 for none; all -1 for an image without boxes)."""
+    matched = []
+    for anchors_i, target in zip(anchors, targets):
+        if target["boxes"].numel() == 0:
+            matched.append(full((anchors_i.shape[0],), -1, dtype=int64, device=anchors_i.device))
+        else:
+            matched.append(matcher(box_ops.box_iou(target["boxes"], anchors_i)))
+    return matched
 
 
 def overwrite_eps(model: nn.Module, eps: float) -> None:

@@ -8,8 +8,6 @@ from functools import partial
 from typing import Any
 
 from .... import nn
-from ....base.dtype import int64
-from ....core.creation import full
 from ....core.tensor import Tensor
 from ....nn import init
 from ....ops.movement import cat
@@ -256,12 +254,7 @@ class RetinaNet(DenseDetector):
 
     def compute_loss(self, targets: list[dict], head_outputs: dict[str, Tensor],
                      anchors: list[Tensor]) -> dict[str, Tensor]:
-        matched_idxs = []
-        for anchors_i, target in zip(anchors, targets):
-            if target["boxes"].numel() == 0:
-                matched_idxs.append(full((anchors_i.shape[0],), -1, dtype=int64, device=anchors_i.device))
-            else:
-                matched_idxs.append(self.proposal_matcher(box_ops.box_iou(target["boxes"], anchors_i)))
+        matched_idxs = det_utils.match_anchors(self.proposal_matcher, targets, anchors)
         return self.head.compute_loss(targets, head_outputs, anchors, matched_idxs)
 
     def losses(self, targets, head_outputs, anchors, num_anchors_per_level) -> dict[str, Tensor]:

@@ -167,12 +167,7 @@ class SSD(nn.Module):
         head_outputs = self.head(features)
         anchors = self.anchor_generator(images, features)
         if self.training:
-            matched_idxs = []
-            for anchors_i, target in zip(anchors, targets):
-                if target["boxes"].numel() == 0:
-                    matched_idxs.append(full((anchors_i.shape[0],), -1, dtype=int64, device=anchors_i.device))
-                else:
-                    matched_idxs.append(self.proposal_matcher(box_ops.box_iou(target["boxes"], anchors_i)))
+            matched_idxs = det_utils.match_anchors(self.proposal_matcher, targets, anchors)
             return self.compute_loss(targets, head_outputs, anchors, matched_idxs)
         detections = self.postprocess_detections(head_outputs, anchors, images.image_sizes)
         return self.transform.postprocess(detections, images.image_sizes, sizes)
