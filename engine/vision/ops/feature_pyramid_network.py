@@ -9,7 +9,7 @@ from ... import nn
 from ...core.tensor import Tensor
 from ...nn import functional as F
 from ...nn import init
-from .misc import Conv2dNormActivation
+from .misc import Conv2dNormActivation, rename_v1_convs
 
 __all__ = ["FeaturePyramidNetwork", "ExtraFPNBlock", "LastLevelMaxPool", "LastLevelP6P7"]
 
@@ -79,14 +79,9 @@ class FeaturePyramidNetwork(nn.Module):
 
     def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
                               error_msgs):
-        version = local_metadata.get("version", None)
-        if version is None or version < 2:
-            for block in ("inner_blocks", "layer_blocks"):
-                for i in range(len(self.inner_blocks)):
-                    for kind in ("weight", "bias"):
-                        old = f"{prefix}{block}.{i}.{kind}"
-                        if old in state_dict:
-                            state_dict[f"{prefix}{block}.{i}.0.{kind}"] = state_dict.pop(old)
+        rename_v1_convs(state_dict, prefix, local_metadata, {f"{block}.{i}": f"{block}.{i}.0"
+                                                             for block in ("inner_blocks", "layer_blocks")
+                                                             for i in range(len(self.inner_blocks))})
         super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
                                       error_msgs)
 

@@ -43,6 +43,19 @@ class ConvNormActivation(nn.Sequential):
         self.out_channels = out_channels
 
 
+def rename_v1_convs(state_dict: dict, prefix: str, local_metadata: dict, moves: dict[str, str]) -> None:
+    """A checkpoint saved by version 1 of a module, before its plain convs became ``Conv2dNormActivation``
+    blocks, names a conv's ``weight``/``bias`` by the old path: move them under the new one, for each
+    ``old -> new`` in ``moves`` (FPN, the RPN head, RetinaNet's towers, the Mask R-CNN head)."""
+    if (local_metadata.get("version") or 1) >= 2:
+        return
+    for old, new in moves.items():
+        for kind in ("weight", "bias"):
+            key = f"{prefix}{old}.{kind}"
+            if key in state_dict:
+                state_dict[f"{prefix}{new}.{kind}"] = state_dict.pop(key)
+
+
 class Conv2dNormActivation(ConvNormActivation):
     """Conv2d, then an optional norm layer, then an optional activation (children 0, 1, 2)."""
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from .... import nn
 from ....nn import init
-from ...ops.misc import Conv2dNormActivation
+from ...ops.misc import Conv2dNormActivation, rename_v1_convs
 from ...ops.poolers import MultiScaleRoIAlign
 from .._api import register_model
 from ._utils import detection_arguments
@@ -58,13 +58,7 @@ class MaskRCNNHeads(nn.Sequential):
 
     def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
                               error_msgs):
-        version = local_metadata.get("version", None)
-        if version is None or version < 2:
-            for i in range(len(self)):
-                for kind in ("weight", "bias"):
-                    old = f"{prefix}mask_fcn{i + 1}.{kind}"
-                    if old in state_dict:
-                        state_dict[f"{prefix}{i}.0.{kind}"] = state_dict.pop(old)
+        rename_v1_convs(state_dict, prefix, local_metadata, {f"mask_fcn{i + 1}": f"{i}.0" for i in range(len(self))})
         super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
                                       error_msgs)
 

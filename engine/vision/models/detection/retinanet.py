@@ -14,7 +14,7 @@ from ....ops.movement import cat
 from ...ops import boxes as box_ops
 from ...ops.feature_pyramid_network import LastLevelP6P7
 from ...ops.losses import sigmoid_focal_loss
-from ...ops.misc import Conv2dNormActivation, FrozenBatchNorm2d
+from ...ops.misc import Conv2dNormActivation, FrozenBatchNorm2d, rename_v1_convs
 from .._api import register_model
 from ..resnet import resnet50
 from . import _utils as det_utils
@@ -39,15 +39,6 @@ def _tower(in_channels: int, norm_layer) -> nn.Sequential:
     return tower
 
 
-def _rename_v1_tower(state_dict: dict, prefix: str) -> None:
-    """Version 1 checkpoints held plain convs in the tower: ``conv.0.weight`` is now ``conv.0.0.weight``."""
-    for i in range(4):
-        for kind in ("weight", "bias"):
-            old = f"{prefix}conv.{i}.{kind}"
-            if old in state_dict:
-                state_dict[f"{prefix}conv.{i}.0.{kind}"] = state_dict.pop(old)
-
-
 def flatten_levels(outputs: list[Tensor], k: int) -> Tensor:
     """(N, A*k, H, W) per level -> (N, sum of H*W*A, k), location-major as the anchors."""
     flat = []
@@ -64,8 +55,7 @@ class _TowerHead(nn.Module):
 
     def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
                               error_msgs):
-        if (local_metadata.get("version", None) or 1) < 2:
-            _rename_v1_tower(state_dict, prefix)
+        rename_v1_convs(state_dict, prefix, local_metadata, {f"conv.{i}": f"conv.{i}.0" for i in range(4)})
         super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
                                       error_msgs)
 

@@ -11,7 +11,7 @@ from ....nn import functional as F
 from ....nn import init
 from ....ops.movement import cat
 from ...ops import boxes as box_ops
-from ...ops.misc import Conv2dNormActivation
+from ...ops.misc import Conv2dNormActivation, rename_v1_convs
 from . import _utils as det_utils
 from .anchor_utils import AnchorGenerator
 from .image_list import ImageList
@@ -38,12 +38,7 @@ class RPNHead(nn.Module):
 
     def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
                               error_msgs):
-        version = local_metadata.get("version", None)
-        if version is None or version < 2:
-            for kind in ("weight", "bias"):
-                old = f"{prefix}conv.{kind}"
-                if old in state_dict:
-                    state_dict[f"{prefix}conv.0.0.{kind}"] = state_dict.pop(old)
+        rename_v1_convs(state_dict, prefix, local_metadata, {"conv": "conv.0.0"})
         super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
                                       error_msgs)
 
