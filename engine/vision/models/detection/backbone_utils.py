@@ -67,6 +67,20 @@ def _resnet_fpn_extractor(backbone: resnet.ResNet, trainable_layers: int, return
                            norm_layer=norm_layer)
 
 
+def resnet50_fpn_backbone(weights_backbone, progress: bool, trainable_backbone_layers: int | None,
+                          returned_layers: list[int] | None = None,
+                          extra_blocks: Callable[[], ExtraFPNBlock] | None = None) -> BackboneWithFPN:
+    """ResNet-50 under an FPN, as the detection builders make it: frozen batch norm and the first stages
+    frozen when pretrained. ``extra_blocks`` is a factory, called after the ResNet is made, so a seeded
+    build draws its weights in torchvision's order."""
+    is_trained = weights_backbone is not None
+    trainable = _validate_trainable_layers(is_trained, trainable_backbone_layers, 5, 3)
+    norm_layer = FrozenBatchNorm2d if is_trained else nn.BatchNorm2d
+    body = resnet.resnet50(weights=weights_backbone, progress=progress, norm_layer=norm_layer)
+    return _resnet_fpn_extractor(body, trainable, returned_layers,
+                                 extra_blocks() if extra_blocks is not None else None)
+
+
 def resnet_fpn_backbone(*, backbone_name: str, weights=None, norm_layer: Callable[..., nn.Module] = FrozenBatchNorm2d,
                         trainable_layers: int = 3, returned_layers: list[int] | None = None,
                         extra_blocks: ExtraFPNBlock | None = None) -> BackboneWithFPN:

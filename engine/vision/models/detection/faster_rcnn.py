@@ -14,7 +14,7 @@ from ..mobilenetv3 import mobilenet_v3_large
 from ..resnet import resnet50
 from ._utils import detection_arguments
 from .anchor_utils import AnchorGenerator
-from .backbone_utils import _mobilenet_extractor, _resnet_fpn_extractor, _validate_trainable_layers
+from .backbone_utils import _mobilenet_extractor, _resnet_fpn_extractor, _validate_trainable_layers, resnet50_fpn_backbone
 from .generalized_rcnn import GeneralizedRCNN
 from .roi_heads import RoIHeads
 from .rpn import RegionProposalNetwork, RPNHead
@@ -135,15 +135,6 @@ class FasterRCNN(GeneralizedRCNN):
         transform = GeneralizedRCNNTransform(min_size, max_size, image_mean or IMAGENET_MEAN,
                                              image_std or IMAGENET_STD, **kwargs)
         super().__init__(backbone, rpn, roi_heads, transform)
-
-
-def resnet50_fpn_backbone(weights_backbone: Any, progress: bool, trainable_backbone_layers: int | None) -> nn.Module:
-    """ResNet-50 under an FPN: frozen batch norm and the first stages frozen when pretrained."""
-    is_trained = weights_backbone is not None
-    trainable = _validate_trainable_layers(is_trained, trainable_backbone_layers, 5, 3)
-    norm_layer = FrozenBatchNorm2d if is_trained else nn.BatchNorm2d
-    return _resnet_fpn_extractor(resnet50(weights=weights_backbone, progress=progress, norm_layer=norm_layer),
-                                 trainable)
 
 
 @register_model()

@@ -16,12 +16,10 @@ from ....nn import init
 from ....ops.movement import stack
 from ...ops.feature_pyramid_network import LastLevelP6P7
 from ...ops.losses import generalized_box_iou_loss, sigmoid_focal_loss
-from ...ops.misc import FrozenBatchNorm2d
 from .._api import register_model
-from ..resnet import resnet50
 from ._utils import detection_arguments
 from .anchor_utils import AnchorGenerator
-from .backbone_utils import _resnet_fpn_extractor, _validate_trainable_layers
+from .backbone_utils import resnet50_fpn_backbone
 from .retinanet import DenseDetector, flatten_levels
 
 __all__ = ["FCOS", "FCOSHead", "FCOSClassificationHead", "FCOSRegressionHead", "BoxLinearCoder", "fcos_resnet50_fpn"]
@@ -222,10 +220,6 @@ def fcos_resnet50_fpn(*, weights=None, progress: bool = True, num_classes: int |
     """FCOS, ResNet-50-FPN with P6/P7 (32,269,600 parameters with 91 classes and a pretrained backbone,
     whose batch norms are frozen buffers)."""
     num_classes, weights_backbone = detection_arguments(weights, num_classes, weights_backbone)
-    is_trained = weights_backbone is not None
-    trainable = _validate_trainable_layers(is_trained, trainable_backbone_layers, 5, 3)
-    norm_layer = FrozenBatchNorm2d if is_trained else nn.BatchNorm2d
-    backbone = resnet50(weights=weights_backbone, progress=progress, norm_layer=norm_layer)
-    backbone = _resnet_fpn_extractor(backbone, trainable, returned_layers=[2, 3, 4],
-                                     extra_blocks=LastLevelP6P7(256, 256))
+    backbone = resnet50_fpn_backbone(weights_backbone, progress, trainable_backbone_layers, returned_layers=[2, 3, 4],
+                                     extra_blocks=lambda: LastLevelP6P7(256, 256))
     return FCOS(backbone, num_classes, **kwargs)

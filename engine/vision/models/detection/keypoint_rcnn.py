@@ -10,7 +10,8 @@ from ....nn import init
 from ...ops.poolers import MultiScaleRoIAlign
 from .._api import register_model
 from ._utils import detection_arguments
-from .faster_rcnn import FasterRCNN, resnet50_fpn_backbone
+from .backbone_utils import resnet50_fpn_backbone
+from .faster_rcnn import FasterRCNN
 
 __all__ = ["KeypointRCNN", "KeypointRCNNHeads", "KeypointRCNNPredictor", "keypointrcnn_resnet50_fpn"]
 

@@ -11,7 +11,8 @@ from ...ops.misc import Conv2dNormActivation, rename_v1_convs
 from ...ops.poolers import MultiScaleRoIAlign
 from .._api import register_model
 from ._utils import detection_arguments
-from .faster_rcnn import FasterRCNN, resnet50_fpn_backbone, resnet50_fpn_v2_parts
+from .backbone_utils import resnet50_fpn_backbone
+from .faster_rcnn import FasterRCNN, resnet50_fpn_v2_parts
 
 __all__ = ["MaskRCNN", "MaskRCNNHeads", "MaskRCNNPredictor", "maskrcnn_resnet50_fpn", "maskrcnn_resnet50_fpn_v2"]
 

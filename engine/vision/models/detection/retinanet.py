@@ -14,12 +14,12 @@ from ....ops.movement import cat
 from ...ops import boxes as box_ops
 from ...ops.feature_pyramid_network import LastLevelP6P7
 from ...ops.losses import sigmoid_focal_loss
-from ...ops.misc import Conv2dNormActivation, FrozenBatchNorm2d, rename_v1_convs
+from ...ops.misc import Conv2dNormActivation, rename_v1_convs
 from .._api import register_model
 from ..resnet import resnet50
 from . import _utils as det_utils
 from .anchor_utils import AnchorGenerator
-from .backbone_utils import _resnet_fpn_extractor, _validate_trainable_layers
+from .backbone_utils import _resnet_fpn_extractor, _validate_trainable_layers, resnet50_fpn_backbone
 from .faster_rcnn import IMAGENET_MEAN, IMAGENET_STD
 from .generalized_rcnn import prepare
 from .transform import GeneralizedRCNNTransform
@@ -264,12 +264,8 @@ def retinanet_resnet50_fpn(*, weights=None, progress: bool = True, num_classes: 
     """RetinaNet, ResNet-50-FPN with P6/P7 from P5 (34,014,999 parameters with 91 classes and a
     pretrained backbone, whose batch norms are frozen buffers)."""
     num_classes, weights_backbone = det_utils.detection_arguments(weights, num_classes, weights_backbone)
-    is_trained = weights_backbone is not None
-    trainable = _validate_trainable_layers(is_trained, trainable_backbone_layers, 5, 3)
-    norm_layer = FrozenBatchNorm2d if is_trained else nn.BatchNorm2d
-    backbone = resnet50(weights=weights_backbone, progress=progress, norm_layer=norm_layer)
-    backbone = _resnet_fpn_extractor(backbone, trainable, returned_layers=[2, 3, 4],
-                                     extra_blocks=LastLevelP6P7(256, 256))
+    backbone = resnet50_fpn_backbone(weights_backbone, progress, trainable_backbone_layers, returned_layers=[2, 3, 4],
+                                     extra_blocks=lambda: LastLevelP6P7(256, 256))
     return RetinaNet(backbone, num_classes, **kwargs)
 
 
