@@ -231,36 +231,23 @@ class _AutocastMode(Mode):
     """Casts an op's floating inputs per its policy, then hands the op to the rest of the stack."""
 
     def dispatch(self, op, args: tuple, params: dict):
-        modes = LOCAL.modes
-        modes.remove(self)       # the casts and the op itself go to the modes below, as PyTorch's handlers run
-        try:
+        with self.aside():       # the casts and the op itself go to the modes below, as PyTorch's handlers run
             if op.kind == "compute":
                 args = _autocast_args(op, args, params)
             return apply(op, *args, **params)
-        finally:
-            modes.append(self)
 
     # the other hooks belong to the mode below, if any: autocast only changes dtypes
     def write(self, target, src) -> None:
-        _below(self).write(target, src)
+        self.below().write(target, src)
 
     def copy(self, src, copy) -> None:
-        _below(self).copy(src, copy)
+        self.below().copy(src, copy)
 
     def accumulate(self, var, grad) -> bool:
-        return _below(self).accumulate(var, grad)
+        return self.below().accumulate(var, grad)
 
     def call_module(self, module, forward, args: tuple, kwargs: dict):
-        return _below(self).call_module(module, forward, args, kwargs)
-
-
-_PLAIN = Mode()   # the default hooks, for a stack with nothing below autocast
-
-
-def _below(mode: Mode) -> Mode:
-    modes = LOCAL.modes
-    i = modes.index(mode) if mode in modes else len(modes)
-    return modes[i - 1] if i > 0 else _PLAIN
+        return self.below().call_module(module, forward, args, kwargs)
 
 
 def _autocast_args(op, args: tuple, params: dict) -> tuple:

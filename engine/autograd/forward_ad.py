@@ -60,7 +60,7 @@ class _DualMode(Mode):
 
     # ---------------------------------------------------------------- hooks
     def dispatch(self, op, args: tuple, params: dict):
-        with self.suspended():
+        with self.aside():
             out = apply(op, *args, **params)
             if op.kind != "compute" or op.vjp is None:
                 return out
@@ -74,25 +74,21 @@ class _DualMode(Mode):
     def write(self, target, src) -> None:
         entry = self.tangents.get(id(src))
         self.set(target, entry[1] if entry is not None and entry[0]() is src else None)
-        _below(self).write(target, src)
+        self.below().write(target, src)
 
     def copy(self, src, copy) -> None:
         entry = self.tangents.get(id(src))
         if entry is not None and entry[0]() is src:
             self.set(copy, entry[1])
-        _below(self).copy(src, copy)
+        self.below().copy(src, copy)
 
     def accumulate(self, var, grad) -> bool:
-        return _below(self).accumulate(var, grad)
+        return self.below().accumulate(var, grad)
 
     def call_module(self, module, forward, args: tuple, kwargs: dict):
-        return _below(self).call_module(module, forward, args, kwargs)
+        return self.below().call_module(module, forward, args, kwargs)
 
     # ---------------------------------------------------------------- helpers
-    def suspended(self):
-        """The ops run inside (forwards, vjps) go to the modes below this one."""
-        return _Suspended(self)
-
     def after_function(self, cls, ctx, args: tuple, outputs: tuple) -> None:
         """A custom Function's outputs get their tangents from its ``jvp`` (which, as in PyTorch,
         forward-mode AD through a Function requires)."""
@@ -100,34 +96,12 @@ class _DualMode(Mode):
         if all(t is None for t in tangents):
             return
         filled = [t if t is not None or not isinstance(a, Tensor) else _zeros_like(a) for a, t in zip(args, tangents)]
-        with self.suspended():
+        with self.aside():
             out_t = cls.jvp(ctx, *filled)
         out_t = out_t if isinstance(out_t, tuple) else (out_t,)
         for o, t in zip(outputs, out_t):
             if isinstance(o, Tensor) and t is not None:
                 self.set(o._data, t)
-
-
-class _Suspended:
-    __slots__ = ("mode",)
-
-    def __init__(self, mode):
-        self.mode = mode
-
-    def __enter__(self):
-        LOCAL.modes.remove(self.mode)
-
-    def __exit__(self, *exc):
-        LOCAL.modes.append(self.mode)
-
-
-_PLAIN = Mode()
-
-
-def _below(mode: Mode) -> Mode:
-    modes = LOCAL.modes
-    i = modes.index(mode) if mode in modes else len(modes)
-    return modes[i - 1] if i > 0 else _PLAIN
 
 
 def _zeros_like(t: Tensor) -> Tensor:
@@ -238,7 +212,7 @@ def make_dual(tensor: Tensor, tangent: Tensor, *, level: int | None = None) -> T
                            f"forward gradient is of size {list(tangent.shape)}.")
     if tangent.device != tensor.device:
         raise RuntimeError(f"make_dual(): the tangent is on {tangent.device} but the primal is on {tensor.device}")
-    with mode.suspended():
+    with mode.aside():
         dual = tensor.view_as(tensor)
         t = tangent if tangent.dtype == tensor.dtype else tangent.to(tensor.dtype)
     mode.set(dual._data, t)
@@ -251,7 +225,7 @@ def unpack_dual(tensor: Tensor, *, level: int | None = None) -> UnpackedDualTens
     if mode is None or not isinstance(tensor, Tensor):
         return UnpackedDualTensor(tensor, None)
     tangent = mode.tangent(tensor)
-    with mode.suspended():
+    with mode.aside():
         primal = tensor.view_as(tensor)
     return UnpackedDualTensor(primal, tangent)
 

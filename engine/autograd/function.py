@@ -22,7 +22,7 @@ _FORWARD_AD: list = [None]   # the entered forward-AD level's mode (autograd/for
 
 
 def set_forward_ad(mode) -> None:
-    """Install (or, with None, remove) the forward-AD mode whose ``suspended()`` a Function's forward
+    """Install (or, with None, remove) the forward-AD mode whose ``aside()`` a Function's forward
     runs in and whose ``after_function`` gives its outputs their tangents."""
     _FORWARD_AD[0] = mode
 
@@ -208,7 +208,7 @@ class Function:
         ctx.edges = tuple(edge_to(a) if n else None for a, n in zip(args, needs) if isinstance(a, Tensor))
         ctx._in_meta = tuple((tuple(a.shape), a.dtype) if isinstance(a, Tensor) else None for a in args)
         dual = _FORWARD_AD[0]
-        with no_grad(), (dual.suspended() if dual is not None else contextlib.nullcontext()):
+        with no_grad(), (dual.aside() if dual is not None else contextlib.nullcontext()):
             if cls.setup_context is not Function.setup_context:
                 output = cls.forward(*args)
                 cls.setup_context(ctx, args, output)

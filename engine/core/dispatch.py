@@ -144,12 +144,42 @@ class Mode:
     def call_module(self, module, forward, args: tuple, kwargs: dict):
         return forward(*args, **kwargs)
 
+    def below(self) -> "Mode":
+        """The mode under this one in the calling thread's stack (the default hooks when none): where a
+        mode that only changes one thing hands the other hooks on."""
+        modes = LOCAL.modes
+        i = modes.index(self) if self in modes else len(modes)
+        return modes[i - 1] if i > 0 else _PLAIN
+
+    def aside(self) -> "_Aside":
+        """``with mode.aside():`` this mode is off the stack inside (the ops a handler runs go to the
+        modes below it) and back in its place after."""
+        return _Aside(self)
+
     def __enter__(self):
         push_mode(self)
         return self
 
     def __exit__(self, *exc) -> None:
         pop_mode(self)
+
+
+_PLAIN = Mode()   # the default hooks, for a stack with nothing below
+
+
+class _Aside:
+    __slots__ = ("mode", "index")
+
+    def __init__(self, mode: Mode):
+        self.mode = mode
+
+    def __enter__(self):
+        modes = LOCAL.modes
+        self.index = modes.index(self.mode)
+        del modes[self.index]
+
+    def __exit__(self, *exc):
+        LOCAL.modes.insert(self.index, self.mode)
 
 
 def push_mode(mode: Mode) -> None:

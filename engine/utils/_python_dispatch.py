@@ -33,13 +33,9 @@ class TorchDispatchMode(Mode):
         raise NotImplementedError(f"{type(self).__name__}.__torch_dispatch__ is not implemented")
 
     def dispatch(self, op, args: tuple, params: dict):
-        modes = LOCAL.modes
-        modes.remove(self)            # the handler's own ops go to the modes below, as PyTorch's
-        try:
+        with self.aside():            # the handler's own ops go to the modes below, as PyTorch's
             types = tuple(dict.fromkeys(type(a) for a in args if isinstance(a, Tensor) and type(a) is not Tensor))
             return self.__torch_dispatch__(function_of(op), types, args, dict(params) if params else {})
-        finally:
-            modes.append(self)
 
 
 def is_traceable_wrapper_subclass(t) -> bool:
