@@ -504,29 +504,21 @@ def _general(op, args, params, fwd):
             return eager(op, promoted, params, fwd)
     if dev is None:  # no Tensor argument: a factory or random draw names its device in params
         dev = params["device"]
-    if flt and dt is BFLOAT16_NP and op.ufunc in _SCALED:
-        return _result(op, args, params, dev, req, _bf16_with_float(op, fwd, dev, arrays, args, params))
+    scaled = flt and dt is BFLOAT16_NP and op.ufunc in _SCALED
+    if scaled:   # PyTorch keeps the number a float32 (numpy's weak scalar would round it to bfloat16 first)
+        arrays = [np.float32(a) if type(a) is float else a for a in arrays]
     try:
         out = fwd(dev._xp or dev.xp, *arrays, **params)
     except Exception as e:  # noqa: BLE001
         out = _failed(op, fwd, dev, arrays, args, params, e)
+    if scaled and out.dtype != BFLOAT16_NP:
+        out = out.astype(BFLOAT16_NP)   # rounded once
     return _result(op, args, params, dev, req, out)
 
 
 # PyTorch multiplies and divides a bfloat16 tensor by a Python float with the number kept in float32
 # (its CPU kernels' opmath), but adds and subtracts it rounded to bfloat16 first, as numpy does
 _SCALED = frozenset(("multiply", "true_divide"))
-
-
-def _bf16_with_float(op, fwd, dev, arrays, args, params):
-    """bfloat16 times (or over) a Python float, as PyTorch's: the number stays a float32 (not rounded to
-    bfloat16 first, as numpy's weak scalars are) and the result is rounded once."""
-    arrays = [np.float32(a) if type(a) is float else a for a in arrays]
-    try:
-        out = fwd(dev._xp or dev.xp, *arrays, **params)
-    except Exception as e:  # noqa: BLE001
-        out = _failed(op, fwd, dev, arrays, args, params, e)
-    return out.astype(BFLOAT16_NP) if out.dtype != BFLOAT16_NP else out
 
 
 def _failed(op, fwd, dev, arrays, args, params, e: Exception):
