@@ -545,14 +545,30 @@ def norm(input, p="fro", dim=None, keepdim: bool = False, dtype=None):
 
 
 # ---------------------------------------------------------------- scans
-def _cumsum_fwd(xp, x, *, dim, reverse, dtype):
-    if x.dtype is BFLOAT16_NP:
-        return in_float32(_cumsum_fwd, xp, x, dim=dim, reverse=reverse, dtype=dtype)
+def _scan(xp, fn, x, dim: int, dtype):
+    """``fn`` (``xp.cumsum`` or ``xp.cumprod``) of ``x`` cast to ``dtype`` first, as PyTorch casts.
+
+    PyTorch's scans accumulate float16 and bfloat16 in float32, and on the CPU float32 and complex64
+    in double, rounding each output once; a float32 running product drifts from that by ulps that
+    cancellation then amplifies (diffusers' ``alphas_cumprod`` into Euler's sigmas)."""
+    if dtype is not None:
+        x = x.astype(dtype, copy=False)
     if x.ndim == 0:
-        return x.astype(dtype or x.dtype, copy=True)
-    if reverse:
-        return xp.flip(xp.cumsum(xp.flip(x, dim), axis=dim, dtype=dtype), dim)
-    return xp.cumsum(x, axis=dim, dtype=dtype)
+        return x.copy()
+    wide = _SCAN_ACC.get(x.dtype) if _backend.is_numpy(xp) else _HALF_ACC.get(x.dtype)
+    if wide is None:
+        return fn(x, axis=dim)
+    return fn(x.astype(wide), axis=dim).astype(x.dtype)
+
+
+_HALF_ACC = {np.dtype(np.float16): np.float32, np.dtype(BFLOAT16_NP): np.float32}
+_SCAN_ACC = {**_HALF_ACC, np.dtype(np.float32): np.float64, np.dtype(np.complex64): np.complex128}
+
+
+def _cumsum_fwd(xp, x, *, dim, reverse, dtype):
+    if reverse and x.ndim:
+        return xp.flip(_scan(xp, xp.cumsum, xp.flip(x, dim), dim, dtype), dim)
+    return _scan(xp, xp.cumsum, x, dim, dtype)
 
 
 _cumsum = Op("cumsum", _cumsum_fwd,
@@ -562,9 +578,7 @@ _cumsum = Op("cumsum", _cumsum_fwd,
 
 
 def _cumprod_fwd(xp, x, *, dim, dtype):
-    if x.dtype is BFLOAT16_NP:
-        return in_float32(_cumprod_fwd, xp, x, dim=dim, dtype=dtype)
-    return xp.cumprod(x, axis=dim, dtype=dtype) if x.ndim else x.astype(dtype or x.dtype, copy=True)
+    return _scan(xp, xp.cumprod, x, dim, dtype)
 
 
 def _cumprod_vjp(g, out, x, *, dim, dtype):
