@@ -24,10 +24,11 @@ from ..base.dtype import from_np
 from ..base.grad_mode import is_grad_enabled
 from ..core.dispatch import _NUMBERS, apply, observed_write
 from ..core.node import Node, OpNode, _seq
+from ..core.storage import _root
 from ..core.registry import ALL, NONE, Op
 from ..core.tensor import Tensor, sum_to
 
-__all__ = ["apply_", "CopySlices", "DETACH"]
+__all__ = ["apply_", "CopySlices", "DETACH", "strided_geometry"]
 
 
 def apply_(op, target, *args, **params):
@@ -291,6 +292,122 @@ class _Geom:
         elif math.prod(self.shape):
             self._region(xp, out.reshape(-1))[...] = src
 
+    def back(self, xp, g):
+        """The adjoint of ``take``: ``g`` written into a zero base-shaped array."""
+        out = xp.zeros(self.base_shape, g.dtype)
+        self.put(xp, out, g)
+        return out
+
+    def gradients(self) -> "_Geom":
+        return self
+
+
+# ---------------------------------------------------------------- the public as_strided
+_Layout = tuple   # (size, stride, storage offset), in elements of a storage
+
+
+def _positions(xp, layout: _Layout):
+    """The storage positions of a layout's elements, in C order."""
+    size, stride, offset = layout
+    pos = xp.full((), offset, np.int64)
+    for n, s in zip(size, stride):
+        pos = pos[..., None] + xp.arange(n, dtype=np.int64) * s
+    return pos.reshape(-1)
+
+
+def _restride(xp, a, src: _Layout, dst: _Layout, norm):
+    """Place ``a``'s elements at the storage positions of ``src`` (summing where they meet), divide
+    each position by how often layout ``norm`` lists it, and read the result at ``dst``'s positions.
+    PyTorch's as_strided_backward is this with src the view's layout and dst the input's."""
+    lo = min(src[2], dst[2])
+    si, di = _positions(xp, src) - lo, _positions(xp, dst) - lo
+    n = int(max(int(si.max()) if si.size else -1, int(di.max()) if di.size else -1)) + 1
+    buf = xp.zeros(n, a.dtype)
+    xp.add.at(buf, si, a.reshape(-1))
+    if norm is not None:
+        count = xp.bincount(_positions(xp, norm) - lo, minlength=n)[:n]
+        buf = buf / xp.maximum(count, 1).astype(buf.dtype)
+    return buf[di].reshape(dst[0])
+
+
+class _Restride:
+    """Gradient plumbing of ``as_strided``: ``take`` moves values from layout ``src`` to ``dst`` of a
+    shared storage (``_restride``), ``back`` is its adjoint (``dst`` to ``src``). ``norm`` is the
+    input's layout when its elements overlap in memory (PyTorch divides by the overlap there)."""
+
+    __slots__ = ("src", "dst", "norm")
+
+    def __init__(self, src: _Layout, dst: _Layout, norm):
+        self.src, self.dst, self.norm = src, dst, norm
+
+    def __repr__(self) -> str:
+        (size, stride, offset) = self.dst
+        return f"as_strided(size={list(size)}, stride={list(stride)}, storage_offset={offset})"
+
+    def take(self, xp, a):
+        return _restride(xp, a, self.src, self.dst, self.norm)
+
+    def back(self, xp, g):
+        return _restride(xp, g, self.dst, self.src, self.norm)
+
+    def gradients(self) -> "_Restride":
+        return _Restride(self.src, self.dst, self.norm)
+
+
+class _Strided(_Restride):
+    """``as_strided``'s geometry: ``take`` is the view itself (the input's storage read through the
+    requested layout); its gradients move values between the two layouts (``_Restride``)."""
+
+    __slots__ = ()
+
+    def take(self, xp, a):
+        size, stride, offset = self.dst
+        root = _root(a)
+        isz = a.itemsize
+        if isinstance(a, np.ndarray) and root.flags.c_contiguous:
+            return np.ndarray(size, a.dtype, buffer=root, offset=offset * isz, strides=[s * isz for s in stride])
+        if offset != self.src[2]:
+            raise NotImplementedError(f"as_strided: a storage offset other than the input's ({self.src[2]}) on "
+                                      f"{type(a).__name__} arrays")
+        return xp.lib.stride_tricks.as_strided(a, size, [s * isz for s in stride])
+
+
+def _overlaps(size, stride) -> bool:
+    """Whether two elements of a layout share a storage position (exact: sorts the dims by stride)."""
+    dims = sorted((s, n) for n, s in zip(size, stride) if n > 1)
+    if any(n == 0 for n in size):
+        return False
+    reach = 0
+    for s, n in dims:
+        if s <= reach:
+            return True
+        reach += (n - 1) * s
+    return False
+
+
+def strided_geometry(x: Tensor, size, stride, storage_offset) -> _Strided:
+    """The geometry of ``x.as_strided(size, stride, storage_offset)``, checked as PyTorch checks it."""
+    size, stride = tuple(int(n) for n in size), tuple(int(s) for s in stride)
+    if len(size) != len(stride):
+        raise RuntimeError("mismatch in length of strides and shape")
+    if any(s < 0 for s in stride):
+        raise RuntimeError(f"as_strided: Negative strides are not supported at the moment, got strides: {list(stride)}")
+    if any(n < 0 for n in size):
+        raise RuntimeError(f"Trying to create tensor with negative dimension {min(size)}: {list(size)}")
+    isz = x._data.itemsize
+    own = x.storage_offset()
+    offset = own if storage_offset is None else int(storage_offset)
+    if offset < 0:
+        raise RuntimeError(f"Tensor: invalid storage offset {offset}")
+    need = 0 if 0 in size else (offset + sum((n - 1) * s for n, s in zip(size, stride)) + 1) * isz
+    have = x.untyped_storage().nbytes()
+    if need > have:
+        raise RuntimeError(f"setStorage: sizes {list(size)}, strides {list(stride)}, storage offset {offset}, and "
+                           f"itemsize {isz} requiring a storage size of {need} are out of bounds for storage of "
+                           f"size {have}")
+    src = (tuple(x._data.shape), x.stride(), own)
+    return _Strided(src, (size, stride, offset), src if _overlaps(*src[:2]) else None)
+
 
 def _addr(a) -> int:
     ai = getattr(a, "__array_interface__", None)
@@ -326,12 +443,6 @@ def _geometry(base: Tensor, view: Tensor) -> _Geom:
     return _Geom(b.shape, v.shape, None, None, flat if xp is np else xp.asarray(flat))
 
 
-def _as_strided_backward_fwd(xp, g, *, geom):
-    out = xp.zeros(geom.base_shape, g.dtype)
-    geom.put(xp, out, g)
-    return out
-
-
 def _as_strided_scatter_fwd(xp, x, src, *, geom):
     out = xp.array(x, order="C")
     geom.put(xp, out, src)
@@ -346,13 +457,14 @@ def _as_strided_scatter_vjp(g, out, x, src, *, geom):
     return gx, gs
 
 
-# a view of a base-shaped tensor given by its geometry: the grad_fn of a view regenerated over
-# its base's graph after an in-place op (AsStridedBackward0), and the gradient plumbing of
-# CopySlices; the forward copies (it only ever reads gradients)
+# ``as_strided`` (public: ``strided_geometry`` makes its geometry, ``take`` is a view of the input's
+# storage), the grad_fn of a view regenerated over its base's graph after an in-place op
+# (AsStridedBackward0, a ``_Geom``), and the gradient plumbing of CopySlices (a ``_Geom`` or
+# ``_Restride``: ``take`` copies, as it only ever reads gradients). ``back`` is ``take``'s adjoint.
 _as_strided = Op("as_strided", lambda xp, x, *, geom: geom.take(xp, x),
-                 lambda g, out, x, *, geom: (apply(_as_strided_backward, g, geom=geom),), saves=NONE)
-_as_strided_backward = Op("as_strided_backward", _as_strided_backward_fwd,
-                          lambda g, out, gv, *, geom: (apply(_as_strided, g, geom=geom),), saves=NONE)
+                 lambda g, out, x, *, geom: (apply(_as_strided_backward, g, geom=geom),), saves=NONE, is_view=True)
+_as_strided_backward = Op("as_strided_backward", lambda xp, g, *, geom: geom.back(xp, g),
+                          lambda g, out, gv, *, geom: (apply(_as_strided, g, geom=geom.gradients()),), saves=NONE)
 _as_strided_scatter = Op("as_strided_scatter", _as_strided_scatter_fwd, _as_strided_scatter_vjp,
                          saves=NONE)
 

