@@ -1,0 +1,216 @@
+"""A float32 GEMM of our own (``kernels.gemm`` takes it for cpu float32 products where it wins).
+
+OpenBLAS runs with ``OPENBLAS_CORETYPE=Haswell`` on the project machine and in CI: AVX2 kernels on
+a CPU with AVX-512, about half the machine's float32 rate, while PyTorch's oneDNN uses AVX-512.
+This GEMM's register-blocked micro-kernel is built as LLVM IR on 16-lane vectors, which LLVM
+lowers to the host's widest registers (zmm FMAs with AVX-512, two ymm halves elsewhere): it holds
+an ``mr x 32`` block of the output in ``2 mr`` vector accumulators while it streams K, each k one
+broadcast of ``a[i, k]`` per row and two fused multiply-adds. The operands are not packed: A is
+read in place row-major or column-major (a transposed view), B row-major; only the edge row block
+of A and the edge column panel of B are copied zero-padded, and an edge output tile goes through
+a scratch tile. K runs in blocks of ``KC`` (the output then adds each block's sum), the columns in
+groups of ``NC`` panels so a group of B stays in L2 while every row block passes over it.
+Rounding: each output is ``fma(a[i, k], b[k, j], acc)`` for k ascending within a K block, the
+blocks' sums added in order: the same for any split of the rows or columns over threads.
+"""
+from __future__ import annotations
+
+import numpy as np
+from llvmlite import ir
+from numba import njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+__all__ = ["matmul_into", "pad_columns", "NR"]
+
+_JIT = dict(cache=True, error_model="numpy", nogil=True)
+NR = 32                  # output columns per micro-kernel: two 16-lane vectors
+KC = 256                 # K block: error as np.matmul's (512: 1.1-1.7x its error, 2-8% faster; 128: 0.6x, 5-12% slower)
+NC = 16                  # panels of B per column group: 512 x 512 floats of B, 1 MiB, the L2
+
+
+def _micro_kernel(mr: int, a_rows: bool):
+    """An intrinsic ``kern(a, ao, lda, b, bo, ldb, c, co, ldc, kc, add)``: the ``mr x 32`` block
+    ``c[co + r ldc + j] (+)= sum_{k < kc} A(r, k) b[bo + k ldb + j]`` (``add`` nonzero: added to
+    what ``c`` holds), with ``A(r, k) = a[ao + r lda + k]`` when ``a_rows``, else
+    ``a[ao + k lda + r]``; offsets count float32 elements from each array's first element."""
+
+    @intrinsic
+    def kern(typingctx, a, ao, lda, b, bo, ldb, c, co, ldc, kc, add):
+        def codegen(context, builder, sig, args):
+            ap, bp, cp = (context.make_array(sig.args[i])(context, builder, args[i]).data for i in (0, 3, 6))
+            ao_, lda_, bo_, ldb_, co_, ldc_, kc_, add_ = (args[i] for i in (1, 2, 4, 5, 7, 8, 9, 10))
+            i32, i64 = ir.IntType(32), ir.IntType(64)
+            vec = ir.VectorType(ir.FloatType(), 16)
+            vptr = ir.PointerType(vec)
+            fma = cgutils.get_or_insert_function(builder.module, ir.FunctionType(vec, [vec] * 3), "llvm.fma.v16f32")
+            zero = ir.Constant(vec, [0.0] * 16)
+            splat = ir.Constant(ir.VectorType(i32, 16), [0] * 16)
+            accs = [cgutils.alloca_once_value(builder, zero) for _ in range(2 * mr)]
+            for acc in accs:
+                builder.store(zero, acc)
+            a0, b0 = builder.gep(ap, [ao_]), builder.gep(bp, [bo_])
+            rows = [builder.gep(a0, [builder.mul(ir.Constant(i64, r), lda_)]) for r in range(mr)] if a_rows else None
+            with cgutils.for_range(builder, kc_) as loop:
+                k = loop.index
+                # an empty asm statement counts as a call, and LLVM does not unroll a loop with calls:
+                # unrolled 3x (8-12 rows), its scheduler hoisted every broadcast and spilled accumulators
+                builder.asm(ir.FunctionType(ir.VoidType(), []), "", "", [], side_effect=True)
+                brow = builder.gep(b0, [builder.mul(k, ldb_)])
+                bs = [builder.load(builder.bitcast(builder.gep(brow, [ir.Constant(i64, 16 * q)]), vptr), align=4)
+                      for q in range(2)]
+                col = None if a_rows else builder.gep(a0, [builder.mul(k, lda_)])
+                for r in range(mr):
+                    s = builder.load(builder.gep(rows[r], [k]) if a_rows else builder.gep(col, [ir.Constant(i64, r)]))
+                    sv = builder.insert_element(ir.Constant(vec, ir.Undefined), s, ir.Constant(i32, 0))
+                    sv = builder.shuffle_vector(sv, ir.Constant(vec, ir.Undefined), splat)
+                    for q in range(2):
+                        builder.store(builder.call(fma, [sv, bs[q], builder.load(accs[2 * r + q])]), accs[2 * r + q])
+            c0 = builder.gep(cp, [co_])
+            with builder.if_else(builder.icmp_signed("!=", add_, ir.Constant(add_.type, 0))) as (adding, storing):
+                for branch, accumulate in ((adding, True), (storing, False)):
+                    with branch:
+                        for r in range(mr):
+                            crow = builder.gep(c0, [builder.mul(ir.Constant(i64, r), ldc_)])
+                            for q in range(2):
+                                dst = builder.bitcast(builder.gep(crow, [ir.Constant(i64, 16 * q)]), vptr)
+                                value = builder.load(accs[2 * r + q])
+                                if accumulate:
+                                    value = builder.fadd(builder.load(dst, align=4), value)
+                                builder.store(value, dst, align=4)
+            return context.get_dummy_value()
+        return types.void(a, ao, lda, b, bo, ldb, c, co, ldc, kc, add), codegen
+    return kern
+
+
+# Rows per micro-kernel: 14 fills 28 of the 32 vector registers with accumulators; fewer rows when
+# they cover M with less padding (M = 20: two blocks of 10; 64: eight of 8).
+_R14, _R12, _R10, _R8 = (_micro_kernel(mr, True) for mr in (14, 12, 10, 8))
+_C14, _C12, _C10, _C8 = (_micro_kernel(mr, False) for mr in (14, 12, 10, 8))
+_MAX_MR = 14
+
+
+@njit(**_JIT, inline="always")
+def _block(mr, a_rows, a, ao, lda, b, bo, ldb, c, co, ldc, kc, add):
+    """The micro-kernel for ``mr`` rows and A's layout (the intrinsics are compile-time sizes)."""
+    if a_rows:
+        if mr == 14:
+            _R14(a, ao, lda, b, bo, ldb, c, co, ldc, kc, add)
+        elif mr == 12:
+            _R12(a, ao, lda, b, bo, ldb, c, co, ldc, kc, add)
+        elif mr == 10:
+            _R10(a, ao, lda, b, bo, ldb, c, co, ldc, kc, add)
+        else:
+            _R8(a, ao, lda, b, bo, ldb, c, co, ldc, kc, add)
+    elif mr == 14:
+        _C14(a, ao, lda, b, bo, ldb, c, co, ldc, kc, add)
+    elif mr == 12:
+        _C12(a, ao, lda, b, bo, ldb, c, co, ldc, kc, add)
+    elif mr == 10:
+        _C10(a, ao, lda, b, bo, ldb, c, co, ldc, kc, add)
+    else:
+        _C8(a, ao, lda, b, bo, ldb, c, co, ldc, kc, add)
+
+
+@njit(**_JIT)
+def _rows_per_block(m):
+    """The micro-kernel height for ``m`` rows: the fewest padded rows, a smaller kernel counted
+    1% dearer per row it lacks against 14 (its broadcasts feed fewer FMAs)."""
+    best, cost = 14, float(-(-m // 14) * 14)
+    for mr in (12, 10, 8):
+        c = -(-m // mr) * mr * (1.0 + 0.01 * (14 - mr))
+        if c < cost:
+            best, cost = mr, c
+    return best
+
+
+@njit(**_JIT)
+def _sgemm(a, b, c):
+    """``c = a @ b[:, :N]`` for float32 ``a (M, K)`` with unit stride along one axis, ``b (K, >= N)``
+    and ``c (M, N)`` with unit column stride. Where ``b`` holds a whole panel past column ``N``
+    (``pad_columns``), the edge panel is read in place."""
+    m, k_len = a.shape
+    n = c.shape[1]
+    a_rows = a.strides[1] == 4
+    lda = (a.strides[0] if a_rows else a.strides[1]) // 4
+    ldb = b.strides[0] // 4
+    mr = _rows_per_block(m)
+    full_n = n // NR
+    full_m = m - m % mr
+    panels = -(-n // NR)
+    edge_in_place = b.shape[1] >= panels * NR
+    bedge = np.zeros(0 if edge_in_place or n == full_n * NR else k_len * NR, np.float32)
+    for k in range(bedge.size // NR):
+        for j in range(n - full_n * NR):
+            bedge[k * NR + j] = b[k, full_n * NR + j]
+    aedge = np.zeros(mr * k_len if full_m < m else 0, np.float32)      # row-major, mr x K
+    for r in range(m - full_m):
+        for k in range(k_len):
+            aedge[r * k_len + k] = a[full_m + r, k]
+    tile = np.empty(_MAX_MR * NR, np.float32)
+    for k0 in range(0, k_len, KC):
+        kc = min(KC, k_len - k0)
+        add = 1 if k0 > 0 else 0
+        for g in range(0, panels, NC):
+            for i0 in range(0, m, mr):
+                ao = i0 * lda + k0 if a_rows else k0 * lda + i0
+                for p in range(g, min(panels, g + NC)):
+                    j0 = p * NR
+                    if p < full_n or edge_in_place:
+                        _panel(mr, a_rows, a, ao, lda, aedge, b, k0 * ldb + j0, ldb, c, tile, i0, j0, k0, kc, add,
+                               i0 < full_m and p < full_n)
+                    else:
+                        _panel(mr, a_rows, a, ao, lda, aedge, bedge, k0 * NR, NR, c, tile, i0, j0, k0, kc, add,
+                               False)
+
+
+@njit(**_JIT, inline="always")
+def _panel(mr, a_rows, a, ao, lda, aedge, b, bo, ldb, c, tile, i0, j0, k0, kc, add, whole):
+    """One micro-kernel call for output block ``(i0, j0)``: into ``c`` when the block is whole,
+    else into ``tile`` (from ``aedge`` for the edge rows) and its valid part copied out."""
+    m, n = c.shape
+    ldc = c.strides[0] // 4
+    if whole:
+        _block(mr, a_rows, a, ao, lda, b, bo, ldb, c, i0 * ldc + j0, ldc, kc, add)
+        return
+    if i0 + mr <= m:
+        _block(mr, a_rows, a, ao, lda, b, bo, ldb, tile, 0, NR, kc, 0)
+    else:
+        _block(mr, True, aedge, k0, aedge.size // mr, b, bo, ldb, tile, 0, NR, kc, 0)
+    for r in range(min(mr, m - i0)):
+        for j in range(min(NR, n - j0)):
+            if add:
+                c[i0 + r, j0 + j] += tile[r * NR + j]
+            else:
+                c[i0 + r, j0 + j] = tile[r * NR + j]
+
+
+def _unit_stride(x: np.ndarray, axis: int) -> bool:
+    """Whether ``x`` (2-D float32) steps one element along ``axis`` and whole elements, forward,
+    along the other: the layouts the kernel reads in place."""
+    s = x.strides
+    return s[axis] == 4 and s[1 - axis] >= 0 and s[1 - axis] % 4 == 0 and x.flags.aligned
+
+
+def matmul_into(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """``out = a @ b[:, :N]`` for 2-D float32 operands, ``out (M, N)`` with unit column stride (the
+    caller checks; ``b`` wider than ``N`` is a ``pad_columns`` weight). A layout the kernel cannot
+    read in place is copied first."""
+    if a.shape[1] == 0:
+        out[...] = 0
+        return out
+    if not (_unit_stride(a, 1) or _unit_stride(a, 0)):
+        a = np.ascontiguousarray(a)
+    if not _unit_stride(b, 1):
+        b = np.ascontiguousarray(b)
+    _sgemm(a, b, out)
+    return out
+
+
+def pad_columns(b: np.ndarray) -> np.ndarray:
+    """``b (K, N)`` copied into a zeroed ``(K, N rounded up to NR)`` C array: a weight used in many
+    products (a recurrence's) then never has its edge panel copied."""
+    k, n = b.shape
+    out = np.zeros((k, -(-n // NR) * NR), np.float32)
+    out[:, :n] = b
+    return out
