@@ -101,3 +101,77 @@ def test_as_strided_inplace_method():
         out.append((tuple(y.shape), y.stride(), _np(x.grad)))
     assert out[0][:2] == out[1][:2]
     np.testing.assert_array_equal(out[0][2], out[1][2])
+
+
+# ---------------------------------------------------------------- poisson, binomial
+@pytest.mark.parametrize("rate", [0.0, 0.3, 4.0, 25.0, 1e4])
+def test_poisson_moments(rate):
+    tapelab.manual_seed(0)
+    x = tapelab.poisson(tapelab.full((40000,), rate, dtype=tapelab.float64))
+    assert x.dtype == tapelab.float64 and bool((x == x.round()).all()) and bool((x >= 0).all())
+    tol = 5 * (rate / 40000) ** 0.5
+    assert abs(float(x.mean()) - rate) <= tol
+    assert abs(float(x.var()) - rate) <= 0.05 * rate + 1e-12
+
+
+@pytest.mark.parametrize("n,p", [(10.0, 0.5), (3.0, 0.1), (1000.0, 0.97), (0.0, 0.3), (7.0, 0.0), (7.0, 1.0)])
+def test_binomial_moments(n, p):
+    tapelab.manual_seed(1)
+    x = tapelab.binomial(tapelab.full((40000,), n), tapelab.full((40000,), p))
+    assert x.dtype == tapelab.float32 and bool((x >= 0).all()) and bool((x <= n).all())
+    mean, var = n * p, n * p * (1 - p)
+    assert abs(float(x.mean()) - mean) <= 5 * (var / 40000) ** 0.5 + 1e-9
+    assert abs(float(x.var()) - var) <= 0.05 * var + 1e-9
+
+
+def test_count_draws_are_reproducible_by_generator_and_seed():
+    rate, n, p = tapelab.rand(100) * 20, tapelab.full((100,), 30.0), tapelab.rand(100)
+    draws = []
+    for _ in range(2):
+        g = tapelab.Generator().manual_seed(5)
+        draws.append((tapelab.poisson(rate, generator=g), tapelab.binomial(n, p, generator=g)))
+    for a, b in zip(*draws):
+        np.testing.assert_array_equal(_np(a), _np(b))
+
+
+def test_count_draws_shapes_dtypes_and_gradients_as_torch():
+    for m in (tapelab, torch):
+        assert m.poisson(m.zeros(2, 0)).shape == (2, 0) and m.poisson(m.tensor(3.0)).shape == ()
+        assert m.poisson(m.ones(3, dtype=m.float16)).dtype == m.float16
+        b = m.binomial(m.tensor([[10.0], [3.0]]), m.tensor([0.5, 0.1]))
+        assert tuple(b.shape) == (2, 2)
+        nan = m.binomial(m.tensor([10.0, 4.0]), m.tensor([float("nan"), 2.0]))
+        assert bool(nan[0].isnan()) and float(nan[1]) == 4.0
+        r = m.tensor([1.0, 5.0], requires_grad=True)
+        m.poisson(r).sum().backward()            # PoissonBackward0: a zero gradient
+        assert r.grad.tolist() == [0.0, 0.0]
+        c = m.tensor([4.0], requires_grad=True)
+        with pytest.raises(RuntimeError, match="derivative for aten::binomial is not implemented"):
+            m.binomial(c, m.tensor([0.5])).sum().backward()
+
+
+@pytest.mark.parametrize("call", [lambda m: m.poisson(m.tensor([1, 2])), lambda m: m.poisson(m.tensor([-1.0])),
+                                  lambda m: m.poisson(m.tensor([float("nan")])),
+                                  lambda m: m.poisson(m.tensor([1j])),
+                                  lambda m: m.binomial(m.tensor([10]), m.tensor([0.5])),
+                                  lambda m: m.binomial(m.tensor([10.0]), m.tensor([1])),
+                                  lambda m: m.binomial(m.tensor([10.0]), m.tensor([0.5], dtype=m.float64)),
+                                  lambda m: m.binomial(m.tensor([10.0, 3.0]), m.tensor([0.5, 0.1, 0.2]))])
+def test_count_draw_errors_as_torch(call):
+    errs = []
+    for m in (tapelab, torch):
+        with pytest.raises(Exception) as e:
+            call(m)
+        errs.append((type(e.value), str(e.value)))
+    assert errs[0] == errs[1]
+
+
+def test_poisson_and_binomial_distributions_sample_through_the_ops():
+    tapelab.manual_seed(2)
+    d = tapelab.distributions
+    x = d.Poisson(tapelab.tensor([2.0, 50.0])).sample((20000,))
+    np.testing.assert_allclose(_np(x.mean(0)), [2.0, 50.0], rtol=0.02)
+    b = d.Binomial(tapelab.tensor([5.0, 200.0]), probs=tapelab.tensor([0.3, 0.6])).sample((20000,))
+    np.testing.assert_allclose(_np(b.mean(0)), [1.5, 120.0], rtol=0.02)
+    np.testing.assert_allclose(_np(b.var(0)), [1.05, 48.0], rtol=0.06)
+    assert tuple(b.shape) == (20000, 2) and bool((b[:, 0] <= 5).all())

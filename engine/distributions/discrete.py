@@ -12,7 +12,7 @@ from ..core.tensor import Size, Tensor
 from ..nn import functional as F
 from ..ops.elementwise import xlogy
 from ..ops.movement import broadcast_tensors
-from ..ops.sampling import multinomial
+from ..ops.sampling import binomial, multinomial, poisson
 from . import constraints
 from .distribution import Distribution
 from .exp_family import ExponentialFamily
@@ -275,45 +275,6 @@ class Geometric(BinaryProbs, Distribution):
         return F.binary_cross_entropy_with_logits(self.logits, self.probs, reduction="none") / self.probs
 
 
-def _poisson_sample(rate: Tensor) -> Tensor:
-    """Poisson draws over tapelab's uniforms: inversion by sequential search below rate 10, Hörmann's
-    transformed rejection (PTRS) above; no gradient (PyTorch has none either)."""
-    shape, dtype, dev = tuple(rate.shape), rate.dtype, rate.device
-    out = creation.zeros(shape, dtype=dtype, device=dev)
-    small = rate < 10
-    lam = rate.where(small, 1.0)
-    u = creation.rand(shape, dtype=dtype, device=dev)
-    k = creation.zeros(shape, dtype=dtype, device=dev)
-    p = (-lam).exp()
-    cdf = p.clone()
-    while bool(((u > cdf) & small).any()):
-        go = (u > cdf) & small
-        k = k + go.to(dtype)
-        p = p * lam / k.clamp(min=1)
-        cdf = cdf + p.where(go, 0.0)
-    out = out.where(~small, k)
-    lam = rate.where(~small, 10.0)
-    slam, loglam = lam.sqrt(), lam.log()
-    b = 0.931 + 2.53 * slam
-    a = -0.059 + 0.02483 * b
-    inv_alpha = 1.1239 + 1.1328 / (b - 3.4)
-    vr = 0.9277 - 3.6224 / (b - 2)
-    pending = ~small
-    while bool(pending.any()):
-        uu = creation.rand(shape, dtype=dtype, device=dev) - 0.5
-        v = creation.rand(shape, dtype=dtype, device=dev)
-        us = 0.5 - uu.abs()
-        kk = ((2 * a / us + b) * uu + lam + 0.43).floor()
-        quick = (us >= 0.07) & (v <= vr)
-        bad = (kk < 0) | ((us < 0.013) & (v > us))
-        slow = (v.clamp(min=1e-300).log() + inv_alpha.log() - (a / (us * us) + b).log()
-                <= -lam + kk * loglam - (kk + 1).lgamma())
-        accept = pending & (quick | (~bad & slow))
-        out = out.where(~accept, kk)
-        pending = pending & ~accept
-    return out
-
-
 class Poisson(ExponentialFamily):
     """Counts with mean ``rate``."""
 
@@ -338,7 +299,7 @@ class Poisson(ExponentialFamily):
 
     def sample(self, sample_shape=Size()) -> Tensor:
         with no_grad():
-            return _poisson_sample(self.rate.expand(*self._extended_shape(sample_shape)))
+            return poisson(self.rate.expand(*self._extended_shape(sample_shape)))
 
     def log_prob(self, value) -> Tensor:
         if self._validate_args:
@@ -387,13 +348,8 @@ class Binomial(BinaryProbs, Distribution):
 
     def sample(self, sample_shape=Size()) -> Tensor:
         with no_grad():
-            shape = tuple(self._extended_shape(sample_shape))
-            n_max = int(self.total_count.max()) if self.total_count.numel() else 0
-            probs = self.probs.expand(*shape).unsqueeze(-1)
-            u = creation.rand(shape + (n_max,), dtype=probs.dtype, device=probs.device)
-            trial = creation.arange(n_max, dtype=probs.dtype, device=probs.device)
-            live = trial < self.total_count.expand(*shape).unsqueeze(-1)
-            return ((u < probs) & live).to(probs.dtype).sum(-1)
+            shape = self._extended_shape(sample_shape)
+            return binomial(self.total_count.expand(shape), self.probs.expand(shape))
 
     def log_prob(self, value) -> Tensor:
         if self._validate_args:
@@ -529,7 +485,7 @@ class NegativeBinomial(BinaryProbs, Distribution):
         with no_grad():
             shape = self._extended_shape(sample_shape)
             rate = standard_gamma(self.total_count.expand(*shape)) * self.logits.exp().expand(*shape)
-            return _poisson_sample(rate)
+            return poisson(rate)
 
     def log_prob(self, value) -> Tensor:
         if self._validate_args:

@@ -1,5 +1,5 @@
-"""Random draws that fill a tensor in place (``uniform_``, ``normal_``, ``bernoulli_``, ...) and
-``multinomial``.
+"""Random draws that fill a tensor in place (``uniform_``, ``normal_``, ``bernoulli_``, ...),
+``multinomial``, and the count draws ``poisson`` and ``binomial``.
 
 Each in-place draw is one random op (``kind="random"``, declared in ``core/random.py``) applied
 through ``apply_``, so it writes into the tensor's memory, bumps its version, is refused by
@@ -8,14 +8,21 @@ PyTorch's. The distributions and their argument checks are PyTorch's; the stream
 """
 from __future__ import annotations
 
+import numpy as np
+
 from ..autograd.views import apply_
+from ..base.backend import asnumpy, host
+from ..base.meta import has_data
+from ..core.creation import zeros_like
 from ..core.dispatch import apply
 from ..core.random import (BERNOULLI_, CAUCHY_, EXPONENTIAL_, GEOMETRIC_, LOG_NORMAL_, MULTINOMIAL, NORMAL_,
-                           RANDOM_, UNIFORM_)
+                           RANDOM_, UNIFORM_, rng)
+from ..core.registry import NONE, Op
 from ._util import Tensor
+from .movement import broadcast_shapes
 from ..base.dtype import FLOATING_KINDS
 
-__all__ = ["multinomial"]
+__all__ = ["multinomial", "poisson", "binomial"]
 
 
 def _floating(t: Tensor, what: str) -> None:
@@ -105,6 +112,58 @@ def multinomial(input: Tensor, num_samples: int, replacement: bool = False, *, g
             raise RuntimeError(f"multinomial: out= must be an int64 tensor of shape {list(res.shape)}")
         return out.copy_(res)
     return res
+
+
+# ---------------------------------------------------------------- count draws (numpy's samplers on the host)
+_EXACT = 2.0 ** 53   # beyond this a count's spread is below float64's resolution: the draw is its mean
+
+
+def _poisson_fwd(xp, rate, *, generator):
+    if not has_data(xp):
+        return xp.empty(rate.shape, rate.dtype)
+    lam = asnumpy(xp, rate).astype(np.float64)
+    if not (lam >= 0).all():
+        raise RuntimeError("invalid Poisson rate, expected rate to be non-negative")
+    draws = np.asarray(rng(generator).poisson(np.minimum(lam, _EXACT)), np.float64)
+    return host(xp, np.where(lam > _EXACT, np.round(lam), draws).astype(rate.dtype))
+
+
+def _binomial_fwd(xp, count, prob, *, generator):
+    shape = np.broadcast_shapes(count.shape, prob.shape)
+    if not has_data(xp):
+        return xp.empty(shape, count.dtype)
+    n = np.broadcast_to(asnumpy(xp, count).astype(np.float64), shape)
+    p = np.broadcast_to(asnumpy(xp, prob).astype(np.float64), shape)
+    trials = np.clip(np.nan_to_num(np.floor(n), nan=0.0, posinf=0.0), 0, 2 ** 62).astype(np.int64)
+    draws = np.asarray(rng(generator).binomial(trials, np.clip(np.nan_to_num(p, nan=0.0), 0.0, 1.0)), np.float64)
+    return host(xp, np.where(np.isnan(p) | np.isnan(n), np.nan, draws).astype(count.dtype))
+
+
+def _binomial_vjp(g, out, count, prob, *, generator):
+    raise RuntimeError("derivative for aten::binomial is not implemented")
+
+
+# PyTorch's poisson has a zero gradient (PoissonBackward0); binomial's refuses at backward time
+_POISSON = Op("poisson", _poisson_fwd, lambda g, out, rate, *, generator: (zeros_like(g),), kind="random",
+              saves=NONE)
+_BINOMIAL = Op("binomial", _binomial_fwd, _binomial_vjp, kind="random", saves=NONE)
+
+
+def poisson(input: Tensor, generator=None) -> Tensor:
+    """Counts drawn from Poisson distributions of rates ``input`` (same shape and dtype)."""
+    _floating(input, "poisson_cpu")
+    return apply(_POISSON, input, generator=generator)
+
+
+def binomial(count: Tensor, prob: Tensor, generator=None) -> Tensor:
+    """Successes in ``count`` trials of probability ``prob`` (broadcast; ``count``'s dtype)."""
+    for t, name in ((count, "count"), (prob, "prob")):
+        if t._data.dtype.kind not in FLOATING_KINDS:
+            raise ValueError(f"binomial only supports floating-point dtypes for {name}, got: {t.dtype.scalar_type}")
+    if prob.dtype != count.dtype:
+        raise RuntimeError(f"Found dtype {prob.dtype.scalar_type} but expected {count.dtype.scalar_type}")
+    broadcast_shapes(count._data.shape, prob._data.shape)   # PyTorch's RuntimeError when they do not
+    return apply(_BINOMIAL, count, prob, generator=generator)
 
 
 METHODS = ("multinomial",)
