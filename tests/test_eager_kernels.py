@@ -117,10 +117,64 @@ def test_nan_and_inf_rows_behave_as_numpy():
         kernels.set_enabled(old)
 
 
+CE_VARIANTS = [dict(), dict(reduction="sum"), dict(reduction="none"), dict(ignore_index=2),
+               dict(ignore_index=2, reduction="none"), dict(weight=True), dict(weight=True, ignore_index=2),
+               dict(label_smoothing=0.2), dict(label_smoothing=0.1, weight=True, ignore_index=2, reduction="sum"),
+               dict(label_smoothing=0.3, reduction="none")]
+
+
+@pytest.mark.parametrize("kw", CE_VARIANTS, ids=lambda kw: ",".join(f"{k}={v}" for k, v in kw.items()) or "plain")
+def test_cross_entropy_variants_match_pytorch(kw, loops):
+    """(N, C) cross-entropy from logits, every reduction with ignored rows, class weights and label
+    smoothing: loss and gradient against torch (the fused loops and the formulas). Row 3 has a -inf
+    logit off its target (a masked class), row 4 a large one."""
+    rng = np.random.default_rng(17)
+    x = rng.standard_normal((40, 37)).astype(np.float32) * 3
+    t = rng.integers(0, 37, 40)
+    t[[1, 5, 9]] = 2
+    x[3, (t[3] + 1) % 37] = -np.inf
+    x[4, 0] = 80.0
+    w = rng.uniform(0.2, 2.0, 37).astype(np.float32)
+    kw = dict(kw)
+    res = []
+    for m in (tapelab, torch):
+        xt = m.tensor(x, requires_grad=True)
+        args = dict(kw, weight=m.tensor(w)) if kw.get("weight") else kw
+        loss = m.nn.functional.cross_entropy(xt, m.tensor(t), **args)
+        g = np.random.default_rng(1).standard_normal(tuple(loss.shape)).astype(np.float32)
+        loss.backward(m.tensor(g))
+        res.append((loss.detach().numpy(), xt.grad.numpy()))
+    (loss, grad), (want_loss, want_grad) = res
+    assert loss.dtype == grad.dtype == np.float32
+    np.testing.assert_allclose(loss, want_loss, rtol=2e-6, atol=1e-6)
+    np.testing.assert_allclose(grad, want_grad, rtol=2e-5, atol=1e-7)
+
+
+def test_cross_entropy_all_ignored_and_bad_target():
+    """Every row ignored: the mean is 0/0 = nan and the gradient 0, as torch; a target outside the
+    classes raises IndexError on both paths."""
+    x = np.random.default_rng(3).standard_normal((5, 20)).astype(np.float32)
+    old = kernels.set_enabled(True)
+    try:
+        for on in (True, False):
+            kernels.set_enabled(on)
+            xt = tapelab.tensor(x, requires_grad=True)
+            loss = F.cross_entropy(xt, tapelab.full((5,), -100, dtype=tapelab.int64))
+            loss.backward()
+            assert np.isnan(loss.item()) and not xt.grad.numpy().any()
+            with pytest.raises(IndexError, match="Target 20 is out of bounds"):
+                F.cross_entropy(xt, tapelab.tensor([0, 1, 20, 3, 4]))
+    finally:
+        kernels.set_enabled(old)
+    ref = torch.tensor(x, requires_grad=True)
+    torch.nn.functional.cross_entropy(ref, torch.full((5,), -100)).backward()
+    assert not ref.grad.any()
+
+
 @pytest.mark.parametrize("width", [3, 16, 37, 256])
-def test_wide_rows_max_in_lanes_keep_nan_and_match_torch(width):
-    """The row max runs in eight lanes from 16 columns on: a nan or inf in any lane still decides the
-    row, and softmax, log_softmax and causal attention agree with torch."""
+def test_row_max_keeps_nan_and_inf_and_matches_torch(width):
+    """The row max (compared as integer keys): a nan of either sign or an inf anywhere still decides
+    the row, and softmax, log_softmax and causal attention agree with torch."""
     rng = np.random.default_rng(width)
     x = rng.standard_normal((9, width)).astype(np.float32) * 4
     x[1, width - 1] = np.nan
@@ -129,6 +183,7 @@ def test_wide_rows_max_in_lanes_keep_nan_and_match_torch(width):
     x[4, :] = -np.inf
     x[5, width - 1] = 50.0             # the max in the tail (or the last lane)
     x[6, 7 % width] = 60.0             # the max in the last of the eight lanes
+    x[7, width // 2] = np.array(0xFFC00000, np.uint32).view(np.float32)   # a nan with the sign bit set
     old = kernels.set_enabled(True)
     try:
         for f, tf in ((F.softmax, torch.softmax), (F.log_softmax, torch.log_softmax)):

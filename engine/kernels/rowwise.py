@@ -1,6 +1,6 @@
 """Row-wise loops over ``(rows, cols)`` float32 arrays: softmax and log_softmax forward and
-backward, the scaled (optionally causal) attention softmax in place, and layer_norm forward and
-backward.
+backward, the scaled (optionally causal) attention softmax in place, layer_norm forward and
+backward, and class-index cross-entropy from logits forward and backward.
 
 Each row is read once or twice while it sits in cache and written once; numpy's formulas make a
 full-size temporary per step. Sums use ``reassoc`` (so LLVM vectorises them, as numpy's pairwise
@@ -15,10 +15,10 @@ import math
 import numpy as np
 from numba import njit
 
-from .fastmath import exp32, maximum
+from .fastmath import _bits_to_f32, exp32
 
 __all__ = ["softmax", "softmax_backward", "log_softmax", "log_softmax_backward", "attention_softmax",
-           "layer_norm", "layer_norm_backward"]
+           "layer_norm", "layer_norm_backward", "target_weights", "cross_entropy", "cross_entropy_backward"]
 
 F = np.float32
 _JIT = dict(cache=True, error_model="numpy", nogil=True, fastmath={"reassoc"})
@@ -26,28 +26,17 @@ _JIT = dict(cache=True, error_model="numpy", nogil=True, fastmath={"reassoc"})
 
 @njit(**_JIT)
 def _row_max(x, r, C):
-    """The max of row ``r``'s first ``C`` entries (nan if any is), in eight independent lanes: a
-    single running max is one dependency chain LLVM cannot vectorise (it was 3/4 of log_softmax's
-    time on 700 x 256)."""
-    m = x[r, 0]
-    c = 1
-    if C >= 16:
-        m0, m1, m2, m3, m4, m5, m6, m7 = x[r, 0], x[r, 1], x[r, 2], x[r, 3], x[r, 4], x[r, 5], x[r, 6], x[r, 7]
-        c = 8
-        while c + 8 <= C:
-            m0 = maximum(x[r, c], m0)
-            m1 = maximum(x[r, c + 1], m1)
-            m2 = maximum(x[r, c + 2], m2)
-            m3 = maximum(x[r, c + 3], m3)
-            m4 = maximum(x[r, c + 4], m4)
-            m5 = maximum(x[r, c + 5], m5)
-            m6 = maximum(x[r, c + 6], m6)
-            m7 = maximum(x[r, c + 7], m7)
-            c += 8
-        m = maximum(maximum(maximum(m0, m1), maximum(m2, m3)), maximum(maximum(m4, m5), maximum(m6, m7)))
-    for k in range(c, C):
-        m = maximum(x[r, k], m)
-    return m
+    """The max of row ``r``'s first ``C`` entries. Compared as integers: a float's bits XOR its
+    sign-spread low 31 bits order like the float (-0 just below +0, a nan with the sign bit clear
+    above inf), and an integer max reduction vectorises where a float one with nan semantics does
+    not (12 against 69 us on 700 x 256). A nan with the sign bit set is below every key: the
+    callers' sum of ``exp(x - max)`` over the row is nan then, as for any nan."""
+    b = x[r].view(np.int32)
+    top = np.int32(-2147483648)
+    for c in range(C):
+        k = b[c]
+        top = max(top, k ^ ((k >> 31) & np.int32(0x7FFFFFFF)))
+    return _bits_to_f32(top ^ ((top >> 31) & np.int32(0x7FFFFFFF)))
 
 
 @njit(**_JIT)
@@ -180,3 +169,79 @@ def layer_norm_backward(g, x, w, eps, gx, gw, gb):
         b *= inv_c
         for c in range(C):
             gx[r, c] = rstd * (g[r, c] * w[c] - a - (x[r, c] - mean) * rstd * b)
+
+
+# ---------------------------------------------------------------- cross-entropy from logits
+# Row r's coefficients are a[c] = wt[r] (1 - ls) [c == t[r]] + ls/C w[c] (ls: label smoothing, w the
+# class weights, ones when none; an ignored row has none); the loss is -sum_c a[c] logp[c] and its
+# gradient (softmax A - a) g (A = sum_c a[c]). Neither loop makes a (rows, C) temporary: the forward
+# reads a row once for its max and once for sum(exp), the backward writes the gradient in one pass.
+@njit(**_JIT)
+def target_weights(t, w, ignore, wt):
+    """``wt[r] = w[t[r]]``, 0 where ``t[r] == ignore``; False (stop) at a target outside ``[0, C)``."""
+    C = w.shape[0]
+    for r in range(t.shape[0]):
+        ti = t[r]
+        if ti == ignore:
+            wt[r] = F(0.0)
+        elif 0 <= ti < C:
+            wt[r] = w[ti]
+        else:
+            return False
+    return True
+
+
+@njit(**_JIT)
+def cross_entropy(x, t, wt, loss, w, ignore, smooth, w_sum):
+    """``loss[r] = -sum_c a[c] logp[c]`` with ``logp = (x - max) - log(sum(exp(x - max)))``, from
+    the target term and ``sum_c w[c] (x[c] - max)`` (as PyTorch's, a class of weight 0 at -inf
+    makes the smoothed loss nan); 0 for an ignored row."""
+    R, C = x.shape
+    ls_c = smooth / F(C)
+    for r in range(R):
+        ti = t[r]
+        if ti == ignore:
+            loss[r] = F(0.0)
+            continue
+        m = _row_max(x, r, C)
+        s = F(0.0)
+        sw = F(0.0)
+        if smooth == F(0.0):
+            for c in range(C):
+                s += exp32(x[r, c] - m)
+        else:
+            for c in range(C):
+                d = x[r, c] - m
+                s += exp32(d)
+                sw += w[c] * d
+        lg = F(math.log(s))
+        v = -((wt[r] * (F(1.0) - smooth)) * ((x[r, ti] - m) - lg)) + F(0.0)   # + 0: -0.0 reads as 0.0
+        if smooth != F(0.0):
+            v -= ls_c * (sw - lg * w_sum)
+        loss[r] = v
+
+
+@njit(**_JIT)
+def cross_entropy_backward(x, t, wt, gs, out, w, ignore, smooth, w_sum):
+    """``out[r] = (softmax(x[r]) A - a) gs[r]``, 0 for an ignored row."""
+    R, C = x.shape
+    ls_c = smooth / F(C)
+    for r in range(R):
+        ti = t[r]
+        if ti == ignore:
+            for c in range(C):
+                out[r, c] = F(0.0)
+            continue
+        m = _row_max(x, r, C)
+        s = F(0.0)
+        for c in range(C):
+            e = exp32(x[r, c] - m)
+            out[r, c] = e
+            s += e
+        a_t = wt[r] * (F(1.0) - smooth)
+        g = gs[r]
+        k = (a_t + ls_c * w_sum) * g / s
+        b = ls_c * g
+        for c in range(C):
+            out[r, c] = out[r, c] * k - b * w[c]
+        out[r, ti] = exp32(x[r, ti] - m) * k - (a_t + ls_c * w[ti]) * g

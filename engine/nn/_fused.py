@@ -361,7 +361,8 @@ def _nll_fwd(xp, logp, t, *w, cdim, reduction, **p):
 def _nll_bwd_fwd(xp, g, t, *w, cdim, n_classes, reduction, **p):
     a, denom = _coeffs(xp, t, w[0] if w else None, n_classes=n_classes, dtype=g.dtype, bad_is_nan=False, **p)
     s = g / denom if reduction == "mean" else g
-    res = a * -(s[..., None] if reduction == "none" else s)
+    # only the coefficients' places get a gradient: every row ignored (0/0) leaves zeros, as in PyTorch
+    res = xp.where(a != 0, a * -(s[..., None] if reduction == "none" else s), 0)
     return xp.ascontiguousarray(xp.moveaxis(res, -1, cdim))
 
 
@@ -387,9 +388,32 @@ def _plain_rows(xp, x, t, w, cdim, p):
     return xp.arange(t.shape[0])
 
 
+def _ce_loop_inputs(xp, x, t, w, cdim, p):
+    """``(class weights, per-row target weights)`` for the fused loops (``kernels.rowwise``): (N, C)
+    logits and (N,) targets they take, every target a class or ``ignore_index``; else None, and the
+    formulas below run (they also raise on a bad target)."""
+    if x.ndim != 2 or cdim != 1 or t.ndim != 1 or not t.size or t.dtype.kind not in "iu" or not kernels.use(xp, x, *w):
+        return None
+    wc = w[0] if w else xp.ones(x.shape[1], x.dtype)
+    wt = xp.empty(t.shape[0], x.dtype)
+    t = xp.ascontiguousarray(t)
+    return (t, wc, wt) if kernels.loops("rowwise").target_weights(t, wc, p["ignore_index"], wt) else None
+
+
+def _ce_loop_params(x, wc, p) -> tuple:
+    smooth = x.dtype.type(p["label_smoothing"])
+    return p["ignore_index"], smooth, wc.sum(dtype=x.dtype) if smooth else x.dtype.type(0)
+
+
 def _ce_fwd(xp, x, t, *w, cdim, **p):
     if x.dtype is BFLOAT16_NP:   # PyTorch's: log_softmax rounded to bfloat16, then nll_loss in float32
         return _nll_fwd(xp, _log_softmax_fwd(xp, x, dim=cdim), t, *w, cdim=cdim, **p)
+    looped = _ce_loop_inputs(xp, x, t, w, cdim, p)
+    if looped is not None:
+        t, wc, wt = looped
+        loss = xp.empty(t.shape[0], x.dtype)
+        kernels.parallel(kernels.loops("rowwise").cross_entropy, 4, x, t, wt, loss, wc, *_ce_loop_params(x, wc, p))
+        return _reduce_loss(xp, loss, wt.sum(), p["reduction"])
     logp = _log_softmax_fwd(xp, x, dim=cdim)
     rows = _plain_rows(xp, x, t, w, cdim, p)
     if rows is None:
@@ -400,11 +424,20 @@ def _ce_fwd(xp, x, t, *w, cdim, **p):
 def _ce_bwd_fwd(xp, g, x, t, *w, cdim, **p):
     if x.dtype is BFLOAT16_NP:   # PyTorch computes reduced precision in float32, rounded once
         return in_float32(_ce_bwd_fwd, xp, g, x, t, *w, cdim=cdim, **p)
+    looped = _ce_loop_inputs(xp, x, t, w, cdim, p)
+    reduction = p["reduction"]
+    if looped is not None:
+        t, wc, wt = looped
+        gs = (xp.ascontiguousarray(g, x.dtype) if reduction == "none" else
+              xp.full(t.shape[0], g / wt.sum() if reduction == "mean" else g, x.dtype))
+        out = xp.empty_like(x)
+        kernels.parallel(kernels.loops("rowwise").cross_entropy_backward, 5, x, t, wt, gs, out, wc,
+                         *_ce_loop_params(x, wc, p))
+        return out
     rows = _plain_rows(xp, x, t, w, cdim, p)
     if rows is not None:
         out = _softmax_fwd(xp, x, dim=1)
         out[rows, t] -= 1
-        reduction = p["reduction"]
         out *= g[:, None] if reduction == "none" else g / x.dtype.type(t.shape[0]) if reduction == "mean" else g
         return out
     u = _nll_bwd_fwd(xp, g, t, *w, cdim=cdim, n_classes=x.shape[cdim], **p)
