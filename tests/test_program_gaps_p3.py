@@ -175,3 +175,54 @@ def test_poisson_and_binomial_distributions_sample_through_the_ops():
     np.testing.assert_allclose(_np(b.mean(0)), [1.5, 120.0], rtol=0.02)
     np.testing.assert_allclose(_np(b.var(0)), [1.05, 48.0], rtol=0.06)
     assert tuple(b.shape) == (20000, 2) and bool((b[:, 0] <= 5).all())
+
+
+# ---------------------------------------------------------------- quasirandom.SobolEngine
+@pytest.mark.parametrize("dim", [1, 2, 7, 21, 50])
+def test_sobol_unscrambled_draws_equal_torch(dim):
+    ours, theirs = tapelab.quasirandom.SobolEngine(dim), torch.quasirandom.SobolEngine(dim)
+    for step in (lambda e, m: e.draw(), lambda e, m: e.draw(5), lambda e, m: e.draw(10, dtype=m.float64),
+                 lambda e, m: e.fast_forward(13).draw(3), lambda e, m: e.draw_base2(5)):
+        a, b = step(ours, tapelab), step(theirs, torch)
+        assert str(a.dtype).split(".")[-1] == str(b.dtype).split(".")[-1] and tuple(a.shape) == tuple(b.shape)
+        np.testing.assert_array_equal(_np(a), _np(b))
+        assert ours.num_generated == theirs.num_generated
+    np.testing.assert_array_equal(_np(ours.reset().draw(4)), _np(theirs.reset().draw(4)))
+    out_a, out_b = tapelab.empty(0), torch.empty(0)
+    assert ours.draw(3, out=out_a) is out_a
+    theirs.draw(3, out=out_b)
+    np.testing.assert_array_equal(_np(out_a), _np(out_b))
+
+
+def test_sobol_errors_and_repr_as_torch():
+    for m in (tapelab, torch):
+        for bad in (0, 21202):
+            with pytest.raises(ValueError, match=r"\[1, 21201\]"):
+                m.quasirandom.SobolEngine(bad)
+    msgs = []
+    for m in (tapelab, torch):
+        e = m.quasirandom.SobolEngine(3)
+        e.draw(3)
+        with pytest.raises(ValueError) as err:
+            e.draw_base2(2)
+        msgs.append(str(err.value))
+        msgs.append(repr(m.quasirandom.SobolEngine(3, scramble=True, seed=4)) + repr(e))
+    assert msgs[:2] == msgs[2:]
+
+
+def test_sobol_scrambled_is_seeded_and_balanced():
+    a = tapelab.quasirandom.SobolEngine(4, scramble=True, seed=7).draw(256, dtype=tapelab.float64)
+    b = tapelab.quasirandom.SobolEngine(4, scramble=True, seed=7).draw(256, dtype=tapelab.float64)
+    c = tapelab.quasirandom.SobolEngine(4, scramble=True, seed=8).draw(256, dtype=tapelab.float64)
+    np.testing.assert_array_equal(_np(a), _np(b))
+    assert not np.array_equal(_np(a), _np(c))
+    x = _np(a)
+    assert ((x >= 0) & (x < 1)).all()
+    # a (0, m, s)-net: every coordinate puts exactly one of 256 points in each of 256 equal bins
+    for j in range(4):
+        assert (np.bincount((x[:, j] * 256).astype(int), minlength=256) == 1).all()
+    assert abs(x.mean() - 0.5) < 0.01
+    tapelab.manual_seed(3)
+    d = tapelab.quasirandom.SobolEngine(2, scramble=True).draw(8)
+    tapelab.manual_seed(3)
+    np.testing.assert_array_equal(_np(d), _np(tapelab.quasirandom.SobolEngine(2, scramble=True).draw(8)))
