@@ -23,10 +23,10 @@ import numpy as np
 
 from ..base import runtime
 from ..base.pool import ranges, run_blocks
-from .gemm import GEMM_PARALLEL_MIN, gemm, gemms
+from .gemm import GEMM_PARALLEL_MIN, gemm, gemm_here, gemms, prepack
 
-__all__ = ["enabled", "set_enabled", "use", "threads", "parallel", "loops", "gemm", "gemms", "GEMM_PARALLEL_MIN",
-           "parallel_ranges"]
+__all__ = ["enabled", "set_enabled", "use", "threads", "parallel", "loops", "gemm", "gemms", "gemm_here", "prepack",
+           "GEMM_PARALLEL_MIN", "parallel_ranges"]
 
 _ON = [os.environ.get("TAPELAB_EAGER_KERNELS", "1") != "0" and importlib.util.find_spec("numba") is not None]
 _F32 = np.dtype(np.float32)
@@ -62,7 +62,7 @@ _LOOPS: dict = {}
 
 def loops(name: str):
     """The loop module ``name`` ("rowwise", "pointwise", "optim", "pool", "winograd", "batchnorm",
-    "rnn", "conv"), imported when a loop first runs (importing numba costs about half a second),
+    "rnn", "conv", "sgemm"), imported when a loop first runs (importing numba costs about half a second),
     then kept: ``import_module`` cost 1 us a call, 63 calls a ResNet step."""
     module = _LOOPS.get(name)
     if module is None:

@@ -8,6 +8,11 @@ block for each thread, else along the longer of the output's rows and columns, e
 single-threaded BLAS call writing its part of one output array. Everything else (cupy, a
 captured step's GEMM route, mixed or integer dtypes, a vector operand, small products) is
 ``xp.matmul`` unchanged.
+
+Each 2-D float32 product (a whole one, or a block) of at least ``OWN_MIN_ROWS x OWN_MIN_K x
+OWN_MIN_COLS`` runs our own GEMM (``sgemm.py``: AVX-512 where OpenBLAS runs its Haswell kernels,
+1.6-2x its speed on one thread) when the loops are on; ``gemm_here`` is one such product on the
+calling thread (a recurrence step's), and ``prepack`` readies a weight that many of them share.
 """
 from __future__ import annotations
 
@@ -17,7 +22,7 @@ import numpy as np
 
 from ..base import pool, runtime
 
-__all__ = ["gemm", "gemms", "GEMM_PARALLEL_MIN"]
+__all__ = ["gemm", "gemms", "gemm_here", "prepack", "GEMM_PARALLEL_MIN"]
 
 # Below this many multiply-adds a product runs on the calling thread, untimed; above it the pool
 # times both ways per size class and keeps the faster (engine/base/pool.py). A worker starts its
@@ -25,6 +30,12 @@ __all__ = ["gemm", "gemms", "GEMM_PARALLEL_MIN"]
 # so smaller products never pay (issue 17, bench/README.md).
 GEMM_PARALLEL_MIN = 1 << 21
 _BLAS_DTYPES = frozenset(map(np.dtype, ("float32", "float64", "complex64", "complex128")))
+_F32 = np.dtype(np.float32)
+# The own GEMM's smallest product (2026-12-02, 1 thread, OPENBLAS_CORETYPE=Haswell, medians of
+# alternating rounds): a one-row product is OpenBLAS's matrix-vector kernel (1x200x800: 8 us
+# against 16); fewer than 32 columns or 16 terms leave the 32-column micro-kernel mostly padding
+# (700x200x10 0.92x, 700x10x200 0.86x numpy's speed); from 8x64x64 (1.45x) up it wins.
+OWN_MIN_ROWS, OWN_MIN_K, OWN_MIN_COLS = 2, 16, 32
 
 
 def gemm(xp, a, b, out=None):
@@ -37,7 +48,7 @@ def gemm(xp, a, b, out=None):
     batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) if a.ndim > 2 or b.ndim > 2 else ()
     macs = math.prod(batch) * m * n * k
     if n_threads < 2 or macs < GEMM_PARALLEL_MIN or k != b.shape[-2]:
-        return np.matmul(a, b) if out is None else np.matmul(a, b, out=out)
+        return _matmul(a, b, out)
     if out is None:
         out = np.empty(batch + (m, n), a.dtype)
     # run whole, the same blocks go one after another: a product's rounding then does not depend
@@ -67,10 +78,73 @@ def gemms(xp, *products) -> list:
     return outs
 
 
+def gemm_here(xp, a, b, out=None):
+    """``a @ b`` as one call on the calling thread (a recurrence step's product, too small to
+    split): our own GEMM where ``gemm`` would take it, ``b`` as ``prepack`` left it."""
+    if type(b) is _Packed:
+        if _takes(a, b.array) and (out is None or _writable(out, a, b.array, b.n)):
+            return _own(a, b.array, out, b.n)
+        b = b.array[:, :b.n]
+    if xp is not np or type(a) is not np.ndarray or type(b) is not np.ndarray:
+        return xp.matmul(a, b) if out is None else xp.matmul(a, b, out=out)
+    return _matmul(a, b, out)
+
+
+class _Packed:
+    """A weight for many ``gemm_here`` products: its columns padded to the kernel's panel width."""
+    __slots__ = ("array", "n")
+
+    def __init__(self, array, n: int):
+        self.array, self.n = array, n
+
+
+def prepack(xp, b):
+    """``b (K, N)`` readied for many ``gemm_here(xp, a, b)`` (a recurrence's weight): padded once
+    to whole 32-column panels when our GEMM takes its products, so no product copies its edge;
+    else ``b`` itself."""
+    if (xp is np and type(b) is np.ndarray and b.ndim == 2 and b.dtype == _F32 and b.shape[0] >= OWN_MIN_K
+            and b.shape[1] >= OWN_MIN_COLS and _sgemm() is not None):
+        return _Packed(_sgemm().pad_columns(b), b.shape[1])
+    return b
+
+
+def _sgemm():
+    """The own GEMM's module while the loops are on (numba installed), else None."""
+    from . import enabled, loops                  # the package imports this module first
+    return loops("sgemm") if enabled() else None
+
+
+def _takes(a, b) -> bool:
+    """Whether our GEMM takes ``a @ b`` by shape and dtype (``OWN_MIN_*``)."""
+    return (a.ndim == b.ndim == 2 and a.dtype == b.dtype == _F32 and a.shape[1] == b.shape[0]
+            and a.shape[0] >= OWN_MIN_ROWS and a.shape[1] >= OWN_MIN_K and b.shape[1] >= OWN_MIN_COLS)
+
+
+def _matmul(a, b, out=None):
+    """``np.matmul(a, b, out=out)``, by our own GEMM where it takes the product."""
+    if _takes(a, b) and (out is None or _writable(out, a, b, b.shape[1])) and _sgemm() is not None:
+        return _own(a, b, out, b.shape[1])
+    return np.matmul(a, b) if out is None else np.matmul(a, b, out=out)
+
+
+def _own(a, b, out, n: int):
+    if out is None:
+        out = np.empty((a.shape[0], n), _F32)
+    return _sgemm().matmul_into(a, b, out)
+
+
+def _writable(out, a, b, n: int) -> bool:
+    """Whether the kernel can write ``a @ b`` into ``out`` as it goes: float32 ``(M, n)``, unit
+    column stride, sharing no memory with the operands (``np.matmul`` buffers that case)."""
+    return (type(out) is np.ndarray and out.dtype == _F32 and out.shape == (a.shape[0], n) and out.strides[1] == 4
+            and out.strides[0] % 4 == 0 and out.strides[0] >= 0 and out.flags.aligned and out.flags.writeable
+            and not np.may_share_memory(out, a) and not np.may_share_memory(out, b))
+
+
 def _products(*triples) -> None:
-    """Each ``(a, b, out)`` in turn, one BLAS call each: one thread's share of ``gemms``."""
+    """Each ``(a, b, out)`` in turn, one call each: one thread's share of ``gemms``."""
     for a, b, out in triples:
-        np.matmul(a, b, out=out)
+        _matmul(a, b, out)
 
 
 def _blocks(a, b, out, batch: tuple, n_threads: int) -> list:
@@ -86,7 +160,7 @@ def _blocks(a, b, out, batch: tuple, n_threads: int) -> list:
 
 
 def _matmul_into(a, b, out) -> None:
-    np.matmul(a, b, out=out)
+    _matmul(a, b, out)
 
 
 def _lead(x, batch_ndim: int, lo: int, hi: int):

@@ -1,0 +1,170 @@
+"""Our own float32 GEMM (engine/kernels/sgemm.py) behind ``kernels.gemm``: values against float64
+products and torch.mm over edge shapes and operand layouts, the choice of path, bitwise equality
+of split and whole products, prepacked weights, and the layers whose products it runs."""
+
+import numpy as np
+import pytest
+import torch
+
+import tapelab
+from tapelab import kernels
+
+pytest.importorskip("numba")   # the [jit] extra: without it every product is np.matmul
+
+SG = kernels.loops("sgemm")
+
+
+@pytest.fixture
+def own_calls(monkeypatch):
+    """The number of products our kernel ran while the test ran."""
+    calls = []
+    real = SG.matmul_into
+    monkeypatch.setattr(SG, "matmul_into", lambda a, b, out: (calls.append(a.shape), real(a, b, out))[1])
+    return calls
+
+
+def _operands(m, k, n, layout, rng):
+    """``a (m, k)`` and ``b (k, n)`` float32 as ``layout`` says: n plain, t a transposed view,
+    s every other column of a wider array."""
+    def make(rows, cols, form):
+        if form == "t":
+            return rng.standard_normal((cols, rows), dtype=np.float32).T
+        if form == "s":
+            return rng.standard_normal((rows, 2 * cols), dtype=np.float32)[:, ::2]
+        return rng.standard_normal((rows, cols), dtype=np.float32)
+    return make(m, k, layout[0]), make(k, n, layout[1])
+
+
+def _check(got, a, b):
+    """Within float32 accumulation of the float64 product (``sqrt(K)``-scaled rounding of the terms'
+    magnitudes), and equal to torch.mm within float32 rounding."""
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    err = np.abs(got - a64 @ b64)
+    bound = 4 * np.sqrt(a.shape[1]) * np.finfo(np.float32).eps * (np.abs(a64) @ np.abs(b64)) + 1e-30
+    assert (err <= bound).all(), f"max error/bound {(err / bound).max():.2f} for {a.shape} @ {b.shape}"
+    want = torch.from_numpy(np.ascontiguousarray(a)).mm(torch.from_numpy(np.ascontiguousarray(b))).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.sqrt(a.shape[1]))
+
+
+@pytest.mark.parametrize("m, k, n", [
+    (2, 16, 32), (20, 200, 800), (20, 800, 200), (37, 301, 71), (13, 17, 33), (97, 257, 131),
+    (14, 512, 64), (128, 128, 128), (3, 1031, 45), (700, 200, 10 + 32), (64, 784, 512),
+])
+@pytest.mark.parametrize("layout", ["nn", "tn", "nt", "tt", "sn", "ns"])
+def test_values_against_float64_and_torch(m, k, n, layout, own_calls):
+    rng = np.random.default_rng(m * 7919 + k * 31 + n)
+    a, b = _operands(m, k, n, layout, rng)
+    got = kernels.gemm(np, a, b)
+    assert own_calls and got.shape == (m, n) and got.dtype == np.float32
+    _check(got, a, b)
+    out = np.full((m, n), np.nan, np.float32)
+    assert kernels.gemm(np, a, b, out=out) is out
+    np.testing.assert_array_equal(out, got)
+
+
+def test_out_with_a_row_stride_and_its_margins_untouched(own_calls):
+    rng = np.random.default_rng(1)
+    a, b = _operands(30, 50, 70, "nn", rng)
+    wide = np.full((30, 90), 7.0, np.float32)
+    kernels.gemm(np, a, b, out=wide[:, 10:80])
+    assert own_calls
+    _check(wide[:, 10:80], a, b)
+    assert (wide[:, :10] == 7).all() and (wide[:, 80:] == 7).all()
+
+
+def test_out_sharing_memory_with_an_operand_is_numpys_buffered_product(own_calls):
+    a = np.random.default_rng(2).standard_normal((40, 40), dtype=np.float32)
+    want = a @ a
+    kernels.gemm(np, a, a, out=a)
+    assert not own_calls
+    np.testing.assert_array_equal(a, want)
+
+
+@pytest.mark.parametrize("m, k, n", [(1, 1, 1), (1, 200, 800), (5, 3, 4), (40, 7, 33), (9, 40, 31), (6, 0, 40)])
+def test_the_kernel_itself_at_shapes_below_the_thresholds(m, k, n):
+    """``gemm`` sends these to numpy (``OWN_MIN_*``); the kernel is right on them too."""
+    rng = np.random.default_rng(m + k + n)
+    a, b = _operands(m, k, n, "nn", rng)
+    got = SG.matmul_into(a, b, np.full((m, n), np.nan, np.float32))
+    if k == 0:
+        assert (got == 0).all()
+    else:
+        _check(got, a, b)
+
+
+def test_small_vector_and_non_float32_products_are_numpys(own_calls):
+    a = np.random.default_rng(3).standard_normal((64, 64))
+    f = a.astype(np.float32)
+    for x, y in [(f[:1], f), (f[:, :10], f[:10]), (f, f[:, :31]), (a, a)]:     # M 1, K 10, N 31, float64
+        np.testing.assert_array_equal(kernels.gemm(np, x, y), np.matmul(x, y))
+    assert not own_calls
+
+
+def test_loops_off_means_numpy(own_calls):
+    a = np.random.default_rng(4).standard_normal((64, 64), dtype=np.float32)
+    old = kernels.set_enabled(False)
+    try:
+        np.testing.assert_array_equal(kernels.gemm(np, a, a), np.matmul(a, a))
+    finally:
+        kernels.set_enabled(old)
+    assert not own_calls
+
+
+def test_split_over_two_threads_equals_whole_bitwise(own_calls):
+    """Rows and columns of the output come out the same from any block: results do not depend on
+    the pool's timing."""
+    rng = np.random.default_rng(5)
+    a, b = _operands(300, 513, 700, "nn", rng)
+    c, d = _operands(1000, 300, 120, "tn", rng)
+    before = tapelab.get_num_threads()
+    one = (kernels.gemm(np, a, b), kernels.gemm(np, c, d))
+    tapelab.set_num_threads(2)
+    try:
+        for _ in range(3):
+            np.testing.assert_array_equal(kernels.gemm(np, a, b), one[0])
+            np.testing.assert_array_equal(kernels.gemm(np, c, d), one[1])
+        np.testing.assert_array_equal(SG.matmul_into(a, b[:, 350:], np.empty((300, 350), np.float32)), one[0][:, 350:])
+        np.testing.assert_array_equal(SG.matmul_into(c[500:], d, np.empty((500, 120), np.float32)), one[1][500:])
+    finally:
+        tapelab.set_num_threads(before)
+    assert own_calls
+
+
+@pytest.mark.parametrize("n", [200, 800, 33])
+def test_prepacked_weight_equals_the_plain_product(n, own_calls):
+    rng = np.random.default_rng(n)
+    w = rng.standard_normal((200, n), dtype=np.float32)
+    packed = kernels.prepack(np, w)
+    h = rng.standard_normal((20, 200), dtype=np.float32)
+    out = np.empty((20, n), np.float32)
+    assert kernels.gemm_here(np, h, packed, out=out) is out
+    np.testing.assert_array_equal(out, kernels.gemm(np, h, w))
+    np.testing.assert_array_equal(kernels.gemm_here(np, h[:1], packed), h[:1] @ w)     # one row: numpy's
+    w64 = w.astype(np.float64)
+    assert kernels.prepack(np, w64) is w64
+    np.testing.assert_array_equal(kernels.gemm_here(np, h.astype(np.float64), kernels.prepack(np, w.astype(np.float64))),
+                                  h.astype(np.float64) @ w.astype(np.float64))
+
+
+def test_accuracy_no_worse_than_numpys():
+    rng = np.random.default_rng(6)
+    a, b = _operands(64, 784, 512, "nn", rng)
+    exact = a.astype(np.float64) @ b.astype(np.float64)
+    ours = np.abs(SG.matmul_into(a, b, np.empty((64, 512), np.float32)) - exact).max()
+    assert ours <= 1.5 * np.abs(np.matmul(a, b) - exact).max()
+
+
+def test_linear_and_matmul_gradients_equal_torchs(own_calls):
+    rng = np.random.default_rng(7)
+    x, w, bias = (rng.standard_normal(s, dtype=np.float32) for s in [(3, 40, 200), (96, 200), (96,)])
+    gy = rng.standard_normal((3, 40, 96), dtype=np.float32)
+    ours = [tapelab.tensor(v, requires_grad=True) for v in (x, w, bias)]
+    theirs = [torch.tensor(v, requires_grad=True) for v in (x, w, bias)]
+    for mod, (tx, tw, tb) in ((tapelab, ours), (torch, theirs)):
+        y = mod.nn.functional.linear(tx, tw, tb)
+        z = (y @ tw) * 0.5
+        (y * mod.tensor(gy)).sum().backward(retain_graph=True)
+        z.sum().backward()
+    assert own_calls
+    for o, t in zip(ours, theirs):
+        np.testing.assert_allclose(o.grad.numpy(), t.grad.numpy(), rtol=1e-4, atol=1e-3)
