@@ -161,10 +161,12 @@ def gru_cell(gi: Tensor, gh: Tensor, hx: Tensor) -> Tensor:
 # One layer-direction over the whole sequence: the input projection of every time step is one GEMM
 # up front, the recurrence runs on arrays (one GEMM and a few in-place ufuncs per step), and the
 # backward through time is one op whose input and weight gradients are one GEMM each at the end.
-# A step's own products (h W_hhᵀ, d W_hh) are one BLAS call each, never split over the intra-op
-# threads: ~3M multiply-adds (55-70 us) a step against a 20-80 us hand-off, and the pool's whole
-# form runs the blocks one after another (two calls); through ``gemm`` at 2 threads a step's
-# product took 190-300 us against 56-66 (bench/README.md, issue 17 session 9).
+# A step's own products (h W_hhᵀ, d W_hh) are one call each (``kernels.gemm_here``), never split
+# over the intra-op threads: ~3M multiply-adds (55-70 us) a step against a 20-80 us hand-off, and
+# the pool's whole form runs the blocks one after another (two calls); through ``gemm`` at 2
+# threads a step's product took 190-300 us against 56-66 (bench/README.md, issue 17 session 9).
+# On cpu float32 that call is our own GEMM (``kernels/sgemm.py``) with the weight prepacked once
+# per layer and direction (``kernels.prepack``), as oneDNN's RNN packs its weights.
 # On cpu float32 a step's cell is one numba loop (``kernels/rnn.py``) after its GEMM, forward and
 # backward; other dtypes, cupy and a checkout without numba run the numpy formula below.
 # Two ops per layer, as ``max(dim)`` is two: ``lstm_scan``/``gru_scan`` (not differentiable) run
@@ -245,10 +247,11 @@ def _lstm_scan_fwd(xp, x, h0, c0, w_ih, w_hh, *b, reverse):
 def _lstm_scan_loop(xp, xw, bias, h0, c0, w_hh, y, ws, reverse: bool):
     """The float32 recurrence with the fused cell loop (``kernels/rnn.py``): a GEMM and one pass a step."""
     T, H = xw.shape[0], h0.shape[-1]
-    cell, w_t, a = kernels.loops("rnn").lstm_cell, xp.ascontiguousarray(w_hh.T), xp.empty(xw.shape[1:], xw.dtype)
+    cell, a = kernels.loops("rnn").lstm_cell, xp.empty(xw.shape[1:], xw.dtype)
+    w_t = kernels.prepack(xp, xp.ascontiguousarray(w_hh.T))
     h, c = h0, xp.array(c0, dtype=xw.dtype, order="C")      # c_t, rewritten by each step
     for t, _ in _steps(T, reverse):
-        cell(xp.matmul(h, w_t, out=a), xw[t], bias, c, ws[t], y[t])
+        cell(kernels.gemm_here(xp, h, w_t, out=a), xw[t], bias, c, ws[t], y[t])
         h = y[t]
     y[T] = c
     return y, ws
@@ -258,13 +261,13 @@ def _lstm_bptt_loop(xp, gy, c0, w_hh, ws, da, db, reverse: bool, needs_dh0: bool
     """The float32 backward through time with the fused cell loop: ``(dh0, dc0)``, ``da`` filled,
     the bias gradient summed into ``db``; without ``needs_dh0`` the last step's GEMM is skipped."""
     T, H = ws.shape[0], c0.shape[-1]
-    step, cs = kernels.loops("rnn").lstm_cell_backward, ws[:, :, 4 * H:5 * H]
+    step, cs, w = kernels.loops("rnn").lstm_cell_backward, ws[:, :, 4 * H:5 * H], kernels.prepack(xp, w_hh)
     dh, dc = xp.zeros(c0.shape, gy.dtype), gy[T].copy()
     first = T - 1 if reverse else 0                 # the forward's first step, the backward's last
     for t, p in reversed(_steps(T, reverse)):
         step(gy[t], dh, dc, ws[t], _prev(p, T, cs, c0), da[t], db)
         if t != first or needs_dh0:
-            xp.matmul(da[t], w_hh, out=dh)          # the step kernel has read dh_t
+            kernels.gemm_here(xp, da[t], w, out=dh)     # the step kernel has read dh_t
     return dh, dc
 
 
@@ -354,10 +357,11 @@ def _gru_scan_fwd(xp, x, h0, w_ih, w_hh, *b, reverse):
 
 def _gru_scan_loop(xp, gi, h0, w_hh, b_hh, y, ws, reverse: bool):
     """The float32 recurrence with the fused cell loop (``kernels/rnn.py``): a GEMM and one pass a step."""
-    cell, w_t, gh = kernels.loops("rnn").gru_cell, xp.ascontiguousarray(w_hh.T), xp.empty(gi.shape[1:], gi.dtype)
+    cell, gh = kernels.loops("rnn").gru_cell, xp.empty(gi.shape[1:], gi.dtype)
+    w_t = kernels.prepack(xp, xp.ascontiguousarray(w_hh.T))
     h = xp.ascontiguousarray(h0)
     for t, _ in _steps(gi.shape[0], reverse):
-        cell(gi[t], xp.matmul(h, w_t, out=gh), b_hh, h, ws[t], y[t])
+        cell(gi[t], kernels.gemm_here(xp, h, w_t, out=gh), b_hh, h, ws[t], y[t])
         h = y[t]
     return y, ws
 
@@ -366,13 +370,13 @@ def _gru_bptt_loop(xp, gy, h0, w_hh, y, ws, dgi, dgh, reverse: bool, needs_dh0: 
     """The float32 backward through time with the fused cell loop: dh0, ``dgi`` and ``dgh`` filled;
     without ``needs_dh0`` the last step's GEMM is skipped."""
     T = ws.shape[0]
-    step = kernels.loops("rnn").gru_cell_backward
+    step, w = kernels.loops("rnn").gru_cell_backward, kernels.prepack(xp, w_hh)
     dh, dhz = xp.zeros(h0.shape, gy.dtype), xp.zeros(h0.shape, gy.dtype)
     first = T - 1 if reverse else 0
     for t, p in reversed(_steps(T, reverse)):
         step(gy[t], dh, dhz, ws[t], _prev(p, T, y, h0), dgi[t], dgh[t])
         if t != first or needs_dh0:
-            xp.matmul(dgh[t], w_hh, out=dh)
+            kernels.gemm_here(xp, dgh[t], w, out=dh)
     return dh + dhz
 
 
