@@ -83,6 +83,8 @@ from . import version  # noqa: E402  (torch.version: the build facts libraries b
 from . import __config__  # noqa: E402,F401  (torch.__config__: the build description, show())
 from . import futures  # noqa: E402,F401  (torch.futures: Future, collect_all, wait_all)
 from . import quasirandom  # noqa: E402,F401  (torch.quasirandom: SobolEngine)
+from . import return_types  # noqa: E402,F401  (torch.return_types: the named tuples ops return)
+from . import types  # noqa: E402,F401  (torch.types: Number, Device, _size, ...)
 from . import library  # noqa: E402,F401  (torch.library: custom ops defined in Python)
 from . import _dynamo  # noqa: E402,F401  (torch._dynamo: libraries read it without importing it)
 from .version import __version__  # noqa: E402

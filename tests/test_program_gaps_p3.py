@@ -226,3 +226,55 @@ def test_sobol_scrambled_is_seeded_and_balanced():
     d = tapelab.quasirandom.SobolEngine(2, scramble=True).draw(8)
     tapelab.manual_seed(3)
     np.testing.assert_array_equal(_np(d), _np(tapelab.quasirandom.SobolEngine(2, scramble=True).draw(8)))
+
+
+# ---------------------------------------------------------------- torch.return_types, torch.types
+def _returning(m):
+    x = m.tensor(np.random.default_rng(0).standard_normal((4, 4)))
+    A = x @ x.T + 4 * m.eye(4, dtype=x.dtype)
+    return {
+        "max": lambda: m.max(x, 1), "min": lambda: x.min(0), "sort": lambda: x.sort(), "topk": lambda: m.topk(x, 2),
+        "kthvalue": lambda: m.kthvalue(x, 2), "median": lambda: m.median(x, 1), "mode": lambda: x.mode(1),
+        "nanmedian": lambda: m.nanmedian(x, 1), "cummax": lambda: m.cummax(x, 1), "cummin": lambda: m.cummin(x, 1),
+        "aminmax": lambda: m.aminmax(x), "histogram": lambda: m.histogram(x.float(), 4), "frexp": lambda: m.frexp(x),
+        "geqrf": lambda: m.geqrf(x), "qr": lambda: m.qr(x), "svd": lambda: m.svd(x), "slogdet": lambda: x.slogdet(),
+        "triangular_solve": lambda: m.triangular_solve(x, A), "lu_unpack": lambda: m.lu_unpack(*m.linalg.lu_factor(A)),
+        "linalg_qr": lambda: m.linalg.qr(x), "linalg_svd": lambda: m.linalg.svd(x),
+        "linalg_slogdet": lambda: m.linalg.slogdet(x), "linalg_eigh": lambda: m.linalg.eigh(A),
+        "linalg_eig": lambda: m.linalg.eig(A), "linalg_inv_ex": lambda: m.linalg.inv_ex(A),
+        "linalg_cholesky_ex": lambda: m.linalg.cholesky_ex(A), "linalg_solve_ex": lambda: m.linalg.solve_ex(A, x),
+        "linalg_lu": lambda: m.linalg.lu(A), "linalg_lu_factor": lambda: m.linalg.lu_factor(A),
+        "linalg_lu_factor_ex": lambda: m.linalg.lu_factor_ex(A), "linalg_ldl_factor": lambda: m.linalg.ldl_factor(A),
+        "linalg_ldl_factor_ex": lambda: m.linalg.ldl_factor_ex(A), "linalg_lstsq": lambda: m.linalg.lstsq(A, x),
+    }
+
+
+_RETURNING = ["max", "min", "sort", "topk", "kthvalue", "median", "mode", "nanmedian", "cummax", "cummin", "aminmax",
+              "histogram", "frexp", "geqrf", "qr", "svd", "slogdet", "triangular_solve", "lu_unpack", "linalg_qr",
+              "linalg_svd", "linalg_slogdet", "linalg_eigh", "linalg_eig", "linalg_inv_ex", "linalg_cholesky_ex",
+              "linalg_solve_ex", "linalg_lu", "linalg_lu_factor", "linalg_lu_factor_ex", "linalg_ldl_factor",
+              "linalg_ldl_factor_ex", "linalg_lstsq"]
+
+
+@pytest.mark.parametrize("name", _RETURNING)
+def test_results_are_the_return_types_classes_of_torch(name):
+    import pickle
+    ours, theirs = _returning(tapelab)[name](), _returning(torch)[name]()
+    assert type(ours) is getattr(tapelab.return_types, name) and type(theirs) is getattr(torch.return_types, name)
+    assert isinstance(ours, tuple) and len(ours) == len(theirs)
+    fields = [n for n, v in vars(type(theirs)).items() if type(v).__name__ == "member_descriptor"]
+    assert list(type(ours)._fields) == fields
+    back = pickle.loads(pickle.dumps(ours))
+    assert type(back) is type(ours)
+    for a, b in zip(back, ours):
+        np.testing.assert_array_equal(_np(a), _np(b))
+    assert repr(ours).startswith(f"tapelab.return_types.{name}(\n{fields[0]}=")
+
+
+def test_return_types_names_and_types_aliases():
+    assert set(torch.return_types.__all__) - set(tapelab.return_types.__all__) == {"pytree_register_structseq"}
+    assert tapelab.return_types.max_out is tapelab.return_types.max
+    assert tapelab.return_types.max in tapelab.return_types.all_return_types
+    from tapelab.types import Device, Number, Storage, _dtype, _size, py_sym_types  # noqa: F401
+    assert _dtype is tapelab.dtype and not isinstance(3, py_sym_types)
+    assert set(torch.types.__all__) <= set(tapelab.types.__all__)

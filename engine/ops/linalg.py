@@ -8,8 +8,8 @@ from __future__ import annotations
 import functools
 import math
 import warnings
-from collections import namedtuple
 
+from .. import return_types
 from ..base.meta import has_data
 from ..kernels import gemm
 from ..core.creation import eye, ones, zeros
@@ -448,7 +448,7 @@ OPERATORS = {"__matmul__": matmul, "__rmatmul__": lambda s, o: matmul(o, s)}
 
 
 # ---------------------------------------------------------------- qr
-QRResult = namedtuple("QRResult", ["Q", "R"])   # torch.return_types.linalg_qr
+QRResult = return_types.linalg_qr
 
 
 def _qr_k(m: int, n: int, mode: str) -> int:

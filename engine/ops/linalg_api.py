@@ -11,10 +11,10 @@ RuntimeError) with its messages for singular and non-positive-definite input.
 from __future__ import annotations
 
 import math
-from collections import namedtuple
 
 import numpy as np
 
+from .. import return_types as rt
 from ..core.creation import eye, zeros
 from ..core.dispatch import apply
 from . import linalg_decomp as _d
@@ -33,19 +33,11 @@ LINALG = ("vector_norm", "matrix_norm", "norm", "matmul", "vecdot", "diagonal", 
 __all__: list = []      # nothing at the top level through this module: TOPLEVEL and METHODS below
 
 # torch.return_types.linalg_*
-SlogdetResult = namedtuple("SlogdetResult", ["sign", "logabsdet"])
-InvExResult = namedtuple("InvExResult", ["inverse", "info"])
-SolveExResult = namedtuple("SolveExResult", ["result", "info"])
-CholeskyExResult = namedtuple("CholeskyExResult", ["L", "info"])
-LUResult = namedtuple("LUResult", ["P", "L", "U"])
-LUFactorResult = namedtuple("LUFactorResult", ["LU", "pivots"])
-LUFactorExResult = namedtuple("LUFactorExResult", ["LU", "pivots", "info"])
-LstsqResult = namedtuple("LstsqResult", ["solution", "residuals", "rank", "singular_values"])
-SVDResult = namedtuple("SVDResult", ["U", "S", "Vh"])
-EighResult = namedtuple("EighResult", ["eigenvalues", "eigenvectors"])
-EigResult = namedtuple("EigResult", ["eigenvalues", "eigenvectors"])
-LDLFactorResult = namedtuple("LDLFactorResult", ["LD", "pivots"])
-LDLFactorExResult = namedtuple("LDLFactorExResult", ["LD", "pivots", "info"])
+SlogdetResult, InvExResult, SolveExResult = rt.linalg_slogdet, rt.linalg_inv_ex, rt.linalg_solve_ex
+CholeskyExResult, LUResult, LUFactorResult = rt.linalg_cholesky_ex, rt.linalg_lu, rt.linalg_lu_factor
+LUFactorExResult, LstsqResult, SVDResult = rt.linalg_lu_factor_ex, rt.linalg_lstsq, rt.linalg_svd
+EighResult, EigResult = rt.linalg_eigh, rt.linalg_eig
+LDLFactorResult, LDLFactorExResult = rt.linalg_ldl_factor, rt.linalg_ldl_factor_ex
 
 
 # ---------------------------------------------------------------- checks (PyTorch's messages)
@@ -127,16 +119,16 @@ def lu_unpack(LU_data, LU_pivots, unpack_data: bool = True, unpack_pivots: bool 
     k = min(m, n)
     P = _d.permutation(LU_pivots, m, LU_data.dtype, LU_data.device) if unpack_pivots else zeros(0)
     if not unpack_data:
-        return LUResult(P, zeros(0), zeros(0))
+        return rt.lu_unpack(P, zeros(0), zeros(0))
     L = LU_data[..., :, :k].tril(-1) + eye(m, k, dtype=LU_data.dtype, device=LU_data.device)
-    return LUResult(P, L, LU_data[..., :k, :].triu())
+    return rt.lu_unpack(P, L, LU_data[..., :k, :].triu())
 
 
 def lu(A, *, pivot: bool = True) -> LUResult:
     """``torch.linalg.lu``: A = P L U (never raises on singular input, as PyTorch)."""
     _check("linalg.lu", A, square=False)
     LU, pivots, _ = lu_factor_ex(A, pivot=pivot)
-    return lu_unpack(LU, pivots)
+    return LUResult(*lu_unpack(LU, pivots))
 
 
 def _rows_permuted(B, pivots, inverse: bool):
@@ -259,7 +251,7 @@ def triangular_solve(b, A, upper: bool = True, transpose: bool = False, unitrian
     """``torch.triangular_solve`` (deprecated in PyTorch): (solution, cloned_coefficient)."""
     coef = A.mT if transpose else A
     X = solve_triangular(coef, b, upper=upper != transpose, unitriangular=unitriangular)
-    return namedtuple("triangular_solve", ["solution", "cloned_coefficient"])(X, A.clone())
+    return rt.triangular_solve(X, A.clone())
 
 
 # ---------------------------------------------------------------- Cholesky family
@@ -351,9 +343,8 @@ def _svd_old(input, some: bool = True, compute_uv: bool = True):
     """``torch.svd`` (the old convention: V, not Vh; zero-filled U and V when not ``compute_uv``)."""
     U, S, Vh = svd(input, full_matrices=not some)
     if not compute_uv:
-        return namedtuple("svd", ["U", "S", "V"])(zeros(*U.shape, dtype=input.dtype), S,
-                                                  zeros(*Vh.shape, dtype=input.dtype))
-    return namedtuple("svd", ["U", "S", "V"])(U, S, Vh.mH)
+        return rt.svd(zeros(*U.shape, dtype=input.dtype), S, zeros(*Vh.shape, dtype=input.dtype))
+    return rt.svd(U, S, Vh.mH)
 
 
 def _tolerance(S, atol, rtol, m: int, n: int, dtype):
@@ -615,9 +606,14 @@ def ldl_solve(LD, pivots, B, *, hermitian: bool = False, out=None):
 
 
 # ---------------------------------------------------------------- top-level torch names
+def _slogdet_old(A):
+    """``torch.slogdet``: ``linalg.slogdet`` as PyTorch's ``return_types.slogdet``."""
+    return rt.slogdet(*slogdet(A))
+
+
 def _qr_old(input, some: bool = True):
     """``torch.qr`` (deprecated in PyTorch): reduced unless ``some=False``."""
-    return qr(input, "reduced" if some else "complete")
+    return rt.qr(*qr(input, "reduced" if some else "complete"))
 
 
 def _lu_solve_old(b, LU_data, LU_pivots):
@@ -640,7 +636,7 @@ def geqrf(input):
     """``torch.geqrf``: LAPACK's compact QR, (a, tau) (no gradient, as in PyTorch)."""
     _check("geqrf", input, square=False)
     a, tau = apply(_d.geqrf_op, input.detach())
-    return namedtuple("geqrf", ["a", "tau"])(a, tau)
+    return rt.geqrf(a, tau)
 
 
 def ormqr(input, tau, other, left: bool = True, transpose: bool = False):
@@ -663,17 +659,17 @@ def pinverse(input, rcond: float = 1e-15):
 
 
 # torch.<name> -> the function here (engine/__init__.py binds them at the top level)
-TOPLEVEL = {"det": det, "logdet": logdet, "slogdet": slogdet, "inverse": inv, "cholesky_solve": cholesky_solve,
+TOPLEVEL = {"det": det, "logdet": logdet, "slogdet": _slogdet_old, "inverse": inv, "cholesky_solve": cholesky_solve,
             "cholesky_inverse": cholesky_inverse, "lu_unpack": lu_unpack, "lu_solve": _lu_solve_old,
             "triangular_solve": triangular_solve, "qr": _qr_old, "svd": _svd_old, "pinverse": pinverse,
             "matrix_exp": matrix_exp, "matrix_power": matrix_power, "orgqr": orgqr, "lu": _lu_old,
             "nuclear_norm": nuclear_norm, "geqrf": geqrf, "ormqr": ormqr}
 
 # Tensor methods with the top-level functions' signatures (self is the first argument)
-METHODS = ("det", "logdet", "slogdet", "inverse", "cholesky_solve", "cholesky_inverse", "triangular_solve",
+METHODS = ("det", "logdet", "inverse", "cholesky_solve", "cholesky_inverse", "triangular_solve",
            "pinverse", "matrix_exp", "matrix_power", "orgqr", "geqrf", "ormqr")
 inverse = inv
-OPERATORS = {"svd": _svd_old, "qr": _qr_old, "lu": _lu_old, "lu_solve": _lu_solve_old}
+OPERATORS = {"svd": _svd_old, "qr": _qr_old, "slogdet": _slogdet_old, "lu": _lu_old, "lu_solve": _lu_solve_old}
 # public names that are compositions of the factorisation ops (tests/test_op_declarations.py reads this)
 COMPOSITES = {
     "logdet": "slogdet and log",

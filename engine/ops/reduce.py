@@ -8,10 +8,10 @@ node, so the vjp scatters the gradient back without recomputing them.
 from __future__ import annotations
 
 import builtins
-from collections import namedtuple
 
 import numpy as np
 
+from .. import return_types
 from ..base.grad_mode import STATE as GRAD
 from ..core.creation import eye
 from ..base import backend as _backend
@@ -87,12 +87,7 @@ def _onnx_all_any(op_type: str):
 _INF = float("inf")
 
 
-def values_indices(name: str):
-    """A ``torch.return_types``-style result: a tuple with ``.values`` and ``.indices``."""
-    return namedtuple(name, ("values", "indices"))
-
-
-_max_t, _min_t = values_indices("max"), values_indices("min")
+_max_t, _min_t = return_types.max, return_types.min
 
 
 def _dims(input: Tensor, dim, op: str):

@@ -8,15 +8,15 @@ from __future__ import annotations
 
 from ..core.dispatch import _refuse_complex, apply
 from ._util import numpy_names
-from .reduce import picker, take_along, pick, values_indices
+from .reduce import picker, take_along, pick
+from .. import return_types
 from ..core.registry import Op, kernel_refusal
 from ._util import Tensor, _wrap_dim
 
 __all__ = ["sort", "argsort", "msort", "topk", "kthvalue", "median", "mode", "unique", "searchsorted"]
 
-_sort_t, _topk_t = values_indices("sort"), values_indices("topk")
-_kthvalue_t, _median_t = values_indices("kthvalue"), values_indices("median")
-_mode_t = values_indices("mode")
+_sort_t, _topk_t = return_types.sort, return_types.topk
+_kthvalue_t, _median_t, _mode_t = return_types.kthvalue, return_types.median, return_types.mode
 
 
 def _argsort_fwd(xp, x, *, dim, descending, start, stop):

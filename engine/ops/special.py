@@ -11,6 +11,7 @@ import math
 
 import numpy as np
 
+from .. import return_types
 from ..autograd.views import apply_
 from ..base import backend as _backend
 from ..base import dtype as _dtype
@@ -253,17 +254,7 @@ def frexp(input: Tensor):
     """``(mantissa, exponent)`` with ``input = mantissa * 2**exponent`` and ``|mantissa|`` in [0.5, 1)."""
     if not input.is_floating_point():
         raise RuntimeError("torch.frexp() only supports floating-point dtypes")
-    return _Frexp(*apply(_frexp, input))
-
-
-class _Frexp(tuple):
-    """``torch.return_types.frexp``: a pair with ``mantissa`` and ``exponent`` names."""
-
-    def __new__(cls, mantissa, exponent):
-        return tuple.__new__(cls, (mantissa, exponent))
-
-    mantissa = property(lambda self: self[0])
-    exponent = property(lambda self: self[1])
+    return return_types.frexp(*apply(_frexp, input))
 
 
 def ldexp(input: Tensor, other: Tensor) -> Tensor:

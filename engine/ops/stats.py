@@ -8,10 +8,10 @@ composites over existing ops, listed in ``COMPOSITES``.
 from __future__ import annotations
 
 import warnings
-from collections import namedtuple
 
 import numpy as np
 
+from .. import return_types
 from ..base import dtype as _dtype
 from ..core import creation
 from ..core.dispatch import apply
@@ -26,9 +26,8 @@ __all__ = ["cummax", "cummin", "logcumsumexp", "nansum", "nanmean", "nanmedian",
            "histc", "histogram", "bincount", "bucketize", "isin", "isreal", "aminmax", "cov", "corrcoef", "diff",
            "dist", "renorm", "unique_consecutive"]
 
-_values_indices = {n: namedtuple(n, ("values", "indices")) for n in ("cummax", "cummin", "nanmedian")}
-_aminmax_t = namedtuple("aminmax", ("min", "max"))
-_histogram_t = namedtuple("histogram", ("hist", "bin_edges"))
+_values_indices = {n: getattr(return_types, n) for n in ("cummax", "cummin", "nanmedian")}
+_aminmax_t, _histogram_t = return_types.aminmax, return_types.histogram
 
 
 # ---------------------------------------------------------------- running extremes
