@@ -1,6 +1,7 @@
 """Fused eager loops for the hot row-wise and elementwise ops: softmax, log_softmax, the causal
-attention weights, layer_norm, gelu, relu, the Adam step, 2-D max-pool's backward, the Winograd
-input and output transforms, train-mode batch norm and the LSTM/GRU cell of a whole-layer step.
+attention weights, layer_norm, gelu, relu, cross-entropy, the Adam step, 2-D max-pool's backward,
+the Winograd input and output transforms, train-mode batch norm, the LSTM/GRU cell of a whole-layer
+step and the scatter-add of index backwards.
 
 numpy runs softmax as six passes over memory (max, subtract, exp, sum, divide, and a
 temporary for each), gelu as eight; a numba loop reads its input once and writes its result
@@ -62,7 +63,7 @@ _LOOPS: dict = {}
 
 def loops(name: str):
     """The loop module ``name`` ("rowwise", "pointwise", "optim", "pool", "winograd", "batchnorm",
-    "rnn", "conv", "sgemm"), imported when a loop first runs (importing numba costs about half a second),
+    "rnn", "conv", "sgemm", "scatter"), imported when a loop first runs (importing numba costs about half a second),
     then kept: ``import_module`` cost 1 us a call, 63 calls a ResNet step."""
     module = _LOOPS.get(name)
     if module is None:

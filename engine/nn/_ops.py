@@ -16,6 +16,7 @@ from ..base.meta import has_data
 from ..core.dispatch import apply
 from ..core.registry import ALL, NONE, OTHERS, Op
 from ..core.tensor import Tensor
+from ..ops.indexing import add_at
 from ..ops.sparse import sparse_coo_tensor
 from .. import kernels
 from ..kernels import gemm
@@ -841,37 +842,6 @@ def batch_norm_normalize(x: Tensor, dims: tuple, eps: float, weight: Tensor | No
 
 
 # ---------------------------------------------------------------- embedding
-# Below this many gradient elements ``np.add.at`` is faster than sorting (measured ~9 us vs ~90 us).
-_EMBEDDING_SORT_MIN = 1 << 12
-
-
-def _segment_sum(xp, res, flat, g2) -> bool:
-    """``res[flat[i]] += g2[i]`` in index order, as ``add.at`` (bit-identical) but ~6x faster on
-    the GPT step's shapes: rows sorted stably by index go to a (rank, id, d) buffer (zeros past a
-    segment's end, and ``x + 0`` is exact) summed one rank at a time. False (nothing done) when
-    the buffer would be over 4x the gradient (a few very frequent ids) or an index is negative."""
-    order = xp.argsort(flat, kind="stable")
-    s = flat[order]
-    if s[0] < 0:
-        return False
-    new = xp.empty(s.shape, bool)
-    new[0] = True
-    xp.not_equal(s[1:], s[:-1], out=new[1:])
-    starts = xp.flatnonzero(new)
-    seg = xp.cumsum(new) - 1
-    rank = xp.arange(s.size) - starts[seg]
-    k = int(rank.max()) + 1
-    if starts.size * k > 4 * s.size:
-        return False
-    buf = xp.zeros((k, starts.size, g2.shape[1]), g2.dtype)
-    buf[rank, seg] = g2[order]
-    acc = buf[0]
-    for r in range(1, k):
-        acc += buf[r]
-    res[s[starts]] = acc
-    return True
-
-
 def _inverse_counts(xp, flat, num: int, dtype):
     """``1 / (occurrences of flat[i] in flat)`` per entry: ``scale_grad_by_freq``'s factor."""
     return (1 / xp.bincount(flat, minlength=num)[flat]).astype(dtype, copy=False)
@@ -883,8 +853,7 @@ def _embedding_bwd_fwd(xp, g, idx, *, num, padding_idx, scale_grad_by_freq=False
     flat, g2 = idx.ravel(), g.reshape(-1, d)
     if scale_grad_by_freq:
         g2 = g2 * _inverse_counts(xp, flat, num, g.dtype)[:, None]
-    if not is_numpy(xp) or g.size < _EMBEDDING_SORT_MIN or not _segment_sum(xp, res, flat, g2):
-        xp.add.at(res, flat, g2)
+    add_at(xp, res, (flat,), g2)
     if padding_idx is not None:
         res[padding_idx] = 0
     return res

@@ -2,8 +2,9 @@
 
 ``x[key]`` runs in two stages, as PyTorch does: ints, slices, None and Ellipsis make one
 ``slice`` view (movement.py), then tensor, list and bool-mask indices pick from that view
-with the ``index`` primitive. Only ``index``'s backward scatter-adds (``xp.add.at``), and
-only when integer indices could repeat a position; bool masks write with an assignment.
+with the ``index`` primitive. Only ``index``'s backward scatter-adds (``add_at``: a compiled
+loop, else ``xp.add.at``), and only when integer indices could repeat a position; bool masks
+write with an assignment.
 Writes (``__setitem__``, ``index_put_``, ``index_add_``, ``index_fill_``) are one
 out-of-place ``index_put`` op applied in place, so gradients reach target and value.
 """
@@ -11,6 +12,9 @@ from __future__ import annotations
 
 import numbers
 
+import math
+
+from .. import kernels
 from ..base import backend as _backend, dtype as _dtype
 from ..base.meta import has_data
 from ..base.grad_mode import is_grad_enabled
@@ -64,13 +68,113 @@ def _key(idx, template) -> tuple:
     return tuple(_ALL if t is None else idx[t] for t in template)
 
 
+# ---------------------------------------------------------------- scatter-add
+# Below this many values ``np.add.at`` beats sorting for the row case without the loops (~9 us vs ~90 us).
+_SORT_MIN = 1 << 12
+
+
+def _loops_take(xp, out, values, *indices) -> bool:
+    """Whether kernels/scatter.py's loops run: on, numpy, ``out`` a C-contiguous float32/float64
+    array, ``values`` of its dtype, the indices signed integers."""
+    return (kernels.enabled() and _backend.is_numpy(xp) and out.dtype.kind == "f" and out.dtype.itemsize >= 4
+            and out.flags.c_contiguous and getattr(values, "dtype", None) == out.dtype
+            and all(i.dtype.kind == "i" for i in indices))
+
+
+def _one_index(key: tuple):
+    """``(position, index)`` when ``key`` is full slices and one integer index array, else None."""
+    arrays = [(p, k) for p, k in enumerate(key) if k is not _ALL]
+    if len(arrays) != 1 or getattr(arrays[0][1], "dtype", None) is None or arrays[0][1].dtype.kind not in "iu":
+        return None
+    return arrays[0]
+
+
+def add_at(xp, out, key: tuple, values) -> None:
+    """``xp.add.at(out, key, values)``: ``out[key] += values`` with a repeated position adding once
+    per occurrence. With one integer index among full slices (``x[idx]``'s backward, index_add_,
+    embedding's backward) the loop ``scatter.add_rows`` adds in ufunc.at's order, so the same sums
+    bit for bit, 10-40x faster; without the loops a large 2-d one is sorted and summed per rank."""
+    one = _one_index(key)
+    if one is not None:
+        p, idx = one
+        shape = out.shape
+        a, m, b = math.prod(shape[:p]), shape[p], math.prod(shape[p + 1:])
+        if getattr(values, "shape", None) == shape[:p] + idx.shape + shape[p + 1:]:
+            flat = idx.reshape(-1)
+            if _loops_take(xp, out, values, idx):
+                if kernels.loops("scatter").add_rows(out.reshape(a, m, b), xp.ascontiguousarray(flat),
+                                                     values.reshape(a, flat.size, b)):
+                    return
+                raise IndexError(_bad_index(flat, m, p))
+            if _backend.is_numpy(xp) and p == 0 and out.ndim == 2 and values.size >= _SORT_MIN \
+                    and _segment_sum(xp, out, flat, values.reshape(flat.size, b)):
+                return
+    xp.add.at(out, key, values)
+
+
+def add_along(xp, out, index, dim: int, src) -> bool:
+    """``out[..., index[..., i, ...], ...] += src[..., i, ...]`` along ``dim`` (scatter_add, gather's
+    backward) in the loop ``scatter.add_along`` when ``index`` matches ``out`` off ``dim`` and the
+    loops take the arrays (same sums as ufunc.at, bit for bit); False (nothing done) otherwise."""
+    shape = out.shape
+    if not out.ndim or index.shape != src.shape or any(i != s for k, (i, s) in enumerate(zip(index.shape, shape)) if k != dim) \
+            or not _loops_take(xp, out, src, index):
+        return False
+    a, b = math.prod(shape[:dim]), math.prod(shape[dim + 1:])
+    n = index.shape[dim]
+    out3, idx3, src3 = out.reshape(a, shape[dim], b), index.reshape(a, n, b), src.reshape(a, n, b)
+    loops = kernels.loops("scatter")
+    if a == 1 and b > 1 and idx3.strides[2] == 0:    # an index expanded along the rows (torch_scatter's)
+        done = loops.add_rows(out3, xp.ascontiguousarray(idx3[0, :, 0]), src3)
+    else:
+        done = loops.add_along(out3, idx3, src3)
+    if not done:
+        raise IndexError(_bad_index(index.reshape(-1), shape[dim], dim))
+    return True
+
+
+def _bad_index(flat, m: int, dim: int) -> str:
+    bad = flat[(flat < -m) | (flat >= m)]
+    return f"index {int(bad[0])} is out of bounds for axis {dim} with size {m}"
+
+
+def _segment_sum(xp, res, flat, g2) -> bool:
+    """``res[flat[i]] += g2[i]`` in index order, as ``add.at`` (bit-identical) but ~6x faster on
+    the GPT step's embedding: rows sorted stably by index go to a (rank, id, d) buffer after the
+    rows' old values (zeros past a segment's end, and ``x + 0`` is exact) summed one rank at a time,
+    so each row adds in add.at's order. False (nothing done) when
+    the buffer would be over 4x the gradient (a few very frequent ids) or an index is negative."""
+    order = xp.argsort(flat, kind="stable")
+    s = flat[order]
+    if s[0] < 0:
+        return False
+    new = xp.empty(s.shape, bool)
+    new[0] = True
+    xp.not_equal(s[1:], s[:-1], out=new[1:])
+    starts = xp.flatnonzero(new)
+    seg = xp.cumsum(new) - 1
+    rank = xp.arange(s.size) - starts[seg]
+    k = int(rank.max()) + 1
+    if starts.size * k > 4 * s.size:
+        return False
+    ids = s[starts]
+    buf = xp.zeros((k + 1, starts.size, g2.shape[1]), g2.dtype)
+    buf[0] = res[ids]                        # what was there first, then the rows in index order
+    buf[rank + 1, seg] = g2[order]
+    acc = buf[0]
+    for r in range(1, k + 1):
+        acc += buf[r]
+    res[ids] = acc
+    return True
+
+
 # ---------------------------------------------------------------- the primitives
 def _index_backward_fwd(xp, g, *idx, shape, template, unique):
     out = xp.zeros(shape, g.dtype)
     if unique:
         out[_key(idx, template)] = g
     else:
-        xp.add.at(out, _key(idx, template), g)
+        add_at(xp, out, _key(idx, template), g)
     return out
 
 
@@ -99,7 +203,7 @@ def _put(xp, data, v, idx, basic, template, accumulate: bool) -> None:
     if template is None:
         data[...] = v
     elif accumulate:
-        xp.add.at(data, _key(idx, template), v)
+        add_at(xp, data, _key(idx, template), v)
     else:
         data[_key(idx, template)] = v
 
@@ -467,7 +571,7 @@ def _scatter_fwd(xp, x, index, src, *, dim, reduce):
     try:
         if reduce is None:
             out[key] = src
-        else:
+        elif reduce != "add" or isinstance(src, (int, float)) or not add_along(xp, out, index, dim, src):
             _backend.ufunc_at(xp, "add" if reduce == "add" else "multiply", out, key, src)
     except IndexError as e:
         raise RuntimeError(f"scatter(): {e}") from None
