@@ -3,8 +3,10 @@
 ``install_aliases()`` moves any real ``torch*`` / ``torchvision*`` entries out of ``sys.modules``
 (they are kept and put back later), maps the top names to ``tapelab`` and ``tapelab.vision``, and
 puts a finder first on ``sys.meta_path`` that answers ``torch.X`` with the module ``tapelab.X``
-(and ``torchvision.X`` with ``tapelab.vision.X``). Nothing of another library is patched: only
-the import table changes, and ``uninstall_aliases()`` (or leaving the ``with`` block) restores it.
+(and ``torchvision.X`` with ``tapelab.vision.X``). The two top modules answer to the names they are
+imported as (``torch.__name__ == "torch"``, which libraries check). Nothing of another library is
+patched: only the import table changes, and ``uninstall_aliases()`` (or leaving the ``with`` block)
+restores it and the names.
 A name tapelab does not have raises ``ModuleNotFoundError`` naming the tapelab module it looked for.
 
 Example:
@@ -74,6 +76,7 @@ class Aliases:
     def __init__(self, prefixes: dict[str, str]) -> None:
         self.prefixes = prefixes
         self.saved: dict[str, ModuleType] = {}
+        self.names: dict[ModuleType, str] = {}   # the served top modules and their own names
         self.finder = _AliasFinder(prefixes)
         self.active = False
 
@@ -83,7 +86,9 @@ class Aliases:
             del sys.modules[name]
         sys.meta_path.insert(0, self.finder)
         for alias, target in self.prefixes.items():
-            sys.modules[alias] = importlib.import_module(target)
+            module = sys.modules[alias] = importlib.import_module(target)
+            self.names[module] = module.__name__
+            module.__name__ = alias   # pyro asserts ``torch.__name__ == "torch"`` before patching torch.*
         self.active = True
         return self
 
@@ -93,6 +98,9 @@ class Aliases:
         for name in [n for n in sys.modules if _target(n, self.prefixes) is not None]:
             del sys.modules[name]
         sys.modules.update(self.saved)
+        for module, name in self.names.items():
+            module.__name__ = name
+        self.names = {}
         if self.finder in sys.meta_path:
             sys.meta_path.remove(self.finder)
         self.active = False

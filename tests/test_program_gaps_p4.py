@@ -135,3 +135,53 @@ def test_function_gradients_after_a_none_for_a_tensor_input():
     for ours, theirs in zip(*grads):
         assert ours is not None
         np.testing.assert_array_equal(ours, theirs)
+
+
+# ---------------------------------------------------------------- pyro (and gpytorch, which imports it)
+def test_aliased_modules_answer_to_the_names_they_are_imported_as():
+    """pyro's torch_patch asserts ``"torch.distributions....".split(".")[0] == torch.__name__`` before
+    walking ``torch.distributions.transforms.Transform``; uninstalling gives tapelab its names back."""
+    with tapelab.install_aliases():
+        import torch as aliased
+        import torchvision as aliased_vision
+        names = aliased.__name__, aliased_vision.__name__
+        target = "torch.distributions.transforms.Transform.__getstate__".split(".")
+        module = aliased
+        for part in target[1:-1]:
+            module = getattr(module, part)
+    assert aliased is tapelab and names == (torch.__name__, "torchvision") and target[0] == names[0]
+    assert module is tapelab.distributions.transforms.Transform and callable(getattr(module, target[-1]))
+    assert (tapelab.__name__, tapelab.vision.__name__) == ("tapelab", "tapelab.vision")
+
+
+def test_register_kl_takes_any_class_as_torch_does():
+    """pyro registers ``@register_kl(Delta, Distribution)`` with its own ``Distribution`` base (not a
+    subclass of PyTorch's); its distributions inherit both, and the rule then dispatches."""
+    values = []
+    for m in (tapelab, torch):
+        class Mixin:
+            pass
+
+        class Point(m.distributions.Distribution, Mixin):
+            arg_constraints: dict = {}
+
+            def __init__(self, v):
+                self.v = v
+                super().__init__(validate_args=False)
+
+        @m.distributions.register_kl(Point, Mixin)
+        def _kl(p, q):
+            return (p.v - q.v) ** 2
+
+        values.append(m.distributions.kl_divergence(Point(m.tensor(3.0)), Point(m.tensor(1.5))))
+        with pytest.raises(TypeError):
+            m.distributions.register_kl(Point, "Mixin")
+    np.testing.assert_array_equal(*(v.numpy() for v in values))
+
+
+def test_serialization_names_map_location_type():
+    """pyro's param store imports ``from torch.serialization import MAP_LOCATION`` for its annotations."""
+    import typing
+    ours, theirs = typing.get_args(tapelab.serialization.MAP_LOCATION), typing.get_args(torch.serialization.MAP_LOCATION)
+    assert [getattr(a, "__name__", a) for a in ours[1:]] == [getattr(a, "__name__", a) for a in theirs[1:]]
+    assert typing.get_origin(ours[0]) is typing.get_origin(theirs[0])

@@ -26,11 +26,13 @@ _KL_MEMOIZE: dict = {}
 
 
 def register_kl(type_p: type, type_q: type):
-    """Decorator: ``@register_kl(Normal, Normal) def kl(p, q): ...`` adds a KL rule."""
-    if not (isinstance(type_p, type) and issubclass(type_p, Distribution)):
-        raise TypeError(f"Expected type_p to be a Distribution subclass but got {type_p}")
-    if not (isinstance(type_q, type) and issubclass(type_q, Distribution)):
-        raise TypeError(f"Expected type_q to be a Distribution subclass but got {type_q}")
+    """Decorator: ``@register_kl(Normal, Normal) def kl(p, q): ...`` adds a KL rule.
+
+    Any class is taken, as PyTorch takes it: pyro registers rules on its own ``Distribution`` base,
+    which its distributions inherit beside PyTorch's."""
+    for name, cls in (("type_p", type_p), ("type_q", type_q)):
+        if not isinstance(cls, type):
+            raise TypeError(f"register_kl: Expected {name} to be a class but got {cls!r}")
 
     def decorator(fun):
         _KL_REGISTRY[type_p, type_q] = fun

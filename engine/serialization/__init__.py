@@ -24,9 +24,11 @@ import pickle
 import pickletools
 import warnings
 import zipfile
-from typing import Any, BinaryIO
+from collections.abc import Callable
+from typing import Any, BinaryIO, TypeAlias
 
 from . import _legacy, _safetensors, _zipformat
+from ..base.device import device
 from ._atomic import atomic_write
 from ._errors import CheckpointError
 from ._names import FullUnpickler, TorchNames
@@ -39,6 +41,8 @@ __all__ = ["save", "load", "CheckpointError", "add_safe_globals", "get_safe_glob
            "safe_globals", "get_unsafe_globals_in_checkpoint", "DEFAULT_PROTOCOL", "PyTorchFileReader"]
 
 DEFAULT_PROTOCOL = 2  # PyTorch's: protocol-2 pickles load in every PyTorch version
+# the type of ``load``'s ``map_location``, as PyTorch names it (pyro's param store annotates with it)
+MAP_LOCATION: TypeAlias = Callable[[Any, str], Any] | device | str | dict[str, str] | None
 
 
 # ---------------------------------------------------------------- save
