@@ -90,6 +90,24 @@ def test_scatter_add_and_gather_backward_match_torch(loops, expanded, dim):
     np.testing.assert_allclose(tx.grad.numpy(), px.grad.numpy(), rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("reduce", ["sum", "mean", "amax"])
+@pytest.mark.parametrize("include_self", [True, False])
+def test_scatter_reduce_matches_torch(loops, reduce, include_self):
+    """scatter_reduce's sum and mean (PyG's aggregation) add in the loop, the mean's counts too."""
+    rng = _rng(13, include_self)
+    x = rng.standard_normal((30, 16)).astype(np.float32)
+    idx = rng.integers(0, 30, 400)
+    src = rng.standard_normal((400, 16)).astype(np.float32)
+    res = []
+    for m in (tapelab, torch):
+        tx, ts = m.tensor(x, requires_grad=True), m.tensor(src, requires_grad=True)
+        out = tx.scatter_reduce(0, m.tensor(idx)[:, None].expand(400, 16), ts, reduce, include_self=include_self)
+        out.backward(m.tensor(x))
+        res.append((out.detach().numpy(), tx.grad.numpy(), ts.grad.numpy()))
+    for got, want in zip(*res):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
 def test_index_put_accumulate_matches_torch(loops):
     """One index (the loop) and two (numpy's ufunc.at) accumulating into the same tensor."""
     rng = _rng(5)

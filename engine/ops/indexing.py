@@ -670,10 +670,12 @@ def _scatter_reduce_fwd(xp, x, index, src, *, dim, reduce, include_self):
     src = _fit(src, index.shape)
     if not include_self:
         out[key] = _reduce_identity(xp, reduce, x.dtype)
-    _backend.ufunc_at(xp, _REDUCE_UFUNC[reduce], out, key, src)
+    if reduce not in ("sum", "mean") or not add_along(xp, out, index, dim, src):
+        _backend.ufunc_at(xp, _REDUCE_UFUNC[reduce], out, key, src)
     if reduce == "mean":
         count = xp.full(x.shape, int(include_self), x.dtype)
-        xp.add.at(count, key, 1)
+        if not add_along(xp, count, index, dim, xp.broadcast_to(x.dtype.type(1), index.shape)):
+            xp.add.at(count, key, 1)
         out = out / xp.maximum(count, 1) if x.dtype.kind in FLOATING_KINDS else out // xp.maximum(count, 1)
     return out.astype(x.dtype, copy=False)
 
