@@ -278,3 +278,80 @@ def test_return_types_names_and_types_aliases():
     from tapelab.types import Device, Number, Storage, _dtype, _size, py_sym_types  # noqa: F401
     assert _dtype is tapelab.dtype and not isinstance(3, py_sym_types)
     assert set(torch.types.__all__) <= set(tapelab.types.__all__)
+
+
+# ---------------------------------------------------------------- autograd.graph: multi-grad hooks, mutation of saved values
+def _lists(gs):
+    return [None if g is None else np.round(_np(g), 12).tolist() for g in gs]
+
+
+def test_register_multi_grad_hook_all_and_any_as_torch():
+    data = np.random.default_rng(0).standard_normal((2, 3))
+    runs = []
+    for m in (tapelab, torch):
+        a, b = (m.tensor(d, requires_grad=True) for d in data)
+        c = m.ones(3)                                   # needs no gradient: "all" refuses it, "any" skips it
+        with pytest.raises(AssertionError, match="Expected gradient function to be set"):
+            m.autograd.graph.register_multi_grad_hook((a, c, b), print)
+        calls = []
+        h = m.autograd.graph.register_multi_grad_hook((a, b), lambda gs: calls.append(_lists(gs)))
+        (a * b).sum().backward()
+        (a.sin() * b * 3).sum().backward()
+        h.remove()
+        (a * b).sum().backward()
+        anys = []
+        h = m.autograd.graph.register_multi_grad_hook((a, c, b), lambda g: anys.append(_lists([g])), mode="any")
+        (a * b).sum().backward()
+        (b * 5).sum().backward()
+        h.remove()
+        runs.append((calls, anys))
+    assert runs[0] == runs[1] and len(runs[0][0]) == 2 and len(runs[0][1]) == 2
+    for m in (tapelab, torch):
+        with pytest.raises(ValueError, match="Expects mode to be one of"):
+            m.autograd.graph.register_multi_grad_hook((m.ones(1, requires_grad=True),), print, mode="some")
+
+
+def test_register_multi_grad_hook_pass_that_misses_a_tensor():
+    """A pass that reaches only ``a`` gives ``(grad_a, None)`` (here once the next pass starts)."""
+    out = []
+    for m in (tapelab, torch):
+        a, b = m.ones(2, requires_grad=True), m.ones(2, requires_grad=True)
+        calls = []
+        m.autograd.graph.register_multi_grad_hook((a, b), lambda gs: calls.append(_lists(gs)))
+        (a * 2).sum().backward()
+        (a * b).sum().backward()
+        out.append(calls)
+    assert out[0] == out[1] == [[[2.0, 2.0], None], [[1.0, 1.0], [1.0, 1.0]]]
+
+
+@pytest.mark.parametrize("mutate", [lambda m, x, y: x.mul_(10), lambda m, x, y: x[0].add_(3),
+                                    lambda m, x, y: y.add_(1), lambda m, x, y: x.copy_(m.zeros(2))])
+def test_allow_mutation_on_saved_tensors_backward_sees_the_old_values(mutate):
+    grads = []
+    for m in (tapelab, torch):
+        leaf = m.tensor([0.5, 2.0], requires_grad=True)
+        with m.autograd.graph.allow_mutation_on_saved_tensors():
+            x = leaf * 1
+            y = x.exp() * x
+            mutate(m, x, y)
+            (y * m.tensor([1.0, 3.0])).sum().backward()
+        grads.append((_np(leaf.grad), _np(x.detach()), _np(y.detach())))
+    for ours, theirs in zip(*grads):
+        np.testing.assert_allclose(ours, theirs, rtol=1e-6)
+    leaf = tapelab.tensor([0.5, 2.0], requires_grad=True)
+    x = leaf * 1
+    y = x.exp() * x
+    x.mul_(10)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        y.sum().backward()
+
+
+def test_allow_mutation_on_saved_tensors_backward_outside_the_block_refuses():
+    for m in (tapelab, torch):
+        x = m.tensor([1.0, 2.0], requires_grad=True)
+        with m.autograd.graph.allow_mutation_on_saved_tensors():
+            w = x.clone()
+            y = w.sin()
+            w.add_(1)
+        with pytest.raises(AssertionError, match="Trying to backward outside"):
+            y.sum().backward()

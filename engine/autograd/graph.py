@@ -1,14 +1,18 @@
 """The autograd graph's node types, by their public path (``torch.autograd.graph``): ``Node``,
 ``OpNode`` and ``AccumulateGrad`` live in ``core/node.py`` (the dispatcher records them),
-``CopySlices`` in ``autograd/views.py``."""
+``CopySlices`` in ``autograd/views.py``; and the graph-level hooks: ``saved_tensors_hooks``,
+``save_on_cpu``, ``allow_mutation_on_saved_tensors``, ``register_multi_grad_hook``."""
 from __future__ import annotations
 
+from ..base.grad_mode import no_grad
 from ..core.dispatch import LOCAL, Mode, apply
 from ..core.node import AccumulateGrad, Node, OpNode, Packed
+from ..core.storage import _root
 from ..core.tensor import Tensor
 from .views import CopySlices
 
-__all__ = ["Node", "OpNode", "AccumulateGrad", "CopySlices", "save_on_cpu", "saved_tensors_hooks"]
+__all__ = ["Node", "OpNode", "AccumulateGrad", "CopySlices", "save_on_cpu", "saved_tensors_hooks",
+           "allow_mutation_on_saved_tensors", "register_multi_grad_hook"]
 
 
 class saved_tensors_hooks(Mode):
@@ -62,3 +66,102 @@ class save_on_cpu(saved_tensors_hooks):
 
     def __init__(self, pin_memory: bool = False, device_type: str = "cuda"):
         super().__init__(_to_host, _back)
+
+
+class _Saved:
+    """A value an op saved inside ``allow_mutation_on_saved_tensors``: the tensor, or the copy of its
+    old value taken when an in-place op was about to overwrite it."""
+
+    __slots__ = ("tensor", "copy")
+
+    def __init__(self, tensor: Tensor):
+        self.tensor, self.copy = tensor, None
+
+
+class allow_mutation_on_saved_tensors(saved_tensors_hooks):
+    """``torch.autograd.graph.allow_mutation_on_saved_tensors()``: inside the block, an in-place op on a
+    tensor that some recorded op saved for its backward is allowed: the saved value is copied just
+    before the write (the ``write`` hook) and the backward reads the copy, instead of refusing with a
+    version-counter error. The copy is made only for values that are overwritten. Backward must run
+    inside the block, as in PyTorch."""
+
+    def __init__(self):
+        super().__init__(self._pack, self._unpack)
+        self._pending: dict = {}   # id of a memory block -> the saved values in it not yet copied
+        self._open = True
+
+    def _pack(self, t: Tensor) -> _Saved:
+        saved = _Saved(t)
+        self._pending.setdefault(id(_root(t._data)), []).append(saved)
+        return saved
+
+    def _unpack(self, saved: _Saved) -> Tensor:
+        if not self._open:
+            raise AssertionError("Trying to backward outside of the 'allow_mutation_on_saved_tensors' context"
+                                 "in which the graph was originally recorded.")
+        return saved.tensor if saved.copy is None else saved.copy
+
+    def write(self, target, src) -> None:
+        for saved in self._pending.pop(id(_root(target)), ()):
+            with no_grad():
+                saved.copy = saved.tensor.detach().clone()
+
+    def __exit__(self, *exc) -> None:
+        super().__exit__(*exc)
+        self._open = False
+        self._pending.clear()
+
+
+class _MultiHandle:
+    """What ``register_multi_grad_hook`` returns: ``remove()`` removes the hook from every tensor."""
+
+    def __init__(self, handles: tuple):
+        self.handles = handles
+
+    def remove(self) -> None:
+        for h in self.handles:
+            h.remove()
+
+    def __enter__(self) -> "_MultiHandle":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.remove()
+
+
+def register_multi_grad_hook(tensors, fn, *, mode: str = "all") -> _MultiHandle:
+    """``torch.autograd.graph.register_multi_grad_hook``: ``mode="all"`` calls ``fn(grads)`` (one entry
+    per tensor) once the gradients of ``tensors`` are computed in a backward pass; ``mode="any"`` calls
+    ``fn(grad)`` with the first of them computed in each pass (tensors that need no gradient are skipped;
+"all" refuses them, as PyTorch's).
+
+    The engine does not tell which nodes a pass will run (PyTorch asks its
+    ``_will_engine_execute_node``), so a pass ends here when every hooked tensor has had its gradient,
+    or when a tensor's hook runs again (at most once per pass): a pass that does not reach every tensor
+    calls "all"'s ``fn`` (with ``None`` for the missing) only when the next pass starts."""
+    modes = ("all", "any")
+    if mode not in modes:
+        raise ValueError(f"Expects mode to be one of {modes} but got {mode}")
+    live = [(i, t) for i, t in enumerate(tensors) if t.requires_grad]
+    if mode == "all" and len(live) < len(tensors):
+        raise AssertionError("Expected gradient function to be set")   # PyTorch's, for a tensor without grad
+    wanted = {i for i, _ in live}
+    grads: list = [None] * len(tensors)
+    seen: set = set()
+
+    def hook_for(i):
+        def hook(grad):
+            if i in seen or seen == wanted:                 # a new pass
+                if mode == "all" and seen != wanted:
+                    fn(list(grads))                         # the last pass did not reach every tensor
+                grads[:] = [None] * len(tensors)
+                seen.clear()
+            if mode == "any" and not seen:
+                fn(grad)
+            grads[i] = grad
+            seen.add(i)
+            if mode == "all" and seen == wanted:
+                fn(list(grads))
+        return hook
+
+    return _MultiHandle(tuple(t.register_hook(hook_for(i)) for i, t in live))
