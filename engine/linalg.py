@@ -12,4 +12,7 @@ from .ops.linalg_api import (  # noqa: F401
     matrix_power, matrix_rank, multi_dot, norm, pinv, qr, slogdet, solve, solve_ex, solve_triangular, svd,
     svdvals, tensorinv, tensorsolve, triangular_solve, vander, vecdot, vector_norm)
 
+from .ops.out import LINALG_OUT_FUNCTIONS, out_variants
+
 __all__ = list(LINALG)
+globals().update(out_variants(globals(), LINALG_OUT_FUNCTIONS))

@@ -185,3 +185,40 @@ def test_serialization_names_map_location_type():
     ours, theirs = typing.get_args(tapelab.serialization.MAP_LOCATION), typing.get_args(torch.serialization.MAP_LOCATION)
     assert [getattr(a, "__name__", a) for a in ours[1:]] == [getattr(a, "__name__", a) for a in theirs[1:]]
     assert typing.get_origin(ours[0]) is typing.get_origin(theirs[0])
+
+
+# ---------------------------------------------------------------- gpytorch / linear_operator
+@pytest.mark.parametrize("name, args, outs", [
+    ("cholesky_ex", lambda m, A: (A,), lambda m: (m.empty(0), m.empty(0, dtype=m.int32))),
+    ("inv", lambda m, A: (A,), lambda m: m.empty(3, 3)),
+    ("solve", lambda m, A: (A, m.ones(3, 2)), lambda m: m.empty(0)),
+    ("slogdet", lambda m, A: (A,), lambda m: (m.empty(()), m.empty(()))),
+    ("vector_norm", lambda m, A: (A, 3.0), lambda m: m.empty(())),
+])
+def test_linalg_functions_take_out(name, args, outs):
+    """linear_operator's psd_safe_cholesky calls ``torch.linalg.cholesky_ex(A, out=out)`` (out None);
+    an out given is written and returned, as for the top-level functions."""
+    a = np.array([[4.0, 1.0, 0.5], [1.0, 3.0, 0.2], [0.5, 0.2, 2.0]], np.float32)
+    results = []
+    for m in (tapelab, torch):
+        fn = getattr(m.linalg, name)
+        plain = fn(*args(m, m.tensor(a)), out=None)
+        out = outs(m)
+        given = fn(*args(m, m.tensor(a)), out=out)
+        same = all(g is o for g, o in zip(given, out)) if isinstance(out, tuple) else given is out
+        results.append((same, plain if isinstance(plain, tuple) else (plain,), given if isinstance(given, tuple) else (given,)))
+    (ours_same, *ours), (theirs_same, *theirs) = results
+    assert ours_same and theirs_same
+    for o, t in zip(ours, theirs):
+        for x, y in zip(o, t):
+            np.testing.assert_allclose(x.numpy(), y.numpy(), rtol=1e-6, atol=1e-6)
+
+
+@_NEEDS_AUTOGRAD_FIX
+def test_size_slices_and_sums_stay_sizes():
+    """linear_operator reads ``self.shape[-2:].numel()``: PyTorch's Size slices, concatenations and
+    repeats are Sizes (the fix is Size.__getitem__/__add__/__radd__/__mul__ in engine/core/tensor.py)."""
+    ours, theirs = tapelab.ones(2, 3, 4).shape, torch.ones(2, 3, 4).shape
+    for f in (lambda s: s[-2:], lambda s: s[:0], lambda s: s + (5,), lambda s: (5,) + s, lambda s: s * 2):
+        assert type(f(ours)) is tapelab.Size and type(f(theirs)) is torch.Size and f(ours) == f(theirs)
+    assert ours[-2:].numel() == theirs[-2:].numel() and type(ours[1]) is int

@@ -21,7 +21,7 @@ from ..base.grad_mode import is_grad_enabled
 from ..core.creation import empty
 from ..core.tensor import Tensor
 
-__all__ = ["OUT_FUNCTIONS", "out_variants", "write_out"]
+__all__ = ["OUT_FUNCTIONS", "LINALG_OUT_FUNCTIONS", "out_variants", "write_out"]
 
 # tapelab's public functions that have an out= form in PyTorch 2.13 (the functions' own names)
 OUT_FUNCTIONS = frozenset("""
@@ -39,14 +39,21 @@ std std_mean sub subtract sum take take_along_dim tan tanh tensordot topk tril t
 var_mean vdot vstack where xlogy zeros
 """.split())
 
+# tapelab.linalg's functions that have an out= form in PyTorch 2.13 (linear_operator passes out=None)
+LINALG_OUT_FUNCTIONS = frozenset("""
+cholesky cholesky_ex cond cross det eig eigh eigvals eigvalsh householder_product inv inv_ex ldl_factor
+ldl_factor_ex ldl_solve lu lu_factor lu_factor_ex lu_solve matmul matrix_norm matrix_power matrix_rank multi_dot
+norm pinv qr slogdet solve solve_ex solve_triangular svd svdvals tensorinv tensorsolve vecdot vector_norm
+""".split())
+
 # factories make their result in out's dtype and on its device, as PyTorch's do
 _FACTORIES = frozenset("arange empty eye full linspace logspace ones rand randint randn randperm zeros".split())
 
 
 
-def out_variants(namespace: dict) -> dict:
-    """``{name: out-taking function}`` for the names of ``OUT_FUNCTIONS`` that ``namespace`` defines."""
-    return {name: _with_out(namespace[name]) for name in OUT_FUNCTIONS if callable(namespace.get(name))}
+def out_variants(namespace: dict, names: frozenset = OUT_FUNCTIONS) -> dict:
+    """``{name: out-taking function}`` for the ``names`` (``OUT_FUNCTIONS``) that ``namespace`` defines."""
+    return {name: _with_out(namespace[name]) for name in names if callable(namespace.get(name))}
 
 
 def _with_out(fn):
