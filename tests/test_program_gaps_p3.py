@@ -355,3 +355,65 @@ def test_allow_mutation_on_saved_tensors_backward_outside_the_block_refuses():
             w.add_(1)
         with pytest.raises(AssertionError, match="Trying to backward outside"):
             y.sum().backward()
+
+
+# ---------------------------------------------------------------- export.save / export.load
+def _export_model(m):
+    class Net(m.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = m.nn.Conv2d(2, 3, 3, padding=1)
+            self.bn = m.nn.BatchNorm2d(3)
+            self.head = m.nn.Linear(3, 4)
+
+        def forward(self, x, scale):
+            h = m.relu(self.bn(self.conv(x)))
+            return self.head(h.mean((2, 3))) * scale, h.sum()
+    return Net()
+
+
+@pytest.mark.parametrize("training", [True, False])
+def test_export_save_load_round_trip_gives_torchs_outputs(tmp_path, training):
+    import io
+    rng = np.random.default_rng(0)
+    x, scale = rng.standard_normal((2, 2, 5, 5)).astype(np.float32), rng.standard_normal(4).astype(np.float32)
+    reference = _export_model(torch)
+    results = []
+    for m, where in ((tapelab, io.BytesIO()), (torch, tmp_path / "ep.pt2")):
+        net = _export_model(m)
+        net.load_state_dict({k: m.tensor(v.numpy()) for k, v in reference.state_dict().items()})
+        net.train(training)
+        ep = m.export.export(net, (m.tensor(x), m.tensor(scale)))
+        m.export.save(ep, where, extra_files={"note": "v1"})
+        if m is tapelab:
+            where.seek(0)
+        extra = {"note": ""}
+        loaded = m.export.load(where, extra_files=extra)
+        assert extra == {"note": "v1"}
+        run = loaded.module()
+        out = [run(m.tensor(x), m.tensor(scale)) for _ in range(2)]
+        results.append((out, {k: _np(v) for k, v in run.state_dict().items()}, loaded.graph_signature.user_inputs,
+                        loaded.graph_signature.buffers))
+    (ours, ours_state, our_inputs, our_buffers), (theirs, their_state, their_inputs, their_buffers) = results
+    for a, b in zip(ours, theirs):
+        for u, v in zip(a, b):
+            np.testing.assert_allclose(_np(u), _np(v), rtol=1e-4, atol=1e-5)
+    assert our_inputs == their_inputs and sorted(our_buffers) == sorted(their_buffers)
+    for k in ("bn.running_mean", "bn.running_var"):   # the running statistics the two training calls updated
+        np.testing.assert_allclose(ours_state[k], their_state[k], rtol=1e-4, atol=1e-6)
+
+
+def test_export_save_load_refusals(tmp_path):
+    for m in (tapelab, torch):
+        with pytest.raises(TypeError, match="must be an instance of 'ExportedProgram'"):
+            m.export.save(m.nn.Linear(2, 2), tmp_path / "x.pt2")
+    tapelab.save({"w": tapelab.ones(2)}, tmp_path / "w.pt")
+    with pytest.raises(RuntimeError, match="not an ExportedProgram saved by tapelab.export.save"):
+        tapelab.export.load(tmp_path / "w.pt")
+    ep = tapelab.export.export(tapelab.nn.Linear(2, 2), (tapelab.ones(3, 2),))
+    tapelab.export.save(ep, tmp_path / "lin.pt2")
+    loaded = tapelab.export.load(str(tmp_path / "lin.pt2"))
+    with pytest.raises(RuntimeError, match="Unable to call ExportedProgram directly"):
+        loaded(tapelab.ones(3, 2))
+    with pytest.raises(RuntimeError, match=r"Expected input at .*shape\[0\] to be equal to 3, but got 4"):
+        loaded.module()(tapelab.ones(4, 2))

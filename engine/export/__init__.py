@@ -11,7 +11,10 @@ names a dimension ``Dim``: ``module()`` then accepts any size in the ``Dim``'s r
 new size is traced once and kept) and refuses the others with PyTorch's message.
 
 A program is traced by running it (PyTorch's non-strict mode): control flow takes the example's
-branch. Not here: ``torch.export.save``/``load`` (the ``.pt2`` format).
+branch. ``save``/``load`` write a program to a file and read it back in tapelab's own format (a
+``tapelab.save`` archive of the graph, the tensors its ``get_attr`` nodes read, the signature and the
+examples), not PyTorch's ``.pt2``: a loaded program runs its saved graph, so it accepts the sizes that
+graph was traced for (a new size of a dynamic dimension needs the original module).
 """
 from __future__ import annotations
 
@@ -20,13 +23,15 @@ import inspect
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import serialization
+from ..base.grad_mode import no_grad
 from ..core.tensor import Tensor
 from ..fx.graph_module import GraphModule
 from ..fx.trace_from_tape import trace_from_tape, write_state
 from ..nn.modules.module import Module
 
 __all__ = ["export", "ExportedProgram", "ExportGraphSignature", "InputKind", "OutputKind", "InputSpec",
-           "OutputSpec", "Dim"]
+           "OutputSpec", "Dim", "save", "load"]
 
 
 class _DimHint(enum.Enum):
@@ -163,7 +168,13 @@ class _Exported(Module):
     def __init__(self, program: "ExportedProgram"):
         super().__init__()
         self._program = program
-        self.graph_module = program.graph_module
+        gm = self.__dict__["graph_module"] = program.graph_module   # its state at the top, as PyTorch's keys
+        for name, child in gm.named_children():
+            self.add_module(name, child)
+        for name, p in gm.named_parameters(recurse=False):
+            self.register_parameter(name, p)
+        for name, b in gm.named_buffers(recurse=False):
+            self.register_buffer(name, b)
 
     def forward(self, *args, **kwargs):
         ep = self._program
@@ -214,7 +225,15 @@ class ExportedProgram:
             return mod(*xs[:n], **dict(zip(kw_names, xs[n:])))
         call.__signature__ = inspect.Signature([inspect.Parameter(name, inspect.Parameter.POSITIONAL_ONLY)
                                                 for name in self._names])
-        return trace_from_tape(mod if not kw_names else call, *inputs)
+        # tracing runs the forward: the buffers it updates (running statistics) are put back, since
+        # exporting leaves the module's state as it was, as PyTorch's
+        kept = [(b, b.detach().clone()) for b in mod.buffers()]
+        try:
+            return trace_from_tape(mod if not kw_names else call, *inputs)
+        finally:
+            with no_grad():
+                for b, old in kept:
+                    b.copy_(old)
 
     def _signature(self) -> ExportGraphSignature:
         """PyTorch's lifted order: every parameter, then every buffer (by name), then the user inputs."""
@@ -273,3 +292,47 @@ def export(mod: Module, args: tuple = (), kwargs: dict | None = None, *, dynamic
     examples = list(args) + list(kwargs.values())
     dims = _dynamic_dims(dynamic_shapes, names, examples)
     return ExportedProgram(mod, names, list(kwargs), examples, dims, args, kwargs)
+
+
+# ---------------------------------------------------------------- save / load (tapelab's format, not .pt2)
+_FORMAT = "tapelab.export/1"
+
+
+def _attr(module: Module, target: str):
+    for part in target.split("."):
+        module = getattr(module, part)
+    return module
+
+
+def save(ep: ExportedProgram, f, *, extra_files: dict | None = None, opset_version: dict | None = None,
+         pickle_protocol: int = 2) -> None:
+    """Write ``ep`` to ``f`` (a path or a binary file); ``extra_files`` maps names to strings stored beside it."""
+    if not isinstance(ep, ExportedProgram):
+        raise TypeError(f"The 'ep' parameter must be an instance of 'ExportedProgram', got '{type(ep).__name__}' "
+                        "instead.")
+    gm = ep.graph_module
+    attrs = {n.target: _attr(gm, n.target) for n in ep.graph.nodes if n.op == "get_attr"}
+    serialization.save({"format": _FORMAT, "graph": ep.graph, "attrs": attrs, "training": gm.training,
+                        "names": ep._names, "kw_names": ep._kw_names, "examples": ep._examples, "dims": ep._dims,
+                        "example_inputs": ep.example_inputs, "signature": ep.graph_signature,
+                        "range_constraints": ep.range_constraints, "extra_files": dict(extra_files or {})},
+                       f, pickle_protocol=pickle_protocol)
+
+
+def load(f, *, extra_files: dict | None = None, expected_opset_version: dict | None = None) -> ExportedProgram:
+    """Read a program ``save`` wrote; the names in ``extra_files`` are filled with the strings saved under them."""
+    saved = serialization.load(f, weights_only=False)
+    if not isinstance(saved, dict) or saved.get("format") != _FORMAT:
+        raise RuntimeError(f"{f!r} is not an ExportedProgram saved by tapelab.export.save (PyTorch's .pt2 archives "
+                           "are not read)")
+    for name in extra_files or {}:
+        extra_files[name] = saved["extra_files"].get(name, "")
+    gm = GraphModule(saved["attrs"], saved["graph"], "GraphModule")
+    gm.train(saved["training"])
+    ep = ExportedProgram.__new__(ExportedProgram)
+    ep._mod, ep._names, ep._kw_names, ep._examples, ep._dims = (gm, saved["names"], saved["kw_names"],
+                                                                saved["examples"], saved["dims"])
+    ep.example_inputs, ep.graph_module, ep.graph = saved["example_inputs"], gm, gm.graph
+    ep._graphs = {tuple(tuple(x.shape) for x in ep._examples if isinstance(x, Tensor)): gm}
+    ep.graph_signature, ep.range_constraints = saved["signature"], saved["range_constraints"]
+    return ep

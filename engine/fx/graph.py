@@ -107,6 +107,10 @@ class Graph:
         self._insert = self._root.prepend
         self.owning_module = owning_module
 
+    def __getstate__(self) -> dict:
+        """Pickled without its owning module (a GraphModule pickles its attributes and graph apart)."""
+        return {**self.__dict__, "owning_module": None}
+
     # ------------------------------------------------------------------ nodes
     @property
     def nodes(self) -> _NodeList:

@@ -27,6 +27,9 @@ class Primitive:
     def __repr__(self) -> str:
         return f"prims.{self.op.name}"
 
+    def __reduce__(self):
+        return _prim, (self.op.name,)   # by name: an op's forward and vjp are not picklable
+
 
 class _Prims:
     """Namespace of ``Primitive``s, one per registered op, made on first access."""
@@ -40,3 +43,7 @@ class _Prims:
 
 
 prims = _Prims()
+
+
+def _prim(name: str) -> Primitive:
+    return getattr(prims, name)
