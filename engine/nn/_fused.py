@@ -5,7 +5,7 @@ under the name users type, so a step dispatches less and the tape view's search 
 A vjp is a fused ``*_backward`` op whose own vjp is written in Tensor ops (or is its
 adjoint pair, as ``nll_loss`` and ``nll_loss_backward`` are), so every order of derivative
 stays exact. Forwards receive ``xp`` and never import numpy or cupy. On cpu float32, softmax,
-log_softmax (and so cross_entropy), layer_norm and gelu, forward and backward, run one fused
+log_softmax, (N, C) cross_entropy, layer_norm and gelu, forward and backward, run one fused
 loop each (engine/kernels) instead of the numpy formula, when ``kernels.use`` says so.
 """
 from __future__ import annotations

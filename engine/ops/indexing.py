@@ -117,8 +117,9 @@ def add_along(xp, out, index, dim: int, src) -> bool:
     backward) in the loop ``scatter.add_along`` when ``index`` matches ``out`` off ``dim`` and the
     loops take the arrays (same sums as ufunc.at, bit for bit); False (nothing done) otherwise."""
     shape = out.shape
-    if not out.ndim or index.shape != src.shape or any(i != s for k, (i, s) in enumerate(zip(index.shape, shape)) if k != dim) \
-            or not _loops_take(xp, out, src, index):
+    if not out.ndim or index.ndim != out.ndim or index.shape != src.shape or not _loops_take(xp, out, src, index):
+        return False
+    if any(index.shape[k] != shape[k] for k in range(out.ndim) if k != dim):
         return False
     a, b = math.prod(shape[:dim]), math.prod(shape[dim + 1:])
     n = index.shape[dim]
