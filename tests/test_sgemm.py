@@ -18,8 +18,9 @@ SG = kernels.loops("sgemm")
 def own_calls(monkeypatch):
     """The number of products our kernel ran while the test ran."""
     calls = []
-    real = SG.matmul_into
-    monkeypatch.setattr(SG, "matmul_into", lambda a, b, out: (calls.append(a.shape), real(a, b, out))[1])
+    for name in ("matmul_into", "matmul_batch_into"):
+        real = getattr(SG, name)
+        monkeypatch.setattr(SG, name, lambda a, b, out, real=real: (calls.append(a.shape), real(a, b, out))[1])
     return calls
 
 
@@ -168,3 +169,34 @@ def test_linear_and_matmul_gradients_equal_torchs(own_calls):
     assert own_calls
     for o, t in zip(ours, theirs):
         np.testing.assert_allclose(o.grad.numpy(), t.grad.numpy(), rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.parametrize("form", ["plain", "b transposed", "a transposed", "a sliced"])
+def test_stacked_products_against_float64_and_torch(form, own_calls):
+    """Attention's per-head products ``(B, H, T, d) @ (B, H, d, T)``: one batch shape, merged."""
+    rng = np.random.default_rng(8)
+    a = rng.standard_normal((3, 4, 37, 48), dtype=np.float32)
+    b = rng.standard_normal((3, 4, 48, 33), dtype=np.float32)
+    if form == "b transposed":
+        b = np.ascontiguousarray(np.swapaxes(b, -1, -2)).swapaxes(-1, -2)
+    elif form == "a transposed":
+        a = np.ascontiguousarray(np.swapaxes(a, -1, -2)).swapaxes(-1, -2)
+    elif form == "a sliced":
+        a = rng.standard_normal((3, 4, 37, 96), dtype=np.float32)[..., ::2]
+    got = kernels.gemm(np, a, b)
+    assert own_calls == [a.shape] and got.shape == (3, 4, 37, 33)
+    for i in range(3):
+        for h in range(4):
+            _check(got[i, h], a[i, h], b[i, h])
+    np.testing.assert_allclose(got, torch.matmul(torch.from_numpy(a), torch.from_numpy(b)).numpy(), rtol=1e-4, atol=1e-3)
+    out = np.full(got.shape, np.nan, np.float32)
+    assert kernels.gemm(np, a, b, out=out) is out
+    np.testing.assert_array_equal(out, got)
+    np.testing.assert_array_equal(got[1, 2], kernels.gemm(np, a[1, 2], b[1, 2]))     # as the 2-D product
+
+
+def test_broadcast_stacks_are_numpys(own_calls):
+    rng = np.random.default_rng(9)
+    a, b = rng.standard_normal((1, 40, 64), dtype=np.float32), rng.standard_normal((3, 64, 40), dtype=np.float32)
+    np.testing.assert_array_equal(kernels.gemm(np, a, b), np.matmul(a, b))
+    assert not own_calls

@@ -10,7 +10,7 @@ captured step's GEMM route, mixed or integer dtypes, a vector operand, small pro
 ``xp.matmul`` unchanged.
 
 Each 2-D float32 product (a whole one, or a block) of at least ``OWN_MIN_ROWS x OWN_MIN_K x
-OWN_MIN_COLS`` runs our own GEMM (``sgemm.py``: AVX-512 where OpenBLAS runs its Haswell kernels,
+OWN_MIN_COLS``, and each stack of them with one batch shape, runs our own GEMM (``sgemm.py``: AVX-512 where OpenBLAS runs its Haswell kernels,
 1.6-2x its speed on one thread) when the loops are on; ``gemm_here`` is one such product on the
 calling thread (a recurrence step's), and ``prepack`` readies a weight that many of them share.
 """
@@ -121,10 +121,31 @@ def _takes(a, b) -> bool:
 
 
 def _matmul(a, b, out=None):
-    """``np.matmul(a, b, out=out)``, by our own GEMM where it takes the product."""
+    """``np.matmul(a, b, out=out)``, by our own GEMM where it takes the product (2-D, or stacks of
+    one batch shape: attention's per-head products)."""
     if _takes(a, b) and (out is None or _writable(out, a, b, b.shape[1])) and _sgemm() is not None:
         return _own(a, b, out, b.shape[1])
+    if _takes_stack(a, b) and (out is None or _fills(out, a, b)) and _sgemm() is not None:
+        if out is None:
+            out = np.empty(a.shape[:-1] + b.shape[-1:], _F32)
+        return _sgemm().matmul_batch_into(a, b, out)
     return np.matmul(a, b) if out is None else np.matmul(a, b, out=out)
+
+
+def _takes_stack(a, b) -> bool:
+    """Whether our GEMM takes the stacked product ``a @ b``: one batch shape, no broadcasting,
+    each matrix product as ``_takes`` says."""
+    return (a.ndim == b.ndim > 2 and a.shape[:-2] == b.shape[:-2] and a.dtype == b.dtype == _F32
+            and a.shape[-1] == b.shape[-2] and a.shape[-2] >= OWN_MIN_ROWS and a.shape[-1] >= OWN_MIN_K
+            and b.shape[-1] >= OWN_MIN_COLS)
+
+
+def _fills(out, a, b) -> bool:
+    """Whether the stacked product can be written into ``out`` as it goes: C-contiguous float32
+    of the product's shape, sharing no memory with the operands."""
+    return (type(out) is np.ndarray and out.dtype == _F32 and out.shape == a.shape[:-1] + b.shape[-1:]
+            and out.flags.c_contiguous and out.flags.writeable
+            and not np.may_share_memory(out, a) and not np.may_share_memory(out, b))
 
 
 def _own(a, b, out, n: int):

@@ -22,7 +22,7 @@ from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-__all__ = ["matmul_into", "pad_columns", "NR"]
+__all__ = ["matmul_into", "matmul_batch_into", "pad_columns", "NR"]
 
 _JIT = dict(cache=True, error_model="numpy", nogil=True)
 NR = 32                  # output columns per micro-kernel: two 16-lane vectors
@@ -187,6 +187,19 @@ def _panel(mr, a_rows, a, ao, lda, aedge, b, bo, ldb, c, tile, i0, j0, k0, kc, a
 
 
 @njit(**_JIT)
+def _sgemm_batch(a, b, c):
+    """``c[p] = a[p] @ b[p]`` over the first axis (attention's per-head products), each as
+    ``matmul_into`` runs a 2-D one: ``a[p]`` read in place, ``b[p]`` transposed first when it is
+    a transposed view (``q @ k.mT``)."""
+    b_rows = b.strides[2] == 4
+    for p in range(a.shape[0]):
+        if b_rows:
+            _sgemm(a[p], b[p], c[p])
+        else:
+            _sgemm(a[p], _transposed(b[p].T), c[p])
+
+
+@njit(**_JIT)
 def _transposed(bt):
     """``bt (N, K)``'s transpose as a ``(K, N rounded up to NR)`` C array, zero past column N: a
     linear layer's ``x @ w.T`` reads its weight this way. Whole 16 x 16 tiles (fixed trip counts,
@@ -233,6 +246,29 @@ def matmul_into(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> np.ndarray:
         b = np.ascontiguousarray(b)
     _sgemm(a, b, out)
     return out
+
+
+def matmul_batch_into(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """``out = a @ b`` for float32 stacks of the same batch shape, ``out`` C-contiguous (the caller
+    checks); the batch axes are merged (a copy where an operand's cannot be)."""
+    m, k = a.shape[-2:]
+    n = b.shape[-1]
+    a3, b3 = a.reshape(-1, m, k), b.reshape(-1, k, n)
+    if k == 0:
+        out[...] = 0
+        return out
+    if not (_unit_stride3(a3, 2) or _unit_stride3(a3, 1)):
+        a3 = np.ascontiguousarray(a3)
+    if not (_unit_stride3(b3, 2) or _unit_stride3(b3, 1)):
+        b3 = np.ascontiguousarray(b3)
+    _sgemm_batch(a3, b3, out.reshape(-1, m, n))
+    return out
+
+
+def _unit_stride3(x: np.ndarray, axis: int) -> bool:
+    """``_unit_stride`` for each matrix of a ``(P, rows, cols)`` stack."""
+    s = x.strides
+    return s[axis] == 4 and s[3 - axis] >= 0 and s[3 - axis] % 4 == 0 and s[0] % 4 == 0 and x.flags.aligned
 
 
 def pad_columns(b: np.ndarray) -> np.ndarray:
