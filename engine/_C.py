@@ -14,7 +14,7 @@ from .ops.convert import _parse_to_args
 
 __all__ = ["Generator", "_get_tracing_state", "_log_api_usage_once", "_get_cudnn_enabled", "DisableTorchFunction",
            "DisableTorchFunctionSubclass", "_disabled_torch_function_impl", "_is_torch_function_mode_enabled",
-           "_len_torch_function_stack", "_TensorMeta", "_nn"]
+           "_len_torch_function_stack", "_TensorMeta", "_nn", "_are_functorch_transforms_active", "_functorch"]
 
 _TensorMeta = type(Tensor)   # Tensor's metaclass (annotations name it; tapelab's Tensor is a plain class)
 
@@ -42,3 +42,18 @@ def _parse_to(*args, **kwargs) -> tuple:
 
 
 _nn = types.SimpleNamespace(_parse_to=_parse_to)   # torch._C._nn: the one name libraries call there
+
+
+def _are_functorch_transforms_active() -> bool:
+    """False: tapelab's ``torch.func`` transforms run eagerly on concrete tensors, so code inside them may
+    read values (kornia asks before taking a value-dependent path)."""
+    return False
+
+
+def _not_wrapped(tensor) -> bool:
+    return False
+
+
+# torch._C._functorch's predicates: tapelab has no batched, grad-tracking or functional wrapper tensors
+_functorch = types.SimpleNamespace(is_batchedtensor=_not_wrapped, is_legacy_batchedtensor=_not_wrapped,
+                                   is_gradtrackingtensor=_not_wrapped, is_functionaltensor=_not_wrapped)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import builtins
 import math
+import sys
 import warnings
 
 import numpy as np
@@ -111,6 +112,14 @@ def _check_tensor_all_with(error_type, cond: Tensor, message=None) -> None:
 @_public
 def _check_tensor_all(cond: Tensor, message=None) -> None:
     _check_tensor_all_with(RuntimeError, cond, message)
+
+
+@_public
+def _assert_async(tensor: Tensor, assert_msg: str | None = None) -> None:
+    """``assert tensor`` on a one-element tensor (kornia's value checks): every tapelab device runs in
+    order with the host, so a zero raises here and now, as on PyTorch's CPU."""
+    if not tensor.is_nonzero():
+        raise RuntimeError(assert_msg or "Expected Tensor with single nonzero value, but got zero")
 
 
 # ---------------------------------------------------------------- *_copy: a view's values as a new tensor
@@ -708,3 +717,32 @@ class FatalError(Exception):
 
 
 __all__ += ["OutOfMemoryError", "AcceleratorError", "FatalError"]
+
+
+# ---------------------------------------------------------------- symbolic sizes
+class _Symbolic:
+    """A symbolic size of PyTorch's tracers. tapelab traces with concrete sizes, so nothing is ever one:
+    the types exist for ``isinstance(n, (int, torch.SymInt))`` (kornia checks sizes so)."""
+
+    def __init__(self, node) -> None:
+        raise TypeError(f"{type(self).__name__}: tapelab has no symbolic sizes (its tracers record concrete ones)")
+
+
+class SymInt(_Symbolic):
+    """``torch.SymInt``."""
+
+
+class SymFloat(_Symbolic):
+    """``torch.SymFloat``."""
+
+
+class SymBool(_Symbolic):
+    """``torch.SymBool``."""
+
+
+__all__ += ["SymInt", "SymFloat", "SymBool"]
+
+
+# ``torch.torch`` is the package itself, as in PyTorch (kornia annotates ``List[torch.torch.Tensor]``)
+torch = sys.modules[__package__]
+__all__.append("torch")

@@ -222,3 +222,82 @@ def test_size_slices_and_sums_stay_sizes():
     for f in (lambda s: s[-2:], lambda s: s[:0], lambda s: s + (5,), lambda s: (5,) + s, lambda s: s * 2):
         assert type(f(ours)) is tapelab.Size and type(f(theirs)) is torch.Size and f(ours) == f(theirs)
     assert ours[-2:].numel() == theirs[-2:].numel() and type(ours[1]) is int
+
+
+# ---------------------------------------------------------------- kornia
+def test_torch_torch_is_the_package():
+    """kornia annotates ``List[torch.torch.Tensor]`` at import."""
+    assert torch.torch is torch and tapelab.torch is tapelab
+    with tapelab.install_aliases():
+        import torch as aliased
+        assert aliased.torch.Tensor is tapelab.Tensor
+
+
+def test_nn_modules_utils_match_torch():
+    """kornia imports ``_pair`` from ``torch.nn.modules.utils``; DDP checkpoints strip ``module.`` with
+    ``consume_prefix_in_state_dict_if_present``."""
+    from collections import OrderedDict
+
+    import tapelab.nn.modules.utils as ours
+    import torch.nn.modules.utils as theirs
+    for name in ("_single", "_pair", "_triple", "_quadruple"):
+        for v in (3, (1, 2), [4, 5, 6], 2.5):
+            assert getattr(ours, name)(v) == getattr(theirs, name)(v)
+    assert ours._reverse_repeat_tuple((1, 2, 3), 2) == theirs._reverse_repeat_tuple((1, 2, 3), 2)
+    assert ours._list_with_default([None, 5], [1, 2, 3, 4]) == theirs._list_with_default([None, 5], [1, 2, 3, 4])
+    assert ours._list_with_default(7, [1, 2]) == theirs._list_with_default(7, [1, 2])
+    for m in (ours, theirs):
+        with pytest.raises(ValueError, match="Input dimension should be at least 3"):
+            m._list_with_default([None, 5], [1, 2])
+    dicts = []
+    for m in (ours, theirs):
+        sd = OrderedDict([("module.a.weight", 1), ("module.b", 2), ("c", 3)])
+        sd._metadata = OrderedDict([("", {}), ("module", {"v": 1}), ("module.a", {"v": 2})])
+        m.consume_prefix_in_state_dict_if_present(sd, "module.")
+        dicts.append((list(sd.items()), list(sd._metadata.items())))
+    assert dicts[0] == dicts[1]
+
+
+def test_autocast_state_of_other_backends_is_off():
+    """kornia asks ``is_autocast_enabled(t)`` for cpu, cuda, mps and xpu."""
+    for device_type in ("cpu", "cuda", "mps", "xpu", "hpu", "xla"):
+        assert tapelab.is_autocast_enabled(device_type) is torch.is_autocast_enabled(device_type) is False
+    with tapelab.autocast("cpu"):
+        assert tapelab.is_autocast_enabled("cpu") and not tapelab.is_autocast_enabled("mps")
+
+
+def test_functorch_probes_and_fake_tensors():
+    """kornia's filters and losses ask ``torch._C._are_functorch_transforms_active()``,
+    ``torch._C._functorch.is_legacy_batchedtensor(g)`` and ``torch._subclasses.fake_tensor.is_fake(x)``
+    before taking a value-dependent path; outside transforms every answer is False in both."""
+    from tapelab._subclasses.fake_tensor import is_fake as ours_fake
+    from torch._subclasses.fake_tensor import is_fake as theirs_fake
+    assert tapelab._C._are_functorch_transforms_active() is torch._C._are_functorch_transforms_active() is False
+    t, u = tapelab.ones(2), torch.ones(2)
+    for name in ("is_batchedtensor", "is_legacy_batchedtensor", "is_gradtrackingtensor", "is_functionaltensor"):
+        assert getattr(tapelab._C._functorch, name)(t) is getattr(torch._C._functorch, name)(u) is False
+    assert ours_fake(t) is theirs_fake(u) is False
+
+
+@pytest.mark.parametrize("args", [(True,), (False,), (False, "kornia: factor must be positive"), (2,), (0.0,),
+                                  ([1, 1],), ([],)])
+def test_assert_async_as_torch_cpu(args):
+    """kornia's adjust_contrast checks ``torch._assert_async(cond, msg)``; on the CPU it raises at once."""
+    outcomes = []
+    for m in (tapelab, torch):
+        try:
+            m._assert_async(m.tensor(args[0]), *args[1:])
+            outcomes.append(None)
+        except RuntimeError as e:
+            outcomes.append(str(e))
+    assert outcomes[0] == outcomes[1]
+
+
+def test_sym_types_exist_for_isinstance_checks():
+    """kornia checks ``isinstance(n, (int, torch.SymInt))`` and ``(float, torch.SymFloat)``."""
+    for value in (3, 2.5, True, tapelab.tensor(1)):
+        for name, py in (("SymInt", int), ("SymFloat", float), ("SymBool", bool)):
+            theirs = value if not isinstance(value, tapelab.Tensor) else torch.tensor(1)
+            assert isinstance(value, (py, getattr(tapelab, name))) == isinstance(theirs, (py, getattr(torch, name)))
+    with pytest.raises(TypeError, match="no symbolic sizes"):
+        tapelab.SymInt(None)

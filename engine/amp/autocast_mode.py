@@ -30,6 +30,8 @@ __all__ = ["autocast", "is_autocast_available", "is_autocast_enabled", "set_auto
            "autocast_increment_nesting", "autocast_decrement_nesting", "custom_fwd", "custom_bwd"]
 
 DEVICE_TYPES = ("cpu", "cuda")
+# PyTorch's other autocast backends: their state can be asked about, never turned on here
+_OTHER_BACKENDS = frozenset(("xpu", "ipu", "hpu", "xla", "mps", "mtia", "maia", "privateuseone"))
 _CPU_DTYPES = (_dtype.bfloat16, _dtype.float16)
 
 
@@ -77,7 +79,11 @@ def is_autocast_available(device_type: str) -> bool:
 
 
 def is_autocast_enabled(device_type: str | None = None) -> bool:
-    """Whether autocast is on for ``device_type`` in this thread (no argument: cuda, as PyTorch)."""
+    """Whether autocast is on for ``device_type`` in this thread (no argument: cuda, as PyTorch).
+
+    Another of PyTorch's autocast backends is never on here (kornia asks about cpu, cuda, mps, xpu)."""
+    if device_type in _OTHER_BACKENDS:
+        return False
     return _STATE.enabled[_device_type("cuda" if device_type is None else device_type)]
 
 
