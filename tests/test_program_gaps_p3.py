@@ -417,3 +417,62 @@ def test_export_save_load_refusals(tmp_path):
         loaded(tapelab.ones(3, 2))
     with pytest.raises(RuntimeError, match=r"Expected input at .*shape\[0\] to be equal to 3, but got 4"):
         loaded.module()(tapelab.ones(4, 2))
+
+
+# ---------------------------------------------------------------- torch.ops.profiler's record-function ops
+def test_record_function_ops_open_and_close_a_range_in_the_profile():
+    names = []
+    for m in (tapelab, torch):
+        with m.profiler.profile() as prof:
+            h = m.ops.profiler._record_function_enter("zone")
+            m.ones(3).relu()
+            m.ops.profiler._record_function_exit(h)
+            h = m.ops.profiler._record_function_enter_new("zone2", None)
+            m.ops.profiler._record_function_exit(h)
+        names.append({e.key for e in prof.key_averages()} & {"zone", "zone2"})
+    assert names[0] == names[1] == {"zone", "zone2"}
+    with pytest.raises(RuntimeError, match="_record_function_exit expects the handle"):
+        tapelab.ops.profiler._record_function_exit(3)
+
+
+def _profiling_tracer(m):
+    """pytorch/examples' fx/profiling_tracer.py: ``record_function`` blocks traced into the profiler's ops."""
+    class Tracer(m.fx.Tracer):
+        def trace(self, root, concrete_args=None):
+            rf = m.autograd.profiler.record_function
+            enter, exit_ = rf.__enter__, rf.__exit__
+
+            def fake_enter(ctx):
+                ctx._fx_profiler_ctx = self.create_proxy("call_function", m.ops.profiler._record_function_enter,
+                                                         (ctx.name,), {})
+                return ctx._fx_profiler_ctx
+
+            def fake_exit(ctx, *exc):
+                m.ops.profiler._record_function_exit(ctx._fx_profiler_ctx)
+            rf.__enter__, rf.__exit__ = fake_enter, fake_exit
+            try:
+                return super().trace(root, concrete_args)
+            finally:
+                rf.__enter__, rf.__exit__ = enter, exit_
+    return Tracer()
+
+
+def test_profiling_tracer_example_records_the_range_ops_into_the_graph():
+    results = []
+    for m in (tapelab, torch):
+        class Model(m.nn.Module):
+            def forward(self, x):
+                with m.autograd.profiler.record_function("foo"):
+                    return m.relu(x) + 1
+
+        tracer = _profiling_tracer(m)
+        graph = tracer.trace(Model())
+        gm = m.fx.GraphModule(tracer.root, graph)
+        x = m.tensor([[-1.0, 2.0]])
+        with m.profiler.profile() as prof:
+            out = gm(x)
+        calls = [n.op for n in graph.nodes]
+        results.append((calls, _np(out).tolist(), "foo" in {e.key for e in prof.key_averages()}))
+    assert results[0] == results[1]
+    assert results[0][0] == ["placeholder", "call_function", "call_function", "call_function", "call_function",
+                             "output"]

@@ -10,6 +10,7 @@ event ``profile_ready`` (payload ``ProfileReady``).
 from .actions import DeviceType, ProfilerAction, ProfilerActivity, kineto_available, schedule, supported_activities
 from .averages import EventAverage, EventList
 from .profiler import DEFAULT_MAX_EVENTS, profile, record_function, tensorboard_trace_handler
+from . import record_ops  # noqa: F401  (torch.ops.profiler._record_function_enter/_exit)
 from .trace import Event, MemoryEvent, ProfileReady, Trace
 
 __all__ = ["profile", "schedule", "record_function", "tensorboard_trace_handler", "ProfilerActivity",
