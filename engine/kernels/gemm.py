@@ -10,8 +10,9 @@ captured step's GEMM route, mixed or integer dtypes, a vector operand, small pro
 ``xp.matmul`` unchanged.
 
 Each 2-D float32 product (a whole one, or a block) of at least ``OWN_MIN_ROWS x OWN_MIN_K x
-OWN_MIN_COLS``, and each stack of them with one batch shape, runs our own GEMM (``sgemm.py``: AVX-512 where OpenBLAS runs its Haswell kernels,
-1.6-2x its speed on one thread) when the loops are on; ``gemm_here`` is one such product on the
+OWN_MIN_COLS``, and each stack of them with one batch shape, runs our own GEMM (``sgemm.py``) when
+the loops are on and it is the faster one on the machine (AVX-512 where numpy's OpenBLAS runs its
+Haswell kernels: 1.3-2.2x ``np.matmul`` on one thread); ``gemm_here`` is one such product on the
 calling thread (a recurrence step's), and ``prepack`` readies a weight that many of them share.
 """
 from __future__ import annotations
@@ -109,9 +110,13 @@ def prepack(xp, b):
 
 
 def _sgemm():
-    """The own GEMM's module while the loops are on (numba installed), else None."""
+    """The own GEMM's module while the loops are on (numba installed) and it is the faster one on
+    this machine (``sgemm.FASTER``), else None."""
     from . import enabled, loops                  # the package imports this module first
-    return loops("sgemm") if enabled() else None
+    if not enabled():
+        return None
+    module = loops("sgemm")
+    return module if module.FASTER else None
 
 
 def _takes(a, b) -> bool:

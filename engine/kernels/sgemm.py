@@ -22,12 +22,30 @@ from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-__all__ = ["matmul_into", "matmul_batch_into", "pad_columns", "NR"]
+__all__ = ["matmul_into", "matmul_batch_into", "pad_columns", "NR", "FASTER"]
 
 _JIT = dict(cache=True, error_model="numpy", nogil=True)
 NR = 32                  # output columns per micro-kernel: two 16-lane vectors
 KC = 256                 # K block: error as np.matmul's (512: 1.1-1.7x its error, 2-8% faster; 128: 0.6x, 5-12% slower)
 NC = 16                  # panels of B per column group: 512 x 512 floats of B, 1 MiB, the L2
+
+
+def _faster() -> bool:
+    """Whether this GEMM beats numpy's here: the host has AVX-512 (without it LLVM splits each
+    16-lane vector in two and the accumulators no longer fit the registers) and numpy's OpenBLAS
+    runs kernels without it (``OPENBLAS_CORETYPE=Haswell``, as on the project machine and in CI).
+    Against OpenBLAS's own AVX-512 kernels (SkylakeX) it measured 0.75-0.9x their speed on the
+    large bench products (1024^3 0.5x) and 1.1-1.2x on the LSTM step's; an unknown BLAS (MKL)
+    keeps numpy's. Fixed per process, so a product's path and rounding do not vary run to run."""
+    from llvmlite import binding
+    from threadpoolctl import threadpool_info
+    if not binding.get_host_cpu_features().get("avx512f", False):
+        return False
+    cores = {lib.get("architecture") for lib in threadpool_info() if lib.get("internal_api") == "openblas"}
+    return bool(cores) and not cores & {"SkylakeX", "Cooperlake", "SapphireRapids"}
+
+
+FASTER = _faster()
 
 
 def _micro_kernel(mr: int, a_rows: bool):
