@@ -36,7 +36,8 @@ def _public(fn):
 
 # ---------------------------------------------------------------- in-place function forms
 # ``torch.exp_(x)`` is ``x.exp_()``: the Tensor method, called as a function
-_INPLACE = ("abs_", "addmv_", "acos_", "acosh_", "arccos_", "arccosh_", "arcsin_", "arcsinh_", "arctan_", "arctanh_", "asin_",
+_INPLACE = ("abs_", "addmv_", "acos_", "acosh_", "arccos_", "arccosh_", "arcsin_", "arcsinh_", "arctan_", "arctanh_",
+            "as_strided_", "asin_",
             "asinh_", "atan_", "atanh_", "ceil_", "clamp_", "conj_physical_", "clamp_max_", "clamp_min_", "clip_", "cos_", "cosh_",
             "deg2rad_", "detach_", "erf_", "erfc_", "exp2_", "exp_", "expm1_", "fill_", "fix_", "floor_", "frac_",
             "gcd_", "i0_", "index_put_", "lcm_", "ldexp_", "log10_", "log1p_", "log2_", "log_", "logit_", "nan_to_num_",
@@ -132,7 +133,7 @@ def _copy_of(view: str):
     return fn
 
 
-for _view in ("detach", "diagonal", "expand", "permute", "select", "split", "split_with_sizes", "squeeze", "t",
+for _view in ("as_strided", "detach", "diagonal", "expand", "permute", "select", "split", "split_with_sizes", "squeeze", "t",
               "transpose", "unbind", "unfold", "unsqueeze", "view"):
     globals()[f"{_view}_copy"] = _public(_copy_of(_view))
 del _view

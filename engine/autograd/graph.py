@@ -137,8 +137,9 @@ def register_multi_grad_hook(tensors, fn, *, mode: str = "all") -> _MultiHandle:
 
     The engine does not tell which nodes a pass will run (PyTorch asks its
     ``_will_engine_execute_node``), so a pass ends here when every hooked tensor has had its gradient,
-    or when a tensor's hook runs again (at most once per pass): a pass that does not reach every tensor
-    calls "all"'s ``fn`` (with ``None`` for the missing) only when the next pass starts."""
+    or when a tensor's hook runs again (at most once per pass). Exact while every pass reaches every
+    hooked tensor; after a pass that misses some, "all" calls ``fn`` late (``None`` for the missing),
+    or, when the next pass reaches the missing ones first, with gradients of two passes."""
     modes = ("all", "any")
     if mode not in modes:
         raise ValueError(f"Expects mode to be one of {modes} but got {mode}")

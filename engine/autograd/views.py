@@ -353,6 +353,18 @@ class _Restride:
     def gradients(self) -> "_Restride":
         return _Restride(self.src, self.dst, self.norm)
 
+    def put(self, xp, out, src) -> None:
+        """Write ``src`` where layout ``dst`` meets layout ``src`` in ``out`` (C-contiguous, ``src``-shaped):
+        ``as_strided_scatter``'s forward."""
+        lo = min(self.src[2], self.dst[2])
+        si, di = _positions(xp, self.src) - lo, _positions(xp, self.dst) - lo
+        n = int(max(int(si.max()) if si.size else -1, int(di.max()) if di.size else -1)) + 1
+        slot = xp.full(n, -1, np.int64)
+        slot[si] = xp.arange(si.size, dtype=np.int64)
+        hit = slot[di]
+        inside = hit >= 0
+        out.reshape(-1)[hit[inside]] = xp.broadcast_to(src, self.dst[0]).reshape(-1)[inside]
+
 
 class _Strided(_Restride):
     """``as_strided``'s geometry: ``take`` is the view itself (the input's storage read through the

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from operator import index as _index
 
-from ..autograd.views import _as_strided, _view_grad_fn, apply_, strided_geometry
+from ..autograd.views import _as_strided, _as_strided_scatter, _view_grad_fn, apply_, strided_geometry
 from ..base.dispatch_state import STATE
 from ..base.grad_mode import STATE as GRAD, is_grad_enabled
 from ..core.creation import zeros
@@ -26,7 +26,7 @@ __all__ = ["reshape", "permute", "transpose", "swapaxes", "swapdims", "movedim",
            "broadcast_shapes", "tile", "cat", "concat", "concatenate", "stack", "hstack", "vstack",
            "dstack", "column_stack", "atleast_1d", "atleast_2d", "atleast_3d", "split", "chunk",
            "unbind", "tensor_split", "flip", "fliplr", "flipud", "roll", "narrow", "select",
-           "clone", "tril", "triu", "constant_pad_nd", "as_strided"]
+           "clone", "tril", "triu", "constant_pad_nd", "as_strided", "as_strided_scatter"]
 
 
 # ---------------------------------------------------------------- ONNX lowerings (``Op.onnx``, engine/onnx)
@@ -568,6 +568,15 @@ def as_strided(input: Tensor, size, stride, storage_offset: int | None = None) -
     return _mark(apply(_as_strided, input, geom=strided_geometry(input, size, stride, storage_offset)), input)
 
 
+def as_strided_scatter(input: Tensor, src: Tensor, size, stride, storage_offset: int | None = None) -> Tensor:
+    """A copy of ``input`` with ``src`` written where ``input.as_strided(size, stride, storage_offset)`` lies."""
+    geom = strided_geometry(input, size, stride, storage_offset)
+    if tuple(src.shape) != geom.dst[0]:
+        raise RuntimeError(f"expected src to have a size equal to the slice of self. src size = {list(src.shape)}, "
+                           f"slice size = {list(geom.dst[0])}")
+    return apply(_as_strided_scatter, input, src.to(input.dtype), geom=geom.gradients())
+
+
 def select(input: Tensor, dim: int, index: int) -> Tensor:
     if input.ndim == 0:
         raise IndexError("select() cannot be applied to a 0-dim tensor.")
@@ -1030,7 +1039,7 @@ METHODS = ("reshape", "view", "view_as", "reshape_as", "permute", "transpose", "
            "movedim", "moveaxis", "expand", "expand_as", "broadcast_to", "unsqueeze", "squeeze", "flatten",
            "unflatten", "t", "repeat", "tile", "split", "chunk", "unbind", "tensor_split", "flip",
            "fliplr", "flipud", "roll", "narrow", "select", "clone", "contiguous", "tril", "triu", "copy_",
-           "as_strided")
+           "as_strided", "as_strided_scatter")
 PROPERTIES = {"T": _T, "mT": _mT}
 OPERATORS = {"tril_": lambda self, diagonal=0: apply_(_tril, self, diagonal=int(diagonal)),
              "triu_": lambda self, diagonal=0: apply_(_triu, self, diagonal=int(diagonal)),
