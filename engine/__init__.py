@@ -11,8 +11,8 @@ from . import _memory  # noqa: F401  (first: the allocator policy applies to eve
 # sets the package attribute of its name, which ``tensor`` (the function) and ``device``
 # (the class) then replace for good
 from . import _backend, _dispatch_state, _dtype, _simarray, creation, device, dispatch, events, random, tensor  # noqa: F401,E501
-from .base.dtype import (bfloat16, bool, cdouble, cfloat, complex64, complex128, double, dtype, finfo, float, float16,
-                         float32, float64, get_default_dtype, half, iinfo, int, int8, int16, int32, int64, long,
+from .base.dtype import (bfloat16, bool, cdouble, cfloat, chalf, complex32, complex64, complex128, double, dtype, finfo,
+                         float, float16, float32, float64, get_default_dtype, half, iinfo, int, int8, int16, int32, int64, long,
                          promote_types, set_default_dtype, short, uint8, uint16, uint32, uint64, float8_e4m3fn,
                          float8_e5m2, float8_e4m3fnuz, float8_e5m2fnuz)
 from .base.grad_mode import (enable_grad, inference_mode, is_grad_enabled, is_inference_mode_enabled, no_grad,

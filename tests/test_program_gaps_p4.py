@@ -301,3 +301,32 @@ def test_sym_types_exist_for_isinstance_checks():
             assert isinstance(value, (py, getattr(tapelab, name))) == isinstance(theirs, (py, getattr(torch, name)))
     with pytest.raises(TypeError, match="no symbolic sizes"):
         tapelab.SymInt(None)
+
+
+def test_complex32_is_named_and_refused_as_storage():
+    """kornia lists ``torch.complex32`` in a dtype membership test; tapelab has no complex32 arrays, so
+    the dtype compares, prints, pickles and promotes as PyTorch's, and a tensor of it is refused."""
+    import pickle
+    c, tc = tapelab.complex32, torch.complex32
+    assert c is tapelab.chalf and tc is torch.chalf and pickle.loads(pickle.dumps(c)) is c
+    assert (c.itemsize, c.is_complex, c.is_floating_point, c.is_signed) == (tc.itemsize, tc.is_complex,
+                                                                            tc.is_floating_point, tc.is_signed)
+    assert repr(c.to_real()).split(".")[1] == repr(tc.to_real()).split(".")[1] == "float16"
+    assert repr(tapelab.promote_types(c, tapelab.float32)) == repr(torch.promote_types(tc, torch.float32)).replace("torch", "tapelab")
+    assert c in (tapelab.float16, tapelab.complex32) and tapelab.complex64 not in (c,)
+    with pytest.raises((TypeError, RuntimeError), match="no complex32"):
+        tapelab.zeros(2, dtype=c)
+    with pytest.raises(TypeError, match="no complex32"):
+        tapelab.ones(2).to(c)
+
+
+def test_reprs_follow_the_name_the_package_answers_to():
+    """Under ``install_aliases`` dtypes, layouts and tensors print as PyTorch's (kornia's DType.get
+    parses ``str(dtype)[6:]``); tapelab prints its own name otherwise."""
+    with tapelab.install_aliases():
+        import torch as aliased
+        ours = [str(aliased.float32), repr(aliased.strided), repr(aliased.ones(2, dtype=aliased.float16)),
+                str(aliased.bfloat16)[6:]]
+    theirs = [str(torch.float32), repr(torch.strided), repr(torch.ones(2, dtype=torch.float16)), "bfloat16"]
+    assert ours == theirs
+    assert (str(tapelab.float32), repr(tapelab.channels_last)) == ("tapelab.float32", "tapelab.channels_last")

@@ -11,6 +11,7 @@ so code that asks "is this array floating?" tests ``kind in FLOATING_KINDS``. Co
 from __future__ import annotations
 
 import builtins
+import sys
 import warnings
 
 import ml_dtypes
@@ -19,7 +20,8 @@ import numpy as np
 __all__ = ["finfo", "iinfo", "dtype", "bfloat16", "float16", "float32", "float64", "int8", "int16", "int32", "int64",
            "uint8", "uint16", "uint32", "uint64", "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz",
            "bool", "half", "float", "double", "short", "int", "long",
-           "complex64", "complex128", "cfloat", "cdouble", "get_default_dtype", "set_default_dtype", "promote_types", "result_type"]
+           "complex64", "complex128", "cfloat", "cdouble", "complex32", "chalf", "get_default_dtype", "set_default_dtype",
+           "promote_types", "result_type"]
 
 _pybool = builtins.bool
 FLOATING_KINDS = "fV"   # numpy's kind of float arrays; "V" is ml_dtypes' bfloat16 (the only void dtype here)
@@ -31,7 +33,17 @@ _SCALAR_TYPES = {"bool": "Bool", "uint8": "Byte", "int8": "Char", "int16": "Shor
                  "float16": "Half", "bfloat16": "BFloat16", "float32": "Float", "float64": "Double",
                  "complex64": "ComplexFloat", "complex128": "ComplexDouble", "uint16": "UInt16", "uint32": "UInt32",
                  "uint64": "UInt64", "float8_e4m3fn": "Float8_e4m3fn", "float8_e5m2": "Float8_e5m2",
-                 "float8_e4m3fnuz": "Float8_e4m3fnuz", "float8_e5m2fnuz": "Float8_e5m2fnuz"}
+                 "float8_e4m3fnuz": "Float8_e4m3fnuz", "float8_e5m2fnuz": "Float8_e5m2fnuz", "complex32": "ComplexHalf"}
+
+
+def package_name() -> str:
+    """The name the package answers to: ``torch`` while ``install_aliases`` serves it as torch, else
+    ``tapelab``. Reprs follow it, so an aliased program prints what PyTorch prints (kornia even parses
+    ``str(dtype)[6:]``)."""
+    return sys.modules[_PACKAGE].__name__
+
+
+_PACKAGE = __name__.partition(".")[0]
 
 
 class dtype:
@@ -63,7 +75,7 @@ class dtype:
         return _COMPLEX[self]
 
     def __repr__(self) -> str:
-        return "tapelab." + self.name
+        return f"{package_name()}.{self.name}"
 
     def __reduce__(self):
         return (_by_name, (self.name,))
@@ -99,11 +111,34 @@ float8_e5m2fnuz = dtype("float8_e5m2fnuz", ml_dtypes.float8_e5m2fnuz, 2)
 _WIDE_UNSIGNED = (uint16, uint32, uint64)
 _FLOAT8 = (float8_e4m3fn, float8_e5m2, float8_e4m3fnuz, float8_e5m2fnuz)
 STORAGE_ONLY = _WIDE_UNSIGNED + _FLOAT8
+
+
+class _Unheld(dtype):
+    """A dtype PyTorch names that tapelab holds no tensors of (numpy has no complex32): it compares,
+    prints and pickles like the others, so dtype tables and membership tests that list it work
+    (kornia's ``dtype in (..., torch.complex32, ...)``); a tensor of it is refused where the array
+    dtype is asked for."""
+
+    __slots__ = ()
+
+    def __init__(self, name: str, itemsize: int, real: dtype) -> None:
+        for attr, value in (("name", name), ("scalar_type", _SCALAR_TYPES[name]), ("itemsize", itemsize),
+                            ("is_floating_point", False), ("is_complex", True), ("is_signed", True), ("_rank", 3)):
+            object.__setattr__(self, attr, value)
+        _REAL[self] = real
+
+    @property
+    def np(self):
+        raise TypeError(f"tapelab has no {self.name} ({self.scalar_type}) tensors: numpy has no such array dtype; "
+                        f"use complex64")
+
+
 _REAL = {complex64: float32, complex128: float64}
+complex32 = chalf = _Unheld("complex32", 4, float16)
 # numpy has no complex32: float16 and bfloat16 parts widen to complex64, as PyTorch's promotion does
 _COMPLEX = {float32: complex64, float64: complex128, float16: complex64, bfloat16: complex64}
 _BY_NP = {d.np: d for d in ALL + STORAGE_ONLY}
-_BY_NAME = {d.name: d for d in ALL + STORAGE_ONLY}
+_BY_NAME = {d.name: d for d in ALL + STORAGE_ONLY + (complex32,)}
 
 
 def astype(arr, to: dtype):

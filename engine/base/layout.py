@@ -4,6 +4,8 @@ tensor has them);
 and the memory formats (``tapelab.channels_last``, ...) that ``clone``/``contiguous``/``to`` take."""
 from __future__ import annotations
 
+from .dtype import package_name
+
 __all__ = ["layout", "strided", "sparse_coo", "sparse_csr", "sparse_csc", "sparse_bsr", "sparse_bsc", "jagged",
            "memory_format", "contiguous_format", "preserve_format",
            "channels_last", "channels_last_3d"]
@@ -19,7 +21,7 @@ class _Named:
         self.name = name
 
     def __repr__(self) -> str:
-        return "tapelab." + self.name
+        return f"{package_name()}.{self.name}"
 
     def __reduce__(self):
         return self.name
