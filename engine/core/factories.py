@@ -12,6 +12,8 @@ import math
 import numpy as np
 
 from ..base import dtype as _dtype
+from ..base.meta import has_data
+from .cpu_stream import fma
 from ..base.dtype import from_np, get_default_dtype
 from .registry import Op
 from .tensor import Tensor
@@ -49,8 +51,22 @@ FULL = Op("full", _full, kind="factory",
 EMPTY = Op("empty", lambda xp, *, size, dtype, device: xp.empty(size, dtype.np), kind="factory",
            onnx=lambda g, *, size, dtype, device: g.full(size, 0, dtype))
 ARANGE = Op("arange", _arange, kind="factory", onnx=_onnx_arange)
-LINSPACE = Op("linspace", lambda xp, *, start, end, steps, dtype, device:
-              xp.linspace(start, end, steps, dtype="float64").astype(dtype.np), kind="factory")
+def _linspace(xp, *, start, end, steps, dtype, device):
+    """PyTorch's float ``linspace``: a step in the dtype, the first half ``start + step * i`` and the
+    second ``end - step * (steps - 1 - i)``, each an FMA (``cpu_stream.fma``), so the points
+    are PyTorch's bit for bit; other dtypes from a double ``linspace``."""
+    dt = np.dtype(dtype.np)
+    if dt not in (np.float32, np.float64) or steps < 2 or not has_data(xp):
+        return xp.linspace(start, end, steps, dtype="float64").astype(dt)
+    first, last = dt.type(start), dt.type(end)
+    step = (last - first) / dt.type(steps - 1)
+    i = np.arange(steps)
+    down = i >= steps // 2
+    return xp.asarray(fma(np.where(down, -step, step), np.where(down, steps - 1 - i, i).astype(dt),
+                          np.where(down, last, first)))
+
+
+LINSPACE = Op("linspace", _linspace, kind="factory")
 LOGSPACE = Op("logspace", lambda xp, *, start, end, steps, base, dtype, device:
               xp.logspace(start, end, steps, base=base, dtype="float64").astype(dtype.np), kind="factory")
 EYE = Op("eye", lambda xp, *, n, m, dtype, device: xp.eye(n, m, dtype=dtype.np), kind="factory")

@@ -1,5 +1,5 @@
-"""Random number generation: ``manual_seed`` and ``Generator`` over numpy's PCG64, and the
-random ops (``kind="random"``) that draw from them.
+"""Random number generation: ``manual_seed`` and ``Generator`` (PyTorch's CPU stream, made by
+``cpu_stream``), and the random ops (``kind="random"``) that draw from them.
 
 A random op's forward draws on the host from its param ``generator`` (None: the default
 generator) before moving the numbers to the device, and draws nothing on the meta device,
@@ -7,32 +7,42 @@ as PyTorch's. The public functions (``rand``, ``randn`` ...) are in ``creation.p
 """
 from __future__ import annotations
 
-import json
+import numbers
 
 import numpy as np
 
 from ..base.device import CPU, device as _device
 from ..base.meta import has_data
+from . import cpu_stream as stream
 from .dispatch import apply
 from .factories import TENSOR
 from .registry import NONE, Op
-from ..base.dtype import FLOATING_KINDS
 
 __all__ = ["Generator", "manual_seed", "seed", "initial_seed", "default_generator",
            "get_rng_state", "set_rng_state"]
 
 
 class Generator:
-    """A source of random numbers, like ``torch.Generator`` (streams differ from PyTorch's)."""
+    """A source of random numbers, like ``torch.Generator``: the same seed gives PyTorch's CPU numbers
+    for ``rand``, ``randn``, ``randint``, ``randperm``, ``bernoulli``/dropout and the in-place fills
+    (``cpu_stream`` says how); the other distributions draw numpy's from the same twister."""
+
+    _DEFAULT_SEED = 67280421310721   # PyTorch's default CPU seed: numbers are fixed from the start
 
     def __init__(self, device="cpu"):
         self.device = _device(device)   # a device, as PyTorch's (``generator.device.type``)
-        self._seed = 67280421310721
-        self._rng = np.random.default_rng(self._seed)
+        self.manual_seed(self._DEFAULT_SEED)
 
     def manual_seed(self, seed: int) -> "Generator":
-        self._seed = int(seed)
-        self._rng = np.random.default_rng(self._seed)
+        seed = int(seed)
+        if not -(1 << 63) <= seed < 1 << 64:
+            raise RuntimeError(f"Overflow when unpacking long: manual_seed({seed}) needs a seed in "
+                               f"[-2**63, 2**64)")
+        self._seed = seed & ((1 << 64) - 1)   # PyTorch keeps the seed as uint64
+        self._bits = np.random.MT19937()
+        self._bits.state = stream.mt_state(self._seed)
+        self._rng = np.random.Generator(self._bits)
+        self._normal = None   # Box-Muller's second number, returned by the next small normal draw
         return self
 
     def seed(self) -> int:
@@ -44,13 +54,28 @@ class Generator:
         return self._seed
 
     def get_state(self):
-        """The state as a uint8 tensor on the cpu, as PyTorch's."""
-        raw = json.dumps(self._rng.bit_generator.state).encode()
-        return apply(TENSOR, data=np.frombuffer(raw, np.uint8).copy(), device=CPU)
+        """The state as a uint8 tensor on the cpu, as PyTorch's: the twister's 624 words and
+        position, the seed, and the kept normal number (NaN when none)."""
+        st = self._bits.state["state"]
+        raw = np.concatenate([st["key"].astype("<u4").view(np.uint8),
+                              np.array([st["pos"], self._seed], "<u8").view(np.uint8),
+                              np.array([np.nan if self._normal is None else self._normal], "<f8").view(np.uint8)])
+        return apply(TENSOR, data=raw, device=CPU)
 
     def set_state(self, state) -> "Generator":
-        self._rng.bit_generator.state = json.loads(bytes(state.tolist()).decode())
+        raw = np.asarray(state.detach().cpu().numpy() if hasattr(state, "detach") else state, np.uint8)
+        if raw.shape != (_STATE_BYTES,):
+            raise RuntimeError(f"Expected a torch.ByteTensor of {_STATE_BYTES} bytes (a Generator.get_state()), "
+                               f"got {raw.size} bytes")
+        key = raw[:2496].view("<u4")
+        pos, self._seed = (int(v) for v in raw[2496:2512].view("<u8"))
+        normal = float(raw[2512:].view("<f8")[0])
+        self._bits.state = {"bit_generator": "MT19937", "state": {"key": key.astype(np.uint32), "pos": pos}}
+        self._normal = None if normal != normal else normal
         return self
+
+
+_STATE_BYTES = 624 * 4 + 2 * 8 + 8
 
 
 default_generator = Generator()
@@ -79,7 +104,12 @@ def set_rng_state(state) -> None:
 
 
 def rng(generator: Generator | None) -> np.random.Generator:
+    """numpy's distributions over the generator's twister (the draws ``cpu_stream`` does not make)."""
     return (generator or default_generator)._rng
+
+
+def _gen(generator: Generator | None) -> Generator:
+    return generator or default_generator
 
 
 # ---------------------------------------------------------------- the random ops
@@ -90,13 +120,37 @@ def _draw(xp, draw, size, dtype):
     return xp.asarray(draw().astype(dtype.np, copy=False))
 
 
+def _count(size) -> int:
+    return int(np.prod(size, dtype=np.int64))
+
+
 def _normal(xp, mean, std, *, size, dtype, device, generator):
+    """PyTorch's ``normal``: ``normal_(mean, std)`` for two numbers; ``normal_(0, std) + mean`` for a
+    number ``std``; ``normal_(0, 1) * std + mean`` otherwise (each step rounded in ``dtype``)."""
     if not has_data(xp):
         return xp.empty(size, dtype.np)
     if bool((xp.asarray(std) < 0).any()):
         raise RuntimeError("normal expects all elements of std >= 0.0")
-    # numpy's normal(mean, std) is exactly mean + std * standard_normal(), in double
-    return (mean + std * xp.asarray(rng(generator).standard_normal(size))).astype(dtype.np)
+    dt, g, n = dtype.np, _gen(generator), _count(size)
+    if dtype.is_complex:
+        return (mean + std * xp.asarray(_complex(g._rng.standard_normal, size, 0.5 ** 0.5))).astype(dt)
+    scalar_mean, scalar_std = isinstance(mean, numbers.Number), isinstance(std, numbers.Number)
+    if scalar_mean and scalar_std:
+        return xp.asarray(stream.normal(g, n, dt, float(mean), float(std)).reshape(size))
+    if scalar_std:
+        z = xp.asarray(stream.normal(g, n, dt, 0.0, float(std)).reshape(size))
+        return (z + xp.asarray(mean, dt)).astype(dt)
+    z = xp.asarray(stream.normal(g, n, dt).reshape(size))
+    return ((z * xp.asarray(std, dt)).astype(dt) + xp.asarray(mean, dt)).astype(dt)
+
+
+def _bernoulli_draw(probs, p, generator):
+    """Host booleans of ``probs``' shape: below ``p`` (a number) or below each probability."""
+    bits = _gen(generator)._bits
+    if p is not None:
+        return stream.bernoulli(bits, probs.size, p).reshape(probs.shape)
+    host = np.asarray(probs.get() if hasattr(probs, "get") else probs)
+    return stream.bernoulli_probs(bits, host)
 
 
 def _bernoulli(xp, probs, *, p, generator):
@@ -104,27 +158,39 @@ def _bernoulli(xp, probs, *, p, generator):
         return xp.empty(probs.shape, probs.dtype)
     if p is None and bool(((probs < 0) | (probs > 1)).any()):
         raise RuntimeError("bernoulli: all elements of input must be in [0, 1]")
-    return (xp.asarray(rng(generator).random(probs.shape)) < (probs if p is None else p)).astype(probs.dtype)
+    return xp.asarray(_bernoulli_draw(probs, p, generator)).astype(probs.dtype)
 
 
-def _complex_or_real(draw, size, dtype, scale=1.0):
-    """``draw(size)``, or for a complex dtype real and imaginary parts drawn independently (PyTorch's
+def _complex(draw, size, scale=1.0):
+    """Complex numbers whose real and imaginary parts are drawn independently by numpy (PyTorch's
     complex ``rand`` is uniform in each part; complex ``randn`` has unit variance, ``1/2`` per part)."""
-    if not dtype.is_complex:
-        return draw(size)
     parts = draw((*size, 2)) * scale
     return parts[..., 0] + 1j * parts[..., 1]
 
 
+def _rand(size, dtype, generator):
+    g = _gen(generator)
+    if dtype.is_complex:
+        return _complex(g._rng.random, size)
+    return stream.uniform(g._bits, _count(size), dtype.np).reshape(size)
+
+
+def _randn(size, dtype, generator):
+    g = _gen(generator)
+    if dtype.is_complex:
+        return _complex(g._rng.standard_normal, size, 0.5 ** 0.5)
+    return stream.normal(g, _count(size), dtype.np).reshape(size)
+
+
 RAND = Op("rand", lambda xp, *, size, dtype, device, generator:
-          _draw(xp, lambda: _complex_or_real(rng(generator).random, size, dtype), size, dtype), kind="random")
+          _draw(xp, lambda: _rand(size, dtype, generator), size, dtype), kind="random")
 RANDN = Op("randn", lambda xp, *, size, dtype, device, generator:
-           _draw(xp, lambda: _complex_or_real(rng(generator).standard_normal, size, dtype, 0.5 ** 0.5), size, dtype),
-           kind="random")
+           _draw(xp, lambda: _randn(size, dtype, generator), size, dtype), kind="random")
 RANDINT = Op("randint", lambda xp, *, low, high, size, dtype, device, generator:
-             _draw(xp, lambda: rng(generator).integers(low, high, size), size, dtype), kind="random")
+             _draw(xp, lambda: stream.integers(_gen(generator)._bits, _count(size), low, high, dtype.np).reshape(size),
+                   size, dtype), kind="random")
 RANDPERM = Op("randperm", lambda xp, *, n, dtype, device, generator:
-              _draw(xp, lambda: rng(generator).permutation(n), (n,), dtype), kind="random")
+              _draw(xp, lambda: stream.permutation(_gen(generator)._bits, n), (n,), dtype), kind="random")
 NORMAL = Op("normal", _normal, kind="random")
 BERNOULLI = Op("bernoulli", _bernoulli, kind="random")
 
@@ -134,7 +200,7 @@ BERNOULLI = Op("bernoulli", _bernoulli, kind="random")
 # dtype, ``autograd.views.apply_`` writes them into the target (the methods are declared in
 # ``ops/sampling.py``). Their gradient to what the target held before is zero, as PyTorch's.
 def _fill(xp, x, draw):
-    """``draw(shape)`` (host doubles or ints) as an array like ``x`` on ``x``'s device."""
+    """``draw(shape)`` (host numbers) as an array like ``x`` on ``x``'s device."""
     if not has_data(xp):
         return xp.empty(x.shape, x.dtype)
     return xp.asarray(draw(x.shape).astype(x.dtype, copy=False))
@@ -144,32 +210,44 @@ def _no_grad_to_old_value(g, out, x, *probs, **params):
     return (None,) * (1 + len(probs))
 
 
-def _random_bounds(dt: np.dtype, low, high):
-    """PyTorch's ``random_`` range [low, high) for dtype ``dt`` (high None: to the dtype's top)."""
-    if high is not None:
-        return low, high
-    if dt.kind == "b":
-        return 0, 2
-    if dt.kind in FLOATING_KINDS:   # integers representable exactly: up to 2**mantissa
-        return 0, 2 ** (np.finfo(dt).nmant + 1) + 1
-    return 0, int(np.iinfo(dt).max) + 1 if dt.itemsize < 8 else int(np.iinfo(dt).max)
+def _random_fill(x, low, high, generator):
+    """``random_``: the dtype's whole range without bounds (``sampling.random_`` passes 0, None),
+    else ``[low, high)``."""
+    bits, dt = _gen(generator)._bits, x.dtype
+    if high is None:
+        return lambda s: stream.full_range(bits, _count(s), dt).reshape(s)
+    return lambda s: stream.integers(bits, _count(s), low, high, dt).reshape(s)
+
+
+def _in_place_normal(x, mean, std, generator):
+    g = _gen(generator)
+    if x.dtype.kind == "c":
+        return lambda s: mean + std * _complex(g._rng.standard_normal, s, 0.5 ** 0.5)
+    return lambda s: stream.normal(g, _count(s), x.dtype, mean, std).reshape(s)
+
+
+def _in_place_uniform(x, low, high, generator):
+    g = _gen(generator)
+    if x.dtype.kind == "c":
+        return lambda s: low + (high - low) * _complex(g._rng.random, s)
+    return lambda s: stream.uniform(g._bits, _count(s), x.dtype, low, high).reshape(s)
 
 
 def _bernoulli_fill(xp, x, *probs, p, generator):
     if not has_data(xp):
         return xp.empty(x.shape, x.dtype)
-    prob = probs[0] if probs else p
-    if probs and bool(((prob < 0) | (prob > 1)).any()):
+    if not probs:
+        return xp.asarray(stream.bernoulli(_gen(generator)._bits, x.size, p).reshape(x.shape)).astype(x.dtype)
+    if bool(((probs[0] < 0) | (probs[0] > 1)).any()):
         raise RuntimeError("bernoulli_: all elements of p must be in [0, 1]")
-    u = xp.asarray(rng(generator).random(x.shape))
-    return (u < prob).astype(x.dtype)
+    return xp.asarray(_bernoulli_draw(xp.broadcast_to(probs[0], x.shape), None, generator)).astype(x.dtype)
 
 
 _FILL = dict(kind="random", saves=NONE)
 UNIFORM_ = Op("uniform_", lambda xp, x, *, low, high, generator:
-              _fill(xp, x, lambda s: rng(generator).uniform(low, high, s)), _no_grad_to_old_value, **_FILL)
+              _fill(xp, x, _in_place_uniform(x, low, high, generator)), _no_grad_to_old_value, **_FILL)
 NORMAL_ = Op("normal_", lambda xp, x, *, mean, std, generator:
-             _fill(xp, x, lambda s: mean + std * rng(generator).standard_normal(s)), _no_grad_to_old_value, **_FILL)
+             _fill(xp, x, _in_place_normal(x, mean, std, generator)), _no_grad_to_old_value, **_FILL)
 LOG_NORMAL_ = Op("log_normal_", lambda xp, x, *, mean, std, generator:
                  _fill(xp, x, lambda s: rng(generator).lognormal(mean, std, s)), _no_grad_to_old_value, **_FILL)
 EXPONENTIAL_ = Op("exponential_", lambda xp, x, *, lambd, generator:
@@ -181,14 +259,14 @@ CAUCHY_ = Op("cauchy_", lambda xp, x, *, median, sigma, generator:
 GEOMETRIC_ = Op("geometric_", lambda xp, x, *, p, generator:
                 _fill(xp, x, lambda s: rng(generator).geometric(p, s)), _no_grad_to_old_value, **_FILL)
 RANDOM_ = Op("random_", lambda xp, x, *, low, high, generator:
-             _fill(xp, x, lambda s: rng(generator).integers(*_random_bounds(x.dtype, low, high), s)),
-             _no_grad_to_old_value, **_FILL)
+             _fill(xp, x, _random_fill(x, low, high, generator)), _no_grad_to_old_value, **_FILL)
 BERNOULLI_ = Op("bernoulli_", _bernoulli_fill, _no_grad_to_old_value, **_FILL)
 
 
 def _multinomial(xp, probs, *, num_samples, replacement, generator):
-    """Indices drawn from the rows of ``probs`` (1-D or 2-D, unnormalised): with replacement by
-    inverting each row's CDF, without by the exponential-race trick (top-k of p / E, E ~ Exp(1))."""
+    """Indices drawn from the rows of ``probs`` (1-D or 2-D, unnormalised): more than one with
+    replacement as PyTorch draws them (``cpu_stream``), otherwise by the exponential-race trick
+    (top-k of p / E, E ~ Exp(1); PyTorch's method, numpy's exponentials)."""
     shape = probs.shape[:-1] + (num_samples,)
     if not has_data(xp):
         return xp.empty(shape, np.int64)
@@ -198,12 +276,10 @@ def _multinomial(xp, probs, *, num_samples, replacement, generator):
     if bool((p.sum(-1) <= 0).any()):
         raise RuntimeError("invalid multinomial distribution (sum of probabilities <= 0)")
     g = rng(generator)
-    if replacement:
-        cdf = xp.cumsum(p, -1)
-        cdf = cdf / cdf[:, -1:]
-        u = xp.asarray(g.random((p.shape[0], num_samples)))
-        idx = xp.stack([xp.searchsorted(c, r, side="right") for c, r in zip(cdf, u)])
-        idx = xp.minimum(idx, p.shape[-1] - 1)
+    if replacement and num_samples > 1:
+        host = probs.get() if hasattr(probs, "get") else probs
+        idx = xp.asarray(stream.multinomial_with_replacement(_gen(generator)._bits,
+                                                             host.reshape(-1, host.shape[-1]), num_samples))
     else:
         keys = p / xp.asarray(g.exponential(1.0, p.shape))
         idx = xp.argsort(-keys, -1, kind="stable")[:, :num_samples]

@@ -9,9 +9,10 @@ import warnings
 
 from ..base.grad_mode import no_grad
 from ..core import creation
-from ..core.creation import rand, randn
+from ..core.creation import randn
 from ..core.overrides import overridable
 from ..core.tensor import Tensor
+from ..ops.compare import where
 
 __all__ = ["calculate_gain", "uniform_", "normal_", "trunc_normal_", "constant_", "ones_", "zeros_",
            "eye_", "xavier_uniform_", "xavier_normal_", "kaiming_uniform_", "kaiming_normal_",
@@ -70,23 +71,45 @@ def _like(tensor: Tensor) -> dict:
 
 @overridable
 def uniform_(tensor: Tensor, a: float = 0.0, b: float = 1.0, generator=None) -> Tensor:
-    return _write(tensor, rand(tensor.shape, generator=generator, **_like(tensor)) * (b - a) + a)
+    with no_grad():   # the in-place draw, so a seed gives PyTorch's numbers (core/cpu_stream.py)
+        return tensor.uniform_(a, b, generator=generator)
 
 
 @overridable
 def normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0, generator=None) -> Tensor:
-    return _write(tensor, randn(tensor.shape, generator=generator, **_like(tensor)) * std + mean)
+    with no_grad():
+        return tensor.normal_(mean, std, generator=generator)
 
 
 def trunc_normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0, a: float = -2.0, b: float = 2.0,
                   generator=None) -> Tensor:
-    """N(mean, std) restricted to [a, b], by inverting the normal CDF on a uniform sample."""
+    """N(mean, std) restricted to [a, b] by rejection, as PyTorch samples it (so a seed gives its
+    numbers): normal draws redrawn where they fall outside when [a, b] holds over 30% of the mass,
+    otherwise uniform proposals on [a, b] kept with probability pdf / pdf at the mode."""
     def cdf(x: float) -> float:
         return (1.0 + math.erf(x / math.sqrt(2.0))) / 2.0
-    lo, hi = cdf((a - mean) / std), cdf((b - mean) / std)
-    u = rand(tensor.shape, generator=generator, **_like(tensor)) * (2 * hi - 2 * lo) + (2 * lo - 1)
+    if tensor.is_meta:
+        return tensor
     with no_grad():
-        return _write(tensor, (u.erfinv() * (std * math.sqrt(2.0)) + mean).clamp(a, b))
+        if cdf((b - mean) / std) - cdf((a - mean) / std) > 0.3:
+            lo, hi = (creation.tensor(v, dtype=tensor.dtype).item() for v in (a, b))   # the dtype's bounds
+            result = tensor.normal_(mean, std, generator=generator)
+            while bool(((outside := (result < lo) | (result > hi))).any()):
+                result = where(outside, creation.empty_like(result).normal_(mean, std, generator=generator), result)
+            return tensor.copy_(result) if result is not tensor else tensor
+        log_peak = -0.5 * ((max(a, min(mean, b)) - mean) / std) ** 2
+
+        def rejected(candidates: Tensor, pending: Tensor | None) -> Tensor:
+            log_pdf = ((candidates - mean) / std).pow(2).mul(-0.5).sub(log_peak)
+            reject = creation.empty_like(tensor).uniform_(generator=generator).log_().gt(log_pdf)
+            return reject if pending is None else where(pending, reject, pending)
+        pending = rejected(tensor.uniform_(a, b, generator=generator), None)
+        result = tensor
+        while bool(pending.any()):
+            candidates = creation.empty_like(tensor).uniform_(a, b, generator=generator)
+            result = where(pending, candidates, result)
+            pending = rejected(candidates, pending)
+        return tensor.copy_(result) if result is not tensor else tensor
 
 
 @overridable

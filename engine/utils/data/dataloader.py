@@ -21,7 +21,7 @@ from ...base.runtime import set_num_threads
 from ...core.random import Generator, manual_seed
 from ._collate import default_collate, default_convert
 from .dataset import Dataset, IterableDataset, T_co
-from .sampler import BatchSampler, RandomSampler, Sampler, SequentialSampler
+from .sampler import BatchSampler, RandomSampler, Sampler, SequentialSampler, _draw_seed
 
 __all__ = ["DataLoader", "get_worker_info", "WorkerInfo"]
 
@@ -83,21 +83,26 @@ class DataLoader(Generic[T_co]):
         return len(self.batch_sampler if self.batch_sampler is not None else self.sampler)
 
     def __iter__(self) -> "_BaseDataLoaderIter":
+        # as PyTorch's iterator: the sampler's iterator first, then the pass's worker seed drawn from
+        # the loader's generator (with no workers too), so the draws that follow are PyTorch's numbers
+        indices = None if self._iterable else iter(self.batch_sampler if self.batch_sampler is not None
+                                                    else self.sampler)
+        base_seed = _draw_seed(self.generator)
         if self.num_workers == 0:
-            return _SingleProcessDataLoaderIter(self, self._single_process())
-        return _MultiProcessingDataLoaderIter(self, _multi_process(self))
+            return _SingleProcessDataLoaderIter(self, self._single_process(indices))
+        return _MultiProcessingDataLoaderIter(self, _multi_process(self, indices, base_seed))
 
     def _job(self) -> "_Job":
         return _Job(self.dataset, self.collate_fn, self._auto_collation, self.batch_size, self.drop_last,
                     self._iterable)
 
-    def _single_process(self) -> Iterator[Any]:
+    def _single_process(self, indices: Iterator | None) -> Iterator[Any]:
         job = self._job()
         if self._iterable:
             for batch in _stream(self.dataset, job):
                 yield job.collate_fn(batch)
         else:
-            for index in (self.batch_sampler if self.batch_sampler is not None else self.sampler):
+            for index in indices:
                 yield job.fetch(index)
 
 
@@ -276,11 +281,9 @@ def _worker_loop(job: _Job, tasks, results, worker_id: int, num_workers: int, se
     results.cancel_join_thread()  # exit promptly even if the main process stopped reading
 
 
-def _multi_process(loader: DataLoader) -> Iterator[Any]:
+def _multi_process(loader: DataLoader, indices: Iterator | None, base_seed: int) -> Iterator[Any]:
     ctx = loader.multiprocessing_context
     ctx = multiprocessing.get_context(ctx) if ctx is None or isinstance(ctx, str) else ctx
-    from ...core.creation import randint
-    base_seed = int(randint(0, 2 ** 62, (), generator=loader.generator).item())
     n, job = loader.num_workers, loader._job()
     results = ctx.Queue()
     stop = ctx.Event()
@@ -292,7 +295,7 @@ def _multi_process(loader: DataLoader) -> Iterator[Any]:
         w.start()
     grace = 0.0   # an error (a timeout, a dead worker, a worker's exception) stops the workers at once
     try:
-        yield from _deliver(loader, task_queues, results, workers)
+        yield from _deliver(loader, indices, task_queues, results, workers)
         grace = _SHUTDOWN_GRACE_S
     except GeneratorExit:
         grace = _SHUTDOWN_GRACE_S   # the consumer stopped early: workers finish their current batch
@@ -301,12 +304,10 @@ def _multi_process(loader: DataLoader) -> Iterator[Any]:
         _shutdown(workers, task_queues, results, stop, grace)
 
 
-def _deliver(loader: DataLoader, task_queues, results, workers) -> Iterator[Any]:
+def _deliver(loader: DataLoader, indices: Iterator | None, task_queues, results, workers) -> Iterator[Any]:
     """Keep ``prefetch_factor`` tasks per worker in flight; yield results in task order."""
     n = len(workers)
     active = list(range(n))  # workers still producing (iterable datasets run dry one by one)
-    indices = None if loader._iterable else iter(
-        loader.batch_sampler if loader.batch_sampler is not None else loader.sampler)
     pending: dict[int, int] = {}  # task id -> worker
     done: dict[int, Any] = {}
     next_task = next_out = 0

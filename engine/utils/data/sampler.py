@@ -41,8 +41,15 @@ def _epoch_generator(generator: Generator | None) -> Generator:
     fixes every epoch's order while epochs still differ from each other)."""
     if generator is not None:
         return generator
-    from ...core.creation import randint
-    return Generator().manual_seed(int(randint(0, 2 ** 62, ()).item()))
+    return Generator().manual_seed(_draw_seed(None))
+
+
+def _draw_seed(generator: Generator | None) -> int:
+    """PyTorch's way to seed a fresh generator from another (one ``random_()`` of an int64), so
+    the numbers that follow are PyTorch's too."""
+    from ...base import dtype as _dtype
+    from ...core.creation import empty
+    return int(empty((), dtype=_dtype.int64).random_(generator=generator).item())
 
 
 class RandomSampler(Sampler):
@@ -119,7 +126,8 @@ class WeightedRandomSampler(Sampler):
     def __iter__(self) -> Iterator[int]:
         import numpy as np
 
-        from ...core.random import rng
+        from ...core.cpu_stream import multinomial_with_replacement
+        from ...core.random import default_generator, rng
         w = np.asarray(self.weights.detach().cpu().__array__(), dtype=np.float64)
         n = w.shape[0]
         if not self.replacement and self.num_samples > n:
@@ -130,7 +138,10 @@ class WeightedRandomSampler(Sampler):
         if total <= 0:
             raise RuntimeError("invalid multinomial distribution (sum of probabilities <= 0)")
         gen = rng(self.generator)
-        if self.replacement:
+        if self.replacement and self.num_samples > 1:   # torch.multinomial's draws, as PyTorch's sampler
+            idx = multinomial_with_replacement((self.generator or default_generator)._bits, w[None],
+                                               self.num_samples)[0]
+        elif self.replacement:
             idx = gen.choice(n, size=self.num_samples, replace=True, p=w / total)
         else:
             keys = w / gen.standard_exponential(n)

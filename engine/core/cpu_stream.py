@@ -1,0 +1,287 @@
+"""PyTorch's CPU random stream: the numbers ``torch.manual_seed(s)`` makes, bit for bit.
+
+A generator is a 32-bit Mersenne Twister seeded by MT's standard ``init_genrand`` with the seed's
+low 32 bits, as PyTorch's ``CPUGeneratorImpl`` is (numpy's ``MT19937`` runs the twister). What
+follows turns its words into numbers the way ATen's CPU kernels do, so a seeded program draws the
+same initial weights, data orders, dropout masks and noise under tapelab as under PyTorch:
+
+- a 64-bit word is two 32-bit words, the first the high half;
+- ``uniform_``/``rand``: the low ``digits`` bits of one word (two for float64) times ``2**-digits``,
+  scaled to ``[low, high)`` in the dtype's accumulate type;
+- ``normal_``/``randn``: under 16 numbers, Box-Muller in double one number at a time, the sine
+  kept for the next call; from 16 up, all the uniforms first, then Box-Muller over blocks of 16
+  (the tail block recomputed on 16 fresh uniforms): in double for float64 (for half and bfloat16
+  too, on float32 uniforms: their whole blocks are PyTorch's numbers, a tail block is not), and for
+  float32 as the AVX2 kernel ATen runs on every
+  x86 CPU with AVX2, with Cephes' float32 log and sincos polynomials, FMA-contracted where GCC
+  contracts them (emulated in float64, where the product of two floats is exact);
+- ``randint``/``random_``: a word modulo the range (two words when the range needs them);
+- ``randperm``: Fisher-Yates, swapping ``i`` with ``i + word % (n - i)``;
+- ``multinomial`` with replacement (more than one sample): per row, the running sum of the
+  weights in their dtype divided by its total, searched for a double uniform per sample;
+- ``bernoulli``: a uniform below ``p`` (double for a number ``p``: PyTorch's default kernel; on
+  Intel CPUs its MKL build draws ``bernoulli_(p)`` from MKL's stream instead, which this does not
+  reproduce).
+
+Other draws (exponential, multinomial without replacement, ...) take numpy's distributions over the same twister:
+seeded and reproducible, but not PyTorch's numbers.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+_U64 = np.uint64
+_F32 = np.float32
+_MASK32 = 0xFFFFFFFF
+
+
+def mt_state(seed: int) -> dict:
+    """numpy's ``MT19937.state`` after MT's ``init_genrand(seed & 0xffffffff)``."""
+    key = [seed & _MASK32]
+    for i in range(1, 624):
+        prev = key[-1]
+        key.append((1812433253 * (prev ^ (prev >> 30)) + i) & _MASK32)
+    return {"bit_generator": "MT19937", "state": {"key": np.array(key, np.uint32), "pos": 624}}
+
+
+def words32(bits: np.random.MT19937, n: int) -> np.ndarray:
+    """``n`` 32-bit words (as uint64)."""
+    return bits.random_raw(n)
+
+
+def words64(bits: np.random.MT19937, n: int) -> np.ndarray:
+    """``n`` 64-bit words, each two 32-bit ones (the first is the high half)."""
+    r = bits.random_raw(2 * n)
+    return (r[0::2] << _U64(32)) | r[1::2]
+
+
+_DIGITS = {"float16": 11, "bfloat16": 8, "float32": 24, "float64": 53}   # significand bits
+
+
+def _digits(dt: np.dtype) -> int:
+    return _DIGITS[dt.name]
+
+
+_CHUNK = 1 << 20   # numbers made at a time: a billion-weight init needs no 8-byte temporaries of its size
+
+
+def _chunked(n: int, dt, make) -> np.ndarray:
+    """``n`` numbers of dtype ``dt``, ``make(m)`` drawing the next ``m`` of them, a chunk at a time."""
+    if n <= _CHUNK:
+        return make(n)
+    out = np.empty(n, dt)
+    for start in range(0, n, _CHUNK):
+        out[start:start + _CHUNK] = make(min(_CHUNK, n - start))
+    return out
+
+
+def uniform(bits, n: int, dt: np.dtype, low: float = 0.0, high: float = 1.0) -> np.ndarray:
+    """``n`` numbers of float dtype ``dt`` uniform in ``[low, high)`` (half and bfloat16 are float32
+    draws rounded, as ATen draws them in their math type)."""
+    return _chunked(n, dt, lambda m: _uniform(bits, m, dt, low, high))
+
+
+def _uniform(bits, n: int, dt: np.dtype, low: float, high: float) -> np.ndarray:
+    if dt.itemsize < 4:   # float32 numbers rounded; one rounded up to ``high`` wraps to ``low``, as ATen's
+        out = _uniform(bits, n, np.dtype(_F32), low, high).astype(dt)
+        out[out == dt.type(high)] = dt.type(low)
+        return out
+    digits = _digits(dt)
+    raw = words64(bits, n) if dt == np.float64 else words32(bits, n)
+    x = (raw & _U64((1 << digits) - 1)) * (2.0 ** -digits)
+    if low == 0.0 and high == 1.0:
+        return x.astype(dt)
+    lo, hi = dt.type(low), dt.type(high)
+    # ``x * (high - low) + low`` in double, ATen's accumulate type (an FMA for float64; for float32
+    # the double result rounds to the same float)
+    if dt == np.float64:
+        return fma(x, np.float64(hi - lo), np.float64(lo))
+    return (x * np.float64(hi - lo) + np.float64(lo)).astype(dt)
+
+
+def integers(bits, n: int, low: int, high: int, dt: np.dtype) -> np.ndarray:
+    """``n`` integers in ``[low, high)`` as dtype ``dt`` (``randint``, ``random_(low, high)``)."""
+    span = high - low
+    wide = span >= 1 << 32 and (dt in (np.int64, np.float64, np.float32) or dt.name == "bfloat16")
+    return _chunked(n, dt, lambda m: (((words64(bits, m) if wide else words32(bits, m)) % _U64(span))
+                                      .astype(np.int64) + low).astype(dt))
+
+
+def full_range(bits, n: int, dt: np.dtype) -> np.ndarray:
+    """``random_()`` without bounds: ``[0, 2**digits]`` for floats, ``[0, max]`` for integers."""
+    if dt.kind == "b":
+        top = 2
+    elif dt.name in _DIGITS:
+        top = (1 << _digits(dt)) + 1
+    else:
+        top = int(np.iinfo(dt).max) + 1
+    wide = dt in (np.float64, np.int64)
+    return _chunked(n, dt, lambda m: ((words64(bits, m) if wide else words32(bits, m)) % _U64(top)).astype(dt))
+
+
+def permutation(bits, n: int) -> np.ndarray:
+    """``randperm(n)``: Fisher-Yates with one 32-bit word per swap."""
+    out = list(range(n))
+    if n > 1:
+        picks = (words32(bits, n - 1) % np.arange(n, 1, -1, dtype=_U64)).tolist()
+        for i, z in enumerate(picks):
+            j = i + z
+            out[i], out[j] = out[j], out[i]
+    return np.array(out, np.int64)
+
+
+def bernoulli(bits, n: int, p: float) -> np.ndarray:
+    """``bernoulli_(p)`` for a number ``p``: a double uniform below ``p`` (bool array)."""
+    return uniform(bits, n, np.dtype(np.float64)) < p
+
+
+def bernoulli_probs(bits, probs: np.ndarray) -> np.ndarray:
+    """``bernoulli(probs)``: a uniform of the probabilities' precision (float or double) below each."""
+    dt = np.dtype(np.float64) if probs.dtype == np.float64 else np.dtype(np.float32)
+    return uniform(bits, probs.size, dt).reshape(probs.shape) < probs
+
+
+def multinomial_with_replacement(bits, weights: np.ndarray, n_sample: int) -> np.ndarray:
+    """Indices for each row of 2-D ``weights``: the first category whose normalised running sum
+    reaches the row's next double uniform."""
+    out = np.empty((weights.shape[0], n_sample), np.int64)
+    for i, row in enumerate(weights):
+        cum = np.cumsum(row, dtype=row.dtype)
+        cum = cum / cum[-1]
+        u = uniform(bits, n_sample, np.dtype(np.float64))
+        out[i] = np.minimum(np.searchsorted(cum.astype(np.float64), u, side="left"), row.shape[0] - 1)
+    return out
+
+
+# ---------------------------------------------------------------- normal
+def normal(gen, n: int, dt: np.dtype, mean: float = 0.0, std: float = 1.0) -> np.ndarray:
+    """``n`` numbers of N(mean, std) as ATen's ``normal_`` draws them for a contiguous tensor;
+    ``gen`` carries the twister (``_bits``) and the cached Box-Muller sine (``_normal``)."""
+    if n < 16:
+        return _normal_scalar(gen, n, mean, std).astype(dt)
+    if dt == np.float32:
+        return _normal_fill_avx2(gen._bits, n, _F32(mean), _F32(std))
+    u = uniform(gen._bits, n + (16 if n % 16 else 0), np.dtype(np.float64 if dt == np.float64 else _F32))
+    u = u.astype(np.float64, copy=False)
+    data = u[:n]
+
+    def fill(block):
+        radius = np.sqrt(-2 * np.log(1 - block[:, :8]))
+        theta = 2.0 * math.pi * block[:, 8:]
+        return np.concatenate([radius * np.cos(theta), radius * np.sin(theta)], 1) * std + mean
+    _blocks(data, u[n:], fill)
+    return data.astype(dt)
+
+
+def _blocks(data: np.ndarray, tail_uniforms: np.ndarray, fill) -> None:
+    """ATen's ``normal_fill`` layout: whole blocks of 16 in place, then (if ``n % 16``) the last
+    16 positions again from 16 fresh uniforms."""
+    n = data.shape[0]
+    whole = n // 16 * 16
+    for start in range(0, whole, _CHUNK):
+        part = data[start:min(start + _CHUNK, whole)]
+        part[:] = fill(part.reshape(-1, 16)).ravel()
+    if n % 16:
+        data[n - 16:] = fill(tail_uniforms[:16].reshape(1, 16)).ravel()
+
+
+def _normal_scalar(gen, n: int, mean: float, std: float) -> np.ndarray:
+    """``at::normal_distribution<double>``: two double uniforms give a cosine to return and a sine
+    to keep; the next draw returns the kept one first (it survives across calls)."""
+    out = np.empty(n, np.float64)
+    for i in range(n):
+        if gen._normal is not None:
+            z, gen._normal = gen._normal, None
+        else:
+            u1, u2 = (words64(gen._bits, 2) & _U64((1 << 53) - 1)).tolist()
+            u1, u2 = u1 * 2.0 ** -53, u2 * 2.0 ** -53
+            radius = math.sqrt(-2.0 * math.log1p(-u2))
+            theta = 2.0 * math.pi * u1
+            gen._normal = radius * math.sin(theta)
+            z = radius * math.cos(theta)
+        out[i] = z * std + mean
+    return out
+
+
+def _fma(a, b, c) -> np.ndarray:
+    """float32 ``a * b + c`` rounded once (the product of two floats is exact in double)."""
+    return (np.asarray(a, np.float64) * np.asarray(b, np.float64) + np.asarray(c, np.float64)).astype(_F32)
+
+
+def fma(a, b, c) -> np.ndarray:
+    """``a * b + c`` with one rounding, as the FMA GCC makes of ATen's float loops: float32 through
+    double; float64 from the exact product (Veltkamp-Dekker) and an exact sum (Knuth's TwoSum)."""
+    a, b, c = np.asarray(a), np.asarray(b), np.asarray(c)
+    if a.dtype != np.float64:
+        return _fma(a, b, c)
+    p = a * b
+    a_hi, b_hi = _split(a), _split(b)
+    a_lo, b_lo = a - a_hi, b - b_hi
+    p_err = ((a_hi * b_hi - p) + a_hi * b_lo + a_lo * b_hi) + a_lo * b_lo     # a * b == p + p_err
+    s = p + c
+    z = s - p
+    s_err = (p - (s - z)) + (c - z)                                           # p + c == s + s_err
+    return s + (s_err + p_err)
+
+
+def _split(x: np.ndarray) -> np.ndarray:
+    """The high 26 bits of each double (Veltkamp's split)."""
+    t = x * 134217729.0   # 2**27 + 1
+    return t - (t - x)
+
+
+_LOG_P = tuple(map(_F32, (7.0376836292E-2, -1.1514610310E-1, 1.1676998740E-1, -1.2420140846E-1, 1.4249322787E-1,
+                          -1.6668057665E-1, 2.0000714765E-1, -2.4999993993E-1, 3.3333331174E-1)))
+_MIN_NORMAL = np.array([0x00800000], np.int32).view(_F32)[0]
+
+
+def _log_f32(x: np.ndarray) -> np.ndarray:
+    """Cephes' float32 ``logf`` for x in (0, 1], as the AVX2 kernel evaluates it."""
+    x = np.maximum(x, _MIN_NORMAL)
+    bits = x.view(np.int32)
+    e = ((bits >> 23) - 0x7F).astype(_F32) + _F32(1)
+    x = ((bits & ~0x7F800000) | np.int32(0x3F000000)).view(_F32)          # mantissa in [0.5, 1)
+    small = x < _F32(0.707106781186547524)
+    x = (x - _F32(1)) + np.where(small, x, _F32(0))
+    e = e - small.astype(_F32)
+    z = x * x
+    y = np.full_like(x, _LOG_P[0])
+    for p in _LOG_P[1:]:
+        y = _fma(y, x, p)
+    y = y * x
+    y = _fma(y, z, e * _F32(-2.12194440e-4))
+    y = _fma(z, _F32(-0.5), y)
+    return _fma(e, _F32(0.693359375), x + y)
+
+
+def _sincos_f32(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Cephes' float32 ``sincosf`` for x >= 0, as the AVX2 kernel evaluates it."""
+    j = (x * _F32(1.27323954473516)).astype(np.int32)
+    j = (j + 1) & ~1
+    y = j.astype(_F32)
+    for dp in (-0.78515625, -2.4187564849853515625e-4, -3.77489497744594108e-8):
+        x = _fma(y, _F32(dp), x)
+    z = x * x
+    c = _fma(np.full_like(x, _F32(2.443315711809948E-005)), z, _F32(-1.388731625493765E-003))
+    c = _fma(c, z, _F32(4.166664568298827E-002))
+    c = _fma(c * z, z, -(z * _F32(0.5))) + _F32(1)
+    s = _fma(np.full_like(x, _F32(-1.9515295891E-4)), z, _F32(8.3321608736E-3))
+    s = _fma(s, z, _F32(-1.6666654611E-1))
+    s = _fma(s * z, x, x)
+    sine_poly = (j & 2) == 0
+    sin, cos = np.where(sine_poly, s, c), np.where(sine_poly, c, s)
+    return np.where((j & 4) != 0, -sin, sin), np.where((~(j - 2) & 4) != 0, -cos, cos)
+
+
+def _normal_fill_avx2(bits, n: int, mean: np.float32, std: np.float32) -> np.ndarray:
+    u = uniform(bits, n + (16 if n % 16 else 0), np.dtype(_F32))
+    data = u[:n]
+
+    def fill(block):
+        radius = np.sqrt(_F32(-2) * _log_f32(_F32(1) - block[:, :8]))
+        sin, cos = _sincos_f32(_F32(2 * math.pi) * block[:, 8:])
+        return np.concatenate([_fma(radius * cos, std, mean), _fma(radius * sin, std, mean)], 1)
+    _blocks(data, u[n:], fill)
+    return data

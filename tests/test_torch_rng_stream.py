@@ -1,0 +1,221 @@
+"""A seed gives PyTorch's CPU numbers: the same initial weights, data order, dropout masks and noise
+under tapelab as under torch (engine/core/cpu_stream.py), compared bit for bit against torch."""
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+import tapelab as tl
+from tapelab.utils.data import DataLoader, RandomSampler, TensorDataset, WeightedRandomSampler, random_split
+
+
+def _intel_mkl() -> bool:
+    """PyTorch's MKL build draws ``bernoulli_(p)`` from MKL's own stream on Intel CPUs only."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            intel = "GenuineIntel" in f.read()
+    except OSError:
+        return False
+    return intel and torch.backends.mkl.is_available()
+
+
+def both(fn, seed=0):
+    """``fn(lib)`` after ``lib.manual_seed(seed)``, under torch and tapelab, as numpy arrays."""
+    torch.manual_seed(seed)
+    expected = fn(torch)
+    tl.manual_seed(seed)
+    got = fn(tl)
+    return _np(expected), _np(got)
+
+
+def _np(x):
+    if isinstance(x, (list, tuple)):
+        return [_np(v) for v in x]
+    if hasattr(x, "detach"):
+        x = x.detach()
+        return x.float().numpy() if str(x.dtype) in ("torch.bfloat16", "tapelab.bfloat16") else x.numpy()
+    return np.asarray(x)
+
+
+def assert_same(pair):
+    expected, got = pair
+    if isinstance(expected, list):
+        for e, g in zip(expected, got):
+            assert_same((e, g))
+        return
+    assert expected.dtype == got.dtype and expected.shape == got.shape
+    np.testing.assert_array_equal(got, expected)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16"])
+@pytest.mark.parametrize("n", [1, 7, 16, 1000])
+def test_rand_and_uniform_equal_torch(dtype, n):
+    assert_same(both(lambda lib: lib.rand(n, dtype=getattr(lib, dtype)), seed=n))
+    expected, got = both(lambda lib: lib.empty(n, dtype=getattr(lib, dtype)).uniform_(-0.37, 2.5), seed=n)
+    if dtype != "bfloat16":
+        assert_same((expected, got))
+    else:   # a few rounding ties go the other way
+        np.testing.assert_allclose(got, expected, rtol=np.finfo(np.float32).eps)
+        assert np.mean(got == expected) > 0.9
+
+
+@pytest.mark.parametrize("n", [1, 3, 15, 16, 17, 31, 100, 4096, 100003])
+def test_randn_float32_equal_torch(n):
+    """Under 16 numbers Box-Muller in double with the kept sine; from 16 up the AVX2 kernel."""
+    assert_same(both(lambda lib: [lib.randn(n), lib.randn(3), lib.randn(n, 2)], seed=n))
+
+
+@pytest.mark.parametrize("n", [1, 5, 15])
+def test_small_float64_normals_equal_torch(n):
+    assert_same(both(lambda lib: [lib.randn(n, dtype=lib.float64), lib.randn(1, dtype=lib.float64)], seed=3))
+
+
+@pytest.mark.parametrize("n", [16, 1000, 20001])
+def test_large_float64_normals_match_torch_to_the_last_bit_or_one(n):
+    """numpy's vectorised double log/cos/sin against glibc's: equal or one ulp apart."""
+    expected, got = both(lambda lib: lib.randn(n, dtype=lib.float64), seed=9)
+    np.testing.assert_allclose(got, expected, rtol=4e-16, atol=4e-16)
+    assert np.mean(got == expected) > 0.99
+
+
+def test_normal_forms_equal_torch():
+    def draws(lib):
+        m = lib.linspace(-1, 1, 40)
+        s = lib.linspace(0.1, 2, 40)
+        return [lib.empty(50).normal_(0.5, 3.0), lib.empty(5).normal_(-1.0, 0.25), lib.normal(m, s),
+                lib.normal(m, 2.0), lib.normal(1.5, s), lib.normal(2.0, 0.5, (33,))]
+    assert_same(both(draws, seed=11))
+
+
+def test_integers_equal_torch():
+    def draws(lib):
+        return [lib.randint(0, 10, (50,)), lib.randint(-5, 2 ** 40, (20,)), lib.randint(3, 9, (7,), dtype=lib.float32),
+                lib.empty(20, dtype=lib.int64).random_(), lib.empty(20, dtype=lib.int32).random_(),
+                lib.empty(20, dtype=lib.uint8).random_(), lib.empty(20, dtype=lib.bool).random_(),
+                lib.empty(20, dtype=lib.float32).random_(), lib.empty(20, dtype=lib.float64).random_(),
+                lib.empty(9, dtype=lib.int64).random_(4, 17), lib.empty(9, dtype=lib.int16).random_(100)]
+    assert_same(both(draws, seed=5))
+
+
+@pytest.mark.parametrize("n", [1, 2, 10, 1000, 70000])
+def test_randperm_equal_torch(n):
+    assert_same(both(lambda lib: [lib.randperm(n), lib.randperm(n, generator=lib.Generator().manual_seed(n))]))
+
+
+def test_bernoulli_with_probabilities_equal_torch():
+    def draws(lib):
+        p = lib.linspace(0, 1, 64)
+        return [lib.bernoulli(p), lib.bernoulli(p.double()), lib.empty(64).bernoulli_(p)]
+    assert_same(both(draws, seed=2))
+
+
+@pytest.mark.skipif(_intel_mkl(), reason="PyTorch's MKL build draws bernoulli_(p) from MKL on Intel CPUs")
+def test_dropout_masks_and_bernoulli_of_a_number_equal_torch():
+    def draws(lib):
+        x = lib.ones(8, 33)
+        return [lib.nn.functional.dropout(x, 0.3), lib.empty(40).bernoulli_(0.7), lib.nn.Dropout(0.5)(x)]
+    assert_same(both(draws, seed=4))
+
+
+def test_multinomial_with_replacement_equal_torch():
+    def draws(lib):
+        w = lib.tensor([[0.1, 0.0, 3.0, 1.5, 0.2], [1.0, 1.0, 1.0, 1.0, 1.0]])
+        return [lib.multinomial(w, 12, replacement=True), lib.multinomial(w[0].double(), 30, replacement=True)]
+    assert_same(both(draws, seed=8))
+
+
+def test_module_initialisation_equal_torch():
+    def build(lib):
+        nn = lib.nn
+        model = nn.Sequential(nn.Conv2d(3, 8, 3), nn.BatchNorm2d(8), nn.Flatten(), nn.Linear(8 * 4 * 4, 10))
+        emb, lstm = nn.Embedding(50, 16), nn.LSTM(16, 12, 2)
+        return [p for m in (model, emb, lstm) for p in m.parameters()]
+    assert_same(both(build, seed=0))
+
+
+def test_a_seeded_training_loop_equals_torch_step_for_step():
+    """Data order, initial weights and dropout from the same seed: the losses agree to float rounding."""
+    def run(lib):
+        nn = lib.nn
+        x = lib.randn(96, 10)
+        y = (x[:, 0] > 0).long()
+        loader = DataLoader(TensorDataset(x, y), batch_size=16, shuffle=True) if lib is tl else \
+            torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, y), batch_size=16, shuffle=True)
+        model = nn.Sequential(nn.Linear(10, 32), nn.ReLU(), nn.Dropout(0.2), nn.Linear(32, 2))
+        opt = lib.optim.SGD(model.parameters(), lr=0.1)
+        losses, first = [], []
+        for _ in range(2):
+            for xb, yb in loader:
+                first.append(int(yb[0]))
+                loss = nn.functional.cross_entropy(model(xb), yb)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                losses.append(loss.item())
+        return np.array(first), np.array(losses)
+    (t_first, t_loss), (l_first, l_loss) = both(run, seed=1)
+    np.testing.assert_array_equal(l_first, t_first)
+    if not _intel_mkl():
+        np.testing.assert_allclose(l_loss, t_loss, rtol=1e-5)
+
+
+def test_data_utilities_draw_torch_orders():
+    def draws(lib):
+        data = lib.arange(40) if lib is tl else torch.arange(40)
+        split = random_split if lib is tl else torch.utils.data.random_split
+        rs = RandomSampler if lib is tl else torch.utils.data.RandomSampler
+        ws = WeightedRandomSampler if lib is tl else torch.utils.data.WeightedRandomSampler
+        a, b = split(range(40), [30, 10], generator=lib.Generator().manual_seed(3))
+        return [np.array(a.indices), np.array(list(rs(data))), np.array(list(rs(data, replacement=True, num_samples=50))),
+                np.array(list(ws([0.1, 2.0, 0.5, 1.0], 25)))]
+    assert_same(both(draws, seed=6))
+
+
+def test_state_round_trip_keeps_the_kept_normal():
+    tl.manual_seed(0)
+    tl.randn(3)                      # leaves a kept sine behind
+    state = tl.get_rng_state()
+    a = [tl.randn(5), tl.rand(4), tl.randperm(9)]
+    tl.set_rng_state(state)
+    b = [tl.randn(5), tl.rand(4), tl.randperm(9)]
+    for x, y in zip(a, b):
+        np.testing.assert_array_equal(x.numpy(), y.numpy())
+    torch.manual_seed(0)
+    torch.randn(3)
+    np.testing.assert_array_equal(a[0].numpy(), torch.randn(5).numpy())
+    with pytest.raises(RuntimeError, match="bytes"):
+        tl.set_rng_state(tl.zeros(7, dtype=tl.uint8))
+
+
+def test_seeds_as_torch_keeps_them():
+    for seed in (0, -5, 2 ** 40 + 3, 2 ** 64 - 1):
+        assert tl.manual_seed(seed).initial_seed() == torch.manual_seed(seed).initial_seed()
+    assert_same(both(lambda lib: lib.rand(5), seed=2 ** 40 + 3))
+    with pytest.raises(RuntimeError, match="Overflow"):
+        tl.manual_seed(2 ** 64)
+
+
+def test_a_fresh_process_draws_torchs_default_numbers():
+    """PyTorch's default generator starts from a fixed seed: an unseeded program's first numbers."""
+    code = "import {0}, numpy; numpy.save('/dev/stdout', {0}.rand(4).numpy())"
+    out = [subprocess.run([sys.executable, "-c", code.format(lib)], capture_output=True, check=True).stdout
+           for lib in ("torch", "tapelab")]
+    assert out[0] == out[1]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("args", [(-1, 1, 40), (0.1, 2, 40), (-3.5, 7.25, 100001), (5, -3, 33), (1, 1, 7), (0, 1, 2)])
+def test_linspace_points_equal_torch(dtype, args):
+    """Not random, but the points a seeded program scales its noise by (``normal(mean, std)``)."""
+    assert_same((torch.linspace(*args, dtype=getattr(torch, dtype)).numpy(),
+                 tl.linspace(*args, dtype=getattr(tl, dtype)).numpy()))
+
+
+def test_trunc_normal_draws_torchs_rejection_samples():
+    def draws(lib):
+        return [lib.nn.init.trunc_normal_(lib.empty(500), std=0.02),
+                lib.nn.init.trunc_normal_(lib.empty(500), mean=0.0, std=1.0, a=0.5, b=3.0),
+                lib.nn.init.trunc_normal_(lib.empty(200, dtype=lib.float64), std=1.0, a=-0.1, b=0.05)]
+    assert_same(both(draws, seed=12))
