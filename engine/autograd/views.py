@@ -405,7 +405,7 @@ def strided_geometry(x: Tensor, size, stride, storage_offset) -> _Strided:
     if any(s < 0 for s in stride):
         raise RuntimeError(f"as_strided: Negative strides are not supported at the moment, got strides: {list(stride)}")
     if any(n < 0 for n in size):
-        raise RuntimeError(f"Trying to create tensor with negative dimension {min(size)}: {list(size)}")
+        raise RuntimeError(f"Storage size calculation overflowed with sizes={list(size)} and strides={list(stride)}")
     isz = x._data.itemsize
     own = x.storage_offset()
     offset = own if storage_offset is None else int(storage_offset)
