@@ -151,19 +151,20 @@ def test_cross_entropy_variants_match_pytorch(kw, loops):
 
 
 def test_cross_entropy_all_ignored_and_bad_target():
-    """Every row ignored: the mean is 0/0 = nan and the gradient 0, as torch; a target outside the
-    classes raises IndexError on both paths."""
+    """Every row ignored: the mean is 0/0 = nan and the gradient 0, as torch (nll_loss too, also
+    over (N, C, d)); a target outside the classes raises IndexError on both paths."""
     x = np.random.default_rng(3).standard_normal((5, 20)).astype(np.float32)
     old = kernels.set_enabled(True)
     try:
         for on in (True, False):
             kernels.set_enabled(on)
-            xt = tapelab.tensor(x, requires_grad=True)
-            loss = F.cross_entropy(xt, tapelab.full((5,), -100, dtype=tapelab.int64))
-            loss.backward()
-            assert np.isnan(loss.item()) and not xt.grad.numpy().any()
+            for f, xs in ((F.cross_entropy, x), (F.nll_loss, x), (F.nll_loss, x.reshape(5, 4, 5))):
+                xt = tapelab.tensor(xs, requires_grad=True)
+                loss = f(xt, tapelab.full((5,) + xs.shape[2:], -100, dtype=tapelab.int64))
+                loss.backward()
+                assert np.isnan(loss.item()) and not xt.grad.numpy().any()
             with pytest.raises(IndexError, match="Target 20 is out of bounds"):
-                F.cross_entropy(xt, tapelab.tensor([0, 1, 20, 3, 4]))
+                F.cross_entropy(tapelab.tensor(x), tapelab.tensor([0, 1, 20, 3, 4]))
     finally:
         kernels.set_enabled(old)
     ref = torch.tensor(x, requires_grad=True)

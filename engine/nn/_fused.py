@@ -317,12 +317,11 @@ def _class_last(xp, x, cdim):
     return x if cdim == x.ndim - 1 else xp.moveaxis(x, cdim, -1)
 
 
-def _coeffs(xp, t, w, *, n_classes, ignore_index, label_smoothing, check, dtype, bad_is_nan=True):
-    """``a`` over ``(*t.shape, C)`` and the mean's denominator ``sum(keep w[t])``.
-
-    Unchecked (meta, capture), an out-of-range target's coefficients are nan in the forward (its
-    loss reads nan) and 0 in the backward (that sample contributes no gradient)."""
-    shape = tuple(t.shape) + (n_classes,)
+def _targets(xp, t, w, *, n_classes, ignore_index, check, dtype):
+    """Per sample (``t`` flattened): the class to read (0 where ignored or bad), ``wt = keep w[t]``
+    (the mean's denominator sums it), ``keep`` and ``bad`` (a target outside the classes). Checked,
+    a bad target raises IndexError; unchecked (meta, capture) the callers make its loss nan and
+    give it no gradient."""
     t = t.reshape(-1)       # a 0-d target's elementwise results would be scalars, not device arrays
     keep = t != ignore_index
     safe = xp.where(keep, t, 0)
@@ -330,15 +329,21 @@ def _coeffs(xp, t, w, *, n_classes, ignore_index, label_smoothing, check, dtype,
     if check and has_data(xp) and bool(bad.any()):
         raise IndexError(f"Target {int(safe[bad].ravel()[0])} is out of bounds.")
     safe = xp.where(bad, 0, safe)
-    wt = (keep.astype(dtype) if w is None else w[safe] * keep)
-    a = xp.zeros((t.shape[0], n_classes), dtype)
+    return safe, (keep.astype(dtype) if w is None else w[safe] * keep), keep, bad
+
+
+def _coeffs(xp, t, w, *, n_classes, ignore_index, label_smoothing, check, dtype, bad_is_nan=True):
+    """``a`` over ``(*t.shape, C)`` with label smoothing, and the mean's denominator ``sum(keep w[t])``;
+    unchecked, a bad target's coefficients are nan in the forward (its loss reads nan)."""
+    safe, wt, keep, bad = _targets(xp, t, w, n_classes=n_classes, ignore_index=ignore_index, check=check,
+                                   dtype=dtype)
+    a = xp.zeros((safe.shape[0], n_classes), dtype)
     xp.put_along_axis(a, safe[..., None], wt[..., None] * dtype.type(1.0 - label_smoothing), axis=-1)
-    if label_smoothing:
-        row = dtype.type(label_smoothing / n_classes) * (xp.ones(n_classes, dtype) if w is None else w)
-        a += row * keep[..., None].astype(dtype)
-    if not check and bad_is_nan:   # an out-of-range target on meta or while capturing: its loss is nan
+    row = dtype.type(label_smoothing / n_classes) * (xp.ones(n_classes, dtype) if w is None else w)
+    a += row * keep[..., None].astype(dtype)
+    if not check and bad_is_nan:
         a = xp.where(bad[..., None], dtype.type("nan"), a)
-    return a.reshape(shape), wt.sum()
+    return a.reshape(tuple(t.shape) + (n_classes,)), wt.sum()
 
 
 def _reduce_loss(xp, loss, denom, reduction):
@@ -349,21 +354,43 @@ def _reduce_loss(xp, loss, denom, reduction):
 
 
 def _nll_fwd(xp, logp, t, *w, cdim, reduction, **p):
+    """Without label smoothing a gather of each sample's target entry, else ``-sum_c a logp``."""
     if logp.dtype is BFLOAT16_NP:   # PyTorch computes reduced precision in float32, rounded once
         return in_float32(_nll_fwd, xp, logp, t, *w, cdim=cdim, reduction=reduction, **p)
-    a, denom = _coeffs(xp, t, w[0] if w else None, n_classes=logp.shape[cdim], dtype=logp.dtype, **p)
-    # a class with coefficient 0 adds nothing, even where logp is -inf (PyTorch gathers, 0 * -inf is nan)
-    loss = -xp.where(a != 0, _class_last(xp, logp, cdim) * a, 0).sum(axis=-1)
+    lp = _class_last(xp, logp, cdim)
+    if p["label_smoothing"]:
+        a, denom = _coeffs(xp, t, w[0] if w else None, n_classes=logp.shape[cdim], dtype=logp.dtype, **p)
+        # a class with coefficient 0 adds nothing, even where logp is -inf (PyTorch gathers, 0 * -inf is nan)
+        loss = -xp.where(a != 0, lp * a, 0).sum(axis=-1)
+    else:
+        safe, wt, _, bad = _targets(xp, t, w[0] if w else None, n_classes=logp.shape[cdim],
+                                    ignore_index=p["ignore_index"], check=p["check"], dtype=logp.dtype)
+        denom, wt = wt.sum(), wt.reshape(t.shape)
+        picked = xp.take_along_axis(lp, safe.reshape(tuple(t.shape) + (1,)), axis=-1)[..., 0]
+        loss = -xp.where(wt != 0, picked * wt, 0)   # an ignored -inf entry adds nothing
+        if not p["check"]:
+            loss = xp.where(bad.reshape(t.shape), logp.dtype.type("nan"), loss)
     loss += 0.0     # an ignored sample's -0.0 reads as PyTorch's 0.0
     return _reduce_loss(xp, loss, denom, reduction)
 
 
 def _nll_bwd_fwd(xp, g, t, *w, cdim, n_classes, reduction, **p):
-    a, denom = _coeffs(xp, t, w[0] if w else None, n_classes=n_classes, dtype=g.dtype, bad_is_nan=False, **p)
-    s = g / denom if reduction == "mean" else g
-    # only the coefficients' places get a gradient: every row ignored (0/0) leaves zeros, as in PyTorch
-    res = xp.where(a != 0, a * -(s[..., None] if reduction == "none" else s), 0)
-    return xp.ascontiguousarray(xp.moveaxis(res, -1, cdim))
+    """``-a g`` scaled; without label smoothing written at each kept sample's target only (every
+    sample ignored, 0/0, leaves zeros, as in PyTorch; an unchecked bad target gets no gradient)."""
+    if p["label_smoothing"]:
+        a, denom = _coeffs(xp, t, w[0] if w else None, n_classes=n_classes, dtype=g.dtype, bad_is_nan=False, **p)
+        s = g / denom if reduction == "mean" else g
+        res = xp.where(a != 0, a * -(s[..., None] if reduction == "none" else s), 0)
+        return xp.ascontiguousarray(xp.moveaxis(res, -1, cdim))
+    safe, wt, keep, bad = _targets(xp, t, w[0] if w else None, n_classes=n_classes, ignore_index=p["ignore_index"],
+                                   check=p["check"], dtype=g.dtype)
+    s = g.reshape(-1) if reduction == "none" else g / wt.sum() if reduction == "mean" else g
+    vals = xp.where(keep & ~bad, -(wt * s), 0)
+    shape = tuple(t.shape[:cdim]) + (n_classes,) + tuple(t.shape[cdim:])
+    res = xp.zeros(shape, g.dtype)
+    col = tuple(t.shape) + (1,)
+    xp.put_along_axis(_class_last(xp, res, cdim), safe.reshape(col), vals.reshape(col), axis=-1)
+    return res
 
 
 def _nll_vjp(g, out, logp, t, *w, cdim, **p):
