@@ -219,3 +219,16 @@ def test_trunc_normal_draws_torchs_rejection_samples():
                 lib.nn.init.trunc_normal_(lib.empty(500), mean=0.0, std=1.0, a=0.5, b=3.0),
                 lib.nn.init.trunc_normal_(lib.empty(200, dtype=lib.float64), std=1.0, a=-0.1, b=0.05)]
     assert_same(both(draws, seed=12))
+
+
+def test_other_in_place_distributions_and_sampling_without_replacement_equal_torch():
+    def draws(lib):
+        return [lib.empty(30).exponential_(2.0), lib.empty(20).cauchy_(1.0, 2.0), lib.empty(20).geometric_(0.3),
+                lib.empty(20).log_normal_(0.5, 0.7),
+                lib.multinomial(lib.tensor([0.1, 2., 0.5, 1., 3.]), 3), lib.multinomial(lib.rand(4, 7), 1),
+                lib.nn.functional.gumbel_softmax(lib.randn(3, 5), tau=0.5, hard=True)]
+    assert_same(both(draws, seed=13))
+    for draw in (lambda lib: lib.empty(500, dtype=lib.float64).exponential_(),
+                 lambda lib: lib.empty(500, dtype=lib.float64).log_normal_()):
+        expected, got = both(draw, seed=13)
+        np.testing.assert_allclose(got, expected, rtol=4e-16)   # numpy's log1p/exp against glibc's: an ulp at most

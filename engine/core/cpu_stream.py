@@ -19,11 +19,13 @@ same initial weights, data orders, dropout masks and noise under tapelab as unde
 - ``randperm``: Fisher-Yates, swapping ``i`` with ``i + word % (n - i)``;
 - ``multinomial`` with replacement (more than one sample): per row, the running sum of the
   weights in their dtype divided by its total, searched for a double uniform per sample;
+- ``exponential_``, ``cauchy_``, ``geometric_`` and ``log_normal_``: ATen's transformations of
+  double uniforms (``log_normal_`` of the one-at-a-time double normals);
 - ``bernoulli``: a uniform below ``p`` (double for a number ``p``: PyTorch's default kernel; on
   Intel CPUs its MKL build draws ``bernoulli_(p)`` from MKL's stream instead, which this does not
   reproduce).
 
-Other draws (exponential, multinomial without replacement, ...) take numpy's distributions over the same twister:
+Other draws (gamma, poisson, binomial, ...) take numpy's distributions over the same twister:
 seeded and reproducible, but not PyTorch's numbers.
 """
 from __future__ import annotations
@@ -141,6 +143,26 @@ def bernoulli_probs(bits, probs: np.ndarray) -> np.ndarray:
     """``bernoulli(probs)``: a uniform of the probabilities' precision (float or double) below each."""
     dt = np.dtype(np.float64) if probs.dtype == np.float64 else np.dtype(np.float32)
     return uniform(bits, probs.size, dt).reshape(probs.shape) < probs
+
+
+def exponential(bits, n: int, lambd: float) -> np.ndarray:
+    """``exponential_``: ``-1 / lambda * log1p(-u)`` on double uniforms (in double)."""
+    return (-1.0 / lambd) * np.log1p(-uniform(bits, n, np.dtype(np.float64)))
+
+
+def cauchy(bits, n: int, median: float, sigma: float) -> np.ndarray:
+    """``cauchy_``: ``median + sigma * tan(pi * (u - 0.5))`` on double uniforms."""
+    return median + sigma * np.tan(math.pi * (uniform(bits, n, np.dtype(np.float64)) - 0.5))
+
+
+def geometric(bits, n: int, p: float) -> np.ndarray:
+    """``geometric_``: ``ceil(log(u) / log1p(-p))`` on double uniforms."""
+    return np.ceil(np.log(uniform(bits, n, np.dtype(np.float64))) / math.log1p(-p))
+
+
+def log_normal(gen, n: int, mean: float, std: float) -> np.ndarray:
+    """``log_normal_``: ``exp`` of the one-at-a-time double normals (the kept sine included)."""
+    return np.exp(_normal_scalar(gen, n, mean, std))
 
 
 def multinomial_with_replacement(bits, weights: np.ndarray, n_sample: int) -> np.ndarray:

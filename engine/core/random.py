@@ -249,15 +249,17 @@ UNIFORM_ = Op("uniform_", lambda xp, x, *, low, high, generator:
 NORMAL_ = Op("normal_", lambda xp, x, *, mean, std, generator:
              _fill(xp, x, _in_place_normal(x, mean, std, generator)), _no_grad_to_old_value, **_FILL)
 LOG_NORMAL_ = Op("log_normal_", lambda xp, x, *, mean, std, generator:
-                 _fill(xp, x, lambda s: rng(generator).lognormal(mean, std, s)), _no_grad_to_old_value, **_FILL)
+                 _fill(xp, x, lambda s: stream.log_normal(_gen(generator), _count(s), mean, std).reshape(s)),
+                 _no_grad_to_old_value, **_FILL)
 EXPONENTIAL_ = Op("exponential_", lambda xp, x, *, lambd, generator:
-                  _fill(xp, x, lambda s: rng(generator).exponential(1.0 / lambd, s)), _no_grad_to_old_value,
-                  **_FILL)
+                  _fill(xp, x, lambda s: stream.exponential(_gen(generator)._bits, _count(s), lambd).reshape(s)),
+                  _no_grad_to_old_value, **_FILL)
 CAUCHY_ = Op("cauchy_", lambda xp, x, *, median, sigma, generator:
-             _fill(xp, x, lambda s: median + sigma * rng(generator).standard_cauchy(s)), _no_grad_to_old_value,
-             **_FILL)
+             _fill(xp, x, lambda s: stream.cauchy(_gen(generator)._bits, _count(s), median, sigma).reshape(s)),
+             _no_grad_to_old_value, **_FILL)
 GEOMETRIC_ = Op("geometric_", lambda xp, x, *, p, generator:
-                _fill(xp, x, lambda s: rng(generator).geometric(p, s)), _no_grad_to_old_value, **_FILL)
+                _fill(xp, x, lambda s: stream.geometric(_gen(generator)._bits, _count(s), p).reshape(s)),
+                _no_grad_to_old_value, **_FILL)
 RANDOM_ = Op("random_", lambda xp, x, *, low, high, generator:
              _fill(xp, x, _random_fill(x, low, high, generator)), _no_grad_to_old_value, **_FILL)
 BERNOULLI_ = Op("bernoulli_", _bernoulli_fill, _no_grad_to_old_value, **_FILL)
@@ -275,13 +277,14 @@ def _multinomial(xp, probs, *, num_samples, replacement, generator):
         raise RuntimeError("probability tensor contains either `inf`, `nan` or element < 0")
     if bool((p.sum(-1) <= 0).any()):
         raise RuntimeError("invalid multinomial distribution (sum of probabilities <= 0)")
-    g = rng(generator)
     if replacement and num_samples > 1:
         host = probs.get() if hasattr(probs, "get") else probs
         idx = xp.asarray(stream.multinomial_with_replacement(_gen(generator)._bits,
                                                              host.reshape(-1, host.shape[-1]), num_samples))
-    else:
-        keys = p / xp.asarray(g.exponential(1.0, p.shape))
+    else:   # PyTorch's: probs / Exp(1) draws in the probabilities' dtype, the largest first
+        host = probs.get() if hasattr(probs, "get") else probs
+        q = stream.exponential(_gen(generator)._bits, host.size, 1.0).astype(host.dtype).reshape(p.shape)
+        keys = xp.asarray(host.reshape(p.shape) / q)
         idx = xp.argsort(-keys, -1, kind="stable")[:, :num_samples]
     return idx.astype(np.int64).reshape(shape)
 
