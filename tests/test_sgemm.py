@@ -16,9 +16,9 @@ SG = kernels.loops("sgemm")
 
 @pytest.fixture(autouse=True)
 def faster(monkeypatch):
-    """The kernel taken as the faster one, on any host (``sgemm.FASTER``: only with AVX-512 and an
-    OpenBLAS without it), so the wiring is tested everywhere; correct it is on every host."""
-    monkeypatch.setattr(SG, "FASTER", True)
+    """The kernel taken as the faster one at every size, on any host (``sgemm.MAX_ROWS``: only
+    with AVX-512), so the wiring is tested everywhere; correct it is on every host."""
+    monkeypatch.setattr(SG, "MAX_ROWS", float("inf"))
 
 
 @pytest.fixture
@@ -118,21 +118,31 @@ def test_loops_off_means_numpy(own_calls):
     assert not own_calls
 
 
-def test_a_machine_where_openblas_is_faster_keeps_numpy(own_calls, monkeypatch):
-    monkeypatch.setattr(SG, "FASTER", False)
+def test_products_past_the_rows_where_ours_wins_are_numpys(own_calls, monkeypatch):
+    monkeypatch.setattr(SG, "MAX_ROWS", 32)          # OpenBLAS with its AVX-512 kernels
     a = np.random.default_rng(4).standard_normal((64, 64), dtype=np.float32)
+    w = kernels.prepack(np, a)
     np.testing.assert_array_equal(kernels.gemm(np, a, a), np.matmul(a, a))
-    np.testing.assert_array_equal(kernels.gemm_here(np, a, kernels.prepack(np, a)), np.matmul(a, a))
+    np.testing.assert_array_equal(kernels.gemm_here(np, a, w), np.matmul(a, a))
+    np.testing.assert_array_equal(kernels.gemm(np, a[None], a[None]), np.matmul(a[None], a[None]))
     assert not own_calls
+    kernels.gemm_here(np, a[:20], w)
+    kernels.gemm(np, a[:32], a)
+    assert own_calls == [(20, 64), (32, 64)]
+    monkeypatch.setattr(SG, "MAX_ROWS", 0)           # no AVX-512 on the host
+    assert kernels.prepack(np, a) is a
 
 
-def test_faster_only_with_avx512_and_an_openblas_without_it():
+def test_max_rows_by_host_and_openblas_core():
     from llvmlite import binding
     from threadpoolctl import threadpool_info
     cores = {lib.get("architecture") for lib in threadpool_info() if lib.get("internal_api") == "openblas"}
-    expected = bool(binding.get_host_cpu_features().get("avx512f", False)) and cores == {"Haswell"}
-    if cores <= {"Haswell", "SkylakeX"}:          # the two settings measured (bench/README.md)
-        assert SG._faster() is expected
+    if not binding.get_host_cpu_features().get("avx512f", False):
+        assert SG._max_rows() == 0
+    elif cores == {"Haswell"}:                     # the two settings measured (bench/README.md)
+        assert SG._max_rows() == float("inf")
+    elif cores == {"SkylakeX"}:
+        assert SG._max_rows() == 32
 
 
 def test_split_over_two_threads_equals_whole_bitwise(own_calls):

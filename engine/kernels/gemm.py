@@ -11,8 +11,9 @@ captured step's GEMM route, mixed or integer dtypes, a vector operand, small pro
 
 Each 2-D float32 product (a whole one, or a block) of at least ``OWN_MIN_ROWS x OWN_MIN_K x
 OWN_MIN_COLS``, and each stack of them with one batch shape, runs our own GEMM (``sgemm.py``) when
-the loops are on and it is the faster one on the machine (AVX-512 where numpy's OpenBLAS runs its
-Haswell kernels: 1.3-2.2x ``np.matmul`` on one thread); ``gemm_here`` is one such product on the
+the loops are on and it is the faster one on the machine for the product's rows
+(``sgemm.MAX_ROWS``; AVX-512 where numpy's OpenBLAS runs its Haswell kernels: 1.2-2.1x
+``np.matmul`` on one thread at every size); ``gemm_here`` is one such product on the
 calling thread (a recurrence step's), and ``prepack`` readies a weight that many of them share.
 """
 from __future__ import annotations
@@ -83,7 +84,7 @@ def gemm_here(xp, a, b, out=None):
     """``a @ b`` as one call on the calling thread (a recurrence step's product, too small to
     split): our own GEMM where ``gemm`` would take it, ``b`` as ``prepack`` left it."""
     if type(b) is _Packed:
-        if _takes(a, b.array) and (out is None or _writable(out, a, b.array, b.n)):
+        if _takes(a, b.array) and (out is None or _writable(out, a, b.array, b.n)) and _sgemm(a.shape[0]):
             return _own(a, b.array, out, b.n)
         b = b.array[:, :b.n]
     if xp is not np or type(a) is not np.ndarray or type(b) is not np.ndarray:
@@ -104,19 +105,19 @@ def prepack(xp, b):
     to whole 32-column panels when our GEMM takes its products, so no product copies its edge;
     else ``b`` itself."""
     if (xp is np and type(b) is np.ndarray and b.ndim == 2 and b.dtype == _F32 and b.shape[0] >= OWN_MIN_K
-            and b.shape[1] >= OWN_MIN_COLS and _sgemm() is not None):
-        return _Packed(_sgemm().pad_columns(b), b.shape[1])
+            and b.shape[1] >= OWN_MIN_COLS and _sgemm(OWN_MIN_ROWS) is not None):
+        return _Packed(_sgemm(OWN_MIN_ROWS).pad_columns(b), b.shape[1])
     return b
 
 
-def _sgemm():
+def _sgemm(rows: int):
     """The own GEMM's module while the loops are on (numba installed) and it is the faster one on
-    this machine (``sgemm.FASTER``), else None."""
+    this machine for a product of ``rows`` output rows (``sgemm.MAX_ROWS``), else None."""
     from . import enabled, loops                  # the package imports this module first
     if not enabled():
         return None
     module = loops("sgemm")
-    return module if module.FASTER else None
+    return module if rows <= module.MAX_ROWS else None
 
 
 def _takes(a, b) -> bool:
@@ -128,12 +129,12 @@ def _takes(a, b) -> bool:
 def _matmul(a, b, out=None):
     """``np.matmul(a, b, out=out)``, by our own GEMM where it takes the product (2-D, or stacks of
     one batch shape: attention's per-head products)."""
-    if _takes(a, b) and (out is None or _writable(out, a, b, b.shape[1])) and _sgemm() is not None:
+    if _takes(a, b) and (out is None or _writable(out, a, b, b.shape[1])) and _sgemm(a.shape[0]) is not None:
         return _own(a, b, out, b.shape[1])
-    if _takes_stack(a, b) and (out is None or _fills(out, a, b)) and _sgemm() is not None:
+    if _takes_stack(a, b) and (out is None or _fills(out, a, b)) and _sgemm(a.shape[-2]) is not None:
         if out is None:
             out = np.empty(a.shape[:-1] + b.shape[-1:], _F32)
-        return _sgemm().matmul_batch_into(a, b, out)
+        return _sgemm(a.shape[-2]).matmul_batch_into(a, b, out)
     return np.matmul(a, b) if out is None else np.matmul(a, b, out=out)
 
 
@@ -156,7 +157,7 @@ def _fills(out, a, b) -> bool:
 def _own(a, b, out, n: int):
     if out is None:
         out = np.empty((a.shape[0], n), _F32)
-    return _sgemm().matmul_into(a, b, out)
+    return _sgemm(a.shape[0]).matmul_into(a, b, out)
 
 
 def _writable(out, a, b, n: int) -> bool:

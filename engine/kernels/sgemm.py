@@ -22,7 +22,7 @@ from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-__all__ = ["matmul_into", "matmul_batch_into", "pad_columns", "NR", "FASTER"]
+__all__ = ["matmul_into", "matmul_batch_into", "pad_columns", "NR", "MAX_ROWS"]
 
 _JIT = dict(cache=True, error_model="numpy", nogil=True)
 NR = 32                  # output columns per micro-kernel: two 16-lane vectors
@@ -30,22 +30,26 @@ KC = 256                 # K block: error as np.matmul's (512: 1.1-1.7x its erro
 NC = 16                  # panels of B per column group: 512 x 512 floats of B, 1 MiB, the L2
 
 
-def _faster() -> bool:
-    """Whether this GEMM beats numpy's here: the host has AVX-512 (without it LLVM splits each
-    16-lane vector in two and the accumulators no longer fit the registers) and numpy's OpenBLAS
-    runs kernels without it (``OPENBLAS_CORETYPE=Haswell``, as on the project machine and in CI).
-    Against OpenBLAS's own AVX-512 kernels (SkylakeX) it measured 0.75-0.9x their speed on the
-    large bench products (1024^3 0.5x) and 1.1-1.2x on the LSTM step's; an unknown BLAS (MKL)
-    keeps numpy's. Fixed per process, so a product's path and rounding do not vary run to run."""
+def _max_rows() -> float:
+    """The most output rows for which this GEMM beats numpy's here (``kernels.gemm`` takes it up to
+    there). With AVX-512 on the host, against OpenBLAS's Haswell kernels (AVX2;
+    ``OPENBLAS_CORETYPE=Haswell``, as on the project machine and in CI) it measured 1.2-2.0x at
+    every bench shape: no limit. Against OpenBLAS's own AVX-512 kernels (SkylakeX) 1.5x on the
+    LSTM step's 20-row products, 1.05x at 64 rows and 0.87-0.98x from 512 rows: up to 32 rows
+    (bench/README.md, session 10). Without AVX-512 LLVM splits each 16-lane vector in two and the
+    accumulators no longer fit the registers; an unknown BLAS (MKL) keeps numpy's: none. Fixed
+    per process, so a product's path and rounding do not vary from run to run."""
     from llvmlite import binding
     from threadpoolctl import threadpool_info
     if not binding.get_host_cpu_features().get("avx512f", False):
-        return False
+        return 0
     cores = {lib.get("architecture") for lib in threadpool_info() if lib.get("internal_api") == "openblas"}
-    return bool(cores) and not cores & {"SkylakeX", "Cooperlake", "SapphireRapids"}
+    if not cores:
+        return 0
+    return 32 if cores & {"SkylakeX", "Cooperlake", "SapphireRapids"} else float("inf")
 
 
-FASTER = _faster()
+MAX_ROWS = _max_rows()
 
 
 def _micro_kernel(mr: int, a_rows: bool):
