@@ -232,3 +232,20 @@ def test_other_in_place_distributions_and_sampling_without_replacement_equal_tor
                  lambda lib: lib.empty(500, dtype=lib.float64).log_normal_()):
         expected, got = both(draw, seed=13)
         np.testing.assert_allclose(got, expected, rtol=4e-16)   # numpy's log1p/exp against glibc's: an ulp at most
+
+
+@pytest.mark.skipif(_intel_mkl(), reason="PyTorch's MKL build draws bernoulli_(p) from MKL on Intel CPUs")
+def test_attention_dropout_feature_dropouts_and_rrelu_noise_equal_torch():
+    def draws(lib):
+        F = lib.nn.functional
+        q = lib.randn(2, 3, 5, 8)
+        mha = lib.nn.MultiheadAttention(16, 4, dropout=0.2, batch_first=True)
+        x = lib.randn(2, 5, 16)
+        x_neg = lib.randn(40, requires_grad=True)
+        y = F.rrelu(x_neg, training=True)
+        y.sum().backward()
+        return [F.scaled_dot_product_attention(q, q, q, dropout_p=0.3), mha(x, x, x)[0],
+                F.dropout2d(lib.ones(2, 6, 3, 3), 0.5), F.alpha_dropout(lib.ones(20), 0.5), y, x_neg.grad]
+    expected, got = both(draws, seed=14)
+    for e, g in zip(expected, got):
+        np.testing.assert_allclose(g, e, rtol=1e-6, atol=1e-7)   # masks equal; attention sums round apart

@@ -13,6 +13,7 @@ import warnings
 
 import numpy as np
 
+from ..base import dtype as _dtype
 from ..core import creation
 from ..core.tensor import Tensor
 from ..ops.movement import cat, stack
@@ -293,8 +294,12 @@ def rrelu(input: Tensor, lower: float = 1.0 / 8, upper: float = 1.0 / 3, trainin
     their mean in evaluation."""
     if not training:
         return leaky_relu(input, (lower + upper) / 2, inplace)
-    slope = creation.rand(tuple(input.shape), dtype=input.dtype, device=input.device) * (upper - lower) + lower
-    out = input.where(input >= 0, input * slope)
+    # one double U(lower, upper) per element at or below zero, in order, as PyTorch draws them
+    negative = input.detach() <= 0
+    slope = creation.ones(tuple(input.shape), dtype=input.dtype, device=input.device)
+    slope[negative] = creation.empty(int(negative.sum()), dtype=_dtype.float64, device=input.device) \
+        .uniform_(lower, upper).to(input.dtype)
+    out = input * slope
     return input.copy_(out) if inplace else out
 
 
