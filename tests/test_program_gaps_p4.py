@@ -72,8 +72,8 @@ def test_scan_dtype_argument_gives_that_dtype(dt):
 
 
 # ---------------------------------------------------------------- torchdiffeq: autograd.Function patterns
-_NEEDS_AUTOGRAD_FIX = pytest.mark.xfail(strict=True, reason="the fix is in engine/autograd/function.py or "
-                                        "engine/core/tensor.py, which another helper owns this session")
+_NEEDS_AUTOGRAD_FIX = pytest.mark.xfail(strict=True, reason="the fix is in engine/autograd/function.py, "
+                                        "engine/core/tensor.py or engine/fx/, which other helpers own this session")
 
 
 def _unchecked_assign(m):
@@ -330,3 +330,12 @@ def test_reprs_follow_the_name_the_package_answers_to():
     theirs = [str(torch.float32), repr(torch.strided), repr(torch.ones(2, dtype=torch.float16)), "bfloat16"]
     assert ours == theirs
     assert (str(tapelab.float32), repr(tapelab.channels_last)) == ("tapelab.float32", "tapelab.channels_last")
+
+
+@_NEEDS_AUTOGRAD_FIX
+def test_no_proxy_mode_outside_tracing():
+    """kornia.contrib imports ``torch.fx.experimental.proxy_tensor.get_proxy_mode`` (kornia.augmentation
+    imports kornia.contrib) and asks it before reading values; the fix is a new engine/fx/experimental."""
+    from torch.fx.experimental.proxy_tensor import get_proxy_mode as theirs
+    ours = __import__("tapelab.fx.experimental.proxy_tensor", fromlist=["get_proxy_mode"]).get_proxy_mode
+    assert ours() is theirs() is None
