@@ -185,16 +185,16 @@ def normal(gen, n: int, dt: np.dtype, mean: float = 0.0, std: float = 1.0) -> np
         return _normal_scalar(gen, n, mean, std).astype(dt)
     if dt == np.float32:
         return _normal_fill_avx2(gen._bits, n, _F32(mean), _F32(std))
-    u = uniform(gen._bits, n + (16 if n % 16 else 0), np.dtype(np.float64 if dt == np.float64 else _F32))
-    u = u.astype(np.float64, copy=False)
-    data = u[:n]
+    udt = np.dtype(np.float64 if dt == np.float64 else _F32)
+    data = uniform(gen._bits, n, udt).astype(np.float64, copy=False)
+    tail = uniform(gen._bits, 16 if n % 16 else 0, udt).astype(np.float64)
 
     def fill(block):
         radius = np.sqrt(-2 * np.log(1 - block[:, :8]))
         theta = 2.0 * math.pi * block[:, 8:]
         return np.concatenate([radius * np.cos(theta), radius * np.sin(theta)], 1) * std + mean
-    _blocks(data, u[n:], fill)
-    return data.astype(dt)
+    _blocks(data, tail, fill)
+    return data.astype(dt, copy=False)
 
 
 def _blocks(data: np.ndarray, tail_uniforms: np.ndarray, fill) -> None:
@@ -298,12 +298,12 @@ def _sincos_f32(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _normal_fill_avx2(bits, n: int, mean: np.float32, std: np.float32) -> np.ndarray:
-    u = uniform(bits, n + (16 if n % 16 else 0), np.dtype(_F32))
-    data = u[:n]
+    data = uniform(bits, n, np.dtype(_F32))
+    tail = uniform(bits, 16 if n % 16 else 0, np.dtype(_F32))
 
     def fill(block):
         radius = np.sqrt(_F32(-2) * _log_f32(_F32(1) - block[:, :8]))
         sin, cos = _sincos_f32(_F32(2 * math.pi) * block[:, 8:])
         return np.concatenate([_fma(radius * cos, std, mean), _fma(radius * sin, std, mean)], 1)
-    _blocks(data, u[n:], fill)
+    _blocks(data, tail, fill)
     return data

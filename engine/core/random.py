@@ -114,10 +114,12 @@ def _gen(generator: Generator | None) -> Generator:
 
 # ---------------------------------------------------------------- the random ops
 def _draw(xp, draw, size, dtype):
-    """``draw()`` (host numbers of ``size``) on ``xp``'s device; the meta device draws nothing."""
+    """``draw()`` (host numbers of ``size``) on ``xp``'s device; the meta device draws nothing. The
+    array owns its memory (a reshaped flat draw is copied), as a fresh tensor's storage does."""
     if not has_data(xp):
         return xp.empty(size, dtype.np)
-    return xp.asarray(draw().astype(dtype.np, copy=False))
+    host = draw().astype(dtype.np, copy=False)
+    return xp.asarray(host if host.base is None else host.copy())
 
 
 def _count(size) -> int:
