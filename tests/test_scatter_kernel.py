@@ -90,10 +90,12 @@ def test_scatter_add_and_gather_backward_match_torch(loops, expanded, dim):
     np.testing.assert_allclose(tx.grad.numpy(), px.grad.numpy(), rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("reduce", ["sum", "mean", "amax"])
+@pytest.mark.parametrize("reduce", ["sum", "mean", "amax", "amin", "prod"])
 @pytest.mark.parametrize("include_self", [True, False])
 def test_scatter_reduce_matches_torch(loops, reduce, include_self):
-    """scatter_reduce's sum and mean (PyG's aggregation) add in the loop, the mean's counts too."""
+    """scatter_reduce (PyG's sum, mean and max aggregations) in the loops, the mean's counts and
+    the identity written for include_self=False too; values as torch's, gradients where tapelab
+    has them, and the same results as numpy's ufunc.at bit for bit."""
     rng = _rng(13, include_self)
     x = rng.standard_normal((30, 16)).astype(np.float32)
     idx = rng.integers(0, 30, 400)
@@ -102,10 +104,35 @@ def test_scatter_reduce_matches_torch(loops, reduce, include_self):
     for m in (tapelab, torch):
         tx, ts = m.tensor(x, requires_grad=True), m.tensor(src, requires_grad=True)
         out = tx.scatter_reduce(0, m.tensor(idx)[:, None].expand(400, 16), ts, reduce, include_self=include_self)
-        out.backward(m.tensor(x))
-        res.append((out.detach().numpy(), tx.grad.numpy(), ts.grad.numpy()))
+        if reduce != "prod":
+            out.backward(m.tensor(x))
+        res.append([out.detach().numpy()] + ([tx.grad.numpy(), ts.grad.numpy()] if reduce != "prod" else []))
     for got, want in zip(*res):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    if reduce in ("amax", "amin", "prod"):
+        ref = x.copy()
+        if not include_self:
+            ref[idx] = {"amax": -np.inf, "amin": np.inf, "prod": 1.0}[reduce]
+        {"amax": np.maximum, "amin": np.minimum, "prod": np.multiply}[reduce].at(ref, idx, src)
+        assert np.array_equal(res[0][0], ref)
+
+
+def test_scatter_multiply_and_nan_in_max_match_ufunc_at(loops):
+    """scatter(reduce="multiply") and a nan reaching amax: numpy's multiply.at / maximum.at exactly."""
+    rng = _rng(21)
+    x = rng.standard_normal((10, 6)).astype(np.float32)
+    idx = rng.integers(0, 10, (30, 6))
+    src = rng.standard_normal((30, 6)).astype(np.float32)
+    src[4, 2] = np.nan
+    got = tapelab.tensor(x).scatter(0, tapelab.tensor(idx), tapelab.tensor(src), reduce="multiply").numpy()
+    ref = x.copy()
+    np.multiply.at(ref, (idx, np.arange(6)[None, :]), src)
+    np.testing.assert_array_equal(got, ref)
+    got = tapelab.tensor(x).scatter_reduce(0, tapelab.tensor(idx), tapelab.tensor(src), "amax").numpy()
+    ref = x.copy()
+    np.maximum.at(ref, (idx, np.arange(6)[None, :]), src)
+    np.testing.assert_array_equal(got, ref)
+    assert np.isnan(got[idx[4, 2], 2])
 
 
 def test_index_put_accumulate_matches_torch(loops):

@@ -92,7 +92,7 @@ def _one_index(key: tuple):
 def add_at(xp, out, key: tuple, values) -> None:
     """``xp.add.at(out, key, values)``: ``out[key] += values`` with a repeated position adding once
     per occurrence. With one integer index among full slices (``x[idx]``'s backward, index_add_,
-    embedding's backward) the loop ``scatter.add_rows`` adds in ufunc.at's order, so the same sums
+    embedding's backward) the loop ``scatter.rows`` adds in ufunc.at's order, so the same sums
     bit for bit, 10-40x faster; without the loops a large 2-d one is sorted and summed per rank."""
     one = _one_index(key)
     if one is not None:
@@ -102,8 +102,8 @@ def add_at(xp, out, key: tuple, values) -> None:
         if getattr(values, "shape", None) == shape[:p] + idx.shape + shape[p + 1:]:
             flat = idx.reshape(-1)
             if _loops_take(xp, out, values, idx):
-                if kernels.loops("scatter").add_rows(out.reshape(a, m, b), xp.ascontiguousarray(flat),
-                                                     values.reshape(a, flat.size, b)):
+                if kernels.loops("scatter").rows(out.reshape(a, m, b), xp.ascontiguousarray(flat),
+                                                 values.reshape(a, flat.size, b), 0):
                     return
                 raise IndexError(_bad_index(flat, m, p))
             if _backend.is_numpy(xp) and p == 0 and out.ndim == 2 and values.size >= _SORT_MIN \
@@ -112,10 +112,12 @@ def add_at(xp, out, key: tuple, values) -> None:
     xp.add.at(out, key, values)
 
 
-def add_along(xp, out, index, dim: int, src) -> bool:
-    """``out[..., index[..., i, ...], ...] += src[..., i, ...]`` along ``dim`` (scatter_add, gather's
-    backward) in the loop ``scatter.add_along`` when ``index`` matches ``out`` off ``dim`` and the
-    loops take the arrays (same sums as ufunc.at, bit for bit); False (nothing done) otherwise."""
+def scatter_along(xp, out, index, dim: int, src, op: str) -> bool:
+    """``xp.<op>.at(out, key, src)`` for gather's ``key`` along ``dim`` (``out[..., index[..., i, ...],
+    ...] op= src[..., i, ...]``: scatter_add, scatter(reduce=), scatter_reduce, gather's backward)
+    in the loops of kernels/scatter.py when ``index`` matches ``out`` off ``dim`` and they take the
+    arrays: the same results as ufunc.at, bit for bit. ``op``: "add", "multiply", "maximum",
+    "minimum" or "assign". False (nothing done) when the loops do not apply."""
     shape = out.shape
     if not out.ndim or index.ndim != out.ndim or index.shape != src.shape or not _loops_take(xp, out, src, index):
         return False
@@ -126,9 +128,9 @@ def add_along(xp, out, index, dim: int, src) -> bool:
     out3, idx3, src3 = out.reshape(a, shape[dim], b), index.reshape(a, n, b), src.reshape(a, n, b)
     loops = kernels.loops("scatter")
     if a == 1 and b > 1 and idx3.strides[2] == 0:    # an index expanded along the rows (torch_scatter's)
-        done = loops.add_rows(out3, xp.ascontiguousarray(idx3[0, :, 0]), src3)
+        done = loops.rows(out3, xp.ascontiguousarray(idx3[0, :, 0]), src3, loops.OPS[op])
     else:
-        done = loops.add_along(out3, idx3, src3)
+        done = loops.along(out3, idx3, src3, loops.OPS[op])
     if not done:
         raise IndexError(_bad_index(index.reshape(-1), shape[dim], dim))
     return True
@@ -572,8 +574,10 @@ def _scatter_fwd(xp, x, index, src, *, dim, reduce):
     try:
         if reduce is None:
             out[key] = src
-        elif reduce != "add" or isinstance(src, (int, float)) or not add_along(xp, out, index, dim, src):
-            _backend.ufunc_at(xp, "add" if reduce == "add" else "multiply", out, key, src)
+        else:
+            op = "add" if reduce == "add" else "multiply"
+            if isinstance(src, (int, float)) or not scatter_along(xp, out, index, dim, src, op):
+                _backend.ufunc_at(xp, op, out, key, src)
     except IndexError as e:
         raise RuntimeError(f"scatter(): {e}") from None
     return out
@@ -670,12 +674,14 @@ def _scatter_reduce_fwd(xp, x, index, src, *, dim, reduce, include_self):
     key = _along(xp, index, dim)
     src = _fit(src, index.shape)
     if not include_self:
-        out[key] = _reduce_identity(xp, reduce, x.dtype)
-    if reduce not in ("sum", "mean") or not add_along(xp, out, index, dim, src):
+        identity = _reduce_identity(xp, reduce, x.dtype)
+        if not scatter_along(xp, out, index, dim, xp.broadcast_to(x.dtype.type(identity), index.shape), "assign"):
+            out[key] = identity
+    if not scatter_along(xp, out, index, dim, src, _REDUCE_UFUNC[reduce]):
         _backend.ufunc_at(xp, _REDUCE_UFUNC[reduce], out, key, src)
     if reduce == "mean":
         count = xp.full(x.shape, int(include_self), x.dtype)
-        if not add_along(xp, count, index, dim, xp.broadcast_to(x.dtype.type(1), index.shape)):
+        if not scatter_along(xp, count, index, dim, xp.broadcast_to(x.dtype.type(1), index.shape), "add"):
             xp.add.at(count, key, 1)
         out = out / xp.maximum(count, 1) if x.dtype.kind in FLOATING_KINDS else out // xp.maximum(count, 1)
     return out.astype(x.dtype, copy=False)
