@@ -10,9 +10,8 @@ out-of-place ``index_put`` op applied in place, so gradients reach target and va
 """
 from __future__ import annotations
 
-import numbers
-
 import math
+import numbers
 
 from .. import kernels
 from ..base import backend as _backend, dtype as _dtype
@@ -143,10 +142,10 @@ def _bad_index(flat, m: int, dim: int) -> str:
 
 def _segment_sum(xp, res, flat, g2) -> bool:
     """``res[flat[i]] += g2[i]`` in index order, as ``add.at`` (bit-identical) but ~6x faster on
-    the GPT step's embedding: rows sorted stably by index go to a (rank, id, d) buffer after the
-    rows' old values (zeros past a segment's end, and ``x + 0`` is exact) summed one rank at a time,
-    so each row adds in add.at's order. False (nothing done) when
-    the buffer would be over 4x the gradient (a few very frequent ids) or an index is negative."""
+    the GPT step's embedding, for numpy without the loops: rows sorted stably by index go to a
+    (rank, id, d) buffer after the rows' old values (zeros past a segment's end, and ``x + 0`` is
+    exact), summed one rank at a time, so each row adds in add.at's order. False (nothing done)
+    when the buffer would be over 4x the gradient (a few very frequent ids) or an index is negative."""
     order = xp.argsort(flat, kind="stable")
     s = flat[order]
     if s[0] < 0:
