@@ -339,3 +339,30 @@ def test_no_proxy_mode_outside_tracing():
     from torch.fx.experimental.proxy_tensor import get_proxy_mode as theirs
     ours = __import__("tapelab.fx.experimental.proxy_tensor", fromlist=["get_proxy_mode"]).get_proxy_mode
     assert ours() is theirs() is None
+
+
+def test_legacy_sparse_constructors_and_dsmm():
+    """linear_operator's KISS-GP builds its interpolation with ``getattr(torch.sparse, t.type().split('.')[-1])
+    (indices, values, size)`` and multiplies with ``torch.dsmm``; values and gradients against torch."""
+    import warnings
+    rng = np.random.default_rng(4)
+    idx, val, dense = np.array([[0, 1, 2, 2], [1, 0, 2, 0]]), rng.standard_normal(4), rng.standard_normal((3, 2))
+    results = []
+    for m in (tapelab, torch):
+        v = m.tensor(val, dtype=m.float32, requires_grad=True)
+        d = m.tensor(dense, dtype=m.float32, requires_grad=True)
+        cls = getattr(m.sparse, v.type().split(".")[-1])
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            s = cls(m.tensor(idx), v, m.Size([3, 3]))
+        out = m.dsmm(s, d)
+        out.square().sum().backward()
+        empty = m.sparse.DoubleTensor(2, 3)
+        results.append((out, d.grad, v.grad, isinstance(s, m.sparse.FloatTensor), isinstance(s, m.sparse.DoubleTensor),
+                        isinstance(s.to_dense(), m.sparse.FloatTensor), [str(w.message)[:40] for w in caught],
+                        tuple(empty.shape), empty.is_sparse, str(empty.dtype).split(".")[1],
+                        str(cls(m.tensor(idx), v.detach().double()).dtype).split(".")[1]))
+    (*ours, o_rest), (*theirs, t_rest) = [(r[0], r[1], r[2], r[3:]) for r in results]
+    for a, b in zip(ours, theirs):
+        np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), rtol=1e-6)
+    assert o_rest == t_rest

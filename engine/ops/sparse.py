@@ -19,7 +19,7 @@ from ..core.registry import NONE, OTHERS, Op
 from ._util import Tensor, _wrap_dim
 from .linalg import mm
 
-__all__ = ["sparse_coo_tensor", "spmm"]
+__all__ = ["sparse_coo_tensor", "spmm", "dsmm"]
 METHODS = ("to_dense", "to_sparse", "coalesce", "sparse_mask")
 OPERATORS = {}
 
@@ -202,9 +202,9 @@ def _sparse_mm_vjp(g, out, a, b, *, sparse_grad):
 
 
 # sparse_grad: torch.sparse.mm gives the sparse operand a sparse gradient with its pattern,
-# torch.spmm (like mm and @) a dense one
+# torch.spmm (like mm and @) a dense one; torch.dsmm is spmm under its older name (linear_operator's KISS-GP)
 _sparse_mm = Op("sparse_mm", lambda xp, a, b, *, sparse_grad: a @ b, _sparse_mm_vjp, saves=OTHERS,
-                aliases=("spmm",))
+                aliases=("spmm", "dsmm"))
 
 
 def sparse_mm(mat1: Tensor, mat2: Tensor) -> Tensor:
@@ -215,6 +215,9 @@ def sparse_mm(mat1: Tensor, mat2: Tensor) -> Tensor:
 def spmm(input: Tensor, mat2: Tensor) -> Tensor:
     """``torch.spmm``: ``mm`` with a sparse first operand (its gradient is dense, as PyTorch's)."""
     return _spmm(input, mat2, "spmm", False) if _is_coo(input) else mm(input, mat2)
+
+
+dsmm = spmm
 
 
 def _spmm(mat1: Tensor, mat2: Tensor, name: str, sparse_grad: bool) -> Tensor:
