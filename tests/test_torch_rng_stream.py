@@ -249,3 +249,18 @@ def test_attention_dropout_feature_dropouts_and_rrelu_noise_equal_torch():
     expected, got = both(draws, seed=14)
     for e, g in zip(expected, got):
         np.testing.assert_allclose(g, e, rtol=1e-6, atol=1e-7)   # masks equal; attention sums round apart
+
+
+@pytest.mark.skipif(_intel_mkl(), reason="PyTorch's MKL build draws bernoulli_(p) from MKL on Intel CPUs")
+def test_non_contiguous_tensors_are_filled_in_memory_order():
+    """PyTorch's empty_like keeps a transposed layout and TensorIterator fills memory in order: a
+    batch-first attention output's dropout mask, in-place draws into a transposed tensor."""
+    def draws(lib):
+        x = lib.ones(7, 3, 16).transpose(0, 1)
+        enc = lib.nn.TransformerEncoder(lib.nn.TransformerEncoderLayer(16, 4, 32, dropout=0.1, batch_first=True), 2,
+                                        enable_nested_tensor=False)
+        return [lib.nn.functional.dropout(x, 0.3), lib.bernoulli(lib.full((5, 20), 0.4).t()),
+                lib.empty(20, 5).t().uniform_(), lib.empty(20, 5).t().normal_(), enc(lib.randn(3, 7, 16))]
+    expected, got = both(draws, seed=15)
+    for e, g in zip(expected, got):
+        np.testing.assert_allclose(g, e, rtol=2e-5, atol=2e-6)

@@ -139,10 +139,9 @@ def bernoulli(bits, n: int, p: float) -> np.ndarray:
     return uniform(bits, n, np.dtype(np.float64)) < p
 
 
-def bernoulli_probs(bits, probs: np.ndarray) -> np.ndarray:
-    """``bernoulli(probs)``: a uniform of the probabilities' precision (float or double) below each."""
-    dt = np.dtype(np.float64) if probs.dtype == np.float64 else np.dtype(np.float32)
-    return uniform(bits, probs.size, dt).reshape(probs.shape) < probs
+def probability_dtype(dt: np.dtype) -> np.dtype:
+    """``bernoulli(probs)`` compares each probability with a uniform of its precision (float or double)."""
+    return np.dtype(np.float64) if dt == np.float64 else np.dtype(np.float32)
 
 
 def exponential(bits, n: int, lambd: float) -> np.ndarray:
@@ -162,7 +161,7 @@ def geometric(bits, n: int, p: float) -> np.ndarray:
 
 def log_normal(gen, n: int, mean: float, std: float) -> np.ndarray:
     """``log_normal_``: ``exp`` of the one-at-a-time double normals (the kept sine included)."""
-    return np.exp(_normal_scalar(gen, n, mean, std))
+    return np.exp(normal_serial(gen, n, mean, std))
 
 
 def multinomial_with_replacement(bits, weights: np.ndarray, n_sample: int) -> np.ndarray:
@@ -182,7 +181,7 @@ def normal(gen, n: int, dt: np.dtype, mean: float = 0.0, std: float = 1.0) -> np
     """``n`` numbers of N(mean, std) as ATen's ``normal_`` draws them for a contiguous tensor;
     ``gen`` carries the twister (``_bits``) and the cached Box-Muller sine (``_normal``)."""
     if n < 16:
-        return _normal_scalar(gen, n, mean, std).astype(dt)
+        return normal_serial(gen, n, mean, std).astype(dt)
     if dt == np.float32:
         return _normal_fill_avx2(gen._bits, n, _F32(mean), _F32(std))
     udt = np.dtype(np.float64 if dt == np.float64 else _F32)
@@ -209,8 +208,8 @@ def _blocks(data: np.ndarray, tail_uniforms: np.ndarray, fill) -> None:
         data[n - 16:] = fill(tail_uniforms[:16].reshape(1, 16)).ravel()
 
 
-def _normal_scalar(gen, n: int, mean: float, std: float) -> np.ndarray:
-    """``at::normal_distribution<double>``: two double uniforms give a cosine to return and a sine
+def normal_serial(gen, n: int, mean: float, std: float) -> np.ndarray:
+    """``at::normal_distribution<double>`` (a small or non-contiguous ``normal_``): two double uniforms give a cosine to return and a sine
     to keep; the next draw returns the kept one first (it survives across calls)."""
     out = np.empty(n, np.float64)
     for i in range(n):

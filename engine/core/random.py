@@ -146,13 +146,32 @@ def _normal(xp, mean, std, *, size, dtype, device, generator):
     return ((z * xp.asarray(std, dt)).astype(dt) + xp.asarray(mean, dt)).astype(dt)
 
 
-def _bernoulli_draw(probs, p, generator):
-    """Host booleans of ``probs``' shape: below ``p`` (a number) or below each probability."""
+def _memory_order(a) -> tuple | None:
+    """``a``'s axes from the slowest to the fastest in memory when it is not C-contiguous, else None."""
+    if a.ndim < 2 or a.flags.c_contiguous:
+        return None
+    return tuple(sorted(range(a.ndim), key=lambda d: (-abs(a.strides[d]), d)))
+
+
+def _in_memory_order(a, draw):
+    """``draw(shape)`` laid over ``a``'s elements in memory order, as PyTorch's TensorIterator fills a
+    tensor whose layout ``empty_like`` kept (dropout of a transposed attention output)."""
+    order = _memory_order(a)
+    if order is None:
+        return draw(a.shape)
+    return draw(tuple(a.shape[d] for d in order)).transpose(np.argsort(order))
+
+
+def _bernoulli_draw(probs, p, generator, layout=None):
+    """Host booleans of ``probs``' shape: below ``p`` (a number) or below each probability, drawn in
+    the memory order of ``layout`` (the tensor being filled), or in index order without one."""
     bits = _gen(generator)._bits
+    order = (lambda draw: _in_memory_order(layout, draw)) if layout is not None else (lambda draw: draw(probs.shape))
     if p is not None:
-        return stream.bernoulli(bits, probs.size, p).reshape(probs.shape)
+        return order(lambda s: stream.bernoulli(bits, _count(s), p).reshape(s))
     host = np.asarray(probs.get() if hasattr(probs, "get") else probs)
-    return stream.bernoulli_probs(bits, host)
+    dt = stream.probability_dtype(host.dtype)
+    return order(lambda s: stream.uniform(bits, _count(s), dt).reshape(s)) < host
 
 
 def _bernoulli(xp, probs, *, p, generator):
@@ -160,7 +179,10 @@ def _bernoulli(xp, probs, *, p, generator):
         return xp.empty(probs.shape, probs.dtype)
     if p is None and bool(((probs < 0) | (probs > 1)).any()):
         raise RuntimeError("bernoulli: all elements of input must be in [0, 1]")
-    return xp.asarray(_bernoulli_draw(probs, p, generator)).astype(probs.dtype)
+    # ``bernoulli(probs)`` fills a fresh contiguous tensor; a number ``p`` is dropout's
+    # ``empty_like(input).bernoulli_(p)``, which keeps the input's layout
+    layout = None if p is None else probs
+    return xp.asarray(_bernoulli_draw(probs, p, generator, layout)).astype(probs.dtype)
 
 
 def _complex(draw, size, scale=1.0):
@@ -202,10 +224,10 @@ BERNOULLI = Op("bernoulli", _bernoulli, kind="random")
 # dtype, ``autograd.views.apply_`` writes them into the target (the methods are declared in
 # ``ops/sampling.py``). Their gradient to what the target held before is zero, as PyTorch's.
 def _fill(xp, x, draw):
-    """``draw(shape)`` (host numbers) as an array like ``x`` on ``x``'s device."""
+    """``draw(shape)`` (host numbers) as an array like ``x`` on ``x``'s device, in ``x``'s memory order."""
     if not has_data(xp):
         return xp.empty(x.shape, x.dtype)
-    return xp.asarray(draw(x.shape).astype(x.dtype, copy=False))
+    return xp.asarray(_in_memory_order(x, draw).astype(x.dtype, copy=False))
 
 
 def _no_grad_to_old_value(g, out, x, *probs, **params):
@@ -225,6 +247,8 @@ def _in_place_normal(x, mean, std, generator):
     g = _gen(generator)
     if x.dtype.kind == "c":
         return lambda s: mean + std * _complex(g._rng.standard_normal, s, 0.5 ** 0.5)
+    if _memory_order(x) is not None:   # PyTorch draws a non-contiguous tensor's normals one at a time
+        return lambda s: stream.normal_serial(g, _count(s), mean, std).astype(x.dtype).reshape(s)
     return lambda s: stream.normal(g, _count(s), x.dtype, mean, std).reshape(s)
 
 
@@ -239,10 +263,10 @@ def _bernoulli_fill(xp, x, *probs, p, generator):
     if not has_data(xp):
         return xp.empty(x.shape, x.dtype)
     if not probs:
-        return xp.asarray(stream.bernoulli(_gen(generator)._bits, x.size, p).reshape(x.shape)).astype(x.dtype)
+        return xp.asarray(_bernoulli_draw(x, p, generator, x)).astype(x.dtype)
     if bool(((probs[0] < 0) | (probs[0] > 1)).any()):
         raise RuntimeError("bernoulli_: all elements of p must be in [0, 1]")
-    return xp.asarray(_bernoulli_draw(xp.broadcast_to(probs[0], x.shape), None, generator)).astype(x.dtype)
+    return xp.asarray(_bernoulli_draw(xp.broadcast_to(probs[0], x.shape), None, generator, x)).astype(x.dtype)
 
 
 _FILL = dict(kind="random", saves=NONE)
