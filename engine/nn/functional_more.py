@@ -1,6 +1,6 @@
 """The rest of ``torch.nn.functional`` that programs reach for: 3-d pooling and the ``*_with_indices``
 forms, power-average and fractional max pooling, unpooling, channel shuffle, local response norm,
-bags of embeddings, sampling grids, and the margin, triplet and CTC losses.
+bags of embeddings, sampling grids, and the margin and triplet losses (the CTC loss is an op, ``_ctc``).
 
 Composites over Tensor ops built on ``functional_core`` and ``functional_extra`` (``functional``
 re-exports everything here), so autograd comes from the ops they use.
@@ -16,12 +16,13 @@ import numpy as np
 from ..base import dtype as _dtype
 from ..core import creation
 from ..core.tensor import Tensor
-from ..ops.movement import cat, stack
+from ..ops.movement import stack
 from .functional_core import (_adaptive_avg_pool, _avg_pool, _batched, _conv_transpose, _cubic_weights, _max_pool, _ntuple,
                               _reduce, _reduction, _unbatch, conv1d, cross_entropy, interpolate,
                               leaky_relu, linear, pad, softmax)
 from .functional_extra import _adaptive_max_along, _adaptive_sizes, adaptive_max_pool1d, adaptive_max_pool2d
 from .functional_extra import pairwise_distance
+from ._ctc import ctc_loss
 
 __all__ = [
     "GRID_SAMPLE_INTERPOLATION_MODES", "GRID_SAMPLE_PADDING_MODES", "assert_int_or_pair",
@@ -592,54 +593,3 @@ def linear_cross_entropy(input: Tensor, linear_weight: Tensor, target: Tensor, *
     logits = linear(input, linear_weight, linear_bias)
     return cross_entropy(logits, target, weight, ignore_index=-100 if ignore_index is None else ignore_index,
                          reduction=reduction, label_smoothing=label_smoothing)
-
-
-_NEG = -1e30   # log(0) for the CTC recursion: finite, so logsumexp's gradient never divides inf by inf
-
-
-def ctc_loss(log_probs: Tensor, targets: Tensor, input_lengths, target_lengths, blank: int = 0,
-             reduction: str = "mean", zero_infinity: bool = False) -> Tensor:
-    """Connectionist temporal classification: ``-log`` of the total probability of every alignment of
-    each target (blanks between and around its labels) to the input frames, by the forward recursion."""
-    lp = log_probs.unsqueeze(1) if log_probs.ndim == 2 else log_probs          # (T, N, C)
-    n = lp.shape[1]
-    in_lens = [int(v) for v in (input_lengths.tolist() if isinstance(input_lengths, Tensor) else input_lengths)]
-    tg_lens = [int(v) for v in (target_lengths.tolist() if isinstance(target_lengths, Tensor) else target_lengths)]
-    if log_probs.ndim == 2:
-        in_lens, tg_lens = in_lens[:1], tg_lens[:1]
-    tg = targets.tolist()
-    losses = []
-    offset = 0
-    for b in range(n):
-        if targets.ndim == 2 or (targets.ndim == 1 and log_probs.ndim == 2):
-            labels = (tg[b] if targets.ndim == 2 else tg)[:tg_lens[b]]
-        else:
-            labels = tg[offset:offset + tg_lens[b]]
-            offset += tg_lens[b]
-        ext = [blank]
-        for lab in labels:
-            ext += [lab, blank]
-        s = len(ext)
-        # a path may skip the blank between two different labels
-        skip = creation.tensor([i >= 2 and ext[i] != blank and ext[i] != ext[i - 2] for i in range(s)],
-                               device=lp.device)
-        index = creation.tensor(ext, device=lp.device)
-        emit = lp[:, b].index_select(1, index)                                  # (T, S)
-        neg = creation.full((s,), _NEG, dtype=lp.dtype, device=lp.device)
-        alpha = neg.where(creation.arange(s, device=lp.device) >= 2, emit[0]) if s > 1 else emit[0]
-        for t in range(1, in_lens[b]):
-            one = cat([neg[:1], alpha[:-1]])
-            two = cat([neg[:2], alpha[:-2]]).where(skip, neg) if s > 2 else neg
-            alpha = stack([alpha, one, two]).logsumexp(0) + emit[t]
-        loss = -(alpha[-2:].logsumexp(0) if s > 1 else alpha[-1])
-        loss = loss.where(loss < -_NEG / 2, creation.full((), math.inf, dtype=lp.dtype, device=lp.device))
-        if zero_infinity:
-            loss = loss.where(loss != math.inf, creation.zeros((), dtype=lp.dtype, device=lp.device))
-        losses.append(loss)
-    out = stack(losses)
-    if reduction == "mean":
-        lens = creation.tensor(tg_lens, dtype=lp.dtype, device=lp.device).clamp_min(1)
-        return (out / lens).mean()
-    if reduction == "sum":
-        return out.sum()
-    return out if log_probs.ndim == 3 else out.squeeze(0)
