@@ -3,14 +3,16 @@
 OpenBLAS runs with ``OPENBLAS_CORETYPE=Haswell`` on the project machine and in CI: AVX2 kernels on
 a CPU with AVX-512, about half the machine's float32 rate, while PyTorch's oneDNN uses AVX-512.
 This GEMM's register-blocked micro-kernel is built as LLVM IR on 16-lane vectors, which LLVM
-lowers to the host's widest registers (zmm FMAs with AVX-512, two ymm halves elsewhere): it holds
-an ``mr x 32`` block of the output in ``2 mr`` vector accumulators while it streams K, each k one
-broadcast of ``a[i, k]`` per row and two fused multiply-adds. The operands are not packed: A is
-read in place row-major or column-major (a transposed view), B row-major (a transposed B, as
-``x @ w.T``, is transposed once per product); only the edge row block of A and the edge column
-panel of B are copied zero-padded, and an edge output tile goes through
-a scratch tile. K runs in blocks of ``KC`` (the output then adds each block's sum), the columns in
-groups of ``NC`` panels so a group of B stays in L2 while every row block passes over it.
+lowers to zmm FMAs with AVX-512 (without it each vector is two halves and the accumulators spill:
+``MAX_ROWS`` keeps numpy's there): it holds an ``mr x 32`` block of the output in ``2 mr`` vector
+accumulators while it streams K, each k one broadcast of ``a[i, k]`` per row and two fused
+multiply-adds. The operands are not packed: A is read in place row-major or column-major (a
+transposed view), B row-major (a transposed B, as ``x @ w.T``, is transposed once per product);
+only the edge row block of A and the edge column panel of B are copied zero-padded, and an edge
+output tile goes through a scratch tile. K runs in blocks of ``KC`` (the output then adds each
+block's sum), the columns in groups of ``NC`` panels so a group of B stays in L2 while every row
+block passes over it. Measured against OpenBLAS and torch.mm in bench/README.md (issue 17,
+session 10).
 Rounding: each output is ``fma(a[i, k], b[k, j], acc)`` for k ascending within a K block, the
 blocks' sums added in order: the same for any split of the rows or columns over threads.
 """
