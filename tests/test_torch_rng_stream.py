@@ -264,3 +264,19 @@ def test_non_contiguous_tensors_are_filled_in_memory_order():
     expected, got = both(draws, seed=15)
     for e, g in zip(expected, got):
         np.testing.assert_allclose(g, e, rtol=2e-5, atol=2e-6)
+
+
+def test_like_factories_of_a_transposed_tensor_and_init_functions_equal_torch():
+    def draws(lib):
+        nn = lib.nn
+        t = lib.empty(20, 3).t()
+        inits = [nn.init.xavier_uniform_(lib.empty(6, 5)), nn.init.xavier_normal_(lib.empty(6, 5)),
+                 nn.init.kaiming_normal_(lib.empty(6, 5)), nn.init.sparse_(lib.empty(6, 5), 0.3)]
+        return [lib.rand_like(t), lib.randn_like(t), lib.randn_like(lib.empty(4, 5)), *inits,
+                nn.GRU(3, 4).weight_hh_l0, nn.MultiheadAttention(8, 2, add_bias_kv=True).bias_k,
+                lib.randperm(20, dtype=lib.int32)]
+    assert_same(both(draws, seed=16))
+    split = lambda lib: (random_split if lib is tl else torch.utils.data.random_split)    # noqa: E731
+    subset = lambda lib: (tl.utils.data.SubsetRandomSampler if lib is tl else torch.utils.data.SubsetRandomSampler)  # noqa: E731
+    assert_same(both(lambda lib: [np.array(list(subset(lib)([5, 6, 7, 8, 9]))),
+                                  np.array(split(lib)(range(10), [0.3, 0.7])[0].indices)], seed=17))

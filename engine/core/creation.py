@@ -21,7 +21,7 @@ from ..base.dtype import from_np, get_default_dtype
 from ..base.layout import strided
 from .dispatch import apply
 from .factories import ARANGE, EMPTY, EYE, FROM_DLPACK, FULL, LINSPACE, LOGSPACE, TENSOR, host_array
-from .random import BERNOULLI, NORMAL, RAND, RANDINT, RANDN, RANDPERM
+from .random import BERNOULLI, NORMAL, RAND, RANDINT, RANDN, RANDPERM, memory_order
 from .tensor import Size, Tensor
 
 __all__ = ["tensor", "as_tensor", "from_numpy", "from_dlpack", "zeros", "ones", "full", "empty", "empty_strided",
@@ -301,10 +301,23 @@ def bernoulli(input, p=None, *, generator=None) -> Tensor:
     return apply(BERNOULLI, input, p=p, generator=generator)
 
 
+def _laid_out_like(input, size, dt, dev) -> Tensor | None:
+    """For a non-contiguous ``input``, an empty tensor with its memory order (PyTorch's
+    ``empty_like``), so the draws of ``rand_like`` & co. land where PyTorch's do; else None."""
+    order = memory_order(input._data)
+    if order is None:
+        return None
+    inverse = sorted(range(len(order)), key=order.__getitem__)
+    return empty(tuple(size[d] for d in order), dtype=dt, device=dev).permute(*inverse)
+
+
 def rand_like(input, *, dtype=None, device=None, requires_grad: bool = False, generator=None,
               layout=None, pin_memory: bool = False, memory_format=None) -> Tensor:
     _strided("rand_like", layout)
     size, dt, dev = _like(input, dtype, device)
+    laid = _laid_out_like(input, size, dt, dev)
+    if laid is not None:
+        return _finish(laid.uniform_(generator=generator), requires_grad)
     return _finish(apply(RAND, size=size, dtype=dt, device=dev, generator=generator), requires_grad)
 
 
@@ -312,6 +325,9 @@ def randn_like(input, *, dtype=None, device=None, requires_grad: bool = False, g
                layout=None, pin_memory: bool = False, memory_format=None) -> Tensor:
     _strided("randn_like", layout)
     size, dt, dev = _like(input, dtype, device)
+    laid = _laid_out_like(input, size, dt, dev)
+    if laid is not None:
+        return _finish(laid.normal_(generator=generator), requires_grad)
     return _finish(apply(RANDN, size=size, dtype=dt, device=dev, generator=generator), requires_grad)
 
 

@@ -146,7 +146,7 @@ def _normal(xp, mean, std, *, size, dtype, device, generator):
     return ((z * xp.asarray(std, dt)).astype(dt) + xp.asarray(mean, dt)).astype(dt)
 
 
-def _memory_order(a) -> tuple | None:
+def memory_order(a) -> tuple | None:
     """``a``'s axes from the slowest to the fastest in memory when it is not C-contiguous, else None."""
     if a.ndim < 2 or a.flags.c_contiguous:
         return None
@@ -156,7 +156,7 @@ def _memory_order(a) -> tuple | None:
 def _in_memory_order(a, draw):
     """``draw(shape)`` laid over ``a``'s elements in memory order, as PyTorch's TensorIterator fills a
     tensor whose layout ``empty_like`` kept (dropout of a transposed attention output)."""
-    order = _memory_order(a)
+    order = memory_order(a)
     if order is None:
         return draw(a.shape)
     return draw(tuple(a.shape[d] for d in order)).transpose(np.argsort(order))
@@ -247,7 +247,7 @@ def _in_place_normal(x, mean, std, generator):
     g = _gen(generator)
     if x.dtype.kind == "c":
         return lambda s: mean + std * _complex(g._rng.standard_normal, s, 0.5 ** 0.5)
-    if _memory_order(x) is not None:   # PyTorch draws a non-contiguous tensor's normals one at a time
+    if memory_order(x) is not None:   # PyTorch draws a non-contiguous tensor's normals one at a time
         return lambda s: stream.normal_serial(g, _count(s), mean, std).astype(x.dtype).reshape(s)
     return lambda s: stream.normal(g, _count(s), x.dtype, mean, std).reshape(s)
 
