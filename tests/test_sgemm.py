@@ -234,3 +234,13 @@ def test_broadcast_stacks_are_numpys(own_calls):
     a, b = rng.standard_normal((1, 40, 64), dtype=np.float32), rng.standard_normal((3, 64, 40), dtype=np.float32)
     np.testing.assert_array_equal(kernels.gemm(np, a, b), np.matmul(a, b))
     assert not own_calls
+
+
+def test_broadcast_operands_read_in_place(own_calls):
+    """A zero row stride (``broadcast_to``) is a layout the kernel reads as it is: every row the same."""
+    rng = np.random.default_rng(10)
+    row, col = rng.standard_normal((1, 50), dtype=np.float32), rng.standard_normal((1, 40), dtype=np.float32)
+    a, b = np.broadcast_to(row, (30, 50)), np.broadcast_to(col, (50, 40))
+    got = kernels.gemm(np, a, b)
+    assert own_calls
+    _check(got, a, b)
