@@ -40,12 +40,10 @@ _MASK32 = 0xFFFFFFFF
 
 
 def mt_state(seed: int) -> dict:
-    """numpy's ``MT19937.state`` after MT's ``init_genrand(seed & 0xffffffff)``."""
-    key = [seed & _MASK32]
-    for i in range(1, 624):
-        prev = key[-1]
-        key.append((1812433253 * (prev ^ (prev >> 30)) + i) & _MASK32)
-    return {"bit_generator": "MT19937", "state": {"key": np.array(key, np.uint32), "pos": 624}}
+    """numpy's ``MT19937.state`` after MT's ``init_genrand(seed & 0xffffffff)`` (``RandomState``'s
+    integer seeding runs it)."""
+    key = np.random.RandomState(seed & _MASK32).get_state()[1]
+    return {"bit_generator": "MT19937", "state": {"key": key, "pos": 624}}
 
 
 def words32(bits: np.random.MT19937, n: int) -> np.ndarray:
@@ -53,10 +51,16 @@ def words32(bits: np.random.MT19937, n: int) -> np.ndarray:
     return bits.random_raw(n)
 
 
-def words64(bits: np.random.MT19937, n: int) -> np.ndarray:
-    """``n`` 64-bit words, each two 32-bit ones (the first is the high half)."""
-    r = bits.random_raw(2 * n)
-    return (r[0::2] << _U64(32)) | r[1::2]
+def words64(bits: np.random.MT19937, n: int, high_mask: int = _MASK32) -> np.ndarray:
+    """``n`` 64-bit words, each two 32-bit ones (the first is the high half, ``& high_mask``)."""
+    r = bits.random_raw(2 * n).reshape(n, 2)
+    high = r[:, 0] & _U64(high_mask) if high_mask != _MASK32 else r[:, 0]
+    return (high << _U64(32)) | r[:, 1]
+
+
+def _doubles53(bits, n: int) -> np.ndarray:
+    """The 53-bit integers behind ``n`` double uniforms (``u = k * 2**-53``)."""
+    return words64(bits, n, (1 << 21) - 1)
 
 
 _DIGITS = {"float16": 11, "bfloat16": 8, "float32": 24, "float64": 53}   # significand bits
@@ -91,8 +95,8 @@ def _uniform(bits, n: int, dt: np.dtype, low: float, high: float) -> np.ndarray:
         out[out == dt.type(high)] = dt.type(low)
         return out
     digits = _digits(dt)
-    raw = words64(bits, n) if dt == np.float64 else words32(bits, n)
-    x = (raw & _U64((1 << digits) - 1)) * (2.0 ** -digits)
+    raw = _doubles53(bits, n) if dt == np.float64 else words32(bits, n) & _U64((1 << digits) - 1)
+    x = raw * (2.0 ** -digits)
     if low == 0.0 and high == 1.0:
         return x.astype(dt)
     lo, hi = dt.type(low), dt.type(high)
@@ -136,7 +140,8 @@ def permutation(bits, n: int) -> np.ndarray:
 
 def bernoulli(bits, n: int, p: float) -> np.ndarray:
     """``bernoulli_(p)`` for a number ``p``: a double uniform below ``p`` (bool array)."""
-    return uniform(bits, n, np.dtype(np.float64)) < p
+    # u < p exactly when its 53-bit integer is below p * 2**53 (both exact in double)
+    return _chunked(n, np.bool_, lambda m: _doubles53(bits, m) < p * 2.0 ** 53)
 
 
 def probability_dtype(dt: np.dtype) -> np.dtype:

@@ -39,9 +39,10 @@ class Generator:
             raise RuntimeError(f"Overflow when unpacking long: manual_seed({seed}) needs a seed in "
                                f"[-2**63, 2**64)")
         self._seed = seed & ((1 << 64) - 1)   # PyTorch keeps the seed as uint64
-        self._bits = np.random.MT19937()
+        if not hasattr(self, "_bits"):       # made once: a fresh MT19937 hashes OS entropy (~0.1 ms)
+            self._bits = np.random.MT19937()
+            self._rng = np.random.Generator(self._bits)
         self._bits.state = stream.mt_state(self._seed)
-        self._rng = np.random.Generator(self._bits)
         self._normal = None   # Box-Muller's second number, returned by the next small normal draw
         return self
 
