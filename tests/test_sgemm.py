@@ -244,3 +244,13 @@ def test_broadcast_operands_read_in_place(own_calls):
     got = kernels.gemm(np, a, b)
     assert own_calls
     _check(got, a, b)
+
+
+def test_few_rows_against_a_transposed_weight_equal_the_plain_product_bitwise(own_calls):
+    """``x @ w.T`` with few rows runs as ``(w @ x.T).T`` (x and the result transposed, not w): the
+    same fused multiply-adds in the same order as with ``w.T`` copied contiguous first."""
+    rng = np.random.default_rng(11)
+    x, w = rng.standard_normal((21, 300), dtype=np.float32), rng.standard_normal((270, 300), dtype=np.float32)
+    got = kernels.gemm(np, x, w.T)
+    np.testing.assert_array_equal(got, SG.matmul_into(x, np.ascontiguousarray(w.T), np.empty((21, 270), np.float32)))
+    _check(got, x, w.T)
