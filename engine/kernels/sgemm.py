@@ -7,7 +7,8 @@ lowers to zmm FMAs with AVX-512 (without it each vector is two halves and the ac
 ``MAX_ROWS`` keeps numpy's there): it holds an ``mr x 32`` block of the output in ``2 mr`` vector
 accumulators while it streams K, each k one broadcast of ``a[i, k]`` per row and two fused
 multiply-adds. The operands are not packed: A is read in place row-major or column-major (a
-transposed view), B row-major (a transposed B, as ``x @ w.T``, is transposed once per product);
+transposed view), B row-major (a transposed B, as ``x @ w.T``, is transposed once per product,
+or with few rows ``x`` and the result are);
 only the edge row block of A and the edge column panel of B are copied zero-padded, and an edge
 output tile goes through a scratch tile. K runs in blocks of ``KC`` (the output then adds each
 block's sum), the columns in groups of ``NC`` panels so a group of B stays in L2 while every row
