@@ -34,6 +34,8 @@ import math
 
 import numpy as np
 
+from ..base.dtype import BFLOAT16_NP
+
 _U64 = np.uint64
 _F32 = np.float32
 _MASK32 = 0xFFFFFFFF
@@ -63,11 +65,12 @@ def _doubles53(bits, n: int) -> np.ndarray:
     return words64(bits, n, (1 << 21) - 1)
 
 
-_DIGITS = {"float16": 11, "bfloat16": 8, "float32": 24, "float64": 53}   # significand bits
+_DIGITS = {np.dtype(np.float16): 11, np.dtype(BFLOAT16_NP): 8, np.dtype(np.float32): 24,
+           np.dtype(np.float64): 53}   # significand bits
 
 
 def _digits(dt: np.dtype) -> int:
-    return _DIGITS[dt.name]
+    return _DIGITS[dt]
 
 
 _CHUNK = 1 << 20   # numbers made at a time: a billion-weight init needs no 8-byte temporaries of its size
@@ -110,7 +113,7 @@ def _uniform(bits, n: int, dt: np.dtype, low: float, high: float) -> np.ndarray:
 def integers(bits, n: int, low: int, high: int, dt: np.dtype) -> np.ndarray:
     """``n`` integers in ``[low, high)`` as dtype ``dt`` (``randint``, ``random_(low, high)``)."""
     span = high - low
-    wide = span >= 1 << 32 and (dt in (np.int64, np.float64, np.float32) or dt.name == "bfloat16")
+    wide = span >= 1 << 32 and dt in (np.int64, np.float64, np.float32, BFLOAT16_NP)
     return _chunked(n, dt, lambda m: (((words64(bits, m) if wide else words32(bits, m)) % _U64(span))
                                       .astype(np.int64) + low).astype(dt))
 
@@ -119,7 +122,7 @@ def full_range(bits, n: int, dt: np.dtype) -> np.ndarray:
     """``random_()`` without bounds: ``[0, 2**digits]`` for floats, ``[0, max]`` for integers."""
     if dt.kind == "b":
         top = 2
-    elif dt.name in _DIGITS:
+    elif dt in _DIGITS:
         top = (1 << _digits(dt)) + 1
     else:
         top = int(np.iinfo(dt).max) + 1

@@ -7,6 +7,7 @@ as PyTorch's. The public functions (``rand``, ``randn`` ...) are in ``creation.p
 """
 from __future__ import annotations
 
+import math
 import numbers
 
 import numpy as np
@@ -124,7 +125,7 @@ def _draw(xp, draw, size, dtype):
 
 
 def _count(size) -> int:
-    return int(np.prod(size, dtype=np.int64))
+    return math.prod(size)
 
 
 def _normal(xp, mean, std, *, size, dtype, device, generator):
