@@ -37,7 +37,7 @@ def _lattice(xp, lp, targets, input_lengths, target_lengths, *, blank: int, widt
     j = xp.arange(width)
     if targets.ndim == 1:   # concatenated: sample n's labels start after the lengths before it
         at = (xp.cumsum(tl) - tl)[:, None] + j
-        labels = targets[xp.where(j < tl[:, None], at, 0)] if targets.size else xp.zeros((N, width), targets.dtype)
+        labels = targets[xp.where(j < tl[:, None], at, 0)]
     else:
         labels = targets[:, :width]
     ext = xp.full((N, 2 * width + 1), blank, dtype=targets.dtype)
@@ -49,11 +49,40 @@ def _lattice(xp, lp, targets, input_lengths, target_lengths, *, blank: int, widt
     return xp.where(live, emit, lp.dtype.type(-math.inf)), ext, skip
 
 
-def _logsumexp3(xp, a, b, c):
-    """``log(exp(a) + exp(b) + exp(c))`` shifted by their maximum, as PyTorch's kernel sums them."""
-    m = xp.maximum(xp.maximum(a, b), c)
-    xp.maximum(m, xp.finfo(m.dtype).min, out=m)   # all -inf: any finite shift gives -inf
-    return xp.log(xp.exp(a - m) + xp.exp(b - m) + xp.exp(c - m)) + m
+def _exp(xp, v):
+    """``exp``, correctly rounded in float32 as the C library's ``expf`` that PyTorch's kernel calls:
+    numpy's float32 SIMD ``exp``/``log`` are off by up to a few ulps, which over a few hundred frames
+    moves a float32 gradient by 1e-5; in float64, rounded once, they agree."""
+    return xp.exp(v.astype(xp.float64)).astype(v.dtype) if v.dtype == xp.float32 else xp.exp(v)
+
+
+def _log(xp, v):
+    """``log`` as ``logf`` rounds it (see ``_exp``)."""
+    return xp.log(v.astype(xp.float64)).astype(v.dtype) if v.dtype == xp.float32 else xp.log(v)
+
+
+def _logsumexp(xp, *terms):
+    """``log(exp(a) + exp(b) + ...)`` shifted by their maximum, summed in order: PyTorch's kernel's arithmetic."""
+    m = terms[0]
+    for x in terms[1:]:
+        m = xp.maximum(m, x)
+    m = xp.maximum(m, xp.finfo(m.dtype).min)   # all -inf: any finite shift gives -inf
+    total = _exp(xp, terms[0] - m)
+    for x in terms[1:]:
+        total = total + _exp(xp, x - m)
+    return _log(xp, total) + m
+
+
+def _per_class(xp, ab, ext, C: int):
+    """``lcab``: the log of the sum of ``alpha * beta`` over each class's extended positions, added one
+    position at a time from the last, as PyTorch's kernel does (its float32 gradient's rounding, too)."""
+    T, N, S = ab.shape
+    acc = xp.full((T, N, C), -math.inf, dtype=ab.dtype)
+    rows = xp.arange(N)
+    for s in range(S - 1, -1, -1):
+        cls = ext[:, s]
+        acc[:, rows, cls] = _logsumexp(xp, acc[:, rows, cls], ab[:, :, s])
+    return acc
 
 
 def _forward(xp, lp, targets, input_lengths, target_lengths, *, blank: int, width: int):
@@ -66,11 +95,11 @@ def _forward(xp, lp, targets, input_lengths, target_lengths, *, blank: int, widt
     alpha[0, :, 2:4] = emit[0, :, :2]
     for t in range(1, T):
         prev = alpha[t - 1]
-        alpha[t, :, 2:] = _logsumexp3(xp, prev[:, 2:], prev[:, 1:-1], xp.where(skip, prev[:, :-2], ninf)) + emit[t]
+        alpha[t, :, 2:] = _logsumexp(xp, prev[:, 2:], prev[:, 1:-1], xp.where(skip, prev[:, :-2], ninf)) + emit[t]
     il, tl = input_lengths, target_lengths
     last = alpha[il - 1, xp.arange(N)]                       # (N, S + 2) at each sample's last frame
     ends = xp.take_along_axis(last, xp.stack([2 * tl + 2, 2 * tl + 1], axis=1), axis=1)
-    loglik = _logsumexp3(xp, ends[:, 0], ends[:, 1], ninf)   # an empty target's second end is the -inf pad
+    loglik = _logsumexp(xp, ends[:, 0], ends[:, 1])   # an empty target's second end is the -inf pad
     loglik = xp.where(il == 0, xp.where(tl == 0, lp.dtype.type(0), ninf), loglik)
     return -loglik, alpha
 
@@ -90,17 +119,10 @@ def _backward(xp, grad, lp, targets, input_lengths, target_lengths, nll, alpha, 
     beta = xp.full((T + 1, N, S + 2), ninf, dtype=lp.dtype)      # a -inf frame T and two -inf columns last
     for t in range(T - 1, -1, -1):
         nxt = beta[t + 1]
-        step = _logsumexp3(xp, nxt[:, :-2], nxt[:, 1:-1], xp.where(skip_up, nxt[:, 2:], ninf)) + emit[t]
+        step = _logsumexp(xp, nxt[:, :-2], nxt[:, 1:-1], xp.where(skip_up, nxt[:, 2:], ninf)) + emit[t]
         beta[t, :, :S] = xp.where(first & (il == t + 1)[:, None], emit[t], step)
-    ab = alpha[:, :, 2:] + beta[:T, :, :S]                       # log(alpha * beta), emission counted twice
-    # per class: sum alpha * beta over its positions, shifted by the largest alpha * beta / emission so
-    # that a class of tiny probability but large posterior keeps its digits
-    post = xp.where(ab == ninf, ninf, ab - emit)
-    m = xp.maximum(post.max(axis=2, keepdims=True), xp.finfo(lp.dtype).min)
-    onehot = (ext[:, :, None] == xp.arange(C)).astype(lp.dtype)   # (N, S, C)
-    mass = xp.matmul(xp.exp(post - m).transpose(1, 0, 2), onehot).transpose(1, 0, 2)   # (T, N, C)
-    lcab = xp.log(mass) + m + lp
-    out = (xp.exp(lp) - xp.exp(lcab + nll[:, None] - lp)) * grad[:, None]
+    lcab = _per_class(xp, alpha[:, :, 2:] + beta[:T, :, :S], ext, C)   # alpha * beta: emission counted twice
+    out = (_exp(xp, lp) - _exp(xp, lcab + nll[:, None] - lp)) * grad[:, None]
     keep = xp.arange(T)[:, None] < il
     if zero_infinity:
         keep = keep & (nll != math.inf)
