@@ -72,9 +72,6 @@ def test_scan_dtype_argument_gives_that_dtype(dt):
 
 
 # ---------------------------------------------------------------- torchdiffeq: autograd.Function patterns
-_NEEDS_AUTOGRAD_FIX = pytest.mark.xfail(strict=True, reason="the fix is in engine/autograd/function.py, "
-                                        "engine/core/tensor.py or engine/fx/, which other helpers own this session")
-
 
 def _unchecked_assign(m):
     """torchdiffeq's Runge-Kutta scratch: ``scratch.data[index] = value`` to sneak past the version check."""
@@ -91,7 +88,6 @@ def _unchecked_assign(m):
     return UncheckedAssign
 
 
-@_NEEDS_AUTOGRAD_FIX
 def test_writes_through_data_leave_the_version_counter_alone():
     """PyTorch's ``.data`` is an alias with its own version counter: writes through it do not bump
     the tensor's version, so graph nodes that saved the tensor still backward."""
@@ -113,7 +109,6 @@ def test_writes_through_data_leave_the_version_counter_alone():
         np.testing.assert_allclose(ours.detach().numpy(), theirs.detach().numpy(), rtol=1e-6, atol=1e-7)
 
 
-@_NEEDS_AUTOGRAD_FIX
 def test_function_gradients_after_a_none_for_a_tensor_input():
     """torchdiffeq's ``OdeintAdjointMethod`` takes ``(..., y0, t, ..., *params)`` and returns None for
     ``t``: the first parameter after it lost its gradient (the edge check read ``t``'s edge)."""
@@ -214,7 +209,6 @@ def test_linalg_functions_take_out(name, args, outs):
             np.testing.assert_allclose(x.numpy(), y.numpy(), rtol=1e-6, atol=1e-6)
 
 
-@_NEEDS_AUTOGRAD_FIX
 def test_size_slices_and_sums_stay_sizes():
     """linear_operator reads ``self.shape[-2:].numel()``: PyTorch's Size slices, concatenations and
     repeats are Sizes (the fix is Size.__getitem__/__add__/__radd__/__mul__ in engine/core/tensor.py)."""
@@ -332,7 +326,6 @@ def test_reprs_follow_the_name_the_package_answers_to():
     assert (str(tapelab.float32), repr(tapelab.channels_last)) == ("tapelab.float32", "tapelab.channels_last")
 
 
-@_NEEDS_AUTOGRAD_FIX
 def test_no_proxy_mode_outside_tracing():
     """kornia.contrib imports ``torch.fx.experimental.proxy_tensor.get_proxy_mode`` (kornia.augmentation
     imports kornia.contrib) and asks it before reading values; the fix is a new engine/fx/experimental."""

@@ -115,7 +115,7 @@ class BackwardCFunction(FunctionCtx, Node):
                                        f"position {i + 1}, but the corresponding forward input was not a "
                                        "Variable")
                 continue
-            if g is None or next(edges) is None:
+            if next(edges) is None or g is None:
                 res.append(None)
                 continue
             shape, dtype = meta

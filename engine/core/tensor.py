@@ -207,7 +207,11 @@ class Tensor:
 
     @property
     def data(self) -> "Tensor":
-        return self.detach()
+        """A detached alias with its own version counter, as PyTorch's: writes through it are not seen by
+        autograd's version check (torchdiffeq's Runge-Kutta steps write each stage through ``.data``)."""
+        d = self.detach()
+        d._vc = [0]
+        return d
 
     @data.setter
     def data(self, value: "Tensor") -> None:
@@ -477,6 +481,22 @@ class Size(tuple):
         for s in self:
             n *= s
         return n
+
+    # slices, concatenations and repeats stay Sizes, as PyTorch's (linear_operator: ``shape[-2:].numel()``)
+    def __getitem__(self, index):
+        item = tuple.__getitem__(self, index)
+        return Size(item) if type(index) is slice else item
+
+    def __add__(self, other):
+        return Size(tuple.__add__(self, other))
+
+    def __radd__(self, other):
+        return Size(tuple.__add__(other, self)) if isinstance(other, tuple) else NotImplemented
+
+    def __mul__(self, n):
+        return Size(tuple.__mul__(self, n))
+
+    __rmul__ = __mul__
 
 
 def _wrap_dim(dim: int, ndim: int, op: str = "") -> int:
