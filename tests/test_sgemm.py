@@ -175,10 +175,9 @@ def test_prepacked_weight_equals_the_plain_product(n, own_calls):
     assert kernels.gemm_here(np, h, packed, out=out) is out
     np.testing.assert_array_equal(out, kernels.gemm(np, h, w))
     np.testing.assert_array_equal(kernels.gemm_here(np, h[:1], packed), h[:1] @ w)     # one row: numpy's
-    w64 = w.astype(np.float64)
+    w64, h64 = w.astype(np.float64), h.astype(np.float64)
     assert kernels.prepack(np, w64) is w64
-    np.testing.assert_array_equal(kernels.gemm_here(np, h.astype(np.float64), kernels.prepack(np, w.astype(np.float64))),
-                                  h.astype(np.float64) @ w.astype(np.float64))
+    np.testing.assert_array_equal(kernels.gemm_here(np, h64, kernels.prepack(np, w64)), h64 @ w64)
 
 
 def test_accuracy_no_worse_than_numpys():
@@ -222,7 +221,8 @@ def test_stacked_products_against_float64_and_torch(form, own_calls):
     for i in range(3):
         for h in range(4):
             _check(got[i, h], a[i, h], b[i, h])
-    np.testing.assert_allclose(got, torch.matmul(torch.from_numpy(a), torch.from_numpy(b)).numpy(), rtol=1e-4, atol=1e-3)
+    want = torch.matmul(torch.from_numpy(a), torch.from_numpy(b)).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-3)
     out = np.full(got.shape, np.nan, np.float32)
     assert kernels.gemm(np, a, b, out=out) is out
     np.testing.assert_array_equal(out, got)

@@ -17,58 +17,29 @@ once where that has measured faster for the loop and size.
 """
 from __future__ import annotations
 
-import importlib
-import importlib.util
-import os
 import numpy as np
 
 from ..base import runtime
 from ..base.pool import ranges, run_blocks
 from .gemm import GEMM_PARALLEL_MIN, gemm, gemm_here, gemms, prepack
+from .switch import enabled, loops, set_enabled
 
 __all__ = ["enabled", "set_enabled", "use", "threads", "parallel", "loops", "gemm", "gemms", "gemm_here", "prepack",
            "GEMM_PARALLEL_MIN", "parallel_ranges"]
 
-_ON = [os.environ.get("TAPELAB_EAGER_KERNELS", "1") != "0" and importlib.util.find_spec("numba") is not None]
 _F32 = np.dtype(np.float32)
-
-
-def enabled() -> bool:
-    """Whether eager ops may take the fused loops (numba installed, ``TAPELAB_EAGER_KERNELS`` not 0)."""
-    return _ON[0]
-
-
-def set_enabled(flag: bool) -> bool:
-    """Turn the fused loops on or off for this process (A/B timing, tests); returns the old setting.
-    Turning them on without numba installed leaves them off."""
-    old = _ON[0]
-    _ON[0] = bool(flag) and importlib.util.find_spec("numba") is not None
-    return old
 
 
 def use(xp, *arrays) -> bool:
     """Whether the loops take these arrays: on, ``xp`` numpy (not cupy or the meta namespace), and
     each a C-contiguous float32 array (the loops are written for float32; other dtypes keep
     numpy's formula)."""
-    if not _ON[0] or xp is not np:
+    if not enabled() or xp is not np:
         return False
     for a in arrays:
         if type(a) is not np.ndarray or a.dtype != _F32 or not a.flags.c_contiguous:
             return False
     return True
-
-
-_LOOPS: dict = {}
-
-
-def loops(name: str):
-    """The loop module ``name`` ("rowwise", "pointwise", "optim", "pool", "winograd", "batchnorm",
-    "rnn", "conv", "sgemm", "scatter"), imported when a loop first runs (importing numba costs about half a second),
-    then kept: ``import_module`` cost 1 us a call, 63 calls a ResNet step."""
-    module = _LOOPS.get(name)
-    if module is None:
-        module = _LOOPS[name] = importlib.import_module(f"{__name__}.{name}")
-    return module
 
 
 def threads() -> int:

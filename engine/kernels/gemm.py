@@ -23,6 +23,7 @@ import math
 import numpy as np
 
 from ..base import pool, runtime
+from .switch import enabled, loops
 
 __all__ = ["gemm", "gemms", "gemm_here", "prepack", "GEMM_PARALLEL_MIN"]
 
@@ -84,8 +85,9 @@ def gemm_here(xp, a, b, out=None):
     """``a @ b`` as one call on the calling thread (a recurrence step's product, too small to
     split): our own GEMM where ``gemm`` would take it, ``b`` as ``prepack`` left it."""
     if type(b) is _Packed:
-        if _takes(a, b.array) and (out is None or _writable(out, a, b.array, b.n)) and _sgemm(a.shape[0]):
-            return _own(a, b.array, out, b.n)
+        own = _sgemm(a.shape[0]) if _takes(a, b.array) and (out is None or _writable(out, a, b.array, b.n)) else None
+        if own is not None:
+            return own.matmul_into(a, b.array, np.empty((a.shape[0], b.n), _F32) if out is None else out)
         b = b.array[:, :b.n]
     if xp is not np or type(a) is not np.ndarray or type(b) is not np.ndarray:
         return xp.matmul(a, b) if out is None else xp.matmul(a, b, out=out)
@@ -113,7 +115,6 @@ def prepack(xp, b):
 def _sgemm(rows: int):
     """The own GEMM's module while the loops are on (numba installed) and it is the faster one on
     this machine for a product of ``rows`` output rows (``sgemm.MAX_ROWS``), else None."""
-    from . import enabled, loops                  # the package imports this module first
     if not enabled():
         return None
     module = loops("sgemm")
@@ -129,12 +130,14 @@ def _takes(a, b) -> bool:
 def _matmul(a, b, out=None):
     """``np.matmul(a, b, out=out)``, by our own GEMM where it takes the product (2-D, or stacks of
     one batch shape: attention's per-head products)."""
-    if _takes(a, b) and (out is None or _writable(out, a, b, b.shape[1])) and _sgemm(a.shape[0]) is not None:
-        return _own(a, b, out, b.shape[1])
-    if _takes_stack(a, b) and (out is None or _fills(out, a, b)) and _sgemm(a.shape[-2]) is not None:
-        if out is None:
-            out = np.empty(a.shape[:-1] + b.shape[-1:], _F32)
-        return _sgemm(a.shape[-2]).matmul_batch_into(a, b, out)
+    if _takes(a, b) and (out is None or _writable(out, a, b, b.shape[1])):
+        own = _sgemm(a.shape[0])
+        if own is not None:
+            return own.matmul_into(a, b, np.empty((a.shape[0], b.shape[1]), _F32) if out is None else out)
+    elif _takes_stack(a, b) and (out is None or _fills(out, a, b)):
+        own = _sgemm(a.shape[-2])
+        if own is not None:
+            return own.matmul_batch_into(a, b, np.empty(a.shape[:-1] + b.shape[-1:], _F32) if out is None else out)
     return np.matmul(a, b) if out is None else np.matmul(a, b, out=out)
 
 
@@ -152,12 +155,6 @@ def _fills(out, a, b) -> bool:
     return (type(out) is np.ndarray and out.dtype == _F32 and out.shape == a.shape[:-1] + b.shape[-1:]
             and out.flags.c_contiguous and out.flags.writeable
             and not np.may_share_memory(out, a) and not np.may_share_memory(out, b))
-
-
-def _own(a, b, out, n: int):
-    if out is None:
-        out = np.empty((a.shape[0], n), _F32)
-    return _sgemm(a.shape[0]).matmul_into(a, b, out)
 
 
 def _writable(out, a, b, n: int) -> bool:

@@ -246,7 +246,7 @@ def _lstm_scan_fwd(xp, x, h0, c0, w_ih, w_hh, *b, reverse):
 
 def _lstm_scan_loop(xp, xw, bias, h0, c0, w_hh, y, ws, reverse: bool):
     """The float32 recurrence with the fused cell loop (``kernels/rnn.py``): a GEMM and one pass a step."""
-    T, H = xw.shape[0], h0.shape[-1]
+    T = xw.shape[0]
     cell, a = kernels.loops("rnn").lstm_cell, xp.empty(xw.shape[1:], xw.dtype)
     w_t = kernels.prepack(xp, xp.ascontiguousarray(w_hh.T))
     h, c = h0, xp.array(c0, dtype=xw.dtype, order="C")      # c_t, rewritten by each step
