@@ -156,6 +156,22 @@ def test_simulated_cuda_gives_the_cpu_values():
     np.testing.assert_array_equal(got[1][1], got[0][1])
 
 
+def test_cpu_autocast_runs_it_in_float32_as_torch():
+    """PyTorch's cpu autocast lists ctc_loss as float32: a bfloat16 input is cast, not refused."""
+    x = np.random.default_rng(8).standard_normal((8, 2, 5))
+    got = {}
+    for m in (torch, tapelab):
+        lp = m.tensor(x).log_softmax(2).to(m.bfloat16).requires_grad_()
+        with m.autocast("cpu", dtype=m.bfloat16):
+            loss = m.nn.functional.ctc_loss(lp, m.tensor([[1, 2], [3, 3]]), [8, 7], [2, 2], reduction="none")
+        loss.sum().backward()
+        got[m] = (str(loss.dtype).split(".")[-1], loss.detach().numpy(), str(lp.grad.dtype).split(".")[-1],
+                  lp.grad.float().numpy())
+    assert got[tapelab][0] == got[torch][0] == "float32" and got[tapelab][2] == got[torch][2] == "bfloat16"
+    np.testing.assert_allclose(got[tapelab][1], got[torch][1], rtol=1e-6)
+    np.testing.assert_array_equal(got[tapelab][3], got[torch][3])
+
+
 def _bad_calls():
     """Calls PyTorch refuses: name -> (fn(m, lp)), each raising in the same order PyTorch checks."""
     tg = lambda m: m.tensor([[1, 2, 2], [3, 1, 0]])     # noqa: E731

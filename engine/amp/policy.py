@@ -49,7 +49,7 @@ _CPU = _table(
          "cholesky cholesky_inverse cholesky_solve inverse lu_solve orgqr ormqr pinverse max_pool3d max_unpool2d "
          "max_unpool3d adaptive_avg_pool3d mse_loss cosine_embedding_loss nll_loss nll_loss2d "
          "hinge_embedding_loss poisson_nll_loss smooth_l1_loss cross_entropy l1_loss huber_loss "
-         "margin_ranking_loss soft_margin_loss triplet_margin_loss multi_margin_loss ctc_loss kl_div "
+         "margin_ranking_loss soft_margin_loss triplet_margin_loss multi_margin_loss ctc_loss ctc_loss_forward kl_div "
          "multilabel_margin_loss binary_cross_entropy_with_logits qr svd solve_triangular triangular_solve "
          "fractional_max_pool2d fractional_max_pool3d adaptive_max_pool3d",
     promote="cat stack index_copy",

@@ -19,7 +19,7 @@ from ..base import dtype as _dtype
 from ..base.grad_mode import is_grad_enabled
 from ..core import creation
 from ..core.dispatch import apply
-from ..core.registry import Op, kernel_refusal
+from ..core.registry import Op
 from ..core.tensor import Tensor
 
 __all__ = ["ctc_loss"]
@@ -53,24 +53,19 @@ def _exp(xp, v):
     """``exp``, correctly rounded in float32 as the C library's ``expf`` that PyTorch's kernel calls:
     numpy's float32 SIMD ``exp``/``log`` are off by up to a few ulps, which over a few hundred frames
     moves a float32 gradient by 1e-5; in float64, rounded once, they agree."""
-    return xp.exp(v.astype(xp.float64)).astype(v.dtype) if v.dtype == xp.float32 else xp.exp(v)
+    return xp.exp(v, dtype=xp.float64).astype(v.dtype) if v.dtype == xp.float32 else xp.exp(v)
 
 
 def _log(xp, v):
     """``log`` as ``logf`` rounds it (see ``_exp``)."""
-    return xp.log(v.astype(xp.float64)).astype(v.dtype) if v.dtype == xp.float32 else xp.log(v)
+    return xp.log(v, dtype=xp.float64).astype(v.dtype) if v.dtype == xp.float32 else xp.log(v)
 
 
-def _logsumexp(xp, *terms):
-    """``log(exp(a) + exp(b) + ...)`` shifted by their maximum, summed in order: PyTorch's kernel's arithmetic."""
-    m = terms[0]
-    for x in terms[1:]:
-        m = xp.maximum(m, x)
-    m = xp.maximum(m, xp.finfo(m.dtype).min)   # all -inf: any finite shift gives -inf
-    total = _exp(xp, terms[0] - m)
-    for x in terms[1:]:
-        total = total + _exp(xp, x - m)
-    return _log(xp, total) + m
+def _logsumexp(xp, terms):
+    """``log(exp(a) + exp(b) + ...)`` over the terms stacked on axis 0, shifted by their maximum and
+    summed in order: PyTorch's kernel's arithmetic."""
+    m = xp.maximum(terms.max(axis=0), xp.finfo(terms.dtype).min)   # all -inf: any finite shift gives -inf
+    return _log(xp, _exp(xp, terms - m).sum(axis=0)) + m
 
 
 def _per_class(xp, ab, ext, C: int):
@@ -81,13 +76,17 @@ def _per_class(xp, ab, ext, C: int):
     rows = xp.arange(N)
     for s in range(S - 1, -1, -1):
         cls = ext[:, s]
-        acc[:, rows, cls] = _logsumexp(xp, acc[:, rows, cls], ab[:, :, s])
+        acc[:, rows, cls] = _logsumexp(xp, xp.stack([acc[:, rows, cls], ab[:, :, s]]))
     return acc
 
 
-def _forward(xp, lp, targets, input_lengths, target_lengths, *, blank: int, width: int):
+def _forward(xp, lp, targets, input_lengths, target_lengths, *, blank: int, width: int, device: str):
     """The per-sample ``-log p(target | input)`` and the alphas ``(T, N, 2 + S)`` (two ``-inf`` columns
-    first, so the shifted reads of each step are views)."""
+    first, so the shifted reads of each step are views). Half precision is refused here, after cpu
+    autocast had its chance to make it float32 (PyTorch's cpu policy lists ctc_loss)."""
+    if lp.dtype not in (xp.float32, xp.float64):
+        name = {"float16": "Half", "bfloat16": "BFloat16"}.get(lp.dtype.name, lp.dtype.name)
+        raise NotImplementedError(f'"ctc_loss_{device}" not implemented for \'{name}\'')
     emit, _, skip = _lattice(xp, lp, targets, input_lengths, target_lengths, blank=blank, width=width)
     T, N, S = emit.shape
     ninf = lp.dtype.type(-math.inf)
@@ -95,11 +94,12 @@ def _forward(xp, lp, targets, input_lengths, target_lengths, *, blank: int, widt
     alpha[0, :, 2:4] = emit[0, :, :2]
     for t in range(1, T):
         prev = alpha[t - 1]
-        alpha[t, :, 2:] = _logsumexp(xp, prev[:, 2:], prev[:, 1:-1], xp.where(skip, prev[:, :-2], ninf)) + emit[t]
+        terms = xp.stack([prev[:, 2:], prev[:, 1:-1], xp.where(skip, prev[:, :-2], ninf)])
+        xp.add(_logsumexp(xp, terms), emit[t], out=alpha[t, :, 2:])
     il, tl = input_lengths, target_lengths
     last = alpha[il - 1, xp.arange(N)]                       # (N, S + 2) at each sample's last frame
     ends = xp.take_along_axis(last, xp.stack([2 * tl + 2, 2 * tl + 1], axis=1), axis=1)
-    loglik = _logsumexp(xp, ends[:, 0], ends[:, 1])   # an empty target's second end is the -inf pad
+    loglik = _logsumexp(xp, ends.T)   # an empty target's second end is the -inf pad
     loglik = xp.where(il == 0, xp.where(tl == 0, lp.dtype.type(0), ninf), loglik)
     return -loglik, alpha
 
@@ -119,7 +119,7 @@ def _backward(xp, grad, lp, targets, input_lengths, target_lengths, nll, alpha, 
     beta = xp.full((T + 1, N, S + 2), ninf, dtype=lp.dtype)      # a -inf frame T and two -inf columns last
     for t in range(T - 1, -1, -1):
         nxt = beta[t + 1]
-        step = _logsumexp(xp, nxt[:, :-2], nxt[:, 1:-1], xp.where(skip_up, nxt[:, 2:], ninf)) + emit[t]
+        step = _logsumexp(xp, xp.stack([nxt[:, :-2], nxt[:, 1:-1], xp.where(skip_up, nxt[:, 2:], ninf)])) + emit[t]
         beta[t, :, :S] = xp.where(first & (il == t + 1)[:, None], emit[t], step)
     lcab = _per_class(xp, alpha[:, :, 2:] + beta[:T, :, :S], ext, C)   # alpha * beta: emission counted twice
     out = (_exp(xp, lp) - _exp(xp, lcab + nll[:, None] - lp)) * grad[:, None]
@@ -144,9 +144,8 @@ def _vjp(g, out, lp, targets, input_lengths, target_lengths, nll, alpha, *, blan
     return (grad,) + (None,) * 5
 
 
-_REFUSE = kernel_refusal("ctc_loss")
-_ctc_fwd = Op("ctc_loss_forward", _forward, None, n_extra=1, complex_error=_REFUSE)
-_ctc = Op("ctc_loss", _passthrough, _vjp, complex_error=_REFUSE)
+_ctc_fwd = Op("ctc_loss_forward", _forward, None, n_extra=1)
+_ctc = Op("ctc_loss", _passthrough, _vjp)
 _ctc_bwd = Op("ctc_loss_backward", _backward, _no_double_backward)
 
 
@@ -215,7 +214,7 @@ def ctc_loss(log_probs: Tensor, targets: Tensor, input_lengths, target_lengths, 
         raise ValueError(f"{reduction} is not a valid value for reduction")
     _check_lengths_kind(input_lengths, target_lengths)
     il, tl = _host_lengths(input_lengths, "input_lengths"), _host_lengths(target_lengths, "target_lengths")
-    if log_probs.dtype not in (_dtype.float32, _dtype.float64):
+    if not log_probs.dtype.is_floating_point:   # float16 and bfloat16: in the forward, after autocast
         raise NotImplementedError(f'"ctc_loss_{log_probs.device.type}" not implemented for '
                                   f"'{log_probs.dtype.scalar_type}'")
     if log_probs.numel() == 0:
@@ -227,7 +226,7 @@ def ctc_loss(log_probs: Tensor, targets: Tensor, input_lengths, target_lengths, 
     args = (lp, targets.to(device=dev, dtype=_dtype.int64), creation.tensor(il, dtype=_dtype.int64, device=dev),
             creation.tensor(tl, dtype=_dtype.int64, device=dev))
     params = dict(blank=int(blank), width=max(tl))
-    nll, alpha = apply(_ctc_fwd, *args, **params)
+    nll, alpha = apply(_ctc_fwd, *args, **params, device=dev.type)
     if is_grad_enabled() and lp.requires_grad:
         nll = apply(_ctc, *args, nll, alpha, **params, zero_infinity=bool(zero_infinity))
     if zero_infinity:
