@@ -280,3 +280,20 @@ def test_like_factories_of_a_transposed_tensor_and_init_functions_equal_torch():
     subset = lambda lib: (tl.utils.data.SubsetRandomSampler if lib is tl else torch.utils.data.SubsetRandomSampler)  # noqa: E731
     assert_same(both(lambda lib: [np.array(list(subset(lib)([5, 6, 7, 8, 9]))),
                                   np.array(split(lib)(range(10), [0.3, 0.7])[0].indices)], seed=17))
+
+
+def test_distribution_samples_equal_torch():
+    def draws(lib):
+        D = lib.distributions
+        dists = [D.Normal(lib.zeros(3), 2.0), D.Exponential(lib.tensor([1.0, 2.0])), D.Laplace(lib.zeros(3), lib.ones(3)),
+                 D.Cauchy(lib.zeros(3), lib.ones(3) * 2), D.Gumbel(lib.zeros(3), lib.ones(3)), D.Geometric(lib.tensor([0.3, 0.7])),
+                 D.HalfCauchy(lib.ones(2)), D.LogNormal(lib.zeros(3), lib.ones(3)), D.Uniform(lib.zeros(2), lib.ones(2)),
+                 D.Bernoulli(logits=lib.zeros(4)), D.Categorical(probs=lib.ones(5)), D.OneHotCategorical(probs=lib.ones(4)),
+                 D.RelaxedBernoulli(lib.tensor([0.5]), probs=lib.tensor([0.3, 0.6])),
+                 D.MultivariateNormal(lib.zeros(2), lib.eye(2) * 2), D.Weibull(lib.ones(2), lib.ones(2) * 1.5),
+                 D.Pareto(lib.ones(2), lib.ones(2)), D.Kumaraswamy(lib.ones(2), lib.ones(2) * 2),
+                 D.LogisticNormal(lib.zeros(2), lib.ones(2)), D.ContinuousBernoulli(probs=lib.tensor([0.2, 0.7]))]
+        return [d.sample((2,)) for d in dists]
+    expected, got = both(draws, seed=18)
+    for e, g in zip(expected, got):
+        np.testing.assert_allclose(g, e, rtol=2e-6, atol=1e-7)   # the draws equal; transforms round apart

@@ -105,8 +105,9 @@ class Exponential(ExponentialFamily):
         return self.rate.pow(-2)
 
     def rsample(self, sample_shape=Size()) -> Tensor:
-        u = _uniform(self, self.rate, sample_shape)
-        return -(-u).log1p() / self.rate
+        # PyTorch's draw (exponential_), so a seed gives its samples
+        return creation.empty(tuple(self._extended_shape(sample_shape)), dtype=self.rate.dtype,
+                              device=self.rate.device).exponential_() / self.rate
 
     def log_prob(self, value) -> Tensor:
         if self._validate_args:
@@ -153,8 +154,8 @@ class Laplace(Distribution):
         return 2 ** 0.5 * self.scale
 
     def rsample(self, sample_shape=Size()) -> Tensor:
-        eps = finfo(self.loc.dtype).eps
-        u = _uniform(self, self.loc, sample_shape) * (2 - eps) + (eps - 1)    # in (-1, 1)
+        u = creation.empty(tuple(self._extended_shape(sample_shape)), dtype=self.loc.dtype,
+                           device=self.loc.device).uniform_(finfo(self.loc.dtype).eps - 1, 1)   # in (-1, 1)
         return self.loc - self.scale * u.sign() * (-u.abs()).log1p()
 
     def log_prob(self, value) -> Tensor:
@@ -199,8 +200,9 @@ class Cauchy(Distribution):
         return creation.full(tuple(self._extended_shape()), math.inf, dtype=self.loc.dtype, device=self.loc.device)
 
     def rsample(self, sample_shape=Size()) -> Tensor:
-        u = _uniform(self, self.loc, sample_shape)
-        return self.loc + self.scale * (math.pi * (u - 0.5)).tan()
+        eps = creation.empty(tuple(self._extended_shape(sample_shape)), dtype=self.loc.dtype,
+                             device=self.loc.device).cauchy_()
+        return self.loc + eps * self.scale
 
     def log_prob(self, value) -> Tensor:
         if self._validate_args:
@@ -292,9 +294,10 @@ class Gumbel(Distribution):
         return self.stddev.pow(2)
 
     def rsample(self, sample_shape=Size()) -> Tensor:
-        info = finfo(self.loc.dtype)
-        u = _uniform(self, self.loc, sample_shape, low=info.tiny).clamp(max=1 - info.eps)
-        return self.loc - self.scale * (-u.log()).log()
+        info = finfo(self.loc.dtype)     # PyTorch's: U(tiny, 1 - eps) through log, negation, log
+        low = creation.tensor(info.tiny, dtype=self.loc.dtype, device=self.loc.device)
+        u = _uniform(self, self.loc, sample_shape) * ((1 - info.eps) - low) + low
+        return self.loc + (-self.scale) * (-u.log()).log()
 
     def log_prob(self, value) -> Tensor:
         if self._validate_args:

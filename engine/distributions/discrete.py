@@ -260,8 +260,8 @@ class Geometric(BinaryProbs, Distribution):
     def sample(self, sample_shape=Size()) -> Tensor:
         with no_grad():
             tiny = finfo(self.probs.dtype).tiny
-            u = creation.rand(tuple(self._extended_shape(sample_shape)), dtype=self.probs.dtype,
-                              device=self.probs.device).clamp(min=tiny)
+            u = creation.empty(tuple(self._extended_shape(sample_shape)), dtype=self.probs.dtype,
+                               device=self.probs.device).uniform_(tiny, 1)
             return (u.log() / (-self.probs).log1p()).floor()
 
     def log_prob(self, value) -> Tensor:
