@@ -253,7 +253,7 @@ def test_tap_gemm_loop_matches_float64_and_splits_bitwise(monkeypatch, o):
     pytest.importorskip("numba")
     from tapelab import kernels
     monkeypatch.setattr(kernels, "PARALLEL_MIN", 1)
-    monkeypatch.setattr(kernels, "_ON", [True])
+    monkeypatch.setattr(kernels.switch, "_ON", [True])
     loops = kernels.loops("winograd")
     calls = []
     monkeypatch.setattr(loops, "tap_gemm", lambda *a, _f=loops.tap_gemm: calls.append(1) or _f(*a))
@@ -286,7 +286,7 @@ def test_narrow_gemm_for_im2col_matches_float64_and_splits_bitwise(monkeypatch):
     pytest.importorskip("numba")
     from tapelab import kernels
     monkeypatch.setattr(kernels, "PARALLEL_MIN", 1)
-    monkeypatch.setattr(kernels, "_ON", [True])
+    monkeypatch.setattr(kernels.switch, "_ON", [True])
     rng = np.random.default_rng(10)
     a = rng.standard_normal((101, 37)).astype(np.float32)
     b = rng.standard_normal((37, 32)).astype(np.float32)
