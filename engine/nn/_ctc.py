@@ -113,16 +113,18 @@ def _backward(xp, grad, lp, targets, input_lengths, target_lengths, nll, alpha, 
     il, tl = input_lengths, target_lengths
     ninf = lp.dtype.type(-math.inf)
     s = xp.arange(S)
-    first = (s == 2 * tl[:, None]) | (s == 2 * tl[:, None] - 1)   # where beta starts, at frame il - 1
+    ends = (s == 2 * tl[:, None]) | (s == 2 * tl[:, None] - 1)
+    start = ends & (xp.arange(T)[:, None, None] == il[:, None] - 1)   # beta starts at the ends, frame il - 1
     skip_up = xp.zeros_like(skip)
     skip_up[:, :-2] = skip[:, 2:]                                # s may skip to s + 2
     beta = xp.full((T + 1, N, S + 2), ninf, dtype=lp.dtype)      # a -inf frame T and two -inf columns last
     for t in range(T - 1, -1, -1):
         nxt = beta[t + 1]
-        step = _logsumexp(xp, xp.stack([nxt[:, :-2], nxt[:, 1:-1], xp.where(skip_up, nxt[:, 2:], ninf)])) + emit[t]
-        beta[t, :, :S] = xp.where(first & (il == t + 1)[:, None], emit[t], step)
+        terms = xp.stack([nxt[:, :-2], nxt[:, 1:-1], xp.where(skip_up, nxt[:, 2:], ninf)])
+        step = _logsumexp(xp, terms) + emit[t]
+        beta[t, :, :S] = xp.where(start[t], emit[t], step)
     lcab = _per_class(xp, alpha[:, :, 2:] + beta[:T, :, :S], ext, C)   # alpha * beta: emission counted twice
-    out = (_exp(xp, lp) - _exp(xp, lcab + nll[:, None] - lp)) * grad[:, None]
+    out = (xp.exp(lp) - xp.exp(lcab + nll[:, None] - lp)) * grad[:, None]   # one rounding each: numpy's own exp
     keep = xp.arange(T)[:, None] < il
     if zero_infinity:
         keep = keep & (nll != math.inf)
