@@ -297,3 +297,25 @@ def test_distribution_samples_equal_torch():
     expected, got = both(draws, seed=18)
     for e, g in zip(expected, got):
         np.testing.assert_allclose(g, e, rtol=2e-6, atol=1e-7)   # the draws equal; transforms round apart
+
+
+def test_gamma_family_draws_equal_torch():
+    def draws(lib):
+        D = lib.distributions
+        return [lib._standard_gamma(lib.tensor([0.3, 1.0, 2.5, 7.0, 0.05])),
+                lib._standard_gamma(lib.tensor([0.3, 1.0, 2.5], dtype=lib.float64)),
+                D.Gamma(lib.tensor([2.0, 0.5]), lib.tensor([1.0, 3.0])).sample((3,)),
+                D.Beta(lib.tensor([2.0, 0.5]), lib.tensor([1.0, 3.0])).sample((2,)),
+                D.Dirichlet(lib.tensor([1.0, 2.0, 0.5])).sample((2,)), lib._sample_dirichlet(lib.tensor([[0.4, 3.0]])),
+                D.Chi2(lib.tensor([3.0])).sample((3,)), D.StudentT(lib.tensor([4.0])).sample((3,))]
+    assert_same(both(draws, seed=19))
+
+
+def test_beta_and_dirichlet_rsample_keep_a_pathwise_gradient():
+    tl.manual_seed(0)
+    c = tl.tensor([2.0, 0.7, 1.5], requires_grad=True)
+    x = tl.distributions.Dirichlet(c).rsample((4000,))
+    (x[:, 0].mean()).backward()
+    # d E[x_0] / d c = (S - c_0) / S^2 for c_0, -c_0 / S^2 for the others (S = sum c)
+    s = 4.2
+    np.testing.assert_allclose(c.grad.numpy(), [(s - 2.0) / s ** 2, -2.0 / s ** 2, -2.0 / s ** 2], atol=0.02)

@@ -20,12 +20,13 @@ same initial weights, data orders, dropout masks and noise under tapelab as unde
 - ``multinomial`` with replacement (more than one sample): per row, the running sum of the
   weights in their dtype divided by its total, searched for a double uniform per sample;
 - ``exponential_``, ``cauchy_``, ``geometric_`` and ``log_normal_``: ATen's transformations of
-  double uniforms (``log_normal_`` of the one-at-a-time double normals);
+  double uniforms (``log_normal_`` of the one-at-a-time double normals); gamma draws (Gamma, Beta,
+  Dirichlet, Chi2, StudentT) by ATen's Marsaglia-Tsang over those normals and uniforms;
 - ``bernoulli``: a uniform below ``p`` (double for a number ``p``: PyTorch's default kernel; on
   Intel CPUs its MKL build draws ``bernoulli_(p)`` from MKL's stream instead, which this does not
   reproduce).
 
-Other draws (gamma, poisson, binomial, ...) take numpy's distributions over the same twister:
+Other draws (poisson, binomial, von Mises) take numpy's distributions over the same twister:
 seeded and reproducible, but not PyTorch's numbers.
 """
 from __future__ import annotations
@@ -217,21 +218,63 @@ def _blocks(data: np.ndarray, tail_uniforms: np.ndarray, fill) -> None:
 
 
 def normal_serial(gen, n: int, mean: float, std: float) -> np.ndarray:
-    """``at::normal_distribution<double>`` (a small or non-contiguous ``normal_``): two double uniforms give a cosine to return and a sine
-    to keep; the next draw returns the kept one first (it survives across calls)."""
-    out = np.empty(n, np.float64)
-    for i in range(n):
-        if gen._normal is not None:
-            z, gen._normal = gen._normal, None
-        else:
-            u1, u2 = (words64(gen._bits, 2) & _U64((1 << 53) - 1)).tolist()
-            u1, u2 = u1 * 2.0 ** -53, u2 * 2.0 ** -53
-            radius = math.sqrt(-2.0 * math.log1p(-u2))
-            theta = 2.0 * math.pi * u1
-            gen._normal = radius * math.sin(theta)
-            z = radius * math.cos(theta)
-        out[i] = z * std + mean
-    return out
+    """``at::normal_distribution<double>`` (a small or non-contiguous ``normal_``): two double
+    uniforms give a cosine to return and a sine to keep; the next draw returns the kept one first
+    (it survives across calls)."""
+    return np.array([_normal_one(gen) * std + mean for _ in range(n)], np.float64).reshape(n)
+
+
+def _uniform_one(bits) -> float:
+    """One double uniform, as a Python float."""
+    return int(_doubles53(bits, 1)[0]) * 2.0 ** -53
+
+
+def _normal_one(gen) -> float:
+    if gen._normal is not None:
+        z, gen._normal = gen._normal, None
+        return z
+    u1, u2 = _uniform_one(gen._bits), _uniform_one(gen._bits)
+    radius = math.sqrt(-2.0 * math.log1p(-u2))
+    theta = 2.0 * math.pi * u1
+    gen._normal = radius * math.sin(theta)
+    return radius * math.cos(theta)
+
+
+_F32_0331 = float(np.float32(0.0331))
+_F32_THIRD = float(np.float32(1.0) / np.float32(3.0))
+
+
+def gamma(gen, alphas: np.ndarray) -> np.ndarray:
+    """Standard gamma draws, one per element in order (``torch._standard_gamma``, ATen's
+    ``sample_gamma``): Marsaglia-Tsang on the one-at-a-time double normals and double uniforms, an
+    ``alpha < 1`` boosted by ``(1 - u) ** (1 / alpha)``; the arithmetic ATen does in the input's
+    float precision rounded to it. Returns doubles."""
+    single = alphas.dtype != np.float64
+    to_dtype = (lambda v: float(np.float32(v))) if single else (lambda v: v)
+    return np.array([_gamma_one(gen, a, to_dtype) for a in alphas.ravel().tolist()],
+                    np.float64).reshape(alphas.shape)
+
+
+def _gamma_one(gen, alpha: float, to_dtype) -> float:
+    scale = 1.0
+    if alpha < 1.0:
+        if alpha == 0.0:
+            return 0.0
+        scale *= (1.0 - _uniform_one(gen._bits)) ** to_dtype(1.0 / alpha)
+        alpha = to_dtype(alpha + 1.0)
+    d = to_dtype(alpha - _F32_THIRD)   # ATen subtracts the float 1.0f / 3.0f for every dtype
+    c = 1.0 / math.sqrt(9.0 * d)
+    while True:
+        x = _normal_one(gen)
+        y = 1.0 + c * x
+        while y <= 0:
+            x = _normal_one(gen)
+            y = 1.0 + c * x
+        v = y * y * y
+        u = 1.0 - _uniform_one(gen._bits)
+        xx = x * x
+        if u < 1.0 - _F32_0331 * xx * xx or math.log(u) < 0.5 * xx + d * (1.0 - v + math.log(v)):
+            return scale * d * v
 
 
 def _fma(a, b, c) -> np.ndarray:

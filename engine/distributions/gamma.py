@@ -1,7 +1,8 @@
 """The gamma family and what is built from gamma draws: ``Gamma``, ``Chi2``, ``Beta``,
 ``Dirichlet``, ``StudentT``.
 
-Gamma draws are Marsaglia-Tsang rejection over tapelab's normals and uniforms. Their gradient in
+Gamma draws are PyTorch's: ATen's Marsaglia-Tsang rejection over its generator's normals and
+uniforms, element by element (``core/cpu_stream.py``). Their gradient in
 the concentration is implicit reparameterisation: for ``x ~ Gamma(a, 1)`` with cdf ``P(a, x)``
 (``igamma``), ``dx/da = -(dP/da) / p(x)``; it is attached to the draw as
 ``x + (a - a.detach()) * dx/da``. Beta and Dirichlet draws are normalised gamma draws, so their
@@ -11,10 +12,13 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from ..autograd.engine import grad as _grad
 from ..base.dtype import finfo
 from ..base.grad_mode import enable_grad, no_grad
-from ..core import creation
+from ..core import cpu_stream, creation
+from ..core.random import default_generator
 from ..core.tensor import Size, Tensor
 from ..ops.elementwise import xlogy
 from ..ops.movement import stack
@@ -28,25 +32,39 @@ __all__ = ["Gamma", "Chi2", "Beta", "Dirichlet", "StudentT", "FisherSnedecor"]
 
 
 def _marsaglia_tsang(alpha: Tensor) -> Tensor:
-    """Standard gamma draws (no gradient), one per element of ``alpha``."""
-    shape, dtype, dev = tuple(alpha.shape), alpha.dtype, alpha.device
-    boost = alpha < 1
-    a = alpha.where(~boost, alpha + 1)
-    d = a - 1.0 / 3.0
-    c = (9 * d).rsqrt()
-    out = creation.zeros(shape, dtype=dtype, device=dev)
-    pending = creation.ones(shape, dtype=dtype, device=dev) > 0
-    while bool(pending.any()):
-        x = creation.randn(shape, dtype=dtype, device=dev)
-        u = creation.rand(shape, dtype=dtype, device=dev)
-        v = (1 + c * x) ** 3
-        ok = (v > 0) & (u.clamp(min=1e-300).log() < 0.5 * x * x + d - d * v + d * v.clamp(min=1e-300).log())
-        accept = pending & ok
-        out = out.where(~accept, d * v)
-        pending = pending & ~accept
-    u = creation.rand(shape, dtype=dtype, device=dev).clamp(min=finfo(dtype).tiny)
-    out = out.where(~boost, out * u.pow(1.0 / alpha))
-    return out.clamp(min=finfo(dtype).tiny)
+    """Standard gamma draws (no gradient), one per element of ``alpha``: PyTorch's
+    ``_standard_gamma`` on its generator's stream (``core/cpu_stream.py``), so a seed gives its draws."""
+    host = alpha.detach().cpu().numpy()
+    draws = cpu_stream.gamma(default_generator, host).astype(host.dtype)
+    tiny = finfo(alpha.dtype).tiny
+    return creation.tensor(np.maximum(draws, tiny), dtype=alpha.dtype, device=alpha.device)
+
+
+def sample_dirichlet(concentration: Tensor) -> Tensor:
+    """Dirichlet draws along the last dim, no gradient (``torch._sample_dirichlet``)."""
+    return _dirichlet_draw(concentration)[1]
+
+
+def _dirichlet_draw(concentration: Tensor) -> tuple[Tensor, Tensor]:
+    """PyTorch's Dirichlet draw: gamma draws in double (the concentrations cast up), each at least
+    double's smallest normal, normalised in double; the gammas and the draw, in the input's dtype."""
+    host = concentration.detach().cpu().numpy()
+    g = np.maximum(cpu_stream.gamma(default_generator, host.astype(np.float64)), np.finfo(np.float64).tiny)
+    x = g / g.sum(-1, keepdims=True)
+    return tuple(creation.tensor(a.astype(host.dtype), dtype=concentration.dtype, device=concentration.device)
+                 for a in (g, x))
+
+
+def _dirichlet_rsample(concentration: Tensor) -> Tensor:
+    """A Dirichlet draw with PyTorch's values; its gradient is the pathwise one of its normalised
+    gamma draws (``standard_gamma``'s rule)."""
+    with no_grad():
+        g, x = _dirichlet_draw(concentration)
+    if not concentration.requires_grad:
+        return x
+    g = g + (concentration - concentration.detach()) * _standard_gamma_grad(concentration, g)
+    pathwise = g / g.sum(-1, keepdim=True)
+    return x + (pathwise - pathwise.detach())
 
 
 def _standard_gamma_grad(alpha: Tensor, x: Tensor) -> Tensor:
@@ -153,9 +171,9 @@ class Beta(ExponentialFamily):
 
     def rsample(self, sample_shape=Size()) -> Tensor:
         shape = self._extended_shape(sample_shape)
-        x = standard_gamma(self.concentration1.expand(*shape))
-        y = standard_gamma(self.concentration0.expand(*shape))
-        return x / (x + y)
+        # PyTorch's: a Dirichlet over (c1, c0), its first coordinate
+        pair = stack([self.concentration1.expand(*shape), self.concentration0.expand(*shape)], -1)
+        return _dirichlet_rsample(pair)[..., 0]
 
     def _lbeta(self) -> Tensor:
         c1, c0 = self.concentration1, self.concentration0
@@ -205,8 +223,7 @@ class Dirichlet(ExponentialFamily):
 
     def rsample(self, sample_shape=Size()) -> Tensor:
         shape = self._extended_shape(sample_shape)
-        g = standard_gamma(self.concentration.expand(*shape))
-        return g / g.sum(-1, keepdim=True)
+        return _dirichlet_rsample(self.concentration.expand(*shape))
 
     def log_prob(self, value) -> Tensor:
         if self._validate_args:
