@@ -213,6 +213,16 @@ def test_errors_match_torch(name):
     assert str(raised[1]) == str(raised[0])
 
 
+def test_lengths_may_be_any_integers_in_a_list_as_in_torch():
+    x = np.random.default_rng(9).standard_normal((6, 2, 5))
+    got = []
+    for m in (torch, tapelab):
+        lp = m.tensor(x).log_softmax(2)
+        got.append(m.nn.functional.ctc_loss(lp, m.tensor([[1, 2], [3, 1]]).int(), [np.int64(6), m.tensor(5)],
+                                            (2, np.int32(2)), reduction="none").numpy())
+    np.testing.assert_allclose(got[1], got[0], rtol=1e-10)
+
+
 def test_mixed_length_kinds_raise_type_error_as_in_torch():
     x = np.random.default_rng(7).standard_normal((6, 2, 5))
     for m in (torch, tapelab):
@@ -221,3 +231,7 @@ def test_mixed_length_kinds_raise_type_error_as_in_torch():
             m.nn.functional.ctc_loss(lp, m.tensor([[1, 2], [3, 1]]), m.tensor([6, 5]), [2, 2])
         with pytest.raises(TypeError):
             m.nn.functional.ctc_loss(lp, m.tensor([[1, 2], [3, 1]]), [6., 5.], [2, 2])
+        with pytest.raises(TypeError):
+            m.nn.functional.ctc_loss(lp, m.tensor([[1, 2], [3, 1]]), np.array([6, 5]), [2, 2])
+        with pytest.raises(TypeError):
+            m.nn.functional.ctc_loss(lp, m.tensor([[1, 2], [3, 1]]), [True, 5], [2, 2])

@@ -167,7 +167,8 @@ def _check_lengths_kind(input_lengths, target_lengths) -> None:
     for value in (input_lengths, target_lengths):
         if isinstance(value, Tensor):
             kinds.append("Tensor")
-        elif isinstance(value, (list, tuple)) and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+        elif isinstance(value, (list, tuple)) and all(hasattr(type(v), "__index__") and not isinstance(v, bool)
+                                                      for v in value):   # ints, numpy ints, 0-d integer tensors
             kinds.append("tuple of ints")
         else:
             kinds.append(type(value).__name__)
