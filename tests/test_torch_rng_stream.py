@@ -319,3 +319,9 @@ def test_beta_and_dirichlet_rsample_keep_a_pathwise_gradient():
     # d E[x_0] / d c = (S - c_0) / S^2 for c_0, -c_0 / S^2 for the others (S = sum c)
     s = 4.2
     np.testing.assert_allclose(c.grad.numpy(), [(s - 2.0) / s ** 2, -2.0 / s ** 2, -2.0 / s ** 2], atol=0.02)
+
+
+def test_poisson_draws_equal_torch():
+    rates = [0.5, 3.0, 12.0, 100.0, 0.0, 7.5, 2500.0, 1e-3]
+    assert_same(both(lambda lib: [lib.poisson(lib.tensor(rates)), lib.poisson(lib.tensor(rates, dtype=lib.float64)),
+                                  lib.distributions.Poisson(lib.tensor([4.0, 30.0])).sample((3,))], seed=20))

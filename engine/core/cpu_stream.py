@@ -21,12 +21,13 @@ same initial weights, data orders, dropout masks and noise under tapelab as unde
   weights in their dtype divided by its total, searched for a double uniform per sample;
 - ``exponential_``, ``cauchy_``, ``geometric_`` and ``log_normal_``: ATen's transformations of
   double uniforms (``log_normal_`` of the one-at-a-time double normals); gamma draws (Gamma, Beta,
-  Dirichlet, Chi2, StudentT) by ATen's Marsaglia-Tsang over those normals and uniforms;
+  Dirichlet, Chi2, StudentT) by ATen's Marsaglia-Tsang over those normals and uniforms, ``poisson``
+  by its transformed rejection or product of uniforms;
 - ``bernoulli``: a uniform below ``p`` (double for a number ``p``: PyTorch's default kernel; on
   Intel CPUs its MKL build draws ``bernoulli_(p)`` from MKL's stream instead, which this does not
   reproduce).
 
-Other draws (poisson, binomial, von Mises) take numpy's distributions over the same twister:
+Other draws (binomial, von Mises) take numpy's distributions over the same twister:
 seeded and reproducible, but not PyTorch's numbers.
 """
 from __future__ import annotations
@@ -238,6 +239,41 @@ def _normal_one(gen) -> float:
     theta = 2.0 * math.pi * u1
     gen._normal = radius * math.sin(theta)
     return radius * math.cos(theta)
+
+
+def poisson(bits, rates: np.ndarray) -> np.ndarray:
+    """``torch.poisson``: per rate in order, ATen's ``sample_poisson`` on double uniforms: the
+    transformed rejection of Hoermann (1993) from a rate of 10, else multiplying uniforms until the
+    product falls to ``exp(-rate)``. Returns doubles."""
+    return np.array([_poisson_one(bits, lam) for lam in rates.ravel().tolist()], np.float64).reshape(rates.shape)
+
+
+def _poisson_one(bits, lam: float) -> float:
+    if lam >= 10:
+        slam, loglam = math.sqrt(lam), math.log(lam)
+        b = 0.931 + 2.53 * slam
+        a = -0.059 + 0.02483 * b
+        invalpha = 1.1239 + 1.1328 / (b - 3.4)
+        vr = 0.9277 - 3.6224 / (b - 2)
+        while True:
+            u = _uniform_one(bits) - 0.5
+            v = _uniform_one(bits)
+            us = 0.5 - abs(u)
+            k = math.floor((2 * a / us + b) * u + lam + 0.43)
+            if us >= 0.07 and v <= vr:
+                return k
+            if k < 0 or (us < 0.013 and v > us):
+                continue
+            if math.log(v) + math.log(invalpha) - math.log(a / (us * us) + b) <= -lam + k * loglam - math.lgamma(k + 1.0):
+                return k
+    if lam == 0:
+        return 0
+    limit, count, product = math.exp(-lam), 0, 1.0
+    while True:
+        product *= _uniform_one(bits)
+        if product <= limit:
+            return count
+        count += 1
 
 
 _F32_0331 = float(np.float32(0.0331))

@@ -14,9 +14,10 @@ from ..autograd.views import apply_
 from ..base.backend import asnumpy, host
 from ..base.meta import has_data
 from ..core.creation import zeros_like
+from ..core import cpu_stream
 from ..core.dispatch import apply
 from ..core.random import (BERNOULLI_, CAUCHY_, EXPONENTIAL_, GEOMETRIC_, LOG_NORMAL_, MULTINOMIAL, NORMAL_,
-                           RANDOM_, UNIFORM_, rng)
+                           RANDOM_, UNIFORM_, default_generator, rng)
 from ..core.registry import NONE, Op
 from ._util import Tensor
 from .movement import broadcast_shapes
@@ -124,7 +125,7 @@ def _poisson_fwd(xp, rate, *, generator):
     lam = asnumpy(xp, rate).astype(np.float64)
     if not (lam >= 0).all():
         raise RuntimeError("invalid Poisson rate, expected rate to be non-negative")
-    draws = np.asarray(rng(generator).poisson(np.minimum(lam, _EXACT)), np.float64)
+    draws = cpu_stream.poisson((generator or default_generator)._bits, np.minimum(lam, _EXACT))   # PyTorch's draws
     return host(xp, np.where(lam > _EXACT, np.round(lam), draws).astype(rate.dtype))
 
 
