@@ -52,8 +52,11 @@ def _lattice(xp, lp, targets, input_lengths, target_lengths, *, blank: int, widt
 def _exp(xp, v):
     """``exp``, correctly rounded in float32 as the C library's ``expf`` that PyTorch's kernel calls:
     numpy's float32 SIMD ``exp``/``log`` are off by up to a few ulps, which over a few hundred frames
-    moves a float32 gradient by 1e-5; in float64, rounded once, they agree."""
-    return xp.exp(v, dtype=xp.float64).astype(v.dtype) if v.dtype == xp.float32 else xp.exp(v)
+    moves a float32 gradient by 1e-5; in float64, rounded once, they agree. Below -200 float32 rounds
+    to 0 either way, and float64's exp of -inf takes a slow path: clamped there first."""
+    if v.dtype == xp.float32:
+        return xp.exp(xp.maximum(v, v.dtype.type(-200)), dtype=xp.float64).astype(v.dtype)
+    return xp.exp(v)
 
 
 def _log(xp, v):
