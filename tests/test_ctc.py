@@ -105,6 +105,20 @@ def test_unbatched_input_matches_torch(reduction, lengths):
     np.testing.assert_allclose(out[tapelab][2], out[torch][2], rtol=1e-10, atol=1e-12)
 
 
+def test_batch_first_model_output_transposed_to_time_first_matches_torch():
+    """The usual speech program: logits ``(N, T, C)``, ``log_softmax``, ``transpose(0, 1)`` (a strided view)."""
+    x = np.random.default_rng(10).standard_normal((3, 15, 7)).astype(np.float32)
+    got = []
+    for m in (torch, tapelab):
+        logits = m.tensor(x, requires_grad=True)
+        loss = m.nn.functional.ctc_loss(logits.log_softmax(-1).transpose(0, 1), m.tensor([[1, 2, 2, 6], [3, 4, 0, 0],
+                                        [5, 5, 5, 1]]), m.tensor([15, 12, 10]), m.tensor([4, 2, 3]))
+        loss.backward()
+        got.append((loss.item(), logits.grad.numpy()))
+    np.testing.assert_allclose(got[1][0], got[0][0], rtol=1e-5)
+    np.testing.assert_allclose(got[1][1], got[0][1], rtol=1e-5, atol=1e-6)
+
+
 def test_module_and_torch_level_entry_points_use_the_op():
     x = np.random.default_rng(3).standard_normal((10, 2, 6))
     got = {}
