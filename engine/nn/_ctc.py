@@ -50,13 +50,15 @@ def _lattice(xp, lp, targets, input_lengths, target_lengths, *, blank: int, widt
 
 
 def _exp(xp, v):
-    """``exp``, correctly rounded in float32 as the C library's ``expf`` that PyTorch's kernel calls:
-    numpy's float32 SIMD ``exp``/``log`` are off by up to a few ulps, which over a few hundred frames
-    moves a float32 gradient by 1e-5; in float64, rounded once, they agree. Below -200 float32 rounds
-    to 0 either way, and float64's exp of -inf takes a slow path: clamped there first."""
+    """``exp`` of ``v <= 0`` (terms less their maximum), correctly rounded in float32 as the C library's
+    ``expf`` that PyTorch's kernel calls: numpy's float32 SIMD ``exp``/``log`` are off by up to a few
+    ulps, which over a few hundred frames moves a float32 gradient by 1e-5; in float64, rounded once,
+    they agree. ``v`` is floored first (numpy's exp of -inf and its underflows take a slow path): below
+    -200 float32 rounds to 0 all the same, and below -700 float64 adds nothing to the sum of at least 1
+    it goes into (a sum of only those is an all -inf position, see ``_logsumexp``)."""
     if v.dtype == xp.float32:
         return xp.exp(xp.maximum(v, v.dtype.type(-200)), dtype=xp.float64).astype(v.dtype)
-    return xp.exp(v)
+    return xp.exp(xp.maximum(v, v.dtype.type(-700)))
 
 
 def _log(xp, v):
@@ -66,9 +68,11 @@ def _log(xp, v):
 
 def _logsumexp(xp, terms):
     """``log(exp(a) + exp(b) + ...)`` over the terms stacked on axis 0, shifted by their maximum and
-    summed in order: PyTorch's kernel's arithmetic."""
-    m = xp.maximum(terms.max(axis=0), xp.finfo(terms.dtype).min)   # all -inf: any finite shift gives -inf
-    return _log(xp, _exp(xp, terms - m).sum(axis=0)) + m
+    summed in order: PyTorch's kernel's arithmetic. Where all are -inf the shift is any finite number
+    and the sum (kept off 0, whose log is slow) gets the -inf maximum added: -inf, as there."""
+    m = terms.max(axis=0)
+    total = _exp(xp, terms - xp.maximum(m, xp.finfo(terms.dtype).min)).sum(axis=0)
+    return _log(xp, xp.maximum(total, xp.finfo(terms.dtype).tiny)) + m
 
 
 def _per_class(xp, ab, ext, C: int):
