@@ -75,15 +75,20 @@ def _logsumexp(xp, terms):
     return _log(xp, xp.maximum(total, xp.finfo(terms.dtype).tiny)) + m
 
 
-def _per_class(xp, ab, ext, C: int):
-    """``lcab``: the log of the sum of ``alpha * beta`` over each class's extended positions, added one
-    position at a time from the last, as PyTorch's kernel does (its float32 gradient's rounding, too)."""
+def _per_class(xp, ab, ext, C: int, blank: int):
+    """``lcab``: the log of the sum of ``alpha * beta`` over each class's extended positions, each class's
+    added one position at a time from the last, as PyTorch's kernel does (its float32 gradient's
+    rounding, too). A step takes one label position and the blank's above it; a label equal to the
+    blank (no path PyTorch's kernel handles either) joins the blank's sum at the end."""
     T, N, S = ab.shape
     acc = xp.full((T, N, C), -math.inf, dtype=ab.dtype)
     rows = xp.arange(N)
-    for s in range(S - 1, -1, -1):
+    blanks = ab[:, :, S - 1]
+    for s in range(S - 2, 0, -2):   # label at s, blank at s - 1
         cls = ext[:, s]
-        acc[:, rows, cls] = _logsumexp(xp, xp.stack([acc[:, rows, cls], ab[:, :, s]]))
+        sums = _logsumexp(xp, xp.stack([acc[:, rows, cls], blanks, ab[:, :, s], ab[:, :, s - 1]]).reshape(2, 2, T, N))
+        acc[:, rows, cls], blanks = sums[0], sums[1]
+    acc[:, :, blank] = _logsumexp(xp, xp.stack([acc[:, :, blank], blanks]))
     return acc
 
 
@@ -130,7 +135,7 @@ def _backward(xp, grad, lp, targets, input_lengths, target_lengths, nll, alpha, 
         terms = xp.stack([nxt[:, :-2], nxt[:, 1:-1], xp.where(skip_up, nxt[:, 2:], ninf)])
         step = _logsumexp(xp, terms) + emit[t]
         beta[t, :, :S] = xp.where(start[t], emit[t], step)
-    lcab = _per_class(xp, alpha[:, :, 2:] + beta[:T, :, :S], ext, C)   # alpha * beta: emission counted twice
+    lcab = _per_class(xp, alpha[:, :, 2:] + beta[:T, :, :S], ext, C, blank)   # alpha * beta: emission twice
     out = (xp.exp(lp) - xp.exp(lcab + nll[:, None] - lp)) * grad[:, None]   # one rounding each: numpy's own exp
     keep = xp.arange(T)[:, None] < il
     if zero_infinity:
