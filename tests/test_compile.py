@@ -383,7 +383,10 @@ def test_train_mode_batch_norm_is_one_graph_equal_to_eager_and_torch(momentum, t
             (o * o).sum().backward()
         got, eager, want = (o.detach().numpy() for o in outs)
         np.testing.assert_array_equal(got, eager)
-        _close(got, want, f"step {step}")
+        # after an SGD step the weights carry the gradients' 1e-4 (below) against torch's
+        near = _close if step == 0 else lambda g, w, what: np.testing.assert_allclose(
+            g, w, rtol=1e-4, atol=1e-4 * float(np.abs(w).max()), err_msg=what)
+        near(got, want, f"step {step}")
         for (n, p), q, r in zip(model.named_parameters(), twin.parameters(), ref.parameters()):
             np.testing.assert_array_equal(p.grad.numpy(), q.grad.numpy(), err_msg=n)
             # a batch norm's backward amplifies float32 rounding (1/std over a small batch), and the biases
@@ -392,7 +395,7 @@ def test_train_mode_batch_norm_is_one_graph_equal_to_eager_and_torch(momentum, t
             np.testing.assert_allclose(p.grad.numpy(), want, rtol=1e-4, atol=max(1e-5, 1e-4 * float(np.abs(want).max())), err_msg=n)
         for (n, b), c, r in zip(model.named_buffers(), twin.buffers(), ref.buffers()):
             np.testing.assert_array_equal(b.numpy(), c.numpy(), err_msg=n)
-            _close(b.numpy(), r.numpy(), n)
+            near(b.numpy(), r.numpy(), n)
         for opt in opts:
             opt.step()
     if track:
