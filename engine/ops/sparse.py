@@ -10,6 +10,8 @@ that operand's pattern.
 """
 from __future__ import annotations
 
+import warnings
+
 from ..base.coo import COOArray
 from ..base.dtype import int64
 from ..base.layout import sparse_coo
@@ -42,6 +44,32 @@ _coo = Op("sparse_coo_tensor",
           lambda g, out, indices, values, *, size, coalesced: (None, _values_at(g, indices)), saves=NONE)
 
 
+# PyTorch's process-wide invariant-check setting (torch.sparse.check_sparse_tensor_invariants): None until a
+# program opts in or out; the first constructor that reads it unset warns, once per process, as ATen does
+_invariant_checks: dict = {"enabled": None, "warned": False}
+_IMPLICIT_CHECKS = ("Sparse invariant checks are implicitly disabled. Memory errors (e.g. SEGFAULT) will occur when "
+                    "operating on a sparse tensor which violates the invariants, but checks incur performance "
+                    "overhead. To silence this warning, explicitly opt in or out. See "
+                    "`torch.sparse.check_sparse_tensor_invariants.__doc__` for guidance.")
+
+
+def invariant_checks_enabled() -> bool:
+    """The process-wide setting (False while unset)."""
+    return bool(_invariant_checks["enabled"])
+
+
+def set_invariant_checks(enabled: bool) -> None:
+    """Opt in or out of sparse invariant checks for the whole process (silences the implicit-default warning)."""
+    _invariant_checks["enabled"] = bool(enabled)
+
+
+def _warn_if_checks_implicit(check_invariants) -> None:
+    """PyTorch warns once when a constructor without ``check_invariants`` meets the unset setting."""
+    if check_invariants is None and _invariant_checks["enabled"] is None and not _invariant_checks["warned"]:
+        _invariant_checks["warned"] = True
+        warnings.warn(_IMPLICIT_CHECKS, UserWarning, stacklevel=3)
+
+
 def sparse_coo_tensor(indices, values, size=None, *, dtype=None, device=None, requires_grad: bool = False,
                       check_invariants=None, is_coalesced=None) -> Tensor:
     """A sparse COO tensor with ``values[k]`` at ``indices[:, k]`` (``torch.sparse_coo_tensor``).
@@ -54,7 +82,10 @@ def sparse_coo_tensor(indices, values, size=None, *, dtype=None, device=None, re
     >>> s.to_dense()
     tensor([[0., 2.],
             [3., 0.]])
+
+    The indices are always checked against ``size`` (PyTorch checks them only with invariant checks on).
     """
+    _warn_if_checks_implicit(check_invariants)
     if not isinstance(values, Tensor):
         values = _tensor(values, dtype=dtype, device=device)
     if not isinstance(indices, Tensor):

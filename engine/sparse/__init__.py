@@ -10,14 +10,52 @@ import warnings
 from ..base import dtype as _dtype
 from ..core.creation import CUDA_LEGACY, zeros
 from ..core.tensor import Tensor
-from ..ops.sparse import sparse_coo_tensor, sparse_mm as mm, sparse_sum as sum  # noqa: A004  (torch.sparse.sum)
+from ..ops.sparse import invariant_checks_enabled, set_invariant_checks, sparse_coo_tensor
+from ..ops.sparse import sparse_mm as mm, sparse_sum as sum  # noqa: A004  (torch.sparse.sum)
 
-__all__ = ["mm", "sum", "addmm", *CUDA_LEGACY]
+__all__ = ["mm", "sum", "addmm", "check_sparse_tensor_invariants", *CUDA_LEGACY]
 
 
 def addmm(mat: Tensor, mat1: Tensor, mat2: Tensor, *, beta: float = 1.0, alpha: float = 1.0) -> Tensor:
     """``beta * mat + alpha * (mat1 @ mat2)`` with a sparse ``mat1`` (``torch.sparse.addmm``)."""
     return beta * mat + alpha * mm(mat1, mat2)
+
+
+class check_sparse_tensor_invariants:  # noqa: N801  (PyTorch's name)
+    """PyTorch's switch for sparse invariant checks in constructors: ``enable()``/``disable()``/``is_enabled()``,
+    a context manager (``with check_sparse_tensor_invariants(False):``) and a decorator. Setting it either
+    way is the explicit opt-in or -out that silences the constructors' warning about the implicit default."""
+
+    is_enabled = staticmethod(invariant_checks_enabled)
+
+    @staticmethod
+    def enable() -> None:
+        set_invariant_checks(True)
+
+    @staticmethod
+    def disable() -> None:
+        set_invariant_checks(False)
+
+    def __init__(self, enable: bool = True) -> None:
+        self.state = enable
+        self.saved_state: bool | None = None
+
+    def __enter__(self) -> None:
+        if self.saved_state is not None:
+            raise RuntimeError("This context manager instance is already activated."
+                               " Use a different context manager instance for context nesting.")
+        self.saved_state = invariant_checks_enabled()
+        set_invariant_checks(self.state)
+
+    def __exit__(self, *exc) -> None:
+        set_invariant_checks(self.saved_state)
+        self.saved_state = None
+
+    def __call__(self, fn):
+        def checked(*args, **kwargs):
+            with type(self)(self.state):
+                return fn(*args, **kwargs)
+        return checked
 
 
 # ---------------------------------------------------------------- legacy constructors (torch.sparse.FloatTensor, ...)
@@ -37,7 +75,7 @@ class _LegacySparseType(type):
         if len(args) in (2, 3) and isinstance(args[0], Tensor) and isinstance(args[1], Tensor):
             warnings.warn("torch.sparse.SparseTensor(indices, values, shape, *, device=) is deprecated.  Please use "
                           "torch.sparse_coo_tensor(indices, values, shape, dtype=, device=).", UserWarning, stacklevel=2)
-            return sparse_coo_tensor(*args)
+            return sparse_coo_tensor(*args, check_invariants=False)  # PyTorch's never reads the setting
         if all(type(a) is int for a in args):
             size = args or (0,)
             return sparse_coo_tensor(zeros((len(size), 0), dtype=_dtype.int64), zeros(0, dtype=cls.dtype), size)
