@@ -325,3 +325,21 @@ def test_poisson_draws_equal_torch():
     rates = [0.5, 3.0, 12.0, 100.0, 0.0, 7.5, 2500.0, 1e-3]
     assert_same(both(lambda lib: [lib.poisson(lib.tensor(rates)), lib.poisson(lib.tensor(rates, dtype=lib.float64)),
                                   lib.distributions.Poisson(lib.tensor([4.0, 30.0])).sample((3,))], seed=20))
+
+
+@pytest.mark.parametrize("used", [0, 3, 700])
+def test_generator_state_is_pytorchs_byte_for_byte(used):
+    """A state saved under PyTorch (a checkpoint's rng_state) restores here and continues with its
+    numbers, and ours restores under PyTorch."""
+    torch.manual_seed(5)
+    torch.rand(used)
+    torch.randn(3)                  # a kept normal in the state
+    state = torch.get_rng_state()
+    tl.manual_seed(5)
+    tl.rand(used)
+    tl.randn(3)
+    np.testing.assert_array_equal(tl.get_rng_state().numpy(), state.numpy())
+    tl.set_rng_state(tl.tensor(state.numpy()))
+    np.testing.assert_array_equal(tl.randn(5).numpy(), torch.randn(5).numpy())
+    torch.set_rng_state(torch.from_numpy(tl.get_rng_state().numpy()))
+    np.testing.assert_array_equal(torch.rand(4).numpy(), tl.rand(4).numpy())

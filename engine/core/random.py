@@ -56,28 +56,37 @@ class Generator:
         return self._seed
 
     def get_state(self):
-        """The state as a uint8 tensor on the cpu, as PyTorch's: the twister's 624 words and
-        position, the seed, and the kept normal number (NaN when none)."""
+        """The state as a uint8 tensor on the cpu in PyTorch's layout (``CPUGeneratorImplState``: seed,
+        the twister's words and position, the kept normal), so a state saved under PyTorch restores
+        here and continues with PyTorch's numbers, and the other way round."""
         st = self._bits.state["state"]
-        raw = np.concatenate([st["key"].astype("<u4").view(np.uint8),
-                              np.array([st["pos"], self._seed], "<u8").view(np.uint8),
-                              np.array([np.nan if self._normal is None else self._normal], "<f8").view(np.uint8)])
-        return apply(TENSOR, data=raw, device=CPU)
+        raw = np.zeros((), _STATE)
+        raw["seed"], raw["seeded"], raw["state"] = self._seed, 1, st["key"]
+        pos = int(st["pos"])
+        raw["left"], raw["next"] = (1, 0) if pos >= 624 else (625 - pos, pos)
+        if self._normal is not None:
+            raw["normal_is_valid"], raw["normal_y"] = 1, self._normal
+        return apply(TENSOR, data=np.frombuffer(raw.tobytes(), np.uint8).copy(), device=CPU)
 
     def set_state(self, state) -> "Generator":
         raw = np.asarray(state.detach().cpu().numpy() if hasattr(state, "detach") else state, np.uint8)
-        if raw.shape != (_STATE_BYTES,):
-            raise RuntimeError(f"Expected a torch.ByteTensor of {_STATE_BYTES} bytes (a Generator.get_state()), "
+        if raw.shape != (_STATE.itemsize,):
+            raise RuntimeError(f"Expected a torch.ByteTensor of {_STATE.itemsize} bytes (a Generator.get_state()), "
                                f"got {raw.size} bytes")
-        key = raw[:2496].view("<u4")
-        pos, self._seed = (int(v) for v in raw[2496:2512].view("<u8"))
-        normal = float(raw[2512:].view("<f8")[0])
-        self._bits.state = {"bit_generator": "MT19937", "state": {"key": key.astype(np.uint32), "pos": pos}}
-        self._normal = None if normal != normal else normal
+        st = raw.view(_STATE)[0]
+        left, nxt = int(st["left"]), int(st["next"])
+        self._bits.state = {"bit_generator": "MT19937",
+                            "state": {"key": st["state"].astype(np.uint32), "pos": 624 if left == 1 else nxt}}
+        self._seed = int(st["seed"])
+        self._normal = float(st["normal_y"]) if st["normal_is_valid"] else None
         return self
 
 
-_STATE_BYTES = 624 * 4 + 2 * 8 + 8
+# PyTorch's CPUGeneratorImplState, byte for byte (5056 bytes)
+_STATE = np.dtype([("seed", "<u8"), ("left", "<i4"), ("seeded", "<i4"), ("next", "<u8"), ("state", "<u8", (624,)),
+                   ("normal_x", "<f8"), ("normal_y", "<f8"), ("normal_rho", "<f8"), ("normal_is_valid", "<i4"),
+                   ("pad", "<i4"), ("next_float_normal", "<f4"), ("next_float_normal_valid", "u1"),
+                   ("pad2", "u1", (3,))])
 
 
 default_generator = Generator()
