@@ -343,3 +343,14 @@ def test_generator_state_is_pytorchs_byte_for_byte(used):
     np.testing.assert_array_equal(tl.randn(5).numpy(), torch.randn(5).numpy())
     torch.set_rng_state(torch.from_numpy(tl.get_rng_state().numpy()))
     np.testing.assert_array_equal(torch.rand(4).numpy(), tl.rand(4).numpy())
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_binomial_draws_equal_torch(dtype):
+    rng = np.random.default_rng(1)
+    counts = np.floor(rng.uniform(0, 500, 300))
+    probs = rng.uniform(0, 1, 300)
+    probs[:5] = [0.0, 1.0, 0.5, 0.999, 0.001]
+    assert_same(both(lambda lib: [lib.binomial(lib.tensor(counts, dtype=getattr(lib, dtype)),
+                                               lib.tensor(probs, dtype=getattr(lib, dtype))),
+                                  lib.distributions.Binomial(5, lib.tensor([0.3, 0.6])).sample((3,))], seed=21))

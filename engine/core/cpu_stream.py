@@ -22,12 +22,12 @@ same initial weights, data orders, dropout masks and noise under tapelab as unde
 - ``exponential_``, ``cauchy_``, ``geometric_`` and ``log_normal_``: ATen's transformations of
   double uniforms (``log_normal_`` of the one-at-a-time double normals); gamma draws (Gamma, Beta,
   Dirichlet, Chi2, StudentT) by ATen's Marsaglia-Tsang over those normals and uniforms, ``poisson``
-  by its transformed rejection or product of uniforms;
+  by its transformed rejection or product of uniforms, ``binomial`` by BTRS or inversion;
 - ``bernoulli``: a uniform below ``p`` (double for a number ``p``: PyTorch's default kernel; on
   Intel CPUs its MKL build draws ``bernoulli_(p)`` from MKL's stream instead, which this does not
   reproduce).
 
-Other draws (binomial, von Mises) take numpy's distributions over the same twister:
+Other draws (von Mises's rejection sampler) take numpy's distributions over the same twister:
 seeded and reproducible, but not PyTorch's numbers.
 """
 from __future__ import annotations
@@ -274,6 +274,80 @@ def _poisson_one(bits, lam: float) -> float:
         if product <= limit:
             return count
         count += 1
+
+
+def binomial(bits, counts: np.ndarray, probs: np.ndarray) -> np.ndarray:
+    """``torch.binomial``: per (count, prob) in order, ATen's ``sample_binomial`` on double uniforms:
+    BTRS (Hoermann's transformed rejection) when count * p >= 10, else geometric-waiting-time
+    inversion, on the smaller of p and 1 - p; the steps ATen does in the input's float precision
+    rounded to it. Returns doubles."""
+    single = counts.dtype != np.float64
+    to_dtype = (lambda v: float(np.float32(v))) if single else (lambda v: v)
+    return np.array([_binomial_one(bits, c, p, to_dtype) for c, p in zip(counts.ravel().tolist(), probs.ravel().tolist())],
+                    np.float64).reshape(counts.shape)
+
+
+def _binomial_one(bits, count: float, prob: float, to_dtype) -> float:
+    if count <= 0 or prob <= 0:
+        return 0.0
+    if prob >= 1:
+        return count
+    if prob <= 0.5:
+        return _btrs(bits, count, prob, to_dtype) if to_dtype(count * prob) >= 10 else _inversion(bits, count, prob, to_dtype)
+    q = to_dtype(1.0 - prob)
+    k = _btrs(bits, count, q, to_dtype) if to_dtype(count * q) >= 10 else _inversion(bits, count, q, to_dtype)
+    return to_dtype(count - k)
+
+
+def _inversion(bits, count: float, prob: float, to_dtype) -> float:
+    """Count the geometric waiting times that fit in ``count`` trials."""
+    total, successes, log_q = 0.0, 0.0, math.log1p(-prob)
+    while True:
+        total += math.ceil(math.log(_uniform_one(bits)) / log_q)
+        if total > count:
+            return successes
+        successes = to_dtype(successes + 1)
+
+
+_STIRLING_TAIL = (0.0810614667953272, 0.0413406959554092, 0.0276779256849983, 0.02079067210376509,
+                  0.0166446911898211, 0.0138761288230707, 0.0118967099458917, 0.0104112652619720,
+                  0.00925546218271273, 0.00833056343336287)
+
+
+def _stirling_tail(k: float) -> float:
+    """``log k! - (k + 1/2) log(k + 1) + (k + 1) - log(2 pi) / 2``: a table to 9, then its series."""
+    if k <= 9:
+        return _STIRLING_TAIL[int(k)]
+    kp1sq = (k + 1) * (k + 1)
+    return (1.0 / 12 - (1.0 / 360 - 1.0 / 1260 / kp1sq) / kp1sq) / (k + 1)
+
+
+def _btrs(bits, count: float, prob: float, to_dtype) -> float:
+    """Hoermann's BTRS as ATen writes it (its missing log in the bound included)."""
+    stddev = math.sqrt(to_dtype(to_dtype(count * prob) * to_dtype(1 - prob)))
+    b = 1.15 + 2.53 * stddev
+    a = -0.0873 + 0.0248 * b + 0.01 * prob
+    c = to_dtype(count * prob) + 0.5
+    v_r = 0.92 - 4.2 / b
+    r = prob / to_dtype(1 - prob)
+    alpha = (2.83 + 5.1 / b) * stddev
+    m = math.floor(to_dtype(to_dtype(count + 1) * prob))
+    while True:
+        u = _uniform_one(bits) - 0.5
+        v = _uniform_one(bits)
+        us = 0.5 - abs(u)
+        k = to_dtype(math.floor((2 * a / us + b) * u + c))
+        if k < 0 or k > count:
+            continue
+        if us >= 0.07 and v <= v_r:
+            return k
+        v = math.log(v * alpha / (a / (us * us) + b))
+        bound = ((m + 0.5) * math.log((m + 1) / (r * (count - m + 1)))
+                 + (count + 1) * math.log((count - m + 1) / (count - k + 1))
+                 + (k + 0.5) * math.log(r * (count - k + 1) / (k + 1))
+                 + _stirling_tail(m) + _stirling_tail(count - m) - _stirling_tail(k) - _stirling_tail(count - k))
+        if v <= bound:
+            return k
 
 
 _F32_0331 = float(np.float32(0.0331))

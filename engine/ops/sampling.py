@@ -17,7 +17,7 @@ from ..core.creation import zeros_like
 from ..core import cpu_stream
 from ..core.dispatch import apply
 from ..core.random import (BERNOULLI_, CAUCHY_, EXPONENTIAL_, GEOMETRIC_, LOG_NORMAL_, MULTINOMIAL, NORMAL_,
-                           RANDOM_, UNIFORM_, default_generator, rng)
+                           RANDOM_, UNIFORM_, default_generator)
 from ..core.registry import NONE, Op
 from ._util import Tensor
 from .movement import broadcast_shapes
@@ -135,9 +135,11 @@ def _binomial_fwd(xp, count, prob, *, generator):
         return xp.empty(shape, count.dtype)
     n = np.broadcast_to(asnumpy(xp, count).astype(np.float64), shape)
     p = np.broadcast_to(asnumpy(xp, prob).astype(np.float64), shape)
-    trials = np.clip(np.nan_to_num(np.floor(n), nan=0.0, posinf=0.0), 0, 2 ** 62).astype(np.int64)
-    draws = np.asarray(rng(generator).binomial(trials, np.clip(np.nan_to_num(p, nan=0.0), 0.0, 1.0)), np.float64)
-    return host(xp, np.where(np.isnan(p) | np.isnan(n), np.nan, draws).astype(count.dtype))
+    sane = np.isfinite(n) & ~np.isnan(p)
+    draws = np.full(shape, np.nan)
+    draws[sane] = cpu_stream.binomial((generator or default_generator)._bits,     # PyTorch's draws
+                                      n[sane].astype(count.dtype), p[sane].astype(count.dtype))
+    return host(xp, draws.astype(count.dtype))
 
 
 def _binomial_vjp(g, out, count, prob, *, generator):
