@@ -8,6 +8,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 import tapelab
 
 # ---------------------------------------------------------------- gat/gcn: the sparse invariant-check warning
@@ -71,3 +73,27 @@ def test_check_sparse_tensor_invariants_context_and_decorator_restore_the_settin
         assert inner() is False
         assert checks.is_enabled()
     assert checks.is_enabled() == before
+
+
+# ---------------------------------------------------------------- imagenet: DataLoader(pin_memory=True) on a host without a GPU
+def _pass_warnings(m, **options) -> list:
+    import warnings
+    loader = m.utils.data.DataLoader(list(range(6)), batch_size=4, **options)
+    seen = []
+    for _ in range(2):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            batches = [b.tolist() for b in loader]
+        seen.append((batches, [(w.category, str(w.message)) for w in caught]))
+    return seen
+
+
+@pytest.mark.skipif(tapelab.accelerator.is_available(), reason="the warning is about a host without an accelerator")
+def test_dataloader_warns_each_pass_that_pinned_memory_is_unused_without_an_accelerator_as_torch():
+    """imagenet's loaders pass ``pin_memory=True``; on a host without an accelerator PyTorch warns at the
+    start of every pass that pinned memory won't be used (and that ``pin_memory_device`` is deprecated)."""
+    import torch
+    for options in ({"pin_memory": True}, {"pin_memory": True, "pin_memory_device": "cpu"}, {}):
+        ours = _pass_warnings(tapelab, **options)
+        assert ours == _pass_warnings(torch, **options)
+        assert len(ours[1][1]) == len(options)

@@ -14,9 +14,11 @@ import random
 import sys
 import time
 import traceback
+import warnings
 from dataclasses import dataclass
 from typing import Any, Callable, Generic, Iterator
 
+from ...base.device import cuda_available
 from ...base.runtime import set_num_threads
 from ...core.random import Generator, manual_seed
 from ._collate import default_collate, default_convert
@@ -45,6 +47,7 @@ class DataLoader(Generic[T_co]):
         self.multiprocessing_context = multiprocessing_context
         self.prefetch_factor = 2 if num_workers > 0 and prefetch_factor is None else prefetch_factor
         self.persistent_workers, self.in_order = persistent_workers, in_order
+        self.pin_memory_device = pin_memory_device
         self._iterable = isinstance(dataset, IterableDataset)
         if self._iterable:
             for name, value in (("shuffle", shuffle), ("sampler", sampler), ("batch_sampler", batch_sampler)):
@@ -113,6 +116,7 @@ class _BaseDataLoaderIter:
     def __init__(self, loader: DataLoader, batches: Iterator[Any]) -> None:
         self._dataset, self._batches, self._num_yielded = loader.dataset, batches, 0
         self._len = loader.__len__
+        _warn_pin_memory(loader)
 
     def __iter__(self) -> "_BaseDataLoaderIter":
         return self
@@ -128,6 +132,16 @@ class _BaseDataLoaderIter:
     def close(self) -> None:
         """Stop the pass early (workers, if any, finish their current batch and exit)."""
         self._batches.close()
+
+
+def _warn_pin_memory(loader: DataLoader) -> None:
+    """PyTorch's warnings at the start of each pass (programs print them: imagenet asks for pinned memory)."""
+    if loader.pin_memory and loader.pin_memory_device:
+        warnings.warn("pin_memory_device is deprecated, the current accelerator will be used as the device,"
+                      f"ignore pin_memory_device='{loader.pin_memory_device}'.", stacklevel=3)
+    if loader.pin_memory and not cuda_available():
+        warnings.warn("'pin_memory' argument is set as true but no accelerator is found, "
+                      "then device pinned memory won't be used.", stacklevel=3)
 
 
 class _SingleProcessDataLoaderIter(_BaseDataLoaderIter):
