@@ -292,7 +292,8 @@ def test_distribution_samples_equal_torch():
                  D.RelaxedBernoulli(lib.tensor([0.5]), probs=lib.tensor([0.3, 0.6])),
                  D.MultivariateNormal(lib.zeros(2), lib.eye(2) * 2), D.Weibull(lib.ones(2), lib.ones(2) * 1.5),
                  D.Pareto(lib.ones(2), lib.ones(2)), D.Kumaraswamy(lib.ones(2), lib.ones(2) * 2),
-                 D.LogisticNormal(lib.zeros(2), lib.ones(2)), D.ContinuousBernoulli(probs=lib.tensor([0.2, 0.7]))]
+                 D.LogisticNormal(lib.zeros(2), lib.ones(2)), D.ContinuousBernoulli(probs=lib.tensor([0.2, 0.7])),
+                 D.VonMises(lib.zeros(3), lib.tensor([0.5, 2.0, 1e-6]))]
         return [d.sample((2,)) for d in dists]
     expected, got = both(draws, seed=18)
     for e, g in zip(expected, got):

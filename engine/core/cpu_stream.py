@@ -27,8 +27,8 @@ same initial weights, data orders, dropout masks and noise under tapelab as unde
   Intel CPUs its MKL build draws ``bernoulli_(p)`` from MKL's stream instead, which this does not
   reproduce).
 
-Other draws (von Mises's rejection sampler) take numpy's distributions over the same twister:
-seeded and reproducible, but not PyTorch's numbers.
+Complex draws take numpy's distributions over the same twister: seeded and reproducible, but not
+PyTorch's numbers.
 """
 from __future__ import annotations
 

@@ -23,19 +23,19 @@ def _rejection_sample(loc: Tensor, concentration: Tensor, shape: tuple) -> Tenso
     r = (1 + rho * rho) / (2 * rho)
     # small concentrations: r from a series that avoids cancellation
     r = r.where(k > 1e-5, 1 / k + k)
+    # PyTorch's loop, so a seed gives its samples: three uniforms a round, and a later round's
+    # acceptance overwrites an earlier one (as PyTorch's does); the angle wrapped in double
     out = creation.zeros(shape, dtype=float64, device=loc.device)
-    pending = creation.ones(shape, dtype=float64, device=loc.device) > 0
-    while bool(pending.any()):
+    done = creation.zeros(shape, dtype=float64, device=loc.device) > 0
+    while not bool(done.all()):
         u1, u2, u3 = (creation.rand(shape, dtype=float64, device=loc.device) for _ in range(3))
         z = (math.pi * u1).cos()
         f = (1 + r * z) / (r + z)
         c = k * (r - f)
         accept = ((c * (2 - c) - u2) > 0) | ((c / u2.clamp(min=1e-300)).log() + 1 - c >= 0)
-        theta = (u3 - 0.5).sign() * f.clamp(-1, 1).acos()
-        accept = accept & pending
-        out = out.where(~accept, theta)
-        pending = pending & ~accept
-    return out.to(loc.dtype)
+        out = out.where(~accept, (u3 - 0.5).sign() * f.clamp(-1, 1).acos())
+        done = done | accept
+    return (out + math.pi + loc.to(float64)).remainder(2 * math.pi) - math.pi
 
 
 class VonMises(Distribution):
@@ -58,8 +58,7 @@ class VonMises(Distribution):
     def sample(self, sample_shape=Size()) -> Tensor:
         with no_grad():
             shape = tuple(self._extended_shape(sample_shape))
-            x = _rejection_sample(self.loc, self.concentration, shape) + self.loc
-            return (x + math.pi).remainder(2 * math.pi) - math.pi
+            return _rejection_sample(self.loc, self.concentration, shape).to(self.loc.dtype)
 
     @property
     def mean(self) -> Tensor:
