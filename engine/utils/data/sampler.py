@@ -103,8 +103,8 @@ class SubsetRandomSampler(Sampler):
 class WeightedRandomSampler(Sampler):
     """``num_samples`` indices drawn with probabilities proportional to ``weights``.
 
-    Like ``torch.multinomial`` (same distribution, not the same stream): with replacement,
-    independent draws; without, an exponential race (PyTorch's method), so categories of
+    ``torch.multinomial`` of the weights, as PyTorch's sampler draws them (so a seed gives its
+    indices): with replacement, independent draws; without, an exponential race, so categories of
     weight zero come only after every positive one.
     """
 
@@ -124,29 +124,8 @@ class WeightedRandomSampler(Sampler):
         self.replacement, self.generator = replacement, generator
 
     def __iter__(self) -> Iterator[int]:
-        import numpy as np
-
-        from ...core.cpu_stream import multinomial_with_replacement
-        from ...core.random import default_generator, rng
-        w = np.asarray(self.weights.detach().cpu().__array__(), dtype=np.float64)
-        n = w.shape[0]
-        if not self.replacement and self.num_samples > n:
-            raise RuntimeError("cannot sample n_sample > prob_dist.size(-1) samples without replacement")
-        if not np.all(np.isfinite(w)) or np.any(w < 0):
-            raise RuntimeError("probability tensor contains either `inf`, `nan` or element < 0")
-        total = w.sum()
-        if total <= 0:
-            raise RuntimeError("invalid multinomial distribution (sum of probabilities <= 0)")
-        gen = rng(self.generator)
-        if self.replacement and self.num_samples > 1:   # torch.multinomial's draws, as PyTorch's sampler
-            idx = multinomial_with_replacement((self.generator or default_generator)._bits, w[None],
-                                               self.num_samples)[0]
-        elif self.replacement:
-            idx = gen.choice(n, size=self.num_samples, replace=True, p=w / total)
-        else:
-            keys = w / gen.standard_exponential(n)
-            idx = np.argsort(-keys, kind="stable")[:self.num_samples]
-        yield from idx.tolist()
+        from ...ops.sampling import multinomial
+        yield from multinomial(self.weights, self.num_samples, self.replacement, generator=self.generator).tolist()
 
     def __len__(self) -> int:
         return self.num_samples
