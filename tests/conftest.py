@@ -2,6 +2,8 @@ import os
 import random
 import sys
 
+import pytest
+
 sys.path.insert(0, os.path.dirname(__file__))
 
 
@@ -26,3 +28,12 @@ def pytest_collection_modifyitems(config, items):
 def pytest_report_header(config):
     seed = config.getoption("--shuffle")
     return [f"tests shuffled with seed {seed}"] if seed is not None else []
+
+
+@pytest.fixture(params=[True, False], ids=["loops", "numpy"])
+def loops(request):
+    """Each test twice: with the eager kernels' numba loops on, and on the plain numpy path."""
+    from tapelab import kernels
+    old = kernels.set_enabled(request.param)
+    yield request.param
+    kernels.set_enabled(old)

@@ -6,16 +6,8 @@ import pytest
 import torch
 
 import tapelab
-from tapelab import kernels
 
 pytest.importorskip("numba")   # the [jit] extra: without it the loops are off and the numpy path is the only one
-
-
-@pytest.fixture(params=[True, False], ids=["loops", "numpy"])
-def loops(request):
-    old = kernels.set_enabled(request.param)
-    yield request.param
-    kernels.set_enabled(old)
 
 
 def _rng(*seed):

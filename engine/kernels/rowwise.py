@@ -54,6 +54,18 @@ def _row_mean_rstd(x, r, inv_c, eps):
     return mean, F(1.0) / np.sqrt(q * inv_c + eps)
 
 
+@njit(**_JIT, inline="always")
+def _exp_row(x, out, r, C, m):
+    """``out[r] = exp(x[r] - m)``; returns the row's sum (inlined: a call per row costs more than a
+    short row, see bench/README.md's convolution notes)."""
+    s = F(0.0)
+    for c in range(C):
+        e = exp32(x[r, c] - m)
+        out[r, c] = e
+        s += e
+    return s
+
+
 @njit(**_JIT)
 def softmax(x, out):
     """``out[r] = exp(x[r] - max) / sum``."""
@@ -61,11 +73,7 @@ def softmax(x, out):
     bits = x.view(np.int32)
     for r in range(R):
         m = _row_max(bits, r, C)
-        s = F(0.0)
-        for c in range(C):
-            e = exp32(x[r, c] - m)
-            out[r, c] = e
-            s += e
+        s = _exp_row(x, out, r, C, m)
         for c in range(C):
             out[r, c] = out[r, c] / s
 
@@ -244,11 +252,7 @@ def cross_entropy_backward(x, t, wt, gs, out, w, ignore, smooth, w_sum):
                 out[r, c] = F(0.0)
             continue
         m = _row_max(bits, r, C)
-        s = F(0.0)
-        for c in range(C):
-            e = exp32(x[r, c] - m)
-            out[r, c] = e
-            s += e
+        s = _exp_row(x, out, r, C, m)
         a_t = wt[r] * (F(1.0) - smooth)
         g = gs[r]
         k = (a_t + ls_c * w_sum) * g / s
