@@ -355,3 +355,12 @@ def test_binomial_draws_equal_torch(dtype):
     assert_same(both(lambda lib: [lib.binomial(lib.tensor(counts, dtype=getattr(lib, dtype)),
                                                lib.tensor(probs, dtype=getattr(lib, dtype))),
                                   lib.distributions.Binomial(5, lib.tensor([0.3, 0.6])).sample((3,))], seed=21))
+
+
+def test_complex_draws_equal_torch():
+    """PyTorch fills a complex tensor's real view: uniform parts, or normal parts of variance 1/2."""
+    def draws(lib):
+        return [lib.rand(5, dtype=lib.complex64), lib.randn(20, dtype=lib.complex64), lib.rand(3, dtype=lib.complex128),
+                lib.randn_like(lib.zeros(7, dtype=lib.complex64)), lib.empty(4, dtype=lib.complex64).normal_(),
+                lib.empty(20, dtype=lib.complex64).normal_(0.5, 2.0), lib.empty(4, dtype=lib.complex64).uniform_()]
+    assert_same(both(draws, seed=22))

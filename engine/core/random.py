@@ -146,7 +146,7 @@ def _normal(xp, mean, std, *, size, dtype, device, generator):
         raise RuntimeError("normal expects all elements of std >= 0.0")
     dt, g, n = dtype.np, _gen(generator), _count(size)
     if dtype.is_complex:
-        return (mean + std * xp.asarray(_complex(g._rng.standard_normal, size, 0.5 ** 0.5))).astype(dt)
+        return (mean + std * xp.asarray(_complex_draw(g, size, dt, True))).astype(dt)
     scalar_mean, scalar_std = isinstance(mean, numbers.Number), isinstance(std, numbers.Number)
     if scalar_mean and scalar_std:
         return xp.asarray(stream.normal(g, n, dt, float(mean), float(std)).reshape(size))
@@ -196,24 +196,25 @@ def _bernoulli(xp, probs, *, p, generator):
     return xp.asarray(_bernoulli_draw(probs, p, generator, layout)).astype(probs.dtype)
 
 
-def _complex(draw, size, scale=1.0):
-    """Complex numbers whose real and imaginary parts are drawn independently by numpy (PyTorch's
-    complex ``rand`` is uniform in each part; complex ``randn`` has unit variance, ``1/2`` per part)."""
-    parts = draw((*size, 2)) * scale
-    return parts[..., 0] + 1j * parts[..., 1]
+def _complex_draw(g, size, dt, normal: bool, a: float = 0.0, b: float = 1.0) -> np.ndarray:
+    """Complex numbers as PyTorch draws them: its real view (real, imaginary, real, ...) filled by
+    ``uniform_(a, b)``, or by ``normal_(a, b / sqrt(2))`` (unit variance, half per part)."""
+    n, real = 2 * _count(size), np.finfo(dt).dtype
+    parts = stream.normal(g, n, real, a, b * 0.5 ** 0.5) if normal else stream.uniform(g._bits, n, real, a, b)
+    return parts.view(np.dtype(dt)).reshape(size)
 
 
 def _rand(size, dtype, generator):
     g = _gen(generator)
     if dtype.is_complex:
-        return _complex(g._rng.random, size)
+        return _complex_draw(g, size, dtype.np, False)
     return stream.uniform(g._bits, _count(size), dtype.np).reshape(size)
 
 
 def _randn(size, dtype, generator):
     g = _gen(generator)
     if dtype.is_complex:
-        return _complex(g._rng.standard_normal, size, 0.5 ** 0.5)
+        return _complex_draw(g, size, dtype.np, True)
     return stream.normal(g, _count(size), dtype.np).reshape(size)
 
 
@@ -257,7 +258,7 @@ def _random_fill(x, low, high, generator):
 def _in_place_normal(x, mean, std, generator):
     g = _gen(generator)
     if x.dtype.kind == "c":
-        return lambda s: mean + std * _complex(g._rng.standard_normal, s, 0.5 ** 0.5)
+        return lambda s: _complex_draw(g, s, x.dtype, True, mean, std)
     if memory_order(x) is not None:   # PyTorch draws a non-contiguous tensor's normals one at a time
         return lambda s: stream.normal_serial(g, _count(s), mean, std).astype(x.dtype).reshape(s)
     return lambda s: stream.normal(g, _count(s), x.dtype, mean, std).reshape(s)
@@ -266,7 +267,7 @@ def _in_place_normal(x, mean, std, generator):
 def _in_place_uniform(x, low, high, generator):
     g = _gen(generator)
     if x.dtype.kind == "c":
-        return lambda s: low + (high - low) * _complex(g._rng.random, s)
+        return lambda s: _complex_draw(g, s, x.dtype, False, low, high)
     return lambda s: stream.uniform(g._bits, _count(s), x.dtype, low, high).reshape(s)
 
 

@@ -26,21 +26,23 @@ from ..base.dtype import FLOATING_KINDS
 __all__ = ["multinomial", "poisson", "binomial"]
 
 
-def _floating(t: Tensor, what: str) -> None:
-    if t._data.dtype.kind not in FLOATING_KINDS:
+def _floating(t: Tensor, what: str, complex_too: bool = False) -> None:
+    """PyTorch's refusal of a dtype the draw has no kernel for (normal_/uniform_ fill complex tensors
+    through their real view)."""
+    if t._data.dtype.kind not in FLOATING_KINDS and not (complex_too and t._data.dtype.kind == "c"):
         raise NotImplementedError(f'"{what}" not implemented for \'{t.dtype.scalar_type}\'')
 
 
 def uniform_(self, from_: float = 0.0, to: float = 1.0, *, generator=None, **kw) -> Tensor:
     from_ = kw.pop("from", from_)
-    _floating(self, "check_uniform_bounds")
+    _floating(self, "check_uniform_bounds", complex_too=True)
     if from_ > to:
         raise RuntimeError(f"uniform_ expects to return a [from, to) range, but found from={from_} > to={to}")
     return apply_(UNIFORM_, self, low=float(from_), high=float(to), generator=generator)
 
 
 def normal_(self, mean: float = 0.0, std: float = 1.0, *, generator=None) -> Tensor:
-    _floating(self, "normal_kernel_cpu")
+    _floating(self, "normal_kernel_cpu", complex_too=True)
     if std < 0:
         raise RuntimeError(f"normal expects std >= 0.0, but found std {std}")
     return apply_(NORMAL_, self, mean=float(mean), std=float(std), generator=generator)
