@@ -27,8 +27,9 @@ same initial weights, data orders, dropout masks and noise under tapelab as unde
   Intel CPUs its MKL build draws ``bernoulli_(p)`` from MKL's stream instead, which this does not
   reproduce).
 
-Complex draws take numpy's distributions over the same twister: seeded and reproducible, but not
-PyTorch's numbers.
+Complex draws fill the real view (real, imaginary, ...) as PyTorch's do. Only a scrambled
+``SobolEngine`` seeds scipy's scrambling from numpy's distributions over the same twister: seeded
+and reproducible, but not PyTorch's numbers.
 """
 from __future__ import annotations
 
