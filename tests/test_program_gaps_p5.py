@@ -8,6 +8,7 @@ import subprocess
 import sys
 import textwrap
 
+import numpy as np
 import pytest
 
 import tapelab
@@ -43,8 +44,10 @@ _SPARSE_WARNINGS = textwrap.dedent("""
 """)
 
 
-def _sparse_warnings(backend: str, mode: str) -> list:
-    out = subprocess.run([sys.executable, "-c", _SPARSE_WARNINGS, backend, mode], capture_output=True, text=True,
+def _in_fresh_process(script: str, backend: str, *args: str) -> list:
+    """What ``script`` prints last as JSON, run in a new process under ``torch`` or tapelab's aliases
+    (the warnings compared here are given once per process)."""
+    out = subprocess.run([sys.executable, "-c", script, backend, *args], capture_output=True, text=True,
                          check=True).stdout
     return json.loads(out.splitlines()[-1])
 
@@ -54,8 +57,8 @@ def test_sparse_coo_tensor_warns_once_about_implicit_invariant_checks_as_torch()
     at the caller's line, that invariant checks are implicitly off (not for an explicit ``check_invariants``,
     ``to_sparse`` or the legacy constructors); tapelab printed nothing. Opting out first silences it."""
     for mode in ("default", "opt-out"):
-        ours = _sparse_warnings("tapelab", mode)
-        assert ours == _sparse_warnings("torch", mode)
+        ours = _in_fresh_process(_SPARSE_WARNINGS, "tapelab", mode)
+        assert ours == _in_fresh_process(_SPARSE_WARNINGS, "torch", mode)
         assert any(step[1] == ["Sparse invariant checks are implicitly disabled"] for step in ours[:-1]) \
             == (mode == "default")
 
@@ -97,3 +100,48 @@ def test_dataloader_warns_each_pass_that_pinned_memory_is_unused_without_an_acce
         ours = _pass_warnings(tapelab, **options)
         assert ours == _pass_warnings(torch, **options)
         assert len(ours[1][1]) == len(options)
+
+
+# ---------------------------------------------------------------- time_sequence_prediction: LBFGS's float(closure())
+_SCALAR_WARNINGS = textwrap.dedent("""
+    import json, sys, warnings
+    if sys.argv[1] == "tapelab":
+        import tapelab
+        tapelab.install_aliases()
+    import torch
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(3, 1, dtype=torch.float64)
+    x, y = torch.randn(5, 3, dtype=torch.float64), torch.randn(5, 1, dtype=torch.float64)
+    opt = torch.optim.LBFGS(lin.parameters(), lr=0.5, max_iter=4)
+    def closure():
+        opt.zero_grad()
+        loss = ((lin(x) - y) ** 2).mean()
+        loss.backward()
+        return loss
+    loss = (lin(x) ** 2).sum()
+    def under(mode):
+        with mode():
+            return float(loss)
+    steps = [("lbfgs step", lambda: opt.step(closure)), ("no_grad float", lambda: under(torch.no_grad)),
+             ("inference float", lambda: under(torch.inference_mode)), ("int", lambda: int(loss)),
+             ("float", lambda: float(loss)), ("float again", lambda: float(loss)), ("complex", lambda: complex(loss))]
+    seen = []
+    for label, run in steps:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            run()
+        seen.append([label, [str(w.message).split(".")[0] for w in caught]])
+    seen.append(lin.weight.tolist())
+    print(json.dumps(seen))
+""")
+
+
+def test_scalar_of_a_grad_tensor_warns_only_in_grad_mode_as_torch():
+    """LBFGS.step runs under no_grad and converts the closure's loss with ``float``: PyTorch says nothing
+    there (its warning needs grad mode on), tapelab warned, so time_sequence_prediction printed an extra
+    warning. Once per process, not for ``int``, shared with ``complex``; LBFGS's steps equal torch's."""
+    ours = _in_fresh_process(_SCALAR_WARNINGS, "tapelab")
+    theirs = _in_fresh_process(_SCALAR_WARNINGS, "torch")
+    assert ours[:-1] == theirs[:-1]
+    assert [label for label, caught in ours[:-1] if caught] == ["float"]
+    np.testing.assert_allclose(ours[-1], theirs[-1], rtol=1e-12)

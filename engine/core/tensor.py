@@ -23,6 +23,7 @@ from ..base.device import CPU, device as _device_cls
 from ..base.layout import sparse_coo, strided
 from ..base.repr import tensor_repr
 from ..base.dtype import FLOATING_KINDS, INEXACT_KINDS
+from ..base.grad_mode import is_grad_enabled
 
 __all__ = ["Tensor", "Size", "sum_to", "unbroadcast"]
 
@@ -461,8 +462,9 @@ _scalar_warned = [False]
 
 
 def _warn_scalar_of_grad() -> None:
-    """PyTorch's warning, once per process (``float(loss)`` in a logging line is common)."""
-    if not _scalar_warned[0]:
+    """PyTorch's warning, once per process (``float(loss)`` in a logging line is common), and only while
+    grad mode is on (LBFGS's ``float(closure())`` runs under no_grad and says nothing)."""
+    if not _scalar_warned[0] and is_grad_enabled():
         _scalar_warned[0] = True
         warnings.warn("Converting a tensor with requires_grad=True to a scalar may lead to unexpected behavior.\n"
                       "Consider using tensor.detach() first.", UserWarning, stacklevel=3)
