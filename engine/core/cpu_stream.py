@@ -277,13 +277,17 @@ def _poisson_one(bits, lam: float) -> float:
         count += 1
 
 
+def _rounding(dt: np.dtype):
+    """A Python float rounded to ``dt``'s precision (float32 below double), as ATen's scalar_t steps."""
+    return (lambda v: v) if dt == np.float64 else (lambda v: float(np.float32(v)))
+
+
 def binomial(bits, counts: np.ndarray, probs: np.ndarray) -> np.ndarray:
     """``torch.binomial``: per (count, prob) in order, ATen's ``sample_binomial`` on double uniforms:
     BTRS (Hoermann's transformed rejection) when count * p >= 10, else geometric-waiting-time
     inversion, on the smaller of p and 1 - p; the steps ATen does in the input's float precision
     rounded to it. Returns doubles."""
-    single = counts.dtype != np.float64
-    to_dtype = (lambda v: float(np.float32(v))) if single else (lambda v: v)
+    to_dtype = _rounding(counts.dtype)
     return np.array([_binomial_one(bits, c, p, to_dtype) for c, p in zip(counts.ravel().tolist(), probs.ravel().tolist())],
                     np.float64).reshape(counts.shape)
 
@@ -360,8 +364,7 @@ def gamma(gen, alphas: np.ndarray) -> np.ndarray:
     ``sample_gamma``): Marsaglia-Tsang on the one-at-a-time double normals and double uniforms, an
     ``alpha < 1`` boosted by ``(1 - u) ** (1 / alpha)``; the arithmetic ATen does in the input's
     float precision rounded to it. Returns doubles."""
-    single = alphas.dtype != np.float64
-    to_dtype = (lambda v: float(np.float32(v))) if single else (lambda v: v)
+    to_dtype = _rounding(alphas.dtype)
     return np.array([_gamma_one(gen, a, to_dtype) for a in alphas.ravel().tolist()],
                     np.float64).reshape(alphas.shape)
 

@@ -12,6 +12,7 @@ import numbers
 
 import numpy as np
 
+from ..base.backend import asnumpy
 from ..base.device import CPU, device as _device
 from ..base.meta import has_data
 from . import cpu_stream as stream
@@ -25,8 +26,8 @@ __all__ = ["Generator", "manual_seed", "seed", "initial_seed", "default_generato
 
 class Generator:
     """A source of random numbers, like ``torch.Generator``: the same seed gives PyTorch's CPU numbers
-    for ``rand``, ``randn``, ``randint``, ``randperm``, ``bernoulli``/dropout and the in-place fills
-    (``cpu_stream`` says how); the other distributions draw numpy's from the same twister."""
+    for every random op (``cpu_stream`` says how); only a scrambled Sobol engine draws numpy's
+    numbers from the same twister (``rng``)."""
 
     _DEFAULT_SEED = 67280421310721   # PyTorch's default CPU seed: numbers are fixed from the start
 
@@ -173,14 +174,14 @@ def _in_memory_order(a, draw):
     return draw(tuple(a.shape[d] for d in order)).transpose(np.argsort(order))
 
 
-def _bernoulli_draw(probs, p, generator, layout=None):
+def _bernoulli_draw(xp, probs, p, generator, layout=None):
     """Host booleans of ``probs``' shape: below ``p`` (a number) or below each probability, drawn in
     the memory order of ``layout`` (the tensor being filled), or in index order without one."""
     bits = _gen(generator)._bits
     order = (lambda draw: _in_memory_order(layout, draw)) if layout is not None else (lambda draw: draw(probs.shape))
     if p is not None:
         return order(lambda s: stream.bernoulli(bits, _count(s), p).reshape(s))
-    host = np.asarray(probs.get() if hasattr(probs, "get") else probs)
+    host = asnumpy(xp, probs)
     dt = stream.probability_dtype(host.dtype)
     return order(lambda s: stream.uniform(bits, _count(s), dt).reshape(s)) < host
 
@@ -193,7 +194,7 @@ def _bernoulli(xp, probs, *, p, generator):
     # ``bernoulli(probs)`` fills a fresh contiguous tensor; a number ``p`` is dropout's
     # ``empty_like(input).bernoulli_(p)``, which keeps the input's layout
     layout = None if p is None else probs
-    return xp.asarray(_bernoulli_draw(probs, p, generator, layout)).astype(probs.dtype)
+    return xp.asarray(_bernoulli_draw(xp, probs, p, generator, layout)).astype(probs.dtype)
 
 
 def _complex_draw(g, size, dt, normal: bool, a: float = 0.0, b: float = 1.0) -> np.ndarray:
@@ -275,10 +276,10 @@ def _bernoulli_fill(xp, x, *probs, p, generator):
     if not has_data(xp):
         return xp.empty(x.shape, x.dtype)
     if not probs:
-        return xp.asarray(_bernoulli_draw(x, p, generator, x)).astype(x.dtype)
+        return xp.asarray(_bernoulli_draw(xp, x, p, generator, x)).astype(x.dtype)
     if bool(((probs[0] < 0) | (probs[0] > 1)).any()):
         raise RuntimeError("bernoulli_: all elements of p must be in [0, 1]")
-    return xp.asarray(_bernoulli_draw(xp.broadcast_to(probs[0], x.shape), None, generator, x)).astype(x.dtype)
+    return xp.asarray(_bernoulli_draw(xp, xp.broadcast_to(probs[0], x.shape), None, generator, x)).astype(x.dtype)
 
 
 _FILL = dict(kind="random", saves=NONE)
@@ -305,8 +306,8 @@ BERNOULLI_ = Op("bernoulli_", _bernoulli_fill, _no_grad_to_old_value, **_FILL)
 
 def _multinomial(xp, probs, *, num_samples, replacement, generator):
     """Indices drawn from the rows of ``probs`` (1-D or 2-D, unnormalised): more than one with
-    replacement as PyTorch draws them (``cpu_stream``), otherwise by the exponential-race trick
-    (top-k of p / E, E ~ Exp(1); PyTorch's method, numpy's exponentials)."""
+    replacement by searching each row's running sum, otherwise by the exponential-race trick
+    (top-k of p / E, E ~ Exp(1)); both as PyTorch draws them (``cpu_stream``)."""
     shape = probs.shape[:-1] + (num_samples,)
     if not has_data(xp):
         return xp.empty(shape, np.int64)
@@ -315,12 +316,11 @@ def _multinomial(xp, probs, *, num_samples, replacement, generator):
         raise RuntimeError("probability tensor contains either `inf`, `nan` or element < 0")
     if bool((p.sum(-1) <= 0).any()):
         raise RuntimeError("invalid multinomial distribution (sum of probabilities <= 0)")
+    host = asnumpy(xp, probs)
     if replacement and num_samples > 1:
-        host = probs.get() if hasattr(probs, "get") else probs
         idx = xp.asarray(stream.multinomial_with_replacement(_gen(generator)._bits,
                                                              host.reshape(-1, host.shape[-1]), num_samples))
     else:   # PyTorch's: probs / Exp(1) draws in the probabilities' dtype, the largest first
-        host = probs.get() if hasattr(probs, "get") else probs
         q = stream.exponential(_gen(generator)._bits, host.size, 1.0).astype(host.dtype).reshape(p.shape)
         keys = xp.asarray(host.reshape(p.shape) / q)
         idx = xp.argsort(-keys, -1, kind="stable")[:, :num_samples]
