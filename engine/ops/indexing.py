@@ -687,20 +687,41 @@ def _scatter_reduce_fwd(xp, x, index, src, *, dim, reduce, include_self):
 
 
 def _scatter_reduce_vjp(g, out, x, index, src, *, dim, reduce, include_self):
-    """sum and mean share g among contributors; amax/amin among those equal to the result."""
+    """PyTorch's gradients (FunctionsManual's scatter_reduce_backward): sum and mean share ``g`` among
+    contributors; amax/amin among the inputs equal to the result, counting ``input`` even when
+    ``include_self=False`` (PyTorch's count, so a tie with the unused input halves the share); prod
+    divides the result by each factor, with a lone zero factor given the product of the others."""
     if reduce == "prod":
-        raise RuntimeError("scatter_reduce(reduce='prod') has no gradient in tapelab yet")
+        return _scatter_prod_vjp(g, out, x, index, src, dim=dim, include_self=include_self)
     keep = full(x._data.shape, 1.0, dtype=g.dtype, device=g.device)
     if not include_self:
         keep = apply(_scatter, keep, index, 0, dim=dim, reduce=None)
     if reduce in ("sum", "mean"):
         hit_x, hit_src = keep, full(index._data.shape, 1.0, dtype=g.dtype, device=g.device)
     else:
-        hit_x = keep * (x == out).to(g.dtype)
+        hit_x = (x == out).to(g.dtype)
         hit_src = (src == apply(_gather, out, index, dim=dim)).to(g.dtype)
     if reduce != "sum":
         g = g / apply(_scatter, hit_x, index, hit_src, dim=dim, reduce="add").clamp_min(1)
-    return g * hit_x, None, apply(_gather, g, index, dim=dim) * hit_src
+    return g * hit_x * keep, None, apply(_gather, g, index, dim=dim) * hit_src
+
+
+def _scatter_prod_vjp(g, out, x, index, src, *, dim, include_self):
+    """``out / factor`` for each factor; where that is 0/0 the product is taken again without it: an
+    ``input`` of zero is replaced by one, and a ``src`` that is the only zero at its place by one."""
+    def prod(base, values):
+        return apply(_scatter_reduce, base, index, values, dim=dim, reduce="prod", include_self=include_self)
+    x_one = x.masked_fill(x == 0, 1)
+    gx = g * prod(x_one, src) / x_one
+    if not include_self:
+        gx = apply(_scatter, gx, index, 0, dim=dim, reduce=None)
+    src_zero = src == 0
+    zeros_there = apply(_scatter, zeros(x._data.shape, dtype=src.dtype, device=src.device), index,
+                        src_zero.to(src.dtype), dim=dim, reduce="add")
+    lone_zero = src_zero & (apply(_gather, zeros_there, index, dim=dim) == 1)
+    without = apply(_gather, g * prod(x, src.masked_fill(lone_zero, 1)), index, dim=dim)
+    through = apply(_gather, g * out, index, dim=dim) / src.masked_fill(src_zero, 1)
+    return gx, None, without.where(lone_zero, through)
 
 
 _scatter_reduce = Op("scatter_reduce", _scatter_reduce_fwd, _scatter_reduce_vjp, save_output=True)
