@@ -8,11 +8,17 @@ them through the graph) and reads g and x twice. Sums use ``reassoc`` (LLVM vect
 numpy's pairwise sums are not sequential either), one float32 row of L at a time added into a
 float64 total, so they agree with numpy's within float32 rounding; the elementwise arithmetic
 keeps numpy's formula order.
+
+``forward`` and ``backward`` cut the channels into one range per intra-op thread (``kernels.
+parallel_ranges``, which runs them at once where that has measured faster): each channel's
+statistics and outputs are computed by one thread alone, so any split gives the same floats.
 """
 from __future__ import annotations
 
 import numpy as np
 from numba import njit
+
+from . import parallel_ranges
 
 __all__ = ["forward", "backward"]
 
@@ -41,13 +47,18 @@ def _mean_var(x, ch):
     return mean, q / (n * length)
 
 
-@njit(**_JIT)
-def forward(x, w, b, eps, out, mean, var):
+def forward(x, w, b, eps: float, out, mean, var) -> None:
     """``out = (x - mean) * (rstd * w) + b`` per channel (dim 1), ``rstd = 1 / sqrt(var + eps)``;
     ``w``/``b`` are ones/zeros when the layer has none; ``mean``/``var`` (C,) receive the batch
     statistics (biased variance)."""
-    n, c, length = x.shape
-    for ch in range(c):
+    parallel_ranges(_forward, x.shape[1], x.size, lambda first, lo, hi: (x, w, b, eps, out, mean, var, lo, hi))
+
+
+@njit(**_JIT)
+def _forward(x, w, b, eps, out, mean, var, c0, c1):
+    """``forward`` for channels ``c0:c1``."""
+    n, _, length = x.shape
+    for ch in range(c0, c1):
         mu, v = _mean_var(x, ch)
         mean[ch] = mu
         var[ch] = v
@@ -58,13 +69,18 @@ def forward(x, w, b, eps, out, mean, var):
                 out[i, ch, k] = (x[i, ch, k] - mu) * scale + shift
 
 
-@njit(**_JIT)
-def backward(g, x, w, eps, gx, gw, gb):
+def backward(g, x, w, eps: float, gx, gw, gb) -> None:
     """``gx = rstd w (g - mean(g) - xhat mean(g xhat))``, ``gw = sum(g xhat)``, ``gb = sum(g)``
     per channel (``w`` ones when the layer has none)."""
-    n, c, length = x.shape
+    parallel_ranges(_backward, x.shape[1], x.size, lambda first, lo, hi: (g, x, w, eps, gx, gw, gb, lo, hi))
+
+
+@njit(**_JIT)
+def _backward(g, x, w, eps, gx, gw, gb, c0, c1):
+    """``backward`` for channels ``c0:c1``."""
+    n, _, length = x.shape
     inv = 1.0 / (n * length)
-    for ch in range(c):
+    for ch in range(c0, c1):
         mu, v = _mean_var(x, ch)
         rstd = F(1.0 / np.sqrt(F(v) + F(eps)))
         sg = 0.0

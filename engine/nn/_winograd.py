@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 
 from .. import kernels
+from ..base.pool import ranges
 from ..kernels import gemm
 
 __all__ = ["fits", "out_size", "tile_size", "conv3x3", "weight3x3", "narrow_gemm"]
@@ -136,12 +137,7 @@ def _input_transform(xp, x, pads, m, th, tw):
     rows = m * th + 2
     if kernels.use(xp, x):                 # the loop pads one image at a time, into cache
         v = xp.empty((a, a, n, th, tw * c), x.dtype)
-        p = xp.empty((rows, m, (tw + 1) * c), x.dtype)
-        cw = xp.empty((a, rows, tw * c), x.dtype)
-        loops = kernels.loops("winograd")
-        kernels.parallel_ranges(loops.input_transform_f23 if m == 2 else loops.input_transform_f43, n, x.size,
-                                lambda first, lo, hi: (x, pt, pl, p if first else xp.empty_like(p),
-                                                       cw if first else xp.empty_like(cw), v, lo, hi))
+        kernels.parallel_ranges(_transform_images, n, x.size, lambda first, lo, hi: (xp, x, pads, m, v, lo, hi))
         return v.reshape(a * a, -1, c)
     # padded, channels last, columns split by residue: p[:, r, res, k] is padded column m k + res
     p = xp.zeros((n, rows, m, tw + 1, c), x.dtype)
@@ -174,10 +170,32 @@ def conv3x3(xp, x, w, pads):
     u = gemm(xp, _mat(xp, x.dtype, m, "G"), w.reshape(o * c, 9).T).reshape(-1, o, c)
     y = xp.empty((n, o, oh, ow), x.dtype)
     ut = xp.ascontiguousarray(u.transpose(0, 2, 1))
-    step = max(1, BLOCK_TILE_CHANNELS // (math.prod(_tiles((oh, ow), m)) * max(c, o)))
-    for lo in range(0, n, step):
-        _conv_images(x[lo:lo + step], y[lo:lo + step], ut, xp, pads, m)
+    spans = _image_blocks(n, max(1, BLOCK_TILE_CHANNELS // (math.prod(_tiles((oh, ow), m)) * max(c, o))),
+                          kernels.use(xp, x, ut))
+    kernels.parallel_ranges(_conv_blocks, len(spans), x.size + y.size,
+                            lambda first, lo, hi: (spans[lo:hi], x, y, ut, xp, pads, m))
     return y
+
+
+def _image_blocks(n: int, step: int, loops: bool) -> list:
+    """The forward's image blocks, ``(lo, hi)`` ranges of at most ``step`` images, near-equal. With
+    the eager kernels their count is a multiple of the intra-op threads (up to one image a block),
+    so each thread takes whole blocks of equal work: every stage of a block (transforms, tap
+    GEMMs, copies) then runs on one thread, in its core's cache, with one hand-off per pass instead
+    of one per stage. Each image's outputs are the same floats in any block (the loops' sums run
+    per image, tile and channel); BLAS's per-block products may round by their size, so without
+    the loops the blocks are the batch cut by ``step`` alone, whatever the thread count."""
+    count = -(-n // step)
+    if loops:
+        t = kernels.threads()
+        count = min(n, -(-count // t) * t)
+    return ranges(n, count)
+
+
+def _conv_blocks(spans, x, y, ut, xp, pads, m) -> None:
+    """``_conv_images`` for each image range in ``spans``, one after another (one thread's share)."""
+    for lo, hi in spans:
+        _conv_images(x[lo:hi], y[lo:hi], ut, xp, pads, m)
 
 
 def _conv_images(x, y, ut, xp, pads, m):
@@ -201,6 +219,18 @@ def _conv_images(x, y, ut, xp, pads, m):
     yt = xp.empty((n, th, m, tw, m, o), x.dtype)
     yt.transpose(2, 4, 0, 1, 3, 5)[...] = ys
     y[...] = yt.reshape(n, m * th, m * tw, o)[:, :oh, :ow].transpose(0, 3, 1, 2)
+
+
+def _transform_images(xp, x, pads, m, v, lo, hi) -> None:
+    """Images ``lo:hi`` of ``x`` into ``v (a, a, N, th, tw * C)`` through the input transform loop,
+    with this thread's scratch (one image padded, then its column transform)."""
+    (pt, _), (pl, _) = pads
+    c = x.shape[1]
+    rows, tw = m * v.shape[3] + 2, v.shape[4] // c
+    p = xp.empty((rows, m, (tw + 1) * c), x.dtype)
+    cw = xp.empty((m + 2, rows, tw * c), x.dtype)
+    loops = kernels.loops("winograd")
+    (loops.input_transform_f23 if m == 2 else loops.input_transform_f43)(x, pt, pl, p, cw, v, lo, hi)
 
 
 def _tap_gemm(xp, v, ut):
@@ -251,18 +281,31 @@ def _weight_images(x, gy, xp, pads, m):
     """The sum over the tiles of every image of V (.) A gy A^T ``(a^2, O, C)``, one GEMM per tap."""
     n, o, oh, ow = gy.shape
     th, tw = _tiles((oh, ow), m)
-    v = _input_transform(xp, x, pads, m, th, tw)
-    # gy channels last, zero-filled to whole tiles, then grouped by position in the tile:
-    # q[a, b, :, i, j] is output (m i + a, m j + b); A gy A^T is one (a^2, m^2) @ (m^2, T * O) GEMM
-    shape = (n, th, m, tw, m, o)
-    g6 = xp.zeros(shape, gy.dtype) if (oh, ow) != (m * th, m * tw) else xp.empty(shape, gy.dtype)
-    g6.reshape(n, m * th, m * tw, o)[:, :oh, :ow] = gy.transpose(0, 2, 3, 1)
-    q = xp.ascontiguousarray(g6.transpose(2, 4, 0, 1, 3, 5)).reshape(m * m, -1)
-    if m == 4 and kernels.use(xp, q):                                      # its sums and differences
-        dm = xp.empty((36, q.shape[1]), q.dtype)
-        kernels.parallel_ranges(kernels.loops("winograd").grad_transform_f43, q.shape[1], q.size,
-                                lambda first, lo, hi: (q, dm, xp.empty((24, 1024), q.dtype), lo, hi))  # 96 KB: L2
+    x, gy = xp.ascontiguousarray(x), xp.ascontiguousarray(gy)
+    if m == 4 and kernels.use(xp, x, gy):
+        # each thread transforms its images' inputs and output gradients, in its core's cache
+        v = xp.empty((6, 6, n, th, tw * x.shape[1]), x.dtype)
+        dm = xp.empty((36, n * th * tw * o), gy.dtype)
+        kernels.parallel_ranges(_weight_transforms, n, x.size + gy.size,
+                                lambda first, lo, hi: (xp, x, gy, pads, v, dm, lo, hi))
+        v = v.reshape(36, -1, x.shape[1])
     else:
+        v = _input_transform(xp, x, pads, m, th, tw)
+        # gy channels last, zero-filled to whole tiles, then grouped by position in the tile:
+        # q[a, b, :, i, j] is output (m i + a, m j + b); A gy A^T is one (a^2, m^2) @ (m^2, T * O) GEMM
+        shape = (n, th, m, tw, m, o)
+        g6 = xp.zeros(shape, gy.dtype) if (oh, ow) != (m * th, m * tw) else xp.empty(shape, gy.dtype)
+        g6.reshape(n, m * th, m * tw, o)[:, :oh, :ow] = gy.transpose(0, 2, 3, 1)
+        q = xp.ascontiguousarray(g6.transpose(2, 4, 0, 1, 3, 5)).reshape(m * m, -1)
         dm = gemm(xp, _mat(xp, gy.dtype, m, "A"), q)
     dm = dm.reshape(v.shape[0], -1, o)                                         # (a^2, T, O)
     return _tap_gemm(xp, dm.transpose(0, 2, 1), v)
+
+
+def _weight_transforms(xp, x, gy, pads, v, dm, lo, hi) -> None:
+    """F(4, 3)'s input transform ``v`` and output-gradient transform ``dm`` of images ``lo:hi``,
+    with this thread's scratch."""
+    _transform_images(xp, x, pads, 4, v, lo, hi)
+    span = v.shape[3] * (v.shape[4] // x.shape[1]) * gy.shape[1]
+    kernels.loops("winograd").grad_transform_f43(gy, xp.empty((16, span), gy.dtype), dm,
+                                                 xp.empty((24, 1024), gy.dtype), lo, hi)    # 96 KB: L2
