@@ -2,12 +2,15 @@
 ``sort``, ``linalg.qr`` a ``linalg_qr`` ...), one class per result kind, defined here once, so
 ``isinstance(torch.max(x, 1), torch.return_types.max)`` holds and results pickle by reference.
 
-Below every layer that returns them (it imports nothing of tapelab). Each is a ``namedtuple``
-subclass with PyTorch's field names and repr; PyTorch's ``_out`` variants are the same classes.
+Below every layer that returns them (it imports only ``base.dtype``'s package name). Each is a
+``namedtuple`` subclass with PyTorch's field names and repr (``torch.return_types.max(...)`` under
+``install_aliases``); PyTorch's ``_out`` variants are the same classes.
 """
 from __future__ import annotations
 
 from collections import namedtuple
+
+from .base.dtype import package_name
 
 _FIELDS = {
     "aminmax": ("min", "max"), "cummax": ("values", "indices"), "cummin": ("values", "indices"),
@@ -29,7 +32,7 @@ _FIELDS = {
 
 def _repr(self) -> str:
     fields = ",\n".join(f"{name}={value!r}" for name, value in zip(self._fields, self))
-    return f"{__name__}.{type(self).__name__}(\n{fields})"
+    return f"{package_name()}.return_types.{type(self).__name__}(\n{fields})"
 
 
 def _define(name: str, fields: tuple) -> type:

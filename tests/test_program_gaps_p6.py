@@ -10,7 +10,7 @@ stable-baselines3's PPO code paths (distributions, ``clip_grad_norm_``, state-di
 Each test exercises the API pattern directly and compares with real torch (no program is imported)."""
 from __future__ import annotations
 
-import itertools
+import warnings
 
 import numpy as np
 import pytest
@@ -55,3 +55,56 @@ def test_scatter_reduce_prod_double_backward_matches_torch(include_self):
         results.append([t.detach().numpy() for t in (ga, gs, *m.autograd.grad(ga.sum() + (gs ** 2).sum(), (a, s)))])
     for ours, theirs in zip(*results):
         np.testing.assert_allclose(ours, theirs, rtol=1e-12, atol=1e-12)
+
+
+# ---------------------------------------------------------------- FNO: copying a tensor through torch.tensor
+def _warnings_of(call) -> list:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        call()
+    return [(w.category, str(w.message), w.filename, w.lineno) for w in caught]
+
+
+def test_copy_constructing_a_tensor_warns_at_the_callers_line_as_torch():
+    """FNO's grid ``torch.tensor(torch.linspace(0, 1, n), dtype=torch.float)`` warns under PyTorch (use
+    ``detach().clone()``), as does ``x.new_tensor(x)``; lists, arrays and ``as_tensor`` do not."""
+    for calls in ([lambda m: m.tensor(m.linspace(0, 1, 3), dtype=m.float)],
+                  [lambda m: m.ones(2).new_tensor(m.ones(2))],
+                  [lambda m: m.tensor([1.0]), lambda m: m.ones(2).new_tensor([2.0]),
+                   lambda m: m.as_tensor(m.ones(2)), lambda m: m.tensor(np.ones(2))]):
+        for call in calls:
+            assert _warnings_of(lambda: call(tapelab)) == _warnings_of(lambda: call(torch))
+    assert _warnings_of(lambda: tapelab.tensor(tapelab.ones(1)))
+
+
+# ---------------------------------------------------------------- printed results: what an aliased program shows
+def test_return_types_print_as_torch_under_aliases():
+    """``print(x.max(0))`` in an aliased program printed ``tapelab.return_types.max(...)``."""
+    x = np.array([[1.0, 3.0], [2.0, 0.0]], dtype=np.float32)
+    with tapelab.install_aliases():
+        import torch as aliased
+        ours = [repr(aliased.tensor(x).max(0)), repr(aliased.sort(aliased.tensor(x), 1)),
+                repr(aliased.linalg.slogdet(aliased.tensor(x)))]
+    theirs = [repr(torch.tensor(x).max(0)), repr(torch.sort(torch.tensor(x), 1)),
+              repr(torch.linalg.slogdet(torch.tensor(x)))]
+    assert ours == theirs
+    assert repr(tapelab.tensor(x).max(0)).startswith("tapelab.return_types.max(")
+
+
+@pytest.mark.parametrize("name", ["float32", "float64", "float16", "bfloat16", "complex64"])
+def test_finfo_prints_as_torch(name):
+    """``print(torch.finfo(dtype))`` shows the limits as PyTorch's C++ stream does (``%g``)."""
+    ours, theirs = tapelab.finfo(getattr(tapelab, name)), torch.finfo(getattr(torch, name))
+    assert (repr(ours), str(ours)) == (repr(theirs), str(theirs))
+
+
+@pytest.mark.parametrize("name", ["int8", "uint8", "int16", "int32", "int64", "bool"])
+def test_iinfo_prints_and_refuses_as_torch(name):
+    """int32/int64 limits print as doubles (``9.22337e+18``); ``iinfo(torch.bool)`` raises TypeError."""
+    try:
+        theirs = repr(torch.iinfo(getattr(torch, name)))
+    except TypeError as e:
+        with pytest.raises(TypeError, match=str(e)):
+            tapelab.iinfo(getattr(tapelab, name))
+        return
+    assert repr(tapelab.iinfo(getattr(tapelab, name))) == theirs

@@ -308,8 +308,8 @@ class finfo:
         self.resolution = 10.0 ** -info.precision   # PyTorch's: a power of ten, not rounded to the dtype
 
     def __repr__(self) -> str:
-        return (f"finfo(resolution={self.resolution}, min={self.min:e}, max={self.max:e}, "
-                f"eps={self.eps:e}, smallest_normal={self.tiny:e}, tiny={self.tiny:e}, dtype={self.dtype})")
+        return _info_repr("finfo", resolution=self.resolution, min=self.min, max=self.max, eps=self.eps,
+                          smallest_normal=self.tiny, tiny=self.tiny, dtype=self.dtype)
 
 
 class iinfo:
@@ -318,9 +318,18 @@ class iinfo:
     def __init__(self, type: dtype):
         if type.is_floating_point or type.is_complex:
             raise TypeError(f"torch.iinfo() requires an integer input type, got {type}")
-        info = np.iinfo(type.np) if type is not bool else np.iinfo(np.uint8)
+        if type is bool:
+            raise TypeError("torch.bool is not supported by torch.iinfo")
+        info = np.iinfo(type.np)
         self.bits, self.dtype = info.bits, type.name
         self.max, self.min = builtins.int(info.max), builtins.int(info.min)
 
     def __repr__(self) -> str:
-        return f"iinfo(min={self.min}, max={self.max}, dtype={self.dtype})"
+        return _info_repr("iinfo", min=self.min, max=self.max, dtype=self.dtype)
+
+
+def _info_repr(kind: str, **fields) -> str:
+    """PyTorch prints the limits as C++ streams a double (``%g``: ``max=3.40282e+38``, int64's
+    ``max=9.22337e+18``), so a program printing ``finfo`` shows the same text."""
+    shown = ", ".join(f"{k}={v if isinstance(v, str) else format(builtins.float(v), 'g')}" for k, v in fields.items())
+    return f"{kind}({shown})"

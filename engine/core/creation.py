@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import warnings
 
 import numpy as np
 
@@ -40,7 +41,21 @@ def _finish(t: Tensor, requires_grad: bool) -> Tensor:
 
 def tensor(data, *, dtype=None, device=None, requires_grad: bool = False, pin_memory: bool = False) -> Tensor:
     """Copy ``data`` (nested lists, numbers, numpy arrays, tensors) into a new tensor."""
+    _warn_copy_construct(data, "torch.tensor")
+    return _copy(data, dtype, device, requires_grad)
+
+
+def _copy(data, dtype, device, requires_grad: bool) -> Tensor:
     return _finish(apply(TENSOR, data=host_array(data, _dtype.canonical(dtype)), device=_dev(device)), requires_grad)
+
+
+def _warn_copy_construct(data, call: str) -> None:
+    """PyTorch's warning at the caller's line when a tensor is copied through ``call`` (FNO's
+    ``torch.tensor(torch.linspace(...))`` grid prints it under torch)."""
+    if isinstance(data, Tensor):
+        warnings.warn("To copy construct from a tensor, it is recommended to use sourceTensor.detach().clone() or "
+                      f"sourceTensor.detach().clone().requires_grad_(True), rather than {call}(sourceTensor).",
+                      UserWarning, stacklevel=3)
 
 
 def as_tensor(data, dtype=None, device=None) -> Tensor:
@@ -449,7 +464,8 @@ def new_empty_strided(self, size, stride, *, dtype=None, device=None, requires_g
 
 
 def new_tensor(self, data, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
-    return tensor(data, dtype=dtype or self.dtype, device=device or self._device, requires_grad=requires_grad)
+    _warn_copy_construct(data, "tensor.new_tensor")
+    return _copy(data, dtype or self.dtype, device or self._device, requires_grad)
 
 
 def new_zeros(self, *args, size=None, dtype=None, device=None, requires_grad: bool = False,
