@@ -18,7 +18,7 @@ from .core.tensor import Tensor
 from .ops.movement import stack
 from .utils._pytree import tree_flatten, tree_unflatten
 
-__all__ = ["grad", "grad_and_value", "vjp", "jvp", "jacrev", "jacfwd", "hessian", "vmap", "functional_call",
+__all__ = ["grad", "grad_and_value", "vjp", "jvp", "linearize", "jacrev", "jacfwd", "hessian", "vmap", "functional_call",
            "stack_module_state", "functionalize"]
 
 
@@ -111,6 +111,27 @@ def jvp(func: Callable, primals: tuple, tangents: tuple, *, has_aux: bool = Fals
         raise NotImplementedError("jvp(..., has_aux=True) is not supported by tapelab.func yet")
     return _jvp(lambda *xs: func(*xs), tuple(primals), tuple(tangents),
                 create_graph=is_grad_enabled() and any(p.requires_grad for p in primals))
+
+
+def linearize(func: Callable, *primals) -> tuple:
+    """``(func(*primals), jvp_fn)``: ``jvp_fn(*tangents)`` is ``jvp``'s product at ``primals`` (PyTorch
+    traces the product once; here each call differentiates ``func`` again, with the same results).
+    Tangents must match the primals' pytree, shapes and dtypes, as PyTorch checks."""
+    output = func(*primals)
+    flat_primals, primal_spec = tree_flatten(primals)
+
+    def jvp_fn(*tangents):
+        flat_tangents, tangent_spec = tree_flatten(tangents)
+        if tangent_spec != primal_spec:
+            raise RuntimeError(f"Expected the tangents {tangent_spec} to have the same argspec as the primals "
+                               f"{primal_spec}")
+        for i, (t, p) in enumerate(zip(flat_tangents, flat_primals)):
+            for what in ("shape", "dtype"):
+                if getattr(t, what) != getattr(p, what):
+                    raise RuntimeError(f"tangent:{i} with {what} {getattr(t, what)} in flattened pytree doesn't "
+                                       f"match the {what} {getattr(p, what)} of the corresponding primal.")
+        return jvp(func, primals, tangents)[1]
+    return output, jvp_fn
 
 
 def jacrev(func: Callable, argnums=0, *, has_aux: bool = False) -> Callable:

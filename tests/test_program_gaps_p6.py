@@ -108,3 +108,25 @@ def test_iinfo_prints_and_refuses_as_torch(name):
             tapelab.iinfo(getattr(tapelab, name))
         return
     assert repr(tapelab.iinfo(getattr(tapelab, name))) == theirs
+
+
+# ---------------------------------------------------------------- torch.func: linearize
+def test_func_linearize_matches_torch():
+    """``torch.func.linearize`` (missing): the value and a reusable jvp at the primals, with PyTorch's
+    checks of the tangents' structure, shapes and dtypes."""
+    results = []
+    for m in (tapelab, torch):
+        x = m.tensor([0.3, 0.7], requires_grad=True)
+        value, jvp_fn = m.func.linearize(lambda a, b: (a.sin() * b, (a * b).sum()), x, m.tensor([2.0, -1.0]))
+        products = [jvp_fn(m.ones(2), m.zeros(2)), jvp_fn(m.tensor([0.5, 1.0]), m.tensor([1.0, 3.0]))]
+        errors = []
+        for bad in [(m.ones(3), m.ones(2)), (m.ones(2),), (m.ones(2, dtype=m.float64), m.ones(2))]:
+            with pytest.raises(RuntimeError) as e:
+                jvp_fn(*bad)
+            errors.append(str(e.value).split(" ")[0])
+        results.append(([t.detach().numpy() for t in value] + [t.detach().numpy() for p in products for t in p],
+                        errors))
+    (ours, our_errors), (theirs, their_errors) = results
+    assert len(ours) == len(theirs) == 6 and our_errors == their_errors
+    for a, b in zip(ours, theirs):
+        np.testing.assert_allclose(a, b, rtol=1e-6)
