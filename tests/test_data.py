@@ -298,3 +298,38 @@ def test_breaking_out_early_shuts_workers_down():
 def test_progress_wraps_iterables():
     bar = tld.progress(range(3), disable=True)
     assert list(bar) == [0, 1, 2]
+
+
+class _PerSample(tld.TensorDataset):
+    """A subclass: the loader fetches it sample by sample and collates (the general path)."""
+
+
+@pytest.mark.parametrize("shuffle,drop_last", [(True, False), (False, True)])
+def test_tensor_dataset_batches_equal_the_sample_by_sample_path_and_torch(shuffle, drop_last):
+    # a TensorDataset under default_collate is gathered once per tensor: same batches as
+    # stacking each sample, and as torch's DataLoader under the same seed
+    x = np.random.default_rng(0).standard_normal((50, 3, 2)).astype(np.float32)
+    y = np.arange(50) % 7
+    batches = {}
+    for name, lib, ds in (("gathered", tapelab, tld.TensorDataset), ("per-sample", tapelab, _PerSample),
+                          ("torch", torch, tud.TensorDataset)):
+        lib.manual_seed(3)
+        loader = (tud if lib is torch else tld).DataLoader(ds(lib.tensor(x), lib.tensor(y)), batch_size=8,
+                                                           shuffle=shuffle, drop_last=drop_last)
+        batches[name] = [_plain(b) for b in loader]
+    assert batches["gathered"] == batches["per-sample"] == batches["torch"]
+    assert len(batches["torch"]) == (6 if drop_last else 7)
+
+
+def test_tensor_dataset_gather_keeps_negative_indices_and_falls_back_for_graphs():
+    x = tapelab.arange(12.0).reshape(6, 2)
+    ds = tld.TensorDataset(x, tapelab.arange(6))
+    sampler = [[5, -1, 0], [2]]
+    got = [_plain(b) for b in tld.DataLoader(ds, batch_sampler=sampler)]
+    assert got == [_plain([x[[5, 5, 0]], tapelab.tensor([5, 5, 0])]), _plain([x[[2]], tapelab.tensor([2])])]
+    w = tapelab.ones(6, 2, requires_grad=True)
+    ds = tld.TensorDataset(w * 2)   # records a graph: collated by stacking samples, as torch does
+    (batch,) = next(iter(tld.DataLoader(ds, batch_size=4)))
+    assert batch.grad_fn.name() == "StackBackward0"
+    batch.sum().backward()
+    assert w.grad[:4].tolist() == [[2.0, 2.0]] * 4 and w.grad[4:].tolist() == [[0.0, 0.0]] * 2

@@ -22,7 +22,7 @@ from ...base.device import cuda_available
 from ...base.runtime import set_num_threads
 from ...core.random import Generator, manual_seed
 from ._collate import default_collate, default_convert
-from .dataset import Dataset, IterableDataset, T_co
+from .dataset import Dataset, IterableDataset, T_co, TensorDataset
 from .sampler import BatchSampler, RandomSampler, Sampler, SequentialSampler, _draw_seed
 
 __all__ = ["DataLoader", "get_worker_info", "WorkerInfo"]
@@ -183,6 +183,10 @@ class _Job:
     def fetch(self, index):
         if not self.auto_collation:
             return self.collate_fn(self.dataset[index])
+        if type(self.dataset) is TensorDataset and self.collate_fn is default_collate and index:
+            batch = self.dataset._collated(index)
+            if batch is not None:
+                return batch
         getitems = getattr(self.dataset, "__getitems__", None)
         samples = getitems(index) if getitems is not None else [self.dataset[i] for i in index]
         return self.collate_fn(samples)

@@ -6,6 +6,9 @@ import math
 import warnings
 from typing import Generic, Iterable, Sequence, TypeVar
 
+from ...base.dtype import int64
+from ...base.layout import strided
+from ...core.creation import tensor
 from ...core.random import Generator, default_generator
 
 __all__ = ["Dataset", "IterableDataset", "TensorDataset", "Subset", "ConcatDataset", "ChainDataset",
@@ -50,6 +53,16 @@ class TensorDataset(Dataset):
 
     def __len__(self) -> int:
         return self.tensors[0].size(0)
+
+    def _collated(self, indices: list):
+        """``default_collate([self[i] for i in indices])`` as one gather per tensor: the same
+        values, dtypes and shapes (rows of a fresh contiguous tensor each), without a view and
+        a stack entry per sample (2x PyTorch's loading time for a 64-row batch otherwise). None
+        where the two could differ: a tensor that records a graph or is not strided."""
+        if any(t.requires_grad or t.layout is not strided for t in self.tensors):
+            return None
+        rows = tensor(indices, dtype=int64)
+        return [t[rows] for t in self.tensors]
 
 
 class Subset(Dataset):
