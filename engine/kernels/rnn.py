@@ -13,10 +13,13 @@ import numpy as np
 from numba import njit
 
 from .fastmath import exp32, tanh32
+from .sgemm import _sgemm
 
-__all__ = ["lstm_cell", "lstm_cell_backward", "gru_cell", "gru_cell_backward"]
+__all__ = ["lstm_cell", "lstm_cell_backward", "lstm_layer", "lstm_layer_backward", "gru_cell", "gru_cell_backward",
+           "distinct_rows"]
 
 F = np.float32
+U64 = np.uint64
 _JIT = dict(cache=True, error_model="numpy", nogil=True)
 
 
@@ -39,14 +42,14 @@ def _act(a, xw, bias, out, lo, hi, tanh):
 
 
 @njit(**_JIT)
-def lstm_cell(a, xw, bias, c, ws, h):
-    """One step: ``a = h_{t-1} W_hhᵀ``, ``xw`` (the input projection) and ``bias`` (b_ih + b_hh,
-    (4H,)) give the gates;
+def lstm_cell(a, xw, rows, bias, c, ws, h):
+    """One step: ``a = h_{t-1} W_hhᵀ``, the input projection of batch row b ``xw[rows[b]]`` and
+    ``bias`` (b_ih + b_hh, (4H,)) give the gates;
     writes i f g o, c_t and tanh c_t into ``ws`` (B, 6H) and h_t into ``h``; ``c`` holds c_{t-1}
     and is overwritten with c_t (a contiguous array of its own, so the state loop vectorises)."""
     B, H = c.shape
     for b in range(B):
-        ar, xr, wr, cr, hr = a[b], xw[b], ws[b], c[b], h[b]
+        ar, xr, wr, cr, hr = a[b], xw[rows[b]], ws[b], c[b], h[b]
         _act(ar, xr, bias, wr, 0, 2 * H, False)
         _act(ar, xr, bias, wr, 2 * H, 3 * H, True)
         _act(ar, xr, bias, wr, 3 * H, 4 * H, False)
@@ -58,10 +61,11 @@ def lstm_cell(a, xw, bias, c, ws, h):
 
 
 @njit(**_JIT)
-def lstm_cell_backward(gy, dh, dc, ws, c, d, db):
+def lstm_cell_backward(gy, dh, dc, ws, c, d, db, rows, dsum):
     """One step back: ``gy + dh`` is dL/dh_t (output and recurrent parts), ``dc`` dL/dc_t, replaced
     by dL/dc_{t-1}; writes the gate pre-activation gradients into ``d`` (B, 4H) and adds them over
-    the batch into ``db`` (4H,), the bias gradient; ``c`` is c_{t-1}."""
+    the batch into ``db`` (4H,), the bias gradient, and row b into ``dsum[rows[b]]`` unless ``dsum``
+    is empty (the input projection's distinct rows, ``distinct_rows``); ``c`` is c_{t-1}."""
     B, H = dc.shape
     for b in range(B):
         wr, dr, dcr, ghr, dhr, cr = ws[b], d[b], dc[b], gy[b], dh[b], c[b]
@@ -77,6 +81,88 @@ def lstm_cell_backward(gy, dh, dc, ws, c, d, db):
             dcr[j] = dct * f[j]
         for k in range(4 * H):
             db[k] += dr[k]
+        if dsum.shape[0]:
+            sr = dsum[rows[b]]
+            for k in range(4 * H):
+                sr[k] += dr[k]
+
+
+@njit(**_JIT)
+def lstm_layer(xw, rows, bias, h0, c, w_t, y, ws, reverse):
+    """The forward recurrence of one layer-direction, every step ``h_{t-1} @ w_t`` (our GEMM, ``w_t``
+    = W_hhᵀ padded by ``sgemm.pad_columns``) and ``lstm_cell``: step t reads ``xw`` through
+    ``rows[t]`` (B,) and writes ``ws[t]``, ``y[t]`` and ``c``. One compiled loop: the per-step
+    Python calls cost ~6 us a step against a ~50 us step."""
+    T = ws.shape[0]
+    a = np.empty((c.shape[0], 4 * c.shape[1]), np.float32)
+    h = h0
+    for s in range(T):
+        t = T - 1 - s if reverse else s
+        _sgemm(h, w_t, a)
+        lstm_cell(a, xw, rows[t], bias, c, ws[t], y[t])
+        h = y[t]
+
+
+@njit(**_JIT)
+def lstm_layer_backward(gy, dh, dc, c0, w, ws, d, db, rows, dsum, reverse, needs_dh0):
+    """The backward through time of ``lstm_layer``: ``lstm_cell_backward`` and ``d_t @ w`` (our
+    GEMM, ``w`` = W_hh padded) a step, last step first; ``dh`` (zeros) and ``dc`` (dL/dc_T) end as
+    dL/dh0 and dL/dc0; without ``needs_dh0`` the last GEMM is skipped."""
+    T, H = ws.shape[0], c0.shape[1]
+    for s in range(T):
+        t = s if reverse else T - 1 - s
+        p = t + 1 if reverse else t - 1
+        c = c0 if p < 0 or p >= T else ws[p, :, 4 * H:5 * H]
+        lstm_cell_backward(gy[t], dh, dc, ws[t], c, d[t], db, rows[t], dsum)
+        if s < T - 1 or needs_dh0:
+            _sgemm(d[t], w, dh)                 # the step kernel has read dh_t
+
+
+@njit(**_JIT)
+def _row_hash(r):
+    """A hash of a row's bits: a sum of independent terms (LLVM vectorises it), then mixed."""
+    h = U64(0)
+    for k in range(r.shape[0]):
+        h += (U64(r[k]) ^ (U64(k) * U64(0x9E3779B97F4A7C15))) * U64(0xBF58476D1CE4E5B9)
+    h ^= h >> U64(31)
+    h *= U64(0x94D049BB133111EB)
+    return h ^ (h >> U64(29))
+
+
+@njit(**_JIT)
+def _same(p, q):
+    """Whether two rows hold the same bits (no early exit: the loop vectorises)."""
+    d = p[0] ^ p[0]
+    for k in range(p.shape[0]):
+        d |= p[k] ^ q[k]
+    return d == 0
+
+
+@njit(**_JIT)
+def distinct_rows(x, inverse, first):
+    """The distinct rows of ``x`` (N, K), compared as bits (an ``(N, K)`` uint32 view): writes
+    ``inverse[n]``, the id of row n's value, and ``first[u]``, the first row holding value u, in
+    order of first appearance; returns their count. An open-addressing table on a hash of the
+    whole row, each hit checked against the row it names: 20-30 us for 700 x 200."""
+    n = x.shape[0]
+    size = 2
+    while size < 2 * n:
+        size *= 2
+    table = np.full(size, -1, np.int64)
+    count = 0
+    for i in range(n):
+        slot = np.int64(_row_hash(x[i]) & U64(size - 1))
+        while True:
+            u = table[slot]
+            if u < 0:
+                table[slot], first[count], inverse[i] = count, i, count
+                count += 1
+                break
+            if _same(x[first[u]], x[i]):
+                inverse[i] = u
+                break
+            slot = (slot + 1) & (size - 1)
+    return count
 
 
 @njit(**_JIT)

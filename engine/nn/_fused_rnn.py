@@ -13,6 +13,7 @@ import math
 
 from .. import kernels
 from ..kernels import gemm, gemms
+from ..kernels.gemm import OWN_MIN_ROWS
 from ..base.grad_mode import is_grad_enabled
 from ..core.dispatch import apply
 from ..core.registry import Op
@@ -168,7 +169,10 @@ def gru_cell(gi: Tensor, gh: Tensor, hx: Tensor) -> Tensor:
 # On cpu float32 that call is our own GEMM (``kernels/sgemm.py``) with the weight prepacked once
 # per layer and direction (``kernels.prepack``), as oneDNN's RNN packs its weights.
 # On cpu float32 a step's cell is one numba loop (``kernels/rnn.py``) after its GEMM, forward and
-# backward; other dtypes, cupy and a checkout without numba run the numpy formula below.
+# backward, and where our GEMM takes the step products the LSTM's whole recurrence is one compiled
+# loop (no Python per step); its input projection and weight gradient run once per distinct input
+# row (an embedding's output repeats rows: ``_distinct``). Other dtypes, cupy and a checkout
+# without numba run the numpy formula below.
 # Two ops per layer, as ``max(dim)`` is two: ``lstm_scan``/``gru_scan`` (not differentiable) run
 # the recurrence and also return what the backward reads (every step's activations, ``ws``);
 # ``lstm``/``gru`` take both as inputs and are the differentiable result ``y``: the outputs
@@ -201,26 +205,62 @@ def _w_hh_grad(xp, d, h0, y, T: int, reverse: bool):
     return gw
 
 
-def _input_grads(xp, d, x, w_ih, needs_x: bool, needs_w: bool, empty):
-    """``(dx, dw_ih)`` from the gate gradients of every step, one GEMM each."""
+def _input_grads(xp, d, x, w_ih, needs_x: bool, needs_w: bool, empty, distinct=None, dsum=None):
+    """``(dx, dw_ih)`` from the gate gradients of every step, one GEMM each; with ``distinct``
+    (``_distinct`` of x's rows) the weight gradient is ``dsumᵀ`` times the distinct rows, ``dsum``
+    the gate gradients summed per distinct row."""
     flat = d.reshape(-1, d.shape[-1])
+    rows_x = x.reshape(flat.shape[0], -1)
+    w_terms = (flat.T, rows_x) if distinct is None else (dsum.T, rows_x[distinct[0]])
     if needs_x and needs_w:
-        dx, dw = gemms(xp, (flat, w_ih), (flat.T, x.reshape(flat.shape[0], -1)))
+        dx, dw = gemms(xp, (flat, w_ih), w_terms)
         return dx.reshape(x.shape), dw
     return (gemm(xp, flat, w_ih).reshape(x.shape) if needs_x else empty,
-            gemm(xp, flat.T, x.reshape(flat.shape[0], -1)) if needs_w else empty)
+            gemm(xp, *w_terms) if needs_w else empty)
+
+
+def _distinct(xp, rows):
+    """``(first, inverse)`` of the distinct rows of ``rows`` (N, I) when at most 7/8 of them are
+    distinct, else None: an embedding's output repeats a row for each repeated token (700 tokens
+    of a 256-word vocabulary hold ~240 distinct rows), and a distinct row's projection and its
+    weight-gradient terms are then computed once (``_input_proj``, ``_input_grads``)."""
+    if not kernels.use(xp, rows) or rows.shape[0] < 2 or rows.shape[1] == 0:
+        return None
+    inverse, first = xp.empty(rows.shape[0], xp.int64), xp.empty(rows.shape[0], xp.int64)
+    count = kernels.loops("rnn").distinct_rows(rows.view(xp.uint32), inverse, first)
+    return (first[:count], inverse) if 8 * count <= 7 * rows.shape[0] else None
+
+
+def _input_proj(xp, x, w_ih, distinct):
+    """``(xw, rows)``: the input projection ``x W_ihᵀ`` of the distinct rows (every row without
+    ``distinct``), (N', G), and for each time step the row of ``xw`` of each batch row, (T, B)."""
+    T, B = x.shape[:2]
+    flat = x.reshape(T * B, -1)
+    if distinct is None:
+        return gemm(xp, flat, w_ih.T), xp.arange(T * B).reshape(T, B)
+    return gemm(xp, flat[distinct[0]], w_ih.T), distinct[1].reshape(T, B)
+
+
+def _own_gemm_weight(xp, w, rows: int):
+    """``w`` (K, N) padded for our GEMM (``kernels.prepack``) when it takes every product of a
+    ``rows``-row state with it, as ``kernels.gemm_here`` would, else None."""
+    packed = kernels.prepack(xp, w)
+    if type(packed) is xp.ndarray or not OWN_MIN_ROWS <= rows <= kernels.loops("sgemm").MAX_ROWS:
+        return None
+    return packed.array
 
 
 # LSTM: ws (T, B, 6H) holds i f g o (activated), c_t and tanh c_t of every step
 def _lstm_scan_fwd(xp, x, h0, c0, w_ih, w_hh, *b, reverse):
     T, B = x.shape[:2]
     H = h0.shape[-1]
-    xw = gemm(xp, x.reshape(T * B, -1), w_ih.T).reshape(T, B, 4 * H)
     y = xp.empty((T + 1, B, H), x.dtype)
     ws = xp.empty((T, B, 6 * H), x.dtype)
-    if kernels.use(xp, xw, y):                # the cell loop adds the biases (a pass over xw saved)
+    if kernels.use(xp, y):                    # the cell loop adds the biases (a pass over xw saved)
+        xw, rows = _input_proj(xp, x, w_ih, _distinct(xp, x.reshape(T * B, -1)))
         bias = (b[0] + b[1]).astype(xw.dtype, copy=False) if b else xp.zeros((4 * H,), xw.dtype)
-        return _lstm_scan_loop(xp, xw, bias, h0, c0, w_hh, y, ws, reverse)
+        return _lstm_scan_loop(xp, xw, rows, bias, h0, c0, w_hh, y, ws, reverse)
+    xw = gemm(xp, x.reshape(T * B, -1), w_ih.T).reshape(T, B, 4 * H)
     if b:
         xw += b[0] + b[1]
     # tanh g = 2 sigmoid(2 g) - 1: the g block's pre-activation doubled (exactly: a power of two) lets
@@ -244,28 +284,42 @@ def _lstm_scan_fwd(xp, x, h0, c0, w_ih, w_hh, *b, reverse):
     return y, ws
 
 
-def _lstm_scan_loop(xp, xw, bias, h0, c0, w_hh, y, ws, reverse: bool):
-    """The float32 recurrence with the fused cell loop (``kernels/rnn.py``): a GEMM and one pass a step."""
-    T = xw.shape[0]
-    cell, a = kernels.loops("rnn").lstm_cell, xp.empty(xw.shape[1:], xw.dtype)
-    w_t = kernels.prepack(xp, xp.ascontiguousarray(w_hh.T))
-    h, c = h0, xp.array(c0, dtype=xw.dtype, order="C")      # c_t, rewritten by each step
-    for t, _ in _steps(T, reverse):
-        cell(kernels.gemm_here(xp, h, w_t, out=a), xw[t], bias, c, ws[t], y[t])
-        h = y[t]
+def _lstm_scan_loop(xp, xw, rows, bias, h0, c0, w_hh, y, ws, reverse: bool):
+    """The float32 recurrence with the fused cell loop (``kernels/rnn.py``): one compiled loop over
+    the steps where our GEMM takes the step products, else a GEMM and one cell pass a step."""
+    T, B = rows.shape
+    loop = kernels.loops("rnn")
+    w_t = xp.ascontiguousarray(w_hh.T)
+    h, c = xp.array(h0, dtype=xw.dtype, order="C"), xp.array(c0, dtype=xw.dtype, order="C")  # c_t, rewritten
+    own = _own_gemm_weight(xp, w_t, B)
+    if own is not None:
+        loop.lstm_layer(xw, rows, bias, h, c, own, y, ws, reverse)
+    else:
+        a, w_t = xp.empty((B, w_t.shape[1]), xw.dtype), kernels.prepack(xp, w_t)
+        for t, _ in _steps(T, reverse):
+            loop.lstm_cell(kernels.gemm_here(xp, h, w_t, out=a), xw, rows[t], bias, c, ws[t], y[t])
+            h = y[t]
     y[T] = c
     return y, ws
 
 
-def _lstm_bptt_loop(xp, gy, c0, w_hh, ws, da, db, reverse: bool, needs_dh0: bool):
+def _lstm_bptt_loop(xp, gy, c0, w_hh, ws, da, db, rows, dsum, reverse: bool, needs_dh0: bool):
     """The float32 backward through time with the fused cell loop: ``(dh0, dc0)``, ``da`` filled,
-    the bias gradient summed into ``db``; without ``needs_dh0`` the last step's GEMM is skipped."""
-    T, H = ws.shape[0], c0.shape[-1]
-    step, cs, w = kernels.loops("rnn").lstm_cell_backward, ws[:, :, 4 * H:5 * H], kernels.prepack(xp, w_hh)
+    the bias gradient summed into ``db`` and each row's gate gradients into ``dsum[rows]`` (unless
+    empty); without ``needs_dh0`` the last step's GEMM is skipped."""
+    T, B = rows.shape
+    H = c0.shape[-1]
+    loop = kernels.loops("rnn")
     dh, dc = xp.zeros(c0.shape, gy.dtype), gy[T].copy()
+    c0 = xp.array(c0, dtype=gy.dtype, order="C")
+    own = _own_gemm_weight(xp, w_hh, B)
+    if own is not None:
+        loop.lstm_layer_backward(gy, dh, dc, c0, own, ws, da, db, rows, dsum, reverse, needs_dh0)
+        return dh, dc
+    cs, w = ws[:, :, 4 * H:5 * H], kernels.prepack(xp, w_hh)
     first = T - 1 if reverse else 0                 # the forward's first step, the backward's last
     for t, p in reversed(_steps(T, reverse)):
-        step(gy[t], dh, dc, ws[t], _prev(p, T, cs, c0), da[t], db)
+        loop.lstm_cell_backward(gy[t], dh, dc, ws[t], _prev(p, T, cs, c0), da[t], db, rows[t], dsum)
         if t != first or needs_dh0:
             kernels.gemm_here(xp, da[t], w, out=dh)     # the step kernel has read dh_t
     return dh, dc
@@ -300,13 +354,17 @@ def _lstm_seq_bwd_fwd(xp, gy, x, h0, c0, w_ih, w_hh, y, ws, *, reverse, needs):
     da = xp.empty((T, B, 4 * H), gy.dtype)
     empty = xp.empty((0,), gy.dtype)
     if kernels.use(xp, gy, da, ws):
+        distinct = _distinct(xp, x.reshape(T * B, -1)) if needs[3] else None
+        rows = xp.arange(T * B).reshape(T, B) if distinct is None else distinct[1].reshape(T, B)
+        dsum = xp.zeros((0 if distinct is None else len(distinct[0]), 4 * H), gy.dtype)
         db = xp.zeros((4 * H,), gy.dtype)
-        dh, dc = _lstm_bptt_loop(xp, gy, c0, w_hh, ws, da, db, reverse, needs[1])
+        dh, dc = _lstm_bptt_loop(xp, gy, c0, w_hh, ws, da, db, rows, dsum, reverse, needs[1])
     else:
+        distinct, dsum = None, None
         dh, dc = _lstm_bptt(xp, gy, c0, w_hh, ws, da, reverse)
         db = da.reshape(T * B, 4 * H).sum(axis=0) if needs[5] else empty
     db = db if needs[5] else empty
-    dx, dw_ih = _input_grads(xp, da, x, w_ih, needs[0], needs[3], empty)
+    dx, dw_ih = _input_grads(xp, da, x, w_ih, needs[0], needs[3], empty, distinct, dsum)
     dw_hh = _w_hh_grad(xp, da, h0, y, T, reverse) if needs[4] else empty
     # the two biases get arrays of their own: accumulation into one .grad must not write the other
     return (dx, dh if needs[1] else empty, dc if needs[2] else empty, dw_ih, dw_hh, db, db.copy())
