@@ -19,7 +19,7 @@ from .ops.movement import stack
 from .utils._pytree import tree_flatten, tree_unflatten
 
 __all__ = ["grad", "grad_and_value", "vjp", "jvp", "linearize", "jacrev", "jacfwd", "hessian", "vmap", "functional_call",
-           "stack_module_state", "functionalize"]
+           "stack_module_state", "functionalize", "replace_all_batch_norm_modules_"]
 
 
 # ---------------------------------------------------------------- pytrees (utils/_pytree.py)
@@ -27,6 +27,15 @@ def _flatten(tree) -> tuple[list, Callable]:
     """The leaves of ``tree`` in order, and a function rebuilding the tree from new leaves."""
     leaves, spec = tree_flatten(tree)
     return leaves, lambda new: tree_unflatten(new, spec)
+
+
+def _at_caller_level(tree, outer: bool):
+    """``tree`` with its tensors cut from this transform's graph, unless an outer transform (or the
+    caller) differentiates through them: PyTorch hands outputs and ``aux`` back at the caller's level."""
+    if outer:
+        return tree
+    leaves, build = _flatten(tree)
+    return build([t.detach() if isinstance(t, Tensor) else t for t in leaves])
 
 
 # ---------------------------------------------------------------- grad
@@ -73,7 +82,7 @@ def grad_and_value(func: Callable, argnums=0, has_aux: bool = False) -> Callable
             gs = iter(_autograd_grad((value,), leaves, create_graph=outer, materialize_grads=True))
         grads = [build([next(gs) if isinstance(t, Tensor) else t for t in ls]) for ls, build in trees]
         g = grads[0] if not isinstance(argnums, tuple) else tuple(grads)
-        value = value if outer else value.detach()
+        value, aux = _at_caller_level((value, aux), outer)
         return ((g, (value, aux)) if has_aux else (g, value))
     return wrapper
 
@@ -100,17 +109,25 @@ def vjp(func: Callable, *primals, has_aux: bool = False):
         outs, _ = _flatten(out)
         cots, _ = _flatten(cotangents)
         return _autograd_grad(outs, leaves, cots, retain_graph=True, create_graph=outer, materialize_grads=True)
-    result = out if outer else _flatten(out)[1]([o.detach() for o in _flatten(out)[0]])
+    result, aux = _at_caller_level((out, aux), outer)
     return (result, vjp_fn, aux) if has_aux else (result, vjp_fn)
 
 
 def jvp(func: Callable, primals: tuple, tangents: tuple, *, has_aux: bool = False):
-    """``(func(*primals), J @ tangents)``, by differentiating the vjp w.r.t. its cotangent."""
+    """``(func(*primals), J @ tangents)``, by differentiating the vjp w.r.t. its cotangent; with
+    ``has_aux``, ``func`` returns ``(output, aux)`` and ``aux`` comes back third, as ``grad``'s and ``vjp``'s."""
     from .autograd.functional import jvp as _jvp
-    if has_aux:
-        raise NotImplementedError("jvp(..., has_aux=True) is not supported by tapelab.func yet")
-    return _jvp(lambda *xs: func(*xs), tuple(primals), tuple(tangents),
-                create_graph=is_grad_enabled() and any(p.requires_grad for p in primals))
+    aux = []
+
+    def output_of(*xs):
+        out = func(*xs)
+        if has_aux:
+            out, extra = out
+            aux.append(extra)
+        return out
+    outer = is_grad_enabled() and any(p.requires_grad for p in primals)
+    value, product = _jvp(output_of, tuple(primals), tuple(tangents), create_graph=outer)
+    return (value, product, _at_caller_level(aux[0], outer)) if has_aux else (value, product)
 
 
 def linearize(func: Callable, *primals) -> tuple:
@@ -134,10 +151,13 @@ def linearize(func: Callable, *primals) -> tuple:
     return output, jvp_fn
 
 
-def jacrev(func: Callable, argnums=0, *, has_aux: bool = False) -> Callable:
+def jacrev(func: Callable, argnums=0, *, has_aux: bool = False, chunk_size: int | None = None) -> Callable:
     """The Jacobian of ``func`` w.r.t. ``args[argnums]``: ``out.shape + arg.shape`` (tuples for
-    tuple argnums or outputs), one reverse pass per output element."""
+    tuple argnums or outputs), one reverse pass per output element (so any ``chunk_size``, which
+    bounds PyTorch's batched passes, gives the same result)."""
     from .autograd.functional import jacobian
+    if chunk_size is not None and chunk_size <= 0:
+        raise ValueError("jacrev: `chunk_size` should be greater than 0.")
 
     def wrapper(*args):
         nums = _argnums(argnums, len(args), "jacrev")
@@ -254,6 +274,17 @@ def stack_module_state(models) -> tuple[dict, dict]:
               for n, p in models[0].named_parameters()}
     buffers = {n: stack([dict(m.named_buffers())[n] for m in models]) for n, _ in models[0].named_buffers()}
     return params, buffers
+
+
+def replace_all_batch_norm_modules_(root):
+    """Stop every batch norm in ``root`` tracking running statistics (their buffers become None), as
+    PyTorch's does before ``vmap`` over a model (MAML's per-task batch statistics); returns ``root``."""
+    from .nn.modules.batchnorm import _BatchNorm
+    for module in root.modules():
+        if isinstance(module, _BatchNorm) and module.track_running_stats:
+            module.running_mean = module.running_var = module.num_batches_tracked = None
+            module.track_running_stats = False
+    return root
 
 
 def functionalize(func: Callable, *, remove: str = "mutations") -> Callable:

@@ -130,3 +130,31 @@ def test_func_linearize_matches_torch():
     assert len(ours) == len(theirs) == 6 and our_errors == their_errors
     for a, b in zip(ours, theirs):
         np.testing.assert_allclose(a, b, rtol=1e-6)
+
+
+def test_func_jvp_with_aux_and_jacrev_chunk_size_match_torch():
+    """MAML/PINN code: ``jvp(..., has_aux=True)`` raised NotImplementedError, ``jacrev(chunk_size=)`` a
+    TypeError; a non-positive chunk size raises PyTorch's ValueError."""
+    results = []
+    for m in (tapelab, torch):
+        x = m.tensor([0.3, 0.7, 1.1])
+        value, product, aux = m.func.jvp(lambda t: (t.sin().sum(), t.cos()), (x,), (m.ones(3),), has_aux=True)
+        jac = m.func.jacrev(lambda t: t.sin() * t, chunk_size=1)(x)
+        with pytest.raises(ValueError, match="`chunk_size` should be greater than 0"):
+            m.func.jacrev(m.sin, chunk_size=0)(x)
+        results.append([t.numpy() for t in (value, product, aux, jac)])
+    for ours, theirs in zip(*results):
+        np.testing.assert_allclose(ours, theirs, rtol=1e-6)
+
+
+def test_func_replace_all_batch_norm_modules_matches_torch():
+    """MAML over a model with batch norm: the running statistics go (None) and forward uses the batch's."""
+    results = []
+    for m in (tapelab, torch):
+        m.manual_seed(0)
+        net = m.nn.Sequential(m.nn.Linear(3, 4), m.nn.BatchNorm1d(4), m.nn.BatchNorm1d(4, track_running_stats=False))
+        assert m.func.replace_all_batch_norm_modules_(net) is net
+        stats = [(b.running_mean, b.running_var, b.num_batches_tracked, b.track_running_stats) for b in net[1:]]
+        assert stats == [(None, None, None, False)] * 2 and dict(net.named_buffers()) == {}
+        results.append(net.eval()(m.arange(6.0).reshape(2, 3)).detach().numpy())
+    np.testing.assert_allclose(*results, rtol=1e-6)
