@@ -333,3 +333,12 @@ def test_tensor_dataset_gather_keeps_negative_indices_and_falls_back_for_graphs(
     assert batch.grad_fn.name() == "StackBackward0"
     batch.sum().backward()
     assert w.grad[:4].tolist() == [[2.0, 2.0]] * 4 and w.grad[4:].tolist() == [[0.0, 0.0]] * 2
+
+
+def test_collated_transposed_samples_are_contiguous_as_torch():
+    # default_collate stacks: PyTorch's stack always returns a contiguous tensor
+    base = np.arange(6, dtype=np.float32).reshape(2, 3)
+    for lib, collate in ((tapelab, tld.default_collate), (torch, tud.default_collate)):
+        batch = collate([lib.tensor(base).T, lib.tensor(base + 1).T])
+        assert batch.is_contiguous() and batch.stride() == (6, 2, 1)
+        assert np.asarray(batch).tolist() == np.stack([base.T, base.T + 1]).tolist()
