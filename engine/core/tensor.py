@@ -471,12 +471,12 @@ def _warn_scalar_of_grad() -> None:
 
 
 class Size(tuple):
-    """``tensor.shape``: a tuple that prints like ``torch.Size``."""
+    """``tensor.shape``: a tuple that prints like ``torch.Size`` (as ``torch.Size`` under ``install_aliases``)."""
 
     __slots__ = ()
 
     def __repr__(self) -> str:
-        return f"tapelab.Size({list(self)})"
+        return f"{_dtype.package_name()}.Size({list(self)})"
 
     def numel(self) -> int:
         n = 1

@@ -109,8 +109,8 @@ OPS = [
     # ties split the gradient evenly, as torch does; finite differences cannot see that (kinks)
     OpInfo("scatter_reduce_ties", lambda m, a, d, i, s: a.scatter_reduce(d, i, s, "amax"), gradcheck=False, samples=lambda: [
         Sample((TIES, 1, ints(0, 0, 1, 1).reshape(1, 4), TIES.copy()))]),
-    OpInfo("scatter_reduce_prod", lambda m, a, d, i, s: a.scatter_reduce(d, i, s, "prod"), grad=False, samples=lambda: [
-        Sample((arr(3, 4), 0, SR_INDEX, arr(3, 4)))]),
+    OpInfo("scatter_reduce_prod", lambda m, a, d, i, s, **kw: a.scatter_reduce(d, i, s, "prod", **kw), samples=lambda: [
+        Sample((arr(3, 4), 0, SR_INDEX, arr(3, 4)), {"include_self": inc}, name=f"prod_{inc}") for inc in (True, False)]),
     OpInfo("index_add", lambda m, a, d, i, s, **kw: a.index_add(d, i, s, **kw), lambda: [
         Sample((arr(3, 4), 0, ints(2, 0, 2), arr(3, 4))), Sample((arr(3, 4), 1, ints(1, 1), arr(3, 2)), {"alpha": 2.0}, name="alpha")],
         errors=lambda: [ErrorInput(Sample((arr(2, 3), 1, ints(0), arr(2, 2))), RuntimeError, "Number of indices")]),
