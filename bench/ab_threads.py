@@ -7,7 +7,11 @@ threads, or one GEMM split threshold against another, on the bench programs' ste
 
 Two-thread wall times on a shared 2-core machine swing by +-30% from one run to the next; within
 one process, alternating rounds see the same machine state, so the per-round ratio separates two
-settings that separate runs cannot. Not a test.
+settings that separate runs cannot. Each line also gives the calling thread's CPU time (thread
+clock) and the process's (all threads) per step: where other processes keep the cores busy, a
+split's second block waits for a core and the wall time says little, while the calling thread's
+CPU time is what the step would take with a core free for each thread (hand-offs aside), and the
+process's minus it is the work the pool's workers took. Not a test.
 """
 from __future__ import annotations
 
@@ -89,19 +93,31 @@ def main() -> None:
             data = list(batches(np.random.default_rng(1), args.steps))
         for b in data:
             step(b).item()
-        times = ([], [])
+        times = ([], [])                # per round: (wall, calling thread's CPU, process CPU) ms a step
         for r in range(args.rounds):
             for i in ((0, 1) if r % 2 == 0 else (1, 0)):
                 with settings[i]():
                     step(data[0]).item()
-                    t0 = time.perf_counter()
+                    clocks = time.perf_counter(), time.thread_time(), time.process_time()
                     for b in data:
                         step(b).item()
-                    times[i].append((time.perf_counter() - t0) / len(data) * 1e3)
-        ratios = sorted(b / a for a, b in zip(*times))
-        print(f"{name}: {names[0]} {statistics.median(times[0]):.1f} ms, {names[1]} {statistics.median(times[1]):.1f} ms "
-              f"a step (medians); {names[1]}/{names[0]} per round {statistics.median(ratios):.3f} "
-              f"(IQR {ratios[len(ratios) // 4]:.3f}-{ratios[(3 * len(ratios)) // 4]:.3f})")
+                    ends = time.perf_counter(), time.thread_time(), time.process_time()
+                    times[i].append([(e - s) / len(data) * 1e3 for s, e in zip(clocks, ends)])
+        print(f"{name}: {names[0]} {_median(times[0], 0):.1f} ms, {names[1]} {_median(times[1], 0):.1f} ms a step "
+              f"(medians); {names[1]}/{names[0]} per round {_ratio(times, 0)}; calling thread's CPU "
+              f"{_median(times[0], 1):.1f} / {_median(times[1], 1):.1f} ms, ratio {_ratio(times, 1)}; process CPU "
+              f"{_median(times[0], 2):.1f} / {_median(times[1], 2):.1f} ms")
+
+
+def _median(rounds: list, clock: int) -> float:
+    return statistics.median(r[clock] for r in rounds)
+
+
+def _ratio(times: tuple, clock: int) -> str:
+    """The second setting's time over the first's per round on ``clock``: median (IQR)."""
+    ratios = sorted(b[clock] / a[clock] for a, b in zip(*times))
+    return (f"{statistics.median(ratios):.3f} (IQR {ratios[len(ratios) // 4]:.3f}-"
+            f"{ratios[(3 * len(ratios)) // 4]:.3f})")
 
 
 if __name__ == "__main__":

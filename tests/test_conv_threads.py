@@ -51,7 +51,8 @@ def test_winograd_passes_at_any_thread_count_equal_one_thread(monkeypatch, resto
     w = rng.standard_normal((o, xshape[1], 3, 3)).astype(np.float32)
     pads = ((pad, pad), (pad, pad))
     gy = rng.standard_normal((xshape[0], o) + _winograd.out_size(xshape[2:], pads)).astype(np.float32)
-    results = _each_setting(monkeypatch, lambda: (_winograd.conv3x3(np, x, w, pads), _winograd.weight3x3(np, x, gy, pads)))
+    results = _each_setting(monkeypatch, lambda: (_winograd.conv3x3(np, x, w, pads),
+                                                  _winograd.weight3x3(np, x, gy, pads)))
     for y, gw in results[1:]:
         np.testing.assert_array_equal(y, results[0][0])
         np.testing.assert_array_equal(gw, results[0][1])

@@ -128,8 +128,9 @@ def _combine(xp, bt, row, terms, out):
             out += terms[q] * coef
 
 
-def _input_transform(xp, x, pads, m, th, tw):
-    """``V (a^2, T, C)``: B^T d B of every a x a patch (stride m) of the zero-padded input."""
+def _input_transform(xp, x, pads, m, th, tw, split=True):
+    """``V (a^2, T, C)``: B^T d B of every a x a patch (stride m) of the zero-padded input (image
+    ranges over the threads when ``split``, see ``_ranges``)."""
     x = xp.ascontiguousarray(x)
     n, c, h, w = x.shape
     (pt, _), (pl, _) = pads
@@ -137,7 +138,7 @@ def _input_transform(xp, x, pads, m, th, tw):
     rows = m * th + 2
     if kernels.use(xp, x):                 # the loop pads one image at a time, into cache
         v = xp.empty((a, a, n, th, tw * c), x.dtype)
-        kernels.parallel_ranges(_transform_images, n, x.size, lambda first, lo, hi: (xp, x, pads, m, v, lo, hi))
+        _ranges(_transform_images, n, x.size, lambda first, lo, hi: (xp, x, pads, m, v, lo, hi), split)
         return v.reshape(a * a, -1, c)
     # padded, channels last, columns split by residue: p[:, r, res, k] is padded column m k + res
     p = xp.zeros((n, rows, m, tw + 1, c), x.dtype)
@@ -173,7 +174,7 @@ def conv3x3(xp, x, w, pads):
     spans = _image_blocks(n, max(1, BLOCK_TILE_CHANNELS // (math.prod(_tiles((oh, ow), m)) * max(c, o))),
                           kernels.use(xp, x, ut))
     kernels.parallel_ranges(_conv_blocks, len(spans), x.size + y.size,
-                            lambda first, lo, hi: (spans[lo:hi], x, y, ut, xp, pads, m))
+                            lambda first, lo, hi: (spans[lo:hi], x, y, ut, xp, pads, m, len(spans) < 2))
     return y
 
 
@@ -192,27 +193,39 @@ def _image_blocks(n: int, step: int, loops: bool) -> list:
     return ranges(n, count)
 
 
-def _conv_blocks(spans, x, y, ut, xp, pads, m) -> None:
-    """``_conv_images`` for each image range in ``spans``, one after another (one thread's share)."""
+def _conv_blocks(spans, x, y, ut, xp, pads, m, split) -> None:
+    """``_conv_images`` for each image range in ``spans``, one after another (one thread's share);
+    their stages split over the threads only when the batch is a single block (``split``)."""
     for lo, hi in spans:
-        _conv_images(x[lo:hi], y[lo:hi], ut, xp, pads, m)
+        _conv_images(x[lo:hi], y[lo:hi], ut, xp, pads, m, split)
 
 
-def _conv_images(x, y, ut, xp, pads, m):
+def _ranges(fn, count: int, size: int, args_for, split: bool) -> None:
+    """``kernels.parallel_ranges(fn, count, size, args_for)`` when ``split``, else ``fn`` over all
+    ``count`` items on this thread: inside a forward's image blocks the blocks are what the threads
+    share, and when the pool runs them one after another (a split measured slower) the blocks'
+    stages would not pay either; their own splits would only add the pool's timing to each stage."""
+    if split:
+        kernels.parallel_ranges(fn, count, size, args_for)
+    else:
+        fn(*args_for(True, 0, count))
+
+
+def _conv_images(x, y, ut, xp, pads, m, split):
     """``y``, the convolution of images ``x`` with the transformed kernel ``ut (a^2, C, O)``."""
     n = x.shape[0]
     o, oh, ow = y.shape[1:]
     th, tw = _tiles((oh, ow), m)
-    v = _input_transform(xp, x, pads, m, th, tw)
-    prod = _tap_gemm(xp, v, ut)                                           # (a^2, T, O)
+    v = _input_transform(xp, x, pads, m, th, tw, split)
+    prod = _tap_gemm(xp, v, ut, split)                                    # (a^2, T, O)
     # A^T prod A for every tile and channel as one (m^2, a^2) @ (a^2, T * O) GEMM (F(2, 3) with
     # the eager kernels: its sums and differences, kernels/winograd.py), then the m x m outputs
     # into place, channels last, and NCHW
     prod = prod.reshape(prod.shape[0], -1)
     if m == 2 and kernels.use(xp, prod):
         ys = xp.empty((m * m, prod.shape[1]), x.dtype)
-        kernels.parallel_ranges(kernels.loops("winograd").output_transform_f23, prod.shape[1], prod.size,
-                                lambda first, lo, hi: (prod, ys, xp.empty((8, 2048), x.dtype), lo, hi))  # 64 KB: L1/L2
+        _ranges(kernels.loops("winograd").output_transform_f23, prod.shape[1], prod.size,
+                lambda first, lo, hi: (prod, ys, xp.empty((8, 2048), x.dtype), lo, hi), split)    # 64 KB: L1/L2
     else:
         ys = gemm(xp, _mat(xp, x.dtype, m, "AT"), prod)
     ys = ys.reshape(m, m, n, th, tw, o)
@@ -233,16 +246,16 @@ def _transform_images(xp, x, pads, m, v, lo, hi) -> None:
     (loops.input_transform_f23 if m == 2 else loops.input_transform_f43)(x, pt, pl, p, cw, v, lo, hi)
 
 
-def _tap_gemm(xp, v, ut):
+def _tap_gemm(xp, v, ut, split=True):
     """``v (a^2, T, C) @ ut (a^2, C, O)`` (the forward's per-tap products; the weight gradient's
     ``(a^2, O, T) @ (a^2, T, C)`` with a transposed view as ``v``): with the eager kernels and a
     contiguous float32 ``ut`` whose last dim is a multiple of 16 up to 64, ``kernels/winograd.py``'s
-    register-blocked loop (the taps split over threads); else BLAS, ``TAP_ROWS`` rows at a time."""
+    register-blocked loop (the taps split over threads when ``split``); else BLAS, ``TAP_ROWS`` rows at a time."""
     t = v.shape[1]
     if ut.shape[2] in (16, 32, 48, 64) and v.dtype == ut.dtype and kernels.use(xp, ut):
         prod = xp.empty((v.shape[0], t, ut.shape[2]), v.dtype)
-        kernels.parallel_ranges(kernels.loops("winograd").tap_gemm, v.shape[0], prod.size,
-                                lambda first, lo, hi: (v, ut, prod, lo, hi))
+        _ranges(kernels.loops("winograd").tap_gemm, v.shape[0], prod.size, lambda first, lo, hi: (v, ut, prod, lo, hi),
+                split)
         return prod
     if t <= TAP_ROWS:
         return gemm(xp, v, ut)
