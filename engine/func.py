@@ -9,12 +9,12 @@ per slice of the mapped dims and stacks the results, over any nesting of tuples,
 """
 from __future__ import annotations
 
-import contextlib
-from typing import Any, Callable
+from typing import Callable
 
 from .autograd.engine import grad as _autograd_grad
 from .base.grad_mode import enable_grad, is_grad_enabled
 from .core.tensor import Tensor
+from .nn.utils.stateless import _functional_call
 from .ops.movement import stack
 from .utils._pytree import tree_flatten, tree_unflatten
 
@@ -224,44 +224,10 @@ def vmap(func: Callable, in_dims=0, out_dims=0, randomness: str = "error", *, ch
 
 
 # ---------------------------------------------------------------- modules as functions
-@contextlib.contextmanager
-def _swapped(module, tensors: dict):
-    """``module``'s parameters and buffers replaced by ``tensors`` (by dotted name) for the block."""
-    saved = []
-    try:
-        for name, value in tensors.items():
-            owner_name, _, attr = name.rpartition(".")
-            owner = module.get_submodule(owner_name) if owner_name else module
-            kind = "_parameters" if attr in owner._parameters else "_buffers" if attr in owner._buffers else None
-            if kind is None:
-                raise AttributeError(f"{type(owner).__name__} has no parameter or buffer {attr!r} ({name})")
-            saved.append((owner, kind, attr, getattr(owner, kind)[attr]))
-            getattr(owner, kind)[attr] = value
-        yield
-    finally:
-        for owner, kind, attr, old in reversed(saved):
-            getattr(owner, kind)[attr] = old
-
-
 def functional_call(module, parameter_and_buffer_dicts, args=None, kwargs=None, *, tie_weights: bool = True,
                     strict: bool = False):
     """``module(*args, **kwargs)`` with its parameters and buffers taken from the given dict(s)."""
-    dicts = parameter_and_buffer_dicts
-    tensors: dict[str, Any] = {}
-    for d in (dicts if isinstance(dicts, (tuple, list)) else (dicts,)):
-        for k, v in d.items():
-            if k in tensors:
-                raise ValueError(f"{k} appeared in multiple dictionaries; behavior of functional call is ambiguous")
-            tensors[k] = v
-    if strict:
-        expected = {n for n, _ in module.named_parameters()} | {n for n, _ in module.named_buffers()}
-        missing, unexpected = sorted(expected - set(tensors)), sorted(set(tensors) - expected)
-        if missing or unexpected:
-            raise RuntimeError(f"Error(s) in reparametrizing for {type(module).__name__}:\n\tUnexpected key(s): "
-                               f"{', '.join(map(repr, unexpected))}.\n\tMissing key(s): {', '.join(map(repr, missing))}.")
-    args = () if args is None else args if isinstance(args, tuple) else (args,)
-    with _swapped(module, tensors):
-        return module(*args, **(kwargs or {}))
+    return _functional_call(module, parameter_and_buffer_dicts, args, kwargs, tie_weights=tie_weights, strict=strict)
 
 
 def stack_module_state(models) -> tuple[dict, dict]:

@@ -158,3 +158,18 @@ def test_func_replace_all_batch_norm_modules_matches_torch():
         assert stats == [(None, None, None, False)] * 2 and dict(net.named_buffers()) == {}
         results.append(net.eval()(m.arange(6.0).reshape(2, 3)).detach().numpy())
     np.testing.assert_allclose(*results, rtol=1e-6)
+
+
+def test_stateless_functional_call_warns_and_calls_as_torch():
+    """Older MAML code imports ``torch.nn.utils.stateless.functional_call`` (the module was missing):
+    PyTorch's FutureWarning at the caller's line, then ``torch.func.functional_call``'s result."""
+    results = []
+    for m in (tapelab, torch):
+        m.manual_seed(0)
+        net = m.nn.Linear(3, 2)
+        doubled = {k: v * 2 for k, v in net.named_parameters()}
+        caught = _warnings_of(lambda: results.append(
+            m.nn.utils.stateless.functional_call(net, doubled, (m.ones(1, 3),)).detach().numpy()))
+        results.append(caught)
+    np.testing.assert_allclose(results[0], results[2], rtol=1e-6)
+    assert results[1] == results[3] and results[1][0][0] is FutureWarning
