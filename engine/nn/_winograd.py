@@ -28,7 +28,7 @@ from .. import kernels
 from ..base.pool import ranges
 from ..kernels import gemm
 
-__all__ = ["fits", "out_size", "tile_size", "conv3x3", "weight3x3", "narrow_gemm"]
+__all__ = ["fits", "out_size", "tile_size", "conv3x3", "weight3x3", "narrow_loop", "narrow_gemm"]
 
 # B^T (a x a) takes a patch row to its taps, G (a x 3) a kernel row, A^T (m x a) products to outputs
 _MATS = {
@@ -265,13 +265,19 @@ def _tap_gemm(xp, v, ut, split=True):
     return prod
 
 
+def narrow_loop(xp, dtype, b) -> bool:
+    """Whether ``narrow_gemm(xp, a, b)`` of an ``a`` of ``dtype`` runs the per-tap GEMMs' loop
+    (each output row then the same floats however the rows are cut)."""
+    return b.shape[1] in (16, 32, 48, 64) and dtype == b.dtype and kernels.use(xp, b)
+
+
 def narrow_gemm(xp, a, b):
     """``a (M, K) @ b (K, N)`` for im2col's forward (N = O output channels): with the eager
     kernels, contiguous float32 ``b`` and N a multiple of 16 up to 64, the per-tap GEMMs' loop on
     one "tap", its rows split over the threads (each row's floats the same either way); else
     ``kernels.gemm``. The CNN's 16 -> 32 forward 1.68x (OpenBLAS Haswell) and 1.11x (SkylakeX);
     its weight gradient ``(144, 6272) @ (6272, 32)`` stays BLAS (1.15x / 0.88x)."""
-    if not (b.shape[1] in (16, 32, 48, 64) and a.dtype == b.dtype and kernels.use(xp, b)):
+    if not narrow_loop(xp, a.dtype, b):
         return gemm(xp, a, b)
     out = xp.empty((a.shape[0], b.shape[1]), a.dtype)
     kernels.parallel_ranges(kernels.loops("winograd").tap_gemm, a.shape[0], out.size,
