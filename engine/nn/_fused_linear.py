@@ -44,7 +44,8 @@ def _check_dtypes(x, w, b) -> None:
 
 
 def _fwd(xp, x, w, *b):
-    _check_dtypes(x, w, b[0] if b else None)
+    if x.dtype is not w.dtype or (b and b[0].dtype is not w.dtype):   # identical dtypes: nothing to check
+        _check_dtypes(x, w, b[0] if b else None)
     if x.dtype is _dtype.BFLOAT16_NP:     # numpy has no bfloat16 GEMM: float32, rounded once
         return _dtype.in_float32(_fwd, xp, x, w, *b)
     out = gemm(xp, _rows(x), w.T) if x.ndim > 1 else gemm(xp, w, x)
@@ -120,9 +121,13 @@ def applies(input: Tensor, weight: Tensor, bias: Tensor | None) -> bool:
     """Whether the fused op covers these operands: a matrix weight, an input of at least one dim
     whose last size is the weight's, and a bias of the weight's rows (or none). The rest (a
     vector weight, a broadcast bias, the mismatches PyTorch reports) keep the composite."""
-    if weight.ndim != 2 or input.ndim == 0 or input.shape[-1] != weight.shape[1]:
+    try:
+        w, x = weight._data, input._data   # the arrays' shapes: no Size built on a call per layer
+    except AttributeError:                 # an array-like operand: as it is
+        w, x = weight, input
+    if w.ndim != 2 or x.ndim == 0 or x.shape[-1] != w.shape[1]:
         return False
-    return bias is None or tuple(bias.shape) == (weight.shape[0],)
+    return bias is None or tuple(getattr(bias, "_data", bias).shape) == (w.shape[0],)
 
 
 def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
