@@ -79,16 +79,18 @@ def test_copy_constructing_a_tensor_warns_at_the_callers_line_as_torch():
 
 # ---------------------------------------------------------------- printed results: what an aliased program shows
 def test_return_types_print_as_torch_under_aliases():
-    """``print(x.max(0))`` in an aliased program printed ``tapelab.return_types.max(...)``."""
+    """``print(x.max(0))`` and ``print(x.shape)`` in an aliased program printed ``tapelab.return_types.max(...)``
+    and ``tapelab.Size([...])``; without the aliases they keep tapelab's name."""
     x = np.array([[1.0, 3.0], [2.0, 0.0]], dtype=np.float32)
+
+    def printed(m):
+        return [repr(m.tensor(x).max(0)), repr(m.sort(m.tensor(x), 1)), repr(m.linalg.slogdet(m.tensor(x))),
+                repr(m.tensor(x).shape), str(m.tensor(x)[0].shape)]
     with tapelab.install_aliases():
         import torch as aliased
-        ours = [repr(aliased.tensor(x).max(0)), repr(aliased.sort(aliased.tensor(x), 1)),
-                repr(aliased.linalg.slogdet(aliased.tensor(x)))]
-    theirs = [repr(torch.tensor(x).max(0)), repr(torch.sort(torch.tensor(x), 1)),
-              repr(torch.linalg.slogdet(torch.tensor(x)))]
-    assert ours == theirs
-    assert repr(tapelab.tensor(x).max(0)).startswith("tapelab.return_types.max(")
+        ours = printed(aliased)
+    assert ours == printed(torch)
+    assert [text.split("(")[0] for text in printed(tapelab)[::3]] == ["tapelab.return_types.max", "tapelab.Size"]
 
 
 @pytest.mark.parametrize("name", ["float32", "float64", "float16", "bfloat16", "complex64"])
