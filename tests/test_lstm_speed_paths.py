@@ -1,4 +1,4 @@
-"""The LSTM layer's fast paths (engine/nn/_fused_rnn.py, engine/kernels/rnn.py) against PyTorch:
+"""The LSTM and GRU layers' fast paths (engine/nn/_fused_rnn.py, engine/kernels/rnn.py) against PyTorch:
 an embedding's repeated rows projected once (and their weight-gradient terms summed first), the
 whole-layer compiled loops over our GEMM, and the per-step loop where our GEMM does not take the
 step products."""
@@ -16,12 +16,12 @@ V, E, H, T, B = 24, 40, 48, 9, 6          # 54 tokens of 24 words: an embedding 
 
 
 class _LM:
-    """Embedding -> LSTM -> a weighted sum of the output and the final states, under ``lib``."""
+    """Embedding -> LSTM or GRU -> a weighted sum of the output and the final states, under ``lib``."""
 
-    def __init__(self, lib, layers: int, bidirectional: bool):
+    def __init__(self, lib, mode: str, layers: int, bidirectional: bool):
         self.lib = lib
         self.emb = lib.nn.Embedding(V, E)
-        self.rnn = lib.nn.LSTM(E, H, layers, bidirectional=bidirectional)
+        self.rnn = getattr(lib.nn, mode)(E, H, layers, bidirectional=bidirectional)
 
     def modules(self):
         return (self.emb, self.rnn)
@@ -31,18 +31,20 @@ def _run(lib, lm, tokens, state, embed: bool):
     """Every output and gradient as numpy arrays (the input's own gradient where it is a leaf)."""
     x = lm.emb(lib.tensor(tokens)) if embed else lib.tensor(state[2], requires_grad=True)
     h0, c0 = (lib.tensor(a, requires_grad=True) for a in state[:2])
-    out, (hn, cn) = lm.rnn(x, (h0, c0))
+    lstm = isinstance(lm.rnn, lib.nn.LSTM)
+    out, finals = lm.rnn(x, (h0, c0) if lstm else h0)
+    hn, cn = finals if lstm else (finals, finals)
     weights = lib.tensor(np.linspace(-1, 1, out.numel()).reshape(tuple(out.shape)).astype(np.float32))
     ((out * weights).sum() + hn.sum() * 0.5 + cn.sum() * 0.25).backward()
     grads = {f"{i}.{n}": p.grad for i, m in enumerate(lm.modules()) for n, p in m.named_parameters()}
-    grads.update(h0=h0.grad, c0=c0.grad, x=None if embed else x.grad)
+    grads.update(h0=h0.grad, c0=c0.grad if lstm else None, x=None if embed else x.grad)
     return ([t.detach().numpy() for t in (out, hn, cn)],
             {k: None if g is None else g.detach().numpy() for k, g in grads.items()})
 
 
-def _compare(layers: int, bidirectional: bool, embed: bool, batch: int = B):
+def _compare(mode: str, layers: int, bidirectional: bool, embed: bool, batch: int = B):
     torch.manual_seed(0)
-    t_lm, l_lm = _LM(torch, layers, bidirectional), _LM(tl, layers, bidirectional)
+    t_lm, l_lm = _LM(torch, mode, layers, bidirectional), _LM(tl, mode, layers, bidirectional)
     for tm, lm in zip(t_lm.modules(), l_lm.modules()):
         twin(tm, lm)
     rng = np.random.default_rng(1)
@@ -60,20 +62,22 @@ def _compare(layers: int, bidirectional: bool, embed: bool, batch: int = B):
             np.testing.assert_allclose(l_grads[name], tg, rtol=1e-4, atol=1e-4, err_msg=name)
 
 
+@pytest.mark.parametrize("mode", ["LSTM", "GRU"])
 @pytest.mark.parametrize("bidirectional", [False, True])
 @pytest.mark.parametrize("embed", [True, False])
-def test_embedding_rows_and_whole_layer_loops_match_torch(bidirectional, embed):
+def test_embedding_rows_and_whole_layer_loops_match_torch(mode, bidirectional, embed):
     """Repeated input rows (an embedding's, 54 tokens of 24 words) and distinct ones (a random
     input), two layers, both directions: values and every gradient, the embedding's included."""
-    _compare(2, bidirectional, embed)
+    _compare(mode, 2, bidirectional, embed)
 
 
+@pytest.mark.parametrize("mode", ["LSTM", "GRU"])
 @pytest.mark.parametrize("embed", [True, False])
-def test_per_step_loop_where_our_gemm_does_not_take_the_steps(monkeypatch, embed):
+def test_per_step_loop_where_our_gemm_does_not_take_the_steps(monkeypatch, mode, embed):
     """With our GEMM limited to fewer rows than the batch (as against OpenBLAS's AVX-512 kernels
     past 32 rows) the step products are numpy's, one Python step at a time: the same results."""
     monkeypatch.setattr(kernels.loops("sgemm"), "MAX_ROWS", B - 1)
-    _compare(2, True, embed)
+    _compare(mode, 2, True, embed)
 
 
 def test_distinct_rows_as_bits():

@@ -16,7 +16,7 @@ from .fastmath import exp32, tanh32
 from .sgemm import _sgemm
 
 __all__ = ["lstm_cell", "lstm_cell_backward", "lstm_layer", "lstm_layer_backward", "gru_cell", "gru_cell_backward",
-           "distinct_rows"]
+           "gru_layer", "gru_layer_backward", "distinct_rows"]
 
 F = np.float32
 U64 = np.uint64
@@ -166,12 +166,13 @@ def distinct_rows(x, inverse, first):
 
 
 @njit(**_JIT)
-def gru_cell(gi, gh, b_hh, hx, ws, h):
-    """One step: ``gi`` (the input projection and b_ih), ``gh = h_{t-1} W_hhᵀ`` and ``b_hh`` (3H,)
-    give r z n; writes r z n and the n block of the hidden projection into ``ws`` (B, 4H), h_t into ``h``."""
+def gru_cell(gi, rows, gh, b_hh, hx, ws, h):
+    """One step: the input projection and b_ih of batch row b ``gi[rows[b]]``, ``gh = h_{t-1} W_hhᵀ``
+    and ``b_hh`` (3H,) give r z n; writes r z n and the n block of the hidden projection into
+    ``ws`` (B, 4H), h_t into ``h``."""
     B, H = hx.shape
     for b in range(B):
-        ir, wr, xr, out = gi[b], ws[b], hx[b], h[b]
+        ir, wr, xr, out = gi[rows[b]], ws[b], hx[b], h[b]
         _act(ir, gh[b], b_hh, wr, 0, 2 * H, False)
         r, z, n, ghn = wr[:H], wr[H:2 * H], wr[2 * H:3 * H], wr[3 * H:]
         hn, inn, b_hn = gh[b, 2 * H:], ir[2 * H:], b_hh[2 * H:]
@@ -184,10 +185,11 @@ def gru_cell(gi, gh, b_hh, hx, ws, h):
 
 
 @njit(**_JIT)
-def gru_cell_backward(gy, dh, dhz, ws, hx, di, dg):
+def gru_cell_backward(gy, dh, dhz, ws, hx, di, dg, rows, dsum):
     """One step back: ``gy + dh + dhz`` is dL/dh_t (``dhz``, the previous call's dL/dh_t z, is
-    replaced by this step's); writes the gradients of the input projection into ``di`` and of the
-    hidden projection into ``dg`` (B, 3H); ``hx`` is h_{t-1}."""
+    replaced by this step's); writes the gradients of the input projection into ``di`` (row b
+    also added into ``dsum[rows[b]]`` unless ``dsum`` is empty) and of the hidden projection into
+    ``dg`` (B, 3H); ``hx`` is h_{t-1}."""
     B, H = hx.shape
     for b in range(B):
         wr, gyr, dhr, dzr, hxr = ws[b], gy[b], dh[b], dhz[b], hx[b]
@@ -201,3 +203,36 @@ def gru_cell_backward(gy, dh, dhz, ws, hx, di, dg):
             ir[j], iz[j], in_[j] = dr, dz, dn
             hr[j], hz[j], hn[j] = dr, dz, dn * r[j]
             dzr[j] = g * z[j]
+        if dsum.shape[0]:
+            sr, dr_ = dsum[rows[b]], di[b]
+            for k in range(3 * H):
+                sr[k] += dr_[k]
+
+
+@njit(**_JIT)
+def gru_layer(gi, rows, b_hh, h0, w_t, y, ws, reverse):
+    """``lstm_layer`` for the GRU: every step ``h_{t-1} @ w_t`` (our GEMM, ``w_t`` = W_hhᵀ padded)
+    and ``gru_cell``, which reads ``gi`` through ``rows[t]`` and writes ``ws[t]`` and ``y[t]``."""
+    T = ws.shape[0]
+    gh = np.empty((h0.shape[0], 3 * h0.shape[1]), np.float32)
+    h = h0
+    for s in range(T):
+        t = T - 1 - s if reverse else s
+        _sgemm(h, w_t, gh)
+        gru_cell(gi, rows[t], gh, b_hh, h, ws[t], y[t])
+        h = y[t]
+
+
+@njit(**_JIT)
+def gru_layer_backward(gy, dh, dhz, h0, w, y, ws, di, dg, rows, dsum, reverse, needs_dh0):
+    """The backward through time of ``gru_layer``: ``gru_cell_backward`` and ``dg_t @ w`` (our
+    GEMM, ``w`` = W_hh padded) a step, last step first; ``dh + dhz`` ends as dL/dh0; without
+    ``needs_dh0`` the last GEMM is skipped."""
+    T = ws.shape[0]
+    for s in range(T):
+        t = s if reverse else T - 1 - s
+        p = t + 1 if reverse else t - 1
+        hx = h0 if p < 0 or p >= T else y[p]
+        gru_cell_backward(gy[t], dh, dhz, ws[t], hx, di[t], dg[t], rows[t], dsum)
+        if s < T - 1 or needs_dh0:
+            _sgemm(dg[t], w, dh)

@@ -169,8 +169,8 @@ def gru_cell(gi: Tensor, gh: Tensor, hx: Tensor) -> Tensor:
 # On cpu float32 that call is our own GEMM (``kernels/sgemm.py``) with the weight prepacked once
 # per layer and direction (``kernels.prepack``), as oneDNN's RNN packs its weights.
 # On cpu float32 a step's cell is one numba loop (``kernels/rnn.py``) after its GEMM, forward and
-# backward, and where our GEMM takes the step products the LSTM's whole recurrence is one compiled
-# loop (no Python per step); its input projection and weight gradient run once per distinct input
+# backward, and where our GEMM takes the step products the whole recurrence is one compiled loop
+# (no Python per step); the input projection and its weight gradient run once per distinct input
 # row (an embedding's output repeats rows: ``_distinct``). Other dtypes, cupy and a checkout
 # without numba run the numpy formula below.
 # Two ops per layer, as ``max(dim)`` is two: ``lstm_scan``/``gru_scan`` (not differentiable) run
@@ -239,6 +239,16 @@ def _input_proj(xp, x, w_ih, distinct):
     if distinct is None:
         return gemm(xp, flat, w_ih.T), xp.arange(T * B).reshape(T, B)
     return gemm(xp, flat[distinct[0]], w_ih.T), distinct[1].reshape(T, B)
+
+
+def _distinct_grads(xp, x, needs_w: bool, gates: int):
+    """``(distinct, rows, dsum)`` for a backward through time: x's distinct rows where the weight
+    gradient is wanted (``_distinct``), each step's rows of them (T, B), and the zeroed per-row
+    sums of the gate gradients (empty without distinct rows)."""
+    T, B = x.shape[:2]
+    distinct = _distinct(xp, x.reshape(T * B, -1)) if needs_w else None
+    rows = xp.arange(T * B).reshape(T, B) if distinct is None else distinct[1].reshape(T, B)
+    return distinct, rows, xp.zeros((0 if distinct is None else len(distinct[0]), gates), x.dtype)
 
 
 def _own_gemm_weight(xp, w, rows: int):
@@ -354,9 +364,7 @@ def _lstm_seq_bwd_fwd(xp, gy, x, h0, c0, w_ih, w_hh, y, ws, *, reverse, needs):
     da = xp.empty((T, B, 4 * H), gy.dtype)
     empty = xp.empty((0,), gy.dtype)
     if kernels.use(xp, gy, da, ws):
-        distinct = _distinct(xp, x.reshape(T * B, -1)) if needs[3] else None
-        rows = xp.arange(T * B).reshape(T, B) if distinct is None else distinct[1].reshape(T, B)
-        dsum = xp.zeros((0 if distinct is None else len(distinct[0]), 4 * H), gy.dtype)
+        distinct, rows, dsum = _distinct_grads(xp, x, needs[3], 4 * H)
         db = xp.zeros((4 * H,), gy.dtype)
         dh, dc = _lstm_bptt_loop(xp, gy, c0, w_hh, ws, da, db, rows, dsum, reverse, needs[1])
     else:
@@ -384,15 +392,17 @@ def _lstm_seq_tensors(x, states, w_ih, w_hh, b, reverse):
 def _gru_scan_fwd(xp, x, h0, w_ih, w_hh, *b, reverse):
     T, B = x.shape[:2]
     H = h0.shape[-1]
+    y = xp.empty((T, B, H), x.dtype)
+    ws = xp.empty((T, B, 4 * H), x.dtype)
+    if kernels.use(xp, y):                    # the cell loop adds b_hh
+        gi, rows = _input_proj(xp, x, w_ih, _distinct(xp, x.reshape(T * B, -1)))
+        if b:
+            gi += b[0]
+        b_hh = xp.ascontiguousarray(b[1], dtype=gi.dtype) if b else xp.zeros((3 * H,), gi.dtype)
+        return _gru_scan_loop(xp, gi, rows, h0, w_hh, b_hh, y, ws, reverse)
     gi = gemm(xp, x.reshape(T * B, -1), w_ih.T).reshape(T, B, 3 * H)
     if b:
         gi += b[0]
-    y = xp.empty((T, B, H), x.dtype)
-    ws = xp.empty((T, B, 4 * H), x.dtype)
-    if kernels.use(xp, gi, y):                # the cell loop adds b_hh
-        b_hh = xp.ascontiguousarray(b[1], dtype=gi.dtype) if b else xp.zeros((3 * H,), gi.dtype)
-        return _gru_scan_loop(xp, gi, h0, w_hh, b_hh, y, ws, reverse)
-    if b:
         gi[..., :2 * H] += b[1][:2 * H]
     w_t = w_hh.T.copy()
     h = h0
@@ -413,26 +423,38 @@ def _gru_scan_fwd(xp, x, h0, w_ih, w_hh, *b, reverse):
     return y, ws
 
 
-def _gru_scan_loop(xp, gi, h0, w_hh, b_hh, y, ws, reverse: bool):
-    """The float32 recurrence with the fused cell loop (``kernels/rnn.py``): a GEMM and one pass a step."""
-    cell, gh = kernels.loops("rnn").gru_cell, xp.empty(gi.shape[1:], gi.dtype)
-    w_t = kernels.prepack(xp, xp.ascontiguousarray(w_hh.T))
-    h = xp.ascontiguousarray(h0)
-    for t, _ in _steps(gi.shape[0], reverse):
-        cell(gi[t], kernels.gemm_here(xp, h, w_t, out=gh), b_hh, h, ws[t], y[t])
+def _gru_scan_loop(xp, gi, rows, h0, w_hh, b_hh, y, ws, reverse: bool):
+    """The float32 recurrence with the fused cell loop (``kernels/rnn.py``), as ``_lstm_scan_loop``."""
+    T, B = rows.shape
+    loop = kernels.loops("rnn")
+    w_t = xp.ascontiguousarray(w_hh.T)
+    h = xp.array(h0, dtype=gi.dtype, order="C")
+    own = _own_gemm_weight(xp, w_t, B)
+    if own is not None:
+        loop.gru_layer(gi, rows, b_hh, h, own, y, ws, reverse)
+        return y, ws
+    gh, w_t = xp.empty((B, w_t.shape[1]), gi.dtype), kernels.prepack(xp, w_t)
+    for t, _ in _steps(T, reverse):
+        loop.gru_cell(gi, rows[t], kernels.gemm_here(xp, h, w_t, out=gh), b_hh, h, ws[t], y[t])
         h = y[t]
     return y, ws
 
 
-def _gru_bptt_loop(xp, gy, h0, w_hh, y, ws, dgi, dgh, reverse: bool, needs_dh0: bool):
-    """The float32 backward through time with the fused cell loop: dh0, ``dgi`` and ``dgh`` filled;
-    without ``needs_dh0`` the last step's GEMM is skipped."""
-    T = ws.shape[0]
-    step, w = kernels.loops("rnn").gru_cell_backward, kernels.prepack(xp, w_hh)
+def _gru_bptt_loop(xp, gy, h0, w_hh, y, ws, dgi, dgh, rows, dsum, reverse: bool, needs_dh0: bool):
+    """The float32 backward through time with the fused cell loop: dh0, ``dgi`` and ``dgh`` filled,
+    each row of ``dgi`` summed into ``dsum[rows]`` (unless empty); without ``needs_dh0`` the last
+    step's GEMM is skipped."""
+    T, B = rows.shape
+    loop = kernels.loops("rnn")
     dh, dhz = xp.zeros(h0.shape, gy.dtype), xp.zeros(h0.shape, gy.dtype)
-    first = T - 1 if reverse else 0
+    h0 = xp.array(h0, dtype=gy.dtype, order="C")
+    own = _own_gemm_weight(xp, w_hh, B)
+    if own is not None:
+        loop.gru_layer_backward(gy, dh, dhz, h0, own, y, ws, dgi, dgh, rows, dsum, reverse, needs_dh0)
+        return dh + dhz
+    w, first = kernels.prepack(xp, w_hh), T - 1 if reverse else 0
     for t, p in reversed(_steps(T, reverse)):
-        step(gy[t], dh, dhz, ws[t], _prev(p, T, y, h0), dgi[t], dgh[t])
+        loop.gru_cell_backward(gy[t], dh, dhz, ws[t], _prev(p, T, y, h0), dgi[t], dgh[t], rows[t], dsum)
         if t != first or needs_dh0:
             kernels.gemm_here(xp, dgh[t], w, out=dh)
     return dh + dhz
@@ -462,11 +484,13 @@ def _gru_seq_bwd_fwd(xp, gy, x, h0, w_ih, w_hh, y, ws, *, reverse, needs):
     dgi = xp.empty((T, B, 3 * H), gy.dtype)
     dgh = xp.empty((T, B, 3 * H), gy.dtype)
     if kernels.use(xp, gy, dgi, ws):
-        dh = _gru_bptt_loop(xp, gy, h0, w_hh, y, ws, dgi, dgh, reverse, needs[1])
+        distinct, rows, dsum = _distinct_grads(xp, x, needs[2], 3 * H)
+        dh = _gru_bptt_loop(xp, gy, h0, w_hh, y, ws, dgi, dgh, rows, dsum, reverse, needs[1])
     else:
+        distinct = dsum = None
         dh = _gru_bptt(xp, gy, h0, w_hh, y, ws, dgi, dgh, reverse)
     empty = xp.empty((0,), gy.dtype)
-    dx, dw_ih = _input_grads(xp, dgi, x, w_ih, needs[0], needs[2], empty)
+    dx, dw_ih = _input_grads(xp, dgi, x, w_ih, needs[0], needs[2], empty, distinct, dsum)
     dw_hh = _w_hh_grad(xp, dgh, h0, y, T, reverse) if needs[3] else empty
     db_ih = dgi.reshape(T * B, 3 * H).sum(axis=0) if needs[4] else empty
     db_hh = dgh.reshape(T * B, 3 * H).sum(axis=0) if needs[4] else empty
