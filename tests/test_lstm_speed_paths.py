@@ -18,10 +18,11 @@ V, E, H, T, B = 24, 40, 48, 9, 6          # 54 tokens of 24 words: an embedding 
 class _LM:
     """Embedding -> LSTM or GRU -> a weighted sum of the output and the final states, under ``lib``."""
 
-    def __init__(self, lib, mode: str, layers: int, bidirectional: bool):
+    def __init__(self, lib, mode: str, layers: int, bidirectional: bool, size: tuple):
+        v, e, h = size
         self.lib = lib
-        self.emb = lib.nn.Embedding(V, E)
-        self.rnn = getattr(lib.nn, mode)(E, H, layers, bidirectional=bidirectional)
+        self.emb = lib.nn.Embedding(v, e)
+        self.rnn = getattr(lib.nn, mode)(e, h, layers, bidirectional=bidirectional)
 
     def modules(self):
         return (self.emb, self.rnn)
@@ -42,15 +43,16 @@ def _run(lib, lm, tokens, state, embed: bool):
             {k: None if g is None else g.detach().numpy() for k, g in grads.items()})
 
 
-def _compare(mode: str, layers: int, bidirectional: bool, embed: bool, batch: int = B):
+def _compare(mode: str, layers: int, bidirectional: bool, embed: bool, size: tuple = (V, E, H, T, B)):
+    v, e, h, steps, batch = size
     torch.manual_seed(0)
-    t_lm, l_lm = _LM(torch, mode, layers, bidirectional), _LM(tl, mode, layers, bidirectional)
+    t_lm, l_lm = (_LM(lib, mode, layers, bidirectional, (v, e, h)) for lib in (torch, tl))
     for tm, lm in zip(t_lm.modules(), l_lm.modules()):
         twin(tm, lm)
     rng = np.random.default_rng(1)
-    tokens = rng.integers(0, V, (T, batch))
+    tokens = rng.integers(0, v, (steps, batch))
     dirs = layers * (1 + bidirectional)
-    state = [rng.standard_normal(s).astype(np.float32) for s in ((dirs, batch, H), (dirs, batch, H), (T, batch, E))]
+    state = [rng.standard_normal(s).astype(np.float32) for s in ((dirs, batch, h), (dirs, batch, h), (steps, batch, e))]
     (t_outs, t_grads), (l_outs, l_grads) = (_run(lib, lm, tokens, state, embed)
                                             for lib, lm in ((torch, t_lm), (tl, l_lm)))
     for a, b in zip(l_outs, t_outs):
@@ -78,6 +80,18 @@ def test_per_step_loop_where_our_gemm_does_not_take_the_steps(monkeypatch, mode,
     past 32 rows) the step products are numpy's, one Python step at a time: the same results."""
     monkeypatch.setattr(kernels.loops("sgemm"), "MAX_ROWS", B - 1)
     _compare(mode, 2, True, embed)
+
+
+@pytest.mark.parametrize("mode", ["LSTM", "GRU"])
+def test_two_threads(mode):
+    """At two intra-op threads (the end GEMMs through the pool, 700 x 256 x 64 for dx) with an
+    embedding of 64 words under 700 tokens: the same results."""
+    before = tl.get_num_threads()
+    tl.set_num_threads(2)
+    try:
+        _compare(mode, 2, False, True, size=(64, 64, 64, 35, 20))
+    finally:
+        tl.set_num_threads(before)
 
 
 def test_distinct_rows_as_bits():
