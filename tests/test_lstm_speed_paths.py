@@ -20,7 +20,6 @@ class _LM:
 
     def __init__(self, lib, mode: str, layers: int, bidirectional: bool, size: tuple):
         v, e, h = size
-        self.lib = lib
         self.emb = lib.nn.Embedding(v, e)
         self.rnn = getattr(lib.nn, mode)(e, h, layers, bidirectional=bidirectional)
 

@@ -6,6 +6,10 @@ every product a temporary); the GEMM of a step is as fast as PyTorch's, so those
 gap on the LSTM LM step (bench/README.md, issue 17 session 5). Here one pass reads the step's GEMM
 result and input projection and writes the activations, the states and the output. The layouts
 are the scans' own: ``ws`` rows hold i f g o c tanh(c) (LSTM) or r z n (W_hn h + b_hn) (GRU).
+Where our GEMM (``sgemm.py``) takes the step products, ``lstm_layer``/``gru_layer`` and their
+backwards run every step of a layer-direction in one call (a step's Python calls cost ~6 us of
+~45). Each step reads the input projection through a row index, so a projection computed once
+per distinct input row (``distinct_rows``) serves every repeat of it.
 """
 from __future__ import annotations
 
