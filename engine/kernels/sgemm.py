@@ -55,8 +55,8 @@ def _max_rows() -> float:
 MAX_ROWS = _max_rows()
 
 
-def _micro_kernel(mr: int, a_rows: bool):
-    """An intrinsic ``kern(a, ao, lda, b, bo, ldb, c, co, ldc, kc, add)``: the ``mr x 32`` block
+def _micro_kernel(mr: int, a_rows: bool, nv: int = 2):
+    """An intrinsic ``kern(a, ao, lda, b, bo, ldb, c, co, ldc, kc, add)``: the ``mr x 16 nv`` block
     ``c[co + r ldc + j] (+)= sum_{k < kc} A(r, k) b[bo + k ldb + j]`` (``add`` nonzero: added to
     what ``c`` holds), with ``A(r, k) = a[ao + r lda + k]`` when ``a_rows``, else
     ``a[ao + k lda + r]``; offsets count float32 elements from each array's first element."""
@@ -72,7 +72,7 @@ def _micro_kernel(mr: int, a_rows: bool):
             fma = cgutils.get_or_insert_function(builder.module, ir.FunctionType(vec, [vec] * 3), "llvm.fma.v16f32")
             zero = ir.Constant(vec, [0.0] * 16)
             splat = ir.Constant(ir.VectorType(i32, 16), [0] * 16)
-            accs = [cgutils.alloca_once_value(builder, zero) for _ in range(2 * mr)]
+            accs = [cgutils.alloca_once_value(builder, zero) for _ in range(nv * mr)]
             for acc in accs:
                 builder.store(zero, acc)
             a0, b0 = builder.gep(ap, [ao_]), builder.gep(bp, [bo_])
@@ -84,23 +84,23 @@ def _micro_kernel(mr: int, a_rows: bool):
                 builder.asm(ir.FunctionType(ir.VoidType(), []), "", "", [], side_effect=True)
                 brow = builder.gep(b0, [builder.mul(k, ldb_)])
                 bs = [builder.load(builder.bitcast(builder.gep(brow, [ir.Constant(i64, 16 * q)]), vptr), align=4)
-                      for q in range(2)]
+                      for q in range(nv)]
                 col = None if a_rows else builder.gep(a0, [builder.mul(k, lda_)])
                 for r in range(mr):
                     s = builder.load(builder.gep(rows[r], [k]) if a_rows else builder.gep(col, [ir.Constant(i64, r)]))
                     sv = builder.insert_element(ir.Constant(vec, ir.Undefined), s, ir.Constant(i32, 0))
                     sv = builder.shuffle_vector(sv, ir.Constant(vec, ir.Undefined), splat)
-                    for q in range(2):
-                        builder.store(builder.call(fma, [sv, bs[q], builder.load(accs[2 * r + q])]), accs[2 * r + q])
+                    for q in range(nv):
+                        builder.store(builder.call(fma, [sv, bs[q], builder.load(accs[nv * r + q])]), accs[nv * r + q])
             c0 = builder.gep(cp, [co_])
             with builder.if_else(builder.icmp_signed("!=", add_, ir.Constant(add_.type, 0))) as (adding, storing):
                 for branch, accumulate in ((adding, True), (storing, False)):
                     with branch:
                         for r in range(mr):
                             crow = builder.gep(c0, [builder.mul(ir.Constant(i64, r), ldc_)])
-                            for q in range(2):
+                            for q in range(nv):
                                 dst = builder.bitcast(builder.gep(crow, [ir.Constant(i64, 16 * q)]), vptr)
-                                value = builder.load(accs[2 * r + q])
+                                value = builder.load(accs[nv * r + q])
                                 if accumulate:
                                     value = builder.fadd(builder.load(dst, align=4), value)
                                 builder.store(value, dst, align=4)
@@ -113,6 +113,10 @@ def _micro_kernel(mr: int, a_rows: bool):
 # they cover M with less padding (M = 20: two blocks of 10; 64: eight of 8).
 _R14, _R12, _R10, _R8 = (_micro_kernel(mr, True) for mr in (14, 12, 10, 8))
 _C14, _C12, _C10, _C8 = (_micro_kernel(mr, False) for mr in (14, 12, 10, 8))
+# Half-width (mr x 16) kernels for an edge panel of at most 16 columns: N = 200 (a 200-wide layer's
+# gradients, the LSTM's backward step) ran as 224 columns, 800x700x200 as slow as 800x700x224
+_R14H, _R12H, _R10H, _R8H = (_micro_kernel(mr, True, 1) for mr in (14, 12, 10, 8))
+_C14H, _C12H, _C10H, _C8H = (_micro_kernel(mr, False, 1) for mr in (14, 12, 10, 8))
 _MAX_MR = 14
 
 
@@ -136,6 +140,28 @@ def _block(mr, a_rows, a, ao, lda, b, bo, ldb, c, co, ldc, kc, add):
         _C10(a, ao, lda, b, bo, ldb, c, co, ldc, kc, add)
     else:
         _C8(a, ao, lda, b, bo, ldb, c, co, ldc, kc, add)
+
+
+@njit(**_JIT, inline="always")
+def _half_block(mr, a_rows, a, ao, lda, b, bo, ldb, c, co, ldc, kc, add):
+    """``_block``'s half-width (16-column) kernels."""
+    if a_rows:
+        if mr == 14:
+            _R14H(a, ao, lda, b, bo, ldb, c, co, ldc, kc, add)
+        elif mr == 12:
+            _R12H(a, ao, lda, b, bo, ldb, c, co, ldc, kc, add)
+        elif mr == 10:
+            _R10H(a, ao, lda, b, bo, ldb, c, co, ldc, kc, add)
+        else:
+            _R8H(a, ao, lda, b, bo, ldb, c, co, ldc, kc, add)
+    elif mr == 14:
+        _C14H(a, ao, lda, b, bo, ldb, c, co, ldc, kc, add)
+    elif mr == 12:
+        _C12H(a, ao, lda, b, bo, ldb, c, co, ldc, kc, add)
+    elif mr == 10:
+        _C10H(a, ao, lda, b, bo, ldb, c, co, ldc, kc, add)
+    else:
+        _C8H(a, ao, lda, b, bo, ldb, c, co, ldc, kc, add)
 
 
 @njit(**_JIT)
@@ -199,8 +225,13 @@ def _panel(mr, a_rows, a, ao, lda, aedge, b, bo, ldb, c, tile, i0, j0, k0, kc, a
     if whole:
         _block(mr, a_rows, a, ao, lda, b, bo, ldb, c, i0 * ldc + j0, ldc, kc, add)
         return
-    if i0 + mr <= m:
+    half = n - j0 <= NR // 2                # an edge panel of at most 16 columns: half the FMAs
+    if i0 + mr <= m and half:
+        _half_block(mr, a_rows, a, ao, lda, b, bo, ldb, tile, 0, NR, kc, 0)
+    elif i0 + mr <= m:
         _block(mr, a_rows, a, ao, lda, b, bo, ldb, tile, 0, NR, kc, 0)
+    elif half:
+        _half_block(mr, True, aedge, k0, aedge.size // mr, b, bo, ldb, tile, 0, NR, kc, 0)
     else:
         _block(mr, True, aedge, k0, aedge.size // mr, b, bo, ldb, tile, 0, NR, kc, 0)
     for r in range(min(mr, m - i0)):
