@@ -1,12 +1,18 @@
 """Gaps found by running new families of research programs seeded under torch and under
 ``install_aliases()`` and diffing what they print: a Fourier neural operator (rfft2/irfft2, complex
 weights, complex einsum), S4D (complex parameters through ``view_as_complex``, Vandermonde kernels,
-FFT convolution), a minimal Mamba (selective scan loop, softplus, depthwise conv1d, tied embeddings),
-KAN layers (B-spline bases, ``linalg.lstsq``, LBFGS), MAML (``autograd.grad(create_graph=True)``
-through ``functional_call``; ``torch.func`` grad/vmap/jacrev), a PINN (grad of grad, LBFGS with a
-closure, ``autograd.functional.hessian``), a DDPM on 2-D toy data with an EMA of the weights,
-stable-baselines3's PPO code paths (distributions, ``clip_grad_norm_``, state-dict round trips through
-``BytesIO``) and EGNN/GAT message passing (``scatter_add_``, ``scatter_reduce``, ``index_add_``).
+FFT convolution), a minimal Mamba (selective scan loop, softplus, depthwise conv1d, tied embeddings)
+and its log-space parallel scan (complex log, logcumsumexp), RWKV's time-mix recurrence with its
+L2Wrap ``autograd.Function``, KAN layers (B-spline bases, ``linalg.lstsq``, LBFGS), MAML
+(``autograd.grad(create_graph=True)`` through ``functional_call``, learn2learn's clone/update of
+``_parameters``; ``torch.func`` grad/vmap/jacrev/linearize, ensembles by ``stack_module_state``), a
+PINN (grad of grad, LBFGS with a closure, ``autograd.functional.hessian``), a DDPM on 2-D toy data
+with an EMA of the weights (and ``AveragedModel``), stable-baselines3's PPO code paths
+(distributions, ``clip_grad_norm_``, state-dict round trips through ``BytesIO``), EGNN/GAT/DGCNN
+message passing (``scatter_add_``, ``scatter_reduce``, ``index_add_``, k-NN by ``topk``), and smaller
+ones: DEQ with Anderson acceleration and a backward hook, capsule routing, neural cellular automata,
+surrogate-gradient spiking nets, slot attention, sparsemax, SimCLR, distillation, rotary embeddings
+through complex numbers, FFJORD's trace estimator and Langevin sampling of an energy model.
 Each test exercises the API pattern directly and compares with real torch (no program is imported)."""
 from __future__ import annotations
 
