@@ -144,6 +144,39 @@ def test_cross_entropy_variants_match_pytorch(kw, loops):
     np.testing.assert_allclose(grad, want_grad, rtol=2e-5, atol=1e-7)
 
 
+NLL_VARIANTS = [kw for kw in CE_VARIANTS if "label_smoothing" not in kw] + [dict(weight="zero", ignore_index=2)]
+
+
+@pytest.mark.parametrize("kw", NLL_VARIANTS, ids=lambda kw: ",".join(f"{k}={v}" for k, v in kw.items()) or "plain")
+def test_nll_loss_variants_match_pytorch(kw, loops):
+    """(N, C) float32 nll_loss of log-probabilities (the gather loop and the formulas): every
+    reduction, ignored rows (one holding -inf at its target), class weights (one of 0);
+    loss and gradient against torch."""
+    rng = np.random.default_rng(23)
+    x = rng.standard_normal((40, 37)).astype(np.float32) * 3
+    t = rng.integers(0, 37, 40)
+    t[[1, 5, 9]] = 2
+    w = rng.uniform(0.2, 2.0, 37).astype(np.float32)
+    if kw.get("weight") == "zero":
+        w[t[7]] = 0.0
+    x = np.log(np.exp(x - x.max(1, keepdims=True)) / np.exp(x - x.max(1, keepdims=True)).sum(1, keepdims=True))
+    x[5, 2] = -np.inf
+    res = []
+    for m in (tapelab, torch):
+        xt = m.tensor(x, requires_grad=True)
+        args = dict(kw, weight=m.tensor(w)) if kw.get("weight") else kw
+        loss = m.nn.functional.nll_loss(xt, m.tensor(t), **args)
+        g = np.random.default_rng(1).standard_normal(tuple(loss.shape)).astype(np.float32)
+        loss.backward(m.tensor(g))
+        res.append((loss.detach().numpy(), xt.grad.numpy()))
+    (loss, grad), (want_loss, want_grad) = res
+    assert loss.dtype == grad.dtype == np.float32
+    if "ignore_index" in kw or kw.get("weight") == "zero":
+        np.testing.assert_array_equal(np.signbit(grad[5]), np.signbit(want_grad[5]))
+    np.testing.assert_allclose(loss, want_loss, rtol=2e-6, atol=1e-6)
+    np.testing.assert_allclose(grad, want_grad, rtol=2e-6, atol=0)
+
+
 def test_cross_entropy_all_ignored_and_bad_target():
     """Every row ignored: the mean is 0/0 = nan and the gradient 0, as torch (nll_loss too, also
     over (N, C, d)); a target outside the classes raises IndexError on both paths."""

@@ -1,6 +1,7 @@
 """Row-wise loops over ``(rows, cols)`` float32 arrays: softmax and log_softmax forward and
 backward, the scaled (optionally causal) attention softmax in place, layer_norm forward and
-backward, and class-index cross-entropy from logits forward and backward.
+backward, class-index cross-entropy from logits forward and backward, and class-index NLL (a
+gather and its scatter, one pass each, after ``target_weights`` has checked the targets).
 
 Each row is read once or twice while it sits in cache and written once; numpy's formulas make a
 full-size temporary per step. Sums use ``reassoc`` (so LLVM vectorises them, as numpy's pairwise
@@ -18,7 +19,7 @@ from numba import njit
 from .fastmath import _bits_to_f32, exp32, log32
 
 __all__ = ["softmax", "softmax_backward", "log_softmax", "log_softmax_backward", "attention_softmax",
-           "layer_norm", "layer_norm_backward", "target_weights", "cross_entropy", "cross_entropy_backward"]
+           "layer_norm", "layer_norm_backward", "target_weights", "cross_entropy", "cross_entropy_backward", "nll_loss", "nll_loss_backward"]
 
 F = np.float32
 _JIT = dict(cache=True, error_model="numpy", nogil=True, fastmath={"reassoc"})
@@ -260,3 +261,21 @@ def cross_entropy_backward(x, t, wt, gs, out, w, ignore, smooth, w_sum):
         for c in range(C):
             out[r, c] = out[r, c] * k - b * w[c]
         out[r, ti] = exp32(x[r, ti] - m) * k - (a_t + ls_c * w[ti]) * g
+
+
+@njit(**_JIT)
+def nll_loss(lp, t, wt, loss):
+    """``loss[r] = -lp[r, t[r]] wt[r]``, 0 where ``wt[r]`` is (an ignored row, or a class of weight
+    0: its -inf adds nothing), never -0.0; ``t`` checked by ``target_weights``."""
+    for r in range(t.shape[0]):
+        w = wt[r]
+        loss[r] = -(lp[r, t[r]] * w) + F(0.0) if w != F(0.0) else F(0.0)
+
+
+@njit(**_JIT)
+def nll_loss_backward(t, wt, gs, out, ignore):
+    """``out`` (zeros) gets ``-(wt[r] gs[r])`` at each kept row's target."""
+    for r in range(t.shape[0]):
+        ti = t[r]
+        if ti != ignore:
+            out[r, ti] = -(wt[r] * gs[r])

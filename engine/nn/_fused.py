@@ -357,6 +357,12 @@ def _nll_fwd(xp, logp, t, *w, cdim, reduction, **p):
     """Without label smoothing a gather of each sample's target entry, else ``-sum_c a logp``."""
     if logp.dtype is BFLOAT16_NP:   # PyTorch computes reduced precision in float32, rounded once
         return in_float32(_nll_fwd, xp, logp, t, *w, cdim=cdim, reduction=reduction, **p)
+    looped = None if p["label_smoothing"] else _ce_loop_inputs(xp, logp, t, w, cdim, p)
+    if looped is not None:   # the plain (N, C) float32 case: one gather loop
+        t, _, wt = looped
+        loss = xp.empty(t.shape[0], logp.dtype)
+        kernels.loops("rowwise").nll_loss(logp, t, wt, loss)
+        return _reduce_loss(xp, loss, wt.sum(), reduction)
     lp = _class_last(xp, logp, cdim)
     if p["label_smoothing"]:
         a, denom = _coeffs(xp, t, w[0] if w else None, n_classes=logp.shape[cdim], dtype=logp.dtype, **p)
@@ -382,6 +388,15 @@ def _nll_bwd_fwd(xp, g, t, *w, cdim, n_classes, reduction, **p):
         s = g / denom if reduction == "mean" else g
         res = xp.where(a != 0, a * -(s[..., None] if reduction == "none" else s), 0)
         return xp.ascontiguousarray(xp.moveaxis(res, -1, cdim))
+    looped = (_loop_targets(xp, t, w, n_classes, g.dtype, p) if cdim == 1 and t.ndim == 1 and t.size
+              and t.dtype.kind in "iu" and kernels.use(xp, g, *w) else None)
+    if looped is not None:   # the plain (N, C) float32 case: one scatter loop into zeros
+        t, _, wt = looped
+        gs = (xp.ascontiguousarray(g, g.dtype) if reduction == "none" else
+              xp.full(t.shape[0], g / wt.sum() if reduction == "mean" else g, g.dtype))
+        res = xp.zeros((t.shape[0], n_classes), g.dtype)
+        kernels.loops("rowwise").nll_loss_backward(t, wt, gs, res, p["ignore_index"])
+        return res
     safe, wt, keep, bad = _targets(xp, t, w[0] if w else None, n_classes=n_classes, ignore_index=p["ignore_index"],
                                    check=p["check"], dtype=g.dtype)
     s = g.reshape(-1) if reduction == "none" else g / wt.sum() if reduction == "mean" else g
@@ -421,8 +436,13 @@ def _ce_loop_inputs(xp, x, t, w, cdim, p):
     formulas below run (they also raise on a bad target)."""
     if x.ndim != 2 or cdim != 1 or t.ndim != 1 or not t.size or t.dtype.kind not in "iu" or not kernels.use(xp, x, *w):
         return None
-    wc = w[0] if w else xp.ones(x.shape[1], x.dtype)
-    wt = xp.empty(t.shape[0], x.dtype)
+    return _loop_targets(xp, t, w, x.shape[1], x.dtype, p)
+
+
+def _loop_targets(xp, t, w, n_classes, dtype, p):
+    """``_ce_loop_inputs`` once the shapes and dtypes are known to fit: None at a bad target."""
+    wc = w[0] if w else xp.ones(n_classes, dtype)
+    wt = xp.empty(t.shape[0], dtype)
     t = xp.ascontiguousarray(t)
     return (t, wc, wt) if kernels.loops("rowwise").target_weights(t, wc, p["ignore_index"], wt) else None
 

@@ -716,19 +716,18 @@ def _check_class_targets(input: Tensor, target: Tensor, reduction: str) -> bool:
     a replay guard, nor on meta, which has no values: there a bad target's loss is nan)."""
     if reduction not in ("none", "mean", "sum"):
         raise ValueError(f"{reduction} is not a valid value for reduction")
-    if input.ndim < 1:
-        raise ValueError(f"Expected 1 or more dimensions (got {input.ndim})")
-    if input.ndim >= 2 and input.shape[0] != target.shape[0]:
-        raise ValueError(f"Expected input batch_size ({input.shape[0]}) to match target batch_size "
+    shape, got = input._data.shape, target._data.shape   # the arrays' shapes: a loss is called every step
+    if not shape:
+        raise ValueError(f"Expected 1 or more dimensions (got {len(shape)})")
+    if len(shape) >= 2 and shape[0] != target.shape[0]:
+        raise ValueError(f"Expected input batch_size ({shape[0]}) to match target batch_size "
                          f"({target.shape[0]}).")
     if target.dtype not in (_dt.int64, _dt.uint8):
-        got = target.dtype.scalar_type
-        raise RuntimeError(f"expected target dtype to be Long or Byte, but got {got}")
-    want = tuple(input.shape[:1]) + tuple(input.shape[2:]) if input.ndim >= 2 else ()
-    if tuple(target.shape) != want:
-        raise RuntimeError(f"Expected target size {list(want)}, got {list(target.shape)} (input "
-                           f"{list(input.shape)})")
-    return not _DISPATCH.capturing and target.device.type != "meta"
+        raise RuntimeError(f"expected target dtype to be Long or Byte, but got {target.dtype.scalar_type}")
+    want = shape[:1] + shape[2:] if len(shape) >= 2 else ()
+    if got != want:
+        raise RuntimeError(f"Expected target size {list(want)}, got {list(got)} (input {list(shape)})")
+    return not _DISPATCH.capturing and target._device.type != "meta"
 
 
 def nll_loss(input: Tensor, target: Tensor, weight: Tensor | None = None, size_average=None,
