@@ -325,7 +325,8 @@ def _compile(op):
             if isinstance(b, Tensor):
                 y = b._data
                 kind = x.dtype.kind
-                if not (b._device is a._device and y.dtype is x.dtype
+                # two dtypes only for an op that never promotes (a loss's targets, an index): none complex
+                if not (b._device is a._device and (y.dtype is x.dtype or (promote_none and y.dtype.kind != "c"))
                         and (kind == "f" or (promote_none and kind != "c"))
                         and (b.requires_grad or not b._vc[0] or b._base is None)):
                     return eager(op, args, params)
