@@ -387,6 +387,27 @@ JAX_MODELS = textwrap.dedent("""
         return (y * y).mean()
 """)
 
+# the workload rows (_tapelab_workloads' gelu_mlp, gpt_block, transformer, tiny_mlp) as JAX steps, for
+# both the one-shot script and the A/B worker: random parameters (timing only; --check-jax checks the models)
+JAX_WORKLOADS = textwrap.dedent("""
+    import numpy as np
+    def workload_rows(shapes, rng):
+        '''name -> (jitted gradient of the loss, parameters, inputs): the parameters differentiated, the input not.'''
+        def lin(i, o):
+            return (jnp.asarray(rng.standard_normal((i, o)).astype(np.float32) / math.sqrt(i)), jnp.zeros(o, jnp.float32))
+        def norm(d): return (jnp.ones(d, jnp.float32), jnp.zeros(d, jnp.float32))
+        def x(*shape): return jnp.asarray(rng.standard_normal(shape).astype(np.float32))
+        b, d, h = shapes["gelu_mlp"]
+        rows = {"gelu_mlp": (jax.jit(jax.grad(mlp)), (lin(d, h), lin(h, d)), (x(b, d),))}
+        for name, model in (("gpt_block", block), ("transformer", encoder)):
+            b, t, d, heads = shapes[name]
+            p = ((lin(d, 3 * d), lin(d, d)), norm(d), norm(d), lin(d, 4 * d), lin(4 * d, d))
+            rows[name] = (jax.jit(jax.grad(lambda p, x, model=model, heads=heads: model(p, x, heads))), p, (x(b, t, d),))
+        b, i, h, o = shapes["tiny_mlp"]
+        rows["tiny_mlp"] = (jax.jit(jax.grad(tiny)), (lin(i, h), lin(h, h), norm(h), lin(h, o)), (x(b, i),))
+        return rows
+""")
+
 # the training rows (compile_bench._training_rows) in jax.numpy: p maps tapelab's parameter names to
 # arrays (weights in PyTorch's layout), batch norm in training mode (the batch's biased variance)
 JAX_TRAINING = textwrap.dedent("""
@@ -454,7 +475,7 @@ JAX_TRAINING = textwrap.dedent("""
         return rows
 """)
 
-JAX_SCRIPT = JAX_MODELS + JAX_TRAINING + textwrap.dedent("""
+JAX_SCRIPT = JAX_MODELS + JAX_WORKLOADS + JAX_TRAINING + textwrap.dedent("""
     import json, sys, time
     import numpy as np
     SHAPES = json.loads(sys.argv[1]); repeats = int(sys.argv[2])
@@ -471,18 +492,8 @@ JAX_SCRIPT = JAX_MODELS + JAX_TRAINING + textwrap.dedent("""
         x, w = (jnp.asarray(rng.standard_normal(SHAPES[name]).astype(np.float32)) for _ in range(2))
         g = jax.jit(jax.value_and_grad(chain6, argnums=(0, 1)))
         res[name] = best(lambda: jax.block_until_ready(g(x, w)), 200 if name == "chain16" else 5)
-    def lin(i, o):
-        return (jnp.asarray(rng.standard_normal((i, o)).astype(np.float32) / math.sqrt(i)), jnp.zeros(o, jnp.float32))
-    def norm(d): return (jnp.ones(d, jnp.float32), jnp.zeros(d, jnp.float32))
-    b, d, h = SHAPES["gelu_mlp"]
-    p = (lin(d, h), lin(h, d)); x = jnp.asarray(rng.standard_normal((b, d)).astype(np.float32))
-    g = jax.jit(jax.grad(mlp)); res["gelu_mlp"] = best(lambda: jax.block_until_ready(g(p, x)), 5)
-    for name, model in (("gpt_block", block), ("transformer", encoder)):
-        b, t, d, heads = SHAPES[name]
-        p = ((lin(d, 3 * d), lin(d, d)), norm(d), norm(d), lin(d, 4 * d), lin(4 * d, d))
-        x = jnp.asarray(rng.standard_normal((b, t, d)).astype(np.float32))
-        g = jax.jit(jax.grad(lambda p, x: model(p, x, heads)))
-        res[name] = best(lambda: jax.block_until_ready(g(p, x)), 5)
+    for name, (g, p, ins) in workload_rows(SHAPES, rng).items():
+        res[name] = best(lambda: jax.block_until_ready(g(p, *ins)), 200 if name == "tiny_mlp" else 5)
     for name, (loss, p, ins) in training_rows(sys.argv[4]).items():
         g = jax.jit(jax.grad(loss))       # the parameters differentiated, the inputs not
         res[name] = best(lambda: jax.block_until_ready(g(p, *ins)), 5)
@@ -579,7 +590,7 @@ def run_jax(repeats: int) -> dict | None:
 
 
 # a JAX process that times one training row on request: "name n" -> seconds per step (CPU seconds)
-JAX_WORKER = JAX_MODELS + JAX_TRAINING + textwrap.dedent("""
+JAX_WORKER = JAX_MODELS + JAX_WORKLOADS + JAX_TRAINING + textwrap.dedent("""
     import json, sys, time
     import numpy as np
     rows = {name: (jax.jit(jax.grad(loss)), p, ins) for name, (loss, p, ins) in training_rows(sys.argv[1]).items()}
@@ -588,11 +599,7 @@ JAX_WORKER = JAX_MODELS + JAX_TRAINING + textwrap.dedent("""
         if name.startswith("chain"):
             xw = [jnp.asarray(rng.standard_normal(shape).astype(np.float32)) for _ in range(2)]
             rows[name] = (jax.jit(jax.value_and_grad(lambda xw: chain6(*xw))), xw, ())
-        elif name == "tiny_mlp":      # the parameters differentiated, the input not (timing only: random values)
-            b, i, h, o = shape
-            f32 = lambda *sh: jnp.asarray(rng.standard_normal(sh).astype(np.float32) * 0.1)
-            p = ((f32(i, h), f32(h)), (f32(h, h), f32(h)), (f32(h) + 1.0, f32(h)), (f32(h, o), f32(o)))
-            rows[name] = (jax.jit(jax.grad(tiny)), p, (f32(b, i),))
+    rows.update(workload_rows(json.loads(sys.argv[2]), rng))
     print("ready", flush=True)
     for line in sys.stdin:
         name, n = line.split()
@@ -605,17 +612,18 @@ JAX_WORKER = JAX_MODELS + JAX_TRAINING + textwrap.dedent("""
 """)
 
 
-def ab_jax(names: list, rounds: int, mode: str | None = None) -> dict:
+def ab_jax(names: list, rounds: int, mode: str | None = None):
     """tapelab's compiled step and JAX's jitted one on the same row, alternating in rounds (each
     side's CPU seconds in its own process, so both see the same load): per round compiled / JAX;
-    the median and quartiles of the rounds, steadier than two best-ofs taken a minute apart.
+    yields each row's name and the median and quartiles of its rounds as it ends (a long run shows
+    its rows as they come), steadier than two best-ofs taken a minute apart.
     A training row, ``chain16``/``chain1M``, or ``"chain1M captured"`` (the compiled step replayed);
     ``mode``: ``tapelab.compile``'s mode (``"reduce-overhead"`` captures and replays the compiled call)."""
     import tapelab as T
     py = os.environ.get("JAX_PYTHON", "/work/jaxvenv/bin/python")
     if not os.path.exists(py):
         sys.exit(f"--ab-jax: no JAX python at {py} (set JAX_PYTHON)")
-    rows, res = _tapelab_training(), {}
+    rows = _tapelab_training()
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "training.npz")
         np.savez(path, **_saved(rows))
@@ -644,11 +652,10 @@ def ab_jax(names: list, rounds: int, mode: str | None = None) -> dict:
                     ratios.append(ours / float(worker.stdout.readline()))
                 ratios.sort()
                 n = len(ratios)
-                res[name] = (ratios[n // 2], ratios[n // 4], ratios[(3 * n) // 4])
+                yield name, (ratios[n // 2], ratios[n // 4], ratios[(3 * n) // 4])
         finally:
             worker.stdin.close()
             worker.wait()
-    return res
 
 
 def ab_modes(names: list, rounds: int) -> dict:
@@ -878,9 +885,9 @@ def main() -> None:
             print(f"{name:<9}{cells}{ratio}")
         return
     if a.ab_jax:
-        for name, (med, lo, hi) in ab_jax(a.ab_jax.split(","), a.rounds, a.mode).items():
+        for name, (med, lo, hi) in ab_jax(a.ab_jax.split(","), a.rounds, a.mode):
             print(f"{name:<17} compiled/jax {med:.3f} (quartiles {lo:.3f}-{hi:.3f}, {a.rounds} rounds)"
-                  + (f" mode={a.mode}" if a.mode else ""))
+                  + (f" mode={a.mode}" if a.mode else ""), flush=True)
         return
     if a.ab_modes:
         for name, sides in ab_modes(a.ab_modes.split(","), a.rounds).items():
