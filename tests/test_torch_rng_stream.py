@@ -99,8 +99,8 @@ def test_integers_equal_torch():
     assert_same(both(draws, seed=5))
 
 
-@pytest.mark.parametrize("n", [1, 2, 10, 1000, 70000])
-def test_randperm_equal_torch(n):
+@pytest.mark.parametrize("n", [0, 1, 2, 10, 1000, 70000])
+def test_randperm_equal_torch(n, loops):   # the swaps in the numba loop and in Python
     assert_same(both(lambda lib: [lib.randperm(n), lib.randperm(n, generator=lib.Generator().manual_seed(n))]))
 
 
@@ -364,3 +364,13 @@ def test_complex_draws_equal_torch():
                 lib.randn_like(lib.zeros(7, dtype=lib.complex64)), lib.empty(4, dtype=lib.complex64).normal_(),
                 lib.empty(20, dtype=lib.complex64).normal_(0.5, 2.0), lib.empty(4, dtype=lib.complex64).uniform_()]
     assert_same(both(draws, seed=22))
+
+
+@pytest.mark.parametrize("seed", [0, 5, 2**32 - 1, 2**32 + 7, 67280421310721])
+def test_twister_seeding_is_init_genrand_of_the_low_32_bits(seed):
+    # numpy's legacy seeding (what RandomState(seed) runs) is PyTorch's mt19937 seeding
+    from tapelab.core import cpu_stream
+    bits = np.random.MT19937()
+    cpu_stream.seed_twister(bits, seed)
+    want = np.random.RandomState(seed & 0xFFFFFFFF).get_state()
+    assert (bits.state["state"]["key"] == want[1]).all() and bits.state["state"]["pos"] == want[2] == 624

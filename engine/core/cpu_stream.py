@@ -37,6 +37,7 @@ import math
 
 import numpy as np
 
+from .. import kernels
 from ..base.dtype import BFLOAT16_NP
 
 _U64 = np.uint64
@@ -44,11 +45,11 @@ _F32 = np.float32
 _MASK32 = 0xFFFFFFFF
 
 
-def mt_state(seed: int) -> dict:
-    """numpy's ``MT19937.state`` after MT's ``init_genrand(seed & 0xffffffff)`` (``RandomState``'s
-    integer seeding runs it)."""
-    key = np.random.RandomState(seed & _MASK32).get_state()[1]
-    return {"bit_generator": "MT19937", "state": {"key": key, "pos": 624}}
+def seed_twister(bits: np.random.MT19937, seed: int) -> None:
+    """Put ``bits`` in the state of MT's ``init_genrand(seed & 0xffffffff)``, as PyTorch seeds: numpy's
+    legacy integer seeding runs it (1 us; through a ``RandomState``'s state it took 150 us, paid at
+    every DataLoader pass by its sampler's generator)."""
+    bits._legacy_seeding(seed & _MASK32)   # RandomState.seed's own path (tests pin it to RandomState's state)
 
 
 def words32(bits: np.random.MT19937, n: int) -> np.ndarray:
@@ -134,13 +135,19 @@ def full_range(bits, n: int, dt: np.dtype) -> np.ndarray:
 
 
 def permutation(bits, n: int) -> np.ndarray:
-    """``randperm(n)``: Fisher-Yates with one 32-bit word per swap."""
+    """``randperm(n)``: Fisher-Yates with one 32-bit word per swap (the swaps in a numba loop where
+    the loops are on)."""
+    if n <= 1:
+        return np.arange(n, dtype=np.int64)
+    picks = (words32(bits, n - 1) % np.arange(n, 1, -1, dtype=_U64)).astype(np.int64)
+    if kernels.enabled():
+        out = np.arange(n, dtype=np.int64)
+        kernels.loops("shuffle").fisher_yates(out, picks)
+        return out
     out = list(range(n))
-    if n > 1:
-        picks = (words32(bits, n - 1) % np.arange(n, 1, -1, dtype=_U64)).tolist()
-        for i, z in enumerate(picks):
-            j = i + z
-            out[i], out[j] = out[j], out[i]
+    for i, z in enumerate(picks.tolist()):
+        j = i + z
+        out[i], out[j] = out[j], out[i]
     return np.array(out, np.int64)
 
 

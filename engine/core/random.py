@@ -44,7 +44,7 @@ class Generator:
         if not hasattr(self, "_bits"):       # made once: a fresh MT19937 hashes OS entropy (~0.1 ms)
             self._bits = np.random.MT19937()
             self._rng = np.random.Generator(self._bits)
-        self._bits.state = stream.mt_state(self._seed)
+        stream.seed_twister(self._bits, self._seed)
         self._normal = None   # Box-Muller's second number, returned by the next small normal draw
         return self
 

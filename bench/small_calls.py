@@ -1,0 +1,82 @@
+"""The per-call cost researchers' small programs pay, tapelab against PyTorch in one process.
+
+    python bench/small_calls.py               # every statement below
+    python bench/small_calls.py -k nll        # those whose text contains "nll"
+
+Each statement runs in a loop under both libraries, repetitions alternating on the thread clock
+(one thread each), so load from other processes hits both sides alike; prints the medians and
+torch/tapelab. The statements are what a small model's step or a data pipeline calls many times:
+a small Linear, a loss on class targets, an index op, a batch from a DataLoader. Not a test:
+nothing asserts.
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import numpy as np
+
+STATEMENTS = [
+    ("F.linear(x, W, B)", 2000),
+    ("F.linear(x, W, B).sum().backward()", 1000),
+    ("F.nll_loss(logp, y)", 2000),
+    ("F.nll_loss(F.log_softmax(x, 1), y).backward()", 1000),
+    ("F.cross_entropy(x, y).backward()", 1000),
+    ("x.gather(1, y[:, None])", 2000),
+    ("emb(idx)", 2000),
+    ("m.stack(samples)", 500),
+    ("X[5]", 5000),
+    ("next(iter(loader))", 200),
+]
+
+
+def setup(m) -> dict:
+    """The same values under either library (numpy draws, converted)."""
+    m.set_num_threads(1)
+    rng = np.random.default_rng(0)
+    x = m.tensor(rng.standard_normal((64, 10)).astype(np.float32), requires_grad=True)
+    y = m.tensor(rng.integers(0, 10, 64))
+    images = m.tensor(rng.standard_normal((6400, 1, 28, 28)).astype(np.float32))
+    labels = m.tensor(rng.integers(0, 10, 6400))
+    data = m.utils.data
+    return dict(m=m, F=m.nn.functional, x=x, y=y,
+                W=m.tensor(rng.standard_normal((20, 10)).astype(np.float32), requires_grad=True),
+                B=m.tensor(rng.standard_normal(20).astype(np.float32), requires_grad=True),
+                logp=m.nn.functional.log_softmax(x.detach(), 1).requires_grad_(),
+                emb=m.nn.Embedding(100, 16), idx=m.tensor(rng.integers(0, 100, (8, 16))),
+                X=images, samples=[images[i] for i in range(64)],
+                loader=data.DataLoader(data.TensorDataset(images, labels), batch_size=64, shuffle=True))
+
+
+def _repeat(stmt: str, env: dict, n: int) -> float:
+    code = compile(f"for _ in range({n}): {stmt}", "<statement>", "exec")
+    start = time.thread_time()
+    exec(code, env)
+    return (time.thread_time() - start) / n * 1e6
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("-k", dest="filter", default="")
+    ap.add_argument("--rounds", type=int, default=11)
+    args = ap.parse_args()
+    import tapelab
+    import torch
+    envs = {"torch": setup(torch), "tapelab": setup(tapelab)}
+    print(f"{'statement':48s} {'torch':>10s} {'tapelab':>10s}  torch/tapelab")
+    for stmt, n in STATEMENTS:
+        if args.filter not in stmt:
+            continue
+        for env in envs.values():
+            _repeat(stmt, env, max(1, n // 10))
+        times = {name: [] for name in envs}
+        for _ in range(args.rounds):
+            for name, env in envs.items():
+                times[name].append(_repeat(stmt, env, n))
+        t, tl = statistics.median(times["torch"]), statistics.median(times["tapelab"])
+        print(f"{stmt:48s} {t:8.2f}us {tl:8.2f}us  {t / tl:.2f}")
+
+
+if __name__ == "__main__":
+    main()
