@@ -173,6 +173,13 @@ def _wm(xp, w):
 def _cols_rows(xp, x, kernel, stride, pads, dilation, out=None):
     """im2col as ``(N*L, K*C)`` from a channels-last copy of the padded input, and the output size
     (``out`` caps it: a transposed convolution's output padding adds rows no window uses)."""
+    v, out = _cols_view(xp, x, kernel, stride, pads, dilation, out)
+    return v.reshape(x.shape[0] * math.prod(out), -1), out
+
+
+def _cols_view(xp, x, kernel, stride, pads, dilation, out=None):
+    """``_cols_rows`` before its copy: the windows ``(N, *out, *kernel, C)`` of a channels-last
+    copy of the padded input, and the output size."""
     nd = len(kernel)
     last = (0,) + tuple(range(2, 2 + nd)) + (1,)
     p = _pad_last(xp, x.transpose(last), pads)                              # (N, *padded, C)
@@ -182,8 +189,7 @@ def _cols_rows(xp, x, kernel, stride, pads, dilation, out=None):
     v = v[(slice(None),) + tuple(slice(None, e * s if e else None, s) for s, e in zip(stride, ends))
           + (slice(None),) + tuple(slice(None, None, d) for d in dilation)]   # (N, *out, C, *kernel)
     out = v.shape[1:1 + nd]
-    v = v.transpose((0,) + tuple(range(1, 1 + nd)) + tuple(range(2 + nd, 2 + 2 * nd)) + (1 + nd,))
-    return v.reshape(x.shape[0] * math.prod(out), -1), out
+    return v.transpose((0,) + tuple(range(1, 1 + nd)) + tuple(range(2 + nd, 2 + 2 * nd)) + (1 + nd,)), out
 
 
 def _pad_last(xp, xt, pads):
@@ -193,11 +199,6 @@ def _pad_last(xp, xt, pads):
     res = xp.zeros((xt.shape[0],) + _padded_size(xt.shape[1:-1], pads) + (xt.shape[-1],), xt.dtype)
     res[(slice(None),) + tuple(slice(lo, lo + n) for (lo, _), n in zip(pads, xt.shape[1:-1]))] = xt
     return res
-
-
-def _rows(xp, a):
-    """``(N, O, *sp)`` -> ``(N * prod(sp), O)`` (one copy)."""
-    return xp.ascontiguousarray(a.reshape(a.shape[0], a.shape[1], -1).transpose(0, 2, 1)).reshape(-1, a.shape[1])
 
 
 def _unrows(xp, y, n, out):
@@ -351,8 +352,13 @@ def _conv_w_fwd(xp, x, gy, *, stride, pads, dilation, groups, kernel):
         return _winograd.weight3x3(xp, x, gy, pads)
     if groups == 1 and _channels_last(x.shape[1], kernel, stride, pads):
         nd = len(kernel)
-        cols, _ = _cols_rows(xp, x, kernel, stride, pads, dilation, gy.shape[2:])
-        gw = gemm(xp, cols.T, _rows(xp, gy))                              # (K*C, O)
+        # the copies into im2col's and gy's row layouts by images over the threads; the GEMM splits itself
+        n, length = x.shape[0], math.prod(gy.shape[2:])
+        cols = xp.empty((n * length, math.prod(kernel) * x.shape[1]), x.dtype)
+        rows = xp.empty((n * length, o), gy.dtype)
+        kernels.parallel_ranges(_weight_rows_into, n, cols.size,
+                                lambda first, lo, hi: (xp, x, gy, kernel, stride, pads, dilation, cols, rows, lo, hi))
+        gw = gemm(xp, cols.T, rows)                                        # (K*C, O)
         gw = gw.reshape(tuple(kernel) + (x.shape[1], o))
         return xp.ascontiguousarray(gw.transpose((nd + 1, nd) + tuple(range(nd))))
     if groups == 1 and x.ndim == 4 and x.shape[1] < _LAST_MIN_C and tuple(stride) == tuple(dilation) == (1, 1) \
@@ -368,6 +374,16 @@ def _conv_w_fwd(xp, x, gy, *, stride, pads, dilation, groups, kernel):
     else:
         gw = gemm(xp, gm, cols.transpose(0, 2, 1))                         # (g, O/g, C/g * K)
     return gw.reshape((o, x.shape[1] // groups) + tuple(kernel))
+
+
+def _weight_rows_into(xp, x, gy, kernel, stride, pads, dilation, cols, rows, lo, hi) -> None:
+    """Images ``lo:hi``'s rows of the weight gradient's operands: im2col ``cols (N*L, K*C)`` and
+    ``rows (N*L, O)``, gy channels last."""
+    length = rows.shape[0] // x.shape[0]
+    v, _ = _cols_view(xp, x[lo:hi], kernel, stride, pads, dilation, gy.shape[2:])
+    cols[lo * length:hi * length].reshape(v.shape)[...] = v
+    rows[lo * length:hi * length].reshape(hi - lo, length, -1)[...] = \
+        gy[lo:hi].reshape(hi - lo, gy.shape[1], -1).transpose(0, 2, 1)
 
 
 def _few_channels_weight(xp, x, gy, pads, kernel):
