@@ -603,34 +603,52 @@ def test_backward_reads_the_saved_output_instead_of_recomputing():
 
 @pytest.mark.parametrize("shape", [(64, 33), (1, 12000)])
 @pytest.mark.parametrize("numba", ["1", "0"])
-def test_a_trailing_sum_is_accumulated_in_the_kernel(monkeypatch, numba, shape):
-    """``chain(x).sum()``: the sum is the group's kernel's own accumulation (one op forward, no
-    sum node; a 12000-element row spans three of cpu.REDUCE_BLOCK's per-lane float32 partial sums),
-    its backward's kernel reading the 0-d gradient as a scalar (no expand), and value and
-    gradients equal PyTorch's at rtol 1e-5, with numba and without."""
+@pytest.mark.parametrize("reduction", ["sum", "mean"])
+def test_a_trailing_sum_is_accumulated_in_the_kernel(monkeypatch, numba, shape, reduction):
+    """``chain(x).sum()`` (or ``.mean()``, a squared-mean loss's): the reduction is the group's
+    kernel's own accumulation (one op forward, no sum node; a 12000-element row spans three of
+    cpu.REDUCE_BLOCK's per-lane float32 partial sums), a sum's backward kernel reading the 0-d
+    gradient as a scalar (no expand; mean's vjp divides the expanded gradient, so its expand stays),
+    and value and gradients equal PyTorch's at rtol 1e-5, with numba and without."""
     from tapelab.compiler import cpu
     monkeypatch.setenv("TAPELAB_COMPILE_NUMBA", numba)
     monkeypatch.setattr(cpu, "_WARNED", [True])
 
     def f(x, w):
-        return ((x * w + 1.0).tanh() * x).sigmoid().sum()
+        return getattr(((x * w + 1.0).tanh() * x).sigmoid(), reduction)()
     x, w = tapelab.randn(*shape, requires_grad=True), tapelab.randn(shape[-1], requires_grad=True)
     c = tapelab.compile(f)
     c(x, w)
     out = c(x, w)
     gm = c.cache[next(iter(c.cache))].graph
-    assert [n.target.op.name for n in gm.graph.nodes if n.op == "call_function"] == \
-        ["fused(mul, add, tanh, mul, sigmoid, sum)"]
-    assert out.shape == () and out.grad_fn.name() == "fused(mul, add, tanh, mul, sigmoid, sum)Backward"
+    name = f"fused(mul, add, tanh, mul, sigmoid, {reduction})"
+    assert [n.target.op.name for n in gm.graph.nodes if n.op == "call_function"] == [name]
+    assert out.shape == () and out.grad_fn.name() == name + "Backward"
     backwards = list(out.grad_fn.op._backwards.values())
-    assert backwards and all("expand" not in bw.code for bw in backwards)
+    assert backwards and (reduction == "mean" or all("expand" not in bw.code for bw in backwards))
     out.backward()
     xt, wt = (torch.tensor(a.detach().numpy(), requires_grad=True) for a in (x, w))
-    want = ((xt * wt + 1.0).tanh() * xt).sigmoid().sum()
+    want = f(xt, wt)
     want.backward()
     np.testing.assert_allclose(out.item(), want.item(), rtol=RTOL)
     np.testing.assert_allclose(x.grad.numpy(), xt.grad.numpy(), rtol=RTOL, atol=ATOL)
     np.testing.assert_allclose(w.grad.numpy(), wt.grad.numpy(), rtol=RTOL, atol=ATOL)
+
+
+@pytest.mark.parametrize("numba", ["1", "0"])
+def test_a_fused_mean_of_nothing_is_nan(monkeypatch, numba):
+    """A fused trailing mean over an empty tensor divides 0 by 0 once: NaN, as PyTorch's ``mean()``."""
+    from tapelab.compiler import cpu
+    monkeypatch.setenv("TAPELAB_COMPILE_NUMBA", numba)
+    monkeypatch.setattr(cpu, "_WARNED", [True])
+    c = tapelab.compile(lambda x: (x * x + 1.0).mean())
+    x = tapelab.randn(0, 4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)       # numpy's "Mean of empty slice"
+        c(x)
+        out = c(x)
+    assert out.grad_fn is None and np.isnan(out.item()) and out.dtype == tapelab.float32
+    assert "mean" in c.cache[next(iter(c.cache))].graph.fused_ops[0].name
 
 
 @pytest.mark.parametrize("grad", [False, True])

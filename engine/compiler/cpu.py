@@ -182,7 +182,13 @@ def numba_source(kernel: Kernel) -> str:
                       f"            for c in range(c0, min(c0 + {REDUCE_BLOCK}, C)):",
                       "                i = np.uint64(base + c)", "                cu = np.uint64(c)",
                       *_body(kernel, " " * 16), "            acc += np.float64(part)",
-                      f"    o0[0] = np.{kernel.outputs[0].dtype.name}(acc)", ""])
+                      f"    o0[0] = np.{kernel.outputs[0].dtype.name}({_total(kernel)})", ""])
+
+
+def _total(kernel: Kernel) -> str:
+    """The reduced value from the float64 accumulator ``acc`` over rows ``r0..r1`` of ``C``: a mean
+    divides once at the end (an empty loop's 0/0 is NaN, as ``mean()`` of nothing)."""
+    return "acc" if kernel.reduce == "sum" else "acc / np.float64((r1 - r0) * C)"
 
 
 def _part_dtype(kernel: Kernel) -> str:
@@ -245,7 +251,8 @@ def numpy_source(kernel: Kernel) -> str:
     ret = ", ".join(f"np.broadcast_to({ref(o)}, full)" if shape(o) != full or o.kind in ("input", "const")
                     else ref(o) for o in outs)
     if kernel.reduce:                     # the whole loop's sum, accumulated in float64 as the loop's
-        ret = f"np.asarray(np.broadcast_to({ref(outs[0])}, full).sum(dtype=np.float64), np.{outs[0].dtype.name})"
+        ret = (f"np.asarray(np.broadcast_to({ref(outs[0])}, full).{kernel.reduce}(dtype=np.float64), "
+               f"np.{outs[0].dtype.name})")
     args = ", ".join(f"a{i}" for i in range(len(kernel.inputs)))
     sizes = f"    full = np.broadcast_shapes({''.join(f'a{i}.shape, ' for i in range(len(kernel.inputs)))})"
     return "\n".join([f"# {kernel.name}: numpy fallback, key {kernel.digest}", "import numpy as np",

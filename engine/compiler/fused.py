@@ -313,7 +313,7 @@ def _describe(members: list, outputs: list, reduce: str | None = None) -> tuple:
         names.append(op_name(m))
     shape = tuple(np.broadcast_shapes(*(tuple(m.meta["tensor_meta"].shape) for m in outputs)))
     ins = [(str(_np_dtype(n.meta["tensor_meta"])), tuple(n.meta["tensor_meta"].shape)) for n in externals]
-    label = ", ".join(names + ["sum"] * bool(reduce))
+    label = ", ".join(names + [reduce] * bool(reduce))
     kernel = Kernel(f"fused({label})", ins, [syms[o] for o in outputs], shape, names, reduce)
     return kernel, list(externals)
 
@@ -379,15 +379,15 @@ def lower(gm: GraphModule, example_args: list, *, differentiable: bool = True, b
         for outs in jobs:
             need = set().union(*(_ancestors(o, gset) for o in outs))
             members = [m for m in group if m in need]
-            # a trailing sum() joins the kernel at any size. The fused sum keeps no elementwise output,
+            # a trailing sum() (or mean()) joins the kernel at any size. The fused sum keeps no elementwise output,
             # so its backward recomputes the group (tanh, sigmoid's exp) and gets the 0-d gradient as a
             # scalar; that beats writing the output, summing it in a second pass and reading the
             # gradient's 4-byte-a-value broadcast back, on this project's machine, where these loops are
             # memory-bound (alternating rounds, chain6 fwd+bwd: 1M float32 2.27 against 2.36 ms, 32K
             # 0.13 against 0.18 ms, 4M 10.7 against 11.7 ms; keeping tanh's output for the backward
             # instead of recomputing it lost too: 2.93 against 2.82 ms at 1M)
-            total = _trailing_sum(outs) if on_cpu else None
-            kernel, inputs = _describe(members, outs, "sum" if total is not None else None)
+            total = _trailing_reduction(outs) if on_cpu else None
+            kernel, inputs = _describe(members, outs, None if total is None else op_name(total))
             if len(kernel.lines()[0]) < 2 and total is None:   # one ufunc: numpy's own loop is the kernel
                 continue
             replay = (_replay(members + [total], inputs, [total]) if total is not None
@@ -395,7 +395,7 @@ def lower(gm: GraphModule, example_args: list, *, differentiable: bool = True, b
             op = FusedOp(kernel, replay, differentiable=differentiable, backend=backend)
             if on_cpu and len(members) == 1 and total is None and not _pays(op, members[0], inputs):
                 continue
-            if total is not None:               # the sum's node is what the kernel replaces
+            if total is not None:               # the reduction's node is what the kernel replaces
                 outs = [total]
             with graph.inserting_after(outs[-1]):
                 call = graph.call_function(FusedCall(op), tuple(inputs))
@@ -450,15 +450,16 @@ def _fold_expands(gm: GraphModule, example_args: list) -> None:
     gm.recompile()
 
 
-def _trailing_sum(outs: list):
-    """The ``sum()`` node (whole tensor, no dtype) that is the only user of the group's one float
-    output, or None: the kernel then accumulates it in the same loop."""
+def _trailing_reduction(outs: list):
+    """The ``sum()`` or ``mean()`` node (whole tensor, no dtype) that is the only user of the group's
+    one float output, or None: the kernel then accumulates it in the same loop. A squared-mean loss,
+    ``(y * y).mean()``, is then one op each way in place of two."""
     if len(outs) != 1 or len(outs[0].users) != 1:
         return None
     user = next(iter(outs[0].users))
     meta = outs[0].meta.get("tensor_meta")
-    if (user.op != "call_function" or op_name(user) != "sum" or user.args != (outs[0],) or meta is None
-            or _np_dtype(meta).kind != "f" or any(user.kwargs.get(k) not in (None, False)
+    if (user.op != "call_function" or op_name(user) not in ("sum", "mean") or user.args != (outs[0],)
+            or meta is None or _np_dtype(meta).kind != "f" or any(user.kwargs.get(k) not in (None, False)
                                                   for k in ("dims", "dim", "keepdim", "dtype"))
             or set(user.kwargs) - {"dims", "dim", "keepdim", "dtype"}):
         return None

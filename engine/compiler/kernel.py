@@ -26,8 +26,9 @@ class Kernel:
         inputs: ``(dtype, shape)`` per tensor input, in argument order.
         outputs: one Sym per output.
         shape: the broadcast shape of the loop (every output has it, unless reduced).
-        reduce: ``"sum"``: the one output is summed over the whole loop into a 0-d result (a
-            trailing ``.sum()`` fused into the group: no second pass, no second dispatch).
+        reduce: ``"sum"`` or ``"mean"``: the one output is summed (or averaged) over the whole loop
+            into a 0-d result (a trailing ``.sum()``/``.mean()`` fused into the group: no second
+            pass, no second dispatch).
     """
     name: str
     inputs: list
