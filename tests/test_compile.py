@@ -753,6 +753,28 @@ def test_a_reassigned_parameter_recompiles():
     assert "self.fc1.weight is the tensor traced" in next(iter(cm._compiled.cache.values())).guards
 
 
+def test_functional_call_and_a_reassigned_buffer_reach_a_compiled_module():
+    """The identity guard reads the dict that held each parameter and buffer: ``functional_call``'s
+    swapped parameters are seen (as PyTorch's), the next plain call sees the module's own again,
+    and a reassigned buffer recompiles."""
+    m = tapelab.nn.Sequential(tapelab.nn.Linear(4, 3), tapelab.nn.BatchNorm1d(3)).eval()
+    cm = tapelab.compile(m)
+    x = tapelab.randn(5, 4)
+    cm(x)
+    cm(x)
+    tm = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.BatchNorm1d(3)).eval()
+    tm.load_state_dict({k: torch.tensor(v.numpy()) for k, v in m.state_dict().items()})
+    xt = torch.tensor(x.numpy())
+    doubled = {"_orig_mod.0.weight": m[0].weight.detach() * 2.0}
+    got = tapelab.func.functional_call(cm, doubled, (x,))
+    want = torch.func.functional_call(tm, {"0.weight": tm[0].weight.detach() * 2.0}, (xt,))
+    _close(got.detach().numpy(), want.detach().numpy())
+    _close(cm(x).detach().numpy(), tm(xt).detach().numpy())
+    m[1].running_mean = tapelab.full((3,), 0.5)
+    tm[1].running_mean = torch.full((3,), 0.5)
+    _close(cm(x).detach().numpy(), tm(xt).detach().numpy())
+
+
 def test_double_backward_runs_the_members_ops_and_says_so():
     f = tapelab.compile(chain)
     x, y = tapelab.randn(5, 3, requires_grad=True), tapelab.randn(3, requires_grad=True)
