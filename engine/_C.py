@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import types
 
+from .autograd.engine import current_graph_task_id as _current_graph_task_id  # noqa: F401  (hooks ask
+from .autograd.engine import will_engine_execute_node as _will_engine_execute_node  # noqa: F401  the engine)
 from .core.overrides import (DisableTorchFunction, DisableTorchFunctionSubclass,  # noqa: F401  (the protocol's
                              _disabled_torch_function_impl, _is_torch_function_mode_enabled,  # C-side names)
                              _len_torch_function_stack)
@@ -14,7 +16,8 @@ from .ops.convert import _parse_to_args
 
 __all__ = ["Generator", "_get_tracing_state", "_log_api_usage_once", "_get_cudnn_enabled", "DisableTorchFunction",
            "DisableTorchFunctionSubclass", "_disabled_torch_function_impl", "_is_torch_function_mode_enabled",
-           "_len_torch_function_stack", "_TensorMeta", "_nn", "_are_functorch_transforms_active", "_functorch"]
+           "_len_torch_function_stack", "_TensorMeta", "_nn", "_are_functorch_transforms_active", "_functorch",
+           "_current_graph_task_id", "_will_engine_execute_node"]
 
 _TensorMeta = type(Tensor)   # Tensor's metaclass (annotations name it; tapelab's Tensor is a plain class)
 

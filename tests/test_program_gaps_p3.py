@@ -510,3 +510,27 @@ def test_profiling_tracer_example_records_the_range_ops_into_the_graph():
     assert results[0] == results[1]
     assert results[0][0] == ["placeholder", "call_function", "call_function", "call_function", "call_function",
                              "output"]
+
+
+def test_register_multi_grad_hook_passes_that_miss_tensors_as_torch():
+    """A pass that reaches only some hooked tensors calls "all" at its end with None for the others
+    (the engine says which nodes the pass runs); the next pass starts afresh; grad(inputs=) counts
+    only the nodes on a path to its inputs; non-leaf tensors hook their grad_fn."""
+    data = np.random.default_rng(1).standard_normal((3, 4))
+    runs = []
+    for m in (tapelab, torch):
+        a, b, w = (m.tensor(d, requires_grad=True) for d in data)
+        h = w * 2                                       # a non-leaf hooked tensor
+        calls, ids = [], []
+        m.autograd.graph.register_multi_grad_hook(
+            (a, b, h), lambda gs: (calls.append(_lists(gs)), ids.append(m._C._current_graph_task_id())))
+        (a * 3).sum().backward()                        # reaches a only
+        (a * b * h).sum().backward(retain_graph=True)   # reaches all three
+        (b * h).sum().backward()                        # b and h
+        (a * b).sum().backward(inputs=[a])              # the pass runs only what leads to a
+        runs.append(calls)
+        assert len(set(ids)) == len(ids) and m._C._current_graph_task_id() == -1
+        with pytest.raises(RuntimeError, match="during the backward pass"):
+            m._C._will_engine_execute_node(h.grad_fn)
+    assert runs[0] == runs[1] and len(runs[0]) == 4
+    assert runs[0][0][1:] == [None, None] and None not in runs[0][1]

@@ -13,6 +13,7 @@ on unrelated tensors do not fire.
 from __future__ import annotations
 
 import heapq
+import itertools
 from collections import deque
 import sys
 from sys import getrefcount
@@ -32,10 +33,11 @@ from ..core.dispatch import apply
 from ..core.factories import FULL
 from ..base.dispatch_state import STATE as _DISPATCH
 from ..core.tensor import Tensor, _check_grad
-from ..core.node import RETAIN, AccumulateGrad, OpNode
+from ..core.node import RETAIN, AccumulateGrad, Node, OpNode
 from .views import _view_grad_fn
 
-__all__ = ["backward_steps", "backward", "grad", "BackwardStep", "running_node"]
+__all__ = ["backward_steps", "backward", "grad", "BackwardStep", "running_node", "current_graph_task_id",
+           "will_engine_execute_node"]
 
 BackwardStep = events.BackwardStep
 _STEP_SUBSCRIBERS = events._subscribers["backward_step"]  # the live list: one truth test per node
@@ -47,10 +49,12 @@ _ONE: dict = {}   # dtype -> a 0-d one (_ones)
 
 class _Running(threading.local):
     """Per thread (a backward walk runs in the thread that called it): the nodes whose backward
-    is executing, innermost last (kept while someone listens)."""
+    is executing, innermost last (kept while someone listens), and the walk running now (a hook's
+    nested backward replaces it until it returns)."""
 
     def __init__(self):
         self.nodes: list = []
+        self.walk = None
 
 
 _RUNNING = _Running()
@@ -64,6 +68,26 @@ def running_node():
     """
     nodes = _RUNNING.nodes
     return nodes[-1] if nodes else None
+
+
+def current_graph_task_id() -> int:
+    """The id of the backward pass running in this thread (``torch._C._current_graph_task_id``), -1
+    outside one: hooks that fire in one pass see one id."""
+    walk = _RUNNING.walk
+    return -1 if walk is None else walk.task_id
+
+
+def will_engine_execute_node(node) -> bool:
+    """Whether the backward pass running now will run ``node`` (``torch._C._will_engine_execute_node``):
+    it is reachable from the pass's roots and, where the pass was given ``inputs=`` or runs for
+    ``grad()``, on a path to one of them. Only inside a pass (a hook): else RuntimeError, as PyTorch."""
+    walk = _RUNNING.walk
+    if walk is None:
+        raise RuntimeError("_will_engine_execute_node should only be called during the backward pass")
+    if not isinstance(node, Node):
+        raise RuntimeError("_will_engine_execute_node expects a grad_fn or AccumulateGrad node, "
+                           f"got {type(node).__name__}")
+    return node in walk.deps if walk.needed is None else node in walk.needed
 
 
 def _as_list(x) -> list:
@@ -220,6 +244,9 @@ def _plan(roots, targets, stop: bool):
     return deps, needed, runs
 
 
+_TASK_IDS = itertools.count()
+
+
 class _Walk:
     """One backward pass in progress: the gradients waiting at each node and the nodes ready to
     run. ``_steps`` (the resumable walk) and ``_run_plain`` (``backward()`` while nobody
@@ -227,9 +254,10 @@ class _Walk:
     starts watching."""
 
     __slots__ = ("deps", "buffers", "ready", "needed", "runs", "targets", "sinks", "capture", "stop",
-                 "create_graph", "retain_graph", "index")
+                 "create_graph", "retain_graph", "index", "task_id")
 
     def __init__(self, tensors, grad_tensors, retain_graph, create_graph, inputs, capture, stop):
+        self.task_id = next(_TASK_IDS)
         roots = _root_grads(_as_list(tensors), grad_tensors, "backward")
         self.create_graph = create_graph
         self.retain_graph = create_graph if retain_graph is None else retain_graph
@@ -307,6 +335,7 @@ def _steps(walk: _Walk) -> Iterator[BackwardStep]:
         if observed:  # ops dispatched while this node runs, sums its gradients or accumulates belong to it
             running = _RUNNING.nodes
             running.append(node)
+        outer, _RUNNING.walk = _RUNNING.walk, walk   # between steps a debugger may run other passes
         try:
             prev = GRAD.enabled  # read per node: the caller may change modes between steps
             GRAD.enabled = create_graph
@@ -341,6 +370,7 @@ def _steps(walk: _Walk) -> Iterator[BackwardStep]:
             walk.index += 1
             _send(walk, node, out)
         finally:
+            _RUNNING.walk = outer
             if observed:
                 running.pop()
         yield step
@@ -359,6 +389,8 @@ def _run_plain(walk: _Walk) -> None:
     heappop, heappush = heapq.heappop, heapq.heappush
     prev = GRAD.enabled
     GRAD.enabled = create_graph
+    running = _RUNNING
+    outer, running.walk = running.walk, walk
     try:
         while ready and not _STEP_SUBSCRIBERS and not anomaly.enabled:
             node = heappop(ready)[2]
@@ -428,6 +460,7 @@ def _run_plain(walk: _Walk) -> None:
                     node.release()
     finally:
         GRAD.enabled = prev
+        running.walk = outer
 
 
 def _send(walk: _Walk, node, out) -> None:

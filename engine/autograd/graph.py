@@ -4,11 +4,14 @@
 ``save_on_cpu``, ``allow_mutation_on_saved_tensors``, ``register_multi_grad_hook``."""
 from __future__ import annotations
 
+import threading
+
 from ..base.grad_mode import no_grad
 from ..core.dispatch import LOCAL, Mode, apply
 from ..core.node import AccumulateGrad, Node, OpNode, Packed
 from ..core.storage import _root
 from ..core.tensor import Tensor
+from .engine import current_graph_task_id, will_engine_execute_node
 from .views import CopySlices
 
 __all__ = ["Node", "OpNode", "AccumulateGrad", "CopySlices", "save_on_cpu", "saved_tensors_hooks",
@@ -131,38 +134,42 @@ class _MultiHandle:
 
 def register_multi_grad_hook(tensors, fn, *, mode: str = "all") -> _MultiHandle:
     """``torch.autograd.graph.register_multi_grad_hook``: ``mode="all"`` calls ``fn(grads)`` (one entry
-    per tensor) once the gradients of ``tensors`` are computed in a backward pass; ``mode="any"`` calls
-    ``fn(grad)`` with the first of them computed in each pass (tensors that need no gradient are skipped;
-"all" refuses them, as PyTorch's).
-
-    The engine does not tell which nodes a pass will run (PyTorch asks its
-    ``_will_engine_execute_node``), so a pass ends here when every hooked tensor has had its gradient,
-    or when a tensor's hook runs again (at most once per pass). Exact while every pass reaches every
-    hooked tensor; after a pass that misses some, "all" calls ``fn`` late (``None`` for the missing),
-    or, when the next pass reaches the missing ones first, with gradients of two passes."""
+    per tensor, None for those the pass does not reach) once every hooked tensor the backward pass
+    will reach has its gradient; ``mode="any"`` calls ``fn(grad)`` with the first of them computed in
+    each pass (tensors that need no gradient are skipped; "all" refuses them, as PyTorch's). A pass
+    is told by its id and asked which of the tensors' nodes it will run, as PyTorch's engine is."""
     modes = ("all", "any")
     if mode not in modes:
         raise ValueError(f"Expects mode to be one of {modes} but got {mode}")
     live = [(i, t) for i, t in enumerate(tensors) if t.requires_grad]
     if mode == "all" and len(live) < len(tensors):
         raise AssertionError("Expected gradient function to be set")   # PyTorch's, for a tensor without grad
-    wanted = {i for i, _ in live}
-    grads: list = [None] * len(tensors)
-    seen: set = set()
+    nodes = [t.grad_fn if t.grad_fn is not None else t._accumulator() for _, t in live]
+    lock = threading.Lock()
+    passes: dict = {}   # the pass's id -> [grads, count, expected] ("all") or True ("any"): one pass at a time
 
     def hook_for(i):
         def hook(grad):
-            if i in seen or seen == wanted:                 # a new pass
-                if mode == "all" and seen != wanted:
-                    fn(list(grads))                         # the last pass did not reach every tensor
-                grads[:] = [None] * len(tensors)
-                seen.clear()
-            if mode == "any" and not seen:
-                fn(grad)
-            grads[i] = grad
-            seen.add(i)
-            if mode == "all" and seen == wanted:
-                fn(list(grads))
+            task = current_graph_task_id()
+            with lock:
+                if mode == "any":
+                    if task in passes:
+                        return
+                    passes.clear()
+                    passes[task] = True
+                else:
+                    state = passes.get(task)
+                    if state is None:
+                        passes.clear()   # a pass that never reached all of its tensors: dropped, as PyTorch's
+                        state = passes[task] = [[None] * len(tensors), 0,
+                                                sum(will_engine_execute_node(n) for n in nodes)]
+                    state[0][i] = grad
+                    state[1] += 1
+                    if state[1] < state[2]:
+                        return
+                    del passes[task]
+                    grad = state[0]
+            fn(grad)
         return hook
 
     return _MultiHandle(tuple(t.register_hook(hook_for(i)) for i, t in live))
