@@ -129,19 +129,24 @@ def test_cross_entropy_variants_match_pytorch(kw, loops):
     x[3, (t[3] + 1) % 37] = -np.inf
     x[4, 0] = 80.0
     w = rng.uniform(0.2, 2.0, 37).astype(np.float32)
-    kw = dict(kw)
+    (loss, grad), (want_loss, want_grad) = _class_loss_both("cross_entropy", x, t, w, kw)
+    np.testing.assert_allclose(loss, want_loss, rtol=2e-6, atol=1e-6)
+    np.testing.assert_allclose(grad, want_grad, rtol=2e-5, atol=1e-7)
+
+
+def _class_loss_both(name: str, x, t, w, kw) -> list:
+    """``(loss, x.grad)`` of ``nn.functional.<name>`` under tapelab and torch (``weight=`` in ``kw``
+    marks that ``w`` is passed), backward from one fixed random cotangent; float32 checked."""
     res = []
     for m in (tapelab, torch):
         xt = m.tensor(x, requires_grad=True)
         args = dict(kw, weight=m.tensor(w)) if kw.get("weight") else kw
-        loss = m.nn.functional.cross_entropy(xt, m.tensor(t), **args)
+        loss = getattr(m.nn.functional, name)(xt, m.tensor(t), **args)
         g = np.random.default_rng(1).standard_normal(tuple(loss.shape)).astype(np.float32)
         loss.backward(m.tensor(g))
         res.append((loss.detach().numpy(), xt.grad.numpy()))
-    (loss, grad), (want_loss, want_grad) = res
-    assert loss.dtype == grad.dtype == np.float32
-    np.testing.assert_allclose(loss, want_loss, rtol=2e-6, atol=1e-6)
-    np.testing.assert_allclose(grad, want_grad, rtol=2e-5, atol=1e-7)
+        assert res[-1][0].dtype == res[-1][1].dtype == np.float32
+    return res
 
 
 NLL_VARIANTS = [kw for kw in CE_VARIANTS if "label_smoothing" not in kw] + [dict(weight="zero", ignore_index=2)]
@@ -161,16 +166,7 @@ def test_nll_loss_variants_match_pytorch(kw, loops):
         w[t[7]] = 0.0
     x = np.log(np.exp(x - x.max(1, keepdims=True)) / np.exp(x - x.max(1, keepdims=True)).sum(1, keepdims=True))
     x[5, 2] = -np.inf
-    res = []
-    for m in (tapelab, torch):
-        xt = m.tensor(x, requires_grad=True)
-        args = dict(kw, weight=m.tensor(w)) if kw.get("weight") else kw
-        loss = m.nn.functional.nll_loss(xt, m.tensor(t), **args)
-        g = np.random.default_rng(1).standard_normal(tuple(loss.shape)).astype(np.float32)
-        loss.backward(m.tensor(g))
-        res.append((loss.detach().numpy(), xt.grad.numpy()))
-    (loss, grad), (want_loss, want_grad) = res
-    assert loss.dtype == grad.dtype == np.float32
+    (loss, grad), (want_loss, want_grad) = _class_loss_both("nll_loss", x, t, w, kw)
     if "ignore_index" in kw or kw.get("weight") == "zero":
         np.testing.assert_array_equal(np.signbit(grad[5]), np.signbit(want_grad[5]))
     np.testing.assert_allclose(loss, want_loss, rtol=2e-6, atol=1e-6)
