@@ -394,7 +394,8 @@ JAX_WORKLOADS = textwrap.dedent("""
     def workload_rows(shapes, rng):
         '''name -> (jitted gradient of the loss, parameters, inputs): the parameters differentiated, the input not.'''
         def lin(i, o):
-            return (jnp.asarray(rng.standard_normal((i, o)).astype(np.float32) / math.sqrt(i)), jnp.zeros(o, jnp.float32))
+            w = rng.standard_normal((i, o)).astype(np.float32) / math.sqrt(i)
+            return (jnp.asarray(w), jnp.zeros(o, jnp.float32))
         def norm(d): return (jnp.ones(d, jnp.float32), jnp.zeros(d, jnp.float32))
         def x(*shape): return jnp.asarray(rng.standard_normal(shape).astype(np.float32))
         b, d, h = shapes["gelu_mlp"]
@@ -402,7 +403,8 @@ JAX_WORKLOADS = textwrap.dedent("""
         for name, model in (("gpt_block", block), ("transformer", encoder)):
             b, t, d, heads = shapes[name]
             p = ((lin(d, 3 * d), lin(d, d)), norm(d), norm(d), lin(d, 4 * d), lin(4 * d, d))
-            rows[name] = (jax.jit(jax.grad(lambda p, x, model=model, heads=heads: model(p, x, heads))), p, (x(b, t, d),))
+            loss = jax.grad(lambda p, x, model=model, heads=heads: model(p, x, heads))
+            rows[name] = (jax.jit(loss), p, (x(b, t, d),))
         b, i, h, o = shapes["tiny_mlp"]
         rows["tiny_mlp"] = (jax.jit(jax.grad(tiny)), (lin(i, h), lin(h, h), norm(h), lin(h, o)), (x(b, i),))
         return rows

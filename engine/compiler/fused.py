@@ -429,8 +429,26 @@ def _fold_expands(gm: GraphModule, example_args: list) -> None:
     """Users of an ``expand`` that are fusible elementwise ops and broadcast its input to the same shape
     anyway read the input itself: a fused sum's backward expands its 0-d gradient, and the kernel then
     reads it as a scalar instead of a materialised tensor (no expand dispatch, and the one-kernel
-    backward is applied without its graph)."""
+    backward is applied without its graph). An elementwise op of an expand alone (and constants)
+    runs before the expand first: a fused mean's backward divides its expanded 0-d gradient."""
     from ..fx.node import Node
+    _MetaShapeProp(gm).propagate(*example_args)
+    for node in list(gm.graph.nodes):
+        if node.op != "call_function" or op_name(node) != "expand" or not isinstance(node.args[0], Node):
+            continue
+        for user in list(node.users):
+            if user.all_input_nodes != [node] or not _fusible(user):
+                continue
+            def small(a, src=node.args[0]):
+                return src if a is node else a
+            with gm.graph.inserting_before(user):
+                early = gm.graph.call_function(user.target, tuple(map(small, user.args)),
+                                               {k: small(v) for k, v in user.kwargs.items()})
+                late = gm.graph.call_function(node.target, (early, *node.args[1:]), node.kwargs)
+            user.replace_all_uses_with(late)
+            gm.graph.erase_node(user)
+        if not node.users:
+            gm.graph.erase_node(node)
     _MetaShapeProp(gm).propagate(*example_args)
     for node in list(gm.graph.nodes):
         if node.op != "call_function" or op_name(node) != "expand" or not isinstance(node.args[0], Node):
