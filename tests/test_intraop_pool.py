@@ -98,7 +98,7 @@ def test_work_with_a_key_runs_split_or_whole_as_measured_faster():
     slow_worker = _ways(("test", "slow worker"), lambda on_worker: 0.006 if on_worker else 0.0002, 40)
     assert slow_worker[:3] == [1, 1, 0]             # the first of each way is not counted
     assert slow_worker[4:].count(1) <= 3 and slow_worker[-4:] == [0, 0, 0, 0]
-    parallel_pays = _ways(("test", "even blocks"), lambda on_worker: 0.002, 40)
+    parallel_pays = _ways(("test", "even blocks"), lambda on_worker: 0.008, 40)   # margin for wake-ups on a loaded host
     assert parallel_pays[:4] == [1, 1, 0, 0] and parallel_pays[-4:] == [1, 1, 1, 1]
     assert parallel_pays[4:].count(0) <= 3
     (figures,) = pool.timings(("test", "even blocks")).values()
