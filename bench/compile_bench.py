@@ -614,6 +614,15 @@ JAX_WORKER = JAX_MODELS + JAX_WORKLOADS + JAX_TRAINING + textwrap.dedent("""
 """)
 
 
+def _settling_calls(mode: str | None) -> int:
+    """Calls before a row is timed: trace and warm up; a replaying mode also captures and then runs
+    its trial (``overhead.TRIALS`` calls each way) before it keeps the replay or the compiled call.
+    Timed rounds that still held trial calls made reduce-overhead look slower than either side."""
+    from tapelab.compiler.frontend import REPLAYED
+    from tapelab.compiler.overhead import TRIALS, WARMUP
+    return 2 + (WARMUP + 1 + 2 * TRIALS if mode in REPLAYED else 0)
+
+
 def ab_jax(names: list, rounds: int, mode: str | None = None):
     """tapelab's compiled step and JAX's jitted one on the same row, alternating in rounds (each
     side's CPU seconds in its own process, so both see the same load): per round compiled / JAX;
@@ -638,8 +647,8 @@ def ab_jax(names: list, rounds: int, mode: str | None = None):
                 row, captured = name.split()[0], name.endswith(" captured")
                 fn, args = rows[row]
                 step = _step(T.compile(fn, mode=mode), args)
-                step()
-                step()
+                for _ in range(_settling_calls(mode)):
+                    step()
                 if captured:
                     step = _captured(T, step)
                 inner = max(1, int(0.05 / best(step, 1, 1)))      # ~50 ms a side a round
@@ -669,8 +678,8 @@ def ab_modes(names: list, rounds: int) -> dict:
         fn, args = rows[name]
         steps = {"eager": _step(fn, args), "compiled": _step(T.compile(fn), args),
                  "reduce-overhead": _step(T.compile(fn, mode="reduce-overhead"), args)}
-        for step in steps.values():
-            for _ in range(3):           # trace, warm up, capture
+        for k, step in steps.items():
+            for _ in range(_settling_calls(k)):
                 step()
         inner = max(1, int(0.05 / best(steps["eager"], 1, 1)))
         times: dict = {k: [] for k in steps}

@@ -203,6 +203,21 @@ def test_surface_like_torch_compile():
         tapelab.compile(m, options={"triton.cudagraphs": True})
 
 
+def test_asked_numpy_kernels_do_not_say_numba_is_missing(monkeypatch):
+    """``options={"kernels": "numpy"}`` with numba installed is a choice, not a fallback: no warning."""
+    from tapelab.compiler import cpu
+    if not cpu.numba_available():
+        pytest.skip("numba is not installed")
+    monkeypatch.setattr(cpu, "_WARNED", [])
+    f = tapelab.compile(chain, options={"kernels": "numpy"})
+    x, y = tapelab.randn(16, 8), tapelab.randn(8)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        f(x, y)
+        out = f(x, y)
+    np.testing.assert_allclose(out.numpy(), chain(x, y).numpy(), rtol=RTOL, atol=ATOL)
+
+
 def test_numpy_fallback_without_numba(monkeypatch):
     from tapelab.compiler import cpu
     monkeypatch.setenv("TAPELAB_COMPILE_NUMBA", "0")

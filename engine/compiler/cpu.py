@@ -423,7 +423,7 @@ def load(kernel: Kernel, use_numba: bool | None = None):
     if use_numba is None:
         use_numba = numba_available()
     if not use_numba:
-        if not _WARNED:
+        if not _WARNED and not numba_available():      # options={"kernels": "numpy"} asked for this
             _WARNED.append(True)
             warnings.warn("tapelab.compile: numba is not available (pip install tapelab[jit]); fused groups "
                           "run as numpy out= chains instead of compiled loops", RuntimeWarning, stacklevel=3)
