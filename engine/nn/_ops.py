@@ -925,7 +925,8 @@ def _sparse_rows(g: Tensor, idx: Tensor, num: int, padding_idx, scale_grad_by_fr
     if padding_idx is not None:
         keep = flat != padding_idx
         flat, rows = flat[keep], rows[keep]
-    return sparse_coo_tensor(flat.unsqueeze(0), rows, (num, g.shape[-1]))
+    # built inside backward, as ATen's kernel does: PyTorch's invariant-check warning is for user constructors
+    return sparse_coo_tensor(flat.unsqueeze(0), rows, (num, g.shape[-1]), check_invariants=False)
 
 
 def _embedding_fwd(xp, w, idx, *, padding_idx, scale_grad_by_freq=False, sparse=False):

@@ -86,6 +86,9 @@ def bilinear(input1: Tensor, input2: Tensor, weight: Tensor, bias: Tensor | None
 
 
 # ---------------------------------------------------------------- convolution
+_same_warned: list = []   # the asymmetric 'same' padding warning is given once per process
+
+
 def _conv_pads(padding, weight: Tensor, stride: tuple, dilation: tuple, nd: int) -> tuple:
     kernel = weight.shape[2:]
     if isinstance(padding, str):
@@ -96,6 +99,10 @@ def _conv_pads(padding, weight: Tensor, stride: tuple, dilation: tuple, nd: int)
         if any(s != 1 for s in stride):
             raise ValueError("padding='same' is not supported for strided convolutions")
         total = [d * (k - 1) for d, k in zip(dilation, kernel)]
+        if any(t % 2 for t in total) and not _same_warned:
+            _same_warned.append(True)   # ATen's TORCH_WARN_ONCE, at the caller of F.convNd
+            warnings.warn("Using padding='same' with even kernel lengths and odd dilation may require a zero-padded "
+                          "copy of the input be created", UserWarning, stacklevel=4)
         return tuple((t // 2, t - t // 2) for t in total)
     return tuple((p, p) for p in _ntuple(padding, nd, "padding"))
 

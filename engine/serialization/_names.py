@@ -35,7 +35,8 @@ def _rebuild_sparse_tensor(layout, data) -> Tensor:
     if layout is not sparse_coo:
         raise pickle.UnpicklingError(f"tapelab rebuilds sparse COO tensors only, not {layout}")
     indices, values, size, *coalesced = data
-    return sparse_coo_tensor(indices, values, size, is_coalesced=bool(coalesced and coalesced[0]))
+    return sparse_coo_tensor(indices, values, size, check_invariants=False,   # as PyTorch's: no implicit-check warning
+                             is_coalesced=bool(coalesced and coalesced[0]))
 
 
 _REBUILD = {"_rebuild_tensor": S.rebuild_tensor, "_rebuild_tensor_v2": S.rebuild_tensor_v2,

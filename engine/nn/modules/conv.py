@@ -51,6 +51,7 @@ class _ConvNd(Module):
         self.padding = padding if isinstance(padding, str) else _tuple(padding, nd)
         self.dilation, self.output_padding = _tuple(dilation, nd), _tuple(output_padding, nd)
         self.groups, self.padding_mode = groups, padding_mode
+        self._reversed_padding_repeated_twice = self._pads_for_mode()
         shape = (in_channels, out_channels // groups) if self.transposed else (out_channels, in_channels // groups)
         self.weight = Parameter(creation.empty(shape + self.kernel_size, device=device, dtype=dtype))
         if bias:
@@ -58,6 +59,16 @@ class _ConvNd(Module):
         else:
             self.register_parameter("bias", None)
         self.reset_parameters()
+
+    def _pads_for_mode(self) -> list:
+        """``F.pad``'s amounts (last dim first) that a non-zeros ``padding_mode`` applies before the
+        convolution, as PyTorch's attribute of this name: 'same' puts the odd extra element on the right."""
+        if not isinstance(self.padding, str):
+            return [p for q in reversed(self.padding) for p in (q, q)]
+        if self.padding == "valid":
+            return [0, 0] * len(self.kernel_size)
+        totals = [d * (k - 1) for d, k in zip(reversed(self.dilation), reversed(self.kernel_size))]
+        return [p for t in totals for p in (t // 2, t - t // 2)]
 
     def reset_parameters(self) -> None:
         init.kaiming_uniform_(self.weight, a=math.sqrt(5))
@@ -90,11 +101,10 @@ class _Conv(_ConvNd):
 
     def forward(self, input: Tensor) -> Tensor:
         conv = (F.conv1d, F.conv2d, F.conv3d)[self._nd - 1]
-        if self.padding_mode == "zeros" or isinstance(self.padding, str):
+        if self.padding_mode == "zeros":
             return conv(input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
-        pads = tuple(p for q in reversed(self.padding) for p in (q, q))
-        return conv(F.pad(input, pads, mode=self.padding_mode), self.weight, self.bias, self.stride, 0,
-                    self.dilation, self.groups)
+        return conv(F.pad(input, self._reversed_padding_repeated_twice, mode=self.padding_mode), self.weight,
+                    self.bias, self.stride, 0, self.dilation, self.groups)
 
 
 class Conv1d(_Conv):
