@@ -431,28 +431,20 @@ def _fold_expands(gm: GraphModule, example_args: list) -> None:
     reads it as a scalar instead of a materialised tensor (no expand dispatch, and the one-kernel
     backward is applied without its graph). An elementwise op of an expand alone (and constants)
     runs before the expand first: a fused mean's backward divides its expanded 0-d gradient."""
-    from ..fx.node import Node
     _MetaShapeProp(gm).propagate(*example_args)
-    for node in list(gm.graph.nodes):
-        if node.op != "call_function" or op_name(node) != "expand" or not isinstance(node.args[0], Node):
-            continue
+    for node in _expands(gm):
         for user in list(node.users):
             if user.all_input_nodes != [node] or not _fusible(user):
                 continue
-            def small(a, src=node.args[0]):
-                return src if a is node else a
             with gm.graph.inserting_before(user):
-                early = gm.graph.call_function(user.target, tuple(map(small, user.args)),
-                                               {k: small(v) for k, v in user.kwargs.items()})
+                early = gm.graph.call_function(user.target, *_reading(user, node, node.args[0]))
                 late = gm.graph.call_function(node.target, (early, *node.args[1:]), node.kwargs)
             user.replace_all_uses_with(late)
             gm.graph.erase_node(user)
         if not node.users:
             gm.graph.erase_node(node)
     _MetaShapeProp(gm).propagate(*example_args)
-    for node in list(gm.graph.nodes):
-        if node.op != "call_function" or op_name(node) != "expand" or not isinstance(node.args[0], Node):
-            continue
+    for node in _expands(gm):
         src, shape = node.args[0], tuple(node.meta["tensor_meta"].shape)
         if type(src.meta.get("tensor_meta")) is tuple or "tensor_meta" not in src.meta:
             continue
@@ -466,6 +458,20 @@ def _fold_expands(gm: GraphModule, example_args: list) -> None:
         if not node.users:
             gm.graph.erase_node(node)
     gm.recompile()
+
+
+def _expands(gm: GraphModule) -> list:
+    """The graph's ``expand`` calls of a node."""
+    from ..fx.node import Node
+    return [n for n in gm.graph.nodes
+            if n.op == "call_function" and op_name(n) == "expand" and isinstance(n.args[0], Node)]
+
+
+def _reading(user, old, new) -> tuple:
+    """``user``'s args and kwargs with ``new`` in place of ``old``."""
+    def swap(a):
+        return new if a is old else a
+    return tuple(map(swap, user.args)), {k: swap(v) for k, v in user.kwargs.items()}
 
 
 def _trailing_reduction(outs: list):
