@@ -134,3 +134,55 @@ def test_weight_norm_deprecation_is_attributed_to_the_library_once():
             m.nn.utils.weight_norm(m.nn.Conv1d(1, 1, 2))
         return {(w.category, w.filename.rsplit("/", 1)[-1]) for w in caught}
     assert located(tapelab) == {(FutureWarning, "weight_norm.py")} == located(torch)
+
+
+# ---------------------------------------------------------------- bf16 autocast: float32 norms keep the input's dtype
+_NORMS = {
+    "batch_norm_train": lambda m, x: m.nn.BatchNorm1d(6)(x),
+    "batch_norm_eval": lambda m, x: m.nn.BatchNorm1d(6).eval()(x),
+    "layer_norm": lambda m, x: m.nn.LayerNorm(5)(x),
+    "group_norm": lambda m, x: m.nn.GroupNorm(3, 6)(x),
+    "instance_norm": lambda m, x: m.nn.InstanceNorm1d(6, affine=True, track_running_stats=True)(x),
+    "rms_norm": lambda m, x: m.nn.RMSNorm(5)(x),
+}
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+@pytest.mark.parametrize("name", sorted(_NORMS))
+def test_reduced_input_through_a_float32_norm_keeps_its_dtype(name, dtype):
+    """Under ``autocast('cpu', bfloat16)`` a conv's bf16 output meets a float32 BatchNorm/LayerNorm: PyTorch's
+    CPU kernels compute in float32 and return bf16, so the next layers run in bf16; ours promoted to float32
+    and the rest of the network (and its printed losses) ran in float32."""
+    rng = np.random.default_rng(3)
+    x, g = rng.standard_normal((4, 6, 5)), rng.standard_normal((4, 6, 5))
+    results = []
+    for m in (tapelab, torch):
+        m.manual_seed(0)
+        xt = m.tensor(x, dtype=getattr(m, dtype), requires_grad=True)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")   # PyTorch's rms_norm says it cannot use its fused kernel
+            out = _NORMS[name](m, xt)
+        (gx,) = m.autograd.grad(out, xt, m.tensor(g, dtype=out.dtype))
+        assert str(out.dtype).split(".")[-1] == dtype and str(gx.dtype).split(".")[-1] == dtype
+        results.append([out.detach().float().numpy(), gx.float().numpy()])
+    for ours, theirs in zip(*results):
+        np.testing.assert_allclose(ours, theirs, rtol=2e-2, atol=2e-2)
+
+
+def test_autocast_conv_batchnorm_chain_stays_bfloat16():
+    """The chain of an autocast CNN (conv -> BatchNorm2d -> GELU -> pool -> LayerNorm -> Linear) in bf16 at each
+    layer as PyTorch; the float32 running statistics stay float32."""
+    dtypes = []
+    for m in (tapelab, torch):
+        m.manual_seed(0)
+        nn = m.nn
+        model = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.BatchNorm2d(4), nn.GELU(), nn.AdaptiveAvgPool2d(1),
+                              nn.Flatten(), nn.LayerNorm(4), nn.Linear(4, 2))
+        h = m.randn(2, 3, 6, 6)
+        seen = []
+        with m.autocast(device_type="cpu", dtype=m.bfloat16):
+            for layer in model:
+                h = layer(h)
+                seen.append(str(h.dtype).split(".")[-1])
+        dtypes.append(seen + [str(model[1].running_mean.dtype).split(".")[-1]])
+    assert dtypes[0] == dtypes[1] == ["bfloat16"] * 7 + ["float32"]

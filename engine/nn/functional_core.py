@@ -305,10 +305,21 @@ def _channel_affine(out: Tensor, weight: Tensor | None, bias: Tensor | None) -> 
     return out
 
 
+def _mixed_norm(input: Tensor, *params: Tensor | None) -> bool:
+    """PyTorch's CPU normalisations take a bfloat16/float16 input with float32 parameters (autocast's
+    conv output into a float32 BatchNorm): they compute in float32 and return the input's dtype, where
+    promotion would give float32 to the rest of the network."""
+    return input.dtype in (_dt.bfloat16, _dt.float16) and any(p is not None and p.dtype is _dt.float32
+                                                                 for p in params)
+
+
 def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor | None,
                weight: Tensor | None = None, bias: Tensor | None = None, training: bool = False,
                momentum: float = 0.1, eps: float = 1e-5) -> Tensor:
     """Normalise each channel by batch statistics (training) or the running ones (eval)."""
+    if _mixed_norm(input, weight, bias, running_mean, running_var):
+        return batch_norm(input.float(), running_mean, running_var, weight, bias, training, momentum,
+                          eps).to(input.dtype)
     dims = (0,) + tuple(range(2, input.ndim))
     if training:
         count = input.numel() // input.shape[1]
@@ -336,6 +347,8 @@ def layer_norm(input: Tensor, normalized_shape, weight: Tensor | None = None, bi
         if t is not None and tuple(t.shape) != shape:
             raise RuntimeError(f"Expected {name} to be of same shape as normalized_shape, but got {name} of "
                                f"shape {list(t.shape)} and normalized_shape = {list(shape)}")
+    if _mixed_norm(input, weight, bias):
+        return _fused.layer_norm(input.float(), len(shape), weight, bias, eps).to(input.dtype)
     return _fused.layer_norm(input, len(shape), weight, bias, eps)   # one fused op
 
 
@@ -345,6 +358,8 @@ def group_norm(input: Tensor, num_groups: int, weight: Tensor | None = None, bia
     if c % num_groups:
         raise RuntimeError(f"Expected number of channels in input to be divisible by num_groups, but got "
                            f"input of shape {list(input.shape)} and num_groups={num_groups}")
+    if _mixed_norm(input, weight, bias):
+        return group_norm(input.float(), num_groups, weight, bias, eps).to(input.dtype)
     out, _, _ = _normalize_over(input.reshape(n, num_groups, -1), (2,), eps)
     out = out.reshape(input.shape)
     return _channel_affine(out, weight, bias)

@@ -13,8 +13,8 @@ from ..base.dtype import finfo
 from ..base.grad_mode import no_grad
 from ..ops.movement import cat
 from ..core.tensor import Tensor
-from .functional_core import (_batched, _channel_affine, _inplace, _normalize_over, _ntuple_none, _reduce,
-                              _reduction, _unbatch, _with_running_stats, interpolate, logsigmoid)
+from .functional_core import (_batched, _channel_affine, _inplace, _mixed_norm, _normalize_over, _ntuple_none,
+                              _reduce, _reduction, _unbatch, _with_running_stats, interpolate, logsigmoid)
 
 __all__ = [
     "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout",
@@ -155,6 +155,9 @@ def instance_norm(input: Tensor, running_mean: Tensor | None = None, running_var
                   weight: Tensor | None = None, bias: Tensor | None = None, use_input_stats: bool = True,
                   momentum: float = 0.1, eps: float = 1e-5) -> Tensor:
     """Normalise each (sample, channel) plane; running stats average the per-sample statistics."""
+    if _mixed_norm(input, weight, bias, running_mean, running_var):
+        return instance_norm(input.float(), running_mean, running_var, weight, bias, use_input_stats, momentum,
+                             eps).to(input.dtype)
     dims = tuple(range(2, input.ndim))
     if use_input_stats:
         count = 1
@@ -184,6 +187,8 @@ def rms_norm(input: Tensor, normalized_shape, weight: Tensor | None = None, eps:
                            f"{', '.join(map(str, shape))}], but got input of size{list(input.shape)}")
     if eps is None:
         eps = finfo(input.dtype).eps
+    if _mixed_norm(input, weight):
+        return rms_norm(input.float(), shape, weight, eps).to(input.dtype)
     dims = tuple(range(input.ndim - len(shape), input.ndim))
     out = input * ((input * input).mean(dims, keepdim=True) + eps).rsqrt()
     return out if weight is None else out * weight
