@@ -2,11 +2,11 @@
 and the older top-level forms (``torch.det``, ``torch.svd``, ...) that are also Tensor methods.
 
 The factorisations are declared ops (qr, cholesky and the triangular solve in engine/ops/linalg.py;
-LU, eigh, SVD, LDL^T in engine/ops/linalg_decomp.py); everything else is a short composite of them
-and of Tensor ops (solve = LU + two triangular solves, det = the product of U's diagonal, pinv and
-lstsq from the SVD, matrix_exp by scaling and squaring), so every result is on the tape and
-differentiates through the ops it is made of. Errors are PyTorch's: ``LinAlgError`` (a
-RuntimeError) with its messages for singular and non-positive-definite input.
+LU, eigh, SVD, LDL^T in engine/ops/linalg_decomp.py; matrix_exp, as PyTorch computes it, in
+engine/ops/linalg_matrix_exp.py); everything else is a short composite of them and of Tensor ops
+(solve = LU + two triangular solves, det = the product of U's diagonal, pinv and lstsq from the SVD),
+so every result is on the tape and differentiates through the ops it is made of. Errors are
+PyTorch's: ``LinAlgError`` (a RuntimeError) with its messages for singular and non-positive-definite input.
 """
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from ..core.dispatch import apply
 from . import linalg_decomp as _d
 from .linalg import _INEXACT, LinAlgError, QRResult, _cholesky_as, _solve_triangular, matmul, qr  # noqa: F401
 from .linalg import diagonal as _diagonal
+from .linalg_matrix_exp import matrix_exp_op as _matrix_exp_op
 from .movement import stack
 from .reduce import vector_norm
 from .shaping import cross as _cross
@@ -481,28 +482,11 @@ def matrix_power(A, n: int, *, out=None):
     return result
 
 
-_EXP_TERMS = 18     # Taylor terms after scaling to norm <= 1/2: remainder below 1e-22
-
-
 def matrix_exp(A):
-    """``torch.linalg.matrix_exp`` by scaling and squaring: exp(A) = exp(A / 2^s)^(2^s) with the Taylor
-    series of degree 18 for ||A / 2^s||_1 <= 1/2 (truncation below 1e-22 relative); Tensor ops throughout,
-    so differentiable to any order."""
+    """``torch.linalg.matrix_exp`` (and ``torch.matrix_exp``): PyTorch's optimized Taylor polynomials with
+    scaling and squaring, one declared op with PyTorch's gradient (engine/ops/linalg_matrix_exp.py)."""
     _check("linalg.matrix_exp", A)
-    n = A.shape[-1]
-    if n == 0 or A.numel() == 0:
-        return A.clone()
-    norm1 = float(A.detach().abs().sum(-2).amax()) if A.device.type != "meta" else 1.0
-    s = max(0, int(math.ceil(math.log2(norm1 / 0.5))) if norm1 > 0.5 and math.isfinite(norm1) else 0)
-    X = A / (2.0 ** s)
-    I = eye(n, dtype=A.dtype, device=A.device)
-    term, total = I, I
-    for k in range(1, _EXP_TERMS + 1):
-        term = (term @ X) / k
-        total = total + term
-    for _ in range(s):
-        total = total @ total
-    return total
+    return apply(_matrix_exp_op, A)
 
 
 def multi_dot(tensors, *, out=None):
@@ -676,7 +660,7 @@ COMPOSITES = {
     "inverse": "lu_factor_ex and two triangular solves", "cholesky_solve": "two triangular solves",
     "cholesky_inverse": "two triangular solves", "triangular_solve": "solve_triangular and clone",
     "svd": "linalg_svd", "pinverse": "linalg_svd, where and matmul",
-    "matrix_exp": "matmuls (scaling and squaring)", "matrix_power": "matmuls (and inverse)",
+    "matrix_power": "matmuls (and inverse)",
     "orgqr": "householder_product (matmuls)", "lu": "linalg_lu_factor_ex",
     "ormqr": "householder_product and matmul", "lu_solve": "two triangular solves and a permutation matmul",
 }
