@@ -186,3 +186,48 @@ def test_autocast_conv_batchnorm_chain_stays_bfloat16():
                 seen.append(str(h.dtype).split(".")[-1])
         dtypes.append(seen + [str(model[1].running_mean.dtype).split(".")[-1]])
     assert dtypes[0] == dtypes[1] == ["bfloat16"] * 7 + ["float32"]
+
+
+# ---------------------------------------------------------------- DLRM: EmbeddingBag's own index and offset checks
+def _error_of(call):
+    try:
+        call()
+    except Exception as e:   # noqa: BLE001 - the test compares whatever is raised
+        return type(e).__name__, str(e).split("\n")[0]   # PyTorch may append the offending tensor's repr
+    return None
+
+
+@pytest.mark.parametrize("case", ["index_high", "index_negative", "offsets_start", "offsets_past_end",
+                                  "last_offset_past_end"])
+def test_embedding_bag_index_and_offset_errors_match_torch(case):
+    """A bag's bad index raised embedding's IndexError (PyTorch: a RuntimeError naming the position), and
+    offsets not starting at 0 were accepted (the first indices silently dropped)."""
+    args = {"index_high": ([1, 12], [0], False), "index_negative": ([1, -1], [0], False),
+            "offsets_start": ([1, 2, 3], [1], False), "offsets_past_end": ([1, 2, 3], [0, 4], False),
+            "last_offset_past_end": ([1, 2, 3], [0, 1, 4], True)}[case]
+
+    def call(m):
+        bag = m.nn.EmbeddingBag(10, 3, include_last_offset=args[2])
+        return lambda: bag(m.tensor(args[0]), m.tensor(args[1]))
+    theirs = _error_of(call(torch))
+    assert theirs is not None and _error_of(call(tapelab)) == theirs
+
+
+# ---------------------------------------------------------------- audio: stft's once-per-process warnings
+def test_stft_warns_once_about_a_missing_window_and_real_output(monkeypatch):
+    """PyTorch warns (once) that no window means a rectangular one, and that ``return_complex=False`` is
+    deprecated; an audio pipeline's output under tapelab lacked both."""
+    from tapelab.ops import spectral
+    monkeypatch.setattr(spectral, "_warned", set())
+    x = tapelab.randn(200)
+    first = _warnings_of(lambda: tapelab.stft(x, 32, return_complex=False))
+    assert [msg.split(".")[0] for _, msg in first] == ["A window was not provided", "stft with return_complex=False is "
+                                                                                     "deprecated"]
+    assert _warnings_of(lambda: tapelab.stft(x, 32, return_complex=False)) == []
+    monkeypatch.setattr(spectral, "_warned", set())
+    assert _warnings_of(lambda: tapelab.stft(x, 32, window=tapelab.hann_window(32), return_complex=True)) == []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ours = tapelab.stft(x, 32, return_complex=False).numpy()
+        theirs = torch.stft(torch.tensor(x.numpy()), 32, return_complex=False).numpy()
+    np.testing.assert_allclose(ours, theirs, rtol=1e-4, atol=1e-4)

@@ -349,6 +349,12 @@ def embedding_bag(input: Tensor, weight: Tensor, offsets: Tensor | None = None, 
         if offsets is None:
             raise ValueError("offsets has to be a 1D Tensor but got None")
         starts = [int(v) for v in offsets.tolist()]
+        if starts and starts[0] != 0:
+            raise RuntimeError(f"offsets[0] has to be 0, i.e., the first sequence in the mini-batch has to start "
+                               f"from position 0. However, got {starts[0]}")
+        if starts and starts[-1] > input.shape[0]:
+            raise RuntimeError(f"offsets[-1] can not be greater than input's length {input.shape[0]} but got "
+                               f"offsets[-1] of {starts[-1]}")
         if not include_last_offset:
             starts.append(input.shape[0])
         else:
@@ -357,8 +363,12 @@ def embedding_bag(input: Tensor, weight: Tensor, offsets: Tensor | None = None, 
         raise ValueError(f"input has to be 1D or 2D Tensor, but got Tensor of dimension {input.ndim}")
     if padding_idx is not None and padding_idx < 0:
         padding_idx += weight.shape[0]
-    vectors = embedding(input, weight, None, max_norm, norm_type, scale_grad_by_freq, sparse)
     ids = input.tolist()
+    bad = next((k for k, v in enumerate(ids) if not 0 <= v < weight.shape[0]), None)
+    if bad is not None:   # PyTorch checks the bag's indices itself (a RuntimeError, not embedding's IndexError)
+        raise RuntimeError(f"Index {bad} of input takes value {ids[bad]} which is not in the valid range "
+                           f"[0, {weight.shape[0]})")
+    vectors = embedding(input, weight, None, max_norm, norm_type, scale_grad_by_freq, sparse)
     bags = []
     for lo, hi in zip(starts[:-1], starts[1:]):
         rows = [i for i in range(lo, hi) if padding_idx is None or ids[i] != padding_idx]

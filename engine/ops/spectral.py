@@ -4,6 +4,8 @@ ops and the tape shows each step. PyTorch's argument rules and errors, its frame
 (``(..., freq, frames)``) and its window-envelope normalisation in ``istft``."""
 from __future__ import annotations
 
+import warnings
+
 from ..base import dtype as _dtype
 from ..core.creation import arange, ones, zeros
 from . import fft as _fft
@@ -13,6 +15,14 @@ from .indexing import index_add
 from .movement import constant_pad_nd, pad as _pad
 
 __all__ = ["stft", "istft"]
+
+_warned: set = set()   # ATen's TORCH_WARN_ONCE: each of stft's warnings is given once per process
+
+
+def _warn_once(message: str) -> None:
+    if message not in _warned:
+        _warned.add(message)
+        warnings.warn(message, UserWarning, stacklevel=3)
 
 
 def _window(window, n_fft: int, win_length: int, like: Tensor, what: str) -> Tensor:
@@ -33,12 +43,21 @@ def stft(input: Tensor, n_fft: int, hop_length: int | None = None, win_length: i
          return_complex: bool | None = None) -> Tensor:
     """The short-time Fourier transform of a 1-D signal or a batch of them: ``(..., n_fft // 2 + 1, frames)``
     (onesided) complex values, or their real view with ``return_complex=False``."""
+    if window is None:
+        _warn_once("A window was not provided. A rectangular window will be applied,which is known to cause spectral "
+                   "leakage. Other windows such as torch.hann_window or torch.hamming_window are recommended to "
+                   "reduce spectral leakage.To suppress this warning and use a rectangular window, explicitly set "
+                   "`window=torch.ones(n_fft, device=<device>)`.")
     complex_in = input.is_complex() or (window is not None and window.is_complex())
     if return_complex is None:
         if not complex_in:
             raise RuntimeError("stft requires the return_complex parameter be given for real inputs, and will "
                                "further require that return_complex=True in a future PyTorch release.")
         return_complex = True
+    if not return_complex:
+        _warn_once("stft with return_complex=False is deprecated. In a future pytorch release, stft will return "
+                   "complex tensors for all inputs, and return_complex=False will raise an error.\nNote: you can "
+                   "still call torch.view_as_real on the complex output to recover the old return format.")
     if input.ndim not in (1, 2):
         raise RuntimeError(f"stft: expected a 1D or 2D tensor, but got {input.ndim}D tensor of shape "
                            f"{list(input.shape)}")
