@@ -25,9 +25,9 @@ class WeightNorm:
 
     @staticmethod
     def apply(module: Module, name: str, dim: int | None) -> "WeightNorm":
+        # attributed to weight_norm's line (PyTorch's @deprecated on apply does so): shown once, not per caller
         warnings.warn("`torch.nn.utils.weight_norm` is deprecated in favor of "
                       "`torch.nn.utils.parametrizations.weight_norm`.", FutureWarning, stacklevel=2)
-        # attributed to weight_norm's line (PyTorch's @deprecated on apply does so): shown once, not per caller
         for hook in module._forward_pre_hooks.values():
             if isinstance(hook, WeightNorm) and hook.name == name:
                 raise RuntimeError(f"Cannot register two weight_norm hooks on the same parameter {name}")
