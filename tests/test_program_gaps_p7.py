@@ -7,7 +7,14 @@ skip-gram with negative sampling (``Embedding(sparse=True)``, ``SparseAdam``, ``
 sparse Adagrad/SGD), a DLRM-style recommender (``EmbeddingBag`` sum/mean/max with offsets,
 ``per_sample_weights``, ``include_last_offset``, ``tril_indices`` interactions), a TCN (dilated causal
 ``Conv1d`` with chomp, both weight norms, ``ReduceLROnPlateau``, ``padding='same'`` with every padding
-mode).
+mode), an audio pipeline (``stft``/``istft`` with five windows, a mel filterbank matmul, log-mel and dB,
+SpecAugment masks, MFCC by a DCT matrix, gradients through ``stft``), bf16 autocast on CPU with
+``GradScaler``'s calls, seq2seq greedy and beam search (``topk``, ``index_select`` on beams, ``where``,
+nucleus and top-k sampling), a char-RNN's temperature sampling with ``multinomial``, YOLO-style box losses
+(IoU/GIoU/DIoU/CIoU by hand, focal loss, a hand NMS), U-Net with Dice loss (``interpolate`` in every mode,
+both ``align_corners``, ``grid_sample``), a WaveNet (mu-law, gated causal convolutions, conditioning),
+attention masks of ``MultiheadAttention``/``TransformerEncoder``, and an SN-GAN (both spectral norms,
+hinge loss, an EMA generator by ``lerp_``). Not compared: ``tapelab.vision.ops`` (no torchvision here).
 Each test exercises the API pattern directly and compares with real torch (no program is imported)."""
 from __future__ import annotations
 
