@@ -156,7 +156,7 @@ def test_gemm_equals_numpy_matmul(two_threads, sa, sb, dtype):
 def test_gemm_splits_only_large_products(two_threads, monkeypatch):
     calls = []
     real = pool.run_blocks
-    monkeypatch.setattr(pool, "run_blocks", lambda fn, blocks, *key, **kw: (calls.append(len(blocks)), real(fn, blocks, *key, **kw)))
+    monkeypatch.setattr(pool, "run_blocks", lambda fn, blocks, *key: (calls.append(len(blocks)), real(fn, blocks, *key)))
     a = np.ones((256, 256), np.float32)
     kernels.gemm(np, a, a)
     assert calls == [2]
@@ -238,35 +238,3 @@ def test_dataloader_workers_run_one_intra_op_thread_each(two_threads):
             return tapelab.tensor([float(tapelab.get_num_threads())])
     assert [b.tolist() for b in DataLoader(Threads(), batch_size=2, num_workers=2)] == [[[1.0], [1.0]]] * 2
     assert tapelab.get_num_threads() == 2
-
-
-def test_a_product_our_gemm_takes_runs_whole_as_one_call_equal_to_its_blocks(two_threads, monkeypatch):
-    """At two threads a product that runs whole is one call of our GEMM (a one-thread step's own
-    call), not its blocks one after another; split or whole, the floats are the same."""
-    import importlib
-    G = importlib.import_module("tapelab.kernels.gemm")
-    calls = []
-    real = G._matmul_into
-    monkeypatch.setattr(G, "_matmul_into", lambda a, b, out: (calls.append(a.shape), real(a, b, out)))
-    if G._sgemm(256) is None:
-        pytest.skip("our GEMM does not take 256-row products on this machine")
-    rng = np.random.default_rng(5)
-    a, b = (rng.standard_normal(s).astype(np.float32) for s in ((256, 300), (300, 200)))
-    one = np.empty((256, 200), np.float32)
-    G._matmul(a, b, one)
-    for way in (0, 1):
-        timings = pool._TIMINGS
-        saved = dict(timings)
-        timings.clear()
-        try:
-            key = (("gemm", 2), (256 * 300 * 200).bit_length())
-            timings[key] = pool._Timings()
-            timings[key].per_unit = [1.0, 2.0] if way == 0 else [2.0, 1.0]   # whole / split as measured faster
-            timings[key].runs = [5, 5]
-            calls.clear()
-            got = kernels.gemm(np, a, b)
-        finally:
-            timings.clear()
-            timings.update(saved)
-        np.testing.assert_array_equal(got, one)
-        assert calls == ([(256, 300)] if way == 0 else [(128, 300), (128, 300)])

@@ -54,13 +54,9 @@ def gemm(xp, a, b, out=None):
         return _matmul(a, b, out)
     if out is None:
         out = np.empty(batch + (m, n), a.dtype)
-    # run whole, the same blocks go one after another, so a product's rounding does not depend on
-    # which way the pool chose (a whole BLAS call rounds differently from its blocks); where our GEMM
-    # takes the product and every block, one call: its sums run in a fixed order, so the whole call
-    # equals its blocks bit for bit, and a 2-thread step that runs whole is a 1-thread step
-    blocks = _blocks(a, b, out, batch, n_threads)
-    whole = (a, b, out) if _own(a, b, out) and all(_own(*block) for block in blocks) else None
-    pool.run_blocks(_matmul_into, blocks, ("gemm", n_threads), macs, whole=whole)
+    # run whole, the same blocks go one after another: a product's rounding then does not depend
+    # on which way the pool chose (a whole BLAS call rounds differently from its blocks)
+    pool.run_blocks(_matmul_into, _blocks(a, b, out, batch, n_threads), ("gemm", n_threads), macs)
     return out
 
 
@@ -143,13 +139,6 @@ def _matmul(a, b, out=None):
         if own is not None:
             return own.matmul_batch_into(a, b, np.empty(a.shape[:-1] + b.shape[-1:], _F32) if out is None else out)
     return np.matmul(a, b) if out is None else np.matmul(a, b, out=out)
-
-
-def _own(a, b, out) -> bool:
-    """Whether ``_matmul(a, b, out)`` runs our GEMM (as its own tests decide)."""
-    if _takes(a, b):
-        return _writable(out, a, b, b.shape[1]) and _sgemm(a.shape[0]) is not None
-    return _takes_stack(a, b) and _fills(out, a, b) and _sgemm(a.shape[-2]) is not None
 
 
 def _takes_stack(a, b) -> bool:
