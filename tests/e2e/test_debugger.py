@@ -116,6 +116,8 @@ def _check(page, lab_url, out_dir):
     seq = _wait_seq(page, dbg, seq)
     assert dbg.get_attribute("data-current-name") == "LogBackward0"
     assert dbg.get_attribute("data-stop-reason") == "nan"
+    # the stop may pan the view to the node (a repaint of the units in view): wait for its marks
+    _until(page, dbg, "el.querySelectorAll('.tapelab-unit.tapelab-dbg-current.tapelab-dbg-nan').length === 1")
     assert dbg.locator(".tapelab-unit.tapelab-dbg-current.tapelab-dbg-nan").count() == 1
     explain = dbg.locator(".tapelab-dbg-explain").text_content()
     assert "LogBackward0 produced nan" in explain and "module 'head'" in explain
