@@ -251,10 +251,10 @@ def _distinct_grads(xp, x, needs_w: bool, gates: int):
     return distinct, rows, xp.zeros((0 if distinct is None else len(distinct[0]), gates), x.dtype)
 
 
-def _own_gemm_weight(xp, w, rows: int):
-    """``w`` (K, N) padded for our GEMM (``kernels.prepack``) when it takes every product of a
-    ``rows``-row state with it, as ``kernels.gemm_here`` would, else None."""
-    packed = kernels.prepack(xp, w)
+def _own_gemm_weight(xp, packed, rows: int):
+    """The padded array of a ``kernels.prepack`` weight when our GEMM takes every product of a
+    ``rows``-row state with it, as ``kernels.gemm_here`` would (the whole-layer loops call its
+    kernel directly), else None."""
     if type(packed) is xp.ndarray or not OWN_MIN_ROWS <= rows <= kernels.loops("sgemm").MAX_ROWS:
         return None
     return packed.array
@@ -299,13 +299,13 @@ def _lstm_scan_loop(xp, xw, rows, bias, h0, c0, w_hh, y, ws, reverse: bool):
     the steps where our GEMM takes the step products, else a GEMM and one cell pass a step."""
     T, B = rows.shape
     loop = kernels.loops("rnn")
-    w_t = xp.ascontiguousarray(w_hh.T)
+    w_t = kernels.prepack(xp, xp.ascontiguousarray(w_hh.T))
     h, c = xp.array(h0, dtype=xw.dtype, order="C"), xp.array(c0, dtype=xw.dtype, order="C")  # c_t, rewritten
     own = _own_gemm_weight(xp, w_t, B)
     if own is not None:
         loop.lstm_layer(xw, rows, bias, h, c, own, y, ws, reverse)
     else:
-        a, w_t = xp.empty((B, w_t.shape[1]), xw.dtype), kernels.prepack(xp, w_t)
+        a = xp.empty((B, xw.shape[-1]), xw.dtype)
         for t, _ in _steps(T, reverse):
             loop.lstm_cell(kernels.gemm_here(xp, h, w_t, out=a), xw, rows[t], bias, c, ws[t], y[t])
             h = y[t]
@@ -322,11 +322,12 @@ def _lstm_bptt_loop(xp, gy, c0, w_hh, ws, da, db, rows, dsum, reverse: bool, nee
     loop = kernels.loops("rnn")
     dh, dc = xp.zeros(c0.shape, gy.dtype), gy[T].copy()
     c0 = xp.array(c0, dtype=gy.dtype, order="C")
-    own = _own_gemm_weight(xp, w_hh, B)
+    w = kernels.prepack(xp, w_hh)
+    own = _own_gemm_weight(xp, w, B)
     if own is not None:
         loop.lstm_layer_backward(gy, dh, dc, c0, own, ws, da, db, rows, dsum, reverse, needs_dh0)
         return dh, dc
-    cs, w = ws[:, :, 4 * H:5 * H], kernels.prepack(xp, w_hh)
+    cs = ws[:, :, 4 * H:5 * H]
     first = T - 1 if reverse else 0                 # the forward's first step, the backward's last
     for t, p in reversed(_steps(T, reverse)):
         loop.lstm_cell_backward(gy[t], dh, dc, ws[t], _prev(p, T, cs, c0), da[t], db, rows[t], dsum)
@@ -427,13 +428,13 @@ def _gru_scan_loop(xp, gi, rows, h0, w_hh, b_hh, y, ws, reverse: bool):
     """The float32 recurrence with the fused cell loop (``kernels/rnn.py``), as ``_lstm_scan_loop``."""
     T, B = rows.shape
     loop = kernels.loops("rnn")
-    w_t = xp.ascontiguousarray(w_hh.T)
+    w_t = kernels.prepack(xp, xp.ascontiguousarray(w_hh.T))
     h = xp.array(h0, dtype=gi.dtype, order="C")
     own = _own_gemm_weight(xp, w_t, B)
     if own is not None:
         loop.gru_layer(gi, rows, b_hh, h, own, y, ws, reverse)
         return y, ws
-    gh, w_t = xp.empty((B, w_t.shape[1]), gi.dtype), kernels.prepack(xp, w_t)
+    gh = xp.empty((B, gi.shape[-1]), gi.dtype)
     for t, _ in _steps(T, reverse):
         loop.gru_cell(gi, rows[t], kernels.gemm_here(xp, h, w_t, out=gh), b_hh, h, ws[t], y[t])
         h = y[t]
@@ -448,11 +449,12 @@ def _gru_bptt_loop(xp, gy, h0, w_hh, y, ws, dgi, dgh, rows, dsum, reverse: bool,
     loop = kernels.loops("rnn")
     dh, dhz = xp.zeros(h0.shape, gy.dtype), xp.zeros(h0.shape, gy.dtype)
     h0 = xp.array(h0, dtype=gy.dtype, order="C")
-    own = _own_gemm_weight(xp, w_hh, B)
+    w = kernels.prepack(xp, w_hh)
+    own = _own_gemm_weight(xp, w, B)
     if own is not None:
         loop.gru_layer_backward(gy, dh, dhz, h0, own, y, ws, dgi, dgh, rows, dsum, reverse, needs_dh0)
         return dh + dhz
-    w, first = kernels.prepack(xp, w_hh), T - 1 if reverse else 0
+    first = T - 1 if reverse else 0
     for t, p in reversed(_steps(T, reverse)):
         loop.gru_cell_backward(gy[t], dh, dhz, ws[t], _prev(p, T, y, h0), dgi[t], dgh[t], rows[t], dsum)
         if t != first or needs_dh0:
