@@ -23,6 +23,8 @@ import tempfile
 import threading
 from pathlib import Path
 
+from ._rank_watch import RankWatch
+
 __all__ = ["main", "mpiexec", "launch", "failure_report"]
 
 
@@ -64,6 +66,7 @@ def launch(script: str, args: list[str], nproc: int, timeout: float = 600.0, mod
         proc = subprocess.Popen(cmd, env=env, start_new_session=True, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE)
         seen: list[str] = []
+        watch = RankWatch(Path(status), nproc).start()
         pumps = [threading.Thread(target=_pump, args=(src, dst, seen), daemon=True)
                  for src, dst in ((proc.stdout, sys.stdout), (proc.stderr, sys.stderr))]
         for t in pumps:
@@ -80,9 +83,11 @@ def launch(script: str, args: list[str], nproc: int, timeout: float = 600.0, mod
             code = proc.wait()
         for t in pumps:
             t.join(timeout=5)
+        watch.stop()
         if code == 0 and not timed_out:
             return 0, ""
-        return (code or 1), failure_report(Path(status), nproc, code, timeout, timed_out, "".join(seen))
+        return (code or 1), failure_report(Path(status), nproc, code, timeout, timed_out, "".join(seen),
+                                           watch.ended)
 
 
 def _pump(src, dst, seen: list[str]) -> None:
@@ -95,9 +100,11 @@ def _pump(src, dst, seen: list[str]) -> None:
             seen.append(line)
 
 
-def failure_report(status: Path, nproc: int, code: int, timeout: float, timed_out: bool, banner: str = "") -> str:
-    """Which ranks failed and why, from the files the workers left in ``status`` and mpiexec's
-    "BAD TERMINATION" banner (``PID n RUNNING AT``, ``EXIT CODE: s``) for a rank that was killed."""
+def failure_report(status: Path, nproc: int, code: int, timeout: float, timed_out: bool, banner: str = "",
+                   ended: list[list[int]] | None = None) -> str:
+    """Which ranks failed and why, from the files the workers left in ``status``, the order in which
+    the ranks' processes ended (``ended``, from ``RankWatch``) and mpiexec's "BAD TERMINATION"
+    banner (``PID n RUNNING AT``, ``EXIT CODE: s``) for a rank that was killed."""
     lines = []
     for r in range(nproc):
         err = status / f"rank{r}.error"
@@ -112,11 +119,14 @@ def failure_report(status: Path, nproc: int, code: int, timeout: float, timed_ou
                          f"{vanished or sorted(set(range(nproc)) - finished)}")
         elif vanished:
             pids = {(status / f"rank{r}.pid").read_text().strip(): r for r in started}
-            named = [pids[p] for p in re.findall(r"PID (\d+) RUNNING", banner) if p in pids]
-            signals = re.findall(r"EXIT CODE: (\d+)", banner)
+            named = _first_to_end(ended or [], finished) or [
+                pids[p] for p in re.findall(r"PID (\d+) RUNNING", banner) if p in pids]
+            codes = dict(re.findall(r"PID (\d+) RUNNING.*?EXIT CODE: (\d+)", banner, re.S))
             for r in named:
-                sig = f" by signal {signals[0]}" if signals else ""
-                lines.append(f"rank {r} (pid {(status / f'rank{r}.pid').read_text().strip()}) was killed{sig} "
+                pid = (status / f"rank{r}.pid").read_text().strip()
+                signal_ = codes.get(pid) or next(iter(codes.values()), None)
+                sig = f" by signal {signal_}" if signal_ else ""
+                lines.append(f"rank {r} (pid {pid}) was killed{sig} "
                              f"(no Python traceback); the other ranks were stopped")
             for r in ([] if named else vanished):
                 lines.append(f"rank {r} (pid {(status / f'rank{r}.pid').read_text().strip()}) exited without "
@@ -127,6 +137,15 @@ def failure_report(status: Path, nproc: int, code: int, timeout: float, timed_ou
     if timed_out and lines and "timeout" not in lines[-1]:
         lines.append(f"the job was ended after the timeout of {timeout:g} s")
     return "\n".join([f"tapelab.distributed.run: the job failed (mpiexec exit code {code}, {nproc} ranks)", *lines])
+
+
+def _first_to_end(ended: list[list[int]], finished: set[int]) -> list[int]:
+    """The unfinished rank that ended before every other unfinished one, alone; [] on a tie."""
+    for group in ended:
+        group = [r for r in group if r not in finished]
+        if group:
+            return group if len(group) == 1 else []
+    return []
 
 
 def main(argv: list[str] | None = None) -> int:
