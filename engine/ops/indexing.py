@@ -13,6 +13,8 @@ from __future__ import annotations
 import math
 import numbers
 
+import numpy as np
+
 from .. import kernels
 from ..base import backend as _backend, dtype as _dtype
 from ..base.meta import has_data
@@ -550,8 +552,28 @@ def index_fill_(self: Tensor, dim: int, index: Tensor, value) -> Tensor:
 def _along(xp, index, dim: int) -> tuple:
     """The advanced key that reads ``x[..., index[i, j, ...], ...]`` at position (i, j, ...)."""
     nd = index.ndim
-    return tuple(index if d == dim else xp.arange(n).reshape((-1,) + (1,) * (nd - d - 1))
-                 for d, n in enumerate(index.shape))
+    key = []
+    for d, n in enumerate(index.shape):
+        key.append(index if d == dim else _grid(xp, n, nd - d - 1))
+    return tuple(key)
+
+
+_GRIDS: dict = {}   # (n, trailing ones) -> a read-only numpy arange column, shared by every call
+
+
+def _grid(xp, n: int, ones: int):
+    """``arange(n)`` shaped to broadcast along one dim of an index; on numpy cached (at most 256),
+    since a small gather's own arange and reshape cost more than its fancy indexing (0.65 vs 1.0 us)."""
+    if xp is not np:
+        return xp.arange(n).reshape((-1,) + (1,) * ones)
+    grid = _GRIDS.get((n, ones))
+    if grid is None:
+        if len(_GRIDS) >= 256:
+            _GRIDS.clear()
+        grid = np.arange(n).reshape((-1,) + (1,) * ones)
+        grid.flags.writeable = False
+        _GRIDS[(n, ones)] = grid
+    return grid
 
 
 def _fit(src, shape):
@@ -601,11 +623,11 @@ _scatter = Op("scatter", _scatter_fwd, _scatter_vjp, saves=NONE, aliases=("scatt
 
 def _check_along(self: Tensor, dim: int, index: Tensor, op: str, src=None) -> int:
     _check_index(index, op)
-    if index.ndim != self.ndim and index.numel() and self.ndim:
+    ishape, sshape = index._data.shape, self._data.shape   # the arrays' shapes: no Size per call
+    if len(ishape) != len(sshape) and index._data.size and sshape:
         raise RuntimeError(f"Index tensor must have the same number of dimensions as input tensor "
                            f"({op}: index {list(index.shape)}, self {list(self.shape)})")
-    d = _wrap_dim(dim, self.ndim, op)
-    ishape, sshape = index._data.shape, self._data.shape
+    d = _wrap_dim(dim, len(sshape), op)
     for k in range(len(ishape)):
         if k != d and ishape[k] > sshape[k]:
             raise RuntimeError(f"Size does not match at dimension {k} expected index {list(ishape)} to be no "
@@ -622,7 +644,7 @@ def _check_along(self: Tensor, dim: int, index: Tensor, op: str, src=None) -> in
 
 def gather(input: Tensor, dim: int, index: Tensor, *, sparse_grad: bool = False) -> Tensor:
     d = _check_along(input, dim, index, "gather")
-    if input.ndim == 0:
+    if not input._data.ndim:
         return apply(_gather, input.reshape(1), index.reshape(1), dim=0).reshape(index.shape)
     return apply(_gather, input, index, dim=d)
 
