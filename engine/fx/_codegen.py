@@ -109,8 +109,8 @@ def _format(a, g: _Globals) -> str:
         return repr(a)
     if type(a) in _LITERALS:
         return repr(a)
-    if type(a) is dtype:
-        return repr(a)
+    if type(a) is dtype:    # not repr: under ``install_aliases`` a dtype prints as ``torch.int64``
+        return f"tapelab.{a.name}"
     return g.add(a, f"_{type(a).__name__.lower()}_constant")
 
 
