@@ -340,7 +340,7 @@ def _steps(walk: _Walk) -> Iterator[BackwardStep]:
             prev = GRAD.enabled  # read per node: the caller may change modes between steps
             GRAD.enabled = create_graph
             try:
-                if node.pre_hooks is not None or leaf:
+                if node.pre_hooks is not None:
                     grads = _run_prehooks(node, grads)
                 if sinks and node in sinks:
                     for nr, t in sinks[node]:
@@ -382,7 +382,10 @@ def _run_plain(walk: _Walk) -> None:
     """``backward()``'s walk while nobody watches: what ``_steps`` does, in one loop that makes
     no steps (``_send`` inlined: no ``needed`` set without ``inputs=``). It stops as soon as
     someone starts watching (a hook subscribes to ``backward_step`` or turns anomaly mode on)
-    and leaves the rest of the walk to ``_steps``."""
+    and leaves the rest of the walk to ``_steps``.
+
+    A node whose run leaves exactly one node ready, and nothing else waiting, hands it on
+    directly (``lane``): the heap orders only nodes that wait together, as along a chain none do."""
     buffers, ready, deps, create_graph = walk.buffers, walk.ready, walk.deps, walk.create_graph
     release = not walk.retain_graph
     anomaly = _anomaly.STATE
@@ -391,22 +394,27 @@ def _run_plain(walk: _Walk) -> None:
     GRAD.enabled = create_graph
     running = _RUNNING
     outer, running.walk = running.walk, walk
+    index = walk.index
+    lane = None
     try:
-        while ready and not _STEP_SUBSCRIBERS and not anomaly.enabled:
-            node = heappop(ready)[2]
+        while (lane is not None or ready) and not _STEP_SUBSCRIBERS and not anomaly.enabled:
+            if lane is None:
+                node = heappop(ready)[2]
+            elif ready:   # a skipped node's inputs became ready beside it: the heap orders them all
+                heappush(ready, (-lane.seq, id(lane), lane))
+                node, lane = heappop(ready)[2], None
+            else:
+                node, lane = lane, None
             grads = buffers.pop(node)
-            walk.index += 1
+            index += 1
+            if node.pre_hooks is not None:
+                grads = _run_prehooks(node, grads)
             if type(node) is AccumulateGrad:
-                var = node._variable()
-                if node.pre_hooks is not None or (var is not None and getattr(var, "_hooks", None)):
-                    grads = _run_prehooks(node, grads)
                 g = grads[0]
                 grads = None   # so _accumulate can tell when nobody else holds the gradient
                 _accumulate(node, g, create_graph)
                 g = None
                 continue
-            if node.pre_hooks is not None:
-                grads = _run_prehooks(node, grads)
             edges = node.edges
             if node.hooks:
                 out = _run(node, grads)
@@ -447,10 +455,15 @@ def _run_plain(walk: _Walk) -> None:
                 left = deps[child] - 1
                 deps[child] = left
                 if left == 0:
-                    if child in buffers:
-                        heappush(ready, (-child.seq, id(child), child))
-                    else:
+                    if child not in buffers:
                         _skip(child, deps, buffers, ready, None, None)
+                    elif lane is None and not ready:
+                        lane = child
+                    else:
+                        if lane is not None:   # two nodes ready: the heap orders them
+                            heappush(ready, (-lane.seq, id(lane), lane))
+                            lane = None
+                        heappush(ready, (-child.seq, id(child), child))
             out = gi = buf = None   # no frame reference left: _accumulate and _sum_into count them
             if release:
                 if type(node) is OpNode and node.versions is not None:
@@ -459,6 +472,9 @@ def _run_plain(walk: _Walk) -> None:
                 else:
                     node.release()
     finally:
+        if lane is not None:   # someone started watching, or a vjp raised: the walk keeps its node
+            heappush(ready, (-lane.seq, id(lane), lane))
+        walk.index = index
         GRAD.enabled = prev
         running.walk = outer
 
@@ -579,13 +595,9 @@ def _apply_hooks(hooks, g):
 
 
 def _run_prehooks(node, grads):
-    """Tensor hooks first, then retain_grad hooks, then node pre-hooks (PyTorch's order)."""
+    """Tensor hooks first (a leaf's are its AccumulateGrad's), then retain_grad hooks, then node
+    pre-hooks (PyTorch's order)."""
     grads = list(grads)
-    if type(node) is AccumulateGrad:
-        var = node.variable
-        hooks = getattr(var, "_hooks", None) if var is not None else None
-        if hooks and grads[0] is not None:
-            grads[0] = _apply_hooks(hooks, grads[0])
     pre = node.pre_hooks
     if pre:
         for key in sorted(k for k in pre if k >= 0):

@@ -292,11 +292,9 @@ def register_hook(self: Tensor, hook):
         raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
     if self.grad_fn is not None:
         return self.grad_fn._add_prehook(self._out_nr, hook)
-    hooks = getattr(self, "_hooks", None)
-    if hooks is None:
-        hooks = self._hooks = []
-    hooks.append(hook)
-    return _Handle(hooks, hook)
+    # a leaf's hooks are its AccumulateGrad's tensor pre-hooks, as in PyTorch: the walk then finds
+    # every hook of a node on the node (run before its node pre-hooks, as for any output)
+    return _accumulator(self)._add_prehook(0, hook)
 
 
 def register_post_accumulate_grad_hook(self: Tensor, hook):

@@ -36,7 +36,7 @@ class Tensor:
     """A multi-dimensional array with reverse-mode autodiff, mirroring ``torch.Tensor``."""
 
     __slots__ = ("_data", "requires_grad", "grad_fn", "_out_nr", "_vc", "_device", "_grad",
-                 "_accum", "_hooks", "_uid_", "_retains", "__weakref__", "__dict__")
+                 "_accum", "_uid_", "_retains", "__weakref__", "__dict__")
     # numpy arrays and scalars defer to our reflected operators (the priority); a numpy ufunc of a
     # tensor (``np.log(t)``) computes on its array and hands the result back as a tensor
     # (``__array_wrap__``, declared in creation.py), as PyTorch's
