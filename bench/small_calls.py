@@ -2,6 +2,7 @@
 
     python bench/small_calls.py               # every statement below
     python bench/small_calls.py -k nll        # those whose text contains "nll"
+    python bench/small_calls.py --base /tmp/base   # another tree's tapelab (a git worktree) against this one
 
 Each statement runs in a loop under both libraries, repetitions alternating on the thread clock
 (one thread each), so load from other processes hits both sides alike; prints the medians and
@@ -12,10 +13,13 @@ nothing asserts.
 from __future__ import annotations
 
 import argparse
+import pathlib
 import statistics
 import time
 
 import numpy as np
+
+HERE = pathlib.Path(__file__).resolve().parent
 
 STATEMENTS = [
     ("F.linear(x, W, B)", 2000),
@@ -60,11 +64,20 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("-k", dest="filter", default="")
     ap.add_argument("--rounds", type=int, default=11)
+    ap.add_argument("--base", type=pathlib.Path, help="compare this tree's engine/ (as the base) with this checkout's, "
+                                                     "instead of torch with tapelab")
+    ap.add_argument("--new", type=pathlib.Path, default=HERE.parent, help="with --base: the other tree (default: this checkout)")
     args = ap.parse_args()
-    import tapelab
-    import torch
-    envs = {"torch": setup(torch), "tapelab": setup(tapelab)}
-    print(f"{'statement':48s} {'torch':>10s} {'tapelab':>10s}  torch/tapelab")
+    if args.base is not None:
+        from ab_chain import _import_trees
+        other, tapelab = _import_trees(args.base.resolve(), args.new.resolve())
+        names = ("base", "new")
+    else:
+        import tapelab
+        import torch as other
+        names = ("torch", "tapelab")
+    envs = {names[0]: setup(other), names[1]: setup(tapelab)}
+    print(f"{'statement':48s} {names[0]:>10s} {names[1]:>10s}  {names[0]}/{names[1]} (IQR of the pairs)")
     for stmt, n in STATEMENTS:
         if args.filter not in stmt:
             continue
@@ -74,8 +87,10 @@ def main() -> None:
         for _ in range(args.rounds):
             for name, env in envs.items():
                 times[name].append(_repeat(stmt, env, n))
-        t, tl = statistics.median(times["torch"]), statistics.median(times["tapelab"])
-        print(f"{stmt:48s} {t:8.2f}us {tl:8.2f}us  {t / tl:.2f}")
+        ratios = sorted(a / b for a, b in zip(*times.values()))
+        q1, q3 = ratios[len(ratios) // 4], ratios[(3 * len(ratios)) // 4]
+        t, tl = (statistics.median(v) for v in times.values())
+        print(f"{stmt:48s} {t:8.2f}us {tl:8.2f}us  {statistics.median(ratios):.2f} ({q1:.2f}-{q3:.2f})")
 
 
 if __name__ == "__main__":
