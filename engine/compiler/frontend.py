@@ -32,6 +32,8 @@ from ..fx.trace_from_tape import guard_inputs, trace_with_output, write_state
 from ..nn.modules.module import _PARAMETER_READERS, Module
 from ..nn.modules.rnn import GRU, LSTM
 from . import fused as _fused
+from . import step as _step
+from .pool import _Call as _pool_call
 from .overhead import Replays
 
 __all__ = ["compile", "explain", "reset", "config", "OptimizedModule", "CompiledFunction", "ExplainOutput",
@@ -65,6 +67,8 @@ class _Entry:
     signature: tuple | None = None  # the traced graph without sizes' guard: equal ones are size-generic
     times: dict = field(default_factory=dict)
     replays: Replays | None = None  # mode="reduce-overhead": the captured graphs, by exact input shapes
+    step: object = None             # the call as one autograd node (``step.Step``), or None
+    step_reason: str | None = None  # why the call is not one node
 
 
 class _BreakWatch(Mode):
@@ -204,6 +208,21 @@ class CompiledFunction:
             raise Unsupported(f"tapelab.compile(fullgraph=True): {self.__name__}: {reason}")
         return self.fn(*args, **kwargs)
 
+    def _step(self, gm, flat: tuple) -> tuple:
+        """``(step.Step, None)``: the call as one autograd node (default mode, fused, grad mode on),
+        else ``(None, why not)``. Built from the traced graph before it is lowered."""
+        if callable(self.backend) or self.backend == "eager" or not self.options.get("fuse", True):
+            return None, "one-node step: not built for this backend or options"
+        if self.mode in REPLAYED:
+            return None, f"one-node step: mode={self.mode!r} replays captured graphs instead"
+        if not GRAD.enabled:
+            return None, "one-node step: grad mode is off (nothing to differentiate)"
+        try:
+            name = type(self.module).__name__ if self.module is not None else self.__name__
+            return _step.build(gm, flat, name, backend=self.options.get("kernels", "auto")), None
+        except _step.Unbuildable as e:
+            return None, str(e)
+
     def _compile(self, args: tuple, kwargs: dict, guards: list):
         fn, names = self.fn, list(kwargs)
         n = len(args)
@@ -239,6 +258,10 @@ class CompiledFunction:
             return _Entry(guards, reason=reason, times=times), out
         t1 = time.perf_counter()
         k0 = _fused.STATS["kernel_seconds"]
+        step, step_reason = self._step(gm, flat)
+        if step is not None:
+            times["step"] = time.perf_counter() - t1
+            t1 = time.perf_counter()
         if callable(self.backend):
             run = self.backend(gm, list(flat))
         elif self.backend == "eager" or not self.options.get("fuse", True):
@@ -253,12 +276,28 @@ class CompiledFunction:
         if lowered:
             _bind_attrs(gm)
             run = gm.forward          # the graph's own code: no Module.__call__ (hooks) around it
-        entry = _Entry(guards, graph=gm, run=run, times=times,
+        if step is not None:
+            step_reason = _keeps_lowered(gm)
+            step = None if step_reason else step
+        entry = _Entry(guards, graph=gm, run=step or run, times=times,
                        attrs=[(owner, _store(owner, leaf), leaf, obj) for _, owner, leaf, obj in attrs],
-                       signature=signature if lowered else None)
+                       signature=signature if lowered else None, step=step, step_reason=step_reason)
         if self.mode in REPLAYED and isinstance(gm, GraphModule):
             entry.replays = Replays(entry, self.__name__)
         return entry, out
+
+
+def _keeps_lowered(gm) -> str | None:
+    """Why the lowered graph runs rather than the one-node step, or None: it is one op already
+    (chain16's fused kernel), or it holds a fused ReLU and 2x2 max-pool, whose one-pass backward
+    the step's joint graph would split back into the pool's and the ReLU's (the relu's output is
+    read by the backward, so the forward half cannot fuse it)."""
+    calls = [n for n in gm.graph.nodes if n.op in ("call_function", "call_method", "call_module")]
+    if len(calls) == 1:
+        return "one-node step: the lowered graph is one op already"
+    if any(isinstance(n.target, _pool_call) for n in calls):
+        return "one-node step: the graph keeps its fused relu_max_pool2d (one-pass forward and backward)"
+    return None
 
 
 def _same_attrs(attrs: list) -> bool:
@@ -480,6 +519,8 @@ class ExplainOutput:
     ops_per_graph: list
     out_guards: list
     compile_times: dict
+    one_node: list = field(default_factory=list)   # per graph: the one-node step's op and members, or why not
+
 
     def __str__(self) -> str:
         lines = [f"Graph Count: {self.graph_count}", f"Graph Break Count: {self.graph_break_count}",
@@ -491,6 +532,8 @@ class ExplainOutput:
             lines += [f"    {o}" for o in ops]
         lines.append("Out Guards:")
         lines += [f"  {g}" for g in self.out_guards]
+        lines.append("One Node:")
+        lines += [f"  {o}" for o in self.one_node]
         lines.append("Compile Times: " + ", ".join(f"{k} {v:.3f} s" for k, v in self.compile_times.items()))
         return "\n".join(lines)
 
@@ -515,9 +558,11 @@ def explain(fn, *args, **kwargs) -> ExplainOutput:
     for e in entries:
         for k, v in e.times.items():
             times[k] = times.get(k, 0.0) + v
+    one_node = [f"{e.step.op.name}: one autograd node ({', '.join(e.step.members)})" if e.step is not None
+                else e.step_reason for e in entries if e.graph is not None]
     return ExplainOutput(graphs, len(graphs), sum(e.reason is not None for e in entries),
                          [e.reason for e in entries if e.reason], sum(map(len, ops)), ops,
-                         [g for e in entries for g in e.guards], times)
+                         [g for e in entries for g in e.guards], times, one_node)
 
 
 def _op_label(node) -> str:

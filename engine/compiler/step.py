@@ -1,0 +1,407 @@
+"""A compiled call as one autograd node: a generated forward over arrays and one traced joint backward.
+
+The lowered graph runs each op through the dispatcher and its backward through the engine's walk
+over one node per op: a dispatch-bound step (tiny_mlp, 8x32 through four layers) spends most of its
+time there, not in arithmetic. As AOT autograd does, ``build`` traces the call's forward and its
+backward together once (``trace_from_tape`` while ``autograd.grad`` walks the ops' declared vjps, so
+the backward is the ops' own formulas in the engine's order), splits that joint graph at the
+output (what the backward reads from the forward is saved), fuses each half's elementwise groups
+(``fused.lower``, several outputs per kernel) and generates two straight-line Python functions over
+arrays that call each op's declared forward (``Op.fwd``) or kernel directly, with no dispatch and
+no tape in between. The call is then one op, ``StepOp``: one tape node named after the compiled
+module (``members`` lists its ops), whose vjp runs the generated backward and hands out every
+input's and parameter's gradient at once; parameter hooks and ``.grad`` accumulation are the
+engine's, as for any op.
+
+Not built (the call runs the lowered graph, ``explain`` says why): a node that is not a declared
+compute op (a state write, a random draw, a Python function), an operand the dispatcher would
+promote or convert (mixed dtypes, a half-precision float), a result that is not one tensor
+needing a gradient, a backward that made a tensor outside the dispatcher, a graph off the cpu.
+Per call the lowered graph runs instead while a ``Mode`` watches (a tracer, a capture: they see
+each op), and a ``create_graph=True`` backward runs the graph's own ops (a differentiable
+gradient; one warning).
+"""
+from __future__ import annotations
+
+import operator
+import warnings
+import weakref
+
+import numpy as np
+
+from ..autograd.engine import grad as _autograd_grad
+from ..base.device import CPU
+from ..base.grad_mode import STATE as GRAD, enable_grad
+from ..core.creation import ones
+from ..core.dispatch import STATE, apply
+from ..core.registry import REGISTRY
+from ..core.tensor import Tensor
+from ..fx.graph import Graph
+from ..fx.graph_module import GraphModule
+from ..fx.interpreter import Interpreter
+from ..fx.node import Node
+from ..fx.passes.fusion import op_name
+from ..fx.trace_from_tape import guard_inputs, trace_from_tape
+from . import fused as _fused
+from .fused import FusedCall
+from .pool import RELU_MAX_POOL, _Call as _PoolCall, _Unregistered
+
+__all__ = ["Step", "build"]
+
+_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+_WARNED_CREATE_GRAPH: set = set()
+
+
+class Unbuildable(Exception):
+    """Why a call is not one node (the message is what ``explain`` reports)."""
+
+
+class Step:
+    """A compiled entry's call as one op: ``__call__`` takes the entry's flat arguments."""
+
+    def __init__(self, name: str, traced, flat: tuple, members: list, fwd, bwd, tensor_at: list, attrs: list):
+        self.traced = traced
+        self.values = tuple(None if isinstance(a, Tensor) else a for a in flat)   # the Python values traced
+        self.tensor_at, self.attrs = tensor_at, tuple(attrs)
+        self.shapes = tuple(flat[i]._data.shape for i in tensor_at)
+        self.members = members
+        self.fwd_fn, self.bwd_fn = fwd, bwd
+        self.sources = (fwd.source, bwd.source)
+        self.saved: dict = {}          # id(output array) -> the forward's saved arrays, while that array lives
+        self.op = _Unregistered(f"compiled({name})", self._forward, self._vjp, save_output=True)
+        self.op.backward_name = f"Compiled{name}Backward"
+
+    def __call__(self, *flat):
+        tensors = [flat[i] for i in self.tensor_at]
+        # a tracer or a capture sees each op, and a dynamic entry's other sizes: the lowered graph
+        if STATE.modes or tuple([t._data.shape for t in tensors]) != self.shapes:
+            return self.traced.forward(*flat)
+        return apply(self.op, *tensors, *self.attrs)
+
+    def _forward(self, xp, *arrays):
+        if xp is not np:
+            raise RuntimeError(f"{self.op.name}: the one-node step runs on cpu numpy arrays only")
+        out, *saved = self.fwd_fn(*arrays[:len(self.tensor_at)])
+        if type(out) is not np.ndarray:
+            out = np.asarray(out)
+        self.saved[id(out)] = saved
+        weakref.finalize(out, self.saved.pop, id(out), None)
+        return out
+
+    def _vjp(self, g, out, *inputs):
+        if GRAD.enabled:           # create_graph=True: the gradient must itself be differentiable
+            return self._members_vjp(g, inputs)
+        saved = self.saved.get(id(out._data))
+        arrays = [t._data for t in inputs[:len(self.tensor_at)]]
+        if saved is None:          # the output was made by another path: recompute the saved values
+            _, *saved = self.fwd_fn(*arrays)
+        grads = self.bwd_fn(g._data, *saved, *arrays)
+        dev = g._device
+        return tuple(None if a is None else Tensor._wrap(a if type(a) is np.ndarray else np.asarray(a),
+                                                          False, None, 0, [0], dev)
+                     for a in grads)
+
+    def _members_vjp(self, g, inputs):
+        """The traced graph's own ops and vjps, recorded for autograd (double backward)."""
+        if self.op.name not in _WARNED_CREATE_GRAPH:
+            _WARNED_CREATE_GRAPH.add(self.op.name)
+            warnings.warn(f"tapelab.compile: create_graph=True through {self.op.name}: its gradient runs the "
+                          "graph's own ops (the generated one-node backward has no derivative)", UserWarning,
+                          stacklevel=2)
+        flat = list(self.values)
+        for i, t in zip(self.tensor_at, inputs):
+            flat[i] = t
+        y = self.traced(*flat)
+        want = [t for t in inputs if t.requires_grad]
+        got = iter(_autograd_grad(y, want, g, create_graph=True, allow_unused=True, materialize_grads=True))
+        return tuple(next(got) if t.requires_grad else None for t in inputs)
+
+
+def build(gm: GraphModule, flat: tuple, name: str, backend: str = "auto") -> Step:
+    """The one-node step of the traced graph ``gm`` called on ``flat`` (run once more, forward and
+    backward, while the joint graph is recorded); raises ``Unbuildable`` with the reason. Call it
+    before ``fused.lower(gm)``: the step runs the lowered ``gm`` while a mode watches and for
+    ``create_graph=True``."""
+    _check_forward(gm, flat)
+    tensor_at = [i for i, a in enumerate(flat) if isinstance(a, Tensor)]
+    attrs = _attr_tensors(gm)
+    leaves = [flat[i] for i in tensor_at] + attrs
+    if not any(t.requires_grad for t in leaves):
+        raise Unbuildable("one-node step: nothing requires a gradient")
+    joint, out = _joint(gm, flat, leaves)
+    step_fwd, step_bwd = _split(joint, len(flat), tensor_at)
+    metas = _metas(joint, flat, out)
+    fwd_gm = _lowered(joint, step_fwd, metas, backend)
+    bwd_gm = _lowered(joint, step_bwd, metas, backend)
+    members = [_label(n) for n in fwd_gm.graph.nodes if n.op == "call_function" and n.target is not operator.getitem]
+    return Step(name, gm, tuple(flat), members, _generate(fwd_gm, "step_forward"), _generate(bwd_gm, "step_backward"),
+                tensor_at, attrs)
+
+
+def _label(n: Node) -> str:
+    return repr(n.target) if isinstance(n.target, (FusedCall, _PoolCall)) else op_name(n)
+
+
+def _check_forward(gm: GraphModule, flat: tuple) -> None:
+    """Raise ``Unbuildable`` when the traced graph holds anything but declared compute ops."""
+    out = gm.graph.output_node().args[0]
+    if not isinstance(out, Node):
+        raise Unbuildable("one-node step: the call returns more than one tensor")
+    for n in gm.graph.nodes:
+        if n.op in ("placeholder", "get_attr", "output") or n.target is guard_inputs or n.target is operator.getitem:
+            continue
+        if n.op == "call_method" and n.target == "detach":
+            continue
+        _declared(n)
+    if any(isinstance(a, Tensor) and a.device.type != "cpu" for a in flat):
+        raise Unbuildable("one-node step: an input is not on the cpu")
+
+
+def _declared(n: Node):
+    """The registered op a node calls, or ``Unbuildable``."""
+    name = op_name(n) if n.op == "call_function" else None
+    op = REGISTRY.get(name or "")
+    if op is None:
+        label = getattr(n.target, "__name__", str(n.target))
+        raise Unbuildable(f"one-node step: {n.name} calls {label}, not a declared op")
+    if op.kind != "compute":
+        raise Unbuildable(f"one-node step: {n.name} is a {op.kind} op ({op.name}), not a compute op")
+    return op
+
+
+def _attr_tensors(gm) -> list:
+    """The tensors the graph reads as attributes, once each, in graph order."""
+    out, seen = [], set()
+    for n in gm.graph.nodes:
+        if n.op == "get_attr":
+            t = _fetch(gm, n.target)
+            if isinstance(t, Tensor) and id(t) not in seen:
+                seen.add(id(t))
+                out.append(t)
+    return out
+
+
+def _fetch(gm, path: str):
+    obj = gm
+    for part in path.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def _joint(gm, flat: tuple, leaves: list):
+    """The forward and backward recorded together, and the forward's result: placeholders ``flat``
+    then the output's gradient, the output ``(out, grad of each leaf or None)``, the attributes as
+    constants (the same tensors). The trace differentiates hook-free aliases of the leaves (a hook
+    must neither run at compile time nor be baked into the graph: the engine runs it each step)."""
+    alias = {id(t): t.detach().requires_grad_(t.requires_grad) for t in leaves}
+    real = {id(a): t for t, a in ((t, alias[id(t)]) for t in leaves)}
+    args = [alias.get(id(a), a) if isinstance(a, Tensor) else a for a in flat]
+    need = [alias[id(t)] for t in leaves if t.requires_grad]
+
+    def joint(*xs):
+        *inputs, g = xs
+        with enable_grad():
+            out = _Aliased(gm, alias).run(*inputs)
+        return (out, *_autograd_grad(out, need, g, allow_unused=True))
+    with enable_grad():
+        probe = _Aliased(gm, alias).run(*args)
+    if not isinstance(probe, Tensor) or not probe.requires_grad or np.dtype(probe.dtype.np) not in _FLOATS:
+        raise Unbuildable("one-node step: the result is not one floating tensor that requires grad")
+    g = ones(tuple(probe.shape), dtype=probe.dtype)
+    out = probe.detach()
+    del probe
+    joint_gm = trace_from_tape(joint, *args, g, announce=False)
+    for n in joint_gm.graph.nodes:
+        if n.op == "get_attr":
+            t = _fetch(joint_gm, n.target)
+            if isinstance(t, Tensor) and id(t) in real:
+                setattr(joint_gm, n.target, real[id(t)])     # the step reads the parameter itself, live
+            elif isinstance(t, Tensor) and t.ndim:
+                raise Unbuildable(f"one-node step: the backward read a tensor made outside the dispatcher ({n.name})")
+    # the gradients of leaves that do not require grad are None: the output lists only needed ones
+    output = joint_gm.graph.output_node()
+    vals = list(output.args[0])
+    got = iter(vals[1:])
+    output.args = ((vals[0], *[next(got) if t.requires_grad else None for t in leaves]),)
+    return joint_gm, out
+
+
+class _Aliased(Interpreter):
+    """Runs the traced graph with its attribute tensors replaced by their aliases."""
+
+    def __init__(self, gm, alias: dict):
+        super().__init__(gm)
+        self.alias = alias
+
+    def get_attr(self, target, args, kwargs):
+        t = super().get_attr(target, args, kwargs)
+        return self.alias.get(id(t), t)
+
+
+def _split(joint, n_flat: int, tensor_at: list):
+    """The joint graph's forward and backward, each ``(inputs, nodes, outputs)`` in graph order: the
+    forward returns its result and the values the backward reads (saved), the backward takes the
+    output's gradient, those values and the tensor inputs, and returns one gradient per leaf."""
+    places = [n for n in joint.graph.nodes if n.op == "placeholder"]
+    output = joint.graph.output_node()
+    out, *grads = output.args[0]
+    fwd = _ancestors([out])
+    bwd = _ancestors([g for g in grads if isinstance(g, Node)]) - fwd
+    order = {n: i for i, n in enumerate(joint.graph.nodes)}
+    fwd_nodes = sorted((n for n in fwd if n.op not in ("placeholder",)), key=order.__getitem__)
+    bwd_nodes = sorted((n for n in bwd if n.op not in ("placeholder",)), key=order.__getitem__)
+    saved = sorted({i for n in bwd_nodes for i in n.all_input_nodes
+                    if i in fwd and i.op not in ("placeholder", "get_attr")}, key=order.__getitem__)
+    for n in (*fwd_nodes, *bwd_nodes):
+        if n.op == "call_function" and n.target not in (operator.getitem, guard_inputs):
+            _declared(n)
+    inputs = [places[i] for i in tensor_at]
+    gnode = places[n_flat]
+    return ((inputs, fwd_nodes, [out, *saved]),
+            ([gnode, *saved, *inputs], bwd_nodes, [g if isinstance(g, Node) else None for g in grads]))
+
+
+def _ancestors(roots: list) -> set:
+    seen, stack = set(), list(roots)
+    while stack:
+        n = stack.pop()
+        if n in seen:
+            continue
+        seen.add(n)
+        stack.extend(n.all_input_nodes)
+    return seen
+
+
+def _metas(joint, flat: tuple, out: Tensor) -> dict:
+    """node -> its meta tensor (shape, dtype, requires_grad), propagated without computing."""
+    _fused._MetaShapeProp(joint).propagate(*[_fused._meta(a) for a in flat], _fused._meta(out))
+    return {n: n.meta.get("tensor_meta") for n in joint.graph.nodes}
+
+
+def _lowered(joint, part: tuple, metas: dict, backend: str) -> GraphModule:
+    """One half of the joint graph as its own GraphModule, its elementwise groups fused."""
+    inputs, nodes, outputs = part
+    graph = Graph()
+    env: dict = {}
+    for n in inputs:
+        env[n] = graph.placeholder(n.name)
+    for n in nodes:
+        for i in n.all_input_nodes:
+            if i not in env and i.op == "get_attr":
+                env[i] = graph.get_attr(i.target)
+        if n.op == "get_attr":
+            env[n] = env.get(n) or graph.get_attr(n.target)
+            continue
+        env[n] = graph.node_copy(n, env.__getitem__)
+    for o in outputs:
+        if isinstance(o, Node) and o not in env and o.op == "get_attr":
+            env[o] = graph.get_attr(o.target)
+    graph.output(tuple(env[o] if isinstance(o, Node) else None for o in outputs))
+    gm = GraphModule(joint, graph, "step")
+    examples = [_example(metas[n]) for n in inputs]
+    for n in nodes:
+        _check_operands(n, metas)
+    return _fused.lower(gm, examples, differentiable=False, backend=backend, on_cpu=True)
+
+
+def _example(meta):
+    return _fused.empty(tuple(meta.shape), dtype=meta.dtype, device="meta")
+
+
+def _check_operands(n: Node, metas: dict) -> None:
+    """``Unbuildable`` when the dispatcher would promote or convert an operand of ``n`` (the generated
+    code hands arrays and numbers to the forward as they are)."""
+    if n.op != "call_function" or n.target in (operator.getitem, guard_inputs):
+        return
+    op = REGISTRY[op_name(n)]
+    dts = []
+    for a in (*n.args, *n.kwargs.values()):
+        if isinstance(a, Node):
+            m = metas.get(a)
+            if m is None or type(m) is tuple:
+                continue
+            dts.append(np.dtype(m.dtype.np))
+        elif isinstance(a, (list, tuple)) and any(isinstance(x, Node) for x in a):
+            raise Unbuildable(f"one-node step: {n.name} ({op.name}) takes a list of tensors")
+    for dt in dts:
+        if dt.kind in "fc" and dt not in _FLOATS:
+            raise Unbuildable(f"one-node step: {n.name} ({op.name}) reads {dt}: the dispatcher converts half floats")
+    if op.promote is not None:
+        nums = [a for a in n.args if type(a) in (int, float, bool)]
+        if len(set(dts)) > 1 or (dts and nums and dts[0].kind != "f"):
+            raise Unbuildable(f"one-node step: {n.name} ({op.name}) needs promotion ({', '.join(map(str, dts))})")
+
+
+class _Generated:
+    """A generated function and its source (``source``, for the views and explain)."""
+
+    __slots__ = ("fn", "source")
+
+    def __init__(self, fn, source: str):
+        self.fn, self.source = fn, source
+
+    def __call__(self, *a):
+        return self.fn(*a)
+
+
+def _generate(gm: GraphModule, fname: str) -> "_Generated":
+    """Straight-line Python over arrays: each node calls its op's declared forward (or the fused
+    kernel's loop) on the arrays its inputs computed. The placeholders come first, then the
+    attributes' arrays (read from the tensors at each call: an optimizer's in-place step is seen)."""
+    names: dict = {}
+    glob: dict = {"np": np, "_asarray": np.asarray, "_ndarray": np.ndarray}
+    params, lines, attrs = [], [], []
+    k = 0
+
+    def const(value) -> str:
+        nonlocal k
+        k += 1
+        glob[f"c{k}"] = value
+        return f"c{k}"
+
+    def ref(a) -> str:
+        if isinstance(a, Node):
+            return names[a]
+        if a is None or type(a) in (bool, int, str):
+            return repr(a)
+        return const(a)
+    for n in gm.graph.nodes:
+        v = f"v{len(names)}"
+        if n.op == "placeholder":
+            names[n] = v
+            params.append(v)
+        elif n.op == "get_attr":
+            names[n] = v
+            attrs.append((v, _fetch(gm, n.target)))
+        elif n.op == "call_method" and n.target == "detach":
+            names[n] = names[n.args[0]]
+        elif n.op == "call_function" and n.target is operator.getitem:
+            names[n] = v
+            lines.append(f"{v} = {names[n.args[0]]}[{n.args[1]}]")
+        elif n.op == "call_function":
+            names[n] = v
+            args = ", ".join(ref(a) for a in n.args)
+            kwargs = "".join(f", {key}={ref(val)}" for key, val in n.kwargs.items())
+            if isinstance(n.target, FusedCall):
+                op = n.target.op
+                run = const(op._runner("cpu"))
+                lines.append(f"{v} = {run}({args})" + ("" if op.n_extra else "[0]"))
+                continue
+            op = RELU_MAX_POOL if isinstance(n.target, _PoolCall) else REGISTRY[op_name(n)]
+            f = const(op.fwd)
+            lines.append(f"{v} = {f}(np, {args}{kwargs})" if args else f"{v} = {f}(np{kwargs})")
+            if not op.n_extra:
+                # as the dispatcher's ``_result``: a numpy scalar from a reduction becomes an array
+                lines.append(f"if type({v}) is not _ndarray and not hasattr({v}, '__dlpack__'): {v} = _asarray({v})")
+        elif n.op == "output":
+            lines.append("return (" + "".join(f"{ref(o)}, " for o in n.args[0]) + ")")
+    head = ", ".join(params + [a for a, _ in attrs])
+    # attribute arrays are read from their tensors each call; the generated function takes them last
+    src = f"def {fname}({head}):\n" + "".join(f"    {line}\n" for line in lines)
+    code = compile(src, f"<tapelab.compile {fname}>", "exec")
+    exec(code, glob)
+    fn = glob[fname]
+    tensors = tuple(t for _, t in attrs)
+    if not tensors:
+        return _Generated(fn, src)
+    return _Generated(lambda *a: fn(*a, *[t._data for t in tensors]), src)

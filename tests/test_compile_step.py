@@ -1,0 +1,210 @@
+"""tapelab.compile's one-node step (engine/compiler/step.py): a compiled module whose graph is all
+declared ops runs as ONE autograd node (a generated forward over arrays, one traced joint backward),
+its values and gradients equal to eager's and PyTorch's; hooks fire; create_graph=True and graphs
+with an undeclared op take the per-op path, and ``explain`` says why."""
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+import tapelab
+import tapelab.compiler as tc
+from tapelab.graphs import Graph, graph
+
+RTOL, ATOL = 1e-5, 1e-6
+
+
+def _close(got, want, what=""):
+    np.testing.assert_allclose(got, want, rtol=RTOL, atol=max(ATOL, RTOL * float(np.abs(want).max())), err_msg=what)
+
+
+def _tiny(m):
+    """tiny_mlp's module (bench/compile_bench.py) for library ``m``: the loss inside the module."""
+    nn = m.nn
+
+    class Tiny(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.net = nn.Sequential(nn.Linear(32, 64), nn.GELU(), nn.Linear(64, 64), nn.LayerNorm(64), nn.SiLU(),
+                                     nn.Linear(64, 10))
+
+        def forward(self, x):
+            y = self.net(x)
+            return (y * y).mean()
+    return Tiny()
+
+
+def _classifier(m):
+    """Linear, ReLU, Linear and cross-entropy on integer labels (the bench's MLP row, smaller)."""
+    nn = m.nn
+
+    class Classifier(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.net = nn.Sequential(nn.Linear(20, 48), nn.ReLU(), nn.Linear(48, 5))
+
+        def forward(self, x, y):
+            return nn.functional.cross_entropy(self.net(x), y)
+    return Classifier()
+
+
+def _pair(make):
+    """The same module in tapelab and torch (torch's parameters copied from tapelab's)."""
+    tapelab.manual_seed(0)
+    ours, theirs = make(tapelab), make(torch)
+    with torch.no_grad():
+        for (n, p), (_, q) in zip(ours.named_parameters(), theirs.named_parameters()):
+            q.copy_(torch.tensor(p.detach().numpy()))
+    return ours, theirs
+
+
+def _inputs(name, rng):
+    if name == "tiny":
+        return (rng.standard_normal((8, 32)).astype(np.float32),)
+    return rng.standard_normal((16, 20)).astype(np.float32), rng.integers(0, 5, 16)
+
+
+@pytest.mark.parametrize("name, make", [("tiny", _tiny), ("classifier", _classifier)])
+def test_compiled_step_is_one_node_equal_to_eager_and_torch(name, make):
+    model, tmodel = _pair(make)
+    compiled = tapelab.compile(model)
+    rng = np.random.default_rng(0)
+    for call in range(3):                 # traced (eager), then the one-node step twice
+        arrays = _inputs(name, rng)
+        model.zero_grad()
+        loss = compiled(*map(tapelab.tensor, arrays))
+        loss.backward()
+        got = {n: p.grad.numpy().copy() for n, p in model.named_parameters()}
+        model.zero_grad()
+        want = model(*map(tapelab.tensor, arrays))
+        want.backward()
+        tmodel.zero_grad()
+        tloss = tmodel(*map(torch.tensor, arrays))
+        tloss.backward()
+        _close(loss.detach().numpy(), want.detach().numpy(), "loss vs eager")
+        _close(loss.detach().numpy(), tloss.detach().numpy(), "loss vs torch")
+        for (n, p), (_, q) in zip(model.named_parameters(), tmodel.named_parameters()):
+            _close(got[n], p.grad.numpy(), f"{n} vs eager")
+            _close(got[n], q.grad.numpy(), f"{n} vs torch")
+        if call:
+            assert loss.grad_fn.name() == f"Compiled{type(model).__name__}Backward"
+            assert [n for n, _ in loss.grad_fn.next_functions if n is not None] and all(
+                type(n).__name__ == "AccumulateGrad" for n, _ in loss.grad_fn.next_functions if n is not None)
+    (entry,) = compiled._compiled.cache.values()
+    assert entry.step is not None and "linear" in entry.step.members
+
+
+def test_one_node_in_the_tape_and_the_profiler_with_its_members():
+    model = _pair(_tiny)[0]
+    compiled = tapelab.compile(model)
+    x = tapelab.randn(8, 32)
+    compiled(x)
+    with tapelab.tape() as t:
+        compiled(x).backward()
+    names = [r.op for r in t.nodes]
+    assert "compiled(Tiny)" in names and "linear" not in names and "layer_norm" not in names, names
+    with tapelab.profiler.profile() as prof:
+        compiled(x).backward()
+    keys = {e.key for e in prof.key_averages()}
+    assert "compiled(Tiny)" in keys and "linear" not in keys, keys
+    report = tc.explain(model, x)
+    assert report.one_node and report.one_node[0].startswith("compiled(Tiny): one autograd node (linear, ")
+    assert "layer_norm" in report.one_node[0] and "One Node:" in str(report)
+
+
+def test_input_gradient_retain_graph_and_parameter_hooks():
+    """An input that requires grad gets its gradient from the node; a second backward through the
+    retained node reads the same saved arrays; a parameter hook fires and changes what accumulates."""
+    model, tmodel = _pair(_tiny)
+    compiled = tapelab.compile(model)
+    xs = np.random.default_rng(1).standard_normal((8, 32)).astype(np.float32)
+    seen = []
+    w = model.net[0].weight
+    handle = w.register_hook(lambda g: seen.append(g.shape) or g * 2.0)
+    tw = tmodel.net[0].weight
+    thandle = tw.register_hook(lambda g: g * 2.0)
+    compiled(tapelab.tensor(xs, requires_grad=True))     # traced (the key holds requires_grad): no hook runs
+    assert seen == []
+    model.zero_grad()
+    x = tapelab.tensor(xs, requires_grad=True)
+    loss = compiled(x)
+    loss.backward(retain_graph=True)
+    loss.backward()
+    xt = torch.tensor(xs, requires_grad=True)
+    tl = tmodel(xt)
+    tl.backward(retain_graph=True)
+    tl.backward()
+    assert seen == [(64, 32), (64, 32)]
+    _close(x.grad.numpy(), xt.grad.numpy(), "input grad")
+    _close(w.grad.numpy(), tw.grad.numpy(), "hooked weight")
+    _close(model.net[5].bias.grad.numpy(), tmodel.net[5].bias.grad.numpy(), "last bias")
+    handle.remove()
+    thandle.remove()
+
+
+def test_create_graph_takes_the_graphs_own_ops():
+    """A gradient penalty (double backward): the node's vjp runs the graph's own ops (one warning)."""
+    model, tmodel = _pair(_tiny)
+    compiled = tapelab.compile(model)
+    xs = np.random.default_rng(2).standard_normal((8, 32)).astype(np.float32)
+    compiled(tapelab.tensor(xs, requires_grad=True))       # traced: the key holds requires_grad
+    x = tapelab.tensor(xs, requires_grad=True)
+    loss = compiled(x)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        (gx,) = tapelab.autograd.grad(loss, [x], create_graph=True)
+    assert any("create_graph=True through compiled(Tiny)" in str(w.message) for w in caught)
+    (gx * gx).sum().backward()
+    xt = torch.tensor(xs, requires_grad=True)
+    (gt,) = torch.autograd.grad(tmodel(xt), [xt], create_graph=True)
+    (gt * gt).sum().backward()
+    _close(gx.detach().numpy(), gt.detach().numpy(), "gradient")
+    for (n, p), (_, q) in zip(model.named_parameters(), tmodel.named_parameters()):
+        _close(p.grad.numpy(), q.grad.numpy(), f"{n} after the penalty")
+
+
+def test_a_state_write_keeps_the_per_op_path_and_explain_says_why():
+    """A train-mode BatchNorm writes its running statistics (``write_state``, not a declared op)."""
+    nn = tapelab.nn
+    model = nn.Sequential(nn.Linear(6, 4), nn.BatchNorm1d(4))
+    x = tapelab.randn(5, 6)
+    report = tc.explain(model, x)
+    assert report.graph_count == 1 and "write_state, not a declared op" in report.one_node[0], report.one_node
+    compiled = tapelab.compile(model)
+    compiled(x)
+    assert compiled(x).sum().grad_fn is not None
+    (entry,) = compiled._compiled.cache.values()
+    assert entry.step is None and "write_state" in entry.step_reason
+
+
+def test_no_step_without_grad_or_with_a_replaying_mode():
+    model = _pair(_tiny)[0]
+    x = tapelab.randn(8, 32)
+    with tapelab.no_grad():
+        assert "grad mode is off" in tc.explain(model, x).one_node[0]
+    compiled = tapelab.compile(model, mode="reduce-overhead")
+    compiled(x)
+    (entry,) = compiled._compiled.cache.values()
+    assert entry.step is None and "reduce-overhead" in entry.step_reason
+
+
+def test_a_capture_and_a_new_size_run_the_lowered_graph():
+    """Under a mode (a capture sees each op) and for another size of a dynamic entry, the step
+    hands the call to the lowered graph; both equal eager."""
+    model = _pair(_tiny)[0]
+    compiled = tapelab.compile(model)
+    xs = np.random.default_rng(3).standard_normal((8, 32)).astype(np.float32)
+    x = tapelab.tensor(xs)
+    compiled(x)
+    g = Graph()
+    with graph(g):
+        out = compiled(x)
+    g.replay()
+    _close(out.detach().numpy(), model(x).detach().numpy(), "captured")
+    for rows in (12, 20):                 # the second new size marks the batch dynamic
+        x2 = tapelab.randn(rows, 32)
+        got = compiled(x2)
+        _close(got.detach().numpy(), model(x2).detach().numpy(), f"{rows} rows")
