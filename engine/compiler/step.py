@@ -33,7 +33,7 @@ from ..autograd.engine import grad as _autograd_grad
 from ..base.device import CPU
 from ..base.grad_mode import STATE as GRAD, enable_grad
 from ..core.creation import ones
-from ..core.dispatch import STATE, apply
+from ..core.dispatch import STATE, _result, apply
 from ..core.registry import REGISTRY
 from ..core.tensor import Tensor
 from ..fx.graph import Graph
@@ -76,12 +76,25 @@ class Step:
         # a tracer or a capture sees each op, and a dynamic entry's other sizes: the lowered graph
         if STATE.modes or tuple([t._data.shape for t in tensors]) != self.shapes:
             return self.traced.forward(*flat)
-        return apply(self.op, *tensors, *self.attrs)
+        args = (*tensors, *self.attrs)
+        if STATE.slow:               # a tape, the profiler: the dispatcher tells them of the op
+            return apply(self.op, *args)
+        req = False                  # what ``_general`` checks, for these operands: then ``_result``'s node
+        for t in args:
+            if t._device is not CPU or (t._base is not None and t._vc[0] and not t.requires_grad):
+                return apply(self.op, *args)
+            if t.requires_grad:
+                req = True
+        return _result(self.op, args, {}, CPU, req, self._run([t._data for t in tensors]))
 
     def _forward(self, xp, *arrays):
         if xp is not np:
             raise RuntimeError(f"{self.op.name}: the one-node step runs on cpu numpy arrays only")
-        out, *saved = self.fwd_fn(*arrays[:len(self.tensor_at)])
+        return self._run(arrays[:len(self.tensor_at)])
+
+    def _run(self, arrays: list):
+        """The generated forward; its saved arrays are kept for the vjp while the output lives."""
+        out, *saved = self.fwd_fn(*arrays)
         if type(out) is not np.ndarray:
             out = np.asarray(out)
         self.saved[id(out)] = saved

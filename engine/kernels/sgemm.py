@@ -286,6 +286,23 @@ def _transpose_into(src, dst):
             dst[k, j] = src[j, k]
 
 
+@njit(**_JIT)
+def _sgemm_transposed(a, bt, c):
+    """``c = a @ bt.T``: ``bt (N, K)`` transposed into a panel-padded copy, then ``_sgemm``, in one
+    call from Python (each compiled call costs ~0.8 us of dispatch; a small linear layer's product
+    is ~1 us of arithmetic)."""
+    _sgemm(a, _transposed(bt), c)
+
+
+@njit(**_JIT)
+def _sgemm_few_rows(bt, a, c):
+    """``c = a @ bt.T`` as ``(bt @ a.T).T`` (few rows of ``a``: it and the result are transposed,
+    not ``bt``), in one call from Python: the same kernels on the same operands as three calls."""
+    result_t = np.empty((bt.shape[0], a.shape[0]), np.float32)
+    _sgemm(bt, _transposed(a), result_t)
+    _transpose_into(result_t, c)
+
+
 def _unit_stride(x: np.ndarray, axis: int) -> bool:
     """Whether ``x`` (2-D float32) steps one element along ``axis`` and whole elements, forward,
     along the other: the layouts the kernel reads in place."""
@@ -308,11 +325,10 @@ def matmul_into(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> np.ndarray:
         if _unit_stride(a, 1) and m * (k + n) < n * k:
             # x @ w.T with few rows as (w @ x.T).T: x and the result transposed instead of w. Each
             # output is the same fused multiply-adds in the same order (fma(x, w, s) = fma(w, x, s))
-            result_t = np.empty((n, m), np.float32)
-            _sgemm(b.T, _transposed(a), result_t)
-            _transpose_into(result_t, out)
+            _sgemm_few_rows(b.T, a, out)
             return out
-        b = _transposed(b.T)
+        _sgemm_transposed(a, b.T, out)
+        return out
     elif not _unit_stride(b, 1):
         b = np.ascontiguousarray(b)
     _sgemm(a, b, out)
