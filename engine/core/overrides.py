@@ -15,9 +15,24 @@ first. So a mode sees every op, factories, random draws and the ops of composite
 ``a * b``, as PyTorch passes ``Tensor.mul``). Python-level functions that PyTorch guards with
 ``has_torch_function`` (``nn.init``) call ``handle_torch_function`` with their public function,
 as PyTorch's do. With nobody taking part the hook is uninstalled and the eager path pays nothing.
+
+Tensor-likes (objects that are not Tensors but whose type defines ``__torch_function__``, as
+fx's ``Proxy``) take part while their type is registered with ``taking_part(cls)``: the hook is
+installed for the block and asks them as it asks subclasses. Only calls that hold one are theirs,
+so registering needs no mode and changes nothing for other threads' tensors. Composite public functions (Python bodies that
+call several ops, or read their arguments before dispatching) are reached by the hook only op by
+op, so they check for tensor-likes at their entry, as PyTorch's Python functions do::
+
+    if _DISPATCH.functions is not None and has_tensor_like((input, target)):
+        return handle_torch_function(cross_entropy, (input, target), input, target, ...)
+
+``STATE.functions`` is None whenever nobody takes part: the check is one attribute read then.
+Modes and subclasses still see a composite's ops one by one (``has_tensor_like`` asks only
+registered tensor-likes), as before.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import threading
 import weakref
@@ -27,7 +42,7 @@ from ..base.dispatch_state import LOCAL, STATE
 from .dispatch import PASS, apply, set_functions
 from .tensor import Tensor
 
-__all__ = ["TorchFunctionMode", "handle_torch_function", "has_torch_function", "has_torch_function_unary",
+__all__ = ["TorchFunctionMode", "taking_part", "has_tensor_like", "handle_torch_function", "has_torch_function", "has_torch_function_unary",
            "has_torch_function_variadic", "is_tensor_like", "is_tensor_method_or_property",
            "get_default_nowrap_functions", "get_ignored_functions", "resolve_name", "OpFunction", "function_of", "overridable",
            "DisableTorchFunction", "DisableTorchFunctionSubclass", "_disabled_torch_function_impl",
@@ -39,11 +54,33 @@ __all__ = ["TorchFunctionMode", "handle_torch_function", "has_torch_function", "
 _LOCK = threading.Lock()
 _threads = 0                    # threads with a TorchFunctionMode entered
 _subclasses: dict = {}          # weakref(cls) -> None: live Tensor subclasses that take part
+_likes: dict = {}               # tensor-like type -> number of ``taking_part`` blocks open for it
 
 
 def _sync() -> None:
-    """Install the hook exactly while a mode is entered somewhere or a subclass takes part."""
-    set_functions(_hook if _threads or _subclasses else None)
+    """Install the hook exactly while a mode is entered somewhere, a subclass takes part or a
+    tensor-like type is registered."""
+    set_functions(_hook if _threads or _subclasses or _likes else None)
+
+
+@contextlib.contextmanager
+def taking_part(cls: type):
+    """Inside the block, arguments of the tensor-like type ``cls`` (not a Tensor; it defines
+    ``__torch_function__``) are asked by every op they reach, in any thread (re-entrant)."""
+    if isinstance(cls, type) and issubclass(cls, Tensor) or not hasattr(cls, "__torch_function__"):
+        raise TypeError(f"taking_part(): {cls!r} must be a type that is not a Tensor and defines "
+                        "__torch_function__")
+    with _LOCK:
+        _likes[cls] = _likes.get(cls, 0) + 1
+        _sync()
+    try:
+        yield
+    finally:
+        with _LOCK:
+            _likes[cls] -= 1
+            if not _likes[cls]:
+                del _likes[cls]
+            _sync()
 
 
 class _Token:
@@ -97,14 +134,17 @@ def _forget(ref) -> None:
         _sync()
 
 
-def _overloaded(relevant: Iterable) -> list:
-    """The arguments whose types take part, one per type, a subclass before its bases (PyTorch's order)."""
+def _overloaded(relevant: Iterable, subclasses_off: bool = False) -> list:
+    """The arguments whose types take part, one per type, a subclass before its bases (PyTorch's
+    order); Tensor subclasses are skipped when ``subclasses_off``."""
     out: list = []
     types: list = []
     for arg in relevant:
         tp = type(arg)
-        if tp in types or not (isinstance(arg, Tensor) and _takes_part(tp)
-                               or not isinstance(arg, Tensor) and hasattr(tp, "__torch_function__")):
+        if isinstance(arg, Tensor):
+            if subclasses_off or not _takes_part(tp) or tp in types:
+                continue
+        elif not hasattr(tp, "__torch_function__") or tp in types:
             continue
         index = len(out)
         for i, other in enumerate(types):
@@ -116,10 +156,10 @@ def _overloaded(relevant: Iterable) -> list:
     return out
 
 
-def _relevant(args: tuple) -> list:
-    """An op's tensor-like arguments, one level into lists and tuples (``cat``'s tensors)."""
+def _relevant(args: tuple, params: dict | None = None) -> list:
+    """An op's tensor-like arguments and params, one level into lists and tuples (``cat``'s tensors)."""
     out = []
-    for a in args:
+    for a in (*args, *params.values()) if params else args:
         if isinstance(a, (list, tuple)):
             out.extend(x for x in a if not isinstance(x, (int, float, complex, bool, str)))
         elif not isinstance(a, (int, float, complex, bool, str)) and a is not None:
@@ -172,7 +212,8 @@ def _hook(op, args: tuple, params: dict):
     local = LOCAL
     if local.functions_off:
         return PASS
-    overloaded = _overloaded(_relevant(args)) if _subclasses and not local.subclasses_off else []
+    overloaded = (_overloaded(_relevant(args, params), local.subclasses_off)
+                  if _likes or _subclasses and not local.subclasses_off else [])
     if not local.function_modes and not overloaded:
         return PASS
     return _handle(function_of(op), overloaded, args, dict(params) if params else None)
@@ -198,12 +239,7 @@ def _handle(func, overloaded: list, args: tuple, kwargs: dict | None):
 def handle_torch_function(public_api: Callable, relevant_args: Iterable, *args, **kwargs):
     """Run ``public_api`` through the active mode and the overriding arguments among ``relevant_args``
     (what a Python-level function does when ``has_torch_function`` says someone takes part)."""
-    if LOCAL.subclasses_off:
-        overloaded = [a for a in relevant_args if not isinstance(a, Tensor) and hasattr(type(a), "__torch_function__")]
-        overloaded = _overloaded(overloaded)
-    else:
-        overloaded = _overloaded(relevant_args)
-    return _handle(public_api, overloaded, args, kwargs)
+    return _handle(public_api, _overloaded(_relevant(tuple(relevant_args)), LOCAL.subclasses_off), args, kwargs)
 
 
 def overridable(fn: Callable) -> Callable:
@@ -215,6 +251,15 @@ def overridable(fn: Callable) -> Callable:
             return handle_torch_function(checked, (tensor,), tensor, *args, **kwargs)
         return fn(tensor, *args, **kwargs)
     return checked
+
+
+def has_tensor_like(relevant_args: Iterable) -> bool:
+    """Whether one of ``relevant_args`` (one level into lists and tuples) is of a tensor-like type
+    registered with ``taking_part``: the check composite public functions make at their entry
+    (after ``STATE.functions is not None``), so a traced call on a Proxy records as one call.
+    Modes and Tensor subclasses are not asked here: they see a composite's ops, one by one."""
+    return (bool(_likes) and not LOCAL.functions_off
+            and any(type(a) in _likes for a in _relevant(tuple(relevant_args))))
 
 
 def has_torch_function(relevant_args: Iterable) -> bool:

@@ -10,6 +10,8 @@ from __future__ import annotations
 import math
 import warnings
 
+from ..base.dispatch_state import STATE as _DISPATCH
+from ..core.overrides import handle_torch_function, has_tensor_like
 from ..base import dtype as _dtype
 from ..core import creation
 from ..ops.movement import broadcast_shapes, cat
@@ -64,6 +66,10 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
                                  enable_gqa: bool = False) -> Tensor:
     """``softmax(q kᵀ · scale + mask) v``; a bool ``attn_mask`` is True where attention is allowed,
     a float one is added to the scores. Dropout always applies when ``dropout_p > 0``."""
+    if _DISPATCH.functions is not None and has_tensor_like((query, key, value, attn_mask)):
+        return handle_torch_function(scaled_dot_product_attention, (query, key, value, attn_mask), query, key, value,
+                                     attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale,
+                                     enable_gqa=enable_gqa)
     _check_sdpa(query, key, value, attn_mask, dropout_p)
     if enable_gqa:
         key = _repeat_heads(key, query.shape[-3])
@@ -200,6 +206,17 @@ def multi_head_attention_forward(
     Inputs are ``(L, N, E)`` (or unbatched ``(L, E)``); returns the output and, when
     ``need_weights``, the attention weights (averaged over heads unless told otherwise).
     """
+    if _DISPATCH.functions is not None and has_tensor_like((query, key, value, in_proj_weight, in_proj_bias, bias_k, bias_v, out_proj_weight, out_proj_bias, key_padding_mask, attn_mask, q_proj_weight, k_proj_weight, v_proj_weight, static_k, static_v)):
+        return handle_torch_function(multi_head_attention_forward, (query, key, value, in_proj_weight, in_proj_bias,
+                                     bias_k, bias_v, out_proj_weight, out_proj_bias, key_padding_mask, attn_mask,
+                                     q_proj_weight, k_proj_weight, v_proj_weight, static_k, static_v), query, key,
+                                     value, embed_dim_to_check, num_heads, in_proj_weight, in_proj_bias, bias_k,
+                                     bias_v, add_zero_attn, dropout_p, out_proj_weight, out_proj_bias,
+                                     training=training, key_padding_mask=key_padding_mask, need_weights=need_weights,
+                                     attn_mask=attn_mask, use_separate_proj_weight=use_separate_proj_weight,
+                                     q_proj_weight=q_proj_weight, k_proj_weight=k_proj_weight,
+                                     v_proj_weight=v_proj_weight, static_k=static_k, static_v=static_v,
+                                     average_attn_weights=average_attn_weights, is_causal=is_causal)
     batched = _mha_shape_check(query, key, value, key_padding_mask, attn_mask, num_heads)
     if not batched:
         query, key, value = query.unsqueeze(1), key.unsqueeze(1), value.unsqueeze(1)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import warnings
 
+from ..core.overrides import handle_torch_function, has_tensor_like
 from ..base import dtype as _dt
 from ..core import creation
 from ..base.grad_mode import is_grad_enabled, no_grad
@@ -71,6 +72,8 @@ def _add_bias(out: Tensor, bias: Tensor) -> Tensor:
 
 # ---------------------------------------------------------------- linear
 def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+    if _DISPATCH.functions is not None and has_tensor_like((input, weight, bias)):
+        return handle_torch_function(linear, (input, weight, bias), input, weight, bias=bias)
     if _fused_linear.applies(input, weight, bias):
         return _fused_linear.linear(input, weight, bias)
     out = input.matmul(weight.t())      # a vector weight, a broadcast bias, or PyTorch's mismatch errors
@@ -79,6 +82,8 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
 
 def bilinear(input1: Tensor, input2: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     """``y_k = x1^T W_k x2 + b_k`` as one matmul and a contraction."""
+    if _DISPATCH.functions is not None and has_tensor_like((input1, input2, weight, bias)):
+        return handle_torch_function(bilinear, (input1, input2, weight, bias), input1, input2, weight, bias=bias)
     out_f, in1, in2 = weight.shape
     left = input1.matmul(weight.permute(1, 0, 2).reshape(in1, out_f * in2))
     out = (left.reshape(tuple(input1.shape[:-1]) + (out_f, in2)) * input2.unsqueeze(-2)).sum(-1)
@@ -131,14 +136,23 @@ def _conv(input, weight, bias, stride, padding, dilation, groups, nd: int, name:
 
 
 def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1) -> Tensor:
+    if _DISPATCH.functions is not None and has_tensor_like((input, weight, bias, stride, padding, dilation, groups)):
+        return handle_torch_function(conv1d, (input, weight, bias, stride, padding, dilation, groups), input, weight,
+                                     bias=bias, stride=stride, padding=padding, dilation=dilation, groups=groups)
     return _conv(input, weight, bias, stride, padding, dilation, groups, 1, "conv1d")
 
 
 def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1) -> Tensor:
+    if _DISPATCH.functions is not None and has_tensor_like((input, weight, bias, stride, padding, dilation, groups)):
+        return handle_torch_function(conv2d, (input, weight, bias, stride, padding, dilation, groups), input, weight,
+                                     bias=bias, stride=stride, padding=padding, dilation=dilation, groups=groups)
     return _conv(input, weight, bias, stride, padding, dilation, groups, 2, "conv2d")
 
 
 def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1) -> Tensor:
+    if _DISPATCH.functions is not None and has_tensor_like((input, weight, bias, stride, padding, dilation, groups)):
+        return handle_torch_function(conv3d, (input, weight, bias, stride, padding, dilation, groups), input, weight,
+                                     bias=bias, stride=stride, padding=padding, dilation=dilation, groups=groups)
     return _conv(input, weight, bias, stride, padding, dilation, groups, 3, "conv3d")
 
 
@@ -162,12 +176,20 @@ def _conv_transpose(input, weight, bias, stride, padding, output_padding, groups
 
 def conv_transpose1d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1,
                      dilation=1) -> Tensor:
+    if _DISPATCH.functions is not None and has_tensor_like((input, weight, bias, stride, padding, output_padding, groups, dilation)):
+        return handle_torch_function(conv_transpose1d, (input, weight, bias, stride, padding, output_padding, groups,
+                                     dilation), input, weight, bias=bias, stride=stride, padding=padding,
+                                     output_padding=output_padding, groups=groups, dilation=dilation)
     return _conv_transpose(input, weight, bias, stride, padding, output_padding, groups, dilation, 1,
                            "conv_transpose1d")
 
 
 def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1,
                      dilation=1) -> Tensor:
+    if _DISPATCH.functions is not None and has_tensor_like((input, weight, bias, stride, padding, output_padding, groups, dilation)):
+        return handle_torch_function(conv_transpose2d, (input, weight, bias, stride, padding, output_padding, groups,
+                                     dilation), input, weight, bias=bias, stride=stride, padding=padding,
+                                     output_padding=output_padding, groups=groups, dilation=dilation)
     return _conv_transpose(input, weight, bias, stride, padding, output_padding, groups, dilation, 2,
                            "conv_transpose2d")
 
@@ -194,10 +216,18 @@ def _max_pool(input, kernel_size, stride, padding, dilation, ceil_mode, return_i
 
 
 def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
+    if _DISPATCH.functions is not None and has_tensor_like((input, kernel_size, stride, padding, dilation, ceil_mode, return_indices)):
+        return handle_torch_function(max_pool1d, (input, kernel_size, stride, padding, dilation, ceil_mode,
+                                     return_indices), input, kernel_size, stride=stride, padding=padding,
+                                     dilation=dilation, ceil_mode=ceil_mode, return_indices=return_indices)
     return _max_pool(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices, 1, "max_pool1d")
 
 
 def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
+    if _DISPATCH.functions is not None and has_tensor_like((input, kernel_size, stride, padding, dilation, ceil_mode, return_indices)):
+        return handle_torch_function(max_pool2d, (input, kernel_size, stride, padding, dilation, ceil_mode,
+                                     return_indices), input, kernel_size, stride=stride, padding=padding,
+                                     dilation=dilation, ceil_mode=ceil_mode, return_indices=return_indices)
     return _max_pool(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices, 2, "max_pool2d")
 
 
@@ -212,11 +242,20 @@ def _avg_pool(input, kernel_size, stride, padding, ceil_mode, count_include_pad,
 
 
 def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True) -> Tensor:
+    if _DISPATCH.functions is not None and has_tensor_like((input, kernel_size, stride, padding, ceil_mode, count_include_pad)):
+        return handle_torch_function(avg_pool1d, (input, kernel_size, stride, padding, ceil_mode, count_include_pad),
+                                     input, kernel_size, stride=stride, padding=padding, ceil_mode=ceil_mode,
+                                     count_include_pad=count_include_pad)
     return _avg_pool(input, kernel_size, stride, padding, ceil_mode, count_include_pad, None, 1, "avg_pool1d")
 
 
 def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
                divisor_override=None) -> Tensor:
+    if _DISPATCH.functions is not None and has_tensor_like((input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)):
+        return handle_torch_function(avg_pool2d, (input, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                                     divisor_override), input, kernel_size, stride=stride, padding=padding,
+                                     ceil_mode=ceil_mode, count_include_pad=count_include_pad,
+                                     divisor_override=divisor_override)
     return _avg_pool(input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, 2,
                      "avg_pool2d")
 
@@ -260,10 +299,14 @@ def _ntuple_none(v, n: int) -> tuple:
 
 
 def adaptive_avg_pool1d(input: Tensor, output_size) -> Tensor:
+    if _DISPATCH.functions is not None and has_tensor_like((input, output_size)):
+        return handle_torch_function(adaptive_avg_pool1d, (input, output_size), input, output_size)
     return _adaptive_avg_pool(input, output_size, 1, "adaptive_avg_pool1d")
 
 
 def adaptive_avg_pool2d(input: Tensor, output_size) -> Tensor:
+    if _DISPATCH.functions is not None and has_tensor_like((input, output_size)):
+        return handle_torch_function(adaptive_avg_pool2d, (input, output_size), input, output_size)
     return _adaptive_avg_pool(input, output_size, 2, "adaptive_avg_pool2d")
 
 
@@ -317,6 +360,10 @@ def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor |
                weight: Tensor | None = None, bias: Tensor | None = None, training: bool = False,
                momentum: float = 0.1, eps: float = 1e-5) -> Tensor:
     """Normalise each channel by batch statistics (training) or the running ones (eval)."""
+    if _DISPATCH.functions is not None and has_tensor_like((input, running_mean, running_var, weight, bias)):
+        return handle_torch_function(batch_norm, (input, running_mean, running_var, weight, bias), input,
+                                     running_mean, running_var, weight=weight, bias=bias, training=training,
+                                     momentum=momentum, eps=eps)
     if _mixed_norm(input, weight, bias, running_mean, running_var):
         return batch_norm(input.float(), running_mean, running_var, weight, bias, training, momentum,
                           eps).to(input.dtype)
@@ -339,6 +386,9 @@ def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor |
 
 def layer_norm(input: Tensor, normalized_shape, weight: Tensor | None = None, bias: Tensor | None = None,
                eps: float = 1e-5) -> Tensor:
+    if _DISPATCH.functions is not None and has_tensor_like((input, normalized_shape, weight, bias)):
+        return handle_torch_function(layer_norm, (input, normalized_shape, weight, bias), input, normalized_shape,
+                                     weight=weight, bias=bias, eps=eps)
     shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
     if tuple(input.shape[input.ndim - len(shape):]) != shape:
         raise RuntimeError(f"Given normalized_shape={list(shape)}, expected input with shape [*, "
@@ -354,6 +404,9 @@ def layer_norm(input: Tensor, normalized_shape, weight: Tensor | None = None, bi
 
 def group_norm(input: Tensor, num_groups: int, weight: Tensor | None = None, bias: Tensor | None = None,
                eps: float = 1e-5) -> Tensor:
+    if _DISPATCH.functions is not None and has_tensor_like((input, weight, bias)):
+        return handle_torch_function(group_norm, (input, weight, bias), input, num_groups, weight=weight, bias=bias,
+                                     eps=eps)
     n, c = input.shape[:2]
     if c % num_groups:
         raise RuntimeError(f"Expected number of channels in input to be divisible by num_groups, but got "
@@ -368,6 +421,8 @@ def group_norm(input: Tensor, num_groups: int, weight: Tensor | None = None, bia
 # ---------------------------------------------------------------- dropout and embedding
 def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
     """Zero each element with probability ``p`` (tapelab's default generator), scale the rest."""
+    if _DISPATCH.functions is not None and has_tensor_like((input,)):
+        return handle_torch_function(dropout, (input,), input, p=p, training=training, inplace=inplace)
     if p < 0.0 or p > 1.0:
         raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
     if not training or p == 0.0:
@@ -471,6 +526,10 @@ def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "neares
                 antialias: bool = False) -> Tensor:
     """Resample the spatial dims: nearest / nearest-exact / (bi/tri)linear / bicubic, one matrix per
     dim (separable, as PyTorch's kernels are), or ``area`` (adaptive average pooling)."""
+    if _DISPATCH.functions is not None and has_tensor_like((input, size, scale_factor)):
+        return handle_torch_function(interpolate, (input, size, scale_factor), input, size=size,
+                                     scale_factor=scale_factor, mode=mode, align_corners=align_corners,
+                                     recompute_scale_factor=recompute_scale_factor, antialias=antialias)
     nd = input.ndim - 2
     if mode in _INTERP_DIMS and _INTERP_DIMS[mode] != nd:
         raise NotImplementedError(f"Got {input.ndim}D input, but {mode} mode needs "
@@ -506,6 +565,9 @@ def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "neares
 
 def unfold(input: Tensor, kernel_size, dilation=1, padding=0, stride=1) -> Tensor:
     """im2col: ``(N, C, H, W)`` -> ``(N, C * kh * kw, L)``."""
+    if _DISPATCH.functions is not None and has_tensor_like((input, kernel_size, dilation, padding, stride)):
+        return handle_torch_function(unfold, (input, kernel_size, dilation, padding, stride), input, kernel_size,
+                                     dilation=dilation, padding=padding, stride=stride)
     x, squeeze = _batched(input, 2, "unfold")
     pads = tuple((p, p) for p in _ntuple(padding, 2, "padding"))
     out = _ops.im2col(x, _ntuple(kernel_size, 2, "kernel_size"), _ntuple(dilation, 2, "dilation"), pads,
@@ -515,6 +577,9 @@ def unfold(input: Tensor, kernel_size, dilation=1, padding=0, stride=1) -> Tenso
 
 def fold(input: Tensor, output_size, kernel_size, dilation=1, padding=0, stride=1) -> Tensor:
     """col2im, the adjoint of ``unfold``: sums overlapping blocks into ``(N, C, *output_size)``."""
+    if _DISPATCH.functions is not None and has_tensor_like((input, output_size, kernel_size, dilation, padding, stride)):
+        return handle_torch_function(fold, (input, output_size, kernel_size, dilation, padding, stride), input,
+                                     output_size, kernel_size, dilation=dilation, padding=padding, stride=stride)
     squeeze = input.ndim == 2
     x = input.unsqueeze(0) if squeeze else input
     size, k = _ntuple(output_size, 2, "output_size"), _ntuple(kernel_size, 2, "kernel_size")
@@ -530,10 +595,14 @@ def fold(input: Tensor, output_size, kernel_size, dilation=1, padding=0, stride=
 
 
 def normalize(input: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12, out=None) -> Tensor:
+    if _DISPATCH.functions is not None and has_tensor_like((input, out)):
+        return handle_torch_function(normalize, (input, out), input, p=p, dim=dim, eps=eps, out=out)
     return input / input.norm(p, dim, keepdim=True).clamp_min(eps)
 
 
 def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -> Tensor:
+    if _DISPATCH.functions is not None and has_tensor_like((x1, x2)):
+        return handle_torch_function(cosine_similarity, (x1, x2), x1, x2, dim=dim, eps=eps)
     return ((x1 / x1.norm(2, dim, keepdim=True).clamp_min(eps)) *
             (x2 / x2.norm(2, dim, keepdim=True).clamp_min(eps))).sum(dim)
 
@@ -550,30 +619,44 @@ def _inplace(input: Tensor, fn, inplace: bool) -> Tensor:
 
 
 def relu(input: Tensor, inplace: bool = False) -> Tensor:
+    if _DISPATCH.functions is not None and has_tensor_like((input,)):
+        return handle_torch_function(relu, (input,), input, inplace=inplace)
     return input.relu_() if inplace else input.relu()
 
 
 def relu_(input: Tensor) -> Tensor:
+    if _DISPATCH.functions is not None and has_tensor_like((input,)):
+        return handle_torch_function(relu_, (input,), input)
     return input.relu_()
 
 
 def relu6(input: Tensor, inplace: bool = False) -> Tensor:
+    if _DISPATCH.functions is not None and has_tensor_like((input,)):
+        return handle_torch_function(relu6, (input,), input, inplace=inplace)
     return hardtanh(input, 0.0, 6.0, inplace)
 
 
 def leaky_relu(input: Tensor, negative_slope: float = 0.01, inplace: bool = False) -> Tensor:
+    if _DISPATCH.functions is not None and has_tensor_like((input,)):
+        return handle_torch_function(leaky_relu, (input,), input, negative_slope=negative_slope, inplace=inplace)
     return _inplace(input, lambda x: x.where(x > 0, x * negative_slope), inplace)
 
 
 def leaky_relu_(input: Tensor, negative_slope: float = 0.01) -> Tensor:
+    if _DISPATCH.functions is not None and has_tensor_like((input,)):
+        return handle_torch_function(leaky_relu_, (input,), input, negative_slope=negative_slope)
     return leaky_relu(input, negative_slope, True)
 
 
 def elu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
+    if _DISPATCH.functions is not None and has_tensor_like((input,)):
+        return handle_torch_function(elu, (input,), input, alpha=alpha, inplace=inplace)
     return _inplace(input, lambda x: x.where(x > 0, x.expm1() * alpha), inplace)
 
 
 def elu_(input: Tensor, alpha: float = 1.0) -> Tensor:
+    if _DISPATCH.functions is not None and has_tensor_like((input,)):
+        return handle_torch_function(elu_, (input,), input, alpha=alpha)
     return elu(input, alpha, True)
 
 
@@ -585,51 +668,73 @@ def gelu(input: Tensor, approximate: str = "none") -> Tensor:
 
 
 def silu(input: Tensor, inplace: bool = False) -> Tensor:
+    if _DISPATCH.functions is not None and has_tensor_like((input,)):
+        return handle_torch_function(silu, (input,), input, inplace=inplace)
     return _inplace(input, lambda x: x * x.sigmoid(), inplace)
 
 
 def softplus(input: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
     """``log(1 + exp(beta x)) / beta``, linear above ``threshold`` as in PyTorch."""
+    if _DISPATCH.functions is not None and has_tensor_like((input,)):
+        return handle_torch_function(softplus, (input,), input, beta=beta, threshold=threshold)
     bx = input * beta
     soft = (bx.clamp(max=threshold).exp().log1p()) / beta
     return input.where(bx > threshold, soft)
 
 
 def mish(input: Tensor, inplace: bool = False) -> Tensor:
+    if _DISPATCH.functions is not None and has_tensor_like((input,)):
+        return handle_torch_function(mish, (input,), input, inplace=inplace)
     return _inplace(input, lambda x: x * softplus(x).tanh(), inplace)
 
 
 def hardswish(input: Tensor, inplace: bool = False) -> Tensor:
+    if _DISPATCH.functions is not None and has_tensor_like((input,)):
+        return handle_torch_function(hardswish, (input,), input, inplace=inplace)
     return _inplace(input, lambda x: x * (x + 3.0).clamp(0.0, 6.0) / 6.0, inplace)
 
 
 def hardsigmoid(input: Tensor, inplace: bool = False) -> Tensor:
+    if _DISPATCH.functions is not None and has_tensor_like((input,)):
+        return handle_torch_function(hardsigmoid, (input,), input, inplace=inplace)
     return _inplace(input, lambda x: (x + 3.0).clamp(0.0, 6.0) / 6.0, inplace)
 
 
 def hardtanh(input: Tensor, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False) -> Tensor:
     """Clamped; the gradient is 0 at the bounds themselves, as PyTorch's (so relu6 too)."""
+    if _DISPATCH.functions is not None and has_tensor_like((input,)):
+        return handle_torch_function(hardtanh, (input,), input, min_val=min_val, max_val=max_val, inplace=inplace)
     return _inplace(input, lambda x: x.where((x > min_val) & (x < max_val), x.clamp(min_val, max_val).detach()),
                     inplace)
 
 
 def hardtanh_(input: Tensor, min_val: float = -1.0, max_val: float = 1.0) -> Tensor:
+    if _DISPATCH.functions is not None and has_tensor_like((input,)):
+        return handle_torch_function(hardtanh_, (input,), input, min_val=min_val, max_val=max_val)
     return hardtanh(input, min_val, max_val, True)
 
 
 def tanh(input: Tensor) -> Tensor:
+    if _DISPATCH.functions is not None and has_tensor_like((input,)):
+        return handle_torch_function(tanh, (input,), input)
     return input.tanh()
 
 
 def sigmoid(input: Tensor) -> Tensor:
+    if _DISPATCH.functions is not None and has_tensor_like((input,)):
+        return handle_torch_function(sigmoid, (input,), input)
     return input.sigmoid()
 
 
 def logsigmoid(input: Tensor) -> Tensor:
+    if _DISPATCH.functions is not None and has_tensor_like((input,)):
+        return handle_torch_function(logsigmoid, (input,), input)
     return -softplus(-input)
 
 
 def softsign(input: Tensor) -> Tensor:
+    if _DISPATCH.functions is not None and has_tensor_like((input,)):
+        return handle_torch_function(softsign, (input,), input)
     return input / (input.abs() + 1.0)
 
 
@@ -656,11 +761,15 @@ def _softmax_input(input: Tensor, dim, dtype, name: str) -> tuple[Tensor, int]:
 
 def softmax(input: Tensor, dim: int | None = None, _stacklevel: int = 3, dtype=None) -> Tensor:
     """``exp(x - max) / sum``, one fused op: the max shift keeps it finite for any input."""
+    if _DISPATCH.functions is not None and has_tensor_like((input, dtype)):
+        return handle_torch_function(softmax, (input, dtype), input, dim=dim, _stacklevel=_stacklevel, dtype=dtype)
     x, dim = _softmax_input(input, dim, dtype, "softmax")
     return _fused.softmax(x, dim)
 
 
 def softmin(input: Tensor, dim: int | None = None, _stacklevel: int = 3, dtype=None) -> Tensor:
+    if _DISPATCH.functions is not None and has_tensor_like((input, dtype)):
+        return handle_torch_function(softmin, (input, dtype), input, dim=dim, _stacklevel=_stacklevel, dtype=dtype)
     if dim is None:
         dim = _softmax_dim(input.ndim, "softmin")
     return softmax(-_cast(input, dtype), dim)
@@ -668,6 +777,9 @@ def softmin(input: Tensor, dim: int | None = None, _stacklevel: int = 3, dtype=N
 
 def log_softmax(input: Tensor, dim: int | None = None, _stacklevel: int = 3, dtype=None) -> Tensor:
     """One fused op, shifted by the max first as PyTorch: a +inf logit makes its whole row nan."""
+    if _DISPATCH.functions is not None and has_tensor_like((input, dtype)):
+        return handle_torch_function(log_softmax, (input, dtype), input, dim=dim, _stacklevel=_stacklevel,
+                                     dtype=dtype)
     x, dim = _softmax_input(input, dim, dtype, "log_softmax")
     return _fused.log_softmax(x, dim)
 
@@ -701,6 +813,9 @@ def _check_same_size(input: Tensor, target: Tensor) -> None:
 
 def mse_loss(input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean",
              weight: Tensor | None = None) -> Tensor:
+    if _DISPATCH.functions is not None and has_tensor_like((input, target, size_average, reduce, weight)):
+        return handle_torch_function(mse_loss, (input, target, size_average, reduce, weight), input, target,
+                                     size_average=size_average, reduce=reduce, reduction=reduction, weight=weight)
     _check_same_size(input, target)
     d = input - target
     loss = d * d if weight is None else d * d * weight
@@ -709,6 +824,9 @@ def mse_loss(input: Tensor, target: Tensor, size_average=None, reduce=None, redu
 
 def l1_loss(input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean",
             weight: Tensor | None = None) -> Tensor:
+    if _DISPATCH.functions is not None and has_tensor_like((input, target, size_average, reduce, weight)):
+        return handle_torch_function(l1_loss, (input, target, size_average, reduce, weight), input, target,
+                                     size_average=size_average, reduce=reduce, reduction=reduction, weight=weight)
     _check_same_size(input, target)
     loss = (input - target).abs()
     return _reduce(loss if weight is None else loss * weight, _reduction(size_average, reduce, reduction))
@@ -716,6 +834,9 @@ def l1_loss(input: Tensor, target: Tensor, size_average=None, reduce=None, reduc
 
 def smooth_l1_loss(input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean",
                    beta: float = 1.0) -> Tensor:
+    if _DISPATCH.functions is not None and has_tensor_like((input, target, size_average, reduce)):
+        return handle_torch_function(smooth_l1_loss, (input, target, size_average, reduce), input, target,
+                                     size_average=size_average, reduce=reduce, reduction=reduction, beta=beta)
     _check_same_size(input, target)
     if beta < 0:
         raise RuntimeError("smooth_l1_loss does not support negative values for beta.")
@@ -726,6 +847,9 @@ def smooth_l1_loss(input: Tensor, target: Tensor, size_average=None, reduce=None
 
 def huber_loss(input: Tensor, target: Tensor, reduction: str = "mean", delta: float = 1.0,
                weight: Tensor | None = None) -> Tensor:
+    if _DISPATCH.functions is not None and has_tensor_like((input, target, weight)):
+        return handle_torch_function(huber_loss, (input, target, weight), input, target, reduction=reduction,
+                                     delta=delta, weight=weight)
     _check_same_size(input, target)
     d = (input - target).abs()
     loss = (d * d * 0.5).where(d < delta, (d - 0.5 * delta) * delta)
@@ -755,6 +879,10 @@ def _check_class_targets(input: Tensor, target: Tensor, reduction: str) -> bool:
 def nll_loss(input: Tensor, target: Tensor, weight: Tensor | None = None, size_average=None,
              ignore_index: int = -100, reduce=None, reduction: str = "mean") -> Tensor:
     """``-input[n, target[n]] * weight[target[n]]``; mean divides by the summed weights. One op."""
+    if _DISPATCH.functions is not None and has_tensor_like((input, target, weight, size_average, reduce)):
+        return handle_torch_function(nll_loss, (input, target, weight, size_average, reduce), input, target,
+                                     weight=weight, size_average=size_average, ignore_index=ignore_index,
+                                     reduce=reduce, reduction=reduction)
     reduction = _reduction(size_average, reduce, reduction)
     check = _check_class_targets(input, target, reduction)
     return _fused.nll_loss(input, target, weight, ignore_index, reduction, check)
@@ -765,6 +893,10 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None, s
                   label_smoothing: float = 0.0) -> Tensor:
     """log_softmax + nll_loss (with label smoothing) as one op for class indices; soft targets
     (class probabilities) over log_softmax."""
+    if _DISPATCH.functions is not None and has_tensor_like((input, target, weight, size_average, reduce)):
+        return handle_torch_function(cross_entropy, (input, target, weight, size_average, reduce), input, target,
+                                     weight=weight, size_average=size_average, ignore_index=ignore_index,
+                                     reduce=reduce, reduction=reduction, label_smoothing=label_smoothing)
     reduction = _reduction(size_average, reduce, reduction)
     if not 0.0 <= label_smoothing <= 1.0:
         raise ValueError(f"label_smoothing must be between 0.0 and 1.0. Got: {label_smoothing}")
@@ -792,6 +924,10 @@ def binary_cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = 
                          reduce=None, reduction: str = "mean") -> Tensor:
     """Logs are clamped at -100, as PyTorch does, so 0 and 1 probabilities stay finite (and their
     gradients too: the op ``binary_cross_entropy`` in ``_ops`` carries PyTorch's gradient formula)."""
+    if _DISPATCH.functions is not None and has_tensor_like((input, target, weight, size_average, reduce)):
+        return handle_torch_function(binary_cross_entropy, (input, target, weight, size_average, reduce), input,
+                                     target, weight=weight, size_average=size_average, reduce=reduce,
+                                     reduction=reduction)
     reduction = _reduction(size_average, reduce, reduction)
     if tuple(target.shape) != tuple(input.shape):
         raise ValueError(f"Using a target size ({target.shape}) that is different to the input size "
@@ -804,6 +940,10 @@ def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, weight: Tens
                                      size_average=None, reduce=None, reduction: str = "mean",
                                      pos_weight: Tensor | None = None) -> Tensor:
     """``(1 - t) x + w_pos * softplus(-x)``, with softplus written to stay finite for any x."""
+    if _DISPATCH.functions is not None and has_tensor_like((input, target, weight, size_average, reduce, pos_weight)):
+        return handle_torch_function(binary_cross_entropy_with_logits, (input, target, weight, size_average, reduce,
+                                     pos_weight), input, target, weight=weight, size_average=size_average,
+                                     reduce=reduce, reduction=reduction, pos_weight=pos_weight)
     reduction = _reduction(size_average, reduce, reduction)
     if tuple(target.shape) != tuple(input.shape):
         raise ValueError(f"Target size ({target.shape}) must be the same as input size ({input.shape})")
@@ -817,6 +957,10 @@ def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, weight: Tens
 def kl_div(input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean",
            log_target: bool = False) -> Tensor:
     """Pointwise ``target * (log target - input)`` (0 where target is 0); ``batchmean`` divides by N."""
+    if _DISPATCH.functions is not None and has_tensor_like((input, target, size_average, reduce)):
+        return handle_torch_function(kl_div, (input, target, size_average, reduce), input, target,
+                                     size_average=size_average, reduce=reduce, reduction=reduction,
+                                     log_target=log_target)
     reduction = _reduction(size_average, reduce, reduction)
     if log_target:
         loss = target.exp() * (target - input)
@@ -830,6 +974,10 @@ def kl_div(input: Tensor, target: Tensor, size_average=None, reduce=None, reduct
 def cosine_embedding_loss(input1: Tensor, input2: Tensor, target: Tensor, margin: float = 0.0,
                           size_average=None, reduce=None, reduction: str = "mean") -> Tensor:
     """``1 - cos`` for target 1, ``max(0, cos - margin)`` for target -1."""
+    if _DISPATCH.functions is not None and has_tensor_like((input1, input2, target, size_average, reduce)):
+        return handle_torch_function(cosine_embedding_loss, (input1, input2, target, size_average, reduce), input1,
+                                     input2, target, margin=margin, size_average=size_average, reduce=reduce,
+                                     reduction=reduction)
     reduction = _reduction(size_average, reduce, reduction)
     dim = 1 if input1.ndim == 2 else 0
     eps = 1e-12

@@ -8,6 +8,8 @@ from __future__ import annotations
 import math
 import warnings
 
+from ..base.dispatch_state import STATE as _DISPATCH
+from ..core.overrides import handle_torch_function, has_tensor_like
 from ..core import creation
 from ..base.dtype import finfo
 from ..base.grad_mode import no_grad
@@ -61,6 +63,8 @@ def _deprecated_rank(name: str, rank: int, spatial: str, wanted: str) -> None:
 
 def dropout1d(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
     """Zero whole channels of ``(N, C, L)`` (or ``(C, L)``) with probability ``p``."""
+    if _DISPATCH.functions is not None and has_tensor_like((input,)):
+        return handle_torch_function(dropout1d, (input,), input, p=p, training=training, inplace=inplace)
     _check_p(p)
     if input.ndim not in (2, 3):
         raise RuntimeError(f"dropout1d: Expected 2D or 3D input, but received a {input.ndim}D input. Note that "
@@ -74,6 +78,8 @@ def dropout1d(input: Tensor, p: float = 0.5, training: bool = True, inplace: boo
 
 def dropout2d(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
     """Zero whole channels of ``(N, C, H, W)``; a 3-D input is read as ``(N, C, L)``, as PyTorch does."""
+    if _DISPATCH.functions is not None and has_tensor_like((input,)):
+        return handle_torch_function(dropout2d, (input,), input, p=p, training=training, inplace=inplace)
     _check_p(p)
     if input.ndim not in (3, 4):
         _deprecated_rank("dropout2d", input.ndim, "2", "3D or 4D")
@@ -88,6 +94,8 @@ def dropout2d(input: Tensor, p: float = 0.5, training: bool = True, inplace: boo
 
 def dropout3d(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
     """Zero whole channels of ``(N, C, D, H, W)`` (or ``(C, D, H, W)``)."""
+    if _DISPATCH.functions is not None and has_tensor_like((input,)):
+        return handle_torch_function(dropout3d, (input,), input, p=p, training=training, inplace=inplace)
     _check_p(p)
     if input.ndim not in (4, 5):
         _deprecated_rank("dropout3d", input.ndim, "3", "4D or 5D")
@@ -98,11 +106,15 @@ def dropout3d(input: Tensor, p: float = 0.5, training: bool = True, inplace: boo
 
 
 def alpha_dropout(input: Tensor, p: float = 0.5, training: bool = False, inplace: bool = False) -> Tensor:
+    if _DISPATCH.functions is not None and has_tensor_like((input,)):
+        return handle_torch_function(alpha_dropout, (input,), input, p=p, training=training, inplace=inplace)
     _check_p(p)
     return _noisy_dropout(input, p, training, inplace, False, True)
 
 
 def feature_alpha_dropout(input: Tensor, p: float = 0.5, training: bool = False, inplace: bool = False) -> Tensor:
+    if _DISPATCH.functions is not None and has_tensor_like((input,)):
+        return handle_torch_function(feature_alpha_dropout, (input,), input, p=p, training=training, inplace=inplace)
     _check_p(p)
     return _noisy_dropout(input, p, training, inplace, True, True)
 
@@ -129,6 +141,9 @@ def _adaptive_sizes(x: Tensor, output_size, nd: int) -> tuple:
 
 
 def adaptive_max_pool1d(input: Tensor, output_size, return_indices: bool = False):
+    if _DISPATCH.functions is not None and has_tensor_like((input, output_size)):
+        return handle_torch_function(adaptive_max_pool1d, (input, output_size), input, output_size,
+                                     return_indices=return_indices)
     x, squeeze = _batched(input, 1, "adaptive_max_pool1d")
     (out_l,) = _adaptive_sizes(x, output_size, 1)
     values, idx = _adaptive_max_along(x, out_l, -1)
@@ -139,6 +154,9 @@ def adaptive_max_pool1d(input: Tensor, output_size, return_indices: bool = False
 def adaptive_max_pool2d(input: Tensor, output_size, return_indices: bool = False):
     """Separable: the max over each column window, then over each row window of those; indices are
     flat ``h * W + w`` into each input plane, as PyTorch returns them."""
+    if _DISPATCH.functions is not None and has_tensor_like((input, output_size)):
+        return handle_torch_function(adaptive_max_pool2d, (input, output_size), input, output_size,
+                                     return_indices=return_indices)
     x, squeeze = _batched(input, 2, "adaptive_max_pool2d")
     out_h, out_w = _adaptive_sizes(x, output_size, 2)
     cols_v, cols_i = _adaptive_max_along(x, out_w, -1)            # (N, C, H, out_w)
@@ -155,6 +173,10 @@ def instance_norm(input: Tensor, running_mean: Tensor | None = None, running_var
                   weight: Tensor | None = None, bias: Tensor | None = None, use_input_stats: bool = True,
                   momentum: float = 0.1, eps: float = 1e-5) -> Tensor:
     """Normalise each (sample, channel) plane; running stats average the per-sample statistics."""
+    if _DISPATCH.functions is not None and has_tensor_like((input, running_mean, running_var, weight, bias)):
+        return handle_torch_function(instance_norm, (input, running_mean, running_var, weight, bias), input,
+                                     running_mean=running_mean, running_var=running_var, weight=weight, bias=bias,
+                                     use_input_stats=use_input_stats, momentum=momentum, eps=eps)
     if _mixed_norm(input, weight, bias, running_mean, running_var):
         return instance_norm(input.float(), running_mean, running_var, weight, bias, use_input_stats, momentum,
                              eps).to(input.dtype)
@@ -181,6 +203,9 @@ def instance_norm(input: Tensor, running_mean: Tensor | None = None, running_var
 
 def rms_norm(input: Tensor, normalized_shape, weight: Tensor | None = None, eps: float | None = None) -> Tensor:
     """``x / sqrt(mean(x²) + eps) * weight`` over the trailing ``normalized_shape`` dims."""
+    if _DISPATCH.functions is not None and has_tensor_like((input, normalized_shape, weight)):
+        return handle_torch_function(rms_norm, (input, normalized_shape, weight), input, normalized_shape,
+                                     weight=weight, eps=eps)
     shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
     if tuple(input.shape[input.ndim - len(shape):]) != shape or len(shape) > input.ndim:
         raise RuntimeError(f"Given normalized_shape={list(shape)}, expected input with shape [*"
@@ -201,6 +226,8 @@ _SELU_SCALE = 1.0507009873554804934193349852946
 
 def prelu(input: Tensor, weight: Tensor) -> Tensor:
     """``x`` where positive, ``weight * x`` elsewhere; one weight, or one per channel (dim 1)."""
+    if _DISPATCH.functions is not None and has_tensor_like((input, weight)):
+        return handle_torch_function(prelu, (input, weight), input, weight)
     if weight.numel() != 1:
         channels = input.shape[1] if input.ndim >= 2 else 1
         if weight.numel() != channels:
@@ -213,23 +240,33 @@ def prelu(input: Tensor, weight: Tensor) -> Tensor:
 
 
 def selu(input: Tensor, inplace: bool = False) -> Tensor:
+    if _DISPATCH.functions is not None and has_tensor_like((input,)):
+        return handle_torch_function(selu, (input,), input, inplace=inplace)
     return _inplace(input, lambda x: x.where(x > 0, x.expm1() * _SELU_ALPHA) * _SELU_SCALE, inplace)
 
 
 def selu_(input: Tensor) -> Tensor:
+    if _DISPATCH.functions is not None and has_tensor_like((input,)):
+        return handle_torch_function(selu_, (input,), input)
     return selu(input, True)
 
 
 def celu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
+    if _DISPATCH.functions is not None and has_tensor_like((input,)):
+        return handle_torch_function(celu, (input,), input, alpha=alpha, inplace=inplace)
     return _inplace(input, lambda x: x.where(x > 0, (x * (1.0 / alpha)).expm1() * alpha), inplace)
 
 
 def celu_(input: Tensor, alpha: float = 1.0) -> Tensor:
+    if _DISPATCH.functions is not None and has_tensor_like((input,)):
+        return handle_torch_function(celu_, (input,), input, alpha=alpha)
     return celu(input, alpha, True)
 
 
 def glu(input: Tensor, dim: int = -1) -> Tensor:
     """First half times the sigmoid of the second half along ``dim``."""
+    if _DISPATCH.functions is not None and has_tensor_like((input,)):
+        return handle_torch_function(glu, (input,), input, dim=dim)
     if input.ndim == 0:
         raise RuntimeError("glu does not support scalars because halving size must be even")
     d = dim % input.ndim
@@ -240,19 +277,30 @@ def glu(input: Tensor, dim: int = -1) -> Tensor:
 
 
 def tanhshrink(input: Tensor) -> Tensor:
+    if _DISPATCH.functions is not None and has_tensor_like((input,)):
+        return handle_torch_function(tanhshrink, (input,), input)
     return input - input.tanh()
 
 
 def threshold(input: Tensor, threshold: float, value: float, inplace: bool = False) -> Tensor:
     """``x`` where ``x > threshold``, else ``value``."""
+    if _DISPATCH.functions is not None and has_tensor_like((input,)):
+        return handle_torch_function(_THRESHOLD, (input,), input, threshold, value, inplace=inplace)
     return _inplace(input, lambda x: x.where(x > threshold, value), inplace)
 
 
+_THRESHOLD = threshold   # the name its guard records it by: the parameter ``threshold`` shadows the function
+
+
 def threshold_(input: Tensor, threshold: float, value: float) -> Tensor:
+    if _DISPATCH.functions is not None and has_tensor_like((input,)):
+        return handle_torch_function(threshold_, (input,), input, threshold, value)
     return _inplace(input, lambda x: x.where(x > threshold, value), True)
 
 
 def softshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
+    if _DISPATCH.functions is not None and has_tensor_like((input,)):
+        return handle_torch_function(softshrink, (input,), input, lambd=lambd)
     if lambd < 0:
         raise RuntimeError(f"lambda must be greater or equal to 0, but found to be {lambd}.")
     zero = input * 0
@@ -260,12 +308,16 @@ def softshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
 
 
 def hardshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
+    if _DISPATCH.functions is not None and has_tensor_like((input,)):
+        return handle_torch_function(hardshrink, (input,), input, lambd=lambd)
     return input.where((input > lambd) | (input < -lambd), input * 0)
 
 
 # ---------------------------------------------------------------- shape helpers
 def pixel_shuffle(input: Tensor, upscale_factor: int) -> Tensor:
     """``(*, C r², H, W)`` -> ``(*, C, H r, W r)``."""
+    if _DISPATCH.functions is not None and has_tensor_like((input,)):
+        return handle_torch_function(pixel_shuffle, (input,), input, upscale_factor)
     r = int(upscale_factor)
     if input.ndim < 3:
         raise RuntimeError(f"pixel_shuffle expects input to have at least 3 dimensions, but got input with "
@@ -285,6 +337,8 @@ def pixel_shuffle(input: Tensor, upscale_factor: int) -> Tensor:
 
 def pixel_unshuffle(input: Tensor, downscale_factor: int) -> Tensor:
     """``(*, C, H r, W r)`` -> ``(*, C r², H, W)``."""
+    if _DISPATCH.functions is not None and has_tensor_like((input,)):
+        return handle_torch_function(pixel_unshuffle, (input,), input, downscale_factor)
     r = int(downscale_factor)
     if input.ndim < 3:
         raise RuntimeError(f"pixel_unshuffle expects input to have at least 3 dimensions, but got input with "
@@ -306,6 +360,9 @@ def pixel_unshuffle(input: Tensor, downscale_factor: int) -> Tensor:
 
 
 def upsample(input: Tensor, size=None, scale_factor=None, mode: str = "nearest", align_corners=None) -> Tensor:
+    if _DISPATCH.functions is not None and has_tensor_like((input, size, scale_factor, align_corners)):
+        return handle_torch_function(upsample, (input, size, scale_factor, align_corners), input, size=size,
+                                     scale_factor=scale_factor, mode=mode, align_corners=align_corners)
     warnings.warn("`nn.functional.upsample` is deprecated. Use `nn.functional.interpolate` instead.", stacklevel=2)
     return interpolate(input, size, scale_factor, mode, align_corners)
 
@@ -313,12 +370,18 @@ def upsample(input: Tensor, size=None, scale_factor=None, mode: str = "nearest",
 # ---------------------------------------------------------------- distances and losses
 def pairwise_distance(x1: Tensor, x2: Tensor, p: float = 2.0, eps: float = 1e-6, keepdim: bool = False) -> Tensor:
     """``‖x1 - x2 + eps‖_p`` over the last dim."""
+    if _DISPATCH.functions is not None and has_tensor_like((x1, x2)):
+        return handle_torch_function(pairwise_distance, (x1, x2), x1, x2, p=p, eps=eps, keepdim=keepdim)
     return (x1 - x2 + eps).norm(p, -1, keepdim=keepdim)
 
 
 def triplet_margin_loss(anchor: Tensor, positive: Tensor, negative: Tensor, margin: float = 1.0, p: float = 2,
                         eps: float = 1e-6, swap: bool = False, size_average=None, reduce=None,
                         reduction: str = "mean") -> Tensor:
+    if _DISPATCH.functions is not None and has_tensor_like((anchor, positive, negative, size_average, reduce)):
+        return handle_torch_function(triplet_margin_loss, (anchor, positive, negative, size_average, reduce), anchor,
+                                     positive, negative, margin=margin, p=p, eps=eps, swap=swap,
+                                     size_average=size_average, reduce=reduce, reduction=reduction)
     reduction = _reduction(size_average, reduce, reduction)
     a, po, ne = anchor.ndim, positive.ndim, negative.ndim
     if not a == po == ne:
@@ -334,6 +397,10 @@ def triplet_margin_loss(anchor: Tensor, positive: Tensor, negative: Tensor, marg
 def margin_ranking_loss(input1: Tensor, input2: Tensor, target: Tensor, margin: float = 0.0, size_average=None,
                         reduce=None, reduction: str = "mean") -> Tensor:
     """``max(0, -target * (input1 - input2) + margin)``."""
+    if _DISPATCH.functions is not None and has_tensor_like((input1, input2, target, size_average, reduce)):
+        return handle_torch_function(margin_ranking_loss, (input1, input2, target, size_average, reduce), input1,
+                                     input2, target, margin=margin, size_average=size_average, reduce=reduce,
+                                     reduction=reduction)
     reduction = _reduction(size_average, reduce, reduction)
     if not input1.ndim == input2.ndim == target.ndim:
         raise RuntimeError(f"margin_ranking_loss : All input tensors should have same dimension but got sizes: "
@@ -344,6 +411,9 @@ def margin_ranking_loss(input1: Tensor, input2: Tensor, target: Tensor, margin: 
 def hinge_embedding_loss(input: Tensor, target: Tensor, margin: float = 1.0, size_average=None, reduce=None,
                          reduction: str = "mean") -> Tensor:
     """``x`` where target is 1, ``max(0, margin - x)`` where it is -1."""
+    if _DISPATCH.functions is not None and has_tensor_like((input, target, size_average, reduce)):
+        return handle_torch_function(hinge_embedding_loss, (input, target, size_average, reduce), input, target,
+                                     margin=margin, size_average=size_average, reduce=reduce, reduction=reduction)
     reduction = _reduction(size_average, reduce, reduction)
     zeros = input * 0
     loss = (margin - input).clamp_min(0).where(target != 1, zeros) + input.where(target != -1, zeros)
@@ -353,6 +423,9 @@ def hinge_embedding_loss(input: Tensor, target: Tensor, margin: float = 1.0, siz
 def soft_margin_loss(input: Tensor, target: Tensor, size_average=None, reduce=None,
                      reduction: str = "mean") -> Tensor:
     """``log(1 + exp(-target * input))``."""
+    if _DISPATCH.functions is not None and has_tensor_like((input, target, size_average, reduce)):
+        return handle_torch_function(soft_margin_loss, (input, target, size_average, reduce), input, target,
+                                     size_average=size_average, reduce=reduce, reduction=reduction)
     reduction = _reduction(size_average, reduce, reduction)
     return _reduce((-input * target).exp().log1p(), reduction)
 
@@ -360,6 +433,10 @@ def soft_margin_loss(input: Tensor, target: Tensor, size_average=None, reduce=No
 def multilabel_soft_margin_loss(input: Tensor, target: Tensor, weight: Tensor | None = None, size_average=None,
                                 reduce=None, reduction: str = "mean") -> Tensor:
     """Per-class binary cross-entropy on logits, averaged over the classes (last dim)."""
+    if _DISPATCH.functions is not None and has_tensor_like((input, target, weight, size_average, reduce)):
+        return handle_torch_function(multilabel_soft_margin_loss, (input, target, weight, size_average, reduce),
+                                     input, target, weight=weight, size_average=size_average, reduce=reduce,
+                                     reduction=reduction)
     reduction = _reduction(size_average, reduce, reduction)
     loss = -(target * logsigmoid(input) + (1 - target) * logsigmoid(-input))
     if weight is not None:
@@ -371,6 +448,9 @@ def multilabel_soft_margin_loss(input: Tensor, target: Tensor, weight: Tensor | 
 def gaussian_nll_loss(input: Tensor, target: Tensor, var, full: bool = False, eps: float = 1e-6,
                       reduction: str = "mean") -> Tensor:
     """``0.5 (log var + (input - target)² / var)``; var is clamped at eps without stopping its gradient."""
+    if _DISPATCH.functions is not None and has_tensor_like((input, target, var)):
+        return handle_torch_function(gaussian_nll_loss, (input, target, var), input, target, var, full=full, eps=eps,
+                                     reduction=reduction)
     if isinstance(var, (int, float)):
         if var < 0:
             raise ValueError("var has negative entry/entries")
@@ -399,6 +479,10 @@ def poisson_nll_loss(input: Tensor, target: Tensor, log_input: bool = True, full
                      eps: float = 1e-8, reduce=None, reduction: str = "mean") -> Tensor:
     """``exp(input) - target * input`` (log_input), else ``input - target * log(input + eps)``; ``full``
     adds Stirling's approximation of ``log(target!)`` where target > 1."""
+    if _DISPATCH.functions is not None and has_tensor_like((input, target, size_average, reduce)):
+        return handle_torch_function(poisson_nll_loss, (input, target, size_average, reduce), input, target,
+                                     log_input=log_input, full=full, size_average=size_average, eps=eps,
+                                     reduce=reduce, reduction=reduction)
     reduction = _reduction(size_average, reduce, reduction)
     if reduction not in ("none", "mean", "sum"):
         raise ValueError(reduction + " is not a valid value for reduction")

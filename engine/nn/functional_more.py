@@ -13,6 +13,8 @@ import warnings
 
 import numpy as np
 
+from ..base.dispatch_state import STATE as _DISPATCH
+from ..core.overrides import handle_torch_function, has_tensor_like
 from ..base import dtype as _dtype
 from ..core import creation
 from ..core.tensor import Tensor
@@ -45,16 +47,26 @@ GRID_SAMPLE_PADDING_MODES = {"zeros": 0, "border": 1, "reflection": 2}
 
 def assert_int_or_pair(arg, arg_name: str, message: str) -> None:
     """Raise ``message`` (formatted with ``arg_name``) unless ``arg`` is an int or a pair."""
+    if _DISPATCH.functions is not None and has_tensor_like((arg,)):
+        return handle_torch_function(assert_int_or_pair, (arg,), arg, arg_name, message)
     assert isinstance(arg, int) or len(arg) == 2, message.format(arg_name)
 
 
 # ---------------------------------------------------------------- 3-d pooling, *_with_indices
 def max_pool3d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
+    if _DISPATCH.functions is not None and has_tensor_like((input, kernel_size, stride, padding, dilation, ceil_mode, return_indices)):
+        return handle_torch_function(max_pool3d, (input, kernel_size, stride, padding, dilation, ceil_mode,
+                                     return_indices), input, kernel_size, stride=stride, padding=padding,
+                                     dilation=dilation, ceil_mode=ceil_mode, return_indices=return_indices)
     return _max_pool(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices, 3, "max_pool3d")
 
 
 def _with_indices(nd: int):
     def fn(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=True):
+        if _DISPATCH.functions is not None and has_tensor_like((input, kernel_size, stride, padding, dilation, ceil_mode, return_indices)):
+            return handle_torch_function(fn, (input, kernel_size, stride, padding, dilation, ceil_mode,
+                                         return_indices), input, kernel_size, stride=stride, padding=padding,
+                                         dilation=dilation, ceil_mode=ceil_mode, return_indices=return_indices)
         return _max_pool(input, kernel_size, stride, padding, dilation, ceil_mode, True, nd, f"max_pool{nd}d")
     fn.__name__ = fn.__qualname__ = f"max_pool{nd}d_with_indices"
     fn.__doc__ = f"``max_pool{nd}d`` returning ``(values, indices)``."
@@ -66,17 +78,27 @@ max_pool1d_with_indices, max_pool2d_with_indices, max_pool3d_with_indices = (_wi
 
 def avg_pool3d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
                divisor_override=None) -> Tensor:
+    if _DISPATCH.functions is not None and has_tensor_like((input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)):
+        return handle_torch_function(avg_pool3d, (input, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                                     divisor_override), input, kernel_size, stride=stride, padding=padding,
+                                     ceil_mode=ceil_mode, count_include_pad=count_include_pad,
+                                     divisor_override=divisor_override)
     return _avg_pool(input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, 3,
                      "avg_pool3d")
 
 
 def adaptive_avg_pool3d(input: Tensor, output_size) -> Tensor:
+    if _DISPATCH.functions is not None and has_tensor_like((input, output_size)):
+        return handle_torch_function(adaptive_avg_pool3d, (input, output_size), input, output_size)
     return _adaptive_avg_pool(input, output_size, 3, "adaptive_avg_pool3d")
 
 
 def adaptive_max_pool3d(input: Tensor, output_size, return_indices: bool = False):
     """Separable like the 2-d form: along W, then H, then D; the first maximum in (d, h, w) order wins,
     and indices are flat ``(d * H + h) * W + w`` into each input volume, as PyTorch returns them."""
+    if _DISPATCH.functions is not None and has_tensor_like((input, output_size)):
+        return handle_torch_function(adaptive_max_pool3d, (input, output_size), input, output_size,
+                                     return_indices=return_indices)
     x, squeeze = _batched(input, 3, "adaptive_max_pool3d")
     od, oh, ow = _adaptive_sizes(x, output_size, 3)
     n, c, d, h, w = x.shape
@@ -93,14 +115,23 @@ def adaptive_max_pool3d(input: Tensor, output_size, return_indices: bool = False
 
 
 def adaptive_max_pool1d_with_indices(input: Tensor, output_size, return_indices: bool = True):
+    if _DISPATCH.functions is not None and has_tensor_like((input, output_size)):
+        return handle_torch_function(adaptive_max_pool1d_with_indices, (input, output_size), input, output_size,
+                                     return_indices=return_indices)
     return adaptive_max_pool1d(input, output_size, True)
 
 
 def adaptive_max_pool2d_with_indices(input: Tensor, output_size, return_indices: bool = True):
+    if _DISPATCH.functions is not None and has_tensor_like((input, output_size)):
+        return handle_torch_function(adaptive_max_pool2d_with_indices, (input, output_size), input, output_size,
+                                     return_indices=return_indices)
     return adaptive_max_pool2d(input, output_size, True)
 
 
 def adaptive_max_pool3d_with_indices(input: Tensor, output_size, return_indices: bool = True):
+    if _DISPATCH.functions is not None and has_tensor_like((input, output_size)):
+        return handle_torch_function(adaptive_max_pool3d_with_indices, (input, output_size), input, output_size,
+                                     return_indices=return_indices)
     return adaptive_max_pool3d(input, output_size, True)
 
 
@@ -114,14 +145,23 @@ def _lp_pool(input, norm_type, kernel_size, stride, ceil_mode, nd):
 
 def lp_pool1d(input: Tensor, norm_type: float, kernel_size, stride=None, ceil_mode: bool = False) -> Tensor:
     """``(sum over the window of x^p)^(1/p)``."""
+    if _DISPATCH.functions is not None and has_tensor_like((input, kernel_size, stride)):
+        return handle_torch_function(lp_pool1d, (input, kernel_size, stride), input, norm_type, kernel_size,
+                                     stride=stride, ceil_mode=ceil_mode)
     return _lp_pool(input, norm_type, kernel_size, stride, ceil_mode, 1)
 
 
 def lp_pool2d(input: Tensor, norm_type: float, kernel_size, stride=None, ceil_mode: bool = False) -> Tensor:
+    if _DISPATCH.functions is not None and has_tensor_like((input, kernel_size, stride)):
+        return handle_torch_function(lp_pool2d, (input, kernel_size, stride), input, norm_type, kernel_size,
+                                     stride=stride, ceil_mode=ceil_mode)
     return _lp_pool(input, norm_type, kernel_size, stride, ceil_mode, 2)
 
 
 def lp_pool3d(input: Tensor, norm_type: float, kernel_size, stride=None, ceil_mode: bool = False) -> Tensor:
+    if _DISPATCH.functions is not None and has_tensor_like((input, kernel_size, stride)):
+        return handle_torch_function(lp_pool3d, (input, kernel_size, stride), input, norm_type, kernel_size,
+                                     stride=stride, ceil_mode=ceil_mode)
     return _lp_pool(input, norm_type, kernel_size, stride, ceil_mode, 3)
 
 
@@ -149,14 +189,23 @@ def _max_unpool(input, indices, kernel_size, stride, padding, output_size, nd):
 
 def max_unpool1d(input: Tensor, indices: Tensor, kernel_size, stride=None, padding=0, output_size=None) -> Tensor:
     """Put each value back at its max-pooling index; everything else is zero."""
+    if _DISPATCH.functions is not None and has_tensor_like((input, indices, kernel_size, stride, padding, output_size)):
+        return handle_torch_function(max_unpool1d, (input, indices, kernel_size, stride, padding, output_size), input,
+                                     indices, kernel_size, stride=stride, padding=padding, output_size=output_size)
     return _max_unpool(input, indices, kernel_size, stride, padding, output_size, 1)
 
 
 def max_unpool2d(input: Tensor, indices: Tensor, kernel_size, stride=None, padding=0, output_size=None) -> Tensor:
+    if _DISPATCH.functions is not None and has_tensor_like((input, indices, kernel_size, stride, padding, output_size)):
+        return handle_torch_function(max_unpool2d, (input, indices, kernel_size, stride, padding, output_size), input,
+                                     indices, kernel_size, stride=stride, padding=padding, output_size=output_size)
     return _max_unpool(input, indices, kernel_size, stride, padding, output_size, 2)
 
 
 def max_unpool3d(input: Tensor, indices: Tensor, kernel_size, stride=None, padding=0, output_size=None) -> Tensor:
+    if _DISPATCH.functions is not None and has_tensor_like((input, indices, kernel_size, stride, padding, output_size)):
+        return handle_torch_function(max_unpool3d, (input, indices, kernel_size, stride, padding, output_size), input,
+                                     indices, kernel_size, stride=stride, padding=padding, output_size=output_size)
     return _max_unpool(input, indices, kernel_size, stride, padding, output_size, 3)
 
 
@@ -221,33 +270,59 @@ def _ntuple_float(v, n: int) -> tuple:
 def fractional_max_pool2d(input: Tensor, kernel_size, output_size=None, output_ratio=None,
                           return_indices: bool = False, _random_samples: Tensor | None = None):
     """Max over pseudo-random overlapping windows (Graham, 2014); ``_random_samples`` fixes them."""
+    if _DISPATCH.functions is not None and has_tensor_like((input, kernel_size, output_size, output_ratio, _random_samples)):
+        return handle_torch_function(fractional_max_pool2d, (input, kernel_size, output_size, output_ratio,
+                                     _random_samples), input, kernel_size, output_size=output_size,
+                                     output_ratio=output_ratio, return_indices=return_indices,
+                                     _random_samples=_random_samples)
     return _fractional_max_pool(input, kernel_size, output_size, output_ratio, return_indices, _random_samples, 2)
 
 
 def fractional_max_pool3d(input: Tensor, kernel_size, output_size=None, output_ratio=None,
                           return_indices: bool = False, _random_samples: Tensor | None = None):
+    if _DISPATCH.functions is not None and has_tensor_like((input, kernel_size, output_size, output_ratio, _random_samples)):
+        return handle_torch_function(fractional_max_pool3d, (input, kernel_size, output_size, output_ratio,
+                                     _random_samples), input, kernel_size, output_size=output_size,
+                                     output_ratio=output_ratio, return_indices=return_indices,
+                                     _random_samples=_random_samples)
     return _fractional_max_pool(input, kernel_size, output_size, output_ratio, return_indices, _random_samples, 3)
 
 
 def fractional_max_pool2d_with_indices(input, kernel_size, output_size=None, output_ratio=None,
                                        return_indices: bool = True, _random_samples=None):
+    if _DISPATCH.functions is not None and has_tensor_like((input, kernel_size, output_size, output_ratio, _random_samples)):
+        return handle_torch_function(fractional_max_pool2d_with_indices, (input, kernel_size, output_size,
+                                     output_ratio, _random_samples), input, kernel_size, output_size=output_size,
+                                     output_ratio=output_ratio, return_indices=return_indices,
+                                     _random_samples=_random_samples)
     return _fractional_max_pool(input, kernel_size, output_size, output_ratio, True, _random_samples, 2)
 
 
 def fractional_max_pool3d_with_indices(input, kernel_size, output_size=None, output_ratio=None,
                                        return_indices: bool = True, _random_samples=None):
+    if _DISPATCH.functions is not None and has_tensor_like((input, kernel_size, output_size, output_ratio, _random_samples)):
+        return handle_torch_function(fractional_max_pool3d_with_indices, (input, kernel_size, output_size,
+                                     output_ratio, _random_samples), input, kernel_size, output_size=output_size,
+                                     output_ratio=output_ratio, return_indices=return_indices,
+                                     _random_samples=_random_samples)
     return _fractional_max_pool(input, kernel_size, output_size, output_ratio, True, _random_samples, 3)
 
 
 # ---------------------------------------------------------------- convolution forms
 def conv_transpose3d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1,
                      dilation=1) -> Tensor:
+    if _DISPATCH.functions is not None and has_tensor_like((input, weight, bias, stride, padding, output_padding, groups, dilation)):
+        return handle_torch_function(conv_transpose3d, (input, weight, bias, stride, padding, output_padding, groups,
+                                     dilation), input, weight, bias=bias, stride=stride, padding=padding,
+                                     output_padding=output_padding, groups=groups, dilation=dilation)
     return _conv_transpose(input, weight, bias, stride, padding, output_padding, groups, dilation, 3,
                            "conv_transpose3d")
 
 
 def conv_tbc(input: Tensor, weight: Tensor, bias: Tensor, pad: int = 0) -> Tensor:
     """1-d convolution of a ``(time, batch, channels)`` sequence with a ``(k, in, out)`` weight."""
+    if _DISPATCH.functions is not None and has_tensor_like((input, weight, bias)):
+        return handle_torch_function(conv_tbc, (input, weight, bias), input, weight, bias, pad=pad)
     if input.ndim != 3 or weight.ndim != 3 or bias.ndim != 1:
         raise RuntimeError(f"conv_tbc: expected a 3-D input and weight and a 1-D bias, got input "
                            f"{list(input.shape)}, weight {list(weight.shape)}, bias {list(bias.shape)}")
@@ -260,6 +335,8 @@ def conv_tbc(input: Tensor, weight: Tensor, bias: Tensor, pad: int = 0) -> Tenso
 # ---------------------------------------------------------------- channels
 def channel_shuffle(input: Tensor, groups: int) -> Tensor:
     """Interleave ``groups`` channel groups: ``(N, g, C/g, *) -> (N, C/g, g, *)``."""
+    if _DISPATCH.functions is not None and has_tensor_like((input,)):
+        return handle_torch_function(channel_shuffle, (input,), input, groups)
     if input.ndim < 3:
         raise RuntimeError(f"channel_shuffle expects input to have at least 3 dimensions, but got input with "
                            f"sizes {list(input.shape)}")
@@ -276,6 +353,8 @@ native_channel_shuffle = channel_shuffle
 
 def local_response_norm(input: Tensor, size: int, alpha: float = 1e-4, beta: float = 0.75, k: float = 1.0) -> Tensor:
     """Divide by ``(k + alpha * mean of x² over ``size`` neighbouring channels)^beta``."""
+    if _DISPATCH.functions is not None and has_tensor_like((input,)):
+        return handle_torch_function(local_response_norm, (input,), input, size, alpha=alpha, beta=beta, k=k)
     if input.ndim < 3:
         raise ValueError(f"Expected 3D or higher dimensionality input (got {input.ndim} dimensions)")
     if input.numel() == 0:
@@ -293,6 +372,9 @@ def rrelu(input: Tensor, lower: float = 1.0 / 8, upper: float = 1.0 / 3, trainin
           inplace: bool = False) -> Tensor:
     """Leaky ReLU whose negative slope is drawn from U(lower, upper) per element in training and is
     their mean in evaluation."""
+    if _DISPATCH.functions is not None and has_tensor_like((input,)):
+        return handle_torch_function(rrelu, (input,), input, lower=lower, upper=upper, training=training,
+                                     inplace=inplace)
     if not training:
         return leaky_relu(input, (lower + upper) / 2, inplace)
     # one double U(lower, upper) per element at or below zero, in order, as PyTorch draws them
@@ -305,12 +387,16 @@ def rrelu(input: Tensor, lower: float = 1.0 / 8, upper: float = 1.0 / 3, trainin
 
 
 def rrelu_(input: Tensor, lower: float = 1.0 / 8, upper: float = 1.0 / 3, training: bool = False) -> Tensor:
+    if _DISPATCH.functions is not None and has_tensor_like((input,)):
+        return handle_torch_function(rrelu_, (input,), input, lower=lower, upper=upper, training=training)
     return rrelu(input, lower, upper, training, True)
 
 
 def gumbel_softmax(logits: Tensor, tau: float = 1, hard: bool = False, eps: float = 1e-10, dim: int = -1) -> Tensor:
     """Softmax of ``(logits + Gumbel noise) / tau``; ``hard`` returns one-hot samples whose gradient is
     the soft sample's (straight-through)."""
+    if _DISPATCH.functions is not None and has_tensor_like((logits,)):
+        return handle_torch_function(gumbel_softmax, (logits,), logits, tau=tau, hard=hard, eps=eps, dim=dim)
     gumbels = -creation.empty_like(logits).exponential_().log()
     y_soft = softmax((logits + gumbels) / tau, dim)
     if not hard:
@@ -327,6 +413,12 @@ def embedding_bag(input: Tensor, weight: Tensor, offsets: Tensor | None = None, 
                   padding_idx: int | None = None) -> Tensor:
     """Sum, mean or max of the embeddings of each bag (rows of a 2-d ``input``, or ``offsets`` into a
     1-d one); ``padding_idx`` entries are left out of a bag, and an empty bag gives zeros."""
+    if _DISPATCH.functions is not None and has_tensor_like((input, weight, offsets, per_sample_weights)):
+        return handle_torch_function(embedding_bag, (input, weight, offsets, per_sample_weights), input, weight,
+                                     offsets=offsets, max_norm=max_norm, norm_type=norm_type,
+                                     scale_grad_by_freq=scale_grad_by_freq, mode=mode, sparse=sparse,
+                                     per_sample_weights=per_sample_weights, include_last_offset=include_last_offset,
+                                     padding_idx=padding_idx)
     from .functional_core import embedding
     if mode not in ("sum", "mean", "max"):
         raise ValueError(f"mode has to be one of sum, mean or max, got {mode}")
@@ -385,6 +477,8 @@ def embedding_bag(input: Tensor, weight: Tensor, offsets: Tensor | None = None, 
 
 def pdist(input: Tensor, p: float = 2) -> Tensor:
     """The p-norm distance of every pair of rows ``i < j``, in row-major order."""
+    if _DISPATCH.functions is not None and has_tensor_like((input,)):
+        return handle_torch_function(pdist, (input,), input, p=p)
     if input.ndim != 2:
         raise RuntimeError(f"pdist only supports 2D tensors, got: {input.ndim}D")
     i, j = np.triu_indices(input.shape[0], 1)
@@ -396,12 +490,18 @@ def pdist(input: Tensor, p: float = 2) -> Tensor:
 
 
 def upsample_nearest(input: Tensor, size=None, scale_factor=None) -> Tensor:
+    if _DISPATCH.functions is not None and has_tensor_like((input, size, scale_factor)):
+        return handle_torch_function(upsample_nearest, (input, size, scale_factor), input, size=size,
+                                     scale_factor=scale_factor)
     warnings.warn("`nn.functional.upsample_nearest` is deprecated. Use `nn.functional.interpolate` instead.",
                   stacklevel=2)
     return interpolate(input, size, scale_factor, mode="nearest")
 
 
 def upsample_bilinear(input: Tensor, size=None, scale_factor=None) -> Tensor:
+    if _DISPATCH.functions is not None and has_tensor_like((input, size, scale_factor)):
+        return handle_torch_function(upsample_bilinear, (input, size, scale_factor), input, size=size,
+                                     scale_factor=scale_factor)
     warnings.warn("`nn.functional.upsample_bilinear` is deprecated. Use `nn.functional.interpolate` instead.",
                   stacklevel=2)
     return interpolate(input, size, scale_factor, mode="bilinear", align_corners=True)
@@ -425,6 +525,8 @@ def _base_coords(n: int, align_corners: bool, like: Tensor) -> Tensor:
 def affine_grid(theta: Tensor, size, align_corners: bool | None = None) -> Tensor:
     """The sampling grid ``(N, *spatial, nd)`` of the affine maps ``theta (N, nd, nd + 1)``, in
     ``grid_sample``'s normalised (x, y[, z]) coordinates."""
+    if _DISPATCH.functions is not None and has_tensor_like((theta, size)):
+        return handle_torch_function(affine_grid, (theta, size), theta, size, align_corners=align_corners)
     align_corners = _align_warning(align_corners)
     size = [int(s) for s in size]
     nd = len(size) - 2
@@ -466,6 +568,9 @@ def grid_sample(input: Tensor, grid: Tensor, mode: str = "bilinear", padding_mod
                 align_corners: bool | None = None) -> Tensor:
     """Sample ``input (N, C, *spatial)`` at the normalised points of ``grid (N, *out, nd)``: bilinear
     (trilinear for 5-d input), bicubic (4-d) or nearest interpolation, zeros/border/reflection padding."""
+    if _DISPATCH.functions is not None and has_tensor_like((input, grid)):
+        return handle_torch_function(grid_sample, (input, grid), input, grid, mode=mode, padding_mode=padding_mode,
+                                     align_corners=align_corners)
     align_corners = _align_warning(align_corners)
     if mode not in ("bilinear", "nearest", "bicubic"):
         raise ValueError(f"nn.functional.grid_sample(): expected mode to be 'bilinear', 'nearest' or 'bicubic', "
@@ -537,6 +642,10 @@ def grid_sample(input: Tensor, grid: Tensor, mode: str = "bilinear", padding_mod
 def multi_margin_loss(input: Tensor, target: Tensor, p: int = 1, margin: float = 1.0, weight: Tensor | None = None,
                       size_average=None, reduce=None, reduction: str = "mean") -> Tensor:
     """Multi-class hinge: ``sum_{j != y} max(0, margin - x[y] + x[j])^p / C`` per sample."""
+    if _DISPATCH.functions is not None and has_tensor_like((input, target, weight, size_average, reduce)):
+        return handle_torch_function(multi_margin_loss, (input, target, weight, size_average, reduce), input, target,
+                                     p=p, margin=margin, weight=weight, size_average=size_average, reduce=reduce,
+                                     reduction=reduction)
     reduction = _reduction(size_average, reduce, reduction)
     if p not in (1, 2):
         raise ValueError("only p == 1 and p == 2 supported")
@@ -563,6 +672,9 @@ def multilabel_margin_loss(input: Tensor, target: Tensor, size_average=None, red
                            reduction: str = "mean") -> Tensor:
     """``sum over target j, non-target i of max(0, 1 - (x[j] - x[i])) / C``; ``target`` lists class
     indices and ends at the first -1."""
+    if _DISPATCH.functions is not None and has_tensor_like((input, target, size_average, reduce)):
+        return handle_torch_function(multilabel_margin_loss, (input, target, size_average, reduce), input, target,
+                                     size_average=size_average, reduce=reduce, reduction=reduction)
     reduction = _reduction(size_average, reduce, reduction)
     x = input.unsqueeze(0) if input.ndim <= 1 else input
     t = target.reshape(x.shape).tolist()
@@ -584,6 +696,11 @@ def multilabel_margin_loss(input: Tensor, target: Tensor, size_average=None, red
 def triplet_margin_with_distance_loss(anchor: Tensor, positive: Tensor, negative: Tensor, *, distance_function=None,
                                       margin: float = 1.0, swap: bool = False, reduction: str = "mean") -> Tensor:
     """``max(0, margin + d(a, p) - d(a, n))`` with any distance (``pairwise_distance`` by default)."""
+    if _DISPATCH.functions is not None and has_tensor_like((anchor, positive, negative, distance_function)):
+        return handle_torch_function(triplet_margin_with_distance_loss, (anchor, positive, negative,
+                                     distance_function), anchor, positive, negative,
+                                     distance_function=distance_function, margin=margin, swap=swap,
+                                     reduction=reduction)
     if margin <= 0:
         raise ValueError(f"TripletMarginWithDistanceLoss: expected margin to be greater than 0, got {margin} instead")
     if reduction not in ("mean", "sum", "none"):
@@ -600,6 +717,11 @@ def linear_cross_entropy(input: Tensor, linear_weight: Tensor, target: Tensor, *
                          label_smoothing: float = 0.0, options=None) -> Tensor:
     """``cross_entropy(linear(input, linear_weight, linear_bias), target)`` (PyTorch may chunk it to save
     memory; the values are the same)."""
+    if _DISPATCH.functions is not None and has_tensor_like((input, linear_weight, target, linear_bias, weight, options)):
+        return handle_torch_function(linear_cross_entropy, (input, linear_weight, target, linear_bias, weight,
+                                     options), input, linear_weight, target, linear_bias=linear_bias, weight=weight,
+                                     reduction=reduction, ignore_index=ignore_index, label_smoothing=label_smoothing,
+                                     options=options)
     logits = linear(input, linear_weight, linear_bias)
     return cross_entropy(logits, target, weight, ignore_index=-100 if ignore_index is None else ignore_index,
                          reduction=reduction, label_smoothing=label_smoothing)
