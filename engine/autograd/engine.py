@@ -270,6 +270,12 @@ class _Walk:
         deps, needed, runs = _plan(roots, self.targets, stop)
         self.deps, self.needed, self.runs = deps, needed, runs
         self.buffers = buffers = {}
+        if needed is None and len(roots) == 1:   # loss.backward(): its one node is the one ready
+            node, nr, g = roots[0]
+            buffers[node] = buf = [None] * node.n_outputs
+            buf[nr] = g
+            self.ready = [(-node.seq, id(node), node)]
+            return
         for node, nr, g in roots:
             if needed is not None and node not in needed:
                 continue
@@ -448,8 +454,11 @@ def _run_plain(walk: _Walk) -> None:
                 if gi is not None:
                     buf = buffers.get(child)
                     if buf is None:
-                        buf = buffers[child] = [None] * child.n_outputs
-                        buf[nr] = gi
+                        if child.n_outputs == 1:
+                            buffers[child] = [gi]
+                        else:
+                            buf = buffers[child] = [None] * child.n_outputs
+                            buf[nr] = gi
                     else:
                         _sum_into(buf, nr, gi, create_graph)
                 left = deps[child] - 1
