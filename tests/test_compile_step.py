@@ -208,3 +208,32 @@ def test_a_capture_and_a_new_size_run_the_lowered_graph():
         x2 = tapelab.randn(rows, 32)
         got = compiled(x2)
         _close(got.detach().numpy(), model(x2).detach().numpy(), f"{rows} rows")
+
+
+def test_an_in_place_write_into_a_result_the_backward_reads_raises_as_eager():
+    """tanh's vjp reads its output: when that is the call's result, the node checks its version."""
+    nn = tapelab.nn
+
+    class Act(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(4, 3)
+
+        def forward(self, x):
+            return self.lin(x).tanh()
+    model = Act()
+    compiled = tapelab.compile(model)
+    x = tapelab.randn(5, 4)
+    compiled(x)
+    out = compiled(x)
+    assert out.grad_fn.name() == "CompiledActBackward"
+    g = tapelab.randn(5, 3)
+    out.backward(g, retain_graph=True)
+    got = model.lin.weight.grad.numpy().copy()
+    model.zero_grad()
+    model(x).backward(g)
+    _close(got, model.lin.weight.grad.numpy(), "weight")
+    with tapelab.no_grad():
+        out.add_(1.0)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        out.backward(g)

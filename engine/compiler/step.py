@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import operator
 import warnings
-import weakref
 
 import numpy as np
 
@@ -59,7 +58,8 @@ class Unbuildable(Exception):
 class Step:
     """A compiled entry's call as one op: ``__call__`` takes the entry's flat arguments."""
 
-    def __init__(self, name: str, traced, flat: tuple, members: list, fwd, bwd, tensor_at: list, attrs: list):
+    def __init__(self, name: str, traced, flat: tuple, members: list, fwd, bwd, tensor_at: list, attrs: list,
+                 reads_output: bool):
         self.traced = traced
         self.values = tuple(None if isinstance(a, Tensor) else a for a in flat)   # the Python values traced
         self.tensor_at, self.attrs = tensor_at, tuple(attrs)
@@ -67,8 +67,9 @@ class Step:
         self.members = members
         self.fwd_fn, self.bwd_fn = fwd, bwd
         self.sources = (fwd.source, bwd.source)
-        self.saved: dict = {}          # id(output array) -> the forward's saved arrays, while that array lives
-        self.op = _Unregistered(f"compiled({name})", self._forward, self._vjp, save_output=True)
+        # the backward reads the output itself (saved among its values): the node checks its version,
+        # so an in-place write into the result before backward raises as eager's would
+        self.op = _Unregistered(f"compiled({name})", self._forward, self._vjp, save_output=reads_output)
         self.op.backward_name = f"Compiled{name}Backward"
 
     def __call__(self, *flat):
@@ -77,38 +78,31 @@ class Step:
         if STATE.modes or tuple([t._data.shape for t in tensors]) != self.shapes:
             return self.traced.forward(*flat)
         args = (*tensors, *self.attrs)
+        saved: list = []             # the forward's values the backward reads: the node's own param
         if STATE.slow:               # a tape, the profiler: the dispatcher tells them of the op
-            return apply(self.op, *args)
+            return apply(self.op, *args, saved=saved)
         req = False                  # what ``_general`` checks, for these operands: then ``_result``'s node
         for t in args:
             if t._device is not CPU or (t._base is not None and t._vc[0] and not t.requires_grad):
-                return apply(self.op, *args)
+                return apply(self.op, *args, saved=saved)
             if t.requires_grad:
                 req = True
-        return _result(self.op, args, {}, CPU, req, self._run([t._data for t in tensors]))
+        out = self._forward(np, *[t._data for t in tensors], saved=saved)
+        return _result(self.op, args, {"saved": saved}, CPU, req, out)
 
-    def _forward(self, xp, *arrays):
+    def _forward(self, xp, *arrays, saved: list):
+        """The generated forward; the values it saves go into ``saved``, which the node keeps as its
+        param (as long as the node, as an op's saved inputs: no table, no finalizer)."""
         if xp is not np:
             raise RuntimeError(f"{self.op.name}: the one-node step runs on cpu numpy arrays only")
-        return self._run(arrays[:len(self.tensor_at)])
+        out, *kept = self.fwd_fn(*arrays[:len(self.tensor_at)])
+        saved[:] = kept
+        return out if type(out) is np.ndarray else np.asarray(out)
 
-    def _run(self, arrays: list):
-        """The generated forward; its saved arrays are kept for the vjp while the output lives."""
-        out, *saved = self.fwd_fn(*arrays)
-        if type(out) is not np.ndarray:
-            out = np.asarray(out)
-        self.saved[id(out)] = saved
-        weakref.finalize(out, self.saved.pop, id(out), None)
-        return out
-
-    def _vjp(self, g, out, *inputs):
+    def _vjp(self, g, out, *inputs, saved: list):     # noqa: ARG002 - out: read through ``saved``
         if GRAD.enabled:           # create_graph=True: the gradient must itself be differentiable
             return self._members_vjp(g, inputs)
-        saved = self.saved.get(id(out._data))
-        arrays = [t._data for t in inputs[:len(self.tensor_at)]]
-        if saved is None:          # the output was made by another path: recompute the saved values
-            _, *saved = self.fwd_fn(*arrays)
-        grads = self.bwd_fn(g._data, *saved, *arrays)
+        grads = self.bwd_fn(g._data, *saved, *[t._data for t in inputs[:len(self.tensor_at)]])
         dev = g._device
         return tuple(None if a is None else Tensor._wrap(a if type(a) is np.ndarray else np.asarray(a),
                                                           False, None, 0, [0], dev)
@@ -147,8 +141,9 @@ def build(gm: GraphModule, flat: tuple, name: str, backend: str = "auto") -> Ste
     fwd_gm = _lowered(joint, step_fwd, metas, backend)
     bwd_gm = _lowered(joint, step_bwd, metas, backend)
     members = [_label(n) for n in fwd_gm.graph.nodes if n.op == "call_function" and n.target is not operator.getitem]
+    reads_output = step_fwd[2][0] in step_fwd[2][1:]
     return Step(name, gm, tuple(flat), members, _generate(fwd_gm, "step_forward"), _generate(bwd_gm, "step_backward"),
-                tensor_at, attrs)
+                tensor_at, attrs, reads_output)
 
 
 def _label(n: Node) -> str:
