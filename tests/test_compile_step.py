@@ -237,3 +237,22 @@ def test_an_in_place_write_into_a_result_the_backward_reads_raises_as_eager():
         out.add_(1.0)
     with pytest.raises(RuntimeError, match="modified by an inplace operation"):
         out.backward(g)
+
+
+def test_the_saved_activations_go_after_a_backward_that_does_not_retain():
+    """As eager releases an op's saved inputs: the node's saved arrays are dropped by a plain
+    backward (a training loop's previous loss must not hold a step's activations), kept by
+    ``retain_graph=True``; a second backward then raises as eager's."""
+    model = _pair(_tiny)[0]
+    compiled = tapelab.compile(model)
+    x = tapelab.randn(8, 32)
+    compiled(x)
+    loss = compiled(x)
+    saved = loss.grad_fn.params["saved"]
+    assert saved
+    loss.backward(retain_graph=True)
+    assert saved
+    loss.backward()
+    assert saved == []
+    with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+        loss.backward()

@@ -28,7 +28,7 @@ import warnings
 
 import numpy as np
 
-from ..autograd.engine import grad as _autograd_grad
+from ..autograd.engine import _RUNNING, grad as _autograd_grad
 from ..base.device import CPU
 from ..base.grad_mode import STATE as GRAD, enable_grad
 from ..core.creation import ones
@@ -103,6 +103,9 @@ class Step:
         if GRAD.enabled:           # create_graph=True: the gradient must itself be differentiable
             return self._members_vjp(g, inputs)
         grads = self.bwd_fn(g._data, *saved, *[t._data for t in inputs[:len(self.tensor_at)]])
+        walk = _RUNNING.walk
+        if walk is not None and not walk.retain_graph:
+            saved.clear()        # as the engine releases an op's saved inputs: the activations go now
         dev = g._device
         return tuple(None if a is None else Tensor._wrap(a if type(a) is np.ndarray else np.asarray(a),
                                                           False, None, 0, [0], dev)
