@@ -168,7 +168,8 @@ class ConvTranspose3d(_ConvTranspose):
 
 class _LazyConvMixin(LazyModuleMixin):
     """``in_channels`` from dim 1 of a batched first input (dim 0 of an unbatched one). The eager
-    constructor runs with ``in_channels=groups`` (always valid); the weights then become placeholders."""
+    constructor runs with ``in_channels=0``, as PyTorch's, so its ``reset_parameters`` draws no random
+    numbers (a seeded program's later draws match PyTorch's); the weights then become placeholders."""
 
     def _lazy_weights(self, bias: bool, device, dtype) -> None:
         self.in_channels = 0
@@ -197,7 +198,7 @@ class _LazyConvMixin(LazyModuleMixin):
 class _LazyConv(_LazyConvMixin):
     def __init__(self, out_channels: int, kernel_size, stride=1, padding=0, dilation=1, groups: int = 1,
                  bias: bool = True, padding_mode: str = "zeros", device=None, dtype=None):
-        super().__init__(groups, out_channels, kernel_size, stride, padding, dilation, groups, bias, padding_mode,
+        super().__init__(0, out_channels, kernel_size, stride, padding, dilation, groups, bias, padding_mode,
                          device, dtype)
         self._lazy_weights(bias, device, dtype)
 
@@ -205,7 +206,7 @@ class _LazyConv(_LazyConvMixin):
 class _LazyConvTranspose(_LazyConvMixin):
     def __init__(self, out_channels: int, kernel_size, stride=1, padding=0, output_padding=0, groups: int = 1,
                  bias: bool = True, dilation=1, padding_mode: str = "zeros", device=None, dtype=None):
-        super().__init__(groups, out_channels, kernel_size, stride, padding, output_padding, groups, bias, dilation,
+        super().__init__(0, out_channels, kernel_size, stride, padding, output_padding, groups, bias, dilation,
                          padding_mode, device, dtype)
         self._lazy_weights(bias, device, dtype)
 

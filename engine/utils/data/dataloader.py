@@ -8,6 +8,7 @@ A worker's exception comes back with its traceback and is re-raised in the main 
 from __future__ import annotations
 
 import multiprocessing
+import os
 import pickle
 import queue
 import random
@@ -72,6 +73,26 @@ class DataLoader(Generic[T_co]):
         self.sampler, self.batch_sampler = sampler, batch_sampler
         auto = batch_size is not None or batch_sampler is not None
         self.collate_fn = collate_fn if collate_fn is not None else (default_collate if auto else default_convert)
+        self.check_worker_number_rationality()
+
+    def check_worker_number_rationality(self) -> None:
+        """PyTorch's warning when ``num_workers`` exceeds the CPUs this process may use (given at
+        construction and at each pass with workers, as PyTorch's; programs print it)."""
+        if not self.num_workers:
+            return
+        cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+        if cpus is not None and self.num_workers <= cpus:
+            return
+        if cpus is None:
+            suggestion = "DataLoader is not able to compute a suggested max number of worker in current system."
+        else:
+            cpuset = "" if hasattr(os, "sched_getaffinity") else " (`cpuset` is not taken into account)"
+            suggestion = (f"Our suggested max number of worker in current system is {cpus}{cpuset}, which is "
+                          "smaller than what this DataLoader is going to create.")
+        warnings.warn(f"This DataLoader will create {self.num_workers} worker processes in total. {suggestion} "
+                      "Please be aware that excessive worker creation might get DataLoader running slow or even "
+                      "freeze, lower the worker number to avoid potential slowness/freeze if necessary.",
+                      stacklevel=2)
 
     @property
     def _auto_collation(self) -> bool:
@@ -93,6 +114,7 @@ class DataLoader(Generic[T_co]):
         base_seed = _draw_seed(self.generator)
         if self.num_workers == 0:
             return _SingleProcessDataLoaderIter(self, self._single_process(indices))
+        self.check_worker_number_rationality()
         return _MultiProcessingDataLoaderIter(self, _multi_process(self, indices, base_seed))
 
     def _job(self) -> "_Job":
