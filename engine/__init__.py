@@ -96,12 +96,18 @@ import math as _math  # noqa: E402
 
 pi, e, inf, nan = _math.pi, _math.e, _math.inf, _math.nan
 
+from .base.dispatch_state import STATE as _DISPATCH  # noqa: E402  (the composites' entry check)
+from .core.overrides import handle_torch_function as _handle_torch_function  # noqa: E402
+from .core.overrides import has_tensor_like as _has_tensor_like  # noqa: E402
+
 
 def is_tensor(obj) -> bool:
     return isinstance(obj, Tensor)
 
 
 def numel(input: Tensor) -> int:
+    if _DISPATCH.functions is not None and _has_tensor_like((input,)):
+        return _handle_torch_function(numel, (input,), input)
     return input.numel()
 
 
@@ -110,6 +116,8 @@ def result_type(*operands) -> dtype:
 
 
 def is_floating_point(input: Tensor) -> bool:
+    if _DISPATCH.functions is not None and _has_tensor_like((input,)):
+        return _handle_torch_function(is_floating_point, (input,), input)
     return input.is_floating_point()
 
 

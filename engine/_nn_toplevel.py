@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import sys
 
+from .base.dispatch_state import STATE as _DISPATCH
+from .core.overrides import handle_torch_function, has_tensor_like
 from .nn import functional as F
 from .ops import install_methods
 from .ops._util import dim_or_axis
@@ -34,6 +36,8 @@ def log_softmax(input: Tensor, dim: int | None = None, dtype=None, *, axis=None)
 
 
 def dropout(input: Tensor, p: float, train: bool) -> Tensor:
+    if _DISPATCH.functions is not None and has_tensor_like((input,)):
+        return handle_torch_function(dropout, (input,), input, p, train)
     return F.dropout(input, p, train)
 
 

@@ -15,6 +15,8 @@ import warnings
 
 import numpy as np
 
+from .base.dispatch_state import STATE as _DISPATCH
+from .core.overrides import handle_torch_function, has_tensor_like
 from .autograd import anomaly as _anomaly
 from .base import dtype as _dtype
 from .base import runtime as _runtime
@@ -47,6 +49,8 @@ _INPLACE = ("abs_", "addmv_", "acos_", "acosh_", "arccos_", "arccosh_", "arcsin_
 
 def _method_as_function(name: str):
     def fn(input, *args, **kwargs):
+        if _DISPATCH.functions is not None and has_tensor_like((input, *args, *kwargs.values())):
+            return handle_torch_function(fn, (input, *args, *kwargs.values()), input, *args, **kwargs)
         return getattr(input, name)(*args, **kwargs)
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = f"``input.{name}(...)`` as a function, as ``torch.{name}``."
@@ -126,6 +130,8 @@ def _assert_async(tensor: Tensor, assert_msg: str | None = None) -> None:
 # ---------------------------------------------------------------- *_copy: a view's values as a new tensor
 def _copy_of(view: str):
     def fn(input, *args, **kwargs):
+        if _DISPATCH.functions is not None and has_tensor_like((input, *args, *kwargs.values())):
+            return handle_torch_function(fn, (input, *args, *kwargs.values()), input, *args, **kwargs)
         out = getattr(input, view)(*args, **kwargs)
         return tuple(t.clone() for t in out) if isinstance(out, (tuple, list)) else out.clone()
     fn.__name__ = fn.__qualname__ = f"{view}_copy"
@@ -142,22 +148,30 @@ del _view
 @_public
 def view_as_real_copy(input: Tensor) -> Tensor:
     """``view_as_real(input)`` copied out, as ``torch.view_as_real_copy``."""
+    if _DISPATCH.functions is not None and has_tensor_like((input,)):
+        return handle_torch_function(view_as_real_copy, (input,), input)
     return view_as_real(input).clone()
 
 
 @_public
 def view_as_complex_copy(input: Tensor) -> Tensor:
     """``view_as_complex(input)`` copied out, as ``torch.view_as_complex_copy``."""
+    if _DISPATCH.functions is not None and has_tensor_like((input,)):
+        return handle_torch_function(view_as_complex_copy, (input,), input)
     return view_as_complex(input).clone()
 
 
 @_public
 def alias_copy(input: Tensor) -> Tensor:
+    if _DISPATCH.functions is not None and has_tensor_like((input,)):
+        return handle_torch_function(alias_copy, (input,), input)
     return input.clone()
 
 
 @_public
 def slice_copy(input: Tensor, dim: int = 0, start: int | None = None, end: int | None = None, step: int = 1) -> Tensor:
+    if _DISPATCH.functions is not None and has_tensor_like((input,)):
+        return handle_torch_function(slice_copy, (input,), input, dim=dim, start=start, end=end, step=step)
     key = (slice(None),) * (dim % input.ndim) + (slice(start, end, step),)
     return input[key].clone()
 
@@ -172,59 +186,85 @@ def _reduction(r) -> str:
 
 @_public
 def adaptive_avg_pool1d(input: Tensor, output_size) -> Tensor:
+    if _DISPATCH.functions is not None and has_tensor_like((input, output_size)):
+        return handle_torch_function(adaptive_avg_pool1d, (input, output_size), input, output_size)
     return F.adaptive_avg_pool1d(input, output_size)
 
 
 @_public
 def adaptive_max_pool1d(input: Tensor, output_size) -> tuple:
     """``(values, indices)``: the ATen form always returns both."""
+    if _DISPATCH.functions is not None and has_tensor_like((input, output_size)):
+        return handle_torch_function(adaptive_max_pool1d, (input, output_size), input, output_size)
     return F.adaptive_max_pool1d(input, output_size, True)
 
 
 @_public
 def max_pool1d_with_indices(input, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
+    if _DISPATCH.functions is not None and has_tensor_like((input, kernel_size, stride, padding, dilation, ceil_mode)):
+        return handle_torch_function(max_pool1d_with_indices, (input, kernel_size, stride, padding, dilation,
+                                     ceil_mode), input, kernel_size, stride=stride, padding=padding,
+                                     dilation=dilation, ceil_mode=ceil_mode)
     return F.max_pool1d_with_indices(input, kernel_size, stride or None, padding, dilation, ceil_mode)
 
 
 @_public
 def max_pool3d(input, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
+    if _DISPATCH.functions is not None and has_tensor_like((input, kernel_size, stride, padding, dilation, ceil_mode)):
+        return handle_torch_function(max_pool3d, (input, kernel_size, stride, padding, dilation, ceil_mode), input,
+                                     kernel_size, stride=stride, padding=padding, dilation=dilation,
+                                     ceil_mode=ceil_mode)
     return F.max_pool3d(input, kernel_size, stride or None, padding, dilation, ceil_mode)
 
 
 @_public
 def alpha_dropout(input: Tensor, p: float, train: bool) -> Tensor:
+    if _DISPATCH.functions is not None and has_tensor_like((input,)):
+        return handle_torch_function(alpha_dropout, (input,), input, p, train)
     return F.alpha_dropout(input, p, train)
 
 
 @_public
 def alpha_dropout_(input: Tensor, p: float, train: bool) -> Tensor:
+    if _DISPATCH.functions is not None and has_tensor_like((input,)):
+        return handle_torch_function(alpha_dropout_, (input,), input, p, train)
     return F.alpha_dropout(input, p, train, inplace=True)
 
 
 @_public
 def feature_alpha_dropout(input: Tensor, p: float, train: bool) -> Tensor:
+    if _DISPATCH.functions is not None and has_tensor_like((input,)):
+        return handle_torch_function(feature_alpha_dropout, (input,), input, p, train)
     return F.feature_alpha_dropout(input, p, train)
 
 
 @_public
 def feature_alpha_dropout_(input: Tensor, p: float, train: bool) -> Tensor:
+    if _DISPATCH.functions is not None and has_tensor_like((input,)):
+        return handle_torch_function(feature_alpha_dropout_, (input,), input, p, train)
     return F.feature_alpha_dropout(input, p, train, inplace=True)
 
 
 @_public
 def feature_dropout(input: Tensor, p: float, train: bool) -> Tensor:
     """Channel dropout (``dropout2d``'s rule for any rank >= 2)."""
+    if _DISPATCH.functions is not None and has_tensor_like((input,)):
+        return handle_torch_function(feature_dropout, (input,), input, p, train)
     return F.dropout2d(input, p, train) if input.ndim in (3, 4) else F.dropout1d(input, p, train) \
         if input.ndim == 2 else F.dropout3d(input, p, train)
 
 
 @_public
 def feature_dropout_(input: Tensor, p: float, train: bool) -> Tensor:
+    if _DISPATCH.functions is not None and has_tensor_like((input,)):
+        return handle_torch_function(feature_dropout_, (input,), input, p, train)
     return input.copy_(feature_dropout(input, p, train))
 
 
 @_public
 def dropout_(input: Tensor, p: float, train: bool) -> Tensor:
+    if _DISPATCH.functions is not None and has_tensor_like((input,)):
+        return handle_torch_function(dropout_, (input,), input, p, train)
     return F.dropout(input, p, train, inplace=True)
 
 
@@ -237,61 +277,97 @@ for _name in ("bilinear", "celu", "celu_", "selu", "selu_", "channel_shuffle", "
 
 @_public
 def binary_cross_entropy_with_logits(input, target, weight=None, pos_weight=None, reduction=1) -> Tensor:
+    if _DISPATCH.functions is not None and has_tensor_like((input, target, weight, pos_weight, reduction)):
+        return handle_torch_function(binary_cross_entropy_with_logits, (input, target, weight, pos_weight, reduction),
+                                     input, target, weight=weight, pos_weight=pos_weight, reduction=reduction)
     return F.binary_cross_entropy_with_logits(input, target, weight, pos_weight=pos_weight,
                                               reduction=_reduction(reduction))
 
 
 @_public
 def cosine_embedding_loss(input1, input2, target, margin: float = 0.0, reduction=1) -> Tensor:
+    if _DISPATCH.functions is not None and has_tensor_like((input1, input2, target, reduction)):
+        return handle_torch_function(cosine_embedding_loss, (input1, input2, target, reduction), input1, input2,
+                                     target, margin=margin, reduction=reduction)
     return F.cosine_embedding_loss(input1, input2, target, margin, reduction=_reduction(reduction))
 
 
 @_public
 def hinge_embedding_loss(input, target, margin: float = 1.0, reduction=1) -> Tensor:
+    if _DISPATCH.functions is not None and has_tensor_like((input, target, reduction)):
+        return handle_torch_function(hinge_embedding_loss, (input, target, reduction), input, target, margin=margin,
+                                     reduction=reduction)
     return F.hinge_embedding_loss(input, target, margin, reduction=_reduction(reduction))
 
 
 @_public
 def kl_div(input, target, reduction=1, *, log_target: bool = False) -> Tensor:
+    if _DISPATCH.functions is not None and has_tensor_like((input, target, reduction)):
+        return handle_torch_function(kl_div, (input, target, reduction), input, target, reduction=reduction,
+                                     log_target=log_target)
     return F.kl_div(input, target, reduction=_reduction(reduction), log_target=log_target)
 
 
 @_public
 def margin_ranking_loss(input1, input2, target, margin: float = 0.0, reduction=1) -> Tensor:
+    if _DISPATCH.functions is not None and has_tensor_like((input1, input2, target, reduction)):
+        return handle_torch_function(margin_ranking_loss, (input1, input2, target, reduction), input1, input2, target,
+                                     margin=margin, reduction=reduction)
     return F.margin_ranking_loss(input1, input2, target, margin, reduction=_reduction(reduction))
 
 
 @_public
 def poisson_nll_loss(input, target, log_input: bool, full: bool, eps: float, reduction) -> Tensor:
+    if _DISPATCH.functions is not None and has_tensor_like((input, target, reduction)):
+        return handle_torch_function(poisson_nll_loss, (input, target, reduction), input, target, log_input, full,
+                                     eps, reduction)
     return F.poisson_nll_loss(input, target, log_input, full, eps=eps, reduction=_reduction(reduction))
 
 
 @_public
 def triplet_margin_loss(anchor, positive, negative, margin: float = 1.0, p: float = 2, eps: float = 1e-6,
                         swap: bool = False, reduction=1) -> Tensor:
+    if _DISPATCH.functions is not None and has_tensor_like((anchor, positive, negative, reduction)):
+        return handle_torch_function(triplet_margin_loss, (anchor, positive, negative, reduction), anchor, positive,
+                                     negative, margin=margin, p=p, eps=eps, swap=swap, reduction=reduction)
     return F.triplet_margin_loss(anchor, positive, negative, margin, p, eps, swap, reduction=_reduction(reduction))
 
 
 @_public
 def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank: int = 0, reduction=1,
              zero_infinity: bool = False) -> Tensor:
+    if _DISPATCH.functions is not None and has_tensor_like((log_probs, targets, input_lengths, target_lengths, reduction)):
+        return handle_torch_function(ctc_loss, (log_probs, targets, input_lengths, target_lengths, reduction),
+                                     log_probs, targets, input_lengths, target_lengths, blank=blank,
+                                     reduction=reduction, zero_infinity=zero_infinity)
     return F.ctc_loss(log_probs, targets, input_lengths, target_lengths, blank, _reduction(reduction), zero_infinity)
 
 
 @_public
 def instance_norm(input, weight, bias, running_mean, running_var, use_input_stats: bool, momentum: float, eps: float,
                   cudnn_enabled: bool = False) -> Tensor:
+    if _DISPATCH.functions is not None and has_tensor_like((input, weight, bias, running_mean, running_var)):
+        return handle_torch_function(instance_norm, (input, weight, bias, running_mean, running_var), input, weight,
+                                     bias, running_mean, running_var, use_input_stats, momentum, eps,
+                                     cudnn_enabled=cudnn_enabled)
     return F.instance_norm(input, running_mean, running_var, weight, bias, use_input_stats, momentum, eps)
 
 
 @_public
 def rms_norm(input, normalized_shape, weight=None, eps=None) -> Tensor:
+    if _DISPATCH.functions is not None and has_tensor_like((input, normalized_shape, weight, eps)):
+        return handle_torch_function(rms_norm, (input, normalized_shape, weight, eps), input, normalized_shape,
+                                     weight=weight, eps=eps)
     return F.rms_norm(input, normalized_shape, weight, eps)
 
 
 @_public
 def convolution(input, weight, bias, stride, padding, dilation, transposed: bool, output_padding, groups: int):
     """The one convolution entry point: the layer form picked by rank and ``transposed``."""
+    if _DISPATCH.functions is not None and has_tensor_like((input, weight, bias, stride, padding, dilation, output_padding)):
+        return handle_torch_function(convolution, (input, weight, bias, stride, padding, dilation, output_padding),
+                                     input, weight, bias, stride, padding, dilation, transposed, output_padding,
+                                     groups)
     nd = weight.ndim - 2
     if transposed:
         fn = (F.conv_transpose1d, F.conv_transpose2d, F.conv_transpose3d)[nd - 1]
@@ -301,6 +377,8 @@ def convolution(input, weight, bias, stride, padding, dilation, transposed: bool
 
 @_public
 def affine_grid_generator(theta, size, align_corners: bool) -> Tensor:
+    if _DISPATCH.functions is not None and has_tensor_like((theta, size)):
+        return handle_torch_function(affine_grid_generator, (theta, size), theta, size, align_corners)
     return F.affine_grid(theta, list(size), align_corners)
 
 
@@ -310,12 +388,18 @@ _GRID_PADDING = {0: "zeros", 1: "border", 2: "reflection"}
 
 @_public
 def grid_sampler(input, grid, interpolation_mode: int, padding_mode: int, align_corners: bool) -> Tensor:
+    if _DISPATCH.functions is not None and has_tensor_like((input, grid)):
+        return handle_torch_function(grid_sampler, (input, grid), input, grid, interpolation_mode, padding_mode,
+                                     align_corners)
     return F.grid_sample(input, grid, _GRID_MODES[interpolation_mode], _GRID_PADDING[padding_mode], align_corners)
 
 
 @_public
 def native_layer_norm(input, normalized_shape, weight, bias, eps: float) -> tuple:
     """``(output, mean, rstd)`` with the statistics kept over the normalised dims."""
+    if _DISPATCH.functions is not None and has_tensor_like((input, normalized_shape, weight, bias)):
+        return handle_torch_function(native_layer_norm, (input, normalized_shape, weight, bias), input,
+                                     normalized_shape, weight, bias, eps)
     dims = tuple(_range(input.ndim - len(normalized_shape), input.ndim))
     mean = input.mean(dims, keepdim=True)
     rstd = (input.var(dims, unbiased=False, keepdim=True) + eps).rsqrt()
@@ -325,6 +409,8 @@ def native_layer_norm(input, normalized_shape, weight, bias, eps: float) -> tupl
 @_public
 def native_dropout(input, p: float, train) -> tuple:
     """``(output, mask)``: the kept positions as a bool mask (all kept outside training)."""
+    if _DISPATCH.functions is not None and has_tensor_like((input, train)):
+        return handle_torch_function(native_dropout, (input, train), input, p, train)
     if not train or p == 0:
         return input.clone(), creation.ones(tuple(input.shape), dtype=_dtype.bool, device=input.device)
     mask = creation.bernoulli(creation.full(tuple(input.shape), 1 - p, dtype=input.dtype, device=input.device)) > 0
@@ -333,12 +419,16 @@ def native_dropout(input, p: float, train) -> tuple:
 
 @_public
 def frobenius_norm(input, dim=(), keepdim: bool = False) -> Tensor:
+    if _DISPATCH.functions is not None and has_tensor_like((input, dim)):
+        return handle_torch_function(frobenius_norm, (input, dim), input, dim=dim, keepdim=keepdim)
     return input.norm("fro", dim if dim != () else None, keepdim)
 
 
 @_public
 def norm_except_dim(v, pow: float = 2, dim: int = 0) -> Tensor:
     """The ``pow``-norm over every dim but ``dim`` (weight normalisation's helper); -1 means all dims."""
+    if _DISPATCH.functions is not None and has_tensor_like((v,)):
+        return handle_torch_function(norm_except_dim, (v,), v, pow=pow, dim=dim)
     if dim == -1:
         return v.norm(pow)
     others = tuple(i for i in _range(v.ndim) if i != dim)
@@ -352,17 +442,26 @@ def _gates(input, hx, w_ih, w_hh, b_ih, b_hh):
 
 @_public
 def rnn_tanh_cell(input, hx, w_ih, w_hh, b_ih=None, b_hh=None) -> Tensor:
+    if _DISPATCH.functions is not None and has_tensor_like((input, hx, w_ih, w_hh, b_ih, b_hh)):
+        return handle_torch_function(rnn_tanh_cell, (input, hx, w_ih, w_hh, b_ih, b_hh), input, hx, w_ih, w_hh,
+                                     b_ih=b_ih, b_hh=b_hh)
     return _gates(input, hx, w_ih, w_hh, b_ih, b_hh).tanh()
 
 
 @_public
 def rnn_relu_cell(input, hx, w_ih, w_hh, b_ih=None, b_hh=None) -> Tensor:
+    if _DISPATCH.functions is not None and has_tensor_like((input, hx, w_ih, w_hh, b_ih, b_hh)):
+        return handle_torch_function(rnn_relu_cell, (input, hx, w_ih, w_hh, b_ih, b_hh), input, hx, w_ih, w_hh,
+                                     b_ih=b_ih, b_hh=b_hh)
     return _gates(input, hx, w_ih, w_hh, b_ih, b_hh).relu()
 
 
 @_public
 def lstm_cell(input, hx, w_ih, w_hh, b_ih=None, b_hh=None) -> tuple:
     """One LSTM step: gates in PyTorch's order (input, forget, cell, output)."""
+    if _DISPATCH.functions is not None and has_tensor_like((input, hx, w_ih, w_hh, b_ih, b_hh)):
+        return handle_torch_function(lstm_cell, (input, hx, w_ih, w_hh, b_ih, b_hh), input, hx, w_ih, w_hh, b_ih=b_ih,
+                                     b_hh=b_hh)
     h, c = hx
     i, f, g, o = _gates(input, h, w_ih, w_hh, b_ih, b_hh).chunk(4, -1)
     c2 = f.sigmoid() * c + i.sigmoid() * g.tanh()
@@ -372,6 +471,9 @@ def lstm_cell(input, hx, w_ih, w_hh, b_ih=None, b_hh=None) -> tuple:
 @_public
 def gru_cell(input, hx, w_ih, w_hh, b_ih=None, b_hh=None) -> Tensor:
     """One GRU step: gates in PyTorch's order (reset, update, new)."""
+    if _DISPATCH.functions is not None and has_tensor_like((input, hx, w_ih, w_hh, b_ih, b_hh)):
+        return handle_torch_function(gru_cell, (input, hx, w_ih, w_hh, b_ih, b_hh), input, hx, w_ih, w_hh, b_ih=b_ih,
+                                     b_hh=b_hh)
     r_i, z_i, n_i = F.linear(input, w_ih, b_ih).chunk(3, -1)
     r_h, z_h, n_h = F.linear(hx, w_hh, b_hh).chunk(3, -1)
     r, z = (r_i + r_h).sigmoid(), (z_i + z_h).sigmoid()
@@ -397,6 +499,10 @@ def _window(name: str, length: int, periodic: bool, dtype, device, requires_grad
 @_public
 def hann_window(window_length: int, periodic: bool = True, *, dtype=None, layout=None, device=None,
                 requires_grad: bool = False, pin_memory: bool = False) -> Tensor:
+    if _DISPATCH.functions is not None and has_tensor_like((dtype, layout, device)):
+        return handle_torch_function(hann_window, (dtype, layout, device), window_length, periodic=periodic,
+                                     dtype=dtype, layout=layout, device=device, requires_grad=requires_grad,
+                                     pin_memory=pin_memory)
     return _window("hann_window", window_length, periodic, dtype, device, requires_grad,
                    lambda k, n: 0.5 - 0.5 * np.cos(2 * np.pi * k / (n - 1)))
 
@@ -404,6 +510,10 @@ def hann_window(window_length: int, periodic: bool = True, *, dtype=None, layout
 @_public
 def hamming_window(window_length: int, periodic: bool = True, alpha: float = 0.54, beta: float = 0.46, *, dtype=None,
                    layout=None, device=None, requires_grad: bool = False, pin_memory: bool = False) -> Tensor:
+    if _DISPATCH.functions is not None and has_tensor_like((dtype, layout, device)):
+        return handle_torch_function(hamming_window, (dtype, layout, device), window_length, periodic=periodic,
+                                     alpha=alpha, beta=beta, dtype=dtype, layout=layout, device=device,
+                                     requires_grad=requires_grad, pin_memory=pin_memory)
     return _window("hamming_window", window_length, periodic, dtype, device, requires_grad,
                    lambda k, n: alpha - beta * np.cos(2 * np.pi * k / (n - 1)))
 
@@ -411,6 +521,10 @@ def hamming_window(window_length: int, periodic: bool = True, alpha: float = 0.5
 @_public
 def blackman_window(window_length: int, periodic: bool = True, *, dtype=None, layout=None, device=None,
                     requires_grad: bool = False, pin_memory: bool = False) -> Tensor:
+    if _DISPATCH.functions is not None and has_tensor_like((dtype, layout, device)):
+        return handle_torch_function(blackman_window, (dtype, layout, device), window_length, periodic=periodic,
+                                     dtype=dtype, layout=layout, device=device, requires_grad=requires_grad,
+                                     pin_memory=pin_memory)
     return _window("blackman_window", window_length, periodic, dtype, device, requires_grad,
                    lambda k, n: 0.42 - 0.5 * np.cos(2 * np.pi * k / (n - 1)) + 0.08 * np.cos(4 * np.pi * k / (n - 1)))
 
@@ -418,6 +532,10 @@ def blackman_window(window_length: int, periodic: bool = True, *, dtype=None, la
 @_public
 def bartlett_window(window_length: int, periodic: bool = True, *, dtype=None, layout=None, device=None,
                     requires_grad: bool = False, pin_memory: bool = False) -> Tensor:
+    if _DISPATCH.functions is not None and has_tensor_like((dtype, layout, device)):
+        return handle_torch_function(bartlett_window, (dtype, layout, device), window_length, periodic=periodic,
+                                     dtype=dtype, layout=layout, device=device, requires_grad=requires_grad,
+                                     pin_memory=pin_memory)
     return _window("bartlett_window", window_length, periodic, dtype, device, requires_grad,
                    lambda k, n: 1 - np.abs(2 * k / (n - 1) - 1))
 
@@ -425,6 +543,10 @@ def bartlett_window(window_length: int, periodic: bool = True, *, dtype=None, la
 @_public
 def kaiser_window(window_length: int, periodic: bool = True, beta: float = 12.0, *, dtype=None, layout=None,
                   device=None, requires_grad: bool = False, pin_memory: bool = False) -> Tensor:
+    if _DISPATCH.functions is not None and has_tensor_like((dtype, layout, device)):
+        return handle_torch_function(kaiser_window, (dtype, layout, device), window_length, periodic=periodic,
+                                     beta=beta, dtype=dtype, layout=layout, device=device,
+                                     requires_grad=requires_grad, pin_memory=pin_memory)
     return _window("kaiser_window", window_length, periodic, dtype, device, requires_grad,
                    lambda k, n: np.i0(beta * np.sqrt(np.clip(1 - (2 * k / (n - 1) - 1) ** 2, 0, None))) / np.i0(beta))
 
@@ -432,6 +554,10 @@ def kaiser_window(window_length: int, periodic: bool = True, beta: float = 12.0,
 @_public
 def range(start=0, end=None, step=1, *, dtype=None, layout=None, device=None, requires_grad: bool = False) -> Tensor:
     """``[start, end]`` *inclusive* in steps (deprecated in PyTorch, which warns; default dtype float)."""
+    if _DISPATCH.functions is not None and has_tensor_like((start, end, step, dtype, layout, device)):
+        return handle_torch_function(range, (start, end, step, dtype, layout, device), start=start, end=end,
+                                     step=step, dtype=dtype, layout=layout, device=device,
+                                     requires_grad=requires_grad)
     warnings.warn("torch.range is deprecated and will be removed in a future release because its behavior is "
                   "inconsistent with Python's range builtin. Instead, use torch.arange, which produces values in "
                   "[start, end).", UserWarning, stacklevel=2)
@@ -483,6 +609,8 @@ def frombuffer(buffer, *, dtype, count: int = -1, offset: int = 0, requires_grad
 @_public
 def fill(input: Tensor, value) -> Tensor:
     """A copy of ``input`` with every element ``value``."""
+    if _DISPATCH.functions is not None and has_tensor_like((input, value)):
+        return handle_torch_function(fill, (input, value), input, value)
     return input.clone().fill_(value)
 
 
@@ -636,6 +764,9 @@ def compile(model=None, *, fullgraph: bool = False, dynamic=None, backend="tapel
 @_public
 def cond(pred, true_fn, false_fn, operands=()):
     """``true_fn(*operands)`` if ``pred`` else ``false_fn(*operands)``, run eagerly."""
+    if _DISPATCH.functions is not None and has_tensor_like((pred, true_fn, false_fn, operands)):
+        return handle_torch_function(cond, (pred, true_fn, false_fn, operands), pred, true_fn, false_fn,
+                                     operands=operands)
     take = bool(pred.item()) if isinstance(pred, Tensor) else bool(pred)
     return (true_fn if take else false_fn)(*operands)
 
@@ -643,6 +774,8 @@ def cond(pred, true_fn, false_fn, operands=()):
 @_public
 def while_loop(cond_fn, body_fn, carried_inputs):
     """Apply ``body_fn`` to the carried values while ``cond_fn`` holds, eagerly."""
+    if _DISPATCH.functions is not None and has_tensor_like((cond_fn, body_fn, carried_inputs)):
+        return handle_torch_function(while_loop, (cond_fn, body_fn, carried_inputs), cond_fn, body_fn, carried_inputs)
     carried = tuple(carried_inputs)
     while True:
         c = cond_fn(*carried)

@@ -16,6 +16,8 @@ import warnings
 
 import numpy as np
 
+from ..base.dispatch_state import STATE as _DISPATCH
+from .overrides import handle_torch_function, has_tensor_like
 from ..base import dtype as _dtype
 from ..base.device import CPU, DEFAULT as _DEFAULT, cuda_available, device as Device
 from ..base.dtype import from_np, get_default_dtype
@@ -60,6 +62,8 @@ def _warn_copy_construct(data, call: str) -> None:
 
 def as_tensor(data, dtype=None, device=None) -> Tensor:
     """Share memory with ``data`` where possible (numpy arrays, tensors)."""
+    if _DISPATCH.functions is not None and has_tensor_like((data, dtype, device)):
+        return handle_torch_function(as_tensor, (data, dtype, device), data, dtype=dtype, device=device)
     dtype = _dtype.canonical(dtype)
     if isinstance(data, Tensor):
         return data.to(*(a for a in (device, dtype) if a is not None))
@@ -169,6 +173,9 @@ def empty_strided(size, stride, *, dtype=None, device=None, requires_grad: bool 
                   layout=None, pin_memory: bool = False) -> Tensor:
     """An uninitialised tensor of ``size`` (tapelab's tensors are laid out densely: ``stride`` is
     accepted, the result is contiguous)."""
+    if _DISPATCH.functions is not None and has_tensor_like((size, stride, dtype, device, layout)):
+        return handle_torch_function(empty_strided, (size, stride, dtype, device, layout), size, stride, dtype=dtype,
+                                     device=device, requires_grad=requires_grad, layout=layout, pin_memory=pin_memory)
     _strided("empty_strided", layout)
     return empty(*size, dtype=dtype, device=device, requires_grad=requires_grad)
 
@@ -184,6 +191,9 @@ def full(size, fill_value, *, dtype=None, device=None, requires_grad: bool = Fal
 
 def scalar_tensor(s, *, dtype=None, device=None, requires_grad: bool = False,
                   layout=None, pin_memory: bool = False) -> Tensor:
+    if _DISPATCH.functions is not None and has_tensor_like((s, dtype, device, layout)):
+        return handle_torch_function(scalar_tensor, (s, dtype, device, layout), s, dtype=dtype, device=device,
+                                     requires_grad=requires_grad, layout=layout, pin_memory=pin_memory)
     _strided("scalar_tensor", layout)
     return full((), s, dtype=dtype or get_default_dtype(), device=device, requires_grad=requires_grad)
 
@@ -194,24 +204,36 @@ def _like(x: Tensor, dtype, device) -> tuple:
 
 
 def zeros_like(input, *, dtype=None, device=None, requires_grad: bool = False, layout=None, **_) -> Tensor:
+    if _DISPATCH.functions is not None and has_tensor_like((input,)):
+        return handle_torch_function(zeros_like, (input,), input, dtype=dtype, device=device,
+                                     requires_grad=requires_grad, layout=layout, **_)
     _strided("zeros_like", layout)
     size, dt, dev = _like(input, dtype, device)
     return _fill(size, 0, dt, dev, requires_grad)
 
 
 def ones_like(input, *, dtype=None, device=None, requires_grad: bool = False, layout=None, **_) -> Tensor:
+    if _DISPATCH.functions is not None and has_tensor_like((input,)):
+        return handle_torch_function(ones_like, (input,), input, dtype=dtype, device=device,
+                                     requires_grad=requires_grad, layout=layout, **_)
     _strided("ones_like", layout)
     size, dt, dev = _like(input, dtype, device)
     return _fill(size, 1, dt, dev, requires_grad)
 
 
 def full_like(input, fill_value, *, dtype=None, device=None, requires_grad: bool = False, layout=None, **_) -> Tensor:
+    if _DISPATCH.functions is not None and has_tensor_like((input,)):
+        return handle_torch_function(full_like, (input,), input, fill_value, dtype=dtype, device=device,
+                                     requires_grad=requires_grad, layout=layout, **_)
     _strided("full_like", layout)
     size, dt, dev = _like(input, dtype, device)
     return _fill(size, fill_value, dt, dev, requires_grad)
 
 
 def empty_like(input, *, dtype=None, device=None, requires_grad: bool = False, layout=None, **_) -> Tensor:
+    if _DISPATCH.functions is not None and has_tensor_like((input,)):
+        return handle_torch_function(empty_like, (input,), input, dtype=dtype, device=device,
+                                     requires_grad=requires_grad, layout=layout, **_)
     _strided("empty_like", layout)
     size, dt, dev = _like(input, dtype, device)
     return _finish(apply(EMPTY, size=size, dtype=dt, device=dev), requires_grad)
@@ -328,6 +350,10 @@ def _laid_out_like(input, size, dt, dev) -> Tensor | None:
 
 def rand_like(input, *, dtype=None, device=None, requires_grad: bool = False, generator=None,
               layout=None, pin_memory: bool = False, memory_format=None) -> Tensor:
+    if _DISPATCH.functions is not None and has_tensor_like((input, dtype, device, generator, layout, memory_format)):
+        return handle_torch_function(rand_like, (input, dtype, device, generator, layout, memory_format), input,
+                                     dtype=dtype, device=device, requires_grad=requires_grad, generator=generator,
+                                     layout=layout, pin_memory=pin_memory, memory_format=memory_format)
     _strided("rand_like", layout)
     size, dt, dev = _like(input, dtype, device)
     laid = _laid_out_like(input, size, dt, dev)
@@ -338,6 +364,10 @@ def rand_like(input, *, dtype=None, device=None, requires_grad: bool = False, ge
 
 def randn_like(input, *, dtype=None, device=None, requires_grad: bool = False, generator=None,
                layout=None, pin_memory: bool = False, memory_format=None) -> Tensor:
+    if _DISPATCH.functions is not None and has_tensor_like((input, dtype, device, generator, layout, memory_format)):
+        return handle_torch_function(randn_like, (input, dtype, device, generator, layout, memory_format), input,
+                                     dtype=dtype, device=device, requires_grad=requires_grad, generator=generator,
+                                     layout=layout, pin_memory=pin_memory, memory_format=memory_format)
     _strided("randn_like", layout)
     size, dt, dev = _like(input, dtype, device)
     laid = _laid_out_like(input, size, dt, dev)
@@ -348,6 +378,11 @@ def randn_like(input, *, dtype=None, device=None, requires_grad: bool = False, g
 
 def randint_like(input, low, high=None, *, dtype=None, device=None, generator=None,
                  layout=None, pin_memory: bool = False, memory_format=None, requires_grad: bool = False) -> Tensor:
+    if _DISPATCH.functions is not None and has_tensor_like((input, low, high, dtype, device, generator, layout, memory_format)):
+        return handle_torch_function(randint_like, (input, low, high, dtype, device, generator, layout,
+                                     memory_format), input, low, high=high, dtype=dtype, device=device,
+                                     generator=generator, layout=layout, pin_memory=pin_memory,
+                                     memory_format=memory_format, requires_grad=requires_grad)
     _strided("randint_like", layout)
     size, dt, dev = _like(input, dtype, device)
     return randint(low, high, size, generator=generator, dtype=dt, device=dev, requires_grad=requires_grad)

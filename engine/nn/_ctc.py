@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import math
 
+from ..base.dispatch_state import STATE as _DISPATCH
+from ..core.overrides import handle_torch_function, has_tensor_like
 from ..base import dtype as _dtype
 from ..base.grad_mode import is_grad_enabled
 from ..core import creation
@@ -225,6 +227,10 @@ def ctc_loss(log_probs: Tensor, targets: Tensor, input_lengths, target_lengths, 
              reduction: str = "mean", zero_infinity: bool = False) -> Tensor:
     """Connectionist temporal classification: ``-log`` of the total probability of every alignment of
     each target (blanks between and around its labels) to the input frames."""
+    if _DISPATCH.functions is not None and has_tensor_like((log_probs, targets, input_lengths, target_lengths)):
+        return handle_torch_function(ctc_loss, (log_probs, targets, input_lengths, target_lengths), log_probs,
+                                     targets, input_lengths, target_lengths, blank=blank, reduction=reduction,
+                                     zero_infinity=zero_infinity)
     if reduction not in ("none", "mean", "sum"):
         raise ValueError(f"{reduction} is not a valid value for reduction")
     _check_lengths_kind(input_lengths, target_lengths)

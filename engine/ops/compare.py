@@ -11,6 +11,8 @@ import numbers
 
 import numpy as np
 
+from ..base.dispatch_state import STATE as _DISPATCH
+from ..core.overrides import handle_torch_function, has_tensor_like
 from ..base import dtype as _dtype
 from ..core.creation import tensor as _tensor
 from ..core.dispatch import apply
@@ -132,6 +134,8 @@ _isclose = Op("isclose", lambda xp, a, b, *, rtol, atol, equal_nan:
 def isclose(input: Tensor, other: Tensor, rtol: float = 1e-05, atol: float = 1e-08,
             equal_nan: bool = False) -> Tensor:
     """``|input - other| <= atol + rtol * |other|``; both inputs must share a dtype, as in PyTorch."""
+    if _DISPATCH.functions is not None and has_tensor_like((input, other)):
+        return handle_torch_function(isclose, (input, other), input, other, rtol=rtol, atol=atol, equal_nan=equal_nan)
     if input._data.dtype != other._data.dtype:
         raise RuntimeError(f"{input.dtype.scalar_type} did not match {other.dtype.scalar_type} "
                            f"(isclose needs inputs of one dtype)")
@@ -140,11 +144,16 @@ def isclose(input: Tensor, other: Tensor, rtol: float = 1e-05, atol: float = 1e-
 
 def allclose(input: Tensor, other: Tensor, rtol: float = 1e-05, atol: float = 1e-08,
              equal_nan: bool = False) -> bool:
+    if _DISPATCH.functions is not None and has_tensor_like((input, other)):
+        return handle_torch_function(allclose, (input, other), input, other, rtol=rtol, atol=atol,
+                                     equal_nan=equal_nan)
     return bool(isclose(input, other, rtol, atol, equal_nan).all())   # meta: item()'s error
 
 
 def equal(input: Tensor, other: Tensor) -> bool:
     """Same shape and same values (after type promotion)."""
+    if _DISPATCH.functions is not None and has_tensor_like((input, other)):
+        return handle_torch_function(equal, (input, other), input, other)
     if input.device.type == "meta" or other.device.type == "meta":
         raise NotImplementedError("equal: attempted to run this operator with Meta tensors, which have no values")
     return input.shape == other.shape and bool(eq(input, other)._data.all())

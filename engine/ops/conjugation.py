@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import math
 
+from ..base.dispatch_state import STATE as _DISPATCH
+from ..core.overrides import handle_torch_function, has_tensor_like
 from ..base import dtype as _dtype
 from ..base.meta import has_data
 from ..core.dispatch import apply
@@ -37,19 +39,27 @@ _conj = Op("conj_physical", lambda xp, a: xp.conjugate(a), lambda g, out, a: (co
 
 def conj(input: Tensor) -> Tensor:
     """The complex conjugate; a real tensor is its own (returned as is, no copy)."""
+    if _DISPATCH.functions is not None and has_tensor_like((input,)):
+        return handle_torch_function(conj, (input,), input)
     return apply(_conj, input) if input._data.dtype.kind == "c" else input
 
 
 def conj_physical(input: Tensor) -> Tensor:
+    if _DISPATCH.functions is not None and has_tensor_like((input,)):
+        return handle_torch_function(conj_physical, (input,), input)
     return conj(input)
 
 
 def resolve_conj(input: Tensor) -> Tensor:
     """``input``: tapelab's conjugates are already materialised (no lazy conjugate bit)."""
+    if _DISPATCH.functions is not None and has_tensor_like((input,)):
+        return handle_torch_function(resolve_conj, (input,), input)
     return input
 
 
 def resolve_neg(input: Tensor) -> Tensor:
+    if _DISPATCH.functions is not None and has_tensor_like((input,)):
+        return handle_torch_function(resolve_neg, (input,), input)
     return input
 
 
@@ -67,11 +77,15 @@ _imag = Op("imag", lambda xp, a: a.imag, _imag_vjp, saves=NONE, is_view=True)
 
 def real(input: Tensor) -> Tensor:
     """The real parts, a view of a complex tensor (settable: ``z.real = x``); a real tensor itself."""
+    if _DISPATCH.functions is not None and has_tensor_like((input,)):
+        return handle_torch_function(real, (input,), input)
     return apply(_real, input) if input._data.dtype.kind == "c" else input
 
 
 def imag(input: Tensor) -> Tensor:
     """The imaginary parts, a view of a complex tensor; an error for a real one, as in PyTorch."""
+    if _DISPATCH.functions is not None and has_tensor_like((input,)):
+        return handle_torch_function(imag, (input,), input)
     if not _cx(input):
         raise RuntimeError("imag is not implemented for tensors with non-complex dtypes.")
     return apply(_imag, input)
@@ -95,6 +109,8 @@ _angle = Op("angle", lambda xp, a: xp.angle(a), _angle_vjp, elementwise=True, co
 def angle(input: Tensor) -> Tensor:
     """The argument of each element, in radians. Real tensors: pi for negative values, 0 otherwise
     (NaN stays NaN); integers give the default float dtype."""
+    if _DISPATCH.functions is not None and has_tensor_like((input,)):
+        return handle_torch_function(angle, (input,), input)
     if _cx(input):
         return apply(_angle, input)
     x = input if input.is_floating_point() else input.to(_dtype.get_default_dtype())
@@ -142,6 +158,8 @@ _view_as_complex = Op("view_as_complex", _view_as_complex_fwd, lambda g, out, a:
 
 def view_as_real(input: Tensor) -> Tensor:
     """A real view of a complex tensor with a last dim of size 2 (real, imaginary)."""
+    if _DISPATCH.functions is not None and has_tensor_like((input,)):
+        return handle_torch_function(view_as_real, (input,), input)
     if not _cx(input):
         raise RuntimeError("view_as_real is only supported for complex tensors")
     return apply(_view_as_real, input)
@@ -149,6 +167,8 @@ def view_as_real(input: Tensor) -> Tensor:
 
 def view_as_complex(input: Tensor) -> Tensor:
     """A complex view of a float32/float64 tensor whose last dim (size 2, stride 1) holds the parts."""
+    if _DISPATCH.functions is not None and has_tensor_like((input,)):
+        return handle_torch_function(view_as_complex, (input,), input)
     if input.dtype not in (_dtype.float32, _dtype.float64):
         raise RuntimeError(f"view_as_complex is only supported for float and double tensors, but got a tensor "
                            f"of scalar type: {input.dtype.name}")
@@ -173,6 +193,8 @@ _complex = Op("complex", _complex_fwd, lambda g, out, re, im: (ub(g.real, re), u
 
 def complex(real: Tensor, imag: Tensor) -> Tensor:
     """The complex tensor ``real + i imag`` (both float32, float64; broadcast), as ``torch.complex``."""
+    if _DISPATCH.functions is not None and has_tensor_like((real, imag)):
+        return handle_torch_function(complex, (real, imag), real, imag)
     for name, t in (("real", real), ("imag", imag)):
         if not isinstance(t, Tensor):
             raise TypeError(f"complex(): argument '{name}' must be Tensor, not {type(t).__name__}")
@@ -187,6 +209,8 @@ def complex(real: Tensor, imag: Tensor) -> Tensor:
 
 def polar(abs: Tensor, angle: Tensor) -> Tensor:
     """``abs * (cos(angle) + i sin(angle))``."""
+    if _DISPATCH.functions is not None and has_tensor_like((abs, angle)):
+        return handle_torch_function(polar, (abs, angle), abs, angle)
     return complex(abs * angle.cos(), abs * angle.sin())
 
 

@@ -15,6 +15,8 @@ from math import prod
 
 import numpy as np
 
+from ..base.dispatch_state import STATE as _DISPATCH
+from ..core.overrides import handle_torch_function, has_tensor_like
 from .. import kernels
 from ..base import backend as _backend
 from ..base.meta import has_data
@@ -552,6 +554,8 @@ def sub(input, other, *, alpha=1) -> Tensor:
 
 def rsub(input, other, *, alpha=1) -> Tensor:
     """``other - alpha * input``."""
+    if _DISPATCH.functions is not None and has_tensor_like((input, other, alpha)):
+        return handle_torch_function(rsub, (input, other, alpha), input, other, alpha=alpha)
     if _has_bool(input, other):
         raise _bool_sub_error()
     return apply(_sub, other, input if alpha == 1 else input * alpha)

@@ -15,6 +15,8 @@ import numbers
 
 import numpy as np
 
+from ..base.dispatch_state import STATE as _DISPATCH
+from ..core.overrides import handle_torch_function, has_tensor_like
 from .. import kernels
 from ..base import backend as _backend, dtype as _dtype
 from ..base.meta import has_data
@@ -439,6 +441,9 @@ def _check_same_dtype(self: Tensor, src, op: str) -> None:
 
 
 def index_put(input: Tensor, indices, values, accumulate: bool = False) -> Tensor:
+    if _DISPATCH.functions is not None and has_tensor_like((input, indices, values)):
+        return handle_torch_function(index_put, (input, indices, values), input, indices, values,
+                                     accumulate=accumulate)
     basic, idx, template = _index_put_args(input, indices, values)
     return apply(_index_put, input, values, *idx, basic=basic, template=template, accumulate=accumulate)
 
@@ -539,6 +544,8 @@ def _fill_args(self, dim, index, value):
 
 
 def index_fill(input: Tensor, dim: int, index: Tensor, value) -> Tensor:
+    if _DISPATCH.functions is not None and has_tensor_like((input, index, value)):
+        return handle_torch_function(index_fill, (input, index, value), input, dim, index, value)
     d, index = _fill_args(input, dim, index, value)
     return apply(_index_put, input, value, index, basic=None, template=_dim_template(d), accumulate=False)
 
@@ -830,6 +837,8 @@ def _fill_value(value, op: str):
 
 
 def masked_fill(input: Tensor, mask: Tensor, value) -> Tensor:
+    if _DISPATCH.functions is not None and has_tensor_like((input, mask, value)):
+        return handle_torch_function(masked_fill, (input, mask, value), input, mask, value)
     _check_mask(mask, "masked_fill_")
     return apply(_masked_fill, input, mask, _fill_value(value, "masked_fill_"))
 
@@ -864,11 +873,15 @@ def nonzero(input: Tensor, *, as_tuple: bool = False):
 
 
 def argwhere(input: Tensor) -> Tensor:
+    if _DISPATCH.functions is not None and has_tensor_like((input,)):
+        return handle_torch_function(argwhere, (input,), input)
     return apply(_nonzero, input)
 
 
 def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
     """``nn.functional.one_hot``: int64 class indices to an int64 one-hot encoding."""
+    if _DISPATCH.functions is not None and has_tensor_like((tensor,)):
+        return handle_torch_function(one_hot, (tensor,), tensor, num_classes=num_classes)
     if tensor._data.dtype != _dtype.int64.np:
         raise RuntimeError("one_hot is only applicable to index tensor of type LongTensor.")
     data = tensor._data

@@ -9,6 +9,8 @@ import functools
 import math
 import warnings
 
+from ..base.dispatch_state import STATE as _DISPATCH
+from ..core.overrides import handle_torch_function, has_tensor_like
 from .. import return_types
 from ..base.meta import has_data
 from ..kernels import gemm
@@ -330,6 +332,8 @@ def _check_labels(subs, out, shapes, eq) -> None:
 def einsum(equation: str, *operands):
     """``einsum('ij,jk->ik', a, b)``; '...' broadcasting and implicit outputs as in PyTorch; also
     the sublist form ``einsum(a, [0, 1], b, [1, 2], [0, 2])``."""
+    if _DISPATCH.functions is not None and has_tensor_like((equation, *operands)):
+        return handle_torch_function(einsum, (equation, *operands), equation, *operands)
     if not isinstance(equation, str):
         equation, operands = _sublist_equation((equation,) + operands)
     if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
@@ -411,6 +415,8 @@ _diag_embed = Op("diag_embed", _embed_fwd,
 
 
 def diagonal(input, offset: int = 0, dim1: int = 0, dim2: int = 1):
+    if _DISPATCH.functions is not None and has_tensor_like((input,)):
+        return handle_torch_function(diagonal, (input,), input, offset=offset, dim1=dim1, dim2=dim2)
     d1, d2 = _wrap_dim(dim1, input.ndim, "diagonal"), _wrap_dim(dim2, input.ndim, "diagonal")
     if d1 == d2:
         raise RuntimeError(f"diagonal dimensions cannot be identical {dim1}, {dim2}")
@@ -427,6 +433,8 @@ def diag(input, diagonal: int = 0):
 
 
 def trace(input):
+    if _DISPATCH.functions is not None and has_tensor_like((input,)):
+        return handle_torch_function(trace, (input,), input)
     if input.ndim != 2:
         raise RuntimeError(f"trace: expected a matrix, but got tensor with dim {input.ndim}")
     return diagonal(input).sum()

@@ -14,6 +14,8 @@ import math
 
 import numpy as np
 
+from ..base.dispatch_state import STATE as _DISPATCH
+from ..core.overrides import handle_torch_function, has_tensor_like
 from .. import return_types as rt
 from ..core.creation import eye, zeros
 from ..core.dispatch import apply
@@ -116,6 +118,9 @@ def lu_factor(A, *, pivot: bool = True) -> LUFactorResult:
 
 def lu_unpack(LU_data, LU_pivots, unpack_data: bool = True, unpack_pivots: bool = True):
     """``torch.lu_unpack``: P, L, U of a packed LU (A = P L U)."""
+    if _DISPATCH.functions is not None and has_tensor_like((LU_data, LU_pivots)):
+        return handle_torch_function(lu_unpack, (LU_data, LU_pivots), LU_data, LU_pivots, unpack_data=unpack_data,
+                                     unpack_pivots=unpack_pivots)
     m, n = LU_data.shape[-2:]
     k = min(m, n)
     P = _d.permutation(LU_pivots, m, LU_data.dtype, LU_data.device) if unpack_pivots else zeros(0)
@@ -208,6 +213,8 @@ def _inv_message(name: str):
 
 def inv(A, *, out=None):
     """``torch.linalg.inv``; LinAlgError naming the zero pivot when A is singular."""
+    if _DISPATCH.functions is not None and has_tensor_like((A, out)):
+        return handle_torch_function(inv, (A, out), A, out=out)
     X, info = inv_ex(A)
     _raise_if(info, A.ndim > 2, _inv_message("linalg.inv"))
     return X if out is None else out.copy_(X)
@@ -215,6 +222,8 @@ def inv(A, *, out=None):
 
 def det(A, *, out=None):
     """``torch.linalg.det`` by LU; its gradient is PyTorch's, finite at singular A (engine/ops/linalg_decomp.py)."""
+    if _DISPATCH.functions is not None and has_tensor_like((A, out)):
+        return handle_torch_function(det, (A, out), A, out=out)
     _check("linalg.det", A)
     d = apply(_d.det_op, A)
     return d if out is None else out.copy_(d)
@@ -232,6 +241,8 @@ def slogdet(A, *, out=None) -> SlogdetResult:
 def logdet(input):
     """``torch.logdet``: log det A (nan for a negative determinant, -inf for a singular A; complex: the
     principal logarithm)."""
+    if _DISPATCH.functions is not None and has_tensor_like((input,)):
+        return handle_torch_function(logdet, (input,), input)
     sign, logabs = slogdet(input)
     return logabs + sign.log()
 
@@ -250,6 +261,9 @@ def solve_triangular(A, B, *, upper: bool, left: bool = True, unitriangular: boo
 
 def triangular_solve(b, A, upper: bool = True, transpose: bool = False, unitriangular: bool = False):
     """``torch.triangular_solve`` (deprecated in PyTorch): (solution, cloned_coefficient)."""
+    if _DISPATCH.functions is not None and has_tensor_like((b, A)):
+        return handle_torch_function(triangular_solve, (b, A), b, A, upper=upper, transpose=transpose,
+                                     unitriangular=unitriangular)
     coef = A.mT if transpose else A
     X = solve_triangular(coef, b, upper=upper != transpose, unitriangular=unitriangular)
     return rt.triangular_solve(X, A.clone())
@@ -278,6 +292,8 @@ def cholesky_ex(A, *, upper: bool = False, check_errors: bool = False) -> Choles
 
 def cholesky_solve(B, L, upper: bool = False):
     """``torch.cholesky_solve``: X with (L L^H) X = B given the Cholesky factor."""
+    if _DISPATCH.functions is not None and has_tensor_like((B, L)):
+        return handle_torch_function(cholesky_solve, (B, L), B, L, upper=upper)
     if B._data.dtype != L._data.dtype:
         raise RuntimeError(f"Expected b and A to have the same dtype, but found b of type {B.dtype.scalar_type} and A of "
                            f"type {L.dtype.scalar_type} instead.")
@@ -289,6 +305,8 @@ def cholesky_solve(B, L, upper: bool = False):
 
 def cholesky_inverse(L, upper: bool = False):
     """``torch.cholesky_inverse``: (L L^H)^-1 from the Cholesky factor."""
+    if _DISPATCH.functions is not None and has_tensor_like((L,)):
+        return handle_torch_function(cholesky_inverse, (L,), L, upper=upper)
     return cholesky_solve(eye(L.shape[-1], dtype=L.dtype, device=L.device).expand(*L.shape), L, upper)
 
 
@@ -342,6 +360,8 @@ def svdvals(A, *, driver=None, out=None):
 
 def _svd_old(input, some: bool = True, compute_uv: bool = True):
     """``torch.svd`` (the old convention: V, not Vh; zero-filled U and V when not ``compute_uv``)."""
+    if _DISPATCH.functions is not None and has_tensor_like((input,)):
+        return handle_torch_function(_svd_old, (input,), input, some=some, compute_uv=compute_uv)
     U, S, Vh = svd(input, full_matrices=not some)
     if not compute_uv:
         return rt.svd(zeros(*U.shape, dtype=input.dtype), S, zeros(*Vh.shape, dtype=input.dtype))
@@ -467,6 +487,8 @@ def cross(input, other, *, dim: int = -1, out=None):
 # ---------------------------------------------------------------- matrix functions
 def matrix_power(A, n: int, *, out=None):
     """``torch.linalg.matrix_power`` by repeated squaring (the inverse's power for n < 0)."""
+    if _DISPATCH.functions is not None and has_tensor_like((A, out)):
+        return handle_torch_function(matrix_power, (A, out), A, n, out=out)
     _check("linalg.matrix_power", A)
     if n == 0:
         return eye(A.shape[-1], dtype=A.dtype, device=A.device).expand(*A.shape).clone()
@@ -485,6 +507,8 @@ def matrix_power(A, n: int, *, out=None):
 def matrix_exp(A):
     """``torch.linalg.matrix_exp`` (and ``torch.matrix_exp``): PyTorch's optimized Taylor polynomials with
     scaling and squaring, one declared op with PyTorch's gradient (engine/ops/linalg_matrix_exp.py)."""
+    if _DISPATCH.functions is not None and has_tensor_like((A,)):
+        return handle_torch_function(matrix_exp, (A,), A)
     _check("linalg.matrix_exp", A)
     return apply(_matrix_exp_op, A)
 
@@ -532,6 +556,8 @@ def householder_product(A, tau, *, out=None):
 
 def orgqr(input, tau):
     """``torch.orgqr``: ``householder_product``."""
+    if _DISPATCH.functions is not None and has_tensor_like((input, tau)):
+        return handle_torch_function(orgqr, (input, tau), input, tau)
     return householder_product(input, tau)
 
 
@@ -592,32 +618,44 @@ def ldl_solve(LD, pivots, B, *, hermitian: bool = False, out=None):
 # ---------------------------------------------------------------- top-level torch names
 def _slogdet_old(A):
     """``torch.slogdet``: ``linalg.slogdet`` as PyTorch's ``return_types.slogdet``."""
+    if _DISPATCH.functions is not None and has_tensor_like((A,)):
+        return handle_torch_function(_slogdet_old, (A,), A)
     return rt.slogdet(*slogdet(A))
 
 
 def _qr_old(input, some: bool = True):
     """``torch.qr`` (deprecated in PyTorch): reduced unless ``some=False``."""
+    if _DISPATCH.functions is not None and has_tensor_like((input,)):
+        return handle_torch_function(_qr_old, (input,), input, some=some)
     return rt.qr(*qr(input, "reduced" if some else "complete"))
 
 
 def _lu_solve_old(b, LU_data, LU_pivots):
     """``torch.lu_solve`` (deprecated in PyTorch): ``linalg.lu_solve(LU, pivots, b)``."""
+    if _DISPATCH.functions is not None and has_tensor_like((b, LU_data, LU_pivots)):
+        return handle_torch_function(_lu_solve_old, (b, LU_data, LU_pivots), b, LU_data, LU_pivots)
     return lu_solve(LU_data, LU_pivots, b)
 
 
 def _lu_old(A, pivot: bool = True, get_infos: bool = False):
     """``torch.lu`` (deprecated in PyTorch): (LU, pivots[, infos]); raises on a zero pivot unless ``get_infos``."""
+    if _DISPATCH.functions is not None and has_tensor_like((A,)):
+        return handle_torch_function(_lu_old, (A,), A, pivot=pivot, get_infos=get_infos)
     LU, pivots, info = lu_factor_ex(A, pivot=pivot, check_errors=not get_infos)
     return (LU, pivots, info) if get_infos else (LU, pivots)
 
 
 def nuclear_norm(input, dim=None, keepdim: bool = False):
     """``torch.nuclear_norm`` (deprecated in PyTorch): ``linalg.matrix_norm(input, 'nuc', ...)``."""
+    if _DISPATCH.functions is not None and has_tensor_like((input, dim)):
+        return handle_torch_function(nuclear_norm, (input, dim), input, dim=dim, keepdim=keepdim)
     return matrix_norm(input, "nuc", (-2, -1) if dim is None else dim, keepdim)
 
 
 def geqrf(input):
     """``torch.geqrf``: LAPACK's compact QR, (a, tau) (no gradient, as in PyTorch)."""
+    if _DISPATCH.functions is not None and has_tensor_like((input,)):
+        return handle_torch_function(geqrf, (input,), input)
     _check("geqrf", input, square=False)
     a, tau = apply(_d.geqrf_op, input.detach())
     return rt.geqrf(a, tau)
@@ -625,6 +663,8 @@ def geqrf(input):
 
 def ormqr(input, tau, other, left: bool = True, transpose: bool = False):
     """``torch.ormqr``: ``other`` multiplied by the full m x m Q of ``geqrf``'s output (Q^H when ``transpose``)."""
+    if _DISPATCH.functions is not None and has_tensor_like((input, tau, other)):
+        return handle_torch_function(ormqr, (input, tau, other), input, tau, other, left=left, transpose=transpose)
     m, n = input.shape[-2:]
     from .movement import cat
     if n < m:       # the full Q: pad with zero columns and zero reflector coefficients
@@ -639,6 +679,8 @@ def ormqr(input, tau, other, left: bool = True, transpose: bool = False):
 
 def pinverse(input, rcond: float = 1e-15):
     """``torch.pinverse``: ``linalg.pinv`` with ``rtol=rcond``."""
+    if _DISPATCH.functions is not None and has_tensor_like((input,)):
+        return handle_torch_function(pinverse, (input,), input, rcond=rcond)
     return pinv(input, rtol=rcond)
 
 

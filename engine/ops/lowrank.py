@@ -10,6 +10,8 @@ conjugate gradient (2001) for the extreme eigenpairs of a symmetric (Hermitian) 
 """
 from __future__ import annotations
 
+from ..base.dispatch_state import STATE as _DISPATCH
+from ..core.overrides import handle_torch_function, has_tensor_like
 from ..base.grad_mode import is_grad_enabled, no_grad
 from ..core.creation import eye, randn, zeros
 from ._util import Tensor
@@ -67,6 +69,8 @@ def svd_lowrank(A: Tensor, q: int | None = 6, niter: int | None = 2, M: Tensor |
     >>> bool(((U * S) @ V.mT - A).abs().max() < 1e-4)
     True
     """
+    if _DISPATCH.functions is not None and has_tensor_like((A, M)):
+        return handle_torch_function(svd_lowrank, (A, M), A, q=q, niter=niter, M=M)
     _check_matrix(A, "svd_lowrank")
     q = 6 if q is None else q
     niter = 2 if niter is None else niter
@@ -90,6 +94,8 @@ def pca_lowrank(A: Tensor, q: int | None = None, center: bool = True, niter: int
     Returns ``(U, S, V)``: ``V``'s columns are the principal directions, ``S**2 / (m - 1)`` the variances
     along them. ``q`` defaults to ``min(6, m, n)``.
     """
+    if _DISPATCH.functions is not None and has_tensor_like((A,)):
+        return handle_torch_function(pca_lowrank, (A,), A, q=q, center=center, niter=niter)
     _check_matrix(A, "pca_lowrank")
     m, n = A.shape[-2:]
     q = min(6, m, n) if q is None else q
@@ -120,6 +126,11 @@ def lobpcg(A: Tensor, k: int | None = None, B: Tensor | None = None, X: Tensor |
     Returns ``(E, X)``: ``k`` eigenvalues (largest first when ``largest``, else smallest first) and their
     ``B``-orthonormal eigenvectors as columns.
     """
+    if _DISPATCH.functions is not None and has_tensor_like((A, B, X, iK, tracker, ortho_iparams, ortho_fparams, ortho_bparams)):
+        return handle_torch_function(lobpcg, (A, B, X, iK, tracker, ortho_iparams, ortho_fparams, ortho_bparams), A,
+                                     k=k, B=B, X=X, n=n, iK=iK, niter=niter, tol=tol, largest=largest, method=method,
+                                     tracker=tracker, ortho_iparams=ortho_iparams, ortho_fparams=ortho_fparams,
+                                     ortho_bparams=ortho_bparams)
     _check_matrix(A, "lobpcg")
     m = A.shape[-1]
     if A.shape[-2] != m:

@@ -12,6 +12,8 @@ from operator import index as _index
 
 import numpy as np
 
+from ..base.dispatch_state import STATE as _DISPATCH
+from ..core.overrides import handle_torch_function, has_tensor_like
 from ..autograd.views import _as_strided, _as_strided_scatter, _view_grad_fn, apply_, strided_geometry
 from ..base.dispatch_state import STATE
 from ..base.grad_mode import STATE as GRAD, is_grad_enabled
@@ -311,6 +313,8 @@ def _viewable(old: tuple, strides: tuple, new: tuple) -> bool:
 
 
 def reshape(input: Tensor, *args, shape=None) -> Tensor:
+    if _DISPATCH.functions is not None and has_tensor_like((input, *args, shape)):
+        return handle_torch_function(reshape, (input, *args, shape), input, *args, shape=shape)
     data = input._data
     shape = _shape_arg(args if shape is None else (shape,))   # reshape(2, 3), reshape((2, 3)), reshape(shape=...)
     return _reshaped(apply(_reshape, input, shape=_infer(shape, data.size, "reshape", data.shape)), input)
@@ -356,6 +360,8 @@ def reshape_as(input: Tensor, other: Tensor) -> Tensor:
 
 
 def permute(input: Tensor, *args, dims=None) -> Tensor:
+    if _DISPATCH.functions is not None and has_tensor_like((input, *args, dims)):
+        return handle_torch_function(permute, (input, *args, dims), input, *args, dims=dims)
     dims = _shape_arg(args if dims is None else (dims,))
     if len(dims) != input.ndim:
         raise RuntimeError(f"permute(sparse_coo): number of dimensions in the tensor input does not match "
@@ -368,6 +374,8 @@ def permute(input: Tensor, *args, dims=None) -> Tensor:
 
 
 def transpose(input: Tensor, dim0: int, dim1: int) -> Tensor:
+    if _DISPATCH.functions is not None and has_tensor_like((input,)):
+        return handle_torch_function(transpose, (input,), input, dim0, dim1)
     n = input.ndim
     if n == 0:
         return input
@@ -389,6 +397,8 @@ def _dim_list(dims, ndim: int, op: str, what: str) -> list:
 
 
 def movedim(input: Tensor, source, destination) -> Tensor:
+    if _DISPATCH.functions is not None and has_tensor_like((input, source, destination)):
+        return handle_torch_function(movedim, (input, source, destination), input, source, destination)
     n = input.ndim
     src = _dim_list(source, n, "movedim", "source")
     dst = _dim_list(destination, n, "movedim", "destination")
@@ -435,6 +445,8 @@ def expand_as(input: Tensor, other: Tensor) -> Tensor:
 
 
 def broadcast_to(input: Tensor, size) -> Tensor:
+    if _DISPATCH.functions is not None and has_tensor_like((input, size)):
+        return handle_torch_function(broadcast_to, (input, size), input, size)
     return expand(input, tuple(size))
 
 
@@ -454,6 +466,8 @@ def broadcast_shapes(*shapes) -> tuple:
 
 
 def broadcast_tensors(*tensors) -> tuple:
+    if _DISPATCH.functions is not None and has_tensor_like(tensors):
+        return handle_torch_function(broadcast_tensors, tensors, *tensors)
     if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
         tensors = tensors[0]
     shape = broadcast_shapes(*(t._data.shape for t in tensors))
@@ -461,12 +475,16 @@ def broadcast_tensors(*tensors) -> tuple:
 
 
 def unsqueeze(input: Tensor, dim: int | None = None, *, axis=None) -> Tensor:
+    if _DISPATCH.functions is not None and has_tensor_like((input, axis)):
+        return handle_torch_function(unsqueeze, (input, axis), input, dim=dim, axis=axis)
     d = _wrap_dim(dim_or_axis("unsqueeze", dim, axis), input.ndim + 1, "unsqueeze")
     shape = input._data.shape
     return _mark(apply(_reshape, input, shape=shape[:d] + (1,) + shape[d:]), input)
 
 
 def squeeze(input: Tensor, dim=None, *, axis=None) -> Tensor:
+    if _DISPATCH.functions is not None and has_tensor_like((input, dim, axis)):
+        return handle_torch_function(squeeze, (input, dim, axis), input, dim=dim, axis=axis)
     dim = dim if axis is None else axis
     shape = input._data.shape
     if dim is None:
@@ -478,6 +496,8 @@ def squeeze(input: Tensor, dim=None, *, axis=None) -> Tensor:
 
 
 def flatten(input: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
+    if _DISPATCH.functions is not None and has_tensor_like((input,)):
+        return handle_torch_function(flatten, (input,), input, start_dim=start_dim, end_dim=end_dim)
     if input.ndim == 0:
         return input.reshape(1)
     s, e = _wrap_dim(start_dim, input.ndim, "flatten"), _wrap_dim(end_dim, input.ndim, "flatten")
@@ -489,6 +509,8 @@ def flatten(input: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
 
 
 def unflatten(input: Tensor, dim: int, sizes) -> Tensor:
+    if _DISPATCH.functions is not None and has_tensor_like((input, sizes)):
+        return handle_torch_function(unflatten, (input, sizes), input, dim, sizes)
     shape = input._data.shape
     d = _wrap_dim(dim, input.ndim, "unflatten")
     sizes = tuple(int(s) for s in sizes)
@@ -504,6 +526,8 @@ def unflatten(input: Tensor, dim: int, sizes) -> Tensor:
 
 
 def t(input: Tensor) -> Tensor:
+    if _DISPATCH.functions is not None and has_tensor_like((input,)):
+        return handle_torch_function(t, (input,), input)
     if input.ndim > 2:
         raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {input.ndim}D")
     return input if input.ndim < 2 else transpose(input, 0, 1)
@@ -521,14 +545,20 @@ def _mT(self: Tensor) -> Tensor:
 
 
 def atleast_1d(*tensors):
+    if _DISPATCH.functions is not None and has_tensor_like(tensors):
+        return handle_torch_function(atleast_1d, tensors, *tensors)
     return _atleast(tensors, 1)
 
 
 def atleast_2d(*tensors):
+    if _DISPATCH.functions is not None and has_tensor_like(tensors):
+        return handle_torch_function(atleast_2d, tensors, *tensors)
     return _atleast(tensors, 2)
 
 
 def atleast_3d(*tensors):
+    if _DISPATCH.functions is not None and has_tensor_like(tensors):
+        return handle_torch_function(atleast_3d, tensors, *tensors)
     return _atleast(tensors, 3)
 
 
@@ -550,6 +580,8 @@ def _pad_shape(shape: tuple, n: int) -> tuple:
 
 # ---------------------------------------------------------------- slicing views
 def narrow(input: Tensor, dim: int, start, length: int) -> Tensor:
+    if _DISPATCH.functions is not None and has_tensor_like((input, start)):
+        return handle_torch_function(narrow, (input, start), input, dim, start, length)
     if input.ndim == 0:
         raise RuntimeError("narrow() cannot be applied to a 0-dim tensor.")
     d = _wrap_dim(dim, input.ndim, "narrow")
@@ -567,11 +599,17 @@ def narrow(input: Tensor, dim: int, start, length: int) -> Tensor:
 
 def as_strided(input: Tensor, size, stride, storage_offset: int | None = None) -> Tensor:
     """A view of ``input``'s storage with the given sizes, strides and offset (in elements)."""
+    if _DISPATCH.functions is not None and has_tensor_like((input, size, stride)):
+        return handle_torch_function(as_strided, (input, size, stride), input, size, stride,
+                                     storage_offset=storage_offset)
     return _mark(apply(_as_strided, input, geom=strided_geometry(input, size, stride, storage_offset)), input)
 
 
 def as_strided_scatter(input: Tensor, src: Tensor, size, stride, storage_offset: int | None = None) -> Tensor:
     """A copy of ``input`` with ``src`` written where ``input.as_strided(size, stride, storage_offset)`` lies."""
+    if _DISPATCH.functions is not None and has_tensor_like((input, src, size, stride)):
+        return handle_torch_function(as_strided_scatter, (input, src, size, stride), input, src, size, stride,
+                                     storage_offset=storage_offset)
     geom = strided_geometry(input, size, stride, storage_offset)
     if tuple(src.shape) != geom.dst[0]:
         raise RuntimeError(f"expected src to have a size equal to the slice of self. src size = {list(src.shape)}, "
@@ -580,6 +618,8 @@ def as_strided_scatter(input: Tensor, src: Tensor, size, stride, storage_offset:
 
 
 def select(input: Tensor, dim: int, index: int) -> Tensor:
+    if _DISPATCH.functions is not None and has_tensor_like((input,)):
+        return handle_torch_function(select, (input,), input, dim, index)
     if input.ndim == 0:
         raise IndexError("select() cannot be applied to a 0-dim tensor.")
     d = _wrap_dim(dim, input.ndim, "select")
@@ -630,6 +670,9 @@ def _views(input: Tensor, keys: list, name: str | None) -> tuple:
 
 
 def split(tensor: Tensor, split_size_or_sections=None, dim: int = 0, *, split_size=None) -> tuple:
+    if _DISPATCH.functions is not None and has_tensor_like((tensor, split_size_or_sections, split_size)):
+        return handle_torch_function(split, (tensor, split_size_or_sections, split_size), tensor,
+                                     split_size_or_sections=split_size_or_sections, dim=dim, split_size=split_size)
     if split_size is not None:   # Tensor.split's keyword name (torch.split's is split_size_or_sections)
         split_size_or_sections = split_size
     d = _wrap_dim(dim, tensor.ndim, "split")
@@ -659,6 +702,8 @@ def _accumulate(sizes):
 
 
 def chunk(input: Tensor, chunks: int, dim: int = 0, *, axis=None) -> tuple:
+    if _DISPATCH.functions is not None and has_tensor_like((input, axis)):
+        return handle_torch_function(chunk, (input, axis), input, chunks, dim=dim, axis=axis)
     dim = dim if axis is None else axis
     if chunks <= 0:
         raise RuntimeError(f"chunk expects `chunks` to be greater than 0, got: {chunks}")
@@ -670,6 +715,8 @@ def chunk(input: Tensor, chunks: int, dim: int = 0, *, axis=None) -> tuple:
 
 
 def tensor_split(input: Tensor, indices_or_sections, dim: int = 0) -> tuple:
+    if _DISPATCH.functions is not None and has_tensor_like((input, indices_or_sections)):
+        return handle_torch_function(tensor_split, (input, indices_or_sections), input, indices_or_sections, dim=dim)
     d = _wrap_dim(dim, input.ndim, "tensor_split")
     size = input._data.shape[d]
     if isinstance(indices_or_sections, Tensor):
@@ -687,6 +734,8 @@ def tensor_split(input: Tensor, indices_or_sections, dim: int = 0) -> tuple:
 
 
 def unbind(input: Tensor, dim: int = 0, *, axis=None) -> tuple:
+    if _DISPATCH.functions is not None and has_tensor_like((input, axis)):
+        return handle_torch_function(unbind, (input, axis), input, dim=dim, axis=axis)
     dim = dim if axis is None else axis
     if input.ndim == 0:
         raise IndexError("Dimension specified as 0 but tensor has no dimensions")
@@ -836,11 +885,15 @@ def repeat(input: Tensor, *args, repeats=None) -> Tensor:
 
 
 def tile(input: Tensor, dims) -> Tensor:
+    if _DISPATCH.functions is not None and has_tensor_like((input, dims)):
+        return handle_torch_function(tile, (input, dims), input, dims)
     dims = _shape_arg((dims,) if isinstance(dims, int) else dims)
     return repeat(input, (1,) * (input.ndim - len(dims)) + dims)
 
 
 def flip(input: Tensor, *args, dims=None) -> Tensor:
+    if _DISPATCH.functions is not None and has_tensor_like((input, *args, dims)):
+        return handle_torch_function(flip, (input, *args, dims), input, *args, dims=dims)
     wrapped = tuple(_wrap_dim(d, input.ndim, "flip") for d in _shape_arg(args if dims is None else (dims,)))
     if len(set(wrapped)) != len(wrapped):
         raise RuntimeError(f"dim {next(d for d in wrapped if wrapped.count(d) > 1)} appears multiple times "
@@ -849,18 +902,24 @@ def flip(input: Tensor, *args, dims=None) -> Tensor:
 
 
 def fliplr(input: Tensor) -> Tensor:
+    if _DISPATCH.functions is not None and has_tensor_like((input,)):
+        return handle_torch_function(fliplr, (input,), input)
     if input.ndim < 2:
         raise RuntimeError(f"Input must be >= 2-d (fliplr of a {input.ndim}-D tensor).")
     return apply(_flip, input, dims=(1,))
 
 
 def flipud(input: Tensor) -> Tensor:
+    if _DISPATCH.functions is not None and has_tensor_like((input,)):
+        return handle_torch_function(flipud, (input,), input)
     if input.ndim < 1:
         raise RuntimeError("Input must be >= 1-d (flipud of a 0-D tensor).")
     return apply(_flip, input, dims=(0,))
 
 
 def roll(input: Tensor, shifts, dims=None) -> Tensor:
+    if _DISPATCH.functions is not None and has_tensor_like((input, shifts, dims)):
+        return handle_torch_function(roll, (input, shifts, dims), input, shifts, dims=dims)
     shifts = (shifts,) if isinstance(shifts, int) else tuple(shifts)
     if dims is None:
         if len(shifts) != 1:
@@ -984,7 +1043,12 @@ _pad_backward = Op("pad_backward", _pad_backward_fwd,
 
 def pad(input: Tensor, pad, mode: str = "constant", value: float | None = None) -> Tensor:
     """``nn.functional.pad``: ``pad`` lists (before, after) pairs from the last dimension backwards."""
+    if _DISPATCH.functions is not None and has_tensor_like((input, pad)):
+        return handle_torch_function(_PAD, (input, pad), input, pad, mode=mode, value=value)
     return _padded(input, pad, mode, value)
+
+
+_PAD = pad   # the name its guard records it by: the parameter ``pad`` shadows the function
 
 
 def _padded(input: Tensor, pad, mode: str, value) -> Tensor:
@@ -1022,6 +1086,8 @@ def _padded(input: Tensor, pad, mode: str, value) -> Tensor:
 
 
 def constant_pad_nd(input: Tensor, pad, value: float = 0) -> Tensor:
+    if _DISPATCH.functions is not None and has_tensor_like((input, pad)):
+        return handle_torch_function(constant_pad_nd, (input, pad), input, pad, value=value)
     return _padded(input, pad, "constant", value)
 
 

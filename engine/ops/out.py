@@ -16,6 +16,8 @@ from __future__ import annotations
 import functools
 import warnings
 
+from ..base.dispatch_state import STATE as _DISPATCH
+from ..core.overrides import handle_torch_function, has_tensor_like
 from ..base import dtype as _dtype
 from ..base.grad_mode import is_grad_enabled
 from ..core.creation import empty
@@ -59,6 +61,9 @@ def out_variants(namespace: dict, names: frozenset = OUT_FUNCTIONS) -> dict:
 def _with_out(fn):
     @functools.wraps(fn)
     def _out_variant(*args, out=None, **kwargs):  # "_": frame walkers (capture errors) skip it
+        if _DISPATCH.functions is not None and has_tensor_like((*args, *kwargs.values(), out)):
+            given = kwargs if out is None else {**kwargs, "out": out}     # the call as made: no out=None
+            return handle_torch_function(_out_variant, (*args, *given.values()), *args, **given)
         if out is None:
             return fn(*args, **kwargs)
         name = fn.__name__

@@ -12,6 +12,8 @@ import warnings
 
 import numpy as np
 
+from ..base.dispatch_state import STATE as _DISPATCH
+from ..core.overrides import handle_torch_function, has_tensor_like
 from ..base import dtype as _dtype
 from ..core import creation
 from ..core.tensor import _wrap_dim
@@ -30,6 +32,8 @@ __all__ = ["diagonal_scatter", "select_scatter", "slice_scatter", "diag_embed", 
 def diagonal_scatter(input: Tensor, src: Tensor, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor:
     """``input`` with its ``offset`` diagonal (over ``dim1``, ``dim2``) replaced by ``src``: an
     ``index_put`` at the diagonal's flat positions, laid out as ``input.diagonal(...)`` lays them out."""
+    if _DISPATCH.functions is not None and has_tensor_like((input, src)):
+        return handle_torch_function(diagonal_scatter, (input, src), input, src, offset=offset, dim1=dim1, dim2=dim2)
     d1, d2 = _wrap_dim(dim1, input.ndim, "diagonal_scatter"), _wrap_dim(dim2, input.ndim, "diagonal_scatter")
     positions = np.diagonal(np.arange(input.numel()).reshape(tuple(input.shape)), offset, d1, d2)
     if positions.shape != tuple(src.shape):
@@ -42,6 +46,8 @@ def diagonal_scatter(input: Tensor, src: Tensor, offset: int = 0, dim1: int = 0,
 
 def select_scatter(input: Tensor, src: Tensor, dim: int, index: int) -> Tensor:
     """``input`` with ``input.select(dim, index)`` replaced by ``src``."""
+    if _DISPATCH.functions is not None and has_tensor_like((input, src)):
+        return handle_torch_function(select_scatter, (input, src), input, src, dim, index)
     out = input.clone()
     view = out.select(dim, index)
     if tuple(view.shape) != tuple(src.shape):
@@ -54,6 +60,9 @@ def select_scatter(input: Tensor, src: Tensor, dim: int, index: int) -> Tensor:
 def slice_scatter(input: Tensor, src: Tensor, dim: int = 0, start: int | None = None, end: int | None = None,
                   step: int = 1) -> Tensor:
     """``input`` with the slice ``start:end:step`` of ``dim`` replaced by ``src``."""
+    if _DISPATCH.functions is not None and has_tensor_like((input, src)):
+        return handle_torch_function(slice_scatter, (input, src), input, src, dim=dim, start=start, end=end,
+                                     step=step)
     out = input.clone()
     d = _wrap_dim(dim, input.ndim, "slice_scatter")
     key = (slice(None),) * d + (slice(start, end, step),)
@@ -67,6 +76,8 @@ def slice_scatter(input: Tensor, src: Tensor, dim: int = 0, start: int | None = 
 
 def diag_embed(input: Tensor, offset: int = 0, dim1: int = -2, dim2: int = -1) -> Tensor:
     """Matrices (over ``dim1``, ``dim2``) whose ``offset`` diagonal is the last dim of ``input``."""
+    if _DISPATCH.functions is not None and has_tensor_like((input,)):
+        return handle_torch_function(diag_embed, (input,), input, offset=offset, dim1=dim1, dim2=dim2)
     nd = input.ndim + 1
     d1, d2 = _wrap_dim(dim1, nd, "diag_embed"), _wrap_dim(dim2, nd, "diag_embed")
     if d1 == d2:
@@ -82,12 +93,16 @@ def diag_embed(input: Tensor, offset: int = 0, dim1: int = -2, dim2: int = -1) -
 
 def diagflat(input: Tensor, offset: int = 0) -> Tensor:
     """A 2-d matrix with the flattened ``input`` on its ``offset`` diagonal."""
+    if _DISPATCH.functions is not None and has_tensor_like((input,)):
+        return handle_torch_function(diagflat, (input,), input, offset=offset)
     return diag_embed(input.reshape(-1), offset)
 
 
 # ---------------------------------------------------------------- rotations, splits, repeats
 def rot90(input: Tensor, k: int = 1, dims=(0, 1)) -> Tensor:
     """Rotate by 90 degrees ``k`` times in the plane ``dims`` (from the first axis towards the second)."""
+    if _DISPATCH.functions is not None and has_tensor_like((input, dims)):
+        return handle_torch_function(rot90, (input, dims), input, k=k, dims=dims)
     if len(dims) != 2:
         raise RuntimeError(f"expected total rotation dims == 2, but got dims = {len(dims)}")
     if input.ndim < 2:
@@ -106,6 +121,8 @@ def rot90(input: Tensor, k: int = 1, dims=(0, 1)) -> Tensor:
 
 
 def ravel(input: Tensor) -> Tensor:
+    if _DISPATCH.functions is not None and has_tensor_like((input,)):
+        return handle_torch_function(ravel, (input,), input)
     return input.reshape(-1)
 
 
@@ -121,20 +138,28 @@ def _split_axis(input: Tensor, sections, dim: int, name: str, min_dims: int):
 
 def dsplit(input: Tensor, indices_or_sections) -> tuple:
     """Split along the third dim."""
+    if _DISPATCH.functions is not None and has_tensor_like((input, indices_or_sections)):
+        return handle_torch_function(dsplit, (input, indices_or_sections), input, indices_or_sections)
     return _split_axis(input, indices_or_sections, 2, "dsplit", 3)
 
 
 def hsplit(input: Tensor, indices_or_sections) -> tuple:
     """Split along the second dim (the first for 1-d input)."""
+    if _DISPATCH.functions is not None and has_tensor_like((input, indices_or_sections)):
+        return handle_torch_function(hsplit, (input, indices_or_sections), input, indices_or_sections)
     return _split_axis(input, indices_or_sections, 1 if input.ndim > 1 else 0, "hsplit", 1)
 
 
 def vsplit(input: Tensor, indices_or_sections) -> tuple:
     """Split along the first dim."""
+    if _DISPATCH.functions is not None and has_tensor_like((input, indices_or_sections)):
+        return handle_torch_function(vsplit, (input, indices_or_sections), input, indices_or_sections)
     return _split_axis(input, indices_or_sections, 0, "vsplit", 2)
 
 
 def split_with_sizes(input: Tensor, split_sizes, dim: int = 0) -> tuple:
+    if _DISPATCH.functions is not None and has_tensor_like((input, split_sizes)):
+        return handle_torch_function(split_with_sizes, (input, split_sizes), input, split_sizes, dim=dim)
     d = _wrap_dim(dim, input.ndim, "split_with_sizes")
     if sum(split_sizes) != input.shape[d]:
         raise RuntimeError(f"split_with_sizes expects split_sizes to sum exactly to {input.shape[d]} (input tensor's "
@@ -143,14 +168,20 @@ def split_with_sizes(input: Tensor, split_sizes, dim: int = 0) -> tuple:
 
 
 def unsafe_chunk(input: Tensor, chunks: int, dim: int = 0) -> tuple:
+    if _DISPATCH.functions is not None and has_tensor_like((input,)):
+        return handle_torch_function(unsafe_chunk, (input,), input, chunks, dim=dim)
     return input.chunk(chunks, dim)
 
 
 def unsafe_split(input: Tensor, split_size, dim: int = 0) -> tuple:
+    if _DISPATCH.functions is not None and has_tensor_like((input, split_size)):
+        return handle_torch_function(unsafe_split, (input, split_size), input, split_size, dim=dim)
     return split(input, split_size, dim)
 
 
 def unsafe_split_with_sizes(input: Tensor, split_sizes, dim: int = 0) -> tuple:
+    if _DISPATCH.functions is not None and has_tensor_like((input, split_sizes)):
+        return handle_torch_function(unsafe_split_with_sizes, (input, split_sizes), input, split_sizes, dim=dim)
     return split_with_sizes(input, split_sizes, dim)
 
 
@@ -158,6 +189,9 @@ def repeat_interleave(input, repeats=None, dim: int | None = None, *, output_siz
                       axis=None) -> Tensor:
     """Repeat each element (slice along ``dim``) ``repeats`` times; with only a tensor of counts,
     the indices ``0, 0, 1, ...`` that many times."""
+    if _DISPATCH.functions is not None and has_tensor_like((input, repeats, axis)):
+        return handle_torch_function(repeat_interleave, (input, repeats, axis), input, repeats=repeats, dim=dim,
+                                     output_size=output_size, axis=axis)
     dim = dim if axis is None else axis
     if repeats is None:
         counts = input.tolist()
@@ -186,6 +220,8 @@ def repeat_interleave(input, repeats=None, dim: int | None = None, *, output_siz
 # ---------------------------------------------------------------- masked, flat and index writes
 def masked_scatter(input: Tensor, mask: Tensor, source: Tensor) -> Tensor:
     """``input`` with the positions where ``mask`` holds filled, in order, from ``source``."""
+    if _DISPATCH.functions is not None and has_tensor_like((input, mask, source)):
+        return handle_torch_function(masked_scatter, (input, mask, source), input, mask, source)
     if mask.dtype != _dtype.bool:
         raise RuntimeError(f"masked_scatter_ only supports boolean masks, but got mask with dtype "
                            f"{str(mask.dtype).split('.')[-1]}")
@@ -200,6 +236,8 @@ def masked_scatter(input: Tensor, mask: Tensor, source: Tensor) -> Tensor:
 
 def put(input: Tensor, index: Tensor, source: Tensor, accumulate: bool = False) -> Tensor:
     """``input`` (read flat) with ``source`` written (or added) at flat positions ``index``."""
+    if _DISPATCH.functions is not None and has_tensor_like((input, index, source)):
+        return handle_torch_function(put, (input, index, source), input, index, source, accumulate=accumulate)
     if index.numel() != source.numel():
         raise RuntimeError(f"put_(): Expected source and index to have the same number of elements, but got "
                            f"source.numel() = {source.numel()}, index.numel() = {index.numel()}")
@@ -213,6 +251,9 @@ def index_reduce(input: Tensor, dim: int, index: Tensor, source: Tensor, reduce:
                  include_self: bool = True) -> Tensor:
     """Reduce (``prod``, ``mean``, ``amax``, ``amin``) the slices of ``source`` into ``input`` at ``index``
     along ``dim``."""
+    if _DISPATCH.functions is not None and has_tensor_like((input, index, source)):
+        return handle_torch_function(index_reduce, (input, index, source), input, dim, index, source, reduce,
+                                     include_self=include_self)
     if reduce not in ("prod", "mean", "amax", "amin"):
         raise RuntimeError(f"index_reduce(): Expected reduce to be one of prod, mean, amax or amin but got {reduce}.")
     d = _wrap_dim(dim, input.ndim, "index_reduce") if input.ndim else 0
@@ -232,6 +273,9 @@ def _beta_alpha(input: Tensor, product: Tensor, beta, alpha) -> Tensor:
 
 def addbmm(input: Tensor, batch1: Tensor, batch2: Tensor, *, beta=1, alpha=1) -> Tensor:
     """``beta * input + alpha * sum_b batch1[b] @ batch2[b]``."""
+    if _DISPATCH.functions is not None and has_tensor_like((input, batch1, batch2, beta, alpha)):
+        return handle_torch_function(addbmm, (input, batch1, batch2, beta, alpha), input, batch1, batch2, beta=beta,
+                                     alpha=alpha)
     if batch1.ndim != 3 or batch2.ndim != 3:
         raise RuntimeError("batch1 must be a 3D tensor")
     return _beta_alpha(input, batch1.matmul(batch2).sum(0), beta, alpha)
@@ -239,6 +283,8 @@ def addbmm(input: Tensor, batch1: Tensor, batch2: Tensor, *, beta=1, alpha=1) ->
 
 def addmv(input: Tensor, mat: Tensor, vec: Tensor, *, beta=1, alpha=1) -> Tensor:
     """``beta * input + alpha * mat @ vec``."""
+    if _DISPATCH.functions is not None and has_tensor_like((input, mat, vec, beta, alpha)):
+        return handle_torch_function(addmv, (input, mat, vec, beta, alpha), input, mat, vec, beta=beta, alpha=alpha)
     if mat.ndim != 2 or vec.ndim != 1:
         raise RuntimeError(f"vector + matrix @ vector expected, got {input.ndim}, {mat.ndim}, {vec.ndim}")
     return _beta_alpha(input, mat.matmul(vec), beta, alpha)
@@ -246,6 +292,9 @@ def addmv(input: Tensor, mat: Tensor, vec: Tensor, *, beta=1, alpha=1) -> Tensor
 
 def addr(input: Tensor, vec1: Tensor, vec2: Tensor, *, beta=1, alpha=1) -> Tensor:
     """``beta * input + alpha * outer(vec1, vec2)``."""
+    if _DISPATCH.functions is not None and has_tensor_like((input, vec1, vec2, beta, alpha)):
+        return handle_torch_function(addr, (input, vec1, vec2, beta, alpha), input, vec1, vec2, beta=beta,
+                                     alpha=alpha)
     if vec1.ndim != 1 or vec2.ndim != 1:
         raise RuntimeError(f"addr: Expected 1-D argument vec1, but got {vec1.ndim}-D")
     return _beta_alpha(input, vec1.unsqueeze(1) * vec2.unsqueeze(0), beta, alpha)
@@ -253,6 +302,8 @@ def addr(input: Tensor, vec1: Tensor, vec2: Tensor, *, beta=1, alpha=1) -> Tenso
 
 def adjoint(input: Tensor) -> Tensor:
     """The conjugate transpose of the last two dims (a transpose of a real tensor)."""
+    if _DISPATCH.functions is not None and has_tensor_like((input,)):
+        return handle_torch_function(adjoint, (input,), input)
     if input.ndim < 2:
         raise RuntimeError("tensor.adjoint() is only supported on matrices or batches of matrices. Got 1-D tensor.")
     return input.transpose(-2, -1).conj()
@@ -260,6 +311,8 @@ def adjoint(input: Tensor) -> Tensor:
 
 def cross(input: Tensor, other: Tensor, dim: int | None = None) -> Tensor:
     """The 3-d cross product along ``dim`` (the first dim of size 3 when None, with PyTorch's warning)."""
+    if _DISPATCH.functions is not None and has_tensor_like((input, other)):
+        return handle_torch_function(cross, (input, other), input, other, dim=dim)
     if input.dtype != other.dtype:   # PyTorch's kernel takes one dtype: no promotion
         raise RuntimeError(f"expected scalar type {input.dtype.scalar_type} but found {other.dtype.scalar_type}")
     shape = tuple(np.broadcast_shapes(tuple(input.shape), tuple(other.shape)))
@@ -282,6 +335,8 @@ def cross(input: Tensor, other: Tensor, dim: int | None = None) -> Tensor:
 
 def positive(input: Tensor) -> Tensor:
     """``input`` itself (refused for bool, as in PyTorch)."""
+    if _DISPATCH.functions is not None and has_tensor_like((input,)):
+        return handle_torch_function(positive, (input,), input)
     if input.dtype == _dtype.bool:
         raise RuntimeError("The `+` operator, on a bool tensor is not supported.")
     return input
@@ -290,6 +345,8 @@ def positive(input: Tensor) -> Tensor:
 # ---------------------------------------------------------------- assembling and index grids
 def block_diag(*tensors: Tensor) -> Tensor:
     """A block-diagonal matrix of the (0-, 1- or 2-d) ``tensors``."""
+    if _DISPATCH.functions is not None and has_tensor_like(tensors):
+        return handle_torch_function(block_diag, tensors, *tensors)
     mats = []
     for t in tensors:
         if t.ndim > 2:
@@ -314,6 +371,8 @@ def block_diag(*tensors: Tensor) -> Tensor:
 
 def cartesian_prod(*tensors: Tensor) -> Tensor:
     """Every combination of one element from each 1-d tensor, as rows (a 1-d result for one input)."""
+    if _DISPATCH.functions is not None and has_tensor_like(tensors):
+        return handle_torch_function(cartesian_prod, tensors, *tensors)
     if len(tensors) == 1:
         return tensors[0]
     grids = [g.reshape(-1) for g in _meshgrid_ij(tensors)]
@@ -323,6 +382,8 @@ def cartesian_prod(*tensors: Tensor) -> Tensor:
 def meshgrid(*tensors, indexing: str | None = None) -> tuple:
     """Coordinate grids of 0/1-d tensors: ``"ij"`` (matrix, the default with PyTorch's warning) or ``"xy"``
     (Cartesian: the first two grid dims swapped). The grids are broadcast views of the inputs."""
+    if _DISPATCH.functions is not None and has_tensor_like(tensors):
+        return handle_torch_function(meshgrid, tensors, *tensors, indexing=indexing)
     if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
         tensors = tuple(tensors[0])
     if indexing is None:
@@ -347,6 +408,8 @@ def _meshgrid_ij(tensors):
 
 def combinations(input: Tensor, r: int = 2, with_replacement: bool = False) -> Tensor:
     """Length-``r`` combinations of the elements of a 1-d tensor, as rows."""
+    if _DISPATCH.functions is not None and has_tensor_like((input,)):
+        return handle_torch_function(combinations, (input,), input, r=r, with_replacement=with_replacement)
     if input.ndim != 1:
         raise RuntimeError(f"Expect a 1D vector, but got shape {list(input.shape)}")
     if r < 0:
@@ -370,17 +433,25 @@ def _tri_indices(row: int, col: int, offset: int, upper: bool, dtype, device) ->
 def tril_indices(row: int, col: int, offset: int = 0, *, dtype=None, device=None, layout=None,
                  pin_memory: bool = False) -> Tensor:
     """The (2, N) coordinates of the lower triangle of a ``row x col`` matrix."""
+    if _DISPATCH.functions is not None and has_tensor_like((dtype, device, layout)):
+        return handle_torch_function(tril_indices, (dtype, device, layout), row, col, offset=offset, dtype=dtype,
+                                     device=device, layout=layout, pin_memory=pin_memory)
     return _tri_indices(row, col, offset, False, dtype or _dtype.int64, device)
 
 
 def triu_indices(row: int, col: int, offset: int = 0, *, dtype=None, device=None, layout=None,
                  pin_memory: bool = False) -> Tensor:
     """The (2, N) coordinates of the upper triangle of a ``row x col`` matrix."""
+    if _DISPATCH.functions is not None and has_tensor_like((dtype, device, layout)):
+        return handle_torch_function(triu_indices, (dtype, device, layout), row, col, offset=offset, dtype=dtype,
+                                     device=device, layout=layout, pin_memory=pin_memory)
     return _tri_indices(row, col, offset, True, dtype or _dtype.int64, device)
 
 
 def vander(x: Tensor, N: int | None = None, increasing: bool = False) -> Tensor:
     """The Vandermonde matrix: columns are powers of ``x`` (decreasing unless ``increasing``)."""
+    if _DISPATCH.functions is not None and has_tensor_like((x,)):
+        return handle_torch_function(vander, (x,), x, N=N, increasing=increasing)
     if x.ndim != 1:
         raise RuntimeError("x must be a one-dimensional tensor.")
     n = x.shape[0] if N is None else N
@@ -409,6 +480,8 @@ def _trapezoid_pieces(y: Tensor, x, dx, dim: int):
 
 def trapezoid(y: Tensor, x: Tensor | None = None, *, dx: float | None = None, dim: int = -1) -> Tensor:
     """The trapezoidal rule along ``dim`` (unit or ``dx`` spacing, or sample points ``x``)."""
+    if _DISPATCH.functions is not None and has_tensor_like((y, x)):
+        return handle_torch_function(trapezoid, (y, x), y, x=x, dx=dx, dim=dim)
     mid, spacing, d = _trapezoid_pieces(y, x, dx, dim)
     if mid is None:
         return y.sum(d) * 0.0
@@ -416,11 +489,15 @@ def trapezoid(y: Tensor, x: Tensor | None = None, *, dx: float | None = None, di
 
 
 def trapz(y: Tensor, x: Tensor | None = None, *, dx: float | None = None, dim: int = -1) -> Tensor:
+    if _DISPATCH.functions is not None and has_tensor_like((y, x)):
+        return handle_torch_function(trapz, (y, x), y, x=x, dx=dx, dim=dim)
     return trapezoid(y, x, dx=dx, dim=dim)
 
 
 def cumulative_trapezoid(y: Tensor, x: Tensor | None = None, *, dx: float | None = None, dim: int = -1) -> Tensor:
     """The running trapezoidal integral along ``dim`` (one element shorter)."""
+    if _DISPATCH.functions is not None and has_tensor_like((y, x)):
+        return handle_torch_function(cumulative_trapezoid, (y, x), y, x=x, dx=dx, dim=dim)
     mid, spacing, d = _trapezoid_pieces(y, x, dx, dim)
     if mid is None:
         return y.narrow(d, 0, 0)
@@ -432,6 +509,9 @@ def gradient(input: Tensor, *, spacing=1, dim=None, edge_order: int = 1) -> tupl
     differences inside and one-sided ones of ``edge_order`` (1 or 2) at the ends, as NumPy's
     ``gradient``; ``spacing`` is one number, one per dim, or one coordinate tensor per dim (unevenly
     spaced samples). Differentiable: slices and arithmetic."""
+    if _DISPATCH.functions is not None and has_tensor_like((input, spacing, dim)):
+        return handle_torch_function(gradient, (input, spacing, dim), input, spacing=spacing, dim=dim,
+                                     edge_order=edge_order)
     dims = list(range(input.ndim)) if dim is None else [dim] if isinstance(dim, int) else list(dim)
     dims = [_wrap_dim(d, input.ndim, "gradient") for d in dims]
     if edge_order not in (1, 2):
@@ -482,6 +562,8 @@ def _gradient_along(f: Tensor, d: int, n: int, h, edge_order: int) -> Tensor:
 
 def cdist(x1: Tensor, x2: Tensor, p: float = 2.0, compute_mode: str = "use_mm_for_euclid_dist_if_necessary") -> Tensor:
     """The p-norm distance between each row of ``x1`` and each row of ``x2`` (batched over leading dims)."""
+    if _DISPATCH.functions is not None and has_tensor_like((x1, x2)):
+        return handle_torch_function(cdist, (x1, x2), x1, x2, p=p, compute_mode=compute_mode)
     if x1.ndim < 2 or x2.ndim < 2:
         raise RuntimeError(f"cdist only supports at least 2D tensors, X1 got: {x1.ndim}D")
     if x1.shape[-1] != x2.shape[-1]:
@@ -501,6 +583,8 @@ def cdist(x1: Tensor, x2: Tensor, p: float = 2.0, compute_mode: str = "use_mm_fo
 
 def chain_matmul(*matrices: Tensor) -> Tensor:
     """``matrices[0] @ matrices[1] @ ...`` (deprecated in PyTorch in favour of ``linalg.multi_dot``)."""
+    if _DISPATCH.functions is not None and has_tensor_like(matrices):
+        return handle_torch_function(chain_matmul, matrices, *matrices)
     warnings.warn("torch.chain_matmul is deprecated and will be removed in a future PyTorch release. Use "
                   "torch.linalg.multi_dot instead, which accepts a list of two or more tensors rather than multiple "
                   "parameters.", stacklevel=2)
@@ -514,6 +598,8 @@ def chain_matmul(*matrices: Tensor) -> Tensor:
 
 def unravel_index(indices, shape) -> tuple:
     """Flat indices into ``shape`` as one coordinate tensor per dim."""
+    if _DISPATCH.functions is not None and has_tensor_like((indices, shape)):
+        return handle_torch_function(unravel_index, (indices, shape), indices, shape)
     idx = indices if isinstance(indices, Tensor) else creation.tensor(indices)
     if idx.is_floating_point() or idx.dtype == _dtype.bool:
         raise TypeError(f"expected 'indices' to be integer dtype, but got {idx.dtype}")
@@ -532,11 +618,15 @@ def unravel_index(indices, shape) -> tuple:
 
 def narrow_copy(input: Tensor, dim: int, start: int, length: int) -> Tensor:
     """``input.narrow(...)`` copied out (no memory shared)."""
+    if _DISPATCH.functions is not None and has_tensor_like((input,)):
+        return handle_torch_function(narrow_copy, (input,), input, dim, start, length)
     return input.narrow(dim, start, length).clone()
 
 
 def nonzero_static(input: Tensor, *, size: int, fill_value: int = -1) -> Tensor:
     """``nonzero()`` cut or padded with ``fill_value`` to exactly ``size`` rows."""
+    if _DISPATCH.functions is not None and has_tensor_like((input,)):
+        return handle_torch_function(nonzero_static, (input,), input, size=size, fill_value=fill_value)
     found = input.nonzero()
     if found.shape[0] >= size:
         return found[:size]
@@ -546,6 +636,8 @@ def nonzero_static(input: Tensor, *, size: int, fill_value: int = -1) -> Tensor:
 
 def row_stack(tensors) -> Tensor:
     """``vstack`` under its NumPy alias."""
+    if _DISPATCH.functions is not None and has_tensor_like((tensors,)):
+        return handle_torch_function(row_stack, (tensors,), tensors)
     return cat([t.reshape(1, -1) if t.ndim < 2 else t for t in tensors], 0)
 
 

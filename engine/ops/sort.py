@@ -6,6 +6,8 @@ back to the positions the values came from.
 """
 from __future__ import annotations
 
+from ..base.dispatch_state import STATE as _DISPATCH
+from ..core.overrides import handle_torch_function, has_tensor_like
 from ..core.dispatch import _refuse_complex, apply
 from ._util import numpy_names
 from .reduce import picker, take_along, pick
@@ -147,6 +149,9 @@ _unique = Op("unique", _unique_fwd, n_extra=2, data_dependent="unique()",
 def unique(input, sorted: bool = True, return_inverse: bool = False, return_counts: bool = False,
            dim: int | None = None):
     """Distinct values (always sorted), optionally with inverse indices and counts."""
+    if _DISPATCH.functions is not None and has_tensor_like((input,)):
+        return handle_torch_function(unique, (input,), input, sorted=sorted, return_inverse=return_inverse,
+                                     return_counts=return_counts, dim=dim)
     d = None if dim is None else _wrap_dim(dim, input.ndim, "unique")
     vals, inverse, counts = apply(_unique, input, dim=d)
     if not (return_inverse or return_counts):

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import warnings
 
+from ..base.dispatch_state import STATE as _DISPATCH
+from ..core.overrides import handle_torch_function, has_tensor_like
 from ..base.coo import COOArray
 from ..base.dtype import int64
 from ..base.layout import sparse_coo
@@ -245,6 +247,8 @@ def sparse_mm(mat1: Tensor, mat2: Tensor) -> Tensor:
 
 def spmm(input: Tensor, mat2: Tensor) -> Tensor:
     """``torch.spmm``: ``mm`` with a sparse first operand (its gradient is dense, as PyTorch's)."""
+    if _DISPATCH.functions is not None and has_tensor_like((input, mat2)):
+        return handle_torch_function(spmm, (input, mat2), input, mat2)
     return _spmm(input, mat2, "spmm", False) if _is_coo(input) else mm(input, mat2)
 
 

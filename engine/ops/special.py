@@ -11,6 +11,8 @@ import math
 
 import numpy as np
 
+from ..base.dispatch_state import STATE as _DISPATCH
+from ..core.overrides import handle_torch_function, has_tensor_like
 from .. import return_types
 from ..autograd.views import apply_
 from ..base import backend as _backend
@@ -112,6 +114,8 @@ _igammac = Op("igammac", lambda xp, a, x: _special(xp).gammaincc(a, x).astype(a.
 
 def polygamma(n: int, input: Tensor) -> Tensor:
     """The n-th derivative of ``digamma``."""
+    if _DISPATCH.functions is not None and has_tensor_like((input,)):
+        return handle_torch_function(polygamma, (input,), n, input)
     if n < 0:
         raise RuntimeError("polygamma(n, x) does not support negative n.")
     return apply(_polygamma, input, n=int(n))
@@ -119,6 +123,8 @@ def polygamma(n: int, input: Tensor) -> Tensor:
 
 def mvlgamma(input: Tensor, p: int) -> Tensor:
     """Log of the multivariate gamma function of dimension ``p``."""
+    if _DISPATCH.functions is not None and has_tensor_like((input,)):
+        return handle_torch_function(mvlgamma, (input,), input, p)
     if p < 1:
         raise RuntimeError("p has to be greater than or equal to 1")
     total = lgamma(input)
@@ -160,6 +166,8 @@ def _real_only(input, kind: type, message: str) -> None:
 
 def logit(input: Tensor, eps: float | None = None) -> Tensor:
     """``log(p / (1 - p))``, with ``p`` clamped to ``[eps, 1 - eps]`` when ``eps`` is given."""
+    if _DISPATCH.functions is not None and has_tensor_like((input,)):
+        return handle_torch_function(logit, (input,), input, eps=eps)
     _real_only(input, NotImplementedError, "\"logit_cpu\" not implemented for '{dtype}'")
     x = input if eps is None else clamp(input, eps, 1 - eps)
     return log(x / (1 - x))
@@ -252,6 +260,8 @@ def bitwise_right_shift(input, other) -> Tensor:
 
 def frexp(input: Tensor):
     """``(mantissa, exponent)`` with ``input = mantissa * 2**exponent`` and ``|mantissa|`` in [0.5, 1)."""
+    if _DISPATCH.functions is not None and has_tensor_like((input,)):
+        return handle_torch_function(frexp, (input,), input)
     if not input.is_floating_point():
         raise RuntimeError("torch.frexp() only supports floating-point dtypes")
     return return_types.frexp(*apply(_frexp, input))
@@ -259,11 +269,15 @@ def frexp(input: Tensor):
 
 def ldexp(input: Tensor, other: Tensor) -> Tensor:
     """``input * 2**other``."""
+    if _DISPATCH.functions is not None and has_tensor_like((input, other)):
+        return handle_torch_function(ldexp, (input, other), input, other)
     return input * pow(2.0, other)
 
 
 def float_power(input, exponent) -> Tensor:
     """``input ** exponent`` computed in double precision (float64 result)."""
+    if _DISPATCH.functions is not None and has_tensor_like((input, exponent)):
+        return handle_torch_function(float_power, (input, exponent), input, exponent)
     base = input.double() if isinstance(input, Tensor) else float(input)
     exp = exponent.double() if isinstance(exponent, Tensor) else float(exponent)
     return pow(base, exp)
@@ -271,15 +285,21 @@ def float_power(input, exponent) -> Tensor:
 
 def logaddexp2(input: Tensor, other: Tensor) -> Tensor:
     """``log2(2**input + 2**other)``."""
+    if _DISPATCH.functions is not None and has_tensor_like((input, other)):
+        return handle_torch_function(logaddexp2, (input, other), input, other)
     return logaddexp(input * _LN2, other * _LN2) / _LN2
 
 
 def deg2rad(input: Tensor) -> Tensor:
+    if _DISPATCH.functions is not None and has_tensor_like((input,)):
+        return handle_torch_function(deg2rad, (input,), input)
     _real_only(input, RuntimeError, "deg2rad is not supported for complex tensors.")
     return input * (math.pi / 180.0)
 
 
 def rad2deg(input: Tensor) -> Tensor:
+    if _DISPATCH.functions is not None and has_tensor_like((input,)):
+        return handle_torch_function(rad2deg, (input,), input)
     _real_only(input, RuntimeError, "rad2deg is not supported for complex tensors.")
     return input * (180.0 / math.pi)
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import warnings
 
+from ..base.dispatch_state import STATE as _DISPATCH
+from ..core.overrides import handle_torch_function, has_tensor_like
 from ..base import dtype as _dtype
 from ..core.creation import arange, ones, zeros
 from . import fft as _fft
@@ -43,6 +45,10 @@ def stft(input: Tensor, n_fft: int, hop_length: int | None = None, win_length: i
          return_complex: bool | None = None) -> Tensor:
     """The short-time Fourier transform of a 1-D signal or a batch of them: ``(..., n_fft // 2 + 1, frames)``
     (onesided) complex values, or their real view with ``return_complex=False``."""
+    if _DISPATCH.functions is not None and has_tensor_like((input, window)):
+        return handle_torch_function(stft, (input, window), input, n_fft, hop_length=hop_length,
+                                     win_length=win_length, window=window, center=center, pad_mode=pad_mode,
+                                     normalized=normalized, onesided=onesided, return_complex=return_complex)
     if window is None:
         _warn_once("A window was not provided. A rectangular window will be applied,which is known to cause spectral "
                    "leakage. Other windows such as torch.hann_window or torch.hamming_window are recommended to "
@@ -92,6 +98,10 @@ def istft(input: Tensor, n_fft: int, hop_length: int | None = None, win_length: 
           center: bool = True, normalized: bool = False, onesided: bool | None = None, length: int | None = None,
           return_complex: bool = False) -> Tensor:
     """The inverse of ``stft`` by windowed overlap-add, divided by the summed squared window."""
+    if _DISPATCH.functions is not None and has_tensor_like((input, window)):
+        return handle_torch_function(istft, (input, window), input, n_fft, hop_length=hop_length,
+                                     win_length=win_length, window=window, center=center, normalized=normalized,
+                                     onesided=onesided, length=length, return_complex=return_complex)
     if not input.is_complex():
         raise RuntimeError("istft requires a complex-valued input tensor matching the output from stft with "
                            "return_complex=True.")

@@ -11,6 +11,8 @@ import warnings
 
 import numpy as np
 
+from ..base.dispatch_state import STATE as _DISPATCH
+from ..core.overrides import handle_torch_function, has_tensor_like
 from .. import return_types
 from ..base import dtype as _dtype
 from ..core import creation
@@ -63,16 +65,22 @@ def _running(input: Tensor, dim: int, largest: bool, name: str):
 
 def cummax(input: Tensor, dim: int | None = None, *, axis=None):
     """The running maximum along ``dim`` and where it was found."""
+    if _DISPATCH.functions is not None and has_tensor_like((input, axis)):
+        return handle_torch_function(cummax, (input, axis), input, dim=dim, axis=axis)
     return _running(input, dim_or_axis("cummax", dim, axis), True, "cummax")
 
 
 def cummin(input: Tensor, dim: int | None = None, *, axis=None):
     """The running minimum along ``dim`` and where it was found."""
+    if _DISPATCH.functions is not None and has_tensor_like((input, axis)):
+        return handle_torch_function(cummin, (input, axis), input, dim=dim, axis=axis)
     return _running(input, dim_or_axis("cummin", dim, axis), False, "cummin")
 
 
 def logcumsumexp(input: Tensor, dim: int | None = None, *, axis=None) -> Tensor:
     """``log(cumsum(exp(input)))`` along ``dim``, shifted by the maximum so it cannot overflow."""
+    if _DISPATCH.functions is not None and has_tensor_like((input, axis)):
+        return handle_torch_function(logcumsumexp, (input, axis), input, dim=dim, axis=axis)
     dim = dim_or_axis("logcumsumexp", dim, axis)
     d = _wrap_dim(dim, input.ndim, "logcumsumexp") if input.ndim else 0
     if input.numel() == 0:
@@ -86,6 +94,9 @@ def logcumsumexp(input: Tensor, dim: int | None = None, *, axis=None) -> Tensor:
 # ---------------------------------------------------------------- NaN-ignoring reductions, quantiles
 def nansum(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None, axis=None, keepdims=None) -> Tensor:
     """``sum`` counting NaNs as zero."""
+    if _DISPATCH.functions is not None and has_tensor_like((input, dim, dtype, axis, keepdims)):
+        return handle_torch_function(nansum, (input, dim, dtype, axis, keepdims), input, dim=dim, keepdim=keepdim,
+                                     dtype=dtype, axis=axis, keepdims=keepdims)
     if axis is not None or keepdims is not None:
         dim, keepdim = numpy_names("nansum", dim, keepdim, axis, keepdims)
     x = where(isnan(input), 0, input) if input.is_floating_point() else input
@@ -94,6 +105,9 @@ def nansum(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None, axis=N
 
 def nanmean(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None, axis=None, keepdims=None) -> Tensor:
     """``mean`` of the non-NaN elements."""
+    if _DISPATCH.functions is not None and has_tensor_like((input, dim, dtype, axis, keepdims)):
+        return handle_torch_function(nanmean, (input, dim, dtype, axis, keepdims), input, dim=dim, keepdim=keepdim,
+                                     dtype=dtype, axis=axis, keepdims=keepdims)
     if axis is not None or keepdims is not None:
         dim, keepdim = numpy_names("nanmean", dim, keepdim, axis, keepdims)
     if not input.is_floating_point():
@@ -118,6 +132,9 @@ def _sorted_count(input: Tensor, d: int, ignore_nan: bool):
 def nanmedian(input: Tensor, dim: int | None = None, keepdim: bool = False, *, axis=None,
               keepdims=None):
     """The lower median of the non-NaN values (NaN where a slice has none)."""
+    if _DISPATCH.functions is not None and has_tensor_like((input, axis, keepdims)):
+        return handle_torch_function(nanmedian, (input, axis, keepdims), input, dim=dim, keepdim=keepdim, axis=axis,
+                                     keepdims=keepdims)
     if axis is not None or keepdims is not None:
         dim, keepdim = numpy_names("nanmedian", dim, keepdim, axis, keepdims)
     if dim is None:
@@ -196,12 +213,18 @@ def _quantile(input: Tensor, q, dim, keepdim: bool, interpolation: str, ignore_n
 def quantile(input: Tensor, q, dim: int | None = None, keepdim: bool = False, *,
              interpolation: str = "linear") -> Tensor:
     """The ``q``-quantiles along ``dim`` (of all elements by default); NaN if a slice holds NaN."""
+    if _DISPATCH.functions is not None and has_tensor_like((input, q)):
+        return handle_torch_function(quantile, (input, q), input, q, dim=dim, keepdim=keepdim,
+                                     interpolation=interpolation)
     return _quantile(input, q, dim, keepdim, interpolation, False, "quantile")
 
 
 def nanquantile(input: Tensor, q, dim: int | None = None, keepdim: bool = False, *,
                 interpolation: str = "linear") -> Tensor:
     """``quantile`` of the non-NaN values."""
+    if _DISPATCH.functions is not None and has_tensor_like((input, q)):
+        return handle_torch_function(nanquantile, (input, q), input, q, dim=dim, keepdim=keepdim,
+                                     interpolation=interpolation)
     return _quantile(input, q, dim, keepdim, interpolation, True, "nanquantile")
 
 
@@ -222,6 +245,8 @@ _histc = Op("histc", _histc_fwd)
 
 def histc(input: Tensor, bins: int = 100, min: float = 0, max: float = 0) -> Tensor:
     """Counts in ``bins`` equal bins over [min, max] (the data's range when both are 0)."""
+    if _DISPATCH.functions is not None and has_tensor_like((input,)):
+        return handle_torch_function(histc, (input,), input, bins=bins, min=min, max=max)
     if not input.is_floating_point():
         raise RuntimeError(f"\"histogram_cpu\" not implemented for '{str(input.dtype).split('.')[-1].title()}'")
     if bins <= 0:
@@ -247,6 +272,9 @@ _histogram = Op("histogram", _histogram_fwd, n_extra=1)
 
 def histogram(input: Tensor, bins=100, *, range=None, weight: Tensor | None = None, density: bool = False):
     """``(hist, bin_edges)``: counts (or a density) of ``input`` in ``bins`` bins or between given edges."""
+    if _DISPATCH.functions is not None and has_tensor_like((input, bins, range, weight)):
+        return handle_torch_function(histogram, (input, bins, range, weight), input, bins=bins, range=range,
+                                     weight=weight, density=density)
     if not input.is_floating_point():
         raise RuntimeError("torch.histogram: input tensor and bins tensors should have the same dtype")
     has_edges = isinstance(bins, Tensor)
@@ -266,6 +294,8 @@ _bincount = Op("bincount", _bincount_fwd, data_dependent="bincount()")
 
 def bincount(input: Tensor, weights: Tensor | None = None, minlength: int = 0) -> Tensor:
     """How often each non-negative integer occurs (weighted sums with ``weights``)."""
+    if _DISPATCH.functions is not None and has_tensor_like((input, weights)):
+        return handle_torch_function(bincount, (input, weights), input, weights=weights, minlength=minlength)
     if input.ndim != 1 or input.is_floating_point() or input.dtype == _dtype.bool:
         raise RuntimeError("bincount only supports 1-d non-negative integral inputs.")
     if input.numel() and int(input.min()) < 0:
@@ -282,6 +312,9 @@ def bincount(input: Tensor, weights: Tensor | None = None, minlength: int = 0) -
 
 def bucketize(input, boundaries: Tensor, *, out_int32: bool = False, right: bool = False) -> Tensor:
     """The bucket of each value among sorted 1-d ``boundaries`` (``searchsorted`` with the roles swapped)."""
+    if _DISPATCH.functions is not None and has_tensor_like((input, boundaries)):
+        return handle_torch_function(bucketize, (input, boundaries), input, boundaries, out_int32=out_int32,
+                                     right=right)
     if boundaries.ndim != 1:
         raise RuntimeError(f"boundaries tensor must be 1 dimension, but got dim({boundaries.ndim})")
     value = input if isinstance(input, Tensor) else creation.tensor(input, device=boundaries.device)
@@ -290,6 +323,9 @@ def bucketize(input, boundaries: Tensor, *, out_int32: bool = False, right: bool
 
 def isin(elements, test_elements, *, assume_unique: bool = False, invert: bool = False) -> Tensor:
     """Whether each element of ``elements`` occurs in ``test_elements``."""
+    if _DISPATCH.functions is not None and has_tensor_like((elements, test_elements)):
+        return handle_torch_function(isin, (elements, test_elements), elements, test_elements,
+                                     assume_unique=assume_unique, invert=invert)
     like = elements if isinstance(elements, Tensor) else test_elements
     e = elements if isinstance(elements, Tensor) else creation.tensor(elements, device=like.device)
     t = test_elements if isinstance(test_elements, Tensor) else creation.tensor(test_elements, device=like.device)
@@ -302,6 +338,8 @@ def isin(elements, test_elements, *, assume_unique: bool = False, invert: bool =
 
 def isreal(input: Tensor) -> Tensor:
     """Where the imaginary part is 0 (a real tensor: everywhere)."""
+    if _DISPATCH.functions is not None and has_tensor_like((input,)):
+        return handle_torch_function(isreal, (input,), input)
     if input.is_complex():
         return input.imag == 0
     return creation.ones(tuple(input.shape), dtype=_dtype.bool, device=input.device)
@@ -309,6 +347,8 @@ def isreal(input: Tensor) -> Tensor:
 
 def aminmax(input: Tensor, *, dim: int | None = None, keepdim: bool = False, axis=None):
     """``(min, max)`` of all elements, or along ``dim``."""
+    if _DISPATCH.functions is not None and has_tensor_like((input, axis)):
+        return handle_torch_function(aminmax, (input, axis), input, dim=dim, keepdim=keepdim, axis=axis)
     dim = dim if axis is None else axis
     if input.numel() == 0 and dim is None:
         raise RuntimeError("aminmax(): cannot compute aminmax over an empty dimension as the operation has no "
@@ -326,6 +366,9 @@ def aminmax(input: Tensor, *, dim: int | None = None, keepdim: bool = False, axi
 def cov(input: Tensor, *, correction: int = 1, fweights: Tensor | None = None,
         aweights: Tensor | None = None) -> Tensor:
     """Covariance of the variables in the rows of ``input`` (observations in columns)."""
+    if _DISPATCH.functions is not None and has_tensor_like((input, fweights, aweights)):
+        return handle_torch_function(cov, (input, fweights, aweights), input, correction=correction,
+                                     fweights=fweights, aweights=aweights)
     if input.ndim > 2:
         raise RuntimeError(f"cov(): expected input to have two or fewer dimensions but got an input with "
                            f"{input.ndim} dimensions")
@@ -362,6 +405,8 @@ def cov(input: Tensor, *, correction: int = 1, fweights: Tensor | None = None,
 
 def corrcoef(input: Tensor) -> Tensor:
     """Pearson correlation coefficients of the rows of ``input``, clipped to [-1, 1]."""
+    if _DISPATCH.functions is not None and has_tensor_like((input,)):
+        return handle_torch_function(corrcoef, (input,), input)
     c = cov(input)
     if c.ndim == 0:
         return c / c
@@ -373,6 +418,9 @@ def corrcoef(input: Tensor) -> Tensor:
 def diff(input: Tensor, n: int = 1, dim: int = -1, prepend: Tensor | None = None,
          append: Tensor | None = None, *, axis=None) -> Tensor:
     """The ``n``-th forward difference along ``dim`` (XOR for booleans)."""
+    if _DISPATCH.functions is not None and has_tensor_like((input, prepend, append, axis)):
+        return handle_torch_function(diff, (input, prepend, append, axis), input, n=n, dim=dim, prepend=prepend,
+                                     append=append, axis=axis)
     dim = dim if axis is None else axis
     if input.ndim == 0:
         raise RuntimeError("diff expects input to be at least one-dimensional")
@@ -393,11 +441,15 @@ def diff(input: Tensor, n: int = 1, dim: int = -1, prepend: Tensor | None = None
 
 def dist(input: Tensor, other: Tensor, p: float = 2) -> Tensor:
     """The p-norm of ``input - other``."""
+    if _DISPATCH.functions is not None and has_tensor_like((input, other)):
+        return handle_torch_function(dist, (input, other), input, other, p=p)
     return (input - other).norm(p)
 
 
 def renorm(input: Tensor, p: float, dim: int, maxnorm: float) -> Tensor:
     """Each slice along ``dim`` rescaled so its p-norm is at most ``maxnorm``."""
+    if _DISPATCH.functions is not None and has_tensor_like((input,)):
+        return handle_torch_function(renorm, (input,), input, p, dim, maxnorm)
     if p <= 0:
         raise RuntimeError("renorm: non-positive-norm not supported")
     if maxnorm < 0:
@@ -432,6 +484,9 @@ def _unique_consecutive_host(a: np.ndarray, dim):
 def unique_consecutive(input: Tensor, return_inverse: bool = False, return_counts: bool = False,
                        dim: int | None = None):
     """Collapse runs of equal consecutive elements (slices along ``dim``) to one."""
+    if _DISPATCH.functions is not None and has_tensor_like((input,)):
+        return handle_torch_function(unique_consecutive, (input,), input, return_inverse=return_inverse,
+                                     return_counts=return_counts, dim=dim)
     d = None if dim is None else _wrap_dim(dim, input.ndim, "unique_consecutive")
     values, inverse, counts = _unique_consecutive_host(input.detach().cpu().numpy(), d)
     out = creation.tensor(np.ascontiguousarray(values), dtype=input.dtype, device=input.device)

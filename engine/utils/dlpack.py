@@ -2,6 +2,8 @@
 imports ``from_dlpack`` from here)."""
 from __future__ import annotations
 
+from ..base.dispatch_state import STATE as _DISPATCH
+from ..core.overrides import handle_torch_function, has_tensor_like
 from ..core import creation
 from ..core.tensor import Tensor
 
@@ -29,4 +31,6 @@ def from_dlpack(ext) -> Tensor:
 
 def to_dlpack(tensor: Tensor):
     """The tensor's DLPack capsule (``from_dlpack`` of any library takes it back without a copy)."""
+    if _DISPATCH.functions is not None and has_tensor_like((tensor,)):
+        return handle_torch_function(to_dlpack, (tensor,), tensor)
     return tensor.__dlpack__()
