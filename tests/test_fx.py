@@ -205,11 +205,14 @@ def test_a_primitive_reached_with_a_proxy_names_the_op():
     from tapelab.ops import elementwise
 
     def f(x):
-        return elementwise.exp(x)      # through a namespace the tracer does not swap
+        with tapelab.overrides.DisableTorchFunction():     # the op cannot hand the Proxy to the protocol
+            return elementwise.exp(x)
     with pytest.raises(fx.TraceError, match="op 'exp' received a Proxy"):
         fx.symbolic_trace(f)
     assert not tapelab.dispatch.STATE.modes     # the tracer's mode is gone after the error
-    assert type(tapelab.relu).__name__ == "function"          # every swapped function is back
+    assert tapelab.dispatch.STATE.functions is None      # and so is the protocol's hook
+    gm = fx.symbolic_trace(lambda x: elementwise.exp(x))   # any name of an op records its public function
+    assert [n.target for n in gm.graph.nodes if n.op == "call_function"] == [tapelab.exp]
     assert tapelab.nn.Module.__call__.__name__ == "__call__"
 
 

@@ -11,16 +11,19 @@ active, and three things are seen:
   ``node.meta["nn_module_stack"]`` (as PyTorch's tracer does).
 - parameter reads (``self.weight``), through ``nn.modules.module.reading_parameters``:
   a Parameter of the root gives a ``get_attr`` Proxy.
-- the public functions of ``tapelab`` and ``tapelab.nn.functional`` (and the same
-  functions bound to other names in the root's module globals, plus functions marked
-  with ``wrap``): a call whose arguments contain a Proxy becomes one ``call_function``
-  node whose target is the original function; other calls run as usual.
+- calls of tapelab's functions on Proxies, through the ``__torch_function__`` protocol
+  (``core/overrides.py``): while the trace runs, ``Proxy`` is registered with
+  ``overrides.taking_part``, so an op that receives a Proxy hands it to
+  ``Proxy.__torch_function__``, which records one ``call_function`` node whose target is the
+  op's public function (``tapelab.relu``, ``tapelab.nn.functional.gelu``), under whatever name
+  the caller bound it. Composite public functions (``F.cross_entropy``, ``F.pad``) check for
+  tensor-likes at their entry, as PyTorch's do, and record as one node with themselves as target;
+  functions marked with ``wrap`` are permanent wrappers that do the same check.
 
-Proxy is not a Tensor, and tapelab's functions have no ``__torch_function__`` protocol,
-so the last point swaps those names in their namespaces for the duration of the trace.
-Ops on real tensors (constants made at trace time) run eagerly through the mode, and a
-primitive that receives a Proxy through a path the wrappers missed raises a
-``TraceError`` that names the op and the fix.
+Nothing is swapped in any namespace, so a trace is private to its thread: another thread's
+calls of ``tapelab.relu`` on tensors run as usual meanwhile. Ops on real tensors (constants
+made at trace time) run eagerly through the mode; a primitive that receives a Proxy with the
+protocol switched off (``DisableTorchFunction``) raises a ``TraceError`` that names the op.
 
 Each trace emits the ``graph_traced`` event (``events.GraphTraced``) while anyone
 subscribes to it.
@@ -39,120 +42,74 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import functools
 import inspect
-import types
 from typing import Any, Callable
 
 from ..base import events
+from ..base.dispatch_state import STATE
+from ..core.overrides import taking_part
 from ..core.dispatch import Mode, eager
 from ..nn.modules.container import Sequential
 from ..nn.modules.module import Module, reading_parameters
 from ..nn.parameter import Parameter
 from ..core.tensor import Tensor
-from ._public import functional, package
+from ._public import PACKAGE
 from .graph import Graph
 from .graph_module import GraphModule
-from .node import map_aggregate
-from .proxy import Proxy, TraceError, TracerBase
+from .proxy import Proxy, TraceError, TracerBase, first_proxy
 
 __all__ = ["Tracer", "symbolic_trace", "wrap"]
-
-_WRAPPED: list[tuple[dict, str]] = []   # (module globals, name) registered by ``wrap``
 
 
 def wrap(fn_or_name: str | Callable):
     """Record calls of a module-level function as one ``call_function`` node instead of
     tracing through it (use for functions with control flow, or for ``len``).
 
-    Call it at module scope, with the function or its name::
+    Call it at module scope, on the function (as a decorator) or on its name::
 
+        @tapelab.fx.wrap
         def my_norm(x):
             return x / x.abs().max() if x.numel() else x
-        tapelab.fx.wrap("my_norm")      # or decorate my_norm with @tapelab.fx.wrap
 
-    Returns its argument.
+        def my_norm2(x): ...
+        tapelab.fx.wrap("my_norm2")     # the same, for a function defined above
+
+    Either way the function becomes a permanent wrapper that records a node when an argument
+    holds a Proxy and otherwise calls the function (one attribute read while nobody traces).
+    PyTorch's name form swaps the module's global during each trace; tapelab swaps nothing
+    (a trace stays private to its thread), so the name form binds the wrapper to that global
+    once, where it is called: ``wrap("f")`` is ``f = wrap(f)``. A builtin's name (``"len"``)
+    binds a wrapper of the builtin in that module. Returns the wrapper (decorator) or the name.
     """
     frame = inspect.currentframe().f_back
     if frame.f_code.co_name != "<module>":
         raise NotImplementedError("wrap must be called at the top level of a module")
-    name = fn_or_name if isinstance(fn_or_name, str) else fn_or_name.__name__
-    _WRAPPED.append((frame.f_globals, name))
+    if not isinstance(fn_or_name, str):
+        return _recording(fn_or_name)
+    fn = frame.f_globals.get(fn_or_name, getattr(builtins, fn_or_name, None))
+    if not callable(fn):
+        raise NameError(f"wrap({fn_or_name!r}): {frame.f_globals.get('__name__')} defines no function "
+                        f"{fn_or_name!r} above this call; define it first, or decorate it with @tapelab.fx.wrap")
+    frame.f_globals[fn_or_name] = _recording(fn)
     return fn_or_name
 
 
-def _has_proxy(args, kwargs) -> Proxy | None:
-    found = []
-    map_aggregate((args, kwargs), lambda a: found.append(a) if isinstance(a, Proxy) else None)
-    return found[0] if found else None
+def _recording(fn: Callable) -> Callable:
+    """``fn`` as a wrapper that records a ``call_function`` node (target: the wrapper, the name
+    the caller now uses) when an argument holds a Proxy."""
+    if getattr(fn, "__fx_wrapped__", False):
+        return fn
 
-
-class _Recording:
-    """Stands in for ``fn`` while tracing: records a ``call_function`` node when an argument
-    holds a Proxy, else calls ``fn``. Compares and hashes equal to ``fn``, so a check such as
-    ``node.target == tapelab.relu`` inside a Transformer still holds."""
-
-    def __init__(self, fn: Callable):
-        self.__fx_original__ = fn
-        self.__wrapped__ = fn
-        self.__name__ = getattr(fn, "__name__", type(fn).__name__)
-        self.__doc__ = getattr(fn, "__doc__", None)
-
-    def __call__(self, *args, **kwargs):
-        proxy = _has_proxy(args, kwargs)
-        if proxy is None:
-            return self.__fx_original__(*args, **kwargs)
-        return proxy.tracer.create_proxy("call_function", self.__fx_original__, args, kwargs)
-
-    def __eq__(self, other) -> bool:
-        return getattr(other, "__fx_original__", other) == self.__fx_original__
-
-    def __hash__(self) -> int:
-        return hash(self.__fx_original__)
-
-    def __repr__(self) -> str:
-        return f"<recording {self.__fx_original__!r}>"
-
-
-def _is_public_function(v) -> bool:
-    return isinstance(v, (types.FunctionType, types.BuiltinFunctionType)) and not v.__name__.startswith("_")
-
-
-class _Swaps:
-    """Names swapped in namespace dicts for the duration of a trace, each put back on exit."""
-
-    def __init__(self):
-        self.undo: list[tuple[dict, str, Any, bool]] = []
-
-    def setitem(self, d: dict, name: str, value) -> None:
-        self.undo.append((d, name, d.get(name), name in d))
-        d[name] = value
-
-    def restore(self) -> None:
-        for d, name, old, had in reversed(self.undo):
-            if had:
-                d[name] = old
-            else:
-                d.pop(name, None)
-        self.undo.clear()
-
-
-def _swap_functions(swaps: _Swaps, extra_globals: list[dict]) -> None:
-    """Swap tapelab's public functions (and names bound to them in ``extra_globals``)."""
-    swapped: dict[int, Callable] = {}
-    for ns in (package(), functional()):
-        for name, v in list(vars(ns).items()):
-            if _is_public_function(v) and name not in ("is_tensor", "is_grad_enabled"):
-                w = swapped.setdefault(id(v), _Recording(v))
-                swaps.setitem(vars(ns), name, w)
-    for g in extra_globals:
-        for name, v in list(g.items()):
-            if id(v) in swapped and g.get(name) is v:
-                swaps.setitem(g, name, swapped[id(v)])
-    for g, name in _WRAPPED:
-        if name in g:
-            swaps.setitem(g, name, _Recording(g[name]))
-        elif hasattr(builtins, name):
-            swaps.setitem(g, name, _Recording(getattr(builtins, name)))
+    @functools.wraps(fn)
+    def recording(*args, **kwargs):
+        if STATE.functions is not None:   # None whenever nobody traces (nor takes part otherwise)
+            proxy = first_proxy(args, kwargs)
+            if proxy is not None:
+                return proxy.tracer.create_proxy("call_function", recording, args, kwargs)
+        return fn(*args, **kwargs)
+    recording.__fx_wrapped__ = True
+    return recording
 
 
 class _TracingMode(Mode):
@@ -163,11 +120,9 @@ class _TracingMode(Mode):
         self.tracer = tracer
 
     def dispatch(self, op, args, params):
-        if _has_proxy(args, params) is not None:
-            raise TraceError(f"op '{op.name}' received a Proxy: it was reached through a function the tracer "
-                             f"does not intercept (bound under another name, or called on a Proxy that is not a "
-                             f"Tensor). Call it as tapelab.{op.name}(...) / a Tensor method, or mark the caller "
-                             f"with tapelab.fx.wrap")
+        if first_proxy(args, params) is not None:
+            raise TraceError(f"op '{op.name}' received a Proxy with the __torch_function__ protocol switched "
+                             f"off (DisableTorchFunction): it cannot be recorded; trace outside that block")
         return eager(op, args, params)
 
     def call_module(self, module, forward, args, kwargs):
@@ -175,16 +130,11 @@ class _TracingMode(Mode):
 
 
 @contextlib.contextmanager
-def _intercepting(tracer: "Tracer", extra_globals: list[dict]):
-    """Inside: the tracer's mode is active, parameter reads ask the tracer, and tapelab's
-    functions record calls on Proxies. Yields the swaps, for further ones undone on exit."""
-    swaps = _Swaps()
-    try:
-        with _TracingMode(tracer), reading_parameters(tracer.read_parameter):
-            _swap_functions(swaps, extra_globals)
-            yield swaps
-    finally:
-        swaps.restore()
+def _intercepting(tracer: "Tracer"):
+    """Inside: the tracer's mode is active, parameter reads ask the tracer, and Proxies take
+    part in the ``__torch_function__`` protocol (so tapelab's functions record calls on them)."""
+    with _TracingMode(tracer), reading_parameters(tracer.read_parameter), taking_part(Proxy):
+        yield
 
 
 class Tracer(TracerBase):
@@ -199,12 +149,16 @@ class Tracer(TracerBase):
         ``path_of_module(m)``: the dotted name of a submodule of the root.
 
     Args:
-        autowrap_functions: further functions recorded as ``call_function`` when called
-            with Proxies from the root's module.
+        autowrap_functions: functions to record as ``call_function`` nodes. PyTorch swaps them
+            into the root's module during the trace; tapelab swaps nothing, so each must record
+            by itself already: made by ``wrap``, or a tapelab function.
     """
 
     def __init__(self, autowrap_modules=(), autowrap_functions: tuple = (), param_shapes_constant: bool = False):
-        self._autowrap_functions = tuple(autowrap_functions)
+        for f in autowrap_functions:
+            if not getattr(f, "__fx_wrapped__", False) and not (getattr(f, "__module__", None) or "").startswith(PACKAGE):
+                raise TypeError(f"Tracer(autowrap_functions=...): {getattr(f, '__qualname__', f)!r} is not recorded "
+                                "by itself; decorate it with @tapelab.fx.wrap (tapelab swaps no names while tracing)")
         self.param_shapes_constant = param_shapes_constant
         self.graph: Graph | None = None
         self.root: Module | None = None
@@ -237,10 +191,7 @@ class Tracer(TracerBase):
         args = self.create_args_for_root(fn, isinstance(root, Module), concrete_args or {})
         if isinstance(root, Module):
             args = [root, *args]
-        extra = [getattr(fn, "__globals__", {})]
-        with _intercepting(self, extra) as swaps:
-            for f in self._autowrap_functions:
-                swaps.setitem(fn.__globals__, f.__name__, _Recording(f))
+        with _intercepting(self):
             result = fn(*args)
         self.create_node("output", "output", (self.create_arg(result),), {})
         return self.graph

@@ -216,7 +216,7 @@ class Transformer(Interpreter):
     def transform(self) -> GraphModule:
         """Run the transformation and return the new ``GraphModule``."""
         from ._symbolic_trace import _intercepting
-        with _intercepting(self.tracer, []):
+        with _intercepting(self.tracer):
             result = self.run()
         self.new_graph.output(self.tracer.create_arg(result))
         return GraphModule(self.module, self.new_graph)

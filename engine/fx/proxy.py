@@ -6,13 +6,13 @@ target, every method call (``x.relu()``) a ``call_method`` node, and a bare attr
 (``x.shape``) a ``call_function`` node on ``getattr``. Each returns a new Proxy, so the
 trace continues.
 
-A Proxy is not a Tensor, and tapelab's functions are plain Python functions with no
-``__torch_function__`` protocol. Calls such as ``tapelab.relu(p)`` and
-``tapelab.nn.functional.relu(p)`` are therefore caught one level up: while a trace runs,
-the public functions of ``tapelab`` and ``tapelab.nn.functional`` are swapped for
-wrappers that record a ``call_function`` node when any argument holds a Proxy (see
-``_symbolic_trace``). The dispatcher is the safety net: a primitive that still receives
-a Proxy (a function bound under another name) raises ``TraceError`` naming the op.
+A Proxy is not a Tensor, but it takes part in the ``__torch_function__`` protocol as
+``torch.fx.Proxy`` does: while a trace runs, ``Proxy`` is registered with
+``overrides.taking_part``, so ``tapelab.relu(p)`` reaches the dispatcher, which hands the op to
+``Proxy.__torch_function__``; that records one ``call_function`` node whose target is the op's
+public function (``tapelab.relu``, ``tapelab.nn.functional.gelu``), however the caller named
+it. Composite public functions (``F.cross_entropy``) check for tensor-likes at their entry and
+arrive here with themselves as the function, so they record as one node too.
 
 What a Proxy cannot do, because the value is unknown while tracing:
 
@@ -28,10 +28,13 @@ import dis
 import inspect
 import operator
 from bisect import bisect_left
+from typing import Callable
 
-from .node import Node
+from ..core.overrides import OpFunction
+from ._public import public_function
+from .node import Node, map_aggregate
 
-__all__ = ["Proxy", "Attribute", "TraceError", "TracerBase", "GraphAppendingTracer"]
+__all__ = ["Proxy", "Attribute", "TraceError", "TracerBase", "GraphAppendingTracer", "first_proxy"]
 
 
 class TraceError(ValueError):
@@ -49,7 +52,6 @@ class TracerBase:
                     type_expr=None) -> Node:
         """Add a node; inside a module traced through, ``meta["nn_module_stack"]`` maps each
         enclosing module's path to its class name, outermost first."""
-        target = getattr(target, "__fx_original__", target)   # the real function, never its stand-in
         node = self.graph.create_node(kind, target, args, kwargs, name, type_expr)
         if self.module_stack and kind not in ("placeholder", "output"):
             node.meta["nn_module_stack"] = dict(self.module_stack)
@@ -91,7 +93,47 @@ class GraphAppendingTracer(TracerBase):
         self.module_stack = []
 
 
-class Proxy:
+def first_proxy(args, kwargs) -> "Proxy | None":
+    """The first Proxy anywhere in ``args`` and ``kwargs`` (nested containers included), or None."""
+    found = []
+    map_aggregate((args, kwargs), lambda a: found.append(a) if isinstance(a, Proxy) else None)
+    return found[0] if found else None
+
+
+def _forward(op) -> Callable:
+    def method(self, other):
+        return self.tracer.create_proxy("call_function", op, (self, other), {})
+    return method
+
+
+def _reflected(op) -> Callable:
+    def method(self, other):
+        return self.tracer.create_proxy("call_function", op, (other, self), {})
+    return method
+
+
+def _unary(op) -> Callable:
+    def method(self):
+        return self.tracer.create_proxy("call_function", op, (self,), {})
+    return method
+
+
+def _operator(name: str):
+    return getattr(operator, name + "_" if name in ("and", "or") else name)
+
+
+_BINARY = ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "and", "or", "xor", "lshift",
+           "rshift")
+# Python's operators on a Proxy, each recording its ``operator`` function: a base class built from the
+# table, so no class is edited after it is made
+_Operators = type("_Operators", (), {
+    **{f"__{n}__": _forward(_operator(n)) for n in _BINARY + ("eq", "ne", "lt", "le", "gt", "ge", "getitem")},
+    **{f"__r{n}__": _reflected(_operator(n)) for n in _BINARY},
+    **{f"__{n}__": _unary(getattr(operator, n)) for n in ("neg", "pos", "invert", "abs")},
+})
+
+
+class Proxy(_Operators):
     """A symbolic value: wraps ``node`` of ``tracer.graph`` and records operations on it.
 
     Args:
@@ -134,6 +176,22 @@ class Proxy:
                          "loop or as a *args or **kwargs function argument. Iterate over a concrete value, "
                          "or trace with tapelab.fx.trace_from_tape, which specialises loops to an example")
 
+    @classmethod
+    def __torch_function__(cls, orig_method, types, args=(), kwargs=None) -> "Proxy":
+        """Record a call that reached a Proxy as a ``call_function`` node (``torch.fx.Proxy``'s
+        hook): an op from the dispatcher records its public function, a guarded composite itself.
+        (Tensor methods never get here: ``p.relu()`` is ``Proxy.__getattr__``'s ``call_method``;
+        and tapelab's ``Tensor.relu`` is the function ``tapelab.relu``, so no test could tell.)"""
+        kwargs = kwargs or {}
+        tracer = first_proxy(args, kwargs).tracer
+        if isinstance(orig_method, OpFunction):
+            op, orig_method = orig_method.op, public_function(orig_method.op)
+            if orig_method is None:
+                raise TraceError(f"op '{op.name}' received a Proxy, and tapelab has no public function of that "
+                                 "name to record: it was reached from a function that does not check for "
+                                 "Proxies; mark that function with tapelab.fx.wrap")
+        return tracer.create_proxy("call_function", orig_method, args, kwargs)
+
     def keys(self):
         return self.tracer.create_proxy("call_method", "keys", (self,), {})
 
@@ -158,25 +216,3 @@ class Attribute(Proxy):
 
     def __call__(self, *args, **kwargs) -> Proxy:
         return self.tracer.create_proxy("call_method", self.attr, (self.root,) + args, kwargs)
-
-
-def _binary(op):
-    def forward(self, other):
-        return self.tracer.create_proxy("call_function", op, (self, other), {})
-
-    def reflected(self, other):
-        return self.tracer.create_proxy("call_function", op, (other, self), {})
-    return forward, reflected
-
-
-for _name in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "and", "or", "xor",
-              "lshift", "rshift"):
-    _op = getattr(operator, _name + "_" if _name in ("and", "or") else _name)
-    _fwd, _ref = _binary(_op)
-    setattr(Proxy, f"__{_name}__", _fwd)
-    setattr(Proxy, f"__r{_name}__", _ref)
-for _name in ("eq", "ne", "lt", "le", "gt", "ge", "getitem"):
-    setattr(Proxy, f"__{_name}__", _binary(getattr(operator, _name))[0])
-for _name in ("neg", "pos", "invert", "abs"):
-    setattr(Proxy, f"__{_name}__", (lambda op: lambda self: self.tracer.create_proxy(
-        "call_function", op, (self,), {}))(getattr(operator, _name)))
