@@ -46,8 +46,11 @@ def gemm(xp, a, b, out=None):
     if (xp is not np or type(a) is not np.ndarray or type(b) is not np.ndarray      # cupy, a sparse COO operand
             or a.ndim < 2 or b.ndim < 2 or a.dtype != b.dtype or a.dtype not in _BLAS_DTYPES):
         return xp.matmul(a, b) if out is None else xp.matmul(a, b, out=out)
-    n_threads = runtime.intra_op_threads()
     m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
+    if a.ndim == b.ndim == 2 and (m < OWN_MIN_ROWS or k < OWN_MIN_K or n < OWN_MIN_COLS) and m * k * n < GEMM_PARALLEL_MIN:
+        # too small for our GEMM and for the pool: numpy's, without the ~1 us of choosing (a small Linear)
+        return np.matmul(a, b) if out is None else np.matmul(a, b, out=out)
+    n_threads = runtime.intra_op_threads()
     batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) if a.ndim > 2 or b.ndim > 2 else ()
     macs = math.prod(batch) * m * n * k
     if n_threads < 2 or macs < GEMM_PARALLEL_MIN or k != b.shape[-2]:
