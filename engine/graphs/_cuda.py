@@ -7,10 +7,11 @@ device) has produced the program, its steps run once inside ``stream.begin_captu
 kernels they would launch are recorded, not run, and ``Graph.replay()`` launches them
 (``graph.launch(stream)``). cupy (14) refuses cuBLAS calls during a capture, so the steps run
 there with their ``matmul``/``dot`` taken by a ``_gemm.GemmRoute`` (cuBLASLt on the capturing
-stream, a workspace allocated before the capture): the whole program is one graph. A call
-that is still refused (``einsum``, ``linalg``; every GEMM where no route is available, i.e.
-without nvmath-python) splits the capture: graphs for the runs of steps between such calls,
-which run eagerly between them (as vLLM's piecewise graphs run attention between graphs).
+stream, a workspace allocated before the capture): the whole program is one graph (an einsum
+of two operands is one GEMM too). A call that is still refused (an ``einsum`` of three or more
+operands, ``linalg``; every GEMM where no route is available, i.e. without nvmath-python) splits
+the capture: graphs for the runs of steps between such calls, which run eagerly between them
+(as vLLM's piecewise graphs run attention between graphs).
 
 cupy's memory pool is not capture-aware (cupy#9655): memory freed after capture goes back to
 the pool while the graph's kernels still read and write it. So every allocation made during

@@ -244,7 +244,8 @@ class Graph:
     @property
     def eager_steps(self) -> int:
         """Steps that ``replay()`` runs between CUDA graphs (calls cupy refuses in a capture: an
-        ``einsum``, or every matmul where no capture-legal GEMM route is installed)."""
+        ``einsum`` of three or more operands, or every matmul where no capture-legal GEMM route is
+        installed)."""
         return self._exec.eager_steps if self._exec is not None else 0
 
     @property

@@ -17,6 +17,7 @@ from ..kernels import gemm
 from ..core.creation import eye, ones, zeros
 from ..core.dispatch import apply
 from .conjugation import conj
+from .einsum_layout import bmm_plan, result_order
 from .movement import cat, narrow
 from ..core.registry import ALL, NONE, OTHERS, Op
 from ._util import Tensor, _wrap_dim, sum_to
@@ -221,7 +222,28 @@ def _einsum_fwd(xp, *arrays, eq):
         return in_float32(_einsum_fwd, xp, *arrays, eq=eq)
     # BLAS contraction paths only pay off on large operands; path search costs tens of µs
     big = len(arrays) > 2 or sum(a.size for a in arrays) > 4096
-    return xp.einsum(eq, *arrays, optimize=big)
+    plan = bmm_plan(eq, tuple(a.shape for a in arrays))
+    if plan is not None:
+        return _contract_by_bmm(xp, arrays, plan)
+    order = result_order(eq, tuple(a.shape for a in arrays), tuple(tuple(s // a.itemsize for s in a.strides) for a in arrays))
+    if not order:
+        return xp.einsum(eq, *arrays, optimize=big)
+    # PyTorch's memory layout: contract into that order, then permute back (a view)
+    ins, out = eq.split("->")
+    res = xp.ascontiguousarray(xp.einsum(f"{ins}->{''.join(out[i] for i in order)}", *arrays, optimize=big))
+    return res.transpose(tuple(order.index(i) for i in range(len(order))))
+
+
+def _contract_by_bmm(xp, arrays, plan):
+    """Two operands contracted as ATen does: one batched GEMM (the operands permuted and flattened
+    to its three dims), whose result permuted back is the output in PyTorch's layout."""
+    order, *sides, shape, back = plan
+    mats = []
+    for x, (alone, squeezed, perm, shape3) in zip((arrays[order[0]], arrays[order[1]]), sides):
+        if alone:
+            x = x.sum(axis=alone, dtype=x.dtype)
+        mats.append(x.reshape(squeezed).transpose(perm).reshape(shape3))
+    return gemm(xp, *mats).reshape(shape).transpose(back)
 
 
 def _einsum_vjp(g, out, *operands, eq):

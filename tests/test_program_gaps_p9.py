@@ -1,0 +1,84 @@
+"""Gaps found by running research-model repositories unchanged under ``install_aliases()`` and diffing
+what they print against real torch: lucidrains' vit-pytorch (ViT, DeepViT, CaiT, ... from its README),
+vector-quantize-pytorch and denoising-diffusion-pytorch, bentrevett's pytorch-seq2seq notebooks as
+scripts, karpathy's makemore (every model type) and small labml.ai modules. Each test states the
+behaviour on its own, with both torch and tapelab imported, and compares real values."""
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+import torch
+
+import tapelab
+
+
+# ---------------------------------------------------------------- einsum's result layout
+# DeepViT's re-attention ('b h i j, h g -> b g i j') and attention products ('b h i d, b h j d ->
+# b h i j') return ATen's layouts; a dropout mask is drawn in memory order and ``.view`` needs
+# compatible strides, so numpy's contraction layouts changed the masks and refused views.
+def _nontrivial_strides(t) -> list:
+    return [s for s, n in zip(t.stride(), t.shape) if n > 1]
+
+
+@pytest.mark.parametrize("eq, shapes", [
+    ("bhid,bhjd->bhij", [(2, 4, 17, 32), (2, 4, 17, 32)]),
+    ("bhij,hg->bgij", [(2, 4, 17, 17), (4, 4)]),
+    ("bij,bjk->bik", [(3, 40, 50), (3, 50, 60)]),
+    ("ij,jk->ki", [(4, 5), (5, 6)]),
+    ("bij,bjk->kbi", [(6, 3, 4), (6, 4, 5)]),
+    ("ij,jkl->lik", [(3, 4), (4, 5, 6)]),
+    ("bnd,md->bnm", [(4, 30, 40), (50, 40)]),
+    ("i,j->ij", [(70,), (80,)]),
+    ("age,def->adfeg", [(5, 3, 2), (5, 2, 2)]),
+    ("bdgf,ab,cfb->gdfbca", [(5, 3, 1, 5), (2, 1), (1, 5, 5)]),
+    ("...ij,...jk->...ik", [(2, 3, 40, 50), (2, 3, 50, 60)]),
+])
+def test_einsum_result_layout_matches_torch(eq, shapes):
+    rs = np.random.RandomState(0)
+    arrays = [rs.standard_normal(s).astype(np.float32) for s in shapes]
+    want = torch.einsum(eq, *[torch.tensor(a) for a in arrays])
+    got = tapelab.einsum(eq, *[tapelab.tensor(a) for a in arrays])
+    assert _nontrivial_strides(got) == _nontrivial_strides(want)
+    assert got.is_contiguous() == want.is_contiguous()
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_einsum_layout_random_equations_match_torch():
+    rnd = random.Random(1)
+    rs = np.random.RandomState(1)
+    for _ in range(400):
+        sizes = {c: rnd.choice([1, 2, 3, 4]) for c in "abcdefg"}
+        subs = ["".join(rnd.sample("abcdefg", rnd.randint(1, 4))) for _ in range(rnd.choice([2, 2, 3, 4]))]
+        labels = sorted(set("".join(subs)))
+        eq = ",".join(subs) + "->" + "".join(rnd.sample(labels, rnd.randint(0, len(labels))))
+        arrays = [rs.rand(*[sizes[c] if rnd.random() > 0.15 else 1 for c in s]).astype(np.float32) for s in subs]
+        try:
+            want = torch.einsum(eq, *[torch.tensor(a) for a in arrays])
+        except RuntimeError:    # sizes that do not broadcast
+            continue
+        got = tapelab.einsum(eq, *[tapelab.tensor(a) for a in arrays])
+        assert _nontrivial_strides(got) == _nontrivial_strides(want), eq
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("m", [torch, tapelab], ids=["torch", "tapelab"])
+def test_einsum_result_views_as_torch(m):
+    q, k = m.ones(2, 4, 17, 32), m.ones(2, 4, 17, 32)
+    assert m.einsum("bhid,bhjd->bhij", q, k).view(2, -1).shape == (2, 4 * 17 * 17)
+    with pytest.raises(RuntimeError, match="view size is not compatible"):
+        m.einsum("bhij,hg->bgij", m.ones(2, 4, 17, 17), m.ones(4, 4)).view(2, -1)
+
+
+def test_dropout_after_einsum_attention_draws_torch_mask():
+    """DeepViT's attention: softmax of an einsum product, then dropout (mask in memory order)."""
+    out = {}
+    for m in (torch, tapelab):
+        m.manual_seed(0)
+        q, k = m.randn(2, 4, 17, 32), m.randn(2, 4, 17, 32)
+        attn = m.nn.functional.dropout(m.einsum("bhid,bhjd->bhij", q, k).softmax(-1), 0.1, True)
+        mixed = m.einsum("bhij,hg->bgij", attn, m.randn(4, 4))
+        out[m] = (attn.numpy(), m.nn.functional.dropout(mixed, 0.5, True).numpy())
+    for got, want in zip(out[tapelab], out[torch]):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
