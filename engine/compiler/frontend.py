@@ -208,7 +208,7 @@ class CompiledFunction:
             raise Unsupported(f"tapelab.compile(fullgraph=True): {self.__name__}: {reason}")
         return self.fn(*args, **kwargs)
 
-    def _step(self, gm, flat: tuple) -> tuple:
+    def _step(self, gm, flat: tuple, result) -> tuple:
         """``(step.Step, None)``: the call as one autograd node (default mode, fused, grad mode on),
         else ``(None, why not)``. Built from the traced graph before it is lowered."""
         if callable(self.backend) or self.backend == "eager" or not self.options.get("fuse", True):
@@ -219,7 +219,7 @@ class CompiledFunction:
             return None, "one-node step: grad mode is off (nothing to differentiate)"
         try:
             name = type(self.module).__name__ if self.module is not None else self.__name__
-            return _step.build(gm, flat, name, backend=self.options.get("kernels", "auto")), None
+            return _step.build(gm, flat, result, name, backend=self.options.get("kernels", "auto")), None
         except _step.Unbuildable as e:
             return None, str(e)
 
@@ -258,7 +258,7 @@ class CompiledFunction:
             return _Entry(guards, reason=reason, times=times), out
         t1 = time.perf_counter()
         k0 = _fused.STATS["kernel_seconds"]
-        step, step_reason = self._step(gm, flat)
+        step, step_reason = self._step(gm, flat, out)
         if step is not None:
             times["step"] = time.perf_counter() - t1
             t1 = time.perf_counter()

@@ -127,9 +127,10 @@ class Step:
         return tuple(next(got) if t.requires_grad else None for t in inputs)
 
 
-def build(gm: GraphModule, flat: tuple, name: str, backend: str = "auto") -> Step:
+def build(gm: GraphModule, flat: tuple, result, name: str, backend: str = "auto") -> Step:
     """The one-node step of the traced graph ``gm`` called on ``flat`` (run once more, forward and
-    backward, while the joint graph is recorded); raises ``Unbuildable`` with the reason. Call it
+    backward, while the joint graph is recorded; ``result`` is the traced call's own, whose shape the
+    output's gradient takes); raises ``Unbuildable`` with the reason. Call it
     before ``fused.lower(gm)``: the step runs the lowered ``gm`` while a mode watches and for
     ``create_graph=True``."""
     _check_forward(gm, flat)
@@ -138,11 +139,12 @@ def build(gm: GraphModule, flat: tuple, name: str, backend: str = "auto") -> Ste
     leaves = [flat[i] for i in tensor_at] + attrs
     if not any(t.requires_grad for t in leaves):
         raise Unbuildable("one-node step: nothing requires a gradient")
-    joint, out = _joint(gm, flat, leaves)
+    joint = _joint(gm, flat, result, leaves)
     step_fwd, step_bwd = _split(joint, len(flat), tensor_at)
-    metas = _metas(joint, flat, out)
-    fwd_gm = _lowered(joint, step_fwd, metas, backend)
-    bwd_gm = _lowered(joint, step_bwd, metas, backend)
+    fwd_gm = _lowered(joint, step_fwd, [flat[i] for i in tensor_at], backend)
+    out_meta, *saved_metas = _output_metas(fwd_gm)
+    bwd_gm = _lowered(joint, step_bwd, [out_meta, *saved_metas, *[_fused._meta(flat[i]) for i in tensor_at]],
+                      backend)
     members = [_label(n) for n in fwd_gm.graph.nodes if n.op == "call_function" and n.target is not operator.getitem]
     reads_output = step_fwd[2][0] in step_fwd[2][1:]
     return Step(name, gm, tuple(flat), members, _generate(fwd_gm, "step_forward"), _generate(bwd_gm, "step_backward"),
@@ -199,11 +201,13 @@ def _fetch(gm, path: str):
     return obj
 
 
-def _joint(gm, flat: tuple, leaves: list):
-    """The forward and backward recorded together, and the forward's result: placeholders ``flat``
-    then the output's gradient, the output ``(out, grad of each leaf or None)``, the attributes as
-    constants (the same tensors). The trace differentiates hook-free aliases of the leaves (a hook
-    must neither run at compile time nor be baked into the graph: the engine runs it each step)."""
+def _joint(gm, flat: tuple, result, leaves: list):
+    """The forward and backward recorded together: placeholders ``flat`` then the output's gradient,
+    the output ``(out, grad of each leaf or None)``, the attributes as constants (the same tensors).
+    The trace differentiates hook-free aliases of the leaves (a hook must neither run at compile
+    time nor be baked into the graph: the engine runs it each step)."""
+    if not isinstance(result, Tensor) or not result.requires_grad or np.dtype(result.dtype.np) not in _FLOATS:
+        raise Unbuildable("one-node step: the result is not one floating tensor that requires grad")
     alias = {id(t): t.detach().requires_grad_(t.requires_grad) for t in leaves}
     real = {id(a): t for t, a in ((t, alias[id(t)]) for t in leaves)}
     args = [alias.get(id(a), a) if isinstance(a, Tensor) else a for a in flat]
@@ -214,13 +218,7 @@ def _joint(gm, flat: tuple, leaves: list):
         with enable_grad():
             out = _Aliased(gm, alias).run(*inputs)
         return (out, *_autograd_grad(out, need, g, allow_unused=True))
-    with enable_grad():
-        probe = _Aliased(gm, alias).run(*args)
-    if not isinstance(probe, Tensor) or not probe.requires_grad or np.dtype(probe.dtype.np) not in _FLOATS:
-        raise Unbuildable("one-node step: the result is not one floating tensor that requires grad")
-    g = ones(tuple(probe.shape), dtype=probe.dtype)
-    out = probe.detach()
-    del probe
+    g = ones(tuple(result.shape), dtype=result.dtype)
     joint_gm = trace_from_tape(joint, *args, g, announce=False)
     for n in joint_gm.graph.nodes:
         if n.op == "get_attr":
@@ -234,7 +232,7 @@ def _joint(gm, flat: tuple, leaves: list):
     vals = list(output.args[0])
     got = iter(vals[1:])
     output.args = ((vals[0], *[next(got) if t.requires_grad else None for t in leaves]),)
-    return joint_gm, out
+    return joint_gm
 
 
 class _Aliased(Interpreter):
@@ -283,14 +281,9 @@ def _ancestors(roots: list) -> set:
     return seen
 
 
-def _metas(joint, flat: tuple, out: Tensor) -> dict:
-    """node -> its meta tensor (shape, dtype, requires_grad), propagated without computing."""
-    _fused._MetaShapeProp(joint).propagate(*[_fused._meta(a) for a in flat], _fused._meta(out))
-    return {n: n.meta.get("tensor_meta") for n in joint.graph.nodes}
-
-
-def _lowered(joint, part: tuple, metas: dict, backend: str) -> GraphModule:
-    """One half of the joint graph as its own GraphModule, its elementwise groups fused."""
+def _lowered(joint, part: tuple, examples: list, backend: str) -> GraphModule:
+    """One half of the joint graph as its own GraphModule, its elementwise groups fused (``lower``
+    propagates the examples' shapes through it: each node's ``tensor_meta``)."""
     inputs, nodes, outputs = part
     graph = Graph()
     env: dict = {}
@@ -308,27 +301,29 @@ def _lowered(joint, part: tuple, metas: dict, backend: str) -> GraphModule:
         if isinstance(o, Node) and o not in env and o.op == "get_attr":
             env[o] = graph.get_attr(o.target)
     graph.output(tuple(env[o] if isinstance(o, Node) else None for o in outputs))
-    gm = GraphModule(joint, graph, "step")
-    examples = [_example(metas[n]) for n in inputs]
-    for n in nodes:
-        _check_operands(n, metas)
-    return _fused.lower(gm, examples, differentiable=False, backend=backend, on_cpu=True)
+    gm = _fused.lower(GraphModule(joint, graph, "step"), examples, differentiable=False, backend=backend, on_cpu=True)
+    for n in gm.graph.nodes:
+        _check_operands(n)
+    return gm
 
 
-def _example(meta):
-    return _fused.empty(tuple(meta.shape), dtype=meta.dtype, device="meta")
+def _output_metas(gm: GraphModule) -> list:
+    """The meta tensors of a lowered graph's outputs (the forward half's: the backward's examples)."""
+    return [_fused.empty(tuple(m.shape), dtype=m.dtype, device="meta")
+            for m in (o.meta["tensor_meta"] for o in gm.graph.output_node().args[0])]
 
 
-def _check_operands(n: Node, metas: dict) -> None:
+def _check_operands(n: Node) -> None:
     """``Unbuildable`` when the dispatcher would promote or convert an operand of ``n`` (the generated
-    code hands arrays and numbers to the forward as they are)."""
-    if n.op != "call_function" or n.target in (operator.getitem, guard_inputs):
+    code hands arrays and numbers to the forward as they are; a fused kernel takes its own dtypes)."""
+    if n.op != "call_function" or n.target in (operator.getitem, guard_inputs) or isinstance(
+            n.target, (FusedCall, _PoolCall)):
         return
     op = REGISTRY[op_name(n)]
     dts = []
     for a in (*n.args, *n.kwargs.values()):
         if isinstance(a, Node):
-            m = metas.get(a)
+            m = a.meta.get("tensor_meta")
             if m is None or type(m) is tuple:
                 continue
             dts.append(np.dtype(m.dtype.np))
