@@ -128,6 +128,20 @@ def test_wrap_by_name_needs_the_function_defined_above_it():
     assert namespace["f"].__wrapped__.__name__ == "f"      # bound once, at module scope
 
 
+def test_wrap_of_a_builtin_by_name_records_the_builtin():
+    namespace = {"__name__": "m"}
+    exec("import tapelab\ntapelab.fx.wrap('len')\ndef f(x):\n    return x * len(x)\n", namespace)
+    gm = fx.symbolic_trace(namespace["f"])
+    assert _calls(gm) == [("call_function", len), ("call_function", operator.mul)]
+    assert gm(tapelab.ones(3)).tolist() == [3.0, 3.0, 3.0]
+
+
+def test_autowrap_functions_must_record_by_themselves():
+    with pytest.raises(TypeError, match="decorate it with @tapelab.fx.wrap"):
+        fx.Tracer(autowrap_functions=(lambda x: x,))
+    fx.Tracer(autowrap_functions=(_scaled_max, tapelab.relu))
+
+
 def test_an_op_reached_with_the_protocol_off_names_the_op():
     def f(x):
         with tapelab.overrides.DisableTorchFunction():

@@ -44,6 +44,7 @@ import builtins
 import contextlib
 import functools
 import inspect
+import types
 from typing import Any, Callable
 
 from ..base import events
@@ -96,8 +97,8 @@ def wrap(fn_or_name: str | Callable):
 
 
 def _recording(fn: Callable) -> Callable:
-    """``fn`` as a wrapper that records a ``call_function`` node (target: the wrapper, the name
-    the caller now uses) when an argument holds a Proxy."""
+    """``fn`` as a wrapper that records a ``call_function`` node when an argument holds a Proxy;
+    the target is the wrapper (the name the caller now uses), or a builtin itself (``len``)."""
     if getattr(fn, "__fx_wrapped__", False):
         return fn
 
@@ -106,15 +107,17 @@ def _recording(fn: Callable) -> Callable:
         if STATE.functions is not None:   # None whenever nobody traces (nor takes part otherwise)
             proxy = first_proxy(args, kwargs)
             if proxy is not None:
-                return proxy.tracer.create_proxy("call_function", recording, args, kwargs)
+                return proxy.tracer.create_proxy("call_function", target, args, kwargs)
         return fn(*args, **kwargs)
+    target = fn if isinstance(fn, types.BuiltinFunctionType) else recording
     recording.__fx_wrapped__ = True
     return recording
 
 
 class _TracingMode(Mode):
     """The dispatcher mode active during a trace: module calls go to the tracer's
-    ``call_module``; ops run eagerly on real tensors and refuse Proxies."""
+    ``call_module``; ops on real tensors run eagerly. (Ops on Proxies were recorded by the
+    protocol before the mode; one that gets here had it switched off and is refused.)"""
 
     def __init__(self, tracer: "Tracer"):
         self.tracer = tracer
