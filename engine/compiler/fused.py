@@ -352,13 +352,14 @@ def _ancestors(node, group: set) -> list:
 
 
 def lower(gm: GraphModule, example_args: list, *, differentiable: bool = True, backend: str = "auto",
-          on_cpu: bool | None = None):
+          on_cpu: bool | None = None, prepare: bool = True):
     """Replace each fusible group of ``gm`` by one ``FusedOp`` call; returns ``gm`` recompiled.
 
     With ``differentiable`` each value that leaves a group gets its own single-output kernel
     (recomputing shared members: one autograd node per output); without, one kernel with
     several outputs computes the whole group. ``on_cpu`` (default: every example is a cpu tensor)
-    builds the cpu kernels now."""
+    builds the cpu kernels now. ``prepare``: build each kernel and trace each group's backward now
+    (else at first use: a graph that runs only where the one-node step cannot, ``step.py``)."""
     if on_cpu is None:
         on_cpu = all(_on_cpu(a) for a in example_args)
     try:
@@ -371,7 +372,7 @@ def lower(gm: GraphModule, example_args: list, *, differentiable: bool = True, b
             graph.erase_node(node)
     if on_cpu:
         pool.fuse_relu_pool(gm)          # before grouping: the relu is the pool's, not an elementwise group's
-    fused = []
+    fused, deferred = [], []
     for group in elementwise_groups(gm, fusible=_fusible, min_size=1, merge_siblings=True):
         gset = set(group)
         escaping = [m for m in group if any(u not in gset for u in m.users)]
@@ -413,16 +414,28 @@ def lower(gm: GraphModule, example_args: list, *, differentiable: bool = True, b
                     item.meta["tensor_meta"] = o.meta["tensor_meta"]
                     o.replace_all_uses_with(item)
                     item.args = (call, j)
-            if on_cpu:
-                op._runner("cpu")              # built now, so compile time is spent at compile time
-            if differentiable:
-                op.prepare_backward(tuple(bool(n.meta["tensor_meta"].requires_grad) for n in inputs), on_cpu)
+            needs = tuple(bool(n.meta["tensor_meta"].requires_grad) for n in inputs) if differentiable else None
+            deferred.append((op, needs, on_cpu))
             fused.append(op)
         graph.eliminate_dead_code()
     _toposort(graph)
     gm.recompile()
     gm.fused_ops = fused
+    gm.deferred = deferred
+    if prepare:
+        prepare_kernels(gm)
     return gm
+
+
+def prepare_kernels(gm: GraphModule) -> None:
+    """Build the lowered graph's cpu kernels and trace its groups' backwards now (``lower`` does,
+    unless told not to), so compile time is spent at compile time."""
+    for op, needs, on_cpu in gm.deferred:
+        if on_cpu:
+            op._runner("cpu")
+        if needs is not None:
+            op.prepare_backward(needs, on_cpu)
+    gm.deferred = []
 
 
 def _fold_expands(gm: GraphModule, example_args: list) -> None:
