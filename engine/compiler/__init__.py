@@ -3,7 +3,9 @@
 ``compile`` traces a module or function under guards (``frontend``), partitions the graph's
 elementwise groups (``fx.passes.fusion``), and turns each group, forward and backward, into
 one kernel (``fused``): a numba loop on cpu (``cpu``, with float32 ``fastmath``), a cupy
-ElementwiseKernel on cuda (``cuda``). ``explain`` reports graphs, guards, breaks and times.
+ElementwiseKernel on cuda (``cuda``). On cpu a call whose graph is all declared ops then runs as
+one autograd node (``step``: a generated forward over arrays and one traced joint backward).
+``explain`` reports graphs, guards, breaks, whether the call is one node, and times.
 """
 from __future__ import annotations
 
