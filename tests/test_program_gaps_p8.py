@@ -3,7 +3,9 @@ they print against real torch: yunjey's pytorch-tutorial (basics, CNN/RNN/BiRNN/
 CIFAR-10, the LSTM language model with ``multinomial`` sampling, GAN, VAE, neural style transfer, image
 captioning's train and sample) and d2l-en's torch library driven by its chapter programs (linear
 regression and weight decay, softmax regression, MLPs with dropout, LeNet, RNN/GRU language models,
-attention and the Transformer encoder). Each test states the behaviour on its own, with both torch and
+attention and the Transformer encoder), and pytorch/tutorials' beginner scripts that need no download
+(the 60-minute blitz's neural networks, autograd and tensor quickstarts, build-model, a custom
+``autograd.Function``, the dynamic net). Each test states the behaviour on its own, with both torch and
 tapelab imported, and compares real values."""
 from __future__ import annotations
 
