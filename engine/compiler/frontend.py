@@ -3,8 +3,9 @@
 A call computes its guard key (each tensor input's shape, dtype, device and requires_grad,
 each Python value, the grad mode, the module's training flag). A key seen before runs its
 entry; a new one traces the call with ``trace_from_tape`` (a real eager run, whose result is
-returned: the compiled graph runs from the next call), lowers the graph's fusible groups into
-kernels (``fused.lower``) and stores the entry. A host read during the trace (``.item()``,
+returned: the compiled graph runs from the next call), builds the call as one autograd node where
+its graph is all declared ops (``step.build``, from the traced graph; ``entry.step_reason`` says why
+not), lowers the graph's fusible groups into kernels (``fused.lower``) and stores the entry. A host read during the trace (``.item()``,
 ``bool(t)``, ``print``: data-dependent Python), an in-place write the graph does not write back
 (through a view; inputs and buffers such as BatchNorm's running statistics it writes back itself)
 or a recurrence the trace unrolled (the tracer keeps an ``nn.LSTM``/``nn.GRU`` layer as its
