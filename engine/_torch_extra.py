@@ -499,10 +499,9 @@ def _window(name: str, length: int, periodic: bool, dtype, device, requires_grad
 @_public
 def hann_window(window_length: int, periodic: bool = True, *, dtype=None, layout=None, device=None,
                 requires_grad: bool = False, pin_memory: bool = False) -> Tensor:
-    if _DISPATCH.functions is not None and has_tensor_like((dtype, layout, device)):
-        return handle_torch_function(hann_window, (dtype, layout, device), window_length, periodic=periodic,
-                                     dtype=dtype, layout=layout, device=device, requires_grad=requires_grad,
-                                     pin_memory=pin_memory)
+    if _DISPATCH.functions is not None and has_tensor_like((window_length,)):
+        return handle_torch_function(hann_window, (window_length,), window_length, periodic=periodic, dtype=dtype,
+                                     layout=layout, device=device, requires_grad=requires_grad, pin_memory=pin_memory)
     return _window("hann_window", window_length, periodic, dtype, device, requires_grad,
                    lambda k, n: 0.5 - 0.5 * np.cos(2 * np.pi * k / (n - 1)))
 
@@ -510,9 +509,9 @@ def hann_window(window_length: int, periodic: bool = True, *, dtype=None, layout
 @_public
 def hamming_window(window_length: int, periodic: bool = True, alpha: float = 0.54, beta: float = 0.46, *, dtype=None,
                    layout=None, device=None, requires_grad: bool = False, pin_memory: bool = False) -> Tensor:
-    if _DISPATCH.functions is not None and has_tensor_like((dtype, layout, device)):
-        return handle_torch_function(hamming_window, (dtype, layout, device), window_length, periodic=periodic,
-                                     alpha=alpha, beta=beta, dtype=dtype, layout=layout, device=device,
+    if _DISPATCH.functions is not None and has_tensor_like((window_length,)):
+        return handle_torch_function(hamming_window, (window_length,), window_length, periodic=periodic, alpha=alpha,
+                                     beta=beta, dtype=dtype, layout=layout, device=device,
                                      requires_grad=requires_grad, pin_memory=pin_memory)
     return _window("hamming_window", window_length, periodic, dtype, device, requires_grad,
                    lambda k, n: alpha - beta * np.cos(2 * np.pi * k / (n - 1)))
@@ -521,10 +520,9 @@ def hamming_window(window_length: int, periodic: bool = True, alpha: float = 0.5
 @_public
 def blackman_window(window_length: int, periodic: bool = True, *, dtype=None, layout=None, device=None,
                     requires_grad: bool = False, pin_memory: bool = False) -> Tensor:
-    if _DISPATCH.functions is not None and has_tensor_like((dtype, layout, device)):
-        return handle_torch_function(blackman_window, (dtype, layout, device), window_length, periodic=periodic,
-                                     dtype=dtype, layout=layout, device=device, requires_grad=requires_grad,
-                                     pin_memory=pin_memory)
+    if _DISPATCH.functions is not None and has_tensor_like((window_length,)):
+        return handle_torch_function(blackman_window, (window_length,), window_length, periodic=periodic, dtype=dtype,
+                                     layout=layout, device=device, requires_grad=requires_grad, pin_memory=pin_memory)
     return _window("blackman_window", window_length, periodic, dtype, device, requires_grad,
                    lambda k, n: 0.42 - 0.5 * np.cos(2 * np.pi * k / (n - 1)) + 0.08 * np.cos(4 * np.pi * k / (n - 1)))
 
@@ -532,10 +530,9 @@ def blackman_window(window_length: int, periodic: bool = True, *, dtype=None, la
 @_public
 def bartlett_window(window_length: int, periodic: bool = True, *, dtype=None, layout=None, device=None,
                     requires_grad: bool = False, pin_memory: bool = False) -> Tensor:
-    if _DISPATCH.functions is not None and has_tensor_like((dtype, layout, device)):
-        return handle_torch_function(bartlett_window, (dtype, layout, device), window_length, periodic=periodic,
-                                     dtype=dtype, layout=layout, device=device, requires_grad=requires_grad,
-                                     pin_memory=pin_memory)
+    if _DISPATCH.functions is not None and has_tensor_like((window_length,)):
+        return handle_torch_function(bartlett_window, (window_length,), window_length, periodic=periodic, dtype=dtype,
+                                     layout=layout, device=device, requires_grad=requires_grad, pin_memory=pin_memory)
     return _window("bartlett_window", window_length, periodic, dtype, device, requires_grad,
                    lambda k, n: 1 - np.abs(2 * k / (n - 1) - 1))
 
@@ -543,10 +540,10 @@ def bartlett_window(window_length: int, periodic: bool = True, *, dtype=None, la
 @_public
 def kaiser_window(window_length: int, periodic: bool = True, beta: float = 12.0, *, dtype=None, layout=None,
                   device=None, requires_grad: bool = False, pin_memory: bool = False) -> Tensor:
-    if _DISPATCH.functions is not None and has_tensor_like((dtype, layout, device)):
-        return handle_torch_function(kaiser_window, (dtype, layout, device), window_length, periodic=periodic,
-                                     beta=beta, dtype=dtype, layout=layout, device=device,
-                                     requires_grad=requires_grad, pin_memory=pin_memory)
+    if _DISPATCH.functions is not None and has_tensor_like((window_length,)):
+        return handle_torch_function(kaiser_window, (window_length,), window_length, periodic=periodic, beta=beta,
+                                     dtype=dtype, layout=layout, device=device, requires_grad=requires_grad,
+                                     pin_memory=pin_memory)
     return _window("kaiser_window", window_length, periodic, dtype, device, requires_grad,
                    lambda k, n: np.i0(beta * np.sqrt(np.clip(1 - (2 * k / (n - 1) - 1) ** 2, 0, None))) / np.i0(beta))
 
@@ -554,10 +551,9 @@ def kaiser_window(window_length: int, periodic: bool = True, beta: float = 12.0,
 @_public
 def range(start=0, end=None, step=1, *, dtype=None, layout=None, device=None, requires_grad: bool = False) -> Tensor:
     """``[start, end]`` *inclusive* in steps (deprecated in PyTorch, which warns; default dtype float)."""
-    if _DISPATCH.functions is not None and has_tensor_like((start, end, step, dtype, layout, device)):
-        return handle_torch_function(range, (start, end, step, dtype, layout, device), start=start, end=end,
-                                     step=step, dtype=dtype, layout=layout, device=device,
-                                     requires_grad=requires_grad)
+    if _DISPATCH.functions is not None and has_tensor_like((start, end, step)):
+        return handle_torch_function(range, (start, end, step), start=start, end=end, step=step, dtype=dtype,
+                                     layout=layout, device=device, requires_grad=requires_grad)
     warnings.warn("torch.range is deprecated and will be removed in a future release because its behavior is "
                   "inconsistent with Python's range builtin. Instead, use torch.arange, which produces values in "
                   "[start, end).", UserWarning, stacklevel=2)

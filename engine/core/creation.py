@@ -62,8 +62,8 @@ def _warn_copy_construct(data, call: str) -> None:
 
 def as_tensor(data, dtype=None, device=None) -> Tensor:
     """Share memory with ``data`` where possible (numpy arrays, tensors)."""
-    if _DISPATCH.functions is not None and has_tensor_like((data, dtype, device)):
-        return handle_torch_function(as_tensor, (data, dtype, device), data, dtype=dtype, device=device)
+    if _DISPATCH.functions is not None and has_tensor_like((data,)):
+        return handle_torch_function(as_tensor, (data,), data, dtype=dtype, device=device)
     dtype = _dtype.canonical(dtype)
     if isinstance(data, Tensor):
         return data.to(*(a for a in (device, dtype) if a is not None))
@@ -173,9 +173,9 @@ def empty_strided(size, stride, *, dtype=None, device=None, requires_grad: bool 
                   layout=None, pin_memory: bool = False) -> Tensor:
     """An uninitialised tensor of ``size`` (tapelab's tensors are laid out densely: ``stride`` is
     accepted, the result is contiguous)."""
-    if _DISPATCH.functions is not None and has_tensor_like((size, stride, dtype, device, layout)):
-        return handle_torch_function(empty_strided, (size, stride, dtype, device, layout), size, stride, dtype=dtype,
-                                     device=device, requires_grad=requires_grad, layout=layout, pin_memory=pin_memory)
+    if _DISPATCH.functions is not None and has_tensor_like((size, stride)):
+        return handle_torch_function(empty_strided, (size, stride), size, stride, dtype=dtype, device=device,
+                                     requires_grad=requires_grad, layout=layout, pin_memory=pin_memory)
     _strided("empty_strided", layout)
     return empty(*size, dtype=dtype, device=device, requires_grad=requires_grad)
 
@@ -191,9 +191,9 @@ def full(size, fill_value, *, dtype=None, device=None, requires_grad: bool = Fal
 
 def scalar_tensor(s, *, dtype=None, device=None, requires_grad: bool = False,
                   layout=None, pin_memory: bool = False) -> Tensor:
-    if _DISPATCH.functions is not None and has_tensor_like((s, dtype, device, layout)):
-        return handle_torch_function(scalar_tensor, (s, dtype, device, layout), s, dtype=dtype, device=device,
-                                     requires_grad=requires_grad, layout=layout, pin_memory=pin_memory)
+    if _DISPATCH.functions is not None and has_tensor_like((s,)):
+        return handle_torch_function(scalar_tensor, (s,), s, dtype=dtype, device=device, requires_grad=requires_grad,
+                                     layout=layout, pin_memory=pin_memory)
     _strided("scalar_tensor", layout)
     return full((), s, dtype=dtype or get_default_dtype(), device=device, requires_grad=requires_grad)
 
@@ -350,10 +350,10 @@ def _laid_out_like(input, size, dt, dev) -> Tensor | None:
 
 def rand_like(input, *, dtype=None, device=None, requires_grad: bool = False, generator=None,
               layout=None, pin_memory: bool = False, memory_format=None) -> Tensor:
-    if _DISPATCH.functions is not None and has_tensor_like((input, dtype, device, generator, layout, memory_format)):
-        return handle_torch_function(rand_like, (input, dtype, device, generator, layout, memory_format), input,
-                                     dtype=dtype, device=device, requires_grad=requires_grad, generator=generator,
-                                     layout=layout, pin_memory=pin_memory, memory_format=memory_format)
+    if _DISPATCH.functions is not None and has_tensor_like((input,)):
+        return handle_torch_function(rand_like, (input,), input, dtype=dtype, device=device,
+                                     requires_grad=requires_grad, generator=generator, layout=layout,
+                                     pin_memory=pin_memory, memory_format=memory_format)
     _strided("rand_like", layout)
     size, dt, dev = _like(input, dtype, device)
     laid = _laid_out_like(input, size, dt, dev)
@@ -364,10 +364,10 @@ def rand_like(input, *, dtype=None, device=None, requires_grad: bool = False, ge
 
 def randn_like(input, *, dtype=None, device=None, requires_grad: bool = False, generator=None,
                layout=None, pin_memory: bool = False, memory_format=None) -> Tensor:
-    if _DISPATCH.functions is not None and has_tensor_like((input, dtype, device, generator, layout, memory_format)):
-        return handle_torch_function(randn_like, (input, dtype, device, generator, layout, memory_format), input,
-                                     dtype=dtype, device=device, requires_grad=requires_grad, generator=generator,
-                                     layout=layout, pin_memory=pin_memory, memory_format=memory_format)
+    if _DISPATCH.functions is not None and has_tensor_like((input,)):
+        return handle_torch_function(randn_like, (input,), input, dtype=dtype, device=device,
+                                     requires_grad=requires_grad, generator=generator, layout=layout,
+                                     pin_memory=pin_memory, memory_format=memory_format)
     _strided("randn_like", layout)
     size, dt, dev = _like(input, dtype, device)
     laid = _laid_out_like(input, size, dt, dev)
@@ -378,10 +378,9 @@ def randn_like(input, *, dtype=None, device=None, requires_grad: bool = False, g
 
 def randint_like(input, low, high=None, *, dtype=None, device=None, generator=None,
                  layout=None, pin_memory: bool = False, memory_format=None, requires_grad: bool = False) -> Tensor:
-    if _DISPATCH.functions is not None and has_tensor_like((input, low, high, dtype, device, generator, layout, memory_format)):
-        return handle_torch_function(randint_like, (input, low, high, dtype, device, generator, layout,
-                                     memory_format), input, low, high=high, dtype=dtype, device=device,
-                                     generator=generator, layout=layout, pin_memory=pin_memory,
+    if _DISPATCH.functions is not None and has_tensor_like((input, low, high)):
+        return handle_torch_function(randint_like, (input, low, high), input, low, high=high, dtype=dtype,
+                                     device=device, generator=generator, layout=layout, pin_memory=pin_memory,
                                      memory_format=memory_format, requires_grad=requires_grad)
     _strided("randint_like", layout)
     size, dt, dev = _like(input, dtype, device)

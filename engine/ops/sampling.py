@@ -158,16 +158,16 @@ _BINOMIAL = Op("binomial", _binomial_fwd, _binomial_vjp, kind="random", saves=NO
 
 def poisson(input: Tensor, generator=None) -> Tensor:
     """Counts drawn from Poisson distributions of rates ``input`` (same shape and dtype)."""
-    if _DISPATCH.functions is not None and has_tensor_like((input, generator)):
-        return handle_torch_function(poisson, (input, generator), input, generator=generator)
+    if _DISPATCH.functions is not None and has_tensor_like((input,)):
+        return handle_torch_function(poisson, (input,), input, generator=generator)
     _floating(input, "poisson_cpu")
     return apply(_POISSON, input, generator=generator)
 
 
 def binomial(count: Tensor, prob: Tensor, generator=None) -> Tensor:
     """Successes in ``count`` trials of probability ``prob`` (broadcast; ``count``'s dtype)."""
-    if _DISPATCH.functions is not None and has_tensor_like((count, prob, generator)):
-        return handle_torch_function(binomial, (count, prob, generator), count, prob, generator=generator)
+    if _DISPATCH.functions is not None and has_tensor_like((count, prob)):
+        return handle_torch_function(binomial, (count, prob), count, prob, generator=generator)
     for t, name in ((count, "count"), (prob, "prob")):
         if t._data.dtype.kind not in FLOATING_KINDS:
             raise ValueError(f"binomial only supports floating-point dtypes for {name}, got: {t.dtype.scalar_type}")

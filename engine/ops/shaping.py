@@ -433,18 +433,18 @@ def _tri_indices(row: int, col: int, offset: int, upper: bool, dtype, device) ->
 def tril_indices(row: int, col: int, offset: int = 0, *, dtype=None, device=None, layout=None,
                  pin_memory: bool = False) -> Tensor:
     """The (2, N) coordinates of the lower triangle of a ``row x col`` matrix."""
-    if _DISPATCH.functions is not None and has_tensor_like((dtype, device, layout)):
-        return handle_torch_function(tril_indices, (dtype, device, layout), row, col, offset=offset, dtype=dtype,
-                                     device=device, layout=layout, pin_memory=pin_memory)
+    if _DISPATCH.functions is not None and has_tensor_like((row,)):
+        return handle_torch_function(tril_indices, (row,), row, col, offset=offset, dtype=dtype, device=device,
+                                     layout=layout, pin_memory=pin_memory)
     return _tri_indices(row, col, offset, False, dtype or _dtype.int64, device)
 
 
 def triu_indices(row: int, col: int, offset: int = 0, *, dtype=None, device=None, layout=None,
                  pin_memory: bool = False) -> Tensor:
     """The (2, N) coordinates of the upper triangle of a ``row x col`` matrix."""
-    if _DISPATCH.functions is not None and has_tensor_like((dtype, device, layout)):
-        return handle_torch_function(triu_indices, (dtype, device, layout), row, col, offset=offset, dtype=dtype,
-                                     device=device, layout=layout, pin_memory=pin_memory)
+    if _DISPATCH.functions is not None and has_tensor_like((row,)):
+        return handle_torch_function(triu_indices, (row,), row, col, offset=offset, dtype=dtype, device=device,
+                                     layout=layout, pin_memory=pin_memory)
     return _tri_indices(row, col, offset, True, dtype or _dtype.int64, device)
 
 

@@ -94,8 +94,8 @@ def logcumsumexp(input: Tensor, dim: int | None = None, *, axis=None) -> Tensor:
 # ---------------------------------------------------------------- NaN-ignoring reductions, quantiles
 def nansum(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None, axis=None, keepdims=None) -> Tensor:
     """``sum`` counting NaNs as zero."""
-    if _DISPATCH.functions is not None and has_tensor_like((input, dim, dtype, axis, keepdims)):
-        return handle_torch_function(nansum, (input, dim, dtype, axis, keepdims), input, dim=dim, keepdim=keepdim,
+    if _DISPATCH.functions is not None and has_tensor_like((input, dim, axis, keepdims)):
+        return handle_torch_function(nansum, (input, dim, axis, keepdims), input, dim=dim, keepdim=keepdim,
                                      dtype=dtype, axis=axis, keepdims=keepdims)
     if axis is not None or keepdims is not None:
         dim, keepdim = numpy_names("nansum", dim, keepdim, axis, keepdims)
@@ -105,8 +105,8 @@ def nansum(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None, axis=N
 
 def nanmean(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None, axis=None, keepdims=None) -> Tensor:
     """``mean`` of the non-NaN elements."""
-    if _DISPATCH.functions is not None and has_tensor_like((input, dim, dtype, axis, keepdims)):
-        return handle_torch_function(nanmean, (input, dim, dtype, axis, keepdims), input, dim=dim, keepdim=keepdim,
+    if _DISPATCH.functions is not None and has_tensor_like((input, dim, axis, keepdims)):
+        return handle_torch_function(nanmean, (input, dim, axis, keepdims), input, dim=dim, keepdim=keepdim,
                                      dtype=dtype, axis=axis, keepdims=keepdims)
     if axis is not None or keepdims is not None:
         dim, keepdim = numpy_names("nanmean", dim, keepdim, axis, keepdims)
