@@ -786,12 +786,16 @@ def log_softmax(input: Tensor, dim: int | None = None, _stacklevel: int = 3, dty
 
 # ---------------------------------------------------------------- losses
 def _reduction(size_average, reduce, reduction: str) -> str:
-    """Map the deprecated ``size_average``/``reduce`` pair to a reduction string."""
+    """Map the deprecated ``size_average``/``reduce`` pair to a reduction string, with PyTorch's
+    deprecation warning (programs passing ``size_average=False``, as yunjey's VAE, print it)."""
     if size_average is None and reduce is None:
         return reduction
     size_average = True if size_average is None else size_average
     reduce = True if reduce is None else reduce
-    return ("mean" if size_average else "sum") if reduce else "none"
+    legacy = ("mean" if size_average else "sum") if reduce else "none"
+    warnings.warn(f"size_average and reduce args will be deprecated, please use reduction='{legacy}' instead.",
+                  stacklevel=3)
+    return legacy
 
 
 def _reduce(loss: Tensor, reduction: str) -> Tensor:
