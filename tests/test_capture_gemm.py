@@ -232,17 +232,20 @@ def test_without_a_gemm_route_the_capture_splits_at_every_gemm(sim, monkeypatch)
     np.testing.assert_allclose(loss.detach().cpu().numpy(), rloss.detach().numpy(), rtol=1e-5)
 
 
-def test_einsum_still_splits_the_capture(sim):
-    """An einsum (cupy: cuBLAS through tensordot) is not routed: it runs between two graphs."""
-    a = T.randn(3, 4).to(sim)
-    b = T.randn(4, 5).to(sim)
+@pytest.mark.parametrize("eq, shapes, split", [("ij,jk->ik", [(3, 4), (4, 5)], False),
+                                                ("ij,jk,kl->il", [(3, 4), (4, 5), (5, 2)], True)])
+def test_einsum_of_three_operands_still_splits_the_capture(sim, eq, shapes, split):
+    """An einsum of two operands is one batched GEMM (ATen's contraction), routed as matmul; of
+    three (cupy: cuBLAS through tensordot) it is not routed: it runs between two graphs."""
+    ops = [T.randn(*s).to(sim) for s in shapes]
     g = Graph(sim)
     with graph(g):
-        c = T.einsum("ij,jk->ik", (a * 2).relu(), b) + 1
-    assert (g.cuda_graphs, g.eager_steps) == (2, 1)
-    a.copy_(T.randn(3, 4).to(sim))
+        c = T.einsum(eq, (ops[0] * 2).relu(), *ops[1:]) + 1
+    assert (g.cuda_graphs, g.eager_steps) == ((2, 1) if split else (1, 0))
+    ops[0].copy_(T.randn(*shapes[0]).to(sim))
     g.replay()
-    want = torch.einsum("ij,jk->ik", (torch.from_numpy(a.cpu().numpy()) * 2).relu(), torch.from_numpy(b.cpu().numpy())) + 1
+    host = [torch.from_numpy(o.cpu().numpy()) for o in ops]
+    want = torch.einsum(eq, (host[0] * 2).relu(), *host[1:]) + 1
     np.testing.assert_allclose(c.cpu().numpy(), want.numpy(), rtol=1e-5, atol=1e-6)
 
 
