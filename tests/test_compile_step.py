@@ -256,3 +256,26 @@ def test_the_saved_activations_go_after_a_backward_that_does_not_retain():
     assert saved == []
     with pytest.raises(RuntimeError, match="backward through the graph a second time"):
         loss.backward()
+
+
+def test_a_training_loop_through_the_step_equals_eager():
+    """Adam updates the parameters in place between steps: the step reads them live, each call."""
+    rng = np.random.default_rng(4)
+    batches = [(rng.standard_normal((16, 20)).astype(np.float32), rng.integers(0, 5, 16)) for _ in range(4)]
+    ours, theirs = _pair(_classifier)
+    compiled = tapelab.compile(ours)
+    opt = tapelab.optim.Adam(ours.parameters(), lr=1e-2)
+    topt = torch.optim.Adam(theirs.parameters(), lr=1e-2)
+    for x, y in batches:
+        opt.zero_grad()
+        loss = compiled(tapelab.tensor(x), tapelab.tensor(y))
+        loss.backward()
+        opt.step()
+        topt.zero_grad()
+        tloss = theirs(torch.tensor(x), torch.tensor(y))
+        tloss.backward()
+        topt.step()
+        _close(loss.detach().numpy(), tloss.detach().numpy(), "loss")
+    assert loss.grad_fn.name() == "CompiledClassifierBackward"
+    for (n, p), (_, q) in zip(ours.named_parameters(), theirs.named_parameters()):
+        _close(p.detach().numpy(), q.detach().numpy(), n)
