@@ -39,7 +39,7 @@ ShapeProp(gm).propagate(torch.randn(2, 5, 16))
 GraphView(gm)""",
     """before = graph_from_fx(gm)
 for n in list(gm.graph.nodes):
-    if n.op == "call_method" and n.target == "relu":
+    if n.op == "call_function" and n.target is nn.functional.relu:   # the layers' F.relu, as torch.fx records it
         with gm.graph.inserting_before(n):
             g = gm.graph.call_function(nn.functional.gelu, n.args)
         n.replace_all_uses_with(g)
