@@ -353,6 +353,19 @@ def _reduce_loss(xp, loss, denom, reduction):
     return xp.asarray(total / denom if reduction == "mean" else total, dtype=loss.dtype)
 
 
+def _reduce_class_loss(xp, loss, t, wt, weighted, reduction, p):
+    """The reduction of per-sample class losses (``wt``: each sample's class weight, 0 where
+    ignored): on cpu float32 without label smoothing ATen's cascade sums (``kernels/cascade.py``),
+    so a printed mean loss rounds as PyTorch's; numpy's sums otherwise."""
+    if reduction == "none" or p["label_smoothing"] or not t.size or not kernels.use(xp, loss, wt):
+        return _reduce_loss(xp, loss, wt.sum(), reduction)
+    flat = xp.ascontiguousarray(t.reshape(-1))
+    total, weight = kernels.loops("cascade").nll_sums(loss.reshape(-1), flat, wt.reshape(-1), p["ignore_index"],
+                                                       weighted)
+    total = loss.dtype.type(total)
+    return xp.asarray(total / loss.dtype.type(weight) if reduction == "mean" else total, dtype=loss.dtype)
+
+
 def _nll_fwd(xp, logp, t, *w, cdim, reduction, **p):
     """Without label smoothing a gather of each sample's target entry, else ``-sum_c a logp``."""
     if logp.dtype is BFLOAT16_NP:   # PyTorch computes reduced precision in float32, rounded once
@@ -362,7 +375,7 @@ def _nll_fwd(xp, logp, t, *w, cdim, reduction, **p):
         t, _, wt = looped
         loss = xp.empty(t.shape[0], logp.dtype)
         kernels.loops("rowwise").nll_loss(logp, t, wt, loss)
-        return _reduce_loss(xp, loss, wt.sum(), reduction)
+        return _reduce_class_loss(xp, loss, t, wt, bool(w), reduction, p)
     lp = _class_last(xp, logp, cdim)
     if p["label_smoothing"]:
         a, denom = _coeffs(xp, t, w[0] if w else None, n_classes=logp.shape[cdim], dtype=logp.dtype, **p)
@@ -377,7 +390,9 @@ def _nll_fwd(xp, logp, t, *w, cdim, reduction, **p):
         if not p["check"]:
             loss = xp.where(bad.reshape(t.shape), logp.dtype.type("nan"), loss)
     loss += 0.0     # an ignored sample's -0.0 reads as PyTorch's 0.0
-    return _reduce_loss(xp, loss, denom, reduction)
+    if p["label_smoothing"]:
+        return _reduce_loss(xp, loss, denom, reduction)
+    return _reduce_class_loss(xp, loss, t, wt, bool(w), reduction, p)
 
 
 def _nll_bwd_fwd(xp, g, t, *w, cdim, n_classes, reduction, **p):
@@ -460,12 +475,12 @@ def _ce_fwd(xp, x, t, *w, cdim, **p):
         t, wc, wt = looped
         loss = xp.empty(t.shape[0], x.dtype)
         kernels.parallel(kernels.loops("rowwise").cross_entropy, 4, x, t, wt, loss, wc, *_ce_loop_params(x, wc, p))
-        return _reduce_loss(xp, loss, wt.sum(), p["reduction"])
+        return _reduce_class_loss(xp, loss, t, wt, bool(w), p["reduction"], p)
     logp = _log_softmax_fwd(xp, x, dim=cdim)
     rows = _plain_rows(xp, x, t, w, cdim, p)
     if rows is None:
         return _nll_fwd(xp, logp, t, *w, cdim=cdim, **p)
-    return _reduce_loss(xp, -logp[rows, t], logp.dtype.type(t.shape[0]), p["reduction"])
+    return _reduce_class_loss(xp, -logp[rows, t], t, xp.ones(t.shape[0], logp.dtype), False, p["reduction"], p)
 
 
 def _ce_bwd_fwd(xp, g, x, t, *w, cdim, **p):

@@ -1,0 +1,49 @@
+"""ATen's cascade sum of ``nll_loss``'s reduction, so a mean or summed class loss rounds as PyTorch's.
+
+``nll_loss`` (and so ``cross_entropy`` without label smoothing) sums the kept samples' losses in the
+input's float type through eight partial sums: each kept sample adds into the first, and at a
+kept sample whose index is a multiple of 16 (of 256, 4096, ... for the later levels) a level is
+flushed into the next. The weighted mean's denominator sums the samples' class weights the same
+way; without weights it is the count of kept samples. numpy's pairwise sum rounds differently in
+the last bits, which a program printing its loss at full precision shows.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+__all__ = ["nll_sums"]
+
+_LEVELS = 8
+_JIT = dict(cache=True, error_model="numpy", nogil=True)
+
+
+@njit(**_JIT)
+def nll_sums(loss, t, wt, ignore, weighted):
+    """``(sum of loss, sum of wt)`` over the samples whose target is not ``ignore``, both cascaded
+    as ATen's ``nll_loss_out_frame`` (its weight sum is the kept count when not ``weighted``)."""
+    n = loss.shape[0]
+    power = max(4, int(np.ceil(np.log2(max(n, 2)))) // _LEVELS)
+    mask = (1 << power) - 1
+    losses = np.zeros(_LEVELS, loss.dtype)
+    weights = np.zeros(_LEVELS, loss.dtype)
+    kept = 0
+    for b in range(n):
+        if t[b] == ignore:
+            continue
+        kept += 1
+        losses[0] += loss[b]
+        weights[0] += wt[b]
+        for j in range(_LEVELS - 1):
+            if b & (mask << (j * power)) != 0:
+                break
+            losses[j + 1] += losses[j]
+            weights[j + 1] += weights[j]
+            losses[j] = 0
+            weights[j] = 0
+    total = loss.dtype.type(0)
+    weight = loss.dtype.type(0)
+    for j in range(_LEVELS):
+        total += losses[j]
+        weight += weights[j]
+    return total, (weight if weighted else loss.dtype.type(kept))
