@@ -761,15 +761,15 @@ def _softmax_input(input: Tensor, dim, dtype, name: str) -> tuple[Tensor, int]:
 
 def softmax(input: Tensor, dim: int | None = None, _stacklevel: int = 3, dtype=None) -> Tensor:
     """``exp(x - max) / sum``, one fused op: the max shift keeps it finite for any input."""
-    if _DISPATCH.functions is not None and has_tensor_like((input, dtype)):
-        return handle_torch_function(softmax, (input, dtype), input, dim=dim, _stacklevel=_stacklevel, dtype=dtype)
+    if _DISPATCH.functions is not None and has_tensor_like((input, dim)):
+        return handle_torch_function(softmax, (input, dim), input, dim=dim, _stacklevel=_stacklevel, dtype=dtype)
     x, dim = _softmax_input(input, dim, dtype, "softmax")
     return _fused.softmax(x, dim)
 
 
 def softmin(input: Tensor, dim: int | None = None, _stacklevel: int = 3, dtype=None) -> Tensor:
-    if _DISPATCH.functions is not None and has_tensor_like((input, dtype)):
-        return handle_torch_function(softmin, (input, dtype), input, dim=dim, _stacklevel=_stacklevel, dtype=dtype)
+    if _DISPATCH.functions is not None and has_tensor_like((input, dim)):
+        return handle_torch_function(softmin, (input, dim), input, dim=dim, _stacklevel=_stacklevel, dtype=dtype)
     if dim is None:
         dim = _softmax_dim(input.ndim, "softmin")
     return softmax(-_cast(input, dtype), dim)
@@ -777,8 +777,8 @@ def softmin(input: Tensor, dim: int | None = None, _stacklevel: int = 3, dtype=N
 
 def log_softmax(input: Tensor, dim: int | None = None, _stacklevel: int = 3, dtype=None) -> Tensor:
     """One fused op, shifted by the max first as PyTorch: a +inf logit makes its whole row nan."""
-    if _DISPATCH.functions is not None and has_tensor_like((input, dtype)):
-        return handle_torch_function(log_softmax, (input, dtype), input, dim=dim, _stacklevel=_stacklevel,
+    if _DISPATCH.functions is not None and has_tensor_like((input, dim)):
+        return handle_torch_function(log_softmax, (input, dim), input, dim=dim, _stacklevel=_stacklevel,
                                      dtype=dtype)
     x, dim = _softmax_input(input, dim, dtype, "log_softmax")
     return _fused.log_softmax(x, dim)
