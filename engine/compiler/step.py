@@ -8,18 +8,19 @@ the backward is the ops' own formulas in the engine's order), splits that joint 
 output (what the backward reads from the forward is saved), fuses each half's elementwise groups
 (``fused.lower``, several outputs per kernel) and generates two straight-line Python functions over
 arrays that call each op's declared forward (``Op.fwd``) or kernel directly, with no dispatch and
-no tape in between. The call is then one op, ``StepOp``: one tape node named after the compiled
-module (``members`` lists its ops), whose vjp runs the generated backward and hands out every
-input's and parameter's gradient at once; parameter hooks and ``.grad`` accumulation are the
-engine's, as for any op.
+no tape in between. The call is then one op, ``Step.op`` (``compiled(<Module>)``): one tape and
+profiler record, one autograd node (``members`` lists its ops, ``sources`` holds the two generated
+functions), whose vjp runs the generated backward and hands out every input's and parameter's
+gradient at once; parameter hooks and ``.grad`` accumulation are the engine's, as for any op. The
+saved arrays are the node's param, dropped by a backward that does not retain the graph.
 
 Not built (the call runs the lowered graph, ``explain`` says why): a node that is not a declared
 compute op (a state write, a random draw, a Python function), an operand the dispatcher would
 promote or convert (mixed dtypes, a half-precision float), a result that is not one tensor
 needing a gradient, a backward that made a tensor outside the dispatcher, a graph off the cpu.
 Per call the lowered graph runs instead while a ``Mode`` watches (a tracer, a capture: they see
-each op), and a ``create_graph=True`` backward runs the graph's own ops (a differentiable
-gradient; one warning).
+each op), for a dynamic entry's other sizes and for tensors moved off the cpu; a
+``create_graph=True`` backward runs the graph's own ops (a differentiable gradient; one warning).
 """
 from __future__ import annotations
 
@@ -79,14 +80,16 @@ class Step:
             return self.traced.forward(*flat)
         args = (*tensors, *self.attrs)
         saved: list = []             # the forward's values the backward reads: the node's own param
-        if STATE.slow:               # a tape, the profiler: the dispatcher tells them of the op
-            return apply(self.op, *args, saved=saved)
-        req = False                  # what ``_general`` checks, for these operands: then ``_result``'s node
+        req = plain = False          # what ``_general`` checks, for these operands: then ``_result``'s node
         for t in args:
-            if t._device is not CPU or (t._base is not None and t._vc[0] and not t.requires_grad):
-                return apply(self.op, *args, saved=saved)
+            if t._device is not CPU:            # a module moved since: its lowered graph
+                return self.traced.forward(*flat)
+            if t._base is not None and t._vc[0] and not t.requires_grad:
+                plain = True
             if t.requires_grad:
                 req = True
+        if plain or STATE.slow:      # a stale view's refresh; a tape, the profiler: the dispatcher tells them
+            return apply(self.op, *args, saved=saved)
         out = self._forward(np, *[t._data for t in tensors], saved=saved)
         return _result(self.op, args, {"saved": saved}, CPU, req, out)
 
