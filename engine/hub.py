@@ -66,6 +66,7 @@ def load_state_dict_from_url(url: str, model_dir: str | None = None, map_locatio
     name = file_name or os.path.basename(urlparse(url).path)
     cached = os.path.join(model_dir, name)
     if not os.path.exists(cached):
+        sys.stdout.write(f'Downloading: "{url}" to {cached}\n')   # PyTorch's line; programs print it
         match = HASH_REGEX.search(name) if check_hash else None
         download_url_to_file(url, cached, match.group(1) if match else None, progress)
     return _load(cached, map_location=map_location, weights_only=weights_only)

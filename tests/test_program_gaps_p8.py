@@ -95,3 +95,19 @@ def test_dataloader_warns_about_more_workers_than_cpus(extra):
 def test_dataloader_without_workers_never_warns():
     assert _worker_warnings(tapelab, 0, 1)[1] == _worker_warnings(torch, 0, 1)[1] == []
     assert hasattr(tapelab.utils.data.DataLoader, "check_worker_number_rationality")
+
+
+# ---------------------------------------------------------------- pretrained weights: the download line
+def test_load_state_dict_from_url_prints_the_download_line(tmp_path, capsys):
+    """yunjey's basics (``resnet18(pretrained=True)``) print PyTorch's ``Downloading: "<url>" to <file>``
+    on stdout before fetching, and nothing once the file is cached."""
+    src = tmp_path / "lin.pth"
+    torch.save(torch.nn.Linear(2, 1).state_dict(), src)
+    lines = []
+    for m, folder in ((torch, "cache_torch"), (tapelab, "cache_tapelab")):
+        model_dir = tmp_path / folder
+        for _ in range(2):   # the second call reads the cached file
+            state = m.hub.load_state_dict_from_url(src.as_uri(), model_dir=str(model_dir), progress=False)
+        assert sorted(state) == ["bias", "weight"]
+        lines.append(capsys.readouterr().out.replace(str(model_dir), "<dir>"))
+    assert lines[0] == lines[1] == f'Downloading: "{src.as_uri()}" to <dir>/lin.pth\n'
