@@ -106,6 +106,8 @@ def test_one_node_in_the_tape_and_the_profiler_with_its_members():
         compiled(x).backward()
     names = [r.op for r in t.nodes]
     assert "compiled(Tiny)" in names and "linear" not in names and "layer_norm" not in names, names
+    node = compiled(x).grad_fn
+    assert node.op.members[0] == "linear" and "layer_norm" in node.op.members
     with tapelab.profiler.profile() as prof:
         compiled(x).backward()
     keys = {e.key for e in prof.key_averages()}

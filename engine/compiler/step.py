@@ -56,6 +56,13 @@ class Unbuildable(Exception):
     """Why a call is not one node (the message is what ``explain`` reports)."""
 
 
+class _StepOp(_Unregistered):
+    """The step's op; ``members`` lists the ops it runs, as a ``FusedOp``'s does (tape and profiler
+    records name the op, a view reads its members from ``node.op``)."""
+
+    __slots__ = ("members",)
+
+
 class Step:
     """A compiled entry's call as one op: ``__call__`` takes the entry's flat arguments."""
 
@@ -70,8 +77,9 @@ class Step:
         self.sources = (fwd.source, bwd.source)
         # the backward reads the output itself (saved among its values): the node checks its version,
         # so an in-place write into the result before backward raises as eager's would
-        self.op = _Unregistered(f"compiled({name})", self._forward, self._vjp, save_output=reads_output)
+        self.op = _StepOp(f"compiled({name})", self._forward, self._vjp, save_output=reads_output)
         self.op.backward_name = f"Compiled{name}Backward"
+        self.op.members = tuple(members)
 
     def __call__(self, *flat):
         tensors = [flat[i] for i in self.tensor_at]
