@@ -682,6 +682,9 @@ def _accumulate(node: AccumulateGrad, g, create_graph: bool) -> None:
     if post:
         for hook in tuple(post):
             hook(var)
+    if node.hooks:   # the node's own post-hooks, after the tensor's: hook(grad_inputs=(), grad_outputs)
+        for hook in tuple(node.hooks):
+            hook((), (g,))
 
 
 def _drain(steps) -> None:

@@ -408,7 +408,7 @@ def movedim(input: Tensor, source, destination) -> Tensor:
     order = [d for d in range(n) if d not in src]
     for d, s in sorted(zip(dst, src)):
         order.insert(d, s)
-    return input if order == list(range(n)) else _mark(apply(_permute, input, dims=tuple(order)), input)
+    return _mark(apply(_permute, input, dims=tuple(order)), input)   # a view even when nothing moves, as torch's
 
 
 moveaxis = movedim
@@ -433,10 +433,9 @@ def expand(input: Tensor, *args, size=None) -> Tensor:
                                f"({cur}) at non-singleton dimension {i}.  Target sizes: {list(sizes)}.  "
                                f"Tensor sizes: {list(have)}")
         shape.append(s)
-    shape = tuple(shape)
-    if shape == have:
-        return input
-    out = apply(_expand, input, shape=shape)
+    # the same shape is still a new view with its own node, as PyTorch's (Megatron/DeepSpeed reach a
+    # parameter's AccumulateGrad through ``p.expand_as(p).grad_fn.next_functions[0][0]``)
+    out = apply(_expand, input, shape=tuple(shape))
     return out if out._data.base is None else _mark(out, input)  # a one-element input is filled, not viewed
 
 

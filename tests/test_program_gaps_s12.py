@@ -1,0 +1,53 @@
+"""Gaps found by the lead in session 12 running researchers' programs unchanged (nanoGPT, timm, the
+Megatron/DeepSpeed gradient-accumulation hook pattern), each checked against real torch."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import tapelab
+
+BOTH = pytest.mark.parametrize("m", [torch, tapelab], ids=["torch", "tapelab"])
+
+
+@BOTH
+@pytest.mark.parametrize("make", [lambda x: x.expand_as(x), lambda x: x.expand(2, 3), lambda x: x.expand(-1, 3),
+                                  lambda x: x.movedim(0, 0), lambda x: x.broadcast_to((2, 3))],
+                         ids=["expand_as", "expand", "expand-1", "movedim", "broadcast_to"])
+def test_a_same_shape_expand_is_a_new_view_with_its_own_node(m, make):
+    x = m.ones(2, 3, requires_grad=True)
+    y = make(x)
+    assert y is not x and y.grad_fn is not None and y._base is x
+    with m.no_grad():   # a writable alias of its base
+        w = m.zeros(2, 3)
+        make(w)[0, 0] = 5.0
+    assert w[0, 0].item() == 5.0
+
+
+@BOTH
+def test_megatron_reaches_a_parameters_accumulate_grad_and_its_post_hook_runs(m):
+    """``p.expand_as(p).grad_fn.next_functions[0][0]`` is the leaf's AccumulateGrad; a hook registered
+    on it runs after the accumulation (after the tensor's post-accumulate hooks), with ``()`` and the
+    incoming gradient, on every backward until removed."""
+    p = m.nn.Parameter(m.ones(3))
+    acc = p.expand_as(p).grad_fn.next_functions[0][0]
+    assert type(acc).__name__ == "AccumulateGrad" and acc.variable is p
+    calls = []
+    handle = acc.register_hook(lambda gi, go: calls.append(("post", gi, go[0].tolist(), p.grad.tolist())))
+    acc.register_prehook(lambda go: calls.append(("pre", go[0].tolist())))
+    p.register_post_accumulate_grad_hook(lambda t: calls.append(("pacc", t.grad.tolist())))
+    (p * 2).sum().backward()
+    (p * 3).sum().backward()
+    assert calls == [("pre", [2.0] * 3), ("pacc", [2.0] * 3), ("post", (), [2.0] * 3, [2.0] * 3),
+                     ("pre", [3.0] * 3), ("pacc", [5.0] * 3), ("post", (), [3.0] * 3, [5.0] * 3)]
+    handle.remove()
+    calls.clear()
+    p.sum().backward()
+    assert calls == [("pre", [1.0] * 3), ("pacc", [6.0] * 3)]
+
+
+@BOTH
+def test_a_gradient_through_a_same_shape_expand_reaches_the_leaf(m):
+    x = m.tensor([[1.0, 2.0], [3.0, 4.0]], requires_grad=True)
+    (x.expand_as(x) * x).sum().backward()
+    assert x.grad.tolist() == [[2.0, 4.0], [6.0, 8.0]]
