@@ -51,3 +51,12 @@ def test_a_gradient_through_a_same_shape_expand_reaches_the_leaf(m):
     x = m.tensor([[1.0, 2.0], [3.0, 4.0]], requires_grad=True)
     (x.expand_as(x) * x).sum().backward()
     assert x.grad.tolist() == [[2.0, 4.0], [6.0, 8.0]]
+
+
+@BOTH
+def test_is_view_as_torchviz_reads_it(m):
+    """torchviz's ``make_dot`` asks ``var._is_view()`` of every tensor it draws."""
+    x = m.ones(2, 3, requires_grad=True)
+    assert not x._is_view() and not (x * 2)._is_view()
+    assert x[0]._is_view() and x.view(3, 2)._is_view() and x.t()._is_view() and x.expand_as(x)._is_view()
+    assert not x.clone()._is_view() and not x.detach().clone()._is_view()

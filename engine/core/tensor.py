@@ -197,6 +197,10 @@ class Tensor:
     def is_leaf(self) -> bool:
         return self.grad_fn is None
 
+    def _is_view(self) -> bool:
+        """Whether this tensor aliases another one's memory (torchviz draws a view's base beside it)."""
+        return self._base is not None
+
     @property
     def output_nr(self) -> int:
         """Which output of its ``grad_fn`` this tensor is (0 for a leaf), as ``next_functions`` numbers it."""
