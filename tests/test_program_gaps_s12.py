@@ -60,3 +60,67 @@ def test_is_view_as_torchviz_reads_it(m):
     assert not x._is_view() and not (x * 2)._is_view()
     assert x[0]._is_view() and x.view(3, 2)._is_view() and x.t()._is_view() and x.expand_as(x)._is_view()
     assert not x.clone()._is_view() and not x.detach().clone()._is_view()
+
+
+# ---------------------------------------------------------------- torch.compile's surface as programs use it
+def _mlp(m):
+    m.manual_seed(0)
+    return m.nn.Sequential(m.nn.Linear(4, 16), m.nn.Dropout(0.5), m.nn.Linear(16, 2))
+
+
+def test_module_compile_in_place_keeps_the_module_and_its_keys():
+    """PyTorch 2.2's ``model.compile()``: the module is compiled in place (no ``_orig_mod.`` keys),
+    calls and hooks go through it, and eval() is honoured (the compiled forward guards the flag)."""
+    model, twin = _mlp(tapelab), _mlp(tapelab)
+    keys = list(model.state_dict())
+    assert model.compile() is None
+    assert list(model.state_dict()) == keys and isinstance(model, tapelab.nn.Sequential)
+    seen = []
+    model.register_forward_hook(lambda mod, args, out: seen.append(tuple(out.shape)))
+    x = tapelab.ones(3, 4)
+    model.eval(), twin.eval()
+    out = model(x)
+    torch.testing.assert_close(torch.from_numpy(out.detach().numpy()), torch.from_numpy(twin(x).detach().numpy()))
+    out.sum().backward()
+    twin(x).sum().backward()
+    for p, q in zip(model.parameters(), twin.parameters()):
+        torch.testing.assert_close(torch.from_numpy(p.grad.numpy()), torch.from_numpy(q.grad.numpy()))
+    assert seen == [(3, 2)]
+
+
+def test_compiling_a_modules_bound_forward_honours_eval():
+    """``torch.compile(model.forward)``: after ``model.eval()`` dropout is off, as torch's guards make it."""
+    model = _mlp(tapelab)
+    f = tapelab.compile(model.forward)
+    x = tapelab.ones(64, 4)
+    train_out = f(x)
+    model.eval()
+    assert tapelab.equal(f(x), model(x)) and not tapelab.equal(train_out, model(x))
+
+
+def test_explain_called_as_torch_dynamo_explain_f_args():
+    def f(x):
+        return (x * 2.0 + 1.0).tanh()
+    x = tapelab.randn(4)
+    by_call = tapelab.compiler.explain(f)(x)
+    direct = tapelab.compiler.explain(f, x)
+    assert by_call.graph_count == direct.graph_count == 1 and by_call.graph_break_count == 0
+
+
+@BOTH
+def test_inductor_options_are_accepted_and_unknown_ones_refused(m):
+    model = _mlp(m)
+    for options in ({"triton.cudagraphs": False}, {"max_autotune": True, "epilogue_fusion": True,
+                                                   "shape_padding": True}, {"trace.enabled": False}):
+        assert m.compile(model, options=options) is not None
+    with pytest.raises(RuntimeError, match="Unexpected optimization option not_an_option"):
+        m.compile(model, options={"not_an_option": 1})
+
+
+def test_triton_cudagraphs_replays_as_reduce_overhead():
+    model = _mlp(tapelab).eval()
+    compiled = tapelab.compile(model, options={"triton.cudagraphs": True})
+    assert compiled.__dict__["_compiled"].mode == "reduce-overhead"
+    x = tapelab.ones(3, 4)
+    for _ in range(3):
+        assert tapelab.equal(compiled(x), model(x))

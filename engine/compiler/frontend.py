@@ -43,6 +43,16 @@ __all__ = ["compile", "explain", "reset", "config", "OptimizedModule", "Compiled
 MODES = (None, "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 REPLAYED = ("reduce-overhead", "max-autotune")      # torch's modes that use CUDA graphs
 OPTIONS = ("fuse", "kernels")
+# torch.compile's inductor options that programs pass (``options={"triton.cudagraphs": True,
+# "max_autotune": True, ...}``): accepted, as PyTorch accepts its config names, and without effect
+# here except ``triton.cudagraphs``, which captures and replays as ``mode="reduce-overhead"``
+INDUCTOR_OPTIONS = ("triton.cudagraphs", "max_autotune", "max_autotune_gemm", "max_autotune_pointwise",
+                    "epilogue_fusion", "shape_padding", "coordinate_descent_tuning", "freezing", "trace.enabled",
+                    "trace.graph_diagram", "cpp_wrapper", "fallback_random", "aggressive_fusion",
+                    "layout_optimization", "benchmark_kernel", "triton.unique_kernel_names", "debug",
+                    "split_reductions", "conv_1x1_as_mm", "search_autotune_cache", "dce", "size_asserts",
+                    "keep_output_stride", "force_same_precision", "triton.cudagraph_trees", "permute_fusion",
+                    "pattern_matcher", "reorder_for_locality", "unroll_reductions_threshold")
 
 
 class _Config:
@@ -490,11 +500,15 @@ def compile(model=None, *, fullgraph: bool = False, dynamic=None, backend="tapel
     if mode not in MODES:
         raise RuntimeError(f"Unrecognized mode={mode}, should be one of: {', '.join(m for m in MODES if m)}")
     options = dict(options or {})
-    unknown = [k for k in options if k not in OPTIONS]
+    unknown = [k for k in options if k not in OPTIONS and k not in INDUCTOR_OPTIONS]
     if unknown:
-        raise RuntimeError(f"Unexpected optimization option {unknown[0]}, known options are {list(OPTIONS)}")
+        raise RuntimeError(f"Unexpected optimization option {unknown[0]}, known options are "
+                           f"{list(OPTIONS + INDUCTOR_OPTIONS)}")
     if mode is not None and options:
         raise RuntimeError("Either mode or options can be specified, but both can't be specified at the same time.")
+    if options.get("triton.cudagraphs"):
+        mode = "reduce-overhead"
+    options = {k: v for k, v in options.items() if k in OPTIONS}
     if not (callable(backend) or backend in ("tapelab", "inductor", "eager")):
         raise RuntimeError(f"tapelab.compile: unknown backend {backend!r}; use 'tapelab', 'inductor', 'eager' or "
                            "a callable backend(gm, example_inputs)")
@@ -507,7 +521,10 @@ def compile(model=None, *, fullgraph: bool = False, dynamic=None, backend="tapel
                                                        module=m, dynamic=dynamic, mode=mode))
         if not callable(m):
             raise RuntimeError(f"tapelab.compile: expected a Module or a callable, got {type(m).__name__}")
-        return CompiledFunction(m, fullgraph=fullgraph, backend=backend, options=options, dynamic=dynamic, mode=mode)
+        # a module's bound method (``compile(model.forward)``) is guarded on the module's training flag
+        owner = getattr(m, "__self__", None)
+        return CompiledFunction(m, fullgraph=fullgraph, backend=backend, options=options, dynamic=dynamic, mode=mode,
+                                module=owner if isinstance(owner, Module) else None)
     return wrap if model is None else wrap(model)
 
 
@@ -543,12 +560,19 @@ class ExplainOutput:
     __repr__ = __str__
 
 
-def explain(fn, *args, **kwargs) -> ExplainOutput:
+def explain(fn, *args, **kwargs):
     """Compile ``fn`` afresh, call it on ``args``, and report its graphs, guards, breaks and times.
+    Without arguments it returns the function to call with them, as ``torch._dynamo.explain(fn)(*args)``.
 
-    >>> print(tapelab.compiler.explain(f, tapelab.randn(4)))
+    >>> print(tapelab.compiler.explain(f, tapelab.randn(4)))     # or explain(f)(tapelab.randn(4))
     Graph Count: 1 ...
     """
+    if not args and not kwargs:
+        return lambda *a, **k: _explain(fn, *a, **k)
+    return _explain(fn, *args, **kwargs)
+
+
+def _explain(fn, *args, **kwargs) -> ExplainOutput:
     target = fn._orig_mod if isinstance(fn, OptimizedModule) else getattr(fn, "__wrapped__", fn)
     compiled = CompiledFunction(target, fullgraph=False, backend="tapelab", options={},
                                 module=target if isinstance(target, Module) else None)

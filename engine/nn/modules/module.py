@@ -6,6 +6,7 @@ also names the running module, so every recorded op knows its path (``encoder.la
 """
 from __future__ import annotations
 
+import sys
 import weakref
 from collections import OrderedDict
 from typing import Callable, Iterator
@@ -441,6 +442,15 @@ class Module(StateDict):
 
     def eval(self) -> "Module":
         return self.train(False)
+
+    def compile(self, *args, **kwargs) -> None:
+        """Compile this module's ``forward`` in place with ``tapelab.compile``'s arguments (PyTorch
+        2.2's ``Module.compile``). The module stays itself: calls, hooks (run around the compiled
+        forward) and ``state_dict`` keys are unchanged, where ``tapelab.compile(module)`` wraps it
+        (``_orig_mod.`` keys). The compiled forward is guarded on this module's training flag."""
+        # the compiler is above nn in the layers: looked up where the package face put it, not imported
+        compiler = sys.modules[f"{__name__.partition('.')[0]}.compiler"]
+        self.__dict__["forward"] = compiler.compile(type(self).forward.__get__(self), *args, **kwargs)
 
     def requires_grad_(self, requires_grad: bool = True) -> "Module":
         for p in self.parameters():
