@@ -14,8 +14,9 @@ File format (version 1). A standard safetensors file whose ``__metadata__`` carr
   would load silently.
 
 :func:`write` writes state dicts (string keys, tensor values), each tensor under its key, so
-any safetensors reader (``safetensors.torch.load_file``, ``torch.load("x.safetensors")``) sees
-the state dict; a tensor reachable under two keys is stored once (under the first) and loads as
+any safetensors reader (``safetensors.torch.load_file``; not PyTorch's ``torch.load``, which reads
+only its pickle formats: for a file PyTorch loads, save a dict that holds the state dict, as
+``{"model": sd}``, which is written in PyTorch's zip format) sees the state dict; a tensor reachable under two keys is stored once (under the first) and loads as
 one object. ``requires_grad`` and ``nn.Parameter`` survive. :func:`read` reads every tree
 version 1 describes (earlier tapelab versions wrote nested objects this way too), and plain
 safetensors files from other tools as a dict of tensors. Reading parses only JSON and raw
