@@ -281,3 +281,113 @@ def test_a_training_loop_through_the_step_equals_eager():
     assert loss.grad_fn.name() == "CompiledClassifierBackward"
     for (n, p), (_, q) in zip(ours.named_parameters(), theirs.named_parameters()):
         _close(p.detach().numpy(), q.detach().numpy(), n)
+
+
+def _gpt(m):
+    """A GPT-style block returning ``(logits, loss)`` as karpathy's nanoGPT ``GPT.forward`` does:
+    token and position embeddings (``arange`` positions), causal attention, a GELU MLP, the head."""
+    nn, F = m.nn, m.nn.functional
+
+    class Gpt(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.wte, self.wpe = nn.Embedding(17, 16), nn.Embedding(8, 16)
+            self.ln1, self.ln2, self.lnf = nn.LayerNorm(16), nn.LayerNorm(16), nn.LayerNorm(16)
+            self.attn, self.proj = nn.Linear(16, 48, bias=False), nn.Linear(16, 16, bias=False)
+            self.fc, self.out = nn.Linear(16, 64), nn.Linear(64, 16)
+            self.head = nn.Linear(16, 17, bias=False)
+
+        def forward(self, idx, targets):
+            b, t = idx.shape
+            x = self.wte(idx) + self.wpe(m.arange(0, t, dtype=m.long))
+            q, k, v = self.attn(self.ln1(x)).split(16, dim=2)
+            q, k, v = (z.view(b, t, 2, 8).transpose(1, 2) for z in (q, k, v))
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            x = x + self.proj(y.transpose(1, 2).contiguous().view(b, t, 16))
+            x = x + self.out(F.gelu(self.fc(self.ln2(x))))
+            logits = self.head(self.lnf(x))
+            return logits, F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
+    return Gpt()
+
+
+def _backward(logits, loss, how):
+    if how == "loss":
+        loss.backward()
+    elif how == "logits.sum() + loss":
+        (logits.sum() + loss).backward()
+    else:
+        loss.backward(retain_graph=True)
+        loss.backward()
+
+
+@pytest.mark.parametrize("how", ["loss", "logits.sum() + loss", "retain_graph twice"])
+def test_a_call_returning_logits_and_loss_is_one_node_with_two_outputs(how):
+    """nanoGPT's ``(logits, loss)``: one node, outputs 0 and 1; a backward from the loss alone (the
+    logits get no gradient), from both, and twice through the retained node equal eager and torch."""
+    model, tmodel = _pair(_gpt)
+    compiled = tapelab.compile(model)
+    rng = np.random.default_rng(5)
+    for call in range(3):                 # traced (eager), then the one-node step twice
+        idx, targets = rng.integers(0, 17, (4, 8)), rng.integers(0, 17, (4, 8))
+        model.zero_grad()
+        logits, loss = compiled(tapelab.tensor(idx), tapelab.tensor(targets))
+        _backward(logits, loss, how)
+        got = {n: p.grad.numpy().copy() for n, p in model.named_parameters()}
+        model.zero_grad()
+        want, wloss = model(tapelab.tensor(idx), tapelab.tensor(targets))
+        _backward(want, wloss, how)
+        tmodel.zero_grad()
+        tlogits, tloss = tmodel(torch.tensor(idx), torch.tensor(targets))
+        _backward(tlogits, tloss, how)
+        _close(logits.detach().numpy(), want.detach().numpy(), "logits vs eager")
+        _close(logits.detach().numpy(), tlogits.detach().numpy(), "logits vs torch")
+        _close(loss.detach().numpy(), wloss.detach().numpy(), "loss vs eager")
+        _close(loss.detach().numpy(), tloss.detach().numpy(), "loss vs torch")
+        for (n, p), (_, q) in zip(model.named_parameters(), tmodel.named_parameters()):
+            _close(got[n], p.grad.numpy(), f"{n} vs eager")
+            _close(got[n], q.grad.numpy(), f"{n} vs torch")
+        if call:
+            assert logits.grad_fn is loss.grad_fn and loss.grad_fn.name() == "CompiledGptBackward"
+            assert (logits.output_nr, loss.output_nr) == (0, 1)
+    report = tc.explain(model, tapelab.tensor(idx), tapelab.tensor(targets))
+    assert report.one_node[0].startswith("compiled(Gpt): one autograd node (embedding, "), report.one_node
+
+
+def test_an_in_place_write_into_an_output_the_backward_reads_raises_as_eager():
+    """cross_entropy's backward reads the logits (through a view): writing into them raises, as
+    eager's shared version counter makes it; a write into an output nobody reads does not."""
+    model = _pair(_gpt)[0]
+    compiled = tapelab.compile(model)
+    idx, targets = tapelab.randint(0, 17, (4, 8)), tapelab.randint(0, 17, (4, 8))
+    compiled(idx, targets)
+    logits, loss = compiled(idx, targets)
+    with tapelab.no_grad():
+        logits.add_(1.0)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        loss.backward()
+    wlogits, wloss = model(idx, targets)
+    with tapelab.no_grad():
+        wlogits.add_(1.0)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        wloss.backward()
+    _, loss = compiled(idx, targets)
+    _, wloss = model(idx, targets)
+    with tapelab.no_grad():
+        loss.add_(1.0)            # cross_entropy's backward does not read its result
+        wloss.add_(1.0)
+    loss.backward()
+    wloss.backward()
+
+
+def test_a_result_with_a_non_tensor_leaf_keeps_the_per_op_path():
+    nn = tapelab.nn
+
+    class Pair(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(4, 3)
+
+        def forward(self, x):
+            return self.lin(x), None
+    report = tc.explain(Pair(), tapelab.randn(5, 4))
+    assert "something else than a tensor" in report.one_node[0], report.one_node

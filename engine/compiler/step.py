@@ -14,10 +14,17 @@ functions), whose vjp runs the generated backward and hands out every input's an
 gradient at once; parameter hooks and ``.grad`` accumulation are the engine's, as for any op. The
 saved arrays are the node's param, dropped by a backward that does not retain the graph.
 
+A call that returns a tuple or list of tensors (nanoGPT's ``(logits, loss)``) is one node with one
+output per tensor (``output_nr`` 0..k-1, as a multi-output op, ``_StepNode``): the joint backward
+takes one gradient per output, zeros for an output that got none (``loss.backward()`` alone), and
+the node checks the version of each output the backward reads. The dispatcher records one result
+per op, so a tape or the profiler watching such a call sees the lowered graph's ops instead.
+
 Not built (the call runs the lowered graph, ``explain`` says why): a node that is not a declared
 compute op (a state write, a random draw, a Python function), an operand the dispatcher would
-promote or convert (mixed dtypes, a half-precision float), a result that is not one tensor
-needing a gradient, a backward that made a tensor outside the dispatcher, a graph off the cpu.
+promote or convert (mixed dtypes, a half-precision float), a result that is not tensors needing a
+gradient (a ``None`` or a number among them, an input returned as it is, one tensor twice), a
+backward that made a tensor outside the dispatcher, a graph off the cpu.
 Per call the lowered graph runs instead while a ``Mode`` watches (a tracer, a capture: they see
 each op), for a dynamic entry's other sizes and for tensors moved off the cpu; a
 ``create_graph=True`` backward runs the graph's own ops (a differentiable gradient; one warning).
@@ -31,9 +38,10 @@ import numpy as np
 
 from ..autograd.engine import _RUNNING, grad as _autograd_grad
 from ..base.device import CPU
-from ..base.grad_mode import STATE as GRAD, enable_grad
+from ..base.grad_mode import STATE as GRAD, enable_grad, is_grad_enabled
 from ..core.creation import ones
 from ..core.dispatch import STATE, _result, apply
+from ..core.node import OpNode, edge_to
 from ..core.registry import REGISTRY
 from ..core.tensor import Tensor
 from ..fx.graph import Graph
@@ -49,6 +57,9 @@ from .pool import RELU_MAX_POOL, _Call as _PoolCall, _Unregistered
 __all__ = ["Step", "build"]
 
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+# factories whose values are their arguments' alone (no draw, no uninitialised memory, no data held):
+# the generated forward makes them each call (nanoGPT's ``torch.arange(0, t)`` positions)
+_CONSTANT_FACTORIES = frozenset({"full", "arange", "linspace", "logspace", "eye"})
 _WARNED_CREATE_GRAPH: set = set()
 
 
@@ -67,8 +78,11 @@ class Step:
     """A compiled entry's call as one op: ``__call__`` takes the entry's flat arguments."""
 
     def __init__(self, name: str, traced, flat: tuple, members: list, fwd, bwd, tensor_at: list, attrs: list,
-                 reads_output: bool):
+                 reads: list, outs: list, container):
         self.traced = traced
+        # several results: their (shape, dtype) (a missing gradient's zeros) and tuple or list; None: one tensor
+        self.outs, self.container = tuple(outs), container
+        self.reads = tuple(reads)      # the results the backward reads (saved among its values)
         self.values = tuple(None if isinstance(a, Tensor) else a for a in flat)   # the Python values traced
         self.tensor_at, self.attrs = tensor_at, tuple(attrs)
         self.shapes = tuple(flat[i]._data.shape for i in tensor_at)
@@ -77,7 +91,7 @@ class Step:
         self.sources = (fwd.source, bwd.source)
         # the backward reads the output itself (saved among its values): the node checks its version,
         # so an in-place write into the result before backward raises as eager's would
-        self.op = _StepOp(f"compiled({name})", self._forward, self._vjp, save_output=reads_output)
+        self.op = _StepOp(f"compiled({name})", self._forward, self._vjp, save_output=container is None and bool(reads))
         self.op.backward_name = f"Compiled{name}Backward"
         self.op.members = tuple(members)
 
@@ -96,10 +110,28 @@ class Step:
                 plain = True
             if t.requires_grad:
                 req = True
+        if self.container is not None:
+            if plain or STATE.slow:  # the dispatcher records one result per op: the lowered graph's ops
+                return self.traced.forward(*flat)
+            return self._results(args, req, self.fwd_fn(*[t._data for t in tensors]))
         if plain or STATE.slow:      # a stale view's refresh; a tape, the profiler: the dispatcher tells them
             return apply(self.op, *args, saved=saved)
         out = self._forward(np, *[t._data for t in tensors], saved=saved)
         return _result(self.op, args, {"saved": saved}, CPU, req, out)
+
+    def _results(self, args: tuple, req: bool, values: tuple):
+        """The several results of one forward, outputs 0..k-1 of one ``_StepNode`` when a gradient is
+        needed (its param ``saved``: the values the backward reads)."""
+        k = len(self.outs)
+        vcs = [[0] for _ in range(k)]
+        node = None
+        if req and is_grad_enabled():
+            node = _StepNode(self.op, args, {"saved": list(values[k:])},
+                             tuple(edge_to(a) if a.requires_grad else None for a in args),
+                             [(i, a._vc[0]) for i, a in enumerate(args)], k,
+                             [(j, vcs[j], 0) for j in self.reads])
+        return self.container(Tensor._wrap(v if type(v) is np.ndarray else np.asarray(v), node is not None, node, j,
+                                           vcs[j], CPU) for j, v in enumerate(values[:k]))
 
     def _forward(self, xp, *arrays, saved: list):
         """The generated forward; the values it saves go into ``saved``, which the node keeps as its
@@ -111,13 +143,17 @@ class Step:
         return out if type(out) is np.ndarray else np.asarray(out)
 
     def _vjp(self, g, out, *inputs, saved: list):     # noqa: ARG002 - out: read through ``saved``
+        """``g``: the result's gradient, or for several results the list of theirs (None: none came)."""
         if GRAD.enabled:           # create_graph=True: the gradient must itself be differentiable
             return self._members_vjp(g, inputs)
-        grads = self.bwd_fn(g._data, *saved, *[t._data for t in inputs[:len(self.tensor_at)]])
+        gs = [g] if self.container is None else g
+        dev = next(x for x in gs if x is not None)._device
+        arrays = [x._data if x is not None else np.zeros(shape, dt) for x, (shape, dt) in zip(gs, self.outs)] \
+            if self.container is not None else [g._data]
+        grads = self.bwd_fn(*arrays, *saved, *[t._data for t in inputs[:len(self.tensor_at)]])
         walk = _RUNNING.walk
         if walk is not None and not walk.retain_graph:
             saved.clear()        # as the engine releases an op's saved inputs: the activations go now
-        dev = g._device
         return tuple(None if a is None else Tensor._wrap(a if type(a) is np.ndarray else np.asarray(a),
                                                           False, None, 0, [0], dev)
                      for a in grads)
@@ -133,9 +169,40 @@ class Step:
         for i, t in zip(self.tensor_at, inputs):
             flat[i] = t
         y = self.traced(*flat)
+        ys, gs = ([y], [g]) if self.container is None else zip(*[(a, b) for a, b in zip(y, g) if b is not None])
         want = [t for t in inputs if t.requires_grad]
-        got = iter(_autograd_grad(y, want, g, create_graph=True, allow_unused=True, materialize_grads=True))
+        got = iter(_autograd_grad(list(ys), want, list(gs), create_graph=True, allow_unused=True,
+                                  materialize_grads=True))
         return tuple(next(got) if t.requires_grad else None for t in inputs)
+
+
+class _StepNode(OpNode):
+    """The node of a step with several results: output ``j`` is result ``j``; its ``run`` hands the
+    op's vjp every output's gradient at once (the engine's buffer, None where none came) and checks
+    the versions of the inputs and of each result the backward reads."""
+
+    __slots__ = ("n_outputs", "out_versions")
+
+    def __init__(self, op, inputs: tuple, params: dict, edges: tuple, versions: list, n_outputs: int,
+                 out_versions: list):
+        super().__init__(op, inputs, params, edges, None, None, versions)
+        self.n_outputs, self.out_versions = n_outputs, out_versions
+
+    def run(self, grads):
+        inputs = self.inputs
+        if inputs is None:
+            inputs = self._restored()      # raises: a step saves values
+        for i, v in self.versions:
+            if inputs[i]._vc[0] != v:
+                self._check_versions()     # raises, naming the tensor
+        for j, vc, v in self.out_versions:
+            if vc[0] != v:
+                raise RuntimeError(
+                    "one of the variables needed for gradient computation has been modified by an inplace "
+                    f"operation: output {j} of {self.name()} is at version {vc[0]}; expected version {v} instead.")
+        if all(g is None for g in grads):
+            return (None,) * len(self.edges)
+        return self.op.vjp(list(grads), None, *inputs, **self.params)
 
 
 def build(gm: GraphModule, flat: tuple, result, name: str, backend: str = "auto") -> Step:
@@ -150,16 +217,30 @@ def build(gm: GraphModule, flat: tuple, result, name: str, backend: str = "auto"
     leaves = [flat[i] for i in tensor_at] + attrs
     if not any(t.requires_grad for t in leaves):
         raise Unbuildable("one-node step: nothing requires a gradient")
-    joint = _joint(gm, flat, result, leaves)
-    step_fwd, step_bwd = _split(joint, len(flat), tensor_at)
+    results = [result] if isinstance(result, Tensor) else list(result)
+    k = len(results)
+    joint = _joint(gm, flat, results, leaves)
+    step_fwd, step_bwd = _split(joint, len(flat), tensor_at, k)
     fwd_gm = _lowered(joint, step_fwd, [flat[i] for i in tensor_at], backend)
-    out_meta, *saved_metas = _output_metas(fwd_gm)
-    bwd_gm = _lowered(joint, step_bwd, [out_meta, *saved_metas, *[_fused._meta(flat[i]) for i in tensor_at]],
-                      backend)
+    metas = _output_metas(fwd_gm)
+    bwd_gm = _lowered(joint, step_bwd, [*metas, *[_fused._meta(flat[i]) for i in tensor_at]], backend)
     members = [_label(n) for n in fwd_gm.graph.nodes if n.op == "call_function" and n.target is not operator.getitem]
-    reads_output = step_fwd[2][0] in step_fwd[2][1:]
+    # a result the backward reads, itself or through a view either way (the memory is shared: eager's
+    # version counter is, so an in-place write into it raises there)
+    roots = {_view_root(n) for n in step_fwd[2][k:]}
+    reads = [j for j, o in enumerate(step_fwd[2][:k]) if _view_root(o) in roots]
+    container = None if isinstance(result, Tensor) else type(result)
     return Step(name, gm, tuple(flat), members, _generate(fwd_gm, "step_forward"), _generate(bwd_gm, "step_backward"),
-                tensor_at, attrs, reads_output)
+                tensor_at, attrs, reads, [(tuple(m.shape), np.dtype(m.dtype.np)) for m in metas[:k]], container)
+
+
+def _view_root(n: Node) -> Node:
+    """The node whose value ``n`` views (itself when it is no view)."""
+    while n.args and isinstance(n.args[0], Node) and (
+            (n.op == "call_method" and n.target == "detach") or (n.op == "call_function" and n.target not in (
+                operator.getitem, guard_inputs) and getattr(REGISTRY.get(op_name(n)), "is_view", False))):
+        n = n.args[0]
+    return n
 
 
 def _label(n: Node) -> str:
@@ -169,8 +250,11 @@ def _label(n: Node) -> str:
 def _check_forward(gm: GraphModule, flat: tuple) -> None:
     """Raise ``Unbuildable`` when the traced graph holds anything but declared compute ops."""
     out = gm.graph.output_node().args[0]
-    if not isinstance(out, Node):
-        raise Unbuildable("one-node step: the call returns more than one tensor")
+    outs = [out] if isinstance(out, Node) else list(out) if type(out) in (tuple, list) and out else [None]
+    if not all(isinstance(o, Node) for o in outs):
+        raise Unbuildable("one-node step: the call returns something else than a tensor or a tuple or list of them")
+    if len(set(outs)) < len(outs) or any(o.op in ("placeholder", "get_attr") for o in outs):
+        raise Unbuildable("one-node step: the call returns an input as it is, or one tensor twice")
     for n in gm.graph.nodes:
         if n.op in ("placeholder", "get_attr", "output") or n.target is guard_inputs or n.target is operator.getitem:
             continue
@@ -188,7 +272,7 @@ def _declared(n: Node):
     if op is None:
         label = getattr(n.target, "__name__", str(n.target))
         raise Unbuildable(f"one-node step: {n.name} calls {label}, not a declared op")
-    if op.kind != "compute":
+    if op.kind != "compute" and op.name not in _CONSTANT_FACTORIES:
         raise Unbuildable(f"one-node step: {n.name} is a {op.kind} op ({op.name}), not a compute op")
     return op
 
@@ -212,25 +296,27 @@ def _fetch(gm, path: str):
     return obj
 
 
-def _joint(gm, flat: tuple, result, leaves: list):
-    """The forward and backward recorded together: placeholders ``flat`` then the output's gradient,
-    the output ``(out, grad of each leaf or None)``, the attributes as constants (the same tensors).
+def _joint(gm, flat: tuple, results: list, leaves: list):
+    """The forward and backward recorded together: placeholders ``flat`` then each result's gradient,
+    the output ``(*results, grad of each leaf or None)``, the attributes as constants (the same tensors).
     The trace differentiates hook-free aliases of the leaves (a hook must neither run at compile
     time nor be baked into the graph: the engine runs it each step)."""
-    if not isinstance(result, Tensor) or not result.requires_grad or np.dtype(result.dtype.np) not in _FLOATS:
-        raise Unbuildable("one-node step: the result is not one floating tensor that requires grad")
+    if not all(isinstance(r, Tensor) and r.requires_grad and np.dtype(r.dtype.np) in _FLOATS for r in results):
+        raise Unbuildable("one-node step: a result is not a floating tensor that requires grad")
+    k = len(results)
     alias = {id(t): t.detach().requires_grad_(t.requires_grad) for t in leaves}
     real = {id(a): t for t, a in ((t, alias[id(t)]) for t in leaves)}
     args = [alias.get(id(a), a) if isinstance(a, Tensor) else a for a in flat]
     need = [alias[id(t)] for t in leaves if t.requires_grad]
 
     def joint(*xs):
-        *inputs, g = xs
+        inputs, gs = xs[:-k], xs[-k:]
         with enable_grad():
             out = _Aliased(gm, alias).run(*inputs)
-        return (out, *_autograd_grad(out, need, g, allow_unused=True))
-    g = ones(tuple(result.shape), dtype=result.dtype)
-    joint_gm = trace_from_tape(joint, *args, g, announce=False)
+        outs = [out] if isinstance(out, Tensor) else list(out)
+        return (*outs, *_autograd_grad(outs, need, list(gs), allow_unused=True))
+    gs = [ones(tuple(r.shape), dtype=r.dtype) for r in results]
+    joint_gm = trace_from_tape(joint, *args, *gs, announce=False)
     for n in joint_gm.graph.nodes:
         if n.op == "get_attr":
             t = _fetch(joint_gm, n.target)
@@ -241,8 +327,8 @@ def _joint(gm, flat: tuple, result, leaves: list):
     # the gradients of leaves that do not require grad are None: the output lists only needed ones
     output = joint_gm.graph.output_node()
     vals = list(output.args[0])
-    got = iter(vals[1:])
-    output.args = ((vals[0], *[next(got) if t.requires_grad else None for t in leaves]),)
+    got = iter(vals[k:])
+    output.args = ((*vals[:k], *[next(got) if t.requires_grad else None for t in leaves]),)
     return joint_gm
 
 
@@ -258,14 +344,14 @@ class _Aliased(Interpreter):
         return self.alias.get(id(t), t)
 
 
-def _split(joint, n_flat: int, tensor_at: list):
+def _split(joint, n_flat: int, tensor_at: list, k: int):
     """The joint graph's forward and backward, each ``(inputs, nodes, outputs)`` in graph order: the
-    forward returns its result and the values the backward reads (saved), the backward takes the
-    output's gradient, those values and the tensor inputs, and returns one gradient per leaf."""
+    forward returns its ``k`` results and the values the backward reads (saved), the backward takes
+    the results' gradients, those values and the tensor inputs, and returns one gradient per leaf."""
     places = [n for n in joint.graph.nodes if n.op == "placeholder"]
     output = joint.graph.output_node()
-    out, *grads = output.args[0]
-    fwd = _ancestors([out])
+    outs, grads = list(output.args[0][:k]), output.args[0][k:]
+    fwd = _ancestors(outs)
     bwd = _ancestors([g for g in grads if isinstance(g, Node)]) - fwd
     order = {n: i for i, n in enumerate(joint.graph.nodes)}
     fwd_nodes = sorted((n for n in fwd if n.op not in ("placeholder",)), key=order.__getitem__)
@@ -276,9 +362,9 @@ def _split(joint, n_flat: int, tensor_at: list):
         if n.op == "call_function" and n.target not in (operator.getitem, guard_inputs):
             _declared(n)
     inputs = [places[i] for i in tensor_at]
-    gnode = places[n_flat]
-    return ((inputs, fwd_nodes, [out, *saved]),
-            ([gnode, *saved, *inputs], bwd_nodes, [g if isinstance(g, Node) else None for g in grads]))
+    gnodes = places[n_flat:n_flat + k]
+    return ((inputs, fwd_nodes, [*outs, *saved]),
+            ([*gnodes, *saved, *inputs], bwd_nodes, [g if isinstance(g, Node) else None for g in grads]))
 
 
 def _ancestors(roots: list) -> set:
