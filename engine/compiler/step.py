@@ -23,7 +23,7 @@ per op, so a tape or the profiler watching such a call sees the lowered graph's 
 Not built (the call runs the lowered graph, ``explain`` says why): a node that is not a declared
 compute op (a state write, a random draw, a Python function), an operand the dispatcher would
 promote or convert (mixed dtypes, a half-precision float), a result that is not tensors needing a
-gradient (a ``None`` or a number among them, an input returned as it is, one tensor twice), a
+gradient (a ``None`` or a number among them, an input or its view, two views of one value), a
 backward that made a tensor outside the dispatcher, a graph off the cpu.
 Per call the lowered graph runs instead while a ``Mode`` watches (a tracer, a capture: they see
 each op), for a dynamic entry's other sizes and for tensors moved off the cpu; a
@@ -253,8 +253,11 @@ def _check_forward(gm: GraphModule, flat: tuple) -> None:
     outs = [out] if isinstance(out, Node) else list(out) if type(out) in (tuple, list) and out else [None]
     if not all(isinstance(o, Node) for o in outs):
         raise Unbuildable("one-node step: the call returns something else than a tensor or a tuple or list of them")
-    if len(set(outs)) < len(outs) or any(o.op in ("placeholder", "get_attr") for o in outs):
-        raise Unbuildable("one-node step: the call returns an input as it is, or one tensor twice")
+    # a result is a new tensor of the node's: one that shares an input's or another result's memory would
+    # lose the view's autograd link (an in-place write into it)
+    roots = [_view_root(o) for o in outs]
+    if len(set(roots)) < len(roots) or any(r.op in ("placeholder", "get_attr") for r in roots):
+        raise Unbuildable("one-node step: a result is an input or a view of one, or two results share memory")
     for n in gm.graph.nodes:
         if n.op in ("placeholder", "get_attr", "output") or n.target is guard_inputs or n.target is operator.getitem:
             continue
