@@ -127,3 +127,13 @@ def test_cross_entropy_of_log_probs_reduces_as_nll_loss(loops_on):
     logp = tapelab.log_softmax(tapelab.tensor(x), 1)
     want = torch.nn.functional.nll_loss(torch.tensor(logp.numpy()), torch.tensor(t), ignore_index=-1).item()
     assert tapelab.nn.functional.cross_entropy(tapelab.tensor(x), tapelab.tensor(t), ignore_index=-1).item() == want
+
+
+# ---------------------------------------------------------------- broadcast error names the last dim
+# vit-pytorch's README (MPP/SimMIM on a stale config) fails alike under both; the message named the
+# first differing dim where ATen's infer_size, walking from the right, names the last.
+@pytest.mark.parametrize("m", [torch, tapelab], ids=["torch", "tapelab"])
+def test_broadcast_error_names_the_last_differing_dim(m):
+    with pytest.raises(RuntimeError, match=r"tensor a \(1024\) must match the size of tensor b \(64\) at non-singleton "
+                                           r"dimension 2"):
+        m.ones(8, 64, 1024) + m.ones(65, 64)

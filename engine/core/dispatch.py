@@ -655,7 +655,7 @@ def _forward_error(op, args, params, e: Exception) -> Exception:
 def _broadcast_message(shapes) -> str:
     nd = max(len(s) for s in shapes)
     padded = [(1,) * (nd - len(s)) + tuple(s) for s in shapes]
-    for d in range(nd):
+    for d in reversed(range(nd)):    # ATen's infer_size names the last dim that differs
         sizes = {p[d] for p in padded} - {1}
         if len(sizes) > 1:
             a, b = [p[d] for p in padded if p[d] != 1][:2]
