@@ -118,6 +118,9 @@ class CompiledFunction:
 
     def __init__(self, fn, *, fullgraph: bool, backend, options: dict, module: Module | None = None,
                  dynamic: bool | None = None, mode: str | None = None):
+        if module is None:   # a module's bound method (``compile(model.forward)``) is guarded as its module
+            owner = getattr(fn, "__self__", None)
+            module = owner if isinstance(owner, Module) else None
         self.fn, self.module, self.fullgraph, self.backend, self.mode = fn, module, fullgraph, backend, mode
         self.options = options
         self.cache: dict = {}
@@ -521,10 +524,7 @@ def compile(model=None, *, fullgraph: bool = False, dynamic=None, backend="tapel
                                                        module=m, dynamic=dynamic, mode=mode))
         if not callable(m):
             raise RuntimeError(f"tapelab.compile: expected a Module or a callable, got {type(m).__name__}")
-        # a module's bound method (``compile(model.forward)``) is guarded on the module's training flag
-        owner = getattr(m, "__self__", None)
-        return CompiledFunction(m, fullgraph=fullgraph, backend=backend, options=options, dynamic=dynamic, mode=mode,
-                                module=owner if isinstance(owner, Module) else None)
+        return CompiledFunction(m, fullgraph=fullgraph, backend=backend, options=options, dynamic=dynamic, mode=mode)
     return wrap if model is None else wrap(model)
 
 
