@@ -47,7 +47,7 @@ from ..core.tensor import Tensor
 from ..fx.graph import Graph
 from ..fx.graph_module import GraphModule
 from ..fx.interpreter import Interpreter
-from ..fx.node import Node
+from ..fx.node import Node, _get_attr_path
 from ..fx.passes.fusion import op_name
 from ..fx.trace_from_tape import guard_inputs, trace_from_tape
 from . import fused as _fused
@@ -285,18 +285,11 @@ def _attr_tensors(gm) -> list:
     out, seen = [], set()
     for n in gm.graph.nodes:
         if n.op == "get_attr":
-            t = _fetch(gm, n.target)
+            t = _get_attr_path(gm, n.target)
             if isinstance(t, Tensor) and id(t) not in seen:
                 seen.add(id(t))
                 out.append(t)
     return out
-
-
-def _fetch(gm, path: str):
-    obj = gm
-    for part in path.split("."):
-        obj = getattr(obj, part)
-    return obj
 
 
 def _joint(gm, flat: tuple, results: list, leaves: list):
@@ -322,7 +315,7 @@ def _joint(gm, flat: tuple, results: list, leaves: list):
     joint_gm = trace_from_tape(joint, *args, *gs, announce=False)
     for n in joint_gm.graph.nodes:
         if n.op == "get_attr":
-            t = _fetch(joint_gm, n.target)
+            t = _get_attr_path(joint_gm, n.target)
             if isinstance(t, Tensor) and id(t) in real:
                 setattr(joint_gm, n.target, real[id(t)])     # the step reads the parameter itself, live
             elif isinstance(t, Tensor) and t.ndim:
@@ -478,7 +471,7 @@ def _generate(gm: GraphModule, fname: str) -> "_Generated":
             params.append(v)
         elif n.op == "get_attr":
             names[n] = v
-            attrs.append((v, _fetch(gm, n.target)))
+            attrs.append((v, _get_attr_path(gm, n.target)))
         elif n.op == "call_method" and n.target == "detach":
             names[n] = names[n.args[0]]
         elif n.op == "call_function" and n.target is operator.getitem:
