@@ -118,18 +118,18 @@ def failure_report(status: Path, nproc: int, code: int, timeout: float, timed_ou
             lines.append(f"the job did not finish within the timeout of {timeout:g} s; ranks still running: "
                          f"{vanished or sorted(set(range(nproc)) - finished)}")
         elif vanished:
-            pids = {(status / f"rank{r}.pid").read_text().strip(): r for r in started}
+            pid_of = {r: (status / f"rank{r}.pid").read_text().strip() for r in started}
+            rank_of = {p: r for r, p in pid_of.items()}
             named = _first_to_end(ended or [], finished) or [
-                pids[p] for p in re.findall(r"PID (\d+) RUNNING", banner) if p in pids]
+                rank_of[p] for p in re.findall(r"PID (\d+) RUNNING", banner) if p in rank_of]
             codes = dict(re.findall(r"PID (\d+) RUNNING.*?EXIT CODE: (\d+)", banner, re.S))
             for r in named:
-                pid = (status / f"rank{r}.pid").read_text().strip()
-                signal_ = codes.get(pid) or next(iter(codes.values()), None)
+                signal_ = codes.get(pid_of[r]) or next(iter(codes.values()), None)
                 sig = f" by signal {signal_}" if signal_ else ""
-                lines.append(f"rank {r} (pid {pid}) was killed{sig} "
+                lines.append(f"rank {r} (pid {pid_of[r]}) was killed{sig} "
                              f"(no Python traceback); the other ranks were stopped")
             for r in ([] if named else vanished):
-                lines.append(f"rank {r} (pid {(status / f'rank{r}.pid').read_text().strip()}) exited without "
+                lines.append(f"rank {r} (pid {pid_of[r]}) exited without "
                              f"finishing the script and without a Python traceback: it was killed (a signal, "
                              f"out of memory) or called os._exit")
         else:
