@@ -26,7 +26,7 @@ def current_accelerator(check_available: bool = False) -> _device | None:
 
 
 def is_available() -> bool:
-    return current_accelerator() is not None and cuda.is_available()
+    return cuda.is_available() and current_accelerator() is not None
 
 
 def device_count() -> int:
