@@ -84,7 +84,7 @@ def test_ranges_nest_and_lanes_split_forward_from_backward(model):
     assert all(groups[e["id"]] == "forward" for e in ev if e["kind"] == "op" and e["phase"] == "forward")
     assert all(groups[e["id"]] == "backward" for e in ev if e["kind"] == "backward" or e["phase"] == "backward")
     # a backward node's ops sit one row below it
-    node = next(e for e in ev if e["name"] == "LinearBackward0")
+    node = next(e for e in ev if e["name"] == "AddmmBackward0")
     kids = [e for e in ev if e["parent"] == node["id"]]
     assert kids and all(k["depth"] == node["depth"] + 1 for k in kids)
 

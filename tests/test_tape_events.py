@@ -47,7 +47,7 @@ def test_forward_records_in_order_with_metadata():
     assert mm.inputs == (x._uid(), w._uid()) and mm.output == h._uid()
     assert th.inputs == (h._uid(),) and sm.inputs == (y._uid(),) and sm.output == loss._uid()
     assert sm.shape == () and sm.dtype == "float64" and sm.device == "cpu" and sm.requires_grad
-    assert [n.grad_fn for n in t] == ["MatmulBackward0", "TanhBackward0", "SumBackward0"]
+    assert [n.grad_fn for n in t] == ["MmBackward0", "TanhBackward0", "SumBackward0"]
     assert [n.seq for n in t] == sorted(n.seq for n in t)
     assert all(n.duration_ns >= 0 for n in t) and mm.start_ns <= th.start_ns <= sm.start_ns
     assert loss.grad_fn.tape_seq == sm.seq and h.grad_fn.tape_seq == mm.seq

@@ -123,7 +123,14 @@ class OpNode(Node):
         self.module = ""
 
     def name(self) -> str:
-        return self.op.backward_name
+        name = self.op.backward_name
+        if type(name) is str:
+            return name
+        inputs = self.inputs if self.inputs is not None else getattr(self, "_shapes", None)
+        if inputs is None:   # freed: the inputs' count is still the edges'
+            return name((None,) * len(self.edges))
+        return name(tuple(a.ndim if isinstance(a, Tensor) else len(a[0]) if type(a) is _Meta else None
+                          for a in inputs))
 
     @property
     def saved_tensors(self) -> tuple:

@@ -70,6 +70,12 @@ class Op:
             message formatted with ``dtype`` (PyTorch's name, ``ComplexFloat``), ``device`` (its type)
             and the op's params (``kernel_refusal(name)`` is the common form). The dispatcher raises
             it when an operand is complex, so the forward never computes numpy's complex ordering.
+        backward_name: the name of the op's backward node (``grad_fn.name()``, a tensor's printed
+            ``grad_fn=<...>``, the tape and debugger labels) where PyTorch's differs from the name
+            derived from ``name`` (``cross_entropy``'s is ``NllLossBackward0``); or
+            ``backward_name(input_ndims) -> str`` where PyTorch's depends on the call (``linear`` on a
+            matrix is ``AddmmBackward0``), ``input_ndims`` holding each input's ndim (None for a
+            non-tensor, and for every input once the node's saved inputs are freed).
     """
 
     __slots__ = ("name", "fwd", "vjp", "promote", "saves", "save_output", "elementwise",
@@ -82,7 +88,8 @@ class Op:
                  kind: str = "compute", ufunc: str | None = None, out_form: str | None = None,
                  data_dependent: str | None = None, onnx=None, cost=None, aliases: tuple = (),
                  inplace: tuple = (), operator: str | None = None, complex: bool | None = None,
-                 complex_error: tuple | None = None, fwd_out: Callable | None = None):
+                 complex_error: tuple | None = None, fwd_out: Callable | None = None,
+                 backward_name: str | Callable[[tuple | None], str] | None = None):
         if name in REGISTRY:
             raise ValueError(f"op {name!r} is already registered")
         if kind not in KINDS:
@@ -96,7 +103,7 @@ class Op:
         self.complex = (saves == NONE and not save_output) if complex is None else complex
         self.complex_error, self.fwd_out = complex_error, fwd_out
         self.fast = None   # the dispatcher's compiled eager path (core/dispatch.py), made at first use
-        self.backward_name = "".join(p.capitalize() for p in name.split("_")) + "Backward0"
+        self.backward_name = backward_name or "".join(p.capitalize() for p in name.split("_")) + "Backward0"
         REGISTRY[name] = self
 
     def __repr__(self) -> str:

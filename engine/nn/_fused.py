@@ -226,7 +226,7 @@ def _ln_vjp(g, out, x, *affine, dims, eps, has_weight):
 
 
 _ln = Op("layer_norm", _ln_fwd, _ln_vjp, promote="float", saves=OTHERS, cost=lambda s, out: 8 * math.prod(out),
-         onnx=_onnx_layer_norm)
+         onnx=_onnx_layer_norm, backward_name="NativeLayerNormBackward0")
 _ln_bwd = Op("layer_norm_backward", _ln_bwd_fwd, None, promote="float", n_extra=2,
              cost=lambda s, out: 10 * math.prod(s[1]))
 
@@ -525,7 +525,8 @@ def _ce_vjp(g, out, x, t, *w, **p):
 
 _nll = Op("nll_loss", _nll_fwd, _nll_vjp, saves=NONE, cost=lambda s, out: math.prod(s[1]))
 _nll_bwd = Op("nll_loss_backward", _nll_bwd_fwd, _nll_bwd_vjp, saves=NONE, cost=_numel)
-_ce = Op("cross_entropy", _ce_fwd, _ce_vjp, cost=lambda s, out: 4 * math.prod(s[0]))
+_ce = Op("cross_entropy", _ce_fwd, _ce_vjp, cost=lambda s, out: 4 * math.prod(s[0]),
+         backward_name="NllLossBackward0")   # PyTorch's loss node: nll_loss of log_softmax
 _ce_bwd = Op("cross_entropy_backward", _ce_bwd_fwd, _ce_bwd_vjp, cost=lambda s, out: 4 * math.prod(out))
 
 

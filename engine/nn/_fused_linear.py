@@ -113,7 +113,19 @@ def _cost(shapes, out) -> int:
     return 2 * math.prod(out) * shapes[0][-1]
 
 
-_linear = Op("linear", _fwd, _vjp, saves=OTHERS, cost=_cost, onnx=_onnx_linear, fwd_out=_fwd_out)
+def _backward_name(ndims: tuple) -> str:
+    """PyTorch's node for ``linear``: ``addmm``/``mm`` on a matrix; on a vector or a batch of matrices
+    the view (or ``_unsafe_view``, without bias) of the folded product. A freed node reads as a matrix's."""
+    x, bias = ndims[0], len(ndims) == 3
+    if x is None or x == 2:
+        return "AddmmBackward0" if bias else "MmBackward0"
+    if x == 1:
+        return "ViewBackward0" if bias else "SqueezeBackward4"
+    return "ViewBackward0" if bias else "UnsafeViewBackward0"
+
+
+_linear = Op("linear", _fwd, _vjp, saves=OTHERS, cost=_cost, onnx=_onnx_linear, fwd_out=_fwd_out,
+             backward_name=_backward_name)
 _bwd = Op("linear_backward", _bwd_fwd, None, n_extra=2)
 
 

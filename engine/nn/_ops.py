@@ -869,7 +869,8 @@ def _bn_bwd_vjp(v, out, g, x, *, dims, eps):
     return gg, gx
 
 
-_bn = Op("batch_norm_normalize", _bn_fwd, _bn_vjp, promote="float", n_extra=2, onnx=_onnx_bn)
+_bn = Op("batch_norm_normalize", _bn_fwd, _bn_vjp, promote="float", n_extra=2, onnx=_onnx_bn,
+         backward_name="NativeBatchNormBackward0")
 _bn_bwd = Op("batch_norm_backward", _bn_bwd_fwd, _bn_bwd_vjp, promote="float")
 _bn_grads = Op("batch_norm_grads", _bn_grads_fwd, promote="float", n_extra=2)   # runs with grad off only
 

@@ -87,8 +87,21 @@ def _matmul_cost(input_shapes, output_shape) -> int:
     return 2 * math.prod(output_shape) * (a[-1] if a else 1)
 
 
+# PyTorch's node for ``matmul`` by the operands' ndims (the op it lowers to); a batched product is the
+# ``_unsafe_view`` of its folded product, and so is a freed node's (its ndims are gone)
+_MATMUL_NAMES = {(1, 1): "DotBackward0", (2, 1): "MvBackward0", (1, 2): "SqueezeBackward4", (2, 2): "MmBackward0"}
+
+
+def _matmul_name(ndims: tuple) -> str:
+    a, b = ndims[:2]
+    if a == 2 and b is not None and b >= 3:
+        return "CloneBackward0"    # the transposed fold's result made contiguous
+    return _MATMUL_NAMES.get((a, b), "MmBackward0" if a is None else "UnsafeViewBackward0")
+
+
 _matmul = Op("matmul", _matmul_fwd, _matmul_vjp, saves=OTHERS, out_form="matmul", cost=_matmul_cost,
-             operator="matmul", aliases=("mm", "bmm", "mv", "dot", "vdot"), onnx="MatMul", complex=True)
+             operator="matmul", aliases=("mm", "bmm", "mv", "dot", "vdot"), onnx="MatMul", complex=True,
+             backward_name=_matmul_name)
 
 # PyTorch's C++ names for dtypes in "expected m1 and m2 to have the same dtype" messages
 _C_NAMES = {"float32": "float", "float64": "double", "float16": "c10::Half", "bfloat16": "c10::BFloat16",

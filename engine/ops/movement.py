@@ -127,7 +127,7 @@ _ALL = slice(None)
 _reshape = Op("reshape", lambda xp, x, *, shape: x.reshape(shape),
               lambda g, out, x, *, shape: (g.reshape(x._data.shape),), saves=NONE, is_view=True,
               aliases=("view", "view_as", "reshape_as", "squeeze", "unsqueeze", "flatten", "unflatten",
-                       "atleast_1d", "atleast_2d", "atleast_3d"), onnx=_onnx_reshape)
+                       "atleast_1d", "atleast_2d", "atleast_3d"), onnx=_onnx_reshape, backward_name="ViewBackward0")
 # the same bytes read as another dtype (``Tensor.view(dtype)``); not differentiable, as PyTorch's
 _view_dtype = Op("view_dtype", lambda xp, x, *, to: x.view(to.np), None, saves=NONE, is_view=True)
 _permute = Op("permute", lambda xp, x, *, dims: x.transpose(dims),
