@@ -11,7 +11,7 @@ import builtins
 
 import numpy as np
 
-from .. import return_types
+from .. import kernels, return_types
 from ..base.grad_mode import STATE as GRAD
 from ..core.creation import eye
 from ..base import backend as _backend
@@ -483,9 +483,31 @@ def logsumexp(input, dim=None, keepdim: bool = False, *, axis=None, keepdims=Non
     return apply(_logsumexp, input, dims=_dims(input, dim, "logsumexp"), keepdim=keepdim)
 
 
+def _norm2_in_lanes(xp, x, dims, keepdim):
+    """The 2-norm over trailing dims of a contiguous cpu float32 array in ATen's lane order
+    (``kernels/vecnorm.py``), or None where numpy's sum is used."""
+    if not x.size or not kernels.use(xp, x):
+        return None
+    lead = 0 if dims is None else x.ndim - len(dims)
+    if dims is not None and dims != tuple(range(lead, x.ndim)):
+        return None
+    norms = kernels.loops("vecnorm").norm2_rows(x.reshape(int(np.prod(x.shape[:lead])), -1))
+    return norms.reshape(_keep_shape(x.shape, dims) if keepdim else x.shape[:lead])
+
+
+def array_norm2(a: np.ndarray) -> np.ndarray:
+    """The 2-norm of all of the numpy array ``a``, rounded as ``vector_norm`` rounds it (for callers
+    that work on arrays, as ``clip_grad_norm_``'s unrecorded path)."""
+    return _norm_fwd(np, a, ord=2.0, dims=None, keepdim=False)
+
+
 def _norm_fwd(xp, x, *, ord, dims, keepdim):
     if x.dtype is BFLOAT16_NP:
         return in_float32(_norm_fwd, xp, x, ord=ord, dims=dims, keepdim=keepdim)
+    if ord == 2:
+        laned = _norm2_in_lanes(xp, x, dims, keepdim)
+        if laned is not None:
+            return laned
     a = xp.abs(x)
     if ord == 2:
         return xp.sqrt((a * a).sum(axis=dims, keepdims=keepdim))

@@ -2,9 +2,10 @@
 
 ``clip_grad_norm_`` of 2-norms on cpu float32/float64 gradients runs on the arrays while nobody
 watches (``STATE.slow`` false), as the optimizers' multi-tensor steps do (``optim/_foreach.py``):
-one ``vdot`` per gradient and one in-place multiply, where the Tensor path dispatched five ops
-per gradient (1.9 ms against PyTorch's 0.6 on the LSTM LM step's eleven; bench/README.md, issue 17
-session 5). The arithmetic is PyTorch's: each gradient's norm in its dtype, the norm of those.
+one 2-norm per gradient (``vector_norm``'s, summed in ATen's order) and one in-place multiply,
+where the Tensor path dispatched five ops per gradient (1.9 ms against PyTorch's 0.6 on the LSTM
+LM step's eleven; bench/README.md, issue 17 session 5). The arithmetic is PyTorch's: each
+gradient's norm in its dtype, the norm of those.
 """
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from ...base.device import CPU
 from ...base.dispatch_state import STATE
 from ...base.grad_mode import no_grad
 from ...ops.movement import stack
+from ...ops.reduce import array_norm2, vector_norm
 from ...core.tensor import Tensor
 
 __all__ = ["clip_grad_norm_", "clip_grad_value_", "get_total_norm", "clip_grads_with_norm_", "clip_grad_norm"]
@@ -26,16 +28,6 @@ __all__ = ["clip_grad_norm_", "clip_grad_value_", "get_total_norm", "clip_grads_
 
 def _as_list(parameters) -> list[Tensor]:
     return [parameters] if isinstance(parameters, Tensor) else list(parameters)
-
-
-def _vector_norm(t: Tensor, norm_type: float) -> Tensor:
-    if norm_type == float("inf"):
-        return t.abs().amax()
-    if norm_type == float("-inf"):
-        return t.abs().amin()
-    if norm_type == 0:
-        return (t != 0).sum().to(t.dtype)
-    return (t.abs() ** norm_type).sum() ** (1.0 / norm_type)
 
 
 @no_grad()
@@ -47,8 +39,8 @@ def get_total_norm(tensors: Iterable[Tensor] | Tensor, norm_type: float = 2.0, e
     if not tensors:
         return creation.tensor(0.0)
     first = tensors[0].device
-    norms = [_vector_norm(t, norm_type).to(first) for t in tensors]
-    total = _vector_norm(stack(norms), norm_type)
+    norms = [vector_norm(t, norm_type).to(first) for t in tensors]
+    total = vector_norm(stack(norms), norm_type)
     if error_if_nonfinite and not bool(total.isfinite()):
         _nonfinite(norm_type)
     return total
@@ -83,8 +75,8 @@ def _on_arrays(grads: list[Tensor], norm_type: float, foreach: bool | None) -> b
 def _clip_arrays(grads: list[Tensor], max_norm: float, error_if_nonfinite: bool) -> Tensor:
     """The 2-norm clip on the gradients' arrays, each write counted on its version counter."""
     one = grads[0]._data.dtype.type
-    norms = np.array([np.sqrt(np.vdot(a, a)) for a in (g._data.ravel() for g in grads)], dtype=one)
-    total = np.sqrt(np.vdot(norms, norms))
+    norms = np.array([array_norm2(g._data) for g in grads], dtype=one)
+    total = array_norm2(norms)
     if error_if_nonfinite and not np.isfinite(total):
         _nonfinite(2.0)
     coef = min(one(max_norm) / (total + one(1e-6)), one(1.0))
