@@ -402,3 +402,50 @@ def test_results_that_are_not_new_tensors_keep_the_per_op_path(returns, why):
     for got, want in zip(compiled(x), model(x)):
         if want is not None:
             _close(got.detach().numpy(), want.detach().numpy(), "per-op path")
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_attention_keeps_its_weights_for_the_step_backward(causal):
+    """The joint trace records attention as the one op whose backward recomputes ``q kᵀ`` and the
+    softmax; the step's forward keeps the weights instead (``scaled_dot_product_attention_forward``)
+    and its backward reads them (``saved=True``), as eager does: output and every gradient (the
+    input's too) equal eager's bit for bit and PyTorch's within rtol 1e-5."""
+    def make(m):
+        class Block(m.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.qkv, self.proj = m.nn.Linear(16, 48), m.nn.Linear(16, 16)
+
+            def forward(self, x):
+                b, t, _ = x.shape
+                q, k, v = (z.reshape(b, t, 2, 8).transpose(1, 2) for z in self.qkv(x).split(16, dim=2))
+                y = m.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
+                return self.proj(y.transpose(1, 2).reshape(b, t, 16)).tanh()
+        return Block()
+    model, tmodel = _pair(make)
+    compiled = tapelab.compile(model)
+    x_np = np.random.default_rng(1).standard_normal((3, 8, 16)).astype(np.float32)
+    for call in range(3):
+        x = tapelab.tensor(x_np, requires_grad=True)
+        model.zero_grad()
+        y = compiled(x)
+        (y * y).sum().backward()
+        got = [x.grad.numpy().copy()] + [p.grad.numpy().copy() for p in model.parameters()]
+        ex = tapelab.tensor(x_np, requires_grad=True)
+        model.zero_grad()
+        want = model(ex)
+        (want * want).sum().backward()
+        np.testing.assert_array_equal(y.detach().numpy(), want.detach().numpy())
+        for g, w in zip(got, [ex.grad.numpy()] + [p.grad.numpy() for p in model.parameters()]):
+            np.testing.assert_array_equal(g, w)
+        tx = torch.tensor(x_np, requires_grad=True)
+        tmodel.zero_grad()
+        ty = tmodel(tx)
+        (ty * ty).sum().backward()
+        _close(y.detach().numpy(), ty.detach().numpy(), "output vs torch")
+        for g, w in zip(got, [tx.grad.numpy()] + [p.grad.numpy() for p in tmodel.parameters()]):
+            _close(g, w, "gradient vs torch")
+    (entry,) = compiled._compiled.cache.values()
+    assert y.grad_fn.name() == "CompiledBlockBackward"
+    assert "scaled_dot_product_attention_forward" in entry.step.members
+    assert "scaled_dot_product_attention" not in entry.step.members and "saved=True" in entry.step.sources[1]

@@ -49,6 +49,7 @@ from ..fx.graph_module import GraphModule
 from ..fx.interpreter import Interpreter
 from ..fx.node import Node, _get_attr_path
 from ..fx.passes.fusion import op_name
+from ..fx.prims import prims
 from ..fx.trace_from_tape import guard_inputs, trace_from_tape
 from . import fused as _fused
 from .fused import FusedCall
@@ -220,6 +221,7 @@ def build(gm: GraphModule, flat: tuple, result, name: str, backend: str = "auto"
     results = [result] if isinstance(result, Tensor) else list(result)
     k = len(results)
     joint = _joint(gm, flat, results, leaves)
+    _save_attention_weights(joint.graph)
     step_fwd, step_bwd = _split(joint, len(flat), tensor_at, k)
     fwd_gm = _lowered(joint, step_fwd, [flat[i] for i in tensor_at], backend)
     metas = _output_metas(fwd_gm)
@@ -328,6 +330,37 @@ def _joint(gm, flat: tuple, results: list, leaves: list):
     return joint_gm
 
 
+def _save_attention_weights(graph: Graph) -> None:
+    """Each attention whose backward the joint graph recomputes from ``q, k, v`` keeps its weights
+    instead, as eager does while nobody watches (``_fused_attention``: the trace records the one
+    op, whose backward recomputes ``q kᵀ`` and the softmax): the forward becomes
+    ``scaled_dot_product_attention_forward`` (the output and the weights) and the backward reads
+    those weights (``saved=True``). The same arrays from the same calls, so every value is
+    unchanged; the backward loses a batched GEMM and a softmax (a Transformer block's ~0.2 ms)."""
+    forwards = {}
+    for n in graph.nodes:
+        if n.op == "call_function" and op_name(n) == "scaled_dot_product_attention":
+            forwards[(n.args, tuple(n.kwargs.items()))] = n
+    weights: dict = {}
+    for n in list(graph.nodes):
+        if n.op != "call_function" or op_name(n) != "scaled_dot_product_attention_backward" or "saved" in n.kwargs:
+            continue
+        f = forwards.get((n.args[1:], tuple(n.kwargs.items())))
+        if f is None:
+            continue
+        if f not in weights:
+            with graph.inserting_after(f):
+                both = graph.call_function(prims.scaled_dot_product_attention_forward, f.args, dict(f.kwargs))
+            with graph.inserting_after(both):
+                out = graph.call_function(operator.getitem, (both, 0))
+            with graph.inserting_after(out):
+                weights[f] = graph.call_function(operator.getitem, (both, 1))
+            f.replace_all_uses_with(out)
+            graph.erase_node(f)
+        n.args = (*n.args, weights[f])
+        n.kwargs = {**n.kwargs, "saved": True}
+
+
 class _Aliased(Interpreter):
     """Runs the traced graph with its attribute tensors replaced by their aliases."""
 
@@ -348,6 +381,9 @@ def _split(joint, n_flat: int, tensor_at: list, k: int):
     output = joint.graph.output_node()
     outs, grads = list(output.args[0][:k]), output.args[0][k:]
     fwd = _ancestors(outs)
+    # a forward op's other results (an attention's weights, ``_save_attention_weights``) are the
+    # forward's: the backward reads them as saved values, not the op's tuple
+    fwd |= {n for n in joint.graph.nodes if n.target is operator.getitem and n.args[0] in fwd}
     bwd = _ancestors([g for g in grads if isinstance(g, Node)]) - fwd
     order = {n: i for i, n in enumerate(joint.graph.nodes)}
     fwd_nodes = sorted((n for n in fwd if n.op not in ("placeholder",)), key=order.__getitem__)
