@@ -24,6 +24,8 @@ CASES = {
     "batch @ matrix": lambda m, F, g: g(5, 2, 3) @ g(3, 4),
     "matrix @ batch": lambda m, F, g: g(2, 3) @ g(5, 3, 4),
     "4-d attention scores": lambda m, F, g: g(2, 4, 5, 8) @ g(2, 4, 8, 5),
+    "mse_loss": lambda m, F, g: F.mse_loss(g(2, 3), m.zeros(2, 3)),
+    "mse_loss sum": lambda m, F, g: F.mse_loss(g(2, 3), g(2, 3), reduction="sum"),
     "cross_entropy": lambda m, F, g: F.cross_entropy(g(4, 3), m.tensor([0, 2, 1, 0])),
     "nll_loss": lambda m, F, g: F.nll_loss(g(4, 3), m.tensor([0, 2, 1, 0])),
     "layer_norm": lambda m, F, g: F.layer_norm(g(2, 4), (4,)),

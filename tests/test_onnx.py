@@ -412,3 +412,18 @@ def test_pytorch_program_serves_the_same_logits_as_torch(tmp_path, request):
     want = onnx_export.main(torch, 3, str(tmp_path / "torch.onnx"))
     got = onnx_export.main(tapelab, 3, str(tmp_path / "tapelab.onnx"))
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+def test_mse_loss_exports_each_reduction():
+    """mse_loss is one op since it carries PyTorch's node name; its lowering is Sub, Mul and the reduction."""
+    class Losses(nn.Module):
+        def forward(self, x, t):
+            return F.mse_loss(x, t), F.mse_loss(x, t, reduction="sum"), F.mse_loss(x, t, reduction="none")
+    import io
+    x, t = tapelab.randn(3, 4), tapelab.randn(3, 4)
+    f = io.BytesIO()
+    tapelab.onnx.export(Losses(), (x, t), f)
+    session = ort.InferenceSession(f.getvalue())
+    names = [i.name for i in session.get_inputs()]
+    for got, want in zip(session.run(None, dict(zip(names, (x.numpy(), t.numpy())))), Losses()(x, t)):
+        np.testing.assert_allclose(got, want.numpy(), rtol=1e-6)

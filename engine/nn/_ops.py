@@ -17,6 +17,7 @@ from ..core.dispatch import apply
 from ..core.registry import ALL, NONE, OTHERS, Op
 from ..core.tensor import Tensor
 from ..ops.indexing import add_at
+from ..ops._util import unbroadcast
 from ..ops.sparse import sparse_coo_tensor
 from .. import kernels
 from ..kernels import gemm
@@ -26,7 +27,7 @@ from . import _winograd
 
 __all__ = ["convolution", "convolution_transpose", "convolution_weight", "max_pool", "avg_pool",
            "im2col", "col2im", "embedding", "pool_output_size", "max_pool_blocks",
-           "blocks_divide", "batch_norm_normalize", "binary_cross_entropy"]
+           "blocks_divide", "batch_norm_normalize", "binary_cross_entropy", "mse_loss"]
 
 
 # ---------------------------------------------------------------- ONNX lowerings (``Op.onnx``, engine/onnx)
@@ -971,3 +972,35 @@ _bce = Op("binary_cross_entropy", _bce_fwd, _bce_vjp, promote="common", saves=AL
 def binary_cross_entropy(input: Tensor, target: Tensor) -> Tensor:
     """The unreduced loss ``-(t log x + (1 - t) log(1 - x))``, PyTorch's clamped kernel and gradient."""
     return apply(_bce, input, target)
+
+
+# ---------------------------------------------------------------- mean squared error
+def _mse_fwd(xp, x, t, *, reduction):
+    d = x - t
+    sq = d * d
+    return sq if reduction == "none" else sq.mean() if reduction == "mean" else sq.sum()
+
+
+def _mse_vjp(g, out, x, t, *, reduction):
+    # PyTorch's mse_loss_backward: (x - t) times 2 (over the element count for a mean), times g
+    d = x - t
+    gx = d * (2.0 / max(d.numel(), 1) if reduction == "mean" else 2.0) * g
+    return (unbroadcast(gx, x) if x.requires_grad else None,
+            unbroadcast(-gx, t) if isinstance(t, Tensor) and t.requires_grad else None)
+
+
+def _onnx_mse(g, x, t, *, reduction):
+    d = g.op("Sub", x, t)
+    sq = g.op("Mul", d, d)
+    return sq if reduction == "none" else g.reduce("ReduceMean" if reduction == "mean" else "ReduceSum", sq, None,
+                                                   False)
+
+
+_mse = Op("mse_loss", _mse_fwd, _mse_vjp, promote="common", saves=ALL, onnx=_onnx_mse,
+          cost=lambda s, out: 3 * max(math.prod(s[0]), math.prod(s[1])))
+
+
+def mse_loss(input: Tensor, target: Tensor, reduction: str) -> Tensor:
+    """``(input - target)**2``, reduced, as one op: the loss node PyTorch names ``MseLossBackward0``,
+    with its backward formula."""
+    return apply(_mse, input, target, reduction=reduction)

@@ -821,9 +821,13 @@ def mse_loss(input: Tensor, target: Tensor, size_average=None, reduce=None, redu
         return handle_torch_function(mse_loss, (input, target, size_average, reduce, weight), input, target,
                                      size_average=size_average, reduce=reduce, reduction=reduction, weight=weight)
     _check_same_size(input, target)
+    reduction = _reduction(size_average, reduce, reduction)
+    if weight is None:
+        if reduction not in ("none", "mean", "sum"):
+            raise ValueError(f"{reduction} is not a valid value for reduction")
+        return _ops.mse_loss(input, target, reduction)
     d = input - target
-    loss = d * d if weight is None else d * d * weight
-    return _reduce(loss, _reduction(size_average, reduce, reduction))
+    return _reduce(d * d * weight, reduction)
 
 
 def l1_loss(input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean",

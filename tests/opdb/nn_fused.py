@@ -196,3 +196,21 @@ def _bce_errors():
 OPS.append(OpInfo("nn.binary_cross_entropy",
                   lambda m, x, t, w=None, **kw: _f(m).binary_cross_entropy(x, t, w, **kw), _bce_samples,
                   differentiable_args=(0, 1), errors=_bce_errors))
+
+
+def _mse_samples():
+    return [Sample((arr(3, 4), arr(3, 4)), name="mean"),
+            Sample((arr(3, 4), arr(3, 4)), {"reduction": "sum"}, name="sum"),
+            Sample((arr(2, 3, 2), arr(2, 3, 2)), {"reduction": "none"}, name="none"),
+            Sample((arr(), arr()), name="0d"),
+            Sample((arr(0, 3), arr(0, 3)), {"reduction": "sum"}, name="empty"),
+            Sample((arr(4, 3), arr(4, 3)), noncontig=True, name="noncontig")]
+
+
+def _mse_errors():
+    return [ErrorInput(Sample((arr(3, 4), arr(3, 4)), {"reduction": "avg"}), ValueError, "not a valid value")]
+
+
+# mse_loss is one op: PyTorch's node (MseLossBackward0) and its backward formula
+OPS.append(OpInfo("nn.mse_loss", lambda m, x, t, **kw: _f(m).mse_loss(x, t, **kw), _mse_samples,
+                  differentiable_args=(0, 1), errors=_mse_errors))
