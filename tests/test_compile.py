@@ -974,3 +974,33 @@ def test_a_lone_ops_timed_answer_is_kept_for_later_processes(monkeypatch, tmp_pa
     monkeypatch.setattr(fused, "_PAYS", {})
     monkeypatch.setattr(fused, "_timed_pays", lambda *a: pytest.fail("timed again"))
     assert graph_ops() == first
+
+
+def test_a_call_keeping_nothing_outside_skips_the_heap_scans(monkeypatch):
+    """``trace_with_output(kept=...)`` counts each made tensor's references in the recorder's, the
+    result's and the autograd nodes' own holders first: when they account for all of them the two
+    ``gc.get_referrers`` scans of the heap are skipped (the warm compile's largest cost); a tensor
+    held anywhere else (a closure cell, a dict, a global) still goes to the scans and is named."""
+    import gc
+    import importlib
+    tft = importlib.import_module("tapelab.fx.trace_from_tape")
+    scans = []
+    real = gc.get_referrers
+    monkeypatch.setattr(tft.gc, "get_referrers", lambda *a: scans.append(1) or real(*a))
+    kept: list = []
+    tft.trace_with_output(MLP(act="gelu"), tapelab.randn(4, 32), kept=kept)
+    assert kept == [] and scans == []
+    box: dict = {}
+
+    def cell():
+        y = None
+
+        def f(x):
+            nonlocal y
+            y = x.exp()
+            return (y * 2).sum()
+        return f
+    for fn, where in ((cell(), "a closure variable"), (lambda x: box.setdefault("k", x.tanh()).sum(), "a dict")):
+        kept = []
+        tft.trace_with_output(fn, tapelab.randn(3, requires_grad=True), kept=kept)
+        assert where in kept
