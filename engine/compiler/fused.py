@@ -352,8 +352,10 @@ def _ancestors(node, group: set) -> list:
 
 
 def lower(gm: GraphModule, example_args: list, *, differentiable: bool = True, backend: str = "auto",
-          on_cpu: bool | None = None, prepare: bool = True):
-    """Replace each fusible group of ``gm`` by one ``FusedOp`` call; returns ``gm`` recompiled.
+          on_cpu: bool | None = None, prepare: bool = True, codegen: bool = True):
+    """Replace each fusible group of ``gm`` by one ``FusedOp`` call; returns ``gm`` recompiled
+    (``codegen=False``: its graph only, for a caller that generates its own code from the nodes,
+    the one-node step's halves: their Python source was 5% of a warm compile).
 
     With ``differentiable`` each value that leaves a group gets its own single-output kernel
     (recomputing shared members: one autograd node per output); without, one kernel with
@@ -419,7 +421,8 @@ def lower(gm: GraphModule, example_args: list, *, differentiable: bool = True, b
             fused.append(op)
         graph.eliminate_dead_code()
     _toposort(graph)
-    gm.recompile()
+    if codegen:
+        gm.recompile()
     gm.fused_ops = fused
     gm.deferred = deferred
     if prepare:

@@ -430,7 +430,8 @@ def _lowered(joint, part: tuple, examples: list, backend: str) -> GraphModule:
         if isinstance(o, Node) and o not in env and o.op == "get_attr":
             env[o] = graph.get_attr(o.target)
     graph.output(tuple(env[o] if isinstance(o, Node) else None for o in outputs))
-    gm = _fused.lower(GraphModule(joint, graph, "step"), examples, differentiable=False, backend=backend, on_cpu=True)
+    gm = _fused.lower(GraphModule(joint, graph, "step"), examples, differentiable=False, backend=backend, on_cpu=True,
+                      codegen=False)
     for n in gm.graph.nodes:
         _check_operands(n)
     return gm
