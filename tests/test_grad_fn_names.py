@@ -26,6 +26,12 @@ CASES = {
     "4-d attention scores": lambda m, F, g: g(2, 4, 5, 8) @ g(2, 4, 8, 5),
     "mse_loss": lambda m, F, g: F.mse_loss(g(2, 3), m.zeros(2, 3)),
     "mse_loss sum": lambda m, F, g: F.mse_loss(g(2, 3), g(2, 3), reduction="sum"),
+    "binary_cross_entropy": lambda m, F, g: F.binary_cross_entropy(g(2, 3).sigmoid(), m.ones(2, 3) / 2),
+    "binary_cross_entropy, weighted sum": lambda m, F, g: F.binary_cross_entropy(
+        g(2, 3).sigmoid(), m.ones(2, 3) / 2, weight=m.ones(3) * 2, reduction="sum"),
+    "binary_cross_entropy_with_logits": lambda m, F, g: F.binary_cross_entropy_with_logits(g(2, 3), m.ones(2, 3)),
+    "BCEWithLogitsLoss(pos_weight)": lambda m, F, g: m.nn.BCEWithLogitsLoss(pos_weight=m.ones(3) * 3)(
+        g(2, 3), m.zeros(2, 3)),
     "cross_entropy": lambda m, F, g: F.cross_entropy(g(4, 3), m.tensor([0, 2, 1, 0])),
     "nll_loss": lambda m, F, g: F.nll_loss(g(4, 3), m.tensor([0, 2, 1, 0])),
     "layer_norm": lambda m, F, g: F.layer_norm(g(2, 4), (4,)),
@@ -87,3 +93,18 @@ def test_the_debugger_stops_at_torch_s_name():
     s.run(until="AddmmBackward0")
     assert s.current.name == "AddmmBackward0" and s.current.forward_op == "linear"
     assert [r.name for r in s.history] == ["NllLossBackward0", "AddmmBackward0"]
+
+
+@pytest.mark.parametrize("weights", [{"weight": "w"}, {"pos_weight": "w"}])
+def test_a_loss_weight_that_requires_grad_is_refused_as_torch_refuses_it(weights):
+    """PyTorch's binary cross entropies have no gradient for their weights."""
+    msgs = []
+    for lib in (tapelab, torch):
+        w = lib.ones(3, requires_grad=True)
+        kw = {k: w for k in weights}
+        with pytest.raises(RuntimeError) as e:
+            lib.nn.functional.binary_cross_entropy_with_logits(lib.zeros(2, 3), lib.ones(2, 3), **kw)
+        msgs.append(str(e.value))
+        with lib.no_grad():
+            lib.nn.functional.binary_cross_entropy_with_logits(lib.zeros(2, 3), lib.ones(2, 3), **kw)
+    assert msgs[0] == msgs[1]

@@ -27,7 +27,8 @@ from . import _winograd
 
 __all__ = ["convolution", "convolution_transpose", "convolution_weight", "max_pool", "avg_pool",
            "im2col", "col2im", "embedding", "pool_output_size", "max_pool_blocks",
-           "blocks_divide", "batch_norm_normalize", "binary_cross_entropy", "mse_loss"]
+           "blocks_divide", "batch_norm_normalize", "binary_cross_entropy", "binary_cross_entropy_with_logits",
+           "mse_loss"]
 
 
 # ---------------------------------------------------------------- ONNX lowerings (``Op.onnx``, engine/onnx)
@@ -950,28 +951,86 @@ def embedding(weight: Tensor, idx: Tensor, padding_idx: int | None, scale_grad_b
 
 
 # ---------------------------------------------------------------- binary cross entropy
-def _bce_fwd(xp, x, t):
+# Both losses are one op each with the reduction and the (non-differentiable) weights inside, as
+# PyTorch's: the loss node is PyTorch's (BinaryCrossEntropyBackward0, ...WithLogitsBackward0) and the
+# backward is its formula, weighted and divided by the element count in its order.
+def _reduced(loss, reduction):
+    return loss if reduction == "none" else loss.mean() if reduction == "mean" else loss.sum()
+
+
+def _scaled(grad, g, weight, reduction, n):
+    """A loss's elementwise gradient times the incoming ``g`` (None: already in), the weight, and 1/n for a mean."""
+    if g is not None:
+        grad = grad * g
+    if weight is not None:
+        grad = grad * weight
+    return grad / n if reduction == "mean" and n else grad
+
+
+def _bce_fwd(xp, x, t, *w, reduction):
     # PyTorch's kernel: each log clamped at -100, so probabilities of exactly 0 and 1 stay finite;
     # on the cpu it refuses inputs outside [0, 1] (NaN included), as PyTorch's does
     if is_numpy(xp) and x.size and not ((x >= 0) & (x <= 1)).all():
         raise RuntimeError("all elements of input should be between 0 and 1")
-    return (t - 1) * xp.maximum(xp.log1p(-x), -100) - t * xp.maximum(xp.log(x), -100)
+    loss = (t - 1) * xp.maximum(xp.log1p(-x), -100) - t * xp.maximum(xp.log(x), -100)
+    return _reduced(loss * w[0] if w else loss, reduction)
 
 
-def _bce_vjp(g, out, x, t):
+def _bce_vjp(g, out, x, t, *w, reduction):
     # PyTorch's formulas, not the clamped loss's derivative: the input's denominator is held at
     # 1e-12, so a saturated sigmoid (x exactly 0 or 1) gets a large finite gradient, not 0 * inf = nan
-    gx = g * (x - t) / ((1 - x) * x).clamp_min(1e-12)
-    gt = g * ((-x).log1p() - x.log()) if isinstance(t, Tensor) and t.requires_grad else None
-    return gx, gt
+    weight, n, gx = (w[0] if w else None), x.numel(), None
+    if x.requires_grad:   # in PyTorch's order: g (x - t) / d, then the weight, then 1/n
+        gx = g * (x - t) / ((1 - x) * x).clamp_min(1e-12)
+        gx = unbroadcast(_scaled(gx, None, weight, reduction, n), x)
+    gt = (_scaled((-x).log1p() - x.log(), g, weight, reduction, n)
+          if isinstance(t, Tensor) and t.requires_grad else None)
+    return (gx, gt) + (None,) * len(w)
 
 
 _bce = Op("binary_cross_entropy", _bce_fwd, _bce_vjp, promote="common", saves=ALL)
 
 
-def binary_cross_entropy(input: Tensor, target: Tensor) -> Tensor:
-    """The unreduced loss ``-(t log x + (1 - t) log(1 - x))``, PyTorch's clamped kernel and gradient."""
-    return apply(_bce, input, target)
+def binary_cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None, reduction: str) -> Tensor:
+    """``-w (t log x + (1 - t) log(1 - x))``, reduced: PyTorch's clamped kernel and gradient."""
+    return apply(_bce, input, target, *(() if weight is None else (weight,)), reduction=reduction)
+
+
+def _bce_logits_fwd(xp, x, t, *extra, reduction, weighted):
+    # PyTorch's formula: (1 - t) x - l log_sigmoid(x), l = (pos_weight - 1) t + 1, finite for any x
+    weight, pos = (extra[0] if weighted else None), (extra[-1] if len(extra) > weighted else None)
+    log_sigmoid = xp.minimum(x, 0) - xp.log1p(xp.exp(-xp.abs(x)))
+    if pos is not None:
+        log_sigmoid = log_sigmoid * ((pos - 1) * t + 1)
+    loss = (1 - t) * x - log_sigmoid
+    return _reduced(loss if weight is None else loss * weight, reduction)
+
+
+def _bce_logits_vjp(g, out, x, t, *extra, reduction, weighted):
+    weight, pos = (extra[0] if weighted else None), (extra[-1] if len(extra) > weighted else None)
+    n, gx, gt = x.numel(), None, None
+    if x.requires_grad:
+        if pos is None:
+            dx = x.sigmoid() - t
+        else:
+            pt = pos * t
+            dx = (pt + 1 - t) * x.sigmoid() - pt
+        gx = unbroadcast(_scaled(dx, g, weight, reduction, n), x)
+    if isinstance(t, Tensor) and t.requires_grad:   # d/dt: -x - (pos_weight - 1) log_sigmoid(x)
+        dt = -x if pos is None else (-x).clamp(max=0) - (-x.abs()).exp().log1p() - (
+            x.clamp(max=0) - (-x.abs()).exp().log1p()) * pos
+        gt = unbroadcast(_scaled(dt, g, weight, reduction, n), t)
+    return (gx, gt) + (None,) * len(extra)
+
+
+_bce_logits = Op("binary_cross_entropy_with_logits", _bce_logits_fwd, _bce_logits_vjp, promote="common", saves=ALL)
+
+
+def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, weight: Tensor | None,
+                                     pos_weight: Tensor | None, reduction: str) -> Tensor:
+    """``-w [l t log sigmoid(x) + (1 - t) log(1 - sigmoid(x))]``, l the positive class's weight, reduced."""
+    extra = tuple(a for a in (weight, pos_weight) if a is not None)
+    return apply(_bce_logits, input, target, *extra, reduction=reduction, weighted=weight is not None)
 
 
 # ---------------------------------------------------------------- mean squared error

@@ -808,6 +808,20 @@ def _reduce(loss: Tensor, reduction: str) -> Tensor:
     raise ValueError(f"{reduction} is not a valid value for reduction")
 
 
+def _check_reduction(reduction: str) -> None:
+    if reduction not in ("none", "mean", "sum"):
+        raise ValueError(f"{reduction} is not a valid value for reduction")
+
+
+def _not_differentiable(function: str, **weights) -> None:
+    """PyTorch refuses a loss's weight that requires grad while grad mode is on (it has no gradient)."""
+    if is_grad_enabled():
+        for name, w in weights.items():
+            if w is not None and w.requires_grad:
+                raise RuntimeError(f"The function '{function}' is not differentiable with respect to argument "
+                                   f"'{name}'. This input cannot have requires_grad True.")
+
+
 def _check_same_size(input: Tensor, target: Tensor) -> None:
     if tuple(input.shape) != tuple(target.shape):
         warnings.warn(f"Using a target size ({target.shape}) that is different to the input size "
@@ -823,8 +837,7 @@ def mse_loss(input: Tensor, target: Tensor, size_average=None, reduce=None, redu
     _check_same_size(input, target)
     reduction = _reduction(size_average, reduce, reduction)
     if weight is None:
-        if reduction not in ("none", "mean", "sum"):
-            raise ValueError(f"{reduction} is not a valid value for reduction")
+        _check_reduction(reduction)
         return _ops.mse_loss(input, target, reduction)
     d = input - target
     return _reduce(d * d * weight, reduction)
@@ -940,14 +953,15 @@ def binary_cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = 
     if tuple(target.shape) != tuple(input.shape):
         raise ValueError(f"Using a target size ({target.shape}) that is different to the input size "
                          f"({input.shape}) is deprecated. Please ensure they have the same size.")
-    loss = _ops.binary_cross_entropy(input, target)
-    return _reduce(loss if weight is None else loss * weight, reduction)
+    _check_reduction(reduction)
+    _not_differentiable("binary_cross_entropy", weight=weight)
+    return _ops.binary_cross_entropy(input, target, weight, reduction)
 
 
 def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, weight: Tensor | None = None,
                                      size_average=None, reduce=None, reduction: str = "mean",
                                      pos_weight: Tensor | None = None) -> Tensor:
-    """``(1 - t) x + w_pos * softplus(-x)``, with softplus written to stay finite for any x."""
+    """``(1 - t) x - l log_sigmoid(x)`` (``l = (pos_weight - 1) t + 1``), finite for any x: one op."""
     if _DISPATCH.functions is not None and has_tensor_like((input, target, weight, size_average, reduce, pos_weight)):
         return handle_torch_function(binary_cross_entropy_with_logits, (input, target, weight, size_average, reduce,
                                      pos_weight), input, target, weight=weight, size_average=size_average,
@@ -955,11 +969,9 @@ def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, weight: Tens
     reduction = _reduction(size_average, reduce, reduction)
     if tuple(target.shape) != tuple(input.shape):
         raise ValueError(f"Target size ({target.shape}) must be the same as input size ({input.shape})")
-    soft = (-input).relu() + (-input.abs()).exp().log1p()
-    if pos_weight is not None:
-        soft = soft * ((pos_weight - 1) * target + 1)
-    loss = (1 - target) * input + soft
-    return _reduce(loss if weight is None else loss * weight, reduction)
+    _check_reduction(reduction)
+    _not_differentiable("binary_cross_entropy_with_logits", weight=weight, pos_weight=pos_weight)
+    return _ops.binary_cross_entropy_with_logits(input, target, weight, pos_weight, reduction)
 
 
 def kl_div(input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean",

@@ -214,3 +214,28 @@ def _mse_errors():
 # mse_loss is one op: PyTorch's node (MseLossBackward0) and its backward formula
 OPS.append(OpInfo("nn.mse_loss", lambda m, x, t, **kw: _f(m).mse_loss(x, t, **kw), _mse_samples,
                   differentiable_args=(0, 1), errors=_mse_errors))
+
+
+def _bce_logits_samples():
+    logits = lambda *s: arr(*s, low=-6.0, high=6.0)   # noqa: E731
+    return [Sample((logits(3, 4), _prob(3, 4)), name="mean"),
+            Sample((logits(3, 4), _prob(3, 4)), {"reduction": "sum"}, name="sum"),
+            Sample((logits(2, 3), _prob(2, 3)), {"reduction": "none"}, name="none"),
+            Sample((logits(3, 4), _prob(3, 4)), {"weight": _prob(4)}, name="weight"),
+            Sample((logits(3, 4), _prob(3, 4)), {"pos_weight": arr(4, low=0.5, high=3.0)}, name="pos_weight"),
+            Sample((logits(2, 4), _prob(2, 4)), {"weight": _prob(2, 4), "pos_weight": arr(4, low=0.5, high=3.0),
+                                                 "reduction": "sum"}, name="both"),
+            Sample((logits(), _prob()), name="0d"),
+            Sample((logits(4, 3), _prob(4, 3)), noncontig=True, name="noncontig")]
+
+
+def _bce_logits_errors():
+    return [ErrorInput(Sample((arr(3, 4), _prob(4, 3))), ValueError, "must be the same as input size"),
+            ErrorInput(Sample((arr(3, 4), _prob(3, 4)), {"reduction": "avg"}), ValueError, "not a valid value")]
+
+
+# binary_cross_entropy_with_logits is one op: PyTorch's node, formula and non-differentiable weights
+OPS.append(OpInfo("nn.binary_cross_entropy_with_logits",
+                  lambda m, x, t, **kw: _f(m).binary_cross_entropy_with_logits(
+                      x, t, **{k: (m.tensor(v) if isinstance(v, np.ndarray) else v) for k, v in kw.items()}),
+                  _bce_logits_samples, differentiable_args=(0, 1), errors=_bce_logits_errors))
