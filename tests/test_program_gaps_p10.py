@@ -80,3 +80,64 @@ def test_vector_norm_backward_unchanged():
     torch.linalg.vector_norm(x, dim=-1).sum().backward()
     tapelab.linalg.vector_norm(y, dim=-1).sum().backward()
     np.testing.assert_allclose(y.grad.numpy(), x.grad.numpy(), rtol=1e-6, atol=1e-7)
+
+
+# ---------------------------------------------------------------- reduced-precision arithmetic
+# The bonus GQA/MLA/SWA/MoE scripts run their GPT in bfloat16, whose GELU is
+# 0.5 * x * (1 + tanh(c * (x + 0.044715 * torch.pow(x, 3)))): ATen's pow by 3 is x*x*x with each
+# product rounded, so a single-rounded power changed the greedy tokens after a few steps.
+def _bits_equal(got, want):
+    g, w = got.double().numpy(), want.double().numpy()
+    np.testing.assert_array_equal(np.isnan(g), np.isnan(w))
+    np.testing.assert_array_equal(g[~np.isnan(g)], w[~np.isnan(w)])
+
+
+_VALUES = (np.random.default_rng(3).standard_normal(20000) * 3).astype(np.float32)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "bfloat16", "float16"])
+@pytest.mark.parametrize("exponent", [2, 3, -2, 3.0, -1])
+def test_pow_by_small_integers_rounds_as_atens_products(dtype, exponent):
+    want = torch.pow(torch.tensor(_VALUES).to(getattr(torch, dtype)), exponent)
+    x = tapelab.tensor(_VALUES).to(getattr(tapelab, dtype))
+    _bits_equal(tapelab.pow(x, exponent), want)
+    _bits_equal(x ** exponent, want)
+
+
+def test_pow_by_three_gradient_matches_torch():
+    a = _VALUES[:50]
+    x, y = torch.tensor(a, requires_grad=True), tapelab.tensor(a, requires_grad=True)
+    torch.pow(x, 3).sum().backward()
+    tapelab.pow(y, 3).sum().backward()
+    np.testing.assert_allclose(y.grad.numpy(), x.grad.numpy(), rtol=1e-6)
+
+
+# A float16 tensor times or over a Python float keeps the number in float32 (ATen's opmath), as
+# bfloat16 already did; numpy's weak scalar rounded it to float16 first.
+@pytest.mark.parametrize("form", ["x * 0.3", "0.044715 * x", "x / 3.7", "torch.mul(x, 0.3)", "torch.div(x, 3.7)",
+                                  "x + 0.3", "x - 0.3"])
+def test_float16_tensor_and_python_float_round_once(form):
+    want = eval(form, {"torch": torch, "x": torch.tensor(_VALUES).half()})
+    got = eval(form, {"torch": tapelab, "x": tapelab.tensor(_VALUES).half()})
+    assert got.dtype == tapelab.float16
+    _bits_equal(got, want)
+
+
+# PyTorch's Tensor.__rtruediv__ is self.reciprocal() * other: two roundings, and the graph of a
+# MulBackward0 over a ReciprocalBackward0.
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
+def test_number_over_tensor_is_reciprocal_times_number(dtype):
+    want = 0.3 / torch.tensor(_VALUES).to(getattr(torch, dtype))
+    _bits_equal(0.3 / tapelab.tensor(_VALUES).to(getattr(tapelab, dtype)), want)
+
+
+def test_number_over_tensor_graph_and_gradient_match_torch():
+    a = np.array([2.0, -3.0, 0.5], np.float32)
+    x, y = torch.tensor(a, requires_grad=True), tapelab.tensor(a, requires_grad=True)
+    tx, ty = 1.5 / x, 1.5 / y
+    assert ty.grad_fn.name() == tx.grad_fn.name() == "MulBackward0"
+    assert ty.grad_fn.next_functions[0][0].name() == tx.grad_fn.next_functions[0][0].name()
+    tx.sum().backward()
+    ty.sum().backward()
+    np.testing.assert_allclose(y.grad.numpy(), x.grad.numpy(), rtol=1e-6)
+    assert (1 / tapelab.tensor([2, 4])).tolist() == (1 / torch.tensor([2, 4])).tolist()

@@ -331,7 +331,7 @@ def _compile(op):
                         and (b.requires_grad or not b._vc[0] or b._base is None)):
                     return eager(op, args, params)
                 rb = b.requires_grad
-            elif (type(b) is float or type(b) is int) and x.dtype.kind == "f":
+            elif (type(b) is float or type(b) is int) and x.dtype.kind == "f" and x.dtype is not _HALF:
                 y = _constant(b, x.dtype) if arith and type(x) is _ndarray and b and b == b else b
                 rb = False
             else:
@@ -447,7 +447,7 @@ def eager(op, args, params, fwd=None):
                         and (b.requires_grad or b._base is None or not b._vc[0])):
                     return _general(op, args, params, fwd)
                 req = a.requires_grad or b.requires_grad
-            elif (type(b) is float or type(b) is int) and x.dtype.kind == "f":
+            elif (type(b) is float or type(b) is int) and x.dtype.kind == "f" and x.dtype is not _HALF:
                 y = b
                 req = a.requires_grad
             else:
@@ -505,21 +505,23 @@ def _general(op, args, params, fwd):
             return eager(op, promoted, params, fwd)
     if dev is None:  # no Tensor argument: a factory or random draw names its device in params
         dev = params["device"]
-    scaled = flt and dt is BFLOAT16_NP and op.ufunc in _SCALED
-    if scaled:   # PyTorch keeps the number a float32 (numpy's weak scalar would round it to bfloat16 first)
+    scaled = flt and (dt is BFLOAT16_NP or dt is _HALF) and op.ufunc in _SCALED
+    if scaled:   # PyTorch keeps the number a float32 (numpy's weak scalar would round it to dt first)
         arrays = [np.float32(a) if type(a) is float else a for a in arrays]
     try:
         out = fwd(dev._xp or dev.xp, *arrays, **params)
     except Exception as e:  # noqa: BLE001
         out = _failed(op, fwd, dev, arrays, args, params, e)
-    if scaled and out.dtype != BFLOAT16_NP:
-        out = out.astype(BFLOAT16_NP)   # rounded once
+    if scaled and out.dtype != dt:
+        out = out.astype(dt)   # rounded once
     return _result(op, args, params, dev, req, out)
 
 
-# PyTorch multiplies and divides a bfloat16 tensor by a Python float with the number kept in float32
-# (its CPU kernels' opmath), but adds and subtracts it rounded to bfloat16 first, as numpy does
+# PyTorch multiplies and divides a bfloat16 or float16 tensor by a Python float with the number kept
+# in float32 (its CPU kernels' opmath), but adds and subtracts it rounded to the tensor's dtype
+# first, as numpy does
 _SCALED = frozenset(("multiply", "true_divide"))
+_HALF = np.dtype(np.float16)
 
 
 def _failed(op, fwd, dev, arrays, args, params, e: Exception):

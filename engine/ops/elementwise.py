@@ -518,7 +518,15 @@ def _pow_vjp(g, out, a, b):
     return ga, gb
 
 
+# ATen's cpu pow by a number 3 or -2 multiplies (``x*x*x``, ``1/(x*x)``) in the tensor's float32, float64
+# or bfloat16, rounding each product (bfloat16 too); numpy's ``power`` rounds the true power once
+_POW_PRODUCTS = frozenset((np.dtype(np.float32), np.dtype(np.float64), np.dtype(BFLOAT16_NP)))
+
+
 def _pow_fwd(xp, a, b):
+    if type(b) in (int, float) and (b == 3 or b == -2) and getattr(a, "dtype", None) in _POW_PRODUCTS:
+        square = a * a
+        return square * a if b == 3 else 1 / square
     out = a ** b
     if out.dtype.char == "b" and not (_int8(a) or _int8(b)):  # numpy's bool ** int is int8
         return _bool_pow(xp, a, b)
@@ -819,6 +827,12 @@ def _nan_to_num_(self, nan=0.0, posinf=None, neginf=None):
     return apply_(_nan_to_num, self, nan=nan, posinf=posinf, neginf=neginf)
 
 
+def _rtruediv(self, other):
+    """``other / self`` as PyTorch's ``Tensor.__rtruediv__``: ``self.reciprocal() * other``, two roundings
+    (a MulBackward0 over a ReciprocalBackward0)."""
+    return mul(reciprocal(self), other)
+
+
 # Tensor methods; the in-place variants of these ops are declared with each op (``inplace=``)
 METHODS = ("exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt", "rsqrt", "reciprocal", "sin",
            "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh",
@@ -831,7 +845,7 @@ OPERATORS = {
     "__add__": binary(_add), "__radd__": binary(_add, reflected=True),
     "__sub__": _sub_operator, "__rsub__": _rsub_operator,
     "__mul__": binary(_mul), "__rmul__": binary(_mul, reflected=True),
-    "__truediv__": binary(_div), "__rtruediv__": binary(_div, reflected=True),
+    "__truediv__": binary(_div), "__rtruediv__": _rtruediv,
     "__floordiv__": lambda s, o: apply(_div_rounding, s, o, rounding_mode="floor"),
     "__rfloordiv__": lambda s, o: apply(_div_rounding, o, s, rounding_mode="floor"),
     "__mod__": lambda s, o: apply(_remainder, s, o), "__rmod__": lambda s, o: apply(_remainder, o, s),
