@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections import namedtuple
 
+from ._torch_extra import OutOfMemoryError
 from .amp import cuda as amp
 from .core.creation import CUDA_LEGACY
 from .core import random as _random
@@ -26,13 +27,26 @@ __all__ = ["is_available", "device_count", "current_device", "set_device", "devi
            "reset_peak_memory_stats", "reset_max_memory_allocated", "empty_cache", "manual_seed",
            "manual_seed_all", "get_rng_state", "set_rng_state", "get_rng_state_all", "set_rng_state_all",
            "is_initialized", "get_device_properties", "get_device_capability", "mem_get_info",
-           "memory_summary", "is_bf16_supported", "amp",
+           "memory_summary", "is_bf16_supported", "amp", "OutOfMemoryError", "CudaError", "DeferredCudaCallError",
            "CUDAGraph", "graph", "make_graphed_callables", "graph_pool_handle", "is_current_stream_capturing",
            *CUDA_LEGACY]
 
 # the legacy typed constructors on cuda (constructing one without a GPU raises PyTorch's TypeError)
 FloatTensor, DoubleTensor, HalfTensor, BFloat16Tensor, LongTensor, IntTensor, ShortTensor, CharTensor, ByteTensor, \
     BoolTensor = CUDA_LEGACY.values()
+
+
+# ---------------------------------------------------------------- errors a program names in `except`
+# (torch.cuda.OutOfMemoryError is torch.OutOfMemoryError: Pytorch-UNet's train.py catches it around training)
+class CudaError(RuntimeError):
+    """An error code from the CUDA runtime, as ``torch.cuda.CudaError(code)``."""
+
+    def __init__(self, code: int) -> None:
+        super().__init__(f"CUDA error code {code}")
+
+
+class DeferredCudaCallError(Exception):
+    """A queued CUDA call that failed at lazy initialization (``torch.cuda.DeferredCudaCallError``)."""
 
 
 # ---------------------------------------------------------------- devices (issue 9)
