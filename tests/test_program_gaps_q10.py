@@ -33,3 +33,30 @@ def test_cuda_out_of_memory_error_is_torch_out_of_memory_error(m):
 def test_cuda_error_classes(m):
     assert issubclass(m.cuda.CudaError, RuntimeError)
     assert m.cuda.DeferredCudaCallError.__mro__[1] is Exception
+
+
+# ---------------------------------------------------------------- Tensor.type(torch.Tensor)
+def test_type_to_tensor_class_is_the_default_float_type():
+    """PyTorch-GAN (srgan, esrgan, pix2pix...): ``imgs.type(Tensor)`` with ``Tensor = torch.Tensor`` on cpu."""
+    for dt in ("float64", "float32"):
+        got = {}
+        for m in (torch, tapelab):
+            old = m.get_default_dtype()
+            m.set_default_dtype(getattr(m, dt))
+            try:
+                x = m.arange(3)
+                y, z = x.type(m.Tensor), x.double().type(m.Tensor)
+                got[m.__name__] = (str(y.dtype).split(".")[1], str(z.dtype).split(".")[1], y.tolist(), y.type(m.Tensor) is y)
+            finally:
+                m.set_default_dtype(old)
+        assert got["tapelab"] == got["torch"]
+
+
+@BOTH
+@pytest.mark.parametrize("bad,kind", [("Parameter", ValueError), ("Module", ValueError), ("int", ValueError),
+                                      ("float", ValueError), (3, TypeError)])
+def test_type_to_other_classes_is_refused(m, bad, kind):
+    target = {"Parameter": m.nn.Parameter, "Module": m.nn.Module, "int": int, "float": float}.get(bad, bad)
+    match = f"invalid type: '{bad}'" if kind is ValueError else "dtype must be a type, str, or dtype object"
+    with pytest.raises(kind, match=match):
+        m.arange(3).type(target)

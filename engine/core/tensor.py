@@ -402,11 +402,18 @@ class Tensor:
     def type(self, dtype=None):
         """The legacy type name, spelled as PyTorch spells it (``'torch.FloatTensor'``,
         ``'torch.cuda.FloatTensor'``: programs compare these strings), or a cast: to a dtype, a
-        legacy type (``tapelab.DoubleTensor``) or a legacy type name."""
+        legacy type (``tapelab.DoubleTensor``), ``Tensor`` itself (the default type: PyTorch-GAN's
+        ``Tensor = torch.cuda.FloatTensor if cuda else torch.Tensor``) or a legacy type name."""
         if dtype is None:
             return f"torch.{'cuda.' if self._device.type == 'cuda' else ''}{_TYPE_NAMES[self._data.dtype.name]}"
+        if dtype is Tensor:
+            return self.to("cpu", _dtype.get_default_dtype())
         if isinstance(dtype, type) and isinstance(getattr(dtype, "dtype", None), _dtype.dtype):
             return self.to("cuda" if getattr(dtype, "is_cuda", False) else "cpu", dtype.dtype)
+        if isinstance(dtype, type):
+            raise ValueError(f"invalid type: '{dtype.__name__}'")
+        if not isinstance(dtype, (str, _dtype.dtype)):
+            raise TypeError("dtype must be a type, str, or dtype object")
         if isinstance(dtype, str):
             name = dtype.rsplit(".", 1)[-1]
             by_name = {v: k for k, v in _TYPE_NAMES.items()}
