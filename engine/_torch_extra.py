@@ -12,6 +12,7 @@ import builtins
 import math
 import sys
 import warnings
+from typing import Generic, TypeVar
 
 import numpy as np
 
@@ -781,9 +782,13 @@ def while_loop(cond_fn, body_fn, carried_inputs):
         carried = tuple(out) if isinstance(out, (tuple, list)) else (out,)
 
 
-class Future:
+_T = TypeVar("_T")
+
+
+class Future(Generic[_T]):
     """The result of ``torch.jit.fork``-style work; tapelab runs the work at once, so a Future is
-    always done and ``wait()`` returns its value (or raises its error)."""
+    always done and ``wait()`` returns its value (or raises its error). Generic, as PyTorch's: code
+    annotates with ``Future[Tensor]``."""
 
     def __init__(self, *, devices=None):
         self._value, self._error, self._done, self._callbacks = None, None, False, []

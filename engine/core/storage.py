@@ -85,6 +85,11 @@ class UntypedStorage:
             return int(self._array.__array_interface__["data"][0])
         return int(self._array.data.mem.ptr if hasattr(self._array.data, "mem") else self._array.data.ptr)
 
+    def __sizeof__(self) -> int:
+        """The object and its bytes, as PyTorch's: ``sys.getsizeof(t.untyped_storage())`` is how
+        torchinfo and memory reports size a tensor's data."""
+        return object.__sizeof__(self) + self.nbytes()
+
     def nbytes(self) -> int:
         if isinstance(self._array, np.ndarray) or self._device.type == "meta":
             return int(self._array.nbytes)
@@ -132,6 +137,9 @@ class TypedStorage:
 
     def nbytes(self) -> int:
         return self._untyped_storage.nbytes()
+
+    def __sizeof__(self) -> int:
+        return object.__sizeof__(self) + self.nbytes()
 
     def element_size(self) -> int:
         return self.dtype.itemsize

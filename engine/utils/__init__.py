@@ -1,2 +1,2 @@
 """Utilities (torch.utils)."""
-from . import checkpoint, data  # noqa: F401  (torch.utils.checkpoint works after `import tapelab`)
+from . import checkpoint, data, dlpack, hooks  # noqa: F401  (torch.utils.checkpoint, .hooks work after `import tapelab`)

@@ -1,5 +1,7 @@
 """``tapelab.nn.parallel`` (``torch.nn.parallel``): data-parallel wrappers."""
+from . import scatter_gather
 from .data_parallel import DataParallel
 from .distributed import DistributedDataParallel
+from .scatter_gather import gather, scatter
 
-__all__ = ["DataParallel", "DistributedDataParallel"]
+__all__ = ["DataParallel", "DistributedDataParallel", "scatter", "gather"]

@@ -8,6 +8,7 @@ the accelerator first (tapelab's cuda device runs asynchronously, as PyTorch's d
 from __future__ import annotations
 
 import enum
+import sys
 import textwrap
 import timeit
 from collections.abc import Callable
@@ -15,16 +16,18 @@ from typing import Any, NoReturn
 
 import numpy as np
 
-from ... import accelerator
+from ...base.device import cuda_available
 from .common import Measurement, TaskSpec, set_torch_threads
 
 __all__ = ["Timer", "timer", "Language"]
 
 
 def timer() -> float:
-    """``timeit.default_timer`` after the accelerator's queued work has finished."""
-    if accelerator.is_available():
-        accelerator.synchronize()
+    """``timeit.default_timer`` after the current GPU's queued work has finished (as PyTorch's waits for
+    its accelerator: kernels run asynchronously)."""
+    if cuda_available():
+        import cupy
+        cupy.cuda.Device().synchronize()
     return timeit.default_timer()
 
 
@@ -61,9 +64,9 @@ class Timer:
         if global_setup:
             raise ValueError(f"global_setup is C++ only, got `{global_setup}`. Most likely this code can "
                              "simply be moved to `setup`.")
-        import tapelab
         self._globals = dict(globals or {})
-        self._globals.setdefault("torch", tapelab)
+        # the package itself (loaded: this module is inside it), what PyTorch's Timer puts under "torch"
+        self._globals.setdefault("torch", sys.modules[__name__.partition(".")[0]])
         stmt, setup = _strip(stmt), _strip(setup)
         self._timer = timeit.Timer(stmt=stmt, setup=setup, timer=timer, globals=self._globals)
         self._task_spec = TaskSpec(stmt=stmt, setup=setup, global_setup=global_setup, label=label,

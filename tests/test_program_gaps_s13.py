@@ -1,0 +1,74 @@
+"""Gaps found by running researchers' notebook libraries unchanged under ``install_aliases()``: torchinfo's
+and torchsummary's model summaries, captum's attributions (integrated gradients, DeepLift, GradCAM,
+occlusion, Shapley sampling, layer and neuron conductance). Each test states the torch behaviour the
+library relied on, against real torch (the libraries are not imported here)."""
+import collections
+import sys
+import typing
+
+import numpy as np
+import torch
+
+import tapelab
+
+
+def test_a_storage_s_size_counts_its_bytes_as_torch_s():
+    """torchinfo sizes inputs with ``sys.getsizeof(t.untyped_storage())``: the object plus its bytes."""
+    for n in (0, 10, 2 * 28 * 28):
+        ours = sys.getsizeof(tapelab.zeros(n).untyped_storage())
+        theirs = sys.getsizeof(torch.zeros(n).untyped_storage())
+        assert ours - 4 * n == sys.getsizeof(tapelab.zeros(0).untyped_storage()) and theirs - ours < 128
+    assert sys.getsizeof(tapelab.zeros(6).storage()) >= 24
+
+
+def test_future_is_generic_as_torch_s():
+    """captum annotates ``-> Union[Tensor, Future[Tensor]]`` at import time."""
+    for m in (tapelab, torch):
+        alias = m.futures.Future[m.Tensor]
+        assert typing.get_origin(alias) is m.futures.Future and typing.get_args(alias) == (m.Tensor,)
+    f = tapelab.futures.Future()
+    f.set_result(3)
+    assert f.wait() == 3
+
+
+def test_torch_utils_hooks_is_an_attribute_after_import():
+    """captum annotates with ``torch.utils.hooks.RemovableHandle`` without importing the module."""
+    handle = tapelab.nn.Linear(2, 2).register_forward_hook(lambda *a: None)
+    assert isinstance(handle, tapelab.utils.hooks.RemovableHandle)
+    assert hasattr(torch.utils, "hooks")
+
+
+Pair = collections.namedtuple("Pair", "a b")
+
+
+def _structure(m):
+    x = m.tensor(np.arange(30, dtype=np.float32).reshape(5, 6))
+    return (x, [x * 2, "tag"], {"mask": x > 3, "n": 7}, Pair(x[:, :2], 1.5))
+
+
+def _chunks_as_torch(x, n, dim):
+    return [c.numpy() for c in torch.tensor(x.numpy()).chunk(n, dim)]
+
+
+def test_scatter_cuts_each_tensor_into_a_chunk_per_device_as_torch_chunks():
+    """captum imports ``torch.nn.parallel.scatter_gather.scatter`` (for DataParallel models)."""
+    from tapelab.nn.parallel.scatter_gather import gather, scatter, scatter_kwargs
+    for dim in (0, 1):
+        parts = scatter(_structure(tapelab), ["cpu", "cpu"], dim)
+        x = _structure(tapelab)[0]
+        want = _chunks_as_torch(x, 2, dim)
+        assert len(parts) == 2
+        for i, (t, lst, d, pair) in enumerate(parts):
+            np.testing.assert_array_equal(t.numpy(), want[i])
+            np.testing.assert_array_equal(lst[0].numpy(), want[i] * 2)
+            assert lst[1] == "tag" and d["n"] == 7 and type(pair) is Pair and pair.b == 1.5
+        joined = gather([p[0] for p in parts], "cpu", dim)
+        np.testing.assert_array_equal(joined.numpy(), x.numpy())
+        outs = gather([{"y": p[0], "none": None} for p in parts], -1, dim)
+        np.testing.assert_array_equal(outs["y"].numpy(), x.numpy())
+        assert outs["none"] is None
+    args, kwargs = scatter_kwargs((tapelab.ones(4, 2),), {"scale": 2}, ["cpu", "cpu"])
+    assert len(args) == len(kwargs) == 2 and kwargs[1] == {"scale": 2} and tuple(args[0][0].shape) == (2, 2)
+    args, kwargs = scatter_kwargs((), {"x": tapelab.ones(4)}, ["cpu", "cpu"])
+    assert args == ((), ()) and tuple(kwargs[0]["x"].shape) == (2,)
+    assert tapelab.nn.parallel.scatter is scatter and tapelab.nn.parallel.gather is gather
