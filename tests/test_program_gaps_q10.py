@@ -37,7 +37,7 @@ def test_cuda_error_classes(m):
 
 # ---------------------------------------------------------------- Tensor.type(torch.Tensor)
 def test_type_to_tensor_class_is_the_default_float_type():
-    """PyTorch-GAN (srgan, esrgan, pix2pix...): ``imgs.type(Tensor)`` with ``Tensor = torch.Tensor`` on cpu."""
+    """PyTorch-GAN (srgan, esrgan...): ``imgs.type(Tensor)`` with ``Tensor = torch.Tensor`` on cpu."""
     for dt in ("float64", "float32"):
         got = {}
         for m in (torch, tapelab):
@@ -60,3 +60,26 @@ def test_type_to_other_classes_is_refused(m, bad, kind):
     match = f"invalid type: '{bad}'" if kind is ValueError else "dtype must be a type, str, or dtype object"
     with pytest.raises(kind, match=match):
         m.arange(3).type(target)
+
+
+# ---------------------------------------------------------------- a float in a size
+@pytest.mark.parametrize("call", ["empty((44.0, 3))", "empty([2.0])", "empty((None,))", "ones(2.0)", "empty('a')",
+                                  "empty(3, 2.0)", "zeros([2, 2.5])", "randn(2, 1.0)", "full((2, 1.0), 1.0)",
+                                  "empty(size=(2, 1.0))", "empty(size=(2.0,))"])
+def test_non_int_size_element_message(call):
+    """kuangliu's ShuffleNet builds ``nn.Conv2d(in_planes, out_planes/4, ...)``: a float size."""
+    msgs = []
+    for m in (torch, tapelab):
+        with pytest.raises(TypeError) as e:
+            eval(f"m.{call}")
+        msgs.append(str(e.value))
+    assert msgs[1] == msgs[0]
+
+
+def test_conv_with_float_channels_raises_torchs_error():
+    msgs = []
+    for m in (torch, tapelab):
+        with pytest.raises(TypeError) as e:
+            m.nn.Conv2d(24, 44.0, kernel_size=1, groups=2, bias=False)
+        msgs.append(str(e.value))
+    assert msgs[1] == msgs[0]

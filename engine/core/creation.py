@@ -103,17 +103,32 @@ def _size(size, fn: str, keyword=None) -> tuple:
         if not isinstance(keyword, (tuple, list)):
             raise TypeError(f"{fn}(): argument 'size' must be tuple of ints, not {type(keyword).__name__}")
         size = keyword
-    if len(size) == 1 and isinstance(size[0], (tuple, list)):
+    bare = keyword is None and not (len(size) == 1 and isinstance(size[0], (tuple, list)))
+    if not bare and keyword is None:
         size = size[0]
     for i, s in enumerate(size):
         if type(s) is not int and not isinstance(s, numbers.Integral):
-            raise TypeError(f"size must be a sequence of ints, got element {s!r} of type {type(s).__name__}")
+            raise TypeError(_bad_size_element(fn, i, s, bare, keyword is not None))
         if s < 0:
             raise RuntimeError(f"Trying to create tensor with negative dimension {s}: {list(size)}")
         if s > _INT64_MAX:   # PyTorch's argument parser refuses it as it unpacks the size
             raise TypeError(f"{fn}(): argument 'size' failed to unpack the object at pos {i + 1} with error "
                             f'"Overflow when unpacking long long" (size {list(size)})')
     return tuple(map(int, size))
+
+
+def _bad_size_element(fn: str, i: int, s, bare: bool, by_name: bool) -> str:
+    """PyTorch's argument parser's words for a size element that is not an int (kuangliu's
+    ShuffleNet passes ``out_planes/4``, a float, to ``nn.Conv2d``)."""
+    kind = type(s).__name__
+    if i > 0:
+        return (f"{fn}(): argument 'size' failed to unpack the object at pos {i + 1} with error "
+                f'"type must be tuple of ints,but got {kind}"')
+    if by_name:
+        return f"{fn}(): argument 'size' must be tuple of ints, not tuple"
+    if bare:
+        return f"{fn}(): argument 'size' (position 1) must be tuple of ints, not {kind}"
+    return f"{fn}(): argument 'size' (position 1) must be tuple of ints, but found element of type {kind} at pos 0"
 
 
 def _allocate(op, size: tuple, dtype, dev: Device, **params) -> Tensor:
