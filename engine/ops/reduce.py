@@ -8,6 +8,7 @@ node, so the vjp scatters the gradient back without recomputing them.
 from __future__ import annotations
 
 import builtins
+import math
 
 import numpy as np
 
@@ -182,9 +183,35 @@ _add_reduce = np.add.reduce
 _empty = np.empty
 
 
+_IN_ORDER = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def _sum_in_order(xp, x, dims, keepdim: bool, dtype):
+    """The sum over all or the trailing dims of a contiguous cpu float32/float64 array in ATen's order
+    (``kernels/sum_order.py``: a printed loss or metric rounds as PyTorch's), or None where numpy's
+    sum is used (other dtypes and layouts, other dims, empty arrays, cupy)."""
+    if (xp is not np or type(x) is not np.ndarray or x.dtype not in _IN_ORDER or not x.size
+            or (dtype is not None and dtype != x.dtype) or not x.flags.c_contiguous or not kernels.enabled()):
+        return None
+    lead = 0 if dims is None else x.ndim - len(dims)
+    if dims is not None and dims != tuple(range(lead, x.ndim)):
+        return None
+    loops = kernels.loops("sum_order")
+    flat = x.reshape(-1)
+    n = x.size // math.prod(x.shape[:lead])
+    if n == x.size:  # one sum: PyTorch cuts it into one chunk per thread
+        out = np.array(loops.total(flat, kernels.threads()), x.dtype)
+    else:
+        out = loops.row_sums(flat, n)
+    return out.reshape(_keep_shape(x.shape, dims) if keepdim else x.shape[:lead])
+
+
 def _sum_fwd(xp, x, *, dims, keepdim, dtype):
     if x.dtype is BFLOAT16_NP:
         return in_float32(_sum_fwd, xp, x, dims=dims, keepdim=keepdim, dtype=dtype)
+    ordered = _sum_in_order(xp, x, dims, keepdim, dtype)
+    if ordered is not None:
+        return ordered
     if type(x) is np.ndarray:  # the ufunc's reduce without ndarray.sum's Python wrapper (numpy/_core/_methods);
         # other arrays (sparse COO data, the simulated device's) keep their own sum
         if dims is None and not keepdim:  # into a 0-d array: no numpy scalar for the dispatcher to wrap
@@ -204,6 +231,9 @@ _sum = Op("sum", _sum_fwd, _sum_vjp, saves=NONE, onnx=_onnx_reduce("ReduceSum"))
 def _mean_fwd(xp, x, *, dims, keepdim, dtype):
     if x.dtype is BFLOAT16_NP:
         return in_float32(_mean_fwd, xp, x, dims=dims, keepdim=keepdim, dtype=dtype)
+    ordered = _sum_in_order(xp, x, dims, keepdim, dtype)
+    if ordered is not None:  # ATen's mean: that sum divided by the count
+        return np.divide(ordered, x.dtype.type(_count(x.shape, dims)), out=ordered)
     return x.mean(axis=dims, keepdims=keepdim, dtype=dtype)
 
 
