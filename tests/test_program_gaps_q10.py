@@ -83,3 +83,37 @@ def test_conv_with_float_channels_raises_torchs_error():
             m.nn.Conv2d(24, 44.0, kernel_size=1, groups=2, bias=False)
         msgs.append(str(e.value))
     assert msgs[1] == msgs[0]
+
+
+# ---------------------------------------------------------------- keys that do not fit the tensor
+_KEYS_0D = ["0", "1", "-1", "0:1", "0, ...", "..., 0", "None, 0", "slice(None),", "..., None, 0"]
+_KEYS_2D = ["0, 0, 0", "5, 0, 0", "0, 5", "0, 1, :", ":, :, :", "..., 0, 0, 0", "0, ..., 0, 0", "True, 0, 0, 0",
+            "0, 0, None, 0", "[0], 0, 0"]
+
+
+def _index_errors(key: str, shape: tuple, write: bool) -> list:
+    out = []
+    for m in (torch, tapelab):
+        x = m.zeros(shape)
+        with pytest.raises(IndexError) as e:
+            if write:
+                exec(f"x[{key}] = 1.0")
+            else:
+                eval(f"x[{key}]")
+        out.append(str(e.value))
+    return out
+
+
+@pytest.mark.parametrize("write", [False, True], ids=["get", "set"])
+@pytest.mark.parametrize("key", _KEYS_0D)
+def test_0d_tensor_index_errors_match_torch(key, write):
+    """PyTorch-GAN's BEGAN reads ``(d_loss_real + torch.abs(diff)).data[0]`` (a 0-d tensor)."""
+    got, want = _index_errors(key, (), write)[::-1]
+    assert got == want
+
+
+@pytest.mark.parametrize("write", [False, True], ids=["get", "set"])
+@pytest.mark.parametrize("key", _KEYS_2D)
+def test_too_many_indices_match_torch(key, write):
+    got, want = _index_errors(key, (2, 3), write)[::-1]
+    assert got == want

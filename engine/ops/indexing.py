@@ -304,7 +304,7 @@ def _parse_advanced(x: Tensor, key):
         elif isinstance(k, Tensor):
             consumed += k._data.ndim if k._data.dtype.kind == "b" else 1
     if consumed > x._data.ndim:
-        raise IndexError(f"too many indices for tensor of dimension {x._data.ndim} (key {key!r})")
+        raise IndexError(f"too many indices for tensor of dimension {x._data.ndim}")
     _check_masks(x._data.shape, items, consumed)
     basic, idx, template = [], [], []
     pos = 0          # dimension of the stage-1 view that the next item lands on
@@ -391,10 +391,21 @@ def _setitem(self: Tensor, key, value) -> None:
 
 
 def _out_of_bounds(shape, key) -> None:
-    """Raise PyTorch's message for the first integer in ``key`` out of its dimension's range
-    (the array library's names an axis, and the dispatcher's adds the op's internals)."""
+    """Raise PyTorch's message for a basic key that does not fit ``shape`` (the array library's
+    names an axis, and the dispatcher's adds the op's internals). As ATen: a bare int or slice on a
+    0-d tensor has its own words (PyTorch-GAN's BEGAN indexes a 0-d loss with ``.data[0]``), a
+    longer key is "too many indices", then the first integer out of its dimension's range."""
+    if not shape and type(key) is int:
+        if key == 0:
+            raise IndexError("invalid index of a 0-dim tensor. Use `tensor.item()` in Python or "
+                             "`tensor.item<T>()` in C++ to convert a 0-dim tensor to a number") from None
+        raise IndexError(f"index {key} is out of bounds for dimension 0 with size 0") from None
+    if not shape and type(key) is slice:
+        raise IndexError("slice() cannot be applied to a 0-dim tensor.") from None
     key = key if type(key) is tuple else (key,)
     consumed = sum(1 for k in key if k is not None and k is not Ellipsis)
+    if sum(1 for k in key if type(k) is int or type(k) is slice) > len(shape):
+        raise IndexError(f"too many indices for tensor of dimension {len(shape)}") from None
     d = 0
     for k in key:
         if k is Ellipsis:
