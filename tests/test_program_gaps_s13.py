@@ -72,3 +72,43 @@ def test_scatter_cuts_each_tensor_into_a_chunk_per_device_as_torch_chunks():
     args, kwargs = scatter_kwargs((), {"x": tapelab.ones(4)}, ["cpu", "cpu"])
     assert args == ((), ()) and tuple(kwargs[0]["x"].shape) == (2,)
     assert tapelab.nn.parallel.scatter is scatter and tapelab.nn.parallel.gather is gather
+
+
+def test_randint_like_takes_high_alone_as_torch():
+    """torch_optimizer's Adahessian draws Rademacher vectors with ``randint_like(p, high=2)``."""
+    for m in (tapelab, torch):
+        x = m.zeros(200)
+        r = m.randint_like(x, high=2)
+        assert r.dtype == m.float32 and set(np.unique(r.numpy())) == {0.0, 1.0}
+        assert 3 <= float(m.randint_like(x, 3, 5).min()) and float(m.randint_like(x, 5).max()) < 5
+    import pytest
+    with pytest.raises(TypeError):
+        tapelab.randint_like(tapelab.zeros(2))
+
+
+def _deprecated_calls(m, x, y):
+    return [x.clone().add_(2.0, y), x.clone().sub_(0.5, y), x.add(2.0, y), m.add(x, -1, y), m.sub(x, 2, y),
+            x.clone().addcmul_(0.25, y, y), x.clone().addcdiv_(3, y, y + 1), x.addcmul(0.5, y, y),
+            m.addcmul(x, 0.5, y, y), m.addcdiv(x, 2.0, y, y + 1)]
+
+
+def test_the_deprecated_number_first_overloads_compute_and_warn_once_as_torch(recwarn):
+    """Pre-1.5 optimizers (pytorch-ranger, many papers' code) write ``p.data.add_(-lr, d_p)`` and
+    ``exp_avg_sq.addcmul_(1 - beta2, grad, grad)``; PyTorch 2.13 still runs them, warning once per
+    process."""
+    import subprocess
+    code = ("import warnings, numpy as np, sys; warnings.simplefilter('always')\n"
+            "import {m} as m\n"
+            "x, y = m.tensor([1.0, -2.0, 3.0]), m.tensor([0.5, 4.0, -1.0])\n"
+            "with warnings.catch_warnings(record=True) as w:\n"
+            "    warnings.simplefilter('always')\n"
+            "    x.clone().add_(2.0, y); x.clone().addcmul_(0.5, y, y); m.sub(x, 2, y)\n"
+            "print(len(w), str(w[0].message).splitlines()[:2])\n")
+    outs = [subprocess.run([sys.executable, "-c", code.format(m=m)], capture_output=True, text=True, check=True).stdout
+            for m in ("tapelab", "torch")]
+    assert outs[0] == outs[1] == "1 ['This overload of add_ is deprecated:', '\\tadd_(Number alpha, Tensor other)']\n"
+    x, y = np.array([1.0, -2.0, 3.0], np.float32), np.array([0.5, 4.0, -1.0], np.float32)
+    ours = _deprecated_calls(tapelab, tapelab.tensor(x), tapelab.tensor(y))
+    theirs = _deprecated_calls(torch, torch.tensor(x), torch.tensor(y))
+    for a, b in zip(ours, theirs):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())

@@ -391,13 +391,19 @@ def randn_like(input, *, dtype=None, device=None, requires_grad: bool = False, g
     return _finish(apply(RANDN, size=size, dtype=dt, device=dev, generator=generator), requires_grad)
 
 
-def randint_like(input, low, high=None, *, dtype=None, device=None, generator=None,
+def randint_like(input, low=None, high=None, *, dtype=None, device=None, generator=None,
                  layout=None, pin_memory: bool = False, memory_format=None, requires_grad: bool = False) -> Tensor:
+    """``randint_like(input, high)``, ``(input, low, high)`` or ``(input, high=h)`` (Adahessian's Rademacher
+    draws), as PyTorch's overloads."""
     if _DISPATCH.functions is not None and has_tensor_like((input, low, high)):
         return handle_torch_function(randint_like, (input, low, high), input, low, high=high, dtype=dtype,
                                      device=device, generator=generator, layout=layout, pin_memory=pin_memory,
                                      memory_format=memory_format, requires_grad=requires_grad)
     _strided("randint_like", layout)
+    if low is None:
+        if high is None:
+            raise TypeError("randint_like() missing required argument 'high'")
+        low, high = high, None
     size, dt, dev = _like(input, dtype, device)
     return randint(low, high, size, generator=generator, dtype=dt, device=dev, requires_grad=requires_grad)
 

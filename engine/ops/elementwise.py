@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import cmath
 import math
+import warnings
 from math import prod
 
 import numpy as np
@@ -550,11 +551,15 @@ _pow = Op("pow", _pow_fwd, _pow_vjp, promote="common", elementwise=True, operato
           aliases=("square",), inplace=("pow_",), complex=True, onnx="Pow")
 
 
-def add(input, other, *, alpha=1) -> Tensor:
+def add(input, other, *rest, alpha=1) -> Tensor:
+    if rest:
+        (other,), alpha = _reordered("add", "alpha", other, rest, alpha, False)
     return apply(_add, input, other if alpha == 1 else other * alpha)
 
 
-def sub(input, other, *, alpha=1) -> Tensor:
+def sub(input, other, *rest, alpha=1) -> Tensor:
+    if rest:
+        (other,), alpha = _reordered("sub", "alpha", other, rest, alpha, False)
     if _has_bool(input, other):
         raise _bool_sub_error()
     return apply(_sub, input, other if alpha == 1 else other * alpha)
@@ -723,9 +728,8 @@ def _addcdiv_vjp(g, out, a, t1, t2, *, value=1):
 
 _lerp = Op("lerp", _lerp_fwd, _lerp_vjp, elementwise=True, inplace=("lerp_",), onnx=_onnx_lerp)
 _addcmul = Op("addcmul", _addcmul_fwd, _addcmul_vjp, promote="common", saves=OTHERS, elementwise=True,
-              inplace=("addcmul_",),
               onnx=lambda g, a, t1, t2, *, value=1: g.op("Add", a, g.op("Mul", g.op("Mul", t1, t2), value)))
-_addcdiv = Op("addcdiv", _addcdiv_fwd, _addcdiv_vjp, promote="common", elementwise=True, inplace=("addcdiv_",),
+_addcdiv = Op("addcdiv", _addcdiv_fwd, _addcdiv_vjp, promote="common", elementwise=True,
               onnx=lambda g, a, t1, t2, *, value=1: g.op("Add", a, g.op("Mul", g.op("Div", t1, t2), value)))
 
 # c10's dtype spelling, which lerp's messages use
@@ -746,18 +750,67 @@ def lerp(input: Tensor, end: Tensor, weight) -> Tensor:
     return apply(_lerp, input, end, weight)
 
 
-def addcmul(input: Tensor, tensor1: Tensor, tensor2: Tensor, *, value=1) -> Tensor:
+# ---------------------------------------------------------------- the deprecated number-first overloads
+# Pre-1.5 code writes ``p.add_(-lr, grad)`` and ``v.addcmul_(1 - beta2, g, g)`` (the number first); PyTorch
+# still takes them with one warning per process for all of them (its argument parser warns once).
+_NUMBER_FIRST_WARNED: list = []
+
+
+def _number_first(name: str, scalar: str, tensors: str, in_place: bool) -> None:
+    if _NUMBER_FIRST_WARNED:
+        return
+    _NUMBER_FIRST_WARNED.append(name)
+    if in_place:
+        old, new = f"{name}(Number {scalar}, {tensors})", f"{name}({tensors}, *, Number {scalar} = 1)"
+    else:
+        old = f"{name}(Tensor input, Number {scalar}, {tensors}, *, Tensor out = None)"
+        new = f"{name}(Tensor input, {tensors}, *, Number {scalar} = 1, Tensor out = None)"
+    warnings.warn(f"This overload of {name} is deprecated:\n\t{old}\nConsider using one of the following "
+                  f"signatures instead:\n\t{new}", UserWarning, stacklevel=4)
+
+
+def _reordered(name: str, scalar: str, first, rest: tuple, default, in_place: bool) -> tuple:
+    """The operands of a number-first call ``(first=number, *rest=tensors)`` in today's order, and the number."""
+    if isinstance(first, Tensor) or not isinstance(first, (int, float, bool)) or default != 1:
+        raise TypeError(f"{name}() received an invalid combination of arguments: a number comes first only in "
+                        f"the deprecated {name}(Number {scalar}, ...) form, without {scalar}=")
+    _number_first(name, scalar, "Tensor other" if len(rest) == 1 else "Tensor tensor1, Tensor tensor2", in_place)
+    return rest, first
+
+
+def addcmul(input: Tensor, tensor1, tensor2, *rest, value=1) -> Tensor:
     """``input + value * tensor1 * tensor2``."""
+    if rest:
+        (tensor1, tensor2), value = _reordered("addcmul", "value", tensor1, (tensor2, *rest), value, False)
     return apply(_addcmul, input, tensor1, tensor2, value=value)
 
 
-def addcdiv(input: Tensor, tensor1: Tensor, tensor2: Tensor, *, value=1) -> Tensor:
+def addcdiv(input: Tensor, tensor1, tensor2, *rest, value=1) -> Tensor:
     """``input + value * tensor1 / tensor2`` (true division; integer operands are refused, as in PyTorch)."""
+    if rest:
+        (tensor1, tensor2), value = _reordered("addcdiv", "value", tensor1, (tensor2, *rest), value, False)
+    _check_addcdiv(tensor1, tensor2)
+    return apply(_addcdiv, input, tensor1, tensor2, value=value)
+
+
+def _check_addcdiv(tensor1: Tensor, tensor2: Tensor) -> None:
     if tensor1._data.dtype.kind in "biu" and tensor2._data.dtype.kind in "biu":
         raise RuntimeError("Integer division with addcdiv is no longer supported, and in a future release "
                            "addcdiv will perform a true division of tensor1 and tensor2. Use "
                            "torch.addcdiv(input, tensor1.float(), tensor2) or cast both to float first.")
-    return apply(_addcdiv, input, tensor1, tensor2, value=value)
+
+
+def _addcmul_(self, tensor1, tensor2, *rest, value=1):
+    if rest:
+        (tensor1, tensor2), value = _reordered("addcmul_", "value", tensor1, (tensor2, *rest), value, True)
+    return apply_(_addcmul, self, tensor1, tensor2, value=value)
+
+
+def _addcdiv_(self, tensor1, tensor2, *rest, value=1):
+    if rest:
+        (tensor1, tensor2), value = _reordered("addcdiv_", "value", tensor1, (tensor2, *rest), value, True)
+    _check_addcdiv(tensor1, tensor2)
+    return apply_(_addcdiv, self, tensor1, tensor2, value=value)
 
 
 _nan_to_num = Op("nan_to_num", lambda xp, a, *, nan=0.0, posinf=None, neginf=None:
@@ -790,11 +843,15 @@ def zero_(self: Tensor) -> Tensor:
 
 
 # ---------------------------------------------------------------- Tensor surface
-def _add_(self, other, *, alpha=1):
+def _add_(self, other, *rest, alpha=1):
+    if rest:
+        (other,), alpha = _reordered("add_", "alpha", other, rest, alpha, True)
     return apply_(_add, self, other if alpha == 1 else other * alpha)
 
 
-def _sub_(self, other, *, alpha=1):
+def _sub_(self, other, *rest, alpha=1):
+    if rest:
+        (other,), alpha = _reordered("sub_", "alpha", other, rest, alpha, True)
     if _has_bool(self, other):
         raise _bool_sub_error()
     return apply_(_sub, self, other if alpha == 1 else other * alpha)
@@ -858,5 +915,5 @@ OPERATORS = {
     "add_": _add_, "sub_": _sub_, "subtract_": _sub_, "div_": _div_, "divide_": _div_, "true_divide_": _div_,
     "floor_divide_": lambda s, o: apply_(_div_rounding, s, o, rounding_mode="floor"),
     "square_": lambda s: apply_(_pow, s, 2), "round_": _round_, "nan_to_num_": _nan_to_num_,
-    "fill_": fill_, "zero_": zero_,
+    "fill_": fill_, "zero_": zero_, "addcmul_": _addcmul_, "addcdiv_": _addcdiv_,
 }
