@@ -87,7 +87,7 @@ def test_vector_norm_backward_unchanged():
 # 0.5 * x * (1 + tanh(c * (x + 0.044715 * torch.pow(x, 3)))): ATen's pow by 3 is x*x*x with each
 # product rounded, so a single-rounded power changed the greedy tokens after a few steps.
 def _bits_equal(got, want):
-    g, w = got.double().numpy(), want.double().numpy()
+    g, w = got.detach().double().numpy(), want.detach().double().numpy()
     np.testing.assert_array_equal(np.isnan(g), np.isnan(w))
     np.testing.assert_array_equal(g[~np.isnan(g)], w[~np.isnan(w)])
 
@@ -141,3 +141,46 @@ def test_number_over_tensor_graph_and_gradient_match_torch():
     ty.sum().backward()
     np.testing.assert_allclose(y.grad.numpy(), x.grad.numpy(), rtol=1e-6)
     assert (1 / tapelab.tensor([2, 4])).tolist() == (1 / torch.tensor([2, 4])).tolist()
+
+
+# The Llama 3 / Qwen3 from-scratch models run in bfloat16: nn.RMSNorm and the SwiGLU's SiLU compute
+# in float32 and round once in ATen (RMSNorm's default eps is float32's), where a chain of bfloat16
+# ops rounded at each step and the greedy tokens drifted after a few steps.
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+@pytest.mark.parametrize("eps", [1e-5, None])
+@pytest.mark.parametrize("weight", [True, False])
+def test_rms_norm_reduced_precision_rounds_once(dtype, eps, weight):
+    rng = np.random.default_rng(0)
+    x, w = rng.standard_normal((64, 64)).astype(np.float32), (1 + 0.1 * rng.standard_normal(64)).astype(np.float32)
+    outs = []
+    for lib in (torch, tapelab):
+        dt = getattr(lib, dtype)
+        norm = lib.nn.RMSNorm(64, eps=eps, elementwise_affine=weight, dtype=dt)
+        if weight:
+            with lib.no_grad():
+                norm.weight.copy_(lib.tensor(w))
+        outs.append(norm(lib.tensor(x).to(dt)))
+    assert outs[1].dtype == getattr(tapelab, dtype)
+    _bits_equal(outs[1], outs[0])
+
+
+@pytest.mark.parametrize("name", ["silu", "mish", "softplus", "elu", "selu", "celu", "hardswish", "leaky_relu"])
+def test_composite_activations_in_bfloat16_round_once(name):
+    want = getattr(torch.nn.functional, name)(torch.tensor(_VALUES).bfloat16())
+    x = tapelab.tensor(_VALUES).bfloat16()
+    got = getattr(tapelab.nn.functional, name)(x)
+    assert got.dtype == tapelab.bfloat16
+    _bits_equal(got, want)
+    if name in ("silu", "mish", "elu", "hardswish", "leaky_relu"):
+        y = x.clone()
+        getattr(tapelab.nn.functional, name)(y, inplace=True)
+        _bits_equal(y, want)
+
+
+def test_silu_bfloat16_gradient_flows_in_bfloat16():
+    a = _VALUES[:64]
+    x, y = torch.tensor(a).bfloat16().requires_grad_(), tapelab.tensor(a).bfloat16().requires_grad_()
+    torch.nn.functional.silu(x).float().sum().backward()
+    tapelab.nn.functional.silu(y).float().sum().backward()
+    assert y.grad.dtype == tapelab.bfloat16
+    np.testing.assert_allclose(y.grad.float().numpy(), x.grad.float().numpy(), atol=1e-2)

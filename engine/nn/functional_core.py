@@ -608,14 +608,23 @@ def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -
 
 
 # ---------------------------------------------------------------- activations
+def _opmath(input: Tensor, fn) -> Tensor:
+    """``fn(input)``, an activation composed of several ops; on a bfloat16 or float16 input computed
+    in float32 and rounded once, as ATen's CPU kernels compute in their opmath type (``x * sigmoid(x)``
+    rounded at each op differed from PyTorch's SiLU in a quarter of bfloat16 values)."""
+    if input.dtype is _dt.bfloat16 or input.dtype is _dt.float16:
+        return fn(input.float()).to(input.dtype)
+    return fn(input)
+
+
 def _inplace(input: Tensor, fn, inplace: bool) -> Tensor:
-    """``fn(input)``; with ``inplace`` the result is written into ``input``. When the write is
-    differentiated, ``fn`` reads a copy of the original values (as PyTorch's in-place activations
-    save what their backward needs), so backward never trips the version check on ``input``."""
+    """``fn(input)`` (through ``_opmath``); with ``inplace`` the result is written into ``input``. When
+    the write is differentiated, ``fn`` reads a copy of the original values (as PyTorch's in-place
+    activations save what their backward needs), so backward never trips the version check on ``input``."""
     if not inplace:
-        return fn(input)
+        return _opmath(input, fn)
     src = input.clone() if input.requires_grad and is_grad_enabled() else input
-    return input.copy_(fn(src))
+    return input.copy_(_opmath(src, fn))
 
 
 def relu(input: Tensor, inplace: bool = False) -> Tensor:
@@ -677,9 +686,12 @@ def softplus(input: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tenso
     """``log(1 + exp(beta x)) / beta``, linear above ``threshold`` as in PyTorch."""
     if _DISPATCH.functions is not None and has_tensor_like((input,)):
         return handle_torch_function(softplus, (input,), input, beta=beta, threshold=threshold)
-    bx = input * beta
-    soft = (bx.clamp(max=threshold).exp().log1p()) / beta
-    return input.where(bx > threshold, soft)
+    return _opmath(input, lambda x: _softplus(x, beta, threshold))
+
+
+def _softplus(x: Tensor, beta: float, threshold: float) -> Tensor:
+    bx = x * beta
+    return x.where(bx > threshold, bx.clamp(max=threshold).exp().log1p() / beta)
 
 
 def mish(input: Tensor, inplace: bool = False) -> Tensor:

@@ -11,7 +11,7 @@ import warnings
 from ..base.dispatch_state import STATE as _DISPATCH
 from ..core.overrides import handle_torch_function, has_tensor_like
 from ..core import creation
-from ..base.dtype import finfo
+from ..base.dtype import bfloat16, finfo, float16
 from ..base.grad_mode import no_grad
 from ..ops.movement import cat
 from ..core.tensor import Tensor
@@ -210,10 +210,10 @@ def rms_norm(input: Tensor, normalized_shape, weight: Tensor | None = None, eps:
     if tuple(input.shape[input.ndim - len(shape):]) != shape or len(shape) > input.ndim:
         raise RuntimeError(f"Given normalized_shape={list(shape)}, expected input with shape [*"
                            f"{', '.join(map(str, shape))}], but got input of size{list(input.shape)}")
+    if input.dtype in (bfloat16, float16):   # ATen's opmath: float32 throughout (its eps too), rounded once
+        return rms_norm(input.float(), shape, None if weight is None else weight.float(), eps).to(input.dtype)
     if eps is None:
         eps = finfo(input.dtype).eps
-    if _mixed_norm(input, weight):
-        return rms_norm(input.float(), shape, weight, eps).to(input.dtype)
     dims = tuple(range(input.ndim - len(shape), input.ndim))
     out = input * ((input * input).mean(dims, keepdim=True) + eps).rsqrt()
     return out if weight is None else out * weight
