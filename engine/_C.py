@@ -12,12 +12,18 @@ from .core.overrides import (DisableTorchFunction, DisableTorchFunctionSubclass,
                              _len_torch_function_stack)
 from .core.random import Generator  # noqa: F401  (torch._C.Generator is the generator type)
 from .core.tensor import Tensor
+from .jit import ScriptFunction  # noqa: F401  (torch._C.ScriptFunction is torch.jit's)
 from .ops.convert import _parse_to_args
 
 __all__ = ["Generator", "_get_tracing_state", "_log_api_usage_once", "_get_cudnn_enabled", "DisableTorchFunction",
            "DisableTorchFunctionSubclass", "_disabled_torch_function_impl", "_is_torch_function_mode_enabled",
            "_len_torch_function_stack", "_TensorMeta", "_nn", "_are_functorch_transforms_active", "_functorch",
-           "_current_graph_task_id", "_will_engine_execute_node"]
+           "_current_graph_task_id", "_will_engine_execute_node", "ScriptFunction", "ScriptMethod"]
+
+class ScriptMethod:
+    """The type of a TorchScript method: ``jit.script`` hands back Python code, so nothing is one
+    (torchview's ``__torch_function__`` names a function by ``func.name`` only for these)."""
+
 
 _TensorMeta = type(Tensor)   # Tensor's metaclass (annotations name it; tapelab's Tensor is a plain class)
 

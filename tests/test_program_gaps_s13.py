@@ -112,3 +112,11 @@ def test_the_deprecated_number_first_overloads_compute_and_warn_once_as_torch(re
     theirs = _deprecated_calls(torch, torch.tensor(x), torch.tensor(y))
     for a, b in zip(ours, theirs):
         np.testing.assert_array_equal(a.numpy(), b.numpy())
+
+
+def test_script_types_are_importable_from_torch_c_and_nothing_is_one():
+    """torchview's recorder imports ``torch._C.ScriptMethod`` for an isinstance test in ``__torch_function__``."""
+    from tapelab._C import ScriptFunction, ScriptMethod
+    assert ScriptFunction is tapelab.jit.ScriptFunction and hasattr(torch._C, "ScriptMethod")
+    fn = tapelab.jit.script(lambda x: x + 1)
+    assert not isinstance(fn, (ScriptMethod, ScriptFunction))
