@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-__all__ = ["row_sums", "total"]
+__all__ = ["row_sums", "column_sums", "total"]
 
 _JIT = dict(cache=True, error_model="numpy", nogil=True)
 _VECTOR_BYTES = 32  # AVX2: PyTorch registers no AVX512 sum kernel (slower there), so 8 floats a vector
@@ -27,27 +27,35 @@ _GRAIN = 32768  # at::internal::GRAIN_SIZE: fewer elements never split across th
 
 
 @njit(**_JIT)
-def _add_rows(a, start, row_stride, width, rows, acc0):
-    """``acc0[:width]`` += each of ``rows`` rows in turn; the row as a slice and the accumulator as a 1-D
-    array let LLVM vectorise the lanes (2-D indexing of both ran 4.7x slower)."""
+def _add_rows(a, start, row_stride, item_stride, items, lanes, rows, acc0):
+    """``acc0[k * lanes + l]`` += ``a[row + k * item_stride + l]`` for each of ``rows`` rows in turn. The
+    values as a slice and the accumulator as a 1-D array let LLVM vectorise the lanes (2-D indexing
+    of both ran 4.7x slower); items that touch are one slice."""
+    if item_stride == lanes:
+        lanes *= items
+        items = 1
     for i in range(rows):
-        base = start + i * row_stride
-        row = a[base:base + width]
-        for k in range(width):
-            acc0[k] += row[k]
+        for k in range(items):
+            base = start + i * row_stride + k * item_stride
+            row = a[base:base + lanes]
+            out = acc0[k * lanes:(k + 1) * lanes]
+            for l in range(lanes):
+                out[l] += row[l]
 
 
 @njit(**_JIT)
-def _cascade(a, start, row_stride, width, rows, acc):
-    """``acc[0, :width]`` = the cascaded sums of ``rows`` rows of ``width`` contiguous values, the
-    rows ``row_stride`` apart from ``start`` (ATen's ``multi_row_sum``)."""
+def _cascade(a, start, row_stride, item_stride, items, lanes, rows, acc):
+    """``acc[0, :items * lanes]`` = the cascaded sums over ``rows`` rows (``row_stride`` apart from
+    ``start``) of ``items`` runs of ``lanes`` contiguous values (``item_stride`` apart): ATen's
+    ``multi_row_sum``."""
+    width = items * lanes
     acc[:, :width] = 0
     power = max(4, (1 if rows <= 2 else 64 - _clz(rows - 1)) // _LEVELS)
     step = 1 << power
     mask = step - 1
     i = 0
     while i + step <= rows:
-        _add_rows(a, start + i * row_stride, row_stride, width, step, acc[0])
+        _add_rows(a, start + i * row_stride, row_stride, item_stride, items, lanes, step, acc[0])
         i += step
         for j in range(1, _LEVELS):
             for k in range(width):
@@ -55,7 +63,7 @@ def _cascade(a, start, row_stride, width, rows, acc):
                 acc[j - 1, k] = 0
             if i & (mask << (j * power)) != 0:
                 break
-    _add_rows(a, start + i * row_stride, row_stride, width, rows - i, acc[0])
+    _add_rows(a, start + i * row_stride, row_stride, item_stride, items, lanes, rows - i, acc[0])
     for j in range(1, _LEVELS):
         for k in range(width):
             acc[0, k] += acc[j, k]
@@ -70,32 +78,58 @@ def _clz(x):
 
 
 @njit(**_JIT)
-def _row_sum(a, start, n, lanes, acc):
-    """The sum of ``a[start:start + n]`` in ATen's order for ``lanes``-wide vectors."""
-    if n < lanes:
-        groups = n // _ILP
-        _cascade(a, start, _ILP, _ILP, groups, acc)
-        for i in range(start + groups * _ILP, start + n):
-            acc[0, 0] += a[i]
-        total = acc[0, 0]
-        for k in range(1, _ILP):
-            total += acc[0, k]
-        return total
-    vectors = n // lanes
-    groups = vectors // _ILP
-    _cascade(a, start, _ILP * lanes, _ILP * lanes, groups, acc)
-    for i in range(start + groups * _ILP * lanes, start + vectors * lanes, lanes):
-        for k in range(lanes):
-            acc[0, k] += a[i + k]
+def _ilp_sum(a, start, stride, count, lanes, acc):
+    """``acc[0, :lanes]`` = the sum of ``count`` runs of ``lanes`` contiguous values, ``stride`` apart
+    from ``start``, as ATen's ``row_sum``: runs ``4i + k`` cascaded into accumulator ``k``, the runs
+    left over added to the first, then the four added in order."""
+    groups = count // _ILP
+    _cascade(a, start, _ILP * stride, stride, _ILP, lanes, groups, acc)
+    _add_rows(a, start + groups * _ILP * stride, stride, lanes, 1, lanes, count - groups * _ILP, acc[0])
     for j in range(1, _ILP):
         for k in range(lanes):
             acc[0, k] += acc[0, j * lanes + k]
+
+
+@njit(**_JIT)
+def _row_sum(a, start, n, lanes, acc):
+    """The sum of ``a[start:start + n]`` in ATen's order for ``lanes``-wide vectors
+    (``vectorized_inner_sum``; ``scalar_inner_sum`` under one vector)."""
+    if n < lanes:
+        _ilp_sum(a, start, 1, n, 1, acc)
+        return acc[0, 0]
+    vectors = n // lanes
+    _ilp_sum(a, start, lanes, vectors, lanes, acc)
     total = a.dtype.type(0)
     for i in range(start + vectors * lanes, start + n):
         total += a[i]
     for k in range(lanes):
         total += acc[0, k]
     return total
+
+
+@njit(**_JIT)
+def _columns(a, cols, lo, hi, lanes, out, acc):
+    """``out[lo:hi]`` = the sums of the columns ``lo:hi`` of the contiguous ``(-1, cols)`` rows ``a``
+    as one ATen loop call orders them (``vectorized_outer_sum``; ``scalar_outer_sum`` under one
+    vector): blocks of four vectors (four scalars) cascaded down the rows, the vectors and scalars
+    left over each summed as a ``row_sum`` down the rows."""
+    rows = a.shape[0] // cols
+    zero = a.dtype.type(0)
+    block = _ILP * lanes if hi - lo >= lanes else _ILP
+    c = lo
+    while c + block <= hi:
+        _cascade(a, c, cols, block, 1, block, rows, acc)
+        for k in range(block):
+            out[c + k] = zero + acc[0, k]
+        c += block
+    width = lanes if hi - lo >= lanes else 1
+    while c < hi:
+        if c + width > hi:
+            width = 1
+        _ilp_sum(a, c, cols, rows, width, acc)
+        for k in range(width):
+            out[c + k] = zero + acc[0, k]
+        c += width
 
 
 @njit(**_JIT)
@@ -130,6 +164,27 @@ def _total(a, threads):
     return zero + _row_sum(partial, 0, threads, lanes, acc)
 
 
+@njit(**_JIT)
+def _outer(a, cols, threads, out):
+    lanes, acc = _scratch(a)
+    if threads < 2 or a.shape[0] < _GRAIN:
+        _columns(a, cols, 0, cols, lanes, out, acc)
+        return
+    used = min(threads, cols)
+    chunk = (cols + used - 1) // used
+    line = 128 // a.itemsize  # at::parallel_for's column ranges, cut at 128-byte lines
+    for t in range(used):
+        lo = t * chunk
+        hi = min(cols, lo + chunk)
+        if lo >= hi:
+            continue
+        lo -= lo % line
+        if hi != cols:
+            hi -= hi % line
+        if lo < hi:
+            _columns(a, cols, lo, hi, lanes, out, acc)
+
+
 def row_sums(a: np.ndarray, n: int) -> np.ndarray:
     """The sums of the consecutive ``n``-element rows of the contiguous 1-D float32/float64 ``a``
     (``n >= 1``), each in ATen's order (an inner reduction with more than one row)."""
@@ -142,3 +197,12 @@ def total(a: np.ndarray, threads: int):
     """The sum of the contiguous 1-D float32/float64 ``a`` in ATen's order when PyTorch runs
     ``threads`` threads (a numpy scalar of ``a``'s dtype)."""
     return _total(a, threads)
+
+
+def column_sums(a: np.ndarray, cols: int, threads: int) -> np.ndarray:
+    """The sums of the ``cols`` columns (``cols >= 2``) of the contiguous 1-D float32/float64 ``a`` read
+    as ``(-1, cols)`` rows, in ATen's order when PyTorch runs ``threads`` threads (a reduction over
+    leading dims: a bias gradient)."""
+    out = np.empty(cols, a.dtype)
+    _outer(a, cols, threads, out)
+    return out

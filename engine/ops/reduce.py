@@ -8,7 +8,6 @@ node, so the vjp scatters the gradient back without recomputing them.
 from __future__ import annotations
 
 import builtins
-import math
 
 import numpy as np
 
@@ -187,23 +186,28 @@ _IN_ORDER = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 def _sum_in_order(xp, x, dims, keepdim: bool, dtype):
-    """The sum over all or the trailing dims of a contiguous cpu float32/float64 array in ATen's order
-    (``kernels/sum_order.py``: a printed loss or metric rounds as PyTorch's), or None where numpy's
-    sum is used (other dtypes and layouts, other dims, empty arrays, cupy)."""
+    """The sum over all, the trailing or the leading dims of a contiguous cpu float32/float64 array in
+    ATen's order (``kernels/sum_order.py``: a printed loss, metric or bias gradient rounds as
+    PyTorch's), or None where numpy's sum is used (other dtypes, layouts and dims, empty arrays, cupy)."""
     if (xp is not np or type(x) is not np.ndarray or x.dtype not in _IN_ORDER or not x.size
             or (dtype is not None and dtype != x.dtype) or not x.flags.c_contiguous or not kernels.enabled()):
         return None
-    lead = 0 if dims is None else x.ndim - len(dims)
-    if dims is not None and dims != tuple(range(lead, x.ndim)):
+    k = 0 if dims is None else len(dims)
+    leading = dims == tuple(range(k))
+    if dims is not None and not leading and dims != tuple(range(x.ndim - k, x.ndim)):
         return None
     loops = kernels.loops("sum_order")
     flat = x.reshape(-1)
-    n = x.size // math.prod(x.shape[:lead])
-    if n == x.size:  # one sum: PyTorch cuts it into one chunk per thread
+    kept = x.size // _count(x.shape, dims)
+    if kept == 1:  # one sum: PyTorch cuts it into one chunk per thread
         out = np.array(loops.total(flat, kernels.threads()), x.dtype)
+    elif leading:
+        out = loops.column_sums(flat, kept, kernels.threads())
     else:
-        out = loops.row_sums(flat, n)
-    return out.reshape(_keep_shape(x.shape, dims) if keepdim else x.shape[:lead])
+        out = loops.row_sums(flat, x.size // kept)
+    if keepdim:
+        return out.reshape(_keep_shape(x.shape, dims))
+    return out.reshape(() if dims is None else x.shape[k:] if leading else x.shape[:x.ndim - k])
 
 
 def _sum_fwd(xp, x, *, dims, keepdim, dtype):
@@ -226,6 +230,12 @@ def _sum_vjp(g, out, x, *, dims, keepdim, dtype):
 
 
 _sum = Op("sum", _sum_fwd, _sum_vjp, saves=NONE, onnx=_onnx_reduce("ReduceSum"))
+
+
+def array_sum(xp, a, dims: tuple | None):
+    """The sum of the array ``a`` over ``dims`` (sorted axes, or None for all) as the ``sum`` op rounds
+    it, for callers that work on arrays (``linear``'s fused backward sums its bias gradient)."""
+    return _sum_fwd(xp, a, dims=dims, keepdim=False, dtype=None)
 
 
 def _mean_fwd(xp, x, *, dims, keepdim, dtype):
