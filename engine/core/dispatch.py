@@ -36,6 +36,7 @@ from ..base.device import CPU
 from ..base.dispatch_state import LOCAL, STATE
 from ..base.dtype import _BY_NP, BFLOAT16_NP, FLOATING_KINDS, INEXACT_KINDS, get_default_dtype, result_type
 from ..base.grad_mode import GRAD_OFF
+from ..base.iter_order import in_iterator_order
 from .factories import TENSOR, host_array
 from .node import OpNode, _seq as _node_seq, edge_to
 from .registry import ALL, NONE, OTHERS, Op
@@ -313,6 +314,7 @@ def _compile(op):
     saves = 0 if op.saves is NONE else 1 if op.saves is ALL else 2
     promote_none, promote_float = op.promote is None, op.promote == "float"
     arith = op.ufunc in _ARITH   # the forward is that ufunc on its operands: a number may come as a 0-d array
+    elementwise = op.elementwise
 
     def run(args, params):
         n = len(args)
@@ -333,7 +335,7 @@ def _compile(op):
                 rb = b.requires_grad
             elif (type(b) is float or type(b) is int) and x.dtype.kind == "f" and x.dtype is not _HALF:
                 y = _constant(b, x.dtype) if arith and type(x) is _ndarray and b and b == b else b
-                rb = False
+                rb = None   # a number: numpy keeps x's order, as ATen
             else:
                 return eager(op, args, params)
             dev = a._device
@@ -341,6 +343,9 @@ def _compile(op):
                 out = fwd(dev._xp or dev.xp, x, y, **params) if params else fwd(dev._xp or dev.xp, x, y)
             except Exception as e:  # noqa: BLE001 - _failed re-raises what it does not handle
                 out = _failed(op, fwd, dev, (x, y), args, params, e)
+            if elementwise and rb is not None and out.ndim > 1 and type(out) is _ndarray and not (
+                    x.flags.c_contiguous and (x.size == out.size or y.flags.c_contiguous)):
+                out = in_iterator_order(out, (x, y))   # operands laid out differently: ATen's order
             req = ra or rb
         elif n == 1:
             a = args[0]
@@ -545,6 +550,8 @@ def _result(op, args, params, dev, req, out):
         out, *extras = out
     if type(out) is not _ndarray and not hasattr(out, "__dlpack__"):
         out = dev.xp.asarray(out)  # a numpy scalar from a reduction; device arrays stay as they are
+    elif op.elementwise and len(args) > 1 and type(out) is _ndarray and out.ndim > 1:
+        out = _operands_order(out, args)
     res = _new(Tensor)
     res._data = out
     res._out_nr = 0
@@ -590,6 +597,15 @@ def _result(op, args, params, dev, req, out):
     if op.n_extra:
         return (res, *[Tensor._wrap(dev.xp.asarray(e), False, None, 0, [0], dev) for e in extras])
     return res
+
+
+def _operands_order(out, args):
+    """``out`` in ATen's order of an elementwise result (``base/iter_order.py``) when its tensor operands
+    are laid out differently: numpy's order differs from ATen's only then."""
+    arrays = [a._data for a in args if isinstance(a, Tensor)]
+    if len(arrays) < 2 or (arrays[0].flags.c_contiguous and arrays[0].size == out.size):
+        return out
+    return in_iterator_order(out, arrays)
 
 
 def _complex_grad(op, args) -> bool:

@@ -15,8 +15,9 @@ from ..base.grad_mode import STATE as GRAD, enable_grad
 from ..core.node import FREED_MSG, AccumulateGrad, Node, _seq
 from ..core.random import get_rng_state, set_rng_state
 from ..core.tensor import Tensor
+from ._pytree import tree_leaves
 
-__all__ = ["checkpoint", "checkpoint_sequential", "CheckpointBackward"]
+__all__ = ["checkpoint", "checkpoint_sequential", "CheckpointBackward", "get_device_states", "set_device_states"]
 
 
 def checkpoint(function, *args, use_reentrant: bool | None = None, preserve_rng_state: bool = True,
@@ -42,6 +43,22 @@ def checkpoint(function, *args, use_reentrant: bool | None = None, preserve_rng_
     wrapped = tuple(Tensor._wrap(o._data, True, node, i, [0], o._device)
                     if isinstance(o, Tensor) and o.requires_grad else o for i, o in enumerate(outputs))
     return wrapped if isinstance(output, tuple) else wrapped[0]
+
+
+def get_device_states(*args) -> tuple[list, list]:
+    """The accelerator device of each tensor in ``args`` (nested containers too) and the random state it
+    draws from, as PyTorch's: reversible layers (reformer_pytorch) record them to replay a forward with
+    the same dropout. A cpu-only call gets two empty lists; a cuda tensor draws from the host generator
+    here, so each state is that generator's."""
+    devices = [t.get_device() for t in tree_leaves(args)
+               if isinstance(t, Tensor) and t.device.type not in ("cpu", "meta")]
+    return devices, [get_rng_state() for _ in devices]
+
+
+def set_device_states(devices, states, *, device_type: str | None = None) -> None:
+    """Restore the states ``get_device_states`` returned, one per device."""
+    for _, state in zip(devices, states):
+        set_rng_state(state)
 
 
 def _internal(node, start: int) -> bool:

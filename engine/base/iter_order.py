@@ -1,0 +1,93 @@
+"""The memory order ATen's TensorIterator gives the result of an elementwise op on several operands.
+
+numpy lays ``a + b`` out row-major when its operands' orders disagree; ATen orders the result's
+dimensions by the strides of the first operand that tells two of them apart (``reorder_dimensions``),
+so ``a.transpose(1, 2) + b`` is laid out as ``a``. The order is observable: ``stride()``,
+``is_contiguous()``, and every draw that fills memory in order, as ``dropout`` does: TSLib's
+embeddings add ``conv(x).transpose(1, 2)`` and a linear layer's output, then drop, and the mask
+follows the sum's layout.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["iterator_order", "in_iterator_order"]
+
+
+def _broadcast_strides(shape: tuple, a: np.ndarray) -> list:
+    """``a``'s byte strides over the broadcast ``shape``: 0 on a dimension it is broadcast along."""
+    off = len(shape) - a.ndim
+    strides = [0] * len(shape)
+    for i, (n, s) in enumerate(zip(a.shape, a.strides)):
+        strides[off + i] = 0 if n == 1 and shape[off + i] != 1 else s
+    return strides
+
+
+def _row_major(strides: list) -> bool:
+    """The strides decrease from the first dimension to the last, broadcast ones (0) left out."""
+    prev = None
+    for s in strides:
+        if s:
+            if prev is not None and s > prev:
+                return False
+            prev = s
+    return True
+
+
+def iterator_order(shape: tuple, operands) -> list | None:
+    """The dimensions of the broadcast ``shape`` from the fastest to the slowest in ATen's result of
+    an elementwise op on ``operands`` (arrays in argument order; numbers and 0-d arrays take no part),
+    or None when that result is row-major (each operand orders the dimensions row-major or not at all,
+    or the sort keeps the order)."""
+    nd = len(shape)
+    if nd < 2:
+        return None
+    arrays = [a for a in operands if isinstance(a, np.ndarray) and a.ndim]
+    strides = [_broadcast_strides(shape, a) for a in arrays]
+    if all(a.flags.c_contiguous or _row_major(st) for a, st in zip(arrays, strides)):
+        return None
+
+    def should_swap(d0: int, d1: int) -> int:
+        for st in strides:
+            s0, s1 = st[d0], st[d1]
+            if s0 == 0 or s1 == 0:   # broadcast along one of them: the next operand decides
+                continue
+            if s0 != s1:
+                return 1 if s0 > s1 else -1
+            if shape[d0] > shape[d1]:   # equal strides: the smaller dimension goes first
+                return 1
+        return 0
+
+    perm = list(range(nd - 1, -1, -1))
+    for i in range(1, nd):   # ATen's insertion sort, which leaves ambiguous pairs in place
+        d1 = i
+        for d0 in range(i - 1, -1, -1):
+            c = should_swap(perm[d0], perm[d1])
+            if c > 0:
+                perm[d0], perm[d1] = perm[d1], perm[d0]
+                d1 = d0
+            elif c < 0:
+                break
+    return None if perm == list(range(nd - 1, -1, -1)) else perm
+
+
+def in_iterator_order(out: np.ndarray, operands) -> np.ndarray:
+    """``out``, the result of an elementwise op on ``operands``, laid out as ATen lays that result
+    out: ``out`` itself when it is already, else a copy in that order."""
+    shape = out.shape
+    perm = iterator_order(shape, operands)
+    if perm is None:
+        if out.flags.c_contiguous:
+            return out
+        return np.ascontiguousarray(out)
+    step = out.itemsize
+    for d in perm:   # already in that order? (a dimension of one element has no say)
+        if shape[d] != 1 and out.strides[d] != step:
+            break
+        step *= shape[d]
+    else:
+        return out
+    slowest_first = perm[::-1]
+    laid = np.empty([shape[d] for d in slowest_first], out.dtype).transpose(np.argsort(slowest_first))
+    laid[...] = out
+    return laid
