@@ -108,3 +108,14 @@ def test_a_loss_weight_that_requires_grad_is_refused_as_torch_refuses_it(weights
         with lib.no_grad():
             lib.nn.functional.binary_cross_entropy_with_logits(lib.zeros(2, 3), lib.ones(2, 3), **kw)
     assert msgs[0] == msgs[1]
+
+
+def test_mse_loss_prints_torch_s_value_bit_for_bit():
+    """The loss op reduces as the ``mean`` op does (ATen's summation order), so ``print(loss.item())``
+    shows PyTorch's 17 digits."""
+    rng = np.random.default_rng(0)
+    for n in (1, 7, 100, 2999, 40000):
+        x, t = rng.standard_normal(n).astype(np.float32), rng.standard_normal(n).astype(np.float32)
+        for reduction in ("mean", "sum"):
+            ours = tapelab.nn.functional.mse_loss(tapelab.tensor(x), tapelab.tensor(t), reduction=reduction).item()
+            assert ours == torch.nn.functional.mse_loss(torch.tensor(x), torch.tensor(t), reduction=reduction).item()

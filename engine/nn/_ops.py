@@ -18,6 +18,7 @@ from ..core.registry import ALL, NONE, OTHERS, Op
 from ..core.tensor import Tensor
 from ..ops.indexing import add_at
 from ..ops._util import unbroadcast
+from ..ops.reduce import array_mean, array_sum
 from ..ops.sparse import sparse_coo_tensor
 from .. import kernels
 from ..kernels import gemm
@@ -954,8 +955,11 @@ def embedding(weight: Tensor, idx: Tensor, padding_idx: int | None, scale_grad_b
 # Both losses are one op each with the reduction and the (non-differentiable) weights inside, as
 # PyTorch's: the loss node is PyTorch's (BinaryCrossEntropyBackward0, ...WithLogitsBackward0) and the
 # backward is its formula, weighted and divided by the element count in its order.
-def _reduced(loss, reduction):
-    return loss if reduction == "none" else loss.mean() if reduction == "mean" else loss.sum()
+def _reduced(xp, loss, reduction):
+    """A loss's mean or sum rounded as the ``mean``/``sum`` ops round it (as PyTorch's reduction)."""
+    if reduction == "none":
+        return loss
+    return array_mean(xp, loss, None) if reduction == "mean" else array_sum(xp, loss, None)
 
 
 def _scaled(grad, g, weight, reduction, n):
@@ -973,7 +977,7 @@ def _bce_fwd(xp, x, t, *w, reduction):
     if is_numpy(xp) and x.size and not ((x >= 0) & (x <= 1)).all():
         raise RuntimeError("all elements of input should be between 0 and 1")
     loss = (t - 1) * xp.maximum(xp.log1p(-x), -100) - t * xp.maximum(xp.log(x), -100)
-    return _reduced(loss * w[0] if w else loss, reduction)
+    return _reduced(xp, loss * w[0] if w else loss, reduction)
 
 
 def _bce_vjp(g, out, x, t, *w, reduction):
@@ -1003,7 +1007,7 @@ def _bce_logits_fwd(xp, x, t, *extra, reduction, weighted):
     if pos is not None:
         log_sigmoid = log_sigmoid * ((pos - 1) * t + 1)
     loss = (1 - t) * x - log_sigmoid
-    return _reduced(loss if weight is None else loss * weight, reduction)
+    return _reduced(xp, loss if weight is None else loss * weight, reduction)
 
 
 def _bce_logits_vjp(g, out, x, t, *extra, reduction, weighted):
@@ -1036,8 +1040,7 @@ def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, weight: Tens
 # ---------------------------------------------------------------- mean squared error
 def _mse_fwd(xp, x, t, *, reduction):
     d = x - t
-    sq = d * d
-    return sq if reduction == "none" else sq.mean() if reduction == "mean" else sq.sum()
+    return _reduced(xp, d * d, reduction)
 
 
 def _mse_vjp(g, out, x, t, *, reduction):

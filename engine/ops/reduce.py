@@ -238,6 +238,11 @@ def array_sum(xp, a, dims: tuple | None):
     return _sum_fwd(xp, a, dims=dims, keepdim=False, dtype=None)
 
 
+def array_mean(xp, a, dims: tuple | None):
+    """The mean of the array ``a`` as the ``mean`` op rounds it (a loss op's own reduction)."""
+    return _mean_fwd(xp, a, dims=dims, keepdim=False, dtype=None)
+
+
 def _mean_fwd(xp, x, *, dims, keepdim, dtype):
     if x.dtype is BFLOAT16_NP:
         return in_float32(_mean_fwd, xp, x, dims=dims, keepdim=keepdim, dtype=dtype)
