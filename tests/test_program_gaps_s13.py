@@ -120,3 +120,21 @@ def test_script_types_are_importable_from_torch_c_and_nothing_is_one():
     assert ScriptFunction is tapelab.jit.ScriptFunction and hasattr(torch._C, "ScriptMethod")
     fn = tapelab.jit.script(lambda x: x + 1)
     assert not isinstance(fn, (ScriptMethod, ScriptFunction))
+
+
+def test_backward_with_create_graph_warns_of_the_cycle_once_as_torch():
+    """Adahessian calls ``loss.backward(create_graph=True)`` every step; PyTorch warns once per process."""
+    import subprocess
+    code = ("import warnings; warnings.simplefilter('always')\n"
+            "import {m} as m\n"
+            "x = m.ones(2, requires_grad=True)\n"
+            "with warnings.catch_warnings(record=True) as w:\n"
+            "    warnings.simplefilter('always')\n"
+            "    for _ in range(3):\n"
+            "        (x * x).sum().backward(create_graph=True)\n"
+            "    m.autograd.grad((x * x).sum(), x, create_graph=True)\n"
+            "print(len(w), str(w[0].message)[:60], x.grad.tolist())\n")
+    outs = [subprocess.run([sys.executable, "-c", code.format(m=m)], capture_output=True, text=True, check=True).stdout
+            for m in ("tapelab", "torch")]
+    assert outs[0] == outs[1]
+    assert outs[0].startswith("1 Using backward() with create_graph=True will create a reference")

@@ -692,11 +692,23 @@ def _drain(steps) -> None:
     deque(steps, maxlen=0)
 
 
+# A leaf's .grad made with create_graph holds a graph that holds the leaf (its saved value): PyTorch
+# warns of the cycle once per process
+_CYCLE_WARNED: list = []
+_CYCLE_WARNING = ("Using backward() with create_graph=True will create a reference cycle between the parameter and "
+                  "its gradient which can cause a memory leak. We recommend using autograd.grad when creating the "
+                  "graph to avoid this. If you have to use this function, make sure to reset the .grad fields of "
+                  "your parameters to None after use to break the cycle and avoid the leak.")
+
+
 def backward(tensors, grad_tensors=None, retain_graph: bool | None = None,
              create_graph: bool = False, grad_variables=None, inputs=None) -> None:
     """Compute the gradients of ``tensors`` w.r.t. graph leaves and accumulate them in ``.grad``."""
     if grad_variables is not None:
         grad_tensors = grad_variables
+    if create_graph and inputs is None and not _CYCLE_WARNED:
+        _CYCLE_WARNED.append(True)
+        warnings.warn(_CYCLE_WARNING, UserWarning, stacklevel=3)
     walk = _Walk(tensors, grad_tensors, retain_graph, create_graph, inputs, None, False)
     if inputs is None:
         _run_plain(walk)
