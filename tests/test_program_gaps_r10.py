@@ -72,3 +72,17 @@ def test_checkpoint_device_states_on_cpu_tensors_are_empty(m):
     devices, states = cp.get_device_states(m.ones(2), [m.zeros(1)], 3)
     assert devices == [] and states == []
     cp.set_device_states(devices, states)
+
+
+@pytest.mark.parametrize("make", [lambda m: m.ones(3, 1, 4).expand(3, 6, 4),
+                                  lambda m: m.arange(16.).view(2, 1, 8).expand(2, 5, 8).view(2, 5, 2, 4),
+                                  lambda m: m.ones(4, 6).t()[::2], lambda m: m.ones(6, 4)[::2]],
+                         ids=["expand", "expand-view", "transposed-slice", "slice"])
+def test_dropout_of_a_broadcast_or_strided_input_draws_torchs_mask(make):
+    """dropout's noise is ``empty_like(input)``: a broadcast axis (stride 0) keeps its place in the
+    layout (``infer_dense_strides``), it is not the fastest axis. ETSformer's damping layer drops
+    ``einops.repeat(x, 'b 1 d -> b t d')``."""
+    def run(m):
+        m.manual_seed(0)
+        return m.nn.functional.dropout(make(m), 0.5).numpy()
+    np.testing.assert_array_equal(run(tapelab), run(torch))

@@ -14,6 +14,7 @@ import numpy as np
 
 from ..base.backend import asnumpy
 from ..base.device import CPU, device as _device
+from ..base.iter_order import iterator_order
 from ..base.meta import has_data
 from . import cpu_stream as stream
 from .dispatch import apply
@@ -159,10 +160,13 @@ def _normal(xp, mean, std, *, size, dtype, device, generator):
 
 
 def memory_order(a) -> tuple | None:
-    """``a``'s axes from the slowest to the fastest in memory when it is not C-contiguous, else None."""
+    """``a``'s axes from the slowest to the fastest as PyTorch's ``empty_like(a)`` lays them out when ``a``
+    is not C-contiguous (its strides' order; a broadcast axis, stride 0, keeps its place as in
+    ``infer_dense_strides``: einops' ``repeat`` then dropout, ETSformer's damping layer), else None."""
     if a.ndim < 2 or a.flags.c_contiguous:
         return None
-    return tuple(sorted(range(a.ndim), key=lambda d: (-abs(a.strides[d]), d)))
+    perm = iterator_order(a.shape, (a,))
+    return tuple(range(a.ndim)) if perm is None else tuple(perm[::-1])
 
 
 def _in_memory_order(a, draw):
