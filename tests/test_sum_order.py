@@ -141,3 +141,16 @@ def test_gradients_unchanged():
     (a.sum(-1) * 2 + a.mean()).sum().backward()
     (t.sum(-1) * 2 + t.mean()).sum().backward()
     assert np.array_equal(a.grad.numpy(), t.grad.numpy())
+
+
+def test_bias_gradient_matches_torch():
+    x = _values(np.random.default_rng(5), 64 * 30, np.float32).reshape(64, 30)
+    w = _values(np.random.default_rng(6), 20 * 30, np.float32).reshape(20, 30)
+    lin, ref = tapelab.nn.Linear(30, 20), torch.nn.Linear(30, 20)
+    with tapelab.no_grad(), torch.no_grad():
+        lin.weight.copy_(tapelab.tensor(w)), ref.weight.copy_(torch.tensor(w))
+        lin.bias.zero_(), ref.bias.zero_()
+    g = _values(np.random.default_rng(7), 64 * 20, np.float32).reshape(64, 20)
+    (lin(tapelab.tensor(x)) * tapelab.tensor(g)).sum().backward()
+    (ref(torch.tensor(x)) * torch.tensor(g)).sum().backward()
+    assert np.array_equal(lin.bias.grad.numpy(), ref.bias.grad.numpy())

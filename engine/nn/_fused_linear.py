@@ -19,6 +19,7 @@ from ..core.registry import OTHERS, Op
 from ..core.tensor import Tensor
 from ..kernels import gemm, gemms
 from ..ops.linalg import _C_NAMES
+from ..ops.reduce import array_sum
 
 __all__ = ["linear", "applies"]
 
@@ -81,7 +82,7 @@ def _bwd_fwd(xp, g, x, w, *, needs):
     else:
         gx = gemm(xp, g2, w).reshape(x.shape) if needs[0] else empty
         gw = gemm(xp, g2.T, x2) if needs[1] else empty
-    gb = g2.sum(axis=0) if needs[2] else empty
+    gb = array_sum(xp, g2, (0,)) if needs[2] else empty  # ATen's column order: torch's bias gradient
     return gx, gw, gb
 
 
