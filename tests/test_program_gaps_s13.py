@@ -86,6 +86,17 @@ def test_randint_like_takes_high_alone_as_torch():
         tapelab.randint_like(tapelab.zeros(2))
 
 
+def _warnings_in_fresh_processes(setup: str, calls: str, shown: str) -> list:
+    """What ``calls`` warn in a new process under tapelab and under torch (``m`` names the library):
+    the count of warnings recorded, then ``shown``. PyTorch warns of these once per process."""
+    import subprocess
+    code = (f"import warnings\nimport {{m}} as m\n{setup}\n"
+            f"with warnings.catch_warnings(record=True) as w:\n    warnings.simplefilter('always')\n    {calls}\n"
+            f"print(len(w), {shown})\n")
+    return [subprocess.run([sys.executable, "-c", code.format(m=m)], capture_output=True, text=True,
+                           check=True).stdout for m in ("tapelab", "torch")]
+
+
 def _deprecated_calls(m, x, y):
     return [x.clone().add_(2.0, y), x.clone().sub_(0.5, y), x.add(2.0, y), m.add(x, -1, y), m.sub(x, 2, y),
             x.clone().addcmul_(0.25, y, y), x.clone().addcdiv_(3, y, y + 1), x.addcmul(0.5, y, y),
@@ -96,16 +107,9 @@ def test_the_deprecated_number_first_overloads_compute_and_warn_once_as_torch(re
     """Pre-1.5 optimizers (pytorch-ranger, many papers' code) write ``p.data.add_(-lr, d_p)`` and
     ``exp_avg_sq.addcmul_(1 - beta2, grad, grad)``; PyTorch 2.13 still runs them, warning once per
     process."""
-    import subprocess
-    code = ("import warnings, numpy as np, sys; warnings.simplefilter('always')\n"
-            "import {m} as m\n"
-            "x, y = m.tensor([1.0, -2.0, 3.0]), m.tensor([0.5, 4.0, -1.0])\n"
-            "with warnings.catch_warnings(record=True) as w:\n"
-            "    warnings.simplefilter('always')\n"
-            "    x.clone().add_(2.0, y); x.clone().addcmul_(0.5, y, y); m.sub(x, 2, y)\n"
-            "print(len(w), str(w[0].message).splitlines()[:2])\n")
-    outs = [subprocess.run([sys.executable, "-c", code.format(m=m)], capture_output=True, text=True, check=True).stdout
-            for m in ("tapelab", "torch")]
+    outs = _warnings_in_fresh_processes("x, y = m.tensor([1.0, -2.0, 3.0]), m.tensor([0.5, 4.0, -1.0])",
+                                        "x.clone().add_(2.0, y); x.clone().addcmul_(0.5, y, y); m.sub(x, 2, y)",
+                                        "str(w[0].message).splitlines()[:2]")
     assert outs[0] == outs[1] == "1 ['This overload of add_ is deprecated:', '\\tadd_(Number alpha, Tensor other)']\n"
     x, y = np.array([1.0, -2.0, 3.0], np.float32), np.array([0.5, 4.0, -1.0], np.float32)
     ours = _deprecated_calls(tapelab, tapelab.tensor(x), tapelab.tensor(y))
@@ -124,17 +128,10 @@ def test_script_types_are_importable_from_torch_c_and_nothing_is_one():
 
 def test_backward_with_create_graph_warns_of_the_cycle_once_as_torch():
     """Adahessian calls ``loss.backward(create_graph=True)`` every step; PyTorch warns once per process."""
-    import subprocess
-    code = ("import warnings; warnings.simplefilter('always')\n"
-            "import {m} as m\n"
-            "x = m.ones(2, requires_grad=True)\n"
-            "with warnings.catch_warnings(record=True) as w:\n"
-            "    warnings.simplefilter('always')\n"
-            "    for _ in range(3):\n"
-            "        (x * x).sum().backward(create_graph=True)\n"
-            "    m.autograd.grad((x * x).sum(), x, create_graph=True)\n"
-            "print(len(w), str(w[0].message)[:60], x.grad.tolist())\n")
-    outs = [subprocess.run([sys.executable, "-c", code.format(m=m)], capture_output=True, text=True, check=True).stdout
-            for m in ("tapelab", "torch")]
+    outs = _warnings_in_fresh_processes(
+        "x = m.ones(2, requires_grad=True)",
+        "for _ in range(3): (x * x).sum().backward(create_graph=True)\n"
+        "    m.autograd.grad((x * x).sum(), x, create_graph=True)",
+        "str(w[0].message)[:60], x.grad.tolist()")
     assert outs[0] == outs[1]
     assert outs[0].startswith("1 Using backward() with create_graph=True will create a refere")
