@@ -23,6 +23,7 @@ _JIT = dict(cache=True, error_model="numpy", nogil=True)
 _VECTOR_BYTES = 32  # AVX2: PyTorch registers no AVX512 sum kernel (slower there), so 8 floats a vector
 _ILP = 4
 _LEVELS = 4
+_STEP = 16  # multi_row_sum's level step (2**4) below 2**19 steps
 _GRAIN = 32768  # at::internal::GRAIN_SIZE: fewer elements never split across threads
 
 
@@ -47,32 +48,43 @@ def _add_rows(a, start, row_stride, item_stride, items, lanes, rows, acc0):
 def _cascade(a, start, row_stride, item_stride, items, lanes, rows, acc):
     """``acc[0, :items * lanes]`` = the cascaded sums over ``rows`` rows (``row_stride`` apart from
     ``start``) of ``items`` runs of ``lanes`` contiguous values (``item_stride`` apart): ATen's
-    ``multi_row_sum``."""
+    ``multi_row_sum``. Its additions of levels still at zero are skipped: adding +0.0 changes no
+    nonzero value, and every result is added to a zero at the end, as ATen stores it."""
     width = items * lanes
-    acc[:, :width] = 0
-    power = max(4, (1 if rows <= 2 else 64 - _clz(rows - 1)) // _LEVELS)
+    acc0 = acc[0, :width]
+    acc0[:] = 0
+    power = 4
+    if rows > 1 << 19:  # ceil(log2(rows)) // 4 > 4
+        power = max(4, _bit_length(rows - 1) // _LEVELS)
     step = 1 << power
+    if rows < step:
+        _add_rows(a, start, row_stride, item_stride, items, lanes, rows, acc0)
+        return
+    acc[1:, :width] = 0
     mask = step - 1
     i = 0
     while i + step <= rows:
-        _add_rows(a, start + i * row_stride, row_stride, item_stride, items, lanes, step, acc[0])
+        _add_rows(a, start + i * row_stride, row_stride, item_stride, items, lanes, step, acc0)
         i += step
         for j in range(1, _LEVELS):
+            low, high = acc[j - 1, :width], acc[j, :width]
             for k in range(width):
-                acc[j, k] += acc[j - 1, k]
-                acc[j - 1, k] = 0
+                high[k] += low[k]
+                low[k] = 0
             if i & (mask << (j * power)) != 0:
                 break
-    _add_rows(a, start + i * row_stride, row_stride, item_stride, items, lanes, rows - i, acc[0])
+    _add_rows(a, start + i * row_stride, row_stride, item_stride, items, lanes, rows - i, acc0)
     for j in range(1, _LEVELS):
+        level = acc[j, :width]
         for k in range(width):
-            acc[0, k] += acc[j, k]
+            acc0[k] += level[k]
 
 
 @njit(**_JIT)
-def _clz(x):
+def _bit_length(x):
     n = 0
-    while x >> (63 - n) == 0:
+    while x:
+        x >>= 1
         n += 1
     return n
 
@@ -91,19 +103,53 @@ def _ilp_sum(a, start, stride, count, lanes, acc):
 
 
 @njit(**_JIT)
-def _row_sum(a, start, n, lanes, acc):
+def _row_sum(a, start, n, lanes, acc, acc1):
     """The sum of ``a[start:start + n]`` in ATen's order for ``lanes``-wide vectors
-    (``vectorized_inner_sum``; ``scalar_inner_sum`` under one vector)."""
-    if n < lanes:
-        _ilp_sum(a, start, 1, n, 1, acc)
-        return acc[0, 0]
+    (``vectorized_inner_sum``: the tail summed from zero, then each lane added; ``scalar_inner_sum``
+    under one vector)."""
+    if n < _STEP * _ILP * lanes:
+        return _short_row_sum(a, start, n, lanes, acc1)
     vectors = n // lanes
-    _ilp_sum(a, start, lanes, vectors, lanes, acc)
     total = a.dtype.type(0)
     for i in range(start + vectors * lanes, start + n):
         total += a[i]
+    _ilp_sum(a, start, lanes, vectors, lanes, acc)
     for k in range(lanes):
         total += acc[0, k]
+    return total
+
+
+@njit(inline="always", **_JIT)
+def _short_row_sum(a, start, n, lanes, acc1):
+    """``_row_sum`` of a row under 64 vectors."""
+    total = a.dtype.type(0)
+    if n < lanes:
+        return _short_sum(a, start, n, 1, total, acc1)
+    vectors = n // lanes
+    for i in range(start + vectors * lanes, start + n):
+        total += a[i]
+    return _short_sum(a, start, vectors, lanes, total, acc1)
+
+
+@njit(inline="always", **_JIT)
+def _short_sum(a, start, count, lanes, total, acc1):
+    """``total`` plus each lane of the ``_ilp_sum`` of fewer than 16 groups (no level is flushed), in
+    order. Inlined, each accumulator summed in a register: a call with array views cost ~100 ns and
+    accumulators in memory a store-to-load chain, per short row."""
+    width = _ILP * lanes
+    groups = count // _ILP
+    for k in range(width):
+        s = a.dtype.type(0)
+        for g in range(groups):
+            s += a[start + g * width + k]
+        acc1[k] = s
+    for k in range(lanes):
+        s = acc1[k]
+        for v in range(groups * _ILP, count):
+            s += a[start + v * lanes + k]
+        for j in range(1, _ILP):
+            s += acc1[j * lanes + k]
+        total += s
     return total
 
 
@@ -113,60 +159,63 @@ def _columns(a, cols, lo, hi, lanes, out, acc):
     as one ATen loop call orders them (``vectorized_outer_sum``; ``scalar_outer_sum`` under one
     vector): blocks of four vectors (four scalars) cascaded down the rows, the vectors and scalars
     left over each summed as a ``row_sum`` down the rows."""
+    # ATen walks the blocks and the columns left over one at a time; each column's additions are the
+    # same when a pass adds all of them row by row, as numpy's axis-0 sum reads memory
     rows = a.shape[0] // cols
     zero = a.dtype.type(0)
     block = _ILP * lanes if hi - lo >= lanes else _ILP
-    c = lo
-    while c + block <= hi:
-        _cascade(a, c, cols, block, 1, block, rows, acc)
-        for k in range(block):
-            out[c + k] = zero + acc[0, k]
-        c += block
-    width = lanes if hi - lo >= lanes else 1
-    while c < hi:
-        if c + width > hi:
-            width = 1
-        _ilp_sum(a, c, cols, rows, width, acc)
-        for k in range(width):
-            out[c + k] = zero + acc[0, k]
-        c += width
+    plain = (hi - lo) // block * block  # every block cascades alike: one pass over whole rows
+    if plain:
+        _cascade(a, lo, cols, plain, 1, plain, rows, acc)
+        for k in range(plain):
+            out[lo + k] = zero + acc[0, k]
+    rest = hi - lo - plain  # each a row_sum down the rows, lane by lane alike: one pass too
+    if rest:
+        _ilp_sum(a, lo + plain, cols, rows, rest, acc)
+        for k in range(rest):
+            out[lo + plain + k] = zero + acc[0, k]
 
 
-@njit(**_JIT)
+@njit(inline="always", **_JIT)
 def _scratch(a):
-    """The lane count of ``a``'s dtype and the accumulators of one row sum."""
+    """The lane count of ``a``'s dtype and the accumulators of one row sum (cascaded, and short)."""
     lanes = _VECTOR_BYTES // a.itemsize
-    return lanes, np.empty((_LEVELS, _ILP * lanes), a.dtype)
+    return lanes, np.empty((_LEVELS, _ILP * lanes), a.dtype), np.empty(_ILP * lanes, a.dtype)
 
 
 @njit(**_JIT)
 def _rows(a, n, out):
-    lanes, acc = _scratch(a)
+    lanes, acc, acc1 = _scratch(a)
     zero = a.dtype.type(0)
+    if n < _STEP * _ILP * lanes:  # the short rows' loop inlined, without the long rows' calls
+        for r in range(out.shape[0]):
+            out[r] = zero + _short_row_sum(a, r * n, n, lanes, acc1)
+        return
     for r in range(out.shape[0]):
-        out[r] = zero + _row_sum(a, r * n, n, lanes, acc)
+        out[r] = zero + _row_sum(a, r * n, n, lanes, acc, acc1)
 
 
 @njit(**_JIT)
 def _total(a, threads):
-    lanes, acc = _scratch(a)
+    lanes, acc, acc1 = _scratch(a)
     zero = a.dtype.type(0)
     n = a.shape[0]
     if threads < 2 or n < _GRAIN:
-        return zero + _row_sum(a, 0, n, lanes, acc)
+        return zero + _row_sum(a, 0, n, lanes, acc, acc1)
     used = min(threads, (n + _GRAIN - 1) // _GRAIN)
     chunk = (n + used - 1) // used
     partial = np.zeros(threads, a.dtype)
     for t in range(used):
         lo = t * chunk
         if lo < n:
-            partial[t] = zero + _row_sum(a, lo, min(chunk, n - lo), lanes, acc)
-    return zero + _row_sum(partial, 0, threads, lanes, acc)
+            partial[t] = zero + _row_sum(a, lo, min(chunk, n - lo), lanes, acc, acc1)
+    return zero + _row_sum(partial, 0, threads, lanes, acc, acc1)
 
 
 @njit(**_JIT)
 def _outer(a, cols, threads, out):
-    lanes, acc = _scratch(a)
+    lanes = _VECTOR_BYTES // a.itemsize
+    acc = np.empty((_LEVELS, max(cols, _ILP * _ILP * lanes)), a.dtype)
     if threads < 2 or a.shape[0] < _GRAIN:
         _columns(a, cols, 0, cols, lanes, out, acc)
         return
