@@ -1,9 +1,11 @@
 """Gaps found by running vision and generative programs unchanged under ``install_aliases()``
 (milesial/Pytorch-UNet, kuangliu/pytorch-cifar, eriklindernoren/PyTorch-GAN, facebookresearch/DiT),
 each checked against real torch: the ``torch.cuda`` exception types a training script names in an
-``except`` clause."""
+``except`` clause, ``Tensor.type(torch.Tensor)``, the words for a float in a size and for keys that
+do not fit a tensor (a 0-d loss's ``.data[0]``), and the generator state after ``vgg19(pretrained=True)``."""
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
@@ -117,3 +119,30 @@ def test_0d_tensor_index_errors_match_torch(key, write):
 def test_too_many_indices_match_torch(key, write):
     got, want = _index_errors(key, (2, 3), write)[::-1]
     assert got == want
+
+
+# ---------------------------------------------------------------- vgg(weights=...) and the RNG
+def test_pretrained_vgg_skips_its_own_init(tmp_path, monkeypatch):
+    """PyTorch-GAN's SRGAN builds ``vgg19(pretrained=True)`` before its DataLoader: torchvision's VGG
+    builder passes ``init_weights=False`` with weights, so only the layers' constructors draw from
+    the generator, and the shuffle order after it depends on that."""
+    from tapelab.vision.models import VGG11_Weights, vgg11
+    torch.manual_seed(0)     # torchvision's VGG-A layers, in order, without VGG's kaiming/normal init
+    names, layers, c = [], [], 3
+    for j, v in enumerate((64, 128, 256, 256, 512, 512, 512, 512)):
+        layers.append(torch.nn.Conv2d(c, v, kernel_size=3, padding=1))
+        names.append(f"features.{(0, 3, 6, 8, 11, 13, 16, 18)[j]}")
+        c = v
+    for j, (i, o) in enumerate(((512 * 7 * 7, 4096), (4096, 4096), (4096, 1000))):
+        layers.append(torch.nn.Linear(i, o))
+        names.append(f"classifier.{3 * j}")
+    want = torch.rand(3).tolist()
+    weights = VGG11_Weights.IMAGENET1K_V1
+    (tmp_path / "hub" / "checkpoints").mkdir(parents=True)
+    state = {f"{n}.{k}": v for n, layer in zip(names, layers) for k, v in layer.state_dict().items()}
+    torch.save(state, tmp_path / "hub" / "checkpoints" / weights.url.rsplit("/", 1)[1])
+    monkeypatch.setenv("TORCH_HOME", str(tmp_path))
+    tapelab.manual_seed(0)
+    model = vgg11(weights=weights)
+    assert tapelab.rand(3).tolist() == want
+    np.testing.assert_array_equal(model.classifier[6].bias.detach().numpy(), state["classifier.6.bias"].numpy())

@@ -176,6 +176,8 @@ def _prepare(builder: str, weights: WeightsEnum, kwargs: dict[str, Any]) -> None
         kwargs.setdefault("transform_input", True)
         _overwrite(kwargs, "aux_logits", True)
         _overwrite(kwargs, "init_weights", False)
+    if builder.startswith("vgg"):   # the checkpoint replaces the init: skipping it leaves the RNG where
+        kwargs["init_weights"] = False   # torchvision's does (SRGAN's data order follows vgg19(pretrained=True))
     if builder.startswith("vit_"):
         _overwrite(kwargs, "image_size", weights.meta["min_size"][0])
     if builder == "maxvit_t":     # its relative-position tables are sized for the checkpoint's input
