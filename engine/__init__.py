@@ -89,6 +89,7 @@ from . import return_types  # noqa: E402,F401  (torch.return_types: the named tu
 from . import types  # noqa: E402,F401  (torch.types: Number, Device, _size, ...)
 from . import library  # noqa: E402,F401  (torch.library: custom ops defined in Python)
 from . import _dynamo  # noqa: E402,F401  (torch._dynamo: libraries read it without importing it)
+from ._dynamo import functorch as _functorch, inductor as _inductor  # noqa: E402,F401  (torch._functorch.config, set without an import)
 from .version import __version__  # noqa: E402
 
 from .base.repr import set_printoptions  # noqa: E402

@@ -27,18 +27,23 @@ from types import ModuleType
 __all__ = ["install_aliases", "uninstall_aliases", "Aliases"]
 
 _TARGETS = {"torch": "tapelab", "torchvision": "tapelab.vision"}
-# PyTorch modules tapelab keeps elsewhere because of its layers (checked before the prefixes)
-_MOVED = {"torch.autograd.profiler": "tapelab.profiler.legacy", "torch._tensor_str": "tapelab.base.repr"}
+# PyTorch modules (and their submodules) tapelab keeps elsewhere because of its layers (checked before
+# the prefixes)
+_MOVED = {"torch.autograd.profiler": "tapelab.profiler.legacy", "torch._tensor_str": "tapelab.base.repr",
+          "torch._inductor": "tapelab._dynamo.inductor", "torch._functorch": "tapelab._dynamo.functorch"}
+
+
+def _under(name: str, table: dict[str, str]) -> str | None:
+    """``name`` as served by the longest entry of ``table`` that it is or lies under, else None."""
+    for alias in sorted(table, key=len, reverse=True):
+        if name == alias or name.startswith(alias + "."):
+            return table[alias] + name[len(alias):]
+    return None
 
 
 def _target(name: str, prefixes: dict[str, str]) -> str | None:
     """The tapelab module name that serves ``name``, or None when ``name`` is not aliased."""
-    if name in _MOVED and "torch" in prefixes:
-        return _MOVED[name]
-    for alias, target in prefixes.items():
-        if name == alias or name.startswith(alias + "."):
-            return target + name[len(alias):]
-    return None
+    return (_under(name, _MOVED) if "torch" in prefixes else None) or _under(name, prefixes)
 
 
 class _AliasLoader(importlib.abc.Loader):
