@@ -138,11 +138,11 @@ def _short_sum(a, start, count, lanes, total, acc1):
     accumulators in memory a store-to-load chain, per short row."""
     width = _ILP * lanes
     groups = count // _ILP
-    for k in range(width):
-        s = a.dtype.type(0)
-        for g in range(groups):
-            s += a[start + g * width + k]
-        acc1[k] = s
+    acc1[:width] = 0
+    for g in range(groups):
+        base = start + g * width
+        for k in range(width):
+            acc1[k] += a[base + k]
     for k in range(lanes):
         s = acc1[k]
         for v in range(groups * _ILP, count):
