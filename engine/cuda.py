@@ -341,7 +341,10 @@ def _pool():
 
 
 def memory_allocated(device=None) -> int:
-    """Bytes held by live tensors (and other cupy arrays) on ``device``."""
+    """Bytes held by live tensors (and other cupy arrays) on ``device``; 0 without a GPU, as PyTorch's
+    statistics read before CUDA initialises (gpt-fast prints the memory used after a cpu run)."""
+    if not cuda_available():
+        return 0
     pool, i = _pool(), _index(device)
     import cupy
     with cupy.cuda.Device(i):
@@ -351,13 +354,18 @@ def memory_allocated(device=None) -> int:
 def max_memory_allocated(device=None) -> int:
     """The peak of ``memory_allocated`` since start-up or ``reset_peak_memory_stats``."""
     now = memory_allocated(device)
+    if not cuda_available():
+        return now
     i = _index(device)
     _PEAK[i] = max(_PEAK.get(i, 0), now)
     return _PEAK[i]
 
 
 def memory_reserved(device=None) -> int:
-    """Bytes the caching allocator holds from the driver (allocated plus cached free blocks)."""
+    """Bytes the caching allocator holds from the driver (allocated plus cached free blocks); 0 without
+    a GPU."""
+    if not cuda_available():
+        return 0
     pool, i = _pool(), _index(device)
     import cupy
     with cupy.cuda.Device(i):
