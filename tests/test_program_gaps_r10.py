@@ -86,3 +86,23 @@ def test_dropout_of_a_broadcast_or_strided_input_draws_torchs_mask(make):
         m.manual_seed(0)
         return m.nn.functional.dropout(make(m), 0.5).numpy()
     np.testing.assert_array_equal(run(tapelab), run(torch))
+
+
+@BOTH
+def test_tensor_keeps_the_dtype_numpy_and_pandas_items_carry(m):
+    """``torch.tensor(series)``, ``torch.tensor([np.float64(...), ...])`` (metrics collected as numpy
+    scalars) are float64 under torch: numpy scalars and arrays keep their dtype, Python floats take the
+    default, the items' dtypes promote (``infer_scalar_type``)."""
+    pd = pytest.importorskip("pandas")
+    s = pd.Series([1.5, 2.5])
+    f64, f32 = m.float64, m.float32
+    cases = [(m.tensor(s), f64), (m.as_tensor(s), f64), (m.tensor(np.float64(1.5)), f64),
+             (m.tensor([np.float64(1.5), 2.0]), f64), (m.tensor([np.float32(1.5), 2.0]), f32),
+             (m.tensor([np.float16(1.5), 2.0]), f32), (m.tensor([np.float16(1.5)]), m.float16),
+             (m.tensor([s.values, s.values]), f64), (m.tensor([[1.5, 2.5], [3.0, 4.0]]), f32),
+             (m.tensor([m.tensor([1.0], dtype=f64), m.tensor([2.0], dtype=f64)]), f64),
+             (m.tensor([1 + 2j, np.float64(1.0)]), m.complex128), (m.tensor([1 + 2j, 1.0]), m.complex64),
+             (m.tensor([np.complex64(1j), 1.0]), m.complex64), (m.tensor([1, 2]), m.int64)]
+    for t, want in cases:
+        assert t.dtype == want
+    assert m.tensor([np.float64(1.5), 2.0]).tolist() == [1.5, 2.0]

@@ -8,6 +8,7 @@ the random ops in ``random.py``. ``host_array`` turns Python data into the host 
 from __future__ import annotations
 
 import math
+from itertools import chain
 
 import numpy as np
 
@@ -136,10 +137,8 @@ def _inferred(arr: np.ndarray, data) -> np.ndarray:
     """PyTorch's dtype for Python data (numpy's guess ``arr``): floats -> default, complex -> the
     default's complex dtype, ints -> int64."""
     kind = arr.dtype.kind
-    if kind == "f":
-        return arr.astype(get_default_dtype().np, copy=False)
-    if kind == "c":
-        return arr.astype(_dtype.default_complex_dtype().np, copy=False)
+    if kind == "f" or kind == "c":
+        return arr.astype(_floating_dtype(data, kind).np, copy=False)
     if kind in "iu":
         # numpy guesses uint64 past int64's range: converting again raises as PyTorch does
         return arr if arr.dtype == np.int64 else np.array(data, dtype=np.int64)
@@ -149,6 +148,52 @@ def _inferred(arr: np.ndarray, data) -> np.ndarray:
             flat = flat[0]
         raise TypeError(f"tensor(): could not infer a dtype for {type(flat).__name__} elements")
     return arr
+
+
+_PY_NUMBERS = frozenset((float, int, bool, complex))
+_NESTED = frozenset((list, tuple))
+
+
+def _carried(data, found: list) -> bool:
+    """Append to ``found`` the dtype each item of nested ``data`` carries (numpy scalars and arrays,
+    tensors, array-likes such as a pandas Series); True when a Python number is among the items.
+    Walked a depth at a time, so nests of one kind of item cost a type set per depth."""
+    level, plain = (data if type(data) in _NESTED else [data]), False
+    while level:
+        types = set(map(type, level))
+        if types <= _NESTED:
+            level = list(chain.from_iterable(level))
+            continue
+        if types <= _PY_NUMBERS:
+            return True
+        deeper = []
+        for x in level:
+            t = type(x)
+            if t in _NESTED:
+                deeper.extend(x)
+            elif t in _PY_NUMBERS:
+                plain = True
+            else:
+                found.append(from_np(x._data.dtype if isinstance(x, Tensor) else np.asarray(x).dtype))
+        level = deeper
+    return plain
+
+
+def _floating_dtype(data, kind: str):
+    """PyTorch's dtype for floating (``kind`` "f") or complex ("c") data, as its ``infer_scalar_type``:
+    a Python number takes the default dtype, a numpy scalar or array or a tensor keeps its own (a
+    pandas Series' float64 values, ``np.float64`` metrics), and the items' dtypes promote."""
+    found: list = []
+    plain = _carried(data, found)
+    default = get_default_dtype() if kind == "f" else _dtype.default_complex_dtype()
+    if not found:
+        return default
+    result = default if plain else found[0]
+    for d in found:
+        result = _dtype.promote_types(result, d)
+    if kind == "c" and not result.is_complex:   # a Python complex among floating numpy items
+        result = _dtype.promote_types(result, default)
+    return result
 
 
 def _to_array(data):
