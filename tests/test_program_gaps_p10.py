@@ -18,7 +18,7 @@ from tapelab import kernels
 # eight float32 (four float64) lanes, which numpy's pairwise sum and BLAS's dot round differently
 # over a 50257x16 embedding gradient (the fifth digit of the printed norm). The order is the numba
 # loop's (kernels/vecnorm.py); with the loops off numpy's sum stays within float32 rounding.
-_LOOPS = pytest.mark.skipif(not kernels.enabled(), reason="the laned sum is a numba loop")
+_LOOPS = pytest.mark.skipif(not kernels.enabled(), reason="ATen's order is a numba loop here")
 
 
 @_LOOPS
@@ -184,3 +184,34 @@ def test_silu_bfloat16_gradient_flows_in_bfloat16():
     tapelab.nn.functional.silu(y).float().sum().backward()
     assert y.grad.dtype == tapelab.bfloat16
     np.testing.assert_allclose(y.grad.float().numpy(), x.grad.float().numpy(), atol=1e-2)
+
+
+# build-nanogpt samples with topk(softmax(bf16 logits), 50): tied probabilities come out of ATen's
+# std::partial_sort (k * 64 <= n) in its heap's order, not by position, and multinomial then picks
+# a different token.
+@_LOOPS
+@pytest.mark.parametrize("largest", [True, False])
+def test_topk_ties_in_partial_sort_order(largest):
+    rng = np.random.default_rng(0)
+    for trial in range(60):
+        n = int(rng.integers(64, 3000))
+        k = int(rng.integers(1, n // 64 + 1))
+        a = rng.integers(0, int(rng.integers(2, 20)), (3, n)).astype(np.float32)
+        if trial % 7 == 0:
+            a[0, rng.integers(0, n, 5)] = np.nan
+        want = torch.topk(torch.tensor(a), k, largest=largest)
+        got = tapelab.topk(tapelab.tensor(a), k, largest=largest)
+        np.testing.assert_array_equal(got.indices.numpy(), want.indices.numpy())
+        _bits_equal(got.values, want.values)
+
+
+@_LOOPS
+def test_topk_of_bfloat16_probabilities_matches_torch():
+    a = (np.random.default_rng(0).standard_normal((4, 50304)) * 0.05).astype(np.float32)
+    want = torch.topk(torch.softmax(torch.tensor(a).bfloat16(), -1), 50, dim=-1)
+    got = tapelab.topk(tapelab.softmax(tapelab.tensor(a).bfloat16(), -1), 50, dim=-1)
+    np.testing.assert_array_equal(got.indices.numpy(), want.indices.numpy())
+    a3 = np.random.default_rng(1).integers(0, 3, (2, 200, 5)).astype(np.float32)
+    want = torch.topk(torch.tensor(a3), 3, dim=1)
+    got = tapelab.topk(tapelab.tensor(a3), 3, dim=1)
+    np.testing.assert_array_equal(got.indices.numpy(), want.indices.numpy())

@@ -6,7 +6,11 @@ back to the positions the values came from.
 """
 from __future__ import annotations
 
+import numpy as np
+
+from .. import kernels
 from ..base.dispatch_state import STATE as _DISPATCH
+from ..base.dtype import BFLOAT16_NP
 from ..core.overrides import handle_torch_function, has_tensor_like
 from ..core.dispatch import _refuse_complex, apply
 from ._util import numpy_names
@@ -21,10 +25,17 @@ _sort_t, _topk_t = return_types.sort, return_types.topk
 _kthvalue_t, _median_t, _mode_t = return_types.kthvalue, return_types.median, return_types.mode
 
 
-def _argsort_fwd(xp, x, *, dim, descending, start, stop):
-    """Stable order along ``dim`` (nan last, or first when descending), sliced to [start, stop)."""
+def _argsort_fwd(xp, x, *, dim, descending, start, stop, heap=False):
+    """Stable order along ``dim`` (nan last, or first when descending), sliced to [start, stop); with
+    ``heap`` (topk where ATen partially sorts) the first ``stop`` in its heap's order of ties."""
     if x.ndim == 0:
         return xp.zeros((), xp.int64)
+    if heap and xp is np and kernels.enabled() and (x.dtype.kind == "f" or x.dtype is BFLOAT16_NP):
+        rows = xp.moveaxis(x, dim, -1)
+        flat = rows.reshape(-1, rows.shape[-1])
+        idx = kernels.loops("heapselect").topk_rows(flat if x.dtype.kind == "f" else flat.astype(np.float32),
+                                                    stop, descending)
+        return xp.moveaxis(idx.reshape(rows.shape[:-1] + (stop,)), -1, dim)
     if descending:
         # reversing, sorting stably and reversing back keeps equal elements in input order
         idx = x.shape[dim] - 1 - xp.flip(xp.argsort(xp.flip(x, dim), axis=dim, kind="stable"), dim)
@@ -45,11 +56,12 @@ _kthvalue = picker("kthvalue", complex_error=kernel_refusal("kthvalue"))
 _median = picker("median", complex_error=kernel_refusal("median"))
 
 
-def _order(input: Tensor, dim: int, descending: bool = False, start: int = 0, stop=None, of: Op = _argsort) -> Tensor:
+def _order(input: Tensor, dim: int, descending: bool = False, start: int = 0, stop=None, of: Op = _argsort,
+           **heap) -> Tensor:
     """The ``argsort`` op for the values op ``of``, whose refusal of complex input PyTorch gives."""
     if of is not _argsort and input.is_complex():
         _refuse_complex(of, (input,), {}, input.device)
-    return apply(_argsort, input, dim=dim, descending=descending, start=start, stop=stop)
+    return apply(_argsort, input, dim=dim, descending=descending, start=start, stop=stop, **heap)
 
 
 def sort(input, dim: int = -1, descending: bool = False, stable: bool = False, *, axis=None):
@@ -73,7 +85,9 @@ def topk(input, k: int, dim: int = -1, largest: bool = True, sorted: bool = True
     n = input.shape[d] if input.ndim else 1
     if not 0 <= k <= n:
         raise RuntimeError(f"selected index k out of range (topk with k={k} on dim {d} of size {n})")
-    return _topk_t(*pick(_topk, input, _order(input, d, largest, 0, k, _topk), d, True))
+    # ATen partially sorts (std::partial_sort, whose order of ties the heap gives) where k * 64 <= n
+    heap = {"heap": True} if 0 < k and k * 64 <= n else {}
+    return _topk_t(*pick(_topk, input, _order(input, d, largest, 0, k, _topk, **heap), d, True))
 
 
 def kthvalue(input, k: int, dim: int = -1, keepdim: bool = False, *, axis=None):
