@@ -234,12 +234,11 @@ def _outer(a, cols, threads, out):
             _columns(a, cols, lo, hi, lanes, out, acc)
 
 
-def row_sums(a: np.ndarray, n: int) -> np.ndarray:
-    """The sums of the consecutive ``n``-element rows of the contiguous 1-D float32/float64 ``a``
-    (``n >= 1``), each in ATen's order (an inner reduction with more than one row)."""
-    out = np.empty(a.shape[0] // n, a.dtype)
+def row_sums(a: np.ndarray, n: int, out: np.ndarray) -> None:
+    """``out`` (1-D, contiguous) = the sums of the consecutive ``n``-element rows of the contiguous 1-D
+    float32/float64 ``a`` (``n >= 1``), each in ATen's order (an inner reduction with more than one
+    row)."""
     _rows(a, n, out)
-    return out
 
 
 def total(a: np.ndarray, threads: int):
@@ -248,10 +247,8 @@ def total(a: np.ndarray, threads: int):
     return _total(a, threads)
 
 
-def column_sums(a: np.ndarray, cols: int, threads: int) -> np.ndarray:
-    """The sums of the ``cols`` columns (``cols >= 2``) of the contiguous 1-D float32/float64 ``a`` read
-    as ``(-1, cols)`` rows, in ATen's order when PyTorch runs ``threads`` threads (a reduction over
-    leading dims: a bias gradient)."""
-    out = np.empty(cols, a.dtype)
+def column_sums(a: np.ndarray, cols: int, threads: int, out: np.ndarray) -> None:
+    """``out`` (1-D, contiguous) = the sums of the ``cols`` columns (``cols >= 2``) of the contiguous 1-D
+    float32/float64 ``a`` read as ``(-1, cols)`` rows, in ATen's order when PyTorch runs ``threads``
+    threads (a reduction over leading dims: a bias gradient)."""
     _outer(a, cols, threads, out)
-    return out

@@ -198,16 +198,16 @@ def _sum_in_order(xp, x, dims, keepdim: bool, dtype):
         return None
     loops = kernels.loops("sum_order")
     flat = x.reshape(-1)
-    kept = x.size // _count(x.shape, dims)
-    if kept == 1:  # one sum: PyTorch cuts it into one chunk per thread
-        out = np.array(loops.total(flat, kernels.threads()), x.dtype)
+    # the result owns its memory (no view of a kernel's array: graphs and views read ``.base``)
+    out = _empty(_keep_shape(x.shape, dims) if keepdim
+                 else () if dims is None else x.shape[k:] if leading else x.shape[:x.ndim - k], x.dtype)
+    if out.size == 1:  # one sum: PyTorch cuts it into one chunk per thread
+        out[()] = loops.total(flat, kernels.threads())
     elif leading:
-        out = loops.column_sums(flat, kept, kernels.threads())
+        loops.column_sums(flat, out.size, kernels.threads(), out.reshape(-1))
     else:
-        out = loops.row_sums(flat, x.size // kept)
-    if keepdim:
-        return out.reshape(_keep_shape(x.shape, dims))
-    return out.reshape(() if dims is None else x.shape[k:] if leading else x.shape[:x.ndim - k])
+        loops.row_sums(flat, x.size // out.size, out.reshape(-1))
+    return out
 
 
 def _sum_fwd(xp, x, *, dims, keepdim, dtype):
