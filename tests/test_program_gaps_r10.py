@@ -106,3 +106,24 @@ def test_tensor_keeps_the_dtype_numpy_and_pandas_items_carry(m):
     for t, want in cases:
         assert t.dtype == want
     assert m.tensor([np.float64(1.5), 2.0]).tolist() == [1.5, 2.0]
+
+
+@pytest.mark.parametrize("op", ["layer_norm", "softmax", "log_softmax"])
+def test_row_kernels_return_row_major_results_and_dropout_after_them_draws_torchs_mask(op):
+    """ATen's layer_norm and softmax compute on ``input.contiguous()``: a transposed input gives a
+    row-major result, and a dropout after it draws its mask in that order (TimesNet's classifier:
+    ``dropout(gelu(layer_norm(block(x))))``, the block's output transposed)."""
+    def run(m):
+        x = m.tensor(_data(2, 8, 6)).transpose(1, 2).requires_grad_()
+        f = {"layer_norm": lambda t: m.nn.functional.layer_norm(t, (8,)),
+             "softmax": lambda t: t.softmax(-1), "log_softmax": lambda t: t.log_softmax(-1)}[op]
+        y = f(x)
+        m.manual_seed(0)
+        out = m.nn.functional.dropout(m.nn.functional.gelu(y), 0.5)
+        out.sum().backward()
+        return y.stride(), out.detach().numpy(), x.grad.numpy()
+    (ws, wo, wg), (gs, go, gg) = run(torch), run(tapelab)
+    assert gs == ws
+    assert ((go == 0) == (wo == 0)).all()   # the same mask
+    np.testing.assert_allclose(go, wo, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(gg, wg, rtol=1e-4, atol=1e-5)

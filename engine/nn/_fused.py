@@ -66,9 +66,15 @@ def _shifted(xp, x, dim):
     return x - x.max(axis=dim, keepdims=True) if x.size else x
 
 
+def _row_major(xp, a):
+    """``a`` C-contiguous (a copy only when it is not; a 0-d array as it is)."""
+    return xp.ascontiguousarray(a) if a.ndim and not a.flags.c_contiguous else a
+
+
 def _softmax_fwd(xp, x, *, dim):
     if x.dtype is BFLOAT16_NP:   # PyTorch computes reduced precision in float32, rounded once
         return in_float32(_softmax_fwd, xp, x, dim=dim)
+    x = _row_major(xp, x)   # ATen's kernel reads input.contiguous(): a row-major result
     fused = _loop(xp, "softmax", dim, x)
     if fused is not None:
         return fused
@@ -102,6 +108,7 @@ def _softmax_bwd_vjp(v, out, g, y, *, dim):
 def _log_softmax_fwd(xp, x, *, dim):
     if x.dtype is BFLOAT16_NP:   # PyTorch computes reduced precision in float32, rounded once
         return in_float32(_log_softmax_fwd, xp, x, dim=dim)
+    x = _row_major(xp, x)
     fused = _loop(xp, "log_softmax", dim, x)
     if fused is not None:
         return fused
@@ -153,6 +160,7 @@ def log_softmax(x: Tensor, dim: int) -> Tensor:
 def _ln_fwd(xp, x, *affine, dims, eps, has_weight):
     if x.dtype is BFLOAT16_NP:   # PyTorch computes reduced precision in float32, rounded once
         return in_float32(_ln_fwd, xp, x, *affine, dims=dims, eps=eps, has_weight=has_weight)
+    x = _row_major(xp, x)   # ATen normalizes input.contiguous(): a row-major result, the loop's numbers
     if x.size and kernels.use(xp, x, *affine):
         cols = math.prod(x.shape[x.ndim - len(dims):])
         w = affine[0].reshape(-1) if has_weight else xp.empty(0, x.dtype)
@@ -177,6 +185,7 @@ def _ln_bwd_fwd(xp, g, x, *affine, dims, eps, has_weight, needs):
     float32, else ``s (gy - mean(gy) - xhat mean(gy xhat))`` with ``gy = g w``, ``sum(g xhat)``, ``sum(g)``."""
     if x.dtype is BFLOAT16_NP:   # PyTorch computes reduced precision in float32, rounded once
         return in_float32(_ln_bwd_fwd, xp, g, x, *affine, dims=dims, eps=eps, has_weight=has_weight, needs=needs)
+    g, x = _row_major(xp, g), _row_major(xp, x)
     empty = xp.empty((0,), x.dtype)
     w = affine[0] if has_weight else None
     cols = math.prod(x.shape[x.ndim - len(dims):])
