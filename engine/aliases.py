@@ -30,7 +30,8 @@ _TARGETS = {"torch": "tapelab", "torchvision": "tapelab.vision"}
 # PyTorch modules (and their submodules) tapelab keeps elsewhere because of its layers (checked before
 # the prefixes)
 _MOVED = {"torch.autograd.profiler": "tapelab.profiler.legacy", "torch._tensor_str": "tapelab.base.repr",
-          "torch._inductor": "tapelab._dynamo.inductor", "torch._functorch": "tapelab._dynamo.functorch"}
+          "torch._inductor": "tapelab._dynamo.inductor", "torch._functorch": "tapelab._dynamo.functorch",
+          "torch.cuda.amp": "tapelab.amp.cuda", "torch.cpu.amp": "tapelab.amp.cpu"}
 
 
 def _under(name: str, table: dict[str, str]) -> str | None:

@@ -3,6 +3,9 @@ from __future__ import annotations
 
 from .amp import cpu as amp
 
+# a package to the import system, so that ``import torch.cpu.amp`` (PyTorch's subpackage, here the
+# attribute ``amp``) reaches the aliases' finder, which serves it as ``tapelab.amp.cpu``
+__path__: list = []
 __all__ = ["is_available", "device_count", "current_device", "synchronize", "amp"]
 
 

@@ -21,6 +21,9 @@ from .core import random as _random
 from .graphs import Graph
 from .base.device import cuda_available, cuda_device_count, cuda_unavailable_reason, device as _device, require_cuda
 
+# a package to the import system, so that ``import torch.cuda.amp`` (PyTorch's subpackage, here the
+# attribute ``amp``) reaches the aliases' finder, which serves it as ``tapelab.amp.cuda``
+__path__: list = []
 __all__ = ["is_available", "device_count", "current_device", "set_device", "device", "get_device_name",
            "synchronize", "Stream", "Event", "current_stream", "default_stream", "stream", "StreamContext",
            "memory_allocated", "max_memory_allocated", "memory_reserved", "max_memory_reserved",
@@ -57,6 +60,14 @@ def is_available() -> bool:
 
 def is_initialized() -> bool:
     return cuda_available()
+
+
+def __getattr__(name: str):
+    """``torch.cuda._initialized``, which libraries read as a flag (linear-attention-transformer's
+    reversible layers record the cuda RNG state only when it is set): ``is_initialized()``."""
+    if name == "_initialized":
+        return is_initialized()
+    raise AttributeError(f"module 'torch.cuda' has no attribute '{name}'")
 
 
 def device_count() -> int:

@@ -65,3 +65,24 @@ def test_cuda_memory_statistics_read_zero_without_a_gpu(m):
     """gpt-fast prints ``torch.cuda.max_memory_reserved() / 1e9`` after a cpu run."""
     assert [getattr(m.cuda, name)() for name in ("memory_allocated", "max_memory_allocated", "memory_reserved",
                                                    "max_memory_reserved")] == [0, 0, 0, 0]
+
+
+@pytest.mark.parametrize("name, attr", [("torch.cuda.amp", "cuda"), ("torch.cpu.amp", "cpu")])
+def test_device_amp_subpackages_import_by_torch_names(name, attr):
+    """performer-pytorch does ``from torch.cuda.amp import autocast``; ``torch.cuda``/``torch.cpu`` are
+    modules here, whose ``amp`` attribute serves the import."""
+    real = importlib.import_module(name)
+    with tapelab.install_aliases():
+        served = importlib.import_module(name)
+        from torch.cuda.amp import GradScaler, autocast  # noqa: F401
+    assert served is getattr(tapelab, attr).amp is getattr(tapelab.amp, attr)
+    assert real.autocast.__name__ == served.autocast.__name__ == "autocast"
+
+
+@BOTH
+def test_cuda_initialized_flag(m):
+    """linear-attention-transformer's reversible blocks read ``torch.cuda._initialized``; other
+    missing names still raise AttributeError."""
+    assert m.cuda._initialized is m.cuda.is_initialized()
+    with pytest.raises(AttributeError, match="has no attribute 'no_such_name'"):
+        m.cuda.no_such_name
