@@ -86,3 +86,19 @@ def test_cuda_initialized_flag(m):
     assert m.cuda._initialized is m.cuda.is_initialized()
     with pytest.raises(AttributeError, match="has no attribute 'no_such_name'"):
         m.cuda.no_such_name
+
+
+@BOTH
+def test_fork_rng_restores_the_generator(m):
+    """linear-attention-transformer's reversible blocks replay a block's draws inside
+    ``torch.random.fork_rng(devices=[], enabled=True)`` in backward."""
+    m.manual_seed(3)
+    with m.random.fork_rng(devices=[], enabled=True):
+        inside = m.rand(3).tolist()
+        m.manual_seed(7)
+        m.rand(2)
+    after = m.rand(3).tolist()
+    assert inside == after
+    with m.random.fork_rng(enabled=False):
+        skipped = m.rand(2)
+    assert m.rand(2).tolist() != skipped.tolist()

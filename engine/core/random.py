@@ -7,8 +7,10 @@ as PyTorch's. The public functions (``rand``, ``randn`` ...) are in ``creation.p
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import numbers
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -22,7 +24,7 @@ from .factories import TENSOR
 from .registry import NONE, Op
 
 __all__ = ["Generator", "manual_seed", "seed", "initial_seed", "default_generator",
-           "get_rng_state", "set_rng_state"]
+           "get_rng_state", "set_rng_state", "fork_rng"]
 
 
 class Generator:
@@ -114,6 +116,22 @@ def get_rng_state():
 
 def set_rng_state(state) -> None:
     default_generator.set_state(state)
+
+
+@contextlib.contextmanager
+def fork_rng(devices=None, enabled: bool = True, _caller: str = "fork_rng", _devices_kw: str = "devices",
+             device_type: str | None = None) -> Iterator[None]:
+    """``torch.random.fork_rng``: the block draws from the default generator and leaves its state as it
+    found it (reversible layers replay a block's dropout in backward). cuda tensors draw from this
+    generator too here, so forking it forks theirs; ``devices`` only names them."""
+    if not enabled:
+        yield
+        return
+    state = get_rng_state()
+    try:
+        yield
+    finally:
+        set_rng_state(state)
 
 
 def rng(generator: Generator | None) -> np.random.Generator:
