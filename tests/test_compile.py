@@ -1004,3 +1004,25 @@ def test_a_call_keeping_nothing_outside_skips_the_heap_scans(monkeypatch):
         kept = []
         tft.trace_with_output(fn, tapelab.randn(3, requires_grad=True), kept=kept)
         assert where in kept
+
+
+def test_a_module_argument_is_guarded_by_identity_mode_and_parameters():
+    """gpt-fast compiles ``decode_one_token(model, x, input_pos)``: a module passed as an argument. Another
+    module, another mode or a reassigned parameter is a new graph; an in-place update is read live."""
+    def f(model, x):
+        return model(x).relu().sum(-1)
+    m, x = tapelab.nn.Linear(3, 2), tapelab.randn(4, 3)
+    c = tapelab.compile(f, fullgraph=True)
+
+    def same(module):
+        np.testing.assert_allclose(c(module, x).detach().numpy(), f(module, x).detach().numpy(), rtol=1e-6)
+    same(m)
+    same(tapelab.nn.Linear(3, 2))
+    with tapelab.no_grad():
+        m.weight.mul_(3)
+    same(m)
+    m.weight = tapelab.nn.Parameter(tapelab.randn(2, 3))
+    same(m)
+    drop = tapelab.nn.Sequential(tapelab.nn.Linear(3, 2), tapelab.nn.Dropout(0.5))
+    c(drop, x)
+    np.testing.assert_allclose(c(drop.eval(), x).detach().numpy(), f(drop, x).detach().numpy(), rtol=1e-6)

@@ -103,6 +103,9 @@ def _part(a):
         return (a._data.shape, a._data.dtype, a._device._name, a.requires_grad)
     if a is None or isinstance(a, (bool, int, float, str)):
         return (type(a), a)
+    if isinstance(a, Module):   # gpt-fast compiles decode_one_token(model, x, input_pos): the module by identity,
+        # with its mode and the identity of each parameter and buffer (one reassigned is a new graph input)
+        return (type(a), id(a), a.training, tuple(map(id, a.parameters())), tuple(map(id, a.buffers())))
     raise TypeError(type(a).__name__)
 
 

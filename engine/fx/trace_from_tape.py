@@ -253,6 +253,7 @@ def _kept_outside(rec: _Recorder, result) -> list[str]:
                 walk(v)
     walk(result)
     ours.update(id(v) for v in rec.state.values())
+    ours.update(_view_dicts(rec.keep))
     made = [t for t in rec.keep if id(t) not in outputs and id(t) not in rec.state     # state written in place
             and rec.nodes[id(t)][0].op in ("call_function", "call_method")]
     if not made or _accounted(rec, made, result):
@@ -280,7 +281,8 @@ def _accounted(rec: _Recorder, made: list, result) -> bool:
     anywhere else (a list, an attribute, a global, a live frame) sends the caller to the scans."""
     from ..core.node import Node as AutogradNode
     counts = dict.fromkeys(map(id, made), 0)
-    roots = [rec.keep, rec.owner, rec.constants, rec.state, rec.nodes, *rec.state.values(), *rec.keep]
+    roots = [rec.keep, rec.owner, rec.constants, rec.state, rec.nodes, *rec.state.values(), *rec.keep,
+             *(t.__dict__ for t in rec.keep if t._base is not None)]
     stack = [result]
     while stack:                       # the result's own tuples, lists and dicts
         x = stack.pop()
@@ -298,6 +300,12 @@ def _accounted(rec: _Recorder, made: list, result) -> bool:
     # by one list alone, in the same expression (a reference counted too few only runs the scans)
     base = min(sys.getrefcount(t) for t in [object()])
     return all(sys.getrefcount(t) - base == counts[id(t)] for t in made)
+
+
+def _view_dicts(tensors: list) -> set:
+    """The ids of the recorded views' instance dicts, where a view keeps its ``_base`` (a split's
+    outputs hold the made tensor they alias: the call's own reference, not one kept outside)."""
+    return {id(t.__dict__) for t in tensors if t._base is not None}
 
 
 def _count_references(holders: list, counts: dict) -> None:
