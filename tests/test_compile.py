@@ -1026,3 +1026,20 @@ def test_a_module_argument_is_guarded_by_identity_mode_and_parameters():
     drop = tapelab.nn.Sequential(tapelab.nn.Linear(3, 2), tapelab.nn.Dropout(0.5))
     c(drop, x)
     np.testing.assert_allclose(c(drop.eval(), x).detach().numpy(), f(drop, x).detach().numpy(), rtol=1e-6)
+
+
+@pytest.mark.parametrize("dt", ["bfloat16", "float16"])
+def test_reduced_precision_groups_run_eagerly_and_equal_eager(dt):
+    """gpt-fast compiles a bfloat16 model: the generated loops take no bfloat16/float16, so those groups
+    stay eager ops (the codegen raised NameError: name 'bfloat16' is not defined)."""
+    class M(tapelab.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = tapelab.nn.Linear(8, 8)
+
+        def forward(self, x):
+            return tapelab.nn.functional.silu(self.lin(x)) * x + 1
+    m = M().to(getattr(tapelab, dt))
+    x = tapelab.randn(2, 8).to(getattr(tapelab, dt))
+    with tapelab.no_grad():
+        np.testing.assert_array_equal(tapelab.compile(m, fullgraph=True)(x).float().numpy(), m(x).float().numpy())
