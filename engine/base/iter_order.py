@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["iterator_order", "in_iterator_order"]
+__all__ = ["iterator_order", "in_iterator_order", "reorder_dimensions"]
 
 
 def _broadcast_strides(shape: tuple, a: np.ndarray) -> list:
@@ -47,6 +47,15 @@ def iterator_order(shape: tuple, operands) -> list | None:
     if all(a.flags.c_contiguous or _row_major(st) for a, st in zip(arrays, strides)):
         return None
 
+    perm = reorder_dimensions(shape, strides)
+    return None if perm == list(range(nd - 1, -1, -1)) else perm
+
+
+def reorder_dimensions(sizes, strides: list) -> list:
+    """ATen's ``TensorIterator::reorder_dimensions``: the dimensions of ``sizes`` from the fastest to the
+    slowest, ordered by the operands' ``strides`` (one list per operand over ``sizes``, 0 where it is
+    broadcast): the first operand that tells two dimensions apart decides, equal strides put the
+    smaller dimension first, and ATen's insertion sort leaves ambiguous pairs in place."""
     def should_swap(d0: int, d1: int) -> int:
         for st in strides:
             s0, s1 = st[d0], st[d1]
@@ -54,12 +63,12 @@ def iterator_order(shape: tuple, operands) -> list | None:
                 continue
             if s0 != s1:
                 return 1 if s0 > s1 else -1
-            if shape[d0] > shape[d1]:   # equal strides: the smaller dimension goes first
+            if sizes[d0] > sizes[d1]:   # equal strides: the smaller dimension goes first
                 return 1
         return 0
 
-    perm = list(range(nd - 1, -1, -1))
-    for i in range(1, nd):   # ATen's insertion sort, which leaves ambiguous pairs in place
+    perm = list(range(len(sizes) - 1, -1, -1))
+    for i in range(1, len(perm)):
         d1 = i
         for d0 in range(i - 1, -1, -1):
             c = should_swap(perm[d0], perm[d1])
@@ -68,7 +77,7 @@ def iterator_order(shape: tuple, operands) -> list | None:
                 d1 = d0
             elif c < 0:
                 break
-    return None if perm == list(range(nd - 1, -1, -1)) else perm
+    return perm
 
 
 def in_iterator_order(out: np.ndarray, operands) -> np.ndarray:

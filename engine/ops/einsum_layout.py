@@ -14,6 +14,8 @@ from __future__ import annotations
 import functools
 import math
 
+from ..base.iter_order import reorder_dimensions
+
 __all__ = ["result_order", "bmm_plan"]
 
 
@@ -50,29 +52,7 @@ def _product_strides(sizes: list, a: tuple, b: tuple) -> list:
     if same and all(_is_contiguous(op) for op in (a, b)):
         return _contiguous(sizes, list(range(len(sizes)))[::-1])
     ops = [[0 if m == 1 and s != 1 else t for m, t, s in zip(op[0], op[1], sizes)] for op in (a, b)]
-
-    def swap(d0: int, d1: int) -> int:
-        for st in ops:
-            s0, s1 = st[d0], st[d1]
-            if s0 == 0 or s1 == 0:
-                continue
-            if s0 != s1:
-                return -1 if s0 < s1 else 1
-            if sizes[d0] > sizes[d1]:
-                return 1
-        return 0
-
-    perm = list(range(len(sizes)))[::-1]
-    for i in range(1, len(perm)):      # insertion sort that stops at an ambiguous comparison
-        d1 = i
-        for d0 in range(i - 1, -1, -1):
-            c = swap(perm[d0], perm[d1])
-            if c > 0:
-                perm[d0], perm[d1] = perm[d1], perm[d0]
-                d1 = d0
-            elif c < 0:
-                break
-    return _contiguous(sizes, perm)
+    return _contiguous(sizes, reorder_dimensions(sizes, ops))
 
 
 def _is_contiguous(op: tuple) -> bool:
