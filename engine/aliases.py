@@ -31,7 +31,10 @@ _TARGETS = {"torch": "tapelab", "torchvision": "tapelab.vision"}
 # the prefixes)
 _MOVED = {"torch.autograd.profiler": "tapelab.profiler.legacy", "torch._tensor_str": "tapelab.base.repr",
           "torch._inductor": "tapelab._dynamo.inductor", "torch._functorch": "tapelab._dynamo.functorch",
-          "torch.cuda.amp": "tapelab.amp.cuda", "torch.cpu.amp": "tapelab.amp.cpu"}
+          "torch.cuda.amp": "tapelab.amp.cuda", "torch.cpu.amp": "tapelab.amp.cpu",
+          "torch.distributed._tensor": "tapelab.distributed.tensor",   # DTensor's path before PyTorch 2.4
+          # where libraries import default_collate from (opacus, detectron-style loaders)
+          "torch.utils.data._utils": "tapelab.utils.data", "torch.utils.data._utils.collate": "tapelab.utils.data._collate"}
 
 
 def _under(name: str, table: dict[str, str]) -> str | None:

@@ -135,3 +135,23 @@ def test_backward_with_create_graph_warns_of_the_cycle_once_as_torch():
         "str(w[0].message)[:60], x.grad.tolist()")
     assert outs[0] == outs[1]
     assert outs[0].startswith("1 Using backward() with create_graph=True will create a refere")
+
+
+def test_opacus_import_paths_resolve_under_aliases():
+    """opacus imports ``torch.distributed._tensor.experimental.implicit_replication`` (DTensor's pre-2.4
+    path), ``torch.utils.data._utils.collate.default_collate`` and ``dataloader._collate_fn_t``."""
+    import subprocess
+    code = ("import tapelab; tapelab.install_aliases()\n"
+            "from torch.distributed._tensor.experimental import implicit_replication\n"
+            "from torch.distributed._tensor import DTensor\n"
+            "from torch.utils.data._utils.collate import default_collate\n"
+            "from torch.utils.data.dataloader import _collate_fn_t, _worker_init_fn_t\n"
+            "import torch\n"
+            "with implicit_replication():\n"
+            "    b = default_collate([torch.ones(2), torch.zeros(2)])\n"
+            "print(tuple(b.shape), DTensor.__module__, default_collate is torch.utils.data.default_collate)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out == "(2, 2) tapelab.distributed.tensor True\n"
+    import torch.distributed.tensor.experimental as theirs
+    from tapelab.distributed.tensor import experimental as ours
+    assert ours.__all__ == ["implicit_replication"] and hasattr(theirs, "implicit_replication")

@@ -28,6 +28,10 @@ from .sampler import BatchSampler, RandomSampler, Sampler, SequentialSampler, _d
 
 __all__ = ["DataLoader", "get_worker_info", "WorkerInfo"]
 
+# PyTorch's annotation aliases, which libraries import from here (opacus' DPDataLoader)
+_worker_init_fn_t = Callable[[int], None]
+_collate_fn_t = Callable[[list], Any]
+
 _STATUS_POLL_S = 0.5  # how often a waiting main process checks that its workers are alive
 _SHUTDOWN_GRACE_S = 5.0  # how long a normal shutdown lets a worker finish its current batch
 
