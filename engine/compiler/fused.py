@@ -254,18 +254,16 @@ class FusedCall:
         return self.op.name
 
 
-# the dtypes a generated loop takes (cpu.py's numba types; bfloat16 and float16 stay eager, where they
-# compute in float32 and round once)
-_LOOP_DTYPES = frozenset(map(np.dtype, ("bool", "int8", "int16", "int32", "int64", "uint8", "float32", "float64")))
-
-
 def _fusible_op(node):
     name = op_name(node) if node.op == "call_function" else None
     op = REGISTRY.get(name or "")
     if op is None or op.kind != "compute" or op.is_view or op.n_extra or isinstance(op, FusedOp):
         return None
     meta = node.meta.get("tensor_meta")
-    if meta is None or type(meta) is tuple or _np_dtype(meta).kind not in "fb" or _np_dtype(meta) not in _LOOP_DTYPES:
+    if meta is None or type(meta) is tuple:
+        return None
+    dt = _np_dtype(meta)
+    if dt.kind not in "fb" or dt not in cpu.LOOP_DTYPES:
         return None
     return op
 
@@ -292,7 +290,7 @@ def _fusible(node) -> bool:
         m = n.meta.get("tensor_meta")
         if m is None or type(m) is tuple:
             raise NotElementwise("non-tensor input")
-        if _np_dtype(m) not in _LOOP_DTYPES:
+        if _np_dtype(m) not in cpu.LOOP_DTYPES:
             raise NotElementwise(f"a {_np_dtype(m)} input")
         return inputs.setdefault(n, input_sym(len(inputs), _np_dtype(m)))
     try:
