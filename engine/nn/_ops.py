@@ -1020,9 +1020,12 @@ def _bce_logits_vjp(g, out, x, t, *extra, reduction, weighted):
             pt = pos * t
             dx = (pt + 1 - t) * x.sigmoid() - pt
         gx = unbroadcast(_scaled(dx, g, weight, reduction, n), x)
-    if isinstance(t, Tensor) and t.requires_grad:   # d/dt: -x - (pos_weight - 1) log_sigmoid(x)
-        dt = -x if pos is None else (-x).clamp(max=0) - (-x.abs()).exp().log1p() - (
-            x.clamp(max=0) - (-x.abs()).exp().log1p()) * pos
+    if isinstance(t, Tensor) and t.requires_grad:   # d/dt: log_sigmoid(-x) - pos_weight log_sigmoid(x)
+        if pos is None:
+            dt = -x
+        else:
+            soft = (-x.abs()).exp().log1p()   # both log-sigmoids' shared term
+            dt = (-x).clamp(max=0) - soft - (x.clamp(max=0) - soft) * pos
         gt = unbroadcast(_scaled(dt, g, weight, reduction, n), t)
     return (gx, gt) + (None,) * len(extra)
 

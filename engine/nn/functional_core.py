@@ -810,19 +810,15 @@ def _reduction(size_average, reduce, reduction: str) -> str:
     return legacy
 
 
-def _reduce(loss: Tensor, reduction: str) -> Tensor:
-    if reduction == "none":
-        return loss
-    if reduction == "mean":
-        return loss.mean()
-    if reduction == "sum":
-        return loss.sum()
-    raise ValueError(f"{reduction} is not a valid value for reduction")
-
-
 def _check_reduction(reduction: str) -> None:
+    """A loss's ``reduction`` argument, refused with PyTorch's words unless ``none``, ``mean`` or ``sum``."""
     if reduction not in ("none", "mean", "sum"):
         raise ValueError(f"{reduction} is not a valid value for reduction")
+
+
+def _reduce(loss: Tensor, reduction: str) -> Tensor:
+    _check_reduction(reduction)
+    return loss if reduction == "none" else loss.mean() if reduction == "mean" else loss.sum()
 
 
 def _not_differentiable(function: str, **weights) -> None:
@@ -893,8 +889,7 @@ def _check_class_targets(input: Tensor, target: Tensor, reduction: str) -> bool:
     """PyTorch's argument checks of class-index losses; says whether the forward may read target
     values to raise on one out of range (not while capturing, where a host check would freeze into
     a replay guard, nor on meta, which has no values: there a bad target's loss is nan)."""
-    if reduction not in ("none", "mean", "sum"):
-        raise ValueError(f"{reduction} is not a valid value for reduction")
+    _check_reduction(reduction)
     shape, got = input._data.shape, target._data.shape   # the arrays' shapes: a loss is called every step
     if not shape:
         raise ValueError(f"Expected 1 or more dimensions (got {len(shape)})")

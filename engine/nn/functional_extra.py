@@ -16,7 +16,7 @@ from ..base.grad_mode import no_grad
 from ..ops.movement import cat
 from ..core.tensor import Tensor
 from .functional_core import (_batched, _channel_affine, _inplace, _mixed_norm, _normalize_over, _ntuple_none,
-                              _reduce, _reduction, _unbatch, _with_running_stats, interpolate, logsigmoid)
+                              _check_reduction, _reduce, _reduction, _unbatch, _with_running_stats, interpolate, logsigmoid)
 
 __all__ = [
     "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout",
@@ -484,8 +484,7 @@ def poisson_nll_loss(input: Tensor, target: Tensor, log_input: bool = True, full
                                      log_input=log_input, full=full, size_average=size_average, eps=eps,
                                      reduce=reduce, reduction=reduction)
     reduction = _reduction(size_average, reduce, reduction)
-    if reduction not in ("none", "mean", "sum"):
-        raise ValueError(reduction + " is not a valid value for reduction")
+    _check_reduction(reduction)
     loss = input.exp() - target * input if log_input else input - target * (input + eps).log()
     if full:
         stirling = target * target.log() - target + 0.5 * (target * (2 * math.pi)).log()

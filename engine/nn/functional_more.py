@@ -20,7 +20,7 @@ from ..core import creation
 from ..core.tensor import Tensor
 from ..ops.movement import stack
 from .functional_core import (_adaptive_avg_pool, _avg_pool, _batched, _conv_transpose, _cubic_weights, _max_pool, _ntuple,
-                              _reduce, _reduction, _unbatch, conv1d, cross_entropy, interpolate,
+                              _check_reduction, _reduce, _reduction, _unbatch, conv1d, cross_entropy, interpolate,
                               leaky_relu, linear, pad, softmax)
 from .functional_extra import _adaptive_max_along, _adaptive_sizes, adaptive_max_pool1d, adaptive_max_pool2d
 from .functional_extra import pairwise_distance
@@ -703,8 +703,7 @@ def triplet_margin_with_distance_loss(anchor: Tensor, positive: Tensor, negative
                                      reduction=reduction)
     if margin <= 0:
         raise ValueError(f"TripletMarginWithDistanceLoss: expected margin to be greater than 0, got {margin} instead")
-    if reduction not in ("mean", "sum", "none"):
-        raise ValueError(f"{reduction} is not a valid value for reduction")
+    _check_reduction(reduction)
     dist = distance_function if distance_function is not None else pairwise_distance
     d_pos, d_neg = dist(anchor, positive), dist(anchor, negative)
     if swap:
