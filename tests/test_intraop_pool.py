@@ -1,5 +1,6 @@
 """tapelab's intra-op pool (engine/base/pool.py) and the GEMMs split over it (engine/kernels/gemm.py)."""
 import multiprocessing
+import os
 import threading
 import time
 
@@ -9,7 +10,7 @@ from threadpoolctl import threadpool_info
 
 import tapelab
 from tapelab import kernels
-from tapelab.base import pool
+from tapelab.base import cpus, pool
 
 
 @pytest.fixture
@@ -106,10 +107,42 @@ def test_work_with_a_key_runs_split_or_whole_as_measured_faster():
 
 
 def test_a_confirmed_choice_is_retimed_ever_less_often():
-    ways = _ways(("test", "backoff"), lambda on_worker: 0.006 if on_worker else 0.0002, 120)
-    retimed = [i for i, w in enumerate(ways) if w == 1][2:]   # after the two first split calls
-    gaps = [b - a for a, b in zip(retimed, retimed[1:])]
-    assert gaps == sorted(gaps) and gaps[-1] >= 2 * gaps[0]
+    """The slower way is re-timed in streaks of three calls, ever further apart."""
+    ways = _ways(("test", "backoff"), lambda on_worker: 0.006 if on_worker else 0.0002, 160)
+    starts = [i for i in range(4, len(ways)) if ways[i] == 1 and ways[i - 1] == 0]
+    assert all(ways[i:i + 3] == [1, 1, 1] and ways[i + 3] == 0 for i in starts[:-1])
+    gaps = [b - a for a, b in zip(starts, starts[1:])]
+    between = [g - pool._STREAK for g in gaps]           # calls from a streak's end to the next
+    assert len(between) >= 2 and between == sorted(between) and between[-1] >= 2 * between[0]
+
+
+def test_a_retiming_counts_the_warm_calls_of_its_streak():
+    """A worker that is slow on its first call after the pool ran whole (its CPU asleep) and fast
+    after: the streak's first split is not counted, so once the machine frees up the pool
+    finds splitting faster again. A one-call re-timing would only ever see the cold call."""
+    state = {"busy": True, "last_split": False}
+
+    def block(i, caller):
+        on_worker = threading.get_ident() != caller
+        if on_worker:
+            time.sleep(0.012 if state["busy"] or not state["last_split"] else 0.0005)
+        else:
+            time.sleep(0.002)
+    ways = []
+    for n in range(80):
+        state["busy"] = n < 12                       # a loaded machine, then a free one
+        before = len(ways)
+        split_seen = []
+
+        def run(i, caller):
+            split_seen.append(threading.get_ident() != caller)
+            block(i, caller)
+        pool.run_blocks(run, [(0, threading.get_ident()), (1, threading.get_ident())], ("test", "cold worker"), 1000)
+        ways.append(int(any(split_seen)))
+        state["last_split"] = bool(ways[-1])
+        assert len(ways) == before + 1
+    assert ways[4:12].count(1) == 0                  # whole while the worker was slow
+    assert ways[-10:] == [1] * 10                    # split again once its warm calls were timed
 
 
 def _child_gemm(q):
@@ -238,3 +271,40 @@ def test_dataloader_workers_run_one_intra_op_thread_each(two_threads):
             return tapelab.tensor([float(tapelab.get_num_threads())])
     assert [b.tolist() for b in DataLoader(Threads(), batch_size=2, num_workers=2)] == [[[1.0], [1.0]]] * 2
     assert tapelab.get_num_threads() == 2
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2 or cpus.current() is None,
+                    reason="needs two CPUs and sched_getcpu")
+def test_workers_keep_to_cpus_off_the_calling_thread(monkeypatch):
+    """With the pool owning every CPU, each worker keeps to one CPU, never the caller's: a split's
+    blocks run on two CPUs, even after the scheduler put the caller on the worker's CPU."""
+    allowed = os.sched_getaffinity(0)
+    before = tapelab.get_num_threads()
+    tapelab.set_num_threads(len(allowed))
+    monkeypatch.setattr(pool, "_WORKERS", [])             # workers placed afresh
+    ran_on = []
+    try:
+        pool.run_blocks(lambda i: ran_on.append(cpus.current()), [(i,) for i in range(2)])
+        worker = pool._WORKERS[0]
+        deadline = time.time() + 10
+        while worker.tid is None and time.time() < deadline:
+            time.sleep(0.01)
+        assert worker.cpu is not None and os.sched_getaffinity(worker.tid) == {worker.cpu}
+        taken = worker.cpu
+        os.sched_setaffinity(0, {taken})                   # the caller moves onto the worker's CPU
+        ran_on.clear()
+        pool.run_blocks(lambda i: ran_on.append((i, cpus.current())), [(i,) for i in range(2)])
+        assert dict(ran_on) == {0: taken, 1: worker.cpu} and worker.cpu != taken
+        assert os.sched_getaffinity(worker.tid) == {worker.cpu}
+    finally:
+        os.sched_setaffinity(0, allowed)
+        tapelab.set_num_threads(before)
+
+
+def test_workers_float_when_the_pool_has_fewer_threads_than_cpus():
+    """Processes sharing a machine (ranks with set_num_threads below the CPU count) do not pin:
+    pinning each one's first worker to the same CPU would crowd it."""
+    n = len(os.sched_getaffinity(0))
+    assert cpus.for_workers(n - 1) == []
+    if n >= 2 and cpus.current() is not None:
+        assert sorted(cpus.for_workers(n)) == sorted(set(os.sched_getaffinity(0)) - {cpus.current()})

@@ -12,14 +12,21 @@ The pool is taken without waiting: a second thread calling in while it works (a 
 thread, a user's own threads), or a block that itself asks for the pool, runs its blocks on
 the calling thread alone, so nesting and concurrency never deadlock.
 
+Where the pool may use every CPU of the process, each worker keeps to a CPU of its own, off the
+calling thread's (``cpus.py``): left to the scheduler, worker and caller shared one CPU for tens of
+milliseconds after each pause, and a split then ran its blocks one after the other.
+
 Whether splitting pays is measured, not assumed. On the project machine a hand-off round trip
 costs 20-60 us (a futex wake of an idle virtual CPU, then the GIL), a 2^16-element relu took
 26 us whole and 81 us in two blocks, and its two virtual CPUs gave two independent BLAS threads
 1.35x one thread's throughput, not 2x (bench/README.md, issue 17). So a caller that names the
 kind of work (``key``, with its size in ``work``) gets both ways timed: per kind and power-of-two
 size class, each call runs split or on the calling thread, whichever has the lower time per
-unit of work so far, and the other way is timed again every ``_RETRY``-th call, so the choice
-follows the machine's load. Both ways run the same blocks, so the result does not depend on it.
+unit of work so far, and now and then the other way is timed again for a few calls in a row, so
+the choice follows the machine's load. Both ways run the same blocks, so the result does not
+depend on it. A way's first call after the other's is not counted: a worker left idle sleeps, and
+its virtual CPU halts, so a single split call after many whole ones measured slower than the
+warm splits that follow it, and a one-call re-timing kept the pool on the calling thread.
 """
 from __future__ import annotations
 
@@ -27,15 +34,18 @@ import os
 import threading
 import time
 
+from . import cpus, runtime
+
 __all__ = ["run_blocks", "ranges", "timings"]
 
 
 class _Worker:
     """One thread that runs one job each time ``go`` is released and releases ``done`` after it."""
 
-    __slots__ = ("go", "done", "job", "error")
+    __slots__ = ("go", "done", "job", "error", "cpu", "tid")
 
-    def __init__(self, index: int):
+    def __init__(self, index: int, cpu: int | None):
+        self.cpu, self.tid = cpu, None      # the CPU it keeps to (cpus.py), its thread's id
         self.go = threading.Lock()
         self.go.acquire()
         self.done = threading.Lock()
@@ -46,6 +56,8 @@ class _Worker:
 
     def _loop(self) -> None:
         _LOCAL.worker = True
+        self.tid = threading.get_native_id()
+        cpus.pin(self.cpu)
         while True:
             self.go.acquire()
             fn, args = self.job
@@ -74,18 +86,22 @@ os.register_at_fork(after_in_child=_reset_after_fork)
 
 class _Timings:
     """One kind of work in one size class: seconds per unit of work split (index 1) and on the
-    calling thread (index 0), a running average of each. Each way's first call is not counted:
-    it pays one-off costs (a loop's compilation, a worker's start). The slower way is timed
-    again after ``retry`` calls; each time it is still the slower, ``retry`` doubles (up to
-    ``_RETRY_MAX``), so a choice that holds costs ever less to confirm."""
+    calling thread (index 0), a running average of each. A way's first call after the other's is
+    not counted: it pays for waking that way up (a sleeping worker, a loop's compilation). The
+    slower way is timed again after ``retry`` calls, for ``_STREAK`` calls in a row, its figure
+    then taken afresh from those calls (the old one may date from another load); each time
+    it is still the slower, ``retry`` doubles (up to ``_RETRY_MAX``), so a choice that holds
+    costs ever less to confirm."""
 
-    __slots__ = ("per_unit", "runs", "calls", "retry", "next_retry")
+    __slots__ = ("per_unit", "calls", "retry", "next_retry", "streak", "streak_way", "last", "fresh")
 
     def __init__(self):
         self.per_unit = [None, None]
-        self.runs = [0, 0]
         self.calls = 0
         self.retry = self.next_retry = _RETRY
+        self.streak = 0
+        self.streak_way = self.last = None
+        self.fresh = False
 
     def faster(self) -> int:
         whole, split = self.per_unit
@@ -95,26 +111,32 @@ class _Timings:
 
     def choose(self) -> int:
         """1 to split this call, 0 to run it on the calling thread: each way is timed first
-        (split first), then the faster so far, and now and then the other."""
+        (split first), then the faster so far, and now and then a streak of the other."""
         self.calls += 1
+        if self.streak:
+            self.streak -= 1
+            return self.streak_way
         way = self.faster()
         if self.calls >= self.next_retry and None not in self.per_unit:
+            self.streak, self.streak_way, self.fresh = _STREAK - 1, 1 - way, True
             return 1 - way
         return way
 
     def record(self, way: int, seconds: float, work: int) -> None:
-        self.runs[way] += 1
-        if self.runs[way] == 1:
+        warm, self.last = self.last == way, way
+        if not warm:
             return
-        before = self.faster()
         per_unit, old = seconds / work, self.per_unit[way]
+        if self.fresh and way == self.streak_way:    # a re-timing starts afresh: the old figure is stale
+            old, self.fresh = None, False
         self.per_unit[way] = per_unit if old is None else old + 0.25 * (per_unit - old)
-        if self.calls >= self.next_retry and way != before:
-            self.retry = min(2 * self.retry, _RETRY_MAX) if self.faster() == before else _RETRY
-            self.next_retry = self.calls + self.retry
+        if self.streak == 0 and way == self.streak_way:      # a re-timing streak ends here
+            held = self.faster() != way
+            self.retry = min(2 * self.retry, _RETRY_MAX) if held else _RETRY
+            self.next_retry, self.streak_way = self.calls + self.retry, None
 
 
-_RETRY, _RETRY_MAX = 16, 1024
+_RETRY, _RETRY_MAX, _STREAK = 16, 1024, 3
 _TIMINGS: dict = {}
 
 
@@ -170,8 +192,13 @@ def _run_split(fn, blocks: list) -> None:
     if len(blocks) < 2:
         _run_whole(fn, blocks, None)
         return
-    while len(_WORKERS) < len(blocks) - 1:
-        _WORKERS.append(_Worker(len(_WORKERS)))
+    if len(_WORKERS) < len(blocks) - 1:
+        places = cpus.for_workers(max(len(blocks), runtime.intra_op_threads()))
+        while len(_WORKERS) < len(blocks) - 1:
+            index = len(_WORKERS)
+            _WORKERS.append(_Worker(index, places[index % len(places)] if places else None))
+    if any(w.cpu is not None for w in _WORKERS):
+        cpus.keep_off(_WORKERS)
     started = []
     for worker, args in zip(_WORKERS, blocks[1:]):
         worker.job = (fn, args)
