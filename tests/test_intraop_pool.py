@@ -210,7 +210,7 @@ def test_gemms_side_by_side_or_one_after_another_equal_numpy(two_threads, dtype)
         got = kernels.gemms(np, (g, w), (g.T, x))
         for a, b in zip(got, want):
             np.testing.assert_allclose(a, b, rtol=1e-4 if dtype == "float32" else 1e-12, atol=1e-3)
-    (figures,) = pool.timings(("gemms", 2, 2)).values()
+    figures = pool.timings(("gemms", 2, 2))[(2 * 96 * 160 * 200).bit_length()]   # this size class
     assert figures["whole"] is not None and figures["split"] is not None   # both ways ran and were timed
     small = kernels.gemms(np, (g[:4, :4], w[:4, :4]), (g[:4, :4].T, x[:4, :4]))   # below the floor: plain gemm
     np.testing.assert_allclose(small[1], g[:4, :4].T @ x[:4, :4], rtol=1e-4, atol=1e-4)

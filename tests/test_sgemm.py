@@ -120,6 +120,7 @@ def test_loops_off_means_numpy(own_calls):
 
 def test_products_past_the_rows_where_ours_wins_are_numpys(own_calls, monkeypatch):
     monkeypatch.setattr(SG, "MAX_ROWS", 32)          # OpenBLAS with its AVX-512 kernels
+    monkeypatch.setattr(SG, "MAX_ROWS_LONG", 64)
     a = np.random.default_rng(4).standard_normal((64, 64), dtype=np.float32)
     w = kernels.prepack(np, a)
     np.testing.assert_array_equal(kernels.gemm(np, a, a), np.matmul(a, a))
@@ -130,7 +131,26 @@ def test_products_past_the_rows_where_ours_wins_are_numpys(own_calls, monkeypatc
     kernels.gemm(np, a[:32], a)
     assert own_calls == [(20, 64), (32, 64)]
     monkeypatch.setattr(SG, "MAX_ROWS", 0)           # no AVX-512 on the host
+    monkeypatch.setattr(SG, "MAX_ROWS_LONG", 0)
     assert kernels.prepack(np, a) is a
+
+
+def test_up_to_64_rows_ours_takes_products_of_many_terms_and_columns(own_calls, monkeypatch):
+    """Against OpenBLAS's AVX-512 kernels a one-off product of 33-64 rows is ours when it has at
+    least ``LONG_MIN_K`` terms and ``LONG_MIN_N`` columns (an MLP b64 step's), numpy's when either
+    is few (attention's per-head products) or it has more rows."""
+    monkeypatch.setattr(SG, "MAX_ROWS", 32)
+    monkeypatch.setattr(SG, "MAX_ROWS_LONG", 64)
+    rng = np.random.default_rng(6)
+    x, w = rng.standard_normal((64, 784), dtype=np.float32), rng.standard_normal((784, 512), dtype=np.float32)
+    np.testing.assert_allclose(kernels.gemm(np, x, w), x.astype(np.float64) @ w, rtol=1e-4, atol=1e-3)
+    assert own_calls and set(own_calls) == {(64, 784)}      # whole, or in column blocks over the threads
+    own_calls.clear()
+    q, k = rng.standard_normal((8, 64, 32), dtype=np.float32), rng.standard_normal((8, 32, 64), dtype=np.float32)
+    np.testing.assert_array_equal(kernels.gemm(np, q, k), np.matmul(q, k))              # few terms
+    np.testing.assert_array_equal(kernels.gemm(np, x[:, :128], w[:128, :64]), x[:, :128] @ w[:128, :64])  # few columns
+    np.testing.assert_array_equal(kernels.gemm(np, np.vstack([x, x[:1]]), w), np.vstack([x, x[:1]]) @ w)  # 65 rows
+    assert own_calls == []
 
 
 def test_max_rows_by_host_and_openblas_core():

@@ -11,9 +11,9 @@ captured step's GEMM route, mixed or integer dtypes, a vector operand, small pro
 
 Each 2-D float32 product (a whole one, or a block) of at least ``OWN_MIN_ROWS x OWN_MIN_K x
 OWN_MIN_COLS``, and each stack of them with one batch shape, runs our own GEMM (``sgemm.py``) when
-the loops are on and it is the faster one on the machine for the product's rows
-(``sgemm.MAX_ROWS``; AVX-512 where numpy's OpenBLAS runs its Haswell kernels: 1.2-2.1x
-``np.matmul`` on one thread at every size); ``gemm_here`` is one such product on the
+the loops are on and it is the faster one on the machine for the product's rows, terms and
+columns (``sgemm.MAX_ROWS``, ``MAX_ROWS_LONG``; AVX-512 where numpy's OpenBLAS runs its Haswell
+kernels: 1.2-2.1x ``np.matmul`` on one thread at every size); ``gemm_here`` is one such product on the
 calling thread (a recurrence step's), and ``prepack`` readies a weight that many of them share.
 """
 from __future__ import annotations
@@ -115,13 +115,16 @@ def prepack(xp, b):
     return b
 
 
-def _sgemm(rows: int):
+def _sgemm(rows: int, k: int = 0, n: int = 0):
     """The own GEMM's module while the loops are on (numba installed) and it is the faster one on
-    this machine for a product of ``rows`` output rows (``sgemm.MAX_ROWS``), else None."""
+    this machine for products of ``rows`` output rows (``sgemm.MAX_ROWS``), or for one of ``k``
+    terms and ``n`` columns (``sgemm.MAX_ROWS_LONG``), else None."""
     if not enabled():
         return None
     module = loops("sgemm")
-    return module if rows <= module.MAX_ROWS else None
+    if rows <= module.MAX_ROWS or (rows <= module.MAX_ROWS_LONG and k >= module.LONG_MIN_K and n >= module.LONG_MIN_N):
+        return module
+    return None
 
 
 def _takes(a, b) -> bool:
@@ -134,11 +137,11 @@ def _matmul(a, b, out=None):
     """``np.matmul(a, b, out=out)``, by our own GEMM where it takes the product (2-D, or stacks of
     one batch shape: attention's per-head products)."""
     if _takes(a, b) and (out is None or _writable(out, a, b, b.shape[1])):
-        own = _sgemm(a.shape[0])
+        own = _sgemm(a.shape[0], a.shape[1], b.shape[1])
         if own is not None:
             return own.matmul_into(a, b, np.empty((a.shape[0], b.shape[1]), _F32) if out is None else out)
     elif _takes_stack(a, b) and (out is None or _fills(out, a, b)):
-        own = _sgemm(a.shape[-2])
+        own = _sgemm(a.shape[-2], a.shape[-1], b.shape[-1])
         if own is not None:
             return own.matmul_batch_into(a, b, np.empty(a.shape[:-1] + b.shape[-1:], _F32) if out is None else out)
     return np.matmul(a, b) if out is None else np.matmul(a, b, out=out)
