@@ -5,9 +5,9 @@ milliseconds at a time, and then a split call's two blocks run one after the oth
 project machine (2 vCPUs, KVM) this happened after every pause of ~0.1 s or more: for the next
 ~50 ms a forced split took as long as the whole product (MLP b512's 512x784x512 GEMM: 2.1e-11 s
 per multiply-add either way, against 1.2e-11 split once the scheduler had moved them apart), and
-the pool's timing then kept whole (bench/README.md, issue 17, session 14). A woken thread is
-placed on its waker's CPU when the CPU it last ran on looks busy, and a halted vCPU looks busy
-to a KVM guest.
+the pool's timing then kept whole (bench/README.md, issue 17, session 14). The likely cause: the
+scheduler wakes a thread on its waker's CPU when its own is not available, and a guest counts an
+idle vCPU that the host has descheduled (``vcpu_is_preempted``) as not available.
 
 So when the pool may use every CPU this process may run on, each worker keeps to one CPU of its
 own, none of them the calling thread's; the calling thread is not pinned (it is the user's), and
