@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import warnings
 from typing import Any, Callable, NamedTuple
 
-__all__ = ["TreeSpec", "LeafSpec", "tree_flatten", "tree_unflatten", "tree_leaves", "tree_structure", "tree_map",
+__all__ = ["TreeSpec", "LeafSpec", "treespec_leaf", "tree_flatten", "tree_unflatten", "tree_leaves", "tree_structure", "tree_map",
            "tree_map_", "tree_map_only", "tree_map_only_", "tree_all", "tree_any", "tree_all_only",
            "tree_any_only", "register_pytree_node", "is_namedtuple", "SUPPORTED_NODES", "SequenceKey", "MappingKey",
            "GetAttrKey", "KeyEntry", "KeyPath", "Context", "tree_flatten_with_path", "tree_leaves_with_path",
@@ -163,7 +164,18 @@ class TreeSpec:
         return f"TreeSpec({name}, {self.context!r}, [{', '.join(map(repr, self.children_specs))}])"
 
 
+_LEAF_SPEC_DEPRECATED = ("`isinstance(treespec, LeafSpec)` is deprecated, "
+                         "use `isinstance(treespec, TreeSpec) and treespec.is_leaf()` instead.")
+
+
 class LeafSpec(TreeSpec):
+    """A leaf's spec. Deprecated as PyTorch's is: making one warns (FutureWarning, PyTorch's words);
+    the trees here share the one ``treespec_leaf()`` returns."""
+
+    def __new__(cls, *args, **kwargs):
+        warnings.warn(_LEAF_SPEC_DEPRECATED, FutureWarning, stacklevel=2)
+        return super().__new__(cls)
+
     def __init__(self):
         super().__init__(None, None, [])
         self.num_leaves, self.num_nodes = 1, 1
@@ -175,6 +187,16 @@ class LeafSpec(TreeSpec):
         return "*"
 
 
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", FutureWarning)
+    _LEAF_SPEC = LeafSpec()
+
+
+def treespec_leaf() -> LeafSpec:
+    """The spec of a leaf (every leaf shares it), PyTorch's replacement for ``LeafSpec()``."""
+    return _LEAF_SPEC
+
+
 def tree_flatten(tree, is_leaf: Callable | None = None) -> tuple[list, TreeSpec]:
     """``(leaves, spec)``: the leaves in order (dicts in insertion order) and the tree's shape."""
     leaves: list = []
@@ -183,7 +205,7 @@ def tree_flatten(tree, is_leaf: Callable | None = None) -> tuple[list, TreeSpec]
         kind = None if is_leaf is not None and is_leaf(node) else _node_type(node)
         if kind is None:
             leaves.append(node)
-            return LeafSpec()
+            return _LEAF_SPEC
         if kind is collections.namedtuple:
             children, context = list(node), type(node)
         else:
