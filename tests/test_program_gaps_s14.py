@@ -2,8 +2,6 @@
 import warnings
 
 
-
-
 def _caught(fn):
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")
