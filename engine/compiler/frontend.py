@@ -135,6 +135,13 @@ class CompiledFunction:
         self.__wrapped__ = fn
         _ALL.add(self)
 
+    @property
+    def __code__(self):
+        """The wrapper's own code, as the function ``torch.compile`` returns has (dynamo's ``_fn``):
+        Lightning compiles a compiled step method again when ``validate`` follows ``fit`` and then
+        unwraps one ``__wrapped__`` and compares ``__code__`` with the parent's."""
+        return type(self).__call__.__code__
+
     def _key(self, args: tuple, kwargs: dict) -> tuple:
         key = [GRAD.enabled, self.module.training if self.module is not None else None]
         key += [_part(a) for a in args]
@@ -527,6 +534,8 @@ def compile(model=None, *, fullgraph: bool = False, dynamic=None, backend="tapel
                                                        module=m, dynamic=dynamic, mode=mode))
         if not callable(m):
             raise RuntimeError(f"tapelab.compile: expected a Module or a callable, got {type(m).__name__}")
+        if isinstance(m, CompiledFunction):    # compiled again: the original, as torch.compile does
+            m = m.fn
         return CompiledFunction(m, fullgraph=fullgraph, backend=backend, options=options, dynamic=dynamic, mode=mode)
     return wrap if model is None else wrap(model)
 
