@@ -20,7 +20,7 @@ from __future__ import annotations
 import ctypes
 import os
 
-__all__ = ["current", "for_workers", "keep_off"]
+__all__ = ["current", "for_workers", "pin", "keep_off"]
 
 _GETCPU = getattr(ctypes.CDLL(None), "sched_getcpu", None) if os.name == "posix" else None
 _PINNABLE = _GETCPU is not None and hasattr(os, "sched_setaffinity")
