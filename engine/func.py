@@ -98,17 +98,20 @@ def grad(func: Callable, argnums=0, has_aux: bool = False) -> Callable:
 
 
 def vjp(func: Callable, *primals, has_aux: bool = False):
-    """``(func(*primals), vjp_fn)`` where ``vjp_fn(cotangents)`` returns one gradient per primal."""
-    leaves = [_leaves_for(p) for p in primals]
+    """``(func(*primals), vjp_fn)`` where ``vjp_fn(cotangents)`` returns one gradient per primal,
+    each shaped like its primal's pytree (a dict of parameters gives a dict of gradients)."""
+    flat, build = _flatten(primals)
+    leaves = [_leaves_for(p) for p in flat]
     with enable_grad():
-        out = func(*leaves)
+        out = func(*build(leaves))
     out, aux = (out if has_aux else (out, None))
-    outer = is_grad_enabled() and any(p.requires_grad for p in primals)
+    outer = is_grad_enabled() and any(p.requires_grad for p in flat)
 
     def vjp_fn(cotangents):
         outs, _ = _flatten(out)
         cots, _ = _flatten(cotangents)
-        return _autograd_grad(outs, leaves, cots, retain_graph=True, create_graph=outer, materialize_grads=True)
+        return build(list(_autograd_grad(outs, leaves, cots, retain_graph=True, create_graph=outer,
+                                         materialize_grads=True)))
     result, aux = _at_caller_level((out, aux), outer)
     return (result, vjp_fn, aux) if has_aux else (result, vjp_fn)
 
@@ -152,31 +155,43 @@ def linearize(func: Callable, *primals) -> tuple:
 
 
 def jacrev(func: Callable, argnums=0, *, has_aux: bool = False, chunk_size: int | None = None) -> Callable:
-    """The Jacobian of ``func`` w.r.t. ``args[argnums]``: ``out.shape + arg.shape`` (tuples for
-    tuple argnums or outputs), one reverse pass per output element (so any ``chunk_size``, which
-    bounds PyTorch's batched passes, gives the same result)."""
+    """The Jacobian of ``func`` w.r.t. ``args[argnums]``: for each output leaf (``func`` may return a
+    pytree), a pytree like the argument (a tuple of them for tuple argnums) whose leaves are
+    ``out.shape + leaf.shape``, as ``torch.func.jacrev`` (a dict of parameters gives a dict of
+    Jacobians). One reverse pass per output element, so any ``chunk_size`` (which bounds PyTorch's
+    batched passes) gives the same result."""
     from .autograd.functional import jacobian
     if chunk_size is not None and chunk_size <= 0:
         raise ValueError("jacrev: `chunk_size` should be greater than 0.")
 
     def wrapper(*args):
         nums = _argnums(argnums, len(args), "jacrev")
-        aux_box = []
+        trees = [_flatten(args[i]) for i in nums]
+        counts = [len(leaves) for leaves, _ in trees]
+        aux_box, out_box = [], []
 
-        def of(*xs):
-            full = list(args)
-            for i, x in zip(nums, xs):
-                full[i] = x
+        def of(*flat):
+            full, at = list(args), 0
+            for i, (leaves, build), n in zip(nums, trees, counts):
+                full[i], at = build(list(flat[at:at + n])), at + n
             out = func(*full)
             if has_aux:
                 out, aux = out
                 aux_box.append(aux)
-            return out
-        outer = is_grad_enabled() and any(args[i].requires_grad for i in nums)
-        jac = jacobian(of, tuple(args[i] for i in nums), create_graph=outer)
-        if not isinstance(argnums, tuple):
-            jac = tuple(j[0] for j in jac) if isinstance(jac[0], tuple) else jac[0]
-        return (jac, aux_box[0]) if has_aux else jac
+            outs, spec = tree_flatten(out)
+            out_box.append(spec)
+            return tuple(outs)
+        flat = [t for leaves, _ in trees for t in leaves]
+        outer = is_grad_enabled() and any(t.requires_grad for t in flat)
+        rows = []
+        for row in jacobian(of, tuple(flat), create_graph=outer):
+            per_arg, at = [], 0
+            for (_, build), n in zip(trees, counts):
+                per_arg.append(build(list(row[at:at + n])))
+                at += n
+            rows.append(tuple(per_arg) if isinstance(argnums, tuple) else per_arg[0])
+        jac = tree_unflatten(rows, out_box[0])
+        return (jac, _at_caller_level(aux_box[0], outer)) if has_aux else jac
     return wrapper
 
 

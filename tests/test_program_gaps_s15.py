@@ -1,0 +1,76 @@
+"""Gaps that researchers' programs met in session 15, each against PyTorch itself."""
+import numpy as np
+import pytest
+import torch
+
+import tapelab
+
+
+def _mlp(m):
+    m.manual_seed(0)
+    return m.nn.Sequential(m.nn.Linear(5, 7), m.nn.Tanh(), m.nn.Linear(7, 3))
+
+
+@pytest.mark.parametrize("has_aux", [False, True])
+def test_jacrev_of_a_parameter_dict_is_a_dict_of_jacobians(has_aux):
+    """The neural-tangent-kernel recipe: ``vmap(jacrev(f), (None, 0))(params, x)`` with ``params`` a
+    dict from ``named_parameters``; the Jacobian comes back as a dict shaped like it."""
+    got = {}
+    for m in (torch, tapelab):
+        model = _mlp(m)
+        params = {k: v.detach() for k, v in model.named_parameters()}
+        x = m.tensor(np.linspace(-1, 1, 15, dtype=np.float32).reshape(3, 5))
+
+        def f(p, xi):
+            out = m.func.functional_call(model, p, (xi.unsqueeze(0),)).squeeze(0)
+            return (out, out.sum()) if has_aux else out
+        jac = m.func.vmap(m.func.jacrev(f, has_aux=has_aux), (None, 0))(params, x)
+        if has_aux:
+            jac, aux = jac
+            got[m.__name__ + "aux"] = aux.numpy()
+        assert isinstance(jac, dict) and list(jac) == list(params)
+        got[m.__name__] = {k: v.numpy() for k, v in jac.items()}
+    for k, v in got["torch"].items():
+        assert got["tapelab"][k].shape == v.shape == (3, 3) + tuple(dict(_mlp(torch).named_parameters())[k].shape)
+        np.testing.assert_allclose(got["tapelab"][k], v, rtol=1e-5, atol=1e-7)
+    if has_aux:
+        np.testing.assert_allclose(got["tapelabaux"], got["torchaux"], rtol=1e-6)
+
+
+def test_jacrev_of_a_pytree_output_and_tuple_argnums():
+    got = []
+    for m in (torch, tapelab):
+        a = m.tensor([0.5, -1.0, 2.0])
+        b = m.tensor([[1.0, 2.0], [3.0, -4.0]])
+
+        def f(x, y):
+            return {"s": (x.sin() * y.sum()), "t": (x.unsqueeze(1) * y[0]).exp()}
+        jac = m.func.jacrev(f, argnums=(0, 1))(a, b)
+        assert set(jac) == {"s", "t"} and isinstance(jac["t"], tuple) and len(jac["t"]) == 2
+        got.append([t.numpy() for k in ("s", "t") for t in jac[k]])
+    for ours, theirs in zip(got[1], got[0]):
+        assert ours.shape == theirs.shape
+        np.testing.assert_allclose(ours, theirs, rtol=1e-6)
+
+
+def test_hessian_of_a_dict_argument():
+    got = []
+    for m in (torch, tapelab):
+        p = {"w": m.tensor([1.0, -2.0]), "b": m.tensor(0.5)}
+        h = m.func.hessian(lambda q: ((q["w"] ** 3).sum() * q["b"]))(p)
+        got.append({(i, j): h[i][j].numpy() for i in h for j in h[i]})
+    assert got[0].keys() == got[1].keys()
+    for k in got[0]:
+        np.testing.assert_allclose(got[1][k], got[0][k], rtol=1e-6)
+
+
+def test_vjp_of_a_parameter_dict_returns_dicts():
+    got = []
+    for m in (torch, tapelab):
+        p = {"w": m.tensor([[1.0, 2.0], [0.5, -1.0]]), "b": m.tensor([0.1, 0.2])}
+        out, fn = m.func.vjp(lambda q, x: (x @ q["w"] + q["b"]).tanh(), p, m.tensor([1.0, -1.0]))
+        gp, gx = fn(m.ones(2))
+        assert isinstance(gp, dict) and list(gp) == ["w", "b"]
+        got.append([out.numpy(), gp["w"].numpy(), gp["b"].numpy(), gx.numpy()])
+    for ours, theirs in zip(got[1], got[0]):
+        np.testing.assert_allclose(ours, theirs, rtol=1e-6)
