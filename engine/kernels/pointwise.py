@@ -16,7 +16,7 @@ from numba import njit
 
 from .fastmath import erf32, exp32, select, tanh32
 
-__all__ = ["gelu", "gelu_backward", "relu", "relu_backward"]
+__all__ = ["gelu", "gelu_backward", "relu", "relu_backward", "tanh_backward"]
 
 F = np.float32
 _JIT = dict(cache=True, error_model="numpy", nogil=True)
@@ -63,6 +63,17 @@ def relu(x, out):
     for i in range(x.shape[0]):
         v = x[i]
         out[i] = select(v > F(0.0), v, select(v != v, v, F(0.0)))
+
+
+@njit(**_JIT)
+def tanh_backward(g, y, out):
+    """``g * (1 - y*y)`` with ``1 - y*y`` rounded once, as PyTorch's CPU kernel gets it from a fused
+    multiply-add: near |y| = 1 the two roundings of numpy's form differ by tens of ulps. ``y*y`` of a
+    float32 is exact in float64, so ``1 - y*y`` there is the fused result (LSTM and tanh-MLP gradients
+    then equal PyTorch's bit for bit)."""
+    for i in range(y.shape[0]):
+        v = np.float64(y[i])
+        out[i] = g[i] * F(1.0 - v * v)
 
 
 @njit(**_JIT)
