@@ -88,3 +88,27 @@ def test_tanh_and_sigmoid_backward_equal_torchs_bit_for_bit(name):
     want = getattr(torch.ops.aten, f"{name}_backward")(torch.tensor(g), y).numpy()
     got = getattr(elementwise, f"_{name}_bw_fwd")(np, g, y.numpy())
     np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("use_reentrant", [False, True])
+def test_a_checkpointed_segment_recomputes_under_the_forwards_autocast(use_reentrant):
+    """``checkpoint`` inside ``autocast("cpu")`` recomputes in backward, outside the region: PyTorch
+    re-enters the forward's autocast state there, so the segment's Linear gets bfloat16 inputs again
+    (before: "expected m1 and m2 to have the same dtype" from the recomputed Linear)."""
+    grads = {}
+    for m in (torch, tapelab):
+        for ckpt in (False, True):
+            m.manual_seed(0)
+            inner = m.nn.Sequential(m.nn.Linear(6, 8), m.nn.GELU(), m.nn.Linear(8, 4))
+            first = m.nn.Linear(5, 6)
+            x = m.linspace(-1, 1, 15).reshape(3, 5)
+            with m.autocast("cpu", dtype=m.bfloat16):
+                h = first(x)
+                out = m.utils.checkpoint.checkpoint(inner, h, use_reentrant=use_reentrant) if ckpt else inner(h)
+                assert out.dtype == m.bfloat16
+            out.float().square().sum().backward()
+            grads[m.__name__, ckpt] = [p.grad.float().numpy() for p in [*first.parameters(), *inner.parameters()]]
+    for a, b in zip(grads["tapelab", True], grads["tapelab", False]):
+        np.testing.assert_array_equal(a, b)
+    for a, b in zip(grads["tapelab", True], grads["torch", True]):
+        np.testing.assert_allclose(a, b, rtol=2e-2, atol=1e-2)   # bfloat16 products

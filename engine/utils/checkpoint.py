@@ -6,10 +6,16 @@ such as a module's parameters), and drops everything recorded inside, so the seg
 intermediates are freed as soon as it returns. In backward, a ``CheckpointBackward``
 node re-runs ``fn`` (with the forward's random state) and back-propagates through the
 fresh graph only as far as those boundary edges; the caller's walk carries on from
-there. Gradients equal those of the plain computation, double backward included.
+there. The recomputation runs under the autocast state the forward ran under (as PyTorch's:
+backward itself runs outside the user's ``autocast`` region), so a bfloat16 segment recomputes
+in bfloat16. Gradients equal those of the plain computation, double backward included.
 """
 from __future__ import annotations
 
+from contextlib import ExitStack
+
+from ..amp.autocast_mode import DEVICE_TYPES, autocast, get_autocast_dtype, is_autocast_cache_enabled, \
+    is_autocast_enabled
 from ..autograd.engine import _drain, backward_steps
 from ..base.grad_mode import STATE as GRAD, enable_grad
 from ..core.node import FREED_MSG, AccumulateGrad, Node, _seq
@@ -38,7 +44,7 @@ def checkpoint(function, *args, use_reentrant: bool | None = None, preserve_rng_
     boundary = _boundary(outputs, start)
     if not boundary:
         return output
-    node = CheckpointBackward(function, args, kwargs, state, boundary, len(outputs))
+    node = CheckpointBackward(function, args, kwargs, state, boundary, len(outputs), _autocast_state())
     # bookkeeping: the segment's values, re-labelled as outputs of the node that recomputes them
     wrapped = tuple(Tensor._wrap(o._data, True, node, i, [0], o._device)
                     if isinstance(o, Tensor) and o.requires_grad else o for i, o in enumerate(outputs))
@@ -59,6 +65,12 @@ def set_device_states(devices, states, *, device_type: str | None = None) -> Non
     """Restore the states ``get_device_states`` returned, one per device."""
     for _, state in zip(devices, states):
         set_rng_state(state)
+
+
+def _autocast_state() -> tuple:
+    """Each device type's autocast settings now, as ``autocast`` arguments: ``(device, dtype, enabled, cache)``."""
+    cache = is_autocast_cache_enabled()
+    return tuple((d, get_autocast_dtype(d), is_autocast_enabled(d), cache) for d in DEVICE_TYPES)
 
 
 def _internal(node, start: int) -> bool:
@@ -88,10 +100,11 @@ def _boundary(outputs: tuple, start: int) -> tuple:
 class CheckpointBackward(Node):
     """Recomputes a checkpointed segment and back-propagates through it to its boundary edges."""
 
-    __slots__ = ("fn", "args", "kwargs", "rng_state", "n_outputs")
+    __slots__ = ("fn", "args", "kwargs", "rng_state", "n_outputs", "autocast_state")
 
-    def __init__(self, fn, args, kwargs, rng_state, edges: tuple, n_outputs: int):
+    def __init__(self, fn, args, kwargs, rng_state, edges: tuple, n_outputs: int, autocast_state: tuple):
         self.fn, self.args, self.kwargs, self.rng_state = fn, args, kwargs, rng_state
+        self.autocast_state = autocast_state
         self.edges, self.n_outputs = edges, n_outputs
         self.seq = next(_seq)
         self.pre_hooks = self.hooks = self._metadata = None
@@ -121,7 +134,9 @@ class CheckpointBackward(Node):
             saved = get_rng_state()
             set_rng_state(self.rng_state)
         try:
-            with enable_grad():
+            with enable_grad(), ExitStack() as regions:
+                for device, dtype, enabled, cache in self.autocast_state:
+                    regions.enter_context(autocast(device, dtype, enabled, cache))
                 out = self.fn(*self.args, **self.kwargs)
         finally:
             if saved is not None:
