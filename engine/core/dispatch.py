@@ -257,17 +257,34 @@ def unary(op: Op) -> Callable[[Tensor], Tensor]:
     return fn
 
 
+_SEQUENCES = (list, tuple)
+
+
+def refused_operand(other) -> bool:
+    """Whether a Tensor operator (``t * other``, ``t += other``) returns NotImplemented for ``other``: a
+    list or tuple, which PyTorch's argument parser takes as neither a Tensor nor a Scalar, so that the
+    operand's own reflected method runs (a tuple subclass's ``__rmul__``, as zuko's ``NestedTensor``
+    in ``dt * state``) or Python raises its TypeError (``unsupported operand type(s)``).
+    ``torch.mul(t, [1, 2])`` itself still takes the list as a tensor."""
+    return other.__class__ is not Tensor and isinstance(other, _SEQUENCES)
+
+
 def binary(op: Op, reflected: bool = False) -> Callable[[Tensor, object], Tensor]:
     """A Tensor operator method, ``apply(op, self, other)`` (``op(other, self)`` when
-    ``reflected``), calling the op's compiled path itself as ``unary`` does."""
+    ``reflected``), calling the op's compiled path itself as ``unary`` does; NotImplemented for
+    a ``refused_operand``."""
     if reflected:
         def method(self, other):
+            if other.__class__ is not Tensor and isinstance(other, _SEQUENCES):  # refused_operand, inline
+                return NotImplemented
             fast = op.fast
             if fast and not STATE.slow:
                 return fast((other, self), {})
             return apply(op, other, self)
     else:
         def method(self, other):
+            if other.__class__ is not Tensor and isinstance(other, _SEQUENCES):  # refused_operand, inline
+                return NotImplemented
             fast = op.fast
             if fast and not STATE.slow:
                 return fast((self, other), {})

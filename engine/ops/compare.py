@@ -15,7 +15,7 @@ from ..base.dispatch_state import STATE as _DISPATCH
 from ..core.overrides import handle_torch_function, has_tensor_like
 from ..base import dtype as _dtype
 from ..core.creation import tensor as _tensor
-from ..core.dispatch import apply
+from ..core.dispatch import apply, binary, refused_operand
 from ..autograd.views import apply_
 from ..core.registry import NONE, OTHERS, Op, kernel_refusal
 from ._util import Tensor, unbroadcast as ub
@@ -448,10 +448,12 @@ OPERATORS = {
     "__eq__": _comparison_operator(_eq, arrays=True), "__ne__": _comparison_operator(_ne),
     "__lt__": _comparison_operator(_lt), "__le__": _comparison_operator(_le),
     "__gt__": _comparison_operator(_gt), "__ge__": _comparison_operator(_ge),
-    "__and__": lambda s, o: apply(_bitwise_and, s, o), "__rand__": lambda s, o: apply(_bitwise_and, o, s),
-    "__or__": lambda s, o: apply(_bitwise_or, s, o), "__ror__": lambda s, o: apply(_bitwise_or, o, s),
-    "__xor__": lambda s, o: apply(_bitwise_xor, s, o), "__rxor__": lambda s, o: apply(_bitwise_xor, o, s),
-    "__iand__": lambda s, o: apply_(_bitwise_and, s, o), "__ior__": lambda s, o: apply_(_bitwise_or, s, o),
-    "__ixor__": lambda s, o: apply_(_bitwise_xor, s, o), "__invert__": _invert,
+    "__and__": binary(_bitwise_and), "__rand__": binary(_bitwise_and, reflected=True),
+    "__or__": binary(_bitwise_or), "__ror__": binary(_bitwise_or, reflected=True),
+    "__xor__": binary(_bitwise_xor), "__rxor__": binary(_bitwise_xor, reflected=True),
+    "__iand__": lambda s, o: NotImplemented if refused_operand(o) else apply_(_bitwise_and, s, o),
+    "__ior__": lambda s, o: NotImplemented if refused_operand(o) else apply_(_bitwise_or, s, o),
+    "__ixor__": lambda s, o: NotImplemented if refused_operand(o) else apply_(_bitwise_xor, s, o),
+    "__invert__": _invert,
     "where": _where_method, "clamp_": clamp_, "clip_": clamp_,
 }

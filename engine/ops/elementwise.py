@@ -22,7 +22,7 @@ from .. import kernels
 from ..base import backend as _backend
 from ..base.meta import has_data
 from ..core.creation import zeros_like
-from ..core.dispatch import apply, binary, unary
+from ..core.dispatch import apply, binary, refused_operand, unary
 from ..autograd.views import apply_
 from .compare import CLAMP_COMPLEX, isfinite, keep_where, where, zero_where
 from .conjugation import conj as cj, sgn
@@ -862,6 +862,8 @@ def _sub_(self, other, *rest, alpha=1):
 
 
 def _sub_operator(self, other):
+    if refused_operand(other):
+        return NotImplemented
     if self._data.dtype.kind == "b" or other.__class__ is bool or (
             other.__class__ is Tensor and other._data.dtype.kind == "b"):
         raise _bool_sub_error()
@@ -869,6 +871,8 @@ def _sub_operator(self, other):
 
 
 def _rsub_operator(self, other):
+    if refused_operand(other):
+        return NotImplemented
     if self._data.dtype.kind == "b" or other.__class__ is bool:
         raise _bool_sub_error()
     return apply(_sub, other, self)
@@ -891,6 +895,8 @@ def _nan_to_num_(self, nan=0.0, posinf=None, neginf=None):
 def _rtruediv(self, other):
     """``other / self`` as PyTorch's ``Tensor.__rtruediv__``: ``self.reciprocal() * other``, two roundings
     (a MulBackward0 over a ReciprocalBackward0)."""
+    if refused_operand(other):
+        return NotImplemented
     return mul(reciprocal(self), other)
 
 
@@ -902,20 +908,37 @@ METHODS = ("exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt", "rsq
            "absolute", "multiply", "true_divide",
            "add", "sub", "mul", "div", "divide", "subtract", "floor_divide", "remainder", "fmod", "pow",
            "square", "round", "atan2", "hypot", "logaddexp", "xlogy", "lerp", "addcmul", "addcdiv", "nan_to_num")
+def _operator(op, reflected=False, inplace=False, **params):
+    """A Tensor operator method with ``params`` (``//``, ``%``, ``**``, the in-place ``+=`` ...):
+    ``op(self, other)`` (``op(other, self)`` when ``reflected``; in place on self when ``inplace``),
+    NotImplemented for a ``refused_operand``; ``binary`` is the hot ``+``, ``*``, ``/``."""
+    def method(self, other):
+        if refused_operand(other):
+            return NotImplemented
+        if inplace:
+            return apply_(op, self, other, **params)
+        return apply(op, other, self, **params) if reflected else apply(op, self, other, **params)
+    return method
+
+
+def _isub_operator(self, other):
+    return NotImplemented if refused_operand(other) else _sub_(self, other)
+
+
 OPERATORS = {
     "__add__": binary(_add), "__radd__": binary(_add, reflected=True),
     "__sub__": _sub_operator, "__rsub__": _rsub_operator,
     "__mul__": binary(_mul), "__rmul__": binary(_mul, reflected=True),
     "__truediv__": binary(_div), "__rtruediv__": _rtruediv,
-    "__floordiv__": lambda s, o: apply(_div_rounding, s, o, rounding_mode="floor"),
-    "__rfloordiv__": lambda s, o: apply(_div_rounding, o, s, rounding_mode="floor"),
-    "__mod__": lambda s, o: apply(_remainder, s, o), "__rmod__": lambda s, o: apply(_remainder, o, s),
-    "__pow__": lambda s, o: apply(_pow, s, o), "__rpow__": lambda s, o: apply(_pow, o, s),
+    "__floordiv__": _operator(_div_rounding, rounding_mode="floor"),
+    "__rfloordiv__": _operator(_div_rounding, reflected=True, rounding_mode="floor"),
+    "__mod__": _operator(_remainder), "__rmod__": _operator(_remainder, reflected=True),
+    "__pow__": _operator(_pow), "__rpow__": _operator(_pow, reflected=True),
     "__neg__": neg, "__pos__": lambda s: s, "__abs__": abs,
-    "__iadd__": lambda s, o: apply_(_add, s, o), "__isub__": _sub_,
-    "__imul__": lambda s, o: apply_(_mul, s, o), "__itruediv__": lambda s, o: apply_(_div, s, o),
-    "__ifloordiv__": lambda s, o: apply_(_div_rounding, s, o, rounding_mode="floor"),
-    "__imod__": lambda s, o: apply_(_remainder, s, o), "__ipow__": lambda s, o: apply_(_pow, s, o),
+    "__iadd__": _operator(_add, inplace=True), "__isub__": _isub_operator,
+    "__imul__": _operator(_mul, inplace=True), "__itruediv__": _operator(_div, inplace=True),
+    "__ifloordiv__": _operator(_div_rounding, inplace=True, rounding_mode="floor"),
+    "__imod__": _operator(_remainder, inplace=True), "__ipow__": _operator(_pow, inplace=True),
     "add_": _add_, "sub_": _sub_, "subtract_": _sub_, "div_": _div_, "divide_": _div_, "true_divide_": _div_,
     "floor_divide_": lambda s, o: apply_(_div_rounding, s, o, rounding_mode="floor"),
     "square_": lambda s: apply_(_pow, s, 2), "round_": _round_, "nan_to_num_": _nan_to_num_,

@@ -15,7 +15,7 @@ from .. import return_types
 from ..base.meta import has_data
 from ..kernels import gemm
 from ..core.creation import eye, ones, zeros
-from ..core.dispatch import apply
+from ..core.dispatch import apply, refused_operand
 from .conjugation import conj
 from .einsum_layout import bmm_plan, result_order
 from .movement import cat, narrow
@@ -487,7 +487,8 @@ def kron(input, other):
 
 METHODS = ("matmul", "mm", "bmm", "mv", "dot", "vdot", "inner", "outer", "ger", "addmm", "baddbmm",
            "trace", "diag", "diagonal", "kron")
-OPERATORS = {"__matmul__": matmul, "__rmatmul__": lambda s, o: matmul(o, s)}
+OPERATORS = {"__matmul__": lambda s, o: NotImplemented if refused_operand(o) else matmul(s, o),
+             "__rmatmul__": lambda s, o: NotImplemented if refused_operand(o) else matmul(o, s)}
 
 
 # ---------------------------------------------------------------- qr

@@ -1,0 +1,60 @@
+"""Gaps that reinforcement-learning and normalizing-flow libraries (stable-baselines3, zuko) met in
+session 15, each against PyTorch itself."""
+import operator
+
+import numpy as np
+import pytest
+
+import tapelab
+
+
+class _Nested(tuple):
+    """zuko's ``NestedTensor``: the adjoint state of its ODE solver, tensors of different shapes
+    held in a tuple that adds, subtracts and is scaled by a 0-d tensor step (``dt * state``)."""
+
+    def __add__(self, other):
+        return _Nested(x + y for x, y in zip(self, other, strict=True))
+
+    def __sub__(self, other):
+        return _Nested(x - y for x, y in zip(self, other, strict=True))
+
+    def __rmul__(self, other):
+        return _Nested(other * x for x in self)
+
+
+def test_a_tensor_times_a_tuple_subclass_runs_the_tuples_reflected_method():
+    """zuko's CNF trains through ``AdaptiveCheckpointAdjoint.backward``, whose Dormand-Prince steps
+    compute ``dt * NestedTensor((x, grad_x, *grad_phi))``: PyTorch's ``Tensor.__mul__`` takes a
+    tuple as neither a Tensor nor a number and returns NotImplemented, so the tuple's ``__rmul__``
+    scales each tensor; tapelab made the ragged tuple a tensor and failed."""
+    import torch
+
+    rng = np.random.default_rng(0)
+    x, g, w = (rng.standard_normal(s).astype(np.float32) for s in ((4, 3), (4, 3), (16, 3)))
+    results = []
+    for lib in (torch, tapelab):
+        dt = lib.tensor(0.125)
+        state = _Nested((lib.tensor(x), lib.tensor(g), lib.tensor(w, requires_grad=True)))
+        k1 = dt * state
+        step = state + 0.5 * k1 - dt * _Nested(t.sin() for t in state)
+        assert type(k1) is _Nested and type(step) is _Nested and [t.shape for t in step] == [(4, 3), (4, 3), (16, 3)]
+        step[2].sum().backward()
+        results.append([t.detach().numpy() for t in step] + [state[2].grad.numpy()])
+    for want, got in zip(*results):
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("form", ["t + l", "t - l", "l - t", "t * l", "t / l", "t // l", "t % l", "t ** l",
+                                  "t @ l", "i & l", "i | l", "i ^ l", "t += l", "t *= l", "t -= l", "i &= l"])
+def test_a_tensor_operator_refuses_a_list_as_pytorchs(form):
+    """A list (or tuple) operand: every Tensor operator returns NotImplemented, so Python raises its
+    TypeError (or a sequence's repetition does, ``t * l``), as in PyTorch."""
+    import torch
+
+    for lib in (torch, tapelab):
+        scope = {"t": lib.tensor([1.0, 2.0]), "i": lib.tensor([1, 2]), "l": [1, 2]}
+        with pytest.raises(TypeError):
+            exec(form, scope)
+    assert tapelab.tensor([1.0, 2.0]).__add__([1, 2]) is NotImplemented
+    assert tapelab.tensor([1.0, 2.0]).__imul__((1, 2)) is NotImplemented
+    assert operator.eq(tapelab.tensor([1.0, 2.0]), [1.0, 2.0]) is False
