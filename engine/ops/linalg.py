@@ -21,7 +21,7 @@ from .einsum_layout import bmm_plan, result_order
 from .movement import cat, narrow
 from ..core.registry import ALL, NONE, OTHERS, Op
 from ._util import Tensor, _wrap_dim, sum_to
-from ..base.dtype import BFLOAT16_NP, FLOATING_KINDS, bfloat16, float16, from_np, in_float32
+from ..base.dtype import BFLOAT16_NP, FLOATING_KINDS, bfloat16, float16, from_np, in_float32, promote_types
 
 _INEXACT = FLOATING_KINDS + "c"     # the dtype kinds linalg takes: floating and complex
 _REDUCED = (bfloat16, float16)      # the float dtypes PyTorch's GEMM accumulates and scales in float32
@@ -231,6 +231,12 @@ _LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 
 
 def _einsum_fwd(xp, *arrays, eq):
+    # the dtype check runs here, after the modes (autocast casts mixed operands before it); the front
+    # end has promoted the operands of an equation that sums no label across them
+    for a in arrays[1:]:
+        if a.dtype != arrays[0].dtype:
+            raise RuntimeError(f"expected scalar type {from_np(arrays[0].dtype).scalar_type} "
+                               f"but found {from_np(a.dtype).scalar_type}")
     if arrays[0].dtype is BFLOAT16_NP:
         return in_float32(_einsum_fwd, xp, *arrays, eq=eq)
     # BLAS contraction paths only pay off on large operands; path search costs tens of µs
@@ -271,8 +277,7 @@ def _einsum_vjp(g, out, *operands, eq):
             grads.append(None)
             continue
         others = [s for j, s in enumerate(subs) if j != i]
-        gx = _operand_grad(g, res, subs[i], others, [o for j, o in enumerate(factors) if j != i], x, eq)
-        grads.append(gx.real if cplx and x._data.dtype.kind != "c" else gx)   # a real operand: the real part
+        grads.append(_operand_grad(g, res, subs[i], others, [o for j, o in enumerate(factors) if j != i], x, eq))
     return tuple(grads)
 
 
@@ -310,7 +315,7 @@ def _operand_grad(g, res, sub, other_subs, others, x, eq):
     return apply(_einsum, gx, *extras, eq=f"{','.join([target, *extra_subs])}->{''.join(out_sub)}")
 
 
-_einsum = Op("einsum", _einsum_fwd, _einsum_vjp, promote="common", saves=OTHERS, aliases=("tensordot",),
+_einsum = Op("einsum", _einsum_fwd, _einsum_vjp, saves=OTHERS, aliases=("tensordot",),
              complex=True)
 
 
@@ -373,7 +378,20 @@ def einsum(equation: str, *operands):
         equation, operands = _sublist_equation((equation,) + operands)
     if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
         operands = tuple(operands[0])
-    return apply(_einsum, *operands, eq=_expand_equation(equation, tuple(t._data.shape for t in operands)))
+    eq = _expand_equation(equation, tuple(t._data.shape for t in operands))
+    if len({t.dtype for t in operands}) > 1 and not _contracts(eq):
+        # no label summed across operands: PyTorch multiplies them, which promotes; a contraction is
+        # a batched GEMM, whose operands must share a dtype (the forward refuses them)
+        common = functools.reduce(promote_types, (t.dtype for t in operands))
+        operands = tuple(t.to(common) for t in operands)
+    return apply(_einsum, *operands, eq=eq)
+
+
+def _contracts(eq: str) -> bool:
+    """Whether the (expanded) equation sums a label that two or more operands share."""
+    ins, out = eq.split("->")
+    subs = ins.split(",")
+    return any(c not in out and sum(c in s for s in subs) > 1 for c in set(ins.replace(",", "")))
 
 
 def _sublist_equation(args: tuple) -> tuple:
@@ -411,6 +429,8 @@ def tensordot(a, b, dims=2):
     db = [_wrap_dim(d, b.ndim, "tensordot") for d in db]
     if len(da) != len(db):
         raise RuntimeError(f"both dimension lists should have same length (tensordot got {da} and {db})")
+    if a.dtype != b.dtype:
+        raise RuntimeError("both inputs should have same dtype")
     la, lb = list(_LETTERS[:a.ndim]), list(_LETTERS[a.ndim:a.ndim + b.ndim])
     for i, j in zip(da, db):
         if a.shape[i] != b.shape[j]:

@@ -568,6 +568,13 @@ def cdist(x1: Tensor, x2: Tensor, p: float = 2.0, compute_mode: str = "use_mm_fo
         raise RuntimeError(f"cdist only supports at least 2D tensors, X1 got: {x1.ndim}D")
     if x1.shape[-1] != x2.shape[-1]:
         raise RuntimeError(f"X1 and X2 must have the same number of columns. X1: {x1.shape[-1]} X2: {x2.shape[-1]}")
+    for name, x in (("X1", x1), ("X2", x2)):
+        if not x.dtype.is_floating_point:
+            raise RuntimeError(f"cdist only supports floating-point dtypes, {name} got: {x.dtype.scalar_type}")
+    # two dtypes PyTorch refuses (a float16/bfloat16 operand autocast's fp32 policy for cdist casts to
+    # float32 first; here it computes promoted)
+    if x1.dtype != x2.dtype and not {x1.dtype, x2.dtype} & {_dtype.float16, _dtype.bfloat16}:
+        raise RuntimeError(f"expected scalar type {x1.dtype.scalar_type} but found {x2.dtype.scalar_type}")
     diff = x1.unsqueeze(-2) - x2.unsqueeze(-3)
     if p == 0:
         return (diff != 0).sum(-1).to(x1.dtype)

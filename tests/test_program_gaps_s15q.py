@@ -1,0 +1,54 @@
+"""Gaps that research-model libraries (lucidrains-style packages) met in session 15q, each against PyTorch itself."""
+import pytest
+import torch
+
+import tapelab
+
+
+def _refusal(fn):
+    try:
+        fn()
+    except Exception as e:  # noqa: BLE001 - the exception itself is what is compared
+        return type(e), str(e)
+    return None
+
+
+def test_an_einsum_contraction_refuses_two_dtypes_as_torchs():
+    """vector-quantize-pytorch's LFQ contracts its (float64) input with a float32 codebook buffer in
+    ``einsum('... i d, j d -> ... i j')``: PyTorch's batched GEMM refuses the two dtypes; an einsum
+    that sums no shared label is a product, which promotes."""
+    a, b = torch.randn(3, 4, dtype=torch.float64), torch.randn(5, 4)
+    ta, tb = tapelab.tensor(a.numpy()), tapelab.tensor(b.numpy())
+    for eq, x, y, tx, ty in [("id,jd->ij", a, b, ta, tb), ("id,jd->ij", b, a, tb, ta), ("i,i->", a[0], b[0], ta[0], tb[0]),
+                             ("ij,j->i", a, b[0], ta, tb[0])]:
+        want = _refusal(lambda: torch.einsum(eq, x, y))
+        assert want is not None and _refusal(lambda: tapelab.einsum(eq, tx, ty)) == want
+    for eq, x, y, tx, ty in [("i,j->ij", a[0], b[1], ta[0], tb[1]), ("i,i->i", a[0], b[0], ta[0], tb[0])]:
+        want, got = torch.einsum(eq, x, y), tapelab.einsum(eq, tx, ty)
+        assert got.dtype == tapelab.float64 == getattr(tapelab, str(want.dtype).split(".")[1])
+        assert torch.allclose(torch.tensor(got.numpy()), want, rtol=1e-15)
+    want = _refusal(lambda: torch.einsum("ij,ij,ij->i", a, b[:3], b[:3]))
+    assert _refusal(lambda: tapelab.einsum("ij,ij,ij->i", ta, tb[:3], tb[:3])) == want
+    with tapelab.autocast("cpu"):       # autocast casts both operands first
+        assert tapelab.einsum("id,jd->ij", ta.bfloat16(), tb).dtype == tapelab.bfloat16
+
+
+@pytest.mark.parametrize("fn", ["tensordot", "inner"])
+def test_tensordot_and_inner_refuse_two_dtypes_as_torchs(fn):
+    a, b = torch.randn(3, 4, dtype=torch.float64), torch.randn(5, 4)
+    args = {"tensordot": lambda m, x, y: m.tensordot(x, y, dims=([1], [1])), "inner": lambda m, x, y: m.inner(x, y)}[fn]
+    want = _refusal(lambda: args(torch, a, b))
+    assert want == (RuntimeError, "both inputs should have same dtype")
+    assert _refusal(lambda: args(tapelab, tapelab.tensor(a.numpy()), tapelab.tensor(b.numpy()))) == want
+    assert _refusal(lambda: args(tapelab, tapelab.tensor(a.numpy()).long(), tapelab.tensor(b.numpy()))) == \
+        _refusal(lambda: args(torch, a.long(), b))
+
+
+def test_cdist_refuses_integers_and_two_dtypes_as_torchs():
+    a, b = torch.randn(3, 4), torch.randn(5, 4)
+    ta, tb = tapelab.tensor(a.numpy()), tapelab.tensor(b.numpy())
+    for x, y, tx, ty in [(a.double(), b, ta.double(), tb), (a, b.double(), ta, tb.double()), (a.long(), b, ta.long(), tb),
+                         (a, b.long(), ta, tb.long()), (a.long(), b[:, :3], ta.long(), tb[:, :3])]:
+        want = _refusal(lambda: torch.cdist(x, y))
+        assert want is not None and _refusal(lambda: tapelab.cdist(tx, ty)) == want
+    assert torch.allclose(torch.tensor(tapelab.cdist(ta, tb).numpy()), torch.cdist(a, b), rtol=1e-6)
