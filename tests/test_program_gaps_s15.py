@@ -1,4 +1,6 @@
 """Gaps that researchers' programs met in session 15, each against PyTorch itself."""
+import sys
+
 import numpy as np
 import pytest
 import torch
@@ -112,3 +114,38 @@ def test_a_checkpointed_segment_recomputes_under_the_forwards_autocast(use_reent
         np.testing.assert_array_equal(a, b)
     for a, b in zip(grads["tapelab", True], grads["torch", True]):
         np.testing.assert_allclose(a, b, rtol=2e-2, atol=1e-2)   # bfloat16 products
+
+
+@pytest.mark.parametrize("m", [torch, tapelab], ids=["torch", "tapelab"])
+def test_a_post_accumulate_grad_hook_that_returns_a_value_is_refused(m):
+    """The optimizer-in-backward pattern: ``p.register_post_accumulate_grad_hook(lambda p: p.data.add_(...))``
+    returns the tensor, which PyTorch refuses."""
+    p = m.nn.Parameter(m.ones(3))
+    p.register_post_accumulate_grad_hook(lambda q: q.data.add_(q.grad, alpha=-0.1))
+    with pytest.raises(RuntimeError, match="^Tensor post accumulate grad hooks should return None.$"):
+        (p * 2).sum().backward()
+    q = m.nn.Parameter(m.ones(3))
+    q.register_post_accumulate_grad_hook(lambda t: None)
+    (q * 2).sum().backward()
+    assert q.grad.tolist() == [2.0, 2.0, 2.0]
+
+
+@pytest.mark.parametrize("m", [torch, tapelab], ids=["torch", "tapelab"])
+def test_a_full_backward_hook_on_a_module_whose_inputs_need_no_grad_warns_at_the_backward_line(m):
+    import warnings
+    layer = m.nn.Linear(3, 2)
+    seen = []
+    layer.register_full_backward_hook(lambda mod, gi, go: seen.append((gi, tuple(g.shape for g in go))))
+    for requires_grad in (False, True):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            out = layer(m.ones(4, 3, requires_grad=requires_grad)).sum()
+            out.backward(); line = sys._getframe().f_lineno   # noqa: E702 (the warning's line)
+        mine = [w for w in caught if "Full backward hook is firing" in str(w.message)]
+        if requires_grad:
+            assert mine == []
+        else:
+            assert len(mine) == 1 and mine[0].category is UserWarning
+            assert mine[0].filename == __file__ and mine[0].lineno == line
+            assert str(mine[0].message).endswith("#torch.nn.Module.register_full_backward_hook for more details.")
+    assert seen[0] == ((None,), ((4, 2),)) and seen[1][0][0].shape == (4, 3)

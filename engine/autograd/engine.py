@@ -681,7 +681,8 @@ def _accumulate(node: AccumulateGrad, g, create_graph: bool) -> None:
     post = var.__dict__.get("_post_accumulate_hooks")
     if post:
         for hook in tuple(post):
-            hook(var)
+            if hook(var) is not None:
+                raise RuntimeError("Tensor post accumulate grad hooks should return None.")
     if node.hooks:   # the node's own post-hooks, after the tensor's: hook(grad_inputs=(), grad_outputs)
         for hook in tuple(node.hooks):
             hook((), (g,))

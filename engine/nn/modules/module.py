@@ -7,6 +7,7 @@ also names the running module, so every recorded op knows its path (``encoder.la
 from __future__ import annotations
 
 import sys
+import warnings
 import weakref
 from collections import OrderedDict
 from typing import Callable, Iterator
@@ -607,6 +608,25 @@ def _wrap_group(values, on_grads: Callable) -> tuple:
     return out, node
 
 
+_NO_INPUT_GRADS_WARNING = (
+    "Full backward hook is firing when gradients are computed with respect to module outputs since no inputs "
+    "require gradients. See https://docs.pytorch.org/docs/main/generated/torch.nn.Module.html"
+    "#torch.nn.Module.register_full_backward_hook for more details.")
+
+
+def _warn_at_user_line(message: str) -> None:
+    """A UserWarning attributed to the user's line that started this backward (``loss.backward()``), once
+    per line as ``warnings.warn`` does: PyTorch's points there too, from inside its engine."""
+    from ...autograd.anomaly import user_frame
+    frame = user_frame()
+    if frame is None:
+        warnings.warn(message, UserWarning, stacklevel=2)
+        return
+    warnings.warn_explicit(message, UserWarning, frame.f_code.co_filename, frame.f_lineno,
+                           module=frame.f_globals.get("__name__"),
+                           registry=frame.f_globals.setdefault("__warningregistry__", {}))
+
+
 class _BackwardHook:
     """Calls a module's full backward (pre-)hooks with ``grad_input`` and ``grad_output``."""
 
@@ -638,6 +658,7 @@ class _BackwardHook:
                 grads = tuple(res)
         self.grad_outputs = grads
         if self.input_node is None:
+            _warn_at_user_line(_NO_INPUT_GRADS_WARNING)
             grad_inputs = (None,) * self.n_inputs
             for hook in tuple(self.module._backward_hooks.values()):
                 res = hook(self.module, grad_inputs, grads)
