@@ -58,3 +58,22 @@ def test_a_tensor_operator_refuses_a_list_as_pytorchs(form):
     assert tapelab.tensor([1.0, 2.0]).__add__([1, 2]) is NotImplemented
     assert tapelab.tensor([1.0, 2.0]).__imul__((1, 2)) is NotImplemented
     assert operator.eq(tapelab.tensor([1.0, 2.0]), [1.0, 2.0]) is False
+
+
+def test_linear_refuses_mixed_dtypes_with_pytorchs_messages():
+    """normflows' reverse KL on a float32 flow fed float64 samples: ``F.linear`` with a bias is
+    PyTorch's ``addmm(b, x, w.T)``, which names the bias (``self``) then the input (``mat1``)
+    against the weight; without one it is a matmul (``expected m1 and m2``)."""
+    import torch
+
+    d, f = "float64", "float32"
+    for xd, wd, bd in ((d, f, d), (d, f, f), (f, d, f), (f, d, d), (f, f, d), (d, f, None)):
+        for shape in ((2, 3), (3,), (1, 2, 3)):
+            messages = []
+            for lib in (torch, tapelab):
+                dt = {d: lib.float64, f: lib.float32}
+                bias = None if bd is None else lib.zeros(4, dtype=dt[bd])
+                with pytest.raises(RuntimeError) as e:
+                    lib.nn.functional.linear(lib.ones(shape, dtype=dt[xd]), lib.ones(4, 3, dtype=dt[wd]), bias)
+                messages.append(str(e.value))
+            assert messages[1] == messages[0]

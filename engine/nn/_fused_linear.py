@@ -34,14 +34,20 @@ def _rows(a):
 
 
 def _check_dtypes(x, w, b) -> None:
+    """PyTorch's refusals, in its order: without a bias, linear is a matmul (``expected m1 and m2``);
+    with one it is ``addmm(b, x, w.T)``, which checks the bias (``self``) against the weight first,
+    then the input (``mat1``)."""
     # here, after the modes: autocast casts the operands before the forward sees them
-    if x.dtype != w.dtype:
-        raise RuntimeError(f"expected m1 and m2 to have the same dtype, but got: "
-                           f"{_C_NAMES[_dtype.from_np(x.dtype).name]} != {_C_NAMES[_dtype.from_np(w.dtype).name]}")
-    if b is not None and b.dtype != w.dtype:
-        raise RuntimeError(f"self and mat2 must have the same dtype, but got "
-                           f"{_SCALAR_NAMES[_dtype.from_np(b.dtype).name]} and "
-                           f"{_SCALAR_NAMES[_dtype.from_np(w.dtype).name]}")
+    if b is None:
+        if x.dtype != w.dtype:
+            raise RuntimeError(f"expected m1 and m2 to have the same dtype, but got: "
+                               f"{_C_NAMES[_dtype.from_np(x.dtype).name]} != {_C_NAMES[_dtype.from_np(w.dtype).name]}")
+        return
+    for name, a in (("self", b), ("mat1", x)):
+        if a.dtype != w.dtype:
+            raise RuntimeError(f"{name} and mat2 must have the same dtype, but got "
+                               f"{_SCALAR_NAMES[_dtype.from_np(a.dtype).name]} and "
+                               f"{_SCALAR_NAMES[_dtype.from_np(w.dtype).name]}")
 
 
 def _fwd(xp, x, w, *b):
