@@ -149,3 +149,20 @@ def test_a_full_backward_hook_on_a_module_whose_inputs_need_no_grad_warns_at_the
             assert mine[0].filename == __file__ and mine[0].lineno == line
             assert str(mine[0].message).endswith("#torch.nn.Module.register_full_backward_hook for more details.")
     assert seen[0] == ((None,), ((4, 2),)) and seen[1][0][0].shape == (4, 3)
+
+
+def test_batchnorm_folding_is_reachable_from_nn_utils_as_in_torch():
+    """Deployment scripts call ``torch.nn.utils.fuse_conv_bn_eval`` (not the ``fusion`` submodule)."""
+    assert set(torch.nn.utils.__all__) >= {"fuse_conv_bn_eval", "fuse_linear_bn_eval"}
+    outs = []
+    for m in (torch, tapelab):
+        m.manual_seed(0)
+        conv, bn = m.nn.Conv2d(3, 4, 3).eval(), m.nn.BatchNorm2d(4).eval()
+        bn.running_mean.uniform_(-1, 1), bn.running_var.uniform_(0.5, 2)
+        fused = m.nn.utils.fuse_conv_bn_eval(conv, bn)
+        x = m.linspace(-2, 2, 3 * 36).reshape(1, 3, 6, 6)
+        outs.append((fused(x).detach().numpy(), bn(conv(x)).detach().numpy()))
+        for name in ("fuse_conv_bn_weights", "fuse_linear_bn_eval", "fuse_linear_bn_weights"):
+            assert getattr(m.nn.utils, name) is getattr(m.nn.utils.fusion, name)
+    np.testing.assert_allclose(outs[1][0], outs[0][0], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(outs[1][0], outs[1][1], rtol=1e-5, atol=1e-6)
