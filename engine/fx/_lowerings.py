@@ -4,8 +4,9 @@ A train-mode ``BatchNorm`` with ``momentum=None`` keeps a cumulative average: it
 ``1 / num_batches_tracked``, which the eager forward reads to the host (``float(...)``, as
 PyTorch's does). Recorded as is, that read would bake the first step's factor into the graph.
 Here the factor is a 0-d float64 tensor op, so every replay computes its own step's factor. The
-running-statistics arithmetic is ``F.batch_norm``'s, with the factors cast to the statistics'
-dtype first, so the values are bitwise eager's (a float32 times the float32 of a Python float).
+running-statistics arithmetic is ``F.batch_norm``'s (``update_running_stats``), with the factor cast
+to the statistics' dtype first, so the values are bitwise eager's (a float32 times the float32 of a
+Python float).
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from ..base import dtype as _dtype
 from ..base.grad_mode import no_grad
 from ..core.tensor import Tensor
 from ..nn import _ops
+from ..nn.functional_core import update_running_stats
 from ..nn.modules.batchnorm import BatchNorm1d, BatchNorm2d, BatchNorm3d
 
 __all__ = ["module_lowering"]
@@ -41,13 +43,11 @@ def _hooked(module) -> bool:
 
 def _batch_norm_cumulative(module: BatchNorm1d, x: Tensor) -> Tensor:
     """``module(x)`` in training mode with ``momentum=None``, its factor computed by tensor ops."""
-    count = x.numel() // x.shape[1]
-    out, mean, var = _ops.batch_norm_normalize(x, (0, *range(2, x.ndim)), module.eps, module.weight, module.bias)
+    out, mean, _, unbiased = _ops.batch_norm_normalize(x, (0, *range(2, x.ndim)), module.eps, module.weight,
+                                                        module.bias)
     mean_, var_ = module.running_mean, module.running_var
     with no_grad():
         module.num_batches_tracked.add_(1)
-        factor = 1.0 / module.num_batches_tracked.to(_dtype.float64)
-        keep = (1 - factor).to(mean_.dtype)
-        mean_.mul_(keep).add_(mean * factor.to(mean_.dtype))
-        var_.mul_(keep).add_(var * (factor * count / (count - 1)).to(var_.dtype))
+        factor = (1.0 / module.num_batches_tracked.to(_dtype.float64)).to(mean_.dtype)
+        update_running_stats(mean_, var_, mean, unbiased, factor, 1 - factor)
     return out

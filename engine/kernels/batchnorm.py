@@ -1,104 +1,362 @@
-"""Train-mode batch norm over ``(N, C, L)`` float32 arrays as numba loops: the statistics and
-the normalised, scaled and shifted output in one call, and the three gradients in one call.
+"""Batch norm over ``(N, C, L)`` float32 arrays as numba loops, in ATen's cpu order of operations, so
+that outputs, running statistics and gradients are PyTorch's bit for bit: train mode (batch
+statistics, output, the three gradients) and eval mode (running statistics).
 
-numpy's forms run ~8 passes forward and ~12 backward over x-sized arrays (each with a
-temporary); here each channel's mean and centred sum of squares are two reads of x and the
-output one more, and the backward recomputes the statistics (two reads, cheaper than keeping
-them through the graph) and reads g and x twice. Sums use ``reassoc`` (LLVM vectorises them;
-numpy's pairwise sums are not sequential either), one float32 row of L at a time added into a
-float64 total, so they agree with numpy's within float32 rounding; the elementwise arithmetic
-keeps numpy's formula order.
+Why: a network with ``BatchNorm1d`` on ``(N, C)`` input drifted ~1e-4 from PyTorch after six epochs
+of training when these loops summed in their own (vectorised, reassociated) order. The order below
+is that of ``aten/src/ATen/native/cpu/batch_norm_kernel.cpp`` and ``Normalization.cpp``
+(``batch_norm_cpu_update_stats_template``), as torch 2.13's float32 kernels run it: ATen registers
+this kernel with ``REGISTER_DISPATCH``, which registers no AVX512 variant, so its vectors are
+AVX2's, eight floats; its compiler contracts some multiply-adds into fused ones (``fma`` below,
+LLVM's exact ``llvm.fma``), found site by site against torch.
 
-``forward`` and ``backward`` cut the channels into one range per intra-op thread (``kernels.
-parallel_ranges``, which runs them at once where that has measured faster): each channel's
-statistics and outputs are computed by one thread alone, so any split gives the same floats.
+Statistics (train). ``L > 1`` (contiguous path): per channel, ``mean = f32(s / M)`` with ``s`` a
+float64 sum of the values in memory order (one sequential chain), then ``var_sum = f32`` of the
+float64 sequential sum of the float32 squares ``(x - mean)^2``. ``L == 1`` (``(N, C)`` input, the
+channels-last path): when ``N > T`` (``T`` = intra-op threads, ATen's ``get_num_threads``) the rows
+are cut as ``at::parallel_for`` cuts them (``ceil(N / T)`` rows a chunk), each chunk summed into
+float32 per channel, the chunk sums added in float64 in order; the squares likewise, each chunk
+accumulating ``fma(d, d, acc)``; with ``N <= T``, float64 sums over the rows (squares rounded to
+float32 first). ``var = f32(var_sum / f32(M))``, ``invstd = f32(1 / sqrt(f64(var) + eps))``, and
+the unbiased variance for the running estimate ``f32(var_sum / f32(M - 1))``.
+
+Output (train and eval): ``alpha = f32(invstd * w)``, ``beta = fma(-mean, alpha, b)``,
+``out = fma(x, alpha, beta)``; in eval ``invstd = f32(1 / sqrt(running_var + f32(eps)))`` in float32.
+
+Backward (train). ``L > 1``: each row of ``L`` values (one sample, one channel) is reduced in
+eight lanes (``vec::reduce_all`` / ``map2_reduce_all``): the first vector loaded, then the full
+vectors added lane-wise, the partial last vector added into its first lanes, the lanes summed
+as ``((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7))``; rows under eight values are summed in order. For
+``sum(g)`` the terms are ``g``; for ``dotp = sum((x - mean) g)`` the products, rounded, except in
+the partial last vector where they are fused (``fma``). The row results are added in float64 over
+the samples. ``L == 1``: per chunk of rows (as above, whatever ``N``), float32 ``acc += g`` and
+``acc = fma(x - mean, g, acc)``, the chunks added in float64, rounded to float32. Then
+``k = dotp * invstd * invstd / M`` and ``gm = sum / M`` (float32; for ``L > 1`` ``gm`` divides the
+float64 sum), ``gx = (fma(-(x - mean), k, g - gm) * invstd) * w`` (for ``L == 1`` the last ``C % 8``
+channels, ATen's scalar-masked tail, round the product instead), ``gw = dotp * invstd``,
+``gb = sum``. Eval: the same sums about the running mean, ``gx = (g * invstd) * w`` with
+``invstd = f32(1 / sqrt(f64(running_var) + eps))`` (float64 here, as ATen's backward has it).
+
+Work is split over channels (``kernels.parallel_ranges``): a channel's sums are one thread's, and
+the chunking that mimics ATen's threads is by ``T`` rows, not by how this pool splits, so any split
+gives the same floats. The float64 chains are sequential by definition; four channels run their
+chains side by side so the adds overlap.
 """
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from llvmlite import ir
+from numba import njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic
 
-from . import parallel_ranges
+from . import parallel_ranges, threads
 
-__all__ = ["forward", "backward"]
+__all__ = ["forward", "backward", "eval_forward", "eval_backward", "LANES"]
 
 F = np.float32
-_JIT = dict(cache=True, error_model="numpy", nogil=True, fastmath={"reassoc"})
+D = np.float64
+LANES = 8          # ATen's Vectorized<float> in its AVX2 kernel
+_JIT = dict(cache=True, error_model="numpy", nogil=True)
+
+
+@intrinsic
+def fma(typingctx, a, b, c):
+    """``a * b + c`` rounded once (float32), as ATen's contracted multiply-adds."""
+    if not all(isinstance(t, types.Float) and t.bitwidth == 32 for t in (a, b, c)):
+        return None
+
+    def codegen(context, builder, signature, args):
+        f32 = ir.FloatType()
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(f32, [f32] * 3), "llvm.fma.f32")
+        return builder.call(fn, args)
+    return types.float32(types.float32, types.float32, types.float32), codegen
+
+
+# ---------------------------------------------------------------- statistics
+@njit(**_JIT)
+def _seq_stats(x, c0, c1, mean, var_sum):
+    """``L > 1``: float64 sequential sums per channel, four channels' chains interleaved."""
+    n, _, length = x.shape
+    m = n * length
+    c = c0
+    while c + 4 <= c1:
+        s0 = s1 = s2 = s3 = 0.0
+        for b in range(n):
+            for k in range(length):
+                s0 += x[b, c, k]
+                s1 += x[b, c + 1, k]
+                s2 += x[b, c + 2, k]
+                s3 += x[b, c + 3, k]
+        m0, m1, m2, m3 = F(s0 / m), F(s1 / m), F(s2 / m), F(s3 / m)
+        q0 = q1 = q2 = q3 = 0.0
+        for b in range(n):
+            for k in range(length):
+                d0 = x[b, c, k] - m0
+                d1 = x[b, c + 1, k] - m1
+                d2 = x[b, c + 2, k] - m2
+                d3 = x[b, c + 3, k] - m3
+                q0 += d0 * d0
+                q1 += d1 * d1
+                q2 += d2 * d2
+                q3 += d3 * d3
+        mean[c], mean[c + 1], mean[c + 2], mean[c + 3] = m0, m1, m2, m3
+        var_sum[c], var_sum[c + 1], var_sum[c + 2], var_sum[c + 3] = F(q0), F(q1), F(q2), F(q3)
+        c += 4
+    while c < c1:
+        s = 0.0
+        for b in range(n):
+            for k in range(length):
+                s += x[b, c, k]
+        mu = F(s / m)
+        q = 0.0
+        for b in range(n):
+            for k in range(length):
+                d = x[b, c, k] - mu
+                q += d * d
+        mean[c] = mu
+        var_sum[c] = F(q)
+        c += 1
 
 
 @njit(**_JIT)
-def _mean_var(x, ch):
-    """Channel ``ch``'s mean (float32, as the output subtracts it) and biased variance (float64)."""
-    n, _, length = x.shape
-    s = 0.0
-    for b in range(n):
-        r = F(0.0)
-        for k in range(length):
-            r += x[b, ch, k]
-        s += r
-    mean = F(s / (n * length))
-    q = 0.0
-    for b in range(n):
-        r = F(0.0)
-        for k in range(length):
-            d = x[b, ch, k] - mean
-            r += d * d
-        q += r
-    return mean, q / (n * length)
-
-
-def forward(x, w, b, eps: float, out, mean, var) -> None:
-    """``out = (x - mean) * (rstd * w) + b`` per channel (dim 1), ``rstd = 1 / sqrt(var + eps)``;
-    ``w``/``b`` are ones/zeros when the layer has none; ``mean``/``var`` (C,) receive the batch
-    statistics (biased variance)."""
-    parallel_ranges(_forward, x.shape[1], x.size, lambda first, lo, hi: (x, w, b, eps, out, mean, var, lo, hi))
+def _row_stats(x, c0, c1, nthreads, mean, var_sum):
+    """``L == 1``: ATen's channels-last collection over rows for channels ``c0:c1``."""
+    n = x.shape[0]
+    w = c1 - c0
+    tot = np.zeros(w, D)
+    if n > nthreads:
+        chunk = (n + nthreads - 1) // nthreads
+        acc = np.empty(w, F)
+        for lo in range(0, n, chunk):
+            acc[:] = 0
+            for r in range(lo, min(n, lo + chunk)):
+                for j in range(w):
+                    acc[j] += x[r, c0 + j, 0]
+            for j in range(w):
+                tot[j] += acc[j]
+        for j in range(w):
+            mean[c0 + j] = F(tot[j] / n)
+        tot[:] = 0
+        for lo in range(0, n, chunk):
+            acc[:] = 0
+            for r in range(lo, min(n, lo + chunk)):
+                for j in range(w):
+                    d = x[r, c0 + j, 0] - mean[c0 + j]
+                    acc[j] = fma(d, d, acc[j])
+            for j in range(w):
+                tot[j] += acc[j]
+    else:
+        for r in range(n):
+            for j in range(w):
+                tot[j] += x[r, c0 + j, 0]
+        for j in range(w):
+            mean[c0 + j] = F(tot[j] / n)
+        tot[:] = 0
+        for r in range(n):
+            for j in range(w):
+                d = x[r, c0 + j, 0] - mean[c0 + j]
+                tot[j] += d * d
+    for j in range(w):
+        var_sum[c0 + j] = F(tot[j])
 
 
 @njit(**_JIT)
-def _forward(x, w, b, eps, out, mean, var, c0, c1):
-    """``forward`` for channels ``c0:c1``."""
+def _stats(x, eps, c0, c1, nthreads, mean, invstd, var, unbiased):
+    """Mean, invstd (and the biased/unbiased variances when asked) of channels ``c0:c1``."""
     n, _, length = x.shape
-    for ch in range(c0, c1):
-        mu, v = _mean_var(x, ch)
-        mean[ch] = mu
-        var[ch] = v
-        scale = F(1.0 / np.sqrt(F(v) + F(eps))) * w[ch]
-        shift = b[ch]
+    m = n * length
+    var_sum = np.empty(x.shape[1], F)
+    if length == 1:
+        _row_stats(x, c0, c1, nthreads, mean, var_sum)
+    else:
+        _seq_stats(x, c0, c1, mean, var_sum)
+    for c in range(c0, c1):
+        v = var_sum[c] / F(m)
+        if v != 0 or eps != 0:
+            invstd[c] = F(1.0 / np.sqrt(D(v) + eps))
+        else:
+            invstd[c] = F(0)
+        if var.size:
+            var[c] = v
+            unbiased[c] = var_sum[c] / F(m - 1)
+
+
+# ---------------------------------------------------------------- outputs
+@njit(**_JIT)
+def _affine_out(x, mean, invstd, w, b, out, c0, c1):
+    """``out = fma(x, alpha, beta)``, ``alpha = invstd * w``, ``beta = fma(-mean, alpha, b)``."""
+    n, _, length = x.shape
+    for c in range(c0, c1):
+        alpha = invstd[c] * w[c]
+        beta = fma(-mean[c], alpha, b[c])
         for i in range(n):
             for k in range(length):
-                out[i, ch, k] = (x[i, ch, k] - mu) * scale + shift
+                out[i, c, k] = fma(x[i, c, k], alpha, beta)
+
+
+def forward(x, w, b, eps: float, out, mean, var, unbiased=None) -> None:
+    """Train mode: ``out`` the normalised, scaled and shifted ``x``; ``mean``, ``var`` (biased) and
+    ``unbiased`` (C,) receive the batch statistics. ``w``/``b`` are ones/zeros when absent."""
+    invstd = np.empty(x.shape[1], F)
+    unbiased = np.empty(x.shape[1], F) if unbiased is None else unbiased
+    parallel_ranges(_forward, x.shape[1], x.size,
+                    lambda first, lo, hi: (x, w, b, eps, out, mean, invstd, var, unbiased, threads(), lo, hi))
+
+
+@njit(**_JIT)
+def _forward(x, w, b, eps, out, mean, invstd, var, unbiased, nthreads, c0, c1):
+    _stats(x, eps, c0, c1, nthreads, mean, invstd, var, unbiased)
+    _affine_out(x, mean, invstd, w, b, out, c0, c1)
+
+
+def eval_forward(x, running_mean, running_var, w, b, eps: float, out) -> None:
+    """Eval mode: ``out`` from the running statistics (``invstd`` in float32, as ATen's forward)."""
+    invstd = (F(1) / np.sqrt(running_var + F(eps))).astype(F)
+    parallel_ranges(_affine_out, x.shape[1], x.size,
+                    lambda first, lo, hi: (x, running_mean, invstd, w, b, out, lo, hi))
+
+
+# ---------------------------------------------------------------- gradients
+@njit(**_JIT)
+def _lanes_total(acc):
+    """AVX2 ``vec_reduce_all``: lanes paired at distance 4, then 2, then 1."""
+    return ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]))
+
+
+@njit(**_JIT)
+def _row_sums(g, x, i, c, mu, acc, acc2):
+    """``reduce_all(g row)`` and ``map2_reduce_all((x - mu) * g row)`` of row ``(i, c)``."""
+    length = x.shape[2]
+    if length < LANES:
+        s = g[i, c, 0]
+        p = (x[i, c, 0] - mu) * g[i, c, 0]
+        for k in range(1, length):
+            s += g[i, c, k]
+            p += (x[i, c, k] - mu) * g[i, c, k]
+        return s, p
+    for j in range(LANES):
+        acc[j] = g[i, c, j]
+        acc2[j] = (x[i, c, j] - mu) * g[i, c, j]
+    body = length - length % LANES
+    for k in range(LANES, body, LANES):
+        for j in range(LANES):
+            acc[j] += g[i, c, k + j]
+            acc2[j] += (x[i, c, k + j] - mu) * g[i, c, k + j]
+    for k in range(body, length):
+        j = k - body
+        acc[j] += g[i, c, k]
+        acc2[j] = fma(x[i, c, k] - mu, g[i, c, k], acc2[j])
+    return _lanes_total(acc), _lanes_total(acc2)
+
+
+@njit(**_JIT)
+def _sums(g, x, mean, c0, c1, nthreads, gsum, dotp):
+    """``gsum = sum(g)`` and ``dotp = sum((x - mean) g)`` per channel ``c0:c1`` in ATen's order;
+    float64 for ``L > 1`` (ATen keeps them so), float32-rounded for ``L == 1``."""
+    n, _, length = x.shape
+    if length == 1:
+        w = c1 - c0
+        acc = np.empty(w, F)
+        acc2 = np.empty(w, F)
+        tot = np.zeros(w, D)
+        tot2 = np.zeros(w, D)
+        chunk = (n + nthreads - 1) // nthreads
+        for lo in range(0, n, chunk):
+            acc[:] = 0
+            acc2[:] = 0
+            for r in range(lo, min(n, lo + chunk)):
+                for j in range(w):
+                    gv = g[r, c0 + j, 0]
+                    acc[j] += gv
+                    acc2[j] = fma(x[r, c0 + j, 0] - mean[c0 + j], gv, acc2[j])
+            for j in range(w):
+                tot[j] += acc[j]
+                tot2[j] += acc2[j]
+        for j in range(w):
+            gsum[c0 + j] = F(tot[j])
+            dotp[c0 + j] = F(tot2[j])
+        return
+    acc = np.empty(LANES, F)
+    acc2 = np.empty(LANES, F)
+    for c in range(c0, c1):
+        s = 0.0
+        p = 0.0
+        mu = mean[c]
+        for i in range(n):
+            rs, rp = _row_sums(g, x, i, c, mu, acc, acc2)
+            s += rs
+            p += rp
+        gsum[c] = s
+        dotp[c] = p
 
 
 def backward(g, x, w, eps: float, gx, gw, gb) -> None:
-    """``gx = rstd w (g - mean(g) - xhat mean(g xhat))``, ``gw = sum(g xhat)``, ``gb = sum(g)``
-    per channel (``w`` ones when the layer has none)."""
-    parallel_ranges(_backward, x.shape[1], x.size, lambda first, lo, hi: (g, x, w, eps, gx, gw, gb, lo, hi))
+    """Train mode: ``gx``, ``gw = sum(g xhat)``, ``gb = sum(g)`` per channel (``w`` ones when the
+    layer has none); the statistics are recomputed (the same floats as the forward's)."""
+    c = x.shape[1]
+    mean, invstd = np.empty(c, F), np.empty(c, F)
+    none = np.empty(0, F)
+    parallel_ranges(_backward, c, x.size, lambda first, lo, hi: (g, x, w, eps, gx, gw, gb, mean, invstd, none,
+                                                                 threads(), lo, hi))
 
 
 @njit(**_JIT)
-def _backward(g, x, w, eps, gx, gw, gb, c0, c1):
-    """``backward`` for channels ``c0:c1``."""
-    n, _, length = x.shape
-    inv = 1.0 / (n * length)
-    for ch in range(c0, c1):
-        mu, v = _mean_var(x, ch)
-        rstd = F(1.0 / np.sqrt(F(v) + F(eps)))
-        sg = 0.0
-        sgc = 0.0
+def _backward(g, x, w, eps, gx, gw, gb, mean, invstd, none, nthreads, c0, c1):
+    n, channels, length = x.shape
+    m = n * length
+    _stats(x, eps, c0, c1, nthreads, mean, invstd, none, none)
+    gsum = np.empty(channels, D)
+    dotp = np.empty(channels, D)
+    _sums(g, x, mean, c0, c1, nthreads, gsum, dotp)
+    tail = channels - channels % LANES          # L == 1: ATen's masked last vector rounds the product
+    for c in range(c0, c1):
+        mu = mean[c]
+        rs = invstd[c]
+        k = F(dotp[c]) * rs * rs / F(m)
+        gm = F(gsum[c] / m) if length > 1 else F(gsum[c]) / F(m)
+        wc = w[c]
+        fused = length > 1 or c < tail
         for i in range(n):
-            r1 = F(0.0)
-            r2 = F(0.0)
-            for k in range(length):
-                gv = g[i, ch, k]
-                r1 += gv
-                r2 += gv * (x[i, ch, k] - mu)
-            sg += r1
-            sgc += r2
-        gb[ch] = sg
-        gw[ch] = sgc * rstd
-        a = F(sg * inv)
-        q = F(sgc * inv) * rstd * rstd
-        scale = rstd * w[ch]
-        for i in range(n):
-            for k in range(length):
-                gx[i, ch, k] = (g[i, ch, k] - a - (x[i, ch, k] - mu) * q) * scale
+            for kk in range(length):
+                t = g[i, c, kk] - gm
+                xm = x[i, c, kk] - mu
+                if fused:
+                    t = fma(-xm, k, t)
+                else:
+                    t = t - xm * k
+                gx[i, c, kk] = t * rs * wc
+        gw[c] = dotp[c] * rs
+        gb[c] = gsum[c]
+
+
+def eval_backward(g, x, running_mean, running_var, w, eps: float, gx, gw, gb) -> None:
+    """Eval mode: ``gx = (g * invstd) * w`` (``gx`` may be None), ``gw = sum((x - running_mean) g)
+    * invstd``, ``gb = sum(g)`` (``gw``/``gb`` may be None)."""
+    c = x.shape[1]
+    invstd = (1 / np.sqrt(running_var.astype(D) + eps)).astype(F)
+    none = np.empty((0, 0, 0), F)
+    gx = none if gx is None else gx
+    gw_, gb_ = (np.empty(c, F) if a is None else a for a in (gw, gb))
+    parallel_ranges(_eval_backward, c, x.size,
+                    lambda first, lo, hi: (g, x, running_mean, invstd, w, gx, gw_, gb_, gw is not None or gb is not None,
+                                           threads(), lo, hi))
+
+
+@njit(**_JIT)
+def _eval_backward(g, x, mean, invstd, w, gx, gw, gb, want_sums, nthreads, c0, c1):
+    n, channels, length = x.shape
+    if want_sums:
+        gsum = np.empty(channels, D)
+        dotp = np.empty(channels, D)
+        _sums(g, x, mean, c0, c1, nthreads, gsum, dotp)
+        for c in range(c0, c1):
+            gw[c] = dotp[c] * invstd[c]
+            gb[c] = gsum[c]
+    if gx.size:
+        for c in range(c0, c1):
+            rs = invstd[c]
+            wc = w[c]
+            for i in range(n):
+                for k in range(length):
+                    gx[i, c, k] = g[i, c, k] * rs * wc

@@ -11,6 +11,8 @@ from __future__ import annotations
 import itertools
 import math
 
+import numpy as np
+
 from ..base.grad_mode import is_grad_enabled
 from ..base.meta import has_data
 from ..core.dispatch import apply
@@ -28,7 +30,7 @@ from . import _winograd
 
 __all__ = ["convolution", "convolution_transpose", "convolution_weight", "max_pool", "avg_pool",
            "im2col", "col2im", "embedding", "pool_output_size", "max_pool_blocks",
-           "blocks_divide", "batch_norm_normalize", "binary_cross_entropy", "binary_cross_entropy_with_logits",
+           "blocks_divide", "batch_norm_normalize", "batch_norm_eval", "binary_cross_entropy", "binary_cross_entropy_with_logits",
            "mse_loss"]
 
 
@@ -97,7 +99,12 @@ def _onnx_bn(g, x, *affine, dims, eps, has_weight=False):
     for t, name in zip(affine, ("Mul", "Add") if has_weight else ("Add",)):
         out = g.op(name, out, g.op("Reshape", t, chan))
     flat = g.const([-1], "int64")
-    return out, g.op("Reshape", mean, flat), g.op("Reshape", var, flat)
+    sizes = [g.shape(x)[d] for d in dims]
+    unbiased = var                                  # dynamic sizes: the biased one (not an ONNX output)
+    if all(isinstance(n, int) for n in sizes):
+        count = math.prod(sizes)
+        unbiased = g.op("Mul", var, g.const(count / max(count - 1, 1), g.dtype(x)))
+    return out, g.op("Reshape", mean, flat), g.op("Reshape", var, flat), g.op("Reshape", unbiased, flat)
 
 
 # ---------------------------------------------------------------- shared array helpers
@@ -762,17 +769,23 @@ def col2im(cols: Tensor, size: tuple, kernel: tuple, dilation: tuple, pads: tupl
 # ``sum(g)`` and ``sum(g * xhat)`` (12 passes over x-sized arrays where the affine ops' vjps and
 # ``batch_norm_backward`` took 16). Under ``create_graph`` the vjp is ``batch_norm_backward`` and
 # Tensor ops, whose own vjp is the closed form below, so every order of derivative stays exact.
+# float32 numpy arrays take the loops of engine/kernels/batchnorm.py, which follow ATen's cpu order
+# of operations bit for bit (train and eval, (N, C) and (N, C, *)); the numpy formulas (other dtypes,
+# other array namespaces, TAPELAB_EAGER_KERNELS=0) follow the same formulas (``x * alpha + beta``,
+# the same gradient expressions) with numpy's sums, so they agree within float32 rounding.
 def _bn_stats(xp, x, dims, eps):
     mean = x.mean(axis=dims, keepdims=True)
     c = x - mean
-    var = xp.mean(c * c, axis=dims, keepdims=True)
-    return mean, var, c, 1 / xp.sqrt(var + x.dtype.type(eps))
+    var_sum = xp.sum(c * c, axis=dims, keepdims=True)
+    m = math.prod(x.shape[d] for d in dims)
+    var = (var_sum / m).astype(x.dtype, copy=False)
+    return mean, var, c, (1 / xp.sqrt(var + x.dtype.type(eps))).astype(x.dtype, copy=False), var_sum
 
 
 def _bn_loops(xp, x, dims, affine) -> bool:
     """Whether the batch-norm loops (engine/kernels/batchnorm.py) take this call: numpy float32,
-    contiguous, channels at dim 1 with spatial dims after them, every dim but 1 reduced."""
-    return x.ndim >= 3 and tuple(dims) == (0,) + tuple(range(2, x.ndim)) and kernels.use(xp, x, *affine)
+    contiguous, channels at dim 1 with any spatial dims after them, every dim but 1 reduced."""
+    return x.ndim >= 2 and tuple(dims) == (0,) + tuple(range(2, x.ndim)) and kernels.use(xp, x, *affine)
 
 
 def _bn_affine(xp, x, affine, has_weight):
@@ -783,18 +796,29 @@ def _bn_affine(xp, x, affine, has_weight):
     return w, b
 
 
+def _ncl(x):
+    """``x`` as ``(N, C, L)``: the loops' layout (``L`` 1 for ``(N, C)`` input)."""
+    return x.reshape(x.shape[0], x.shape[1], -1)
+
+
 def _bn_fwd(xp, x, *affine, dims, eps, has_weight=False):
+    """The output, the batch mean, biased variance and unbiased variance (the running estimate's)."""
     if _bn_loops(xp, x, dims, affine):
-        n, c = x.shape[:2]
-        out, mean, var = xp.empty_like(x), xp.empty(c, x.dtype), xp.empty(c, x.dtype)
-        kernels.loops("batchnorm").forward(x.reshape(n, c, -1), *_bn_affine(xp, x, affine, has_weight), eps,
-                                           out.reshape(n, c, -1), mean, var)
-        return out, mean, var
-    mean, var, c, s = _bn_stats(xp, x, dims, eps)
-    c *= s * affine[0].reshape(s.shape) if has_weight else s
+        c = x.shape[1]
+        out, mean, var, unbiased = xp.empty_like(x), xp.empty(c, x.dtype), xp.empty(c, x.dtype), xp.empty(c, x.dtype)
+        kernels.loops("batchnorm").forward(_ncl(x), *_bn_affine(xp, x, affine, has_weight), eps, _ncl(out), mean,
+                                           var, unbiased)
+        return out, mean, var, unbiased
+    mean, var, _, s, var_sum = _bn_stats(xp, x, dims, eps)
+    m = math.prod(x.shape[d] for d in dims)
+    alpha = s * affine[0].reshape(s.shape) if has_weight else s
+    beta = -mean * alpha
     if len(affine) > has_weight:
-        c += affine[-1].reshape(s.shape)
-    return c, mean.reshape(-1), var.reshape(-1)
+        beta += affine[-1].reshape(s.shape)
+    out = x * alpha
+    out += beta
+    unbiased = (var_sum / max(m - 1, 1)).astype(x.dtype, copy=False)
+    return out, mean.reshape(-1), var.reshape(-1), unbiased.reshape(-1)
 
 
 def _bn_vjp(g, out, x, *affine, dims, eps, has_weight=False):
@@ -819,24 +843,25 @@ def _bn_grads_fwd(xp, g, x, *affine, dims, eps, has_weight):
     """``gx = s w (g - mean(g) - xhat mean(g xhat))``, ``gw = sum(g xhat)``, ``gb = sum(g)``."""
     if _bn_loops(xp, x, dims, (g,) + affine):
         return _bn_grads_loop(xp, g, x, affine[0] if has_weight else xp.ones(x.shape[1], x.dtype), eps)
-    _, _, c, s = _bn_stats(xp, x, dims, eps)
-    c *= s                                                                 # xhat
+    mean, _, c, s, _ = _bn_stats(xp, x, dims, eps)
     m = math.prod(x.shape[d] for d in dims)
     acc = "float32" if x.dtype.itemsize < 4 else x.dtype       # float16 sums overflow past 65504
     gb = g.sum(axis=dims, keepdims=True, dtype=acc)
-    gw = (g * c).sum(axis=dims, keepdims=True, dtype=acc)
-    c *= (gw / m).astype(x.dtype)
+    dotp = (g * c).sum(axis=dims, keepdims=True, dtype=acc)          # sum(g (x - mean)), ATen's dotp
+    k = (dotp.astype(x.dtype) * s * s / x.dtype.type(m)).astype(x.dtype, copy=False)
     res = g - (gb / m).astype(x.dtype)
+    c *= k
     res -= c
-    res *= s * affine[0].reshape(s.shape) if has_weight else s
-    return res, gw.reshape(-1).astype(x.dtype), gb.reshape(-1).astype(x.dtype)
+    res *= s
+    if has_weight:
+        res *= affine[0].reshape(s.shape)
+    return res, (dotp * s).reshape(-1).astype(x.dtype), gb.reshape(-1).astype(x.dtype)
 
 
 def _bn_grads_loop(xp, g, x, w, eps):
-    n, c = x.shape[:2]
+    c = x.shape[1]
     gx, gw, gb = xp.empty_like(x), xp.empty(c, x.dtype), xp.empty(c, x.dtype)
-    kernels.loops("batchnorm").backward(g.reshape(n, c, -1), x.reshape(n, c, -1), w, eps, gx.reshape(n, c, -1),
-                                        gw, gb)
+    kernels.loops("batchnorm").backward(_ncl(g), _ncl(x), w, eps, _ncl(gx), gw, gb)
     return gx, gw, gb
 
 
@@ -844,13 +869,7 @@ def _bn_bwd_fwd(xp, g, x, *, dims, eps):
     """``s * (g - mean(g) - xhat * mean(g * xhat))``: the normalisation's vjp."""
     if _bn_loops(xp, x, dims, (g,)):
         return _bn_grads_loop(xp, g, x, xp.ones(x.shape[1], x.dtype), eps)[0]
-    _, _, c, s = _bn_stats(xp, x, dims, eps)
-    k = xp.mean(g * c, axis=dims, keepdims=True) * (s * s)
-    res = g - g.mean(axis=dims, keepdims=True)
-    c *= k
-    res -= c
-    res *= s
-    return res
+    return _bn_grads_fwd(xp, g, x, dims=dims, eps=eps, has_weight=False)[0]
 
 
 def _bn_bwd_vjp(v, out, g, x, *, dims, eps):
@@ -872,18 +891,106 @@ def _bn_bwd_vjp(v, out, g, x, *, dims, eps):
     return gg, gx
 
 
-_bn = Op("batch_norm_normalize", _bn_fwd, _bn_vjp, promote="float", n_extra=2, onnx=_onnx_bn,
+_bn = Op("batch_norm_normalize", _bn_fwd, _bn_vjp, promote="float", n_extra=3, onnx=_onnx_bn,
          backward_name="NativeBatchNormBackward0")
 _bn_bwd = Op("batch_norm_backward", _bn_bwd_fwd, _bn_bwd_vjp, promote="float")
 _bn_grads = Op("batch_norm_grads", _bn_grads_fwd, promote="float", n_extra=2)   # runs with grad off only
 
 
 def batch_norm_normalize(x: Tensor, dims: tuple, eps: float, weight: Tensor | None = None,
-                         bias: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor]:
+                         bias: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """``(x - mean) / sqrt(var + eps)`` over ``dims``, times ``weight`` plus ``bias`` (per channel,
-    dim 1) when given, and the flat (non-differentiable) mean and biased variance."""
+    dim 1) when given, and the flat (non-differentiable) mean, biased variance and unbiased
+    variance (``var_sum / (M - 1)``, rounded as ATen rounds it for the running estimate)."""
     affine = tuple(t for t in (weight, bias) if t is not None)
     return apply(_bn, x, *affine, dims=tuple(dims), eps=float(eps), has_weight=weight is not None)
+
+
+# Eval mode: the stored statistics, ``out = x * alpha + beta`` with ``alpha = invstd * w`` and
+# ``beta = b - mean * alpha`` per channel (ATen's ``batch_norm_cpu_collect_linear_and_constant_terms``),
+# one primitive whose gradients are ATen's: ``gx = (g * invstd) * w``, ``gw = sum((x - mean) g) * invstd``,
+# ``gb = sum(g)``, invstd there from the float64 ``1 / sqrt(var + eps)`` (ATen's backward computes it so).
+def _onnx_bn_eval(g, x, rm, rv, *affine, eps, has_weight=False):
+    """ONNX's inference BatchNormalization (which onnxruntime folds into a preceding Conv)."""
+    c, dt = g.shape(x)[1], g.dtype(x)
+    w = affine[0] if has_weight else g.const(np.ones(c, dt))
+    b = affine[-1] if len(affine) > has_weight else g.const(np.zeros(c, dt))
+    return g.op("BatchNormalization", x, w, b, rm, rv, epsilon=float(eps))
+
+
+def _bn_eval_arrays(xp, x, rm, rv, affine, has_weight):
+    dims = (0,) + tuple(range(2, x.ndim))
+    return dims, _bn_loops(xp, x, dims, (rm, rv) + tuple(affine))
+
+
+def _bn_eval_fwd(xp, x, rm, rv, *affine, eps, has_weight=False):
+    dims, loops = _bn_eval_arrays(xp, x, rm, rv, affine, has_weight)
+    if loops:
+        out = xp.empty_like(x)
+        w, b = _bn_affine(xp, x, affine, has_weight)
+        kernels.loops("batchnorm").eval_forward(_ncl(x), rm, rv, w, b, eps, _ncl(out))
+        return out
+    chan = (-1,) + (1,) * (x.ndim - 2)
+    t = x.dtype.type
+    alpha = (t(1) / xp.sqrt(rv + t(eps))).astype(x.dtype, copy=False)
+    if has_weight:
+        alpha = alpha * affine[0]
+    beta = -rm * alpha
+    if len(affine) > has_weight:
+        beta = beta + affine[-1]
+    out = x * alpha.reshape(chan)
+    out += beta.reshape(chan)
+    return out
+
+
+def _bn_eval_vjp(g, out, x, rm, rv, *affine, eps, has_weight=False):
+    w = affine[0] if has_weight else None
+    b = affine[-1] if len(affine) > has_weight else None
+    if not is_grad_enabled():
+        gx, gw, gb = apply(_bn_eval_grads, g, x, rm, rv, *affine, eps=eps, has_weight=has_weight,
+                           want_x=x.requires_grad)
+    else:                                                   # create_graph: Tensor ops, differentiable again
+        chan = (-1,) + (1,) * (x.ndim - 2)
+        dims = (0,) + tuple(range(2, x.ndim))
+        s = (rv.double() + eps).rsqrt().to(x.dtype)
+        scale = s if w is None else s * w
+        gx = g * scale.reshape(chan) if x.requires_grad else None
+        gw = (g * (x - rm.reshape(chan))).sum(dims) * s if w is not None else None
+        gb = g.sum(dims) if b is not None else None
+    grads = [gx if x.requires_grad else None, None, None]
+    grads += [gw if w.requires_grad else None] if w is not None else []
+    return tuple(grads + ([gb if b.requires_grad else None] if b is not None else []))
+
+
+def _bn_eval_grads_fwd(xp, g, x, rm, rv, *affine, eps, has_weight, want_x=True):
+    dims, loops = _bn_eval_arrays(xp, x, rm, rv, (g,) + tuple(affine), has_weight)
+    c = x.shape[1]
+    w = affine[0] if has_weight else xp.ones(c, x.dtype)
+    if loops:
+        gx = xp.empty_like(x) if want_x else None
+        gw, gb = xp.empty(c, x.dtype), xp.empty(c, x.dtype)
+        kernels.loops("batchnorm").eval_backward(_ncl(g), _ncl(x), rm, rv, w, eps, None if gx is None else _ncl(gx),
+                                                 gw, gb)
+        return (gx if gx is not None else xp.zeros_like(x)), gw, gb
+    chan = (-1,) + (1,) * (x.ndim - 2)
+    s = (1 / xp.sqrt(rv.astype("float64") + eps)).astype(x.dtype)
+    acc = "float32" if x.dtype.itemsize < 4 else x.dtype
+    gx = g * s.reshape(chan)
+    gx *= w.reshape(chan)
+    dotp = (g * (x - rm.reshape(chan))).sum(axis=dims, dtype=acc)
+    return gx, (dotp * s).astype(x.dtype), g.sum(axis=dims, dtype=acc).astype(x.dtype)
+
+
+_bn_eval = Op("batch_norm_eval", _bn_eval_fwd, _bn_eval_vjp, promote="float", onnx=_onnx_bn_eval,
+              backward_name="NativeBatchNormBackward0")
+_bn_eval_grads = Op("batch_norm_eval_grads", _bn_eval_grads_fwd, promote="float", n_extra=2)   # grad off only
+
+
+def batch_norm_eval(x: Tensor, running_mean: Tensor, running_var: Tensor, eps: float, weight: Tensor | None = None,
+                    bias: Tensor | None = None) -> Tensor:
+    """Eval-mode batch norm by the stored statistics (per channel, dim 1)."""
+    affine = tuple(t for t in (weight, bias) if t is not None)
+    return apply(_bn_eval, x, running_mean, running_var, *affine, eps=float(eps), has_weight=weight is not None)
 
 
 # ---------------------------------------------------------------- embedding

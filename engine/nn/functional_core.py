@@ -374,14 +374,31 @@ def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor |
             raise ValueError(f"Expected more than 1 value per channel when training, got input size "
                              f"{list(input.shape)}")
         _check_batch_norm_args(input, running_mean, running_var, weight, bias, training)
-        out, mean, var = _ops.batch_norm_normalize(input, dims, eps, weight, bias)   # one fused primitive
+        out, mean, _, unbiased = _ops.batch_norm_normalize(input, dims, eps, weight, bias)   # one fused primitive
         if running_mean is not None:
-            with no_grad():
-                running_mean.mul_(1 - momentum).add_(mean * momentum)
-                running_var.mul_(1 - momentum).add_(var * (momentum * count / (count - 1)))
+            m = running_mean.dtype.np.type(momentum)
+            update_running_stats(running_mean, running_var, mean, unbiased, float(m), float(m.dtype.type(1) - m))
         return out
     _check_batch_norm_args(input, running_mean, running_var, weight, bias, training)
-    return _channel_affine(_with_running_stats(input, running_mean, running_var, eps), weight, bias)
+    if running_mean.dtype != input.dtype or running_var.dtype != input.dtype:
+        return _channel_affine(_with_running_stats(input, running_mean, running_var, eps), weight, bias)
+    return _ops.batch_norm_eval(input, running_mean, running_var, eps, weight, bias)   # one primitive
+
+
+def update_running_stats(running_mean: Tensor, running_var: Tensor, mean: Tensor, unbiased: Tensor, m, keep) -> None:
+    """ATen's running-estimate update (``batch_norm_cpu_update_stats_template``): ``m`` the momentum and
+    ``keep`` its complement ``1 - m``, both already in the statistics' dtype (Python floats or 0-d
+    tensors): ``mean' = m * mean + keep * mean`` in that dtype; for float32 statistics the variance's
+    sum is float64, ``var' = f32(f64(m) * f64(unbiased) + f64(f32(keep * var)))``, as ATen adds a float
+    product to its double ``unbiased_var``."""
+    with no_grad():
+        running_mean.mul_(keep).add_(mean.to(running_mean.dtype) * m)
+        unbiased = unbiased.to(running_var.dtype)
+        if running_var.dtype == _dt.float32:
+            # one float64 cast: the float32 operands of the in-place ops convert exactly
+            running_var.copy_(unbiased.double().mul_(m).add_(running_var.mul(keep)))
+        else:
+            running_var.mul_(keep).add_(unbiased * m)
 
 
 def layer_norm(input: Tensor, normalized_shape, weight: Tensor | None = None, bias: Tensor | None = None,
