@@ -52,3 +52,12 @@ def test_cdist_refuses_integers_and_two_dtypes_as_torchs():
         want = _refusal(lambda: torch.cdist(x, y))
         assert want is not None and _refusal(lambda: tapelab.cdist(tx, ty)) == want
     assert torch.allclose(torch.tensor(tapelab.cdist(ta, tb).numpy()), torch.cdist(a, b), rtol=1e-6)
+
+
+@pytest.mark.parametrize("fn", ["dot", "vdot"])
+def test_dot_and_vdot_name_two_dtypes_as_torchs(fn):
+    a = torch.randn(3)
+    ta = tapelab.tensor(a.numpy())
+    for x, y, tx, ty in [(a.double(), a, ta.double(), ta), (a.long(), a, ta.long(), ta), (a.to(torch.complex64), a, ta.to(tapelab.complex64), ta)]:
+        want = _refusal(lambda: getattr(torch, fn)(x, y))
+        assert want is not None and _refusal(lambda: getattr(tapelab, fn)(tx, ty)) == want

@@ -164,22 +164,18 @@ def mv(input, vec):
     return matmul(input, vec)
 
 
-def _dot(input, other, name: str):
+def dot(input, other):
     if input.ndim != 1 or other.ndim != 1:
         raise RuntimeError(f"1D tensors expected, but got {input.ndim}D and {other.ndim}D tensors")
-    if input._data.dtype != other._data.dtype:
-        raise RuntimeError(f"{name} : expected both vectors to have same dtype, but found "
-                           f"{input.dtype.name.capitalize()} and {other.dtype.name.capitalize()}")
+    if input._data.dtype != other._data.dtype:    # vdot's check words it as dot's too
+        raise RuntimeError(f"dot : expected both vectors to have same dtype, but found "
+                           f"{input.dtype.scalar_type} and {other.dtype.scalar_type}")
     return matmul(input, other)
-
-
-def dot(input, other):
-    return _dot(input, other, "dot")
 
 
 def vdot(input, other):
     """Dot product conjugating its first argument (``dot`` on real tensors)."""
-    return _dot(conj(input), other, "vdot")
+    return dot(conj(input), other)
 
 
 def inner(input, other):
