@@ -77,3 +77,29 @@ def test_linear_refuses_mixed_dtypes_with_pytorchs_messages():
                     lib.nn.functional.linear(lib.ones(shape, dtype=dt[xd]), lib.ones(4, 3, dtype=dt[wd]), bias)
                 messages.append(str(e.value))
             assert messages[1] == messages[0]
+
+
+def test_wishart_draws_pytorchs_stream_with_its_correction_loop():
+    """``Wishart.sample`` as torch 2.13 draws it: Bartlett's ``Chi2(df - i)`` diagonal, then one normal
+    per entry below it; its correction loop's first check flags the positive-definite draws, so it
+    warns "Singular sample detected." and draws them once more. The samples, the warning and the
+    generator's state after it agree with PyTorch's."""
+    import warnings
+
+    import torch
+
+    def draws(lib, df, shape, batch):
+        lib.manual_seed(0)
+        L = lib.linalg.cholesky(lib.eye(3) + 0.3 * lib.ones(3, 3))
+        w = lib.distributions.Wishart(lib.tensor(df), scale_tril=L.expand(batch + (3, 3)))
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            s = w.sample(shape)
+        return s.numpy(), w.log_prob(s).numpy(), [str(m.message) for m in seen], lib.randn(2).numpy()
+
+    for df, shape, batch in ((3.5, (2,), ()), ([3.5, 4.0], (), (2,)), ([2.5, 6.0], (2,), (2,))):
+        want, got = draws(torch, df, shape, batch), draws(tapelab, df, shape, batch)
+        assert got[0].shape == want[0].shape and got[2] == want[2] == ["Singular sample detected."]
+        np.testing.assert_allclose(got[0], want[0], rtol=2e-6, atol=1e-6)
+        np.testing.assert_allclose(got[1], want[1], rtol=2e-6)
+        np.testing.assert_array_equal(got[3], want[3])

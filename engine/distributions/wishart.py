@@ -1,6 +1,7 @@
 """``Wishart``: distributions over positive-definite matrices, ``sum of df outer products`` of
 Gaussian vectors with covariance ``Sigma = L L^T``. Draws are Bartlett's decomposition (chi-squared
-diagonal from gamma draws, so ``rsample`` is differentiable in ``df`` and ``L``)."""
+diagonal from gamma draws, so ``rsample`` is differentiable in ``df`` and ``L``), PyTorch's random
+stream and correction loop."""
 from __future__ import annotations
 
 import math
@@ -10,12 +11,14 @@ import warnings
 from .. import linalg
 from ..core import creation
 from ..core.tensor import Size, Tensor
+from ..base.dtype import finfo
 from ..ops.movement import broadcast_shapes
+from ..ops.shaping import tril_indices
 from ..ops.special import mvlgamma
 from . import constraints
 from .exp_family import ExponentialFamily
 from .distribution import Distribution
-from .gamma import standard_gamma
+from .chi2 import Chi2
 from .multivariate_normal import _precision_to_scale_tril
 from .utils import lazy_property
 
@@ -120,16 +123,44 @@ class Wishart(ExponentialFamily):
         d = V.diagonal(0, -2, -1)
         return self._df() * (V.pow(2) + d.unsqueeze(-1) * d.unsqueeze(-2))
 
-    def rsample(self, sample_shape=Size()) -> Tensor:
+    def _bartlett_sampling(self, sample_shape) -> Tensor:
+        """One draw by Bartlett's decomposition, as PyTorch draws it: the diagonal's chi-squared
+        ``Chi2(df - i)`` (its square root clamped at eps) first, then one normal per entry below it."""
         p = self._event_shape[-1]
-        shape = tuple(Size(sample_shape)) + tuple(self._batch_shape)
-        half = creation.arange(p, dtype=self.df.dtype, device=self.df.device) / 2
-        dof = (0.5 * self.df).unsqueeze(-1) - half        # Chi2(df - i) / 2 as Gamma(df/2 - i/2, 1)
-        chi2 = 2 * standard_gamma(dof.expand(*(shape + (p,))))
-        noise = creation.randn(shape + (p, p), dtype=self.df.dtype, device=self.df.device).tril(-1)
-        A = noise + chi2.sqrt().diag_embed()
-        LA = self._unbroadcasted_scale_tril @ A
-        return LA @ LA.mT
+        L = self._unbroadcasted_scale_tril
+        chi2 = Chi2(self.df.unsqueeze(-1) - creation.arange(p, dtype=L.dtype, device=L.device))
+        noise = chi2.rsample(sample_shape).sqrt().clamp(min=finfo(L.dtype).eps).diag_embed(dim1=-2, dim2=-1)
+        i, j = tril_indices(p, p, offset=-1)
+        noise[..., i, j] = creation.randn(tuple(Size(sample_shape)) + tuple(self._batch_shape) + (p * (p - 1) // 2,),
+                                          dtype=noise.dtype, device=noise.device)
+        chol = L @ noise
+        return chol @ chol.mT
+
+    def rsample(self, sample_shape=Size(), max_try_correction=None) -> Tensor:
+        """Bartlett draws with PyTorch's correction loop as it runs (torch 2.13): its first check
+        flags the positive-definite draws (``support.check``, not its negation), so it warns
+        "Singular sample detected." and draws them once more; later rounds redraw the singular ones,
+        ``max_try_correction`` (10) times at most."""
+        if max_try_correction is None:
+            max_try_correction = 10
+        sample_shape = Size(sample_shape)
+        batch_dims = tuple(range(-len(self._batch_shape), 0))
+        sample = self._bartlett_sampling(sample_shape)
+        is_singular = self.support.check(sample)
+        if batch_dims:
+            is_singular = is_singular.amax(batch_dims)
+        if is_singular.any():
+            warnings.warn("Singular sample detected.", stacklevel=2)
+            for _ in range(max_try_correction):
+                sample_new = self._bartlett_sampling(is_singular[is_singular].shape)
+                sample[is_singular] = sample_new
+                is_singular_new = ~self.support.check(sample_new)
+                if batch_dims:
+                    is_singular_new = is_singular_new.amax(batch_dims)
+                is_singular[is_singular.clone()] = is_singular_new
+                if not is_singular.any():
+                    break
+        return sample
 
     def log_prob(self, value) -> Tensor:
         if self._validate_args:
