@@ -166,3 +166,35 @@ def test_batchnorm_folding_is_reachable_from_nn_utils_as_in_torch():
             assert getattr(m.nn.utils, name) is getattr(m.nn.utils.fusion, name)
     np.testing.assert_allclose(outs[1][0], outs[0][0], rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(outs[1][0], outs[1][1], rtol=1e-5, atol=1e-6)
+
+
+def test_a_graph_built_by_hand_from_proxies_runs_ops_outside_a_trace():
+    """pytorch/examples' fx/proxy_based_graph_creation: Proxies from a ``GraphAppendingTracer``
+    reach ``cat``/``tanh``/``where`` with no symbolic trace running; the GraphModule computes what
+    torch's does, and its code is torch's text but for the module the functions are named from."""
+    results, codes = [], []
+    for m in (torch, tapelab):
+        graph = m.fx.Graph()
+        tracer = m.fx.proxy.GraphAppendingTracer(graph)
+        x = m.fx.Proxy(graph.placeholder("x"), tracer)
+        y = m.fx.Proxy(graph.placeholder("y"), tracer)
+        b = m.tanh(m.cat([x, y]))
+        c = m.stack([b, m.neg(b) + 1], 1)
+        graph.output(m.where(c > 0, c, c * 2).node)
+        gm = m.fx.GraphModule(m.nn.Module(), graph)
+        codes.append(gm.code.replace(m.__name__ + ".", "M."))
+        results.append(gm(m.tensor([0.5, -1.0]), m.tensor([2.0])).numpy())
+    np.testing.assert_allclose(results[1], results[0], rtol=1e-6)
+    assert codes[1] == codes[0]
+    del tracer, x, y, b, c
+    import gc
+    gc.collect()
+    from tapelab.core import overrides
+    assert tapelab.fx.Proxy not in overrides._likes     # the dispatcher's fast path is back
+
+
+def test_generated_code_text_is_torchs():
+    for m in (torch, tapelab):
+        gm = m.fx.symbolic_trace(lambda x: x.relu() + 1)
+        assert gm.code == "\n\n\ndef forward(self, x):\n    relu = x.relu();  x = None\n    add = relu + 1;  relu = None\n" \
+                          "    return add\n    "

@@ -42,7 +42,7 @@ from ..base.dispatch_state import LOCAL, STATE
 from .dispatch import PASS, apply, set_functions
 from .tensor import Tensor
 
-__all__ = ["TorchFunctionMode", "taking_part", "has_tensor_like", "handle_torch_function", "has_torch_function", "has_torch_function_unary",
+__all__ = ["TorchFunctionMode", "taking_part", "taking_part_while_alive", "has_tensor_like", "handle_torch_function", "has_torch_function", "has_torch_function_unary",
            "has_torch_function_variadic", "is_tensor_like", "is_tensor_method_or_property",
            "get_default_nowrap_functions", "get_ignored_functions", "resolve_name", "OpFunction", "function_of", "overridable",
            "DisableTorchFunction", "DisableTorchFunctionSubclass", "_disabled_torch_function_impl",
@@ -51,7 +51,7 @@ __all__ = ["TorchFunctionMode", "taking_part", "has_tensor_like", "handle_torch_
 
 
 # ---------------------------------------------------------------- who takes part
-_LOCK = threading.Lock()
+_LOCK = threading.RLock()   # re-entrant: the weakref callbacks below may run (from gc) while it is held
 _threads = 0                    # threads with a TorchFunctionMode entered
 _subclasses: dict = {}          # weakref(cls) -> None: live Tensor subclasses that take part
 _likes: dict = {}               # tensor-like type -> number of ``taking_part`` blocks open for it
@@ -81,6 +81,15 @@ def taking_part(cls: type):
             if not _likes[cls]:
                 del _likes[cls]
             _sync()
+
+
+def taking_part_while_alive(cls: type, owner) -> None:
+    """As ``taking_part(cls)`` for as long as ``owner`` lives: a ``GraphAppendingTracer`` keeps
+    ``Proxy`` taking part while its Proxies (which hold it) can reach ops, as graphs built by hand
+    from Proxies (``tapelab.cat([p, q])``) need outside any trace."""
+    block = taking_part(cls)
+    block.__enter__()
+    weakref.finalize(owner, block.__exit__, None, None, None)
 
 
 class _Token:

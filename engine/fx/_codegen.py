@@ -195,6 +195,7 @@ def generate(graph, root_name: str = "self", indent: str = "    ") -> PythonCode
         body.append(line)
     if not body or not body[-1].startswith("return"):
         body.append("return None")
-    src = f"\n\ndef forward({', '.join([root_name] + params)}):\n" + \
-        "".join(f"{indent}{line}\n" for line in body)
+    # PyTorch's text exactly (three newlines before, the indent after): programs print ``gm.code``
+    src = f"\n\n\ndef forward({', '.join([root_name] + params)}):\n" + \
+        "".join(f"{indent}{line}\n" for line in body) + indent
     return PythonCode(src, g.map)

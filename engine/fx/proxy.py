@@ -7,8 +7,8 @@ target, every method call (``x.relu()``) a ``call_method`` node, and a bare attr
 trace continues.
 
 A Proxy is not a Tensor, but it takes part in the ``__torch_function__`` protocol as
-``torch.fx.Proxy`` does: while a trace runs, ``Proxy`` is registered with
-``overrides.taking_part``, so ``tapelab.relu(p)`` reaches the dispatcher, which hands the op to
+``torch.fx.Proxy`` does: while a trace runs (or a ``GraphAppendingTracer`` lives, for
+graphs built by hand), ``Proxy`` is registered with ``overrides.taking_part``, so ``tapelab.relu(p)`` reaches the dispatcher, which hands the op to
 ``Proxy.__torch_function__``; that records one ``call_function`` node whose target is the op's
 public function (``tapelab.relu``, ``tapelab.nn.functional.gelu``), however the caller named
 it. Composite public functions (``F.cross_entropy``) check for tensor-likes at their entry and
@@ -30,7 +30,7 @@ import operator
 from bisect import bisect_left
 from typing import Callable
 
-from ..core.overrides import OpFunction
+from ..core.overrides import OpFunction, taking_part_while_alive
 from ._public import public_function
 from .node import Node, map_aggregate
 
@@ -91,6 +91,7 @@ class GraphAppendingTracer(TracerBase):
     def __init__(self, graph):
         self.graph = graph
         self.module_stack = []
+        taking_part_while_alive(Proxy, self)   # its Proxies reach ops outside any trace
 
 
 def first_proxy(args, kwargs) -> "Proxy | None":
