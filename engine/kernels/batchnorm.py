@@ -39,8 +39,8 @@ channels, ATen's scalar-masked tail, round the product instead), ``gw = dotp * i
 
 Work is split over channels (``kernels.parallel_ranges``): a channel's sums are one thread's, and
 the chunking that mimics ATen's threads is by ``T`` rows, not by how this pool splits, so any split
-gives the same floats. The float64 chains are sequential by definition; four channels run their
-chains side by side so the adds overlap.
+gives the same floats. The float64 chains are sequential by definition; eight channels run their
+chains side by side so the adds overlap, and the backward reads the forward's mean and invstd.
 """
 from __future__ import annotations
 
@@ -75,34 +75,77 @@ def fma(typingctx, a, b, c):
 
 # ---------------------------------------------------------------- statistics
 @njit(**_JIT)
+def _seq_stats8(x, c, mean, var_sum):
+    """``L > 1``, channels ``c:c+8``: eight float64 sequential chains side by side (one channel's
+    adds wait on each other; eight channels' overlap)."""
+    n, _, length = x.shape
+    m = n * length
+    s0 = s1 = s2 = s3 = s4 = s5 = s6 = s7 = 0.0
+    for b in range(n):
+        for k in range(length):
+            s0 += x[b, c, k]
+            s1 += x[b, c + 1, k]
+            s2 += x[b, c + 2, k]
+            s3 += x[b, c + 3, k]
+            s4 += x[b, c + 4, k]
+            s5 += x[b, c + 5, k]
+            s6 += x[b, c + 6, k]
+            s7 += x[b, c + 7, k]
+    m0 = F(s0 / m)
+    m1 = F(s1 / m)
+    m2 = F(s2 / m)
+    m3 = F(s3 / m)
+    m4 = F(s4 / m)
+    m5 = F(s5 / m)
+    m6 = F(s6 / m)
+    m7 = F(s7 / m)
+    q0 = q1 = q2 = q3 = q4 = q5 = q6 = q7 = 0.0
+    for b in range(n):
+        for k in range(length):
+            d0 = x[b, c, k] - m0
+            d1 = x[b, c + 1, k] - m1
+            d2 = x[b, c + 2, k] - m2
+            d3 = x[b, c + 3, k] - m3
+            d4 = x[b, c + 4, k] - m4
+            d5 = x[b, c + 5, k] - m5
+            d6 = x[b, c + 6, k] - m6
+            d7 = x[b, c + 7, k] - m7
+            q0 += d0 * d0
+            q1 += d1 * d1
+            q2 += d2 * d2
+            q3 += d3 * d3
+            q4 += d4 * d4
+            q5 += d5 * d5
+            q6 += d6 * d6
+            q7 += d7 * d7
+    mean[c] = m0
+    var_sum[c] = F(q0)
+    mean[c + 1] = m1
+    var_sum[c + 1] = F(q1)
+    mean[c + 2] = m2
+    var_sum[c + 2] = F(q2)
+    mean[c + 3] = m3
+    var_sum[c + 3] = F(q3)
+    mean[c + 4] = m4
+    var_sum[c + 4] = F(q4)
+    mean[c + 5] = m5
+    var_sum[c + 5] = F(q5)
+    mean[c + 6] = m6
+    var_sum[c + 6] = F(q6)
+    mean[c + 7] = m7
+    var_sum[c + 7] = F(q7)
+
+
+@njit(**_JIT)
 def _seq_stats(x, c0, c1, mean, var_sum):
-    """``L > 1``: float64 sequential sums per channel, four channels' chains interleaved."""
+    """``L > 1``: per channel, the float64 sum of the values in memory order, ``mean = f32(s / M)``,
+    then the float64 sum of the float32 squares ``(x - mean)^2``."""
     n, _, length = x.shape
     m = n * length
     c = c0
-    while c + 4 <= c1:
-        s0 = s1 = s2 = s3 = 0.0
-        for b in range(n):
-            for k in range(length):
-                s0 += x[b, c, k]
-                s1 += x[b, c + 1, k]
-                s2 += x[b, c + 2, k]
-                s3 += x[b, c + 3, k]
-        m0, m1, m2, m3 = F(s0 / m), F(s1 / m), F(s2 / m), F(s3 / m)
-        q0 = q1 = q2 = q3 = 0.0
-        for b in range(n):
-            for k in range(length):
-                d0 = x[b, c, k] - m0
-                d1 = x[b, c + 1, k] - m1
-                d2 = x[b, c + 2, k] - m2
-                d3 = x[b, c + 3, k] - m3
-                q0 += d0 * d0
-                q1 += d1 * d1
-                q2 += d2 * d2
-                q3 += d3 * d3
-        mean[c], mean[c + 1], mean[c + 2], mean[c + 3] = m0, m1, m2, m3
-        var_sum[c], var_sum[c + 1], var_sum[c + 2], var_sum[c + 3] = F(q0), F(q1), F(q2), F(q3)
-        c += 4
+    while c + 8 <= c1:
+        _seq_stats8(x, c, mean, var_sum)
+        c += 8
     while c < c1:
         s = 0.0
         for b in range(n):
@@ -195,10 +238,11 @@ def _affine_out(x, mean, invstd, w, b, out, c0, c1):
                 out[i, c, k] = fma(x[i, c, k], alpha, beta)
 
 
-def forward(x, w, b, eps: float, out, mean, var, unbiased=None) -> None:
-    """Train mode: ``out`` the normalised, scaled and shifted ``x``; ``mean``, ``var`` (biased) and
-    ``unbiased`` (C,) receive the batch statistics. ``w``/``b`` are ones/zeros when absent."""
-    invstd = np.empty(x.shape[1], F)
+def forward(x, w, b, eps: float, out, mean, var, unbiased=None, invstd=None) -> None:
+    """Train mode: ``out`` the normalised, scaled and shifted ``x``; ``mean``, ``var`` (biased),
+    ``unbiased`` and ``invstd`` (C,) receive the batch statistics (ATen's ``save_mean`` and
+    ``save_invstd`` are ``mean`` and ``invstd``). ``w``/``b`` are ones/zeros when absent."""
+    invstd = np.empty(x.shape[1], F) if invstd is None else invstd
     unbiased = np.empty(x.shape[1], F) if unbiased is None else unbiased
     parallel_ranges(_forward, x.shape[1], x.size,
                     lambda first, lo, hi: (x, w, b, eps, out, mean, invstd, var, unbiased, threads(), lo, hi))
@@ -219,35 +263,77 @@ def eval_forward(x, running_mean, running_var, w, b, eps: float, out) -> None:
 
 # ---------------------------------------------------------------- gradients
 @njit(**_JIT)
-def _lanes_total(acc):
-    """AVX2 ``vec_reduce_all``: lanes paired at distance 4, then 2, then 1."""
-    return ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]))
-
-
-@njit(**_JIT)
-def _row_sums(g, x, i, c, mu, acc, acc2):
-    """``reduce_all(g row)`` and ``map2_reduce_all((x - mu) * g row)`` of row ``(i, c)``."""
-    length = x.shape[2]
+def _row_sums(gr, xr, mu):
+    """``reduce_all(g row)`` and ``map2_reduce_all((x - mu) * g row)`` of one row (ATen's eight lanes,
+    here eight scalars the compiler keeps in registers)."""
+    length = xr.shape[0]
     if length < LANES:
-        s = g[i, c, 0]
-        p = (x[i, c, 0] - mu) * g[i, c, 0]
+        s = gr[0]
+        p = (xr[0] - mu) * gr[0]
         for k in range(1, length):
-            s += g[i, c, k]
-            p += (x[i, c, k] - mu) * g[i, c, k]
+            s += gr[k]
+            p += (xr[k] - mu) * gr[k]
         return s, p
-    for j in range(LANES):
-        acc[j] = g[i, c, j]
-        acc2[j] = (x[i, c, j] - mu) * g[i, c, j]
+    s0 = gr[0]
+    s1 = gr[1]
+    s2 = gr[2]
+    s3 = gr[3]
+    s4 = gr[4]
+    s5 = gr[5]
+    s6 = gr[6]
+    s7 = gr[7]
+    p0 = (xr[0] - mu) * gr[0]
+    p1 = (xr[1] - mu) * gr[1]
+    p2 = (xr[2] - mu) * gr[2]
+    p3 = (xr[3] - mu) * gr[3]
+    p4 = (xr[4] - mu) * gr[4]
+    p5 = (xr[5] - mu) * gr[5]
+    p6 = (xr[6] - mu) * gr[6]
+    p7 = (xr[7] - mu) * gr[7]
     body = length - length % LANES
     for k in range(LANES, body, LANES):
-        for j in range(LANES):
-            acc[j] += g[i, c, k + j]
-            acc2[j] += (x[i, c, k + j] - mu) * g[i, c, k + j]
-    for k in range(body, length):
-        j = k - body
-        acc[j] += g[i, c, k]
-        acc2[j] = fma(x[i, c, k] - mu, g[i, c, k], acc2[j])
-    return _lanes_total(acc), _lanes_total(acc2)
+        gv = gr[k:k + LANES]
+        xv = xr[k:k + LANES]
+        s0 += gv[0]
+        s1 += gv[1]
+        s2 += gv[2]
+        s3 += gv[3]
+        s4 += gv[4]
+        s5 += gv[5]
+        s6 += gv[6]
+        s7 += gv[7]
+        p0 += (xv[0] - mu) * gv[0]
+        p1 += (xv[1] - mu) * gv[1]
+        p2 += (xv[2] - mu) * gv[2]
+        p3 += (xv[3] - mu) * gv[3]
+        p4 += (xv[4] - mu) * gv[4]
+        p5 += (xv[5] - mu) * gv[5]
+        p6 += (xv[6] - mu) * gv[6]
+        p7 += (xv[7] - mu) * gv[7]
+    t = length - body
+    if t > 0:
+        s0 += gr[body]
+        p0 = fma(xr[body] - mu, gr[body], p0)
+    if t > 1:
+        s1 += gr[body + 1]
+        p1 = fma(xr[body + 1] - mu, gr[body + 1], p1)
+    if t > 2:
+        s2 += gr[body + 2]
+        p2 = fma(xr[body + 2] - mu, gr[body + 2], p2)
+    if t > 3:
+        s3 += gr[body + 3]
+        p3 = fma(xr[body + 3] - mu, gr[body + 3], p3)
+    if t > 4:
+        s4 += gr[body + 4]
+        p4 = fma(xr[body + 4] - mu, gr[body + 4], p4)
+    if t > 5:
+        s5 += gr[body + 5]
+        p5 = fma(xr[body + 5] - mu, gr[body + 5], p5)
+    if t > 6:
+        s6 += gr[body + 6]
+        p6 = fma(xr[body + 6] - mu, gr[body + 6], p6)
+    return (((s0 + s4) + (s2 + s6)) + ((s1 + s5) + (s3 + s7)),
+            ((p0 + p4) + (p2 + p6)) + ((p1 + p5) + (p3 + p7)))
 
 
 @njit(**_JIT)
@@ -277,35 +363,37 @@ def _sums(g, x, mean, c0, c1, nthreads, gsum, dotp):
             gsum[c0 + j] = F(tot[j])
             dotp[c0 + j] = F(tot2[j])
         return
-    acc = np.empty(LANES, F)
-    acc2 = np.empty(LANES, F)
     for c in range(c0, c1):
         s = 0.0
         p = 0.0
         mu = mean[c]
         for i in range(n):
-            rs, rp = _row_sums(g, x, i, c, mu, acc, acc2)
+            rs, rp = _row_sums(g[i, c], x[i, c], mu)
             s += rs
             p += rp
         gsum[c] = s
         dotp[c] = p
 
 
-def backward(g, x, w, eps: float, gx, gw, gb) -> None:
+def backward(g, x, w, eps: float, gx, gw, gb, mean=None, invstd=None) -> None:
     """Train mode: ``gx``, ``gw = sum(g xhat)``, ``gb = sum(g)`` per channel (``w`` ones when the
-    layer has none); the statistics are recomputed (the same floats as the forward's)."""
+    layer has none), from the forward's ``mean`` and ``invstd`` when given (as ATen's backward reads
+    its saved ones), else recomputed (the same floats)."""
     c = x.shape[1]
-    mean, invstd = np.empty(c, F), np.empty(c, F)
+    have = mean is not None
+    if not have:
+        mean, invstd = np.empty(c, F), np.empty(c, F)
     none = np.empty(0, F)
-    parallel_ranges(_backward, c, x.size, lambda first, lo, hi: (g, x, w, eps, gx, gw, gb, mean, invstd, none,
+    parallel_ranges(_backward, c, x.size, lambda first, lo, hi: (g, x, w, eps, gx, gw, gb, mean, invstd, none, have,
                                                                  threads(), lo, hi))
 
 
 @njit(**_JIT)
-def _backward(g, x, w, eps, gx, gw, gb, mean, invstd, none, nthreads, c0, c1):
+def _backward(g, x, w, eps, gx, gw, gb, mean, invstd, none, have, nthreads, c0, c1):
     n, channels, length = x.shape
     m = n * length
-    _stats(x, eps, c0, c1, nthreads, mean, invstd, none, none)
+    if not have:
+        _stats(x, eps, c0, c1, nthreads, mean, invstd, none, none)
     gsum = np.empty(channels, D)
     dotp = np.empty(channels, D)
     _sums(g, x, mean, c0, c1, nthreads, gsum, dotp)

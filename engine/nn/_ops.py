@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import weakref
 
 import numpy as np
 
@@ -806,8 +807,10 @@ def _bn_fwd(xp, x, *affine, dims, eps, has_weight=False):
     if _bn_loops(xp, x, dims, affine):
         c = x.shape[1]
         out, mean, var, unbiased = xp.empty_like(x), xp.empty(c, x.dtype), xp.empty(c, x.dtype), xp.empty(c, x.dtype)
+        invstd = xp.empty(c, x.dtype)
         kernels.loops("batchnorm").forward(_ncl(x), *_bn_affine(xp, x, affine, has_weight), eps, _ncl(out), mean,
-                                           var, unbiased)
+                                           var, unbiased, invstd)
+        _bn_save(x, eps, mean, invstd)
         return out, mean, var, unbiased
     mean, var, _, s, var_sum = _bn_stats(xp, x, dims, eps)
     m = math.prod(x.shape[d] for d in dims)
@@ -858,10 +861,28 @@ def _bn_grads_fwd(xp, g, x, *affine, dims, eps, has_weight):
     return res, (dotp * s).reshape(-1).astype(x.dtype), gb.reshape(-1).astype(x.dtype)
 
 
+# The loops' forward statistics, kept for the backward while the input array lives (ATen's
+# ``save_mean``/``save_invstd``): recomputing them costs two float64 sequential passes over x. Keyed
+# by the input array (a tensor's saved value: autograd refuses a backward after an in-place write).
+_BN_SAVED: dict = {}
+
+
+def _bn_save(x, eps, mean, invstd) -> None:
+    key = id(x)
+    _BN_SAVED[key] = (weakref.ref(x, lambda _, key=key: _BN_SAVED.pop(key, None)), eps, mean, invstd)
+
+
+def _bn_saved(x, eps):
+    entry = _BN_SAVED.get(id(x))
+    if entry is not None and entry[0]() is x and entry[1] == eps:
+        return entry[2], entry[3]
+    return None, None
+
+
 def _bn_grads_loop(xp, g, x, w, eps):
     c = x.shape[1]
     gx, gw, gb = xp.empty_like(x), xp.empty(c, x.dtype), xp.empty(c, x.dtype)
-    kernels.loops("batchnorm").backward(_ncl(g), _ncl(x), w, eps, _ncl(gx), gw, gb)
+    kernels.loops("batchnorm").backward(_ncl(g), _ncl(x), w, eps, _ncl(gx), gw, gb, *_bn_saved(x, eps))
     return gx, gw, gb
 
 
