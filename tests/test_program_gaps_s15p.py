@@ -103,3 +103,22 @@ def test_wishart_draws_pytorchs_stream_with_its_correction_loop():
         np.testing.assert_allclose(got[0], want[0], rtol=2e-6, atol=1e-6)
         np.testing.assert_allclose(got[1], want[1], rtol=2e-6)
         np.testing.assert_array_equal(got[3], want[3])
+
+
+def test_binomial_log_prob_of_large_counts_sums_pytorchs_terms_in_its_order():
+    """``Binomial(n, p).log_prob`` for n in the thousands: lgamma(n + 1) ~ 5900 cancels against the
+    other terms, so float32 shows the order of the sum; PyTorch's is
+    ``k * logit - lgamma(k + 1) - lgamma(n - k + 1) - (n * max(logit, 0) + n * log1p(e^-|logit|) - lgamma(n + 1))``."""
+    import torch
+
+    n = np.array([100.0, 1000.0, 3.0, 5000.0], np.float32)
+    p = np.array([0.3, 0.71, 0.5, 0.02], np.float32)
+    k = np.array([[31.0, 702.0, 1.0, 96.0], [25.0, 733.0, 3.0, 110.0]], np.float32)
+    results = []
+    for lib in (torch, tapelab):
+        probs = lib.tensor(p, requires_grad=True)
+        lp = lib.distributions.Binomial(lib.tensor(n), probs=probs).log_prob(lib.tensor(k))
+        lp.sum().backward()
+        results.append((lp.detach().numpy(), probs.grad.numpy()))
+    np.testing.assert_allclose(results[1][0], results[0][0], rtol=1e-7, atol=0)
+    np.testing.assert_allclose(results[1][1], results[0][1], rtol=1e-5)

@@ -357,8 +357,14 @@ class Binomial(BinaryProbs, Distribution):
         log_factorial_n = (self.total_count + 1).lgamma()
         log_factorial_k = (value + 1).lgamma()
         log_factorial_nmk = (self.total_count - value + 1).lgamma()
-        normalize_term = self.total_count * F.softplus(self.logits)
-        return value * self.logits - normalize_term + log_factorial_n - log_factorial_k - log_factorial_nmk
+        # PyTorch's terms in its order (the lgammas of a large count cancel, so the order shows in
+        # float32): n * (max(logit, 0) + log1p(e^-|logit|)) - lgamma(n + 1), max(logit, 0) with
+        # gradient 1/2 at 0
+        logits = self.logits
+        clamped = (logits.clamp(min=0) + logits - logits.clamp(max=0)) / 2
+        normalize_term = (self.total_count * clamped + self.total_count * (-logits.abs()).exp().log1p()
+                          - log_factorial_n)
+        return value * logits - log_factorial_k - log_factorial_nmk - normalize_term
 
     def entropy(self) -> Tensor:
         total_count = int(self.total_count.max())
