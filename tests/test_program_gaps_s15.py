@@ -198,3 +198,15 @@ def test_generated_code_text_is_torchs():
         gm = m.fx.symbolic_trace(lambda x: x.relu() + 1)
         assert gm.code == "\n\n\ndef forward(self, x):\n    relu = x.relu();  x = None\n    add = relu + 1;  relu = None\n" \
                           "    return add\n    "
+
+
+def test_an_alias_is_called_by_its_own_name_in_graphs():
+    """``torch.arctan`` is a function named ``arctan`` (not ``atan``): fx names the node and prints
+    the call after it (pytorch/examples fx/invert.py prints the code)."""
+    for m in (torch, tapelab):
+        graph = m.fx.Graph()
+        x = graph.placeholder("x")
+        graph.output(graph.call_function(m.arctan, (graph.call_function(m.arcsin, (x,)),)))
+        code = m.fx.GraphModule(m.nn.Module(), graph).code
+        assert f"arcsin = {m.__name__}.arcsin(x)" in code and f"arctan = {m.__name__}.arctan(arcsin)" in code
+        assert m.arctan.__name__ == "arctan" and m.absolute.__name__ == "absolute"
