@@ -61,7 +61,7 @@ def _encoder_warnings(m, **layer_kwargs) -> list[str]:
     {}, {"batch_first": True}, {"batch_first": True, "norm_first": True}, {"batch_first": True, "nhead": 1},
     {"batch_first": True, "bias": False}, {"batch_first": True, "activation": "gelu"},
     {"batch_first": True, "activation": torch.nn.functional.silu}, {"norm_first": True, "enable_nested_tensor": False},
-], ids=str)
+], ids=lambda kw: str({k: getattr(v, "__name__", v) for k, v in kw.items()}))   # the same ids in every process (xdist)
 def test_transformer_encoder_nested_tensor_warning_matches_torch(kwargs):
     theirs = _encoder_warnings(torch, **dict(kwargs))
     if kwargs.get("activation") is torch.nn.functional.silu:
