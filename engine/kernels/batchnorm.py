@@ -73,6 +73,50 @@ def fma(typingctx, a, b, c):
     return types.float32(types.float32, types.float32, types.float32), codegen
 
 
+@intrinsic
+def _lanes(typingctx, gr, xr, mu, body, acc_s, acc_p):
+    """Eight-lane sums of a row's whole vectors ``8:body`` (ATen's loop body, ``+`` only, products
+    rounded), onto ``acc_s``/``acc_p`` (8,) (the first vector's values): LLVM vectors, as numba's
+    scalar lanes did not vectorise."""
+    if not (isinstance(gr, types.Array) and gr.ndim == 1 and gr.layout == "C" and gr.dtype == types.float32):
+        return None
+
+    def codegen(context, builder, signature, args):
+        g_arr = context.make_array(signature.args[0])(context, builder, args[0])
+        x_arr = context.make_array(signature.args[1])(context, builder, args[1])
+        s_arr = context.make_array(signature.args[4])(context, builder, args[4])
+        p_arr = context.make_array(signature.args[5])(context, builder, args[5])
+        vec = ir.VectorType(ir.FloatType(), 8)
+        zero = ir.Constant(ir.IntType(32), 0)
+        mu_v = builder.insert_element(ir.Constant(vec, ir.Undefined), args[2], zero)
+        mu_v = builder.shuffle_vector(mu_v, ir.Constant(vec, ir.Undefined), ir.Constant(ir.VectorType(ir.IntType(32), 8), [0] * 8))
+
+        def load(ptr, k):
+            p = builder.gep(ptr, [k])
+            v = builder.load(builder.bitcast(p, vec.as_pointer()))
+            v.align = 4
+            return v
+        s_ptr = builder.bitcast(s_arr.data, vec.as_pointer())
+        p_ptr = builder.bitcast(p_arr.data, vec.as_pointer())
+        s_slot, p_slot = cgutils.alloca_once(builder, vec), cgutils.alloca_once(builder, vec)
+        ls, lp = builder.load(s_ptr), builder.load(p_ptr)
+        ls.align = lp.align = 4
+        builder.store(ls, s_slot)
+        builder.store(lp, p_slot)
+        start = ir.Constant(args[3].type, 8)
+        with cgutils.for_range_slice(builder, start, args[3], ir.Constant(args[3].type, 8)) as (k, _):
+            gv = load(g_arr.data, k)
+            xv = load(x_arr.data, k)
+            builder.store(builder.fadd(builder.load(s_slot), gv), s_slot)
+            builder.store(builder.fadd(builder.load(p_slot), builder.fmul(builder.fsub(xv, mu_v), gv)), p_slot)
+        st = builder.store(builder.load(s_slot), s_ptr)
+        st.align = 4
+        st = builder.store(builder.load(p_slot), p_ptr)
+        st.align = 4
+        return context.get_dummy_value()
+    return types.void(gr, xr, mu, body, acc_s, acc_p), codegen
+
+
 # ---------------------------------------------------------------- statistics
 @njit(**_JIT)
 def _seq_stats8(x, c, mean, var_sum):
@@ -263,9 +307,8 @@ def eval_forward(x, running_mean, running_var, w, b, eps: float, out) -> None:
 
 # ---------------------------------------------------------------- gradients
 @njit(**_JIT)
-def _row_sums(gr, xr, mu):
-    """``reduce_all(g row)`` and ``map2_reduce_all((x - mu) * g row)`` of one row (ATen's eight lanes,
-    here eight scalars the compiler keeps in registers)."""
+def _row_sums(gr, xr, mu, acc_s, acc_p):
+    """``reduce_all(g row)`` and ``map2_reduce_all((x - mu) * g row)`` of one row in ATen's eight lanes."""
     length = xr.shape[0]
     if length < LANES:
         s = gr[0]
@@ -274,66 +317,16 @@ def _row_sums(gr, xr, mu):
             s += gr[k]
             p += (xr[k] - mu) * gr[k]
         return s, p
-    s0 = gr[0]
-    s1 = gr[1]
-    s2 = gr[2]
-    s3 = gr[3]
-    s4 = gr[4]
-    s5 = gr[5]
-    s6 = gr[6]
-    s7 = gr[7]
-    p0 = (xr[0] - mu) * gr[0]
-    p1 = (xr[1] - mu) * gr[1]
-    p2 = (xr[2] - mu) * gr[2]
-    p3 = (xr[3] - mu) * gr[3]
-    p4 = (xr[4] - mu) * gr[4]
-    p5 = (xr[5] - mu) * gr[5]
-    p6 = (xr[6] - mu) * gr[6]
-    p7 = (xr[7] - mu) * gr[7]
+    for j in range(LANES):
+        acc_s[j] = gr[j]
+        acc_p[j] = (xr[j] - mu) * gr[j]
     body = length - length % LANES
-    for k in range(LANES, body, LANES):
-        gv = gr[k:k + LANES]
-        xv = xr[k:k + LANES]
-        s0 += gv[0]
-        s1 += gv[1]
-        s2 += gv[2]
-        s3 += gv[3]
-        s4 += gv[4]
-        s5 += gv[5]
-        s6 += gv[6]
-        s7 += gv[7]
-        p0 += (xv[0] - mu) * gv[0]
-        p1 += (xv[1] - mu) * gv[1]
-        p2 += (xv[2] - mu) * gv[2]
-        p3 += (xv[3] - mu) * gv[3]
-        p4 += (xv[4] - mu) * gv[4]
-        p5 += (xv[5] - mu) * gv[5]
-        p6 += (xv[6] - mu) * gv[6]
-        p7 += (xv[7] - mu) * gv[7]
-    t = length - body
-    if t > 0:
-        s0 += gr[body]
-        p0 = fma(xr[body] - mu, gr[body], p0)
-    if t > 1:
-        s1 += gr[body + 1]
-        p1 = fma(xr[body + 1] - mu, gr[body + 1], p1)
-    if t > 2:
-        s2 += gr[body + 2]
-        p2 = fma(xr[body + 2] - mu, gr[body + 2], p2)
-    if t > 3:
-        s3 += gr[body + 3]
-        p3 = fma(xr[body + 3] - mu, gr[body + 3], p3)
-    if t > 4:
-        s4 += gr[body + 4]
-        p4 = fma(xr[body + 4] - mu, gr[body + 4], p4)
-    if t > 5:
-        s5 += gr[body + 5]
-        p5 = fma(xr[body + 5] - mu, gr[body + 5], p5)
-    if t > 6:
-        s6 += gr[body + 6]
-        p6 = fma(xr[body + 6] - mu, gr[body + 6], p6)
-    return (((s0 + s4) + (s2 + s6)) + ((s1 + s5) + (s3 + s7)),
-            ((p0 + p4) + (p2 + p6)) + ((p1 + p5) + (p3 + p7)))
+    _lanes(gr, xr, mu, body, acc_s, acc_p)
+    for k in range(body, length):                    # the partial last vector: its products fused
+        acc_s[k - body] += gr[k]
+        acc_p[k - body] = fma(xr[k] - mu, gr[k], acc_p[k - body])
+    return (((acc_s[0] + acc_s[4]) + (acc_s[2] + acc_s[6])) + ((acc_s[1] + acc_s[5]) + (acc_s[3] + acc_s[7])),
+            ((acc_p[0] + acc_p[4]) + (acc_p[2] + acc_p[6])) + ((acc_p[1] + acc_p[5]) + (acc_p[3] + acc_p[7])))
 
 
 @njit(**_JIT)
@@ -363,12 +356,14 @@ def _sums(g, x, mean, c0, c1, nthreads, gsum, dotp):
             gsum[c0 + j] = F(tot[j])
             dotp[c0 + j] = F(tot2[j])
         return
+    acc_s = np.empty(LANES, F)
+    acc_p = np.empty(LANES, F)
     for c in range(c0, c1):
         s = 0.0
         p = 0.0
         mu = mean[c]
         for i in range(n):
-            rs, rp = _row_sums(g[i, c], x[i, c], mu)
+            rs, rp = _row_sums(g[i, c], x[i, c], mu, acc_s, acc_p)
             s += rs
             p += rp
         gsum[c] = s
