@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 from ..base.grad_mode import STATE as GRAD, no_grad
 from ..core.dispatch import Mode
-from ..core.tensor import Tensor
+from ..core.tensor import Size, Tensor
 from ..fx.proxy import TraceError
 from ..fx.graph_module import GraphModule
 from ..fx.node import Node
@@ -80,6 +80,7 @@ class _Entry:
     replays: Replays | None = None  # mode="reduce-overhead": the captured graphs, by exact input shapes
     step: object = None             # the call as one autograd node (``step.Step``), or None
     step_reason: str | None = None  # why the call is not one node
+    sizes: object = None            # where the result holds a ``Size`` (``_size_template``), or None
 
 
 class _BreakWatch(Mode):
@@ -174,8 +175,10 @@ class CompiledFunction:
             if entry.run is None:
                 return self.fn(*args, **kwargs)
             if entry.replays is not None:
-                return entry.replays(exact, (*args, *kwargs.values()))
-            return entry.run(*args, *kwargs.values())
+                out = entry.replays(exact, (*args, *kwargs.values()))
+            else:
+                out = entry.run(*args, *kwargs.values())
+            return out if entry.sizes is None else _with_sizes(entry.sizes, out)
         guards = self._guards(args, kwargs)
         if len(self.cache) >= config.cache_size_limit:
             if not self.limit_warned:
@@ -307,10 +310,36 @@ class CompiledFunction:
         times["kernels"] = _fused.STATS["kernel_seconds"] - k0
         entry = _Entry(guards, graph=gm, run=step or run, times=times,
                        attrs=[(owner, _store(owner, leaf), leaf, obj) for _, owner, leaf, obj in attrs],
-                       signature=signature if lowered else None, step=step, step_reason=step_reason)
+                       signature=signature if lowered else None, step=step, step_reason=step_reason,
+                       sizes=_size_template(out))
         if self.mode in REPLAYED and isinstance(gm, GraphModule):
             entry.replays = Replays(entry, self.__name__)
         return entry, out
+
+
+def _size_template(result):
+    """Where ``result`` holds a ``Size`` (a shape the call returns): ``Size`` there, a list or dict of
+    the parts around it, None for everything else (and for a result holding none). A graph's output
+    holds each as a plain tuple, as fx's ``map_aggregate`` rebuilds it; ``_with_sizes`` puts it back."""
+    if isinstance(result, Size):
+        return Size
+    if isinstance(result, (tuple, list)):
+        parts = [_size_template(a) for a in result]
+    elif isinstance(result, dict):
+        parts = {k: _size_template(a) for k, a in result.items()}
+    else:
+        return None
+    return parts if any(p is not None for p in (parts.values() if isinstance(parts, dict) else parts)) else None
+
+
+def _with_sizes(template, out):
+    """A replayed ``out`` with a ``Size`` again wherever the traced call returned one."""
+    if template is Size:
+        return Size(out)
+    if isinstance(template, dict):
+        return {k: a if template[k] is None else _with_sizes(template[k], a) for k, a in out.items()}
+    parts = [a if t is None else _with_sizes(t, a) for t, a in zip(template, out)]
+    return type(out)(*parts) if hasattr(out, "_fields") else type(out)(parts)
 
 
 def _keeps_lowered(gm) -> str | None:
