@@ -229,8 +229,8 @@ _OWN_WRITES = {
     ("graph_module.py", 'self.__dict__["_code"] = src'),
     ("prims.py", "setattr(self, name, prim)"),
     ("_symbolic_trace.py", "self.root.__dict__[name] = a"),
-    # ``wrap("name")``: binds the wrapper in the calling module once, at module scope, at its request
-    ("_symbolic_trace.py", "frame.f_globals[fn_or_name] = _recording(fn)"),
+    # ``wrap("name")`` / ``wrap(f)``: binds the wrapper in the calling module once, at module scope, at its request
+    ("_symbolic_trace.py", "frame.f_globals[name] = wrapper = _recording(fn)"),
 }
 
 

@@ -210,3 +210,48 @@ def test_an_alias_is_called_by_its_own_name_in_graphs():
         code = m.fx.GraphModule(m.nn.Module(), graph).code
         assert f"arcsin = {m.__name__}.arcsin(x)" in code and f"arctan = {m.__name__}.arctan(arcsin)" in code
         assert m.arctan.__name__ == "arctan" and m.absolute.__name__ == "absolute"
+
+
+_LOWP_MODULE = '''
+def sigmoid_lowp(x):
+    return x.float().sigmoid().half()
+
+M.fx.wrap(sigmoid_lowp)          # a statement below the def, as pytorch/examples fx/primitive_library.py
+
+
+class Foo(M.nn.Module):
+    def forward(self, x, y):
+        return sigmoid_lowp(x) + sigmoid_lowp(y)
+
+
+def inline(traced):
+    """Replace each call of sigmoid_lowp by its body, re-traced through Proxies of a GraphAppendingTracer."""
+    for node in list(traced.graph.nodes):
+        if node.op == "call_function" and node.target is sigmoid_lowp:
+            tracer = M.fx.proxy.GraphAppendingTracer(node.graph)
+            with node.graph.inserting_before(node):
+                out = node.target(*M.fx.node.map_arg(node.args, lambda a: M.fx.Proxy(a, tracer)))
+                node.replace_all_uses_with(out.node)
+                node.graph.erase_node(node)
+    traced.recompile()
+    return traced
+'''
+
+
+def test_fx_wrap_called_as_a_statement_records_and_a_pass_can_inline_it():
+    import types
+    ops = {}
+    for m in (torch, tapelab):
+        mod = types.ModuleType(f"lowp_{m.__name__}")
+        mod.M = m
+        exec(compile(_LOWP_MODULE, mod.__name__, "exec"), mod.__dict__)
+        traced = m.fx.symbolic_trace(mod.Foo())
+        before = [(n.op, getattr(n.target, "__name__", n.target)) for n in traced.graph.nodes]
+        assert f"lowp_{m.__name__}_sigmoid_lowp(x)" in traced.code
+        inlined = mod.inline(traced)
+        after = [(n.op, getattr(n.target, "__name__", n.target)) for n in inlined.graph.nodes]
+        x = m.tensor([0.5, -2.0], dtype=m.float16)
+        ops[m.__name__] = (before, after, inlined(x, x).float().numpy())
+    assert ops["tapelab"][0] == ops["torch"][0] and ("call_function", "sigmoid_lowp") in ops["torch"][0]
+    assert ops["tapelab"][1] == ops["torch"][1] and ("call_method", "sigmoid") in ops["torch"][1]
+    np.testing.assert_array_equal(ops["tapelab"][2], ops["torch"][2])

@@ -87,7 +87,10 @@ class _Globals:
         path = _public_path(fn)
         if path is not None and is_dotted_identifier(path):
             return path
-        return self.add(fn, getattr(fn, "__name__", type(fn).__name__))
+        name = getattr(fn, "__name__", type(fn).__name__)
+        if getattr(fn, "__fx_wrapped__", False):   # fx.wrap's functions: PyTorch's global name, module_function
+            name = f"{fn.__module__}_{name}".replace(".", "_")
+        return self.add(fn, name)
 
 
 def _format(a, g: _Globals) -> str:

@@ -58,7 +58,7 @@ from ..core.tensor import Tensor
 from ._public import PACKAGE
 from .graph import Graph
 from .graph_module import GraphModule
-from .proxy import Proxy, TraceError, TracerBase, first_proxy
+from .proxy import GraphAppendingTracer, Proxy, TraceError, TracerBase, first_proxy
 
 __all__ = ["Tracer", "symbolic_trace", "wrap"]
 
@@ -76,7 +76,8 @@ def wrap(fn_or_name: str | Callable):
         def my_norm2(x): ...
         tapelab.fx.wrap("my_norm2")     # the same, for a function defined above
 
-    Either way the function becomes a permanent wrapper that records a node when an argument
+    Either way (also ``tapelab.fx.wrap(my_norm)`` as a statement below the function) the
+    function becomes a permanent wrapper that records a node when an argument
     holds a Proxy and otherwise calls the function (one attribute read while nobody traces).
     PyTorch's name form swaps the module's global during each trace; tapelab swaps nothing
     (a trace stays private to its thread), so the name form binds the wrapper to that global
@@ -86,19 +87,26 @@ def wrap(fn_or_name: str | Callable):
     frame = inspect.currentframe().f_back
     if frame.f_code.co_name != "<module>":
         raise NotImplementedError("wrap must be called at the top level of a module")
-    if not isinstance(fn_or_name, str):
-        return _recording(fn_or_name)
-    fn = frame.f_globals.get(fn_or_name, getattr(builtins, fn_or_name, None))
-    if not callable(fn):
-        raise NameError(f"wrap({fn_or_name!r}): {frame.f_globals.get('__name__')} defines no function "
-                        f"{fn_or_name!r} above this call; define it first, or decorate it with @tapelab.fx.wrap")
-    frame.f_globals[fn_or_name] = _recording(fn)
-    return fn_or_name
+    if isinstance(fn_or_name, str):
+        name = fn_or_name
+        fn = frame.f_globals.get(name, getattr(builtins, name, None))
+        if not callable(fn):
+            raise NameError(f"wrap({name!r}): {frame.f_globals.get('__name__')} defines no function {name!r} above "
+                            f"this call; define it first, or decorate it with @tapelab.fx.wrap")
+    else:
+        fn, name = fn_or_name, getattr(fn_or_name, "__name__", None)
+        if frame.f_globals.get(name) is not fn:    # a decorator: the ``def`` binds what this returns
+            return _recording(fn)
+    # ``wrap("f")``, or ``wrap(f)`` as a statement below the def (as PyTorch's examples call it)
+    frame.f_globals[name] = wrapper = _recording(fn)
+    return fn_or_name if isinstance(fn_or_name, str) else wrapper
 
 
 def _recording(fn: Callable) -> Callable:
-    """``fn`` as a wrapper that records a ``call_function`` node when an argument holds a Proxy;
-    the target is the wrapper (the name the caller now uses), or a builtin itself (``len``)."""
+    """``fn`` as a wrapper that records a ``call_function`` node when an argument holds a Proxy of a
+    symbolic trace; the target is the wrapper (the name the caller now uses), or a builtin itself
+    (``len``). Proxies of a ``GraphAppendingTracer`` run through ``fn``: that is how a graph pass
+    inlines a wrapped call (PyTorch's wrapping is active only inside ``symbolic_trace``)."""
     if getattr(fn, "__fx_wrapped__", False):
         return fn
 
@@ -106,7 +114,7 @@ def _recording(fn: Callable) -> Callable:
     def recording(*args, **kwargs):
         if STATE.functions is not None:   # None whenever nobody traces (nor takes part otherwise)
             proxy = first_proxy(args, kwargs)
-            if proxy is not None:
+            if proxy is not None and not isinstance(proxy.tracer, GraphAppendingTracer):
                 return proxy.tracer.create_proxy("call_function", target, args, kwargs)
         return fn(*args, **kwargs)
     target = fn if isinstance(fn, types.BuiltinFunctionType) else recording
