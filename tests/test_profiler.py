@@ -596,7 +596,7 @@ def test_backward_nodes_are_timed_and_total_their_ops(cuda_clock):
     with profile(activities=CPU_CUDA) as prof:
         (x * 2).sum().backward()
     evs = prof.events()
-    timed = [e for e in evs if e.device]
+    timed = sorted((e for e in evs if e.device), key=lambda e: e.device_start_ns)   # in recording order
     assert len(timed) == len(evs) == len(cuda_clock.made) - 1 and cuda_clock.syncs == 1
     assert {e.device for e in timed} == {"cuda:0"} and {e.kind for e in timed} == {"op", "backward"}
     assert [e.device_ns for e in timed] == [(2 * k - 1) * 1_000_000 for k in range(1, len(timed) + 1)]

@@ -32,6 +32,7 @@ def _step():
 
 @pytest.fixture(scope="module")
 def prof():
+    _step()          # warm: a kernel's first call in a process loads it (numba), which is not what the views show
     return _step()
 
 

@@ -255,3 +255,20 @@ def test_fx_wrap_called_as_a_statement_records_and_a_pass_can_inline_it():
     assert ops["tapelab"][0] == ops["torch"][0] and ("call_function", "sigmoid_lowp") in ops["torch"][0]
     assert ops["tapelab"][1] == ops["torch"][1] and ("call_method", "sigmoid") in ops["torch"][1]
     np.testing.assert_array_equal(ops["tapelab"][2], ops["torch"][2])
+
+
+def test_printing_the_autograd_profiler_shows_its_events_table_in_start_order():
+    """``print(prof)`` of ``torch.autograd.profiler.profile`` (pytorch/examples fx/profiling_tracer.py):
+    the events' table, an enclosing range listed before the op inside it."""
+    tables = {}
+    for m in (torch, tapelab):
+        with m.autograd.profiler.profile() as prof:
+            with m.profiler.record_function("foo"):
+                m.relu(m.ones(3))
+        tables[m.__name__] = str(prof).splitlines()
+        names = [e.name for e in prof.events()]
+        assert names[0] == "foo" and names[1].endswith("relu")
+    for lines in tables.values():
+        assert lines[1].split() == ["Name", "Self", "CPU", "%", "Self", "CPU", "CPU", "total", "%", "CPU", "total",
+                                    "CPU", "time", "avg", "#", "of", "Calls"]
+        assert lines[3].split()[0] == "foo" and lines[-2].startswith("Self CPU time total:")

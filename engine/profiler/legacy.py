@@ -32,6 +32,10 @@ class profile(_profile):
         if self.enabled:
             super().__exit__(*exc)
 
+    def __str__(self) -> str:
+        """The events' table, as ``print(prof)`` shows PyTorch's autograd profiler."""
+        return str(self.events())
+
 
 @contextlib.contextmanager
 def emit_nvtx(enabled: bool = True, record_shapes: bool = False):

@@ -156,9 +156,10 @@ class profile:
 
     def events(self) -> EventList:
         """Every recorded event (ops, backward nodes, ranges, module spans), with parents,
-        children and self times filled in."""
+        children and self times filled in, in PyTorch's order: by start, an enclosing range before
+        what it encloses (events are recorded as they end)."""
         t = self._require().analyze()
-        return EventList(t.events, t)
+        return EventList(sorted(t.events, key=lambda e: (e.start_ns, -e.duration_ns)), t)
 
     def key_averages(self, group_by_input_shape: bool = False, group_by_stack_n: int = 0,
                      group_by_module: bool = False) -> EventList:
