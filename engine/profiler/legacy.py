@@ -32,6 +32,11 @@ class profile(_profile):
         if self.enabled:
             super().__exit__(*exc)
 
+    @property
+    def function_events(self):
+        """The recorded events (PyTorch's name on this profiler for ``events()``)."""
+        return self.events()
+
     def __str__(self) -> str:
         """The events' table, as ``print(prof)`` shows PyTorch's autograd profiler."""
         return str(self.events())
