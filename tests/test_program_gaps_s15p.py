@@ -122,3 +122,23 @@ def test_binomial_log_prob_of_large_counts_sums_pytorchs_terms_in_its_order():
         results.append((lp.detach().numpy(), probs.grad.numpy()))
     np.testing.assert_allclose(results[1][0], results[0][0], rtol=1e-7, atol=0)
     np.testing.assert_allclose(results[1][1], results[0][1], rtol=1e-5)
+
+
+def test_an_index_modified_in_place_after_indexing_refuses_backward_as_pytorch():
+    """``x[idx]``'s backward reads the index tensors (PyTorch's IndexBackward0 saves them): written
+    in place before backward (as Wishart's correction loop writes its boolean mask), PyTorch
+    refuses; tapelab scattered the gradient by the new values (a silently wrong gradient)."""
+    import torch
+
+    for lib in (torch, tapelab):
+        for index, write in ((lambda: lib.tensor([0, 2]), 1), (lambda: lib.tensor([True, False, True, False]), False)):
+            x = lib.arange(4.0, requires_grad=True)
+            i = index()
+            y = x[i] * 2
+            i[0] = write
+            with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+                y.sum().backward()
+        x = lib.arange(8.0).reshape(4, 2).requires_grad_()
+        i = lib.tensor([0, 2])
+        (x[i, 1:] * 3).sum().backward()     # unmodified: the gradient lands where the index said
+        assert x.grad.tolist() == [[0.0, 3.0], [0.0, 0.0], [0.0, 3.0], [0.0, 0.0]]

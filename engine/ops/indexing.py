@@ -25,7 +25,7 @@ from ..core.creation import full, tensor as _tensor, zeros
 from ..core.dispatch import STATE, apply
 from ..autograd.views import apply_
 from .movement import _ALL, _base_requires_grad, _mark, _slice, broadcast_shapes, expand
-from ..core.registry import NONE, Op
+from ..core.registry import NONE, OTHERS, Op
 from ._util import Tensor, _wrap_dim, sum_to
 from ..base.dtype import FLOATING_KINDS
 
@@ -195,11 +195,13 @@ _index = Op("index", _index_fwd,
             lambda g, out, x, *idx, template, unique: (
                 apply(_index_backward, g, *idx, shape=x._data.shape, template=template, unique=unique),
                 *(None,) * len(idx)),
-            saves=NONE, aliases=("index_select", "take", "masked_select"), onnx=_onnx_index)
+            # the vjp reads the index tensors' values (not x's): their versions are checked in
+            # backward, as PyTorch's IndexBackward0 checks its saved indices
+            saves=OTHERS, complex=True, aliases=("index_select", "take", "masked_select"), onnx=_onnx_index)
 _index_backward = Op("index_backward", _index_backward_fwd,
                      lambda g, out, gin, *idx, shape, template, unique: (
                          apply(_index, g, *idx, template=template, unique=unique), *(None,) * len(idx)),
-                     saves=NONE)
+                     saves=OTHERS, complex=True)
 
 
 def _put(xp, data, v, idx, basic, template, accumulate: bool) -> None:
