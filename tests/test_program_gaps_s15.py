@@ -272,3 +272,16 @@ def test_printing_the_autograd_profiler_shows_its_events_table_in_start_order():
         assert lines[1].split() == ["Name", "Self", "CPU", "%", "Self", "CPU", "CPU", "total", "%", "CPU", "total",
                                     "CPU", "time", "avg", "#", "of", "Calls"]
         assert lines[3].split()[0] == "foo" and lines[-1].startswith("Self CPU time total:")
+
+
+def test_saving_the_same_dtype_twice():
+    """A dtype written twice (an exported graph with two float64 casts, a config dict) is one GLOBAL and
+    a memo reference, as torch writes it; before, the second one failed pickle's memo assertion."""
+    import io
+    state = {"a": tapelab.float64, "b": [tapelab.float64, tapelab.int8, tapelab.float64]}
+    buf = io.BytesIO()
+    tapelab.save(state, buf)
+    buf.seek(0)
+    assert torch.load(buf, weights_only=True) == {"a": torch.float64, "b": [torch.float64, torch.int8, torch.float64]}
+    buf.seek(0)
+    assert tapelab.load(buf) == state

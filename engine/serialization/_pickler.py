@@ -73,7 +73,7 @@ class TorchPickler(pickle._Pickler):
         self.memoize(obj)
 
     def _save_dtype(self, obj: _dtype.dtype) -> None:
-        self._save_torch_name(TorchName("torch", obj.name))
+        self.save(TorchName("torch", obj.name))   # through the memo: a second float64 is a memo reference
 
     dispatch[TorchName] = _save_torch_name
     dispatch[_dtype.dtype] = _save_dtype
