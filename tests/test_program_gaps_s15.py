@@ -285,3 +285,15 @@ def test_saving_the_same_dtype_twice():
     assert torch.load(buf, weights_only=True) == {"a": torch.float64, "b": [torch.float64, torch.int8, torch.float64]}
     buf.seek(0)
     assert tapelab.load(buf) == state
+
+
+@pytest.mark.parametrize("m", [torch, tapelab], ids=["torch", "tapelab"])
+def test_soft_margin_loss_refuses_a_target_that_requires_grad(m):
+    x, y = m.randn(3, 4, requires_grad=True), m.randn(3, 4, requires_grad=True)
+    with pytest.raises(RuntimeError, match="^The function 'soft_margin_loss' is not differentiable with respect to "
+                                           "argument 'target'. This input cannot have requires_grad True.$"):
+        m.nn.functional.soft_margin_loss(x, m.sign(y))
+    with m.no_grad():
+        m.nn.functional.soft_margin_loss(x, m.sign(y))
+    m.nn.functional.soft_margin_loss(x, m.sign(y.detach())).backward()
+    assert x.grad is not None

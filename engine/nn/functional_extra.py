@@ -15,7 +15,8 @@ from ..base.dtype import bfloat16, finfo, float16
 from ..base.grad_mode import no_grad
 from ..ops.movement import cat
 from ..core.tensor import Tensor
-from .functional_core import (_batched, _channel_affine, _inplace, _mixed_norm, _normalize_over, _ntuple_none,
+from .functional_core import (_batched, _channel_affine, _inplace, _mixed_norm, _normalize_over, _not_differentiable,
+                              _ntuple_none,
                               _check_reduction, _reduce, _reduction, _unbatch, _with_running_stats, interpolate, logsigmoid)
 
 __all__ = [
@@ -427,6 +428,7 @@ def soft_margin_loss(input: Tensor, target: Tensor, size_average=None, reduce=No
         return handle_torch_function(soft_margin_loss, (input, target, size_average, reduce), input, target,
                                      size_average=size_average, reduce=reduce, reduction=reduction)
     reduction = _reduction(size_average, reduce, reduction)
+    _not_differentiable("soft_margin_loss", target=target)   # ATen's kernel has no target gradient
     return _reduce((-input * target).exp().log1p(), reduction)
 
 
