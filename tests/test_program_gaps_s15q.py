@@ -82,3 +82,22 @@ def test_a_compiled_call_returns_its_shapes_as_size_on_every_call():
         for _ in range(3):
             res = compiled(x)
             assert kinds(res) == want and res[2]["s"] == (2, 3) and res[3][1] == 1
+
+
+def test_bool_products_are_refused_and_integer_einsum_sums_widen_as_torchs():
+    """ATen has no bool GEMM (each product names the CPU kernel it lowers to), and einsum sums a label
+    only one operand holds with ``sum``, which makes a bool or integer operand int64."""
+    a, b = torch.randn(2, 3, 4) > 0, torch.randn(2, 4, 5) > 0
+    ta, tb = tapelab.tensor(a.numpy()), tapelab.tensor(b.numpy())
+    for fn in [lambda m, x, y: x @ y[0], lambda m, x, y: x @ y[0, :, 0], lambda m, x, y: x[0] @ y, lambda m, x, y: x @ y,
+               lambda m, x, y: x[0, 0] @ y[0], lambda m, x, y: m.dot(x[0, 0], y[0, :, 0]), lambda m, x, y: m.mv(x[0], y[0, :, 0]),
+               lambda m, x, y: m.einsum("ij,jk->ik", x[0], y[0]), lambda m, x, y: m.einsum("id,jd->i", x[0], y[0].T),
+               lambda m, x, y: m.tensordot(x[0], y[0], 1), lambda m, x, y: m.inner(x[0], y[0].T)]:
+        want = _refusal(lambda: fn(torch, a, b))
+        assert want is not None and want[0] is NotImplementedError and _refusal(lambda: fn(tapelab, ta, tb)) == want
+    x = torch.randint(-3, 4, (3, 3), dtype=torch.int32)
+    for eq, ops in [("ij->i", (x > 0,)), ("ij->i", (x,)), ("ii", (x > 0,)), ("ii->i", (x > 0,)), ("ij->", (x.short(),)),
+                    ("i,j->", (x[0], x[1])), ("ij,ij->i", (x, x)), ("ij,ij->ij", (x > 0, x > 0))]:
+        want = torch.einsum(eq, *ops)
+        got = tapelab.einsum(eq, *(tapelab.tensor(o.numpy()) for o in ops))
+        assert str(got.dtype).split(".")[1] == str(want.dtype).split(".")[1] and got.tolist() == want.tolist(), eq

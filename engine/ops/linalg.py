@@ -70,9 +70,20 @@ def _matmul_fwd(xp, a, b):
     if a.dtype != b.dtype:
         raise RuntimeError(f"expected m1 and m2 to have the same dtype, but got: "
                            f"{_C_NAMES[from_np(a.dtype).name]} != {_C_NAMES[from_np(b.dtype).name]}")
+    if a.dtype.kind == "b":
+        raise _no_bool_kernel(_CPU_KERNELS[min(b.ndim, 3)] if b.ndim > 1 or a.ndim > 1 else "dot")
     if a.dtype is BFLOAT16_NP:
         return in_float32(_gemm, xp, a, b)
     return _gemm(xp, a, b)
+
+
+# the ATen CPU kernel a product lowers to, by the second operand's ndim (one: a matrix-vector product,
+# unless both are vectors; two: a GEMM, the first operand's batch folded into its rows; more: bmm)
+_CPU_KERNELS = {1: "addmv_impl_cpu", 2: "addmm_impl_cpu_", 3: "bmm"}
+
+
+def _no_bool_kernel(kernel: str) -> NotImplementedError:
+    return NotImplementedError(f"\"{kernel}\" not implemented for 'Bool'")
 
 
 def _gemm(xp, a, b):
@@ -229,6 +240,8 @@ _LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 def _einsum_fwd(xp, *arrays, eq):
     # the dtype check runs here, after the modes (autocast casts mixed operands before it); the front
     # end has promoted the operands of an equation that sums no label across them
+    if arrays[0].dtype.kind == "b" and _contracts(eq):
+        raise _no_bool_kernel("bmm")
     for a in arrays[1:]:
         if a.dtype != arrays[0].dtype:
             raise RuntimeError(f"expected scalar type {from_np(arrays[0].dtype).scalar_type} "
@@ -375,6 +388,11 @@ def einsum(equation: str, *operands):
     if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
         operands = tuple(operands[0])
     eq = _expand_equation(equation, tuple(t._data.shape for t in operands))
+    alone = _summed_alone(eq)
+    if any(alone):
+        # ATen sums a label only one operand holds first: its sum makes a bool or integer operand int64
+        operands = tuple(t.long() if a and not (t.is_floating_point() or t.is_complex()) else t
+                         for t, a in zip(operands, alone))
     if len({t.dtype for t in operands}) > 1 and not _contracts(eq):
         # no label summed across operands: PyTorch multiplies them, which promotes; a contraction is
         # a batched GEMM, whose operands must share a dtype (the forward refuses them)
@@ -383,6 +401,17 @@ def einsum(equation: str, *operands):
     return apply(_einsum, *operands, eq=eq)
 
 
+@functools.lru_cache(maxsize=512)
+def _summed_alone(eq: str) -> tuple:
+    """Per operand of the (expanded) equation, whether it holds a label no other operand nor the
+    output does (a trace's repeated label too)."""
+    ins, out = eq.split("->")
+    subs = ins.split(",")
+    return tuple(any(c not in out and all(c not in o for j, o in enumerate(subs) if j != i) for c in s)
+                 for i, s in enumerate(subs))
+
+
+@functools.lru_cache(maxsize=512)
 def _contracts(eq: str) -> bool:
     """Whether the (expanded) equation sums a label that two or more operands share."""
     ins, out = eq.split("->")
@@ -427,6 +456,8 @@ def tensordot(a, b, dims=2):
         raise RuntimeError(f"both dimension lists should have same length (tensordot got {da} and {db})")
     if a.dtype != b.dtype:
         raise RuntimeError("both inputs should have same dtype")
+    if a._data.dtype.kind == "b":
+        raise _no_bool_kernel("addmm_impl_cpu_")
     la, lb = list(_LETTERS[:a.ndim]), list(_LETTERS[a.ndim:a.ndim + b.ndim])
     for i, j in zip(da, db):
         if a.shape[i] != b.shape[j]:
