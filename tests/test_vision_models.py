@@ -145,10 +145,10 @@ def test_extra_state_dict_matches_torchvision(name):
     assert sum(p.numel() for p in model.parameters()) == int(EXTRA[f"{name}/num_params"]) == PUBLISHED_EXTRA[name]
 
 
-def _compare_extra(got: dict, prefix: str, grad_atol: float = 3e-5) -> None:
+def _compare_extra(got: dict, prefix: str, grad_atol: float = 3e-5, logit_atol: float = 1e-5) -> None:
     assert list(got["grad_names"]) == list(EXTRA[f"{prefix}/grad_names"])
     scale = np.abs(EXTRA[f"{prefix}/logits"]).max()
-    np.testing.assert_allclose(got["logits"], EXTRA[f"{prefix}/logits"], rtol=1e-4, atol=1e-5 * scale)
+    np.testing.assert_allclose(got["logits"], EXTRA[f"{prefix}/logits"], rtol=1e-4, atol=logit_atol * scale)
     named = [k for k in got if k.startswith("grad:")]   # EXTRA_PARAM_GRADS
     assert sorted(named) == sorted(k.split("/", 1)[1] for k in EXTRA.files if k.startswith(f"{prefix}/grad:"))
     for key in ("input_grad", "param_grad0", "param_grad1", "param_grad2", *named):
@@ -165,8 +165,9 @@ def test_extra_logits_and_gradients_match_torchvision(name):
                             input_stride=EXTRA_INPUT_STRIDE)
         if not mode:
             got |= param_grads(model, EXTRA_PARAM_GRADS.get(name, []), EXTRA_GRAD_SAMPLE)
-        # train steps: torch's own float32 gradients of shufflenet_v2_x0_5 differ from float64 by 1.3e-4 of the max
-        _compare_extra(got, f"{name}_train" if mode else name, 3e-4 if mode else 3e-5)
+        # train steps: torch's own float32 gradients of shufflenet_v2_x0_5 differ from float64 by 1.6e-4 of the max,
+        # its logits by 3.0e-5 (batch statistics over 2 samples); tapelab's (batch norm in ATen's order) by 3.9e-5
+        _compare_extra(got, f"{name}_train" if mode else name, 3e-4 if mode else 3e-5, 6e-5 if mode else 1e-5)
 
 
 @pytest.mark.parametrize("key", sorted(EXTRA_CLASS_NUMERIC))
