@@ -297,3 +297,15 @@ def test_soft_margin_loss_refuses_a_target_that_requires_grad(m):
         m.nn.functional.soft_margin_loss(x, m.sign(y))
     m.nn.functional.soft_margin_loss(x, m.sign(y.detach())).backward()
     assert x.grad is not None
+
+
+def test_traced_factories_like_a_tensor_record_only_the_keywords_given():
+    """``torch.zeros_like(x)`` is a builtin in PyTorch: its node holds what the caller passed. tapelab's
+    Python function hands the protocol every keyword; the node now holds the same as torch's."""
+    codes = []
+    for m in (torch, tapelab):
+        def f(x):
+            return m.zeros_like(x) + m.ones_like(x, dtype=m.float64) + m.full_like(x, 2.0) + m.clamp(x, min=0.0)
+        codes.append(m.fx.symbolic_trace(f).code.replace(m.__name__ + ".", "M."))
+    assert codes[1] == codes[0]
+    assert "M.zeros_like(x)\n" in codes[0] and "M.ones_like(x, dtype = M.float64)\n" in codes[0]

@@ -31,7 +31,7 @@ from bisect import bisect_left
 from typing import Callable
 
 from ..core.overrides import OpFunction, taking_part_while_alive
-from ._public import public_function
+from ._public import package, public_function
 from .node import Node, map_aggregate
 
 __all__ = ["Proxy", "Attribute", "TraceError", "TracerBase", "GraphAppendingTracer", "first_proxy"]
@@ -191,10 +191,34 @@ class Proxy(_Operators):
                 raise TraceError(f"op '{op.name}' received a Proxy, and tapelab has no public function of that "
                                  "name to record: it was reached from a function that does not check for "
                                  "Proxies; mark that function with tapelab.fx.wrap")
+        elif kwargs and vars(package()).get(getattr(orig_method, "__name__", None)) is orig_method:
+            kwargs = _as_given(orig_method, kwargs)
         return tracer.create_proxy("call_function", orig_method, args, kwargs)
 
     def keys(self):
         return self.tracer.create_proxy("call_method", "keys", (self,), {})
+
+
+_DEFAULT_TYPES = (type(None), bool, int, float, str)
+
+
+def _as_given(fn: Callable, kwargs: dict) -> dict:
+    """``kwargs`` without those at ``fn``'s default. A top-level function (``tapelab.zeros_like``) hands
+    the protocol all its keywords; PyTorch's are builtins whose nodes hold only what the caller passed
+    (``torch.zeros_like(x)``, not ``..., dtype = None, device = None, ...``; a keyword given at its
+    default is dropped too, which means the same). Functional ones keep theirs, as
+    ``torch.nn.functional``'s Python functions pass them all too."""
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return kwargs
+    def at_default(name, value) -> bool:
+        p = params.get(name)
+        if p is None or p.default is inspect.Parameter.empty:
+            return False
+        d = p.default
+        return d is value or (type(d) is type(value) and type(d) in _DEFAULT_TYPES and d == value)
+    return {k: v for k, v in kwargs.items() if not at_default(k, v)}
 
 
 class Attribute(Proxy):
