@@ -212,38 +212,26 @@ def _row_stats(x, c0, c1, nthreads, mean, var_sum):
     n = x.shape[0]
     w = c1 - c0
     tot = np.zeros(w, D)
-    if n > nthreads:
-        chunk = (n + nthreads - 1) // nthreads
-        acc = np.empty(w, F)
-        for lo in range(0, n, chunk):
-            acc[:] = 0
-            for r in range(lo, min(n, lo + chunk)):
-                for j in range(w):
-                    acc[j] += x[r, c0 + j, 0]
+    chunk = (n + nthreads - 1) // nthreads    # N <= T: one row a chunk, the float64 sums over the rows
+    acc = np.empty(w, F)
+    for lo in range(0, n, chunk):
+        acc[:] = 0
+        for r in range(lo, min(n, lo + chunk)):
             for j in range(w):
-                tot[j] += acc[j]
+                acc[j] += x[r, c0 + j, 0]
         for j in range(w):
-            mean[c0 + j] = F(tot[j] / n)
-        tot[:] = 0
-        for lo in range(0, n, chunk):
-            acc[:] = 0
-            for r in range(lo, min(n, lo + chunk)):
-                for j in range(w):
-                    d = x[r, c0 + j, 0] - mean[c0 + j]
-                    acc[j] = fma(d, d, acc[j])
-            for j in range(w):
-                tot[j] += acc[j]
-    else:
-        for r in range(n):
-            for j in range(w):
-                tot[j] += x[r, c0 + j, 0]
-        for j in range(w):
-            mean[c0 + j] = F(tot[j] / n)
-        tot[:] = 0
-        for r in range(n):
+            tot[j] += acc[j]
+    for j in range(w):
+        mean[c0 + j] = F(tot[j] / n)
+    tot[:] = 0
+    for lo in range(0, n, chunk):
+        acc[:] = 0
+        for r in range(lo, min(n, lo + chunk)):
             for j in range(w):
                 d = x[r, c0 + j, 0] - mean[c0 + j]
-                tot[j] += d * d
+                acc[j] = fma(d, d, acc[j])
+        for j in range(w):
+            tot[j] += acc[j]
     for j in range(w):
         var_sum[c0 + j] = F(tot[j])
 
