@@ -1,6 +1,9 @@
 """Op declarations, one module per family; ``install_methods`` binds them onto Tensor."""
 from __future__ import annotations
 
+import functools
+import inspect
+
 from ..autograd import engine, views
 from ..autograd.views import apply_
 from ..core import creation, node, overrides, storage
@@ -61,10 +64,48 @@ def install_methods(cls, modules=MODULES + FOUNDATION, ops=None) -> None:
 
 def _inplace(op, name, apply_):
     def method(self, *args, **params):
+        if params and (keywords := _keywords(op.fwd)) is not None and not params.keys() <= keywords:
+            args, params = _by_position(name, args, params)
         return apply_(op, self, *args, **params)
     method.__name__ = name
     method.__doc__ = f"In-place version of :meth:`{op.name}`."
     return method
+
+
+@functools.cache
+def _keywords(fwd) -> frozenset | None:
+    """The keywords an op's forward takes; None when it takes any (``**params``)."""
+    params = inspect.signature(fwd).parameters.values()
+    if any(p.kind is p.VAR_KEYWORD for p in params):
+        return None
+    return frozenset(p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY))
+
+
+def _by_position(name: str, args: tuple, params: dict) -> tuple[tuple, dict]:
+    """PyTorch's keyword names for an in-place method's operands (``p.lerp_(end=z, weight=w)``,
+    ``x.pow_(exponent=2)``): the out-of-place method's signature puts them where the op's forward
+    takes them, by position (an omitted one before them at its default); its keyword-only
+    parameters stay keywords."""
+    from ..core.tensor import Tensor
+    signature = inspect.signature(getattr(Tensor, name[:-1]))
+    try:
+        bound = signature.bind(None, *args, **params).arguments
+    except TypeError as e:
+        raise TypeError(f"{name}(): {e}") from None
+    positional, keywords, given = [], {}, 0
+    for p in list(signature.parameters.values())[1:]:
+        if p.kind is p.VAR_KEYWORD:
+            keywords.update(bound.get(p.name, {}))
+        elif p.kind is p.KEYWORD_ONLY:
+            if p.name in bound:
+                keywords[p.name] = bound[p.name]
+        elif p.kind is p.VAR_POSITIONAL:
+            positional.extend(bound.get(p.name, ()))
+            given = len(positional)
+        else:
+            positional.append(bound.get(p.name, p.default))
+            given = len(positional) if p.name in bound else given
+    return tuple(positional[:given]), keywords
 
 
 def __getattr__(name: str):

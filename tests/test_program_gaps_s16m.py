@@ -1,0 +1,49 @@
+"""Gaps found by running training-utility libraries unchanged under ``install_aliases()``
+(pytorch-metric-learning, torch-optimizer, lion-pytorch, schedulefree, ema-pytorch, entmax,
+pytorch-ignite, skorch), each checked against real torch."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import tapelab
+
+
+def _pair(shape=(3, 4), seed=0):
+    rng = np.random.default_rng(seed)
+    a, b = rng.standard_normal(shape).astype(np.float32), rng.standard_normal(shape).astype(np.float32)
+    return a, b
+
+
+# ---------------------------------------------------------------- in-place methods by keyword
+@pytest.mark.parametrize("call", [
+    lambda x, y: x.lerp_(end=y, weight=0.3),
+    lambda x, y: x.lerp_(y, weight=0.7),
+    lambda x, y: x.lerp_(y, weight=x.new_tensor(0.25)),
+    lambda x, y: x.mul_(other=y),
+    lambda x, y: x.abs_().pow_(exponent=2),
+    lambda x, y: x.atan2_(other=y),
+    lambda x, y: x.clamp_min_(min=0.1),
+    lambda x, y: x.fmod_(other=2.0),
+    lambda x, y: x.copysign_(other=y),
+], ids=["lerp_end_weight", "lerp_weight", "lerp_tensor_weight", "mul_other", "pow_exponent", "atan2_other",
+        "clamp_min_min", "fmod_other", "copysign_other"])
+def test_inplace_method_takes_torch_keywords(call):
+    """schedulefree's ``AdamWScheduleFree.eval()`` writes ``p.lerp_(end=z, weight=1 - 1/beta1)``;
+    torch takes every in-place method's operands by their documented names."""
+    a, b = _pair()
+    want = call(torch.from_numpy(a.copy()), torch.from_numpy(b))
+    got = call(tapelab.tensor(a.copy()), tapelab.tensor(b))
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("m", [torch, tapelab], ids=["torch", "tapelab"])
+def test_inplace_method_refuses_unknown_keywords(m):
+    """A misspelt or missing operand is torch's TypeError, not a failure inside the kernel."""
+    x = m.ones(2)
+    with pytest.raises(TypeError, match="lerp_"):
+        x.lerp_(weight=0.5)
+    with pytest.raises(TypeError, match="lerp_"):
+        x.lerp_(x, 0.5, foo=1)
+    assert x.tolist() == [1.0, 1.0]
