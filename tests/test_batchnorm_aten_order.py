@@ -130,3 +130,36 @@ def test_numpy_formulas_within_float32_rounding(cls, shape):
     theirs = _steps(torch, cls, shape, True, x, g, ("train", "eval"))
     for a, b in zip(ours, theirs):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5 * float(b.abs().max()))
+
+
+@pytest.mark.parametrize("affine", [True, False])
+def test_backward_reads_the_forwards_statistics_or_recomputes_the_same(aten_setting, affine):
+    """A training step keeps the forward's mean and ``1/sqrt(var + eps)`` on its node (ATen's
+    ``save_mean``/``save_invstd``; no recomputation); under a watcher the one named op recomputes
+    them. Both give torch's gradients bit for bit, and the node is torch's: its name and one edge
+    per argument (none to the kept statistics)."""
+    rng = np.random.default_rng(5)
+    x = (rng.standard_normal((16, 6, 5, 5)) * 2 + 0.5).astype(np.float32)
+    g = rng.standard_normal(x.shape).astype(np.float32)
+    runs = {}
+    for lib, watched in ((torch, False), (tapelab, False), (tapelab, True)):
+        bn = lib.nn.BatchNorm2d(6, affine=affine)
+        xs = lib.tensor(x, requires_grad=True)
+        if watched:
+            with tapelab.tape() as t:
+                out = bn(xs * 1.0)
+            assert [n.op for n in t.nodes].count("batch_norm_normalize") == 1
+        else:
+            out = bn(xs * 1.0)
+        assert out.grad_fn.name() == "NativeBatchNormBackward0"
+        if affine:   # (without, PyTorch's node keeps (None, 0) edges for the absent weight and bias)
+            assert len(out.grad_fn.next_functions) == 3
+        if lib is tapelab:
+            kept = out.grad_fn.op.name == "batch_norm_normalize_saved_stats"
+            assert kept is not watched
+        out.backward(lib.tensor(g))
+        grads = [xs.grad] + ([bn.weight.grad, bn.bias.grad] if affine else [])
+        runs[lib, watched] = [np.array(t.numpy(), copy=True) for t in grads]
+    for key in ((tapelab, False), (tapelab, True)):
+        for a, b in zip(runs[key], runs[torch, False]):
+            np.testing.assert_array_equal(a, b)

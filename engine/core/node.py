@@ -133,6 +133,13 @@ class OpNode(Node):
                           for a in inputs))
 
     @property
+    def next_functions(self) -> tuple:
+        """The base's, less the edges of values a pass-through op's companion kept (``Op.n_kept``)."""
+        edges = Node.next_functions.fget(self)
+        kept = self.op.n_kept
+        return edges[:-kept] if kept else edges
+
+    @property
     def saved_tensors(self) -> tuple:
         """The tensors whose values the vjp reads (inputs in order, then the output)."""
         if self.inputs is None and getattr(self, "_packed", None) is not None:

@@ -35,6 +35,10 @@ class Op:
         save_output: whether the vjp reads ``out``.
         elementwise: a pure elementwise map (fusion groups these).
         n_extra: number of non-differentiable extra outputs (e.g. indices of ``max``).
+        n_kept: for a pass-through op (its forward returns an input another op computed, so that
+            its vjp reads what that forward kept: attention's weights, batch norm's statistics),
+            the number of trailing inputs that are such kept values, not the caller's arguments:
+            ``next_functions`` leaves them out, as PyTorch's node has no edge for them.
         is_view: the forward returns a view of input 0, which then shares its version counter.
         kind: ``"compute"`` (tensors in, tensors out), ``"factory"`` (makes a tensor from
             params alone: ``full``, ``arange``) or ``"random"`` (draws from a generator).
@@ -79,12 +83,12 @@ class Op:
     """
 
     __slots__ = ("name", "fwd", "vjp", "promote", "saves", "save_output", "elementwise",
-                 "n_extra", "is_view", "kind", "onnx", "cost", "ufunc", "out_form", "data_dependent",
+                 "n_extra", "n_kept", "is_view", "kind", "onnx", "cost", "ufunc", "out_form", "data_dependent",
                  "aliases", "inplace", "operator", "backward_name", "complex", "complex_error", "fast", "fwd_out")
 
     def __init__(self, name: str, fwd: Callable, vjp: Callable | None = None, *,
                  promote: str | None = None, saves: str = ALL, save_output: bool = False,
-                 elementwise: bool = False, n_extra: int = 0, is_view: bool = False,
+                 elementwise: bool = False, n_extra: int = 0, n_kept: int = 0, is_view: bool = False,
                  kind: str = "compute", ufunc: str | None = None, out_form: str | None = None,
                  data_dependent: str | None = None, onnx=None, cost=None, aliases: tuple = (),
                  inplace: tuple = (), operator: str | None = None, complex: bool | None = None,
@@ -96,7 +100,7 @@ class Op:
             raise ValueError(f"op {name!r}: kind must be one of {KINDS}, got {kind!r}")
         self.name, self.fwd, self.vjp = name, fwd, vjp
         self.promote, self.saves, self.save_output = promote, saves, save_output
-        self.elementwise, self.n_extra = elementwise, n_extra
+        self.elementwise, self.n_extra, self.n_kept = elementwise, n_extra, n_kept
         self.is_view, self.kind, self.onnx, self.cost = is_view, kind, onnx, cost
         self.ufunc, self.out_form, self.data_dependent = ufunc, out_form or ufunc, data_dependent
         self.aliases, self.inplace, self.operator = tuple(aliases), tuple(inplace), operator

@@ -199,10 +199,18 @@ def _cost(shapes, out) -> int:
     return 2 * math.prod(out[:-1]) * k[-2] * (q[-1] + out[-1])
 
 
-_attention = Op("scaled_dot_product_attention", _fwd, _vjp, cost=_cost, onnx=_onnx_attention)
+def _backward_name(input_ndims: tuple) -> str:
+    """PyTorch's CPU node: the flash kernel's for 4-d queries, else its math path's final view
+    (``input_ndims`` all None once the node is freed)."""
+    return "ScaledDotProductFlashAttentionForCpuBackward0" if input_ndims[0] in (4, None) else "UnsafeViewBackward0"
+
+
+_attention = Op("scaled_dot_product_attention", _fwd, _vjp, cost=_cost, onnx=_onnx_attention,
+                backward_name=_backward_name)
 _bwd = Op("scaled_dot_product_attention_backward", _bwd_fwd, None, n_extra=3)
 _fwd_saving = Op("scaled_dot_product_attention_forward", _fwd_weights, None, n_extra=1)
-_attention_saved = Op("scaled_dot_product_attention_saved_weights", _passthrough, _saved_vjp)
+_attention_saved = Op("scaled_dot_product_attention_saved_weights", _passthrough, _saved_vjp, n_kept=2,
+                      backward_name=_backward_name)
 
 
 def _saving(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> bool:

@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import itertools
 import math
-import weakref
 
 import numpy as np
 
 from ..base.grad_mode import is_grad_enabled
 from ..base.meta import has_data
-from ..core.dispatch import apply
+from ..core.dispatch import STATE, apply
 from ..core.registry import ALL, NONE, OTHERS, Op
 from ..core.tensor import Tensor
 from ..ops.indexing import add_at
@@ -53,17 +52,17 @@ def _onnx_col2im(g, cols, *, size, kernel, dilation, pads, stride):
                 dilations=list(dilation), pads=[lo for lo, _ in pads] + [hi for _, hi in pads], strides=list(stride))
 
 
-def _onnx_conv(g, x, w, *, stride, pads, dilation, groups):
-    return g.op("Conv", x, w, strides=list(stride), pads=[lo for lo, _ in pads] + [hi for _, hi in pads],
+def _onnx_conv(g, x, w, *b, stride, pads, dilation, groups):
+    return g.op("Conv", x, w, *b, strides=list(stride), pads=[lo for lo, _ in pads] + [hi for _, hi in pads],
                 dilations=list(dilation), group=groups)
 
 
-def _onnx_conv_transpose(g, y, w, *, stride, pads, dilation, groups, in_size):
+def _onnx_conv_transpose(g, y, w, *b, stride, pads, dilation, groups, in_size):
     k = [int(s) for s in g.shape(w)[2:]]
     size = [int(s) for s in g.shape(y)[2:]]
     extra = [int(n) - ((m - 1) * s - lo - hi + d * (kk - 1) + 1)
              for n, m, s, (lo, hi), d, kk in zip(in_size, size, stride, pads, dilation, k)]
-    return g.op("ConvTranspose", y, w, strides=list(stride), pads=[lo for lo, _ in pads] + [hi for _, hi in pads],
+    return g.op("ConvTranspose", y, w, *b, strides=list(stride), pads=[lo for lo, _ in pads] + [hi for _, hi in pads],
                 dilations=list(dilation), group=groups, output_padding=extra)
 
 
@@ -255,7 +254,41 @@ def _out_size(size, kernel, stride, pads, dilation) -> tuple:
                  for i, k, s, p, d in zip(size, kernel, stride, pads, dilation))
 
 
-def _conv_fwd(xp, x, w, *, stride, pads, dilation, groups):
+# PyTorch's C++ names of dtypes, as its convolution's "should be the same" messages spell them
+_C10_NAMES = {"float32": "float", "float64": "double", "float16": "c10::Half", "bfloat16": "c10::BFloat16"}
+_SCALAR_TYPES = {"float32": "Float", "float64": "Double", "float16": "Half", "bfloat16": "BFloat16", "int64": "Long",
+                 "int32": "Int", "int16": "Short", "int8": "Char", "uint8": "Byte", "bool": "Bool"}
+
+
+def _check_conv_dtypes(x, w, b, transposed: bool) -> None:
+    """ATen's refusals of operands in different dtypes (after autocast's casts): the weight's, then
+    the bias's (a transposed convolution converts its bias)."""
+    name = lambda a: str(np.dtype(a.dtype)) if a.dtype is not BFLOAT16_NP else "bfloat16"
+    if w.dtype is not x.dtype:
+        raise RuntimeError(f"expected scalar type {_SCALAR_TYPES.get(name(x), name(x))} but found "
+                           f"{_SCALAR_TYPES.get(name(w), name(w))}")
+    if b and b[0].dtype is not x.dtype and not transposed:
+        raise RuntimeError(f"Input type ({_C10_NAMES.get(name(x), name(x))}) and bias type "
+                           f"({_C10_NAMES.get(name(b[0]), name(b[0]))}) should be the same")
+
+
+def _plus_bias(fwd, xp, x, w, b, **params):
+    """``fwd(x, w)`` plus the per-channel bias ``b``, rounded once: ATen adds the bias to a half or
+    bfloat16 convolution's float32 accumulator, not to its rounded result."""
+    low = x.dtype is BFLOAT16_NP or x.dtype == np.float16
+    dt = x.dtype
+    if low:
+        x, w = x.astype(np.float32), w.astype(np.float32)
+    y = fwd(xp, x, w, **params)
+    y += b.astype(y.dtype, copy=False).reshape((-1,) + (1,) * (y.ndim - 2))
+    return y.astype(dt) if low else y
+
+
+def _conv_fwd(xp, x, w, *b, stride, pads, dilation, groups):
+    if w.dtype is not x.dtype or (b and b[0].dtype is not x.dtype):
+        _check_conv_dtypes(x, w, b, False)
+    if b:
+        return _plus_bias(_conv_fwd, xp, x, w, b[0], stride=stride, pads=pads, dilation=dilation, groups=groups)
     if x.dtype is BFLOAT16_NP:
         return in_float32(_conv_fwd, xp, x, w, stride=stride, pads=pads, dilation=dilation, groups=groups)
     n, o = x.shape[0], w.shape[0]
@@ -287,8 +320,13 @@ def _im2col_into(xp, x, wm, y, kernel, stride, pads, dilation, lo, hi) -> None:
     y[lo:hi].reshape(n, o, -1)[...] = _winograd.narrow_gemm(xp, cols, wm).reshape(n, -1, o).transpose(0, 2, 1)
 
 
-def _conv_t_fwd(xp, y, w, *, stride, pads, dilation, groups, in_size):
-    """The adjoint of convolution in its input (a transposed convolution)."""
+def _conv_t_fwd(xp, y, w, *b, stride, pads, dilation, groups, in_size):
+    """The adjoint of convolution in its input (a transposed convolution), plus a per-channel bias."""
+    if w.dtype is not y.dtype:
+        _check_conv_dtypes(y, w, b, True)
+    if b:
+        return _plus_bias(_conv_t_fwd, xp, y, w, b[0], stride=stride, pads=pads, dilation=dilation, groups=groups,
+                          in_size=in_size)
     if y.dtype is BFLOAT16_NP:
         return in_float32(_conv_t_fwd, xp, y, w, stride=stride, pads=pads, dilation=dilation, groups=groups,
                           in_size=in_size)
@@ -412,16 +450,23 @@ def _few_channels_weight(xp, x, gy, pads, kernel):
     return gw.astype(x.dtype)
 
 
-def _conv_vjp(g, out, x, w, **p):
+def _bias_grad(g, b: tuple) -> tuple:
+    """The bias's gradient (a sum over all dims but the channels'), when there is a bias."""
+    if not b:
+        return ()
+    return (g.sum((0,) + tuple(range(2, g.ndim))) if b[0].requires_grad else None,)
+
+
+def _conv_vjp(g, out, x, w, *b, **p):
     gx = apply(_conv_t, g, w, in_size=tuple(x.shape[2:]), **p) if x.requires_grad else None
     gw = apply(_conv_w, x, g, kernel=tuple(w.shape[2:]), **p) if w.requires_grad else None
-    return gx, gw
+    return (gx, gw) + _bias_grad(g, b)
 
 
-def _conv_t_vjp(g, out, y, w, *, in_size, **p):
+def _conv_t_vjp(g, out, y, w, *b, in_size, **p):
     gy = _fit(apply(_conv, g, w, **p), y) if y.requires_grad else None
     gw = apply(_conv_w, g, y, kernel=tuple(w.shape[2:]), **p) if w.requires_grad else None
-    return gy, gw
+    return (gy, gw) + _bias_grad(g, b)
 
 
 def _fit(t, like):
@@ -455,23 +500,28 @@ def _conv_w_cost(shapes, out) -> int:
 
 
 # aliases: the ``torch.<name>`` front ends (tapelab/_nn_toplevel.py) of these ops
-_conv = Op("convolution", _conv_fwd, _conv_vjp, promote="common", saves=OTHERS, cost=_conv_cost,
+# (the forwards check their operands' dtypes themselves, as ATen refuses mixed ones)
+_conv = Op("convolution", _conv_fwd, _conv_vjp, saves=OTHERS, cost=_conv_cost,
            aliases=("conv1d", "conv2d"), onnx=_onnx_conv)
-_conv_t = Op("convolution_transpose", _conv_t_fwd, _conv_t_vjp, promote="common", saves=OTHERS, cost=_conv_t_cost,
+_conv_t = Op("convolution_transpose", _conv_t_fwd, _conv_t_vjp, saves=OTHERS, cost=_conv_t_cost,
+             backward_name="ConvolutionBackward0",
              aliases=("conv_transpose2d",), onnx=_onnx_conv_transpose)
 _conv_w = Op("convolution_weight", _conv_w_fwd, _conv_w_vjp, promote="common", saves=OTHERS, cost=_conv_w_cost)
 
 
-def convolution(x: Tensor, w: Tensor, stride: tuple, pads: tuple, dilation: tuple, groups: int) -> Tensor:
-    """Cross-correlation of ``x (N, C, *sp)`` with ``w (O, C/groups, *kernel)``, no bias."""
-    return apply(_conv, x, w, stride=stride, pads=pads, dilation=dilation, groups=groups)
+def convolution(x: Tensor, w: Tensor, stride: tuple, pads: tuple, dilation: tuple, groups: int,
+                bias: Tensor | None = None) -> Tensor:
+    """Cross-correlation of ``x (N, C, *sp)`` with ``w (O, C/groups, *kernel)``, plus ``bias (O,)``."""
+    return apply(_conv, x, w, *((bias,) if bias is not None else ()), stride=stride, pads=pads,
+                 dilation=dilation, groups=groups)
 
 
 def convolution_transpose(y: Tensor, w: Tensor, stride: tuple, pads: tuple, dilation: tuple, groups: int,
-                          in_size: tuple) -> Tensor:
-    """Transposed convolution of ``y (N, O, *sp)`` with ``w (O, C/groups, *kernel)`` to ``in_size``."""
-    return apply(_conv_t, y, w, stride=stride, pads=pads, dilation=dilation, groups=groups,
-                 in_size=in_size)
+                          in_size: tuple, bias: Tensor | None = None) -> Tensor:
+    """Transposed convolution of ``y (N, O, *sp)`` with ``w (O, C/groups, *kernel)`` to ``in_size``,
+    plus ``bias (C,)``."""
+    return apply(_conv_t, y, w, *((bias,) if bias is not None else ()), stride=stride, pads=pads,
+                 dilation=dilation, groups=groups, in_size=in_size)
 
 
 def convolution_weight(x: Tensor, gy: Tensor, stride: tuple, pads: tuple, dilation: tuple, groups: int,
@@ -802,16 +852,18 @@ def _ncl(x):
     return x.reshape(x.shape[0], x.shape[1], -1)
 
 
-def _bn_fwd(xp, x, *affine, dims, eps, has_weight=False):
-    """The output, the batch mean, biased variance and unbiased variance (the running estimate's)."""
+def _bn_fwd_saving(xp, x, *affine, dims, eps, has_weight=False):
+    """The output, the batch mean, biased variance and unbiased variance (the running estimate's),
+    then the flat mean and ``1 / sqrt(var + eps)`` (ATen's ``save_mean``/``save_invstd``) for the
+    backward to reuse: the loops compute them in float64 sequential passes over x, which a
+    recomputation would repeat."""
     if _bn_loops(xp, x, dims, affine):
         c = x.shape[1]
         out, mean, var, unbiased = xp.empty_like(x), xp.empty(c, x.dtype), xp.empty(c, x.dtype), xp.empty(c, x.dtype)
         invstd = xp.empty(c, x.dtype)
         kernels.loops("batchnorm").forward(_ncl(x), *_bn_affine(xp, x, affine, has_weight), eps, _ncl(out), mean,
                                            var, unbiased, invstd)
-        _bn_save(x, eps, mean, invstd)
-        return out, mean, var, unbiased
+        return out, mean, var, unbiased, mean, invstd
     mean, var, _, s, var_sum = _bn_stats(xp, x, dims, eps)
     m = math.prod(x.shape[d] for d in dims)
     alpha = s * affine[0].reshape(s.shape) if has_weight else s
@@ -821,7 +873,12 @@ def _bn_fwd(xp, x, *affine, dims, eps, has_weight=False):
     out = x * alpha
     out += beta
     unbiased = (var_sum / max(m - 1, 1)).astype(x.dtype, copy=False)
-    return out, mean.reshape(-1), var.reshape(-1), unbiased.reshape(-1)
+    return out, mean.reshape(-1), var.reshape(-1), unbiased.reshape(-1), mean.reshape(-1), s.reshape(-1)
+
+
+def _bn_fwd(xp, x, *affine, dims, eps, has_weight=False):
+    """The output, the batch mean, biased variance and unbiased variance (the running estimate's)."""
+    return _bn_fwd_saving(xp, x, *affine, dims=dims, eps=eps, has_weight=has_weight)[:4]
 
 
 def _bn_vjp(g, out, x, *affine, dims, eps, has_weight=False):
@@ -842,10 +899,15 @@ def _bn_vjp(g, out, x, *affine, dims, eps, has_weight=False):
     return tuple(grads)
 
 
-def _bn_grads_fwd(xp, g, x, *affine, dims, eps, has_weight):
-    """``gx = s w (g - mean(g) - xhat mean(g xhat))``, ``gw = sum(g xhat)``, ``gb = sum(g)``."""
+def _bn_grads_fwd(xp, g, x, *affine, dims, eps, has_weight, saved=False):
+    """``gx = s w (g - mean(g) - xhat mean(g xhat))``, ``gw = sum(g xhat)``, ``gb = sum(g)``; with
+    ``saved``, ``affine`` ends with the forward's flat mean and ``s`` (the loops read them, not
+    recomputed; numpy's formula recomputes, as it always rounded so)."""
+    stats = (None, None)
+    if saved:
+        affine, stats = affine[:-2], affine[-2:]
     if _bn_loops(xp, x, dims, (g,) + affine):
-        return _bn_grads_loop(xp, g, x, affine[0] if has_weight else xp.ones(x.shape[1], x.dtype), eps)
+        return _bn_grads_loop(xp, g, x, affine[0] if has_weight else xp.ones(x.shape[1], x.dtype), eps, *stats)
     mean, _, c, s, _ = _bn_stats(xp, x, dims, eps)
     m = math.prod(x.shape[d] for d in dims)
     acc = "float32" if x.dtype.itemsize < 4 else x.dtype       # float16 sums overflow past 65504
@@ -861,28 +923,11 @@ def _bn_grads_fwd(xp, g, x, *affine, dims, eps, has_weight):
     return res, (dotp * s).reshape(-1).astype(x.dtype), gb.reshape(-1).astype(x.dtype)
 
 
-# The loops' forward statistics, kept for the backward while the input array lives (ATen's
-# ``save_mean``/``save_invstd``): recomputing them costs two float64 sequential passes over x. Keyed
-# by the input array (a tensor's saved value: autograd refuses a backward after an in-place write).
-_BN_SAVED: dict = {}
-
-
-def _bn_save(x, eps, mean, invstd) -> None:
-    key = id(x)
-    _BN_SAVED[key] = (weakref.ref(x, lambda _, key=key: _BN_SAVED.pop(key, None)), eps, mean, invstd)
-
-
-def _bn_saved(x, eps):
-    entry = _BN_SAVED.get(id(x))
-    if entry is not None and entry[0]() is x and entry[1] == eps:
-        return entry[2], entry[3]
-    return None, None
-
-
-def _bn_grads_loop(xp, g, x, w, eps):
+def _bn_grads_loop(xp, g, x, w, eps, mean=None, invstd=None):
+    """The loops' gradients; they recompute the statistics where the forward's are not given."""
     c = x.shape[1]
     gx, gw, gb = xp.empty_like(x), xp.empty(c, x.dtype), xp.empty(c, x.dtype)
-    kernels.loops("batchnorm").backward(_ncl(g), _ncl(x), w, eps, _ncl(gx), gw, gb, *_bn_saved(x, eps))
+    kernels.loops("batchnorm").backward(_ncl(g), _ncl(x), w, eps, _ncl(gx), gw, gb, mean, invstd)
     return gx, gw, gb
 
 
@@ -912,10 +957,31 @@ def _bn_bwd_vjp(v, out, g, x, *, dims, eps):
     return gg, gx
 
 
+def _bn_passthrough(xp, x, *rest, dims, eps, has_weight=False):
+    """The differentiable op's forward: the output ``batch_norm_normalize_forward`` made."""
+    return rest[-3]
+
+
+def _bn_saved_vjp(g, out, x, *rest, dims, eps, has_weight=False):
+    """The vjp of the pass-through op: ``rest`` ends with the raw output and the forward's flat mean
+    and ``1 / sqrt(var + eps)``, which the loops' backward reads instead of recomputing."""
+    *affine, _, mean, invstd = rest
+    if is_grad_enabled():                                   # create_graph: the differentiable formulas
+        return _bn_vjp(g, out, x, *affine, dims=dims, eps=eps, has_weight=has_weight) + (None,) * 3
+    gx, gw, gb = apply(_bn_grads, g, x, *affine, mean, invstd, dims=dims, eps=eps, has_weight=has_weight,
+                       saved=True)
+    grads = [gx if x.requires_grad else None] + [
+        grad if t.requires_grad else None for t, grad in zip(affine, (gw, gb) if has_weight else (gb,))]
+    return tuple(grads) + (None,) * 3
+
+
 _bn = Op("batch_norm_normalize", _bn_fwd, _bn_vjp, promote="float", n_extra=3, onnx=_onnx_bn,
          backward_name="NativeBatchNormBackward0")
 _bn_bwd = Op("batch_norm_backward", _bn_bwd_fwd, _bn_bwd_vjp, promote="float")
 _bn_grads = Op("batch_norm_grads", _bn_grads_fwd, promote="float", n_extra=2)   # runs with grad off only
+_bn_saving = Op("batch_norm_normalize_forward", _bn_fwd_saving, None, promote="float", n_extra=5)
+_bn_saved = Op("batch_norm_normalize_saved_stats", _bn_passthrough, _bn_saved_vjp, promote="float", n_kept=3,
+               backward_name="NativeBatchNormBackward0")
 
 
 def batch_norm_normalize(x: Tensor, dims: tuple, eps: float, weight: Tensor | None = None,
@@ -924,7 +990,18 @@ def batch_norm_normalize(x: Tensor, dims: tuple, eps: float, weight: Tensor | No
     dim 1) when given, and the flat (non-differentiable) mean, biased variance and unbiased
     variance (``var_sum / (M - 1)``, rounded as ATen rounds it for the running estimate)."""
     affine = tuple(t for t in (weight, bias) if t is not None)
-    return apply(_bn, x, *affine, dims=tuple(dims), eps=float(eps), has_weight=weight is not None)
+    params = dict(dims=tuple(dims), eps=float(eps), has_weight=weight is not None)
+    if _keeps_stats(x, affine):
+        out, mean, var, unbiased, save_mean, invstd = apply(_bn_saving, x, *affine, **params)
+        return apply(_bn_saved, x, *affine, out, save_mean, invstd, **params), mean, var, unbiased
+    return apply(_bn, x, *affine, **params)
+
+
+def _keeps_stats(x: Tensor, affine: tuple) -> bool:
+    """Whether the forward's statistics are kept for the backward (``batch_norm_normalize_forward``
+    then ``..._saved_stats``, the way attention keeps its weights): a gradient will be taken and
+    nobody watches (a watcher sees the one named op, whose backward recomputes them)."""
+    return not STATE.slow and is_grad_enabled() and (x.requires_grad or any(t.requires_grad for t in affine))
 
 
 # Eval mode: the stored statistics, ``out = x * alpha + beta`` with ``alpha = invstd * w`` and
