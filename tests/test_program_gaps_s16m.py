@@ -47,3 +47,32 @@ def test_inplace_method_refuses_unknown_keywords(m):
     with pytest.raises(TypeError, match="lerp_"):
         x.lerp_(x, 0.5, foo=1)
     assert x.tolist() == [1.0, 1.0]
+
+
+# ---------------------------------------------------------------- pickling an optimizer a scheduler wraps
+@pytest.mark.parametrize("m", [torch, tapelab], ids=["torch", "tapelab"])
+def test_optimizer_pickles_without_the_schedulers_step_wrapper(m):
+    """skorch's ``NeuralNet.__getstate__`` pickles ``optimizer_`` (plain ``pickle``) and deepcopies
+    nets; torch's ``Optimizer.__getstate__`` keeps only defaults, state and param_groups, so the
+    copy's ``step`` is its own, not the scheduler's wrapper that steps the original."""
+    import copy
+    import pickle
+    m.manual_seed(0)
+    lin = m.nn.Linear(3, 2)
+    opt = m.optim.Adam(lin.parameters(), lr=0.1)
+    sched = m.optim.lr_scheduler.StepLR(opt, 1, gamma=0.5)
+    lin(m.ones(1, 3)).sum().backward()
+    opt.step()
+    sched.step()
+    before = lin.weight.detach().clone()
+    dup = copy.deepcopy(opt)
+    assert "step" not in vars(dup) and len(dup.state) == 2
+    dup.param_groups[0]["params"] = [p.detach().clone().requires_grad_() for p in lin.parameters()]
+    for p in dup.param_groups[0]["params"]:
+        p.grad = m.ones_like(p)
+    dup.step()
+    assert m.equal(lin.weight, before)                  # the original's weights did not move
+    again = pickle.loads(pickle.dumps(sched))
+    assert again.get_last_lr() == [0.05] and again.optimizer.param_groups[0]["lr"] == 0.05
+    again.step()
+    assert again.get_last_lr() == [0.025]

@@ -129,6 +129,16 @@ class Optimizer:
             self.add_param_group(group)
         _LIVE.add(self)
 
+    # ---------------------------------------------------------------- pickling and deepcopy
+    def __getstate__(self) -> dict[str, Any]:
+        """PyTorch's: only ``defaults``, ``state`` and ``param_groups`` travel, so a scheduler's
+        wrapper of ``step`` (which holds this optimizer, not the copy) stays behind."""
+        return {"defaults": self.defaults, "state": self.state, "param_groups": self.param_groups}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        _LIVE.add(self)
+
     # ---------------------------------------------------------------- stepping
     def step(self, closure: Callable[[], Any] | None = None):
         """Perform one optimization step; ``closure`` re-evaluates the model and returns the loss."""
