@@ -21,7 +21,8 @@ from ..base.device import cuda_available, device as _device
 from ..base.dispatch_state import LOCAL
 from ..core.dispatch import Mode, apply, pop_mode, push_mode
 from ..core.tensor import Tensor
-from .policy import BANNED, BANNED_MESSAGE, FP32, FP32_UNLESS_DTYPE, LOWER, POLICIES, PROMOTE
+from ..ops.linalg import _contracts
+from .policy import BANNED, BANNED_MESSAGE, FP32, FP32_UNLESS_DTYPE, LOWER, LOWER_IF_GEMM, POLICIES, PROMOTE
 
 __all__ = ["autocast", "is_autocast_available", "is_autocast_enabled", "set_autocast_enabled",
            "get_autocast_dtype", "set_autocast_dtype", "is_autocast_cpu_enabled", "set_autocast_cpu_enabled",
@@ -262,6 +263,8 @@ def _autocast_args(op, args: tuple, params: dict) -> tuple:
     if device is None or device not in state.enabled or not state.enabled[device]:
         return args
     policy = POLICIES[device].get(op.name)
+    if policy == LOWER_IF_GEMM:  # einsum: ATen's is a bmm when it contracts a label operands share, else a mul
+        policy = LOWER if _contracts(params["eq"]) else None
     if policy is None:
         return args
     if policy == LOWER:

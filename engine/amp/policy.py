@@ -13,13 +13,16 @@ Policies:
     FP32: floating inputs (not float64) run in float32.
     FP32_UNLESS_DTYPE: float32, unless the call names an output ``dtype`` (sum, softmax ...).
     PROMOTE: floating inputs run in the widest of their dtypes and the autocast dtype.
+    LOWER_IF_GEMM: LOWER when the call runs a GEMM, else untouched (PyTorch's CPU list names bmm, not
+        einsum: an einsum that contracts a label two operands share is a bmm, one that does not a mul).
     BANNED: refused with PyTorch's message (binary_cross_entropy on cuda).
 """
 from __future__ import annotations
 
-__all__ = ["LOWER", "FP32", "FP32_UNLESS_DTYPE", "PROMOTE", "BANNED", "POLICIES", "BANNED_MESSAGE"]
+__all__ = ["LOWER", "FP32", "FP32_UNLESS_DTYPE", "PROMOTE", "BANNED", "LOWER_IF_GEMM", "POLICIES", "BANNED_MESSAGE"]
 
 LOWER, FP32, FP32_UNLESS_DTYPE = "lower_precision_fp", "fp32", "fp32_set_opt_dtype"
+LOWER_IF_GEMM = "lower_precision_fp_if_gemm"
 PROMOTE, BANNED = "promote", "banned"
 
 
@@ -44,7 +47,8 @@ _CUDA = _table(
 )
 
 _CPU = _table(
-    lower_precision_fp="convolution convolution_transpose matmul einsum linear prelu scaled_dot_product_attention",
+    lower_precision_fp="convolution convolution_transpose matmul linear prelu scaled_dot_product_attention",
+    lower_precision_fp_if_gemm="einsum",
     fp32="avg_pool3d binary_cross_entropy grid_sampler polar prod quantile nanquantile stft cdist trace "
          "cholesky cholesky_inverse cholesky_solve inverse lu_solve orgqr ormqr pinverse max_pool3d max_unpool2d "
          "max_unpool3d adaptive_avg_pool3d mse_loss cosine_embedding_loss nll_loss nll_loss2d "

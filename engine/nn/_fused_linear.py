@@ -55,6 +55,8 @@ def _fwd(xp, x, w, *b):
         _check_dtypes(x, w, b[0] if b else None)
     if x.dtype is _dtype.BFLOAT16_NP:     # numpy has no bfloat16 GEMM: float32, rounded once
         return _dtype.in_float32(_fwd, xp, x, w, *b)
+    if b and x.dtype == xp.float16:       # ATen's addmm adds the bias to the float32 accumulator: one rounding
+        return _fwd(xp, x.astype(xp.float32), w.astype(xp.float32), b[0].astype(xp.float32)).astype(x.dtype)
     out = gemm(xp, _rows(x), w.T) if x.ndim > 1 else gemm(xp, w, x)
     if b:
         out += b[0]
@@ -65,7 +67,7 @@ def _fwd_out(xp, x, w, *b, out):
     """The forward written into ``out[0]`` (a captured replay's buffer): the same GEMM blocks as
     ``_fwd``, so the same floats, with no result to copy over."""
     (res,) = out
-    if x.dtype is _dtype.BFLOAT16_NP or x.ndim < 2:
+    if x.dtype is _dtype.BFLOAT16_NP or x.ndim < 2 or (b and x.dtype == xp.float16):
         res[...] = _fwd(xp, x, w, *b)
         return
     _check_dtypes(x, w, b[0] if b else None)

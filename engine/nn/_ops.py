@@ -272,10 +272,11 @@ def _check_conv_dtypes(x, w, b, transposed: bool) -> None:
                            f"({_C10_NAMES.get(name(b[0]), name(b[0]))}) should be the same")
 
 
-def _plus_bias(fwd, xp, x, w, b, **params):
-    """``fwd(x, w)`` plus the per-channel bias ``b``, rounded once: ATen adds the bias to a half or
-    bfloat16 convolution's float32 accumulator, not to its rounded result."""
-    low = x.dtype is BFLOAT16_NP or x.dtype == np.float16
+def _plus_bias(fwd, xp, x, w, b, *, half_once: bool = True, **params):
+    """``fwd(x, w)`` plus the per-channel bias ``b``. ATen adds the bias to a bfloat16 convolution's
+    float32 accumulator (one rounding), and to a half one's too, but for a transposed convolution,
+    whose half kernel adds it to the rounded result (``half_once=False``)."""
+    low = x.dtype is BFLOAT16_NP or (half_once and x.dtype == np.float16)
     dt = x.dtype
     if low:
         x, w = x.astype(np.float32), w.astype(np.float32)
@@ -325,8 +326,8 @@ def _conv_t_fwd(xp, y, w, *b, stride, pads, dilation, groups, in_size):
     if w.dtype is not y.dtype:
         _check_conv_dtypes(y, w, b, True)
     if b:
-        return _plus_bias(_conv_t_fwd, xp, y, w, b[0], stride=stride, pads=pads, dilation=dilation, groups=groups,
-                          in_size=in_size)
+        return _plus_bias(_conv_t_fwd, xp, y, w, b[0], half_once=False, stride=stride, pads=pads, dilation=dilation,
+                          groups=groups, in_size=in_size)
     if y.dtype is BFLOAT16_NP:
         return in_float32(_conv_t_fwd, xp, y, w, stride=stride, pads=pads, dilation=dilation, groups=groups,
                           in_size=in_size)

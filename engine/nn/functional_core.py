@@ -64,10 +64,15 @@ def _channel_view(t: Tensor, ndim: int) -> Tensor:
     return t.reshape((1, -1) + (1,) * (ndim - 2))
 
 
-def _add_bias(out: Tensor, bias: Tensor) -> Tensor:
-    """``out`` plus a per-channel ``bias``, in ``out``'s dtype: PyTorch's convolution takes the bias into the
-    op, so under autocast it runs in the lower precision too (a float32 bias does not promote the result)."""
-    return out + _channel_view(bias if bias.dtype == out.dtype else bias.to(out.dtype), out.ndim)
+def _check_bias(weight: Tensor, bias: Tensor | None, dim: int, groups: int = 1) -> None:
+    """ATen's check of a convolution's bias: one value per output channel (the weight's dim 0, or
+    a transposed convolution's dim 1 times the groups)."""
+    if bias is None:
+        return
+    n = weight.shape[dim] * (groups if dim else 1)
+    if bias.ndim != 1 or bias.shape[0] != n:
+        raise RuntimeError(f"Given {'transposed=1, ' if dim else ''}weight of size {list(weight.shape)}, expected bias "
+                           f"to be 1-dimensional with {n} elements, but got bias of size {list(bias.shape)} instead")
 
 
 # ---------------------------------------------------------------- linear
@@ -131,8 +136,8 @@ def _conv(input, weight, bias, stride, padding, dilation, groups, nd: int, name:
         raise RuntimeError(f"Calculated padded input size per channel: ({' x '.join(map(str, padded))}). "
                            f"Kernel size: ({' x '.join(map(str, eff))}). Kernel size can't be greater than "
                            "actual input size")
-    out = _ops.convolution(x, weight, stride, pads, dilation, groups)
-    return _unbatch(out if bias is None else _add_bias(out, bias), squeeze)
+    _check_bias(weight, bias, 0)
+    return _unbatch(_ops.convolution(x, weight, stride, pads, dilation, groups, bias), squeeze)
 
 
 def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1) -> Tensor:
@@ -170,8 +175,9 @@ def _conv_transpose(input, weight, bias, stride, padding, output_padding, groups
                            f"dilation={list(dilation)}")
     size = tuple((n - 1) * s - 2 * p + d * (k - 1) + op + 1 for n, s, p, d, k, op in
                  zip(x.shape[2:], stride, padding, dilation, weight.shape[2:], output_padding))
-    out = _ops.convolution_transpose(x, weight, stride, tuple((p, p) for p in padding), dilation, groups, size)
-    return _unbatch(out if bias is None else _add_bias(out, bias), squeeze)
+    _check_bias(weight, bias, 1, groups)
+    out = _ops.convolution_transpose(x, weight, stride, tuple((p, p) for p in padding), dilation, groups, size, bias)
+    return _unbatch(out, squeeze)
 
 
 def conv_transpose1d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1,
