@@ -76,3 +76,63 @@ def test_optimizer_pickles_without_the_schedulers_step_wrapper(m):
     assert again.get_last_lr() == [0.05] and again.optimizer.param_groups[0]["lr"] == 0.05
     again.step()
     assert again.get_last_lr() == [0.025]
+
+
+# ---------------------------------------------------------------- optimizer hooks
+@pytest.mark.parametrize("m", [torch, tapelab], ids=["torch", "tapelab"])
+def test_optimizer_step_hooks(m):
+    """ema-pytorch's ``EMA.add_to_optimizer_post_step_hook`` calls ``optimizer.register_step_post_hook``;
+    torch runs global then own pre-hooks with ``args`` holding the optimizer first, lets a pre-hook
+    replace ``(args, kwargs)``, and runs own then global post-hooks."""
+    from importlib import import_module
+    optimizer_module = import_module(f"{m.__name__}.optim.optimizer")
+    m.manual_seed(0)
+    lin = m.nn.Linear(3, 2)
+    opt = m.optim.SGD(lin.parameters(), lr=0.1)
+    log = []
+    own = [opt.register_step_pre_hook(lambda o, a, k: log.append(("pre", a[0] is o, len(a), sorted(k)))),
+           opt.register_step_post_hook(lambda o, a, k: log.append("post"))]
+    glob = [optimizer_module.register_optimizer_step_pre_hook(lambda o, a, k: log.append("gpre")),
+            optimizer_module.register_optimizer_step_post_hook(lambda o, a, k: log.append("gpost"))]
+    try:
+        opt.step()
+    finally:
+        for h in glob:
+            h.remove()
+    assert log == ["gpre", ("pre", True, 1, []), "post", "gpost"]
+    for h in own:
+        h.remove()
+
+    def closure():
+        opt.zero_grad()
+        loss = lin(m.ones(1, 3)).sum()
+        loss.backward()
+        return loss
+    with opt.register_step_pre_hook(lambda o, a, k: (a, {"closure": closure})):
+        assert opt.step() is not None
+    with opt.register_step_pre_hook(lambda o, a, k: 5):
+        with pytest.raises(RuntimeError, match=r"new_kwargs\), but got 5"):
+            opt.step()
+
+
+@pytest.mark.parametrize("m", [torch, tapelab], ids=["torch", "tapelab"])
+def test_optimizer_state_dict_hooks(m):
+    """torch's optimizer state-dict hooks: a post-hook's dict replaces the result, a load pre-hook
+    sees a shallow copy and may hand back the dict to load, the post-hook runs after loading."""
+    opt = m.optim.SGD(m.nn.Linear(2, 1).parameters(), lr=0.1)
+    log = []
+    opt.register_state_dict_pre_hook(lambda o: log.append("pre"))
+    opt.register_state_dict_post_hook(lambda o, sd: {**sd, "extra": 1})
+    opt.register_state_dict_post_hook(lambda o, sd: log.append(sorted(sd)), prepend=True)
+    sd = opt.state_dict()
+    assert sorted(sd) == ["extra", "param_groups", "state"]
+    assert log == ["pre", ["param_groups", "state"]]
+
+    def drop_extra(o, d):
+        d.pop("extra")
+        log.append("lpre")
+    opt.register_load_state_dict_pre_hook(drop_extra)
+    opt.register_load_state_dict_post_hook(lambda o: log.append("lpost"))
+    sd["param_groups"][0]["lr"] = 0.5
+    opt.load_state_dict(sd)
+    assert "extra" in sd and log[-2:] == ["lpre", "lpost"] and opt.param_groups[0]["lr"] == 0.5

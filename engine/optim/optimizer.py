@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import copy
 import weakref
-from collections import defaultdict
+from collections import OrderedDict, defaultdict
 from itertools import chain
+from types import MappingProxyType
 from typing import Any, Callable
 
 from functools import wraps
@@ -23,10 +24,12 @@ from ..base.coo import COOArray
 from ..base.dispatch_state import STATE
 from ..base.grad_mode import enable_grad, no_grad
 from ..core.dispatch import module_scope
+from ..core.hooks import RemovableHandle
 from ..core.tensor import Tensor
 from ..ops.conjugation import view_as_complex, view_as_real
 
-__all__ = ["Optimizer", "required", "live_optimizers"]
+__all__ = ["Optimizer", "required", "live_optimizers", "register_optimizer_step_pre_hook",
+           "register_optimizer_step_post_hook"]
 
 # Every Optimizer made and not yet collected (weakly: the registry keeps none alive)
 _LIVE: weakref.WeakSet = weakref.WeakSet()
@@ -54,6 +57,48 @@ def _step_scope_name(opt) -> str:
     return f"optimizer.step ({type(opt).__name__})"
 
 
+# Step hooks every optimizer runs (``register_optimizer_step_pre_hook``), and the optimizers in a hooked step now
+_GLOBAL_STEP_PRE_HOOKS: OrderedDict = OrderedDict()
+_GLOBAL_STEP_POST_HOOKS: OrderedDict = OrderedDict()
+_STEPPING: set = set()
+_NO_HOOKS = MappingProxyType({})   # an optimizer's hooks until it registers one (read-only, shared)
+
+
+def register_optimizer_step_pre_hook(hook: Callable) -> RemovableHandle:
+    """``hook(optimizer, args, kwargs)`` runs before every optimizer's step (before its own pre-hooks)."""
+    handle = RemovableHandle(_GLOBAL_STEP_PRE_HOOKS)
+    _GLOBAL_STEP_PRE_HOOKS[handle.id] = hook
+    return handle
+
+
+def register_optimizer_step_post_hook(hook: Callable) -> RemovableHandle:
+    """``hook(optimizer, args, kwargs)`` runs after every optimizer's step (after its own post-hooks)."""
+    handle = RemovableHandle(_GLOBAL_STEP_POST_HOOKS)
+    _GLOBAL_STEP_POST_HOOKS[handle.id] = hook
+    return handle
+
+
+def _step_with_hooks(step, opt, args: tuple, kwargs: dict):
+    """PyTorch's ``profile_hook_step``: the pre-hooks see ``args`` with the optimizer first and may
+    return new ``(args, kwargs)``; the post-hooks see what the step was called with. A
+    ``super().step()`` inside a subclass's step runs them once."""
+    args = (opt,) + args
+    for hook in chain(_GLOBAL_STEP_PRE_HOOKS.values(), opt._optimizer_step_pre_hooks.values()):
+        result = hook(opt, args, kwargs)
+        if result is not None:
+            if not (isinstance(result, tuple) and len(result) == 2):
+                raise RuntimeError(f"{step} must return None or a tuple of (new_args, new_kwargs), but got {result}.")
+            args, kwargs = result
+    _STEPPING.add(id(opt))
+    try:
+        out = step(*args, **kwargs)
+    finally:
+        _STEPPING.discard(id(opt))
+    for hook in chain(opt._optimizer_step_post_hooks.values(), _GLOBAL_STEP_POST_HOOKS.values()):
+        hook(opt, args, kwargs)
+    return out
+
+
 def _scoped_step(step):
     """``step`` run inside a named dispatcher scope, ``optimizer.step (AdamW)``: the tape records
     it as each op's ``module`` and the profiler as a span, so a view shows the update as one group.
@@ -65,6 +110,9 @@ def _scoped_step(step):
 
     @wraps(step)
     def scoped(self, *args, **kwargs):
+        if ((_GLOBAL_STEP_PRE_HOOKS or _GLOBAL_STEP_POST_HOOKS or self._optimizer_step_pre_hooks
+             or self._optimizer_step_post_hooks) and id(self) not in _STEPPING):
+            return _step_with_hooks(scoped, self, args, kwargs)
         if not STATE.slow:
             return step(self, *args, **kwargs)
         name = _step_scope_name(self)
@@ -128,6 +176,47 @@ class Optimizer:
         for group in groups:
             self.add_param_group(group)
         _LIVE.add(self)
+
+    # ---------------------------------------------------------------- hooks
+    _optimizer_step_pre_hooks = _optimizer_step_post_hooks = _NO_HOOKS
+    _optimizer_state_dict_pre_hooks = _optimizer_state_dict_post_hooks = _NO_HOOKS
+    _optimizer_load_state_dict_pre_hooks = _optimizer_load_state_dict_post_hooks = _NO_HOOKS
+
+    def _add_hook(self, kind: str, hook: Callable, prepend: bool = False) -> RemovableHandle:
+        """Register ``hook`` in this optimizer's own dict ``kind`` (made on first use)."""
+        hooks = self.__dict__.get(kind)
+        if hooks is None:
+            hooks = self.__dict__[kind] = OrderedDict()
+        handle = RemovableHandle(hooks)
+        hooks[handle.id] = hook
+        if prepend:
+            hooks.move_to_end(handle.id, last=False)
+        return handle
+
+    def register_step_pre_hook(self, hook: Callable) -> RemovableHandle:
+        """``hook(optimizer, args, kwargs)`` runs before ``step``; it may return ``(new_args, new_kwargs)``."""
+        return self._add_hook("_optimizer_step_pre_hooks", hook)
+
+    def register_step_post_hook(self, hook: Callable) -> RemovableHandle:
+        """``hook(optimizer, args, kwargs)`` runs after ``step`` (ema-pytorch updates its average there)."""
+        return self._add_hook("_optimizer_step_post_hooks", hook)
+
+    def register_state_dict_pre_hook(self, hook: Callable, prepend: bool = False) -> RemovableHandle:
+        """``hook(optimizer)`` runs before ``state_dict`` builds the dict."""
+        return self._add_hook("_optimizer_state_dict_pre_hooks", hook, prepend)
+
+    def register_state_dict_post_hook(self, hook: Callable, prepend: bool = False) -> RemovableHandle:
+        """``hook(optimizer, state_dict)`` runs after; a non-None result replaces the dict."""
+        return self._add_hook("_optimizer_state_dict_post_hooks", hook, prepend)
+
+    def register_load_state_dict_pre_hook(self, hook: Callable, prepend: bool = False) -> RemovableHandle:
+        """``hook(optimizer, state_dict)`` runs before loading (on a shallow copy); a non-None result
+        is loaded instead."""
+        return self._add_hook("_optimizer_load_state_dict_pre_hooks", hook, prepend)
+
+    def register_load_state_dict_post_hook(self, hook: Callable, prepend: bool = False) -> RemovableHandle:
+        """``hook(optimizer)`` runs after ``load_state_dict``."""
+        return self._add_hook("_optimizer_load_state_dict_post_hooks", hook, prepend)
 
     # ---------------------------------------------------------------- pickling and deepcopy
     def __getstate__(self) -> dict[str, Any]:
@@ -244,6 +333,8 @@ class Optimizer:
 
         Parameters are numbered in group order; state tensors are the live buffers (not copies).
         """
+        for hook in self._optimizer_state_dict_pre_hooks.values():
+            hook(self)
         index: dict[int, int] = {}
         groups = []
         for group in self.param_groups:
@@ -253,13 +344,21 @@ class Optimizer:
             packed["params"] = [index[id(p)] for p in group["params"]]
             groups.append(packed)
         state = {(index[id(k)] if isinstance(k, Tensor) else k): _export(v) for k, v in self.state.items()}
-        return {"state": state, "param_groups": groups}
+        out = {"state": state, "param_groups": groups}
+        for hook in self._optimizer_state_dict_post_hooks.values():
+            result = hook(self, out)
+            out = out if result is None else result
+        return out
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Load a ``state_dict()`` (ours or PyTorch's, converted) into this optimizer's parameters.
 
         Tensors are copied and cast to each parameter's device (and dtype, for floating point).
         """
+        state_dict = state_dict.copy()
+        for hook in self._optimizer_load_state_dict_pre_hooks.values():
+            result = hook(self, state_dict)
+            state_dict = state_dict if result is None else result
         groups = self.param_groups
         saved = copy.deepcopy(state_dict["param_groups"])
         if len(groups) != len(saved):
@@ -278,6 +377,8 @@ class Optimizer:
             if "param_names" in group and "param_names" not in new:
                 new["param_names"] = group["param_names"]
         self.state, self.param_groups = state, saved
+        for hook in self._optimizer_load_state_dict_post_hooks.values():
+            hook(self)
 
     def __repr__(self) -> str:
         out = type(self).__name__ + " ("
