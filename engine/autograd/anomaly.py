@@ -2,18 +2,21 @@
 
 While enabled (a declared flag of the dispatcher's state, set through
 ``dispatch.set_anomaly``: not a mode, nothing probes for it), the dispatcher calls
-``check_forward`` after every compute op (on its slow path only): it records the op and the user's source line on the node the op created, and
-warns once per op that turns finite inputs into NaN/Inf. The backward engine calls
-``check_backward`` after each node and raises PyTorch's error, extended with where the
-node came from.
+``check_forward`` after every compute op (on its slow path only): it records the op and the
+user's stack on the node the op created (PyTorch's ``traceback_``), and warns once per op that
+turns finite inputs into NaN (tapelab's addition: Inf is left alone, as masking makes it on
+purpose). The backward engine calls ``check_backward`` after each node and raises PyTorch's
+error for a NaN gradient (an Inf one passes, as in PyTorch); for that error and any other a
+node's backward raises, ``annotate`` first warns PyTorch's "Error detected in ..." with the
+forward call's stack.
 """
 from __future__ import annotations
 
 import functools
-import linecache
 import os
 import sys
 import threading
+import traceback
 import warnings
 
 from ..core.dispatch import set_anomaly
@@ -55,7 +58,7 @@ STATE = _AnomalyState()
 
 
 class AnomalyWarning(RuntimeWarning):
-    """An op produced NaN or Inf from finite inputs (only while anomaly detection is on)."""
+    """An op produced NaN from finite inputs (only while anomaly detection is on)."""
 
 
 def is_anomaly_enabled() -> bool:
@@ -120,17 +123,22 @@ def user_frame():
     return f
 
 
-def _where(f) -> str:
+def _stack(f) -> list[str]:
+    """The user's stack down to frame ``f``, outermost first, as ``traceback.format_stack`` lines."""
     if f is None:
-        return "<unknown>"
-    code = linecache.getline(f.f_code.co_filename, f.f_lineno).strip()
-    return f'File "{f.f_code.co_filename}", line {f.f_lineno}, in {f.f_code.co_name}' + (
-        f"\n    {code}" if code else "")
+        return ['  File "<unknown>", line 0, in <unknown>\n']
+    return [line for line, (filename, *_) in zip(traceback.format_stack(f), traceback.extract_stack(f))
+            if not filename.startswith(_PKG)]
 
 
 def _finite(t) -> bool:
     data = t._data
     return data.dtype.kind not in FLOATING_KINDS or bool(t._device.xp.isfinite(data).all())
+
+
+def _has_nan(t) -> bool:
+    data = t._data
+    return data.dtype.kind in FLOATING_KINDS and bool(t._device.xp.isnan(data).any())
 
 
 def _stats(t) -> str:
@@ -148,54 +156,53 @@ def _stats(t) -> str:
 
 
 def record(node, op_name: str, frame=None) -> None:
-    """Store on ``node`` the forward op's name and the user's source line (PyTorch's ``traceback_``)."""
+    """Store on ``node`` the forward op's name and the user's stack (PyTorch's ``traceback_``)."""
     meta = node.metadata
-    meta["traceback_"] = [_where(frame or user_frame()) + "\n"]
+    meta["traceback_"] = _stack(frame or user_frame())
     meta["anomaly_op"] = op_name
 
 
 def check_forward(op, args, res) -> None:
-    """Record where ``res`` was made on its node; warn if ``op`` made NaN/Inf from finite inputs."""
+    """Record where ``res`` was made on its node; warn if ``op`` made NaN from finite inputs."""
     frame = user_frame()
     if res.grad_fn is not None:
         record(res.grad_fn, op.name, frame)
-    if not STATE.check_nan or STATE.backward_depth or _finite(res):
+    if not STATE.check_nan or STATE.backward_depth or not _has_nan(res):
         return
     tensors = [a for a in args if isinstance(a, Tensor)]
     if all(_finite(t) for t in tensors):
         inputs = "; ".join(f"input {i}: {_stats(a)}" for i, a in enumerate(args))
         where = f"{frame.f_code.co_filename}:{frame.f_lineno}" if frame else "<unknown>"
         warnings.warn_explicit(
-            f"Anomaly: {op.name} produced non-finite values from finite inputs at {where} ({inputs}); "
+            f"Anomaly: {op.name} produced NaN from finite inputs at {where} ({inputs}); "
             f"output {_stats(res)}", AnomalyWarning,
             frame.f_code.co_filename if frame else "<unknown>", frame.f_lineno if frame else 0)
 
 
-def _forward_note(node) -> str:
-    meta = node._metadata or {}
-    tb = meta.get("traceback_")
-    if not tb:
-        return (f"No forward trace recorded for {node.name()}: anomaly detection was off when the "
-                "graph was built.")
-    return (f"The forward op {meta.get('anomaly_op', '?')} that created {node.name()} was called at:\n"
-            + "".join(tb).rstrip())
-
-
 def check_backward(node, grads) -> None:
-    """PyTorch's "returned nan values" error for the first non-finite gradient of ``node``."""
+    """PyTorch's "returned nan values" error for the first gradient of ``node`` holding a NaN."""
     if not STATE.check_nan:
         return
     for i, g in enumerate(grads):
-        if g is not None and not _finite(g):
-            kind = "nan" if bool(g._device.xp.isnan(g._data).any()) else "inf"
-            raise RuntimeError(f"Function '{node.name()}' returned {kind} values in its {i}th output.\n"
-                               + _forward_note(node))
+        if g is not None and _has_nan(g):
+            raise RuntimeError(f"Function '{node.name()}' returned nan values in its {i}th output.")
 
 
 def annotate(exc: BaseException, node) -> None:
-    """Add to an error raised in ``node``'s backward where its forward op was called."""
+    """PyTorch's warning for an error raised in ``node``'s backward: where its forward op was called."""
     if getattr(exc, "_tapelab_anomaly", False):
         return
     exc._tapelab_anomaly = True
-    if f"Function '{node.name()}' returned" not in str(exc):
-        exc.add_note(f"Error detected in {node.name()}. " + _forward_note(node))
+    tb = (node._metadata or {}).get("traceback_")
+    if tb:
+        text = "Traceback of forward call that caused the error:\n" + "".join(tb)
+    else:
+        text = ("No forward pass information available. Enable detect anomaly during forward pass for more "
+                "information.")
+    warnings.warn_explicit(f"Error detected in {node.name()}. {text}", UserWarning, *_location())
+
+
+def _location() -> tuple[str, int]:
+    """The user's line (the ``backward()`` call) a warning raised inside the engine is attributed to."""
+    f = user_frame()
+    return (f.f_code.co_filename, f.f_lineno) if f is not None else ("<unknown>", 0)

@@ -44,7 +44,8 @@ def full_norm(t) -> float:
 
 
 def source_of(node) -> dict | None:
-    """Where the forward op behind ``node`` was called, as anomaly mode recorded it (else None).
+    """Where the forward op behind ``node`` was called (the innermost frame of the stack anomaly mode
+    recorded), else None.
 
     Returns ``{"file", "line", "function", "code", "text"}``.
     """
@@ -53,11 +54,12 @@ def source_of(node) -> dict | None:
     if not tb:
         return None
     text = "".join(tb).rstrip()
-    m = _WHERE.search(text)
+    frames = list(_WHERE.finditer(text))
+    m = frames[-1] if frames else None
     if m is None:
         return {"file": None, "line": None, "function": None, "code": None, "text": text}
     return {"file": m["file"], "line": int(m["line"]), "function": m["func"].strip(),
-            "code": (m["code"] or "").strip() or None, "text": text}
+            "code": (m["code"] or "").strip() or None, "text": m[0].strip()}
 
 
 def forward_op_of(node) -> str | None:
