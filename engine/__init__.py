@@ -126,6 +126,7 @@ def is_floating_point(input: Tensor) -> bool:
 from .ops.out import out_variants as _out_variants  # noqa: E402
 
 globals().update(_out_variants(globals()))
+from . import functional  # noqa: E402,F401  (torch.functional: the public composites, einsum, norm, ...)
 
 # PyTorch never warns on overflow, division by zero or invalid values: inf and nan flow silently
 import numpy as _np  # noqa: E402

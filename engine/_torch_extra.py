@@ -121,6 +121,16 @@ def _check_tensor_all(cond: Tensor, message=None) -> None:
 
 
 @_public
+def _assert(condition, message) -> None:
+    """Python's ``assert`` as a function, so fx can trace it (e3nn checks input shapes with it): a
+    Proxy condition is recorded, anything else raises ``AssertionError(message)`` when false."""
+    if type(condition) is not Tensor and _DISPATCH.functions is not None and has_tensor_like((condition,)):
+        return handle_torch_function(_assert, (condition,), condition, message)
+    if not condition:
+        raise AssertionError(message)
+
+
+@_public
 def _assert_async(tensor: Tensor, assert_msg: str | None = None) -> None:
     """``assert tensor`` on a one-element tensor (kornia's value checks): every tapelab device runs in
     order with the host, so a zero raises here and now, as on PyTorch's CPU."""

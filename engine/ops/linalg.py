@@ -380,13 +380,17 @@ def _check_labels(subs, out, shapes, eq) -> None:
 
 def einsum(equation: str, *operands):
     """``einsum('ij,jk->ik', a, b)``; '...' broadcasting and implicit outputs as in PyTorch; also
-    the sublist form ``einsum(a, [0, 1], b, [1, 2], [0, 2])``."""
+    the sublist form ``einsum(a, [0, 1], b, [1, 2], [0, 2])``. A list of operands, and the sublist
+    form on tensors, become ``(equation, *operands)`` before ``__torch_function__`` sees the call, as
+    in PyTorch (an fx node holds the operands flat; a Proxy's sublist form is recorded as given)."""
+    if isinstance(equation, Tensor):
+        equation, operands = _sublist_equation((equation,) + operands)
+    if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
+        operands = tuple(operands[0])
     if _DISPATCH.functions is not None and has_tensor_like((equation, *operands)):
         return handle_torch_function(einsum, (equation, *operands), equation, *operands)
     if not isinstance(equation, str):
         equation, operands = _sublist_equation((equation,) + operands)
-    if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
-        operands = tuple(operands[0])
     eq = _expand_equation(equation, tuple(t._data.shape for t in operands))
     alone = _summed_alone(eq)
     if any(alone):
@@ -420,7 +424,8 @@ def _contracts(eq: str) -> bool:
 
 
 def _sublist_equation(args: tuple) -> tuple:
-    """``(a, [0, 1], b, [1, 2], [0, 2])`` -> ``('ab,bc->ac', (a, b))``: subscripts 0-51 are letters,
+    """``(a, [0, 1], b, [1, 2], [0, 2])`` -> ``('AB,BC->AC', (a, b))``: subscripts 0-51 are 'A'-'Z'
+    then 'a'-'z' as in PyTorch (so an implicit output, sorted by letter, is sorted by subscript),
     ``Ellipsis`` is '...', a trailing odd list is the output."""
     def letters(sub) -> str:
         out = []
@@ -439,7 +444,7 @@ def _sublist_equation(args: tuple) -> tuple:
     return equation, tuple(operands)
 
 
-_SUBLIST_LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+_SUBLIST_LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 
 
 def tensordot(a, b, dims=2):
