@@ -105,3 +105,44 @@ def test_convolution_refuses_what_aten_refuses(case):
             call()
         errs.append(str(e.value))
     assert errs[1].startswith(errs[0])
+
+
+def test_compiled_rmsnorm_step_saves_its_narrow_factor_at_its_own_shape():
+    """A Mamba ``RMSNorm`` under ``torch.compile``: the one-node step's forward kernel wrote
+    ``rsqrt(mean(x*x) + eps)`` (N, 1), which its backward reads, at the (N, D) loop's shape, and the
+    second call's backward refused it."""
+    got = {}
+    for m in (torch, tapelab):
+        w = m.nn.Parameter(m.linspace(0.5, 1.5, 4))
+
+        def rms(x):
+            return x * m.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-5) * w
+        f = m.compile(rms) if m is tapelab else rms     # torch's eager numbers: inductor takes seconds
+        x = _randn(m, 2, 3, 4).requires_grad_()
+        rows = []
+        for _ in range(3):
+            y = f(x)
+            (y * y).sum().backward()
+            rows.append([y.detach().numpy(), w.grad.numpy().copy(), x.grad.numpy().copy()])
+            w.grad = x.grad = None
+        got[m.__name__] = rows
+    for ours, theirs in zip(got["tapelab"], got["torch"]):
+        for a, b in zip(ours, theirs):
+            np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_compiled_kernel_with_an_infinite_constant():
+    """A log-space selective scan's ``masked_fill(~tril, -float('inf'))`` then ``exp`` under
+    ``torch.compile``: the generated loop spelled the constant ``np.float32(-inf)``, no name there."""
+    got = []
+    for m in (torch, tapelab):
+        def seg(x):
+            mask = m.tril(m.ones(5, 5, dtype=m.bool))
+            s = (x.unsqueeze(2) - x.unsqueeze(1)).masked_fill(~mask, -float("inf"))
+            return m.exp(s).sum(2) * x
+        x = _randn(m, 2, 5).requires_grad_()
+        y = (m.compile(seg) if m is tapelab else seg)(x)
+        y.sum().backward()
+        got.append([y.detach().numpy(), x.grad.numpy()])
+    for a, b in zip(got[1], got[0]):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)

@@ -85,8 +85,8 @@ def _const(s: Sym) -> str:
     v = s.value
     if s.dtype == np.bool_:
         return repr(bool(v))
-    if s.dtype.kind == "f":
-        return f"np.{s.dtype.name}({float(v)!r})"
+    if s.dtype.kind == "f":   # inf and nan by their numpy names (repr's 'inf' is no name in the module)
+        return f"np.{s.dtype.name}({float(v)!r})".replace("inf", "np.inf").replace("nan", "np.nan")
     return f"np.{s.dtype.name}({int(v)})"
 
 

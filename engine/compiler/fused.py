@@ -344,6 +344,16 @@ def _replay(members: list, inputs: list, outputs: list):
     return run
 
 
+def _by_shape(outs: list) -> list:
+    """``outs`` in lists of one shape each (first appearance order): a kernel writes every output at
+    its loop's shape, so RMSNorm's ``rsqrt(mean(x*x) + eps)`` (N, 1) that the backward reads cannot
+    come out of the (N, D) loop that multiplies it."""
+    groups: dict = {}
+    for o in outs:
+        groups.setdefault(tuple(o.meta["tensor_meta"].shape), []).append(o)
+    return list(groups.values())
+
+
 def _ancestors(node, group: set) -> list:
     """Members of ``group`` that ``node`` depends on (itself included), in graph order."""
     seen, stack = set(), [node]
@@ -364,7 +374,7 @@ def lower(gm: GraphModule, example_args: list, *, differentiable: bool = True, b
 
     With ``differentiable`` each value that leaves a group gets its own single-output kernel
     (recomputing shared members: one autograd node per output); without, one kernel with
-    several outputs computes the whole group. ``on_cpu`` (default: every example is a cpu tensor)
+    several outputs per shape of the values leaving the group computes them. ``on_cpu`` (default: every example is a cpu tensor)
     builds the cpu kernels now. ``prepare``: build each kernel and trace each group's backward now
     (else at first use: a graph that runs only where the one-node step cannot, ``step.py``)."""
     if on_cpu is None:
@@ -383,7 +393,7 @@ def lower(gm: GraphModule, example_args: list, *, differentiable: bool = True, b
     for group in elementwise_groups(gm, fusible=_fusible, min_size=1, merge_siblings=True):
         gset = set(group)
         escaping = [m for m in group if any(u not in gset for u in m.users)]
-        jobs = [[o] for o in escaping] if differentiable else [escaping]
+        jobs = [[o] for o in escaping] if differentiable else _by_shape(escaping)
         for outs in jobs:
             need = set().union(*(_ancestors(o, gset) for o in outs))
             members = [m for m in group if m in need]
