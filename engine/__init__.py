@@ -36,6 +36,7 @@ from .ops.special import *  # noqa: F401,F403
 from .ops.stats import *  # noqa: F401,F403
 from .ops.sparse import *  # noqa: F401,F403
 from .ops.lowrank import *  # noqa: F401,F403
+from .ops.quantize import *  # noqa: F401,F403
 from .base.layout import (channels_last, channels_last_3d, contiguous_format, jagged, layout,  # noqa: F401
                           memory_format, preserve_format, sparse_bsc, sparse_bsr, sparse_coo, sparse_csc, sparse_csr,
                           strided)

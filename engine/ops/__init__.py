@@ -10,7 +10,7 @@ from ..core import creation, node, overrides, storage
 from ..core.registry import REGISTRY, Op, defop
 from . import compare, convert, elementwise, indexing, linalg, movement, reduce, sampling, sort, sparse  # noqa: F401
 from . import conjugation, shaping, special, spectral, stats  # noqa: F401
-from . import linalg_api, lowrank  # noqa: F401
+from . import linalg_api, lowrank, quantize  # noqa: F401
 from . import registry  # noqa: F401  (the public path tapelab.ops.registry, a re-export)
 from ._aten import AtenNamespace
 from .custom import NAMESPACES as _CUSTOM_NAMESPACES
@@ -18,7 +18,7 @@ from .custom import NAMESPACES as _CUSTOM_NAMESPACES
 __all__ = ["REGISTRY", "Op", "defop", "install_methods", "surface", "MODULES", "FOUNDATION"]
 
 MODULES = (convert, elementwise, compare, reduce, movement, linalg, sort, indexing, sampling, sparse, special, stats, shaping,
-           conjugation, spectral, linalg_api, lowrank)
+           conjugation, spectral, linalg_api, lowrank, quantize)
 # the layers below the op families that declare Tensor methods (a Tensor itself knows only its data
 # and metadata): construction, new_* and pickling; storages; hooks; detach; backward; the
 # __torch_function__ protocol's side (Tensor.__torch_function__, subclass registration, as_subclass)
