@@ -342,3 +342,68 @@ def test_collated_transposed_samples_are_contiguous_as_torch():
         batch = collate([lib.tensor(base).T, lib.tensor(base + 1).T])
         assert batch.is_contiguous() and batch.stride() == (6, 2, 1)
         assert np.asarray(batch).tolist() == np.stack([base.T, base.T + 1]).tolist()
+
+
+# ---------------------------------------------------------------- persistent workers
+class _Augmented:
+    """A map dataset whose samples draw from the worker's torch generator (a random augmentation)
+    and name the process that made them."""
+
+    def __init__(self, lib, n: int):
+        self.lib, self.n = lib, n
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        return self.lib.tensor(float(i)) + self.lib.rand(()), os.getpid()
+
+
+class _Counting:
+    """An iterable dataset: 0..n-1, split between the workers."""
+
+    def __init__(self, lib, n: int):
+        self.lib, self.n = lib, n
+
+    def __iter__(self):
+        info = self.lib.utils.data.get_worker_info()
+        return iter(range(info.id, self.n, info.num_workers))
+
+
+def _epochs(lib, dataset, epochs: int, stop_first_after: int | None = None, **kw):
+    lib.manual_seed(0)
+    base = lib.utils.data.IterableDataset if isinstance(dataset, _Counting) else lib.utils.data.Dataset
+    wrapped = type("DS", (base,), {k: getattr(type(dataset), k) for k in ("__len__", "__getitem__", "__iter__")
+                                   if hasattr(type(dataset), k)})
+    ds = wrapped.__new__(wrapped)
+    ds.__dict__.update(dataset.__dict__, lib=lib)
+    loader = lib.utils.data.DataLoader(ds, batch_size=3, num_workers=2, persistent_workers=True,
+                                       generator=lib.Generator().manual_seed(5), **kw)
+    out, pids = [], set()
+    for e in range(epochs):
+        for k, batch in enumerate(loader):
+            if isinstance(batch, list):
+                values, who = batch
+                pids.update(who.tolist())
+                out.append([round(v, 6) for v in values.tolist()])
+            else:
+                out.append(batch.tolist())
+            if e == 0 and stop_first_after is not None and k + 1 == stop_first_after:
+                break
+    return out, len(pids), lib.rand(()).item()
+
+
+@pytest.mark.parametrize("stop_first_after", [None, 1])
+def test_persistent_workers_keep_their_processes_seed_and_random_streams_as_torch(stop_first_after):
+    """With ``persistent_workers`` PyTorch draws the workers' base seed from the loader's generator
+    at the first pass only, and its workers' generators run on across epochs: three shuffled
+    epochs of randomly augmented samples equal torch's, made by the same two processes, also when
+    the first pass stops after one batch (its prefetched results are dropped)."""
+    ours = _epochs(tapelab, _Augmented(tapelab, 10), 3, stop_first_after, shuffle=True)
+    theirs = _epochs(torch, _Augmented(torch, 10), 3, stop_first_after, shuffle=True)
+    assert ours == theirs and ours[1] == 2
+
+
+def test_persistent_workers_restart_an_iterable_dataset_each_pass():
+    ours, theirs = _epochs(tapelab, _Counting(tapelab, 7), 2), _epochs(torch, _Counting(torch, 7), 2)
+    assert ours == theirs and sorted(sum(ours[0][: len(ours[0]) // 2], [])) == list(range(7))

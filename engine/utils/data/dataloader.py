@@ -4,6 +4,9 @@ With ``num_workers > 0`` each worker gets batch tasks on its own queue and retur
 on a shared one; the main process hands batches out in task order, whatever order they
 finish in. Results travel pickled between the loader's own processes (never from files).
 A worker's exception comes back with its traceback and is re-raised in the main process.
+With ``persistent_workers`` the workers (and their random streams, and the worker seed drawn
+at the first pass) outlive a pass: each pass is numbered, and a result of an earlier pass
+abandoned midway is dropped.
 """
 from __future__ import annotations
 
@@ -52,6 +55,7 @@ class DataLoader(Generic[T_co]):
         self.multiprocessing_context = multiprocessing_context
         self.prefetch_factor = 2 if num_workers > 0 and prefetch_factor is None else prefetch_factor
         self.persistent_workers, self.in_order = persistent_workers, in_order
+        self._workers: _Workers | None = None    # the persistent workers, once started
         self.pin_memory_device = pin_memory_device
         self._iterable = isinstance(dataset, IterableDataset)
         if self._iterable:
@@ -113,13 +117,42 @@ class DataLoader(Generic[T_co]):
     def __iter__(self) -> "_BaseDataLoaderIter":
         # as PyTorch's iterator: the sampler's iterator first, then the pass's worker seed drawn from
         # the loader's generator (with no workers too), so the draws that follow are PyTorch's numbers
+        # (persistent workers keep the first pass's seed: later passes draw only the sampler's)
         indices = None if self._iterable else iter(self.batch_sampler if self.batch_sampler is not None
                                                     else self.sampler)
-        base_seed = _draw_seed(self.generator)
+        workers = self._workers if self.persistent_workers else None
+        base_seed = _draw_seed(self.generator) if workers is None else None
         if self.num_workers == 0:
             return _SingleProcessDataLoaderIter(self, self._single_process(indices))
         self.check_worker_number_rationality()
-        return _MultiProcessingDataLoaderIter(self, _multi_process(self, indices, base_seed))
+        if workers is None:
+            workers = _Workers(self, base_seed)
+            if self.persistent_workers:
+                self._workers = workers
+        return _MultiProcessingDataLoaderIter(self, self._multi_process(workers, indices))
+
+    def _multi_process(self, workers: "_Workers", indices: Iterator | None) -> Iterator[Any]:
+        """One pass over ``workers``; they stop after it unless persistent (and on any failure)."""
+        grace, keep = 0.0, self.persistent_workers   # an error (a timeout, a dead worker) stops them at once
+        try:
+            yield from workers.run(self, indices)
+            grace = _SHUTDOWN_GRACE_S
+        except GeneratorExit:
+            grace = _SHUTDOWN_GRACE_S   # the consumer stopped early: workers finish their current batch
+            raise
+        except BaseException as e:
+            keep = keep and getattr(e, "_tapelab_from_worker", False)   # a dataset's error leaves them usable
+            raise
+        finally:
+            if not keep:
+                if self._workers is workers:
+                    self._workers = None
+                workers.shutdown(grace)
+
+    def __del__(self) -> None:
+        workers = self.__dict__.get("_workers")
+        if workers is not None:
+            workers.shutdown(0.0)
 
     def _job(self) -> "_Job":
         return _Job(self.dataset, self.collate_fn, self._auto_collation, self.batch_size, self.drop_last,
@@ -271,7 +304,8 @@ class _WorkerError:
         except Exception:
             exc = None
         if exc is None:
-            raise RuntimeError(msg)
+            exc = RuntimeError(msg)
+        exc._tapelab_from_worker = True   # the loader's workers themselves are fine
         raise exc
 
 
@@ -302,13 +336,16 @@ def _worker_loop(job: _Job, tasks, results, worker_id: int, num_workers: int, se
             init_fn(worker_id)
     except Exception:
         failed = _WorkerError(worker_id)
+    current = None
     while True:
         task = tasks.get()
         if task is None or (stop is not None and stop.is_set()):
             break   # shutting down: prefetched tasks behind this one are never computed
-        tid, index = task
+        epoch, tid, index = task
+        if epoch != current:   # a new pass (persistent workers): an iterable dataset starts over
+            current, stream = epoch, None
         if failed is not None:
-            results.put((tid, _pack(failed)))
+            results.put((epoch, tid, _pack(failed)))
             continue
         try:
             if job.iterable:
@@ -321,75 +358,77 @@ def _worker_loop(job: _Job, tasks, results, worker_id: int, num_workers: int, se
             out = _End()
         except Exception:
             out = _WorkerError(worker_id)
-        results.put((tid, _pack(out)))
+        results.put((epoch, tid, _pack(out)))
     results.cancel_join_thread()  # exit promptly even if the main process stopped reading
 
 
-def _multi_process(loader: DataLoader, indices: Iterator | None, base_seed: int) -> Iterator[Any]:
-    ctx = loader.multiprocessing_context
-    ctx = multiprocessing.get_context(ctx) if ctx is None or isinstance(ctx, str) else ctx
-    n, job = loader.num_workers, loader._job()
-    results = ctx.Queue()
-    stop = ctx.Event()
-    task_queues = [ctx.Queue() for _ in range(n)]
-    workers = [ctx.Process(target=_worker_loop, daemon=True,
-                           args=(job, task_queues[w], results, w, n, base_seed + w, loader.worker_init_fn, stop))
-               for w in range(n)]
-    for w in workers:
-        w.start()
-    grace = 0.0   # an error (a timeout, a dead worker, a worker's exception) stops the workers at once
-    try:
-        yield from _deliver(loader, indices, task_queues, results, workers)
-        grace = _SHUTDOWN_GRACE_S
-    except GeneratorExit:
-        grace = _SHUTDOWN_GRACE_S   # the consumer stopped early: workers finish their current batch
-        raise
-    finally:
-        _shutdown(workers, task_queues, results, stop, grace)
+class _Workers:
+    """A loader's worker processes, their task queues and the shared result queue."""
 
+    def __init__(self, loader: DataLoader, base_seed: int) -> None:
+        ctx = loader.multiprocessing_context
+        ctx = multiprocessing.get_context(ctx) if ctx is None or isinstance(ctx, str) else ctx
+        n, job = loader.num_workers, loader._job()
+        self.results, self.stop = ctx.Queue(), ctx.Event()
+        self.task_queues = [ctx.Queue() for _ in range(n)]
+        self.processes = [ctx.Process(target=_worker_loop, daemon=True,
+                                      args=(job, self.task_queues[w], self.results, w, n, base_seed + w,
+                                            loader.worker_init_fn, self.stop))
+                          for w in range(n)]
+        for w in self.processes:
+            w.start()
+        self.epoch = 0
+        self.closed = False
 
-def _deliver(loader: DataLoader, indices: Iterator | None, task_queues, results, workers) -> Iterator[Any]:
-    """Keep ``prefetch_factor`` tasks per worker in flight; yield results in task order."""
-    n = len(workers)
-    active = list(range(n))  # workers still producing (iterable datasets run dry one by one)
-    pending: dict[int, int] = {}  # task id -> worker
-    done: dict[int, Any] = {}
-    next_task = next_out = 0
+    def run(self, loader: DataLoader, indices: Iterator | None) -> Iterator[Any]:
+        """One pass: keep ``prefetch_factor`` tasks per worker in flight; yield results in task order."""
+        self.epoch += 1
+        epoch, processes, n = self.epoch, self.processes, len(self.processes)
+        active = list(range(n))  # workers still producing (iterable datasets run dry one by one)
+        pending: dict[int, int] = {}  # task id -> worker
+        done: dict[int, Any] = {}
+        next_task = next_out = 0
 
-    def send() -> None:
-        nonlocal next_task
-        if not active:
-            return
-        if indices is None:
-            index = None
-        else:
-            index = next(indices, _End)
-            if index is _End:
-                active.clear()
+        def send() -> None:
+            nonlocal next_task
+            if not active:
                 return
-        worker = active[next_task % len(active)]
-        task_queues[worker].put((next_task, index))
-        pending[next_task] = worker
-        next_task += 1
+            if indices is None:
+                index = None
+            else:
+                index = next(indices, _End)
+                if index is _End:
+                    active.clear()
+                    return
+            worker = active[next_task % len(active)]
+            self.task_queues[worker].put((epoch, next_task, index))
+            pending[next_task] = worker
+            next_task += 1
 
-    for _ in range(max(loader.prefetch_factor, 1) * n):
-        send()
-    while pending:
-        while next_out not in done:
-            tid, payload = _receive(results, workers, loader.timeout)
-            done[tid] = pickle.loads(payload)
-        out, worker = done.pop(next_out), pending.pop(next_out)
-        next_out += 1
-        if isinstance(out, _End):
-            if worker in active:
-                active.remove(worker)
-        else:
+        for _ in range(max(loader.prefetch_factor, 1) * n):
             send()
-            if isinstance(out, _WorkerError):
-                out.reraise()
-            yield out
-        if not pending:
-            send()
+        while pending:
+            while next_out not in done:
+                tag, tid, payload = _receive(self.results, processes, loader.timeout)
+                if tag == epoch:   # else a result of an earlier pass that stopped midway
+                    done[tid] = pickle.loads(payload)
+            out, worker = done.pop(next_out), pending.pop(next_out)
+            next_out += 1
+            if isinstance(out, _End):
+                if worker in active:
+                    active.remove(worker)
+            else:
+                send()
+                if isinstance(out, _WorkerError):
+                    out.reraise()
+                yield out
+            if not pending:
+                send()
+
+    def shutdown(self, grace: float) -> None:
+        if not self.closed:
+            self.closed = True
+            _shutdown(self.processes, self.task_queues, self.results, self.stop, grace)
 
 
 def _receive(results, workers, timeout: float):
