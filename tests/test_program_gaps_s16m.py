@@ -136,3 +136,36 @@ def test_optimizer_state_dict_hooks(m):
     sd["param_groups"][0]["lr"] = 0.5
     opt.load_state_dict(sd)
     assert "extra" in sd and log[-2:] == ["lpre", "lpost"] and opt.param_groups[0]["lr"] == 0.5
+
+
+# ---------------------------------------------------------------- LR schedulers
+@pytest.mark.parametrize("m", [torch, tapelab], ids=["torch", "tapelab"])
+def test_reduce_lr_on_plateau_calls_reduce_lr_with_the_epoch(m):
+    """ignite's ``ReduceLROnPlateauScheduler`` replaces ``scheduler._reduce_lr`` by a method taking
+    ``epoch``; torch's ``step`` calls ``self._reduce_lr(epoch)``."""
+    opt = m.optim.SGD([m.zeros(2, requires_grad=True)], lr=0.1)
+    sched = m.optim.lr_scheduler.ReduceLROnPlateau(opt, patience=0)
+    sched.step(1.0)
+    sched.step(2.0)
+    assert opt.param_groups[0]["lr"] == pytest.approx(0.01)
+    called = []
+    sched._reduce_lr = called.append
+    sched.step(3.0)
+    sched.step(4.0)
+    assert called == [3, 4]
+
+
+@pytest.mark.parametrize("m", [torch, tapelab], ids=["torch", "tapelab"])
+def test_schedulers_fill_a_tensor_learning_rate_in_place(m):
+    """torch's schedulers write a tensor ``lr`` with ``fill_`` (``_update_param_group_val``), so
+    the tensor a caller (or a captured graph) holds follows the schedule."""
+    opt = m.optim.SGD([m.zeros(2, requires_grad=True)], lr=m.tensor(0.1))
+    held = opt.param_groups[0]["lr"]
+    sched = m.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5)
+    opt.step()
+    sched.step()
+    assert opt.param_groups[0]["lr"] is held and held.item() == pytest.approx(0.05)
+    plateau = m.optim.lr_scheduler.ReduceLROnPlateau(opt, patience=0)
+    plateau.step(1.0)
+    plateau.step(2.0)
+    assert opt.param_groups[0]["lr"] is held and held.item() == pytest.approx(0.005)

@@ -15,6 +15,7 @@ from functools import partial, wraps
 from typing import Any, Callable, Iterable, Sequence
 from weakref import ref
 
+from ..core.tensor import Tensor
 from .optimizer import Optimizer
 
 __all__ = ["LRScheduler", "LambdaLR", "MultiplicativeLR", "StepLR", "MultiStepLR", "ConstantLR",
@@ -30,6 +31,15 @@ EPOCH_DEPRECATION_WARNING = (
 
 def _lrs(optimizer: Optimizer) -> list[float]:
     return [group["lr"] for group in optimizer.param_groups]
+
+
+def _set_lr(group: dict[str, Any], lr) -> None:
+    """A group's new learning rate; a tensor ``lr`` is filled in place (PyTorch's
+    ``_update_param_group_val``), so code holding it sees the schedule."""
+    if isinstance(group["lr"], Tensor):
+        group["lr"].fill_(lr.item() if isinstance(lr, Tensor) else lr)
+    else:
+        group["lr"] = lr
 
 
 def _per_group(name: str, optimizer: Optimizer, value) -> list:
@@ -119,7 +129,7 @@ class LRScheduler:
 
     def _write(self, values: list[float]) -> None:
         for group, lr in zip(self.optimizer.param_groups, values):
-            group["lr"] = lr
+            _set_lr(group, lr)
         self._last_lr = _lrs(self.optimizer)
 
     def _warn_outside_step(self) -> None:
@@ -452,7 +462,7 @@ class SequentialLR(_Composite):
         self.last_epoch = last_epoch + 1
         self.optimizer = optimizer
         for group in optimizer.param_groups:
-            group["lr"] = group["initial_lr"]
+            _set_lr(group, group["initial_lr"])
         for s in schedulers:  # undo the initial step each child took when it was built
             _undo_initial_step(s)
         first = schedulers[bisect_right(milestones, 0)]
@@ -535,11 +545,13 @@ class ReduceLROnPlateau(LRScheduler):
             self.cooldown_counter -= 1
             self.num_bad_epochs = 0
         if self.num_bad_epochs > self.patience:
-            self._reduce_lr()
+            self._reduce_lr(epoch)
             self.cooldown_counter, self.num_bad_epochs = self.cooldown, 0
         self._last_lr = _lrs(self.optimizer)
 
-    def _reduce_lr(self) -> None:
+    def _reduce_lr(self, epoch: int) -> None:
+        """Scale each group's rate by ``factor`` (ignite's ReduceLROnPlateauScheduler replaces this
+        method and is called with the epoch, as PyTorch calls it)."""
         groups = self.optimizer.param_groups
         if len(groups) != len(self.min_lrs):
             if self.default_min_lr is None:
@@ -552,7 +564,7 @@ class ReduceLROnPlateau(LRScheduler):
             old = float(group["lr"])
             new = max(old * self.factor, min_lr)
             if old - new > self.eps:
-                group["lr"] = new
+                _set_lr(group, new)
 
     @property
     def in_cooldown(self) -> bool:
@@ -687,7 +699,7 @@ class CyclicLR(LRScheduler):
         base_lrs = _per_group("base_lr", optimizer, base_lr)
         if last_epoch == -1:
             for lr, group in zip(base_lrs, optimizer.param_groups):
-                group["lr"] = lr
+                _set_lr(group, lr)
         self.max_lrs = _per_group("max_lr", optimizer, max_lr)
         step_size_up = float(step_size_up)
         step_size_down = float(step_size_down) if step_size_down is not None else step_size_up

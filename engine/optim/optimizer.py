@@ -15,7 +15,7 @@ import weakref
 from collections import OrderedDict, defaultdict
 from itertools import chain
 from types import MappingProxyType
-from typing import Any, Callable
+from typing import Any, Callable, Iterable, Union
 
 from functools import wraps
 
@@ -28,7 +28,7 @@ from ..core.hooks import RemovableHandle
 from ..core.tensor import Tensor
 from ..ops.conjugation import view_as_complex, view_as_real
 
-__all__ = ["Optimizer", "required", "live_optimizers", "register_optimizer_step_pre_hook",
+__all__ = ["Optimizer", "ParamsT", "required", "live_optimizers", "register_optimizer_step_pre_hook",
            "register_optimizer_step_post_hook"]
 
 # Every Optimizer made and not yet collected (weakly: the registry keeps none alive)
@@ -39,6 +39,10 @@ def live_optimizers() -> list:
     """The optimizers alive now. A graph capture reads their Python-number state (a step count)
     before and after: a number advanced during capture would be frozen into every replay."""
     return list(_LIVE)
+
+
+# What an optimizer takes as ``params`` (PyTorch's annotation; optimizer libraries import it)
+ParamsT = Union[Iterable[Tensor], Iterable[dict[str, Any]], Iterable[tuple[str, Tensor]]]
 
 
 class _RequiredParameter:
