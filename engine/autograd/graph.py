@@ -8,7 +8,7 @@ import threading
 
 from ..base.grad_mode import no_grad
 from ..core.dispatch import LOCAL, Mode, apply
-from ..core.node import AccumulateGrad, Node, OpNode, Packed
+from ..core.node import AccumulateGrad, Node, OpNode, Packed, pack_order
 from ..core.storage import _root
 from ..core.tensor import Tensor
 from .engine import current_graph_task_id, will_engine_execute_node
@@ -41,10 +41,12 @@ class saved_tensors_hooks(Mode):
             if type(node) is OpNode and node.versions and node.inputs is not None:
                 saved = {i for i, _ in node.versions}
                 pack = self.pack_hook
-                items = tuple(Packed(pack(a)) if i in saved and isinstance(a, Tensor) else a
-                              for i, a in enumerate(node.inputs))
-                output = Packed(pack(node._output().detach())) if -1 in saved else None
-                node._packed = (items, output, self.unpack_hook)
+                items = list(node.inputs)
+                for i in pack_order(node.op, len(items)):
+                    if i in saved and isinstance(items[i], Tensor):
+                        items[i] = Packed(pack(items[i]))
+                output = Packed(pack(node._output())) if -1 in saved else None
+                node._packed = (tuple(items), output, self.unpack_hook)
                 node.inputs = None
                 if output is not None:
                     node.out_data = None

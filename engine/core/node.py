@@ -152,6 +152,50 @@ class OpNode(Node):
             return ()
         return tuple(self.inputs[i] if i >= 0 else self._output() for i, _ in self.versions)
 
+    def __getattr__(self, name: str):
+        """``grad_fn._saved_<arg>``: what the node saved under ATen's argument name (``_saved_self``,
+        ``_saved_other``, ``_saved_result``, ``_saved_dim``). Tensors come through the unpack hook at
+        each access, as PyTorch's do; an input the backward does not need reads None; a released
+        node's tensors raise PyTorch's freed-buffers error."""
+        if not name.startswith("_saved_"):
+            raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
+        arg = name[7:]
+        op = self.op
+        if arg == "result" and op.save_output:
+            return self._read_saved(-1)
+        names = _ATEN_ARGS.get(op.name, ("self", "other"))
+        if arg in names and op.saves != "none":
+            i = names.index(arg)
+            items = self.inputs if self.inputs is not None else self._packed[0] if self._has_packed() else None
+            if items is not None and i < len(items) and not isinstance(items[i], (Tensor, Packed)):
+                return items[i]   # a number operand
+            if items is not None and i < len(items):
+                return self._read_saved(i) if any(j == i for j, _ in self.versions or ()) else None
+            if items is None:
+                raise RuntimeError(FREED_MSG)
+        if arg.endswith("_sym_sizes") and arg[:-10] in names and self.inputs is not None:
+            i = names.index(arg[:-10])
+            if i < len(self.inputs) and isinstance(self.inputs[i], Tensor):
+                return tuple(self.inputs[i].shape)
+        if arg in self.params:
+            return self.params[arg]
+        raise AttributeError(f"'{self.name()}' object has no attribute '{name}'")
+
+    def _has_packed(self) -> bool:
+        try:
+            return self._packed is not None
+        except AttributeError:
+            return False
+
+    def _read_saved(self, i: int):
+        """Saved input ``i`` (-1: the output), unpacked afresh where ``saved_tensors_hooks`` packed it."""
+        if self.inputs is None and self._has_packed():
+            items, out, unpack = self._packed
+            return unpack((out if i < 0 else items[i]).value)
+        if self.inputs is None:
+            raise RuntimeError(FREED_MSG)
+        return self._output() if i < 0 else self.inputs[i]
+
     def _output(self):
         """Bookkeeping: the saved output value, re-labelled as this node's output for the vjp."""
         return Tensor._wrap(self.out_data, True, self, 0, self.out_vc, of_array(self.out_data))
@@ -181,10 +225,13 @@ class OpNode(Node):
         if packed is not None:
             items, out, unpack = packed
             self._packed = self.versions = None
+            inputs = list(items)
+            for i in pack_order(self.op, len(items)):
+                if type(items[i]) is Packed:
+                    inputs[i] = _unpacked(unpack(items[i].value), self.edges[i] is not None)
             if out is not None:
                 self.out_data = unpack(out.value)._data
-            self.inputs = inputs = tuple(_unpacked(unpack(a.value), e is not None) if type(a) is Packed else a
-                                         for a, e in zip(items, self.edges))
+            self.inputs = inputs = tuple(inputs)
             return inputs
         shapes = getattr(self, "_shapes", None)
         if shapes is None:
@@ -219,12 +266,25 @@ class OpNode(Node):
         self.freed_by = by
 
 
+# ATen's argument names where an op's inputs are not ``(self, other)``: the ``_saved_<arg>`` names
+_ATEN_ARGS = {"pow": ("self", "exponent"), "matmul": ("self", "mat2"),
+              "convolution": ("input", "weight"), "convolution_transpose": ("input", "weight")}
+
+
 def _unpacked(t, needs_grad: bool):
     """An unpacked saved value as the vjp reads it: vjps compute an input's gradient only where the
     input requires grad, which a value the hooks rebuilt (from numpy, another dtype) may not."""
     if needs_grad and isinstance(t, Tensor) and not t.requires_grad:
         return t.detach().requires_grad_(True)
     return t
+
+
+def pack_order(op, n: int) -> range | list:
+    """The order PyTorch's nodes save their inputs in (the pack hook sees them so): an elementwise binary
+    op or a matrix product saves ``other`` before ``self`` (``mul``, ``div``, ``pow``, ``mm``)."""
+    if n >= 2 and (op.elementwise or op.name == "matmul"):
+        return [1, 0, *range(2, n)]
+    return range(n)
 
 
 class Packed:
