@@ -1,20 +1,19 @@
-"""``torch.quasirandom``: ``SobolEngine``, over scipy's ``qmc.Sobol``.
+"""``torch.quasirandom``: ``SobolEngine``, PyTorch's Sobol sequence bit for bit, scrambled or not.
 
-scipy and PyTorch build Sobol points from the same Joe-Kuo direction numbers with 30 bits, so
-unscrambled draws equal PyTorch's bit for bit (the first point, ``fast_forward`` and all). A
-scrambled engine is scipy's linear matrix scramble plus digital shift, the randomisation PyTorch
-applies, seeded by ``seed`` (or, without one, by a draw from tapelab's default generator, so
-``manual_seed`` makes it reproducible); its numbers are not PyTorch's.
+The engine keeps PyTorch's state: ``sobolstate`` (the 30-bit direction numbers of each dimension,
+Joe-Kuo's, which scipy's ``qmc.Sobol`` holds too), ``shift`` and ``quasi`` (the last point as
+integers). Each draw XORs in the direction number of the lowest zero bit of the point's index (a
+Gray-code walk), as ATen's ``_sobol_engine_draw``; a scrambled engine applies ATen's linear matrix
+scramble to the direction numbers and a digital shift, both drawn with ``randint`` from a generator
+seeded with ``seed`` (or the default generator), so the points are PyTorch's.
 """
 from __future__ import annotations
-
-import warnings
 
 import numpy as np
 
 from .base.dtype import get_default_dtype
-from .core.creation import tensor
-from .core.random import rng
+from .core.creation import randint, tensor
+from .core.random import Generator
 from .core.tensor import Tensor
 
 __all__ = ["SobolEngine"]
@@ -30,18 +29,52 @@ class SobolEngine:
         if dimension > self.MAXDIM or dimension < 1:
             raise ValueError(f"Supported range of dimensionality for SobolEngine is [1, {self.MAXDIM}]")
         from scipy.stats import qmc   # scipy.stats takes a noticeable time to import: only when used
-        self.dimension, self.scramble, self.seed = dimension, scramble, seed
-        stream = np.random.default_rng(int(rng(None).integers(2 ** 63)) if seed is None else seed)
-        self._sobol = qmc.Sobol(dimension, scramble=scramble, bits=self.MAXBIT, seed=stream)
+        self.seed, self.scramble, self.dimension = seed, scramble, dimension
+        self.sobolstate = qmc.Sobol(dimension, scramble=False, bits=self.MAXBIT)._sv.astype(np.int64)
+        if scramble:
+            self._scramble()
+        else:
+            self.shift = np.zeros(dimension, dtype=np.int64)
+        self.quasi = self.shift.copy()
+        # PyTorch divides the long shift in the default dtype of the engine's construction
+        self._first_point = (self.quasi.astype(get_default_dtype().np) / 2 ** self.MAXBIT).reshape(1, -1)
         self.num_generated = 0
+
+    def _scramble(self) -> None:
+        """ATen's ``_sobol_engine_scramble_``: bit ``p`` (from the top) of each new direction number is
+        the parity of the old one AND-ed with row ``p`` of a random unit lower-triangular matrix."""
+        g = None
+        if self.seed is not None:
+            g = Generator()
+            g.manual_seed(self.seed)
+        bits = np.arange(self.MAXBIT)
+        shift_ints = randint(2, (self.dimension, self.MAXBIT), generator=g).numpy()
+        self.shift = shift_ints @ (1 << bits)
+        ltm = np.tril(randint(2, (self.dimension, self.MAXBIT, self.MAXBIT), generator=g).numpy())
+        ltm[:, bits, bits] = 1
+        v_bits = (self.sobolstate[:, :, None] >> bits) & 1                         # (d, j, k): bit k of v[d, j]
+        parity = np.matmul(v_bits, ltm[:, :, ::-1].transpose(0, 2, 1)) & 1          # (d, j, p)
+        self.sobolstate = parity @ (1 << (self.MAXBIT - 1 - bits))
+
+    def _walk(self, n: int, start: int) -> np.ndarray:
+        """The next ``n`` points as integers, ``start`` being the index of the last one, and advance."""
+        index = np.arange(start, start + n, dtype=np.int64)
+        lowest_zero = np.log2(~index & (index + 1)).astype(np.int64)
+        points = self.quasi ^ np.bitwise_xor.accumulate(self.sobolstate[:, lowest_zero].T, axis=0)
+        if n:
+            self.quasi = points[-1].copy()
+        return points
 
     def draw(self, n: int = 1, out: Tensor | None = None, dtype=None) -> Tensor:
         """The next ``n`` points, shape ``(n, dimension)``, in ``dtype`` (default: the default dtype)."""
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", UserWarning)   # scipy's power-of-2 advice: PyTorch gives none
-            points = self._sobol.random(n)
+        np_dtype = (dtype or get_default_dtype()).np
+        if self.num_generated == 0:   # the first point, then n - 1 more
+            points = np.concatenate([self._first_point.astype(np_dtype),
+                                     self._walk(n - 1, 0).astype(np_dtype) / 2 ** self.MAXBIT])
+        else:
+            points = self._walk(n, self.num_generated - 1).astype(np_dtype) / 2 ** self.MAXBIT
         self.num_generated += n
-        result = tensor(points, dtype=dtype or get_default_dtype())
+        result = tensor(points)
         if out is not None:
             out.resize_as_(result).copy_(result)
             return out
@@ -59,13 +92,16 @@ class SobolEngine:
         return self.draw(n=n, out=out, dtype=dtype)
 
     def reset(self) -> "SobolEngine":
-        self._sobol.reset()
+        self.quasi = self.shift.copy()
         self.num_generated = 0
         return self
 
     def fast_forward(self, n: int) -> "SobolEngine":
         """Skip ``n`` points, as drawing them would."""
-        self._sobol.fast_forward(n)
+        if self.num_generated == 0:
+            self._walk(n - 1, 0)
+        else:
+            self._walk(n, self.num_generated - 1)
         self.num_generated += n
         return self
 

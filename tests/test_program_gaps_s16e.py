@@ -69,3 +69,40 @@ def test_assert_raises_on_false_and_is_traced_on_a_proxy(m):
     assert g(m.ones(2, 3)).sum().item() == 12.0
     with pytest.raises(AssertionError, match="bad shape"):
         g(m.ones(2, 4))
+
+
+@pytest.mark.parametrize("dim,seed", [(1, 0), (2, 1), (5, 7), (40, 123)])
+def test_sobol_scrambled_draws_equal_torch(dim, seed):
+    """botorch's qMC acquisition functions draw from ``SobolEngine(d, scramble=True, seed=s)``: the
+    linear matrix scramble and digital shift come from ``randint`` on a generator seeded with ``s``,
+    so the points (first, later, fast-forwarded, after reset, float64) are PyTorch's."""
+    ours = tapelab.quasirandom.SobolEngine(dim, scramble=True, seed=seed)
+    theirs = torch.quasirandom.SobolEngine(dim, scramble=True, seed=seed)
+    for step in (lambda e, m: e.draw(), lambda e, m: e.draw(7), lambda e, m: e.draw(9, dtype=m.float64),
+                 lambda e, m: e.fast_forward(13).draw(3), lambda e, m: e.reset().draw_base2(4),
+                 lambda e, m: e.reset().draw(5, dtype=m.float64)):
+        a, b = step(ours, tapelab), step(theirs, torch)
+        assert a.dtype.itemsize == b.dtype.itemsize and a.tolist() == b.tolist()
+
+
+def test_sobol_unseeded_scramble_draws_from_the_default_generator_as_torch():
+    """Without a seed the scramble's ``randint`` calls use the global generator: after
+    ``manual_seed`` the points, and the next ``rand``, are PyTorch's."""
+    draws = []
+    for m in (torch, tapelab):
+        m.manual_seed(3)
+        draws.append((m.quasirandom.SobolEngine(3, scramble=True).draw(4).tolist(), m.rand(2).tolist()))
+    assert draws[0] == draws[1]
+
+
+@BOTH
+def test_numpy_of_a_tensor_requiring_grad_is_allowed_under_no_grad(m):
+    """botorch's ``as_ndarray`` reads parameters with ``.numpy()`` inside ``torch.no_grad()``:
+    PyTorch refuses a tensor that requires grad only while grad mode is on."""
+    p = m.nn.Parameter(m.ones(3))
+    with pytest.raises(RuntimeError, match="Can't call numpy\\(\\) on Tensor that requires grad"):
+        p.numpy()
+    with m.no_grad():
+        assert p.view(-1).numpy().tolist() == [1.0, 1.0, 1.0]
+    with m.inference_mode():
+        assert p.numpy().tolist() == [1.0, 1.0, 1.0]

@@ -249,7 +249,9 @@ class Tensor:
             return self._device.xp.asnumpy(self._data)
         if type(self._data) is COOArray:
             raise TypeError("can't convert Sparse layout tensor to numpy. Use Tensor.to_dense() first.")
-        if self.requires_grad and not force:
+        if self.requires_grad and not force and is_grad_enabled():
+            # PyTorch refuses only while grad mode is on: under no_grad a parameter's values are read
+            # directly (botorch's as_ndarray hands scipy the parameters this way)
             raise RuntimeError("Can't call numpy() on Tensor that requires grad. "
                                "Use tensor.detach().numpy() instead.")
         return self._data
