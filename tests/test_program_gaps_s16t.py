@@ -58,3 +58,18 @@ def test_saved_tensors_hooks_pack_order_output_and_unpack_at_each_access():
         w.grad_fn._saved_self
         return seen
     assert run(tapelab) == run(torch)
+
+
+def test_grad_fn_type_is_named_as_torch_s_node_and_lists_its_saved_attributes():
+    """custom_function_double_backward_tutorial draws graphs with torchviz, which labels a node by
+    ``type(fn).__name__`` and finds saved tensors through ``dir(fn)``'s ``_saved_*`` names: PyTorch's
+    node classes are named ``MulBackward0``, ``MmBackward0``..., and dir lists the saved values."""
+    def run(lib):
+        a = lib.randn(3, 3, requires_grad=True)
+        y = (a * a.exp()) @ a
+        z = lib.nn.functional.linear(a, a, a[0])
+        fns = [y.grad_fn, y.grad_fn.next_functions[0][0], z.grad_fn]
+        return ([type(f).__name__ for f in fns], [sorted(n for n in dir(f) if n in ("_saved_self", "_saved_other",
+                                                                                  "_saved_result", "_saved_mat2"))
+                                                  for f in fns[:2]], isinstance(y.grad_fn, lib.autograd.graph.Node))
+    assert run(tapelab) == run(torch)

@@ -424,7 +424,7 @@ def _run_plain(walk: _Walk) -> None:
             edges = node.edges
             if node.hooks:
                 out = _run(node, grads)
-            elif type(node) is OpNode and node.inputs is not None:
+            elif node.plain and node.inputs is not None:
                 # OpNode.run inlined (one frame per node fewer): version checks, then the vjp
                 versions = node.versions
                 if versions is not None:
@@ -475,7 +475,7 @@ def _run_plain(walk: _Walk) -> None:
                         heappush(ready, (-child.seq, id(child), child))
             out = gi = buf = None   # no frame reference left: _accumulate and _sum_into count them
             if release:
-                if type(node) is OpNode and node.versions is not None:
+                if node.plain and node.versions is not None:
                     node.inputs = node.out_data = None   # OpNode.release for a node that saved values
                     node.freed_by = "backward()"
                 else:

@@ -38,7 +38,7 @@ class saved_tensors_hooks(Mode):
             out = apply(op, *args, **params)
             res = out[0] if isinstance(out, tuple) else out
             node = res.grad_fn if isinstance(res, Tensor) else None
-            if type(node) is OpNode and node.versions and node.inputs is not None:
+            if node is not None and node.plain and node.versions and node.inputs is not None:
                 saved = {i for i, _ in node.versions}
                 pack = self.pack_hook
                 items = list(node.inputs)

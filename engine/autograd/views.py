@@ -38,7 +38,7 @@ def apply_(op, target, *args, **params):
     PyTorch's CopySlices does, and the view's grad_fn is regenerated over it (``_inplace_view``).
     """
     grad_on = is_grad_enabled()
-    if op.ufunc is not None and target._base is None and not (
+    if op.ufunc is not None and not params and target._base is None and not (
             grad_on and (target.requires_grad or any(isinstance(a, Tensor) and a.requires_grad for a in args))):
         if not STATE.slow:
             return _ufunc_inplace(op, target, args, params)
@@ -51,7 +51,7 @@ def apply_(op, target, *args, **params):
             fn = target.grad_fn
             if fn is None:
                 raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
-            if type(fn) is OpNode and fn.op.is_view and fn.out_vc is target._vc:
+            if fn.plain and fn.op.is_view and fn.out_vc is target._vc:
                 _untracked_view(op, fn)
         _refresh_args(args)
     out = _write_inplace(op, target, args, params, grad_on)
@@ -236,6 +236,10 @@ class CopySlices(Node):
         self.edges = (base_edge,) + tuple(fn.edges[1:])
         self.seq = next(_seq)
         self.pre_hooks = self.hooks = self._metadata = None
+
+    def name(self) -> str:
+        """PyTorch's: the C++ class's qualified name (its Python type is ``CopySlices``)."""
+        return "torch::autograd::CopySlices"
 
     @property
     def saved_tensors(self) -> tuple:

@@ -183,6 +183,7 @@ class _StepNode(OpNode):
     the versions of the inputs and of each result the backward reads."""
 
     __slots__ = ("n_outputs", "out_versions")
+    plain = False
 
     def __init__(self, op, inputs: tuple, params: dict, edges: tuple, versions: list, n_outputs: int,
                  out_versions: list):

@@ -38,7 +38,7 @@ from ..base.dtype import _BY_NP, BFLOAT16_NP, FLOATING_KINDS, INEXACT_KINDS, get
 from ..base.grad_mode import GRAD_OFF
 from ..base.iter_order import in_iterator_order
 from .factories import TENSOR, host_array
-from .node import OpNode, _seq as _node_seq, edge_to
+from .node import OpNode, _seq as _node_seq, edge_to, node_type
 from .registry import ALL, NONE, OTHERS, Op
 from .tensor import Tensor, _ndarray, _new, _uids
 
@@ -427,7 +427,7 @@ def _compile(op):
 def _op_node(op, args, params, edges, out, out_vc, versions, save_output) -> OpNode:
     """A recorded op's node, its slots filled directly (no ``__init__`` frame on the hot path):
     what the backward reads, and the version of every value it will read."""
-    node = _new(OpNode)
+    node = _new(op.node_type or node_type(op, args))
     if save_output:
         if versions is None:
             versions = []
@@ -549,7 +549,7 @@ _HALF = np.dtype(np.float16)
 def _failed(op, fwd, dev, arrays, args, params, e: Exception):
     """A forward raised: retry Python ints numpy 2 refused (PyTorch wraps them into the tensor's
     range), or raise PyTorch's exception type naming the op, shapes and dtypes."""
-    if isinstance(e, OverflowError):
+    if isinstance(e, OverflowError) and any(isinstance(a, Tensor) for a in args):
         dt = next(a._data.dtype for a in args if isinstance(a, Tensor))
         xp = dev._xp or dev.xp
         return fwd(xp, *[xp.asarray(a).astype(dt) if type(a) is int else a for a in arrays], **params)

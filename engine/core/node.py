@@ -35,6 +35,7 @@ class Node:
 
     __slots__ = ("edges", "seq", "pre_hooks", "hooks", "_metadata", "_tape_seq", "__weakref__")
     n_outputs = 1
+    plain = False   # a recorded op's node whose run is OpNode.run (the engine inlines it)
 
     def name(self) -> str:
         return type(self).__name__
@@ -115,6 +116,8 @@ class OpNode(Node):
                  "_shapes",   # set by release() only for ops that saved no values
                  "_packed")   # set by saved_tensors_hooks (autograd/graph.py) only: (inputs, output, unpack)
 
+    plain = True
+
     def __init__(self, op, inputs, params, edges, out_data, out_vc, versions):
         self.op, self.inputs, self.params, self.edges = op, inputs, params, edges
         self.out_data, self.out_vc, self.versions = out_data, out_vc, versions
@@ -180,6 +183,14 @@ class OpNode(Node):
         if arg in self.params:
             return self.params[arg]
         raise AttributeError(f"'{self.name()}' object has no attribute '{name}'")
+
+    def __dir__(self):
+        """The attributes, with the ``_saved_<arg>`` tensors this node has (torchviz's ``show_saved`` lists them)."""
+        op = self.op
+        names = _ATEN_ARGS.get(op.name, ("self", "other"))
+        n = len(self.edges) - op.n_kept
+        saved = [f"_saved_{a}" for a in names[:n]] if op.saves != "none" else []
+        return [*super().__dir__(), *saved, *(["_saved_result"] if op.save_output else [])]
 
     def _has_packed(self) -> bool:
         try:
@@ -264,6 +275,25 @@ class OpNode(Node):
                                   for a in self.inputs])
         self.inputs = self.out_data = None
         self.freed_by = by
+
+
+_NODE_TYPES: dict[str, type] = {}
+
+
+def node_type(op, args: tuple) -> type:
+    """The class of the node recording ``op`` on ``args``: a subclass of ``OpNode`` named as PyTorch's node
+    (``type(y.grad_fn).__name__ == "MulBackward0"``, which torchviz and graph walkers print), one per
+    name; an op whose node name is fixed keeps its class (``op.node_type``)."""
+    name = op.backward_name
+    fixed = type(name) is str
+    if not fixed:
+        name = name(tuple(a.ndim if isinstance(a, Tensor) else None for a in args))
+    cls = _NODE_TYPES.get(name)
+    if cls is None:
+        cls = _NODE_TYPES[name] = type(name, (OpNode,), {"__slots__": (), "__module__": __name__})
+    if fixed:
+        op.node_type = cls
+    return cls
 
 
 # ATen's argument names where an op's inputs are not ``(self, other)``: the ``_saved_<arg>`` names

@@ -74,6 +74,9 @@ class Op:
             message formatted with ``dtype`` (PyTorch's name, ``ComplexFloat``), ``device`` (its type)
             and the op's params (``kernel_refusal(name)`` is the common form). The dispatcher raises
             it when an operand is complex, so the forward never computes numpy's complex ordering.
+        contiguous: the result is C-contiguous whatever the inputs' layout, as ATen allocates a
+            reduction's or a scan's result (numpy's follows the input's memory order: a sum over a
+            permuted tensor came out strided, and ``.view()`` of it failed); ``fwd`` is wrapped so.
         backward_name: the name of the op's backward node (``grad_fn.name()``, a tensor's printed
             ``grad_fn=<...>``, the tape and debugger labels) where PyTorch's differs from the name
             derived from ``name`` (``cross_entropy``'s is ``NllLossBackward0``); or
@@ -84,7 +87,7 @@ class Op:
 
     __slots__ = ("name", "fwd", "vjp", "promote", "saves", "save_output", "elementwise",
                  "n_extra", "n_kept", "is_view", "kind", "onnx", "cost", "ufunc", "out_form", "data_dependent",
-                 "aliases", "inplace", "operator", "backward_name", "complex", "complex_error", "fast", "fwd_out")
+                 "aliases", "inplace", "operator", "backward_name", "complex", "complex_error", "fast", "fwd_out", "node_type")
 
     def __init__(self, name: str, fwd: Callable, vjp: Callable | None = None, *,
                  promote: str | None = None, saves: str = ALL, save_output: bool = False,
@@ -92,13 +95,13 @@ class Op:
                  kind: str = "compute", ufunc: str | None = None, out_form: str | None = None,
                  data_dependent: str | None = None, onnx=None, cost=None, aliases: tuple = (),
                  inplace: tuple = (), operator: str | None = None, complex: bool | None = None,
-                 complex_error: tuple | None = None, fwd_out: Callable | None = None,
+                 complex_error: tuple | None = None, fwd_out: Callable | None = None, contiguous: bool = False,
                  backward_name: str | Callable[[tuple | None], str] | None = None):
         if name in REGISTRY:
             raise ValueError(f"op {name!r} is already registered")
         if kind not in KINDS:
             raise ValueError(f"op {name!r}: kind must be one of {KINDS}, got {kind!r}")
-        self.name, self.fwd, self.vjp = name, fwd, vjp
+        self.name, self.fwd, self.vjp = name, _contiguous(fwd) if contiguous else fwd, vjp
         self.promote, self.saves, self.save_output = promote, saves, save_output
         self.elementwise, self.n_extra, self.n_kept = elementwise, n_extra, n_kept
         self.is_view, self.kind, self.onnx, self.cost = is_view, kind, onnx, cost
@@ -107,11 +110,28 @@ class Op:
         self.complex = (saves == NONE and not save_output) if complex is None else complex
         self.complex_error, self.fwd_out = complex_error, fwd_out
         self.fast = None   # the dispatcher's compiled eager path (core/dispatch.py), made at first use
+        self.node_type = None   # the class of its nodes, made at the first (core/node.py: node_type)
         self.backward_name = backward_name or "".join(p.capitalize() for p in name.split("_")) + "Backward0"
         REGISTRY[name] = self
 
     def __repr__(self) -> str:
         return f"<op {self.name}>"
+
+
+def _contiguous(fwd: Callable) -> Callable:
+    """``fwd`` whose array results are C-contiguous (copied only where they are not)."""
+    def run(xp, *arrays, **params):
+        out = fwd(xp, *arrays, **params)
+        if type(out) is tuple:
+            return tuple(_c_order(xp, o) for o in out)
+        return _c_order(xp, out)
+    run.__name__, run.__qualname__, run.__doc__ = fwd.__name__, fwd.__qualname__, fwd.__doc__
+    return run
+
+
+def _c_order(xp, a):
+    flags = getattr(a, "flags", None)
+    return a if flags is None or flags.c_contiguous else xp.ascontiguousarray(a)
 
 
 def kernel_refusal(kernel: str) -> tuple:
