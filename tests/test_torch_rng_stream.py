@@ -2,6 +2,7 @@
 under tapelab as under torch (engine/core/cpu_stream.py), compared bit for bit against torch."""
 import subprocess
 import sys
+import warnings
 
 import numpy as np
 import pytest
@@ -97,6 +98,39 @@ def test_integers_equal_torch():
                 lib.empty(20, dtype=lib.float32).random_(), lib.empty(20, dtype=lib.float64).random_(),
                 lib.empty(9, dtype=lib.int64).random_(4, 17), lib.empty(9, dtype=lib.int16).random_(100)]
     assert_same(both(draws, seed=5))
+
+
+@pytest.mark.parametrize("dtype", ["int64", "int32", "float64", "float32", "bfloat16", "float16"])
+def test_integers_over_wide_spans_equal_torch(dtype):
+    """ATen draws a 64-bit word per number once the span reaches 2**28 (a 10**9 token id drew 32-bit
+    words here and every later number of the program differed), and moves a float dtype's bounds to
+    numbers it holds first (``update_from``/``update_to``): the same numbers, then the same stream."""
+    spans = [(0, 10), (0, 2 ** 28 - 1), (0, 2 ** 28), (0, 10 ** 9), (-2 ** 27, 2 ** 27), (2 ** 24 - 3, 2 ** 24 + 9),
+             (0, 2 ** 33), (2040, 2060), (0, 65504)]
+
+    def draws(lib):
+        dt, out = getattr(lib, dtype), []
+        for low, high in spans:
+            if dtype in ("int32", "float16") and high > {"int32": 2 ** 31, "float16": 65505}[dtype]:
+                continue
+            out += [lib.randint(low, high, (5,), dtype=dt), lib.empty(3, dtype=dt).random_(low, high)]
+        return out + [lib.rand(4)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")   # the float dtypes' "out of bounds [-(2^24), 2^24]" (checked below)
+        assert_same(both(draws, seed=9))
+
+
+def test_integer_bounds_a_dtype_cannot_hold_are_refused_or_warned_as_torch():
+    for lib in (torch, tl):
+        with pytest.raises(RuntimeError, match=r"^to - 1 is out of bounds for int$"):
+            lib.randint(0, 2 ** 32, (2,), dtype=lib.int32)
+        with pytest.raises(RuntimeError, match=r"^from is out of bounds for unsigned char$"):
+            lib.empty(2, dtype=lib.uint8).random_(-5, 3)
+        with pytest.raises(RuntimeError, match=r"^to - 1 is out of bounds for c10::Half$"):
+            lib.randint(0, 70000, (2,), dtype=lib.float16)
+        with pytest.warns(UserWarning, match=r"^to - 1 is out of bounds \[-\(2\^24\), 2\^24\]\. Due to precision "
+                                             r"limitations float can support"):
+            lib.randint(0, 2 ** 25, (2,), dtype=lib.float32)
 
 
 @pytest.mark.parametrize("n", [0, 1, 2, 10, 1000, 70000])

@@ -34,6 +34,7 @@ and reproducible, but not PyTorch's numbers.
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 
@@ -115,11 +116,67 @@ def _uniform(bits, n: int, dt: np.dtype, low: float, high: float) -> np.ndarray:
 
 
 def integers(bits, n: int, low: int, high: int, dt: np.dtype) -> np.ndarray:
-    """``n`` integers in ``[low, high)`` as dtype ``dt`` (``randint``, ``random_(low, high)``)."""
+    """``n`` integers in ``[low, high)`` as dtype ``dt`` (``randint``, ``random_(low, high)``): ATen's
+    ``word % span + low``, one 64-bit word per number once the span reaches 2**28 (a 32-bit one below),
+    a float dtype's bounds first moved to numbers it holds (``float_bounds``)."""
+    low, high = checked_bounds(low, high, dt)
     span = high - low
-    wide = span >= 1 << 32 and dt in (np.int64, np.float64, np.float32, BFLOAT16_NP)
+    wide = span >= 1 << 28
     return _chunked(n, dt, lambda m: (((words64(bits, m) if wide else words32(bits, m)) % _U64(span))
                                       .astype(np.int64) + low).astype(dt))
+
+
+# the C++ names ATen's random_ messages give its dtypes
+_C10_NAMES = {np.dtype(np.float16): "c10::Half", np.dtype(BFLOAT16_NP): "c10::BFloat16",
+              np.dtype(np.float32): "float", np.dtype(np.float64): "double", np.dtype(np.int8): "signed char",
+              np.dtype(np.uint8): "unsigned char", np.dtype(np.int16): "short int", np.dtype(np.int32): "int",
+              np.dtype(np.int64): "long int", np.dtype(np.bool_): "bool"}
+
+
+def checked_bounds(low: int, high: int, dt: np.dtype) -> tuple[int, int]:
+    """``[low, high)`` as ATen's ``random_`` takes it for dtype ``dt``: a float dtype's bounds moved to
+    numbers it holds (``float_bounds``), then ``low`` and ``high - 1`` refused outside the dtype's range."""
+    if dt in _DIGITS:
+        low, high = float_bounds(low, high, dt)
+        info = np.finfo(np.float32 if dt == BFLOAT16_NP else dt)
+        lo, hi = (-3.3895313892515355e38, 3.3895313892515355e38) if dt == BFLOAT16_NP else (info.min, info.max)
+    elif dt.kind == "b":
+        lo, hi = 0, 1
+    else:
+        lo, hi = np.iinfo(dt).min, np.iinfo(dt).max
+    for name, v in (("from", low), ("to - 1", high - 1)):
+        if not lo <= v <= hi:
+            raise RuntimeError(f"{name} is out of bounds for {_C10_NAMES[dt]}")
+    return low, high
+
+
+def float_bounds(low: int, high: int, dt: np.dtype) -> tuple[int, int]:
+    """ATen's ``update_from``/``update_to`` for a float dtype: a ``low`` that rounds down in ``dt`` moves
+    up to the next number it holds, a ``high - 1`` that rounds up moves ``high`` down to one it holds;
+    bounds past ``2**digits`` warn as PyTorch does (the dtype cannot hold every integer there)."""
+    digits = _DIGITS[dt]
+
+    def cast(v: int) -> int:
+        """``v`` rounded to ``dt`` (ATen's cast; one past the dtype's range is left as it is, to be refused)."""
+        x = (np.float64(v) if dt == np.float64 else np.float32(v)).astype(dt)
+        return int(x) if np.isfinite(x) else v
+
+    up = cast(low + 1)
+    if up < low:
+        low = up + (1 << ((abs(low + 1).bit_length() - 1) - digits + 1))
+    down = cast(high - 1)
+    if down >= high:
+        high = down - (1 << ((abs(high - 1).bit_length() - 1) - digits + 1))
+    if low >= high:
+        raise RuntimeError("random_ expects 'from' casted to dtype to be less than 'to' casted to dtype, but got "
+                           f"from={low} >= to={high}")
+    for name, v in (("from", low), ("to - 1", high - 1)):
+        if not -(1 << digits) <= v <= 1 << digits:
+            warnings.warn(f"{name} is out of bounds [-(2^{digits}), 2^{digits}]. Due to precision limitations "
+                          f"{_C10_NAMES[dt]} can support discrete uniform distribution only within this range. "
+                          "This warning will become an error in version 1.7 release, please fix the code in advance",
+                          stacklevel=2)
+    return low, high
 
 
 def full_range(bits, n: int, dt: np.dtype) -> np.ndarray:

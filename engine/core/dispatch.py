@@ -361,7 +361,7 @@ def _compile(op):
             except Exception as e:  # noqa: BLE001 - _failed re-raises what it does not handle
                 out = _failed(op, fwd, dev, (x, y), args, params, e)
             if elementwise and rb is not None and out.ndim > 1 and type(out) is _ndarray and not (
-                    x.flags.c_contiguous and (x.size == out.size or y.flags.c_contiguous)):
+                    x.flags.c_contiguous and (x.size == out.size or (y.flags.c_contiguous and 1 not in out.shape))):
                 out = in_iterator_order(out, (x, y))   # operands laid out differently: ATen's order
             req = ra or rb
         elif n == 1:
