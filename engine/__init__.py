@@ -14,7 +14,9 @@ from . import _backend, _dispatch_state, _dtype, _simarray, creation, device, di
 from .base.dtype import (bfloat16, bool, cdouble, cfloat, chalf, complex32, complex64, complex128, double, dtype, finfo,
                          float, float16, float32, float64, get_default_dtype, half, iinfo, int, int8, int16, int32, int64, long,
                          promote_types, set_default_dtype, short, uint8, uint16, uint32, uint64, float8_e4m3fn,
-                         float8_e5m2, float8_e4m3fnuz, float8_e5m2fnuz)
+                         float8_e5m2, float8_e4m3fnuz, float8_e5m2fnuz, qint8, quint8, qint32, quint4x2, quint2x4,
+                         qscheme, per_tensor_affine, per_channel_affine, per_tensor_symmetric, per_channel_symmetric,
+                         per_channel_affine_float_qparams)
 from .base.grad_mode import (enable_grad, inference_mode, is_grad_enabled, is_inference_mode_enabled, no_grad,
                              set_grad_enabled)
 from .core.creation import *  # noqa: F401,F403
@@ -128,6 +130,7 @@ from .ops.out import out_variants as _out_variants  # noqa: E402
 
 globals().update(_out_variants(globals()))
 from . import functional  # noqa: E402,F401  (torch.functional: the public composites, einsum, norm, ...)
+from . import ao, quantization  # noqa: E402,F401  (torch.ao: observers, fake quant, QAT; torch.quantization)
 
 # PyTorch never warns on overflow, division by zero or invalid values: inf and nan flow silently
 import numpy as _np  # noqa: E402

@@ -34,7 +34,9 @@ _MOVED = {"torch.autograd.profiler": "tapelab.profiler.legacy", "torch._tensor_s
           "torch.cuda.amp": "tapelab.amp.cuda", "torch.cpu.amp": "tapelab.amp.cpu",
           "torch.distributed._tensor": "tapelab.distributed.tensor",   # DTensor's path before PyTorch 2.4
           # where libraries import default_collate from (opacus, detectron-style loaders)
-          "torch.utils.data._utils": "tapelab.utils.data", "torch.utils.data._utils.collate": "tapelab.utils.data._collate"}
+          "torch.utils.data._utils": "tapelab.utils.data", "torch.utils.data._utils.collate": "tapelab.utils.data._collate",
+          # quantization's module families, at their pre-torch.ao paths (old QAT code imports them there)
+          "torch.nn.intrinsic": "tapelab.ao.nn.intrinsic", "torch.nn.qat": "tapelab.ao.nn.qat"}
 
 
 def _under(name: str, table: dict[str, str]) -> str | None:

@@ -134,3 +134,161 @@ def test_fused_moving_avg_obs_fake_quant(per_row, symmetric, qmin, qmax):
     bt[1][0] = bl[1][0] = 0   # fake quant off: the input passes through
     assert _same(torch.fused_moving_avg_obs_fake_quant(xt, *bt, 0.01, qmin, qmax, 0, per_row, symmetric),
                  tapelab.fused_moving_avg_obs_fake_quant(xl, *bl, 0.01, qmin, qmax, 0, per_row, symmetric))
+
+
+# ---------------------------------------------------------------- observers, fake-quant modules, eager QAT
+import warnings  # noqa: E402
+
+import tapelab.ao.quantization as lq  # noqa: E402
+import torch.ao.quantization as tq  # noqa: E402
+
+_OBSERVER_CASES = [(name, kw) for name in ("MinMaxObserver", "MovingAverageMinMaxObserver", "HistogramObserver")
+                   for kw in ({}, {"dtype": "qint8", "qscheme": "per_tensor_symmetric"}, {"reduce_range": True},
+                              {"quant_min": 0, "quant_max": 15}, {"dtype": "qint32"},
+                              {"dtype": "qint8", "qscheme": "per_tensor_symmetric", "quant_min": -8, "quant_max": 7})]
+_OBSERVER_CASES += [(name, kw) for name in ("PerChannelMinMaxObserver", "MovingAveragePerChannelMinMaxObserver")
+                    for kw in ({}, {"ch_axis": 1, "dtype": "qint8", "qscheme": "per_channel_symmetric"},
+                               {"qscheme": "per_channel_affine_float_qparams"}, {"ch_axis": 2, "reduce_range": True})]
+
+
+def _kwargs(T, kw: dict) -> dict:
+    return {k: getattr(T, v) if k in ("dtype", "qscheme") else v for k, v in kw.items()}
+
+
+@pytest.mark.parametrize("name,kw", _OBSERVER_CASES)
+def test_observer_qparams_bitwise(name, kw):
+    """Observers (calibration and QAT statistics): min/max updates, moving averages, the histogram's re-binning
+    and its L2 range search, then scale/zero point for each dtype, scheme, reduce_range and custom range."""
+    torch.manual_seed(0)
+    xs = [torch.randn(4, 3, 5) * (i + 1) + i * 0.5 for i in range(3)] + [torch.rand(4, 3, 5) * 0.01]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ot, ol = getattr(tq, name)(**_kwargs(torch, kw)), getattr(lq, name)(**_kwargs(tapelab, kw))
+    assert (ot.quant_min, ot.quant_max) == (ol.quant_min, ol.quant_max)
+    for x in xs:
+        ot(x)
+        ol(tapelab.tensor(x.numpy()))
+        (st, zt), (sl, zl) = ot.calculate_qparams(), ol.calculate_qparams()
+        assert _same(st, sl) and _same(zt, zl) and str(zl.dtype)[8:] == str(zt.dtype)[6:]
+    assert {k: _np(v).tolist() for k, v in ot.state_dict().items()} == \
+        {k: _np(v).tolist() for k, v in ol.state_dict().items()}
+
+
+@pytest.mark.parametrize("make", [
+    lambda q, T: q.MinMaxObserver(qscheme=T.per_channel_affine),
+    lambda q, T: q.MovingAverageMinMaxObserver(qscheme=T.per_channel_affine),
+    lambda q, T: q.MinMaxObserver(qscheme=T.per_tensor_symmetric, reduce_range=True),
+    lambda q, T: q.PerChannelMinMaxObserver(qscheme=T.per_tensor_affine),
+    lambda q, T: q.MovingAveragePerChannelMinMaxObserver(qscheme=T.per_tensor_affine),
+    lambda q, T: q.HistogramObserver(qscheme=T.per_channel_affine),
+    lambda q, T: q.MovingAverageMinMaxObserver(is_dynamic=True),
+    lambda q, T: q.MinMaxObserver(dtype=T.float32),
+    lambda q, T: q.MinMaxObserver(quant_min=1, quant_max=5),
+    lambda q, T: q.QConfig(activation=q.MinMaxObserver(), weight=q.MinMaxObserver),
+    lambda q, T: q.get_default_qconfig("cuda"),
+    lambda q, T: q.get_default_qat_qconfig("x86", 3),
+    lambda q, T: q.FakeQuantize(quant_min=0, quant_max=300),
+    lambda q, T: q.FusedMovingAvgObsFakeQuantize(observer=q.MinMaxObserver),
+    lambda q, T: q.prepare_qat(T.nn.Linear(2, 2).eval()),
+])
+def test_quantization_config_errors(make):
+    """Bad observer/qconfig arguments raise torch's exception types and messages."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        expected = _error(lambda: make(tq, torch))
+        assert expected is not None
+        kind, message = _error(lambda: make(lq, tapelab))
+        assert (kind, message.replace("tapelab.", "torch.")) == expected   # dtypes print as the package is named
+
+
+def _qat_net(T):
+    nn = T.nn
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.quant = T.ao.quantization.QuantStub()
+            self.conv = nn.Conv2d(2, 4, 3, padding=1)
+            self.relu = nn.ReLU()
+            self.fc1 = nn.Linear(4 * 6 * 6, 16)
+            self.relu2 = nn.ReLU()
+            self.fc2 = nn.Linear(16, 5)
+            self.dequant = T.ao.quantization.DeQuantStub()
+
+        def forward(self, x):
+            x = self.relu(self.conv(self.quant(x))).flatten(1)
+            return self.dequant(self.fc2(self.relu2(self.fc1(x))))
+    return Net
+
+
+@pytest.mark.parametrize("qconfig", ["x86", "x86-v0", "qnnpack", "default"])
+def test_prepare_qat_training_matches_torch(qconfig):
+    """Eager QAT (fuse_modules -> prepare_qat -> SGD steps -> disable_observer): the same modules swapped in and
+    observers attached (module names, types and hooks, state_dict keys), the same losses and fake-quant statistics (to float32 rounding
+    of the float layers, which is all that separates the two)."""
+    results = []
+    for T, q in ((torch, tq), (tapelab, lq)):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            config = {"x86": lambda: q.get_default_qat_qconfig("x86"),
+                      "x86-v0": lambda: q.get_default_qat_qconfig("x86", 0),
+                      "qnnpack": lambda: q.get_default_qat_qconfig("qnnpack"),
+                      "default": lambda: q.default_qat_qconfig}[qconfig]()
+            T.manual_seed(0)
+            m = _qat_net(T)().eval()
+            m = q.fuse_modules(m, [["conv", "relu"], ["fc1", "relu2"]]).train()
+            m.qconfig = config
+            m = q.prepare_qat(m)
+            opt = T.optim.SGD(m.parameters(), lr=0.05, momentum=0.9)
+            data, target = T.randn(16, 2, 6, 6), T.randint(0, 5, (16,))
+            losses = []
+            for step in range(4):
+                opt.zero_grad()
+                loss = T.nn.functional.cross_entropy(m(data[step % 2 * 8:][:8]), target[step % 2 * 8:][:8])
+                loss.backward()
+                opt.step()
+                losses.append(loss.item())
+                if step == 2:
+                    m.apply(q.disable_observer)
+        layout = [(name, type(mod).__name__, sorted(mod._forward_hooks.keys() and ["hook"])) for name, mod in
+                  m.named_modules()]
+        results.append((layout, losses, {k: _np(v) for k, v in m.state_dict().items()}))
+    (rt, lt, st), (rl, ll, sl) = results
+    assert rl == rt and list(sl) == list(st)
+    np.testing.assert_allclose(ll, lt, rtol=1e-5)
+    for k in st:
+        np.testing.assert_allclose(sl[k], st[k], rtol=1e-4, atol=1e-6, err_msg=k)
+
+
+def test_qat_state_dict_loads_into_fresh_model():
+    """A trained QAT checkpoint loads into a freshly prepared model: per-channel observer buffers and scales
+    start empty or of length 1 and take the checkpoint's length, as torch's do."""
+    torch.manual_seed(0)
+    m = _qat_net(tapelab)().train()
+    m.qconfig = lq.get_default_qat_qconfig("x86")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        m = lq.prepare_qat(m)
+        m(tapelab.randn(2, 2, 6, 6))
+        fresh = _qat_net(tapelab)().train()
+        fresh.qconfig = m.qconfig
+        fresh = lq.prepare_qat(fresh)
+    fresh.load_state_dict(m.state_dict())
+    assert all(np.array_equal(_np(v), _np(fresh.state_dict()[k])) for k, v in m.state_dict().items())
+
+
+def test_fuse_modules_eval_and_qat():
+    """fuse_modules folds batch norm into the conv for inference (ConvReLU2d), fuse_modules_qat keeps it
+    (ConvBnReLU2d); the other modules become Identity; outputs equal torch's."""
+    for fuse, mode in (("fuse_modules", "eval"), ("fuse_modules_qat", "train")):
+        outs = []
+        for T, q in ((torch, tq), (tapelab, lq)):
+            T.manual_seed(0)
+            m = T.nn.Sequential(T.nn.Conv2d(2, 3, 3), T.nn.BatchNorm2d(3), T.nn.ReLU(), T.nn.Flatten(),
+                                T.nn.Linear(12, 4), T.nn.ReLU())
+            m.train()(T.randn(4, 2, 4, 4))   # running statistics to fold
+            getattr(m, mode)()
+            fused = getattr(q, fuse)(m, [["0", "1", "2"], ["4", "5"]])
+            outs.append((repr(fused).replace("tapelab", "torch"), fused(T.ones(2, 2, 4, 4))))
+        assert outs[0][0] == outs[1][0]
+        np.testing.assert_allclose(_np(outs[1][1]), _np(outs[0][1]), rtol=1e-5, atol=1e-6)

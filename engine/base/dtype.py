@@ -21,7 +21,9 @@ __all__ = ["finfo", "iinfo", "dtype", "bfloat16", "float16", "float32", "float64
            "uint8", "uint16", "uint32", "uint64", "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz",
            "bool", "half", "float", "double", "short", "int", "long",
            "complex64", "complex128", "cfloat", "cdouble", "complex32", "chalf", "get_default_dtype", "set_default_dtype",
-           "promote_types", "result_type"]
+           "promote_types", "result_type", "qint8", "quint8", "qint32", "quint4x2", "quint2x4", "qscheme",
+           "per_tensor_affine", "per_channel_affine", "per_tensor_symmetric", "per_channel_symmetric",
+           "per_channel_affine_float_qparams"]
 
 _pybool = builtins.bool
 FLOATING_KINDS = "fV"   # numpy's kind of float arrays; "V" is ml_dtypes' bfloat16 (the only void dtype here)
@@ -33,7 +35,8 @@ _SCALAR_TYPES = {"bool": "Bool", "uint8": "Byte", "int8": "Char", "int16": "Shor
                  "float16": "Half", "bfloat16": "BFloat16", "float32": "Float", "float64": "Double",
                  "complex64": "ComplexFloat", "complex128": "ComplexDouble", "uint16": "UInt16", "uint32": "UInt32",
                  "uint64": "UInt64", "float8_e4m3fn": "Float8_e4m3fn", "float8_e5m2": "Float8_e5m2",
-                 "float8_e4m3fnuz": "Float8_e4m3fnuz", "float8_e5m2fnuz": "Float8_e5m2fnuz", "complex32": "ComplexHalf"}
+                 "float8_e4m3fnuz": "Float8_e4m3fnuz", "float8_e5m2fnuz": "Float8_e5m2fnuz", "complex32": "ComplexHalf",
+                 "qint8": "QInt8", "quint8": "QUInt8", "qint32": "QInt32", "quint4x2": "QUInt4x2", "quint2x4": "QUInt2x4"}
 
 
 def package_name() -> str:
@@ -137,8 +140,60 @@ _REAL = {complex64: float32, complex128: float64}
 complex32 = chalf = _Unheld("complex32", 4, float16)
 # numpy has no complex32: float16 and bfloat16 parts widen to complex64, as PyTorch's promotion does
 _COMPLEX = {float32: complex64, float64: complex128, float16: complex64, bfloat16: complex64}
+
+
+class _Quantized(dtype):
+    """A quantized dtype (``qint8``, ``quint8``, ``qint32``, the packed 4- and 2-bit ones): a quantized tensor's
+    integer codes are of ``int_dtype``, read through a scale and zero point (``tapelab.ao``). No plain tensor
+    holds it: asking for its array dtype is refused, as PyTorch refuses ``zeros(dtype=qint8)``."""
+
+    __slots__ = ("int_dtype",)
+
+    def __init__(self, name: str, int_dtype: dtype) -> None:
+        for attr, value in (("name", name), ("scalar_type", _SCALAR_TYPES[name]), ("itemsize", int_dtype.itemsize),
+                            ("is_floating_point", False), ("is_complex", False), ("is_signed", int_dtype.is_signed),
+                            ("_rank", 1), ("int_dtype", int_dtype)):
+            object.__setattr__(self, attr, value)
+
+    @property
+    def np(self):
+        raise RuntimeError(f"{self.name} is a quantized dtype: make its tensors with quantize_per_tensor or "
+                           f"quantize_per_channel")
+
+
+qint8, quint8, qint32 = _Quantized("qint8", int8), _Quantized("quint8", uint8), _Quantized("qint32", int32)
+quint4x2, quint2x4 = _Quantized("quint4x2", uint8), _Quantized("quint2x4", uint8)
+QUANTIZED = (qint8, quint8, qint32, quint4x2, quint2x4)
+
+
+class qscheme:
+    """A quantization scheme (``tapelab.per_tensor_affine``, ...): how a quantized tensor's scales apply."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"{package_name()}.{self.name}"
+
+    def __reduce__(self):
+        return (_qscheme_by_name, (self.name,))
+
+
+per_tensor_affine, per_channel_affine = qscheme("per_tensor_affine"), qscheme("per_channel_affine")
+per_tensor_symmetric, per_channel_symmetric = qscheme("per_tensor_symmetric"), qscheme("per_channel_symmetric")
+per_channel_affine_float_qparams = qscheme("per_channel_affine_float_qparams")
+_QSCHEMES = {q.name: q for q in (per_tensor_affine, per_channel_affine, per_tensor_symmetric, per_channel_symmetric,
+                                 per_channel_affine_float_qparams)}
+
+
+def _qscheme_by_name(name: str) -> qscheme:
+    return _QSCHEMES[name]
+
+
 _BY_NP = {d.np: d for d in ALL + STORAGE_ONLY}
-_BY_NAME = {d.name: d for d in ALL + STORAGE_ONLY + (complex32,)}
+_BY_NAME = {d.name: d for d in ALL + STORAGE_ONLY + (complex32,) + QUANTIZED}
 
 
 def astype(arr, to: dtype):
@@ -320,7 +375,7 @@ class iinfo:
             raise TypeError(f"torch.iinfo() requires an integer input type, got {type}")
         if type is bool:
             raise TypeError("torch.bool is not supported by torch.iinfo")
-        info = np.iinfo(type.np)
+        info = np.iinfo((type.int_dtype if isinstance(type, _Quantized) else type).np)
         self.bits, self.dtype = info.bits, type.name
         self.max, self.min = builtins.int(info.max), builtins.int(info.min)
 

@@ -100,11 +100,16 @@ class _Conv(_ConvNd):
                          padding_mode, 0, device, dtype)
 
     def forward(self, input: Tensor) -> Tensor:
+        return self._conv_forward(input, self.weight, self.bias)
+
+    def _conv_forward(self, input: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
+        """The convolution with this layer's geometry and padding mode on a given weight and bias (PyTorch's
+        hook for subclasses that transform the weight: QAT's fake-quantized weight, weight standardisation)."""
         conv = (F.conv1d, F.conv2d, F.conv3d)[self._nd - 1]
         if self.padding_mode == "zeros":
-            return conv(input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
-        return conv(F.pad(input, self._reversed_padding_repeated_twice, mode=self.padding_mode), self.weight,
-                    self.bias, self.stride, 0, self.dilation, self.groups)
+            return conv(input, weight, bias, self.stride, self.padding, self.dilation, self.groups)
+        return conv(F.pad(input, self._reversed_padding_repeated_twice, mode=self.padding_mode), weight,
+                    bias, self.stride, 0, self.dilation, self.groups)
 
 
 class Conv1d(_Conv):

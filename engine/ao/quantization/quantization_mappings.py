@@ -1,0 +1,44 @@
+"""Which float module becomes which QAT module, and which module types receive a qconfig and an observer."""
+from __future__ import annotations
+
+from ...nn.modules import activation, batchnorm, conv, dropout, instancenorm, linear, normalization, sparse
+from ...nn.modules.container import Sequential
+from ..nn import intrinsic as nni, qat as nnqat
+from ..nn.intrinsic import qat as nniqat
+from .stubs import DeQuantStub, QuantStub
+
+__all__ = ["DEFAULT_QAT_MODULE_MAPPINGS", "get_default_qat_module_mappings", "get_default_qconfig_propagation_list",
+           "no_observer_set"]
+
+DEFAULT_QAT_MODULE_MAPPINGS = {
+    linear.Linear: nnqat.Linear, conv.Conv1d: nnqat.Conv1d, conv.Conv2d: nnqat.Conv2d, conv.Conv3d: nnqat.Conv3d,
+    nni.LinearReLU: nniqat.LinearReLU, nni.ConvReLU1d: nniqat.ConvReLU1d, nni.ConvReLU2d: nniqat.ConvReLU2d,
+    nni.ConvReLU3d: nniqat.ConvReLU3d,
+}
+# the float modules PyTorch's eager quantization has quantized counterparts of (its static mapping's keys):
+# they receive a qconfig and an output observer
+_STATIC_QUANTIZABLE = {
+    QuantStub, DeQuantStub, batchnorm.BatchNorm2d, batchnorm.BatchNorm3d, dropout.Dropout, conv.Conv1d, conv.Conv2d,
+    conv.Conv3d, conv.ConvTranspose1d, conv.ConvTranspose2d, conv.ConvTranspose3d, activation.ELU,
+    sparse.Embedding, sparse.EmbeddingBag, normalization.GroupNorm, activation.Hardswish,
+    instancenorm.InstanceNorm1d, instancenorm.InstanceNorm2d, instancenorm.InstanceNorm3d, normalization.LayerNorm,
+    activation.LeakyReLU, linear.Linear, activation.ReLU6, activation.PReLU, nni.BNReLU2d, nni.BNReLU3d,
+    nni.ConvReLU1d, nni.ConvReLU2d, nni.ConvReLU3d, nni.LinearReLU, nni.ConvBn1d, nni.ConvBn2d, nni.ConvBn3d,
+    nni.ConvBnReLU1d, nni.ConvBnReLU2d, nni.ConvBnReLU3d, nni.LinearBn1d,
+}
+
+
+def get_default_qat_module_mappings() -> dict:
+    """Float module type -> its QAT module type (``prepare_qat`` swaps by it)."""
+    return dict(DEFAULT_QAT_MODULE_MAPPINGS)
+
+
+def get_default_qconfig_propagation_list() -> set:
+    """The module types that ``prepare`` attaches an output observer to."""
+    return _STATIC_QUANTIZABLE | set(DEFAULT_QAT_MODULE_MAPPINGS) | set(DEFAULT_QAT_MODULE_MAPPINGS.values()) | {
+        Sequential}
+
+
+def no_observer_set() -> set:
+    """Module types whose output is never observed."""
+    return set()
