@@ -292,3 +292,35 @@ def test_fuse_modules_eval_and_qat():
             outs.append((repr(fused).replace("tapelab", "torch"), fused(T.ones(2, 2, 4, 4))))
         assert outs[0][0] == outs[1][0]
         np.testing.assert_allclose(_np(outs[1][1]), _np(outs[0][1]), rtol=1e-5, atol=1e-6)
+
+
+def test_conv_bn_qat_matches_torch():
+    """fuse_modules_qat + prepare_qat turn conv-bn(-relu) into intrinsic.qat.ConvBn(ReLU)2d (batch norm folded
+    into the fake-quantized weight); training, freeze_bn_stats and eval give torch's losses and outputs."""
+    outs = []
+    for T, q in ((torch, tq), (tapelab, lq)):
+        nn = T.nn
+        T.manual_seed(0)
+        m = nn.Sequential(nn.Conv2d(2, 4, 3, padding=1, bias=False), nn.BatchNorm2d(4), nn.ReLU(),
+                          nn.Conv2d(4, 4, 3, stride=2), nn.BatchNorm2d(4), nn.Flatten(), nn.Linear(4, 3)).train()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            m = q.fuse_modules_qat(m, [["0", "1", "2"], ["3", "4"]])
+            m.qconfig = q.get_default_qat_qconfig("x86")
+            m = q.prepare_qat(m)
+        opt = T.optim.SGD(m.parameters(), lr=0.05, momentum=0.9)
+        data, target = T.randn(16, 2, 4, 4), T.randint(0, 3, (16,))
+        losses = []
+        for step in range(4):
+            opt.zero_grad()
+            loss = T.nn.functional.cross_entropy(m(data), target)
+            loss.backward()
+            opt.step()
+            losses.append(loss.item())
+            if step == 1:
+                m.apply(T.ao.nn.intrinsic.qat.freeze_bn_stats)
+        outs.append(([(n, type(mod).__name__, mod.training) for n, mod in m.named_modules()], losses,
+                     _np(m.eval()(data))))
+    assert outs[0][0] == outs[1][0]
+    np.testing.assert_allclose(outs[1][1], outs[0][1], rtol=1e-5)
+    np.testing.assert_allclose(outs[1][2], outs[0][2], rtol=1e-4, atol=1e-5)

@@ -13,7 +13,9 @@ __all__ = ["DEFAULT_QAT_MODULE_MAPPINGS", "get_default_qat_module_mappings", "ge
 DEFAULT_QAT_MODULE_MAPPINGS = {
     linear.Linear: nnqat.Linear, conv.Conv1d: nnqat.Conv1d, conv.Conv2d: nnqat.Conv2d, conv.Conv3d: nnqat.Conv3d,
     nni.LinearReLU: nniqat.LinearReLU, nni.ConvReLU1d: nniqat.ConvReLU1d, nni.ConvReLU2d: nniqat.ConvReLU2d,
-    nni.ConvReLU3d: nniqat.ConvReLU3d,
+    nni.ConvReLU3d: nniqat.ConvReLU3d, nni.ConvBn1d: nniqat.ConvBn1d, nni.ConvBn2d: nniqat.ConvBn2d,
+    nni.ConvBn3d: nniqat.ConvBn3d, nni.ConvBnReLU1d: nniqat.ConvBnReLU1d, nni.ConvBnReLU2d: nniqat.ConvBnReLU2d,
+    nni.ConvBnReLU3d: nniqat.ConvBnReLU3d,
 }
 # the float modules PyTorch's eager quantization has quantized counterparts of (its static mapping's keys):
 # they receive a qconfig and an output observer
