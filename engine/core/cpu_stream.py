@@ -260,7 +260,11 @@ def normal(gen, n: int, dt: np.dtype, mean: float = 0.0, std: float = 1.0) -> np
     if dt == np.float32:
         return _normal_fill_avx2(gen._bits, n, _F32(mean), _F32(std))
     udt = np.dtype(np.float64 if dt == np.float64 else _F32)
-    data = uniform(gen._bits, n, udt).astype(np.float64, copy=False)
+    if dt.itemsize < 4:   # half and bfloat16: ATen draws the whole blocks' uniforms only, then the tail's
+        data = np.empty(n)
+        data[:n // 16 * 16] = uniform(gen._bits, n // 16 * 16, udt)
+    else:
+        data = uniform(gen._bits, n, udt).astype(np.float64, copy=False)
     tail = uniform(gen._bits, 16 if n % 16 else 0, udt).astype(np.float64)
 
     def fill(block):

@@ -377,11 +377,15 @@ def rrelu(input: Tensor, lower: float = 1.0 / 8, upper: float = 1.0 / 3, trainin
                                      inplace=inplace)
     if not training:
         return leaky_relu(input, (lower + upper) / 2, inplace)
-    # one double U(lower, upper) per element at or below zero, in order, as PyTorch draws them
+    # one double U(lower, upper) per element at or below zero, in order, as PyTorch draws them: its
+    # bounds first rounded to the input's math type (float32 but for float64 input), ``u * (upper -
+    # lower) + lower`` unfused (``uniform_`` fuses it)
+    if input.dtype != _dtype.float64:
+        lower, upper = float(np.float32(lower)), float(np.float32(upper))
     negative = input.detach() <= 0
     slope = creation.ones(tuple(input.shape), dtype=input.dtype, device=input.device)
-    slope[negative] = creation.empty(int(negative.sum()), dtype=_dtype.float64, device=input.device) \
-        .uniform_(lower, upper).to(input.dtype)
+    u = creation.empty(int(negative.sum()), dtype=_dtype.float64, device=input.device).uniform_()
+    slope[negative] = (u * (upper - lower) + lower).to(input.dtype)
     out = input * slope
     return input.copy_(out) if inplace else out
 
