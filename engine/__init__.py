@@ -131,6 +131,7 @@ from .ops.out import out_variants as _out_variants  # noqa: E402
 globals().update(_out_variants(globals()))
 from . import functional  # noqa: E402,F401  (torch.functional: the public composites, einsum, norm, ...)
 from . import ao, quantization  # noqa: E402,F401  (torch.ao: observers, fake quant, QAT; torch.quantization)
+from .ao.quantized_tensor import dequantize, quantize_per_channel, quantize_per_tensor  # noqa: E402,F401
 
 # PyTorch never warns on overflow, division by zero or invalid values: inf and nan flow silently
 import numpy as _np  # noqa: E402

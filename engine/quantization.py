@@ -7,5 +7,5 @@ from .ao.quantization import (DeQuantStub, FakeQuantize, FusedMovingAvgObsFakeQu
                               MinMaxObserver, MovingAverageMinMaxObserver, MovingAveragePerChannelMinMaxObserver,
                               PerChannelMinMaxObserver, QConfig, QuantStub, QuantWrapper, convert, fuse_modules,
                               fuse_modules_qat, get_default_qat_qconfig, get_default_qconfig, prepare, prepare_qat,
-                              propagate_qconfig_)
+                              propagate_qconfig_, quantize_dynamic)
 from .ao.quantization import fake_quantize, observer, qconfig, quantize, stubs  # noqa: F401

@@ -324,3 +324,89 @@ def test_conv_bn_qat_matches_torch():
     assert outs[0][0] == outs[1][0]
     np.testing.assert_allclose(outs[1][1], outs[0][1], rtol=1e-5)
     np.testing.assert_allclose(outs[1][2], outs[0][2], rtol=1e-4, atol=1e-5)
+
+
+# ---------------------------------------------------------------- quantized tensors, dynamic quantization
+@pytest.mark.parametrize("scale,zero_point,dtype", [(0.1, 10, "quint8"), (0.0123, -5, "qint8"), (1 / 3, 7, "qint32"),
+                                                    (0.2, 3, "qint8")])
+def test_quantize_per_tensor_bitwise(scale, zero_point, dtype):
+    """torch.quantize_per_tensor rounds the fused x * float32(1/scale) + zero_point once (ties to even, as an FMA
+    does); dequantize multiplies (code - zero_point) by the float32 scale."""
+    torch.manual_seed(0)
+    x = torch.cat([torch.randn(20000) * 3, torch.arange(-300, 300) * 0.05])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        qt = torch.quantize_per_tensor(x, scale, zero_point, getattr(torch, dtype))
+        ql = tapelab.quantize_per_tensor(tapelab.tensor(x.numpy()), scale, zero_point, getattr(tapelab, dtype))
+    assert np.array_equal(qt.int_repr().numpy(), ql.int_repr().numpy())
+    assert ql.int_repr().dtype == getattr(tapelab, str(qt.int_repr().dtype)[6:])
+    assert _same(qt.dequantize(), ql.dequantize()) and _same(torch.dequantize(qt), tapelab.dequantize(ql))
+    assert (ql.q_scale(), ql.q_zero_point(), ql.is_quantized) == (qt.q_scale(), qt.q_zero_point(), True)
+    assert repr(ql.qscheme()).replace("tapelab", "torch") == repr(qt.qscheme())
+    assert repr(ql.dtype).replace("tapelab", "torch") == repr(qt.dtype)
+
+
+def test_quantize_per_channel_and_repr():
+    """Per-channel codes (x * float32(1/scale), rounded, plus the zero point), float64 scales, int64 zero points,
+    and PyTorch's repr of quantized tensors (dequantized values, then size, dtype, scheme, qparams)."""
+    torch.manual_seed(0)
+    w = torch.randn(3, 400)
+    s, z = torch.tensor([0.1, 0.02, 0.05]), torch.tensor([0, 3, -2])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        qt = torch.quantize_per_channel(w, s, z, 0, torch.qint8)
+        ql = tapelab.quantize_per_channel(tapelab.tensor(w.numpy()), tapelab.tensor(s.numpy()),
+                                          tapelab.tensor(z.numpy()), 0, tapelab.qint8)
+        small = [T.quantize_per_tensor(T.tensor(v), 0.1, 10, T.quint8)
+                 for T, v in ((torch, [-1.0, 0.0, 1.04, 2.0, 30.0]), (tapelab, [-1.0, 0.0, 1.04, 2.0, 30.0]))]
+        scalar = [T.quantize_per_tensor(T.tensor(1.5), 0.1, 0, T.qint8) for T in (torch, tapelab)]
+        per_channel = [T.quantize_per_channel(T.tensor([[1.0, 2.0], [3.0, -4.0]]), T.tensor([0.1, 0.05]),
+                                              T.tensor([0, 3]), 0, T.qint8) for T in (torch, tapelab)]
+    assert np.array_equal(qt.int_repr().numpy(), ql.int_repr().numpy()) and _same(qt.dequantize(), ql.dequantize())
+    assert _same(qt.q_per_channel_scales(), ql.q_per_channel_scales()) and ql.q_per_channel_scales().dtype is \
+        tapelab.float64 and _same(qt.q_per_channel_zero_points(), ql.q_per_channel_zero_points())
+    for a, b in (small, scalar, per_channel):
+        assert repr(b).replace("tapelab", "torch") == repr(a)
+
+
+@pytest.mark.parametrize("call", [
+    lambda T, q, qc: q.sum(),
+    lambda T, q, qc: T.quantize_per_tensor(T.ones(3).int(), 0.1, 0, T.qint8),
+    lambda T, q, qc: T.quantize_per_tensor(T.ones(3), 0.1, 0, T.float32),
+    lambda T, q, qc: q.q_per_channel_scales(),
+    lambda T, q, qc: qc.q_scale(),
+])
+def test_quantized_tensor_errors(call):
+    """Quantized tensors refuse float ops (NotImplementedError), non-float input and non-quantized dtypes
+    (RuntimeError), and per-tensor/per-channel accessors of the other scheme, as torch does."""
+    errors = []
+    for T in (torch, tapelab):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            q = T.quantize_per_tensor(T.ones(3), 0.1, 0, T.qint8)
+            qc = T.quantize_per_channel(T.ones(2, 2), T.tensor([0.1, 0.2]), T.tensor([0, 0]), 0, T.qint8)
+            kind, message = _error(lambda: call(T, q, qc))
+        errors.append((kind, message[:22]))   # the op's overload name after it is ATen's
+    assert errors[0] == errors[1]
+
+
+@pytest.mark.parametrize("spec", ["set", "per_channel", "by_name"])
+def test_quantize_dynamic_linear_bitwise(spec):
+    """quantize_dynamic({nn.Linear}, qint8): int8 weights from the weight observer, each input quantized to uint8
+    over its own range with reduce_range (0..127), the int32 product exact and fma(acc, x_scale * w_scale, bias)
+    as fbgemm/x86 compute it: outputs equal torch's bit for bit, for 2-d and 3-d inputs."""
+    outs = []
+    for T, q in ((torch, tq), (tapelab, lq)):
+        T.manual_seed(0)
+        model = T.nn.Sequential(T.nn.Linear(64, 32), T.nn.ReLU(), T.nn.Linear(32, 10))
+        qspec = {"set": {T.nn.Linear}, "per_channel": {T.nn.Linear: q.per_channel_dynamic_qconfig},
+                 "by_name": {"2": q.default_dynamic_qconfig}}[spec]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            qm = q.quantize_dynamic(model, qspec, dtype=T.qint8)
+        xs = [T.randn(8, 64) * 2 + 0.3, T.randn(2, 3, 64), T.rand(4, 64)]
+        outs.append((repr(qm).replace("tapelab", "torch"), [_np(qm(x)) for x in xs],
+                     qm[2].weight().int_repr().numpy()))
+    assert outs[0][0] == outs[1][0] and np.array_equal(outs[0][2], outs[1][2])
+    for a, b in zip(outs[0][1], outs[1][1]):
+        assert np.array_equal(a, b)

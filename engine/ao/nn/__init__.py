@@ -1,5 +1,5 @@
 """``torch.ao.nn``: the module families of quantization: fused (``intrinsic``), quantization-aware training
-(``qat``, ``intrinsic.qat``)."""
+(``qat``, ``intrinsic.qat``) and dynamically quantized (``quantized.dynamic``)."""
 from __future__ import annotations
 
-from . import intrinsic, qat  # noqa: F401
+from . import intrinsic, qat, quantized  # noqa: F401

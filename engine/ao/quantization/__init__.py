@@ -10,6 +10,6 @@ from .observer import HistogramObserver  # noqa: F401
 from .qconfig import *  # noqa: F401,F403
 from .quantization_mappings import *  # noqa: F401,F403
 from .quantize import (add_quant_dequant, convert, prepare, prepare_qat, propagate_qconfig_,  # noqa: F401
-                       quantize_qat, swap_module)
+                       quantize_dynamic, quantize_qat, swap_module)
 from .stubs import DeQuantStub, QuantStub, QuantWrapper  # noqa: F401
 from . import fake_quantize, fuse_modules as _fuse_modules, observer, qconfig, quantize, stubs  # noqa: F401

@@ -5,10 +5,11 @@ from ...nn.modules import activation, batchnorm, conv, dropout, instancenorm, li
 from ...nn.modules.container import Sequential
 from ..nn import intrinsic as nni, qat as nnqat
 from ..nn.intrinsic import qat as nniqat
+from ..nn.quantized import dynamic as nnqd
 from .stubs import DeQuantStub, QuantStub
 
-__all__ = ["DEFAULT_QAT_MODULE_MAPPINGS", "get_default_qat_module_mappings", "get_default_qconfig_propagation_list",
-           "no_observer_set"]
+__all__ = ["DEFAULT_QAT_MODULE_MAPPINGS", "DEFAULT_DYNAMIC_QUANT_MODULE_MAPPINGS", "get_default_qat_module_mappings",
+           "get_default_dynamic_quant_module_mappings", "get_default_qconfig_propagation_list", "no_observer_set"]
 
 DEFAULT_QAT_MODULE_MAPPINGS = {
     linear.Linear: nnqat.Linear, conv.Conv1d: nnqat.Conv1d, conv.Conv2d: nnqat.Conv2d, conv.Conv3d: nnqat.Conv3d,
@@ -17,6 +18,7 @@ DEFAULT_QAT_MODULE_MAPPINGS = {
     nni.ConvBn3d: nniqat.ConvBn3d, nni.ConvBnReLU1d: nniqat.ConvBnReLU1d, nni.ConvBnReLU2d: nniqat.ConvBnReLU2d,
     nni.ConvBnReLU3d: nniqat.ConvBnReLU3d,
 }
+DEFAULT_DYNAMIC_QUANT_MODULE_MAPPINGS = {linear.Linear: nnqd.Linear}
 # the float modules PyTorch's eager quantization has quantized counterparts of (its static mapping's keys):
 # they receive a qconfig and an output observer
 _STATIC_QUANTIZABLE = {
@@ -33,6 +35,11 @@ _STATIC_QUANTIZABLE = {
 def get_default_qat_module_mappings() -> dict:
     """Float module type -> its QAT module type (``prepare_qat`` swaps by it)."""
     return dict(DEFAULT_QAT_MODULE_MAPPINGS)
+
+
+def get_default_dynamic_quant_module_mappings() -> dict:
+    """Float module type -> its dynamically quantized type (``quantize_dynamic`` swaps by it)."""
+    return dict(DEFAULT_DYNAMIC_QUANT_MODULE_MAPPINGS)
 
 
 def get_default_qconfig_propagation_list() -> set:

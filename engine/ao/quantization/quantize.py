@@ -12,10 +12,14 @@ from ...nn.modules.module import Module
 from ..nn.intrinsic import _FusedModule
 from .fake_quantize import FakeQuantizeBase
 from .observer import ObserverBase
-from .quantization_mappings import get_default_qat_module_mappings, get_default_qconfig_propagation_list
+from ...base import dtype as _dt
+from ...nn.modules.linear import Linear
+from .qconfig import default_dynamic_qconfig
+from .quantization_mappings import (get_default_dynamic_quant_module_mappings, get_default_qat_module_mappings,
+                                    get_default_qconfig_propagation_list)
 from .stubs import DeQuantStub, QuantWrapper
 
-__all__ = ["propagate_qconfig_", "prepare", "prepare_qat", "convert", "swap_module", "quantize_qat",
+__all__ = ["propagate_qconfig_", "prepare", "prepare_qat", "convert", "swap_module", "quantize_qat", "quantize_dynamic",
            "add_quant_dequant", "DEPRECATION_WARNING"]
 
 DEPRECATION_WARNING = (
@@ -196,6 +200,26 @@ def convert(module: Module, mapping: dict | None = None, inplace: bool = False, 
     if remove_qconfig:
         _remove_qconfig(module)
     return module
+
+
+def quantize_dynamic(model: Module, qconfig_spec=None, dtype=_dt.qint8, mapping: dict | None = None,
+                     inplace: bool = False) -> Module:
+    """Swap the Linear layers (those ``qconfig_spec`` names: a set of types, or a dict from types or qualified
+    names to qconfigs) for dynamically quantized ones: int8 weights, inputs quantized on each call."""
+    _deprecated()
+    if dtype is not _dt.qint8:
+        raise NotImplementedError(f"quantize_dynamic: tapelab quantizes to qint8 weights only, got {dtype}")
+    if qconfig_spec is None:
+        qconfig_spec = {Linear: default_dynamic_qconfig}
+    elif isinstance(qconfig_spec, set):
+        qconfig_spec = dict.fromkeys(qconfig_spec, default_dynamic_qconfig)
+    mapping = get_default_dynamic_quant_module_mappings() if mapping is None else mapping
+    if not inplace:
+        model = copy.deepcopy(model)
+    model.eval()
+    propagate_qconfig_(model, qconfig_spec)
+    convert(model, mapping, inplace=True)
+    return model
 
 
 def add_quant_dequant(module: Module) -> Module:
