@@ -38,9 +38,11 @@ REMOVED = ("Removed from PyTorch: the name still exists but calling it raises Ru
 FOREIGN_MODULES = ("Not API: a module from outside PyTorch (the standard library, numpy) that PyTorch's own "
                    "imports leave in the namespace (found by rule: a module whose name does not start "
                    "with 'torch').")
-QUANTIZATION = ("Quantization: tapelab has no quantized tensors (int8/uint8 storage with scales and zero points, "
-                "observers, fake-quant, FBGEMM/quantized kernels), so these names could not behave as PyTorch's; a "
-                "program that quantizes needs PyTorch's quantization backends.")
+QUANTIZATION = ("Quantized kernels: tapelab has fake quantization, observers and eager QAT (`torch.ao.quantization`), "
+                "quantized tensors (codes with a scale and zero point) and dynamically quantized Linear, but no "
+                "quantized compute kernels (static quantized conv/linear/pooling/batch norm, quantized RNN cells, "
+                "FBGEMM packing, fp16 weights), so these names could not behave as PyTorch's; the quantized-tensor "
+                "methods live on the quantized tensors themselves, not on every Tensor.")
 DATAPIPES = ("DataPipes: PyTorch's deprecated data-loading graph (`IterDataPipe`/`MapDataPipe` and their registry); "
              "torchdata stopped developing them in 0.9 and removed them in 0.10, and PyTorch keeps them only for old "
              "code. `Dataset`, `IterableDataset`, samplers and `DataLoader` are the supported path and are present.")
@@ -69,19 +71,15 @@ NETWORK = "Downloads at run time: torch.hub fetches models and code from GitHub;
 OMISSIONS: dict[str, dict[str, tuple[str, ...]]] = {
     QUANTIZATION: {
         "torch.nn": ("intrinsic", "qat", "quantizable", "quantized"),
-        "torch": ("QInt32Storage", "QInt8Storage", "QUInt2x4Storage", "QUInt4x2Storage", "QUInt8Storage", "ao",
-                  "choose_qparams_optimized", "dequantize", "empty_quantized", "fake_quantize_per_channel_affine",
-                  "fake_quantize_per_tensor_affine", "fbgemm_linear_fp16_weight",
+        "torch": ("QInt32Storage", "QInt8Storage", "QUInt2x4Storage", "QUInt4x2Storage", "QUInt8Storage",
+                  "choose_qparams_optimized", "empty_quantized", "fbgemm_linear_fp16_weight",
                   "fbgemm_linear_fp16_weight_fp32_activation", "fbgemm_linear_int8_weight",
                   "fbgemm_linear_int8_weight_fp32_activation", "fbgemm_linear_quantize_weight",
-                  "fbgemm_pack_gemm_matrix_fp16", "fbgemm_pack_quantized_matrix", "fused_moving_avg_obs_fake_quant",
-                  "int_repr", "per_channel_affine", "per_channel_affine_float_qparams", "per_channel_symmetric",
-                  "per_tensor_affine", "per_tensor_symmetric", "q_per_channel_axis", "q_per_channel_scales",
-                  "q_per_channel_zero_points", "q_scale", "q_zero_point", "qint32", "qint8", "qscheme", "quantization",
-                  "quantize_per_channel", "quantize_per_tensor", "quantize_per_tensor_dynamic", "quantized_batch_norm",
-                  "quantized_gru", "quantized_gru_cell", "quantized_lstm", "quantized_lstm_cell",
-                  "quantized_max_pool1d", "quantized_max_pool2d", "quantized_max_pool3d", "quantized_rnn_relu_cell",
-                  "quantized_rnn_tanh_cell", "quint2x4", "quint4x2", "quint8"),
+                  "fbgemm_pack_gemm_matrix_fp16", "fbgemm_pack_quantized_matrix", "int_repr", "q_per_channel_axis",
+                  "q_per_channel_scales", "q_per_channel_zero_points", "q_scale", "q_zero_point",
+                  "quantize_per_tensor_dynamic", "quantized_batch_norm", "quantized_gru", "quantized_gru_cell",
+                  "quantized_lstm", "quantized_lstm_cell", "quantized_max_pool1d", "quantized_max_pool2d",
+                  "quantized_max_pool3d", "quantized_rnn_relu_cell", "quantized_rnn_tanh_cell"),
         "torch.Tensor": ("dequantize", "int_repr", "q_per_channel_axis", "q_per_channel_scales",
                          "q_per_channel_zero_points", "q_scale", "q_zero_point", "qscheme"),
     },
