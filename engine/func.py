@@ -154,12 +154,14 @@ def linearize(func: Callable, *primals) -> tuple:
     return output, jvp_fn
 
 
-def jacrev(func: Callable, argnums=0, *, has_aux: bool = False, chunk_size: int | None = None) -> Callable:
+def jacrev(func: Callable, argnums=0, *, has_aux: bool = False, chunk_size: int | None = None,
+           _preallocate_and_copy: bool = False) -> Callable:
     """The Jacobian of ``func`` w.r.t. ``args[argnums]``: for each output leaf (``func`` may return a
     pytree), a pytree like the argument (a tuple of them for tuple argnums) whose leaves are
     ``out.shape + leaf.shape``, as ``torch.func.jacrev`` (a dict of parameters gives a dict of
     Jacobians). One reverse pass per output element, so any ``chunk_size`` (which bounds PyTorch's
-    batched passes) gives the same result."""
+    batched passes) and ``_preallocate_and_copy`` (how PyTorch gathers the chunks; pypose passes
+    it) give the same result."""
     from .autograd.functional import jacobian
     if chunk_size is not None and chunk_size <= 0:
         raise ValueError("jacrev: `chunk_size` should be greater than 0.")
@@ -195,7 +197,10 @@ def jacrev(func: Callable, argnums=0, *, has_aux: bool = False, chunk_size: int 
     return wrapper
 
 
-jacfwd = jacrev   # the same values; tapelab computes both in reverse mode
+def jacfwd(func: Callable, argnums=0, has_aux: bool = False, *, randomness: str = "error") -> Callable:
+    """``torch.func.jacfwd``'s signature (``has_aux`` may be positional); the same values as
+    ``jacrev``, which computes them in reverse mode."""
+    return jacrev(func, argnums, has_aux=has_aux)
 
 
 def hessian(func: Callable, argnums=0) -> Callable:

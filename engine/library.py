@@ -6,6 +6,11 @@ A custom op here is its Python function, called eagerly; with a registered backw
 PyTorch. The fake (meta) function is kept on the op (``CustomOpDef.fake``); tapelab's meta device runs
 the real function on placeholders instead, so it is not called. Ops are looked up by their
 ``"namespace::name"`` with ``get_op``, and called as ``torch.ops.namespace.name(...)``.
+
+The older interface, ``Library(ns, "DEF")`` with ``lib.define(schema)`` and ``lib.impl(name, fn, key)``
+(or ``torch.library.define``/``impl``), serves its ops the same way: ``torch.ops.ns.name`` is an
+``OpOverloadPacket`` whose overloads (``.default``, ``.name``) run the kernel ``impl`` gave them, for
+any dispatch key (tapelab has one host backend), called eagerly so autograd records what it does.
 """
 from __future__ import annotations
 
@@ -16,7 +21,8 @@ from typing import Callable, Iterable
 from .autograd.function import Function
 from .ops import custom
 
-__all__ = ["custom_op", "register_fake", "register_autograd", "impl_abstract", "get_op", "CustomOpDef"]
+__all__ = ["custom_op", "register_fake", "register_autograd", "impl_abstract", "get_op", "CustomOpDef", "Library",
+           "define", "impl", "OpOverloadPacket", "OpOverload"]
 
 _OPS: dict[str, "CustomOpDef"] = {}
 
@@ -92,3 +98,165 @@ def register_autograd(op: str | CustomOpDef, backward: Callable, /, *, setup_con
                       lib=None) -> None:
     """Give ``op`` the backward ``backward(ctx, *grads)``; ``setup_context(ctx, inputs, output)`` saves what it needs."""
     get_op(op).register_autograd(backward, setup_context=setup_context)
+
+
+# ---------------------------------------------------------------- Library: define a schema, impl a kernel
+class OpOverload:
+    """One overload of a ``Library`` op (``torch.ops.ns.name.default``): runs the kernel ``impl`` gave it."""
+
+    def __init__(self, packet: "OpOverloadPacket", overload: str, schema: str):
+        self._packet, self._overloadname, self._schema = packet, overload, schema
+        self.kernel: Callable | None = None
+
+    @property
+    def name(self) -> str:
+        return self._packet._qualname + ("" if self._overloadname == "default" else f".{self._overloadname}")
+
+    def __call__(self, *args, **kwargs):
+        if self.kernel is None:
+            raise NotImplementedError(
+                f"Could not run '{self._packet._qualname}' with arguments from the 'CPU' backend. This could be "
+                "because the operator doesn't exist for this backend, or was omitted during the selective/custom "
+                f"build process (if using custom build). (tapelab: no kernel was registered with impl() for "
+                f"'{self.name}')")
+        return self.kernel(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"{self._packet._qualname.replace('::', '.')}.{self._overloadname}"
+
+
+class OpOverloadPacket:
+    """``torch.ops.ns.name`` of a ``Library`` op: calling it runs the ``default`` overload; each
+    overload is an attribute."""
+
+    def __init__(self, qualname: str):
+        self._qualname = qualname
+        self._overloads: dict[str, OpOverload] = {}
+
+    def overloads(self) -> list[str]:
+        return list(self._overloads)
+
+    def __getattr__(self, overload: str) -> OpOverload:
+        overloads = self.__dict__.get("_overloads", {})
+        if overload not in overloads:
+            qualname = str(self.__dict__.get("_qualname")).replace("::", ".")
+            raise AttributeError(f"The underlying op of '{qualname}' has no overload name '{overload}'")
+        return overloads[overload]
+
+    def __call__(self, *args, **kwargs):
+        if "default" not in self._overloads:
+            raise RuntimeError(f"{self._qualname}: no default overload to call (overloads: {self.overloads()})")
+        return self._overloads["default"](*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"<OpOverloadPacket(op='{self._qualname.replace('::', '.')}')>"
+
+
+_DEFINED_NAMESPACES: set[str] = set()
+_PACKETS: dict[str, OpOverloadPacket] = {}
+_KINDS = ("DEF", "IMPL", "FRAGMENT")
+
+
+class Library:
+    """``torch.library.Library(ns, kind, dispatch_key="")``: ``"DEF"`` (the one library defining the
+    namespace), ``"FRAGMENT"`` (more definitions) or ``"IMPL"`` (kernels only)."""
+
+    def __init__(self, ns: str, kind: str, dispatch_key: str = "") -> None:
+        if kind not in _KINDS:
+            raise ValueError(f"Unsupported kind: {kind}")
+        if kind == "DEF":
+            if ns in _DEFINED_NAMESPACES:
+                raise RuntimeError(f"Only a single TORCH_LIBRARY can be used to register the namespace {ns}; "
+                                   "please put all of your definitions in a single TORCH_LIBRARY block.  If you "
+                                   "were trying to specify implementations, consider using TORCH_LIBRARY_IMPL "
+                                   "(which can be duplicated).")
+            _DEFINED_NAMESPACES.add(ns)
+        self.ns, self.kind, self.dispatch_key = ns, kind, dispatch_key
+        self._defined: list[OpOverload] = []
+        self._kernels: list[tuple[OpOverload, Callable]] = []
+
+    def define(self, schema: str, alias_analysis: str = "", *, tags=()) -> str:
+        """Declare ``"name[.overload](args) -> returns"``; returns the name. Defining the same
+        overload twice raises RuntimeError, as PyTorch."""
+        if self.kind == "IMPL":
+            raise RuntimeError(f"define(): a Library of kind IMPL cannot define operators (namespace {self.ns})")
+        full, _, _ = schema.partition("(")
+        name, _, overload = full.strip().partition(".")
+        qualname = f"{self.ns}::{name}"
+        packet = _PACKETS.get(qualname)
+        if packet is None:
+            packet = _PACKETS[qualname] = OpOverloadPacket(qualname)
+            custom.register(qualname, packet)
+        overload = overload or "default"
+        if overload in packet._overloads:
+            raise RuntimeError(f"Tried to register an operator ({self.ns}::{schema}) with the same name and overload "
+                               "name multiple times. Each overload's schema should only be registered with a single "
+                               "call to def().")
+        op = packet._overloads[overload] = OpOverload(packet, overload, schema)
+        self._defined.append(op)
+        return name
+
+    def impl(self, op_name, fn: Callable, dispatch_key: str = "", *, with_keyset: bool = False) -> None:
+        """Make ``fn`` the kernel of ``op_name`` (``"name"``, ``"name.overload"`` or an OpOverload)."""
+        if with_keyset:
+            raise NotImplementedError("Library.impl(with_keyset=True): tapelab has no dispatch key sets to pass")
+        if isinstance(op_name, OpOverload):
+            op = op_name
+        else:
+            name, _, overload = op_name.partition(".")
+            qualname = name if "::" in name else f"{self.ns}::{name}"
+            packet = _PACKETS.get(qualname)
+            if packet is None or (overload or "default") not in packet._overloads:
+                raise RuntimeError(f"impl(): operator {qualname}{'.' + overload if overload else ''} was not defined "
+                                   "(tapelab replaces no aten kernel: define the op with Library.define first)")
+            op = packet._overloads[overload or "default"]
+        op.kernel = fn
+        self._kernels.append((op, fn))
+
+    def _destroy(self) -> None:
+        """Undo this library's registrations, as PyTorch does when a Library is collected: its
+        kernels leave their ops, its definitions leave ``torch.ops``, a DEF frees the namespace."""
+        for op, fn in self._kernels:
+            if op.kernel is fn:
+                op.kernel = None
+        for op in self._defined:
+            packet = op._packet
+            packet._overloads.pop(op._overloadname, None)
+            if not packet._overloads and _PACKETS.get(packet._qualname) is packet:
+                del _PACKETS[packet._qualname]
+                custom.unregister(packet._qualname)
+        if self.kind == "DEF":
+            _DEFINED_NAMESPACES.discard(self.ns)
+        self._kernels, self._defined, self.kind = [], [], "DESTROYED"
+
+    __del__ = _destroy
+
+    def __repr__(self) -> str:
+        return f"Library(kind={self.kind}, ns={self.ns}, dispatch_key={self.dispatch_key})>"
+
+
+_FRAGMENTS: dict[str, Library] = {}
+
+
+def _fragment(ns: str) -> Library:
+    """The library ``define``/``impl`` use for ``ns`` when given none (PyTorch keeps one alive too)."""
+    if ns not in _FRAGMENTS:
+        _FRAGMENTS[ns] = Library(ns, "FRAGMENT")
+    return _FRAGMENTS[ns]
+
+
+def define(qualname: str, schema: str, *, lib: Library | None = None, tags=()) -> None:
+    """``torch.library.define("ns::name", "(Tensor x) -> Tensor")``."""
+    ns, name = qualname.split("::", 1)
+    (lib or _fragment(ns)).define(name + schema, tags=tags)
+
+
+def impl(qualname: str, types, func: Callable | None = None, *, lib: Library | None = None):
+    """``torch.library.impl("ns::name", "cpu")`` as a decorator (or with ``func``): the op's kernel
+    for those device types (tapelab has one backend, so for all)."""
+    ns, name = qualname.split("::", 1)
+
+    def register(f: Callable) -> Callable:
+        (lib or _fragment(ns)).impl(name, f)
+        return f
+    return register if func is None else register(func)

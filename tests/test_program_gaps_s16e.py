@@ -2,6 +2,8 @@
 torchsde, geomloss), each checked against real torch."""
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 import torch
 
@@ -106,3 +108,64 @@ def test_numpy_of_a_tensor_requiring_grad_is_allowed_under_no_grad(m):
         assert p.view(-1).numpy().tolist() == [1.0, 1.0, 1.0]
     with m.inference_mode():
         assert p.numpy().tolist() == [1.0, 1.0, 1.0]
+
+
+_LIB_SEQ = iter(range(10 ** 6))
+
+
+@BOTH
+def test_library_define_impl_serves_torch_ops(m):
+    """pypose imports ``torch.library.Library``; libraries define ops with ``Library(ns, "DEF")``,
+    ``define(schema)`` and ``impl(name, fn, key)``, then call ``torch.ops.ns.name`` (an overload
+    packet: ``.default`` and named overloads); no kernel yet is NotImplementedError, a second DEF
+    of the namespace or a second definition of an overload RuntimeError, a bad kind ValueError."""
+    ns = f"s16e_{m.__name__}_{next(_LIB_SEQ)}"
+    lib = m.library.Library(ns, "DEF")
+    assert lib.define("foo(Tensor x, float s=2.0) -> Tensor") == "foo"
+    assert lib.define("foo.plus(Tensor x, float s) -> Tensor") == "foo"
+    packet = getattr(m.ops, ns).foo
+    with pytest.raises(NotImplementedError, match=f"Could not run '{ns}::foo' with arguments from the 'CPU'"):
+        packet(m.ones(2))
+    lib.impl("foo", lambda x, s=2.0: x * s, "CPU")
+    lib.impl("foo.plus", lambda x, s: x + s, "CompositeExplicitAutograd")
+    x = m.ones(2, requires_grad=True)
+    assert packet(x).tolist() == [2.0, 2.0] and packet.default(x, s=3.0).tolist() == [3.0, 3.0]
+    assert packet.plus(x, 5.0).tolist() == [6.0, 6.0] and sorted(packet.overloads()) == ["default", "plus"]
+    with pytest.warns(UserWarning) if m is torch else contextlib.nullcontext():
+        packet(x).sum().backward()   # the kernel's own ops carry the gradient (torch warns: no autograd kernel)
+    assert x.grad.tolist() == [2.0, 2.0]
+    with pytest.raises(AttributeError, match=f"'{ns}.foo' has no overload name 'nope'"):
+        packet.nope
+    with pytest.raises(RuntimeError, match=f"Only a single TORCH_LIBRARY can be used to register the namespace {ns}"):
+        m.library.Library(ns, "DEF")
+    with pytest.raises(ValueError, match="Unsupported kind: BAD"):
+        m.library.Library(ns, "BAD")
+    frag = m.library.Library(ns, "FRAGMENT")
+    frag.define("bar(Tensor x) -> Tensor")
+    with pytest.raises(RuntimeError, match="same name and overload name multiple times"):
+        frag.define("bar(Tensor x) -> Tensor")
+    impl = m.library.Library(ns, "IMPL", "CPU")
+    impl.impl("bar", lambda x: x + 10)
+    assert getattr(m.ops, ns).bar(m.zeros(1)).tolist() == [10.0]
+    del impl   # a collected library takes its kernels with it
+    with pytest.raises(NotImplementedError, match=f"Could not run '{ns}::bar'"):
+        getattr(m.ops, ns).bar(m.zeros(1))
+    m.library.define(f"{ns}::baz", "(Tensor x) -> Tensor")
+
+    @m.library.impl(f"{ns}::baz", "cpu")
+    def baz(x):
+        return x * 7
+    assert getattr(m.ops, ns).baz.default(m.ones(1)).tolist() == [7.0]
+    del lib, frag   # the DEF library's namespace is free again once it is collected
+    m.library.Library(ns, "DEF")
+
+
+@BOTH
+def test_func_jac_signatures_as_torch(m):
+    """pypose calls ``torch.func.jacrev(..., _preallocate_and_copy=...)``; ``jacfwd`` takes
+    ``has_aux`` positionally and ``randomness`` by keyword."""
+    f = lambda x: (x.sin(), x.cos())   # noqa: E731
+    x = m.tensor([0.0, 1.0])
+    j = m.func.jacrev(lambda x: x.sin(), 0, chunk_size=1, _preallocate_and_copy=True)(x)
+    jf, aux = m.func.jacfwd(f, 0, True, randomness="same")(x)
+    assert j.tolist() == jf.tolist() and aux.tolist() == x.cos().tolist()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-__all__ = ["OpNamespace", "NAMESPACES", "register"]
+__all__ = ["OpNamespace", "NAMESPACES", "register", "unregister"]
 
 
 class OpNamespace:
@@ -32,3 +32,10 @@ def register(qualname: str, op: Callable) -> None:
     """Make ``op`` reachable as ``torch.ops.<namespace>.<name>`` for ``qualname`` ``"namespace::name"``."""
     namespace, name = qualname.split("::", 1)
     NAMESPACES.setdefault(namespace, OpNamespace(namespace)).ops[name] = op
+
+
+def unregister(qualname: str) -> None:
+    """Take ``qualname`` out of ``torch.ops`` (a collected ``Library`` takes its definitions with it)."""
+    namespace, name = qualname.split("::", 1)
+    if namespace in NAMESPACES:
+        NAMESPACES[namespace].ops.pop(name, None)
