@@ -69,6 +69,30 @@ def test_repr_matches_torch():
         assert repr(build(tl.nn)) == repr(build(torch.nn))
 
 
+_LAYERS = [
+    lambda nn: nn.Conv2d(3, 8, 3, stride=2, padding=1, dilation=2, padding_mode="reflect"),
+    lambda nn: nn.ConvTranspose2d(4, 2, (3, 2), output_padding=1, stride=2), lambda nn: nn.Conv1d(2, 4, 5, padding="same"),
+    lambda nn: nn.BatchNorm2d(8, momentum=None, affine=False), lambda nn: nn.LayerNorm((4, 5), eps=1e-6, elementwise_affine=False),
+    lambda nn: nn.GroupNorm(2, 8), lambda nn: nn.InstanceNorm1d(4, affine=True), lambda nn: nn.Dropout(0.25, inplace=True),
+    lambda nn: nn.GELU(approximate="tanh"), lambda nn: nn.Softplus(beta=2, threshold=10), lambda nn: nn.Threshold(0.1, 20),
+    lambda nn: nn.MaxPool2d(2, stride=1, return_indices=True), lambda nn: nn.AvgPool2d(3, ceil_mode=True, count_include_pad=False),
+    lambda nn: nn.AdaptiveAvgPool2d((1, None)), lambda nn: nn.Embedding(10, 3, padding_idx=0, max_norm=2.0),
+    lambda nn: nn.EmbeddingBag(10, 3, mode="max"), lambda nn: nn.LSTM(4, 8, num_layers=2, batch_first=True, dropout=0.1, bidirectional=True),
+    lambda nn: nn.MultiheadAttention(8, 2, batch_first=True, kdim=4, vdim=4),
+    lambda nn: nn.TransformerEncoderLayer(8, 2, 16, batch_first=True, norm_first=True),
+    lambda nn: nn.Upsample(scale_factor=2, mode="bilinear", align_corners=False), lambda nn: nn.Unflatten(1, (2, 3)),
+    lambda nn: nn.CrossEntropyLoss(label_smoothing=0.1, ignore_index=3), lambda nn: nn.ZeroPad2d((1, 2, 0, 1)),
+    lambda nn: nn.Fold((4, 4), 2), lambda nn: nn.Unfold(2, stride=2), lambda nn: nn.RMSNorm(4), lambda nn: nn.LazyLinear(3),
+    lambda nn: nn.MaxUnpool1d(2), lambda nn: nn.MaxUnpool2d((2, 3), padding=1), lambda nn: nn.MaxUnpool3d(2, 1),
+]
+
+
+@pytest.mark.parametrize("build", _LAYERS, ids=range(len(_LAYERS)))
+def test_layer_reprs_match_torch(build):
+    """What ``print(model)`` shows of each layer's settings (MaxUnpool holds its sizes as tuples)."""
+    assert repr(build(tl.nn)) == repr(build(torch.nn))
+
+
 def test_model_forward_backward_matches_torch():
     tm, lm = pair(build_model)
     tm.drop.p = lm.drop.p = 0.0

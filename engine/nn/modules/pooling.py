@@ -169,13 +169,16 @@ class LPPool3d(_LPPoolNd):
 
 
 class _MaxUnpoolNd(Module):
+    """Holds its sizes as tuples of its dimensionality (``_dims``), as PyTorch's (and prints them so)."""
     _fn = None
+    _dims = 0
 
     def __init__(self, kernel_size, stride=None, padding=0):
         super().__init__()
-        self.kernel_size = kernel_size
-        self.stride = stride if stride is not None else kernel_size
-        self.padding = padding
+        tup = lambda v: tuple(v) if isinstance(v, (tuple, list)) else (v,) * self._dims
+        self.kernel_size = tup(kernel_size)
+        self.stride = tup(stride if stride is not None else kernel_size)
+        self.padding = tup(padding)
 
     def forward(self, input: Tensor, indices: Tensor, output_size=None) -> Tensor:
         return type(self)._fn(input, indices, self.kernel_size, self.stride, self.padding, output_size)
@@ -186,14 +189,17 @@ class _MaxUnpoolNd(Module):
 
 class MaxUnpool1d(_MaxUnpoolNd):
     _fn = F.max_unpool1d
+    _dims = 1
 
 
 class MaxUnpool2d(_MaxUnpoolNd):
     _fn = F.max_unpool2d
+    _dims = 2
 
 
 class MaxUnpool3d(_MaxUnpoolNd):
     _fn = F.max_unpool3d
+    _dims = 3
 
 
 class _FractionalMaxPoolNd(Module):
