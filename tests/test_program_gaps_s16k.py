@@ -146,3 +146,79 @@ def test_compiled_kernel_with_an_infinite_constant():
         got.append([y.detach().numpy(), x.grad.numpy()])
     for a, b in zip(got[1], got[0]):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("eq, shapes", [
+    ("bld,dn->bldn", [(2, 3, 4), (4, 5)]),
+    ("bld,bln,bld->bldn", [(2, 3, 4), (2, 3, 5), (2, 3, 4)]),   # mamba-minimal's deltaB_u
+    ("bld,dn->nbld", [(2, 3, 4), (4, 5)]),
+    ("bld,n->bn", [(2, 3, 4), (5,)]),
+    ("ii,j->ij", [(3, 3), (4,)]),
+])
+def test_einsum_without_a_contraction_is_atens_chain_of_muls(eq, shapes, dtype):
+    """Mamba's ``einsum('b l d, b l n, b l d -> b l d n', delta, B, u)`` in bfloat16: ATen multiplies
+    the operands pairwise (the first product rounded before the next) and differentiates the muls;
+    one einsum rounding once, and its contraction-shaped backward, moved values and gradients."""
+    got = {}
+    for m in (torch, tapelab):
+        xs = [_randn(m, *s, seed=i).to(getattr(m, dtype)).requires_grad_() for i, s in enumerate(shapes)]
+        y = m.einsum(eq, *xs)
+        y.backward(_randn(m, *y.shape, seed=9).to(y.dtype))
+        got[m.__name__] = [y.stride(), y.grad_fn.name(), y.detach().float().numpy()] + [x.grad.float().numpy() for x in xs]
+    assert got["tapelab"][:2] == got["torch"][:2]
+    for a, b in zip(got["tapelab"][2:], got["torch"][2:]):
+        np.testing.assert_allclose(a, b, rtol=1e-6 if dtype == "float32" else 0, atol=1e-6 if dtype == "float32" else 0)
+
+
+def test_einsum_of_one_operand_is_a_view_and_a_diagonal_view_is_tracked():
+    """``einsum('ij->ji', x)`` is a view of ``x``; ``x.diagonal()`` is a view whose base is ``x``, so
+    ``K.diagonal().add_(eps)`` on a non-leaf is differentiated (tapelab refused it as an untracked view)."""
+    res = {}
+    for m in (torch, tapelab):
+        x = _randn(m, 3, 3)
+        a = m.ones(3, 3, requires_grad=True)
+        k = a * 2
+        k.diagonal().add_(m.tensor([1.0, 2.0, 3.0]))
+        (k * k).sum().backward()
+        res[m.__name__] = (m.einsum("ij->ji", x)._base is x, x.diagonal()._base is x, k.grad_fn.name(),
+                           k.detach().numpy(), a.grad.numpy())
+    assert res["tapelab"][:3] == res["torch"][:3] == (True, True, "torch::autograd::CopySlices")
+    np.testing.assert_array_equal(res["tapelab"][3], res["torch"][3])
+    np.testing.assert_array_equal(res["tapelab"][4], res["torch"][4])
+
+
+@pytest.mark.parametrize("name", ["sum", "sumk", "mean", "prod", "amax", "var", "std", "logsumexp", "norm",
+                                  "all", "count_nonzero", "cumsum", "cumprod", "cummax", "nansum", "aminmax"])
+def test_reductions_and_scans_of_a_permuted_tensor_are_contiguous(name):
+    """ATen allocates a reduction's (and a scan's) result contiguous; numpy's follows the input's memory
+    order, so ``x.transpose(1, 2).sum(-1).view(b, -1)`` raised where torch's runs."""
+    got = []
+    for m in (torch, tapelab):
+        p = m.arange(1.0, 25.0).reshape(2, 3, 4).permute(2, 0, 1)
+        r = {"sum": lambda: p.sum(1), "sumk": lambda: p.sum([1, 2], keepdim=True), "mean": lambda: p.mean(1),
+             "prod": lambda: p.prod(1), "amax": lambda: p.amax(1), "var": lambda: p.var(1), "std": lambda: p.std(1),
+             "logsumexp": lambda: p.logsumexp(1), "norm": lambda: p.norm(dim=1), "all": lambda: (p > 5).all(1),
+             "count_nonzero": lambda: m.count_nonzero(p, 1), "cumsum": lambda: p.cumsum(1),
+             "cumprod": lambda: p.cumprod(1), "cummax": lambda: p.cummax(1).values,
+             "nansum": lambda: p.nansum(2, keepdim=True), "aminmax": lambda: m.aminmax(p, dim=1).max}[name]()
+        got.append((r.stride(), r.is_contiguous(), tuple(r.view(-1).shape), r.double().numpy()))
+    assert got[1][:3] == got[0][:3]
+    np.testing.assert_allclose(got[1][3], got[0][3], rtol=1e-6)
+
+
+def test_elementwise_result_strides_one_element_dimensions_as_aten():
+    """ATen orders an elementwise result's dimensions by its operands' strides, those of one-element
+    dimensions included (numpy's contiguity ignores them): an einsum's unsqueezed, permuted operands
+    multiplied came out in another memory order (observable in ``stride()`` and in ``dropout``'s mask)."""
+    got = []
+    for m in (torch, tapelab):
+        d = m.ones(2)
+        for _ in range(4):
+            d = d.unsqueeze(d.ndim)
+        d = d.permute(1, 2, 3, 0, 4)                                    # (1, 1, 1, 2, 1)
+        e = m.ones(1, 2, 4).unsqueeze(3).unsqueeze(4).permute(1, 3, 0, 4, 2)   # (2, 1, 1, 1, 4)
+        c = m.ones(3).unsqueeze(1).unsqueeze(2).unsqueeze(3).unsqueeze(4).permute(1, 0, 2, 3, 4)
+        got.append([(d * e).stride(), (d * e * c).stride(), m.einsum("d,bea,c->ecbda", m.ones(2), m.ones(1, 2, 4),
+                                                                      m.ones(3)).stride()])
+    assert got[1] == got[0]

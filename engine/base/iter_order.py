@@ -23,14 +23,16 @@ def _broadcast_strides(shape: tuple, a: np.ndarray) -> list:
     return strides
 
 
-def _row_major(strides: list) -> bool:
-    """The strides decrease from the first dimension to the last, broadcast ones (0) left out."""
-    prev = None
-    for s in strides:
+def _row_major(strides: list, shape: tuple) -> bool:
+    """The strides decrease from the first dimension to the last, broadcast ones (0) left out; of two
+    equal ones (a dimension of one element, which numpy strides freely) the later is no larger, or
+    ATen's sort swaps them, and a swapped dimension may then pass others no operand orders."""
+    prev = prev_n = None
+    for s, n in zip(strides, shape):
         if s:
-            if prev is not None and s > prev:
+            if prev is not None and (s > prev or (s == prev and n > prev_n)):
                 return False
-            prev = s
+            prev, prev_n = s, n
     return True
 
 
@@ -44,7 +46,8 @@ def iterator_order(shape: tuple, operands) -> list | None:
         return None
     arrays = [a for a in operands if isinstance(a, np.ndarray) and a.ndim]
     strides = [_broadcast_strides(shape, a) for a in arrays]
-    if all(a.flags.c_contiguous or _row_major(st) for a, st in zip(arrays, strides)):
+    one = 1 in shape     # numpy's contiguity ignores the strides of one-element dimensions; ATen's sort does not
+    if all((a.flags.c_contiguous and not one) or _row_major(st, shape) for a, st in zip(arrays, strides)):
         return None
 
     perm = reorder_dimensions(shape, strides)
@@ -82,20 +85,23 @@ def reorder_dimensions(sizes, strides: list) -> list:
 
 def in_iterator_order(out: np.ndarray, operands) -> np.ndarray:
     """``out``, the result of an elementwise op on ``operands``, laid out as ATen lays that result
-    out: ``out`` itself when it is already, else a copy in that order."""
+    out, one-element dimensions' strides included (ATen's ordering of a later op reads them): ``out``
+    itself when it is already, a view with those strides when only theirs differ, else a copy."""
     shape = out.shape
     perm = iterator_order(shape, operands)
     if perm is None:
-        if out.flags.c_contiguous:
-            return out
-        return np.ascontiguousarray(out)
+        if not out.flags.c_contiguous:
+            return np.ascontiguousarray(out)
+        perm = range(len(shape) - 1, -1, -1)
+    strides = [0] * len(shape)
     step = out.itemsize
-    for d in perm:   # already in that order? (a dimension of one element has no say)
-        if shape[d] != 1 and out.strides[d] != step:
-            break
+    for d in perm:
+        strides[d] = step
         step *= shape[d]
-    else:
+    if tuple(strides) == out.strides:
         return out
+    if all(n == 1 or s == t for n, s, t in zip(shape, strides, out.strides)):
+        return np.lib.stride_tricks.as_strided(out, shape, strides, writeable=out.flags.writeable)
     slowest_first = perm[::-1]
     laid = np.empty([shape[d] for d in slowest_first], out.dtype).transpose(np.argsort(slowest_first))
     laid[...] = out

@@ -361,8 +361,10 @@ def _compile(op):
             except Exception as e:  # noqa: BLE001 - _failed re-raises what it does not handle
                 out = _failed(op, fwd, dev, (x, y), args, params, e)
             if elementwise and rb is not None and out.ndim > 1 and type(out) is _ndarray and not (
-                    x.flags.c_contiguous and (x.size == out.size or (y.flags.c_contiguous and 1 not in out.shape))):
-                out = in_iterator_order(out, (x, y))   # operands laid out differently: ATen's order
+                    x.flags.c_contiguous and (x.size == out.size or y.flags.c_contiguous) and 1 not in out.shape):
+                # operands laid out differently, or dimensions of one element (numpy strides them freely,
+                # and ATen's ordering reads their strides): ATen's order
+                out = in_iterator_order(out, (x, y))
             req = ra or rb
         elif n == 1:
             a = args[0]
@@ -618,9 +620,9 @@ def _result(op, args, params, dev, req, out):
 
 def _operands_order(out, args):
     """``out`` in ATen's order of an elementwise result (``base/iter_order.py``) when its tensor operands
-    are laid out differently: numpy's order differs from ATen's only then."""
+    are laid out differently or it has one-element dimensions: numpy's order differs from ATen's only then."""
     arrays = [a._data for a in args if isinstance(a, Tensor)]
-    if len(arrays) < 2 or (arrays[0].flags.c_contiguous and arrays[0].size == out.size):
+    if len(arrays) < 2 or (arrays[0].flags.c_contiguous and arrays[0].size == out.size and 1 not in out.shape):
         return out
     return in_iterator_order(out, arrays)
 

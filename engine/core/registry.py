@@ -130,8 +130,22 @@ def _contiguous(fwd: Callable) -> Callable:
 
 
 def _c_order(xp, a):
+    """``a`` row-major with ATen's strides: numpy's contiguity ignores the strides of one-element
+    dimensions (a reduction keeps the input's there), which ATen's elementwise ordering reads."""
     flags = getattr(a, "flags", None)
-    return a if flags is None or flags.c_contiguous else xp.ascontiguousarray(a)
+    if flags is None:
+        return a
+    if not flags.c_contiguous:
+        return xp.ascontiguousarray(a)
+    if 1 in a.shape:
+        step, strides = a.itemsize, []
+        for n in reversed(a.shape):
+            strides.append(step)
+            step *= max(n, 1)
+        strides.reverse()
+        if tuple(strides) != a.strides:
+            return xp.lib.stride_tricks.as_strided(a, a.shape, strides, writeable=a.flags.writeable)
+    return a
 
 
 def kernel_refusal(kernel: str) -> tuple:

@@ -264,10 +264,10 @@ def _check_conv_dtypes(x, w, b, transposed: bool) -> None:
     """ATen's refusals of operands in different dtypes (after autocast's casts): the weight's, then
     the bias's (a transposed convolution converts its bias)."""
     name = lambda a: str(np.dtype(a.dtype)) if a.dtype is not BFLOAT16_NP else "bfloat16"
-    if w.dtype is not x.dtype:
+    if w.dtype != x.dtype:   # (equal dtypes need not be one object: a loaded array's byte order spelled out)
         raise RuntimeError(f"expected scalar type {_SCALAR_TYPES.get(name(x), name(x))} but found "
                            f"{_SCALAR_TYPES.get(name(w), name(w))}")
-    if b and b[0].dtype is not x.dtype and not transposed:
+    if b and b[0].dtype != x.dtype and not transposed:
         raise RuntimeError(f"Input type ({_C10_NAMES.get(name(x), name(x))}) and bias type "
                            f"({_C10_NAMES.get(name(b[0]), name(b[0]))}) should be the same")
 

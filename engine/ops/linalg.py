@@ -18,7 +18,7 @@ from ..core.creation import eye, ones, zeros
 from ..core.dispatch import apply, refused_operand
 from .conjugation import conj
 from .einsum_layout import bmm_plan, result_order
-from .movement import cat, narrow
+from .movement import _mark, cat, narrow
 from ..core.registry import ALL, NONE, OTHERS, Op
 from ._util import Tensor, _wrap_dim, sum_to
 from ..base.dtype import BFLOAT16_NP, FLOATING_KINDS, bfloat16, float16, from_np, in_float32, promote_types
@@ -402,7 +402,42 @@ def einsum(equation: str, *operands):
         # a batched GEMM, whose operands must share a dtype (the forward refuses them)
         common = functools.reduce(promote_types, (t.dtype for t in operands))
         operands = tuple(t.to(common) for t in operands)
+    if not _contracts(eq):
+        return _einsum_by_mul(eq, operands)
     return apply(_einsum, *operands, eq=eq)
+
+
+def _einsum_by_mul(eq: str, operands: tuple):
+    """An equation that sums no label two operands share, as ATen's einsum computes it: each operand
+    viewed in one label order (the output's labels, then the summed ones; a repeated label's
+    diagonal, size 1 where it lacks a label), then multiplied left to right, each operand's own
+    summed labels summed (as size 1) just before its product, the summed dims viewed away at the
+    end (a lone operand's summed instead). In a half dtype each product is rounded before the next,
+    a bfloat16 outer product's gradient is the mul's, and a lone operand's transpose is a view."""
+    ins, out = eq.split("->")
+    order = out + "".join(sorted(set(ins.replace(",", "")) - set(out), key=_LETTERS.index))
+    views = []
+    for sub, t in zip(ins.split(","), operands):
+        while len(set(sub)) < len(sub):     # a repeated label: its diagonal, where the label first is
+            c = next(c for c in sub if sub.count(c) > 1)
+            i = sub.index(c)
+            j = sub.index(c, i + 1)
+            t, sub = t.diagonal(0, i, j).movedim(-1, i), sub[:j] + sub[j + 1:]
+        for c in order:
+            if c not in sub:
+                t, sub = t.unsqueeze(t.ndim), sub + c
+        views.append((t.permute([sub.index(c) for c in order]), set(sub) - set(out)))
+    summed = list(range(len(out), len(order)))
+    if len(views) == 1:
+        t = views[0][0]
+        return t.sum(summed) if summed else t
+    res = None
+    for t, own in views:                    # ATen's pairs: (((a b) c) d), a label summed when one holds it
+        dims = [d for d in summed if order[d] in own and t.shape[d] != 1]
+        if dims:
+            t = t.sum(dims, keepdim=True)
+        res = t if res is None else res * t
+    return res.view(res.shape[:len(out)]) if summed else res
 
 
 @functools.lru_cache(maxsize=512)
@@ -507,7 +542,8 @@ def diagonal(input, offset: int = 0, dim1: int = 0, dim2: int = 1):
     d1, d2 = _wrap_dim(dim1, input.ndim, "diagonal"), _wrap_dim(dim2, input.ndim, "diagonal")
     if d1 == d2:
         raise RuntimeError(f"diagonal dimensions cannot be identical {dim1}, {dim2}")
-    return apply(_diagonal, input, offset=offset, dim1=d1, dim2=d2)
+    # a view of the input's base, as PyTorch's: an in-place op on it (K.diagonal().add_(eps)) is tracked
+    return _mark(apply(_diagonal, input, offset=offset, dim1=d1, dim2=d2), input)
 
 
 def diag(input, diagonal: int = 0):

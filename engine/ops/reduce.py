@@ -229,7 +229,7 @@ def _sum_vjp(g, out, x, *, dims, keepdim, dtype):
     return (g if g._data.dtype is x._data.dtype else g.to(x.dtype),)
 
 
-_sum = Op("sum", _sum_fwd, _sum_vjp, saves=NONE, onnx=_onnx_reduce("ReduceSum"))
+_sum = Op("sum", _sum_fwd, _sum_vjp, saves=NONE, contiguous=True, onnx=_onnx_reduce("ReduceSum"))
 
 
 def array_sum(xp, a, dims: tuple | None):
@@ -256,7 +256,7 @@ def _mean_vjp(g, out, x, *, dims, keepdim, dtype):
     return ((_expand_back(g, x, dims, keepdim) / _count(x._data.shape, dims)).to(x.dtype),)
 
 
-_mean = Op("mean", _mean_fwd, _mean_vjp, saves=NONE, onnx=_onnx_reduce("ReduceMean"))
+_mean = Op("mean", _mean_fwd, _mean_vjp, saves=NONE, contiguous=True, onnx=_onnx_reduce("ReduceMean"))
 
 
 def _prod_fwd(xp, x, *, dim, keepdim, dtype):
@@ -297,7 +297,7 @@ def _prod_others_vjp(g, out, x, *, dim):
     return (gx.transpose(dim, -1),)
 
 
-_prod = Op("prod", _prod_fwd, _prod_vjp, save_output=True, complex=True, onnx=_onnx_prod)
+_prod = Op("prod", _prod_fwd, _prod_vjp, save_output=True, contiguous=True, complex=True, onnx=_onnx_prod)
 _prod_others = Op("prod_others", _prod_others_fwd, _prod_others_vjp, complex=True)
 
 
@@ -354,9 +354,9 @@ def _extremum_vjp(g, out, x, *, dims, keepdim):
 
 
 _amax = Op("amax", lambda xp, x, *, dims, keepdim: x.max(axis=dims, keepdims=keepdim),
-           _extremum_vjp, save_output=True, onnx=_onnx_reduce("ReduceMax"), complex_error=kernel_refusal("max_values"))
+           _extremum_vjp, save_output=True, contiguous=True, onnx=_onnx_reduce("ReduceMax"), complex_error=kernel_refusal("max_values"))
 _amin = Op("amin", lambda xp, x, *, dims, keepdim: x.min(axis=dims, keepdims=keepdim),
-           _extremum_vjp, save_output=True, onnx=_onnx_reduce("ReduceMin"), complex_error=kernel_refusal("min_values"))
+           _extremum_vjp, save_output=True, contiguous=True, onnx=_onnx_reduce("ReduceMin"), complex_error=kernel_refusal("min_values"))
 _argmax = Op("argmax", lambda xp, x, *, dim, keepdim: xp.argmax(x, axis=dim, keepdims=keepdim),
              onnx=_onnx_arg("ArgMax"), complex_error=(RuntimeError, "argmax(): does not support complex input"))
 _argmin = Op("argmin", lambda xp, x, *, dim, keepdim: xp.argmin(x, axis=dim, keepdims=keepdim),
@@ -463,8 +463,8 @@ def _std_fwd(xp, x, **params):
 # 1/x where x != 0 and 0 where x == 0; its derivative -1/x^2 is then -out^2 everywhere
 _recip_nonzero = Op("recip_nonzero", lambda xp, x: _backend.divide_where(xp, 1, x, x != 0),
                     lambda g, out, x: (-g * out * out,), saves=NONE, save_output=True, elementwise=True)
-_var = Op("var", _var_fwd, _var_vjp, onnx=_onnx_var)
-_std = Op("std", _std_fwd, _std_vjp, save_output=True, onnx=lambda g, x, **p: g.op("Sqrt", _onnx_var(g, x, **p)))
+_var = Op("var", _var_fwd, _var_vjp, contiguous=True, onnx=_onnx_var)
+_std = Op("std", _std_fwd, _std_vjp, save_output=True, contiguous=True, onnx=lambda g, x, **p: g.op("Sqrt", _onnx_var(g, x, **p)))
 
 
 def _var_args(input, dim, unbiased, keepdim, correction, op: str):
@@ -520,7 +520,7 @@ def _lse_fwd(xp, x, *, dims, keepdim):
 _logsumexp = Op("logsumexp", _lse_fwd,
                 lambda g, out, x, *, dims, keepdim: (_expand_back(g, x, dims, keepdim)
                                                      * (x - _expand_back(out, x, dims, keepdim)).exp(),),
-                promote="float", save_output=True, onnx=_onnx_reduce("ReduceLogSumExp"))
+                promote="float", save_output=True, contiguous=True, onnx=_onnx_reduce("ReduceLogSumExp"))
 
 
 def logsumexp(input, dim=None, keepdim: bool = False, *, axis=None, keepdims=None):
@@ -581,7 +581,7 @@ def _norm_vjp(g, out, x, *, ord, dims, keepdim):
     return (gx * x.sgn() * x.abs() ** (ord - 1) * r ** (ord - 1),)
 
 
-_norm = Op("norm", _norm_fwd, _norm_vjp, save_output=True, onnx=_onnx_norm)
+_norm = Op("norm", _norm_fwd, _norm_vjp, save_output=True, contiguous=True, onnx=_onnx_norm)
 
 
 def vector_norm(x, ord=2, dim=None, keepdim: bool = False, *, dtype=None):
@@ -636,7 +636,7 @@ def _cumsum_fwd(xp, x, *, dim, reverse, dtype):
 _cumsum = Op("cumsum", _cumsum_fwd,
              lambda g, out, x, *, dim, reverse, dtype: (apply(_cumsum, g, dim=dim, reverse=not reverse,
                                                               dtype=None).to(x.dtype),),
-             saves=NONE, onnx=_onnx_cumsum)
+             saves=NONE, contiguous=True, onnx=_onnx_cumsum)
 
 
 def _cumprod_fwd(xp, x, *, dim, dtype):
@@ -679,7 +679,7 @@ def _cumprod_grad_zeros_fwd(xp, x, g, y, *, dim):
     return xp.moveaxis(xp.where(pos == z, at_z, grad), -1, dim)
 
 
-_cumprod = Op("cumprod", _cumprod_fwd, _cumprod_vjp, save_output=True)
+_cumprod = Op("cumprod", _cumprod_fwd, _cumprod_vjp, save_output=True, contiguous=True)
 _cumprod_grad_zeros = Op("cumprod_grad_zeros", _cumprod_grad_zeros_fwd)
 
 
@@ -698,13 +698,13 @@ def _logical(reduce_name: str, onnx=None):
     def fwd(xp, x, *, dims, keepdim):
         r = getattr(xp, reduce_name)(x, axis=dims, keepdims=keepdim)
         return r.astype(x.dtype) if x.dtype == xp.uint8 else r  # uint8 stays uint8, as in torch
-    return Op(reduce_name, fwd, onnx=onnx)
+    return Op(reduce_name, fwd, onnx=onnx, contiguous=True)
 
 
 _all, _any = _logical("all", onnx=_onnx_all_any("ReduceMin")), _logical("any", onnx=_onnx_all_any("ReduceMax"))
 _count_nonzero = Op("count_nonzero", lambda xp, x, *, dims: xp.asarray(xp.count_nonzero(x, axis=dims),
                                                                        dtype=xp.int64),
-                    onnx=_onnx_count_nonzero)
+                    onnx=_onnx_count_nonzero, contiguous=True)
 
 
 def all(input, dim=None, keepdim: bool = False, *, axis=None, keepdims=None):

@@ -52,7 +52,7 @@ def _running_index_fwd(xp, x, *, dim, largest):
     return xp.moveaxis(out, 0, dim)
 
 
-_running_index = Op("cummax_indices", _running_index_fwd, complex_error=kernel_refusal("cummax"))
+_running_index = Op("cummax_indices", _running_index_fwd, complex_error=kernel_refusal("cummax"), contiguous=True)
 
 
 def _running(input: Tensor, dim: int, largest: bool, name: str):
