@@ -410,3 +410,41 @@ def test_quantize_dynamic_linear_bitwise(spec):
     assert outs[0][0] == outs[1][0] and np.array_equal(outs[0][2], outs[1][2])
     for a, b in zip(outs[0][1], outs[1][1]):
         assert np.array_equal(a, b)
+
+
+def _static_net(T, q):
+    nn = T.nn
+    return nn.Sequential(q.QuantStub(), nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(),
+                         nn.Conv2d(8, 6, 3, stride=2, groups=2, bias=False), nn.MaxPool2d(2), nn.Flatten(),
+                         nn.Linear(6, 16), nn.ReLU(), nn.Linear(16, 5), q.DeQuantStub()).eval()
+
+
+@pytest.mark.parametrize("backend", ["x86", "qnnpack", "default"])
+def test_static_quantization_convert_bitwise(backend):
+    """Eager post-training quantization (fuse_modules -> prepare -> calibrate -> convert): Quantize, quantized
+    ConvReLU2d / Conv2d (groups, stride, no bias) / LinearReLU / Linear, max pooling and flatten on the codes,
+    DeQuantize. Given the same observers' qparams, torch's fbgemm requantization (exact int accumulation, float
+    bias over x_scale * w_scale, rounding of the float32 multiplier product) gives the same codes and outputs."""
+    outs = []
+    for T, q in ((torch, tq), (tapelab, lq)):
+        T.manual_seed(0)
+        m = q.fuse_modules(_static_net(T, q), [["1", "2"], ["6", "7"]])
+        m.qconfig = {"x86": lambda: q.get_default_qconfig("x86"), "qnnpack": lambda: q.get_default_qconfig("qnnpack"),
+                     "default": lambda: q.default_qconfig}[backend]()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            p = q.prepare(m)
+            p(T.randn(8, 3, 6, 6))
+            # the calibration's float layers may differ by an ulp: hand both sides torch's output qparams
+            outs.append((p, q.convert(p)))
+    (pt, qt), (pl, ql) = outs
+    for name, mod in qt.named_modules():
+        if hasattr(mod, "scale") and not isinstance(mod.scale, torch.Tensor):
+            lmod = dict(ql.named_modules())[name]
+            lmod.scale, lmod.zero_point = mod.scale, mod.zero_point
+    assert repr(ql).replace("tapelab", "torch") == repr(qt)
+    torch.manual_seed(1)
+    x = torch.randn(5, 3, 6, 6) * 1.3
+    xl = tapelab.tensor(x.numpy())
+    assert np.array_equal(qt[1](qt[0](x)).int_repr().numpy(), ql[1](ql[0](xl)).int_repr().numpy())
+    assert np.array_equal(qt(x).numpy(), _np(ql(xl)))

@@ -27,6 +27,10 @@ _DEPRECATED = ("torch.quantize_per_tensor, torch.quantize_per_channel and other 
                "for more information.")
 # what a quantized tensor answers besides its own methods: metadata and copies that keep it quantized
 _METADATA = {"size", "dim", "numel", "shape", "ndim", "nelement", "is_contiguous", "stride", "__len__", "element_size"}
+# ops PyTorch runs on per-tensor quantized tensors that only move or select codes (or take their max), so they
+# run on the codes and keep the scale and zero point; relu clamps at the zero point
+_ON_CODES = {"reshape", "view", "flatten", "contiguous", "permute", "transpose", "squeeze", "unsqueeze", "__getitem__",
+             "max_pool1d", "max_pool2d", "adaptive_max_pool2d", "relu", "chunk", "split", "unbind"}
 
 
 class QuantizedTensor(Tensor):
@@ -124,9 +128,21 @@ class QuantizedTensor(Tensor):
                          f"axis={self._axis}"]
         return _add_suffixes("tensor(" + array_str(values, len("tensor(")), suffixes, len("tensor("))
 
+    def _on_codes(self, func, args: tuple, kwargs: dict, name: str):
+        codes = Tensor._wrap(self._data.astype(np.float64), False, None, 0, [0], self._device)
+        if name == "relu":
+            out = codes.clamp(min=float(self._zero_point))
+        else:
+            out = func(codes, *args, **{k: v for k, v in kwargs.items() if k != "inplace"})
+        wrap = lambda t: self._like(t.numpy().astype(self._data.dtype))   # noqa: E731
+        return type(out)(wrap(t) for t in out) if isinstance(out, (tuple, list)) else wrap(out)
+
     @classmethod
     def __torch_function__(cls, func, types, args=(), kwargs=None):
         name = getattr(func, "__name__", str(func))
+        q = args[0] if args else None
+        if (name in _ON_CODES or name.startswith("max_pool")) and isinstance(q, QuantizedTensor) and q._axis is None:
+            return q._on_codes(func, args[1:], kwargs or {}, name)
         if name in _METADATA or name.startswith("q_") or name in ("dequantize", "int_repr", "qscheme"):
             return func(*[Tensor._wrap(a._data, False, None, 0, a._vc, a._device) if isinstance(a, QuantizedTensor)
                           else a for a in args], **(kwargs or {}))

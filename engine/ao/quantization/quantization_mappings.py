@@ -5,10 +5,13 @@ from ...nn.modules import activation, batchnorm, conv, dropout, instancenorm, li
 from ...nn.modules.container import Sequential
 from ..nn import intrinsic as nni, qat as nnqat
 from ..nn.intrinsic import qat as nniqat
+from ..nn import quantized as nnq
+from ..nn.intrinsic import quantized as nniq
 from ..nn.quantized import dynamic as nnqd
 from .stubs import DeQuantStub, QuantStub
 
-__all__ = ["DEFAULT_QAT_MODULE_MAPPINGS", "DEFAULT_DYNAMIC_QUANT_MODULE_MAPPINGS", "get_default_qat_module_mappings",
+__all__ = ["DEFAULT_QAT_MODULE_MAPPINGS", "DEFAULT_DYNAMIC_QUANT_MODULE_MAPPINGS", "DEFAULT_STATIC_QUANT_MODULE_MAPPINGS",
+           "get_default_static_quant_module_mappings", "get_default_qat_module_mappings",
            "get_default_dynamic_quant_module_mappings", "get_default_qconfig_propagation_list", "no_observer_set"]
 
 DEFAULT_QAT_MODULE_MAPPINGS = {
@@ -19,6 +22,13 @@ DEFAULT_QAT_MODULE_MAPPINGS = {
     nni.ConvBnReLU3d: nniqat.ConvBnReLU3d,
 }
 DEFAULT_DYNAMIC_QUANT_MODULE_MAPPINGS = {linear.Linear: nnqd.Linear}
+# what convert makes of observed float, fused and QAT modules (the quantized kernels tapelab has)
+DEFAULT_STATIC_QUANT_MODULE_MAPPINGS = {
+    QuantStub: nnq.Quantize, DeQuantStub: nnq.DeQuantize, linear.Linear: nnq.Linear, conv.Conv2d: nnq.Conv2d,
+    nni.LinearReLU: nniq.LinearReLU, nni.ConvReLU2d: nniq.ConvReLU2d, nnqat.Linear: nnq.Linear,
+    nnqat.Conv2d: nnq.Conv2d, nniqat.LinearReLU: nniq.LinearReLU, nniqat.ConvReLU2d: nniq.ConvReLU2d,
+    nniqat.ConvBn2d: nnq.Conv2d, nniqat.ConvBnReLU2d: nniq.ConvReLU2d,
+}
 # the float modules PyTorch's eager quantization has quantized counterparts of (its static mapping's keys):
 # they receive a qconfig and an output observer
 _STATIC_QUANTIZABLE = {
@@ -35,6 +45,11 @@ _STATIC_QUANTIZABLE = {
 def get_default_qat_module_mappings() -> dict:
     """Float module type -> its QAT module type (``prepare_qat`` swaps by it)."""
     return dict(DEFAULT_QAT_MODULE_MAPPINGS)
+
+
+def get_default_static_quant_module_mappings() -> dict:
+    """Observed module type -> its quantized type (``convert`` swaps by it)."""
+    return dict(DEFAULT_STATIC_QUANT_MODULE_MAPPINGS)
 
 
 def get_default_dynamic_quant_module_mappings() -> dict:

@@ -16,7 +16,7 @@ from ...base import dtype as _dt
 from ...nn.modules.linear import Linear
 from .qconfig import default_dynamic_qconfig
 from .quantization_mappings import (get_default_dynamic_quant_module_mappings, get_default_qat_module_mappings,
-                                    get_default_qconfig_propagation_list)
+                                    get_default_qconfig_propagation_list, get_default_static_quant_module_mappings)
 from .stubs import DeQuantStub, QuantWrapper
 
 __all__ = ["propagate_qconfig_", "prepare", "prepare_qat", "convert", "swap_module", "quantize_qat", "quantize_dynamic",
@@ -189,11 +189,12 @@ def convert(module: Module, mapping: dict | None = None, inplace: bool = False, 
             is_reference: bool = False, convert_custom_config_dict: dict | None = None,
             use_precomputed_fake_quant: bool = False):
     """Swap each submodule that has a qconfig and a mapped type for ``mapping[type].from_float(module)``
-    (children first; a fused module is swapped whole), then drop the qconfigs and observers."""
+    (children first; a fused module is swapped whole; by default the static mapping to quantized modules), then
+    drop the qconfigs and observers."""
     _deprecated()
-    if mapping is None:
-        raise NotImplementedError("convert to quantized modules (the static mapping) needs quantized kernels, "
-                                  "which tapelab does not have; pass mapping= (prepare_qat passes the QAT one)")
+    if is_reference:
+        raise NotImplementedError("convert(is_reference=True): tapelab has no reference quantized modules")
+    mapping = get_default_static_quant_module_mappings() if mapping is None else mapping
     if not inplace:
         module = copy.deepcopy(module)
     _convert(module, mapping, use_precomputed_fake_quant)

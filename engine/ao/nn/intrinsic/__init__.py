@@ -40,4 +40,4 @@ ConvBnReLU1d, ConvBnReLU2d, ConvBnReLU3d = (_fused(f"ConvBnReLU{n}d", c, b, ReLU
 BNReLU2d, BNReLU3d = _fused("BNReLU2d", BatchNorm2d, ReLU), _fused("BNReLU3d", BatchNorm3d, ReLU)
 LinearBn1d = _fused("LinearBn1d", Linear, BatchNorm1d)
 
-from . import qat  # noqa: E402,F401  (after the fused modules, which it subclasses)
+from . import qat, quantized  # noqa: E402,F401  (after the fused modules, which qat subclasses)
