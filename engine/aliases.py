@@ -4,9 +4,12 @@
 (they are kept and put back later), maps the top names to ``tapelab`` and ``tapelab.vision``, and
 puts a finder first on ``sys.meta_path`` that answers ``torch.X`` with the module ``tapelab.X``
 (and ``torchvision.X`` with ``tapelab.vision.X``). The two top modules answer to the names they are
-imported as (``torch.__name__ == "torch"``, which libraries check). Nothing of another library is
-patched: only the import table changes, and ``uninstall_aliases()`` (or leaving the ``with`` block)
-restores it and the names.
+imported as (``torch.__name__ == "torch"``, which libraries check), and so do the tensor classes:
+``Tensor.__module__`` is ``"torch"`` and each tapelab Tensor subclass's module reads ``torch.*``
+(``torch.nn.parameter``), because libraries pick the array library from ``type(x).__module__``
+(autoray, under torchquad and quimb, maps ``expand_dims`` to ``unsqueeze`` only for ``"torch"``).
+Nothing of another library is patched: only the import table changes, and ``uninstall_aliases()``
+(or leaving the ``with`` block) restores it and the names.
 A name tapelab does not have raises ``ModuleNotFoundError`` naming the tapelab module it looked for.
 
 Example:
@@ -88,6 +91,7 @@ class Aliases:
         self.prefixes = prefixes
         self.saved: dict[str, ModuleType] = {}
         self.names: dict[ModuleType, str] = {}   # the served top modules and their own names
+        self.class_modules: dict[type, str] = {}  # the retagged tensor classes and their own modules
         self.finder = _AliasFinder(prefixes)
         self.active = False
 
@@ -100,6 +104,10 @@ class Aliases:
             module = sys.modules[alias] = importlib.import_module(target)
             self.names[module] = module.__name__
             module.__name__ = alias   # pyro asserts ``torch.__name__ == "torch"`` before patching torch.*
+        if "torch" in self.prefixes:
+            self.class_modules = _tensor_classes()
+            for cls, own in self.class_modules.items():
+                cls.__module__ = "torch" if own == "tapelab.core.tensor" else "torch" + own[len("tapelab"):]
         self.active = True
         return self
 
@@ -111,7 +119,9 @@ class Aliases:
         sys.modules.update(self.saved)
         for module, name in self.names.items():
             module.__name__ = name
-        self.names = {}
+        for cls, own in self.class_modules.items():
+            cls.__module__ = own
+        self.names, self.class_modules = {}, {}
         if self.finder in sys.meta_path:
             sys.meta_path.remove(self.finder)
         self.active = False
@@ -121,6 +131,18 @@ class Aliases:
 
     def __exit__(self, *exc) -> None:
         uninstall_aliases()
+
+
+def _tensor_classes() -> dict[type, str]:
+    """``Tensor`` and every Tensor subclass tapelab defines, with their modules."""
+    from .core.tensor import Tensor
+    found, todo = {}, [Tensor]
+    while todo:
+        cls = todo.pop()
+        if cls.__module__.startswith("tapelab.") and cls not in found:
+            found[cls] = cls.__module__
+        todo.extend(cls.__subclasses__())
+    return found
 
 
 _current: list[Aliases] = []

@@ -169,3 +169,19 @@ def test_func_jac_signatures_as_torch(m):
     j = m.func.jacrev(lambda x: x.sin(), 0, chunk_size=1, _preallocate_and_copy=True)(x)
     jf, aux = m.func.jacfwd(f, 0, True, randomness="same")(x)
     assert j.tolist() == jf.tolist() and aux.tolist() == x.cos().tolist()
+
+
+def test_tensor_classes_answer_to_torch_modules_while_aliased():
+    """autoray (torchquad, quimb) picks the array library from ``type(x).__module__.split('.')[0]``
+    and maps ``expand_dims``/``random.seed`` only for ``"torch"``: under the aliases tapelab's tensor
+    classes report PyTorch's modules (``Tensor``: ``torch``, ``Parameter``: ``torch.nn.parameter``),
+    and their own again after."""
+    assert (torch.Tensor.__module__, torch.nn.Parameter.__module__) == ("torch", "torch.nn.parameter")
+    own = (tapelab.Tensor.__module__, tapelab.nn.Parameter.__module__)
+    with tapelab.install_aliases():
+        import torch as aliased
+        assert aliased.Tensor is tapelab.Tensor
+        assert (type(aliased.ones(1)).__module__, aliased.nn.Parameter.__module__) == ("torch", "torch.nn.parameter")
+        assert repr(type(aliased.ones(1))) == repr(torch.Tensor) == "<class 'torch.Tensor'>"
+    assert (tapelab.Tensor.__module__, tapelab.nn.Parameter.__module__) == own
+    assert own[0].startswith("tapelab.")
