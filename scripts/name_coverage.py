@@ -39,10 +39,10 @@ FOREIGN_MODULES = ("Not API: a module from outside PyTorch (the standard library
                    "imports leave in the namespace (found by rule: a module whose name does not start "
                    "with 'torch').")
 QUANTIZATION = ("Quantized kernels: tapelab has fake quantization, observers and eager QAT (`torch.ao.quantization`), "
-                "quantized tensors (codes with a scale and zero point) and dynamically quantized Linear, but no "
-                "quantized compute kernels (static quantized conv/linear/pooling/batch norm, quantized RNN cells, "
-                "FBGEMM packing, fp16 weights), so these names could not behave as PyTorch's; the quantized-tensor "
-                "methods live on the quantized tensors themselves, not on every Tensor.")
+                "quantized tensors (codes with a scale and zero point) and quantized Linear/Conv2d (static and "
+                "dynamic), but not PyTorch's other quantized kernels (quantized pooling functions, batch norm, RNN "
+                "cells, FBGEMM packing, fp16 weights), so these names could not behave as PyTorch's; the "
+                "quantized-tensor methods live on the quantized tensors themselves, not on every Tensor.")
 DATAPIPES = ("DataPipes: PyTorch's deprecated data-loading graph (`IterDataPipe`/`MapDataPipe` and their registry); "
              "torchdata stopped developing them in 0.9 and removed them in 0.10, and PyTorch keeps them only for old "
              "code. `Dataset`, `IterableDataset`, samplers and `DataLoader` are the supported path and are present.")
