@@ -1,5 +1,5 @@
-"""Gaps found in session 16 running scientific libraries on top of PyTorch unchanged (e3nn,
-torchsde, geomloss), each checked against real torch."""
+"""Gaps found in session 16 running scientific and geometric libraries on top of PyTorch unchanged
+(e3nn, torchsde, geomloss, botorch/gpytorch, pypose, torchquad), each checked against real torch."""
 from __future__ import annotations
 
 import contextlib
