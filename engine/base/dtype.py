@@ -38,6 +38,11 @@ _SCALAR_TYPES = {"bool": "Bool", "uint8": "Byte", "int8": "Char", "int16": "Shor
                  "float8_e4m3fnuz": "Float8_e4m3fnuz", "float8_e5m2fnuz": "Float8_e5m2fnuz", "complex32": "ComplexHalf",
                  "qint8": "QInt8", "quint8": "QUInt8", "qint32": "QInt32", "quint4x2": "QUInt4x2", "quint2x4": "QUInt2x4"}
 
+# PyTorch's C++ type names ("expected dtype float for `end` but got dtype c10::BFloat16")
+_CPP_NAMES = {"bool": "bool", "uint8": "unsigned char", "int8": "signed char", "int16": "short int", "int32": "int",
+              "int64": "long int", "float16": "c10::Half", "bfloat16": "c10::BFloat16", "float32": "float",
+              "float64": "double", "complex64": "c10::complex<float>", "complex128": "c10::complex<double>"}
+
 
 def package_name() -> str:
     """The name the package answers to: ``torch`` while ``install_aliases`` serves it as torch, else
@@ -52,11 +57,13 @@ _PACKAGE = __name__.partition(".")[0]
 class dtype:
     """A tensor element type, e.g. ``tapelab.float32``."""
 
-    __slots__ = ("name", "np", "itemsize", "is_floating_point", "is_complex", "is_signed", "_rank", "scalar_type")
+    __slots__ = ("name", "np", "itemsize", "is_floating_point", "is_complex", "is_signed", "_rank", "scalar_type",
+                 "cpp_name")
 
     def __init__(self, name: str, np_dtype, rank: int):
         self.name = name
         self.scalar_type = _SCALAR_TYPES[name]   # PyTorch's c10 name, as its error messages spell the dtype
+        self.cpp_name = _CPP_NAMES.get(name, self.scalar_type)   # its C++ type, as other messages spell it
         self.np = np.dtype(np_dtype)
         self.itemsize = self.np.itemsize
         self.is_floating_point = self.np.kind in FLOATING_KINDS

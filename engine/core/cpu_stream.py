@@ -39,7 +39,7 @@ import warnings
 import numpy as np
 
 from .. import kernels
-from ..base.dtype import BFLOAT16_NP
+from ..base.dtype import BFLOAT16_NP, from_np
 
 _U64 = np.uint64
 _F32 = np.float32
@@ -126,13 +126,6 @@ def integers(bits, n: int, low: int, high: int, dt: np.dtype) -> np.ndarray:
                                       .astype(np.int64) + low).astype(dt))
 
 
-# the C++ names ATen's random_ messages give its dtypes
-_C10_NAMES = {np.dtype(np.float16): "c10::Half", np.dtype(BFLOAT16_NP): "c10::BFloat16",
-              np.dtype(np.float32): "float", np.dtype(np.float64): "double", np.dtype(np.int8): "signed char",
-              np.dtype(np.uint8): "unsigned char", np.dtype(np.int16): "short int", np.dtype(np.int32): "int",
-              np.dtype(np.int64): "long int", np.dtype(np.bool_): "bool"}
-
-
 def checked_bounds(low: int, high: int, dt: np.dtype) -> tuple[int, int]:
     """``[low, high)`` as ATen's ``random_`` takes it for dtype ``dt``: a float dtype's bounds moved to
     numbers it holds (``float_bounds``), then ``low`` and ``high - 1`` refused outside the dtype's range."""
@@ -146,7 +139,7 @@ def checked_bounds(low: int, high: int, dt: np.dtype) -> tuple[int, int]:
         lo, hi = np.iinfo(dt).min, np.iinfo(dt).max
     for name, v in (("from", low), ("to - 1", high - 1)):
         if not lo <= v <= hi:
-            raise RuntimeError(f"{name} is out of bounds for {_C10_NAMES[dt]}")
+            raise RuntimeError(f"{name} is out of bounds for {from_np(dt).cpp_name}")
     return low, high
 
 
@@ -173,7 +166,7 @@ def float_bounds(low: int, high: int, dt: np.dtype) -> tuple[int, int]:
     for name, v in (("from", low), ("to - 1", high - 1)):
         if not -(1 << digits) <= v <= 1 << digits:
             warnings.warn(f"{name} is out of bounds [-(2^{digits}), 2^{digits}]. Due to precision limitations "
-                          f"{_C10_NAMES[dt]} can support discrete uniform distribution only within this range. "
+                          f"{from_np(dt).cpp_name} can support discrete uniform distribution only within this range. "
                           "This warning will become an error in version 1.7 release, please fix the code in advance",
                           stacklevel=2)
     return low, high

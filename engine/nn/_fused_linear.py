@@ -18,7 +18,6 @@ from ..core.dispatch import apply
 from ..core.registry import OTHERS, Op
 from ..core.tensor import Tensor
 from ..kernels import gemm, gemms
-from ..ops.linalg import _C_NAMES
 from ..ops.reduce import array_sum
 
 __all__ = ["linear", "applies"]
@@ -41,7 +40,7 @@ def _check_dtypes(x, w, b) -> None:
     if b is None:
         if x.dtype != w.dtype:
             raise RuntimeError(f"expected m1 and m2 to have the same dtype, but got: "
-                               f"{_C_NAMES[_dtype.from_np(x.dtype).name]} != {_C_NAMES[_dtype.from_np(w.dtype).name]}")
+                               f"{_dtype.from_np(x.dtype).cpp_name} != {_dtype.from_np(w.dtype).cpp_name}")
         return
     for name, a in (("self", b), ("mat1", x)):
         if a.dtype != w.dtype:

@@ -25,7 +25,7 @@ from ..ops.sparse import sparse_coo_tensor
 from .. import kernels
 from ..kernels import gemm
 from ..base.backend import is_numpy
-from ..base.dtype import BFLOAT16_NP, FLOATING_KINDS, in_float32
+from ..base.dtype import BFLOAT16_NP, FLOATING_KINDS, from_np, in_float32
 from . import _winograd
 
 __all__ = ["convolution", "convolution_transpose", "convolution_weight", "max_pool", "avg_pool",
@@ -254,22 +254,14 @@ def _out_size(size, kernel, stride, pads, dilation) -> tuple:
                  for i, k, s, p, d in zip(size, kernel, stride, pads, dilation))
 
 
-# PyTorch's C++ names of dtypes, as its convolution's "should be the same" messages spell them
-_C10_NAMES = {"float32": "float", "float64": "double", "float16": "c10::Half", "bfloat16": "c10::BFloat16"}
-_SCALAR_TYPES = {"float32": "Float", "float64": "Double", "float16": "Half", "bfloat16": "BFloat16", "int64": "Long",
-                 "int32": "Int", "int16": "Short", "int8": "Char", "uint8": "Byte", "bool": "Bool"}
-
-
 def _check_conv_dtypes(x, w, b, transposed: bool) -> None:
     """ATen's refusals of operands in different dtypes (after autocast's casts): the weight's, then
     the bias's (a transposed convolution converts its bias)."""
-    name = lambda a: str(np.dtype(a.dtype)) if a.dtype is not BFLOAT16_NP else "bfloat16"
-    if w.dtype != x.dtype:   # (equal dtypes need not be one object: a loaded array's byte order spelled out)
-        raise RuntimeError(f"expected scalar type {_SCALAR_TYPES.get(name(x), name(x))} but found "
-                           f"{_SCALAR_TYPES.get(name(w), name(w))}")
+    dt = lambda a: from_np(a.dtype.newbyteorder("="))   # a loaded array's byte order may be spelled out
+    if w.dtype != x.dtype:
+        raise RuntimeError(f"expected scalar type {dt(x).scalar_type} but found {dt(w).scalar_type}")
     if b and b[0].dtype != x.dtype and not transposed:
-        raise RuntimeError(f"Input type ({_C10_NAMES.get(name(x), name(x))}) and bias type "
-                           f"({_C10_NAMES.get(name(b[0]), name(b[0]))}) should be the same")
+        raise RuntimeError(f"Input type ({dt(x).cpp_name}) and bias type ({dt(b[0]).cpp_name}) should be the same")
 
 
 def _plus_bias(fwd, xp, x, w, b, *, half_once: bool = True, **params):

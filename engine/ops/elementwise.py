@@ -736,20 +736,15 @@ _addcmul = Op("addcmul", _addcmul_fwd, _addcmul_vjp, promote="common", saves=OTH
 _addcdiv = Op("addcdiv", _addcdiv_fwd, _addcdiv_vjp, promote="common", elementwise=True,
               onnx=lambda g, a, t1, t2, *, value=1: g.op("Add", a, g.op("Mul", g.op("Div", t1, t2), value)))
 
-# c10's dtype spelling, which lerp's messages use
-_C10 = {"float32": "float", "float64": "double", "float16": "c10::Half", "int64": "long int",
-        "int32": "int", "int16": "short int", "int8": "signed char", "uint8": "unsigned char", "bool": "bool"}
-
-
 def lerp(input: Tensor, end: Tensor, weight) -> Tensor:
     """``input + weight * (end - input)``; ``end`` (and a non-0-d ``weight``) must share input's dtype."""
     dt = input._data.dtype
     if end._data.dtype != dt:
-        raise RuntimeError(f"expected dtype {_C10[dt.name]} for `end` but got dtype {_C10[end._data.dtype.name]}")
+        raise RuntimeError(f"expected dtype {input.dtype.cpp_name} for `end` but got dtype {end.dtype.cpp_name}")
     if isinstance(weight, Tensor) and weight._data.dtype != dt:
         if weight._data.ndim:
-            raise RuntimeError(f"expected dtype {_C10[dt.name]} for `weight` but got dtype "
-                               f"{_C10[weight._data.dtype.name]}")
+            raise RuntimeError(f"expected dtype {input.dtype.cpp_name} for `weight` but got dtype "
+                               f"{weight.dtype.cpp_name}")
         weight = weight.to(input.dtype)
     return apply(_lerp, input, end, weight)
 

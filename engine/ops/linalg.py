@@ -69,7 +69,7 @@ def _matmul_fwd(xp, a, b):
     # the dtype check runs here, after the modes: autocast casts mixed operands before it
     if a.dtype != b.dtype:
         raise RuntimeError(f"expected m1 and m2 to have the same dtype, but got: "
-                           f"{_C_NAMES[from_np(a.dtype).name]} != {_C_NAMES[from_np(b.dtype).name]}")
+                           f"{from_np(a.dtype).cpp_name} != {from_np(b.dtype).cpp_name}")
     if a.dtype.kind == "b":
         raise _no_bool_kernel(_CPU_KERNELS[min(b.ndim, 3)] if b.ndim > 1 or a.ndim > 1 else "dot")
     if a.dtype is BFLOAT16_NP:
@@ -113,12 +113,6 @@ def _matmul_name(ndims: tuple) -> str:
 _matmul = Op("matmul", _matmul_fwd, _matmul_vjp, saves=OTHERS, out_form="matmul", cost=_matmul_cost,
              operator="matmul", aliases=("mm", "bmm", "mv", "dot", "vdot"), onnx="MatMul", complex=True,
              backward_name=_matmul_name)
-
-# PyTorch's C++ names for dtypes in "expected m1 and m2 to have the same dtype" messages
-_C_NAMES = {"float32": "float", "float64": "double", "float16": "c10::Half", "bfloat16": "c10::BFloat16",
-            "int64": "long int",
-            "int32": "int", "int16": "short int", "int8": "signed char", "uint8": "unsigned char",
-            "bool": "bool", "complex64": "c10::complex<float>", "complex128": "c10::complex<double>"}
 
 
 def _x(shape) -> str:
