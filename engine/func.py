@@ -118,18 +118,28 @@ def vjp(func: Callable, *primals, has_aux: bool = False):
 
 def jvp(func: Callable, primals: tuple, tangents: tuple, *, has_aux: bool = False):
     """``(func(*primals), J @ tangents)``, by differentiating the vjp w.r.t. its cotangent; with
-    ``has_aux``, ``func`` returns ``(output, aux)`` and ``aux`` comes back third, as ``grad``'s and ``vjp``'s."""
+    ``has_aux``, ``func`` returns ``(output, aux)`` and ``aux`` comes back third, as ``grad``'s and ``vjp``'s.
+    Primals, tangents and the output may be pytrees (a tuple or dict of parameters), as PyTorch's."""
     from .autograd.functional import jvp as _jvp
-    aux = []
+    flat_primals, primal_spec = tree_flatten(tuple(primals))
+    flat_tangents, tangent_spec = tree_flatten(tuple(tangents))
+    if tangent_spec != primal_spec:
+        raise RuntimeError(f"jvp(f, primals, tangents): Expected primals and tangents to have the same python "
+                           f"structure. For example, if primals is a tuple of 3 tensors, tangents also must be. Got "
+                           f"primals with structure {primal_spec} and tangents with structure {tangent_spec}")
+    aux, out_spec = [], []
 
     def output_of(*xs):
-        out = func(*xs)
+        out = func(*tree_unflatten(list(xs), primal_spec))
         if has_aux:
             out, extra = out
             aux.append(extra)
-        return out
-    outer = is_grad_enabled() and any(p.requires_grad for p in primals)
-    value, product = _jvp(output_of, tuple(primals), tuple(tangents), create_graph=outer)
+        flat, spec = tree_flatten(out)
+        out_spec.append(spec)
+        return tuple(flat)
+    outer = is_grad_enabled() and any(p.requires_grad for p in flat_primals)
+    value, product = _jvp(output_of, tuple(flat_primals), tuple(flat_tangents), create_graph=outer)
+    value, product = tree_unflatten(list(value), out_spec[0]), tree_unflatten(list(product), out_spec[0])
     return (value, product, _at_caller_level(aux[0], outer)) if has_aux else (value, product)
 
 

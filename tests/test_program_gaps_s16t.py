@@ -73,3 +73,75 @@ def test_grad_fn_type_is_named_as_torch_s_node_and_lists_its_saved_attributes():
                                                                                   "_saved_result", "_saved_mat2"))
                                                   for f in fns[:2]], isinstance(y.grad_fn, lib.autograd.graph.Node))
     assert run(tapelab) == run(torch)
+
+
+def _in_both(run):
+    """``run(lib)`` under torch and under tapelab, the values compared by the caller."""
+    return run(torch), run(tapelab)
+
+
+def test_func_jvp_takes_pytree_primals_and_outputs():
+    """neural_tangent_kernels and forward_ad_usage call ``jvp(f, (params,), (tangents,))`` with a dict or
+    tuple of parameters as one primal: PyTorch's jvp flattens pytrees (and returns the output's pytree);
+    mismatched structures raise RuntimeError."""
+    def run(lib):
+        lib.manual_seed(0)
+        net = lib.nn.Linear(3, 2)
+        x = lib.randn(4, 3)
+        params = {k: v.detach() for k, v in net.named_parameters()}
+        tangents = {k: lib.ones_like(v) for k, v in params.items()}
+        out, prod = lib.func.jvp(lambda p: {"y": lib.func.functional_call(net, p, (x,))}, (params,), (tangents,))
+        with pytest.raises(RuntimeError, match="same python structure"):
+            lib.func.jvp(lambda p: p["weight"].sum(), (params,), (tuple(tangents.values()),))
+        return out["y"].detach().numpy(), prod["y"].detach().numpy()
+    (o1, p1), (o2, p2) = _in_both(run)
+    assert abs(o1 - o2).max() < 1e-6 and abs(p1 - p2).max() < 1e-6
+
+
+def test_functorch_make_functional_and_ensemble_state():
+    """forward_ad_usage imports ``functorch`` (torch's own package: it imports ``torch._functorch.deprecated``,
+    ``.make_functional`` and ``.python_key``): make_functional_with_buffers gives (fmodel, params, buffers) of a
+    copy whose own tensors are meta; combine_state_for_ensemble stacks detached states; each call warns."""
+    import functorch as real_ft
+    import importlib
+    import sys
+    with tapelab.install_aliases():
+        sys.modules.pop("functorch")
+        try:
+            tape_ft = importlib.import_module("functorch")   # the same package, now on tapelab
+        finally:
+            sys.modules["functorch"] = real_ft
+    assert _functorch_values(torch, real_ft) == _functorch_values(tapelab, tape_ft)
+
+
+def _functorch_values(lib, ft) -> tuple:
+    lib.manual_seed(0)
+    model = lib.nn.Sequential(lib.nn.Linear(3, 3), lib.nn.BatchNorm1d(3)).eval()
+    x = lib.randn(5, 3)
+    with pytest.warns(FutureWarning, match="functorch.make_functional_with_buffers` is deprecated"):
+        func, params, buffers = ft.make_functional_with_buffers(model)
+    y = func(params, buffers, x)
+    stateless = [p.device.type for p in func.parameters()]
+    with pytest.warns(FutureWarning):
+        fm, ps, bs = ft.combine_state_for_ensemble([model, model])
+    with pytest.raises(RuntimeError, match="has buffers"):
+        with pytest.warns(FutureWarning):
+            ft.make_functional(model)
+    return (type(params).__name__, [type(p).__name__ for p in params], len(buffers), stateless,
+            [round(v, 5) for v in y.sum(0).tolist()], y.requires_grad, [tuple(p.shape) for p in ps],
+            [p.requires_grad for p in ps], len(bs))
+
+
+def test_dual_tensor_prints_its_tangent_and_takes_the_primal_layout():
+    """forward_ad_usage: ``make_dual(primal, tangent.T)`` copies the tangent into the primal's layout, and a
+    dual tensor printed inside the level shows ``tangent=tensor(...)`` after its other suffixes."""
+    def run(lib):
+        fwAD = lib.autograd.forward_ad
+        p = lib.arange(4.0).reshape(2, 2)
+        t = lib.arange(4.0).reshape(2, 2) / 4
+        with fwAD.dual_level():
+            d = fwAD.make_dual(p, t.T)
+            tan = fwAD.unpack_dual(d).tangent
+            d2 = fwAD.make_dual(p, t)
+            return tan.stride(), fwAD.unpack_dual(d2).tangent is t, repr(d * 2)
+    assert _in_both(run)[0] == _in_both(run)[1]

@@ -18,6 +18,7 @@ import weakref
 from typing import Any, NamedTuple
 
 from ..base.grad_mode import enable_grad, is_grad_enabled
+from ..core.creation import empty_strided
 from ..core.dispatch import LOCAL, Mode, apply
 from ..core.tensor import Tensor
 from . import function as _function
@@ -50,6 +51,11 @@ class _DualMode(Mode):
         if entry is None or entry[0]() is not t._data:
             return None
         return entry[1]
+
+    def repr_suffixes(self, t: Tensor) -> list:
+        """A dual tensor prints its tangent last, as PyTorch's."""
+        tangent = self.tangent(t)
+        return [] if tangent is None else [f"tangent={tangent!r}"]
 
     def set(self, array, tangent: Tensor | None) -> None:
         if tangent is None:
@@ -215,6 +221,9 @@ def make_dual(tensor: Tensor, tangent: Tensor, *, level: int | None = None) -> T
     with mode.aside():
         dual = tensor.view_as(tensor)
         t = tangent if tangent.dtype == tensor.dtype else tangent.to(tensor.dtype)
+        if t.stride() != tensor.stride() or t.storage_offset() != tensor.storage_offset():
+            # a tangent laid out unlike the primal is copied into the primal's layout, as PyTorch's
+            t = empty_strided(tensor.shape, tensor.stride(), dtype=tensor.dtype, device=tensor.device).copy_(t)
     mode.set(dual._data, t)
     return dual
 

@@ -174,8 +174,9 @@ def _grad_extras(t) -> list:
     return ["requires_grad=True"] if t.requires_grad else []
 
 
-def tensor_repr(t, prefix: str = "tensor(") -> str:
-    """PyTorch's repr; ``prefix`` is ``"Sub("`` for a subclass ``Sub`` (``Tensor.__repr__`` says)."""
+def tensor_repr(t, prefix: str = "tensor(", suffixes: list = ()) -> str:
+    """PyTorch's repr; ``prefix`` is ``"Sub("`` for a subclass ``Sub`` (``Tensor.__repr__`` says); ``suffixes``
+    (the active modes': a dual tensor's ``tangent=``) come last."""
     if t.is_sparse:
         return _coo_repr(t)
     if t.device.type == "meta":      # no values: PyTorch's placeholder
@@ -191,7 +192,7 @@ def tensor_repr(t, prefix: str = "tensor(") -> str:
         extras.append(f"dtype={t.dtype!r}")
     if t.device.type != "cpu":
         extras.append(f"device='{t.device}'")
-    extras += _grad_extras(t)
+    extras += _grad_extras(t) + list(suffixes)
     return _add_suffixes(prefix + body, extras, len(prefix))
 
 

@@ -107,6 +107,8 @@ class Mode:
             ``"item"``, ``"tolist"``, ``"numpy"``, ``"bool"`` or ``"print"``.
         call_module(module, forward, args, kwargs): an ``nn.Module`` is being called;
             the default returns ``forward(*args, **kwargs)``.
+        repr_suffixes(tensor) -> list: what a printed tensor adds after its ``grad_fn=`` while the mode
+            is active (forward AD's ``tangent=tensor(...)``); the default adds nothing.
 
     Properties:
         whole_layer_ops: the mode takes ops that run a recurrent layer over a whole sequence
@@ -144,6 +146,9 @@ class Mode:
 
     def call_module(self, module, forward, args: tuple, kwargs: dict):
         return forward(*args, **kwargs)
+
+    def repr_suffixes(self, tensor) -> list:
+        return []
 
     def below(self) -> "Mode":
         """The mode under this one in the calling thread's stack (the default hooks when none): where a

@@ -324,11 +324,14 @@ class Tensor:
         return id(self)
 
     def __repr__(self) -> str:
+        suffixes = []
         if _DISPATCH.slow and _DISPATCH.modes:
             _host_read(self, "print")
+            for mode in tuple(_DISPATCH.modes):
+                suffixes += mode.repr_suffixes(self)
         cls = type(self)   # a subclass prints its name unless its own __repr__ frames ours (Parameter)
         plain = cls is Tensor or cls.__repr__ is not Tensor.__repr__
-        return tensor_repr(self, "tensor(" if plain else f"{cls.__name__}(")
+        return tensor_repr(self, "tensor(" if plain else f"{cls.__name__}(", suffixes)
 
     def __format__(self, spec: str) -> str:
         """As PyTorch: a 0-d tensor formats its value (``f"{t}"`` is ``3.0``, ``f"{t:.2f}"``
