@@ -169,3 +169,101 @@ def test_schedulers_fill_a_tensor_learning_rate_in_place(m):
     plateau.step(1.0)
     plateau.step(2.0)
     assert opt.param_groups[0]["lr"] is held and held.item() == pytest.approx(0.005)
+
+
+# ---------------------------------------------------------------- lerp / addcmul / addcdiv rounding
+_ROUNDING_DTYPES = ["float32", "float16", "bfloat16"]
+
+
+def _three(dtype: str, n: int = 4099):
+    """Operands as torch and tapelab tensors of ``dtype`` (n not a multiple of any vector width)."""
+    rng = np.random.default_rng(1)
+    arrays = [rng.standard_normal(n), 3 * rng.standard_normal(n), np.abs(rng.standard_normal(n)) + 0.1]
+    ts = [torch.tensor(a, dtype=torch.float32).to(getattr(torch, dtype)) for a in arrays]
+    ls = [tapelab.tensor(t.float().numpy()).to(getattr(tapelab, dtype)) for t in ts]
+    return ts, ls
+
+
+def _bits(t) -> np.ndarray:
+    return t.float().numpy() if hasattr(t, "numpy") else t
+
+
+@pytest.mark.parametrize("dtype", _ROUNDING_DTYPES)
+@pytest.mark.parametrize("weight", [0.1, 0.7, 1 - 0.999, 0.999, 2 / 3, -0.3, 1.7, "tensor"])
+def test_lerp_rounds_as_torchs_fused_multiply_add(dtype, weight):
+    """ema-pytorch's ``ema.lerp_(p, 1 - decay)``, schedulefree's ``y.lerp_(z, ckp1)`` and Lion: torch's
+    CPU lerp is ``fma(w or w - 1, end - start, start or end)`` in float32, rounded once; the
+    product rounded first differed in the last bit of about a quarter of the elements."""
+    (ta, tb, tc), (la, lb, lc) = _three(dtype)
+    if weight == "tensor":
+        tw, lw = (tc - 0.6) * 2, (lc - 0.6) * 2
+    else:
+        tw = lw = weight
+    np.testing.assert_array_equal(_bits(la.lerp(lb, lw)), _bits(ta.lerp(tb, tw)))
+    np.testing.assert_array_equal(_bits(la.clone().lerp_(lb, lw)), _bits(ta.clone().lerp_(tb, tw)))
+
+
+@pytest.mark.parametrize("dtype", _ROUNDING_DTYPES + ["float64"])
+@pytest.mark.parametrize("value", [1, 0.37, -0.01, 2])
+def test_addcmul_and_addcdiv_round_as_torch(dtype, value):
+    """Adam's ``exp_avg_sq.mul_(beta2).addcmul_(g, g, value=1 - beta2)`` and
+    ``p.addcdiv_(exp_avg, denom, value=-step_size)``: torch's addcmul is ``fma(value * t1, t2,
+    input)`` (float32 opmath), its addcdiv ``input + (value * t1) / t2``. (float64 addcmul is a
+    float64 fused multiply-add, left out.)"""
+    (ta, tb, tc), (la, lb, lc) = _three(dtype)
+    if dtype != "float64":
+        np.testing.assert_array_equal(_bits(la.addcmul(lb, lc, value=value)), _bits(ta.addcmul(tb, tc, value=value)))
+        np.testing.assert_array_equal(_bits(la.clone().addcmul_(lb[:1], lc, value=value)),
+                                      _bits(ta.clone().addcmul_(tb[:1], tc, value=value)))
+    np.testing.assert_array_equal(_bits(la.addcdiv(lb, lc, value=value)), _bits(ta.addcdiv(tb, tc, value=value)))
+    np.testing.assert_array_equal(_bits(la[::2].clone().addcdiv_(lb[::2], lc[::2], value=value)),
+                                  _bits(ta[::2].clone().addcdiv_(tb[::2], tc[::2], value=value)))
+
+
+@pytest.mark.parametrize("alpha", [0.3, -0.01, 2.5, 2, -1e-3])
+def test_add_and_sub_with_alpha_round_as_torchs_fused_multiply_add(alpha):
+    """SGD's ``p.add_(grad, alpha=-lr)`` and torch-optimizer's many ``add_(x, alpha=...)``: torch's
+    float32 kernel is ``fma(other, alpha, input)``, one rounding; the product rounded first (a
+    ``mul`` then an ``add``) differed in the last bit of about one element in five."""
+    (ta, tb, _), (la, lb, _) = _three("float32")
+    for f in (lambda a, b: a.add(b, alpha=alpha), lambda a, b: a.clone().add_(b, alpha=alpha),
+              lambda a, b: a.sub(b, alpha=alpha), lambda a, b: a.clone().sub_(b, alpha=alpha),
+              lambda a, b: a[::2].add(b[::2], alpha=alpha), lambda a, b: a.add(b[:1], alpha=alpha)):
+        np.testing.assert_array_equal(_bits(f(la, lb)), _bits(f(ta, tb)))
+    np.testing.assert_array_equal(_bits(tapelab.rsub(la, lb, alpha=alpha)), _bits(torch.rsub(ta, tb, alpha=alpha)))
+
+
+@pytest.mark.parametrize("m", [torch, tapelab], ids=["torch", "tapelab"])
+def test_add_with_alpha_gradients_and_half_overflow(m):
+    """The fused op's backward is torch's (``grad * alpha`` for ``other``); an ``alpha`` float16
+    cannot hold is torch's RuntimeError."""
+    x = m.tensor([1.0, 2.0], requires_grad=True)
+    y = m.tensor([3.0, 4.0], requires_grad=True)
+    x.add(y, alpha=0.5).sub(y, alpha=2.0).sum().backward()
+    assert x.grad.tolist() == [1.0, 1.0] and y.grad.tolist() == [-1.5, -1.5]
+    h = m.ones(2, dtype=m.float16)
+    with pytest.raises(RuntimeError, match="cannot be converted to type c10::Half without overflow"):
+        h.add(h, alpha=1e6)
+    assert m.arange(3).add(m.arange(3), alpha=3).tolist() == [0, 4, 8]
+
+
+@pytest.mark.parametrize("name,kw", [("Adamax", dict(weight_decay=0.1)), ("SGD", dict(momentum=0.9, weight_decay=0.1)),
+                                     ("SGD", dict(momentum=0.9, dampening=0.1, nesterov=False)),
+                                     ("SGD", dict(momentum=0.9, nesterov=True)), ("ASGD", {})])
+def test_optimizer_steps_equal_torch_bit_for_bit(name, kw):
+    """Updates made of add(alpha)/lerp/addcmul/addcdiv/mul (no sqrt, whose last bit this machine's
+    torch rounds its own way) equal torch's exactly with torch's fused rounding, on the array fast
+    path and on the per-tensor path."""
+    rng = np.random.default_rng(0)
+    start = rng.standard_normal((67, 33)).astype(np.float32)
+    grads = [rng.standard_normal((67, 33)).astype(np.float32) for _ in range(4)]
+    results = []
+    for lib, extra in ((torch, {}), (tapelab, {}), (tapelab, dict(foreach=False))):
+        p = lib.tensor(start.copy(), requires_grad=True)
+        opt = getattr(lib.optim, name)([p], lr=1e-2, **kw, **extra)
+        for g in grads:
+            p.grad = lib.tensor(g)
+            opt.step()
+        results.append(p.detach().numpy())
+    np.testing.assert_array_equal(results[1], results[0])
+    np.testing.assert_array_equal(results[2], results[0])

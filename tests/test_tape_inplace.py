@@ -21,10 +21,9 @@ def test_a_watched_inplace_add_writes_in_place_and_is_recorded():
     ref.add_(pt.full((2, 3), 0.5), alpha=-2.0).mul_(3)
     np.testing.assert_array_equal(p.detach().numpy(), ref.numpy())
     assert [(r.op, r.shape, r.dtype, r.requires_grad, r.grad_fn) for r in t] == [
-        ("mul", (2, 3), "float32", False, ""), ("add", (2, 3), "float32", False, ""),
-        ("mul", (2, 3), "float32", False, "")]
-    add, mul = t.nodes[1], t.nodes[2]
-    assert add.inputs[0] == uid and add.inputs[1] == t.nodes[0].output   # target, then g * alpha
+        ("add", (2, 3), "float32", False, ""), ("mul", (2, 3), "float32", False, "")]
+    add, mul = t.nodes[0], t.nodes[1]
+    assert add.inputs == (uid, g._uid())   # target and g: alpha is the one fused op's parameter, as ATen's add
     assert add.output not in (uid, None) and mul.output not in (uid, add.output)  # fresh ids, as before
     assert add.input_shapes == ((2, 3), (2, 3)) and mul.input_shapes == ((2, 3), ())
     assert add.source.endswith("p.add_(g, alpha=-2.0)") and mul.source.endswith("p.mul_(3)")
@@ -48,7 +47,7 @@ def test_an_sgd_step_under_a_tape_matches_torch_and_records_each_update():
                 opt.step()
         params[m.__name__] = w.detach().numpy()
     np.testing.assert_allclose(params["tapelab"], params["torch"], rtol=1e-5, atol=1e-6)
-    assert [r.op for r in t] == ["mul", "add", "mul", "add"]   # buf.mul_, buf.add_; buf * -lr, p.add_
+    assert [r.op for r in t] == ["mul", "add", "add"]   # buf.mul_, buf.add_; p.add_(buf, alpha=-lr): one fused add
     assert all(r.module == "optimizer.step (SGD)" and r.phase == "forward" for r in t)
 
 

@@ -3,7 +3,8 @@ six temporaries per parameter).
 
 Bit for bit the arithmetic of ``optim/_foreach.adam``: the same float32 operations in the same
 order, each scalar rounded to float32 as numpy rounds a Python float against a float32 array
-(no ``fastmath``, so LLVM neither reassociates nor fuses a multiply-add).
+(no ``fastmath``, so LLVM neither reassociates nor fuses a multiply-add: the fused ones are
+written out in float64).
 """
 from __future__ import annotations
 
@@ -14,22 +15,23 @@ __all__ = ["adam"]
 
 
 @njit(cache=True, error_model="numpy", nogil=True)
-def adam(p, g, m, v, decay, coupled, lerp_small, w, one_minus_w, beta2, one_minus_beta2, bc2, eps, neg_step):
+def adam(p, g, m, v, decay, coupled, lerp_small, coeff, beta2, one_minus_beta2, bc2, eps, neg_step):
     """One step on flat arrays, in place on ``p``, ``m``, ``v``: ``p *= decay`` (decoupled weight
-    decay, skipped at 1), ``g + p coupled`` (Adam's weight decay, skipped at 0), the lerp of ``m``
-    towards ``g`` by ``w`` (PyTorch's two-sided formula), ``v = v beta2 + (1 - beta2) g g``, and
-    ``p += -step (m / (sqrt(v) / bc2 + eps))``."""
+    decay, skipped at 1), ``fma(p, coupled, g)`` (Adam's weight decay, skipped at 0), the lerp of ``m``
+    towards ``g`` (PyTorch's fused multiply-add by ``coeff``: the weight, or the weight - 1 from
+    ``g``), ``v = fma((1 - beta2) g, g, v beta2)`` (addcmul's) and ``p += (-step m) / (sqrt(v) / bc2 + eps)``
+    (addcdiv's order). A fused multiply-add is float64 arithmetic rounded once to float32."""
+    f64, f32 = np.float64, np.float32
     for i in range(p.shape[0]):
         pi = p[i]
-        if decay != np.float32(1.0):
+        if decay != f32(1.0):
             pi = pi * decay
         gi = g[i]
-        if coupled != np.float32(0.0):
-            gi = gi + pi * coupled
+        if coupled != f32(0.0):
+            gi = f32(f64(pi) * f64(coupled) + f64(gi))
         mi = m[i]
-        d = gi - mi
-        mi = mi + w * d if lerp_small else gi - d * one_minus_w
+        mi = f32(f64(coeff) * f64(gi - mi) + f64(mi if lerp_small else gi))
         m[i] = mi
-        vi = v[i] * beta2 + one_minus_beta2 * gi * gi
+        vi = f32(f64(one_minus_beta2 * gi) * f64(gi) + f64(v[i] * beta2))
         v[i] = vi
-        p[i] = pi + neg_step * (mi / (np.sqrt(vi) / bc2 + eps))
+        p[i] = pi + (neg_step * mi) / (np.sqrt(vi) / bc2 + eps)

@@ -42,9 +42,15 @@ __all__ = ["add", "sub", "rsub", "mul", "div", "true_divide", "floor_divide", "r
 
 # ---------------------------------------------------------------- ONNX lowerings (``Op.onnx``)
 # Each receives the exporter's emitter ``g`` (tapelab.onnx); see engine/onnx/_emitter.py.
-def _onnx_sub(g, a, b):
+def _onnx_add(g, a, b, alpha=1):
+    return g.op("Add", a, b if alpha == 1 else g.op("Mul", b, alpha))
+
+
+def _onnx_sub(g, a, b, alpha=1):
     """``a - const`` as ``a + (-const)``: onnxruntime folds Add/Mul chains after a Conv into its weights
     (an eval BatchNorm's ``x - running_mean``), not a Sub."""
+    if alpha != 1:
+        return g.op("Sub", a, g.op("Mul", b, alpha))
     v = g.constant_value(b)
     if v is not None and v.dtype.kind == "f":
         return g.op("Add", a, g.const(-v))
@@ -375,11 +381,64 @@ fix, negative, absolute = trunc, neg, abs
 arcsin, arccos, arctan, arcsinh, arccosh, arctanh = asin, acos, atan, asinh, acosh, atanh
 
 # ---------------------------------------------------------------- arithmetic
-_add = Op("add", lambda xp, a, b: a + b, lambda g, out, a, b: (ub(g, a), ub(g, b)),
-          promote="common", saves=NONE, elementwise=True, ufunc="add", cost=_numel, operator="add", onnx="Add")
-_sub = Op("sub", lambda xp, a, b: a - b, lambda g, out, a, b: (ub(g, a), ub(-g, b)),
+# add/sub with alpha, lerp and addcmul are fused multiply-adds in PyTorch's CPU kernels: float32,
+# float16 and bfloat16 compute in float32 (a Python scalar rounded to it) and round once; rounding
+# the product first differs in the last bit of about one element in five
+_OPMATH32 = (np.float32, np.float16, BFLOAT16_NP)
+
+
+def _fma32(xp, x, y, z, dtype):
+    """``x * y + z`` of float32 operands as float32's fused multiply-add (float64 holds the product
+    exactly), then rounded to ``dtype``."""
+    f64 = xp.float64
+    return (x.astype(f64) * y.astype(f64) + z.astype(f64)).astype(xp.float32).astype(dtype)
+
+
+def _scaled_sum(xp, a, b, alpha):
+    """``a + alpha * b`` as PyTorch's kernel: ``fma(b, alpha, a)`` in float32 opmath, ``alpha`` in the
+    tensors' dtype (``add`` and ``sub`` pass ``alpha`` only for float32, float16 and bfloat16 operands)."""
+    f32 = xp.float32
+    alpha = f32(a.dtype.type(alpha))
+    return _fma32(xp, b.astype(f32), alpha, a.astype(f32), a.dtype)
+
+
+_add = Op("add", lambda xp, a, b, alpha=1: a + b if alpha == 1 else _scaled_sum(xp, a, b, alpha),
+          lambda g, out, a, b, alpha=1: (ub(g, a), ub(g if alpha == 1 else g * alpha, b)),
+          promote="common", saves=NONE, elementwise=True, ufunc="add", cost=_numel, operator="add", onnx=_onnx_add)
+_sub = Op("sub", lambda xp, a, b, alpha=1: a - b if alpha == 1 else _scaled_sum(xp, a, b, -alpha),
+          lambda g, out, a, b, alpha=1: (ub(g, a), ub(-g if alpha == 1 else g * -alpha, b)),
           promote="common", saves=NONE, elementwise=True, ufunc="subtract", cost=_numel, operator="sub",
           aliases=("subtract", "rsub"), onnx=_onnx_sub)
+
+
+def scaled_sum(xp, a, b, alpha):
+    """``a + alpha * b`` on arrays exactly as ``add(a, b, alpha=alpha)`` computes it on tensors
+    (the optimizers' array fast paths use it)."""
+    if alpha == 1:
+        return a + b
+    if a.dtype == b.dtype and a.dtype in _OPMATH32:
+        return _scaled_sum(xp, a, b, alpha)
+    return a + b * alpha
+
+
+def _alpha_fused(a, b, alpha) -> bool:
+    """Whether ``a + alpha * b`` is one fused op (PyTorch's fma): two tensors of one float32, float16
+    or bfloat16 dtype; otherwise the product is its own op, as exact for integers."""
+    return (isinstance(a, Tensor) and isinstance(b, Tensor) and a._data.dtype == b._data.dtype
+            and a._data.dtype in _OPMATH32 and type(alpha) in (int, float))
+
+
+def _scaled(op, input, other, alpha, run=apply):
+    """``input op alpha * other`` through ``run`` (``apply``, or ``apply_`` in place)."""
+    if alpha == 1:
+        return run(op, input, other)
+    if _alpha_fused(input, other, alpha):
+        if input._data.dtype == np.float16 and math.isfinite(alpha) and not -65504 <= alpha <= 65504:
+            raise RuntimeError("value cannot be converted to type c10::Half without overflow")
+        return run(op, input, other, alpha=alpha)
+    return run(op, input, other * alpha)
+
+
 def _wants(x) -> bool:
     """Only inputs that need a gradient get one computed (a Python number never does)."""
     return isinstance(x, Tensor) and x.requires_grad
@@ -558,7 +617,7 @@ _pow = Op("pow", _pow_fwd, _pow_vjp, promote="common", elementwise=True, operato
 def add(input, other, *rest, alpha=1) -> Tensor:
     if rest:
         (other,), alpha = _reordered("add", "alpha", other, rest, alpha, False)
-    return apply(_add, input, other if alpha == 1 else other * alpha)
+    return _scaled(_add, input, other, alpha)
 
 
 def sub(input, other, *rest, alpha=1) -> Tensor:
@@ -566,7 +625,7 @@ def sub(input, other, *rest, alpha=1) -> Tensor:
         (other,), alpha = _reordered("sub", "alpha", other, rest, alpha, False)
     if _has_bool(input, other):
         raise _bool_sub_error()
-    return apply(_sub, input, other if alpha == 1 else other * alpha)
+    return _scaled(_sub, input, other, alpha)
 
 
 def rsub(input, other, *, alpha=1) -> Tensor:
@@ -575,7 +634,7 @@ def rsub(input, other, *, alpha=1) -> Tensor:
         return handle_torch_function(rsub, (input, other, alpha), input, other, alpha=alpha)
     if _has_bool(input, other):
         raise _bool_sub_error()
-    return apply(_sub, other, input if alpha == 1 else input * alpha)
+    return _scaled(_sub, other, input, alpha)
 
 
 def mul(input, other) -> Tensor:
@@ -683,23 +742,21 @@ def xlogy(input, other) -> Tensor:
 arctan2 = atan2
 
 
-# lerp, addcmul and addcdiv on bfloat16 compute in float32 (the scalar too) and round once, as
-# PyTorch's kernels do in their float32 "opmath"; rounding each step differs in the last bit
-def _fma_bfloat16(xp, x, y, z):
-    """``x * y + z`` of float32 arrays rounded as float32's fused multiply-add, then to bfloat16: PyTorch's
-    vectorized lerp and addcmul use one (float64 holds the product exactly)."""
-    f64 = xp.float64
-    return (x.astype(f64) * y + z.astype(f64)).astype(xp.float32).astype(BFLOAT16_NP)
-
-
 def _lerp_fwd(xp, a, b, w):
-    if a.dtype is BFLOAT16_NP:
+    """``fma(coeff, end - start, base)`` with ``(coeff, base)`` = ``(w, start)`` where ``|w| < 0.5``,
+    else ``(w - 1, end)``: exact at both ends."""
+    if a.dtype in _OPMATH32:
+        f32 = xp.float32
+        start, end = a.astype(f32), b.astype(f32)
         if hasattr(w, "dtype"):
-            return in_float32(_lerp_fwd, xp, a, b, w)
-        a, b, w = a.astype(xp.float32), b.astype(xp.float32), xp.float32(w)
-        d = b - a
-        return _fma_bfloat16(xp, d, float(w), a) if -0.5 < w < 0.5 else _fma_bfloat16(xp, -d, float(1 - w), b)
-    d = b - a  # PyTorch's two-sided formula: exact at both ends
+            w = w.astype(f32)
+            small = xp.abs(w) < 0.5
+            coeff, base = xp.where(small, w, w - f32(1)), xp.where(small, start, end)
+        else:
+            w = f32(w)
+            coeff, base = (w, start) if -0.5 < w < 0.5 else (w - f32(1), end)
+        return _fma32(xp, coeff, end - start, base, a.dtype)
+    d = b - a
     if hasattr(w, "dtype"):
         return xp.where(xp.abs(w) < 0.5, a + w * d, b - d * (1 - w))
     return a + w * d if -0.5 < w < 0.5 else b - d * (1 - w)
@@ -711,8 +768,11 @@ def _lerp_vjp(g, out, a, b, w):
 
 
 def _addcmul_fwd(xp, a, t1, t2, *, value=1):
-    if a.dtype is BFLOAT16_NP and t1.dtype is BFLOAT16_NP and t2.dtype is BFLOAT16_NP:
-        return _fma_bfloat16(xp, xp.float32(value) * t1.astype(xp.float32), t2.astype(xp.float32), a.astype(xp.float32))
+    """``fma(value * tensor1, tensor2, input)``."""
+    if a.dtype in _OPMATH32:
+        f32 = xp.float32
+        x = t1.astype(f32) if value == 1 else f32(value) * t1.astype(f32)
+        return _fma32(xp, x, t2.astype(f32), a.astype(f32), a.dtype)
     return a + t1 * t2 if value == 1 else a + value * t1 * t2
 
 
@@ -721,9 +781,11 @@ def _addcmul_vjp(g, out, a, t1, t2, *, value=1):
 
 
 def _addcdiv_fwd(xp, a, t1, t2, *, value=1):
-    if a.dtype is BFLOAT16_NP:
-        return in_float32(_addcdiv_fwd, xp, a, t1, t2, value=value)
-    return a + value * (t1 / t2)
+    """``input + (value * tensor1) / tensor2``, PyTorch's order; float16 and bfloat16 in float32."""
+    if a.dtype in _OPMATH32 and a.dtype != xp.float32:
+        f32 = xp.float32
+        return _addcdiv_fwd(xp, a.astype(f32), t1.astype(f32), t2.astype(f32), value=value).astype(a.dtype)
+    return a + t1 / t2 if value == 1 else a + (value * t1) / t2
 
 
 def _addcdiv_vjp(g, out, a, t1, t2, *, value=1):
@@ -845,7 +907,7 @@ def zero_(self: Tensor) -> Tensor:
 def _add_(self, other, *rest, alpha=1):
     if rest:
         (other,), alpha = _reordered("add_", "alpha", other, rest, alpha, True)
-    return apply_(_add, self, other if alpha == 1 else other * alpha)
+    return _scaled(_add, self, other, alpha, apply_)
 
 
 def _sub_(self, other, *rest, alpha=1):
@@ -853,7 +915,7 @@ def _sub_(self, other, *rest, alpha=1):
         (other,), alpha = _reordered("sub_", "alpha", other, rest, alpha, True)
     if _has_bool(self, other):
         raise _bool_sub_error()
-    return apply_(_sub, self, other if alpha == 1 else other * alpha)
+    return _scaled(_sub, self, other, alpha, apply_)
 
 
 def _sub_operator(self, other):

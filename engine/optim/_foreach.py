@@ -23,6 +23,7 @@ from ..base.coo import COOArray
 from ..base.device import CPU
 from ..base.dispatch_state import STATE
 from ..core.creation import zeros_like
+from ..ops.elementwise import _addcdiv_fwd, _addcmul_fwd, _lerp_fwd, scaled_sum
 
 __all__ = ["multi_tensor", "check_fused", "sgd", "adam"]
 
@@ -62,7 +63,7 @@ def sgd(opt, group: dict, lr: float) -> None:
         if maximize:
             g = np.negative(g)
         if weight_decay != 0:
-            g = g + p._data * weight_decay
+            g = scaled_sum(np, g, p._data, weight_decay)
         if momentum != 0:
             st = state[p]
             buf = st.get("momentum_buffer")
@@ -72,11 +73,11 @@ def sgd(opt, group: dict, lr: float) -> None:
             else:
                 b = buf._data
                 np.multiply(b, momentum, out=b)
-                np.add(b, g if dampening == 0 else g * (1 - dampening), out=b)
+                np.copyto(b, scaled_sum(np, b, g, 1 - dampening))
             _bump(buf)
-            g = g + buf._data * momentum if nesterov else buf._data
+            g = scaled_sum(np, g, buf._data, momentum) if nesterov else buf._data
         data = p._data
-        np.add(data, g * -lr, out=data)
+        np.copyto(data, scaled_sum(np, data, g, -lr))
         _bump(p)
 
 
@@ -110,17 +111,13 @@ def adam(opt, group: dict, lr: float, beta1: float, beta2: float) -> None:
                 np.multiply(data, 1 - lr * weight_decay, out=data)
                 _bump(p)
             else:
-                g = g + data * weight_decay
+                g = scaled_sum(np, g, data, weight_decay)
         exp_avg, exp_avg_sq = st["exp_avg"], st["exp_avg_sq"]
         m, v = exp_avg._data, exp_avg_sq._data
-        d = g - m   # lerp, PyTorch's two-sided formula as ops/elementwise.py computes it
-        if -0.5 < w < 0.5:
-            np.add(m, w * d, out=m)
-        else:
-            np.subtract(g, d * (1 - w), out=m)
+        np.copyto(m, _lerp_fwd(np, m, g, w))   # the ops' own forwards: fused multiply-adds as PyTorch's
         _bump(exp_avg)
         np.multiply(v, beta2, out=v)
-        np.add(v, (1 - beta2) * g * g, out=v)   # addcmul: input + value * tensor1 * tensor2
+        np.copyto(v, _addcmul_fwd(np, v, g, g, value=1 - beta2))
         _bump(exp_avg_sq)
         step_size = lr / (1 - beta1 ** step)
         bias_correction2_sqrt = (1 - beta2 ** step) ** 0.5
@@ -131,7 +128,7 @@ def adam(opt, group: dict, lr: float, beta1: float, beta2: float) -> None:
             denom = np.sqrt(max_sq._data) / bias_correction2_sqrt + eps
         else:
             denom = np.sqrt(v) / bias_correction2_sqrt + eps
-        np.add(data, -step_size * (m / denom), out=data)   # addcdiv: input + value * (t1 / t2)
+        np.copyto(data, _addcdiv_fwd(np, data, m, denom, value=-step_size))
         _bump(p)
 
 
@@ -146,10 +143,10 @@ class _FusedAdam:
         self.ok = kernels.enabled() and not f32(weight_decay) == 0 != weight_decay
         self.lr, self.beta1, self.beta2 = lr, beta1, beta2
         self.bump_decay = weight_decay != 0 and decoupled
-        w = 1 - beta1
+        w = f32(1 - beta1)
         self.args = (f32(1 - lr * weight_decay if self.bump_decay else 1.0),
                      f32(weight_decay if not decoupled else 0.0),
-                     -0.5 < w < 0.5, f32(w), f32(1 - w), f32(beta2), f32(1 - beta2))
+                     -0.5 < w < 0.5, w if -0.5 < w < 0.5 else w - f32(1), f32(beta2), f32(1 - beta2))
         self.eps = f32(eps)
         self.step, self.corrections = None, None
 
