@@ -448,3 +448,22 @@ def test_static_quantization_convert_bitwise(backend):
     xl = tapelab.tensor(x.numpy())
     assert np.array_equal(qt[1](qt[0](x)).int_repr().numpy(), ql[1](ql[0](xl)).int_repr().numpy())
     assert np.array_equal(qt(x).numpy(), _np(ql(xl)))
+
+
+def test_quantized_tensor_pooling_and_views_bitwise():
+    """Ops PyTorch runs on per-tensor quantized tensors: average pooling (integer window sums over the window,
+    ties to even), max pooling, relu (clamped at the zero point), slicing and flatten keep the qparams."""
+    torch.manual_seed(0)
+    x = torch.randn(4, 3, 7, 9) * 2
+    calls = [lambda F, q: F.avg_pool2d(q, 2), lambda F, q: F.avg_pool2d(q, 3, 2),
+             lambda F, q: F.adaptive_avg_pool2d(q[:, :, :6, :8], (3, 4)), lambda F, q: F.max_pool2d(q, 2),
+             lambda F, q: F.relu(q), lambda F, q: q.flatten(1)[:, 5:40]]
+    for zero_point in (60, 61):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            qt = torch.quantize_per_tensor(x, 0.05, zero_point, torch.quint8)
+            ql = tapelab.quantize_per_tensor(tapelab.tensor(x.numpy()), 0.05, zero_point, tapelab.quint8)
+        for call in calls:
+            yt, yl = call(torch.nn.functional, qt), call(tapelab.nn.functional, ql)
+            assert (yl.q_scale(), yl.q_zero_point()) == (yt.q_scale(), yt.q_zero_point())
+            assert np.array_equal(yt.int_repr().numpy(), yl.int_repr().numpy())

@@ -30,7 +30,32 @@ _METADATA = {"size", "dim", "numel", "shape", "ndim", "nelement", "is_contiguous
 # ops PyTorch runs on per-tensor quantized tensors that only move or select codes (or take their max), so they
 # run on the codes and keep the scale and zero point; relu clamps at the zero point
 _ON_CODES = {"reshape", "view", "flatten", "contiguous", "permute", "transpose", "squeeze", "unsqueeze", "__getitem__",
-             "max_pool1d", "max_pool2d", "adaptive_max_pool2d", "relu", "chunk", "split", "unbind"}
+             "max_pool1d", "max_pool2d", "adaptive_max_pool2d", "relu", "chunk", "split", "unbind", "avg_pool", "slice", "select"}
+
+
+def _round_div(total: np.ndarray, count) -> np.ndarray:
+    """``nearbyint(total / count)`` of integer sums, exactly (ties to even)."""
+    q, r = np.divmod(total, count)
+    return q + ((2 * r > count) | ((2 * r == count) & (q % 2 == 1)))
+
+
+def _average_codes(codes: np.ndarray, kernel: tuple, stride: tuple, padding: tuple, ceil_mode: bool,
+                   divisor, **_) -> np.ndarray:
+    """2-d average pooling (the ``avg_pool`` op, which adaptive pooling also runs) on the codes, the output keeping
+    the input's qparams: integer window sums over the window size, rounded to nearest even, as ATen's quantized
+    kernel."""
+    if len(kernel) != 2 or any(padding) or ceil_mode or divisor is not None:
+        raise NotImplementedError("quantized avg_pool: tapelab pools 2-d codes without padding, ceil_mode or "
+                                  "divisor_override")
+    x = codes.astype(np.int64)
+    (kh, kw), (sh, sw) = kernel, stride
+    oh, ow = (x.shape[-2] - kh) // sh + 1, (x.shape[-1] - kw) // sw + 1
+    out = np.empty(x.shape[:-2] + (oh, ow), np.int64)
+    for i in range(oh):
+        for j in range(ow):
+            window = x[..., i * sh:i * sh + kh, j * sw:j * sw + kw]
+            out[..., i, j] = _round_div(window.sum(axis=(-2, -1)), kh * kw)
+    return out
 
 
 class QuantizedTensor(Tensor):
@@ -129,12 +154,15 @@ class QuantizedTensor(Tensor):
         return _add_suffixes("tensor(" + array_str(values, len("tensor(")), suffixes, len("tensor("))
 
     def _on_codes(self, func, args: tuple, kwargs: dict, name: str):
+        if name == "avg_pool":
+            return self._like(_average_codes(self._data, **kwargs).astype(self._data.dtype))
         codes = Tensor._wrap(self._data.astype(np.float64), False, None, 0, [0], self._device)
         if name == "relu":
             out = codes.clamp(min=float(self._zero_point))
         else:
             out = func(codes, *args, **{k: v for k, v in kwargs.items() if k != "inplace"})
-        wrap = lambda t: self._like(t.numpy().astype(self._data.dtype))   # noqa: E731
+        # values come back as float64 codes; anything else (max pooling's indices) is a plain tensor
+        wrap = lambda t: self._like(t.numpy().astype(self._data.dtype)) if t.dtype is _dt.float64 else t  # noqa: E731
         return type(out)(wrap(t) for t in out) if isinstance(out, (tuple, list)) else wrap(out)
 
     @classmethod
