@@ -39,7 +39,8 @@ _MOVED = {"torch.autograd.profiler": "tapelab.profiler.legacy", "torch._tensor_s
           # where libraries import default_collate from (opacus, detectron-style loaders)
           "torch.utils.data._utils": "tapelab.utils.data", "torch.utils.data._utils.collate": "tapelab.utils.data._collate",
           # quantization's module families, at their pre-torch.ao paths (old QAT code imports them there)
-          "torch.nn.intrinsic": "tapelab.ao.nn.intrinsic", "torch.nn.qat": "tapelab.ao.nn.qat"}
+          "torch.nn.intrinsic": "tapelab.ao.nn.intrinsic", "torch.nn.qat": "tapelab.ao.nn.qat",
+          "torch.nn.quantized": "tapelab.ao.nn.quantized"}
 
 
 def _under(name: str, table: dict[str, str]) -> str | None:

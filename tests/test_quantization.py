@@ -467,3 +467,65 @@ def test_quantized_tensor_pooling_and_views_bitwise():
             yt, yl = call(torch.nn.functional, qt), call(tapelab.nn.functional, ql)
             assert (yl.q_scale(), yl.q_zero_point()) == (yt.q_scale(), yt.q_zero_point())
             assert np.array_equal(yt.int_repr().numpy(), yl.int_repr().numpy())
+
+
+def test_qfunctional_add_mul_cat_bitwise():
+    """QFunctional (what convert makes of FloatFunctional, the skip connections of quantizable models): add,
+    add_relu, mul and cat requantize to the observed output qparams as torch's quantized ops do."""
+    torch.manual_seed(0)
+    xa, xb = torch.randn(20000) * 2, torch.randn(20000) * 3
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        at, bt = (torch.quantize_per_tensor(xa, 0.05, 61, torch.quint8),
+                  torch.quantize_per_tensor(xb, 0.07, 100, torch.quint8))
+        al, bl = (tapelab.quantize_per_tensor(tapelab.tensor(xa.numpy()), 0.05, 61, tapelab.quint8),
+                  tapelab.quantize_per_tensor(tapelab.tensor(xb.numpy()), 0.07, 100, tapelab.quint8))
+    funcs = []
+    for T in (torch, tapelab):
+        f = T.ao.nn.quantized.QFunctional()
+        f.scale, f.zero_point = 0.09, 77
+        funcs.append(f)
+    ft, fl = funcs
+    for name, args_t, args_l in (("add", (at, bt), (al, bl)), ("add_relu", (at, bt), (al, bl)),
+                                 ("mul", (at, bt), (al, bl)), ("cat", ([at, bt],), ([al, bl],))):
+        yt, yl = getattr(ft, name)(*args_t), getattr(fl, name)(*args_l)
+        assert np.array_equal(yt.int_repr().numpy(), yl.int_repr().numpy()), name
+        assert (yl.q_scale(), yl.q_zero_point()) == (yt.q_scale(), yt.q_zero_point())
+    assert repr(fl).replace("tapelab", "torch") == repr(ft)
+
+
+def test_float_functional_qat_flow_matches_torch():
+    """A residual block with FloatFunctional add_relu and cat: prepare_qat gives it an output observer, training
+    matches torch, and convert makes it a QFunctional (module layout as torch's)."""
+    outs = []
+    for T, q in ((torch, tq), (tapelab, lq)):
+        nn = T.nn
+
+        class Block(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.quant, self.dequant = q.QuantStub(), q.DeQuantStub()
+                self.conv = nn.Conv2d(2, 2, 3, padding=1)
+                self.skip, self.cat = T.ao.nn.quantized.FloatFunctional(), T.ao.nn.quantized.FloatFunctional()
+                self.fc = nn.Linear(4 * 3 * 3, 2)
+
+            def forward(self, x):
+                x = self.quant(x)
+                y = self.cat.cat([self.skip.add_relu(self.conv(x), x), x], dim=1)
+                return self.dequant(self.fc(y.flatten(1)))
+
+        T.manual_seed(0)
+        m = Block().train()
+        m.qconfig = q.get_default_qat_qconfig("x86")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            m = q.prepare_qat(m)
+            data, target = T.randn(8, 2, 3, 3), T.randint(0, 2, (8,))
+            loss = T.nn.functional.cross_entropy(m(data), target)
+            loss.backward()
+            converted = q.convert(m.eval())
+        outs.append((loss.item(), [(n, type(mod).__name__) for n, mod in converted.named_modules()
+                                   if "_packed_params" not in n],   # torch's packed-weight holder
+                     [(n, type(mod).__name__) for n, mod in m.named_modules()]))
+    assert outs[0][1:] == outs[1][1:]
+    np.testing.assert_allclose(outs[1][0], outs[0][0], rtol=1e-6)

@@ -27,7 +27,7 @@ DEFAULT_STATIC_QUANT_MODULE_MAPPINGS = {
     QuantStub: nnq.Quantize, DeQuantStub: nnq.DeQuantize, linear.Linear: nnq.Linear, conv.Conv2d: nnq.Conv2d,
     nni.LinearReLU: nniq.LinearReLU, nni.ConvReLU2d: nniq.ConvReLU2d, nnqat.Linear: nnq.Linear,
     nnqat.Conv2d: nnq.Conv2d, nniqat.LinearReLU: nniq.LinearReLU, nniqat.ConvReLU2d: nniq.ConvReLU2d,
-    nniqat.ConvBn2d: nnq.Conv2d, nniqat.ConvBnReLU2d: nniq.ConvReLU2d,
+    nniqat.ConvBn2d: nnq.Conv2d, nniqat.ConvBnReLU2d: nniq.ConvReLU2d, nnq.FloatFunctional: nnq.QFunctional,
 }
 # the float modules PyTorch's eager quantization has quantized counterparts of (its static mapping's keys):
 # they receive a qconfig and an output observer
@@ -38,7 +38,7 @@ _STATIC_QUANTIZABLE = {
     instancenorm.InstanceNorm1d, instancenorm.InstanceNorm2d, instancenorm.InstanceNorm3d, normalization.LayerNorm,
     activation.LeakyReLU, linear.Linear, activation.ReLU6, activation.PReLU, nni.BNReLU2d, nni.BNReLU3d,
     nni.ConvReLU1d, nni.ConvReLU2d, nni.ConvReLU3d, nni.LinearReLU, nni.ConvBn1d, nni.ConvBn2d, nni.ConvBn3d,
-    nni.ConvBnReLU1d, nni.ConvBnReLU2d, nni.ConvBnReLU3d, nni.LinearBn1d,
+    nni.ConvBnReLU1d, nni.ConvBnReLU2d, nni.ConvBnReLU3d, nni.LinearBn1d, nnq.FloatFunctional,
 }
 
 

@@ -10,6 +10,7 @@ from ...nn.modules.container import Sequential
 from ...nn.modules.dropout import Dropout
 from ...nn.modules.module import Module
 from ..nn.intrinsic import _FusedModule
+from ..nn.quantized import FloatFunctional, QFunctional
 from .fake_quantize import FakeQuantizeBase
 from .observer import ObserverBase
 from ...base import dtype as _dt
@@ -86,7 +87,10 @@ def _add_observer_(module: Module, propagation: set, non_leaf: set | None) -> No
     for child in module.children():
         if type(child) is Dropout:
             continue
-        if isinstance(child, _FusedModule) or (non_leaf is not None and type(child) in non_leaf):
+        if isinstance(child, (FloatFunctional, QFunctional)):
+            if _needs_observation(child):   # its ops call the observer themselves
+                child.activation_post_process = child.qconfig.activation()
+        elif isinstance(child, _FusedModule) or (non_leaf is not None and type(child) in non_leaf):
             _insert_observer(child)
         else:
             _add_observer_(child, propagation, non_leaf)

@@ -12,12 +12,16 @@ from ....base import dtype as _dt
 from ....core.creation import tensor
 from ....core.tensor import Tensor
 from ....nn.modules.container import Sequential
+from ....nn.modules.linear import Identity
+from ....ops.elementwise import add, mul
+from ....ops.movement import cat
+from ....nn import functional as F
 from ....nn.modules.module import Module
 from ....nn.utils.fusion import fuse_conv_bn_weights
 from ...quantized_tensor import QuantizedTensor, quantize_per_channel, quantize_per_tensor
 from . import dynamic  # noqa: F401
 
-__all__ = ["Quantize", "DeQuantize", "Linear", "Conv2d"]
+__all__ = ["Quantize", "DeQuantize", "Linear", "Conv2d", "FloatFunctional", "QFunctional"]
 
 _PER_CHANNEL = (_dt.per_channel_affine, _dt.per_channel_symmetric)
 
@@ -237,3 +241,106 @@ class Conv2d(_Quantized):
         wg = wcodes.reshape(g, self.out_channels // g, -1)
         acc = np.einsum("gok,ngkp->ngop", wg, cols).reshape(n, self.out_channels, oh, ow)
         return _requantize(acc, x, self._weight, self._bias, self.scale, self.zero_point, self._RELU, 1)
+
+
+class FloatFunctional(Module):
+    """Tensor arithmetic as a module, so that eager quantization can observe its output (``prepare`` replaces the
+    Identity ``activation_post_process``) and ``convert`` can swap it for QFunctional: skip connections
+    (``self.skip_add.add(x, y)``) and concatenations in quantizable models."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.activation_post_process = Identity()
+
+    def forward(self, x):
+        raise RuntimeError("FloatFunctional is not intended to use the 'forward'. Please use the underlying "
+                           "operation")
+
+    def add(self, x: Tensor, y: Tensor) -> Tensor:
+        return self.activation_post_process(add(x, y))
+
+    def add_scalar(self, x: Tensor, y: float) -> Tensor:
+        return add(x, y)   # not observed: the quantized op derives its qparams from the input's
+
+    def mul(self, x: Tensor, y: Tensor) -> Tensor:
+        return self.activation_post_process(mul(x, y))
+
+    def mul_scalar(self, x: Tensor, y: float) -> Tensor:
+        return mul(x, y)
+
+    def cat(self, x: list, dim: int = 0) -> Tensor:
+        return self.activation_post_process(cat(x, dim=dim))
+
+    def add_relu(self, x: Tensor, y: Tensor) -> Tensor:
+        return self.activation_post_process(F.relu(add(x, y)))
+
+
+def _float_values(q: QuantizedTensor) -> np.ndarray:
+    """A per-tensor quantized tensor's float32 values as the vectorised dequantize computes them: one fused
+    ``code * scale + (-zero_point * scale)``."""
+    if q._axis is not None:
+        raise RuntimeError("quantized arithmetic: expected per-tensor quantized inputs")
+    scale = np.float32(q._scale)
+    offset = np.float32(-int(q._zero_point) * scale)
+    return (q._data.astype(np.float64) * np.float64(scale) + np.float64(offset)).astype(np.float32)
+
+
+def _requantized(values: np.ndarray, scale: float, zero_point: int, dtype, relu: bool = False) -> QuantizedTensor:
+    """float32 ``values`` quantized with ``nearbyint(v * float32(1 / scale) + zero_point)`` in one rounding."""
+    info = np.iinfo({_dt.quint8: np.uint8, _dt.qint8: np.int8, _dt.qint32: np.int32}[dtype])
+    inv = np.float64(np.float32(1.0) / np.float32(scale))
+    codes = np.rint((values.astype(np.float64) * inv + zero_point).astype(np.float32))
+    codes = np.clip(codes, max(zero_point, info.min) if relu else info.min, info.max)
+    return QuantizedTensor._make(codes.astype(info.dtype), dtype, _dt.per_tensor_affine, float(scale),
+                                 int(zero_point))
+
+
+class QFunctional(Module):
+    """FloatFunctional's quantized counterpart (quint8): ``add``/``add_relu`` dequantize, add in float32 and quantize
+    with the observed output scale and zero point; ``mul`` multiplies the codes; ``cat`` requantizes its parts."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.scale, self.zero_point = 1.0, 0
+        self.activation_post_process = Identity()
+
+    def _get_name(self) -> str:
+        return "QFunctional"
+
+    def extra_repr(self) -> str:
+        return f"scale={self.scale}, zero_point={self.zero_point}"
+
+    def forward(self, x):
+        raise RuntimeError("Functional is not intended to use the 'forward'. Please use the underlying operation")
+
+    def add(self, x: QuantizedTensor, y: QuantizedTensor) -> QuantizedTensor:
+        return _requantized(_float_values(x) + _float_values(y), self.scale, self.zero_point, x.dtype)
+
+    def add_relu(self, x: QuantizedTensor, y: QuantizedTensor) -> QuantizedTensor:
+        return _requantized(_float_values(x) + _float_values(y), self.scale, self.zero_point, x.dtype, relu=True)
+
+    def mul(self, x: QuantizedTensor, y: QuantizedTensor) -> QuantizedTensor:
+        """The product of the centred codes, exact in integers, times ``float32(x_scale * y_scale / scale)``."""
+        for q in (x, y):
+            _float_values(q)   # per tensor only
+        product = (x._data.astype(np.int64) - int(x._zero_point)) * (y._data.astype(np.int64) - int(y._zero_point))
+        multiplier = np.float32(float(x._scale) * float(y._scale) / self.scale)
+        codes = np.clip(np.rint(product.astype(np.float32) * multiplier) + self.zero_point, 0, 255)
+        return QuantizedTensor._make(codes.astype(np.uint8), x.dtype, _dt.per_tensor_affine, float(self.scale),
+                                     int(self.zero_point))
+
+    def cat(self, x: list, dim: int = 0) -> QuantizedTensor:
+        parts = [q._data if (q._scale, q._zero_point) == (self.scale, self.zero_point)
+                 else _requantized(_float_values(q), self.scale, self.zero_point, q.dtype)._data for q in x]
+        return QuantizedTensor._make(np.concatenate(parts, axis=dim), x[0].dtype, _dt.per_tensor_affine,
+                                     float(self.scale), int(self.zero_point))
+
+    @classmethod
+    def from_float(cls, mod, use_precomputed_fake_quant: bool = False) -> QFunctional:
+        """The observed FloatFunctional's output qparams."""
+        if type(mod) is not FloatFunctional:
+            raise AssertionError("QFunctional.from_float expects an instance of FloatFunctional")
+        scale, zero_point = mod.activation_post_process.calculate_qparams()
+        made = cls()
+        made.scale, made.zero_point = float(scale), int(zero_point)
+        return made
