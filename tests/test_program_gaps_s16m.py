@@ -267,3 +267,16 @@ def test_optimizer_steps_equal_torch_bit_for_bit(name, kw):
         results.append(p.detach().numpy())
     np.testing.assert_array_equal(results[1], results[0])
     np.testing.assert_array_equal(results[2], results[0])
+
+
+@pytest.mark.parametrize("m", [torch, tapelab], ids=["torch", "tapelab"])
+def test_cuda_autocast_without_cuda_warns_with_torchs_words(m):
+    """ignite's ``create_supervised_trainer(amp_mode='amp')`` enters ``autocast('cuda')`` on a cpu
+    machine; torch warns "CUDA is not available or torch_xla is imported. Disabling autocast."."""
+    import warnings
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with m.autocast("cuda") as ctx:
+            assert not m.is_autocast_enabled("cuda")
+    assert [str(w.message) for w in caught] == ["CUDA is not available or torch_xla is imported. Disabling autocast."]
+    assert caught[0].category is UserWarning and ctx is not None

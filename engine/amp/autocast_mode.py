@@ -191,7 +191,7 @@ class autocast:
             enabled = False
         if self.device == "cuda" and enabled:
             if not cuda_usable():
-                warnings.warn("User provided device_type of 'cuda', but CUDA is not available. Disabling",
+                warnings.warn("CUDA is not available or torch_xla is imported. Disabling autocast.",
                               stacklevel=2)
                 enabled = False
             elif self.fast_dtype is _dtype.bfloat16:
