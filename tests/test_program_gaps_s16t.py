@@ -145,3 +145,40 @@ def test_dual_tensor_prints_its_tangent_and_takes_the_primal_layout():
             d2 = fwAD.make_dual(p, t)
             return tan.stride(), fwAD.unpack_dual(d2).tangent is t, repr(d * 2)
     assert _in_both(run)[0] == _in_both(run)[1]
+
+
+def test_swap_tensors_exchanges_contents_keeping_identity():
+    """swap_tensors recipe: ``torch.utils.swap_tensors(t1, t2)`` swaps class, dict and contents, so an
+    optimizer holding the old Parameter object sees the new values; a weakly referenced tensor is refused;
+    a leaf whose accumulator a graph reaches raises if that graph's backward runs after the swap."""
+    import weakref
+
+    def run(lib):
+        t1, t2 = lib.arange(2), lib.arange(3)
+        lib.utils.swap_tensors(t1, t2)
+        p = lib.nn.Parameter(lib.ones(2))
+        y = (p * 3).sum()
+        opt = lib.optim.SGD([p], lr=1.0)
+        q = lib.full((2,), 5.0, requires_grad=True)
+        q.tag = "q"
+        lib.utils.swap_tensors(p, q)
+        with pytest.raises(RuntimeError, match="poisoned by swap_tensors"):
+            y.backward()
+        ref = weakref.ref(t1)
+        with pytest.raises(RuntimeError, match="Cannot swap t1 because it has weakref"):
+            lib.utils.swap_tensors(t1, t2)
+        del ref
+        return (t1.tolist(), t2.tolist(), type(p).__name__, type(q).__name__, p.tolist(), q.tolist(),
+                getattr(p, "tag", None), opt.param_groups[0]["params"][0] is p, p.requires_grad, q.requires_grad)
+    assert run(tapelab) == run(torch)
+
+
+def test_calling_a_module_list_is_torch_s_missing_forward_error():
+    """module_load_state_dict_tips' SomeModule calls a ModuleList: PyTorch's ModuleList has no forward, so
+    the call raises the base Module's ``missing the required "forward" function`` NotImplementedError."""
+    msgs = []
+    for lib in (torch, tapelab):
+        with pytest.raises(NotImplementedError) as e:
+            lib.nn.ModuleList([lib.nn.Linear(1, 1)])(lib.ones(1))
+        msgs.append(str(e.value))
+    assert msgs[0] == msgs[1]

@@ -133,9 +133,6 @@ class ModuleList(_IndexedModules):
                  for a, b, r in blocks]
         return self._get_name() + "(\n  " + "\n  ".join(lines) + "\n)"
 
-    def forward(self, *args, **kwargs):
-        raise NotImplementedError("ModuleList is not callable; iterate over it instead")
-
 
 class ModuleDict(Module):
     """Holds submodules in an ordered dict."""
