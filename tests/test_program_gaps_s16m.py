@@ -280,3 +280,19 @@ def test_cuda_autocast_without_cuda_warns_with_torchs_words(m):
             assert not m.is_autocast_enabled("cuda")
     assert [str(w.message) for w in caught] == ["CUDA is not available or torch_xla is imported. Disabling autocast."]
     assert caught[0].category is UserWarning and ctx is not None
+
+
+@pytest.mark.parametrize("m", [torch, tapelab], ids=["torch", "tapelab"])
+def test_list_index_read_as_a_tuple_warns_as_torch(m):
+    """pytorch-metric-learning's HistogramLoss reads ``mat[[anchors, positives]]``: torch takes the list
+    as a tuple and warns each time, naming the caller's line; a plain list of ints does not warn."""
+    import warnings
+    x = m.arange(24.0).reshape(4, 6)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        picked = x[[m.tensor([0, 1]), m.tensor([2, 3])]]
+        x[[slice(None), 1]] = 0.0
+        rows = x[[0, 2]]
+    assert picked.tolist() == [2.0, 9.0] and x[:, 1].tolist() == [0.0] * 4 and tuple(rows.shape) == (2, 6)
+    assert len(caught) == 2 and all(w.filename == __file__ and w.category is UserWarning for w in caught)
+    assert str(caught[0].message).startswith("Using a non-tuple sequence for multidimensional indexing is deprecated")

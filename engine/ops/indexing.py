@@ -10,6 +10,8 @@ out-of-place ``index_put`` op applied in place, so gradients reach target and va
 """
 from __future__ import annotations
 
+import warnings
+
 import math
 import numbers
 
@@ -254,9 +256,14 @@ def _read(x: Tensor, idx, basic, template) -> Tensor:
 
 # ---------------------------------------------------------------- parsing keys
 def _as_tuple(key) -> tuple:
-    """PyTorch still reads a short list holding sequences, tensors, slices or None as a tuple."""
+    """PyTorch still reads a short list holding sequences, tensors, slices or None as a tuple, and
+    warns each time (pytorch-metric-learning's HistogramLoss indexes ``mat[[anchors, positives]]``)."""
     if type(key) is list and len(key) < 32 and any(
             isinstance(k, (Tensor, list, tuple, slice)) or k is None or k is Ellipsis for k in key):
+        warnings.warn("Using a non-tuple sequence for multidimensional indexing is deprecated and will be changed "
+                      "in pytorch 2.9; use x[tuple(seq)] instead of x[seq]. In pytorch 2.9 this will be interpreted "
+                      "as tensor index, x[torch.tensor(seq)], which will result either in an error or a different "
+                      "result", UserWarning, stacklevel=4)   # the caller of x[seq] (_parse, then __getitem__)
         return tuple(key)
     return (key,)
 
