@@ -10,12 +10,14 @@ zero_point`` per tensor, of ``x * float32(1 / scale)`` then the zero point per c
 from __future__ import annotations
 
 import warnings
+import weakref
 
 import numpy as np
 
 from ..base import dtype as _dt
 from ..base.repr import _add_suffixes, array_str
 from ..core.creation import from_numpy
+from ..core.overrides import _disabled_torch_function_impl
 from ..core.tensor import Tensor
 
 __all__ = ["QuantizedTensor", "quantize_per_tensor", "quantize_per_channel", "dequantize"]
@@ -63,7 +65,7 @@ class QuantizedTensor(Tensor):
 
     @classmethod
     def _make(cls, codes: np.ndarray, dtype, qscheme, scale, zero_point, axis: int | None = None) -> QuantizedTensor:
-        q = from_numpy(np.array(codes, order="C")).as_subclass(cls)
+        q = from_numpy(np.array(codes, order="C")).as_subclass(_made_class())
         q.__dict__.update(_qdtype=dtype, _qscheme=qscheme, _scale=scale, _zero_point=zero_point, _axis=axis)
         return q
 
@@ -165,18 +167,39 @@ class QuantizedTensor(Tensor):
         wrap = lambda t: self._like(t.numpy().astype(self._data.dtype)) if t.dtype is _dt.float64 else t  # noqa: E731
         return type(out)(wrap(t) for t in out) if isinstance(out, (tuple, list)) else wrap(out)
 
-    @classmethod
-    def __torch_function__(cls, func, types, args=(), kwargs=None):
-        name = getattr(func, "__name__", str(func))
-        q = args[0] if args else None
-        if (name in _ON_CODES or name.startswith("max_pool")) and isinstance(q, QuantizedTensor) and q._axis is None:
-            return q._on_codes(func, args[1:], kwargs or {}, name)
-        if name in _METADATA or name.startswith("q_") or name in ("dequantize", "int_repr", "qscheme"):
-            return func(*[Tensor._wrap(a._data, False, None, 0, a._vc, a._device) if isinstance(a, QuantizedTensor)
-                          else a for a in args], **(kwargs or {}))
-        raise NotImplementedError(f"Could not run 'aten::{name}' with arguments from the 'QuantizedCPU' backend. "
-                                  f"tapelab's quantized tensors hold codes, scales and zero points only: "
-                                  f"dequantize() first")
+    # the class itself takes no part in dispatch: a Tensor subclass with its own __torch_function__ makes the
+    # dispatcher ask the hook on every op while the class lives, so the refusing subclass the tensors are made
+    # as is created with the first quantized tensor (and collected with the last), not at import
+    __torch_function__ = _disabled_torch_function_impl
+
+
+def _refusing_torch_function(cls, func, types, args=(), kwargs=None):
+    """Ops that only move, select or take the max of codes run on them; metadata passes; the rest is refused as
+    PyTorch's QuantizedCPU backend refuses it."""
+    name = getattr(func, "__name__", str(func))
+    q = args[0] if args else None
+    if (name in _ON_CODES or name.startswith("max_pool")) and isinstance(q, QuantizedTensor) and q._axis is None:
+        return q._on_codes(func, args[1:], kwargs or {}, name)
+    if name in _METADATA or name.startswith("q_") or name in ("dequantize", "int_repr", "qscheme"):
+        return func(*[Tensor._wrap(a._data, False, None, 0, a._vc, a._device) if isinstance(a, QuantizedTensor)
+                      else a for a in args], **(kwargs or {}))
+    raise NotImplementedError(f"Could not run 'aten::{name}' with arguments from the 'QuantizedCPU' backend. "
+                              f"tapelab's quantized tensors hold codes, scales and zero points only: "
+                              f"dequantize() first")
+
+
+_LIVE: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+
+
+def _made_class() -> type:
+    """The QuantizedTensor subclass whose __torch_function__ refuses float ops: one while quantized tensors
+    exist."""
+    cls = _LIVE.get("class")
+    if cls is None:
+        cls = _LIVE["class"] = type("QuantizedTensor", (QuantizedTensor,), {
+            "__torch_function__": classmethod(_refusing_torch_function), "__module__": __name__,
+            "__doc__": QuantizedTensor.__doc__})
+    return cls
 
 
 def _check_input(input: Tensor, dtype) -> None:
