@@ -185,3 +185,45 @@ def test_tensor_classes_answer_to_torch_modules_while_aliased():
         assert repr(type(aliased.ones(1))) == repr(torch.Tensor) == "<class 'torch.Tensor'>"
     assert (tapelab.Tensor.__module__, tapelab.nn.Parameter.__module__) == own
     assert own[0].startswith("tapelab.")
+
+
+def _traced_model(m):
+    class Traced(m.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.l = m.nn.Linear(3, 2)
+            self.register_buffer("shift", m.ones(2))
+
+        def forward(self, x):
+            return self.l(x).relu() + self.shift + x.sum(1, keepdim=True).exp()
+    return Traced()
+
+
+@BOTH
+@pytest.mark.parametrize("how", ["pickle", "save", "deepcopy", "held"])
+def test_graph_module_pickles_and_copies_as_torch(m, how):
+    """e3nn keeps fx GraphModules in its tensor products: ``torch.save(model)`` and ``jit.save`` of
+    them pickled the per-instance class and failed. PyTorch pickles the state and the generated code
+    and traces it again on load; a copy (deep or unpickled) is named ``GraphModule`` and computes
+    the same, its weights its own."""
+    import copy
+    import io
+    import pickle
+    m.manual_seed(0)
+    gm = m.fx.symbolic_trace(_traced_model(m))
+    if how == "pickle":
+        g2 = pickle.loads(pickle.dumps(gm))
+    elif how == "save":
+        buf = io.BytesIO()
+        m.save(gm, buf)
+        buf.seek(0)
+        g2 = m.load(buf, weights_only=False)
+    elif how == "deepcopy":
+        g2 = copy.deepcopy(gm)
+    else:
+        holder = m.nn.Sequential(gm)
+        g2 = pickle.loads(pickle.dumps(holder))[0]
+    x = m.randn(2, 3)
+    assert type(gm).__name__ == "Traced" and type(g2).__name__ == "GraphModule"
+    assert g2(x).tolist() == gm(x).tolist() and g2.code == gm.code
+    assert g2.l.weight is not gm.l.weight and [n.op for n in g2.graph.nodes] == [n.op for n in gm.graph.nodes]

@@ -15,10 +15,13 @@ def forward(self, x):
 from __future__ import annotations
 
 import ast
+import copy
+import importlib
 import itertools
 import linecache
 import os
 import pathlib
+from types import ModuleType
 
 from ..nn.modules.module import Module
 from ..core.tensor import Tensor
@@ -78,10 +81,10 @@ class GraphModule(Module):
     """
 
     def __new__(cls, *args, **kwargs):
-        base = next(t for t in cls.__mro__ if t.__name__ != "GraphModuleImpl")
+        base = next(t for t in cls.__mro__ if "_per_instance" not in t.__dict__)
 
         class GraphModuleImpl(base):
-            pass
+            _per_instance = True
         return super().__new__(GraphModuleImpl)
 
     def __init__(self, root, graph: Graph, class_name: str = "GraphModule"):
@@ -126,13 +129,28 @@ class GraphModule(Module):
         """Regenerate ``forward`` (and ``code``) from ``self.graph``; call after editing it."""
         python_code = self.graph.python_code("self")
         src = python_code.src
-        filename = f"<eval_with_key>.{next(_keys)}"
-        linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
-        env = dict(python_code.globals)
-        exec(compile(src, filename, "exec"), env)
         self.__dict__["_code"] = src
-        type(self).forward = env["forward"]
+        type(self).forward = _forward_from_src(src, dict(python_code.globals))
         return python_code
+
+    def __reduce__(self):
+        """Pickled as PyTorch's: the module's state and its generated code (with what the code's
+        globals are: modules by name, functions and classes by reference), not the ``Graph``;
+        loading runs the code and traces it again, every submodule a leaf."""
+        body = {k: v for k, v in self.__dict__.items() if k != "_graph"}
+        names = {k: _ModuleRef(getattr(v.__spec__, "name", v.__name__)) if isinstance(v, ModuleType) else v
+                 for k, v in self.graph.python_code("self").globals.items() if k != "__builtins__"}
+        return _rebuild_graph_module, (body, names)
+
+    def __deepcopy__(self, memo: dict) -> GraphModule:
+        """A copy of the state and the graph (not traced again), named ``GraphModule`` as PyTorch's."""
+        res = type(self).__new__(type(self))
+        memo[id(self)] = res
+        body = copy.deepcopy(self.__dict__, memo)
+        GraphModule.__init__(res, _holding(body), body["_graph"])
+        for k, v in body.items():   # what the graph does not refer to is kept too, as PyTorch does
+            res.__dict__.setdefault(k, v)
+        return res
 
     def print_readable(self, print_output: bool = True) -> str:
         """The module as a class definition with its generated forward; printed unless told not."""
@@ -223,6 +241,44 @@ class GraphModule(Module):
                f"{forward}\n")
         (folder / "module.py").write_text(src)
         (folder / "__init__.py").write_text(f"from .module import {module_name}\n")
+
+
+def _forward_from_src(src: str, env: dict):
+    """The ``forward`` defined by generated source, its lines kept for tracebacks."""
+    filename = f"<eval_with_key>.{next(_keys)}"
+    linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
+    exec(compile(src, filename, "exec"), env)
+    return env["forward"]
+
+
+class _ModuleRef:
+    """A module a generated forward names, pickled as its import name."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+
+def _holding(body: dict, forward=None) -> Module:
+    """A module whose state is ``body`` (and whose ``forward`` is ``forward``)."""
+    root = Module.__new__(type("_CodeOnlyModule", (Module,), {} if forward is None else {"forward": forward}))
+    root.__dict__.update(body)
+    return root
+
+
+def _rebuild_graph_module(body: dict, names: dict) -> GraphModule:
+    """Unpickle a GraphModule: the saved code's forward on a module holding the saved state,
+    traced again (submodules are leaves, as the original graph called them)."""
+    from ._symbolic_trace import Tracer
+
+    class KeepModules(Tracer):
+        def is_leaf_module(self, m: Module, module_qualified_name: str) -> bool:
+            return True
+    env = {k: importlib.import_module(v.name) if isinstance(v, _ModuleRef) else v for k, v in names.items()}
+    root = _holding(body, _forward_from_src(body["_code"], env))
+    gm = GraphModule(root, KeepModules().trace(root))
+    for k, v in body.items():   # what the graph does not refer to is kept too, as PyTorch does
+        gm.__dict__.setdefault(k, v)
+    return gm
 
 
 def _literal_call(text: str, class_name: str) -> bool:
