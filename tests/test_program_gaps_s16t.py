@@ -182,3 +182,19 @@ def test_calling_a_module_list_is_torch_s_missing_forward_error():
             lib.nn.ModuleList([lib.nn.Linear(1, 1)])(lib.ones(1))
         msgs.append(str(e.value))
     assert msgs[0] == msgs[1]
+
+
+def test_random_unstructured_prunes_torchs_positions():
+    """pruning_tutorial: ``prune.random_unstructured`` zeroes the entries whose ``rand_like`` draw is
+    largest (``topk`` of the draws), so after the same seed tapelab's mask is torch's."""
+    import torch.nn.utils.prune as torch_prune
+
+    import tapelab.nn.utils.prune as tapelab_prune
+    masks = []
+    for lib, prune in ((torch, torch_prune), (tapelab, tapelab_prune)):
+        lib.manual_seed(0)
+        conv = lib.nn.Conv2d(1, 6, 3)
+        prune.random_unstructured(conv, name="weight", amount=0.3)
+        prune.random_structured(conv, name="weight", amount=2, dim=0)
+        masks.append(conv.weight_mask.numpy().copy())
+    assert (masks[0] == masks[1]).all()

@@ -191,6 +191,7 @@ class _Unstructured(BasePruningMethod):
     """Zeroes the ``amount`` entries that ``_scores`` ranks lowest."""
 
     PRUNING_TYPE = "unstructured"
+    _largest = False   # which end of the scores is pruned
 
     def __init__(self, amount: int | float) -> None:
         _validate_pruning_amount_init(amount)
@@ -204,12 +205,15 @@ class _Unstructured(BasePruningMethod):
         _validate_pruning_amount(count, t.numel())
         flat = default_mask.clone().reshape(-1)
         if count:
-            flat[topk(self._scores(t).reshape(-1), count, largest=False).indices] = 0
+            flat[topk(self._scores(t).reshape(-1), count, largest=self._largest).indices] = 0
         return flat.reshape(default_mask.shape)
 
 
 class RandomUnstructured(_Unstructured):
-    """Zeroes ``amount`` entries drawn uniformly (tapelab's generator, so not torch's positions)."""
+    """Zeroes ``amount`` entries drawn uniformly: those whose ``rand_like`` draw is largest, as PyTorch's (the
+    same draws, so the same positions, after the same seed)."""
+
+    _largest = True
 
     def _scores(self, t: Tensor) -> Tensor:
         return creation.rand_like(t)
