@@ -222,3 +222,29 @@ def test_elementwise_result_strides_one_element_dimensions_as_aten():
         got.append([(d * e).stride(), (d * e * c).stride(), m.einsum("d,bea,c->ecbda", m.ones(2), m.ones(1, 2, 4),
                                                                       m.ones(3)).stride()])
     assert got[1] == got[0]
+
+
+def test_bfloat16_division_gradient_rounds_as_atens_formula():
+    """RWKV's ``(e1 * aa + e2 * vv) / (e1 * bb + e2)`` in bfloat16: PyTorch differentiates the divisor
+    as ``-g * ((a / b) / b)``, each step rounded; ``-(g / b) * a / b`` rounded elsewhere."""
+    got = []
+    for m in (torch, tapelab):
+        a, b = (_randn(m, 4, 16, seed=i).bfloat16().requires_grad_() for i in range(2))
+        (a / (b.abs() + 1)).backward(_randn(m, 4, 16, seed=9).bfloat16())
+        got.append([a.grad.float().numpy(), b.grad.float().numpy()])
+    for x, y in zip(got[1], got[0]):
+        np.testing.assert_array_equal(x, y)
+
+
+@pytest.mark.parametrize("shape, normalized", [((2, 5, 6), (6,)), ((2, 3, 100), (100,)), ((2, 3, 4), (3, 4))])
+def test_bfloat16_layer_norm_input_gradient_uses_its_bfloat16_statistics(shape, normalized):
+    """A bfloat16 ``nn.LayerNorm`` (a model cast with ``.bfloat16()``): ATen keeps the forward's mean and
+    1/std in bfloat16 and forms the input's gradient from them; float32 statistics moved about half
+    of the gradient's values by an ulp."""
+    got = []
+    for m in (torch, tapelab):
+        x = _randn(m, *shape).bfloat16().requires_grad_()
+        w = _randn(m, *normalized, seed=5).bfloat16()
+        m.nn.functional.layer_norm(x, normalized, w).backward(_randn(m, *shape, seed=9).bfloat16())
+        got.append(x.grad.float().numpy())
+    np.testing.assert_array_equal(got[1], got[0])

@@ -183,8 +183,9 @@ def _ln_fwd(xp, x, *affine, dims, eps, has_weight):
 def _ln_bwd_fwd(xp, g, x, *affine, dims, eps, has_weight, needs):
     """``(gx, gw, gb)`` for a plain backward (an unneeded one is an empty array): one loop on cpu
     float32, else ``s (gy - mean(gy) - xhat mean(gy xhat))`` with ``gy = g w``, ``sum(g xhat)``, ``sum(g)``."""
-    if x.dtype is BFLOAT16_NP:   # PyTorch computes reduced precision in float32, rounded once
-        return in_float32(_ln_bwd_fwd, xp, g, x, *affine, dims=dims, eps=eps, has_weight=has_weight, needs=needs)
+    if x.dtype is BFLOAT16_NP:
+        return in_float32(_ln_bwd_bfloat16, xp, g, x, *affine, dims=dims, eps=eps, has_weight=has_weight,
+                          needs=needs)
     g, x = _row_major(xp, g), _row_major(xp, x)
     empty = xp.empty((0,), x.dtype)
     w = affine[0] if has_weight else None
@@ -207,6 +208,28 @@ def _ln_bwd_fwd(xp, g, x, *affine, dims, eps, has_weight, needs):
         gx -= c * (gy * c).mean(axis=dims, keepdims=True)
         gx *= s
     gw = (g * c).sum(axis=lead) if needs[1] else empty
+    gb = g.sum(axis=lead) if needs[2] else empty
+    return gx, gw, gb
+
+
+def _ln_bwd_bfloat16(xp, g, x, *affine, dims, eps, has_weight, needs):
+    """A bfloat16 layer norm's gradients (arrays in float32), as ATen's: its forward keeps the mean
+    and 1/std in bfloat16, and the input's gradient is ``a gy + b x + c`` per row with ``a`` that
+    1/std, ``b = (sum(gy) mean - sum(gy x)) a^3 / N``, ``c = -b mean - sum(gy) a / N``."""
+    n = math.prod(x.shape[x.ndim - len(dims):])
+    mean = x.mean(axis=dims, keepdims=True)
+    c = x - mean
+    a = 1 / xp.sqrt((c * c).mean(axis=dims, keepdims=True) + xp.float32(eps))
+    mean, a = (v.astype(BFLOAT16_NP).astype(xp.float32) for v in (mean, a))
+    empty = xp.empty((0,), x.dtype)
+    gy = g if not has_weight else g * affine[0]
+    gx = empty
+    if needs[0]:
+        ds, db = (gy * x).sum(axis=dims, keepdims=True), gy.sum(axis=dims, keepdims=True)
+        b = (db * mean - ds) * a * a * a / xp.float32(n)
+        gx = a * gy + b * x + (-b * mean - db * a / xp.float32(n))
+    lead = tuple(range(x.ndim - len(dims)))
+    gw = (g * ((x - mean) * a)).sum(axis=lead) if needs[1] else empty
     gb = g.sum(axis=lead) if needs[2] else empty
     return gx, gw, gb
 

@@ -468,12 +468,11 @@ def _mul_vjp(g, out, a, b):
 
 def _div_vjp(g, out, a, b):
     # from the inputs, not the output, as PyTorch's DivBackward: ``loss = loss / n; loss *= k`` then
-    # backward is allowed (the in-place scaling bumps the output's version, which nothing saved here reads)
+    # backward is allowed (the in-place scaling bumps the output's version, which nothing saved here reads);
+    # the divisor's as PyTorch's div_tensor_other_backward, -g ((a / b) / b), whose roundings bfloat16 shows
     if g._data.dtype.kind != "c":
-        ga = g / b
-        return ub(ga, a) if _wants(a) else None, ub(-ga * a / b, b) if _wants(b) else None
-    ga = g / _cjn(b)
-    return ub(ga, a) if _wants(a) else None, ub(-ga * cj(a / b), b) if _wants(b) else None
+        return (ub(g / b, a) if _wants(a) else None), (ub(-g * ((a / b) / b), b) if _wants(b) else None)
+    return (ub(g / _cjn(b), a) if _wants(a) else None), (ub(-g * cj((a / b) / b), b) if _wants(b) else None)
 
 
 _mul = Op("mul", lambda xp, a, b: a * b, _mul_vjp,
