@@ -296,3 +296,19 @@ def test_list_index_read_as_a_tuple_warns_as_torch(m):
     assert picked.tolist() == [2.0, 9.0] and x[:, 1].tolist() == [0.0] * 4 and tuple(rows.shape) == (2, 6)
     assert len(caught) == 2 and all(w.filename == __file__ and w.category is UserWarning for w in caught)
     assert str(caught[0].message).startswith("Using a non-tuple sequence for multidimensional indexing is deprecated")
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+@pytest.mark.parametrize("dim", [0, -1, None, (0, 2)])
+def test_var_and_std_accumulate_in_float64_as_atens_welford(dtype, dim):
+    """ema/metric code and ignite's metrics take ``x.var(0)``/``x.std(0)``: ATen's Welford reduction
+    accumulates a float32 tensor in float64 and rounds once, so float32 arithmetic differed in the
+    last bit of about half the variances. ``var_mean``'s variance too (its mean is Welford's, also
+    float64)."""
+    rng = np.random.default_rng(3)
+    data = (rng.standard_normal((33, 7, 20)) * 3 + 0.5).astype(np.float32)
+    t = torch.tensor(data).to(getattr(torch, dtype))
+    lt = tapelab.tensor(data).to(getattr(tapelab, dtype))
+    for f in (lambda m, x: x.var(dim), lambda m, x: x.std(dim, correction=0), lambda m, x: m.var_mean(x, dim)[0],
+              lambda m, x: m.std_mean(x, dim)[0]):
+        np.testing.assert_array_equal(_bits(f(tapelab, lt)), _bits(f(torch, t)))

@@ -429,9 +429,14 @@ def min(input, dim=None, keepdim: bool = False, *, axis=None, keepdims=None):
 
 
 # ---------------------------------------------------------------- variance, std
+_WELFORD64 = (np.float32, np.float16, BFLOAT16_NP)   # dtypes ATen's var/std accumulate in float64
+
+
 def _var_fwd(xp, x, *, dims, keepdim, correction):
-    if x.dtype is BFLOAT16_NP:
-        return in_float32(_var_fwd, xp, x, dims=dims, keepdim=keepdim, correction=correction)
+    """float32, float16 and bfloat16 accumulate in float64 and round once, as ATen's Welford
+    reduction (float32 arithmetic differed in the last bit of about half the variances)."""
+    if x.dtype in _WELFORD64:
+        return _var_fwd(xp, x.astype(xp.float64), dims=dims, keepdim=keepdim, correction=correction).astype(x.dtype)
     d = x - x.mean(axis=dims, keepdims=True)
     if d.dtype.kind == "c":   # |d|^2: a complex tensor's variance is real
         d = xp.abs(d)
@@ -455,8 +460,8 @@ def _std_vjp(g, out, x, *, dims, keepdim, correction):
 
 
 def _std_fwd(xp, x, **params):
-    if x.dtype is BFLOAT16_NP:
-        return in_float32(_std_fwd, xp, x, **params)
+    if x.dtype in _WELFORD64:   # the square root of the float64 variance, rounded once
+        return _std_fwd(xp, x.astype(xp.float64), **params).astype(x.dtype)
     return xp.sqrt(_var_fwd(xp, x, **params))
 
 
@@ -495,7 +500,7 @@ def var_mean(input, dim=None, unbiased=None, keepdim: bool = False, *, correctio
     if axis is not None or keepdims is not None:
         dim, keepdim = numpy_names("var_mean", dim, keepdim, axis, keepdims)
     p = _var_args(input, dim, unbiased, keepdim, correction, "var_mean")
-    return apply(_var, input, **p), apply(_mean, input, dims=p["dims"], keepdim=keepdim, dtype=None)
+    return apply(_var, input, **p), _welford_mean(input, p["dims"], keepdim)
 
 
 def std_mean(input, dim=None, unbiased=None, keepdim: bool = False, *, correction=None, axis=None,
@@ -503,7 +508,15 @@ def std_mean(input, dim=None, unbiased=None, keepdim: bool = False, *, correctio
     if axis is not None or keepdims is not None:
         dim, keepdim = numpy_names("std_mean", dim, keepdim, axis, keepdims)
     p = _var_args(input, dim, unbiased, keepdim, correction, "std_mean")
-    return apply(_std, input, **p), apply(_mean, input, dims=p["dims"], keepdim=keepdim, dtype=None)
+    return apply(_std, input, **p), _welford_mean(input, p["dims"], keepdim)
+
+
+def _welford_mean(input, dims, keepdim: bool):
+    """var_mean's and std_mean's mean: the Welford reduction's, in float64 for the dtypes it widens
+    (it can differ in the last bit from ``mean``, which sums in the input's dtype)."""
+    if input._data.dtype in _WELFORD64:
+        return apply(_mean, input.double(), dims=dims, keepdim=keepdim, dtype=None).to(input.dtype)
+    return apply(_mean, input, dims=dims, keepdim=keepdim, dtype=None)
 
 
 # ---------------------------------------------------------------- logsumexp, norms
