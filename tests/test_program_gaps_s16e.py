@@ -227,3 +227,29 @@ def test_graph_module_pickles_and_copies_as_torch(m, how):
     assert type(gm).__name__ == "Traced" and type(g2).__name__ == "GraphModule"
     assert g2(x).tolist() == gm(x).tolist() and g2.code == gm.code
     assert g2.l.weight is not gm.l.weight and [n.op for n in g2.graph.nodes] == [n.op for n in gm.graph.nodes]
+
+
+@pytest.mark.parametrize("namespace", ["", "nn.functional", "linalg", "special", "fft"])
+def test_public_functions_pickle_by_reference_as_torch(namespace):
+    """e3nn's Gate holds ``torch.sigmoid`` in the model ``torch.save`` writes; the out= wrappers
+    claimed their inner function's module (``tapelab.ops.elementwise.sigmoid``, another object) and
+    ops/special's unary functions elementwise's: every public function PyTorch pickles by reference
+    pickles as itself here too."""
+    import pickle
+
+    def functions(root):
+        mod = root
+        for part in filter(None, namespace.split(".")):
+            mod = getattr(mod, part)
+        return {n: getattr(mod, n) for n in dir(mod)
+                if not n.startswith("_") and callable(getattr(mod, n)) and not isinstance(getattr(mod, n), type)}
+
+    def pickles_as_itself(f) -> bool:
+        try:
+            return pickle.loads(pickle.dumps(f)) is f
+        except (pickle.PicklingError, AttributeError, TypeError):
+            return False
+    theirs, ours = functions(torch), functions(tapelab)
+    names = [n for n, f in theirs.items() if n in ours and pickles_as_itself(f)]
+    assert len(names) > 5
+    assert [n for n in names if not pickles_as_itself(ours[n])] == []

@@ -55,11 +55,14 @@ _FACTORIES = frozenset("arange empty eye full linspace logspace ones rand randin
 
 def out_variants(namespace: dict, names: frozenset = OUT_FUNCTIONS) -> dict:
     """``{name: out-taking function}`` for the ``names`` (``OUT_FUNCTIONS``) that ``namespace`` defines,
-    each called by its own name (``arctan``, not ``atan``): graphs name nodes and code after it."""
-    return {name: _with_out(namespace[name], name) for name in names if callable(namespace.get(name))}
+    each called by its own name (``arctan``, not ``atan``): graphs name nodes and code after it. Each
+    lives at ``namespace``'s module under that name, so pickle finds it there (e3nn's Gate keeps
+    ``torch.sigmoid`` in the model that ``torch.save`` writes)."""
+    return {name: _with_out(namespace[name], name, namespace["__name__"]) for name in names
+            if callable(namespace.get(name))}
 
 
-def _with_out(fn, public_name: str):
+def _with_out(fn, public_name: str, module: str):
     @functools.wraps(fn)
     def _out_variant(*args, out=None, **kwargs):  # "_": frame walkers (capture errors) skip it
         if _DISPATCH.functions is not None and has_tensor_like((*args, *kwargs.values(), out)):
@@ -78,6 +81,7 @@ def _with_out(fn, public_name: str):
                 kwargs["device"] = out.device
         return write_out(name, fn(*args, **kwargs), out)
     _out_variant.__name__ = _out_variant.__qualname__ = public_name
+    _out_variant.__module__ = module
     return _out_variant
 
 

@@ -22,7 +22,7 @@ from ..core.dispatch import apply
 from ..core.registry import NONE, Op, kernel_refusal
 from ._util import Tensor, unbroadcast as ub
 from .compare import clamp, where
-from .elementwise import _unary, _wants, log, logaddexp, pow
+from .elementwise import _unary as _elementwise_unary, _wants, log, logaddexp, pow
 from .special_series import exp_derivative, gammainc_da
 
 __all__ = ["digamma", "lgamma", "polygamma", "mvlgamma", "i0", "igamma", "igammac", "sinc", "logit", "copysign",
@@ -31,6 +31,13 @@ __all__ = ["digamma", "lgamma", "polygamma", "mvlgamma", "i0", "igamma", "igamma
 
 _special = _backend.special
 _LN2 = math.log(2.0)
+
+
+def _unary(name: str, fwd, vjp, **meta):
+    """elementwise's unary op, its public function living here (pickle finds ``digamma`` by its module)."""
+    fn = _elementwise_unary(name, fwd, vjp, **meta)
+    fn.__module__ = __name__
+    return fn
 
 
 def _cast(f):
