@@ -529,3 +529,24 @@ def test_float_functional_qat_flow_matches_torch():
                      [(n, type(mod).__name__) for n, mod in m.named_modules()]))
     assert outs[0][1:] == outs[1][1:]
     np.testing.assert_allclose(outs[1][0], outs[0][0], rtol=1e-6)
+
+
+@pytest.mark.parametrize("zero_point,scale,qmin,qmax,grad_factor", [(3.4, 0.1, 0, 255, 1.0),
+                                                                     (-3.6, 0.037, -128, 127, 0.5),
+                                                                     (0.5, 0.2, 0, 15, 2.0)])
+def test_fake_quantize_learnable_per_tensor_bitwise(zero_point, scale, qmin, qmax, grad_factor):
+    """torch._fake_quantize_learnable_per_tensor_affine (LSQ-style learned scale and zero point): values, the
+    input gradient and the summed scale and zero-point gradients equal torch's bit for bit (ATen's CPU kernel
+    contracts nearbyint(zp + x * inv) and (q - zp) * scale - x into fused multiply-adds)."""
+    torch.manual_seed(0)
+    x = torch.cat([torch.randn(3000) * 3, torch.arange(-300, 300) * 0.05])
+    g = torch.randn(x.shape)
+    results = []
+    for T in (torch, tapelab):
+        xv = T.tensor(x.numpy(), requires_grad=True)
+        s, z = T.tensor([scale], requires_grad=True), T.tensor([zero_point], requires_grad=True)
+        y = T._fake_quantize_learnable_per_tensor_affine(xv, s, z, qmin, qmax, grad_factor)
+        y.backward(T.tensor(g.numpy()))
+        results.append((_np(y), _np(xv.grad), _np(s.grad), _np(z.grad), y.grad_fn.name()))
+    for a, b in zip(*results):
+        assert (a == b) if isinstance(a, str) else np.array_equal(a, b)

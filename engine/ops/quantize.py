@@ -16,8 +16,10 @@ from ..core.creation import from_numpy
 from ..core.dispatch import apply
 from ..core.registry import ALL, Op
 from ._util import Tensor
+from .reduce import array_sum
 
-__all__ = ["fake_quantize_per_tensor_affine", "fake_quantize_per_channel_affine", "fused_moving_avg_obs_fake_quant"]
+__all__ = ["fake_quantize_per_tensor_affine", "fake_quantize_per_channel_affine", "fused_moving_avg_obs_fake_quant",
+           "_fake_quantize_learnable_per_tensor_affine"]
 COMPOSITES = {"fused_moving_avg_obs_fake_quant": "the running min/max update and the qparams rule, then the "
                                                  "fused_moving_avg_obs_fq_helper op (fake quantization)"}
 
@@ -142,6 +144,61 @@ def fake_quantize_per_tensor_affine(input: Tensor, scale, zero_point, quant_min:
         raise RuntimeError("`zero_point` must be between `quant_min` and `quant_max`.")
     return apply(_per_tensor, input, scale=float(scale), zero_point=int(zero_point),
                  quant_min=int(quant_min), quant_max=int(quant_max))
+
+
+def _learnable_zero_point(zero_point: np.ndarray, quant_min: int, quant_max: int, forward: bool) -> int:
+    """ATen's zero point of the learnable fake quant: rounded to nearest for the forward, ``+ 0.5`` then truncated
+    for the backward, clamped to the range as a float."""
+    value = np.float32(zero_point.reshape(-1)[0])
+    value = np.rint(value) if forward else value + np.float32(0.5)
+    return int(min(max(value, np.float32(quant_min)), np.float32(quant_max)))
+
+
+def _learnable_fwd(xp, x, scale, zero_point, *, quant_min, quant_max, grad_factor):
+    zp = _learnable_zero_point(zero_point, quant_min, quant_max, True)
+    return _per_tensor_arrays(xp, x, float(np.float32(scale.reshape(-1)[0])), zp, quant_min, quant_max)[0]
+
+
+def _learnable_grads_fwd(xp, g, x, scale, zero_point, *, quant_min, quant_max, grad_factor):
+    """(dx, dscale, dzero_point) of ATen's CPU kernel (LSQ's gradients): the code ``nearbyint(zero_point +
+    x * (1 / scale))`` and ``(code - zero_point) * scale - x`` each one fused multiply-add as the compiler
+    contracts them; the scale and zero-point gradients summed over all elements in float32 (the sum op's order)."""
+    sc = np.float32(scale.reshape(-1)[0])
+    inv = np.float32(1.0) / sc
+    zp = _learnable_zero_point(zero_point, quant_min, quant_max, False)
+    factor = np.float32(grad_factor)
+    xf = x.astype(np.float32)
+    code = xp.rint((xf.astype(np.float64) * np.float64(inv) + zp).astype(np.float32))
+    inside = (code >= quant_min) & (code <= quant_max)
+    error = ((xp.clip(code, quant_min, quant_max) - zp) * np.float64(sc) - xf).astype(np.float32)
+    edge = xp.where(code < quant_min, np.float32(quant_min - zp), np.float32(quant_max - zp))
+    dscale = xp.where(inside, (g * error).astype(np.float32) * inv, g * edge) * factor
+    dzero = xp.where(inside, np.float32(0), g * np.float32(-1) * sc * factor)
+    return ((g * inside).astype(g.dtype), array_sum(xp, dscale.astype(np.float32).reshape(-1), None).reshape(1),
+            array_sum(xp, dzero.astype(np.float32).reshape(-1), None).reshape(1))
+
+
+_learnable_grads = Op("fake_quantize_learnable_per_tensor_affine_backward", _learnable_grads_fwd, n_extra=2)
+
+
+def _learnable_vjp(g, out, x, scale, zero_point, **params):
+    dx, dscale, dzero = apply(_learnable_grads, g, x, scale, zero_point, **params)
+    return dx, dscale, dzero
+
+
+_learnable = Op("fake_quantize_learnable_per_tensor_affine", _learnable_fwd, _learnable_vjp, saves=ALL,
+                aliases=("_fake_quantize_learnable_per_tensor_affine",))
+
+
+def _fake_quantize_learnable_per_tensor_affine(self: Tensor, scale: Tensor, zero_point: Tensor, quant_min: int,
+                                               quant_max: int, grad_factor: float = 1.0) -> Tensor:
+    """Fake quantization whose scale and zero point are learned (LSQ): per-tensor values as
+    ``fake_quantize_per_tensor_affine`` with the zero point rounded, and gradients for input, scale and zero
+    point as ATen's CPU kernel computes them."""
+    _check_floating(self, "fake_quantize_tensor_cachemask_kernel_type_handling")
+    _check_range(quant_min, quant_max)
+    return apply(_learnable, self, scale, zero_point, quant_min=int(quant_min), quant_max=int(quant_max),
+                 grad_factor=float(grad_factor))
 
 
 _ZERO_POINT_TYPES = ("Int", "Float", "Half")
