@@ -17,7 +17,8 @@ import numpy as np
 from ..base import dtype as _dt
 from ..base.repr import _add_suffixes, array_str
 from ..core.creation import from_numpy
-from ..core.overrides import _disabled_torch_function_impl
+from ..base.dispatch_state import STATE as _DISPATCH
+from ..core.overrides import _disabled_torch_function_impl, handle_torch_function, has_tensor_like
 from ..core.tensor import Tensor
 
 __all__ = ["QuantizedTensor", "quantize_per_tensor", "quantize_per_channel", "dequantize"]
@@ -217,6 +218,8 @@ def _codes(q: np.ndarray, dtype) -> np.ndarray:
 def quantize_per_tensor(input: Tensor, scale, zero_point, dtype) -> QuantizedTensor:
     """``clamp(nearbyint(x / scale + zero_point))`` as ``dtype``'s codes (ATen's fused multiply-add with the float32
     reciprocal of the scale); a list of tensors quantizes each."""
+    if _DISPATCH.functions is not None and has_tensor_like((input, scale, zero_point)):
+        return handle_torch_function(quantize_per_tensor, (input, scale, zero_point), input, scale, zero_point, dtype)
     if isinstance(input, (list, tuple)):
         return [quantize_per_tensor(t, float(s), int(z), dtype) for t, s, z in zip(input, scale, zero_point)]
     _check_input(input, dtype)
@@ -230,6 +233,9 @@ def quantize_per_tensor(input: Tensor, scale, zero_point, dtype) -> QuantizedTen
 
 def quantize_per_channel(input: Tensor, scales: Tensor, zero_points: Tensor, axis: int, dtype) -> QuantizedTensor:
     """Per-channel codes along ``axis``: ``clamp(nearbyint(x * float32(1 / scale)) + zero_point)``."""
+    if _DISPATCH.functions is not None and has_tensor_like((input, scales, zero_points)):
+        return handle_torch_function(quantize_per_channel, (input, scales, zero_points), input, scales, zero_points,
+                                     axis, dtype)
     _check_input(input, dtype)
     if scales.dim() != 1 or zero_points.dim() != 1 or scales.numel() != input.shape[axis] or \
             zero_points.numel() != scales.numel():
@@ -247,6 +253,8 @@ def quantize_per_channel(input: Tensor, scales: Tensor, zero_points: Tensor, axi
 
 def dequantize(tensor) -> Tensor:
     """The float values of a quantized tensor (a float tensor is returned as it is; a list maps over)."""
+    if _DISPATCH.functions is not None and has_tensor_like((tensor,)):
+        return handle_torch_function(dequantize, (tensor,), tensor)
     if isinstance(tensor, (list, tuple)):
         return [dequantize(t) for t in tensor]
     return tensor.dequantize() if isinstance(tensor, QuantizedTensor) else tensor

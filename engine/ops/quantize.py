@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..base.dispatch_state import STATE as _DISPATCH
 from ..base.grad_mode import no_grad
+from ..core.overrides import handle_torch_function, has_tensor_like
 from ..core.creation import from_numpy
 from ..core.dispatch import apply
 from ..core.registry import ALL, Op
@@ -123,6 +125,9 @@ def _no_qparam_grad(name: str, *qparams: Tensor) -> None:
 def fake_quantize_per_tensor_affine(input: Tensor, scale, zero_point, quant_min: int, quant_max: int) -> Tensor:
     """``(clamp(round(x / scale) + zero_point, quant_min, quant_max) - zero_point) * scale`` with one scale and
     zero point (numbers, or one-element tensors), gradient passed straight through inside the clamp range."""
+    if _DISPATCH.functions is not None and has_tensor_like((input, scale, zero_point)):
+        return handle_torch_function(fake_quantize_per_tensor_affine, (input, scale, zero_point), input, scale,
+                                     zero_point, quant_min, quant_max)
     if isinstance(scale, Tensor) or isinstance(zero_point, Tensor):
         if not (isinstance(scale, Tensor) and isinstance(zero_point, Tensor)):
             raise TypeError("fake_quantize_per_tensor_affine(): scale and zero_point are both numbers or both "
@@ -208,6 +213,9 @@ def fake_quantize_per_channel_affine(input: Tensor, scale: Tensor, zero_point: T
                                      quant_max: int) -> Tensor:
     """Fake quantization with one scale and zero point per slice along ``axis`` (``zero_point`` int32, or
     float/half for float qparams); gradient passed straight through inside the clamp range."""
+    if _DISPATCH.functions is not None and has_tensor_like((input, scale, zero_point)):
+        return handle_torch_function(fake_quantize_per_channel_affine, (input, scale, zero_point), input, scale,
+                                     zero_point, axis, quant_min, quant_max)
     _check_ints("fake_quantize_per_channel_affine", "Tensor scale, Tensor zero_point, int axis, int quant_min, "
                 "int quant_max", (input, scale, zero_point, axis, quant_min, quant_max), axis, quant_min, quant_max)
     _check_floating(input, "fake_quantize_channel_cachemask_cpu_type_handling")
@@ -302,6 +310,10 @@ def fused_moving_avg_obs_fake_quant(self: Tensor, observer_on: Tensor, fake_quan
     """Observe (moving-average min/max into ``running_min``/``running_max``, qparams into ``scale`` and
     ``zero_point``, all in place) when ``observer_on``, then fake-quantize when ``fake_quant_on`` (else pass
     ``self`` through); one node, ``FusedMovingAvgObsFqHelperBackward0``, as PyTorch's."""
+    tensors = (self, observer_on, fake_quant_on, running_min, running_max, scale, zero_point)
+    if _DISPATCH.functions is not None and has_tensor_like(tensors):
+        return handle_torch_function(fused_moving_avg_obs_fake_quant, tensors, *tensors, averaging_const, quant_min,
+                                     quant_max, ch_axis, per_row_fake_quant, symmetric_quant)
     if int(observer_on.reshape(-1)[0]):
         x = self.detach().numpy(force=True)
         if per_row_fake_quant:
