@@ -550,3 +550,19 @@ def test_fake_quantize_learnable_per_tensor_bitwise(zero_point, scale, qmin, qma
         results.append((_np(y), _np(xv.grad), _np(s.grad), _np(z.grad), y.grad_fn.name()))
     for a, b in zip(*results):
         assert (a == b) if isinstance(a, str) else np.array_equal(a, b)
+
+
+def test_backends_quantized_engine():
+    """torch.backends.quantized.engine: x86 by default, settable to a supported engine, RuntimeError otherwise
+    (scripts set it before quantizing)."""
+    for T in (torch, tapelab):
+        q = T.backends.quantized
+        saved = q.engine
+        try:
+            assert saved == "x86" and set(q.supported_engines) >= {"qnnpack", "x86", "fbgemm"}
+            q.engine = "qnnpack"
+            assert q.engine == "qnnpack"
+            with pytest.raises(RuntimeError, match="foo is not a valid value for quantized engine"):
+                q.engine = "foo"
+        finally:
+            q.engine = saved

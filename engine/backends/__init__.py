@@ -6,6 +6,6 @@ flags are kept (scripts read back what they set) and change nothing; the availab
 answer for tapelab (``cudnn.is_available()``, ``mkldnn.is_available()``, ``mps.is_available()`` are
 False).
 """
-from . import cpu, cuda, cudnn, mkldnn, mps
+from . import cpu, cuda, cudnn, mkldnn, mps, quantized
 
-__all__ = ["cpu", "cuda", "cudnn", "mkldnn", "mps"]
+__all__ = ["cpu", "cuda", "cudnn", "mkldnn", "mps", "quantized"]
