@@ -198,3 +198,19 @@ def test_random_unstructured_prunes_torchs_positions():
         prune.random_structured(conv, name="weight", amount=2, dim=0)
         masks.append(conv.weight_mask.numpy().copy())
     assert (masks[0] == masks[1]).all()
+
+
+@pytest.mark.parametrize("expr", ["x[0, 1]", "x[0]", "x[:, 1]", "x[1:3]", "x[0, 1:3]", "x[..., 0]", "x[None, 0]",
+                                  "x[None]", "x[...]", "x[:]", "x[:, None]", "x.select(2, 1)", "x.narrow(1, 0, 2)"])
+def test_basic_indexing_node_is_named_by_its_last_effective_entry(expr):
+    """parametrizations prints ``cnn.weight[0, 1]``: PyTorch applies an index's entries in order, so the
+    node is SelectBackward0 after an int, SliceBackward0 after a partial slice, UnsqueezeBackward0 after
+    None (``x[:]`` slices, ``x[...]`` aliases); the name stays after backward frees the node."""
+    names = []
+    for lib in (torch, tapelab):
+        x = lib.randn(4, 5, 3, requires_grad=True)   # noqa: F841 -- read by eval
+        y = eval(expr)
+        name = type(y.grad_fn).__name__
+        y.sum().backward()
+        names.append((name, y.grad_fn.name()))
+    assert names[0] == names[1]

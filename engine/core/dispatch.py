@@ -109,6 +109,10 @@ class Mode:
             the default returns ``forward(*args, **kwargs)``.
         repr_suffixes(tensor) -> list: what a printed tensor adds after its ``grad_fn=`` while the mode
             is active (forward AD's ``tangent=tensor(...)``); the default adds nothing.
+        composite(name, fn, tensors): a front end that PyTorch runs as its one op ``name`` (``dot``,
+            ``addbmm``, ``upsample_bilinear2d``) is about to compute ``fn(*tensors)`` with several ops;
+            a mode that treats ops by PyTorch's names (autocast) decides for the whole here. The
+            default hands it to the mode below; the ops ``fn`` runs reach ``dispatch`` as usual.
 
     Properties:
         whole_layer_ops: the mode takes ops that run a recurrent layer over a whole sequence
@@ -149,6 +153,10 @@ class Mode:
 
     def repr_suffixes(self, tensor) -> list:
         return []
+
+    def composite(self, name: str, fn: Callable, tensors: tuple):
+        below = self.below()
+        return fn(*tensors) if below is _PLAIN else below.composite(name, fn, tensors)
 
     def below(self) -> "Mode":
         """The mode under this one in the calling thread's stack (the default hooks when none): where a
@@ -249,6 +257,16 @@ def apply(op, *args, **params):
     if fast is None:
         op.fast = _compile(op)
     return eager(op, args, params)
+
+
+def composite(name: str, fn: Callable, *tensors):
+    """``fn(*tensors)``: the ops of a front end that PyTorch runs as its one op ``name``, handed to
+    the modes' ``composite`` hook while any is active (autocast casts for ``name`` as a whole and
+    leaves the ops inside alone, as PyTorch's kernel for ``name`` runs below autocast)."""
+    if not STATE.slow:
+        return fn(*tensors)
+    modes = LOCAL.modes
+    return modes[-1].composite(name, fn, tensors) if modes else fn(*tensors)
 
 
 def unary(op: Op) -> Callable[[Tensor], Tensor]:
@@ -434,7 +452,7 @@ def _compile(op):
 def _op_node(op, args, params, edges, out, out_vc, versions, save_output) -> OpNode:
     """A recorded op's node, its slots filled directly (no ``__init__`` frame on the hot path):
     what the backward reads, and the version of every value it will read."""
-    node = _new(op.node_type or node_type(op, args))
+    node = _new(op.node_type or node_type(op, args, params))
     if save_output:
         if versions is None:
             versions = []

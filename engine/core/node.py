@@ -117,6 +117,7 @@ class OpNode(Node):
                  "_packed")   # set by saved_tensors_hooks (autograd/graph.py) only: (inputs, output, unpack)
 
     plain = True
+    node_name = None   # the name of a class node_type made
 
     def __init__(self, op, inputs, params, edges, out_data, out_vc, versions):
         self.op, self.inputs, self.params, self.edges = op, inputs, params, edges
@@ -126,14 +127,16 @@ class OpNode(Node):
         self.module = ""
 
     def name(self) -> str:
+        if self.node_name is not None:   # fixed when the node was made (node_type)
+            return self.node_name
         name = self.op.backward_name
         if type(name) is str:
             return name
         inputs = self.inputs if self.inputs is not None else getattr(self, "_shapes", None)
         if inputs is None:   # freed: the inputs' count is still the edges'
-            return name((None,) * len(self.edges))
+            return name((None,) * len(self.edges), self.params)
         return name(tuple(a.ndim if isinstance(a, Tensor) else len(a[0]) if type(a) is _Meta else None
-                          for a in inputs))
+                          for a in inputs), self.params)
 
     @property
     def next_functions(self) -> tuple:
@@ -280,17 +283,18 @@ class OpNode(Node):
 _NODE_TYPES: dict[str, type] = {}
 
 
-def node_type(op, args: tuple) -> type:
+def node_type(op, args: tuple, params: dict) -> type:
     """The class of the node recording ``op`` on ``args``: a subclass of ``OpNode`` named as PyTorch's node
     (``type(y.grad_fn).__name__ == "MulBackward0"``, which torchviz and graph walkers print), one per
-    name; an op whose node name is fixed keeps its class (``op.node_type``)."""
+    name, which stays the node's name once its inputs are freed; an op whose node name is fixed keeps its
+    class (``op.node_type``)."""
     name = op.backward_name
     fixed = type(name) is str
     if not fixed:
-        name = name(tuple(a.ndim if isinstance(a, Tensor) else None for a in args))
+        name = name(tuple(a.ndim if isinstance(a, Tensor) else None for a in args), params)
     cls = _NODE_TYPES.get(name)
     if cls is None:
-        cls = _NODE_TYPES[name] = type(name, (OpNode,), {"__slots__": (), "__module__": __name__})
+        cls = _NODE_TYPES[name] = type(name, (OpNode,), {"__slots__": (), "__module__": __name__, "node_name": name})
     if fixed:
         op.node_type = cls
     return cls

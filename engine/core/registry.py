@@ -80,7 +80,7 @@ class Op:
         backward_name: the name of the op's backward node (``grad_fn.name()``, a tensor's printed
             ``grad_fn=<...>``, the tape and debugger labels) where PyTorch's differs from the name
             derived from ``name`` (``cross_entropy``'s is ``NllLossBackward0``); or
-            ``backward_name(input_ndims) -> str`` where PyTorch's depends on the call (``linear`` on a
+            ``backward_name(input_ndims, params) -> str`` where PyTorch's depends on the call (``linear`` on a
             matrix is ``AddmmBackward0``), ``input_ndims`` holding each input's ndim (None for a
             non-tensor, and for every input once the node's saved inputs are freed).
     """
@@ -96,7 +96,7 @@ class Op:
                  data_dependent: str | None = None, onnx=None, cost=None, aliases: tuple = (),
                  inplace: tuple = (), operator: str | None = None, complex: bool | None = None,
                  complex_error: tuple | None = None, fwd_out: Callable | None = None, contiguous: bool = False,
-                 backward_name: str | Callable[[tuple | None], str] | None = None):
+                 backward_name: str | Callable[[tuple | None, dict], str] | None = None):
         if name in REGISTRY:
             raise ValueError(f"op {name!r} is already registered")
         if kind not in KINDS:

@@ -199,7 +199,7 @@ def _cost(shapes, out) -> int:
     return 2 * math.prod(out[:-1]) * k[-2] * (q[-1] + out[-1])
 
 
-def _backward_name(input_ndims: tuple) -> str:
+def _backward_name(input_ndims: tuple, params: dict) -> str:
     """PyTorch's CPU node: the flash kernel's for 4-d queries, else its math path's final view
     (``input_ndims`` all None once the node is freed)."""
     return "ScaledDotProductFlashAttentionForCpuBackward0" if input_ndims[0] in (4, None) else "UnsafeViewBackward0"

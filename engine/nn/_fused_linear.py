@@ -121,7 +121,7 @@ def _cost(shapes, out) -> int:
     return 2 * math.prod(out) * shapes[0][-1]
 
 
-def _backward_name(ndims: tuple) -> str:
+def _backward_name(ndims: tuple, params: dict) -> str:
     """PyTorch's node for ``linear``: ``addmm``/``mm`` on a matrix; on a vector or a batch of matrices
     the view (or ``_unsafe_view``, without bias) of the folded product. A freed node reads as a matrix's."""
     x, bias = ndims[0], len(ndims) == 3

@@ -15,7 +15,7 @@ from .. import return_types
 from ..base.meta import has_data
 from ..kernels import gemm
 from ..core.creation import eye, ones, zeros
-from ..core.dispatch import apply, refused_operand
+from ..core.dispatch import apply, composite, refused_operand
 from .conjugation import conj
 from .einsum_layout import bmm_plan, result_order
 from .movement import _mark, cat, narrow
@@ -103,7 +103,7 @@ def _matmul_cost(input_shapes, output_shape) -> int:
 _MATMUL_NAMES = {(1, 1): "DotBackward0", (2, 1): "MvBackward0", (1, 2): "SqueezeBackward4", (2, 2): "MmBackward0"}
 
 
-def _matmul_name(ndims: tuple) -> str:
+def _matmul_name(ndims: tuple, params: dict) -> str:
     a, b = ndims[:2]
     if a == 2 and b is not None and b >= 3:
         return "CloneBackward0"    # the transposed fold's result made contiguous
@@ -166,7 +166,7 @@ def bmm(input, mat2):
 def mv(input, vec):
     if input.ndim != 2 or vec.ndim != 1:
         raise RuntimeError(f"vector + matrix @ vector expected, got 1, {input.ndim}, {vec.ndim}")
-    return matmul(input, vec)
+    return composite("mv", matmul, input, vec)
 
 
 def dot(input, other):
@@ -175,7 +175,7 @@ def dot(input, other):
     if input._data.dtype != other._data.dtype:    # vdot's check words it as dot's too
         raise RuntimeError(f"dot : expected both vectors to have same dtype, but found "
                            f"{input.dtype.scalar_type} and {other.dtype.scalar_type}")
-    return matmul(input, other)
+    return composite("dot", matmul, input, other)
 
 
 def vdot(input, other):
@@ -186,6 +186,10 @@ def vdot(input, other):
 def inner(input, other):
     if input.ndim == 0 or other.ndim == 0:
         return input * other
+    if input.dtype != other.dtype:
+        raise RuntimeError("both inputs should have same dtype")
+    if input.ndim == 1 and other.ndim == 1:   # ATen's inner of two vectors is its dot (autocast leaves it)
+        return composite("dot", matmul, input, other)
     return tensordot(input, other, ([-1], [-1]))
 
 

@@ -163,12 +163,29 @@ def _slice_backward_fwd(xp, g, *, shape, key):
     return out
 
 
+def _slice_name(ndims: tuple, params: dict) -> str:
+    """PyTorch's node for basic indexing, which applies the key's entries in order: that of the last one
+    that does something (an int selects, a slice short of the whole dim slices, None unsqueezes)."""
+    key = [k for k in params["key"] if k is not Ellipsis]
+    if key == [slice(None)] and len(params["key"]) == 2:   # x[:] alone is sliced, x[...] aliased
+        return "SliceBackward0"
+    name = "AliasBackward0"
+    for k in key:
+        if type(k) is int:
+            name = "SelectBackward0"
+        elif k is None:
+            name = "UnsqueezeBackward0"
+        elif type(k) is slice and k != slice(None):
+            name = "SliceBackward0"
+    return name
+
+
 # ``key`` is a tuple of ints, slices (positive steps), None and a trailing Ellipsis, so numpy
 # always returns a view (an all-int key without the Ellipsis would give a scalar copy)
 _slice = Op("slice", lambda xp, x, *, key: x[key],
             lambda g, out, x, *, key: (apply(_slice_backward, g, shape=x._data.shape, key=key),),
             saves=NONE, is_view=True, aliases=("narrow", "select", "split", "chunk", "unbind", "tensor_split"),
-            onnx=_onnx_slice)
+            onnx=_onnx_slice, backward_name=_slice_name)
 _slice_backward = Op("slice_backward", _slice_backward_fwd,
                      lambda g, out, gin, *, shape, key: (apply(_slice, g, key=key),), saves=NONE)
 
