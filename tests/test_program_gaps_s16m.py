@@ -312,3 +312,28 @@ def test_var_and_std_accumulate_in_float64_as_atens_welford(dtype, dim):
     for f in (lambda m, x: x.var(dim), lambda m, x: x.std(dim, correction=0), lambda m, x: m.var_mean(x, dim)[0],
               lambda m, x: m.std_mean(x, dim)[0]):
         np.testing.assert_array_equal(_bits(f(tapelab, lt)), _bits(f(torch, t)))
+
+
+@pytest.mark.parametrize("mode", ["use_mm_for_euclid_dist_if_necessary", "use_mm_for_euclid_dist",
+                                  "donot_use_mm_for_euclid_dist"])
+def test_cdist_takes_torchs_matrix_product_path(mode):
+    """pytorch-metric-learning's LpDistance calls ``torch.cdist``: with more than 25 rows (or when
+    asked) torch computes ``|x|^2 - 2 x.y + |y|^2`` as one GEMM, so offset data's distance to itself
+    is 0.125, not 0, and other distances move by ~1e-5 relative; the gradient is 0 where a distance
+    is 0."""
+    rng = np.random.default_rng(0)
+    data = (rng.standard_normal((30, 8)) * 10 + 100).astype(np.float32)
+    weights = rng.standard_normal((30, 30)).astype(np.float32)
+    got = []
+    for m in (torch, tapelab):
+        x = m.tensor(data, requires_grad=True)
+        d = m.cdist(x, x, compute_mode=mode)
+        (d * m.tensor(weights)).sum().backward()
+        got.append((d.detach().numpy(), x.grad.numpy()))
+    (td, tg), (ld, lg) = got
+    assert np.array_equal(np.diagonal(ld) == 0, np.diagonal(td) == 0)
+    np.testing.assert_allclose(ld, td, rtol=2e-7, atol=1e-6)   # torch's sqrt may be an ulp off here
+    np.testing.assert_allclose(lg, tg, rtol=1e-4, atol=1e-3 * np.abs(tg).max())
+    for m in (torch, tapelab):
+        with pytest.raises(ValueError, match="bad is not a valid value for compute_mode"):
+            m.cdist(m.ones(2, 2), m.ones(2, 2), compute_mode="bad")

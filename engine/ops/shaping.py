@@ -575,6 +575,11 @@ def cdist(x1: Tensor, x2: Tensor, p: float = 2.0, compute_mode: str = "use_mm_fo
     # float32 first; here it computes promoted)
     if x1.dtype != x2.dtype and not {x1.dtype, x2.dtype} & {_dtype.float16, _dtype.bfloat16}:
         raise RuntimeError(f"expected scalar type {x1.dtype.scalar_type} but found {x2.dtype.scalar_type}")
+    if compute_mode not in _CDIST_MODES:
+        raise ValueError(f"{compute_mode} is not a valid value for compute_mode")
+    if p == 2 and x1.numel() and x2.numel() and (compute_mode == "use_mm_for_euclid_dist" or (
+            compute_mode == "use_mm_for_euclid_dist_if_necessary" and (x1.shape[-2] > 25 or x2.shape[-2] > 25))):
+        return _euclidean_dist(x1, x2)
     diff = x1.unsqueeze(-2) - x2.unsqueeze(-3)
     if p == 0:
         return (diff != 0).sum(-1).to(x1.dtype)
@@ -586,6 +591,23 @@ def cdist(x1: Tensor, x2: Tensor, p: float = 2.0, compute_mode: str = "use_mm_fo
         safe = sq.where(sq > 0, 1.0)
         return safe.sqrt().where(sq > 0, 0.0)
     return diff.abs().pow(p).sum(-1).pow(1.0 / p)
+
+
+_CDIST_MODES = ("use_mm_for_euclid_dist_if_necessary", "use_mm_for_euclid_dist", "donot_use_mm_for_euclid_dist")
+
+
+def _euclidean_dist(x1: Tensor, x2: Tensor) -> Tensor:
+    """ATen's matrix-product form of the p=2 distance (cdist's when asked, or by default when an input
+    has more than 25 rows): ``|x1|^2 - 2 x1.x2 + |x2|^2`` as one GEMM, clamped at 0, with its
+    cancellation (a row's distance to itself need not be 0, as in PyTorch); the gradient is 0
+    where the distance is, as ATen's ``_euclidean_dist_backward``."""
+    x1_norm = x1.pow(2).sum(-1, keepdim=True)
+    x2_norm = x2.pow(2).sum(-1, keepdim=True)
+    x1_ = cat([x1.mul(-2), x1_norm, creation.ones_like(x1_norm)], -1)
+    x2_ = cat([x2, creation.ones_like(x2_norm), x2_norm], -1)
+    squared = x1_.matmul(x2_.mT)
+    positive = squared > 0
+    return squared.where(positive, 1.0).sqrt().where(positive, 0.0)
 
 
 def chain_matmul(*matrices: Tensor) -> Tensor:
