@@ -15,3 +15,51 @@ def test_lerp_refuses_another_dtype_with_torchs_words(other):
             lib.lerp(x, x.to(getattr(lib, other)), 0.5)
         messages.append(str(e.value))
     assert messages[0] == messages[1]
+
+
+def _autocast_calls(lib):
+    F = lib.nn.functional
+    x, w, b = lib.randn(4, 8), lib.randn(8, 8), lib.randn(3, 8, 8)
+    img = lib.randn(1, 2, 4, 4)
+    return {
+        "dot": lambda: lib.dot(x[0], x[1]), "mv": lambda: lib.mv(w, x[0]), "inner 1-d": lambda: lib.inner(x[0], x[1]),
+        "inner 2-d": lambda: lib.inner(x, x), "vecdot": lambda: lib.linalg.vecdot(x, x), "addbmm": lambda: lib.addbmm(w, b, b),
+        "addmv": lambda: lib.addmv(x[0], w, x[1]), "addr": lambda: lib.addr(w, x[0], x[1]), "prelu": lambda: F.prelu(x, lib.ones(1)),
+        "nearest": lambda: F.interpolate(img, scale_factor=2), "bilinear": lambda: F.interpolate(img, scale_factor=2, mode="bilinear"),
+        "bicubic bf16": lambda: F.interpolate(img.bfloat16(), scale_factor=2, mode="bicubic"),
+        "linear": lambda: F.linear(x, w), "matmul": lambda: x @ w, "bmm": lambda: lib.bmm(b, b), "multi_dot": lambda: lib.linalg.multi_dot([x, w, w]),
+        "tensordot": lambda: lib.tensordot(x, w, 1), "outer": lambda: lib.outer(x[0], x[1]),
+        "bilinear layer": lambda: F.bilinear(x[:, :3], x[:, :3], lib.randn(2, 3, 3)),
+    }
+
+
+@pytest.mark.parametrize("name", list(_autocast_calls(torch)))
+def test_cpu_autocast_lowers_what_torchs_lists_name(name):
+    """PyTorch's CPU autocast lowers addbmm, prelu and linalg.vecdot and leaves dot, mv, addmv, addr and
+    upsampling alone; tapelab composes these from its matmul op, which autocast lowered (a float32
+    dot came out bfloat16, a float32 upsampling too). A composing front end now names PyTorch's op
+    (``dispatch.composite``) and autocast decides for the whole."""
+    dtypes = []
+    for lib in (torch, tapelab):
+        lib.manual_seed(0)
+        call = _autocast_calls(lib)[name]
+        with lib.autocast("cpu", dtype=lib.bfloat16):
+            dtypes.append(str(call().dtype).split(".")[1])
+    assert dtypes[0] == dtypes[1]
+
+
+def test_a_composites_ops_still_reach_the_other_modes():
+    """Autocast steps aside for a composite's ops; a tape below it still records each of them."""
+    x = tapelab.randn(1, 2, 4, 4)
+    with tapelab.tape() as t, tapelab.autocast("cpu", dtype=tapelab.bfloat16):
+        y = tapelab.nn.functional.interpolate(x, scale_factor=2, mode="bilinear")
+        z = tapelab.dot(x.flatten(), x.flatten())
+    assert y.dtype == z.dtype == tapelab.float32
+    ops = [n.op for n in t.nodes]
+    assert ops.count("matmul") == 3 and "cast" not in ops
+
+
+def test_inner_refuses_two_dtypes_with_torchs_words():
+    for lib in (torch, tapelab):
+        with pytest.raises(RuntimeError, match="^both inputs should have same dtype$"):
+            lib.inner(lib.randn(2, 3), lib.randn(2, 3).double())

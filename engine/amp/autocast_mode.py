@@ -240,8 +240,14 @@ class _AutocastMode(Mode):
     def dispatch(self, op, args: tuple, params: dict):
         with self.aside():       # the casts and the op itself go to the modes below, as PyTorch's handlers run
             if op.kind == "compute":
-                args = _autocast_args(op, args, params)
+                args = _autocast_args(op.name, args, params)
             return apply(op, *args, **params)
+
+    def composite(self, name: str, fn, tensors: tuple):
+        """The front end's tensors cast by the policy of PyTorch's op ``name`` (none: as given), its
+        ops run with autocast aside, as ATen's kernel for ``name`` runs below the autocast key."""
+        with self.aside():
+            return self.below().composite(name, fn, _autocast_args(name, tensors, {}))
 
     # the other hooks belong to the mode below, if any: autocast only changes dtypes
     def write(self, target, src) -> None:
@@ -257,12 +263,13 @@ class _AutocastMode(Mode):
         return self.below().call_module(module, forward, args, kwargs)
 
 
-def _autocast_args(op, args: tuple, params: dict) -> tuple:
+def _autocast_args(name: str, args: tuple, params: dict) -> tuple:
+    """``args`` cast as the policy for the op named ``name`` says, on the device of its first tensor."""
     device = next((a._device.type for a in args if isinstance(a, Tensor)), None)
     state = _STATE
     if device is None or device not in state.enabled or not state.enabled[device]:
         return args
-    policy = POLICIES[device].get(op.name)
+    policy = POLICIES[device].get(name)
     if policy == LOWER_IF_GEMM:  # einsum: ATen's is a bmm when it contracts a label operands share, else a mul
         policy = LOWER if _contracts(params["eq"]) else None
     if policy is None:

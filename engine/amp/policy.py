@@ -6,7 +6,10 @@ op is PyTorch's ``mm``, ``bmm``, ``mv``, ``dot``, ``addmm``'s product and ``line
 and one ``convolution`` op is ``conv1d``/``conv2d``/``conv3d``. So each table below is PyTorch's
 list written in tapelab's op names: an entry applies as soon as an op of that name is declared
 (``linear``, ``softmax``, ``layer_norm``, ``cross_entropy`` ... are listed under PyTorch's names
-for the ops that declare them).
+for the ops that declare them). A front end that PyTorch runs as one kernel but tapelab composes
+(``dot``, ``mv``, ``addbmm``, ``prelu``, ``upsample_*``) goes through ``dispatch.composite(name, ...)``:
+autocast casts its tensors by the policy listed under ``name`` (none: as given) and leaves the ops
+inside alone, so ``dot``'s matrix product is not lowered where PyTorch's CPU list has no ``dot``.
 
 Policies:
     LOWER: floating inputs (not float64) run in the autocast dtype.
@@ -35,7 +38,7 @@ _CUDA = _table(
     # conv*, conv_tbc, conv_transpose*, mm, mv, bmm, addmm, addmv, addr, addbmm, baddbmm, linear,
     # matmul, chain_matmul, linalg_multi_dot, linalg_vecdot, einsum, prelu, the rnn cells, sdpa
     lower_precision_fp="convolution convolution_transpose matmul einsum linear prelu lstm_cell gru_cell "
-                       "rnn_tanh_cell rnn_relu_cell scaled_dot_product_attention",
+                       "rnn_tanh_cell rnn_relu_cell scaled_dot_product_attention mv addmv addr addbmm linalg_vecdot",
     fp32="acos asin cosh erfinv exp expm1 log log10 log2 log1p reciprocal rsqrt sinh tan pow softplus "
          "layer_norm rms_norm group_norm cosine_similarity poisson_nll_loss cosine_embedding_loss nll_loss "
          "nll_loss2d hinge_embedding_loss kl_div l1_loss smooth_l1_loss huber_loss mse_loss margin_ranking_loss "
@@ -47,7 +50,8 @@ _CUDA = _table(
 )
 
 _CPU = _table(
-    lower_precision_fp="convolution convolution_transpose matmul linear prelu scaled_dot_product_attention",
+    lower_precision_fp="convolution convolution_transpose matmul linear prelu scaled_dot_product_attention addbmm "
+                       "linalg_vecdot",
     lower_precision_fp_if_gemm="einsum",
     fp32="avg_pool3d binary_cross_entropy grid_sampler polar prod quantile nanquantile stft cdist trace "
          "cholesky cholesky_inverse cholesky_solve inverse lu_solve orgqr ormqr pinverse max_pool3d max_unpool2d "

@@ -13,6 +13,7 @@ import warnings
 from ..core.overrides import handle_torch_function, has_tensor_like
 from ..base import dtype as _dt
 from ..core import creation
+from ..core.dispatch import composite
 from ..base.grad_mode import is_grad_enabled, no_grad
 from ..base.dispatch_state import STATE as _DISPATCH
 from ..ops.indexing import one_hot
@@ -583,7 +584,8 @@ def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "neares
     mats = [None if (n == o and s in (None, 1.0)) else
             _interp_matrix(n, o, mode_1d, align_corners, s, input, antialias)
             for n, o, s in zip(in_size, out, scales)]
-    return _separable(input, mats)
+    # PyTorch's one upsample kernel (its matrix products are not autocast's)
+    return composite(f"upsample_{mode}", lambda x: _separable(x, mats), input)
 
 
 def unfold(input: Tensor, kernel_size, dilation=1, padding=0, stride=1) -> Tensor:

@@ -11,6 +11,7 @@ import warnings
 from ..base.dispatch_state import STATE as _DISPATCH
 from ..core.overrides import handle_torch_function, has_tensor_like
 from ..core import creation
+from ..core.dispatch import composite
 from ..base.dtype import bfloat16, finfo, float16
 from ..base.grad_mode import no_grad
 from ..ops.movement import cat
@@ -237,7 +238,7 @@ def prelu(input: Tensor, weight: Tensor) -> Tensor:
         w = weight.reshape((-1,) + (1,) * (input.ndim - 2)) if input.ndim >= 2 else weight
     else:
         w = weight.reshape(())
-    return input.where(input > 0, w * input)
+    return composite("prelu", lambda x, w: x.where(x > 0, w * x), input, w)
 
 
 def selu(input: Tensor, inplace: bool = False) -> Tensor:

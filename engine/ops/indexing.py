@@ -476,8 +476,8 @@ def index_put_(self: Tensor, indices, values, accumulate: bool = False) -> Tenso
 def _index_put_args(self, indices, values):
     if isinstance(values, Tensor) and values._data.dtype != self._data.dtype:
         raise RuntimeError(f"Index put requires the source and destination dtypes match, got "
-                           f"{self.dtype.name.capitalize()} for the destination and "
-                           f"{values.dtype.name.capitalize()} for the source.")
+                           f"{self.dtype.scalar_type} for the destination and {values.dtype.scalar_type} for the "
+                           f"source.")
     return _parse(self, tuple(indices))
 
 

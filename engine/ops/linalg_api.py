@@ -18,7 +18,7 @@ from ..base.dispatch_state import STATE as _DISPATCH
 from ..core.overrides import handle_torch_function, has_tensor_like
 from .. import return_types as rt
 from ..core.creation import eye, zeros
-from ..core.dispatch import apply
+from ..core.dispatch import apply, composite
 from . import linalg_decomp as _d
 from .linalg import _INEXACT, LinAlgError, QRResult, _cholesky_as, _solve_triangular, matmul, qr  # noqa: F401
 from .linalg import diagonal as _diagonal
@@ -465,7 +465,7 @@ def cond(A, p=None, *, out=None):
 def vecdot(x, y, *, dim: int = -1, out=None):
     """Dot product of vectors along ``dim`` (broadcasting the rest), conjugating ``x`` as PyTorch."""
     _same_dtype("linalg.vecdot", x, y, "x", "y")
-    return (x.conj() * y).sum(dim)
+    return composite("linalg_vecdot", lambda x, y: (x.conj() * y).sum(dim), x, y)
 
 
 def diagonal(A, *, offset: int = 0, dim1: int = -2, dim2: int = -1):

@@ -16,6 +16,7 @@ from ..base.dispatch_state import STATE as _DISPATCH
 from ..core.overrides import handle_torch_function, has_tensor_like
 from ..base import dtype as _dtype
 from ..core import creation
+from ..core.dispatch import composite
 from ..core.tensor import _wrap_dim
 from ._util import Tensor
 from .movement import cat, flip, split, stack
@@ -278,7 +279,8 @@ def addbmm(input: Tensor, batch1: Tensor, batch2: Tensor, *, beta=1, alpha=1) ->
                                      alpha=alpha)
     if batch1.ndim != 3 or batch2.ndim != 3:
         raise RuntimeError("batch1 must be a 3D tensor")
-    return _beta_alpha(input, batch1.matmul(batch2).sum(0), beta, alpha)
+    return composite("addbmm", lambda i, b1, b2: _beta_alpha(i, b1.matmul(b2).sum(0), beta, alpha), input, batch1,
+                     batch2)
 
 
 def addmv(input: Tensor, mat: Tensor, vec: Tensor, *, beta=1, alpha=1) -> Tensor:
@@ -287,7 +289,7 @@ def addmv(input: Tensor, mat: Tensor, vec: Tensor, *, beta=1, alpha=1) -> Tensor
         return handle_torch_function(addmv, (input, mat, vec, beta, alpha), input, mat, vec, beta=beta, alpha=alpha)
     if mat.ndim != 2 or vec.ndim != 1:
         raise RuntimeError(f"vector + matrix @ vector expected, got {input.ndim}, {mat.ndim}, {vec.ndim}")
-    return _beta_alpha(input, mat.matmul(vec), beta, alpha)
+    return composite("addmv", lambda i, m, v: _beta_alpha(i, m.matmul(v), beta, alpha), input, mat, vec)
 
 
 def addr(input: Tensor, vec1: Tensor, vec2: Tensor, *, beta=1, alpha=1) -> Tensor:
@@ -297,7 +299,8 @@ def addr(input: Tensor, vec1: Tensor, vec2: Tensor, *, beta=1, alpha=1) -> Tenso
                                      alpha=alpha)
     if vec1.ndim != 1 or vec2.ndim != 1:
         raise RuntimeError(f"addr: Expected 1-D argument vec1, but got {vec1.ndim}-D")
-    return _beta_alpha(input, vec1.unsqueeze(1) * vec2.unsqueeze(0), beta, alpha)
+    return composite("addr", lambda i, a, b: _beta_alpha(i, a.unsqueeze(1) * b.unsqueeze(0), beta, alpha), input,
+                     vec1, vec2)
 
 
 def adjoint(input: Tensor) -> Tensor:
