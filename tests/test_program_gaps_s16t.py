@@ -214,3 +214,14 @@ def test_basic_indexing_node_is_named_by_its_last_effective_entry(expr):
         y.sum().backward()
         names.append((name, y.grad_fn.name()))
     assert names[0] == names[1]
+
+
+def test_meta_tensor_repr_wraps_its_suffixes_as_torch():
+    """reasoning_about_shapes prints a conv output on meta: past the line width PyTorch moves the
+    suffixes (grad_fn) to an indented next line, as for any tensor."""
+    reprs = []
+    for lib in (torch, tapelab):
+        conv = lib.nn.Conv2d(3, 5, 2, device="meta")
+        reprs.append((repr(conv(lib.rand(2**10, 3, 2**16, 2**16, device="meta"))),
+                      repr(lib.empty(2, 3, dtype=lib.float64, device="meta"))))
+    assert reprs[0] == (reprs[1][0], reprs[1][1].replace("tapelab", "torch"))

@@ -181,8 +181,8 @@ def tensor_repr(t, prefix: str = "tensor(", suffixes: list = ()) -> str:
         return _coo_repr(t)
     if t.device.type == "meta":      # no values: PyTorch's placeholder
         extras = ["device='meta'", f"size={tuple(t.shape)}"] + \
-            ([f"dtype={t.dtype!r}"] if t.dtype is not get_default_dtype() else []) + _grad_extras(t)
-        return "tensor(..., " + ", ".join(extras) + ")"
+            ([f"dtype={t.dtype!r}"] if t.dtype is not get_default_dtype() else []) + _grad_extras(t) + list(suffixes)
+        return _add_suffixes(prefix + "...", extras, len(prefix))
     arr = t.detach().__array__()
     body = array_str(arr, len(prefix))
     extras = []
