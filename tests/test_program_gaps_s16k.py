@@ -248,3 +248,15 @@ def test_bfloat16_layer_norm_input_gradient_uses_its_bfloat16_statistics(shape, 
         m.nn.functional.layer_norm(x, normalized, w).backward(_randn(m, *shape, seed=9).bfloat16())
         got.append(x.grad.float().numpy())
     np.testing.assert_array_equal(got[1], got[0])
+
+
+def test_bfloat16_tanh_gradient_is_computed_in_float32():
+    """RWKV-style and RNN scripts in bfloat16: ATen's tanh_backward computes ``g (1 - y^2)`` in
+    float32 and rounds once; numpy's bfloat16 arithmetic rounded each product."""
+    got = []
+    for m in (torch, tapelab):
+        x = (_randn(m, 4000) * 3).bfloat16().requires_grad_()
+        y = m.tanh(x)
+        (gx,) = m.autograd.grad(y, x, _randn(m, 4000, seed=1).bfloat16())
+        got.append(gx.float().numpy())
+    np.testing.assert_array_equal(got[1], got[0])
