@@ -225,3 +225,22 @@ def test_meta_tensor_repr_wraps_its_suffixes_as_torch():
         reprs.append((repr(conv(lib.rand(2**10, 3, 2**16, 2**16, device="meta"))),
                       repr(lib.empty(2, 3, dtype=lib.float64, device="meta"))))
     assert reprs[0] == (reprs[1][0], reprs[1][1].replace("tapelab", "torch"))
+
+
+def test_tensor_and_node_hook_handles_are_removable_handles():
+    """optimizer_step_in_backward_tutorial registers post-accumulate-grad hooks: PyTorch's tensor and node
+    hook registrations return ``torch.utils.hooks.RemovableHandle`` (which libraries type-check); remove()
+    takes the hook out."""
+    for lib in (torch, tapelab):
+        p = lib.nn.Parameter(lib.ones(2))
+        seen = []
+        hs = [p.register_post_accumulate_grad_hook(lambda t: seen.append("post")),
+              p.register_hook(lambda g: seen.append("hook"))]
+        y = p * 2
+        hs.append(y.grad_fn.register_hook(lambda gi, go: seen.append("node")))
+        assert all(isinstance(h, lib.utils.hooks.RemovableHandle) for h in hs)
+        y.sum().backward(retain_graph=True)
+        for h in hs:
+            h.remove()
+        y.sum().backward()
+        assert seen == ["node", "hook", "post"]

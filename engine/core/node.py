@@ -16,6 +16,7 @@ import sys
 import weakref
 
 from ..base.device import of_array
+from .hooks import RemovableHandle
 from .tensor import Tensor
 
 __all__ = ["Node", "OpNode", "AccumulateGrad", "graph_leaves"]
@@ -90,23 +91,17 @@ class Node:
         pass
 
 
-class _Handle:
-    """Removable handle, like ``torch.utils.hooks.RemovableHandle``."""
-
-    __slots__ = ("_list", "_fn")
+class _Handle(RemovableHandle):
+    """The ``RemovableHandle`` of a hook kept in a list (a node's and a tensor's hooks run in order):
+    ``isinstance(h, torch.utils.hooks.RemovableHandle)`` holds, as for PyTorch's tensor hooks."""
 
     def __init__(self, lst, fn):
+        super().__init__()
         self._list, self._fn = lst, fn
 
     def remove(self) -> None:
         if self._fn in self._list:
             self._list.remove(self._fn)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.remove()
 
 
 class OpNode(Node):
