@@ -1,4 +1,6 @@
 """Gaps met in session 16 by programs run under real torch and under tapelab, each against PyTorch."""
+import warnings
+
 import pytest
 import torch
 
@@ -45,6 +47,24 @@ def test_cpu_autocast_lowers_what_torchs_lists_name(name):
         call = _autocast_calls(lib)[name]
         with lib.autocast("cpu", dtype=lib.bfloat16):
             dtypes.append(str(call().dtype).split(".")[1])
+    assert dtypes[0] == dtypes[1]
+
+
+@pytest.mark.parametrize("layer", ["LSTM", "GRU", "RNN", "LSTM stacked", "LSTM proj"])
+def test_cpu_autocast_lowers_an_lstm_as_torchs_onednn_layer(layer):
+    """PyTorch's cpu LSTM is oneDNN's ``mkldnn_rnn_layer``, which autocast lowers as a whole (output
+    and states bfloat16); its GRU stays float32 and its RNN lowers per linear."""
+    dtypes = []
+    for lib in (torch, tapelab):
+        lib.manual_seed(0)
+        make = {"LSTM": lambda: lib.nn.LSTM(8, 4), "GRU": lambda: lib.nn.GRU(8, 4), "RNN": lambda: lib.nn.RNN(8, 4),
+                "LSTM stacked": lambda: lib.nn.LSTM(8, 4, num_layers=2, bidirectional=True, batch_first=True),
+                "LSTM proj": lambda: lib.nn.LSTM(8, 4, proj_size=2)}[layer]
+        with lib.autocast("cpu", dtype=lib.bfloat16), warnings.catch_warnings():
+            warnings.simplefilter("ignore")   # torch: "LSTM with projections is not supported with oneDNN"
+            out, state = make()(lib.randn(5, 2, 8))
+        states = state if isinstance(state, tuple) else (state,)
+        dtypes.append([str(t.dtype).split(".")[1] for t in (out, *states)])
     assert dtypes[0] == dtypes[1]
 
 

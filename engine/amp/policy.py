@@ -51,7 +51,7 @@ _CUDA = _table(
 
 _CPU = _table(
     lower_precision_fp="convolution convolution_transpose matmul linear prelu scaled_dot_product_attention addbmm "
-                       "linalg_vecdot",
+                       "linalg_vecdot mkldnn_rnn_layer",
     lower_precision_fp_if_gemm="einsum",
     fp32="avg_pool3d binary_cross_entropy grid_sampler polar prod quantile nanquantile stft cdist trace "
          "cholesky cholesky_inverse cholesky_solve inverse lu_solve orgqr ormqr pinverse max_pool3d max_unpool2d "

@@ -14,6 +14,7 @@ import warnings
 from ...base import dtype as dtypes
 from ...base.dispatch_state import STATE as _DISPATCH
 from ...core import creation
+from ...core.dispatch import composite
 from ...ops.movement import cat, stack
 from .. import _fused_rnn, functional as F, init
 from ..parameter import Parameter
@@ -209,8 +210,8 @@ class RNNBase(Module):
                     out, *state = fused(x, *(s[index] for s in initial), w_ih, w_hh, b_ih, b_hh,
                                         reverse=direction == 1)
                 elif sizes is None:
-                    out, state = _scan(step, F.linear(x, w_ih, b_ih), tuple(s[index] for s in initial),
-                                       w_hh, b_hh, w_hr, reverse=direction == 1)
+                    out, state = self._layer(step, x, tuple(s[index] for s in initial), w_ih, b_ih, w_hh, b_hh, w_hr,
+                                             direction == 1)
                 else:
                     out, state = _scan_packed(step, F.linear(x, w_ih, b_ih), sizes,
                                               tuple(s[index] for s in initial), w_hh, b_hh, w_hr,
@@ -222,6 +223,15 @@ class RNNBase(Module):
                 x = F.dropout(x, self.dropout, True)
         output = x.transpose(0, 1) if self.batch_first and sizes is None else x
         return output, tuple(stack([f[k] for f in finals]) for k in range(len(states)))
+
+    def _layer(self, step, x: Tensor, state: tuple, w_ih, b_ih, w_hh, b_hh, w_hr, reverse: bool) -> tuple:
+        """One layer-direction, one cell op per step; an LSTM's as ATen's ``mkldnn_rnn_layer`` (autocast
+        lowers its input, weights and states as a whole on the cpu, where a GRU's stays float32)."""
+        def run(x, w_ih, b_ih, w_hh, b_hh, *state):
+            return _scan(step, F.linear(x, w_ih, b_ih), state, w_hh, b_hh, w_hr, reverse=reverse)
+        if self.mode == "LSTM" and not self.proj_size:
+            return composite("mkldnn_rnn_layer", run, x, w_ih, b_ih, w_hh, b_hh, *state)
+        return run(x, w_ih, b_ih, w_hh, b_hh, *state)
 
     def _whole_layer_op(self, x: Tensor, sizes: list | None):
         """The op that runs a layer-direction over the whole sequence (``_fused_rnn.lstm_layer`` or
