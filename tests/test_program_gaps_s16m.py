@@ -337,3 +337,25 @@ def test_cdist_takes_torchs_matrix_product_path(mode):
     for m in (torch, tapelab):
         with pytest.raises(ValueError, match="bad is not a valid value for compute_mode"):
             m.cdist(m.ones(2, 2), m.ones(2, 2), compute_mode="bad")
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16"])
+@pytest.mark.parametrize("dim", [0, 1, None, (0, 2)])
+def test_one_norm_and_cdist_add_in_sequence_as_aten(dtype, dim):
+    """ATen's generic reduction loop (1- and p-norms, cdist's direct path) adds each output's terms
+    one at a time in memory order (float16/bfloat16 in float32); numpy's pairwise sum differed in
+    the last bit of most 1-norms and p=1 distances (pytorch-metric-learning's LpDistance(p=1))."""
+    rng = np.random.default_rng(5)
+    data = (rng.standard_normal((9, 40, 6)) * 2 + 0.3).astype(np.float32)
+    t = torch.tensor(data).to(getattr(torch, dtype))
+    lt = tapelab.tensor(data).to(getattr(tapelab, dtype))
+    for ord_ in (1, 0.5):
+        np.testing.assert_array_equal(_bits(tapelab.linalg.vector_norm(lt, ord_, dim=dim)),
+                                      _bits(torch.linalg.vector_norm(t, ord_, dim=dim)))
+    if dtype == "float32" and dim == 0:
+        a, b = data[0], data[1, :30]
+        np.testing.assert_array_equal(tapelab.cdist(tapelab.tensor(a), tapelab.tensor(b), p=1).numpy(),
+                                      torch.cdist(torch.tensor(a), torch.tensor(b), p=1).numpy())
+        np.testing.assert_allclose(   # p=2's squares add the same way; this machine's torch sqrt may be an ulp off
+            tapelab.cdist(tapelab.tensor(a), tapelab.tensor(b), compute_mode="donot_use_mm_for_euclid_dist").numpy(),
+            torch.cdist(torch.tensor(a), torch.tensor(b), compute_mode="donot_use_mm_for_euclid_dist").numpy(), rtol=2e-7)

@@ -566,18 +566,35 @@ def _norm_fwd(xp, x, *, ord, dims, keepdim):
         laned = _norm2_in_lanes(xp, x, dims, keepdim)
         if laned is not None:
             return laned
+    if x.dtype == xp.float16 and ord != 2:   # ATen's generic loop accumulates float16 in float32
+        return _norm_fwd(xp, x.astype(xp.float32), ord=ord, dims=dims, keepdim=keepdim).astype(x.dtype)
     a = xp.abs(x)
     if ord == 2:
         return xp.sqrt((a * a).sum(axis=dims, keepdims=keepdim))
     if ord == 1:
-        return a.sum(axis=dims, keepdims=keepdim)
+        return _in_sequence(xp, a, dims, keepdim)
     if ord == _INF:
         return a.max(axis=dims, keepdims=keepdim)
     if ord == -_INF:
         return a.min(axis=dims, keepdims=keepdim)
     if ord == 0:
         return (a != 0).sum(axis=dims, keepdims=keepdim, dtype=x.dtype)
-    return (a ** ord).sum(axis=dims, keepdims=keepdim) ** (1.0 / ord)
+    return _in_sequence(xp, a ** ord, dims, keepdim) ** (1.0 / ord)
+
+
+def _in_sequence(xp, a, dims, keepdim: bool):
+    """ATen's generic reduction loop (``binary_kernel_reduce``, the 1- and p-norms'): each output adds
+    its elements one at a time in memory order; a pairwise sum differed in the last bit of most
+    1-norms. (Past 32768 elements ATen splits a single output's loop among threads; that split is
+    not followed.)"""
+    nd = a.ndim
+    reduced = tuple(range(nd)) if dims is None else tuple(sorted(d % nd for d in dims)) if nd else ()
+    if not reduced or a.size == 0:
+        return a.sum(axis=dims, keepdims=keepdim)
+    kept = [s for d, s in enumerate(a.shape) if d not in reduced]
+    rows = xp.moveaxis(a, reduced, tuple(range(nd - len(reduced), nd))).reshape(kept + [-1])
+    out = xp.cumsum(rows, axis=-1)[..., -1]
+    return out.reshape([1 if d in reduced else s for d, s in enumerate(a.shape)]) if keepdim else out
 
 
 def _norm_vjp(g, out, x, *, ord, dims, keepdim):

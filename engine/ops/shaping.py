@@ -20,6 +20,7 @@ from ..core.dispatch import composite
 from ..core.tensor import _wrap_dim
 from ._util import Tensor
 from .movement import cat, flip, split, stack
+from .reduce import vector_norm
 
 __all__ = ["diagonal_scatter", "select_scatter", "slice_scatter", "diag_embed", "diagflat", "rot90", "ravel",
            "dsplit", "hsplit", "vsplit", "split_with_sizes", "unsafe_chunk", "unsafe_split", "unsafe_split_with_sizes",
@@ -588,12 +589,13 @@ def cdist(x1: Tensor, x2: Tensor, p: float = 2.0, compute_mode: str = "use_mm_fo
         return (diff != 0).sum(-1).to(x1.dtype)
     if p == float("inf"):
         return diff.abs().amax(-1)
+    # ATen's distance loop adds each pair's terms one at a time: the 1-norm's sequential sum
     if p == 2:
         # the gradient of sqrt at a zero distance is 0 here, as PyTorch's cdist backward gives
-        sq = (diff * diff).sum(-1)
+        sq = vector_norm(diff * diff, 1, dim=-1)
         safe = sq.where(sq > 0, 1.0)
         return safe.sqrt().where(sq > 0, 0.0)
-    return diff.abs().pow(p).sum(-1).pow(1.0 / p)
+    return vector_norm(diff, p, dim=-1)
 
 
 _CDIST_MODES = ("use_mm_for_euclid_dist_if_necessary", "use_mm_for_euclid_dist", "donot_use_mm_for_euclid_dist")
