@@ -249,12 +249,12 @@ def test_live_tape_past_its_cap_only_counts():
                 torch.nn.functional.cross_entropy(model(x), y).backward()
                 opt.step()
         return deltas
-    capped, full = LiveTape(max_nodes=20), LiveTape(max_nodes=100_000)   # (folded, a step is 38 nodes)
+    capped, full = LiveTape(max_nodes=20), LiveTape(max_nodes=100_000)   # (a step: 8 forward ops, 4 of them SGD's)
     deltas = steps(capped)
     steps(full)
     cm, fm = capped.graph()["meta"], full.graph()["meta"]
     assert cm["truncated"] and not fm["truncated"] and len(capped.graph()["nodes"]) == 20
-    assert (cm["forward"], cm["backward"]) == (fm["forward"], fm["backward"]) and fm["forward"] > 300
+    assert (cm["forward"], cm["backward"]) == (fm["forward"], fm["backward"]) and fm["forward"] >= 30 * 8
     assert capped._counting and not capped.nodes                # no records kept past the cap
     assert deltas[-1]["meta"]["forward"] == fm["forward"]      # the last delta carries the counts
 
