@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -125,11 +126,27 @@ def _assert(actual, expected, rtol, atol, equal_nan, check_device, check_dtype, 
         _fail(f"No comparison pair was able to handle inputs of type {type(actual)} and {type(expected)}.", msg)
 
 
+# assert_allclose's tolerances by dtype (looser than assert_close's); other dtypes compare exactly
+_ALLCLOSE_TOLERANCES = {_dtype.float16: (1e-3, 1e-3), _dtype.float32: (1e-4, 1e-5), _dtype.float64: (1e-5, 1e-8)}
+
+
 def assert_allclose(actual, expected, rtol: float | None = None, atol: float | None = None, equal_nan: bool = True,
                     msg: str = "") -> None:
-    """The deprecated form: dtypes may differ, NaNs compare equal."""
+    """The deprecated form, with PyTorch's FutureWarning: numbers become tensors (``expected`` in ``actual``'s
+    dtype), dtypes and strides may differ, NaNs compare equal, and without tolerances each side's dtype
+    gives its own (float32: rtol 1e-4, atol 1e-5), the larger taken."""
+    warnings.warn("`torch.testing.assert_allclose()` is deprecated since 1.12 and will be removed in a future release. "
+                  "Please use `torch.testing.assert_close()` instead. You can find detailed upgrade instructions in "
+                  "https://github.com/pytorch/pytorch/issues/61844.", FutureWarning, stacklevel=2)
+    if not isinstance(actual, Tensor):
+        actual = creation.tensor(actual)
+    if not isinstance(expected, Tensor):
+        expected = creation.tensor(expected, dtype=actual.dtype)
+    if rtol is None and atol is None:
+        pairs = [_ALLCLOSE_TOLERANCES.get(t.dtype, (0.0, 0.0)) for t in (actual, expected)]
+        rtol, atol = max(r for r, _ in pairs), max(a for _, a in pairs)
     assert_close(actual, expected, rtol=rtol, atol=atol, equal_nan=equal_nan, check_device=True, check_dtype=False,
-                 msg=msg or None)
+                 check_stride=False, msg=msg or None)
 
 
 def make_tensor(*shape, dtype, device=None, low: float | None = None, high: float | None = None,

@@ -244,3 +244,27 @@ def test_tensor_and_node_hook_handles_are_removable_handles():
             h.remove()
         y.sum().backward()
         assert seen == ["node", "hook", "post"]
+
+
+def test_assert_allclose_is_deprecated_with_its_own_tolerances():
+    """fx_conv_bn_fuser checks with ``torch.testing.assert_allclose``: PyTorch warns FutureWarning and, without
+    tolerances, uses float32's rtol 1e-4 / atol 1e-5 (looser than assert_close's); numbers become tensors."""
+    for lib in (torch, tapelab):
+        a = lib.tensor([1.0, 2.0])
+        with pytest.warns(FutureWarning, match="assert_allclose\\(\\)` is deprecated since 1.12"):
+            lib.testing.assert_allclose(a, a * (1 + 5e-5))
+        with pytest.warns(FutureWarning), pytest.raises(AssertionError):
+            lib.testing.assert_allclose(a, a * (1 + 5e-4))
+        with pytest.warns(FutureWarning):
+            lib.testing.assert_allclose(a.double(), [1.0, 2.0])
+
+
+def test_graph_module_prints_its_code_with_torchs_quoting_and_reminder():
+    """fx_conv_bn_fuser prints a GraphModule and its code: a submodule path that is not an identifier is
+    written ``getattr(self.nested, "1")`` and ``str(gm)`` ends with PyTorch's print_readable reminder."""
+    outs = []
+    for lib in (torch, tapelab):
+        m = lib.nn.Sequential(lib.nn.Sequential(lib.nn.ReLU(), lib.nn.Tanh()))
+        gm = lib.fx.symbolic_trace(m)
+        outs.append((gm.code, str(gm).replace("tapelab", "torch")))
+    assert outs[0] == outs[1]

@@ -131,7 +131,7 @@ def _call_args(node: Node, g: _Globals, skip: int = 0) -> str:
 def _attr_path(target: str) -> str:
     expr = "self"
     for atom in str(target).split("."):
-        expr = f"{expr}.{atom}" if is_identifier(atom) else f"getattr({expr}, {atom!r})"
+        expr = f"{expr}.{atom}" if is_identifier(atom) else f'getattr({expr}, "{atom}")'   # PyTorch's quoting
     return expr
 
 

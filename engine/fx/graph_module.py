@@ -161,7 +161,8 @@ class GraphModule(Module):
         return text
 
     def __str__(self) -> str:
-        return super().__repr__() + "\n\n" + self.code
+        return "\n".join([super().__repr__(), self.code,
+                          "# To see more debug info, please use `graph_module.print_readable()`"])
 
     # ------------------------------------------------------------------ submodules
     def add_submodule(self, target: str, m: Module) -> bool:
