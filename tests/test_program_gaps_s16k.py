@@ -260,3 +260,24 @@ def test_bfloat16_tanh_gradient_is_computed_in_float32():
         (gx,) = m.autograd.grad(y, x, _randn(m, 4000, seed=1).bfloat16())
         got.append(gx.float().numpy())
     np.testing.assert_array_equal(got[1], got[0])
+
+
+@pytest.mark.parametrize("name", ["hardswish", "hardsigmoid"])
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_hardswish_and_hardsigmoid_gradients_as_atens_kernels(name, dtype):
+    """MobileNetV3-style activations: ATen's backward takes the slope x/3 + 1/2 (1/6) on the open
+    interval (-3, 3) only, so at x = -3 and 3 (common in bfloat16) the gradient is 0 and 1 (0), where
+    the clamp composite gave -1/2 and 3/2 (1/6); its products round as the kernel's."""
+    got = []
+    for m in (torch, tapelab):
+        x = m.tensor([-4.0, -3.0, -2.5, -1.0, 0.0, 1.0, 2.5, 3.0, 3.5, 5.0])
+        x = m.cat([x, _randn(m, 200) * 3]).to(getattr(m, dtype)).requires_grad_()
+        y = getattr(m.nn.functional, name)(x)
+        (g,) = m.autograd.grad(y, x, _randn(m, 210, seed=1).to(y.dtype), create_graph=name == "hardswish")
+        row = [y.detach().float().numpy(), g.detach().float().numpy(), y.grad_fn.name()]
+        if name == "hardswish":
+            row.append(m.autograd.grad((g * g).sum(), x)[0].float().numpy())
+        got.append(row)
+    assert got[1][2] == got[0][2]
+    for a, b in zip(got[1][:2] + got[1][3:], got[0][:2] + got[0][3:]):
+        np.testing.assert_array_equal(a, b)

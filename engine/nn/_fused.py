@@ -18,11 +18,11 @@ from ..base.dtype import BFLOAT16_NP, in_float32
 from ..base.grad_mode import is_grad_enabled
 from ..base.meta import has_data
 from ..core.dispatch import apply
-from ..core.registry import NONE, OTHERS, Op
+from ..core.registry import ALL, NONE, OTHERS, Op
 from ..core.tensor import Tensor
 from ._ops import _bn_bwd
 
-__all__ = ["softmax", "log_softmax", "layer_norm", "gelu", "nll_loss", "cross_entropy"]
+__all__ = ["softmax", "log_softmax", "layer_norm", "gelu", "hardswish", "hardsigmoid", "nll_loss", "cross_entropy"]
 
 
 # ---------------------------------------------------------------- ONNX lowerings (``Op.onnx``, engine/onnx)
@@ -268,6 +268,64 @@ def layer_norm(x: Tensor, n_dims: int, weight: Tensor | None, bias: Tensor | Non
     affine = tuple(t for t in (weight, bias) if t is not None)
     return apply(_ln, x, *affine, dims=tuple(range(x.ndim - n_dims, x.ndim)), eps=float(eps),
                  has_weight=weight is not None)
+
+
+# ---------------------------------------------------------------- hardswish, hardsigmoid
+# ATen's kernels: the backward from the input, its slope x/3 + 1/2 (1/6) on the open interval
+# (-3, 3) only, 0 below, 1 (0) above; the composite's clamp passed gradient at -3 and 3 themselves.
+def _opmath(fn):
+    """``fn`` computed in float32 on bfloat16 or float16 arrays, rounded once (ATen's opmath type)."""
+    def run(xp, *arrays):
+        dt = arrays[-1].dtype
+        if dt is BFLOAT16_NP or dt == xp.float16:
+            return fn(xp, *(a.astype(xp.float32) for a in arrays)).astype(dt)
+        return fn(xp, *arrays)
+    return run
+
+
+@_opmath
+def _hardswish_fwd(xp, x):
+    return x * xp.minimum(xp.maximum(x + 3, 0), 6) / 6
+
+
+@_opmath
+def _hardswish_bwd_fwd(xp, g, x):
+    return xp.where(x <= -3, 0, xp.where(x < 3, g * (x / 3 + 0.5), g))
+
+
+@_opmath
+def _hardsigmoid_fwd(xp, x):
+    return xp.minimum(xp.maximum(x + 3, 0), 6) / 6
+
+
+@_opmath
+def _hardsigmoid_bwd_fwd(xp, g, x):
+    return xp.where((x > -3) & (x < 3), g * x.dtype.type(1 / 6), 0)
+
+
+def _inside(x: Tensor) -> Tensor:
+    return (x > -3.0) & (x < 3.0)
+
+
+_hardswish_bwd = Op("hardswish_backward", _hardswish_bwd_fwd,
+                    lambda gg, out, g, x: (apply(_hardswish_bwd, gg, x),
+                                           (gg * g / 3.0).where(_inside(x), 0.0)), cost=_numel)
+_hardswish = Op("hardswish", _hardswish_fwd, lambda g, out, x: (apply(_hardswish_bwd, g, x),), promote="float",
+                saves=ALL, cost=_numel, onnx=lambda g, x: g.op("HardSwish", x) if g.opset >= 14 else
+                g.op("Mul", x, g.op("HardSigmoid", x, alpha=1 / 6, beta=0.5)))
+_hardsigmoid_bwd = Op("hardsigmoid_backward", _hardsigmoid_bwd_fwd,
+                      lambda gg, out, g, x: (apply(_hardsigmoid_bwd, gg, x), gg * 0.0), cost=_numel)
+_hardsigmoid = Op("hardsigmoid", _hardsigmoid_fwd, lambda g, out, x: (apply(_hardsigmoid_bwd, g, x),),
+                  promote="float", saves=ALL, cost=_numel,
+                  onnx=lambda g, x: g.op("HardSigmoid", x, alpha=1 / 6, beta=0.5))
+
+
+def hardswish(x: Tensor) -> Tensor:
+    return apply(_hardswish, x)
+
+
+def hardsigmoid(x: Tensor) -> Tensor:
+    return apply(_hardsigmoid, x)
 
 
 # ---------------------------------------------------------------- gelu

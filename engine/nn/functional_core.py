@@ -642,14 +642,16 @@ def _opmath(input: Tensor, fn) -> Tensor:
     return fn(input)
 
 
-def _inplace(input: Tensor, fn, inplace: bool) -> Tensor:
-    """``fn(input)`` (through ``_opmath``); with ``inplace`` the result is written into ``input``. When
-    the write is differentiated, ``fn`` reads a copy of the original values (as PyTorch's in-place
-    activations save what their backward needs), so backward never trips the version check on ``input``."""
+def _inplace(input: Tensor, fn, inplace: bool, opmath: bool = True) -> Tensor:
+    """``fn(input)`` (through ``_opmath``, unless ``fn`` is one op computing in float32 itself); with
+    ``inplace`` the result is written into ``input``. When the write is differentiated, ``fn`` reads a
+    copy of the original values (as PyTorch's in-place activations save what their backward needs), so
+    backward never trips the version check on ``input``."""
+    run = (lambda x: _opmath(x, fn)) if opmath else fn
     if not inplace:
-        return _opmath(input, fn)
+        return run(input)
     src = input.clone() if input.requires_grad and is_grad_enabled() else input
-    return input.copy_(_opmath(src, fn))
+    return input.copy_(run(src))
 
 
 def relu(input: Tensor, inplace: bool = False) -> Tensor:
@@ -728,13 +730,13 @@ def mish(input: Tensor, inplace: bool = False) -> Tensor:
 def hardswish(input: Tensor, inplace: bool = False) -> Tensor:
     if _DISPATCH.functions is not None and has_tensor_like((input,)):
         return handle_torch_function(hardswish, (input,), input, inplace=inplace)
-    return _inplace(input, lambda x: x * (x + 3.0).clamp(0.0, 6.0) / 6.0, inplace)
+    return _inplace(input, _fused.hardswish, inplace, opmath=False)
 
 
 def hardsigmoid(input: Tensor, inplace: bool = False) -> Tensor:
     if _DISPATCH.functions is not None and has_tensor_like((input,)):
         return handle_torch_function(hardsigmoid, (input,), input, inplace=inplace)
-    return _inplace(input, lambda x: (x + 3.0).clamp(0.0, 6.0) / 6.0, inplace)
+    return _inplace(input, _fused.hardsigmoid, inplace, opmath=False)
 
 
 def hardtanh(input: Tensor, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False) -> Tensor:
