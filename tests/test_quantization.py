@@ -566,3 +566,17 @@ def test_backends_quantized_engine():
                 q.engine = "foo"
         finally:
             q.engine = saved
+
+
+def test_saving_a_quantized_tensor_is_refused_not_flattened():
+    """tapelab.save has no quantized-tensor format yet: a state dict holding one is refused (PicklingError)
+    rather than written as its integer codes without scale and zero point (torch saves them with
+    _rebuild_qtensor)."""
+    import io
+    import pickle
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        q = tapelab.quantize_per_tensor(tapelab.randn(3), 0.1, 2, tapelab.qint8)
+    for obj in (q, {"w": q}):
+        with pytest.raises(pickle.PicklingError, match="QuantizedTensor"):
+            tapelab.save(obj, io.BytesIO())
