@@ -268,3 +268,15 @@ def test_graph_module_prints_its_code_with_torchs_quoting_and_reminder():
         gm = lib.fx.symbolic_trace(m)
         outs.append((gm.code, str(gm).replace("tapelab", "torch")))
     assert outs[0] == outs[1]
+
+
+def test_traced_flatten_records_its_arguments_as_called():
+    """fx_profiling_tutorial traces ResNet's ``torch.flatten(x, 1)``: PyTorch's graph records ``(x, 1)``
+    (passes read ``node.args[1]``); tapelab recorded ``(x,), {start_dim: 1}``."""
+    def f_of(lib):
+        return lambda x: lib.flatten(x, 1) + lib.flatten(x).sum() + lib.flatten(x, 0, 1).sum()
+    got = []
+    for lib in (torch, tapelab):
+        g = lib.fx.symbolic_trace(f_of(lib)).graph
+        got.append([(len(n.args), n.args[1:], dict(n.kwargs)) for n in g.nodes if n.name.startswith("flatten")])
+    assert got[0] == got[1]

@@ -513,7 +513,9 @@ def squeeze(input: Tensor, dim=None, *, axis=None) -> Tensor:
 
 def flatten(input: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
     if _DISPATCH.functions is not None and has_tensor_like((input,)):
-        return handle_torch_function(flatten, (input,), input, start_dim=start_dim, end_dim=end_dim)
+        # positional, trailing defaults left out: a traced torch.flatten(x, 1) records (x, 1), as PyTorch's
+        args = (input, start_dim, end_dim)[:3 if end_dim != -1 else 2 if start_dim != 0 else 1]
+        return handle_torch_function(flatten, (input,), *args)
     if input.ndim == 0:
         return input.reshape(1)
     s, e = _wrap_dim(start_dim, input.ndim, "flatten"), _wrap_dim(end_dim, input.ndim, "flatten")
