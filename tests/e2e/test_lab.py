@@ -35,7 +35,7 @@ def test_tape_widget_and_panel_while_training(page, lab_url, out_dir):
         "el => el.setAttribute('data-test', 'mlp-tape')")
     tape = page.locator("[data-test=mlp-tape]")
     n = int(tape.get_attribute("data-nodes"))
-    assert n > 30, n
+    assert n >= 24, n     # one step of the MLP: forward ops, backward nodes, SGD's fused add_s
     # the cell's 3 identical training steps fold into one: counted in the header, drawn once
     assert (tape.get_attribute("data-steps"), tape.get_attribute("data-folded")) == ("3", "2")
     assert "3 steps, 2 repeats folded" in tape.locator(".tapelab-meta").first.text_content()
