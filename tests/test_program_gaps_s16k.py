@@ -281,3 +281,22 @@ def test_hardswish_and_hardsigmoid_gradients_as_atens_kernels(name, dtype):
     assert got[1][2] == got[0][2]
     for a, b in zip(got[1][:2] + got[1][3:], got[0][:2] + got[0][3:]):
         np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_logsigmoid_is_atens_op_with_its_bfloat16_buffer(dtype):
+    """DPO-style ``F.logsigmoid(beta * margin)`` losses: PyTorch's log_sigmoid keeps exp(-|x|) in the input's
+    dtype for its backward, ``(1 - z/(1+z)) g`` below 0 and ``z/(1+z) g`` above; its node is
+    LogSigmoidBackward0 (the composite -softplus(-x) was NegBackward0 and moved bfloat16 gradients)."""
+    got = []
+    for m in (torch, tapelab):
+        x = (_randn(m, 2000) * 3).to(getattr(m, dtype)).requires_grad_()
+        y = m.nn.functional.logsigmoid(x)
+        (g,) = m.autograd.grad(y, x, _randn(m, 2000, seed=1).to(y.dtype), create_graph=True)
+        (gg,) = m.autograd.grad((g * g).sum(), x)
+        got.append([y.grad_fn.name(), y.detach().double().numpy(), g.detach().double().numpy(), gg.double().numpy()])
+    assert got[1][0] == got[0][0] == "LogSigmoidBackward0"
+    rtol = 1e-6 if dtype == "float32" else 0      # float32: libm's last bits (ATen's vectorised exp/log1p)
+    for a, b in zip(got[1][1:3], got[0][1:3]):
+        np.testing.assert_allclose(a, b, rtol=rtol, atol=1e-7 if rtol else 0)
+    np.testing.assert_allclose(got[1][3], got[0][3], rtol=1e-5 if dtype == "float32" else 2e-2, atol=1e-6)

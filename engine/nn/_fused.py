@@ -22,7 +22,8 @@ from ..core.registry import ALL, NONE, OTHERS, Op
 from ..core.tensor import Tensor
 from ._ops import _bn_bwd
 
-__all__ = ["softmax", "log_softmax", "layer_norm", "gelu", "hardswish", "hardsigmoid", "nll_loss", "cross_entropy"]
+__all__ = ["softmax", "log_softmax", "layer_norm", "gelu", "hardswish", "hardsigmoid", "log_sigmoid", "nll_loss",
+           "cross_entropy"]
 
 
 # ---------------------------------------------------------------- ONNX lowerings (``Op.onnx``, engine/onnx)
@@ -326,6 +327,46 @@ def hardswish(x: Tensor) -> Tensor:
 
 def hardsigmoid(x: Tensor) -> Tensor:
     return apply(_hardsigmoid, x)
+
+
+# ---------------------------------------------------------------- log_sigmoid
+# ATen's kernel: min(x, 0) - log1p(z), z = exp(-|x|), keeping z in the input's dtype as a buffer
+# for the backward, (1 - z/(1+z)) g below 0 and (z/(1+z)) g above (a half input's z rounded there).
+def _half(xp, x) -> bool:
+    return x.dtype is BFLOAT16_NP or x.dtype == xp.float16
+
+
+def _log_sigmoid_fwd(xp, x):
+    a = x.astype(xp.float32) if _half(xp, x) else x
+    out = xp.minimum(a, 0) - xp.log1p(xp.exp(-xp.abs(a)))
+    return out.astype(x.dtype) if _half(xp, x) else out
+
+
+def _log_sigmoid_bwd_fwd(xp, g, x):
+    half = _half(xp, x)
+    a, gf = (x.astype(xp.float32), g.astype(xp.float32)) if half else (x, g)
+    z = xp.exp(-xp.abs(a))
+    if half:
+        z = z.astype(x.dtype).astype(xp.float32)
+    one = a.dtype.type(1)
+    q = z / (one + z)
+    res = xp.where(a < 0, one - q, q) * gf
+    return res.astype(x.dtype) if half else res
+
+
+def _log_sigmoid_bwd_vjp(gg, out, g, x):
+    s = x.sigmoid()
+    return apply(_log_sigmoid_bwd, gg, x), gg * g * (s - 1) * s
+
+
+_log_sigmoid_bwd = Op("log_sigmoid_backward", _log_sigmoid_bwd_fwd, _log_sigmoid_bwd_vjp, cost=_numel)
+_log_sigmoid = Op("log_sigmoid", _log_sigmoid_fwd, lambda g, out, x: (apply(_log_sigmoid_bwd, g, x),),
+                  promote="float", saves=ALL, cost=_numel,
+                  onnx=lambda g, x: g.op("Neg", g.op("Softplus", g.op("Neg", x))))
+
+
+def log_sigmoid(x: Tensor) -> Tensor:
+    return apply(_log_sigmoid, x)
 
 
 # ---------------------------------------------------------------- gelu

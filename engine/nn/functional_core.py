@@ -768,7 +768,7 @@ def sigmoid(input: Tensor) -> Tensor:
 def logsigmoid(input: Tensor) -> Tensor:
     if _DISPATCH.functions is not None and has_tensor_like((input,)):
         return handle_torch_function(logsigmoid, (input,), input)
-    return -softplus(-input)
+    return _fused.log_sigmoid(input)
 
 
 def softsign(input: Tensor) -> Tensor:
