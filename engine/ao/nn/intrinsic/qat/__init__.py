@@ -10,7 +10,7 @@ from .....nn import functional as F, init
 from .....nn.modules.batchnorm import BatchNorm1d, BatchNorm2d, BatchNorm3d
 from .....nn.modules.conv import Conv1d as _Conv1d, Conv2d as _Conv2d, Conv3d as _Conv3d
 from .....nn.parameter import Parameter
-from ... import intrinsic as nni
+from .. import modules as nni
 from ...qat import Conv1d, Conv2d, Conv3d, Linear
 
 __all__ = ["LinearReLU", "ConvReLU1d", "ConvReLU2d", "ConvReLU3d", "ConvBn1d", "ConvBn2d", "ConvBn3d",
