@@ -359,3 +359,16 @@ def test_one_norm_and_cdist_add_in_sequence_as_aten(dtype, dim):
         np.testing.assert_allclose(   # p=2's squares add the same way; this machine's torch sqrt may be an ulp off
             tapelab.cdist(tapelab.tensor(a), tapelab.tensor(b), compute_mode="donot_use_mm_for_euclid_dist").numpy(),
             torch.cdist(torch.tensor(a), torch.tensor(b), compute_mode="donot_use_mm_for_euclid_dist").numpy(), rtol=2e-7)
+
+
+@pytest.mark.parametrize("call", [lambda x: x.sum((0, -2)), lambda x: x.var((1, 1, 0, 0)),
+                                  lambda x: x.amax((1, 0, 0, 1))])
+def test_repeated_reduction_dims_are_named_as_aten(call):
+    """A duplicated dim (``vector_norm(x, 2, (0, -2))`` met while probing norms) is torch's RuntimeError
+    naming the first wrapped dim seen twice: "dim 0 appears multiple times in the list of dims"."""
+    messages = []
+    for m in (torch, tapelab):
+        with pytest.raises(RuntimeError) as info:
+            call(m.zeros(3, 4))
+        messages.append(str(info.value))
+    assert messages[1] == messages[0]

@@ -34,6 +34,9 @@ def norm_dims(dim, ndim: int, op: str) -> tuple | None:
     if isinstance(dim, int):
         return (_wrap_dim(dim, ndim, op),)
     dims = tuple(_wrap_dim(d, ndim, op) for d in dim)
-    if len(set(dims)) != len(dims):
-        raise RuntimeError(f"{op}: dim {list(dim)} appears multiple times in the list of dims")
+    seen: set = set()
+    for d in dims:   # ATen's dim_list_to_bitset names the first wrapped dim seen twice
+        if d in seen:
+            raise RuntimeError(f"dim {d} appears multiple times in the list of dims")
+        seen.add(d)
     return tuple(sorted(dims))
