@@ -280,3 +280,25 @@ def test_traced_flatten_records_its_arguments_as_called():
         g = lib.fx.symbolic_trace(f_of(lib)).graph
         got.append([(len(n.args), n.args[1:], dict(n.kwargs)) for n in g.nodes if n.name.startswith("flatten")])
     assert got[0] == got[1]
+
+
+def test_sdpa_kernel_refuses_backends_cpu_lacks():
+    """scaled_dot_product_attention_tutorial sweeps ``sdpa_kernel`` backends: on CPU PyTorch runs the math or
+    the flash kernel; a block enabling neither raises "No viable backend", flash alone refuses dropout and
+    3-d inputs ("No available kernel"); the enum prints its name."""
+    def run(lib):
+        attention = __import__(f"{lib.__name__}.nn.attention", fromlist=["x"])
+        B = attention.SDPBackend
+        q = lib.rand(2, 4, 6, 8)
+        out = []
+        for backends, kw, x in ((B.EFFICIENT_ATTENTION, {}, q), ([B.EFFICIENT_ATTENTION, B.MATH], {}, q),
+                                (B.FLASH_ATTENTION, {}, q), (B.FLASH_ATTENTION, {"dropout_p": 0.5}, q),
+                                (B.FLASH_ATTENTION, {}, q[0])):
+            with attention.sdpa_kernel(backends):
+                try:
+                    lib.nn.functional.scaled_dot_product_attention(x, x, x, **kw)
+                    out.append("ok")
+                except RuntimeError as e:
+                    out.append(str(e))
+        return out, str(B.MATH)
+    assert run(tapelab) == run(torch)

@@ -61,6 +61,23 @@ def _repeat_heads(x: Tensor, n_query_heads: int) -> Tensor:
     return grouped.reshape(*shape[:-3], n_query_heads, *shape[-2:])
 
 
+# the backends the innermost ``sdpa_kernel`` block enables, as PyTorch's numbers (MATH 0, FLASH_ATTENTION 1); process-wide
+# as PyTorch's backend flags; empty outside any block (all enabled)
+ENABLED_BACKENDS: list = []
+
+
+def _check_backend(query: Tensor, dropout_p: float) -> None:
+    """PyTorch's CPU kernel choice under ``sdpa_kernel``: the math kernel, else the flash one (4-d inputs, no
+    dropout); a block enabling neither has no viable backend."""
+    if not ENABLED_BACKENDS or query.device.type != "cpu" or 0 in ENABLED_BACKENDS[-1]:
+        return
+    if 1 not in ENABLED_BACKENDS[-1]:
+        raise RuntimeError("No viable backend for scaled_dot_product_attention was found. This is likely due to "
+                           "turning off both the math kernel and the fused kernels.")
+    if query.ndim != 4 or dropout_p > 0.0:
+        raise RuntimeError("No available kernel.  Aborting execution.")
+
+
 def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor | None = None,
                                  dropout_p: float = 0.0, is_causal: bool = False, scale: float | None = None,
                                  enable_gqa: bool = False) -> Tensor:
@@ -71,6 +88,7 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
                                      attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale,
                                      enable_gqa=enable_gqa)
     _check_sdpa(query, key, value, attn_mask, dropout_p)
+    _check_backend(query, dropout_p)
     if enable_gqa:
         key = _repeat_heads(key, query.shape[-3])
         value = _repeat_heads(value, query.shape[-3])
