@@ -300,3 +300,23 @@ def test_logsigmoid_is_atens_op_with_its_bfloat16_buffer(dtype):
     for a, b in zip(got[1][1:3], got[0][1:3]):
         np.testing.assert_allclose(a, b, rtol=rtol, atol=1e-7 if rtol else 0)
     np.testing.assert_allclose(got[1][3], got[0][3], rtol=1e-5 if dtype == "float32" else 2e-2, atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_silu_is_atens_op_and_its_differentiable_backward_rounds_in_the_input_dtype(dtype):
+    """Mamba / SwiGLU gating: ``F.silu`` is x / (1 + exp(-x)) with ATen's silu_backward in float32; a
+    gradient penalty's ``create_graph=True`` takes PyTorch's infinitely_differentiable_silu_backward,
+    Tensor ops in the input's dtype (bfloat16 rounded at each), which the float32 composite did not."""
+    got = []
+    for m in (torch, tapelab):
+        x = (_randn(m, 2000) * 3).to(getattr(m, dtype)).requires_grad_()
+        y = m.nn.functional.silu(x)
+        (g,) = m.autograd.grad(y, x, _randn(m, 2000, seed=1).to(y.dtype), create_graph=True)
+        (gg,) = m.autograd.grad(g.sum(), x)
+        got.append([y.grad_fn.name(), y.detach().double().numpy(), g.detach().double().numpy(), gg.double().numpy()])
+    assert got[1][0] == got[0][0] == "SiluBackward0"
+    for a, b in zip(got[1][1:], got[0][1:]):
+        if dtype == "bfloat16":
+            np.testing.assert_array_equal(a, b)
+        else:                                     # libm's last bits (ATen's vectorised exp)
+            np.testing.assert_allclose(a, b, rtol=2e-6, atol=1e-7)

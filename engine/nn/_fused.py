@@ -22,8 +22,8 @@ from ..core.registry import ALL, NONE, OTHERS, Op
 from ..core.tensor import Tensor
 from ._ops import _bn_bwd
 
-__all__ = ["softmax", "log_softmax", "layer_norm", "gelu", "hardswish", "hardsigmoid", "log_sigmoid", "nll_loss",
-           "cross_entropy"]
+__all__ = ["softmax", "log_softmax", "layer_norm", "gelu", "silu", "hardswish", "hardsigmoid", "log_sigmoid",
+           "nll_loss", "cross_entropy"]
 
 
 # ---------------------------------------------------------------- ONNX lowerings (``Op.onnx``, engine/onnx)
@@ -327,6 +327,39 @@ def hardswish(x: Tensor) -> Tensor:
 
 def hardsigmoid(x: Tensor) -> Tensor:
     return apply(_hardsigmoid, x)
+
+
+# ---------------------------------------------------------------- silu
+# ATen's kernels: x / (1 + exp(-x)), its backward g s (1 + x (1 - s)) with s = 1 / (1 + exp(-x)), in
+# float32 for half inputs; a differentiable backward (create_graph) is PyTorch's
+# infinitely_differentiable_silu_backward, the same formula in Tensor ops of the input's dtype.
+@_opmath
+def _silu_fwd(xp, x):
+    one = x.dtype.type(1)
+    return x / (one + xp.exp(-x))
+
+
+@_opmath
+def _silu_bwd_fwd(xp, g, x):
+    one = x.dtype.type(1)
+    s = one / (one + xp.exp(-x))
+    return g * s * (one + x * (one - s))
+
+
+def _silu_vjp(g, out, x):
+    if not is_grad_enabled():
+        return (apply(_silu_bwd, g, x),)
+    s = x.sigmoid()
+    return (g * s * (1 + x * (1 - s)),)
+
+
+_silu_bwd = Op("silu_backward", _silu_bwd_fwd, None, cost=_numel)
+_silu = Op("silu", _silu_fwd, _silu_vjp, promote="float", saves=ALL, cost=_numel,
+           onnx=lambda g, x: g.op("Mul", x, g.op("Sigmoid", x)))
+
+
+def silu(x: Tensor) -> Tensor:
+    return apply(_silu, x)
 
 
 # ---------------------------------------------------------------- log_sigmoid

@@ -706,7 +706,7 @@ def gelu(input: Tensor, approximate: str = "none") -> Tensor:
 def silu(input: Tensor, inplace: bool = False) -> Tensor:
     if _DISPATCH.functions is not None and has_tensor_like((input,)):
         return handle_torch_function(silu, (input,), input, inplace=inplace)
-    return _inplace(input, lambda x: x * x.sigmoid(), inplace)
+    return _inplace(input, _fused.silu, inplace, opmath=False)
 
 
 def softplus(input: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
