@@ -302,3 +302,21 @@ def test_sdpa_kernel_refuses_backends_cpu_lacks():
                     out.append(str(e))
         return out, str(B.MATH)
     assert run(tapelab) == run(torch)
+
+
+def test_sdpa_output_takes_the_transposed_querys_layout():
+    """scaled_dot_product_attention_tutorial's CausalSelfAttention does ``y.transpose(1, 2).view(b, -1, h * d)``
+    on the attention output: PyTorch's CPU flash kernel lays the output out as its (batch, length, heads)
+    query, so the view works; tapelab's contiguous output made view raise."""
+    def run(lib):
+        lib.manual_seed(0)
+        x = lib.rand(2, 5, 24, requires_grad=True)
+        q, k, v = (t.view(2, 5, 2, 4).transpose(1, 2) for t in x.chunk(3, -1))
+        y = lib.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+        flat = y.transpose(1, 2).view(2, -1, 8)
+        flat.pow(2).sum().backward()
+        plain = lib.nn.functional.scaled_dot_product_attention(lib.rand(2, 2, 5, 4), lib.rand(2, 2, 5, 4),
+                                                                lib.rand(2, 2, 5, 4))
+        return y.stride(), plain.stride(), flat.detach().numpy(), x.grad.numpy()
+    a, b = run(torch), run(tapelab)
+    assert a[:2] == b[:2] and abs(a[2] - b[2]).max() < 1e-6 and abs(a[3] - b[3]).max() < 1e-5

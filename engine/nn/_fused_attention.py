@@ -88,19 +88,28 @@ def _split(args, masked, dropped):
     return q, k, v, mask, keep
 
 
+def _laid_out_as_query(xp, q, out, dropped: bool):
+    """PyTorch's CPU flash kernel (4-d, no dropout) writes its output in the query's order of (length, heads):
+    from a query that is a (batch, length, heads, dim) tensor transposed, an output laid out the same way, so
+    ``y.transpose(1, 2).view(b, l, h * d)`` works as it does there."""
+    if out.ndim == 4 and not dropped and q.strides[1] < q.strides[2]:
+        return xp.ascontiguousarray(out.transpose(0, 2, 1, 3)).transpose(0, 2, 1, 3)
+    return out
+
+
 def _fwd(xp, *args, scale, causal, masked, dropped):
     if args[0].dtype is _dtype.BFLOAT16_NP:   # numpy's bfloat16 matmul gives float32: compute there, round once
         return _dtype.in_float32(_fwd, xp, *args, scale=scale, causal=causal, masked=masked, dropped=dropped)
     q, k, v, mask, keep = _split(args, masked, dropped)
     p = _weights(xp, q, k, mask, scale=scale, causal=causal, masked=masked)
-    return gemm(xp, p * keep if dropped else p, v)
+    return _laid_out_as_query(xp, q, gemm(xp, p * keep if dropped else p, v), dropped)
 
 
 def _fwd_weights(xp, *args, scale, causal, masked, dropped):
     """The output and, as an extra, the weights (before dropout) for the backward to reuse."""
     q, k, v, mask, keep = _split(args, masked, dropped)
     p = _weights(xp, q, k, mask, scale=scale, causal=causal, masked=masked)
-    return gemm(xp, p * keep if dropped else p, v), p
+    return _laid_out_as_query(xp, q, gemm(xp, p * keep if dropped else p, v), dropped), p
 
 
 def _passthrough(xp, *args, scale, causal, masked, dropped):
