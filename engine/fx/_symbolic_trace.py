@@ -57,6 +57,7 @@ from ..nn.parameter import Parameter
 from ..core.tensor import Tensor
 from ._public import PACKAGE
 from .graph import Graph
+from . import graph_module as _graph_module
 from .graph_module import GraphModule
 from .proxy import GraphAppendingTracer, Proxy, TraceError, TracerBase, first_proxy
 
@@ -326,3 +327,13 @@ def _emit_traced(graph: Graph, gm: GraphModule | None, root) -> None:
     """The ``graph_traced`` event, built only while someone listens."""
     if events.has_subscribers("graph_traced"):
         events.emit("graph_traced", events.GraphTraced(graph, gm, root, _root_name(root), "symbolic_trace"))
+
+
+class _KeepModules(Tracer):
+    """Every submodule a call: an unpickled GraphModule's graph, traced from its saved code."""
+
+    def is_leaf_module(self, m: Module, module_qualified_name: str) -> bool:
+        return True
+
+
+_graph_module._TRACE_ALL_LEAVES[:] = [lambda root: _KeepModules().trace(root)]

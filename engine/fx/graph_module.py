@@ -266,17 +266,17 @@ def _holding(body: dict, forward=None) -> Module:
     return root
 
 
+# ``trace_all_leaves(root) -> Graph``: a symbolic trace that keeps every submodule a call, which
+# ``_symbolic_trace`` (above this module: it builds GraphModules) installs when it is imported
+_TRACE_ALL_LEAVES: list = []
+
+
 def _rebuild_graph_module(body: dict, names: dict) -> GraphModule:
     """Unpickle a GraphModule: the saved code's forward on a module holding the saved state,
     traced again (submodules are leaves, as the original graph called them)."""
-    from ._symbolic_trace import Tracer
-
-    class KeepModules(Tracer):
-        def is_leaf_module(self, m: Module, module_qualified_name: str) -> bool:
-            return True
     env = {k: importlib.import_module(v.name) if isinstance(v, _ModuleRef) else v for k, v in names.items()}
     root = _holding(body, _forward_from_src(body["_code"], env))
-    gm = GraphModule(root, KeepModules().trace(root))
+    gm = GraphModule(root, _TRACE_ALL_LEAVES[0](root))
     for k, v in body.items():   # what the graph does not refer to is kept too, as PyTorch does
         gm.__dict__.setdefault(k, v)
     return gm
