@@ -320,3 +320,32 @@ def test_sdpa_output_takes_the_transposed_querys_layout():
         return y.stride(), plain.stride(), flat.detach().numpy(), x.grad.numpy()
     a, b = run(torch), run(tapelab)
     assert a[:2] == b[:2] and abs(a[2] - b[2]).max() < 1e-6 and abs(a[3] - b[3]).max() < 1e-5
+
+
+def test_higher_order_ops_modules_run_the_control_flow_operators():
+    """torch_controlflow_tutorial imports cond/while_loop/scan/associative_scan/map from
+    ``torch._higher_order_ops.*``: scan carries state and stacks per-step outputs (reverse keeps positions,
+    pytrees in and out), associative_scan is the inclusive prefix (pointwise mode refuses CPU tensors), map
+    stacks over the leading dim."""
+    def run(lib):
+        import importlib
+        from types import SimpleNamespace
+        hop = SimpleNamespace(**{m: importlib.import_module(f"{lib.__name__}._higher_order_ops.{m}")
+                                 for m in ("scan", "associative_scan", "map", "cond", "while_loop")})
+        xs = lib.arange(1, 5)
+
+        def combine(carry, x):
+            return carry + x, (carry + x) * 2.0
+        out = [hop.scan.scan(combine, lib.tensor(0), xs, dim=0),
+               hop.scan.scan(combine, lib.tensor(0), xs, dim=0, reverse=True),
+               hop.scan.scan(lambda c, x: (c * x, {"a": c + x}), lib.ones(2), lib.arange(6.0).reshape(2, 3), dim=1),
+               hop.associative_scan.associative_scan(lambda a, b: a * b, lib.arange(1.0, 6.0), dim=0, reverse=True,
+                                                     combine_mode="generic"),
+               hop.map.map(lambda x, y: x ** y, lib.arange(5), lib.tensor(2)),
+               hop.while_loop.while_loop(lambda i, s: i < 5, lambda i, s: (i + 1, s + i),
+                                         (lib.tensor(0), lib.tensor(0))),
+               hop.cond.cond(lib.tensor([True]), lambda t: (t.cos(),), lambda t: (t.sin(),), (lib.zeros(2),))]
+        with pytest.raises(ValueError, match="pointwise"):
+            hop.associative_scan.associative_scan(lambda a, b: a + b, xs, dim=0)
+        return repr(out)
+    assert run(tapelab) == run(torch)
