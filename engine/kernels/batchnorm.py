@@ -51,6 +51,7 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from . import parallel_ranges, threads
+from .fastmath import fma
 
 __all__ = ["forward", "backward", "eval_forward", "eval_backward", "LANES"]
 
@@ -58,19 +59,6 @@ F = np.float32
 D = np.float64
 LANES = 8          # ATen's Vectorized<float> in its AVX2 kernel
 _JIT = dict(cache=True, error_model="numpy", nogil=True)
-
-
-@intrinsic
-def fma(typingctx, a, b, c):
-    """``a * b + c`` rounded once (float32), as ATen's contracted multiply-adds."""
-    if not all(isinstance(t, types.Float) and t.bitwidth == 32 for t in (a, b, c)):
-        return None
-
-    def codegen(context, builder, signature, args):
-        f32 = ir.FloatType()
-        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(f32, [f32] * 3), "llvm.fma.f32")
-        return builder.call(fn, args)
-    return types.float32(types.float32, types.float32, types.float32), codegen
 
 
 @intrinsic

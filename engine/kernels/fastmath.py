@@ -32,9 +32,10 @@ from __future__ import annotations
 import numpy as np
 from llvmlite import ir
 from numba import njit, types
+from numba.core import cgutils
 from numba.extending import intrinsic
 
-__all__ = ["exp32", "log32", "tanh32", "erf32", "maximum", "minimum", "select"]
+__all__ = ["exp32", "log32", "tanh32", "erf32", "maximum", "minimum", "select", "fma"]
 
 F = np.float32
 _JIT = dict(cache=True, error_model="numpy", fastmath={"contract"})
@@ -53,6 +54,20 @@ def _f32_to_bits(typingctx, x):
     def codegen(context, builder, signature, args):
         return builder.bitcast(args[0], ir.IntType(32))
     return types.int32(types.float32), codegen
+
+
+@intrinsic
+def fma(typingctx, a, b, c):
+    """``a * b + c`` rounded once (float32): LLVM's exact ``llvm.fma``, as ATen's fused multiply-adds
+    (its compiler contracts some, its ``Vectorized::fmadd`` others), whatever ``fastmath`` says."""
+    if not all(isinstance(t, types.Float) and t.bitwidth == 32 for t in (a, b, c)):
+        return None
+
+    def codegen(context, builder, signature, args):
+        f32 = ir.FloatType()
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(f32, [f32] * 3), "llvm.fma.f32")
+        return builder.call(fn, args)
+    return types.float32(types.float32, types.float32, types.float32), codegen
 
 
 @intrinsic

@@ -1,5 +1,5 @@
 """Elementwise loops over flat float32 arrays: gelu (erf and tanh forms) and relu, forward and
-backward.
+backward, tanh's backward, and the fused ``x * alpha + z`` of ``add(..., alpha=)``.
 
 numpy's gelu makes six full-size temporaries and its erf is scipy's scalar loop; here one pass
 computes each element with ``fastmath``'s vectorisable erf/tanh/exp, in the same order of
@@ -14,9 +14,9 @@ import math
 import numpy as np
 from numba import njit
 
-from .fastmath import erf32, exp32, select, tanh32
+from .fastmath import erf32, exp32, fma, select, tanh32
 
-__all__ = ["gelu", "gelu_backward", "relu", "relu_backward", "tanh_backward"]
+__all__ = ["gelu", "gelu_backward", "relu", "relu_backward", "tanh_backward", "scaled_add"]
 
 F = np.float32
 _JIT = dict(cache=True, error_model="numpy", nogil=True)
@@ -82,3 +82,11 @@ def relu_backward(g, y, out):
     passes its gradient)."""
     for i in range(y.shape[0]):
         out[i] = select(y[i] <= F(0.0), F(0.0), g[i])
+
+
+@njit(**_JIT)
+def scaled_add(x, z, out, alpha):
+    """``out = x * alpha + z`` rounded once: ATen's ``add(z, x, alpha=alpha)`` on float32 (an optimizer's
+    ``p.add_(g, alpha=-lr)``), one pass where numpy needs float64 temporaries for the one rounding."""
+    for i in range(x.shape[0]):
+        out[i] = fma(x[i], alpha, z[i])

@@ -401,6 +401,11 @@ def _scaled_sum(xp, a, b, alpha):
     tensors' dtype (``add`` and ``sub`` pass ``alpha`` only for float32, float16 and bfloat16 operands)."""
     f32 = xp.float32
     alpha = f32(a.dtype.type(alpha))
+    if a.dtype == f32 and a.shape == b.shape and a.size and kernels.use(xp, a, b):   # one pass, llvm.fma
+        out = xp.empty_like(a)
+        kernels.parallel(kernels.loops("pointwise").scaled_add, 3, b.reshape(-1), a.reshape(-1), out.reshape(-1),
+                         alpha)
+        return out
     return _fma32(xp, b.astype(f32), alpha, a.astype(f32), a.dtype)
 
 
