@@ -1,5 +1,6 @@
 """Elementwise loops over flat float32 arrays: gelu (erf and tanh forms) and relu, forward and
-backward, tanh's backward, and the fused ``x * alpha + z`` of ``add(..., alpha=)``.
+backward, tanh's backward, and the fused multiply-adds of ``add(..., alpha=)``, ``lerp`` and
+``addcmul`` (one rounding each, as ATen's float32 kernels).
 
 numpy's gelu makes six full-size temporaries and its erf is scipy's scalar loop; here one pass
 computes each element with ``fastmath``'s vectorisable erf/tanh/exp, in the same order of
@@ -16,7 +17,7 @@ from numba import njit
 
 from .fastmath import erf32, exp32, fma, select, tanh32
 
-__all__ = ["gelu", "gelu_backward", "relu", "relu_backward", "tanh_backward", "scaled_add"]
+__all__ = ["gelu", "gelu_backward", "relu", "relu_backward", "tanh_backward", "scaled_add", "lerp", "addcmul"]
 
 F = np.float32
 _JIT = dict(cache=True, error_model="numpy", nogil=True)
@@ -90,3 +91,26 @@ def scaled_add(x, z, out, alpha):
     ``p.add_(g, alpha=-lr)``), one pass where numpy needs float64 temporaries for the one rounding."""
     for i in range(x.shape[0]):
         out[i] = fma(x[i], alpha, z[i])
+
+
+@njit(**_JIT)
+def lerp(start, end, out, coeff, from_end):
+    """``fma(coeff, end - start, end if from_end else start)``: ATen's lerp with a number weight
+    (``coeff`` the weight, or ``weight - 1`` from the end when ``|weight| >= 0.5``)."""
+    if from_end:
+        for i in range(start.shape[0]):
+            out[i] = fma(coeff, end[i] - start[i], end[i])
+    else:
+        for i in range(start.shape[0]):
+            out[i] = fma(coeff, end[i] - start[i], start[i])
+
+
+@njit(**_JIT)
+def addcmul(a, t1, t2, out, value):
+    """``fma(value * t1, t2, a)`` (the product by ``value`` rounded first, as ATen's kernel)."""
+    if value == F(1.0):
+        for i in range(a.shape[0]):
+            out[i] = fma(t1[i], t2[i], a[i])
+    else:
+        for i in range(a.shape[0]):
+            out[i] = fma(value * t1[i], t2[i], a[i])

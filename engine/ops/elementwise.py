@@ -396,12 +396,18 @@ def _fma32(xp, x, y, z, dtype):
     return (x.astype(f64) * y.astype(f64) + z.astype(f64)).astype(xp.float32).astype(dtype)
 
 
+def _one_pass(xp, a, *others) -> bool:
+    """Whether a fused multiply-add's float32 loop takes these arrays: same shape, contiguous, numpy."""
+    return (a.dtype == xp.float32 and a.size and all(o.shape == a.shape and o.dtype == a.dtype for o in others)
+            and kernels.use(xp, a, *others))
+
+
 def _scaled_sum(xp, a, b, alpha):
     """``a + alpha * b`` as PyTorch's kernel: ``fma(b, alpha, a)`` in float32 opmath, ``alpha`` in the
     tensors' dtype (``add`` and ``sub`` pass ``alpha`` only for float32, float16 and bfloat16 operands)."""
     f32 = xp.float32
     alpha = f32(a.dtype.type(alpha))
-    if a.dtype == f32 and a.shape == b.shape and a.size and kernels.use(xp, a, b):   # one pass, llvm.fma
+    if _one_pass(xp, a, b):   # one pass, llvm.fma
         out = xp.empty_like(a)
         kernels.parallel(kernels.loops("pointwise").scaled_add, 3, b.reshape(-1), a.reshape(-1), out.reshape(-1),
                          alpha)
@@ -753,6 +759,13 @@ def _lerp_fwd(xp, a, b, w):
     else ``(w - 1, end)``: exact at both ends."""
     if a.dtype in _OPMATH32:
         f32 = xp.float32
+        if not hasattr(w, "dtype") and _one_pass(xp, a, b):
+            w = f32(w)
+            out = xp.empty_like(a)
+            small = bool(-0.5 < w < 0.5)
+            kernels.parallel(kernels.loops("pointwise").lerp, 3, a.reshape(-1), b.reshape(-1), out.reshape(-1),
+                             w if small else w - f32(1), not small)
+            return out
         start, end = a.astype(f32), b.astype(f32)
         if hasattr(w, "dtype"):
             w = w.astype(f32)
@@ -777,6 +790,11 @@ def _addcmul_fwd(xp, a, t1, t2, *, value=1):
     """``fma(value * tensor1, tensor2, input)``."""
     if a.dtype in _OPMATH32:
         f32 = xp.float32
+        if _one_pass(xp, a, t1, t2):
+            out = xp.empty_like(a)
+            kernels.parallel(kernels.loops("pointwise").addcmul, 4, a.reshape(-1), t1.reshape(-1), t2.reshape(-1),
+                             out.reshape(-1), f32(value))
+            return out
         x = t1.astype(f32) if value == 1 else f32(value) * t1.astype(f32)
         return _fma32(xp, x, t2.astype(f32), a.astype(f32), a.dtype)
     return a + t1 * t2 if value == 1 else a + value * t1 * t2
