@@ -320,3 +320,17 @@ def test_silu_is_atens_op_and_its_differentiable_backward_rounds_in_the_input_dt
             np.testing.assert_array_equal(a, b)
         else:                                     # libm's last bits (ATen's vectorised exp)
             np.testing.assert_allclose(a, b, rtol=2e-6, atol=1e-7)
+
+
+def test_indexing_with_none_strides_the_new_axis_as_unsqueeze():
+    """``a[:, None] * b[None, :]`` outer products (NeRF's ``x[..., None, :] * freqs[:, None]``): ATen's
+    indexing unsqueezes, striding the new axis as the dim after it spans; numpy strides it 0, which
+    showed in ``stride()`` and fed ATen's one-element-dim ordering of later elementwise results."""
+    got = []
+    for m in (torch, tapelab):
+        a = m.arange(6.0).view(2, 3)
+        views = [a[:, None], a[None], a[..., None], a[None, :, None], a[None, None], a[0, None], a[:, None, 1]]
+        y = m.ones(2, 3, requires_grad=True) * 1
+        y[:, None].mul_(3)
+        got.append([v.stride() for v in views] + [y.detach().numpy().tolist()])
+    assert got[1] == got[0]

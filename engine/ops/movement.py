@@ -180,9 +180,31 @@ def _slice_name(ndims: tuple, params: dict) -> str:
     return name
 
 
+def _slice_fwd(xp, x, *, key):
+    """``x[key]``; a new axis (None) strided as ATen's unsqueeze strides it when the index reaches it:
+    as the input dim then after it spans (one element past the last). numpy strides it 0, and ATen's
+    ordering of an elementwise result reads one-element dims' strides."""
+    out = x[key]
+    if None in key and type(out) is np.ndarray:
+        strides = list(out.strides)
+        rest = x.ndim - sum(k is not None and k is not Ellipsis for k in key)   # the dims an Ellipsis takes
+        i = o = 0
+        for k in key:
+            if k is None:
+                strides[o] = x.shape[i] * x.strides[i] if i < x.ndim else x.itemsize
+                o += 1
+            elif k is Ellipsis:
+                i, o = i + rest, o + rest
+            else:
+                i, o = i + 1, o + (type(k) is slice)
+        if tuple(strides) != out.strides:
+            out = np.lib.stride_tricks.as_strided(out, out.shape, strides, writeable=out.flags.writeable)
+    return out
+
+
 # ``key`` is a tuple of ints, slices (positive steps), None and a trailing Ellipsis, so numpy
 # always returns a view (an all-int key without the Ellipsis would give a scalar copy)
-_slice = Op("slice", lambda xp, x, *, key: x[key],
+_slice = Op("slice", _slice_fwd,
             lambda g, out, x, *, key: (apply(_slice_backward, g, shape=x._data.shape, key=key),),
             saves=NONE, is_view=True, aliases=("narrow", "select", "split", "chunk", "unbind", "tensor_split"),
             onnx=_onnx_slice, backward_name=_slice_name)
