@@ -1,6 +1,7 @@
 """Gaps met in session 16 by programs run under real torch and under tapelab, each against PyTorch."""
 import warnings
 
+import numpy as np
 import pytest
 import torch
 
@@ -83,3 +84,22 @@ def test_inner_refuses_two_dtypes_with_torchs_words():
     for lib in (torch, tapelab):
         with pytest.raises(RuntimeError, match="^both inputs should have same dtype$"):
             lib.inner(lib.randn(2, 3), lib.randn(2, 3).double())
+
+
+@pytest.mark.parametrize("shape,dims", [((1000, 1000), None), ((1000, 1000), (1,)), ((1000, 1000), (0,)), ((7, 5, 3), (0, 2)),
+                                        ((64, 256), (-1,)), ((40000,), None), ((5, 1), (0,))])
+def test_float32_var_and_1_norm_equal_torchs_bits(shape, dims):
+    """var's float64 accumulation and the 1-norm's one-term-at-a-time order (ATen's), run as one pass
+    per row (a float64 copy of the input made var 5x slower, a cumsum the 1-norm 13x); a whole
+    tensor's 1-norm past 32768 terms is split as PyTorch splits it among its threads."""
+    x = (np.random.default_rng(sum(shape)).standard_normal(shape) * 3 + 1).astype(np.float32)
+    threads = tapelab.get_num_threads()
+    tapelab.set_num_threads(torch.get_num_threads())
+    try:
+        kw = {} if dims is None else {"dim": dims}
+        for lib_call in (lambda lib, t: t.var(**kw, correction=1), lambda lib, t: t.var(**kw, correction=0),
+                         lambda lib, t: t.norm(1, **kw), lambda lib, t: t.double().norm(1, **kw)):
+            ours, theirs = (lib_call(lib, lib.tensor(x)).numpy() for lib in (tapelab, torch))
+            np.testing.assert_array_equal(ours, theirs)
+    finally:
+        tapelab.set_num_threads(threads)

@@ -11,13 +11,18 @@ shorter than one vector is summed as four interleaved scalar accumulators the sa
 tensor of 32768 elements or more, when PyTorch runs more than one thread, is cut into one chunk
 per thread (``at::parallel_for``'s split) whose sums are then summed as a row of ``threads`` values.
 numpy's pairwise sum differs from this in the last bit in most rows, which a printed loss shows.
+
+Two other orders ATen reduces in: its generic loop (the 1- and p-norms) adds a row's terms one at a
+time (``sequential``), and its var/std of float32 accumulates in float64 and rounds once
+(``variances``, a two-pass float64 variance, its sums reassociated so they vectorise: the same
+float32 as Welford's, without the float64 copy of the input numpy needs).
 """
 from __future__ import annotations
 
 import numpy as np
 from numba import njit
 
-__all__ = ["row_sums", "column_sums", "total"]
+__all__ = ["row_sums", "column_sums", "total", "sequential", "variances"]
 
 _JIT = dict(cache=True, error_model="numpy", nogil=True)
 _VECTOR_BYTES = 32  # AVX2: PyTorch registers no AVX512 sum kernel (slower there), so 8 floats a vector
@@ -252,3 +257,43 @@ def column_sums(a: np.ndarray, cols: int, threads: int, out: np.ndarray) -> None
     float32/float64 ``a`` read as ``(-1, cols)`` rows, in ATen's order when PyTorch runs ``threads``
     threads (a reduction over leading dims: a bias gradient)."""
     _outer(a, cols, threads, out)
+
+
+@njit(**_JIT)
+def sequential(rows, out, chunks):
+    """``out[i]``: row ``i`` of the 2-D ``rows`` summed one term at a time, in its dtype; a single row
+    of ``_GRAIN`` terms or more in ``chunks`` pieces (``at::parallel_for``'s split among threads),
+    each summed so, then the pieces' sums added in order."""
+    n = rows.shape[1]
+    if rows.shape[0] == 1 and n >= _GRAIN and chunks > 1:
+        size = -(-n // chunks)
+        total = rows.dtype.type(0)
+        for start in range(0, n, size):
+            acc = rows.dtype.type(0)
+            for j in range(start, min(start + size, n)):
+                acc += rows[0, j]
+            total += acc
+        out[0] = total
+        return
+    for i in range(rows.shape[0]):
+        acc = rows.dtype.type(0)
+        for j in range(n):
+            acc += rows[i, j]
+        out[i] = acc
+
+
+@njit(cache=True, error_model="numpy", nogil=True, fastmath={"reassoc"})
+def variances(rows, correction, out):
+    """``out[i]``: row ``i``'s variance, ``sum((x - mean)^2) / (n - correction)`` in float64, rounded
+    to ``out``'s dtype once (a divisor <= 0 gives inf or nan, as ATen's)."""
+    n = rows.shape[1]
+    for i in range(rows.shape[0]):
+        total = 0.0
+        for j in range(n):
+            total += np.float64(rows[i, j])
+        mean = total / n
+        m2 = 0.0
+        for j in range(n):
+            d = np.float64(rows[i, j]) - mean
+            m2 += d * d
+        out[i] = m2 / (n - correction if n > correction else 0.0)

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import builtins
 
+import math
+
 import numpy as np
 
 from .. import kernels, return_types
@@ -435,6 +437,11 @@ _WELFORD64 = (np.float32, np.float16, BFLOAT16_NP)   # dtypes ATen's var/std acc
 def _var_fwd(xp, x, *, dims, keepdim, correction):
     """float32, float16 and bfloat16 accumulate in float64 and round once, as ATen's Welford
     reduction (float32 arithmetic differed in the last bit of about half the variances)."""
+    if x.dtype == np.float32 and x.size and kernels.use(xp, x):   # one float64 pass per row, no float64 copy
+        rows, shape = _reduced_rows(xp, x, dims, keepdim)
+        out = xp.empty(rows.shape[0], x.dtype)
+        kernels.loops("sum_order").variances(rows, float(correction), out)
+        return out.reshape(shape)
     if x.dtype in _WELFORD64:
         return _var_fwd(xp, x.astype(xp.float64), dims=dims, keepdim=keepdim, correction=correction).astype(x.dtype)
     d = x - x.mean(axis=dims, keepdims=True)
@@ -591,10 +598,24 @@ def _in_sequence(xp, a, dims, keepdim: bool):
     reduced = tuple(range(nd)) if dims is None else tuple(sorted(d % nd for d in dims)) if nd else ()
     if not reduced or a.size == 0:
         return a.sum(axis=dims, keepdims=keepdim)
+    rows, shape = _reduced_rows(xp, a, dims, keepdim)
+    if xp is np and kernels.enabled() and rows.dtype in (np.float32, np.float64):
+        out = xp.empty(rows.shape[0], a.dtype)
+        kernels.loops("sum_order").sequential(rows, out, kernels.threads())
+        return out.reshape(shape)
+    return xp.cumsum(rows, axis=-1)[..., -1].reshape(shape)
+
+
+def _reduced_rows(xp, a, dims, keepdim: bool) -> tuple:
+    """``a`` as C-contiguous 2-D rows, one per output (the kept dims first, in order, then the reduced
+    ones), and the output's shape."""
+    nd = a.ndim
+    reduced = tuple(range(nd)) if dims is None else tuple(sorted(d % nd for d in dims)) if nd else ()
     kept = [s for d, s in enumerate(a.shape) if d not in reduced]
-    rows = xp.moveaxis(a, reduced, tuple(range(nd - len(reduced), nd))).reshape(kept + [-1])
-    out = xp.cumsum(rows, axis=-1)[..., -1]
-    return out.reshape([1 if d in reduced else s for d, s in enumerate(a.shape)]) if keepdim else out
+    rows = xp.ascontiguousarray(xp.moveaxis(a, reduced, tuple(range(nd - len(reduced), nd))).reshape(
+        [math.prod(kept), -1]))
+    shape = [1 if d in reduced else s for d, s in enumerate(a.shape)] if keepdim else kept
+    return rows, tuple(shape)
 
 
 def _norm_vjp(g, out, x, *, ord, dims, keepdim):
