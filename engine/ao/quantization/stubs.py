@@ -8,28 +8,24 @@ from ...nn.modules.module import Module
 __all__ = ["QuantStub", "DeQuantStub", "QuantWrapper"]
 
 
-class QuantStub(Module):
+class _Stub(Module):
+    """A place ``convert`` swaps for a quantizing module; identity until then."""
+
+    def __init__(self, qconfig=None) -> None:
+        super().__init__()
+        if qconfig:
+            self.qconfig = qconfig
+
+    def forward(self, x: Tensor) -> Tensor:
+        return x
+
+
+class QuantStub(_Stub):
     """Where a tensor is to be quantized; identity until ``convert``."""
 
-    def __init__(self, qconfig=None) -> None:
-        super().__init__()
-        if qconfig:
-            self.qconfig = qconfig
 
-    def forward(self, x: Tensor) -> Tensor:
-        return x
-
-
-class DeQuantStub(Module):
+class DeQuantStub(_Stub):
     """Where a tensor is to be dequantized; identity until ``convert``."""
-
-    def __init__(self, qconfig=None) -> None:
-        super().__init__()
-        if qconfig:
-            self.qconfig = qconfig
-
-    def forward(self, x: Tensor) -> Tensor:
-        return x
 
 
 class QuantWrapper(Module):
