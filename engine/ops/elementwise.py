@@ -402,17 +402,23 @@ def _one_pass(xp, a, *others) -> bool:
             and kernels.use(xp, a, *others))
 
 
-def _scaled_sum(xp, a, b, alpha):
+def _scaled_sum(xp, a, b, alpha, out=None):
     """``a + alpha * b`` as PyTorch's kernel: ``fma(b, alpha, a)`` in float32 opmath, ``alpha`` in the
-    tensors' dtype (``add`` and ``sub`` pass ``alpha`` only for float32, float16 and bfloat16 operands)."""
+    tensors' dtype (``add`` and ``sub`` pass ``alpha`` only for float32, float16 and bfloat16 operands);
+    into ``out`` when given (an optimizer's parameter, updated in place)."""
     f32 = xp.float32
     alpha = f32(a.dtype.type(alpha))
-    if _one_pass(xp, a, b):   # one pass, llvm.fma
-        out = xp.empty_like(a)
+    if _one_pass(xp, a, b) and (out is None or (out.shape == a.shape and out.dtype == a.dtype
+                                                and out.flags.c_contiguous)):   # one pass, llvm.fma
+        out = xp.empty_like(a) if out is None else out
         kernels.parallel(kernels.loops("pointwise").scaled_add, 3, b.reshape(-1), a.reshape(-1), out.reshape(-1),
                          alpha)
         return out
-    return _fma32(xp, b.astype(f32), alpha, a.astype(f32), a.dtype)
+    res = _fma32(xp, b.astype(f32), alpha, a.astype(f32), a.dtype)
+    if out is None:
+        return res
+    xp.copyto(out, res)
+    return out
 
 
 _add = Op("add", lambda xp, a, b, alpha=1: a + b if alpha == 1 else _scaled_sum(xp, a, b, alpha),
@@ -424,14 +430,14 @@ _sub = Op("sub", lambda xp, a, b, alpha=1: a - b if alpha == 1 else _scaled_sum(
           aliases=("subtract", "rsub"), onnx=_onnx_sub)
 
 
-def scaled_sum(xp, a, b, alpha):
-    """``a + alpha * b`` on arrays exactly as ``add(a, b, alpha=alpha)`` computes it on tensors
-    (the optimizers' array fast paths use it)."""
+def scaled_sum(xp, a, b, alpha, out=None):
+    """``a + alpha * b`` on arrays exactly as ``add(a, b, alpha=alpha)`` computes it on tensors, into
+    ``out`` when given (the optimizers' array fast paths use it)."""
     if alpha == 1:
-        return a + b
+        return xp.add(a, b, out=out)
     if a.dtype == b.dtype and a.dtype in _OPMATH32:
-        return _scaled_sum(xp, a, b, alpha)
-    return a + b * alpha
+        return _scaled_sum(xp, a, b, alpha, out)
+    return xp.add(a, b * alpha, out=out)
 
 
 def _alpha_fused(a, b, alpha) -> bool:

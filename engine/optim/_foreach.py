@@ -73,11 +73,11 @@ def sgd(opt, group: dict, lr: float) -> None:
             else:
                 b = buf._data
                 np.multiply(b, momentum, out=b)
-                np.copyto(b, scaled_sum(np, b, g, 1 - dampening))
+                scaled_sum(np, b, g, 1 - dampening, out=b)
             _bump(buf)
             g = scaled_sum(np, g, buf._data, momentum) if nesterov else buf._data
         data = p._data
-        np.copyto(data, scaled_sum(np, data, g, -lr))
+        scaled_sum(np, data, g, -lr, out=data)
         _bump(p)
 
 
