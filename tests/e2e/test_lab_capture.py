@@ -46,7 +46,7 @@ def _check(page, lab_url, out_dir):
     view.locator(".tapelab-unit[data-step]").first.wait_for()
     steps = int(view.get_attribute("data-steps"))
     printed = page.locator(".jp-OutputArea-output", has_text="replayed").first.text_content()
-    assert f"steps {steps}" in printed and steps > 20, (steps, printed)   # all the program's steps
+    assert f"steps {steps}" in printed and steps >= 20, (steps, printed)   # all the program's steps (SGD: one fused add_ a parameter)
     drawn = view.locator(".tapelab-unit[data-step]").count()
     assert drawn >= 20, drawn
     assert view.locator(".tapelab-unit[data-role=input]").count() >= 1           # x or y, in view
