@@ -43,7 +43,7 @@ def test_nodes_initializers_and_shapes(path):
     assert conv["shape"] == ["batch", 4, 6, 6] and conv["module"] == "conv" and conv["tapelab_op"] == "convolution"
     assert "test_onnx_view.py:" in conv["source"] and "self.conv(x)" in conv["source"]
     assert {e["source"] for e in g["edges"] if e["target"] == conv["id"]} == \
-        {"onnx:in:x", "onnx:init:conv.weight"}
+        {"onnx:in:x", "onnx:init:conv.weight", "onnx:init:conv.bias"}   # the bias inside Conv, as torch exports it
     assert {grp["path"] for grp in g["groups"]} >= {"conv", "bn", "fc"}
     assert by_op["output"][0]["shape"] == ["batch", 2]
 
