@@ -215,7 +215,10 @@ class Library:
 
     def _destroy(self) -> None:
         """Undo this library's registrations, as PyTorch does when a Library is collected: its
-        kernels leave their ops, its definitions leave ``torch.ops``, a DEF frees the namespace."""
+        kernels leave their ops, its definitions leave ``torch.ops``, a DEF frees the namespace.
+        Nothing at interpreter exit, when this module's globals are already cleared."""
+        if _PACKETS is None:
+            return
         for op, fn in self._kernels:
             if op.kernel is fn:
                 op.kernel = None

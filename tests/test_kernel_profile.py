@@ -38,7 +38,7 @@ def kernel():
 
 def test_profile_magic_shows_a_profile_view(kernel):
     km, kc = kernel
-    reply, msgs = run(kc, "%%profile --table --rows 5 train step\nwith torch.profiler.record_function('train_step'):\n"
+    reply, msgs = run(kc, "%%profile --table --rows 12 train step\nwith torch.profiler.record_function('train_step'):\n"
                           "    loss = step()\nprint('loss', round(loss.item(), 4))")
     assert reply["content"]["status"] == "ok", reply["content"]
     out = stdout(msgs)

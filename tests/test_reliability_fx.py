@@ -137,7 +137,7 @@ def test_get_attr_and_module_paths_with_odd_atoms_are_quoted():
     x = g.placeholder("x")
     g.output(g.call_function(operator.add, (x, g.get_attr("in.w"))))
     gm = fx.GraphModule(root, g)
-    assert "getattr(self, 'in').w" in gm.code
+    assert 'getattr(self, "in").w' in gm.code
     np.testing.assert_array_equal(gm(tapelab.ones(2)).numpy(), [2.0, 2.0])
 
 
