@@ -207,7 +207,17 @@ def _unsupported_symmetric_reduce(observer: UniformQuantizationObserverBase, sym
         raise NotImplementedError(f"Cannot reduce range for symmetric{gap}quantization for quint8")
 
 
-class MinMaxObserver(UniformQuantizationObserverBase):
+class _MinMaxBuffers(UniformQuantizationObserverBase):
+    """An observer whose range is its ``min_val`` and ``max_val`` buffers (one pair, or one per channel)."""
+
+    def calculate_qparams(self) -> tuple[Tensor, Tensor]:
+        return self._calculate_qparams(self.min_val, self.max_val)
+
+    def extra_repr(self) -> str:
+        return f"min_val={self.min_val}, max_val={self.max_val}"
+
+
+class MinMaxObserver(_MinMaxBuffers):
     """The running minimum and maximum of everything seen (one pair per tensor)."""
 
     def __init__(self, dtype=_dt.quint8, qscheme=_dt.per_tensor_affine, reduce_range: bool = False,
@@ -232,12 +242,6 @@ class MinMaxObserver(UniformQuantizationObserverBase):
         self.min_val.copy_(lo)
         self.max_val.copy_(hi)
         return x_orig
-
-    def calculate_qparams(self) -> tuple[Tensor, Tensor]:
-        return self._calculate_qparams(self.min_val, self.max_val)
-
-    def extra_repr(self) -> str:
-        return f"min_val={self.min_val}, max_val={self.max_val}"
 
     def reset_min_max_vals(self) -> None:
         self.min_val.copy_(tensor(float("inf")))
@@ -269,7 +273,7 @@ class MovingAverageMinMaxObserver(MinMaxObserver):
         return self.min_val + c * (lo - self.min_val), self.max_val + c * (hi - self.max_val)
 
 
-class PerChannelMinMaxObserver(UniformQuantizationObserverBase):
+class PerChannelMinMaxObserver(_MinMaxBuffers):
     """The running minimum and maximum of each slice along ``ch_axis``."""
 
     def __init__(self, ch_axis: int = 0, dtype=_dt.quint8, qscheme=_dt.per_channel_affine, reduce_range: bool = False,
@@ -304,12 +308,6 @@ class PerChannelMinMaxObserver(UniformQuantizationObserverBase):
         self.min_val.copy_(lo)
         self.max_val.copy_(hi)
         return x_orig
-
-    def calculate_qparams(self) -> tuple[Tensor, Tensor]:
-        return self._calculate_qparams(self.min_val, self.max_val)
-
-    def extra_repr(self) -> str:
-        return f"min_val={self.min_val}, max_val={self.max_val}"
 
     def _load_from_state_dict(self, state_dict: dict, prefix: str, local_metadata: dict, strict: bool,
                               missing_keys: list, unexpected_keys: list, error_msgs: list) -> None:

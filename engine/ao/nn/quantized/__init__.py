@@ -20,6 +20,7 @@ from ....nn.modules.module import Module
 from ....nn.utils.fusion import fuse_conv_bn_weights
 from ...quantized_tensor import QuantizedTensor, quantize_per_channel, quantize_per_tensor
 from . import dynamic  # noqa: F401
+from ._weight_bias import WeightBias
 
 __all__ = ["Quantize", "DeQuantize", "Linear", "Conv2d", "FloatFunctional", "QFunctional"]
 
@@ -114,19 +115,10 @@ class DeQuantize(Module):
         return DeQuantize()
 
 
-class _Quantized(Module):
+class _Quantized(WeightBias):
     """Shared state of the static quantized layers: int8 weight, float bias, output scale and zero point."""
 
     _RELU = False
-
-    def weight(self) -> QuantizedTensor:
-        return self._weight
-
-    def bias(self) -> Tensor | None:
-        return self._bias
-
-    def set_weight_bias(self, w: QuantizedTensor, b: Tensor | None) -> None:
-        self._weight, self._bias = w, b
 
     @classmethod
     def from_float(cls, mod, use_precomputed_fake_quant: bool = False):

@@ -9,9 +9,9 @@ from .....base import dtype as _dt
 from .....core.creation import from_numpy
 from .....core.tensor import Tensor
 from .....nn.modules.linear import Linear as _FloatLinear
-from .....nn.modules.module import Module
 from .....ops.quantize import choose_qparams
-from ....quantized_tensor import QuantizedTensor, quantize_per_channel, quantize_per_tensor
+from ....quantized_tensor import quantize_per_channel, quantize_per_tensor
+from .._weight_bias import WeightBias
 
 __all__ = ["Linear"]
 
@@ -27,7 +27,7 @@ def _quantize_input(x: np.ndarray, reduce_range: bool) -> tuple[np.ndarray, np.f
     return codes.astype(np.int64), scale, zero_point
 
 
-class Linear(Module):
+class Linear(WeightBias):
     """``y = x W^T + b`` with ``W`` int8 (per tensor or per output channel) and ``x`` quantized per call; the
     int32 accumulation is exact and the float output is ``fma(acc, x_scale * w_scale, b)``, fbgemm's rounding."""
 
@@ -49,15 +49,6 @@ class Linear(Module):
     def extra_repr(self) -> str:
         return (f"in_features={self.in_features}, out_features={self.out_features}, dtype={self._dtype}, "
                 f"qscheme={self._weight.qscheme()}")
-
-    def weight(self) -> QuantizedTensor:
-        return self._weight
-
-    def bias(self) -> Tensor | None:
-        return self._bias
-
-    def set_weight_bias(self, w: QuantizedTensor, b: Tensor | None) -> None:
-        self._weight, self._bias = w, b
 
     def forward(self, x: Tensor) -> Tensor:
         w = self._weight
