@@ -568,15 +568,80 @@ def test_backends_quantized_engine():
             q.engine = saved
 
 
-def test_saving_a_quantized_tensor_is_refused_not_flattened():
-    """tapelab.save has no quantized-tensor format yet: a state dict holding one is refused (PicklingError)
-    rather than written as its integer codes without scale and zero point (torch saves them with
-    _rebuild_qtensor)."""
+@pytest.mark.parametrize("writer", ["tapelab", "torch"])
+def test_quantized_tensors_round_trip_through_checkpoints_both_ways(writer):
+    """A checkpoint holding per-tensor and per-channel quantized tensors (and a qint8 dtype) is written as PyTorch
+    writes it (``_rebuild_qtensor`` over a QInt8/QUInt8 storage): each library reads the other's file to the same
+    codes, scales, zero points and axis."""
     import io
-    import pickle
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        q = tapelab.quantize_per_tensor(tapelab.randn(3), 0.1, 2, tapelab.qint8)
-    for obj in (q, {"w": q}):
-        with pytest.raises(pickle.PicklingError, match="QuantizedTensor"):
-            tapelab.save(obj, io.BytesIO())
+        made = {}
+        for m in (tapelab, torch):
+            made[m.__name__] = {"x": m.quantize_per_tensor(m.tensor([0.5, -1.0, 2.0]), 0.1, 3, m.qint8),
+                                "y": m.quantize_per_channel(m.tensor([[0.5, -1.0], [2.0, 1.0]]),
+                                                            m.tensor([0.1, 0.2], dtype=m.float64), m.tensor([0, 1]),
+                                                            0, m.quint8),
+                                "d": m.qint8}
+        reader = torch if writer == "tapelab" else tapelab
+        buf = io.BytesIO()
+        (tapelab if writer == "tapelab" else torch).save(made[writer], buf)
+        buf.seek(0)
+        got = reader.load(buf)
+    assert got["d"] is reader.qint8
+    x, y = got["x"], got["y"]
+    assert (x.dtype, x.qscheme(), x.q_scale(), x.q_zero_point()) == (reader.qint8, reader.per_tensor_affine, 0.1, 3)
+    assert x.int_repr().tolist() == [8, -7, 23]
+    assert (y.dtype, y.qscheme(), y.q_per_channel_axis()) == (reader.quint8, reader.per_channel_affine, 0)
+    assert y.int_repr().tolist() == [[5, 0], [11, 6]]
+    assert y.q_per_channel_scales().tolist() == [0.1, 0.2] and y.q_per_channel_zero_points().tolist() == [0, 1]
+
+
+
+
+def _converted(m, dynamic: bool):
+    """A conv-relu-linear model quantized statically (calibrated on fixed data) or a dynamic-Linear one, built with
+    the same float weights in either library."""
+    class Net(m.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.quant, self.dequant = m.ao.quantization.QuantStub(), m.ao.quantization.DeQuantStub()
+            self.conv, self.relu, self.fc = m.nn.Conv2d(1, 4, 3), m.nn.ReLU(), m.nn.Linear(4 * 6 * 6, 10)
+
+        def forward(self, x):
+            return self.dequant(self.fc(self.relu(self.conv(self.quant(x))).flatten(1)))
+    net = Net().eval()
+    rng = np.random.default_rng(0)
+    with m.no_grad():
+        for p in net.parameters():
+            p.copy_(m.tensor(rng.uniform(-0.3, 0.3, tuple(p.shape)).astype(np.float32)))
+    if dynamic:
+        return m.ao.quantization.quantize_dynamic(net, {m.nn.Linear}, dtype=m.qint8)
+    net.qconfig = m.ao.quantization.get_default_qconfig("x86")
+    net = m.ao.quantization.prepare(m.ao.quantization.fuse_modules(net, [["conv", "relu"]]))
+    for _ in range(3):
+        net(m.tensor(rng.standard_normal((2, 1, 8, 8)).astype(np.float32)))
+    return m.ao.quantization.convert(net)
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_quantized_models_state_dicts_are_torchs_and_load_across_libraries(dynamic):
+    """A converted model's state dict has PyTorch's keys (``weight``/``bias``/``scale``/``zero_point`` for a
+    quantized conv, ``_packed_params._packed_params`` for a linear layer), and a checkpoint of it written by either
+    library loads into a freshly converted model of the other with the same outputs."""
+    import io
+    x = np.random.default_rng(1).standard_normal((2, 1, 8, 8)).astype(np.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ours, theirs = _converted(tapelab, dynamic), _converted(torch, dynamic)
+        assert list(ours.state_dict()) == list(theirs.state_dict())
+        for writer, reader, fresh in ((tapelab, torch, _converted(torch, dynamic)),
+                                      (torch, tapelab, _converted(tapelab, dynamic))):
+            source = ours if writer is tapelab else theirs
+            buf = io.BytesIO()
+            writer.save(source.state_dict(), buf)
+            buf.seek(0)
+            fresh.load_state_dict(reader.load(buf))
+            got = fresh(reader.tensor(x)).detach().numpy()
+            want = source(writer.tensor(x)).detach().numpy()
+            np.testing.assert_array_equal(got, want)

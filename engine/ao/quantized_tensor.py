@@ -20,6 +20,7 @@ from ..core.creation import from_numpy
 from ..base.dispatch_state import STATE as _DISPATCH
 from ..core.overrides import _disabled_torch_function_impl, handle_torch_function, has_tensor_like
 from ..core.tensor import Tensor
+from ..serialization import register_quantized_constructor
 
 __all__ = ["QuantizedTensor", "quantize_per_tensor", "quantize_per_channel", "dequantize"]
 
@@ -203,6 +204,36 @@ def _made_class() -> type:
     return cls
 
 
+def _warn_deprecated_once() -> None:
+    """PyTorch's deprecation of quantized tensor creation is a TORCH_WARN_ONCE: the first call in a process warns,
+    wherever it comes from (a user's quantize_per_tensor or a layer's conversion), and no later one."""
+    if not _WARNED:
+        _WARNED.append(True)
+        warnings.warn(_DEPRECATED, UserWarning, stacklevel=3)
+
+
+_WARNED: list = []
+
+
+def _from_checkpoint(codes: Tensor, quantizer: tuple) -> QuantizedTensor:
+    """A quantized tensor a checkpoint holds: its integer codes and PyTorch's quantizer parameters
+    (``torch._utils._rebuild_qtensor``); float zero points mean float qparams."""
+    array = codes.numpy()
+    dtype = {np.dtype(np.int8): _dt.qint8, np.dtype(np.uint8): _dt.quint8, np.dtype(np.int32): _dt.qint32}[array.dtype]
+    scheme, *params = quantizer
+    if scheme is _dt.per_tensor_affine:
+        scale, zero_point = params
+        return QuantizedTensor._make(array, dtype, scheme, float(scale), int(zero_point))
+    scales, zero_points, axis = params
+    zero_points = zero_points.numpy()
+    if zero_points.dtype.kind == "f":
+        scheme = _dt.per_channel_affine_float_qparams
+    return QuantizedTensor._make(array, dtype, scheme, scales.numpy().astype(np.float64), zero_points, int(axis))
+
+
+register_quantized_constructor(_from_checkpoint)
+
+
 def _check_input(input: Tensor, dtype) -> None:
     if not input.dtype.is_floating_point:
         raise RuntimeError(f"Quantize only works on Float Tensor, got {input.dtype.scalar_type}")
@@ -223,7 +254,7 @@ def quantize_per_tensor(input: Tensor, scale, zero_point, dtype) -> QuantizedTen
     if isinstance(input, (list, tuple)):
         return [quantize_per_tensor(t, float(s), int(z), dtype) for t, s, z in zip(input, scale, zero_point)]
     _check_input(input, dtype)
-    warnings.warn(_DEPRECATED, UserWarning, stacklevel=2)
+    _warn_deprecated_once()
     scale, zero_point = float(scale), int(zero_point)
     inv = np.float64(np.float32(1.0) / np.float32(scale))
     x = input.detach().numpy(force=True).astype(np.float64)
@@ -241,7 +272,7 @@ def quantize_per_channel(input: Tensor, scales: Tensor, zero_points: Tensor, axi
             zero_points.numel() != scales.numel():
         raise RuntimeError(f"quantize_per_channel: expected {input.shape[axis]} scales and zero points along axis "
                            f"{axis}, got {tuple(scales.shape)} and {tuple(zero_points.shape)}")
-    warnings.warn(_DEPRECATED, UserWarning, stacklevel=2)
+    _warn_deprecated_once()
     scale64 = scales.detach().numpy(force=True).astype(np.float64)
     zp64 = zero_points.detach().numpy(force=True).astype(np.int64)
     shape = [1] * input.dim()

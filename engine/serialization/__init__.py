@@ -31,7 +31,7 @@ from . import _legacy, _safetensors, _zipformat
 from ..base.device import device
 from ._atomic import atomic_write
 from ._errors import CheckpointError
-from ._names import FullUnpickler, TorchNames
+from ._names import FullUnpickler, TorchNames, register_quantized_constructor  # noqa: F401 (tapelab.ao's hook)
 from ._storage import check_map_location
 from ._zipformat import PyTorchFileReader
 from ._weights_only import (WeightsOnlyUnpickler, add_safe_globals, allowed_global, clear_safe_globals,

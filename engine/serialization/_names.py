@@ -39,15 +39,31 @@ def _rebuild_sparse_tensor(layout, data) -> Tensor:
                              is_coalesced=bool(coalesced and coalesced[0]))
 
 
+_QUANTIZED: list = []   # the constructor tapelab.ao registers (register_quantized_constructor)
+
+
+def register_quantized_constructor(make) -> None:
+    """How ``_rebuild_qtensor`` turns integer codes and PyTorch's quantizer parameters (``(torch.per_tensor_affine,
+    scale, zero_point)`` or ``(torch.per_channel_affine, scales, zero_points, axis)``) into a quantized tensor:
+    ``make(codes, params)``, registered by tapelab.ao, a layer above this package."""
+    _QUANTIZED[:] = [make]
+
+
+def _rebuild_qtensor(storage, storage_offset, size, stride, quantizer_params, requires_grad, backward_hooks):
+    """``torch._utils._rebuild_qtensor``: the codes (a QInt8/QUInt8/QInt32 storage) read through the quantizer."""
+    if not _QUANTIZED:
+        raise pickle.UnpicklingError("this checkpoint holds quantized tensors, and tapelab.ao is not imported")
+    return _QUANTIZED[0](S.rebuild_tensor(storage, storage_offset, size, stride), tuple(quantizer_params))
+
+
 _REBUILD = {"_rebuild_tensor": S.rebuild_tensor, "_rebuild_tensor_v2": S.rebuild_tensor_v2,
             "_rebuild_tensor_v3": S.rebuild_tensor_v3, "_rebuild_parameter": S.rebuild_parameter,
             "_rebuild_parameter_with_state": S.rebuild_parameter_with_state,
             "_rebuild_device_tensor_from_cpu_tensor": S.rebuild_device_tensor_from_cpu_tensor,
-            "_rebuild_sparse_tensor": _rebuild_sparse_tensor}
+            "_rebuild_sparse_tensor": _rebuild_sparse_tensor, "_rebuild_qtensor": _rebuild_qtensor}
 
 # Allowed by PyTorch's weights-only load, but naming something tapelab does not have.
-_MISSING_FEATURES = {"torch._utils._rebuild_qtensor": "quantized tensors",
-                     "torch._utils._rebuild_nested_tensor": "nested tensors",
+_MISSING_FEATURES = {"torch._utils._rebuild_nested_tensor": "nested tensors",
                      "torch._utils._rebuild_wrapper_subclass": "tensor subclasses",
                      "torch._utils._rebuild_meta_tensor_no_storage": "meta tensors in checkpoints",
                      "torch._utils._rebuild_device_tensor_from_numpy": "tensors pickled through numpy"}
@@ -67,7 +83,9 @@ def weights_only_table() -> dict[str, object]:
              "torch.nn.parameter.Parameter": Parameter, "torch._tensor._rebuild_from_type_v2": S.rebuild_from_type_v2,
              "torch.serialization._get_layout": _get_layout}
     table.update({f"torch._utils.{name}": fn for name, fn in _REBUILD.items()})
-    table.update({f"torch.{name}": S.StorageType(name) for name in (*S.STORAGE_NAMES.values(), "UntypedStorage")})
+    table.update({f"torch.{name}": S.StorageType(name) for name in (*S.STORAGE_NAMES.values(), "UntypedStorage",
+                                                                    *S.QUANTIZED_STORAGE_NAMES.values())})
+    table.update({f"torch.{name}": scheme for name, scheme in _dtype._QSCHEMES.items()})
     table.update({f"torch.{name}": getattr(_dtype, name) for name in dir(_dtype)
                   if isinstance(getattr(_dtype, name), _dtype.dtype)})
     return table

@@ -21,7 +21,7 @@ from ..base import dtype as _dtype
 from ..base.device import device
 from ..base.layout import layout
 from ..core.tensor import Size, Tensor
-from ._storage import STORAGE_NAMES
+from ._storage import QUANTIZED_STORAGE_NAMES, STORAGE_NAMES
 
 
 class TorchName:
@@ -43,12 +43,13 @@ class TorchName:
 
 
 class _StorageRef:
-    """One storage being written: its key, device and 1-d host array in memory order."""
+    """One storage being written: its key, device, 1-d host array in memory order, and PyTorch's storage class
+    (from the array's dtype, or ``QInt8Storage`` and its kin for a quantized tensor's codes)."""
 
-    __slots__ = ("key", "location", "array")
+    __slots__ = ("key", "location", "array", "type_name")
 
-    def __init__(self, key: str, location: str, array: np.ndarray):
-        self.key, self.location, self.array = key, location, array
+    def __init__(self, key: str, location: str, array: np.ndarray, type_name: str):
+        self.key, self.location, self.array, self.type_name = key, location, array, type_name
 
 
 class TorchPickler(pickle._Pickler):
@@ -76,12 +77,12 @@ class TorchPickler(pickle._Pickler):
         self.save(TorchName("torch", obj.name))   # through the memo: a second float64 is a memo reference
 
     dispatch[TorchName] = _save_torch_name
-    dispatch[_dtype.dtype] = _save_dtype
+    dispatch[_dtype.dtype] = dispatch[type(_dtype.qint8)] = _save_dtype
+    dispatch[_dtype.qscheme] = _save_dtype
 
     def persistent_id(self, obj):
         if type(obj) is _StorageRef:
-            storage_type = TorchName("torch", STORAGE_NAMES[_dtype.from_np(obj.array.dtype).name])
-            pid = ("storage", storage_type, obj.key, obj.location, int(obj.array.size))
+            pid = ("storage", TorchName("torch", obj.type_name), obj.key, obj.location, int(obj.array.size))
             return (*pid, None) if self.legacy else pid
         return None
 
@@ -90,6 +91,8 @@ class TorchPickler(pickle._Pickler):
             if obj.is_sparse:       # as PyTorch: the layout, then indices and values as ordinary tensors
                 return TorchName("torch._utils", "_rebuild_sparse_tensor"), (
                     obj.layout, (obj._indices(), obj._values(), obj.shape, obj.is_coalesced()))
+            if obj.is_quantized:
+                return self._reduce_quantized(obj)
             if type(obj) is self._parameter:
                 return TorchName("torch._utils", "_rebuild_parameter"), (obj.detach(), obj.requires_grad, OrderedDict())
             if type(obj) not in self._plain:
@@ -107,7 +110,21 @@ class TorchPickler(pickle._Pickler):
             return TorchName("torch.serialization", "_get_layout"), (f"torch.{obj.name}",)
         return NotImplemented
 
-    def _storage_of(self, t: Tensor) -> tuple[_StorageRef, int, tuple]:
+    def _reduce_quantized(self, q: Tensor) -> tuple:
+        """As PyTorch's ``Tensor.__reduce_ex__``: the integer codes in a storage named for the quantized dtype,
+        then the quantizer (a per-channel tensor's scheme is written as ``per_channel_affine`` whatever it is, as
+        PyTorch writes it)."""
+        codes = q.int_repr()
+        storage, offset, stride = self._storage_of(codes, QUANTIZED_STORAGE_NAMES[q.dtype.name])
+        if q.qscheme() is _dtype.per_tensor_affine:
+            quantizer = (_dtype.per_tensor_affine, q.q_scale(), q.q_zero_point())
+        else:
+            quantizer = (_dtype.per_channel_affine, q.q_per_channel_scales(), q.q_per_channel_zero_points(),
+                         q.q_per_channel_axis())
+        return TorchName("torch._utils", "_rebuild_qtensor"), (
+            storage, offset, tuple(q.shape), stride, quantizer, q.requires_grad, OrderedDict())
+
+    def _storage_of(self, t: Tensor, type_name: str | None = None) -> tuple[_StorageRef, int, tuple]:
         """The storage ``t``'s array views, and the view's element offset and strides in it.
 
         An array viewing (with non-negative, whole-element strides) a contiguous buffer of its own
@@ -128,7 +145,8 @@ class TorchPickler(pickle._Pickler):
         key = (id(root), str(t.device))
         ref = self._by_buffer.get(key)
         if ref is None:
-            ref = self._by_buffer[key] = _StorageRef(str(len(self.storages)), str(t.device), root.ravel(order="K"))
+            ref = self._by_buffer[key] = _StorageRef(str(len(self.storages)), str(t.device), root.ravel(order="K"),
+                                                     type_name or STORAGE_NAMES[_dtype.from_np(root.dtype).name])
             self.storages[ref.key] = ref
         return ref, offset // item, tuple(s // item for s in arr.strides) if shares else _c_strides(arr.shape)
 

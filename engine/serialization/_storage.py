@@ -21,7 +21,10 @@ STORAGE_NAMES = {"float32": "FloatStorage", "float64": "DoubleStorage", "float16
                  "bfloat16": "BFloat16Storage", "int64": "LongStorage", "int32": "IntStorage",
                  "int16": "ShortStorage", "int8": "CharStorage", "uint8": "ByteStorage", "bool": "BoolStorage",
                  "complex64": "ComplexFloatStorage", "complex128": "ComplexDoubleStorage"}
-_DTYPE_NAMES = {v: k for k, v in STORAGE_NAMES.items()} | {"UntypedStorage": "uint8"}
+# a quantized tensor's integer codes are in a storage named for its quantized dtype
+QUANTIZED_STORAGE_NAMES = {"qint8": "QInt8Storage", "quint8": "QUInt8Storage", "qint32": "QInt32Storage"}
+_DTYPE_NAMES = ({v: k for k, v in STORAGE_NAMES.items()} | {"UntypedStorage": "uint8"}
+                | {"QInt8Storage": "int8", "QUInt8Storage": "uint8", "QInt32Storage": "int32"})
 
 
 def dtype_named(name: str, what: str) -> _dtype.dtype:

@@ -144,6 +144,9 @@ class _Quantized(WeightBias):
 class Linear(_Quantized):
     """Quantized Linear: quint8 in, int8 weight, quint8 out."""
 
+    _PACKED_KEYS = True
+    _version = 3   # PyTorch's: scale and zero_point in the state dict, the weight and bias in _packed_params
+
     def __init__(self, in_features: int, out_features: int, bias_: bool = True, dtype=_dt.qint8) -> None:
         super().__init__()
         self.in_features, self.out_features = in_features, out_features

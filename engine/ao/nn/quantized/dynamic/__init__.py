@@ -32,6 +32,7 @@ class Linear(WeightBias):
     int32 accumulation is exact and the float output is ``fma(acc, x_scale * w_scale, b)``, fbgemm's rounding."""
 
     _version = 4
+    _PACKED_KEYS = True
 
     def __init__(self, in_features: int, out_features: int, bias_: bool = True, dtype=_dt.qint8) -> None:
         super().__init__()
