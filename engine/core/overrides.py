@@ -127,9 +127,12 @@ def _takes_part(tp: type) -> bool:
 
 
 def _init_subclass(cls, **kwargs) -> None:
-    """Registers a Tensor subclass that takes part, so the dispatcher asks the hook while it lives."""
+    """Registers a Tensor subclass that takes part, so the dispatcher asks the hook while it lives.
+    A subclass declaring ``_asked_by_ops = False`` is asked only by the functions that check their
+    arguments themselves (``has_torch_function``; ``F.scaled_dot_product_attention``'s mask): a
+    registered subclass puts every op in every thread on the slow path for as long as it lives."""
     super(Tensor, cls).__init_subclass__(**kwargs)
-    if _takes_part(cls):
+    if _takes_part(cls) and getattr(cls, "_asked_by_ops", True):
         with _LOCK:
             _subclasses[weakref.ref(cls, _forget)] = None
             _sync()

@@ -11,7 +11,7 @@ import math
 import warnings
 
 from ..base.dispatch_state import STATE as _DISPATCH
-from ..core.overrides import handle_torch_function, has_tensor_like
+from ..core.overrides import handle_torch_function, has_tensor_like, has_torch_function
 from ..base import dtype as _dtype
 from ..core import creation
 from ..ops.movement import broadcast_shapes, cat
@@ -78,12 +78,20 @@ def _check_backend(query: Tensor, dropout_p: float) -> None:
         raise RuntimeError("No available kernel.  Aborting execution.")
 
 
+_PLAIN_MASKS = (type(None), Tensor)
+
+
 def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor | None = None,
                                  dropout_p: float = 0.0, is_causal: bool = False, scale: float | None = None,
                                  enable_gqa: bool = False) -> Tensor:
     """``softmax(q kᵀ · scale + mask) v``; a bool ``attn_mask`` is True where attention is allowed,
-    a float one is added to the scores. Dropout always applies when ``dropout_p > 0``."""
-    if _DISPATCH.functions is not None and has_tensor_like((query, key, value, attn_mask)):
+    a float one is added to the scores. Dropout always applies when ``dropout_p > 0``.
+
+    An ``attn_mask`` of a Tensor subclass with its own ``__torch_function__`` is handed this call as
+    one, as PyTorch's native function is (``nn.attention.bias.CausalBias`` answers so), even when the
+    subclass takes no part in every op (``_asked_by_ops = False``)."""
+    if (_DISPATCH.functions is not None and has_tensor_like((query, key, value, attn_mask))
+            or type(attn_mask) not in _PLAIN_MASKS and has_torch_function((query, key, value, attn_mask))):
         return handle_torch_function(scaled_dot_product_attention, (query, key, value, attn_mask), query, key, value,
                                      attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale,
                                      enable_gqa=enable_gqa)
