@@ -26,6 +26,7 @@ from ...base.device import cuda_available
 from ...base.runtime import set_num_threads
 from ...core.random import Generator, manual_seed
 from ._collate import default_collate, default_convert
+from .fetch import _IterableDatasetFetcher, _MapDatasetFetcher
 from .dataset import Dataset, IterableDataset, T_co, TensorDataset
 from .sampler import BatchSampler, RandomSampler, Sampler, SequentialSampler, _draw_seed
 
@@ -34,6 +35,28 @@ __all__ = ["DataLoader", "get_worker_info", "WorkerInfo"]
 # PyTorch's annotation aliases, which libraries import from here (opacus' DPDataLoader)
 _worker_init_fn_t = Callable[[int], None]
 _collate_fn_t = Callable[[list], Any]
+
+
+
+class _DatasetKind:
+    """PyTorch's two kinds of dataset a loader reads (``loader._dataset_kind``), and the fetcher
+    that reads each."""
+    Map = 0
+    Iterable = 1
+
+    @staticmethod
+    def create_fetcher(kind, dataset, auto_collation, collate_fn, drop_last):
+        cls = _MapDatasetFetcher if kind == _DatasetKind.Map else _IterableDatasetFetcher
+        return cls(dataset, auto_collation, collate_fn, drop_last)
+
+
+class _InfiniteConstantSampler(Sampler):
+    """``None`` forever: the index sampler of a loader over an iterable dataset."""
+
+    def __iter__(self):
+        while True:
+            yield None
+
 
 _STATUS_POLL_S = 0.5  # how often a waiting main process checks that its workers are alive
 _SHUTDOWN_GRACE_S = 5.0  # how long a normal shutdown lets a worker finish its current batch
@@ -58,6 +81,7 @@ class DataLoader(Generic[T_co]):
         self._workers: _Workers | None = None    # the persistent workers, once started
         self.pin_memory_device = pin_memory_device
         self._iterable = isinstance(dataset, IterableDataset)
+        self._IterableDataset_len_called = None
         if self._iterable:
             for name, value in (("shuffle", shuffle), ("sampler", sampler), ("batch_sampler", batch_sampler)):
                 if value not in (None, False):
@@ -105,6 +129,19 @@ class DataLoader(Generic[T_co]):
     @property
     def _auto_collation(self) -> bool:
         return self.batch_sampler is not None or (self._iterable and self.batch_size is not None)
+
+    @property
+    def _dataset_kind(self) -> int:
+        return _DatasetKind.Iterable if self._iterable else _DatasetKind.Map
+
+    @property
+    def _index_sampler(self):
+        """What PyTorch's iterators draw each batch's index from: the batch sampler when batching
+        (an iterable dataset's: batches of ``None``), else the sampler."""
+        if self._iterable:
+            sampler = _InfiniteConstantSampler()
+            return BatchSampler(sampler, self.batch_size, self.drop_last) if self.batch_size is not None else sampler
+        return self.batch_sampler if self._auto_collation else self.sampler
 
     def __len__(self) -> int:
         if self._iterable:
@@ -170,12 +207,32 @@ class DataLoader(Generic[T_co]):
 
 class _BaseDataLoaderIter:
     """What ``iter(loader)`` returns: one pass over the batches. PyTorch's iterator types, which
-    libraries test with ``isinstance`` (Lightning's CombinedLoader), over tapelab's generators."""
+    libraries test with ``isinstance`` (Lightning's CombinedLoader), over tapelab's generators.
 
-    def __init__(self, loader: DataLoader, batches: Iterator[Any]) -> None:
+    Made as PyTorch's, ``_SingleProcessDataLoaderIter(loader)`` (no ``batches``), the pass reads
+    PyTorch's loader attributes (``dataset``, ``_dataset_kind``, ``_index_sampler``,
+    ``_auto_collation``, ``collate_fn``, ``drop_last``, ``generator``, ``num_workers``...), so a
+    library's own loader-like object drives it (fastai's ``DataLoader`` does)."""
+
+    def __init__(self, loader: DataLoader, batches: Iterator[Any] | None = None) -> None:
+        if batches is None:
+            batches = self._pass(loader)
         self._dataset, self._batches, self._num_yielded = loader.dataset, batches, 0
-        self._len = loader.__len__
+        self._loader = loader
         _warn_pin_memory(loader)
+
+    def _pass(self, loader) -> Iterator[Any]:
+        # PyTorch's order: the index sampler's iterator, then the pass's worker seed from the generator
+        indices = iter(loader._index_sampler)
+        base_seed = _draw_seed(loader.generator)
+        kind = loader._dataset_kind
+        if loader.num_workers == 0:
+            return _fetched(_DatasetKind.create_fetcher(kind, loader.dataset, loader._auto_collation,
+                                                        loader.collate_fn, loader.drop_last), indices)
+        iterable = kind == _DatasetKind.Iterable
+        job = _Job(loader.dataset, loader.collate_fn, loader._auto_collation,
+                   getattr(loader, "batch_size", None) if iterable else None, loader.drop_last, iterable)
+        return _one_pass(loader, _Workers(loader, base_seed, job), None if iterable else indices)
 
     def __iter__(self) -> "_BaseDataLoaderIter":
         return self
@@ -186,16 +243,39 @@ class _BaseDataLoaderIter:
         return batch
 
     def __len__(self) -> int:
-        return self._len()
+        length = getattr(type(self._loader), "__len__", None)
+        return length(self._loader) if length is not None else len(self._loader._index_sampler)
 
     def close(self) -> None:
         """Stop the pass early (workers, if any, finish their current batch and exit)."""
         self._batches.close()
 
 
+def _fetched(fetcher, indices: Iterator) -> Iterator[Any]:
+    for index in indices:
+        try:
+            batch = fetcher.fetch(index)
+        except StopIteration:
+            return
+        yield batch
+
+
+def _one_pass(loader, workers: "_Workers", indices: Iterator | None) -> Iterator[Any]:
+    """A pass over workers started for it alone (a loader-like object keeps none between passes)."""
+    grace = 0.0
+    try:
+        yield from workers.run(loader, indices)
+        grace = _SHUTDOWN_GRACE_S
+    except GeneratorExit:
+        grace = _SHUTDOWN_GRACE_S
+        raise
+    finally:
+        workers.shutdown(grace)
+
+
 def _warn_pin_memory(loader: DataLoader) -> None:
     """PyTorch's warnings at the start of each pass (programs print them: imagenet asks for pinned memory)."""
-    if loader.pin_memory and loader.pin_memory_device:
+    if loader.pin_memory and getattr(loader, "pin_memory_device", ""):
         warnings.warn("pin_memory_device is deprecated, the current accelerator will be used as the device,"
                       f"ignore pin_memory_device='{loader.pin_memory_device}'.", stacklevel=3)
     if loader.pin_memory and not cuda_available():
@@ -365,10 +445,10 @@ def _worker_loop(job: _Job, tasks, results, worker_id: int, num_workers: int, se
 class _Workers:
     """A loader's worker processes, their task queues and the shared result queue."""
 
-    def __init__(self, loader: DataLoader, base_seed: int) -> None:
+    def __init__(self, loader: DataLoader, base_seed: int, job: _Job | None = None) -> None:
         ctx = loader.multiprocessing_context
         ctx = multiprocessing.get_context(ctx) if ctx is None or isinstance(ctx, str) else ctx
-        n, job = loader.num_workers, loader._job()
+        n, job = loader.num_workers, job if job is not None else loader._job()
         self.results, self.stop = ctx.Queue(), ctx.Event()
         self.task_queues = [ctx.Queue() for _ in range(n)]
         self.processes = [ctx.Process(target=_worker_loop, daemon=True,
