@@ -1,0 +1,32 @@
+"""``torch._utils``: the helpers PyTorch keeps there that libraries import directly. fastai's
+``fp16_utils`` (and apex-style master-weight code) packs a model's parameters or gradients into one
+flat buffer with ``_flatten_dense_tensors`` and views it back with ``_unflatten_dense_tensors``.
+
+Both are thin functions over public ops (``cat``, ``view``, ``narrow``); neither declares an op.
+"""
+from __future__ import annotations
+
+from .core.tensor import Tensor
+from .nn.parameter import _rebuild_parameter
+from .ops.movement import cat
+
+__all__ = ["_flatten_dense_tensors", "_unflatten_dense_tensors", "_rebuild_parameter"]
+
+
+def _flatten_dense_tensors(tensors) -> Tensor:
+    """The tensors' elements, each in its logical (row-major) order, one after another in one new
+    1-D tensor (a single tensor comes back as a flat view of it, as PyTorch's)."""
+    tensors = list(tensors)
+    if len(tensors) == 1:
+        return tensors[0].contiguous().view(-1)
+    return cat([t.contiguous().view(-1) for t in tensors])
+
+
+def _unflatten_dense_tensors(flat: Tensor, tensors) -> tuple:
+    """Views of ``flat`` shaped as ``tensors``, in order (the inverse of ``_flatten_dense_tensors``)."""
+    outputs, offset = [], 0
+    for t in tensors:
+        n = t.numel()
+        outputs.append(flat.narrow(0, offset, n).view(t.shape))
+        offset += n
+    return tuple(outputs)
