@@ -157,9 +157,9 @@ def test_save_rejects_what_pickle_cannot_store():
     with pytest.raises((pickle.PicklingError, AttributeError)):
         save({"f": lambda x: x}, io.BytesIO())
 
-    class Sub(tapelab.Tensor):
+    class Sub(tapelab.Tensor):   # a subclass is saved by reference to its class, as PyTorch: a local one cannot be
         pass
-    with pytest.raises(pickle.PicklingError, match="Tensor subclass"):
+    with pytest.raises((pickle.PicklingError, AttributeError), match="Sub"):
         save([Sub([1.0])], io.BytesIO())
 
 

@@ -25,7 +25,7 @@ from ..base.layout import strided
 from .dispatch import apply
 from .factories import ARANGE, EMPTY, EYE, FROM_DLPACK, FULL, LINSPACE, LOGSPACE, TENSOR, host_array
 from .random import BERNOULLI, NORMAL, RAND, RANDINT, RANDN, RANDPERM, memory_order
-from .tensor import Size, Tensor
+from .tensor import _UNMADE, Size, Tensor
 
 __all__ = ["tensor", "as_tensor", "from_numpy", "from_dlpack", "zeros", "ones", "full", "empty", "empty_strided",
            "zeros_like", "ones_like", "full_like", "empty_like", "arange", "linspace", "logspace",
@@ -478,8 +478,14 @@ def _init(self, *args, **kwargs):
     """``Tensor(data)`` or ``Tensor(*sizes)``: like ``torch.Tensor``, always the default float dtype.
 
     The memory is made by a dispatched factory; ``self`` (possibly a subclass such as
-    ``nn.Parameter``) takes it over."""
-    if len(args) == 1 and not isinstance(args[0], int):
+    ``nn.Parameter``) takes it over. PyTorch makes a tensor in ``__new__`` alone, so a subclass
+    whose ``__new__`` returns a finished tensor (fastai's ``TensorBase(x)``: ``x.as_subclass(cls)``)
+    is left as it is: only a tensor still without memory of its own is filled."""
+    if self._data is not _UNMADE:
+        return
+    if not args:
+        self._data = np.zeros(0, np.float32)
+    elif len(args) == 1 and not isinstance(args[0], int):
         self._data = tensor(args[0], dtype=get_default_dtype())._data
     elif args:
         self._data = empty(*args)._data
@@ -573,7 +579,33 @@ def _array_wrap(self, arr, context=None, return_scalar: bool = False) -> Tensor:
 
 
 def _reduce_ex(self, protocol):
-    return (_rebuild, (self.__array__(), self.requires_grad, str(self._device)))
+    args = (self.__array__(), self.requires_grad, str(self._device))
+    if type(self) is Tensor:
+        return (_rebuild, args)
+    # a subclass comes back as itself with its Python attributes, as PyTorch's _rebuild_from_type_v2
+    return (_rebuild_from_type, (_rebuild, type(self), args, tensor_state(self)))
+
+
+def tensor_state(t: Tensor) -> dict:
+    """A tensor's own Python attributes (fastai's metadata on a ``TensorBase``), without the engine's
+    bookkeeping (``_base`` of a view), which pickling a tensor or a subclass carries."""
+    return {k: v for k, v in t.__dict__.items() if not hasattr(Tensor, k)}
+
+
+def _rebuild_from_type(func, new_type, args, state):
+    """Unpickle a Tensor subclass: the tensor, made ``new_type`` (``as_subclass``), with its attributes
+    (through the class's own ``__setstate__`` when it has one, as PyTorch's)."""
+    ret = func(*args)
+    if type(ret) is not new_type:
+        ret = ret.as_subclass(new_type)
+    setstate = getattr(new_type, "__setstate__", None)
+    if setstate is not None and setstate is not getattr(Tensor, "__setstate__", None) \
+            and setstate is not getattr(object, "__setstate__", None):
+        ret.__setstate__(state)
+    else:
+        for k, v in (state or {}).items():
+            setattr(ret, k, v)
+    return ret
 
 
 def _rebuild(arr, requires_grad, dev):

@@ -30,6 +30,9 @@ __all__ = ["Tensor", "Size", "sum_to", "unbroadcast"]
 _ndarray = np.ndarray
 _new = object.__new__
 _uids = itertools.count(1)
+# the memory of a tensor ``__new__`` made and nothing filled yet: ``Tensor.__init__`` (``Tensor(data)``)
+# fills only such a tensor, so a subclass whose ``__new__`` returns a finished tensor keeps its values
+_UNMADE = np.zeros(0, np.float32)
 
 
 class Tensor:
@@ -49,7 +52,7 @@ class Tensor:
 
     def __new__(cls, *args, **kwargs):
         self = object.__new__(cls)
-        self._data = np.zeros(0, np.float32)
+        self._data = _UNMADE
         self.requires_grad = False
         self.grad_fn = self._grad = None
         self._out_nr = 0

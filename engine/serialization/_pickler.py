@@ -20,6 +20,7 @@ import numpy as np
 from ..base import dtype as _dtype
 from ..base.device import device
 from ..base.layout import layout
+from ..core.creation import tensor_state
 from ..core.tensor import Size, Tensor
 from ._storage import QUANTIZED_STORAGE_NAMES, STORAGE_NAMES
 
@@ -95,13 +96,14 @@ class TorchPickler(pickle._Pickler):
                 return self._reduce_quantized(obj)
             if type(obj) is self._parameter:
                 return TorchName("torch._utils", "_rebuild_parameter"), (obj.detach(), obj.requires_grad, OrderedDict())
-            if type(obj) not in self._plain:
-                raise pickle.PicklingError(f"tapelab.save: cannot save an instance of the Tensor subclass "
-                                           f"{type(obj).__qualname__}; tapelab saves Tensor, nn.Parameter and "
-                                           "nn.Buffer")
             storage, offset, stride = self._storage_of(obj)
-            return TorchName("torch._utils", "_rebuild_tensor_v2"), (
-                storage, offset, tuple(obj.shape), stride, obj.requires_grad, OrderedDict())
+            args = (storage, offset, tuple(obj.shape), stride, obj.requires_grad, OrderedDict())
+            if type(obj) not in self._plain:
+                # a subclass (fastai's TensorImage), as PyTorch's Tensor.__reduce_ex__ writes it: the
+                # tensor, its class (by import path) and its Python attributes
+                return TorchName("torch._tensor", "_rebuild_from_type_v2"), (
+                    TorchName("torch._utils", "_rebuild_tensor_v2"), type(obj), args, tensor_state(obj))
+            return TorchName("torch._utils", "_rebuild_tensor_v2"), args
         if type(obj) is Size:
             return TorchName("torch", "Size"), (list(obj),)
         if type(obj) is device:

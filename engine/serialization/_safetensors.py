@@ -57,9 +57,14 @@ _NP = {st: _dtype._by_name(name).np for st, name in _ST_DTYPES.items() if name i
 
 def is_state_dict(obj) -> bool:
     """A dict of string keys and dense tensor values: what this format writes (a sparse or quantized tensor has
-    no safetensors form, so a dict holding one is pickled, as PyTorch pickles it)."""
-    return isinstance(obj, dict) and all(type(k) is str and k != "__metadata__" and isinstance(v, Tensor)
-                                         and not v.is_sparse and not v.is_quantized for k, v in obj.items())
+    no safetensors form, so a dict holding one is pickled, as PyTorch pickles it; so is a user's Tensor subclass,
+    whose class and Python attributes only a pickle keeps)."""
+    if not isinstance(obj, dict):
+        return False
+    from ..nn import Buffer, Parameter
+    plain = (Tensor, Parameter, Buffer)
+    return all(type(k) is str and k != "__metadata__" and type(v) in plain
+               and not v.is_sparse and not v.is_quantized for k, v in obj.items())
 
 
 def looks_like(data: bytes) -> bool:

@@ -180,11 +180,18 @@ def rebuild_parameter_with_state(data, requires_grad, backward_hooks, state):
 
 
 def rebuild_from_type_v2(func, new_type, args, state):
-    """A tensor with Python attributes (``state``); tapelab has no tensor subclasses to rebuild."""
+    """A tensor with Python attributes (``state``), made ``new_type`` when that is a Tensor subclass
+    (``as_subclass``, as PyTorch's); a class with its own ``__setstate__`` takes the state itself."""
     ret = func(*args)
-    if not isinstance(ret, new_type):
-        raise RuntimeError(f"this checkpoint holds a tensor of the subclass {new_type.__module__}."
-                           f"{new_type.__qualname__}; tapelab.load rebuilds Tensor and nn.Parameter only")
+    if type(ret) is not new_type:
+        if not (isinstance(new_type, type) and issubclass(new_type, Tensor)):
+            raise RuntimeError(f"invalid checkpoint: {new_type!r} is not a Tensor subclass")
+        ret = ret.as_subclass(new_type)
+    setstate = getattr(new_type, "__setstate__", None)
+    if setstate is not None and setstate is not getattr(Tensor, "__setstate__", None) \
+            and setstate is not getattr(object, "__setstate__", None):
+        ret.__setstate__(state)
+        return ret
     return set_obj_state(ret, state)
 
 
