@@ -33,7 +33,7 @@ from ..core.dispatch import apply
 from ..core.factories import FULL
 from ..base.dispatch_state import STATE as _DISPATCH
 from ..core.tensor import Tensor, _check_grad
-from ..core.node import RETAIN, AccumulateGrad, Node, OpNode
+from ..core.node import RETAIN, AccumulateGrad, Node, OpNode, vjp_below_subclasses
 from .views import _view_grad_fn
 
 __all__ = ["backward_steps", "backward", "grad", "BackwardStep", "running_node", "current_graph_task_id",
@@ -437,8 +437,12 @@ def _run_plain(walk: _Walk) -> None:
                     out = (None,) * len(edges)
                 else:
                     op = node.op
-                    out = op.vjp(g, Tensor._wrap(node.out_data, True, node, 0, node.out_vc, g._device)
-                                 if op.save_output else None, *node.inputs, **node.params)
+                    saved = (Tensor._wrap(node.out_data, True, node, 0, node.out_vc, g._device)
+                             if op.save_output else None)
+                    if _DISPATCH.functions is None:
+                        out = op.vjp(g, saved, *node.inputs, **node.params)
+                    else:
+                        out = vjp_below_subclasses(op, g, saved, node.inputs, node.params)
                     g = None
                 if len(out) != len(edges):
                     _wrong_count(node, out)

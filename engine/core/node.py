@@ -16,6 +16,7 @@ import sys
 import weakref
 
 from ..base.device import of_array
+from ..base.dispatch_state import LOCAL, STATE as _DISPATCH
 from .hooks import RemovableHandle
 from .tensor import Tensor
 
@@ -102,6 +103,18 @@ class _Handle(RemovableHandle):
     def remove(self) -> None:
         if self._fn in self._list:
             self._list.remove(self._fn)
+
+
+def vjp_below_subclasses(op, g, out, inputs, params):
+    """An op's vjp with Tensor subclasses' ``__torch_function__`` off: PyTorch's autograd engine runs
+    the backward formulas below Python, so a loss that is a subclass (fastai's ``TensorBase``) still
+    gives plain Tensor gradients, and a subclass never sees the backward's ops."""
+    local = LOCAL
+    local.subclasses_off += 1
+    try:
+        return op.vjp(g, out, *inputs, **params)
+    finally:
+        local.subclasses_off -= 1
 
 
 class OpNode(Node):
@@ -224,6 +237,8 @@ class OpNode(Node):
             return (None,) * len(self.edges)
         op = self.op
         out = Tensor._wrap(self.out_data, True, self, 0, self.out_vc, g._device) if op.save_output else None
+        if _DISPATCH.functions is not None:
+            return vjp_below_subclasses(op, g, out, inputs, self.params)
         return op.vjp(g, out, *inputs, **self.params)
 
     def _restored(self) -> tuple:
