@@ -32,6 +32,7 @@ from ..fx.node import Node
 from ..fx.trace_from_tape import guard_inputs, trace_with_output, write_state
 from ..nn.modules.module import _PARAMETER_READERS, Module
 from ..nn.modules.rnn import GRU, LSTM
+from ..utils._pytree import _node_type, keystr, tree_flatten_with_path, tree_unflatten
 from . import fused as _fused
 from . import step as _step
 from .pool import _Call as _pool_call
@@ -66,6 +67,10 @@ _ALL: "weakref.WeakSet[CompiledFunction]" = weakref.WeakSet()
 
 class Unsupported(RuntimeError):
     """``fullgraph=True`` and the call needs a graph break (the reason is the message)."""
+
+
+class _Nested(Exception):
+    """An argument is a container (tuple, list, dict, namedtuple): the call goes through its leaves."""
 
 
 @dataclass
@@ -104,6 +109,8 @@ def _part(a):
         return (a._data.shape, a._data.dtype, a._device._name, a.requires_grad)
     if a is None or isinstance(a, (bool, int, float, str)):
         return (type(a), a)
+    if _node_type(a) is not None:
+        raise _Nested
     if isinstance(a, Module):   # gpt-fast compiles decode_one_token(model, x, input_pos): the module by identity,
         # with its mode and the identity of each parameter and buffer (one reassigned is a new graph input)
         return (type(a), id(a), a.training, tuple(map(id, a.parameters())), tuple(map(id, a.buffers())))
@@ -131,6 +138,8 @@ class CompiledFunction:
         self.dynamic: dict = {}         # key position -> dimensions whose size is an argument
         self.dynamic_mode = dynamic
         self.limit_warned = False
+        self.nested: dict = {}          # a container arguments' structure -> the compiled call of its leaves
+        self.names: list | None = None  # the guards' names of the arguments (the leaves' paths when nested)
         self.__name__ = getattr(fn, "__name__", type(fn).__name__)
         self.__doc__ = getattr(fn, "__doc__", None)
         self.__wrapped__ = fn
@@ -155,12 +164,14 @@ class CompiledFunction:
         guards = [f"grad_mode enabled == {GRAD.enabled}"]
         if self.module is not None:
             guards.append(f"self.training == {self.module.training}")
-        return guards + [_guard_text(n, a) for n, a in [(f"arg{i}", a) for i, a in enumerate(args)]
-                         + list(kwargs.items())]
+        names = self.names or [f"arg{i}" for i in range(len(args))]
+        return guards + [_guard_text(n, a) for n, a in [*zip(names, args), *kwargs.items()]]
 
     def __call__(self, *args, **kwargs):
         try:
             key = self._key(args, kwargs)
+        except _Nested:
+            return self._nested(args, kwargs)
         except TypeError as e:
             return self._eager(args, kwargs, f"unsupported input type {e}")
         exact = key
@@ -190,6 +201,28 @@ class CompiledFunction:
         entry, out = self._compile(args, kwargs, guards)
         self.cache[self._relax(key, entry)] = entry
         return out
+
+    def _nested(self, args: tuple, kwargs: dict):
+        """A call with container arguments (``f((a, b), x)``, a dict of tensors), as ``torch.compile``
+        takes them: guarded on the containers' structure (types, lengths, keys), the compiled call
+        takes their leaves (tensors and plain values, each guarded as a lone argument would be) and
+        rebuilds the containers for ``fn``. One compiled call (with its own cache) per structure."""
+        pairs, spec = tree_flatten_with_path((args, kwargs))
+        inner = self.nested.get(spec)
+        if inner is None:
+            fn = self.fn
+
+            def leaves_call(*leaves):
+                a, k = tree_unflatten(leaves, spec)
+                return fn(*a, **k)
+            inner = CompiledFunction(leaves_call, fullgraph=self.fullgraph, backend=self.backend,
+                                     options=self.options, module=self.module, dynamic=self.dynamic_mode,
+                                     mode=self.mode)
+            inner.__name__ = self.__name__
+            inner.names = [(f"arg{path[1].idx}" if path[0].idx == 0 else str(path[1].key)) + keystr(path[2:])
+                           for path, _ in pairs]
+            self.nested[spec] = inner
+        return inner(*(leaf for _, leaf in pairs))
 
     def _masked(self, key: tuple) -> tuple:
         """``key`` with the sizes of dynamic dimensions as None."""
@@ -618,7 +651,7 @@ def _explain(fn, *args, **kwargs) -> ExplainOutput:
     compiled = CompiledFunction(target, fullgraph=False, backend="tapelab", options={},
                                 module=target if isinstance(target, Module) else None)
     compiled(*args, **kwargs)
-    entries = list(compiled.cache.values())
+    entries = [*compiled.cache.values(), *(e for inner in compiled.nested.values() for e in inner.cache.values())]
     graphs = [e.graph for e in entries if e.graph is not None]
     ops = [[_op_label(n) for n in g.graph.nodes if n.op in ("call_function", "call_method")
             and _op_label(n) != "guard_inputs"] for g in graphs]
@@ -642,4 +675,5 @@ def reset() -> None:
     """Forget every compiled entry (the next call of each compiled function traces again)."""
     for c in list(_ALL):
         c.cache.clear()
+        c.nested.clear()
         c.limit_warned = False

@@ -1,0 +1,97 @@
+"""tapelab.compile and fx, issue 18 session 17: container arguments under ``fullgraph=True`` (PyTorch's
+``torch.compile`` takes a tuple, list, dict or namedtuple of tensors), and generated code printed as
+the program imported the package (``torch.add`` under ``install_aliases``, as PyTorch prints it), still
+executable. Real torch is the reference: its eager values (``torch.compile`` returns those) and its
+fx text."""
+from __future__ import annotations
+
+import collections
+
+import numpy as np
+import pytest
+import torch
+
+import tapelab
+from tapelab.compiler import Unsupported
+
+
+def _pair(lib, seed=0):
+    rng = np.random.default_rng(seed)
+    return [lib.tensor(rng.standard_normal((3, 4)).astype(np.float32), requires_grad=True) for _ in range(2)]
+
+
+def _chain(xs, s):
+    a, b = xs
+    return (a * b + s).tanh().sum()
+
+
+def test_fullgraph_takes_a_tuple_argument_and_gives_torchs_values_and_gradients():
+    want_a, want_b = _pair(torch)
+    want = _chain((want_a, want_b), 2.0)
+    want.backward()
+    a, b = _pair(tapelab)
+    f = tapelab.compile(_chain, fullgraph=True)
+    for _ in range(3):        # traced, then the compiled graph
+        a.grad = b.grad = None
+        got = f((a, b), 2.0)
+        got.backward()
+        np.testing.assert_allclose(got.item(), want.item(), rtol=1e-6)
+        np.testing.assert_allclose(a.grad.numpy(), want_a.grad.numpy(), rtol=1e-5, atol=1e-7)
+        np.testing.assert_allclose(b.grad.numpy(), want_b.grad.numpy(), rtol=1e-5, atol=1e-7)
+    entries = f.nested[next(iter(f.nested))].cache.values()
+    assert [e.graph is not None and e.reason is None for e in entries] == [True]   # one graph, no break
+    got = f([a, b], s=3.0)            # another structure (a list, s by keyword): its own graph
+    np.testing.assert_allclose(got.item(), _chain(_pair(torch), 3.0).item(), rtol=1e-6)
+    assert len(f.nested) == 2
+
+
+def test_a_module_compiled_with_a_state_tuple_and_nested_outputs():
+    """An LSTM-style cell: ``forward(x, (h, c))`` returning ``out, (h, c)``."""
+    outs = []
+    for lib in (torch, tapelab):
+        lib.manual_seed(0)
+
+        class Cell(lib.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.lin = lib.nn.Linear(4, 4)
+
+            def forward(self, x, state):
+                h, c = state
+                c = lib.sigmoid(self.lin(x)) * c + h
+                return lib.tanh(c), (h, c)
+        cell = Cell()
+        x, h, c = (lib.tensor(np.linspace(-1, 1, 8, dtype=np.float32).reshape(2, 4) * k) for k in (1, 2, 3))
+        call = tapelab.compile(cell, fullgraph=True) if lib is tapelab else cell
+        for _ in range(3):
+            cell.zero_grad()
+            out, (_, c2) = call(x, (h, c))
+            (out.sum() + (c2 * c2).sum()).backward()
+        outs.append([out.detach().numpy(), c2.detach().numpy(), cell.lin.weight.grad.numpy()])
+    for got, want in zip(outs[1], outs[0]):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_namedtuple_and_dict_arguments_and_their_guards():
+    P = collections.namedtuple("P", "x y")
+    x = np.arange(8, dtype=np.float32).reshape(2, 4) / 7
+    g = tapelab.compile(lambda p: p.x * 2 + p.y, fullgraph=True)
+    d = tapelab.compile(lambda d: d["u"] @ d["v"], fullgraph=True)
+    tx = tapelab.tensor(x)
+    for _ in range(2):
+        np.testing.assert_allclose(g(P(tx, tx)).numpy(), (torch.tensor(x) * 2 + torch.tensor(x)).numpy())
+        np.testing.assert_allclose(d({"u": tx, "v": tx.T}).numpy(), (torch.tensor(x) @ torch.tensor(x).T).numpy(),
+                                   rtol=1e-6)
+    report = tapelab.compiler.explain(d, {"u": tx, "v": tx.T})
+    assert report.graph_count == 1 and report.graph_break_count == 0
+    assert "arg0['u']: Tensor shape=(2, 4) dtype=float32 device=cpu requires_grad=False" in report.out_guards
+    assert "arg0['v']: Tensor shape=(4, 2) dtype=float32 device=cpu requires_grad=False" in report.out_guards
+
+
+def test_fullgraph_still_refuses_a_break_inside_a_tuple_call():
+    def f(xs):
+        a, b = xs
+        return a * 2 if a.sum() > 0 else b       # data-dependent Python: a graph break
+    a, b = _pair(tapelab)
+    with pytest.raises(Unsupported, match="data-dependent"):
+        tapelab.compile(f, fullgraph=True)((a, b))
