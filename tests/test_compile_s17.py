@@ -95,3 +95,56 @@ def test_fullgraph_still_refuses_a_break_inside_a_tuple_call():
     a, b = _pair(tapelab)
     with pytest.raises(Unsupported, match="data-dependent"):
         tapelab.compile(f, fullgraph=True)((a, b))
+
+
+def _traced(lib):
+    class M(lib.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = lib.nn.Linear(4, 3)
+
+        def forward(self, x):
+            y = lib.add(x, 1.0).to(lib.float64).float()
+            z = lib.nn.functional.relu(self.lin(y))
+            return lib.tanh(z).sum(dim=-1) + lib.sigmoid(x).mean()
+    lib.manual_seed(0)
+    return lib.fx.symbolic_trace(M())
+
+
+def test_generated_code_under_aliases_reads_torch_as_pytorchs_and_runs():
+    want = _traced(torch)
+    with tapelab.install_aliases():
+        import torch as aliased
+        assert aliased is tapelab
+        gm = _traced(aliased)
+        texts = gm.code, gm.print_readable(print_output=False), str(gm.graph)
+        x = tapelab.tensor(np.linspace(-1, 1, 8, dtype=np.float32).reshape(2, 4))
+        out = gm(x)
+    assert texts == (want.code, want.print_readable(print_output=False), str(want.graph))
+    assert "torch.add(x, 1.0)" in texts[0] and "torch.float64" in texts[0] and "tapelab" not in "".join(texts)
+    tx = torch.tensor(x.numpy())
+    np.testing.assert_allclose(out.detach().numpy(), want(tx).detach().numpy(), rtol=1e-6)
+    plain = _traced(tapelab)          # without aliases: the package's own name, as before
+    assert "tapelab.add(x, 1.0)" in plain.code and plain.print_readable(False).startswith("class M(tapelab.nn.Module)")
+
+
+def test_compiled_graphs_and_to_folder_under_aliases(tmp_path):
+    with tapelab.install_aliases():
+        import torch as aliased
+        report = aliased._dynamo.explain(lambda x: aliased.softmax(x, -1).max() + x.sum())(aliased.randn(2, 3))
+        listing = str(report.graphs[0].graph)
+        gm = _traced(aliased)
+        gm.to_folder(tmp_path / "exported_s17", "Exported")
+        source = (tmp_path / "exported_s17" / "module.py").read_text()
+        import sys
+        sys.path.insert(0, str(tmp_path))
+        try:
+            from exported_s17 import Exported
+            x = aliased.ones(2, 4)
+            np.testing.assert_allclose(Exported()(x).detach().numpy(), gm(x).detach().numpy(), rtol=1e-6)
+        finally:
+            sys.path.remove(str(tmp_path))
+            sys.modules.pop("exported_s17", None)
+            sys.modules.pop("exported_s17.module", None)
+    assert "tapelab" not in listing and "target=torch." in listing
+    assert "import torch\n" in source and "class Exported(torch.nn.Module)" in source and "tapelab." not in source

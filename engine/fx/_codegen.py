@@ -2,8 +2,9 @@
 
 Operators come out as operators (``add = x + y``), attributes as attributes
 (``getattr_1 = x.shape``), tapelab's public functions by their public path
-(``tapelab.relu(x)``), and any other callable or non-literal constant through a named
-global that ``PythonCode.globals`` supplies to ``exec``.
+(``tapelab.relu(x)``; ``torch.relu(x)`` under ``install_aliases``, ``_public.shown_name``), and
+any other callable or non-literal constant through a named global that ``PythonCode.globals``
+supplies to ``exec``.
 """
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from dataclasses import dataclass
 
 from ..base.dtype import dtype
 from ..base.device import device
-from ._public import package
+from ._public import PACKAGE, package, shown_name
 from .node import Node, _public_path
 
 __all__ = ["PythonCode", "generate", "is_identifier", "is_dotted_identifier", "checked_name"]
@@ -61,7 +62,8 @@ class _Globals:
 
     def __init__(self, taken: set[str]):
         self.taken = taken   # node names: a global must never be shadowed by a local
-        self.map = {"tapelab": package(), "inf": math.inf, "nan": math.nan, "device": device,
+        # the package face under the name the program imported it by (``torch`` under install_aliases)
+        self.map = {shown_name(PACKAGE): package(), "inf": math.inf, "nan": math.nan, "device": device,
                     "NoneType": type(None)}
 
     def add(self, obj, hint: str) -> str:
@@ -113,7 +115,7 @@ def _format(a, g: _Globals) -> str:
     if type(a) in _LITERALS:
         return repr(a)
     if type(a) is dtype:    # not repr: under ``install_aliases`` a dtype prints as ``torch.int64``
-        return f"tapelab.{a.name}"
+        return f"{shown_name(PACKAGE)}.{a.name}"
     return g.add(a, f"_{type(a).__name__.lower()}_constant")
 
 
@@ -157,11 +159,24 @@ def _expression(node: Node, g: _Globals) -> str:
     return f"{g.callable_name(t)}({_call_args(node, g)})"
 
 
-def generate(graph, root_name: str = "self", indent: str = "    ") -> PythonCode:
+def _trace_comment(stack_trace: str) -> str:
+    """PyTorch's one-line summary of a node's ``stack_trace``: its innermost frame and code line."""
+    lines = stack_trace.strip().splitlines()
+    for i in range(len(lines) - 1, -1, -1):
+        m = re.match(r'\s*File "(.+)", line (\d+), in (.+)', lines[i])
+        if m:
+            code = lines[i + 1].strip() if i + 1 < len(lines) else ""
+            return f"# File: {m.group(1)}:{m.group(2)} in {m.group(3)}, code: {code}"
+    return "# " + lines[-1].strip() if lines else ""
+
+
+def generate(graph, root_name: str = "self", indent: str = "    ", verbose: bool = False) -> PythonCode:
     """Source of ``def forward(self, <placeholders>)`` for ``graph``.
 
     After each statement, names whose last use it was are set to ``None`` so a value's
     memory is freed as soon as the graph is done with it (as PyTorch's codegen does).
+    ``verbose`` (``print_readable``'s form): before each run of nodes, where they were traced
+    (``# File: ...``), or PyTorch's ``# No stacktrace found for following nodes``.
     """
     checked_name(root_name, "root module name")
     nodes = list(graph.nodes)
@@ -174,7 +189,12 @@ def generate(graph, root_name: str = "self", indent: str = "    ") -> PythonCode
     for value, user in last_use.items():
         frees.setdefault(user, []).append(value)
     params, body = [], []
+    shown = None       # the stack trace the last comment summarised ("" after "no stacktrace")
     for node in nodes:
+        if verbose and node.op not in ("placeholder", "output") and (node.stack_trace or "") != shown:
+            shown = node.stack_trace or ""
+            body += [""] if body else []
+            body.append(_trace_comment(shown) if shown else "# No stacktrace found for following nodes")
         if node.op == "placeholder":
             name = node.target
             stars = len(name) - len(name.lstrip("*"))
@@ -200,5 +220,5 @@ def generate(graph, root_name: str = "self", indent: str = "    ") -> PythonCode
         body.append("return None")
     # PyTorch's text exactly (three newlines before, the indent after): programs print ``gm.code``
     src = f"\n\n\ndef forward({', '.join([root_name] + params)}):\n" + \
-        "".join(f"{indent}{line}\n" for line in body) + indent
+        "".join(f"{indent}{line}\n" if line else "\n" for line in body) + indent
     return PythonCode(src, g.map)

@@ -18,7 +18,7 @@ import sys
 from types import ModuleType
 from typing import Callable
 
-__all__ = ["PACKAGE", "FUNCTIONAL", "package", "functional", "namespaces", "public_function"]
+__all__ = ["PACKAGE", "FUNCTIONAL", "package", "functional", "namespaces", "public_function", "shown_name"]
 
 PACKAGE = __name__.split(".", 1)[0]          # "tapelab": the name the package face is imported under
 FUNCTIONAL = f"{PACKAGE}.nn.functional"
@@ -34,9 +34,22 @@ def functional() -> ModuleType:
     return sys.modules[FUNCTIONAL]
 
 
+def shown_name(name: str) -> str:
+    """``name``, a path under the package, as the program knows it: under ``install_aliases`` the
+    package face answers to ``torch`` (and ``tapelab.vision`` to ``torchvision``), so generated code
+    and graph listings say ``torch.add`` as PyTorch's do; the globals generated code runs against
+    bind that name to the face, so it stays executable. Otherwise ``name`` unchanged."""
+    for own in (f"{PACKAGE}.vision", PACKAGE):
+        if name == own or name.startswith(own + "."):
+            module = sys.modules.get(own)
+            return (own if module is None else module.__name__) + name[len(own):]
+    return name
+
+
 def namespaces() -> tuple[tuple[str, ModuleType], ...]:
-    """``(public prefix, module)`` for the namespaces whose functions fx names by path, in lookup order."""
-    return (PACKAGE, sys.modules[PACKAGE]), (FUNCTIONAL, sys.modules[FUNCTIONAL])
+    """``(public prefix, module)`` for the namespaces whose functions fx names by path, in lookup
+    order; the prefixes as the program knows them (``shown_name``)."""
+    return (shown_name(PACKAGE), sys.modules[PACKAGE]), (shown_name(FUNCTIONAL), sys.modules[FUNCTIONAL])
 
 
 def public_function(op) -> Callable | None:

@@ -27,7 +27,8 @@ from ..nn.modules.module import Module
 from ..core.tensor import Tensor
 from ..nn.parameter import Parameter
 from ..serialization import save
-from ._codegen import checked_name, is_dotted_identifier, is_identifier
+from ._codegen import checked_name, generate, is_dotted_identifier, is_identifier
+from ._public import PACKAGE, shown_name
 from .graph import Graph
 
 __all__ = ["GraphModule"]
@@ -154,8 +155,9 @@ class GraphModule(Module):
 
     def print_readable(self, print_output: bool = True) -> str:
         """The module as a class definition with its generated forward; printed unless told not."""
-        body = "\n".join("    " + line if line else line for line in self.code.strip("\n").splitlines())
-        text = f"class {type(self).__name__}(tapelab.nn.Module):\n{body}\n"
+        code = generate(self.graph, "self", verbose=True).src.strip("\n").rstrip()
+        body = "\n".join("    " + line if line else line for line in code.splitlines())
+        text = f"class {type(self).__name__}({shown_name(PACKAGE)}.nn.Module):\n{body}\n"
         if print_output:
             print(text)
         return text
@@ -221,12 +223,13 @@ class GraphModule(Module):
         folder = pathlib.Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
         save(self.state_dict(), folder / "state_dict.pt")
-        init = [f"self.{line}" for line in _build_lines(self, "")]
+        root = shown_name(PACKAGE)     # ``torch`` under install_aliases, as the generated forward says
+        init = [f"self.{line}" for line in _build_lines(self, "", root)]
         python_code = self.graph.python_code("self")
-        imports = ["import math", "import os as _tapelab_fx_os", "import tapelab", "from tapelab import device",
+        imports = ["import math", "import os as _tapelab_fx_os", f"import {root}", f"from {root} import device",
                    "inf, nan, NoneType = math.inf, math.nan, type(None)"]
         for name, obj in python_code.globals.items():
-            if name in ("tapelab", "inf", "nan", "device", "NoneType"):
+            if name in (root, "inf", "nan", "device", "NoneType"):
                 continue
             mod, qual = getattr(obj, "__module__", None), getattr(obj, "__qualname__", "")
             if not is_dotted_identifier(mod) or not is_identifier(qual) or not is_identifier(name):
@@ -235,9 +238,9 @@ class GraphModule(Module):
             imports.append(f"from {mod} import {qual} as {name}")
         forward = "\n".join("    " + ln if ln else ln for ln in python_code.src.strip("\n").splitlines())
         body = "\n".join(f"        {ln}" for ln in init)
-        src = ("\n".join(imports) + f"\n\n\nclass {module_name}(tapelab.nn.Module):\n"
+        src = ("\n".join(imports) + f"\n\n\nclass {module_name}({root}.nn.Module):\n"
                f"    def __init__(self):\n        super().__init__()\n{body}\n"
-               "        self.load_state_dict(tapelab.load(_tapelab_fx_os.path.join(_tapelab_fx_os.path.dirname("
+               f"        self.load_state_dict({root}.load(_tapelab_fx_os.path.join(_tapelab_fx_os.path.dirname("
                "_tapelab_fx_os.path.abspath(__file__)), 'state_dict.pt')))\n\n"
                f"{forward}\n")
         (folder / "module.py").write_text(src)
@@ -299,22 +302,23 @@ def _literal_call(text: str, class_name: str) -> bool:
     return all(k.arg is not None for k in tree.keywords)
 
 
-def _build_lines(module: Module, path: str) -> list[str]:
-    """Statements (relative to ``self``) that rebuild ``module``'s children, params and buffers."""
+def _build_lines(module: Module, path: str, root: str) -> list[str]:
+    """Statements (relative to ``self``) that rebuild ``module``'s children, params and buffers;
+    ``root``: the name the written file imports the package by."""
     lines = []
     for name, p in module._parameters.items():
         if p is not None:
-            lines.append(f"{path}register_parameter({name!r}, tapelab.nn.Parameter("
-                         f"tapelab.empty({list(p.shape)}, dtype={p.dtype!r})))")
+            lines.append(f"{path}register_parameter({name!r}, {root}.nn.Parameter("
+                         f"{root}.empty({list(p.shape)}, dtype={p.dtype!r})))")
     for name, b in module._buffers.items():
         if b is not None:
-            lines.append(f"{path}register_buffer({name!r}, tapelab.empty({list(b.shape)}, dtype={b.dtype!r}))")
+            lines.append(f"{path}register_buffer({name!r}, {root}.empty({list(b.shape)}, dtype={b.dtype!r}))")
     for name, child in module._modules.items():
         if type(child) is Module:
-            lines.append(f"{path}add_module({name!r}, tapelab.nn.Module())")
-            lines += _build_lines(child, f"{path}get_submodule({name!r}).")
+            lines.append(f"{path}add_module({name!r}, {root}.nn.Module())")
+            lines += _build_lines(child, f"{path}get_submodule({name!r}).", root)
         elif type(child).__module__.startswith("tapelab.nn") and _literal_call(repr(child), type(child).__name__):
-            lines.append(f"{path}add_module({name!r}, tapelab.nn.{repr(child)})")
+            lines.append(f"{path}add_module({name!r}, {root}.nn.{repr(child)})")
         else:
             raise RuntimeError(f"to_folder: cannot rebuild submodule {path}{name} of type "
                                f"{type(child).__qualname__}; only tapelab.nn layers and plain containers")

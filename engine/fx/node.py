@@ -28,7 +28,7 @@ import builtins
 import operator
 from typing import Any, Callable
 
-from ._public import namespaces
+from ._public import namespaces, shown_name
 
 __all__ = ["Node", "map_arg", "map_aggregate", "Argument", "Target", "has_side_effect", "qualified_name"]
 
@@ -79,7 +79,7 @@ _OPERATOR_NAMES = {getattr(operator, n): f"operator.{n}" for n in dir(operator) 
 
 def _public_path(fn) -> str | None:
     """The name code can call ``fn`` by: a builtin's name, ``tapelab.<f>`` or
-    ``tapelab.nn.functional.<f>``; None if it has none of these."""
+    ``tapelab.nn.functional.<f>`` (``torch.<f>`` under ``install_aliases``); None if it has none of these."""
     name = getattr(fn, "__name__", None)
     if name is None:
         return None
@@ -100,7 +100,9 @@ def qualified_name(fn) -> str:
     if path is not None:
         return path
     name = getattr(fn, "__name__", repr(fn))
-    return f"{getattr(fn, '__module__', None) or '<unknown>'}.{getattr(fn, '__qualname__', name)}"
+    module = getattr(fn, "__module__", None)
+    module = shown_name(module) if isinstance(module, str) and module else "<unknown>"
+    return f"{module}.{getattr(fn, '__qualname__', name)}"
 
 
 class Node:
