@@ -8,6 +8,7 @@ the backward of a subclass loss giving plain Tensor gradients (fastai's ``MSELos
 ``TensorBase``; its optimizer's ``p.grad.detach_(); p.grad.zero_()`` then failed)."""
 from __future__ import annotations
 
+import gc
 import importlib
 import io
 import itertools
@@ -151,35 +152,39 @@ def test_flatten_and_unflatten_dense_tensors(m):
 
 
 # ---------------------------------------------------------------- subclasses
-class TorchMeta(torch.Tensor):
+def _meta_class(m, name):
+    """fastai's TensorBase pattern: ``__new__`` returns ``as_subclass(cls)`` with metadata attributes."""
     def __new__(cls, x, **kwargs):
-        res = torch.as_tensor(x).as_subclass(cls)
+        res = m.as_tensor(x).as_subclass(cls)
         for k, v in kwargs.items():
             setattr(res, k, v)
         return res
+    return type(m.Tensor)(name, (m.Tensor,), {"__new__": __new__, "__module__": __name__, "__qualname__": name})
 
 
-class TapeMeta(tapelab.Tensor):
-    def __new__(cls, x, **kwargs):
-        res = tapelab.as_tensor(x).as_subclass(cls)
-        for k, v in kwargs.items():
-            setattr(res, k, v)
-        return res
+@pytest.fixture(params=["torch", "tapelab"])
+def sub(request):
+    """(module, subclass), the class reachable by pickle as a module global while the test runs, and
+    gone (collected) after it: a live subclass that takes part keeps tapelab's dispatcher on its
+    slow path, which other tests check is off."""
+    m = torch if request.param == "torch" else tapelab
+    name = f"Meta_{request.param}"
+    cls = globals()[name] = _meta_class(m, name)
+    yield m, cls
+    del globals()[name], cls
+    gc.collect()
 
 
-SUB = pytest.mark.parametrize("m,cls", [(torch, TorchMeta), (tapelab, TapeMeta)], ids=["torch", "tapelab"])
-
-
-@SUB
-def test_subclass_new_returning_a_finished_tensor_keeps_it(m, cls):
+def test_subclass_new_returning_a_finished_tensor_keeps_it(sub):
+    m, cls = sub
     t = cls(m.tensor([3, 4]), tag="x")
     assert type(t) is cls and t.dtype == m.int64 and _np(t).tolist() == [3, 4] and t.tag == "x"
     assert m.Tensor([1, 2]).dtype == m.float32 and tuple(m.Tensor(2, 3).shape) == (2, 3)
     assert tuple(m.Tensor().shape) == (0,)
 
 
-@SUB
-def test_subclass_saves_and_pickles_with_its_attributes(m, cls):
+def test_subclass_saves_and_pickles_with_its_attributes(sub):
+    m, cls = sub
     t = cls(m.arange(6.0).reshape(2, 3), img_size=(2, 3))
     buf = io.BytesIO()
     m.save({"t": t, "v": t.view(6)}, buf)
@@ -193,8 +198,8 @@ def test_subclass_saves_and_pickles_with_its_attributes(m, cls):
     assert type(pickle.loads(pickle.dumps(m.ones(2)))) is m.Tensor
 
 
-@SUB
-def test_subclass_loss_backward_gives_plain_gradients(m, cls):
+def test_subclass_loss_backward_gives_plain_gradients(sub):
+    m, cls = sub
     m.manual_seed(0)
     lin = m.nn.Linear(3, 1)
     with m.no_grad():
@@ -213,7 +218,8 @@ def test_subclass_loss_backward_gives_plain_gradients(m, cls):
 
 
 def test_subclass_loss_gradients_equal_torchs():
-    def grads(m, cls):
+    def grads(m):
+        cls = _meta_class(m, "Meta")
         lin = m.nn.Linear(3, 1)
         with m.no_grad():
             lin.weight.copy_(m.tensor([[0.5, -1.0, 2.0]]))
@@ -221,5 +227,21 @@ def test_subclass_loss_gradients_equal_torchs():
         x = m.tensor([[1.0, 2.0, 3.0], [0.5, -1.0, 0.0]])
         ((lin(x).as_subclass(cls) - 1) ** 2).sum().backward()
         return _np(lin.weight.grad), _np(lin.bias.grad)
-    for a, b in zip(grads(torch, TorchMeta), grads(tapelab, TapeMeta)):
+    for a, b in zip(grads(torch), grads(tapelab)):
         np.testing.assert_allclose(a, b, rtol=1e-6)
+    gc.collect()
+
+
+@BOTH
+def test_tensor_constructor_of_a_tensor_is_an_alias(m):
+    """``torch.Tensor(t)`` aliases ``t`` (its dtype and memory), as PyTorch's legacy constructor."""
+    a = m.tensor([3, 4])
+    t = m.Tensor(a)
+    assert type(t) is m.Tensor and t.dtype == m.int64 and t._base is a and t.data_ptr() == a.data_ptr()
+    a.add_(1)
+    assert _np(m.Tensor(a)).tolist() == [4, 5]
+    f = m.ones(2, requires_grad=True)
+    c = m.Tensor(f)
+    assert c.requires_grad and c.grad_fn is not None
+    (c * 3).sum().backward()
+    assert _np(f.grad).tolist() == [3.0, 3.0]

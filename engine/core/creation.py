@@ -17,7 +17,7 @@ import warnings
 import numpy as np
 
 from ..base.dispatch_state import STATE as _DISPATCH
-from .overrides import handle_torch_function, has_tensor_like
+from .overrides import DisableTorchFunctionSubclass, handle_torch_function, has_tensor_like
 from ..base import dtype as _dtype
 from ..base.device import CPU, DEFAULT as _DEFAULT, cuda_available, device as Device
 from ..base.dtype import from_np, get_default_dtype
@@ -485,6 +485,14 @@ def _init(self, *args, **kwargs):
         return
     if not args:
         self._data = np.zeros(0, np.float32)
+    elif len(args) == 1 and isinstance(args[0], Tensor):
+        # ``torch.Tensor(t)`` (and ``Sub(t)``) is an alias of ``t``, as PyTorch's legacy constructor:
+        # its dtype, its memory and version counter, and an autograd view of it when it needs grad
+        with DisableTorchFunctionSubclass():
+            alias = args[0].view_as(args[0])
+        self._data, self.requires_grad, self.grad_fn = alias._data, alias.requires_grad, alias.grad_fn
+        self._out_nr, self._vc, self._device = alias._out_nr, alias._vc, alias._device
+        self.__dict__.update(alias.__dict__)
     elif len(args) == 1 and not isinstance(args[0], int):
         self._data = tensor(args[0], dtype=get_default_dtype())._data
     elif args:
