@@ -9,13 +9,15 @@ per slice of the mapped dims and stacks the results, over any nesting of tuples,
 """
 from __future__ import annotations
 
+import functools
 from typing import Callable
 
 from .autograd.engine import grad as _autograd_grad
 from .base.grad_mode import enable_grad, is_grad_enabled
+from .core import batching as _batching
 from .core.tensor import Tensor
 from .nn.utils.stateless import _functional_call
-from .ops.movement import stack
+from .ops.movement import cat, stack
 from .utils._pytree import tree_flatten, tree_unflatten
 
 __all__ = ["grad", "grad_and_value", "vjp", "jvp", "linearize", "jacrev", "jacfwd", "hessian", "vmap", "functional_call",
@@ -62,6 +64,9 @@ def grad_and_value(func: Callable, argnums=0, has_aux: bool = False) -> Callable
     ``torch.func.grad_and_value``: with ``has_aux`` the function returns ``(value, aux)``)."""
     def wrapper(*args, **kwargs):
         nums = _argnums(argnums, len(args), "grad_and_value")
+        levels = _batching.active_levels()
+        if levels:
+            return _batched_grad_and_value(func, args, kwargs, nums, argnums, has_aux, levels)
         outer = is_grad_enabled() and any(t.requires_grad for i in nums for t in _flatten(args[i])[0]
                                            if isinstance(t, Tensor))
         args = list(args)
@@ -87,6 +92,96 @@ def grad_and_value(func: Callable, argnums=0, has_aux: bool = False) -> Callable
     return wrapper
 
 
+def _in_vmap(args) -> bool:
+    """Whether some argument is batched by a running vmap (a transform without a batched form then runs
+    a slice at a time: ``core/batching.per_slice``)."""
+    return bool(_batching.active_levels()) and _batching.has_levels(_flatten(args)[0], set())
+
+
+def _per_slice(fn, args: tuple):
+    """``fn(*args)`` a slice at a time over the innermost vmap level that batches some argument (where a
+    transform has no batched form): the results stacked and batched again at that level."""
+    leaves, build = _flatten(args)
+    lv = max(t._level for t in leaves if isinstance(t, _batching.BatchedTensor))
+    mode = next(m for m in _batching.modes() if m.level == lv)
+    with mode.aside():
+        results = []
+        for i in range(mode.size):
+            results.append(fn(*build([t._phys.select(0, i) if isinstance(t, _batching.BatchedTensor)
+                                      and t._level == lv else t for t in leaves])))
+        flat0, rebuild = _flatten(results[0])
+        per = [_flatten(r)[0] for r in results]
+        outs = [_batching.rewrap(stack([p[k] for p in per]), [(lv, mode.size)]) if isinstance(v, Tensor) else v
+                for k, v in enumerate(flat0)]
+    return rebuild(outs)
+
+
+def _batched_leaf(x: Tensor, levels: list) -> tuple:
+    """Inside vmap: ``(leaf, batched leaf)`` for differentiating w.r.t. ``x`` per slice. The leaf is a plain
+    tensor with a dim for every vmap level (an unbatched ``x`` expanded), so each slice has its own copy
+    and the gradient of the summed batch w.r.t. it is every slice's own gradient."""
+    plain, have = _batching.unwrap_all(x)
+    leaf = _leaves_for(_batching.align(plain, have, levels))
+    return leaf, _batching.rewrap(leaf, levels)
+
+
+def _batched_grad_and_value(func, args, kwargs, nums, argnums, has_aux, levels):
+    """``grad_and_value`` inside vmap: the function runs once on the batched leaves and one backward pass of
+    the physical value gives the per-slice gradients (PyTorch batches the backward of each slice)."""
+    outer = is_grad_enabled() and any(t.requires_grad for i in nums for t in _flatten(args[i])[0]
+                                       if isinstance(t, Tensor))
+    args = list(args)
+    trees = []
+    for i in nums:
+        leaves, build = _flatten(args[i])
+        pairs = [_batched_leaf(t, levels) if isinstance(t, Tensor) else (t, t) for t in leaves]
+        trees.append(([p for p, _ in pairs], build))
+        args[i] = build([b for _, b in pairs])
+    with enable_grad():
+        out = func(*args, **kwargs)
+        value, aux = (out if has_aux else (out, None))
+        if not isinstance(value, Tensor) or value.numel() != 1:
+            raise RuntimeError("grad_and_value(f)(*args): Expected f(*args) to return a scalar Tensor, got "
+                               f"tensor with {value.dim() if isinstance(value, Tensor) else '?'} dims. Maybe "
+                               "you wanted to use the vjp or jacrev APIs instead?")
+        plain, have = _batching.unwrap_all(value)
+        leaves = [t for ls, _ in trees for t in ls if isinstance(t, Tensor)]
+        gs = iter(_autograd_grad((plain,), leaves, (plain.new_ones(plain.shape),), create_graph=outer,
+                                 materialize_grads=True))
+    grads = [build([_batching.rewrap(next(gs), levels) if isinstance(t, Tensor) else t for t in ls])
+             for ls, build in trees]
+    g = grads[0] if not isinstance(argnums, tuple) else tuple(grads)
+    value, aux = _at_caller_level((value, aux), outer)
+    return ((g, (value, aux)) if has_aux else (g, value))
+
+
+def _batched_vjp(func, primals, has_aux, levels):
+    """``vjp`` inside vmap: the function runs once on leaves with a dim per vmap level, and ``vjp_fn`` runs
+    one backward pass whose cotangents carry those dims (a cotangent batched by a vmap entered later, as
+    ``vmap(vjp_fn)`` is, is taken a slice at a time)."""
+    flat, build = _flatten(primals)
+    outer = is_grad_enabled() and any(p.requires_grad for p in flat)
+    pairs = [_batched_leaf(p, levels) for p in flat]
+    leaves = [p for p, _ in pairs]
+    with enable_grad():
+        out = func(*build([b for _, b in pairs]))
+    out, aux = (out if has_aux else (out, None))
+    known = {lv for lv, _ in levels}
+
+    def vjp_fn(cotangents):
+        outs, _ = _flatten(out)
+        cots, _ = _flatten(cotangents)
+        if _batching.has_levels(cots, known):
+            return _per_slice(vjp_fn, (cotangents,))
+        plain_outs = [_batching.align(*_batching.unwrap_all(o), levels) for o in outs]
+        plain_cots = [_batching.align(*_batching.unwrap_all(c), levels) for c in cots]
+        gs = _autograd_grad(plain_outs, leaves, plain_cots, retain_graph=True, create_graph=outer,
+                            materialize_grads=True)
+        return build([_batching.rewrap(g, levels) for g in gs])
+    result, aux = _at_caller_level((out, aux), outer)
+    return (result, vjp_fn, aux) if has_aux else (result, vjp_fn)
+
+
 def grad(func: Callable, argnums=0, has_aux: bool = False) -> Callable:
     """``f(*args) -> gradient of the scalar f w.r.t. args[argnums]`` (a pytree like the argument)."""
     inner = grad_and_value(func, argnums, has_aux)
@@ -100,6 +195,9 @@ def grad(func: Callable, argnums=0, has_aux: bool = False) -> Callable:
 def vjp(func: Callable, *primals, has_aux: bool = False):
     """``(func(*primals), vjp_fn)`` where ``vjp_fn(cotangents)`` returns one gradient per primal,
     each shaped like its primal's pytree (a dict of parameters gives a dict of gradients)."""
+    levels = _batching.active_levels()
+    if levels:
+        return _batched_vjp(func, primals, has_aux, levels)
     flat, build = _flatten(primals)
     leaves = [_leaves_for(p) for p in flat]
     with enable_grad():
@@ -108,6 +206,8 @@ def vjp(func: Callable, *primals, has_aux: bool = False):
     outer = is_grad_enabled() and any(p.requires_grad for p in flat)
 
     def vjp_fn(cotangents):
+        if _in_vmap((cotangents,)):
+            return _per_slice(vjp_fn, (cotangents,))
         outs, _ = _flatten(out)
         cots, _ = _flatten(cotangents)
         return build(list(_autograd_grad(outs, leaves, cots, retain_graph=True, create_graph=outer,
@@ -121,6 +221,8 @@ def jvp(func: Callable, primals: tuple, tangents: tuple, *, has_aux: bool = Fals
     ``has_aux``, ``func`` returns ``(output, aux)`` and ``aux`` comes back third, as ``grad``'s and ``vjp``'s.
     Primals, tangents and the output may be pytrees (a tuple or dict of parameters), as PyTorch's."""
     from .autograd.functional import jvp as _jvp
+    if _in_vmap((primals, tangents)):
+        return _per_slice(lambda p, t: jvp(func, p, t, has_aux=has_aux), (tuple(primals), tuple(tangents)))
     flat_primals, primal_spec = tree_flatten(tuple(primals))
     flat_tangents, tangent_spec = tree_flatten(tuple(tangents))
     if tangent_spec != primal_spec:
@@ -177,6 +279,8 @@ def jacrev(func: Callable, argnums=0, *, has_aux: bool = False, chunk_size: int 
         raise ValueError("jacrev: `chunk_size` should be greater than 0.")
 
     def wrapper(*args):
+        if _in_vmap(args):
+            return _per_slice(wrapper, args)
         nums = _argnums(argnums, len(args), "jacrev")
         trees = [_flatten(args[i]) for i in nums]
         counts = [len(leaves) for leaves, _ in trees]
@@ -233,23 +337,118 @@ def _dims_for(dims, tree) -> list:
                      f"{len(tree) if hasattr(tree, '__len__') else 1} elements")
 
 
+def _in_dims(name: str, in_dims, args: tuple, leaves: list) -> tuple[list, int]:
+    """Each leaf's mapped dim (wrapped) and the batch size, with PyTorch's checks and texts."""
+    where = f"vmap({name}, in_dims={in_dims}, ...)(<inputs>)"
+    if not isinstance(in_dims, (int, tuple)) or isinstance(in_dims, bool):
+        raise ValueError(f"{where}: expected `in_dims` to be int or a (potentially nested) tuple matching the "
+                         f"structure of inputs, got: {type(in_dims)}.")
+    try:
+        dims = _dims_for(in_dims, args)
+    except ValueError:
+        raise ValueError(f"{where}: in_dims is not compatible with the structure of `inputs`. in_dims has structure "
+                         f"{tree_flatten(in_dims)[1]} but inputs has structure {tree_flatten(args)[1]}.") from None
+    out, sizes = [], []
+    for t, d in zip(leaves, dims):
+        if d is None:
+            out.append(None)
+            continue
+        if not isinstance(d, int) or isinstance(d, bool):
+            raise ValueError(f"{where}: in_dim must be int or None, got {type(d)}")
+        if not isinstance(t, Tensor):
+            raise ValueError(f"{where}: Got in_dim={d} for an input but the input is of type {type(t)}. We cannot "
+                             "vmap over non-Tensor arguments, please use None as the respective in_dim")
+        nd = t.dim()
+        if not -nd <= d < nd:
+            raise ValueError(f"{where}: Got in_dim={d} for some input, but that input is a Tensor of "
+                             f"dimensionality {nd} so expected in_dim to satisfy -{nd} <= in_dim < {nd}.")
+        out.append(d % nd)
+        sizes.append(t.shape[d])
+    if not sizes:
+        raise ValueError(f"{where}: at least one input must be a Tensor mapped over a dim (all inputs had "
+                         "in_dim=None or were not Tensors)")
+    if len(set(sizes)) != 1:
+        raise ValueError("vmap: Expected all tensors to have the same size in the mapped dimension, got sizes "
+                         f"{sorted(set(sizes))} for the mapped dimension")
+    return out, sizes[0]
+
+
+def _outputs(name: str, out_dims, result, size: int, level: int | None):
+    """``result``'s leaves with the batch moved to ``out_dims`` (unbatched tensors expanded), as PyTorch's."""
+    flat, rebuild = _flatten(result)
+    dims = _dims_for(out_dims, result)
+    done = []
+    for v, d in zip(flat, dims):
+        batched = isinstance(v, _batching.BatchedTensor) and v._level == level
+        if d is None:
+            if batched:
+                raise ValueError(f"vmap({name}, ...): `{name}` can not return a BatchedTensor when out_dim is None")
+            done.append(v)
+            continue
+        if not isinstance(v, Tensor):
+            raise ValueError(f"vmap({name}, ...): `{name}` must only return Tensors, got type {type(v)}. Did you "
+                             "mean to set out_dims= to None for output?")
+        p = v._phys if batched else v.expand(size, *v.shape)
+        done.append(p if d == 0 else p.movedim(0, d))
+    return rebuild(done)
+
+
+def _stacked(name: str, func, args, kwargs, leaves, dims, build, size, out_dims):
+    """The per-slice loop: ``func`` on each slice, the results stacked (a call the batching cannot take)."""
+    results = [func(*build([t.select(d, i) if d is not None else t for t, d in zip(leaves, dims)]), **kwargs)
+               for i in range(size)]
+    outs = _dims_for(out_dims, results[0])
+    per = [_flatten(r)[0] for r in results]
+    return _flatten(results[0])[1]([stack([p[k] for p in per], o) if o is not None else per[0][k]
+                                    for k, o in enumerate(outs)])
+
+
 def vmap(func: Callable, in_dims=0, out_dims=0, randomness: str = "error", *, chunk_size=None) -> Callable:
-    """``func`` mapped over a dim of its (nested) tensor arguments: called once per slice, results
-    stacked along ``out_dims``."""
+    """``func`` mapped over a dim of its (nested) tensor arguments, as ``torch.func.vmap``: each op runs once
+    for the whole batch (``core/batching.py``: a ``BatchMode`` level, ``BatchedTensor`` arguments), the
+    results' batch moved to ``out_dims``; ``chunk_size`` runs that many slices at a time; ``randomness``
+    ``'error'`` refuses random ops, ``'different'`` draws per slice, ``'same'`` once for all."""
+    if randomness not in ("error", "different", "same"):
+        raise RuntimeError(f"Only allowed values for randomness are 'error', 'different', or 'same'. Got {randomness}")
+    if chunk_size is not None and (not isinstance(chunk_size, int) or chunk_size <= 0):
+        raise ValueError(f"vmap: chunk_size should be None or greater than 0. (got {chunk_size})")
+    name = getattr(func, "__name__", type(func).__name__)
+
+    @functools.wraps(func)
     def mapped(*args, **kwargs):
         leaves, build = _flatten(args)
-        dims = _dims_for(in_dims, args)
-        sizes = {t.shape[d] for t, d in zip(leaves, dims) if d is not None and isinstance(t, Tensor)}
-        if len(sizes) != 1:
-            raise ValueError("vmap: Expected all tensors to have the same size in the mapped dimension, got sizes "
-                             f"{sorted(sizes)} for the mapped dimension" if sizes else
-                             "vmap(f, in_dims=..., ...)(<inputs>): at least one input must be a Tensor mapped over a dim")
-        results = [func(*build([t.select(d, i) if d is not None and isinstance(t, Tensor) else t
-                                for t, d in zip(leaves, dims)]), **kwargs) for i in range(sizes.pop())]
-        flat, rebuild = _flatten(results[0])
-        outs = _dims_for(out_dims, results[0])
-        per = [_flatten(r)[0] for r in results]
-        return rebuild([stack([p[k] for p in per], o) for k, o in enumerate(outs)])
+        dims, size = _in_dims(name, in_dims, args, leaves)
+        if chunk_size is None or chunk_size >= size:
+            return _run(leaves, dims, build, size, args, kwargs)
+        parts = []
+        for start in range(0, size, chunk_size):
+            n = min(chunk_size, size - start)
+            part = [t.narrow(d, start, n) if d is not None else t for t, d in zip(leaves, dims)]
+            parts.append(_run(part, dims, build, n, args, kwargs))
+        flat0, rebuild = _flatten(parts[0])
+        outs = _dims_for(out_dims, parts[0])
+        per = [_flatten(p)[0] for p in parts]
+        return rebuild([cat([p[k] for p in per], o) if o is not None else per[0][k] for k, o in enumerate(outs)])
+
+    def _run(leaves, dims, build, size, args, kwargs):
+        level = len(_batching.active_levels()) + 1
+        mode = _batching.BatchMode(level, size, randomness)
+        inputs = []
+        for t, d in zip(leaves, dims):
+            if d is None:
+                inputs.append(t)
+                continue
+            bt = _batching.wrap(t if d == 0 else t.movedim(d, 0), level)
+            mode._seen[id(bt._data)] = bt
+            inputs.append(bt)
+        try:
+            with mode:
+                result = func(*build(inputs), **kwargs)
+            return _outputs(name, out_dims, result, size, level)
+        except _batching.FallBack:
+            return _stacked(name, func, args, kwargs, leaves, dims, build, size, out_dims)
+        finally:
+            mode._seen.clear()
     return mapped
 
 

@@ -1,0 +1,492 @@
+"""``vmap``'s batching, as ``torch.func`` batches: a ``Mode`` that runs each op once for the whole batch.
+
+Inside ``vmap`` a mapped value is a ``BatchedTensor``: a Tensor whose ``_phys`` holds the values of
+every slice, the vmapped dim first, and whose own metadata (``shape``, ``dtype``, ``stride``; its
+``_data`` is a view of the first slice) are the logical tensor's, so the public functions check and
+canonicalise their arguments against the shapes the function sees. ``BatchMode`` (one per vmap level,
+entered by ``tapelab.func.vmap``) receives every op; an op with a batched operand of its level runs
+once on the physical tensors, by a rule derived from the op's declaration (``Op.elementwise``, its
+``dim``/``dims`` params, views) or a family rule below (matmul, linear, convolution, the losses,
+random draws), the mode off the stack, so the physical ops reach the modes below (an outer vmap
+level, capture, the tape) and record autograd on the physical tensors. An op without a rule runs once
+per slice and the slices are stacked (PyTorch's slow fallback, with its warning). Nested vmaps are
+nested levels: a level's physical tensor may itself be a ``BatchedTensor`` of an outer level.
+"""
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+
+from ..base.dispatch_state import LOCAL
+from .dispatch import Mode, apply
+from .overrides import _disabled_torch_function_impl
+from .registry import REGISTRY
+from .tensor import Tensor
+
+__all__ = ["BatchedTensor", "BatchMode", "FallBack", "active_levels", "wrap", "unwrap_all", "align",
+           "rewrap", "has_levels", "modes"]
+
+_new = object.__new__
+
+
+class FallBack(Exception):
+    """A batched run met something it cannot batch (an in-place write it cannot place): vmap reruns
+    the call a slice at a time."""
+
+
+class BatchedTensor(Tensor):
+    """A Tensor inside ``vmap``: ``_phys`` is the value of every slice (the vmapped dim of level
+    ``_level`` first); the Tensor's own metadata are those of one slice."""
+
+    __slots__ = ("_phys", "_level")
+    # not a subclass that takes part in ``__torch_function__``: its ops go to the dispatcher's modes only
+    __torch_function__ = _disabled_torch_function_impl
+
+    def __repr__(self) -> str:
+        return f"BatchedTensor(lvl={self._level}, bdim=0, value=\n    {self._phys!r}\n)"
+
+
+def wrap(phys: Tensor, level: int) -> BatchedTensor:
+    """The batched view of ``phys`` (its dim 0 mapped at ``level``)."""
+    t = _new(BatchedTensor)
+    d = phys._data
+    t._data = d[0, ...] if d.shape[0] else np.zeros(d.shape[1:], d.dtype)
+    t._phys, t._level = phys, level
+    t.requires_grad = phys.requires_grad
+    t.grad_fn, t._out_nr = phys.grad_fn, phys._out_nr
+    t._vc, t._device, t._grad = phys._vc, phys._device, None
+    return t
+
+
+def modes() -> list:
+    return [m for m in LOCAL.modes if isinstance(m, BatchMode)]
+
+
+def active_levels() -> list:
+    """``[(level, size)]`` of the vmaps running in this thread, outermost first."""
+    return [(m.level, m.size) for m in LOCAL.modes if isinstance(m, BatchMode)]
+
+
+def unwrap_all(t: Tensor) -> tuple:
+    """``(plain physical tensor, [levels])``: the batch dims of the levels, lowest first, then the logical dims."""
+    levels = []
+    while t.__class__ is BatchedTensor:
+        levels.append(t._level)
+        t = t._phys
+    return t, levels[::-1]
+
+
+def has_levels(tree_leaves, known: set) -> bool:
+    """Whether some leaf is batched at a level outside ``known``."""
+    for t in tree_leaves:
+        while t.__class__ is BatchedTensor:
+            if t._level not in known:
+                return True
+            t = t._phys
+    return False
+
+
+def align(plain: Tensor, have: list, levels: list) -> Tensor:
+    """``plain`` (batch dims ``have``, lowest level first) with a dim for each of ``levels``
+    (``[(level, size)]``), expanded where it had none."""
+    if have == [lv for lv, _ in levels]:
+        return plain
+    logical = tuple(plain.shape[len(have):])
+    pos = {lv: i for i, lv in enumerate(have)}
+    missing = [lv for lv, _ in levels if lv not in pos]
+    order = [lv for lv in have] + missing
+    x = plain.reshape(tuple(plain.shape[:len(have)]) + (1,) * len(missing) + logical) if missing else plain
+    perm = [order.index(lv) for lv, _ in levels]
+    if perm != list(range(len(perm))):
+        x = x.permute(*perm, *range(len(perm), x.dim()))
+    return x.expand(*[n for _, n in levels], *logical)
+
+
+def rewrap(plain: Tensor, levels: list) -> Tensor:
+    """``plain`` (batch dims of ``levels`` first, lowest first) wrapped level by level."""
+    by_level = {m.level: m for m in modes()}
+    t = plain
+    for lv, _ in levels:
+        t = wrap(t, lv)
+        m = by_level.get(lv)
+        if m is not None:
+            m._seen[id(t._data)] = t
+    return t
+
+
+_STACK = REGISTRY["stack"]
+
+# ---------------------------------------------------------------- PyTorch's texts
+_RANDOM_ERROR = ("vmap: called random operation while in randomness error mode. Please either use the 'same' or "
+                 "'different' randomness flags on vmap or perform the randomness operation out of vmap")
+_SAME_BATCHED = ("Vmap does not currently support same randomness with a batched tensor input. Please file an issue "
+                 "with functorch")
+_DIFFERENT_INPLACE = ("vmap: Cannot ask for different inplace randomness on an unbatched tensor. This will appear like "
+                      "same randomness. If this is necessary for your usage, please file an issue with functorch.")
+_HOST = {
+    "item": "vmap: It looks like you're calling .item() on a Tensor. We don't support vmap over calling .item() on a "
+            "Tensor, please try to rewrite what you're doing with other operations. If error is occurring somewhere "
+            "inside PyTorch internals, please file a bug report.",
+    "bool": "vmap: It looks like you're attempting to use a Tensor in some data-dependent control flow. We don't "
+            "support that yet, please file an issue at https://github.com/pytorch/pytorch/issues .",
+    "tolist": "Cannot access data pointer of Tensor that doesn't have storage",
+    "numpy": "Cannot access data pointer of Tensor that doesn't have storage",
+}
+
+# ---------------------------------------------------------------- rule tables (by the ops' declared names)
+# maps of their inputs' values alone, besides the ops declared elementwise
+_ELEMENTWISE = frozenset(("clone", "copy", "fill", "masked_fill", "detach", "gelu", "gelu_backward", "silu",
+                          "silu_backward", "hardsigmoid", "hardsigmoid_backward", "hardswish", "hardswish_backward",
+                          "log_sigmoid", "log_sigmoid_backward", "isclose", "to_device", "real", "imag", "one_hot"))
+# reductions whose ``dims=None`` means every dim
+_REDUCTIONS = frozenset(("sum", "mean", "amax", "amin", "any", "all", "var", "std", "norm", "logsumexp",
+                         "count_nonzero"))
+# ops whose ``dim``/``dims``/``dim1``/``dim2`` params name logical dims: shifted past the batch dim
+_DIM_OPS = _REDUCTIONS | frozenset((
+    "softmax", "log_softmax", "softmax_backward", "log_softmax_backward", "cumsum", "cumprod", "argmax", "argmin",
+    "argsort", "sort", "topk", "max", "min", "median", "mode", "kthvalue", "gather", "take_along", "cat", "stack",
+    "flip", "roll", "diagonal", "prod", "layer_norm", "scatter", "scatter_reduce", "prod_others", "cummax_indices",
+    "mode_index"))
+# ops over their trailing dims that take any leading ones as a batch
+_TRAILING = frozenset(("tril", "triu", "linalg_det", "linalg_slogdet", "linalg_matrix_exp"))
+_DIM_KEYS = ("dim", "dim1", "dim2")
+# random ops that read their tensor operand for its shape only
+_SHAPE_ONLY = frozenset(("normal_", "uniform_", "random_", "exponential_", "cauchy_", "log_normal_", "geometric_"))
+
+
+def _batched_at(a, level: int) -> bool:
+    return a.__class__ is BatchedTensor and a._level == level
+
+
+class BatchMode(Mode):
+    """One vmap level: batches the ops whose operands include its ``BatchedTensor``s."""
+
+    def __init__(self, level: int, size: int, randomness: str):
+        self.level, self.size, self.randomness = level, size, randomness
+        self._seen = {}   # id(a batched tensor's slice array) -> the tensor: in-place writes and re-wrapped arrays
+        self._warned = set()
+
+    # ------------------------------------------------------------ hooks
+    def dispatch(self, op, args: tuple, params: dict):
+        level, batched = self.level, False
+        seen = self._seen
+        for i, a in enumerate(args):
+            c = a.__class__
+            if c is BatchedTensor:
+                if a._level == level:
+                    batched = True
+            elif c is Tensor and seen and id(a._data) in seen:   # a plain tensor over a batched slice (in-place ops)
+                args = args[:i] + (seen[id(a._data)],) + args[i + 1:]
+                batched = True
+        if op.kind == "random":
+            return self._random(op, args, params, batched)
+        with self.aside():
+            if not batched:
+                return apply(op, *args, **params)
+            if op.data_dependent is not None or op.name in ("nonzero", "unique"):
+                raise RuntimeError("vmap: We do not support batching operators that can output dynamic shape. "
+                                   f"Attempted to vmap over aten::{op.name}. Please file an issue at "
+                                   "https://github.com/pytorch/pytorch/issues if you need this feature.")
+            out = self._rule(op, args, params)
+            if out is None:
+                out = self._loop(op, args, params)
+        return self._wrap_out(out)
+
+    def host_read(self, tensor, what: str) -> None:
+        if what in _HOST and (tensor.__class__ is BatchedTensor or id(tensor._data) in self._seen):
+            raise RuntimeError(_HOST[what])
+
+    def write(self, target, src) -> None:
+        t, s = self._seen.get(id(target)), self._seen.get(id(src))
+        if t is None:
+            if s is not None:
+                raise RuntimeError(f"output with shape {list(target.shape)} doesn't match the broadcast shape "
+                                   f"{[self.size, *src.shape]}")
+            return
+        tp, tl = unwrap_all(t)
+        if s is not None:
+            sp, sl = unwrap_all(s)
+            if not set(sl) <= set(tl):
+                raise FallBack
+            sp = align(sp, sl, [(lv, tp.shape[i]) for i, lv in enumerate(tl)])
+            src_data = sp._data
+        else:
+            src_data = src
+        if not tp._data.flags.writeable:
+            raise FallBack
+        tp._data[...] = src_data   # the caller then writes the first slice again and counts the version
+
+    # ------------------------------------------------------------ results
+    def _wrap_out(self, out):
+        level, seen = self.level, self._seen
+        if isinstance(out, Tensor):
+            t = wrap(out, level)
+            seen[id(t._data)] = t
+            return t
+        if isinstance(out, tuple):
+            return tuple(self._wrap_out(o) if isinstance(o, Tensor) else o for o in out)
+        return out
+
+    def _phys(self, a, ndim: int | None = None):
+        """The physical tensor of operand ``a``, its logical dims padded to ``ndim`` with ones (or
+        ``a`` itself when it is not batched at this level)."""
+        if not _batched_at(a, self.level):
+            return a
+        p = a._phys
+        if ndim is not None and ndim > a._data.ndim:
+            shape = p.shape
+            p = p.reshape((shape[0],) + (1,) * (ndim - a._data.ndim) + tuple(shape[1:]))
+        return p
+
+    def _all(self, a):
+        """``a``'s physical tensor, expanded over the batch when ``a`` is not batched."""
+        if _batched_at(a, self.level):
+            return a._phys
+        if isinstance(a, Tensor):
+            return a.expand(self.size, *a.shape)
+        return a
+
+    # ------------------------------------------------------------ rules
+    def _rule(self, op, args, params):
+        name = op.name
+        if op.elementwise or name in _ELEMENTWISE:
+            return self._elementwise(op, args, params)
+        if name in _DIM_OPS:
+            return self._dims(op, args, params)
+        rule = _FAMILY.get(name)
+        if rule is not None:
+            return rule(self, op, args, params)
+        if name in _TRAILING and len(args) == 1:
+            return apply(op, args[0]._phys, **params)
+        return None
+
+    def _elementwise(self, op, args, params):
+        tensors = [a for a in args if isinstance(a, Tensor)]
+        nd = max(a._data.ndim for a in tensors)
+        if op.promote is not None and len({a._data.dtype for a in tensors}) > 1 and \
+                any(a._data.ndim == 0 and _batched_at(a, self.level) for a in tensors):
+            return None   # a batched 0-d operand promotes as a 0-d tensor, its physical one would not: per slice
+        return apply(op, *[self._phys(a, nd) for a in args], **params)
+
+    def _dims(self, op, args, params):
+        first = next(a for a in args if isinstance(a, Tensor))
+        nd = first._data.ndim
+        if nd == 0:
+            return None
+        params = dict(params)
+        for key in _DIM_KEYS:
+            if key in params:
+                d = params[key]
+                if not isinstance(d, int) or d < 0:
+                    return None
+                params[key] = d + 1
+        if "dims" in params:
+            d = params["dims"]
+            if d is None:
+                if op.name not in _REDUCTIONS:
+                    return None
+                params["dims"] = tuple(range(1, nd + 1))
+            elif isinstance(d, tuple) and all(isinstance(i, int) and i >= 0 for i in d):
+                params["dims"] = tuple(i + 1 for i in d)
+            else:
+                return None
+        if op.name == "layer_norm":   # the affine parameters broadcast over the batch as they are
+            return apply(op, args[0]._phys if _batched_at(args[0], self.level) else self._all(args[0]),
+                         *args[1:], **params) if not any(_batched_at(a, self.level) for a in args[1:]) else None
+        return apply(op, *[self._all(a) for a in args], **params)
+
+    def _random(self, op, args, params, batched):
+        if self.randomness == "error":
+            raise RuntimeError(_RANDOM_ERROR)
+        with self.aside():
+            if self.randomness == "same":
+                if not batched:
+                    return apply(op, *args, **params)
+                if op.name in _SHAPE_ONLY or (op.name in ("bernoulli", "bernoulli_") and params.get("p") is not None):
+                    one = [a._phys.select(0, 0) if _batched_at(a, self.level) else a for a in args]
+                    return apply(op, *one, **params)
+                raise RuntimeError(_SAME_BATCHED)
+            tensors = [a for a in args if isinstance(a, Tensor)]
+            if op.name.endswith("_") and tensors and not _batched_at(args[0], self.level):
+                raise RuntimeError(_DIFFERENT_INPLACE)
+            if "size" in params:
+                params = dict(params, size=(self.size, *params["size"]))
+            elif not tensors:   # randperm: one draw per slice
+                return self._wrap_out(apply(_STACK, *[apply(op, **params) for _ in range(self.size)], dim=0))
+            out = apply(op, *[self._all(a) for a in args], **params)
+        return self._wrap_out(out)
+
+    def _loop(self, op, args, params):
+        """PyTorch's slow fallback: the op on each slice, the results stacked."""
+        if op.name not in self._warned:
+            self._warned.add(op.name)
+            warnings.warn(f"There is a performance drop because we have not yet implemented the batching rule for "
+                          f"aten::{op.name}. Please file us an issue on GitHub so that we can prioritize its "
+                          f"implementation.", UserWarning, stacklevel=4)
+        level = self.level
+        outs = [apply(op, *[a._phys.select(0, i) if _batched_at(a, level) else a for a in args], **params)
+                for i in range(self.size)]
+        if isinstance(outs[0], tuple):
+            return tuple(apply(_STACK, *[o[k] for o in outs], dim=0) if isinstance(outs[0][k], Tensor) else outs[0][k]
+                         for k in range(len(outs[0])))
+        return apply(_STACK, *outs, dim=0)
+
+
+# ---------------------------------------------------------------- family rules
+def _views(mode, op, args, params):
+    x = args[0]
+    p, nd = x._phys, x._data.ndim
+    name = op.name
+    if name == "reshape":
+        return apply(op, p, shape=(p.shape[0], *params["shape"]))
+    if name == "permute":
+        return apply(op, p, dims=(0, *(d + 1 for d in params["dims"])))
+    if name == "expand":
+        shape = params["shape"]
+        return apply(op, mode._phys(x, len(shape)), shape=(p.shape[0], *shape))
+    if name == "slice":
+        key = params["key"]
+        if not all(k is None or k is Ellipsis or isinstance(k, (int, slice)) for k in key):
+            return None
+        return apply(op, p, key=(slice(None), *key))
+    if name == "pad":
+        return apply(op, p, **dict(params, pads=((0, 0), *params["pads"])))
+    return None
+
+
+def _matmul(mode, op, args, params):
+    a, b = args
+    level = mode.level
+    ba, bb = _batched_at(a, level), _batched_at(b, level)
+    ra, rb = a._data.ndim, b._data.ndim
+    if ra == 0 or rb == 0:
+        return None
+    if ra >= 2 and rb >= 2:
+        r = max(ra, rb)
+        return apply(op, mode._phys(a, r), mode._phys(b, r))
+    if ra == 1 and rb == 1:
+        if ba and bb:
+            pa, pb = a._phys, b._phys
+            return apply(op, pa.unsqueeze(1), pb.unsqueeze(2)).reshape(pa.shape[0])
+        return apply(op, mode._phys(a), mode._phys(b)) if ba else apply(op, b._phys, a)
+    if ra == 1:   # vector @ (batch of) matrices
+        if not ba:
+            return apply(op, a, b._phys)
+        pa = a._phys
+        pa = pa.reshape((pa.shape[0],) + (1,) * (rb - 1) + (pa.shape[1],))
+        out = apply(op, pa, mode._phys(b, rb))   # [B, ..., 1, m]
+        return out.squeeze(-2)
+    # matrices @ vector
+    if not bb:
+        return apply(op, a._phys, b)
+    pb = b._phys
+    pb = pb.reshape((pb.shape[0],) + (1,) * (ra - 2) + (pb.shape[1], 1))
+    out = apply(op, mode._phys(a, ra), pb)   # [B, ..., n, 1]
+    return out.squeeze(-1)
+
+
+def _linear(mode, op, args, params):
+    x, w, *b = args
+    level = mode.level
+    if not _batched_at(w, level) and not any(_batched_at(t, level) for t in b):
+        return apply(op, x._phys, w, *b)
+    if w._data.ndim != 2:
+        return None
+    lead = tuple(x._data.shape[:-1])
+    xin = x._data.shape[-1]
+    m = int(np.prod(lead)) if lead else 1
+    xp = x._phys.reshape(mode.size, m, xin) if _batched_at(x, level) else x.reshape(1, m, xin)
+    wt = w._phys.transpose(1, 2) if _batched_at(w, level) else w.t()
+    y = apply(REGISTRY["matmul"], xp, wt)   # [B, m, out]
+    if b:
+        bias = b[0]
+        y = y + (bias._phys.unsqueeze(1) if _batched_at(bias, level) else bias)
+    if y.shape[0] != mode.size:
+        y = y.expand(mode.size, *y.shape[1:])
+    return y.reshape(mode.size, *lead, y.shape[-1])
+
+
+def _convolution(mode, op, args, params):
+    x, w, *b = args
+    level = mode.level
+    B = mode.size
+    if not _batched_at(w, level) and not any(_batched_at(t, level) for t in b):
+        p = x._phys
+        n = p.shape[1]
+        out = apply(op, p.reshape(B * n, *p.shape[2:]), w, *b, **params)
+        return out.reshape(B, n, *out.shape[1:])
+    # batched weights: one grouped convolution, the batch folded into the channels
+    groups = params["groups"]
+    px = mode._all(x)                       # [B, N, C, *]
+    n, c = px.shape[1], px.shape[2]
+    xs = px.movedim(0, 1).reshape(n, B * c, *px.shape[3:])
+    pw = mode._all(w)                       # [B, O, C/g, *k]
+    ws = pw.reshape(B * pw.shape[1], *pw.shape[2:])
+    bs = [mode._all(t).reshape(B * pw.shape[1]) for t in b]
+    out = apply(op, xs, ws, *bs, **dict(params, groups=groups * B))   # [N, B*O, *]
+    return out.reshape(n, B, pw.shape[1], *out.shape[2:]).movedim(1, 0)
+
+
+def _per_sample(mode, loss_none, reduction, logical_ndim, counts=None):
+    """A loss of reduction ``'none'`` (physical ``[B, ...]``) reduced per sample as ``reduction`` says."""
+    if reduction == "none":
+        return loss_none
+    dims = tuple(range(1, loss_none.dim()))
+    total = loss_none.sum(dims) if dims else loss_none
+    if reduction == "sum":
+        return total
+    if counts is not None:
+        return total / counts
+    return total / max(int(np.prod(loss_none.shape[1:])), 1) if dims else total
+
+
+def _class_loss(mode, op, args, params):
+    """cross_entropy and nll_loss: the batch folded into the loss's own batch dim, reduced per sample."""
+    x, t, *w = args
+    if w or params.get("label_smoothing", 0.0) or params.get("cdim") not in (0, 1):
+        return None
+    B = mode.size
+    px, pt = mode._all(x), mode._all(t)
+    nd = x._data.ndim
+    reduction = params["reduction"]
+    if nd == 1:
+        out = apply(op, px, pt, **dict(params, reduction="none", cdim=1))   # [B]
+        lead = ()
+    else:
+        n = px.shape[1]
+        xs = px.reshape(B * n, *px.shape[2:])
+        ts = pt.reshape(B * pt.shape[1], *pt.shape[2:])
+        out = apply(op, xs, ts, **dict(params, reduction="none"))
+        out = out.reshape(B, n, *out.shape[1:])
+        lead = out.shape[1:]
+    if reduction != "mean" or t._data.dtype.kind == "f":
+        return _per_sample(mode, out, reduction, nd)
+    valid = (pt != params.get("ignore_index", -100))
+    counts = valid.sum(tuple(range(1, valid.dim()))) if lead else valid
+    return _per_sample(mode, out, reduction, nd, counts.to(out.dtype))
+
+
+def _pointwise_loss(mode, op, args, params):
+    """mse_loss and the binary cross-entropies: elementwise with reduction ``'none'``, reduced per sample."""
+    reduction = params["reduction"]
+    nd = max(a._data.ndim for a in args if isinstance(a, Tensor))
+    out = apply(op, *[mode._phys(a, nd) if _batched_at(a, mode.level) else a for a in args],
+                **dict(params, reduction="none"))
+    if out.shape[0] != mode.size or out.dim() != nd + 1:
+        out = out.expand(mode.size, *out.shape[out.dim() - nd:])
+    return _per_sample(mode, out, reduction, nd)
+
+
+def _embedding(mode, op, args, params):
+    w, idx = args
+    if _batched_at(w, mode.level):
+        return None
+    return apply(op, w, idx._phys, **params)
+
+
+_FAMILY = {"reshape": _views, "permute": _views, "expand": _views, "slice": _views, "pad": _views,
+           "matmul": _matmul, "linear": _linear, "convolution": _convolution,
+           "cross_entropy": _class_loss, "nll_loss": _class_loss,
+           "mse_loss": _pointwise_loss, "binary_cross_entropy": _pointwise_loss,
+           "binary_cross_entropy_with_logits": _pointwise_loss, "embedding": _embedding}
