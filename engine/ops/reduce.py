@@ -632,7 +632,8 @@ def _norm_vjp(g, out, x, *, ord, dims, keepdim):
     return (gx * x.sgn() * x.abs() ** (ord - 1) * r ** (ord - 1),)
 
 
-_norm = Op("norm", _norm_fwd, _norm_vjp, save_output=True, contiguous=True, onnx=_onnx_norm)
+_norm = Op("norm", _norm_fwd, _norm_vjp, save_output=True, contiguous=True, onnx=_onnx_norm,
+           backward_name="LinalgVectorNormBackward0")
 
 
 def vector_norm(x, ord=2, dim=None, keepdim: bool = False, *, dtype=None):
