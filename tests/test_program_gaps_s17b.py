@@ -11,6 +11,79 @@ def _np(t):
     return t.detach().numpy() if t is not None else None
 
 
+# ---------------------------------------------------------------- recommenders: EmbeddingBag is one op
+def _bag_case(m, mode, pad, with_psw, sparse):
+    rng = np.random.default_rng(3)
+    ids = np.array([1, 2, 4, 5, 4, 3, 2, 9, 2, 2, 7, 0, 4])
+    offsets = np.array([0, 3, 3, 6, 11])
+    W = rng.standard_normal((10, 5)).astype(np.float32)
+    G = rng.standard_normal((5, 5)).astype(np.float32)
+    w = m.tensor(W, requires_grad=True)
+    psw = m.tensor(rng.random(len(ids)).astype(np.float32), requires_grad=True) if with_psw else None
+    out = m.nn.functional.embedding_bag(m.tensor(ids), w, m.tensor(offsets), mode=mode, padding_idx=pad,
+                                        per_sample_weights=psw, sparse=sparse)
+    (out * m.tensor(G)).sum().backward()
+    grad = w.grad.to_dense() if sparse else w.grad
+    return out, grad, None if psw is None else psw.grad
+
+
+@pytest.mark.parametrize("mode,pad,with_psw,sparse", [
+    ("sum", None, False, False), ("sum", 2, True, False), ("sum", None, True, True), ("mean", None, False, False),
+    ("mean", 4, False, True), ("max", None, False, False), ("max", 2, False, False)])
+def test_embedding_bag_is_one_node_with_torchs_values(mode, pad, with_psw, sparse):
+    """An EmbeddingBag's output printed ``grad_fn=<StackBackward0>`` (a stack of one sum per bag, a Python
+    loop over the bags: a DLRM batch of 2048 made 2048 index_selects per table) where PyTorch's is
+    ``EmbeddingBagBackward0``; it is now one op over all the bags."""
+    (o1, g1, p1), (o2, g2, p2) = (_bag_case(m, mode, pad, with_psw, sparse) for m in (torch, tapelab))
+    assert o2.grad_fn.name() == o1.grad_fn.name() == "EmbeddingBagBackward0"
+    np.testing.assert_array_equal(_np(o2), _np(o1))
+    np.testing.assert_allclose(_np(g2), _np(g1), rtol=1e-6, atol=1e-6)
+    if p1 is not None:
+        np.testing.assert_allclose(_np(p2), _np(p1), rtol=1e-6, atol=1e-6)
+
+
+def test_embedding_bag_max_keeps_the_first_maximum_and_nans_as_torch():
+    """Max mode keeps a bag's first row and replaces it only by a strictly greater one: ties and a NaN
+    first row send the gradient where PyTorch's does."""
+    W = np.array([[1.0, 5.0], [1.0, np.nan], [3.0, 5.0], [np.nan, 0.0]], np.float32)
+    grads = []
+    for m in (torch, tapelab):
+        w = m.tensor(W, requires_grad=True)
+        out = m.nn.functional.embedding_bag(m.tensor([0, 2, 1, 1, 0, 3, 2]), w, m.tensor([0, 3, 5, 5]), mode="max")
+        out.backward(m.ones_like(out))
+        grads.append((_np(out), _np(w.grad)))
+    np.testing.assert_array_equal(grads[1][0], grads[0][0])
+    np.testing.assert_array_equal(grads[1][1], grads[0][1])
+
+
+def test_embedding_bag_weights_gradient_and_refusals():
+    """The per-sample weights' gradient (``<g[bag], w[idx]>``, 0 at padding) and max mode's refusal of
+    sparse gradients are PyTorch's; the op's gradient differentiates again (PyTorch's refuses:
+    ``_embedding_bag_backward`` has no derivative), checked by gradgradcheck."""
+    rng = np.random.default_rng(0)
+    W, P = rng.standard_normal((6, 3)), rng.random(5)
+    grads = []
+    for m in (torch, tapelab):
+        w, psw = m.tensor(W, requires_grad=True), m.tensor(P, requires_grad=True)
+        out = m.nn.functional.embedding_bag(m.tensor([1, 2, 1, 5, 0]), w, m.tensor([0, 2]), per_sample_weights=psw,
+                                            mode="sum", padding_idx=5)
+        (out ** 2).sum().backward()
+        grads.append((_np(w.grad), _np(psw.grad)))
+        with pytest.raises(ValueError, match="max mode does not support sparse weights"):
+            m.nn.functional.embedding_bag(m.tensor([1, 2]), w, m.tensor([0]), mode="max", sparse=True)
+    np.testing.assert_allclose(grads[1][0], grads[0][0], rtol=1e-12)
+    np.testing.assert_allclose(grads[1][1], grads[0][1], rtol=1e-12)
+    F, ids, offs = tapelab.nn.functional, tapelab.tensor([1, 2, 1, 5, 0, 3]), tapelab.tensor([0, 2, 2])
+    for mode, kw in (("sum", {"per_sample_weights": None}), ("mean", {}), ("max", {})):
+        w = tapelab.tensor(W, requires_grad=True)
+        if "per_sample_weights" in kw:
+            p = tapelab.tensor(rng.random(6), requires_grad=True)
+            fn, args = (lambda w, p: F.embedding_bag(ids, w, offs, mode="sum", per_sample_weights=p)), (w, p)
+        else:
+            fn, args = (lambda w, mode=mode: F.embedding_bag(ids, w, offs, mode=mode)), (w,)
+        assert tapelab.autograd.gradgradcheck(fn, args)
+
+
 @pytest.mark.parametrize("call", ["x.norm(dim=1)", "torch.norm(x, p=1)", "torch.linalg.norm(x)",
                                   "torch.linalg.vector_norm(x, 3, dim=0)"])
 def test_norm_node_is_linalg_vector_norm(call):

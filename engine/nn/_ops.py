@@ -25,7 +25,7 @@ from ..ops.sparse import sparse_coo_tensor
 from .. import kernels
 from ..kernels import gemm
 from ..base.backend import is_numpy
-from ..base.dtype import BFLOAT16_NP, FLOATING_KINDS, from_np, in_float32
+from ..base.dtype import BFLOAT16_NP, FLOATING_KINDS, float64, from_np, in_float32
 from . import _winograd
 
 __all__ = ["convolution", "convolution_transpose", "convolution_weight", "max_pool", "avg_pool",
@@ -1147,6 +1147,155 @@ def embedding(weight: Tensor, idx: Tensor, padding_idx: int | None, scale_grad_b
     and with ``sparse`` the weight's gradient is a sparse COO tensor of the looked-up rows."""
     extra = {k: True for k, on in (("scale_grad_by_freq", scale_grad_by_freq), ("sparse", sparse)) if on}
     return apply(_embedding, weight, idx, padding_idx=padding_idx, **extra)
+
+
+# ---------------------------------------------------------------- embedding bags
+# One op, as PyTorch's ``_embedding_bag`` (its node is ``EmbeddingBagBackward0``): ``idx`` holds every
+# looked-up row, ``bag`` the bag of each (offset2bag), and the third input is the per-sample weights
+# (sum) or, in max mode, the row that holds each bag's maximum per column (-1 for an empty bag), found
+# first by the non-differentiable ``embedding_bag_max_indices``. ``padding_idx`` entries count nowhere.
+def _bag_kept(idx, bag, extra, padding_idx):
+    if padding_idx is None:
+        return idx, bag, extra
+    keep = idx != padding_idx
+    return idx[keep], bag[keep], extra[keep] if extra is not None else None
+
+
+def _bag_max_indices_fwd(xp, w, idx, bag, *, n_bags, padding_idx):
+    """ATen's loop: a bag's first row, then each later row that is strictly greater, per column."""
+    idx, bag, _ = _bag_kept(idx, bag, None, padding_idx)
+    d = w.shape[1]
+    best = xp.full((n_bags, d), -1, idx.dtype)
+    if idx.shape[0]:
+        rows = xp.take(w, idx, axis=0)
+        order = xp.argsort(bag, kind="stable")
+        bag, idx, rows = bag[order], idx[order], rows[order]
+        first = xp.ones(bag.shape[0], bool)
+        first[1:] = bag[1:] != bag[:-1]
+        seg = xp.cumsum(first) - 1                       # each entry's segment (a non-empty bag)
+        starts = xp.flatnonzero(first)
+        top = xp.full((starts.shape[0], d), -xp.inf, rows.dtype)
+        xp.fmax.at(top, seg, rows)                       # the segment's maximum per column, NaNs aside
+        hit = rows == top[seg]                           # the first row reaching it is the one kept
+        hit_at = xp.where(hit, xp.arange(bag.shape[0])[:, None], bag.shape[0])
+        pos = xp.minimum.reduceat(hit_at, starts, axis=0)
+        pos = xp.where(xp.isnan(rows[starts]), starts[:, None], pos)   # a NaN first row stays: nothing exceeds it
+        best[bag[starts]] = idx[pos]
+    return best
+
+
+def _bag_scale(g, idx, bag, extra, *, mode, n_bags):
+    """The sparse gradient's rows (ATen's ``_embedding_bag_sparse_backward``): ``g[bag]`` over the bag's
+    size, or times the entry's weight."""
+    rows = g.index_select(0, bag)
+    if mode == "mean":
+        sizes = bag.bincount(minlength=n_bags).clamp(min=1).to(g.dtype)
+        rows = rows / sizes.index_select(0, bag).unsqueeze(1)
+    elif extra is not None:
+        rows = rows * extra.unsqueeze(1)
+    return rows
+
+
+def _bag_dense_rows(g, idx, bag, psw, all_idx, *, mode, n_bags, num, scale_grad_by_freq):
+    """The dense gradient's rows as ATen's ``_embedding_bag_dense_backward_cpu_sum_mean`` scales them:
+    one factor per entry, made in double (the entry's weight, over the index's count, over the bag's
+    size) and rounded to the gradient's dtype, times ``g[bag]`` (PyTorch's mean multiplies by the
+    rounded ``1 / size``; a division differs in the last bit)."""
+    if not scale_grad_by_freq and mode == "sum":
+        rows = g.index_select(0, bag)
+        return rows if psw is None else rows * psw.unsqueeze(1)   # the weight, exact in double and back
+    scale = psw.double() if psw is not None else g.new_ones(bag.shape, dtype=float64)
+    if scale_grad_by_freq:   # the index's own count, as documented (tests/test_embedding_backward.py)
+        scale = scale / all_idx.bincount(minlength=num).index_select(0, idx)
+    if mode == "mean":
+        scale = scale / bag.bincount(minlength=n_bags).clamp(min=1).index_select(0, bag)
+    return g.index_select(0, bag) * scale.to(g.dtype).unsqueeze(1)
+
+
+def _fused_bag_sums(xp, n_bags, bag, psw, rows):
+    """Each bag's ``sum psw[i] * rows[i]`` in float32 as ATen's fbgemm kernel makes it (no ``padding_idx``;
+    ATen's own loop, taken with one, rounds the product first): one fused multiply-add per entry, in
+    the bag's order (a product rounded before its add differs in the last bit). The k-th
+    entries of all bags go in one step; the float64 product of two floats is exact, so each step is
+    ``fma`` rounded once to float32 (twice only where the float64 sum itself rounds)."""
+    out = xp.zeros((n_bags, rows.shape[1]), rows.dtype)
+    if not bag.shape[0]:
+        return out
+    order = xp.argsort(bag, kind="stable")
+    b = bag[order]
+    prod = rows[order].astype(xp.float64) * psw[order].astype(xp.float64)[:, None]
+    first = xp.flatnonzero(xp.concatenate([[True], b[1:] != b[:-1]]))
+    rank = xp.arange(b.shape[0]) - xp.repeat(first, xp.diff(xp.append(first, b.shape[0])))
+    for k in range(int(rank.max()) + 1):
+        at = rank == k
+        tgt = b[at]
+        out[tgt] = (out[tgt].astype(xp.float64) + prod[at]).astype(rows.dtype)
+    return out
+
+
+def _embedding_bag_fwd(xp, w, idx, bag, *extra, mode, n_bags, padding_idx, sparse=False, scale_grad_by_freq=False):
+    d = w.shape[1]
+    if mode == "max":
+        best = extra[0]
+        out = w[xp.maximum(best, 0), xp.arange(d)[None, :]] if w.shape[0] else xp.zeros(best.shape, w.dtype)
+        return xp.where(best < 0, xp.zeros((), w.dtype), out)
+    idx, bag, psw = _bag_kept(idx, bag, extra[0] if extra else None, padding_idx)
+    rows = xp.take(w, idx, axis=0)
+    if psw is not None and padding_idx is None and is_numpy(xp) and w.dtype == np.float32:   # fbgemm's path
+        out = _fused_bag_sums(xp, n_bags, bag, psw, rows)
+    else:
+        if psw is not None:
+            rows = rows * psw[:, None]
+        out = xp.zeros((n_bags, d), w.dtype)
+        add_at(xp, out, (bag,), rows)
+    if mode == "mean":
+        out /= xp.maximum(xp.bincount(bag, minlength=n_bags), 1).astype(w.dtype)[:, None]
+    return out
+
+
+def _embedding_bag_vjp(g, out, w, idx, bag, *extra, mode, n_bags, padding_idx, sparse=False,
+                       scale_grad_by_freq=False):
+    num = w.shape[0]
+    if mode == "max":
+        best = extra[0]
+        full = best >= 0
+        gw = None
+        if w.requires_grad:
+            gw = g.new_zeros(w.shape).scatter_add(0, best.clamp(min=0), g * full)
+        return gw, None, None, None
+    kept_idx, kept_bag, psw = _bag_kept(idx, bag, extra[0] if extra else None, padding_idx)
+    gw = gp = None
+    if w.requires_grad:
+        if sparse:
+            rows = _bag_scale(g, kept_idx, kept_bag, psw, mode=mode, n_bags=n_bags)
+            gw = _sparse_rows(rows, kept_idx, num, None, scale_grad_by_freq)
+        else:
+            rows = _bag_dense_rows(g, kept_idx, kept_bag, psw, idx, mode=mode, n_bags=n_bags, num=num,
+                                   scale_grad_by_freq=scale_grad_by_freq)
+            gw = apply(_embedding_bwd, rows, kept_idx, num=num, padding_idx=None)
+    if extra and extra[0].requires_grad:   # d/dpsw_i: <g[bag_i], w[idx_i]>, 0 at a padding entry
+        gp = (g.index_select(0, bag) * w.index_select(0, idx)).sum(1)
+        if padding_idx is not None:
+            gp = gp * (idx != padding_idx)
+    return (gw, None, None) + ((gp,) if extra else ())
+
+
+_embedding_bag = Op("embedding_bag", _embedding_bag_fwd, _embedding_bag_vjp, saves=ALL,
+                    backward_name="EmbeddingBagBackward0")
+_embedding_bag_max_indices = Op("embedding_bag_max_indices", _bag_max_indices_fwd, saves=NONE)
+
+
+def embedding_bag(weight: Tensor, idx: Tensor, bag: Tensor, n_bags: int, mode: str, padding_idx: int | None,
+                  per_sample_weights: Tensor | None = None, scale_grad_by_freq: bool = False,
+                  sparse: bool = False) -> Tensor:
+    """The sum, mean or max of each bag's rows of ``weight`` (``bag[i]`` is the bag of ``idx[i]``), as
+    PyTorch's one ``_embedding_bag`` op: its gradient (dense or a sparse COO tensor) and its node."""
+    more = {k: True for k, on in (("scale_grad_by_freq", scale_grad_by_freq), ("sparse", sparse)) if on}
+    if mode == "max":
+        best = apply(_embedding_bag_max_indices, weight.detach(), idx, bag, n_bags=n_bags, padding_idx=padding_idx)
+        return apply(_embedding_bag, weight, idx, bag, best, mode=mode, n_bags=n_bags, padding_idx=padding_idx, **more)
+    extra = () if per_sample_weights is None else (per_sample_weights,)
+    return apply(_embedding_bag, weight, idx, bag, *extra, mode=mode, n_bags=n_bags, padding_idx=padding_idx, **more)
 
 
 # ---------------------------------------------------------------- binary cross entropy

@@ -25,6 +25,7 @@ from .functional_core import (_adaptive_avg_pool, _avg_pool, _batched, _conv_tra
 from .functional_extra import _adaptive_max_along, _adaptive_sizes, adaptive_max_pool1d, adaptive_max_pool2d
 from .functional_extra import pairwise_distance
 from ._ctc import ctc_loss
+from . import _ops
 
 __all__ = [
     "GRID_SAMPLE_INTERPOLATION_MODES", "GRID_SAMPLE_PADDING_MODES", "assert_int_or_pair",
@@ -423,7 +424,7 @@ def embedding_bag(input: Tensor, weight: Tensor, offsets: Tensor | None = None, 
                                      scale_grad_by_freq=scale_grad_by_freq, mode=mode, sparse=sparse,
                                      per_sample_weights=per_sample_weights, include_last_offset=include_last_offset,
                                      padding_idx=padding_idx)
-    from .functional_core import embedding
+    from .functional_core import _renorm_rows
     if mode not in ("sum", "mean", "max"):
         raise ValueError(f"mode has to be one of sum, mean or max, got {mode}")
     if scale_grad_by_freq and mode == "max":
@@ -464,19 +465,15 @@ def embedding_bag(input: Tensor, weight: Tensor, offsets: Tensor | None = None, 
     if bad is not None:   # PyTorch checks the bag's indices itself (a RuntimeError, not embedding's IndexError)
         raise RuntimeError(f"Index {bad} of input takes value {ids[bad]} which is not in the valid range "
                            f"[0, {weight.shape[0]})")
-    vectors = embedding(input, weight, None, max_norm, norm_type, scale_grad_by_freq, sparse)
-    bags = []
-    for lo, hi in zip(starts[:-1], starts[1:]):
-        rows = [i for i in range(lo, hi) if padding_idx is None or ids[i] != padding_idx]
-        if not rows:
-            bags.append(creation.zeros((weight.shape[1],), dtype=weight.dtype, device=weight.device))
-            continue
-        index = creation.tensor(rows, device=input.device)
-        v = vectors.index_select(0, index)
-        if per_sample_weights is not None:
-            v = v * per_sample_weights.index_select(0, index).unsqueeze(1)
-        bags.append(v.sum(0) if mode == "sum" else v.mean(0) if mode == "mean" else v.amax(0))
-    return stack(bags) if bags else creation.zeros((0, weight.shape[1]), dtype=weight.dtype, device=weight.device)
+    if sparse and mode == "max":
+        raise ValueError("max mode does not support sparse weights")
+    if max_norm is not None:
+        _renorm_rows(weight, input, max_norm, norm_type)
+    sizes = np.diff(np.asarray(starts, dtype=np.int64))
+    bag = creation.tensor(np.repeat(np.arange(len(sizes), dtype=np.int64), np.maximum(sizes, 0)), device=input.device,
+                          dtype=input.dtype)
+    return _ops.embedding_bag(weight, input, bag, len(sizes), mode, padding_idx, per_sample_weights,
+                              scale_grad_by_freq, sparse)
 
 
 def pdist(input: Tensor, p: float = 2) -> Tensor:
