@@ -13,6 +13,7 @@ import functools
 from typing import Callable
 
 from .autograd.engine import grad as _autograd_grad
+from .core.node import AccumulateGrad
 from .base.grad_mode import enable_grad, is_grad_enabled
 from .core import batching as _batching
 from .core.tensor import Tensor
@@ -40,13 +41,73 @@ def _at_caller_level(tree, outer: bool):
     return build([t.detach() if isinstance(t, Tensor) else t for t in leaves])
 
 
+# The nesting depth of the running transforms, and the depth each transform's fresh leaves were made at:
+# a leaf of an enclosing transform (made shallower) is one the caller differentiates through; a leaf of
+# a transform that ran inside this one and finished (made deeper) is not.
+_DEPTH = [0]
+
+
+def _own_leaf(t: Tensor) -> Tensor:
+    t._transform_depth = _DEPTH[0]
+    return t
+
+
+def _nested(fn: Callable) -> Callable:
+    """``fn`` (a transform's call) one level deeper."""
+    @functools.wraps(fn)
+    def run(*args, **kwargs):
+        _DEPTH[0] += 1
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            _DEPTH[0] -= 1
+    return run
+
+
+def _reaches_outside(outputs, own) -> bool:
+    """Whether the graph of ``outputs`` reaches a leaf that is not one of the transform's ``own`` fresh
+    leaves: a tensor the caller may differentiate through (a module's parameters the function reads,
+    an outer transform's input in a closure). PyTorch's transforms then hand results back on the
+    caller's graph (``vmap(jacrev(model))(x)`` backpropagates into ``model``)."""
+    own, depth = {id(t) for t in own}, _DEPTH[0]
+
+    def outside(v) -> bool:
+        return v is not None and id(v) not in own and getattr(v, "_transform_depth", 0) < depth
+    stack, seen = [], set()
+    for t in outputs:
+        if isinstance(t, Tensor) and t.requires_grad:
+            if t.grad_fn is None:
+                if outside(t):
+                    return True
+            else:
+                stack.append(t.grad_fn)
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, AccumulateGrad):
+            if outside(node.variable):
+                return True
+            continue
+        stack.extend(e[0] for e in node.edges if e is not None and e[0] is not None)
+    return False
+
+
+def _outer(caller_grad: bool, inputs, outputs, own) -> bool:
+    """Whether this transform's results stay on the caller's graph (``create_graph`` for its passes)."""
+    if not caller_grad:
+        return False
+    return any(isinstance(t, Tensor) and t.requires_grad for t in inputs) or _reaches_outside(outputs, own)
+
+
 # ---------------------------------------------------------------- grad
 def _leaves_for(x: Tensor) -> Tensor:
     """A tensor to differentiate with respect to: a fresh leaf, or on the outer graph when some
     outer transform (or the caller) differentiates through ``x``."""
     if x.requires_grad and is_grad_enabled():
         return x.view_as(x)
-    return x.detach().requires_grad_(True)
+    return _own_leaf(x.detach().requires_grad_(True))
 
 
 def _argnums(argnums, n: int, name: str) -> tuple:
@@ -62,13 +123,14 @@ def _argnums(argnums, n: int, name: str) -> tuple:
 def grad_and_value(func: Callable, argnums=0, has_aux: bool = False) -> Callable:
     """``f(*args) -> (gradient w.r.t. args[argnums], value)`` (``((gradient, value), aux)`` ... as
     ``torch.func.grad_and_value``: with ``has_aux`` the function returns ``(value, aux)``)."""
+    @_nested
     def wrapper(*args, **kwargs):
         nums = _argnums(argnums, len(args), "grad_and_value")
         levels = _batching.active_levels()
         if levels:
             return _batched_grad_and_value(func, args, kwargs, nums, argnums, has_aux, levels)
-        outer = is_grad_enabled() and any(t.requires_grad for i in nums for t in _flatten(args[i])[0]
-                                           if isinstance(t, Tensor))
+        caller_grad = is_grad_enabled()
+        given = [t for i in nums for t in _flatten(args[i])[0]]
         args = list(args)
         trees = []
         for i in nums:
@@ -84,6 +146,7 @@ def grad_and_value(func: Callable, argnums=0, has_aux: bool = False) -> Callable
                                    f"tensor with {value.dim() if isinstance(value, Tensor) else '?'} dims. Maybe "
                                    "you wanted to use the vjp or jacrev APIs instead?")
             leaves = [t for ls, _ in trees for t in ls if isinstance(t, Tensor)]
+            outer = _outer(caller_grad, given, (value,), leaves)
             gs = iter(_autograd_grad((value,), leaves, create_graph=outer, materialize_grads=True))
         grads = [build([next(gs) if isinstance(t, Tensor) else t for t in ls]) for ls, build in trees]
         g = grads[0] if not isinstance(argnums, tuple) else tuple(grads)
@@ -128,8 +191,8 @@ def _batched_leaf(x: Tensor, levels: list) -> tuple:
 def _batched_grad_and_value(func, args, kwargs, nums, argnums, has_aux, levels):
     """``grad_and_value`` inside vmap: the function runs once on the batched leaves and one backward pass of
     the physical value gives the per-slice gradients (PyTorch batches the backward of each slice)."""
-    outer = is_grad_enabled() and any(t.requires_grad for i in nums for t in _flatten(args[i])[0]
-                                       if isinstance(t, Tensor))
+    caller_grad = is_grad_enabled()
+    given = [t for i in nums for t in _flatten(args[i])[0]]
     args = list(args)
     trees = []
     for i in nums:
@@ -146,6 +209,7 @@ def _batched_grad_and_value(func, args, kwargs, nums, argnums, has_aux, levels):
                                "you wanted to use the vjp or jacrev APIs instead?")
         plain, have = _batching.unwrap_all(value)
         leaves = [t for ls, _ in trees for t in ls if isinstance(t, Tensor)]
+        outer = _outer(caller_grad, given, (plain,), leaves)
         gs = iter(_autograd_grad((plain,), leaves, (plain.new_ones(plain.shape),), create_graph=outer,
                                  materialize_grads=True))
     grads = [build([_batching.rewrap(next(gs), levels) if isinstance(t, Tensor) else t for t in ls])
@@ -192,6 +256,7 @@ def grad(func: Callable, argnums=0, has_aux: bool = False) -> Callable:
     return wrapper
 
 
+@_nested
 def vjp(func: Callable, *primals, has_aux: bool = False):
     """``(func(*primals), vjp_fn)`` where ``vjp_fn(cotangents)`` returns one gradient per primal,
     each shaped like its primal's pytree (a dict of parameters gives a dict of gradients)."""
@@ -203,11 +268,9 @@ def vjp(func: Callable, *primals, has_aux: bool = False):
     with enable_grad():
         out = func(*build(leaves))
     out, aux = (out if has_aux else (out, None))
-    outer = is_grad_enabled() and any(p.requires_grad for p in flat)
+    outer = _outer(is_grad_enabled(), flat, _flatten(out)[0], leaves)
 
     def vjp_fn(cotangents):
-        if _in_vmap((cotangents,)):
-            return _per_slice(vjp_fn, (cotangents,))
         outs, _ = _flatten(out)
         cots, _ = _flatten(cotangents)
         return build(list(_autograd_grad(outs, leaves, cots, retain_graph=True, create_graph=outer,
@@ -274,10 +337,11 @@ def jacrev(func: Callable, argnums=0, *, has_aux: bool = False, chunk_size: int 
     Jacobians). One reverse pass per output element, so any ``chunk_size`` (which bounds PyTorch's
     batched passes) and ``_preallocate_and_copy`` (how PyTorch gathers the chunks; pypose passes
     it) give the same result."""
-    from .autograd.functional import jacobian
+    from .autograd.functional import _call, _finish, _jacobian_rows, _prepare
     if chunk_size is not None and chunk_size <= 0:
         raise ValueError("jacrev: `chunk_size` should be greater than 0.")
 
+    @_nested
     def wrapper(*args):
         if _in_vmap(args):
             return _per_slice(wrapper, args)
@@ -298,9 +362,14 @@ def jacrev(func: Callable, argnums=0, *, has_aux: bool = False, chunk_size: int 
             out_box.append(spec)
             return tuple(outs)
         flat = [t for leaves, _ in trees for t in leaves]
-        outer = is_grad_enabled() and any(t.requires_grad for t in flat)
+        caller_grad = is_grad_enabled()
+        inputs = tuple(t if t.grad_fn is not None else _own_leaf(t) for t in _prepare(tuple(flat), caller_grad))
+        out_tuple, outputs = _call(of, inputs, "jacobian")
+        outer = _outer(caller_grad, flat, outputs, inputs)
+        with enable_grad():
+            jac = [_finish(row, outer) for row in _jacobian_rows(outputs, inputs, outer)]
         rows = []
-        for row in jacobian(of, tuple(flat), create_graph=outer):
+        for row in jac:
             per_arg, at = [], 0
             for (_, build), n in zip(trees, counts):
                 per_arg.append(build(list(row[at:at + n])))

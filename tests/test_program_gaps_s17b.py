@@ -94,3 +94,35 @@ def test_norm_node_is_linalg_vector_norm(call):
         x = lib.ones(3, 4, requires_grad=True)
         names.append(eval(call, {"torch": lib, "x": x}).grad_fn.name())
     assert names[0] == names[1] == "LinalgVectorNormBackward0"
+
+
+# ---------------------------------------------------------------- physics-informed networks: torch.func on a module
+def _pinn_func(lib):
+    from_func = lib.func
+    lib.manual_seed(0)
+    net = lib.nn.Sequential(lib.nn.Linear(2, 8), lib.nn.Tanh(), lib.nn.Linear(8, 1))
+    x = lib.randn(5, 2)
+    jac = from_func.vmap(from_func.jacrev(net))(x)
+    hess = from_func.vmap(from_func.hessian(lambda z: net(z).squeeze()))(x)
+    loss = jac.pow(2).sum() + hess.diagonal(dim1=-2, dim2=-1).sum()
+    loss.backward()
+    w, xx = lib.randn(3, 2), lib.randn(2)
+    closure = from_func.grad(lambda w: from_func.jacrev(lambda z: lib.tanh(z @ w.T).sum())(xx).sum())(w)
+    lap = from_func.grad(lambda w: lib.diagonal(from_func.hessian(lambda z: lib.tanh(z @ w.T).sum())(xx)).sum())(w)
+    with lib.no_grad():
+        quiet = from_func.jacrev(net)(x[0])
+    return [jac, hess, loss, net[0].weight.grad, net[2].weight.grad, closure, lap], quiet, net[2].bias.grad
+
+
+def test_func_transforms_of_a_module_stay_on_the_callers_graph():
+    """``vmap(jacrev(model))(x)`` in a PINN loss: PyTorch's transforms hand results back on the caller's
+    graph when the function reads tensors that require grad (the module's parameters, an outer
+    transform's input in a closure), so ``loss.backward()`` reaches the parameters; tapelab's decided
+    by the differentiated arguments alone and detached them (``element 0 of tensors does not require
+    grad``), and ``grad`` over a ``hessian`` of a closure failed the same way."""
+    (ours, quiet, unused), (theirs, quiet_t, unused_t) = _pinn_func(tapelab), _pinn_func(torch)
+    assert unused is None and unused_t is None   # the last bias does not reach a derivative in x
+    for a, b in zip(ours, theirs):
+        assert a.requires_grad == b.requires_grad and (a.grad_fn is None) == (b.grad_fn is None)
+        np.testing.assert_allclose(_np(a), _np(b), rtol=2e-5, atol=1e-6)
+    assert not quiet.requires_grad and not quiet_t.requires_grad
