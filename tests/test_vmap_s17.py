@@ -296,3 +296,50 @@ def test_per_sample_grads_faster_than_a_loop():
     for i in range(64):
         tl.func.grad(loss_fn)(params, x[i], y[i])
     assert batched < (time.perf_counter() - start) / 2
+
+
+def test_vmap_over_vjp_fn_batches_the_backward():
+    """``vmap(vjp_fn)(eye)`` (jacrev's recipe) runs one backward pass with batched cotangents: Jacobians
+    of an MLP, a conv net, layer norm + softmax, a loss and advanced indexing, as torch's."""
+    def nets(m):
+        m.manual_seed(0)
+        yield m.nn.Sequential(m.nn.Linear(6, 8), m.nn.Tanh(), m.nn.Linear(8, 4), m.nn.ReLU()), (3, 6)
+        yield m.nn.Sequential(m.nn.Conv1d(2, 3, 3), m.nn.GELU(), m.nn.Flatten(), m.nn.Linear(12, 5)), (2, 2, 6)
+        yield m.nn.Sequential(m.nn.Linear(6, 8), m.nn.LayerNorm(8), m.nn.Softmax(-1)), (3, 6)
+        yield (lambda z: m.nn.functional.cross_entropy(z, m.tensor([1, 0, 2]))), (3, 4)
+        yield (lambda z: m.nn.functional.log_softmax(z * 2, 1)[:, 1:].sum(1) + z[m.tensor([0, 2])].exp().sum()), (3, 4)
+    data = [RNG.standard_normal(shape).astype(np.float32) for _, shape in nets(tl)]
+    got = {}
+    for m in (tl, torch):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for k, ((net, _), x) in enumerate(zip(nets(m), data)):
+                out, fn = m.func.vjp(net, m.tensor(x))
+                n = out.numel()
+                got[m.__name__, k] = m.func.vmap(fn)(m.eye(n).reshape(n, *out.shape))[0].detach().numpy()
+    for k in range(len(data)):
+        _close(got["tapelab", k], got["torch", k], rtol=1e-5, atol=1e-6)
+
+
+def test_per_sample_grads_and_ensemble_of_a_cnn():
+    def run(m):
+        m.manual_seed(3)
+        net = m.nn.Sequential(m.nn.Conv2d(1, 3, 3), m.nn.ReLU(), m.nn.Flatten(), m.nn.Linear(12, 2))
+        params = {k: v.detach() for k, v in net.named_parameters()}
+        x = m.tensor(RNG_IMG)
+        y = m.tensor([0, 1, 1, 0, 1])
+
+        def loss(p, xi, yi):
+            return m.nn.functional.cross_entropy(m.func.functional_call(net, p, (xi[None],)), yi[None])
+        per = m.func.vmap(m.func.grad(loss), in_dims=(None, 0, 0))(params, x, y)
+        m.manual_seed(4)
+        nets = [m.nn.Sequential(m.nn.Conv2d(1, 3, 3), m.nn.Tanh(), m.nn.Flatten(), m.nn.Linear(12, 2))
+                for _ in range(3)]
+        stacked, bufs = m.func.stack_module_state(nets)
+        out = m.func.vmap(lambda p, b: m.func.functional_call(nets[0], (p, b), (x,)))(stacked, bufs)
+        out.pow(2).mean().backward()
+        return per, out, stacked["0.weight"].grad, stacked["3.bias"].grad
+    _close(_np(run(tl)), _np(run(torch)), rtol=1e-5, atol=1e-6)
+
+
+RNG_IMG = RNG.standard_normal((5, 1, 4, 4)).astype(np.float32)

@@ -350,8 +350,13 @@ def _views(mode, op, args, params):
         if not all(k is None or k is Ellipsis or isinstance(k, (int, slice)) for k in key):
             return None
         return apply(op, p, key=(slice(None), *key))
-    if name == "pad":
+    if name in ("pad", "pad_backward"):
         return apply(op, p, **dict(params, pads=((0, 0), *params["pads"])))
+    if name == "slice_backward":
+        key = params["key"]
+        if not all(k is None or k is Ellipsis or isinstance(k, (int, slice)) for k in key):
+            return None
+        return apply(op, p, shape=(p.shape[0], *params["shape"]), key=(slice(None), *key))
     return None
 
 
@@ -405,6 +410,25 @@ def _linear(mode, op, args, params):
     if y.shape[0] != mode.size:
         y = y.expand(mode.size, *y.shape[1:])
     return y.reshape(mode.size, *lead, y.shape[-1])
+
+
+def _linear_backward(mode, op, args, params):
+    """linear's backward for a batched gradient (``vmap`` over a vjp): per-slice GEMMs, a gradient
+    that is not needed left None."""
+    g, x, w = args
+    needs, level, B = params["needs"], mode.level, mode.size
+    n_out, n_in = w._data.shape
+    G = g._phys.reshape(B, -1, n_out) if _batched_at(g, level) else g.reshape(1, -1, n_out).expand(B, -1, n_out)
+    wb, xb = _batched_at(w, level), _batched_at(x, level)
+    gx = gw = gb = None
+    if needs[0]:
+        gx = apply(REGISTRY["matmul"], G, w._phys if wb else w).reshape(B, *x._data.shape)
+    if needs[1]:
+        X = x._phys.reshape(B, -1, n_in) if xb else x.reshape(-1, n_in)
+        gw = apply(REGISTRY["matmul"], G.transpose(1, 2), X)
+    if needs[2]:
+        gb = G.sum(1)
+    return gx, gw, gb
 
 
 def _convolution(mode, op, args, params):
@@ -486,6 +510,7 @@ def _embedding(mode, op, args, params):
 
 
 _FAMILY = {"reshape": _views, "permute": _views, "expand": _views, "slice": _views, "pad": _views,
+           "slice_backward": _views, "pad_backward": _views, "linear_backward": _linear_backward,
            "matmul": _matmul, "linear": _linear, "convolution": _convolution,
            "cross_entropy": _class_loss, "nll_loss": _class_loss,
            "mse_loss": _pointwise_loss, "binary_cross_entropy": _pointwise_loss,
