@@ -3,9 +3,11 @@
 
 tapelab runs them eagerly on its one tape: ``grad`` re-makes its inputs as fresh leaves (or, when
 an outer transform differentiates through it, as views on the outer graph with ``create_graph``),
-so transforms compose (``vmap(grad(f))``, ``jacrev(jacrev(f))``); ``vmap`` calls the function once
-per slice of the mapped dims and stacks the results, over any nesting of tuples, lists and dicts
-(the values ``torch.func`` gives, computed a slice at a time). ``torch.vmap`` is this ``vmap``.
+so transforms compose (``vmap(grad(f))``, ``jacrev(jacrev(f))``). ``vmap`` batches as PyTorch's: it
+enters a ``core.batching.BatchMode`` level and hands the function ``BatchedTensor``s, so each op runs
+once for the whole batch (an op without a batching rule a slice at a time); ``grad`` and ``vjp`` inside
+it differentiate leaves carrying a dim per vmap level in one backward pass (per-sample gradients), and
+``vmap(vjp_fn)`` runs the backward itself batched. ``torch.vmap`` is this ``vmap``.
 """
 from __future__ import annotations
 
