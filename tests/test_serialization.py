@@ -308,3 +308,41 @@ def test_parameters_and_module_state_dicts():
     other = tapelab.nn.Linear(3, 2)
     other.load_state_dict(sd)
     np.testing.assert_array_equal(np.asarray(other.weight.detach()), np.asarray(model.weight.detach()))
+
+
+def test_the_archive_is_laid_out_as_torch_save_lays_it_out():
+    """The same checkpoint makes a file of the same size with the same records at the same offsets as
+    torch.save's (its .format_version, .storage_alignment and .data/serialization_id records, data
+    descriptors and zip64 end records), and a path's archive folder is its name without the suffix."""
+    import zipfile
+    import torch
+
+    def written(m, target):
+        obj = {"w": m.ones(3), "view": m.arange(10.0).reshape(2, 5)[:, 1:], "epoch": 3, "name": "run"}
+        m.save(obj, target)
+        return target
+
+    ours, theirs = written(tapelab, io.BytesIO()), written(torch, io.BytesIO())
+    assert len(ours.getvalue()) == len(theirs.getvalue())
+    layout = [[(i.filename, i.file_size, i.header_offset, i.flag_bits) for i in zipfile.ZipFile(b).infolist()]
+              for b in (ours, theirs)]
+    assert layout[0] == layout[1]
+    assert zipfile.ZipFile(ours).read("archive/.data/serialization_id").isdigit()
+    assert tapelab.serialization.PyTorchFileReader(ours).serialization_id() == \
+        zipfile.ZipFile(ours).read("archive/.data/serialization_id").decode()
+
+
+def test_the_archive_folder_of_a_path_is_its_stem_and_zip64_fields_read_back(tmp_path, monkeypatch):
+    """``ckpt.pth.tar`` is written under ``ckpt.pth/`` as torch.save names it; past the 4 GiB limit (lowered
+    here to 100 bytes) sizes and offsets move to zip64 fields that Python's zipfile and torch.load read."""
+    import zipfile
+    import torch
+    from tapelab.serialization import _zipformat
+    path = tmp_path / "ckpt.pth.tar"
+    tapelab.save({"w": tapelab.arange(64.0), "epoch": 3}, path)
+    assert zipfile.ZipFile(path).namelist()[0] == "ckpt.pth/data.pkl"
+    monkeypatch.setattr(_zipformat, "_ZIP64_LIMIT", 100)
+    tapelab.save({"w": tapelab.arange(64.0), "epoch": 3}, path)
+    assert zipfile.ZipFile(path).testzip() is None
+    got = torch.load(path)
+    assert got["epoch"] == 3 and got["w"].tolist() == list(range(64))

@@ -65,18 +65,22 @@ def save(obj: Any, f: str | os.PathLike | BinaryIO, pickle_module: Any = pickle,
     if pickle_module is not pickle:
         raise ValueError("tapelab.save pickles with Python's pickle module only")
 
-    def write(out: BinaryIO) -> None:
+    def write(out: BinaryIO, archive: str = "archive") -> None:
         if not _use_new_zipfile_serialization:
             _legacy.save(obj, out, pickle_protocol)
         elif _safetensors.is_state_dict(obj):
             out.write(_safetensors.write(obj))
         else:
-            _zipformat.save(obj, out, pickle_protocol, byteorder_record=not _disable_byteorder_record)
+            _zipformat.save(obj, out, pickle_protocol, byteorder_record=not _disable_byteorder_record,
+                            archive=archive)
 
     if not isinstance(f, (str, os.PathLike)):
         write(f)
         return
-    atomic_write(os.fspath(f), write)
+    path = os.fspath(f)
+    # PyTorch's archive folder: the file's name without its last suffix ("ckpt.pth.tar" -> "ckpt.pth")
+    archive = os.path.splitext(os.path.basename(path))[0] or "archive"
+    atomic_write(path, lambda out: write(out, archive))
 
 
 # ---------------------------------------------------------------- load

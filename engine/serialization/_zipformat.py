@@ -1,9 +1,11 @@
 """PyTorch's checkpoint archive (``torch.save`` since 1.6): a zip of ``<name>/data.pkl`` (the
-pickle), ``<name>/data/<key>`` (each storage's raw bytes), ``<name>/byteorder`` and
-``<name>/version``.
+pickle), ``<name>/.format_version``, ``<name>/.storage_alignment``, ``<name>/byteorder``,
+``<name>/data/<key>`` (each storage's raw bytes), ``<name>/version`` and
+``<name>/.data/serialization_id``.
 
 Records are stored uncompressed, each storage starting on a 64-byte boundary as PyTorch writes
-them, so ``torch.load(..., mmap=True)`` can map them.
+them, so ``torch.load(..., mmap=True)`` can map them; the archive is laid out byte for byte as
+PyTorch's writer lays it out, so the same object makes a file of the same size.
 """
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ import os
 import struct
 import sys
 import zipfile
+import zlib
 
 import numpy as np
 
@@ -21,33 +24,85 @@ from ._storage import checked_storage_id, place
 
 _ALIGN = 64
 _VERSION = b"3\n"
+_FORMAT_VERSION = b"1"
+_ZIP64_LIMIT = 0xFFFFFFFF    # a size or offset from here on takes zip64's 8-byte fields
+_FLAGS = 0x0808              # sizes in a data descriptor after the data; UTF-8 names
 
 
 # ---------------------------------------------------------------- write
-def save(obj, f, protocol: int, byteorder_record: bool = True) -> None:
-    """Pickle ``obj`` with PyTorch's names and write the archive to the binary file ``f``."""
+def save(obj, f, protocol: int, byteorder_record: bool = True, archive: str = "archive") -> None:
+    """Pickle ``obj`` with PyTorch's names and write the archive to the binary file ``f``: the records
+    PyTorch writes, in its order (``archive`` is PyTorch's top folder: a path's file name without its
+    last suffix, ``archive`` for a file object)."""
     data = io.BytesIO()
     pickler = TorchPickler(data, protocol)
     pickler.dump(obj)
-    with zipfile.ZipFile(f, "w", zipfile.ZIP_STORED) as zf:
-        _write(zf, "archive/data.pkl", data.getbuffer())
-        if byteorder_record:
-            _write(zf, "archive/byteorder", sys.byteorder.encode())
-        for key, ref in pickler.storages.items():
-            _write(zf, f"archive/data/{key}", ref.array.view(np.uint8) if ref.array.size else b"")
-        _write(zf, "archive/version", _VERSION)
+    zf = _ZipWriter(f)
+    zf.write(f"{archive}/data.pkl", data.getbuffer())
+    zf.write(f"{archive}/.format_version", _FORMAT_VERSION)
+    zf.write(f"{archive}/.storage_alignment", str(_ALIGN).encode())
+    if byteorder_record:
+        zf.write(f"{archive}/byteorder", sys.byteorder.encode())
+    for key, ref in pickler.storages.items():
+        zf.write(f"{archive}/data/{key}", ref.array.view(np.uint8) if ref.array.size else b"")
+    zf.write(f"{archive}/version", _VERSION)
+    zf.write(f"{archive}/.data/serialization_id", _serialization_id())
+    zf.close()
 
 
-def _write(zf: zipfile.ZipFile, name: str, data) -> None:
-    """One stored record whose data starts on a 64-byte boundary (padding in an extra field, as PyTorch's)."""
-    info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
-    info.file_size = len(memoryview(data).cast("B"))
-    zip64 = 20 if info.file_size * 1.05 > zipfile.ZIP64_LIMIT else 0
-    header = 30 + len(name.encode()) + 4 + zip64
-    pad = -(zf.fp.tell() + header) % _ALIGN
-    info.extra = b"FB" + struct.pack("<H", pad) + b"Z" * pad
-    with zf.open(info, "w", force_zip64=bool(zip64)) as out:
-        out.write(data)
+def _serialization_id() -> bytes:
+    """40 decimal digits, fresh per file, as PyTorch's (two random 64-bit numbers, 20 digits each)."""
+    return "".join(str(int.from_bytes(os.urandom(8), "little")).zfill(20) for _ in range(2)).encode()
+
+
+class _ZipWriter:
+    """The zip layout PyTorch's writer (miniz) produces, so a checkpoint is the same size and shape as
+    torch.save's: stored records, each one's data on a 64-byte boundary (padding in an ``FB`` extra
+    field), its CRC and sizes in a data descriptor after it, then the central directory and zip64's
+    end records; a record or offset past 4 GiB takes zip64's 8-byte fields."""
+
+    def __init__(self, f):
+        self.f, self.entries = f, []
+        self.start = f.tell() if f.seekable() else 0
+        self.at = 0
+
+    def _out(self, data) -> None:
+        self.f.write(data)
+        self.at += len(data)
+
+    def write(self, name: str, data) -> None:
+        raw, encoded = memoryview(data).cast("B"), name.encode()
+        offset = self.at
+        pad = -(self.start + offset + 30 + len(encoded) + 4) % _ALIGN
+        extra = b"FB" + struct.pack("<H", pad) + b"Z" * pad
+        self._out(struct.pack("<4s5H3L2H", b"PK\x03\x04", 0, _FLAGS, 0, 0, 0, 0, 0, 0, len(encoded), len(extra)))
+        self._out(encoded + extra)
+        self._out(raw)
+        crc, size = zlib.crc32(raw), len(raw)
+        if size >= _ZIP64_LIMIT:
+            self._out(struct.pack("<4sL2Q", b"PK\x07\x08", crc, size, size))
+        else:
+            self._out(struct.pack("<4s3L", b"PK\x07\x08", crc, size, size))
+        self.entries.append((encoded, crc, size, offset))
+
+    def close(self) -> None:
+        directory = self.at
+        for encoded, crc, size, offset in self.entries:
+            big = [v for v in (size, size, offset) if v >= _ZIP64_LIMIT]   # zip64's order: sizes, then offset
+            extra = struct.pack("<2H", 1, 8 * len(big)) + struct.pack(f"<{len(big)}Q", *big) if big else b""
+            self._out(struct.pack("<4s6H3L5H2L", b"PK\x01\x02", 0, 0, _FLAGS, 0, 0, 0, crc, _field(size),
+                                  _field(size), len(encoded), len(extra), 0, 0, 0, 0, _field(offset)))
+            self._out(encoded + extra)
+        count, length, end = len(self.entries), self.at - directory, self.at
+        self._out(struct.pack("<4sQ2H2L4Q", b"PK\x06\x06", 44, 0x031E, 0x2D, 0, 0, count, count, length, directory))
+        self._out(struct.pack("<4sLQL", b"PK\x06\x07", 0, end, 1))
+        self._out(struct.pack("<4s4H2LH", b"PK\x05\x06", 0, 0, min(count, 0xFFFF), min(count, 0xFFFF),
+                              _field(length), _field(directory), 0))
+
+
+def _field(value: int) -> int:
+    """A 4-byte zip field: the value, or 0xFFFFFFFF saying that zip64's 8-byte field holds it."""
+    return 0xFFFFFFFF if value >= _ZIP64_LIMIT else value
 
 
 # ---------------------------------------------------------------- read
@@ -120,4 +175,5 @@ class PyTorchFileReader:
         return _record(self._zip, self._where, self._prefix + name)
 
     def serialization_id(self) -> str:
-        return ""
+        """The id PyTorch writes into each archive (``.data/serialization_id``), or "" for one without it."""
+        return self.get_record(".data/serialization_id").decode() if self.has_record(".data/serialization_id") else ""
