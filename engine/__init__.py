@@ -84,6 +84,7 @@ from . import overrides  # noqa: E402,F401  (torch.overrides: the __torch_functi
 from . import distributions, fft, special  # noqa: E402,F401
 from . import mps, signal, xpu  # noqa: E402,F401  (torch.mps, torch.signal.windows, torch.xpu)
 from . import nested  # noqa: E402,F401  (torch.nested: nested_tensor, to_padded_tensor)
+from . import masked  # noqa: E402,F401  (torch.masked: reductions that skip masked-out elements)
 from .aliases import install_aliases, uninstall_aliases  # noqa: E402  (import torch / torchvision -> tapelab)
 
 from . import version  # noqa: E402  (torch.version: the build facts libraries branch on)

@@ -376,3 +376,57 @@ def test_a_program_without_nested_tensors_keeps_the_fast_path():
     del nt
     gc.collect()
     assert tapelab.nested.NestedTensor not in overrides._likes
+
+
+# ---------------------------------------------------------------- torch.masked (the masked reductions)
+_MASKED_CASES = [
+    ("sum", (), {}), ("sum", (1,), {}), ("sum", ((0, 1),), {"keepdim": True}), ("prod", (1,), {}),
+    ("amax", (1,), {}), ("amin", (0,), {}), ("argmax", (1,), {}), ("argmin", (1,), {}), ("mean", (1,), {}),
+    ("mean", (), {}), ("median", (1,), {}), ("logsumexp", (1,), {}), ("norm", (2.0, 1), {}), ("norm", (1.0, None), {}),
+    ("norm", (float("inf"), 1), {}), ("var", (1,), {}), ("std", (1,), {"correction": 0}),
+    ("var", (0,), {"unbiased": False, "keepdim": True}), ("softmax", (1,), {}), ("log_softmax", (1,), {}),
+    ("softmin", (0,), {}), ("normalize", (2.0, 1), {}), ("cumsum", (1,), {}), ("cumprod", (1,), {}),
+    ("sum", (5,), {}), ("sum", ((1, 1),), {}),
+]
+
+
+def _masked_result(f):
+    try:
+        r = f()
+    except Exception as e:   # noqa: BLE001
+        return type(e).__name__, str(e).replace("tapelab", "torch")
+    return "ok", str(r.dtype).split(".")[1], tuple(r.shape), r.detach().numpy().astype(float)
+
+
+@pytest.mark.parametrize("name, args, kw", _MASKED_CASES)
+def test_masked_reductions_match_torch(name, args, kw):
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((3, 4)).astype(np.float32)
+    m = rng.random((3, 4)) > 0.5
+    m[2] = False   # a row with nothing kept: the identity, or NaN where there is none
+    arrays = [x, rng.integers(-5, 5, (3, 4)).astype(np.int32)] if name in ("sum", "prod", "amax", "mean", "var",
+                                                                             "cumsum") else [x]
+    for arr in arrays:
+        for mask in (m, None, m[0]):   # a mask broadcast to the input too
+            want, got = (_masked_result(lambda: getattr(lib.masked, name)(
+                lib.tensor(arr), *args, **kw, mask=None if mask is None else lib.tensor(mask))) for lib in (torch, tapelab))
+            assert got[:3] == want[:3], (name, arr.dtype, mask)
+            if want[0] == "ok":
+                np.testing.assert_allclose(got[3], want[3], rtol=1e-5, atol=1e-6, equal_nan=True)
+
+
+def test_masked_softmax_and_mean_gradients_and_logaddexp():
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((3, 4)).astype(np.float32)
+    m = rng.random((3, 4)) > 0.4
+    results = []
+    for lib in (torch, tapelab):
+        t = lib.tensor(x, requires_grad=True)
+        probs = lib.masked.softmax(t, 1, mask=lib.tensor(m))
+        loss = (probs.nan_to_num() * lib.arange(12.0).reshape(3, 4)).sum() + lib.masked.mean(t, 1, mask=lib.tensor(m)).nansum()
+        loss.backward()
+        both = lib.masked.logaddexp(lib.tensor([-100.0, -200, -300]), lib.tensor([-1.0, -2, -3]),
+                                    input_mask=lib.tensor([True, False, True]), other_mask=lib.tensor([True, False, True]))
+        results.append((loss.item(), t.grad.numpy(), both.tolist()))
+    assert results[1][0] == pytest.approx(results[0][0], rel=1e-6) and results[1][2] == results[0][2]
+    np.testing.assert_allclose(results[1][1], results[0][1], rtol=1e-5, atol=1e-6)
