@@ -502,6 +502,18 @@ def _pointwise_loss(mode, op, args, params):
     return _per_sample(mode, out, reduction, nd)
 
 
+def _fold_samples(mode, op, args, params):
+    """An op over each entry of its inputs' dim 0 alike (pooling): the batch folded into that dim."""
+    B = mode.size
+    ps = [mode._all(a) for a in args]
+    if any(p._data.ndim < 2 for p in ps if isinstance(p, Tensor)):
+        return None
+    out = apply(op, *[p.reshape(B * p.shape[1], *p.shape[2:]) if isinstance(p, Tensor) else p for p in ps], **params)
+    if isinstance(out, tuple):
+        return tuple(o.reshape(B, o.shape[0] // B, *o.shape[1:]) if isinstance(o, Tensor) else o for o in out)
+    return out.reshape(B, out.shape[0] // B, *out.shape[1:])
+
+
 def _embedding(mode, op, args, params):
     w, idx = args
     if _batched_at(w, mode.level):
@@ -514,4 +526,6 @@ _FAMILY = {"reshape": _views, "permute": _views, "expand": _views, "slice": _vie
            "matmul": _matmul, "linear": _linear, "convolution": _convolution,
            "cross_entropy": _class_loss, "nll_loss": _class_loss,
            "mse_loss": _pointwise_loss, "binary_cross_entropy": _pointwise_loss,
-           "binary_cross_entropy_with_logits": _pointwise_loss, "embedding": _embedding}
+           "binary_cross_entropy_with_logits": _pointwise_loss, "embedding": _embedding,
+           "max_pool_blocks": _fold_samples, "max_pool_indices": _fold_samples, "max_pool": _fold_samples,
+           "avg_pool": _fold_samples}
