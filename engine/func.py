@@ -281,11 +281,12 @@ def vjp(func: Callable, *primals, has_aux: bool = False):
     return (result, vjp_fn, aux) if has_aux else (result, vjp_fn)
 
 
+@_nested
 def jvp(func: Callable, primals: tuple, tangents: tuple, *, has_aux: bool = False):
     """``(func(*primals), J @ tangents)``, by differentiating the vjp w.r.t. its cotangent; with
     ``has_aux``, ``func`` returns ``(output, aux)`` and ``aux`` comes back third, as ``grad``'s and ``vjp``'s.
     Primals, tangents and the output may be pytrees (a tuple or dict of parameters), as PyTorch's."""
-    from .autograd.functional import jvp as _jvp
+    from .autograd.functional import _call, _check_v, _finish, _grads, _prepare
     if _in_vmap((primals, tangents)):
         return _per_slice(lambda p, t: jvp(func, p, t, has_aux=has_aux), (tuple(primals), tuple(tangents)))
     flat_primals, primal_spec = tree_flatten(tuple(primals))
@@ -304,8 +305,15 @@ def jvp(func: Callable, primals: tuple, tangents: tuple, *, has_aux: bool = Fals
         flat, spec = tree_flatten(out)
         out_spec.append(spec)
         return tuple(flat)
-    outer = is_grad_enabled() and any(p.requires_grad for p in flat_primals)
-    value, product = _jvp(output_of, tuple(flat_primals), tuple(flat_tangents), create_graph=outer)
+    caller_grad = is_grad_enabled()
+    inputs = tuple(t if t.grad_fn is not None else _own_leaf(t) for t in _prepare(tuple(flat_primals), caller_grad))
+    vs = _check_v(tuple(flat_tangents), inputs, "input to the user-provided function is", "jvp")
+    _, outputs = _call(output_of, inputs, "jvp")
+    outer = _outer(caller_grad, (*flat_primals, *flat_tangents), outputs, inputs)
+    with enable_grad():   # J v as the derivative of the vjp u -> u^T J w.r.t. u
+        us = tuple(o.new_zeros(o.shape).requires_grad_(True) for o in outputs)
+        product = _grads(_grads(outputs, inputs, us, True), us, vs, outer)
+    value, product = _finish(outputs, outer), _finish(product, outer)
     value, product = tree_unflatten(list(value), out_spec[0]), tree_unflatten(list(product), out_spec[0])
     return (value, product, _at_caller_level(aux[0], outer)) if has_aux else (value, product)
 

@@ -126,3 +126,20 @@ def test_func_transforms_of_a_module_stay_on_the_callers_graph():
         assert a.requires_grad == b.requires_grad and (a.grad_fn is None) == (b.grad_fn is None)
         np.testing.assert_allclose(_np(a), _np(b), rtol=2e-5, atol=1e-6)
     assert not quiet.requires_grad and not quiet_t.requires_grad
+
+
+def test_func_jvp_of_a_module_stays_on_the_callers_graph():
+    """``torch.func.jvp(model, (x,), (v,))``: the tangent depends on the model's parameters, so PyTorch's
+    comes back requiring grad (tapelab's was detached)."""
+    res = []
+    for lib in (torch, tapelab):
+        lib.manual_seed(0)
+        net = lib.nn.Sequential(lib.nn.Linear(3, 5), lib.nn.Tanh(), lib.nn.Linear(5, 2))
+        out, tangent = lib.func.jvp(net, (lib.ones(3),), (lib.ones(3),))
+        tangent.sum().backward()
+        res.append((out.requires_grad, tangent.requires_grad, _np(tangent), _np(net[0].weight.grad)))
+        with lib.no_grad():
+            assert not lib.func.jvp(net, (lib.ones(3),), (lib.ones(3),))[1].requires_grad
+    assert res[0][:2] == res[1][:2] == (True, True)
+    np.testing.assert_allclose(res[1][2], res[0][2], rtol=1e-6)
+    np.testing.assert_allclose(res[1][3], res[0][3], rtol=1e-5, atol=1e-7)
