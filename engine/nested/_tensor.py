@@ -392,6 +392,8 @@ def _map(func, name: str, args, kwargs, dims=None):
     n = len(first._components)
     if any(len(o._components) != n for o in nested[1:]):
         raise RuntimeError(f"{name}: the nested tensors hold different numbers of tensors")
+    if name == "linear":
+        _check_linear(first, args[1] if len(args) > 1 else kwargs["weight"])
     if name == "matmul" and not isinstance(args[1], NestedTensor):
         raise RuntimeError("Expected both to be nested, but got a nested self and non-nested other")
     if name == "where" and not isinstance(args[2] if len(args) > 2 else kwargs.get("other"), NestedTensor):
@@ -407,6 +409,19 @@ def _map(func, name: str, args, kwargs, dims=None):
         outs.append(func(*call, **{k: v._components[i] if isinstance(v, NestedTensor) else v
                                    for k, v in kwargs.items()}))
     return NestedTensor(outs, first._layout)
+
+
+def _check_linear(nt: NestedTensor, weight: Tensor) -> None:
+    """PyTorch's checks of a nested input to ``F.linear``: one trailing size, equal to the weight's."""
+    last = [c.shape[-1] for c in nt._components]
+    if len(set(last)) > 1:
+        listed = "".join(f" {n}\n" for n in last)
+        raise RuntimeError("Expected all tensors in nested tensor to have the same trailing dimension, instead last "
+                           f"dimension equals: {listed}[ {_dtype.package_name()}.LongTensor{{{len(last)}}} ]")
+    if last and weight.dim() == 2 and last[0] != weight.shape[1]:
+        raise RuntimeError("Shape mismatch for NestedTensor Linear: Expected input's (a nested tensor) 'last_dim' to "
+                           f"equal 'weight.size(1), but got: last_dim = {last[0]}, and weight.size(1) = "
+                           f"{weight.shape[1]}")
 
 
 def _reduce(name: str, nt: NestedTensor, dim, keepdim: bool):
