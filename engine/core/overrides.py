@@ -37,6 +37,7 @@ import functools
 import threading
 import weakref
 from collections.abc import Callable, Iterable
+from types import FunctionType as _FunctionType
 
 from ..base.dispatch_state import LOCAL, STATE
 from .dispatch import PASS, apply, set_functions
@@ -132,10 +133,88 @@ def _init_subclass(cls, **kwargs) -> None:
     arguments themselves (``has_torch_function``; ``F.scaled_dot_product_attention``'s mask): a
     registered subclass puts every op in every thread on the slow path for as long as it lives."""
     super(Tensor, cls).__init_subclass__(**kwargs)
+    if _takes_part(cls) and not cls.__module__.startswith("tapelab."):
+        _dispatching_methods(cls)   # a program's subclass: PyTorch's method entry points (below)
     if _takes_part(cls) and getattr(cls, "_asked_by_ops", True):
         with _LOCK:
             _subclasses[weakref.ref(cls, _forget)] = None
             _sync()
+
+
+# ---------------------------------------------------------------- a subclass's methods
+# PyTorch hands a subclass's ``__torch_function__`` the public callable the program called, with that
+# call's arguments: ``Tensor.add`` for ``x + y`` and ``x.add(y)``, ``Tensor.view`` for ``x.view(6)``,
+# ``Tensor.__getitem__`` for ``x[0]``, ``Tensor.float``, ``Tensor.__rsub__`` for ``1 - x`` (fastai keys a
+# dict on these: ``TensorBase.register_func(Tensor.add, TensorMask, TensorImageBase)``). A program's
+# subclass that takes part gets, for each engine Tensor method it does not define itself, a method
+# that hands the subclasses among its arguments that callable (the operators as PyTorch names them),
+# and runs the engine's method as it is when none takes part (inside ``DisableTorchFunctionSubclass``,
+# as ``Tensor.__torch_function__`` runs it). Ops reached otherwise (``torch.relu(x)``, a plain tensor's
+# method with a subclass argument) still reach the dispatcher's hook with the op as ``func``; the
+# engine's own subclasses (nested tensors, attention biases) speak that op-level protocol only.
+_OPERATOR_FUNCS = {"__add__": "add", "__radd__": "add", "__iadd__": "add_", "__sub__": "sub", "__isub__": "sub_",
+                   "__mul__": "mul", "__rmul__": "mul", "__imul__": "mul_", "__truediv__": "div",
+                   "__itruediv__": "div_", "__matmul__": "matmul", "__neg__": "neg", "__abs__": "abs",
+                   "__pos__": "positive", "__lt__": "lt", "__le__": "le", "__gt__": "gt", "__ge__": "ge",
+                   "__ne__": "ne", "__mod__": "remainder"}
+# a reflected operator Python calls on the subclass although the left operand is a Tensor (the subclass
+# overrides it): PyTorch's subclasses do not, so the left operand's forward operator is what it sees
+_REFLECTED = {"__radd__": "add", "__rsub__": "sub", "__rmul__": "mul", "__rtruediv__": "div", "__rmatmul__": "matmul",
+              "__rpow__": "__pow__", "__rfloordiv__": "__floordiv__", "__rmod__": "remainder", "__rand__": "__and__",
+              "__ror__": "__or__", "__rxor__": "__xor__", "__rlshift__": "__lshift__", "__rrshift__": "__rshift__"}
+# Python's object protocol and metadata reads (no tensor result): left to the engine's methods
+_NOT_DISPATCHED = frozenset({
+    "__init__", "__new__", "__init_subclass__", "__torch_function__", "__torch_dispatch__", "__getattribute__",
+    "__getattr__", "__setattr__", "__delattr__", "__dir__", "__class_getitem__", "__reduce_ex__", "__reduce__",
+    "__getstate__", "__setstate__", "__deepcopy__", "__copy__", "__array__", "__array_wrap__", "__array_function__",
+    "__array_ufunc__", "__dlpack__", "__dlpack_device__", "__hash__", "__sizeof__", "__repr__", "__str__",
+    "__format__", "__len__", "__iter__", "__bool__", "__int__", "__float__", "__complex__", "__index__",
+    "__contains__", "__reversed__", "as_subclass", "size", "dim", "ndimension", "numel", "nelement", "stride",
+    "storage_offset", "is_contiguous", "element_size", "data_ptr", "get_device", "is_floating_point", "is_complex",
+    "is_signed", "untyped_storage", "storage", "is_shared", "is_pinned", "is_set_to"})
+_WRAPPERS: dict = {}
+
+
+def _dispatching_methods(cls) -> None:
+    for name, fn in list(vars(Tensor).items()):
+        if (type(fn) is not _FunctionType or name in _NOT_DISPATCHED
+                or (name.startswith("_") and not (name.startswith("__") and name.endswith("__")))
+                or not getattr(fn, "__module__", "").startswith("tapelab")
+                or getattr(cls, name, None) is not fn):
+            continue
+        method = _WRAPPERS.get(name)
+        if method is None:
+            method = _WRAPPERS[name] = _dispatching_method(name, fn)
+        setattr(cls, name, method)
+
+
+def _dispatching_method(name: str, engine_fn):
+    tensor_dict = vars(Tensor)
+    mapped, forward = _OPERATOR_FUNCS.get(name, name), _REFLECTED.get(name)
+
+    def method(self, *args, **kwargs):
+        impl = tensor_dict.get(name)
+        local = LOCAL
+        if impl is not engine_fn or local.subclasses_off or local.functions_off:
+            return impl(self, *args, **kwargs)
+        func = None
+        if forward is not None and args and isinstance(args[0], Tensor):
+            func, call = tensor_dict.get(forward), (args[0], self, *args[1:])
+        if func is None:
+            func, call = tensor_dict.get(mapped, impl), (self, *args)
+        overloaded = _overloaded(_relevant(call, kwargs))
+        if not overloaded:
+            return impl(self, *args, **kwargs)
+        types = tuple(type(a) for a in overloaded)
+        for arg in overloaded:
+            result = arg.__torch_function__(func, types, call, kwargs or None)
+            if result is not NotImplemented:
+                return result
+        raise TypeError(f"no implementation found for 'torch.Tensor.{func.__name__}' on types that implement "
+                        f"__torch_function__: {list(types)}")
+
+    method.__name__, method.__qualname__, method.__doc__ = name, f"Tensor.{name}", engine_fn.__doc__
+    return method
 
 
 def _forget(ref) -> None:
@@ -420,7 +499,9 @@ class DisableTorchFunctionSubclass(_Switch):
 def _convert(ret, cls):
     if isinstance(ret, Tensor) and not isinstance(ret, cls):
         return as_subclass(ret, cls)
-    if isinstance(ret, (tuple, list)) and not hasattr(ret, "_fields"):
+    if isinstance(ret, (tuple, list)):
+        if hasattr(ret, "_fields"):   # torch.return_types (max(dim)'s values and indices), as PyTorch's
+            return ret._make(_convert(r, cls) for r in ret)
         return type(ret)(_convert(r, cls) for r in ret)
     return ret
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import functools
+import types
 import inspect
 
 from ..autograd import engine, views
@@ -58,8 +59,19 @@ def surface(modules=MODULES, ops=None) -> dict:
 def install_methods(cls, modules=MODULES + FOUNDATION, ops=None) -> None:
     """Bind the declared ``surface(modules, ops)`` onto ``cls`` (Tensor): the one place that
     sets Tensor methods (the op families' and the ``FOUNDATION`` layers')."""
-    for name, value in surface(modules, ops).items():
+    bound = surface(modules, ops)
+    for name, value in bound.items():
         setattr(cls, name, value)
+    # a method made by a helper (``_getitem``, an operator's ``method``, a lambda) is named as the Tensor
+    # method it is, as PyTorch's are: ``__torch_function__`` handlers read ``func.__name__``
+    names: dict = {}
+    for name, value in bound.items():
+        if isinstance(value, types.FunctionType):
+            names.setdefault(id(value), []).append(name)
+    for name, value in bound.items():
+        if (isinstance(value, types.FunctionType) and len(names[id(value)]) == 1 and value.__name__ != name
+                and (value.__name__.startswith("_") or value.__name__ in ("<lambda>", "method", "operator"))):
+            value.__name__ = name
 
 
 def _inplace(op, name, apply_):
