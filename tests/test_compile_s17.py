@@ -148,3 +148,27 @@ def test_compiled_graphs_and_to_folder_under_aliases(tmp_path):
             sys.modules.pop("exported_s17.module", None)
     assert "tapelab" not in listing and "target=torch." in listing
     assert "import torch\n" in source and "class Exported(torch.nn.Module)" in source and "tapelab." not in source
+
+
+def test_a_split_backward_is_one_cat_with_torchs_gradients():
+    """``q, k, v = qkv(x).split(d, dim=-1)``: the compiled step's backward joins the three slices'
+    gradients with one ``cat`` (it summed three zero-padded arrays); the gradients are PyTorch's."""
+    got = []
+    for lib in (torch, tapelab):
+        lib.manual_seed(0)
+        lin = lib.nn.Linear(8, 24)
+        x = lib.tensor(np.linspace(-2, 2, 48, dtype=np.float32).reshape(2, 3, 8))
+
+        def f(x):
+            q, k, v = lin(x).split(8, dim=-1)
+            return (q.tanh() * k + v.sigmoid() * 2).sum()
+        call = tapelab.compile(f) if lib is tapelab else f
+        for _ in range(3):
+            lin.zero_grad()
+            call(x).backward()
+        got.append((lin.weight.grad.numpy().copy(), lin.bias.grad.numpy().copy()))
+    for a, b in zip(got[1], got[0]):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    step = next(iter(call.cache.values())).step
+    backward = step.sources[1]     # cat(..., dim=2, skip=False), and no slice_backward(..., shape=, key=)
+    assert "dim=2, skip=False)" in backward and "key=" not in backward, backward

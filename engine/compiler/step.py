@@ -223,6 +223,7 @@ def build(gm: GraphModule, flat: tuple, result, name: str, backend: str = "auto"
     k = len(results)
     joint = _joint(gm, flat, results, leaves)
     _save_attention_weights(joint.graph)
+    _joined_slices(joint.graph)
     step_fwd, step_bwd = _split(joint, len(flat), tensor_at, k)
     fwd_gm = _lowered(joint, step_fwd, [flat[i] for i in tensor_at], backend)
     metas = _output_metas(fwd_gm)
@@ -360,6 +361,56 @@ def _save_attention_weights(graph: Graph) -> None:
             graph.erase_node(f)
         n.args = (*n.args, weights[f])
         n.kwargs = {**n.kwargs, "saved": True}
+
+
+def _joined_slices(graph: Graph) -> None:
+    """A split's backward as one ``cat``: the trace records ``q, k, v = qkv.split(d, dim=2)`` as three
+    slices, so the joint backward held three ``slice_backward`` (each a zero array of the whole shape
+    with one gradient written in) and the adds summing them, three full-size arrays made, filled and
+    read again (a GPT block's qkv: 0.33 ms of a 13 ms step). Where an add tree's leaves are
+    ``slice_backward`` values used only there, of one shape, whose slices of one dim tile it, the tree
+    is ``cat`` of their gradients in order: the same values (each element is its one gradient; the
+    sum also turned a -0.0 gradient into 0.0, as eager's one-buffer split backward does not)."""
+    def is_add(n: Node) -> bool:
+        return (n.op == "call_function" and op_name(n) == "add" and len(n.args) == 2
+                and all(isinstance(a, Node) for a in n.args) and n.kwargs in ({}, {"alpha": 1}))
+    for n in list(graph.nodes):
+        if not is_add(n):
+            continue
+        adds, leaves, stack = [n], [], list(n.args)
+        while stack:
+            a = stack.pop(0)
+            if is_add(a) and len(a.users) == 1:
+                adds.append(a)
+                stack.extend(a.args)
+            else:
+                leaves.append(a)
+        if not all(op_name(a) == "slice_backward" and len(a.users) == 1 and len(a.args) == 1 for a in leaves):
+            continue
+        shape = leaves[0].kwargs.get("shape")
+        spans = []
+        for a in leaves:
+            key = a.kwargs.get("key")
+            if a.kwargs.get("shape") != shape or type(key) is not tuple or not key:
+                break
+            d = len(key) - (2 if key[-1] is Ellipsis else 1)
+            cut = key[d]
+            if (type(cut) is not slice or cut.step not in (None, 1) or d >= len(shape)
+                    or any(k != slice(None) for k in key[:d])):
+                break
+            start, stop, _ = cut.indices(shape[d])
+            spans.append((d, start, stop, a))
+        else:
+            spans.sort(key=lambda t: t[1])
+            dims = {t[0] for t in spans}
+            ends = [t[1] for t in spans[1:]] == [t[2] for t in spans[:-1]]
+            if len(dims) == 1 and ends and spans[0][1] == 0 and spans[-1][2] == shape[spans[0][0]]:
+                with graph.inserting_before(n):
+                    cat = graph.call_function(prims.cat, tuple(t[3].args[0] for t in spans),
+                                              {"dim": spans[0][0], "skip": False})
+                n.replace_all_uses_with(cat)
+                for a in adds + [t[3] for t in spans]:
+                    graph.erase_node(a)
 
 
 class _Aliased(Interpreter):
