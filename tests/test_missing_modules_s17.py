@@ -433,3 +433,38 @@ def test_masked_softmax_and_mean_gradients_and_logaddexp():
         results.append((loss.item(), t.grad.numpy(), both.tolist()))
     assert results[1][0] == pytest.approx(results[0][0], rel=1e-6) and results[1][2] == results[0][2]
     np.testing.assert_allclose(results[1][1], results[0][1], rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.filterwarnings("ignore:The PyTorch API of MaskedTensors")
+def test_masked_tensor_prototype_as_torchs():
+    def run(lib):
+        x = lib.tensor([[1.0, 2, 3], [4, 5, 6]])
+        m = lib.tensor([[True, False, True], [False, False, False]])
+        mt = lib.masked.masked_tensor(x, m, requires_grad=True)
+        other = lib.masked.masked_tensor(x * 2, m)
+        out = {"meta": (mt.is_leaf, mt.requires_grad, mt.grad, tuple(mt.shape), mt.size(1), mt.dim(),
+                        lib.masked.is_masked_tensor(mt), lib.masked.is_masked_tensor(x))}
+        y = (mt * 2).sum()
+        y.backward()
+        out["grad"] = repr(mt.grad)
+        cases = {"repr": lambda: mt, "add": lambda: mt + other, "mul": lambda: mt * 2, "dense": lambda: mt + x,
+                 "radd": lambda: 1 + mt, "mismatch": lambda: mt + lib.masked.masked_tensor(x, ~m),
+                 "exp": lambda: mt.exp(), "lib.exp": lambda: lib.exp(mt), "sum": lambda: mt.sum(),
+                 "sum0": lambda: mt.sum(0), "mean": lambda: mt.mean(), "mean1": lambda: mt.mean(1),
+                 "amax": lambda: mt.amax(1), "amax0k": lambda: mt.amax(0, keepdim=True), "argmax": lambda: mt.argmax(1),
+                 "lib.sum": lambda: lib.sum(mt, 1), "softmax": lambda: mt.softmax(1), "getitem": lambda: mt[0],
+                 "gt": lambda: mt > 2, "to_tensor": lambda: mt.sum(1).to_tensor(-1.0).tolist(),
+                 "ints": lambda: lib.masked.masked_tensor(lib.tensor([1, 2, 3]), lib.tensor([True, False, True])),
+                 "bools": lambda: lib.masked.masked_tensor(lib.tensor([True, False]), lib.tensor([True, False])),
+                 "scalar": lambda: lib.masked.masked_tensor(lib.tensor(1.5), lib.tensor(False)),
+                 "sizes": lambda: lib.masked.masked_tensor(x, m[:, :2]), "dims": lambda: lib.masked.masked_tensor(x, m[0]),
+                 "mask dtype": lambda: lib.masked.masked_tensor(x, m.int()),
+                 "uint8": lambda: lib.masked.masked_tensor(x.to(lib.uint8), m),
+                 "functional": lambda: (lib.masked.sum(mt, 1).tolist(), lib.masked.mean(mt, 1).tolist())}
+        for name, f in cases.items():
+            res = _outcome(f)
+            out[name] = (res[0], repr(f()) if res[0] == "ok" and res[1] == "MaskedTensor" else res[1])
+        return out
+    want, got = run(torch), run(tapelab)
+    for key in want:
+        assert got[key] == want[key], key

@@ -51,6 +51,8 @@ def _input_mask(input: Tensor, mask: Tensor) -> Tensor:
 
 
 def _combined(op: str, input: Tensor, mask, ord=None) -> Tensor:
+    if type(input).__name__ == "MaskedTensor":   # its own mask decides, as PyTorch's (``mask`` is not read)
+        input, mask = input.get_data(), input.get_mask()
     if input.layout is not strided:
         raise ValueError(f"masked {op} expects strided tensor (got {input.layout} tensor)")
     if mask is None:
