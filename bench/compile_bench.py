@@ -10,8 +10,13 @@
     .venv/bin/python bench/compile_bench.py --ab-jax "chain1M captured,chain1M"
     .venv/bin/python bench/compile_bench.py --ab-jax chain16,mlp_b64 --mode reduce-overhead
     .venv/bin/python bench/compile_bench.py --ab-modes chain16,mlp_b64   # eager, compiled, reduce-overhead
+    .venv/bin/python bench/compile_bench.py --ab-sgd      # whole SGD steps: eager, compiled, JAX, alternating
+    JAX_PYTHON=/path/to/jaxvenv/bin/python .venv/bin/python bench/compile_bench.py --ab-sgd gpt_block,mlp_b64
 
-Each workload is a training step's forward and backward into fresh gradients (no optimizer, on every
+``--ab-sgd`` times whole training steps as a researcher writes them (``opt.zero_grad()``, forward, loss,
+``backward()``, ``optim.SGD`` step) against JAX's ``jit(value_and_grad)`` with the update in the same jit
+(parameters donated), from the same parameters and data (the first step's losses are printed side by side).
+Otherwise each workload is a training step's forward and backward into fresh gradients (no optimizer, on every
 side; ``.grad`` set to None first, as ``jax.grad`` returns new ones) on float32,
 on one thread unless ``--threads N`` (numpy's BLAS, torch, and XLA through ``XLA_FLAGS``), timed as
 the best of several repeats of a loop (ratios matter, not absolute times; tapelab's eager and
@@ -21,7 +26,7 @@ Compile time is measured in child processes, after one eager step (imports and f
 compile time): cold (an empty kernel cache directory) and warm (the same directory again: the
 kernels' shared libraries load without numba), as the first compiled step's seconds and its
 excess over an eager step (the first call returns its traced eager run; the compiled graph runs
-from the next). JAX runs in its own venv (/work/jaxvenv, or JAX_PYTHON) through a subprocess with
+from the next). JAX runs in a subprocess (``$JAX_PYTHON``, /work/jaxvenv, or this Python if it imports jax) with
 the same models written in jax.numpy (LayerNorms with their weight and bias, the GPT block's
 causal mask, the encoder layer's post-norm and erf-GELU, the parameters differentiated, the input
 not); torch.compile needs a C compiler.
@@ -236,14 +241,14 @@ def _saved(rows: dict) -> dict:
     a sparse adjacency as ``@i.indices`` and ``@i.values``)."""
     saved = {}
     for name, (model, args) in rows.items():
-        for n, p in model.named_parameters():
+        for n, p in (model.named_parameters() if hasattr(model, "named_parameters") else ()):
             saved[f"{name}/{n}"] = p.detach().numpy()
         for i, a in enumerate(args):
             if a.is_sparse:
                 saved[f"{name}/@{i}.indices"] = a.indices().numpy()
                 saved[f"{name}/@{i}.values"] = a.values().numpy()
             else:
-                saved[f"{name}/@{i}"] = a.numpy()
+                saved[f"{name}/@{i}"] = a.detach().numpy()
     return saved
 
 
@@ -532,8 +537,8 @@ def check_jax() -> dict | None:
     import tapelab as T
     from tapelab import nn
     from _compile_models import GPTBlock
-    py = os.environ.get("JAX_PYTHON", "/work/jaxvenv/bin/python")
-    if not os.path.exists(py):
+    py = _jax_python()
+    if py is None:
         return None
     rng = np.random.default_rng(0)
     b, t, d, heads = 2, 8, 32, 4
@@ -576,9 +581,20 @@ def check_jax() -> dict | None:
     return res
 
 
+def _jax_python() -> str | None:
+    """The Python that runs the JAX side: ``$JAX_PYTHON``, else ``/work/jaxvenv/bin/python``, else this
+    interpreter when it can import jax (e.g. ``pip install --target DIR "jax[cpu]"`` and ``PYTHONPATH=DIR``);
+    None when JAX is not installed (the bench then prints ``jax: not installed``). JAX stays optional."""
+    for py in (os.environ.get("JAX_PYTHON"), "/work/jaxvenv/bin/python"):
+        if py and os.path.exists(py):
+            return py
+    import importlib.util
+    return sys.executable if importlib.util.find_spec("jax") is not None else None
+
+
 def run_jax(repeats: int) -> dict | None:
-    py = os.environ.get("JAX_PYTHON", "/work/jaxvenv/bin/python")
-    if not os.path.exists(py):
+    py = _jax_python()
+    if py is None:
         return None
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "training.npz")
@@ -631,9 +647,9 @@ def ab_jax(names: list, rounds: int, mode: str | None = None):
     A training row, ``chain16``/``chain1M``, or ``"chain1M captured"`` (the compiled step replayed);
     ``mode``: ``tapelab.compile``'s mode (``"reduce-overhead"`` captures and replays the compiled call)."""
     import tapelab as T
-    py = os.environ.get("JAX_PYTHON", "/work/jaxvenv/bin/python")
-    if not os.path.exists(py):
-        sys.exit(f"--ab-jax: no JAX python at {py} (set JAX_PYTHON)")
+    py = _jax_python()
+    if py is None:
+        sys.exit("--ab-jax: jax: not installed (set JAX_PYTHON, or make jax importable)")
     rows = _tapelab_training()
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "training.npz")
@@ -692,6 +708,154 @@ def ab_modes(names: list, rounds: int) -> dict:
         res[name] = {k: (sorted(v)[len(v) // 2], sorted(v)[len(v) // 4], sorted(v)[(3 * len(v)) // 4])
                      for k, v in times.items()}
     return res
+
+
+# ---------------------------------------------------------------- whole training steps: forward, backward, SGD
+SGD_ROWS = ("chain16", "chain1M", "mlp_b64", "gelu_mlp", "transformer", "gpt_block")
+LR = 0.01
+
+
+def _sgd_step(fn, args, lr: float = LR):
+    """A training step as a researcher writes it: ``opt.zero_grad()``, forward, the loss (the output when
+    0-d, else its squared mean), ``backward()``, ``opt.step()`` with ``optim.SGD(lr)`` over the module's
+    parameters (the chain's inputs requiring grad); returns the loss."""
+    import tapelab as T
+    module = getattr(fn, "_orig_mod", fn)
+    leaves = list(module.parameters()) if hasattr(module, "parameters") else \
+        [a for a in args if getattr(a, "requires_grad", False)]
+    opt = T.optim.SGD(leaves, lr=lr)
+
+    def step():
+        opt.zero_grad()
+        y = fn(*args)
+        loss = y if y.ndim == 0 else (y * y).mean()
+        loss.backward()
+        opt.step()
+        return loss
+    return step
+
+
+def _sgd_rows(names) -> dict:
+    """name -> (module or function, inputs): the bench's workloads and training rows, tapelab side."""
+    import tapelab as T
+    rows = {**_tapelab_workloads(T), **_tapelab_training()}
+    unknown = [n for n in names if n not in rows]
+    if unknown:
+        sys.exit(f"--ab-sgd: unknown rows {unknown}; known: {', '.join(rows)}")
+    return {n: rows[n] for n in names}
+
+
+# a JAX process holding each row's jitted SGD step (value_and_grad and the update in one jit, the
+# parameters donated): "loss NAME" -> the loss of one step from tapelab's initial parameters;
+# "time NAME N" -> CPU seconds per step over N steps
+JAX_SGD_WORKER = JAX_MODELS + JAX_TRAINING + textwrap.dedent("""
+    import json, sys, time
+    import numpy as np
+    W, shapes, lr = np.load(sys.argv[1]), json.loads(sys.argv[2]), float(sys.argv[3])
+    def saved(name):
+        return {k.split("/", 1)[1]: jnp.asarray(W[k]) for k in W.files if k.startswith(name + "/")}
+    def row(name):
+        # (loss(p, *inputs), parameters, inputs): tapelab's parameters and data, as compile_bench saved them
+        S = saved(name)
+        L = lambda k: (S[k + ".weight"].T, S[k + ".bias"])
+        N = lambda k: (S[k + ".weight"], S[k + ".bias"])
+        if name.startswith("chain"):                   # the chain's inputs are what SGD updates
+            return (lambda p: chain6(*p)), (S["@0"], S["@1"]), ()
+        if name in TRAINING:
+            p = {k: v for k, v in S.items() if not k.startswith("@")}
+            return TRAINING[name], p, [S[f"@{i}"] for i in range(4) if f"@{i}" in S]
+        if name == "gelu_mlp":
+            return mlp, (L("0"), L("2")), (S["@0"],)
+        heads = shapes[name][3]
+        if name == "gpt_block":
+            p = ((L("qkv"), L("proj")), N("ln1"), N("ln2"), L("fc"), L("out"))
+            return (lambda p, x: block(p, x, heads)), p, (S["@0"],)
+        p = (((S["self_attn.in_proj_weight"].T, S["self_attn.in_proj_bias"]), L("self_attn.out_proj")),
+             N("norm1"), N("norm2"), L("linear1"), L("linear2"))
+        return (lambda p, x: encoder(p, x, heads)), p, (S["@0"],)
+    def sgd(loss):
+        def step(p, *ins):
+            value, g = jax.value_and_grad(loss)(p, *ins)
+            return value, jax.tree_util.tree_map(lambda a, b: a - lr * b, p, g)
+        return jax.jit(step, donate_argnums=0)
+    rows = {}
+    print("ready", flush=True)
+    for line in sys.stdin:
+        what, name, *n = line.split()
+        if name not in rows:
+            loss, p, ins = row(name)
+            rows[name] = [sgd(loss), p, ins]
+        r = rows[name]
+        if what == "loss":
+            value, r[1] = r[0](r[1], *r[2])
+            print(float(value), flush=True)
+            continue
+        value, r[1] = r[0](r[1], *r[2]); jax.block_until_ready(value)      # warm (compiled at "loss")
+        t0 = time.process_time()
+        for _ in range(int(n[0])):
+            value, r[1] = r[0](r[1], *r[2])
+        jax.block_until_ready((value, r[1]))
+        print((time.process_time() - t0) / int(n[0]), flush=True)
+""")
+
+
+def ab_sgd(names: list, rounds: int):
+    """Whole SGD training steps (forward, backward, ``optim.SGD`` update) of each row: tapelab eager,
+    ``tapelab.compile``d, and JAX's ``jit(value_and_grad)`` with the update in the same jit, started
+    from the same parameters and data (tapelab's, copied to JAX; the first step's losses are compared),
+    timed in alternating rounds of ~50 ms a side, each side's process CPU seconds (one thread).
+    Yields (row, {side: (median, q1, q3) ms per step}, {ratio: (median, q1, q3)}, (tapelab's first loss,
+    JAX's or None)); the ratios are per round (the same moment's load for all three sides)."""
+    import tapelab as T
+    py = _jax_python()
+    rows = _sgd_rows(names)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "sgd_rows.npz")
+        np.savez(path, **_saved(rows))        # before any step: the initial parameters
+        worker = None
+        if py is not None:
+            worker = subprocess.Popen([py, "-c", JAX_SGD_WORKER, path, json.dumps(SHAPES), str(LR)],
+                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                                      env={**os.environ, "JAX_PLATFORMS": "cpu"})
+            assert worker.stdout.readline().strip() == "ready"
+
+        def ask(line: str) -> float:
+            worker.stdin.write(line + "\n")
+            worker.stdin.flush()
+            return float(worker.stdout.readline())
+        try:
+            for name, (fn, args) in rows.items():
+                steps = {"eager": _sgd_step(fn, args)}
+                first = steps["eager"]().item()           # from the saved parameters, as JAX's first step
+                losses = (first, ask(f"loss {name}") if worker is not None else None)
+                steps["compiled"] = _sgd_step(T.compile(fn), args)
+                for _ in range(3):
+                    steps["compiled"]()
+                inner = max(1, int(0.05 / best(steps["compiled"], 1, 1)))
+                times: dict = {k: [] for k in (*steps, *(["jax"] if worker else []))}
+                for _ in range(rounds):
+                    for k, step in steps.items():
+                        t0 = time.process_time()
+                        for _ in range(inner):
+                            step()
+                        times[k].append((time.process_time() - t0) / inner * 1e3)
+                    if worker is not None:
+                        times["jax"].append(ask(f"time {name} {inner}") * 1e3)
+                ratios = {"eager/compiled": [e / c for e, c in zip(times["eager"], times["compiled"])]}
+                if worker is not None:
+                    ratios["compiled/jax"] = [c / j for c, j in zip(times["compiled"], times["jax"])]
+                    ratios["eager/jax"] = [e / j for e, j in zip(times["eager"], times["jax"])]
+                yield name, {k: _quartiles(v) for k, v in times.items()}, \
+                    {k: _quartiles(v) for k, v in ratios.items()}, losses
+        finally:
+            if worker is not None:
+                worker.stdin.close()
+                worker.wait()
+
+
+def _quartiles(v: list) -> tuple:
+    v = sorted(v)
+    return v[len(v) // 2], v[len(v) // 4], v[(3 * len(v)) // 4]
 
 
 COMPILE_TIME = textwrap.dedent("""
@@ -803,8 +967,8 @@ def gemm_share(repeats: int) -> dict:
         eager, compiled = _step(fn, args), _step(T.compile(fn), args)
         res[name] = {"GEMMs": best(lambda: [c() for c in calls], repeats, 5), "eager": best(eager, repeats, 3),
                      "compiled": best(compiled, repeats, 3)}
-    py = os.environ.get("JAX_PYTHON", "/work/jaxvenv/bin/python")
-    if os.path.exists(py):
+    py = _jax_python()
+    if py is not None:
         clock = "cpu" if CLOCK[0] is time.process_time else "wall"
         p = subprocess.run([py, "-c", JAX_GEMMS, json.dumps(specs), str(repeats), clock], capture_output=True,
                            text=True, env={**os.environ, "JAX_PLATFORMS": "cpu"})
@@ -879,6 +1043,10 @@ def main() -> None:
                          "rounds; the median and quartiles of compiled/jax")
     ap.add_argument("--rounds", type=int, default=21, help="rounds for --ab-jax and --ab-modes")
     ap.add_argument("--mode", default=None, help="tapelab.compile's mode for --ab-jax (e.g. reduce-overhead)")
+    ap.add_argument("--ab-sgd", metavar="ROWS", nargs="?", const=",".join(SGD_ROWS),
+                    help="only: whole SGD training steps (forward, backward, optim.SGD) on these rows (default "
+                         f"{','.join(SGD_ROWS)}): tapelab eager, compiled and JAX jit(value_and_grad) with the "
+                         "update, alternating rounds; medians, quartiles and per-round ratios")
     ap.add_argument("--ab-modes", metavar="ROWS",
                     help="only: eager, compiled and mode='reduce-overhead' on these rows, alternating rounds")
     ap.add_argument("--fastmath", nargs="?", const="", metavar="BASE",
@@ -903,6 +1071,17 @@ def main() -> None:
         for name, (med, lo, hi) in ab_jax(a.ab_jax.split(","), a.rounds, a.mode):
             print(f"{name:<17} compiled/jax {med:.3f} (quartiles {lo:.3f}-{hi:.3f}, {a.rounds} rounds)"
                   + (f" mode={a.mode}" if a.mode else ""), flush=True)
+        return
+    if a.ab_sgd:
+        print(f"SGD step (lr {LR}), CPU ms per step: median (quartiles) of {a.rounds} alternating rounds; "
+              f"{THREADS} thread(s)")
+        if _jax_python() is None:
+            print("jax: not installed (set JAX_PYTHON, or make jax importable): tapelab's sides only")
+        for name, sides, ratios, (ours, theirs) in ab_sgd(a.ab_sgd.split(","), a.rounds):
+            cells = "  ".join(f"{k} {m:.3f} ({lo:.3f}-{hi:.3f})" for k, (m, lo, hi) in sides.items())
+            rs = "  ".join(f"{k} {m:.2f}x ({lo:.2f}-{hi:.2f})" for k, (m, lo, hi) in ratios.items())
+            check = f"  first loss {ours:.7g}" + (f", jax {theirs:.7g}" if theirs is not None else "")
+            print(f"{name:<12}{cells}\n{'':<12}{rs}{check}", flush=True)
         return
     if a.ab_modes:
         for name, sides in ab_modes(a.ab_modes.split(","), a.rounds).items():
@@ -941,6 +1120,8 @@ def main() -> None:
           json.dumps(res["compile time, Transformer block first step"]))
     if res.get("jax"):
         print("jax:", res["jax"].get("version", res["jax"]))
+    elif not a.no_jax:
+        print("jax: not installed")
     if a.json:
         with open(a.json, "w") as f:
             json.dump(res, f, indent=1, default=str)
