@@ -299,3 +299,29 @@ def test_registered_pairs_of_unrelated_subclasses_combine(m):
     del img, mask, a, b, r, mx, seen, opt
     if m is tapelab:
         gc.collect()
+
+
+# ---------------------------------------------------------------- torch.save(pickle_module=cloudpickle)
+_SCALE = 3.0
+
+
+@BOTH
+def test_save_with_cloudpickle_keeps_local_functions_and_tensors(m):
+    """fastai's ``Learner.export`` saves the whole learner with ``pickle_module=cloudpickle``."""
+    cloudpickle = pytest.importorskip("cloudpickle")
+
+    def local_fn(x):   # a local function: only cloudpickle pickles it (by value)
+        return x * _SCALE
+
+    lin = m.nn.Linear(2, 1)
+    buf = io.BytesIO()
+    m.save({"fn": local_fn, "model": lin, "t": m.arange(4.0)}, buf, pickle_module=cloudpickle)
+    buf.seek(0)
+    back = m.load(buf, weights_only=False)
+    assert _np(back["fn"](m.ones(2))).tolist() == [3.0, 3.0]
+    assert _np(back["t"]).tolist() == [0.0, 1.0, 2.0, 3.0] and type(back["model"]) is m.nn.Linear
+    np.testing.assert_array_equal(_np(back["model"].weight), _np(lin.weight))
+    with pytest.raises(pickle.PicklingError if m is tapelab else (pickle.PicklingError, AttributeError)):
+        m.save({"fn": local_fn}, io.BytesIO())
+    with pytest.raises(AttributeError):
+        m.save({"t": m.ones(1)}, io.BytesIO(), pickle_module=object())

@@ -31,6 +31,7 @@ from . import _legacy, _safetensors, _zipformat
 from ..base.device import device
 from ._atomic import atomic_write
 from ._errors import CheckpointError
+from ._pickler import TorchPickler, pickler_class
 from ._names import FullUnpickler, TorchNames, register_quantized_constructor  # noqa: F401 (tapelab.ao's hook)
 from ._storage import check_map_location
 from ._zipformat import PyTorchFileReader
@@ -62,8 +63,9 @@ def save(obj: Any, f: str | os.PathLike | BinaryIO, pickle_module: Any = pickle,
         >>> tapelab.save(model.state_dict(), "model.safetensors")
         >>> tapelab.save({"model": model.state_dict(), "epoch": 3}, "ckpt.pt")   # torch.load reads it
     """
-    if pickle_module is not pickle:
-        raise ValueError("tapelab.save pickles with Python's pickle module only")
+    pickler = pickler_class(pickle_module)   # pickle, or one extending it (cloudpickle: fastai's Learner.export)
+    if pickler is not TorchPickler and not _use_new_zipfile_serialization:
+        raise ValueError("tapelab.save writes the legacy format with Python's pickle module only")
 
     def write(out: BinaryIO, archive: str = "archive") -> None:
         if not _use_new_zipfile_serialization:
@@ -72,7 +74,7 @@ def save(obj: Any, f: str | os.PathLike | BinaryIO, pickle_module: Any = pickle,
             out.write(_safetensors.write(obj))
         else:
             _zipformat.save(obj, out, pickle_protocol, byteorder_record=not _disable_byteorder_record,
-                            archive=archive)
+                            archive=archive, pickler=pickler)
 
     if not isinstance(f, (str, os.PathLike)):
         write(f)

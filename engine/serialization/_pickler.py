@@ -12,6 +12,7 @@ slices of one tensor keep sharing memory when loaded, as in PyTorch.
 """
 from __future__ import annotations
 
+import io
 import pickle
 from collections import OrderedDict
 
@@ -110,7 +111,8 @@ class TorchPickler(pickle._Pickler):
             return TorchName("torch", "device"), (str(obj),)
         if type(obj) is layout:
             return TorchName("torch.serialization", "_get_layout"), (f"torch.{obj.name}",)
-        return NotImplemented
+        below = getattr(super(), "reducer_override", None)   # a pickle_module's pickler (cloudpickle's)
+        return below(obj) if below is not None else NotImplemented
 
     def _reduce_quantized(self, q: Tensor) -> tuple:
         """As PyTorch's ``Tensor.__reduce_ex__``: the integer codes in a storage named for the quantized dtype,
@@ -159,3 +161,38 @@ def _c_strides(shape: tuple) -> tuple:
         strides.append(n)
         n *= max(size, 1)
     return tuple(reversed(strides))
+
+
+_WITH_MODULE: dict = {}
+
+
+def pickler_class(pickle_module) -> type:
+    """The pickler ``torch.save(..., pickle_module=m)`` uses: ``TorchPickler`` for ``pickle``; for a module
+    whose ``Pickler`` extends Python's (cloudpickle, which fastai's ``Learner.export`` passes), a class
+    over both, so PyTorch's reductions come first and that pickler's own (functions and classes by
+    value, its ``dispatch_table``) after them."""
+    if pickle_module is pickle:
+        return TorchPickler
+    base = pickle_module.Pickler   # AttributeError for a module without one, as PyTorch's save
+    if base is pickle.Pickler or base is pickle._Pickler:
+        return TorchPickler
+    if not (isinstance(base, type) and issubclass(base, (pickle.Pickler, pickle._Pickler))):
+        raise TypeError(f"tapelab.save: pickle_module {getattr(pickle_module, '__name__', pickle_module)!r}: its "
+                        f"Pickler {base!r} does not extend Python's pickle.Pickler")
+    cls = _WITH_MODULE.get(base)
+    if cls is None:
+        def __init__(self, file, protocol):
+            base.__init__(self, io.BytesIO(), protocol)   # the module's own attributes (cloudpickle's globals_ref)
+            TorchPickler.__init__(self, file, protocol)
+
+        def _get_memo(self):
+            return self.__dict__["_tapelab_memo"]
+
+        def _set_memo(self, value):
+            self.__dict__["_tapelab_memo"] = value
+
+        # the pure-Python pickler's memo is a dict (the C pickler's is a proxy, which the Python code cannot use)
+        cls = _WITH_MODULE[base] = type(f"TorchPickler_{base.__name__}", (TorchPickler, base),
+                                        {"__init__": __init__, "memo": property(_get_memo, _set_memo),
+                                         "__module__": __name__})
+    return cls

@@ -30,12 +30,13 @@ _FLAGS = 0x0808              # sizes in a data descriptor after the data; UTF-8 
 
 
 # ---------------------------------------------------------------- write
-def save(obj, f, protocol: int, byteorder_record: bool = True, archive: str = "archive") -> None:
+def save(obj, f, protocol: int, byteorder_record: bool = True, archive: str = "archive",
+         pickler: type = TorchPickler) -> None:
     """Pickle ``obj`` with PyTorch's names and write the archive to the binary file ``f``: the records
     PyTorch writes, in its order (``archive`` is PyTorch's top folder: a path's file name without its
     last suffix, ``archive`` for a file object)."""
     data = io.BytesIO()
-    pickler = TorchPickler(data, protocol)
+    pickler = pickler(data, protocol)
     pickler.dump(obj)
     zf = _ZipWriter(f)
     zf.write(f"{archive}/data.pkl", data.getbuffer())
