@@ -325,3 +325,27 @@ def test_save_with_cloudpickle_keeps_local_functions_and_tensors(m):
         m.save({"fn": local_fn}, io.BytesIO())
     with pytest.raises(AttributeError):
         m.save({"t": m.ones(1)}, io.BytesIO(), pickle_module=object())
+
+
+# ---------------------------------------------------------------- non-writable numpy arrays
+def test_sharing_a_non_writable_array_warns_once_as_torch():
+    """fastai's ``as_tensor(df.values)`` prints PyTorch's warning (once per process) under torch."""
+    import warnings
+    from tapelab.core import creation
+    a = np.arange(3.0)
+    a.flags.writeable = False
+    with warnings.catch_warnings(record=True) as theirs:
+        warnings.simplefilter("always")
+        torch.from_numpy(a)
+    creation._NOT_WRITABLE_WARNED.clear()
+    with warnings.catch_warnings(record=True) as ours:
+        warnings.simplefilter("always")
+        tapelab.tensor(a)                    # a copy: no warning
+        t = tapelab.as_tensor(a)
+        tapelab.from_numpy(a)                # once per process
+    assert len(ours) == 1 and ours[0].category is UserWarning and ours[0].filename == __file__
+    assert str(ours[0].message).startswith("The given NumPy array is not writable, and PyTorch does not support "
+                                           "non-writable tensors.")
+    if theirs:   # torch warns once per process too: compare when this was its first time
+        assert str(theirs[0].message).startswith(str(ours[0].message))
+    assert _np(t).tolist() == [0.0, 1.0, 2.0]

@@ -346,3 +346,22 @@ def test_per_sample_grads_and_ensemble_of_a_cnn():
 
 
 RNG_IMG = RNG.standard_normal((5, 1, 4, 4)).astype(np.float32)
+
+
+def test_promotion_zero_dim_values_and_modules_as_torch():
+    """A batched 0-d operand promotes as the 0-d tensor it is (not its physical vector); 0-d values reduce,
+    stack and index; argmax over all dims; eval-mode batch norm with its running statistics."""
+    x32 = X[:, 0].astype(np.float32)
+
+    def run(m):
+        x = m.tensor(x32)
+        bn = m.nn.BatchNorm1d(5)
+        bn.eval()
+        return (m.func.vmap(lambda r, s: r * s)(x, m.arange(4.0, dtype=m.float64)),
+                m.func.vmap(lambda r, s: r + s)(m.arange(4), x[:, 0]),
+                m.func.vmap(lambda r: (r.sum() * 2).sum())(x),
+                m.func.vmap(lambda r: m.stack([r.sum(), r.max()]))(x),
+                m.func.vmap(lambda r, i: r[i])(x, m.tensor([0, 1, 2, 4])),
+                m.func.vmap(lambda r: r.clamp(min=0).argmax())(x),
+                m.func.vmap(lambda r: bn(r[None]))(x))
+    _close(_np(run(tl)), _np(run(torch)))

@@ -19,6 +19,7 @@ import warnings
 import numpy as np
 
 from ..base.dispatch_state import LOCAL
+from ..base.dtype import result_type
 from .dispatch import Mode, apply
 from .overrides import _disabled_torch_function_impl
 from .registry import REGISTRY
@@ -115,7 +116,9 @@ def rewrap(plain: Tensor, levels: list) -> Tensor:
     return t
 
 
-_STACK = REGISTRY["stack"]
+def _stack(xs) -> Tensor:
+    return apply(REGISTRY["stack"], *xs, dim=0)
+
 
 # ---------------------------------------------------------------- PyTorch's texts
 _RANDOM_ERROR = ("vmap: called random operation while in randomness error mode. Please either use the 'same' or "
@@ -266,13 +269,24 @@ class BatchMode(Mode):
         nd = max(a._data.ndim for a in tensors)
         if op.promote is not None and len({a._data.dtype for a in tensors}) > 1 and \
                 any(a._data.ndim == 0 and _batched_at(a, self.level) for a in tensors):
-            return None   # a batched 0-d operand promotes as a 0-d tensor, its physical one would not: per slice
+            # a batched 0-d operand promotes as a 0-d tensor, its physical one would not: the operands
+            # cast to the logical result type first (a binary op), else slice by slice
+            if len(args) != 2:
+                return None
+            to = result_type(*args)
+            return apply(op, *[self._phys(a, nd).to(to) if isinstance(a, Tensor) else a for a in args], **params)
         return apply(op, *[self._phys(a, nd) for a in args], **params)
 
     def _dims(self, op, args, params):
         first = next(a for a in args if isinstance(a, Tensor))
         nd = first._data.ndim
-        if nd == 0:
+        B = self.size
+        if op.name in _REDUCTIONS and nd == 0 and len(args) == 1:   # a 0-d value: its one element reduced
+            params = dict(params, dims=(1,), keepdim=False)
+            return apply(op, args[0]._phys.reshape(B, 1), **params)
+        if op.name in ("argmax", "argmin") and params.get("dim") is None and not params.get("keepdim"):
+            return apply(op, args[0]._phys.reshape(B, -1), **dict(params, dim=1))
+        if nd == 0 and op.name != "stack":
             return None
         params = dict(params)
         for key in _DIM_KEYS:
@@ -313,7 +327,7 @@ class BatchMode(Mode):
             if "size" in params:
                 params = dict(params, size=(self.size, *params["size"]))
             elif not tensors:   # randperm: one draw per slice
-                return self._wrap_out(apply(_STACK, *[apply(op, **params) for _ in range(self.size)], dim=0))
+                return self._wrap_out(_stack([apply(op, **params) for _ in range(self.size)]))
             out = apply(op, *[self._all(a) for a in args], **params)
         return self._wrap_out(out)
 
@@ -328,9 +342,9 @@ class BatchMode(Mode):
         outs = [apply(op, *[a._phys.select(0, i) if _batched_at(a, level) else a for a in args], **params)
                 for i in range(self.size)]
         if isinstance(outs[0], tuple):
-            return tuple(apply(_STACK, *[o[k] for o in outs], dim=0) if isinstance(outs[0][k], Tensor) else outs[0][k]
+            return tuple(_stack([o[k] for o in outs]) if isinstance(outs[0][k], Tensor) else outs[0][k]
                          for k in range(len(outs[0])))
-        return apply(_STACK, *outs, dim=0)
+        return _stack(outs)
 
 
 # ---------------------------------------------------------------- family rules
@@ -514,6 +528,16 @@ def _fold_samples(mode, op, args, params):
     return out.reshape(B, out.shape[0] // B, *out.shape[1:])
 
 
+def _batch_norm_eval(mode, op, args, params):
+    """Batch norm with running statistics: the batch folded into the samples, the statistics as they are."""
+    x, *rest = args
+    if any(_batched_at(a, mode.level) for a in rest) or x._data.ndim < 2:
+        return None
+    p = x._phys
+    out = apply(op, p.reshape(mode.size * p.shape[1], *p.shape[2:]), *rest, **params)
+    return out.reshape(p.shape)
+
+
 def _embedding(mode, op, args, params):
     w, idx = args
     if _batched_at(w, mode.level):
@@ -528,4 +552,4 @@ _FAMILY = {"reshape": _views, "permute": _views, "expand": _views, "slice": _vie
            "mse_loss": _pointwise_loss, "binary_cross_entropy": _pointwise_loss,
            "binary_cross_entropy_with_logits": _pointwise_loss, "embedding": _embedding,
            "max_pool_blocks": _fold_samples, "max_pool_indices": _fold_samples, "max_pool": _fold_samples,
-           "avg_pool": _fold_samples}
+           "avg_pool": _fold_samples, "batch_norm_eval": _batch_norm_eval}

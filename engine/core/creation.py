@@ -60,6 +60,20 @@ def _warn_copy_construct(data, call: str) -> None:
                       UserWarning, stacklevel=3)
 
 
+_NOT_WRITABLE_WARNED: list = []
+
+
+def _warn_not_writable() -> None:
+    """PyTorch's warning, once per process, when a tensor shares a non-writable numpy array's memory
+    (``as_tensor``/``from_numpy``; fastai's ``as_tensor(df.values)`` prints it under torch)."""
+    if not _NOT_WRITABLE_WARNED:
+        _NOT_WRITABLE_WARNED.append(True)
+        warnings.warn("The given NumPy array is not writable, and PyTorch does not support non-writable tensors. "
+                      "This means writing to this tensor will result in undefined behavior. You may want to copy the "
+                      "array to protect its data or make it writable before converting it to a tensor. This type of "
+                      "warning will be suppressed for the rest of this program.", UserWarning, stacklevel=3)
+
+
 def as_tensor(data, dtype=None, device=None) -> Tensor:
     """Share memory with ``data`` where possible (numpy arrays, tensors)."""
     if _DISPATCH.functions is not None and has_tensor_like((data,)):
@@ -68,6 +82,8 @@ def as_tensor(data, dtype=None, device=None) -> Tensor:
     if isinstance(data, Tensor):
         return data.to(*(a for a in (device, dtype) if a is not None))
     if isinstance(data, np.ndarray) and _dev(device) is CPU:
+        if not data.flags.writeable:
+            _warn_not_writable()
         arr = data if dtype is None else data.astype(dtype.np, copy=False)
         from_np(arr.dtype)
         return apply(TENSOR, data=arr, device=CPU)
@@ -77,6 +93,8 @@ def as_tensor(data, dtype=None, device=None) -> Tensor:
 def from_numpy(arr: np.ndarray) -> Tensor:
     if not isinstance(arr, np.ndarray):
         raise TypeError(f"expected np.ndarray (got {type(arr).__name__})")
+    if not arr.flags.writeable:
+        _warn_not_writable()
     from_np(arr.dtype)
     return apply(TENSOR, data=arr, device=CPU)
 

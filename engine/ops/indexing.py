@@ -18,6 +18,7 @@ import numbers
 import numpy as np
 
 from ..base.dispatch_state import STATE as _DISPATCH
+from ..core.batching import BatchedTensor
 from ..core.overrides import handle_torch_function, has_tensor_like
 from .. import kernels
 from ..base import backend as _backend, dtype as _dtype
@@ -281,7 +282,7 @@ def _index_tensor(k, x: Tensor):
     if kind not in "biu":
         raise IndexError(f"tensors used as indices must be long, int, byte or bool tensors (got {k.dtype} "
                          f"index for a tensor of shape {list(x.shape)})")
-    if k._data.ndim == 0:
+    if k._data.ndim == 0 and k.__class__ is not BatchedTensor:   # inside vmap a 0-d index differs per slice
         return bool(k.item()) if kind == "b" else int(k.item())
     if k._data.dtype == _dtype.uint8.np:
         k = k.to(_dtype.bool)
