@@ -26,6 +26,7 @@ import importlib
 
 import numpy as np
 
+from .compressed import CompressedArray
 from .coo import COOArray
 from .simarray import SimArray, _SimNamespace
 from .device import device
@@ -87,7 +88,7 @@ def ufunc_at(xp, name: str, target, index, values) -> None:
 
 def transfer(arr, dev):
     """Copy ``arr`` (numpy or cupy) onto device ``dev``: the forward of every device move."""
-    if type(arr) is COOArray:       # a sparse tensor's data: both of its arrays move
+    if type(arr) in (COOArray, CompressedArray):   # a sparse tensor's data: all of its arrays move
         return arr.moved(dev.xp, lambda a: transfer(a, dev))
     xp = dev.xp
     if dev.type == "cpu":

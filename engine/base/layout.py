@@ -1,6 +1,6 @@
-"""``tapelab.strided`` and ``tapelab.sparse_coo``: the memory layouts a tensor reports as ``.layout``
-(the compressed and jagged layouts are named too, for the comparisons libraries make, though no
-tensor has them);
+"""``tapelab.strided``, ``tapelab.sparse_coo`` and the compressed ``sparse_csr``/``sparse_csc``/``sparse_bsr``/
+``sparse_bsc``: the memory layouts a tensor reports as ``.layout`` (``jagged`` is named too, for the
+comparisons libraries make, though no tensor has it);
 and the memory formats (``tapelab.channels_last``, ...) that ``clone``/``contiguous``/``to`` take."""
 from __future__ import annotations
 

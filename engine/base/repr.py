@@ -179,6 +179,8 @@ def tensor_repr(t, prefix: str = "tensor(", suffixes: list = ()) -> str:
     (the active modes': a dual tensor's ``tangent=``) come last."""
     if t.is_sparse:
         return _coo_repr(t)
+    if t.layout.name.startswith("sparse_"):
+        return _compressed_repr(t)
     if t.device.type == "meta":      # no values: PyTorch's placeholder
         extras = ["device='meta'", f"size={tuple(t.shape)}"] + \
             ([f"dtype={t.dtype!r}"] if t.dtype is not get_default_dtype() else []) + _grad_extras(t) + list(suffixes)
@@ -211,6 +213,26 @@ def _coo_repr(t) -> str:
         extras.append(f"dtype={t.dtype!r}")
     extras += [f"layout={t.layout!r}"] + _grad_extras(t)
     return _add_suffixes("tensor(" + (",\n" + " " * indent).join(parts), extras, indent, force_newline=True)
+
+
+def _compressed_repr(t) -> str:
+    """A sparse compressed tensor as PyTorch prints it: its compressed and plain indices and values (no
+    index dtype), then size, nnz, dtype, layout."""
+    data, indent = t._data, len("tensor(")
+    row = t.layout.name in ("sparse_csr", "sparse_bsr")
+    names = ("crow_indices", "col_indices") if row else ("ccol_indices", "row_indices")
+    parts = []
+    for name, arr in zip(names + ("values",), (data.compressed, data.plain, data.values)):
+        arr = arr.get() if hasattr(arr, "get") else arr
+        prefix = f"{name}=tensor("
+        body = array_str(arr, indent + len(prefix)) + (f", size={tuple(arr.shape)}" if arr.size == 0 else "")
+        parts.append(prefix + body + ")")
+    extras = [f"device='{t.device}'"] if t.device.type != "cpu" else []
+    extras += [f"size={tuple(t.shape)}", f"nnz={data.nnz}"]
+    if not _no_suffix(t.dtype):
+        extras.append(f"dtype={t.dtype!r}")
+    extras += [f"layout={t.layout!r}"] + _grad_extras(t)
+    return _add_suffixes("tensor(" + (",\n" + " " * indent).join(parts), extras, indent)
 
 
 def _add_suffixes(text: str, suffixes: list, indent: int, force_newline: bool = False) -> str:

@@ -18,6 +18,7 @@ from ..base import dtype as _dtype
 from ..base.dispatch_state import STATE as _DISPATCH
 from ..base.dtype import from_np
 from ..base.coo import COOArray
+from ..base.compressed import LAYOUT_NAMES, CompressedArray
 from ..base import shared as _shared
 from ..base.device import CPU, device as _device_cls
 from ..base.layout import sparse_coo, strided
@@ -106,7 +107,7 @@ class Tensor:
 
     # the devices, layouts and representations tapelab has none of: False, as PyTorch reports
     # them for a dense cpu tensor
-    is_xpu = is_mps = is_mkldnn = is_quantized = is_sparse_csr = is_nested = \
+    is_xpu = is_mps = is_mkldnn = is_quantized = is_nested = \
         is_vulkan = is_ipu = is_xla = is_maia = is_mtia = property(lambda self: False)
 
     @property
@@ -115,25 +116,36 @@ class Tensor:
         return type(self._data) is COOArray
 
     @property
+    def is_sparse_csr(self) -> bool:
+        """A sparse CSR tensor (PyTorch's is False for CSC, BSR and BSC)."""
+        return type(self._data) is CompressedArray and self._data.layout.name == "sparse_csr"
+
+    @property
     def layout(self):
-        return sparse_coo if type(self._data) is COOArray else strided
+        data = self._data
+        if type(data) is CompressedArray:
+            return data.layout
+        return sparse_coo if type(data) is COOArray else strided
 
     def _coo(self, what: str) -> COOArray:
         if type(self._data) is not COOArray:
-            raise RuntimeError(f"{what} expected sparse coordinate tensor layout but got Strided")
+            got = LAYOUT_NAMES[self._data.layout] if type(self._data) is CompressedArray else "Strided"
+            raise RuntimeError(f"{what} expected sparse coordinate tensor layout but got {got}")
         return self._data
 
     def is_coalesced(self) -> bool:
         return self._coo("is_coalesced").coalesced
 
     def _nnz(self) -> int:
+        if type(self._data) is CompressedArray:
+            return self._data.nnz
         return self._coo("_nnz").nnz
 
     def sparse_dim(self) -> int:
-        return self._data.sparse_dim if type(self._data) is COOArray else 0
+        return self._data.sparse_dim if type(self._data) in (COOArray, CompressedArray) else 0
 
     def dense_dim(self) -> int:
-        return self._data.dense_dim if type(self._data) is COOArray else self._data.ndim
+        return self._data.dense_dim if type(self._data) in (COOArray, CompressedArray) else self._data.ndim
 
     def is_conj(self) -> bool:
         return False
@@ -184,10 +196,14 @@ class Tensor:
         return self._data.itemsize
 
     def stride(self, dim: int | None = None):
+        if type(self._data) is CompressedArray:
+            raise RuntimeError("Sparse CSR tensors do not have strides")
         st = tuple(s // self._data.itemsize for s in self._data.strides)
         return st if dim is None else st[_wrap_dim(dim, self._data.ndim, "stride")]
 
     def is_contiguous(self, memory_format=None) -> bool:
+        if type(self._data) is CompressedArray:
+            raise RuntimeError("Sparse CSR tensors do not have is_contiguous")
         return bool(self._data.flags.c_contiguous)
 
     def is_floating_point(self) -> bool:
@@ -250,8 +266,8 @@ class Tensor:
                 raise TypeError(f"can't convert {self._device} device type tensor to numpy. "
                                 "Use Tensor.cpu() to copy the tensor to host memory first.")
             return self._device.xp.asnumpy(self._data)
-        if type(self._data) is COOArray:
-            raise TypeError("can't convert Sparse layout tensor to numpy. Use Tensor.to_dense() first.")
+        if type(self._data) in (COOArray, CompressedArray):
+            self._data.__array__()      # PyTorch's TypeError naming the layout
         if self.requires_grad and not force and is_grad_enabled():
             # PyTorch refuses only while grad mode is on: under no_grad a parameter's values are read
             # directly (botorch's as_ndarray hands scipy the parameters this way)
@@ -260,8 +276,8 @@ class Tensor:
         return self._data
 
     def __array__(self, dtype=None, copy=None):
-        if type(self._data) is COOArray:
-            raise TypeError("can't convert Sparse layout tensor to numpy. Use Tensor.to_dense() first.")
+        if type(self._data) in (COOArray, CompressedArray):
+            self._data.__array__()      # PyTorch's TypeError naming the layout
         arr = self._data if self._device is CPU else self._device.xp.asnumpy(self._data)
         return arr if dtype is None else arr.astype(dtype)
 

@@ -10,22 +10,28 @@ that operand's pattern.
 """
 from __future__ import annotations
 
-import warnings
-
 from ..base.dispatch_state import STATE as _DISPATCH
 from ..core.overrides import handle_torch_function, has_tensor_like
 from ..base.coo import COOArray
 from ..base.dtype import int64
-from ..base.layout import sparse_coo
+from ..base.layout import sparse_coo, strided
 from ..core.creation import tensor as _tensor
 from ..core.dispatch import apply
 from ..core.registry import NONE, OTHERS, Op
 from ._util import Tensor, _wrap_dim
 from .linalg import mm
+from ._sparse_invariants import (_invariant_checks, _warn_if_checks_implicit,  # noqa: F401  (the setting lives there)
+                                 invariant_checks_enabled, set_invariant_checks)
+from . import sparse_compressed as _compressed
+from .sparse_compressed import (BLOCK_LAYOUTS, COMPRESSED_LAYOUTS, is_compressed, layout_name, sparse_bsc_tensor,
+                                sparse_bsr_tensor, sparse_compressed_tensor, sparse_csc_tensor, sparse_csr_tensor,
+                                to_sparse_bsc, to_sparse_bsr, to_sparse_csc, to_sparse_csr)
 
-__all__ = ["sparse_coo_tensor", "spmm", "dsmm"]
-METHODS = ("to_dense", "to_sparse", "coalesce", "sparse_mask")
-OPERATORS = {}
+# the compressed layouts' constructors and conversions are declared in sparse_compressed.py and
+# published here, with the COO family's
+__all__ = ["sparse_coo_tensor", "spmm", "dsmm", *_compressed.__all__]
+METHODS = ("to_dense", "to_sparse", "to_sparse_coo", "coalesce", "sparse_mask", *_compressed.METHODS)
+OPERATORS = dict(_compressed.OPERATORS)
 
 
 def _is_coo(t) -> bool:
@@ -44,32 +50,6 @@ def _values_at(g: Tensor, indices: Tensor) -> Tensor:
 _coo = Op("sparse_coo_tensor",
           lambda xp, indices, values, *, size, coalesced: COOArray(xp, indices, values, size, coalesced),
           lambda g, out, indices, values, *, size, coalesced: (None, _values_at(g, indices)), saves=NONE)
-
-
-# PyTorch's process-wide invariant-check setting (torch.sparse.check_sparse_tensor_invariants): None until a
-# program opts in or out; the first constructor that reads it unset warns, once per process, as ATen does
-_invariant_checks: dict = {"enabled": None, "warned": False}
-_IMPLICIT_CHECKS = ("Sparse invariant checks are implicitly disabled. Memory errors (e.g. SEGFAULT) will occur when "
-                    "operating on a sparse tensor which violates the invariants, but checks incur performance "
-                    "overhead. To silence this warning, explicitly opt in or out. See "
-                    "`torch.sparse.check_sparse_tensor_invariants.__doc__` for guidance.")
-
-
-def invariant_checks_enabled() -> bool:
-    """The process-wide setting (False while unset)."""
-    return bool(_invariant_checks["enabled"])
-
-
-def set_invariant_checks(enabled: bool) -> None:
-    """Opt in or out of sparse invariant checks for the whole process (silences the implicit-default warning)."""
-    _invariant_checks["enabled"] = bool(enabled)
-
-
-def _warn_if_checks_implicit(check_invariants) -> None:
-    """PyTorch warns once when a constructor without ``check_invariants`` meets the unset setting."""
-    if check_invariants is None and _invariant_checks["enabled"] is None and not _invariant_checks["warned"]:
-        _invariant_checks["warned"] = True
-        warnings.warn(_IMPLICIT_CHECKS, UserWarning, stacklevel=3)
 
 
 def sparse_coo_tensor(indices, values, size=None, *, dtype=None, device=None, requires_grad: bool = False,
@@ -134,21 +114,43 @@ _to_sparse = Op("to_sparse", _to_sparse_fwd, lambda g, out, x, *, sparse_dim: (g
 _to_dense = Op("to_dense", lambda xp, x: x.todense(), lambda g, out, x: (sparse_mask(g, x.coalesce()),), saves=NONE)
 
 
-def to_sparse(input: Tensor, sparse_dim: int | None = None, *, layout=None) -> Tensor:
-    """The tensor as sparse COO (its nonzeros), as ``Tensor.to_sparse``; a sparse tensor is returned as is."""
+def to_sparse(input: Tensor, sparse_dim: int | None = None, *, layout=None, blocksize=None,
+              dense_dim=None) -> Tensor:
+    """The tensor as sparse COO (its nonzeros), or in ``layout`` (a compressed one, or strided: as is), as
+    ``Tensor.to_sparse``; a tensor already in that layout is returned as is."""
+    if layout is strided:
+        return input
+    if layout in COMPRESSED_LAYOUTS:
+        if sparse_dim is not None:
+            raise RuntimeError(f"to_sparse: sparse_dim argument must be None for the {layout} layout")
+        src = f"{'dense' if input.layout is strided else layout_name(input)}_to_sparse"
+        if layout in BLOCK_LAYOUTS and blocksize is None:
+            raise RuntimeError(f"{src}: conversion from {layout_name(input)} to {_compressed.LAYOUT_NAMES[layout]} "
+                               f"without blocksize argument given is not supported")
+        if layout not in BLOCK_LAYOUTS and blocksize is not None:
+            raise RuntimeError(f"{src}: conversion from {layout_name(input)} to {_compressed.LAYOUT_NAMES[layout]} "
+                               f"with blocksize argument given is not supported")
+        return _compressed.to_compressed(input, layout, blocksize, dense_dim)
     if layout not in (None, sparse_coo):
-        raise NotImplementedError(f"to_sparse: tapelab has only the sparse_coo layout, got {layout}")
+        raise RuntimeError(f"to_sparse: unknown layout {layout}")
     if _is_coo(input):
         return input
+    if is_compressed(input):
+        return _compressed.compressed_to_coo(input)
     sd = input.ndim if sparse_dim is None else int(sparse_dim)
     if not 0 < sd <= input.ndim:
         raise RuntimeError(f"sparse_dim must be in [1, {input.ndim}] for a {input.ndim}-d tensor, got {sd}")
     return apply(_to_sparse, input, sparse_dim=sd)
 
 
+def to_sparse_coo(input: Tensor) -> Tensor:
+    """The tensor as sparse COO (``Tensor.to_sparse_coo``)."""
+    return to_sparse(input)
+
+
 def to_dense(input: Tensor, dtype=None, *, masked_grad=None) -> Tensor:
     """The dense tensor a sparse one stands for (a dense tensor is returned as is)."""
-    out = apply(_to_dense, input) if _is_coo(input) else input
+    out = apply(_to_dense, input) if _is_coo(input) else _compressed.to_dense(input) if is_compressed(input) else input
     return out if dtype is None else out.to(dtype)
 
 
@@ -194,6 +196,10 @@ def _coalesced(t: Tensor, what: str) -> None:
 
 
 def _values_method(self: Tensor) -> Tensor:
+    if is_compressed(self):
+        return _compressed.values(self)
+    if not _is_coo(self):
+        raise RuntimeError(f"values expected sparse tensor layout but got {layout_name(self)}")
     _coalesced(self, "values")
     return apply(_values, self)
 
@@ -205,6 +211,8 @@ def _indices_method(self: Tensor) -> Tensor:
 
 def _raw_values(self: Tensor) -> Tensor:
     """The stored values as they are, outside autograd (PyTorch's ``_values`` is not differentiable)."""
+    if is_compressed(self):
+        return _compressed.values(self).detach()
     self._coo("_values")
     return apply(_values, self).detach()
 
@@ -227,7 +235,8 @@ def _sparse_mm_vjp(g, out, a, b, *, sparse_grad):
     ga = None
     if a.requires_grad:
         ga = g @ b.mT
-        ga = sparse_mask(ga, a.coalesce()) if sparse_grad else ga
+        if sparse_grad:
+            ga = _compressed.at_pattern(ga, a) if is_compressed(a) else sparse_mask(ga, a.coalesce())
     # the transposed sparse operand through this op again (its forward is the sparse matrix's own
     # product on either backend, cupyx's included)
     gb = apply(_sparse_mm, a.mT, g, sparse_grad=sparse_grad) if b.requires_grad else None
@@ -249,15 +258,15 @@ def spmm(input: Tensor, mat2: Tensor) -> Tensor:
     """``torch.spmm``: ``mm`` with a sparse first operand (its gradient is dense, as PyTorch's)."""
     if _DISPATCH.functions is not None and has_tensor_like((input, mat2)):
         return handle_torch_function(spmm, (input, mat2), input, mat2)
-    return _spmm(input, mat2, "spmm", False) if _is_coo(input) else mm(input, mat2)
+    return _spmm(input, mat2, "spmm", False) if _is_coo(input) or is_compressed(input) else mm(input, mat2)
 
 
 dsmm = spmm
 
 
 def _spmm(mat1: Tensor, mat2: Tensor, name: str, sparse_grad: bool) -> Tensor:
-    if not _is_coo(mat1) or _is_coo(mat2):
-        raise NotImplementedError(f"{name}: tapelab supports a sparse COO mat1 and a dense mat2")
+    if not (_is_coo(mat1) or is_compressed(mat1)) or mat2.layout is not strided:
+        raise NotImplementedError(f"{name}: tapelab supports a sparse COO or compressed mat1 and a dense mat2")
     if mat1.ndim != 2 or mat2.ndim != 2:
         raise RuntimeError(f"{name}: expected 2-D matrices, got {mat1.ndim}-D and {mat2.ndim}-D")
     if mat1.shape[1] != mat2.shape[0]:
@@ -302,6 +311,12 @@ _sparse_sum = Op("sparse_sum", _sum_fwd, _sum_vjp, saves=NONE)
 
 def sparse_sum(input: Tensor, dim=None, dtype=None) -> Tensor:
     """``torch.sparse.sum``: over all entries (dense 0-d) or over ``dim`` (sparse while sparse dims remain)."""
+    if is_compressed(input):      # PyTorch's reads COO indices, which a compressed tensor has none of
+        if dim is None:
+            raise RuntimeError(f"coalesce expected sparse coordinate tensor layout but got {layout_name(input)}")
+        raise NotImplementedError(f"Could not run 'aten::_indices' with arguments from the 'SparseCsrCPU' backend. "
+                                  f"torch.sparse.sum(input, dim) takes a sparse COO tensor "
+                                  f"(input.to_sparse_coo()); input.sum() sums a {layout_name(input)} tensor")
     input._coo("sparse.sum")
     if dtype is not None:
         input = input.to(dtype)

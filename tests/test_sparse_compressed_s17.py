@@ -1,0 +1,265 @@
+"""Sparse compressed layouts (CSR, CSC, BSR, BSC) against PyTorch: construction, index dtypes, reprs,
+conversions, products and their gradients (to the dense operand and to the CSR values), the errors,
+and a small GCN trained with a CSR adjacency."""
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+import tapelab
+
+warnings.filterwarnings("ignore", message="Sparse (CSR tensor support|invariant checks)")
+
+DENSE = [[0.0, 2.0, 0.0], [3.0, 0.0, 4.0]]
+
+
+def _np(t):
+    if t.layout is not (torch.strided if isinstance(t, torch.Tensor) else tapelab.strided):
+        t = t.to_dense()
+    return t.detach().numpy()
+
+
+def _same(a, b, tol=1e-6):
+    assert str(a.layout).split(".")[-1] == str(b.layout).split(".")[-1]
+    assert str(a.dtype).split(".")[-1] == str(b.dtype).split(".")[-1]
+    assert tuple(a.shape) == tuple(b.shape)
+    np.testing.assert_allclose(_np(a), _np(b), rtol=tol, atol=tol)
+
+
+def _both(fn):
+    return fn(torch), fn(tapelab)
+
+
+def _assert_same_repr(t, s) -> None:
+    """The reprs agree (tapelab's says ``tapelab.`` where PyTorch's says ``torch.``, so both are printed
+    unwrapped: the extra characters would move a suffix to the next line)."""
+    torch.set_printoptions(linewidth=1000)
+    tapelab.set_printoptions(linewidth=1000)
+    try:
+        assert repr(s).replace("tapelab.", "torch.") == repr(t)
+    finally:
+        torch.set_printoptions(profile="default")
+        tapelab.set_printoptions(profile="default")
+
+
+@pytest.mark.parametrize("build", [
+    lambda m: m.tensor(DENSE).to_sparse_csr(),
+    lambda m: m.tensor(DENSE).to_sparse_csc(),
+    lambda m: m.tensor(DENSE).to_sparse_csr().t(),
+    lambda m: m.tensor(DENSE).to_sparse_csr().to_sparse_csc(),
+    lambda m: m.tensor(DENSE, dtype=m.float64).to_sparse(layout=m.sparse_csr),
+    lambda m: m.sparse_csr_tensor([0, 1, 3], [1, 0, 2], [2, 3, 4], (2, 3)),
+    lambda m: m.sparse_csr_tensor(m.tensor([0, 1, 3], dtype=m.int32), m.tensor([1, 0, 2], dtype=m.int32),
+                                  [2.0, 3.0, 4.0], (2, 3)),
+    lambda m: m.sparse_csr_tensor([0, 1, 3], [1, 0, 2], [2.0, 3.0, 4.0], (2, 3), dtype=m.int32),
+    lambda m: m.sparse_csr_tensor([0, 1, 3], [1, 0, 2], [2.0, 3.0, 4.0]),
+    lambda m: m.sparse_csc_tensor([0, 1, 3], [1, 0, 2], [2.0, 3.0, 4.0]),
+    lambda m: m.sparse_compressed_tensor([0, 0, 0], m.zeros(0, dtype=m.int64), [], (2, 3), layout=m.sparse_csr),
+    lambda m: m.zeros(2, 3).to_sparse_csr(),
+    lambda m: m.arange(1.0, 9.0).reshape(2, 2, 2).to_sparse_csr(),
+    lambda m: m.arange(16.0).reshape(4, 4).to_sparse_bsr((2, 2)),
+    lambda m: m.tensor(DENSE).to_sparse_bsc((2, 1)),
+    lambda m: m.sparse_bsr_tensor([0, 1], [1], m.ones(1, 2, 2)),
+    lambda m: m.arange(12.0).reshape(3, 4).to_sparse_csr().requires_grad_(),
+    lambda m: m.arange(12.0, requires_grad=True).reshape(3, 4).to_sparse_csr(),
+])
+def test_construction_repr_and_accessors_match_torch(build):
+    t, s = _both(build)
+    _assert_same_repr(t, s)
+    _same(t, s)
+    assert s._nnz() == t._nnz() and s.is_sparse_csr == t.is_sparse_csr and s.is_sparse == t.is_sparse
+    names = ("crow_indices", "col_indices") if t.layout in (torch.sparse_csr, torch.sparse_bsr) \
+        else ("ccol_indices", "row_indices")
+    for name in names:
+        a, b = getattr(t, name)(), getattr(s, name)()
+        assert str(b.dtype).split(".")[-1] == str(a.dtype).split(".")[-1]
+        np.testing.assert_array_equal(b.numpy(), a.numpy())
+    np.testing.assert_array_equal(s.values().detach().numpy(), t.values().detach().numpy())
+
+
+@pytest.mark.parametrize("op", [
+    lambda m, c: c.to_sparse_coo(),
+    lambda m, c: c.to_sparse(),
+    lambda m, c: c.to_sparse(layout=m.sparse_csc),
+    lambda m, c: c.to_sparse_csc().to_sparse_csr(),
+    lambda m, c: c.to_sparse_coo().to_sparse_csr(),
+    lambda m, c: c * 2,
+    lambda m, c: 2.5 * c,
+    lambda m, c: c.mul(m.tensor(3.0)),
+    lambda m, c: c * c,
+    lambda m, c: c * m.tensor(DENSE).t().t(),
+    lambda m, c: -c,
+    lambda m, c: c.abs(),
+    lambda m, c: c.sin(),
+    lambda m, c: m.relu(c),
+    lambda m, c: c + c,
+    lambda m, c: c + m.ones(2, 3),
+    lambda m, c: c.sum(),
+    lambda m, c: c.t().sum(),
+    lambda m, c: c.double(),
+    lambda m, c: c.to(m.int32),
+    lambda m, c: c.t(),
+    lambda m, c: c.transpose(0, 1).transpose(0, 1),
+    lambda m, c: c @ m.arange(6.0).reshape(3, 2),
+    lambda m, c: c.mm(m.arange(6.0).reshape(3, 2)),
+    lambda m, c: m.matmul(c, m.arange(3.0)),
+    lambda m, c: m.mv(c, m.arange(3.0)),
+    lambda m, c: c.t() @ m.ones(2, 4),
+    lambda m, c: m.ones(4, 2) @ c,
+    lambda m, c: m.addmm(m.ones(2, 2), c, m.ones(3, 2), beta=0.5, alpha=2),
+    lambda m, c: m.sparse.addmm(m.ones(2, 2), c, m.ones(3, 2)),
+    lambda m, c: m.sparse.mm(c, m.ones(3, 2)),
+    lambda m, c: c @ c.t(),
+    lambda m, c: c.to_sparse_bsr((1, 3)),
+])
+def test_ops_on_a_csr_match_torch(op):
+    t, s = _both(lambda m: op(m, m.tensor(DENSE).to_sparse_csr()))
+    _same(t, s)
+    if t.layout is not torch.strided:
+        _assert_same_repr(t, s)
+
+
+def test_in_place_scalar_mul():
+    t, s = _both(lambda m: m.tensor(DENSE).to_sparse_csr().mul_(2))
+    _assert_same_repr(t, s)
+
+
+@pytest.mark.parametrize("name", ["mm", "matmul", "addmm", "sparse_mm", "mv", "csc", "to_dense", "mul", "values"])
+def test_gradients_to_the_values_and_the_dense_operand(name):
+    def run(m):
+        m.manual_seed(0)
+        x = m.randn(3, 2, requires_grad=True)
+        v = m.tensor([2.0, 3.0, 4.0], requires_grad=True)
+        if name == "csc":
+            a = m.sparse_csc_tensor([0, 1, 3], [1, 0, 2], v, (3, 2))
+            out = a @ x[:2]
+        else:
+            a = m.sparse_csr_tensor([0, 1, 3], [1, 0, 2], v, (2, 3))
+            out = {"mm": lambda: m.mm(a, x), "matmul": lambda: a @ x,
+                   "addmm": lambda: m.addmm(m.ones(2, 2), a, x, alpha=0.5),
+                   "sparse_mm": lambda: m.sparse.mm(a, x), "mv": lambda: m.mv(a, x[:, 0]),
+                   "to_dense": lambda: a.to_dense(), "mul": lambda: (a * 3).to_dense(),
+                   "values": lambda: a.values()}[name]()
+        out.pow(2).sum().backward()
+        return v.grad, x.grad
+    (tv, tx), (sv, sx) = _both(run)
+    np.testing.assert_allclose(sv.numpy(), tv.numpy(), rtol=1e-5)
+    assert (sx is None) == (tx is None)
+    if tx is not None:
+        np.testing.assert_allclose(sx.numpy(), tx.numpy(), rtol=1e-5)
+
+
+@pytest.mark.parametrize("how", ["matmul", "sparse_mm", "to_dense", "from_dense"])
+def test_gradient_layouts_of_a_csr_leaf_and_of_its_dense_source(how):
+    def run(m):
+        m.manual_seed(0)
+        x = m.randn(3, 2)
+        if how == "from_dense":
+            d = m.tensor(DENSE, requires_grad=True)
+            (d.to_sparse_csr() @ x).sum().backward()
+            return d.grad
+        a = m.tensor(DENSE).to_sparse_csr().requires_grad_()
+        out = {"matmul": lambda: a @ x, "sparse_mm": lambda: m.sparse.mm(a, x),
+               "to_dense": lambda: a.to_dense().pow(2)}[how]()
+        out.sum().backward()
+        return a.grad
+    t, s = _both(run)
+    _same(t, s, 1e-5)
+    if t.layout is not torch.strided:
+        _assert_same_repr(t, s)
+
+
+@pytest.mark.parametrize("bad", [
+    lambda m: m.tensor(DENSE).crow_indices(),
+    lambda m: m.tensor(DENSE).values(),
+    lambda m: m.tensor(DENSE).to_sparse_csr().ccol_indices(),
+    lambda m: m.tensor(DENSE).to_sparse_csc().col_indices(),
+    lambda m: m.tensor(DENSE).to_sparse_csr().indices(),
+    lambda m: m.tensor(DENSE).to_sparse_csr().coalesce(),
+    lambda m: m.tensor(DENSE).to_sparse_csr().is_coalesced(),
+    lambda m: m.tensor(DENSE).to_sparse_csr().numpy(),
+    lambda m: m.tensor(DENSE).to_sparse_csr().stride(),
+    lambda m: m.tensor(DENSE).to_sparse_csr().is_contiguous(),
+    lambda m: m.tensor(DENSE).to_sparse_csr() / 2,
+    lambda m: m.tensor(DENSE).to_sparse_csr() - m.tensor(DENSE).to_sparse_csr(),
+    lambda m: m.tensor(DENSE).to_sparse_csr().exp(),
+    lambda m: m.tensor(DENSE).to_sparse_csr().pow(2),
+    lambda m: m.tensor(DENSE).to_sparse_csr() == m.tensor(DENSE).to_sparse_csr(),
+    lambda m: m.tensor(DENSE).to_sparse_csr().sum(0),
+    lambda m: m.tensor(DENSE).to_sparse_csr().max(),
+    lambda m: m.tensor(DENSE).to_sparse_csr() @ m.ones(4, 2),
+    lambda m: m.mv(m.tensor(DENSE).to_sparse_csr(), m.ones(4)),
+    lambda m: m.tensor(DENSE).to_sparse_csr().matmul(m.ones(2, 3, 2)),
+    lambda m: m.sparse.sum(m.tensor(DENSE).to_sparse_csr()),
+    lambda m: m.sparse.sum(m.tensor(DENSE).to_sparse_csr(), 0),
+    lambda m: m.tensor(DENSE).to_sparse_csr().to_sparse_csr(1),
+    lambda m: m.tensor(DENSE).to_sparse_csr(dense_dim=1),
+    lambda m: m.tensor(DENSE).to_sparse_bsr((2, 2)),
+    lambda m: m.tensor(DENSE).to_sparse(layout=m.sparse_bsr),
+    lambda m: m.tensor(DENSE).to_sparse(layout=m.sparse_csr, blocksize=(1, 1)),
+    lambda m: m.tensor([[[1.0, 0], [0, 0]], [[1, 1], [0, 0]]]).to_sparse_csr(),
+    lambda m: m.sparse_compressed_tensor([0, 1, 3], [1, 0, 2], [2.0, 3.0, 4.0], (2, 3)),
+    lambda m: m.sparse_compressed_tensor([0, 1, 3], [1, 0, 2], [2.0, 3.0, 4.0], (2, 3), layout=m.strided),
+    lambda m: m.sparse_csr_tensor([0.0, 1, 3], [1, 0, 2], [2, 3, 4], (2, 3)).to_dense(),
+    lambda m: m.sparse_csr_tensor([0, 2, 3], [1, 0, 2], [2.0, 3.0, 4.0], (2, 3), check_invariants=True),
+    lambda m: m.sparse_csr_tensor([0, 1, 3], [1, 0, 5], [2.0, 3.0, 4.0], (2, 3), check_invariants=True),
+    lambda m: m.sparse_csr_tensor([1, 1, 3], [1, 0, 2], [2.0, 3.0, 4.0], (2, 3), check_invariants=True),
+    lambda m: m.sparse_csr_tensor([0, 1, 4], [1, 0, 2], [2.0, 3.0, 4.0], (2, 3), check_invariants=True),
+    lambda m: m.sparse_csr_tensor([0, 2, 3], [1, 1, 2], [2.0, 3.0, 4.0], (2, 3), check_invariants=True),
+    lambda m: m.sparse_csr_tensor(m.tensor([0, 1, 3], dtype=m.int32), m.tensor([1, 0, 2]), [2.0, 3.0, 4.0],
+                                  (2, 3), check_invariants=True),
+])
+def test_errors_match_torch(bad):
+    with pytest.raises(Exception) as te:
+        bad(torch)
+    with pytest.raises(Exception) as se:
+        bad(tapelab)
+    assert se.type is te.type, (se.value, te.value)
+    first = str(te.value).split(". ")[0].split("\n")[0]
+    if "Could not run" in first:    # PyTorch's lists its backends; tapelab's names what it supports
+        first = first.split(" backend")[0]
+    assert str(se.value).startswith(first), (str(se.value), first)
+
+
+def test_beta_warning_once_and_the_layouts_print():
+    from tapelab.ops import sparse_compressed
+    sparse_compressed._BETA["warned"] = False
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        tapelab.tensor(DENSE).to_sparse_csr()
+        tapelab.tensor(DENSE).to_sparse_csc()
+    beta = [w for w in rec if "beta state" in str(w.message)]
+    assert len(beta) == 1 and beta[0].filename == __file__
+    assert repr(tapelab.sparse_bsc) == "tapelab.sparse_bsc"
+
+
+def test_gcn_with_a_csr_adjacency_trains_as_torch():
+    def run(m):
+        m.manual_seed(0)
+        n, d, h, c = 30, 6, 8, 3
+        a = (m.rand(n, n) < 0.15).float()
+        a = ((a + a.t()) > 0).float() + m.eye(n)
+        dinv = a.sum(1).pow(-0.5)
+        adj = (dinv[:, None] * a * dinv[None, :]).to_sparse_csr()
+        x, y = m.randn(n, d), m.randint(0, c, (n,))
+        l1, l2 = m.nn.Linear(d, h), m.nn.Linear(h, c)
+        opt = m.optim.Adam(list(l1.parameters()) + list(l2.parameters()), lr=0.02)
+        losses = []
+        for _ in range(15):
+            opt.zero_grad()
+            out = m.sparse.mm(adj, l2(m.relu(adj @ l1(x))))
+            loss = m.nn.functional.cross_entropy(out, y)
+            loss.backward()
+            opt.step()
+            losses.append(loss.item())
+        # learnable edge weights: the gradient reaches the CSR values through addmm
+        w = m.ones(adj._nnz(), requires_grad=True)
+        a2 = m.sparse_csr_tensor(adj.crow_indices(), adj.col_indices(), adj.values() * w, adj.shape)
+        m.addmm(m.zeros(n, c), a2, l2(m.relu(l1(x)))).pow(2).sum().backward()
+        return np.array(losses), w.grad.numpy()
+    (tl, tw), (sl, sw) = _both(run)
+    np.testing.assert_allclose(sl, tl, rtol=1e-5)
+    np.testing.assert_allclose(sw, tw, rtol=1e-4, atol=1e-6)
