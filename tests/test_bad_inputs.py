@@ -63,6 +63,7 @@ def _node(name="w", device="cpu", grad=False):
 
 def _good_file() -> bytes:
     buf = io.BytesIO()
+    buf.name = "good.safetensors"     # a state dict saved under a safetensors name: tapelab's checksummed format
     tapelab.save({"w": tapelab.arange(8.0)}, buf)
     return buf.getvalue()
 

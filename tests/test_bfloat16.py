@@ -146,7 +146,7 @@ def test_finfo_matches_torch():
 
 def test_checkpoint_roundtrip_and_foreign_files(tmp_path):
     a, ta = _pair((3, 4))
-    path = tmp_path / "bf16.pt"
+    path = tmp_path / "bf16.safetensors"
     tapelab.save({"a": a, "p": tapelab.nn.Parameter(a.clone())}, path)
     back = tapelab.load(path)
     assert back["a"].dtype is tapelab.bfloat16 and back["p"].requires_grad

@@ -458,8 +458,10 @@ def test_cuda_tensors_save_their_location_and_map_back(monkeypatch):
     monkeypatch.setattr(_storage, "cuda_available", lambda: True)
     with simulated_cuda(0):
         w = tapelab.arange(6.0).reshape(2, 3).to("cuda")
-        for obj in ({"w": w, "epoch": 1}, {"w": w}):  # PyTorch's zip and tapelab's safetensors
+        for obj, name in (({"w": w, "epoch": 1}, None), ({"w": w}, "w.safetensors")):  # PyTorch's zip, safetensors
             buf = io.BytesIO()
+            if name:
+                buf.name = name
             save(obj, buf)
             for where, expected in [(None, "cuda:0"), ("cpu", "cpu"), ({"cuda:0": "cpu"}, "cpu"),
                                     (lambda storage, loc: storage, "cpu"),

@@ -137,16 +137,31 @@ def test_cuda_tensor_without_cuda_asks_for_map_location():
     assert load(f, map_location="cpu").tolist() == [1.0, 1.0]
 
 
-def test_format_follows_the_object():
-    """A state dict is safetensors (any safetensors reader sees its keys); anything else is PyTorch's zip."""
+def _safetensors_target() -> io.BytesIO:
+    """A buffer named like a safetensors file: where save writes a state dict as safetensors."""
+    buf = io.BytesIO()
+    buf.name = "weights.safetensors"
+    return buf
+
+
+def test_format_follows_the_name_and_the_object():
+    """A state dict written to a ``.safetensors`` name is safetensors (any safetensors reader sees its keys);
+    anything else, a state dict saved elsewhere included, is PyTorch's zip, which torch.load reads."""
+    import torch
     sd = OrderedDict(w=tapelab.randn(2, 3), b=tapelab.zeros(3, dtype=tapelab.int64))
     sd["tied"] = sd["w"]
-    buf = io.BytesIO()
+    buf = _safetensors_target()
     save(sd, buf)
     assert buf.getvalue()[8:9] == b"{"
     assert sorted(safetensors.numpy.load(buf.getvalue())) == ["b", "w"]
     out = load(io.BytesIO(buf.getvalue()))
     assert list(out) == ["w", "b", "tied"] and out["tied"] is out["w"]
+    plain = io.BytesIO()
+    save(sd, plain)
+    assert plain.getvalue()[:4] == b"PK\x03\x04"
+    plain.seek(0)
+    theirs = torch.load(plain)
+    assert list(theirs) == ["w", "b", "tied"] and theirs["tied"].data_ptr() == theirs["w"].data_ptr()
     for obj in ({"w": tapelab.ones(1), "epoch": 3}, [tapelab.ones(1)], tapelab.ones(1), {1: tapelab.ones(1)}, 3):
         buf = io.BytesIO()
         save(obj, buf)
@@ -165,7 +180,7 @@ def test_save_rejects_what_pickle_cannot_store():
 
 # ---------------------------------------------------------------- damaged and foreign files
 def _checkpoint_bytes():
-    buf = io.BytesIO()
+    buf = _safetensors_target()
     save({"w": tapelab.arange(6.0).reshape(2, 3), "step": tapelab.tensor(3),
           "mask": tapelab.ones(2, dtype=tapelab.bool)}, buf)
     return buf.getvalue()
@@ -289,7 +304,7 @@ def test_optimizer_and_scheduler_state_roundtrip():
 
 def test_header_length_that_starts_like_a_pickle_still_loads():
     for n in range(1, 1200):
-        buf = io.BytesIO()
+        buf = _safetensors_target()
         save({"k" * n: tapelab.ones(1)}, buf)
         if buf.getvalue()[:2] == b"\x80\x02":
             buf.seek(0)

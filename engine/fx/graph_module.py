@@ -217,7 +217,7 @@ class GraphModule(Module):
         """Write ``module.py`` (a standalone class), ``state_dict.pt`` and ``__init__.py``.
 
         Submodules of ``tapelab.nn`` are rebuilt from their ``repr``; weights load from the
-        state dict (safetensors, no pickle). ``from <folder> import FxModule`` then works.
+        state dict (PyTorch's format, as torch's ``to_folder`` writes it). ``from <folder> import FxModule`` works.
         """
         checked_name(module_name, "to_folder module_name")
         folder = pathlib.Path(folder)

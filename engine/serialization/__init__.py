@@ -50,8 +50,10 @@ MAP_LOCATION: TypeAlias = Callable[[Any, str], Any] | device | str | dict[str, s
 def save(obj: Any, f: str | os.PathLike | BinaryIO, pickle_module: Any = pickle,
          pickle_protocol: int = DEFAULT_PROTOCOL, _use_new_zipfile_serialization: bool = True,
          _disable_byteorder_record: bool = False) -> None:
-    """Write ``obj`` to ``f`` (a path or a binary file): a state dict as safetensors, anything else
-    as PyTorch's zip archive (its legacy format with ``_use_new_zipfile_serialization=False``).
+    """Write ``obj`` to ``f`` (a path or a binary file) as PyTorch's zip archive, byte for byte as
+    ``torch.save`` writes it (its legacy format with ``_use_new_zipfile_serialization=False``), so
+    ``torch.load`` reads every file; a state dict written to a name ending in ``.safetensors`` is a
+    safetensors file instead (no pickle: any safetensors reader takes it).
 
     A path is written atomically and durably (see ``_atomic``): a unique temporary file beside
     it, fsync, rename over it, fsync of the directory. An interrupted save never leaves a
@@ -70,7 +72,7 @@ def save(obj: Any, f: str | os.PathLike | BinaryIO, pickle_module: Any = pickle,
     def write(out: BinaryIO, archive: str = "archive") -> None:
         if not _use_new_zipfile_serialization:
             _legacy.save(obj, out, pickle_protocol)
-        elif _safetensors.is_state_dict(obj):
+        elif str(getattr(f, "name", f)).endswith(".safetensors") and _safetensors.is_state_dict(obj):
             out.write(_safetensors.write(obj))
         else:
             _zipformat.save(obj, out, pickle_protocol, byteorder_record=not _disable_byteorder_record,
