@@ -365,3 +365,23 @@ def test_promotion_zero_dim_values_and_modules_as_torch():
                 m.func.vmap(lambda r: r.clamp(min=0).argmax())(x),
                 m.func.vmap(lambda r: bn(r[None]))(x))
     _close(_np(run(tl)), _np(run(torch)))
+
+
+def test_inplace_ops_under_grad_inside_vmap():
+    """Per-sample gradients through ``nn.ReLU(inplace=True)`` and in-place arithmetic on a batched value:
+    the in-place result keeps its history (Mode.inplace), as torch's."""
+    def run(m):
+        m.manual_seed(0)
+        net = m.nn.Sequential(m.nn.Linear(4, 6), m.nn.ReLU(inplace=True), m.nn.Linear(6, 2))
+        params = {k: v.detach() for k, v in net.named_parameters()}
+        x = m.tensor(RNG_X[:5, :4])
+
+        def loss(p, xi):
+            return m.func.functional_call(net, p, (xi[None],)).square().sum()
+
+        def f(t):
+            u = t * 1
+            u.mul_(2).add_(t.sin())
+            return u.sum()
+        return m.func.vmap(m.func.grad(loss), in_dims=(None, 0))(params, x), m.func.vmap(m.func.grad(f))(x)
+    _close(_np(run(tl)), _np(run(torch)), rtol=1e-5, atol=1e-6)

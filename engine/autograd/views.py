@@ -37,6 +37,10 @@ def apply_(op, target, *args, **params):
     On a view (``target._base`` set) with autograd recording, the base's graph is rebased as
     PyTorch's CopySlices does, and the view's grad_fn is regenerated over it (``_inplace_view``).
     """
+    if STATE.slow and STATE.modes:
+        done = STATE.modes[-1].inplace(op, target, args, params)
+        if done is not None:
+            return done
     grad_on = is_grad_enabled()
     if op.ufunc is not None and not params and target._base is None and not (
             grad_on and (target.requires_grad or any(isinstance(a, Tensor) and a.requires_grad for a in args))):

@@ -220,6 +220,40 @@ class BatchMode(Mode):
             raise FallBack
         tp._data[...] = src_data   # the caller then writes the first slice again and counts the version
 
+    def inplace(self, op, target, args: tuple, params: dict):
+        """``target.op_(*args)`` with a batched operand: computed out of place for the whole batch, written
+        into every slice of the target's memory, and (under autograd) the target takes the result's
+        history, so gradients flow through in-place ops (``nn.ReLU(inplace=True)``) inside vmap."""
+        level, seen = self.level, self._seen
+        if target.__class__ is Tensor and id(target._data) in seen:
+            target = seen[id(target._data)]
+        if not _batched_at(target, level):
+            if any(_batched_at(a, level) for a in args):
+                raise RuntimeError(f"output with shape {list(target.shape)} doesn't match the broadcast shape "
+                                   f"{[self.size, *target.shape]}")
+            return None
+        out = apply(op, target, *args, **params)
+        if isinstance(out, tuple):
+            out = out[0]
+        if out._data.dtype != target._data.dtype:
+            out = out.to(target.dtype)
+        tp, tl = unwrap_all(target)
+        op_, ol = unwrap_all(out)
+        src = align(op_, ol, [(lv, tp.shape[i]) for i, lv in enumerate(tl)]) if set(ol) <= set(tl) else None
+        if src is None or tuple(src.shape) != tuple(tp.shape):
+            raise RuntimeError(f"output with shape {list(target.shape)} doesn't match the broadcast shape "
+                               f"{list(out.shape)} (in-place {op.name}_)")
+        if tp._data.flags.writeable:
+            tp._data[...] = src._data
+        tp._vc[0] += 1
+        if out.requires_grad and out.__class__ is BatchedTensor and out._level == level:
+            # the target now carries the result's history (its physical value is the result's)
+            seen.pop(id(target._data), None)   # the old slice array may go, and its id with it
+            target._phys, target._data = out._phys, out._data
+            target.requires_grad, target.grad_fn, target._out_nr = True, out.grad_fn, out._out_nr
+            seen[id(target._data)] = target
+        return target
+
     # ------------------------------------------------------------ results
     def _wrap_out(self, out):
         level, seen = self.level, self._seen

@@ -109,6 +109,9 @@ class Mode:
             the default returns ``forward(*args, **kwargs)``.
         repr_suffixes(tensor) -> list: what a printed tensor adds after its ``grad_fn=`` while the mode
             is active (forward AD's ``tangent=tensor(...)``); the default adds nothing.
+        inplace(op, target, args, params): an in-place op (``target.op_(*args)``) is about to run; return
+            ``target`` when the mode has done it (vmap writes every slice of a batched target and keeps
+            its autograd history), None (the default) to have it run as usual.
         composite(name, fn, tensors): a front end that PyTorch runs as its one op ``name`` (``dot``,
             ``addbmm``, ``upsample_bilinear2d``) is about to compute ``fn(*tensors)`` with several ops;
             a mode that treats ops by PyTorch's names (autocast) decides for the whole here. The
@@ -153,6 +156,9 @@ class Mode:
 
     def repr_suffixes(self, tensor) -> list:
         return []
+
+    def inplace(self, op, target, args: tuple, params: dict):
+        return None
 
     def composite(self, name: str, fn: Callable, tensors: tuple):
         below = self.below()
