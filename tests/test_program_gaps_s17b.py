@@ -143,3 +143,37 @@ def test_func_jvp_of_a_module_stays_on_the_callers_graph():
     assert res[0][:2] == res[1][:2] == (True, True)
     np.testing.assert_allclose(res[1][2], res[0][2], rtol=1e-6)
     np.testing.assert_allclose(res[1][3], res[0][3], rtol=1e-5, atol=1e-7)
+
+
+# ---------------------------------------------------------------- ties: ATen's libstdc++ sorts
+def _tied(kind, n, seed):
+    rng = np.random.default_rng(seed)
+    if kind == "int":
+        return rng.integers(0, 5, n)
+    x = rng.integers(0, 4, n).astype(np.float32 if kind == "float" else np.float64)
+    if kind == "nan":
+        x[rng.random(n) < 0.2] = np.nan
+    return x
+
+
+@pytest.mark.parametrize("kind", ["float", "double", "int", "nan"])
+@pytest.mark.parametrize("n", [10, 17, 40, 300])
+def test_sort_argsort_topk_order_ties_as_atens(kind, n):
+    """``argsort`` of labels and scores with ties (a recommender's ranking, a sampler's order): PyTorch's
+    cpu sort is libstdc++'s unstable ``std::sort`` past 16 elements, and ``topk`` where it does not
+    partially sort is ``std::nth_element`` then ``std::sort``; tapelab's were stable."""
+    x = _tied(kind, n, n)
+    got = {}
+    for lib in (torch, tapelab):
+        t = lib.tensor(x)
+        got[lib] = [lib.sort(t).indices, lib.argsort(t, descending=True), lib.sort(t, stable=True).indices,
+                    lib.topk(t, min(5, n)).indices, lib.topk(t, n // 2, largest=False).indices,
+                    lib.topk(t, 3, sorted=False).indices, t.reshape(-1, 5 if n % 5 == 0 else 1).sort(0).indices,
+                    lib.sort(lib.tensor(x[:2]).reshape(2, 1).expand(2, n), 1).indices]
+    for a, b in zip(got[torch], got[tapelab]):
+        np.testing.assert_array_equal(_np(b), _np(a))
+
+
+def test_sort_of_a_large_1d_integer_tensor_is_stable_as_atens_radix_sort():
+    x = np.random.default_rng(1).integers(0, 5, 40000)
+    np.testing.assert_array_equal(_np(tapelab.sort(tapelab.tensor(x)).indices), _np(torch.sort(torch.tensor(x)).indices))

@@ -25,17 +25,47 @@ _sort_t, _topk_t = return_types.sort, return_types.topk
 _kthvalue_t, _median_t, _mode_t = return_types.kthvalue, return_types.median, return_types.mode
 
 
-def _argsort_fwd(xp, x, *, dim, descending, start, stop, heap=False):
+def _libstdcxx_keys(xp, x, dim):
+    """``x`` as the keys of ATen's libstdc++ sorts, one row per slice along ``dim``: floats as they are,
+    bfloat16 in float32, integers and bools in float64 (exact below 2**53); None where the stable
+    order is ATen's too (a dim of stride 0 is left in place; a large 1-d integer tensor is radix
+    sorted) or the values do not fit."""
+    if xp is not np or not kernels.enabled() or x.shape[dim] < 2 or x.strides[dim] == 0:
+        return None
+    kind = x.dtype.kind
+    if kind in "iub":
+        if x.ndim == 1 and x.shape[0] >= 32768 and kind != "b":
+            return None
+        if kind != "b" and x.size and max(abs(int(x.max())), abs(int(x.min()))) >= 2 ** 53:
+            return None
+        x = x.astype(np.float64)
+    elif x.dtype is BFLOAT16_NP:
+        x = x.astype(np.float32)
+    elif kind != "f":
+        return None
+    rows = xp.moveaxis(x, dim, -1)
+    return rows.reshape(-1, rows.shape[-1])
+
+
+def _argsort_fwd(xp, x, *, dim, descending, start, stop, heap=False, unstable=False, selected=False):
     """Stable order along ``dim`` (nan last, or first when descending), sliced to [start, stop); with
-    ``heap`` (topk where ATen partially sorts) the first ``stop`` in its heap's order of ties."""
+    ``heap`` (topk where ATen partially sorts) the first ``stop`` in its heap's order of ties; with
+    ``unstable`` ATen's order of ties: ``std::sort``'s (``sort(stable=False)``, ``argsort``), or for
+    ``topk`` (``stop`` set) ``std::nth_element``'s then ``std::sort``'s of the first ``stop - 1``; with
+    ``selected`` (``topk(sorted=False)``) ``std::nth_element``'s alone."""
     if x.ndim == 0:
         return xp.zeros((), xp.int64)
-    if heap and xp is np and kernels.enabled() and (x.dtype.kind == "f" or x.dtype is BFLOAT16_NP):
-        rows = xp.moveaxis(x, dim, -1)
-        flat = rows.reshape(-1, rows.shape[-1])
-        idx = kernels.loops("heapselect").topk_rows(flat if x.dtype.kind == "f" else flat.astype(np.float32),
-                                                    stop, descending)
-        return xp.moveaxis(idx.reshape(rows.shape[:-1] + (stop,)), -1, dim)
+    if heap or unstable or selected:
+        keys = _libstdcxx_keys(xp, x, dim)
+        if keys is not None:
+            loops = kernels.loops("heapselect")
+            if heap:
+                idx = loops.topk_rows(keys, stop, descending)
+            elif stop is not None:
+                idx = loops.select_rows(keys, stop, descending, not selected)
+            else:
+                idx = loops.sort_rows(keys, descending)
+            return xp.moveaxis(idx.reshape(xp.moveaxis(x, dim, -1).shape[:-1] + (idx.shape[-1],)), -1, dim)
     if descending:
         # reversing, sorting stably and reversing back keeps equal elements in input order
         idx = x.shape[dim] - 1 - xp.flip(xp.argsort(xp.flip(x, dim), axis=dim, kind="stable"), dim)
@@ -57,22 +87,25 @@ _median = picker("median", complex_error=kernel_refusal("median"))
 
 
 def _order(input: Tensor, dim: int, descending: bool = False, start: int = 0, stop=None, of: Op = _argsort,
-           **heap) -> Tensor:
+           **algo) -> Tensor:
     """The ``argsort`` op for the values op ``of``, whose refusal of complex input PyTorch gives."""
     if of is not _argsort and input.is_complex():
         _refuse_complex(of, (input,), {}, input.device)
-    return apply(_argsort, input, dim=dim, descending=descending, start=start, stop=stop, **heap)
+    return apply(_argsort, input, dim=dim, descending=descending, start=start, stop=stop, **algo)
 
 
 def sort(input, dim: int = -1, descending: bool = False, stable: bool = False, *, axis=None):
-    """Values and indices in order along ``dim``; always stable (ties keep input order)."""
+    """Values and indices in order along ``dim``: ties in input order with ``stable``, else in the order
+    ATen's ``std::sort`` leaves them (on the cpu; a recommender's argsort of scores or labels picks by it)."""
     dim = dim if axis is None else axis
     d = _wrap_dim(dim, input.ndim, "sort")
-    return _sort_t(*pick(_sort, input, _order(input, d, descending), d, True))
+    extra = {} if stable else {"unstable": True}
+    return _sort_t(*pick(_sort, input, _order(input, d, descending, **extra), d, True))
 
 
 def argsort(input, dim: int = -1, descending: bool = False, stable: bool = False, *, axis=None):
-    return _order(input, _wrap_dim(dim if axis is None else axis, input.ndim, "argsort"), descending)
+    extra = {} if stable else {"unstable": True}
+    return _order(input, _wrap_dim(dim if axis is None else axis, input.ndim, "argsort"), descending, **extra)
 
 
 def msort(input):
@@ -86,8 +119,9 @@ def topk(input, k: int, dim: int = -1, largest: bool = True, sorted: bool = True
     if not 0 <= k <= n:
         raise RuntimeError(f"selected index k out of range (topk with k={k} on dim {d} of size {n})")
     # ATen partially sorts (std::partial_sort, whose order of ties the heap gives) where k * 64 <= n
-    heap = {"heap": True} if 0 < k and k * 64 <= n else {}
-    return _topk_t(*pick(_topk, input, _order(input, d, largest, 0, k, _topk, **heap), d, True))
+    # elsewhere it selects (std::nth_element) and sorts the first k - 1 (std::sort) when ``sorted``
+    algo = {"heap": True} if 0 < k and k * 64 <= n else {"unstable": True} if sorted else {"selected": True}
+    return _topk_t(*pick(_topk, input, _order(input, d, largest, 0, k, _topk, **algo), d, True))
 
 
 def kthvalue(input, k: int, dim: int = -1, keepdim: bool = False, *, axis=None):

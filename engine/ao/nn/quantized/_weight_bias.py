@@ -26,8 +26,9 @@ class WeightBias(Module):
         return self._bias
 
     def set_weight_bias(self, w: QuantizedTensor, b: Tensor | None) -> None:
-        # plain attributes, never parameters: a float bias Parameter handed over must not register itself
-        self.__dict__.update(_weight=w, _bias=None if b is None else b.detach())
+        # held outside the parameter registry, as PyTorch packs them: the float module's bias Parameter is kept
+        # as it is (a checkpoint writes it as one) but is not this layer's parameter
+        self.__dict__.update(_weight=w, _bias=b)
 
     def _save_to_state_dict(self, destination: dict, prefix: str, keep_vars: bool) -> None:
         super()._save_to_state_dict(destination, prefix, keep_vars)
