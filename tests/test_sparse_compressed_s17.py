@@ -263,3 +263,56 @@ def test_gcn_with_a_csr_adjacency_trains_as_torch():
     (tl, tw), (sl, sw) = _both(run)
     np.testing.assert_allclose(sl, tl, rtol=1e-5)
     np.testing.assert_allclose(sw, tw, rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("fn,dim", [("softmax", 0), ("softmax", 1), ("log_softmax", 1), ("log_softmax", 0),
+                                    ("softmax", 2), ("softmax_3d", 0)])
+def test_sparse_softmax_values_and_gradients(fn, dim):
+    def run(m):
+        m.manual_seed(0)
+        if fn == "softmax_3d":     # a dense dim after two sparse ones
+            v = m.randn(3, 2, requires_grad=True)
+            s = m.sparse_coo_tensor([[0, 1, 1], [1, 0, 1]], v, (2, 2, 2))
+            out = m.sparse.softmax(s, dim)
+            w = m.arange(8.0).reshape(2, 2, 2)
+        else:
+            v = m.tensor([1.0, 2.0, 3.0, 4.0, 5.0], requires_grad=True)
+            s = m.sparse_coo_tensor([[0, 0, 1, 2, 2], [0, 2, 1, 0, 2]], v, (3, 3))
+            if dim == 2:
+                s = m.sparse_coo_tensor([[0, 0, 1, 2, 2], [0, 2, 1, 0, 2]], v[:, None] * m.tensor([1.0, -1.0]),
+                                        (3, 3, 2))
+            out = getattr(m.sparse, fn)(s, dim)
+            w = m.arange(float(out.numel())).reshape(out.shape)
+        (out.to_dense() * w).sum().backward()
+        return out, v.grad
+    (to, tg), (so, sg) = _both(run)
+    _same(to, so, 1e-5)
+    np.testing.assert_allclose(sg.numpy(), tg.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_sampled_addmm_values_and_gradients():
+    def run(m):
+        m.manual_seed(0)
+        m1, m2 = m.randn(3, 4, requires_grad=True), m.randn(4, 3, requires_grad=True)
+        cv = m.tensor([1.0, 2.0, 3.0], requires_grad=True)
+        c = m.sparse_csr_tensor([0, 1, 1, 3], [2, 0, 1], cv, (3, 3))
+        out = m.sparse.sampled_addmm(c, m1, m2, beta=0.5, alpha=2.0)
+        out.to_dense().pow(2).sum().backward()
+        return out, m1.grad, m2.grad, cv.grad
+    t, s = _both(run)
+    _same(t[0], s[0], 1e-5)
+    for a, b in zip(t[1:], s[1:]):
+        np.testing.assert_allclose(b.numpy(), a.numpy(), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("bad", [
+    lambda m: m.sparse.softmax(m.tensor(DENSE).to_sparse_csr(), 1),
+    lambda m: m.sparse.log_softmax(m.tensor(DENSE), 1),
+    lambda m: m.sparse.softmax(m.tensor(DENSE).to_sparse(), 2),
+    lambda m: m.sparse.sampled_addmm(m.tensor(DENSE), m.ones(2, 4), m.ones(4, 3)),
+    lambda m: m.sparse.sampled_addmm(m.tensor(DENSE).to_sparse(), m.ones(2, 4), m.ones(4, 3)),
+    lambda m: m.sparse.sampled_addmm(m.tensor(DENSE).to_sparse_csr(), m.ones(2, 4), m.ones(3, 3)),
+    lambda m: m.sparse.sampled_addmm(m.tensor(DENSE).to_sparse_csr(), m.ones(2, 4, dtype=m.float64), m.ones(4, 3)),
+])
+def test_softmax_and_sampled_addmm_errors_match_torch(bad):
+    test_errors_match_torch(bad)
