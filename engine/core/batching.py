@@ -19,7 +19,7 @@ import warnings
 import numpy as np
 
 from ..base.dispatch_state import LOCAL
-from ..base.dtype import result_type
+from ..base.dtype import int64 as _int64, result_type
 from .dispatch import Mode, apply
 from .overrides import _disabled_torch_function_impl
 from .registry import REGISTRY
@@ -572,6 +572,28 @@ def _batch_norm_eval(mode, op, args, params):
     return out.reshape(p.shape)
 
 
+def _index(mode, op, args, params):
+    """Advanced indexing ``x[..., idx, ...]``: one more index array, the batch position, in front of the
+    key (numpy broadcasts it with the others); the indexed dims moved back where the logical result has them."""
+    from .factories import ARANGE
+    x, *idx = args
+    template = params["template"]
+    at = [p for p, t in enumerate(template) if t is not None]
+    if not at or at != list(range(at[0], at[0] + len(at))) or any(i._data.dtype.kind == "b" for i in idx):
+        return None
+    B, level = mode.size, mode.level
+    px = mode._all(x)
+    nd = max(i._data.ndim for i in idx)
+    batch = apply(ARANGE, start=0, end=B, step=1, dtype=_int64, device=px.device).reshape(B, *(1,) * nd)
+    phys = [i._phys if _batched_at(i, level) else i for i in idx]
+    out = apply(op, px, batch, *phys, template=(0, *(None if t is None else t + 1 for t in template)),
+                unique=params["unique"])   # [B, *broadcast, dims before the block, dims after]
+    if at[0] == 0:
+        return out
+    perm = [0, *range(1 + nd, 1 + nd + at[0]), *range(1, 1 + nd), *range(1 + nd + at[0], out.dim())]
+    return out.permute(*perm)
+
+
 def _embedding(mode, op, args, params):
     w, idx = args
     if _batched_at(w, mode.level):
@@ -586,4 +608,4 @@ _FAMILY = {"reshape": _views, "permute": _views, "expand": _views, "slice": _vie
            "mse_loss": _pointwise_loss, "binary_cross_entropy": _pointwise_loss,
            "binary_cross_entropy_with_logits": _pointwise_loss, "embedding": _embedding,
            "max_pool_blocks": _fold_samples, "max_pool_indices": _fold_samples, "max_pool": _fold_samples,
-           "avg_pool": _fold_samples, "batch_norm_eval": _batch_norm_eval}
+           "avg_pool": _fold_samples, "batch_norm_eval": _batch_norm_eval, "index": _index}
