@@ -349,3 +349,24 @@ def test_sharing_a_non_writable_array_warns_once_as_torch():
     if theirs:   # torch warns once per process too: compare when this was its first time
         assert str(theirs[0].message).startswith(str(ours[0].message))
     assert _np(t).tolist() == [0.0, 1.0, 2.0]
+
+
+@BOTH
+def test_composite_function_hands_itself_to_program_subclasses(m):
+    """fastai's affine augmentation: ``F.grid_sample(TensorImage, TensorFlowField)`` reaches the handler
+    as ``F.grid_sample`` (registered for that pair), not as the ops inside it."""
+    seen = []
+    F = m.nn.functional
+    opt = {F.grid_sample: []}
+    img, flow = _recording_class(m, "Img", seen, opt), _recording_class(m, "Flow", seen, opt)
+    x = m.arange(16.0).reshape(1, 1, 4, 4).as_subclass(img)
+    g = m.tensor([[[[-0.5, -0.5], [0.5, 0.25]]]]).as_subclass(flow)
+    out = F.grid_sample(x, g, align_corners=False)
+    assert seen[0][0] is F.grid_sample and seen[0][1] == ["Img", "Flow"]
+    assert type(out) is img
+    ref = torch.nn.functional.grid_sample(torch.arange(16.0).reshape(1, 1, 4, 4),
+                                          torch.tensor([[[[-0.5, -0.5], [0.5, 0.25]]]]), align_corners=False)
+    np.testing.assert_allclose(_np(out), ref.numpy(), rtol=1e-6)
+    del img, flow, x, g, out, seen, opt
+    if m is tapelab:
+        gc.collect()

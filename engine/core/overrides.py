@@ -175,7 +175,11 @@ _NOT_DISPATCHED = frozenset({
 _WRAPPERS: dict = {}
 
 
+_programs: weakref.WeakSet = weakref.WeakSet()   # the program subclasses given entry points (and their subclasses)
+
+
 def _dispatching_methods(cls) -> None:
+    _programs.add(cls)
     for name, fn in list(vars(Tensor).items()):
         if (type(fn) is not _FunctionType or name in _NOT_DISPATCHED
                 or (name.startswith("_") and not (name.startswith("__") and name.endswith("__")))
@@ -348,9 +352,16 @@ def has_tensor_like(relevant_args: Iterable) -> bool:
     """Whether one of ``relevant_args`` (one level into lists and tuples) is of a tensor-like type
     registered with ``taking_part``: the check composite public functions make at their entry
     (after ``STATE.functions is not None``), so a traced call on a Proxy records as one call.
-    Modes and Tensor subclasses are not asked here: they see a composite's ops, one by one."""
-    return (bool(_likes) and not LOCAL.functions_off
-            and any(type(a) in _likes for a in _relevant(tuple(relevant_args))))
+    A program's Tensor subclass (one with PyTorch's method entry points) is asked too, as PyTorch's
+    Python functions ask it (fastai registers ``F.grid_sample`` for its image and flow-field types);
+    modes and the engine's own subclasses are not: they see a composite's ops, one by one."""
+    local = LOCAL
+    if local.functions_off or not (_likes or _programs):
+        return False
+    relevant = _relevant(tuple(relevant_args))
+    if _likes and any(type(a) in _likes for a in relevant):
+        return True
+    return bool(_programs) and not local.subclasses_off and any(type(a) in _programs for a in relevant)
 
 
 def has_torch_function(relevant_args: Iterable) -> bool:
