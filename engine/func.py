@@ -510,7 +510,7 @@ def vmap(func: Callable, in_dims=0, out_dims=0, randomness: str = "error", *, ch
         return rebuild([cat([p[k] for p in per], o) if o is not None else per[0][k] for k, o in enumerate(outs)])
 
     def _run(leaves, dims, build, size, args, kwargs):
-        level = len(_batching.active_levels()) + 1
+        level = next(_batching.LEVELS)   # unique and increasing with nesting, even past a level set aside
         mode = _batching.BatchMode(level, size, randomness)
         inputs = []
         for t, d in zip(leaves, dims):

@@ -14,6 +14,7 @@ nested levels: a level's physical tensor may itself be a ``BatchedTensor`` of an
 """
 from __future__ import annotations
 
+import itertools
 import warnings
 
 import numpy as np
@@ -25,10 +26,11 @@ from .overrides import _disabled_torch_function_impl
 from .registry import REGISTRY
 from .tensor import Tensor
 
-__all__ = ["BatchedTensor", "BatchMode", "FallBack", "active_levels", "wrap", "unwrap_all", "align",
+__all__ = ["BatchedTensor", "BatchMode", "FallBack", "LEVELS", "active_levels", "wrap", "unwrap_all", "align",
            "rewrap", "has_levels", "modes"]
 
 _new = object.__new__
+LEVELS = itertools.count(1)   # vmap levels: each call a new one, so nested levels increase inward
 
 
 class FallBack(Exception):
