@@ -369,6 +369,42 @@ def test_nested_jagged_layout():
         "with ragged * dim.")
 
 
+def test_nested_from_jagged_narrow_and_masked_select():
+    """torch 2.13's answers for the same calls (written out: its jagged layout's first use imports for ~4 s;
+    /tmp/s17a/nested_jagged.py printed both)."""
+    N = tapelab.nested
+    v, x = tapelab.arange(12.0).reshape(6, 2), tapelab.arange(12.0).reshape(3, 4)
+
+    def rows(nt):
+        return [t.tolist() for t in nt.unbind()]
+
+    def padded(nt):
+        return _outcome(lambda: tuple(nt.to_padded_tensor(0.0).shape))
+
+    off = N.nested_tensor_from_jagged(v, tapelab.tensor([0, 2, 6]))
+    assert off.layout is tapelab.jagged and rows(off) == [[[0.0, 1.0], [2.0, 3.0]], [[4, 5], [6, 7], [8, 9], [10, 11]]]
+    assert rows(N.nested_tensor_from_jagged(v, lengths=tapelab.tensor([2, 4]))) == rows(off)
+    holes = N.nested_tensor_from_jagged(v, tapelab.tensor([0, 1, 5]), lengths=tapelab.tensor([1, 1]))
+    assert rows(holes) == [[[0.0, 1.0]], [[2.0, 3.0]]]
+    assert _outcome(lambda: N.nested_tensor_from_jagged(v)) == (
+        "RuntimeError", "nested_tensor_from_jagged(): At least one of offsets or lengths is required.")
+    # the ragged dim pads to max_seqlen, else to the values' length (not the longest component), as torch's
+    assert padded(off) == padded(off * 2) == ("ok", (2, 6, 2))
+    assert padded(N.nested_tensor_from_jagged(v, tapelab.tensor([0, 2, 6]), max_seqlen=5)) == ("ok", (2, 5, 2))
+    assert padded(holes) == ("RuntimeError", "to_padded_tensor(): not supported for nested tensors with holes")
+    narrowed = N.narrow(x, 1, tapelab.tensor([0, 1, 2]), tapelab.tensor([2, 3, 1]), layout=tapelab.jagged)
+    assert rows(narrowed) == [[0.0, 1.0], [5.0, 6.0, 7.0], [10.0]] and padded(narrowed)[0] == "RuntimeError"
+    assert _outcome(lambda: N.narrow(x, 1, 0, 2)) == (
+        "RuntimeError", "narrow(): only dim=0 supported for nested tensors, but got: 1")
+    assert _outcome(lambda: N.narrow(x, 1, tapelab.tensor([0, 1, 2]), tapelab.tensor([2, 3, 1]))) == (
+        "RuntimeError", "start and length must be integers for the strided layout NT impl")
+    selected = N.masked_select(x, x > 4)
+    assert rows(selected) == [[], [5.0, 6.0, 7.0], [8.0, 9.0, 10.0, 11.0]] and padded(selected) == ("ok", (3, 7))
+    cube = tapelab.arange(24.0).reshape(2, 3, 4)
+    assert rows(N.masked_select(cube, tapelab.arange(24).reshape(2, 3, 4) % 5 == 0)) == [[0.0], [5.0], [10.0], [15.0],
+                                                                                         [], [20.0]]
+
+
 def test_a_program_without_nested_tensors_keeps_the_fast_path():
     """A nested tensor takes part in the protocol only while it lives (the dispatcher's fast path otherwise)."""
     import gc

@@ -22,7 +22,8 @@ from ..core.tensor import Size, Tensor
 from ..ops.movement import cat, pad, stack
 from ..nn import functional as F
 
-__all__ = ["NestedTensor", "nested_tensor", "as_nested_tensor", "to_padded_tensor"]
+__all__ = ["NestedTensor", "nested_tensor", "as_nested_tensor", "to_padded_tensor", "nested_tensor_from_jagged",
+           "narrow", "masked_select"]
 
 _NO_KERNEL = ("Could not run 'aten::{}' with arguments from the 'NestedTensorCPU' backend. This could be because "
               "the operator doesn't exist for this backend, or was omitted during the selective/custom build "
@@ -45,11 +46,19 @@ class NestedTensor:
 
     is_nested = True
 
-    def __init__(self, components: list, layout=strided, leaf: bool = False) -> None:
+    def __init__(self, components: list, layout=strided, leaf: bool = False, pad_len: int | None = None,
+                 holes: bool = False) -> None:
         self._components = list(components)
         self._layout = layout
         self._leaf = leaf   # made by nested_tensor(): its components are its own leaves
+        # a jagged tensor cut from one values buffer pads its ragged dim to max_seqlen or the buffer's
+        # length, and one whose components skip parts of the buffer ("holes") cannot be padded
+        self._pad_len, self._holes = pad_len, holes
         taking_part_while_alive(NestedTensor, self)
+
+    def _like(self, components: list) -> NestedTensor:
+        """A nested tensor of ``components`` with this one's layout and padding facts."""
+        return NestedTensor(components, self._layout, pad_len=self._pad_len, holes=self._holes)
 
     # ---------------------------------------------------------------- metadata
     @property
@@ -156,7 +165,7 @@ class NestedTensor:
 
     # ---------------------------------------------------------------- conversions and autograd
     def _each(self, f) -> NestedTensor:
-        return NestedTensor([f(c) for c in self._components], self._layout)
+        return self._like([f(c) for c in self._components])
 
     def to(self, *args, **kwargs) -> NestedTensor:
         return self._each(lambda c: c.to(*args, **kwargs))
@@ -369,7 +378,7 @@ def _binary(name: str, a, b):
         if len(b._components) != len(a._components) or any(x.shape != y.shape for x, y in
                                                             zip(a._components, b._components)):
             raise RuntimeError(f"{name} does not support broadcasting when given a NestedTensor")
-        return NestedTensor([fn(x, y) for x, y in zip(a._components, b._components)], a._layout)
+        return a._like([fn(x, y) for x, y in zip(a._components, b._components)])
     if isinstance(b, Tensor) and b.dim() > 0:
         raise RuntimeError("Expected both self and other to be nested, but got a nested self and non-nested other")
     return a._each(lambda x: fn(x, b))
@@ -408,7 +417,7 @@ def _map(func, name: str, args, kwargs, dims=None):
                 (_component_dim(name, a, nd) if j in dims else a) for j, a in enumerate(args)]
         outs.append(func(*call, **{k: v._components[i] if isinstance(v, NestedTensor) else v
                                    for k, v in kwargs.items()}))
-    return NestedTensor(outs, first._layout)
+    return first._like(outs)
 
 
 def _check_linear(nt: NestedTensor, weight: Tensor) -> None:
@@ -522,9 +531,13 @@ def to_padded_tensor(input: NestedTensor, padding: float, output_size=None, out=
     """The components padded with ``padding`` at the end of each dim to one shape (the largest size of
     each dim, or ``output_size``) and stacked: a dense tensor, through which gradients flow back."""
     comps = input._components
+    if input._holes:
+        raise RuntimeError("to_padded_tensor(): not supported for nested tensors with holes")
     if not comps:
         return creation.empty(0, dtype=input.dtype)
     shape = [max(c.shape[d] for c in comps) for d in range(comps[0].dim())]
+    if input._pad_len is not None and output_size is None:
+        shape[0] = input._pad_len
     if output_size is not None:
         output_size = list(output_size)
         if len(output_size) != len(shape) + 1 or output_size[0] != len(comps):
@@ -541,3 +554,53 @@ def to_padded_tensor(input: NestedTensor, padding: float, output_size=None, out=
             widths += [0, shape[d] - c.shape[d]]
         padded.append(pad(c, widths, value=padding) if any(widths) else c)
     return stack(padded)
+
+
+def nested_tensor_from_jagged(values: Tensor, offsets: Tensor | None = None, lengths: Tensor | None = None,
+                              jagged_dim: int | None = None, min_seqlen: int | None = None,
+                              max_seqlen: int | None = None) -> NestedTensor:
+    """A jagged nested tensor over ``values`` cut at ``offsets`` (or after ``lengths``) along
+    ``jagged_dim`` (1 by default, the values' first dim); the components are views of ``values``.
+    Given both, component i is ``lengths[i]`` long from ``offsets[i]``: a tensor with holes."""
+    holes = offsets is not None and lengths is not None
+    if offsets is None:
+        if lengths is None:
+            raise RuntimeError("nested_tensor_from_jagged(): At least one of offsets or lengths is required.")
+        starts = [0]
+        for n in lengths.tolist():
+            starts.append(starts[-1] + n)
+    else:
+        starts = offsets.tolist()
+    ends = [a + n for a, n in zip(starts, lengths.tolist())] if holes else starts[1:]
+    d = 0 if jagged_dim is None else jagged_dim - 1
+    comps = [values.narrow(d, a, b - a) for a, b in zip(starts, ends)]
+    pad = (max_seqlen if max_seqlen is not None else values.shape[d]) if d == 0 else None
+    return NestedTensor(comps, jagged, pad_len=pad, holes=holes)
+
+
+def narrow(tensor: Tensor, dim: int, start, length, layout=strided) -> NestedTensor:
+    """The rows of ``tensor`` (dim 0 is the batch), each narrowed along ``dim`` from its own ``start``
+    for its own ``length`` (tensors of one entry per row; the jagged layout), or all alike."""
+    if layout is strided:
+        if isinstance(start, Tensor) or isinstance(length, Tensor):
+            raise RuntimeError("start and length must be integers for the strided layout NT impl")
+        _prototype_warning(layout)
+        rows = list(tensor.unbind(0))
+        if dim != 0:
+            raise RuntimeError(f"narrow(): only dim=0 supported for nested tensors, but got: {dim}")
+        return NestedTensor(rows[start:start + length], strided)
+    if layout is not jagged:
+        raise RuntimeError(f"Specified layout is unsupported for nested tensors: {layout}")
+    n = tensor.shape[0]
+    starts = start.tolist() if isinstance(start, Tensor) else [start] * n
+    lengths = length.tolist() if isinstance(length, Tensor) else [length] * n
+    return NestedTensor([row.narrow(dim - 1, a, k) for row, a, k in zip(tensor.unbind(0), starts, lengths)], jagged,
+                        holes=True)
+
+
+def masked_select(tensor: Tensor, mask: Tensor) -> NestedTensor:
+    """The elements ``mask`` keeps, one jagged row per row of the last dim (the leading dims flattened)."""
+    last = tensor.shape[-1]
+    rows = zip(tensor.reshape(-1, last).unbind(0), mask.expand(tensor.shape).reshape(-1, last).unbind(0))
+    comps = [row[keep] for row, keep in rows]
+    return NestedTensor(comps, jagged, pad_len=sum(c.shape[0] for c in comps))
