@@ -316,3 +316,29 @@ def test_sampled_addmm_values_and_gradients():
 ])
 def test_softmax_and_sampled_addmm_errors_match_torch(bad):
     test_errors_match_torch(bad)
+
+
+def test_torch_save_files_of_compressed_tensors_load_both_ways(tmp_path):
+    def tensors(m):
+        return {"csr": m.tensor(DENSE).to_sparse_csr(), "csc": m.tensor(DENSE).to_sparse_csr().t(),
+                "i32": m.sparse_csr_tensor(m.tensor([0, 1, 3], dtype=m.int32), m.tensor([1, 0, 2], dtype=m.int32),
+                                           m.tensor([2.0, 3.0, 4.0]), (2, 3)),
+                "bsr": m.arange(16.0).reshape(4, 4).to_sparse_bsr((2, 2))}
+    torch.save(tensors(torch), tmp_path / "t.pt")
+    got = tapelab.load(tmp_path / "t.pt")
+    tapelab.save(tensors(tapelab), tmp_path / "s.pt")
+    back = torch.load(tmp_path / "s.pt")
+    for k, t in tensors(torch).items():
+        _assert_same_repr(t, got[k])
+        _assert_same_repr(back[k], got[k])
+    tapelab.save({"adj": got["csr"]}, tmp_path / "a.safetensors")     # no safetensors form: pickled
+    _assert_same_repr(tensors(torch)["csr"], tapelab.load(tmp_path / "a.safetensors")["adj"])
+
+
+@pytest.mark.parametrize("bad", [
+    lambda m: m.arange(1.0, 25.0).reshape(2, 3, 4).to_sparse_csr() @ m.ones(2, 4, 5),
+    lambda m: m.arange(1.0, 25.0).reshape(2, 3, 4).to_sparse_csr() @ m.ones(4, 5),
+    lambda m: m.tensor(DENSE).to_sparse_csr().unsqueeze(0),
+])
+def test_batched_products_refuse_as_torch(bad):
+    test_errors_match_torch(bad)

@@ -151,6 +151,9 @@ class CompressedArray:
 
     T = property(lambda self: self.transpose())
 
+    def reshape(self, *shape):
+        raise RuntimeError("Sparse CSR tensors do not have strides")     # PyTorch's (view, unsqueeze, batched @)
+
     def sum(self, axis=None, keepdims: bool = False, dtype=None):
         if axis is not None and tuple(axis) != tuple(range(self.ndim)) or keepdims:
             raise RuntimeError("reduction operations on CSR tensors with keepdim=False is unsupported")
@@ -177,11 +180,11 @@ class CompressedArray:
         return self._mat
 
     def _check_product(self, other, name: str) -> None:
+        if getattr(other, "ndim", 2) > 2:      # PyTorch's matmul broadcasts the batch: no compressed expand
+            raise RuntimeError(f"expand is unsupported for {LAYOUT_NAMES[self.layout]} tensors")
         if self.batch_ndim or isinstance(other, CompressedArray) and other.batch_ndim:
             raise NotImplementedError(f"{name}: tapelab multiplies 2-d sparse compressed matrices only "
                                       f"(got a batched {LAYOUT_NAMES[self.layout]} tensor)")
-        if getattr(other, "ndim", 2) > 2:
-            raise RuntimeError(f"expand is unsupported for {LAYOUT_NAMES[self.layout]} tensors")
 
     def __matmul__(self, other):
         self._check_product(other, "matmul")

@@ -16,24 +16,28 @@ from _codecs import encode
 
 from ..base import dtype as _dtype
 from ..base.device import device
-from ..base.layout import sparse_coo, strided
+from ..base.layout import sparse_bsc, sparse_bsr, sparse_coo, sparse_csc, sparse_csr, strided
 from ..core.tensor import Size, Tensor
-from ..ops.sparse import sparse_coo_tensor
+from ..ops.sparse import sparse_compressed_tensor, sparse_coo_tensor
 from . import _storage as S
 
 
 def _get_layout(name: str):
     """``torch.serialization._get_layout``: the layout a pickle names by string (``"torch.sparse_coo"``)."""
-    layouts = {"torch.sparse_coo": sparse_coo, "torch.strided": strided}
+    layouts = {f"torch.{lay.name}": lay for lay in (strided, sparse_coo, sparse_csr, sparse_csc, sparse_bsr, sparse_bsc)}
     if name not in layouts:
         raise pickle.UnpicklingError(f"tapelab has no layout {name} (it has {', '.join(layouts)})")
     return layouts[name]
 
 
 def _rebuild_sparse_tensor(layout, data) -> Tensor:
-    """``torch._utils._rebuild_sparse_tensor`` for COO: ``(indices, values, size[, is_coalesced])``."""
+    """``torch._utils._rebuild_sparse_tensor``: COO from ``(indices, values, size[, is_coalesced])``, a
+    compressed layout from ``(compressed_indices, plain_indices, values, size)``."""
+    if layout in (sparse_csr, sparse_csc, sparse_bsr, sparse_bsc):
+        compressed, plain, values, size = data
+        return sparse_compressed_tensor(compressed, plain, values, size, layout=layout, check_invariants=False)
     if layout is not sparse_coo:
-        raise pickle.UnpicklingError(f"tapelab rebuilds sparse COO tensors only, not {layout}")
+        raise pickle.UnpicklingError(f"tapelab rebuilds sparse COO and compressed tensors, not {layout}")
     indices, values, size, *coalesced = data
     return sparse_coo_tensor(indices, values, size, check_invariants=False,   # as PyTorch's: no implicit-check warning
                              is_coalesced=bool(coalesced and coalesced[0]))

@@ -25,6 +25,8 @@ from ..core.creation import tensor_state
 from ..core.tensor import Size, Tensor
 from ._storage import QUANTIZED_STORAGE_NAMES, STORAGE_NAMES
 
+_COMPRESSED = ("sparse_csr", "sparse_csc", "sparse_bsr", "sparse_bsc")     # torch.save writes their index arrays
+
 
 class TorchName:
     """A PyTorch global written by name (``torch._utils._rebuild_tensor_v2``) without importing torch."""
@@ -93,6 +95,11 @@ class TorchPickler(pickle._Pickler):
             if obj.is_sparse:       # as PyTorch: the layout, then indices and values as ordinary tensors
                 return TorchName("torch._utils", "_rebuild_sparse_tensor"), (
                     obj.layout, (obj._indices(), obj._values(), obj.shape, obj.is_coalesced()))
+            if obj.layout.name in _COMPRESSED:    # the compressed and plain indices, values, size
+                row = obj.layout.name in ("sparse_csr", "sparse_bsr")
+                idx = (obj.crow_indices(), obj.col_indices()) if row else (obj.ccol_indices(), obj.row_indices())
+                return TorchName("torch._utils", "_rebuild_sparse_tensor"), (
+                    obj.layout, (*idx, obj.values().detach(), obj.shape))
             if obj.is_quantized:
                 return self._reduce_quantized(obj)
             if type(obj) is self._parameter:

@@ -64,7 +64,7 @@ def is_state_dict(obj) -> bool:
     from ..nn import Buffer, Parameter
     plain = (Tensor, Parameter, Buffer)
     return all(type(k) is str and k != "__metadata__" and type(v) in plain
-               and not v.is_sparse and not v.is_quantized for k, v in obj.items())
+               and v.layout.name == "strided" and not v.is_quantized for k, v in obj.items())
 
 
 def looks_like(data: bytes) -> bool:
