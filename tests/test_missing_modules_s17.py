@@ -4,6 +4,7 @@
 Each behaviour is compared with real torch."""
 from __future__ import annotations
 
+import builtins
 import json
 import sys
 import warnings
@@ -163,6 +164,17 @@ def test_xpu_contexts_and_seeds_as_torchs():
         assert _outcome(lambda: lib.xpu.stream(None).__enter__()) == ("ok", None)
         assert _outcome(lambda: lib.xpu.set_rng_state(lib.zeros(4, dtype=lib.uint8))) == ("ok", None)
         assert dict(lib.xpu.memory_stats()) == {} and lib.xpu.default_generators == ()
+
+
+def test_tensors_on_xpu_or_mps_refuse_as_torchs():
+    for dev in ("xpu", "xpu:0", "mps"):
+        for make in (lambda L: L.zeros(2, device=dev), lambda L: L.ones(2).to(dev), lambda L: L.randn(2, device=dev)):
+            want, got = _outcome(lambda: make(torch)), _outcome(lambda: make(tapelab))
+            if dev.startswith("xpu"):
+                assert got == want == ("AssertionError", "Torch not compiled with XPU enabled")
+            else:   # torch: NotImplementedError from its factories, RuntimeError from .to (a base class of it)
+                assert issubclass(getattr(builtins, got[0]), RuntimeError)
+                assert want[0] in ("NotImplementedError", "RuntimeError")
 
 
 def test_backends_mps_and_mps_profiler_as_torchs():

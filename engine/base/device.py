@@ -60,6 +60,8 @@ class device:
         """The array namespace of this device (numpy or cupy)."""
         xp = self._xp
         if xp is None:
+            if self.type == "xpu":   # as a PyTorch built without XPU answers every tensor made or moved there
+                raise AssertionError("Torch not compiled with XPU enabled")
             if self.type != "cuda":
                 raise NotImplementedError(f"tapelab has no {self.type} backend: tensors live on cpu, cuda or meta, "
                                           f"not on {self}")
