@@ -342,3 +342,15 @@ def test_torch_save_files_of_compressed_tensors_load_both_ways(tmp_path):
 ])
 def test_batched_products_refuse_as_torch(bad):
     test_errors_match_torch(bad)
+
+
+@pytest.mark.parametrize("call", [
+    lambda m, s, x: m.sparse.mm(s.to_sparse(), x), lambda m, s, x: m.sparse.mm(s.to_sparse_csr(), x),
+    lambda m, s, x: m.spmm(s.to_sparse(), x), lambda m, s, x: m.spmm(s.to_sparse_csr(), x),
+    lambda m, s, x: s.to_sparse_csr() @ x, lambda m, s, x: s.to_sparse_csr().to_dense(),
+])
+def test_backward_node_names(call):
+    def run(m):
+        return call(m, m.tensor([[0.0, 2.0], [3.0, 0.0]], requires_grad=True), m.ones(2, 2)).grad_fn.name()
+    t, s = _both(run)
+    assert s == t

@@ -246,7 +246,10 @@ def _sparse_mm_vjp(g, out, a, b, *, sparse_grad):
 # sparse_grad: torch.sparse.mm gives the sparse operand a sparse gradient with its pattern,
 # torch.spmm (like mm and @) a dense one; torch.dsmm is spmm under its older name (linear_operator's KISS-GP)
 _sparse_mm = Op("sparse_mm", lambda xp, a, b, *, sparse_grad: a @ b, _sparse_mm_vjp, saves=OTHERS,
-                aliases=("spmm", "dsmm"))
+                aliases=("spmm", "dsmm"),
+                # PyTorch's nodes: torch.sparse.mm's is SparseAddmmBackward0, spmm's (an mm) MmBackward0
+                backward_name=lambda ndims, params: "SparseAddmmBackward0" if (params or {}).get("sparse_grad")
+                else "MmBackward0")
 
 
 def sparse_mm(mat1: Tensor, mat2: Tensor) -> Tensor:
