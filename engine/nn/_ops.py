@@ -1196,41 +1196,84 @@ def _bag_scale(g, idx, bag, extra, *, mode, n_bags):
     return rows
 
 
-def _bag_dense_rows(g, idx, bag, psw, all_idx, *, mode, n_bags, num, scale_grad_by_freq):
-    """The dense gradient's rows as ATen's ``_embedding_bag_dense_backward_cpu_sum_mean`` scales them:
-    one factor per entry, made in double (the entry's weight, over the index's count, over the bag's
-    size) and rounded to the gradient's dtype, times ``g[bag]`` (PyTorch's mean multiplies by the
-    rounded ``1 / size``; a division differs in the last bit)."""
+def _bag_dense_scale(g, idx, bag, kept_bag, psw, *, mode, n_bags, num, scale_grad_by_freq):
+    """Each entry's factor in ATen's ``_embedding_bag_dense_backward_cpu_sum_mean``: made in double (the
+    entry's weight, over the index's count, over the bag's size) and rounded to the gradient's dtype;
+    None for a plain sum (PyTorch's mean multiplies by the rounded ``1 / size``, not a division)."""
     if not scale_grad_by_freq and mode == "sum":
-        rows = g.index_select(0, bag)
-        return rows if psw is None else rows * psw.unsqueeze(1)   # the weight, exact in double and back
-    scale = psw.double() if psw is not None else g.new_ones(bag.shape, dtype=float64)
+        return psw   # the weight itself: exact in double and back
+    scale = psw.double() if psw is not None else g.new_ones(idx.shape, dtype=float64)
     if scale_grad_by_freq:   # the index's own count, as documented (tests/test_embedding_backward.py)
-        scale = scale / all_idx.bincount(minlength=num).index_select(0, idx)
+        scale = scale / idx.bincount(minlength=num).index_select(0, idx)
     if mode == "mean":
-        scale = scale / bag.bincount(minlength=n_bags).clamp(min=1).index_select(0, bag)
-    return g.index_select(0, bag) * scale.to(g.dtype).unsqueeze(1)
+        scale = scale / kept_bag.bincount(minlength=n_bags).clamp(min=1).index_select(0, bag)
+    return scale.to(g.dtype)
+
+
+def _fma_into(xp, out, target, scale, rows):
+    """``out[target[j]] += scale[j] * rows[j]`` for each j in order, each step one fused multiply-add
+    rounded to float32 (ATen's fbgemm sums and MKL's ``axpy``; a product rounded before its add differs
+    in the last bit). The k-th entries of all targets go in one step; the float64 product of two floats
+    is exact, so a step rounds once to float32 (twice only where the float64 sum itself rounds)."""
+    if not target.shape[0]:
+        return out
+    order = xp.argsort(target, kind="stable")
+    t = target[order]
+    prod = rows[order].astype(xp.float64) * scale[order].astype(xp.float64)[:, None]
+    first = xp.flatnonzero(xp.concatenate([[True], t[1:] != t[:-1]]))
+    rank = xp.arange(t.shape[0]) - xp.repeat(first, xp.diff(xp.append(first, t.shape[0])))
+    for k in range(int(rank.max()) + 1):
+        at = rank == k
+        tgt = t[at]
+        out[tgt] = (out[tgt].astype(xp.float64) + prod[at]).astype(out.dtype)
+    return out
 
 
 def _fused_bag_sums(xp, n_bags, bag, psw, rows):
     """Each bag's ``sum psw[i] * rows[i]`` in float32 as ATen's fbgemm kernel makes it (no ``padding_idx``;
-    ATen's own loop, taken with one, rounds the product first): one fused multiply-add per entry, in
-    the bag's order (a product rounded before its add differs in the last bit). The k-th
-    entries of all bags go in one step; the float64 product of two floats is exact, so each step is
-    ``fma`` rounded once to float32 (twice only where the float64 sum itself rounds)."""
-    out = xp.zeros((n_bags, rows.shape[1]), rows.dtype)
-    if not bag.shape[0]:
+    ATen's own loop, taken with one, rounds the product first): ``_fma_into`` in the bag's order."""
+    return _fma_into(xp, xp.zeros((n_bags, rows.shape[1]), rows.dtype), bag, psw, rows)
+
+
+def _aten_index_order(xp, idx):
+    """The order ATen's dense embedding-bag backward visits the entries: ``indices.sort()``, libstdc++'s
+    unstable ``std::sort`` (radix-sorted, so stable, from 32768 entries)."""
+    if is_numpy(xp) and kernels.enabled() and 1 < idx.shape[0] < 32768:
+        return kernels.loops("heapselect").sort_rows(idx.astype(xp.float64)[None], False)[0]
+    return xp.argsort(idx, kind="stable")
+
+
+def _bag_dense_bwd_fwd(xp, g, idx, bag, *scale, num, padding_idx):
+    out = xp.zeros((num, g.shape[1]), g.dtype)
+    if not idx.shape[0]:
         return out
-    order = xp.argsort(bag, kind="stable")
-    b = bag[order]
-    prod = rows[order].astype(xp.float64) * psw[order].astype(xp.float64)[:, None]
-    first = xp.flatnonzero(xp.concatenate([[True], b[1:] != b[:-1]]))
-    rank = xp.arange(b.shape[0]) - xp.repeat(first, xp.diff(xp.append(first, b.shape[0])))
-    for k in range(int(rank.max()) + 1):
-        at = rank == k
-        tgt = b[at]
-        out[tgt] = (out[tgt].astype(xp.float64) + prod[at]).astype(rows.dtype)
+    order = _aten_index_order(xp, idx)
+    if padding_idx is not None:
+        order = order[idx[order] != padding_idx]
+    i, rows = idx[order], xp.take(g, bag[order], axis=0)
+    if not scale:
+        add_at(xp, out, (i,), rows)
+    elif is_numpy(xp) and g.dtype == np.float32:
+        _fma_into(xp, out, i, scale[0][order], rows)
+    else:
+        add_at(xp, out, (i,), rows * scale[0][order][:, None])
     return out
+
+
+def _bag_dense_bwd_vjp(gy, out, g, idx, bag, *scale, num, padding_idx):
+    taken = gy.index_select(0, idx)
+    if padding_idx is not None:
+        taken = taken * (idx != padding_idx).unsqueeze(1).to(taken.dtype)
+    gg = None
+    if g.requires_grad:
+        gg = g.new_zeros(g.shape).index_add(0, bag, taken * scale[0].unsqueeze(1) if scale else taken)
+    gs = (taken * g.index_select(0, bag)).sum(1) if scale and scale[0].requires_grad else None
+    return (gg, None, None) + ((gs,) if scale else ())
+
+
+# the dense gradient of ``embedding_bag`` (PyTorch's ``_embedding_bag_dense_backward``): ``g[bag]`` times each
+# entry's factor, summed into the rows ``idx`` in the order ATen's loop adds them
+_embedding_bag_dense_bwd = Op("embedding_bag_dense_backward", _bag_dense_bwd_fwd, _bag_dense_bwd_vjp, saves=ALL)
 
 
 def _embedding_bag_fwd(xp, w, idx, bag, *extra, mode, n_bags, padding_idx, sparse=False, scale_grad_by_freq=False):
@@ -1270,9 +1313,10 @@ def _embedding_bag_vjp(g, out, w, idx, bag, *extra, mode, n_bags, padding_idx, s
             rows = _bag_scale(g, kept_idx, kept_bag, psw, mode=mode, n_bags=n_bags)
             gw = _sparse_rows(rows, kept_idx, num, None, scale_grad_by_freq)
         else:
-            rows = _bag_dense_rows(g, kept_idx, kept_bag, psw, idx, mode=mode, n_bags=n_bags, num=num,
-                                   scale_grad_by_freq=scale_grad_by_freq)
-            gw = apply(_embedding_bwd, rows, kept_idx, num=num, padding_idx=None)
+            scale = _bag_dense_scale(g, idx, bag, kept_bag, extra[0] if extra else None, mode=mode, n_bags=n_bags,
+                                     num=num, scale_grad_by_freq=scale_grad_by_freq)
+            gw = apply(_embedding_bag_dense_bwd, g, idx, bag, *(() if scale is None else (scale,)), num=num,
+                       padding_idx=padding_idx)
     if extra and extra[0].requires_grad:   # d/dpsw_i: <g[bag_i], w[idx_i]>, 0 at a padding entry
         gp = (g.index_select(0, bag) * w.index_select(0, idx)).sum(1)
         if padding_idx is not None:
