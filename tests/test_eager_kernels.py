@@ -313,3 +313,16 @@ def test_attention_backward_reuses_the_forward_weights(mask, loops):
     assert [n.op for n in t.nodes].count("scaled_dot_product_attention") == 1
     for a, b in zip(saved, recomputed):
         np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("n", [16, 511, 512, 4096])
+def test_tanh_backward_is_atens_bit_for_bit_below_and_above_the_loop_size(n):
+    """``g * (1 - y*y)`` with ``1 - y*y`` rounded once, as ATen's tanh_backward: small tensors take numpy's
+    float64 form, large ones the fused loop; both equal torch's kernel on the same ``g`` and ``y``."""
+    import torch
+    from tapelab.ops.elementwise import _tanh_bw_fwd
+    rng = np.random.default_rng(n)
+    y = np.tanh(rng.standard_normal(n).astype(np.float32) * 3).astype(np.float32)
+    g = rng.standard_normal(n).astype(np.float32)
+    want = torch.ops.aten.tanh_backward(torch.tensor(g), torch.tensor(y)).numpy()
+    np.testing.assert_array_equal(_tanh_bw_fwd(np, g, y), want)

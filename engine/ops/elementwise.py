@@ -186,13 +186,22 @@ def _one_minus(t):
     return one - t
 
 
+# Below this many elements numpy's passes cost less than the loop's call (the per-op-bound rows' tensors).
+_TANH_BW_LOOP_MIN = 512
+_F32 = np.dtype(np.float32)
+
+
 def _tanh_bw_fwd(xp, g, y):
     if y.dtype is BFLOAT16_NP:   # ATen's kernel computes g (1 - y^2) in float32 and rounds once
         return in_float32(_tanh_bw_fwd, xp, g, y)
-    if kernels.use(xp, g, y) and y.size and g.shape == y.shape:
-        out = xp.empty_like(y)
-        kernels.parallel(kernels.loops("pointwise").tanh_backward, 3, g.reshape(-1), y.reshape(-1), out.reshape(-1))
-        return out
+    if y.dtype == g.dtype == _F32:   # 1 - y*y rounded once, as ATen's FMA: y*y of a float32 is exact in float64
+        if y.size >= _TANH_BW_LOOP_MIN and g.shape == y.shape and kernels.use(xp, g, y):
+            out = xp.empty_like(y)
+            kernels.parallel(kernels.loops("pointwise").tanh_backward, 3, g.reshape(-1), y.reshape(-1),
+                             out.reshape(-1))
+            return out
+        y64 = y.astype(xp.float64)
+        return g * (1.0 - y64 * y64).astype(xp.float32)
     return g * _one_minus(y * y)
 
 
