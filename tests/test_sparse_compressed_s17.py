@@ -354,3 +354,17 @@ def test_backward_node_names(call):
         return call(m, m.tensor([[0.0, 2.0], [3.0, 0.0]], requires_grad=True), m.ones(2, 2)).grad_fn.name()
     t, s = _both(run)
     assert s == t
+
+
+@pytest.mark.parametrize("fn", [
+    lambda m, c: m.zeros_like(c), lambda m, c: m.ones_like(c), lambda m, c: m.full_like(c, 7),
+    lambda m, c: m.zeros_like(c, dtype=m.float64), lambda m, c: m.ones_like(c.t()),
+    lambda m, c: m.ones_like(c, requires_grad=True), lambda m, c: m.ones_like(m.arange(1.0, 9.0).reshape(2, 2, 2).to_sparse_csr()),
+])
+def test_like_factories_keep_the_compressed_layout(fn):
+    t, s = _both(lambda m: fn(m, m.tensor(DENSE).to_sparse_csr()))
+    _assert_same_repr(t, s)
+
+
+def test_like_factories_refuse_another_layout():
+    test_errors_match_torch(lambda m: m.zeros_like(m.tensor(DENSE).to_sparse_csr(), layout=m.strided))

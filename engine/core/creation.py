@@ -21,8 +21,10 @@ from .overrides import DisableTorchFunctionSubclass, handle_torch_function, has_
 from ..base import dtype as _dtype
 from ..base.device import CPU, DEFAULT as _DEFAULT, cuda_available, device as Device
 from ..base.dtype import from_np, get_default_dtype
+from ..base.compressed import LAYOUT_NAMES, CompressedArray
 from ..base.layout import strided
 from .dispatch import apply
+from .registry import NONE, Op
 from .factories import ARANGE, EMPTY, EYE, FROM_DLPACK, FULL, LINSPACE, LOGSPACE, TENSOR, host_array
 from .random import BERNOULLI, NORMAL, RAND, RANDINT, RANDN, RANDPERM, memory_order
 from .tensor import _UNMADE, Size, Tensor
@@ -236,10 +238,33 @@ def _like(x: Tensor, dtype, device) -> tuple:
     return x._data.shape, (_dtype.canonical(dtype) or x.dtype), (x._device if device is None else Device(device))
 
 
+def _pattern_fill(xp, x, *, fill_value, dtype):
+    """A compressed tensor's ``*_like``: ``fill_value`` at its stored entries (zeros: no entries), as PyTorch's."""
+    if type(fill_value) in (int, float, bool) and not fill_value:
+        nb = x.compressed.ndim - 1
+        empty = x.values.shape[:nb] + (0,) + x.values.shape[nb + 1:]
+        return x._like(xp.zeros(empty, dtype.np), compressed=xp.zeros_like(x.compressed),
+                       plain=xp.zeros(x.plain.shape[:nb] + (0,), x.plain.dtype))
+    return x._like(xp.full(x.values.shape, fill_value, dtype.np))
+
+
+_PATTERN_FILL = Op("sparse_compressed_fill_like", _pattern_fill, None, saves=NONE)
+
+
+def _compressed_like(input, value, dtype, layout, requires_grad) -> Tensor:
+    if layout is not None and layout is not input.layout:
+        raise RuntimeError(f"empty_like with different sparse layout is not supported (self is "
+                           f"{LAYOUT_NAMES[input.layout]} but you requested {LAYOUT_NAMES.get(layout, 'Strided')})")
+    return _finish(apply(_PATTERN_FILL, input, fill_value=value, dtype=_dtype.canonical(dtype) or input.dtype),
+                   requires_grad)
+
+
 def zeros_like(input, *, dtype=None, device=None, requires_grad: bool = False, layout=None, **_) -> Tensor:
     if _DISPATCH.functions is not None and has_tensor_like((input,)):
         return handle_torch_function(zeros_like, (input,), input, dtype=dtype, device=device,
                                      requires_grad=requires_grad, layout=layout, **_)
+    if type(input._data) is CompressedArray:
+        return _compressed_like(input, 0, dtype, layout, requires_grad)
     _strided("zeros_like", layout)
     size, dt, dev = _like(input, dtype, device)
     return _fill(size, 0, dt, dev, requires_grad)
@@ -249,6 +274,8 @@ def ones_like(input, *, dtype=None, device=None, requires_grad: bool = False, la
     if _DISPATCH.functions is not None and has_tensor_like((input,)):
         return handle_torch_function(ones_like, (input,), input, dtype=dtype, device=device,
                                      requires_grad=requires_grad, layout=layout, **_)
+    if type(input._data) is CompressedArray:
+        return _compressed_like(input, 1, dtype, layout, requires_grad)
     _strided("ones_like", layout)
     size, dt, dev = _like(input, dtype, device)
     return _fill(size, 1, dt, dev, requires_grad)
@@ -258,6 +285,8 @@ def full_like(input, fill_value, *, dtype=None, device=None, requires_grad: bool
     if _DISPATCH.functions is not None and has_tensor_like((input,)):
         return handle_torch_function(full_like, (input,), input, fill_value, dtype=dtype, device=device,
                                      requires_grad=requires_grad, layout=layout, **_)
+    if type(input._data) is CompressedArray:
+        return _compressed_like(input, fill_value, dtype, layout, requires_grad)
     _strided("full_like", layout)
     size, dt, dev = _like(input, dtype, device)
     return _fill(size, fill_value, dt, dev, requires_grad)
@@ -267,6 +296,8 @@ def empty_like(input, *, dtype=None, device=None, requires_grad: bool = False, l
     if _DISPATCH.functions is not None and has_tensor_like((input,)):
         return handle_torch_function(empty_like, (input,), input, dtype=dtype, device=device,
                                      requires_grad=requires_grad, layout=layout, **_)
+    if type(input._data) is CompressedArray:
+        return _compressed_like(input, 1.0, dtype, layout, requires_grad)   # its pattern (the values unset in PyTorch)
     _strided("empty_like", layout)
     size, dt, dev = _like(input, dtype, device)
     return _finish(apply(EMPTY, size=size, dtype=dt, device=dev), requires_grad)
