@@ -186,3 +186,23 @@ def test_sort_argsort_topk_order_ties_as_atens(kind, n):
 def test_sort_of_a_large_1d_integer_tensor_is_stable_as_atens_radix_sort():
     x = np.random.default_rng(1).integers(0, 5, 40000)
     np.testing.assert_array_equal(_np(tapelab.sort(tapelab.tensor(x)).indices), _np(torch.sort(torch.tensor(x)).indices))
+
+
+@pytest.mark.parametrize("case", ["float indices", "float 2-d", "float offsets", "decreasing offsets", "int16", "mixed"])
+def test_embedding_bag_refuses_bad_indices_as_torch(case):
+    """Float indices or offsets reached numpy's cast error inside the op, and decreasing offsets a
+    broadcasting message; PyTorch's texts now, and int16 or mixed int32/int64 still work."""
+    outcomes = []
+    for lib in (torch, tapelab):
+        lib.manual_seed(0)
+        bag = lib.nn.EmbeddingBag(10, 3)
+        args = {"float indices": (lib.tensor([1.0, 2.0]), lib.tensor([0])), "float 2-d": (lib.tensor([[1.0, 2.0]]), None),
+                "float offsets": (lib.tensor([1, 2]), lib.tensor([0.0])),
+                "decreasing offsets": (lib.tensor([1, 2, 3]), lib.tensor([0, 2, 1])),
+                "int16": (lib.tensor([1, 2], dtype=lib.int16), lib.tensor([0])),
+                "mixed": (lib.tensor([1, 2, 3], dtype=lib.int32), lib.tensor([0, 1]))}[case]
+        try:
+            outcomes.append(_np(bag(*args)).tolist())
+        except RuntimeError as e:
+            outcomes.append(str(e))
+    assert outcomes[0] == outcomes[1]

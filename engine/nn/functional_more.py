@@ -433,6 +433,10 @@ def embedding_bag(input: Tensor, weight: Tensor, offsets: Tensor | None = None, 
         raise NotImplementedError(f"embedding_bag: per_sample_weights was not None. per_sample_weights is only "
                                   f"supported for mode='sum' (got mode='{mode}'). Please open a feature request "
                                   "on GitHub.")
+    for t in (input, offsets):   # ATen's check names argument #1 whichever of the two is not integral
+        if t is not None and t.dtype.is_floating_point or t is not None and t.is_complex():
+            raise RuntimeError(f"Expected tensor for argument #1 'indices' to have one of the following scalar types: "
+                               f"Long, Int; but got {t.type()} instead (while checking arguments for embedding_bag)")
     if input.ndim == 2:
         if offsets is not None:
             raise ValueError("if input is 2D, then offsets has to be None, as input is treated is a mini-batch "
@@ -470,7 +474,10 @@ def embedding_bag(input: Tensor, weight: Tensor, offsets: Tensor | None = None, 
     if max_norm is not None:
         _renorm_rows(weight, input, max_norm, norm_type)
     sizes = np.diff(np.asarray(starts, dtype=np.int64))
-    bag = creation.tensor(np.repeat(np.arange(len(sizes), dtype=np.int64), np.maximum(sizes, 0)), device=input.device,
+    if (sizes < 0).any():   # ATen's offset2bag then indexes past its end
+        raise RuntimeError("Expected i < index_size to be true, but got false.  (Could this error message be improved?  "
+                           "If so, please report an enhancement request to PyTorch.)")
+    bag = creation.tensor(np.repeat(np.arange(len(sizes), dtype=np.int64), sizes), device=input.device,
                           dtype=input.dtype)
     return _ops.embedding_bag(weight, input, bag, len(sizes), mode, padding_idx, per_sample_weights,
                               scale_grad_by_freq, sparse)
