@@ -8,7 +8,10 @@ methods build new tensors here (this layer sits below the ops' public functions)
 """
 from __future__ import annotations
 
+import warnings
+
 from ..base.grad_mode import enable_grad
+from ..core import batching
 from ..core.tensor import Tensor
 from .engine import grad as _grad
 
@@ -90,15 +93,37 @@ def jvp(func, inputs, v=None, create_graph: bool = False, strict: bool = False):
     return _shape_like(out_tuple, _finish(outputs, create_graph)), _shape_like(out_tuple, _finish(res, create_graph))
 
 
+def _batched_rows(flat: Tensor, inputs: tuple, create_graph: bool) -> list:
+    """Every row of d flat / d inputs in one backward pass, as ``torch.func.jacrev`` vmaps its vjp: the
+    cotangents are the rows of an identity, batched by a vmap level (``core/batching.py``), so each vjp
+    of the graph runs once for all rows."""
+    n = flat.shape[0]
+    mode = batching.BatchMode(next(batching.LEVELS), n, "error")
+    cot = batching.wrap(flat.detach().new_ones((n,)).diag(), mode.level)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "There is a performance drop", UserWarning)
+        with mode:
+            gs = _grads((flat,), inputs, (cot,), create_graph)
+    mode._seen.clear()
+    return [g._phys if isinstance(g, batching.BatchedTensor) and g._level == mode.level
+            else g.expand(n, *g.shape) for g in gs]
+
+
 def _jacobian_rows(outputs: tuple, inputs: tuple, create_graph: bool) -> tuple:
-    """For each output, per input: d out / d in of shape ``out.shape + in.shape``."""
+    """For each output, per input: d out / d in of shape ``out.shape + in.shape`` (one batched backward
+    pass per output; one pass per element where the batched pass fails)."""
     jac = []
     for out in outputs:
         flat = out.reshape(-1)
-        blocks = [inp.new_zeros((flat.shape[0],) + tuple(inp.shape)) for inp in inputs]
-        for i in range(flat.shape[0]):
-            for block, g in zip(blocks, _grads((flat[i],), inputs, None, create_graph)):
-                block[i] = g
+        try:
+            blocks = _batched_rows(flat, inputs, create_graph) if flat.shape[0] > 1 else None
+        except Exception:   # an op the batching cannot take: the element-by-element passes below
+            blocks = None
+        if blocks is None:
+            blocks = [inp.new_zeros((flat.shape[0],) + tuple(inp.shape)) for inp in inputs]
+            for i in range(flat.shape[0]):
+                for block, g in zip(blocks, _grads((flat[i],), inputs, None, create_graph)):
+                    block[i] = g
         jac.append(tuple(b.reshape(tuple(out.shape) + tuple(inp.shape)) for b, inp in zip(blocks, inputs)))
     return tuple(jac)
 

@@ -311,6 +311,11 @@ class BatchMode(Mode):
                 return None
             to = result_type(*args)
             return apply(op, *[self._phys(a, nd).to(to) if isinstance(a, Tensor) else a for a in args], **params)
+        if op.name.endswith("_backward"):
+            # a backward op's own vjp takes its operands as equal shapes (it does not sum a broadcast
+            # back): the unbatched ones are expanded, whose vjp sums (a graph recorded under vmap)
+            return apply(op, *[self._all(a) if isinstance(a, Tensor) and a._data.ndim == nd else self._phys(a, nd)
+                               for a in args], **params)
         return apply(op, *[self._phys(a, nd) for a in args], **params)
 
     def _dims(self, op, args, params):
