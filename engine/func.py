@@ -344,9 +344,10 @@ def jacrev(func: Callable, argnums=0, *, has_aux: bool = False, chunk_size: int 
     """The Jacobian of ``func`` w.r.t. ``args[argnums]``: for each output leaf (``func`` may return a
     pytree), a pytree like the argument (a tuple of them for tuple argnums) whose leaves are
     ``out.shape + leaf.shape``, as ``torch.func.jacrev`` (a dict of parameters gives a dict of
-    Jacobians). One reverse pass per output element, so any ``chunk_size`` (which bounds PyTorch's
-    batched passes) and ``_preallocate_and_copy`` (how PyTorch gathers the chunks; pypose passes
-    it) give the same result."""
+    Jacobians). One reverse pass per output leaf, its cotangents the rows of an identity batched by a
+    vmap level (``autograd/functional._batched_rows``), as PyTorch's vmap over its vjp; any
+    ``chunk_size`` (which bounds PyTorch's batched passes) and ``_preallocate_and_copy`` (how PyTorch
+    gathers the chunks; pypose passes it) give the same result."""
     from .autograd.functional import _call, _finish, _jacobian_rows, _prepare
     if chunk_size is not None and chunk_size <= 0:
         raise ValueError("jacrev: `chunk_size` should be greater than 0.")
