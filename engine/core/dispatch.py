@@ -39,7 +39,7 @@ from ..base.grad_mode import GRAD_OFF
 from ..base.iter_order import in_iterator_order
 from .factories import TENSOR, host_array
 from .node import OpNode, _seq as _node_seq, edge_to, node_type
-from .registry import ALL, NONE, OTHERS, Op
+from .registry import ALL, NONE, OTHERS, Op, _c_order
 from .tensor import Tensor, _ndarray, _new, _uids
 
 __all__ = ["apply", "eager", "Mode", "STATE", "push_mode", "pop_mode", "module_scope", "set_functions", "PASS"]
@@ -357,6 +357,9 @@ def _compile(op):
     if type(op) is not Op or op.kind != "compute" or op.n_extra:
         return False
     fwd, vjp, save_output, complex_ok, is_view = op.fwd, op.vjp, op.save_output, op.complex, op.is_view
+    ordered = getattr(fwd, "__wrapped__", None)   # a `contiguous` op: its result ordered here, a 0-d one left be
+    if ordered is not None:
+        fwd = ordered
     saves = 0 if op.saves is NONE else 1 if op.saves is ALL else 2
     promote_none, promote_float = op.promote is None, op.promote == "float"
     arith = op.ufunc in _ARITH   # the forward is that ufunc on its operands: a number may come as a 0-d array
@@ -413,6 +416,8 @@ def _compile(op):
             rb = False
         else:
             return eager(op, args, params)
+        if ordered is not None and out.ndim:
+            out = _c_order(dev._xp or dev.xp, out)
         if type(out) is not _ndarray and (isinstance(out, _generic) or not hasattr(out, "__dlpack__")):
             out = (dev._xp or dev.xp).asarray(out)  # a numpy scalar from a reduction
         res = _new(Tensor)
