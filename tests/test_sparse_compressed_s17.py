@@ -368,3 +368,16 @@ def test_like_factories_keep_the_compressed_layout(fn):
 
 def test_like_factories_refuse_another_layout():
     test_errors_match_torch(lambda m: m.zeros_like(m.tensor(DENSE).to_sparse_csr(), layout=m.strided))
+
+
+@pytest.mark.parametrize("layout", ["coo", "csr", "csc"])
+@pytest.mark.parametrize("product", [
+    lambda m, a, w: a @ w, lambda m, a, w: w @ a, lambda m, a, w: a @ w[0], lambda m, a, w: m.sparse.mm(a, w),
+    lambda m, a, w: m.spmm(a, w), lambda m, a, w: m.addmm(m.ones(2, 2), a, w),
+])
+def test_dtype_mismatch_errors_of_sparse_products(layout, product):
+    def bad(m):
+        d = m.tensor([[0.0, 2.0], [3.0, 0.0]])
+        a = {"coo": d.to_sparse(), "csr": d.to_sparse_csr(), "csc": d.to_sparse_csr().t()}[layout]
+        return product(m, a, m.ones(2, 2, dtype=m.float64))
+    test_errors_match_torch(bad)

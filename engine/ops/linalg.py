@@ -13,6 +13,8 @@ from ..base.dispatch_state import STATE as _DISPATCH
 from ..core.overrides import handle_torch_function, has_tensor_like
 from .. import return_types
 from ..base.meta import has_data
+from ..base.compressed import CompressedArray
+from ..base.coo import COOArray
 from ..kernels import gemm
 from ..core.creation import eye, ones, zeros
 from ..core.dispatch import apply, composite, refused_operand
@@ -23,6 +25,7 @@ from ..core.registry import ALL, NONE, OTHERS, Op
 from ._util import Tensor, _wrap_dim, sum_to
 from ..base.dtype import BFLOAT16_NP, FLOATING_KINDS, bfloat16, float16, from_np, in_float32, promote_types
 
+_SPARSE = (COOArray, CompressedArray)     # the sparse operands' arrays (their dtype errors are PyTorch's sparse ones)
 _INEXACT = FLOATING_KINDS + "c"     # the dtype kinds linalg takes: floating and complex
 _REDUCED = (bfloat16, float16)      # the float dtypes PyTorch's GEMM accumulates and scales in float32
 
@@ -68,6 +71,8 @@ def _transposed(arr) -> bool:
 def _matmul_fwd(xp, a, b):
     # the dtype check runs here, after the modes: autocast casts mixed operands before it
     if a.dtype != b.dtype:
+        if type(a) in _SPARSE or type(b) in _SPARSE:
+            raise _sparse_dtype_error(a, b)
         raise RuntimeError(f"expected m1 and m2 to have the same dtype, but got: "
                            f"{from_np(a.dtype).cpp_name} != {from_np(b.dtype).cpp_name}")
     if a.dtype.kind == "b":
@@ -75,6 +80,19 @@ def _matmul_fwd(xp, a, b):
     if a.dtype is BFLOAT16_NP:
         return in_float32(_gemm, xp, a, b)
     return _gemm(xp, a, b)
+
+
+def _sparse_dtype_error(a, b) -> RuntimeError:
+    """PyTorch's message for a sparse operand of another dtype than the dense one: a COO product names
+    the sparse operand's dtype as the expected one, a compressed one the first operand's (its
+    matrix-vector product, addmv's message)."""
+    name = lambda x: from_np(x.dtype).scalar_type  # noqa: E731
+    if type(a) is CompressedArray and b.ndim == 1:
+        return RuntimeError(f"addmv input tensors must have the same dtype, but got {name(b)}, {name(a)}, and {name(b)}")
+    if type(a) is COOArray or type(b) is COOArray:
+        sparse, dense = (a, b) if type(a) is COOArray else (b, a)
+        return RuntimeError(f"expected scalar type {name(sparse)} but found {name(dense)}")
+    return RuntimeError(f"expected scalar type {name(a)} but found {name(b)}")
 
 
 # the ATen CPU kernel a product lowers to, by the second operand's ndim (one: a matrix-vector product,

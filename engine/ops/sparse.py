@@ -275,8 +275,9 @@ def _spmm(mat1: Tensor, mat2: Tensor, name: str, sparse_grad: bool) -> Tensor:
     if mat1.shape[1] != mat2.shape[0]:
         raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({mat1.shape[0]}x{mat1.shape[1]} and "
                            f"{mat2.shape[0]}x{mat2.shape[1]})")
-    if mat1.dtype is not mat2.dtype:
-        raise RuntimeError(f"expected mat1 and mat2 to have the same dtype, but got: {mat1.dtype} != {mat2.dtype}")
+    if mat1.dtype is not mat2.dtype:      # PyTorch's: the sparse operand's dtype expected (torch.sparse.mm of a CSR: the dense one's)
+        want, got = (mat2, mat1) if is_compressed(mat1) and sparse_grad else (mat1, mat2)
+        raise RuntimeError(f"expected scalar type {want.dtype.scalar_type} but found {got.dtype.scalar_type}")
     return apply(_sparse_mm, mat1, mat2, sparse_grad=sparse_grad)
 
 
