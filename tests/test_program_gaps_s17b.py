@@ -206,3 +206,17 @@ def test_embedding_bag_refuses_bad_indices_as_torch(case):
         except RuntimeError as e:
             outcomes.append(str(e))
     assert outcomes[0] == outcomes[1]
+
+
+def test_norm_of_a_sparse_gradient_as_torch():
+    """``Tensor.norm()`` of a sparse embedding gradient is the norm of its summed entries (torch.norm's
+    sparse path); ``linalg.vector_norm`` and so ``clip_grad_norm_`` have no sparse kernel, with
+    PyTorch's error naming ``aten::linalg_vector_norm`` (tapelab's named ``aten::mul``)."""
+    res = []
+    for lib in (torch, tapelab):
+        e = lib.nn.Embedding(5, 2, sparse=True)
+        e(lib.tensor([1, 1, 3])).sum().backward()
+        with pytest.raises(NotImplementedError) as err:
+            lib.nn.utils.clip_grad_norm_(e.parameters(), 0.1)
+        res.append((e.weight.grad.norm().item(), lib.norm(e.weight.grad, p=1).item(), str(err.value).split(" backend")[0]))
+    assert res[0] == res[1]

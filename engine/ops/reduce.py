@@ -17,6 +17,7 @@ from .. import kernels, return_types
 from ..base.grad_mode import STATE as GRAD
 from ..core.creation import eye
 from ..base import backend as _backend
+from ..base.coo import COOArray, unsupported
 from ..core.dispatch import apply
 from ..core.registry import NONE, OTHERS, Op, kernel_refusal
 from ._util import Tensor, dim_or_axis, norm_dims, numpy_names
@@ -567,6 +568,8 @@ def array_norm2(a: np.ndarray) -> np.ndarray:
 
 
 def _norm_fwd(xp, x, *, ord, dims, keepdim):
+    if type(x) is COOArray:   # PyTorch's linalg_vector_norm has no sparse kernel (torch.norm does: norm())
+        raise unsupported("linalg_vector_norm", xp)
     if x.dtype is BFLOAT16_NP:
         return in_float32(_norm_fwd, xp, x, ord=ord, dims=dims, keepdim=keepdim)
     if ord == 2:
@@ -655,6 +658,8 @@ def norm(input, p="fro", dim=None, keepdim: bool = False, dtype=None):
         p = 2
     elif isinstance(p, str):
         raise NotImplementedError(f"norm(): p={p!r} is not supported by tapelab (use 'fro' or a number)")
+    if type(input._data) is COOArray and dim is None:   # torch.norm's sparse path: the norm of the summed entries
+        return vector_norm(input.coalesce().values(), p, None, keepdim, dtype=dtype)
     return vector_norm(input, p, dim, keepdim, dtype=dtype)
 
 
