@@ -250,6 +250,16 @@ def test_inplace_on_batched_values():
         return f
     ours, theirs = _both(make, X)
     _close(ours, theirs)
+
+    def views(m):   # in-place views change the batched value's own shape
+        def f(t):
+            u = t.clone()
+            u.unsqueeze_(0)
+            u.transpose_(1, 2)
+            return u * 2, t[:, None].clone().squeeze_()
+        return f
+    ours, theirs = _both(views, X)
+    _close(ours, theirs)
     with pytest.raises(RuntimeError, match="doesn't match the broadcast shape"):
         tl.func.vmap(lambda t: tl.zeros(3, 5).add_(t))(tl.tensor(X))
 

@@ -26,7 +26,7 @@ from .overrides import _disabled_torch_function_impl
 from .registry import REGISTRY
 from .tensor import Tensor
 
-__all__ = ["BatchedTensor", "BatchMode", "FallBack", "LEVELS", "active_levels", "wrap", "unwrap_all", "align",
+__all__ = ["BatchedTensor", "BatchMode", "FallBack", "LEVELS", "rebind", "active_levels", "wrap", "unwrap_all", "align",
            "rewrap", "has_levels", "modes"]
 
 _new = object.__new__
@@ -60,6 +60,16 @@ def wrap(phys: Tensor, level: int) -> BatchedTensor:
     t.grad_fn, t._out_nr = phys.grad_fn, phys._out_nr
     t._vc, t._device, t._grad = phys._vc, phys._device, None
     return t
+
+
+def rebind(target: BatchedTensor, out: BatchedTensor) -> None:
+    """``target`` becomes ``out``'s value (an in-place op or in-place view inside vmap): its physical
+    tensor and slice array, the latter re-registered with its level's mode."""
+    mode = next((m for m in modes() if m.level == target._level), None)
+    if mode is not None:
+        mode._seen.pop(id(target._data), None)   # the old slice array may go, and its id with it
+        mode._seen[id(out._data)] = target
+    target._phys, target._data, target._level = out._phys, out._data, out._level
 
 
 def modes() -> list:
@@ -250,10 +260,8 @@ class BatchMode(Mode):
         tp._vc[0] += 1
         if out.requires_grad and out.__class__ is BatchedTensor and out._level == level:
             # the target now carries the result's history (its physical value is the result's)
-            seen.pop(id(target._data), None)   # the old slice array may go, and its id with it
-            target._phys, target._data = out._phys, out._data
+            rebind(target, out)
             target.requires_grad, target.grad_fn, target._out_nr = True, out.grad_fn, out._out_nr
-            seen[id(target._data)] = target
         return target
 
     # ------------------------------------------------------------ results

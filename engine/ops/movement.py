@@ -13,6 +13,7 @@ from operator import index as _index
 import numpy as np
 
 from ..base.dispatch_state import STATE as _DISPATCH
+from ..core.batching import BatchedTensor, rebind
 from ..core.overrides import handle_torch_function, has_tensor_like
 from ..autograd.views import _as_strided, _as_strided_scatter, _view_grad_fn, apply_, strided_geometry
 from ..base.dispatch_state import STATE
@@ -1143,6 +1144,8 @@ def _inplace_view(name: str):
         alias = Tensor._wrap(self._data, self.requires_grad, self.grad_fn, self._out_nr, self._vc, self._device)
         alias.__dict__.update({k: v for k, v in self.__dict__.items() if k in _VIEW_ATTRS})
         out = getattr(alias, name)(*args, **kwargs)
+        if out.__class__ is BatchedTensor and self.__class__ is BatchedTensor:   # inside vmap: the physical value too
+            rebind(self, out)
         self._data, self.grad_fn, self._out_nr, self.requires_grad = out._data, out.grad_fn, out._out_nr, \
             out.requires_grad
         self._vc[0] += 1
