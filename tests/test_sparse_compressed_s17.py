@@ -381,3 +381,32 @@ def test_dtype_mismatch_errors_of_sparse_products(layout, product):
         a = {"coo": d.to_sparse(), "csr": d.to_sparse_csr(), "csc": d.to_sparse_csr().t()}[layout]
         return product(m, a, m.ones(2, 2, dtype=m.float64))
     test_errors_match_torch(bad)
+
+
+@pytest.mark.parametrize("bad", [
+    lambda m: m.tensor(DENSE).to_sparse_csr().half() @ m.ones(3, 2).half(),
+    lambda m: m.tensor(DENSE).to_sparse_csr().bfloat16() @ m.ones(3, 2).bfloat16(),
+    lambda m: m.tensor(DENSE).to_sparse_csr().int() @ m.ones(3, 2, dtype=m.int32),
+    lambda m: m.arange(16.0).reshape(4, 4).to_sparse_bsc((2, 2)) @ m.ones(4, 1),
+    lambda m: m.arange(16.0).reshape(4, 4).to_sparse_bsr((2, 2)).to_sparse_csr(),
+    lambda m: m.arange(1.0, 9.0).reshape(2, 2, 2).to_sparse_csr().transpose(0, 1),
+])
+def test_kernels_torch_lacks_refuse_as_torch(bad):
+    test_errors_match_torch(bad)
+
+
+@pytest.mark.parametrize("op", [lambda a: a @ a.t(), lambda a: a * a, lambda a: a + a, lambda a: a.t(),
+                                lambda a: a.to_sparse_csc(), lambda a: a.to_sparse_coo()])
+def test_index_dtypes_of_results_from_int32_indices(op):
+    def run(m):
+        a = m.sparse_csr_tensor(m.tensor([0, 1, 3], dtype=m.int32), m.tensor([1, 0, 2], dtype=m.int32),
+                                m.tensor([2.0, 3.0, 4.0]), (2, 3))
+        return op(a)
+    t, s = _both(run)
+    _same(t, s)
+    if t.layout is torch.sparse_coo:
+        assert str(s.indices().dtype) == str(t.indices().dtype).replace("torch", "tapelab")
+    else:
+        _assert_same_repr(t, s)
+        comp = "crow_indices" if t.layout is torch.sparse_csr else "ccol_indices"
+        assert str(getattr(s, comp)().dtype).split(".")[-1] == str(getattr(t, comp)().dtype).split(".")[-1]

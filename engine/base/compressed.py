@@ -18,6 +18,7 @@ import math
 import numpy as np
 
 from .coo import COOArray, _is_scalar, _keeps_zero, sparse_module
+from .dtype import from_np
 from .layout import sparse_bsc, sparse_bsr, sparse_csc, sparse_csr
 
 __all__ = ["CompressedArray", "LAYOUT_NAMES", "compressed_unsupported", "from_dense", "from_coo", "ROW_LAYOUTS",
@@ -144,6 +145,11 @@ class CompressedArray:
         if axes != tuple(range(nb)) + (nb + 1, nb):
             if axes == tuple(range(self.ndim)):
                 return self
+            moved = [i for i, a in enumerate(axes) if a != i]
+            if len(moved) == 2 and (moved[0] < nb) != (moved[1] < nb):
+                kind = lambda d: "Batch" if d < nb else "Sparse"  # noqa: E731
+                raise RuntimeError(f"transpose(): can only transpose dimensions of the same type (Batch, Sparse, "
+                                   f"Dense), got {moved[0]}({kind(moved[0])}) and {moved[1]}({kind(moved[1])})")
             raise compressed_unsupported("transpose", self.xp)
         flipped = {sparse_csr: sparse_csc, sparse_csc: sparse_csr, sparse_bsr: sparse_bsc, sparse_bsc: sparse_bsr}
         values = self.values.swapaxes(-1, -2) if self.layout in BLOCK_LAYOUTS else self.values
@@ -180,6 +186,11 @@ class CompressedArray:
         return self._mat
 
     def _check_product(self, other, name: str) -> None:
+        if self.values.dtype.kind not in "fc" or self.values.dtype.itemsize < 4:   # PyTorch's CPU kernel is MKL's
+            raise NotImplementedError(f'"addmm_out_sparse_csr_impl_mkl" not implemented for '
+                                      f"'{from_np(self.values.dtype).scalar_type}'")
+        if self.layout is sparse_bsc and not isinstance(other, CompressedArray):
+            raise RuntimeError("addmm: computation on CPU is not implemented for Strided + SparseBsc @ Strided")
         if getattr(other, "ndim", 2) > 2:      # PyTorch's matmul broadcasts the batch: no compressed expand
             raise RuntimeError(f"expand is unsupported for {LAYOUT_NAMES[self.layout]} tensors")
         if self.batch_ndim or isinstance(other, CompressedArray) and other.batch_ndim:
@@ -247,7 +258,9 @@ class CompressedArray:
         if isinstance(other, CompressedArray):
             self._check_same(other, "mul")
             if self._same_pattern(other):
-                return self._like(self.values * other.values)
+                xp = self.xp
+                return self._like(self.values * other.values, compressed=self.compressed.astype(xp.int64),
+                                  plain=self.plain.astype(xp.int64))
             if self.batch_ndim or self.layout in BLOCK_LAYOUTS or other.layout in BLOCK_LAYOUTS:
                 raise compressed_unsupported("mul", self.xp)
             dtype = np.result_type(self.values.dtype, other.values.dtype)
@@ -323,8 +336,8 @@ class CompressedArray:
 
 
 def _index_dtype(*arrays):
-    """int32 when every operand's indices are int32, else int64 (PyTorch keeps the given index dtype)."""
-    return np.int32 if all(a.compressed.dtype == np.int32 for a in arrays) else np.int64
+    """A product's (or an elementwise product's) new pattern: int64 indices, as PyTorch's, whatever the operands'."""
+    return np.int64
 
 
 def _from_scipy(xp, m, layout, index_dtype) -> CompressedArray:

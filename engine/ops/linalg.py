@@ -77,7 +77,7 @@ def _matmul_fwd(xp, a, b):
                            f"{from_np(a.dtype).cpp_name} != {from_np(b.dtype).cpp_name}")
     if a.dtype.kind == "b":
         raise _no_bool_kernel(_CPU_KERNELS[min(b.ndim, 3)] if b.ndim > 1 or a.ndim > 1 else "dot")
-    if a.dtype is BFLOAT16_NP:
+    if a.dtype is BFLOAT16_NP and type(a) is not CompressedArray:   # a compressed one refuses it, as PyTorch's
         return in_float32(_gemm, xp, a, b)
     return _gemm(xp, a, b)
 

@@ -324,6 +324,9 @@ def to_compressed(self: Tensor, layout, blocksize=None, dense_dim=None) -> Tenso
     if type(self._data) is CompressedArray:
         if self._data.layout is layout and (layout not in BLOCK_LAYOUTS or self._data.blocksize == blocksize):
             return self
+        if self._data.layout in BLOCK_LAYOUTS and layout not in BLOCK_LAYOUTS:
+            raise RuntimeError(f"sparse_compressed_to_sparse_{layout.name[7:]}: expected SparseCsr or SparseCsc "
+                               f"layout but got {LAYOUT_NAMES[self._data.layout]}")
         if layout in BLOCK_LAYOUTS or self._data.layout in BLOCK_LAYOUTS:
             return to_compressed(to_dense(self), layout, blocksize)
         return apply(_convert, self, layout=layout)
