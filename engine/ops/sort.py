@@ -27,7 +27,7 @@ _kthvalue_t, _median_t, _mode_t = return_types.kthvalue, return_types.median, re
 
 def _libstdcxx_keys(xp, x, dim):
     """``x`` as the keys of ATen's libstdc++ sorts, one row per slice along ``dim``: floats as they are,
-    bfloat16 in float32, integers and bools in float64 (exact below 2**53); None where the stable
+    half floats in float32, integers and bools in float64 (exact below 2**53); None where the stable
     order is ATen's too (a dim of stride 0 is left in place; a large 1-d integer tensor is radix
     sorted) or the values do not fit."""
     if xp is not np or not kernels.enabled() or x.shape[dim] < 2 or x.strides[dim] == 0:
@@ -39,7 +39,7 @@ def _libstdcxx_keys(xp, x, dim):
         if kind != "b" and x.size and max(abs(int(x.max())), abs(int(x.min()))) >= 2 ** 53:
             return None
         x = x.astype(np.float64)
-    elif x.dtype is BFLOAT16_NP:
+    elif x.dtype is BFLOAT16_NP or x.dtype == np.float16:   # numba computes in neither; float32 holds both
         x = x.astype(np.float32)
     elif kind != "f":
         return None
