@@ -410,3 +410,16 @@ def test_index_dtypes_of_results_from_int32_indices(op):
         _assert_same_repr(t, s)
         comp = "crow_indices" if t.layout is torch.sparse_csr else "ccol_indices"
         assert str(getattr(s, comp)().dtype).split(".")[-1] == str(getattr(t, comp)().dtype).split(".")[-1]
+
+
+@pytest.mark.parametrize("op", [lambda c: c.zero_(), lambda c: c.fill_(2), lambda c: c.add_(c), lambda c: c.neg_(),
+                                lambda c: c.abs_(), lambda c: c.relu_(), lambda c: c.sqrt_(), lambda c: c.mul_(2),
+                                lambda c: c.copy_(c * 3)])
+def test_in_place_ops_keep_the_layout(op):
+    def run(m):
+        c = m.tensor([[0.0, -2.0, 0.0], [3.0, 0.0, 4.0]]).to_sparse_csr()
+        out = op(c)
+        assert out is c
+        return c
+    t, s = _both(run)
+    _assert_same_repr(t, s)

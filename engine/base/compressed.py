@@ -80,6 +80,24 @@ class CompressedArray:
                                self.compressed if compressed is None else compressed,
                                self.plain if plain is None else plain, values, self.shape if shape is None else shape)
 
+    def filled(self, value, dtype=None) -> "CompressedArray":
+        """``value`` at the stored entries (a zero: no entries), as PyTorch's ``*_like`` and ``fill_``/``zero_``."""
+        xp, dtype = self.xp, self.values.dtype if dtype is None else dtype
+        if type(value) in (int, float, bool) and not value:
+            nb = self.batch_ndim
+            empty = self.values.shape[:nb] + (0,) + self.values.shape[nb + 1:]
+            return self._like(xp.zeros(empty, dtype), compressed=xp.zeros_like(self.compressed),
+                              plain=xp.zeros(self.plain.shape[:nb] + (0,), self.plain.dtype))
+        return self._like(xp.full(self.values.shape, value, dtype))
+
+    def _assign(self, other: "CompressedArray") -> "CompressedArray":
+        """An in-place op's write: this array takes ``other``'s entries (same shape and layout)."""
+        if not isinstance(other, CompressedArray) or other.shape != self.shape or other.layout is not self.layout:
+            raise compressed_unsupported("copy_", self.xp)
+        self.compressed, self.plain = other.compressed, other.plain
+        self.values, self._mat = other.values.astype(self.values.dtype, copy=False), None
+        return self
+
     def copy(self) -> "CompressedArray":
         return self._like(self.values.copy(), compressed=self.compressed.copy(), plain=self.plain.copy())
 
@@ -290,10 +308,9 @@ class CompressedArray:
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         name = ufunc.__name__
         out = kwargs.get("out")
-        if name == "multiply" and method == "__call__" and out and out[0] is self and len(inputs) == 2 \
-                and inputs[0] is self and _is_scalar(inputs[1]) and set(kwargs) <= {"out", "casting"}:
-            self.values *= inputs[1]            # mul_ by a scalar: in place on the stored values
-            return self
+        if method == "__call__" and out and len(out) == 1 and out[0] is self and set(kwargs) <= {"out", "casting"}:
+            # an in-place op (add_, mul_, neg_, relu_...): the out-of-place result, written into this array
+            return self._assign(self.__array_ufunc__(ufunc, method, *inputs))
         if method == "__call__" and not kwargs and len(inputs) == 2 and name in ("maximum", "fmax") \
                 and inputs[0] is self and _is_scalar(inputs[1]) and inputs[1] == 0:
             return self._like(ufunc(self.values, inputs[1]))     # relu: max(0, 0) is 0
@@ -314,6 +331,10 @@ class CompressedArray:
         raise compressed_unsupported(name, self.xp)
 
     def __array_function__(self, func, types, args, kwargs):
+        fills = {"zeros_like": 0, "ones_like": 1, "empty_like": 0}
+        if func.__name__ in fills or func.__name__ == "full_like" and args and args[0] is self:
+            value = fills.get(func.__name__, args[1] if len(args) > 1 else kwargs.get("fill_value"))
+            return self.filled(value, kwargs.get("dtype"))       # zero_/fill_ keep the layout, as PyTorch's
         raise compressed_unsupported(func.__name__, self.xp)
 
     def __array__(self, dtype=None, copy=None):
@@ -327,6 +348,9 @@ class CompressedArray:
         raise compressed_unsupported("index", self.xp)
 
     def __setitem__(self, key, value):
+        if key is Ellipsis or key == slice(None):
+            self._assign(value)
+            return
         raise compressed_unsupported("copy_", self.xp)
 
     def __getattr__(self, name: str):

@@ -238,17 +238,9 @@ def _like(x: Tensor, dtype, device) -> tuple:
     return x._data.shape, (_dtype.canonical(dtype) or x.dtype), (x._device if device is None else Device(device))
 
 
-def _pattern_fill(xp, x, *, fill_value, dtype):
-    """A compressed tensor's ``*_like``: ``fill_value`` at its stored entries (zeros: no entries), as PyTorch's."""
-    if type(fill_value) in (int, float, bool) and not fill_value:
-        nb = x.compressed.ndim - 1
-        empty = x.values.shape[:nb] + (0,) + x.values.shape[nb + 1:]
-        return x._like(xp.zeros(empty, dtype.np), compressed=xp.zeros_like(x.compressed),
-                       plain=xp.zeros(x.plain.shape[:nb] + (0,), x.plain.dtype))
-    return x._like(xp.full(x.values.shape, fill_value, dtype.np))
-
-
-_PATTERN_FILL = Op("sparse_compressed_fill_like", _pattern_fill, None, saves=NONE)
+# a compressed tensor's ``*_like``: ``fill_value`` at its stored entries (zeros: no entries), as PyTorch's
+_PATTERN_FILL = Op("sparse_compressed_fill_like", lambda xp, x, *, fill_value, dtype: x.filled(fill_value, dtype.np),
+                   None, saves=NONE)
 
 
 def _compressed_like(input, value, dtype, layout, requires_grad) -> Tensor:
