@@ -423,3 +423,14 @@ def test_in_place_ops_keep_the_layout(op):
         return c
     t, s = _both(run)
     _assert_same_repr(t, s)
+
+
+@pytest.mark.parametrize("bad", [lambda m: m.rand_like(m.tensor(DENSE).to_sparse_csr()),
+                                 lambda m: m.randint_like(m.tensor(DENSE).to_sparse_csr(), 5)])
+def test_random_likes_torch_refuses(bad):
+    test_errors_match_torch(bad)
+
+
+def test_randn_like_of_a_compressed_tensor_refuses_clearly():
+    with pytest.raises(NotImplementedError, match="randn_like: tapelab does not draw into a SparseCsr"):
+        tapelab.randn_like(tapelab.tensor(DENSE).to_sparse_csr())

@@ -243,6 +243,12 @@ _PATTERN_FILL = Op("sparse_compressed_fill_like", lambda xp, x, *, fill_value, d
                    None, saves=NONE)
 
 
+def _sparse_csr_refusal(kernel: str, input) -> NotImplementedError:
+    """PyTorch's error for a random fill it has no sparse compressed kernel for."""
+    return NotImplementedError(f"Could not run 'aten::{kernel}' with arguments from the 'SparseCsrCPU' backend "
+                               f"({LAYOUT_NAMES[input.layout]} tensor); draw into a dense tensor first.")
+
+
 def _compressed_like(input, value, dtype, layout, requires_grad) -> Tensor:
     if layout is not None and layout is not input.layout:
         raise RuntimeError(f"empty_like with different sparse layout is not supported (self is "
@@ -410,6 +416,8 @@ def rand_like(input, *, dtype=None, device=None, requires_grad: bool = False, ge
         return handle_torch_function(rand_like, (input,), input, dtype=dtype, device=device,
                                      requires_grad=requires_grad, generator=generator, layout=layout,
                                      pin_memory=pin_memory, memory_format=memory_format)
+    if type(input._data) is CompressedArray:
+        raise _sparse_csr_refusal("uniform_", input)
     _strided("rand_like", layout)
     size, dt, dev = _like(input, dtype, device)
     laid = _laid_out_like(input, size, dt, dev)
@@ -424,6 +432,9 @@ def randn_like(input, *, dtype=None, device=None, requires_grad: bool = False, g
         return handle_torch_function(randn_like, (input,), input, dtype=dtype, device=device,
                                      requires_grad=requires_grad, generator=generator, layout=layout,
                                      pin_memory=pin_memory, memory_format=memory_format)
+    if type(input._data) is CompressedArray:     # PyTorch's draws the values at the pattern
+        raise NotImplementedError(f"randn_like: tapelab does not draw into a {LAYOUT_NAMES[input.layout]} tensor's "
+                                  f"values; use torch.sparse_compressed_tensor(..., torch.randn(nnz), ...)")
     _strided("randn_like", layout)
     size, dt, dev = _like(input, dtype, device)
     laid = _laid_out_like(input, size, dt, dev)
@@ -440,6 +451,8 @@ def randint_like(input, low=None, high=None, *, dtype=None, device=None, generat
         return handle_torch_function(randint_like, (input, low, high), input, low, high=high, dtype=dtype,
                                      device=device, generator=generator, layout=layout, pin_memory=pin_memory,
                                      memory_format=memory_format, requires_grad=requires_grad)
+    if type(input._data) is CompressedArray:
+        raise _sparse_csr_refusal("random_.from", input)
     _strided("randint_like", layout)
     if low is None:
         if high is None:
