@@ -434,3 +434,17 @@ def test_random_likes_torch_refuses(bad):
 def test_randn_like_of_a_compressed_tensor_refuses_clearly():
     with pytest.raises(NotImplementedError, match="randn_like: tapelab does not draw into a SparseCsr"):
         tapelab.randn_like(tapelab.tensor(DENSE).to_sparse_csr())
+
+
+@pytest.mark.parametrize("build", [
+    lambda m: m.tensor(DENSE).to_sparse_csr(), lambda m: m.tensor(DENSE).to_sparse_csr().t(),
+    lambda m: m.sparse_csr_tensor(m.tensor([0, 1, 3], dtype=m.int32), m.tensor([1, 0, 2], dtype=m.int32),
+                                  m.tensor([2.0, 3.0, 4.0]), (2, 3)),
+    lambda m: m.tensor(DENSE).to_sparse(), lambda m: m.arange(16.0).reshape(4, 4).to_sparse_bsr((2, 2)),
+    lambda m: m.tensor(DENSE).to_sparse().requires_grad_(),
+])
+def test_pickle_round_trip_of_sparse_tensors(build):
+    import pickle
+    t, s = _both(lambda m: pickle.loads(pickle.dumps(build(m))))
+    _assert_same_repr(t, s)
+    assert s.requires_grad == t.requires_grad

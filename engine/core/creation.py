@@ -21,7 +21,9 @@ from .overrides import DisableTorchFunctionSubclass, handle_torch_function, has_
 from ..base import dtype as _dtype
 from ..base.device import CPU, DEFAULT as _DEFAULT, cuda_available, device as Device
 from ..base.dtype import from_np, get_default_dtype
+from ..base import layout as _layouts
 from ..base.compressed import LAYOUT_NAMES, CompressedArray
+from ..base.coo import COOArray
 from ..base.layout import strided
 from .dispatch import apply
 from .registry import NONE, Op
@@ -640,7 +642,32 @@ def _array_wrap(self, arr, context=None, return_scalar: bool = False) -> Tensor:
     return from_numpy(arr if arr.flags.c_contiguous else arr.copy())
 
 
+def _sparse_parts(xp, *, parts, device):
+    """A sparse tensor's data from its pickled host arrays (COO: indices, values; compressed: the
+    compressed and plain indices, values)."""
+    layout, arrays, shape, coalesced = parts
+    arrays = [xp.asarray(a) for a in arrays]
+    if layout == "sparse_coo":
+        return COOArray(xp, *arrays, shape, coalesced)
+    return CompressedArray(xp, getattr(_layouts, layout), *arrays, shape)
+
+
+SPARSE_PARTS = Op("sparse_from_parts", _sparse_parts, kind="factory")
+
+
+def _rebuild_sparse(parts, requires_grad, dev):
+    """Unpickle a sparse tensor (``pickle``, ``copy``, a DataLoader worker's batch)."""
+    return _finish(apply(SPARSE_PARTS, parts=parts, device=Device(dev)), requires_grad)
+
+
 def _reduce_ex(self, protocol):
+    data = self._data
+    if type(data) in (COOArray, CompressedArray):   # PyTorch pickles sparse tensors too (by their index arrays)
+        host = lambda a: a.get() if hasattr(a, "get") else a  # noqa: E731
+        arrays = (data.indices, data.values) if type(data) is COOArray else (data.compressed, data.plain, data.values)
+        parts = ("sparse_coo" if type(data) is COOArray else data.layout.name, tuple(host(a) for a in arrays),
+                 data.shape, data.coalesced if type(data) is COOArray else False)
+        return (_rebuild_sparse, (parts, False, str(self._device)))     # PyTorch's drops requires_grad here
     args = (self.__array__(), self.requires_grad, str(self._device))
     if type(self) is Tensor:
         return (_rebuild, args)
