@@ -224,3 +224,19 @@ def test_norm_of_a_sparse_gradient_as_torch():
             lib.nn.utils.clip_grad_norm_(e.parameters(), 0.1)
         res.append((e.weight.grad.norm().item(), lib.norm(e.weight.grad, p=1).item(), str(err.value).split(" backend")[0]))
     assert res[0] == res[1]
+
+
+def test_median_propagates_nan_and_nanmedian_indices_as_torch():
+    """``median`` of a slice holding NaN is NaN at the first NaN's index (tapelab skipped NaNs, as
+    ``nanmedian`` does); ``nanmedian``'s index among tied values is the one ATen's index tie-break
+    picks (kept stable under the libstdc++ sort order)."""
+    x = np.random.default_rng(0).integers(0, 3, (4, 41)).astype(np.float32)
+    x[0, 3] = x[0, 20] = np.nan
+    res = []
+    for lib in (torch, tapelab):
+        t = lib.tensor(x, requires_grad=True)
+        m, nm = lib.median(t, 1), lib.nanmedian(t, 1)
+        m.values.nan_to_num().sum().backward()
+        res.append((_np(m.values), _np(m.indices), lib.median(t).item(), _np(nm.values), _np(nm.indices), _np(t.grad)))
+    for a, b in zip(*res):
+        np.testing.assert_array_equal(np.asarray(b), np.asarray(a))

@@ -145,13 +145,23 @@ def median(input, dim: int | None = None, keepdim: bool = False, *, axis=None, k
         if n == 0:
             return flat.sum() * float("nan")
         k = (n - 1) // 2
-        return pick(_median, flat, _order(flat, 0, False, k, k + 1, _median), 0, False)[0]
+        return pick(_median, flat, _nan_first(flat, 0, _order(flat, 0, False, k, k + 1, _median)), 0, False)[0]
     d = _wrap_dim(dim, input.ndim, "median")
     n = input.shape[d] if input.ndim else 1
     if n == 0:
         raise IndexError(f"median(): Expected reduction dim {d} to have non-zero size.")
     k = (n - 1) // 2
-    return _median_t(*pick(_median, input, _order(input, d, False, k, k + 1, _median), d, keepdim))
+    return _median_t(*pick(_median, input, _nan_first(input, d, _order(input, d, False, k, k + 1, _median)), d,
+                           keepdim))
+
+
+def _nan_first(input: Tensor, d: int, index: Tensor) -> Tensor:
+    """``index`` (the median's position along ``d``, kept dim) where a slice holds a NaN replaced by its
+    first NaN's: ``median`` propagates NaN as ATen's does (``nanmedian`` skips them)."""
+    if input.dtype.is_floating_point and input.ndim:   # no host read: the meta device and capture run it too
+        nan = input.isnan()
+        return nan.int().argmax(d, keepdim=True).where(nan.any(d, keepdim=True), index)
+    return index
 
 
 def _mode_index_fwd(xp, x, *, dim):

@@ -119,7 +119,7 @@ def nanmean(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None, axis=
 
 def _sorted_count(input: Tensor, d: int, ignore_nan: bool):
     """Values sorted along ``d`` (NaNs last) and how many of them count in each slice."""
-    ordered = sort(input, d)
+    ordered = sort(input, d, stable=True)   # ATen breaks ties by index (nanmedian's indices)
     n = input.shape[d]
     if ignore_nan:
         count = (~isnan(input)).sum(d, keepdim=True)
