@@ -240,3 +240,17 @@ def test_median_propagates_nan_and_nanmedian_indices_as_torch():
         res.append((_np(m.values), _np(m.indices), lib.median(t).item(), _np(nm.values), _np(nm.indices), _np(t.grad)))
     for a, b in zip(*res):
         np.testing.assert_array_equal(np.asarray(b), np.asarray(a))
+
+
+def test_pack_padded_sequence_orders_equal_lengths_as_torch():
+    """``enforce_sorted=False`` sorts the lengths with ``torch.sort`` (unstable past 16 sequences): a
+    batch of 20 utterances with repeated lengths got other ``sorted_indices`` (and packed row order)."""
+    lengths = [3, 5, 3, 2, 5, 5, 3, 1, 2, 5, 3, 3, 4, 4, 2, 5, 3, 3, 2, 1]
+    x = np.random.default_rng(0).standard_normal((20, 5, 2)).astype(np.float32)
+    res = []
+    for lib in (torch, tapelab):
+        p = lib.nn.utils.rnn.pack_padded_sequence(lib.tensor(x), lib.tensor(lengths), batch_first=True,
+                                                  enforce_sorted=False)
+        res.append((_np(p.sorted_indices), _np(p.unsorted_indices), _np(p.data), _np(p.batch_sizes)))
+    for a, b in zip(*res):
+        np.testing.assert_array_equal(b, a)

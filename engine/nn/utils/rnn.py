@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from ...core import creation
 from ...ops.movement import cat, stack
+from ...ops.sort import sort
+from ...base.dtype import int64
 from ...core.tensor import Tensor
 from .._packed_sequence import PackedSequence, _lengths_list, invert_permutation
 
@@ -40,9 +42,11 @@ def pack_padded_sequence(input: Tensor, lengths, batch_first: bool = False,
                                "exportability.")
         sorted_indices = None
     else:
-        order = sorted(range(len(lens)), key=lambda i: -lens[i])     # stable, as torch's CPU sort
-        lens = [lens[i] for i in order]
-        sorted_indices = creation.tensor(order, device=input.device)
+        # torch.sort(lengths, descending=True): libstdc++'s unstable std::sort past 16 sequences, whose order
+        # of equal lengths decides sorted_indices (and the order of the packed rows)
+        ordered, order = sort(creation.tensor(lens, dtype=int64), descending=True)
+        lens = ordered.tolist()
+        sorted_indices = order.to(input.device)
         input = input.index_select(batch_dim, sorted_indices)
     if lens and lens[-1] <= 0:
         raise RuntimeError("Length of all samples has to be greater than 0, but found an element in 'lengths' "
