@@ -254,3 +254,18 @@ def test_pack_padded_sequence_orders_equal_lengths_as_torch():
         res.append((_np(p.sorted_indices), _np(p.unsorted_indices), _np(p.data), _np(p.batch_sizes)))
     for a, b in zip(*res):
         np.testing.assert_array_equal(b, a)
+
+
+def test_median_of_all_shares_its_gradient_among_ties_as_torch():
+    """``median()`` of all elements (a robust loss over residuals) gave its whole gradient to one of the
+    tied elements; PyTorch's MedianBackward0 shares it evenly (every NaN's when the median is NaN), and
+    ``median(dim)``'s node is MedianBackward1."""
+    res = []
+    for lib in (torch, tapelab):
+        x = lib.tensor([[1.0, 2.0, 2.0], [2.0, 3.0, 0.0]], requires_grad=True)
+        y = lib.tensor([1.0, float("nan"), 2.0, float("nan")], requires_grad=True)
+        v, w = lib.median(x), lib.median(y)
+        (v + w.nan_to_num()).backward()
+        res.append((v.grad_fn.name(), lib.median(x, 1).values.grad_fn.name(), v.item(), _np(x.grad).tolist(),
+                    _np(y.grad).tolist()))
+    assert res[0] == res[1]

@@ -16,7 +16,7 @@ from ..core.dispatch import _refuse_complex, apply
 from ._util import numpy_names
 from .reduce import picker, take_along, pick
 from .. import return_types
-from ..core.registry import Op, kernel_refusal
+from ..core.registry import ALL, Op, kernel_refusal
 from ._util import Tensor, _wrap_dim
 
 __all__ = ["sort", "argsort", "msort", "topk", "kthvalue", "median", "mode", "unique", "searchsorted"]
@@ -83,7 +83,23 @@ def _sort_refusal(what: str) -> tuple:
 _argsort = Op("argsort", _argsort_fwd, complex_error=_sort_refusal("Sort"))
 _sort, _topk = picker("sort", aliases=("msort",)), picker("topk", complex_error=_sort_refusal("topk"))
 _kthvalue = picker("kthvalue", complex_error=kernel_refusal("kthvalue"))
-_median = picker("median", complex_error=kernel_refusal("median"))
+_median = picker("median", complex_error=kernel_refusal("median"), backward_name="MedianBackward1")
+
+
+def _median_all_fwd(xp, x, idx):
+    return x.reshape(-1)[idx]
+
+
+def _median_all_vjp(g, out, x, idx):
+    """ATen's ``evenly_distribute_backward``: the gradient shared by every element equal to the median
+    (every NaN when it is NaN), as ``max()`` and ``min()`` share theirs."""
+    mask = (x == out) | (x.isnan() & out.isnan())
+    return mask * (g / mask.sum()), None
+
+
+# ``median()`` of all elements, at the flat index the sort chose (PyTorch's MedianBackward0)
+_median_all = Op("median_all", _median_all_fwd, _median_all_vjp, saves=ALL, save_output=True,
+                 complex_error=kernel_refusal("median"), backward_name="MedianBackward0")
 
 
 def _order(input: Tensor, dim: int, descending: bool = False, start: int = 0, stop=None, of: Op = _argsort,
@@ -145,7 +161,8 @@ def median(input, dim: int | None = None, keepdim: bool = False, *, axis=None, k
         if n == 0:
             return flat.sum() * float("nan")
         k = (n - 1) // 2
-        return pick(_median, flat, _nan_first(flat, 0, _order(flat, 0, False, k, k + 1, _median)), 0, False)[0]
+        index = _nan_first(flat, 0, _order(flat, 0, False, k, k + 1, _median)).reshape(())
+        return apply(_median_all, input, index)
     d = _wrap_dim(dim, input.ndim, "median")
     n = input.shape[d] if input.ndim else 1
     if n == 0:
