@@ -448,3 +448,23 @@ def test_pickle_round_trip_of_sparse_tensors(build):
     t, s = _both(lambda m: pickle.loads(pickle.dumps(build(m))))
     _assert_same_repr(t, s)
     assert s.requires_grad == t.requires_grad
+
+
+@pytest.mark.parametrize("key", [0, -1, (1, 2), (0, 0), (slice(None), 1), (slice(None), 2)])
+@pytest.mark.parametrize("transposed", [False, True])
+def test_integer_indexing_gives_torch_rows_columns_and_elements(key, transposed):
+    def run(m):
+        return (m.tensor(DENSE).to_sparse_csr().t() if transposed else m.tensor(DENSE).to_sparse_csr())[key]
+    try:
+        run(torch)
+    except IndexError:                 # past the transposed matrix's columns: the same IndexError
+        return test_errors_match_torch(run)
+    t, s = _both(run)
+    _assert_same_repr(t, s)
+
+
+@pytest.mark.parametrize("bad", [lambda m: m.tensor(DENSE).to_sparse_csr()[5],
+                                 lambda m: m.tensor(DENSE).to_sparse_csr()[0:1],
+                                 lambda m: m.tensor(DENSE).to_sparse_csr().narrow(0, 0, 1)])
+def test_indexing_refusals_match_torch(bad):
+    test_errors_match_torch(bad)

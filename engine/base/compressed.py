@@ -345,7 +345,41 @@ class CompressedArray:
         raise RuntimeError("Sparse compressed tensors have no DLPack form; use Tensor.to_dense() first.")
 
     def __getitem__(self, key):
-        raise compressed_unsupported("index", self.xp)
+        """A row ``[i]``/``[i, :]`` or a column ``[:, j]`` as a 1-d sparse COO tensor and an element ``[i, j]``
+        as a 0-d one, as PyTorch's select on a 2-d CSR/CSC; other keys are PyTorch's refusals."""
+        key = key if isinstance(key, tuple) else (key,)
+        while key and key[-1] is Ellipsis:      # the slicing op's trailing Ellipsis
+            key = key[:-1]
+        full = slice(None)
+        ints = [isinstance(k, (int, np.integer)) and not isinstance(k, bool) for k in key]
+        if self.ndim != 2 or self.layout in BLOCK_LAYOUTS or not any(ints) or len(key) > 2 \
+                or any(not i and k != full for i, k in zip(ints, key)):
+            if len(key) == 1 and isinstance(key[0], slice) or len(key) == 2 and isinstance(key[1], slice):
+                raise RuntimeError("Sparse CSR tensors do not have strides")
+            raise compressed_unsupported("index", self.xp)
+        xp = self.xp
+        picked = []
+        for d, (k, is_int) in enumerate(zip(key, ints)):
+            if is_int:
+                if not -self.shape[d] <= k < self.shape[d]:
+                    raise IndexError(f"index {k} is out of bounds for dimension {d} with size {self.shape[d]}")
+                picked.append(int(k) % self.shape[d])
+            else:
+                picked.append(None)
+        picked += [None] * (2 - len(picked))
+        major, minor, vals = self._triplets()
+        rows, cols = (major, minor) if self.row_major else (minor, major)
+        mask = xp.ones(rows.shape, bool)
+        if picked[0] is not None:
+            mask &= rows == picked[0]
+        if picked[1] is not None:
+            mask &= cols == picked[1]
+        if picked[0] is not None and picked[1] is not None:     # one element: its stored value, or zero
+            return xp.asarray(vals[mask].sum(dtype=vals.dtype) if mask.any() else xp.zeros((), vals.dtype))
+        kept = cols[mask] if picked[0] is not None else rows[mask]
+        order = xp.argsort(kept, kind="stable")
+        n = self.shape[1] if picked[0] is not None else self.shape[0]
+        return COOArray(xp, kept[order][None, :].astype(xp.int64), vals[mask][order], (n,), coalesced=True)
 
     def __setitem__(self, key, value):
         if key is Ellipsis or key == slice(None):
