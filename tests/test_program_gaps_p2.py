@@ -102,6 +102,12 @@ def test_every_pytorch_device_type_names_a_device(spec):
     ours, theirs = tapelab.device(spec), torch.device(spec)
     assert (repr(ours), ours.type, ours.index, str(ours)) == (repr(theirs), theirs.type, theirs.index, str(theirs))
     assert ours == tapelab.device(spec) and ours != tapelab.device("cpu") and not tapelab.device("cpu") == spec
+    if theirs.type == "xpu":    # a PyTorch built without XPU asserts, as tapelab does
+        with pytest.raises(AssertionError, match="Torch not compiled with XPU enabled"):
+            torch.zeros(2, device=spec)
+        with pytest.raises(AssertionError, match="Torch not compiled with XPU enabled"):
+            tapelab.zeros(2, device=spec)
+        return
     with pytest.raises(NotImplementedError, match=f"no {theirs.type} backend"):
         tapelab.zeros(2, device=spec)
 
