@@ -195,7 +195,7 @@ def _tanh_bw_fwd(xp, g, y):
     if y.dtype is BFLOAT16_NP:   # ATen's kernel computes g (1 - y^2) in float32 and rounds once
         return in_float32(_tanh_bw_fwd, xp, g, y)
     if y.dtype == g.dtype == _F32:   # 1 - y*y rounded once, as ATen's FMA: y*y of a float32 is exact in float64
-        if y.size >= _TANH_BW_LOOP_MIN and g.shape == y.shape and kernels.use(xp, g, y):
+        if kernels.use(xp, g, y) and y.size >= _TANH_BW_LOOP_MIN and g.shape == y.shape:   # (use: not traced)
             out = xp.empty_like(y)
             kernels.parallel(kernels.loops("pointwise").tanh_backward, 3, g.reshape(-1), y.reshape(-1),
                              out.reshape(-1))
