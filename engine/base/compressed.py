@@ -119,18 +119,24 @@ class CompressedArray:
     def _batches(self):
         return list(np.ndindex(*self.shape[:self.batch_ndim]))
 
+    def _elements(self, b=()):
+        """Batch entry ``b``'s (row, column, value) per stored element: a block gives each of its elements."""
+        xp = self.xp
+        major, minor, vals = self._triplets(b)
+        rows, cols = (major, minor) if self.row_major else (minor, major)
+        if self.layout in BLOCK_LAYOUTS:
+            bh, bw = self.blocksize
+            r = rows[:, None, None] * bh + xp.arange(bh)[None, :, None]
+            c = cols[:, None, None] * bw + xp.arange(bw)[None, None, :]
+            rows, cols = xp.broadcast_to(r, vals.shape).reshape(-1), xp.broadcast_to(c, vals.shape).reshape(-1)
+            vals = vals.reshape(-1)
+        return rows, cols, vals
+
     def todense(self):
         xp = self.xp
         out = xp.zeros(self.shape, self.values.dtype)
-        bh, bw = self.blocksize
         for b in self._batches():
-            major, minor, vals = self._triplets(b)
-            rows, cols = (major, minor) if self.row_major else (minor, major)
-            if self.layout in BLOCK_LAYOUTS:
-                r = rows[:, None, None] * bh + xp.arange(bh)[None, :, None]
-                c = cols[:, None, None] * bw + xp.arange(bw)[None, None, :]
-                rows, cols = xp.broadcast_to(r, vals.shape).reshape(-1), xp.broadcast_to(c, vals.shape).reshape(-1)
-                vals = vals.reshape(-1)
+            rows, cols, vals = self._elements(b)
             xp.add.at(out[b] if b else out, (rows, cols), vals)
         return out
 
@@ -138,15 +144,8 @@ class CompressedArray:
         """The same entries as sparse COO (int64 indices, coalesced; blocks give all their elements)."""
         xp = self.xp
         parts_i, parts_v = [], []
-        bh, bw = self.blocksize
         for b in self._batches():
-            major, minor, vals = self._triplets(b)
-            rows, cols = (major, minor) if self.row_major else (minor, major)
-            if self.layout in BLOCK_LAYOUTS:
-                r = rows[:, None, None] * bh + xp.arange(bh)[None, :, None]
-                c = cols[:, None, None] * bw + xp.arange(bw)[None, None, :]
-                rows, cols = xp.broadcast_to(r, vals.shape).reshape(-1), xp.broadcast_to(c, vals.shape).reshape(-1)
-                vals = vals.reshape(-1)
+            rows, cols, vals = self._elements(b)
             idx = [xp.full(rows.shape, k, xp.int64) for k in b] + [rows, cols]
             parts_i.append(xp.stack(idx) if idx else xp.zeros((2, 0), xp.int64))
             parts_v.append(vals)

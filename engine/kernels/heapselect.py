@@ -74,20 +74,8 @@ def _rows(x, k, largest, out):
         for i in range(n):
             v[i] = x[r, i]
             ix[i] = i
-        if k >= 2:   # __make_heap
-            parent = (k - 2) // 2
-            while True:
-                _adjust(v, ix, parent, k, v[parent], ix[parent], largest)
-                if parent == 0:
-                    break
-                parent -= 1
-        for i in range(k, n):
-            if _before(v[i], v[0], largest):
-                _pop(v, ix, k, i, largest)
-        last = k
-        while last > 1:   # __sort_heap
-            last -= 1
-            _pop(v, ix, last, last, largest)
+        _heap_select(v, ix, 0, k, n, largest)   # std::partial_sort: __heap_select, then __sort_heap
+        _sort_heap(v, ix, 0, k, largest)
         out[r, :] = ix[:k]
 
 
