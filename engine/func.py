@@ -143,10 +143,7 @@ def grad_and_value(func: Callable, argnums=0, has_aux: bool = False) -> Callable
         with enable_grad():
             out = func(*args, **kwargs)
             value, aux = (out if has_aux else (out, None))
-            if not isinstance(value, Tensor) or value.numel() != 1:
-                raise RuntimeError("grad_and_value(f)(*args): Expected f(*args) to return a scalar Tensor, got "
-                                   f"tensor with {value.dim() if isinstance(value, Tensor) else '?'} dims. Maybe "
-                                   "you wanted to use the vjp or jacrev APIs instead?")
+            _check_scalar(value)
             leaves = [t for ls, _ in trees for t in ls if isinstance(t, Tensor)]
             outer = _outer(caller_grad, given, (value,), leaves)
             gs = iter(_autograd_grad((value,), leaves, create_graph=outer, materialize_grads=True))
@@ -155,6 +152,14 @@ def grad_and_value(func: Callable, argnums=0, has_aux: bool = False) -> Callable
         value, aux = _at_caller_level((value, aux), outer)
         return ((g, (value, aux)) if has_aux else (g, value))
     return wrapper
+
+
+def _check_scalar(value) -> None:
+    """``grad``'s function must return a one-element tensor (PyTorch's message otherwise)."""
+    if not isinstance(value, Tensor) or value.numel() != 1:
+        raise RuntimeError("grad_and_value(f)(*args): Expected f(*args) to return a scalar Tensor, got "
+                           f"tensor with {value.dim() if isinstance(value, Tensor) else '?'} dims. Maybe "
+                           "you wanted to use the vjp or jacrev APIs instead?")
 
 
 def _in_vmap(args) -> bool:
@@ -205,10 +210,7 @@ def _batched_grad_and_value(func, args, kwargs, nums, argnums, has_aux, levels):
     with enable_grad():
         out = func(*args, **kwargs)
         value, aux = (out if has_aux else (out, None))
-        if not isinstance(value, Tensor) or value.numel() != 1:
-            raise RuntimeError("grad_and_value(f)(*args): Expected f(*args) to return a scalar Tensor, got "
-                               f"tensor with {value.dim() if isinstance(value, Tensor) else '?'} dims. Maybe "
-                               "you wanted to use the vjp or jacrev APIs instead?")
+        _check_scalar(value)
         plain, have = _batching.unwrap_all(value)
         leaves = [t for ls, _ in trees for t in ls if isinstance(t, Tensor)]
         outer = _outer(caller_grad, given, (plain,), leaves)

@@ -200,39 +200,36 @@ def tensor_repr(t, prefix: str = "tensor(", suffixes: list = ()) -> str:
 
 def _coo_repr(t) -> str:
     """A sparse COO tensor as PyTorch prints it: its indices and values, then size, nnz, layout."""
-    data, indent = t._data, len("tensor(")
+    text, extras = _sparse_parts(t, (("indices", t._data.indices), ("values", t._data.values)))
+    return _add_suffixes(text, extras, len("tensor("), force_newline=True)
+
+
+def _sparse_parts(t, named: tuple) -> tuple:
+    """A sparse tensor's printed arrays (``name=tensor(...)`` each, aligned under ``tensor(``) and its
+    suffixes (device, size, nnz, dtype, layout, grad)."""
+    indent = len("tensor(")
     parts = []
-    for name, arr in (("indices", data.indices), ("values", data.values)):
+    for name, arr in named:
         arr = arr.get() if hasattr(arr, "get") else arr      # cupy: a host copy
         prefix = f"{name}=tensor("
         body = array_str(arr, indent + len(prefix)) + (f", size={tuple(arr.shape)}" if arr.size == 0 else "")
         parts.append(prefix + body + ")")
     extras = [f"device='{t.device}'"] if t.device.type != "cpu" else []
-    extras += [f"size={tuple(t.shape)}", f"nnz={data.nnz}"]
+    extras += [f"size={tuple(t.shape)}", f"nnz={t._data.nnz}"]
     if not _no_suffix(t.dtype):
         extras.append(f"dtype={t.dtype!r}")
     extras += [f"layout={t.layout!r}"] + _grad_extras(t)
-    return _add_suffixes("tensor(" + (",\n" + " " * indent).join(parts), extras, indent, force_newline=True)
+    return "tensor(" + (",\n" + " " * indent).join(parts), extras
 
 
 def _compressed_repr(t) -> str:
     """A sparse compressed tensor as PyTorch prints it: its compressed and plain indices and values (no
     index dtype), then size, nnz, dtype, layout."""
-    data, indent = t._data, len("tensor(")
+    data = t._data
     row = t.layout.name in ("sparse_csr", "sparse_bsr")
     names = ("crow_indices", "col_indices") if row else ("ccol_indices", "row_indices")
-    parts = []
-    for name, arr in zip(names + ("values",), (data.compressed, data.plain, data.values)):
-        arr = arr.get() if hasattr(arr, "get") else arr
-        prefix = f"{name}=tensor("
-        body = array_str(arr, indent + len(prefix)) + (f", size={tuple(arr.shape)}" if arr.size == 0 else "")
-        parts.append(prefix + body + ")")
-    extras = [f"device='{t.device}'"] if t.device.type != "cpu" else []
-    extras += [f"size={tuple(t.shape)}", f"nnz={data.nnz}"]
-    if not _no_suffix(t.dtype):
-        extras.append(f"dtype={t.dtype!r}")
-    extras += [f"layout={t.layout!r}"] + _grad_extras(t)
-    return _add_suffixes("tensor(" + (",\n" + " " * indent).join(parts), extras, indent)
+    text, extras = _sparse_parts(t, tuple(zip(names + ("values",), (data.compressed, data.plain, data.values))))
+    return _add_suffixes(text, extras, len("tensor("))
 
 
 def _add_suffixes(text: str, suffixes: list, indent: int, force_newline: bool = False) -> str:
