@@ -162,12 +162,6 @@ def _check_scalar(value) -> None:
                            "you wanted to use the vjp or jacrev APIs instead?")
 
 
-def _in_vmap(args) -> bool:
-    """Whether some argument is batched by a running vmap (a transform without a batched form then runs
-    a slice at a time: ``core/batching.per_slice``)."""
-    return bool(_batching.active_levels()) and _batching.has_levels(_flatten(args)[0], set())
-
-
 def _per_slice(fn, args: tuple):
     """``fn(*args)`` a slice at a time over the innermost vmap level that batches some argument (where a
     transform has no batched form): the results stacked and batched again at that level."""
@@ -289,14 +283,15 @@ def jvp(func: Callable, primals: tuple, tangents: tuple, *, has_aux: bool = Fals
     ``has_aux``, ``func`` returns ``(output, aux)`` and ``aux`` comes back third, as ``grad``'s and ``vjp``'s.
     Primals, tangents and the output may be pytrees (a tuple or dict of parameters), as PyTorch's."""
     from .autograd.functional import _call, _check_v, _finish, _grads, _prepare
-    if _in_vmap((primals, tangents)):
-        return _per_slice(lambda p, t: jvp(func, p, t, has_aux=has_aux), (tuple(primals), tuple(tangents)))
     flat_primals, primal_spec = tree_flatten(tuple(primals))
     flat_tangents, tangent_spec = tree_flatten(tuple(tangents))
     if tangent_spec != primal_spec:
         raise RuntimeError(f"jvp(f, primals, tangents): Expected primals and tangents to have the same python "
                            f"structure. For example, if primals is a tuple of 3 tensors, tangents also must be. Got "
                            f"primals with structure {primal_spec} and tangents with structure {tangent_spec}")
+    levels = _batching.active_levels()
+    if levels:
+        return _batched_jvp(func, flat_primals, primal_spec, flat_tangents, has_aux, levels)
     aux, out_spec = [], []
 
     def output_of(*xs):
@@ -318,6 +313,30 @@ def jvp(func: Callable, primals: tuple, tangents: tuple, *, has_aux: bool = Fals
     value, product = _finish(outputs, outer), _finish(product, outer)
     value, product = tree_unflatten(list(value), out_spec[0]), tree_unflatten(list(product), out_spec[0])
     return (value, product, _at_caller_level(aux[0], outer)) if has_aux else (value, product)
+
+
+def _batched_jvp(func, flat_primals, primal_spec, flat_tangents, has_aux, levels):
+    """``jvp`` inside vmap: the function runs once on leaves with a dim per vmap level and the product is
+    the double-backward trick on the physical values (each slice's Jacobian acts on its own tangent)."""
+    from .autograd.functional import _check_v, _grads
+    caller_grad = is_grad_enabled()
+    _check_v(tuple(flat_tangents), tuple(flat_primals), "input to the user-provided function is", "jvp")
+    pairs = [_batched_leaf(p, levels) for p in flat_primals]
+    leaves = [p for p, _ in pairs]
+    vs = tuple(_batching.align(*_batching.unwrap_all(t), levels) for t in flat_tangents)
+    with enable_grad():
+        out = func(*tree_unflatten([b for _, b in pairs], primal_spec))
+        out, aux = (out if has_aux else (out, None))
+        outs, out_spec = tree_flatten(out)
+        plain = tuple(_batching.align(*_batching.unwrap_all(o), levels) for o in outs)
+        outer = _outer(caller_grad, (*flat_primals, *flat_tangents), plain, leaves)
+        us = tuple(o.new_zeros(o.shape).requires_grad_(True) for o in plain)
+        product = _grads(_grads(plain, leaves, us, True), us, vs, outer)
+    if not outer:
+        product = tuple(p.detach() for p in product)
+    product = [_batching.rewrap(p, levels) for p in product]
+    value, product = _at_caller_level(out, outer), tree_unflatten(product, out_spec)
+    return (value, product, _at_caller_level(aux, outer)) if has_aux else (value, product)
 
 
 def linearize(func: Callable, *primals) -> tuple:
@@ -356,9 +375,10 @@ def jacrev(func: Callable, argnums=0, *, has_aux: bool = False, chunk_size: int 
 
     @_nested
     def wrapper(*args):
-        if _in_vmap(args):
-            return _per_slice(wrapper, args)
         nums = _argnums(argnums, len(args), "jacrev")
+        levels = _batching.active_levels()
+        if levels:
+            return _batched_jacrev(func, args, nums, argnums, has_aux, levels)
         trees = [_flatten(args[i]) for i in nums]
         counts = [len(leaves) for leaves, _ in trees]
         aux_box, out_box = [], []
@@ -391,6 +411,38 @@ def jacrev(func: Callable, argnums=0, *, has_aux: bool = False, chunk_size: int 
         jac = tree_unflatten(rows, out_box[0])
         return (jac, _at_caller_level(aux_box[0], outer)) if has_aux else jac
     return wrapper
+
+
+def _batched_jacrev(func, args, nums, argnums, has_aux, levels):
+    """``jacrev`` inside vmap: the function runs once on leaves with a dim per vmap level (as ``grad``'s
+    batched form), and each output's rows come from one backward pass whose identity cotangents are
+    batched by a new level and broadcast over the vmap dims (``autograd/functional._jacobian_rows`` with
+    ``lead``): every slice's Jacobian at once, as torch's vmap over jacrev's vmapped vjp."""
+    from .autograd.functional import _finish, _jacobian_rows
+    caller_grad = is_grad_enabled()
+    args = list(args)
+    trees, given = [], []
+    for i in nums:
+        leaves, build = _flatten(args[i])
+        given.extend(leaves)
+        pairs = [_batched_leaf(t, levels) if isinstance(t, Tensor) else (t, t) for t in leaves]
+        trees.append(([p for p, _ in pairs], build))
+        args[i] = build([b for _, b in pairs])
+    with enable_grad():
+        out = func(*args)
+        out, aux = (out if has_aux else (out, None))
+        outs, spec = tree_flatten(out)
+        plain = [_batching.align(*_batching.unwrap_all(o), levels) for o in outs]
+        leaves = [t for ls, _ in trees for t in ls if isinstance(t, Tensor)]
+        outer = _outer(caller_grad, given, plain, leaves)
+        jac = [_finish(row, outer) for row in _jacobian_rows(tuple(plain), tuple(leaves), outer, len(levels))]
+    rows = []
+    for row in jac:
+        it = iter(_batching.rewrap(b, levels) for b in row)
+        per_arg = [build([next(it) if isinstance(t, Tensor) else t for t in ls]) for ls, build in trees]
+        rows.append(tuple(per_arg) if isinstance(argnums, tuple) else per_arg[0])
+    jac = tree_unflatten(rows, spec)
+    return (jac, _at_caller_level(aux, outer)) if has_aux else jac
 
 
 def jacfwd(func: Callable, argnums=0, has_aux: bool = False, *, randomness: str = "error") -> Callable:

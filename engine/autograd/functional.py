@@ -93,38 +93,55 @@ def jvp(func, inputs, v=None, create_graph: bool = False, strict: bool = False):
     return _shape_like(out_tuple, _finish(outputs, create_graph)), _shape_like(out_tuple, _finish(res, create_graph))
 
 
-def _batched_rows(flat: Tensor, inputs: tuple, create_graph: bool) -> list:
+def _batched_rows(flat: Tensor, inputs: tuple, create_graph: bool, lead: int = 0) -> list:
     """Every row of d flat / d inputs in one backward pass, as ``torch.func.jacrev`` vmaps its vjp: the
     cotangents are the rows of an identity, batched by a vmap level (``core/batching.py``), so each vjp
-    of the graph runs once for all rows."""
-    n = flat.shape[0]
+    of the graph runs once for all rows. ``flat`` is ``[*lead dims, n]``: its ``lead`` leading dims are
+    independent slices (a running vmap's levels, ``func.jacrev`` inside ``vmap``), each slice's rows
+    taken together; a block is ``[*lead dims, n, *input's own dims]``."""
+    n = flat.shape[-1]
+    batch = tuple(flat.shape[:-1])
     mode = batching.BatchMode(next(batching.LEVELS), n, "error")
-    cot = batching.wrap(flat.detach().new_ones((n,)).diag(), mode.level)
+    eye = flat.detach().new_ones((n,)).diag()
+    if lead:
+        eye = eye.reshape(n, *(1,) * lead, n).expand(n, *batch, n)
+    cot = batching.wrap(eye, mode.level)
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", "There is a performance drop", UserWarning)
         with mode:
             gs = _grads((flat,), inputs, (cot,), create_graph)
     mode._seen.clear()
-    return [g._phys if isinstance(g, batching.BatchedTensor) and g._level == mode.level
-            else g.expand(n, *g.shape) for g in gs]
+    blocks = [g._phys if isinstance(g, batching.BatchedTensor) and g._level == mode.level
+              else g.expand(n, *g.shape) for g in gs]
+    return [b.movedim(0, lead) if lead else b for b in blocks]
 
 
-def _jacobian_rows(outputs: tuple, inputs: tuple, create_graph: bool) -> tuple:
+def _jacobian_rows(outputs: tuple, inputs: tuple, create_graph: bool, lead: int = 0) -> tuple:
     """For each output, per input: d out / d in of shape ``out.shape + in.shape`` (one batched backward
-    pass per output; one pass per element where the batched pass fails)."""
+    pass per output; one pass per element where the batched pass fails). With ``lead``, outputs and
+    inputs share that many leading dims of independent slices: the blocks are
+    ``lead dims + out's own dims + in's own dims``."""
     jac = []
     for out in outputs:
-        flat = out.reshape(-1)
+        batch = tuple(out.shape[:lead])
+        flat = out.reshape(*batch, -1)
+        n = flat.shape[-1]
         try:
-            blocks = _batched_rows(flat, inputs, create_graph) if flat.shape[0] > 1 else None
+            blocks = _batched_rows(flat, inputs, create_graph, lead) if n > 1 else None
         except Exception:   # an op the batching cannot take: the element-by-element passes below
             blocks = None
         if blocks is None:
-            blocks = [inp.new_zeros((flat.shape[0],) + tuple(inp.shape)) for inp in inputs]
-            for i in range(flat.shape[0]):
-                for block, g in zip(blocks, _grads((flat[i],), inputs, None, create_graph)):
-                    block[i] = g
-        jac.append(tuple(b.reshape(tuple(out.shape) + tuple(inp.shape)) for b, inp in zip(blocks, inputs)))
+            blocks = [inp.new_zeros(batch + (n,) + tuple(inp.shape[lead:])) for inp in inputs]
+            for i in range(n):
+                if lead:
+                    onehot = flat.detach().new_zeros(flat.shape)
+                    onehot[..., i] = 1
+                    grads = _grads((flat,), inputs, (onehot,), create_graph)
+                else:
+                    grads = _grads((flat[i],), inputs, None, create_graph)
+                for block, g in zip(blocks, grads):
+                    block[(slice(None),) * lead + (i,)] = g
+        jac.append(tuple(b.reshape(tuple(out.shape) + tuple(inp.shape[lead:])) for b, inp in zip(blocks, inputs)))
     return tuple(jac)
 
 
