@@ -106,6 +106,17 @@ class DataLoader(Generic[T_co]):
         auto = batch_size is not None or batch_sampler is not None
         self.collate_fn = collate_fn if collate_fn is not None else (default_collate if auto else default_convert)
         self.check_worker_number_rationality()
+        self.__initialized = True
+
+    __initialized = False
+    _FROZEN = frozenset(("batch_size", "batch_sampler", "sampler", "drop_last", "dataset", "persistent_workers"))
+
+    def __setattr__(self, attr: str, val: Any) -> None:
+        # PyTorch's: what decides the batches is fixed once the loader is made (a pass already made
+        # its batch sampler from them)
+        if attr in DataLoader._FROZEN and self.__initialized:
+            raise ValueError(f"{attr} attribute should not be set after {type(self).__name__} is initialized")
+        super().__setattr__(attr, val)
 
     def check_worker_number_rationality(self) -> None:
         """PyTorch's warning when ``num_workers`` exceeds the CPUs this process may use (given at
