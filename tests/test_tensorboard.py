@@ -153,12 +153,20 @@ def test_graph_holds_the_models_ops_by_module(tmp_path):
 
 
 def test_hparams_write_a_trial(tmp_path):
-    with SummaryWriter(str(tmp_path)) as w:
-        w.add_hparams({"lr": 0.01, "optimizer": "adam", "layers": 3}, {"hparam/accuracy": 0.875}, run_name="trial1")
-    ea = _read(tmp_path / "trial1")
-    assert [s.value for s in ea.Scalars("hparam/accuracy")] == [0.875]
-    plugins = {ea.SummaryMetadata(t).plugin_data.plugin_name for t in ea.Tags()["tensors"]}
-    assert plugins == {"hparams"}
+    """The trial's three HParams summaries are PyTorch's: the experiment (names, types: a bool is a
+    float64 as ``isinstance(v, int)`` says), the session's start and its end, no tensors."""
+    from tensorboard.plugins.hparams.plugin_data_pb2 import HParamsPluginData
+    hp = {"lr": 0.01, "optimizer": "adam", "layers": 3, "bn": True, "skip": None}
+    contents = []
+    for writer, d in ((SummaryWriter, tmp_path / "ours"), (TorchWriter, tmp_path / "theirs")):
+        with writer(str(d)) as w:
+            w.add_hparams(hp, {"hparam/accuracy": 0.875}, run_name="trial1", global_step=3)
+        ea = _read(d / "trial1")
+        assert [(s.step, s.value) for s in ea.Scalars("hparam/accuracy")] == [(3, 0.875)]
+        assert ea.Tags()["tensors"] == []
+        contents.append({k: HParamsPluginData.FromString(v) for k, v in ea.PluginTagToContent("hparams").items()})
+    assert contents[0] == contents[1]
+    assert sorted(contents[0]) == ["_hparams_/experiment", "_hparams_/session_end_info", "_hparams_/session_start_info"]
 
 
 def test_default_log_dir_and_comment(tmp_path, monkeypatch):

@@ -74,7 +74,9 @@ class _Recorder(Mode):
 
 
 def graph_def(model, inputs: tuple) -> GraphDef:
-    """The ``GraphDef`` of ``model(*inputs)`` (run once, without gradients)."""
+    """The ``GraphDef`` of ``model(*inputs)``, run once without gradients and, as PyTorch's trace
+    for the graph runs it, in eval mode (batch norm's running statistics stay as they are and
+    dropout draws no random numbers); the model's training flags are restored after."""
     root = type(model).__name__
     scopes, paths = {}, {"": root}      # module -> its scope piece; qualified name -> full scope
     for name, m in model.named_modules():
@@ -92,8 +94,15 @@ def graph_def(model, inputs: tuple) -> GraphDef:
             rec.name_of(x)
             rec.nodes[-1].name = rec.names[id(x)] = f"input/input.{k}"
             rec.nodes[-1].op = "IO Node"
-    with no_grad(), rec:
-        out = model(*inputs)
+    training = getattr(model, "training", None)
+    if training is not None:
+        model.train(False)
+    try:
+        with no_grad(), rec:
+            out = model(*inputs)
+    finally:
+        if training is not None:
+            model.train(training)
     outs = out if isinstance(out, (tuple, list)) else (out,)
     for k, y in enumerate(o for o in outs if isinstance(o, Tensor)):
         rec.nodes.append(NodeDef(name=f"output/output.{k}", op="IO Node", input=[rec.name_of(y)],

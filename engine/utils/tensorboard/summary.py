@@ -20,7 +20,7 @@ from tensorboard.compat.proto.tensor_pb2 import TensorProto
 from tensorboard.compat.proto.tensor_shape_pb2 import TensorShapeProto
 
 __all__ = ["to_numpy", "scalar", "histogram", "histogram_raw", "image", "images", "text", "tensor", "audio",
-           "pr_curve", "pr_curve_raw", "custom_scalars", "image_with_boxes", "video", "mesh"]
+           "pr_curve", "pr_curve_raw", "custom_scalars", "image_with_boxes", "video", "mesh", "hparams"]
 
 
 def to_numpy(x) -> np.ndarray:
@@ -330,3 +330,54 @@ def text(tag: str, text_string: str) -> Summary:
     proto = TensorProto(dtype="DT_STRING", string_val=[text_string.encode("utf-8")],
                         tensor_shape=TensorShapeProto(dim=[TensorShapeProto.Dim(size=1)]))
     return Summary(value=[Summary.Value(tag=tag + "/text_summary", metadata=meta, tensor=proto)])
+
+
+def _hparams_summary(tag: str, **data) -> Summary:
+    from tensorboard.plugins.hparams.metadata import PLUGIN_DATA_VERSION, PLUGIN_NAME
+    from tensorboard.plugins.hparams.plugin_data_pb2 import HParamsPluginData
+    content = HParamsPluginData(version=PLUGIN_DATA_VERSION, **data).SerializeToString()
+    meta = SummaryMetadata(plugin_data=SummaryMetadata.PluginData(plugin_name=PLUGIN_NAME, content=content))
+    return Summary(value=[Summary.Value(tag=tag, metadata=meta)])
+
+
+def hparams(hparam_dict: dict, metric_dict: dict, hparam_domain_discrete: dict | None = None):
+    """The HParams plugin's three summaries of one trial, as PyTorch's ``summary.hparams`` makes
+    them: the experiment (each hyperparameter's name and type, the metrics' tags), the session's
+    start (the values) and its end (success). A number (a bool included, as ``isinstance(v, int)``
+    says) is a float64 hyperparameter, a string a string one, a Tensor its first element; ``None``
+    is left out; anything else raises PyTorch's ValueError."""
+    from google.protobuf import struct_pb2
+    from tensorboard.plugins.hparams.api_pb2 import DataType, Experiment, HParamInfo, MetricInfo, MetricName, Status
+    from tensorboard.plugins.hparams.metadata import EXPERIMENT_TAG, SESSION_END_INFO_TAG, SESSION_START_INFO_TAG
+    from tensorboard.plugins.hparams.plugin_data_pb2 import SessionEndInfo, SessionStartInfo
+    for name, d in (("hparam_dict", hparam_dict), ("metric_dict", metric_dict)):
+        if not isinstance(d, dict):
+            raise TypeError(f"parameter: {name} should be a dictionary, nothing logged.")
+    discrete = hparam_domain_discrete or {}
+    if not isinstance(discrete, dict):
+        raise TypeError("parameter: hparam_domain_discrete should be a dictionary, nothing logged.")
+    for k, v in discrete.items():
+        if k not in hparam_dict or not isinstance(v, list) or not all(isinstance(d, type(hparam_dict[k])) for d in v):
+            raise TypeError(f"parameter: hparam_domain_discrete[{k}] should be a list of same type as "
+                            f"hparam_dict[{k}].")
+    start, infos = SessionStartInfo(), []
+    for k, v in hparam_dict.items():
+        if v is None:
+            continue
+        if isinstance(v, (int, float, str)):
+            field, kind = ("string_value", "DATA_TYPE_STRING") if isinstance(v, str) else \
+                ("number_value", "DATA_TYPE_FLOAT64")
+            setattr(start.hparams[k], field, v)
+            domain = struct_pb2.ListValue(values=[struct_pb2.Value(**{field: d}) for d in discrete[k]]) \
+                if k in discrete else None
+            infos.append(HParamInfo(name=k, type=DataType.Value(kind), domain_discrete=domain))
+        elif hasattr(v, "detach") and hasattr(v, "layout"):
+            start.hparams[k].number_value = to_numpy(v)[0]   # a 0-d tensor raises numpy's IndexError, as PyTorch's
+            infos.append(HParamInfo(name=k, type=DataType.Value("DATA_TYPE_FLOAT64")))
+        else:
+            raise ValueError("value should be one of int, float, str, bool, or torch.Tensor")
+    experiment = Experiment(hparam_infos=infos, metric_infos=[MetricInfo(name=MetricName(tag=k)) for k in metric_dict])
+    return (_hparams_summary(EXPERIMENT_TAG, experiment=experiment),
+            _hparams_summary(SESSION_START_INFO_TAG, session_start_info=start),
+            _hparams_summary(SESSION_END_INFO_TAG,
+                             session_end_info=SessionEndInfo(status=Status.Value("STATUS_SUCCESS"))))

@@ -10,7 +10,9 @@ from datetime import datetime
 
 import numpy as np
 
-from tensorboard.compat.proto.event_pb2 import Event
+from tensorboard.compat.proto.config_pb2 import RunMetadata
+from tensorboard.compat.proto.event_pb2 import Event, TaggedRunMetadata
+from tensorboard.compat.proto.step_stats_pb2 import DeviceStepStats, StepStats
 from tensorboard.summary.writer.event_file_writer import EventFileWriter
 
 from . import summary as _summary
@@ -165,19 +167,21 @@ class SummaryWriter:
         inputs = input_to_model if isinstance(input_to_model, (tuple, list)) else \
             (() if input_to_model is None else (input_to_model,))
         self._add(graph_def=graph_def(model, tuple(inputs)).SerializeToString())
+        # PyTorch's writer follows the graph with its (empty) step statistics, tagged "step1"
+        stats = RunMetadata(step_stats=StepStats(dev_stats=[DeviceStepStats(device="/device:CPU:0")]))
+        self._add(tagged_run_metadata=TaggedRunMetadata(tag="step1", run_metadata=stats.SerializeToString()))
 
     def add_hparams(self, hparam_dict: dict, metric_dict: dict, hparam_domain_discrete=None, run_name=None,
                     global_step=None) -> None:
         """A trial for TensorBoard's HParams tab: the hyperparameters and their metrics, in the
         run ``<log_dir>/<run_name>`` (default: the current time), as PyTorch's."""
-        from tensorboard.plugins.hparams import summary_v2 as hp
-        if not isinstance(hparam_dict, dict) or not isinstance(metric_dict, dict):
+        if type(hparam_dict) is not dict or type(metric_dict) is not dict:
             raise TypeError("hparam_dict and metric_dict should be dictionary.")
+        summaries = _summary.hparams(hparam_dict, metric_dict, hparam_domain_discrete)
         run = os.path.join(self.log_dir, run_name or str(time.time()))
         w = EventFileWriter(run, self.max_queue, self.flush_secs, self.filename_suffix)
-        config = hp.hparams_config_pb([hp.HParam(k) for k in hparam_dict], [hp.Metric(k) for k in metric_dict])
-        self._add(config, writer=w)
-        self._add(hp.hparams_pb({k: _plain(v) for k, v in hparam_dict.items()}, trial_id=run), writer=w)
+        for s in summaries:
+            self._add(s, global_step, writer=w)
         for k, v in metric_dict.items():
             self._add(_summary.scalar(k, v), global_step, writer=w)
         w.close()
@@ -218,9 +222,3 @@ def _render(figure, close: bool) -> np.ndarray:
     return np.moveaxis(rgb, 2, 0)
 
 
-def _plain(v):
-    """A hyperparameter value TensorBoard accepts (bool, number or string)."""
-    if isinstance(v, (bool, int, float, str)):
-        return v
-    item = getattr(v, "item", None)
-    return item() if item is not None else str(v)
