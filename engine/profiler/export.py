@@ -5,7 +5,9 @@ Chrome trace layout: one process; per Python thread a lane with ops, backward no
 ``record_function`` and ``ProfilerStep#N`` ranges as complete (``"ph": "X"``) events that
 nest by time; module spans on a lane of their own ("nn.Module"); estimated memory as a
 counter track. ``cat`` tells them apart: ``cpu_op`` (forward op), ``backward_op`` (an op
-run by a vjp), ``backward`` (a backward node), ``user_annotation``, ``step``, ``module``.
+run by a vjp), ``backward`` (a backward node), ``user_annotation`` (``record_function`` ranges and,
+as in PyTorch's traces, the ``ProfilerStep#N`` spans: TensorBoard's profiler plugin finds the steps
+by that category and name), ``module``.
 Device time (CUDA activity) goes on a process per GPU, as in PyTorch's traces: pid = the
 device index, one lane for the stream the ops ran on, one ``"cat": "kernel"`` span per
 timed op or backward node (``args.seq`` names its CPU event).
@@ -18,7 +20,7 @@ import os
 
 __all__ = ["chrome_trace", "trace_to_dict", "write_json", "memory_timeline", "stacks"]
 
-_CAT = {"range": "user_annotation", "step": "step", "module": "module", "backward": "backward",
+_CAT = {"range": "user_annotation", "step": "user_annotation", "module": "module", "backward": "backward",
         "collective": "collective"}
 _MODULE_LANE = 1000   # module lanes are numbered after the thread lanes
 
