@@ -9,12 +9,12 @@ one autograd node (``step``: a generated forward over arrays and one traced join
 """
 from __future__ import annotations
 
-from .frontend import (CompiledFunction, ExplainOutput, OptimizedModule, Unsupported, compile, config, explain,
-                       reset)
+from .frontend import (CompiledFunction, ExplainOutput, GraphCompileReason, OptimizedModule, Unsupported, compile,
+                       config, disable, explain, reset)
 
 __all__ = ["compile", "explain", "reset", "config", "list_backends", "is_compiling", "is_dynamo_compiling",
            "is_exporting", "allow_in_graph",
-           "disable", "CompiledFunction", "OptimizedModule", "ExplainOutput", "Unsupported"]
+           "disable", "CompiledFunction", "OptimizedModule", "ExplainOutput", "GraphCompileReason", "Unsupported"]
 
 
 def list_backends(exclude_tags=("debug", "experimental")) -> list:
@@ -37,11 +37,4 @@ def is_exporting() -> bool:
 
 def allow_in_graph(fn):
     """``fn`` unchanged (a decorator): tapelab's tracer records the ops ``fn`` runs."""
-    return fn
-
-
-def disable(fn=None, recursive: bool = True, *, reason: str | None = None):
-    """``fn`` unchanged (a decorator too): tapelab compiles only what ``compile`` wraps."""
-    if fn is None:
-        return lambda f: f
     return fn

@@ -11,18 +11,23 @@ not), lowers the graph's fusible groups into kernels (``fused.lower``) and store
 or a recurrence the trace unrolled (the tracer keeps an ``nn.LSTM``/``nn.GRU`` layer as its
 whole-sequence ops, ``Mode.whole_layer_ops``, except with packed input or a projection, which run
 per step) is a graph break: the trace's writes are undone, that key runs eagerly from then on,
-and the reason is kept for ``explain``. After ``config.cache_size_limit``
-entries a function runs eagerly for every new key and says so once, as ``torch._dynamo``'s cache
-limit does.
+and the reason is kept for ``explain``. After ``config.recompile_limit`` (``cache_size_limit``)
+entries a function runs eagerly for every new key and says so once on the ``_dynamo.convert_frame``
+logger, in ``torch._dynamo``'s words (the limit, the function, the last guard that failed).
+``disable`` marks a function never to compile: called inside a trace it is a graph break.
 """
 from __future__ import annotations
 
+import functools
+import inspect
+import itertools
+import logging
 import time
 import traceback
-import warnings
 import weakref
 from dataclasses import dataclass, field
 
+from ..base.dtype import _SCALAR_TYPES
 from ..base.grad_mode import STATE as GRAD, no_grad
 from ..core.dispatch import Mode
 from ..core.tensor import Size, Tensor
@@ -38,8 +43,8 @@ from . import step as _step
 from .pool import _Call as _pool_call
 from .overhead import Replays
 
-__all__ = ["compile", "explain", "reset", "config", "OptimizedModule", "CompiledFunction", "ExplainOutput",
-           "Unsupported"]
+__all__ = ["compile", "explain", "reset", "config", "disable", "OptimizedModule", "CompiledFunction", "ExplainOutput",
+           "GraphCompileReason", "Unsupported"]
 
 MODES = (None, "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 REPLAYED = ("reduce-overhead", "max-autotune")      # torch's modes that use CUDA graphs
@@ -57,11 +62,22 @@ INDUCTOR_OPTIONS = ("triton.cudagraphs", "max_autotune", "max_autotune_gemm", "m
 
 
 class _Config:
-    """``cache_size_limit``: compiled entries per function before it runs eagerly for new keys."""
-    cache_size_limit = 8
+    """``recompile_limit`` (``cache_size_limit`` is the same setting, as in ``torch._dynamo.config``):
+    compiled entries per function before it runs eagerly for new keys."""
+    recompile_limit = 8
+
+    @property
+    def cache_size_limit(self) -> int:
+        return self.recompile_limit
+
+    @cache_size_limit.setter
+    def cache_size_limit(self, value: int) -> None:
+        self.recompile_limit = value
 
 
 config = _Config()
+LOG = logging.getLogger(__name__.rpartition(".")[0].rpartition(".")[0] + "._dynamo.convert_frame")
+_FRAMES = itertools.count()      # each compiled function's frame number, as torch._dynamo's "0/2"
 _ALL: "weakref.WeakSet[CompiledFunction]" = weakref.WeakSet()
 
 
@@ -97,9 +113,49 @@ class _BreakWatch(Mode):
         self.reasons: list = []
 
     def host_read(self, tensor, what: str) -> None:
-        where = next((f"{f.filename}:{f.lineno}  {f.line}" for f in reversed(traceback.extract_stack())
-                      if "/engine/" not in f.filename and "tapelab" not in f.filename), "?")
-        self.reasons.append(f"data-dependent: Tensor.{what}() reads a value at {where}")
+        stack = _user_stack()
+        where = f"{stack[-1].filename}:{stack[-1].lineno}  {stack[-1].line}" if stack else "?"
+        self.reasons.append(GraphCompileReason(f"data-dependent: Tensor.{what}() reads a value at {where}", stack))
+
+
+_TRACING: list = []     # the break watchers of the traces running now (innermost last): ``disable``'s functions
+
+
+class GraphCompileReason(str):
+    """Why a call is a graph break, as ``torch._dynamo``'s ``GraphCompileReason``: ``reason``, ``user_stack``
+    (the caller's frames, ``traceback.FrameSummary``), ``graph_break``; the reason's text itself too."""
+
+    def __new__(cls, reason: str, user_stack: list | None = None, graph_break: bool = True):
+        self = super().__new__(cls, reason)
+        self.reason, self.user_stack, self.graph_break = str(reason), list(user_stack or []), graph_break
+        return self
+
+
+def _user_stack() -> list:
+    """The calling program's frames (the engine's own left out), outermost first."""
+    return [f for f in traceback.extract_stack() if "/engine/" not in f.filename and "tapelab" not in f.filename]
+
+
+def disable(fn=None, recursive: bool = True, *, reason: str | None = None):
+    """``torch.compiler.disable``: ``fn`` runs eagerly, never compiled (a decorator too; ``recursive=False``
+    the same here: the trace runs the functions ``fn`` calls eagerly either way). Called while a compiled
+    function traces, it is a graph break (reported by ``explain``; ``fullgraph=True`` raises), so that call
+    runs eagerly; ``compile(disable(f))`` runs ``f`` eagerly."""
+    if fn is None:
+        return lambda f: disable(f, recursive, reason=reason)
+    if isinstance(fn, Module) or getattr(fn, "_tapelab_disabled", False):
+        return fn
+
+    @functools.wraps(fn)
+    def disabled(*args, **kwargs):
+        if _TRACING:
+            _TRACING[-1].reasons.append(GraphCompileReason(
+                f"Skip calling `torch.compiler.disable()`d function\n  Explanation: Skip calling function `{fn!r}` "
+                f"since it was wrapped with `torch.compiler.disable` (reason: {reason})\n  Hint: Remove the "
+                "`torch.compiler.disable` call", _user_stack()))
+        return fn(*args, **kwargs)
+    disabled._tapelab_disabled = True
+    return disabled
 
 
 def _part(a):
@@ -115,6 +171,36 @@ def _part(a):
         # with its mode and the identity of each parameter and buffer (one reassigned is a new graph input)
         return (type(a), id(a), a.training, tuple(map(id, a.parameters())), tuple(map(id, a.buffers())))
     raise TypeError(type(a).__name__)
+
+
+def _guard_failure(old: tuple, new: tuple, names: list) -> str:
+    """Why guard key ``new`` is not ``old``, in ``torch._dynamo``'s recompile words (its first difference)."""
+    if old[0] != new[0]:
+        return f"GLOBAL_STATE changed: grad_mode (expected {old[0]}, actual {new[0]})"
+    if old[1] != new[1]:
+        return f"self.training == {old[1]}"
+    for i, (a, b) in enumerate(zip(old[2:], new[2:])):
+        if a == b:
+            continue
+        name = names[i] if i < len(names) else f"arg{i}"
+        if type(a) is tuple and len(a) == 2 and type(a[0]) is str and type(b) is tuple:    # a keyword's (name, part)
+            a, b = a[1], b[1]
+        if type(a) is tuple and len(a) == 4 and type(a[0]) is tuple and type(b) is tuple and len(b) == 4:
+            if len(a[0]) != len(b[0]):
+                return f"tensor '{name}' rank mismatch. expected {len(a[0])}, actual {len(b[0])}"
+            for d, (m, n) in enumerate(zip(a[0], b[0])):
+                if m is not None and m != n:
+                    return f"tensor '{name}' size mismatch at index {d}. expected {m}, actual {n}"
+            if a[1] != b[1]:
+                return (f"tensor '{name}' dtype mismatch. expected {_SCALAR_TYPES.get(a[1].name, a[1].name)}, "
+                        f"actual {_SCALAR_TYPES.get(b[1].name, b[1].name)}")
+            if a[2] != b[2]:
+                return f"tensor '{name}' device mismatch. expected {a[2]}, actual {b[2]}"
+            return f"tensor '{name}' requires_grad mismatch. expected requires_grad={int(a[3])}"
+        if type(a) is tuple and len(a) == 2 and type(a[0]) is type:
+            return f"{name} == {a[1]!r}"
+        return f"{name} changed"
+    return "the guard key changed"
 
 
 def _guard_text(name: str, a) -> str:
@@ -140,6 +226,7 @@ class CompiledFunction:
         self.limit_warned = False
         self.nested: dict = {}          # a container arguments' structure -> the compiled call of its leaves
         self.names: list | None = None  # the guards' names of the arguments (the leaves' paths when nested)
+        self.frame_id: int | None = None  # torch's frame number ("0/2": frame 0, its third compile), at the first
         self.__name__ = getattr(fn, "__name__", type(fn).__name__)
         self.__doc__ = getattr(fn, "__doc__", None)
         self.__wrapped__ = fn
@@ -191,16 +278,43 @@ class CompiledFunction:
                 out = entry.run(*args, *kwargs.values())
             return out if entry.sizes is None else _with_sizes(entry.sizes, out)
         guards = self._guards(args, kwargs)
-        if len(self.cache) >= config.cache_size_limit:
+        if len(self.cache) >= config.recompile_limit:
             if not self.limit_warned:
                 self.limit_warned = True
-                warnings.warn(f"tapelab.compile: {self.__name__} reached config.cache_size_limit "
-                              f"({config.cache_size_limit}) compiled entries; new guard keys (the last: "
-                              f"{'; '.join(guards[1:])}) run eagerly", RuntimeWarning, stacklevel=2)
+                self._limit_warning(exact, args, kwargs)
             return self.fn(*args, **kwargs)
+        if self.frame_id is None:
+            self.frame_id = next(_FRAMES)
         entry, out = self._compile(args, kwargs, guards)
         self.cache[self._relax(key, entry)] = entry
         return out
+
+    def _limit_warning(self, key: tuple, args: tuple, kwargs: dict) -> None:
+        """``torch._dynamo``'s recompile-limit warning, on its logger (``logging``, not ``warnings``): the
+        limit, the function and where it is defined, and why the newest entry's guard failed."""
+        frame = self.frame_id if self.frame_id is not None else 0
+        last = next(reversed(self.cache)) if self.cache else None
+        why = _guard_failure(last, key, self._arg_names(args, kwargs)) if last is not None else "no entry"
+        code = getattr(self.fn, "__code__", None) or getattr(getattr(self.fn, "forward", None), "__code__", None)
+        where = f" ({code.co_filename}:{code.co_firstlineno})" if code is not None else ""
+        LOG.warning("torch._dynamo hit config.recompile_limit (%d)\n   function: '%s'%s\n   last reason: %d/%d: %s\n"
+                    'To log all recompilation reasons, use TORCH_LOGS="recompiles".\n'
+                    "To diagnose recompilation issues, see "
+                    "https://docs.pytorch.org/docs/main/user_guide/torch_compiler/compile/"
+                    "programming_model.recompilation.html",
+                    config.recompile_limit, self.__name__, where, frame, len(self.cache) - 1, why)
+
+    def _arg_names(self, args: tuple, kwargs: dict) -> list:
+        """The arguments' names as the guards call them (the parameters' own where the signature says)."""
+        if self.names is not None:
+            return [*self.names, *kwargs]
+        try:
+            fn = self.fn.forward if isinstance(self.fn, Module) else self.fn
+            params = [p.name for p in inspect.signature(fn).parameters.values()
+                      if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        except (TypeError, ValueError):
+            params = []
+        return [params[i] if i < len(params) else f"arg{i}" for i in range(len(args))] + list(kwargs)
 
     def _nested(self, args: tuple, kwargs: dict):
         """A call with container arguments (``f((a, b), x)``, a dict of tensors), as ``torch.compile``
@@ -293,23 +407,27 @@ class CompiledFunction:
         t0 = time.perf_counter()
         kept = []
         try:
+            _TRACING.append(watch)
             with watch:
                 gm, out = trace_with_output(call, *flat, whole_layer_ops=True, kept=kept)
         except TraceError as e:
             state.restore()
-            reason = f"untraceable: {e}"
+            reason = GraphCompileReason(f"untraceable: {e}")
             return _Entry(guards, reason=reason), self._eager(args, kwargs, reason)
+        finally:
+            _TRACING.remove(watch)
         times = {"trace": time.perf_counter() - t0}
         signature = _signature(gm)
         mutated = state.mutated(_written(gm, flat))
         if mutated:       # the graph would not replay an in-place write into state it does not own
-            watch.reasons.append(f"in-place update of {mutated}: a graph cannot replay it")
+            watch.reasons.append(GraphCompileReason(f"in-place update of {mutated}: a graph cannot replay it"))
         if kept:          # a graph replays tensor work only, not the hand-over (torch.compile replays it)
-            watch.reasons.append(f"Python side effect: a tensor the call made is kept in {', '.join(kept)}; "
-                                 "a graph would not hand it over again")
+            watch.reasons.append(GraphCompileReason(
+                f"Python side effect: a tensor the call made is kept in {', '.join(kept)}; "
+                "a graph would not hand it over again"))
         unrolled = _unrolled_recurrence(self.module, gm)
         if watch.reasons or unrolled:
-            reason = (watch.reasons or [unrolled])[0]
+            reason = (watch.reasons or [GraphCompileReason(unrolled)])[0]
             if self.fullgraph:
                 state.restore()
                 raise Unsupported(f"tapelab.compile(fullgraph=True): {self.__name__}: {reason}")
@@ -337,6 +455,8 @@ class CompiledFunction:
         if step is not None:
             step_reason = _keeps_lowered(gm)
             step = None if step_reason else step
+        if lowered and step is None:
+            _name_call_node(gm)
         if step is None and lowered:
             _fused.prepare_kernels(gm)     # the lowered graph is the call: its kernels and backwards now
         times["fuse"] = time.perf_counter() - t1 - (_fused.STATS["kernel_seconds"] - k0)
@@ -386,6 +506,15 @@ def _keeps_lowered(gm) -> str | None:
     if any(isinstance(n.target, _pool_call) for n in calls):
         return "one-node step: the graph keeps its fused relu_max_pool2d (one-pass forward and backward)"
     return None
+
+
+def _name_call_node(gm) -> None:
+    """A lowered graph that is one op (chain16's fused kernel) is the call's node: its outputs' ``grad_fn``
+    is named as torch's for a compiled call (``CompiledFunctionBackward``); the op is this graph's own."""
+    calls = [n for n in gm.graph.nodes if n.op in ("call_function", "call_method", "call_module")]
+    if len(calls) == 1 and isinstance(calls[0].target, _fused.FusedCall) and calls[0].target.op.differentiable:
+        op = calls[0].target.op
+        op.backward_name, op.node_type = "CompiledFunctionBackward", None
 
 
 def _same_attrs(attrs: list) -> bool:
@@ -604,32 +733,41 @@ def compile(model=None, *, fullgraph: bool = False, dynamic=None, backend="tapel
 
 @dataclass
 class ExplainOutput:
-    """What one call of a compiled function did, shaped like ``torch._dynamo.explain``'s."""
+    """What one call of a compiled function did, shaped like ``torch._dynamo.explain``'s: ``break_reasons``
+    are ``GraphCompileReason`` (``.reason``, ``.user_stack``), ``compile_times`` torch's text of the
+    phases' seconds (``times``: the same as a dict), ``out_guards`` the guards in words; ``one_node`` is
+    tapelab's: per graph, the one-node step's op and members, or why the call is not one node."""
     graphs: list
     graph_count: int
     graph_break_count: int
     break_reasons: list
     op_count: int
-    ops_per_graph: list
-    out_guards: list
-    compile_times: dict
-    one_node: list = field(default_factory=list)   # per graph: the one-node step's op and members, or why not
-
+    ops_per_graph: list | None = None
+    out_guards: list | None = None
+    compile_times: str | None = None
+    one_node: list = field(default_factory=list)
+    times: dict = field(default_factory=dict)
 
     def __str__(self) -> str:
         lines = [f"Graph Count: {self.graph_count}", f"Graph Break Count: {self.graph_break_count}",
                  f"Op Count: {self.op_count}", "Break Reasons:"]
-        lines += [f"  Break Reason {i + 1}: {r}" for i, r in enumerate(self.break_reasons)]
-        lines.append("Ops per Graph:")
-        for i, ops in enumerate(self.ops_per_graph):
-            lines.append(f"  Ops {i + 1}:")
-            lines += [f"    {o}" for o in ops]
-        lines.append("Out Guards:")
-        lines += [f"  {g}" for g in self.out_guards]
+        for i, r in enumerate(self.break_reasons):
+            lines += [f"  Break Reason {i + 1}:", f"    Reason: {getattr(r, 'reason', r)}", "    User Stack:"]
+            lines += [f"      {f}" for f in getattr(r, "user_stack", ())]
+        if self.ops_per_graph is not None:
+            lines.append("Ops per Graph:")
+            for i, ops in enumerate(self.ops_per_graph):
+                lines.append(f"  Ops {i + 1}:")
+                lines += [f"    {o}" for o in ops]
+        if self.out_guards is not None:
+            lines.append("Out Guards:")
+            for i, g in enumerate(self.out_guards):
+                lines += [f"  Guard {i + 1}:", f"    {g}"]
         lines.append("One Node:")
         lines += [f"  {o}" for o in self.one_node]
-        lines.append("Compile Times: " + ", ".join(f"{k} {v:.3f} s" for k, v in self.compile_times.items()))
-        return "\n".join(lines)
+        if self.compile_times is not None:
+            lines.append(f"Compile Times: {self.compile_times}")
+        return "\n".join(lines) + "\n"
 
     __repr__ = __str__
 
@@ -661,9 +799,11 @@ def _explain(fn, *args, **kwargs) -> ExplainOutput:
             times[k] = times.get(k, 0.0) + v
     one_node = [f"{e.step.op.name}: one autograd node ({', '.join(e.step.members)})" if e.step is not None
                 else e.step_reason for e in entries if e.graph is not None]
+    text = "TorchDynamo compilation metrics:\nFunction, Runtimes (s)\n" + "".join(
+        f"{k}, {v:.4f}\n" for k, v in times.items())
     return ExplainOutput(graphs, len(graphs), sum(e.reason is not None for e in entries),
                          [e.reason for e in entries if e.reason], sum(map(len, ops)), ops,
-                         [g for e in entries for g in e.guards], times, one_node)
+                         [g for e in entries for g in e.guards], text, one_node, times)
 
 
 def _op_label(node) -> str:
@@ -676,4 +816,5 @@ def reset() -> None:
     for c in list(_ALL):
         c.cache.clear()
         c.nested.clear()
+        c.dynamic.clear()            # automatic dynamic shapes start again from the next sizes seen
         c.limit_warned = False

@@ -93,7 +93,7 @@ class Step:
         # the backward reads the output itself (saved among its values): the node checks its version,
         # so an in-place write into the result before backward raises as eager's would
         self.op = _StepOp(f"compiled({name})", self._forward, self._vjp, save_output=container is None and bool(reads))
-        self.op.backward_name = f"Compiled{name}Backward"
+        self.op.backward_name = "CompiledFunctionBackward"     # torch's name for every compiled call's node
         self.op.members = tuple(members)
 
     def __call__(self, *flat):
