@@ -50,7 +50,8 @@ class Op:
         fwd_out: ``fwd_out(xp, *arrays, out=(array, ...), **params)``, the forward writing each of
             its outputs into the given arrays (a compiled kernel's), for capture's replay of an op
             no array-namespace function equals: the replay writes into its buffers, no copy. The
-            caller passes C-contiguous arrays of the outputs' shapes and dtypes, overlapping no input.
+            caller passes C-contiguous arrays of the outputs' shapes and dtypes, overlapping no input
+            (for an ``elementwise`` op, an input may be the output array itself: an in-place update).
         data_dependent: the output's shape depends on input values (``nonzero``): a short
             description for the error a captured graph gives.
         onnx: the ONNX lowering ``tapelab.onnx`` exports the op with: an ONNX op name when the op

@@ -5,6 +5,14 @@ is its forward called on the arrays it read at capture, written into its output 
 (``ufunc(..., out=buf)`` where the op is exactly a ufunc, ``fwd_out(..., out=(buf, ...))``
 where it declares one, as a compiled kernel does, else ``copyto``); in-place writes are
 ``copyto``. No dispatch, no Tensor, no autograd bookkeeping at replay.
+
+An intermediate that nobody outside the graph can see (no tensor the user still holds
+reads its memory, ``private``) is a local of the replay function on the cpu: its producer's
+result is taken as it comes, with no copy into the pool buffer and no read back from it.
+Only that buffer's contents differ (it keeps its capture-time values), and nothing reads
+them. On the MLP step this removed six full passes over the gradients (bench/README.md).
+A stream capture (cuda) keeps every step writing its buffer: a CUDA graph replays fixed
+addresses.
 Each step's entry in ``nodes`` also names the module path it ran in (``module``, "" outside
 any module) and the user's line that ran it (``where``), for views.
 """
@@ -16,7 +24,7 @@ from ._capture import CaptureError, _is_array, root_key
 class Program:
     """The compiled steps of one capture (see the module docstring)."""
 
-    def __init__(self, mode):
+    def __init__(self, mode, private: frozenset = frozenset()):
         self.ns: dict = {}
         self._names: dict[int, str] = {}
         self.nodes: list[dict] = []       # one entry per step, for views and the capture event
@@ -24,8 +32,11 @@ class Program:
         self.guards: list[tuple] = []
         self.step_lines: list[list[str]] = []    # the lines of each step (one per node)
         copyto = None
+        locals_ = _locals(mode, private)
+        run_lines: list[str] = []
         for root, snap in mode.reinit.values():
             self.step_lines.append([f"_copyto({self._name(root)}, {self._name(snap)})"])
+            run_lines += self.step_lines[-1]
             self.nodes.append({"kind": "reinit", "op": "copy", "inputs": [self._name(snap)],
                                "outputs": [self._name(root)], "where": "", "module": ""})
         for j, step in enumerate(mode.steps):
@@ -35,6 +46,10 @@ class Program:
                 _, op, fwd, xp, arrays, params, dsts, r, ufunc, where = step
                 copyto = copyto or xp.copyto
                 self.step_lines.append(self._op(len(self.nodes), op, fwd, xp, arrays, params, dsts, r, ufunc))
+                if any(d is not None and id(d) in locals_ for d in dsts):
+                    run_lines += self._op_locals(len(self.nodes), op, fwd, xp, arrays, params, dsts, r, locals_)
+                else:
+                    run_lines += self.step_lines[-1]
                 self.nodes.append({"kind": "op", "op": op.name,
                                    "inputs": [self._name(a) if _is_array(a) else repr(a) for a in arrays],
                                    "outputs": [self._name(d) for d in dsts if d is not None], "where": where,
@@ -42,19 +57,20 @@ class Program:
             elif kind == "copy":
                 _, dst, src, why = step
                 self.step_lines.append([f"_copyto({self._name(dst)}, {self._name(src)}, casting='unsafe')"])
+                run_lines += self.step_lines[-1]
                 self.nodes.append({"kind": why, "op": "copy", "inputs": [self._name(src)],
                                    "outputs": [self._name(dst)], "where": "", "module": module})
             else:
                 _, arr, value, what, internal, where = step
                 self.guards.append((value, what, internal, where))
                 self.step_lines.append([f"_guard({self._name(arr)}, {self._name(value, 'k')}, {len(self.guards) - 1})"])
+                run_lines += self.step_lines[-1]
                 self.nodes.append({"kind": "guard", "op": what, "inputs": [self._name(arr)], "outputs": [],
                                    "where": where, "module": module})
         import numpy as np
         self.ns.update(_copyto=copyto or np.copyto, _guard=self._guard, _shape_error=self._shape_error,
                        _np_shape=np.shape)
-        lines = [ln for step in self.step_lines for ln in step]
-        self.source = "def _replay():\n" + "".join(f"    {ln}\n" for ln in lines or ["pass"])
+        self.source = "def _replay():\n" + "".join(f"    {ln}\n" for ln in run_lines or ["pass"])
         code = compile(self.source, "<tapelab captured graph>", "exec")
         exec(code, self.ns)
         self.run = self.ns["_replay"]
@@ -77,6 +93,13 @@ class Program:
             self.ns[n] = obj
         return n
 
+    def _constant(self, value) -> str:
+        """A new name for ``value`` (kept alive by the namespace: ``_name`` keys by ``id``)."""
+        n = f"k{len(self._names)}"
+        self._names[n] = n
+        self.ns[n] = value
+        return n
+
     def _arg(self, a) -> str:
         if a is None or type(a) is bool:
             return repr(a)
@@ -87,7 +110,7 @@ class Program:
         if ufunc is not None:
             return [f"{self._name(ufunc, 'u')}({args}, out={self._name(dsts[0])})"]
         kw = "".join(f", {k}={self._arg(v)}" for k, v in params.items())
-        if op.fwd_out is not None and _writable_outputs(arrays, dsts, r if op.n_extra else (r,)):
+        if op.fwd_out is not None and _writable_outputs(arrays, dsts, r if op.n_extra else (r,), op.elementwise):
             outs = "".join(f"{self._name(d)}, " for d in dsts)
             return [f"{self._name(op.fwd_out, 'f')}({self._name(xp, 'x')}, {args}{kw}, out=({outs}))"]
         call = f"_r = {self._name(fwd, 'f')}({self._name(xp, 'x')}, {args}{kw})"
@@ -96,6 +119,19 @@ class Program:
             shape = "_r.shape" if hasattr(r, "shape") else "_np_shape(_r)"
             return [call, f"if {shape} != {d}.shape: _shape_error({i}, _r)", f"_copyto({d}, _r)"]
         return [call] + [f"_copyto({self._name(d)}, _r[{j}])" for j, d in enumerate(dsts) if d is not None]
+
+    def _op_locals(self, i, op, fwd, xp, arrays, params, dsts, r, locals_) -> list[str]:
+        """The step with its private outputs bound as locals (``_locals``): the forward's
+        result itself, its shape checked against the capture's; the other outputs copied."""
+        args = ", ".join(self._arg(a) for a in arrays)
+        kw = "".join(f", {k}={self._arg(v)}" for k, v in params.items())
+        lines = [f"_r = {self._name(fwd, 'f')}({self._name(xp, 'x')}, {args}{kw})"]
+        if len(dsts) == 1:
+            d = dsts[0]
+            return lines + [f"if _np_shape(_r) != {self._constant(d.shape)}: _shape_error({i}, _r)",
+                            f"{self._name(d)} = _r"]
+        return lines + [f"{self._name(d)} = _r[{j}]" if id(d) in locals_ else f"_copyto({self._name(d)}, _r[{j}])"
+                        for j, d in enumerate(dsts) if d is not None]
 
     def _guard(self, arr, expected, i: int) -> None:
         value, what, internal, where = self.guards[i]
@@ -117,14 +153,65 @@ class Program:
         return sum(int(a.nbytes) for a in self.buffers.values())
 
 
-def _writable_outputs(arrays, dsts, results) -> bool:
+def _writable_outputs(arrays, dsts, results, elementwise: bool = False) -> bool:
     """Whether an op's ``fwd_out`` may write into ``dsts``, checked once here for every replay: each is a
     C-contiguous array like the forward's result at capture (shape, dtype), sharing no memory with an
-    input (a kernel writing through raw pointers may read and write in any order)."""
-    reads = {root_key(a) for a in arrays if _is_array(a)}
+    input (a kernel writing through raw pointers may read and write in any order), except, for an
+    elementwise op, an input that is that output array itself (each element read before it is written)."""
+    same = {id(d) for d in dsts} if elementwise else set()
+    reads = {root_key(a) for a in arrays if _is_array(a) and id(a) not in same}
     return len(dsts) == len(results) and all(
         d is not None and d.shape == r.shape and d.dtype == r.dtype and d.flags.c_contiguous
         and root_key(d) not in reads for d, r in zip(dsts, results))
+
+
+def _locals(mode, private: frozenset) -> set:
+    """``id``s of the op outputs the cpu replay keeps as locals: an intermediate in ``private``
+    memory (no tensor the user holds reads it), written once, by the op that made it (its
+    first mention), and read only as that same array (no view of it is named): each replay's
+    fresh result then stands for it. The forward's result at capture must have been an array
+    (a number would reach the readers as a number)."""
+    if not private:
+        return set()
+    seen: dict[int, int] = {}      # root key -> id of the one array naming that memory
+    writes: dict[int, int] = {}    # id(array) -> how many steps write it
+    first: dict[int, str] = {}     # id(array) -> how the program first mentions it
+    out: set = set()
+
+    def mention(a, how: str) -> None:
+        if not _is_array(a):
+            return
+        k = root_key(a)
+        if seen.setdefault(k, id(a)) != id(a):
+            seen[k] = -1           # two arrays over one memory: a view is named
+        first.setdefault(id(a), how)
+    for root, snap in mode.reinit.values():
+        mention(root, "write"), mention(snap, "read")
+    for step in mode.steps:
+        if step[0] == "op":
+            _, op, fwd, xp, arrays, params, dsts, r, ufunc, where = step
+            for a in arrays:
+                mention(a, "read")
+            results = r if len(dsts) > 1 else (r,)
+            for d, res in zip(dsts, results):
+                if d is None:
+                    continue
+                mention(d, "made" if type(res) is type(d) and res.shape == d.shape and res.dtype == d.dtype
+                        else "write")
+                writes[id(d)] = writes.get(id(d), 0) + 1
+        elif step[0] == "copy":
+            _, dst, src, _why = step
+            mention(src, "read"), mention(dst, "write")
+            writes[id(dst)] = writes.get(id(dst), 0) + 1
+        else:
+            mention(step[1], "read")
+    for step in mode.steps:
+        if step[0] == "op":
+            for d in step[6]:
+                if (d is not None and first.get(id(d)) == "made" and writes.get(id(d)) == 1
+                        and root_key(d) in private and seen.get(root_key(d)) == id(d)):
+                    out.add(id(d))
+    return out
 
 
 __all__ = ["Program"]

@@ -7,6 +7,8 @@ from ..base import events
 from ..base.device import device as _device
 from ..base.dispatch_state import STATE
 from ..core.dispatch import pop_mode, push_mode
+from ..core.node import AccumulateGrad, OpNode
+from ..core.tensor import Tensor
 from . import _capture
 from ._capture import CaptureError, CaptureMode, _label, _np_root, _where, root_key
 from ._program import Program
@@ -146,7 +148,7 @@ class Graph:
             err = CaptureError(f"{drift}. Raised at the end of capture ({_where()})")
             self._error = err
             raise err
-        program = Program(mode)
+        program = Program(mode, _private(mode) if self.device.type == "cpu" else frozenset())
         if self.device.type == "cuda" and self._stream_capture:
             from ._cuda import stream_graph
             try:
@@ -316,6 +318,36 @@ class Graph:
             return f"Graph(device={self.device}, not captured)"
         return (f"Graph(device={self.device}, steps={len(self._program.nodes)}, "
                 f"static_inputs={len(self._statics)}, pool={self._program.nbytes} bytes)")
+
+
+def _private(mode) -> frozenset:
+    """Root keys of the intermediates nobody outside the graph can read: no tensor the capture
+    made is still alive over them, and no autograd graph such a tensor leads to keeps them
+    saved. Empty when a live tensor's graph holds values in a node this walk cannot read."""
+    held, nodes, seen = set(), [], set()
+    inter = {root_key(b.arr) for b in mode.bufs.values() if b.kind == "inter"}
+    for ref, _key in mode.outputs:
+        t = ref()
+        if t is None:
+            continue
+        held.add(root_key(t._data))
+        if t.grad_fn is not None:
+            nodes.append(t.grad_fn)
+    while nodes:
+        node = nodes.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if type(node) is AccumulateGrad:
+            continue
+        if not isinstance(node, OpNode):
+            return frozenset()
+        if node.inputs is not None:
+            held.update(root_key(a._data) for a in node.inputs if isinstance(a, Tensor))
+        if node.out_data is not None:
+            held.add(root_key(node.out_data))
+        nodes.extend(e[0] for e in node.edges if e is not None)
+    return frozenset(inter - held)
 
 
 class _Catalog:

@@ -430,13 +430,24 @@ def _scaled_sum(xp, a, b, alpha, out=None):
     return out
 
 
+def _add_out(xp, a, b, alpha=1, *, out):
+    """``add`` written into ``out[0]`` (a captured replay's buffer, or ``a`` itself: an optimizer's
+    ``p.add_(u, alpha=-lr)`` in one pass), the same floats as the forward."""
+    xp.add(a, b, out=out[0]) if alpha == 1 else _scaled_sum(xp, a, b, alpha, out=out[0])
+
+
+def _sub_out(xp, a, b, alpha=1, *, out):
+    xp.subtract(a, b, out=out[0]) if alpha == 1 else _scaled_sum(xp, a, b, -alpha, out=out[0])
+
+
 _add = Op("add", lambda xp, a, b, alpha=1: a + b if alpha == 1 else _scaled_sum(xp, a, b, alpha),
           lambda g, out, a, b, alpha=1: (ub(g, a), ub(g if alpha == 1 else g * alpha, b)),
-          promote="common", saves=NONE, elementwise=True, ufunc="add", cost=_numel, operator="add", onnx=_onnx_add)
+          promote="common", saves=NONE, elementwise=True, ufunc="add", cost=_numel, operator="add", onnx=_onnx_add,
+          fwd_out=_add_out)
 _sub = Op("sub", lambda xp, a, b, alpha=1: a - b if alpha == 1 else _scaled_sum(xp, a, b, -alpha),
           lambda g, out, a, b, alpha=1: (ub(g, a), ub(-g if alpha == 1 else g * -alpha, b)),
           promote="common", saves=NONE, elementwise=True, ufunc="subtract", cost=_numel, operator="sub",
-          aliases=("subtract", "rsub"), onnx=_onnx_sub)
+          aliases=("subtract", "rsub"), onnx=_onnx_sub, fwd_out=_sub_out)
 
 
 def scaled_sum(xp, a, b, alpha, out=None):
