@@ -18,6 +18,9 @@ from .core.tensor import Tensor
 from .ops import fft as _ops
 from .ops.conjugation import conj
 from .ops.movement import constant_pad_nd, narrow, roll
+from .ops.out import out_variants as _out_variants
+from .base.dispatch_state import STATE as _DISPATCH
+from .core.overrides import handle_torch_function as _handle, has_tensor_like as _has_tensor_like
 
 __all__ = ["fft", "ifft", "rfft", "irfft", "hfft", "ihfft", "fft2", "ifft2", "rfft2", "irfft2", "hfft2", "ihfft2",
            "fftn", "ifftn", "rfftn", "irfftn", "hfftn", "ihfftn", "fftfreq", "rfftfreq", "fftshift", "ifftshift"]
@@ -257,9 +260,17 @@ def _shift(input: Tensor, dim, inverse: bool) -> Tensor:
 
 def fftshift(input: Tensor, dim=None) -> Tensor:
     """The zero frequency moved to the centre of ``dim`` (every dim by default)."""
+    if _DISPATCH.functions is not None and _has_tensor_like((input,)):
+        return _handle(fftshift, (input,), input, **({} if dim is None else {"dim": dim}))
     return _shift(input, dim, False)
 
 
 def ifftshift(input: Tensor, dim=None) -> Tensor:
     """The inverse of ``fftshift``."""
+    if _DISPATCH.functions is not None and _has_tensor_like((input,)):
+        return _handle(ifftshift, (input,), input, **({} if dim is None else {"dim": dim}))
     return _shift(input, dim, True)
+
+
+# the transforms take out= as PyTorch's, and hand themselves to a program's Tensor subclass at their entry
+globals().update(_out_variants(globals(), frozenset(n for n in __all__ if "shift" not in n and "freq" not in n)))

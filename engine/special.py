@@ -13,6 +13,9 @@ from .ops.special_poly import __all__ as _POLY
 from .ops.special_scipy import *  # noqa: F401,F403
 from .ops.special_scipy import __all__ as _SCIPY
 from .ops.compare import isnan, where
+from .ops.out import out_variants as _out_variants
+from .base.dispatch_state import STATE as _DISPATCH
+from .core.overrides import handle_torch_function as _handle, has_tensor_like as _has_tensor_like
 
 __all__ = ["expit", "logit", "exp2", "expm1", "log1p", "erf", "erfc", "erfinv", "gammaln", "digamma", "psi",
            "polygamma", "multigammaln", "i0", "i1", "sinc", "round", "xlogy", "xlog1py", "entr", "ndtr", "ndtri",
@@ -57,8 +60,17 @@ def betaln(input, other):
 
 
 def softmax(input, dim: int, *, dtype=None):
+    if _DISPATCH.functions is not None and _has_tensor_like((input,)):
+        return _handle(softmax, (input,), input, dim, **({} if dtype is None else {"dtype": dtype}))
     return _F.softmax(input, dim, dtype=dtype)
 
 
 def log_softmax(input, dim: int, *, dtype=None):
+    if _DISPATCH.functions is not None and _has_tensor_like((input,)):
+        return _handle(log_softmax, (input,), input, dim, **({} if dtype is None else {"dtype": dtype}))
     return _F.log_softmax(input, dim, dtype=dtype)
+
+
+# every other function takes out= as PyTorch's, and hands itself to a program's Tensor subclass at its
+# entry (torch.special.erf is the function a __torch_function__ handler sees, not torch.erf's op)
+globals().update(_out_variants(globals(), frozenset(__all__) - {"softmax", "log_softmax"}))

@@ -277,11 +277,18 @@ def composite(name: str, fn: Callable, *tensors):
 
 def unary(op: Op) -> Callable[[Tensor], Tensor]:
     """``apply(op, input)`` as a function of one tensor that calls the op's compiled path itself
-    (one Python frame fewer per call: the unary ops' public functions and Tensor methods)."""
+    (one Python frame fewer per call: the unary ops' public functions and Tensor methods). On the
+    slow path the functions hook's ``entry(fn, input)`` may hand the call to a program's Tensor
+    subclass first, with ``fn`` as ``func`` (the check other public functions make at their entry)."""
     def fn(input: Tensor) -> Tensor:
         fast = op.fast
         if fast and not STATE.slow:
             return fast((input,), {})
+        functions = STATE.functions
+        if functions is not None:   # a program's subclass gets this public function, as PyTorch's torch.relu
+            out = functions.entry(fn, input)
+            if out is not PASS:
+                return out
         return apply(op, input)
     return fn
 

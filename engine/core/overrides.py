@@ -45,7 +45,8 @@ from .tensor import Tensor
 
 __all__ = ["TorchFunctionMode", "taking_part", "taking_part_while_alive", "has_tensor_like", "handle_torch_function", "has_torch_function", "has_torch_function_unary",
            "has_torch_function_variadic", "is_tensor_like", "is_tensor_method_or_property",
-           "get_default_nowrap_functions", "get_ignored_functions", "resolve_name", "OpFunction", "function_of", "overridable",
+           "get_default_nowrap_functions", "get_ignored_functions", "get_overridable_functions", "resolve_name",
+           "BaseTorchFunctionMode", "wrap_torch_function", "OpFunction", "function_of", "overridable",
            "DisableTorchFunction", "DisableTorchFunctionSubclass", "_disabled_torch_function_impl",
            "_get_current_function_mode", "_get_current_function_mode_stack", "_len_torch_function_stack",
            "_pop_mode_temporarily", "_is_torch_function_mode_enabled"]
@@ -314,6 +315,17 @@ def _hook(op, args: tuple, params: dict):
     return _handle(function_of(op), overloaded, args, dict(params) if params else None)
 
 
+def _entry(fn, input):
+    """The hook's ``entry``: a one-tensor public function made by ``dispatch.unary`` (``torch.relu``,
+    ``torch.isnan``...) handed to a program's Tensor subclass or a tensor-like as itself, or ``PASS``."""
+    if has_tensor_like((input,)):
+        return handle_torch_function(fn, (input,), input)
+    return PASS
+
+
+_hook.entry = _entry
+
+
 def _handle(func, overloaded: list, args: tuple, kwargs: dict | None):
     types = tuple(type(a) for a in overloaded)
     local = LOCAL
@@ -407,6 +419,29 @@ def get_ignored_functions() -> set:
     return set()
 
 
+def get_overridable_functions() -> dict:
+    """``{namespace: [public functions]}`` a ``__torch_function__`` handler may receive, as PyTorch's
+    (keyed by the ``tapelab`` module, ``tapelab.nn.functional``, ``linalg``, ``fft``, ``special`` and
+    the Tensor class for its methods): ``tapelab.add in get_overridable_functions()[tapelab]``."""
+    import collections
+    import sys
+    import types
+    out = collections.defaultdict(list)
+    ignored = get_ignored_functions()
+    package = __name__.split(".")[0]     # the functions' modules (``install_aliases`` renames the package)
+    root = sys.modules[package]
+    for ns in (root, root.nn.functional, root.linalg, root.fft, root.special):
+        for name, fn in vars(ns).items():
+            if (not name.startswith("_") and isinstance(fn, (types.FunctionType, types.BuiltinFunctionType))
+                    and getattr(fn, "__module__", "").startswith(package) and fn not in ignored):
+                out[ns].append(fn)
+    for name, fn in vars(Tensor).items():
+        if not name.startswith("_") or name.startswith("__") and name.endswith("__"):
+            if isinstance(fn, types.FunctionType) or isinstance(fn, property):
+                out[Tensor].append(fn.__get__ if isinstance(fn, property) else fn)
+    return out
+
+
 def resolve_name(f) -> str | None:
     """``"tapelab.add"``-style name of a function a handler received, or None."""
     if isinstance(f, OpFunction):
@@ -451,6 +486,27 @@ class TorchFunctionMode:
     def push(cls, *args, **kwargs):
         """Deprecated in PyTorch: ``with cls(*args, **kwargs):`` instead."""
         return cls(*args, **kwargs)
+
+
+class BaseTorchFunctionMode(TorchFunctionMode):
+    """A mode that runs every call it is handed as it was made (subclass it and call ``super()``)."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        return func(*args, **(kwargs or {}))
+
+
+def wrap_torch_function(dispatcher: Callable):
+    """PyTorch's decorator for a Python function of tensors: ``dispatcher(*args, **kwargs)`` names the
+    relevant arguments; a mode or an overriding argument among them receives the decorated function."""
+    def inner(func):
+        @functools.wraps(func)
+        def wrapped(*args, **kwargs):
+            relevant = dispatcher(*args, **kwargs)
+            if has_torch_function(relevant):
+                return handle_torch_function(wrapped, relevant, *args, **kwargs)
+            return func(*args, **kwargs)
+        return wrapped
+    return inner
 
 
 class _pop_mode_temporarily:

@@ -18,7 +18,7 @@ import sys
 from types import ModuleType
 from typing import Callable
 
-__all__ = ["PACKAGE", "FUNCTIONAL", "package", "functional", "namespaces", "public_function", "shown_name"]
+__all__ = ["PACKAGE", "FUNCTIONAL", "package", "functional", "namespaces", "public_function", "public_function_named", "shown_name"]
 
 PACKAGE = __name__.split(".", 1)[0]          # "tapelab": the name the package face is imported under
 FUNCTIONAL = f"{PACKAGE}.nn.functional"
@@ -55,8 +55,13 @@ def namespaces() -> tuple[tuple[str, ModuleType], ...]:
 def public_function(op) -> Callable | None:
     """The public function a graph records for ``op``: ``tapelab.<op name>``, else
     ``tapelab.nn.functional.<op name>``; None for an op with neither (an internal one)."""
+    return public_function_named(op.name)
+
+
+def public_function_named(name: str) -> Callable | None:
+    """``tapelab.<name>``, else ``tapelab.nn.functional.<name>``, else None."""
     for _, ns in namespaces():
-        fn = vars(ns).get(op.name)
+        fn = vars(ns).get(name)
         if callable(fn):
             return fn
     return None

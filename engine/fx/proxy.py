@@ -31,10 +31,11 @@ from bisect import bisect_left
 from typing import Callable
 
 from ..core.overrides import OpFunction, taking_part_while_alive
-from ._public import package, public_function
+from ._public import PACKAGE, package, public_function, public_function_named
 from .node import Node, map_aggregate
 
 __all__ = ["Proxy", "Attribute", "TraceError", "TracerBase", "GraphAppendingTracer", "first_proxy"]
+_OPS = f"{PACKAGE}.ops."   # the op families' modules: a function of theirs records by its public name
 
 
 class TraceError(ValueError):
@@ -191,8 +192,12 @@ class Proxy(_Operators):
                 raise TraceError(f"op '{op.name}' received a Proxy, and tapelab has no public function of that "
                                  "name to record: it was reached from a function that does not check for "
                                  "Proxies; mark that function with tapelab.fx.wrap")
-        elif kwargs and vars(package()).get(getattr(orig_method, "__name__", None)) is orig_method:
-            kwargs = _as_given(orig_method, kwargs)
+        else:
+            name = getattr(orig_method, "__name__", None)
+            if getattr(orig_method, "__module__", "").startswith(_OPS):   # an op family's function, reached
+                orig_method = public_function_named(name) or orig_method  # other than by its public name
+            if kwargs and vars(package()).get(name) is orig_method:
+                kwargs = _as_given(orig_method, kwargs)
         return tracer.create_proxy("call_function", orig_method, args, kwargs)
 
     def keys(self):

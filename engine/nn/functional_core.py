@@ -460,6 +460,9 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool 
 
 def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None, max_norm: float | None = None,
               norm_type: float = 2.0, scale_grad_by_freq: bool = False, sparse: bool = False) -> Tensor:
+    if _DISPATCH.functions is not None and has_tensor_like((input, weight)):
+        return handle_torch_function(embedding, (input, weight), input, weight, padding_idx, max_norm, norm_type,
+                                     scale_grad_by_freq, sparse)
     if padding_idx is not None:
         num = weight.shape[0]
         if not -num <= padding_idx < num:
@@ -698,6 +701,8 @@ def elu_(input: Tensor, alpha: float = 1.0) -> Tensor:
 
 def gelu(input: Tensor, approximate: str = "none") -> Tensor:
     """``x Phi(x)`` (or its tanh approximation) as one fused op."""
+    if _DISPATCH.functions is not None and has_tensor_like((input,)):
+        return handle_torch_function(gelu, (input,), input, approximate=approximate)
     if approximate not in ("none", "tanh"):
         raise RuntimeError("approximate argument must be either none or tanh.")
     return _fused.gelu(input, approximate)

@@ -176,10 +176,14 @@ _signbit = Op("signbit", _signbit_fwd, None, saves=NONE, elementwise=True,
 
 
 def isnan(input: Tensor) -> Tensor:
+    if _DISPATCH.functions is not None and has_tensor_like((input,)):
+        return handle_torch_function(isnan, (input,), input)
     return apply(_isnan, input)
 
 
 def isinf(input: Tensor) -> Tensor:
+    if _DISPATCH.functions is not None and has_tensor_like((input,)):
+        return handle_torch_function(isinf, (input,), input)
     return apply(_isinf, input)
 
 
@@ -192,6 +196,8 @@ def isneginf(input: Tensor) -> Tensor:
 
 
 def isfinite(input: Tensor) -> Tensor:
+    if _DISPATCH.functions is not None and has_tensor_like((input,)):
+        return handle_torch_function(isfinite, (input,), input)
     return apply(_isfinite, input)
 
 

@@ -403,6 +403,8 @@ def matrix_rank(A, *, atol=None, rtol=None, hermitian: bool = False, out=None):
 def lstsq(A, B, rcond=None, *, driver=None) -> LstsqResult:
     """``torch.linalg.lstsq`` (PyTorch's default CPU driver, gelsy): the minimum-norm least-squares solution
     through the pseudo-inverse, the rank, and empty residuals and singular values as gelsy gives."""
+    if _DISPATCH.functions is not None and has_tensor_like((A, B)):
+        return handle_torch_function(lstsq, (A, B), A, B, rcond, driver=driver)
     _check("torch.linalg.lstsq", A, square=False)
     if A._data.dtype != B._data.dtype:
         raise RuntimeError(f"torch.linalg.lstsq: Expected input and other to have the same dtype, but got input's "
@@ -470,6 +472,8 @@ def vecdot(x, y, *, dim: int = -1, out=None):
 
 def diagonal(A, *, offset: int = 0, dim1: int = -2, dim2: int = -1):
     """``torch.linalg.diagonal``: the diagonal over the last two dims by default."""
+    if _DISPATCH.functions is not None and has_tensor_like((A,)):
+        return handle_torch_function(diagonal, (A,), A, offset=offset, dim1=dim1, dim2=dim2)
     return _diagonal(A, offset, dim1, dim2)
 
 
@@ -582,6 +586,8 @@ def tensorsolve(A, B, dims=None, *, out=None):
 
 def vander(x, *, N: int | None = None):
     """``torch.linalg.vander``: columns x^0, x^1, ..., x^(N-1) (increasing powers)."""
+    if _DISPATCH.functions is not None and has_tensor_like((x,)):
+        return handle_torch_function(vander, (x,), x, N=N)
     if x.ndim < 1:
         raise RuntimeError("linalg.vander: x must have at least one dimension")
     N = x.shape[-1] if N is None else N

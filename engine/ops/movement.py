@@ -991,6 +991,8 @@ def triu(input: Tensor, diagonal: int = 0) -> Tensor:
 
 
 def clone(input: Tensor, *, memory_format=None) -> Tensor:
+    if _DISPATCH.functions is not None and has_tensor_like((input,)):
+        return handle_torch_function(clone, (input,), input, **({} if memory_format is None else {"memory_format": memory_format}))
     return apply(_clone, input)
 
 

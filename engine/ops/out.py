@@ -38,7 +38,8 @@ matmul max maximum mean median min minimum mm mode msort mul multinomial multipl
 nonzero norm normal not_equal ones outer pow prod rand randint randn randperm reciprocal remainder round rsqrt
 scatter scatter_add scatter_reduce searchsorted sgn sigmoid sign signbit sin sinh softmax sort sqrt square stack
 std std_mean sub subtract sum take take_along_dim tan tanh tensordot topk tril triu true_divide trunc var
-var_mean vdot vstack where xlogy zeros
+var_mean vdot vstack where xlogy zeros copysign digamma heaviside i0 igamma igammac lgamma nextafter sinc
+bitwise_left_shift bitwise_right_shift gcd lcm
 """.split())
 
 # tapelab.linalg's functions that have an out= form in PyTorch 2.13 (linear_operator passes out=None)

@@ -14,11 +14,13 @@ import math
 import numpy as np
 
 from .. import kernels, return_types
+from ..base.dispatch_state import STATE as _DISPATCH
 from ..base.grad_mode import STATE as GRAD
 from ..core.creation import eye
 from ..base import backend as _backend
 from ..base.coo import COOArray, unsupported
 from ..core.dispatch import apply
+from ..core.overrides import handle_torch_function, has_tensor_like
 from ..core.registry import NONE, OTHERS, Op, kernel_refusal
 from ._util import Tensor, dim_or_axis, norm_dims, numpy_names
 from ..base import dtype as _dtype
@@ -777,6 +779,9 @@ def any(input, dim=None, keepdim: bool = False, *, axis=None, keepdims=None):
 
 
 def count_nonzero(input, dim=None, *, axis=None):
+    if _DISPATCH.functions is not None and has_tensor_like((input,)):
+        given = {k: v for k, v in (("dim", dim), ("axis", axis)) if v is not None}
+        return handle_torch_function(count_nonzero, (input,), input, **given)
     if axis is not None:
         dim, _ = numpy_names("count_nonzero", dim, False, axis, None)
     return apply(_count_nonzero, input, dims=_dims(input, dim, "count_nonzero"))
