@@ -182,3 +182,37 @@ def test_reset_forgets_entries_and_automatic_dynamic_shapes():
     tapelab.compiler.reset()
     np.testing.assert_allclose(f(tapelab.ones(4, 2)).numpy(), np.tanh(np.full((4, 2), 2.0, np.float32)), rtol=RTOL)
     assert len(f.cache) == 1 and tc.reset is dynamo.reset
+
+
+# ---------------------------------------------------------------- the one-op entry's direct call and backward
+def test_one_op_entry_direct_call_equals_torch_and_falls_back_when_watched():
+    (x, xt), (w, wt) = _pair(4, 16), _pair(16, seed=1)
+    f = tapelab.compile(chain6(tapelab))
+    f(x, w)
+    e = next(iter(f.cache.values()))
+    assert e.run.__qualname__ == "FusedOp.call.<locals>.call"       # the entry calls the loop directly
+    for _ in range(2):
+        x.grad = w.grad = xt.grad = wt.grad = None
+        y, yt = f(x, w), chain6(torch)(xt, wt)
+        y.backward()
+        yt.backward()
+        np.testing.assert_allclose(y.item(), yt.item(), rtol=RTOL)
+        np.testing.assert_allclose(x.grad.numpy(), xt.grad.numpy(), rtol=RTOL, atol=ATOL)
+        np.testing.assert_allclose(w.grad.numpy(), wt.grad.numpy(), rtol=RTOL, atol=ATOL)
+    with tapelab.tape() as t:             # someone watches: the graph's forward, through the dispatcher
+        f(x, w).backward()
+    assert [r.op for r in t.nodes][0] == "fused(mul, add, tanh, mul, sigmoid, sum)"
+    # a view that needs no grad, of a base written in place since: the graph's path refreshes it
+    base, base_t = _pair(2, 16, seed=3, grad=False)
+    v, vt = base[1], base_t[1]
+    base.mul_(2.0)
+    base_t.mul_(2.0)
+    x.grad = xt.grad = None
+    y, yt = f(x, v), chain6(torch)(xt, vt)
+    y.backward()
+    yt.backward()
+    np.testing.assert_allclose(y.item(), yt.item(), rtol=RTOL)
+    np.testing.assert_allclose(x.grad.numpy(), xt.grad.numpy(), rtol=RTOL, atol=ATOL)
+    # a Parameter (a Tensor subclass) goes through the general guard part, the same key
+    p = nn.Parameter(tapelab.tensor(w.detach().numpy()))
+    assert f._key((x, p), {}) == f._key((x, w), {})

@@ -24,11 +24,13 @@ import itertools
 import logging
 import time
 import traceback
+from threading import get_ident as _get_ident
 import weakref
 from dataclasses import dataclass, field
 
+from ..base.device import CPU
 from ..base.dtype import _SCALAR_TYPES
-from ..base.grad_mode import STATE as GRAD, no_grad
+from ..base.grad_mode import GRAD_OFF, STATE as GRAD, no_grad
 from ..core.dispatch import Mode
 from ..core.tensor import Size, Tensor
 from ..fx.proxy import TraceError
@@ -240,8 +242,16 @@ class CompiledFunction:
         return type(self).__call__.__code__
 
     def _key(self, args: tuple, kwargs: dict) -> tuple:
-        key = [GRAD.enabled, self.module.training if self.module is not None else None]
-        key += [_part(a) for a in args]
+        """The guard key: grad mode, the module's training flag, one part per argument (``_part``; a
+        plain Tensor's inline: this is most of a chain16 call's guard, 0.46 us against 0.72)."""
+        m = self.module
+        key = [not GRAD_OFF or _get_ident() not in GRAD_OFF, m.training if m is not None else None]
+        for a in args:
+            if type(a) is Tensor:
+                d = a._data
+                key.append((d.shape, d.dtype, a._device._name, a.requires_grad))
+            else:
+                key.append(_part(a))
         if kwargs:
             key += [(k, _part(v)) for k, v in kwargs.items()]
         return tuple(key)
@@ -457,6 +467,7 @@ class CompiledFunction:
             step = None if step_reason else step
         if lowered and step is None:
             _name_call_node(gm)
+            run = _one_op_call(gm, flat) or run
         if step is None and lowered:
             _fused.prepare_kernels(gm)     # the lowered graph is the call: its kernels and backwards now
         times["fuse"] = time.perf_counter() - t1 - (_fused.STATS["kernel_seconds"] - k0)
@@ -515,6 +526,23 @@ def _name_call_node(gm) -> None:
     if len(calls) == 1 and isinstance(calls[0].target, _fused.FusedCall) and calls[0].target.op.differentiable:
         op = calls[0].target.op
         op.backward_name, op.node_type = "CompiledFunctionBackward", None
+
+
+def _one_op_call(gm, flat: tuple):
+    """The entry's call when the lowered graph is one fused op on its placeholders returning its
+    result (``FusedOp.call``: no graph ``forward``, ``apply`` or ``fast`` around the loop) and the
+    tensors are on the cpu (the key holds each tensor's device: the entry's calls are too), else None."""
+    if not all(a._device is CPU for a in flat if isinstance(a, Tensor)):
+        return None
+    calls = [n for n in gm.graph.nodes if n.op not in ("placeholder", "output")]
+    if len(calls) != 1 or calls[0].op != "call_function" or not isinstance(calls[0].target, _fused.FusedCall):
+        return None
+    node, places = calls[0], [n for n in gm.graph.nodes if n.op == "placeholder"]
+    if node.kwargs or gm.graph.output_node().args[0] is not node or not all(a in places for a in node.args):
+        return None
+    if not node.target.op.differentiable:
+        return None
+    return node.target.op.call(tuple(places.index(a) for a in node.args), gm.forward)
 
 
 def _same_attrs(attrs: list) -> bool:
