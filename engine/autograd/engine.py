@@ -28,6 +28,7 @@ from ..base import events
 from . import anomaly as _anomaly
 from ..base.dtype import FLOATING_KINDS
 from ..base.grad_mode import STATE as GRAD, no_grad
+from ..core import batching as _batching
 from ..core.creation import zeros_like
 from ..core.dispatch import apply
 from ..core.factories import FULL
@@ -709,6 +710,10 @@ _CYCLE_WARNING = ("Using backward() with create_graph=True will create a referen
 def backward(tensors, grad_tensors=None, retain_graph: bool | None = None,
              create_graph: bool = False, grad_variables=None, inputs=None) -> None:
     """Compute the gradients of ``tensors`` w.r.t. graph leaves and accumulate them in ``.grad``."""
+    if _DISPATCH.slow and _batching.modes():
+        raise RuntimeError("backward() called inside a functorch transform. This is not supported, please use "
+                           "functorch.grad or functorch.vjp instead or call backward() outside of functorch "
+                           "transforms.")
     if grad_variables is not None:
         grad_tensors = grad_variables
     if create_graph and inputs is None and not _CYCLE_WARNED:

@@ -12,6 +12,7 @@ import warnings
 
 from ..core.overrides import handle_torch_function, has_tensor_like
 from ..base import dtype as _dt
+from ..core import batching as _batching
 from ..core import creation
 from ..core.dispatch import composite
 from ..base.grad_mode import is_grad_enabled, no_grad
@@ -381,6 +382,8 @@ def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor |
             raise ValueError(f"Expected more than 1 value per channel when training, got input size "
                              f"{list(input.shape)}")
         _check_batch_norm_args(input, running_mean, running_var, weight, bias, training)
+        if running_mean is not None and _DISPATCH.slow and _batching.modes():
+            _batch_norm_vmap_check(input, running_mean, running_var)
         out, mean, _, unbiased = _ops.batch_norm_normalize(input, dims, eps, weight, bias)   # one fused primitive
         if running_mean is not None:
             m = running_mean.dtype.np.type(momentum)
@@ -390,6 +393,19 @@ def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor |
     if running_mean.dtype != input.dtype or running_var.dtype != input.dtype:
         return _channel_affine(_with_running_stats(input, running_mean, running_var, eps), weight, bias)
     return _ops.batch_norm_eval(input, running_mean, running_var, eps, weight, bias)   # one primitive
+
+
+def _batch_norm_vmap_check(input: Tensor, running_mean: Tensor, running_var: Tensor) -> None:
+    """Inside vmap, PyTorch refuses training batch norm on a batched input whose running statistics, which
+    it updates in place, are not batched at the input's levels."""
+    levels = set(_batching.unwrap_all(input)[1])
+    if not levels <= set(_batching.unwrap_all(running_mean)[1]) or \
+            not levels <= set(_batching.unwrap_all(running_var)[1]):
+        raise RuntimeError("Batch norm got a batched tensor as input while the running_mean or running_var, which "
+                           "will be updated in place, were not batched.\nIf you are using a module and do not need "
+                           "eval mode, please set `track_running_stats` to be False.If you are using a prebuilt "
+                           "module and do not need eval mode, please see the functorch website for resources on "
+                           "how to patch your module to work with vmap")
 
 
 def update_running_stats(running_mean: Tensor, running_var: Tensor, mean: Tensor, unbiased: Tensor, m, keep) -> None:

@@ -872,6 +872,10 @@ def masked_fill_(self: Tensor, mask: Tensor, value) -> Tensor:
 def masked_select(input: Tensor, mask: Tensor) -> Tensor:
     if not isinstance(mask, Tensor) or mask._data.dtype.kind != "b":
         raise RuntimeError("masked_select: expected BoolTensor for mask")
+    if mask.__class__ is BatchedTensor:
+        raise RuntimeError("vmap: Attempted to vmap over `mask` in torch.masked_select(self, mask) We cannot support "
+                           "this because for each batch this would return a differently shaped Tensor. Please file "
+                           "an issue at https://github.com/pytorch/pytorch/issues if you need this feature.")
     if mask._data.shape != input._data.shape:
         shape = broadcast_shapes(input._data.shape, mask._data.shape)
         input, mask = expand(input, shape), expand(mask, shape)

@@ -17,6 +17,7 @@ import numpy as np
 from ..base.dispatch_state import STATE as _DISPATCH
 from ..core.overrides import handle_torch_function, has_tensor_like
 from .. import return_types as rt
+from ..core import batching as _batching
 from ..core.creation import eye, zeros
 from ..core.dispatch import apply, composite
 from . import linalg_decomp as _d
@@ -62,7 +63,9 @@ def _same_dtype(name: str, a, b, a_name: str, b_name: str) -> None:
 
 
 def _first_failure(info) -> tuple | None:
-    """(batch index, info value) of the first failed matrix, or None (no values on meta: None)."""
+    """(batch index, info value) of the first failed matrix, or None (no values on meta: None). Inside
+    vmap the check reads the physical ``info`` (every slice's), as PyTorch's ``_linalg_check_errors``."""
+    info = _batching.unwrap_all(info)[0]
     if info.device.type == "meta":
         return None
     flat = info.detach().cpu().numpy().reshape(-1)
@@ -73,7 +76,7 @@ def _first_failure(info) -> tuple | None:
 def _raise_if(info, batched: bool, message) -> None:
     failure = _first_failure(info)
     if failure is not None:
-        where = f"(Batch element {failure[0]}): " if batched else ""
+        where = f"(Batch element {failure[0]}): " if batched or _batching.unwrap_all(info)[1] else ""
         raise LinAlgError(message(where, failure[1]))
 
 
@@ -97,7 +100,7 @@ def _raise_singular_lu(name: str, info, batched: bool) -> None:
     """PyTorch's RuntimeError (not LinAlgError) for an exact zero on U's diagonal."""
     failure = _first_failure(info)
     if failure is not None:
-        where = f"(Batch element {failure[0]}): " if batched else ""
+        where = f"(Batch element {failure[0]}): " if batched or _batching.unwrap_all(info)[1] else ""
         k = failure[1]
         raise RuntimeError(f"{name}: {where}U[{k},{k}] is zero and using it on lu_solve would result in a division "
                            f"by zero. If you still want to perform the factorization, consider calling "

@@ -64,20 +64,29 @@ def _lu_fwd(xp, a):
     return _per_matrix(xp, a, one, ((m + 1, n), a.dtype), ((), np.int32))
 
 
-def permutation(pivots, m: int, dtype, device):
-    """P (m x m) with A = P L U from LAPACK's 1-based sequential row swaps ``pivots``."""
-    if device.type == "meta":
-        return eye(m, dtype=dtype, device=device).expand(*pivots.shape[:-1], m, m)
-    piv = pivots.detach().cpu().numpy().astype(np.int64)
-    batch = piv.shape[:-1]
+def _permutation_fwd(xp, pivots, *, m, dtype):
+    """P (m x m) per matrix from LAPACK's 1-based sequential row swaps (on the host: a short loop per matrix)."""
+    batch = pivots.shape[:-1]
+    if not has_data(xp):
+        return xp.empty((*batch, m, m), dtype.np)
+    piv = _backend.asnumpy(xp, pivots).astype(np.int64)
     flat = piv.reshape((-1, piv.shape[-1]))
-    mats = np.zeros((flat.shape[0], m, m))
+    mats = np.zeros((flat.shape[0], m, m), dtype.np)
     for b in range(flat.shape[0]):
         perm = np.arange(m)
         for i, p in enumerate(flat[b]):
             perm[[i, p - 1]] = perm[[p - 1, i]]
-        mats[b, perm, np.arange(m)] = 1.0
-    return tensor(mats.reshape((*batch, m, m)), dtype=dtype, device=device)
+        mats[b, perm, np.arange(m)] = 1
+    return _backend.host(xp, mats.reshape((*batch, m, m)))
+
+
+# an op (not host data made into a tensor) so it runs on a batch of pivots at once, under vmap too
+_permutation = Op("lu_permutation", _permutation_fwd, None, saves=NONE)
+
+
+def permutation(pivots, m: int, dtype, device):
+    """P (m x m) with A = P L U from LAPACK's 1-based sequential row swaps ``pivots``."""
+    return apply(_permutation, pivots.detach(), m=m, dtype=dtype)
 
 
 def _lu_vjp(g, out, a):
