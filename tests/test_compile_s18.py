@@ -216,3 +216,28 @@ def test_one_op_entry_direct_call_equals_torch_and_falls_back_when_watched():
     # a Parameter (a Tensor subclass) goes through the general guard part, the same key
     p = nn.Parameter(tapelab.tensor(w.detach().numpy()))
     assert f._key((x, p), {}) == f._key((x, w), {})
+
+
+# ---------------------------------------------------------------- in-place fused multiply-adds (SGD's update)
+@pytest.mark.parametrize("n", [16, 1000, 40000])
+def test_inplace_fma_updates_equal_torch_bit_for_bit(n):
+    rng = np.random.default_rng(n)
+    p, g, e, t1, t2 = (rng.standard_normal(n).astype(np.float32) for _ in range(5))
+    ours = [tapelab.tensor(a.copy()) for a in (p, g, e, t1, t2)]
+    theirs = [torch.tensor(a.copy()) for a in (p, g, e, t1, t2)]
+    for m, (a, b, c, d, f) in ((tapelab, ours), (torch, theirs)):
+        a.add_(b, alpha=-0.01)              # the loop writes into its own input: the vector loop
+        c.lerp_(b, 0.1)
+        c.lerp_(a, 0.9)                     # from the end
+        d.addcmul_(f, b, value=0.001)
+        f.addcmul_(d, d)
+    for o, t in zip(ours, theirs):
+        np.testing.assert_array_equal(o.numpy(), t.numpy())
+    # an optimizer's step is the same update (optim.SGD on arrays, in place)
+    w, wt = tapelab.tensor(p.copy(), requires_grad=True), torch.tensor(p.copy(), requires_grad=True)
+    opt, optt = tapelab.optim.SGD([w], lr=0.05), torch.optim.SGD([wt], lr=0.05)
+    (w * w).sum().backward()
+    (wt * wt).sum().backward()
+    opt.step()
+    optt.step()
+    np.testing.assert_array_equal(w.detach().numpy(), wt.detach().numpy())

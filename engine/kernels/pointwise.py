@@ -85,18 +85,44 @@ def relu_backward(g, y, out):
         out[i] = select(y[i] <= F(0.0), F(0.0), g[i])
 
 
+# An update in place (``p.add_(g, alpha=-lr)``: ``out`` is ``z``) runs a loop over the arrays it reads
+# and writes once: LLVM vectorises a loop only after a runtime check that ``out`` overlaps no input, and
+# ``out`` that is an input fails the check and takes the scalar loop (mlp_b64's SGD step, 670k float32
+# parameters: 0.31 ms, against 0.08 ms for the same fma in the vector loop; bit for bit the same).
+@njit(**_JIT)
+def _scaled_add_into(x, z, alpha):
+    for i in range(x.shape[0]):
+        z[i] = fma(x[i], alpha, z[i])
+
+
 @njit(**_JIT)
 def scaled_add(x, z, out, alpha):
     """``out = x * alpha + z`` rounded once: ATen's ``add(z, x, alpha=alpha)`` on float32 (an optimizer's
     ``p.add_(g, alpha=-lr)``), one pass where numpy needs float64 temporaries for the one rounding."""
+    if out.ctypes.data == z.ctypes.data:
+        _scaled_add_into(x, z, alpha)
+        return
     for i in range(x.shape[0]):
         out[i] = fma(x[i], alpha, z[i])
+
+
+@njit(**_JIT)
+def _lerp_into(start, end, coeff, from_end):
+    if from_end:
+        for i in range(start.shape[0]):
+            start[i] = fma(coeff, end[i] - start[i], end[i])
+    else:
+        for i in range(start.shape[0]):
+            start[i] = fma(coeff, end[i] - start[i], start[i])
 
 
 @njit(**_JIT)
 def lerp(start, end, out, coeff, from_end):
     """``fma(coeff, end - start, end if from_end else start)``: ATen's lerp with a number weight
     (``coeff`` the weight, or ``weight - 1`` from the end when ``|weight| >= 0.5``)."""
+    if out.ctypes.data == start.ctypes.data:       # ``start.lerp_(end, w)``: the vector loop (above)
+        _lerp_into(start, end, coeff, from_end)
+        return
     if from_end:
         for i in range(start.shape[0]):
             out[i] = fma(coeff, end[i] - start[i], end[i])
@@ -106,8 +132,21 @@ def lerp(start, end, out, coeff, from_end):
 
 
 @njit(**_JIT)
+def _addcmul_into(a, t1, t2, value):
+    if value == F(1.0):
+        for i in range(a.shape[0]):
+            a[i] = fma(t1[i], t2[i], a[i])
+    else:
+        for i in range(a.shape[0]):
+            a[i] = fma(value * t1[i], t2[i], a[i])
+
+
+@njit(**_JIT)
 def addcmul(a, t1, t2, out, value):
     """``fma(value * t1, t2, a)`` (the product by ``value`` rounded first, as ATen's kernel)."""
+    if out.ctypes.data == a.ctypes.data:           # ``a.addcmul_(t1, t2)``: the vector loop (above)
+        _addcmul_into(a, t1, t2, value)
+        return
     if value == F(1.0):
         for i in range(a.shape[0]):
             out[i] = fma(t1[i], t2[i], a[i])
