@@ -116,3 +116,109 @@ def test_special_and_fft_functions_take_out():
     assert (a1, a2) == (b1, b2) == (True, True)
     for a, b in zip(av, bv):
         np.testing.assert_allclose(a, b, rtol=1e-5)
+
+
+# ---------------------------------------------------------------- 2. views made in no_grad mode
+def _nograd_views(m):
+    out = []
+    a = m.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    with m.no_grad():
+        views = [a[1:], a.view(3), a.unsqueeze(0), a.expand(2, 3), a.detach()]
+    out.append([(v.requires_grad, v.is_leaf, v.grad_fn is None, v._is_view()) for v in views])
+    y = (views[0] * 2).sum()
+    y.backward()
+    out.append((y.requires_grad, a.grad is None, views[0].grad is None))
+    f = views[0][1:]     # made in grad mode from a no_grad view
+    out.append((f.requires_grad, f.is_leaf, f.grad_fn.name()))
+
+    def refused(fn):
+        try:
+            fn()
+        except RuntimeError as e:
+            return str(e)
+        return "no error"
+
+    def fresh_view():
+        b = m.tensor([1.0, 2.0, 3.0], requires_grad=True) * 1   # a non-leaf base too
+        with m.no_grad():
+            return b[1:]
+    out.append(refused(lambda: fresh_view().mul_(2)))
+    out.append(refused(lambda: f.mul_(1)))
+    for key in (0, slice(0, 1), None, Ellipsis, m.tensor([0])):
+        out.append(refused(lambda: fresh_view().__setitem__(key, 5.0)))
+    out.append(refused(lambda: fresh_view().detach_()))
+    c = m.tensor([1.0, 2.0, 3.0])
+    with m.no_grad():
+        vc = c[1:]
+    vc.mul_(2)                       # a base that needs no grad: allowed
+    out.append(_np(c).tolist())
+    w = m.nn.Parameter(m.ones(4, 3))
+    with m.no_grad():
+        p = m.nn.Parameter(w[:2])    # a Parameter made from such a view is a leaf of its own
+    (p * 3).sum().backward()
+    out.append(_np(p.grad).tolist())
+    return out
+
+
+def test_views_made_in_no_grad_mode_require_grad_and_refuse_inplace_as_torch():
+    tl, th = both(_nograd_views)
+    assert tl == th
+
+
+# ---------------------------------------------------------------- 3. as_subclass is an alias
+def test_as_subclass_records_alias_backward():
+    def run(m):
+        class S(m.Tensor):
+            pass
+        a = m.tensor([1.0, 2.0, 3.0], requires_grad=True)
+        s, s2 = (a * 1).as_subclass(S), a.as_subclass(S)
+        (s2 * 2).sum().backward()
+        return (s.grad_fn.name(), s2.grad_fn.name(), type(s).__name__, s._is_view(), s2.is_leaf,
+                s.grad_fn.next_functions[0][0].name(), _np(a.grad).tolist())
+    tl, th = both(run)
+    assert tl == th
+
+
+# ---------------------------------------------------------------- 4. expand is a stride-0 view
+def test_expand_of_one_element_is_a_stride_zero_view_sharing_memory():
+    def run(m):
+        t1 = m.tensor([5.0])
+        ex = t1.expand(4)
+        t1.add_(1)
+        t2 = m.ones(3, 1)
+        e2 = t2.expand(3, 4)
+        t2[0, 0] = 7
+        res = [ex.stride(), ex._is_view(), _np(ex).tolist(), _np(e2[0]).tolist(), ex.is_contiguous(),
+               t2.expand(-1, 4).stride(), t2.expand(2, 3, 4).stride(), m.broadcast_to(t2, (3, 5)).stride(),
+               t2.expand_as(m.ones(3, 6)).stride(), m.tensor(3.0).expand(2, 2).stride(),
+               m.ones(1, 1).expand(3, 2).stride(), [b.stride() for b in m.broadcast_tensors(m.ones(3, 1), m.ones(1, 4))]]
+        for write in (lambda: ex.add_(1), lambda: e2.copy_(m.zeros(3, 4)), lambda: e2.__setitem__(0, 5.0),
+                      lambda: e2.mul_(m.ones(4)), lambda: e2.exp_()):
+            try:
+                write()
+                res.append("no error")
+            except RuntimeError as e:
+                res.append(str(e))
+        g = m.tensor([2.0], requires_grad=True)
+        ge = g.expand(3)
+        (ge * m.tensor([1.0, 2.0, 3.0])).sum().backward()
+        res += [ge.grad_fn.name(), _np(g.grad).tolist()]
+        return res
+    tl, th = both(run)
+    assert tl == th
+
+
+# ---------------------------------------------------------------- 5. max() and min() of the whole tensor
+def test_whole_max_and_min_record_their_own_node_and_split_ties():
+    def run(m):
+        res = []
+        for x in (m.tensor(3.0, requires_grad=True), m.tensor([[1.0, 5.0], [5.0, 2.0]], requires_grad=True)):
+            for f in (m.amax, m.amin, m.max, m.min, lambda t: t.max(), lambda t: t.amax(keepdim=True),
+                      lambda t: t.amax(dim=tuple(range(t.dim()))), lambda t: t.max(-1)[0]):
+                x.grad = None
+                r = f(x)
+                r.sum().backward()
+                res.append((r.grad_fn.name(), tuple(r.shape), _np(r).tolist(), _np(x.grad).tolist()))
+        return res
+    tl, th = both(run)
+    assert tl == th

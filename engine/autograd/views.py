@@ -28,7 +28,7 @@ from ..core.storage import _root
 from ..core.registry import ALL, NONE, Op
 from ..core.tensor import Tensor, sum_to
 
-__all__ = ["apply_", "CopySlices", "DETACH", "strided_geometry"]
+__all__ = ["apply_", "CopySlices", "DETACH", "strided_geometry", "nograd_view_error", "overlap_error"]
 
 
 def apply_(op, target, *args, **params):
@@ -42,12 +42,17 @@ def apply_(op, target, *args, **params):
         if done is not None:
             return done
     grad_on = is_grad_enabled()
-    if op.ufunc is not None and not params and target._base is None and not (
+    if op.ufunc is not None and target._base is None and not (
             grad_on and (target.requires_grad or any(isinstance(a, Tensor) and a.requires_grad for a in args))):
-        if not STATE.slow:
-            return _ufunc_inplace(op, target, args, params)
-        if observed_write(op, target, args, lambda: _ufunc_write(op, target, args)):
-            return target
+        if not params:
+            if not STATE.slow:
+                return _ufunc_inplace(op, target, args, params)
+            if observed_write(op, target, args, lambda: _ufunc_write(op, target, args)):
+                return target
+        elif op.fwd_out is not None and op.elementwise:   # p.add_(g, alpha=-lr): one pass, in place
+            if (_fwd_out_write(op, target, args, params) if not STATE.slow else
+                    observed_write(op, target, args, lambda: _fwd_out_write(op, target, args, params))):
+                return target
     if grad_on:
         if target._base is not None:
             return _inplace_view(op, target, args, params)
@@ -94,8 +99,38 @@ def _ufunc_write(op, target, args) -> bool:
     return True
 
 
+def overlap_error() -> RuntimeError:
+    """PyTorch's refusal to write into a tensor whose elements share memory (an expanded view)."""
+    return RuntimeError("unsupported operation: more than one element of the written-to tensor refers to a single "
+                        "memory location. Please clone() the tensor before performing the operation.")
+
+
+def _fwd_out_write(op, target, args, params) -> bool:
+    """Write ``op(target, *args, **params)`` into ``target`` through the op's elementwise ``fwd_out``
+    (``add``/``sub`` with ``alpha``); False, with nothing written, unless every operand is a numpy
+    tensor of ``target``'s dtype and device broadcasting to ``target``'s shape, and ``target`` is
+    C-contiguous: the general path (promotion, casts, errors) takes the rest."""
+    data = target._data
+    if type(data) is not np.ndarray or not data.flags.c_contiguous or not data.flags.writeable:
+        return False
+    arrays = []
+    for a in args:
+        if not isinstance(a, Tensor) or a._device is not target._device:
+            return False
+        x = a._data
+        if type(x) is not np.ndarray or x.dtype != data.dtype or x.ndim > data.ndim or (
+                x.shape != data.shape and np.broadcast_shapes(x.shape, data.shape) != data.shape):
+            return False
+        arrays.append(x)
+    op.fwd_out(np, data, *arrays, out=(data,), **params)
+    target._vc[0] += 1
+    return True
+
+
 def _write_inplace(op, target, args, params, grad_on):
     """Run ``op`` on (a snapshot of) ``target`` and write the result into it; returns the result."""
+    if not target._data.flags.writeable:   # a stride-0 view (expand); a plain array is always writeable
+        raise overlap_error()
     src = target
     if grad_on and (target.requires_grad or any(isinstance(a, Tensor) and a.requires_grad for a in args)):
         # the recorded node must see target's value and graph position from before the write
@@ -180,6 +215,19 @@ _MULTI_MSG = ("This view is the output of a function that returns multiple views
               "out-of-place one.")
 
 
+def nograd_view_error(target, view: str | None, out_nr: int = 0) -> RuntimeError:
+    """PyTorch's refusal of an in-place op with grad mode on into a view made in no_grad mode, or
+    into ``view`` (the name of the view op, ``Select``) made from one in grad mode."""
+    what = ("A view was created in no_grad mode" if view is None else
+            f"Output {out_nr} of {view} is a view of a view which was created in "
+            f"no_grad mode")
+    return RuntimeError(what + " and is being modified inplace with grad mode enabled. " + (
+        _MULTI_MSG if target._view_multi else
+        "Given that this use case is ambiguous and error-prone, it is forbidden. You can clarify your code by "
+        "moving both the view and the inplace either both inside the no_grad block (if you don't want the "
+        "inplace to be tracked) or both outside (if you want the inplace to be tracked)."))
+
+
 def _inplace_view(op, target, args, params):
     """``apply_`` on a view with grad mode on (PyTorch's rebase_history / CopySlices)."""
     base = target._base
@@ -191,12 +239,8 @@ def _inplace_view(op, target, args, params):
         _write_inplace(op, target, args, params, True)   # nothing to record
         return target
     if target._view_nograd:
-        raise RuntimeError("A view was created in no_grad mode and is being modified inplace with grad mode "
-                           "enabled. " + (_MULTI_MSG if target._view_multi else
-                           "Given that this use case is ambiguous and error-prone, it is forbidden. You can "
-                           "clarify your code by moving both the view and the inplace either both inside the "
-                           "no_grad block (if you don't want the inplace to be tracked) or both outside (if you "
-                           "want the inplace to be tracked)."))
+        fn = target.grad_fn   # made in grad mode from a view made in no_grad mode: PyTorch names its node
+        raise nograd_view_error(target, None if fn is None else fn.name().removesuffix("Backward0"), target._out_nr)
     if target._view_multi:
         if not base.requires_grad:
             raise RuntimeError("A view was created in no_grad mode and is being modified inplace with grad "
@@ -207,8 +251,7 @@ def _inplace_view(op, target, args, params):
         raise RuntimeError("a view of a leaf Variable that requires grad is being used in an in-place operation.")
     data = target._data
     if any(s == 0 and n > 1 for s, n in zip(data.strides, data.shape)):
-        raise RuntimeError("unsupported operation: more than one element of the written-to tensor refers to a "
-                           "single memory location. Please clone() the tensor before performing the operation.")
+        raise overlap_error()
     out = _write_inplace(op, target, args, params, True)
     fn = out.grad_fn
     if fn is None:
@@ -496,6 +539,12 @@ def detach(self: Tensor) -> Tensor:
 
 
 def detach_(self: Tensor) -> Tensor:
+    if self._base is not None:
+        raise RuntimeError("Can't detach views in-place. Use detach() instead. If you are using "
+                           "DistributedDataParallel (DDP) for training, and gradient_as_bucket_view is set as True, "
+                           "gradients are views of DDP buckets, and hence detach_() cannot be called on these "
+                           "gradients. To fix this error, please refer to the Optimizer.zero_grad() function in "
+                           "torch/optim/optimizer.py as the solution.")
     self.grad_fn, self.requires_grad = None, False
     return self
 

@@ -602,7 +602,7 @@ def as_subclass(self: Tensor, cls: type) -> Tensor:
     """A ``cls`` instance aliasing ``self``'s memory and attached to its graph (an alias, as PyTorch's)."""
     _check_subclass(cls, "as_subclass")
     with DisableTorchFunction():
-        out = self.view(self.shape)
+        out = Tensor.__getitem__(self, Ellipsis)   # x[...]: the alias view, AliasBackward0 as PyTorch's
     return _retype(out, cls, "as_subclass")
 
 

@@ -26,7 +26,7 @@ from ..base.meta import has_data
 from ..base.grad_mode import is_grad_enabled
 from ..core.creation import full, tensor as _tensor, zeros
 from ..core.dispatch import STATE, apply
-from ..autograd.views import apply_
+from ..autograd.views import apply_, nograd_view_error, overlap_error
 from .movement import _ALL, _base_requires_grad, _mark, _slice, broadcast_shapes, expand
 from ..core.registry import NONE, OTHERS, Op
 from ._util import Tensor, _wrap_dim, sum_to
@@ -426,6 +426,20 @@ def _out_of_bounds(shape, key) -> None:
             d += 1
 
 
+def _last_view(basic) -> str | None:
+    """The view op PyTorch applies last for a basic key (``Select`` for ``t[0]``), None for none."""
+    last = None
+    for k in basic or ():
+        if k is None:
+            last = "Unsqueeze"
+        elif type(k) is slice:
+            if k != slice(None):
+                last = "Slice"
+        elif k is not Ellipsis:
+            last = "Select"
+    return last
+
+
 def _write(self: Tensor, value, idx, basic, template, accumulate: bool) -> Tensor:
     if isinstance(value, Tensor):
         if value._device is not self._device:
@@ -436,6 +450,8 @@ def _write(self: Tensor, value, idx, basic, template, accumulate: bool) -> Tenso
             value = _tensor(value, dtype=self.dtype, device=self._device)
         vreq = False
     if STATE.slow or (is_grad_enabled() and (self.requires_grad or vreq or _base_requires_grad(self))):
+        if self._view_nograd and is_grad_enabled() and (self.requires_grad or vreq):
+            raise nograd_view_error(self, _last_view(basic))
         if basic is not None and self.requires_grad and self.grad_fn is None and is_grad_enabled():
             raise RuntimeError("a view of a leaf Variable that requires grad is being used in an in-place "
                                "operation.")
@@ -444,6 +460,8 @@ def _write(self: Tensor, value, idx, basic, template, accumulate: bool) -> Tenso
     try:
         _put(self._device.xp, self._data, v, tuple(i._data for i in idx), basic, template, accumulate)
     except ValueError as e:
+        if not self._data.flags.writeable:
+            raise overlap_error() from None
         shape = list(value.shape) if isinstance(value, Tensor) else []
         raise RuntimeError(f"shape mismatch: value tensor of shape {shape} cannot be broadcast to the "
                            f"indexing result ({e})") from None

@@ -15,7 +15,7 @@ import numpy as np
 from ..base.dispatch_state import STATE as _DISPATCH
 from ..core.batching import BatchedTensor, rebind
 from ..core.overrides import handle_torch_function, has_tensor_like
-from ..autograd.views import _as_strided, _as_strided_scatter, _view_grad_fn, apply_, strided_geometry
+from ..autograd.views import _as_strided, _as_strided_scatter, _view_grad_fn, apply_, overlap_error, strided_geometry
 from ..base.dispatch_state import STATE
 from ..base.grad_mode import STATE as GRAD, is_grad_enabled
 from ..core.creation import zeros
@@ -137,15 +137,17 @@ _permute = Op("permute", lambda xp, x, *, dims: x.transpose(dims),
               onnx=lambda g, x, *, dims: g.op("Transpose", x, perm=list(dims)))
 
 
-def _expand_fwd(xp, x, *, shape):
+def _expand_fwd(xp, x, *, shape, fill=False):
     # adding only size-1 dims is a writable view with PyTorch's strides (its expand keeps a new size-1
     # dim's stride; numpy's broadcast_to gives a read-only one, and in-place writes to it failed)
     if math.prod(shape) == x.size and x.size:
         return x.reshape(shape)
     # numpy's broadcast_to costs ~4 us; a filled copy of a single element is cheaper for small
     # shapes (empty + fill skips numpy.full's Python wrapper), not for large ones: a sum's gradient
-    # over 1M elements was a 4 MB fill a fused backward then read in full (helper F, issue 18)
-    if x.size == 1 and math.prod(shape) <= 4096:
+    # over 1M elements was a 4 MB fill a fused backward then read in full (helper F, issue 18).
+    # Only where nobody sees the memory (``fill``: a reduction's gradient); ``Tensor.expand`` is a
+    # stride-0 view of its input's memory, as PyTorch's (``torch.tensor([v]).expand(n)`` follows v)
+    if fill and x.size == 1 and math.prod(shape) <= 4096:
         out = xp.empty(shape, x.dtype)
         out[...] = x if x.ndim <= len(shape) else x.reshape(())   # no reshape frame when it broadcasts
         return out
@@ -153,9 +155,9 @@ def _expand_fwd(xp, x, *, shape):
 
 
 _expand = Op("expand", _expand_fwd,
-             lambda g, out, x, *, shape: (sum_to(g, x._data.shape),), saves=NONE, is_view=True,
+             lambda g, out, x, *, shape, fill=False: (sum_to(g, x._data.shape),), saves=NONE, is_view=True,
              aliases=("expand_as", "broadcast_to", "broadcast_tensors"),
-             onnx=lambda g, x, *, shape: g.op("Expand", x, g.ints(shape)))
+             onnx=lambda g, x, *, shape, fill=False: g.op("Expand", x, g.ints(shape)))
 
 
 def _slice_backward_fwd(xp, g, *, shape, key):
@@ -215,15 +217,23 @@ _slice_backward = Op("slice_backward", _slice_backward_fwd,
 
 # ---------------------------------------------------------------- view tracking (see autograd/views.py)
 def _mark(out: Tensor, input: Tensor) -> Tensor:
-    """Record that ``out`` aliases ``input``'s root base: attribute stores, nothing else."""
+    """Record that ``out`` aliases ``input``'s root base: attribute stores, nothing else. A view made
+    in no_grad mode of a tensor that requires grad requires grad itself, without a grad_fn (a leaf
+    whose gradient goes nowhere, as PyTorch's; in-place with grad mode on is refused, autograd/views.py)."""
     b = input._base
     if b is None:
         out._base = input
         if not is_grad_enabled():
             out._view_nograd = True
+            if input.requires_grad:
+                out.requires_grad = True
     else:
         out._base = b
-        if not is_grad_enabled() or input._view_nograd:
+        if not is_grad_enabled():
+            out._view_nograd = True
+            if input.requires_grad:
+                out.requires_grad = True
+        elif input._view_nograd:
             out._view_nograd = True
     return out
 
@@ -475,8 +485,7 @@ def expand(input: Tensor, *args, size=None) -> Tensor:
         shape.append(s)
     # the same shape is still a new view with its own node, as PyTorch's (Megatron/DeepSpeed reach a
     # parameter's AccumulateGrad through ``p.expand_as(p).grad_fn.next_functions[0][0]``)
-    out = apply(_expand, input, shape=tuple(shape))
-    return out if out._data.base is None else _mark(out, input)  # a one-element input is filled, not viewed
+    return _mark(apply(_expand, input, shape=tuple(shape)), input)
 
 
 def expand_as(input: Tensor, other: Tensor) -> Tensor:
@@ -1029,6 +1038,8 @@ def copy_(self: Tensor, src: Tensor, non_blocking: bool = False) -> Tensor:
     try:
         self._data[...] = src._data
     except ValueError:
+        if not self._data.flags.writeable:
+            raise overlap_error() from None
         expand(src, self._data.shape)  # raises PyTorch's broadcast error
         raise
     self._vc[0] += 1

@@ -116,7 +116,7 @@ def _expand_back(g: Tensor, x: Tensor, dims, keepdim: bool) -> Tensor:
         return g
     # g has x's shape with the reduced dims 1, always expandable: the op itself, without
     # expand()'s size checks (the most expensive backward node of a short chain had them)
-    out = apply(_expand, g, shape=shape)
+    out = apply(_expand, g, shape=shape, fill=True)   # a one-element gradient may be a filled copy
     return out if out._data.base is None else _mark(out, g)
 
 
@@ -358,10 +358,18 @@ def _extremum_vjp(g, out, x, *, dims, keepdim):
     return (_expand_back(g, x, dims, keepdim) * w,)
 
 
+def _whole(name: str, whole: str):
+    """PyTorch's node: ``max(x)``'s whole reduction (``dims=None``) is ``MaxBackward1``, ``amax``'s
+    (all dims given) ``AmaxBackward0``; the gradient is the same, split evenly among ties."""
+    return lambda ndims, params: whole if params.get("dims") is None else name
+
+
 _amax = Op("amax", lambda xp, x, *, dims, keepdim: x.max(axis=dims, keepdims=keepdim),
-           _extremum_vjp, save_output=True, contiguous=True, onnx=_onnx_reduce("ReduceMax"), complex_error=kernel_refusal("max_values"))
+           _extremum_vjp, save_output=True, contiguous=True, onnx=_onnx_reduce("ReduceMax"), complex_error=kernel_refusal("max_values"),
+           backward_name=_whole("AmaxBackward0", "MaxBackward1"))
 _amin = Op("amin", lambda xp, x, *, dims, keepdim: x.min(axis=dims, keepdims=keepdim),
-           _extremum_vjp, save_output=True, contiguous=True, onnx=_onnx_reduce("ReduceMin"), complex_error=kernel_refusal("min_values"))
+           _extremum_vjp, save_output=True, contiguous=True, onnx=_onnx_reduce("ReduceMin"), complex_error=kernel_refusal("min_values"),
+           backward_name=_whole("AminBackward0", "MinBackward1"))
 _argmax = Op("argmax", lambda xp, x, *, dim, keepdim: xp.argmax(x, axis=dim, keepdims=keepdim),
              onnx=_onnx_arg("ArgMax"), complex_error=(RuntimeError, "argmax(): does not support complex input"))
 _argmin = Op("argmin", lambda xp, x, *, dim, keepdim: xp.argmin(x, axis=dim, keepdims=keepdim),
@@ -374,7 +382,8 @@ def amax(input, dim=(), keepdim: bool = False, *, axis=None, keepdims=None):
         dim, keepdim = numpy_names("amax", dim, keepdim, axis, keepdims)
     dims = _dims(input, dim, "amax")
     _nonempty(input, dims, "amax")
-    return apply(_amax, input, dims=dims, keepdim=keepdim)
+    # all dims named: dims=None is max()'s whole reduction, whose node PyTorch names apart
+    return apply(_amax, input, dims=tuple(range(input.ndim)) if dims is None else dims, keepdim=keepdim)
 
 
 def amin(input, dim=(), keepdim: bool = False, *, axis=None, keepdims=None):
@@ -382,7 +391,8 @@ def amin(input, dim=(), keepdim: bool = False, *, axis=None, keepdims=None):
         dim, keepdim = numpy_names("amin", dim, keepdim, axis, keepdims)
     dims = _dims(input, dim, "amin")
     _nonempty(input, dims, "amin")
-    return apply(_amin, input, dims=dims, keepdim=keepdim)
+    # all dims named: dims=None is max()'s whole reduction, whose node PyTorch names apart
+    return apply(_amin, input, dims=tuple(range(input.ndim)) if dims is None else dims, keepdim=keepdim)
 
 
 def _arg(op: Op, input, dim, keepdim: bool, name: str):
