@@ -251,3 +251,31 @@ def test_linalg_errors_name_the_slice_as_torch():
                 m.func.vmap(f)(a)
             out.append(str(info.value))
     assert out[:4] == out[4:] and "(Batch element 1)" in out[0]
+
+
+def test_backward_ops_batch_under_batched_cotangents():
+    """``vmap(vjp_fn)`` (jacrev's recipe): the backward ops of a conv-relu-pool net, a Transformer encoder
+    layer, an embedding and unbind run batched (convolution_transpose/_weight, max-pool, norm and
+    embedding backwards, unbind's write-back), as torch's values."""
+    def nets(m):
+        m.manual_seed(0)
+        yield m.nn.Sequential(m.nn.Conv2d(1, 3, 3), m.nn.ReLU(), m.nn.MaxPool2d(2), m.nn.Flatten(),
+                              m.nn.Linear(12, 4)), (2, 1, 6, 6)
+        yield m.nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True), (1, 3, 8)
+        yield (lambda z: m.nn.functional.embedding(m.tensor([[0, 2], [1, 1]]), z).sum(-1)), (3, 4)
+        yield (lambda z: m.stack([r.sin() for r in z.unbind(1)], 0) * z.chunk(2, 0)[0].sum()), (2, 3)
+    data = [RNG.standard_normal(shape).astype(np.float32) for _, shape in nets(tl)]
+    got = {}
+    for m in (tl, torch):
+        for k, ((net, _), x) in enumerate(zip(nets(m), data)):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                if m is tl:
+                    warnings.filterwarnings("error", "There is a performance drop")
+                out, fn = m.func.vjp(net, m.tensor(x))
+                n = out.numel()
+                got[m.__name__, k] = _np(m.func.vmap(fn)(m.eye(n).reshape(n, *out.shape))[0])
+                got[m.__name__, k, "jacrev"] = _np(m.func.jacrev(net)(m.tensor(x)))
+    for key in got:
+        if key[0] == "tapelab":
+            _close(got[key], got[("torch",) + key[1:]], rtol=1e-4, atol=1e-5)

@@ -193,7 +193,7 @@ _DIM_OPS = _REDUCTIONS | frozenset((
     "softmax", "log_softmax", "softmax_backward", "log_softmax_backward", "cumsum", "cumprod", "argmax", "argmin",
     "argsort", "sort", "topk", "max", "min", "median", "mode", "kthvalue", "gather", "take_along", "cat", "stack",
     "flip", "roll", "diagonal", "prod", "layer_norm", "scatter", "scatter_reduce", "prod_others", "cummax_indices",
-    "mode_index"))
+    "mode_index", "batch_norm_backward"))
 # ops over their trailing dims that take any leading ones as a batch
 # ops over their trailing dims whose operands broadcast any leading ones (numpy's stacked linalg, attention)
 _TRAILING = frozenset(("tril", "triu", "linalg_det", "linalg_slogdet", "linalg_matrix_exp", "cholesky",
@@ -550,6 +550,8 @@ def _convolution(mode, op, args, params):
         out = apply(op, p.reshape(B * n, *p.shape[2:]), w, *b, **params)
         return out.reshape(B, n, *out.shape[1:])
     # batched weights: one grouped convolution, the batch folded into the channels
+    if op.name == "convolution_transpose" and b:
+        return None
     groups = params["groups"]
     px = mode._all(x)                       # [B, N, C, *]
     n, c = px.shape[1], px.shape[2]
@@ -558,7 +560,40 @@ def _convolution(mode, op, args, params):
     ws = pw.reshape(B * pw.shape[1], *pw.shape[2:])
     bs = [mode._all(t).reshape(B * pw.shape[1]) for t in b]
     out = apply(op, xs, ws, *bs, **dict(params, groups=groups * B))   # [N, B*O, *]
-    return out.reshape(n, B, pw.shape[1], *out.shape[2:]).movedim(1, 0)
+    return out.reshape(n, B, -1, *out.shape[2:]).movedim(1, 0)
+
+
+def _convolution_weight(mode, op, args, params):
+    """The weight gradient of a convolution (``vmap`` over its vjp): input and output gradient with the
+    batch folded into their channels, one grouped correlation (``groups * B``), ``[B, O, C/g, *k]``."""
+    x, gy = args
+    B = mode.size
+    px, pg = mode._all(x), mode._all(gy)
+    n = px.shape[1]
+    xs = px.movedim(0, 1).reshape(n, B * px.shape[2], *px.shape[3:])
+    gs = pg.movedim(0, 1).reshape(n, B * pg.shape[2], *pg.shape[3:])
+    out = apply(op, xs, gs, **dict(params, groups=params["groups"] * B))
+    return out.reshape(B, out.shape[0] // B, *out.shape[1:])
+
+
+def _embedding_backward(mode, op, args, params):
+    """The table's gradient per slice: the indices offset into a table of every slice's rows."""
+    g, idx = args
+    if params.get("padding_idx") is not None:
+        return None
+    from .factories import ARANGE
+    B, v = mode.size, params["num"]
+    pg, pi = mode._all(g), mode._all(idx)
+    offsets = apply(ARANGE, start=0, end=B * v, step=v, dtype=pi.dtype, device=pi.device)
+    flat = pi + offsets.reshape(B, *(1,) * (pi.dim() - 1))
+    out = apply(op, pg, flat, **dict(params, num=B * v))
+    return out.reshape(B, v, *out.shape[1:])
+
+
+def _views_backward(mode, op, args, params):
+    """The pieces of ``unbind``/``split``/``chunk`` written back: each key behind the batch's slice."""
+    return apply(op, *[mode._all(a) for a in args], shape=(mode.size, *params["shape"]),
+                 keys=tuple((slice(None), *k) for k in params["keys"]))
 
 
 def _per_sample(mode, loss_none, reduction, logical_ndim, counts=None):
@@ -801,4 +836,8 @@ _FAMILY = {"reshape": _views, "permute": _views, "expand": _views, "slice": _vie
            "max_pool_blocks": _fold_samples, "max_pool_indices": _fold_samples, "max_pool": _fold_samples,
            "avg_pool": _fold_samples, "batch_norm_eval": _batch_norm_eval, "index": _index,
            "index_put": _index_put, "batch_norm_normalize": _batch_norm_train, "einsum": _einsum, "repeat": _repeat,
-           "diag_embed": _diag_embed, "im2col": _fold_samples, "col2im": _fold_samples}
+           "diag_embed": _diag_embed, "im2col": _fold_samples, "col2im": _fold_samples,
+           "convolution_transpose": _convolution, "convolution_weight": _convolution_weight,
+           "embedding_backward": _embedding_backward, "views_backward": _views_backward,
+           "max_pool_blocks_backward": _fold_samples, "max_pool_blocks_take": _fold_samples,
+           "max_pool_backward": _fold_samples, "avg_pool_backward": _fold_samples}
