@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.abc
+import importlib.machinery
 import importlib.util
 import sys
 from types import ModuleType
@@ -36,6 +37,7 @@ _MOVED = {"torch.autograd.profiler": "tapelab.profiler.legacy", "torch._tensor_s
           "torch._inductor": "tapelab._dynamo.inductor", "torch._functorch": "tapelab._dynamo.functorch",
           "torch.cuda.amp": "tapelab.amp.cuda", "torch.cpu.amp": "tapelab.amp.cpu",
           "torch.distributed._tensor": "tapelab.distributed.tensor",   # DTensor's path before PyTorch 2.4
+          "torch.utils.model_zoo": "tapelab._model_zoo",   # load_url: above utils in the layers, over hub
           # where libraries import default_collate from (opacus, detectron-style loaders)
           "torch.utils.data._utils": "tapelab.utils.data", "torch.utils.data._utils.collate": "tapelab.utils.data._collate",
           # quantization's module families, at their pre-torch.ao paths (old QAT code imports them there)
@@ -56,6 +58,19 @@ def _target(name: str, prefixes: dict[str, str]) -> str | None:
     return (_under(name, _MOVED) if "torch" in prefixes else None) or _under(name, prefixes)
 
 
+def _moved_child(name: str, prefixes: dict[str, str]) -> str | None:
+    """The moved module that ``name`` stands for when ``from torch.utils import model_zoo`` looks the
+    child up under its served parent's own name (``tapelab.utils.model_zoo``, which does not exist:
+    the module lives elsewhere because of the layers), else None."""
+    if "torch" not in prefixes or not name.startswith("tapelab."):
+        return None
+    for alias, moved in _MOVED.items():
+        if _under(alias, prefixes) == name and importlib.machinery.PathFinder.find_spec(
+                name.rpartition(".")[2], getattr(sys.modules.get(name.rpartition(".")[0]), "__path__", None)) is None:
+            return moved
+    return None
+
+
 class _AliasLoader(importlib.abc.Loader):
     """Hands back an already-imported tapelab module instead of executing anything."""
 
@@ -74,7 +89,7 @@ class _AliasFinder(importlib.abc.MetaPathFinder):
         self.prefixes = prefixes
 
     def find_spec(self, fullname: str, path=None, target=None):
-        name = _target(fullname, self.prefixes)
+        name = _target(fullname, self.prefixes) or _moved_child(fullname, self.prefixes)
         if name is None:
             return None
         try:

@@ -19,10 +19,14 @@ from ...core.creation import as_tensor, tensor
 from ...ops.movement import stack
 from ...core.tensor import Tensor
 
-__all__ = ["collate", "default_collate", "default_convert", "default_collate_fn_map"]
+# PyTorch's names in ``torch.utils.data._utils.collate``, which libraries import to extend the
+# collate map or to test a numpy array for strings and objects (MONAI's image readers)
+__all__ = ["collate", "default_collate", "default_convert", "default_collate_fn_map", "collate_tensor_fn",
+           "collate_numpy_array_fn", "collate_numpy_scalar_fn", "collate_float_fn", "collate_int_fn",
+           "collate_str_fn", "np_str_obj_array_pattern", "default_collate_err_msg_format"]
 
-_NP_STR_OBJ = re.compile(r"[SaUO]")
-_ERR = ("default_collate: batch must contain tensors, numpy arrays, numbers, dicts or lists; found {}")
+np_str_obj_array_pattern = re.compile(r"[SaUO]")
+default_collate_err_msg_format = ("default_collate: batch must contain tensors, numpy arrays, numbers, dicts or lists; found {}")
 
 
 def collate(batch, *, collate_fn_map: dict[type | tuple, Callable] | None = None):
@@ -47,7 +51,7 @@ def collate(batch, *, collate_fn_map: dict[type | tuple, Callable] | None = None
         if isinstance(elem, tuple):
             return columns  # a list, as PyTorch (backwards compatibility)
         return _rebuild_sequence(elem, columns)
-    raise TypeError(_ERR.format(elem_type))
+    raise TypeError(default_collate_err_msg_format.format(elem_type))
 
 
 def _rebuild_mapping(elem, values: dict):
@@ -74,39 +78,39 @@ def _rebuild_sequence(elem, values: list):
         return values
 
 
-def _collate_tensor(batch, *, collate_fn_map=None):
+def collate_tensor_fn(batch, *, collate_fn_map=None):
     return stack(batch, 0)
 
 
-def _collate_ndarray(batch, *, collate_fn_map=None):
-    if _NP_STR_OBJ.search(batch[0].dtype.str) is not None:
-        raise TypeError(_ERR.format(batch[0].dtype))
+def collate_numpy_array_fn(batch, *, collate_fn_map=None):
+    if np_str_obj_array_pattern.search(batch[0].dtype.str) is not None:
+        raise TypeError(default_collate_err_msg_format.format(batch[0].dtype))
     return collate([as_tensor(b) for b in batch], collate_fn_map=collate_fn_map)
 
 
-def _collate_np_scalar(batch, *, collate_fn_map=None):
+def collate_numpy_scalar_fn(batch, *, collate_fn_map=None):
     return as_tensor(np.asarray(batch))
 
 
-def _collate_float(batch, *, collate_fn_map=None):
+def collate_float_fn(batch, *, collate_fn_map=None):
     return tensor(batch, dtype=_dtype.float64)
 
 
-def _collate_int(batch, *, collate_fn_map=None):
+def collate_int_fn(batch, *, collate_fn_map=None):
     return tensor(batch)
 
 
-def _collate_str(batch, *, collate_fn_map=None):
+def collate_str_fn(batch, *, collate_fn_map=None):
     return batch
 
 
 default_collate_fn_map: dict[type | tuple, Callable] = {
-    Tensor: _collate_tensor,
-    np.ndarray: _collate_ndarray,
-    np.generic: _collate_np_scalar,
-    float: _collate_float,
-    int: _collate_int,
-    (str, bytes): _collate_str,
+    Tensor: collate_tensor_fn,
+    np.ndarray: collate_numpy_array_fn,
+    np.generic: collate_numpy_scalar_fn,
+    float: collate_float_fn,
+    int: collate_int_fn,
+    (str, bytes): collate_str_fn,
 }
 
 
@@ -121,7 +125,7 @@ def default_convert(data: Any) -> Any:
     if isinstance(data, Tensor):
         return data
     if isinstance(data, (np.ndarray, np.generic)) and not isinstance(data, (np.str_, np.bytes_)):
-        if isinstance(data, np.ndarray) and _NP_STR_OBJ.search(data.dtype.str) is not None:
+        if isinstance(data, np.ndarray) and np_str_obj_array_pattern.search(data.dtype.str) is not None:
             return data
         return as_tensor(np.asarray(data))
     if isinstance(data, collections.abc.Mapping):
