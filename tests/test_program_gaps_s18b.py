@@ -117,3 +117,69 @@ def test_profiler_steps_in_the_tensorboard_trace_are_user_annotations(tmp_path):
     plugin saw one step over the whole trace."""
     assert _profiled_steps(tapelab, str(tmp_path / "b")) == _profiled_steps(torch, str(tmp_path / "a")) == \
         [("ProfilerStep#2", "user_annotation"), ("ProfilerStep#3", "user_annotation")]
+
+
+# ---------------------------------------------------------------- MONAI
+def test_collate_module_has_pytorchs_names():
+    """``torch.utils.data._utils.collate``'s helpers by PyTorch's names: MONAI's image readers import
+    ``np_str_obj_array_pattern`` (``import monai`` failed), libraries extend the collate map with
+    ``collate_tensor_fn`` and its siblings."""
+    from torch.utils.data._utils import collate as theirs
+    from tapelab.utils.data import _collate as ours
+    names = ["np_str_obj_array_pattern", "default_collate_err_msg_format", "collate_tensor_fn",
+             "collate_numpy_array_fn", "collate_numpy_scalar_fn", "collate_float_fn", "collate_int_fn",
+             "collate_str_fn"]
+    for name in names:
+        assert hasattr(ours, name), name
+    assert ours.np_str_obj_array_pattern.pattern == theirs.np_str_obj_array_pattern.pattern
+    assert ours.default_collate_err_msg_format == theirs.default_collate_err_msg_format
+    assert ours.default_collate_fn_map[tapelab.Tensor] is ours.collate_tensor_fn
+    for m, c in ((torch, theirs), (tapelab, ours)):
+        batch = [m.tensor([1.0, 2.0]), m.tensor([3.0, 4.0])]
+        assert c.collate_tensor_fn(batch).tolist() == [[1.0, 2.0], [3.0, 4.0]]
+        assert c.collate([{"a": np.float32(1)}, {"a": np.float32(2)}],
+                         collate_fn_map={np.generic: c.collate_numpy_scalar_fn})["a"].tolist() == [1.0, 2.0]
+
+
+def test_model_zoo_and_backends_private_names_under_aliases():
+    """``from torch.utils import model_zoo`` (MONAI's EfficientNet, old model files) gives ``load_url``,
+    tapelab's hub; ``torch.backends.__allow_nonbracketed_mutation()`` (MONAI's ``set_determinism``),
+    ``disable_global_flags`` and ``flags_frozen`` are there as in PyTorch."""
+    import subprocess
+    import sys
+    code = ("import tapelab; tapelab.install_aliases()\n"
+            "from torch.utils import model_zoo\n"
+            "import torch, torch.utils.model_zoo as mz, tapelab.hub\n"
+            "assert mz is model_zoo and model_zoo.load_url is tapelab.hub.load_state_dict_from_url\n"
+            "import torch.backends as b\n"
+            "assert not b.flags_frozen()\n"
+            "b.disable_global_flags()\n"
+            "assert b.flags_frozen()\n"
+            "with getattr(b, '__allow_nonbracketed_mutation')():\n"
+            "    assert not b.flags_frozen()\n"
+            "    torch.backends.cudnn.deterministic = True\n"
+            "assert b.flags_frozen() and torch.backends.cudnn.deterministic\n"
+            "print('ok')\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip() == "ok", out.stderr[-2000:]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_sum_and_mean_of_a_permuted_layout_run_over_memory_as_aten(dtype):
+    """ATen sums all elements of a dense permuted tensor (``rot90``'s transposed copy, ``x.t()``) in
+    memory order, its TensorIterator having sorted and merged the dims;
+    tapelab summed the logical order, so MONAI's NormalizeIntensity after RandRotate90 (a mean of
+    ``rot90(x)``) differed from torch in the last bits."""
+    rng = np.random.default_rng(0)
+    a = rng.random((1, 12, 12, 12)).astype(dtype)
+    b = rng.standard_normal((4, 6, 7, 5)).astype(dtype)
+    for m in (torch, tapelab):
+        x, y = m.tensor(a), m.tensor(b)
+        got = [m.rot90(x, 1, (1, 2)).sum(), m.rot90(x, 3, (2, 3)).mean(), y.permute(0, 2, 3, 1).sum(),
+               y.reshape(24, 35).t().mean(),
+               y.permute(3, 1, 0, 2).sum(dim=(0, 1, 2, 3))]
+        if m is torch:
+            want = [_np(g) for g in got]
+        else:
+            for g, w in zip(got, want):
+                np.testing.assert_array_equal(_np(g), w)

@@ -191,12 +191,21 @@ _IN_ORDER = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 def _sum_in_order(xp, x, dims, keepdim: bool, dtype):
-    """The sum over all, the trailing or the leading dims of a contiguous cpu float32/float64 array in
-    ATen's order (``kernels/sum_order.py``: a printed loss, metric or bias gradient rounds as
-    PyTorch's), or None where numpy's sum is used (other dtypes, layouts and dims, empty arrays, cupy)."""
+    """The sum over all (of a contiguous or densely permuted array), the trailing or the leading dims
+    of a contiguous cpu float32/float64 array in ATen's order (``kernels/sum_order.py``: a printed
+    loss, metric or bias gradient rounds as PyTorch's), or None where numpy's sum is used (other dtypes, layouts and dims, empty arrays, cupy)."""
     if (xp is not np or type(x) is not np.ndarray or x.dtype not in _IN_ORDER or not x.size
-            or (dtype is not None and dtype != x.dtype) or not x.flags.c_contiguous or not kernels.enabled()):
+            or (dtype is not None and dtype != x.dtype) or not kernels.enabled()):
         return None
+    if not x.flags.c_contiguous:
+        # a sum of all elements of a dense permuted layout (``x.t()``, ``rot90``'s transposed copy)
+        # runs over memory in ATen, whose TensorIterator sorts the dims by stride and merges them
+        # into one: sum the same elements in that order
+        if dims is not None and len(dims) != x.ndim:
+            return None
+        x = _in_memory_order(x)
+        if x is None:
+            return None
     k = 0 if dims is None else len(dims)
     leading = dims == tuple(range(k))
     if dims is not None and not leading and dims != tuple(range(x.ndim - k, x.ndim)):
@@ -213,6 +222,17 @@ def _sum_in_order(xp, x, dims, keepdim: bool, dtype):
     else:
         loops.row_sums(flat, x.size // out.size, out.reshape(-1))
     return out
+
+
+def _in_memory_order(x: np.ndarray) -> np.ndarray | None:
+    """``x``'s dims permuted into the order of its memory (a C-contiguous view), or None when its
+    elements are not one dense block laid out forward (gaps, overlaps, negative strides)."""
+    strides = x.strides
+    for s in strides:    # (this module's any/min are the ops)
+        if s < 0:
+            return None
+    y = x.transpose(sorted(range(x.ndim), key=lambda d: -strides[d]))
+    return y if y.flags.c_contiguous else None
 
 
 def _sum_fwd(xp, x, *, dims, keepdim, dtype):
