@@ -173,6 +173,12 @@ RULES = {
                                                         m.diag(a[0, 0]), m.diag_embed(a[0]),
                                                         m.nn.functional.unfold(img, 2)),
                            (_f32(4, 2, 3, 5), _f32(4, 5, 2), _f32(4, 1, 2, 4, 4))),
+    "searchsorted_eig_fft": (lambda m: lambda s, v, a: (m.searchsorted(s.sort().values, v), m.bucketize(v, m.tensor(W5[:3])),
+                                                         m.searchsorted(s.sort().values, v[0]),
+                                                         m.linalg.eigvals(a @ a.mT).real.sort().values,
+                                                         m.fft.rfft(a).abs(), m.fft.fft2(a).real,
+                                                         m.view_as_real(m.fft.fft(a))),
+                             (_f32(4, 6), _f32(4, 2, 3), M5)),
 }
 
 

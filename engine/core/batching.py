@@ -193,12 +193,13 @@ _DIM_OPS = _REDUCTIONS | frozenset((
     "softmax", "log_softmax", "softmax_backward", "log_softmax_backward", "cumsum", "cumprod", "argmax", "argmin",
     "argsort", "sort", "topk", "max", "min", "median", "mode", "kthvalue", "gather", "take_along", "cat", "stack",
     "flip", "roll", "diagonal", "prod", "layer_norm", "scatter", "scatter_reduce", "prod_others", "cummax_indices",
-    "mode_index", "batch_norm_backward"))
+    "mode_index", "batch_norm_backward", "fft_c2c", "fft_r2c", "fft_c2r"))
 # ops over their trailing dims that take any leading ones as a batch
 # ops over their trailing dims whose operands broadcast any leading ones (numpy's stacked linalg, attention)
 _TRAILING = frozenset(("tril", "triu", "linalg_det", "linalg_slogdet", "linalg_matrix_exp", "cholesky",
                        "linalg_eigh", "linalg_svd", "qr", "linalg_lu_factor_ex", "solve_triangular", "lu_permutation",
-                       "scaled_dot_product_attention", "scaled_dot_product_attention_backward"))
+                       "scaled_dot_product_attention", "scaled_dot_product_attention_backward", "linalg_eig",
+                       "view_as_real", "view_as_complex"))
 _DIM_KEYS = ("dim", "dim1", "dim2")
 # random ops that read their tensor operand for its shape only
 _SHAPE_ONLY = frozenset(("normal_", "uniform_", "random_", "exponential_", "cauchy_", "log_normal_", "geometric_"))
@@ -815,6 +816,22 @@ def _einsum(mode, op, args, params):
     return apply(op, *[mode._phys(a) for a in args], eq=",".join(labels) + "->" + letter + out)
 
 
+def _searchsorted(mode, op, args, params):
+    """Each slice's values in its own sorted rows: a batched sequence takes the values as rows of their own
+    (the batch a leading dim of both); an unbatched 1-d sequence takes the physical values as they are."""
+    seq, values = args
+    if not _batched_at(seq, mode.level):
+        if seq._data.ndim == 1:
+            return apply(op, seq, values._phys, **params)
+        return apply(op, seq.expand(mode.size, *seq.shape), values._phys, **params)
+    if seq._data.ndim == 1 and values._data.ndim > 1:
+        pv = mode._all(values)
+        return apply(op, seq._phys.reshape(mode.size, 1, -1).expand(mode.size, int(np.prod(values._data.shape[:-1])),
+                                                                   seq._data.shape[0]),
+                     pv.reshape(mode.size, -1, values._data.shape[-1]), **params).reshape(pv.shape)
+    return apply(op, seq._phys, mode._all(values), **params)
+
+
 def _repeat(mode, op, args, params):
     reps = params["reps"]
     return apply(op, mode._phys(args[0], len(reps)), reps=(1, *reps))
@@ -838,6 +855,6 @@ _FAMILY = {"reshape": _views, "permute": _views, "expand": _views, "slice": _vie
            "index_put": _index_put, "batch_norm_normalize": _batch_norm_train, "einsum": _einsum, "repeat": _repeat,
            "diag_embed": _diag_embed, "im2col": _fold_samples, "col2im": _fold_samples,
            "convolution_transpose": _convolution, "convolution_weight": _convolution_weight,
-           "embedding_backward": _embedding_backward, "views_backward": _views_backward,
+           "embedding_backward": _embedding_backward, "searchsorted": _searchsorted, "views_backward": _views_backward,
            "max_pool_blocks_backward": _fold_samples, "max_pool_blocks_take": _fold_samples,
            "max_pool_backward": _fold_samples, "avg_pool_backward": _fold_samples}
