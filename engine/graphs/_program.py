@@ -7,8 +7,9 @@ where it declares one, as a compiled kernel does, else ``copyto``); in-place wri
 ``copyto``. No dispatch, no Tensor, no autograd bookkeeping at replay.
 
 An intermediate that nobody outside the graph can see (no tensor the user still holds
-reads its memory, ``private``) is a local of the replay function on the cpu: its producer's
-result is taken as it comes, with no copy into the pool buffer and no read back from it.
+reads its memory, ``private``) and that its op cannot write in place (no ufunc ``out=``, no
+``fwd_out``) is a local of the replay function on the cpu: its producer's result is taken as
+it comes, with no copy into the pool buffer and no read back from it.
 Only that buffer's contents differ (it keeps its capture-time values), and nothing reads
 them. On the MLP step this removed six full passes over the gradients (bench/README.md).
 A stream capture (cuda) keeps every step writing its buffer: a CUDA graph replays fixed
@@ -46,7 +47,10 @@ class Program:
                 _, op, fwd, xp, arrays, params, dsts, r, ufunc, where = step
                 copyto = copyto or xp.copyto
                 self.step_lines.append(self._op(len(self.nodes), op, fwd, xp, arrays, params, dsts, r, ufunc))
-                if any(d is not None and id(d) in locals_ for d in dsts):
+                # a step that writes its buffer in place (ufunc out=, fwd_out) keeps it: no copy to save,
+                # and a fresh result each replay would allocate (a large one page-faults anew)
+                if any(d is not None and id(d) in locals_ for d in dsts) and any(
+                        ln.startswith("_copyto(") for ln in self.step_lines[-1]):
                     run_lines += self._op_locals(len(self.nodes), op, fwd, xp, arrays, params, dsts, r, locals_)
                 else:
                     run_lines += self.step_lines[-1]
