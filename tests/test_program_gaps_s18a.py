@@ -222,3 +222,38 @@ def test_whole_max_and_min_record_their_own_node_and_split_ties():
         return res
     tl, th = both(run)
     assert tl == th
+
+
+# ---------------------------------------------------------------- programs with Tensor subclasses
+def test_resolve_name_gives_the_public_path():
+    def run(m):
+        r = m.overrides.resolve_name
+        return [r(m.add), r(m.cat), r(m.nn.functional.relu), r(m.Tensor.add), r(m.special.erf)]
+    tl, th = both(run)
+    assert [s.replace("tapelab.", "torch.", 1) for s in tl] == th[:4] + ["torch.special.erf"]
+
+
+def test_a_parameter_subclass_and_a_program_tensor_made_a_parameter():
+    def run(m):
+        nn = m.nn
+
+        class Tagged(nn.Parameter):
+            def __new__(cls, data=None, requires_grad=True, tag="w"):
+                p = super().__new__(cls, data, requires_grad)
+                p.tag = tag
+                return p
+
+        class Sub(m.Tensor):
+            pass
+
+        w = Tagged(m.zeros(2), tag="bias")        # a keyword only the subclass's __new__ takes
+        s = m.ones(2).as_subclass(Sub)
+        ps = nn.Parameter(s)                      # stays a Sub, marked a parameter
+        mod = nn.Module()
+        mod.w, mod.s = w, ps
+        (mod.s * 3).sum().backward()
+        return (repr(w), w.tag, type(ps).__name__, ps is s, isinstance(ps, nn.Parameter), repr(ps),
+                [n for n, _ in mod.named_parameters()], _np(ps.grad).tolist(), repr(nn.Parameter()),
+                isinstance(m.ones(1), nn.Parameter), repr(nn.Parameter(m.zeros(1), requires_grad=False)))
+    tl, th = both(run)
+    assert tl == th

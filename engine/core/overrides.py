@@ -419,6 +419,9 @@ def get_ignored_functions() -> set:
     return set()
 
 
+_PACKAGE = __name__.split(".")[0]     # the package's import name (``install_aliases`` renames the module)
+
+
 def get_overridable_functions() -> dict:
     """``{namespace: [public functions]}`` a ``__torch_function__`` handler may receive, as PyTorch's
     (keyed by the ``tapelab`` module, ``tapelab.nn.functional``, ``linalg``, ``fft``, ``special`` and
@@ -428,7 +431,7 @@ def get_overridable_functions() -> dict:
     import types
     out = collections.defaultdict(list)
     ignored = get_ignored_functions()
-    package = __name__.split(".")[0]     # the functions' modules (``install_aliases`` renames the package)
+    package = _PACKAGE
     root = sys.modules[package]
     for ns in (root, root.nn.functional, root.linalg, root.fft, root.special):
         for name, fn in vars(ns).items():
@@ -443,9 +446,20 @@ def get_overridable_functions() -> dict:
 
 
 def resolve_name(f) -> str | None:
-    """``"tapelab.add"``-style name of a function a handler received, or None."""
+    """The public path of a function a handler received, as the program names the package
+    (``torch.add``, ``torch.nn.functional.relu``, ``torch.Tensor.add`` under ``install_aliases``;
+    ``tapelab.add`` otherwise), else its module and qualified name, or None."""
+    import sys
+    root = sys.modules[_PACKAGE]
     if isinstance(f, OpFunction):
-        return f"tapelab.{f.op.name}"
+        return f"{root.__name__}.{f.op.name}"
+    fname = getattr(f, "__name__", None)
+    if isinstance(fname, str):
+        for path, ns in ((root.__name__, root), (f"{root.__name__}.nn.functional", root.nn.functional),
+                         (f"{root.__name__}.linalg", root.linalg), (f"{root.__name__}.fft", root.fft),
+                         (f"{root.__name__}.special", root.special), (f"{root.__name__}.Tensor", Tensor)):
+            if vars(ns).get(fname) is f:
+                return f"{path}.{fname}"
     name = getattr(f, "__qualname__", None)
     module = getattr(f, "__module__", None)
     return f"{module}.{name}" if name and module else None

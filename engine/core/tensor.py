@@ -348,8 +348,17 @@ class Tensor:
             _host_read(self, "print")
             for mode in tuple(_DISPATCH.modes):
                 suffixes += mode.repr_suffixes(self)
-        cls = type(self)   # a subclass prints its name unless its own __repr__ frames ours (Parameter)
-        plain = cls is Tensor or cls.__repr__ is not Tensor.__repr__
+        cls = type(self)   # a subclass prints its name unless its own __repr__ frames ours (Buffer)
+        if cls is Tensor:
+            return tensor_repr(self, "tensor(", suffixes)
+        param = getattr(cls, "_parameter_class", None)
+        if param is not None or getattr(self, "_is_param", False):
+            # PyTorch's rule for parameters: Parameter itself prints tensor(...), a subclass of it or a
+            # program's tensor made a parameter Parameter(Name(...))
+            if param is not None and cls is param():
+                return tensor_repr(self, "tensor(", suffixes)
+            return f"Parameter({tensor_repr(self, f'{cls.__name__}(', suffixes)})"
+        plain = cls.__repr__ is not Tensor.__repr__
         return tensor_repr(self, "tensor(" if plain else f"{cls.__name__}(", suffixes)
 
     def __format__(self, spec: str) -> str:

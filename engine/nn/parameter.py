@@ -8,27 +8,54 @@ from ..core.tensor import Tensor
 __all__ = ["Parameter", "Buffer", "UninitializedParameter", "UninitializedBuffer"]
 
 
-class Parameter(Tensor):
+class _ParameterMeta(type):
+    """``isinstance(t, Parameter)`` also holds for a tensor of a program's own Tensor subclass made a
+    parameter (``Parameter(sub)`` returns ``sub``'s type, marked ``_is_param``), as PyTorch's."""
+
+    def __instancecheck__(cls, instance) -> bool:
+        return type.__instancecheck__(cls, instance) or (
+            cls is Parameter and isinstance(instance, Tensor) and getattr(instance, "_is_param", False))
+
+
+class Parameter(Tensor, metaclass=_ParameterMeta):
     """A leaf tensor that Modules register as a learnable parameter (shares ``data``'s memory).
 
     Ops on a Parameter return plain Tensors, as in PyTorch: only the leaf itself is special.
+    A tensor of a program's own Tensor subclass stays of its type: ``Parameter(sub)`` is
+    ``sub.detach().requires_grad_(requires_grad)`` marked ``_is_param`` (PyTorch's custom-tensor path).
     """
 
     __torch_function__ = _disabled_torch_function_impl
 
     def __new__(cls, data: Tensor | None = None, requires_grad: bool = True):
+        if data is None:
+            data = creation.empty(0)
+        elif type(data) is not Tensor and not type.__instancecheck__(Parameter, data) and isinstance(data, Tensor):
+            t = data.detach().requires_grad_(requires_grad)
+            if type(t) is not type(data):
+                raise RuntimeError(
+                    f"Creating a Parameter from an instance of type {type(data).__name__} requires that detach() "
+                    f"returns an instance of the same type, but return type {type(t).__name__} was found instead. "
+                    "To use the type as a Parameter, please correct the detach() semantics defined by its "
+                    "__torch_dispatch__() implementation.")
+            t._is_param = True
+            return t
         self = Tensor.__new__(cls)
-        if data is not None:
-            self._data, self._device, self._vc = data._data, data._device, data._vc
+        self._data, self._device, self._vc = data._data, data._device, data._vc
         if requires_grad:
             self.requires_grad_(True)
         return self
 
-    def __init__(self, data: Tensor | None = None, requires_grad: bool = True):
+    def __init__(self, *args, **kwargs):   # all in __new__; a subclass's own __new__ may take more (a tag=)
         pass
 
     def __repr__(self) -> str:
         return "Parameter containing:\n" + super().__repr__()
+
+    @classmethod
+    def _parameter_class(cls):
+        """Parameter itself (its subclasses print as ``Parameter(Sub(...))``: ``Tensor.__repr__``)."""
+        return Parameter
 
     def __reduce_ex__(self, protocol):
         return (_rebuild_parameter, (self.detach(), self.requires_grad))
@@ -46,7 +73,7 @@ class Buffer(Tensor):
         self.persistent = persistent
         return self
 
-    def __init__(self, data: Tensor | None = None, *, persistent: bool = True):
+    def __init__(self, *args, **kwargs):
         pass
 
 
