@@ -169,6 +169,10 @@ class FusedOp(Op):
         return call
 
     def _forward(self, xp, *arrays):
+        if xp is np:                         # the cpu (a replay's call, the one-node step's): the loop first
+            run = self._runners.get("cpu") or self._runner("cpu")
+            outs = run(*arrays)
+            return outs if self.n_extra else outs[0]
         if not has_data(xp):                 # the meta device: shapes only
             shape = () if self.kernel.reduce else np.broadcast_shapes(*(a.shape for a in arrays))
             outs = tuple(xp.empty(shape, o.dtype) for o in self.kernel.outputs)
@@ -183,8 +187,8 @@ class FusedOp(Op):
     def _forward_out(self, xp, *arrays, out: tuple):
         """The forward into ``out`` (capture's replay): the cpu kernel writes there itself; elsewhere
         the result is copied in."""
-        if _backend.is_numpy(xp):
-            self._runner("cpu")(*arrays, out=out)
+        if xp is np or _backend.is_numpy(xp):
+            (self._runners.get("cpu") or self._runner("cpu"))(*arrays, out=out)
             return
         res = self._forward(xp, *arrays)
         for o, r in zip(out, res if self.n_extra else (res,)):
