@@ -231,7 +231,12 @@ class BatchMode(Mode):
                 batched = True
         if op.kind == "random":
             return self._random(op, args, params, batched)
-        with self.aside():
+        # off the stack while the op runs on the physical values (``Mode.aside``, inline: once per op)
+        stack = LOCAL.modes
+        on_top = stack[-1] is self
+        at = len(stack) - 1 if on_top else stack.index(self)
+        del stack[at]
+        try:
             if not batched:
                 return apply(op, *args, **params)
             if op.data_dependent is not None or op.name in ("nonzero", "unique"):
@@ -239,10 +244,30 @@ class BatchMode(Mode):
                                    f"Attempted to vmap over aten::{_DYNAMIC_NAMES.get(op.name, op.name)}. "
                                    "Please file an issue at "
                                    "https://github.com/pytorch/pytorch/issues if you need this feature.")
-            out = self._rule(op, args, params)
+            if len(args) <= 2 and (op.elementwise or op.name in _ELEMENTWISE):
+                out = self._one_batched(op, args, params)
+                if out is None:
+                    out = self._elementwise(op, args, params)
+            else:
+                out = self._rule(op, args, params)
             if out is None:
                 out = self._loop(op, args, params)
+        finally:
+            stack.insert(at, self)
         return self._wrap_out(out)
+
+    def _one_batched(self, op, args, params):
+        """An elementwise op whose one tensor operand is batched (``x.sin()``, ``x * 2``): the op on the
+        physical value as it is (a Python number promotes alike against any number of dims)."""
+        a = args[0]
+        if a.__class__ is not BatchedTensor or a._level != self.level:
+            return None
+        if len(args) == 1:
+            return apply(op, a._phys, **params)
+        b = args[1]
+        if isinstance(b, Tensor) or op.name.endswith("_backward"):
+            return None
+        return apply(op, a._phys, b, **params)
 
     def host_read(self, tensor, what: str) -> None:
         if what in _HOST and (tensor.__class__ is BatchedTensor or id(tensor._data) in self._seen):
