@@ -150,9 +150,10 @@ def _init_subclass(cls, **kwargs) -> None:
 # subclass that takes part gets, for each engine Tensor method it does not define itself, a method
 # that hands the subclasses among its arguments that callable (the operators as PyTorch names them),
 # and runs the engine's method as it is when none takes part (inside ``DisableTorchFunctionSubclass``,
-# as ``Tensor.__torch_function__`` runs it). Ops reached otherwise (``torch.relu(x)``, a plain tensor's
-# method with a subclass argument) still reach the dispatcher's hook with the op as ``func``; the
-# engine's own subclasses (nested tensors, attention biases) speak that op-level protocol only.
+# as ``Tensor.__torch_function__`` runs it). Public functions hand themselves at their entry
+# (``torch.relu(x)`` passes ``torch.relu``; see ``_entry`` and ``has_tensor_like``); ops reached otherwise
+# (a plain tensor's method with a subclass argument) still reach the dispatcher's hook with the op as
+# ``func``; the engine's own subclasses (nested tensors, attention biases) speak that op-level protocol only.
 _OPERATOR_FUNCS = {"__add__": "add", "__radd__": "add", "__iadd__": "add_", "__sub__": "sub", "__isub__": "sub_",
                    "__mul__": "mul", "__rmul__": "mul", "__imul__": "mul_", "__truediv__": "div",
                    "__itruediv__": "div_", "__matmul__": "matmul", "__neg__": "neg", "__abs__": "abs",
