@@ -15,7 +15,9 @@
 
 ``--ab-sgd`` times whole training steps as a researcher writes them (``opt.zero_grad()``, forward, loss,
 ``backward()``, ``optim.SGD`` step) against JAX's ``jit(value_and_grad)`` with the update in the same jit
-(parameters donated), from the same parameters and data (the first step's losses are printed side by side).
+(parameters donated), from the same parameters and data (the first step's losses are printed side by side);
+the chain rows also replay the compiled step captured whole by ``tapelab.graphs`` ("captured", the issue's
+compiled + captured chain, against JAX as "captured/jax").
 Otherwise each workload is a training step's forward and backward into fresh gradients (no optimizer, on every
 side; ``.grad`` set to None first, as ``jax.grad`` returns new ones) on float32,
 on one thread unless ``--threads N`` (numpy's BLAS, torch, and XLA through ``XLA_FLAGS``), timed as
@@ -831,6 +833,8 @@ def ab_sgd(names: list, rounds: int):
                 steps["compiled"] = _sgd_step(T.compile(fn), args)
                 for _ in range(3):
                     steps["compiled"]()
+                if name.startswith("chain"):      # the compiled + captured chain: the whole step replayed
+                    steps["captured"] = _captured(T, steps["compiled"])
                 inner = max(1, int(0.05 / best(steps["compiled"], 1, 1)))
                 times: dict = {k: [] for k in (*steps, *(["jax"] if worker else []))}
                 for _ in range(rounds):
@@ -845,6 +849,8 @@ def ab_sgd(names: list, rounds: int):
                 if worker is not None:
                     ratios["compiled/jax"] = [c / j for c, j in zip(times["compiled"], times["jax"])]
                     ratios["eager/jax"] = [e / j for e, j in zip(times["eager"], times["jax"])]
+                    if "captured" in times:
+                        ratios["captured/jax"] = [c / j for c, j in zip(times["captured"], times["jax"])]
                 yield name, {k: _quartiles(v) for k, v in times.items()}, \
                     {k: _quartiles(v) for k, v in ratios.items()}, losses
         finally:
