@@ -18,12 +18,83 @@ from .ops.convert import _parse_to_args
 __all__ = ["Generator", "_get_tracing_state", "_log_api_usage_once", "_get_cudnn_enabled", "DisableTorchFunction",
            "DisableTorchFunctionSubclass", "_disabled_torch_function_impl", "_is_torch_function_mode_enabled",
            "_len_torch_function_stack", "_TensorMeta", "_nn", "_are_functorch_transforms_active", "_functorch",
-           "_current_graph_task_id", "_will_engine_execute_node", "ScriptFunction", "ScriptMethod"]
+           "_current_graph_task_id", "_will_engine_execute_node", "ScriptFunction", "ScriptMethod", "TensorType"]
 
 class ScriptMethod:
     """The type of a TorchScript method: ``jit.script`` hands back Python code, so nothing is one
     (torchview's ``__torch_function__`` names a function by ``func.name`` only for these)."""
 
+
+class TensorType:
+    """TorchScript's type of a Tensor (``torch.TensorType``): what model code names in annotations
+    (open_clip's ``from torch import TensorType``) and what a trace or a script checks against.
+    ``get()`` is the plain ``Tensor`` type; ``create_from_tensor(t)`` the complete type of ``t``
+    (dtype, sizes, strides, device, requires_grad)."""
+
+    def __init__(self, dtype=None, sizes=None, strides=None, device=None, requires_grad=None):
+        self._dtype, self._sizes, self._strides = dtype, sizes, strides
+        self._device, self._requires_grad = device, requires_grad
+
+    @classmethod
+    def get(cls) -> "TensorType":
+        return cls()
+
+    @classmethod
+    def getInferred(cls) -> "TensorType":
+        return cls()
+
+    @classmethod
+    def create_from_tensor(cls, t) -> "TensorType":
+        return cls(t.dtype, list(t.shape), list(t.stride()), t.device, t.requires_grad)
+
+    def kind(self) -> str:
+        return "TensorType"
+
+    def str(self) -> str:
+        """``Tensor``, or a complete type as PyTorch prints it: ``Float(2, 3, strides=[3, 1], ...)``."""
+        if self._dtype is None:
+            return "Tensor"
+        return (f"{self.scalarType()}({', '.join(map(str, self._sizes))}, strides={self._strides}, "
+                f"requires_grad={int(self._requires_grad)}, device={self._device})")
+
+    @property
+    def annotation_str(self) -> str:
+        return "Tensor"
+
+    def dtype(self):
+        return self._dtype
+
+    def scalarType(self) -> str | None:
+        return None if self._dtype is None else _SCALAR_TYPES.get(repr(self._dtype).rpartition(".")[2])
+
+    def sizes(self):
+        return self._sizes
+
+    def strides(self):
+        return self._strides
+
+    def dim(self) -> int | None:
+        return None if self._sizes is None else len(self._sizes)
+
+    def device(self):
+        return self._device
+
+    def requires_grad(self):
+        return self._requires_grad
+
+    def __eq__(self, other) -> bool:
+        return type(other) is TensorType and vars(self) == vars(other)
+
+    def __hash__(self) -> int:
+        return hash(TensorType)
+
+    def __repr__(self) -> str:
+        return "Tensor"
+
+
+_SCALAR_TYPES = {"float32": "Float", "float64": "Double", "float16": "Half", "bfloat16": "BFloat16", "int64": "Long",
+                 "int32": "Int", "int16": "Short", "int8": "Char", "uint8": "Byte", "bool": "Bool",
+                 "complex64": "ComplexFloat", "complex128": "ComplexDouble"}
 
 _TensorMeta = type(Tensor)   # Tensor's metaclass (annotations name it; tapelab's Tensor is a plain class)
 

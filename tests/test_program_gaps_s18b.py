@@ -183,3 +183,18 @@ def test_sum_and_mean_of_a_permuted_layout_run_over_memory_as_aten(dtype):
         else:
             for g, w in zip(got, want):
                 np.testing.assert_array_equal(_np(g), w)
+
+
+# ---------------------------------------------------------------- open_clip
+def test_tensor_type_is_torchscripts_tensor_type():
+    """``from torch import TensorType`` (open_clip's text tower annotates with it) failed to import;
+    tapelab's answers PyTorch's ``get``/``create_from_tensor`` queries the same."""
+    got = []
+    for m in (torch, tapelab):
+        t = m.randn(2, 3, dtype=m.float64)
+        full, plain = m.TensorType.create_from_tensor(t), m.TensorType.get()
+        got.append((full.str(), full.scalarType(), full.sizes(), full.strides(), str(full.device()),
+                    full.requires_grad(), full.dim(), full.kind(), repr(full), str(full), plain.str(),
+                    plain.annotation_str, plain.sizes(), plain.dim(), plain == m.TensorType.get(),
+                    m.TensorType.create_from_tensor(m.zeros(1, dtype=m.int64)).scalarType()))
+    assert got[0] == got[1]
