@@ -129,6 +129,8 @@ def test_disable_runs_eagerly_and_breaks_the_graph_as_torchs():
     assert k(tapelab.ones(1)).item() == 2.0
     assert "(reason: logging)" in tc.explain(lambda x: k(x) * 2, tapelab.ones(2)).break_reasons[0]
     assert tapelab.compile(d)(x).numpy().tolist() == g(tapelab)(x).numpy().tolist()
+    e = tc.explain(d, x)                       # the disabled function itself: not compiled
+    assert e.graph_count == 0 and e.break_reasons[0].reason.startswith("Skip calling")
 
 
 # ---------------------------------------------------------------- recompile limit, reset

@@ -813,7 +813,9 @@ def explain(fn, *args, **kwargs):
 
 
 def _explain(fn, *args, **kwargs) -> ExplainOutput:
-    target = fn._orig_mod if isinstance(fn, OptimizedModule) else getattr(fn, "__wrapped__", fn)
+    # a compiled function is explained as its function; any other wrapper (``disable``'s, a program's own
+    # ``functools.wraps`` decorator) runs as it is, as torch's explain traces the callable it is given
+    target = fn._orig_mod if isinstance(fn, OptimizedModule) else fn.fn if isinstance(fn, CompiledFunction) else fn
     compiled = CompiledFunction(target, fullgraph=False, backend="tapelab", options={},
                                 module=target if isinstance(target, Module) else None)
     compiled(*args, **kwargs)
