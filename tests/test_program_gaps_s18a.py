@@ -2,11 +2,22 @@
 and compared: a subclass's ``__torch_function__`` sees the public function a program called."""
 from __future__ import annotations
 
+import gc
+
 import numpy as np
 import pytest
 import torch
 
 import tapelab
+
+
+@pytest.fixture(autouse=True)
+def _subclasses_collected():
+    """The Tensor subclasses a test defines are collected after it, so the dispatcher's hook is gone
+    (later tests assert the eager path)."""
+    yield
+    gc.collect()
+    assert tapelab.dispatch.STATE.functions is None
 
 
 def both(fn):
@@ -255,5 +266,23 @@ def test_a_parameter_subclass_and_a_program_tensor_made_a_parameter():
         return (repr(w), w.tag, type(ps).__name__, ps is s, isinstance(ps, nn.Parameter), repr(ps),
                 [n for n, _ in mod.named_parameters()], _np(ps.grad).tolist(), repr(nn.Parameter()),
                 isinstance(m.ones(1), nn.Parameter), repr(nn.Parameter(m.zeros(1), requires_grad=False)))
+    tl, th = both(run)
+    assert tl == th
+
+
+def test_a_mode_does_not_see_where_wrapping_its_number_operand():
+    def run(m):
+        seen = []
+
+        class Log(m.overrides.TorchFunctionMode):
+            def __torch_function__(self, func, types, args=(), kwargs=None):
+                seen.append(func.__name__)
+                return func(*args, **(kwargs or {}))
+        x = m.tensor([1.0, -2.0, 3.0])
+        c, x64 = x > 0, x.to(m.float64)
+        with Log():
+            r = m.where(c, x, 0.0)
+            r2 = m.where(c, 1, x64)
+        return seen, _np(r).tolist(), str(r2.dtype).split(".")[-1]
     tl, th = both(run)
     assert tl == th

@@ -12,7 +12,7 @@ import numbers
 import numpy as np
 
 from ..base.dispatch_state import STATE as _DISPATCH
-from ..core.overrides import handle_torch_function, has_tensor_like
+from ..core.overrides import DisableTorchFunction, handle_torch_function, has_tensor_like
 from ..base import dtype as _dtype
 from ..core.creation import tensor as _tensor
 from ..core.dispatch import apply, binary, refused_operand
@@ -417,6 +417,13 @@ def where(condition: Tensor, input=None, other=None):
 
 
 def _as(x, dt, like: Tensor) -> Tensor:
+    if _DISPATCH.functions is not None:
+        with DisableTorchFunction():   # where's own operand casts: no call a TorchFunctionMode sees, as PyTorch's
+            return _as_unseen(x, dt, like)
+    return _as_unseen(x, dt, like)
+
+
+def _as_unseen(x, dt, like: Tensor) -> Tensor:
     if isinstance(x, Tensor):
         return x.to(dt)
     if not isinstance(x, numbers.Number):
