@@ -286,3 +286,28 @@ def test_a_mode_does_not_see_where_wrapping_its_number_operand():
         return seen, _np(r).tolist(), str(r2.dtype).split(".")[-1]
     tl, th = both(run)
     assert tl == th
+
+
+def test_fill_and_zero_of_an_expanded_view_write_its_memory():
+    def run(m):
+        b = m.tensor([0.5])
+        e = b.expand(3)
+        e.fill_(2)
+        c = m.zeros(2, 1)
+        f = c.expand(2, 3)
+        f.zero_()
+        f.fill_(7.0)
+        res = [_np(b).tolist(), _np(e).tolist(), _np(c).tolist(), f.stride()]
+        try:
+            f.fill_(m.tensor(3.0))
+            res.append("no error")
+        except RuntimeError as ex:
+            res.append(str(ex))
+        h = m.ones(1, requires_grad=True).clone()
+        h.expand(3).fill_(1)
+        with m.no_grad():
+            h.expand(3).fill_(4)
+        res += [repr(h), _np(c).tolist()]
+        return res
+    tl, th = both(run)
+    assert tl == th

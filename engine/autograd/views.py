@@ -127,9 +127,28 @@ def _fwd_out_write(op, target, args, params) -> bool:
     return True
 
 
+def _fill_through(op, target, args, params):
+    """``fill_``/``zero_`` of an expanded view write its one memory location per element, as PyTorch's
+    (every element gets the same value, so the overlap is harmless): through a writeable alias of
+    the read-only stride-0 array over the same memory."""
+    data = target._data
+    root = data
+    while isinstance(root.base, np.ndarray):
+        root = root.base
+    if type(data) is not np.ndarray or not root.flags.writeable or not root.flags.c_contiguous:
+        raise overlap_error()
+    offset = data.__array_interface__["data"][0] - root.__array_interface__["data"][0]
+    out = apply(op, target, *args, **params)
+    np.ndarray(data.shape, data.dtype, buffer=root, offset=offset, strides=data.strides)[...] = out._data
+    target._vc[0] += 1
+    return out
+
+
 def _write_inplace(op, target, args, params, grad_on):
     """Run ``op`` on (a snapshot of) ``target`` and write the result into it; returns the result."""
     if not target._data.flags.writeable:   # a stride-0 view (expand); a plain array is always writeable
+        if op.name == "fill" and not args[0].__class__ is Tensor:
+            return _fill_through(op, target, args, params)
         raise overlap_error()
     src = target
     if grad_on and (target.requires_grad or any(isinstance(a, Tensor) and a.requires_grad for a in args)):
@@ -250,7 +269,8 @@ def _inplace_view(op, target, args, params):
     if base.requires_grad and base.grad_fn is None:
         raise RuntimeError("a view of a leaf Variable that requires grad is being used in an in-place operation.")
     data = target._data
-    if any(s == 0 and n > 1 for s, n in zip(data.strides, data.shape)):
+    if any(s == 0 and n > 1 for s, n in zip(data.strides, data.shape)) and not (
+            op.name == "fill" and args[0].__class__ is not Tensor):   # fill_ of a number writes through
         raise overlap_error()
     out = _write_inplace(op, target, args, params, True)
     fn = out.grad_fn

@@ -170,7 +170,8 @@ def _tensor_str(self, indent: int) -> str:
 
 def _grad_extras(t) -> list:
     if t.grad_fn is not None:
-        return [f"grad_fn=<{t.grad_fn.name()}>"]
+        # the node's class name, as PyTorch prints it: CopySlices, whose name() is torch::autograd::CopySlices
+        return [f"grad_fn=<{t.grad_fn.name().rpartition('::')[2]}>"]
     return ["requires_grad=True"] if t.requires_grad else []
 
 
