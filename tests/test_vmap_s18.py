@@ -210,6 +210,7 @@ def _refusals(m):
         return z
     return {
         "backward": lambda t: t.sum().backward(),
+        "autograd_grad": lambda t: m.autograd.grad(t.sum(), t),   # the output is named first, as torch's
         "item": lambda t: t.sum().item(),
         "float": lambda t: float(t[0]),
         "tolist": lambda t: t.tolist(),

@@ -754,6 +754,11 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph: bool | None = None,
         return _batched_grad(outputs, inputs, grad_outputs, retain_graph, create_graph, allow_unused,
                              materialize_grads)
     inputs = _as_list(inputs)
+    outputs = _as_list(outputs)
+    for i, t in enumerate(outputs):   # PyTorch names an output that does not require grad first
+        _fresh(t)
+        if isinstance(t, Tensor) and not t.requires_grad:
+            raise RuntimeError(f"element {i} of tensors does not require grad and does not have a grad_fn")
     capture: dict = {}
     keys = []
     for i, t in enumerate(inputs):
