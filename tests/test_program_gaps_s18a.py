@@ -311,3 +311,36 @@ def test_fill_and_zero_of_an_expanded_view_write_its_memory():
         return res
     tl, th = both(run)
     assert tl == th
+
+
+def test_a_mode_sees_the_public_functions_called():
+    def run(m):
+        factories = {m.zeros, m.ones, m.randn, m.full, m.arange}
+
+        class Float64(m.overrides.TorchFunctionMode):
+            def __torch_function__(self, func, types, args=(), kwargs=None):
+                kwargs = dict(kwargs or {})
+                if func in factories and kwargs.get("dtype") is None:
+                    kwargs["dtype"] = m.float64
+                return func(*args, **kwargs)
+
+        class Count(m.overrides.TorchFunctionMode):
+            def __init__(self):
+                super().__init__()
+                self.n = {}
+
+            def __torch_function__(self, func, types, args=(), kwargs=None):
+                self.n[func.__name__] = self.n.get(func.__name__, 0) + 1
+                return func(*args, **(kwargs or {}))
+        with Float64():
+            made = [m.zeros(2), m.ones(2, 2), m.randn(3), m.full((2,), 3.0), m.arange(3.0), m.zeros(2, dtype=m.float32)]
+        x = m.randn(4, 3)
+        t = m.tensor([0, 2, 1, 1])
+        with Count() as outer, Count() as inner:
+            y = m.nn.functional.linear(x, m.ones(2, 3))
+            loss = m.nn.functional.cross_entropy(y, t % 2)
+            s = m.sum(m.softmax(y, -1)) + m.relu(loss)
+        return [str(a.dtype) for a in made], sorted(inner.n.items()), sorted(outer.n.items())
+    tl, th = both(run)
+    assert [d.split(".")[-1] for d in tl[0]] == [d.split(".")[-1] for d in th[0]]
+    assert tl[1:] == th[1:]

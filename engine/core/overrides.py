@@ -9,10 +9,12 @@ and tensor-likes), until one returns something other than ``NotImplemented``.
 Where: every op passes ``dispatch.apply``. While a mode is entered in some thread, or a Tensor
 subclass that takes part exists, this module installs its hook as the dispatcher's
 ``STATE.functions`` slot, which turns on the dispatcher's one flag; the slow path asks the hook
-first. So a mode sees every op, factories, random draws and the ops of composites included
-(``F.cross_entropy`` shows as its ops), with ``func`` the op as a callable (``OpFunction``:
+first. So a mode sees every op that no public function handed it first (a plain tensor's
+methods and operators, engine-internal calls), with ``func`` the op as a callable (``OpFunction``:
 ``func(*args, **kwargs)`` runs it again and ``func.__name__`` is the op's name: ``mul`` for
-``a * b``, as PyTorch passes ``Tensor.mul``). Python-level functions that PyTorch guards with
+``a * b``, as PyTorch passes ``Tensor.mul``). Public functions check at their entry and hand the
+mode themselves, as PyTorch's (``torch.ones``, ``F.cross_entropy`` once, its ops unseen: they run
+with the mode off its stack). Python-level functions that PyTorch guards with
 ``has_torch_function`` (``nn.init``) call ``handle_torch_function`` with their public function,
 as PyTorch's do. With nobody taking part the hook is uninstalled and the eager path pays nothing.
 
@@ -27,8 +29,8 @@ op, so they check for tensor-likes at their entry, as PyTorch's Python functions
         return handle_torch_function(cross_entropy, (input, target), input, target, ...)
 
 ``STATE.functions`` is None whenever nobody takes part: the check is one attribute read then.
-Modes and subclasses still see a composite's ops one by one (``has_tensor_like`` asks only
-registered tensor-likes), as before.
+``has_tensor_like`` asks registered tensor-likes, a program's Tensor subclasses and the entered
+modes; the engine's own subclasses still see a composite's ops one by one.
 """
 from __future__ import annotations
 
@@ -367,9 +369,15 @@ def has_tensor_like(relevant_args: Iterable) -> bool:
     (after ``STATE.functions is not None``), so a traced call on a Proxy records as one call.
     A program's Tensor subclass (one with PyTorch's method entry points) is asked too, as PyTorch's
     Python functions ask it (fastai registers ``F.grid_sample`` for its image and flow-field types);
-    modes and the engine's own subclasses are not: they see a composite's ops, one by one."""
+    An entered ``TorchFunctionMode`` is too: it sees the public function called, as PyTorch's
+    (``torch.ones`` keyed in a dict, ``F.cross_entropy`` once), and the ops run inside it with the
+    mode off its stack; the engine's own subclasses are not asked: they see a composite's ops."""
     local = LOCAL
-    if local.functions_off or not (_likes or _programs):
+    if local.functions_off:
+        return False
+    if local.function_modes:
+        return True
+    if not (_likes or _programs):
         return False
     relevant = _relevant(tuple(relevant_args))
     if _likes and any(type(a) in _likes for a in relevant):
