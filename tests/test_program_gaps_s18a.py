@@ -315,7 +315,7 @@ def test_fill_and_zero_of_an_expanded_view_write_its_memory():
 
 def test_a_mode_sees_the_public_functions_called():
     def run(m):
-        factories = {m.zeros, m.ones, m.randn, m.full, m.arange}
+        factories = {m.zeros, m.ones, m.randn, m.full, m.arange, m.tensor}
 
         class Float64(m.overrides.TorchFunctionMode):
             def __torch_function__(self, func, types, args=(), kwargs=None):
@@ -333,7 +333,8 @@ def test_a_mode_sees_the_public_functions_called():
                 self.n[func.__name__] = self.n.get(func.__name__, 0) + 1
                 return func(*args, **(kwargs or {}))
         with Float64():
-            made = [m.zeros(2), m.ones(2, 2), m.randn(3), m.full((2,), 3.0), m.arange(3.0), m.zeros(2, dtype=m.float32)]
+            made = [m.zeros(2), m.ones(2, 2), m.randn(3), m.full((2,), 3.0), m.arange(3.0), m.zeros(2, dtype=m.float32),
+                    m.tensor([1.0, 2.0]), m.tensor([1, 2]), m.tensor(3.0, dtype=m.float16)]
         x = m.randn(4, 3)
         t = m.tensor([0, 2, 1, 1])
         with Count() as outer, Count() as inner:

@@ -47,6 +47,10 @@ def _finish(t: Tensor, requires_grad: bool) -> Tensor:
 
 def tensor(data, *, dtype=None, device=None, requires_grad: bool = False, pin_memory: bool = False) -> Tensor:
     """Copy ``data`` (nested lists, numbers, numpy arrays, tensors) into a new tensor."""
+    if _DISPATCH.functions is not None and has_tensor_like(()):   # an entered mode sees it (data is no argument
+        given = {k: v for k, v in (("dtype", dtype), ("device", device), ("requires_grad", requires_grad),
+                                   ("pin_memory", pin_memory)) if v}   # that takes part, as PyTorch's)
+        return handle_torch_function(tensor, (), data, **given)
     _warn_copy_construct(data, "torch.tensor")
     return _copy(data, dtype, device, requires_grad)
 
