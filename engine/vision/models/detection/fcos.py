@@ -52,14 +52,19 @@ class BoxLinearCoder:
                      dim=-1)
 
 
-def _gn_tower(in_channels: int, num_convs: int, norm_layer) -> nn.Sequential:
-    """``num_convs`` x (3x3 conv, norm, ReLU) as flat children; conv weights N(0, 0.01), biases zero."""
+def _gn_tower(in_channels: int, num_convs: int, norm_layer, draw: bool = True) -> nn.Sequential:
+    """``num_convs`` x (3x3 conv, norm, ReLU) as flat children; conv weights N(0, 0.01), biases zero
+    (``draw=False``: drawn later by ``_draw_gn_tower``)."""
     norm_layer = norm_layer or partial(nn.GroupNorm, 32)
     layers: list[nn.Module] = []
     for _ in range(num_convs):
         layers += [nn.Conv2d(in_channels, in_channels, kernel_size=3, stride=1, padding=1), norm_layer(in_channels),
                    nn.ReLU()]
     tower = nn.Sequential(*layers)
+    return _draw_gn_tower(tower) if draw else tower
+
+
+def _draw_gn_tower(tower: nn.Sequential) -> nn.Sequential:
     for layer in tower.children():
         if isinstance(layer, nn.Conv2d):
             init.normal_(layer.weight, std=0.01)
@@ -88,12 +93,14 @@ class FCOSRegressionHead(nn.Module):
 
     def __init__(self, in_channels: int, num_anchors: int, num_convs: int = 4, norm_layer=None) -> None:
         super().__init__()
-        self.conv = _gn_tower(in_channels, num_convs, norm_layer)
+        # torchvision's order of the seeded draws: the two output convs', then the tower's N(0, 0.01)
+        self.conv = _gn_tower(in_channels, num_convs, norm_layer, draw=False)
         self.bbox_reg = nn.Conv2d(in_channels, num_anchors * 4, kernel_size=3, stride=1, padding=1)
         self.bbox_ctrness = nn.Conv2d(in_channels, num_anchors * 1, kernel_size=3, stride=1, padding=1)
         for layer in (self.bbox_reg, self.bbox_ctrness):
             init.normal_(layer.weight, std=0.01)
             init.zeros_(layer.bias)
+        _draw_gn_tower(self.conv)
 
     def forward(self, x: list[Tensor]) -> tuple[Tensor, Tensor]:
         feats = [self.conv(f) for f in x]

@@ -28,9 +28,14 @@ __all__ = ["RetinaNet", "RetinaNetHead", "RetinaNetClassificationHead", "RetinaN
            "retinanet_resnet50_fpn", "retinanet_resnet50_fpn_v2"]
 
 
-def _tower(in_channels: int, norm_layer) -> nn.Sequential:
-    """Four 3x3 conv(-norm)-ReLUs, weights drawn from N(0, 0.01), biases zero."""
+def _tower(in_channels: int, norm_layer, draw: bool = True) -> nn.Sequential:
+    """Four 3x3 conv(-norm)-ReLUs, weights drawn from N(0, 0.01), biases zero (``draw=False``: drawn
+    later by ``_draw_tower``, where the head's own draws come first, as the regression head's)."""
     tower = nn.Sequential(*[Conv2dNormActivation(in_channels, in_channels, norm_layer=norm_layer) for _ in range(4)])
+    return _draw_tower(tower) if draw else tower
+
+
+def _draw_tower(tower: nn.Sequential) -> nn.Sequential:
     for layer in tower.modules():
         if isinstance(layer, nn.Conv2d):
             init.normal_(layer.weight, std=0.01)
@@ -96,10 +101,12 @@ class RetinaNetRegressionHead(_TowerHead):
 
     def __init__(self, in_channels: int, num_anchors: int, norm_layer=None) -> None:
         super().__init__()
-        self.conv = _tower(in_channels, norm_layer)
+        # torchvision's order of the seeded draws: the box conv's, then the tower's N(0, 0.01)
+        self.conv = _tower(in_channels, norm_layer, draw=False)
         self.bbox_reg = nn.Conv2d(in_channels, num_anchors * 4, kernel_size=3, stride=1, padding=1)
         init.normal_(self.bbox_reg.weight, std=0.01)
         init.zeros_(self.bbox_reg.bias)
+        _draw_tower(self.conv)
         self.box_coder = det_utils.BoxCoder(weights=(1.0, 1.0, 1.0, 1.0))
         self._loss_type = "l1"
 
