@@ -47,7 +47,26 @@ def _libstdcxx_keys(xp, x, dim):
     return rows.reshape(-1, rows.shape[-1])
 
 
+def _laid_out(xp, x, idx, whole: bool):
+    """``idx`` in the layout ATen's kernels give their results: a whole sort's (``sort``, ``argsort``) like
+    the input's (``empty_like``: a permuted input keeps its strides), a selection's (``topk``, ``kthvalue``)
+    contiguous. The libstdc++ loops sort rows along the last axis, so their order comes back as a moved
+    axis view, and numpy's argsort and a slice of it are neither."""
+    if not whole:
+        return xp.ascontiguousarray(idx)
+    out = xp.empty_like(x, dtype=idx.dtype)
+    if idx.strides == out.strides:
+        return idx
+    out[...] = idx
+    return out
+
+
 def _argsort_fwd(xp, x, *, dim, descending, start, stop, heap=False, unstable=False, selected=False):
+    idx = _argsort_idx(xp, x, dim, descending, start, stop, heap, unstable, selected)
+    return idx if x.ndim < 2 else _laid_out(xp, x, idx, stop is None and not start)
+
+
+def _argsort_idx(xp, x, dim, descending, start, stop, heap, unstable, selected):
     """Stable order along ``dim`` (nan last, or first when descending), sliced to [start, stop); with
     ``heap`` (topk where ATen partially sorts) the first ``stop`` in its heap's order of ties; with
     ``unstable`` ATen's order of ties: ``std::sort``'s (``sort(stable=False)``, ``argsort``), or for
