@@ -241,3 +241,24 @@ def test_detection_regression_heads_draw_their_weights_in_torchvisions_order(fco
     assert [tuple(p.shape) for p in got] == [tuple(p.shape) for p in want]
     for g, w in zip(got, want):
         np.testing.assert_array_equal(_np(g), _np(w))
+
+
+def test_add_scalar_new_style_writes_a_scalars_plugin_tensor(tmp_path):
+    """``add_scalar(new_style=True)`` writes a one-element tensor for the scalars plugin (float64 with
+    ``double_precision``), as PyTorch's; tapelab ignored the option and wrote a simple value."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    import torch.utils.tensorboard  # noqa: F401
+    import tapelab.utils.tensorboard  # noqa: F401
+    seen = []
+    for m in (torch, tapelab):
+        d = str(tmp_path / m.__name__)
+        with m.utils.tensorboard.SummaryWriter(d) as w:
+            w.add_scalar("a", 0.1, 1, new_style=True)
+            w.add_scalar("b", m.tensor(0.25, dtype=m.float64), 2, new_style=True, double_precision=True)
+            w.add_scalar("c", 0.5, 3)
+        ea = EventAccumulator(d)
+        ea.Reload()
+        seen.append((ea.Tags()["tensors"], ea.Tags()["scalars"],
+                     [(e.step, str(e.tensor_proto)) for t in ("a", "b") for e in ea.Tensors(t)],
+                     ea.SummaryMetadata("a").plugin_data.plugin_name))
+    assert seen[0] == seen[1]

@@ -33,11 +33,19 @@ def to_numpy(x) -> np.ndarray:
     return np.asarray(x)
 
 
-def scalar(tag: str, value) -> Summary:
+def scalar(tag: str, value, new_style: bool = False, double_precision: bool = False) -> Summary:
+    """A ``simple_value``; ``new_style`` (PyTorch's option) a one-element tensor for the scalars
+    plugin instead, float32 or (``double_precision``) float64."""
     v = to_numpy(value)
     if v.size != 1:
         raise ValueError(f"add_scalar({tag!r}): expected a scalar value, got shape {list(v.shape)}")
-    return Summary(value=[Summary.Value(tag=tag, simple_value=float(v.reshape(())))])
+    x = float(v.reshape(()))
+    if not new_style:
+        return Summary(value=[Summary.Value(tag=tag, simple_value=x)])
+    proto = TensorProto(double_val=[x], dtype="DT_DOUBLE") if double_precision else \
+        TensorProto(float_val=[x], dtype="DT_FLOAT")
+    meta = SummaryMetadata(plugin_data=SummaryMetadata.PluginData(plugin_name="scalars"))
+    return Summary(value=[Summary.Value(tag=tag, tensor=proto, metadata=meta)])
 
 
 def _tensorflow_edges() -> np.ndarray:

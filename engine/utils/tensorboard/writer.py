@@ -66,7 +66,7 @@ class SummaryWriter:
 
     def add_scalar(self, tag: str, scalar_value, global_step=None, walltime=None, new_style: bool = False,
                    double_precision: bool = False) -> None:
-        self._add(_summary.scalar(tag, scalar_value), global_step, walltime)
+        self._add(_summary.scalar(tag, scalar_value, new_style, double_precision), global_step, walltime)
 
     def add_scalars(self, main_tag: str, tag_scalar_dict: dict, global_step=None, walltime=None) -> None:
         """Each series in its own run ``<log_dir>/<main_tag>_<tag>``, all under the tag ``main_tag``."""
