@@ -262,3 +262,25 @@ def test_add_scalar_new_style_writes_a_scalars_plugin_tensor(tmp_path):
                      [(e.step, str(e.tensor_proto)) for t in ("a", "b") for e in ea.Tensors(t)],
                      ea.SummaryMetadata("a").plugin_data.plugin_name))
     assert seen[0] == seen[1]
+
+
+def test_purge_step_restarts_the_session_as_pytorchs(tmp_path):
+    """``SummaryWriter(purge_step=k)`` starts its event file with a session restart at step k, so
+    TensorBoard drops a crashed run's events from k on (tapelab ignored it: the old steps stayed)."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    import torch.utils.tensorboard  # noqa: F401
+    import tapelab.utils.tensorboard  # noqa: F401
+    seen = []
+    for m in (torch, tapelab):
+        d = str(tmp_path / m.__name__)
+        with m.utils.tensorboard.SummaryWriter(d) as w:
+            for step in range(6):
+                w.add_scalar("loss", float(step), step)
+        w = m.utils.tensorboard.SummaryWriter(d, purge_step=3)
+        assert w.purge_step is None
+        w.add_scalar("loss", 30.0, 3)
+        w.close()
+        ea = EventAccumulator(d)
+        ea.Reload()
+        seen.append([(e.step, e.value) for e in ea.Scalars("loss")])
+    assert seen[0] == seen[1] == [(0, 0.0), (1, 1.0), (2, 2.0), (3, 30.0)]

@@ -11,7 +11,7 @@ from datetime import datetime
 import numpy as np
 
 from tensorboard.compat.proto.config_pb2 import RunMetadata
-from tensorboard.compat.proto.event_pb2 import Event, TaggedRunMetadata
+from tensorboard.compat.proto.event_pb2 import Event, SessionLog, TaggedRunMetadata
 from tensorboard.compat.proto.step_stats_pb2 import DeviceStepStats, StepStats
 from tensorboard.summary.writer.event_file_writer import EventFileWriter
 
@@ -29,7 +29,8 @@ class SummaryWriter:
         log_dir: the directory (default ``runs/<Mon>DD_HH-MM-SS_<host><comment>``, as PyTorch's).
         comment: a suffix for the default ``log_dir``.
         purge_step, max_queue, flush_secs, filename_suffix: as ``torch.utils.tensorboard``
-            (``purge_step`` is accepted and ignored: nothing is discarded).
+            (``purge_step``: the first event file starts with a session restart at that step, so
+            TensorBoard hides the earlier runs' events from it on).
 
     >>> with SummaryWriter("runs/exp1") as w:
     ...     for step in range(3):
@@ -53,6 +54,12 @@ class SummaryWriter:
         """The run's event file; a closed writer opens a new one, as PyTorch's ``_get_file_writer``."""
         if self._writer is None:
             self._writer = EventFileWriter(self.log_dir, self.max_queue, self.flush_secs, self.filename_suffix)
+            if self.purge_step is not None:
+                # a restarted session: TensorBoard hides the earlier runs' events at and after this step
+                step, self.purge_step = int(self.purge_step), None
+                self._writer.add_event(Event(wall_time=time.time(), step=step, file_version="brain.Event:2"))
+                self._writer.add_event(Event(wall_time=time.time(), step=step,
+                                             session_log=SessionLog(status=SessionLog.START)))
         return self._writer
 
     def get_logdir(self) -> str:
