@@ -146,7 +146,7 @@ def _fill_through(op, target, args, params):
 
 def _write_inplace(op, target, args, params, grad_on):
     """Run ``op`` on (a snapshot of) ``target`` and write the result into it; returns the result."""
-    if not target._data.flags.writeable:   # a stride-0 view (expand); a plain array is always writeable
+    if not getattr(target._data.flags, "writeable", True):   # a stride-0 view (expand); sparse arrays have none
         if op.name == "fill" and not args[0].__class__ is Tensor:
             return _fill_through(op, target, args, params)
         raise overlap_error()

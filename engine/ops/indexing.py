@@ -460,7 +460,7 @@ def _write(self: Tensor, value, idx, basic, template, accumulate: bool) -> Tenso
     try:
         _put(self._device.xp, self._data, v, tuple(i._data for i in idx), basic, template, accumulate)
     except ValueError as e:
-        if not self._data.flags.writeable:
+        if not getattr(self._data.flags, "writeable", True):
             raise overlap_error() from None
         shape = list(value.shape) if isinstance(value, Tensor) else []
         raise RuntimeError(f"shape mismatch: value tensor of shape {shape} cannot be broadcast to the "

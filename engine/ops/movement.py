@@ -1038,7 +1038,7 @@ def copy_(self: Tensor, src: Tensor, non_blocking: bool = False) -> Tensor:
     try:
         self._data[...] = src._data
     except ValueError:
-        if not self._data.flags.writeable:
+        if not getattr(self._data.flags, "writeable", True):
             raise overlap_error() from None
         expand(src, self._data.shape)  # raises PyTorch's broadcast error
         raise
