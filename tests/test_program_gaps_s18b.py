@@ -284,3 +284,21 @@ def test_purge_step_restarts_the_session_as_pytorchs(tmp_path):
         ea.Reload()
         seen.append([(e.step, e.value) for e in ea.Scalars("loss")])
     assert seen[0] == seen[1] == [(0, 0.0), (1, 1.0), (2, 2.0), (3, 30.0)]
+
+
+@pytest.mark.parametrize("kw", [dict(num_workers=0, multiprocessing_context="spawn"),
+                                dict(num_workers=2, multiprocessing_context="bogus"),
+                                dict(num_workers=2, multiprocessing_context=5),
+                                dict(num_workers=2, multiprocessing_context="fork")])
+def test_dataloader_multiprocessing_context_is_checked_and_made_a_context(kw):
+    """PyTorch's DataLoader refuses a start method without workers (ValueError), an unknown one
+    (ValueError) or a non-context (TypeError), and turns a name into its context object; tapelab kept
+    whatever it got (the string, or failed later in the workers with an AttributeError)."""
+    out = []
+    for m in (torch, tapelab):
+        try:
+            dl = m.utils.data.DataLoader(range(4), **kw)
+            out.append(("ok", type(dl.multiprocessing_context).__name__))
+        except (ValueError, TypeError) as e:
+            out.append((type(e).__name__, str(e)))
+    assert out[0] == out[1]

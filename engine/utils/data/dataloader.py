@@ -118,6 +118,28 @@ class DataLoader(Generic[T_co]):
             raise ValueError(f"{attr} attribute should not be set after {type(self).__name__} is initialized")
         super().__setattr__(attr, val)
 
+    @property
+    def multiprocessing_context(self):
+        return self.__dict__.get("_mp_context")
+
+    @multiprocessing_context.setter
+    def multiprocessing_context(self, context) -> None:
+        """PyTorch's checks: only with workers; a start method's name becomes its context object."""
+        if context is not None:
+            if self.num_workers <= 0:
+                raise ValueError("multiprocessing_context can only be used with multi-process loading "
+                                 f"(num_workers > 0), but got num_workers={self.num_workers}")
+            if isinstance(context, str):
+                methods = multiprocessing.get_all_start_methods()
+                if context not in methods:
+                    raise ValueError(f"multiprocessing_context option should specify a valid start method in "
+                                     f"{methods!r}, but got multiprocessing_context={context!r}")
+                context = multiprocessing.get_context(context)
+            if not isinstance(context, multiprocessing.context.BaseContext):
+                raise TypeError("multiprocessing_context option should be a valid context object or a string "
+                                f"specifying the start method, but got multiprocessing_context={context}")
+        self.__dict__["_mp_context"] = context
+
     def check_worker_number_rationality(self) -> None:
         """PyTorch's warning when ``num_workers`` exceeds the CPUs this process may use (given at
         construction and at each pass with workers, as PyTorch's; programs print it)."""
