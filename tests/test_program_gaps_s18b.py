@@ -302,3 +302,36 @@ def test_dataloader_multiprocessing_context_is_checked_and_made_a_context(kw):
         except (ValueError, TypeError) as e:
             out.append((type(e).__name__, str(e)))
     assert out[0] == out[1]
+
+
+def _tagged_class(m):
+    class Tagged(m.Tensor):
+        """MONAI's MetaTensor pattern: ``__new__`` takes the data, ``new_empty`` keeps the type,
+        the metadata lives in the instance ``__dict__``."""
+        @staticmethod
+        def __new__(cls, x, meta=None):
+            return m.as_tensor(x).as_subclass(cls)
+
+        def __init__(self, x, meta=None):
+            self.meta = dict(meta or {})
+
+        def new_empty(self, size, dtype=None, device=None, requires_grad=False):
+            return Tagged(m.empty(size, dtype=dtype or self.dtype), meta={})
+    return Tagged
+
+
+def test_deepcopy_of_a_subclass_with_its_own_new_copies_its_attributes_deeply():
+    """deepcopy of a Tensor subclass whose ``__new__`` takes arguments built it through ``new_empty``
+    in PyTorch (tapelab called ``__new__`` bare: TypeError, so MONAI's CacheDataset failed), and its
+    attributes are deep-copied (a transform writing the copy's metadata leaves the cached original's)."""
+    import copy
+    seen = []
+    for m in (torch, tapelab):
+        Tagged = _tagged_class(m)
+        t = Tagged(m.arange(4.0), meta={"affine": [1, 2], "name": "a"})
+        c, pair = copy.deepcopy(t), copy.deepcopy([t, t])
+        c.meta["affine"].append(3)
+        c.add_(1)
+        seen.append((type(c).__name__, c.tolist(), t.tolist(), t.meta, c.meta, pair[0] is pair[1], type(pair[0]).__name__))
+    assert seen[0] == seen[1]
+    assert seen[1][3] == {"affine": [1, 2], "name": "a"}

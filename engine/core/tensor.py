@@ -374,12 +374,31 @@ class Tensor:
         if not self.is_leaf:
             raise RuntimeError("Only Tensors created explicitly by the user (graph leaves) support "
                                "the deepcopy protocol at the moment.")
-        out = type(self).__new__(type(self))
+        if id(self) in memo:
+            return memo[id(self)]
+        cls = type(self)
+        try:
+            out = cls.__new__(cls)
+        except TypeError:   # a subclass whose __new__ takes arguments (MONAI's MetaTensor): PyTorch's route
+            out = self.new_empty([])
+            if type(out) is not cls:
+                raise RuntimeError("The default implementation of __deepcopy__() for non-wrapper subclasses only "
+                                   "works for subclass types that implement new_empty() and for which that "
+                                   "function returns another instance of the same subclass. You should either "
+                                   "properly implement new_empty() for your subclass or override __deepcopy__() "
+                                   "if it is intended behavior for new_empty() to return an instance of a "
+                                   "different type.") from None
         out._data, out._device = self._data.copy(), self._device
         out.requires_grad = self.requires_grad
         out.grad = None if self.grad is None else self.grad.clone()
-        out.__dict__.update({k: v for k, v in self.__dict__.items() if k not in _VIEW_ATTRS})
         memo[id(self)] = out
+        state = {k: v for k, v in self.__dict__.items() if k not in _VIEW_ATTRS}
+        if state and cls is not Tensor and not hasattr(cls, "_parameter_class"):
+            # a subclass's attributes are deep-copied, as PyTorch's (MONAI's CacheDataset deep-copies a
+            # cached MetaTensor so random transforms never write into the cache's metadata)
+            import copy
+            state = copy.deepcopy(state, memo)
+        out.__dict__.update(state)
         return out
 
     # ---------------------------------------------------------------- autograd
