@@ -345,3 +345,10 @@ def test_a_mode_sees_the_public_functions_called():
     tl, th = both(run)
     assert [d.split(".")[-1] for d in tl[0]] == [d.split(".")[-1] for d in th[0]]
     assert tl[1:] == th[1:]
+
+
+def test_every_dtype_is_named_dtype():
+    def run(m):
+        return [type(d).__name__ for d in (m.float32, m.qint8, m.quint8, m.qint32, m.complex32, m.bool)]
+    tl, th = both(run)
+    assert tl == th

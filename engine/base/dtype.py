@@ -168,6 +168,8 @@ class _Quantized(dtype):
                            f"quantize_per_channel")
 
 
+# named as the class of every PyTorch dtype (``type(torch.qint8).__name__`` is ``dtype``); they pickle by name
+_Unheld.__name__ = _Unheld.__qualname__ = _Quantized.__name__ = _Quantized.__qualname__ = "dtype"
 qint8, quint8, qint32 = _Quantized("qint8", int8), _Quantized("quint8", uint8), _Quantized("qint32", int32)
 quint4x2, quint2x4 = _Quantized("quint4x2", uint8), _Quantized("quint2x4", uint8)
 QUANTIZED = (qint8, quint8, qint32, quint4x2, quint2x4)
