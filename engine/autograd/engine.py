@@ -646,7 +646,7 @@ def _accumulate(node: AccumulateGrad, g, create_graph: bool) -> None:
     if g is None:
         return
     var = node._variable()
-    if var is None or var._view_nograd:   # a view made in no_grad mode: its gradient goes nowhere, as PyTorch's
+    if var is None or var._grad_nowhere:   # a no_grad view requiring grad through its base: its gradient goes nowhere
         return
     if not create_graph and g.requires_grad:
         g = g.detach()

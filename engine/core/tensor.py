@@ -49,6 +49,7 @@ class Tensor:
     # _base is the root tensor a view aliases; see dispatch.apply_ for in-place ops on views
     _base = None
     _view_nograd = False   # created in no_grad mode: in-place with grad is an error, as in PyTorch
+    _grad_nowhere = False  # such a view requiring grad only through its base: a leaf whose gradient goes nowhere
     _view_multi = None     # output of unbind/split/chunk: in-place with grad is an error
 
     def __new__(cls, *args, **kwargs):
@@ -513,7 +514,7 @@ class Tensor:
     def type_as(self, other: "Tensor") -> "Tensor":
         return self.to(other.dtype)
 
-_VIEW_ATTRS = ("_base", "_view_nograd", "_view_multi")  # a deep copy owns its memory: not a view
+_VIEW_ATTRS = ("_base", "_view_nograd", "_view_multi", "_grad_nowhere")  # a deep copy owns its memory: not a view
 
 _TYPE_NAMES = {"float32": "FloatTensor", "float64": "DoubleTensor", "float16": "HalfTensor",
                "int64": "LongTensor", "int32": "IntTensor", "int16": "ShortTensor",

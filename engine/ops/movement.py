@@ -219,20 +219,23 @@ _slice_backward = Op("slice_backward", _slice_backward_fwd,
 def _mark(out: Tensor, input: Tensor) -> Tensor:
     """Record that ``out`` aliases ``input``'s root base: attribute stores, nothing else. A view made
     in no_grad mode of a tensor that requires grad requires grad itself, without a grad_fn (a leaf
-    whose gradient goes nowhere, as PyTorch's; in-place with grad mode on is refused, autograd/views.py)."""
+    whose gradient goes nowhere, as PyTorch's; in-place with grad mode on is refused, autograd/views.py).
+    Only that inherited flag sends the gradient nowhere: a no_grad view of a tensor that needs no grad,
+    given ``requires_grad = True`` by the program (a reversible block's recomputation inside a custom
+    backward), is a leaf that accumulates its ``.grad`` as any other."""
     b = input._base
     if b is None:
         out._base = input
         if not is_grad_enabled():
             out._view_nograd = True
             if input.requires_grad:
-                out.requires_grad = True
+                out.requires_grad = out._grad_nowhere = True
     else:
         out._base = b
         if not is_grad_enabled():
             out._view_nograd = True
             if input.requires_grad:
-                out.requires_grad = True
+                out.requires_grad = out._grad_nowhere = True
         elif input._view_nograd:
             out._view_nograd = True
     return out
