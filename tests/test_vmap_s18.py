@@ -12,6 +12,7 @@ import torch
 
 import tapelab as tl
 from tapelab.core.dispatch import Mode
+from test_vmap_s17 import _close as _close_s17
 
 RNG = np.random.default_rng(18)
 X = RNG.standard_normal((6, 3))
@@ -26,17 +27,7 @@ def _np(t):
 
 
 def _close(a, b, rtol=1e-7, atol=1e-9):
-    if isinstance(a, dict):
-        assert a.keys() == b.keys()
-        for k in a:
-            _close(a[k], b[k], rtol, atol)
-    elif isinstance(a, list):
-        assert len(a) == len(b)
-        for x, y in zip(a, b):
-            _close(x, y, rtol, atol)
-    else:
-        assert np.shape(a) == np.shape(b), (np.shape(a), np.shape(b))
-        np.testing.assert_allclose(a, b, rtol=rtol, atol=atol)
+    _close_s17(a, b, rtol, atol)
 
 
 class _Ops(Mode):
