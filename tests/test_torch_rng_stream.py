@@ -63,8 +63,9 @@ def test_rand_and_uniform_equal_torch(dtype, n):
 
 
 @pytest.mark.parametrize("n", [1, 3, 15, 16, 17, 31, 100, 4096, 100003])
-def test_randn_float32_equal_torch(n):
-    """Under 16 numbers Box-Muller in double with the kept sine; from 16 up the AVX2 kernel."""
+def test_randn_float32_equal_torch(n, loops):
+    """Under 16 numbers Box-Muller in double with the kept sine; from 16 up the AVX2 kernel (its
+    numba loop, kernels/normal.py, and its numpy form)."""
     assert_same(both(lambda lib: [lib.randn(n), lib.randn(3), lib.randn(n, 2)], seed=n))
 
 
