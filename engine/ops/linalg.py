@@ -58,6 +58,8 @@ def _matmul_vjp(g, out, a, b):
         # b a transposed view (x @ W.t()): the gradient in W's layout, so the transpose's vjp hands
         # W a contiguous gradient, as PyTorch's linear backward does
         gb = (g2.mT @ a2).mT if _transposed(b._data) else a2.mT @ g2
+    elif _expanded_transposed(b._data) and tuple(g2.shape[:-2]) == tuple(b2.shape[:-2]):
+        gb = (g2.mT @ a2).mT   # vmap's per-sample weights: each gradient in W's layout, as above
     else:
         gb = sum_to(a2.mT @ g2, b2._data.shape).reshape(b.shape)
     return ga, gb
@@ -66,6 +68,15 @@ def _matmul_vjp(g, out, a, b):
 def _transposed(arr) -> bool:
     flags = arr.flags
     return flags.f_contiguous and not flags.c_contiguous
+
+
+def _expanded_transposed(arr) -> bool:
+    """Whether ``arr`` is one transposed C-contiguous matrix expanded over batch dims (stride 0): a
+    weight's ``t()`` under vmap, whose per-sample gradients PyTorch's vmap hands back C-contiguous
+    (a batch of distinct transposed matrices keeps bmm's layout, as PyTorch's)."""
+    strides, shape = getattr(arr, "strides", None), arr.shape
+    return (arr.ndim > 2 and strides is not None and shape[-1] > 1 and shape[-2] > 1
+            and not any(strides[:-2]) and strides[-2] == arr.itemsize and strides[-1] == shape[-2] * arr.itemsize)
 
 
 def _matmul_fwd(xp, a, b):
