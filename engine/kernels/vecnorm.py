@@ -23,18 +23,26 @@ _LANES = 8
 
 
 @njit(**_JIT)
-def _rows(a, out, acc):
+def _rows(a, out):
     n = a.shape[1]
     body = n - n % _LANES
+    zero = np.float32(0)
     for r in range(a.shape[0]):
-        acc[:] = 0
+        # the eight lanes as eight locals: LLVM packs them into one vector register (an array of
+        # partial sums stayed in memory, 4x slower than torch on a 32 x 50176 per-sample gradient)
+        s0 = s1 = s2 = s3 = s4 = s5 = s6 = s7 = zero
         for i in range(0, body, _LANES):
-            for j in range(_LANES):
-                v = a[r, i + j]
-                acc[j] += v * v
-        total = acc[0]
-        for j in range(1, _LANES):
-            total += acc[j]
+            v0, v1, v2, v3 = a[r, i], a[r, i + 1], a[r, i + 2], a[r, i + 3]
+            v4, v5, v6, v7 = a[r, i + 4], a[r, i + 5], a[r, i + 6], a[r, i + 7]
+            s0 += v0 * v0
+            s1 += v1 * v1
+            s2 += v2 * v2
+            s3 += v3 * v3
+            s4 += v4 * v4
+            s5 += v5 * v5
+            s6 += v6 * v6
+            s7 += v7 * v7
+        total = s0 + s1 + s2 + s3 + s4 + s5 + s6 + s7
         d = body
         if n - d >= 4:
             for k in range(4):
@@ -50,5 +58,5 @@ def _rows(a, out, acc):
 def norm2_rows(a: np.ndarray) -> np.ndarray:
     """The 2-norm of each row of the C-contiguous float32 ``(rows, n)`` array ``a``."""
     out = np.empty(a.shape[0], np.float32)
-    _rows(a, out, np.zeros(_LANES, np.float32))
+    _rows(a, out)
     return out
