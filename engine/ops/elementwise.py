@@ -23,7 +23,7 @@ from ..base import backend as _backend
 from ..base.meta import has_data
 from ..core.creation import zeros_like
 from ..core.dispatch import apply, binary, refused_operand, unary
-from ..autograd.views import apply_
+from ..autograd.views import apply_, fill_outside_autograd
 from .compare import CLAMP_COMPLEX, isfinite, keep_where, where, zero_where
 from .conjugation import conj as cj, sgn
 from ..core.registry import ALL, NONE, OTHERS, Op, kernel_refusal
@@ -796,12 +796,7 @@ def _lerp_fwd(xp, a, b, w):
     if a.dtype in _OPMATH32:
         f32 = xp.float32
         if not hasattr(w, "dtype") and _one_pass(xp, a, b):
-            w = f32(w)
-            out = xp.empty_like(a)
-            small = bool(-0.5 < w < 0.5)
-            kernels.parallel(kernels.loops("pointwise").lerp, 3, a.reshape(-1), b.reshape(-1), out.reshape(-1),
-                             w if small else w - f32(1), not small)
-            return out
+            return _lerp_loop(a, b, w, xp.empty_like(a))
         start, end = a.astype(f32), b.astype(f32)
         if hasattr(w, "dtype"):
             w = w.astype(f32)
@@ -815,6 +810,25 @@ def _lerp_fwd(xp, a, b, w):
     if hasattr(w, "dtype"):
         return xp.where(xp.abs(w) < 0.5, a + w * d, b - d * (1 - w))
     return a + w * d if -0.5 < w < 0.5 else b - d * (1 - w)
+
+
+def _lerp_loop(a, b, w, out):
+    """float32 ``lerp`` of same-shape contiguous arrays and a number weight, one numba pass into
+    ``out`` (which may be ``a`` itself)."""
+    w = np.float32(w)
+    small = bool(-0.5 < w < 0.5)
+    kernels.parallel(kernels.loops("pointwise").lerp, 3, a.reshape(-1), b.reshape(-1), out.reshape(-1),
+                     w if small else w - np.float32(1), not small)
+    return out
+
+
+def _lerp_out(xp, a, b, w, *, out):
+    """``lerp`` written into ``out[0]`` (``lerp_``'s target: a model-EMA update ``ema.lerp_(p, 1 - decay)``
+    in one pass, not a fresh result copied back), the same floats as the forward."""
+    if not hasattr(w, "dtype") and _one_pass(xp, a, b) and out[0].flags.c_contiguous:
+        _lerp_loop(a, b, w, out[0])
+    else:
+        out[0][...] = _lerp_fwd(xp, a, b, w)
 
 
 def _lerp_vjp(g, out, a, b, w):
@@ -852,7 +866,7 @@ def _addcdiv_vjp(g, out, a, t1, t2, *, value=1):
     return ub(g, a), ub(g * value / t2, t1), ub(-g * value * t1 / (t2 * t2), t2)
 
 
-_lerp = Op("lerp", _lerp_fwd, _lerp_vjp, elementwise=True, inplace=("lerp_",), onnx=_onnx_lerp)
+_lerp = Op("lerp", _lerp_fwd, _lerp_vjp, elementwise=True, inplace=("lerp_",), onnx=_onnx_lerp, fwd_out=_lerp_out)
 _addcmul = Op("addcmul", _addcmul_fwd, _addcmul_vjp, promote="common", saves=OTHERS, elementwise=True,
               onnx=lambda g, a, t1, t2, *, value=1: g.op("Add", a, g.op("Mul", g.op("Mul", t1, t2), value)))
 _addcdiv = Op("addcdiv", _addcdiv_fwd, _addcdiv_vjp, promote="common", elementwise=True,
@@ -956,11 +970,11 @@ def fill_(self: Tensor, value) -> Tensor:
     if isinstance(value, Tensor) and value._data.ndim:
         raise RuntimeError(f"fill_ only supports 0-dimension value tensor but got tensor with "
                            f"{value._data.ndim} dimensions.")
-    return apply_(_fill, self, value)
+    return self if fill_outside_autograd(self, value) else apply_(_fill, self, value)
 
 
 def zero_(self: Tensor) -> Tensor:
-    return apply_(_fill, self, 0)
+    return self if fill_outside_autograd(self, 0) else apply_(_fill, self, 0)
 
 
 # ---------------------------------------------------------------- Tensor surface

@@ -1,0 +1,63 @@
+"""The in-place updates a training loop makes outside autograd (``zero_``/``fill_`` of gradients and
+buffers, a model-EMA ``lerp_``) write straight into the tensor's memory, with torch's values,
+version counters and errors; under a tape, a view or grad mode they keep the general path."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import tapelab
+
+
+def _both(fn):
+    return fn(torch), fn(tapelab)
+
+
+def test_zero_and_fill_write_in_place_with_torchs_values_and_versions():
+    def run(lib):
+        t = lib.arange(12, dtype=lib.float32).reshape(3, 4)
+        ptr = t.data_ptr()
+        v0 = t._version
+        t.zero_()
+        t.fill_(2.5)
+        i = lib.arange(5)
+        i.zero_()
+        i.fill_(7)            # a nonzero number into an integer tensor: the general path
+        h = lib.ones(3, dtype=lib.float16).fill_(1 / 3)
+        b = lib.ones(2, dtype=lib.bool).zero_()
+        return t.tolist(), t.data_ptr() == ptr, t._version - v0, i.tolist(), h.tolist(), b.tolist()
+    assert run(torch) == run(tapelab)
+
+
+def test_fill_keeps_torchs_errors_and_graph_rules():
+    for lib in (torch, tapelab):
+        leaf = lib.ones(3, requires_grad=True)
+        with pytest.raises(RuntimeError, match="leaf Variable that requires grad"):
+            leaf.zero_()
+        with lib.no_grad():
+            leaf.zero_()           # allowed outside grad mode, as torch's
+        assert leaf.tolist() == [0.0, 0.0, 0.0]
+        base = lib.ones(4, requires_grad=True) * 2
+        base[:2].zero_()           # a view of a graph: recorded, gradient zero there
+        assert base.tolist() == [0.0, 0.0, 2.0, 2.0]
+        assert base.grad_fn is not None
+
+
+def test_ema_lerp_in_place_equals_torch_bit_for_bit_and_is_seen_by_a_tape():
+    rng = np.random.default_rng(0)
+    ema, p = rng.standard_normal((2, 1000)).astype(np.float32)
+    out = {}
+    for lib in (torch, tapelab):
+        e, q = lib.tensor(ema), lib.tensor(p)
+        with lib.no_grad():
+            for w in (0.001, 0.7, 0.5):
+                e.lerp_(q, w)
+            lib._foreach_lerp_([e], [q], 0.01)
+        out[lib] = e.numpy()
+    np.testing.assert_array_equal(out[tapelab].view(np.int32), out[torch].view(np.int32))
+    e, q = tapelab.tensor(ema), tapelab.tensor(p)
+    with tapelab.tape() as tp, tapelab.no_grad():
+        e.lerp_(q, 0.1)
+        e.zero_()
+    assert [n.op for n in tp.nodes] == ["lerp", "fill"]
