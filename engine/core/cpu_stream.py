@@ -540,9 +540,12 @@ def _sincos_f32(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.where((j & 4) != 0, -sin, sin), np.where((~(j - 2) & 4) != 0, -cos, cos)
 
 
+_NO_TAIL = np.empty(0, _F32)   # a whole number of blocks draws no tail uniforms
+
+
 def _normal_fill_avx2(bits, n: int, mean: np.float32, std: np.float32) -> np.ndarray:
     data = uniform(bits, n, np.dtype(_F32))
-    tail = uniform(bits, 16 if n % 16 else 0, np.dtype(_F32))
+    tail = uniform(bits, 16, np.dtype(_F32)) if n % 16 else _NO_TAIL
     if kernels.enabled():   # the same arithmetic in one pass (kernels/normal.py)
         return kernels.loops("normal").fill_f32(data, tail, mean, std, np.empty_like(data))
 
