@@ -7,7 +7,8 @@
 Each statement runs in a loop under both libraries, repetitions alternating on the thread clock
 (one thread each), so load from other processes hits both sides alike; prints the medians and
 torch/tapelab. The statements are what a small model's step or a data pipeline calls many times:
-a small Linear, a loss on class targets, an index op, a batch from a DataLoader. Not a test:
+a small Linear, a loss on class targets, an index op, a batch from a DataLoader, noise, the
+in-place updates of gradients and an EMA, per-sample gradients and their norms. Not a test:
 nothing asserts.
 """
 from __future__ import annotations
@@ -32,6 +33,13 @@ STATEMENTS = [
     ("m.stack(samples)", 500),
     ("X[5]", 5000),
     ("next(iter(loader))", 200),
+    ("m.randn(32, 64)", 2000),
+    ("m.randn(50176)", 100),
+    ("P.grad.zero_()", 5000),
+    ("E.lerp_(P.grad, 0.001)", 2000),
+    ("m._foreach_lerp_(ema, params, 0.001)", 1000),
+    ("psg(pdict, X[:32], labels[:32])", 20),
+    ("G.flatten(1).norm(dim=1)", 200),
 ]
 
 
@@ -44,7 +52,18 @@ def setup(m) -> dict:
     images = m.tensor(rng.standard_normal((6400, 1, 28, 28)).astype(np.float32))
     labels = m.tensor(rng.integers(0, 10, 6400))
     data = m.utils.data
-    return dict(m=m, F=m.nn.functional, x=x, y=y,
+    mlp = m.nn.Sequential(m.nn.Flatten(), m.nn.Linear(784, 64), m.nn.ReLU(), m.nn.Linear(64, 10))
+    params = list(mlp.parameters())
+    P = m.tensor(rng.standard_normal((128, 128)).astype(np.float32), requires_grad=True)
+    P.grad = m.zeros(128, 128)
+
+    def loss(p, xx, yy):   # a per-sample loss for vmap(grad(...)): DP-SGD's per-sample gradients
+        return m.nn.functional.cross_entropy(m.func.functional_call(mlp, p, (xx.unsqueeze(0),)), yy.unsqueeze(0))
+    return dict(m=m, F=m.nn.functional, x=x, y=y, P=P, E=P.detach().clone(),
+                params=[p.detach() for p in params], ema=[p.detach().clone() for p in params],
+                pdict={k: v.detach() for k, v in mlp.named_parameters()}, labels=labels,
+                psg=m.func.vmap(m.func.grad(loss), in_dims=(None, 0, 0)),
+                G=m.tensor(rng.standard_normal((32, 64, 784)).astype(np.float32)),
                 W=m.tensor(rng.standard_normal((20, 10)).astype(np.float32), requires_grad=True),
                 B=m.tensor(rng.standard_normal(20).astype(np.float32), requires_grad=True),
                 logp=m.nn.functional.log_softmax(x.detach(), 1).requires_grad_(),

@@ -70,3 +70,15 @@ def test_float32_two_norms_of_rows_equal_torch_bit_for_bit(n):
     want = torch.tensor(a).norm(dim=1).numpy()
     np.testing.assert_array_equal(got.view(np.int32), want.view(np.int32))
     assert tapelab.tensor(a).norm().item() == torch.tensor(a).norm().item()
+
+
+def test_products_over_one_inner_element_equal_torch_bit_for_bit():
+    """k = 1 (outer products: a per-sample weight gradient of one row) runs as a broadcast multiply,
+    each output one rounded product as a GEMM makes it, C-contiguous."""
+    rng = np.random.default_rng(2)
+    g, x = rng.standard_normal((6, 1, 9)).astype(np.float32), rng.standard_normal((6, 1, 13)).astype(np.float32)
+    for a, b in ((g.transpose(0, 2, 1), x), (g[0].T, x[0]), (g.transpose(0, 2, 1), x[:1])):
+        want = torch.tensor(a) @ torch.tensor(b)
+        got = tapelab.tensor(a) @ tapelab.tensor(b)
+        assert got.stride() == want.stride()
+        np.testing.assert_array_equal(got.numpy().view(np.int32), want.numpy().view(np.int32))
