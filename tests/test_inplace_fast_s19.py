@@ -61,3 +61,32 @@ def test_ema_lerp_in_place_equals_torch_bit_for_bit_and_is_seen_by_a_tape():
         e.lerp_(q, 0.1)
         e.zero_()
     assert [n.op for n in tp.nodes] == ["lerp", "fill"]
+
+
+def test_recorded_in_place_adds_and_scales_write_straight_in_with_torchs_gradients_and_version_checks():
+    """``out += identity``, ``h *= 0.5``, ``h -= b``: nodes that keep no value of the target, so the
+    ufunc writes into it; gradients, versions and the saved-tensor error stay torch's."""
+    rng = np.random.default_rng(4)
+    xa, ra, ba = (rng.standard_normal(s).astype(np.float32) for s in ((4, 6), (4, 6), (6,)))
+
+    def run(lib):
+        x, r, b = (lib.tensor(a, requires_grad=True) for a in (xa, ra, ba))
+        out = x * 2
+        ptr, v0 = out.data_ptr(), out._version
+        out += r
+        out *= 0.5
+        out -= b
+        out.add_(1)
+        (out * out).sum().backward()
+        return (out.detach().numpy(), x.grad.numpy(), r.grad.numpy(), b.grad.numpy(), out.data_ptr() == ptr,
+                out._version - v0, type(out.grad_fn).__name__ if lib is torch else out.grad_fn.name())
+    want, got = run(torch), run(tapelab)
+    for w, g in zip(want[:4], got[:4]):
+        np.testing.assert_array_equal(g, w)
+    assert want[4:] == got[4:]
+    for lib in (torch, tapelab):
+        y = lib.tensor(xa, requires_grad=True) * 2
+        z = y * y                  # saves y
+        y += 1
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            z.sum().backward()

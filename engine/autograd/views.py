@@ -22,7 +22,7 @@ import numpy as np
 from ..base.dispatch_state import STATE
 from ..base.dtype import from_np
 from ..base.grad_mode import is_grad_enabled
-from ..core.dispatch import _NUMBERS, apply, observed_write
+from ..core.dispatch import _NUMBERS, apply, eager, observed_write
 from ..core.node import Node, OpNode, _seq
 from ..core.storage import _root
 from ..core.registry import ALL, NONE, Op
@@ -183,6 +183,13 @@ def _write_inplace(op, target, args, params, grad_on):
         # bookkeeping, not an op: target's pre-write value keeps target's graph position
         src = Tensor._wrap(data, target.requires_grad,
                            target.grad_fn, target._out_nr, [0] if keep else target._vc, target._device)
+        if not keep and not op.save_output and not STATE.slow:
+            write = _ufunc_into(op, target, args, params)
+            if write is not None:   # the node reads no value of target's: the ufunc writes straight into it
+                out = eager(op, (src, *args), params, write)
+                if out._data is data:
+                    target._vc[0] += 1
+                    return out
     out = apply(op, src, *args, **params)
     if isinstance(out, tuple):
         out = out[0]
@@ -197,6 +204,31 @@ def _write_inplace(op, target, args, params, grad_on):
     target._data[...] = out._data
     target._vc[0] += 1
     return out
+
+
+_F32_F64 = (np.dtype(np.float32), np.dtype(np.float64))   # half types compute in float32 (their forwards say so)
+
+
+def _ufunc_into(op, target, args, params):
+    """A forward writing ``op``'s ufunc into ``target``'s memory, for a recorded in-place op whose node
+    keeps neither target's old value nor the result (``out += identity`` in a residual block: the result
+    and a copy back cost 2x torch's); None unless ``target`` is a contiguous numpy array and every
+    operand a numpy tensor of its dtype (float32 or float64) broadcasting to its shape, or a number."""
+    data = target._data
+    if (op.ufunc is None or params or type(data) is not np.ndarray or data.dtype not in _F32_F64
+            or not data.flags.c_contiguous or not data.flags.writeable):
+        return None
+    for a in args:
+        if type(a) in (float, int):
+            continue
+        if not isinstance(a, Tensor) or a._device is not target._device:
+            return None
+        x = a._data
+        if type(x) is not np.ndarray or x.dtype != data.dtype or x.ndim > data.ndim or (
+                x.shape != data.shape and np.broadcast_shapes(x.shape, data.shape) != data.shape):
+            return None
+    ufunc = getattr(np, op.ufunc)
+    return lambda xp, *arrays: ufunc(*arrays, out=data)
 
 
 _CATEGORY = {"b": 0, "i": 1, "u": 1, "f": 2, "V": 2, "c": 3}   # V: ml_dtypes' bfloat16
