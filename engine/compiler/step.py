@@ -482,7 +482,12 @@ def _lowered(joint, part: tuple, examples: list, backend: str) -> GraphModule:
         if isinstance(o, Node) and o not in env and o.op == "get_attr":
             env[o] = graph.get_attr(o.target)
     graph.output(tuple(env[o] if isinstance(o, Node) else None for o in outputs))
-    gm = _fused.lower(GraphModule(joint, graph, "step"), examples, differentiable=False, backend=backend, on_cpu=True,
+    gm = GraphModule(joint, graph, "step")
+    if _fused._expands(gm):
+        # a sum's gradient expanded to the loop's shape: its kernel reads the 0-d gradient as a scalar
+        # (a stride-0 operand was copied whole before the loop: 4 MB for chain1M's backward)
+        _fused._fold_expands(gm, examples)
+    gm = _fused.lower(gm, examples, differentiable=False, backend=backend, on_cpu=True,
                       codegen=False)
     for n in gm.graph.nodes:
         _check_operands(n)
