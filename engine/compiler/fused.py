@@ -453,7 +453,9 @@ def lower(gm: GraphModule, example_args: list, *, differentiable: bool = True, b
             # gradient's 4-byte-a-value broadcast back, on this project's machine, where these loops are
             # memory-bound (alternating rounds, chain6 fwd+bwd: 1M float32 2.27 against 2.36 ms, 32K
             # 0.13 against 0.18 ms, 4M 10.7 against 11.7 ms; keeping tanh's output for the backward
-            # instead of recomputing it lost too: 2.93 against 2.82 ms at 1M)
+            # instead of recomputing it lost too: 2.93 against 2.82 ms at 1M; session 19: with tanh and
+            # sigmoid both, saving won, 3.1 -> 2.1 ms at 1M, so the frontend runs such a one-op graph as the
+            # one-node step, ``frontend._recompute_costly``)
             total = _trailing_reduction(outs) if on_cpu else None
             kernel, inputs = _describe(members, outs, None if total is None else op_name(total))
             if len(kernel.lines()[0]) < 2 and total is None:   # one ufunc: numpy's own loop is the kernel
