@@ -99,6 +99,28 @@ def _ufunc_write(op, target, args) -> bool:
     return True
 
 
+def _operands_into(target: Tensor, args) -> list | None:
+    """The operands' arrays (numbers as they are) for a write into ``target``'s own memory: None unless
+    ``target`` is a writeable C-contiguous numpy array and every operand a numpy tensor of its dtype and
+    device broadcasting to its shape, or a Python number beside a float ``target``."""
+    data = target._data
+    if type(data) is not np.ndarray or not data.flags.c_contiguous or not data.flags.writeable:
+        return None
+    arrays = []
+    for a in args:
+        if type(a) in (float, int) and data.dtype.kind == "f":   # a number the forward itself takes (lerp's weight)
+            arrays.append(a)
+            continue
+        if not isinstance(a, Tensor) or a._device is not target._device:
+            return None
+        x = a._data
+        if type(x) is not np.ndarray or x.dtype != data.dtype or x.ndim > data.ndim or (
+                x.shape != data.shape and np.broadcast_shapes(x.shape, data.shape) != data.shape):
+            return None
+        arrays.append(x)
+    return arrays
+
+
 def fill_outside_autograd(target: Tensor, value) -> bool:
     """``fill_``/``zero_`` with nothing watching (no mode, tape or profiler) and nothing to record:
     ``ndarray.fill`` on ``target``'s memory, where ``full_like`` and a copy made an array and two
@@ -129,21 +151,10 @@ def _fwd_out_write(op, target, args, params) -> bool:
     numpy tensor of ``target``'s dtype and device broadcasting to ``target``'s shape or a Python number
     beside a float ``target``, and ``target`` is C-contiguous: the general path (promotion, casts,
     errors) takes the rest."""
-    data = target._data
-    if type(data) is not np.ndarray or not data.flags.c_contiguous or not data.flags.writeable:
+    arrays = _operands_into(target, args)
+    if arrays is None:
         return False
-    arrays = []
-    for a in args:
-        if type(a) in (float, int) and data.dtype.kind == "f":   # a number the forward itself takes (lerp's weight)
-            arrays.append(a)
-            continue
-        if not isinstance(a, Tensor) or a._device is not target._device:
-            return False
-        x = a._data
-        if type(x) is not np.ndarray or x.dtype != data.dtype or x.ndim > data.ndim or (
-                x.shape != data.shape and np.broadcast_shapes(x.shape, data.shape) != data.shape):
-            return False
-        arrays.append(x)
+    data = target._data
     op.fwd_out(np, data, *arrays, out=(data,), **params)
     target._vc[0] += 1
     return True
@@ -215,18 +226,8 @@ def _ufunc_into(op, target, args, params):
     and a copy back cost 2x torch's); None unless ``target`` is a contiguous numpy array and every
     operand a numpy tensor of its dtype (float32 or float64) broadcasting to its shape, or a number."""
     data = target._data
-    if (op.ufunc is None or params or type(data) is not np.ndarray or data.dtype not in _F32_F64
-            or not data.flags.c_contiguous or not data.flags.writeable):
+    if op.ufunc is None or params or data.dtype not in _F32_F64 or _operands_into(target, args) is None:
         return None
-    for a in args:
-        if type(a) in (float, int):
-            continue
-        if not isinstance(a, Tensor) or a._device is not target._device:
-            return None
-        x = a._data
-        if type(x) is not np.ndarray or x.dtype != data.dtype or x.ndim > data.ndim or (
-                x.shape != data.shape and np.broadcast_shapes(x.shape, data.shape) != data.shape):
-            return None
     ufunc = getattr(np, op.ufunc)
     return lambda xp, *arrays: ufunc(*arrays, out=data)
 
