@@ -24,8 +24,8 @@ from .reduce import vector_norm
 
 __all__ = ["diagonal_scatter", "select_scatter", "slice_scatter", "diag_embed", "diagflat", "rot90", "ravel",
            "dsplit", "hsplit", "vsplit", "split_with_sizes", "unsafe_chunk", "unsafe_split", "unsafe_split_with_sizes",
-           "repeat_interleave", "masked_scatter", "put", "index_reduce", "addbmm", "addmv", "addr", "adjoint", "cross",
-           "positive", "block_diag", "cartesian_prod", "combinations", "tril_indices", "triu_indices", "vander",
+           "repeat_interleave", "masked_scatter", "put", "index_reduce", "segment_reduce", "addbmm", "addmv", "addr",
+           "adjoint", "cross", "positive", "block_diag", "cartesian_prod", "combinations", "tril_indices", "triu_indices", "vander",
            "trapezoid", "trapz", "cumulative_trapezoid", "gradient", "cdist", "chain_matmul", "unravel_index", "row_stack",
            "meshgrid", "narrow_copy", "nonzero_static"]
 
@@ -249,6 +249,21 @@ def put(input: Tensor, index: Tensor, source: Tensor, accumulate: bool = False) 
     return input.reshape(-1).index_put((flat_index,), source.reshape(-1), accumulate).reshape(tuple(input.shape))
 
 
+_index_reduce_warned = False
+
+
+def _warn_beta_once() -> None:
+    """ATen's TORCH_WARN_ONCE on index_reduce's first call in the process, shown at the program's line."""
+    global _index_reduce_warned
+    _index_reduce_warned = True
+    import sys
+    frame, level = sys._getframe(2), 3
+    here = __file__.rsplit("/ops/", 1)[0]
+    while frame is not None and frame.f_code.co_filename.startswith(here):
+        frame, level = frame.f_back, level + 1
+    warnings.warn("index_reduce() is in beta and the API may change at any time.", UserWarning, stacklevel=level)
+
+
 def index_reduce(input: Tensor, dim: int, index: Tensor, source: Tensor, reduce: str, *,
                  include_self: bool = True) -> Tensor:
     """Reduce (``prod``, ``mean``, ``amax``, ``amin``) the slices of ``source`` into ``input`` at ``index``
@@ -256,6 +271,8 @@ def index_reduce(input: Tensor, dim: int, index: Tensor, source: Tensor, reduce:
     if _DISPATCH.functions is not None and has_tensor_like((input, index, source)):
         return handle_torch_function(index_reduce, (input, index, source), input, dim, index, source, reduce,
                                      include_self=include_self)
+    if not _index_reduce_warned:
+        _warn_beta_once()
     if reduce not in ("prod", "mean", "amax", "amin"):
         raise RuntimeError(f"index_reduce(): Expected reduce to be one of prod, mean, amax or amin but got {reduce}.")
     d = _wrap_dim(dim, input.ndim, "index_reduce") if input.ndim else 0
@@ -263,6 +280,57 @@ def index_reduce(input: Tensor, dim: int, index: Tensor, source: Tensor, reduce:
     shape[d] = index.shape[0]
     expanded = index.reshape(shape).expand(*source.shape)
     return input.scatter_reduce(d, expanded, source, reduce, include_self=include_self)
+
+
+_SEGMENT_EMPTY = {"amax": float("-inf"), "amin": float("inf"), "sum": 0.0, "prod": 1.0, "mean": float("nan")}
+
+
+def segment_reduce(data: Tensor, reduce: str, *, lengths: Tensor | None = None, indices: Tensor | None = None,
+                   offsets: Tensor | None = None, axis: int = 0, unsafe: bool = False, initial=None) -> Tensor:
+    """Reduce (``sum``, ``mean``, ``max``, ``min``, ``prod``) consecutive segments of ``data`` along ``axis``,
+    their sizes given by ``lengths`` (or ``offsets``), as PyTorch's (graph libraries' pooling): an empty
+    segment gives ``initial``, or the reduction's identity (-inf, inf, 0, 1; NaN for the mean); ``initial``
+    takes part in every segment (the mean divides by the segment's own length)."""
+    if _DISPATCH.functions is not None and has_tensor_like((data, lengths, offsets)):
+        return handle_torch_function(segment_reduce, (data, lengths, offsets), data, reduce, lengths=lengths,
+                                     indices=indices, offsets=offsets, axis=axis, unsafe=unsafe, initial=initial)
+    how = {"max": "amax", "min": "amin", "sum": "sum", "mean": "mean", "prod": "prod"}.get(reduce)
+    if how is None:
+        raise RuntimeError(f"reduce argument must be either sum, prod, mean, amax or amin, got {reduce}")
+    axis = _wrap_dim(axis, data.ndim)
+    if lengths is None and offsets is None:
+        raise RuntimeError("segment_reduce(): Either lengths or offsets must be defined.")
+    if lengths is not None:
+        sizes = np.asarray(lengths.detach().cpu().numpy(), dtype=np.int64)
+    else:
+        off = np.asarray(offsets.detach().cpu().numpy(), dtype=np.int64)
+        sizes = off[..., 1:] - off[..., :-1]
+    if sizes.ndim - 1 != axis:
+        raise RuntimeError("segment_reduce(): Expected axis to be the last dimension of lengths but got "
+                           f"{axis}.")
+    if not unsafe and (np.any(sizes < 0) or np.any(sizes.sum(-1) != data.shape[axis])):
+        raise RuntimeError("segment_reduce(): Expected all rows of lengths along axis to sum to "
+                           "data.size(lengths.dim()-1) when !unsafe.")
+    if not data.dtype.is_floating_point:
+        raise NotImplementedError(f'"_segment_reduce_cpu" not implemented for \'{data.dtype.scalar_type}\'')
+    lead = sizes.shape[:-1]
+    k = sizes.shape[-1]
+    ids = np.empty(lead + (data.shape[axis],), dtype=np.int64)
+    for row in np.ndindex(*lead):
+        ids[row] = np.repeat(np.arange(k), sizes[row])
+    rest = tuple(data.shape[axis + 1:])
+    index = creation.tensor(ids.reshape(ids.shape + (1,) * len(rest)), dtype=_dtype.int64, device=data.device)
+    index = index.expand(*data.shape)
+    out_shape = lead + (k,) + rest
+    fill = _SEGMENT_EMPTY[how] if initial is None else float(initial)
+    start = creation.full(out_shape, fill, dtype=data.dtype, device=data.device)
+    if how == "mean":
+        if initial is None:
+            return start.scatter_reduce(axis, index, data, "mean", include_self=False)
+        total = start.scatter_reduce(axis, index, data, "sum", include_self=True)
+        count = creation.tensor(sizes.reshape(sizes.shape + (1,) * len(rest)), dtype=data.dtype, device=data.device)
+        return (total / count.clamp(min=1)).where(count > 0, start)
+    return start.scatter_reduce(axis, index, data, how, include_self=initial is not None)
 
 
 # ---------------------------------------------------------------- products
