@@ -90,3 +90,20 @@ def test_recorded_in_place_adds_and_scales_write_straight_in_with_torchs_gradien
         y += 1
         with pytest.raises(RuntimeError, match="modified by an inplace operation"):
             z.sum().backward()
+
+
+def test_index_select_refuses_out_of_range_and_negative_indices_as_torch():
+    """A beam search's ``index_select``: a negative index wrapped silently (numpy's indexing) where
+    torch refuses it; along dim 1 torch 2.13 raises its gather kernel's RuntimeError naming the index."""
+    def refusal(f):
+        try:
+            f()
+        except Exception as e:  # noqa: BLE001 - the exception itself is compared
+            return type(e).__name__, str(e)
+        return None
+    for shape, dim, idx in (((4,), 0, [-1]), ((4, 5), 1, [1, -3]), ((4, 5), 1, [2, 7, 9]), ((2, 4, 5), 1, [1, 9]),
+                            ((2, 4, 5, 3), 2, [1, 9]), ((4, 5), 0, [4])):
+        want = refusal(lambda: torch.zeros(shape).index_select(dim, torch.tensor(idx)))
+        assert want is not None and refusal(lambda: tapelab.zeros(shape).index_select(dim, tapelab.tensor(idx))) == want
+    got = tapelab.arange(20.).reshape(4, 5).index_select(1, tapelab.tensor([4, 0]))
+    assert got.tolist() == torch.arange(20.).reshape(4, 5).index_select(1, torch.tensor([4, 0])).tolist()

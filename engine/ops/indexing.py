@@ -517,11 +517,26 @@ def index_select(input: Tensor, dim: int, index: Tensor) -> Tensor:
     _check_index(index, "index_select")
     index = _vector_index(index, "index_select")
     d = _wrap_dim(dim, input.ndim, "index_select")
+    _index_select_bounds(input, d, index)
     try:
         return apply(_index, input, index, template=_dim_template(d), unique=False)
     except IndexError:
-        raise IndexError(f"index_select(): index out of range in self (dimension {d} has size "
-                         f"{input.shape[d]})") from None
+        raise IndexError("index out of range in self") from None
+
+
+def _index_select_bounds(input: Tensor, d: int, index: Tensor) -> None:
+    """PyTorch's refusal of an index outside ``[0, size)``: no negative index wraps (numpy's would,
+    silently); along dim 1 of a tensor of two or more dims its gather kernel's RuntimeError naming
+    the first such index, elsewhere ``IndexError``, in PyTorch 2.13's words."""
+    idx = index._data
+    if not idx.size or isinstance(index, BatchedTensor) or isinstance(input, BatchedTensor) or not has_data(index._device.xp):
+        return
+    size = input._data.shape[d] if input._data.ndim else 1
+    bad = (idx < 0) | (idx >= size)
+    if bool(bad.any()):
+        if d == 1 and input._data.ndim > 1:
+            raise RuntimeError(f"INDICES element is out of DATA bounds, id={int(idx[int(bad.argmax())])} axis_dim={size}")
+        raise IndexError("index out of range in self")
 
 
 def _index_along(self, dim, index, source, op):
