@@ -1,6 +1,8 @@
-"""The in-place updates a training loop makes outside autograd (``zero_``/``fill_`` of gradients and
-buffers, a model-EMA ``lerp_``) write straight into the tensor's memory, with torch's values,
-version counters and errors; under a tape, a view or grad mode they keep the general path."""
+"""Statements a training or inference loop runs many times, against torch: the in-place updates
+made outside autograd (``zero_``/``fill_`` of gradients and buffers, a model-EMA ``lerp_``) write
+straight into the tensor's memory with torch's values, version counters and errors (under a tape, a
+view or grad mode they keep the general path); recorded in-place adds; a beam search's
+``index_select`` refusals."""
 from __future__ import annotations
 
 import numpy as np
