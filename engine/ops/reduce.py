@@ -145,7 +145,7 @@ def _nonempty(input: Tensor, dims, op: str) -> None:
 def _take_fwd(xp, x, idx, *, dim, keepdim):
     if x.ndim == 0:
         return x.copy()
-    v = xp.take_along_axis(x, idx, axis=dim)
+    v = x[idx] if x.ndim == 1 else xp.take_along_axis(x, idx, axis=dim)   # 1-d: a plain take (~1 us, not ~6)
     return v if keepdim else v.squeeze(dim)
 
 

@@ -43,8 +43,13 @@ def _libstdcxx_keys(xp, x, dim):
         x = x.astype(np.float32)
     elif kind != "f":
         return None
-    rows = xp.moveaxis(x, dim, -1)
+    rows = _dim_last(xp, x, dim)
     return rows.reshape(-1, rows.shape[-1])
+
+
+def _dim_last(xp, x, dim: int):
+    """``x`` with ``dim`` moved last (``moveaxis`` cost ~5 us a call, three a small ``topk``)."""
+    return x if dim == x.ndim - 1 else xp.moveaxis(x, dim, -1)
 
 
 def _laid_out(xp, x, idx, whole: bool):
@@ -84,7 +89,8 @@ def _argsort_idx(xp, x, dim, descending, start, stop, heap, unstable, selected):
                 idx = loops.select_rows(keys, stop, descending, not selected)
             else:
                 idx = loops.sort_rows(keys, descending)
-            return xp.moveaxis(idx.reshape(xp.moveaxis(x, dim, -1).shape[:-1] + (idx.shape[-1],)), -1, dim)
+            idx = idx.reshape(_dim_last(xp, x, dim).shape[:-1] + (idx.shape[-1],))
+            return idx if dim == x.ndim - 1 else xp.moveaxis(idx, -1, dim)
     if descending:
         # reversing, sorting stably and reversing back keeps equal elements in input order
         idx = x.shape[dim] - 1 - xp.flip(xp.argsort(xp.flip(x, dim), axis=dim, kind="stable"), dim)
