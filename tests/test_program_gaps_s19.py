@@ -62,3 +62,31 @@ def test_index_reduce_warns_beta_once_at_the_programs_line():
         tapelab.zeros(3).index_reduce(0, tapelab.tensor([0, 0]), tapelab.ones(2), "mean")
     msgs = [x for x in w if "index_reduce() is in beta" in str(x.message)]
     assert len(msgs) == 1 and msgs[0].filename == __file__
+
+
+# ---------------------------------------------------------------- t[0] = v under autograd
+def test_basic_key_write_records_copyslices_as_pytorch():
+    """``x[0] = v`` / ``x[:, 1] = 2.`` on a tensor in the graph is a view's ``copy_``/``fill_`` in PyTorch
+    (grad_fn CopySlices); tapelab recorded IndexPutBackward0, the node of an advanced-index write."""
+    seen = []
+    for m in (torch, tapelab):
+        w = m.ones(4, requires_grad=True)
+        x = m.zeros(3, 4, requires_grad=True).clone()
+        names = []
+        x[0] = w * 3
+        names.append(x.grad_fn.name())
+        names.append(type(x.grad_fn.next_functions[1][0]).__name__)
+        x[:, 1] = 2.
+        names.append(x.grad_fn.name())
+        x[1:, ::2] = w[:2]
+        names.append(x.grad_fn.name())
+        x[m.tensor([0, 2])] = m.ones(4)
+        names.append(x.grad_fn.name())
+        x[x > 2.5] = 0.
+        names.append(x.grad_fn.name())
+        (x * m.arange(12.).reshape(3, 4)).sum().backward()
+        seen.append((names, _np(w.grad), _np(x)))
+    assert seen[0][0] == seen[1][0]
+    assert seen[0][0][:3] == ["torch::autograd::CopySlices", "MulBackward0", "torch::autograd::CopySlices"]
+    np.testing.assert_array_equal(seen[0][1], seen[1][1])
+    np.testing.assert_array_equal(seen[0][2], seen[1][2])

@@ -455,6 +455,15 @@ def _write(self: Tensor, value, idx, basic, template, accumulate: bool) -> Tenso
         if basic is not None and self.requires_grad and self.grad_fn is None and is_grad_enabled():
             raise RuntimeError("a view of a leaf Variable that requires grad is being used in an in-place "
                                "operation.")
+        if basic is not None and not idx and not accumulate and not STATE.slow:
+            # PyTorch writes a basic key through the view: t[0] = v is t.select(0, 0).copy_(v), a number
+            # fill_, so the base's grad_fn is CopySlices (over CopyBackwards, FillBackward0)
+            view = _getitem(self, basic)
+            if isinstance(value, Tensor):
+                view.copy_(value)
+            else:
+                view.fill_(value)
+            return self
         return apply_(_index_put, self, value, *idx, basic=basic, template=template, accumulate=accumulate)
     v = value._data if isinstance(value, Tensor) else value
     try:
