@@ -90,3 +90,13 @@ def test_basic_key_write_records_copyslices_as_pytorch():
     assert seen[0][0][:3] == ["torch::autograd::CopySlices", "MulBackward0", "torch::autograd::CopySlices"]
     np.testing.assert_array_equal(seen[0][1], seen[1][1])
     np.testing.assert_array_equal(seen[0][2], seen[1][2])
+
+
+def test_copyslices_repr_is_the_python_types_name():
+    """``print(x.grad_fn.next_functions)`` shows ``<CopySlices object at ...>`` in PyTorch (the name()
+    is the C++ qualified name); tapelab printed ``<torch::autograd::CopySlices object at ...>``."""
+    for m in (torch, tapelab):
+        x = m.zeros(3, requires_grad=True).clone()
+        x[0] = 1.
+        assert repr(x.grad_fn).startswith("<CopySlices object at 0x")
+        assert x.grad_fn.name() == "torch::autograd::CopySlices"

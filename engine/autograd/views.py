@@ -363,6 +363,9 @@ class CopySlices(Node):
         """PyTorch's: the C++ class's qualified name (its Python type is ``CopySlices``)."""
         return "torch::autograd::CopySlices"
 
+    def __repr__(self) -> str:
+        return f"<CopySlices object at {hex(id(self))}>"      # PyTorch's: the Python type's name
+
     @property
     def saved_tensors(self) -> tuple:
         return self.fn.saved_tensors
