@@ -27,6 +27,14 @@ the choice follows the machine's load. Both ways run the same blocks, so the res
 depend on it. A way's first call after the other's is not counted: a worker left idle sleeps, and
 its virtual CPU halts, so a single split call after many whole ones measured slower than the
 warm splits that follow it, and a one-call re-timing kept the pool on the calling thread.
+
+numba's OpenMP threading layer forks and joins a ``prange`` region in ~1.6 us (libgomp spinning;
+27 us with ``OMP_WAIT_POLICY=PASSIVE``, a futex wake without the GIL), against this pool's ~57 us.
+With ``TAPELAB_NATIVE_POOL=1`` our float32 GEMM's products run their parts there
+(``kernels/sgemm.py`` ``parallel_parts``, chosen per size class by ``timed``), with libgomp's spin
+bounded (``GOMP_SPINCOUNT``): its default spin, beside this pool's pinned workers, made whole steps
+0.72-0.83x. Off by default: session 19's A/Bs on a loaded host did not prove it for every step
+(bench/README.md, issue 17, session 19 helper F).
 """
 from __future__ import annotations
 
@@ -36,7 +44,7 @@ import time
 
 from . import cpus, runtime
 
-__all__ = ["run_blocks", "ranges", "timings"]
+__all__ = ["run_blocks", "timed", "ranges", "timings"]
 
 
 class _Worker:
@@ -177,6 +185,21 @@ def run_blocks(fn, blocks, key=None, work: int = 1, whole: tuple | None = None) 
         _run_whole(fn, blocks, whole)
     if timing is not None:
         timing.record(way, time.perf_counter() - start, work)
+
+
+def timed(key, work: int, split, whole):
+    """``split()`` or ``whole()``, whichever has measured faster for ``key`` (a kind of work) and
+    ``work``'s size class, timed as ``run_blocks`` times its two ways: for work whose split runs
+    elsewhere than this pool (our GEMM's parts on numba's OpenMP threads, ``kernels/sgemm.py``).
+    Both must give the same result."""
+    timing = _TIMINGS.get((key, work.bit_length()))
+    if timing is None:
+        timing = _TIMINGS[(key, work.bit_length())] = _Timings()
+    way = timing.choose()
+    start = time.perf_counter()
+    result = split() if way else whole()
+    timing.record(way, time.perf_counter() - start, work)
+    return result
 
 
 def _run_whole(fn, blocks, whole: tuple | None) -> None:

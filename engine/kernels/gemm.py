@@ -19,6 +19,7 @@ calling thread (a recurrence step's), and ``prepack`` readies a weight that many
 from __future__ import annotations
 
 import math
+import os
 
 import numpy as np
 
@@ -32,6 +33,17 @@ __all__ = ["gemm", "gemms", "gemm_here", "prepack", "GEMM_PARALLEL_MIN"]
 # block 20-80 us after the hand-off on the project machine, and 2^21 MACs take ~40 us on one core,
 # so smaller products never pay (issue 17, bench/README.md).
 GEMM_PARALLEL_MIN = 1 << 21
+# From this many multiply-adds a product our GEMM takes may be cut into one part per thread on
+# numba's threads (sgemm._sgemm_parallel), split and whole timed per size class (pool.timed): a
+# region's fork and join costs ~1.6 us with libgomp spinning (27 us passive), so below 2^17 (~6 us
+# of work on one core) the parts cannot pay (37x50x33: 2.9 us whole, 3.3 cut; 20x200x800: 60 -> 32
+# us; session 18).
+OWN_PARALLEL_MIN = 1 << 17
+# The parts on numba's threads are off unless TAPELAB_NATIVE_POOL=1: on the loaded session-19 host
+# the whole-step A/Bs did not prove them faster than the Python pool's blocks for every workload
+# (bench/README.md, issue 17, session 19 helper F); the default stays the pool until a quiet host
+# measures it.
+NATIVE_POOL = os.environ.get("TAPELAB_NATIVE_POOL", "0") == "1"
 _BLAS_DTYPES = frozenset(map(np.dtype, ("float32", "float64", "complex64", "complex128")))
 _F32 = np.dtype(np.float32)
 # The own GEMM's smallest product (2026-12-02, 1 thread, OPENBLAS_CORETYPE=Haswell, medians of
@@ -53,7 +65,13 @@ def gemm(xp, a, b, out=None):
     n_threads = runtime.intra_op_threads()
     batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) if a.ndim > 2 or b.ndim > 2 else ()
     macs = math.prod(batch) * m * n * k
-    if n_threads < 2 or macs < GEMM_PARALLEL_MIN or k != b.shape[-2]:
+    if n_threads < 2 or k != b.shape[-2]:
+        return _matmul(a, b, out)
+    if macs >= OWN_PARALLEL_MIN and NATIVE_POOL:
+        done = _own_parallel(a, b, out, n_threads, macs)   # our GEMM's parts on numba's threads
+        if done is not None:
+            return done
+    if macs < GEMM_PARALLEL_MIN:
         return _matmul(a, b, out)
     if out is None:
         out = np.empty(batch + (m, n), a.dtype)
@@ -61,6 +79,26 @@ def gemm(xp, a, b, out=None):
     # on which way the pool chose (a whole BLAS call rounds differently from its blocks)
     pool.run_blocks(_matmul_into, _blocks(a, b, out, batch, n_threads), ("gemm", n_threads), macs)
     return out
+
+
+def _own_parallel(a, b, out, n_threads: int, macs: int):
+    """``a @ b`` by our GEMM, where our GEMM takes the product: cut into ``n_threads`` parts on
+    numba's threads (``sgemm.parallel_parts``) or one call on the calling thread, whichever has
+    measured faster for the size class (``pool.timed``, key ``("own", n_threads)``); else None.
+    The same floats either way."""
+    if _takes(a, b) and (out is None or _writable(out, a, b, b.shape[1])):
+        own = _sgemm(a.shape[0], a.shape[1], b.shape[1])
+        if own is not None and own.parallel_parts(n_threads) > 1:
+            out = np.empty((a.shape[0], b.shape[1]), _F32) if out is None else out
+            return pool.timed(("own", n_threads), macs, lambda: own.matmul_into(a, b, out, n_threads),
+                              lambda: own.matmul_into(a, b, out))
+    elif _takes_stack(a, b) and (out is None or _fills(out, a, b)):
+        own = _sgemm(a.shape[-2], a.shape[-1], b.shape[-1])
+        if own is not None and own.parallel_parts(n_threads) > 1:
+            out = np.empty(a.shape[:-1] + b.shape[-1:], _F32) if out is None else out
+            return pool.timed(("own", n_threads), macs, lambda: own.matmul_batch_into(a, b, out, n_threads),
+                              lambda: own.matmul_batch_into(a, b, out))
+    return None
 
 
 def gemms(xp, *products) -> list:
@@ -75,8 +113,10 @@ def gemms(xp, *products) -> list:
                        for a, b in products)):
         return [gemm(xp, a, b) for a, b in products]
     macs = [a.shape[0] * a.shape[1] * b.shape[1] for a, b in products]
-    if min(macs) < GEMM_PARALLEL_MIN:
-        return [gemm(xp, a, b) for a, b in products]
+    if min(macs) < GEMM_PARALLEL_MIN or NATIVE_POOL and all(_takes(a, b) and _sgemm(a.shape[0], a.shape[1], b.shape[1]) is not None
+                                            and loops("sgemm").parallel_parts(n_threads) > 1
+                                            for a, b in products):
+        return [gemm(xp, a, b) for a, b in products]   # each one cut into parts on numba's threads
     outs = [np.empty((a.shape[0], b.shape[1]), a.dtype) for a, b in products]
     side_by_side = [(a, b, out) for (a, b), out in zip(products, outs)]
     pool.run_blocks(_products, [(block,) for block in side_by_side[:n_threads - 1]]
@@ -85,12 +125,20 @@ def gemms(xp, *products) -> list:
 
 
 def gemm_here(xp, a, b, out=None):
-    """``a @ b`` as one call on the calling thread (a recurrence step's product, too small to
-    split): our own GEMM where ``gemm`` would take it, ``b`` as ``prepack`` left it."""
+    """``a @ b`` as one call from the calling thread (a recurrence step's product, too small for
+    the pool): our own GEMM where ``gemm`` would take it, ``b`` as ``prepack`` left it, in parts
+    on numba's threads above ``OWN_PARALLEL_MIN`` multiply-adds (an LSTM LM step's 20x200x800:
+    60 -> 32 us on two threads)."""
     if type(b) is _Packed:
         own = _sgemm(a.shape[0]) if _takes(a, b.array) and (out is None or _writable(out, a, b.array, b.n)) else None
         if own is not None:
-            return own.matmul_into(a, b.array, np.empty((a.shape[0], b.n), _F32) if out is None else out)
+            out = np.empty((a.shape[0], b.n), _F32) if out is None else out
+            macs = a.shape[0] * a.shape[1] * b.n
+            parts = own.parallel_parts(runtime.intra_op_threads()) if macs >= OWN_PARALLEL_MIN and NATIVE_POOL else 1
+            if parts > 1:
+                return pool.timed(("own", parts), macs, lambda: own.matmul_into(a, b.array, out, parts),
+                                  lambda: own.matmul_into(a, b.array, out))
+            return own.matmul_into(a, b.array, out)
         b = b.array[:, :b.n]
     if xp is not np or type(a) is not np.ndarray or type(b) is not np.ndarray:
         return xp.matmul(a, b) if out is None else xp.matmul(a, b, out=out)

@@ -19,13 +19,16 @@ blocks' sums added in order: the same for any split of the rows or columns over 
 """
 from __future__ import annotations
 
+import os
+import threading
+
 import numpy as np
 from llvmlite import ir
-from numba import njit, types
+from numba import njit, prange, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-__all__ = ["matmul_into", "matmul_batch_into", "pad_columns", "NR", "MAX_ROWS", "MAX_ROWS_LONG", "LONG_MIN_K", "LONG_MIN_N"]
+__all__ = ["matmul_into", "matmul_batch_into", "pad_columns", "parallel_parts", "NR", "MAX_ROWS", "MAX_ROWS_LONG", "LONG_MIN_K", "LONG_MIN_N"]
 
 _JIT = dict(cache=True, error_model="numpy", nogil=True)
 NR = 32                  # output columns per micro-kernel: two 16-lane vectors
@@ -189,6 +192,22 @@ def _sgemm(a, b, c):
     """``c = a @ b[:, :N]`` for float32 ``a (M, K)`` with unit stride along one axis, ``b (K, >= N)``
     and ``c (M, N)`` with unit column stride. Where ``b`` holds a whole panel past column ``N``
     (``pad_columns``), the edge panel is read in place."""
+    _sgemm_part(a, b, c, 0, 1)
+
+
+@njit(cache=True, error_model="numpy", nogil=True, parallel=True)
+def _sgemm_parallel(a, b, c, parts):
+    """``_sgemm`` with its output cut into ``parts`` disjoint parts, run at once on numba's threads
+    (its OpenMP layer forks and joins in ~1.5 us here, the Python pool in ~57 us: bench/README.md,
+    session 18). Each output is computed as ``_sgemm`` computes it, whatever the part."""
+    for t in prange(parts):
+        _sgemm_part(a, b, c, t, parts)
+
+
+@njit(**_JIT, inline="always")
+def _sgemm_part(a, b, c, part, parts):
+    """Part ``part`` of ``parts`` of ``_sgemm``: a range of its row blocks where there are at least
+    two a part, else a range of its column panels; each block as the whole product runs it."""
     m, k_len = a.shape
     n = c.shape[1]
     a_rows = a.strides[1] == 4
@@ -198,23 +217,29 @@ def _sgemm(a, b, c):
     full_n = n // NR
     full_m = m - m % mr
     panels = -(-n // NR)
+    row_blocks = -(-m // mr)
+    b_lo, b_hi, p_lo, p_hi = 0, row_blocks, 0, panels
+    if row_blocks >= 2 * parts:
+        b_lo, b_hi = row_blocks * part // parts, row_blocks * (part + 1) // parts
+    else:
+        p_lo, p_hi = panels * part // parts, panels * (part + 1) // parts
     edge_in_place = b.shape[1] >= panels * NR
-    bedge = np.zeros(0 if edge_in_place or n == full_n * NR else k_len * NR, np.float32)
+    bedge = np.zeros(0 if edge_in_place or n == full_n * NR or p_hi < panels else k_len * NR, np.float32)
     for k in range(bedge.size // NR):
         for j in range(n - full_n * NR):
             bedge[k * NR + j] = b[k, full_n * NR + j]
-    aedge = np.zeros(mr * k_len if full_m < m else 0, np.float32)      # row-major, mr x K
-    for r in range(m - full_m):
+    aedge = np.zeros(mr * k_len if full_m < m and b_hi == row_blocks else 0, np.float32)   # row-major, mr x K
+    for r in range(m - full_m if aedge.size else 0):
         for k in range(k_len):
             aedge[r * k_len + k] = a[full_m + r, k]
     tile = np.empty(_MAX_MR * NR, np.float32)
     for k0 in range(0, k_len, KC):
         kc = min(KC, k_len - k0)
         add = 1 if k0 > 0 else 0
-        for g in range(0, panels, NC):
-            for i0 in range(0, m, mr):
+        for g in range(p_lo, p_hi, NC):
+            for i0 in range(b_lo * mr, min(m, b_hi * mr), mr):
                 ao = i0 * lda + k0 if a_rows else k0 * lda + i0
-                for p in range(g, min(panels, g + NC)):
+                for p in range(g, min(p_hi, g + NC)):
                     j0 = p * NR
                     if p < full_n or edge_in_place:
                         _panel(mr, a_rows, a, ao, lda, aedge, b, k0 * ldb + j0, ldb, c, tile, i0, j0, k0, kc, add,
@@ -261,6 +286,18 @@ def _sgemm_batch(a, b, c):
             _sgemm(a[p], b[p], c[p])
         else:
             _sgemm(a[p], _transposed(b[p].T), c[p])
+
+
+@njit(cache=True, error_model="numpy", nogil=True, parallel=True)
+def _sgemm_batch_parallel(a, b, c):
+    """``_sgemm_batch`` with the stack's products shared out over numba's threads, each product as
+    ``_sgemm_batch`` runs it."""
+    b_rows = b.strides[2] == 4
+    for p in prange(a.shape[0]):
+        if b_rows:
+            _sgemm_part(a[p], b[p], c[p], 0, 1)
+        else:
+            _sgemm_part(a[p], _transposed(b[p].T), c[p], 0, 1)
 
 
 @njit(**_JIT)
@@ -311,6 +348,61 @@ def _sgemm_few_rows(bt, a, c):
     _transpose_into(result_t, c)
 
 
+_PARALLEL: list = []     # [whether numba's threading layer forks cheaply here], once probed
+_THREADS = threading.local()     # the numba thread count last set on this thread
+# libgomp's idle threads spin ~300k rounds after a region by default (OMP_WAIT_POLICY unset), and
+# on the project machine's two vCPUs the spinning thread took the core of the Python pool's worker
+# and of the calling thread: whole steps 0.72-0.83x (bench/README.md, issue 17 session 19). A bounded
+# spin, read by libgomp when it loads, keeps back-to-back regions at ~1.6 us (a 200 us Python gap:
+# 2.5 us; passive: 27 us, a futex wake) without holding the core between ops. Set only for the
+# load, and only where the user set neither variable.
+GOMP_SPINCOUNT = "10000"
+
+
+def parallel_parts(threads: int) -> int:
+    """How many parts a product may be cut into for ``threads`` intra-op threads: ``threads`` where
+    numba's threading layer is OpenMP or TBB (forking and joining in microseconds), else 1 (its
+    ``workqueue`` layer took ~100 us). 1 in a child forked after the layer started (GNU OpenMP's
+    threads do not survive a fork: its next region would wait for them). Sets numba's thread count
+    for the calling thread (numba's is per thread) to ``threads``, up to the threads it launched."""
+    if threads < 2:
+        return 1
+    if not _PARALLEL:
+        _probe()
+    if not _PARALLEL[0]:
+        return 1
+    if getattr(_THREADS, "n", None) != threads:
+        import numba
+        numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+        _THREADS.n = threads
+    return threads
+
+
+def _probe() -> None:
+    """Load numba's threading layer (libgomp with a bounded spin, ``GOMP_SPINCOUNT``) and note
+    whether it is one that forks cheaply."""
+    import numba
+    unset = [v for v in ("GOMP_SPINCOUNT",) if "OMP_WAIT_POLICY" not in os.environ and v not in os.environ]
+    for v in unset:
+        os.environ[v] = GOMP_SPINCOUNT
+    try:
+        _sgemm_parallel(np.zeros((1, 1), np.float32), np.zeros((1, NR), np.float32), np.zeros((1, 1), np.float32), 1)
+    finally:
+        for v in unset:
+            os.environ.pop(v, None)
+    _PARALLEL.append(numba.threading_layer() in ("omp", "tbb"))
+
+
+def _no_parallel_after_fork() -> None:
+    if _PARALLEL:
+        _PARALLEL[0] = False
+    else:
+        _PARALLEL.append(False)
+
+
+os.register_at_fork(after_in_child=_no_parallel_after_fork)
+
+
 def _unit_stride(x: np.ndarray, axis: int) -> bool:
     """Whether ``x`` (2-D float32) steps one element along ``axis`` and whole elements, forward,
     along the other: the layouts the kernel reads in place."""
@@ -318,10 +410,11 @@ def _unit_stride(x: np.ndarray, axis: int) -> bool:
     return s[axis] == 4 and s[1 - axis] >= 0 and s[1 - axis] % 4 == 0 and x.flags.aligned
 
 
-def matmul_into(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> np.ndarray:
+def matmul_into(a: np.ndarray, b: np.ndarray, out: np.ndarray, parts: int = 1) -> np.ndarray:
     """``out = a @ b[:, :N]`` for 2-D float32 operands, ``out (M, N)`` with unit column stride (the
     caller checks; ``b`` wider than ``N`` is a ``pad_columns`` weight). A layout the kernel cannot
-    read in place is copied first."""
+    read in place is copied first. ``parts`` above 1: the product cut into that many parts run at
+    once on numba's threads (``_sgemm_parallel``), the same floats."""
     if a.shape[1] == 0:
         out[...] = 0
         return out
@@ -333,19 +426,31 @@ def matmul_into(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> np.ndarray:
         if _unit_stride(a, 1) and m * (k + n) < n * k:
             # x @ w.T with few rows as (w @ x.T).T: x and the result transposed instead of w. Each
             # output is the same fused multiply-adds in the same order (fma(x, w, s) = fma(w, x, s))
-            _sgemm_few_rows(b.T, a, out)
+            if parts > 1:
+                result_t = np.empty((n, m), np.float32)
+                _sgemm_parallel(b.T, _transposed(a), result_t, parts)
+                _transpose_into(result_t, out)
+            else:
+                _sgemm_few_rows(b.T, a, out)
             return out
-        _sgemm_transposed(a, b.T, out)
+        if parts > 1:
+            _sgemm_parallel(a, _transposed(b.T), out, parts)
+        else:
+            _sgemm_transposed(a, b.T, out)
         return out
     elif not _unit_stride(b, 1):
         b = np.ascontiguousarray(b)
-    _sgemm(a, b, out)
+    if parts > 1:
+        _sgemm_parallel(a, b, out, parts)
+    else:
+        _sgemm(a, b, out)
     return out
 
 
-def matmul_batch_into(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> np.ndarray:
+def matmul_batch_into(a: np.ndarray, b: np.ndarray, out: np.ndarray, parts: int = 1) -> np.ndarray:
     """``out = a @ b`` for float32 stacks of the same batch shape, ``out`` C-contiguous (the caller
-    checks); the batch axes are merged (a copy where an operand's cannot be)."""
+    checks); the batch axes are merged (a copy where an operand's cannot be). ``parts`` above 1:
+    the stack's products shared out over numba's threads."""
     m, k = a.shape[-2:]
     n = b.shape[-1]
     a3, b3 = a.reshape(-1, m, k), b.reshape(-1, k, n)
@@ -356,7 +461,10 @@ def matmul_batch_into(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> np.ndarr
         a3 = np.ascontiguousarray(a3)
     if not (_unit_stride3(b3, 2) or _unit_stride3(b3, 1)):
         b3 = np.ascontiguousarray(b3)
-    _sgemm_batch(a3, b3, out.reshape(-1, m, n))
+    if parts > 1 and a3.shape[0] > 1:
+        _sgemm_batch_parallel(a3, b3, out.reshape(-1, m, n))
+    else:
+        _sgemm_batch(a3, b3, out.reshape(-1, m, n))
     return out
 
 
