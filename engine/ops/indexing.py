@@ -455,11 +455,13 @@ def _write(self: Tensor, value, idx, basic, template, accumulate: bool) -> Tenso
         if basic is not None and self.requires_grad and self.grad_fn is None and is_grad_enabled():
             raise RuntimeError("a view of a leaf Variable that requires grad is being used in an in-place "
                                "operation.")
-        if basic is not None and not idx and not accumulate and not STATE.slow:
+        if basic is not None and not idx and not accumulate and not STATE.slow and type(self._data) is np.ndarray:
             # PyTorch writes a basic key through the view: t[0] = v is t.select(0, 0).copy_(v), a number
             # fill_, so the base's grad_fn is CopySlices (over CopyBackwards, FillBackward0)
             view = _getitem(self, basic)
             if isinstance(value, Tensor):
+                while value.ndim > view.ndim and value.shape[0] == 1:   # leading ones dropped, as PyTorch's setitem
+                    value = value.squeeze(0)
                 view.copy_(value)
             else:
                 view.fill_(value)
