@@ -198,9 +198,10 @@ def _write_inplace(op, target, args, params, grad_on):
             write = _ufunc_into(op, target, args, params)
             if write is not None:   # the node reads no value of target's: the ufunc writes straight into it
                 out = eager(op, (src, *args), params, write)
-                if out._data is data:
-                    target._vc[0] += 1
-                    return out
+                if out._data is not data:   # the result came back re-laid out: its values are target's already
+                    data[...] = out._data
+                target._vc[0] += 1
+                return out
     out = apply(op, src, *args, **params)
     if isinstance(out, tuple):
         out = out[0]
