@@ -94,13 +94,17 @@ def check_opdb_sharded(pattern: str, jobs: int):
 
 
 # ---------------------------------------------------------------- models (written once for tapelab and torch)
-def make_mlp(m, rng, sizes=(784, 512, 512, 10)):
+def make_mlp(m, rng, sizes=(784, 512, 512, 10), act="ReLU"):
     layers = []
     for i, (a, b) in enumerate(zip(sizes[:-1], sizes[1:])):
         layers.append(m.nn.Linear(a, b))
         if i < len(sizes) - 2:
-            layers.append(m.nn.ReLU())
+            layers.append(getattr(m.nn, act)())
     return _seeded(m, m.nn.Sequential(*layers), rng)
+
+
+def make_gelu_mlp(m, rng):
+    return make_mlp(m, rng, (784, 1024, 1024, 10), "GELU")
 
 
 def make_cnn(m, rng):
@@ -111,19 +115,23 @@ def make_cnn(m, rng):
     return _seeded(m, model, rng)
 
 
-def make_block(m, rng, d=128, heads=4, ff=256, vocab=100, seq=64):
+def make_block(m, rng, d=128, heads=4, ff=256, vocab=100, seq=64, **layer):
     nn = m.nn
 
     class Block(nn.Module):
         def __init__(self):
             super().__init__()
-            self.layer = nn.TransformerEncoderLayer(d, heads, ff, dropout=0.0, batch_first=True)
+            self.layer = nn.TransformerEncoderLayer(d, heads, ff, dropout=0.0, batch_first=True, **layer)
             self.head = nn.Linear(d, vocab)
             self.register_buffer("mask", nn.Transformer.generate_square_subsequent_mask(seq))
 
         def forward(self, x):
             return self.head(self.layer(x, src_mask=self.mask, is_causal=True)).reshape(-1, vocab)
     return _seeded(m, Block(), rng)
+
+
+def make_gpt_block(m, rng):
+    return make_block(m, rng, activation="gelu", norm_first=True)
 
 
 def _seeded(m, model, rng):
@@ -135,8 +143,10 @@ def _seeded(m, model, rng):
 
 MODELS = {  # name -> (builder, input shape, classes)
     "MLP 784-512-512-10, batch 64": (make_mlp, (64, 784), 10),
+    "GELU MLP 784-1024-1024-10, batch 64": (make_gelu_mlp, (64, 784), 10),
     "CNN conv-bn-relu-pool x2, batch 16": (make_cnn, (16, 1, 28, 28), 10),
     "Transformer block d128, batch 8x64": (make_block, (8, 64, 128), 100),
+    "GPT block d128 (pre-norm, GELU), batch 8x64": (make_gpt_block, (8, 64, 128), 100),
 }
 
 
@@ -629,6 +639,8 @@ def main(argv=None) -> int:
     ap.add_argument("--steps", type=int, default=5, help="training steps per model")
     ap.add_argument("--capture", action="store_true",
                     help="only the capture checks: each captured step one CUDA graph, equal to eager, timed")
+    ap.add_argument("--compile", action="store_true",
+                    help="only the tapelab.compile checks: fused kernels equal to eager, captured, timed")
     ap.add_argument("--failures", type=int, default=40, help="failures to list")
     ap.add_argument("--jobs", type=int, default=min(8, os.cpu_count() or 1),
                     help="processes for the op database on a real GPU")
@@ -663,6 +675,12 @@ def main(argv=None) -> int:
     if args.capture:
         with ctx as dev:
             ok = report_captured(dev, args.k, time_it=not args.simulate)
+        print(f"\n== summary: {'PASS' if ok else 'FAIL'} in {time.perf_counter() - t0:.0f} s")
+        return 0 if ok else 1
+    if args.compile:
+        from gpu_compile import report_compiled
+        with ctx as dev:
+            ok = report_compiled(dev, args.k, time_it=not args.simulate)
         print(f"\n== summary: {'PASS' if ok else 'FAIL'} in {time.perf_counter() - t0:.0f} s")
         return 0 if ok else 1
     ok = True
@@ -704,6 +722,9 @@ def main(argv=None) -> int:
             print(f"  {'ok  ' if good else 'FAIL'} {'graph replay, SGD momentum':40s} {detail}")
             ok &= good
             ok &= report_captured(dev, args.k, time_it=not args.simulate)
+        if not args.k or args.k.lower() in "compiled":
+            from gpu_compile import report_compiled
+            ok &= report_compiled(dev, "", time_it=not args.simulate)
         if not args.k or args.k.lower() in "nccl":
             t = time.perf_counter()
             good, detail = check_nccl(args.simulate)

@@ -282,20 +282,40 @@ def test_graphed_callables_forward_and_backward_are_one_graph_each(sim):
     np.testing.assert_allclose(lin[0].weight.grad.cpu().numpy(), ref[0].weight.grad.numpy(), rtol=1e-5, atol=1e-6)
 
 
+def _bench_module(name):
+    """``bench/<name>.py`` imported as its script imports it (bench/ on the path)."""
+    import importlib
+    import os
+    import sys
+    bench = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench")
+    if bench not in sys.path:
+        sys.path.insert(0, bench)
+    return importlib.import_module(name)
+
+
 def test_gpu_check_capture_section_runs_on_the_simulated_device():
     """bench/gpu_check.py --capture, the short run a GPU session makes, passes on the simulated device."""
-    import importlib.util
-    import os
-    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench", "gpu_check.py")
-    spec = importlib.util.spec_from_file_location("gpu_check_for_test", path)
-    gpu_check = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(gpu_check)
+    gpu_check = _bench_module("gpu_check")
     from tapelab._backend import simulated_cuda
     with simulated_cuda(0) as dev:
         rows = gpu_check.check_captured_steps(dev, "MLP", replays=2, time_it=False)
     ((name, ok, detail, _, _),) = rows
     assert ok, detail
     assert "1 CUDA graph launch(es), 0 steps between graphs, GEMMs through cuBLASLt (simulated) (8" in detail
+
+
+def test_gpu_check_compile_section_runs_on_the_simulated_device():
+    """bench/gpu_check.py --compile: a compiled GELU MLP trains as eager does on the simulated device, runs
+    fused kernels, and the compiled step captures into ONE CUDA graph (a fused kernel is one simulated
+    device kernel there, which the capture records, not a host round trip it refuses)."""
+    gpu_compile = _bench_module("gpu_compile")
+    from tapelab._backend import simulated_cuda
+    with simulated_cuda(0) as dev:
+        name, ok, detail, times = gpu_compile.compiled_row("GELU MLP 784-1024-1024-10, batch 64", dev, None,
+                                                           steps=2, time_it=False)
+    assert ok, detail
+    assert "captured: 1 CUDA graph(s), 0 eager steps" in detail and times == {}
+    assert int(detail.split(" fused kernels")[0].rsplit(" ", 1)[1]) >= 2, detail
 
 
 class _FakeCublasLt:

@@ -22,6 +22,7 @@ from ..base import backend as _backend
 from ..base.grad_mode import STATE as GRAD, enable_grad, no_grad
 from ..base.device import CPU
 from ..base.meta import has_data
+from ..base.simarray import launch_kernel
 from ..core.creation import empty
 from ..core.dispatch import STATE, _result, apply, eager
 from ..base import dtype as _tdtype
@@ -173,15 +174,16 @@ class FusedOp(Op):
             run = self._runners.get("cpu") or self._runner("cpu")
             outs = run(*arrays)
             return outs if self.n_extra else outs[0]
-        if not has_data(xp):                 # the meta device: shapes only
-            shape = () if self.kernel.reduce else np.broadcast_shapes(*(a.shape for a in arrays))
-            outs = tuple(xp.empty(shape, o.dtype) for o in self.kernel.outputs)
-        elif _backend.is_cupy(xp):
+        if _backend.is_cupy(xp):
             outs = self._runner("cuda")(*arrays)
         elif _backend.is_numpy(xp):
             outs = self._runner("cpu")(*arrays)
-        else:                                # the simulated cuda device: host arrays in and out
-            outs = tuple(xp.asarray(o) for o in self._runner("cpu")(*[_backend.asnumpy(xp, a) for a in arrays]))
+        else:
+            shape = () if self.kernel.reduce else np.broadcast_shapes(*(a.shape for a in arrays))
+            outs = tuple(xp.empty(shape, o.dtype) for o in self.kernel.outputs)
+            if has_data(xp):                 # the simulated cuda device: the cpu loop as one device kernel
+                run, k = self._runner("cpu"), len(outs)
+                launch_kernel(lambda *a: run(*a[k:], out=a[:k]), self.name, *outs, *arrays)
         return outs if self.n_extra else outs[0]
 
     def _forward_out(self, xp, *arrays, out: tuple):
