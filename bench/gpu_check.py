@@ -68,8 +68,10 @@ def check_opdb(dev, pattern: str = "", dtypes=("float32", "float64"), shard=(0, 
                 try:
                     run_case(op, sample, dtype, dev)
                 except Exception as e:  # noqa: BLE001 - every failure is reported, none stops the run
-                    msg = str(e).strip().splitlines()
-                    failures.append((case, f"{type(e).__name__}: {msg[0] if msg else ''}"[:300]))
+                    lines = [ln.strip() for ln in str(e).strip().splitlines() if ln.strip()]
+                    # numpy's mismatch report: its first line, the largest differences and both arrays
+                    msg = " | ".join(lines[:1] + [ln for ln in lines[1:] if ln.startswith(("Max", "x:", "y:"))])
+                    failures.append((case, f"{type(e).__name__}: {msg}"[:700]))
                     if shard[1] > 1:    # a shard's result comes at its end: show failures as they happen
                         print(f"  FAIL {case}: {failures[-1][1]}", file=sys.stderr, flush=True)
     return n, failures
@@ -591,14 +593,17 @@ def check_nccl(simulate: bool, timeout: int = 180) -> tuple[bool, str]:
         cmd = [mpiexec(), "-n", "1", sys.executable, "-m", "mpi4py", os.path.abspath(__file__), "--nccl-rank"]
     except Exception as e:  # noqa: BLE001
         return False, f"no MPI ('mpi' extra): {type(e).__name__}: {e}"[:300]
-    env = dict(os.environ, MPIEXEC_TIMEOUT=str(timeout))
+    # a GPU machine runs commands as root, which Open MPI's mpiexec refuses unless told
+    env = dict(os.environ, MPIEXEC_TIMEOUT=str(timeout), OMPI_ALLOW_RUN_AS_ROOT="1",
+               OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
     try:
         done = subprocess.run(cmd + (["--simulate"] if simulate else []), capture_output=True, text=True,
                               timeout=timeout + 30, env=env)
     except subprocess.TimeoutExpired:
         return False, f"no answer within {timeout} s"
-    if done.returncode != 0:
-        return False, (done.stderr.strip().splitlines() or ["exit code %d" % done.returncode])[-1][:300]
+    if done.returncode != 0:          # the last lines that say something (MPI's banners end in dashes)
+        said = [ln.strip() for ln in (done.stderr + done.stdout).splitlines() if ln.strip().strip("-")]
+        return False, " | ".join(said[-4:] or [f"exit code {done.returncode}"])[:600]
     return True, done.stdout.strip().splitlines()[-1]
 
 

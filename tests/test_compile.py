@@ -310,7 +310,10 @@ def test_cuda_source_text():
     out = f(x, y)
     op = next(n for n in next(iter(f.cache.values())).graph.graph.nodes if "fused" in n.meta).target.op
     ins, outs = cuda_backend.params(op.kernel)
-    assert (ins, outs) == ("float a0, float a1", "float o0")
+    assert (ins, outs) == ("float32 a0, float32 a1", "float32 o0")
+    # cupy's ElementwiseKernel reads a parameter's type as numpy's dtype of that name: a float32 array
+    # must meet a name that numpy reads as float32 ("float" is numpy's float64: the H200 run refused it)
+    assert all(np.dtype(p.split()[0]) == np.float32 for p in (ins + ", " + outs).split(", "))
     src = op.cuda_source.splitlines()
     assert src[0] == "float t0 = (a0 * a1);" and src[-1].startswith("o0 = ")
     assert any("tanhf(" in s for s in src) and any("expf(" in s for s in src)

@@ -95,6 +95,13 @@ class SimArray(NDArrayOperatorsMixin):
         return types.SimpleNamespace(id=0)
 
     @property
+    def flags(self):
+        """cupy's ``Flags``: c_contiguous, f_contiguous and owndata; no ``writeable`` (an H200 run
+        found code reading it)."""
+        f = self._a.flags
+        return types.SimpleNamespace(c_contiguous=f.c_contiguous, f_contiguous=f.f_contiguous, owndata=f.owndata)
+
+    @property
     def data(self):
         """Like ``cupy.ndarray.data``: a memory pointer (``.ptr``), not a buffer."""
         return types.SimpleNamespace(ptr=self._a.__array_interface__["data"][0])
@@ -145,9 +152,12 @@ class SimArray(NDArrayOperatorsMixin):
 
     @classmethod
     def _wrap(cls, res):
-        """numpy results (also inside tuples and lists) as arrays of this class."""
+        """numpy results (also inside tuples and lists) as arrays of this class; a numpy scalar (an
+        op on 0-d arrays, a full reduction) is a 0-d array, as cupy's results are."""
         if isinstance(res, np.ndarray):
             return cls(res)
+        if isinstance(res, np.generic):
+            return cls(np.asarray(res))
         return map_sequence(res, cls._wrap)
 
 
@@ -247,6 +257,10 @@ def launch_kernel(fn, name: str, *arrays) -> None:
     _sim_call(fn, name, arrays, {})
 
 
+# cupy functions whose first parameter is a typed ndarray: a scalar or host value there is a TypeError
+_ARRAY_FIRST = frozenset({"broadcast_to"})
+
+
 class _SimNamespace(types.ModuleType):
     """numpy with cupy's conventions: device results are SimArrays; ``asarray`` of host data copies.
 
@@ -272,6 +286,19 @@ class _SimNamespace(types.ModuleType):
             return _SimUfunc(attr, self._array)
         if callable(attr) and not isinstance(attr, type):
             module = self._mod.__name__
+            if name == "diagonal":      # cupy's diagonal is a writeable view; numpy's is read-only
+                def diagonal(*args, **kwargs):
+                    res = _sim_call(attr, name, args, kwargs, self._array, module)
+                    res._a.flags.writeable = res._a.base is None or res._a.base.flags.writeable
+                    return res
+                return diagonal
+            if name in _ARRAY_FIRST:
+                def typed(*args, **kwargs):
+                    if args and not isinstance(args[0], self._array):
+                        raise TypeError(f"Argument 'array' has incorrect type (expected cupy._core.core._ndarray_base, "
+                                        f"got {type(args[0]).__name__}) in {name} (simulated cuda device)")
+                    return _sim_call(attr, name, args, kwargs, self._array, module)
+                return typed
             return lambda *args, **kwargs: _sim_call(attr, name, args, kwargs, self._array, module)
         return attr
 

@@ -62,9 +62,11 @@ def _expr(s: Sym, a: list) -> str:
 
 
 def params(kernel: Kernel) -> tuple:
-    """``(in_params, out_params)`` as cupy's ElementwiseKernel takes them."""
-    ins = ", ".join(f"{_ctype(dt)} a{i}" for i, (dt, _) in enumerate(kernel.inputs))
-    outs = ", ".join(f"{_ctype(o.dtype)} o{j}" for j, o in enumerate(kernel.outputs))
+    """``(in_params, out_params)`` as cupy's ElementwiseKernel takes them: numpy's type names there
+    (cupy reads ``float`` as numpy's ``float``, float64, and refuses a float32 array for it); the body
+    declares its temporaries in C types."""
+    ins = ", ".join(f"{np.dtype(dt).name} a{i}" for i, (dt, _) in enumerate(kernel.inputs))
+    outs = ", ".join(f"{np.dtype(o.dtype).name} o{j}" for j, o in enumerate(kernel.outputs))
     return ins, outs
 
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Callable
 
+import numpy as np
+
 __all__ = ["Op", "defop", "REGISTRY", "kernel_refusal"]
 
 REGISTRY: dict[str, "Op"] = {}
@@ -146,7 +148,9 @@ def _c_order(xp, a):
             step *= max(n, 1)
         strides.reverse()
         if tuple(strides) != a.strides:
-            return xp.lib.stride_tricks.as_strided(a, a.shape, strides, writeable=a.flags.writeable)
+            if type(a) is np.ndarray:       # numpy's view keeps the array's writeability; cupy has no flag
+                return np.lib.stride_tricks.as_strided(a, a.shape, strides, writeable=a.flags.writeable)
+            return xp.lib.stride_tricks.as_strided(a, a.shape, strides)
     return a
 
 

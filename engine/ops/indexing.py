@@ -771,13 +771,13 @@ def _scatter_reduce_fwd(xp, x, index, src, *, dim, reduce, include_self):
     src = _fit(src, index.shape)
     if not include_self:
         identity = _reduce_identity(xp, reduce, x.dtype)
-        if not scatter_along(xp, out, index, dim, xp.broadcast_to(x.dtype.type(identity), index.shape), "assign"):
+        if not scatter_along(xp, out, index, dim, xp.broadcast_to(xp.asarray(identity, x.dtype), index.shape), "assign"):
             out[key] = identity
     if not scatter_along(xp, out, index, dim, src, _REDUCE_UFUNC[reduce]):
         _backend.ufunc_at(xp, _REDUCE_UFUNC[reduce], out, key, src)
     if reduce == "mean":
         count = xp.full(x.shape, int(include_self), x.dtype)
-        if not scatter_along(xp, count, index, dim, xp.broadcast_to(x.dtype.type(1), index.shape), "add"):
+        if not scatter_along(xp, count, index, dim, xp.broadcast_to(xp.ones((), x.dtype), index.shape), "add"):
             xp.add.at(count, key, 1)
         out = out / xp.maximum(count, 1) if x.dtype.kind in FLOATING_KINDS else out // xp.maximum(count, 1)
     return out.astype(x.dtype, copy=False)
