@@ -549,7 +549,7 @@ def _general(op, args, params, fwd):
                 if dev is None:
                     dev, dt = a._device, data.dtype
                 else:
-                    _device_mismatch(op, args)
+                    return _general(op, _cpu_scalars_moved(op, args), params, fwd)
             elif data.dtype != dt:
                 mixed = True
             if a.requires_grad:
@@ -740,6 +740,18 @@ def _broadcast_message(shapes) -> str:
             return (f"The size of tensor a ({a}) must match the size of tensor b ({b}) at "
                     f"non-singleton dimension {d}")
     return f"shapes {[list(s) for s in shapes]} cannot be broadcast together"
+
+
+def _cpu_scalars_moved(op, args):
+    """PyTorch's exception to one device per op: an elementwise op takes 0-d cpu tensors beside tensors
+    of one other device (``x_cuda * torch.tensor(2.0)``, ``loss + cpu_scalar``). They are moved there
+    by a differentiable copy, so their gradient comes back to the cpu; any other mix is refused."""
+    devs = {a._device for a in args if isinstance(a, Tensor)}
+    other = [d for d in devs if d.type != "cpu"]
+    if not op.elementwise or len(other) != 1 or len(devs) != 2 or any(
+            isinstance(a, Tensor) and a._device is not other[0] and a._data.ndim for a in args):
+        _device_mismatch(op, args)
+    return tuple(a.to(other[0]) if isinstance(a, Tensor) and a._device is not other[0] else a for a in args)
 
 
 def _device_mismatch(op, args):

@@ -20,6 +20,7 @@ from ..base.dispatch_state import STATE as _DISPATCH
 from ..core.overrides import handle_torch_function, has_tensor_like
 from .. import kernels
 from ..base import backend as _backend
+from ..kernels import device as device_kernels
 from ..base.meta import has_data
 from ..core.creation import zeros_like
 from ..core.dispatch import apply, binary, refused_operand, unary
@@ -398,9 +399,15 @@ arcsin, arccos, arctan, arcsinh, arccosh, arctanh = asin, acos, atan, asinh, aco
 _OPMATH32 = (np.float32, np.float16, BFLOAT16_NP)
 
 
-def _fma32(xp, x, y, z, dtype):
+def _fma32(xp, x, y, z, dtype, out=None):
     """``x * y + z`` of float32 operands as float32's fused multiply-add (float64 holds the product
-    exactly), then rounded to ``dtype``."""
+    exactly), then rounded to ``dtype``; on cupy one ``fmaf`` kernel (``kernels/device.py``), into a
+    float32 ``out`` when given."""
+    if _backend.is_cupy(xp):
+        if out is not None and out.dtype == xp.float32:
+            return device_kernels.fma32(x, y, z, out)
+        res = device_kernels.fma32(x, y, z)
+        return res if res.dtype == dtype else res.astype(dtype)
     f64 = xp.float64
     return (x.astype(f64) * y.astype(f64) + z.astype(f64)).astype(xp.float32).astype(dtype)
 
@@ -433,8 +440,8 @@ def _scaled_sum(xp, a, b, alpha, out=None):
         return out
     f32 = xp.float32
     alpha = f32(a.dtype.type(alpha))
-    res = _fma32(xp, b.astype(f32), alpha, a.astype(f32), a.dtype)
-    if out is None:
+    res = _fma32(xp, b.astype(f32, copy=False), alpha, a.astype(f32, copy=False), a.dtype, out)
+    if out is None or res is out:
         return res
     xp.copyto(out, res)
     return out

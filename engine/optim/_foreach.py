@@ -39,11 +39,21 @@ def check_fused(defaults: dict) -> None:
 
 def multi_tensor(group: dict) -> bool:
     """Whether this step of ``group`` may run on arrays: not refused by ``foreach=False`` (unless
-    ``fused=True``), nobody watching, every parameter a cpu array and no gradient sparse."""
+    ``fused=True``), nobody watching, every parameter on one cpu or cuda device and no gradient
+    sparse. On cuda this is what spares the per-parameter dispatch: a momentum SGD step there is
+    three kernels per parameter (``kernels/device.py``'s fused multiply-add)."""
     if group.get("foreach") is False and not group.get("fused") or STATE.slow:
         return False
-    return all(p._device is CPU and p._data.dtype.kind != "c" and (p._grad is None or type(p._grad._data) is not COOArray)
-               for p in group["params"])
+    params = group["params"]
+    dev = params[0]._device if params else CPU
+    return dev.type in ("cpu", "cuda") and all(
+        p._device is dev and p._data.dtype.kind != "c" and (p._grad is None or type(p._grad._data) is not COOArray)
+        for p in params)
+
+
+def _namespace(group: dict):
+    """The array namespace of the group's device (``multi_tensor`` checked there is one)."""
+    return group["params"][0]._device.xp if group["params"] else np
 
 
 def _bump(t) -> None:
@@ -53,6 +63,7 @@ def _bump(t) -> None:
 def sgd(opt, group: dict, lr: float) -> None:
     """``SGD._step_group`` on arrays, op for op."""
     momentum, dampening = group["momentum"], group["dampening"]
+    xp = _namespace(group)
     weight_decay, nesterov, maximize = group["weight_decay"], group["nesterov"], group["maximize"]
     state = opt.state
     for p in group["params"]:
@@ -61,29 +72,30 @@ def sgd(opt, group: dict, lr: float) -> None:
             continue
         g = grad._data
         if maximize:
-            g = np.negative(g)
+            g = xp.negative(g)
         if weight_decay != 0:
-            g = scaled_sum(np, g, p._data, weight_decay)
+            g = scaled_sum(xp, g, p._data, weight_decay)
         if momentum != 0:
             st = state[p]
             buf = st.get("momentum_buffer")
             if buf is None:
                 buf = st["momentum_buffer"] = zeros_like(grad)
-                np.copyto(buf._data, g)
+                xp.copyto(buf._data, g)
             else:
                 b = buf._data
-                np.multiply(b, momentum, out=b)
-                scaled_sum(np, b, g, 1 - dampening, out=b)
+                xp.multiply(b, momentum, out=b)
+                scaled_sum(xp, b, g, 1 - dampening, out=b)
             _bump(buf)
-            g = scaled_sum(np, g, buf._data, momentum) if nesterov else buf._data
+            g = scaled_sum(xp, g, buf._data, momentum) if nesterov else buf._data
         data = p._data
-        scaled_sum(np, data, g, -lr, out=data)
+        scaled_sum(xp, data, g, -lr, out=data)
         _bump(p)
 
 
 def adam(opt, group: dict, lr: float, beta1: float, beta2: float) -> None:
     """``Adam._step_group`` (and AdamW's) on arrays, op for op; not ``capturable``."""
     eps, weight_decay = group["eps"], group["weight_decay"]
+    xp = _namespace(group)
     amsgrad, decoupled, maximize = group["amsgrad"], group["decoupled_weight_decay"], group["maximize"]
     w = 1 - beta1
     state = opt.state
@@ -104,31 +116,31 @@ def adam(opt, group: dict, lr: float, beta1: float, beta2: float) -> None:
         if fused is not None and fused(p, g, st, step):
             continue
         if maximize:
-            g = np.negative(g)
+            g = xp.negative(g)
         data = p._data
         if weight_decay != 0:
             if decoupled:
-                np.multiply(data, 1 - lr * weight_decay, out=data)
+                xp.multiply(data, 1 - lr * weight_decay, out=data)
                 _bump(p)
             else:
-                g = scaled_sum(np, g, data, weight_decay)
+                g = scaled_sum(xp, g, data, weight_decay)
         exp_avg, exp_avg_sq = st["exp_avg"], st["exp_avg_sq"]
         m, v = exp_avg._data, exp_avg_sq._data
-        np.copyto(m, _lerp_fwd(np, m, g, w))   # the ops' own forwards: fused multiply-adds as PyTorch's
+        xp.copyto(m, _lerp_fwd(xp, m, g, w))   # the ops' own forwards: fused multiply-adds as PyTorch's
         _bump(exp_avg)
-        np.multiply(v, beta2, out=v)
-        np.copyto(v, _addcmul_fwd(np, v, g, g, value=1 - beta2))
+        xp.multiply(v, beta2, out=v)
+        xp.copyto(v, _addcmul_fwd(xp, v, g, g, value=1 - beta2))
         _bump(exp_avg_sq)
         step_size = lr / (1 - beta1 ** step)
         bias_correction2_sqrt = (1 - beta2 ** step) ** 0.5
         if amsgrad:
             max_sq = st["max_exp_avg_sq"]
-            np.maximum(max_sq._data, v, out=max_sq._data)
+            xp.maximum(max_sq._data, v, out=max_sq._data)
             _bump(max_sq)
-            denom = np.sqrt(max_sq._data) / bias_correction2_sqrt + eps
+            denom = xp.sqrt(max_sq._data) / bias_correction2_sqrt + eps
         else:
-            denom = np.sqrt(v) / bias_correction2_sqrt + eps
-        np.copyto(data, _addcdiv_fwd(np, data, m, denom, value=-step_size))
+            denom = xp.sqrt(v) / bias_correction2_sqrt + eps
+        xp.copyto(data, _addcdiv_fwd(xp, data, m, denom, value=-step_size))
         _bump(p)
 
 
