@@ -6,7 +6,8 @@ libraries agree, which is nearly everywhere (cupy >= 13 has ``add.at``, ``lib.st
 ``add.at``, ``maximum.at`` and ``minimum.at``, and the simulated device below refuses them too).
 Where they differ, the forward calls a shim from here instead of branching itself:
 
-- ``special(xp)``: ``scipy.special`` or ``cupyx.scipy.special`` (erf, erfinv, ...);
+- ``special(xp)``: ``scipy.special``, or on cuda the names of ``cupyx.scipy.special`` declared in
+  ``CUPY_SPECIAL`` and those of ``HOST_SPECIAL`` on the host (erf, erfinv, ..., airy);
 - ``coo.sparse_module(xp)``: ``scipy.sparse`` or ``cupyx.scipy.sparse`` (sparse COO products);
 - ``asnumpy(xp, a)``: a host copy (cupy arrays refuse implicit conversion);
 - ``host(xp, a)``: a numpy array built on the host, moved into ``xp`` (index tables);
@@ -31,7 +32,8 @@ from .coo import COOArray
 from .simarray import SimArray, _SimNamespace
 from .device import device
 
-__all__ = ["is_numpy", "is_cupy", "special", "asnumpy", "host", "divide_where", "ufunc_at",
+__all__ = ["is_numpy", "is_cupy", "special", "CUPY_SPECIAL", "HOST_SPECIAL", "asnumpy", "host", "divide_where",
+           "ufunc_at",
            "transfer", "simulated_cuda", "SimArray"]
 
 
@@ -45,12 +47,67 @@ def is_cupy(xp) -> bool:
 
 _SPECIAL: dict = {}
 
+# What ``cupyx.scipy.special`` holds in cupy 14 (14.2.0's __init__.py), the only names the cuda path
+# takes from it: the simulated cuda device consults the same table, so CPU CI refuses a scipy.special
+# function cupy lacks as cupy does (tests/test_special_cuda_edges.py checks the table against an
+# installed cupy). cupy's Bessel kernels differ from scipy at inf and for large arguments:
+# engine/ops/special_limits.py gives scipy's values there on every backend.
+CUPY_SPECIAL = frozenset("""
+    i0 i0e i1 i1e j0 j1 k0 k0e k1 k1e y0 y1 yn spherical_yn wright_bessel
+    bdtr bdtrc bdtri btdtr btdtri fdtr fdtrc fdtri gdtr gdtrc nbdtr nbdtrc nbdtri pdtr pdtrc pdtri
+    chdtr chdtrc chdtri ndtr log_ndtr ndtri logit expit log_expit boxcox boxcox1p inv_boxcox inv_boxcox1p
+    entr huber kl_div pseudo_huber rel_entr gamma gammaln loggamma gammasgn gammainc gammaincinv gammaincc
+    gammainccinv beta betaln betainc betaincinv digamma rgamma polygamma multigammaln poch erf erfc erfcx
+    erfinv erfcinv lpmv sph_harm sph_harm_y binom exp1 expi expn softmax log_softmax zeta zetac lambertw
+    sici shichi cbrt exp10 exp2 radian cosdg sindg tandg cotdg log1p expm1 exprel cosm1 round xlogy xlog1py
+    logsumexp sinc ellipk ellipkm1 ellipj ellipkinc ellipeinc""".split())
+# scipy.special functions tapelab uses that cupy 14 lacks: on cuda they run in scipy on the host, their
+# arguments and results copied across (a round trip, as ufunc_at's; a stream capture refuses it)
+HOST_SPECIAL = frozenset({"airy"})
+
+
+class _DeviceSpecial:
+    """The special-function namespace of a cuda array namespace (cupy's or the simulated device's):
+    ``CUPY_SPECIAL`` from the device module, ``HOST_SPECIAL`` through scipy on the host, nothing else."""
+
+    def __init__(self, xp, module):
+        self._xp, self._module = xp, module
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        if name in CUPY_SPECIAL:
+            fn = getattr(self._module, name)
+        elif name in HOST_SPECIAL:
+            fn = _on_host(self._xp, getattr(importlib.import_module("scipy.special"), name))
+        else:
+            raise AttributeError(f"cupyx.scipy.special has no {name!r} in cupy 14 (backend.CUPY_SPECIAL): "
+                                 f"add it to backend.HOST_SPECIAL to compute it on the host")
+        setattr(self, name, fn)
+        return fn
+
+
+def _on_host(xp, fn):
+    """``fn`` (a host function of arrays) on device arrays: arguments copied to the host, results back."""
+    def call(*args, **kwargs):
+        res = fn(*(asnumpy(xp, a) if hasattr(a, "shape") else a for a in args), **kwargs)
+        return tuple(xp.asarray(r) for r in res) if isinstance(res, tuple) else xp.asarray(res)
+    call.__name__ = getattr(fn, "__name__", "host_special")
+    return call
+
 
 def special(xp):
-    """``scipy.special`` for numpy (and the simulated device), ``cupyx.scipy.special`` for cupy."""
+    """``scipy.special`` for numpy and meta; on cuda (cupy, and the simulated device with scipy behind
+    it) the names of ``CUPY_SPECIAL`` and ``HOST_SPECIAL`` only."""
     sp = _SPECIAL.get(xp)
     if sp is None:
-        sp = _SPECIAL[xp] = importlib.import_module("cupyx.scipy.special" if is_cupy(xp) else "scipy.special")
+        if is_cupy(xp):
+            sp = _DeviceSpecial(xp, importlib.import_module("cupyx.scipy.special"))
+        elif not is_numpy(xp) and hasattr(xp, "cuda"):
+            sp = _DeviceSpecial(xp, importlib.import_module("scipy.special"))
+        else:
+            sp = importlib.import_module("scipy.special")
+        _SPECIAL[xp] = sp
     return sp
 
 

@@ -23,6 +23,7 @@ from ..core.registry import NONE, Op, kernel_refusal
 from ._util import Tensor, unbroadcast as ub
 from .compare import clamp, where
 from .elementwise import _unary as _elementwise_unary, _wants, log, logaddexp, pow
+from .special_limits import scipy_bessel
 from .special_series import exp_derivative, gammainc_da
 
 __all__ = ["digamma", "lgamma", "polygamma", "mvlgamma", "i0", "igamma", "igammac", "sinc", "logit", "copysign",
@@ -74,9 +75,10 @@ def _i1_vjp(g, out, a):
     return (g * where(a == 0, 0.5, i0(a) - out / safe),)
 
 
-_i1 = Op("special_i1", _cast(lambda sp: sp.i1), _i1_vjp, promote="float", save_output=True, elementwise=True,
+# scipy's i0/i1 in float64 on every backend, where cupy's differ too (engine/ops/special_limits.py)
+_i1 = Op("special_i1", scipy_bessel("i1"), _i1_vjp, promote="float", save_output=True, elementwise=True,
          complex_error=kernel_refusal("i1"))
-i0 = _unary("i0", _cast(lambda sp: sp.i0), lambda g, out, a: (g * apply(_i1, a),),
+i0 = _unary("i0", scipy_bessel("i0"), lambda g, out, a: (g * apply(_i1, a),),
             complex_error=kernel_refusal("i0_vml"))
 
 

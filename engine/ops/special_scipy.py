@@ -15,6 +15,7 @@ from ._util import Tensor, unbroadcast as ub
 from .compare import where
 from .elementwise import _wants, exp, log, sign
 from .special import digamma, polygamma
+from .special_limits import scipy_bessel as _bessel
 from .special_series import betainc_da, exp_derivative, zeta_dx
 
 __all__ = ["erfcx", "ndtri", "log_ndtr", "i0e", "i1e", "airy_ai", "bessel_j0", "bessel_j1", "bessel_y0", "bessel_y1",
@@ -54,32 +55,34 @@ _ndtri = _unary("special_ndtri", _sp("ndtri"), lambda g, out, a: (g * _SQRT_2PI 
                 save_output=True)
 
 # ---------------------------------------------------------------- modified Bessel, first kind
-_i0 = _unary("special_modified_bessel_i0", _sp("i0"), lambda g, out, a: (g * apply(_i1, a),))
-_i1 = _unary("special_modified_bessel_i1", _sp("i1"),
+# _bessel (all Bessel functions): scipy's values on every backend, also where cupy's kernels differ
+# (+-inf, large x: engine/ops/special_limits.py)
+_i0 = _unary("special_modified_bessel_i0", _bessel("i0"), lambda g, out, a: (g * apply(_i1, a),))
+_i1 = _unary("special_modified_bessel_i1", _bessel("i1"),
              lambda g, out, a: (g * _at_zero(a, 0.5, lambda s: apply(_i0, a) - out / s),), save_output=True)
 # exponentially scaled: i0e = e^-|x| i0, i1e = e^-|x| i1
-_i0e = _unary("special_i0e", _sp("i0e"), lambda g, out, a: (g * (apply(_i1e, a) - sign(a) * out),),
+_i0e = _unary("special_i0e", _bessel("i0e"), lambda g, out, a: (g * (apply(_i1e, a) - sign(a) * out),),
               save_output=True)
-_i1e = _unary("special_i1e", _sp("i1e"),
+_i1e = _unary("special_i1e", _bessel("i1e"),
               lambda g, out, a: (g * _at_zero(a, 0.5, lambda s: apply(_i0e, a) - out * (sign(a) + 1 / s)),),
               save_output=True)
 
 # ---------------------------------------------------------------- modified Bessel, second kind
-_k0 = _unary("special_modified_bessel_k0", _sp("k0"), lambda g, out, a: (-g * apply(_k1, a),))
-_k1 = _unary("special_modified_bessel_k1", _sp("k1"),
+_k0 = _unary("special_modified_bessel_k0", _bessel("k0"), lambda g, out, a: (-g * apply(_k1, a),))
+_k1 = _unary("special_modified_bessel_k1", _bessel("k1"),
              lambda g, out, a: (g * (-apply(_k0, a) - out / a),), save_output=True)
 # scaled: k0e = e^x k0, k1e = e^x k1
-_k0e = _unary("special_scaled_modified_bessel_k0", _sp("k0e"),
+_k0e = _unary("special_scaled_modified_bessel_k0", _bessel("k0e"),
               lambda g, out, a: (g * (out - apply(_k1e, a)),), save_output=True)
-_k1e = _unary("special_scaled_modified_bessel_k1", _sp("k1e"),
+_k1e = _unary("special_scaled_modified_bessel_k1", _bessel("k1e"),
               lambda g, out, a: (g * (out * (1 - 1 / a) - apply(_k0e, a)),), save_output=True)
 
 # ---------------------------------------------------------------- Bessel J and Y
-_j0 = _unary("special_bessel_j0", _sp("j0"), lambda g, out, a: (-g * apply(_j1, a),))
-_j1 = _unary("special_bessel_j1", _sp("j1"),
+_j0 = _unary("special_bessel_j0", _bessel("j0"), lambda g, out, a: (-g * apply(_j1, a),))
+_j1 = _unary("special_bessel_j1", _bessel("j1"),
              lambda g, out, a: (g * _at_zero(a, 0.5, lambda s: apply(_j0, a) - out / s),), save_output=True)
-_y0 = _unary("special_bessel_y0", _sp("y0"), lambda g, out, a: (-g * apply(_y1, a),))
-_y1 = _unary("special_bessel_y1", _sp("y1"),
+_y0 = _unary("special_bessel_y0", _bessel("y0"), lambda g, out, a: (-g * apply(_y1, a),))
+_y1 = _unary("special_bessel_y1", _bessel("y1"),
              lambda g, out, a: (g * (apply(_y0, a) - out / a),), save_output=True)
 
 
@@ -112,8 +115,9 @@ _sph_j1 = _unary("spherical_bessel_j1", _sph_fwd(1),
 
 # ---------------------------------------------------------------- Airy Ai: Ai'' = x Ai
 def _airy(index: int):
+    # in float64 as _sp; cupy 14 has no airy: on cuda scipy's on the host (backend.HOST_SPECIAL)
     def fwd(xp, a):
-        return _special(xp).airy(a)[index].astype(a.dtype, copy=False)
+        return _special(xp).airy(a.astype("float64"))[index].astype(a.dtype, copy=False)
     return fwd
 
 
