@@ -16,6 +16,7 @@ process's minus it is the work the pool's workers took. Not a test.
 from __future__ import annotations
 
 import argparse
+import importlib
 import contextlib
 import os
 import statistics
@@ -31,7 +32,7 @@ from threadpoolctl import threadpool_limits   # noqa: E402
 
 import models                           # noqa: E402
 import tapelab                          # noqa: E402
-from tapelab.kernels import gemm as _gemm     # noqa: E402
+_gemm = importlib.import_module("tapelab.kernels.gemm")   # the module (the package exports its function) # noqa: E402
 
 STEPS = {"gpt128": (lambda m, r, t: models.gpt_step(m, r, t, 128), lambda r, n: models.gpt_batches(r, 128, n)),
          "gpt384": (lambda m, r, t: models.gpt_step(m, r, t, 384), lambda r, n: models.gpt_batches(r, 384, n)),
