@@ -528,6 +528,11 @@ def index_select(input: Tensor, dim: int, index: Tensor) -> Tensor:
     _check_index(index, "index_select")
     index = _vector_index(index, "index_select")
     d = _wrap_dim(dim, input.ndim, "index_select")
+    if input.ndim == 0:                  # PyTorch: a scalar takes one index, and stays a scalar
+        if index._data.size != 1:
+            raise RuntimeError(f"index_select(): Index to scalar can have only 1 value, got "
+                               f"{index._data.size} value(s)")
+        return index_select(input.reshape(1), 0, index).reshape(())
     _index_select_bounds(input, d, index)
     try:
         return apply(_index, input, index, template=_dim_template(d), unique=False)
