@@ -507,8 +507,9 @@ def test_an_lstm_compiles_with_its_whole_layer_ops():
 
 
 def test_a_compiled_lstm_captures_and_replays():
-    """Compile, then capture: the replay reruns the whole-layer ops (a new initial state in the static
-    input gives PyTorch's loss and gradients)."""
+    """Compile, then capture: the capture takes the compiled call as its one-node step, forward and
+    backward (``Mode.whole_compiled_steps``), whose generated code runs the whole-layer ops; a new
+    initial state in the static input gives PyTorch's loss and gradients."""
     tapelab.manual_seed(0)
     model = LSTMLM()
     rng = np.random.default_rng(1)
@@ -528,7 +529,9 @@ def test_a_compiled_lstm_captures_and_replays():
     with graph(g):
         loss = step()
     ops = [n["op"] for n in g._program.nodes]
-    assert ops.count("lstm_scan") == ops.count("lstm_backward") == 2 and "lstm_cell" not in ops
+    assert ops == ["compiled(LSTMLM)", "CompiledFunctionBackward"]
+    (entry,) = compiled.__dict__["_compiled"].cache.values()
+    assert entry.step.members.count("lstm_scan") == 2 and "lstm_cell" not in entry.step.members
     with tapelab.no_grad():
         args[2].copy_(tapelab.tensor(h1))
     g.replay()

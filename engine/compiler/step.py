@@ -95,11 +95,14 @@ class Step:
         self.op = _StepOp(f"compiled({name})", self._forward, self._vjp, save_output=container is None and bool(reads))
         self.op.backward_name = "CompiledFunctionBackward"     # torch's name for every compiled call's node
         self.op.members = tuple(members)
+        self._backward_ops: dict = {}     # which inputs need a gradient -> the backward as one op (a capture's)
 
     def __call__(self, *flat):
         tensors = [flat[i] for i in self.tensor_at]
-        # a tracer or a capture sees each op, and a dynamic entry's other sizes: the lowered graph
-        if STATE.modes or tuple([t._data.shape for t in tensors]) != self.shapes:
+        # a tracer sees each op, and a dynamic entry's other sizes: the lowered graph; a capture takes the
+        # step whole (``Mode.whole_compiled_steps``) when it is one result
+        if ((STATE.modes and (self.container is not None or not all(m.whole_compiled_steps for m in STATE.modes)))
+                or tuple([t._data.shape for t in tensors]) != self.shapes):
             return self.traced.forward(*flat)
         args = (*tensors, *self.attrs)
         saved: list = []             # the forward's values the backward reads: the node's own param
@@ -147,6 +150,8 @@ class Step:
         """``g``: the result's gradient, or for several results the list of theirs (None: none came)."""
         if GRAD.enabled:           # create_graph=True: the gradient must itself be differentiable
             return self._members_vjp(g, inputs)
+        if STATE.modes:            # a capture that takes the step whole: the backward as one op it records
+            return self._backward_as_op(g, inputs, saved)
         gs = [g] if self.container is None else g
         dev = next(x for x in gs if x is not None)._device
         arrays = [x._data if x is not None else np.zeros(shape, dt) for x, (shape, dt) in zip(gs, self.outs)] \
@@ -158,6 +163,25 @@ class Step:
         return tuple(None if a is None else Tensor._wrap(a if type(a) is np.ndarray else np.asarray(a),
                                                           False, None, 0, [0], dev)
                      for a in grads)
+
+    def _backward_as_op(self, g, inputs, saved: list):
+        """The generated backward dispatched as one op (``CompiledFunctionBackward``) whose results are the
+        gradients of the inputs that need one; its params hold the forward's ``saved`` list itself, so a
+        replay's backward reads the values that replay's forward saved."""
+        mask = tuple(t.requires_grad for t in inputs)
+        op = self._backward_ops.get(mask)
+        if op is None:
+            op = self._backward_ops[mask] = _StepOp(self.op.backward_name, self._backward_arrays, None,
+                                                    save_output=False)
+            op.n_extra, op.members = sum(mask) - 1, self.op.members
+        outs = apply(op, g, *inputs, saved=saved, mask=mask)
+        outs = iter(outs if isinstance(outs, tuple) else (outs,))
+        return tuple(next(outs) if m else None for m in mask)
+
+    def _backward_arrays(self, xp, g, *arrays, saved: list, mask: tuple):
+        grads = self.bwd_fn(g, *saved, *arrays[:len(self.tensor_at)])
+        outs = tuple(xp.zeros_like(a) if d is None else d for d, a, m in zip(grads, arrays, mask) if m)
+        return outs if len(outs) > 1 else outs[0]
 
     def _members_vjp(self, g, inputs):
         """The traced graph's own ops and vjps, recorded for autograd (double backward)."""

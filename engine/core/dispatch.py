@@ -122,6 +122,10 @@ class Mode:
             (``nn.LSTM``/``nn.GRU``'s ``lstm_scan``/``lstm``) as they are. False (the default):
             while the mode is active those layers run one cell op per time step, which every mode
             understands (autocast casts per primitive; capture and the ONNX export see each step).
+        whole_compiled_steps: the mode takes a compiled call's one-node step (``compiled(<Module>)``)
+            and its backward as one op each (capture: a replay then runs the generated forward and
+            backward). False (the default): while the mode is active a compiled call runs its
+            lowered graph, whose ops every mode understands (a tracer sees each).
 
     >>> class CountOps(Mode):
     ...     def __init__(self): self.names = []
@@ -135,6 +139,7 @@ class Mode:
     """
 
     whole_layer_ops = False
+    whole_compiled_steps = False
 
     def dispatch(self, op, args: tuple, params: dict):
         return eager(op, args, params)

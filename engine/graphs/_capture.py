@@ -128,6 +128,8 @@ class _Buf:
 class CaptureMode(Mode):
     """The dispatcher mode of one capture (see the module docstring)."""
 
+    whole_compiled_steps = True     # a compiled call replays as its generated forward and backward
+
     def __init__(self, graph, names: dict | None = None):
         self.graph = graph
         self.bufs: dict[int, _Buf] = {}       # id(array) -> what it is; holds the arrays alive
