@@ -99,3 +99,39 @@ def test_a_mode_without_the_declaration_sees_the_lowered_graph():
         out = compiled(x)
     assert "compiled(MLP)" not in m.names and any(n == "linear" or n.startswith("fused(") for n in m.names), m.names
     np.testing.assert_allclose(out.detach().numpy(), model(x).detach().numpy(), rtol=1e-6, atol=1e-6)
+
+
+def test_the_captured_backward_writes_the_gradients_into_their_buffers():
+    """The chain's backward is one fused kernel making both gradients: the replay passes their buffers
+    as the kernel's ``out`` (the step's generated ``step_backward_out``), no copy, and equals eager."""
+    def chain6(x, w):
+        return ((x * w + 1.0).tanh() * x).sigmoid().sum()
+    f = tapelab.compile(chain6)
+    rng = np.random.default_rng(0)
+    x, w = (tapelab.tensor(rng.standard_normal((1024, 1024)).astype(np.float32), requires_grad=True)
+            for _ in range(2))
+    for _ in range(3):
+        x.grad = w.grad = None
+        f(x, w).backward()
+    assert type(f(x, w).grad_fn).__name__ == "CompiledFunctionBackward"
+    x.grad = w.grad = None
+    g = Graph()
+    with graph(g):
+        loss = f(x, w)
+        loss.backward()
+    assert [n["op"] for n in g.summary()["nodes"]] == ["compiled(chain6)", "CompiledFunctionBackward"]
+    (entry,) = f.cache.values()
+    assert entry.step.bwd_fn.out is not None                  # one kernel makes both gradients
+    src = g._program.source            # the forward's 0-d loss is copied to the tensor the user holds, once
+    assert src.count("out=(") == 1 and src.count("_copyto") == 1, src
+    xn, wn = (rng.standard_normal((1024, 1024)).astype(np.float32) for _ in range(2))
+    with tapelab.no_grad():
+        x.copy_(tapelab.tensor(xn))
+        w.copy_(tapelab.tensor(wn))
+    g.replay()
+    xt, wt = torch.tensor(xn, requires_grad=True), torch.tensor(wn, requires_grad=True)
+    want = ((xt * wt + 1.0).tanh() * xt).sigmoid().sum()
+    want.backward()
+    np.testing.assert_allclose(float(loss.detach()), float(want.detach()), rtol=1e-5)
+    np.testing.assert_allclose(x.grad.numpy(), xt.grad.numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(w.grad.numpy(), wt.grad.numpy(), rtol=1e-5, atol=1e-6)

@@ -174,6 +174,8 @@ class Step:
             op = self._backward_ops[mask] = _StepOp(self.op.backward_name, self._backward_arrays, None,
                                                     save_output=False)
             op.n_extra, op.members = sum(mask) - 1, self.op.members
+            if self.bwd_fn.out is not None:
+                op.fwd_out = self._backward_arrays_out
         outs = apply(op, g, *inputs, saved=saved, mask=mask)
         outs = iter(outs if isinstance(outs, tuple) else (outs,))
         return tuple(next(outs) if m else None for m in mask)
@@ -182,6 +184,17 @@ class Step:
         grads = self.bwd_fn(g, *saved, *arrays[:len(self.tensor_at)])
         outs = tuple(xp.zeros_like(a) if d is None else d for d, a, m in zip(grads, arrays, mask) if m)
         return outs if len(outs) > 1 else outs[0]
+
+    def _backward_arrays_out(self, xp, g, *arrays, saved: list, mask: tuple, out: tuple):
+        """``_backward_arrays`` written into ``out`` (a captured replay's gradient buffers); a gradient the
+        kernel does not make (None) is zeroed there."""
+        full, given = [], iter(out)
+        for m in mask:
+            full.append(next(given) if m else None)
+        grads = self.bwd_fn.out(g, *saved, *arrays[:len(self.tensor_at)], out=tuple(full))
+        for d, o in zip(grads, full):
+            if d is None and o is not None:
+                o.fill(0)
 
     def _members_vjp(self, g, inputs):
         """The traced graph's own ops and vjps, recorded for autograd (double backward)."""
@@ -550,12 +563,13 @@ def _check_operands(n: Node) -> None:
 
 
 class _Generated:
-    """A generated function and its source (``source``, for the views and explain)."""
+    """A generated function and its source (``source``, for the views and explain); ``out``: the same
+    function writing its results into given arrays, where one fused kernel makes them all (else None)."""
 
-    __slots__ = ("fn", "source")
+    __slots__ = ("fn", "source", "out")
 
-    def __init__(self, fn, source: str):
-        self.fn, self.source = fn, source
+    def __init__(self, fn, source: str, out=None):
+        self.fn, self.source, self.out = fn, source, out
 
     def __call__(self, *a):
         return self.fn(*a)
@@ -568,6 +582,8 @@ def _generate(gm: GraphModule, fname: str) -> "_Generated":
     names: dict = {}
     glob: dict = {"np": np, "_asarray": np.asarray, "_ndarray": np.ndarray}
     params, lines, attrs = [], [], []
+    kernel_line: dict = {}      # a fused kernel's node -> (its line's index, the call without ``)``)
+    picks: dict = {}            # a getitem node -> (the kernel node, output index)
     k = 0
 
     def const(value) -> str:
@@ -594,6 +610,7 @@ def _generate(gm: GraphModule, fname: str) -> "_Generated":
             names[n] = names[n.args[0]]
         elif n.op == "call_function" and n.target is operator.getitem:
             names[n] = v
+            picks[n] = (n.args[0], n.args[1])
             lines.append(f"{v} = {names[n.args[0]]}[{n.args[1]}]")
         elif n.op == "call_function":
             names[n] = v
@@ -602,6 +619,7 @@ def _generate(gm: GraphModule, fname: str) -> "_Generated":
             if isinstance(n.target, FusedCall):
                 op = n.target.op
                 run = const(op._runner("cpu"))
+                kernel_line[n] = (len(lines), f"{v} = {run}({args}", op.n_extra + 1)
                 lines.append(f"{v} = {run}({args})" + ("" if op.n_extra else "[0]"))
                 continue
             op = RELU_MAX_POOL if isinstance(n.target, _PoolCall) else REGISTRY[op_name(n)]
@@ -612,13 +630,43 @@ def _generate(gm: GraphModule, fname: str) -> "_Generated":
                 lines.append(f"if type({v}) is not _ndarray and not hasattr({v}, '__dlpack__'): {v} = _asarray({v})")
         elif n.op == "output":
             lines.append("return (" + "".join(f"{ref(o)}, " for o in n.args[0]) + ")")
+            results = n.args[0]
     head = ", ".join(params + [a for a, _ in attrs])
     # attribute arrays are read from their tensors each call; the generated function takes them last
     src = f"def {fname}({head}):\n" + "".join(f"    {line}\n" for line in lines)
-    code = compile(src, f"<tapelab.compile {fname}>", "exec")
+    out_src = _out_variant(fname, head, lines, results, kernel_line, picks)
+    code = compile(src + (out_src or ""), f"<tapelab.compile {fname}>", "exec")
     exec(code, glob)
-    fn = glob[fname]
+    fn, fn_out = glob[fname], glob.get(fname + "_out")
     tensors = tuple(t for _, t in attrs)
     if not tensors:
-        return _Generated(fn, src)
-    return _Generated(lambda *a: fn(*a, *[t._data for t in tensors]), src)
+        return _Generated(fn, src, fn_out)
+    return _Generated(lambda *a: fn(*a, *[t._data for t in tensors]), src,
+                      fn_out and (lambda *a, out: fn_out(*a, *[t._data for t in tensors], out=out)))
+
+
+def _out_variant(fname: str, head: str, lines: list, results, kernel_line: dict, picks: dict) -> str | None:
+    """``<fname>_out(..., out)``: the function with its one fused kernel writing into ``out`` (one array
+    per result, None for a result not wanted, which the kernel then allocates), when every array result is
+    an output of that one kernel, each of its outputs once (a captured replay's backward then writes the
+    gradients into their buffers instead of copying them there); else None."""
+    at = {}                                  # kernel output index -> result position
+    kernels = set()
+    for j, r in enumerate(results):
+        if r is None:
+            continue
+        node, idx = picks.get(r, (r, 0))
+        if node not in kernel_line or idx in at:
+            return None
+        kernels.add(node)
+        at[idx] = j
+    if len(kernels) != 1:
+        return None
+    (node,) = kernels
+    i, call, n_out = kernel_line[node]
+    if sorted(at) != list(range(n_out)):
+        return None
+    outs = "".join(f"out[{at[m]}], " for m in range(n_out))
+    body = list(lines)
+    body[i] = f"{call}, out=({outs}))" + ("" if n_out > 1 else "[0]")
+    return f"def {fname}_out({head}, out):\n" + "".join(f"    {line}\n" for line in body)
