@@ -2,7 +2,7 @@
 
 On the simulated cuda device, whose stream capture refuses cuBLAS calls and host reads as cupy's
 does, records every kernel and replays them (``tapelab/base/simcapture.py``). The cuBLASLt
-problems the capture runs (``tapelab/graphs/_gemm.py``) are computed there from exactly the
+problems the capture runs (``tapelab/kernels/cublaslt.py``) are computed there from exactly the
 memory cuBLASLt would read, so their layouts are checked against torch.matmul here.
 """
 import numpy as np
@@ -23,7 +23,7 @@ def sim():
 
 
 def _route(sim):
-    from tapelab.graphs._gemm import gemm_route
+    from tapelab.kernels.cublaslt import gemm_route
     route, why = gemm_route(sim.xp, sim)
     assert route is not None and why == "" and route.name == "cuBLASLt (simulated)"
     return route
@@ -76,7 +76,7 @@ def test_cublaslt_problem_equals_torch_matmul(sim, sa, sb, la, lb, dtype):
 def test_cublaslt_layout_reads_operands_in_place(sim):
     """A transposed view (x @ W.T, a linear layer) and a batch with one stride need no copy; a
     batch no single stride describes is copied first; ``out=`` receives the product directly."""
-    from tapelab.graphs._gemm import plan
+    from tapelab.kernels.cublaslt import plan
     w = np.zeros((4, 3), np.float32)
     p, ca, cb = plan((5, 3), (12, 4), w.T.shape, w.T.strides, np.float32)
     assert (ca, cb) == (False, False) and p.a == (3, 4, 3, 0, True) and p.b == (3, 5, 3, 0, False)
@@ -218,7 +218,11 @@ def test_without_a_gemm_route_the_capture_splits_at_every_gemm(sim, monkeypatch)
     refuses each GEMM and the step becomes graphs with the GEMMs run eagerly between them, still
     with the right values. A test of the one-graph form above fails if any GEMM escapes the route."""
     from tapelab.graphs import _cuda
-    monkeypatch.setattr(_cuda, "gemm_route", lambda cp, dev: (None, "no cuBLASLt (test)"))
+    from tapelab.kernels import cublaslt
+    none = lambda cp, dev: (None, "no cuBLASLt (test)")  # noqa: E731
+    monkeypatch.setattr(_cuda, "gemm_route", none)
+    monkeypatch.setattr(cublaslt, "gemm_route", none)     # the eager GEMMs' route too (cupy's matmul)
+    monkeypatch.setattr(cublaslt, "_EAGER", {})
     model, ref = _mlp_pair()
     g, model, ref, opt, ropt, sx, sy, loss, rng = _captured_step(model, ref, sim, (8, 12), (8,))
     assert g.eager_steps >= 6 and g.cuda_graphs > 1
@@ -401,7 +405,7 @@ def test_nvmath_cublaslt_calls_compute_the_product(sim, monkeypatch):
     nvmath = pytest.importorskip("nvmath", reason="nvmath-python is not installed (the [cuda] extra)")
     from nvmath.bindings import cublasLt
     from tapelab.base.simarray import SimArray
-    from tapelab.graphs import _gemm
+    from tapelab.kernels import cublaslt as _gemm
     fake = _FakeCublasLt(cublasLt)
     monkeypatch.setattr(nvmath.bindings, "cublasLt", fake)
     monkeypatch.setattr(_gemm._Lt, "_HANDLES", {})

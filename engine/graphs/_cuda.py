@@ -6,7 +6,7 @@ device) has produced the program, its steps run once inside ``stream.begin_captu
 ``end_capture()`` on a non-default stream (capture on the legacy default stream raises): the
 kernels they would launch are recorded, not run, and ``Graph.replay()`` launches them
 (``graph.launch(stream)``). cupy (14) refuses cuBLAS calls during a capture, so the steps run
-there with their ``matmul``/``dot`` taken by a ``_gemm.GemmRoute`` (cuBLASLt on the capturing
+there with their ``matmul``/``dot`` taken by a ``kernels.cublaslt.GemmRoute`` (cuBLASLt on the capturing
 stream, a workspace allocated before the capture): the whole program is one graph (an einsum
 of two operands is one GEMM too). A call that is still refused (an ``einsum`` of three or more
 operands, ``linalg``; every GEMM where no route is available, i.e. without nvmath-python) splits
@@ -29,7 +29,7 @@ same results, one Python call per step.
 from __future__ import annotations
 
 from ._capture import CaptureError
-from ._gemm import gemm_route
+from ..kernels.cublaslt import gemm_route
 
 __all__ = ["StreamGraph", "stream_graph"]
 

@@ -74,7 +74,7 @@ class Graph:
 
     On cuda the recorded program's replay is then stream-captured into one
     ``cupy.cuda.Graph`` that ``replay()`` launches, its GEMMs included (cuBLASLt, see
-    ``_cuda.py`` and ``_gemm.py``); the simulated cuda device models that capture. Where
+    ``_cuda.py`` and ``kernels/cublaslt.py``); the simulated cuda device models that capture. Where
     stream capture is unavailable (HIP, a program with replay guards) the program itself is
     replayed, with the same buffers and results.
 
