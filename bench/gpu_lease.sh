@@ -32,8 +32,6 @@ section() {   # name, seconds, gpu_check arguments
 }
 section capture 180 --capture
 section compile 180 --compile
-echo "### eager_ab"      # eager GEMMs: cuBLASLt against cupy's matmul, per product and per step
-timeout 150 python3 bench/gpu_eager_ab.py 2>&1 | tee "$OUT/eager_ab.txt"
 echo "### profile"      # where an eager cuda step's host time goes: cProfile of 20 Transformer block steps
 timeout 60 python3 - <<'PY' 2>&1 | tee "$OUT/profile.txt" | head -45
 import cProfile, pstats, sys

@@ -1,4 +1,4 @@
-"""GEMMs through cuBLASLt with a preallocated workspace: inside a CUDA stream capture, and eagerly.
+"""GEMMs inside a CUDA stream capture: cuBLASLt on the capturing stream with a preallocated workspace.
 
 cupy refuses every cuBLAS call while a stream captures, which split a captured training step
 into one graph per run of ops between matmuls. cuBLASLt's ``cublasLtMatmul`` itself is legal
@@ -15,21 +15,15 @@ copy kernel, legal in a capture). The same ``Problem`` runs on a GPU (``_Lt``) a
 simulated device (``simulated``, numpy over exactly the memory cuBLASLt would read), so the
 layout logic is tested on CPU. ``GemmRoute`` hands the captured steps a namespace whose
 ``matmul``/``dot`` go this way; every other function is the device's own.
-
-Eager cuda GEMMs (``kernels.gemm``) take the same route (``eager_matmul``), one route per device
-and stream (a workspace is never shared by two streams at once): cupy's ``matmul`` spends about
-48 us of host time a call choosing its cuBLAS call (the H200 profile), where a planned problem
-(``plan`` caches by shapes and strides) is a dictionary lookup and one ``cublasLtMatmul``.
 """
 from __future__ import annotations
 
-import functools
 import math
 from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["Problem", "plan", "GemmRoute", "gemm_route", "eager_matmul", "simulated", "WORKSPACE_BYTES"]
+__all__ = ["Problem", "plan", "GemmRoute", "gemm_route", "simulated", "WORKSPACE_BYTES"]
 
 WORKSPACE_BYTES = 32 << 20
 _TYPES = ("float16", "float32", "float64", "complex64", "complex128")
@@ -89,7 +83,6 @@ def _batch_stride(shape, strides, itemsize, batch_shape):
     return 0 if stride is None else stride
 
 
-@functools.lru_cache(maxsize=4096)
 def plan(a_shape, a_strides, b_shape, b_strides, dtype) -> tuple:
     """``(problem, copy_a, copy_b)`` for ``a @ b`` (at least 2-d, inner sizes equal, none zero):
     ``copy_x`` says the operand must first be made contiguous (over the broadcast batch)."""
@@ -296,27 +289,3 @@ class _Lt:
         stream = self.cp.cuda.get_current_stream().ptr
         self.lt.matmul(self.handle, desc, alpha.ctypes.data, ptrs[0], la, ptrs[1], lb, beta.ctypes.data,
                        ptrs[2], ld, ptrs[2], ld, result.ptr, self.workspace.data.ptr, WORKSPACE_BYTES, stream)
-
-
-_EAGER: dict = {}       # (device index, stream pointer) -> GemmRoute, or None where there is none
-
-
-def eager_matmul(xp, a, b, out=None):
-    """``a @ b`` of device arrays through the device's cuBLASLt route (cupy, or the simulated device's
-    stand-in), or ``None`` where there is no route (no nvmath-python): the caller then runs cupy's."""
-    stream = xp.cuda.get_current_stream()
-    index = a.device.id
-    key = (index, getattr(stream, "ptr", 0))
-    route = _EAGER.get(key, False)
-    if route is False:
-        route = _EAGER[key] = gemm_route(xp, _Device(index))[0]
-    return None if route is None else route.matmul(a, b, out=out)
-
-
-class _Device:
-    """What ``gemm_route`` reads of a tapelab device: its index."""
-
-    __slots__ = ("index",)
-
-    def __init__(self, index: int):
-        self.index = index

@@ -24,8 +24,6 @@ import os
 import numpy as np
 
 from ..base import pool, runtime
-from ..base.meta import has_data
-from . import cublaslt
 from .switch import enabled, loops
 
 __all__ = ["gemm", "gemms", "gemm_here", "prepack", "GEMM_PARALLEL_MIN"]
@@ -59,11 +57,6 @@ def gemm(xp, a, b, out=None):
     """``xp.matmul(a, b, out=out)``, in blocks over the intra-op threads when it is large enough."""
     if (xp is not np or type(a) is not np.ndarray or type(b) is not np.ndarray      # cupy, a sparse COO operand
             or a.ndim < 2 or b.ndim < 2 or a.dtype != b.dtype or a.dtype not in _BLAS_DTYPES):
-        if (xp is not np and has_data(xp) and hasattr(xp, "cuda") and isinstance(a, xp.ndarray)
-                and isinstance(b, xp.ndarray) and a.ndim >= 2 and b.ndim >= 2):
-            res = cublaslt.eager_matmul(xp, a, b, out)      # cuda: cuBLASLt, planned once per layout
-            if res is not None:
-                return res
         return xp.matmul(a, b) if out is None else xp.matmul(a, b, out=out)
     m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
     if a.ndim == b.ndim == 2 and (m < OWN_MIN_ROWS or k < OWN_MIN_K or n < OWN_MIN_COLS) and m * k * n < GEMM_PARALLEL_MIN:
