@@ -97,3 +97,13 @@ def test_cpu_scalar_tensor_joins_a_cuda_elementwise_op_and_gets_its_gradient():
         with pytest.raises(RuntimeError, match="same device"):
             x @ tapelab.ones(3, 3)
 
+
+
+def test_cpu_scalar_tensor_fills_and_masked_fills_a_cuda_tensor():
+    """``fill_``/``masked_fill`` take a 0-d cpu value tensor on cuda, as PyTorch's TensorIterator ops do."""
+    with simulated_cuda(0) as dev:
+        x = tapelab.zeros(3, device=dev)
+        x.fill_(tapelab.tensor(2.0))
+        y = x.masked_fill(tapelab.tensor([True, False, True], device=dev), tapelab.tensor(5.0))
+        assert x.device.type == y.device.type == "cuda"
+        np.testing.assert_array_equal(y.cpu().numpy(), [5.0, 2.0, 5.0])

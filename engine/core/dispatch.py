@@ -747,13 +747,17 @@ def _broadcast_message(shapes) -> str:
     return f"shapes {[list(s) for s in shapes]} cannot be broadcast together"
 
 
+# ops PyTorch also runs through TensorIterator (so a 0-d cpu tensor may join them), besides elementwise maps
+_ITERATOR_OPS = frozenset({"fill", "masked_fill"})
+
+
 def _cpu_scalars_moved(op, args):
     """PyTorch's exception to one device per op: an elementwise op takes 0-d cpu tensors beside tensors
     of one other device (``x_cuda * torch.tensor(2.0)``, ``loss + cpu_scalar``). They are moved there
     by a differentiable copy, so their gradient comes back to the cpu; any other mix is refused."""
     devs = {a._device for a in args if isinstance(a, Tensor)}
     other = [d for d in devs if d.type != "cpu"]
-    if not op.elementwise or len(other) != 1 or len(devs) != 2 or any(
+    if not (op.elementwise or op.name in _ITERATOR_OPS) or len(other) != 1 or len(devs) != 2 or any(
             isinstance(a, Tensor) and a._device is not other[0] and a._data.ndim for a in args):
         _device_mismatch(op, args)
     return tuple(a.to(other[0]) if isinstance(a, Tensor) and a._device is not other[0] else a for a in args)
