@@ -50,6 +50,7 @@ sys.path.insert(0, os.path.join(ROOT, "tests"))  # the op database lives in test
 import tapelab  # noqa: E402
 from opdb.ondevice import host, run_case  # noqa: E402
 from tapelab import _backend  # noqa: E402
+from gpu_models import MODELS, _data, _max_diff, _median_step_ms, _setup, _torch_cuda, make_mlp  # noqa: E402
 
 def check_opdb(dev, pattern: str = "", dtypes=("float32", "float64"), shard=(0, 1)):
     """Every OpInfo sample on ``dev`` against cpu (ops ``k, k+n, ...`` for ``shard=(k, n)``).
@@ -95,79 +96,6 @@ def check_opdb_sharded(pattern: str, jobs: int):
     return n, failures
 
 
-# ---------------------------------------------------------------- models (written once for tapelab and torch)
-def make_mlp(m, rng, sizes=(784, 512, 512, 10), act="ReLU"):
-    layers = []
-    for i, (a, b) in enumerate(zip(sizes[:-1], sizes[1:])):
-        layers.append(m.nn.Linear(a, b))
-        if i < len(sizes) - 2:
-            layers.append(getattr(m.nn, act)())
-    return _seeded(m, m.nn.Sequential(*layers), rng)
-
-
-def make_gelu_mlp(m, rng):
-    return make_mlp(m, rng, (784, 1024, 1024, 10), "GELU")
-
-
-def make_cnn(m, rng):
-    nn = m.nn
-    model = nn.Sequential(nn.Conv2d(1, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(), nn.MaxPool2d(2),
-                          nn.Conv2d(8, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(), nn.MaxPool2d(2),
-                          nn.Flatten(), nn.Linear(16 * 7 * 7, 10))
-    return _seeded(m, model, rng)
-
-
-def make_block(m, rng, d=128, heads=4, ff=256, vocab=100, seq=64, **layer):
-    nn = m.nn
-
-    class Block(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.layer = nn.TransformerEncoderLayer(d, heads, ff, dropout=0.0, batch_first=True, **layer)
-            self.head = nn.Linear(d, vocab)
-            self.register_buffer("mask", nn.Transformer.generate_square_subsequent_mask(seq))
-
-        def forward(self, x):
-            return self.head(self.layer(x, src_mask=self.mask, is_causal=True)).reshape(-1, vocab)
-    return _seeded(m, Block(), rng)
-
-
-def make_gpt_block(m, rng):
-    return make_block(m, rng, activation="gelu", norm_first=True)
-
-
-def _seeded(m, model, rng):
-    with m.no_grad():
-        for _, p in model.named_parameters():
-            p.copy_(m.tensor(rng.uniform(-0.1, 0.1, tuple(p.shape)).astype(np.float32)))
-    return model
-
-
-MODELS = {  # name -> (builder, input shape, classes)
-    "MLP 784-512-512-10, batch 64": (make_mlp, (64, 784), 10),
-    "GELU MLP 784-1024-1024-10, batch 64": (make_gelu_mlp, (64, 784), 10),
-    "CNN conv-bn-relu-pool x2, batch 16": (make_cnn, (16, 1, 28, 28), 10),
-    "Transformer block d128, batch 8x64": (make_block, (8, 64, 128), 100),
-    "GPT block d128 (pre-norm, GELU), batch 8x64": (make_gpt_block, (8, 64, 128), 100),
-}
-
-
-def _data(shape, classes, seed=0):
-    rng = np.random.default_rng(seed)
-    x = rng.standard_normal(shape).astype(np.float32)
-    n = shape[0] * (shape[1] if len(shape) == 3 else 1)
-    return x, rng.integers(0, classes, n).astype(np.int64)
-
-
-def _setup(m, name, device):
-    """Model ``name`` (seeded weights), its data and an SGD-momentum optimizer, in library ``m`` on ``device``."""
-    build, shape, classes = MODELS[name]
-    model = build(m, np.random.default_rng(0)).to(device)
-    x_np, y_np = _data(shape, classes)
-    x, y = m.tensor(x_np).to(device), m.tensor(y_np).to(device)
-    return model, x, y, m.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-
-
 def train(m, name, device, steps=5):
     """Losses of ``steps`` SGD-momentum steps and the final weights (as numpy)."""
     model, x, y, opt = _setup(m, name, device)
@@ -180,13 +108,6 @@ def train(m, name, device, steps=5):
         losses.append(float(loss.item()))
     weights = {k: np.asarray(v.detach().cpu()) for k, v in model.state_dict().items()}
     return losses, weights
-
-
-def _max_diff(a, b) -> float:
-    """Largest |a - b|, counting equal entries (infinities of a mask too) as 0 and NaN vs number as inf."""
-    a, b = a.astype(np.float64), b.astype(np.float64)
-    same = (a == b) | (np.isnan(a) & np.isnan(b))
-    return float(np.max(np.where(same, 0.0, np.nan_to_num(np.abs(a - b), nan=np.inf)), initial=0.0))
 
 
 def check_training(dev, pattern="", steps=5):
@@ -298,14 +219,6 @@ def check_captured_steps(dev, pattern="", replays=5, time_it=True):
     return rows
 
 
-def _torch_cuda():
-    try:
-        import torch
-    except ImportError:
-        return None
-    return torch if torch.cuda.is_available() else None
-
-
 def _check_captured(name, dev, torch, replays, time_it):
     _, shape, classes = MODELS[name]
     sides = {"eager": (tapelab, dev), "graph": (tapelab, dev)}
@@ -363,19 +276,6 @@ def _check_captured(name, dev, torch, replays, time_it):
 
 
 # ---------------------------------------------------------------- timing against PyTorch CUDA
-def _median_step_ms(step, sync, warmup=3, reps=20):
-    for _ in range(warmup):
-        step()
-    sync()
-    times = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        step()
-        sync()
-        times.append(time.perf_counter() - t0)
-    return 1e3 * float(np.median(times))
-
-
 def _timed_step(m, name, device):
     model, x, y, opt = _setup(m, name, device)
 

@@ -13,7 +13,8 @@ from __future__ import annotations
 import numpy as np
 
 import tapelab
-from gpu_check import MODELS, _data, _max_diff, _median_step_ms, _setup, _torch_cuda, host
+from gpu_models import MODELS, _data, _max_diff, _median_step_ms, _setup, _torch_cuda
+from opdb.ondevice import host
 
 COMPILED = ("GELU MLP 784-1024-1024-10, batch 64", "Transformer block d128, batch 8x64",
             "GPT block d128 (pre-norm, GELU), batch 8x64")
