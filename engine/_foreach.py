@@ -14,7 +14,7 @@ from numbers import Number
 
 from .core.tensor import Tensor
 from .ops.reduce import vector_norm
-from .ops.elementwise import pow as _pow
+from .ops.elementwise import lerp_arrays_, pow as _pow
 
 __all__: list = []
 
@@ -160,7 +160,10 @@ def _foreach_lerp(self, tensors1, weight):
 def _foreach_lerp_(self, tensors1, weight):
     """``t.lerp_(e, w)`` for each tensor (the model-EMA update); returns ``self``."""
     tensors = _tensors("lerp_", self)
-    for t, e, w in zip(tensors, _operands("lerp_", tensors, tensors1), _operands("lerp_", tensors, weight, 3)):
+    ends = _operands("lerp_", tensors, tensors1)
+    if not isinstance(weight, (list, tuple)) and lerp_arrays_(list(zip(tensors, ends)), weight):
+        return self                     # nobody watching, float32 arrays: the loop on each, no dispatch
+    for t, e, w in zip(tensors, ends, _operands("lerp_", tensors, weight, 3)):
         t.lerp_(e, w)
     return self
 

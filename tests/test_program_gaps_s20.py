@@ -33,3 +33,35 @@ def test_index_select_of_a_scalar_out_of_range():
     with pytest.raises(IndexError, match="index out of range in self"):
         tapelab.tensor(5.0).index_select(0, tapelab.tensor([1]))
     np.testing.assert_array_equal(tapelab.tensor(5.0).index_select(0, tapelab.tensor([0])).numpy(), 5.0)
+
+
+def _ema_lists(lib, rng_seed=0):
+    rng = np.random.default_rng(rng_seed)
+    shapes = [(64, 784), (64,), (10, 64), (10,)]
+    params = [lib.tensor(rng.standard_normal(s).astype(np.float32)) for s in shapes]
+    ema = [lib.tensor(rng.standard_normal(s).astype(np.float32)) for s in shapes]
+    return ema, params
+
+
+@pytest.mark.parametrize("weight", [0.001, 0.9])      # both of lerp's exact forms (|w| < 0.5 and not)
+def test_foreach_lerp_on_arrays_equals_torch_and_moves_versions(weight):
+    """``torch._foreach_lerp_(ema, params, w)`` (a model-EMA update) runs the float32 loop on the arrays
+    when nobody watches: PyTorch's floats bit for bit, each tensor's version moved once."""
+    ema, params = _ema_lists(tapelab)
+    tema, tparams = _ema_lists(torch)
+    versions = [t._version for t in ema]
+    assert tapelab._foreach_lerp_(ema, params, weight) is ema
+    torch._foreach_lerp_(tema, tparams, weight)
+    for a, b, v in zip(ema, tema, versions):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+        assert a._version == v + 1
+
+
+def test_foreach_lerp_under_a_tape_records_each_update():
+    ema, params = _ema_lists(tapelab)
+    ref, _ = _ema_lists(tapelab)
+    with tapelab.tape() as t:
+        tapelab._foreach_lerp_(ema, params, 0.01)
+    for a, r, p in zip(ema, ref, params):
+        np.testing.assert_array_equal(a.numpy(), r.lerp_(p, 0.01).numpy())
+    assert [n.op for n in t.nodes] == ["lerp"] * 4       # the tape sees each update

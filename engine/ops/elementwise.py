@@ -824,9 +824,31 @@ def _lerp_loop(a, b, w, out):
     ``out`` (which may be ``a`` itself)."""
     w = np.float32(w)
     small = bool(-0.5 < w < 0.5)
-    kernels.parallel(kernels.loops("pointwise").lerp, 3, a.reshape(-1), b.reshape(-1), out.reshape(-1),
-                     w if small else w - np.float32(1), not small)
+    loop, coeff = kernels.loops("pointwise").lerp, w if small else w - np.float32(1)
+    o = out
+    if a.ndim != 1:
+        a, b, o = a.reshape(-1), b.reshape(-1), out.reshape(-1)
+    if a.size < kernels.PARALLEL_MIN:      # the pool would run it whole: the loop, without its bookkeeping
+        loop(a, b, o, coeff, not small)
+    else:
+        kernels.parallel(loop, 3, a, b, o, coeff, not small)
     return out
+
+
+def lerp_arrays_(pairs, weight) -> bool:
+    """``t.lerp_(e, weight)`` for each ``(t, e)`` of ``pairs`` straight on their arrays, the version
+    counters moved as the op moves them, when nobody watches and every pair takes the float32 loop
+    (a model-EMA update ``torch._foreach_lerp_(ema, params, 1 - decay)``: the dispatch per tensor
+    cost more than the loop); the same floats as ``lerp_``. False (nothing done) otherwise."""
+    if _DISPATCH.slow or type(weight) not in (float, int):
+        return False
+    for t, e in pairs:
+        if t.requires_grad or e.requires_grad or t._data.shape != e._data.shape or not _one_pass(np, t._data, e._data):
+            return False
+    for t, e in pairs:
+        _lerp_loop(t._data, e._data, weight, t._data)
+        t._vc[0] += 1
+    return True
 
 
 def _lerp_out(xp, a, b, w, *, out):
