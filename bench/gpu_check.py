@@ -50,7 +50,7 @@ sys.path.insert(0, os.path.join(ROOT, "tests"))  # the op database lives in test
 import tapelab  # noqa: E402
 from opdb.ondevice import host, run_case  # noqa: E402
 from tapelab import _backend  # noqa: E402
-from gpu_models import MODELS, _data, _max_diff, _median_step_ms, _setup, _torch_cuda, make_mlp  # noqa: E402
+from gpu_models import MODELS, _data, _max_diff, _median_step_ms, _setup, _torch_cuda, make_mlp, sgd_step  # noqa: E402
 
 def check_opdb(dev, pattern: str = "", dtypes=("float32", "float64"), shard=(0, 1)):
     """Every OpInfo sample on ``dev`` against cpu (ops ``k, k+n, ...`` for ``shard=(k, n)``).
@@ -98,14 +98,9 @@ def check_opdb_sharded(pattern: str, jobs: int):
 
 def train(m, name, device, steps=5):
     """Losses of ``steps`` SGD-momentum steps and the final weights (as numpy)."""
-    model, x, y, opt = _setup(m, name, device)
-    losses = []
-    for _ in range(steps):
-        opt.zero_grad()
-        loss = m.nn.functional.cross_entropy(model(x), y)
-        loss.backward()
-        opt.step()
-        losses.append(float(loss.item()))
+    built = _setup(m, name, device)
+    model, step = built[0], sgd_step(m, built)
+    losses = [float(step().item()) for _ in range(steps)]
     weights = {k: np.asarray(v.detach().cpu()) for k, v in model.state_dict().items()}
     return losses, weights
 
@@ -276,16 +271,6 @@ def _check_captured(name, dev, torch, replays, time_it):
 
 
 # ---------------------------------------------------------------- timing against PyTorch CUDA
-def _timed_step(m, name, device):
-    model, x, y, opt = _setup(m, name, device)
-
-    def step():
-        opt.zero_grad()
-        m.nn.functional.cross_entropy(model(x), y).backward()
-        opt.step()
-    return step
-
-
 def time_against_torch(dev, pattern=""):
     rows = []
     try:
@@ -296,8 +281,9 @@ def time_against_torch(dev, pattern=""):
     for name in ("MLP 784-512-512-10, batch 64", "Transformer block d128, batch 8x64"):
         if pattern and pattern.lower() not in name.lower():
             continue
-        ours = _median_step_ms(_timed_step(tapelab, name, dev), tapelab.cuda.synchronize)
-        theirs = _median_step_ms(_timed_step(torch, name, "cuda"), torch.cuda.synchronize) if have_torch else None
+        ours = _median_step_ms(sgd_step(tapelab, _setup(tapelab, name, dev)), tapelab.cuda.synchronize)
+        theirs = (_median_step_ms(sgd_step(torch, _setup(torch, name, "cuda")), torch.cuda.synchronize)
+                  if have_torch else None)
         rows.append((name, ours, theirs))
         replay = _median_step_ms(_captured_step(name, dev), tapelab.cuda.synchronize)
         rows.append(("  the same, captured: Graph.replay()", replay, theirs))

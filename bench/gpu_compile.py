@@ -13,33 +13,21 @@ from __future__ import annotations
 import numpy as np
 
 import tapelab
-from gpu_models import MODELS, _data, _max_diff, _median_step_ms, _setup, _torch_cuda
+from gpu_models import MODELS, _data, _max_diff, _median_step_ms, _setup, _torch_cuda, sgd_step
 from opdb.ondevice import host
 
 COMPILED = ("GELU MLP 784-1024-1024-10, batch 64", "Transformer block d128, batch 8x64",
             "GPT block d128 (pre-norm, GELU), batch 8x64")
 
 
-def _feed(m, side, seed, dev):
-    _, shape, classes = MODELS[side[0]]
+def _feed(m, name, built, seed, dev):
+    """Step ``seed``'s batch of model ``name`` into ``built``'s static input and target."""
+    _, shape, classes = MODELS[name]
     x_np, y_np = _data(shape, classes, seed=seed)
-    _, x, y, _ = side[1]
+    _, x, y, _ = built
     with m.no_grad():
         x.copy_(m.tensor(x_np).to(dev))
         y.copy_(m.tensor(y_np).to(dev))
-
-
-def _step(m, built, model):
-    """One SGD step of ``built`` (model, x, y, opt) through ``model`` (the module or its compiled form)."""
-    _, x, y, opt = built
-
-    def step():
-        opt.zero_grad(set_to_none=True)
-        loss = m.nn.functional.cross_entropy(model(x), y)
-        loss.backward()
-        opt.step()
-        return loss
-    return step
 
 
 def _fused_events(step) -> int:
@@ -54,11 +42,11 @@ def compiled_row(name: str, dev, torch, steps: int = 5, time_it: bool = True):
     eager = _setup(tapelab, name, dev)
     comp = _setup(tapelab, name, dev)
     compiled = tapelab.compile(comp[0])
-    e_step, c_step = _step(tapelab, eager, eager[0]), _step(tapelab, comp, compiled)
+    e_step, c_step = sgd_step(tapelab, eager), sgd_step(tapelab, comp, compiled)
     e_loss, c_loss = [], []
     for i in range(steps):
-        _feed(tapelab, (name, eager), i, dev)
-        _feed(tapelab, (name, comp), i, dev)
+        _feed(tapelab, name, eager, i, dev)
+        _feed(tapelab, name, comp, i, dev)
         e_loss.append(float(e_step().item()))
         c_loss.append(float(c_step().item()))
     np.testing.assert_allclose(c_loss, e_loss, rtol=1e-4, atol=1e-5, err_msg="compiled losses vs eager")
@@ -85,7 +73,7 @@ def compiled_row(name: str, dev, torch, steps: int = 5, time_it: bool = True):
         times["captured"] = _median_step_ms(g.replay, sync)
         if torch is not None:
             built = _setup(torch, name, "cuda")
-            times["torch"] = _median_step_ms(_step(torch, built, built[0]), torch.cuda.synchronize)
+            times["torch"] = _median_step_ms(sgd_step(torch, built), torch.cuda.synchronize)
     return name, ok, detail, times
 
 

@@ -79,6 +79,22 @@ def _setup(m, name, device):
     return model, x, y, m.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
 
 
+def sgd_step(m, built, model=None):
+    """One training step of ``built`` (model, x, y, opt from ``_setup``) as a function returning the
+    loss: ``zero_grad``, cross-entropy through ``model`` (the module itself, or its compiled form),
+    ``backward``, ``step``."""
+    model = built[0] if model is None else model
+    _, x, y, opt = built
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        loss = m.nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+    return step
+
+
 def _max_diff(a, b) -> float:
     """Largest |a - b|, counting equal entries (infinities of a mask too) as 0 and NaN vs number as inf."""
     a, b = a.astype(np.float64), b.astype(np.float64)
