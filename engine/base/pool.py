@@ -168,11 +168,7 @@ def run_blocks(fn, blocks, key=None, work: int = 1, whole: tuple | None = None) 
     if getattr(_LOCAL, "worker", False) or not _BUSY.acquire(blocking=False):
         _run_whole(fn, blocks, whole)
         return
-    timing = None
-    if key is not None:
-        timing = _TIMINGS.get((key, work.bit_length()))
-        if timing is None:
-            timing = _TIMINGS[(key, work.bit_length())] = _Timings()
+    timing = None if key is None else _timings(key, work)
     way = 1 if timing is None else timing.choose()
     start = time.perf_counter()
     if way:
@@ -192,14 +188,20 @@ def timed(key, work: int, split, whole):
     ``work``'s size class, timed as ``run_blocks`` times its two ways: for work whose split runs
     elsewhere than this pool (our GEMM's parts on numba's OpenMP threads, ``kernels/sgemm.py``).
     Both must give the same result."""
-    timing = _TIMINGS.get((key, work.bit_length()))
-    if timing is None:
-        timing = _TIMINGS[(key, work.bit_length())] = _Timings()
+    timing = _timings(key, work)
     way = timing.choose()
     start = time.perf_counter()
     result = split() if way else whole()
     timing.record(way, time.perf_counter() - start, work)
     return result
+
+
+def _timings(key, work: int) -> "_Timings":
+    """The two ways' timings of ``key``'s work in ``work``'s size class (a power of two)."""
+    timing = _TIMINGS.get((key, work.bit_length()))
+    if timing is None:
+        timing = _TIMINGS[(key, work.bit_length())] = _Timings()
+    return timing
 
 
 def _run_whole(fn, blocks, whole: tuple | None) -> None:
