@@ -89,12 +89,17 @@ def _child(q):
     q.put((loops("sgemm").parallel_parts(2), bool(np.array_equal(out, G.gemm(np, a, b)))))
 
 
-def test_fork_child_after_regions(threads):
+def _after_regions(seed: int) -> None:
+    """Two threads, and 40 products whose parts ran on numba's threads: the OpenMP layer is started."""
     tapelab.set_num_threads(2)
-    rng = np.random.default_rng(2)
+    rng = np.random.default_rng(seed)
     a, b = rng.standard_normal((64, 512), np.float32), rng.standard_normal((512, 512), np.float32)
     for _ in range(40):
         G.gemm(np, a, b)
+
+
+def test_fork_child_after_regions(threads):
+    _after_regions(2)
     ctx = mp.get_context("fork")
     q = ctx.Queue()
     p = ctx.Process(target=_child, args=(q,))
@@ -105,11 +110,7 @@ def test_fork_child_after_regions(threads):
 
 
 def test_dataloader_fork_workers_after_regions(threads):
-    tapelab.set_num_threads(2)
-    rng = np.random.default_rng(3)
-    a, b = rng.standard_normal((64, 512), np.float32), rng.standard_normal((512, 512), np.float32)
-    for _ in range(40):
-        G.gemm(np, a, b)
+    _after_regions(3)
 
     class DS(tapelab.utils.data.Dataset):
         def __len__(self):

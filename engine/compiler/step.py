@@ -188,9 +188,8 @@ class Step:
     def _backward_arrays_out(self, xp, g, *arrays, saved: list, mask: tuple, out: tuple):
         """``_backward_arrays`` written into ``out`` (a captured replay's gradient buffers); a gradient the
         kernel does not make (None) is zeroed there."""
-        full, given = [], iter(out)
-        for m in mask:
-            full.append(next(given) if m else None)
+        given = iter(out)
+        full = [next(given) if m else None for m in mask]
         grads = self.bwd_fn.out(g, *saved, *arrays[:len(self.tensor_at)], out=tuple(full))
         for d, o in zip(grads, full):
             if d is None and o is not None:

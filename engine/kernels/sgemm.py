@@ -382,14 +382,14 @@ def _probe() -> None:
     """Load numba's threading layer (libgomp with a bounded spin, ``GOMP_SPINCOUNT``) and note
     whether it is one that forks cheaply."""
     import numba
-    unset = [v for v in ("GOMP_SPINCOUNT",) if "OMP_WAIT_POLICY" not in os.environ and v not in os.environ]
-    for v in unset:
-        os.environ[v] = GOMP_SPINCOUNT
+    bound = "OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ
+    if bound:
+        os.environ["GOMP_SPINCOUNT"] = GOMP_SPINCOUNT
     try:
         _sgemm_parallel(np.zeros((1, 1), np.float32), np.zeros((1, NR), np.float32), np.zeros((1, 1), np.float32), 1)
     finally:
-        for v in unset:
-            os.environ.pop(v, None)
+        if bound:
+            os.environ.pop("GOMP_SPINCOUNT", None)
     _PARALLEL.append(numba.threading_layer() in ("omp", "tbb"))
 
 
