@@ -6,6 +6,7 @@ import pytest
 import torch
 
 import tapelab
+from tapelab.core.dispatch import Mode
 
 
 @pytest.mark.parametrize("index", [[0], 0])
@@ -65,3 +66,35 @@ def test_foreach_lerp_under_a_tape_records_each_update():
     for a, r, p in zip(ema, ref, params):
         np.testing.assert_array_equal(a.numpy(), r.lerp_(p, 0.01).numpy())
     assert [n.op for n in t.nodes] == ["lerp"] * 4       # the tape sees each update
+
+
+def test_foreach_lerp_of_trained_parameters_under_no_grad_is_the_arrays_loop():
+    """The EMA's usual frame: ``@torch.no_grad()`` around ``_foreach_lerp_(ema, model.parameters(), w)``,
+    the parameters requiring grad. The update takes the arrays' loop (no op dispatched: a mode sees
+    none), gives PyTorch's floats, and leaves the EMA not requiring grad."""
+    ema, params = _ema_lists(tapelab)
+    tema, tparams = _ema_lists(torch)
+    for p in params + tparams:
+        p.requires_grad_()
+
+    class Seen(Mode):
+        ops: list = []
+
+        def dispatch(self, op, args, kw):
+            Seen.ops.append(op.name)
+            return super().dispatch(op, args, kw)
+    from tapelab.ops.elementwise import lerp_arrays_
+    with tapelab.no_grad():
+        assert lerp_arrays_(list(zip(ema, params)), 0.001)          # the arrays' loop takes it
+    assert not lerp_arrays_(list(zip(_ema_lists(tapelab)[0], params)), 0.001)   # grad on: dispatched
+    with torch.no_grad():
+        torch._foreach_lerp_(tema, tparams, 0.001)
+    for a, b in zip(ema, tema):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+        assert not a.requires_grad
+    ref, _ = _ema_lists(tapelab)
+    with tapelab.no_grad(), Seen():      # while a mode watches, each lerp_ is dispatched: it sees four
+        tapelab._foreach_lerp_(ref, params, 0.001)
+    assert Seen.ops == ["lerp"] * 4
+    for a, r in zip(ema, ref):
+        np.testing.assert_array_equal(a.numpy(), r.numpy())

@@ -17,6 +17,7 @@ from math import prod
 import numpy as np
 
 from ..base.dispatch_state import STATE as _DISPATCH
+from ..base.grad_mode import is_grad_enabled
 from ..core.overrides import handle_torch_function, has_tensor_like
 from .. import kernels
 from ..base import backend as _backend
@@ -842,8 +843,10 @@ def lerp_arrays_(pairs, weight) -> bool:
     cost more than the loop); the same floats as ``lerp_``. False (nothing done) otherwise."""
     if _DISPATCH.slow or type(weight) not in (float, int):
         return False
+    grad = is_grad_enabled()     # under no_grad (an EMA's usual frame) parameters requiring grad take it too
     for t, e in pairs:
-        if t.requires_grad or e.requires_grad or t._data.shape != e._data.shape or not _one_pass(np, t._data, e._data):
+        if (t.grad_fn is not None or (grad and (t.requires_grad or e.requires_grad))
+                or t._data.shape != e._data.shape or not _one_pass(np, t._data, e._data)):
             return False
     for t, e in pairs:
         _lerp_loop(t._data, e._data, weight, t._data)
