@@ -9,9 +9,9 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 __all__ = ["subscribe", "emit", "has_subscribers", "Subscription", "OpRecorded", "BackwardStep",
-           "GraphTraced", "Collective", "KINDS"]
+           "GraphTraced", "Collective", "Made", "KINDS"]
 
-KINDS = ("op", "backward_step", "graph_traced", "capture_done", "profile_ready", "collective")
+KINDS = ("op", "backward_step", "graph_traced", "capture_done", "profile_ready", "collective", "made")
 _subscribers: dict[str, list[Callable]] = {k: [] for k in KINDS}
 _on_change: list[Callable[[], None]] = []
 
@@ -33,6 +33,17 @@ class OpRecorded:
     module: str = ""
     grad_fn: str = ""      # name of the node the output got ("" when it needs no gradient)
     tensors: tuple = field(default=(), repr=False)   # (inputs, output) Tensor objects, for keepers
+
+
+class Made:
+    """One factory or random draw run (``zeros``, ``randn``, ``uniform_``): the ``made`` event, emitted
+    while anyone listens (the profiler names these as PyTorch's factories). Not an ``op`` event:
+    the tape and the views record computations only. ``params`` are the op's; ``result`` its output."""
+
+    __slots__ = ("op", "params", "result", "start_ns", "duration_ns")
+
+    def __init__(self, op, params: dict, result, start_ns: int, duration_ns: int):
+        self.op, self.params, self.result, self.start_ns, self.duration_ns = op, params, result, start_ns, duration_ns
 
 
 class BackwardStep:

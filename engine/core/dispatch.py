@@ -49,6 +49,7 @@ _generic = np.generic
 _get_ident = threading.get_ident
 _OP_SUBSCRIBERS = events._subscribers["op"]  # the live list: a truth test instead of a call
 _OpRecorded = events.OpRecorded
+_MADE_SUBSCRIBERS = events._subscribers["made"]
 
 
 _LOCK = threading.RLock()   # slow is computed from process-wide counts: one writer at a time
@@ -785,6 +786,13 @@ def _observed(op, args, params):
     if modes:
         return modes[-1].dispatch(op, args, params)
     if op.kind != "compute":
+        if _MADE_SUBSCRIBERS:   # the profiler: factories are events of their own, not ``op`` events
+            start = time.perf_counter_ns()
+            out = eager(op, args, params)
+            made = events.Made(op, params, out, start, time.perf_counter_ns() - start)
+            for fn in tuple(_MADE_SUBSCRIBERS):
+                fn(made)
+            return out
         return eager(op, args, params)
     fast = op.fast
     start = time.perf_counter_ns()

@@ -47,8 +47,14 @@ def _arange(xp, *, start, end, step, dtype, device):
     return xp.arange(start, end, step, dtype=dtype.np)
 
 
+def _full_aten(shapes, params) -> str:
+    """PyTorch's factory for a fill of ``fill_value``: ``zeros``, ``ones`` or ``full``."""
+    v = params.get("fill_value")
+    return "zeros(empty, zero_)" if v == 0 else "ones(empty, fill_)" if v == 1 else "full(empty, fill_)"
+
+
 FULL = Op("full", _full, kind="factory",
-          onnx=lambda g, *, size, fill_value, dtype, device: g.full(size, fill_value, dtype))
+          onnx=lambda g, *, size, fill_value, dtype, device: g.full(size, fill_value, dtype), aten=_full_aten)
 EMPTY = Op("empty", lambda xp, *, size, dtype, device: xp.empty(size, dtype.np), kind="factory",
            onnx=lambda g, *, size, dtype, device: g.full(size, 0, dtype))
 ARANGE = Op("arange", _arange, kind="factory", onnx=_onnx_arange)
@@ -72,7 +78,7 @@ LOGSPACE = Op("logspace", lambda xp, *, start, end, steps, base, dtype, device:
               xp.logspace(start, end, steps, base=base, dtype="float64").astype(dtype.np), kind="factory")
 EYE = Op("eye", lambda xp, *, n, m, dtype, device: xp.eye(n, m, dtype=dtype.np), kind="factory")
 # host data (an array the public function prepared) placed on the device, shared where it can be
-TENSOR = Op("tensor", lambda xp, *, data, device: xp.asarray(data), kind="factory")
+TENSOR = Op("tensor", lambda xp, *, data, device: xp.asarray(data), kind="factory", aten="lift_fresh")
 FROM_DLPACK = Op("from_dlpack", lambda xp, *, ext, device: xp.from_dlpack(ext), kind="factory")
 
 

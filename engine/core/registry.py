@@ -86,11 +86,18 @@ class Op:
             ``backward_name(input_ndims, params) -> str`` where PyTorch's depends on the call (``linear`` on a
             matrix is ``AddmmBackward0``), ``input_ndims`` holding each input's ndim (None for a
             non-tensor, and for every input once the node's saved inputs are freed).
+        aten: PyTorch's operator call for this op, as its profiler names the events (``torch.profiler``
+            keys, tables, traces: ``profiler/names.py``), where it is not ``aten::<name>``: the call
+            tree ``"linear(t, addmm)"`` (names without ``::`` are ``aten::`` ones; the nested calls in
+            parentheses; ``*`` marks the call that carries the FLOPs), or ``aten(input_shapes, params)
+            -> str`` where it depends on the call (``matmul`` of two matrices is ``matmul(mm)``);
+            ``params`` are the op's for factories, empty for other ops (their events carry none).
     """
 
     __slots__ = ("name", "fwd", "vjp", "promote", "saves", "save_output", "elementwise",
                  "n_extra", "n_kept", "is_view", "kind", "onnx", "cost", "ufunc", "out_form", "data_dependent",
-                 "aliases", "inplace", "operator", "backward_name", "complex", "complex_error", "fast", "fwd_out", "node_type")
+                 "aliases", "inplace", "operator", "backward_name", "complex", "complex_error", "fast", "fwd_out",
+                 "node_type", "aten")
 
     def __init__(self, name: str, fwd: Callable, vjp: Callable | None = None, *,
                  promote: str | None = None, saves: str = ALL, save_output: bool = False,
@@ -99,7 +106,8 @@ class Op:
                  data_dependent: str | None = None, onnx=None, cost=None, aliases: tuple = (),
                  inplace: tuple = (), operator: str | None = None, complex: bool | None = None,
                  complex_error: tuple | None = None, fwd_out: Callable | None = None, contiguous: bool = False,
-                 backward_name: str | Callable[[tuple | None, dict], str] | None = None):
+                 backward_name: str | Callable[[tuple | None, dict], str] | None = None,
+                 aten: str | Callable[[tuple, dict], str] | None = None):
         if name in REGISTRY:
             raise ValueError(f"op {name!r} is already registered")
         if kind not in KINDS:
@@ -115,6 +123,7 @@ class Op:
         self.fast = None   # the dispatcher's compiled eager path (core/dispatch.py), made at first use
         self.node_type = None   # the class of its nodes, made at the first (core/node.py: node_type)
         self.backward_name = backward_name or "".join(p.capitalize() for p in name.split("_")) + "Backward0"
+        self.aten = aten
         REGISTRY[name] = self
 
     def __repr__(self) -> str:

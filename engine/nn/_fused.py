@@ -139,12 +139,15 @@ def _log_softmax_bwd_vjp(v, out, g, y, *, dim):
 
 
 _softmax = Op("softmax", _softmax_fwd, lambda g, out, x, *, dim: (apply(_softmax_bwd, g, out, dim=dim),),
-              saves=NONE, save_output=True, cost=_numel, onnx=lambda g, x, *, dim: g.op("Softmax", x, axis=dim))
-_softmax_bwd = Op("softmax_backward", _softmax_bwd_fwd, _softmax_bwd_vjp, cost=_numel)
+              saves=NONE, save_output=True, cost=_numel, onnx=lambda g, x, *, dim: g.op("Softmax", x, axis=dim),
+              aten="softmax(_softmax)")
+_softmax_bwd = Op("softmax_backward", _softmax_bwd_fwd, _softmax_bwd_vjp, cost=_numel, aten="_softmax_backward_data")
 _log_softmax = Op("log_softmax", _log_softmax_fwd,
                   lambda g, out, x, *, dim: (apply(_log_softmax_bwd, g, out, dim=dim),),
-                  saves=NONE, save_output=True, cost=_numel, onnx=lambda g, x, *, dim: g.op("LogSoftmax", x, axis=dim))
-_log_softmax_bwd = Op("log_softmax_backward", _log_softmax_bwd_fwd, _log_softmax_bwd_vjp, cost=_numel)
+                  saves=NONE, save_output=True, cost=_numel, onnx=lambda g, x, *, dim: g.op("LogSoftmax", x, axis=dim),
+                  aten="log_softmax(_log_softmax)")
+_log_softmax_bwd = Op("log_softmax_backward", _log_softmax_bwd_fwd, _log_softmax_bwd_vjp, cost=_numel,
+                      aten="_log_softmax_backward_data")
 
 
 def softmax(x: Tensor, dim: int) -> Tensor:
@@ -259,9 +262,9 @@ def _ln_vjp(g, out, x, *affine, dims, eps, has_weight):
 
 
 _ln = Op("layer_norm", _ln_fwd, _ln_vjp, promote="float", saves=OTHERS, cost=lambda s, out: 8 * math.prod(out),
-         onnx=_onnx_layer_norm, backward_name="NativeLayerNormBackward0")
+         onnx=_onnx_layer_norm, backward_name="NativeLayerNormBackward0", aten="layer_norm(native_layer_norm)")
 _ln_bwd = Op("layer_norm_backward", _ln_bwd_fwd, None, promote="float", n_extra=2,
-             cost=lambda s, out: 10 * math.prod(s[1]))
+             cost=lambda s, out: 10 * math.prod(s[1]), aten="native_layer_norm_backward")
 
 
 def layer_norm(x: Tensor, n_dims: int, weight: Tensor | None, bias: Tensor | None, eps: float) -> Tensor:
@@ -687,11 +690,14 @@ def _ce_vjp(g, out, x, t, *w, **p):
     return (apply(_ce_bwd, g, x, t, *w, **p), None) + (None,) * len(w)
 
 
-_nll = Op("nll_loss", _nll_fwd, _nll_vjp, saves=NONE, cost=lambda s, out: math.prod(s[1]))
+_nll = Op("nll_loss", _nll_fwd, _nll_vjp, saves=NONE, cost=lambda s, out: math.prod(s[1]),
+          aten="nll_loss_nd(nll_loss(nll_loss_forward))")
 _nll_bwd = Op("nll_loss_backward", _nll_bwd_fwd, _nll_bwd_vjp, saves=NONE, cost=_numel)
 _ce = Op("cross_entropy", _ce_fwd, _ce_vjp, cost=lambda s, out: 4 * math.prod(s[0]),
-         backward_name="NllLossBackward0")   # PyTorch's loss node: nll_loss of log_softmax
-_ce_bwd = Op("cross_entropy_backward", _ce_bwd_fwd, _ce_bwd_vjp, cost=lambda s, out: 4 * math.prod(out))
+         backward_name="NllLossBackward0",   # PyTorch's loss node: nll_loss of log_softmax
+         aten="cross_entropy_loss(log_softmax(_log_softmax), nll_loss_nd(nll_loss(nll_loss_forward)))")
+_ce_bwd = Op("cross_entropy_backward", _ce_bwd_fwd, _ce_bwd_vjp, cost=lambda s, out: 4 * math.prod(out),
+             aten="nll_loss_backward, _log_softmax_backward_data")
 
 
 def nll_loss(logp: Tensor, target: Tensor, weight: Tensor | None, ignore_index: int, reduction: str,

@@ -215,9 +215,12 @@ def _backward_name(input_ndims: tuple, params: dict) -> str:
 
 
 _attention = Op("scaled_dot_product_attention", _fwd, _vjp, cost=_cost, onnx=_onnx_attention,
-                backward_name=_backward_name)
-_bwd = Op("scaled_dot_product_attention_backward", _bwd_fwd, None, n_extra=3)
-_fwd_saving = Op("scaled_dot_product_attention_forward", _fwd_weights, None, n_extra=1)
+                backward_name=_backward_name,
+                aten="scaled_dot_product_attention(_scaled_dot_product_flash_attention_for_cpu)")
+_bwd = Op("scaled_dot_product_attention_backward", _bwd_fwd, None, n_extra=3,
+          aten="_scaled_dot_product_flash_attention_for_cpu_backward")
+_fwd_saving = Op("scaled_dot_product_attention_forward", _fwd_weights, None, n_extra=1,
+                 aten="scaled_dot_product_attention(_scaled_dot_product_flash_attention_for_cpu)")
 _attention_saved = Op("scaled_dot_product_attention_saved_weights", _passthrough, _saved_vjp, n_kept=2,
                       backward_name=_backward_name)
 

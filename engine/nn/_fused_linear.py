@@ -132,9 +132,20 @@ def _backward_name(ndims: tuple, params: dict) -> str:
     return "ViewBackward0" if bias else "UnsafeViewBackward0"
 
 
+def _aten(shapes, params) -> str:
+    """PyTorch's calls for ``linear``: ``addmm`` of a matrix and a bias, else a ``matmul`` (a batch folded
+    to a matrix by views)."""
+    x, bias = len(shapes[0]), len(shapes) == 3
+    if x == 2:
+        return "linear(t, addmm)" if bias else "linear(t, matmul(mm))"
+    if x > 2:
+        return "linear(view, t, addmm, view)" if bias else "linear(t, matmul(view, mm, _unsafe_view))"
+    return "linear(t, matmul(mv), add_)" if bias else "linear(t, matmul(mv))"
+
+
 _linear = Op("linear", _fwd, _vjp, saves=OTHERS, cost=_cost, onnx=_onnx_linear, fwd_out=_fwd_out,
-             backward_name=_backward_name)
-_bwd = Op("linear_backward", _bwd_fwd, None, n_extra=2)
+             backward_name=_backward_name, aten=_aten)
+_bwd = Op("linear_backward", _bwd_fwd, None, n_extra=2, aten="t, mm, t, mm, sum")
 
 
 def applies(input: Tensor, weight: Tensor, bias: Tensor | None) -> bool:

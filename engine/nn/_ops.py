@@ -492,14 +492,42 @@ def _conv_w_cost(shapes, out) -> int:
     return 2 * math.prod(shapes[1]) * math.prod(out[1:])
 
 
+def _conv_aten(shapes, params) -> str:
+    """PyTorch's calls for a convolution, ``conv2d`` by the weight's rank (its FLOPs on ``aten::conv2d``)."""
+    return f"conv{len(shapes[1]) - 2}d*(convolution(_convolution(mkldnn_convolution)))"
+
+
+def _conv_t_aten(shapes, params) -> str:
+    return f"conv_transpose{len(shapes[1]) - 2}d*(convolution(_convolution))"
+
+
+def _by_rank(form: str):
+    """The ``aten`` of a pooling op: ``form`` with ``{n}`` the spatial rank of its (batched) input."""
+    return lambda shapes, params: form.format(n=max(len(shapes[0]) - 2, 1))
+
+
+def _max_pool_node(default: str):
+    """The ``backward_name`` of a max pooling op: PyTorch's ``MaxPool2DWithIndicesBackward0`` for a batch of
+    images (or volumes: 3D), ``default`` for other ranks."""
+    def name(ndims, params) -> str:
+        n = ndims[0] if ndims else None
+        return {None: "MaxPool2DWithIndicesBackward0", 4: "MaxPool2DWithIndicesBackward0",
+                5: "MaxPool3DWithIndicesBackward0"}.get(n, default)
+    return name
+
+
+_BN = "batch_norm(_batch_norm_impl_index(native_batch_norm))"   # PyTorch's calls for F.batch_norm
+
+
 # aliases: the ``torch.<name>`` front ends (tapelab/_nn_toplevel.py) of these ops
 # (the forwards check their operands' dtypes themselves, as ATen refuses mixed ones)
 _conv = Op("convolution", _conv_fwd, _conv_vjp, saves=OTHERS, cost=_conv_cost,
-           aliases=("conv1d", "conv2d"), onnx=_onnx_conv)
+           aliases=("conv1d", "conv2d"), onnx=_onnx_conv, aten=_conv_aten)
 _conv_t = Op("convolution_transpose", _conv_t_fwd, _conv_t_vjp, saves=OTHERS, cost=_conv_t_cost,
              backward_name="ConvolutionBackward0",
-             aliases=("conv_transpose2d",), onnx=_onnx_conv_transpose)
-_conv_w = Op("convolution_weight", _conv_w_fwd, _conv_w_vjp, promote="common", saves=OTHERS, cost=_conv_w_cost)
+             aliases=("conv_transpose2d",), onnx=_onnx_conv_transpose, aten=_conv_t_aten)
+_conv_w = Op("convolution_weight", _conv_w_fwd, _conv_w_vjp, promote="common", saves=OTHERS, cost=_conv_w_cost,
+             aten="convolution_backward")
 
 
 def convolution(x: Tensor, w: Tensor, stride: tuple, pads: tuple, dilation: tuple, groups: int,
@@ -568,11 +596,13 @@ def _put_fwd(xp, g, idx, *, size):
     return res.astype(g.dtype, copy=False).reshape((n, c) + tuple(size))
 
 
-_max_pool_idx = Op("max_pool_indices", _max_pool_idx_fwd, onnx=_onnx_max_pool_indices)
+_max_pool_idx = Op("max_pool_indices", _max_pool_idx_fwd, onnx=_onnx_max_pool_indices,
+                   aten=_by_rank("max_pool{n}d_with_indices"))
 _take = Op("max_pool", _take_fwd, lambda g, out, x, idx: (apply(_put, g, idx, size=tuple(x.shape[2:])), None),
-           saves=NONE, aliases=("max_pool1d", "max_pool2d"), onnx=_onnx_pool_take)
+           saves=NONE, aliases=("max_pool1d", "max_pool2d"), onnx=_onnx_pool_take,
+           backward_name=_max_pool_node("MaxPoolBackward0"), aten=_by_rank("max_pool{n}d"))
 _put = Op("max_pool_backward", _put_fwd, lambda g, out, gy, idx, *, size: (apply(_take, g, idx), None),
-          saves=NONE)
+          saves=NONE, aten=_by_rank("max_pool{n}d_with_indices_backward"))
 
 
 def max_pool(x: Tensor, kernel: tuple, stride: tuple, padding: tuple, dilation: tuple,
@@ -692,10 +722,12 @@ def _max_blocks_take_fwd(xp, g, x, y, *, kernel):
 _max_blocks = Op("max_pool_blocks", _max_blocks_fwd,
                  lambda g, out, x, *, kernel: (apply(_max_blocks_put, g, x.detach(), out.detach(), kernel=kernel),),
                  save_output=True,
-                 onnx=lambda g, x, *, kernel: g.op("MaxPool", x, kernel_shape=list(kernel), strides=list(kernel)))
+                 onnx=lambda g, x, *, kernel: g.op("MaxPool", x, kernel_shape=list(kernel), strides=list(kernel)),
+                 backward_name=_max_pool_node("MaxPoolBlocksBackward0"),
+                 aten=_by_rank("max_pool{n}d(max_pool{n}d_with_indices)"))
 _max_blocks_put = Op("max_pool_blocks_backward", _max_blocks_put_fwd,
                      lambda g, out, gy, x, y, *, kernel: (apply(_max_blocks_take, g, x, y, kernel=kernel), None, None),
-                     saves=OTHERS)
+                     saves=OTHERS, aten=_by_rank("max_pool{n}d_with_indices_backward"))
 _max_blocks_take = Op("max_pool_blocks_take", _max_blocks_take_fwd,
                       lambda g, out, gx, x, y, *, kernel: (apply(_max_blocks_put, g, x, y, kernel=kernel), None, None),
                       saves=OTHERS)
@@ -757,9 +789,10 @@ def _avg_bwd_fwd(xp, g, *, kernel, stride, padding, ceil_mode, count_include_pad
 
 _avg = Op("avg_pool", _avg_fwd,
           lambda g, out, x, **p: (apply(_avg_bwd, g, size=tuple(x.shape[2:]), **p),), saves=NONE,
-          aliases=("avg_pool1d",), onnx=_onnx_avg_pool)
+          aliases=("avg_pool1d",), onnx=_onnx_avg_pool, aten=_by_rank("avg_pool{n}d"))
 _avg_bwd = Op("avg_pool_backward", _avg_bwd_fwd,
-              lambda g, out, gy, *, size, **p: (apply(_avg, g, **p),), saves=NONE)
+              lambda g, out, gy, *, size, **p: (apply(_avg, g, **p),), saves=NONE,
+              aten=_by_rank("avg_pool{n}d_backward"))
 
 
 def avg_pool(x: Tensor, kernel: tuple, stride: tuple, padding: tuple, ceil_mode: bool,
@@ -969,10 +1002,11 @@ def _bn_saved_vjp(g, out, x, *rest, dims, eps, has_weight=False):
 
 
 _bn = Op("batch_norm_normalize", _bn_fwd, _bn_vjp, promote="float", n_extra=3, onnx=_onnx_bn,
-         backward_name="NativeBatchNormBackward0")
-_bn_bwd = Op("batch_norm_backward", _bn_bwd_fwd, _bn_bwd_vjp, promote="float")
-_bn_grads = Op("batch_norm_grads", _bn_grads_fwd, promote="float", n_extra=2)   # runs with grad off only
-_bn_saving = Op("batch_norm_normalize_forward", _bn_fwd_saving, None, promote="float", n_extra=5)
+         backward_name="NativeBatchNormBackward0", aten=_BN)
+_bn_bwd = Op("batch_norm_backward", _bn_bwd_fwd, _bn_bwd_vjp, promote="float", aten="native_batch_norm_backward")
+_bn_grads = Op("batch_norm_grads", _bn_grads_fwd, promote="float", n_extra=2,   # runs with grad off only
+               aten="native_batch_norm_backward")
+_bn_saving = Op("batch_norm_normalize_forward", _bn_fwd_saving, None, promote="float", n_extra=5, aten=_BN)
 _bn_saved = Op("batch_norm_normalize_saved_stats", _bn_passthrough, _bn_saved_vjp, promote="float", n_kept=3,
                backward_name="NativeBatchNormBackward0")
 
@@ -1073,8 +1107,9 @@ def _bn_eval_grads_fwd(xp, g, x, rm, rv, *affine, eps, has_weight, want_x=True):
 
 
 _bn_eval = Op("batch_norm_eval", _bn_eval_fwd, _bn_eval_vjp, promote="float", onnx=_onnx_bn_eval,
-              backward_name="NativeBatchNormBackward0")
-_bn_eval_grads = Op("batch_norm_eval_grads", _bn_eval_grads_fwd, promote="float", n_extra=2)   # grad off only
+              backward_name="NativeBatchNormBackward0", aten=_BN)
+_bn_eval_grads = Op("batch_norm_eval_grads", _bn_eval_grads_fwd, promote="float", n_extra=2,
+                    aten="native_batch_norm_backward")   # grad off only
 
 
 def batch_norm_eval(x: Tensor, running_mean: Tensor, running_var: Tensor, eps: float, weight: Tensor | None = None,
@@ -1136,8 +1171,9 @@ def _embedding_fwd(xp, w, idx, *, padding_idx, scale_grad_by_freq=False, sparse=
 
 
 _embedding = Op("embedding", _embedding_fwd, _embedding_vjp, saves=NONE,
-                onnx=lambda g, w, idx, **params: g.op("Gather", w, idx, axis=0))
-_embedding_bwd = Op("embedding_backward", _embedding_bwd_fwd, _embedding_bwd_vjp, saves=NONE)
+                onnx=lambda g, w, idx, **params: g.op("Gather", w, idx, axis=0), aten="embedding(index_select)")
+_embedding_bwd = Op("embedding_backward", _embedding_bwd_fwd, _embedding_bwd_vjp, saves=NONE,
+                    aten="embedding_backward(embedding_dense_backward)")
 
 
 def embedding(weight: Tensor, idx: Tensor, padding_idx: int | None, scale_grad_by_freq: bool = False,

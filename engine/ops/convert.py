@@ -28,7 +28,7 @@ def _cast_vjp(g, out, x, *, dtype):
 
 
 cast = Op("cast", _cast_fwd, _cast_vjp, saves=NONE, elementwise=True, aliases=("to",),
-          onnx=lambda g, x, *, dtype: g.cast(x, dtype))
+          onnx=lambda g, x, *, dtype: g.cast(x, dtype), aten="to(_to_copy(empty_strided, copy_))")
 
 
 def _move_fwd(xp, x, *, device):
@@ -45,7 +45,7 @@ def _move(x: Tensor, dev: Device) -> Tensor:
 
 
 move = Op("to_device", _move_fwd, lambda g, out, x, *, device: (g.to(x.device),), saves=NONE,
-          onnx=lambda g, x, *, device: x)
+          onnx=lambda g, x, *, device: x, aten="to(_to_copy(empty_strided, copy_))")
 
 
 def _parse_to_args(args, kwargs):

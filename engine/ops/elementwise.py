@@ -350,7 +350,7 @@ sign = _unary("sign", _sign_fwd, _zeros, promote=None, reads="nothing", onnx="Si
                                                   "numbers. Please use torch.sgn instead."))
 relu = _unary("relu", _relu_fwd,
               lambda g, out, a: (apply(_relu_bw, g, out),), promote=None, reads="output", onnx="Relu",
-              complex_error=CLAMP_COMPLEX)
+              complex_error=CLAMP_COMPLEX, aten="relu(clamp_min)")
 
 
 def _rounding(name: str) -> tuple:
@@ -994,7 +994,7 @@ def nan_to_num(input: Tensor, nan: float = 0.0, posinf: float | None = None,
 # ---------------------------------------------------------------- fill
 _fill = Op("fill", lambda xp, a, value: xp.full_like(a, value),
            lambda g, out, a, value: (zeros_like(g), g.sum() if isinstance(value, Tensor) else None),
-           saves=NONE, aliases=("zero_",), onnx=_onnx_fill)
+           saves=NONE, aliases=("zero_",), onnx=_onnx_fill, aten="fill_")
 
 
 def fill_(self: Tensor, value) -> Tensor:

@@ -243,7 +243,7 @@ def _index_put_vjp(g, out, x, v, *idx, basic, template, accumulate):
 
 
 _index_put = Op("index_put", _index_put_fwd, _index_put_vjp, saves=NONE,
-                aliases=("index_add", "index_copy", "index_fill"))
+                aliases=("index_add", "index_copy", "index_fill"), aten="index_put_")
 
 
 def _read(x: Tensor, idx, basic, template) -> Tensor:

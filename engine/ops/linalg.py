@@ -146,9 +146,20 @@ def _matmul_name(ndims: tuple, params: dict) -> str:
     return _MATMUL_NAMES.get((a, b), "MmBackward0" if a is None else "UnsafeViewBackward0")
 
 
+def _matmul_aten(shapes, params) -> str:
+    """PyTorch's calls for ``matmul`` (``mm``, ``bmm``... call it too): ``mm`` of two matrices, ``bmm`` of batches."""
+    a, b = len(shapes[0]), len(shapes[1])
+    if a <= 2 and b <= 2:
+        return {(1, 1): "matmul(dot)", (2, 1): "matmul(mv)", (1, 2): "matmul(unsqueeze, mm, squeeze_)"}.get(
+            (a, b), "matmul(mm)")
+    if b <= 2:
+        return "matmul(view, mm, _unsafe_view)"
+    return "matmul(expand, reshape, expand, reshape, bmm, _unsafe_view)"
+
+
 _matmul = Op("matmul", _matmul_fwd, _matmul_vjp, saves=OTHERS, out_form="matmul", cost=_matmul_cost,
              operator="matmul", aliases=("mm", "bmm", "mv", "dot", "vdot"), onnx="MatMul", complex=True,
-             backward_name=_matmul_name)
+             backward_name=_matmul_name, aten=_matmul_aten)
 
 
 def _x(shape) -> str:

@@ -128,7 +128,8 @@ _ALL = slice(None)
 _reshape = Op("reshape", lambda xp, x, *, shape: x.reshape(shape),
               lambda g, out, x, *, shape: (g.reshape(x._data.shape),), saves=NONE, is_view=True,
               aliases=("view", "view_as", "reshape_as", "squeeze", "unsqueeze", "flatten", "unflatten",
-                       "atleast_1d", "atleast_2d", "atleast_3d"), onnx=_onnx_reshape, backward_name="ViewBackward0")
+                       "atleast_1d", "atleast_2d", "atleast_3d"), onnx=_onnx_reshape, backward_name="ViewBackward0",
+              aten="view")
 # the same bytes read as another dtype (``Tensor.view(dtype)``); not differentiable, as PyTorch's
 _view_dtype = Op("view_dtype", lambda xp, x, *, to: x.view(to.np), None, saves=NONE, is_view=True)
 _permute = Op("permute", lambda xp, x, *, dims: x.transpose(dims),
@@ -1029,7 +1030,7 @@ def _copy_vjp(g, out, x, src):
 
 
 _copy = Op("copy", _copy_fwd, _copy_vjp, saves=NONE,
-           onnx=lambda g, x, src: g.op("Expand", g.cast(src, g.dtype(x)), g.op("Shape", x)))
+           onnx=lambda g, x, src: g.op("Expand", g.cast(src, g.dtype(x)), g.op("Shape", x)), aten="copy_")
 
 
 def copy_(self: Tensor, src: Tensor, non_blocking: bool = False) -> Tensor:
@@ -1092,7 +1093,8 @@ def _pad_backward_fwd(xp, g, *, pads, mode):
     return g
 
 
-_pad = Op("pad", _pad_fwd, _pad_vjp, saves=NONE, aliases=("constant_pad_nd",), onnx=_onnx_pad)
+_pad = Op("pad", _pad_fwd, _pad_vjp, saves=NONE, aliases=("constant_pad_nd",), onnx=_onnx_pad,
+          aten="pad(constant_pad_nd)")
 _pad_backward = Op("pad_backward", _pad_backward_fwd,
                    lambda g, out, gin, *, pads, mode: (apply(_pad, g, pads=pads, mode=mode, value=0),),
                    saves=NONE)

@@ -26,6 +26,8 @@ from ..base.grad_mode import enable_grad, no_grad
 from ..core.dispatch import module_scope
 from ..core.hooks import RemovableHandle
 from ..core.tensor import Tensor
+from ..profiler.profiler import record_function
+from ..profiler.recorder import RECORDING
 from ..ops.conjugation import view_as_complex, view_as_real
 
 __all__ = ["Optimizer", "ParamsT", "required", "live_optimizers", "register_optimizer_step_pre_hook",
@@ -137,7 +139,7 @@ def _scoped_step(step):
                 kwargs["closure"] = unscoped
             else:
                 args = (unscoped,) + args[1:]
-        with module_scope(name):
+        with module_scope(name), record_function(f"Optimizer.step#{type(self).__name__}.step"):  # PyTorch's range
             return step(self, *args, **kwargs)
 
     scoped._tapelab_scoped = True
@@ -270,6 +272,12 @@ class Optimizer:
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Reset the gradients of all optimized parameters (to None by default, as PyTorch)."""
+        if RECORDING:   # a profile: PyTorch's range around it
+            with record_function(f"Optimizer.zero_grad#{type(self).__name__}.zero_grad"):
+                return self._zero_grad(set_to_none)
+        self._zero_grad(set_to_none)
+
+    def _zero_grad(self, set_to_none: bool) -> None:
         for group in self.param_groups:
             for p in group["params"]:
                 g = p.grad

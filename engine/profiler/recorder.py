@@ -51,6 +51,7 @@ from ..autograd.engine import running_node
 from ..base.device import device as Device
 from ..core.dispatch import STATE
 from .flops import estimate_flops
+from .names import Resolved, calls, resolve
 from .trace import MemoryEvent, Trace
 
 __all__ = ["Recorder", "RECORDING", "device_event"]
@@ -156,7 +157,8 @@ class Recorder:
         self.thread = _get_ident()
         self._subs = [events.subscribe("op", self._on_op_timed if timed else self._on_op),
                       events.subscribe("backward_step", self._on_step_timed if timed else self._on_step),
-                      events.subscribe("collective", self._on_collective)]
+                      events.subscribe("collective", self._on_collective),
+                      events.subscribe("made", self._on_made)]
         RECORDING.append(self)
 
     def stop(self) -> None:
@@ -200,6 +202,10 @@ class Recorder:
             self._room("op")
             return
         running = running_node()
+        name = ev.op
+        t = ev.tensors
+        if t and t[0] and t[1] is t[0][0]:   # written into its first operand: PyTorch's in-place op (add_)
+            name += "_"
         module = ""
         if self.modules:
             if running is not None:
@@ -209,11 +215,26 @@ class Recorder:
                 self._track_modules(ev)
                 self._seq_module[ev.seq] = module
         raw.append((
-            ev.op, "op", ev.start_ns, ev.duration_ns, tid, "forward" if running is None else "backward",
-            module, ev.input_shapes if self.shapes else (), ev.shape, ev.dtype, ev.seq,
-            self._allocate(ev.tensors, ev.op, ev.start_ns + ev.duration_ns) if self.memory and ev.tensors else 0,
+            name, "op", ev.start_ns, ev.duration_ns, tid, "forward" if running is None else "backward",
+            module, ev.input_shapes, ev.shape, ev.dtype, ev.seq,
+            self._allocate(t, calls(name, ev.input_shapes)[0][0], ev.start_ns + ev.duration_ns)
+            if self.memory and t else 0,
             estimate_flops(ev.op, ev.input_shapes, ev.shape) if self.flops else 0,
             _user_stack() if self.stack else (), 0))
+
+    def _on_made(self, ev) -> None:
+        """A factory or random draw: named by its op's declared call tree for its params, resolved
+        now (the row keeps no params); its memory is not counted (see the module docstring)."""
+        tid = _get_ident()
+        if tid != self.thread or not self._room("op"):
+            return
+        res = ev.result[0] if type(ev.result) is tuple else ev.result
+        shape, dtype = tuple(getattr(res, "shape", ())), getattr(getattr(res, "dtype", None), "name", "")
+        path = STATE.module_path if self.modules else ()
+        self._raw.append((
+            Resolved(resolve(ev.op, (), ev.params)), "op", ev.start_ns, ev.duration_ns, tid,
+            "forward" if running_node() is None else "backward", path[-1] if path else "", (), shape, dtype, -1,
+            0, 0, _user_stack() if self.stack else (), 0))
 
     def _on_collective(self, ev) -> None:
         """A ``tapelab.distributed`` collective, timed on its group's communication thread (its own

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .names import calls, layout, node_names
+
 __all__ = ["Event", "MemoryEvent", "Trace", "ProfileReady"]
 
 # parents before children when two spans start at the same instant
@@ -112,11 +114,37 @@ class Event:
         return self.start_ns + self.duration_ns
 
 
-def _event(row: tuple) -> Event:
+def _events(row: tuple, shapes: bool) -> tuple:
+    """The events of one recorder row, and which of them carries its numbers (FLOPs, memory, device
+    time): an op's PyTorch call tree (``names.calls``), a backward node's two events, or the row.
+    An op's row holds its input shapes (its call tree may depend on them): kept if ``shapes``."""
     e = Event(*row)
     if e.stack:  # the recorder keeps (code, line) pairs; text is made once, here
         e.stack = tuple(f"{code.co_filename}({line}): {code.co_name}" for code, line in e.stack)
-    return e
+    kind = e.kind
+    if kind == "op":
+        parsed = calls(e.name, e.input_shapes)
+        if not shapes:
+            e.input_shapes = ()
+        if len(parsed) == 1:
+            e.name = parsed[0][0]
+            return [e], 0
+        out, carrier = [], 0
+        for (name, depth, _, carries), (start, duration) in zip(parsed, layout(parsed, e.start_ns, e.duration_ns)):
+            if carries:
+                carrier = len(out)
+                e.name, e.start_ns, e.duration_ns, e.depth = name, start, duration, depth
+                out.append(e)
+            else:
+                out.append(Event(name, kind, start, duration, e.tid, e.phase, e.module, e.input_shapes, e.shape,
+                                 e.dtype, e.seq, stack=e.stack, depth=depth))
+        return out, carrier
+    if kind == "backward":
+        outer, e.name = node_names(e.name)
+        e.depth = 1
+        return [Event(outer, kind, e.start_ns, e.duration_ns, e.tid, e.phase, e.module, e.input_shapes,
+                      seq=e.seq), e], 1
+    return [e], 0
 
 
 @dataclass(slots=True)
@@ -145,15 +173,21 @@ class Trace:
     dropped: dict = field(default_factory=dict)
     peak_bytes: int = 0
     _events: list = field(default_factory=list, repr=False)
+    _rows: list = field(default_factory=list, repr=False)   # raw row index -> its carrier event's index
     _analyzed: int = field(default=-1, repr=False)
 
     @property
     def events(self) -> list:
         """The recorded ``Event`` objects (built from the recorder's rows on first access:
         appending a tuple is what keeps the per-op cost low)."""
-        done = len(self._events)
+        done = len(self._rows)
         if done < len(self.raw):
-            self._events.extend(_event(row) for row in self.raw[done:])
+            evs, rows = self._events, self._rows
+            shapes = self.options.get("record_shapes", False)
+            for row in self.raw[done:]:
+                made, carrier = _events(row, shapes)
+                rows.append(len(evs) + carrier)
+                evs += made
         return self._events
 
     @property
@@ -173,8 +207,8 @@ class Trace:
     def set_device_time(self, index: int, device: str, start_ns: int, duration_ns: int) -> None:
         """Give the ``index``-th recorded event its device span (the recorder calls this at stop)."""
         self.raw[index] = self.raw[index][:_DEVICE] + (device, start_ns, duration_ns)
-        if index < len(self._events):   # already built by an early reader
-            e = self._events[index]
+        if index < len(self._rows):   # already built by an early reader
+            e = self._events[self._rows[index]]
             e.device, e.device_start_ns, e.device_ns = device, start_ns, duration_ns
             self._analyzed = -1
 
