@@ -10,8 +10,9 @@ same initial weights, data orders, dropout masks and noise under tapelab as unde
   scaled to ``[low, high)`` in the dtype's accumulate type;
 - ``normal_``/``randn``: under 16 numbers, Box-Muller in double one number at a time, the sine
   kept for the next call; from 16 up, all the uniforms first, then Box-Muller over blocks of 16
-  (the tail block recomputed on 16 fresh uniforms): in double for float64 (for half and bfloat16
-  too, on float32 uniforms: their whole blocks are PyTorch's numbers, a tail block is not), and for
+  (the tail block recomputed on 16 fresh uniforms): in double for float64, with libm's ``log``,
+  ``cos`` and ``sin`` and the scale's multiply-add contracted, as GCC compiles ATen's loop (for half and bfloat16
+  too, on float32 uniforms: close to PyTorch's, which rounds some intermediates to the dtype), and for
   float32 as the AVX2 kernel ATen runs on every
   x86 CPU with AVX2, with Cephes' float32 log and sincos polynomials, FMA-contracted where GCC
   contracts them (emulated in float64, where the product of two floats is exact);
@@ -33,6 +34,7 @@ and reproducible, but not PyTorch's numbers.
 """
 from __future__ import annotations
 
+import ctypes
 import math
 import warnings
 
@@ -53,21 +55,51 @@ def seed_twister(bits: np.random.MT19937, seed: int) -> None:
     bits._legacy_seeding(seed & _MASK32)   # RandomState.seed's own path (tests pin it to RandomState's state)
 
 
+class Twister(np.random.MT19937):
+    """numpy's ``MT19937`` whose state the loops of ``kernels/twister.py`` draw from in place: numpy's
+    generator, its ``state`` and those loops share one position in one stream."""
+
+    def key(self) -> np.ndarray:
+        """The state as numpy keeps it, viewed in place: 624 uint32 words, then the position."""
+        view = self.__dict__.get("_key")
+        address = self.ctypes.state_address
+        if view is None or view.ctypes.data != address:   # a copy made by pickle or deepcopy has its own state
+            view = self.__dict__["_key"] = np.ctypeslib.as_array((ctypes.c_uint32 * 625).from_address(address))
+        return view
+
+
+def _twister(bits):
+    """The loop module when it may draw from ``bits`` (a ``Twister``, loops on), else None."""
+    return kernels.loops("twister") if type(bits) is Twister and kernels.enabled() else None
+
+
 def words32(bits: np.random.MT19937, n: int) -> np.ndarray:
-    """``n`` 32-bit words (as uint64)."""
-    return bits.random_raw(n)
+    """``n`` 32-bit words (uint32 from the loops, uint64 from numpy's ``random_raw``)."""
+    loop = _twister(bits)
+    if loop is None:
+        return bits.random_raw(n)
+    out = np.empty(n, np.uint32)
+    with bits.lock:
+        loop.words(bits.key(), out)
+    return out
 
 
 def words64(bits: np.random.MT19937, n: int, high_mask: int = _MASK32) -> np.ndarray:
     """``n`` 64-bit words, each two 32-bit ones (the first is the high half, ``& high_mask``)."""
-    r = bits.random_raw(2 * n).reshape(n, 2)
+    r = words32(bits, 2 * n).astype(_U64, copy=False).reshape(n, 2)
     high = r[:, 0] & _U64(high_mask) if high_mask != _MASK32 else r[:, 0]
     return (high << _U64(32)) | r[:, 1]
 
 
 def _doubles53(bits, n: int) -> np.ndarray:
     """The 53-bit integers behind ``n`` double uniforms (``u = k * 2**-53``)."""
-    return words64(bits, n, (1 << 21) - 1)
+    loop = _twister(bits)
+    if loop is None:
+        return words64(bits, n, (1 << 21) - 1)
+    out = np.empty(n, _U64)
+    with bits.lock:
+        loop.doubles53(bits.key(), out)
+    return out
 
 
 _DIGITS = {np.dtype(np.float16): 11, np.dtype(BFLOAT16_NP): 8, np.dtype(np.float32): 24,
@@ -103,6 +135,13 @@ def _uniform(bits, n: int, dt: np.dtype, low: float, high: float) -> np.ndarray:
         out[out == dt.type(high)] = dt.type(low)
         return out
     digits = _digits(dt)
+    loop = _twister(bits) if dt == np.float32 else None
+    if loop is not None:   # the words, masked, scaled and rounded in one pass
+        out = np.empty(n, _F32)
+        lo, hi = dt.type(low), dt.type(high)
+        with bits.lock:
+            loop.uniform_f32(bits.key(), out, np.float64(lo), np.float64(hi - lo), low == 0.0 and high == 1.0)
+        return out
     raw = _doubles53(bits, n) if dt == np.float64 else words32(bits, n) & _U64((1 << digits) - 1)
     x = raw * (2.0 ** -digits)
     if low == 0.0 and high == 1.0:
@@ -204,6 +243,12 @@ def permutation(bits, n: int) -> np.ndarray:
 def bernoulli(bits, n: int, p: float) -> np.ndarray:
     """``bernoulli_(p)`` for a number ``p``: a double uniform below ``p`` (bool array)."""
     # u < p exactly when its 53-bit integer is below p * 2**53 (both exact in double)
+    loop = _twister(bits)
+    if loop is not None:
+        out = np.empty(n, np.bool_)
+        with bits.lock:
+            loop.below53(bits.key(), out, p * 2.0 ** 53)
+        return out
     return _chunked(n, np.bool_, lambda m: _doubles53(bits, m) < p * 2.0 ** 53)
 
 
@@ -259,11 +304,13 @@ def normal(gen, n: int, dt: np.dtype, mean: float = 0.0, std: float = 1.0) -> np
     else:
         data = uniform(gen._bits, n, udt).astype(np.float64, copy=False)
     tail = uniform(gen._bits, 16 if n % 16 else 0, udt).astype(np.float64)
+    if kernels.enabled():   # libm's log, cos and sin, as ATen's double loop calls them (kernels/normal.py)
+        return kernels.loops("normal").fill_f64(data, tail, mean, std, data).astype(dt, copy=False)
 
     def fill(block):
         radius = np.sqrt(-2 * np.log(1 - block[:, :8]))
         theta = 2.0 * math.pi * block[:, 8:]
-        return np.concatenate([radius * np.cos(theta), radius * np.sin(theta)], 1) * std + mean
+        return fma(np.concatenate([radius * np.cos(theta), radius * np.sin(theta)], 1), np.float64(std), np.float64(mean))
     _blocks(data, tail, fill)
     return data.astype(dt, copy=False)
 

@@ -45,7 +45,7 @@ class Generator:
                                f"[-2**63, 2**64)")
         self._seed = seed & ((1 << 64) - 1)   # PyTorch keeps the seed as uint64
         if not hasattr(self, "_bits"):       # made once: a fresh MT19937 hashes OS entropy (~0.1 ms)
-            self._bits = np.random.MT19937()
+            self._bits = stream.Twister()
             self._rng = np.random.Generator(self._bits)
         stream.seed_twister(self._bits, self._seed)
         self._normal = None   # Box-Muller's second number, returned by the next small normal draw
@@ -79,7 +79,7 @@ class Generator:
                                f"got {raw.size} bytes")
         st = raw.view(_STATE)[0]
         left, nxt = int(st["left"]), int(st["next"])
-        self._bits.state = {"bit_generator": "MT19937",
+        self._bits.state = {"bit_generator": type(self._bits).__name__,
                             "state": {"key": st["state"].astype(np.uint32), "pos": 624 if left == 1 else nxt}}
         self._seed = int(st["seed"])
         self._normal = float(st["normal_y"]) if st["normal_is_valid"] else None

@@ -58,16 +58,18 @@ def _f32_to_bits(typingctx, x):
 
 @intrinsic
 def fma(typingctx, a, b, c):
-    """``a * b + c`` rounded once (float32): LLVM's exact ``llvm.fma``, as ATen's fused multiply-adds
-    (its compiler contracts some, its ``Vectorized::fmadd`` others), whatever ``fastmath`` says."""
-    if not all(isinstance(t, types.Float) and t.bitwidth == 32 for t in (a, b, c)):
+    """``a * b + c`` rounded once (float32, or float64): LLVM's exact ``llvm.fma``, as ATen's fused
+    multiply-adds (its compiler contracts some, its ``Vectorized::fmadd`` others), whatever ``fastmath`` says."""
+    if not all(isinstance(t, types.Float) for t in (a, b, c)) or len({t.bitwidth for t in (a, b, c)}) != 1 \
+            or a.bitwidth not in (32, 64):
         return None
+    width = a.bitwidth
 
     def codegen(context, builder, signature, args):
-        f32 = ir.FloatType()
-        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(f32, [f32] * 3), "llvm.fma.f32")
+        real = ir.FloatType() if width == 32 else ir.DoubleType()
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(real, [real] * 3), f"llvm.fma.f{width}")
         return builder.call(fn, args)
-    return types.float32(types.float32, types.float32, types.float32), codegen
+    return a(a, a, a), codegen
 
 
 @intrinsic

@@ -16,7 +16,7 @@ from numba.extending import intrinsic
 
 from .fastmath import _bits_to_f32, _f32_to_bits, fma, select
 
-__all__ = ["fill_f32"]
+__all__ = ["fill_f32", "fill_f64"]
 
 F = np.float32
 _JIT = dict(cache=True, error_model="numpy", nogil=True)   # no fastmath: every rounding as written
@@ -96,14 +96,21 @@ def _pairs(first, second, mean, std, cos_out, sin_out):
         sin_out[k] = fma(radius * sin, std, mean)
 
 
-def _fill_blocks(uniforms: np.ndarray, out: np.ndarray, mean, std) -> None:
+@njit(**_JIT)
+def _fill_blocks(uniforms, out, mean, std):
     """Blocks of 16 (``len % 16 == 0``): the first 8 of each give the radii and the cosines' places,
-    the last 8 the angles and the sines' places; the halves are gathered into flat arrays first."""
-    halves = uniforms.reshape(-1, 2, 8)
-    results = np.empty((2,) + halves.shape[:1] + (8,), np.float32)
-    _pairs(np.ascontiguousarray(halves[:, 0]).reshape(-1), np.ascontiguousarray(halves[:, 1]).reshape(-1),
-           mean, std, results[0].reshape(-1), results[1].reshape(-1))
-    out.reshape(-1, 2, 8)[...] = results.transpose(1, 0, 2)
+    the last 8 the angles and the sines' places; the halves are gathered into flat arrays first,
+    so that ``_pairs`` runs as one flat loop."""
+    half = uniforms.shape[0] // 2
+    first, second = np.empty(half, F), np.empty(half, F)
+    for k in range(half):
+        first[k] = uniforms[(k >> 3) * 16 + (k & 7)]
+        second[k] = uniforms[(k >> 3) * 16 + 8 + (k & 7)]
+    cos, sin = np.empty(half, F), np.empty(half, F)
+    _pairs(first, second, mean, std, cos, sin)
+    for k in range(half):
+        out[(k >> 3) * 16 + (k & 7)] = cos[k]
+        out[(k >> 3) * 16 + 8 + (k & 7)] = sin[k]
 
 
 def fill_f32(uniforms: np.ndarray, tail: np.ndarray, mean, std, out: np.ndarray) -> np.ndarray:
@@ -116,4 +123,28 @@ def fill_f32(uniforms: np.ndarray, tail: np.ndarray, mean, std, out: np.ndarray)
     _fill_blocks(uniforms[:whole], out[:whole], mean, std)
     if n % 16:
         _fill_blocks(tail[:16], out[n - 16:], mean, std)
+    return out
+
+
+@njit(**_JIT)
+def _fill_blocks_f64(uniforms, out, mean, std):
+    """ATen's ``normal_fill_16`` in double over whole blocks: glibc's ``log``, ``cos`` and ``sin`` (numba
+    calls libm, as ATen's scalar loop does; numpy's own SIMD functions differ by an ulp now and then)
+    and the multiply-add of the scale contracted, as GCC compiles ATen's AVX2 kernels."""
+    for b in range(uniforms.shape[0] // 16):
+        for j in range(8):
+            radius = math.sqrt(-2.0 * math.log(1.0 - uniforms[16 * b + j]))
+            theta = 2.0 * math.pi * uniforms[16 * b + 8 + j]
+            out[16 * b + j] = fma(radius * math.cos(theta), std, mean)
+            out[16 * b + 8 + j] = fma(radius * math.sin(theta), std, mean)
+
+
+def fill_f64(uniforms: np.ndarray, tail: np.ndarray, mean, std, out: np.ndarray) -> np.ndarray:
+    """``fill_f32``'s layout in double (float64 draws; half and bfloat16 round these)."""
+    n = out.shape[0]
+    whole = n // 16 * 16
+    mean, std = np.float64(mean), np.float64(std)
+    _fill_blocks_f64(uniforms[:whole], out[:whole], mean, std)
+    if n % 16:
+        _fill_blocks_f64(tail[:16], out[n - 16:], mean, std)
     return out
