@@ -48,7 +48,7 @@ def test_profile_magic_shows_a_profile_view(kernel):
     p = shown[-1][PROFILE_MIME]
     assert p["title"] == "train step" and p["version"] == 1
     names = {e["name"] for e in p["events"]}
-    assert {"linear", "relu", "train_step"} <= names and any(e["kind"] == "backward" for e in p["events"])
+    assert {"aten::linear", "aten::relu", "train_step"} <= names and any(e["kind"] == "backward" for e in p["events"])
     assert {t["group"] for t in p["tracks"]} == {"ranges", "forward", "backward", "modules"}
     assert p["memory"] and p["peak_bytes"] > 0 and {"0", "1", "2"} <= {c["path"] for c in p["module_tree"]["children"]}
     assert "train step" in shown[-1]["text/html"]
@@ -67,7 +67,7 @@ def test_profiles_stream_to_the_panel(kernel):
     assert reply["content"]["status"] == "ok"
     profiles = [d for d in comm_data(msgs, comm_id) if d.get("type") == "profile"]
     assert len(profiles) == 1 and profiles[0]["profile"]["title"] == "panel step"
-    assert any(e["name"] == "linear" for e in profiles[0]["profile"]["events"])
+    assert any(e["name"] == "aten::linear" for e in profiles[0]["profile"]["events"])
     # a plain `with profile()` in a cell reaches the panel too
     reply, msgs = run(kc, "with torch.profiler.profile() as p:\n    step()")
     profiles = [d for d in comm_data(msgs, comm_id) if d.get("type") == "profile"]
@@ -96,7 +96,7 @@ def test_monitor_points_arrive_while_the_cell_runs(kernel):
 def test_profile_flags_reach_the_profiler(kernel):
     """``--no-memory``, ``--no-shapes`` and ``--stack`` set the profiler's options, and its events show it."""
     km, kc = kernel
-    probe = ("m = [e for e in {p}.events() if e.name == 'linear'][0]\n"
+    probe = ("m = [e for e in {p}.events() if e.name == 'aten::linear'][0]\n"
              "print({p}.record_shapes, {p}.profile_memory, {p}.with_stack, bool(m.input_shapes), bool(m.stack), "
              "m.cpu_memory_usage > 0)")
     reply, msgs = run(kc, "%%profile --no-memory --no-shapes --stack -o flagged flags\nstep()")
