@@ -46,7 +46,7 @@ def _check(page, lab_url, out_dir):
     # the op table (from the averages), sorted by self time; click a header to sort by calls
     rows = prof.locator(".tapelab-prof-table tbody tr")
     names = [r.get_attribute("data-name") for r in rows.all()]
-    assert "linear" in names and "relu" in names, names
+    assert "aten::linear" in names and "aten::relu" in names, names
     prof.locator(".tapelab-prof-table th[data-key=count]").click()
     counts = [int(c) for c in prof.locator(".tapelab-prof-table tbody tr td:nth-child(3)").all_text_contents()]
     assert counts == sorted(counts, reverse=True)
@@ -68,7 +68,7 @@ def _check(page, lab_url, out_dir):
     prof.screenshot(path=str(out_dir / "profileview.png"))
 
     # click an op in the table: it is selected on the timeline, its card shows
-    prof.locator(".tapelab-prof-table tbody tr[data-name=linear]").click()
+    prof.locator('.tapelab-prof-table tbody tr[data-name="aten::linear"]').click()
     prof.locator(".tapelab-ev.tapelab-sel").wait_for()
     assert "linear" in prof.locator(".tapelab-prof-card").text_content()
     # zoom in with the wheel, then reset
