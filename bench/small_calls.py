@@ -7,7 +7,7 @@
 Each statement runs in a loop under both libraries, repetitions alternating on the thread clock
 (one thread each), so load from other processes hits both sides alike; prints the medians and
 torch/tapelab. The statements are what a small model's step or a data pipeline calls many times:
-a small Linear, a loss on class targets, an index op, a batch from a DataLoader, noise, the
+a small Linear, a loss on class targets, an index op, a batch from a DataLoader, noise, dropout, the
 in-place updates of gradients and an EMA, per-sample gradients and their norms. Not a test:
 nothing asserts.
 """
@@ -35,6 +35,7 @@ STATEMENTS = [
     ("next(iter(loader))", 200),
     ("m.randn(32, 64)", 2000),
     ("m.randn(50176)", 100),
+    ("F.dropout(A, 0.1)", 100),
     ("P.grad.zero_()", 5000),
     ("E.lerp_(P.grad, 0.001)", 2000),
     ("m._foreach_lerp_(ema, params, 0.001)", 1000),
@@ -64,6 +65,7 @@ def setup(m) -> dict:
                 pdict={k: v.detach() for k, v in mlp.named_parameters()}, labels=labels,
                 psg=m.func.vmap(m.func.grad(loss), in_dims=(None, 0, 0)),
                 G=m.tensor(rng.standard_normal((32, 64, 784)).astype(np.float32)),
+                A=m.tensor(rng.random((16, 4, 64, 64)).astype(np.float32)),   # a GPT block's attention weights
                 W=m.tensor(rng.standard_normal((20, 10)).astype(np.float32), requires_grad=True),
                 B=m.tensor(rng.standard_normal(20).astype(np.float32), requires_grad=True),
                 logp=m.nn.functional.log_softmax(x.detach(), 1).requires_grad_(),
