@@ -43,6 +43,7 @@ from .base.layout import (channels_last, channels_last_3d, contiguous_format, ja
                           memory_format, preserve_format, sparse_bsc, sparse_bsr, sparse_coo, sparse_csc, sparse_csr,
                           strided)
 from .core.random import Generator, default_generator, get_rng_state, initial_seed, manual_seed, seed, set_rng_state
+from .random import thread_safe_generator
 from .serialization import CheckpointError, PyTorchFileReader, load, save
 from .tape import tape
 from .core.tensor import Size, Tensor

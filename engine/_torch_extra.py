@@ -660,7 +660,7 @@ newaxis = None
 has_lapack = True          # numpy/scipy's LAPACK does tapelab's linear algebra
 has_mkl = False
 has_openmp = False
-has_spectral = False       # no torch.fft yet
+has_spectral = True        # torch.fft
 __all__ += ["newaxis", "has_lapack", "has_mkl", "has_openmp", "has_spectral"]
 
 
@@ -886,6 +886,92 @@ class SymBool(_Symbolic):
 
 
 __all__ += ["SymInt", "SymFloat", "SymBool"]
+
+# The sym_* helpers library code calls on sizes (PyTorch's work on symbolic ones too); on the plain
+# numbers tapelab's sizes always are they are Python's own operations, with PyTorch's checks.
+_NUMBER = (np.integer, np.floating, int, float)
+_INT64 = (-(1 << 63), (1 << 63) - 1)
+
+
+def _numbers(*values) -> bool:
+    """Whether any of ``values`` is a float (the result of a max or min is then one)."""
+    for v in values:
+        if not isinstance(v, _NUMBER):
+            raise AssertionError(f"expected {_NUMBER}, got {type(v)}")
+    return any(isinstance(v, (float, np.floating)) for v in values)
+
+
+@_public
+def sym_int(a) -> int:
+    """``int(a)``, truncating a float toward zero."""
+    return math.trunc(a) if isinstance(a, (float, np.floating)) else int(a)
+
+
+@_public
+def sym_float(a) -> float:
+    return float(a)
+
+
+@_public
+def sym_max(a, b):
+    """``max(a, b)``, a float when either is one (PyTorch's promotion, unlike ``builtins.max``)."""
+    return float(builtins.max(a, b)) if _numbers(a, b) else builtins.max(a, b)
+
+
+@_public
+def sym_min(a, b):
+    """``min(a, b)``, a float when either is one."""
+    return float(builtins.min(a, b)) if _numbers(a, b) else builtins.min(a, b)
+
+
+@_public
+def sym_not(a) -> bool:
+    return not a
+
+
+@_public
+def sym_ite(b, t, f):
+    """``t if b else f``: ``b`` a bool, ``t`` and ``f`` of one type."""
+    if not isinstance(b, (bool, np.bool_)):
+        raise AssertionError(f"expected SymBool or bool, got {type(b)}")
+    if type(t) is not type(f):
+        raise AssertionError(f"type mismatch: {type(t)} vs {type(f)}")
+    return t if b else f
+
+
+@_public
+def sym_sqrt(a) -> float:
+    return math.sqrt(a)
+
+
+@_public
+def sym_sum(args):
+    return builtins.sum(args)
+
+
+@_public
+def sym_fresh_size(expr):
+    return expr
+
+
+@_public
+def sym_constrain_range(size, *, min=None, max=None) -> None:
+    """Refuse a concrete ``size`` outside ``[min, max]`` (an unbounded side is int64's end)."""
+    lo, hi = _INT64[0] if min is None else min, _INT64[1] if max is None else max
+    if not lo <= size <= hi:
+        raise RuntimeError(f"Invalid value range for {size} between [{lo}, {hi}].")
+
+
+@_public
+def sym_constrain_range_for_size(size, *, min=None, max=None) -> None:
+    """``sym_constrain_range`` for a size: ``min`` defaults to 0."""
+    sym_constrain_range(size, min=0 if min is None else min, max=max)
+
+
+@_public
+def compiled_with_cxx11_abi() -> bool:
+    """True, as PyTorch's wheels since 2.6 (build scripts and extension loaders ask)."""
+    return True
 
 
 # ``torch.torch`` is the package itself, as in PyTorch (kornia annotates ``List[torch.torch.Tensor]``)

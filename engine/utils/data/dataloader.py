@@ -382,11 +382,15 @@ def _stream(dataset, job: _Job) -> Iterator[Any]:
 # ---------------------------------------------------------------- workers
 @dataclass(frozen=True)
 class WorkerInfo:
-    """Inside a worker process: which worker this is, how many there are, its seed and dataset copy."""
+    """Inside a worker process: which worker this is, how many there are, its seed and dataset copy;
+    ``rng`` and ``worker_method`` as PyTorch's (its thread workers' generators; tapelab's workers are
+    processes)."""
     id: int
     num_workers: int
     seed: int
     dataset: Any
+    rng: Any = None
+    worker_method: str | None = "multiprocessing"
 
 
 _worker_info: WorkerInfo | None = None
