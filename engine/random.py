@@ -1,4 +1,5 @@
-"""``torch.random``: generators live in ``tapelab.core.random`` (re-exported here; engine code imports the defining modules), and ``thread_safe_generator``, which asks the data loader."""
+"""``torch.random``: generators live in ``tapelab.core.random`` (re-exported here; engine code imports
+the defining modules), and ``thread_safe_generator``, which asks the data loader."""
 from __future__ import annotations
 
 from .core.random import *  # noqa: F401,F403
