@@ -14,16 +14,13 @@ from __future__ import annotations
 
 from collections import namedtuple
 
-from ._torch_extra import OutOfMemoryError
-from .amp import cuda as amp
-from .core.creation import CUDA_LEGACY
-from .core import random as _random
-from .graphs import Graph
-from .base.device import cuda_available, cuda_device_count, cuda_unavailable_reason, device as _device, require_cuda
+from .._torch_extra import OutOfMemoryError
+from ..amp import cuda as amp
+from ..core.creation import CUDA_LEGACY
+from ..core import random as _random
+from ..graphs import Graph
+from ..base.device import cuda_available, cuda_device_count, cuda_unavailable_reason, device as _device, require_cuda
 
-# a package to the import system, so that ``import torch.cuda.amp`` (PyTorch's subpackage, here the
-# attribute ``amp``) reaches the aliases' finder, which serves it as ``tapelab.amp.cuda``
-__path__: list = []
 __all__ = ["is_available", "device_count", "current_device", "set_device", "device", "get_device_name",
            "synchronize", "Stream", "Event", "current_stream", "default_stream", "stream", "StreamContext",
            "memory_allocated", "max_memory_allocated", "memory_reserved", "max_memory_reserved",
@@ -420,7 +417,7 @@ class CUDAGraph(Graph):
 
 def graph(cuda_graph, pool=None, stream=None, capture_error_mode: str = "global"):
     """``torch.cuda.graph``: capture the ``with`` block into ``cuda_graph``."""
-    from . import graphs
+    from .. import graphs
     return graphs.graph(cuda_graph, pool=pool, stream=stream, capture_error_mode=capture_error_mode)
 
 
@@ -428,18 +425,18 @@ def make_graphed_callables(callables, sample_args, num_warmup_iters: int = 3,
                            allow_unused_input: bool = False, pool=None):
     """``torch.cuda.make_graphed_callables``: ``tapelab.graphs.make_graphed_callables`` on "cuda"."""
     require_cuda()
-    from . import graphs
+    from .. import graphs
     return graphs.make_graphed_callables(callables, sample_args, num_warmup_iters, allow_unused_input, pool,
                                          device="cuda")
 
 
 def graph_pool_handle():
     """``torch.cuda.graph_pool_handle``: a pool to share between captures."""
-    from . import graphs
+    from .. import graphs
     return graphs.graph_pool_handle()
 
 
 def is_current_stream_capturing() -> bool:
     """True while a graph capture is in progress."""
-    from . import graphs
+    from .. import graphs
     return graphs.is_current_stream_capturing()
