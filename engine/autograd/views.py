@@ -28,7 +28,11 @@ from ..core.storage import _root
 from ..core.registry import ALL, NONE, Op
 from ..core.tensor import Tensor, sum_to
 
-__all__ = ["apply_", "fill_outside_autograd", "CopySlices", "DETACH", "strided_geometry", "nograd_view_error", "overlap_error"]
+__all__ = ["apply_", "fill_outside_autograd", "CopySlices", "DETACH", "strided_geometry", "nograd_view_error", "overlap_error",
+           "WRITING"]
+
+
+WRITING: list = []   # the operand an in-place op being applied writes into (``_write_inplace``), innermost last
 
 
 def apply_(op, target, *args, **params):
@@ -202,7 +206,14 @@ def _write_inplace(op, target, args, params, grad_on):
                     data[...] = out._data
                 target._vc[0] += 1
                 return out
-    out = apply(op, src, *args, **params)
+    if STATE.slow:   # observers see the op as the in-place one (the profiler's aten::addcmul_)
+        WRITING.append(src)
+        try:
+            out = apply(op, src, *args, **params)
+        finally:
+            WRITING.pop()
+    else:
+        out = apply(op, src, *args, **params)
     if isinstance(out, tuple):
         out = out[0]
     if out._data.dtype != target._data.dtype and not _can_cast(out._data.dtype, target._data.dtype):

@@ -48,6 +48,7 @@ import weakref
 from ..base import events
 from .. import cuda
 from ..autograd.engine import running_node
+from ..autograd.views import WRITING
 from ..base.device import device as Device
 from ..core.dispatch import STATE
 from .flops import estimate_flops
@@ -204,8 +205,8 @@ class Recorder:
         running = running_node()
         name = ev.op
         t = ev.tensors
-        if t and t[0] and t[1] is t[0][0]:   # written into its first operand: PyTorch's in-place op (add_)
-            name += "_"
+        if t and t[0] and (t[1] is t[0][0] or WRITING and t[0][0] is WRITING[-1]):
+            name += "_"     # written into its first operand: PyTorch's in-place op (add_)
         module = ""
         if self.modules:
             if running is not None:
