@@ -132,6 +132,8 @@ def _size(size, fn: str, keyword=None) -> tuple:
     bare = keyword is None and not (len(size) == 1 and isinstance(size[0], (tuple, list)))
     if not bare and keyword is None:
         size = size[0]
+    if any(isinstance(s, Tensor) for s in size):
+        size = [_size_index(s) for s in size]
     for i, s in enumerate(size):
         if type(s) is not int and not isinstance(s, numbers.Integral):
             raise TypeError(_bad_size_element(fn, i, s, bare, keyword is not None))
@@ -141,6 +143,15 @@ def _size(size, fn: str, keyword=None) -> tuple:
             raise TypeError(f"{fn}(): argument 'size' failed to unpack the object at pos {i + 1} with error "
                             f'"Overflow when unpacking long long" (size {list(size)})')
     return tuple(map(int, size))
+
+
+def _size_index(s):
+    """A size element as PyTorch's parser reads one: an integer tensor of one element is its int
+    (``x.new_zeros((n, chunks + 1))`` with ``chunks`` from ``torch.div(..., rounding_mode="trunc")``);
+    anything else is left for the checks to refuse."""
+    if isinstance(s, Tensor) and s._data.dtype.kind in "iu" and s.numel() == 1:
+        return int(s.item())
+    return s
 
 
 def _bad_size_element(fn: str, i: int, s, bare: bool, by_name: bool) -> str:
@@ -312,7 +323,8 @@ def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad: b
     _strided("arange", layout)
     if end is None:
         start, end = 0, start
-    vals = [float(v) if isinstance(v, Tensor) else v for v in (start, end, step)]
+    # a tensor bound counts as its number, int or float (``arange(n)`` of an int64 ``n`` is int64, as PyTorch's)
+    vals = [v.item() if isinstance(v, Tensor) else v for v in (start, end, step)]
     if step == 0:
         raise RuntimeError("arange(): step must be nonzero")
     dtype = _dtype.canonical(dtype)

@@ -542,6 +542,13 @@ def eager(op, args, params, fwd=None):
     return _general(op, args, params, fwd)
 
 
+def _no_tensor(op, args) -> TypeError:
+    """PyTorch's refusal of an op given numbers only (``torch.maximum(7, 2)``); ``add``, ``sub``, ``mul``
+    and the divisions make their first number a tensor before they get here, as PyTorch's parser does."""
+    first = type(args[0]).__name__ if args else "NoneType"
+    return TypeError(f"{op.name}(): argument 'input' (position 1) must be Tensor, not {first}")
+
+
 def _general(op, args, params, fwd):
     """Any operands: checks devices, promotes dtypes, refreshes views whose base changed."""
     arrays = []
@@ -575,6 +582,8 @@ def _general(op, args, params, fwd):
         if promoted is not args:
             return eager(op, promoted, params, fwd)
     if dev is None:  # no Tensor argument: a factory or random draw names its device in params
+        if "device" not in params:
+            raise _no_tensor(op, args)
         dev = params["device"]
     scaled = flt and (dt is BFLOAT16_NP or dt is _HALF) and op.ufunc in _SCALED
     if scaled:   # PyTorch keeps the number a float32 (numpy's weak scalar would round it to dt first)

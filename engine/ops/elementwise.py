@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import cmath
 import math
+import numbers
 import warnings
 from math import prod
 
@@ -23,14 +24,14 @@ from .. import kernels
 from ..base import backend as _backend
 from ..kernels import device as device_kernels
 from ..base.meta import has_data
-from ..core.creation import zeros_like
+from ..core.creation import tensor as _tensor, zeros_like
 from ..core.dispatch import apply, binary, refused_operand, unary
 from ..autograd.views import apply_, fill_outside_autograd
 from .compare import CLAMP_COMPLEX, isfinite, keep_where, where, zero_where
 from .conjugation import conj as cj, sgn
 from ..core.registry import ALL, NONE, OTHERS, Op, kernel_refusal
 from ._util import Tensor, sum_to, unbroadcast as ub
-from ..base.dtype import BFLOAT16_NP, FLOATING_KINDS, in_float32
+from ..base.dtype import BFLOAT16_NP, FLOATING_KINDS, in_float32, result_type as _result_type
 
 __all__ = ["add", "sub", "rsub", "mul", "div", "true_divide", "floor_divide", "remainder", "fmod",
            "pow", "neg", "abs", "sign", "reciprocal", "square", "exp", "exp2", "expm1", "log",
@@ -485,8 +486,28 @@ def _alpha_fused(a, b, alpha) -> bool:
             and a._data.dtype in _OPMATH32 and type(alpha) in (int, float))
 
 
-def _scaled(op, input, other, alpha, run=apply):
-    """``input op alpha * other`` through ``run`` (``apply``, or ``apply_`` in place)."""
+def _alpha_check(input, other, alpha) -> None:
+    """ATen's ``alpha_check`` against the result's dtype: a float ``alpha`` (``1.0`` too) needs a floating
+    or complex result, a complex one a complex result, a bool one a bool result."""
+    result = _result_type(input, other)
+    if isinstance(alpha, (bool, np.bool_)):
+        if result.np != np.bool_:
+            raise RuntimeError("Boolean alpha only supported for Boolean results.")
+    elif isinstance(alpha, (complex, np.complexfloating)):
+        if not result.is_complex:
+            raise RuntimeError("For non-complex input tensors, argument alpha must not be a complex number.")
+    elif not isinstance(alpha, (numbers.Integral, Tensor)) and not (result.is_floating_point or result.is_complex):
+        raise RuntimeError("For integral input tensors, argument alpha must not be a floating point number.")
+
+
+def _scaled(op, input, other, alpha, run=apply, numbers=True):
+    """``input op alpha * other`` through ``run`` (``apply``, or ``apply_`` in place); ``numbers``: two
+    numbers make a tensor (``add``, ``sub``; not ``rsub``, which PyTorch refuses them)."""
+    if numbers:
+        input = _number_operand(input, other)
+    if type(alpha) is not int and not (type(alpha) is float and isinstance(input, Tensor)
+                                       and input._data.dtype.kind in FLOATING_KINDS):   # an optimizer's step
+        _alpha_check(input, other, alpha)
     if alpha == 1:
         return run(op, input, other)
     if _alpha_fused(input, other, alpha):
@@ -670,6 +691,19 @@ _pow = Op("pow", _pow_fwd, _pow_vjp, promote="common", elementwise=True, operato
           aliases=("square",), inplace=("pow_",), complex=True, onnx="Pow")
 
 
+_NUMBERS = (bool, int, float, complex, np.bool_, np.number)
+
+
+def _number_operand(input, other):
+    """``input`` as PyTorch's parser hands it to ``add``, ``sub``, ``mul`` and the divisions: with two
+    numbers (``torch.div(seq_len, window, rounding_mode="trunc")``) the first becomes a 0-d tensor of
+    its kind (bool, int64, the default float or complex dtype), so the result is one; other ops
+    refuse numbers only (``TypeError``)."""
+    if isinstance(input, _NUMBERS) and isinstance(other, _NUMBERS):
+        return _tensor(input.item() if isinstance(input, np.generic) else input)
+    return input
+
+
 def add(input, other, *rest, alpha=1) -> Tensor:
     if rest:
         (other,), alpha = _reordered("add", "alpha", other, rest, alpha, False)
@@ -690,11 +724,11 @@ def rsub(input, other, *, alpha=1) -> Tensor:
         return handle_torch_function(rsub, (input, other, alpha), input, other, alpha=alpha)
     if _has_bool(input, other):
         raise _bool_sub_error()
-    return _scaled(_sub, other, input, alpha)
+    return _scaled(_sub, other, input, alpha, numbers=False)
 
 
 def mul(input, other) -> Tensor:
-    return apply(_mul, input, other)
+    return apply(_mul, _number_operand(input, other), other)
 
 
 def _rounding_op(rounding_mode):
@@ -708,6 +742,7 @@ def _rounding_op(rounding_mode):
 
 def div(input, other, *, rounding_mode: str | None = None) -> Tensor:
     """True division (integers give floats), or rounded with ``rounding_mode`` 'trunc' / 'floor'."""
+    input = _number_operand(input, other)
     if rounding_mode is None:
         return apply(_div, input, other)
     op, params = _rounding_op(rounding_mode)
@@ -715,7 +750,7 @@ def div(input, other, *, rounding_mode: str | None = None) -> Tensor:
 
 
 def floor_divide(input, other) -> Tensor:
-    return apply(_div_rounding, input, other, rounding_mode="floor")
+    return apply(_div_rounding, _number_operand(input, other), other, rounding_mode="floor")
 
 
 def remainder(input, other) -> Tensor:

@@ -1,0 +1,117 @@
+"""Gaps found in session 21 running Hugging Face ``transformers`` model classes, each against PyTorch 2.13."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import tapelab
+
+
+def _both(fn):
+    """``fn(lib)`` under PyTorch and tapelab: the value (list, dtype name, shape) or the exception type."""
+    out = []
+    for lib in (torch, tapelab):
+        try:
+            r = fn(lib)
+            out.append((r.tolist(), str(r.dtype).split(".")[-1], tuple(r.shape)))
+        except Exception as e:  # noqa: BLE001
+            out.append(type(e))
+    return out
+
+
+@pytest.mark.parametrize("name, a, b, kw", [
+    ("add", 7, 2, {}), ("add", 7, 2, {"alpha": 3}), ("add", 2.5, 1, {}), ("sub", 7, 2, {}), ("subtract", 7, 2.5, {}),
+    ("mul", 7, 2, {}), ("multiply", True, 2, {}), ("mul", True, False, {}), ("mul", 3, 2.0, {}),
+    ("div", 7, 2, {}), ("divide", 7, 2, {}), ("true_divide", 7, 2, {}), ("div", 7, 2, {"rounding_mode": "trunc"}),
+    ("div", -7, 2, {"rounding_mode": "floor"}), ("div", 7.0, 2, {"rounding_mode": "floor"}),
+    ("floor_divide", 7, 2, {}), ("floor_divide", 7.5, 2, {}), ("add", 1 + 2j, 1, {}),
+    ("add", np.float64(2.5), 1, {}), ("add", np.int64(3), 1, {})])
+def test_arithmetic_of_two_numbers_is_a_tensor(name, a, b, kw):
+    """Longformer's ``torch.div(seq_len, window_overlap, rounding_mode="trunc")`` of two ints: PyTorch's
+    parser makes the first number a 0-d tensor for add/sub/mul and the divisions."""
+    want, got = _both(lambda lib: getattr(lib, name)(a, b, **kw))
+    assert got == want
+
+
+def test_two_numbers_follow_the_default_dtype():
+    torch.set_default_dtype(torch.float64)
+    tapelab.set_default_dtype(tapelab.float64)
+    try:
+        for a in (2.5, 1j):
+            assert _both(lambda lib: lib.add(a, 1)) == [_both(lambda lib: lib.add(a, 1))[0]] * 2
+    finally:
+        torch.set_default_dtype(torch.float32)
+        tapelab.set_default_dtype(tapelab.float32)
+
+
+@pytest.mark.parametrize("name", ["remainder", "pow", "maximum", "eq", "lt", "atan2", "fmod"])
+def test_other_ops_refuse_numbers_only_with_type_error(name):
+    """Every other op needs a tensor: a TypeError, as PyTorch's parser raises (it was a KeyError)."""
+    with pytest.raises(TypeError):
+        getattr(torch, name)(7, 2)
+    with pytest.raises(TypeError, match=rf"{name}\(\): argument 'input' \(position 1\) must be Tensor, not int"):
+        getattr(tapelab, name)(7, 2)
+
+
+@pytest.mark.parametrize("make", [
+    lambda lib, n: lib.zeros((2, n)), lambda lib, n: lib.zeros(2, n), lambda lib, n: lib.zeros(n),
+    lambda lib, n: lib.ones((n, 2)), lambda lib, n: lib.empty(2, n), lambda lib, n: lib.zeros(size=(2, n)),
+    lambda lib, n: lib.full((n, 3), 1.0), lambda lib, n: lib.randn(n, 3),
+    lambda lib, n: lib.randint(0, 5, (n,)), lambda lib, n: lib.ones(2).new_zeros((n, 2)),
+    lambda lib, n: lib.ones(2).new_empty((n,)), lambda lib, n: lib.ones(2).new_full((n,), 3.0),
+    lambda lib, n: lib.ones(2).new_ones(n, 2)])
+@pytest.mark.parametrize("n", [lambda lib: lib.tensor(3), lambda lib: lib.tensor([3]),
+                               lambda lib: lib.tensor(3, dtype=lib.int32), lambda lib: lib.div(7, 2, rounding_mode="trunc")])
+def test_factory_sizes_take_integer_tensors_of_one_element(make, n):
+    """``x.new_zeros((b, chunks_count + 1, w, w))`` with a 0-d int64 ``chunks_count`` (Longformer)."""
+    assert tuple(make(tapelab, n(tapelab)).shape) == tuple(make(torch, n(torch)).shape)
+
+
+@pytest.mark.parametrize("n", [lambda lib: lib.tensor(3.0), lambda lib: lib.tensor([3, 2])])
+def test_factory_sizes_refuse_other_tensors(n):
+    with pytest.raises(TypeError):
+        torch.zeros((2, n(torch)))
+    with pytest.raises(TypeError, match="argument 'size'"):
+        tapelab.zeros((2, n(tapelab)))
+
+
+def test_negative_tensor_size_is_refused_as_a_negative_dimension():
+    with pytest.raises(RuntimeError, match="negative dimension -1"):
+        torch.ones((2, torch.tensor(-1)))
+    with pytest.raises(RuntimeError, match="negative dimension -1"):
+        tapelab.ones((2, tapelab.tensor(-1)))
+
+
+@pytest.mark.parametrize("args", [lambda lib: (lib.tensor(3),), lambda lib: (lib.tensor(3.0),),
+                                  lambda lib: (1, lib.tensor(7), lib.tensor(2)), lambda lib: (lib.tensor(0), 2, 0.5)])
+def test_arange_of_tensor_bounds_keeps_their_kind(args):
+    """``torch.arange(n)`` of an int64 0-d tensor is int64 (it was the default float dtype)."""
+    want, got = _both(lambda lib: lib.arange(*args(lib)))
+    assert got == want
+
+
+def _alpha_cases(lib):
+    t = lib.tensor
+    return [lambda: lib.add(t([1, 2]), 2, alpha=0.5), lambda: lib.add(t([1, 2]), t([2, 3]), alpha=0.5),
+            lambda: lib.sub(t([1, 2]), 2, alpha=1.0), lambda: lib.add(t([1, 2]), 2.5, alpha=0.5),
+            lambda: lib.add(t([1, 2]), 2, alpha=True), lambda: lib.add(t([True]), t([True]), alpha=True),
+            lambda: lib.add(t([1., 2]), 2, alpha=True), lambda: lib.add(t([1., 2]), 2, alpha=1j),
+            lambda: lib.add(t([1, 2]), t([2.5, 1]), alpha=0.5), lambda: t([1, 2]).add_(2, alpha=0.5),
+            lambda: t([1, 2]).sub(2, alpha=0.5), lambda: lib.add(t([True]), t([True]), alpha=0.5),
+            lambda: lib.add(t([1, 2]), 2, alpha=2), lambda: lib.add(7, 2, alpha=0.5),
+            lambda: lib.add(t([1, 2]), 2, alpha=1.0), lambda: t([1., 2]).add_(t([1., 1]), alpha=-0.5)]
+
+
+@pytest.mark.parametrize("case", range(len(_alpha_cases(torch))))
+def test_alpha_is_checked_against_the_result_dtype(case):
+    """ATen's alpha_check: a float alpha (1.0 too) with an integral result, a bool alpha with a non-bool
+    one, a complex alpha with a real one are RuntimeErrors (tapelab had promoted or truncated)."""
+    outs = []
+    for lib in (torch, tapelab):
+        try:
+            r = _alpha_cases(lib)[case]()
+            outs.append((r.tolist(), str(r.dtype).split(".")[-1]))
+        except RuntimeError as e:
+            outs.append(str(e))
+    assert outs[1] == outs[0]
