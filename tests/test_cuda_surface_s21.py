@@ -414,7 +414,7 @@ def test_nvml_queries_through_pynvml(gpu, monkeypatch):
     c = tapelab.cuda
     assert (c.clock_rate(), c.utilization(), c.temperature(), c.power_draw(), c.memory_usage()) == \
         (1980, 87, 41, 123456, 30)
-    assert c.list_gpu_processes(1) == "GPU:1\nprocess       4242 uses        3.000 MB GPU memory"
+    assert c.list_gpu_processes(1) == "GPU:5\nprocess       4242 uses        3.000 MB GPU memory"
     assert handles[0] == 3 and handles[-1] == 5               # the visible devices' NVML indices
 
 

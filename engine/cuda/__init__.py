@@ -855,8 +855,8 @@ def ipc_collect() -> None:
 _NO_NVML = "nvidia-ml-py does not seem to be installed or it can't be imported."
 
 
-def _nvml(device):
-    """(pynvml, handle of ``device``), or PyTorch's errors."""
+def _nvml(device, index: bool = False):
+    """(pynvml, handle of ``device``), with its NVML index when ``index``; or PyTorch's errors."""
     try:
         import pynvml
     except ImportError as e:
@@ -872,7 +872,8 @@ def _nvml(device):
         ids = [v.strip() for v in visible.split(",")]
         if all(v.lstrip("-").isdigit() for v in ids) and i < len(ids):
             i = int(ids[i])
-    return pynvml, pynvml.nvmlDeviceGetHandleByIndex(i)
+    handle = pynvml.nvmlDeviceGetHandleByIndex(i)
+    return (pynvml, handle, i) if index else (pynvml, handle)
 
 
 def list_gpu_processes(device=None) -> str:
@@ -885,9 +886,9 @@ def list_gpu_processes(device=None) -> str:
         pynvml.nvmlInit()
     except pynvml.NVMLError_DriverNotLoaded:
         return "cuda driver can't be loaded, is cuda enabled?"
-    nv, handle = _nvml(device)
+    nv, handle, i = _nvml(device, index=True)
     procs = nv.nvmlDeviceGetComputeRunningProcesses(handle)
-    lines = [f"GPU:{_index(device)}"]
+    lines = [f"GPU:{i}"]      # NVML's index, as PyTorch prints it
     if len(procs) == 0:
         lines.append("no processes are running")
     for p in procs:
