@@ -7,6 +7,7 @@ composites over existing ops, listed in ``COMPOSITES``.
 """
 from __future__ import annotations
 
+import math
 import warnings
 
 import numpy as np
@@ -25,11 +26,11 @@ from .movement import cat
 from .sort import searchsorted, sort
 
 __all__ = ["cummax", "cummin", "logcumsumexp", "nansum", "nanmean", "nanmedian", "quantile", "nanquantile",
-           "histc", "histogram", "bincount", "bucketize", "isin", "isreal", "aminmax", "cov", "corrcoef", "diff",
+           "histc", "histogram", "histogramdd", "bincount", "bucketize", "isin", "isreal", "aminmax", "cov", "corrcoef", "diff",
            "dist", "renorm", "unique_consecutive"]
 
 _values_indices = {n: getattr(return_types, n) for n in ("cummax", "cummin", "nanmedian")}
-_aminmax_t, _histogram_t = return_types.aminmax, return_types.histogram
+_aminmax_t, _histogram_t, _histogramdd_t = return_types.aminmax, return_types.histogram, return_types.histogramdd
 
 
 # ---------------------------------------------------------------- running extremes
@@ -256,18 +257,89 @@ def histc(input: Tensor, bins: int = 100, min: float = 0, max: float = 0) -> Ten
     return apply(_histc, input, bins=int(bins), lo=float(min), hi=float(max))
 
 
-def _histogram_fwd(xp, x, *rest, bins, lo, hi, density, has_edges, has_weight):
-    edges = rest[0] if has_edges else bins
-    weight = rest[-1].reshape(-1) if has_weight else None
-    flat = x.reshape(-1)
-    rng = None if has_edges else ((lo, hi) if lo is not None else None)
-    if rng is None and not has_edges and flat.size:
-        rng = (float(flat.min()), float(flat.max()))
-    hist, out_edges = xp.histogram(flat, bins=edges, range=rng, weights=weight, density=density)
-    return hist.astype(x.dtype, copy=False), out_edges.astype(x.dtype, copy=False)
+def _outer_edges(rows: Tensor, ranges) -> list:
+    """Each dimension's first and last edge, in double, as ATen picks them: the given range, else
+    the data's min and max (0 and 1 with no data), an empty range widened by 0.5 each way."""
+    d = rows.shape[1]
+    if ranges is not None:
+        pairs = [(float(ranges[2 * k]), float(ranges[2 * k + 1])) for k in range(d)]
+    elif rows.shape[0]:
+        pairs = list(zip(rows.amin(0).tolist(), rows.amax(0).tolist()))
+    else:
+        pairs = [(0.0, 1.0)] * d
+    out = []
+    for k, (lo, hi) in enumerate(pairs):
+        if not (np.isfinite(lo) and np.isfinite(hi)):
+            raise RuntimeError(f"torch.histogramdd: dimension {k}'s range [{lo:g}, {hi:g}] is not finite")
+        if lo > hi:
+            raise RuntimeError(f"torch.histogramdd: min should not exceed max, but got min {lo:g} max {hi:g} "
+                               f"for dimension {k}")
+        out.append((lo - 0.5, hi + 0.5) if lo == hi else (lo, hi))
+    return out
 
 
-_histogram = Op("histogram", _histogram_fwd, n_extra=1)
+def _histogramdd_fwd(xp, x, *rest, has_weight):
+    """The histogram of the rows of 2-d ``x`` between each dimension's edges: each value counted in
+    the bin whose edges hold it (the last bin closed), values outside or NaN skipped, weights added
+    in order in the dtype (ATen's order on one thread)."""
+    edges = rest[:-1] if has_weight else rest
+    dt = x.dtype
+    keep = xp.ones(x.shape[0], bool)
+    index = []
+    for k, e in enumerate(edges):
+        col = x[:, k]
+        keep &= (col >= e[0]) & (col <= e[-1])
+        index.append(xp.minimum(xp.searchsorted(e, col, side="right") - 1, e.shape[0] - 2))
+    shape = tuple(e.shape[0] - 1 for e in edges)
+    flat = xp.ravel_multi_index(tuple(i[keep] for i in index), shape)
+    if has_weight:
+        hist = xp.zeros(math.prod(shape), dt)
+        xp.add.at(hist, flat, rest[-1][keep])
+    else:
+        hist = xp.bincount(flat, minlength=math.prod(shape)).astype(dt)
+    return hist.reshape(shape)
+
+
+_histogramdd = Op("histogramdd", _histogramdd_fwd)
+
+
+def _histogram_dd(input: Tensor, bins, ranges, weight, density: bool, name: str) -> tuple:
+    """``(hist, edges)`` of ``input``'s rows (its last dimension the histogram's dimensions): equal
+    bins get PyTorch's ``linspace`` points in the input's dtype between ``_outer_edges``; ``density``
+    divides as ATen does."""
+    if not input.is_floating_point():
+        raise RuntimeError(f"\"histogramdd\" not implemented for '{str(input.dtype).split('.')[-1].title()}'")
+    d = input.shape[-1] if input.ndim else 1
+    rows = input.reshape(-1, d)
+    given = isinstance(bins, Tensor) or (isinstance(bins, (list, tuple)) and bins and isinstance(bins[0], Tensor))
+    if given:
+        edges = [bins] if isinstance(bins, Tensor) else list(bins)
+    else:
+        edges = [int(bins)] * d if isinstance(bins, (int, np.integer)) else [int(b) for b in bins]
+    if len(edges) != d:
+        raise RuntimeError("histogramdd: The size of bins must be equal to the innermost dimension of the input.")
+    if ranges is not None and len(ranges) != 2 * d:
+        raise RuntimeError(f"torch.histogramdd: for a {d}-dimensional histogram range should have {2 * d} elements, "
+                           f"but got {len(ranges)}")
+    if given:
+        for k, e in enumerate(edges):
+            if e.dtype != input.dtype:
+                raise RuntimeError(f"torch.histogramdd: input tensor and bins tensors should have the same dtype, but "
+                                   f"got input with dtype {input.dtype.cpp_name} and bins for dimension {k} with "
+                                   f"dtype {e.dtype.cpp_name}")
+    else:
+        for k, b in enumerate(edges):
+            if b <= 0:
+                raise RuntimeError(f"{name}: bins must be > 0, but got {b} for dimension {k}")
+        edges = [creation.linspace(lo, hi, b + 1, dtype=input.dtype, device=input.device)
+                 for (lo, hi), b in zip(_outer_edges(rows, ranges), edges)]
+    args = [rows, *edges] + ([weight.reshape(-1)] if weight is not None else [])
+    hist = apply(_histogramdd, *args, has_weight=weight is not None)
+    if density:   # ATen's: by the total, then by each dimension's bin lengths (the sums in its order)
+        hist = hist / hist.sum()
+        for k, e in enumerate(edges):
+            hist = hist / e.diff().reshape([-1 if j == k else 1 for j in range(d)])
+    return hist, edges
 
 
 def histogram(input: Tensor, bins=100, *, range=None, weight: Tensor | None = None, density: bool = False):
@@ -275,14 +347,18 @@ def histogram(input: Tensor, bins=100, *, range=None, weight: Tensor | None = No
     if _DISPATCH.functions is not None and has_tensor_like((input, bins, range, weight)):
         return handle_torch_function(histogram, (input, bins, range, weight), input, bins=bins, range=range,
                                      weight=weight, density=density)
-    if not input.is_floating_point():
-        raise RuntimeError("torch.histogram: input tensor and bins tensors should have the same dtype")
-    has_edges = isinstance(bins, Tensor)
-    args = [input] + ([bins] if has_edges else []) + ([weight] if weight is not None else [])
-    lo, hi = (None, None) if range is None else (float(range[0]), float(range[1]))
-    hist, edges = apply(_histogram, *args, bins=None if has_edges else int(bins), lo=lo, hi=hi,
-                        density=bool(density), has_edges=has_edges, has_weight=weight is not None)
-    return _histogram_t(hist, edges)
+    hist, edges = _histogram_dd(input.reshape(-1, 1), bins, range, weight, density, "torch.histogram()")
+    return _histogram_t(hist, edges[0])
+
+
+def histogramdd(input: Tensor, bins=10, *, range=None, weight: Tensor | None = None, density: bool = False):
+    """``(hist, bin_edges)`` of the rows of ``input`` (its last dimension the histogram's): ``bins``
+    equal bins per dimension (one number, or one each) or one edge tensor per dimension."""
+    if _DISPATCH.functions is not None and has_tensor_like((input, bins, range, weight)):
+        return handle_torch_function(histogramdd, (input, bins, range, weight), input, bins=bins, range=range,
+                                     weight=weight, density=density)
+    hist, edges = _histogram_dd(input, bins, range, weight, density, "torch.histogramdd()")
+    return _histogramdd_t(hist, tuple(edges))
 
 
 def _bincount_fwd(xp, x, *w, minlength):
@@ -506,6 +582,7 @@ OPERATORS = {"renorm_": lambda self, p, dim, maxnorm: self.copy_(renorm(self, p,
 COMPOSITES = {
     "cummax": "cummax_indices, then gather", "cummin": "cummax_indices (largest=False), then gather",
     "logcumsumexp": "exp, cumsum and log around a detached shift", "nansum": "where and sum",
+    "histogram": "histogramdd of the values as one column (linspace edges, the counting op, density by division)",
     "nanmean": "nansum over a count", "nanmedian": "sort and gather at the middle non-NaN position",
     "quantile": "sort and a lerp of gathered neighbours", "nanquantile": "quantile over the non-NaN count",
     "bucketize": "searchsorted", "isin": "eq against every test element and any", "isreal": "a ones factory, or imag == 0",
