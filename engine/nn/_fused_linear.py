@@ -145,7 +145,8 @@ def _aten(shapes, params) -> str:
 
 _linear = Op("linear", _fwd, _vjp, saves=OTHERS, cost=_cost, onnx=_onnx_linear, fwd_out=_fwd_out,
              backward_name=_backward_name, aten=_aten)
-_bwd = Op("linear_backward", _bwd_fwd, None, n_extra=2, aten="t, mm, t, mm, sum")
+_bwd = Op("linear_backward", _bwd_fwd, None, n_extra=2,
+           aten="t, mm*, t, mm, sum")   # its result, the input's gradient, is the first mm's
 
 
 def applies(input: Tensor, weight: Tensor, bias: Tensor | None) -> bool:

@@ -925,7 +925,7 @@ _triu = Op("triu", lambda xp, x, *, diagonal: xp.triu(x, diagonal),
            lambda g, out, x, *, diagonal: (apply(_triu, g, diagonal=diagonal),), saves=NONE,
            onnx=lambda g, x, *, diagonal: g.op("Trilu", x, g.const(diagonal, "int64"), upper=1))
 _clone = Op("clone", lambda xp, x: x.copy(), lambda g, out, x: (g,), saves=NONE, aliases=("contiguous",),
-            onnx="Identity")
+            onnx="Identity", aten="clone(empty_strided, copy_)")
 
 
 def repeat(input: Tensor, *args, repeats=None) -> Tensor:
