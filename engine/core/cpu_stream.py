@@ -257,14 +257,28 @@ def probability_dtype(dt: np.dtype) -> np.dtype:
     return np.dtype(np.float64) if dt == np.float64 else np.dtype(np.float32)
 
 
+def _libm(name: str, values: np.ndarray, *args) -> np.ndarray | None:
+    """``kernels/libm.py``'s loop ``name`` over double ``values`` (libm's functions, as ATen calls them),
+    or None without the loops."""
+    if not kernels.enabled():
+        return None
+    out = np.empty_like(values)
+    getattr(kernels.loops("libm"), name)(values, *args, out)
+    return out
+
+
 def exponential(bits, n: int, lambd: float) -> np.ndarray:
     """``exponential_``: ``-1 / lambda * log1p(-u)`` on double uniforms (in double)."""
-    return (-1.0 / lambd) * np.log1p(-uniform(bits, n, np.dtype(np.float64)))
+    u = uniform(bits, n, np.dtype(np.float64))
+    out = _libm("exponential", u, float(lambd))
+    return (-1.0 / lambd) * np.log1p(-u) if out is None else out
 
 
 def cauchy(bits, n: int, median: float, sigma: float) -> np.ndarray:
     """``cauchy_``: ``median + sigma * tan(pi * (u - 0.5))`` on double uniforms."""
-    return median + sigma * np.tan(math.pi * (uniform(bits, n, np.dtype(np.float64)) - 0.5))
+    u = uniform(bits, n, np.dtype(np.float64))
+    out = _libm("cauchy", u, float(median), float(sigma))
+    return median + sigma * np.tan(math.pi * (u - 0.5)) if out is None else out
 
 
 def geometric(bits, n: int, p: float) -> np.ndarray:
@@ -274,7 +288,9 @@ def geometric(bits, n: int, p: float) -> np.ndarray:
 
 def log_normal(gen, n: int, mean: float, std: float) -> np.ndarray:
     """``log_normal_``: ``exp`` of the one-at-a-time double normals (the kept sine included)."""
-    return np.exp(normal_serial(gen, n, mean, std))
+    z = normal_serial(gen, n, mean, std)
+    out = _libm("exp", z)
+    return np.exp(z) if out is None else out
 
 
 def multinomial_with_replacement(bits, weights: np.ndarray, n_sample: int) -> np.ndarray:
