@@ -115,3 +115,49 @@ def test_alpha_is_checked_against_the_result_dtype(case):
         except RuntimeError as e:
             outs.append(str(e))
     assert outs[1] == outs[0]
+
+
+def _qkv(lib, shapes, seed=0):
+    rng = np.random.default_rng(seed)
+    return [lib.tensor(rng.standard_normal(s).astype(np.float32)) for s in shapes]
+
+
+def test_sdpa_under_cpu_autocast_casts_before_its_dtype_check():
+    """Llama under ``torch.autocast('cpu', bfloat16)``: RoPE promotes q and k to float32 while v comes
+    out of a bfloat16 linear; autocast casts all three for sdpa before the same-dtype check."""
+    outs = []
+    for lib in (torch, tapelab):
+        q, k, v, m = _qkv(lib, [(1, 2, 4, 8), (1, 2, 4, 8), (1, 2, 4, 8), (4, 4)])
+        with lib.autocast("cpu", dtype=lib.bfloat16):
+            a = lib.nn.functional.scaled_dot_product_attention(q, k, v.bfloat16(), attn_mask=m)
+            b = lib.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+        assert a.dtype == b.dtype == lib.bfloat16
+        with pytest.raises(RuntimeError, match="Expected query, key, and value to have the same dtype"):
+            lib.nn.functional.scaled_dot_product_attention(q, k, v.bfloat16())
+        outs.append((a.float().numpy(), b.float().numpy()))
+    for x, y in zip(*outs):
+        np.testing.assert_array_equal(y, x)
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+@pytest.mark.parametrize("case", [dict(), dict(is_causal=True), dict(mask="bool"), dict(mask="float"),
+                                  dict(lengths=(7, 13)), dict(enable_gqa=True)])
+def test_reduced_precision_sdpa_equals_torchs_flash_kernel(dtype, case):
+    """PyTorch's CPU flash kernel rounds the unnormalised weights to bfloat16/half before their GEMM
+    with v and divides by the float32 row sum after: bit for bit below 512 keys (tapelab had
+    normalised in float32 first, a quarter of the outputs one bfloat16 ulp away)."""
+    case = dict(case)
+    L, S = case.pop("lengths", (10, 10))
+    kind = case.pop("mask", None)
+    heads_kv = 2 if case.get("enable_gqa") else 4
+    rng = np.random.default_rng(1)
+    bool_mask, float_mask = rng.random((L, S)) > 0.3, rng.standard_normal((L, S)).astype(np.float32)
+    bool_mask[:, 0] = True
+    outs = []
+    for lib in (torch, tapelab):
+        dt = getattr(lib, dtype)
+        q, k, v = (t.to(dt) for t in _qkv(lib, [(2, 4, L, 16), (2, heads_kv, S, 16), (2, heads_kv, S, 16)]))
+        mask = (lib.tensor(bool_mask) if kind == "bool" else lib.tensor(float_mask).to(dt) if kind == "float"
+                else None)
+        outs.append(lib.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask, **case).float().numpy())
+    np.testing.assert_array_equal(outs[1], outs[0])

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from .. import kernels
 from ..kernels import gemm
 from ..base import dtype as _dtype
@@ -97,7 +99,53 @@ def _laid_out_as_query(xp, q, out, dropped: bool):
     return out
 
 
+_REDUCED = (_dtype.BFLOAT16_NP, np.dtype(np.float16))
+
+
+def _flash_reduced(xp, q, k, v, mask, *, scale, causal, masked):
+    """PyTorch's CPU flash kernel for bfloat16 and half (4-d, no dropout): float32 scores and softmax
+    statistics over key blocks of 512 (one block below 512 keys), each block's unnormalised weights
+    rounded to the input dtype before their GEMM with ``v`` (float32 accumulation, the running sum
+    and output rescaled as the maximum grows), the output times the row sum's reciprocal, rounded once.
+    Bit for bit torch's below 512 keys; from 512 on, the GEMMs' float32 sums differ in order."""
+    dt, f32 = q.dtype, np.float32
+    q, k, v = q.astype(f32), k.astype(f32), v.astype(f32)
+    if masked == "float":
+        mask = mask.astype(f32)
+    L, S = q.shape[-2], k.shape[-2]
+    split = 512 if S >= 512 else max(S, 1)
+    ninf = f32("-inf")
+    top = acc = total = None
+    for j in range(0, S, split):
+        kj, vj = k[..., j:j + split, :], v[..., j:j + split, :]
+        s = gemm(xp, q, xp.swapaxes(kj, -1, -2)) * f32(scale)
+        if causal:
+            s = xp.where(xp.arange(L)[:, None] >= xp.arange(j, j + kj.shape[-2])[None, :], s, ninf)
+        elif masked == "bool":
+            s = xp.where(mask[..., j:j + split], s, ninf)
+        elif masked == "float":
+            s = s + mask[..., j:j + split]
+        new = s.max(axis=-1, keepdims=True) if top is None else xp.maximum(top, s.max(axis=-1, keepdims=True))
+        shift = xp.where(new == ninf, f32(0), new)
+        p = xp.exp(s - shift)
+        part = gemm(xp, p.astype(dt).astype(f32), vj)
+        if top is None:
+            total, acc = p.sum(axis=-1, keepdims=True), part
+        else:
+            grow = xp.exp(top - shift)
+            total = grow * total + p.sum(axis=-1, keepdims=True)
+            acc = acc * grow + part
+        top = new
+    if acc is None:
+        return xp.zeros(q.shape[:-1] + v.shape[-1:], dt)
+    return (acc * (f32(1) / xp.where(total == 0, f32(1), total))).astype(dt)
+
+
 def _fwd(xp, *args, scale, causal, masked, dropped):
+    if args[0].dtype in _REDUCED and args[0].ndim == 4 and not dropped and xp is np:
+        q, k, v, mask, _ = _split(args, masked, dropped)
+        return _laid_out_as_query(xp, q, _flash_reduced(xp, q, k, v, mask, scale=scale, causal=causal,
+                                                         masked=masked), dropped)
     if args[0].dtype is _dtype.BFLOAT16_NP:   # numpy's bfloat16 matmul gives float32: compute there, round once
         return _dtype.in_float32(_fwd, xp, *args, scale=scale, causal=causal, masked=masked, dropped=dropped)
     q, k, v, mask, keep = _split(args, masked, dropped)

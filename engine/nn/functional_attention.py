@@ -14,6 +14,7 @@ from ..base.dispatch_state import STATE as _DISPATCH
 from ..core.overrides import handle_torch_function, has_tensor_like, has_torch_function
 from ..base import dtype as _dtype
 from ..core import creation
+from ..core.dispatch import composite
 from ..ops.movement import broadcast_shapes, cat
 from ..core.tensor import Tensor
 from . import _fused_attention
@@ -95,6 +96,14 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
         return handle_torch_function(scaled_dot_product_attention, (query, key, value, attn_mask), query, key, value,
                                      attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale,
                                      enable_gqa=enable_gqa)
+    # one op to autocast, as PyTorch's: q, k, v (and a float mask) are cast before the dtype checks (under
+    # cpu autocast a bfloat16 v meets the float32 q and k that Llama's RoPE promoted)
+    return composite("scaled_dot_product_attention",
+                     lambda q, k, v, m: _sdpa(q, k, v, m, dropout_p, is_causal, scale, enable_gqa),
+                     query, key, value, attn_mask)
+
+
+def _sdpa(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa) -> Tensor:
     _check_sdpa(query, key, value, attn_mask, dropout_p)
     _check_backend(query, dropout_p)
     if enable_gqa:
