@@ -178,3 +178,14 @@ def test_layout_covers_the_span_in_order():
     assert spans == [(0, 100), (0, 1), (1, 99)]
     assert names.layout(names.parse("t, mm, t, mm, sum"), 0, 302) == [(0, 1), (1, 100), (101, 1), (102, 100),
                                                                       (202, 100)]
+
+
+def test_flame_graph_stacks_put_a_call_under_its_op():
+    from tapelab.profiler.export import stacks
+    x, w = _data(tapelab, 4, 8), _data(tapelab, 16, 8)
+    with tapelab.profiler.profile(with_stack=True) as prof:
+        tapelab.nn.functional.linear(x, w, tapelab.zeros(16))
+    tails = [line.rsplit(" ", 1)[0].split(";<module>;")[-1].split(";")[-2:] for line in stacks(prof.trace)
+             if "aten::linear" in line]
+    assert [t[-1] for t in tails] == ["aten::linear", "aten::t", "aten::addmm"]
+    assert tails[1][0] == tails[2][0] == "aten::linear" and tails[0][0] != "aten::linear"

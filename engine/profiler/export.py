@@ -179,11 +179,16 @@ def memory_timeline_html(trace) -> str:
 
 
 def stacks(trace, metric: str = "self_cpu_time_total") -> list:
-    """Flame-graph lines ``frame;frame;...;op value`` (outermost frame first)."""
+    """Flame-graph lines ``frame;frame;...;op;call value`` (outermost frame first; an aten call below
+    the calls of its op that enclose it: ``aten::linear;aten::addmm``)."""
     out = []
     for e in trace.analyze().events:
         if e.kind != "op" or not e.stack:
             continue
         value = e.self_ns / 1e3 if metric.startswith("self") else e.duration_ns / 1e3
-        out.append(";".join(reversed(e.stack)) + f";{e.name} {int(value)}")
+        calls, p = [e.name], e.parent
+        while p is not None and p.kind == "op" and p.depth < e.depth and p.seq == e.seq:
+            calls.append(p.name)
+            p = p.parent
+        out.append(";".join(reversed(e.stack)) + ";" + ";".join(reversed(calls)) + f" {int(value)}")
     return out
