@@ -161,3 +161,51 @@ def test_reduced_precision_sdpa_equals_torchs_flash_kernel(dtype, case):
                 else None)
         outs.append(lib.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask, **case).float().numpy())
     np.testing.assert_array_equal(outs[1], outs[0])
+
+
+class _Output(dict):
+    """A dict subclass registered as a pytree node, as ``transformers.ModelOutput`` registers itself."""
+
+    def __getitem__(self, k):
+        return list(self.values())[k] if isinstance(k, int) else dict.__getitem__(self, k)
+
+
+def _register_output(lib):
+    pytree = lib.utils._pytree
+    if _Output not in pytree.SUPPORTED_NODES:
+        pytree.register_pytree_node(_Output, lambda o: (list(o.values()), list(o.keys())),
+                                    lambda values, keys: _Output(zip(keys, values)))
+
+
+def _exported_output(lib, tmp_path):
+    _register_output(lib)
+
+    class Net(lib.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = lib.nn.Linear(3, 2)
+
+        def forward(self, x):
+            y = self.lin(x)
+            return _Output(last=y, pooled=y.sum(1))
+
+    lib.manual_seed(0)
+    x = lib.ones(4, 3)
+    ep = lib.export.export(Net(), (x,))
+    out = ep.module()(x)
+    if lib is torch:   # PyTorch's .pt2 wants a serialized_type_name; tapelab's own format pickles the spec
+        return out, None
+    path = tmp_path / "program.pt2"
+    lib.export.save(ep, str(path))
+    return out, lib.export.load(str(path)).module()(x)
+
+
+def test_exported_module_returns_the_forwards_registered_output_type(tmp_path):
+    """``torch.export.export(bert, (ids,)).module()(ids)[0]``: the output comes back as the forward's
+    registered pytree type (a ModelOutput), not the graph's plain dict (``[0]`` raised KeyError)."""
+    want, _ = _exported_output(torch, tmp_path)
+    got, loaded = _exported_output(tapelab, tmp_path)
+    for out in (got, loaded):
+        assert type(out) is _Output and list(out) == list(want) == ["last", "pooled"]
+        np.testing.assert_array_equal(out[0].detach().numpy(), want[0].detach().numpy())
+        np.testing.assert_array_equal(out["pooled"].detach().numpy(), want["pooled"].detach().numpy())

@@ -27,8 +27,9 @@ from .. import serialization
 from ..base.grad_mode import no_grad
 from ..core.tensor import Tensor
 from ..fx.graph_module import GraphModule
-from ..fx.trace_from_tape import trace_from_tape, write_state
+from ..fx.trace_from_tape import trace_with_output, write_state
 from ..nn.modules.module import Module
+from ..utils._pytree import tree_flatten, tree_leaves, tree_unflatten
 
 __all__ = ["export", "ExportedProgram", "ExportGraphSignature", "InputKind", "OutputKind", "InputSpec",
            "OutputSpec", "Dim", "save", "load"]
@@ -200,7 +201,11 @@ class _Exported(Module):
         gm = ep._graphs.get(tuple(key))
         if gm is None:
             gm = ep._graphs[tuple(key)] = ep._trace(inputs)
-        return gm(*inputs)
+        out = gm(*inputs)
+        spec = getattr(ep, "_out_spec", None)
+        # the forward's own output types (the graph holds dicts and tuples: a ``ModelOutput``, a registered
+        # dataclass, come back as PyTorch's unflattening by the traced result's pytree spec makes them)
+        return out if spec is None else tree_unflatten(tree_leaves(out), spec)
 
 
 class ExportedProgram:
@@ -210,6 +215,7 @@ class ExportedProgram:
                  args: tuple, kwargs: dict):
         self._mod, self._names, self._kw_names, self._examples, self._dims = mod, names, kw_names, examples, dims
         self.example_inputs = (args, kwargs)
+        self._out_spec = None
         self.graph_module = self._trace(examples)
         self._graphs = {tuple(tuple(x.shape) for x in examples if isinstance(x, Tensor)): self.graph_module}
         self.graph = self.graph_module.graph
@@ -229,7 +235,10 @@ class ExportedProgram:
         # exporting leaves the module's state as it was, as PyTorch's
         kept = [(b, b.detach().clone()) for b in mod.buffers()]
         try:
-            return trace_from_tape(mod if not kw_names else call, *inputs)
+            gm, result = trace_with_output(mod if not kw_names else call, *inputs)
+            if self._out_spec is None:
+                self._out_spec = tree_flatten(result)[1]
+            return gm
         finally:
             with no_grad():
                 for b, old in kept:
@@ -315,7 +324,8 @@ def save(ep: ExportedProgram, f, *, extra_files: dict | None = None, opset_versi
     serialization.save({"format": _FORMAT, "graph": ep.graph, "attrs": attrs, "training": gm.training,
                         "names": ep._names, "kw_names": ep._kw_names, "examples": ep._examples, "dims": ep._dims,
                         "example_inputs": ep.example_inputs, "signature": ep.graph_signature,
-                        "range_constraints": ep.range_constraints, "extra_files": dict(extra_files or {})},
+                        "range_constraints": ep.range_constraints, "out_spec": ep._out_spec,
+                        "extra_files": dict(extra_files or {})},
                        f, pickle_protocol=pickle_protocol)
 
 
@@ -335,4 +345,5 @@ def load(f, *, extra_files: dict | None = None, expected_opset_version: dict | N
     ep.example_inputs, ep.graph_module, ep.graph = saved["example_inputs"], gm, gm.graph
     ep._graphs = {tuple(tuple(x.shape) for x in ep._examples if isinstance(x, Tensor)): gm}
     ep.graph_signature, ep.range_constraints = saved["signature"], saved["range_constraints"]
+    ep._out_spec = saved.get("out_spec")
     return ep
