@@ -209,3 +209,34 @@ def test_exported_module_returns_the_forwards_registered_output_type(tmp_path):
         assert type(out) is _Output and list(out) == list(want) == ["last", "pooled"]
         np.testing.assert_array_equal(out[0].detach().numpy(), want[0].detach().numpy())
         np.testing.assert_array_equal(out["pooled"].detach().numpy(), want["pooled"].detach().numpy())
+
+
+@pytest.mark.parametrize("element", [0, 4, 4.0, 7, True, "tensor_row", "tensor_scalar"])
+def test_in_compares_elements_as_pytorch(element):
+    """``pad_token_id in input_ids[:, [-1, 0]]`` (transformers' padding warning): ``any(element == t)``;
+    iterating a 2-D tensor's rows had raised 'Boolean value of Tensor ... is ambiguous'."""
+    got = []
+    for lib in (torch, tapelab):
+        x = lib.tensor([[1, 0, 3], [4, 5, 6]])
+        e = (lib.tensor([1, 2, 3]) if element == "tensor_row" else lib.tensor(6) if element == "tensor_scalar"
+             else element)
+        got.append((e in x, element == "tensor_row" or e in x[:, [-1, 0]]))
+    assert got[1] == got[0]
+
+
+@pytest.mark.parametrize("element", [None, "a", [1]])
+def test_in_refuses_other_elements(element):
+    for lib in (torch, tapelab):
+        with pytest.raises(RuntimeError, match="Tensor.__contains__ only supports Tensor or scalar"):
+            element in lib.tensor([1, 2])
+
+
+@pytest.mark.parametrize("name", ["stack", "cat", "concat", "hstack", "vstack", "dstack", "column_stack", "row_stack",
+                                  "meshgrid"])
+def test_joining_no_tensors_raises_pytorchs_exception(name):
+    """``torch.stack([])`` is a RuntimeError (EnCodec's empty code list); only cat's is a ValueError."""
+    with pytest.raises(Exception) as want:
+        getattr(torch, name)([])
+    with pytest.raises(Exception) as got:
+        getattr(tapelab, name)([])
+    assert type(got.value) is type(want.value) and str(got.value) == str(want.value)

@@ -10,6 +10,7 @@ in ``autograd/views.py``; ``backward`` in ``autograd/engine.py``; ``to`` in ``op
 from __future__ import annotations
 
 import itertools
+import numbers
 import warnings
 
 import numpy as np
@@ -329,6 +330,14 @@ class Tensor:
         if _DISPATCH.slow and _DISPATCH.modes:
             _host_read(self, "bool")
         return bool(self._scalar())
+
+    def __contains__(self, element) -> bool:
+        """``element in t``: whether any entry equals ``element`` (a number or a tensor, compared with
+        broadcasting), as PyTorch's; iterating rows instead made ``pad_id in ids[:, [-1, 0]]`` ambiguous."""
+        if not isinstance(element, (Tensor, numbers.Number)):
+            raise RuntimeError(f"Tensor.__contains__ only supports Tensor or scalar, but you passed in a "
+                               f"{type(element)}.")
+        return bool((element == self).any().item())
 
     def __len__(self) -> int:
         if self._data.ndim == 0:

@@ -837,8 +837,9 @@ def _tensor_list(tensors, op: str) -> list:
     for i, t in enumerate(tensors):
         if not isinstance(t, Tensor):
             raise TypeError(f"expected Tensor as element {i} in argument 0, but got {type(t).__name__}")
-    if not tensors:
-        raise ValueError(f"torch.{op}(): expected a non-empty list of Tensors")
+    if not tensors:   # PyTorch: a ValueError from cat's Python check, a RuntimeError from the others' kernels
+        raise (ValueError(f"torch.{op}(): expected a non-empty list of Tensors") if op == "cat" else
+               RuntimeError(f"{op} expects a non-empty TensorList"))
     return tensors
 
 

@@ -458,6 +458,8 @@ def meshgrid(*tensors, indexing: str | None = None) -> tuple:
         return handle_torch_function(meshgrid, tensors, *tensors, indexing=indexing)
     if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
         tensors = tuple(tensors[0])
+    if not tensors:
+        raise RuntimeError("meshgrid expects a non-empty TensorList")
     if indexing is None:
         warnings.warn("torch.meshgrid: in an upcoming release, it will be required to pass the indexing argument.",
                       UserWarning, stacklevel=2)
@@ -740,6 +742,8 @@ def row_stack(tensors) -> Tensor:
     """``vstack`` under its NumPy alias."""
     if _DISPATCH.functions is not None and has_tensor_like((tensors,)):
         return handle_torch_function(row_stack, (tensors,), tensors)
+    if isinstance(tensors, (list, tuple)) and not tensors:
+        raise RuntimeError("vstack expects a non-empty TensorList")
     return cat([t.reshape(1, -1) if t.ndim < 2 else t for t in tensors], 0)
 
 
