@@ -240,3 +240,22 @@ def test_joining_no_tensors_raises_pytorchs_exception(name):
     with pytest.raises(Exception) as got:
         getattr(tapelab, name)([])
     assert type(got.value) is type(want.value) and str(got.value) == str(want.value)
+
+
+@pytest.mark.parametrize("index", [[5], [-1], [[0, 7]], [[0, -2], [1, 1]], list(range(-1, 70))])
+def test_embedding_refuses_indices_outside_the_table(index):
+    """An id past the vocabulary (BLIP's default bos 30522 in a 100-word test config) is PyTorch's
+    IndexError 'index out of range in self'; a negative id had wrapped to the last rows silently."""
+    for lib in (torch, tapelab):
+        w = lib.randn(5, 3, requires_grad=True)
+        with pytest.raises(IndexError, match="^index out of range in self$"):
+            lib.nn.functional.embedding(lib.tensor(index), w)
+        with pytest.raises(IndexError, match="^index out of range in self$"):
+            lib.nn.Embedding(5, 3, padding_idx=0)(lib.tensor(index))
+
+
+def test_embedding_of_indices_inside_the_table_is_unchanged():
+    w = np.random.default_rng(0).standard_normal((6, 3)).astype(np.float32)
+    idx = np.arange(100).reshape(10, 10) % 6
+    want = torch.nn.functional.embedding(torch.tensor(idx), torch.tensor(w)).numpy()
+    np.testing.assert_array_equal(tapelab.nn.functional.embedding(tapelab.tensor(idx), tapelab.tensor(w)).numpy(), want)

@@ -18,7 +18,7 @@ from ..base.meta import has_data
 from ..core.dispatch import STATE, apply
 from ..core.registry import ALL, NONE, OTHERS, Op
 from ..core.tensor import Tensor
-from ..ops.indexing import add_at
+from ..ops.indexing import _index_select_bounds, add_at
 from ..ops._util import unbroadcast
 from ..ops.reduce import array_mean, array_sum
 from ..ops.sparse import sparse_coo_tensor
@@ -1182,6 +1182,7 @@ def embedding(weight: Tensor, idx: Tensor, padding_idx: int | None, scale_grad_b
     ``scale_grad_by_freq`` each row's gradient is divided by how often its index occurs in ``idx``,
     and with ``sparse`` the weight's gradient is a sparse COO tensor of the looked-up rows."""
     extra = {k: True for k, on in (("scale_grad_by_freq", scale_grad_by_freq), ("sparse", sparse)) if on}
+    _index_select_bounds(weight, 0, idx)   # PyTorch's IndexError: a negative index does not wrap
     return apply(_embedding, weight, idx, padding_idx=padding_idx, **extra)
 
 

@@ -548,7 +548,7 @@ def _index_select_bounds(input: Tensor, d: int, index: Tensor) -> None:
     if not idx.size or isinstance(index, BatchedTensor) or isinstance(input, BatchedTensor) or not has_data(index._device.xp):
         return
     size = input._data.shape[d] if input._data.ndim else 1
-    values = idx.tolist() if idx.size <= 64 and type(idx) is np.ndarray else None   # a beam's few: Python's min/max
+    values = idx.ravel().tolist() if idx.size <= 64 and type(idx) is np.ndarray else None   # a beam's few: Python's min/max
     lo, hi = (min(values), max(values)) if values is not None else (int(idx.min()), int(idx.max()))
     if lo >= 0 and hi < size:
         return
