@@ -87,3 +87,56 @@ def to_grayscale(img: Image.Image, num_output_channels: int) -> Image.Image:
     if num_output_channels == 3:
         return Image.fromarray(np.dstack([np.asarray(gray)] * 3))
     raise ValueError(f"to_grayscale: num_output_channels should be 1 or 3, got {num_output_channels}")
+
+
+def fill_option(img: Image.Image, fill) -> dict:
+    """Pillow's ``fillcolor`` from torchvision's fill (None is black; one number fills every band)."""
+    bands = channels(img)
+    fill = 0 if fill is None else fill
+    if isinstance(fill, (int, float)) and bands > 1:
+        fill = (fill,) * bands
+    if isinstance(fill, (list, tuple)):
+        if len(fill) == 1:
+            fill = tuple(fill) * bands
+        elif len(fill) != bands:
+            raise ValueError(f"fill: the number of elements ({len(fill)}) does not match the image's {bands} bands")
+        fill = tuple(fill)
+    if img.mode != "F":
+        fill = tuple(int(v) for v in fill) if isinstance(fill, tuple) else int(fill)
+    return {"fillcolor": fill}
+
+
+def rotate(img: Image.Image, angle: float, interpolation: str, expand: bool, center, fill) -> Image.Image:
+    return img.rotate(angle, PIL_FILTERS[interpolation], expand, center, **fill_option(img, fill))
+
+
+def affine(img: Image.Image, matrix: list[float], interpolation: str, fill) -> Image.Image:
+    return img.transform(img.size, Image.AFFINE, matrix, PIL_FILTERS[interpolation], **fill_option(img, fill))
+
+
+def perspective(img: Image.Image, coeffs: list[float], interpolation: str, fill) -> Image.Image:
+    return img.transform(img.size, Image.PERSPECTIVE, coeffs, PIL_FILTERS[interpolation], **fill_option(img, fill))
+
+
+def adjust_sharpness(img: Image.Image, factor: float) -> Image.Image:
+    return ImageEnhance.Sharpness(img).enhance(factor)
+
+
+def posterize(img: Image.Image, bits: int) -> Image.Image:
+    return ImageOps.posterize(img, bits)
+
+
+def solarize(img: Image.Image, threshold: float) -> Image.Image:
+    return ImageOps.solarize(img, threshold)
+
+
+def autocontrast(img: Image.Image) -> Image.Image:
+    return ImageOps.autocontrast(img)
+
+
+def equalize(img: Image.Image) -> Image.Image:
+    return ImageOps.equalize(img)
+
+
+def invert(img: Image.Image) -> Image.Image:
+    return ImageOps.invert(img)

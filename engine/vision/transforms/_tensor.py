@@ -6,13 +6,16 @@ so tensors and PIL images agree.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
-from ...base.dtype import uint8
-from ...core.creation import as_tensor
+from ...base.dtype import float32, int16, int32, uint8
+from ...core.creation import as_tensor, linspace, ones, zeros
 from ...core.tensor import Tensor
 from ...nn import functional as F
-from ...ops.movement import cat
+from ...ops.compare import where
+from ...ops.movement import cat, stack
 
 
 def resize(img: Tensor, size: tuple[int, int], interpolation: str, antialias: bool) -> Tensor:
@@ -154,3 +157,225 @@ def shorter_side_size(h: int, w: int, size: int, max_size: int | None) -> tuple[
             new_short, new_long = int(max_size * new_short / new_long), max_size
     return (new_long, new_short) if w <= h else (new_short, new_long)
 
+
+
+# ---------------------------------------------------------------- geometry through a sampling grid
+def inverse_affine_matrix(center: list[float], angle: float, translate: list[float], scale: float,
+                          shear: list[float]) -> list[float]:
+    """The 2x3 matrix taking output pixels to input pixels of rotation/scale/shear about ``center``
+    then translation (torchvision's parameterisation, angles in degrees, clockwise for images)."""
+    rot, sx, sy = math.radians(angle), math.radians(shear[0]), math.radians(shear[1])
+    cx, cy = center
+    tx, ty = translate
+    a = math.cos(rot - sy) / math.cos(sy)
+    b = -(a * math.tan(sx) + math.sin(rot))
+    c = math.sin(rot - sy) / math.cos(sy)
+    d = math.cos(rot) - c * math.tan(sx)
+    m = [d / scale, -b / scale, 0.0, -c / scale, a / scale, 0.0]
+    m[2] += cx - m[0] * (cx + tx) - m[1] * (cy + ty)
+    m[5] += cy - m[3] * (cx + tx) - m[4] * (cy + ty)
+    return m
+
+
+def expanded_size(matrix: list[float], w: int, h: int) -> tuple[int, int]:
+    """(w, h) of the box holding the whole rotated image, in float32 with a 1e-4 tolerance (as torchvision)."""
+    hw, hh = 0.5 * w, 0.5 * h
+    pts = as_tensor([[-hw, -hh, 1.0], [-hw, hh, 1.0], [hw, hh, 1.0], [hw, -hh, 1.0]])
+    theta = as_tensor(matrix, dtype=float32).view(2, 3)
+    new = pts.matmul(theta.T)
+    half = as_tensor([hw, hh])
+    lo, hi = new.min(dim=0).values + half, new.max(dim=0).values + half
+    cmax = (hi * 1e4).trunc() * 1e-4
+    cmin = (lo * 1e4).trunc() * 1e-4
+    size = cmax.ceil() - cmin.floor()
+    return int(size[0].item()), int(size[1].item())
+
+
+def affine_grid(matrix: list[float], dtype, device, w: int, h: int, ow: int, oh: int) -> Tensor:
+    """Normalised sampling points (1, oh, ow, 2) of output pixel centres mapped by ``matrix``."""
+    theta = as_tensor(matrix, dtype=dtype, device=device).reshape(1, 2, 3)
+    xs = linspace((1.0 - ow) * 0.5, (ow - 1.0) * 0.5, steps=ow, device=device).to(dtype)
+    ys = linspace((1.0 - oh) * 0.5, (oh - 1.0) * 0.5, steps=oh, device=device).to(dtype)
+    base = stack([xs.expand(oh, ow), ys.unsqueeze(-1).expand(oh, ow), ones((oh, ow), dtype=dtype, device=device)],
+                 dim=-1)
+    rescaled = theta.transpose(1, 2) / as_tensor([0.5 * w, 0.5 * h], dtype=dtype, device=device)
+    return base.view(1, oh * ow, 3).bmm(rescaled).view(1, oh, ow, 2)
+
+
+def grid_transform(img: Tensor, grid: Tensor, mode: str, fill, v1_fill: bool = False) -> Tensor:
+    """Sample ``img`` at ``grid``; with ``fill`` a ones channel is sampled alongside and where it falls
+    short the fill shows (nearest: below one half; bilinear: blended by it). Integer images round back.
+    ``v1_fill`` blends as v1 torchvision does (img * m + (1 - m) * fill) instead of v2's (img - fill) * m + fill."""
+    shape = img.shape
+    c, ih, iw = shape[-3:]
+    oh, ow = grid.shape[1], grid.shape[2]
+    x = img.reshape(-1, c, ih, iw)
+    fp = x.dtype == grid.dtype
+    x = x if fp else x.to(grid.dtype)
+    n = x.shape[0]
+    if n > 1:
+        grid = grid.expand(n, -1, -1, -1)
+    if fill is not None:
+        x = cat([x, ones((n, 1, ih, iw), dtype=x.dtype, device=x.device)], dim=1)
+    x = F.grid_sample(x, grid, mode=mode, padding_mode="zeros", align_corners=False)
+    if fill is not None:
+        x, mask = x[:, :-1], x[:, -1:].expand(n, c, oh, ow)
+        fill_list = list(fill) if isinstance(fill, (tuple, list)) else [float(fill)]
+        fill_img = as_tensor(fill_list, dtype=x.dtype, device=x.device).view(1, -1, 1, 1)
+        if mode == "nearest":
+            x = where(mask < 0.5, fill_img.expand_as(x), x)
+        elif v1_fill:
+            x = x * mask + (1.0 - mask) * fill_img
+        else:
+            x = (x - fill_img) * mask + fill_img
+    out = x if fp else x.round().to(img.dtype)
+    return out.reshape(*shape[:-3], c, oh, ow)
+
+
+def _grid_dtype(img: Tensor):
+    return img.dtype if img.is_floating_point() else float32
+
+
+def affine(img: Tensor, matrix: list[float], mode: str, fill, v1_fill: bool = False,
+           out_size: tuple[int, int] | None = None) -> Tensor:
+    h, w = img.shape[-2:]
+    ow, oh = out_size or (w, h)
+    grid = affine_grid(matrix, _grid_dtype(img), img.device, w, h, ow, oh)
+    return grid_transform(img, grid, mode, fill, v1_fill)
+
+
+def perspective(img: Tensor, coeffs: list[float], mode: str, fill, v1_fill: bool = False) -> Tensor:
+    """Projective warp: output pixel (x, y) samples input ((a x + b y + c) / (g x + h y + 1), (d x + e y + f) / (...))."""
+    h, w = img.shape[-2:]
+    dtype = _grid_dtype(img)
+    theta1 = as_tensor([[coeffs[0], coeffs[1], coeffs[2]], [coeffs[3], coeffs[4], coeffs[5]]], dtype=dtype)
+    theta2 = as_tensor([[coeffs[6], coeffs[7], 1.0], [coeffs[6], coeffs[7], 1.0]], dtype=dtype)
+    xs = linspace(0.5, w - 0.5, steps=w).to(dtype)
+    ys = linspace(0.5, h - 0.5, steps=h).to(dtype)
+    base = stack([xs.expand(h, w), ys.unsqueeze(-1).expand(h, w), ones((h, w), dtype=dtype)], dim=-1)
+    rescaled1 = theta1.T / as_tensor([0.5 * w, 0.5 * h], dtype=dtype)
+    grid = base.view(1, h * w, 3).bmm(rescaled1.unsqueeze(0)) / base.view(1, h * w, 3).bmm(theta2.T.unsqueeze(0))
+    grid = (grid - 1.0).view(1, h, w, 2)
+    return grid_transform(img, grid, mode, fill, v1_fill)
+
+
+# ---------------------------------------------------------------- filters and pixel maps
+def gaussian_kernel1d(size: int, sigma: float, dtype, v1: bool) -> Tensor:
+    """v1: exp(-x^2 / 2 sigma^2) over x = -(k-1)/2 .. (k-1)/2, normalised; v2: the same as a softmax over
+    x / sqrt(2) (another rounding)."""
+    if v1:
+        half = (size - 1) * 0.5
+        x = linspace(-half, half, steps=size).to(dtype)
+        pdf = (-0.5 * (x / sigma).pow(2)).exp()
+        return pdf / pdf.sum()
+    lim = (size - 1) / (2.0 * math.sqrt(2.0))
+    x = linspace(-lim, lim, steps=size).to(dtype)
+    return x.div(sigma).pow(2).neg().softmax(dim=0)
+
+
+def gaussian_blur(img: Tensor, kernel_size: list[int], sigma: list[float], v1: bool = False) -> Tensor:
+    """Separable Gaussian as one 2-d depthwise convolution over reflect padding; integers round back."""
+    fp = img.is_floating_point()
+    dtype = img.dtype if fp else float32
+    kx = gaussian_kernel1d(kernel_size[0], sigma[0], dtype, v1)
+    ky = gaussian_kernel1d(kernel_size[1], sigma[1], dtype, v1)
+    kernel = ky.unsqueeze(-1) * kx
+    shape = img.shape
+    c = shape[-3]
+    x = img.reshape(-1, *shape[-3:])
+    x = x if fp else x.to(float32)
+    pad = [kernel_size[0] // 2, kernel_size[0] // 2, kernel_size[1] // 2, kernel_size[1] // 2]
+    x = F.conv2d(F.pad(x, pad, mode="reflect"), kernel.expand(c, 1, *kernel.shape), groups=c)
+    out = x.reshape(shape)
+    return out if fp else out.round().to(img.dtype)
+
+
+def max_value(dtype) -> float:
+    return 1.0 if dtype.is_floating_point else float({uint8: 255, int16: 32767, int32: 2147483647}.get(dtype, 255))
+
+
+def adjust_sharpness(img: Tensor, factor: float, v1: bool = False) -> Tensor:
+    """Blend with the image smoothed by [[1,1,1],[1,5,1],[1,1,1]] / 13 (borders kept)."""
+    c, h, w = img.shape[-3:]
+    if h <= 2 or w <= 2:
+        return img
+    fp = img.is_floating_point()
+    dtype = img.dtype if fp else float32
+    kernel = ones((3, 3), dtype=dtype)
+    if v1:
+        kernel[1, 1] = 5.0
+        kernel = kernel / kernel.sum()
+    else:
+        kernel = as_tensor([[1.0 / 13.0] * 3, [1.0 / 13.0, 5.0 / 13.0, 1.0 / 13.0], [1.0 / 13.0] * 3], dtype=dtype)
+    x = img.reshape(-1, c, h, w).to(dtype)
+    blurred = F.conv2d(x, kernel.expand(c, 1, 3, 3), groups=c)
+    if not fp:
+        blurred = blurred.round()
+    inner = x[..., 1:-1, 1:-1]
+    if v1:
+        degenerate = x.clone()
+        degenerate[..., 1:-1, 1:-1] = blurred if fp else blurred
+        out = (factor * x + (1.0 - factor) * degenerate).clamp(0, max_value(img.dtype))
+    else:
+        out = x.clone()
+        out[..., 1:-1, 1:-1] = inner + (blurred - inner) * (1.0 - factor)
+        out = out.clamp(0, max_value(img.dtype))
+    out = out.reshape(img.shape)
+    return out if fp else out.to(img.dtype)
+
+
+def invert(img: Tensor) -> Tensor:
+    return 1.0 - img if img.is_floating_point() else img.bitwise_not() if img.dtype == uint8 else max_value(img.dtype) - img
+
+
+def posterize(img: Tensor, bits: int) -> Tensor:
+    if img.is_floating_point():
+        levels = 1 << bits
+        return img.mul(levels).floor().clamp(0, levels - 1).mul(1.0 / levels)
+    if bits >= 8:
+        return img
+    return img & (((1 << bits) - 1) << (8 - bits))
+
+
+def solarize(img: Tensor, threshold: float) -> Tensor:
+    return where(img >= threshold, invert(img), img)
+
+
+def autocontrast(img: Tensor, v1: bool = False) -> Tensor:
+    """Stretch each channel to the full range (a flat channel is left as it is)."""
+    bound = max_value(img.dtype)
+    fp = img.is_floating_point()
+    x = img if fp else img.to(float32)
+    lo = x.amin(dim=(-2, -1), keepdim=True)
+    hi = x.amax(dim=(-2, -1), keepdim=True)
+    flat = hi == lo
+    lo = where(flat, zeros((), dtype=x.dtype), lo)
+    if v1:
+        scale = where(flat, ones((), dtype=x.dtype), bound / where(flat, ones((), dtype=x.dtype), hi - lo))
+        return ((x - lo) * scale).clamp(0, bound).to(img.dtype)
+    inv_scale = where(flat, ones((), dtype=x.dtype), (hi - lo) * (1.0 / bound))
+    return ((x - lo) / inv_scale).clamp(0, bound).to(img.dtype)
+
+
+def equalize(img: Tensor) -> Tensor:
+    """Histogram equalisation of each channel of a uint8 image by Pillow's lookup table."""
+    arr = img.detach().cpu().numpy()
+    flat = arr.reshape(-1, arr.shape[-2] * arr.shape[-1]).astype(np.int64)
+    out = np.empty_like(flat)
+    for k, chan in enumerate(flat):
+        hist = np.bincount(chan, minlength=256)
+        nonzero = hist[hist != 0]
+        step = int(nonzero[:-1].sum()) // 255
+        if step == 0:
+            out[k] = chan
+            continue
+        lut = (np.cumsum(hist) + step // 2) // step
+        lut = np.clip(np.concatenate([[0], lut[:-1]]), 0, 255)
+        out[k] = lut[chan]
+    return as_tensor(out.astype(np.uint8).reshape(arr.shape), device=img.device)
+
+
+def erase(img: Tensor, i: int, j: int, h: int, w: int, v: Tensor, inplace: bool = False) -> Tensor:
+    out = img if inplace else img.clone()
+    out[..., i:i + h, j:j + w] = v
+    return out

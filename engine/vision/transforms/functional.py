@@ -307,3 +307,176 @@ def convert_image_dtype(image: Tensor, dtype=float32) -> Tensor:
     if dtype.is_floating_point:
         return image.to(dtype).div(in_max)
     raise ValueError(f"convert_image_dtype: integer to integer conversion ({image.dtype} -> {dtype}) is not supported")
+
+
+def _interp(interpolation) -> str:
+    return _mode(interpolation)
+
+
+def _tensor_fill(img: Tensor, fill):
+    """v1's fill for a tensor: None stays None (no mask channel), numbers become per-channel floats."""
+    if fill is None:
+        return None
+    if isinstance(fill, (int, float)):
+        return [float(fill)] * get_image_num_channels(img)
+    return [float(f) for f in fill]
+
+
+def _center_offset(img, center) -> list[float]:
+    if center is None:
+        return [0.0, 0.0]
+    _, h, w = get_dimensions(img)
+    return [1.0 * (c - s * 0.5) for c, s in zip(center, [w, h])]
+
+
+def rotate(img, angle: float, interpolation=InterpolationMode.NEAREST, expand: bool = False,
+           center: Sequence[int] | None = None, fill=None):
+    """Rotate counter-clockwise by ``angle`` degrees about ``center`` (the image centre by default)."""
+    _check("rotate", img)
+    if _is_pil(img):
+        return _pil().rotate(img, angle, _interp(interpolation), expand, center, fill)
+    matrix = _T.inverse_affine_matrix(_center_offset(img, center), -angle, [0.0, 0.0], 1.0, [0.0, 0.0])
+    h, w = img.shape[-2:]
+    size = _T.expanded_size(matrix, w, h) if expand else (w, h)
+    return _T.affine(img, matrix, _interp(interpolation), _tensor_fill(img, fill), v1_fill=True, out_size=size)
+
+
+def _shear_pair(shear) -> list[float]:
+    if isinstance(shear, numbers.Number):
+        return [float(shear), 0.0]
+    shear = [float(s) for s in shear]
+    return shear * 2 if len(shear) == 1 else shear
+
+
+def affine(img, angle: float, translate: Sequence[int], scale: float, shear, interpolation=InterpolationMode.NEAREST,
+           fill=None, center: Sequence[int] | None = None):
+    """Rotate, scale and shear about the centre, then translate (torchvision's parameterisation)."""
+    _check("affine", img)
+    shear = _shear_pair(shear)
+    if scale <= 0.0:
+        raise ValueError("affine: scale should be positive")
+    if _is_pil(img):
+        _, h, w = get_dimensions(img)
+        c = [w * 0.5, h * 0.5] if center is None else list(center)
+        matrix = _T.inverse_affine_matrix(c, float(angle), list(translate), scale, shear)
+        return _pil().affine(img, matrix, _interp(interpolation), fill)
+    matrix = _T.inverse_affine_matrix(_center_offset(img, center), float(angle), [1.0 * t for t in translate],
+                                      scale, shear)
+    return _T.affine(img, matrix, _interp(interpolation), _tensor_fill(img, fill), v1_fill=True)
+
+
+def perspective_coeffs(startpoints: Sequence[Sequence[int]], endpoints: Sequence[Sequence[int]]) -> list[float]:
+    """(a, b, c, d, e, f, g, h) mapping end points to start points, solved in float64, kept as float32."""
+    a = np.zeros((8, 8))
+    for i, (p1, p2) in enumerate(zip(endpoints, startpoints)):
+        a[2 * i] = [p1[0], p1[1], 1, 0, 0, 0, -p2[0] * p1[0], -p2[0] * p1[1]]
+        a[2 * i + 1] = [0, 0, 0, p1[0], p1[1], 1, -p2[1] * p1[0], -p2[1] * p1[1]]
+    b = np.asarray(startpoints, dtype=np.float64).reshape(8)
+    return np.linalg.lstsq(a, b, rcond=None)[0].astype(np.float32).tolist()
+
+
+def perspective(img, startpoints, endpoints, interpolation=InterpolationMode.BILINEAR, fill=None):
+    """Warp so that the four ``startpoints`` corners land on ``endpoints``."""
+    _check("perspective", img)
+    coeffs = perspective_coeffs(startpoints, endpoints)
+    if _is_pil(img):
+        return _pil().perspective(img, coeffs, _interp(interpolation), fill)
+    return _T.perspective(img, coeffs, _interp(interpolation), _tensor_fill(img, fill), v1_fill=True)
+
+
+def _blur_args(kernel_size, sigma) -> tuple[list[int], list[float]]:
+    ks = [kernel_size, kernel_size] if isinstance(kernel_size, int) else list(kernel_size)
+    if len(ks) == 1:
+        ks = ks * 2
+    if any(k % 2 == 0 or k < 0 for k in ks):
+        raise ValueError(f"gaussian_blur: kernel_size should have odd and positive integers, got {kernel_size}")
+    if sigma is None:
+        sg = [k * 0.15 + 0.35 for k in ks]
+    elif isinstance(sigma, (int, float)):
+        sg = [float(sigma)] * 2
+    else:
+        sg = [float(s) for s in sigma]
+        sg = sg * 2 if len(sg) == 1 else sg
+    if any(s <= 0 for s in sg):
+        raise ValueError(f"gaussian_blur: sigma should have positive values, got {sigma}")
+    return ks, sg
+
+
+def gaussian_blur(img, kernel_size, sigma=None):
+    """Gaussian blur over reflect padding (PIL images go through a tensor, as torchvision's do)."""
+    _check("gaussian_blur", img)
+    ks, sg = _blur_args(kernel_size, sigma)
+    if _is_pil(img):
+        return to_pil_image(_T.gaussian_blur(pil_to_tensor(img), ks, sg, v1=True), mode=img.mode)
+    return _T.gaussian_blur(img, ks, sg, v1=True)
+
+
+def erase(img: Tensor, i: int, j: int, h: int, w: int, v: Tensor, inplace: bool = False) -> Tensor:
+    """``img`` with the box (i, j, h, w) set to ``v``."""
+    if not isinstance(img, Tensor):
+        raise TypeError(f"erase: img should be a Tensor, got {type(img).__name__}")
+    return _T.erase(img, i, j, h, w, v, inplace)
+
+
+def _pixel_op(fn: str, img, *args):
+    _check(fn, img)
+    if _is_pil(img):
+        return getattr(_pil(), fn)(img, *args)
+    return getattr(_T, fn)(img, *args)
+
+
+def posterize(img, bits: int):
+    """Keep the ``bits`` high bits of each uint8 value."""
+    if not 0 <= bits <= 8:
+        raise ValueError(f"posterize: bits should be between 0 and 8, got {bits}")
+    if isinstance(img, Tensor) and img.dtype != uint8:
+        raise TypeError(f"posterize: only uint8 tensors are supported, got {img.dtype}")
+    return _pixel_op("posterize", img, bits)
+
+
+def solarize(img, threshold: float):
+    """Invert the values at or above ``threshold``."""
+    return _pixel_op("solarize", img, threshold)
+
+
+def invert(img):
+    return _pixel_op("invert", img)
+
+
+def equalize(img):
+    """Histogram equalisation per channel (uint8)."""
+    if isinstance(img, Tensor) and img.dtype != uint8:
+        raise TypeError(f"equalize: only uint8 tensors are supported, got {img.dtype}")
+    return _pixel_op("equalize", img)
+
+
+def autocontrast(img):
+    _check("autocontrast", img)
+    return _pil().autocontrast(img) if _is_pil(img) else _T.autocontrast(img, v1=True)
+
+
+def adjust_sharpness(img, sharpness_factor: float):
+    _check("adjust_sharpness", img)
+    _factor("adjust_sharpness", sharpness_factor)
+    if _is_pil(img):
+        return _pil().adjust_sharpness(img, sharpness_factor)
+    return _T.adjust_sharpness(img, sharpness_factor, v1=True)
+
+
+def five_crop(img, size) -> tuple:
+    """The four corner crops and the central crop."""
+    ch, cw = _pair("five_crop", size)
+    _, h, w = get_dimensions(img)
+    if ch > h or cw > w:
+        raise ValueError(f"five_crop: requested crop size {size} is bigger than input size {(h, w)}")
+    return (crop(img, 0, 0, ch, cw), crop(img, 0, w - cw, ch, cw), crop(img, h - ch, 0, ch, cw),
+            crop(img, h - ch, w - cw, ch, cw), center_crop(img, [ch, cw]))
+
+
+def ten_crop(img, size, vertical_flip: bool = False) -> tuple:
+    """``five_crop`` of the image and of its (horizontal, or vertical) mirror."""
+    return five_crop(img, size) + five_crop(vflip(img) if vertical_flip else hflip(img), size)
+
+
+__all__ += ["rotate", "affine", "perspective", "gaussian_blur", "erase", "posterize", "solarize", "invert",
+            "equalize", "autocontrast", "adjust_sharpness", "five_crop", "ten_crop"]

@@ -1,37 +1,451 @@
-"""torchvision.transforms.v2.functional: the v1 functions, which v2 keeps for images, plus v2's ``to_dtype``
-(dtype conversion with optional value scaling), ``grayscale_to_rgb`` and ``to_image``."""
+"""torchvision.transforms.v2.functional: each function dispatches on what it is given.
+
+A PIL image goes to Pillow (``_pil``), an image tensor (a plain Tensor or ``tv_tensors.Image``) to v2's
+tensor kernels, a ``tv_tensors.Mask`` through the geometric functions with nearest sampling (the
+colour ones leave it as it is), and the result keeps the input's tv_tensor type. v2's kernels differ
+from v1's in places that change values, and these follow v2: uint8 resizing in integer arithmetic
+(``_resize_u8``), ``to_dtype`` multiplying by 1/255, grayscale floored inside contrast and saturation,
+its own HSV round trip, blend orders and Gaussian kernel.
+"""
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+import numpy as np
+
+from ....base.dtype import float32, int32, uint8
+from ....core.creation import as_tensor, from_numpy, ones
 from ....core.tensor import Tensor
-from ..functional import *  # noqa: F401,F403
-from ..functional import __all__ as _v1_all
-from ..functional import convert_image_dtype, pil_to_tensor, rgb_to_grayscale  # noqa: F401
+from ....ops.compare import where
+from ....ops.movement import stack
+from ... import tv_tensors
+from .. import _tensor as _T
+from .. import functional as _v1
+from .._resize_u8 import resize_uint8
+from ..functional import (InterpolationMode, _is_pil, _mode, _pil, get_dimensions, get_image_num_channels,  # noqa: F401
+                          get_image_size, perspective_coeffs, pil_to_tensor, to_pil_image, to_tensor)
 
-__all__ = [*_v1_all, "to_dtype", "grayscale_to_rgb", "to_image"]
+__all__ = ["InterpolationMode", "get_dimensions", "get_size", "get_image_size", "get_image_num_channels",
+           "to_image", "to_pil_image", "pil_to_tensor", "to_tensor", "to_dtype", "convert_image_dtype", "normalize",
+           "resize", "crop", "center_crop", "resized_crop", "pad", "hflip", "vflip", "horizontal_flip",
+           "vertical_flip", "rotate", "affine", "perspective", "five_crop", "ten_crop", "adjust_brightness",
+           "adjust_contrast", "adjust_saturation", "adjust_hue", "adjust_sharpness", "adjust_gamma",
+           "rgb_to_grayscale", "to_grayscale", "grayscale_to_rgb", "posterize", "solarize", "autocontrast",
+           "equalize", "invert", "gaussian_blur", "erase"]
 
 
-def to_dtype(inpt: Tensor, dtype, scale: bool = False) -> Tensor:
-    """``inpt`` as ``dtype``; with ``scale`` integer images' [0, max] and float images' [0, 1] ranges map
-    onto each other (``convert_image_dtype``)."""
-    return convert_image_dtype(inpt, dtype) if scale else inpt.to(dtype)
+# ---------------------------------------------------------------- dispatch
+def _plain(t: Tensor) -> Tensor:
+    return t.as_subclass(Tensor) if isinstance(t, tv_tensors.TVTensor) else t
 
 
-def grayscale_to_rgb(inpt: Tensor) -> Tensor:
-    """A one-channel image repeated into three channels (a three-channel image as it is)."""
-    if inpt.shape[-3] == 3:
+def _rewrap(out, like):
+    return tv_tensors.wrap(out, like=like) if isinstance(like, tv_tensors.TVTensor) and isinstance(out, Tensor) \
+        else out
+
+
+def _unsupported(fn: str, inpt):
+    raise NotImplementedError(f"{fn}: tapelab's v2 does not transform {type(inpt).__name__} yet")
+
+
+def _color(fn: str, inpt, tensor_kernel, pil_kernel=None):
+    """A colour op: images change, masks and boxes pass through."""
+    if isinstance(inpt, (tv_tensors.Mask, tv_tensors.BoundingBoxes)):
         return inpt
-    if inpt.shape[-3] != 1:
-        raise TypeError(f"grayscale_to_rgb: expected 1 or 3 channels in dim -3, got shape {tuple(inpt.shape)}")
-    return inpt.expand(*inpt.shape[:-3], 3, *inpt.shape[-2:])
+    if _is_pil(inpt):
+        if pil_kernel is None:
+            raise TypeError(f"{fn}: PIL images are not supported")
+        return pil_kernel(inpt)
+    if not isinstance(inpt, Tensor):
+        raise TypeError(f"{fn}: expected a Tensor or a PIL image, got {type(inpt).__name__}")
+    return _rewrap(tensor_kernel(_plain(inpt)), inpt)
 
 
-def to_image(inpt) -> Tensor:
-    """A ``C x H x W`` tensor of a PIL image, a numpy ``H x W x C`` array or a tensor (returned as it is)."""
-    if isinstance(inpt, Tensor):
-        return inpt
-    import numpy as np
+def _geometry(fn: str, inpt, tensor_kernel, pil_kernel, mask_kernel=None):
+    """A geometric op: images and masks (by ``mask_kernel``, nearest sampling) change; boxes are not supported."""
+    if isinstance(inpt, tv_tensors.BoundingBoxes):
+        _unsupported(fn, inpt)
+    if _is_pil(inpt):
+        return pil_kernel(inpt)
+    if not isinstance(inpt, Tensor):
+        raise TypeError(f"{fn}: expected a Tensor or a PIL image, got {type(inpt).__name__}")
+    if isinstance(inpt, tv_tensors.Mask):
+        x = _plain(inpt)
+        squeeze = x.ndim < 3
+        x = x.unsqueeze(0) if squeeze else x
+        out = (mask_kernel or tensor_kernel)(x)
+        return _rewrap(out.squeeze(0) if squeeze else out, inpt)
+    return _rewrap(tensor_kernel(_plain(inpt)), inpt)
+
+
+def get_size(inpt) -> list[int]:
+    """[height, width] of an image, mask or PIL image (a box tensor's canvas size)."""
+    if isinstance(inpt, tv_tensors.BoundingBoxes):
+        return list(inpt.canvas_size)
+    if _is_pil(inpt):
+        return [inpt.height, inpt.width]
+    return [int(inpt.shape[-2]), int(inpt.shape[-1])]
+
+
+# ---------------------------------------------------------------- conversion
+def to_image(inpt) -> tv_tensors.Image:
+    """A ``tv_tensors.Image`` (C, H, W) of a PIL image, a numpy (H, W, C) array or a tensor."""
     if isinstance(inpt, np.ndarray):
-        from ....core.creation import from_numpy
         arr = inpt[:, :, None] if inpt.ndim == 2 else inpt
-        return from_numpy(np.ascontiguousarray(arr.transpose(2, 0, 1)))
-    return pil_to_tensor(inpt)
+        return tv_tensors.Image(from_numpy(np.ascontiguousarray(arr.transpose(2, 0, 1))))
+    if _is_pil(inpt):
+        return tv_tensors.Image(pil_to_tensor(inpt))
+    if isinstance(inpt, Tensor):
+        return tv_tensors.Image(_plain(inpt))
+    raise TypeError(f"to_image: expected a Tensor, PIL image or ndarray, got {type(inpt).__name__}")
+
+
+def _to_dtype_image(image: Tensor, dtype, scale: bool) -> Tensor:
+    if image.dtype == dtype:
+        return image
+    if not scale:
+        return image.to(dtype)
+    if image.is_floating_point():
+        if dtype.is_floating_point:
+            return image.to(dtype)
+        return image.mul(_T.max_value(dtype) + 1.0 - 1e-3).to(dtype)
+    if dtype.is_floating_point:
+        return image.to(dtype).mul(1.0 / _T.max_value(image.dtype))
+    bits = {uint8: 8}.get(image.dtype, 15)
+    out_bits = {uint8: 8}.get(dtype, 15)
+    if bits > out_bits:
+        return image.bitwise_right_shift(bits - out_bits).to(dtype)
+    return image.to(dtype).bitwise_left_shift(out_bits - bits)
+
+
+def to_dtype(inpt: Tensor, dtype=float32, scale: bool = False) -> Tensor:
+    """``inpt`` as ``dtype``; with ``scale`` an image's integer [0, max] and float [0, 1] ranges map onto each
+    other (masks and boxes are only cast)."""
+    if isinstance(inpt, (tv_tensors.Mask, tv_tensors.BoundingBoxes)):
+        return _rewrap(_plain(inpt).to(dtype), inpt)
+    return _rewrap(_to_dtype_image(_plain(inpt), dtype, scale), inpt)
+
+
+def convert_image_dtype(image: Tensor, dtype=float32) -> Tensor:
+    return to_dtype(image, dtype, scale=True)
+
+
+def normalize(inpt: Tensor, mean: Sequence[float], std: Sequence[float], inplace: bool = False) -> Tensor:
+    def kernel(img: Tensor) -> Tensor:
+        if not img.is_floating_point():
+            raise TypeError(f"normalize: input tensor should be a float tensor, got {img.dtype}")
+        return _v1.normalize(img, mean, std, inplace)
+    return _color("normalize", inpt, kernel)
+
+
+# ---------------------------------------------------------------- geometry
+def _resize_image(img: Tensor, size: tuple[int, int], interpolation: str, antialias: bool) -> Tensor:
+    if img.dtype == uint8 and (interpolation == "bilinear" or (interpolation == "bicubic" and antialias)):
+        arr = resize_uint8(img.detach().cpu().numpy(), size, interpolation, antialias)
+        return as_tensor(arr, device=img.device)
+    return _T.resize(img, size, interpolation, antialias and interpolation in ("bilinear", "bicubic"))
+
+
+def resize(inpt, size, interpolation=InterpolationMode.BILINEAR, max_size: int | None = None,
+           antialias: bool | None = True):
+    """Resize to (h, w), or the shorter side to ``size``; uint8 tensors as PyTorch's integer kernel does."""
+    mode = _mode(interpolation)
+
+    def out_size(h: int, w: int) -> tuple[int, int]:
+        pair = _T.normalize_size(size) if size is not None else None
+        if pair is not None:
+            return pair
+        if size is None:
+            scale = max_size / max(h, w)
+            return int(h * scale), int(w * scale)
+        return _T.shorter_side_size(h, w, size if isinstance(size, int) else int(size[0]), max_size)
+
+    def tensor_kernel(img: Tensor, m: str = mode) -> Tensor:
+        new = out_size(*img.shape[-2:])
+        return img if tuple(new) == tuple(img.shape[-2:]) else _resize_image(img, new, m, bool(antialias))
+
+    def pil_kernel(img):
+        new = out_size(img.height, img.width)
+        return img if tuple(new) == (img.height, img.width) else _pil().resize(img, new, mode)
+    return _geometry("resize", inpt, tensor_kernel, pil_kernel, lambda m: tensor_kernel(m, "nearest"))
+
+
+def crop(inpt, top: int, left: int, height: int, width: int):
+    return _geometry("crop", inpt, lambda t: _T.crop(t, top, left, height, width),
+                     lambda p: _pil().crop(p, top, left, height, width))
+
+
+def center_crop(inpt, output_size):
+    return _geometry("center_crop", inpt, lambda t: _v1.center_crop(t, output_size),
+                     lambda p: _v1.center_crop(p, output_size))
+
+
+def resized_crop(inpt, top: int, left: int, height: int, width: int, size,
+                 interpolation=InterpolationMode.BILINEAR, antialias: bool | None = True):
+    return resize(crop(inpt, top, left, height, width), size, interpolation, antialias=antialias)
+
+
+def pad(inpt, padding, fill=0, padding_mode: str = "constant"):
+    fill = 0 if fill is None else fill
+    return _geometry("pad", inpt, lambda t: _v1.pad(t, padding, fill, padding_mode),
+                     lambda p: _v1.pad(p, padding, fill, padding_mode))
+
+
+def hflip(inpt):
+    return _geometry("hflip", inpt, lambda t: t.flip(-1), lambda p: _pil().hflip(p))
+
+
+def vflip(inpt):
+    return _geometry("vflip", inpt, lambda t: t.flip(-2), lambda p: _pil().vflip(p))
+
+
+horizontal_flip, vertical_flip = hflip, vflip
+
+
+def _fill_arg(fill):
+    if fill is None or isinstance(fill, (int, float)):
+        return fill
+    return [float(v) for v in fill]
+
+
+def _center_offset(h: int, w: int, center) -> list[float]:
+    return [0.0, 0.0] if center is None else [c - s * 0.5 for c, s in zip(center, [w, h])]
+
+
+def rotate(inpt, angle: float, interpolation=InterpolationMode.NEAREST, expand: bool = False,
+           center: Sequence[float] | None = None, fill=None):
+    """Rotate counter-clockwise by ``angle`` degrees; quarter turns without a centre are exact transposes."""
+    mode, fill = _mode(interpolation), _fill_arg(fill)
+
+    def kernel(img: Tensor, m: str = mode) -> Tensor:
+        a = angle % 360
+        if center is None:
+            if a == 0:
+                return img.clone()
+            if a == 180:
+                return img.rot90(2, dims=(-2, -1))
+            if (expand or img.shape[-1] == img.shape[-2]) and a in (90, 270):
+                return img.rot90(1 if a == 90 else 3, dims=(-2, -1))
+        h, w = img.shape[-2:]
+        matrix = _T.inverse_affine_matrix(_center_offset(h, w, center), -a, [0.0, 0.0], 1.0, [0.0, 0.0])
+        size = _T.expanded_size(matrix, w, h) if expand else (w, h)
+        return _T.affine(img, matrix, m, fill, out_size=size)
+    return _geometry("rotate", inpt, kernel, lambda p: _pil().rotate(p, angle, mode, expand, center, fill),
+                     lambda t: kernel(t, "nearest"))
+
+
+def affine(inpt, angle: float, translate: Sequence[float], scale: float, shear, interpolation=InterpolationMode.NEAREST,
+           fill=None, center: Sequence[float] | None = None):
+    """Rotate, scale and shear about the centre, then translate."""
+    mode, fill = _mode(interpolation), _fill_arg(fill)
+    shear = _v1._shear_pair(shear)
+    if scale <= 0.0:
+        raise ValueError("affine: scale should be positive")
+
+    def kernel(img: Tensor, m: str = mode) -> Tensor:
+        h, w = img.shape[-2:]
+        matrix = _T.inverse_affine_matrix(_center_offset(h, w, center), float(angle), [float(t) for t in translate],
+                                          scale, shear)
+        return _T.affine(img, matrix, m, fill)
+
+    def pil_kernel(img):
+        c = [img.width * 0.5, img.height * 0.5] if center is None else list(center)
+        matrix = _T.inverse_affine_matrix(c, float(angle), list(translate), scale, shear)
+        return _pil().affine(img, matrix, mode, fill)
+    return _geometry("affine", inpt, kernel, pil_kernel, lambda t: kernel(t, "nearest"))
+
+
+def perspective(inpt, startpoints, endpoints, interpolation=InterpolationMode.BILINEAR, fill=None,
+                coefficients: Sequence[float] | None = None):
+    mode, fill = _mode(interpolation), _fill_arg(fill)
+    coeffs = list(coefficients) if coefficients is not None else perspective_coeffs(startpoints, endpoints)
+    return _geometry("perspective", inpt, lambda t: _T.perspective(t, coeffs, mode, fill),
+                     lambda p: _pil().perspective(p, coeffs, mode, fill),
+                     lambda t: _T.perspective(t, coeffs, "nearest", fill))
+
+
+def five_crop(inpt, size) -> tuple:
+    return _v1.five_crop(inpt, size)
+
+
+def ten_crop(inpt, size, vertical_flip: bool = False) -> tuple:
+    return five_crop(inpt, size) + five_crop(vflip(inpt) if vertical_flip else hflip(inpt), size)
+
+
+# ---------------------------------------------------------------- colour
+def _gray(img: Tensor) -> Tensor:
+    r, g, b = img.unbind(dim=-3)
+    return (r.mul(0.2989) + g.mul(0.587) + b.mul(0.114)).unsqueeze(-3)
+
+
+def _blend(img1: Tensor, img2, ratio: float) -> Tensor:
+    out = (img1.mul(ratio) + img2 * (1.0 - ratio)).clamp(0, _T.max_value(img1.dtype))
+    return out if img1.is_floating_point() else out.to(img1.dtype)
+
+
+def _check_factor(fn: str, factor: float) -> None:
+    if factor < 0:
+        raise ValueError(f"{fn}: factor ({factor}) is not non-negative")
+
+
+def rgb_to_grayscale(inpt, num_output_channels: int = 1):
+    def kernel(img: Tensor) -> Tensor:
+        if img.shape[-3] == 1:
+            return img.clone() if num_output_channels == 1 else img.repeat(*[1] * (img.ndim - 3), 3, 1, 1)
+        gray = _gray(img).to(img.dtype)
+        return gray.expand(img.shape) if num_output_channels == 3 else gray
+    return _color("rgb_to_grayscale", inpt, kernel, lambda p: _pil().to_grayscale(p, num_output_channels))
+
+
+to_grayscale = rgb_to_grayscale
+
+
+def grayscale_to_rgb(inpt):
+    return _color("grayscale_to_rgb", inpt,
+                  lambda t: t if t.shape[-3] >= 3 else t.repeat(*[1] * (t.ndim - 3), 3, 1, 1),
+                  lambda p: p.convert("RGB"))
+
+
+def adjust_brightness(inpt, brightness_factor: float):
+    _check_factor("adjust_brightness", brightness_factor)
+
+    def kernel(img: Tensor) -> Tensor:
+        out = img.mul(brightness_factor).clamp(0, _T.max_value(img.dtype))
+        return out if img.is_floating_point() else out.to(img.dtype)
+    return _color("adjust_brightness", inpt, kernel, lambda p: _pil().adjust_brightness(p, brightness_factor))
+
+
+def adjust_saturation(inpt, saturation_factor: float):
+    _check_factor("adjust_saturation", saturation_factor)
+
+    def kernel(img: Tensor) -> Tensor:
+        if img.shape[-3] == 1:
+            return img
+        gray = _gray(img)
+        return _blend(img, gray if img.is_floating_point() else gray.floor(), saturation_factor)
+    return _color("adjust_saturation", inpt, kernel, lambda p: _pil().adjust_saturation(p, saturation_factor))
+
+
+def adjust_contrast(inpt, contrast_factor: float):
+    _check_factor("adjust_contrast", contrast_factor)
+
+    def kernel(img: Tensor) -> Tensor:
+        fp = img.is_floating_point()
+        if img.shape[-3] == 3:
+            gray = _gray(img) if fp else _gray(img).floor()
+        else:
+            gray = img if fp else img.to(float32)
+        return _blend(img, gray.mean(dim=(-3, -2, -1), keepdim=True), contrast_factor)
+    return _color("adjust_contrast", inpt, kernel, lambda p: _pil().adjust_contrast(p, contrast_factor))
+
+
+def _rgb_to_hsv(img: Tensor) -> Tensor:
+    r, g, _ = img.unbind(dim=-3)
+    maxc = img.max(dim=-3).values
+    minc = img.min(dim=-3).values
+    eqc = maxc == minc
+    rng = maxc - minc
+    one = ones((), dtype=img.dtype)
+    s = rng / where(eqc, one, maxc)
+    div = where(eqc, one, rng).unsqueeze(-3)
+    rc, gc, bc = ((maxc.unsqueeze(-3) - img) / div).unbind(dim=-3)
+    neq_r, eq_g = maxc != r, maxc == g
+    hg = (rc + 2.0 - bc) * (eq_g & neq_r)
+    hr = (bc - gc) * ~neq_r
+    hb = (gc + 4.0 - rc) * (neq_r & ~eq_g)
+    h = ((hr + hg + hb) * (1.0 / 6.0) + 1.0).fmod(1.0)
+    return stack([h, s, maxc], dim=-3)
+
+
+def _hsv_to_rgb(img: Tensor) -> Tensor:
+    h, s, v = img.unbind(dim=-3)
+    h6 = h * 6
+    i = h6.floor()
+    f = h6 - i
+    i = i.to(int32)
+    sxf = s * f
+    one_minus_s = 1.0 - s
+    q = ((1.0 - sxf) * v).clamp(0.0, 1.0)
+    t = ((sxf + one_minus_s) * v).clamp(0.0, 1.0)
+    p = (one_minus_s * v).clamp(0.0, 1.0)
+    i = i.remainder(6)
+    vpqt = stack([v, p, q, t], dim=-3)
+    select = as_tensor([[0, 2, 1, 1, 3, 0], [3, 0, 0, 2, 1, 1], [1, 1, 3, 0, 0, 2]])[:, i.long()]
+    if select.ndim > 3:
+        select = select.movedim(0, -3)
+    return vpqt.gather(-3, select)
+
+
+def adjust_hue(inpt, hue_factor: float):
+    if not -0.5 <= hue_factor <= 0.5:
+        raise ValueError(f"adjust_hue: hue_factor ({hue_factor}) is not in [-0.5, 0.5]")
+
+    def kernel(img: Tensor) -> Tensor:
+        if img.shape[-3] == 1 or img.numel() == 0:
+            return img
+        hsv = _rgb_to_hsv(_to_dtype_image(img, float32, True))
+        h, s, v = hsv.unbind(dim=-3)
+        out = _hsv_to_rgb(stack([(h + hue_factor).remainder(1.0), s, v], dim=-3))
+        return _to_dtype_image(out, img.dtype, True)
+    return _color("adjust_hue", inpt, kernel, lambda p: _pil().adjust_hue(p, hue_factor))
+
+
+def adjust_gamma(inpt, gamma: float, gain: float = 1.0):
+    if gamma < 0:
+        raise ValueError("adjust_gamma: gamma should be a non-negative real number")
+
+    def kernel(img: Tensor) -> Tensor:
+        out = _to_dtype_image(img, float32, True).pow(gamma) if not img.is_floating_point() else img.pow(gamma)
+        if gain != 1.0:
+            out = (out * gain).clamp(0.0, 1.0)
+        return _to_dtype_image(out, img.dtype, True)
+
+    def pil_kernel(img):
+        lut = [int((255 + 1 - 1e-3) * gain * pow(e / 255.0, gamma)) for e in range(256)] * 3
+        return img.convert("RGB").point(lut).convert(img.mode)
+    return _color("adjust_gamma", inpt, kernel, pil_kernel)
+
+
+def adjust_sharpness(inpt, sharpness_factor: float):
+    _check_factor("adjust_sharpness", sharpness_factor)
+    return _color("adjust_sharpness", inpt, lambda t: _T.adjust_sharpness(t, sharpness_factor),
+                  lambda p: _pil().adjust_sharpness(p, sharpness_factor))
+
+
+def posterize(inpt, bits: int):
+    if not isinstance(bits, int) or not 0 <= bits <= 8:
+        raise TypeError(f"posterize: bits must be an integer in [0, 8], got {bits}")
+    return _color("posterize", inpt, lambda t: _T.posterize(t, bits), lambda p: _pil().posterize(p, bits))
+
+
+def solarize(inpt, threshold: float):
+    def kernel(img: Tensor) -> Tensor:
+        if threshold > _T.max_value(img.dtype):
+            raise TypeError(f"solarize: threshold should be at most the dtype's maximum, got {threshold}")
+        return _T.solarize(img, threshold)
+    return _color("solarize", inpt, kernel, lambda p: _pil().solarize(p, threshold))
+
+
+def autocontrast(inpt):
+    return _color("autocontrast", inpt, lambda t: _T.autocontrast(t), lambda p: _pil().autocontrast(p))
+
+
+def equalize(inpt):
+    def kernel(img: Tensor) -> Tensor:
+        return _to_dtype_image(_T.equalize(_to_dtype_image(img, uint8, True)), img.dtype, True)
+    return _color("equalize", inpt, kernel, lambda p: _pil().equalize(p))
+
+
+def invert(inpt):
+    return _color("invert", inpt, _T.invert, lambda p: _pil().invert(p))
+
+
+def gaussian_blur(inpt, kernel_size, sigma=None):
+    ks, sg = _v1._blur_args(kernel_size, sigma)
+    return _color("gaussian_blur", inpt, lambda t: _T.gaussian_blur(t, ks, sg),
+                  lambda p: to_pil_image(_T.gaussian_blur(pil_to_tensor(p), ks, sg), mode=p.mode))
+
+
+def erase(inpt, i: int, j: int, h: int, w: int, v: Tensor, inplace: bool = False):
+    return _color("erase", inpt, lambda t: _T.erase(t, i, j, h, w, v, inplace),
+                  lambda p: to_pil_image(_T.erase(pil_to_tensor(p), i, j, h, w, v), mode=p.mode))
