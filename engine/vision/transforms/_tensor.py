@@ -193,13 +193,16 @@ def expanded_size(matrix: list[float], w: int, h: int) -> tuple[int, int]:
 
 def affine_grid(matrix: list[float], dtype, device, w: int, h: int, ow: int, oh: int) -> Tensor:
     """Normalised sampling points (1, oh, ow, 2) of output pixel centres mapped by ``matrix``."""
-    theta = as_tensor(matrix, dtype=dtype, device=device).reshape(1, 2, 3)
+    theta = as_tensor(matrix, dtype=dtype, device=device).reshape(2, 3)
     xs = linspace((1.0 - ow) * 0.5, (ow - 1.0) * 0.5, steps=ow, device=device).to(dtype)
     ys = linspace((1.0 - oh) * 0.5, (oh - 1.0) * 0.5, steps=oh, device=device).to(dtype)
-    base = stack([xs.expand(oh, ow), ys.unsqueeze(-1).expand(oh, ow), ones((oh, ow), dtype=dtype, device=device)],
-                 dim=-1)
-    rescaled = theta.transpose(1, 2) / as_tensor([0.5 * w, 0.5 * h], dtype=dtype, device=device)
-    return base.view(1, oh * ow, 3).bmm(rescaled).view(1, oh, ow, 2)
+    rescaled = theta / as_tensor([[0.5 * w], [0.5 * h]], dtype=dtype, device=device)
+    return _project(xs.expand(oh, ow), ys.unsqueeze(-1).expand(oh, ow), rescaled).unsqueeze(0)
+
+
+def _project(xs: Tensor, ys: Tensor, theta: Tensor) -> Tensor:
+    """(x, y, 1) @ theta.T as PyTorch's small-K bmm sums it: (x t0 + y t1) + t2, rounding each step."""
+    return stack([(xs * theta[k, 0] + ys * theta[k, 1]) + theta[k, 2] for k in range(2)], dim=-1)
 
 
 def grid_transform(img: Tensor, grid: Tensor, mode: str, fill, v1_fill: bool = False) -> Tensor:
@@ -250,12 +253,10 @@ def perspective(img: Tensor, coeffs: list[float], mode: str, fill, v1_fill: bool
     dtype = _grid_dtype(img)
     theta1 = as_tensor([[coeffs[0], coeffs[1], coeffs[2]], [coeffs[3], coeffs[4], coeffs[5]]], dtype=dtype)
     theta2 = as_tensor([[coeffs[6], coeffs[7], 1.0], [coeffs[6], coeffs[7], 1.0]], dtype=dtype)
-    xs = linspace(0.5, w - 0.5, steps=w).to(dtype)
-    ys = linspace(0.5, h - 0.5, steps=h).to(dtype)
-    base = stack([xs.expand(h, w), ys.unsqueeze(-1).expand(h, w), ones((h, w), dtype=dtype)], dim=-1)
-    rescaled1 = theta1.T / as_tensor([0.5 * w, 0.5 * h], dtype=dtype)
-    grid = base.view(1, h * w, 3).bmm(rescaled1.unsqueeze(0)) / base.view(1, h * w, 3).bmm(theta2.T.unsqueeze(0))
-    grid = (grid - 1.0).view(1, h, w, 2)
+    xs = linspace(0.5, w - 0.5, steps=w).to(dtype).expand(h, w)
+    ys = linspace(0.5, h - 0.5, steps=h).to(dtype).unsqueeze(-1).expand(h, w)
+    rescaled1 = theta1 / as_tensor([[0.5 * w], [0.5 * h]], dtype=dtype)
+    grid = (_project(xs, ys, rescaled1) / _project(xs, ys, theta2) - 1.0).unsqueeze(0)
     return grid_transform(img, grid, mode, fill, v1_fill)
 
 
@@ -290,6 +291,15 @@ def gaussian_blur(img: Tensor, kernel_size: list[int], sigma: list[float], v1: b
     return out if fp else out.round().to(img.dtype)
 
 
+def fma_add(a: Tensor, b, alpha: float) -> Tensor:
+    """``a + alpha * b`` rounded once, as PyTorch's ``add(a, b, alpha=...)`` computes it on the CPU (a fused
+    multiply-add): for float32 the exact sum is formed in float64 and rounded to float32."""
+    if a.dtype != float32:
+        return a + b * alpha
+    b64 = b.double() if isinstance(b, Tensor) else b
+    return (a.double() + b64 * float(np.float32(alpha))).float()
+
+
 def max_value(dtype) -> float:
     return 1.0 if dtype.is_floating_point else float({uint8: 255, int16: 32767, int32: 2147483647}.get(dtype, 255))
 
@@ -318,7 +328,7 @@ def adjust_sharpness(img: Tensor, factor: float, v1: bool = False) -> Tensor:
         out = (factor * x + (1.0 - factor) * degenerate).clamp(0, max_value(img.dtype))
     else:
         out = x.clone()
-        out[..., 1:-1, 1:-1] = inner + (blurred - inner) * (1.0 - factor)
+        out[..., 1:-1, 1:-1] = fma_add(inner, blurred - inner, 1.0 - factor)
         out = out.clamp(0, max_value(img.dtype))
     out = out.reshape(img.shape)
     return out if fp else out.to(img.dtype)

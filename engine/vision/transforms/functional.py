@@ -436,6 +436,8 @@ def posterize(img, bits: int):
 
 def solarize(img, threshold: float):
     """Invert the values at or above ``threshold``."""
+    if isinstance(img, Tensor) and threshold > _T.max_value(img.dtype):
+        raise TypeError("solarize: threshold should be less than bound of img.")
     return _pixel_op("solarize", img, threshold)
 
 

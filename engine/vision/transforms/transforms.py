@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import math
 import numbers
+import random
 from collections.abc import Callable, Sequence
 
 from ... import nn
-from ...core.creation import empty, rand, randint, randperm
+from ...base.dtype import float32
+from ...core.creation import as_tensor, empty, rand, randint, randperm
 from ...core.tensor import Tensor
 from . import functional as F
 from .functional import InterpolationMode
@@ -238,10 +240,9 @@ class RandomResizedCrop(nn.Module):
     def get_params(img, scale: Sequence[float], ratio: Sequence[float]) -> tuple[int, int, int, int]:
         _, height, width = F.get_dimensions(img)
         area = height * width
-        log_ratio = (math.log(ratio[0]), math.log(ratio[1]))
         for _ in range(10):
             target_area = area * _uniform(scale[0], scale[1])
-            aspect_ratio = math.exp(_uniform(log_ratio[0], log_ratio[1]))
+            aspect_ratio = _log_ratio_uniform(ratio)
             w = int(round(math.sqrt(target_area * aspect_ratio)))
             h = int(round(math.sqrt(target_area / aspect_ratio)))
             if 0 < w <= width and 0 < h <= height:
@@ -333,3 +334,297 @@ class RandomGrayscale(nn.Module):
         if rand(1).item() < self.p:
             return F.rgb_to_grayscale(img, F.get_image_num_channels(img))
         return img
+
+
+def _log_ratio_uniform(ratio: Sequence[float]) -> float:
+    """exp of a uniform draw between the float32 logs of ``ratio`` (torchvision's aspect-ratio draw)."""
+    log_ratio = as_tensor(list(ratio), dtype=float32).log()
+    return float(empty(1).uniform_(float(log_ratio[0]), float(log_ratio[1])).exp().item())
+
+
+def _channel_fill(img, fill):
+    """v1's fill: per-channel floats for tensors, as given for PIL images."""
+    if not isinstance(img, Tensor) or fill is None:
+        return fill
+    channels = F.get_image_num_channels(img)
+    return [float(fill)] * channels if isinstance(fill, (int, float)) else [float(f) for f in fill]
+
+
+def _angle_range(value, name: str, sizes=(2,)) -> list[float]:
+    if isinstance(value, numbers.Number):
+        if value < 0:
+            raise ValueError(f"If {name} is a single number, it must be positive.")
+        return [-float(value), float(value)]
+    if len(value) not in sizes:
+        raise ValueError(f"If {name} is a sequence, it must be of len {sizes}.")
+    return [float(v) for v in value]
+
+
+class RandomRotation(nn.Module):
+    """Rotate by an angle drawn uniformly from ``degrees``."""
+
+    def __init__(self, degrees, interpolation=InterpolationMode.NEAREST, expand: bool = False, center=None,
+                 fill=0) -> None:
+        super().__init__()
+        self.degrees = _angle_range(degrees, "degrees")
+        self.interpolation, self.expand, self.center, self.fill = interpolation, expand, center, fill
+
+    @staticmethod
+    def get_params(degrees: list[float]) -> float:
+        return _uniform(float(degrees[0]), float(degrees[1]))
+
+    def forward(self, img):
+        angle = self.get_params(self.degrees)
+        return F.rotate(img, angle, self.interpolation, self.expand, self.center, _channel_fill(img, self.fill))
+
+
+class RandomAffine(nn.Module):
+    """Random rotation, translation (fractions of the size), scale and shear, about the centre."""
+
+    def __init__(self, degrees, translate=None, scale=None, shear=None, interpolation=InterpolationMode.NEAREST,
+                 fill=0, center=None) -> None:
+        super().__init__()
+        self.degrees = _angle_range(degrees, "degrees")
+        self.translate, self.scale = translate, scale
+        self.shear = _angle_range(shear, "shear", (2, 4)) if shear is not None else None
+        self.interpolation, self.fill, self.center = interpolation, fill, center
+
+    @staticmethod
+    def get_params(degrees, translate, scale_ranges, shears, img_size) -> tuple:
+        angle = _uniform(float(degrees[0]), float(degrees[1]))
+        translations = (0, 0)
+        if translate is not None:
+            max_dx, max_dy = float(translate[0] * img_size[0]), float(translate[1] * img_size[1])
+            translations = (int(round(_uniform(-max_dx, max_dx))), int(round(_uniform(-max_dy, max_dy))))
+        scale = _uniform(scale_ranges[0], scale_ranges[1]) if scale_ranges is not None else 1.0
+        shear_x = shear_y = 0.0
+        if shears is not None:
+            shear_x = _uniform(shears[0], shears[1])
+            if len(shears) == 4:
+                shear_y = _uniform(shears[2], shears[3])
+        return angle, translations, scale, (shear_x, shear_y)
+
+    def forward(self, img):
+        _, height, width = F.get_dimensions(img)
+        angle, translate, scale, shear = self.get_params(self.degrees, self.translate, self.scale, self.shear,
+                                                         [width, height])
+        return F.affine(img, angle, list(translate), scale, list(shear), self.interpolation,
+                        _channel_fill(img, self.fill), self.center)
+
+
+class RandomPerspective(nn.Module):
+    def __init__(self, distortion_scale: float = 0.5, p: float = 0.5, interpolation=InterpolationMode.BILINEAR,
+                 fill=0) -> None:
+        super().__init__()
+        self.distortion_scale, self.p, self.interpolation, self.fill = distortion_scale, p, interpolation, fill
+
+    @staticmethod
+    def get_params(width: int, height: int, distortion_scale: float) -> tuple[list, list]:
+        bh, bw = int(distortion_scale * (height // 2)) + 1, int(distortion_scale * (width // 2)) + 1
+
+        def draw(lo: int, hi: int) -> int:
+            return int(randint(lo, hi, size=(1,)).item())
+        tl = [draw(0, bw), draw(0, bh)]
+        tr = [draw(width - bw, width), draw(0, bh)]
+        br = [draw(width - bw, width), draw(height - bh, height)]
+        bl = [draw(0, bw), draw(height - bh, height)]
+        return [[0, 0], [width - 1, 0], [width - 1, height - 1], [0, height - 1]], [tl, tr, br, bl]
+
+    def forward(self, img):
+        if rand(1).item() < self.p:
+            _, height, width = F.get_dimensions(img)
+            start, end = self.get_params(width, height, self.distortion_scale)
+            return F.perspective(img, start, end, self.interpolation, _channel_fill(img, self.fill))
+        return img
+
+
+class GaussianBlur(nn.Module):
+    def __init__(self, kernel_size, sigma=(0.1, 2.0)) -> None:
+        super().__init__()
+        self.kernel_size = _setup_size(kernel_size, "Kernel size should be a tuple/list of two integers")
+        if any(k <= 0 or k % 2 == 0 for k in self.kernel_size):
+            raise ValueError("Kernel size value should be an odd and positive number.")
+        if isinstance(sigma, numbers.Number):
+            if sigma <= 0:
+                raise ValueError("If sigma is a single number, it must be positive.")
+            sigma = (sigma, sigma)
+        elif not (isinstance(sigma, Sequence) and len(sigma) == 2 and 0.0 < sigma[0] <= sigma[1]):
+            raise ValueError("sigma should be a single number or a list/tuple with length 2.")
+        self.sigma = sigma
+
+    @staticmethod
+    def get_params(sigma_min: float, sigma_max: float) -> float:
+        return _uniform(sigma_min, sigma_max)
+
+    def forward(self, img):
+        s = self.get_params(self.sigma[0], self.sigma[1])
+        return F.gaussian_blur(img, self.kernel_size, [s, s])
+
+
+class RandomErasing(nn.Module):
+    """Erase a random box of a tensor image (``scale`` of its area, aspect ``ratio``) with ``value``
+    (a number, per-channel values, or "random" normal noise)."""
+
+    def __init__(self, p: float = 0.5, scale=(0.02, 0.33), ratio=(0.3, 3.3), value=0, inplace: bool = False) -> None:
+        super().__init__()
+        if isinstance(value, str) and value != "random":
+            raise ValueError("If value is str, it should be 'random'")
+        if scale[0] < 0 or scale[1] > 1:
+            raise ValueError("Scale should be between 0 and 1")
+        if p < 0 or p > 1:
+            raise ValueError("Random erasing probability should be between 0 and 1")
+        self.p, self.scale, self.ratio, self.value, self.inplace = p, scale, ratio, value, inplace
+
+    @staticmethod
+    def get_params(img: Tensor, scale, ratio, value: list[float] | None = None) -> tuple:
+        img_c, img_h, img_w = img.shape[-3], img.shape[-2], img.shape[-1]
+        area = img_h * img_w
+        for _ in range(10):
+            erase_area = area * _uniform(scale[0], scale[1])
+            aspect = _log_ratio_uniform(ratio)
+            h = int(round(math.sqrt(erase_area * aspect)))
+            w = int(round(math.sqrt(erase_area / aspect)))
+            if not (h < img_h and w < img_w):
+                continue
+            v = empty([img_c, h, w], dtype=float32).normal_() if value is None \
+                else as_tensor(value)[:, None, None]
+            i = int(randint(0, img_h - h + 1, size=(1,)).item())
+            j = int(randint(0, img_w - w + 1, size=(1,)).item())
+            return i, j, h, w, v
+        return 0, 0, img_h, img_w, img
+
+    def forward(self, img):
+        if rand(1).item() < self.p:
+            if isinstance(self.value, (int, float)):
+                value = [float(self.value)]
+            elif isinstance(self.value, str):
+                value = None
+            else:
+                value = [float(v) for v in self.value]
+            if value is not None and len(value) not in (1, img.shape[-3]):
+                raise ValueError(f"If value is a sequence, it should have either a single value or "
+                                 f"{img.shape[-3]} (number of input channels)")
+            i, j, h, w, v = self.get_params(img, self.scale, self.ratio, value)
+            return F.erase(img, i, j, h, w, v, self.inplace)
+        return img
+
+
+class _RandomPixelOp(nn.Module):
+    """Applies ``_apply`` with probability ``p`` (one ``rand(1)`` draw)."""
+
+    def __init__(self, p: float = 0.5) -> None:
+        super().__init__()
+        self.p = p
+
+    def forward(self, img):
+        return self._apply(img) if rand(1).item() < self.p else img
+
+
+class RandomInvert(_RandomPixelOp):
+    def _apply(self, img):
+        return F.invert(img)
+
+
+class RandomPosterize(_RandomPixelOp):
+    def __init__(self, bits: int, p: float = 0.5) -> None:
+        super().__init__(p)
+        self.bits = bits
+
+    def _apply(self, img):
+        return F.posterize(img, self.bits)
+
+
+class RandomSolarize(_RandomPixelOp):
+    def __init__(self, threshold: float, p: float = 0.5) -> None:
+        super().__init__(p)
+        self.threshold = threshold
+
+    def _apply(self, img):
+        return F.solarize(img, self.threshold)
+
+
+class RandomAdjustSharpness(_RandomPixelOp):
+    def __init__(self, sharpness_factor: float, p: float = 0.5) -> None:
+        super().__init__(p)
+        self.sharpness_factor = sharpness_factor
+
+    def _apply(self, img):
+        return F.adjust_sharpness(img, self.sharpness_factor)
+
+
+class RandomAutocontrast(_RandomPixelOp):
+    def _apply(self, img):
+        return F.autocontrast(img)
+
+
+class RandomEqualize(_RandomPixelOp):
+    def _apply(self, img):
+        return F.equalize(img)
+
+
+class FiveCrop(nn.Module):
+    def __init__(self, size) -> None:
+        super().__init__()
+        self.size = _setup_size(size, "Please provide only two dimensions (h, w) for size.")
+
+    def forward(self, img):
+        return F.five_crop(img, self.size)
+
+
+class TenCrop(nn.Module):
+    def __init__(self, size, vertical_flip: bool = False) -> None:
+        super().__init__()
+        self.size = _setup_size(size, "Please provide only two dimensions (h, w) for size.")
+        self.vertical_flip = vertical_flip
+
+    def forward(self, img):
+        return F.ten_crop(img, self.size, self.vertical_flip)
+
+
+class RandomChoice:
+    """One of ``transforms``, picked by Python's ``random`` (as torchvision's v1 does), weighted by ``p``."""
+
+    def __init__(self, transforms: Sequence[Callable], p: list[float] | None = None) -> None:
+        self.transforms, self.p = list(transforms), p
+
+    def __call__(self, *args):
+        return random.choices(self.transforms, weights=self.p)[0](*args)
+
+
+class RandomOrder:
+    """``transforms`` in an order shuffled by Python's ``random`` (as torchvision's v1 does)."""
+
+    def __init__(self, transforms: Sequence[Callable]) -> None:
+        self.transforms = list(transforms)
+
+    def __call__(self, img):
+        order = list(range(len(self.transforms)))
+        random.shuffle(order)
+        for k in order:
+            img = self.transforms[k](img)
+        return img
+
+
+class LinearTransformation(nn.Module):
+    """(flattened image - mean_vector) @ transformation_matrix, reshaped back (ZCA whitening)."""
+
+    def __init__(self, transformation_matrix: Tensor, mean_vector: Tensor) -> None:
+        super().__init__()
+        if transformation_matrix.shape[0] != transformation_matrix.shape[1]:
+            raise ValueError("transformation_matrix should be square")
+        if mean_vector.shape[0] != transformation_matrix.shape[0]:
+            raise ValueError("mean_vector should have the same length as the transformation_matrix")
+        self.transformation_matrix, self.mean_vector = transformation_matrix, mean_vector
+
+    def forward(self, tensor: Tensor) -> Tensor:
+        n = tensor.shape[-3] * tensor.shape[-2] * tensor.shape[-1]
+        if n != self.transformation_matrix.shape[0]:
+            raise ValueError(f"Input tensor and transformation matrix have incompatible shape: {n} features vs "
+                             f"{self.transformation_matrix.shape[0]}")
+        flat = tensor.reshape(-1, n) - self.mean_vector
+        return flat.mm(self.transformation_matrix.to(flat.dtype)).reshape(tensor.shape)
+
+
+__all__ += ["RandomRotation", "RandomAffine", "RandomPerspective", "GaussianBlur", "RandomErasing", "RandomInvert",
+            "RandomPosterize", "RandomSolarize", "RandomAdjustSharpness", "RandomAutocontrast", "RandomEqualize",
+            "FiveCrop", "TenCrop", "RandomChoice", "RandomOrder", "LinearTransformation"]

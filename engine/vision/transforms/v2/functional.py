@@ -274,12 +274,14 @@ def ten_crop(inpt, size, vertical_flip: bool = False) -> tuple:
 
 # ---------------------------------------------------------------- colour
 def _gray(img: Tensor) -> Tensor:
-    r, g, b = img.unbind(dim=-3)
-    return (r.mul(0.2989) + g.mul(0.587) + b.mul(0.114)).unsqueeze(-3)
+    """0.2989 r + 0.587 g + 0.114 b in float, two fused multiply-adds as PyTorch's ``add_(alpha=)`` does."""
+    r, g, b = (img if img.is_floating_point() else img.to(float32)).unbind(dim=-3)
+    return _T.fma_add(_T.fma_add(r.mul(0.2989), g, 0.587), b, 0.114).unsqueeze(-3)
 
 
 def _blend(img1: Tensor, img2, ratio: float) -> Tensor:
-    out = (img1.mul(ratio) + img2 * (1.0 - ratio)).clamp(0, _T.max_value(img1.dtype))
+    x = img1 if img1.is_floating_point() else img1.to(float32)
+    out = _T.fma_add(x.mul(ratio), img2, 1.0 - ratio).clamp(0, _T.max_value(img1.dtype))
     return out if img1.is_floating_point() else out.to(img1.dtype)
 
 
