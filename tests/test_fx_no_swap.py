@@ -167,7 +167,9 @@ set_autocast_dtype set_autocast_enabled set_autocast_gpu_dtype set_default_devic
 set_deterministic_debug_mode set_flush_denormal set_float32_matmul_precision set_num_interop_threads
 set_num_threads set_printoptions set_rng_state set_warn_always sparse_coo_tensor sparse_compressed_tensor
 sparse_csr_tensor sparse_csc_tensor sparse_bsr_tensor sparse_bsc_tensor tensor to typename
-uninstall_aliases use_deterministic_algorithms vmap wait
+uninstall_aliases use_deterministic_algorithms vmap wait compiled_with_cxx11_abi thread_safe_generator
+sym_constrain_range sym_constrain_range_for_size sym_float sym_fresh_size sym_int sym_ite sym_max sym_min sym_not
+sym_sqrt sym_sum
 """.split())
 
 

@@ -20,7 +20,7 @@ from ..base.dispatch_state import STATE as _DISPATCH
 from ..ops.indexing import one_hot
 from ..ops.movement import pad
 from ..core.tensor import Tensor, _wrap_dim
-from . import _fused, _fused_linear, _ops
+from . import _fused, _fused_linear, _ops, _upsample
 
 __all__ = [
     "linear", "bilinear", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
@@ -599,6 +599,9 @@ def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "neares
             scales = (None,) * nd
     if mode == "area":
         return _adaptive_avg_pool(input, out, nd, f"adaptive_avg_pool{nd}d")
+    if mode in ("linear", "bilinear") and _upsample.applies(input, nd, antialias):
+        return composite(f"upsample_{mode}",
+                         lambda x: _upsample.upsample_linear(x, out, scales, bool(align_corners)), input)
     mode_1d = mode if mode.startswith("nearest") else "cubic" if mode == "bicubic" else "linear"
     mats = [None if (n == o and s in (None, 1.0)) else
             _interp_matrix(n, o, mode_1d, align_corners, s, input, antialias)

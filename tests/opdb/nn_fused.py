@@ -239,3 +239,19 @@ OPS.append(OpInfo("nn.binary_cross_entropy_with_logits",
                   lambda m, x, t, **kw: _f(m).binary_cross_entropy_with_logits(
                       x, t, **{k: (m.tensor(v) if isinstance(v, np.ndarray) else v) for k, v in kw.items()}),
                   _bce_logits_samples, differentiable_args=(0, 1), errors=_bce_logits_errors))
+
+
+def _upsample_samples():
+    """interpolate's linear and bilinear modes (nn/_upsample.py): up, down, sizes, both corner rules."""
+    return [Sample((arr(2, 3, 5),), {"scale_factor": 2.0, "mode": "linear"}, name="linear_x2"),
+            Sample((arr(1, 2, 9),), {"size": 4, "mode": "linear", "align_corners": True}, name="linear_down_corners"),
+            Sample((arr(2, 2, 4, 5),), {"scale_factor": 1.5, "mode": "bilinear"}, name="bilinear_x1.5"),
+            Sample((arr(1, 3, 6, 7),), {"size": (3, 9), "mode": "bilinear", "align_corners": True},
+                   name="bilinear_size_corners"),
+            Sample((arr(1, 2, 5, 4),), {"scale_factor": (2.0, 1.0), "mode": "bilinear"}, name="bilinear_rows_only"),
+            Sample((arr(2, 2, 4, 4),), {"scale_factor": 2.0, "mode": "bilinear"}, noncontig=True, name="noncontig")]
+
+
+OPS.append(OpInfo("nn.interpolate_linear", lambda m, x, **kw: _f(m).interpolate(x, **kw), _upsample_samples,
+                  errors=lambda: [ErrorInput(Sample((arr(2, 3, 5),), {"scale_factor": 2.0, "mode": "bilinear"}),
+                                             NotImplementedError, "bilinear mode needs 4D input")]))

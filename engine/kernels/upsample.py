@@ -1,0 +1,64 @@
+"""Linear and bilinear upsampling in ATen's cpu arithmetic: one pass over the output, each value a
+chain of fused multiply-adds over its taps with the taps' weights multiplied first (bilinear: ``x01 w01``,
+then ``+ x00 w00``, ``+ x10 w10``, ``+ x11 w11``, as GCC contracts ATen's four-term sum), and the backward
+scatter in output order, ``g_in += (w_h w_w) g`` fused. Each call takes a block of whole planes
+(``kernels.parallel`` cuts the planes between threads). ``nn/_upsample.py`` computes the taps and
+weights and keeps the numpy form of the same arithmetic (without numba); the matrix products the op
+replaced rounded differently in 35-50% of the outputs."""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from .fastmath import fma
+
+__all__ = ["linear1d", "linear1d_backward", "bilinear2d", "bilinear2d_backward"]
+
+_JIT = dict(cache=True, error_model="numpy", nogil=True)
+
+
+@njit(**_JIT)
+def linear1d(x, out, i0, i1, w0, w1):
+    """``x`` (planes, n_in) -> ``out`` (planes, n_out)."""
+    for p in range(x.shape[0]):
+        for o in range(out.shape[1]):
+            out[p, o] = fma(x[p, i0[o]], w0[o], x[p, i1[o]] * w1[o])
+
+
+@njit(**_JIT)
+def linear1d_backward(g, out, i0, i1, w0, w1):
+    """Adds each output gradient into its two taps, in output order (``out`` zeroed)."""
+    for p in range(g.shape[0]):
+        for o in range(g.shape[1]):
+            v = g[p, o]
+            out[p, i0[o]] = fma(w0[o], v, out[p, i0[o]])
+            out[p, i1[o]] = fma(w1[o], v, out[p, i1[o]])
+
+
+@njit(**_JIT)
+def bilinear2d(x, out, h0, h1, a, b, w0, w1, c, d):
+    """``x`` (planes, H, W) -> ``out`` (planes, OH, OW); ``a``/``b`` the rows' weights, ``c``/``d`` the columns'."""
+    for p in range(x.shape[0]):
+        for oh in range(out.shape[1]):
+            r0, r1, wa, wb = h0[oh], h1[oh], a[oh], b[oh]
+            for ow in range(out.shape[2]):
+                q0, q1, wc, wd = w0[ow], w1[ow], c[ow], d[ow]
+                acc = x[p, r0, q1] * (wa * wd)
+                acc = fma(x[p, r0, q0], wa * wc, acc)
+                acc = fma(x[p, r1, q0], wb * wc, acc)
+                out[p, oh, ow] = fma(x[p, r1, q1], wb * wd, acc)
+
+
+@njit(**_JIT)
+def bilinear2d_backward(g, out, h0, h1, a, b, w0, w1, c, d):
+    """Adds each output gradient into its four taps, in output order (``out`` zeroed)."""
+    for p in range(g.shape[0]):
+        for oh in range(g.shape[1]):
+            r0, r1, wa, wb = h0[oh], h1[oh], a[oh], b[oh]
+            for ow in range(g.shape[2]):
+                q0, q1, wc, wd = w0[ow], w1[ow], c[ow], d[ow]
+                v = g[p, oh, ow]
+                out[p, r0, q0] = fma(wa * wc, v, out[p, r0, q0])
+                out[p, r0, q1] = fma(wa * wd, v, out[p, r0, q1])
+                out[p, r1, q0] = fma(wb * wc, v, out[p, r1, q0])
+                out[p, r1, q1] = fma(wb * wd, v, out[p, r1, q1])
