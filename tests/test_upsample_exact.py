@@ -57,3 +57,24 @@ def test_float64_and_second_order_gradients():
                                       (xl,))
     assert tapelab.autograd.gradgradcheck(lambda t: tapelab.nn.functional.interpolate(t, size=4, mode="linear")
                                           .pow(2), (tapelab.randn(1, 2, 7, dtype=tapelab.float64, requires_grad=True),))
+
+
+@pytest.mark.parametrize("mode,shape,kw", [("bilinear", (1, 2, 4, 5), dict(scale_factor=1.7)),
+                                           ("bilinear", (1, 2, 4, 5), dict(size=(3, 9))),
+                                           ("linear", (2, 3, 7), dict(scale_factor=2.0))])
+@pytest.mark.parametrize("align", [False, True])
+def test_exports_to_onnx_resize(mode, shape, kw, align):
+    """The op lowers to ONNX ``Resize`` (linear; PyTorch's half-pixel positions or ``align_corners``;
+    the scale factors when the call gave them): onnxruntime agrees to float32 rounding."""
+    ort = pytest.importorskip("onnxruntime")
+    import io
+
+    class Up(tapelab.nn.Module):
+        def forward(self, x):
+            return tapelab.nn.functional.interpolate(x, mode=mode, align_corners=align, **kw)
+    x = tapelab.randn(*shape)
+    buf = io.BytesIO()
+    tapelab.onnx.export(Up(), (x,), buf)
+    session = ort.InferenceSession(buf.getvalue())
+    got = session.run(None, {session.get_inputs()[0].name: x.numpy()})[0]
+    np.testing.assert_allclose(got, Up()(x).numpy(), rtol=1e-5, atol=1e-5)

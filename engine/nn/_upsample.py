@@ -127,7 +127,18 @@ def _bwd_vjp(v, out, g, *, in_size, sizes, scales, align):
     return (apply(_up, v, sizes=sizes, scales=scales, align=align),)
 
 
-_up = Op("upsample_linear", _fwd, _vjp, saves=NONE, cost=lambda s, out: 4 * math.prod(out),
+def _onnx(g, x, *, sizes, scales, align):
+    """ONNX ``Resize`` in linear mode: PyTorch's half-pixel positions (or ``align_corners``), from the
+    scale factors when the call gave them (the positions use them, not the sizes' ratio), else the sizes."""
+    mode = "align_corners" if align else "pytorch_half_pixel"
+    if all(s is not None for s in scales):
+        factors = g.const(np.array([1.0, 1.0, *scales], np.float32))
+        return g.op("Resize", x, None, factors, mode="linear", coordinate_transformation_mode=mode)
+    full = g.ints(list(g.shape(x)[:2]) + list(sizes))
+    return g.op("Resize", x, None, None, full, mode="linear", coordinate_transformation_mode=mode)
+
+
+_up = Op("upsample_linear", _fwd, _vjp, saves=NONE, cost=lambda s, out: 4 * math.prod(out), onnx=_onnx,
          backward_name=lambda ndims, params: _NAMES[len(params["sizes"])][1],
          aten=lambda shapes, params: _NAMES[len(params["sizes"])][0])
 _bwd = Op("upsample_linear_backward", _bwd_fwd, _bwd_vjp, saves=NONE, cost=lambda s, out: 4 * math.prod(s[0]),
