@@ -4,9 +4,9 @@ torchvision cannot be imported beside the main venv's torch, so this runs in a s
 
     python3.11 -m venv /work/tvenv
     /work/tvenv/bin/pip install torch==2.14.1 torchvision==0.29.1 pillow numpy
-    /work/tvenv/bin/python scripts/vision_references.py [models|models_extra|transforms|ops_extra|programs ...]
+    /work/tvenv/bin/python scripts/vision_references.py [models|models_extra|transforms|transforms_v2|ops_extra|programs ...]
 
-It writes tests/fixtures/vision/: ``transforms.npz`` (every case of tests/vision_cases.py),
+It writes tests/fixtures/vision/: ``transforms.npz`` (every case of tests/vision_cases.py), ``transforms_v2.npz`` (tests/vision_cases_v2.py),
 ``models.npz`` (per model: state_dict keys and shapes, parameter counts, and the logits and gradients
 of a small input with the seeded weights of tests/vision_weights.py), ``squeezenet1_1_fp16.pt``
 (a state_dict written by torch.save), ``models_extra.npz`` (the same for the later families, with
@@ -160,6 +160,16 @@ def transforms() -> None:
     print(len(arrays), "transform, utils and ops arrays")
 
 
+def transforms_v2() -> None:
+    """tests/vision_cases_v2.py: v1's augmentation transforms and v2's, seeded (transforms_v2.npz)."""
+    import torchvision.transforms.v2  # noqa: F401
+    import torchvision.tv_tensors  # noqa: F401
+    from vision_cases_v2 import cases, flat
+    arrays = {key: flat(case()) for key, case in cases(torchvision, torch).items()}
+    np.savez_compressed(OUT / "transforms_v2.npz", **arrays)
+    print(len(arrays), "v1/v2 augmentation arrays")
+
+
 def ops_extra() -> None:
     arrays = {key: as_array(case()) for key, case in extra_ops_cases(torchvision, torch).items()}
     np.savez_compressed(OUT / "ops_extra.npz", **arrays)
@@ -179,6 +189,6 @@ def programs() -> None:
 
 if __name__ == "__main__":
     OUT.mkdir(parents=True, exist_ok=True)
-    for part in sys.argv[1:] or ["transforms", "ops_extra", "models", "models_extra", "programs"]:
-        {"models": models, "models_extra": models_extra, "transforms": transforms, "ops_extra": ops_extra,
-         "programs": programs}[part]()
+    for part in sys.argv[1:] or ["transforms", "transforms_v2", "ops_extra", "models", "models_extra", "programs"]:
+        {"models": models, "models_extra": models_extra, "transforms": transforms, "transforms_v2": transforms_v2,
+         "ops_extra": ops_extra, "programs": programs}[part]()
