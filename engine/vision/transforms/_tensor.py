@@ -11,7 +11,7 @@ import math
 import numpy as np
 
 from ...base.dtype import float32, int16, int32, uint8
-from ...core.creation import as_tensor, linspace, ones, zeros
+from ...core.creation import as_tensor, linspace, ones, rand, zeros
 from ...core.tensor import Tensor
 from ...nn import functional as F
 from ...ops.compare import where
@@ -389,3 +389,27 @@ def erase(img: Tensor, i: int, j: int, h: int, w: int, v: Tensor, inplace: bool 
     out = img if inplace else img.clone()
     out[..., i:i + h, j:j + w] = v
     return out
+
+
+def elastic(img: Tensor, displacement: Tensor, mode: str, fill, v1_fill: bool = False) -> Tensor:
+    """Sample at the identity grid (pixel centres in [-1, 1]) plus ``displacement`` (1, H, W, 2)."""
+    h, w = img.shape[-2:]
+    dtype = _grid_dtype(img)
+    xs = linspace((-w + 1) / w, (w - 1) / w, steps=w).to(dtype)
+    ys = linspace((-h + 1) / h, (h - 1) / h, steps=h).to(dtype)
+    identity = stack([xs.expand(h, w), ys.unsqueeze(-1).expand(h, w)], dim=-1).unsqueeze(0)
+    return grid_transform(img, identity + displacement.to(dtype), mode, fill, v1_fill)
+
+
+def elastic_displacement(alpha: list[float], sigma: list[float], h: int, w: int, v1: bool) -> Tensor:
+    """Random (1, H, W, 2) offsets: uniform noise in [-1, 1] per axis, Gaussian-smoothed (kernel 8 sigma + 1,
+    odd), scaled by alpha over the axis's size."""
+    out = []
+    for k, size in ((0, w), (1, h)):
+        d = rand(1, 1, h, w) * 2 - 1
+        if sigma[k] > 0.0:
+            ks = int(8 * sigma[k] + 1)
+            ks += 1 - ks % 2
+            d = gaussian_blur(d, [ks, ks], list(sigma), v1=v1)
+        out.append(d * alpha[k] / size)
+    return cat(out, dim=1).permute(0, 2, 3, 1)

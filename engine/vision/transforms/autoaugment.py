@@ -9,13 +9,13 @@ from __future__ import annotations
 import math
 
 from ... import nn
-from ...core.creation import arange, linspace, rand, randint
+from ...core.creation import arange, as_tensor, linspace, rand, randint
 from ...core.tensor import Tensor
 from . import functional as F
 from .functional import InterpolationMode
 from .v2._transforms import _POLICIES, AutoAugmentPolicy
 
-__all__ = ["AutoAugmentPolicy", "AutoAugment", "RandAugment", "TrivialAugmentWide"]
+__all__ = ["AutoAugmentPolicy", "AutoAugment", "RandAugment", "TrivialAugmentWide", "AugMix"]
 
 
 def _apply_op(img, op: str, magnitude: float, interpolation, fill):
@@ -145,3 +145,56 @@ class TrivialAugmentWide(nn.Module):
         if signed and randint(0, 2, size=(1,)).item():
             magnitude *= -1.0
         return _apply_op(img, op, magnitude, self.interpolation, fill)
+
+
+class AugMix(nn.Module):
+    """AugMix with v1's draws (a sign is ``randint(2)``; Solarize thresholds 255 -> 0)."""
+
+    def __init__(self, severity: int = 3, mixture_width: int = 3, chain_depth: int = -1, alpha: float = 1.0,
+                 all_ops: bool = True, interpolation=InterpolationMode.BILINEAR, fill=None) -> None:
+        super().__init__()
+        if not 1 <= severity <= 10:
+            raise ValueError(f"The severity must be between [1, 10]. Got {severity} instead.")
+        self.severity, self.mixture_width, self.chain_depth = severity, mixture_width, chain_depth
+        self.alpha, self.all_ops, self.interpolation, self.fill = alpha, all_ops, interpolation, fill
+
+    def _space(self, h: int, w: int) -> dict:
+        space = {"ShearX": (linspace(0.0, 0.3, 10), True), "ShearY": (linspace(0.0, 0.3, 10), True),
+                 "TranslateX": (linspace(0.0, w / 3.0, 10), True), "TranslateY": (linspace(0.0, h / 3.0, 10), True),
+                 "Rotate": (linspace(0.0, 30.0, 10), True),
+                 "Posterize": (4 - (arange(10) / ((10 - 1) / 4)).round().int(), False),
+                 "Solarize": (linspace(255.0, 0.0, 10), False), "AutoContrast": (None, False),
+                 "Equalize": (None, False)}
+        if self.all_ops:
+            space |= {k: (linspace(0.0, 0.9, 10), True) for k in ("Brightness", "Color", "Contrast", "Sharpness")}
+        return space
+
+    def forward(self, orig_img):
+        from ... import _sample_dirichlet
+        fill = _fill(orig_img, self.fill)
+        _, h, w = F.get_dimensions(orig_img)
+        img = orig_img if isinstance(orig_img, Tensor) else F.pil_to_tensor(orig_img)
+        space = self._space(h, w)
+        dims = list(img.shape)
+        batch = img.reshape([1] * max(4 - img.ndim, 0) + dims)
+        bdims = [batch.shape[0]] + [1] * (batch.ndim - 1)
+        m = _sample_dirichlet(as_tensor([self.alpha, self.alpha]).expand(bdims[0], -1))
+        weights = _sample_dirichlet(as_tensor([self.alpha] * self.mixture_width).expand(bdims[0], -1)) \
+            * m[:, 1].reshape(bdims[0], -1)
+        mix = m[:, 0].reshape(bdims) * batch
+        for i in range(self.mixture_width):
+            aug = batch
+            depth = self.chain_depth if self.chain_depth > 0 else int(randint(1, 4, size=(1,)).item())
+            for _ in range(depth):
+                op = list(space)[int(randint(0, len(space), size=(1,)).item())]
+                magnitudes, signed = space[op]
+                magnitude = 0.0
+                if magnitudes is not None:
+                    magnitude = float(magnitudes[int(randint(0, self.severity, size=(1,)).item())].item())
+                if signed and randint(0, 2, size=(1,)).item():
+                    magnitude *= -1.0
+                aug = _apply_op(aug, op, magnitude, self.interpolation, fill)
+            mix = mix + weights[:, i].reshape(bdims) * aug
+        mix = mix.reshape(dims).to(img.dtype)
+        return mix if isinstance(orig_img, Tensor) else F.to_pil_image(mix)
+

@@ -482,3 +482,18 @@ def ten_crop(img, size, vertical_flip: bool = False) -> tuple:
 
 __all__ += ["rotate", "affine", "perspective", "gaussian_blur", "erase", "posterize", "solarize", "invert",
             "equalize", "autocontrast", "adjust_sharpness", "five_crop", "ten_crop"]
+
+
+def elastic_transform(img, displacement: Tensor, interpolation=InterpolationMode.BILINEAR, fill=None):
+    """Move each pixel by ``displacement`` (1, H, W, 2, in the [-1, 1] grid's units); PIL images go through
+    a uint8 tensor."""
+    _check("elastic_transform", img)
+    t = pil_to_tensor(img) if _is_pil(img) else img
+    if tuple(displacement.shape) != (1, *t.shape[-2:], 2):
+        raise ValueError(f"elastic_transform: displacement shape should be {(1, *t.shape[-2:], 2)}, "
+                         f"got {tuple(displacement.shape)}")
+    out = _T.elastic(t, displacement, _interp(interpolation), fill, v1_fill=True)
+    return to_pil_image(out, mode=img.mode) if _is_pil(img) else out
+
+
+__all__ += ["elastic_transform"]

@@ -628,3 +628,35 @@ class LinearTransformation(nn.Module):
 __all__ += ["RandomRotation", "RandomAffine", "RandomPerspective", "GaussianBlur", "RandomErasing", "RandomInvert",
             "RandomPosterize", "RandomSolarize", "RandomAdjustSharpness", "RandomAutocontrast", "RandomEqualize",
             "FiveCrop", "TenCrop", "RandomChoice", "RandomOrder", "LinearTransformation"]
+
+
+def _float_pair(value, name: str) -> list[float]:
+    if isinstance(value, (int, float)):
+        return [float(value), float(value)]
+    value = [float(v) for v in value]
+    if len(value) not in (1, 2):
+        raise ValueError(f"If {name} is a sequence its length should be 2. Got {len(value)}")
+    return value * 2 if len(value) == 1 else value
+
+
+class ElasticTransform(nn.Module):
+    """Elastic distortion: Gaussian-smoothed random offsets of strength ``alpha`` and smoothness ``sigma``."""
+
+    def __init__(self, alpha=50.0, sigma=5.0, interpolation=InterpolationMode.BILINEAR, fill=0) -> None:
+        super().__init__()
+        self.alpha, self.sigma = _float_pair(alpha, "alpha"), _float_pair(sigma, "sigma")
+        self.interpolation = interpolation
+        self.fill = [float(fill)] if isinstance(fill, (int, float)) else [float(f) for f in fill]
+
+    @staticmethod
+    def get_params(alpha: list[float], sigma: list[float], size: list[int]) -> Tensor:
+        from ._tensor import elastic_displacement
+        return elastic_displacement(alpha, sigma, size[0], size[1], v1=True)
+
+    def forward(self, tensor):
+        _, height, width = F.get_dimensions(tensor)
+        displacement = self.get_params(self.alpha, self.sigma, [height, width])
+        return F.elastic_transform(tensor, displacement, self.interpolation, self.fill)
+
+
+__all__ += ["ElasticTransform"]

@@ -23,6 +23,7 @@ from ....core.creation import arange, as_tensor, empty, linspace, rand, randint,
 from ....core.tensor import Tensor
 from ....distributions.gamma import Beta
 from ... import tv_tensors
+from .._tensor import elastic_displacement
 from ..functional import InterpolationMode
 from . import functional as F
 
@@ -30,9 +31,10 @@ __all__ = ["Transform", "Compose", "RandomApply", "RandomChoice", "RandomOrder",
            "ToPureTensor", "PILToTensor", "ToPILImage", "ToTensor", "ToDtype", "ConvertImageDtype", "Normalize",
            "Resize", "CenterCrop", "RandomCrop", "Pad", "RandomResizedCrop", "RandomHorizontalFlip",
            "RandomVerticalFlip", "ColorJitter", "Grayscale", "RandomGrayscale", "RGB", "RandomRotation",
-           "RandomAffine", "RandomPerspective", "GaussianBlur", "RandomInvert", "RandomPosterize", "RandomSolarize",
+           "RandomAffine", "RandomPerspective", "ElasticTransform", "GaussianBlur", "RandomInvert", "RandomPosterize", "RandomSolarize",
            "RandomAdjustSharpness", "RandomAutocontrast", "RandomEqualize", "FiveCrop", "TenCrop", "RandomErasing",
-           "MixUp", "CutMix", "AutoAugmentPolicy", "AutoAugment", "RandAugment", "TrivialAugmentWide"]
+           "MixUp", "CutMix", "AutoAugmentPolicy", "AutoAugment", "RandAugment", "TrivialAugmentWide",
+           "AugMix"]
 
 
 # ---------------------------------------------------------------- input trees
@@ -577,6 +579,24 @@ def perspective_params(width: int, height: int, distortion_scale: float) -> list
     return F.perspective_coeffs(start, end)
 
 
+class ElasticTransform(Transform):
+    """Elastic distortion: Gaussian-smoothed random offsets of strength ``alpha`` and smoothness ``sigma``."""
+
+    def __init__(self, alpha=50.0, sigma=5.0, interpolation=InterpolationMode.BILINEAR, fill=0) -> None:
+        super().__init__()
+        pair = (lambda v: [float(v)] * 2 if isinstance(v, (int, float))
+                else [float(x) for x in v] * (2 if len(v) == 1 else 1))
+        self.alpha, self.sigma = pair(alpha), pair(sigma)
+        self.interpolation, self.fill = interpolation, fill
+
+    def make_params(self, flat_inputs: list) -> dict[str, Any]:
+        height, width = query_size(flat_inputs)
+        return dict(displacement=elastic_displacement(self.alpha, self.sigma, height, width, v1=False))
+
+    def transform(self, inpt: Any, params: dict[str, Any]) -> Any:
+        return F.elastic(inpt, params["displacement"], self.interpolation, _get_fill(self.fill, inpt))
+
+
 class FiveCrop(Transform):
     def __init__(self, size) -> None:
         super().__init__()
@@ -1113,3 +1133,62 @@ class TrivialAugmentWide(_AutoAugmentBase):
             magnitude = 0.0
         flat[idx] = self._apply(img, op, magnitude)
         return _unflatten(flat, spec)
+
+
+class AugMix(_AutoAugmentBase):
+    """AugMix: ``mixture_width`` chains of 1-3 random ops, mixed by Dirichlet weights, then mixed with the
+    original by a Dirichlet(alpha, alpha) pair."""
+
+    _PARTIAL = {
+        "ShearX": (_linspace(0.0, 0.3), True), "ShearY": (_linspace(0.0, 0.3), True),
+        "TranslateX": (lambda bins, h, w: linspace(0.0, w / 3.0, bins), True),
+        "TranslateY": (lambda bins, h, w: linspace(0.0, h / 3.0, bins), True),
+        "Rotate": (_linspace(0.0, 30.0), True), "Posterize": (_posterize_bins(4, 4), False),
+        "Solarize": (_linspace(1.0, 0.0), False), "AutoContrast": (lambda bins, h, w: None, False),
+        "Equalize": (lambda bins, h, w: None, False),
+    }
+    _FULL = {**_PARTIAL, "Brightness": (_linspace(0.0, 0.9), True), "Color": (_linspace(0.0, 0.9), True),
+             "Contrast": (_linspace(0.0, 0.9), True), "Sharpness": (_linspace(0.0, 0.9), True)}
+
+    def __init__(self, severity: int = 3, mixture_width: int = 3, chain_depth: int = -1, alpha: float = 1.0,
+                 all_ops: bool = True, interpolation=InterpolationMode.BILINEAR, fill=None) -> None:
+        super().__init__(interpolation=interpolation, fill=fill)
+        if not 1 <= severity <= 10:
+            raise ValueError(f"The severity must be between [1, 10]. Got {severity} instead.")
+        self.severity, self.mixture_width, self.chain_depth = severity, mixture_width, chain_depth
+        self.alpha, self.all_ops = alpha, all_ops
+        self._SPACE = self._FULL if all_ops else self._PARTIAL
+
+    def forward(self, *inputs: Any) -> Any:
+        from .... import _sample_dirichlet
+        flat, spec, idx = self._extract_image(inputs)
+        orig = flat[idx]
+        h, w = F.get_size(orig)
+        img = orig.as_subclass(Tensor) if isinstance(orig, Tensor) else F.pil_to_tensor(orig)
+        dims = list(img.shape)
+        batch = img.reshape([1] * max(4 - img.ndim, 0) + dims)
+        bdims = [batch.shape[0]] + [1] * (batch.ndim - 1)
+        m = _sample_dirichlet(as_tensor([self.alpha, self.alpha]).expand(bdims[0], -1))
+        weights = _sample_dirichlet(as_tensor([self.alpha] * self.mixture_width).expand(bdims[0], -1)) \
+            * m[:, 1].reshape(bdims[0], -1)
+        mix = m[:, 0].reshape(bdims) * batch
+        for i in range(self.mixture_width):
+            aug = batch
+            depth = self.chain_depth if self.chain_depth > 0 else int(randint(1, 4, size=(1,)).item())
+            for _ in range(depth):
+                op, (fn, signed) = self._random_op()
+                mags = fn(10, h, w)
+                magnitude = 0.0
+                if mags is not None:
+                    magnitude = self._signed(float(mags[int(randint(0, self.severity, size=()).item())].item()),
+                                             signed)
+                aug = self._apply(aug, op, magnitude)
+            mix = mix + weights[:, i].reshape(bdims) * aug
+        mix = mix.reshape(dims).to(img.dtype)
+        if isinstance(orig, tv_tensors.Image):
+            mix = tv_tensors.wrap(mix, like=orig)
+        elif _is_pil(orig):
+            mix = F.to_pil_image(mix)
+        flat[idx] = mix
+        return _unflatten(flat, spec)
+

@@ -28,7 +28,7 @@ from ..functional import (InterpolationMode, _is_pil, _mode, _pil, get_dimension
 __all__ = ["InterpolationMode", "get_dimensions", "get_size", "get_image_size", "get_image_num_channels",
            "to_image", "to_pil_image", "pil_to_tensor", "to_tensor", "to_dtype", "convert_image_dtype", "normalize",
            "resize", "crop", "center_crop", "resized_crop", "pad", "hflip", "vflip", "horizontal_flip",
-           "vertical_flip", "rotate", "affine", "perspective", "five_crop", "ten_crop", "adjust_brightness",
+           "vertical_flip", "rotate", "affine", "perspective", "elastic", "elastic_transform", "five_crop", "ten_crop", "adjust_brightness",
            "adjust_contrast", "adjust_saturation", "adjust_hue", "adjust_sharpness", "adjust_gamma",
            "rgb_to_grayscale", "to_grayscale", "grayscale_to_rgb", "posterize", "solarize", "autocontrast",
            "equalize", "invert", "gaussian_blur", "erase"]
@@ -262,6 +262,19 @@ def perspective(inpt, startpoints, endpoints, interpolation=InterpolationMode.BI
     return _geometry("perspective", inpt, lambda t: _T.perspective(t, coeffs, mode, fill),
                      lambda p: _pil().perspective(p, coeffs, mode, fill),
                      lambda t: _T.perspective(t, coeffs, "nearest", fill))
+
+
+def elastic(inpt, displacement: Tensor, interpolation=InterpolationMode.BILINEAR, fill=None):
+    """Move each pixel by ``displacement`` (1, H, W, 2); PIL images go through a uint8 tensor."""
+    mode, fill = _mode(interpolation), _fill_arg(fill)
+
+    def pil_kernel(img):
+        return to_pil_image(_T.elastic(pil_to_tensor(img), displacement, mode, fill), mode=img.mode)
+    return _geometry("elastic", inpt, lambda t: _T.elastic(t, displacement, mode, fill), pil_kernel,
+                     lambda t: _T.elastic(t, displacement, "nearest", fill))
+
+
+elastic_transform = elastic
 
 
 def five_crop(inpt, size) -> tuple:
