@@ -259,3 +259,30 @@ def test_embedding_of_indices_inside_the_table_is_unchanged():
     idx = np.arange(100).reshape(10, 10) % 6
     want = torch.nn.functional.embedding(torch.tensor(idx), torch.tensor(w)).numpy()
     np.testing.assert_array_equal(tapelab.nn.functional.embedding(tapelab.tensor(idx), tapelab.tensor(w)).numpy(), want)
+
+
+_HALF_OPS = {
+    "layer_norm": lambda lib, x, w, b: lib.nn.functional.layer_norm(x, (64,), w, b),
+    "layer_norm_plain": lambda lib, x, w, b: lib.nn.functional.layer_norm(x, (64,)),
+    "softmax": lambda lib, x, w, b: lib.softmax(x, -1),
+    "gelu_tanh": lambda lib, x, w, b: lib.nn.functional.gelu(x, approximate="tanh"),
+    "sigmoid": lambda lib, x, w, b: lib.sigmoid(x),
+    "rsqrt": lambda lib, x, w, b: x.abs().rsqrt(),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_HALF_OPS))
+def test_half_kernels_compute_in_float32_and_round_once(name):
+    """BERT in ``.half()`` on cpu: PyTorch's half layer_norm/softmax/gelu/sigmoid/rsqrt compute in float32
+    opmath and round once, as for bfloat16 (numpy's float16 rounded each step: 40-60% of a LayerNorm's
+    outputs one half ulp away)."""
+    rng = np.random.default_rng(0)
+    arrays = (rng.standard_normal((14, 64)).astype(np.float32), (1 + 0.1 * rng.standard_normal(64)).astype(np.float32),
+              (0.1 * rng.standard_normal(64)).astype(np.float32))
+    outs = []
+    for lib in (torch, tapelab):
+        x, w, b = (lib.tensor(a).half() for a in arrays)
+        y = _HALF_OPS[name](lib, x, w, b)
+        assert y.dtype == lib.float16
+        outs.append(y.float().numpy())
+    np.testing.assert_array_equal(outs[1], outs[0])

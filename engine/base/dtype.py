@@ -236,8 +236,22 @@ def in_float32(fwd, xp, *arrays, **params):
     return _narrow(out)
 
 
-def _narrow(arr):
-    return arr.astype(BFLOAT16_NP) if getattr(arr, "dtype", None) == np.float32 else arr
+def _narrow(arr, low=BFLOAT16_NP):
+    return arr.astype(low) if getattr(arr, "dtype", None) == np.float32 else arr
+
+
+REDUCED_NP = (BFLOAT16_NP, np.dtype(np.float16))   # the dtypes whose cpu kernels compute in float32 opmath
+
+
+def in_opmath(fwd, xp, *arrays, **params):
+    """``in_float32`` for bfloat16 and half alike: ``fwd`` in float32 on the arrays of the first reduced
+    dtype among them, its float32 result(s) rounded back to that dtype once, as PyTorch's CPU kernels of
+    softmax, layer_norm, gelu, sigmoid and rsqrt compute both (numpy's half ufuncs round each step)."""
+    low = next(a.dtype for a in arrays if getattr(a, "dtype", None) in REDUCED_NP)
+    out = fwd(xp, *[a.astype(np.float32) if getattr(a, "dtype", None) == low else a for a in arrays], **params)
+    if isinstance(out, tuple):
+        return tuple(_narrow(o, low) for o in out)
+    return _narrow(out, low)
 
 
 _PY_TYPES = {builtins.bool: bool, builtins.int: int64, builtins.float: float64, builtins.complex: complex128}

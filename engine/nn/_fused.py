@@ -14,7 +14,7 @@ import math
 
 from .. import kernels
 from ..base import backend as _backend
-from ..base.dtype import BFLOAT16_NP, in_float32
+from ..base.dtype import BFLOAT16_NP, REDUCED_NP, in_float32, in_opmath
 from ..base.grad_mode import is_grad_enabled
 from ..base.meta import has_data
 from ..core.dispatch import apply
@@ -73,8 +73,8 @@ def _row_major(xp, a):
 
 
 def _softmax_fwd(xp, x, *, dim):
-    if x.dtype is BFLOAT16_NP:   # PyTorch computes reduced precision in float32, rounded once
-        return in_float32(_softmax_fwd, xp, x, dim=dim)
+    if x.dtype in REDUCED_NP:   # PyTorch computes reduced precision in float32, rounded once
+        return in_opmath(_softmax_fwd, xp, x, dim=dim)
     x = _row_major(xp, x)   # ATen's kernel reads input.contiguous(): a row-major result
     fused = _loop(xp, "softmax", dim, x)
     if fused is not None:
@@ -162,8 +162,8 @@ def log_softmax(x: Tensor, dim: int) -> Tensor:
 # ---------------------------------------------------------------- layer norm
 # The normalisation's vjp is batch_norm_backward over the trailing dims (the same closed form).
 def _ln_fwd(xp, x, *affine, dims, eps, has_weight):
-    if x.dtype is BFLOAT16_NP:   # PyTorch computes reduced precision in float32, rounded once
-        return in_float32(_ln_fwd, xp, x, *affine, dims=dims, eps=eps, has_weight=has_weight)
+    if x.dtype in REDUCED_NP:   # PyTorch computes reduced precision in float32, rounded once
+        return in_opmath(_ln_fwd, xp, x, *affine, dims=dims, eps=eps, has_weight=has_weight)
     x = _row_major(xp, x)   # ATen normalizes input.contiguous(): a row-major result, the loop's numbers
     if x.size and kernels.use(xp, x, *affine):
         cols = math.prod(x.shape[x.ndim - len(dims):])
@@ -413,8 +413,8 @@ _C = 0.044715
 
 
 def _gelu_fwd(xp, x, *, approximate):
-    if x.dtype is BFLOAT16_NP:   # PyTorch computes reduced precision in float32, rounded once
-        return in_float32(_gelu_fwd, xp, x, approximate=approximate)
+    if x.dtype in REDUCED_NP:   # PyTorch computes reduced precision in float32, rounded once
+        return in_opmath(_gelu_fwd, xp, x, approximate=approximate)
     if kernels.use(xp, x):
         out = xp.empty_like(x)
         kernels.parallel(kernels.loops("pointwise").gelu, 2, x.reshape(-1), out.reshape(-1), approximate == "tanh")

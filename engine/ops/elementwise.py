@@ -31,7 +31,7 @@ from .compare import CLAMP_COMPLEX, isfinite, keep_where, where, zero_where
 from .conjugation import conj as cj, sgn
 from ..core.registry import ALL, NONE, OTHERS, Op, kernel_refusal
 from ._util import Tensor, sum_to, unbroadcast as ub
-from ..base.dtype import BFLOAT16_NP, FLOATING_KINDS, in_float32, result_type as _result_type
+from ..base.dtype import BFLOAT16_NP, FLOATING_KINDS, REDUCED_NP, in_float32, in_opmath, result_type as _result_type
 
 __all__ = ["add", "sub", "rsub", "mul", "div", "true_divide", "floor_divide", "remainder", "fmod",
            "pow", "neg", "abs", "sign", "reciprocal", "square", "exp", "exp2", "expm1", "log",
@@ -268,8 +268,8 @@ sqrt = _unary("sqrt", lambda xp, a: xp.sqrt(a),
               lambda g, out, a: (g / (2 * out),) if g._data.dtype.kind != "c" else (g / (2 * cj(out)),),
               reads="output", ufunc="sqrt", complex=True, onnx="Sqrt")
 def _rsqrt_fwd(xp, a):
-    if a.dtype is BFLOAT16_NP:   # PyTorch computes it in float32 and rounds once
-        return in_float32(_rsqrt_fwd, xp, a)
+    if a.dtype in REDUCED_NP:   # PyTorch computes it in float32 and rounds once
+        return in_opmath(_rsqrt_fwd, xp, a)
     return 1 / xp.sqrt(a)
 
 
@@ -315,8 +315,8 @@ def _sigmoid_fwd(xp, a):
     arrays, which read the formula), where exp(-a) overflowing to inf gives exactly 0, as PyTorch does."""
     if type(a) is np.ndarray and a.dtype.char in "fd":
         return _special(xp).expit(a)
-    if a.dtype is BFLOAT16_NP:   # PyTorch computes it in float32 and rounds once
-        return in_float32(_sigmoid_fwd, xp, a)
+    if a.dtype in REDUCED_NP:   # PyTorch computes it in float32 and rounds once
+        return in_opmath(_sigmoid_fwd, xp, a)
     return 1 / (1 + xp.exp(-a))
 
 
