@@ -143,6 +143,8 @@ def cases(tv, torch) -> dict:
             c[f"v2/autoaugment_{policy.value}_{name}"] = seeded(torch, lambda img=img, p=policy: T2.AutoAugment(p)(img),
                                                                calls=6)
         c[f"v2/randaugment_{name}"] = seeded(torch, lambda img=img: T2.RandAugment()(img), calls=6)
+        c[f"v2/augmix_{name}"] = seeded(torch, lambda img=img: T2.AugMix()(img), calls=3)
+        c[f"v2/elastic_{name}"] = seeded(torch, lambda img=img: T2.ElasticTransform(30.0, 4.0)(img), calls=2)
         c[f"v2/trivialaugment_{name}"] = seeded(torch, lambda img=img: T2.TrivialAugmentWide()(img), calls=6)
     c |= {
         "v2/random_erasing": seeded(torch, lambda: T2.RandomErasing(p=1.0)(f32)),
@@ -184,6 +186,8 @@ def cases(tv, torch) -> dict:
             c[f"v1/autoaugment_{policy.value}_{name}"] = seeded(torch, lambda img=img, p=policy: T1.AutoAugment(p)(img),
                                                                calls=6)
         c[f"v1/randaugment_{name}"] = seeded(torch, lambda img=img: T1.RandAugment()(img), calls=6)
+        c[f"v1/augmix_{name}"] = seeded(torch, lambda img=img: T1.AugMix(severity=4)(img), calls=3)
+        c[f"v1/elastic_{name}"] = seeded(torch, lambda img=img: T1.ElasticTransform(30.0, 4.0)(img), calls=2)
         c[f"v1/trivialaugment_{name}"] = seeded(torch, lambda img=img: T1.TrivialAugmentWide()(img), calls=6)
         c[f"v1/posterize_solarize_equalize_{name}"] = seeded(torch, lambda img=img: T1.Compose([
             T1.RandomPosterize(4), T1.RandomSolarize(150), T1.RandomEqualize()])(img), calls=6)

@@ -220,7 +220,10 @@ def grid_transform(img: Tensor, grid: Tensor, mode: str, fill, v1_fill: bool = F
         grid = grid.expand(n, -1, -1, -1)
     if fill is not None:
         x = cat([x, ones((n, 1, ih, iw), dtype=x.dtype, device=x.device)], dim=1)
-    x = F.grid_sample(x, grid, mode=mode, padding_mode="zeros", align_corners=False)
+    if mode == "bilinear" and x.dtype == float32 and not (x.requires_grad or grid.requires_grad):
+        x = _bilinear_sample(x, grid)
+    else:
+        x = F.grid_sample(x, grid, mode=mode, padding_mode="zeros", align_corners=False)
     if fill is not None:
         x, mask = x[:, :-1], x[:, -1:].expand(n, c, oh, ow)
         fill_list = list(fill) if isinstance(fill, (tuple, list)) else [float(fill)]
@@ -233,6 +236,38 @@ def grid_transform(img: Tensor, grid: Tensor, mode: str, fill, v1_fill: bool = F
             x = (x - fill_img) * mask + fill_img
     out = x if fp else x.round().to(img.dtype)
     return out.reshape(*shape[:-3], c, oh, ow)
+
+
+def _fma32(a: np.ndarray, b, c) -> np.ndarray:
+    """a * b + c in float32 with one rounding (exact in float64 for float32 operands)."""
+    return (np.asarray(a, np.float64) * np.asarray(b, np.float64) + np.asarray(c, np.float64)).astype(np.float32)
+
+
+def _bilinear_sample(x: Tensor, grid: Tensor) -> Tensor:
+    """``grid_sample(x, grid, "bilinear", "zeros", align_corners=False)`` of float32 as PyTorch's CPU kernel
+    rounds it: the unnormalised coordinate and the four-corner sum are fused multiply-adds there."""
+    arr = x.detach().cpu().numpy()
+    n, c, h, w = arr.shape
+    g = grid.detach().cpu().numpy()
+    ix = _fma32(g[..., 0] + np.float32(1), np.float32(w / 2), np.float32(-0.5))
+    iy = _fma32(g[..., 1] + np.float32(1), np.float32(h / 2), np.float32(-0.5))
+    x0, y0 = np.floor(ix), np.floor(iy)
+    east, south = ix - x0, iy - y0
+    west, north = np.float32(1) - east, np.float32(1) - south
+    x0, y0 = x0.astype(np.int64), y0.astype(np.int64)
+    batch = np.arange(n)[:, None, None]
+
+    def corner(yy: np.ndarray, xx: np.ndarray) -> np.ndarray:
+        inside = (xx >= 0) & (xx < w) & (yy >= 0) & (yy < h)
+        vals = arr[batch, :, np.clip(yy, 0, h - 1), np.clip(xx, 0, w - 1)]   # (n, oh, ow, c)
+        return np.where(inside[..., None], vals, np.float32(0)).transpose(0, 3, 1, 2)
+    nw, ne = (north * west)[:, None], (north * east)[:, None]
+    sw, se = (south * west)[:, None], (south * east)[:, None]
+    out = corner(y0, x0) * nw
+    out = _fma32(corner(y0, x0 + 1), ne, out)
+    out = _fma32(corner(y0 + 1, x0), sw, out)
+    out = _fma32(corner(y0 + 1, x0 + 1), se, out)
+    return as_tensor(np.ascontiguousarray(out), device=x.device)
 
 
 def _grid_dtype(img: Tensor):
