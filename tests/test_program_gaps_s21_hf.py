@@ -286,3 +286,21 @@ def test_half_kernels_compute_in_float32_and_round_once(name):
         assert y.dtype == lib.float16
         outs.append(y.float().numpy())
     np.testing.assert_array_equal(outs[1], outs[0])
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_reduced_precision_group_norm_rounds_once(dtype):
+    """``nn.GroupNorm`` in bfloat16/half (a ``.to(dtype)`` model): PyTorch's kernel normalises and applies the
+    affine in float32 and rounds once; the composite had rounded the normalised value, then the affine."""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((2, 64, 7)).astype(np.float32)
+    b = (0.1 * rng.standard_normal(64)).astype(np.float32)
+    outs = []
+    for lib in (torch, tapelab):
+        dt = getattr(lib, dtype)
+        y = lib.nn.functional.group_norm(lib.tensor(x).to(dt), 4, lib.ones(64).to(dt), lib.tensor(b).to(dt))
+        z = lib.nn.functional.group_norm(lib.tensor(x).to(dt), 4)
+        assert y.dtype == z.dtype == dt
+        outs.append((y.float().numpy(), z.float().numpy()))
+    for got, want in zip(outs[1], outs[0]):
+        np.testing.assert_array_equal(got, want)

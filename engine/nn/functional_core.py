@@ -453,6 +453,9 @@ def group_norm(input: Tensor, num_groups: int, weight: Tensor | None = None, bia
                            f"input of shape {list(input.shape)} and num_groups={num_groups}")
     if _mixed_norm(input, weight, bias):
         return group_norm(input.float(), num_groups, weight, bias, eps).to(input.dtype)
+    if input.dtype in (_dt.bfloat16, _dt.float16):   # ATen's kernel: float32 statistics and affine, one rounding
+        return group_norm(input.float(), num_groups, None if weight is None else weight.float(),
+                          None if bias is None else bias.float(), eps).to(input.dtype)
     out, _, _ = _normalize_over(input.reshape(n, num_groups, -1), (2,), eps)
     out = out.reshape(input.shape)
     return _channel_affine(out, weight, bias)
