@@ -252,8 +252,9 @@ def gpu(monkeypatch):
     monkeypatch.setitem(sys.modules, "cupy.cuda", fake.cuda)
     monkeypatch.setattr(dev_mod, "_CUDA_STATE", [(True, "")])
     c = tapelab.cuda
-    for name, fresh in (("_STATS", {}), ("_TRACKING", []), ("_GENERATORS", []), ("_RAW", {}), ("_SYNC_DEBUG", [0])):
-        monkeypatch.setattr(c, name, fresh)
+    for mod, name, fresh in ((c.memory, "_STATS", {}), (c.memory, "_TRACKING", []), (c.random, "_GENERATORS", []),
+                             (c.memory, "_RAW", {}), (c._runtime, "_SYNC_DEBUG", [0])):
+        monkeypatch.setattr(mod, name, fresh)
     return fake
 
 

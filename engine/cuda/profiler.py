@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import contextlib
 
-from . import check_error, cudart
+from ._runtime import check_error, cudart
 
 __all__ = ["start", "stop", "profile"]
 
