@@ -72,11 +72,13 @@ def test_only_the_first_plain_tensor_is_an_image():
     assert T.RandomVerticalFlip(1.0)(sample)["label"] == 3
 
 
-def test_boxes_in_geometry_are_refused_not_passed_through():
+def test_boxes_are_refused_where_not_supported_not_passed_through():
     T = tv.transforms.v2
     boxes = tv.tv_tensors.BoundingBoxes([[1, 2, 5, 6]], format="XYXY", canvas_size=(8, 8))
     with pytest.raises(NotImplementedError):
-        T.RandomHorizontalFlip(1.0)(tv.tv_tensors.Image(tapelab.rand(3, 8, 8)), boxes)
+        T.RandomRotation(10)(tv.tv_tensors.Image(tapelab.rand(3, 8, 8)), boxes)
+    flipped = T.RandomHorizontalFlip(1.0)(boxes)
+    assert flipped.tolist() == [[3.0, 2.0, 7.0, 6.0]] and flipped.canvas_size == (8, 8)
 
 
 def test_custom_v2_transform():

@@ -169,6 +169,34 @@ def cases(tv, torch) -> dict:
         "v2/resize_center_crop_pad": lambda: T2.Compose([T2.Resize(30), T2.CenterCrop(26), T2.Pad([1, 2, 3, 4]),
                                                          T2.Grayscale()])(su8),
     }
+    # ---------------------------------------------------------------- detection samples: image, boxes, masks, labels
+    tvt = tv.tv_tensors
+
+    def det_sample(fmt: str = "XYXY"):
+        boxes = torch.tensor([[5.0, 6.0, 30.0, 28.0], [20.0, 3.0, 33.0, 25.0], [10.0, 20.0, 16.0, 29.0], [0, 0, 2, 1]])
+        boxes = tvt.BoundingBoxes(boxes, format="XYXY", canvas_size=(30, 34))
+        masks = tvt.Mask((su8[:, :, :] > 128).to(torch.uint8).repeat(2, 1, 1)[:4])
+        return tvt.Image(su8), {"boxes": T2.ConvertBoundingBoxFormat(fmt)(boxes), "masks": masks,
+                                "labels": torch.tensor([1, 2, 3, 4])}
+
+    def det(pipeline, fmt: str = "XYXY"):
+        def run():
+            img, target = pipeline(*det_sample(fmt))
+            return [img, target["boxes"], target["masks"], target["labels"].float()]
+        return run
+    c |= {
+        "v2/det_ssd": seeded(torch, det(T2.Compose([
+            T2.RandomPhotometricDistort(p=1), T2.RandomZoomOut(fill={tvt.Image: (123, 117, 104), "others": 0}),
+            T2.RandomIoUCrop(), T2.RandomHorizontalFlip(p=1), T2.Resize((24, 28)), T2.ToDtype(torch.float, scale=True),
+            T2.SanitizeBoundingBoxes()])), calls=5),
+        "v2/det_frcnn_xywh": seeded(torch, det(T2.Compose([
+            T2.RandomShortestSize([20, 26, 32], 40), T2.RandomHorizontalFlip(), T2.RandomVerticalFlip(),
+            T2.RandomCrop(18, pad_if_needed=True), T2.ClampBoundingBoxes(), T2.SanitizeBoundingBoxes()]), "XYWH"),
+            calls=5),
+        "v2/det_cxcywh": seeded(torch, det(T2.Compose([
+            T2.ScaleJitter((32, 32)), T2.RandomResizedCrop(20), T2.Pad(2), T2.CenterCrop(22),
+            T2.RandomChannelPermutation(), T2.ConvertBoundingBoxFormat("XYXY")]), "CXCYWH"), calls=5),
+    }
     # ---------------------------------------------------------------- v1 random transforms, seeded
     for name, img in (("u8", u8), ("su8", su8), ("f32", f32), ("pil", pil)):
         c |= {

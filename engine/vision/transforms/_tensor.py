@@ -46,7 +46,17 @@ def crop(img: Tensor, top: int, left: int, height: int, width: int) -> Tensor:
 
 def pad(img: Tensor, ltrb: tuple[int, int, int, int], fill, padding_mode: str) -> Tensor:
     left, top, right, bottom = ltrb
+    if padding_mode == "constant" and isinstance(fill, (list, tuple)) and len(fill) > 1:
+        out = F.pad(img, (left, right, top, bottom), mode="constant", value=0.0)
+        value = as_tensor(list(fill), device=img.device).to(img.dtype).reshape(-1, 1, 1)
+        for rows, cols, n in ((slice(None, top), slice(None), top), (slice(None), slice(None, left), left),
+                              (slice(out.shape[-2] - bottom, None), slice(None), bottom),
+                              (slice(None), slice(out.shape[-1] - right, None), right)):
+            if n > 0:
+                out[..., rows, cols] = value
+        return out
     if padding_mode == "constant":
+        fill = fill[0] if isinstance(fill, (list, tuple)) else fill
         return F.pad(img, (left, right, top, bottom), mode="constant", value=float(fill or 0))
     # edge / reflect / symmetric: gather rows and columns by numpy.pad's index pattern
     rows = np.pad(np.arange(img.shape[-2]), (top, bottom), mode=padding_mode)

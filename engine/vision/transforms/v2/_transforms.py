@@ -34,7 +34,9 @@ __all__ = ["Transform", "Compose", "RandomApply", "RandomChoice", "RandomOrder",
            "RandomAffine", "RandomPerspective", "ElasticTransform", "GaussianBlur", "RandomInvert", "RandomPosterize", "RandomSolarize",
            "RandomAdjustSharpness", "RandomAutocontrast", "RandomEqualize", "FiveCrop", "TenCrop", "RandomErasing",
            "MixUp", "CutMix", "AutoAugmentPolicy", "AutoAugment", "RandAugment", "TrivialAugmentWide",
-           "AugMix"]
+           "AugMix", "ClampBoundingBoxes", "ConvertBoundingBoxFormat", "SanitizeBoundingBoxes", "RandomZoomOut",
+           "RandomIoUCrop", "RandomPhotometricDistort", "RandomChannelPermutation", "ScaleJitter",
+           "RandomShortestSize", "RandomResize"]
 
 
 # ---------------------------------------------------------------- input trees
@@ -1191,4 +1193,233 @@ class AugMix(_AutoAugmentBase):
             mix = F.to_pil_image(mix)
         flat[idx] = mix
         return _unflatten(flat, spec)
+
+
+# ---------------------------------------------------------------- detection samples (images, boxes, masks, labels)
+def _get_boxes(flat: list) -> tv_tensors.BoundingBoxes:
+    try:
+        return next(x for x in flat if isinstance(x, tv_tensors.BoundingBoxes))
+    except StopIteration:
+        raise ValueError("No bounding boxes were found in the sample") from None
+
+
+class ClampBoundingBoxes(Transform):
+    def _needs_transform(self, inpt) -> bool:
+        return isinstance(inpt, tv_tensors.BoundingBoxes)
+
+    def transform(self, inpt: Any, params: dict[str, Any]) -> Any:
+        return F.clamp_bounding_boxes(inpt)
+
+
+class ConvertBoundingBoxFormat(Transform):
+    def __init__(self, format) -> None:
+        super().__init__()
+        self.format = tv_tensors.BoundingBoxFormat[format.upper()] if isinstance(format, str) else format
+
+    def _needs_transform(self, inpt) -> bool:
+        return isinstance(inpt, tv_tensors.BoundingBoxes)
+
+    def transform(self, inpt: Any, params: dict[str, Any]) -> Any:
+        return F.convert_bounding_box_format(inpt, new_format=self.format)
+
+
+class SanitizeBoundingBoxes(Transform):
+    """Drop boxes smaller than ``min_size``/``min_area`` or outside the canvas, with their labels and masks."""
+
+    def __init__(self, min_size: float = 1.0, min_area: float = 1.0, labels_getter="default") -> None:
+        super().__init__()
+        if min_size < 1 or min_area < 1:
+            raise ValueError(f"min_size and min_area must be >= 1, got {min_size} and {min_area}.")
+        self.min_size, self.min_area = min_size, min_area
+        self._labels_getter = (_default_labels if labels_getter == "default"
+                               else (lambda _: None) if labels_getter is None else labels_getter)
+
+    def forward(self, *inputs: Any) -> Any:
+        inputs = inputs if len(inputs) > 1 else inputs[0]
+        labels = self._labels_getter(inputs)
+        labels = (labels,) if isinstance(labels, Tensor) else labels
+        flat, spec = _flatten(inputs)
+        boxes = _get_boxes(flat)
+        xyxy = F.convert_bounding_box_format(boxes, new_format="XYXY").as_subclass(Tensor)
+        h, w = boxes.canvas_size
+        ws, hs = xyxy[:, 2] - xyxy[:, 0], xyxy[:, 3] - xyxy[:, 1]
+        valid = (ws >= self.min_size) & (hs >= self.min_size) & (xyxy >= 0).all(dim=-1) & (ws * hs >= self.min_area)
+        valid = valid & (xyxy[:, 0] <= w) & (xyxy[:, 2] <= w) & (xyxy[:, 1] <= h) & (xyxy[:, 3] <= h)
+        out = []
+        for x in flat:
+            is_label = labels is not None and any(x is label for label in labels)
+            if is_label or isinstance(x, (tv_tensors.BoundingBoxes, tv_tensors.Mask)):
+                kept = x.as_subclass(Tensor)[valid] if isinstance(x, tv_tensors.TVTensor) else x[valid]
+                x = kept if is_label else tv_tensors.wrap(kept, like=x)
+            out.append(x)
+        return _unflatten(out, spec)
+
+
+class RandomZoomOut(_RandomApplyTransform):
+    """Place the image on a canvas ``side_range`` times larger, at a random offset, filled with ``fill``."""
+
+    def __init__(self, fill=0, side_range: Sequence[float] = (1.0, 4.0), p: float = 0.5) -> None:
+        super().__init__(p=p)
+        if len(side_range) != 2 or side_range[0] < 1.0 or side_range[0] > side_range[1]:
+            raise ValueError(f"Invalid side range provided {side_range}.")
+        self.fill, self.side_range = fill, side_range
+
+    def make_params(self, flat_inputs: list) -> dict[str, Any]:
+        h, w = query_size(flat_inputs)
+        r = self.side_range[0] + rand(1) * (self.side_range[1] - self.side_range[0])
+        cw, ch = int(w * r), int(h * r)
+        r = rand(2)
+        left, top = int((cw - w) * r[0]), int((ch - h) * r[1])
+        return dict(padding=[left, top, cw - (left + w), ch - (top + h)])
+
+    def transform(self, inpt: Any, params: dict[str, Any]) -> Any:
+        return F.pad(inpt, params["padding"], _get_fill(self.fill, inpt))
+
+
+class RandomIoUCrop(Transform):
+    """SSD's crop: a random window keeping some box centres, with a minimum IoU drawn from ``sampler_options``."""
+
+    def __init__(self, min_scale: float = 0.3, max_scale: float = 1.0, min_aspect_ratio: float = 0.5,
+                 max_aspect_ratio: float = 2.0, sampler_options: list[float] | None = None, trials: int = 40) -> None:
+        super().__init__()
+        self.min_scale, self.max_scale = min_scale, max_scale
+        self.min_aspect_ratio, self.max_aspect_ratio = min_aspect_ratio, max_aspect_ratio
+        self.options = [0.0, 0.1, 0.3, 0.5, 0.7, 0.9, 1.0] if sampler_options is None else sampler_options
+        self.trials = trials
+
+    def check_inputs(self, flat_inputs: list) -> None:
+        if not (any(isinstance(x, tv_tensors.BoundingBoxes) for x in flat_inputs)
+                and any(_is_image(x) for x in flat_inputs)):
+            raise TypeError(f"{type(self).__name__}() requires input sample to contain tensor or PIL images "
+                            "and bounding boxes. Sample can also contain masks.")
+
+    def make_params(self, flat_inputs: list) -> dict[str, Any]:
+        from ...ops import box_iou
+        orig_h, orig_w = query_size(flat_inputs)
+        boxes = _get_boxes(flat_inputs)
+        while True:
+            min_iou = self.options[int(randint(0, len(self.options), size=(1,)).item())]
+            if min_iou >= 1.0:
+                return dict()
+            for _ in range(self.trials):
+                r = self.min_scale + (self.max_scale - self.min_scale) * rand(2)
+                new_w, new_h = int(orig_w * r[0]), int(orig_h * r[1])
+                if new_h == 0 or not self.min_aspect_ratio <= new_w / new_h <= self.max_aspect_ratio:
+                    continue
+                r = rand(2)
+                left, top = int((orig_w - new_w) * r[0]), int((orig_h - new_h) * r[1])
+                right, bottom = left + new_w, top + new_h
+                if left == right or top == bottom:
+                    continue
+                xyxy = F.convert_bounding_box_format(boxes, new_format="XYXY").as_subclass(Tensor)
+                cx, cy = 0.5 * (xyxy[..., 0] + xyxy[..., 2]), 0.5 * (xyxy[..., 1] + xyxy[..., 3])
+                inside = (left < cx) & (cx < right) & (top < cy) & (cy < bottom)
+                if not inside.any():
+                    continue
+                ious = box_iou(xyxy[inside], as_tensor([[left, top, right, bottom]], dtype=xyxy.dtype))
+                if ious.max() < min_iou:
+                    continue
+                return dict(top=top, left=left, height=new_h, width=new_w, inside=inside)
+
+    def transform(self, inpt: Any, params: dict[str, Any]) -> Any:
+        if not params:
+            return inpt
+        out = F.crop(inpt, params["top"], params["left"], params["height"], params["width"])
+        if isinstance(out, tv_tensors.BoundingBoxes):
+            out[~params["inside"]] = 0
+        return out
+
+
+class RandomPhotometricDistort(Transform):
+    """SSD's colour distortion: each of brightness, contrast (before or after), saturation, hue and a channel
+    permutation with probability ``p``."""
+
+    def __init__(self, brightness=(0.875, 1.125), contrast=(0.5, 1.5), saturation=(0.5, 1.5), hue=(-0.05, 0.05),
+                 p: float = 0.5) -> None:
+        super().__init__()
+        self.brightness = _jitter_range(brightness, "brightness")
+        self.contrast = _jitter_range(contrast, "contrast")
+        self.saturation = _jitter_range(saturation, "saturation")
+        self.hue = _jitter_range(hue, "hue", center=0, bound=(-0.5, 0.5), clip_first_on_zero=False)
+        self.p = p
+
+    def make_params(self, flat_inputs: list) -> dict[str, Any]:
+        channels = query_chw(flat_inputs)[0]
+        params = {key: _uniform(r[0], r[1]) if rand(1).item() < self.p else None
+                  for key, r in (("brightness", self.brightness), ("contrast", self.contrast),
+                                 ("saturation", self.saturation), ("hue", self.hue))}
+        params["contrast_before"] = bool(rand(()).item() < 0.5)
+        params["permutation"] = randperm(channels).tolist() if rand(1).item() < self.p else None
+        return params
+
+    def transform(self, inpt: Any, params: dict[str, Any]) -> Any:
+        if params["brightness"] is not None:
+            inpt = F.adjust_brightness(inpt, params["brightness"])
+        if params["contrast"] is not None and params["contrast_before"]:
+            inpt = F.adjust_contrast(inpt, params["contrast"])
+        if params["saturation"] is not None:
+            inpt = F.adjust_saturation(inpt, params["saturation"])
+        if params["hue"] is not None:
+            inpt = F.adjust_hue(inpt, params["hue"])
+        if params["contrast"] is not None and not params["contrast_before"]:
+            inpt = F.adjust_contrast(inpt, params["contrast"])
+        if params["permutation"] is not None:
+            inpt = F.permute_channels(inpt, params["permutation"])
+        return inpt
+
+
+class RandomChannelPermutation(Transform):
+    def make_params(self, flat_inputs: list) -> dict[str, Any]:
+        return dict(permutation=randperm(query_chw(flat_inputs)[0]).tolist())
+
+    def transform(self, inpt: Any, params: dict[str, Any]) -> Any:
+        return F.permute_channels(inpt, params["permutation"])
+
+
+class _RandomSize(Transform):
+    def __init__(self, interpolation=InterpolationMode.BILINEAR, antialias: bool | None = True) -> None:
+        super().__init__()
+        self.interpolation, self.antialias = interpolation, antialias
+
+    def transform(self, inpt: Any, params: dict[str, Any]) -> Any:
+        return F.resize(inpt, params["size"], self.interpolation, antialias=self.antialias)
+
+
+class ScaleJitter(_RandomSize):
+    def __init__(self, target_size: tuple[int, int], scale_range: tuple[float, float] = (0.1, 2.0),
+                 interpolation=InterpolationMode.BILINEAR, antialias: bool | None = True) -> None:
+        super().__init__(interpolation, antialias)
+        self.target_size, self.scale_range = target_size, scale_range
+
+    def make_params(self, flat_inputs: list) -> dict[str, Any]:
+        h, w = query_size(flat_inputs)
+        scale = self.scale_range[0] + rand(1) * (self.scale_range[1] - self.scale_range[0])
+        r = min(self.target_size[1] / h, self.target_size[0] / w) * scale
+        return dict(size=(int(w * r), int(h * r))[::-1])
+
+
+class RandomShortestSize(_RandomSize):
+    def __init__(self, min_size, max_size: int | None = None, interpolation=InterpolationMode.BILINEAR,
+                 antialias: bool | None = True) -> None:
+        super().__init__(interpolation, antialias)
+        self.min_size = [min_size] if isinstance(min_size, int) else list(min_size)
+        self.max_size = max_size
+
+    def make_params(self, flat_inputs: list) -> dict[str, Any]:
+        h, w = query_size(flat_inputs)
+        min_size = self.min_size[int(randint(0, len(self.min_size), size=()).item())]
+        r = min_size / min(h, w)
+        if self.max_size is not None:
+            r = min(r, self.max_size / max(h, w))
+        return dict(size=(int(h * r), int(w * r)))
+
+
+class RandomResize(_RandomSize):
+    def __init__(self, min_size: int, max_size: int, interpolation=InterpolationMode.BILINEAR,
+                 antialias: bool | None = True) -> None:
+        super().__init__(interpolation, antialias)
+        self.min_size, self.max_size = min_size, max_size
+
+    def make_params(self, flat_inputs: list) -> dict[str, Any]:
+        return dict(size=[int(randint(self.min_size, self.max_size, size=()).item())])
 

@@ -31,7 +31,8 @@ __all__ = ["InterpolationMode", "get_dimensions", "get_size", "get_image_size", 
            "vertical_flip", "rotate", "affine", "perspective", "elastic", "elastic_transform", "five_crop", "ten_crop", "adjust_brightness",
            "adjust_contrast", "adjust_saturation", "adjust_hue", "adjust_sharpness", "adjust_gamma",
            "rgb_to_grayscale", "to_grayscale", "grayscale_to_rgb", "posterize", "solarize", "autocontrast",
-           "equalize", "invert", "gaussian_blur", "erase"]
+           "equalize", "invert", "gaussian_blur", "erase", "permute_channels", "convert_bounding_box_format",
+           "clamp_bounding_boxes"]
 
 
 # ---------------------------------------------------------------- dispatch
@@ -61,10 +62,13 @@ def _color(fn: str, inpt, tensor_kernel, pil_kernel=None):
     return _rewrap(tensor_kernel(_plain(inpt)), inpt)
 
 
-def _geometry(fn: str, inpt, tensor_kernel, pil_kernel, mask_kernel=None):
-    """A geometric op: images and masks (by ``mask_kernel``, nearest sampling) change; boxes are not supported."""
+def _geometry(fn: str, inpt, tensor_kernel, pil_kernel, mask_kernel=None, box_kernel=None):
+    """A geometric op: images, masks (by ``mask_kernel``, nearest sampling) and boxes (by ``box_kernel``, on the
+    boxes in their own format and the canvas size) change."""
     if isinstance(inpt, tv_tensors.BoundingBoxes):
-        _unsupported(fn, inpt)
+        if box_kernel is None:
+            _unsupported(fn, inpt)
+        return _boxes(inpt, box_kernel)
     if _is_pil(inpt):
         return pil_kernel(inpt)
     if not isinstance(inpt, Tensor):
@@ -76,6 +80,85 @@ def _geometry(fn: str, inpt, tensor_kernel, pil_kernel, mask_kernel=None):
         out = (mask_kernel or tensor_kernel)(x)
         return _rewrap(out.squeeze(0) if squeeze else out, inpt)
     return _rewrap(tensor_kernel(_plain(inpt)), inpt)
+
+
+# ---------------------------------------------------------------- bounding boxes
+def convert_bounding_box_format(inpt: Tensor, old_format=None, new_format=None, inplace: bool = False) -> Tensor:
+    """Boxes between XYXY, XYWH and CXCYWH (a ``BoundingBoxes`` knows its own ``old_format``)."""
+    fmt = tv_tensors.BoundingBoxFormat
+    new_format = fmt[new_format.upper()] if isinstance(new_format, str) else new_format
+    if isinstance(inpt, tv_tensors.BoundingBoxes):
+        out = _from_xyxy(_to_xyxy(_plain(inpt), inpt.format), new_format)
+        return tv_tensors.wrap(out, like=inpt, format=new_format)
+    old_format = fmt[old_format.upper()] if isinstance(old_format, str) else old_format
+    return _from_xyxy(_to_xyxy(inpt, old_format), new_format)
+
+
+def _to_xyxy(b: Tensor, fmt) -> Tensor:
+    """torchvision's conversions: x2 = x + w; x1 = cx - w / 2 then x2 = x1 + w (integers through float)."""
+    a, c, d, e = b.unbind(-1)
+    if fmt == tv_tensors.BoundingBoxFormat.XYWH:
+        return stack([a, c, a + d, c + e], dim=-1)
+    if fmt == tv_tensors.BoundingBoxFormat.CXCYWH:
+        x = b if b.is_floating_point() else b.float()
+        cx, cy, w, h = x.unbind(-1)
+        x1, y1 = cx - w / 2, cy - h / 2
+        return stack([x1, y1, x1 + w, y1 + h], dim=-1).to(b.dtype)
+    return b.clone()
+
+
+def _from_xyxy(b: Tensor, fmt) -> Tensor:
+    """w = x2 - x1; cx = (2 x1 + w) / 2 (floor division for integers)."""
+    x1, y1, x2, y2 = b.unbind(-1)
+    w, h = x2 - x1, y2 - y1
+    if fmt == tv_tensors.BoundingBoxFormat.XYWH:
+        return stack([x1, y1, w, h], dim=-1)
+    if fmt == tv_tensors.BoundingBoxFormat.CXCYWH:
+        cx, cy = x1 * 2 + w, y1 * 2 + h
+        cx, cy = (cx / 2, cy / 2) if b.is_floating_point() else (cx.div(2, rounding_mode="floor"),
+                                                                 cy.div(2, rounding_mode="floor"))
+        return stack([cx, cy, w, h], dim=-1)
+    return b
+
+
+def _clamp(b: Tensor, fmt, canvas: tuple[int, int]) -> Tensor:
+    """Clip to the canvas in XYXY (integers through float), back in ``fmt``."""
+    x = _to_xyxy(b if b.is_floating_point() else b.float(), fmt)
+    x1, y1, x2, y2 = x.unbind(-1)
+    h, w = canvas
+    x = stack([x1.clamp(0, w), y1.clamp(0, h), x2.clamp(0, w), y2.clamp(0, h)], dim=-1)
+    return _from_xyxy(x, fmt).to(b.dtype)
+
+
+def _boxes(inpt: tv_tensors.BoundingBoxes, kernel):
+    """``kernel(boxes, format, canvas) -> (boxes, canvas)`` on the plain boxes in their own format."""
+    out, canvas = kernel(_plain(inpt), inpt.format, tuple(inpt.canvas_size))
+    return tv_tensors.wrap(out, like=inpt, canvas_size=tuple(canvas))
+
+
+def clamp_bounding_boxes(inpt: tv_tensors.BoundingBoxes, format=None, canvas_size=None):
+    """Boxes clipped to their canvas."""
+    return _boxes(inpt, lambda b, fmt, canvas: (_clamp(b, fmt, canvas), canvas))
+
+
+def _shift(b: Tensor, fmt, dx: int, dy: int) -> Tensor:
+    both = fmt == tv_tensors.BoundingBoxFormat.XYXY
+    return b + as_tensor([dx, dy, dx, dy] if both else [dx, dy, 0, 0], dtype=b.dtype, device=b.device)
+
+
+def _crop_boxes(top: int, left: int, height: int, width: int):
+    def kernel(b: Tensor, fmt, canvas):
+        return _clamp(_shift(b, fmt, -left, -top), fmt, (height, width)), (height, width)
+    return kernel
+
+
+def _pad_boxes(padding):
+    left, top, right, bottom = _v1._ltrb(padding)
+
+    def kernel(b: Tensor, fmt, canvas):
+        new = (canvas[0] + top + bottom, canvas[1] + left + right)
+        return _clamp(_shift(b, fmt, left, top), fmt, new), new
+    return kernel
 
 
 def get_size(inpt) -> list[int]:
@@ -167,17 +250,29 @@ def resize(inpt, size, interpolation=InterpolationMode.BILINEAR, max_size: int |
     def pil_kernel(img):
         new = out_size(img.height, img.width)
         return img if tuple(new) == (img.height, img.width) else _pil().resize(img, new, mode)
-    return _geometry("resize", inpt, tensor_kernel, pil_kernel, lambda m: tensor_kernel(m, "nearest"))
+
+    def box_kernel(b: Tensor, fmt, canvas):
+        new = out_size(*canvas)
+        if tuple(new) == tuple(canvas):
+            return b, canvas
+        ratio = as_tensor([new[1] / canvas[1], new[0] / canvas[0]] * 2, dtype=float32, device=b.device)
+        return b.mul(ratio).to(b.dtype), new
+    return _geometry("resize", inpt, tensor_kernel, pil_kernel, lambda m: tensor_kernel(m, "nearest"), box_kernel)
 
 
 def crop(inpt, top: int, left: int, height: int, width: int):
     return _geometry("crop", inpt, lambda t: _T.crop(t, top, left, height, width),
-                     lambda p: _pil().crop(p, top, left, height, width))
+                     lambda p: _pil().crop(p, top, left, height, width),
+                     box_kernel=_crop_boxes(top, left, height, width))
 
 
 def center_crop(inpt, output_size):
+    def box_kernel(b: Tensor, fmt, canvas):
+        ch, cw = _v1._pair("center_crop", output_size)
+        top, left = int(round((canvas[0] - ch) / 2.0)), int(round((canvas[1] - cw) / 2.0))
+        return _crop_boxes(top, left, ch, cw)(b, fmt, canvas)
     return _geometry("center_crop", inpt, lambda t: _v1.center_crop(t, output_size),
-                     lambda p: _v1.center_crop(p, output_size))
+                     lambda p: _v1.center_crop(p, output_size), box_kernel=box_kernel)
 
 
 def resized_crop(inpt, top: int, left: int, height: int, width: int, size,
@@ -188,15 +283,30 @@ def resized_crop(inpt, top: int, left: int, height: int, width: int, size,
 def pad(inpt, padding, fill=0, padding_mode: str = "constant"):
     fill = 0 if fill is None else fill
     return _geometry("pad", inpt, lambda t: _v1.pad(t, padding, fill, padding_mode),
-                     lambda p: _v1.pad(p, padding, fill, padding_mode))
+                     lambda p: _v1.pad(p, padding, fill, padding_mode), box_kernel=_pad_boxes(padding))
+
+
+def _flip_boxes(axis: int):
+    """Mirror along x (axis 0) or y (1) in the boxes' own format, as -(coordinate - size) (-0.0 at an edge)."""
+    def kernel(b: Tensor, fmt, canvas):
+        size = canvas[1] if axis == 0 else canvas[0]
+        cols = list(b.unbind(-1))
+        if fmt == tv_tensors.BoundingBoxFormat.XYXY:
+            cols[axis], cols[axis + 2] = -(cols[axis + 2] - size), -(cols[axis] - size)
+        elif fmt == tv_tensors.BoundingBoxFormat.XYWH:
+            cols[axis] = -(cols[axis] + cols[axis + 2] - size)
+        else:
+            cols[axis] = -(cols[axis] - size)
+        return stack(cols, dim=-1), canvas
+    return kernel
 
 
 def hflip(inpt):
-    return _geometry("hflip", inpt, lambda t: t.flip(-1), lambda p: _pil().hflip(p))
+    return _geometry("hflip", inpt, lambda t: t.flip(-1), lambda p: _pil().hflip(p), box_kernel=_flip_boxes(0))
 
 
 def vflip(inpt):
-    return _geometry("vflip", inpt, lambda t: t.flip(-2), lambda p: _pil().vflip(p))
+    return _geometry("vflip", inpt, lambda t: t.flip(-2), lambda p: _pil().vflip(p), box_kernel=_flip_boxes(1))
 
 
 horizontal_flip, vertical_flip = hflip, vflip
@@ -319,6 +429,12 @@ def grayscale_to_rgb(inpt):
     return _color("grayscale_to_rgb", inpt,
                   lambda t: t if t.shape[-3] >= 3 else t.repeat(*[1] * (t.ndim - 3), 3, 1, 1),
                   lambda p: p.convert("RGB"))
+
+
+def permute_channels(inpt, permutation: list[int]):
+    """The channels reordered: output channel k is input channel ``permutation[k]``."""
+    return _color("permute_channels", inpt, lambda t: t[..., list(permutation), :, :],
+                  lambda p: to_pil_image(pil_to_tensor(p)[list(permutation)], mode=p.mode))
 
 
 def adjust_brightness(inpt, brightness_factor: float):
