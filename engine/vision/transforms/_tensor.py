@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 
-from ...base.dtype import float32, int16, int32, uint8
+from ...base.dtype import float32, float64, int16, int32, uint8
 from ...core.creation import as_tensor, linspace, ones, rand, zeros
 from ...core.tensor import Tensor
 from ...nn import functional as F
@@ -230,7 +230,7 @@ def grid_transform(img: Tensor, grid: Tensor, mode: str, fill, v1_fill: bool = F
         grid = grid.expand(n, -1, -1, -1)
     if fill is not None:
         x = cat([x, ones((n, 1, ih, iw), dtype=x.dtype, device=x.device)], dim=1)
-    if mode == "bilinear" and x.dtype == float32 and not (x.requires_grad or grid.requires_grad):
+    if mode == "bilinear" and x.dtype in (float32, float64) and not (x.requires_grad or grid.requires_grad):
         x = _bilinear_sample(x, grid)
     else:
         x = F.grid_sample(x, grid, mode=mode, padding_mode="zeros", align_corners=False)
@@ -248,9 +248,12 @@ def grid_transform(img: Tensor, grid: Tensor, mode: str, fill, v1_fill: bool = F
     return out.reshape(*shape[:-3], c, oh, ow)
 
 
-def _fma32(a: np.ndarray, b, c) -> np.ndarray:
-    """a * b + c in float32 with one rounding (exact in float64 for float32 operands)."""
-    return (np.asarray(a, np.float64) * np.asarray(b, np.float64) + np.asarray(c, np.float64)).astype(np.float32)
+def _fma(a: np.ndarray, b, c) -> np.ndarray:
+    """a * b + c with one rounding, in the operands' dtype: float32 through float64 (exact), float64 through
+    x87 extended precision (a double rounding only where the extended sum lands on a tie)."""
+    dtype = np.result_type(np.asarray(a).dtype, np.asarray(c).dtype)
+    wide = np.float64 if dtype == np.float32 else np.longdouble
+    return (np.asarray(a, wide) * np.asarray(b, wide) + np.asarray(c, wide)).astype(dtype)
 
 
 def _bilinear_sample(x: Tensor, grid: Tensor) -> Tensor:
@@ -259,24 +262,25 @@ def _bilinear_sample(x: Tensor, grid: Tensor) -> Tensor:
     arr = x.detach().cpu().numpy()
     n, c, h, w = arr.shape
     g = grid.detach().cpu().numpy()
-    ix = _fma32(g[..., 0] + np.float32(1), np.float32(w / 2), np.float32(-0.5))
-    iy = _fma32(g[..., 1] + np.float32(1), np.float32(h / 2), np.float32(-0.5))
+    one, half = arr.dtype.type(1), arr.dtype.type(-0.5)
+    ix = _fma(g[..., 0] + one, arr.dtype.type(w / 2), np.full(g.shape[:-1], half))
+    iy = _fma(g[..., 1] + one, arr.dtype.type(h / 2), np.full(g.shape[:-1], half))
     x0, y0 = np.floor(ix), np.floor(iy)
     east, south = ix - x0, iy - y0
-    west, north = np.float32(1) - east, np.float32(1) - south
+    west, north = one - east, one - south
     x0, y0 = x0.astype(np.int64), y0.astype(np.int64)
     batch = np.arange(n)[:, None, None]
 
     def corner(yy: np.ndarray, xx: np.ndarray) -> np.ndarray:
         inside = (xx >= 0) & (xx < w) & (yy >= 0) & (yy < h)
         vals = arr[batch, :, np.clip(yy, 0, h - 1), np.clip(xx, 0, w - 1)]   # (n, oh, ow, c)
-        return np.where(inside[..., None], vals, np.float32(0)).transpose(0, 3, 1, 2)
+        return np.where(inside[..., None], vals, arr.dtype.type(0)).transpose(0, 3, 1, 2)
     nw, ne = (north * west)[:, None], (north * east)[:, None]
     sw, se = (south * west)[:, None], (south * east)[:, None]
     out = corner(y0, x0) * nw
-    out = _fma32(corner(y0, x0 + 1), ne, out)
-    out = _fma32(corner(y0 + 1, x0), sw, out)
-    out = _fma32(corner(y0 + 1, x0 + 1), se, out)
+    out = _fma(corner(y0, x0 + 1), ne, out)
+    out = _fma(corner(y0 + 1, x0), sw, out)
+    out = _fma(corner(y0 + 1, x0 + 1), se, out)
     return as_tensor(np.ascontiguousarray(out), device=x.device)
 
 
@@ -311,11 +315,11 @@ def gaussian_kernel1d(size: int, sigma: float, dtype, v1: bool) -> Tensor:
     x / sqrt(2) (another rounding)."""
     if v1:
         half = (size - 1) * 0.5
-        x = linspace(-half, half, steps=size).to(dtype)
+        x = linspace(-half, half, steps=size, dtype=dtype)
         pdf = (-0.5 * (x / sigma).pow(2)).exp()
         return pdf / pdf.sum()
     lim = (size - 1) / (2.0 * math.sqrt(2.0))
-    x = linspace(-lim, lim, steps=size).to(dtype)
+    x = linspace(-lim, lim, steps=size, dtype=dtype)
     return x.div(sigma).pow(2).neg().softmax(dim=0)
 
 
@@ -338,11 +342,12 @@ def gaussian_blur(img: Tensor, kernel_size: list[int], sigma: list[float], v1: b
 
 def fma_add(a: Tensor, b, alpha: float) -> Tensor:
     """``a + alpha * b`` rounded once, as PyTorch's ``add(a, b, alpha=...)`` computes it on the CPU (a fused
-    multiply-add): for float32 the exact sum is formed in float64 and rounded to float32."""
-    if a.dtype != float32:
+    multiply-add): the sum is formed in a wider float (float64 for float32: exact; x87 extended for float64)."""
+    if a.dtype not in (float32, float64):
         return a + b * alpha
-    b64 = b.double() if isinstance(b, Tensor) else b
-    return (a.double() + b64 * float(np.float32(alpha))).float()
+    an = a.detach().cpu().numpy()
+    bn = np.asarray(b.detach().cpu().numpy() if isinstance(b, Tensor) else b, dtype=an.dtype)
+    return as_tensor(_fma(bn, an.dtype.type(alpha), an), device=a.device)
 
 
 def max_value(dtype) -> float:
@@ -440,8 +445,8 @@ def elastic(img: Tensor, displacement: Tensor, mode: str, fill, v1_fill: bool = 
     """Sample at the identity grid (pixel centres in [-1, 1]) plus ``displacement`` (1, H, W, 2)."""
     h, w = img.shape[-2:]
     dtype = _grid_dtype(img)
-    xs = linspace((-w + 1) / w, (w - 1) / w, steps=w).to(dtype)
-    ys = linspace((-h + 1) / h, (h - 1) / h, steps=h).to(dtype)
+    xs = linspace((-w + 1) / w, (w - 1) / w, steps=w, dtype=dtype)
+    ys = linspace((-h + 1) / h, (h - 1) / h, steps=h, dtype=dtype)
     identity = stack([xs.expand(h, w), ys.unsqueeze(-1).expand(h, w)], dim=-1).unsqueeze(0)
     return grid_transform(img, identity + displacement.to(dtype), mode, fill, v1_fill)
 
