@@ -119,7 +119,9 @@ def test_names_and_submodules_match_torch():
 def test_submodules_import_under_aliases():
     saved = {k: v for k, v in sys.modules.items() if k == "torch" or k.startswith("torch.")}
     try:
-        with tapelab.install_aliases():
+        # torchvision's aliases import tapelab.vision, whose TVTensor subclasses keep the function hook
+        # installed for the rest of the session (test_devices' dlpack round trip then recurses)
+        with tapelab.install_aliases(torchvision=False):
             for sub in ("nvtx", "memory", "random", "streams", "graphs", "profiler", "amp"):
                 mod = importlib.import_module(f"torch.cuda.{sub}")
                 assert mod is getattr(tapelab.cuda, sub)
