@@ -76,7 +76,7 @@ def test_boxes_are_refused_where_not_supported_not_passed_through():
     T = tv.transforms.v2
     boxes = tv.tv_tensors.BoundingBoxes([[1, 2, 5, 6]], format="XYXY", canvas_size=(8, 8))
     with pytest.raises(NotImplementedError):
-        T.RandomRotation(10)(tv.tv_tensors.Image(tapelab.rand(3, 8, 8)), boxes)
+        T.RandomPerspective(p=1.0)(tv.tv_tensors.Image(tapelab.rand(3, 8, 8)), boxes)
     flipped = T.RandomHorizontalFlip(1.0)(boxes)
     assert flipped.tolist() == [[3.0, 2.0, 7.0, 6.0]] and flipped.canvas_size == (8, 8)
 

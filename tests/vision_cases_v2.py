@@ -193,6 +193,9 @@ def cases(tv, torch) -> dict:
             T2.RandomShortestSize([20, 26, 32], 40), T2.RandomHorizontalFlip(), T2.RandomVerticalFlip(),
             T2.RandomCrop(18, pad_if_needed=True), T2.ClampBoundingBoxes(), T2.SanitizeBoundingBoxes()]), "XYWH"),
             calls=5),
+        "v2/det_affine_xywh": seeded(torch, det(T2.Compose([
+            T2.RandomRotation(30), T2.RandomAffine(15, (0.1, 0.2), (0.8, 1.2), (5, 10, -5, 5)),
+            T2.RandomRotation(45, expand=True), T2.SanitizeBoundingBoxes()]), "XYWH"), calls=4),
         "v2/det_cxcywh": seeded(torch, det(T2.Compose([
             T2.ScaleJitter((32, 32)), T2.RandomResizedCrop(20), T2.Pad(2), T2.CenterCrop(22),
             T2.RandomChannelPermutation(), T2.ConvertBoundingBoxFormat("XYXY")]), "CXCYWH"), calls=5),

@@ -187,6 +187,22 @@ def inverse_affine_matrix(center: list[float], angle: float, translate: list[flo
     return m
 
 
+def affine_matrix(center: list[float], angle: float, translate: list[float], scale: float,
+                  shear: list[float]) -> list[float]:
+    """The forward 2x3 matrix of ``inverse_affine_matrix``'s transform (input pixels to output pixels)."""
+    rot, sx, sy = math.radians(angle), math.radians(shear[0]), math.radians(shear[1])
+    cx, cy = center
+    tx, ty = translate
+    a = math.cos(rot - sy) / math.cos(sy)
+    b = -(a * math.tan(sx) + math.sin(rot))
+    c = math.sin(rot - sy) / math.cos(sy)
+    d = math.cos(rot) - c * math.tan(sx)
+    m = [a * scale, b * scale, 0.0, c * scale, d * scale, 0.0]
+    m[2] += cx + tx - m[0] * cx - m[1] * cy
+    m[5] += cy + ty - m[3] * cx - m[4] * cy
+    return m
+
+
 def expanded_size(matrix: list[float], w: int, h: int) -> tuple[int, int]:
     """(w, h) of the box holding the whole rotated image, in float32 with a 1e-4 tolerance (as torchvision)."""
     hw, hh = 0.5 * w, 0.5 * h

@@ -161,6 +161,34 @@ def _pad_boxes(padding):
     return kernel
 
 
+def _affine_boxes(angle: float, translate, scale: float, shear, center, expand: bool = False):
+    """Each box's four corners through the affine map, their bounding box, clamped (torchvision's recipe)."""
+    def kernel(b: Tensor, fmt, canvas):
+        x = _to_xyxy(b if b.is_floating_point() else b.float(), fmt)
+        h, w = canvas
+        c = [w * 0.5, h * 0.5] if center is None else [float(v) for v in center]
+        m = _T.affine_matrix(c, float(angle), [float(t) for t in translate], scale, shear)
+        theta = as_tensor(m, dtype=x.dtype, device=x.device).reshape(2, 3)
+        x1, y1, x2, y2 = x.unbind(-1)
+        px, py = stack([x1, x2, x2, x1], dim=-1), stack([y1, y1, y2, y2], dim=-1)
+        tx = (px * theta[0, 0] + py * theta[0, 1]) + theta[0, 2]
+        ty = (px * theta[1, 0] + py * theta[1, 1]) + theta[1, 2]
+        out = stack([tx.min(dim=-1).values, ty.min(dim=-1).values, tx.max(dim=-1).values, ty.max(dim=-1).values],
+                    dim=-1)
+        if expand:
+            cx = as_tensor([0.0, 0.0, float(w), float(w)], dtype=x.dtype)
+            cy = as_tensor([0.0, float(h), float(h), 0.0], dtype=x.dtype)
+            shift_x = ((cx * theta[0, 0] + cy * theta[0, 1]) + theta[0, 2]).min()
+            shift_y = ((cx * theta[1, 0] + cy * theta[1, 1]) + theta[1, 2]).min()
+            out = out - stack([shift_x, shift_y, shift_x, shift_y])
+            inverse = _T.inverse_affine_matrix(c, float(angle), [float(t) for t in translate], scale, shear)
+            new_w, new_h = _T.expanded_size(inverse, w, h)
+            canvas = (new_h, new_w)
+        out = _clamp(out, tv_tensors.BoundingBoxFormat.XYXY, canvas)
+        return _from_xyxy(out, fmt).to(b.dtype), canvas
+    return kernel
+
+
 def get_size(inpt) -> list[int]:
     """[height, width] of an image, mask or PIL image (a box tensor's canvas size)."""
     if isinstance(inpt, tv_tensors.BoundingBoxes):
@@ -341,7 +369,7 @@ def rotate(inpt, angle: float, interpolation=InterpolationMode.NEAREST, expand: 
         size = _T.expanded_size(matrix, w, h) if expand else (w, h)
         return _T.affine(img, matrix, m, fill, out_size=size)
     return _geometry("rotate", inpt, kernel, lambda p: _pil().rotate(p, angle, mode, expand, center, fill),
-                     lambda t: kernel(t, "nearest"))
+                     lambda t: kernel(t, "nearest"), _affine_boxes(-angle, [0.0, 0.0], 1.0, [0.0, 0.0], center, expand))
 
 
 def affine(inpt, angle: float, translate: Sequence[float], scale: float, shear, interpolation=InterpolationMode.NEAREST,
@@ -362,7 +390,8 @@ def affine(inpt, angle: float, translate: Sequence[float], scale: float, shear, 
         c = [img.width * 0.5, img.height * 0.5] if center is None else list(center)
         matrix = _T.inverse_affine_matrix(c, float(angle), list(translate), scale, shear)
         return _pil().affine(img, matrix, mode, fill)
-    return _geometry("affine", inpt, kernel, pil_kernel, lambda t: kernel(t, "nearest"))
+    return _geometry("affine", inpt, kernel, pil_kernel, lambda t: kernel(t, "nearest"),
+                     _affine_boxes(angle, translate, scale, shear, center))
 
 
 def perspective(inpt, startpoints, endpoints, interpolation=InterpolationMode.BILINEAR, fill=None,
