@@ -147,6 +147,7 @@ def cases(tv, torch) -> dict:
         c[f"v2/elastic_{name}"] = seeded(torch, lambda img=img: T2.ElasticTransform(30.0, 4.0)(img), calls=2)
         c[f"v2/trivialaugment_{name}"] = seeded(torch, lambda img=img: T2.TrivialAugmentWide()(img), calls=6)
     c |= {
+        "v2/gaussian_noise": seeded(torch, lambda: [T2.GaussianNoise()(u8), T2.GaussianNoise(0.1, 0.2)(f32)], calls=2),
         "v2/random_erasing": seeded(torch, lambda: T2.RandomErasing(p=1.0)(f32)),
         "v2/random_erasing_random": seeded(torch, lambda: T2.RandomErasing(p=1.0, value="random")(f32)),
         "v2/random_erasing_u8": seeded(torch, lambda: T2.RandomErasing(p=0.7, value=(10, 20, 30))(u8)),

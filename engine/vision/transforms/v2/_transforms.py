@@ -31,7 +31,7 @@ __all__ = ["Transform", "Compose", "RandomApply", "RandomChoice", "RandomOrder",
            "ToPureTensor", "PILToTensor", "ToPILImage", "ToTensor", "ToDtype", "ConvertImageDtype", "Normalize",
            "Resize", "CenterCrop", "RandomCrop", "Pad", "RandomResizedCrop", "RandomHorizontalFlip",
            "RandomVerticalFlip", "ColorJitter", "Grayscale", "RandomGrayscale", "RGB", "RandomRotation",
-           "RandomAffine", "RandomPerspective", "ElasticTransform", "GaussianBlur", "RandomInvert", "RandomPosterize", "RandomSolarize",
+           "RandomAffine", "RandomPerspective", "ElasticTransform", "GaussianBlur", "GaussianNoise", "RandomInvert", "RandomPosterize", "RandomSolarize",
            "RandomAdjustSharpness", "RandomAutocontrast", "RandomEqualize", "FiveCrop", "TenCrop", "RandomErasing",
            "MixUp", "CutMix", "AutoAugmentPolicy", "AutoAugment", "RandAugment", "TrivialAugmentWide",
            "AugMix", "ClampBoundingBoxes", "ConvertBoundingBoxFormat", "SanitizeBoundingBoxes", "RandomZoomOut",
@@ -705,6 +705,15 @@ class GaussianBlur(Transform):
 
     def transform(self, inpt: Any, params: dict[str, Any]) -> Any:
         return F.gaussian_blur(inpt, self.kernel_size, params["sigma"])
+
+
+class GaussianNoise(Transform):
+    def __init__(self, mean: float = 0.0, sigma: float = 0.1, clip: bool = True) -> None:
+        super().__init__()
+        self.mean, self.sigma, self.clip = mean, sigma, clip
+
+    def transform(self, inpt: Any, params: dict[str, Any]) -> Any:
+        return F.gaussian_noise(inpt, self.mean, self.sigma, self.clip)
 
 
 class RandomInvert(_RandomApplyTransform):

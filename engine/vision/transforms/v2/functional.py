@@ -13,8 +13,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ....base.dtype import float32, int32, uint8
-from ....core.creation import as_tensor, from_numpy, ones
+from ....base.dtype import float32, int16, int32, uint8
+from ....core.creation import as_tensor, from_numpy, ones, randn_like
 from ....core.tensor import Tensor
 from ....ops.compare import where
 from ....ops.movement import stack
@@ -31,7 +31,7 @@ __all__ = ["InterpolationMode", "get_dimensions", "get_size", "get_image_size", 
            "vertical_flip", "rotate", "affine", "perspective", "elastic", "elastic_transform", "five_crop", "ten_crop", "adjust_brightness",
            "adjust_contrast", "adjust_saturation", "adjust_hue", "adjust_sharpness", "adjust_gamma",
            "rgb_to_grayscale", "to_grayscale", "grayscale_to_rgb", "posterize", "solarize", "autocontrast",
-           "equalize", "invert", "gaussian_blur", "erase", "permute_channels", "convert_bounding_box_format",
+           "equalize", "invert", "gaussian_blur", "gaussian_noise", "erase", "permute_channels", "convert_bounding_box_format",
            "clamp_bounding_boxes"]
 
 
@@ -604,6 +604,26 @@ def gaussian_blur(inpt, kernel_size, sigma=None):
     ks, sg = _v1._blur_args(kernel_size, sigma)
     return _color("gaussian_blur", inpt, lambda t: _T.gaussian_blur(t, ks, sg),
                   lambda p: to_pil_image(_T.gaussian_blur(pil_to_tensor(p), ks, sg), mode=p.mode))
+
+
+def gaussian_noise(inpt, mean: float = 0.0, sigma: float = 0.1, clip: bool = True):
+    """Add N(mean, sigma) noise (in [0, 1] units; uint8 images get it scaled by 255 and truncated to int16)."""
+    if sigma < 0:
+        raise ValueError(f"sigma shouldn't be negative. Got {sigma}")
+
+    def kernel(img: Tensor) -> Tensor:
+        if img.is_floating_point():
+            out = img + (mean + randn_like(img) * sigma)
+            return out.clamp(0, 1) if clip else out
+        if img.dtype != uint8:
+            raise ValueError(f"Input tensor is expected to be in uint8 or float dtype, got dtype={img.dtype}")
+        noise = (mean * 255 + randn_like(img, dtype=float32) * (sigma * 255)).to(int16)
+        out = img + noise
+        return (out.clamp(0, 255) if clip else out).to(uint8)
+
+    def pil_kernel(img):
+        raise ValueError("Gaussian Noise is not implemented for PIL images.")
+    return _color("gaussian_noise", inpt, kernel, pil_kernel)
 
 
 def erase(inpt, i: int, j: int, h: int, w: int, v: Tensor, inplace: bool = False):
