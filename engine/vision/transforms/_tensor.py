@@ -351,7 +351,7 @@ def gaussian_blur(img: Tensor, kernel_size: list[int], sigma: list[float], v1: b
     x = img.reshape(-1, *shape[-3:])
     x = x if fp else x.to(float32)
     pad = [kernel_size[0] // 2, kernel_size[0] // 2, kernel_size[1] // 2, kernel_size[1] // 2]
-    x = F.conv2d(F.pad(x, pad, mode="reflect"), kernel.expand(c, 1, *kernel.shape), groups=c)
+    x = _depthwise(F.pad(x, pad, mode="reflect"), kernel)
     out = x.reshape(shape)
     return out if fp else out.round().to(img.dtype)
 
@@ -364,6 +364,15 @@ def fma_add(a: Tensor, b, alpha: float) -> Tensor:
     an = a.detach().cpu().numpy()
     bn = np.asarray(b.detach().cpu().numpy() if isinstance(b, Tensor) else b, dtype=an.dtype)
     return as_tensor(_fma(bn, an.dtype.type(alpha), an), device=a.device)
+
+
+def _depthwise(x: Tensor, kernel: Tensor) -> Tensor:
+    """One 2-d kernel over every channel of (N, C, H, W): PyTorch's rounding (``_conv``) unless differentiated."""
+    if x.dtype in (float32, float64) and not (x.requires_grad or kernel.requires_grad):
+        from ._conv import depthwise
+        return as_tensor(depthwise(x.detach().cpu().numpy(), kernel.detach().cpu().numpy()), device=x.device)
+    c = x.shape[1]
+    return F.conv2d(x, kernel.expand(c, 1, *kernel.shape), groups=c)
 
 
 def max_value(dtype) -> float:
@@ -384,7 +393,7 @@ def adjust_sharpness(img: Tensor, factor: float, v1: bool = False) -> Tensor:
     else:
         kernel = as_tensor([[1.0 / 13.0] * 3, [1.0 / 13.0, 5.0 / 13.0, 1.0 / 13.0], [1.0 / 13.0] * 3], dtype=dtype)
     x = img.reshape(-1, c, h, w).to(dtype)
-    blurred = F.conv2d(x, kernel.expand(c, 1, 3, 3), groups=c)
+    blurred = _depthwise(x, kernel)
     if not fp:
         blurred = blurred.round()
     inner = x[..., 1:-1, 1:-1]
