@@ -9,7 +9,9 @@ from __future__ import annotations
 import enum
 import sys
 
-from ..core.creation import as_tensor
+import numpy as np
+
+from ..core.creation import as_tensor, from_numpy
 from ..core.tensor import Tensor
 
 __all__ = ["TVTensor", "Image", "Mask", "BoundingBoxes", "BoundingBoxFormat", "wrap"]
@@ -55,9 +57,9 @@ class Image(TVTensor):
 
     def __new__(cls, data, *, dtype=None, device=None, requires_grad: bool | None = None) -> "Image":
         image_mod = sys.modules.get("PIL.Image")
-        if image_mod is not None and isinstance(data, image_mod.Image):
-            from .transforms.functional import pil_to_tensor
-            data = pil_to_tensor(data)
+        if image_mod is not None and isinstance(data, image_mod.Image):   # as pil_to_tensor: C, H, W of its dtype
+            arr = np.array(data, copy=True).reshape(data.height, data.width, len(data.getbands()))
+            data = from_numpy(np.ascontiguousarray(arr.transpose(2, 0, 1)))
         tensor = cls._to_tensor(data, dtype=dtype, device=device, requires_grad=requires_grad)
         if tensor.ndim < 2:
             raise ValueError(f"Image: expected at least 2 dims, got {tensor.ndim}")

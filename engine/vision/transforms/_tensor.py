@@ -347,7 +347,6 @@ def gaussian_blur(img: Tensor, kernel_size: list[int], sigma: list[float], v1: b
     ky = gaussian_kernel1d(kernel_size[1], sigma[1], dtype, v1)
     kernel = ky.unsqueeze(-1) * kx
     shape = img.shape
-    c = shape[-3]
     x = img.reshape(-1, *shape[-3:])
     x = x if fp else x.to(float32)
     pad = [kernel_size[0] // 2, kernel_size[0] // 2, kernel_size[1] // 2, kernel_size[1] // 2]

@@ -11,6 +11,7 @@ import math
 from ... import nn
 from ...core.creation import arange, as_tensor, linspace, rand, randint
 from ...core.tensor import Tensor
+from ...distributions.gamma import sample_dirichlet
 from . import functional as F
 from .functional import InterpolationMode
 from .v2._transforms import _POLICIES, AutoAugmentPolicy
@@ -170,7 +171,6 @@ class AugMix(nn.Module):
         return space
 
     def forward(self, orig_img):
-        from ... import _sample_dirichlet
         fill = _fill(orig_img, self.fill)
         _, h, w = F.get_dimensions(orig_img)
         img = orig_img if isinstance(orig_img, Tensor) else F.pil_to_tensor(orig_img)
@@ -178,8 +178,8 @@ class AugMix(nn.Module):
         dims = list(img.shape)
         batch = img.reshape([1] * max(4 - img.ndim, 0) + dims)
         bdims = [batch.shape[0]] + [1] * (batch.ndim - 1)
-        m = _sample_dirichlet(as_tensor([self.alpha, self.alpha]).expand(bdims[0], -1))
-        weights = _sample_dirichlet(as_tensor([self.alpha] * self.mixture_width).expand(bdims[0], -1)) \
+        m = sample_dirichlet(as_tensor([self.alpha, self.alpha]).expand(bdims[0], -1))
+        weights = sample_dirichlet(as_tensor([self.alpha] * self.mixture_width).expand(bdims[0], -1)) \
             * m[:, 1].reshape(bdims[0], -1)
         mix = m[:, 0].reshape(bdims) * batch
         for i in range(self.mixture_width):

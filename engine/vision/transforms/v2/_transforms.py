@@ -21,7 +21,7 @@ from .... import nn
 from ....base.dtype import float32
 from ....core.creation import arange, as_tensor, empty, linspace, rand, randint, randperm
 from ....core.tensor import Tensor
-from ....distributions.gamma import Beta
+from ....distributions.gamma import Beta, sample_dirichlet
 from ... import tv_tensors
 from .._tensor import elastic_displacement
 from ..functional import InterpolationMode
@@ -1171,7 +1171,6 @@ class AugMix(_AutoAugmentBase):
         self._SPACE = self._FULL if all_ops else self._PARTIAL
 
     def forward(self, *inputs: Any) -> Any:
-        from .... import _sample_dirichlet
         flat, spec, idx = self._extract_image(inputs)
         orig = flat[idx]
         h, w = F.get_size(orig)
@@ -1179,8 +1178,8 @@ class AugMix(_AutoAugmentBase):
         dims = list(img.shape)
         batch = img.reshape([1] * max(4 - img.ndim, 0) + dims)
         bdims = [batch.shape[0]] + [1] * (batch.ndim - 1)
-        m = _sample_dirichlet(as_tensor([self.alpha, self.alpha]).expand(bdims[0], -1))
-        weights = _sample_dirichlet(as_tensor([self.alpha] * self.mixture_width).expand(bdims[0], -1)) \
+        m = sample_dirichlet(as_tensor([self.alpha, self.alpha]).expand(bdims[0], -1))
+        weights = sample_dirichlet(as_tensor([self.alpha] * self.mixture_width).expand(bdims[0], -1)) \
             * m[:, 1].reshape(bdims[0], -1)
         mix = m[:, 0].reshape(bdims) * batch
         for i in range(self.mixture_width):
