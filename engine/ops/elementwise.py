@@ -23,6 +23,7 @@ from ..core.overrides import handle_torch_function, has_tensor_like
 from .. import kernels
 from ..base import backend as _backend
 from ..kernels import device as device_kernels
+from ..kernels import vml as _vml
 from ..base.meta import has_data
 from ..core.creation import tensor as _tensor, zeros_like
 from ..core.dispatch import apply, binary, refused_operand, unary
@@ -243,30 +244,31 @@ _relu_bw = Op("threshold_backward", _relu_bw_fwd,
               lambda gg, out, g, y: (apply(_relu_bw, gg, y), None), elementwise=True)
 
 # ---------------------------------------------------------------- unary math
-exp = _unary("exp", lambda xp, a: xp.exp(a),
+exp = _unary("exp", _vml.unary("exp", lambda xp, a: xp.exp(a)),
              lambda g, out, a: (g * out,) if g._data.dtype.kind != "c" else (g * cj(out),),
-             reads="output", ufunc="exp", complex=True, onnx="Exp")
+             reads="output", fwd_out=_vml.unary_out("exp", "exp"), complex=True, onnx="Exp")
 exp2 = _unary("exp2", lambda xp, a: xp.exp2(a),
               lambda g, out, a: (g * out * _LN2,) if g._data.dtype.kind != "c" else (g * cj(out) * _LN2,),
               reads="output", out_form="exp2", complex=True, onnx=lambda g, a: g.op("Pow", 2.0, a))
 expm1 = _unary("expm1", lambda xp, a: xp.expm1(a),
                lambda g, out, a: (g * (out + 1),) if g._data.dtype.kind != "c" else (g * cj(out + 1),),
                reads="output", out_form="expm1", complex=True, onnx=lambda g, a: g.op("Sub", g.op("Exp", a), 1.0))
-log = _unary("log", lambda xp, a: xp.log(a),
+log = _unary("log", _vml.unary("log", lambda xp, a: xp.log(a)),
              lambda g, out, a: (g / a,) if g._data.dtype.kind != "c" else (g / cj(a),),
-             ufunc="log", complex=True, onnx="Log")
-log2 = _unary("log2", lambda xp, a: xp.log2(a),
+             fwd_out=_vml.unary_out("log", "log"), complex=True, onnx="Log")
+log2 = _unary("log2", _vml.unary("log2", lambda xp, a: xp.log2(a)),
               lambda g, out, a: (g / (a * _LN2),) if g._data.dtype.kind != "c" else (g / (cj(a) * _LN2),),
-              out_form="log2", complex=True, onnx=lambda g, a: g.op("Div", g.op("Log", a), _LN2))
-log10 = _unary("log10", lambda xp, a: xp.log10(a),
+              fwd_out=_vml.unary_out("log2", "log2"), complex=True, onnx=lambda g, a: g.op("Div", g.op("Log", a), _LN2))
+log10 = _unary("log10", _vml.unary("log10", lambda xp, a: xp.log10(a)),
                lambda g, out, a: (g / (a * _LN10),) if g._data.dtype.kind != "c" else (g / (cj(a) * _LN10),),
-               out_form="log10", complex=True, onnx=lambda g, a: g.op("Div", g.op("Log", a), _LN10))
+               fwd_out=_vml.unary_out("log10", "log10"), complex=True, onnx=lambda g, a: g.op("Div", g.op("Log", a), _LN10))
 log1p = _unary("log1p", lambda xp, a: xp.log1p(a),
                lambda g, out, a: (g / (a + 1),) if g._data.dtype.kind != "c" else (g / cj(a + 1),),
                out_form="log1p", complex=True, onnx=lambda g, a: g.op("Log", g.op("Add", a, 1.0)))
-sqrt = _unary("sqrt", lambda xp, a: xp.sqrt(a),
+_sqrt_fwd = _vml.unary("sqrt", lambda xp, a: xp.sqrt(a))   # the optimizers' denominators read it too
+sqrt = _unary("sqrt", _sqrt_fwd,
               lambda g, out, a: (g / (2 * out),) if g._data.dtype.kind != "c" else (g / (2 * cj(out)),),
-              reads="output", ufunc="sqrt", complex=True, onnx="Sqrt")
+              reads="output", fwd_out=_vml.unary_out("sqrt", "sqrt"), complex=True, onnx="Sqrt")
 def _rsqrt_fwd(xp, a):
     if a.dtype in REDUCED_NP:   # PyTorch computes it in float32 and rounds once
         return in_opmath(_rsqrt_fwd, xp, a)
@@ -279,30 +281,30 @@ rsqrt = _unary("rsqrt", _rsqrt_fwd,
 reciprocal = _unary("reciprocal", lambda xp, a: 1 / a,
                     lambda g, out, a: (-g * (out * out),) if g._data.dtype.kind != "c" else (-g * cj(out * out),),
                     reads="output", complex=True, onnx="Reciprocal")
-sin = _unary("sin", lambda xp, a: xp.sin(a),
+sin = _unary("sin", _vml.unary("sin", lambda xp, a: xp.sin(a)),
              lambda g, out, a: (g * cos(a),) if g._data.dtype.kind != "c" else (g * cj(cos(a)),),
-             ufunc="sin", complex=True, onnx="Sin")
-cos = _unary("cos", lambda xp, a: xp.cos(a),
+             fwd_out=_vml.unary_out("sin", "sin"), complex=True, onnx="Sin")
+cos = _unary("cos", _vml.unary("cos", lambda xp, a: xp.cos(a)),
              lambda g, out, a: (g * -sin(a),) if g._data.dtype.kind != "c" else (g * -cj(sin(a)),),
-             ufunc="cos", complex=True, onnx="Cos")
-tan = _unary("tan", lambda xp, a: xp.tan(a),
+             fwd_out=_vml.unary_out("cos", "cos"), complex=True, onnx="Cos")
+tan = _unary("tan", _vml.unary("tan", lambda xp, a: xp.tan(a)),
              lambda g, out, a: (g * (1 + out * out),) if g._data.dtype.kind != "c" else (g * cj(1 + out * out),),
-             reads="output", out_form="tan", complex=True, onnx="Tan")
-asin = _unary("asin", lambda xp, a: xp.arcsin(a), lambda g, out, a: (g * rsqrt(1 - a * a),),
-              out_form="arcsin", aliases=("arcsin",), onnx="Asin")
-acos = _unary("acos", lambda xp, a: xp.arccos(a), lambda g, out, a: (g * -rsqrt(1 - a * a),),
-              out_form="arccos", aliases=("arccos",), onnx="Acos")
-atan = _unary("atan", lambda xp, a: xp.arctan(a), lambda g, out, a: (g / (a * a + 1),),
-              out_form="arctan", aliases=("arctan",), onnx="Atan")
+             reads="output", fwd_out=_vml.unary_out("tan", "tan"), complex=True, onnx="Tan")
+asin = _unary("asin", _vml.unary("asin", lambda xp, a: xp.arcsin(a)), lambda g, out, a: (g * rsqrt(1 - a * a),),
+              fwd_out=_vml.unary_out("asin", "arcsin"), aliases=("arcsin",), onnx="Asin")
+acos = _unary("acos", _vml.unary("acos", lambda xp, a: xp.arccos(a)), lambda g, out, a: (g * -rsqrt(1 - a * a),),
+              fwd_out=_vml.unary_out("acos", "arccos"), aliases=("arccos",), onnx="Acos")
+atan = _unary("atan", _vml.unary("atan", lambda xp, a: xp.arctan(a)), lambda g, out, a: (g / (a * a + 1),),
+              fwd_out=_vml.unary_out("atan", "arctan"), aliases=("arctan",), onnx="Atan")
 sinh = _unary("sinh", lambda xp, a: xp.sinh(a),
               lambda g, out, a: (g * cosh(a),) if g._data.dtype.kind != "c" else (g * cj(cosh(a)),),
               out_form="sinh", complex=True, onnx="Sinh")
 cosh = _unary("cosh", lambda xp, a: xp.cosh(a),
               lambda g, out, a: (g * sinh(a),) if g._data.dtype.kind != "c" else (g * cj(sinh(a)),),
               out_form="cosh", complex=True, onnx="Cosh")
-tanh = _unary("tanh", lambda xp, a: xp.tanh(a),
+tanh = _unary("tanh", _vml.unary("tanh", lambda xp, a: xp.tanh(a)),
               lambda g, out, a: (_tanh_bw_call(g, out),) if g._data.dtype.kind != "c" else (apply(_tanh_bw, g, cj(out)),),
-              reads="output", ufunc="tanh", complex=True, onnx="Tanh")
+              reads="output", fwd_out=_vml.unary_out("tanh", "tanh"), complex=True, onnx="Tanh")
 asinh = _unary("asinh", lambda xp, a: xp.arcsinh(a), lambda g, out, a: (g * rsqrt(a * a + 1),),
                out_form="arcsinh", aliases=("arcsinh",), onnx="Asinh")
 acosh = _unary("acosh", lambda xp, a: xp.arccosh(a), lambda g, out, a: (g * rsqrt(a * a - 1),),
@@ -323,13 +325,13 @@ def _sigmoid_fwd(xp, a):
 sigmoid = _unary("sigmoid", _sigmoid_fwd,
                  lambda g, out, a: (_sigmoid_bw_call(g, out),) if g._data.dtype.kind != "c" else (apply(_sigmoid_bw, g, cj(out)),),
                  reads="output", complex=True, onnx="Sigmoid")
-erf = _unary("erf", lambda xp, a: _special(xp).erf(a).astype(a.dtype, copy=False),
+erf = _unary("erf", _vml.unary("erf", lambda xp, a: _special(xp).erf(a).astype(a.dtype, copy=False)),
              lambda g, out, a: (g * _TWO_OVER_SQRTPI * exp(-a * a),), onnx="Erf",
              complex_error=kernel_refusal("erf_vml"))
-erfc = _unary("erfc", lambda xp, a: _special(xp).erfc(a).astype(a.dtype, copy=False),
+erfc = _unary("erfc", _vml.unary("erfc", lambda xp, a: _special(xp).erfc(a).astype(a.dtype, copy=False)),
               lambda g, out, a: (g * -_TWO_OVER_SQRTPI * exp(-a * a),),
               onnx=lambda g, a: g.op("Sub", 1.0, g.op("Erf", a)), complex_error=kernel_refusal("erfc_vml"))
-erfinv = _unary("erfinv", lambda xp, a: _special(xp).erfinv(a).astype(a.dtype, copy=False),
+erfinv = _unary("erfinv", _vml.unary("erfinv", lambda xp, a: _special(xp).erfinv(a).astype(a.dtype, copy=False)),
                 lambda g, out, a: (g * _SQRTPI_OVER_TWO * exp(out * out),), reads="output",
                 complex_error=kernel_refusal("erfinv_vml"))
 

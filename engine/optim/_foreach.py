@@ -19,11 +19,12 @@ from __future__ import annotations
 import numpy as np
 
 from .. import kernels
+from ..kernels import vml
 from ..base.coo import COOArray
 from ..base.device import CPU
 from ..base.dispatch_state import STATE
 from ..core.creation import zeros_like
-from ..ops.elementwise import _addcdiv_fwd, _addcmul_fwd, _lerp_fwd, scaled_sum
+from ..ops.elementwise import _addcdiv_fwd, _addcmul_fwd, _lerp_fwd, _sqrt_fwd, scaled_sum
 
 __all__ = ["multi_tensor", "check_fused", "sgd", "adam"]
 
@@ -137,9 +138,9 @@ def adam(opt, group: dict, lr: float, beta1: float, beta2: float) -> None:
             max_sq = st["max_exp_avg_sq"]
             xp.maximum(max_sq._data, v, out=max_sq._data)
             _bump(max_sq)
-            denom = xp.sqrt(max_sq._data) / bias_correction2_sqrt + eps
+            denom = _sqrt_fwd(xp, max_sq._data) / bias_correction2_sqrt + eps
         else:
-            denom = xp.sqrt(v) / bias_correction2_sqrt + eps
+            denom = _sqrt_fwd(xp, v) / bias_correction2_sqrt + eps
         xp.copyto(data, _addcdiv_fwd(xp, data, m, denom, value=-step_size))
         _bump(p)
 
@@ -175,7 +176,7 @@ class _FusedAdam:
                                 f32(-(self.lr / (1 - self.beta1 ** step))))
         if data.ndim != 1:
             data, g, m, v = data.reshape(-1), g.reshape(-1), m.reshape(-1), v.reshape(-1)
-        kernels.loops("optim").adam(data, g, m, v, *self.args, *self.corrections)
+        kernels.loops("optim").adam(data, g, m, v, *self.args, *self.corrections, *vml.sqrt_call(np.float32))
         if self.bump_decay:
             _bump(p)
         for t in (st["exp_avg"], st["exp_avg_sq"], p):
