@@ -8,6 +8,8 @@ tests/test_vision_transforms_v2.py compares tapelab.vision's with them.
 """
 from __future__ import annotations
 
+import random
+
 import numpy as np
 
 from vision_cases import as_array, images
@@ -227,6 +229,9 @@ def cases(tv, torch) -> dict:
         "v1/random_erasing": seeded(torch, lambda: T1.RandomErasing(p=1.0)(f32)),
         "v1/random_erasing_random": seeded(torch, lambda: T1.RandomErasing(p=1.0, value="random")(f32)),
         "v1/random_erasing_u8": seeded(torch, lambda: T1.RandomErasing(p=0.7, value=(10, 20, 30))(u8)),
+        "v1/random_choice_order": lambda: (random.seed(7), torch.manual_seed(7), [T1.RandomOrder([
+            T1.RandomChoice([T1.RandomRotation(10), T1.RandomInvert(1.0), T1.GaussianBlur(3)], p=[0.5, 0.3, 0.2]),
+            T1.RandomAdjustSharpness(2.0, p=1.0), T1.RandomAutocontrast(p=1.0)])(su8) for _ in range(6)])[2],
         "v1/ten_crop": lambda: T1.TenCrop(12, vertical_flip=True)(su8),
         "v1/linear_transformation": lambda: T1.LinearTransformation(
             torch.from_numpy(np.random.default_rng(3).standard_normal((48, 48)).astype(np.float32)),
