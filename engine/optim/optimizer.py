@@ -26,8 +26,7 @@ from ..base.grad_mode import enable_grad, no_grad
 from ..core.dispatch import module_scope
 from ..core.hooks import RemovableHandle
 from ..core.tensor import Tensor
-from ..profiler.profiler import record_function
-from ..profiler.recorder import RECORDING
+from ..base.ranges import RECORDING, record_function
 from ..ops.conjugation import view_as_complex, view_as_real
 
 __all__ = ["Optimizer", "ParamsT", "required", "live_optimizers", "register_optimizer_step_pre_hook",

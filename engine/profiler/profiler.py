@@ -8,7 +8,6 @@ the ``with`` block, nothing is subscribed and the hot path is untouched. With
 """
 from __future__ import annotations
 
-import functools
 import os
 import socket
 import time
@@ -18,7 +17,8 @@ from ..base import events
 from .actions import ProfilerAction, ProfilerActivity, supported_activities
 from .averages import EventList
 from .export import chrome_trace, memory_timeline, memory_timeline_html, stacks, write_json
-from .recorder import RECORDING, Recorder
+from ..base.ranges import record_function  # noqa: F401  (torch.profiler.record_function)
+from .recorder import Recorder
 from .trace import ProfileReady, Trace
 
 __all__ = ["profile", "record_function", "tensorboard_trace_handler", "DEFAULT_MAX_EVENTS"]
@@ -205,38 +205,6 @@ class profile:
     def __repr__(self) -> str:
         n = len(self.trace.events) if self.trace is not None else 0
         return f"<tapelab.profiler.profile step_num={self.step_num} events={n}>"
-
-
-class record_function:
-    """Label a range of code in the profile; a context manager or a decorator. Ranges nest.
-    Costs one list test when nothing is profiling.
-
-    >>> with record_function("forward"):
-    ...     y = model(x)
-    """
-
-    def __init__(self, name: str, args: str | None = None):
-        self.name = name if args is None else f"{name}({args})"
-        self._open: list = []
-
-    def __enter__(self) -> "record_function":
-        self._open.append((tuple(RECORDING), time.perf_counter_ns()) if RECORDING else None)
-        return self
-
-    def __exit__(self, *exc) -> None:
-        entry = self._open.pop()
-        if entry is not None:
-            end = time.perf_counter_ns()
-            for rec in entry[0]:
-                if rec.recording:
-                    rec.add_range(self.name, entry[1], end)
-
-    def __call__(self, fn):
-        @functools.wraps(fn)
-        def wrapper(*args, **kwargs):
-            with record_function(self.name):   # one per call: threads may share the decorated function
-                return fn(*args, **kwargs)
-        return wrapper
 
 
 def tensorboard_trace_handler(dir_name: str, worker_name: str | None = None, use_gzip: bool = False):

@@ -46,6 +46,7 @@ import warnings
 import weakref
 
 from ..base import events
+from ..base.ranges import RECORDING
 from .. import cuda
 from ..autograd.engine import running_node
 from ..autograd.views import WRITING
@@ -57,7 +58,6 @@ from .trace import MemoryEvent, Trace
 
 __all__ = ["Recorder", "RECORDING", "device_event"]
 
-RECORDING: list = []          # recorders currently recording (record_function reports to these)
 _PKG = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 _get_ident = threading.get_ident
 
