@@ -235,7 +235,8 @@ def cases(tv, torch) -> dict:
         "v1/ten_crop": lambda: T1.TenCrop(12, vertical_flip=True)(su8),
         "v1/linear_transformation": lambda: T1.LinearTransformation(
             torch.from_numpy(np.random.default_rng(3).standard_normal((48, 48)).astype(np.float32)),
-            torch.from_numpy(np.random.default_rng(4).standard_normal(48).astype(np.float32)))(f32[:, :4, :4].contiguous()),
+            torch.from_numpy(np.random.default_rng(4).standard_normal(48).astype(np.float32)))(
+                f32[:, :4, :4].contiguous()),
         "v1/train_pipeline": seeded(torch, lambda: T1.Compose([
             T1.RandomResizedCrop(32), T1.RandomHorizontalFlip(), T1.RandAugment(), T1.ToTensor(),
             T1.Normalize([0.5] * 3, [0.25] * 3), T1.RandomErasing()])(pil_rgb), calls=6),

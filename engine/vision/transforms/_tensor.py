@@ -313,7 +313,8 @@ def affine(img: Tensor, matrix: list[float], mode: str, fill, v1_fill: bool = Fa
 
 
 def perspective(img: Tensor, coeffs: list[float], mode: str, fill, v1_fill: bool = False) -> Tensor:
-    """Projective warp: output pixel (x, y) samples input ((a x + b y + c) / (g x + h y + 1), (d x + e y + f) / (...))."""
+    """Projective warp: output pixel (x, y) samples the input at
+    ((a x + b y + c) / (g x + h y + 1), (d x + e y + f) / (g x + h y + 1))."""
     h, w = img.shape[-2:]
     dtype = _grid_dtype(img)
     theta1 = as_tensor([[coeffs[0], coeffs[1], coeffs[2]], [coeffs[3], coeffs[4], coeffs[5]]], dtype=dtype)
@@ -409,7 +410,9 @@ def adjust_sharpness(img: Tensor, factor: float, v1: bool = False) -> Tensor:
 
 
 def invert(img: Tensor) -> Tensor:
-    return 1.0 - img if img.is_floating_point() else img.bitwise_not() if img.dtype == uint8 else max_value(img.dtype) - img
+    if img.is_floating_point():
+        return 1.0 - img
+    return img.bitwise_not() if img.dtype == uint8 else max_value(img.dtype) - img
 
 
 def posterize(img: Tensor, bits: int) -> Tensor:

@@ -31,12 +31,12 @@ __all__ = ["Transform", "Compose", "RandomApply", "RandomChoice", "RandomOrder",
            "ToPureTensor", "PILToTensor", "ToPILImage", "ToTensor", "ToDtype", "ConvertImageDtype", "Normalize",
            "Resize", "CenterCrop", "RandomCrop", "Pad", "RandomResizedCrop", "RandomHorizontalFlip",
            "RandomVerticalFlip", "ColorJitter", "Grayscale", "RandomGrayscale", "RGB", "RandomRotation",
-           "RandomAffine", "RandomPerspective", "ElasticTransform", "GaussianBlur", "GaussianNoise", "RandomInvert", "RandomPosterize", "RandomSolarize",
-           "RandomAdjustSharpness", "RandomAutocontrast", "RandomEqualize", "FiveCrop", "TenCrop", "RandomErasing",
-           "MixUp", "CutMix", "AutoAugmentPolicy", "AutoAugment", "RandAugment", "TrivialAugmentWide",
-           "AugMix", "ClampBoundingBoxes", "ConvertBoundingBoxFormat", "SanitizeBoundingBoxes", "RandomZoomOut",
-           "RandomIoUCrop", "RandomPhotometricDistort", "RandomChannelPermutation", "ScaleJitter",
-           "RandomShortestSize", "RandomResize"]
+           "RandomAffine", "RandomPerspective", "ElasticTransform", "GaussianBlur", "GaussianNoise", "RandomInvert",
+           "RandomPosterize", "RandomSolarize", "RandomAdjustSharpness", "RandomAutocontrast", "RandomEqualize",
+           "FiveCrop", "TenCrop", "RandomErasing", "MixUp", "CutMix", "AutoAugmentPolicy", "AutoAugment",
+           "RandAugment", "TrivialAugmentWide", "AugMix", "ClampBoundingBoxes", "ConvertBoundingBoxFormat",
+           "SanitizeBoundingBoxes", "RandomZoomOut", "RandomIoUCrop", "RandomPhotometricDistort",
+           "RandomChannelPermutation", "ScaleJitter", "RandomShortestSize", "RandomResize"]
 
 
 # ---------------------------------------------------------------- input trees

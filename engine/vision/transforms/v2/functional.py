@@ -10,6 +10,7 @@ its own HSV round trip, blend orders and Gaussian kernel.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TypeVar
 
 import numpy as np
 
@@ -25,14 +26,17 @@ from .._resize_u8 import resize_uint8
 from ..functional import (InterpolationMode, _is_pil, _mode, _pil, get_dimensions, get_image_num_channels,  # noqa: F401
                           get_image_size, perspective_coeffs, pil_to_tensor, to_pil_image, to_tensor)
 
-__all__ = ["InterpolationMode", "get_dimensions", "get_size", "get_image_size", "get_image_num_channels",
-           "to_image", "to_pil_image", "pil_to_tensor", "to_tensor", "to_dtype", "convert_image_dtype", "normalize",
-           "resize", "crop", "center_crop", "resized_crop", "pad", "hflip", "vflip", "horizontal_flip",
-           "vertical_flip", "rotate", "affine", "perspective", "elastic", "elastic_transform", "five_crop", "ten_crop", "adjust_brightness",
-           "adjust_contrast", "adjust_saturation", "adjust_hue", "adjust_sharpness", "adjust_gamma",
-           "rgb_to_grayscale", "to_grayscale", "grayscale_to_rgb", "posterize", "solarize", "autocontrast",
-           "equalize", "invert", "gaussian_blur", "gaussian_noise", "erase", "permute_channels", "convert_bounding_box_format",
-           "clamp_bounding_boxes"]
+# what a v2 function takes and gives back: a PIL image, a Tensor or a tv_tensor, the output of the input's type
+ImageLike = TypeVar("ImageLike")
+
+__all__ = ["InterpolationMode", "get_dimensions", "get_size", "get_image_size", "get_image_num_channels", "to_image",
+           "to_pil_image", "pil_to_tensor", "to_tensor", "to_dtype", "convert_image_dtype", "normalize", "resize",
+           "crop", "center_crop", "resized_crop", "pad", "hflip", "vflip", "horizontal_flip", "vertical_flip",
+           "rotate", "affine", "perspective", "elastic", "elastic_transform", "five_crop", "ten_crop",
+           "adjust_brightness", "adjust_contrast", "adjust_saturation", "adjust_hue", "adjust_sharpness",
+           "adjust_gamma", "rgb_to_grayscale", "to_grayscale", "grayscale_to_rgb", "posterize", "solarize",
+           "autocontrast", "equalize", "invert", "gaussian_blur", "gaussian_noise", "erase", "permute_channels",
+           "convert_bounding_box_format", "clamp_bounding_boxes"]
 
 
 # ---------------------------------------------------------------- dispatch
@@ -136,7 +140,7 @@ def _boxes(inpt: tv_tensors.BoundingBoxes, kernel):
     return tv_tensors.wrap(out, like=inpt, canvas_size=tuple(canvas))
 
 
-def clamp_bounding_boxes(inpt: tv_tensors.BoundingBoxes, format=None, canvas_size=None):
+def clamp_bounding_boxes(inpt: tv_tensors.BoundingBoxes, format=None, canvas_size=None) -> tv_tensors.BoundingBoxes:
     """Boxes clipped to their canvas."""
     return _boxes(inpt, lambda b, fmt, canvas: (_clamp(b, fmt, canvas), canvas))
 
@@ -189,7 +193,7 @@ def _affine_boxes(angle: float, translate, scale: float, shear, center, expand: 
     return kernel
 
 
-def get_size(inpt) -> list[int]:
+def get_size(inpt: ImageLike) -> list[int]:
     """[height, width] of an image, mask or PIL image (a box tensor's canvas size)."""
     if isinstance(inpt, tv_tensors.BoundingBoxes):
         return list(inpt.canvas_size)
@@ -199,7 +203,7 @@ def get_size(inpt) -> list[int]:
 
 
 # ---------------------------------------------------------------- conversion
-def to_image(inpt) -> tv_tensors.Image:
+def to_image(inpt: ImageLike) -> tv_tensors.Image:
     """A ``tv_tensors.Image`` (C, H, W) of a PIL image, a numpy (H, W, C) array or a tensor."""
     if isinstance(inpt, np.ndarray):
         arr = inpt[:, :, None] if inpt.ndim == 2 else inpt
@@ -229,7 +233,7 @@ def _to_dtype_image(image: Tensor, dtype, scale: bool) -> Tensor:
     return image.to(dtype).bitwise_left_shift(out_bits - bits)
 
 
-def to_dtype(inpt: Tensor, dtype=float32, scale: bool = False) -> Tensor:
+def to_dtype(inpt: ImageLike, dtype=float32, scale: bool = False) -> ImageLike:
     """``inpt`` as ``dtype``; with ``scale`` an image's integer [0, max] and float [0, 1] ranges map onto each
     other (masks and boxes are only cast)."""
     if isinstance(inpt, (tv_tensors.Mask, tv_tensors.BoundingBoxes)):
@@ -241,7 +245,7 @@ def convert_image_dtype(image: Tensor, dtype=float32) -> Tensor:
     return to_dtype(image, dtype, scale=True)
 
 
-def normalize(inpt: Tensor, mean: Sequence[float], std: Sequence[float], inplace: bool = False) -> Tensor:
+def normalize(inpt: ImageLike, mean: Sequence[float], std: Sequence[float], inplace: bool = False) -> ImageLike:
     def kernel(img: Tensor) -> Tensor:
         if not img.is_floating_point():
             raise TypeError(f"normalize: input tensor should be a float tensor, got {img.dtype}")
@@ -257,8 +261,8 @@ def _resize_image(img: Tensor, size: tuple[int, int], interpolation: str, antial
     return _T.resize(img, size, interpolation, antialias and interpolation in ("bilinear", "bicubic"))
 
 
-def resize(inpt, size, interpolation=InterpolationMode.BILINEAR, max_size: int | None = None,
-           antialias: bool | None = True):
+def resize(inpt: ImageLike, size, interpolation=InterpolationMode.BILINEAR, max_size: int | None = None,
+           antialias: bool | None = True) -> ImageLike:
     """Resize to (h, w), or the shorter side to ``size``; uint8 tensors as PyTorch's integer kernel does."""
     mode = _mode(interpolation)
 
@@ -288,13 +292,13 @@ def resize(inpt, size, interpolation=InterpolationMode.BILINEAR, max_size: int |
     return _geometry("resize", inpt, tensor_kernel, pil_kernel, lambda m: tensor_kernel(m, "nearest"), box_kernel)
 
 
-def crop(inpt, top: int, left: int, height: int, width: int):
+def crop(inpt: ImageLike, top: int, left: int, height: int, width: int) -> ImageLike:
     return _geometry("crop", inpt, lambda t: _T.crop(t, top, left, height, width),
                      lambda p: _pil().crop(p, top, left, height, width),
                      box_kernel=_crop_boxes(top, left, height, width))
 
 
-def center_crop(inpt, output_size):
+def center_crop(inpt: ImageLike, output_size) -> ImageLike:
     def box_kernel(b: Tensor, fmt, canvas):
         ch, cw = _v1._pair("center_crop", output_size)
         top, left = int(round((canvas[0] - ch) / 2.0)), int(round((canvas[1] - cw) / 2.0))
@@ -303,12 +307,12 @@ def center_crop(inpt, output_size):
                      lambda p: _v1.center_crop(p, output_size), box_kernel=box_kernel)
 
 
-def resized_crop(inpt, top: int, left: int, height: int, width: int, size,
-                 interpolation=InterpolationMode.BILINEAR, antialias: bool | None = True):
+def resized_crop(inpt: ImageLike, top: int, left: int, height: int, width: int, size,
+                 interpolation=InterpolationMode.BILINEAR, antialias: bool | None = True) -> ImageLike:
     return resize(crop(inpt, top, left, height, width), size, interpolation, antialias=antialias)
 
 
-def pad(inpt, padding, fill=0, padding_mode: str = "constant"):
+def pad(inpt: ImageLike, padding, fill=0, padding_mode: str = "constant") -> ImageLike:
     fill = 0 if fill is None else fill
     return _geometry("pad", inpt, lambda t: _v1.pad(t, padding, fill, padding_mode),
                      lambda p: _v1.pad(p, padding, fill, padding_mode), box_kernel=_pad_boxes(padding))
@@ -329,11 +333,11 @@ def _flip_boxes(axis: int):
     return kernel
 
 
-def hflip(inpt):
+def hflip(inpt: ImageLike) -> ImageLike:
     return _geometry("hflip", inpt, lambda t: t.flip(-1), lambda p: _pil().hflip(p), box_kernel=_flip_boxes(0))
 
 
-def vflip(inpt):
+def vflip(inpt: ImageLike) -> ImageLike:
     return _geometry("vflip", inpt, lambda t: t.flip(-2), lambda p: _pil().vflip(p), box_kernel=_flip_boxes(1))
 
 
@@ -350,8 +354,8 @@ def _center_offset(h: int, w: int, center) -> list[float]:
     return [0.0, 0.0] if center is None else [c - s * 0.5 for c, s in zip(center, [w, h])]
 
 
-def rotate(inpt, angle: float, interpolation=InterpolationMode.NEAREST, expand: bool = False,
-           center: Sequence[float] | None = None, fill=None):
+def rotate(inpt: ImageLike, angle: float, interpolation=InterpolationMode.NEAREST, expand: bool = False,
+           center: Sequence[float] | None = None, fill=None) -> ImageLike:
     """Rotate counter-clockwise by ``angle`` degrees; quarter turns without a centre are exact transposes."""
     mode, fill = _mode(interpolation), _fill_arg(fill)
 
@@ -372,8 +376,8 @@ def rotate(inpt, angle: float, interpolation=InterpolationMode.NEAREST, expand: 
                      lambda t: kernel(t, "nearest"), _affine_boxes(-angle, [0.0, 0.0], 1.0, [0.0, 0.0], center, expand))
 
 
-def affine(inpt, angle: float, translate: Sequence[float], scale: float, shear, interpolation=InterpolationMode.NEAREST,
-           fill=None, center: Sequence[float] | None = None):
+def affine(inpt: ImageLike, angle: float, translate: Sequence[float], scale: float, shear,
+           interpolation=InterpolationMode.NEAREST, fill=None, center: Sequence[float] | None = None) -> ImageLike:
     """Rotate, scale and shear about the centre, then translate."""
     mode, fill = _mode(interpolation), _fill_arg(fill)
     shear = _v1._shear_pair(shear)
@@ -394,8 +398,8 @@ def affine(inpt, angle: float, translate: Sequence[float], scale: float, shear, 
                      _affine_boxes(angle, translate, scale, shear, center))
 
 
-def perspective(inpt, startpoints, endpoints, interpolation=InterpolationMode.BILINEAR, fill=None,
-                coefficients: Sequence[float] | None = None):
+def perspective(inpt: ImageLike, startpoints, endpoints, interpolation=InterpolationMode.BILINEAR, fill=None,
+                coefficients: Sequence[float] | None = None) -> ImageLike:
     mode, fill = _mode(interpolation), _fill_arg(fill)
     coeffs = list(coefficients) if coefficients is not None else perspective_coeffs(startpoints, endpoints)
     return _geometry("perspective", inpt, lambda t: _T.perspective(t, coeffs, mode, fill),
@@ -403,7 +407,7 @@ def perspective(inpt, startpoints, endpoints, interpolation=InterpolationMode.BI
                      lambda t: _T.perspective(t, coeffs, "nearest", fill))
 
 
-def elastic(inpt, displacement: Tensor, interpolation=InterpolationMode.BILINEAR, fill=None):
+def elastic(inpt: ImageLike, displacement: Tensor, interpolation=InterpolationMode.BILINEAR, fill=None) -> ImageLike:
     """Move each pixel by ``displacement`` (1, H, W, 2); PIL images go through a uint8 tensor."""
     mode, fill = _mode(interpolation), _fill_arg(fill)
 
@@ -416,11 +420,11 @@ def elastic(inpt, displacement: Tensor, interpolation=InterpolationMode.BILINEAR
 elastic_transform = elastic
 
 
-def five_crop(inpt, size) -> tuple:
+def five_crop(inpt: ImageLike, size) -> tuple:
     return _v1.five_crop(inpt, size)
 
 
-def ten_crop(inpt, size, vertical_flip: bool = False) -> tuple:
+def ten_crop(inpt: ImageLike, size, vertical_flip: bool = False) -> tuple:
     return five_crop(inpt, size) + five_crop(vflip(inpt) if vertical_flip else hflip(inpt), size)
 
 
@@ -442,7 +446,7 @@ def _check_factor(fn: str, factor: float) -> None:
         raise ValueError(f"{fn}: factor ({factor}) is not non-negative")
 
 
-def rgb_to_grayscale(inpt, num_output_channels: int = 1):
+def rgb_to_grayscale(inpt: ImageLike, num_output_channels: int = 1) -> ImageLike:
     def kernel(img: Tensor) -> Tensor:
         if img.shape[-3] == 1:
             return img.clone() if num_output_channels == 1 else img.repeat(*[1] * (img.ndim - 3), 3, 1, 1)
@@ -454,19 +458,19 @@ def rgb_to_grayscale(inpt, num_output_channels: int = 1):
 to_grayscale = rgb_to_grayscale
 
 
-def grayscale_to_rgb(inpt):
+def grayscale_to_rgb(inpt: ImageLike) -> ImageLike:
     return _color("grayscale_to_rgb", inpt,
                   lambda t: t if t.shape[-3] >= 3 else t.repeat(*[1] * (t.ndim - 3), 3, 1, 1),
                   lambda p: p.convert("RGB"))
 
 
-def permute_channels(inpt, permutation: list[int]):
+def permute_channels(inpt: ImageLike, permutation: list[int]) -> ImageLike:
     """The channels reordered: output channel k is input channel ``permutation[k]``."""
     return _color("permute_channels", inpt, lambda t: t[..., list(permutation), :, :],
                   lambda p: to_pil_image(pil_to_tensor(p)[list(permutation)], mode=p.mode))
 
 
-def adjust_brightness(inpt, brightness_factor: float):
+def adjust_brightness(inpt: ImageLike, brightness_factor: float) -> ImageLike:
     _check_factor("adjust_brightness", brightness_factor)
 
     def kernel(img: Tensor) -> Tensor:
@@ -475,7 +479,7 @@ def adjust_brightness(inpt, brightness_factor: float):
     return _color("adjust_brightness", inpt, kernel, lambda p: _pil().adjust_brightness(p, brightness_factor))
 
 
-def adjust_saturation(inpt, saturation_factor: float):
+def adjust_saturation(inpt: ImageLike, saturation_factor: float) -> ImageLike:
     _check_factor("adjust_saturation", saturation_factor)
 
     def kernel(img: Tensor) -> Tensor:
@@ -486,7 +490,7 @@ def adjust_saturation(inpt, saturation_factor: float):
     return _color("adjust_saturation", inpt, kernel, lambda p: _pil().adjust_saturation(p, saturation_factor))
 
 
-def adjust_contrast(inpt, contrast_factor: float):
+def adjust_contrast(inpt: ImageLike, contrast_factor: float) -> ImageLike:
     _check_factor("adjust_contrast", contrast_factor)
 
     def kernel(img: Tensor) -> Tensor:
@@ -536,7 +540,7 @@ def _hsv_to_rgb(img: Tensor) -> Tensor:
     return vpqt.gather(-3, select)
 
 
-def adjust_hue(inpt, hue_factor: float):
+def adjust_hue(inpt: ImageLike, hue_factor: float) -> ImageLike:
     if not -0.5 <= hue_factor <= 0.5:
         raise ValueError(f"adjust_hue: hue_factor ({hue_factor}) is not in [-0.5, 0.5]")
 
@@ -550,7 +554,7 @@ def adjust_hue(inpt, hue_factor: float):
     return _color("adjust_hue", inpt, kernel, lambda p: _pil().adjust_hue(p, hue_factor))
 
 
-def adjust_gamma(inpt, gamma: float, gain: float = 1.0):
+def adjust_gamma(inpt: ImageLike, gamma: float, gain: float = 1.0) -> ImageLike:
     if gamma < 0:
         raise ValueError("adjust_gamma: gamma should be a non-negative real number")
 
@@ -566,19 +570,19 @@ def adjust_gamma(inpt, gamma: float, gain: float = 1.0):
     return _color("adjust_gamma", inpt, kernel, pil_kernel)
 
 
-def adjust_sharpness(inpt, sharpness_factor: float):
+def adjust_sharpness(inpt: ImageLike, sharpness_factor: float) -> ImageLike:
     _check_factor("adjust_sharpness", sharpness_factor)
     return _color("adjust_sharpness", inpt, lambda t: _T.adjust_sharpness(t, sharpness_factor),
                   lambda p: _pil().adjust_sharpness(p, sharpness_factor))
 
 
-def posterize(inpt, bits: int):
+def posterize(inpt: ImageLike, bits: int) -> ImageLike:
     if not isinstance(bits, int) or not 0 <= bits <= 8:
         raise TypeError(f"posterize: bits must be an integer in [0, 8], got {bits}")
     return _color("posterize", inpt, lambda t: _T.posterize(t, bits), lambda p: _pil().posterize(p, bits))
 
 
-def solarize(inpt, threshold: float):
+def solarize(inpt: ImageLike, threshold: float) -> ImageLike:
     def kernel(img: Tensor) -> Tensor:
         if threshold > _T.max_value(img.dtype):
             raise TypeError(f"solarize: threshold should be at most the dtype's maximum, got {threshold}")
@@ -586,27 +590,27 @@ def solarize(inpt, threshold: float):
     return _color("solarize", inpt, kernel, lambda p: _pil().solarize(p, threshold))
 
 
-def autocontrast(inpt):
+def autocontrast(inpt: ImageLike) -> ImageLike:
     return _color("autocontrast", inpt, lambda t: _T.autocontrast(t), lambda p: _pil().autocontrast(p))
 
 
-def equalize(inpt):
+def equalize(inpt: ImageLike) -> ImageLike:
     def kernel(img: Tensor) -> Tensor:
         return _to_dtype_image(_T.equalize(_to_dtype_image(img, uint8, True)), img.dtype, True)
     return _color("equalize", inpt, kernel, lambda p: _pil().equalize(p))
 
 
-def invert(inpt):
+def invert(inpt: ImageLike) -> ImageLike:
     return _color("invert", inpt, _T.invert, lambda p: _pil().invert(p))
 
 
-def gaussian_blur(inpt, kernel_size, sigma=None):
+def gaussian_blur(inpt: ImageLike, kernel_size, sigma=None) -> ImageLike:
     ks, sg = _v1._blur_args(kernel_size, sigma)
     return _color("gaussian_blur", inpt, lambda t: _T.gaussian_blur(t, ks, sg),
                   lambda p: to_pil_image(_T.gaussian_blur(pil_to_tensor(p), ks, sg), mode=p.mode))
 
 
-def gaussian_noise(inpt, mean: float = 0.0, sigma: float = 0.1, clip: bool = True):
+def gaussian_noise(inpt: ImageLike, mean: float = 0.0, sigma: float = 0.1, clip: bool = True) -> ImageLike:
     """Add N(mean, sigma) noise (in [0, 1] units; uint8 images get it scaled by 255 and truncated to int16)."""
     if sigma < 0:
         raise ValueError(f"sigma shouldn't be negative. Got {sigma}")
@@ -626,6 +630,6 @@ def gaussian_noise(inpt, mean: float = 0.0, sigma: float = 0.1, clip: bool = Tru
     return _color("gaussian_noise", inpt, kernel, pil_kernel)
 
 
-def erase(inpt, i: int, j: int, h: int, w: int, v: Tensor, inplace: bool = False):
+def erase(inpt: ImageLike, i: int, j: int, h: int, w: int, v: Tensor, inplace: bool = False) -> ImageLike:
     return _color("erase", inpt, lambda t: _T.erase(t, i, j, h, w, v, inplace),
                   lambda p: to_pil_image(_T.erase(pil_to_tensor(p), i, j, h, w, v), mode=p.mode))
