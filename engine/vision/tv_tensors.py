@@ -14,13 +14,21 @@ import numpy as np
 from ..core.creation import as_tensor, from_numpy
 from ..core.tensor import Tensor
 
-__all__ = ["TVTensor", "Image", "Mask", "BoundingBoxes", "BoundingBoxFormat", "wrap"]
+__all__ = ["TVTensor", "Image", "Video", "Mask", "BoundingBoxes", "BoundingBoxFormat", "wrap"]
 
 _KEEP = {"clone", "to", "cast", "detach", "requires_grad_", "pin_memory", "cpu", "cuda"}   # tapelab names .to "cast"
 
 
 class TVTensor(Tensor):
-    """Base of the tagged tensors: results of ops are plain Tensors unless the op keeps the tag."""
+    """Base of the tagged tensors: results of ops are plain Tensors unless the op keeps the tag.
+
+    Ops do not ask it (``_asked_by_ops = False``): a subclass that every op asks puts every op of the
+    process on the dispatcher's slow path while it lives (importing torchvision made a 16-element op
+    chain 1.9x slower); tapelab's ops return plain Tensors anyway, and the methods that keep the tag
+    rewrap their result below. Functions that check their arguments themselves still call
+    ``__torch_function__``."""
+
+    _asked_by_ops = False
 
     @classmethod
     def _wrap(cls, tensor: Tensor, **meta) -> "TVTensor":
@@ -46,6 +54,27 @@ class TVTensor(Tensor):
             return wrap(out, like=first)
         return out
 
+    def clone(self, *args, **kwargs):
+        return _kept(self, Tensor.clone(self, *args, **kwargs))
+
+    def to(self, *args, **kwargs):
+        return _kept(self, Tensor.to(self, *args, **kwargs))
+
+    def detach(self):
+        return _kept(self, Tensor.detach(self))
+
+    def requires_grad_(self, requires_grad: bool = True):
+        return _kept(self, Tensor.requires_grad_(self, requires_grad))
+
+    def pin_memory(self, *args, **kwargs):
+        return _kept(self, Tensor.pin_memory(self, *args, **kwargs))
+
+    def cpu(self, *args, **kwargs):
+        return _kept(self, Tensor.cpu(self, *args, **kwargs))
+
+    def cuda(self, *args, **kwargs):
+        return _kept(self, Tensor.cuda(self, *args, **kwargs))
+
     def __repr__(self) -> str:
         from .._C import DisableTorchFunctionSubclass
         with DisableTorchFunctionSubclass():
@@ -65,6 +94,19 @@ class Image(TVTensor):
             raise ValueError(f"Image: expected at least 2 dims, got {tensor.ndim}")
         if tensor.ndim == 2:
             tensor = tensor.unsqueeze(0)
+        return cls._wrap(tensor)
+
+    def __init__(self, *args, **kwargs) -> None:
+        pass
+
+
+class Video(TVTensor):
+    """A ``[..., T, C, H, W]`` video: v2 transforms treat it as images over its leading dims."""
+
+    def __new__(cls, data, *, dtype=None, device=None, requires_grad: bool | None = None) -> "Video":
+        tensor = cls._to_tensor(data, dtype=dtype, device=device, requires_grad=requires_grad)
+        if tensor.ndim < 4:
+            raise ValueError(f"Video: expected at least 4 dims, got {tensor.ndim}")
         return cls._wrap(tensor)
 
     def __init__(self, *args, **kwargs) -> None:
@@ -104,6 +146,11 @@ class BoundingBoxes(TVTensor):
 
     def __init__(self, *args, **kwargs) -> None:
         pass
+
+
+def _kept(like: TVTensor, out):
+    """A method's result with ``like``'s type and metadata (itself when it is already a tagged tensor)."""
+    return out if isinstance(out, TVTensor) or not isinstance(out, Tensor) else wrap(out, like=like)
 
 
 def wrap(wrappee: Tensor, *, like: TVTensor, **kwargs) -> TVTensor:

@@ -86,7 +86,7 @@ def _is_pure_tensor(x) -> bool:
 
 
 def _is_image(x) -> bool:
-    return _is_pil(x) or isinstance(x, tv_tensors.Image) or _is_pure_tensor(x)
+    return _is_pil(x) or isinstance(x, (tv_tensors.Image, tv_tensors.Video)) or _is_pure_tensor(x)
 
 
 def query_size(flat: list) -> tuple[int, int]:
@@ -174,7 +174,7 @@ class Transform(nn.Module):
         return isinstance(inpt, Tensor) or _is_pil(inpt)
 
     def _needs_transform_list(self, flat: list) -> list[bool]:
-        pure_ok = not any(_is_pil(x) or isinstance(x, tv_tensors.Image) for x in flat)
+        pure_ok = not any(_is_pil(x) or isinstance(x, (tv_tensors.Image, tv_tensors.Video)) for x in flat)
         needs = []
         for x in flat:
             need = self._needs_transform(x)
@@ -362,7 +362,7 @@ class ToDtype(Transform):
             else:
                 raise ValueError(f"No dtype was specified for type {type(inpt)}")
         else:
-            if not (_is_pure_tensor(inpt) or isinstance(inpt, tv_tensors.Image)):
+            if not (_is_pure_tensor(inpt) or isinstance(inpt, (tv_tensors.Image, tv_tensors.Video))):
                 return inpt
             dtype = self.dtype
         return inpt if dtype is None else F.to_dtype(inpt, dtype, scale=self.scale)
@@ -374,7 +374,7 @@ class ConvertImageDtype(Transform):
         self.dtype = dtype
 
     def transform(self, inpt: Any, params: dict[str, Any]) -> Any:
-        if not (_is_pure_tensor(inpt) or isinstance(inpt, tv_tensors.Image)):
+        if not (_is_pure_tensor(inpt) or isinstance(inpt, (tv_tensors.Image, tv_tensors.Video))):
             return inpt
         return F.to_dtype(inpt, self.dtype, scale=True)
 
@@ -850,8 +850,9 @@ class _BaseMixUpCutMix(Transform):
         return _unflatten([self.transform(x, params) if n else x for x, n in zip(flat, needs)], spec)
 
     def _check_image(self, inpt: Tensor, batch_size: int) -> None:
-        if inpt.ndim != 4:
-            raise ValueError(f"Expected a batched input with 4 dims, but got {inpt.ndim} dimensions instead.")
+        expected = 5 if isinstance(inpt, tv_tensors.Video) else 4
+        if inpt.ndim != expected:
+            raise ValueError(f"Expected a batched input with {expected} dims, but got {inpt.ndim} dimensions instead.")
         if inpt.shape[0] != batch_size:
             raise ValueError(f"The batch size of the image or video does not match the batch size of the labels: "
                              f"{inpt.shape[0]} != {batch_size}.")
@@ -877,11 +878,11 @@ class MixUp(_BaseMixUpCutMix):
         lam = params["lam"]
         if inpt is params["labels"]:
             return self._mixup_label(inpt, lam)
-        if isinstance(inpt, tv_tensors.Image) or _is_pure_tensor(inpt):
+        if isinstance(inpt, (tv_tensors.Image, tv_tensors.Video)) or _is_pure_tensor(inpt):
             self._check_image(inpt, params["batch_size"])
             x = inpt.as_subclass(Tensor) if isinstance(inpt, tv_tensors.TVTensor) else inpt
             out = x.roll(1, 0).mul(1.0 - lam) + x.mul(lam)
-            return tv_tensors.wrap(out, like=inpt) if isinstance(inpt, tv_tensors.Image) else out
+            return tv_tensors.wrap(out, like=inpt) if isinstance(inpt, tv_tensors.TVTensor) else out
         return inpt
 
 
@@ -902,13 +903,13 @@ class CutMix(_BaseMixUpCutMix):
     def transform(self, inpt: Any, params: dict[str, Any]) -> Any:
         if inpt is params["labels"]:
             return self._mixup_label(inpt, params["lam_adjusted"])
-        if isinstance(inpt, tv_tensors.Image) or _is_pure_tensor(inpt):
+        if isinstance(inpt, (tv_tensors.Image, tv_tensors.Video)) or _is_pure_tensor(inpt):
             self._check_image(inpt, params["batch_size"])
             x1, y1, x2, y2 = params["box"]
             x = inpt.as_subclass(Tensor) if isinstance(inpt, tv_tensors.TVTensor) else inpt
             out = x.clone()
             out[..., y1:y2, x1:x2] = x.roll(1, 0)[..., y1:y2, x1:x2]
-            return tv_tensors.wrap(out, like=inpt) if isinstance(inpt, tv_tensors.Image) else out
+            return tv_tensors.wrap(out, like=inpt) if isinstance(inpt, tv_tensors.TVTensor) else out
         return inpt
 
 
@@ -1176,7 +1177,7 @@ class AugMix(_AutoAugmentBase):
         h, w = F.get_size(orig)
         img = orig.as_subclass(Tensor) if isinstance(orig, Tensor) else F.pil_to_tensor(orig)
         dims = list(img.shape)
-        batch = img.reshape([1] * max(4 - img.ndim, 0) + dims)
+        batch = img.reshape([1] * max((5 if isinstance(orig, tv_tensors.Video) else 4) - img.ndim, 0) + dims)
         bdims = [batch.shape[0]] + [1] * (batch.ndim - 1)
         m = sample_dirichlet(as_tensor([self.alpha, self.alpha]).expand(bdims[0], -1))
         weights = sample_dirichlet(as_tensor([self.alpha] * self.mixture_width).expand(bdims[0], -1)) \
@@ -1195,7 +1196,7 @@ class AugMix(_AutoAugmentBase):
                 aug = self._apply(aug, op, magnitude)
             mix = mix + weights[:, i].reshape(bdims) * aug
         mix = mix.reshape(dims).to(img.dtype)
-        if isinstance(orig, tv_tensors.Image):
+        if isinstance(orig, (tv_tensors.Image, tv_tensors.Video)):
             mix = tv_tensors.wrap(mix, like=orig)
         elif _is_pil(orig):
             mix = F.to_pil_image(mix)
