@@ -169,6 +169,10 @@ def cases(tv, torch) -> dict:
         "v2/image_and_mask": seeded(torch, lambda: T2.Compose([
             T2.RandomResizedCrop(24), T2.RandomHorizontalFlip(), T2.RandomRotation(20), T2.ColorJitter(0.4)])(
                 tv.tv_tensors.Image(su8), tv.tv_tensors.Mask(su8[0] // 64))),
+        "v2/video": seeded(torch, lambda: [T2.Compose([
+            T2.RandomResizedCrop(16), T2.RandomHorizontalFlip(), T2.ColorJitter(0.3, 0.3, 0.3, 0.05),
+            T2.RandomRotation(10), T2.RandAugment()])(tv.tv_tensors.Video(batch)), T2.MixUp(num_classes=3)(
+                tv.tv_tensors.Video(fbatch[:, None].expand(4, 2, 3, 10, 10)), labels % 3)], calls=3),
         "v2/resize_center_crop_pad": lambda: T2.Compose([T2.Resize(30), T2.CenterCrop(26), T2.Pad([1, 2, 3, 4]),
                                                          T2.Grayscale()])(su8),
     }
