@@ -454,3 +454,13 @@ def test_nvtx_without_cupys_nvtx_is_a_no_op(gpu):
     assert nvtx.range_push("x") == 0 and nvtx.range_pop() == 0
     nvtx.mark("m")
     assert gpu.log == []
+
+
+def test_torch_manual_seed_seeds_every_cuda_generator(gpu):
+    """``torch.manual_seed(s)`` seeds the cpu generator and every device's, as PyTorch's (``core.random``
+    calls the seeding ``tapelab.cuda`` registered)."""
+    c = tapelab.cuda
+    gens = c.default_generators
+    tapelab.manual_seed(13)
+    assert tapelab.initial_seed() == 13 and [g.initial_seed() for g in gens] == [13, 13]
+    assert c.initial_seed() == 13

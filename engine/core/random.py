@@ -96,9 +96,20 @@ _STATE = np.dtype([("seed", "<u8"), ("left", "<i4"), ("seeded", "<i4"), ("next",
 default_generator = Generator()
 
 
+_SEEDED: list = []   # callables seeding the device generators (``tapelab.cuda`` adds its manual_seed_all)
+
+
+def on_manual_seed(fn) -> None:
+    """Have ``manual_seed(s)`` also call ``fn(s)``: the device generators a layer above seed with it, as
+    ``torch.manual_seed`` seeds every CUDA device."""
+    _SEEDED.append(fn)
+
+
 def manual_seed(seed: int) -> Generator:
-    """Seed the default generator (and cupy's, when a GPU is in use)."""
+    """Seed the default generator and every device generator that registered (``on_manual_seed``)."""
     default_generator.manual_seed(seed)
+    for fn in _SEEDED:
+        fn(int(seed))
     return default_generator
 
 

@@ -93,3 +93,6 @@ def get_rng_state_all() -> list:
 def set_rng_state_all(new_states) -> None:
     for i, state in enumerate(new_states):
         set_rng_state(state, i)
+
+
+_random.on_manual_seed(manual_seed_all)   # torch.manual_seed seeds every CUDA device too
