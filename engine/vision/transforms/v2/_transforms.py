@@ -117,11 +117,11 @@ def _log_uniform(log_range: Tensor) -> float:
     return float(empty(1).uniform_(float(log_range[0]), float(log_range[1])).exp().item())
 
 
-def _setup_size(size, name: str = "size") -> list[int]:
+def _setup_size(size, name: str = "size") -> tuple[int, int]:
     if isinstance(size, numbers.Number):
-        return [int(size), int(size)]
+        return int(size), int(size)
     if isinstance(size, Sequence) and len(size) in (1, 2):
-        return [int(size[0])] * 2 if len(size) == 1 else [int(size[0]), int(size[1])]
+        return (int(size[0]),) * 2 if len(size) == 1 else (int(size[0]), int(size[1]))
     raise ValueError(f"{name}: please provide only two dimensions (h, w), got {size!r}")
 
 
@@ -191,7 +191,7 @@ class Transform(nn.Module):
         return _unflatten([self.transform(x, params) if n else x for x, n in zip(flat, needs)], spec)
 
     def extra_repr(self) -> str:
-        return ", ".join(f"{k}={v}" for k, v in self.__dict__.items()
+        return ", ".join(f"{k}={v.value if isinstance(v, InterpolationMode) else v}" for k, v in self.__dict__.items()
                          if not k.startswith("_") and k != "training"
                          and isinstance(v, (bool, int, float, str, tuple, list, enum.Enum)))
 
@@ -234,10 +234,12 @@ class Compose(Transform):
         return outputs
 
     def extra_repr(self) -> str:
-        return "\n".join(f" {t}" for t in self.transforms)
+        return "\n".join(f"    {t}" for t in self.transforms)
 
 
 class RandomApply(Transform):
+    extra_repr = Compose.extra_repr
+
     def __init__(self, transforms: Sequence[Callable], p: float = 0.5) -> None:
         super().__init__()
         if not 0.0 <= p <= 1.0:
@@ -293,6 +295,10 @@ class Lambda(Transform):
 
     def transform(self, inpt: Any, params: dict[str, Any]) -> Any:
         return self.lambd(inpt) if isinstance(inpt, self.types) else inpt
+
+    def extra_repr(self) -> str:
+        name = getattr(self.lambd, "__name__", None)
+        return ", ".join(([name] if name else []) + [f"types={[t.__name__ for t in self.types]}"])
 
 
 class Identity(Transform):
@@ -697,7 +703,7 @@ class GaussianBlur(Transform):
             sigma = (float(sigma), float(sigma))
         elif not (isinstance(sigma, Sequence) and len(sigma) == 2 and 0.0 < sigma[0] <= sigma[1]):
             raise ValueError("sigma should be a single number or a list/tuple with length 2.")
-        self.sigma = tuple(float(s) for s in sigma)
+        self.sigma = [float(s) for s in sigma]
 
     def make_params(self, flat_inputs: list) -> dict[str, Any]:
         s = _uniform(self.sigma[0], self.sigma[1])
@@ -769,13 +775,14 @@ class RandomErasing(_RandomApplyTransform):
             raise ValueError("If value is str, it should be 'random'")
         if scale[0] < 0 or scale[1] > 1:
             raise ValueError("Scale should be between 0 and 1")
-        self.scale, self.ratio, self.inplace = scale, ratio, inplace
+        self.scale, self.ratio = scale, ratio
         if isinstance(value, (int, float)):
             self.value = [float(value)]
         elif isinstance(value, str):
             self.value = None
         else:
             self.value = [float(v) for v in value]
+        self.inplace = inplace
         self._log_ratio = as_tensor(list(ratio), dtype=float32).log()
 
     def _needs_transform(self, inpt) -> bool:
@@ -1239,7 +1246,7 @@ class SanitizeBoundingBoxes(Transform):
         super().__init__()
         if min_size < 1 or min_area < 1:
             raise ValueError(f"min_size and min_area must be >= 1, got {min_size} and {min_area}.")
-        self.min_size, self.min_area = min_size, min_area
+        self.min_size, self.min_area, self.labels_getter = min_size, min_area, labels_getter
         self._labels_getter = (_default_labels if labels_getter == "default"
                                else (lambda _: None) if labels_getter is None else labels_getter)
 
@@ -1348,8 +1355,8 @@ class RandomPhotometricDistort(Transform):
         super().__init__()
         self.brightness = _jitter_range(brightness, "brightness")
         self.contrast = _jitter_range(contrast, "contrast")
-        self.saturation = _jitter_range(saturation, "saturation")
         self.hue = _jitter_range(hue, "hue", center=0, bound=(-0.5, 0.5), clip_first_on_zero=False)
+        self.saturation = _jitter_range(saturation, "saturation")
         self.p = p
 
     def make_params(self, flat_inputs: list) -> dict[str, Any]:
