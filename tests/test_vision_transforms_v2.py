@@ -95,3 +95,23 @@ def test_custom_v2_transform():
     a = AddDraw()(tapelab.zeros(2))
     tapelab.manual_seed(5)
     assert np.array_equal(a.numpy(), AddDraw()(tapelab.zeros(2)).numpy())
+
+
+def test_repr_is_torchvisions():
+    T = tv.transforms.v2
+    pipeline = T.Compose([T.RandomResizedCrop(32), T.RandomHorizontalFlip(), T.ColorJitter(0.4, 0.4),
+                          T.ToDtype(tapelab.float32, scale=True), T.Normalize([0.5] * 3, [0.2] * 3), T.RandomErasing(),
+                          T.RandAugment(), T.RandomRotation(15)])
+    expected = (
+        "Compose(\n"
+        "      RandomResizedCrop(size=(32, 32), scale=(0.08, 1.0), ratio=(0.75, 1.3333333333333333)"
+        ", interpolation=bilinear, antialias=True)\n"
+        "      RandomHorizontalFlip(p=0.5)\n"
+        "      ColorJitter(brightness=(0.6, 1.4), contrast=(0.6, 1.4))\n"
+        "      ToDtype(scale=True)\n"
+        "      Normalize(mean=[0.5, 0.5, 0.5], std=[0.2, 0.2, 0.2], inplace=False)\n"
+        "      RandomErasing(p=0.5, scale=(0.02, 0.33), ratio=(0.3, 3.3), value=[0.0], inplace=False)\n"
+        "      RandAugment(interpolation=nearest, num_ops=2, magnitude=9, num_magnitude_bins=31)\n"
+        "      RandomRotation(degrees=[-15.0, 15.0], interpolation=nearest, expand=False, fill=0)\n"
+        ")\n")
+    assert repr(pipeline) == expected.rstrip("\n")
