@@ -80,11 +80,16 @@ def _takes(xp, a) -> bool:
 def unary(name: str, fallback: Callable) -> Callable:
     """The forward of op ``name``: VML on a float32 or float64 numpy array when MKL is loaded, else
     ``fallback(xp, a)``."""
+    keys = {"f": (name, "f"), "d": (name, "d")}
+
     def fwd(xp, a):
-        if not _takes(xp, a):
+        if type(a) is not np.ndarray or (_LIB[0] if _LIB else _library()) is None:
+            return fallback(xp, a)
+        key = keys.get(a.dtype.char)
+        if key is None:
             return fallback(xp, a)
         if a.flags.c_contiguous:   # one compiled call that allocates too (~0.4 us on 16 numbers)
-            return loops("vml_call").vml_unary(_FUNCS.get((name, a.dtype.char)) or _address(name, a.dtype), a, _MODE)
+            return (_UNARY or _unary_loop())[0](_FUNCS.get(key) or _address(name, a.dtype), a, _MODE)
         out = np.empty_like(a)   # the input's layout, as PyTorch's result
         if a.size:
             res = np.empty(a.shape, a.dtype)
@@ -93,6 +98,14 @@ def unary(name: str, fallback: Callable) -> Callable:
         return out
     fwd.__name__ = f"{name}_fwd"
     return fwd
+
+
+_UNARY: list = []
+
+
+def _unary_loop() -> list:
+    _UNARY.append(loops("vml_call").vml_unary)
+    return _UNARY
 
 
 def unary_out(name: str, ufunc: str) -> Callable:
