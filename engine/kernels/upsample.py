@@ -7,7 +7,6 @@ weights and keeps the numpy form of the same arithmetic (without numba); the mat
 replaced rounded differently in 35-50% of the outputs."""
 from __future__ import annotations
 
-import numpy as np
 from numba import njit
 
 from .fastmath import fma
