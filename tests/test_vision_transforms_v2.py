@@ -115,3 +115,14 @@ def test_repr_is_torchvisions():
         "      RandomRotation(degrees=[-15.0, 15.0], interpolation=nearest, expand=False, fill=0)\n"
         ")\n")
     assert repr(pipeline) == expected.rstrip("\n")
+
+
+def test_v1_reprs_are_torchvisions():
+    T = tv.transforms
+    got = [repr(t) for t in (T.RandomRotation(15), T.RandomAffine(10, (0.1, 0.1), (0.9, 1.1), 5), T.RandomErasing(),
+                             T.RandomPosterize(4), T.RandomChoice([T.RandomInvert()]), T.AutoAugment())]
+    assert got == ["RandomRotation(degrees=[-15.0, 15.0], interpolation=nearest, expand=False, fill=0)",
+                   "RandomAffine(degrees=[-10.0, 10.0], translate=(0.1, 0.1), scale=(0.9, 1.1), shear=[-5.0, 5.0])",
+                   "RandomErasing(p=0.5, scale=(0.02, 0.33), ratio=(0.3, 3.3), value=0, inplace=False)",
+                   "RandomPosterize(bits=4,p=0.5)", "RandomChoice(\n    RandomInvert(p=0.5)\n)(p=None)",
+                   "AutoAugment(policy=AutoAugmentPolicy.IMAGENET, fill=None)"]

@@ -108,6 +108,9 @@ class AutoAugment(nn.Module):
                 img = _apply_op(img, op, magnitude, self.interpolation, fill)
         return img
 
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(policy={self.policy}, fill={self.fill})"
+
 
 class RandAugment(nn.Module):
     def __init__(self, num_ops: int = 2, magnitude: int = 9, num_magnitude_bins: int = 31,
@@ -129,6 +132,10 @@ class RandAugment(nn.Module):
             img = _apply_op(img, op, magnitude, self.interpolation, fill)
         return img
 
+    def __repr__(self) -> str:
+        return (f"{type(self).__name__}(num_ops={self.num_ops}, magnitude={self.magnitude}, "
+                f"num_magnitude_bins={self.num_magnitude_bins}, interpolation={self.interpolation}, fill={self.fill})")
+
 
 class TrivialAugmentWide(nn.Module):
     def __init__(self, num_magnitude_bins: int = 31, interpolation=InterpolationMode.NEAREST, fill=None) -> None:
@@ -146,6 +153,10 @@ class TrivialAugmentWide(nn.Module):
         if signed and randint(0, 2, size=(1,)).item():
             magnitude *= -1.0
         return _apply_op(img, op, magnitude, self.interpolation, fill)
+
+    def __repr__(self) -> str:
+        return (f"{type(self).__name__}(num_magnitude_bins={self.num_magnitude_bins}, "
+                f"interpolation={self.interpolation}, fill={self.fill})")
 
 
 class AugMix(nn.Module):
@@ -198,3 +209,7 @@ class AugMix(nn.Module):
         mix = mix.reshape(dims).to(img.dtype)
         return mix if isinstance(orig_img, Tensor) else F.to_pil_image(mix)
 
+    def __repr__(self) -> str:
+        return (f"{type(self).__name__}(severity={self.severity}, mixture_width={self.mixture_width}, "
+                f"chain_depth={self.chain_depth}, alpha={self.alpha}, all_ops={self.all_ops}, "
+                f"interpolation={self.interpolation}, fill={self.fill})")

@@ -32,6 +32,11 @@ def _setup_size(size, error_msg: str) -> tuple[int, int]:
     return size[0], size[1]
 
 
+def _listing(t, head: str = "") -> str:
+    """torchvision's listing of a container: its name, then one transform a line."""
+    return f"{type(t).__name__}({head}" + "".join(f"\n    {x}" for x in t.transforms) + "\n)"
+
+
 def _uniform(low: float, high: float) -> float:
     return float(empty(1).uniform_(low, high).item())
 
@@ -173,6 +178,9 @@ class RandomApply(nn.Module):
             img = t(img)
         return img
 
+    def __repr__(self) -> str:
+        return _listing(self, f"\n    p={self.p}")
+
 
 class RandomCrop(nn.Module):
     @staticmethod
@@ -264,7 +272,9 @@ class RandomResizedCrop(nn.Module):
         return F.resized_crop(img, i, j, h, w, self.size, self.interpolation, antialias=self.antialias)
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}(size={self.size}, scale={self.scale}, ratio={self.ratio})"
+        return (f"{type(self).__name__}(size={self.size}, scale={tuple(round(v, 4) for v in self.scale)}, "
+                f"ratio={tuple(round(v, 4) for v in self.ratio)}, interpolation={F._mode(self.interpolation)}, "
+                f"antialias={self.antialias})")
 
 
 class ColorJitter(nn.Module):
@@ -335,6 +345,9 @@ class RandomGrayscale(nn.Module):
             return F.rgb_to_grayscale(img, F.get_image_num_channels(img))
         return img
 
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(p={self.p})"
+
 
 def _log_ratio_uniform(ratio: Sequence[float]) -> float:
     """exp of a uniform draw between the float32 logs of ``ratio`` (torchvision's aspect-ratio draw)."""
@@ -377,6 +390,12 @@ class RandomRotation(nn.Module):
         angle = self.get_params(self.degrees)
         return F.rotate(img, angle, self.interpolation, self.expand, self.center, _channel_fill(img, self.fill))
 
+    def __repr__(self) -> str:
+        s = (f"{type(self).__name__}(degrees={self.degrees}, interpolation={F._mode(self.interpolation)}, "
+             f"expand={self.expand}")
+        s += f", center={self.center}" if self.center is not None else ""
+        return s + (f", fill={self.fill}" if self.fill is not None else "") + ")"
+
 
 class RandomAffine(nn.Module):
     """Random rotation, translation (fractions of the size), scale and shear, about the centre."""
@@ -411,6 +430,15 @@ class RandomAffine(nn.Module):
         return F.affine(img, angle, list(translate), scale, list(shear), self.interpolation,
                         _channel_fill(img, self.fill), self.center)
 
+    def __repr__(self) -> str:
+        s = f"{type(self).__name__}(degrees={self.degrees}"
+        for name in ("translate", "scale", "shear"):
+            s += f", {name}={getattr(self, name)}" if getattr(self, name) is not None else ""
+        mode = F._mode(self.interpolation)
+        s += f", interpolation={mode}" if mode != "nearest" else ""
+        s += f", fill={self.fill}" if self.fill != 0 else ""
+        return s + (f", center={self.center}" if self.center is not None else "") + ")"
+
 
 class RandomPerspective(nn.Module):
     def __init__(self, distortion_scale: float = 0.5, p: float = 0.5, interpolation=InterpolationMode.BILINEAR,
@@ -437,6 +465,9 @@ class RandomPerspective(nn.Module):
             return F.perspective(img, start, end, self.interpolation, _channel_fill(img, self.fill))
         return img
 
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(p={self.p})"
+
 
 class GaussianBlur(nn.Module):
     def __init__(self, kernel_size, sigma=(0.1, 2.0)) -> None:
@@ -459,6 +490,9 @@ class GaussianBlur(nn.Module):
     def forward(self, img):
         s = self.get_params(self.sigma[0], self.sigma[1])
         return F.gaussian_blur(img, self.kernel_size, [s, s])
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(kernel_size={self.kernel_size}, sigma={self.sigma})"
 
 
 class RandomErasing(nn.Module):
@@ -508,6 +542,10 @@ class RandomErasing(nn.Module):
             return F.erase(img, i, j, h, w, v, self.inplace)
         return img
 
+    def __repr__(self) -> str:
+        return (f"{type(self).__name__}(p={self.p}, scale={self.scale}, ratio={self.ratio}, value={self.value}, "
+                f"inplace={self.inplace})")
+
 
 class _RandomPixelOp(nn.Module):
     """Applies ``_apply`` with probability ``p`` (one ``rand(1)`` draw)."""
@@ -518,6 +556,10 @@ class _RandomPixelOp(nn.Module):
 
     def forward(self, img):
         return self._apply(img) if rand(1).item() < self.p else img
+
+    def __repr__(self) -> str:
+        extra = "".join(f"{k}={v}," for k, v in vars(self).items() if k in ("bits", "threshold", "sharpness_factor"))
+        return f"{type(self).__name__}({extra}p={self.p})"
 
 
 class RandomInvert(_RandomPixelOp):
@@ -570,6 +612,9 @@ class FiveCrop(nn.Module):
     def forward(self, img):
         return F.five_crop(img, self.size)
 
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(size={self.size})"
+
 
 class TenCrop(nn.Module):
     def __init__(self, size, vertical_flip: bool = False) -> None:
@@ -580,6 +625,9 @@ class TenCrop(nn.Module):
     def forward(self, img):
         return F.ten_crop(img, self.size, self.vertical_flip)
 
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(size={self.size}, vertical_flip={self.vertical_flip})"
+
 
 class RandomChoice:
     """One of ``transforms``, picked by Python's ``random`` (as torchvision's v1 does), weighted by ``p``."""
@@ -589,6 +637,9 @@ class RandomChoice:
 
     def __call__(self, *args):
         return random.choices(self.transforms, weights=self.p)[0](*args)
+
+    def __repr__(self) -> str:
+        return _listing(self) + f"(p={self.p})"
 
 
 class RandomOrder:
@@ -603,6 +654,9 @@ class RandomOrder:
         for k in order:
             img = self.transforms[k](img)
         return img
+
+    def __repr__(self) -> str:
+        return _listing(self)
 
 
 class LinearTransformation(nn.Module):
@@ -657,6 +711,10 @@ class ElasticTransform(nn.Module):
         _, height, width = F.get_dimensions(tensor)
         displacement = self.get_params(self.alpha, self.sigma, [height, width])
         return F.elastic_transform(tensor, displacement, self.interpolation, self.fill)
+
+    def __repr__(self) -> str:
+        return (f"{type(self).__name__}(alpha={self.alpha}, sigma={self.sigma}, interpolation={self.interpolation}, "
+                f"fill={self.fill})")
 
 
 __all__ += ["ElasticTransform"]
