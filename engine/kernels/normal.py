@@ -113,17 +113,20 @@ def _fill_blocks(uniforms, out, mean, std):
         out[(k >> 3) * 16 + 8 + (k & 7)] = sin[k]
 
 
+def _fill(blocks, uniforms: np.ndarray, tail: np.ndarray, mean, std, out: np.ndarray) -> np.ndarray:
+    n = out.shape[0]
+    whole = n // 16 * 16
+    blocks(uniforms[:whole], out[:whole], mean, std)
+    if n % 16:
+        blocks(tail[:16], out[n - 16:], mean, std)
+    return out
+
+
 def fill_f32(uniforms: np.ndarray, tail: np.ndarray, mean, std, out: np.ndarray) -> np.ndarray:
     """``out`` (as long as ``uniforms``, at least 16) gets ATen's normals: each whole block of 16
     from its own 16 uniforms, then, if ``len(out) % 16``, the last 16 places again from ``tail``'s
     16 fresh uniforms."""
-    n = out.shape[0]
-    whole = n // 16 * 16
-    mean, std = np.float32(mean), np.float32(std)
-    _fill_blocks(uniforms[:whole], out[:whole], mean, std)
-    if n % 16:
-        _fill_blocks(tail[:16], out[n - 16:], mean, std)
-    return out
+    return _fill(_fill_blocks, uniforms, tail, np.float32(mean), np.float32(std), out)
 
 
 @njit(**_JIT)
@@ -141,10 +144,4 @@ def _fill_blocks_f64(uniforms, out, mean, std):
 
 def fill_f64(uniforms: np.ndarray, tail: np.ndarray, mean, std, out: np.ndarray) -> np.ndarray:
     """``fill_f32``'s layout in double (float64 draws; half and bfloat16 round these)."""
-    n = out.shape[0]
-    whole = n // 16 * 16
-    mean, std = np.float64(mean), np.float64(std)
-    _fill_blocks_f64(uniforms[:whole], out[:whole], mean, std)
-    if n % 16:
-        _fill_blocks_f64(tail[:16], out[n - 16:], mean, std)
-    return out
+    return _fill(_fill_blocks_f64, uniforms, tail, np.float64(mean), np.float64(std), out)
