@@ -119,6 +119,14 @@ def cases(tv, torch) -> dict:
             f"v1/posterize_{name}": lambda img=img: F1.posterize(img, 3),
             f"v1/solarize_{name}": lambda img=img: F1.solarize(img, 128),
         }
+    for name, img in (("u8", su8), ("f32", f32), ("pil", pil)):
+        c[f"v1/gamma_{name}"] = lambda img=img: F1.adjust_gamma(img, 0.7, 1.1)
+    c["v2/linear_transformation"] = lambda: T2.LinearTransformation(
+        torch.from_numpy(np.random.default_rng(3).standard_normal((48, 48)).astype(np.float32)),
+        torch.from_numpy(np.random.default_rng(4).standard_normal(48).astype(np.float32)))(
+            tv.tv_tensors.Image(f32[:, :4, :4].contiguous()))
+    c["v2/kernel_names"] = lambda: [F2.resize_image(u8, [9, 10]), F2.horizontal_flip_image(u8),
+                                    F2.to_dtype_image(u8, torch.float32, scale=True), F2.rotate_mask(u8[:1], 30.0)]
     c["v1/rotate_u8_fill"] = lambda: F1.rotate(su8, 25.0, I.BILINEAR, fill=[10, 200, 30])
     c["v1/erase"] = lambda: F1.erase(u8, 3, 4, 10, 12, torch.tensor([1.0, 2.0, 3.0])[:, None, None])
     # ---------------------------------------------------------------- v2 random transforms, seeded

@@ -465,6 +465,18 @@ def adjust_sharpness(img, sharpness_factor: float):
     return _T.adjust_sharpness(img, sharpness_factor, v1=True)
 
 
+def adjust_gamma(img, gamma: float, gain: float = 1.0):
+    """``gain * img ** gamma`` on [0, 1] values (integer images go through float32 and back)."""
+    _check("adjust_gamma", img)
+    if gamma < 0:
+        raise ValueError("adjust_gamma: gamma should be a non-negative real number")
+    if _is_pil(img):
+        lut = [int((255 + 1 - 1e-3) * gain * pow(e / 255.0, gamma)) for e in range(256)] * 3
+        return img.convert("RGB").point(lut).convert(img.mode)
+    x = img if img.is_floating_point() else convert_image_dtype(img, float32)
+    return convert_image_dtype((gain * x.pow(gamma)).clamp(0, 1), img.dtype)
+
+
 def five_crop(img, size) -> tuple:
     """The four corner crops and the central crop."""
     ch, cw = _pair("five_crop", size)
@@ -481,7 +493,7 @@ def ten_crop(img, size, vertical_flip: bool = False) -> tuple:
 
 
 __all__ += ["rotate", "affine", "perspective", "gaussian_blur", "erase", "posterize", "solarize", "invert",
-            "equalize", "autocontrast", "adjust_sharpness", "five_crop", "ten_crop"]
+            "equalize", "autocontrast", "adjust_sharpness", "adjust_gamma", "five_crop", "ten_crop"]
 
 
 def elastic_transform(img, displacement: Tensor, interpolation=InterpolationMode.BILINEAR, fill=None):

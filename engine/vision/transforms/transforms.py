@@ -671,12 +671,17 @@ class LinearTransformation(nn.Module):
         self.transformation_matrix, self.mean_vector = transformation_matrix, mean_vector
 
     def forward(self, tensor: Tensor) -> Tensor:
-        n = tensor.shape[-3] * tensor.shape[-2] * tensor.shape[-1]
-        if n != self.transformation_matrix.shape[0]:
-            raise ValueError(f"Input tensor and transformation matrix have incompatible shape: {n} features vs "
-                             f"{self.transformation_matrix.shape[0]}")
-        flat = tensor.reshape(-1, n) - self.mean_vector
-        return flat.mm(self.transformation_matrix.to(flat.dtype)).reshape(tensor.shape)
+        return linear_transformation(tensor, self.transformation_matrix, self.mean_vector)
+
+
+def linear_transformation(tensor: Tensor, matrix: Tensor, mean: Tensor) -> Tensor:
+    """Each image flattened, less ``mean``, times ``matrix`` (v1's and v2's ``LinearTransformation``)."""
+    n = tensor.shape[-3] * tensor.shape[-2] * tensor.shape[-1]
+    if n != matrix.shape[0]:
+        raise ValueError(f"Input tensor and transformation matrix have incompatible shape: {n} features vs "
+                         f"{matrix.shape[0]}")
+    flat = tensor.reshape(-1, n) - mean
+    return flat.mm(matrix.to(flat.dtype)).reshape(tensor.shape)
 
 
 __all__ += ["RandomRotation", "RandomAffine", "RandomPerspective", "GaussianBlur", "RandomErasing", "RandomInvert",

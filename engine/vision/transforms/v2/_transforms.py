@@ -25,6 +25,7 @@ from ....distributions.gamma import Beta, sample_dirichlet
 from ... import tv_tensors
 from .._tensor import elastic_displacement
 from ..functional import InterpolationMode
+from ..transforms import linear_transformation
 from . import functional as F
 
 __all__ = ["Transform", "Compose", "RandomApply", "RandomChoice", "RandomOrder", "Lambda", "Identity", "ToImage",
@@ -36,7 +37,8 @@ __all__ = ["Transform", "Compose", "RandomApply", "RandomChoice", "RandomOrder",
            "FiveCrop", "TenCrop", "RandomErasing", "MixUp", "CutMix", "AutoAugmentPolicy", "AutoAugment",
            "RandAugment", "TrivialAugmentWide", "AugMix", "ClampBoundingBoxes", "ConvertBoundingBoxFormat",
            "SanitizeBoundingBoxes", "RandomZoomOut", "RandomIoUCrop", "RandomPhotometricDistort",
-           "RandomChannelPermutation", "ScaleJitter", "RandomShortestSize", "RandomResize"]
+           "RandomChannelPermutation", "ScaleJitter", "RandomShortestSize", "RandomResize",
+           "LinearTransformation"]
 
 
 # ---------------------------------------------------------------- input trees
@@ -585,6 +587,25 @@ def _corners(width: int, height: int, distortion_scale: float) -> tuple[list, li
 def perspective_params(width: int, height: int, distortion_scale: float) -> list[float]:
     start, end = _corners(width, height, distortion_scale)
     return F.perspective_coeffs(start, end)
+
+
+class LinearTransformation(Transform):
+    """(flattened image - mean_vector) @ transformation_matrix, reshaped back (ZCA whitening)."""
+
+    def __init__(self, transformation_matrix: Tensor, mean_vector: Tensor) -> None:
+        super().__init__()
+        self.transformation_matrix, self.mean_vector = transformation_matrix, mean_vector
+
+    def check_inputs(self, flat_inputs: list) -> None:
+        if any(_is_pil(x) for x in flat_inputs):
+            raise TypeError(f"{type(self).__name__}() does not support PIL images.")
+
+    def transform(self, inpt: Any, params: dict[str, Any]) -> Any:
+        if isinstance(inpt, (tv_tensors.Mask, tv_tensors.BoundingBoxes)):
+            return inpt
+        plain = inpt.as_subclass(Tensor) if isinstance(inpt, tv_tensors.TVTensor) else inpt
+        out = linear_transformation(plain, self.transformation_matrix, self.mean_vector)
+        return tv_tensors.wrap(out, like=inpt) if isinstance(inpt, tv_tensors.TVTensor) else out
 
 
 class ElasticTransform(Transform):

@@ -633,3 +633,36 @@ def gaussian_noise(inpt: ImageLike, mean: float = 0.0, sigma: float = 0.1, clip:
 def erase(inpt: ImageLike, i: int, j: int, h: int, w: int, v: Tensor, inplace: bool = False) -> ImageLike:
     return _color("erase", inpt, lambda t: _T.erase(t, i, j, h, w, v, inplace),
                   lambda p: to_pil_image(_T.erase(pil_to_tensor(p), i, j, h, w, v), mode=p.mode))
+
+
+def is_pure_tensor(inpt) -> bool:
+    """A Tensor that is no tv_tensor."""
+    return isinstance(inpt, Tensor) and not isinstance(inpt, tv_tensors.TVTensor)
+
+
+def get_num_channels(inpt: ImageLike) -> int:
+    return get_image_num_channels(inpt)
+
+
+def sanitize_bounding_boxes(bounding_boxes: tv_tensors.BoundingBoxes, min_size: float = 1.0,
+                            min_area: float = 1.0) -> tuple[tv_tensors.BoundingBoxes, Tensor]:
+    """The boxes at least ``min_size`` wide and high, of ``min_area``, inside the canvas; and that mask."""
+    xyxy = _to_xyxy(_plain(bounding_boxes), bounding_boxes.format)
+    h, w = bounding_boxes.canvas_size
+    ws, hs = xyxy[:, 2] - xyxy[:, 0], xyxy[:, 3] - xyxy[:, 1]
+    valid = (ws >= min_size) & (hs >= min_size) & (xyxy >= 0).all(dim=-1) & (ws * hs >= min_area)
+    valid = valid & (xyxy[:, 0] <= w) & (xyxy[:, 2] <= w) & (xyxy[:, 1] <= h) & (xyxy[:, 3] <= h)
+    return tv_tensors.wrap(_plain(bounding_boxes)[valid], like=bounding_boxes), valid
+
+
+# torchvision's per-kind kernel names (``resize_image``, ``hflip_video``...): each dispatching function serves them
+for _name in ("adjust_brightness", "adjust_contrast", "adjust_gamma", "adjust_hue", "adjust_saturation",
+              "adjust_sharpness", "affine", "autocontrast", "center_crop", "crop", "elastic", "equalize", "erase",
+              "five_crop", "gaussian_blur", "gaussian_noise", "horizontal_flip", "invert", "normalize", "pad",
+              "permute_channels", "perspective", "posterize", "resize", "resized_crop", "rotate", "solarize",
+              "ten_crop", "to_dtype", "vertical_flip", "get_dimensions", "get_size", "rgb_to_grayscale",
+              "grayscale_to_rgb"):
+    for _kind in ("image", "video", "mask"):
+        globals()[f"{_name}_{_kind}"] = globals()[_name]
+del _name, _kind
+
