@@ -78,3 +78,20 @@ def test_exports_to_onnx_resize(mode, shape, kw, align):
     session = ort.InferenceSession(buf.getvalue())
     got = session.run(None, {session.get_inputs()[0].name: x.numpy()})[0]
     np.testing.assert_allclose(got, Up()(x).numpy(), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("mode,kw,tol", [("bilinear", dict(size=(13, 31)), 0), ("bilinear", dict(size=(40, 10)), 0),
+                                         ("bilinear", dict(size=(13, 31), antialias=True), 0),
+                                         ("bicubic", dict(size=(13, 31), antialias=True), 0),
+                                         ("bicubic", dict(size=(40, 10)), 12),
+                                         ("bilinear", dict(size=(13, 31), align_corners=True), 1),
+                                         ("nearest", dict(size=(13, 31)), 0)])
+def test_uint8_images_resample_as_pytorchs_integer_kernel(mode, kw, tol):
+    """uint8 bilinear/bicubic through PyTorch's fixed-point kernel (``nn/_resize_u8.py``; the float formula
+    in uint8 overflowed, 200+ off); bicubic without antialiasing within 12 (its weights are not
+    reproduced), ``align_corners`` in float32 rounded back, within 1."""
+    x = np.random.default_rng(0).integers(0, 256, (1, 3, 20, 24)).astype(np.uint8)
+    want = torch.nn.functional.interpolate(torch.from_numpy(x), mode=mode, **kw).numpy().astype(int)
+    got = tapelab.nn.functional.interpolate(tapelab.tensor(x), mode=mode, **kw)
+    assert got.dtype == tapelab.uint8
+    assert np.abs(got.numpy().astype(int) - want).max() <= tol

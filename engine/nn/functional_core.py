@@ -20,7 +20,7 @@ from ..base.dispatch_state import STATE as _DISPATCH
 from ..ops.indexing import one_hot
 from ..ops.movement import pad
 from ..core.tensor import Tensor, _wrap_dim
-from . import _fused, _fused_linear, _ops, _upsample
+from . import _fused, _fused_linear, _ops, _resize_u8, _upsample
 
 __all__ = [
     "linear", "bilinear", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
@@ -602,6 +602,11 @@ def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "neares
             scales = (None,) * nd
     if mode == "area":
         return _adaptive_avg_pool(input, out, nd, f"adaptive_avg_pool{nd}d")
+    if _resize_u8.applies(input, mode, align_corners, antialias):
+        return _resize_u8.resize(input, out, mode, antialias)
+    if input.dtype == _dt.uint8 and not mode.startswith("nearest"):   # in float32, rounded back (uint8 sums overflow)
+        return interpolate(input.float(), size, scale_factor, mode, align_corners, recompute_scale_factor,
+                           antialias).round().clamp(0, 255).to(_dt.uint8)
     if mode in ("linear", "bilinear") and _upsample.applies(input, nd, antialias):
         return composite(f"upsample_{mode}",
                          lambda x: _upsample.upsample_linear(x, out, scales, bool(align_corners)), input)

@@ -22,7 +22,7 @@ from ....ops.movement import stack
 from ... import tv_tensors
 from .. import _tensor as _T
 from .. import functional as _v1
-from .._resize_u8 import resize_uint8
+from ....nn._resize_u8 import resize_uint8
 from ..functional import (InterpolationMode, _is_pil, _mode, _pil, get_dimensions, get_image_num_channels,  # noqa: F401
                           get_image_size, perspective_coeffs, pil_to_tensor, to_pil_image, to_tensor)
 

@@ -1,4 +1,5 @@
-"""uint8 image resizing as PyTorch's CPU kernel computes it (what torchvision's v2 ``resize`` runs on uint8).
+"""uint8 image resizing as PyTorch's CPU kernel computes it: ``interpolate``'s bilinear and bicubic modes on a
+uint8 image, and so torchvision's v2 ``resize``.
 
 PyTorch resamples uint8 images without a float round trip: per axis, Pillow's filter weights (normalised,
 in double) become int16 fixed-point numbers with as many fraction bits as fit, each output pixel is the
@@ -10,6 +11,12 @@ from __future__ import annotations
 import math
 
 import numpy as np
+
+from ..base.backend import asnumpy
+from ..base.meta import has_data
+from ..core.dispatch import apply
+from ..core.registry import NONE, Op
+from ..core.tensor import Tensor
 
 
 def _filter(mode: str, antialias: bool):
@@ -72,3 +79,24 @@ def resize_uint8(arr: np.ndarray, size: tuple[int, int], mode: str, antialias: b
     if h != x.shape[-2]:
         x = np.swapaxes(_pass(np.swapaxes(x, -1, -2), h, mode, antialias), -1, -2)
     return np.ascontiguousarray(x.astype(np.uint8))
+
+
+def _fwd(xp, x, *, size, mode, antialias):
+    if not has_data(xp):
+        return xp.empty(x.shape[:-2] + tuple(size), x.dtype)
+    return xp.asarray(resize_uint8(asnumpy(xp, x), tuple(size), mode, antialias))
+
+
+_resize = Op("upsample_uint8", _fwd, None, saves=NONE,
+             aten=lambda shapes, params: f"_upsample_{params['mode']}2d{'_aa' if params['antialias'] else ''}")
+
+
+def applies(input: Tensor, mode: str, align_corners, antialias: bool) -> bool:
+    """Whether ``interpolate`` resamples with PyTorch's integer kernel: a 4-d uint8 image, bilinear or
+    bicubic, without ``align_corners`` (PyTorch's uint8 kernel; float math in uint8 overflowed)."""
+    return (input._data.dtype == np.uint8 and input.ndim == 4 and mode in ("bilinear", "bicubic")
+            and not align_corners)
+
+
+def resize(input: Tensor, size: tuple, mode: str, antialias: bool) -> Tensor:
+    return apply(_resize, input, size=tuple(int(s) for s in size), mode=mode, antialias=bool(antialias))
