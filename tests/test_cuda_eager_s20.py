@@ -49,7 +49,8 @@ def test_multi_tensor_step_on_cuda_equals_the_tensor_path_torch_and_cpu(name):
     _, ref = _train(torch, name, "cpu", foreach=False)
     for a, s, c, r in zip(fast, slow, cpu, ref):
         np.testing.assert_array_equal(a, s)
-        np.testing.assert_array_equal(a, c)
+        # the cpu's tanh and Adam's square root are MKL's (as PyTorch's cpu kernels), a device's its own
+        np.testing.assert_allclose(a, c, rtol=2e-6, atol=1e-6)
         np.testing.assert_allclose(a, r, rtol=1e-6, atol=1e-6)   # the forward's float32 sums differ
 
 
