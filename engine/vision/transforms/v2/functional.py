@@ -458,10 +458,18 @@ def rgb_to_grayscale(inpt: ImageLike, num_output_channels: int = 1) -> ImageLike
 to_grayscale = rgb_to_grayscale
 
 
+def _gray_to_rgb(t: Tensor) -> Tensor:
+    """Three channels from one; three or more stay as they are; two fail as torchvision's unpacking does."""
+    channels = t.shape[-3]
+    if channels >= 3:
+        return t
+    if channels != 1:
+        raise ValueError(f"not enough values to unpack (expected 3, got {channels})")
+    return t.repeat(*[1] * (t.ndim - 3), 3, 1, 1)
+
+
 def grayscale_to_rgb(inpt: ImageLike) -> ImageLike:
-    return _color("grayscale_to_rgb", inpt,
-                  lambda t: t if t.shape[-3] >= 3 else t.repeat(*[1] * (t.ndim - 3), 3, 1, 1),
-                  lambda p: p.convert("RGB"))
+    return _color("grayscale_to_rgb", inpt, _gray_to_rgb, lambda p: p.convert("RGB"))
 
 
 def permute_channels(inpt: ImageLike, permutation: list[int]) -> ImageLike:
