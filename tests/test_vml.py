@@ -33,7 +33,9 @@ def test_unary_ops_are_pytorchs_bit_for_bit(name, domain, dtype):
     out = getattr(tapelab, name)(m)
     assert out.stride() == m.stride()
     np.testing.assert_array_equal(out.numpy(), want[:4096].reshape(64, 64).T)
-    np.testing.assert_array_equal(getattr(tapelab, name)(tapelab.tensor(x[:5])).numpy(), want[:5])
+    # below MIN_SIZE numbers numpy's function (a VML call costs more there): within its ulps
+    tol = 3e-7 if dtype == "float32" else 1e-15
+    np.testing.assert_allclose(getattr(tapelab, name)(tapelab.tensor(x[:5])).numpy(), want[:5], rtol=tol)
     t = tapelab.tensor(x)
     getattr(t, name + "_")()
     np.testing.assert_array_equal(t.numpy(), want)
@@ -56,6 +58,7 @@ def test_adam_steps_are_pytorchs_bit_for_bit():
 
 def test_without_vml_the_numpy_functions_run():
     x = tapelab.tensor(DOMAINS["wide"].astype(np.float32))
+    assert vml.MIN_SIZE <= x.numel()
     lib = vml._LIB[0]
     vml._LIB[0] = None
     try:

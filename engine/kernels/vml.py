@@ -3,8 +3,9 @@
 mode, non-contiguous operands copied through a contiguous buffer first).
 
 With the ``mkl`` package installed (``pip install tapelab[mkl]``, x86-64) these ops give PyTorch's numbers
-bit for bit; numpy's own SIMD functions are within an ulp or two but differ in the last bit of up to 40%
-of float32 results (``exp``), 20% of float64 ones (``tanh``). PyTorch keeps ``expm1``, ``log1p``, ``sinh``,
+bit for bit from ``MIN_SIZE`` numbers up (below it a call costs more than the difference is worth);
+numpy's own SIMD functions are within an ulp or two but differ in the last bit of up to 40% of float32
+results (``exp``), 20% of float64 ones (``tanh``). PyTorch keeps ``expm1``, ``log1p``, ``sinh``,
 ``cosh`` and ``exp2`` off VML, and so does this. The library is loaded through ctypes on first use with
 sequential threading (tapelab's pool splits work itself), its calls made from one numba function; without
 MKL or numba, or with ``TAPELAB_VML=0``, the ops keep numpy's functions. ``TAPELAB_EAGER_KERNELS=0`` leaves
@@ -31,6 +32,9 @@ NAMES = {"exp": "Exp", "log": "Ln", "log10": "Log10", "log2": "Log2", "sqrt": "S
          "erfinv": "ErfInv"}
 _MODE = 0x2 | 0x00140000 | 0x100   # VML_HA | VML_FTZDAZ_OFF | VML_ERRMODE_IGNORE, as ATen's calls
 _SEQUENTIAL = 1                    # MKL_THREADING_SEQUENTIAL
+# Below this many numbers the ops keep numpy's function: a VML call through numba's dispatcher costs
+# ~0.9 us more than numpy's on 16 numbers, which the per-op rows (a 16-element chain) paid at every op.
+MIN_SIZE = 64
 _FUNCS: dict = {}
 _LIB: list = []
 
@@ -83,7 +87,7 @@ def unary(name: str, fallback: Callable) -> Callable:
     keys = {"f": (name, "f"), "d": (name, "d")}
 
     def fwd(xp, a):
-        if type(a) is not np.ndarray or (_LIB[0] if _LIB else _library()) is None:
+        if type(a) is not np.ndarray or a.size < MIN_SIZE or (_LIB[0] if _LIB else _library()) is None:
             return fallback(xp, a)
         key = keys.get(a.dtype.char)
         if key is None:
@@ -113,7 +117,7 @@ def unary_out(name: str, ufunc: str) -> Callable:
     contiguous array where ``unary`` would take VML, else the array namespace's ``ufunc`` with ``out=``."""
     def fwd_out(xp, a, *, out):
         (res,) = out
-        if _takes(xp, a) and res.dtype == a.dtype and res.flags.c_contiguous:
+        if res.size >= MIN_SIZE and _takes(xp, a) and res.dtype == a.dtype and res.flags.c_contiguous:
             if res.size:
                 src = a if a.flags.c_contiguous and a.shape == res.shape else \
                     np.ascontiguousarray(np.broadcast_to(a, res.shape))
