@@ -24,7 +24,7 @@ import numpy as np
 
 from .switch import loops
 
-__all__ = ["available", "unary", "unary_out", "sqrt_call"]
+__all__ = ["available", "unary", "unary_out"]
 
 # op name -> VML's function name
 NAMES = {"exp": "Exp", "log": "Ln", "log10": "Log10", "log2": "Log2", "sqrt": "Sqrt", "sin": "Sin", "cos": "Cos",
@@ -81,13 +81,13 @@ def _takes(xp, a) -> bool:
     return type(a) is np.ndarray and a.dtype.char in "fd" and (_LIB[0] if _LIB else _library()) is not None
 
 
-def unary(name: str, fallback: Callable) -> Callable:
-    """The forward of op ``name``: VML on a float32 or float64 numpy array when MKL is loaded, else
-    ``fallback(xp, a)``."""
+def unary(name: str, fallback: Callable, min_size: int = MIN_SIZE) -> Callable:
+    """The forward of op ``name``: VML on a float32 or float64 numpy array of ``min_size`` numbers or
+    more when MKL is loaded, else ``fallback(xp, a)``."""
     keys = {"f": (name, "f"), "d": (name, "d")}
 
     def fwd(xp, a):
-        if type(a) is not np.ndarray or a.size < MIN_SIZE or (_LIB[0] if _LIB else _library()) is None:
+        if type(a) is not np.ndarray or a.size < min_size or (_LIB[0] if _LIB else _library()) is None:
             return fallback(xp, a)
         key = keys.get(a.dtype.char)
         if key is None:
@@ -127,11 +127,3 @@ def unary_out(name: str, ufunc: str) -> Callable:
     fwd_out.__name__ = f"{name}_fwd_out"
     return fwd_out
 
-
-def sqrt_call(dtype) -> tuple[int, int]:
-    """``(address, mode)`` of VML's square root for ``dtype``, or ``(0, 0)`` without VML: fused loops that
-    take a square root as PyTorch's ``Tensor.sqrt`` would (the Adam step's denominator) call it."""
-    dtype = np.dtype(dtype)
-    if (_LIB[0] if _LIB else _library()) is None:
-        return 0, 0
-    return _FUNCS.get(("sqrt", dtype.char)) or _address("sqrt", dtype), _MODE

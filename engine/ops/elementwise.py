@@ -265,7 +265,8 @@ log10 = _unary("log10", _vml.unary("log10", lambda xp, a: xp.log10(a)),
 log1p = _unary("log1p", lambda xp, a: xp.log1p(a),
                lambda g, out, a: (g / (a + 1),) if g._data.dtype.kind != "c" else (g / cj(a + 1),),
                out_form="log1p", complex=True, onnx=lambda g, a: g.op("Log", g.op("Add", a, 1.0)))
-_sqrt_fwd = _vml.unary("sqrt", lambda xp, a: xp.sqrt(a))   # the optimizers' denominators read it too
+# VML at every size: the optimizers' denominators (exp_avg_sq.sqrt(), a bias of ten numbers too) read it
+_sqrt_fwd = _vml.unary("sqrt", lambda xp, a: xp.sqrt(a), min_size=0)
 sqrt = _unary("sqrt", _sqrt_fwd,
               lambda g, out, a: (g / (2 * out),) if g._data.dtype.kind != "c" else (g / (2 * cj(out)),),
               reads="output", fwd_out=_vml.unary_out("sqrt", "sqrt"), complex=True, onnx="Sqrt")

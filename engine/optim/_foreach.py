@@ -176,7 +176,12 @@ class _FusedAdam:
                                 f32(-(self.lr / (1 - self.beta1 ** step))))
         if data.ndim != 1:
             data, g, m, v = data.reshape(-1), g.reshape(-1), m.reshape(-1), v.reshape(-1)
-        kernels.loops("optim").adam(data, g, m, v, *self.args, *self.corrections, *vml.sqrt_call(np.float32))
+        loop = kernels.loops("optim")
+        if vml.available():   # PyTorch's denominator reads exp_avg_sq.sqrt(): VML's square root, between two loops
+            loop.adam_moments(data, g, m, v, *self.args)
+            loop.adam_apply(data, m, _sqrt_fwd(np, v), *self.corrections)
+        else:
+            loop.adam(data, g, m, v, *self.args, *self.corrections)
         if self.bump_decay:
             _bump(p)
         for t in (st["exp_avg"], st["exp_avg_sq"], p):
