@@ -14,6 +14,24 @@ from numba import njit
 __all__ = ["adam", "adam_moments", "adam_apply"]
 
 
+@njit(cache=True, error_model="numpy", nogil=True, inline="always")
+def _moments(i, p, g, m, v, decay, coupled, lerp_small, coeff, beta2, one_minus_beta2):
+    """Element ``i``'s moments written into ``m`` and ``v``; returns the decayed parameter, ``m`` and ``v``."""
+    f64, f32 = np.float64, np.float32
+    pi = p[i]
+    if decay != f32(1.0):
+        pi = pi * decay
+    gi = g[i]
+    if coupled != f32(0.0):
+        gi = f32(f64(pi) * f64(coupled) + f64(gi))
+    mi = m[i]
+    mi = f32(f64(coeff) * f64(gi - mi) + f64(mi if lerp_small else gi))
+    m[i] = mi
+    vi = f32(f64(one_minus_beta2 * gi) * f64(gi) + f64(v[i] * beta2))
+    v[i] = vi
+    return pi, mi, vi
+
+
 @njit(cache=True, error_model="numpy", nogil=True)
 def adam(p, g, m, v, decay, coupled, lerp_small, coeff, beta2, one_minus_beta2, bc2, eps, neg_step):
     """One step on flat arrays, in place on ``p``, ``m``, ``v``: ``p *= decay`` (decoupled weight
@@ -21,19 +39,8 @@ def adam(p, g, m, v, decay, coupled, lerp_small, coeff, beta2, one_minus_beta2, 
     towards ``g`` (PyTorch's fused multiply-add by ``coeff``: the weight, or the weight - 1 from
     ``g``), ``v = fma((1 - beta2) g, g, v beta2)`` (addcmul's) and ``p += (-step m) / (sqrt(v) / bc2 + eps)``
     (addcdiv's order). A fused multiply-add is float64 arithmetic rounded once to float32."""
-    f64, f32 = np.float64, np.float32
     for i in range(p.shape[0]):
-        pi = p[i]
-        if decay != f32(1.0):
-            pi = pi * decay
-        gi = g[i]
-        if coupled != f32(0.0):
-            gi = f32(f64(pi) * f64(coupled) + f64(gi))
-        mi = m[i]
-        mi = f32(f64(coeff) * f64(gi - mi) + f64(mi if lerp_small else gi))
-        m[i] = mi
-        vi = f32(f64(one_minus_beta2 * gi) * f64(gi) + f64(v[i] * beta2))
-        v[i] = vi
+        pi, mi, vi = _moments(i, p, g, m, v, decay, coupled, lerp_small, coeff, beta2, one_minus_beta2)
         p[i] = pi + (neg_step * mi) / (np.sqrt(vi) / bc2 + eps)
 
 
@@ -41,18 +48,8 @@ def adam(p, g, m, v, decay, coupled, lerp_small, coeff, beta2, one_minus_beta2, 
 def adam_moments(p, g, m, v, decay, coupled, lerp_small, coeff, beta2, one_minus_beta2):
     """``adam``'s first part, for a square root taken outside the loop (VML's, as PyTorch's
     ``exp_avg_sq.sqrt()``): the decayed parameter into ``p``, the moments into ``m`` and ``v``."""
-    f64, f32 = np.float64, np.float32
     for i in range(p.shape[0]):
-        pi = p[i]
-        if decay != f32(1.0):
-            pi = pi * decay
-        gi = g[i]
-        if coupled != f32(0.0):
-            gi = f32(f64(pi) * f64(coupled) + f64(gi))
-        mi = m[i]
-        m[i] = f32(f64(coeff) * f64(gi - mi) + f64(mi if lerp_small else gi))
-        v[i] = f32(f64(one_minus_beta2 * gi) * f64(gi) + f64(v[i] * beta2))
-        p[i] = pi
+        p[i] = _moments(i, p, g, m, v, decay, coupled, lerp_small, coeff, beta2, one_minus_beta2)[0]
 
 
 @njit(cache=True, error_model="numpy", nogil=True)
