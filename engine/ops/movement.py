@@ -191,7 +191,7 @@ def _slice_fwd(xp, x, *, key):
     out = x[key]
     if None in key and type(out) is np.ndarray:
         strides = list(out.strides)
-        rest = x.ndim - sum(k is not None and k is not Ellipsis for k in key)   # the dims an Ellipsis takes
+        rest = x.ndim - len(key) + key.count(None) + key.count(Ellipsis)   # the dims an Ellipsis takes
         i = o = 0
         for k in key:
             if k is None:
@@ -201,8 +201,13 @@ def _slice_fwd(xp, x, *, key):
                 i, o = i + rest, o + rest
             else:
                 i, o = i + 1, o + (type(k) is slice)
-        if tuple(strides) != out.strides:
-            out = np.lib.stride_tricks.as_strided(out, out.shape, strides, writeable=out.flags.writeable)
+        strides = tuple(strides)
+        if strides != out.strides:
+            # adding dims of one element never copies, and numpy's reshape strides them as ATen's
+            # unsqueeze in the common cases (x[None], y[:, None]): 0.4 us against as_strided's 4
+            out = x[tuple(k for k in key if k is not None)].reshape(out.shape)
+            if out.strides != strides:
+                out = np.lib.stride_tricks.as_strided(out, out.shape, strides, writeable=out.flags.writeable)
     return out
 
 
