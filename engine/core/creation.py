@@ -115,6 +115,7 @@ def from_dlpack(ext) -> Tensor:
 
 
 _INT64_MAX = 2 ** 63 - 1
+_SIZE_TYPES = (tuple, list, Size)
 
 
 def _size(size, fn: str, keyword=None) -> tuple:
@@ -123,6 +124,13 @@ def _size(size, fn: str, keyword=None) -> tuple:
     ``keyword`` is a ``size=`` given by name (``torch.empty(size=(2, 3))``), which PyTorch's
     factories accept in place of the positional sizes.
     """
+    if keyword is None:   # the common call, zeros(64, 10) or zeros((64, 10)): plain non-negative ints
+        dims = size[0] if len(size) == 1 and type(size[0]) in _SIZE_TYPES else size
+        for s in dims:
+            if type(s) is not int or s < 0 or s > _INT64_MAX:
+                break
+        else:
+            return tuple(dims)
     if keyword is not None:
         if size:
             raise TypeError(f"{fn}() got multiple values for argument 'size'")
@@ -201,19 +209,24 @@ def _dev(device) -> Device:
 
 
 def _fill(size: tuple, value, dtype, dev: Device, requires_grad: bool) -> Tensor:
-    return _finish(_allocate(FULL, size, dtype or get_default_dtype(), dev, fill_value=value), requires_grad)
+    t = _allocate(FULL, size, dtype or get_default_dtype(), dev, fill_value=value)
+    return t.requires_grad_(True) if requires_grad else t
 
 
 def zeros(*shape, size=None, dtype=None, device=None, requires_grad: bool = False,
           layout=None, pin_memory: bool = False, out=None) -> Tensor:
-    _strided("zeros", layout)
-    return _fill(_size(shape, "zeros", size), 0, dtype, _dev(device), requires_grad)
+    if layout is not None:
+        _strided("zeros", layout)
+    return _fill(_size(shape, "zeros", size), 0, dtype,
+                 _DEFAULT.device if device is None else Device(device), requires_grad)
 
 
 def ones(*shape, size=None, dtype=None, device=None, requires_grad: bool = False,
          layout=None, pin_memory: bool = False, out=None) -> Tensor:
-    _strided("ones", layout)
-    return _fill(_size(shape, "ones", size), 1, dtype, _dev(device), requires_grad)
+    if layout is not None:
+        _strided("ones", layout)
+    return _fill(_size(shape, "ones", size), 1, dtype,
+                 _DEFAULT.device if device is None else Device(device), requires_grad)
 
 
 def empty(*shape, size=None, dtype=None, device=None, requires_grad: bool = False, **_) -> Tensor:

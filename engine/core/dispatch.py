@@ -367,6 +367,8 @@ def _compile(op):
     Only for compute ops of one output declared as ``Op`` (False otherwise: ``eager`` always);
     a view op's result shares its input's version counter, as in ``_result``. Built once, at the op's first dispatch; nothing here runs with a mode, an ``op``
     subscriber or anomaly detection on (``apply`` sends those to ``_observed``)."""
+    if type(op) is Op and op.kind == "factory" and not op.n_extra:
+        return _compile_factory(op)
     if type(op) is not Op or op.kind != "compute" or op.n_extra:
         return False
     fwd, vjp, save_output, complex_ok, is_view = op.fwd, op.vjp, op.save_output, op.complex, op.is_view
@@ -469,6 +471,34 @@ def _compile(op):
             else:   # OTHERS with one input needing a gradient: the other input's value
                 versions = [(1, b._vc[0])] if ra else [(0, a._vc[0])]
         res.grad_fn = _op_node(op, args, params, edges, out, out_vc, versions, save_output)
+        return res
+    return run
+
+
+def _compile_factory(op):
+    """A factory's eager path while nobody watches (``zeros``, ``empty``, ``arange``, ``tensor``): no
+    operands to check or promote, nothing to record; the device is the ``device`` parameter."""
+    fwd = op.fwd
+
+    def run(args, params):
+        dev = params.get("device")
+        if args or dev is None:
+            return eager(op, args, params)
+        xp = dev._xp or dev.xp
+        try:
+            out = fwd(xp, **params)
+        except Exception as e:  # noqa: BLE001 - _failed re-raises what it does not handle
+            out = _failed(op, fwd, dev, (), args, params, e)
+        if type(out) is not _ndarray and not hasattr(out, "__dlpack__"):
+            out = dev.xp.asarray(out)
+        res = _new(Tensor)
+        res._data = out
+        res._out_nr = 0
+        res._device = dev
+        res._grad = None
+        res._vc = [0]
+        res.requires_grad = False
+        res.grad_fn = None
         return res
     return run
 
