@@ -20,7 +20,7 @@ from ..base.dispatch_state import STATE as _DISPATCH
 from ..ops.indexing import one_hot
 from ..ops.movement import pad
 from ..core.tensor import Tensor, _wrap_dim
-from . import _fused, _fused_linear, _ops, _resize_u8, _upsample
+from . import _fused, _fused_linear, _ops, _pool_checks, _resize_u8, _upsample
 
 __all__ = [
     "linear", "bilinear", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
@@ -203,19 +203,10 @@ def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_paddi
 
 
 # ---------------------------------------------------------------- pooling
-def _pool_args(kernel_size, stride, padding, nd: int) -> tuple[tuple, tuple, tuple]:
-    k = _ntuple(kernel_size, nd, "kernel_size")
-    s = k if stride is None or (isinstance(stride, (list, tuple)) and not stride) else _ntuple(stride, nd, "stride")
-    return k, s, _ntuple(padding, nd, "padding")
-
-
 def _max_pool(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices, nd, name):
+    k, s, p, d = _pool_checks.max_pool_args(input, kernel_size, stride, padding, dilation, ceil_mode,
+                                            return_indices, nd)
     x, squeeze = _batched(input, nd, name)
-    k, s, p = _pool_args(kernel_size, stride, padding, nd)
-    d = _ntuple(dilation, nd, "dilation")
-    if any(pi > (di * (ki - 1) + 1) // 2 for pi, ki, di in zip(p, k, d)):
-        raise RuntimeError(f"pad should be at most half of effective kernel size, but got pad={p[0]}, "
-                           f"kernel_size={k[0]} and dilation={d[0]}")
     if not return_indices and _ops.blocks_divide(x.shape[2:], k, s, p, d):
         return _unbatch(_ops.max_pool_blocks(x, k), squeeze)     # the 2x2 pool: no indices needed
     out, idx = _ops.max_pool(x, k, s, p, d, ceil_mode)
@@ -240,11 +231,8 @@ def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
 
 
 def _avg_pool(input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, nd, name):
+    k, s, p = _pool_checks.avg_pool_args(input, kernel_size, stride, padding, ceil_mode, divisor_override, nd)
     x, squeeze = _batched(input, nd, name)
-    k, s, p = _pool_args(kernel_size, stride, padding, nd)
-    if any(pi > ki // 2 for pi, ki in zip(p, k)):
-        raise RuntimeError(f"pad should be at most half of effective kernel size, but got pad={p[0]}, "
-                           f"kernel_size={k[0]} and dilation=1")
     out = _ops.avg_pool(x, k, s, p, ceil_mode, count_include_pad, divisor_override)
     return _unbatch(out, squeeze)
 

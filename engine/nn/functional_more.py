@@ -139,7 +139,7 @@ def adaptive_max_pool3d_with_indices(input: Tensor, output_size, return_indices:
 # ---------------------------------------------------------------- power-average pooling
 def _lp_pool(input, norm_type, kernel_size, stride, ceil_mode, nd):
     k = _ntuple(kernel_size, nd, "kernel_size")
-    pooled = _avg_pool(input.pow(norm_type), k, stride, 0, ceil_mode, True, None, nd, f"lp_pool{nd}d")
+    pooled = _avg_pool(input.pow(norm_type), k, stride, 0, ceil_mode, True, None, nd, f"avg_pool{nd}d")
     # sign * relu(abs) keeps an odd power's negative averages at zero, as PyTorch does
     return (pooled.sign() * pooled.abs().relu()).mul(math.prod(k)).pow(1.0 / norm_type)
 
