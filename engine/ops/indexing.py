@@ -29,7 +29,7 @@ from ..core.dispatch import STATE, apply
 from ..autograd.views import apply_, nograd_view_error, overlap_error
 from .movement import _ALL, _base_requires_grad, _mark, _slice, broadcast_shapes, expand
 from ..core.registry import NONE, OTHERS, Op
-from ._util import Tensor, _wrap_dim, sum_to
+from ._util import Tensor, _wrap_dim, along_key, sum_to
 from ..base.dtype import FLOATING_KINDS
 
 __all__ = ["index_select", "gather", "scatter", "scatter_add", "scatter_reduce", "index_add", "index_fill",
@@ -629,47 +629,20 @@ def index_fill_(self: Tensor, dim: int, index: Tensor, value) -> Tensor:
 
 
 # ---------------------------------------------------------------- gather / scatter
-def _along(xp, index, dim: int) -> tuple:
-    """The advanced key that reads ``x[..., index[i, j, ...], ...]`` at position (i, j, ...)."""
-    nd = index.ndim
-    key = []
-    for d, n in enumerate(index.shape):
-        key.append(index if d == dim else _grid(xp, n, nd - d - 1))
-    return tuple(key)
-
-
-_GRIDS: dict = {}   # (n, trailing ones) -> a read-only numpy arange column, shared by every call
-
-
-def _grid(xp, n: int, ones: int):
-    """``arange(n)`` shaped to broadcast along one dim of an index; on numpy cached (at most 256),
-    since a small gather's own arange and reshape cost more than its fancy indexing (0.65 vs 1.0 us)."""
-    if xp is not np:
-        return xp.arange(n).reshape((-1,) + (1,) * ones)
-    grid = _GRIDS.get((n, ones))
-    if grid is None:
-        if len(_GRIDS) >= 256:
-            _GRIDS.clear()
-        grid = np.arange(n).reshape((-1,) + (1,) * ones)
-        grid.flags.writeable = False
-        _GRIDS[(n, ones)] = grid
-    return grid
-
-
 def _fit(src, shape):
     return src if src.shape == shape else src[tuple(slice(0, n) for n in shape)]
 
 
 def _gather_fwd(xp, x, index, *, dim):
     try:
-        return x[_along(xp, index, dim)]
+        return x[along_key(xp, index, dim)]
     except IndexError as e:
         raise RuntimeError(f"gather(): {e}") from None
 
 
 def _scatter_fwd(xp, x, index, src, *, dim, reduce):
     out = x.copy()
-    key = _along(xp, index, dim)
+    key = along_key(xp, index, dim)
     if not isinstance(src, (int, float)):
         src = _fit(src, index.shape)
     try:
@@ -772,7 +745,7 @@ def _reduce_identity(xp, reduce: str, dtype):
 
 def _scatter_reduce_fwd(xp, x, index, src, *, dim, reduce, include_self):
     out = x.copy()
-    key = _along(xp, index, dim)
+    key = along_key(xp, index, dim)
     src = _fit(src, index.shape)
     if not include_self:
         identity = _reduce_identity(xp, reduce, x.dtype)

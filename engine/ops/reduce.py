@@ -22,7 +22,7 @@ from ..base.coo import COOArray, unsupported
 from ..core.dispatch import apply
 from ..core.overrides import handle_torch_function, has_tensor_like
 from ..core.registry import NONE, OTHERS, Op, kernel_refusal
-from ._util import Tensor, dim_or_axis, norm_dims, numpy_names
+from ._util import Tensor, along_key, dim_or_axis, norm_dims, numpy_names
 from ..base import dtype as _dtype
 from ..base.dtype import BFLOAT16_NP, FLOATING_KINDS, INEXACT_KINDS, in_float32
 from .conjugation import conj as cj
@@ -145,7 +145,10 @@ def _nonempty(input: Tensor, dims, op: str) -> None:
 def _take_fwd(xp, x, idx, *, dim, keepdim):
     if x.ndim == 0:
         return x.copy()
-    v = x[idx] if x.ndim == 1 else xp.take_along_axis(x, idx, axis=dim)   # 1-d: a plain take (~1 us, not ~6)
+    if x.ndim == 1:
+        v = x[idx]   # a plain take (~1 us, not ~6)
+    else:   # on numpy fancy indexing with cached grids: 1.7 us against take_along_axis's 3.9 (64x10)
+        v = x[along_key(xp, idx, dim)] if xp is np else xp.take_along_axis(x, idx, axis=dim)
     return v if keepdim else v.squeeze(dim)
 
 
