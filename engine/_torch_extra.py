@@ -26,6 +26,7 @@ from .core.storage import UntypedStorage
 from .core.tensor import Tensor
 from . import compiler as _compiler
 from .nn import functional as F
+from .nn.functional_core import _kl_div
 from .ops.conjugation import view_as_complex, view_as_real
 
 __all__ = []   # filled below: every public function defined or generated here
@@ -316,7 +317,7 @@ def kl_div(input, target, reduction=1, *, log_target: bool = False) -> Tensor:
     if _DISPATCH.functions is not None and has_tensor_like((input, target, reduction)):
         return handle_torch_function(kl_div, (input, target, reduction), input, target, reduction=reduction,
                                      log_target=log_target)
-    return F.kl_div(input, target, reduction=_reduction(reduction), log_target=log_target)
+    return _kl_div(input, target, _reduction(reduction), log_target)    # ATen's op: no reduction warning
 
 
 @_public

@@ -154,3 +154,83 @@ def test_pooling_checks_raise_again_after_a_cached_success():
         with pytest.raises(RuntimeError, match=r"Given input size: \(1x1x1\). Calculated output size: \(1x0x0\)"):
             F.max_pool2d(_data(tapelab, 1, 1, 1, 1), 2)
     assert F.max_pool2d(x, 2).tolist() == torch.nn.functional.max_pool2d(_data(torch, 1, 1, 4, 4), 2).tolist()
+
+
+# ---------------------------------------------------------------- functional's warnings and argument checks
+def _warned(fn, lib):
+    """``fn(lib)``'s outcome (as ``_outcome``) and the messages of the warnings it gave, in order, with
+    tapelab's package name written as PyTorch's."""
+    import warnings
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        res = _outcome(fn, lib)
+    res = tuple(x.replace("tapelab.", "torch.") if isinstance(x, str) else x for x in res)
+    return res, [(w.category.__name__, str(w.message)) for w in caught]
+
+
+def _logp(lib):
+    return lib.log_softmax(lib.tensor([[0.0, 1.0, 2.0], [3.0, 1.0, 0.5]]), 1)
+
+
+_WARN_CASES = {
+    # kornia's and RL code's KLDivLoss() with the default reduction: PyTorch's deprecation warning
+    "kl_mean": lambda L: L.nn.functional.kl_div(_logp(L), L.full((2, 3), 1 / 3)),
+    "kl_module": lambda L: L.nn.KLDivLoss()(_logp(L), L.full((2, 3), 1 / 3)),
+    "kl_batchmean": lambda L: L.nn.functional.kl_div(_logp(L), L.full((2, 3), 1 / 3), reduction="batchmean"),
+    "kl_sum_log_target": lambda L: L.nn.functional.kl_div(_logp(L), _logp(L).flip(0), reduction="sum",
+                                                          log_target=True),
+    "gumbel_eps": lambda L: L.nn.functional.gumbel_softmax(L.zeros(2, 3), eps=1e-5, hard=True).sum(1),
+    "gumbel_default_eps": lambda L: L.nn.functional.gumbel_softmax(L.zeros(2, 3), hard=True).sum(1),
+    # embedding_bag(weight, input): PyTorch warns and swaps them back
+    "bag_swapped": lambda L: L.nn.functional.embedding_bag(_data(L, 5, 4) / 10, L.tensor([[0, 2], [1, 4]])),
+    "bag_swapped_sum": lambda L: L.nn.functional.embedding_bag(_data(L, 5, 4), L.tensor([[0, 2], [1, 4]]),
+                                                               mode="sum"),
+    "bag_int32_weight": lambda L: L.nn.functional.embedding_bag(_data(L, 5, 4), L.tensor([[0, 2]], dtype=L.int32)),
+    "bag_weights_shape": lambda L: L.nn.functional.embedding_bag(L.tensor([[0, 2], [1, 4]]), _data(L, 5, 4),
+                                                                 per_sample_weights=L.ones(3), mode="sum"),
+    "bag_weight_1d": lambda L: L.nn.functional.embedding_bag(L.tensor([[0, 2], [1, 4]]), L.ones(5)),
+    "bag_weight_3d": lambda L: L.nn.functional.embedding_bag(L.tensor([[0, 2], [1, 4]]), L.ones(5, 2, 2)),
+    "bag_ok": lambda L: L.nn.functional.embedding_bag(L.tensor([[0, 2], [1, 4]]), _data(L, 5, 4),
+                                                      per_sample_weights=L.tensor([[1.0, 2.0], [0.5, 3.0]]), mode="sum"),
+    # batch/instance norm of one value per channel name the input's torch.Size
+    "bn_one_value": lambda L: L.nn.functional.batch_norm(L.ones(1, 3), None, None, training=True),
+    "bn_module": lambda L: L.nn.BatchNorm2d(3)(L.ones(1, 3, 1, 1)),
+    "in_one_value": lambda L: L.nn.functional.instance_norm(L.ones(2, 3, 1), use_input_stats=True),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_WARN_CASES))
+def test_functional_warnings_and_checks_as_pytorch(case):
+    fn = _WARN_CASES[case]
+    torch.manual_seed(0)
+    tapelab.manual_seed(0)
+    assert _warned(fn, tapelab) == _warned(fn, torch)
+
+
+@pytest.mark.parametrize("size", [(2, 3, 1, 5), (2, 3, 7, 1), (2, 3, 1, 1), (1, 1, 3, 1, 4), (1, 1, 1, 1, 1),
+                                  (2, 1, 4, 6), (1, 2, 3, 4, 5)])
+@pytest.mark.parametrize("align_corners", [True, False])
+def test_affine_grid_of_a_unit_size_dim_is_its_centre(size, align_corners):
+    """ATen's ``linspace_from_neg_one`` puts the one point of a unit-size dim at 0 (linspace's is -1):
+    ``affine_grid`` of an (N, C, 1, W) image sampled its first row, not its middle. A unit size with
+    ``align_corners=True`` also warns, as PyTorch does."""
+    nd = len(size) - 2
+
+    def grid(lib):
+        theta = lib.linspace(-1, 1, nd * (nd + 1) * size[0]).reshape(size[0], nd, nd + 1) * 0.7
+        return lib.nn.functional.affine_grid(theta, size, align_corners=align_corners)
+
+    (want_shape, want), want_warn = _warned(grid, torch)
+    (got_shape, got), got_warn = _warned(grid, tapelab)
+    assert got_shape == want_shape and got_warn == want_warn
+    np.testing.assert_allclose(got, want, rtol=0, atol=2e-6)      # values rounded to 6 places
+    if 1 in size[2:]:
+        assert got == want            # the unit dims' coordinates and those built from them are exact
+
+
+def test_torch_kl_div_gives_no_reduction_warning():
+    """``torch.kl_div`` is ATen's op (a reduction enum; 1 is the mean): only ``F.kl_div`` warns. (The
+    enum is passed: PyTorch 2.13's binding reads an omitted one as 0, 'none', unlike its schema's 1.)"""
+    case = lambda L: L.kl_div(_logp(L), L.full((2, 3), 1 / 3), 1)     # noqa: E731
+    want = _warned(case, torch)
+    assert want[1] == [] and _warned(case, tapelab) == want

@@ -368,7 +368,7 @@ def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor |
         count = input.numel() // input.shape[1]
         if count <= 1:
             raise ValueError(f"Expected more than 1 value per channel when training, got input size "
-                             f"{list(input.shape)}")
+                             f"{input.shape}")
         _check_batch_norm_args(input, running_mean, running_var, weight, bias, training)
         if running_mean is not None and _DISPATCH.slow and _batching.modes():
             _batch_norm_vmap_check(input, running_mean, running_var)
@@ -1035,7 +1035,16 @@ def kl_div(input: Tensor, target: Tensor, size_average=None, reduce=None, reduct
         return handle_torch_function(kl_div, (input, target, size_average, reduce), input, target,
                                      size_average=size_average, reduce=reduce, reduction=reduction,
                                      log_target=log_target)
-    reduction = _reduction(size_average, reduce, reduction)
+    if size_average is None and reduce is None and reduction == "mean":
+        warnings.warn("reduction: 'mean' divides the total loss by both the batch size and the support size."
+                      "'batchmean' divides only by the batch size, and aligns with the KL div math definition."
+                      "'mean' will be changed to behave the same as 'batchmean' in the next major release.",
+                      stacklevel=2)
+    return _kl_div(input, target, _reduction(size_average, reduce, reduction), log_target)
+
+
+def _kl_div(input: Tensor, target: Tensor, reduction: str, log_target: bool) -> Tensor:
+    """``kl_div`` without its warnings (``torch.kl_div``, ATen's op, gives none)."""
     if log_target:
         loss = target.exp() * (target - input)
     else:

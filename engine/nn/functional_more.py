@@ -402,6 +402,8 @@ def gumbel_softmax(logits: Tensor, tau: float = 1, hard: bool = False, eps: floa
     the soft sample's (straight-through)."""
     if _DISPATCH.functions is not None and has_tensor_like((logits,)):
         return handle_torch_function(gumbel_softmax, (logits,), logits, tau=tau, hard=hard, eps=eps, dim=dim)
+    if eps != 1e-10:
+        warnings.warn("`eps` parameter is deprecated and has no effect.", stacklevel=2)
     gumbels = -creation.empty_like(logits).exponential_().log()
     y_soft = softmax((logits + gumbels) / tau, dim)
     if not hard:
@@ -425,6 +427,16 @@ def embedding_bag(input: Tensor, weight: Tensor, offsets: Tensor | None = None, 
                                      per_sample_weights=per_sample_weights, include_last_offset=include_last_offset,
                                      padding_idx=padding_idx)
     from .functional_core import _renorm_rows
+    if weight.dtype == _dtype.int64 and input.is_floating_point():
+        warnings.warn("Argument order of nn.functional.embedding_bag was changed. Usage `embedding_bag(weight, "
+                      "input, ...)` is deprecated, and should now be `embedding_bag(input, weight, ...)`.",
+                      stacklevel=2)
+        weight, input = input, weight
+    if per_sample_weights is not None and input.shape != per_sample_weights.shape:
+        raise ValueError(f"embedding_bag: If per_sample_weights ({per_sample_weights.shape}) is not None, then it "
+                         f"must have the same shape as the input ({input.shape})")
+    if weight.ndim != 2:
+        raise ValueError(f"weight has to be a 2D Tensor, but got Tensor of dimension {weight.ndim}")
     if mode not in ("sum", "mean", "max"):
         raise ValueError(f"mode has to be one of sum, mean or max, got {mode}")
     if scale_grad_by_freq and mode == "max":
@@ -526,8 +538,12 @@ def _align_warning(align_corners):
 
 
 def _base_coords(n: int, align_corners: bool, like: Tensor) -> Tensor:
+    """ATen's ``linspace_from_neg_one``: a single point sits at the centre, 0 (not linspace's -1), and
+    without ``align_corners`` the steps are scaled as ``range * (n - 1) / n``, two roundings."""
+    if n <= 1:
+        return creation.zeros(1, dtype=like.dtype, device=like.device)
     steps = creation.linspace(-1.0, 1.0, n, dtype=like.dtype, device=like.device)
-    return steps if align_corners or n == 1 else steps * ((n - 1) / n)
+    return steps if align_corners else steps * (n - 1) / n
 
 
 def affine_grid(theta: Tensor, size, align_corners: bool | None = None) -> Tensor:
@@ -541,7 +557,11 @@ def affine_grid(theta: Tensor, size, align_corners: bool | None = None) -> Tenso
     if nd not in (2, 3) or tuple(theta.shape[1:]) != (nd, nd + 1):
         raise ValueError(f"Expected a batch of {nd}D affine matrices of shape Nx{nd}x{nd + 1} for size "
                          f"{size}. Got {list(theta.shape)}.")
-    if min(size) <= 0:
+    if align_corners and min(size[2:]) == 1:
+        warnings.warn("Since version 1.3.0, affine_grid behavior has changed for unit-size grids when "
+                      "align_corners=True. This is not an intended use case of affine_grid. See the documentation "
+                      "of affine_grid for details.", stacklevel=2)
+    elif min(size) <= 0:
         raise ValueError(f"Expected non-zero, positive output size. Got {size}")
     spatial = size[2:]
     # columns x, y[, z], 1, with x running along the last spatial dim
