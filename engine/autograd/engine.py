@@ -386,14 +386,16 @@ def _steps(walk: _Walk) -> Iterator[BackwardStep]:
 
 
 def _run_plain(walk: _Walk) -> None:
-    """``backward()``'s walk while nobody watches: what ``_steps`` does, in one loop that makes
-    no steps (``_send`` inlined: no ``needed`` set without ``inputs=``). It stops as soon as
-    someone starts watching (a hook subscribes to ``backward_step`` or turns anomaly mode on)
-    and leaves the rest of the walk to ``_steps``.
+    """``backward()``'s and ``autograd.grad``'s walk while nobody watches: what ``_steps`` does, in
+    one loop that makes no steps (``_send`` inlined; ``grad``'s captured targets, and its pruning to
+    the nodes that reach them, as ``_steps`` has them; not ``backward(inputs=)``'s sinks). It stops
+    as soon as someone starts watching (a hook subscribes to ``backward_step`` or turns anomaly mode
+    on) and leaves the rest of the walk to ``_steps``.
 
     A node whose run leaves exactly one node ready, and nothing else waiting, hands it on
     directly (``lane``): the heap orders only nodes that wait together, as along a chain none do."""
     buffers, ready, deps, create_graph = walk.buffers, walk.ready, walk.deps, walk.create_graph
+    capture, targets, needed, runs, stop = walk.capture, walk.targets, walk.needed, walk.runs, walk.stop
     release = not walk.retain_graph
     anomaly = _anomaly.STATE
     heappop, heappush = heapq.heappop, heapq.heappush
@@ -413,9 +415,17 @@ def _run_plain(walk: _Walk) -> None:
             else:
                 node, lane = lane, None
             grads = buffers.pop(node)
+            if capture is not None and stop and node in targets:
+                _capture_grads(node, grads, capture)  # a boundary: the caller's walk runs it
+                continue
             index += 1
             if node.pre_hooks is not None:
                 grads = _run_prehooks(node, grads)
+            if capture is not None:   # grad(): a target's gradients are captured, a leaf's not accumulated
+                if node in targets:
+                    _capture_grads(node, grads, capture)
+                if type(node) is AccumulateGrad or (runs is not None and node not in runs):
+                    continue
             if type(node) is AccumulateGrad:
                 g = grads[0]
                 grads = None   # so _accumulate can tell when nobody else holds the gradient
@@ -456,6 +466,8 @@ def _run_plain(walk: _Walk) -> None:
                 if e is None:
                     continue
                 child, nr = e
+                if needed is not None and child not in needed:
+                    continue
                 if gi is not None:
                     buf = buffers.get(child)
                     if buf is None:
@@ -470,7 +482,7 @@ def _run_plain(walk: _Walk) -> None:
                 deps[child] = left
                 if left == 0:
                     if child not in buffers:
-                        _skip(child, deps, buffers, ready, None, None)
+                        _skip(child, deps, buffers, ready, needed, runs)
                     elif lane is None and not ready:
                         lane = child
                     else:
@@ -770,7 +782,10 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph: bool | None = None,
         key = (t.grad_fn if t.grad_fn is not None else t._accumulator(), t._out_nr)
         capture[key] = None
         keys.append(key)
-    _drain(backward_steps(outputs, grad_outputs, retain_graph, create_graph, _capture=capture))
+    walk = _Walk(outputs, grad_outputs, retain_graph, create_graph, None, capture, False)
+    _run_plain(walk)
+    if walk.ready:
+        _drain(_steps(walk))   # what is left once someone watches
     return tuple(_result(capture[key], t, i, create_graph, allow_unused or materialize_grads,
                          materialize_grads) for i, (key, t) in enumerate(zip(keys, inputs)))
 
