@@ -234,3 +234,73 @@ def test_torch_kl_div_gives_no_reduction_warning():
     case = lambda L: L.kl_div(_logp(L), L.full((2, 3), 1 / 3), 1)     # noqa: E731
     want = _warned(case, torch)
     assert want[1] == [] and _warned(case, tapelab) == want
+
+
+# ---------------------------------------------------------------- adaptive pooling's output sizes and checks
+def _adaptive_cases():
+    cases = {}
+    for kind in ("avg", "max"):
+        def f(n, kind=kind):
+            return lambda L, *a: getattr(L.nn.functional, f"adaptive_{kind}_pool{n}d")(*a)
+        f1, f2, f3 = f(1), f(2), f(3)
+        cases.update({
+            f"{kind}1_zero": lambda L, f1=f1: f1(L, _data(L, 1, 2, 4), 0),
+            f"{kind}1_negative": lambda L, f1=f1: f1(L, _data(L, 1, 2, 4), -1),
+            f"{kind}1_empty": lambda L, f1=f1: f1(L, _data(L, 1, 2, 0), 2),
+            f"{kind}1_empty_channels": lambda L, f1=f1: f1(L, _data(L, 1, 0, 4), 2),
+            f"{kind}1_empty_batch": lambda L, f1=f1: f1(L, _data(L, 0, 2, 4), 2),
+            f"{kind}1_rank4": lambda L, f1=f1: f1(L, _data(L, 1, 2, 4, 4), 2),
+            f"{kind}1_rank1": lambda L, f1=f1: f1(L, _data(L, 4), 2),
+            f"{kind}1_pair": lambda L, f1=f1: f1(L, _data(L, 1, 2, 4), (2, 2)),
+            f"{kind}1_ok": lambda L, f1=f1: f1(L, _data(L, 2, 3, 7), 3),
+            f"{kind}2_zero": lambda L, f2=f2: f2(L, _data(L, 1, 1, 4, 4), 0),
+            f"{kind}2_zero_h": lambda L, f2=f2: f2(L, _data(L, 1, 1, 4, 4), (0, 2)),
+            f"{kind}2_negative": lambda L, f2=f2: f2(L, _data(L, 1, 1, 4, 4), -1),
+            f"{kind}2_negative_w": lambda L, f2=f2: f2(L, _data(L, 1, 1, 4, 4), (2, -3)),
+            f"{kind}2_negative_unbatched": lambda L, f2=f2: f2(L, _data(L, 2, 4, 4), (2, -3)),
+            f"{kind}2_empty": lambda L, f2=f2: f2(L, _data(L, 1, 1, 0, 4), 2),
+            f"{kind}2_empty_w": lambda L, f2=f2: f2(L, _data(L, 1, 1, 4, 0), 2),
+            f"{kind}2_empty_channels": lambda L, f2=f2: f2(L, _data(L, 1, 0, 4, 4), 2),
+            f"{kind}2_empty_batch": lambda L, f2=f2: f2(L, _data(L, 0, 1, 4, 4), 2),
+            f"{kind}2_unbatched_no_channels": lambda L, f2=f2: f2(L, _data(L, 0, 4, 4), 2),
+            f"{kind}2_one_of_empty": lambda L, f2=f2: f2(L, _data(L, 1, 1, 0, 4), 1),
+            f"{kind}2_rank5": lambda L, f2=f2: f2(L, _data(L, 1, 1, 1, 4, 4), 2),
+            f"{kind}2_rank2": lambda L, f2=f2: f2(L, _data(L, 4, 4), 2),
+            f"{kind}2_rank2_one": lambda L, f2=f2: f2(L, _data(L, 4, 6), 1),
+            f"{kind}2_triple": lambda L, f2=f2: f2(L, _data(L, 1, 1, 4, 4), (2, 2, 2)),
+            f"{kind}2_none": lambda L, f2=f2: f2(L, _data(L, 1, 1, 4, 6), (None, 2)),
+            f"{kind}2_none_too_long": lambda L, f2=f2: f2(L, _data(L, 4, 6), (None, 2, 2)),
+            f"{kind}2_ok": lambda L, f2=f2: f2(L, _data(L, 2, 3, 7, 5), (3, 2)),
+            f"{kind}3_zero": lambda L, f3=f3: f3(L, _data(L, 1, 1, 4, 4, 4), 0),
+            f"{kind}3_negative": lambda L, f3=f3: f3(L, _data(L, 1, 1, 4, 4, 4), -1),
+            f"{kind}3_negative_t": lambda L, f3=f3: f3(L, _data(L, 1, 1, 4, 4, 4), (-2, 1, 3)),
+            f"{kind}3_empty": lambda L, f3=f3: f3(L, _data(L, 1, 1, 4, 0, 4), 2),
+            f"{kind}3_empty_channels": lambda L, f3=f3: f3(L, _data(L, 1, 0, 4, 4, 4), 2),
+            f"{kind}3_empty_batch": lambda L, f3=f3: f3(L, _data(L, 0, 1, 4, 4, 4), 2),
+            f"{kind}3_rank3": lambda L, f3=f3: f3(L, _data(L, 4, 4, 4), 2),
+            f"{kind}3_one_of_empty": lambda L, f3=f3: f3(L, _data(L, 1, 1, 0, 4, 4), 1),
+            f"{kind}3_ok": lambda L, f3=f3: f3(L, _data(L, 1, 2, 5, 4, 6), (2, 3, 4)),
+        })
+    return cases
+
+
+_ADAPTIVE_CASES = _adaptive_cases()
+
+
+@pytest.mark.parametrize("case", sorted(_ADAPTIVE_CASES))
+def test_adaptive_pooling_output_sizes_and_checks_as_aten(case):
+    """An output size of 0 gives an empty result (a ZeroDivisionError or torch.cat error before),
+    negative sizes and empty inputs raise ATen's errors, an all-ones size is a mean of any rank."""
+    import warnings
+    fn = _ADAPTIVE_CASES[case]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)      # numpy's mean of an empty slice (torch's is silent)
+        got = _outcome(lambda lib: fn(lib), tapelab)
+    want = _outcome(lambda lib: fn(lib), torch)
+    if isinstance(want[0], str):                             # an exception: its type and message
+        assert got == want
+    else:                                                    # the separable average's last bit may differ
+        assert got[0] == want[0]
+        np.testing.assert_allclose(np.array(got[1], dtype=float), np.array(want[1], dtype=float), rtol=1e-6,
+                                   atol=2e-6, equal_nan=True)
+

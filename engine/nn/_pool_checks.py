@@ -272,3 +272,81 @@ def _avg_pool_args(shape, kernel_size, stride, padding, ceil_mode, divisor_overr
 # a failed check raises, and lru_cache keeps no result for it: only valid argument sets are cached
 _max_pool_args_cached = functools.lru_cache(maxsize=512)(_max_pool_args)
 _avg_pool_args_cached = functools.lru_cache(maxsize=512)(_avg_pool_args)
+
+
+# ---------------------------------------------------------------- adaptive pooling
+def _with_default(output_size, shape):
+    """``F``'s ``_list_with_default``: ``None`` entries take the input's size."""
+    if not isinstance(output_size, (tuple, list)):
+        return output_size
+    if len(shape) <= len(output_size):
+        raise ValueError(f"Input dimension should be at least {len(output_size) + 1}")
+    return [s if v is None else v for v, s in zip(output_size, shape[-len(output_size):])]
+
+
+def _empty_dims(shape, dims, name: str) -> None:
+    for i in dims:
+        if shape[i] <= 0:
+            raise RuntimeError(f"{name}(): Expected input to have non-zero size for non-batch dimensions, but input "
+                               f"has sizes {_sizes(shape)} with dimension {i % len(shape)} being empty")
+
+
+def _output_1d(shape, output_size, name: str) -> int:
+    _check_rank_1d(shape, name)
+    out = _seq(output_size)
+    if len(out) != 1:
+        raise RuntimeError(f"{name}() argument 'output_size' should contain one int (got {len(out)})")
+    return out[0]
+
+
+def adaptive_avg_output(shape, output_size, nd: int) -> tuple:
+    """The output size of ``adaptive_avg_pool{nd}d``, checked as ATen does; an all-ones size is a
+    mean over the trailing dims, which ATen takes before it checks the input's rank and sizes."""
+    shape = tuple(shape)
+    if nd == 1:
+        o = _output_1d(shape, output_size, "adaptive_avg_pool1d")
+        adaptive_avg_output(shape[:-1] + (1, shape[-1]), (1, o), 2)     # ATen pools the input unsqueezed
+        return (o,)
+    out = _with_default(output_size, shape)
+    out = [int(o) for o in out] if isinstance(out, (tuple, list)) else [int(out)] * nd
+    name = f"adaptive_avg_pool{nd}d"
+    if len(out) != nd:
+        raise RuntimeError(f"{name}: output_size must be {nd}")
+    if any(o < 0 for o in out):
+        got = f"{out[0]}, {out[1]}" + (f",{out[2]}" if nd == 3 else "")   # sic: PyTorch's 3-d text has no space
+        raise RuntimeError(f"{name}: elements of output_size must be greater than or equal to 0 but received {{{got}}}")
+    if all(o == 1 for o in out):
+        return tuple(out)
+    ndim = len(shape)
+    if nd == 2:
+        if ndim not in (3, 4):
+            raise RuntimeError(f"{name}(): Expected 3D or 4D tensor, but got {_sizes(shape)}")
+        _empty_dims(shape, (-2, -1), name)
+    else:
+        _empty_dims(shape, range(1, ndim), name)
+        if ndim not in (4, 5):
+            raise RuntimeError(f"{name}(): Expected 4D or 5D tensor, but got {_sizes(shape)}")
+    return tuple(out)
+
+
+def adaptive_max_output(shape, output_size, nd: int) -> tuple:
+    """The output size of ``adaptive_max_pool{nd}d``, checked as ATen does."""
+    shape = tuple(shape)
+    if nd == 1:
+        o = _output_1d(shape, output_size, "adaptive_max_pool1d")
+        _empty_dims(shape, range(1, len(shape)), "adaptive_max_pool1d")
+        adaptive_max_output(shape[:-1] + (1, shape[-1]), (1, o), 2)     # ATen pools the input unsqueezed
+        return (o,)
+    out = _with_default(output_size, shape)
+    out = [int(o) for o in out] if isinstance(out, (tuple, list)) else [int(out)] * nd
+    name = f"adaptive_max_pool{nd}d"
+    if len(shape) not in (nd + 1, nd + 2):
+        raise RuntimeError(f"{name}(): Expected {nd + 1}D or {nd + 2}D tensor, but got: {_sizes(shape)}")
+    _empty_dims(shape, range(1, len(shape)), name)
+    if len(out) != nd:
+        raise RuntimeError(f"{name}(): internal error: output_size.size() must be {nd}")
+    bad = next((o for o in out if o < 0), None)
+    if bad is not None:
+        raise RuntimeError(f"Trying to create tensor with negative dimension {bad}: "
+                           f"{_sizes(shape[:-nd] + tuple(out))}")
+    return tuple(out)

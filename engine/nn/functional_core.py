@@ -277,17 +277,25 @@ def _separable(x: Tensor, mats: list) -> Tensor:
 
 
 def _adaptive_avg_pool(input, output_size, nd, name):
+    out = _pool_checks.adaptive_avg_output(input.shape, output_size, nd)
+    if all(o == 1 for o in out):   # ATen's shortcut, before its rank check: a mean over the trailing dims
+        return input.mean(tuple(range(-nd, 0)), keepdim=True)
     x, squeeze = _batched(input, nd, name)
     size = tuple(x.shape[2:])
-    out = tuple(n if o is None else int(o) for n, o in zip(size, _ntuple_none(output_size, nd)))
-    if all(o == 1 for o in out):
-        res = x.mean(tuple(range(2, 2 + nd)), keepdim=True)
+    if 0 in out:
+        res = _empty_pooled(x, out)
     elif all(n % o == 0 for n, o in zip(size, out)):
         k = tuple(n // o for n, o in zip(size, out))
         res = _ops.avg_pool(x, k, k, (0,) * nd, False, True, None)
     else:
         res = _separable(x, [None if n == o else _adaptive_matrix(n, o, x) for n, o in zip(size, out)])
     return _unbatch(res, squeeze)
+
+
+def _empty_pooled(x: Tensor, out: tuple) -> Tensor:
+    """A pooled ``(N, C, *out)`` with a zero-size output dim: no windows, an empty result, as ATen's
+    forward gives (kept in the graph with a zero gradient, where ATen's backward refuses it)."""
+    return x.reshape(-1)[:0].reshape(tuple(x.shape[:2]) + tuple(out))
 
 
 def _ntuple_none(v, n: int) -> tuple:

@@ -12,13 +12,13 @@ from ..base.dispatch_state import STATE as _DISPATCH
 from ..core.overrides import handle_torch_function, has_tensor_like
 from ..core import creation
 from ..core.dispatch import composite
-from ..base.dtype import bfloat16, finfo, float16
+from ..base.dtype import bfloat16, finfo, float16, int64
 from ..base.grad_mode import no_grad
 from ..ops.movement import cat
 from ..core.tensor import Tensor
-from .functional_core import (_batched, _channel_affine, _inplace, _mixed_norm, _normalize_over, _not_differentiable,
-                              _ntuple_none,
-                              _check_reduction, _reduce, _reduction, _unbatch, _with_running_stats, interpolate, logsigmoid)
+from . import _pool_checks
+from .functional_core import (_batched, _channel_affine, _empty_pooled, _inplace, _mixed_norm, _normalize_over,
+                              _not_differentiable, _check_reduction, _reduce, _reduction, _unbatch, _with_running_stats, interpolate, logsigmoid)
 
 __all__ = [
     "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout",
@@ -135,19 +135,22 @@ def _adaptive_max_along(x: Tensor, n_out: int, dim: int) -> tuple[Tensor, Tensor
     return cat(values, dim), cat(indices, dim)
 
 
-def _adaptive_sizes(x: Tensor, output_size, nd: int) -> tuple:
-    sizes = _ntuple_none(output_size, nd)
-    if len(sizes) != nd:
-        raise RuntimeError(f"adaptive_max_pool{nd}d(): internal error: output_size.size() must be {nd}")
-    return tuple(n if o is None else int(o) for n, o in zip(x.shape[2:], sizes))
+def _adaptive_max_empty(x: Tensor, out: tuple, squeeze: bool, return_indices: bool):
+    """``adaptive_max_pool`` to a zero-size output dim: empty values (in the graph) and indices."""
+    values = _unbatch(_empty_pooled(x, out), squeeze)
+    if not return_indices:
+        return values
+    return values, _unbatch(creation.zeros(tuple(x.shape[:2]) + tuple(out), dtype=int64, device=x.device), squeeze)
 
 
 def adaptive_max_pool1d(input: Tensor, output_size, return_indices: bool = False):
     if _DISPATCH.functions is not None and has_tensor_like((input, output_size)):
         return handle_torch_function(adaptive_max_pool1d, (input, output_size), input, output_size,
                                      return_indices=return_indices)
+    (out_l,) = _pool_checks.adaptive_max_output(input.shape, output_size, 1)
     x, squeeze = _batched(input, 1, "adaptive_max_pool1d")
-    (out_l,) = _adaptive_sizes(x, output_size, 1)
+    if out_l == 0:
+        return _adaptive_max_empty(x, (0,), squeeze, return_indices)
     values, idx = _adaptive_max_along(x, out_l, -1)
     values, idx = _unbatch(values, squeeze), _unbatch(idx, squeeze)
     return (values, idx) if return_indices else values
@@ -159,8 +162,10 @@ def adaptive_max_pool2d(input: Tensor, output_size, return_indices: bool = False
     if _DISPATCH.functions is not None and has_tensor_like((input, output_size)):
         return handle_torch_function(adaptive_max_pool2d, (input, output_size), input, output_size,
                                      return_indices=return_indices)
+    out_h, out_w = _pool_checks.adaptive_max_output(input.shape, output_size, 2)
     x, squeeze = _batched(input, 2, "adaptive_max_pool2d")
-    out_h, out_w = _adaptive_sizes(x, output_size, 2)
+    if 0 in (out_h, out_w):
+        return _adaptive_max_empty(x, (out_h, out_w), squeeze, return_indices)
     cols_v, cols_i = _adaptive_max_along(x, out_w, -1)            # (N, C, H, out_w)
     values, rows = _adaptive_max_along(cols_v, out_h, -2)         # (N, C, out_h, out_w)
     values = _unbatch(values, squeeze)

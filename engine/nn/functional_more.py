@@ -22,10 +22,10 @@ from ..ops.movement import stack
 from .functional_core import (_adaptive_avg_pool, _avg_pool, _batched, _conv_transpose, _cubic_weights, _max_pool, _ntuple,
                               _check_reduction, _reduce, _reduction, _unbatch, conv1d, cross_entropy, interpolate,
                               leaky_relu, linear, pad, softmax)
-from .functional_extra import _adaptive_max_along, _adaptive_sizes, adaptive_max_pool1d, adaptive_max_pool2d
+from .functional_extra import _adaptive_max_along, _adaptive_max_empty, adaptive_max_pool1d, adaptive_max_pool2d
 from .functional_extra import pairwise_distance
 from ._ctc import ctc_loss
-from . import _ops
+from . import _ops, _pool_checks
 
 __all__ = [
     "GRID_SAMPLE_INTERPOLATION_MODES", "GRID_SAMPLE_PADDING_MODES", "assert_int_or_pair",
@@ -100,8 +100,10 @@ def adaptive_max_pool3d(input: Tensor, output_size, return_indices: bool = False
     if _DISPATCH.functions is not None and has_tensor_like((input, output_size)):
         return handle_torch_function(adaptive_max_pool3d, (input, output_size), input, output_size,
                                      return_indices=return_indices)
+    od, oh, ow = _pool_checks.adaptive_max_output(input.shape, output_size, 3)
     x, squeeze = _batched(input, 3, "adaptive_max_pool3d")
-    od, oh, ow = _adaptive_sizes(x, output_size, 3)
+    if 0 in (od, oh, ow):
+        return _adaptive_max_empty(x, (od, oh, ow), squeeze, return_indices)
     n, c, d, h, w = x.shape
     v_w, i_w = _adaptive_max_along(x, ow, -1)          # (N, C, D, H, ow)
     v_h, i_h = _adaptive_max_along(v_w, oh, -2)        # (N, C, D, oh, ow)
