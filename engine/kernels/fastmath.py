@@ -1,4 +1,5 @@
-"""float32 exp, log, tanh and erf for numba loops: range reduction plus a fitted polynomial.
+"""float32 exp, log, tanh and erf for numba loops: range reduction plus a fitted polynomial; and
+PyTorch's own float32 exp, tanh, log, erf and gelu, bit for bit.
 
 numba's scalar ``math.exp``/``tanh``/``erf`` call libm once per element (no SVML in llvmlite),
 7-14x slower than numpy's vectorised loops, and ``fastmath`` breaks overflow to inf. These are
@@ -19,8 +20,25 @@ tanh32     <= 3 ulp; +-1 once e^2|x| overflows, x itself below 2^-12
 erf32      <= 3 ulp; +-1 beyond |x| >= 4
 =========  =====================================================
 
-``sigmoid`` and ``gelu`` need no function of their own: the ops' forwards are written with
-exp/erf/tanh, so the compiler composes these. Measured the same way: sigmoid <= 3 ulp where the
+Below those, PyTorch's own float32 functions reimplemented operation by operation (FMAs where its
+C code has them, none elsewhere), for the eager kernels that match PyTorch's CPU results bit for bit
+(tests/test_activation_bits.py); their bounds are their originals':
+
+==================  ===============================================================================
+exp_sleef_u10       Sleef ``expf_u10`` (ATen's ``Vectorized<float>::exp``), <= 1 ulp
+tanh_sleef_u10      Sleef ``tanhf_u10`` (``Vectorized::tanh``, double-float arithmetic), <= 1 ulp
+log_sleef_u10       Sleef ``logf_u1`` (``Vectorized::log``, Sleef's ``_u10`` name), <= 1 ulp
+erf_aten            ATen's ``Vectorized::erf`` (Abramowitz-Stegun 7.1.26 with Sleef's exp), ~1e-7 abs
+exp_u20, exp_onednn ATen's ``exp_u20`` / oneDNN's JIT exp (degree-5 polynomial), <= 20 ulp
+gelu_onednn_*       oneDNN's eltwise gelu_erf: AVX512 minimax pieces / Abramowitz-Stegun below AVX512
+gelu_grad_onednn    oneDNN's gelu_erf backward (every ISA)
+==================  ===============================================================================
+
+``aten_lanes`` and ``onednn_avx512`` say which of PyTorch's code paths this CPU takes (the vector width
+decides which elements take ATen's scalar path, and the row sums' order).
+
+``sigmoid`` and ``gelu`` need no function of their own in compiled code: the ops' forwards are written
+with exp/erf/tanh, so the compiler composes exp32/erf32/tanh32. Measured the same way: sigmoid <= 3 ulp where the
 result is normal (x > -87.3; below -88.7 it is 0, as eager float32's ``1/(1+exp(-x))``), gelu
 <= 4 ulp for x >= -1 and, below, within 2 ulp of 1 (relative to x) of eager float32's own
 cancellation in ``1 + erf``.
@@ -35,7 +53,9 @@ from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-__all__ = ["exp32", "log32", "tanh32", "erf32", "maximum", "minimum", "select", "fma"]
+__all__ = ["exp32", "log32", "tanh32", "erf32", "maximum", "minimum", "select", "fma", "exp_sleef_u10", "erf_aten",
+           "tanh_sleef_u10", "log_sleef_u10", "exp_onednn", "exp_u20", "gelu_onednn_avx512", "gelu_onednn_avx2",
+           "gelu_grad_onednn", "aten_lanes", "onednn_avx512"]
 
 F = np.float32
 _JIT = dict(cache=True, error_model="numpy", fastmath={"contract"})
@@ -207,3 +227,384 @@ def maximum(a, b):
 @njit(**_JIT)
 def minimum(a, b):
     return select((a < b) | (a != a), a, b)
+
+
+# ---------------------------------------------------------------- ATen's own float32 functions, bit for bit
+# PyTorch's vectorised CPU kernels (Vectorized<float>, AVX2 and AVX512 alike) take exp, tanh and log from
+# Sleef's u10 functions and erf from a polynomial of ATen's own (vec512_float.h / vec256_float.h). These
+# reproduce them operation by operation: each multiply-add Sleef's FMA builds (and ATen's intrinsics) fuse
+# is an explicit ``fma``; no other is fused (``_JIT_EXACT`` has no ``contract``), so the results are the
+# same floats, not just as accurate. The rounding to an integer is the 1.5 * 2^23 trick, read as bits (no
+# float-to-int conversion: nan or inf gives a harmless integer, and the selects at the end give the result).
+_JIT_EXACT = dict(cache=True, error_model="numpy")
+_JIT_INLINE = dict(_JIT_EXACT, inline="always")   # numba-IR inlining: LLVM's inliner gives up on tanh's depth (50x)
+_R_LN2 = F(1.442695040888963407359924681001892137426645954152985934135449406931)
+_L2U, _L2L = F(0.693145751953125), F(1.428606765330187045e-06)
+_MAGIC_BITS = np.int32(0x4B400000)                     # the bits of 1.5 * 2^23
+_S = tuple(F(c) for c in (0.000198527617612853646278381, 0.00139304355252534151077271, 0.00833336077630519866943359,
+                          0.0416664853692054748535156, 0.166666671633720397949219, 0.5))
+_SIGN = np.int32(-2147483648)
+
+
+@njit(**_JIT_INLINE)
+def _rint(u):
+    """``(float(rint(u)), int32(rint(u)))``, round half to even as ``cvtps2dq``; exact for |u| < 2^22."""
+    t = u + _ROUND
+    return t - _ROUND, np.int32(_f32_to_bits(t) - _MAGIC_BITS)
+
+
+@njit(**_JIT_INLINE)
+def _ldexp2(u, q):
+    """``u 2^q`` as Sleef's ``vldexp2``: two factors 2^(q>>1), 2^(q - q>>1), each rounding once."""
+    h = np.int32(q >> np.int32(1))
+    return u * _bits_to_f32(np.int32((h + np.int32(127)) << np.int32(23))) \
+        * _bits_to_f32(np.int32(np.int32(q - h + np.int32(127)) << np.int32(23)))
+
+
+@njit(**_JIT_EXACT)
+def exp_sleef_u10(d):
+    """Sleef's ``expf_u10`` (its ``xexpf``, FMA build): ATen's ``Vectorized<float>::exp``."""
+    qf, q = _rint(d * _R_LN2)
+    s = fma(qf, -_L2U, d)
+    s = fma(qf, -_L2L, s)
+    u = fma(_S[0], s, _S[1])
+    u = fma(u, s, _S[2])
+    u = fma(u, s, _S[3])
+    u = fma(u, s, _S[4])
+    u = fma(u, s, _S[5])
+    u = F(1.0) + fma(s * s, u, s)
+    u = _ldexp2(u, q)
+    u = select(d < F(-104.0), F(0.0), u)
+    u = select(F(100.0) < d, F(np.inf), u)
+    return select(d == d, u, d)                       # nan: q above is garbage, give d itself
+
+
+_P = F(0.3275911)
+_PE = tuple(F(c) for c in (0.254829592, -0.284496736, 1.421413741, -1.453152027, 1.061405429))
+
+
+@njit(**_JIT_INLINE)
+def erf_aten(x):
+    """ATen's ``Vectorized<float>::erf``: Abramowitz-Stegun 7.1.26 with Sleef's exp, ``sign(x) (1 - r t e^-x^2)``
+    (a few ulp from erf; PyTorch's float32 gelu is built on it)."""
+    a = abs(x)
+    t = F(1.0) / fma(_P, a, F(1.0))
+    r = fma(_PE[4], t, _PE[3])
+    r = fma(r, t, _PE[2])
+    r = fma(r, t, _PE[1])
+    r = fma(r, t, _PE[0])
+    e = exp_sleef_u10(-(x * x))
+    y = fma(-e * t, r, F(1.0))
+    return _bits_to_f32(np.int32(_f32_to_bits(y) ^ (_f32_to_bits(x) & _SIGN)))
+
+
+# double-float arithmetic (Sleef's df.h, FMA branch): a value is a pair (x, y), x + y unevaluated
+@njit(**_JIT_INLINE)
+def _dfadd2_ff(x, y):
+    s = x + y
+    v = s - x
+    return s, (x - (s - v)) + (y - v)
+
+
+@njit(**_JIT_INLINE)
+def _dfadd2_f2f(xx, xy, y):
+    s = xx + y
+    v = s - xx
+    return s, ((xx - (s - v)) + (y - v)) + xy
+
+
+@njit(**_JIT_INLINE)
+def _dfadd2_f2f2(xx, xy, yx, yy):
+    s = xx + yx
+    v = s - xx
+    return s, ((xx - (s - v)) + (yx - v)) + (xy + yy)
+
+
+@njit(**_JIT_INLINE)
+def _dfadd_f2f2(xx, xy, yx, yy):
+    """|x| >= |y|."""
+    s = xx + yx
+    return s, (((xx - s) + yx) + xy) + yy
+
+
+@njit(**_JIT_INLINE)
+def _dfadd_ff2(x, yx, yy):
+    s = x + yx
+    return s, ((x - s) + yx) + yy
+
+
+@njit(**_JIT_INLINE)
+def _dfadd_f2f(xx, xy, y):
+    s = xx + y
+    return s, ((xx - s) + y) + xy
+
+
+@njit(**_JIT_INLINE)
+def _dfmul_f2f(xx, xy, y):
+    s = xx * y
+    return s, fma(xy, y, fma(xx, y, -s))
+
+
+@njit(**_JIT_INLINE)
+def _dfmul_f2f2(xx, xy, yx, yy):
+    s = xx * yx
+    return s, fma(xx, yy, fma(xy, yx, fma(xx, yx, -s)))
+
+
+@njit(**_JIT_INLINE)
+def _dfsqu(xx, xy):
+    s = xx * xx
+    return s, fma(xx + xx, xy, fma(xx, xx, -s))
+
+
+@njit(**_JIT_INLINE)
+def _dfrec_f2(dx, dy):
+    s = F(1.0) / dx
+    return s, s * fma(-dy, s, fma(-dx, s, F(1.0)))
+
+
+@njit(**_JIT_INLINE)
+def _dfdiv(nx, ny, dx, dy):
+    t = F(1.0) / dx
+    s = nx * t
+    u = fma(t, nx, -s)
+    v = fma(-dy, t, fma(-dx, t, F(1.0)))
+    return s, fma(s, v, fma(ny, t, u))
+
+
+_K2 = tuple(F(c) for c in (0.1980960224e-3, 0.1394256484e-2, 0.8333456703e-2, 0.4166637361e-1))
+_K2_6 = F(0.166666659414234244790680580464)
+
+
+@njit(**_JIT_INLINE)
+def _expk2(d):
+    """Sleef's ``expk2f`` of the pair (d, 0), 0 <= d <= 9: e^d as a pair."""
+    qf, q = _rint(d * _R_LN2)
+    sx, sy = _dfadd2_f2f(d, F(0.0), qf * -_L2U)
+    sx, sy = _dfadd2_f2f(sx, sy, qf * -_L2L)
+    u = fma(_K2[0], sx, _K2[1])
+    u = fma(u, sx, _K2[2])
+    u = fma(u, sx, _K2[3])
+    tx, ty = _dfmul_f2f(sx, sy, u)
+    tx, ty = _dfadd2_f2f(tx, ty, _K2_6)
+    tx, ty = _dfmul_f2f2(sx, sy, tx, ty)
+    tx, ty = _dfadd2_f2f(tx, ty, F(0.5))
+    qx, qy = _dfsqu(sx, sy)
+    tx, ty = _dfmul_f2f2(qx, qy, tx, ty)
+    tx, ty = _dfadd2_f2f2(sx, sy, tx, ty)
+    tx, ty = _dfadd_ff2(F(1.0), tx, ty)
+    return _ldexp2(tx, q), _ldexp2(ty, q)
+
+
+@njit(**_JIT_INLINE)
+def tanh_sleef_u10(x):
+    """Sleef's ``tanhf_u10`` (``xtanhf``, FMA build): ATen's ``Vectorized<float>::tanh``, (e - 1/e)/(e + 1/e) in
+    double-float arithmetic, 1 beyond |x| > 8.664339742."""
+    a = abs(x)
+    ac = select(a < F(9.0), a, F(9.0))             # past 8.66 the result is 1 anyway; nan takes 9, then nan
+    dx, dy = _expk2(ac)
+    ex, ey = _dfrec_f2(dx, dy)
+    nx, ny = _dfadd_f2f2(dx, dy, -ex, -ey)
+    mx, my = _dfadd_f2f2(dx, dy, ex, ey)
+    qx, qy = _dfdiv(nx, ny, mx, my)
+    y = qx + qy
+    y = select((a > F(8.664339742)) | (y != y), F(1.0), y)
+    y = _bits_to_f32(np.int32(_f32_to_bits(y) ^ (_f32_to_bits(x) & _SIGN)))
+    return select(x == x, y, x)
+
+
+_LN2_DF = (F(0.69314718246459960938), F(-1.904654323148236017e-09))
+_LG = tuple(F(c) for c in (0.3027294874, 0.3996108174, 0.6666694880))
+
+
+@njit(**_JIT_EXACT)
+def log_sleef_u10(d):
+    """Sleef's ``logf_u1`` (FMA build; the name ATen calls is ``Sleef_logf16_u10``): ATen's ``Vectorized<float>::log``."""
+    small = d < F(1.1754943508222875e-38)
+    dd = select(small, d * F(1.8446744073709552e19), d)
+    e = np.int32(((_f32_to_bits(dd * F(1.0 / 0.75)) >> np.int32(23)) & np.int32(0xFF)) - np.int32(127))
+    m = _bits_to_f32(np.int32(_f32_to_bits(dd) - np.int32(e << np.int32(23))))
+    e = select(small, np.int32(e - np.int32(64)), e)
+    ef = F(e)
+    sx, sy = _dfmul_f2f(_LN2_DF[0], _LN2_DF[1], ef)
+    ax, ay = _dfadd2_ff(F(-1.0), m)
+    bx, by = _dfadd2_ff(F(1.0), m)
+    xx, xy = _dfdiv(ax, ay, bx, by)
+    x2 = xx * xx
+    t = fma(_LG[0], x2, _LG[1])
+    t = fma(t, x2, _LG[2])
+    sx, sy = _dfadd_f2f2(sx, sy, xx * F(2.0), xy * F(2.0))
+    sx, sy = _dfadd_f2f(sx, sy, (x2 * xx) * t)
+    r = sx + sy
+    r = select(d == F(np.inf), F(np.inf), r)
+    r = select((d < F(0.0)) | (d != d), F(np.nan), r)
+    return select(d == F(0.0), F(-np.inf), r)
+
+
+# ---------------------------------------------------------------- oneDNN's gelu (erf form), bit for bit
+# PyTorch's float32 ``gelu`` and ``gelu_backward`` (approximate="none") on a contiguous CPU tensor of more
+# than one element call oneDNN's eltwise gelu_erf (``use_mkldnn`` in ATen's Activation.cpp), a JIT kernel
+# of its own arithmetic (oneDNN's jit_uni_eltwise_injector): on AVX512 the forward is a piecewise degree-5
+# minimax polynomial in |x|, 25 pieces picked by the float's exponent and two mantissa bits; on AVX2 it
+# and, on every ISA, the backward are Abramowitz-Stegun's erf with oneDNN's own exp. The coefficients are
+# the kernel's (its table, as float32 bits); the code follows its order of operations and FMAs.
+_GELU_MINIMAX = np.array((
+    # degree 0
+    (0xa6f2cb94, 0x32827792, 0x3381cc0c, 0x34523d4a, 0x351ac44d, 0x35f36d88, 0x36ee8229, 0x37b8a3bb, 0x3867a213,
+     0x3940033b, 0x3a2a5a1d, 0x3ae35863, 0x3b7828f2, 0x3c08b14b, 0x3c515ed3, 0xbb503236, 0xbd8d8e5e, 0xbe8abcd9,
+     0xbf0c19a2, 0xbeccb328, 0x3e176ced, 0x3f470d99, 0x3f7abb28, 0x3f800000, 0x00000000),
+    # degree 1
+    (0x3f4c422a, 0x3f4c421f, 0x3f4c4207, 0x3f4c41cb, 0x3f4c413b, 0x3f4c3fad, 0x3f4c3a2f, 0x3f4c2d40, 0x3f4c146a,
+     0x3f4bc341, 0x3f4ad08c, 0x3f48f8cf, 0x3f45fac7, 0x3f404e07, 0x3f3b980f, 0x3f48dff3, 0x3f78b21b, 0x3fbb0704,
+     0x40019c32, 0x3fe536d6, 0x3f81331e, 0x3e6c8684, 0x3c98f936, 0x00000000, 0x3f800000),
+    # degree 2
+    (0xb62173f4, 0x3735e4cf, 0x37f2ff89, 0x388c23be, 0x3917535c, 0x39ab2ab0, 0x3a60fadb, 0x3af9b960, 0x3b6e5491,
+     0x3c0a4ec5, 0x3ca5aa8c, 0x3d2138d9, 0x3d8737d4, 0x3ddfb660, 0x3e0f27ab, 0x3d94004b, 0xbe0efdeb, 0xbf1d96c3,
+     0xbf89db58, 0xbf6d9897, 0xbef69fb8, 0xbdc4f8a8, 0xbbde6422, 0x00000000, 0x00000000),
+    # degree 3
+    (0xbe081a19, 0xbe084570, 0xbe08639b, 0xbe089837, 0xbe08f409, 0xbe09ab95, 0xbe0b66d0, 0xbe0e400a, 0xbe124df8,
+     0xbe1bde02, 0xbe2f19c9, 0xbe4931bf, 0xbe685fbc, 0xbe89c95f, 0xbe96cbca, 0xbe8044aa, 0xbe0550f2, 0x3dcfd6a1,
+     0x3e94c826, 0x3e79345f, 0x3decec91, 0x3ca46568, 0x3aa1e00a, 0x00000000, 0x00000000),
+    # degree 4
+    (0xba3d61db, 0x39f097a3, 0x3a5845dc, 0x3ab1fa35, 0x3b0cefb8, 0x3b653ab6, 0x3bcae527, 0x3c221712, 0x3c6c5840,
+     0x3cc0a703, 0x3d1dcc19, 0x3d63656d, 0x3d955907, 0x3dbf9910, 0x3dd53f69, 0x3db7dcef, 0x3d639ebe, 0xba6ede48,
+     0xbd22be69, 0xbd041cf1, 0xbc64f5ab, 0xbb097a32, 0xb8ebf380, 0x00000000, 0x00000000),
+    # degree 5
+    (0x3cb7d80c, 0x3c9b6050, 0x3c978d11, 0x3c92e850, 0x3c8d058b, 0x3c848454, 0x3c6cd623, 0x3c4c824b, 0x3c2a7935,
+     0x3be0b390, 0x3b0651ac, 0xbb232f53, 0xbbd42fa0, 0xbc2c5366, 0xbc492c9e, 0xbc2a7aa6, 0xbbd55d04, 0xba823a76,
+     0x3b102aa8, 0x3ae25a7e, 0x3a31f792, 0x38b84375, 0x3689bb5a, 0x00000000, 0x00000000),
+), np.uint32).view(np.float32)
+
+_GELU_IDX_BIAS = np.int32(-1038090241)                 # 0xc21fffff
+_GELU_RBOUND = np.array([0x40b15cee], np.uint32).view(np.float32)[0]
+_AS_P = np.array([0x3ea7ba05], np.uint32).view(np.float32)[0]
+_AS_SQRT_HALF = np.array([0x3f3504f3], np.uint32).view(np.float32)[0]
+_AS_INV_SQRT_PI = np.array([0x3f106eba], np.uint32).view(np.float32)[0]
+_AS = tuple(np.array([0x3e827906, 0xbe91a98e, 0x3fb5f0e3, 0xbfba00e3, 0x3f87dc22], np.uint32).view(np.float32))
+_OE = tuple(np.array([0x3f7ffffb, 0x3efffee3, 0x3e2aad40, 0x3d2b9d0d, 0x3c07cfce], np.uint32).view(np.float32))
+_OE_LOG2E, _OE_LN_MAX, _OE_LN_MIN, _OE_LN2 = np.array([0x3fb8aa3b, 0x42b17218, 0xc2aeac50, 0x3f317218],
+                                                     np.uint32).view(np.float32)
+
+
+@njit(**_JIT_INLINE)
+def _exp_ln2_poly(x, fused):
+    low = x < _OE_LN_MIN
+    v = select(x < _OE_LN_MAX, x, _OE_LN_MAX)
+    v = select(v > _OE_LN_MIN, v, _OE_LN_MIN)
+    fx = np.floor(fma(v, _OE_LOG2E, F(0.5)) if fused else v * _OE_LOG2E + F(0.5))
+    r = fma(-fx, _OE_LN2, v)
+    k = np.int32(_f32_to_bits(fx - F(1.0) + _ROUND) - _MAGIC_BITS)     # fx - 1: an integer in [-127, 127]
+    scale = select(low, F(0.0), _bits_to_f32(np.int32((k + np.int32(127)) << np.int32(23))))
+    p = fma(_OE[4], r, _OE[3])
+    p = fma(p, r, _OE[2])
+    p = fma(p, r, _OE[1])
+    p = fma(p, r, _OE[0])
+    p = fma(p, r, F(1.0))
+    return p * scale * F(2.0)
+
+
+@njit(**_JIT_EXACT)
+def exp_u20(x):
+    """ATen's ``Vectorized<float>::exp_u20`` (its flash-attention softmax): oneDNN's exp below, but
+    ``floor(x log2 e + 1/2)`` from one FMA."""
+    return _exp_ln2_poly(x, True)
+
+
+@njit(**_JIT_EXACT)
+def exp_onednn(x):
+    """oneDNN's JIT exp (``exp_compute_vector_fwd``; ``exp_u20`` differs in one FMA): clamp to [ln FLT_MIN,
+    ln FLT_MAX] (nan takes the upper bound, as ``minps``), n = floor(x log2 e + 1/2), a degree-5
+    polynomial of r = x - n ln 2, times 2^(n-1) then 2; 0 below ln FLT_MIN."""
+    return _exp_ln2_poly(x, False)
+
+
+@njit(**_JIT_INLINE)
+def gelu_onednn_avx512(s):
+    """``s/2 (1 + erf(s/sqrt 2))`` as oneDNN's AVX512 gelu_erf: the minimax pieces."""
+    b = _f32_to_bits(s)
+    ab = np.int32(b & np.int32(0x7FFFFFFF))
+    a = _bits_to_f32(ab)
+    idx = np.int32(np.int32(ab + _GELU_IDX_BIAS) >> np.int32(21))
+    idx = max(idx, np.int32(1))
+    idx = min(idx, np.int32(24))
+    idx = select(_GELU_RBOUND < a, np.int32(23), idx)
+    p = fma(_GELU_MINIMAX[5, idx], a, _GELU_MINIMAX[4, idx])
+    p = fma(p, a, _GELU_MINIMAX[3, idx])
+    p = fma(p, a, _GELU_MINIMAX[2, idx])
+    p = fma(p, a, _GELU_MINIMAX[1, idx])
+    p = fma(p, a, _GELU_MINIMAX[0, idx])
+    p = _bits_to_f32(np.int32(_f32_to_bits(p) ^ (b & _SIGN))) + F(1.0)
+    return s * p * F(0.5)
+
+
+@njit(**_JIT_INLINE)
+def _erf_as(x, e):
+    """``sign(x) (1 - t P(t) e)``, t = 1/(1 + p|x|), with e = exp(-x^2) given (oneDNN's order)."""
+    t = F(1.0) / fma(_AS_P, abs(x), F(1.0))
+    r = fma(_AS[4], t, _AS[3])
+    r = fma(r, t, _AS[2])
+    r = fma(r, t, _AS[1])
+    r = fma(r, t, _AS[0])
+    y = fma(-e * t, r, F(1.0))
+    return _bits_to_f32(np.int32(_f32_to_bits(y) ^ (_f32_to_bits(x) & _SIGN)))
+
+
+@njit(**_JIT_INLINE)
+def gelu_onednn_avx2(s):
+    """oneDNN's gelu_erf below AVX512: Abramowitz-Stegun's erf, ``S + S erf`` with S = s/2."""
+    x = s * _AS_SQRT_HALF
+    erf = _erf_as(x, exp_onednn(-(x * x)))
+    h = s * F(0.5)
+    return fma(erf, h, h)
+
+
+@njit(**_JIT_INLINE)
+def gelu_grad_onednn(s):
+    """gelu'(s) as oneDNN's gelu_erf backward (every ISA): ``(R/sqrt(pi) Q + 1/2) + erf/2``, R = s/sqrt 2,
+    Q = exp(-R^2)."""
+    x = s * _AS_SQRT_HALF
+    q = exp_onednn(-(x * x))
+    t = x * _AS_INV_SQRT_PI * q
+    erf = _erf_as(x, q)
+    return fma(erf, F(0.5), t + F(0.5))
+
+
+# ---------------------------------------------------------------- which of PyTorch's code paths this CPU takes
+_CAPS: dict = {}
+
+
+def _host_features() -> dict:
+    if "features" not in _CAPS:
+        try:
+            from llvmlite import binding
+            _CAPS["features"] = dict(binding.get_host_cpu_features())
+        except Exception:     # an LLVM that cannot say: assume AVX2
+            _CAPS["features"] = {}
+    return _CAPS["features"]
+
+
+def _has_avx512() -> bool:
+    f = _host_features()
+    return all(f.get(k, False) for k in ("avx512f", "avx512bw", "avx512vl", "avx512dq", "fma"))
+
+
+def aten_lanes() -> int:
+    """float32 lanes in ATen's ``Vectorized<float>`` on this CPU: 16 where it picks AVX512 (AVX512 F, BW,
+    VL, DQ and FMA, unless ``ATEN_CPU_CAPABILITY`` asks for less), else 8 (AVX2). Elementwise kernels
+    (``cpu_kernel_vec``) run two vectors a step, so the first ``n - n % (2 lanes)`` elements take the
+    vector functions and the rest the scalar (libm) ones; row reductions keep ``lanes`` partial sums."""
+    if "lanes" not in _CAPS:
+        import os
+        want = os.environ.get("ATEN_CPU_CAPABILITY", "").lower()
+        _CAPS["lanes"] = 16 if _has_avx512() and want in ("", "avx512", "avx512_vnni", "avx512_bf16") else 8
+    return _CAPS["lanes"]
+
+
+def onednn_avx512() -> bool:
+    """Whether oneDNN's eltwise kernels run their AVX512 code here (``avx512_core``, unless
+    ``ONEDNN_MAX_CPU_ISA``/``DNNL_MAX_CPU_ISA`` caps the ISA below it)."""
+    if "onednn" not in _CAPS:
+        import os
+        cap = (os.environ.get("ONEDNN_MAX_CPU_ISA") or os.environ.get("DNNL_MAX_CPU_ISA") or "").upper()
+        _CAPS["onednn"] = _has_avx512() and not (cap and "AVX512" not in cap and cap != "ALL")
+    return _CAPS["onednn"]
