@@ -1,12 +1,14 @@
-"""Elementwise loops over flat float32 arrays: gelu (erf and tanh forms) and relu, forward and
-backward, tanh's backward, and the fused multiply-adds of ``add(..., alpha=)``, ``lerp`` and
+"""Elementwise loops over flat float32 arrays: sigmoid, silu, gelu (erf and tanh forms) and relu, forward
+and backward, tanh's backward, and the fused multiply-adds of ``add(..., alpha=)``, ``lerp`` and
 ``addcmul`` (one rounding each, as ATen's float32 kernels).
 
-numpy's gelu makes six full-size temporaries and its erf is scipy's scalar loop; here one pass
-computes each element with ``fastmath``'s vectorisable erf/tanh/exp, in the same order of
-operations as the numpy formulas in ``nn/_fused.py``. The backward reads the input alone and
-recomputes the CDF (erf, or the tanh form's tanh), as PyTorch's gelu saves only its input: an
-in-place change to the output before backward is legal.
+sigmoid, silu and gelu give PyTorch's CPU floats bit for bit: ``aten_map`` walks an array as ATen's
+elementwise loop does (vector body and scalar tail per innermost loop, ``fastmath.aten_lanes``), the
+loops compute with ``fastmath``'s Sleef/ATen/oneDNN functions in the vector body and libm in the tail,
+in PyTorch's order of operations and FMAs (tests/test_activation_bits.py). One pass reads the input and
+writes the result (numpy's gelu made six full-size temporaries). The backward reads the input alone and
+recomputes the CDF (erf, or the tanh form's tanh), as PyTorch's gelu saves only its input: an in-place
+change to the output before backward is legal.
 """
 from __future__ import annotations
 
@@ -15,46 +17,174 @@ import math
 import numpy as np
 from numba import njit
 
-from .fastmath import erf32, exp32, fma, select, tanh32
+from . import PARALLEL_MIN, parallel
+from .fastmath import aten_lanes, onednn_avx512
+from .fastmath import (erf_aten, exp_sleef_u10, fma, gelu_grad_onednn, gelu_onednn_avx2, gelu_onednn_avx512,
+                       select, tanh_sleef_u10)
 
-__all__ = ["gelu", "gelu_backward", "relu", "relu_backward", "tanh_backward", "scaled_add", "lerp", "addcmul"]
+__all__ = ["sigmoid", "silu", "silu_backward", "gelu", "gelu_backward", "relu", "relu_backward", "tanh_backward", "scaled_add", "lerp", "addcmul"]
 
 F = np.float32
 _JIT = dict(cache=True, error_model="numpy", nogil=True)
 _SQRT_HALF = F(1.0 / math.sqrt(2.0))
-_INV_SQRT_2PI = F(1.0 / math.sqrt(2.0 * math.pi))
-_K = F(math.sqrt(2.0 / math.pi))
+_BETA_ERF = F(2.0 / math.sqrt(math.pi) * (1.0 / math.sqrt(2.0)) * 0.5)     # ATen's M_2_SQRTPI * M_SQRT1_2 * 0.5
+_K = F(math.sqrt(2.0) * (2.0 / math.sqrt(math.pi)) * 0.5)                  # kGeluBeta
 _C = F(0.044715)
-_K3C = F(3 * 0.044715)
+_K3C = F(3.0) * F(0.044715)                                              # kThree * kKappa, in float
+
+
+# ---------------------------------------------------------------- PyTorch's activations, bit for bit
+# ATen's elementwise loop (``cpu_kernel_vec``) takes two vectors a step over the first ``n - n % block``
+# elements (``block`` = 2 lanes: 32 with AVX512, ``fastmath.aten_lanes``) with Sleef's exp/tanh and ATen's
+# erf, and the rest with its scalar lambda, whose exp/tanh/erf are libm's (numba's ``math`` calls the same
+# ``expf``/``tanhf``/``erff``). Each loop here does the same, in the same order of operations; the FMAs are
+# where GCC contracted ATen's code (measured against torch: silu's backward, the tanh-form gelu, ...).
+# A caller that splits the array across threads cuts it at multiples of ``block`` (``parallel(align=)``),
+# so only the array's own tail takes the scalar path, as in ATen on one thread.
+@njit(**_JIT)
+def _sigmoid(x, out, exact):
+    for i in range(x.shape[0]):
+        if exact:
+            out[i] = F(1.0) / (exp_sleef_u10(F(0.0) - x[i]) + F(1.0))
+        else:
+            out[i] = F(1.0) / (F(1.0) + math.exp(-x[i]))
 
 
 @njit(**_JIT)
-def gelu(x, out, tanh):
+def sigmoid(x, out, block, run):
+    """``1 / (exp(0 - x) + 1)``. ``x`` is read as rows of ``run`` elements (ATen's innermost loop: the whole
+    array when it is contiguous), each with its own scalar tail; ``block > run`` makes every element scalar.
+    (Each row's two parts are loops over slices of their own: a loop from a variable start, inside the
+    loop over rows, does not vectorise, 4x slower.)"""
+    n = x.shape[0]
+    for start in range(0, n, run):
+        end = min(start + run, n)
+        m = end - (end - start) % block
+        _sigmoid(x[start:m], out[start:m], True)
+        _sigmoid(x[m:end], out[m:end], False)
+
+
+@njit(**_JIT)
+def _silu(x, out, exact):
+    for i in range(x.shape[0]):
+        v = x[i]
+        if exact:
+            out[i] = v / (F(1.0) + exp_sleef_u10(-v))
+        else:
+            out[i] = v / (F(1.0) + math.exp(-v))
+
+
+@njit(**_JIT)
+def silu(x, out, block, run):
+    """``x / (1 + exp(-x))`` (rows as ``sigmoid``'s)."""
+    n = x.shape[0]
+    for start in range(0, n, run):
+        end = min(start + run, n)
+        m = end - (end - start) % block
+        _silu(x[start:m], out[start:m], True)
+        _silu(x[m:end], out[m:end], False)
+
+
+@njit(**_JIT)
+def _silu_backward(g, x, out, exact):
+    for i in range(x.shape[0]):
+        v = x[i]
+        if exact:
+            s = F(1.0) / (F(1.0) + exp_sleef_u10(-v))
+        else:
+            s = F(1.0) / (F(1.0) + math.exp(-v))
+        out[i] = g[i] * s * fma(v, F(1.0) - s, F(1.0))
+
+
+@njit(**_JIT)
+def silu_backward(g, x, out, block, run):
+    """``g s (1 + x (1 - s))``, s = 1/(1 + exp(-x)) (the last multiply-add fused)."""
+    n = x.shape[0]
+    for start in range(0, n, run):
+        end = min(start + run, n)
+        m = end - (end - start) % block
+        _silu_backward(g[start:m], x[start:m], out[start:m], True)
+        _silu_backward(g[m:end], x[m:end], out[m:end], False)
+
+
+@njit(**_JIT, inline="always")
+def _gelu_tanh_inner(v):
+    return _K * fma(_C, v * v * v, v)
+
+
+@njit(**_JIT, inline="always")
+def _gelu_tanh_grad(v, t):
+    """ATen's ``left' + left tanh' inner'`` with ``left = x/2``, ``right = 1 + t``: ``1 - t^2`` and
+    ``1 + 3 c x^2`` fused (GCC's contraction, vector and scalar alike), the last sum not."""
+    left = F(0.5) * v
+    dleft = F(0.5) * (F(1.0) + t)
+    dtanh = fma(-t, t, F(1.0))
+    dinner = _K * fma(_K3C, v * v, F(1.0))
+    return dleft + left * dtanh * dinner
+
+
+# gelu's erf form has three code paths in PyTorch: oneDNN's kernel for a contiguous tensor of two or more
+# elements (``mode`` 1 on AVX512, 2 below), ATen's own loop otherwise (``mode`` 0).
+@njit(**_JIT)
+def _gelu(x, out, tanh, mode, exact):
+    for i in range(x.shape[0]):
+        v = x[i]
+        if tanh:
+            t = tanh_sleef_u10(_gelu_tanh_inner(v)) if exact else math.tanh(_gelu_tanh_inner(v))
+            out[i] = F(0.5) * v * (F(1.0) + t)
+        elif mode == 1:
+            out[i] = gelu_onednn_avx512(v)
+        elif mode == 2:
+            out[i] = gelu_onednn_avx2(v)
+        else:
+            e = erf_aten(v * _SQRT_HALF) if exact else math.erf(v * _SQRT_HALF)
+            out[i] = v * F(0.5) * (F(1.0) + e)
+
+
+@njit(**_JIT)
+def gelu(x, out, tanh, mode, block, run):
     """``x/2 (1 + erf(x/sqrt 2))``, or with ``tanh`` ``x/2 (1 + tanh(k (x + c x^3)))``."""
-    if tanh:
-        for i in range(x.shape[0]):
-            v = x[i]
-            out[i] = v * F(0.5) * (tanh32((v + v * v * v * _C) * _K) + F(1.0))
-    else:
-        for i in range(x.shape[0]):
-            v = x[i]
-            out[i] = v * F(0.5) * (erf32(v * _SQRT_HALF) + F(1.0))
+    n = x.shape[0]
+    if not tanh and mode != 0:
+        _gelu(x, out, tanh, mode, True)
+        return
+    for start in range(0, n, run):
+        end = min(start + run, n)
+        m = end - (end - start) % block
+        _gelu(x[start:m], out[start:m], tanh, mode, True)
+        _gelu(x[m:end], out[m:end], tanh, mode, False)
 
 
 @njit(**_JIT)
-def gelu_backward(g, x, out, tanh):
-    """``g gelu'(x)``: ``Phi(x) + x phi(x)``, or for tanh ``(1 + t)/2 + x/2 (1 - t^2) k (1 + 3 c x^2)``."""
-    if tanh:
-        for i in range(x.shape[0]):
-            v = x[i]
-            t = tanh32((v + v * v * v * _C) * _K)
-            du = _K * (F(1.0) + v * v * _K3C)
-            out[i] = g[i] * (F(0.5) * (t + F(1.0)) + F(0.5) * v * (F(1.0) - t * t) * du)
-    else:
-        for i in range(x.shape[0]):
-            v = x[i]
-            cdf = F(0.5) * (erf32(v * _SQRT_HALF) + F(1.0))
-            out[i] = g[i] * (cdf + v * exp32(F(-0.5) * v * v) * _INV_SQRT_2PI)
+def _gelu_backward(g, x, out, tanh, mode, exact):
+    for i in range(x.shape[0]):
+        v = x[i]
+        if tanh:
+            t = tanh_sleef_u10(_gelu_tanh_inner(v)) if exact else math.tanh(_gelu_tanh_inner(v))
+            out[i] = g[i] * _gelu_tanh_grad(v, t)
+        elif mode != 0:
+            out[i] = g[i] * gelu_grad_onednn(v)
+        elif exact:
+            cdf = F(0.5) * (F(1.0) + erf_aten(v * _SQRT_HALF))
+            out[i] = g[i] * fma(v, _BETA_ERF * exp_sleef_u10(v * v * F(-0.5)), cdf)
+        else:                                           # the scalar lambda: this sum is not fused
+            cdf = F(0.5) * (F(1.0) + math.erf(v * _SQRT_HALF))
+            out[i] = g[i] * (cdf + v * (_BETA_ERF * math.exp(v * v * F(-0.5))))
+
+
+@njit(**_JIT)
+def gelu_backward(g, x, out, tanh, mode, block, run):
+    """``g gelu'(x)``: ``Phi(x) + x phi(x)``, or for tanh ``(1 + t)/2 + x/2 (1 - t^2) k (1 + 3 c x^2)``
+    (``mode`` as ``gelu``'s; oneDNN's backward is the same on every ISA)."""
+    n = x.shape[0]
+    if not tanh and mode != 0:
+        _gelu_backward(g, x, out, tanh, mode, True)
+        return
+    for start in range(0, n, run):
+        end = min(start + run, n)
+        m = end - (end - start) % block
+        _gelu_backward(g[start:m], x[start:m], out[start:m], tanh, mode, True)
+        _gelu_backward(g[m:end], x[m:end], out[m:end], tanh, mode, False)
 
 
 @njit(**_JIT)
@@ -153,3 +283,87 @@ def addcmul(a, t1, t2, out, value):
     else:
         for i in range(a.shape[0]):
             out[i] = fma(value * t1[i], t2[i], a[i])
+
+
+# ---------------------------------------------------------------- how ATen walks an array
+def _run(x) -> int:
+    """The length of ATen's innermost loop over a non-dense ``x`` read in C order: the trailing dims whose
+    strides nest, merged, if the last is unit-stride (``x[:, :k]``: rows of k); 0 when the last dim is
+    strided (ATen's scalar loop for every element)."""
+    k = x.ndim - 1
+    if x.strides[k] != x.itemsize:
+        return 0
+    run = x.shape[k]
+    while k > 0 and x.strides[k - 1] == x.shape[k] * x.strides[k]:
+        k -= 1
+        run *= x.shape[k]
+    return run
+
+
+_BLOCK = [0]
+
+
+def _block() -> int:
+    _BLOCK[0] = 2 * aten_lanes()
+    return _BLOCK[0]
+
+
+def aten_map1(loop, x):
+    """``aten_map(loop, (x,), ())`` with less Python on the small call (a third of a microsecond)."""
+    if x.size < PARALLEL_MIN and x.flags.c_contiguous:
+        out = np.empty_like(x)
+        if x.ndim == 1:
+            loop(x, out, _BLOCK[0] or _block(), x.size)
+        else:
+            loop(x.reshape(-1), out.reshape(-1), _BLOCK[0] or _block(), x.size)
+        return out
+    return aten_map(loop, (x,), ())
+
+
+def aten_map(loop, arrays, params):
+    """``loop(*flat arrays, flat out, *params, block, run)`` into a new array: float32 ``arrays`` of one shape
+    read in the order ATen's elementwise loop (``cpu_kernel_vec``) visits the last one's elements -- memory
+    order when it is dense (C or F), one loop; else C order in rows of ``_run`` elements -- with ATen's split
+    into vector body and scalar tail per loop, and, above ``PARALLEL_MIN``, threads cutting the flat arrays
+    at multiples of the vector step (or of the rows)."""
+    x = arrays[-1]
+    block = _BLOCK[0] or _block()
+    if x.size < PARALLEL_MIN and x.flags.c_contiguous:     # the small call: one thread, no copies
+        out = np.empty_like(x)
+        if x.ndim == 1:
+            loop(*arrays, out, *params, block, x.size)
+        else:
+            loop(*[a.reshape(-1) for a in arrays], out.reshape(-1), *params, block, x.size)
+        return out
+    order = "C" if x.flags.c_contiguous or not x.flags.f_contiguous else "F"
+    run = x.size if x.flags.c_contiguous or x.flags.f_contiguous else _run(x)
+    out = np.empty(x.shape, np.float32, order=order)
+    flats = [a.ravel(order=order) for a in arrays]
+    n = x.size
+    if run == 0:
+        run, block = n, n + 1
+    parallel(loop, len(arrays) + 1, *flats, out.ravel(order=order), *params, block, run,
+             align=block if run >= n else run)
+    return out
+
+
+_F32 = np.dtype(np.float32)
+
+
+def takes(*arrays) -> bool:
+    """Whether ``aten_map`` takes these: numpy float32 arrays of one shape, not empty (any strides)."""
+    x = arrays[-1]
+    if type(x) is not np.ndarray or x.dtype != _F32 or not x.size:
+        return False
+    for a in arrays[:-1]:
+        if type(a) is not np.ndarray or a.dtype != _F32 or a.shape != x.shape:
+            return False
+    return True
+
+
+def gelu_mode(x, g=None) -> int:
+    """Which code PyTorch runs for float32 gelu (erf form) on ``x``: oneDNN's kernel (1 on AVX512, 2 below)
+    for a C-contiguous tensor of two or more elements (ATen's ``use_mkldnn``), ATen's own loop (0) else."""
+    if x.size <= 1 or not x.flags.c_contiguous or (g is not None and not g.flags.c_contiguous):
+        return 0
+    return 1 if onednn_avx512() else 2

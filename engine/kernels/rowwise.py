@@ -4,19 +4,20 @@ backward, class-index cross-entropy from logits forward and backward, and class-
 gather and its scatter, one pass each, after ``target_weights`` has checked the targets).
 
 Each row is read once or twice while it sits in cache and written once; numpy's formulas make a
-full-size temporary per step. Sums use ``reassoc`` (so LLVM vectorises them, as numpy's pairwise
-sums are not sequential either); the elementwise arithmetic keeps IEEE order, and exp comes from
+full-size temporary per step. softmax, log_softmax, their backwards and cross_entropy's forward are
+PyTorch's float32 kernels bit for bit (Sleef's exp and log, ATen's lane order of the row sums: see
+the section below). The others' sums use ``reassoc`` (so LLVM vectorises them, as numpy's pairwise
+sums are not sequential either); their elementwise arithmetic keeps IEEE order, and exp comes from
 ``fastmath.exp32`` (<= 2 ulp), so results agree with numpy's formulas within float32 rounding.
 NaN and inf behave as there: a row's max is nan if any entry is, and ``inf - inf`` is nan.
 """
 from __future__ import annotations
 
-import math
 
 import numpy as np
 from numba import njit
 
-from .fastmath import _bits_to_f32, exp32, log32
+from .fastmath import _bits_to_f32, exp32, exp_sleef_u10, fma, log_sleef_u10
 
 __all__ = ["softmax", "softmax_backward", "log_softmax", "log_softmax_backward", "attention_softmax",
            "layer_norm", "layer_norm_backward", "target_weights", "cross_entropy", "cross_entropy_backward", "nll_loss", "nll_loss_backward"]
@@ -67,55 +68,371 @@ def _exp_row(x, out, r, C, m):
     return s
 
 
-@njit(**_JIT)
-def softmax(x, out):
-    """``out[r] = exp(x[r] - max) / sum``."""
+# ---------------------------------------------------------------- softmax / log_softmax as ATen's
+# PyTorch's float32 kernels over the last dim (SoftMaxKernel.cpp, LogSoftmaxKernelImpl.h, vec/functional):
+# exp is Sleef's (``Vectorized::exp``), log_softmax's log of the sum Sleef's too, softmax multiplies by
+# 1/sum; a row's sum keeps ``lanes`` partial sums (16 with AVX512, 8 with AVX2: ``fastmath.aten_lanes``)
+# over the row's full vectors, adds its tail into the first lanes, then folds them pairwise (lane l with
+# l + lanes/2, ...); a row shorter than ``lanes`` is summed in order. No ``reassoc`` here: these sums
+# keep exactly that order (the loops over lanes still vectorise: each lane is its own chain).
+_JIT_EXACT = dict(cache=True, error_model="numpy", nogil=True)
+
+
+# The partial sums are locals, not an array: LLVM keeps them in one vector register and adds a row's
+# 16 (or 8) next values with one instruction; an accumulator array costs a load, a store and an overlap
+# check per step (2x the old softmax). One function per lane count, written out.
+@njit(**_JIT_EXACT)
+def _seq_sum(a, C):
+    """A row shorter than the lanes: summed in order. (Tested by the caller: an early return inside the
+    lane sums kept their main loop from vectorising, 2x.)"""
+    s = a[0]
+    for c in range(1, C):
+        s = s + a[c]
+    return s
+
+
+@njit(**_JIT_EXACT)
+def _seq_dot(g, y, C):
+    s = g[0] * y[0]
+    for c in range(1, C):
+        s = s + g[c] * y[c]
+    return s
+
+
+@njit(**_JIT_EXACT)
+def _lane_sum16(a, C):
+    """``vec::reduce_all`` of ``+`` with 16 lanes, C >= 16 (see ``_lane_sum``)."""
+    s0 = a[0]
+    s1 = a[1]
+    s2 = a[2]
+    s3 = a[3]
+    s4 = a[4]
+    s5 = a[5]
+    s6 = a[6]
+    s7 = a[7]
+    s8 = a[8]
+    s9 = a[9]
+    s10 = a[10]
+    s11 = a[11]
+    s12 = a[12]
+    s13 = a[13]
+    s14 = a[14]
+    s15 = a[15]
+    m = C - C % 16
+    for d in range(16, m, 16):
+        s0 = s0 + a[d + 0]
+        s1 = s1 + a[d + 1]
+        s2 = s2 + a[d + 2]
+        s3 = s3 + a[d + 3]
+        s4 = s4 + a[d + 4]
+        s5 = s5 + a[d + 5]
+        s6 = s6 + a[d + 6]
+        s7 = s7 + a[d + 7]
+        s8 = s8 + a[d + 8]
+        s9 = s9 + a[d + 9]
+        s10 = s10 + a[d + 10]
+        s11 = s11 + a[d + 11]
+        s12 = s12 + a[d + 12]
+        s13 = s13 + a[d + 13]
+        s14 = s14 + a[d + 14]
+        s15 = s15 + a[d + 15]
+    k = C - m
+    if k > 0:
+        s0 = s0 + a[m + 0]
+    if k > 1:
+        s1 = s1 + a[m + 1]
+    if k > 2:
+        s2 = s2 + a[m + 2]
+    if k > 3:
+        s3 = s3 + a[m + 3]
+    if k > 4:
+        s4 = s4 + a[m + 4]
+    if k > 5:
+        s5 = s5 + a[m + 5]
+    if k > 6:
+        s6 = s6 + a[m + 6]
+    if k > 7:
+        s7 = s7 + a[m + 7]
+    if k > 8:
+        s8 = s8 + a[m + 8]
+    if k > 9:
+        s9 = s9 + a[m + 9]
+    if k > 10:
+        s10 = s10 + a[m + 10]
+    if k > 11:
+        s11 = s11 + a[m + 11]
+    if k > 12:
+        s12 = s12 + a[m + 12]
+    if k > 13:
+        s13 = s13 + a[m + 13]
+    if k > 14:
+        s14 = s14 + a[m + 14]
+    s0 = s0 + s8
+    s1 = s1 + s9
+    s2 = s2 + s10
+    s3 = s3 + s11
+    s4 = s4 + s12
+    s5 = s5 + s13
+    s6 = s6 + s14
+    s7 = s7 + s15
+    s0 = s0 + s4
+    s1 = s1 + s5
+    s2 = s2 + s6
+    s3 = s3 + s7
+    s0 = s0 + s2
+    s1 = s1 + s3
+    s0 = s0 + s1
+    return s0
+
+
+@njit(**_JIT_EXACT)
+def _lane_sum8(a, C):
+    """``vec::reduce_all`` of ``+`` with 8 lanes (see ``_lane_sum``)."""
+    s0 = a[0]
+    s1 = a[1]
+    s2 = a[2]
+    s3 = a[3]
+    s4 = a[4]
+    s5 = a[5]
+    s6 = a[6]
+    s7 = a[7]
+    m = C - C % 8
+    for d in range(8, m, 8):
+        s0 = s0 + a[d + 0]
+        s1 = s1 + a[d + 1]
+        s2 = s2 + a[d + 2]
+        s3 = s3 + a[d + 3]
+        s4 = s4 + a[d + 4]
+        s5 = s5 + a[d + 5]
+        s6 = s6 + a[d + 6]
+        s7 = s7 + a[d + 7]
+    k = C - m
+    if k > 0:
+        s0 = s0 + a[m + 0]
+    if k > 1:
+        s1 = s1 + a[m + 1]
+    if k > 2:
+        s2 = s2 + a[m + 2]
+    if k > 3:
+        s3 = s3 + a[m + 3]
+    if k > 4:
+        s4 = s4 + a[m + 4]
+    if k > 5:
+        s5 = s5 + a[m + 5]
+    if k > 6:
+        s6 = s6 + a[m + 6]
+    s0 = s0 + s4
+    s1 = s1 + s5
+    s2 = s2 + s6
+    s3 = s3 + s7
+    s0 = s0 + s2
+    s1 = s1 + s3
+    s0 = s0 + s1
+    return s0
+
+
+@njit(**_JIT_EXACT)
+def _lane_dot16(g, y, C):
+    """``vec::map2_reduce_all`` of ``g * y`` and ``+`` with 16 lanes (see ``_lane_sum``)."""
+    s0 = g[0] * y[0]
+    s1 = g[1] * y[1]
+    s2 = g[2] * y[2]
+    s3 = g[3] * y[3]
+    s4 = g[4] * y[4]
+    s5 = g[5] * y[5]
+    s6 = g[6] * y[6]
+    s7 = g[7] * y[7]
+    s8 = g[8] * y[8]
+    s9 = g[9] * y[9]
+    s10 = g[10] * y[10]
+    s11 = g[11] * y[11]
+    s12 = g[12] * y[12]
+    s13 = g[13] * y[13]
+    s14 = g[14] * y[14]
+    s15 = g[15] * y[15]
+    m = C - C % 16
+    for d in range(16, m, 16):
+        s0 = s0 + g[d + 0] * y[d + 0]
+        s1 = s1 + g[d + 1] * y[d + 1]
+        s2 = s2 + g[d + 2] * y[d + 2]
+        s3 = s3 + g[d + 3] * y[d + 3]
+        s4 = s4 + g[d + 4] * y[d + 4]
+        s5 = s5 + g[d + 5] * y[d + 5]
+        s6 = s6 + g[d + 6] * y[d + 6]
+        s7 = s7 + g[d + 7] * y[d + 7]
+        s8 = s8 + g[d + 8] * y[d + 8]
+        s9 = s9 + g[d + 9] * y[d + 9]
+        s10 = s10 + g[d + 10] * y[d + 10]
+        s11 = s11 + g[d + 11] * y[d + 11]
+        s12 = s12 + g[d + 12] * y[d + 12]
+        s13 = s13 + g[d + 13] * y[d + 13]
+        s14 = s14 + g[d + 14] * y[d + 14]
+        s15 = s15 + g[d + 15] * y[d + 15]
+    k = C - m
+    if k > 0:
+        s0 = fma(g[m + 0], y[m + 0], s0)
+    if k > 1:
+        s1 = fma(g[m + 1], y[m + 1], s1)
+    if k > 2:
+        s2 = fma(g[m + 2], y[m + 2], s2)
+    if k > 3:
+        s3 = fma(g[m + 3], y[m + 3], s3)
+    if k > 4:
+        s4 = fma(g[m + 4], y[m + 4], s4)
+    if k > 5:
+        s5 = fma(g[m + 5], y[m + 5], s5)
+    if k > 6:
+        s6 = fma(g[m + 6], y[m + 6], s6)
+    if k > 7:
+        s7 = fma(g[m + 7], y[m + 7], s7)
+    if k > 8:
+        s8 = fma(g[m + 8], y[m + 8], s8)
+    if k > 9:
+        s9 = fma(g[m + 9], y[m + 9], s9)
+    if k > 10:
+        s10 = fma(g[m + 10], y[m + 10], s10)
+    if k > 11:
+        s11 = fma(g[m + 11], y[m + 11], s11)
+    if k > 12:
+        s12 = fma(g[m + 12], y[m + 12], s12)
+    if k > 13:
+        s13 = fma(g[m + 13], y[m + 13], s13)
+    if k > 14:
+        s14 = fma(g[m + 14], y[m + 14], s14)
+    s0 = s0 + s8
+    s1 = s1 + s9
+    s2 = s2 + s10
+    s3 = s3 + s11
+    s4 = s4 + s12
+    s5 = s5 + s13
+    s6 = s6 + s14
+    s7 = s7 + s15
+    s0 = s0 + s4
+    s1 = s1 + s5
+    s2 = s2 + s6
+    s3 = s3 + s7
+    s0 = s0 + s2
+    s1 = s1 + s3
+    s0 = s0 + s1
+    return s0
+
+
+@njit(**_JIT_EXACT)
+def _lane_dot8(g, y, C):
+    """``vec::map2_reduce_all`` of ``g * y`` and ``+`` with 8 lanes (see ``_lane_sum``)."""
+    s0 = g[0] * y[0]
+    s1 = g[1] * y[1]
+    s2 = g[2] * y[2]
+    s3 = g[3] * y[3]
+    s4 = g[4] * y[4]
+    s5 = g[5] * y[5]
+    s6 = g[6] * y[6]
+    s7 = g[7] * y[7]
+    m = C - C % 8
+    for d in range(8, m, 8):
+        s0 = s0 + g[d + 0] * y[d + 0]
+        s1 = s1 + g[d + 1] * y[d + 1]
+        s2 = s2 + g[d + 2] * y[d + 2]
+        s3 = s3 + g[d + 3] * y[d + 3]
+        s4 = s4 + g[d + 4] * y[d + 4]
+        s5 = s5 + g[d + 5] * y[d + 5]
+        s6 = s6 + g[d + 6] * y[d + 6]
+        s7 = s7 + g[d + 7] * y[d + 7]
+    k = C - m
+    if k > 0:
+        s0 = fma(g[m + 0], y[m + 0], s0)
+    if k > 1:
+        s1 = fma(g[m + 1], y[m + 1], s1)
+    if k > 2:
+        s2 = fma(g[m + 2], y[m + 2], s2)
+    if k > 3:
+        s3 = fma(g[m + 3], y[m + 3], s3)
+    if k > 4:
+        s4 = fma(g[m + 4], y[m + 4], s4)
+    if k > 5:
+        s5 = fma(g[m + 5], y[m + 5], s5)
+    if k > 6:
+        s6 = fma(g[m + 6], y[m + 6], s6)
+    s0 = s0 + s4
+    s1 = s1 + s5
+    s2 = s2 + s6
+    s3 = s3 + s7
+    s0 = s0 + s2
+    s1 = s1 + s3
+    s0 = s0 + s1
+    return s0
+
+
+@njit(**_JIT_EXACT, inline="always")
+def _lane_sum(a, C, lanes):
+    """``vec::reduce_all`` of ``+`` over the row ``a``: ``lanes`` partial sums over the full vectors,
+    the tail added into the first lanes, then lane l + lanes/2 into lane l, ... down to lane 0 (ATen's
+    shuffles); a row shorter than ``lanes`` summed in order."""
+    if C < lanes:
+        return _seq_sum(a, C)
+    return _lane_sum16(a, C) if lanes == 16 else _lane_sum8(a, C)
+
+
+@njit(**_JIT_EXACT, inline="always")
+def _lane_dot(g, y, C, lanes):
+    """``vec::map2_reduce_all`` of ``g * y`` and ``+``: the full vectors' products added after rounding,
+    the tail's fused into the sum (as GCC compiled ATen's loop)."""
+    if C < lanes:
+        return _seq_dot(g, y, C)
+    return _lane_dot16(g, y, C) if lanes == 16 else _lane_dot8(g, y, C)
+
+
+@njit(**_JIT_EXACT)
+def softmax(x, out, lanes):
+    """``out[r] = exp(x[r] - max) * (1 / sum)``. (Rows as 1-D views: the 2-D index arithmetic kept the
+    sums from vectorising, 2x.)"""
     R, C = x.shape
     bits = x.view(np.int32)
     for r in range(R):
         m = _row_max(bits, r, C)
-        s = _exp_row(x, out, r, C, m)
+        xr, o = x[r], out[r]
         for c in range(C):
-            out[r, c] = out[r, c] / s
+            o[c] = exp_sleef_u10(xr[c] - m)
+        inv = F(1.0) / _lane_sum(o, C, lanes)
+        for c in range(C):
+            o[c] = o[c] * inv
 
 
-@njit(**_JIT)
-def softmax_backward(g, y, out):
-    """``out[r] = y[r] (g[r] - sum(g[r] y[r]))``; ``out`` may be ``g``."""
+@njit(**_JIT_EXACT)
+def softmax_backward(g, y, out, lanes=16):
+    """``out[r] = (g[r] - sum(g[r] y[r])) y[r]``; ``out`` may be ``g``."""
     R, C = g.shape
     for r in range(R):
-        s = F(0.0)
+        gr, yr, o = g[r], y[r], out[r]
+        s = _lane_dot(gr, yr, C, lanes)
         for c in range(C):
-            s += g[r, c] * y[r, c]
-        for c in range(C):
-            out[r, c] = y[r, c] * (g[r, c] - s)
+            o[c] = (gr[c] - s) * yr[c]
 
 
-@njit(**_JIT)
-def log_softmax(x, out):
-    """``out[r] = (x[r] - max) - log(sum(exp(x[r] - max)))``."""
+@njit(**_JIT_EXACT)
+def log_softmax(x, out, lanes):
+    """``out[r] = (x[r] - max) - log(sum(exp(x[r] - max)))`` (``out`` holds the exps meanwhile)."""
     R, C = x.shape
     bits = x.view(np.int32)
     for r in range(R):
         m = _row_max(bits, r, C)
-        s = F(0.0)
+        xr, o = x[r], out[r]
         for c in range(C):
-            s += exp32(x[r, c] - m)
-        ls = F(math.log(s))
+            o[c] = exp_sleef_u10(xr[c] - m)
+        ls = log_sleef_u10(_lane_sum(o, C, lanes))
         for c in range(C):
-            out[r, c] = (x[r, c] - m) - ls
+            o[c] = (xr[c] - m) - ls
 
 
-@njit(**_JIT)
-def log_softmax_backward(g, y, out):
-    """``out[r] = g[r] - exp(y[r]) sum(g[r])``."""
+@njit(**_JIT_EXACT)
+def log_softmax_backward(g, y, out, lanes):
+    """``out[r] = g[r] - exp(y[r]) sum(g[r])`` (one FMA)."""
     R, C = g.shape
     for r in range(R):
-        s = F(0.0)
+        gr, yr, o = g[r], y[r], out[r]
+        s = _lane_sum(gr, C, lanes)
         for c in range(C):
-            s += g[r, c]
-        for c in range(C):
-            out[r, c] = g[r, c] - exp32(y[r, c]) * s
+            o[c] = fma(-exp_sleef_u10(yr[c]), s, gr[c])
 
 
 @njit(**_JIT)
@@ -204,39 +521,39 @@ def target_weights(t, w, ignore, wt):
     return True
 
 
-@njit(**_JIT)
-def cross_entropy(x, t, wt, loss, w, ignore, smooth, w_sum):
+@njit(**_JIT_EXACT)
+def cross_entropy(x, t, wt, loss, w, ignore, smooth, w_sum, lanes=16):
     """``loss[r] = -sum_c a[c] logp[c]`` with ``logp = (x - max) - log(sum(exp(x - max)))``, from
     the target term and ``sum_c w[c] (x[c] - max)`` (as PyTorch's, a class of weight 0 at -inf
     makes the smoothed loss nan); 0 for an ignored row. The rows' logs are taken after all sums,
-    in one loop over rows that vectorises (a libm log per row was a third of the time at C = 8)."""
+    in one loop over rows that vectorises (a libm log per row was a third of the time at C = 8).
+    exp, the sum's order and log are ``log_softmax``'s (ATen's), so without label smoothing the loss
+    is PyTorch's ``nll_loss(log_softmax(x))`` bit for bit."""
     R, C = x.shape
     bits = x.view(np.int32)
     picked = np.zeros(R, np.float32)    # x[t] - max, then the loss
     sw = np.zeros(R, np.float32)        # sum_c w[c] (x[c] - max), with label smoothing
+    e = np.empty(C, np.float32)
     for r in range(R):
         ti = t[r]
         loss[r] = F(1.0)                # sum(exp(x - max)); log 1 = 0 keeps an ignored row's loss 0
         if ti == ignore:
             continue
         m = _row_max(bits, r, C)
-        s = F(0.0)
-        if smooth == F(0.0):
-            for c in range(C):
-                s += exp32(x[r, c] - m)
-        else:
+        xr = x[r]
+        for c in range(C):
+            e[c] = exp_sleef_u10(xr[c] - m)
+        if smooth != F(0.0):
             q = F(0.0)
             for c in range(C):
-                d = x[r, c] - m
-                s += exp32(d)
-                q += w[c] * d
+                q += w[c] * (xr[c] - m)
             sw[r] = q
-        loss[r] = s
-        picked[r] = x[r, ti] - m
+        loss[r] = _lane_sum(e, C, lanes)
+        picked[r] = xr[ti] - m
     keep = F(1.0) - smooth
     ls_c = smooth / F(C)
     for r in range(R):
-        lg = log32(loss[r])
+        lg = log_sleef_u10(loss[r])
         loss[r] = -((wt[r] * keep) * (picked[r] - lg)) - ls_c * (sw[r] - lg * w_sum) + F(0.0)   # + 0: not -0.0
 
 

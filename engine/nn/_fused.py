@@ -48,14 +48,16 @@ def _numel(shapes, out) -> int:
     return math.prod(out)
 
 
-def _loop(xp, name, dim, *arrays):
-    """Run the row loop ``name`` over the last dim into a new array, or None where it does not apply."""
+def _loop(xp, name, dim, *arrays, lanes: bool = False):
+    """Run the row loop ``name`` over the last dim into a new array, or None where it does not apply
+    (``lanes``: the loop takes ATen's float32 lane count last, ``fastmath.aten_lanes``)."""
     x = arrays[-1]
     if not x.ndim or dim != x.ndim - 1 or not x.size or not kernels.use(xp, *arrays):
         return None
     out = xp.empty_like(x)
     rows = [a.reshape(-1, x.shape[-1]) for a in arrays + (out,)]
-    kernels.parallel(getattr(kernels.loops("rowwise"), name), len(rows), *rows)
+    extra = (kernels.loops("pointwise").aten_lanes(),) if lanes else ()
+    kernels.parallel(getattr(kernels.loops("rowwise"), name), len(rows), *rows, *extra)
     return out
 
 
@@ -76,7 +78,7 @@ def _softmax_fwd(xp, x, *, dim):
     if x.dtype in REDUCED_NP:   # PyTorch computes reduced precision in float32, rounded once
         return in_opmath(_softmax_fwd, xp, x, dim=dim)
     x = _row_major(xp, x)   # ATen's kernel reads input.contiguous(): a row-major result
-    fused = _loop(xp, "softmax", dim, x)
+    fused = _loop(xp, "softmax", dim, x, lanes=True)
     if fused is not None:
         return fused
     e = xp.exp(_shifted(xp, x, dim))
@@ -90,7 +92,7 @@ def _softmax_bwd_fwd(xp, g, y, *, dim):
         return in_float32(_softmax_bwd_fwd, xp, g, y, dim=dim)
     if y.ndim == 0:
         return g * 0
-    fused = _loop(xp, "softmax_backward", dim, g, y)
+    fused = _loop(xp, "softmax_backward", dim, g, y, lanes=True)
     if fused is not None:
         return fused
     s = (g * y).sum(axis=dim, keepdims=True)
@@ -110,7 +112,7 @@ def _log_softmax_fwd(xp, x, *, dim):
     if x.dtype is BFLOAT16_NP:   # PyTorch computes reduced precision in float32, rounded once
         return in_float32(_log_softmax_fwd, xp, x, dim=dim)
     x = _row_major(xp, x)
-    fused = _loop(xp, "log_softmax", dim, x)
+    fused = _loop(xp, "log_softmax", dim, x, lanes=True)
     if fused is not None:
         return fused
     s = _shifted(xp, x, dim)
@@ -126,7 +128,7 @@ def _log_softmax_bwd_fwd(xp, g, y, *, dim):
         return in_float32(_log_softmax_bwd_fwd, xp, g, y, dim=dim)
     if y.ndim == 0:
         return g * 0
-    fused = _loop(xp, "log_softmax_backward", dim, g, y)
+    fused = _loop(xp, "log_softmax_backward", dim, g, y, lanes=True)
     return g - xp.exp(y) * g.sum(axis=dim, keepdims=True) if fused is None else fused
 
 
@@ -336,14 +338,26 @@ def hardsigmoid(x: Tensor) -> Tensor:
 # ATen's kernels: x / (1 + exp(-x)), its backward g s (1 + x (1 - s)) with s = 1 / (1 + exp(-x)), in
 # float32 for half inputs; a differentiable backward (create_graph) is PyTorch's
 # infinitely_differentiable_silu_backward, the same formula in Tensor ops of the input's dtype.
+def _aten_loop(xp, *arrays) -> bool:
+    """Whether ATen's float32 loops (``kernels.pointwise``: the same floats as PyTorch) take these arrays:
+    the loops on, numpy arrays of float32, one shape, not empty (any layout: ``aten_map`` reads it as ATen)."""
+    return kernels.use(xp) and kernels.loops("pointwise").takes(*arrays)
+
+
 @_opmath
 def _silu_fwd(xp, x):
+    if _aten_loop(xp, x):
+        loops = kernels.loops("pointwise")
+        return loops.aten_map1(loops.silu, x)
     one = x.dtype.type(1)
     return x / (one + xp.exp(-x))
 
 
 @_opmath
 def _silu_bwd_fwd(xp, g, x):
+    if _aten_loop(xp, g, x):
+        loops = kernels.loops("pointwise")
+        return loops.aten_map(loops.silu_backward, (g, x), ())
     one = x.dtype.type(1)
     s = one / (one + xp.exp(-x))
     return g * s * (one + x * (one - s))
@@ -415,10 +429,9 @@ _C = 0.044715
 def _gelu_fwd(xp, x, *, approximate):
     if x.dtype in REDUCED_NP:   # PyTorch computes reduced precision in float32, rounded once
         return in_opmath(_gelu_fwd, xp, x, approximate=approximate)
-    if kernels.use(xp, x):
-        out = xp.empty_like(x)
-        kernels.parallel(kernels.loops("pointwise").gelu, 2, x.reshape(-1), out.reshape(-1), approximate == "tanh")
-        return out
+    if _aten_loop(xp, x):
+        loops = kernels.loops("pointwise")
+        return loops.aten_map(loops.gelu, (x,), (approximate == "tanh", loops.gelu_mode(x)))
     if approximate == "tanh":
         inner = xp.tanh((x + x * x * x * x.dtype.type(_C)) * x.dtype.type(_K))
         return x * 0.5 * (inner + 1.0)
@@ -459,11 +472,9 @@ _gelu = Op("gelu", _gelu_fwd,
 def _gelu_bwd_fwd(xp, g, x, *, approximate):
     if x.dtype is BFLOAT16_NP:   # PyTorch computes reduced precision in float32, rounded once
         return in_float32(_gelu_bwd_fwd, xp, g, x, approximate=approximate)
-    if g.shape == x.shape and kernels.use(xp, g, x):
-        out = xp.empty_like(x)
-        kernels.parallel(kernels.loops("pointwise").gelu_backward, 3, g.reshape(-1), x.reshape(-1), out.reshape(-1),
-                         approximate == "tanh")
-        return out
+    if _aten_loop(xp, g, x):
+        loops = kernels.loops("pointwise")
+        return loops.aten_map(loops.gelu_backward, (g, x), (approximate == "tanh", loops.gelu_mode(x, g)))
     return g * _gelu_grad(xp, x, approximate)
 
 
@@ -641,7 +652,8 @@ def _ce_fwd(xp, x, t, *w, cdim, **p):
     if looped is not None:
         t, wc, wt = looped
         loss = xp.empty(t.shape[0], x.dtype)
-        kernels.parallel(kernels.loops("rowwise").cross_entropy, 4, x, t, wt, loss, wc, *_ce_loop_params(x, wc, p))
+        kernels.parallel(kernels.loops("rowwise").cross_entropy, 4, x, t, wt, loss, wc, *_ce_loop_params(x, wc, p),
+                         kernels.loops("pointwise").aten_lanes())
         return _reduce_class_loss(xp, loss, t, wt, bool(w), p["reduction"], p)
     logp = _log_softmax_fwd(xp, x, dim=cdim)
     rows = _plain_rows(xp, x, t, w, cdim, p)

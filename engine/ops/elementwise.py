@@ -313,10 +313,15 @@ acosh = _unary("acosh", lambda xp, a: xp.arccosh(a), lambda g, out, a: (g * rsqr
 atanh = _unary("atanh", lambda xp, a: xp.arctanh(a), lambda g, out, a: (g / (1 - a * a),),
                out_form="arctanh", aliases=("arctanh",), onnx="Atanh")
 def _sigmoid_fwd(xp, a):
-    """SciPy's ``expit`` for float32/float64 (one loop: ~5x faster than the formula's four passes on
-    small tensors, no overflow warning); the formula otherwise (and for the compiler's symbolic
-    arrays, which read the formula), where exp(-a) overflowing to inf gives exactly 0, as PyTorch does."""
+    """float32: ATen's own loop (``kernels.pointwise.sigmoid``: Sleef's exp, libm's in the scalar tail), the
+    same floats as PyTorch's CPU kernel; float64, and float32 without the loops: SciPy's ``expit`` (one
+    loop: ~5x faster than the formula's four passes on small tensors, no overflow warning); the formula
+    otherwise (and for the compiler's symbolic arrays, which read the formula), where exp(-a) overflowing
+    to inf gives exactly 0, as PyTorch does."""
     if type(a) is np.ndarray and a.dtype.char in "fd":
+        if a.dtype.char == "f" and a.size and xp is np and kernels.enabled():   # ATen's float32 loop, bit for bit
+            loops = kernels.loops("pointwise")
+            return loops.aten_map1(loops.sigmoid, a)
         return _special(xp).expit(a)
     if a.dtype in REDUCED_NP:   # PyTorch computes it in float32 and rounds once
         return in_opmath(_sigmoid_fwd, xp, a)
