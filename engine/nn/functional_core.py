@@ -20,7 +20,7 @@ from ..base.dispatch_state import STATE as _DISPATCH
 from ..ops.indexing import one_hot
 from ..ops.movement import pad
 from ..core.tensor import Tensor, _wrap_dim
-from . import _fused, _fused_linear, _ops, _pool_checks, _resize_u8, _upsample
+from . import _fused, _fused_linear, _ops, _pool_checks, _resample, _resize_u8, _upsample
 
 __all__ = [
     "linear", "bilinear", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
@@ -284,6 +284,8 @@ def _adaptive_avg_pool(input, output_size, nd, name):
     size = tuple(x.shape[2:])
     if 0 in out:
         res = _empty_pooled(x, out)
+    elif _resample.adaptive_applies(x, out):   # ATen's adaptive kernel: the sum divided by each extent
+        res = _resample.adaptive_avg_pool(x, out)
     elif all(n % o == 0 for n, o in zip(size, out)):
         k = tuple(n // o for n, o in zip(size, out))
         res = _ops.avg_pool(x, k, k, (0,) * nd, False, True, None)
@@ -603,7 +605,13 @@ def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "neares
     if input.dtype == _dt.uint8 and not mode.startswith("nearest"):   # in float32, rounded back (uint8 sums overflow)
         return interpolate(input.float(), size, scale_factor, mode, align_corners, recompute_scale_factor,
                            antialias).round().clamp(0, 255).to(_dt.uint8)
-    if mode in ("linear", "bilinear") and _upsample.applies(input, nd, antialias):
+    if mode == "bicubic" and _resample.cubic_applies(input, antialias):
+        return composite("upsample_bicubic",
+                         lambda x: _resample.bicubic(x, out, scales, bool(align_corners)), input)
+    if _resample.aa_applies(input, antialias):
+        return composite(f"upsample_{mode}",
+                         lambda x: _resample.antialias(x, out, scales, bool(align_corners), mode == "bicubic"), input)
+    if mode in ("linear", "bilinear", "trilinear") and _upsample.applies(input, nd, antialias):
         return composite(f"upsample_{mode}",
                          lambda x: _upsample.upsample_linear(x, out, scales, bool(align_corners)), input)
     mode_1d = mode if mode.startswith("nearest") else "cubic" if mode == "bicubic" else "linear"

@@ -1,0 +1,212 @@
+"""Bicubic and antialiased resampling, adaptive and windowed average pooling, in ATen's cpu arithmetic
+(``nn/_resample.py`` computes the taps and weights and declares the ops; ``nn/_ops.py``'s average pool
+takes ``avg_pool3d``). Each loop takes whole planes (``(planes, ...)`` contiguous, float32 or float64:
+numba compiles one version per dtype), so ``kernels.parallel`` can cut the planes between threads.
+
+- bicubic forward (ATen's generic ``Interpolate<2, .., 4>``, GCC-contracted): along the width
+  ``x1 w1``, then ``+ x0 w0``, ``+ x2 w2``, ``+ x3 w3`` as fused multiply-adds; the four rows' values
+  combined with the height weights in the same order.
+- bicubic backward (``UpSampleBicubic2d.cpp``, compiled without FMA): each output gradient ``g``
+  added as ``(g wy) wx`` into its 16 taps, the column tap outermost, in output order.
+- adaptive average pool: a window's plain sum in row-major order, divided by each window extent in turn
+  (``sum / kd / kh / kw``); backward adds ``g / kd / kh / kw`` into the window in output order.
+- average pool: the window's sum over its in-bounds part divided once by the integer divisor (the
+  padded window's size, the in-bounds size, or ``divisor_override``); backward adds ``g / divisor``.
+- antialias passes (``separable_upsample_generic_Nd_kernel_impl``): one dim at a time, the width first,
+  each output ``x0 w0`` then a fused chain over the window; backward adds ``(wx wy) g`` fused, in
+  output order.
+"""
+from __future__ import annotations
+
+from numba import njit
+
+from .fastmath import fma
+
+__all__ = ["cubic2d", "cubic2d_backward", "adaptive_avg3d", "adaptive_avg3d_backward", "avg_pool3d",
+           "avg_pool3d_backward", "aa_rows", "aa_cols", "aa2d_backward"]
+
+_JIT = dict(cache=True, error_model="numpy", nogil=True)
+
+
+@njit(**_JIT, inline="always")
+def _tap4(row, i, w, o):
+    acc = row[i[1, o]] * w[1, o]
+    acc = fma(row[i[0, o]], w[0, o], acc)
+    acc = fma(row[i[2, o]], w[2, o], acc)
+    return fma(row[i[3, o]], w[3, o], acc)
+
+
+@njit(**_JIT)
+def cubic2d(x, out, hi, hw, wi, ww):
+    """``x`` (planes, H, W) -> ``out`` (planes, OH, OW); ``hi``/``wi`` (4, n) clamped taps, ``hw``/``ww`` weights."""
+    for p in range(x.shape[0]):
+        for oh in range(out.shape[1]):
+            r0, r1, r2, r3 = x[p, hi[0, oh]], x[p, hi[1, oh]], x[p, hi[2, oh]], x[p, hi[3, oh]]
+            a0, a1, a2, a3 = hw[0, oh], hw[1, oh], hw[2, oh], hw[3, oh]
+            for ow in range(out.shape[2]):
+                acc = _tap4(r1, wi, ww, ow) * a1
+                acc = fma(_tap4(r0, wi, ww, ow), a0, acc)
+                acc = fma(_tap4(r2, wi, ww, ow), a2, acc)
+                out[p, oh, ow] = fma(_tap4(r3, wi, ww, ow), a3, acc)
+
+
+@njit(**_JIT)
+def cubic2d_backward(g, out, hi, hw, wi, ww):
+    """Adds ``(g wy) wx`` into the 16 taps of each output, in output order (``out`` zeroed)."""
+    for p in range(g.shape[0]):
+        for oh in range(g.shape[1]):
+            for ow in range(g.shape[2]):
+                v = g[p, oh, ow]
+                for ii in range(4):
+                    c, wx = wi[ii, ow], ww[ii, ow]
+                    for jj in range(4):
+                        r = hi[jj, oh]
+                        out[p, r, c] += (v * hw[jj, oh]) * wx
+
+
+@njit(**_JIT)
+def adaptive_avg3d(x, out, d0, d1, h0, h1, w0, w1, f):
+    """``x`` (planes, D, H, W) -> ``out`` (planes, OD, OH, OW): window ``[d0[o], d1[o])`` per dim. ``f``
+    (one element of the dtype) turns the integer extents into the dtype, as C++ converts them before
+    dividing (numba would divide float32 by an integer in float64)."""
+    for p in range(x.shape[0]):
+        for od in range(out.shape[1]):
+            f[0] = d1[od] - d0[od]
+            kd = f[0]
+            for oh in range(out.shape[2]):
+                f[0] = h1[oh] - h0[oh]
+                kh = f[0]
+                for ow in range(out.shape[3]):
+                    f[0] = w1[ow] - w0[ow]
+                    kw = f[0]
+                    f[0] = 0
+                    s = f[0]
+                    for i in range(d0[od], d1[od]):
+                        for j in range(h0[oh], h1[oh]):
+                            for k in range(w0[ow], w1[ow]):
+                                s += x[p, i, j, k]
+                    out[p, od, oh, ow] = s / kd / kh / kw
+
+
+@njit(**_JIT)
+def adaptive_avg3d_backward(g, out, d0, d1, h0, h1, w0, w1, f):
+    for p in range(g.shape[0]):
+        for od in range(g.shape[1]):
+            f[0] = d1[od] - d0[od]
+            kd = f[0]
+            for oh in range(g.shape[2]):
+                f[0] = h1[oh] - h0[oh]
+                kh = f[0]
+                for ow in range(g.shape[3]):
+                    f[0] = w1[ow] - w0[ow]
+                    kw = f[0]
+                    v = g[p, od, oh, ow] / kd / kh / kw
+                    for i in range(d0[od], d1[od]):
+                        for j in range(h0[oh], h1[oh]):
+                            for k in range(w0[ow], w1[ow]):
+                                out[p, i, j, k] += v
+
+
+@njit(**_JIT, inline="always")
+def _window(o, k, s, pad, n):
+    """ATen's window along one dim: its clipped bounds and the padded extent counted by ``count_include_pad``."""
+    lo = o * s - pad
+    hi = min(lo + k, n + pad)
+    size = hi - lo
+    return max(lo, 0), min(hi, n), size
+
+
+@njit(**_JIT)
+def avg_pool3d(x, out, kd, kh, kw, sd, sh, sw, pd, ph, pw, include_pad, divisor, f):
+    """``cpu_avg_pool``/``cpu_avg_pool3d``: ``divisor`` 0 unless ``divisor_override``; an output whose
+    window lies wholly in the padding stays 0."""
+    D, H, W = x.shape[1], x.shape[2], x.shape[3]
+    for p in range(x.shape[0]):
+        for od in range(out.shape[1]):
+            i0, i1, nd = _window(od, kd, sd, pd, D)
+            for oh in range(out.shape[2]):
+                j0, j1, nh = _window(oh, kh, sh, ph, H)
+                for ow in range(out.shape[3]):
+                    k0, k1, nw = _window(ow, kw, sw, pw, W)
+                    f[0] = 0
+                    s = f[0]
+                    if i0 >= i1 or j0 >= j1 or k0 >= k1:
+                        out[p, od, oh, ow] = s
+                        continue
+                    for i in range(i0, i1):
+                        for j in range(j0, j1):
+                            for k in range(k0, k1):
+                                s += x[p, i, j, k]
+                    if divisor:
+                        div = divisor
+                    elif include_pad:
+                        div = nd * nh * nw
+                    else:
+                        div = (i1 - i0) * (j1 - j0) * (k1 - k0)
+                    f[0] = div
+                    out[p, od, oh, ow] = s / f[0]
+
+
+@njit(**_JIT)
+def avg_pool3d_backward(g, out, kd, kh, kw, sd, sh, sw, pd, ph, pw, include_pad, divisor, f):
+    D, H, W = out.shape[1], out.shape[2], out.shape[3]
+    for p in range(g.shape[0]):
+        for od in range(g.shape[1]):
+            i0, i1, nd = _window(od, kd, sd, pd, D)
+            for oh in range(g.shape[2]):
+                j0, j1, nh = _window(oh, kh, sh, ph, H)
+                for ow in range(g.shape[3]):
+                    k0, k1, nw = _window(ow, kw, sw, pw, W)
+                    if divisor:
+                        div = divisor
+                    elif include_pad:
+                        div = nd * nh * nw
+                    else:
+                        div = (i1 - i0) * (j1 - j0) * (k1 - k0)
+                    f[0] = div
+                    v = g[p, od, oh, ow] / f[0]
+                    for i in range(i0, i1):
+                        for j in range(j0, j1):
+                            for k in range(k0, k1):
+                                out[p, i, j, k] += v
+
+
+@njit(**_JIT)
+def aa_rows(x, out, lo, size, w):
+    """One antialias pass along the last dim: ``x`` (rows, n) -> ``out`` (rows, m); output ``o`` reads
+    ``x[lo[o] : lo[o] + size[o]]`` with weights ``w[o, :size[o]]``."""
+    for r in range(x.shape[0]):
+        for o in range(out.shape[1]):
+            b = lo[o]
+            acc = x[r, b] * w[o, 0]
+            for j in range(1, size[o]):
+                acc = fma(x[r, b + j], w[o, j], acc)
+            out[r, o] = acc
+
+
+@njit(**_JIT)
+def aa_cols(x, out, lo, size, w):
+    """The pass along the middle dim: ``x`` (planes, n, W) -> ``out`` (planes, m, W)."""
+    for p in range(x.shape[0]):
+        for o in range(out.shape[1]):
+            b = lo[o]
+            for c in range(out.shape[2]):
+                acc = x[p, b, c] * w[o, 0]
+                for j in range(1, size[o]):
+                    acc = fma(x[p, b + j, c], w[o, j], acc)
+                out[p, o, c] = acc
+
+
+@njit(**_JIT)
+def aa2d_backward(g, out, hlo, hsize, hw, wlo, wsize, ww):
+    """``cpu_upsample_genNd_backward_aa``: ``out[y, x] += (wx wy) g`` fused, in output order (``out`` zeroed)."""
+    for p in range(g.shape[0]):
+        for oh in range(g.shape[1]):
+            y0 = hlo[oh]
+            for ow in range(g.shape[2]):
+                x0 = wlo[ow]
+                v = g[p, oh, ow]
+                for y in range(hsize[oh]):
+                    wy = hw[oh, y]
+                    for xx in range(wsize[ow]):
+                        out[p, y0 + y, x0 + xx] = fma(ww[ow, xx] * wy, v, out[p, y0 + y, x0 + xx])
