@@ -304,3 +304,18 @@ def test_adaptive_pooling_output_sizes_and_checks_as_aten(case):
         np.testing.assert_allclose(np.array(got[1], dtype=float), np.array(want[1], dtype=float), rtol=1e-6,
                                    atol=2e-6, equal_nan=True)
 
+
+
+@pytest.mark.parametrize("nd, shape, output_size", [
+    (2, (1, 1, 1, 1), 1), (2, (1, 1, 4, 1), 1), (2, (1, 1, 1, 4), 1), (2, (1, 1, 4, 4), 3), (2, (1, 1, 4, 4), (3, 2)),
+    (2, (1, 1, 5, 4), (4, 3)), (3, (1, 1, 1, 4, 4), 1), (3, (1, 1, 4, 4, 4), 3), (3, (1, 1, 5, 4, 5), 3),
+    (3, (1, 1, 5, 5, 4), 3), (3, (1, 1, 4, 4, 4), 2), (3, (1, 1, 5, 4, 4), (3, 2, 2))])
+def test_fractional_max_pool_checks_the_pool_size_as_aten(nd, shape, output_size):
+    """ATen names the dim (height/width, time in 3-d) and, in 3-d only, wants the last window to end
+    before the input's end (a strict '<'): (4, 4, 4) pooled by 2 to 3 is refused there, not in 2-d."""
+    def pool(lib):
+        x = _data(lib, *shape)
+        samples = lib.full((shape[0], shape[1], nd), 0.5)
+        return getattr(lib.nn.functional, f"fractional_max_pool{nd}d")(x, 2, output_size=output_size,
+                                                                         _random_samples=samples)
+    assert _outcome(pool, tapelab) == _outcome(pool, torch)

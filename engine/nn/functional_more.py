@@ -238,10 +238,14 @@ def _fractional_max_pool(input, kernel_size, output_size, output_ratio, return_i
         ratio = _ntuple_float(output_ratio, nd)
         output_size = tuple(int(n * r) for n, r in zip(size, ratio))
     out = _ntuple(output_size, nd, "output_size")
-    for o, ki, n in zip(out, k, size):
-        if o + ki - 1 > n:
-            raise RuntimeError(f"{name}(): pool size {ki} too large relative to input size {n} "
-                               f"(output size {o})")
+    # ATen's checks: in 2-d the last window may end at the input's end, in 3-d it must end before it
+    # (fractional_max_pool3d_out_cpu_template's '<'), checked time, width, height in that order
+    words = ("height", "width") if nd == 2 else ("time", "height", "width")
+    for dim in ((0, 1) if nd == 2 else (0, 2, 1)):
+        end = out[dim] + k[dim] - 1
+        if end > size[dim] or (nd == 3 and end == size[dim]):
+            raise RuntimeError(f"{name}{'_out' if nd == 3 else ''}(): pool {words[dim]} {k[dim]} too large relative "
+                               f"to input {words[dim]} {size[dim]}")
     n, c = x.shape[:2]
     if samples is None:
         samples = creation.rand((n, c, nd), dtype=x.dtype, device=x.device)
