@@ -59,9 +59,12 @@ def parallel(fn, n_split: int, *args, align: int = 1) -> None:
     rows per thread, each block a multiple of ``align`` rows (a loop that reads ``r % align``
     sees the same index in its block); arrays under ``PARALLEL_MIN`` elements, or one thread, run
     in one call."""
+    if args[0].size < PARALLEL_MIN:   # the small call first: no thread count read
+        fn(*args)
+        return
     n = threads()
     rows = args[0].shape[0]
-    if n < 2 or args[0].size < PARALLEL_MIN or rows < 2 * align:
+    if n < 2 or rows < 2 * align:
         fn(*args)
         return
     blocks = -(-rows // align)

@@ -190,8 +190,6 @@ def _one_minus(t):
     return one - t
 
 
-# Below this many elements numpy's passes cost less than the loop's call (the per-op-bound rows' tensors).
-_TANH_BW_LOOP_MIN = 512
 _F32 = np.dtype(np.float32)
 
 
@@ -199,7 +197,8 @@ def _tanh_bw_fwd(xp, g, y):
     if y.dtype is BFLOAT16_NP:   # ATen's kernel computes g (1 - y^2) in float32 and rounds once
         return in_float32(_tanh_bw_fwd, xp, g, y)
     if y.dtype == g.dtype == _F32:   # 1 - y*y rounded once, as ATen's FMA: y*y of a float32 is exact in float64
-        if kernels.use(xp, g, y) and y.size >= _TANH_BW_LOOP_MIN and g.shape == y.shape:   # (use: not traced)
+        # the loop from one element up: 1.0 us against numpy's five passes' 2.5 on 16 (2026-12-04)
+        if kernels.use(xp, g, y) and g.shape == y.shape:   # (use: not traced)
             out = xp.empty_like(y)
             kernels.parallel(kernels.loops("pointwise").tanh_backward, 3, g.reshape(-1), y.reshape(-1),
                              out.reshape(-1))
