@@ -11,7 +11,7 @@ from numba import njit
 
 from .fastmath import fma
 
-__all__ = ["linear1d", "linear1d_backward", "bilinear2d", "bilinear2d_backward"]
+__all__ = ["linear1d", "linear1d_backward", "bilinear2d", "bilinear2d_backward", "trilinear3d", "trilinear3d_backward"]
 
 _JIT = dict(cache=True, error_model="numpy", nogil=True)
 
@@ -61,3 +61,44 @@ def bilinear2d_backward(g, out, h0, h1, a, b, w0, w1, c, d):
                 out[p, r0, q1] = fma(wa * wd, v, out[p, r0, q1])
                 out[p, r1, q0] = fma(wb * wc, v, out[p, r1, q0])
                 out[p, r1, q1] = fma(wb * wd, v, out[p, r1, q1])
+
+
+@njit(**_JIT)
+def trilinear3d(x, out, d0, d1, da, db, h0, h1, ha, hb, w0, w1, wa, wb):
+    """``x`` (planes, D, H, W) -> ``out`` (planes, OD, OH, OW) as ATen's generic ``Interpolate<3, .., 2>``
+    (trilinear has no channels-first vector kernel): each level ``fma(t0, w0, t1 * w1)``, the width
+    innermost, then the height, then the depth."""
+    for p in range(x.shape[0]):
+        for od in range(out.shape[1]):
+            i0, i1, ea, eb = d0[od], d1[od], da[od], db[od]
+            for oh in range(out.shape[2]):
+                j0, j1, fa, fb = h0[oh], h1[oh], ha[oh], hb[oh]
+                for ow in range(out.shape[3]):
+                    k0, k1, ga, gb = w0[ow], w1[ow], wa[ow], wb[ow]
+                    t0 = fma(fma(x[p, i0, j0, k0], ga, x[p, i0, j0, k1] * gb), fa,
+                             fma(x[p, i0, j1, k0], ga, x[p, i0, j1, k1] * gb) * fb)
+                    t1 = fma(fma(x[p, i1, j0, k0], ga, x[p, i1, j0, k1] * gb), fa,
+                             fma(x[p, i1, j1, k0], ga, x[p, i1, j1, k1] * gb) * fb)
+                    out[p, od, oh, ow] = fma(t0, ea, t1 * eb)
+
+
+@njit(**_JIT)
+def trilinear3d_backward(g, out, d0, d1, da, db, h0, h1, ha, hb, w0, w1, wa, wb):
+    """Adds ``(wd wh ww) g`` (the weight's product rounded, then one fused multiply-add) into the eight
+    taps, in output order (``out`` zeroed)."""
+    for p in range(g.shape[0]):
+        for od in range(g.shape[1]):
+            i0, i1, ea, eb = d0[od], d1[od], da[od], db[od]
+            for oh in range(g.shape[2]):
+                j0, j1, fa, fb = h0[oh], h1[oh], ha[oh], hb[oh]
+                for ow in range(g.shape[3]):
+                    k0, k1, ga, gb = w0[ow], w1[ow], wa[ow], wb[ow]
+                    v = g[p, od, oh, ow]
+                    out[p, i0, j0, k0] = fma(ea * fa * ga, v, out[p, i0, j0, k0])
+                    out[p, i0, j0, k1] = fma(ea * fa * gb, v, out[p, i0, j0, k1])
+                    out[p, i0, j1, k0] = fma(ea * fb * ga, v, out[p, i0, j1, k0])
+                    out[p, i0, j1, k1] = fma(ea * fb * gb, v, out[p, i0, j1, k1])
+                    out[p, i1, j0, k0] = fma(eb * fa * ga, v, out[p, i1, j0, k0])
+                    out[p, i1, j0, k1] = fma(eb * fa * gb, v, out[p, i1, j0, k1])
+                    out[p, i1, j1, k0] = fma(eb * fb * ga, v, out[p, i1, j1, k0])
+                    out[p, i1, j1, k1] = fma(eb * fb * gb, v, out[p, i1, j1, k1])

@@ -751,9 +751,28 @@ def _avg_divisor(xp, size, kernel, stride, padding, out, count_include_pad, dtyp
     return div
 
 
+def _avg_loop(name, src, out_shape, size, kernel, stride, padding, count_include_pad, divisor):
+    """ATen's ``cpu_avg_pool``/``cpu_avg_pool3d`` (and their backwards) through ``kernels/resample.py``:
+    each window's in-bounds values summed in row-major order (added in output order backward) and
+    divided once by the integer divisor; ``src`` (N, C, *sp) float32/float64, 1-d and 2-d as 3-d."""
+    pad = 3 - len(kernel)
+    planes = np.ascontiguousarray(src).reshape((-1,) + (1,) * pad + tuple(src.shape[2:]))
+    res = (np.empty if name == "avg_pool3d" else np.zeros)((planes.shape[0],) + (1,) * pad + tuple(size), src.dtype)
+    k, s, p = ((1,) * pad + tuple(kernel), (1,) * pad + tuple(stride), (0,) * pad + tuple(padding))
+    kernels.parallel(getattr(kernels.loops("resample"), name), 2, planes, res, *k, *s, *p, bool(count_include_pad),
+                     int(divisor or 0), np.zeros(1, src.dtype))
+    return res.reshape(tuple(src.shape[:2]) + tuple(out_shape if name == "avg_pool3d" else size))
+
+
+def _avg_loops(xp, a) -> bool:
+    return kernels.enabled() and xp is np and a.dtype in (np.float32, np.float64) and len(a.shape) <= 5
+
+
 def _avg_fwd(xp, x, *, kernel, stride, padding, ceil_mode, count_include_pad, divisor, out_size):
     out = out_size
     nd = len(kernel)
+    if _avg_loops(xp, x) and not blocks_divide(x.shape[2:], kernel, stride, padding):
+        return _avg_loop("avg_pool3d", x, out, out, kernel, stride, padding, count_include_pad, divisor)
     if blocks_divide(x.shape[2:], kernel, stride, padding):
         xb = _block_view(x, kernel)
         offs = _block_offsets(kernel)
@@ -772,6 +791,8 @@ def _avg_fwd(xp, x, *, kernel, stride, padding, ceil_mode, count_include_pad, di
 def _avg_bwd_fwd(xp, g, *, kernel, stride, padding, ceil_mode, count_include_pad, divisor, out_size, size):
     out = out_size
     nd = len(kernel)
+    if _avg_loops(xp, g) and not blocks_divide(size, kernel, stride, padding):
+        return _avg_loop("avg_pool3d_backward", g, out, size, kernel, stride, padding, count_include_pad, divisor)
     if divisor is None:
         g = g / _avg_divisor(xp, size, kernel, stride, padding, out, count_include_pad, g.dtype)
     else:

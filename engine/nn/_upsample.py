@@ -26,7 +26,8 @@ from ..core.tensor import Tensor
 __all__ = ["applies", "upsample_linear"]
 
 _EXACT = (np.dtype(np.float32), np.dtype(np.float64))
-_NAMES = {1: ("upsample_linear1d", "UpsampleLinear1DBackward0"), 2: ("upsample_bilinear2d", "UpsampleBilinear2DBackward0")}
+_NAMES = {1: ("upsample_linear1d", "UpsampleLinear1DBackward0"), 2: ("upsample_bilinear2d", "UpsampleBilinear2DBackward0"),
+          3: ("upsample_trilinear3d", "UpsampleTrilinear3DBackward0")}
 
 
 @functools.lru_cache(maxsize=256)
@@ -65,7 +66,7 @@ def _fwd(xp, x, *, sizes, scales, align):
     out = xp.empty((planes.shape[0],) + tuple(sizes), x.dtype)
     if _loops(xp, planes):
         loop = kernels.loops("upsample")
-        kernels.parallel(loop.linear1d if len(sizes) == 1 else loop.bilinear2d, 2, planes, out,
+        kernels.parallel((loop.linear1d, loop.bilinear2d, loop.trilinear3d)[len(sizes) - 1], 2, planes, out,
                          *[a for p in plans for a in p])
     else:
         out[...] = _taps_sum(xp, planes, plans)
@@ -107,7 +108,8 @@ def _bwd_fwd(xp, g, *, in_size, sizes, scales, align):
     out = xp.zeros((planes.shape[0],) + tuple(in_size), g.dtype)
     if _loops(xp, planes):
         loop = kernels.loops("upsample")
-        kernels.parallel(loop.linear1d_backward if len(sizes) == 1 else loop.bilinear2d_backward, 2, planes, out,
+        kernels.parallel((loop.linear1d_backward, loop.bilinear2d_backward, loop.trilinear3d_backward)[len(sizes) - 1],
+                         2, planes, out,
                          *[a for p in plans for a in p])
     else:   # each tap's share added in output order (a rounded product, then the sum)
         for corner in itertools.product((0, 1), repeat=len(plans)):
@@ -146,9 +148,9 @@ _bwd = Op("upsample_linear_backward", _bwd_fwd, _bwd_vjp, saves=NONE, cost=lambd
 
 
 def applies(input: Tensor, nd: int, antialias: bool) -> bool:
-    """Whether the op covers this call: 1-d or 2-d linear without antialiasing on a float32 or
+    """Whether the op covers this call: 1-d, 2-d or 3-d linear without antialiasing on a float32 or
     float64 (N, C, ...) tensor; the rest keep the separable matrix products."""
-    return not antialias and nd in (1, 2) and input.ndim == nd + 2 and input._data.dtype in _EXACT
+    return not antialias and nd in (1, 2, 3) and input.ndim == nd + 2 and input._data.dtype in _EXACT
 
 
 def upsample_linear(input: Tensor, sizes: tuple, scales: tuple, align: bool) -> Tensor:
