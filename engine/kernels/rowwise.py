@@ -15,7 +15,9 @@ from __future__ import annotations
 
 
 import numpy as np
-from numba import njit
+from llvmlite import ir
+from numba import njit, types
+from numba.extending import intrinsic
 
 from .fastmath import _bits_to_f32, exp32, exp_sleef_u10, fma, log_sleef_u10
 
@@ -81,6 +83,53 @@ _JIT_EXACT = dict(cache=True, error_model="numpy", nogil=True)
 # The partial sums are locals, not an array: LLVM keeps them in one vector register and adds a row's
 # 16 (or 8) next values with one instruction; an accumulator array costs a load, a store and an overlap
 # check per step (2x the old softmax). One function per lane count, written out.
+
+def _lane_loop(lanes: int, dot: bool):
+    """An intrinsic: the ``lanes`` partial sums of a row (``C >= lanes``) over its full vectors, as a tuple:
+    ``a[0:lanes]`` (or ``g y`` there), then one vector add a step (of ``g y`` rounded: no FMA), ATen's
+    main loop written as LLVM vector IR. (As numba code, 16 scalar chains: LLVM did not vectorise them.)"""
+    def typer(typingctx, *args):
+        def codegen(context, builder, signature, values):
+            arrs = [context.make_array(t)(context, builder, v) for t, v in zip(signature.args[:-1], values[:-1])]
+            intp = context.get_value_type(types.intp)
+            n = context.cast(builder, values[-1], signature.args[-1], types.intp)
+            vf = ir.VectorType(ir.FloatType(), lanes)
+            step = ir.Constant(intp, lanes)
+
+            def load(d):
+                v = [builder.load(builder.bitcast(builder.gep(a.data, [d]), vf.as_pointer()), align=4) for a in arrs]
+                return builder.fmul(v[0], v[1]) if dot else v[0]
+
+            first = load(ir.Constant(intp, 0))
+            m = builder.sub(n, builder.srem(n, step))
+            pre = builder.block
+            head = builder.append_basic_block("lanes.head")
+            body = builder.append_basic_block("lanes.body")
+            done = builder.append_basic_block("lanes.done")
+            builder.branch(head)
+            builder.position_at_end(head)
+            d = builder.phi(intp)
+            acc = builder.phi(vf)
+            d.add_incoming(step, pre)
+            acc.add_incoming(first, pre)
+            builder.cbranch(builder.icmp_signed("<", d, m), body, done)
+            builder.position_at_end(body)
+            acc.add_incoming(builder.fadd(acc, load(d)), body)
+            d.add_incoming(builder.add(d, step), body)
+            builder.branch(head)
+            builder.position_at_end(done)
+            lane = [builder.extract_element(acc, ir.Constant(ir.IntType(32), i)) for i in range(lanes)]
+            return context.make_tuple(builder, signature.return_type, lane)
+        return types.UniTuple(types.float32, lanes)(*args), codegen
+    if dot:
+        return intrinsic(lambda typingctx, g, y, C: typer(typingctx, g, y, C))
+    return intrinsic(lambda typingctx, a, C: typer(typingctx, a, C))
+
+
+_vsum16, _vsum8, _vdot16, _vdot8 = (_lane_loop(16, False), _lane_loop(8, False), _lane_loop(16, True),
+                                    _lane_loop(8, True))
+
+
 @njit(**_JIT_EXACT)
 def _seq_sum(a, C):
     """A row shorter than the lanes: summed in order. (Tested by the caller: an early return inside the
@@ -102,40 +151,8 @@ def _seq_dot(g, y, C):
 @njit(**_JIT_EXACT)
 def _lane_sum16(a, C):
     """``vec::reduce_all`` of ``+`` with 16 lanes, C >= 16 (see ``_lane_sum``)."""
-    s0 = a[0]
-    s1 = a[1]
-    s2 = a[2]
-    s3 = a[3]
-    s4 = a[4]
-    s5 = a[5]
-    s6 = a[6]
-    s7 = a[7]
-    s8 = a[8]
-    s9 = a[9]
-    s10 = a[10]
-    s11 = a[11]
-    s12 = a[12]
-    s13 = a[13]
-    s14 = a[14]
-    s15 = a[15]
+    s0, s1, s2, s3, s4, s5, s6, s7, s8, s9, s10, s11, s12, s13, s14, s15 = _vsum16(a, C)
     m = C - C % 16
-    for d in range(16, m, 16):
-        s0 = s0 + a[d + 0]
-        s1 = s1 + a[d + 1]
-        s2 = s2 + a[d + 2]
-        s3 = s3 + a[d + 3]
-        s4 = s4 + a[d + 4]
-        s5 = s5 + a[d + 5]
-        s6 = s6 + a[d + 6]
-        s7 = s7 + a[d + 7]
-        s8 = s8 + a[d + 8]
-        s9 = s9 + a[d + 9]
-        s10 = s10 + a[d + 10]
-        s11 = s11 + a[d + 11]
-        s12 = s12 + a[d + 12]
-        s13 = s13 + a[d + 13]
-        s14 = s14 + a[d + 14]
-        s15 = s15 + a[d + 15]
     k = C - m
     if k > 0:
         s0 = s0 + a[m + 0]
@@ -188,24 +205,8 @@ def _lane_sum16(a, C):
 @njit(**_JIT_EXACT)
 def _lane_sum8(a, C):
     """``vec::reduce_all`` of ``+`` with 8 lanes (see ``_lane_sum``)."""
-    s0 = a[0]
-    s1 = a[1]
-    s2 = a[2]
-    s3 = a[3]
-    s4 = a[4]
-    s5 = a[5]
-    s6 = a[6]
-    s7 = a[7]
+    s0, s1, s2, s3, s4, s5, s6, s7 = _vsum8(a, C)
     m = C - C % 8
-    for d in range(8, m, 8):
-        s0 = s0 + a[d + 0]
-        s1 = s1 + a[d + 1]
-        s2 = s2 + a[d + 2]
-        s3 = s3 + a[d + 3]
-        s4 = s4 + a[d + 4]
-        s5 = s5 + a[d + 5]
-        s6 = s6 + a[d + 6]
-        s7 = s7 + a[d + 7]
     k = C - m
     if k > 0:
         s0 = s0 + a[m + 0]
@@ -234,40 +235,8 @@ def _lane_sum8(a, C):
 @njit(**_JIT_EXACT)
 def _lane_dot16(g, y, C):
     """``vec::map2_reduce_all`` of ``g * y`` and ``+`` with 16 lanes (see ``_lane_sum``)."""
-    s0 = g[0] * y[0]
-    s1 = g[1] * y[1]
-    s2 = g[2] * y[2]
-    s3 = g[3] * y[3]
-    s4 = g[4] * y[4]
-    s5 = g[5] * y[5]
-    s6 = g[6] * y[6]
-    s7 = g[7] * y[7]
-    s8 = g[8] * y[8]
-    s9 = g[9] * y[9]
-    s10 = g[10] * y[10]
-    s11 = g[11] * y[11]
-    s12 = g[12] * y[12]
-    s13 = g[13] * y[13]
-    s14 = g[14] * y[14]
-    s15 = g[15] * y[15]
+    s0, s1, s2, s3, s4, s5, s6, s7, s8, s9, s10, s11, s12, s13, s14, s15 = _vdot16(g, y, C)
     m = C - C % 16
-    for d in range(16, m, 16):
-        s0 = s0 + g[d + 0] * y[d + 0]
-        s1 = s1 + g[d + 1] * y[d + 1]
-        s2 = s2 + g[d + 2] * y[d + 2]
-        s3 = s3 + g[d + 3] * y[d + 3]
-        s4 = s4 + g[d + 4] * y[d + 4]
-        s5 = s5 + g[d + 5] * y[d + 5]
-        s6 = s6 + g[d + 6] * y[d + 6]
-        s7 = s7 + g[d + 7] * y[d + 7]
-        s8 = s8 + g[d + 8] * y[d + 8]
-        s9 = s9 + g[d + 9] * y[d + 9]
-        s10 = s10 + g[d + 10] * y[d + 10]
-        s11 = s11 + g[d + 11] * y[d + 11]
-        s12 = s12 + g[d + 12] * y[d + 12]
-        s13 = s13 + g[d + 13] * y[d + 13]
-        s14 = s14 + g[d + 14] * y[d + 14]
-        s15 = s15 + g[d + 15] * y[d + 15]
     k = C - m
     if k > 0:
         s0 = fma(g[m + 0], y[m + 0], s0)
@@ -320,24 +289,8 @@ def _lane_dot16(g, y, C):
 @njit(**_JIT_EXACT)
 def _lane_dot8(g, y, C):
     """``vec::map2_reduce_all`` of ``g * y`` and ``+`` with 8 lanes (see ``_lane_sum``)."""
-    s0 = g[0] * y[0]
-    s1 = g[1] * y[1]
-    s2 = g[2] * y[2]
-    s3 = g[3] * y[3]
-    s4 = g[4] * y[4]
-    s5 = g[5] * y[5]
-    s6 = g[6] * y[6]
-    s7 = g[7] * y[7]
+    s0, s1, s2, s3, s4, s5, s6, s7 = _vdot8(g, y, C)
     m = C - C % 8
-    for d in range(8, m, 8):
-        s0 = s0 + g[d + 0] * y[d + 0]
-        s1 = s1 + g[d + 1] * y[d + 1]
-        s2 = s2 + g[d + 2] * y[d + 2]
-        s3 = s3 + g[d + 3] * y[d + 3]
-        s4 = s4 + g[d + 4] * y[d + 4]
-        s5 = s5 + g[d + 5] * y[d + 5]
-        s6 = s6 + g[d + 6] * y[d + 6]
-        s7 = s7 + g[d + 7] * y[d + 7]
     k = C - m
     if k > 0:
         s0 = fma(g[m + 0], y[m + 0], s0)
