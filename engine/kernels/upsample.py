@@ -11,7 +11,8 @@ from numba import njit
 
 from .fastmath import fma
 
-__all__ = ["linear1d", "linear1d_backward", "bilinear2d", "bilinear2d_backward", "trilinear3d", "trilinear3d_backward"]
+__all__ = ["linear1d", "linear1d_backward", "bilinear2d", "bilinear2d_backward", "trilinear3d", "trilinear3d_backward",
+           "bilinear2d_nested"]
 
 _JIT = dict(cache=True, error_model="numpy", nogil=True)
 
@@ -102,3 +103,18 @@ def trilinear3d_backward(g, out, d0, d1, da, db, h0, h1, ha, hb, w0, w1, wa, wb)
                     out[p, i1, j0, k1] = fma(eb * fa * gb, v, out[p, i1, j0, k1])
                     out[p, i1, j1, k0] = fma(eb * fb * ga, v, out[p, i1, j1, k0])
                     out[p, i1, j1, k1] = fma(eb * fb * gb, v, out[p, i1, j1, k1])
+
+
+@njit(**_JIT)
+def bilinear2d_nested(x, out, h0, h1, a, b, w0, w1, c, d):
+    """ATen's generic ``Interpolate<2, .., 2>`` (its kernel for channels-first input whose output has
+    ``OH + OW > 128``, unless one thread and three channels): ``fma(t0, a, t1 b)`` over the rows' values
+    ``t = fma(x0, c, x1 d)``."""
+    for p in range(x.shape[0]):
+        for oh in range(out.shape[1]):
+            r0, r1, wa, wb = h0[oh], h1[oh], a[oh], b[oh]
+            for ow in range(out.shape[2]):
+                q0, q1, wc, wd = w0[ow], w1[ow], c[ow], d[ow]
+                t0 = fma(x[p, r0, q0], wc, x[p, r0, q1] * wd)
+                t1 = fma(x[p, r1, q0], wc, x[p, r1, q1] * wd)
+                out[p, oh, ow] = fma(t0, wa, t1 * wb)

@@ -17,6 +17,7 @@ import math
 import numpy as np
 
 from .. import kernels
+from ..base import runtime
 from ..base.meta import has_data
 from ..core.cpu_stream import fma
 from ..core.dispatch import apply
@@ -66,11 +67,23 @@ def _fwd(xp, x, *, sizes, scales, align):
     out = xp.empty((planes.shape[0],) + tuple(sizes), x.dtype)
     if _loops(xp, planes):
         loop = kernels.loops("upsample")
-        kernels.parallel((loop.linear1d, loop.bilinear2d, loop.trilinear3d)[len(sizes) - 1], 2, planes, out,
+        fn = (loop.linear1d, loop.bilinear2d if _vector_kernel(x, sizes) else loop.bilinear2d_nested,
+              loop.trilinear3d)[len(sizes) - 1]
+        kernels.parallel(fn, 2, planes, out,
                          *[a for p in plans for a in p])
     else:
         out[...] = _taps_sum(xp, planes, plans)
     return out.reshape(x.shape[:2] + tuple(sizes))
+
+
+def _vector_kernel(x, sizes) -> bool:
+    """Whether ATen's bilinear forward takes its channels-last vector kernel (four products, weights
+    multiplied first) rather than the generic nested one: channels-last input with more than three
+    channels, an output with ``OH + OW <= 128``, or one thread and three channels
+    (``upsample_bilinear2d_kernel_impl_float``)."""
+    c = x.shape[1]
+    channels_last = c > 3 and x.strides[1] == x.itemsize and not x.flags.c_contiguous
+    return channels_last or sum(sizes) <= 128 or (runtime.intra_op_threads() == 1 and c == 3)
 
 
 def _taps_sum(xp, planes, plans):
