@@ -364,17 +364,30 @@ def softmax_backward(g, y, out, lanes=16):
 
 @njit(**_JIT_EXACT)
 def log_softmax(x, out, lanes):
-    """``out[r] = (x[r] - max) - log(sum(exp(x[r] - max)))`` (``out`` holds the exps meanwhile)."""
+    """``out[r] = (x[r] - max) - log(sum(exp(x[r] - max)))`` (``out`` holds the exps meanwhile). As ATen,
+    the rows go in chunks: their maxes and sums first, then the chunk's logs in one loop (it vectorises:
+    a log per row cost a sixth of the time on 4096 x 256), then the outputs."""
     R, C = x.shape
     bits = x.view(np.int32)
-    for r in range(R):
-        m = _row_max(bits, r, C)
-        xr, o = x[r], out[r]
-        for c in range(C):
-            o[c] = exp_sleef_u10(xr[c] - m)
-        ls = log_sleef_u10(_lane_sum(o, C, lanes))
-        for c in range(C):
-            o[c] = (xr[c] - m) - ls
+    chunk = 64
+    mx = np.empty(chunk, np.float32)
+    ls = np.empty(chunk, np.float32)
+    for r0 in range(0, R, chunk):
+        k = min(chunk, R - r0)
+        for j in range(k):
+            m = _row_max(bits, r0 + j, C)
+            xr, o = x[r0 + j], out[r0 + j]
+            for c in range(C):
+                o[c] = exp_sleef_u10(xr[c] - m)
+            mx[j] = m
+            ls[j] = _lane_sum(o, C, lanes)
+        for j in range(k):
+            ls[j] = log_sleef_u10(ls[j])
+        for j in range(k):
+            xr, o = x[r0 + j], out[r0 + j]
+            m, lj = mx[j], ls[j]
+            for c in range(C):
+                o[c] = (xr[c] - m) - lj
 
 
 @njit(**_JIT_EXACT)
