@@ -429,6 +429,24 @@ def _compile(op):
                 out = _failed(op, fwd, dev, (x,), args, params, e)
             req = ra = a.requires_grad
             rb = False
+        elif n == 3:   # linear's (x, W, b), addcmul, lerp: three tensors of one float dtype and device
+            a, b, c = args
+            if not (isinstance(a, Tensor) and isinstance(b, Tensor) and isinstance(c, Tensor)):
+                return eager(op, args, params)
+            x, y, z = a._data, b._data, c._data
+            dev = a._device
+            if not (x.dtype.kind == "f" and y.dtype is x.dtype and z.dtype is x.dtype and b._device is dev
+                    and c._device is dev and (a.requires_grad or not a._vc[0] or a._base is None)
+                    and (b.requires_grad or not b._vc[0] or b._base is None)
+                    and (c.requires_grad or not c._vc[0] or c._base is None)):
+                return eager(op, args, params)
+            try:
+                out = fwd(dev._xp or dev.xp, x, y, z, **params) if params else fwd(dev._xp or dev.xp, x, y, z)
+            except Exception as e:  # noqa: BLE001
+                out = _failed(op, fwd, dev, (x, y, z), args, params, e)
+            if ordered is not None and out.ndim:
+                out = _c_order(dev._xp or dev.xp, out)
+            return _result(op, args, params, dev, a.requires_grad or b.requires_grad or c.requires_grad, out)
         else:
             return eager(op, args, params)
         if ordered is not None and out.ndim:
