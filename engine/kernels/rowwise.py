@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 from llvmlite import ir
 from numba import njit, types
+from numba.core import cgutils
 from numba.extending import intrinsic
 
 from .fastmath import _bits_to_f32, exp32, exp_sleef_u10, fma, log_sleef_u10
@@ -76,51 +77,67 @@ def _exp_row(x, out, r, C, m):
 # 1/sum; a row's sum keeps ``lanes`` partial sums (16 with AVX512, 8 with AVX2: ``fastmath.aten_lanes``)
 # over the row's full vectors, adds its tail into the first lanes, then folds them pairwise (lane l with
 # l + lanes/2, ...); a row shorter than ``lanes`` is summed in order. No ``reassoc`` here: these sums
-# keep exactly that order (the loops over lanes still vectorise: each lane is its own chain).
+# keep exactly that order, in one vector register (``_lane_loop``).
 _JIT_EXACT = dict(cache=True, error_model="numpy", nogil=True)
 
 
-# The partial sums are locals, not an array: LLVM keeps them in one vector register and adds a row's
-# 16 (or 8) next values with one instruction; an accumulator array costs a load, a store and an overlap
-# check per step (2x the old softmax). One function per lane count, written out.
-
 def _lane_loop(lanes: int, dot: bool):
-    """An intrinsic: the ``lanes`` partial sums of a row (``C >= lanes``) over its full vectors, as a tuple:
-    ``a[0:lanes]`` (or ``g y`` there), then one vector add a step (of ``g y`` rounded: no FMA), ATen's
-    main loop written as LLVM vector IR. (As numba code, 16 scalar chains: LLVM did not vectorise them.)"""
+    """An intrinsic: ``vec::reduce_all`` of ``+`` over a row of ``C >= lanes`` floats (or ``map2_reduce_all``
+    of ``g * y``), ATen's order written as LLVM vector IR: ``lanes`` partial sums from the first vector,
+    one vector add a step over the full vectors (the products rounded: no FMA), the tail's values added
+    (fused with their products for ``dot``) into the first lanes, then lane l ^ w added into lane l for
+    w = lanes/2, ..., 1 (ATen's shuffles), lane 0. (As numba code, 16 scalar chains and a scalar fold: 2x.)"""
     def typer(typingctx, *args):
         def codegen(context, builder, signature, values):
             arrs = [context.make_array(t)(context, builder, v) for t, v in zip(signature.args[:-1], values[:-1])]
             intp = context.get_value_type(types.intp)
             n = context.cast(builder, values[-1], signature.args[-1], types.intp)
-            vf = ir.VectorType(ir.FloatType(), lanes)
+            f32, i32 = ir.FloatType(), ir.IntType(32)
+            vf = ir.VectorType(f32, lanes)
             step = ir.Constant(intp, lanes)
+            fma32 = cgutils.get_or_insert_function(builder.module, ir.FunctionType(f32, [f32] * 3), "llvm.fma.f32")
 
             def load(d):
                 v = [builder.load(builder.bitcast(builder.gep(a.data, [d]), vf.as_pointer()), align=4) for a in arrs]
                 return builder.fmul(v[0], v[1]) if dot else v[0]
 
-            first = load(ir.Constant(intp, 0))
+            def loop(name, start, stop, acc0, step_fn, stride):
+                pre = builder.block
+                head = builder.append_basic_block(name + ".head")
+                body = builder.append_basic_block(name + ".body")
+                done = builder.append_basic_block(name + ".done")
+                builder.branch(head)
+                builder.position_at_end(head)
+                d = builder.phi(intp)
+                acc = builder.phi(vf)
+                d.add_incoming(start, pre)
+                acc.add_incoming(acc0, pre)
+                builder.cbranch(builder.icmp_signed("<", d, stop), body, done)
+                builder.position_at_end(body)
+                acc.add_incoming(step_fn(acc, d), builder.block)
+                d.add_incoming(builder.add(d, stride), builder.block)
+                builder.branch(head)
+                builder.position_at_end(done)
+                return acc
+
             m = builder.sub(n, builder.srem(n, step))
-            pre = builder.block
-            head = builder.append_basic_block("lanes.head")
-            body = builder.append_basic_block("lanes.body")
-            done = builder.append_basic_block("lanes.done")
-            builder.branch(head)
-            builder.position_at_end(head)
-            d = builder.phi(intp)
-            acc = builder.phi(vf)
-            d.add_incoming(step, pre)
-            acc.add_incoming(first, pre)
-            builder.cbranch(builder.icmp_signed("<", d, m), body, done)
-            builder.position_at_end(body)
-            acc.add_incoming(builder.fadd(acc, load(d)), body)
-            d.add_incoming(builder.add(d, step), body)
-            builder.branch(head)
-            builder.position_at_end(done)
-            lane = [builder.extract_element(acc, ir.Constant(ir.IntType(32), i)) for i in range(lanes)]
-            return context.make_tuple(builder, signature.return_type, lane)
-        return types.UniTuple(types.float32, lanes)(*args), codegen
+            acc = loop("lanes", step, m, load(ir.Constant(intp, 0)), lambda acc, d: builder.fadd(acc, load(d)), step)
+
+            def tail(acc, d):                       # d runs over m .. C - 1: lane d - m
+                lane = builder.trunc(builder.sub(d, m), i32)
+                v = [builder.load(builder.gep(a.data, [d]), align=4) for a in arrs]
+                old = builder.extract_element(acc, lane)
+                new = builder.call(fma32, [v[0], v[1], old]) if dot else builder.fadd(old, v[0])
+                return builder.insert_element(acc, new, lane)
+
+            acc = loop("tail", m, n, acc, tail, ir.Constant(intp, 1))
+            w = lanes // 2
+            while w >= 1:
+                mask = ir.Constant(ir.VectorType(i32, lanes), [i ^ w for i in range(lanes)])
+                acc = builder.fadd(acc, builder.shuffle_vector(acc, acc, mask))
+                w //= 2
+            return builder.extract_element(acc, ir.Constant(i32, 0))
+        return types.float32(*args), codegen
     if dot:
         return intrinsic(lambda typingctx, g, y, C: typer(typingctx, g, y, C))
     return intrinsic(lambda typingctx, a, C: typer(typingctx, a, C))
@@ -148,172 +165,12 @@ def _seq_dot(g, y, C):
     return s
 
 
-@njit(**_JIT_EXACT)
-def _lane_sum16(a, C):
-    """``vec::reduce_all`` of ``+`` with 16 lanes, C >= 16 (see ``_lane_sum``)."""
-    s0, s1, s2, s3, s4, s5, s6, s7, s8, s9, s10, s11, s12, s13, s14, s15 = _vsum16(a, C)
-    m = C - C % 16
-    k = C - m
-    if k > 0:
-        s0 = s0 + a[m + 0]
-    if k > 1:
-        s1 = s1 + a[m + 1]
-    if k > 2:
-        s2 = s2 + a[m + 2]
-    if k > 3:
-        s3 = s3 + a[m + 3]
-    if k > 4:
-        s4 = s4 + a[m + 4]
-    if k > 5:
-        s5 = s5 + a[m + 5]
-    if k > 6:
-        s6 = s6 + a[m + 6]
-    if k > 7:
-        s7 = s7 + a[m + 7]
-    if k > 8:
-        s8 = s8 + a[m + 8]
-    if k > 9:
-        s9 = s9 + a[m + 9]
-    if k > 10:
-        s10 = s10 + a[m + 10]
-    if k > 11:
-        s11 = s11 + a[m + 11]
-    if k > 12:
-        s12 = s12 + a[m + 12]
-    if k > 13:
-        s13 = s13 + a[m + 13]
-    if k > 14:
-        s14 = s14 + a[m + 14]
-    s0 = s0 + s8
-    s1 = s1 + s9
-    s2 = s2 + s10
-    s3 = s3 + s11
-    s4 = s4 + s12
-    s5 = s5 + s13
-    s6 = s6 + s14
-    s7 = s7 + s15
-    s0 = s0 + s4
-    s1 = s1 + s5
-    s2 = s2 + s6
-    s3 = s3 + s7
-    s0 = s0 + s2
-    s1 = s1 + s3
-    s0 = s0 + s1
-    return s0
 
 
-@njit(**_JIT_EXACT)
-def _lane_sum8(a, C):
-    """``vec::reduce_all`` of ``+`` with 8 lanes (see ``_lane_sum``)."""
-    s0, s1, s2, s3, s4, s5, s6, s7 = _vsum8(a, C)
-    m = C - C % 8
-    k = C - m
-    if k > 0:
-        s0 = s0 + a[m + 0]
-    if k > 1:
-        s1 = s1 + a[m + 1]
-    if k > 2:
-        s2 = s2 + a[m + 2]
-    if k > 3:
-        s3 = s3 + a[m + 3]
-    if k > 4:
-        s4 = s4 + a[m + 4]
-    if k > 5:
-        s5 = s5 + a[m + 5]
-    if k > 6:
-        s6 = s6 + a[m + 6]
-    s0 = s0 + s4
-    s1 = s1 + s5
-    s2 = s2 + s6
-    s3 = s3 + s7
-    s0 = s0 + s2
-    s1 = s1 + s3
-    s0 = s0 + s1
-    return s0
 
 
-@njit(**_JIT_EXACT)
-def _lane_dot16(g, y, C):
-    """``vec::map2_reduce_all`` of ``g * y`` and ``+`` with 16 lanes (see ``_lane_sum``)."""
-    s0, s1, s2, s3, s4, s5, s6, s7, s8, s9, s10, s11, s12, s13, s14, s15 = _vdot16(g, y, C)
-    m = C - C % 16
-    k = C - m
-    if k > 0:
-        s0 = fma(g[m + 0], y[m + 0], s0)
-    if k > 1:
-        s1 = fma(g[m + 1], y[m + 1], s1)
-    if k > 2:
-        s2 = fma(g[m + 2], y[m + 2], s2)
-    if k > 3:
-        s3 = fma(g[m + 3], y[m + 3], s3)
-    if k > 4:
-        s4 = fma(g[m + 4], y[m + 4], s4)
-    if k > 5:
-        s5 = fma(g[m + 5], y[m + 5], s5)
-    if k > 6:
-        s6 = fma(g[m + 6], y[m + 6], s6)
-    if k > 7:
-        s7 = fma(g[m + 7], y[m + 7], s7)
-    if k > 8:
-        s8 = fma(g[m + 8], y[m + 8], s8)
-    if k > 9:
-        s9 = fma(g[m + 9], y[m + 9], s9)
-    if k > 10:
-        s10 = fma(g[m + 10], y[m + 10], s10)
-    if k > 11:
-        s11 = fma(g[m + 11], y[m + 11], s11)
-    if k > 12:
-        s12 = fma(g[m + 12], y[m + 12], s12)
-    if k > 13:
-        s13 = fma(g[m + 13], y[m + 13], s13)
-    if k > 14:
-        s14 = fma(g[m + 14], y[m + 14], s14)
-    s0 = s0 + s8
-    s1 = s1 + s9
-    s2 = s2 + s10
-    s3 = s3 + s11
-    s4 = s4 + s12
-    s5 = s5 + s13
-    s6 = s6 + s14
-    s7 = s7 + s15
-    s0 = s0 + s4
-    s1 = s1 + s5
-    s2 = s2 + s6
-    s3 = s3 + s7
-    s0 = s0 + s2
-    s1 = s1 + s3
-    s0 = s0 + s1
-    return s0
 
 
-@njit(**_JIT_EXACT)
-def _lane_dot8(g, y, C):
-    """``vec::map2_reduce_all`` of ``g * y`` and ``+`` with 8 lanes (see ``_lane_sum``)."""
-    s0, s1, s2, s3, s4, s5, s6, s7 = _vdot8(g, y, C)
-    m = C - C % 8
-    k = C - m
-    if k > 0:
-        s0 = fma(g[m + 0], y[m + 0], s0)
-    if k > 1:
-        s1 = fma(g[m + 1], y[m + 1], s1)
-    if k > 2:
-        s2 = fma(g[m + 2], y[m + 2], s2)
-    if k > 3:
-        s3 = fma(g[m + 3], y[m + 3], s3)
-    if k > 4:
-        s4 = fma(g[m + 4], y[m + 4], s4)
-    if k > 5:
-        s5 = fma(g[m + 5], y[m + 5], s5)
-    if k > 6:
-        s6 = fma(g[m + 6], y[m + 6], s6)
-    s0 = s0 + s4
-    s1 = s1 + s5
-    s2 = s2 + s6
-    s3 = s3 + s7
-    s0 = s0 + s2
-    s1 = s1 + s3
-    s0 = s0 + s1
-    return s0
 
 
 @njit(**_JIT_EXACT, inline="always")
@@ -323,7 +180,7 @@ def _lane_sum(a, C, lanes):
     shuffles); a row shorter than ``lanes`` summed in order."""
     if C < lanes:
         return _seq_sum(a, C)
-    return _lane_sum16(a, C) if lanes == 16 else _lane_sum8(a, C)
+    return _vsum16(a, C) if lanes == 16 else _vsum8(a, C)
 
 
 @njit(**_JIT_EXACT, inline="always")
@@ -332,7 +189,7 @@ def _lane_dot(g, y, C, lanes):
     the tail's fused into the sum (as GCC compiled ATen's loop)."""
     if C < lanes:
         return _seq_dot(g, y, C)
-    return _lane_dot16(g, y, C) if lanes == 16 else _lane_dot8(g, y, C)
+    return _vdot16(g, y, C) if lanes == 16 else _vdot8(g, y, C)
 
 
 @njit(**_JIT_EXACT)
