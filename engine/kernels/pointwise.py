@@ -328,8 +328,8 @@ def aten_map1(loop, x):
 
 def aten_map(loop, arrays, params):
     """``loop(*flat arrays, flat out, *params, block, run)`` into a new array: float32 ``arrays`` of one shape
-    read in the order ATen's elementwise loop (``cpu_kernel_vec``) visits the last one's elements -- memory
-    order when it is dense (C or F), one loop; else C order in rows of ``_run`` elements -- with ATen's split
+    read in the order ATen's elementwise loop (``cpu_kernel_vec``) visits them -- memory order when all are
+    dense alike (C or F), one loop; else C order in rows of the shortest ``_run`` -- with ATen's split
     into vector body and scalar tail per loop, and, above ``PARALLEL_MIN``, threads cutting the flat arrays
     at multiples of the vector step (or of the rows)."""
     x = arrays[-1]
@@ -341,8 +341,12 @@ def aten_map(loop, arrays, params):
         else:
             loop(*[a.reshape(-1) for a in arrays], out.reshape(-1), *params, block, x.size)
         return out
-    order = "C" if x.flags.c_contiguous or not x.flags.f_contiguous else "F"
-    run = x.size if x.flags.c_contiguous or x.flags.f_contiguous else _run(x)
+    if all(a.flags.c_contiguous for a in arrays):
+        order, run = "C", x.size
+    elif all(a.flags.f_contiguous for a in arrays):
+        order, run = "F", x.size
+    else:       # TensorIterator's order is the first operand's; taken as C here, the loop the shortest run
+        order, run = "C", min(_run(a) for a in arrays)
     out = np.empty(x.shape, np.float32, order=order)
     flats = [a.ravel(order=order) for a in arrays]
     n = x.size
