@@ -52,17 +52,19 @@ def _fused(a, b, c, t):
     return t(fma(np.asarray(a, t), np.asarray(b, t), np.asarray(c, t))[()])
 
 
-def _keys(x, a, t, fused: bool):
-    """Keys' cubic convolution kernel at ``|x|`` in [0, 2) (``cubic_convolution1``/``2``), the steps
-    fused as GCC contracts them in the FMA build (every one but the last) or none."""
+def _keys(x, a, t, fused: int):
+    """Keys' cubic convolution kernel at ``|x|`` in [0, 2) (``cubic_convolution1``/``2``), its steps
+    fused as GCC contracts them in the FMA build: ``fused`` 0 none (``UpSampleBicubic2d.cpp``), 1 every
+    step but the last (the bicubic weights, inlined in their loop), 2 every step (the antialias filter,
+    called through a pointer)."""
     x = t(abs(x))
     if x < 1:
         p = _fused(a + t(2), x, -(a + t(3)), t) if fused else t(t(t(a + t(2)) * x) - t(a + t(3)))
-        return t(t(t(p * x) * x) + t(1))
+        return _fused(t(p * x), x, t(1), t) if fused == 2 else t(t(t(p * x) * x) + t(1))
     if x < 2:
         p = _fused(a, x, -(t(5) * a), t) if fused else t(t(a * x) - t(5) * a)
         p = _fused(p, x, t(8) * a, t) if fused else t(t(p * x) + t(8) * a)
-        return t(t(p * x) - t(4) * a)
+        return _fused(p, x, -(t(4) * a), t) if fused == 2 else t(t(p * x) - t(4) * a)
     return t(0)
 
 
@@ -85,7 +87,7 @@ def cubic_taps(n_in: int, n_out: int, align: bool, scale, dtype: np.dtype, fused
         one_minus = t(t(1) - lam)
         for j, x in enumerate((t(lam + t(1)), lam, one_minus, t(one_minus + t(1)))):
             idx[j, i] = min(max(lower - 1 + j, 0), n_in - 1)
-            w[j, i] = _keys(x, a, t, fused)
+            w[j, i] = _keys(x, a, t, int(fused))
     return idx, w
 
 
@@ -171,7 +173,7 @@ def bicubic(input: Tensor, sizes: tuple, scales: tuple, align: bool) -> Tensor:
 # ---------------------------------------------------------------- antialias
 def _aa_filter(x, cubic: bool, t):
     if cubic:
-        return _keys(x, t(-0.5), t, True)
+        return _keys(x, t(-0.5), t, 2)
     x = abs(x)
     return t(1.0 - x) if x < 1.0 else t(0)
 
@@ -219,18 +221,23 @@ def _aa_fwd(xp, x, *, sizes, scales, align, cubic):
         rows = cur.reshape(n * H, W)
         out = xp.empty((n * H, OW), x.dtype)
         if loop is not None:
-            kernels.parallel(loop.aa_rows, 2, rows, out, wlo, wsz, ww)
+            kernels.parallel(loop.aa_rows, 2, rows, out, wlo, wsz, ww, _vec(x))
         else:
             out[...] = _aa_numpy(xp, rows, wlo, wsz, ww, 1)
         cur = out.reshape(n, H, OW)
     if OH != H:
         out = xp.empty((n, OH, cur.shape[2]), x.dtype)
         if loop is not None:
-            kernels.parallel(loop.aa_cols, 2, cur, out, hlo, hsz, hw)
+            kernels.parallel(loop.aa_cols, 2, cur, out, hlo, hsz, hw, _vec(x))
         else:
             out[...] = _aa_numpy(xp, cur, hlo, hsz, hw, 1 if cur.ndim == 2 else -2)
         cur = out
     return cur.reshape(x.shape[:2] + (OH, OW))
+
+
+def _vec(x) -> int:
+    """How many taps GCC's vectorised antialias loop adds unfused at a time (16-byte vectors)."""
+    return 16 // x.dtype.itemsize
 
 
 def _aa_numpy(xp, a, lo, size, w, axis):
