@@ -319,3 +319,46 @@ def test_fractional_max_pool_checks_the_pool_size_as_aten(nd, shape, output_size
         return getattr(lib.nn.functional, f"fractional_max_pool{nd}d")(x, 2, output_size=output_size,
                                                                          _random_samples=samples)
     assert _outcome(pool, tapelab) == _outcome(pool, torch)
+
+
+# ---------------------------------------------------------------- torch.backends submodules
+@pytest.mark.parametrize("name", ["opt_einsum", "mkl", "openmp", "nnpack", "mha"])
+def test_backends_submodules_import_as_pytorchs(name):
+    """timm's Kron optimizer does ``import torch.backends.opt_einsum`` and sets its strategy: every
+    PyTorch backends module a script touches is there, with PyTorch's public names."""
+    import importlib
+    mod = importlib.import_module(f"tapelab.backends.{name}")
+    real = importlib.import_module(f"torch.backends.{name}")
+    public = {n for n in dir(real) if not n.startswith("_") and n not in ("torch", "sys", "warnings", "contextmanager",  # m: PropModule's module
+                                                                          "Any", "PropModule", "ContextProp", "m")}
+    assert public <= set(dir(mod)), public - set(dir(mod))
+    assert getattr(tapelab.backends, name) is mod
+
+
+def test_opt_einsum_switches_as_pytorch():
+    oe = tapelab.backends.opt_einsum
+    assert oe.is_available() == torch.backends.opt_einsum.is_available()
+    assert (oe.enabled, oe.strategy) == (torch.backends.opt_einsum.enabled, torch.backends.opt_einsum.strategy)
+    for lib in (torch, tapelab):
+        with pytest.raises(ValueError, match=r"`strategy` must be one of the following: \[auto, greedy, optimal\] "
+                                             r"but is auto-hq"):
+            lib.backends.opt_einsum.set_flags(None, "auto-hq")
+        with lib.backends.opt_einsum.flags(strategy="greedy"):
+            assert lib.backends.opt_einsum.strategy == "greedy"
+        assert lib.backends.opt_einsum.strategy == "auto"
+
+
+def test_mha_fastpath_and_nnpack_switches_read_back():
+    mha = tapelab.backends.mha
+    assert mha.get_fastpath_enabled() is torch.backends.mha.get_fastpath_enabled() is True
+    mha.set_fastpath_enabled(False)
+    try:
+        assert mha.get_fastpath_enabled() is False
+    finally:
+        mha.set_fastpath_enabled(True)
+    with tapelab.backends.nnpack.flags(enabled=False):
+        assert tapelab.backends.nnpack.set_flags(False) == (False,)
+    assert tapelab.backends.nnpack.set_flags(True) == (True,)
+    assert tapelab.backends.mkl.VERBOSE_ON == torch.backends.mkl.VERBOSE_ON == 1
+    with tapelab.backends.mkl.verbose(tapelab.backends.mkl.VERBOSE_OFF) as v:
+        assert v is None

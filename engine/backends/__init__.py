@@ -8,9 +8,10 @@ False).
 """
 from contextlib import contextmanager
 
-from . import cpu, cuda, cudnn, mkldnn, mps, quantized
+from . import cpu, cuda, cudnn, mha, mkl, mkldnn, mps, nnpack, openmp, opt_einsum, quantized
 
-__all__ = ["cpu", "cuda", "cudnn", "mkldnn", "mps", "quantized", "disable_global_flags", "flags_frozen"]
+__all__ = ["cpu", "cuda", "cudnn", "mha", "mkl", "mkldnn", "mps", "nnpack", "openmp", "opt_einsum", "quantized",
+           "disable_global_flags", "flags_frozen"]
 
 _allow_mutation = True   # PyTorch's __allow_nonbracketed_mutation_flag
 
