@@ -45,7 +45,7 @@ def taps(n_in: int, n_out: int, align: bool, scale: float | None, dtype: np.dtyp
         ratio = t(1.0 / scale) if scale is not None and scale > 0 else t(n_in) / t(n_out)
         src = fma(np.full(n_out, ratio), i.astype(dtype) + t(0.5), np.full(n_out, t(-0.5))).astype(dtype)
         src = np.maximum(src, t(0))
-    lower = np.minimum(np.floor(src).astype(np.int64), n_in - 1)
+    lower = np.minimum(np.floor(src.astype(np.float32)).astype(np.int64), n_in - 1)   # floorf, float64 too
     lambda1 = np.clip(src - lower.astype(dtype), t(0), t(1)).astype(dtype)
     return lower, lower + (lower < n_in - 1), (t(1) - lambda1).astype(dtype), lambda1
 
