@@ -200,7 +200,12 @@ def _sum_in_order(xp, x, dims, keepdim: bool, dtype):
     if (xp is not np or type(x) is not np.ndarray or x.dtype not in _IN_ORDER or not x.size
             or (dtype is not None and dtype != x.dtype) or not kernels.enabled()):
         return None
-    if not x.flags.c_contiguous:
+    contiguous = x.flags.c_contiguous
+    if dims is None and contiguous:   # a loss's or a metric's sum of everything: the short way (~1 us less)
+        out = _empty((1,) * x.ndim if keepdim else (), x.dtype)
+        out[...] = kernels.loops("sum_order").total(x if x.ndim == 1 else x.reshape(-1), kernels.threads())
+        return out
+    if not contiguous:
         # a sum of all elements of a dense permuted layout (``x.t()``, ``rot90``'s transposed copy)
         # runs over memory in ATen, whose TensorIterator sorts the dims by stride and merges them
         # into one: sum the same elements in that order
