@@ -60,6 +60,8 @@ INTERP = [
     ("bicubic", (1, 1, 1, 5), dict(size=(3, 1))),
     ("bicubic", (2, 1, 6, 6), dict(size=(6, 6))),
     ("bicubic", (1, 2, 32, 40), dict(size=(8, 13))),
+    ("bicubic", (1, 40, 14, 14), dict(size=(24, 24))),           # many planes: blocks with the planes innermost
+    ("bicubic", (2, 35, 9, 8), dict(scale_factor=0.7)),         # 70 planes: a full block of 64 and a rest
     ("trilinear", (2, 2, 7, 9, 11), dict(scale_factor=1.7)),
     ("trilinear", (1, 2, 7, 9, 11), dict(size=(5, 13, 8))),
     ("trilinear", (1, 1, 1, 4, 3), dict(size=(3, 1, 6))),
@@ -99,6 +101,8 @@ ADAPTIVE = [
     ("adaptive_avg_pool2d", (1, 2, 17, 23), (1, 5)), ("adaptive_avg_pool2d", (2, 17, 23), (4, None)),
     ("adaptive_avg_pool1d", (2, 3, 17), 5), ("adaptive_avg_pool1d", (2, 3, 17), 1), ("adaptive_avg_pool1d", (3, 10), 7),
     ("adaptive_avg_pool3d", (2, 2, 7, 9, 11), (3, 4, 5)), ("adaptive_avg_pool3d", (1, 2, 9, 9, 9), 3),
+    ("adaptive_avg_pool2d", (2, 40, 13, 13), (6, 6)), ("adaptive_avg_pool2d", (1, 70, 17, 23), (7, 5)),
+    ("adaptive_avg_pool1d", (4, 30, 17), 5), ("adaptive_avg_pool3d", (1, 20, 5, 6, 7), (2, 3, 4)),
 ]
 
 

@@ -37,6 +37,20 @@ __all__ = ["bicubic", "antialias", "adaptive_avg_pool", "cubic_applies", "aa_app
 _EXACT = (np.dtype(np.float32), np.dtype(np.float64))
 
 
+_MANY = 16   # from this many planes the loops run on blocks of planes with the planes innermost
+
+
+def _many(a, b) -> bool:
+    """Whether the planes-innermost loops take these planes: at least ``_MANY`` of them, small enough
+    that a block of 64 (input and output) stays in cache."""
+    return a.shape[0] >= _MANY and max(math.prod(a.shape[1:]), math.prod(b.shape[1:])) <= 8192
+
+
+def _flat(a):
+    """(planes, D, H, W) as (planes, D, H * W), the planes-innermost loops' layout."""
+    return a.reshape(a.shape[0], a.shape[1], -1)
+
+
 def _loops(xp, a) -> bool:
     return kernels.enabled() and xp is np and a.dtype in _EXACT
 
@@ -101,7 +115,11 @@ def _cubic_fwd(xp, x, *, sizes, scales, align):
     planes = xp.ascontiguousarray(x.reshape(-1, H, W))
     if _loops(xp, planes):
         out = np.empty((planes.shape[0], OH, OW), x.dtype)
-        kernels.parallel(kernels.loops("resample").cubic2d, 2, planes, out, hi, hw, wi, ww)
+        loop = kernels.loops("resample")
+        if _many(planes, out):
+            kernels.parallel(loop.cubic2d_planes, 2, planes, out, hi, hw, wi, ww, align=_MANY)
+        else:
+            kernels.parallel(loop.cubic2d, 2, planes, out, hi, hw, wi, ww)
         return out.reshape(x.shape[:2] + (OH, OW))
     rows = []
     for a in range(4):
@@ -131,7 +149,11 @@ def _cubic_bwd_fwd(xp, g, *, in_size, sizes, scales, align):
     planes = xp.ascontiguousarray(g.reshape(-1, OH, OW))
     out = xp.zeros((planes.shape[0], H, W), g.dtype)
     if _loops(xp, planes):
-        kernels.parallel(kernels.loops("resample").cubic2d_backward, 2, planes, out, hi, hw, wi, ww)
+        loop = kernels.loops("resample")
+        if _many(planes, out):
+            kernels.parallel(loop.cubic2d_backward_planes, 2, planes, out, hi, hw, wi, ww, align=_MANY)
+        else:
+            kernels.parallel(loop.cubic2d_backward, 2, planes, out, hi, hw, wi, ww)
     else:
         for ii in range(4):
             for jj in range(4):
@@ -316,8 +338,12 @@ def _adaptive_fwd(xp, x, *, sizes):
     planes = xp.ascontiguousarray(x.reshape(_as3d(x.shape, x.shape[2:])))
     if _loops(xp, planes):
         out = np.empty(_as3d(x.shape, sizes), x.dtype)
-        kernels.parallel(kernels.loops("resample").adaptive_avg3d, 2, planes, out, *_windows3(x.shape[2:], sizes),
-                         np.zeros(1, x.dtype))
+        loop, win = kernels.loops("resample"), _windows3(x.shape[2:], sizes)
+        if _many(planes, out):
+            kernels.parallel(loop.adaptive_avg_planes, 2, _flat(planes), _flat(out), *win, np.zeros(1, x.dtype),
+                             planes.shape[2], planes.shape[3], align=_MANY)
+        else:
+            kernels.parallel(loop.adaptive_avg3d, 2, planes, out, *win, np.zeros(1, x.dtype))
         return out.reshape(x.shape[:2] + tuple(sizes))
     res = planes
     for k, (n, o) in enumerate(zip(planes.shape[1:], _as3d(x.shape, sizes)[1:])):
@@ -337,8 +363,12 @@ def _adaptive_bwd_fwd(xp, g, *, in_size, sizes):
     planes = xp.ascontiguousarray(g.reshape(_as3d(g.shape, sizes)))
     out = xp.zeros(_as3d(g.shape, in_size), g.dtype)
     if _loops(xp, planes):
-        kernels.parallel(kernels.loops("resample").adaptive_avg3d_backward, 2, planes, out,
-                         *_windows3(in_size, sizes), np.zeros(1, g.dtype))
+        loop, win = kernels.loops("resample"), _windows3(in_size, sizes)
+        if _many(planes, out):
+            kernels.parallel(loop.adaptive_avg_planes_backward, 2, _flat(planes), _flat(out), *win,
+                             np.zeros(1, g.dtype), out.shape[2], out.shape[3], align=_MANY)
+        else:
+            kernels.parallel(loop.adaptive_avg3d_backward, 2, planes, out, *win, np.zeros(1, g.dtype))
     else:
         res = planes
         for k, (n, o) in enumerate(zip(out.shape[1:], planes.shape[1:])):
