@@ -15,12 +15,10 @@ from __future__ import annotations
 
 
 import numpy as np
-from llvmlite import ir
-from numba import njit, types
-from numba.core import cgutils
-from numba.extending import intrinsic
+from numba import njit
 
 from .fastmath import _bits_to_f32, exp32, exp_sleef_u10, fma, log_sleef_u10
+from .lanes import lane_loop
 
 __all__ = ["softmax", "softmax_backward", "log_softmax", "log_softmax_backward", "attention_softmax",
            "layer_norm", "layer_norm_backward", "target_weights", "cross_entropy", "cross_entropy_backward", "nll_loss", "nll_loss_backward"]
@@ -77,74 +75,12 @@ def _exp_row(x, out, r, C, m):
 # 1/sum; a row's sum keeps ``lanes`` partial sums (16 with AVX512, 8 with AVX2: ``fastmath.aten_lanes``)
 # over the row's full vectors, adds its tail into the first lanes, then folds them pairwise (lane l with
 # l + lanes/2, ...); a row shorter than ``lanes`` is summed in order. No ``reassoc`` here: these sums
-# keep exactly that order, in one vector register (``_lane_loop``).
+# keep exactly that order, in one vector register (``lanes.lane_loop``).
 _JIT_EXACT = dict(cache=True, error_model="numpy", nogil=True)
 
 
-def _lane_loop(lanes: int, dot: bool):
-    """An intrinsic: ``vec::reduce_all`` of ``+`` over a row of ``C >= lanes`` floats (or ``map2_reduce_all``
-    of ``g * y``), ATen's order written as LLVM vector IR: ``lanes`` partial sums from the first vector,
-    one vector add a step over the full vectors (the products rounded: no FMA), the tail's values added
-    (fused with their products for ``dot``) into the first lanes, then lane l ^ w added into lane l for
-    w = lanes/2, ..., 1 (ATen's shuffles), lane 0. (As numba code, 16 scalar chains and a scalar fold: 2x.)"""
-    def typer(typingctx, *args):
-        def codegen(context, builder, signature, values):
-            arrs = [context.make_array(t)(context, builder, v) for t, v in zip(signature.args[:-1], values[:-1])]
-            intp = context.get_value_type(types.intp)
-            n = context.cast(builder, values[-1], signature.args[-1], types.intp)
-            f32, i32 = ir.FloatType(), ir.IntType(32)
-            vf = ir.VectorType(f32, lanes)
-            step = ir.Constant(intp, lanes)
-            fma32 = cgutils.get_or_insert_function(builder.module, ir.FunctionType(f32, [f32] * 3), "llvm.fma.f32")
-
-            def load(d):
-                v = [builder.load(builder.bitcast(builder.gep(a.data, [d]), vf.as_pointer()), align=4) for a in arrs]
-                return builder.fmul(v[0], v[1]) if dot else v[0]
-
-            def loop(name, start, stop, acc0, step_fn, stride):
-                pre = builder.block
-                head = builder.append_basic_block(name + ".head")
-                body = builder.append_basic_block(name + ".body")
-                done = builder.append_basic_block(name + ".done")
-                builder.branch(head)
-                builder.position_at_end(head)
-                d = builder.phi(intp)
-                acc = builder.phi(vf)
-                d.add_incoming(start, pre)
-                acc.add_incoming(acc0, pre)
-                builder.cbranch(builder.icmp_signed("<", d, stop), body, done)
-                builder.position_at_end(body)
-                acc.add_incoming(step_fn(acc, d), builder.block)
-                d.add_incoming(builder.add(d, stride), builder.block)
-                builder.branch(head)
-                builder.position_at_end(done)
-                return acc
-
-            m = builder.sub(n, builder.srem(n, step))
-            acc = loop("lanes", step, m, load(ir.Constant(intp, 0)), lambda acc, d: builder.fadd(acc, load(d)), step)
-
-            def tail(acc, d):                       # d runs over m .. C - 1: lane d - m
-                lane = builder.trunc(builder.sub(d, m), i32)
-                v = [builder.load(builder.gep(a.data, [d]), align=4) for a in arrs]
-                old = builder.extract_element(acc, lane)
-                new = builder.call(fma32, [v[0], v[1], old]) if dot else builder.fadd(old, v[0])
-                return builder.insert_element(acc, new, lane)
-
-            acc = loop("tail", m, n, acc, tail, ir.Constant(intp, 1))
-            w = lanes // 2
-            while w >= 1:
-                mask = ir.Constant(ir.VectorType(i32, lanes), [i ^ w for i in range(lanes)])
-                acc = builder.fadd(acc, builder.shuffle_vector(acc, acc, mask))
-                w //= 2
-            return builder.extract_element(acc, ir.Constant(i32, 0))
-        return types.float32(*args), codegen
-    if dot:
-        return intrinsic(lambda typingctx, g, y, C: typer(typingctx, g, y, C))
-    return intrinsic(lambda typingctx, a, C: typer(typingctx, a, C))
-
-
-_vsum16, _vsum8, _vdot16, _vdot8 = (_lane_loop(16, False), _lane_loop(8, False), _lane_loop(16, True),
-                                    _lane_loop(8, True))
+_vsum16, _vsum8, _vdot16, _vdot8 = (lane_loop(16, False), lane_loop(8, False), lane_loop(16, True),
+                                    lane_loop(8, True))
 
 
 @njit(**_JIT_EXACT)
