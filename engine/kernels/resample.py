@@ -26,7 +26,7 @@ from .fastmath import fma
 
 __all__ = ["cubic2d", "cubic2d_backward", "adaptive_avg3d", "adaptive_avg3d_backward", "avg_pool3d",
            "avg_pool3d_backward", "aa_rows", "aa_cols", "aa2d_backward", "cubic2d_planes", "cubic2d_backward_planes",
-           "adaptive_avg_planes", "adaptive_avg_planes_backward"]
+           "adaptive_avg_planes", "adaptive_avg_planes_backward", "cubic2d_separable"]
 
 _JIT = dict(cache=True, error_model="numpy", nogil=True)
 
@@ -360,3 +360,25 @@ def adaptive_avg_planes_backward(g, out, d0, d1, h0, h1, w0, w1, f, H, W):
                                 for q in range(nq):
                                     acc[i, j * W + k, q] += v[q]
         _store_block(acc, out, p0, nq)
+
+
+# ---------------------------------------------------------------- separable forwards
+# ATen's nested ``Interpolate`` rounds each level's value to the dtype (float's opmath is float), and
+# the inner level's value depends only on the input row and the output column: computing it once per
+# input row (a pass along the width), then combining rows (a pass along the height, contiguous and
+# vectorised), gives the same bits with 4 + 4 operations per output instead of 20.
+@njit(**_JIT)
+def cubic2d_separable(x, out, hi, hw, wi, ww):
+    H, OH, OW = x.shape[1], out.shape[1], out.shape[2]
+    u = np.empty((H, OW), x.dtype)
+    for p in range(x.shape[0]):
+        for r in range(H):
+            row, ur = x[p, r], u[r]
+            for ow in range(OW):
+                ur[ow] = _tap4(row, wi, ww, ow)
+        for oh in range(OH):
+            u0, u1, u2, u3 = u[hi[0, oh]], u[hi[1, oh]], u[hi[2, oh]], u[hi[3, oh]]
+            a0, a1, a2, a3 = hw[0, oh], hw[1, oh], hw[2, oh], hw[3, oh]
+            o = out[p, oh]
+            for ow in range(OW):
+                o[ow] = fma(u3[ow], a3, fma(u2[ow], a2, fma(u0[ow], a0, u1[ow] * a1)))

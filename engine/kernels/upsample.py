@@ -7,12 +7,13 @@ weights and keeps the numpy form of the same arithmetic (without numba); the mat
 replaced rounded differently in 35-50% of the outputs."""
 from __future__ import annotations
 
+import numpy as np
 from numba import njit
 
 from .fastmath import fma
 
 __all__ = ["linear1d", "linear1d_backward", "bilinear2d", "bilinear2d_backward", "trilinear3d", "trilinear3d_backward",
-           "bilinear2d_nested"]
+           "bilinear2d_nested", "trilinear3d_separable", "bilinear2d_separable"]
 
 _JIT = dict(cache=True, error_model="numpy", nogil=True)
 
@@ -118,3 +119,46 @@ def bilinear2d_nested(x, out, h0, h1, a, b, w0, w1, c, d):
                 t0 = fma(x[p, r0, q0], wc, x[p, r0, q1] * wd)
                 t1 = fma(x[p, r1, q0], wc, x[p, r1, q1] * wd)
                 out[p, oh, ow] = fma(t0, wa, t1 * wb)
+
+
+@njit(**_JIT)
+def trilinear3d_separable(x, out, d0, d1, da, db, h0, h1, ha, hb, w0, w1, wa, wb):
+    """``trilinear3d``'s values computed by level: each level of ATen's nested form is rounded to the
+    dtype and depends only on the input row and the output column (then the output row), so a pass
+    along the width, one along the height and one along the depth give the same bits, the last two
+    contiguous and vectorised."""
+    D, H, OD, OH, OW = x.shape[1], x.shape[2], out.shape[1], out.shape[2], out.shape[3]
+    u = np.empty((D, H, OW), x.dtype)
+    v = np.empty((D, OH, OW), x.dtype)
+    for p in range(x.shape[0]):
+        for i in range(D):
+            for j in range(H):
+                row, ur = x[p, i, j], u[i, j]
+                for ow in range(OW):
+                    ur[ow] = fma(row[w0[ow]], wa[ow], row[w1[ow]] * wb[ow])
+            for oh in range(OH):
+                ua, ub, fa, fb, vr = u[i, h0[oh]], u[i, h1[oh]], ha[oh], hb[oh], v[i, oh]
+                for ow in range(OW):
+                    vr[ow] = fma(ua[ow], fa, ub[ow] * fb)
+        for od in range(OD):
+            va, vb, ea, eb = v[d0[od]], v[d1[od]], da[od], db[od]
+            for oh in range(OH):
+                ra, rb, o = va[oh], vb[oh], out[p, od, oh]
+                for ow in range(OW):
+                    o[ow] = fma(ra[ow], ea, rb[ow] * eb)
+
+
+@njit(**_JIT)
+def bilinear2d_separable(x, out, h0, h1, a, b, w0, w1, c, d):
+    """``bilinear2d_nested``'s values by a pass along the width, then one along the height."""
+    H, OH, OW = x.shape[1], out.shape[1], out.shape[2]
+    u = np.empty((H, OW), x.dtype)
+    for p in range(x.shape[0]):
+        for r in range(H):
+            row, ur = x[p, r], u[r]
+            for ow in range(OW):
+                ur[ow] = fma(row[w0[ow]], c[ow], row[w1[ow]] * d[ow])
+        for oh in range(OH):
+            ua, ub, wa, wb, o = u[h0[oh]], u[h1[oh]], a[oh], b[oh], out[p, oh]
+            for ow in range(OW):
+                o[ow] = fma(ua[ow], wa, ub[ow] * wb)

@@ -115,11 +115,7 @@ def _cubic_fwd(xp, x, *, sizes, scales, align):
     planes = xp.ascontiguousarray(x.reshape(-1, H, W))
     if _loops(xp, planes):
         out = np.empty((planes.shape[0], OH, OW), x.dtype)
-        loop = kernels.loops("resample")
-        if _many(planes, out):
-            kernels.parallel(loop.cubic2d_planes, 2, planes, out, hi, hw, wi, ww, align=_MANY)
-        else:
-            kernels.parallel(loop.cubic2d, 2, planes, out, hi, hw, wi, ww)
+        kernels.parallel(kernels.loops("resample").cubic2d_separable, 2, planes, out, hi, hw, wi, ww)
         return out.reshape(x.shape[:2] + (OH, OW))
     rows = []
     for a in range(4):

@@ -67,8 +67,8 @@ def _fwd(xp, x, *, sizes, scales, align):
     out = xp.empty((planes.shape[0],) + tuple(sizes), x.dtype)
     if _loops(xp, planes):
         loop = kernels.loops("upsample")
-        fn = (loop.linear1d, loop.bilinear2d if _vector_kernel(x, sizes) else loop.bilinear2d_nested,
-              loop.trilinear3d)[len(sizes) - 1]
+        fn = (loop.linear1d, loop.bilinear2d if _vector_kernel(x, sizes) else loop.bilinear2d_separable,
+              loop.trilinear3d_separable)[len(sizes) - 1]
         kernels.parallel(fn, 2, planes, out,
                          *[a for p in plans for a in p])
     else:
