@@ -362,3 +362,37 @@ def test_mha_fastpath_and_nnpack_switches_read_back():
     assert tapelab.backends.mkl.VERBOSE_ON == torch.backends.mkl.VERBOSE_ON == 1
     with tapelab.backends.mkl.verbose(tapelab.backends.mkl.VERBOSE_OFF) as v:
         assert v is None
+
+
+# ---------------------------------------------------------------- reductions of too few values
+_FEW_CASES = {
+    "mean_empty": lambda L: L.zeros(0).mean(),
+    "mean_empty_dim": lambda L: L.zeros(2, 0).mean(1),
+    "mean_empty_keepdim": lambda L: L.zeros(3, 0, 2).mean((1, 2), keepdim=True),
+    "mean_empty_f64": lambda L: L.zeros(0, dtype=L.float64).mean(),
+    "var_empty": lambda L: L.zeros(0).var(),
+    "var_one": lambda L: L.ones(1).var(),
+    "std_one": lambda L: L.ones(1).std(),
+    "std_two": lambda L: L.tensor([1.0, 3.0]).std(),
+    "var_dim_one": lambda L: L.ones(3, 1).var(1),
+    "var_dim_empty": lambda L: L.zeros(2, 0).var(1),
+    "var_correction0_empty": lambda L: L.zeros(0).var(correction=0),
+    "var_correction0_one": lambda L: L.ones(1).var(correction=0),
+    "var_correction2": lambda L: L.ones(2, 2).var(1, correction=2),
+    "var_mean_empty": lambda L: L.var_mean(L.zeros(0)),
+    "std_mean_one": lambda L: L.std_mean(L.ones(1, 3), 0),
+    "var_f64_one": lambda L: L.ones(1, dtype=L.float64).var(),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_FEW_CASES))
+def test_reductions_of_too_few_values_warn_as_pytorch(case):
+    """A mean of nothing is NaN without numpy's 'Mean of empty slice' RuntimeWarning (MONAI/smp metrics
+    average empty classes); var/std with no degrees of freedom give PyTorch's UserWarning."""
+    fn = _FEW_CASES[case]
+    got, got_warn = _warned(fn, tapelab)
+    want, want_warn = _warned(fn, torch)
+    strip = [(c, m.split(" (Triggered internally")[0]) for c, m in want_warn]
+    assert got_warn == strip
+    assert got[0] == want[0]
+    np.testing.assert_array_equal(np.array(got[1], dtype=float), np.array(want[1], dtype=float))

@@ -10,6 +10,7 @@ from __future__ import annotations
 import builtins
 
 import math
+import warnings
 
 import numpy as np
 
@@ -190,21 +191,18 @@ _add_reduce = np.add.reduce
 _empty = np.empty
 
 
-_IN_ORDER = (np.dtype(np.float32), np.dtype(np.float64))
-
-
 def _sum_in_order(xp, x, dims, keepdim: bool, dtype):
     """The sum over all (of a contiguous or densely permuted array), the trailing or the leading dims
     of a contiguous cpu float32/float64 array in ATen's order (``kernels/sum_order.py``: a printed
     loss, metric or bias gradient rounds as PyTorch's), or None where numpy's sum is used (other dtypes, layouts and dims, empty arrays, cupy)."""
-    if (xp is not np or type(x) is not np.ndarray or x.dtype not in _IN_ORDER or not x.size
-            or (dtype is not None and dtype != x.dtype) or not kernels.enabled()):
+    if type(x) is not np.ndarray or x.dtype.char not in "fd" or not x.size or not kernels.enabled() or (
+            dtype is not None and dtype != x.dtype):
         return None
     contiguous = x.flags.c_contiguous
     if dims is None and contiguous:   # a loss's or a metric's sum of everything: the short way (~1 us less)
-        out = _empty((1,) * x.ndim if keepdim else (), x.dtype)
-        out[...] = kernels.loops("sum_order").total(x if x.ndim == 1 else x.reshape(-1), kernels.threads())
-        return out
+        total = (_ORDER or _order_loops())[0].total(x if x.ndim == 1 else x.reshape(-1), kernels.threads())
+        # numba hands the float32 back as a Python float (exact); the result owns its memory
+        return np.full((1,) * x.ndim, total, x.dtype) if keepdim else _asarray(total, x.dtype)
     if not contiguous:
         # a sum of all elements of a dense permuted layout (``x.t()``, ``rot90``'s transposed copy)
         # runs over memory in ATen, whose TensorIterator sorts the dims by stride and merges them
@@ -230,6 +228,15 @@ def _sum_in_order(xp, x, dims, keepdim: bool, dtype):
     else:
         loops.row_sums(flat, x.size // out.size, out.reshape(-1))
     return out
+
+
+_ORDER: list = []
+_asarray = np.asarray
+
+
+def _order_loops() -> list:
+    _ORDER.append(kernels.loops("sum_order"))
+    return _ORDER
 
 
 def _in_memory_order(x: np.ndarray) -> np.ndarray | None:
@@ -282,6 +289,9 @@ def _mean_fwd(xp, x, *, dims, keepdim, dtype):
     ordered = _sum_in_order(xp, x, dims, keepdim, dtype)
     if ordered is not None:  # ATen's mean: that sum divided by the count
         return np.divide(ordered, x.dtype.type(_count(x.shape, dims)), out=ordered)
+    if _count(x.shape, dims) == 0:   # the mean of nothing is NaN, silently (numpy warns 'Mean of empty slice')
+        total = x.sum(axis=dims, keepdims=keepdim, dtype=dtype)
+        return xp.full(xp.shape(total), xp.nan, total.dtype)
     return x.mean(axis=dims, keepdims=keepdim, dtype=dtype)
 
 
@@ -485,6 +495,9 @@ def _var_fwd(xp, x, *, dims, keepdim, correction):
         return out.reshape(shape)
     if x.dtype in _WELFORD64:
         return _var_fwd(xp, x.astype(xp.float64), dims=dims, keepdim=keepdim, correction=correction).astype(x.dtype)
+    if x.size == 0:           # no values: NaN (numpy's mean of the empty slice would warn)
+        real = x.real if x.dtype.kind == "c" else x
+        return xp.full(xp.shape(real.sum(axis=dims, keepdims=keepdim)), xp.nan, real.dtype)
     d = x - x.mean(axis=dims, keepdims=True)
     if d.dtype.kind == "c":   # |d|^2: a complex tensor's variance is real
         d = xp.abs(d)
@@ -528,7 +541,11 @@ def _var_args(input, dim, unbiased, keepdim, correction, op: str):
         dim, unbiased = None, dim
     if correction is None:
         correction = 1 if unbiased is None or unbiased else 0
-    return dict(dims=_dims(input, dim, op), keepdim=keepdim, correction=correction)
+    dims = _dims(input, dim, op)
+    if _count(input.shape, dims) - correction <= 0:
+        warnings.warn(f"{op}(): degrees of freedom is <= 0. Correction should be strictly less than the reduction "
+                      "factor (input numel divided by output numel).", stacklevel=3)
+    return dict(dims=dims, keepdim=keepdim, correction=correction)
 
 
 def var(input, dim=None, unbiased=None, keepdim: bool = False, *, correction=None, axis=None, keepdims=None):
