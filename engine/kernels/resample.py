@@ -5,7 +5,7 @@ numba compiles one version per dtype), so ``kernels.parallel`` can cut the plane
 
 - bicubic forward (ATen's generic ``Interpolate<2, .., 4>``, GCC-contracted): along the width
   ``x1 w1``, then ``+ x0 w0``, ``+ x2 w2``, ``+ x3 w3`` as fused multiply-adds; the four rows' values
-  combined with the height weights in the same order.
+  combined with the height weights in the same order (``cubic2d_separable``: a pass per dim).
 - bicubic backward (``UpSampleBicubic2d.cpp``, compiled without FMA): each output gradient ``g``
   added as ``(g wy) wx`` into its 16 taps, the column tap outermost, in output order.
 - adaptive average pool: a window's plain sum in row-major order, divided by each window extent in turn
@@ -24,9 +24,10 @@ from numba import njit
 
 from .fastmath import fma
 
-__all__ = ["cubic2d", "cubic2d_backward", "adaptive_avg3d", "adaptive_avg3d_backward", "avg_pool3d",
-           "avg_pool3d_backward", "aa_rows", "aa_cols", "aa2d_backward", "cubic2d_planes", "cubic2d_backward_planes",
-           "adaptive_avg_planes", "adaptive_avg_planes_backward", "cubic2d_separable"]
+__all__ = ["cubic2d_backward", "adaptive_avg3d", "adaptive_avg3d_backward", "avg_pool3d",
+           "avg_pool3d_backward", "aa_rows", "aa_cols", "aa2d_backward", "cubic2d_backward_planes",
+           "adaptive_avg_planes", "adaptive_avg_planes_backward", "cubic2d_separable",
+           "aa2d_backward_planes", "trilinear3d_backward_planes"]
 
 _JIT = dict(cache=True, error_model="numpy", nogil=True)
 
@@ -37,20 +38,6 @@ def _tap4(row, i, w, o):
     acc = fma(row[i[0, o]], w[0, o], acc)
     acc = fma(row[i[2, o]], w[2, o], acc)
     return fma(row[i[3, o]], w[3, o], acc)
-
-
-@njit(**_JIT)
-def cubic2d(x, out, hi, hw, wi, ww):
-    """``x`` (planes, H, W) -> ``out`` (planes, OH, OW); ``hi``/``wi`` (4, n) clamped taps, ``hw``/``ww`` weights."""
-    for p in range(x.shape[0]):
-        for oh in range(out.shape[1]):
-            r0, r1, r2, r3 = x[p, hi[0, oh]], x[p, hi[1, oh]], x[p, hi[2, oh]], x[p, hi[3, oh]]
-            a0, a1, a2, a3 = hw[0, oh], hw[1, oh], hw[2, oh], hw[3, oh]
-            for ow in range(out.shape[2]):
-                acc = _tap4(r1, wi, ww, ow) * a1
-                acc = fma(_tap4(r0, wi, ww, ow), a0, acc)
-                acc = fma(_tap4(r2, wi, ww, ow), a2, acc)
-                out[p, oh, ow] = fma(_tap4(r3, wi, ww, ow), a3, acc)
 
 
 @njit(**_JIT)
@@ -253,39 +240,14 @@ def _store_block(buf, out, p0, nq):
 
 
 @njit(**_JIT)
-def cubic2d_planes(x, out, hi, hw, wi, ww):
-    """``cubic2d`` with the planes innermost."""
-    H, W, OH, OW = x.shape[1], x.shape[2], out.shape[1], out.shape[2]
-    buf = np.zeros((H, W, _Q), x.dtype)
-    res = np.empty((OH, OW, _Q), x.dtype)
-    t = np.empty((4, _Q), x.dtype)
-    for p0 in range(0, x.shape[0], _Q):
-        nq = min(_Q, x.shape[0] - p0)
-        _load_block(x, p0, nq, buf)
-        for oh in range(OH):
-            for ow in range(OW):
-                c0, c1, c2, c3 = wi[0, ow], wi[1, ow], wi[2, ow], wi[3, ow]
-                v0, v1, v2, v3 = ww[0, ow], ww[1, ow], ww[2, ow], ww[3, ow]
-                for a in range(4):
-                    row = buf[hi[a, oh]]
-                    b0, b1, b2, b3, ta = row[c0], row[c1], row[c2], row[c3], t[a]
-                    for q in range(nq):
-                        ta[q] = fma(b3[q], v3, fma(b2[q], v2, fma(b0[q], v0, b1[q] * v1)))
-                a0, a1, a2, a3 = hw[0, oh], hw[1, oh], hw[2, oh], hw[3, oh]
-                t0, t1, t2, t3, o = t[0], t[1], t[2], t[3], res[oh, ow]
-                for q in range(nq):
-                    o[q] = fma(t3[q], a3, fma(t2[q], a2, fma(t0[q], a0, t1[q] * a1)))
-        _store_block(res, out, p0, nq)
-
-
-@njit(**_JIT)
 def cubic2d_backward_planes(g, out, hi, hw, wi, ww):
     """``cubic2d_backward`` with the planes innermost (``out`` need not be zeroed)."""
     H, W, OH, OW = out.shape[1], out.shape[2], g.shape[1], g.shape[2]
-    gb = np.zeros((OH, OW, _Q), g.dtype)
-    acc = np.empty((H, W, _Q), g.dtype)
-    for p0 in range(0, g.shape[0], _Q):
-        nq = min(_Q, g.shape[0] - p0)
+    block = min(_Q, g.shape[0])
+    gb = np.zeros((OH, OW, block), g.dtype)
+    acc = np.empty((H, W, block), g.dtype)
+    for p0 in range(0, g.shape[0], block):
+        nq = min(block, g.shape[0] - p0)
         _load_block(g, p0, nq, gb)
         acc[...] = 0
         for oh in range(OH):
@@ -382,3 +344,58 @@ def cubic2d_separable(x, out, hi, hw, wi, ww):
             o = out[p, oh]
             for ow in range(OW):
                 o[ow] = fma(u3[ow], a3, fma(u2[ow], a2, fma(u0[ow], a0, u1[ow] * a1)))
+
+
+@njit(**_JIT)
+def aa2d_backward_planes(g, out, hlo, hsize, hw, wlo, wsize, ww):
+    """``aa2d_backward`` with the planes innermost (``out`` need not be zeroed)."""
+    H, W, OH, OW = out.shape[1], out.shape[2], g.shape[1], g.shape[2]
+    block = min(_Q, g.shape[0])
+    gb = np.zeros((OH, OW, block), g.dtype)
+    acc = np.empty((H, W, block), g.dtype)
+    for p0 in range(0, g.shape[0], block):
+        nq = min(block, g.shape[0] - p0)
+        _load_block(g, p0, nq, gb)
+        acc[...] = 0
+        for oh in range(OH):
+            y0 = hlo[oh]
+            for ow in range(OW):
+                x0 = wlo[ow]
+                gv = gb[oh, ow]
+                for y in range(hsize[oh]):
+                    wy = hw[oh, y]
+                    for xx in range(wsize[ow]):
+                        w = ww[ow, xx] * wy
+                        dst = acc[y0 + y, x0 + xx]
+                        for q in range(nq):
+                            dst[q] = fma(w, gv[q], dst[q])
+        _store_block(acc, out, p0, nq)
+
+
+@njit(**_JIT)
+def trilinear3d_backward_planes(g, out, d0, d1, da, db, h0, h1, ha, hb, w0, w1, wa, wb, W, OW):
+    """``upsample.trilinear3d_backward`` with the planes innermost: ``g`` (planes, OD, OH*OW), ``out``
+    (planes, D, H*W), need not be zeroed."""
+    OD, OH = d0.shape[0], h0.shape[0]
+    block = min(_Q, g.shape[0])
+    gb = np.zeros((g.shape[1], g.shape[2], block), g.dtype)
+    acc = np.empty((out.shape[1], out.shape[2], block), g.dtype)
+    for p0 in range(0, g.shape[0], block):
+        nq = min(block, g.shape[0] - p0)
+        _load_block(g, p0, nq, gb)
+        acc[...] = 0
+        for od in range(OD):
+            i0, i1, ea, eb = d0[od], d1[od], da[od], db[od]
+            for oh in range(OH):
+                j0, j1, fa, fb = h0[oh], h1[oh], ha[oh], hb[oh]
+                for ow in range(OW):
+                    k0, k1, ga, gc = w0[ow], w1[ow], wa[ow], wb[ow]
+                    gv = gb[od, oh * OW + ow]
+                    for i, e in ((i0, ea), (i1, eb)):
+                        for j, f in ((j0, fa), (j1, fb)):
+                            for k, c in ((k0, ga), (k1, gc)):
+                                w = e * f * c
+                                dst = acc[i, j * W + k]
+                                for q in range(nq):
+                                    dst[q] = fma(w, gv[q], dst[q])
+        _store_block(acc, out, p0, nq)

@@ -12,8 +12,8 @@ from numba import njit
 
 from .fastmath import fma
 
-__all__ = ["linear1d", "linear1d_backward", "bilinear2d", "bilinear2d_backward", "trilinear3d", "trilinear3d_backward",
-           "bilinear2d_nested", "trilinear3d_separable", "bilinear2d_separable"]
+__all__ = ["linear1d", "linear1d_backward", "bilinear2d", "bilinear2d_backward", "trilinear3d_backward",
+           "trilinear3d_separable", "bilinear2d_separable"]
 
 _JIT = dict(cache=True, error_model="numpy", nogil=True)
 
@@ -66,25 +66,6 @@ def bilinear2d_backward(g, out, h0, h1, a, b, w0, w1, c, d):
 
 
 @njit(**_JIT)
-def trilinear3d(x, out, d0, d1, da, db, h0, h1, ha, hb, w0, w1, wa, wb):
-    """``x`` (planes, D, H, W) -> ``out`` (planes, OD, OH, OW) as ATen's generic ``Interpolate<3, .., 2>``
-    (trilinear has no channels-first vector kernel): each level ``fma(t0, w0, t1 * w1)``, the width
-    innermost, then the height, then the depth."""
-    for p in range(x.shape[0]):
-        for od in range(out.shape[1]):
-            i0, i1, ea, eb = d0[od], d1[od], da[od], db[od]
-            for oh in range(out.shape[2]):
-                j0, j1, fa, fb = h0[oh], h1[oh], ha[oh], hb[oh]
-                for ow in range(out.shape[3]):
-                    k0, k1, ga, gb = w0[ow], w1[ow], wa[ow], wb[ow]
-                    t0 = fma(fma(x[p, i0, j0, k0], ga, x[p, i0, j0, k1] * gb), fa,
-                             fma(x[p, i0, j1, k0], ga, x[p, i0, j1, k1] * gb) * fb)
-                    t1 = fma(fma(x[p, i1, j0, k0], ga, x[p, i1, j0, k1] * gb), fa,
-                             fma(x[p, i1, j1, k0], ga, x[p, i1, j1, k1] * gb) * fb)
-                    out[p, od, oh, ow] = fma(t0, ea, t1 * eb)
-
-
-@njit(**_JIT)
 def trilinear3d_backward(g, out, d0, d1, da, db, h0, h1, ha, hb, w0, w1, wa, wb):
     """Adds ``(wd wh ww) g`` (the weight's product rounded, then one fused multiply-add) into the eight
     taps, in output order (``out`` zeroed)."""
@@ -107,26 +88,12 @@ def trilinear3d_backward(g, out, d0, d1, da, db, h0, h1, ha, hb, w0, w1, wa, wb)
 
 
 @njit(**_JIT)
-def bilinear2d_nested(x, out, h0, h1, a, b, w0, w1, c, d):
-    """ATen's generic ``Interpolate<2, .., 2>`` (its kernel for channels-first input whose output has
-    ``OH + OW > 128``, unless one thread and three channels): ``fma(t0, a, t1 b)`` over the rows' values
-    ``t = fma(x0, c, x1 d)``."""
-    for p in range(x.shape[0]):
-        for oh in range(out.shape[1]):
-            r0, r1, wa, wb = h0[oh], h1[oh], a[oh], b[oh]
-            for ow in range(out.shape[2]):
-                q0, q1, wc, wd = w0[ow], w1[ow], c[ow], d[ow]
-                t0 = fma(x[p, r0, q0], wc, x[p, r0, q1] * wd)
-                t1 = fma(x[p, r1, q0], wc, x[p, r1, q1] * wd)
-                out[p, oh, ow] = fma(t0, wa, t1 * wb)
-
-
-@njit(**_JIT)
 def trilinear3d_separable(x, out, d0, d1, da, db, h0, h1, ha, hb, w0, w1, wa, wb):
-    """``trilinear3d``'s values computed by level: each level of ATen's nested form is rounded to the
-    dtype and depends only on the input row and the output column (then the output row), so a pass
-    along the width, one along the height and one along the depth give the same bits, the last two
-    contiguous and vectorised."""
+    """``x`` (planes, D, H, W) -> ``out`` (planes, OD, OH, OW) as ATen's generic ``Interpolate<3, .., 2>``
+    (trilinear has no channels-first vector kernel): each level ``fma(t0, w0, t1 * w1)``, the width
+    innermost. Each level's value is rounded to the dtype and depends only on the input row and the
+    output column (then the output row), so a pass along the width, one along the height and one
+    along the depth give the same bits, the last two contiguous and vectorised."""
     D, H, OD, OH, OW = x.shape[1], x.shape[2], out.shape[1], out.shape[2], out.shape[3]
     u = np.empty((D, H, OW), x.dtype)
     v = np.empty((D, OH, OW), x.dtype)
@@ -150,7 +117,9 @@ def trilinear3d_separable(x, out, d0, d1, da, db, h0, h1, ha, hb, w0, w1, wa, wb
 
 @njit(**_JIT)
 def bilinear2d_separable(x, out, h0, h1, a, b, w0, w1, c, d):
-    """``bilinear2d_nested``'s values by a pass along the width, then one along the height."""
+    """ATen's generic ``Interpolate<2, .., 2>`` (its kernel for channels-first input whose output has
+    ``OH + OW > 128``, unless one thread and three channels): ``fma(t0, a, t1 b)`` over the rows' values
+    ``t = fma(x0, c, x1 d)``, by a pass along the width, then one along the height."""
     H, OH, OW = x.shape[1], out.shape[1], out.shape[2]
     u = np.empty((H, OW), x.dtype)
     for p in range(x.shape[0]):

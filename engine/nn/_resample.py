@@ -40,10 +40,11 @@ _EXACT = (np.dtype(np.float32), np.dtype(np.float64))
 _MANY = 16   # from this many planes the loops run on blocks of planes with the planes innermost
 
 
-def _many(a, b) -> bool:
-    """Whether the planes-innermost loops take these planes: at least ``_MANY`` of them, small enough
-    that a block of 64 (input and output) stays in cache."""
-    return a.shape[0] >= _MANY and max(math.prod(a.shape[1:]), math.prod(b.shape[1:])) <= 8192
+def _many(a, b, least: int = _MANY) -> bool:
+    """Whether the planes-innermost loops take these planes: at least ``least`` of them, a block of up
+    to 64 (input and output) within 8 MB."""
+    block = min(64, a.shape[0])
+    return a.shape[0] >= least and (math.prod(a.shape[1:]) + math.prod(b.shape[1:])) * block * a.itemsize <= 1 << 23
 
 
 def _flat(a):
@@ -146,7 +147,7 @@ def _cubic_bwd_fwd(xp, g, *, in_size, sizes, scales, align):
     out = xp.zeros((planes.shape[0], H, W), g.dtype)
     if _loops(xp, planes):
         loop = kernels.loops("resample")
-        if _many(planes, out):
+        if _many(planes, out, 4):
             kernels.parallel(loop.cubic2d_backward_planes, 2, planes, out, hi, hw, wi, ww, align=_MANY)
         else:
             kernels.parallel(loop.cubic2d_backward, 2, planes, out, hi, hw, wi, ww)
@@ -279,7 +280,11 @@ def _aa_bwd_fwd(xp, g, *, in_size, sizes, scales, align, cubic):
     planes = xp.ascontiguousarray(g.reshape(-1, OH, OW))
     out = xp.zeros((planes.shape[0], H, W), g.dtype)
     if _loops(xp, planes):
-        kernels.parallel(kernels.loops("resample").aa2d_backward, 2, planes, out, hlo, hsz, hw, wlo, wsz, ww)
+        loop = kernels.loops("resample")
+        if _many(planes, out, 4):
+            kernels.parallel(loop.aa2d_backward_planes, 2, planes, out, hlo, hsz, hw, wlo, wsz, ww, align=_MANY)
+        else:
+            kernels.parallel(loop.aa2d_backward, 2, planes, out, hlo, hsz, hw, wlo, wsz, ww)
     else:
         mh, mw = np.zeros((OH, H), g.dtype), np.zeros((OW, W), g.dtype)
         for m, lo, sz, w in ((mh, hlo, hsz, hw), (mw, wlo, wsz, ww)):

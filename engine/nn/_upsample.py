@@ -76,6 +76,13 @@ def _fwd(xp, x, *, sizes, scales, align):
     return out.reshape(x.shape[:2] + tuple(sizes))
 
 
+def _many_planes(g, out) -> bool:
+    """Whether the backward runs blocks of planes with the planes innermost (``kernels/resample.py``):
+    at least 4 planes, a block of up to 64 within 16 MB."""
+    block = min(64, g.shape[0])
+    return g.shape[0] >= 4 and (math.prod(g.shape[1:]) + math.prod(out.shape[1:])) * block * g.itemsize <= 1 << 24
+
+
 def _vector_kernel(x, sizes) -> bool:
     """Whether ATen's bilinear forward takes its channels-last vector kernel (four products, weights
     multiplied first) rather than the generic nested one: channels-last input with more than three
@@ -121,6 +128,11 @@ def _bwd_fwd(xp, g, *, in_size, sizes, scales, align):
     out = xp.zeros((planes.shape[0],) + tuple(in_size), g.dtype)
     if _loops(xp, planes):
         loop = kernels.loops("upsample")
+        if len(sizes) == 3 and _many_planes(planes, out):   # the planes innermost, vectorised across them
+            kernels.parallel(kernels.loops("resample").trilinear3d_backward_planes, 2,
+                             planes.reshape(planes.shape[:2] + (-1,)), out.reshape(out.shape[:2] + (-1,)),
+                             *[a for p in plans for a in p], in_size[2], sizes[2], align=16)
+            return out.reshape(g.shape[:2] + tuple(in_size))
         kernels.parallel((loop.linear1d_backward, loop.bilinear2d_backward, loop.trilinear3d_backward)[len(sizes) - 1],
                          2, planes, out,
                          *[a for p in plans for a in p])
