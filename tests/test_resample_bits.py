@@ -195,3 +195,19 @@ def test_without_the_loops_within_rounding(fn, shape):
         kernels.set_enabled(old)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(ggot, gwant, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=["f32", "f64"])
+@pytest.mark.parametrize("name,shape,kw", [
+    ("lp_pool2d", (2, 3, 17, 23), dict(norm_type=2, kernel_size=3, stride=2)),
+    ("lp_pool2d", (1, 2, 9, 10), dict(norm_type=2, kernel_size=(2, 3), ceil_mode=True)),
+    ("lp_pool1d", (2, 3, 17), dict(norm_type=2, kernel_size=3)),
+], ids=["2d", "2d_ceil", "1d"])
+def test_lp_pool_norm2_bits(name, shape, kw, dtype):
+    """Power 2: the root is ATen's pow by 0.5, its sqrt kernel, and the gradient's pow by -0.5 its rsqrt."""
+    _assert_bits(lambda F, x: getattr(F, name)(x, **kw), shape, dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=["f32", "f64"])
+def test_pow_by_half_and_minus_half_bits(dtype):
+    _assert_bits(lambda F, x: x.abs().pow(0.5) + x.abs().pow(-0.5).detach(), (1000,), dtype)

@@ -669,12 +669,16 @@ def _pow_vjp(g, out, a, b):
 # ATen's cpu pow by a number 3 or -2 multiplies (``x*x*x``, ``1/(x*x)``) in the tensor's float32, float64
 # or bfloat16, rounding each product (bfloat16 too); numpy's ``power`` rounds the true power once
 _POW_PRODUCTS = frozenset((np.dtype(np.float32), np.dtype(np.float64), np.dtype(BFLOAT16_NP)))
+_POW_ROOTS = frozenset((np.dtype(np.float32), np.dtype(np.float64)))
 
 
 def _pow_fwd(xp, a, b):
     if type(b) in (int, float) and (b == 3 or b == -2) and getattr(a, "dtype", None) in _POW_PRODUCTS:
         square = a * a
         return square * a if b == 3 else 1 / square
+    if type(b) in (int, float) and (b == 0.5 or b == -0.5) and getattr(a, "dtype", None) in _POW_ROOTS:
+        # ATen's pow by 0.5 is its sqrt kernel (VML's, as ``sqrt`` here), by -0.5 its rsqrt: 1 / an exact sqrt
+        return _sqrt_fwd(xp, a) if b == 0.5 else 1 / xp.sqrt(a)
     out = a ** b
     if out.dtype.char == "b" and not (_int8(a) or _int8(b)):  # numpy's bool ** int is int8
         return _bool_pow(xp, a, b)
