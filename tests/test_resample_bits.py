@@ -211,3 +211,25 @@ def test_lp_pool_norm2_bits(name, shape, kw, dtype):
 @pytest.mark.parametrize("dtype", DTYPES, ids=["f32", "f64"])
 def test_pow_by_half_and_minus_half_bits(dtype):
     _assert_bits(lambda F, x: x.abs().pow(0.5) + x.abs().pow(-0.5).detach(), (1000,), dtype)
+
+
+@pytest.mark.parametrize("fn,shape", [
+    (lambda x: F_L.interpolate(x, scale_factor=2.0, mode="bicubic"), (1, 2, 5, 6)),
+    (lambda x: F_L.interpolate(x, size=(7, 4), mode="bicubic", align_corners=True), (1, 2, 5, 6)),
+    (lambda x: F_L.interpolate(x, scale_factor=1.5, mode="trilinear"), (1, 2, 3, 4, 5)),
+    (lambda x: F_L.interpolate(x, size=(3, 4), mode="bilinear", antialias=True), (1, 2, 9, 11)),
+    (lambda x: F_L.interpolate(x, size=(3, 11), mode="bicubic", antialias=True), (1, 2, 9, 11)),
+    (lambda x: F_L.adaptive_avg_pool2d(x, (4, 5)), (1, 2, 9, 11)),
+    (lambda x: F_L.adaptive_avg_pool1d(x, 4), (1, 2, 11)),
+    (lambda x: F_L.avg_pool2d(x, 3, 2, 1, ceil_mode=True), (1, 2, 9, 11)),
+], ids=["bicubic", "bicubic_size_align", "trilinear", "aa_bilinear", "aa_bicubic", "adaptive2d", "adaptive1d",
+        "avg_pool2d"])
+def test_onnx_export_runs_in_onnxruntime(fn, shape):
+    onnx = pytest.importorskip("onnx")
+    pytest.importorskip("onnxruntime")
+    x = tapelab.from_numpy(np.random.default_rng(0).standard_normal(shape).astype(np.float32))
+    ex = tapelab.onnx.build(fn, (x,), input_names=["in0"], opset_version=17)
+    onnx.checker.check_model(ex.model, full_check=True)
+    got = tapelab.onnx.InferenceSession(ex.model, numpy=True)(x)
+    got = got[0] if isinstance(got, (tuple, list)) else got
+    np.testing.assert_allclose(got, fn(x).numpy(), rtol=1e-4, atol=1e-5)

@@ -294,10 +294,32 @@ def _aa_bwd_fwd(xp, g, *, in_size, sizes, scales, align, cubic):
     return out.reshape(g.shape[:2] + tuple(in_size))
 
 
+def _onnx_matmuls(g, x, mats):
+    """``x`` (N, C, ..., H, W) times one constant (out, in) matrix per trailing dim (None leaves a dim)."""
+    for k, m in enumerate(mats):
+        if m is None:
+            continue
+        last = k == len(mats) - 1
+        x = g.op("MatMul", x, g.const(np.ascontiguousarray(m.T))) if last else g.op("MatMul", g.const(m), x)
+    return x
+
+
+def _onnx_aa(g, x, *, sizes, scales, align, cubic):
+    """The antialias weights as one ``MatMul`` per resized dim (ONNX ``Resize`` antialiases differently)."""
+    in_size = list(g.shape(x)[2:])
+    mats = []
+    for (lo, size, w), n, o in zip(_aa_plans(in_size, sizes, scales, align, np.float32, cubic), in_size, sizes):
+        m = np.zeros((o, n), np.float32)
+        for i in range(o):
+            m[i, lo[i]:lo[i] + size[i]] = w[i, :size[i]]
+        mats.append(None if n == o else m)
+    return _onnx_matmuls(g, x, mats)
+
+
 _AA_NAMES = {False: "_upsample_bilinear2d_aa", True: "_upsample_bicubic2d_aa"}
 _aa = Op("upsample_aa", _aa_fwd,
          lambda g, out, x, **p: (apply(_aa_bwd, g, in_size=tuple(x.shape[2:]), **p),), saves=NONE,
-         cost=lambda s, out: 8 * math.prod(out),
+         cost=lambda s, out: 8 * math.prod(out), onnx=_onnx_aa,
          backward_name=lambda ndims, p: "UpsampleBicubic2DAaBackward0" if p["cubic"] else "UpsampleBilinear2DAaBackward0",
          aten=lambda shapes, p: _AA_NAMES[p["cubic"]])
 _aa_bwd = Op("upsample_aa_backward", _aa_bwd_fwd,
@@ -390,16 +412,14 @@ def _onnx_adaptive(g, x, *, sizes):
         return g.op("AveragePool", x, kernel_shape=k, strides=k, pads=[0] * (2 * len(k)))
     if len(sizes) > 2:
         raise NotImplementedError("adaptive_avg_pool3d with windows that do not tile the input has no ONNX form here")
-    for k, (n, o) in enumerate(zip(in_size, sizes)):
-        if n == o:
-            continue
+    mats = []
+    for n, o in zip(in_size, sizes):
         lo, hi = adaptive_windows(n, o)
         m = np.zeros((o, n), np.float32)
         for i in range(o):
             m[i, lo[i]:hi[i]] = 1.0 / (hi[i] - lo[i])
-        last = k == len(sizes) - 1
-        x = g.op("MatMul", x, g.const(m.T)) if last else g.op("MatMul", g.const(m), x)
-    return x
+        mats.append(None if n == o else m)
+    return _onnx_matmuls(g, x, mats)
 
 
 _adaptive = Op("adaptive_avg_pool", _adaptive_fwd,
