@@ -233,10 +233,11 @@ def test_without_a_gemm_route_the_capture_splits_at_every_gemm(sim, monkeypatch)
 
 
 @pytest.mark.parametrize("eq, shapes, split", [("ij,jk->ik", [(3, 4), (4, 5)], False),
-                                                ("ij,jk,kl->il", [(3, 4), (4, 5), (5, 2)], True)])
+                                                ("ij,jk,kl->il", [(3, 4), (4, 5), (5, 2)], False)])
 def test_einsum_of_three_operands_still_splits_the_capture(sim, eq, shapes, split):
-    """An einsum of two operands is one batched GEMM (ATen's contraction), routed as matmul; of
-    three (cupy: cuBLAS through tensordot) it is not routed: it runs between two graphs."""
+    """An einsum of two operands is one batched GEMM (ATen's contraction), routed as matmul; one of
+    three is two of them, one pair at a time as ATen contracts (ops/linalg.py: _einsum_pairs), each
+    routed: the capture stays one graph."""
     ops = [T.randn(*s).to(sim) for s in shapes]
     g = Graph(sim)
     with graph(g):

@@ -6,6 +6,7 @@ they share its vjp; only their argument checks (and PyTorch's messages) differ.
 from __future__ import annotations
 
 import functools
+import importlib.util
 import math
 import warnings
 
@@ -21,7 +22,7 @@ from ..kernels import gemm
 from ..core.creation import eye, ones, zeros
 from ..core.dispatch import apply, composite, refused_operand
 from .conjugation import conj
-from .einsum_layout import bmm_plan, result_order
+from .einsum_layout import _contiguous, _pair, _product_strides, bmm_plan, result_order
 from .movement import _mark, cat, narrow
 from ..core.registry import ALL, NONE, OTHERS, Op
 from ._util import Tensor, _wrap_dim, sum_to
@@ -287,15 +288,17 @@ def _einsum_fwd(xp, *arrays, eq):
     # end has promoted the operands of an equation that sums no label across them
     if arrays[0].dtype.kind == "b" and _contracts(eq):
         raise _no_bool_kernel("bmm")
-    for a in arrays[1:]:
-        if a.dtype != arrays[0].dtype:
-            raise RuntimeError(f"expected scalar type {from_np(arrays[0].dtype).scalar_type} "
+    plan = bmm_plan(eq, tuple(a.shape for a in arrays))
+    # the batched GEMM's first operand names the dtype expected: the right one where ATen swaps them
+    first = arrays[plan[0][0]] if plan is not None else arrays[0]
+    for a in arrays:
+        if a.dtype != first.dtype:
+            raise RuntimeError(f"expected scalar type {from_np(first.dtype).scalar_type} "
                                f"but found {from_np(a.dtype).scalar_type}")
     if arrays[0].dtype is BFLOAT16_NP:
         return in_float32(_einsum_fwd, xp, *arrays, eq=eq)
     # BLAS contraction paths only pay off on large operands; path search costs tens of µs
     big = len(arrays) > 2 or sum(a.size for a in arrays) > 4096
-    plan = bmm_plan(eq, tuple(a.shape for a in arrays))
     if plan is not None:
         return _contract_by_bmm(xp, arrays, plan)
     order = result_order(eq, tuple(a.shape for a in arrays), tuple(tuple(s // a.itemsize for s in a.strides) for a in arrays))
@@ -427,7 +430,11 @@ def einsum(equation: str, *operands):
     """``einsum('ij,jk->ik', a, b)``; '...' broadcasting and implicit outputs as in PyTorch; also
     the sublist form ``einsum(a, [0, 1], b, [1, 2], [0, 2])``. A list of operands, and the sublist
     form on tensors, become ``(equation, *operands)`` before ``__torch_function__`` sees the call, as
-    in PyTorch (an fx node holds the operands flat; a Proxy's sublist form is recorded as given)."""
+    in PyTorch (an fx node holds the operands flat; a Proxy's sublist form is recorded as given).
+
+    Three operands or more are contracted two at a time as ATen's einsum does: in the order
+    ``opt_einsum.contract_path`` gives where that package is installed and
+    ``tapelab.backends.opt_einsum.enabled`` (PyTorch's Python ``einsum`` asks it), else left to right."""
     if isinstance(equation, Tensor):
         equation, operands = _sublist_equation((equation,) + operands)
     if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
@@ -436,7 +443,12 @@ def einsum(equation: str, *operands):
         return handle_torch_function(einsum, (equation, *operands), equation, *operands)
     if not isinstance(equation, str):
         equation, operands = _sublist_equation((equation,) + operands)
-    eq = _expand_equation(equation, tuple(t._data.shape for t in operands))
+    shapes = tuple(t._data.shape for t in operands)
+    # PyTorch asks opt_einsum before ATen parses the equation: its errors come first
+    path = _contract_path(equation, shapes) if len(operands) > 2 and OPT_EINSUM["enabled"] else None
+    eq = _expand_equation(equation, shapes)
+    if len(operands) > 2:
+        return _einsum_pairs(eq, operands, path, _ellipsis_labels(eq, equation))
     alone = _summed_alone(eq)
     if any(alone):
         # ATen sums a label only one operand holds first: its sum makes a bool or integer operand int64
@@ -448,41 +460,160 @@ def einsum(equation: str, *operands):
         common = functools.reduce(promote_types, (t.dtype for t in operands))
         operands = tuple(t.to(common) for t in operands)
     if not _contracts(eq):
-        return _einsum_by_mul(eq, operands)
+        return _einsum_pairs(eq, operands, None, _ellipsis_labels(eq, equation))
     return apply(_einsum, *operands, eq=eq)
 
 
-def _einsum_by_mul(eq: str, operands: tuple):
-    """An equation that sums no label two operands share, as ATen's einsum computes it: each operand
-    viewed in one label order (the output's labels, then the summed ones; a repeated label's
-    diagonal, size 1 where it lacks a label), then multiplied left to right, each operand's own
-    summed labels summed (as size 1) just before its product, the summed dims viewed away at the
-    end (a lone operand's summed instead). In a half dtype each product is rounded before the next,
-    a bfloat16 outer product's gradient is the mul's, and a lone operand's transpose is a view."""
+# ---------------------------------------------------------------- einsum's contraction order
+# torch.backends.opt_einsum's switches as einsum reads them (PyTorch's defaults: on, "auto", where the
+# package is installed). backends/opt_einsum.py keeps PyTorch's flags and plain assignments and writes
+# the values in force here (the backends sit above the ops).
+_OPT_EINSUM_INSTALLED = importlib.util.find_spec("opt_einsum") is not None
+OPT_EINSUM = {"enabled": _OPT_EINSUM_INSTALLED, "strategy": "auto" if _OPT_EINSUM_INSTALLED else None}
+
+
+@functools.lru_cache(maxsize=1)
+def opt_einsum_package():
+    """The ``opt_einsum`` package where it can be imported, else None (imported at the first ask)."""
+    try:
+        import opt_einsum
+    except ImportError:
+        return None
+    return opt_einsum
+
+
+def _contract_path(equation: str, shapes: tuple) -> list | None:
+    """PyTorch's path for ATen's einsum: ``opt_einsum.contract_path`` on the operands' shapes with the
+    strategy set, flattened to ``[i0, j0, i1, j1, ...]``; None where opt_einsum is not installed."""
+    if opt_einsum_package() is None:
+        return None
+    strategy = OPT_EINSUM["strategy"]
+    try:
+        return _path_of(equation, shapes, strategy)
+    except TypeError:       # a strategy opt_einsum takes that is not hashable (a path, a callable)
+        return _path_of.__wrapped__(equation, shapes, strategy)
+
+
+@functools.lru_cache(maxsize=512)
+def _path_of(equation: str, shapes: tuple, strategy) -> list:
+    pairs = opt_einsum_package().contract_path(equation, *shapes, optimize=strategy, shapes=True)[0]
+    return [i for pair in pairs for i in pair]
+
+
+def _ellipsis_labels(eq: str, equation: str) -> str:
+    """The labels the expanded ``eq`` gave '...' in ``equation``, in its order (ATen sums them first)."""
+    return "".join(c for c in _LETTERS if c in eq and c not in equation)
+
+
+def _aligned(sub: str, t, order: str):
+    """The operand as ATen's einsum lines it up: a repeated label's diagonal (where the label first
+    is), a size-1 dim unsqueezed for each label it lacks, then permuted to ``order``."""
+    while len(set(sub)) < len(sub):
+        c = next(c for c in sub if sub.count(c) > 1)
+        i = sub.index(c)
+        j = sub.index(c, i + 1)
+        t, sub = t.diagonal(0, i, j).movedim(-1, i), sub[:j] + sub[j + 1:]
+    for c in order:
+        if c not in sub:
+            t, sub = t.unsqueeze(t.ndim), sub + c
+    return t.permute([sub.index(c) for c in order])
+
+
+def _einsum_pairs(eq: str, operands: tuple, path: list | None, ell: str):
+    """ATen's einsum on the (expanded) equation: every operand lined up as (the output's labels, then
+    the summed ones: '...''s first, the others A-Z a-z), then contracted two at a time: the pairs of
+    ``path`` (opt_einsum's, each product appended after the operands left), else left to right.
+    Before each pair, a label only one of its operands still holds (and no other) is summed from it
+    (keeping the dim); labels both hold and no later operand does are summed by the pair's batched
+    GEMM (``_einsum`` on the two, through the two-operand machinery: dtype check, layout,
+    gradient), a pair with none to sum is multiplied (which promotes; in a half dtype each product
+    is rounded before the next). The summed dims are viewed away at the end (a lone operand's
+    summed instead), so a bfloat16 outer product's gradient is the mul's, and a lone operand's
+    transpose is a view."""
     ins, out = eq.split("->")
-    order = out + "".join(sorted(set(ins.replace(",", "")) - set(out), key=_LETTERS.index))
-    views = []
-    for sub, t in zip(ins.split(","), operands):
-        while len(set(sub)) < len(sub):     # a repeated label: its diagonal, where the label first is
-            c = next(c for c in sub if sub.count(c) > 1)
-            i = sub.index(c)
-            j = sub.index(c, i + 1)
-            t, sub = t.diagonal(0, i, j).movedim(-1, i), sub[:j] + sub[j + 1:]
-        for c in order:
-            if c not in sub:
-                t, sub = t.unsqueeze(t.ndim), sub + c
-        views.append((t.permute([sub.index(c) for c in order]), set(sub) - set(out)))
-    summed = list(range(len(out), len(order)))
-    if len(views) == 1:
-        t = views[0][0]
-        return t.sum(summed) if summed else t
-    res = None
-    for t, own in views:                    # ATen's pairs: (((a b) c) d), a label summed when one holds it
-        dims = [d for d in summed if order[d] in own and t.shape[d] != 1]
-        if dims:
-            t = t.sum(dims, keepdim=True)
-        res = t if res is None else res * t
-    return res.view(res.shape[:len(out)]) if summed else res
+    subs = ins.split(",")
+    summed = sorted(set(ins.replace(",", "")) - set(out),
+                    key=lambda c: (0, ell.index(c)) if c in ell else (1, _LETTERS.index(c)))
+    order = out + "".join(summed)
+    ops = [_aligned(sub, t, order) for sub, t in zip(subs, operands)]
+    nout, n = len(out), len(order)
+    if len(ops) == 1:
+        t = ops[0]
+        return t.sum(list(range(nout, n))) if n > nout else t
+    if path is not None and len(path) != 2 * (len(ops) - 1):
+        raise RuntimeError(f"einsum(): expected contraction path given in path parameter to have size "
+                           f"{2 * (len(ops) - 1)} but got {len(path)}")
+    counts = [sum(t.shape[k] != 1 for t in ops) for k in range(n)]
+    steps = iter(path or ())
+    while len(ops) > 1:
+        i, j = (0, 1) if path is None else sorted((next(steps), next(steps)))
+        if i == j or i < 0 or j >= len(ops):
+            raise RuntimeError(f"einsum(): invalid contraction ({i}, {j}"
+                               + (") cannot contract an operand with itself" if i == j
+                                  else ") operand index is out of bounds"))
+        a, b = ops[i], ops[j]
+        del ops[j], ops[i]
+        pair, own_a, own_b = [], [], []
+        for k in range(nout, n):
+            if a.shape[k] != 1 and b.shape[k] != 1:
+                counts[k] -= 1
+                if counts[k] == 1:
+                    pair.append(k)
+                    counts[k] = 0
+            elif counts[k] == 1:
+                if a.shape[k] != 1:
+                    own_a.append(k)
+                    counts[k] = 0
+                elif b.shape[k] != 1:
+                    own_b.append(k)
+                    counts[k] = 0
+        if own_a:
+            a = _summed(a, own_a)
+        if own_b:
+            b = _summed(b, own_b)
+        res = _sumproduct_pair(a, b, pair) if pair else _product(a, b)
+        if path is None:
+            ops.insert(0, res)
+        else:
+            ops.append(res)
+    res = ops[0]
+    return res.view(res.shape[:nout]) if n > nout else res
+
+
+def _sumproduct_pair(a, b, pair: list):
+    """ATen's ``sumproduct_pair(a, b, pair, keepdim=True)`` of two lined-up operands: one batched
+    GEMM summing the dims ``pair`` (``_einsum`` on the two), whose result keeps them as size-1 dims."""
+    labels = _LETTERS[:a.ndim]     # one letter per dim in order: the GEMM sums the dims in ATen's order
+    kept = "".join(c for k, c in enumerate(labels) if k not in pair)
+    res = apply(_einsum, a, b, eq=f"{labels},{labels}->{kept}")
+    for k in pair:
+        res = res.unsqueeze(k)
+    return _laid_out(res, _pair((list(a.shape), None), (list(b.shape), None), pair)[1])
+
+
+def _product(a, b):
+    """``a * b`` laid out as TensorIterator lays it out, size-1 dims included."""
+    res = a * b
+    return _laid_out(res, _product_strides(list(res.shape), (list(a.shape), list(a.stride())),
+                                           (list(b.shape), list(b.stride()))))
+
+
+def _summed(t, dims: list):
+    """``t.sum(dims, keepdim=True)``, contiguous as ATen's reduction output."""
+    res = t.sum(dims, keepdim=True)
+    return _laid_out(res, _contiguous(list(res.shape), list(range(res.ndim))[::-1]))
+
+
+def _laid_out(t, strides: list):
+    """``t`` with these element strides on every dim, one-element dims too (a later product's
+    TensorIterator order reads theirs): ``t`` itself, a view of it where its memory order is
+    theirs, else a copy."""
+    if tuple(t.stride()) == tuple(strides) or 0 in t.shape:
+        return t
+    # the dims from the outermost in memory; a size-1 dim lies inside the dim it shares a stride with
+    mem = sorted(range(t.ndim), key=lambda k: (-strides[k], t.shape[k] == 1))
+    flat = t.permute(mem).reshape(-1)
+    return flat.view([t.shape[k] for k in mem]).permute([mem.index(k) for k in range(t.ndim)])
 
 
 @functools.lru_cache(maxsize=512)
