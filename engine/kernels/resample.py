@@ -246,6 +246,7 @@ def cubic2d_backward_planes(g, out, hi, hw, wi, ww):
     block = min(_Q, g.shape[0])
     gb = np.zeros((OH, OW, block), g.dtype)
     acc = np.empty((H, W, block), g.dtype)
+    gy = np.empty((4, block), g.dtype)
     for p0 in range(0, g.shape[0], block):
         nq = min(block, g.shape[0] - p0)
         _load_block(g, p0, nq, gb)
@@ -253,12 +254,16 @@ def cubic2d_backward_planes(g, out, hi, hw, wi, ww):
         for oh in range(OH):
             for ow in range(OW):
                 gv = gb[oh, ow]
+                for jj in range(4):   # the products g wy, each used by four column taps
+                    wy, gyj = hw[jj, oh], gy[jj]
+                    for q in range(nq):
+                        gyj[q] = gv[q] * wy
                 for ii in range(4):
                     c, wx = wi[ii, ow], ww[ii, ow]
                     for jj in range(4):
-                        wy, dst = hw[jj, oh], acc[hi[jj, oh], c]
+                        dst, gyj = acc[hi[jj, oh], c], gy[jj]
                         for q in range(nq):
-                            dst[q] += (gv[q] * wy) * wx
+                            dst[q] += gyj[q] * wx
         _store_block(acc, out, p0, nq)
 
 
