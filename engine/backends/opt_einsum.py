@@ -94,6 +94,9 @@ def flags(enabled=None, strategy=None):
 class _OptEinsumModule(types.ModuleType):
     """The module, with ``enabled`` and ``strategy`` read and assigned as PyTorch's."""
 
+    def __dir__(self):
+        return sorted(set(super().__dir__()) | {"enabled", "strategy"})
+
     @property
     def enabled(self):
         return _assigned.get("enabled", _flag_enabled)
