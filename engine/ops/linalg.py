@@ -571,7 +571,7 @@ def _einsum_pairs(eq: str, operands: tuple, path: list | None, ell: str):
             a = _summed(a, own_a)
         if own_b:
             b = _summed(b, own_b)
-        res = _sumproduct_pair(a, b, pair) if pair else _product(a, b)
+        res = _sumproduct_pair(a, b, pair, last=len(ops) == 0) if pair else _product(a, b)
         if path is None:
             ops.insert(0, res)
         else:
@@ -580,15 +580,17 @@ def _einsum_pairs(eq: str, operands: tuple, path: list | None, ell: str):
     return res.view(res.shape[:nout]) if n > nout else res
 
 
-def _sumproduct_pair(a, b, pair: list):
+def _sumproduct_pair(a, b, pair: list, last: bool):
     """ATen's ``sumproduct_pair(a, b, pair, keepdim=True)`` of two lined-up operands: one batched
-    GEMM summing the dims ``pair`` (``_einsum`` on the two), whose result keeps them as size-1 dims."""
+    GEMM summing the dims ``pair`` (``_einsum`` on the two), whose result keeps them as size-1 dims.
+    The ``last`` pair's result goes without them: what is left of the summed dims is viewed away."""
     labels = _LETTERS[:a.ndim]     # one letter per dim in order: the GEMM sums the dims in ATen's order
-    kept = "".join(c for k, c in enumerate(labels) if k not in pair)
-    res = apply(_einsum, a, b, eq=f"{labels},{labels}->{kept}")
-    for k in pair:
-        res = res.unsqueeze(k)
-    return _laid_out(res, _pair((list(a.shape), None), (list(b.shape), None), pair)[1])
+    kept = [k for k in range(a.ndim) if k not in pair]
+    res = apply(_einsum, a, b, eq=f"{labels},{labels}->{''.join(labels[k] for k in kept)}")
+    if last:
+        return res
+    sizes, strides = _pair((list(a.shape), None), (list(b.shape), None), pair)
+    return _laid_out(res, strides, sizes, kept)
 
 
 def _product(a, b):
@@ -604,16 +606,23 @@ def _summed(t, dims: list):
     return _laid_out(res, _contiguous(list(res.shape), list(range(res.ndim))[::-1]))
 
 
-def _laid_out(t, strides: list):
+def _laid_out(t, strides: list, sizes: list | None = None, dims: list | None = None):
     """``t`` with these element strides on every dim, one-element dims too (a later product's
     TensorIterator order reads theirs): ``t`` itself, a view of it where its memory order is
-    theirs, else a copy."""
-    if tuple(t.stride()) == tuple(strides) or 0 in t.shape:
+    theirs, else a copy. ``t`` may hold only the ``dims`` of ``sizes``, the others of size 1."""
+    if sizes is None:
+        if tuple(t.stride()) == tuple(strides) or 0 in t.shape:
+            return t
+        sizes, dims = list(t.shape), list(range(t.ndim))
+    elif 0 in sizes:
+        for k in range(len(sizes)):
+            if k not in dims:
+                t = t.unsqueeze(k)
         return t
     # the dims from the outermost in memory; a size-1 dim lies inside the dim it shares a stride with
-    mem = sorted(range(t.ndim), key=lambda k: (-strides[k], t.shape[k] == 1))
-    flat = t.permute(mem).reshape(-1)
-    return flat.view([t.shape[k] for k in mem]).permute([mem.index(k) for k in range(t.ndim)])
+    mem = sorted(range(len(sizes)), key=lambda k: (-strides[k], sizes[k] == 1))
+    flat = t.permute([dims.index(k) for k in mem if k in dims]).reshape(-1)
+    return flat.view([sizes[k] for k in mem]).permute([mem.index(k) for k in range(len(sizes))])
 
 
 @functools.lru_cache(maxsize=512)
