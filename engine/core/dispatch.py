@@ -244,6 +244,12 @@ def set_functions(hook) -> None:
     _refresh()
 
 
+def watched() -> bool:
+    """Whether a mode, anomaly detection or an ``op`` subscriber watches: ``STATE.slow`` without the
+    ``__torch_function__`` hook alone (which a live Tensor subclass keeps installed for every op)."""
+    return STATE.watching > 0 or STATE.anomaly is not None or events.has_subscribers("op")
+
+
 class module_scope:
     """Names the nn.Module whose forward is running (its full path, e.g. ``encoder.layers.0``)."""
 

@@ -19,13 +19,13 @@ import numpy as np
 
 from ..base.dispatch_state import STATE as _DISPATCH
 from ..core.batching import BatchedTensor
-from ..core.overrides import handle_torch_function, has_tensor_like
+from ..core.overrides import handle_torch_function, has_tensor_like, has_torch_function
 from .. import kernels
 from ..base import backend as _backend, dtype as _dtype
 from ..base.meta import has_data
 from ..base.grad_mode import is_grad_enabled
 from ..core.creation import full, tensor as _tensor, zeros
-from ..core.dispatch import STATE, apply
+from ..core.dispatch import STATE, apply, watched
 from ..autograd.views import apply_, nograd_view_error, overlap_error
 from .movement import _ALL, _base_requires_grad, _mark, _slice, broadcast_shapes, expand
 from ..core.registry import NONE, OTHERS, Op
@@ -455,9 +455,11 @@ def _write(self: Tensor, value, idx, basic, template, accumulate: bool) -> Tenso
         if basic is not None and self.requires_grad and self.grad_fn is None and is_grad_enabled():
             raise RuntimeError("a view of a leaf Variable that requires grad is being used in an in-place "
                                "operation.")
-        if basic is not None and not idx and not accumulate and not STATE.slow and type(self._data) is np.ndarray:
+        if basic is not None and not idx and not accumulate and type(self._data) is np.ndarray and (
+                not STATE.slow or not (watched() or has_torch_function((self, value)))):
             # PyTorch writes a basic key through the view: t[0] = v is t.select(0, 0).copy_(v), a number
-            # fill_, so the base's grad_fn is CopySlices (over CopyBackwards, FillBackward0)
+            # fill_, so the base's grad_fn is CopySlices (over CopyBackwards, FillBackward0); also while a
+            # live subclass elsewhere keeps the functions hook on, as long as none takes part in this write
             view = _getitem(self, basic)
             if isinstance(value, Tensor):
                 while value.ndim > view.ndim and value.shape[0] == 1:   # leading ones dropped, as PyTorch's setitem
