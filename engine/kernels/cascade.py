@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-__all__ = ["nll_sums"]
+__all__ = ["nll_sums", "nll_reduced"]
 
 _LEVELS = 8
 _JIT = dict(cache=True, error_model="numpy", nogil=True)
@@ -47,3 +47,42 @@ def nll_sums(loss, t, wt, ignore, weighted):
         total += losses[j]
         weight += weights[j]
     return total, (weight if weighted else loss.dtype.type(kept))
+
+
+@njit(**_JIT)
+def nll_reduced(lp, t, w, ignore, weighted):
+    """``nll_loss``'s sum of ``(N, C)`` log-probabilities ``lp`` at the targets ``t`` in one pass:
+    ``(total, denominator, -1)`` as ``nll_sums`` of the per-sample losses (``-lp[b, t[b]] w[t[b]]``, 0
+    where that weight is 0, never -0.0), or ``(0, 0, b)`` at the first target ``b`` outside ``[0, C)``
+    that is not ``ignore`` (the caller's general path raises PyTorch's error). ``w`` is read only when
+    ``weighted``."""
+    n, C = lp.shape
+    zero = lp.dtype.type(0)
+    power = max(4, int(np.ceil(np.log2(max(n, 2)))) // _LEVELS)
+    mask = (1 << power) - 1
+    losses = np.zeros(_LEVELS, lp.dtype)
+    weights = np.zeros(_LEVELS, lp.dtype)
+    kept = 0
+    for b in range(n):
+        ti = t[b]
+        if ti == ignore:
+            continue
+        if ti < 0 or ti >= C:
+            return zero, zero, b
+        wt = w[ti] if weighted else lp.dtype.type(1)
+        kept += 1
+        losses[0] += -(lp[b, ti] * wt) + zero if wt != zero else zero
+        weights[0] += wt
+        for j in range(_LEVELS - 1):
+            if b & (mask << (j * power)) != 0:
+                break
+            losses[j + 1] += losses[j]
+            weights[j + 1] += weights[j]
+            losses[j] = 0
+            weights[j] = 0
+    total = zero
+    weight = zero
+    for j in range(_LEVELS):
+        total += losses[j]
+        weight += weights[j]
+    return total, (weight if weighted else lp.dtype.type(kept)), -1

@@ -548,6 +548,15 @@ def _nll_fwd(xp, logp, t, *w, cdim, reduction, **p):
     """Without label smoothing a gather of each sample's target entry, else ``-sum_c a logp``."""
     if logp.dtype is BFLOAT16_NP:   # PyTorch computes reduced precision in float32, rounded once
         return in_float32(_nll_fwd, xp, logp, t, *w, cdim=cdim, reduction=reduction, **p)
+    if (reduction != "none" and p["check"] and not p["label_smoothing"] and logp.ndim == 2 and cdim == 1
+            and t.ndim == 1 and t.size and t.dtype.kind in "iu" and kernels.use(xp, logp, *w)):
+        # a mean or summed loss of (N, C) float32: one loop, gather and cascade (10.8 -> ~5 us at 64 x 10);
+        # without class weights a row stands in for them (never read)
+        total, weight, bad = kernels.loops("cascade").nll_reduced(logp, xp.ascontiguousarray(t),
+                                                                 w[0] if w else logp[0], p["ignore_index"], bool(w))
+        if bad < 0:
+            f = logp.dtype.type
+            return xp.asarray(f(total) / f(weight) if reduction == "mean" else f(total), dtype=logp.dtype)
     looped = None if p["label_smoothing"] else _ce_loop_inputs(xp, logp, t, w, cdim, p)
     if looped is not None:   # the plain (N, C) float32 case: one gather loop
         t, _, wt = looped
