@@ -18,13 +18,44 @@ _LEVELS = 8
 _JIT = dict(cache=True, error_model="numpy", nogil=True)
 
 
+@njit(**_JIT, inline="always")
+def _levels(n):
+    """The mask and shift of the cascade's levels for ``n`` samples."""
+    power = max(4, int(np.ceil(np.log2(max(n, 2)))) // _LEVELS)
+    return (1 << power) - 1, power
+
+
+@njit(**_JIT, inline="always")
+def _add(losses, weights, b, loss, wt, mask, power):
+    """Sample ``b``'s loss and weight into the first level, then each level flushed into the next at
+    the indices that are multiples of its span."""
+    losses[0] += loss
+    weights[0] += wt
+    for j in range(_LEVELS - 1):
+        if b & (mask << (j * power)) != 0:
+            break
+        losses[j + 1] += losses[j]
+        weights[j + 1] += weights[j]
+        losses[j] = 0
+        weights[j] = 0
+
+
+@njit(**_JIT, inline="always")
+def _totals(losses, weights, zero):
+    total = zero
+    weight = zero
+    for j in range(_LEVELS):
+        total += losses[j]
+        weight += weights[j]
+    return total, weight
+
+
 @njit(**_JIT)
 def nll_sums(loss, t, wt, ignore, weighted):
     """``(sum of loss, sum of wt)`` over the samples whose target is not ``ignore``, both cascaded
     as ATen's ``nll_loss_out_frame`` (its weight sum is the kept count when not ``weighted``)."""
     n = loss.shape[0]
-    power = max(4, int(np.ceil(np.log2(max(n, 2)))) // _LEVELS)
-    mask = (1 << power) - 1
+    mask, power = _levels(n)
     losses = np.zeros(_LEVELS, loss.dtype)
     weights = np.zeros(_LEVELS, loss.dtype)
     kept = 0
@@ -32,20 +63,8 @@ def nll_sums(loss, t, wt, ignore, weighted):
         if t[b] == ignore:
             continue
         kept += 1
-        losses[0] += loss[b]
-        weights[0] += wt[b]
-        for j in range(_LEVELS - 1):
-            if b & (mask << (j * power)) != 0:
-                break
-            losses[j + 1] += losses[j]
-            weights[j + 1] += weights[j]
-            losses[j] = 0
-            weights[j] = 0
-    total = loss.dtype.type(0)
-    weight = loss.dtype.type(0)
-    for j in range(_LEVELS):
-        total += losses[j]
-        weight += weights[j]
+        _add(losses, weights, b, loss[b], wt[b], mask, power)
+    total, weight = _totals(losses, weights, loss.dtype.type(0))
     return total, (weight if weighted else loss.dtype.type(kept))
 
 
@@ -58,8 +77,7 @@ def nll_reduced(lp, t, w, ignore, weighted):
     ``weighted``."""
     n, C = lp.shape
     zero = lp.dtype.type(0)
-    power = max(4, int(np.ceil(np.log2(max(n, 2)))) // _LEVELS)
-    mask = (1 << power) - 1
+    mask, power = _levels(n)
     losses = np.zeros(_LEVELS, lp.dtype)
     weights = np.zeros(_LEVELS, lp.dtype)
     kept = 0
@@ -71,18 +89,6 @@ def nll_reduced(lp, t, w, ignore, weighted):
             return zero, zero, b
         wt = w[ti] if weighted else lp.dtype.type(1)
         kept += 1
-        losses[0] += -(lp[b, ti] * wt) + zero if wt != zero else zero
-        weights[0] += wt
-        for j in range(_LEVELS - 1):
-            if b & (mask << (j * power)) != 0:
-                break
-            losses[j + 1] += losses[j]
-            weights[j + 1] += weights[j]
-            losses[j] = 0
-            weights[j] = 0
-    total = zero
-    weight = zero
-    for j in range(_LEVELS):
-        total += losses[j]
-        weight += weights[j]
+        _add(losses, weights, b, -(lp[b, ti] * wt) + zero if wt != zero else zero, wt, mask, power)
+    total, weight = _totals(losses, weights, zero)
     return total, (weight if weighted else lp.dtype.type(kept)), -1
