@@ -2,10 +2,12 @@
 import gc
 
 import numpy as np
+import pytest
 import torch
 
 import tapelab
 from tapelab.base.dispatch_state import STATE
+from tapelab.ops.elementwise import _tanh_bw_fwd
 
 
 def _np(t):
@@ -63,3 +65,41 @@ def test_autograd_grad_walks_as_backward_does():
             np.testing.assert_allclose(l, t, rtol=1e-6, atol=1e-7)
         else:
             assert t == l
+
+
+def test_nll_loss_of_class_rows_sums_as_atens_cascade():
+    """``nll_loss``'s mean or summed (N, C) float32 loss is one loop (target entry, class weight, ATen's
+    cascade sums): bit for bit PyTorch's with class weights (one of them 0), ignored targets, an
+    ignore_index that is a class, every target ignored (nan), and N past the cascade's first levels;
+    a target outside the classes raises PyTorch's IndexError."""
+    rng = np.random.default_rng(3)
+    for n, c in [(1, 3), (17, 10), (300, 7), (70000, 5)]:
+        logp = np.log(rng.dirichlet(np.ones(c), n)).astype(np.float32)
+        y = rng.integers(0, c, n)
+        y[rng.random(n) < 0.1] = -100
+        w = rng.random(c).astype(np.float32)
+        w[0] = 0
+        for target, kw in [(y, {}), (y, {"reduction": "sum"}), (y, {"weight": w}),
+                           (y, {"weight": w, "reduction": "sum"}), (np.where(y < 0, 2, y), {"ignore_index": 2}),
+                           (np.full(n, -100), {})]:
+            got = []
+            for m in (torch, tapelab):
+                extra = {k: (m.tensor(v) if k == "weight" else v) for k, v in kw.items()}
+                got.append(m.nn.functional.nll_loss(m.tensor(logp), m.tensor(target), **extra).numpy())
+            np.testing.assert_array_equal(got[1], got[0])
+    for m in (torch, tapelab):
+        with pytest.raises(IndexError, match="Target 9 is out of bounds"):
+            m.nn.functional.nll_loss(m.tensor(logp), m.tensor(np.full(n, 9)))
+
+
+@pytest.mark.parametrize("n", [1, 7, 8, 9, 16, 31, 100, 50176])
+def test_small_kernels_keep_pytorchs_floats(n):
+    """The float32 tanh backward's loop from one element up (given the same forward output), and the
+    2-norm's lanes in one vector register, give PyTorch's numbers bit for bit."""
+    rng = np.random.default_rng(n)
+    y = np.tanh(rng.standard_normal(n)).astype(np.float32)
+    g = rng.standard_normal(n).astype(np.float32)
+    want = torch.ops.aten.tanh_backward(torch.tensor(g), torch.tensor(y)).numpy()
+    np.testing.assert_array_equal(_tanh_bw_fwd(np, g, y), want)
+    rows = (rng.standard_normal((3, n)) * 3).astype(np.float32)
+    np.testing.assert_array_equal(tapelab.tensor(rows).norm(dim=1).numpy(), torch.tensor(rows).norm(dim=1).numpy())
