@@ -395,7 +395,7 @@ def _run_plain(walk: _Walk) -> None:
     A node whose run leaves exactly one node ready, and nothing else waiting, hands it on
     directly (``lane``): the heap orders only nodes that wait together, as along a chain none do."""
     buffers, ready, deps, create_graph = walk.buffers, walk.ready, walk.deps, walk.create_graph
-    capture, targets, needed, runs, stop = walk.capture, walk.targets, walk.needed, walk.runs, walk.stop
+    capture, targets, needed, runs = walk.capture, walk.targets, walk.needed, walk.runs   # (never ``stop``)
     release = not walk.retain_graph
     anomaly = _anomaly.STATE
     heappop, heappush = heapq.heappop, heapq.heappush
@@ -415,9 +415,6 @@ def _run_plain(walk: _Walk) -> None:
             else:
                 node, lane = lane, None
             grads = buffers.pop(node)
-            if capture is not None and stop and node in targets:
-                _capture_grads(node, grads, capture)  # a boundary: the caller's walk runs it
-                continue
             index += 1
             if node.pre_hooks is not None:
                 grads = _run_prehooks(node, grads)

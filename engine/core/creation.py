@@ -209,24 +209,19 @@ def _dev(device) -> Device:
 
 
 def _fill(size: tuple, value, dtype, dev: Device, requires_grad: bool) -> Tensor:
-    t = _allocate(FULL, size, dtype or get_default_dtype(), dev, fill_value=value)
-    return t.requires_grad_(True) if requires_grad else t
+    return _finish(_allocate(FULL, size, dtype or get_default_dtype(), dev, fill_value=value), requires_grad)
 
 
 def zeros(*shape, size=None, dtype=None, device=None, requires_grad: bool = False,
           layout=None, pin_memory: bool = False, out=None) -> Tensor:
-    if layout is not None:
-        _strided("zeros", layout)
-    return _fill(_size(shape, "zeros", size), 0, dtype,
-                 _DEFAULT.device if device is None else Device(device), requires_grad)
+    _strided("zeros", layout)
+    return _fill(_size(shape, "zeros", size), 0, dtype, _dev(device), requires_grad)
 
 
 def ones(*shape, size=None, dtype=None, device=None, requires_grad: bool = False,
          layout=None, pin_memory: bool = False, out=None) -> Tensor:
-    if layout is not None:
-        _strided("ones", layout)
-    return _fill(_size(shape, "ones", size), 1, dtype,
-                 _DEFAULT.device if device is None else Device(device), requires_grad)
+    _strided("ones", layout)
+    return _fill(_size(shape, "ones", size), 1, dtype, _dev(device), requires_grad)
 
 
 def empty(*shape, size=None, dtype=None, device=None, requires_grad: bool = False, **_) -> Tensor:

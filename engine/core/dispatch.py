@@ -513,17 +513,7 @@ def _compile_factory(op):
             out = fwd(xp, **params)
         except Exception as e:  # noqa: BLE001 - _failed re-raises what it does not handle
             out = _failed(op, fwd, dev, (), args, params, e)
-        if type(out) is not _ndarray and not hasattr(out, "__dlpack__"):
-            out = dev.xp.asarray(out)
-        res = _new(Tensor)
-        res._data = out
-        res._out_nr = 0
-        res._device = dev
-        res._grad = None
-        res._vc = [0]
-        res.requires_grad = False
-        res.grad_fn = None
-        return res
+        return _result(op, args, params, dev, False, out)
     return run
 
 

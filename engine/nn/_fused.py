@@ -550,7 +550,7 @@ def _nll_fwd(xp, logp, t, *w, cdim, reduction, **p):
         return in_float32(_nll_fwd, xp, logp, t, *w, cdim=cdim, reduction=reduction, **p)
     if (reduction != "none" and p["check"] and not p["label_smoothing"] and logp.ndim == 2 and cdim == 1
             and t.ndim == 1 and t.size and t.dtype.kind in "iu" and kernels.use(xp, logp, *w)):
-        # a mean or summed loss of (N, C) float32: one loop, gather and cascade (10.8 -> ~5 us at 64 x 10);
+        # a mean or summed loss of (N, C) float32: one loop, gather and cascade (10.8 -> 6.4 us at 64 x 10);
         # without class weights a row stands in for them (never read)
         total, weight, bad = kernels.loops("cascade").nll_reduced(logp, xp.ascontiguousarray(t),
                                                                  w[0] if w else logp[0], p["ignore_index"], bool(w))

@@ -200,9 +200,9 @@ def _sum_in_order(xp, x, dims, keepdim: bool, dtype):
         return None
     contiguous = x.flags.c_contiguous
     if dims is None and contiguous:   # a loss's or a metric's sum of everything: the short way (~1 us less)
-        total = (_ORDER or _order_loops())[0].total(x if x.ndim == 1 else x.reshape(-1), kernels.threads())
+        total = kernels.loops("sum_order").total(x if x.ndim == 1 else x.reshape(-1), kernels.threads())
         # numba hands the float32 back as a Python float (exact); the result owns its memory
-        return np.full((1,) * x.ndim, total, x.dtype) if keepdim else _asarray(total, x.dtype)
+        return np.full((1,) * x.ndim, total, x.dtype) if keepdim else np.asarray(total, x.dtype)
     if not contiguous:
         # a sum of all elements of a dense permuted layout (``x.t()``, ``rot90``'s transposed copy)
         # runs over memory in ATen, whose TensorIterator sorts the dims by stride and merges them
@@ -228,15 +228,6 @@ def _sum_in_order(xp, x, dims, keepdim: bool, dtype):
     else:
         loops.row_sums(flat, x.size // out.size, out.reshape(-1))
     return out
-
-
-_ORDER: list = []
-_asarray = np.asarray
-
-
-def _order_loops() -> list:
-    _ORDER.append(kernels.loops("sum_order"))
-    return _ORDER
 
 
 def _in_memory_order(x: np.ndarray) -> np.ndarray | None:
