@@ -326,11 +326,23 @@ def empty_like(input, *, dtype=None, device=None, requires_grad: bool = False, l
     return _finish(apply(EMPTY, size=size, dtype=dt, device=dev), requires_grad)
 
 
-def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad: bool = False,
+def arange(start=None, end=None, step=None, *, dtype=None, device=None, requires_grad: bool = False,
            layout=None, pin_memory: bool = False) -> Tensor:
     _strided("arange", layout)
+    # PyTorch's overloads: ``arange(end)``, ``arange(start, end, step=1)``, and ``end`` by keyword
+    # alone (``arange(end=n)``, which ultralytics' assigner writes); a step needs both bounds
     if end is None:
+        if start is None or step is not None:
+            raise TypeError("arange() received an invalid combination of arguments - expected (Number end) "
+                            "or (Number start, Number end, Number step = 1)")
         start, end = 0, start
+    elif start is None:
+        if step is not None:
+            raise TypeError("arange() received an invalid combination of arguments - got (step, end): "
+                            "a step needs start and end")
+        start = 0
+    if step is None:
+        step = 1
     # a tensor bound counts as its number, int or float (``arange(n)`` of an int64 ``n`` is int64, as PyTorch's)
     vals = [v.item() if isinstance(v, Tensor) else v for v in (start, end, step)]
     if step == 0:
