@@ -31,10 +31,11 @@ warm splits that follow it, and a one-call re-timing kept the pool on the callin
 numba's OpenMP threading layer forks and joins a ``prange`` region in ~1.6 us (libgomp spinning;
 27 us with ``OMP_WAIT_POLICY=PASSIVE``, a futex wake without the GIL), against this pool's ~57 us.
 With ``TAPELAB_NATIVE_POOL=1`` our float32 GEMM's products run their parts there
-(``kernels/sgemm.py`` ``parallel_parts``, chosen per size class by ``timed``), with libgomp's spin
-bounded (``GOMP_SPINCOUNT``): its default spin, beside this pool's pinned workers, made whole steps
-0.72-0.83x. Off by default: session 19's A/Bs on a loaded host did not prove it for every step
-(bench/README.md, issue 17, session 19 helper F).
+(``kernels/sgemm.py``, chosen per size class by ``timed``), and a fused numba loop's blocks run as
+one region (``kernels/regions.py``, ``run_blocks(region=)``, timed as the pool's split), with
+libgomp's spin bounded (``GOMP_SPINCOUNT``): its default spin, beside this pool's pinned workers,
+made whole steps 0.72-0.83x. Off by default: the A/Bs of sessions 19 and 23 on a loaded host did
+not prove it for every step (bench/README.md, issue 17).
 """
 from __future__ import annotations
 
@@ -155,12 +156,16 @@ def timings(key) -> dict:
             for k, t in _TIMINGS.items() if k[0] == key}
 
 
-def run_blocks(fn, blocks, key=None, work: int = 1, whole: tuple | None = None) -> None:
+def run_blocks(fn, blocks, key=None, work: int = 1, whole: tuple | None = None, region=None) -> None:
     """``fn(*args)`` for each ``args`` in ``blocks`` (a list, or a function that returns it when
     the call runs split), the first on the calling thread and the rest
     on the pool's workers at the same time; returns when all are done and raises the first
     error any block raised. Runs them one after another on the calling thread when the pool is
     busy or the caller is one of its workers.
+
+    ``region``, when given, runs the same blocks at once in one call (an OpenMP region on numba's
+    threads, ``kernels/regions.py``) and takes the workers' place in a split call; the pool is held
+    meanwhile, so a second caller or a nested block still runs whole.
 
     When ``key`` names the kind of work (``work`` its size: elements, multiply-adds), the call
     runs split or whole (``fn(*whole)`` on the calling thread, or the blocks one after another
@@ -173,7 +178,10 @@ def run_blocks(fn, blocks, key=None, work: int = 1, whole: tuple | None = None) 
     start = time.perf_counter()
     if way:
         try:
-            _run_split(fn, blocks() if callable(blocks) else blocks)
+            if region is not None:
+                region()
+            else:
+                _run_split(fn, blocks() if callable(blocks) else blocks)
         finally:
             _BUSY.release()
     else:

@@ -13,7 +13,8 @@ paths stay tested. Compiled code is cached on disk (``cache=True``); the first c
 checkout compiles (seconds), later processes load it. With more than one thread
 (``set_num_threads``), ``parallel`` cuts a large array's rows into one block per thread (the
 loops release the GIL), as PyTorch splits its elementwise and row loops, and runs the blocks at
-once where that has measured faster for the loop and size.
+once where that has measured faster for the loop and size: on the pool's workers, or with
+``TAPELAB_NATIVE_POOL=1`` as one OpenMP region on numba's threads (``regions.py``).
 """
 from __future__ import annotations
 
@@ -22,9 +23,9 @@ import numpy as np
 from ..base import runtime
 from ..base.pool import ranges, run_blocks
 from .gemm import GEMM_PARALLEL_MIN, gemm, gemm_here, gemms, prepack
-from .switch import enabled, loops, set_enabled
+from .switch import enabled, loops, native, set_enabled, set_native
 
-__all__ = ["enabled", "set_enabled", "use", "threads", "parallel", "loops", "gemm", "gemms", "gemm_here", "prepack",
+__all__ = ["enabled", "set_enabled", "native", "set_native", "use", "threads", "parallel", "loops", "gemm", "gemms", "gemm_here", "prepack",
            "GEMM_PARALLEL_MIN", "parallel_ranges"]
 
 _F32 = np.dtype(np.float32)
@@ -58,7 +59,8 @@ def parallel(fn, n_split: int, *args, align: int = 1) -> None:
     """``fn(*args)``, with the first ``n_split`` arrays (same leading dim) cut into one block of
     rows per thread, each block a multiple of ``align`` rows (a loop that reads ``r % align``
     sees the same index in its block); arrays under ``PARALLEL_MIN`` elements, or one thread, run
-    in one call."""
+    in one call. A numba loop's blocks run as one OpenMP region where ``switch.native()``
+    (``regions.rows``), else on the pool's workers."""
     if args[0].size < PARALLEL_MIN:   # the small call first: no thread count read
         fn(*args)
         return
@@ -69,26 +71,42 @@ def parallel(fn, n_split: int, *args, align: int = 1) -> None:
         return
     blocks = -(-rows // align)
     n = min(n, blocks)
-    run_blocks(fn, lambda: _row_blocks(args, n_split, rows, blocks, n, align), (fn, n), args[0].size, args)
-
-
-def _row_blocks(args: tuple, n_split: int, rows: int, blocks: int, n: int, align: int) -> list:
     cuts = [min(rows, blocks * i // n * align) for i in range(n + 1)]
+    region = _region(fn, n, len(args), n_split)
+    run_blocks(fn, lambda: _row_blocks(args, n_split, cuts), (fn, n), args[0].size, args,
+               region and (lambda: region(np.array(cuts, np.int64), *args)))
+
+
+def _row_blocks(args: tuple, n_split: int, cuts: list) -> list:
     rest = args[n_split:]
-    return [tuple(a[cuts[i]:cuts[i + 1]] for a in args[:n_split]) + rest for i in range(n)]
+    return [tuple(a[cuts[i]:cuts[i + 1]] for a in args[:n_split]) + rest for i in range(len(cuts) - 1)]
 
 
-def parallel_ranges(fn, count: int, size: int, args_for) -> None:
+def parallel_ranges(fn, count: int, size: int, args_for, shared: bool = False) -> None:
     """``fn(*args_for(first, lo, hi))`` for one range ``lo:hi`` of ``count`` items (images,
     columns) per thread, the ranges covering ``0:count``; one call over all of them when the work
     (``size`` elements) is under ``PARALLEL_MIN`` or there is one thread. For loops that take
     their range as arguments and need per-thread scratch (``first`` says the block may reuse the
-    caller's)."""
+    caller's). ``shared``: ``args_for``'s tuple ends in ``lo, hi`` and is otherwise the same for
+    every range (no scratch of its own), so a numba loop's ranges may run as one OpenMP region
+    (``regions.spans``)."""
     whole = args_for(True, 0, count)
     n = threads() if size >= PARALLEL_MIN else 1
     if n < 2 or count < 2:
         fn(*whole)
         return
     spans = ranges(count, n)
+    region = _region(fn, len(spans), len(whole) - 2, None) if shared else None
     run_blocks(fn, lambda: [args_for(i == 0, lo, hi) for i, (lo, hi) in enumerate(spans)], (fn, len(spans)), size,
-               whole)
+               whole, region and (lambda: region(np.array([lo for lo, _ in spans] + [count], np.int64), *whole[:-2])))
+
+
+def _region(fn, n: int, n_args: int, n_split: int | None):
+    """The OpenMP region of ``fn``'s ``n`` blocks (``n_split`` arrays cut by rows, or None: a
+    range ``lo, hi`` as its last two arguments), or None: the pool's workers then run them."""
+    if not native():
+        return None
+    regions = loops("regions")
+    if regions.parts(n) < 2:
+        return None
+    return regions.rows(fn, n_split, n_args) if n_split is not None else regions.spans(fn, n_args)

@@ -265,7 +265,7 @@ def forward(x, w, b, eps: float, out, mean, var, unbiased=None, invstd=None) -> 
     invstd = np.empty(x.shape[1], F) if invstd is None else invstd
     unbiased = np.empty(x.shape[1], F) if unbiased is None else unbiased
     parallel_ranges(_forward, x.shape[1], x.size,
-                    lambda first, lo, hi: (x, w, b, eps, out, mean, invstd, var, unbiased, threads(), lo, hi))
+                    lambda first, lo, hi: (x, w, b, eps, out, mean, invstd, var, unbiased, threads(), lo, hi), True)
 
 
 @njit(**_JIT)
@@ -278,7 +278,7 @@ def eval_forward(x, running_mean, running_var, w, b, eps: float, out) -> None:
     """Eval mode: ``out`` from the running statistics (``invstd`` in float32, as ATen's forward)."""
     invstd = (F(1) / np.sqrt(running_var + F(eps))).astype(F)
     parallel_ranges(_affine_out, x.shape[1], x.size,
-                    lambda first, lo, hi: (x, running_mean, invstd, w, b, out, lo, hi))
+                    lambda first, lo, hi: (x, running_mean, invstd, w, b, out, lo, hi), True)
 
 
 # ---------------------------------------------------------------- gradients
@@ -356,7 +356,7 @@ def backward(g, x, w, eps: float, gx, gw, gb, mean=None, invstd=None) -> None:
         mean, invstd = np.empty(c, F), np.empty(c, F)
     none = np.empty(0, F)
     parallel_ranges(_backward, c, x.size, lambda first, lo, hi: (g, x, w, eps, gx, gw, gb, mean, invstd, none, have,
-                                                                 threads(), lo, hi))
+                                                                 threads(), lo, hi), True)
 
 
 @njit(**_JIT)
@@ -399,7 +399,7 @@ def eval_backward(g, x, running_mean, running_var, w, eps: float, gx, gw, gb) ->
     gw_, gb_ = (np.empty(c, F) if a is None else a for a in (gw, gb))
     parallel_ranges(_eval_backward, c, x.size,
                     lambda first, lo, hi: (g, x, running_mean, invstd, w, gx, gw_, gb_, gw is not None or gb is not None,
-                                           threads(), lo, hi))
+                                           threads(), lo, hi), True)
 
 
 @njit(**_JIT)

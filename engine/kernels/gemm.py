@@ -19,12 +19,11 @@ calling thread (a recurrence step's), and ``prepack`` readies a weight that many
 from __future__ import annotations
 
 import math
-import os
 
 import numpy as np
 
 from ..base import pool, runtime
-from .switch import enabled, loops
+from .switch import enabled, loops, native
 
 __all__ = ["gemm", "gemms", "gemm_here", "prepack", "GEMM_PARALLEL_MIN"]
 
@@ -37,13 +36,8 @@ GEMM_PARALLEL_MIN = 1 << 21
 # numba's threads (sgemm._sgemm_parallel), split and whole timed per size class (pool.timed): a
 # region's fork and join costs ~1.6 us with libgomp spinning (27 us passive), so below 2^17 (~6 us
 # of work on one core) the parts cannot pay (37x50x33: 2.9 us whole, 3.3 cut; 20x200x800: 60 -> 32
-# us; session 18).
+# us; session 18). Only with TAPELAB_NATIVE_POOL=1 (``switch.native``).
 OWN_PARALLEL_MIN = 1 << 17
-# The parts on numba's threads are off unless TAPELAB_NATIVE_POOL=1: on the loaded session-19 host
-# the whole-step A/Bs did not prove them faster than the Python pool's blocks for every workload
-# (bench/README.md, issue 17, session 19 helper F); the default stays the pool until a quiet host
-# measures it.
-NATIVE_POOL = os.environ.get("TAPELAB_NATIVE_POOL", "0") == "1"
 _BLAS_DTYPES = frozenset(map(np.dtype, ("float32", "float64", "complex64", "complex128")))
 _F32 = np.dtype(np.float32)
 # The own GEMM's smallest product (2026-12-02, 1 thread, OPENBLAS_CORETYPE=Haswell, medians of
@@ -67,7 +61,7 @@ def gemm(xp, a, b, out=None):
     macs = math.prod(batch) * m * n * k
     if n_threads < 2 or k != b.shape[-2]:
         return _matmul(a, b, out)
-    if macs >= OWN_PARALLEL_MIN and NATIVE_POOL:
+    if macs >= OWN_PARALLEL_MIN and native():
         done = _own_parallel(a, b, out, n_threads, macs)   # our GEMM's parts on numba's threads
         if done is not None:
             return done
@@ -113,7 +107,7 @@ def gemms(xp, *products) -> list:
                        for a, b in products)):
         return [gemm(xp, a, b) for a, b in products]
     macs = [a.shape[0] * a.shape[1] * b.shape[1] for a, b in products]
-    if min(macs) < GEMM_PARALLEL_MIN or NATIVE_POOL and all(_takes(a, b) and _sgemm(a.shape[0], a.shape[1], b.shape[1]) is not None
+    if min(macs) < GEMM_PARALLEL_MIN or native() and all(_takes(a, b) and _sgemm(a.shape[0], a.shape[1], b.shape[1]) is not None
                                             and loops("sgemm").parallel_parts(n_threads) > 1
                                             for a, b in products):
         return [gemm(xp, a, b) for a, b in products]   # each one cut into parts on numba's threads
@@ -134,7 +128,7 @@ def gemm_here(xp, a, b, out=None):
         if own is not None:
             out = np.empty((a.shape[0], b.n), _F32) if out is None else out
             macs = a.shape[0] * a.shape[1] * b.n
-            parts = own.parallel_parts(runtime.intra_op_threads()) if macs >= OWN_PARALLEL_MIN and NATIVE_POOL else 1
+            parts = own.parallel_parts(runtime.intra_op_threads()) if macs >= OWN_PARALLEL_MIN and native() else 1
             if parts > 1:
                 return pool.timed(("own", parts), macs, lambda: own.matmul_into(a, b.array, out, parts),
                                   lambda: own.matmul_into(a, b.array, out))

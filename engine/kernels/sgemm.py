@@ -19,14 +19,13 @@ blocks' sums added in order: the same for any split of the rows or columns over 
 """
 from __future__ import annotations
 
-import os
-import threading
-
 import numpy as np
 from llvmlite import ir
 from numba import njit, prange, types
 from numba.core import cgutils
 from numba.extending import intrinsic
+
+from .regions import parts as parallel_parts   # how many parts a product may run in at once
 
 __all__ = ["matmul_into", "matmul_batch_into", "pad_columns", "parallel_parts", "NR", "MAX_ROWS", "MAX_ROWS_LONG", "LONG_MIN_K", "LONG_MIN_N"]
 
@@ -346,61 +345,6 @@ def _sgemm_few_rows(bt, a, c):
     result_t = np.empty((bt.shape[0], a.shape[0]), np.float32)
     _sgemm(bt, _transposed(a), result_t)
     _transpose_into(result_t, c)
-
-
-_PARALLEL: list = []     # [whether numba's threading layer forks cheaply here], once probed
-_THREADS = threading.local()     # the numba thread count last set on this thread
-# libgomp's idle threads spin ~300k rounds after a region by default (OMP_WAIT_POLICY unset), and
-# on the project machine's two vCPUs the spinning thread took the core of the Python pool's worker
-# and of the calling thread: whole steps 0.72-0.83x (bench/README.md, issue 17 session 19). A bounded
-# spin, read by libgomp when it loads, keeps back-to-back regions at ~1.6 us (a 200 us Python gap:
-# 2.5 us; passive: 27 us, a futex wake) without holding the core between ops. Set only for the
-# load, and only where the user set neither variable.
-GOMP_SPINCOUNT = "10000"
-
-
-def parallel_parts(threads: int) -> int:
-    """How many parts a product may be cut into for ``threads`` intra-op threads: ``threads`` where
-    numba's threading layer is OpenMP or TBB (forking and joining in microseconds), else 1 (its
-    ``workqueue`` layer took ~100 us). 1 in a child forked after the layer started (GNU OpenMP's
-    threads do not survive a fork: its next region would wait for them). Sets numba's thread count
-    for the calling thread (numba's is per thread) to ``threads``, up to the threads it launched."""
-    if threads < 2:
-        return 1
-    if not _PARALLEL:
-        _probe()
-    if not _PARALLEL[0]:
-        return 1
-    if getattr(_THREADS, "n", None) != threads:
-        import numba
-        numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
-        _THREADS.n = threads
-    return threads
-
-
-def _probe() -> None:
-    """Load numba's threading layer (libgomp with a bounded spin, ``GOMP_SPINCOUNT``) and note
-    whether it is one that forks cheaply."""
-    import numba
-    bound = "OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ
-    if bound:
-        os.environ["GOMP_SPINCOUNT"] = GOMP_SPINCOUNT
-    try:
-        _sgemm_parallel(np.zeros((1, 1), np.float32), np.zeros((1, NR), np.float32), np.zeros((1, 1), np.float32), 1)
-    finally:
-        if bound:
-            os.environ.pop("GOMP_SPINCOUNT", None)
-    _PARALLEL.append(numba.threading_layer() in ("omp", "tbb"))
-
-
-def _no_parallel_after_fork() -> None:
-    if _PARALLEL:
-        _PARALLEL[0] = False
-    else:
-        _PARALLEL.append(False)
-
-
-os.register_at_fork(after_in_child=_no_parallel_after_fork)
 
 
 def _unit_stride(x: np.ndarray, axis: int) -> bool:

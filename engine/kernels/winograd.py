@@ -284,6 +284,13 @@ def _rest_rows(v, u, out, t0):
 
 
 @njit(**_JIT)
+def narrow_rows(a, b, out, lo, hi):
+    """Rows ``lo:hi`` of ``out (M, O) = a (M, C) @ b (C, O)`` (im2col's narrow GEMM): ``tap_gemm``
+    on one tap, each row the same floats however the rows are cut."""
+    tap_gemm(np.expand_dims(a[lo:hi], 0), np.expand_dims(b, 0), np.expand_dims(out[lo:hi], 0), 0, 1)
+
+
+@njit(**_JIT)
 def tap_gemm(v, u, out, p0, p1):
     """Taps ``p0:p1`` of ``out (P, T, O) = v (P, T, C) @ u (P, C, O)``, float32, ``u`` and ``out``
     C-contiguous (``v`` any strides: the weight gradient passes a transposed view), O one of 16,

@@ -200,13 +200,13 @@ def _conv_blocks(spans, x, y, ut, xp, pads, m, split) -> None:
         _conv_images(x[lo:hi], y[lo:hi], ut, xp, pads, m, split)
 
 
-def _ranges(fn, count: int, size: int, args_for, split: bool) -> None:
-    """``kernels.parallel_ranges(fn, count, size, args_for)`` when ``split``, else ``fn`` over all
+def _ranges(fn, count: int, size: int, args_for, split: bool, shared: bool = False) -> None:
+    """``kernels.parallel_ranges(fn, count, size, args_for, shared)`` when ``split``, else ``fn`` over all
     ``count`` items on this thread: inside a forward's image blocks the blocks are what the threads
     share, and when the pool runs them one after another (a split measured slower) the blocks'
     stages would not pay either; their own splits would only add the pool's timing to each stage."""
     if split:
-        kernels.parallel_ranges(fn, count, size, args_for)
+        kernels.parallel_ranges(fn, count, size, args_for, shared)
     else:
         fn(*args_for(True, 0, count))
 
@@ -255,7 +255,7 @@ def _tap_gemm(xp, v, ut, split=True):
     if ut.shape[2] in (16, 32, 48, 64) and v.dtype == ut.dtype and kernels.use(xp, ut):
         prod = xp.empty((v.shape[0], t, ut.shape[2]), v.dtype)
         _ranges(kernels.loops("winograd").tap_gemm, v.shape[0], prod.size, lambda first, lo, hi: (v, ut, prod, lo, hi),
-                split)
+                split, shared=True)
         return prod
     if t <= TAP_ROWS:
         return gemm(xp, v, ut)
@@ -280,8 +280,8 @@ def narrow_gemm(xp, a, b):
     if not narrow_loop(xp, a.dtype, b):
         return gemm(xp, a, b)
     out = xp.empty((a.shape[0], b.shape[1]), a.dtype)
-    kernels.parallel_ranges(kernels.loops("winograd").tap_gemm, a.shape[0], out.size,
-                            lambda first, lo, hi: (a[None, lo:hi], b[None], out[None, lo:hi], 0, 1))
+    kernels.parallel_ranges(kernels.loops("winograd").narrow_rows, a.shape[0], out.size,
+                            lambda first, lo, hi: (a, b, out, lo, hi), shared=True)
     return out
 
 
