@@ -38,3 +38,97 @@ _ARANGE = {
 @pytest.mark.parametrize("case", sorted(_ARANGE))
 def test_arange_keyword_overloads(case):
     assert _outcome(_ARANGE[case], tapelab) == _outcome(_ARANGE[case], torch)
+
+
+# ---------------------------------------------------------------- nn.modules' class hierarchy
+# thop (under ultralytics' ``model.info()``) maps ``nn.modules.padding._ReflectionPadNd``,
+# ``batchnorm._NormBase``, ``dropout._DropoutNd`` ... to FLOP counters and walks each module's MRO;
+# tapelab lacked some bases and derived siblings from each other (``Hardsigmoid`` was a ``Hardswish``,
+# ``InstanceNorm2d`` a ``_BatchNorm``), which ``isinstance`` checks in libraries see.
+def _nn_classes(lib) -> dict:
+    import importlib
+    import inspect
+    import pkgutil
+    real = torch.nn.modules
+    out = {}
+    for info in pkgutil.iter_modules(real.__path__):
+        mod = importlib.import_module(f"torch.nn.modules.{info.name}")
+        for name, cls in vars(mod).items():
+            if inspect.isclass(cls) and cls.__module__ == mod.__name__ and issubclass(cls, torch.nn.Module):
+                out[f"{info.name}.{name}"] = cls
+    return out
+
+
+# tapelab's lazy modules derive from the eager class they become (``cls_to_become``); PyTorch's from a
+# ``_LazyNormBase`` / ``_ConvTransposeMixin``
+_LAZY = ("Lazy", "_LazyNormBase", "_ConvTransposeMixin")
+
+
+def test_nn_module_bases_match_torch():
+    import importlib
+    wrong = {}
+    for key, real in _nn_classes(torch).items():
+        mod, name = key.split(".")
+        if name.startswith(_LAZY):
+            continue
+        ours = getattr(importlib.import_module(f"tapelab.nn.modules.{mod}"), name, None)
+        if ours is None:
+            wrong[key] = "missing"
+            continue
+        want = {c.__name__ for c in real.__mro__ if issubclass(c, torch.nn.Module)}
+        have = {c.__name__ for c in ours.__mro__ if issubclass(c, tapelab.nn.Module)}
+        public_extra = {n for n in have - want if not n.startswith("_")}
+        if want - have or public_extra:
+            wrong[key] = (sorted(want - have), sorted(public_extra))
+    assert wrong == {}
+
+
+@pytest.mark.parametrize("make, base", [
+    ("Hardsigmoid()", "Hardswish"), ("Hardshrink()", "Softshrink"), ("CrossMapLRN2d(3)", "LocalResponseNorm"),
+    ("InstanceNorm2d(3)", "modules.batchnorm._BatchNorm"), ("InstanceNorm2d(3)", "modules.batchnorm._NormBase"),
+    ("BatchNorm2d(3)", "modules.batchnorm._NormBase"), ("Dropout()", "modules.dropout._DropoutNd"),
+    ("AvgPool1d(2)", "modules.pooling._AvgPoolNd"), ("ConvTranspose2d(2, 2, 3)", "modules.conv._ConvTransposeNd"),
+    ("ConvTranspose2d(2, 2, 3)", "modules.conv._ConvNd"), ("ReflectionPad2d(1)", "modules.padding._ReflectionPadNd"),
+    ("ReplicationPad1d(1)", "modules.padding._ReplicationPadNd"), ("CircularPad3d(1)", "modules.padding._CircularPadNd"),
+    ("ZeroPad2d(1)", "modules.padding._ConstantPadNd"), ("LinearCrossEntropyLoss(4, 3)", "modules.loss._WeightedLoss"),
+])
+def test_nn_isinstance_as_torch(make, base):
+    def check(lib):
+        cls = lib.nn
+        for part in base.split("."):
+            cls = getattr(cls, part)
+        return isinstance(eval(f"lib.nn.{make}"), cls)
+    assert check(tapelab) == check(torch)
+
+
+def test_update_bn_leaves_instance_norm_stats():
+    """``swa_utils.update_bn`` resets and re-estimates only ``_BatchNorm`` statistics; an instance norm that
+    tracks running stats keeps its momentum and accumulates on top of what it had."""
+    def run(lib):
+        lib.manual_seed(0)
+        net = lib.nn.Sequential(lib.nn.Conv2d(2, 3, 3), lib.nn.BatchNorm2d(3),
+                                lib.nn.InstanceNorm2d(3, track_running_stats=True))
+        with lib.no_grad():
+            net[2].running_mean.fill_(0.5)
+        data = [lib.tensor(np.linspace(-1, 1, 2 * 2 * 6 * 6, dtype=np.float32).reshape(2, 2, 6, 6) * (i + 1))
+                for i in range(3)]
+        lib.optim.swa_utils.update_bn(data, net)
+        return [np.round(t.detach().numpy().astype(np.float64), 5).tolist()
+                for t in (net[1].running_mean, net[1].running_var, net[2].running_mean, net[2].running_var)] \
+            + [net[2].momentum, net[1].momentum]
+    assert run(tapelab) == run(torch)
+
+
+def test_linear_cross_entropy_loss_module_state_and_checks():
+    def run(lib):
+        out = []
+        m = lib.nn.LinearCrossEntropyLoss(4, 3, bias=True, weight=lib.ones(3))
+        out.append((list(m.state_dict()), [k for k, _ in m.named_buffers()], repr(m)))
+        for kw in (dict(weight=lib.ones(2)), dict(label_smoothing=1.5), dict(label_smoothing=-0.1)):
+            try:
+                lib.nn.LinearCrossEntropyLoss(4, 3, **kw)
+                out.append("ok")
+            except Exception as e:  # noqa: BLE001
+                out.append((type(e).__name__, str(e)))
+        return out
+    assert run(tapelab) == run(torch)

@@ -117,14 +117,19 @@ class Mish(_InplaceActivation):
     _fn = staticmethod(F.mish)
 
 
-class Hardswish(_InplaceActivation):
-    _fn = staticmethod(F.hardswish)
+class _UnshownInplace(_InplaceActivation):
+    """(A shared base, not one activation derived from the other: in PyTorch ``Hardsigmoid`` is no
+    ``Hardswish``, and libraries swap modules by ``isinstance``.) The repr never shows ``inplace``."""
 
     def extra_repr(self) -> str:
         return ""
 
 
-class Hardsigmoid(Hardswish):
+class Hardswish(_UnshownInplace):
+    _fn = staticmethod(F.hardswish)
+
+
+class Hardsigmoid(_UnshownInplace):
     _fn = staticmethod(F.hardsigmoid)
 
 
@@ -265,21 +270,28 @@ class Threshold(Module):
         return _inplace_repr(self.inplace, f"threshold={self.threshold}, value={self.value}")
 
 
-class Softshrink(Module):
+class _Shrink(Module):
+    """Soft and hard shrinkage share ``lambd`` (a shared base: in PyTorch ``Hardshrink`` is no ``Softshrink``)."""
+
+    _fn = None
+
     def __init__(self, lambd: float = 0.5):
         super().__init__()
         self.lambd = lambd
 
     def forward(self, input: Tensor) -> Tensor:
-        return F.softshrink(input, self.lambd)
+        return type(self)._fn(input, self.lambd)
 
     def extra_repr(self) -> str:
         return str(self.lambd)
 
 
-class Hardshrink(Softshrink):
-    def forward(self, input: Tensor) -> Tensor:
-        return F.hardshrink(input, self.lambd)
+class Softshrink(_Shrink):
+    _fn = staticmethod(F.softshrink)
+
+
+class Hardshrink(_Shrink):
+    _fn = staticmethod(F.hardshrink)
 
 
 class RReLU(Module):

@@ -27,8 +27,11 @@ def _affine(module: Module, shape: tuple, affine: bool, bias: bool, device, dtyp
         module.register_parameter("bias", None)
 
 
-class _BatchNorm(Module):
-    """Per-channel normalisation by batch statistics, tracking running estimates for eval."""
+class _NormBase(Module):
+    """The state batch and instance norms share: affine parameters and running statistics. (PyTorch's
+    split: ``_InstanceNorm`` is a ``_NormBase`` but no ``_BatchNorm``, so ``update_bn`` and the libraries
+    that freeze or exclude batch norms by ``isinstance(m, _BatchNorm)`` leave instance norms alone,
+    while profilers such as thop count both through ``_NormBase``.)"""
 
     _dims: tuple = ()
 
@@ -61,6 +64,20 @@ class _BatchNorm(Module):
             if self.bias is not None:
                 init.zeros_(self.bias)
 
+    def _fill_state_defaults(self, prefix: str, state_dict: dict) -> None:
+        key = prefix + "num_batches_tracked"
+        if self.track_running_stats and key not in state_dict:
+            state_dict[key] = self.num_batches_tracked if self.num_batches_tracked is not None else \
+                creation.tensor(0, dtype=_dtype.int64)
+
+    def extra_repr(self) -> str:
+        return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine={self.affine}, "
+                f"bias={self.bias is not None}, track_running_stats={self.track_running_stats}")
+
+
+class _BatchNorm(_NormBase):
+    """Per-channel normalisation by batch statistics, tracking running estimates for eval."""
+
     def forward(self, input: Tensor) -> Tensor:
         if input.ndim not in self._dims:
             want = " or ".join(f"{d}D" for d in self._dims)
@@ -74,16 +91,6 @@ class _BatchNorm(Module):
         keep = not self.training or self.track_running_stats
         return F.batch_norm(input, self.running_mean if keep else None, self.running_var if keep else None,
                             self.weight, self.bias, use_batch, factor, self.eps)
-
-    def _fill_state_defaults(self, prefix: str, state_dict: dict) -> None:
-        key = prefix + "num_batches_tracked"
-        if self.track_running_stats and key not in state_dict:
-            state_dict[key] = self.num_batches_tracked if self.num_batches_tracked is not None else \
-                creation.tensor(0, dtype=_dtype.int64)
-
-    def extra_repr(self) -> str:
-        return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine={self.affine}, "
-                f"bias={self.bias is not None}, track_running_stats={self.track_running_stats}")
 
 
 class BatchNorm1d(_BatchNorm):

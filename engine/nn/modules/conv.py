@@ -124,7 +124,7 @@ class Conv3d(_Conv):
     _nd = 3
 
 
-class _ConvTranspose(_ConvNd):
+class _ConvTransposeNd(_ConvNd):
     transposed = True
 
     def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, output_padding=0,
@@ -155,15 +155,15 @@ class _ConvTranspose(_ConvNd):
                     self._output_padding(input, output_size), self.groups, self.dilation)
 
 
-class ConvTranspose1d(_ConvTranspose):
+class ConvTranspose1d(_ConvTransposeNd):
     _nd = 1
 
 
-class ConvTranspose2d(_ConvTranspose):
+class ConvTranspose2d(_ConvTransposeNd):
     _nd = 2
 
 
-class ConvTranspose3d(_ConvTranspose):
+class ConvTranspose3d(_ConvTransposeNd):
     _nd = 3
 
     def forward(self, input: Tensor, output_size=None) -> Tensor:

@@ -8,23 +8,10 @@ from .module import Module
 __all__ = ["Dropout", "Dropout1d", "Dropout2d", "Dropout3d", "AlphaDropout", "FeatureAlphaDropout"]
 
 
-class Dropout(Module):
-    """Zeroes elements with probability ``p`` (tapelab's default generator) and scales by 1/(1-p)."""
-
-    def __init__(self, p: float = 0.5, inplace: bool = False):
-        super().__init__()
-        if p < 0 or p > 1:
-            raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
-        self.p, self.inplace = p, inplace
-
-    def forward(self, input: Tensor) -> Tensor:
-        return F.dropout(input, self.p, self.training, self.inplace)
-
-    def extra_repr(self) -> str:
-        return f"p={self.p}, inplace={self.inplace}"
-
-
 class _DropoutNd(Module):
+    """Every dropout layer, ``Dropout`` too as in PyTorch (profilers such as thop match ``_DropoutNd``):
+    ``p`` and ``inplace``, ``_fn`` says which dropout."""
+
     _fn = None
 
     def __init__(self, p: float = 0.5, inplace: bool = False):
@@ -38,6 +25,11 @@ class _DropoutNd(Module):
 
     def extra_repr(self) -> str:
         return f"p={self.p}, inplace={self.inplace}"
+
+
+class Dropout(_DropoutNd):
+    """Zeroes elements with probability ``p`` (tapelab's default generator) and scales by 1/(1-p)."""
+    _fn = staticmethod(F.dropout)
 
 
 class Dropout1d(_DropoutNd):

@@ -5,14 +5,14 @@ import warnings
 
 from ...core.tensor import Tensor
 from .. import functional as F
-from .batchnorm import _BatchNorm, _lazy_norm, _LazyNormMixin
+from .batchnorm import _lazy_norm, _LazyNormMixin, _NormBase
 
 
 __all__ = ["InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d", "LazyInstanceNorm1d", "LazyInstanceNorm2d",
            "LazyInstanceNorm3d"]
 
 
-class _InstanceNorm(_BatchNorm):
+class _InstanceNorm(_NormBase):
     """Per-sample, per-channel normalisation; running stats only with ``track_running_stats=True``."""
 
     _no_batch_dim = 2

@@ -224,24 +224,34 @@ class NLLLoss2d(NLLLoss):
     """The old name of ``NLLLoss`` for image targets (PyTorch keeps it; it is the same loss)."""
 
 
-class LinearCrossEntropyLoss(Module):
-    """A bias-optional linear head and cross-entropy in one module (``F.linear_cross_entropy``)."""
+class LinearCrossEntropyLoss(_WeightedLoss):
+    """A bias-optional linear head and cross-entropy in one module (``F.linear_cross_entropy``); a
+    ``_WeightedLoss`` as PyTorch's, so ``weight`` is its first buffer, before ``linear``'s parameters."""
 
     def __init__(self, in_features: int, num_classes: int, *, out_features: tuple = (), bias: bool = False,
                  device=None, dtype=None, reduction: str = "mean", weight: Tensor | None = None,
                  ignore_index: int | None = None, label_smoothing: float = 0.0, options=None):
-        super().__init__()
-        self.in_features, self.num_classes, self.out_features = in_features, num_classes, tuple(out_features)
-        width = num_classes * int(np.prod(self.out_features, dtype=np.int64))
+        if weight is not None and tuple(weight.shape) != (num_classes,):
+            raise RuntimeError(f"expected weight shape to be {(num_classes,)}, got {tuple(weight.shape)}")
+        if label_smoothing < 0 or label_smoothing > 1.0:
+            raise RuntimeError(f"expected label_smoothing to be in range [0, 1], got {label_smoothing}")
+        super().__init__(weight, reduction=reduction)
+        self.num_classes, self.out_features = num_classes, out_features
+        self.ignore_index, self.label_smoothing = ignore_index, label_smoothing
+        width = num_classes * int(np.prod(tuple(out_features), dtype=np.int64))
         self.linear = Linear(in_features, width, bias=bias, device=device, dtype=dtype)
-        self.register_buffer("weight", weight)
-        self.reduction, self.ignore_index, self.label_smoothing, self.options = reduction, ignore_index, \
-            label_smoothing, options
+        self.options = options
 
     def forward(self, input: Tensor, target: Tensor) -> Tensor:
-        shape = (self.num_classes,) + self.out_features
+        shape = (self.num_classes, *self.out_features)
         w = self.linear.weight.reshape(shape + (self.linear.in_features,))
         b = self.linear.bias.reshape(shape) if self.linear.bias is not None else None
         return F.linear_cross_entropy(input, w, target, linear_bias=b, weight=self.weight, reduction=self.reduction,
                                       ignore_index=self.ignore_index, label_smoothing=self.label_smoothing,
                                       options=self.options)
+
+    def extra_repr(self) -> str:
+        return (f"in_features={self.linear.in_features}, num_classes={self.num_classes}, "
+                f"out_features={self.out_features}, bias={self.linear.bias is not None}, "
+                f"reduction={self.reduction}, ignore_index={self.ignore_index}, "
+                f"label_smoothing={self.label_smoothing}, options={self.options}")

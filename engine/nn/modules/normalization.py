@@ -48,7 +48,7 @@ class GroupNorm(Module):
                  device=None, dtype=None, *, bias: bool = True):
         super().__init__()
         if num_channels % num_groups:
-            raise ValueError("num_channels must be divisible by num_groups")
+            raise ValueError(f"num_channels ({num_channels}) must be divisible by num_groups ({num_groups})")
         self.num_groups, self.num_channels, self.eps, self.affine = num_groups, num_channels, eps, affine
         _affine(self, (num_channels,), affine, bias, device, dtype)
 
@@ -143,11 +143,15 @@ class _CrossMapLRN(Function):
         return grad_output * scale.pow(-beta) - input * ratio * (2 * alpha * beta / size), None, None, None, None
 
 
-class CrossMapLRN2d(LocalResponseNorm):
-    """Local response normalisation across channels of a 4-d input, in Lua Torch's form."""
+class CrossMapLRN2d(Module):
+    """Local response normalisation across channels of a 4-d input, in Lua Torch's form (no
+    ``LocalResponseNorm`` subclass, as in PyTorch)."""
 
     def __init__(self, size: int, alpha: float = 1e-4, beta: float = 0.75, k: float = 1):
-        super().__init__(size, alpha, beta, k)
+        super().__init__()
+        self.size, self.alpha, self.beta, self.k = size, alpha, beta, k
+
+    extra_repr = LocalResponseNorm.extra_repr
 
     def forward(self, input: Tensor) -> Tensor:
         if input.ndim != 4:

@@ -41,6 +41,20 @@ class _ConstantPadNd(_PadNd):
         return f"padding={self.padding}, value={self.value}"
 
 
+class _ReflectionPadNd(_PadNd):
+    """(The per-mode bases are PyTorch's: profilers such as thop map ``_ReflectionPadNd`` and its kin,
+    and libraries test ``isinstance`` against them.)"""
+    _mode = "reflect"
+
+
+class _ReplicationPadNd(_PadNd):
+    _mode = "replicate"
+
+
+class _CircularPadNd(_PadNd):
+    _mode = "circular"
+
+
 class _ZeroPad:
     """Mixed in before a ConstantPadNd: a pad of 0.0 whose repr shows only the padding, as PyTorch's."""
     def __init__(self, padding):
@@ -70,41 +84,41 @@ class ZeroPad2d(_ZeroPad, ConstantPad2d):
     pass
 
 
-class ReflectionPad1d(_PadNd):
-    _mode, _n = "reflect", 2
+class ReflectionPad1d(_ReflectionPadNd):
+    _n = 2
 
 
-class ReflectionPad2d(_PadNd):
-    _mode, _n = "reflect", 4
+class ReflectionPad2d(_ReflectionPadNd):
+    _n = 4
 
 
-class ReplicationPad1d(_PadNd):
-    _mode, _n = "replicate", 2
+class ReplicationPad1d(_ReplicationPadNd):
+    _n = 2
 
 
-class ReplicationPad2d(_PadNd):
-    _mode, _n = "replicate", 4
+class ReplicationPad2d(_ReplicationPadNd):
+    _n = 4
 
 
-class ReflectionPad3d(_PadNd):
-    _mode, _n = "reflect", 6
+class ReflectionPad3d(_ReflectionPadNd):
+    _n = 6
 
 
-class ReplicationPad3d(_PadNd):
-    _mode, _n = "replicate", 6
+class ReplicationPad3d(_ReplicationPadNd):
+    _n = 6
 
 
 class ZeroPad3d(_ZeroPad, ConstantPad3d):
     pass
 
 
-class CircularPad1d(_PadNd):
-    _mode, _n = "circular", 2
+class CircularPad1d(_CircularPadNd):
+    _n = 2
 
 
-class CircularPad2d(_PadNd):
-    _mode, _n = "circular", 4
+class CircularPad2d(_CircularPadNd):
+    _n = 4
 
 
-class CircularPad3d(_PadNd):
-    _mode, _n = "circular", 6
+class CircularPad3d(_CircularPadNd):
+    _n = 6

@@ -42,25 +42,8 @@ class MaxPool2d(_MaxPoolNd):
                             self.ceil_mode, self.return_indices)
 
 
-class AvgPool1d(Module):
-    def __init__(self, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
-                 count_include_pad: bool = True):
-        super().__init__()
-        self.kernel_size = _single(kernel_size)
-        self.stride = _single(stride if stride is not None else kernel_size)
-        self.padding = _single(padding)
-        self.ceil_mode, self.count_include_pad = ceil_mode, count_include_pad
-
-    def forward(self, input: Tensor) -> Tensor:
-        return F.avg_pool1d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
-                            self.count_include_pad)
-
-    def extra_repr(self) -> str:
-        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
-
-
 class _AvgPoolNd(Module):
-    """2-d and 3-d average pooling: the same arguments, ``_fn`` says which."""
+    """Average pooling (1-d too, as PyTorch's base): the same arguments, ``_fn`` says which."""
     _fn = None
 
     def __init__(self, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
@@ -77,6 +60,20 @@ class _AvgPoolNd(Module):
 
     def extra_repr(self) -> str:
         return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+
+
+class AvgPool1d(_AvgPoolNd):
+    def __init__(self, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
+                 count_include_pad: bool = True):
+        Module.__init__(self)   # no divisor_override in 1-d, as PyTorch's
+        self.kernel_size = _single(kernel_size)
+        self.stride = _single(stride if stride is not None else kernel_size)
+        self.padding = _single(padding)
+        self.ceil_mode, self.count_include_pad = ceil_mode, count_include_pad
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.avg_pool1d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
+                            self.count_include_pad)
 
 
 class AvgPool2d(_AvgPoolNd):
