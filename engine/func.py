@@ -237,11 +237,19 @@ def _batched_vjp(func, primals, has_aux, levels):
             return _per_slice(vjp_fn, (cotangents,))
         plain_outs = [_batching.align(*_batching.unwrap_all(o), levels) for o in outs]
         plain_cots = [_batching.align(*_batching.unwrap_all(c), levels) for c in cots]
-        gs = _autograd_grad(plain_outs, leaves, plain_cots, retain_graph=True, create_graph=outer,
-                            materialize_grads=True)
+        gs = _autograd_grad(plain_outs, leaves, plain_cots, retain_graph=True,
+                            create_graph=outer or _differentiated(plain_cots), materialize_grads=True)
         return build([_batching.rewrap(g, levels) for g in gs])
     result, aux = _at_caller_level((out, aux), outer)
     return (result, vjp_fn, aux) if has_aux else (result, vjp_fn)
+
+
+def _differentiated(cotangents: list) -> bool:
+    """Whether something differentiates ``vjp_fn`` w.r.t. its cotangents: the vjp is linear in them, and
+    PyTorch's ``vjp_fn`` output stays on their graph (a transform over ``vjp_fn``, as torchopt's
+    implicit differentiation takes the vjp of a vjp to transpose its linear system, or a caller's
+    ``backward`` through it), so the backward pass then records itself (``create_graph``)."""
+    return is_grad_enabled() and any(isinstance(c, Tensor) and c.requires_grad for c in cotangents)
 
 
 def grad(func: Callable, argnums=0, has_aux: bool = False) -> Callable:
@@ -271,8 +279,8 @@ def vjp(func: Callable, *primals, has_aux: bool = False):
     def vjp_fn(cotangents):
         outs, _ = _flatten(out)
         cots, _ = _flatten(cotangents)
-        return build(list(_autograd_grad(outs, leaves, cots, retain_graph=True, create_graph=outer,
-                                         materialize_grads=True)))
+        return build(list(_autograd_grad(outs, leaves, cots, retain_graph=True,
+                                         create_graph=outer or _differentiated(cots), materialize_grads=True)))
     result, aux = _at_caller_level((out, aux), outer)
     return (result, vjp_fn, aux) if has_aux else (result, vjp_fn)
 

@@ -18,9 +18,9 @@ from ...core.node import graph_leaves
 from ...core.tensor import Tensor
 from ..rpc import agent as _rpc
 
-__all__ = ["context", "backward", "get_gradients", "is_available"]
+__all__ = ["context", "backward", "get_gradients", "is_available", "DistAutogradContext"]
 
-_contexts: dict[int, dict] = {}    # context id -> {"grads": {id(leaf): (leaf, grad)}, "workers": set of ranks}
+_contexts: dict[int, "DistAutogradContext"] = {}
 _ids = itertools.count(1)
 _current = threading.local()       # the context of the backward running on this thread
 
@@ -29,17 +29,32 @@ def is_available() -> bool:
     return True
 
 
+class DistAutogradContext:
+    """One distributed autograd context on this worker: the gradients of its leaves here
+    (``{id(leaf): (leaf, grad)}``) and the ranks its backward reached (PyTorch's class of the name,
+    which libraries such as torchopt re-export)."""
+
+    def __init__(self, context_id: int) -> None:
+        self.id, self.grads, self.workers = context_id, {}, set()
+
+    def _context_id(self) -> int:
+        return self.id
+
+    def _known_worker_ids(self) -> set:
+        return set(self.workers)
+
+
 class context:
     """``with context() as context_id:``: a distributed autograd context for one training step."""
 
     def __enter__(self) -> int:
         self.id = (_rpc._agent().rank << 48) | next(_ids)
-        _contexts[self.id] = {"grads": {}, "workers": set()}
+        _contexts[self.id] = DistAutogradContext(self.id)
         return self.id
 
     def __exit__(self, *exc) -> None:
         ctx = _contexts.pop(self.id, None)
-        for worker in (ctx or {}).get("workers", ()):
+        for worker in (ctx.workers if ctx else ()):
             _rpc.rpc_sync(worker, _release, (self.id,))
 
 
@@ -47,17 +62,17 @@ def _release(context_id: int) -> None:
     _contexts.pop(context_id, None)
 
 
-def _context(context_id: int, create: bool = False) -> dict:
+def _context(context_id: int, create: bool = False) -> DistAutogradContext:
     if context_id not in _contexts:
         if not create:
             raise RuntimeError(f"Could not find autograd context with id: {context_id}")
-        _contexts[context_id] = {"grads": {}, "workers": set()}
+        _contexts[context_id] = DistAutogradContext(context_id)
     return _contexts[context_id]
 
 
 def accumulate(context_id: int, leaves: list, grads, create: bool = False) -> None:
     """Add ``grads`` (None: no gradient) of ``leaves`` to the context's gradients on this worker."""
-    store = _context(context_id, create)["grads"]
+    store = _context(context_id, create).grads
     for leaf, g in zip(leaves, grads):
         if g is None:
             continue
@@ -78,7 +93,7 @@ def backward(context_id: int, roots: list, retain_graph: bool = False) -> None:
     saved = [leaf.grad for leaf in leaves]
     for leaf in leaves:
         leaf.grad = None
-    _current.ctx = (context_id, ctx["workers"])
+    _current.ctx = (context_id, ctx.workers)
     try:
         _backward(roots, retain_graph=retain_graph)
         grads = [leaf.grad for leaf in leaves]
@@ -96,4 +111,4 @@ def current() -> tuple | None:
 
 def get_gradients(context_id: int) -> dict:
     """{leaf tensor: its gradient} accumulated in the context on this worker."""
-    return {leaf: g for leaf, g in _context(context_id)["grads"].values()}
+    return {leaf: g for leaf, g in _context(context_id).grads.values()}

@@ -20,7 +20,8 @@ def _step(key: str, context_id: int) -> None:
     """On the owner: the optimizer's step with the context's gradients as ``.grad`` (restored after);
     a parameter the backward did not reach has none and is skipped, as by any optimizer."""
     opt = _rpc._agent().owned[key]
-    grads = _dist_autograd._contexts.get(context_id, {"grads": {}})["grads"]
+    ctx = _dist_autograd._contexts.get(context_id)
+    grads = ctx.grads if ctx is not None else {}
     saved = [(p, p.grad) for group in opt.param_groups for p in group["params"]]
     try:
         for p, _ in saved:

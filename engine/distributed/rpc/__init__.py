@@ -8,8 +8,10 @@ functions of the script all ranks run, or library functions. ``distributed.nn.Re
 carries gradients back to its owner itself (into ``.grad``, or into a ``distributed.autograd``
 context); plain calls carry no autograd edges.
 """
-from .agent import (DEFAULT_RPC_TIMEOUT_SEC, UNSET_RPC_TIMEOUT, RRef, TensorPipeRpcBackendOptions, WorkerInfo,
-                    get_worker_info, init_rpc, is_available, remote, rpc_async, rpc_sync, shutdown)
+# ``api`` and ``constants`` are PyTorch's submodules (importing them makes them the package's attributes)
+from .agent import TensorPipeRpcBackendOptions, init_rpc, is_available
+from .api import RRef, WorkerInfo, get_worker_info, remote, rpc_async, rpc_sync, shutdown
+from .constants import DEFAULT_RPC_TIMEOUT_SEC, UNSET_RPC_TIMEOUT
 
 __all__ = ["init_rpc", "rpc_sync", "rpc_async", "remote", "RRef", "WorkerInfo", "get_worker_info", "shutdown",
            "is_available", "TensorPipeRpcBackendOptions", "UNSET_RPC_TIMEOUT", "DEFAULT_RPC_TIMEOUT_SEC"]

@@ -17,20 +17,21 @@ from typing import Any
 
 from ..._c10d.mpi import mpi
 from ..._c10d.work import Future
+from .constants import DEFAULT_INIT_METHOD, DEFAULT_NUM_WORKER_THREADS, DEFAULT_RPC_TIMEOUT_SEC, UNSET_RPC_TIMEOUT
 
 __all__ = ["init_rpc", "rpc_sync", "rpc_async", "remote", "RRef", "WorkerInfo", "get_worker_info", "shutdown",
            "is_available", "TensorPipeRpcBackendOptions", "UNSET_RPC_TIMEOUT", "DEFAULT_RPC_TIMEOUT_SEC"]
 
 _REQUEST, _REPLY = 1, 2
-UNSET_RPC_TIMEOUT, DEFAULT_RPC_TIMEOUT_SEC = -1.0, 60.0   # PyTorch's: "use the agent's", and the agent's default
 
 
 class TensorPipeRpcBackendOptions:
     """``init_rpc``'s options (PyTorch's names); only ``rpc_timeout`` (seconds, 0: none) matters here,
     the agent being MPI's: the others are kept as given."""
 
-    def __init__(self, *, num_worker_threads: int = 16, rpc_timeout: float = DEFAULT_RPC_TIMEOUT_SEC,
-                 init_method: str = "env://", device_maps=None, devices=None) -> None:
+    def __init__(self, *, num_worker_threads: int = DEFAULT_NUM_WORKER_THREADS,
+                 rpc_timeout: float = DEFAULT_RPC_TIMEOUT_SEC, init_method: str = DEFAULT_INIT_METHOD,
+                 device_maps=None, devices=None) -> None:
         self.num_worker_threads, self.rpc_timeout, self.init_method = num_worker_threads, rpc_timeout, init_method
         self.device_maps, self.devices = device_maps or {}, devices or []
 

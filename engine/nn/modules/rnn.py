@@ -150,7 +150,18 @@ class RNNBase(Module):
 
     @property
     def _flat_weights(self) -> list:
+        """The weights forward reads, in ``_flat_weights_names``' order. PyTorch keeps them as a list
+        that assigning a named weight updates; here forward reads the named attributes (so
+        ``functional_call``'s parameter readers reach it), and assigning the list assigns each name
+        under Module's rules, which leaves an unchanged entry alone (higher's functional RNNs
+        reassign the list after swapping in their fast weights)."""
         return [getattr(self, name) for name in self._flat_weights_names]
+
+    @_flat_weights.setter
+    def _flat_weights(self, weights: list) -> None:
+        for name, weight in zip(self._flat_weights_names, weights):
+            if getattr(self, name, None) is not weight:
+                setattr(self, name, weight)
 
     @property
     def all_weights(self) -> list[list[Parameter]]:

@@ -1,0 +1,92 @@
+"""Gaps found in session 23 (helper D) running meta-learning, differential-privacy and tabular/scientific
+libraries unchanged under ``install_aliases()`` (opacus, higher, torchopt, torch.func MAML and
+ensembling programs), each pattern written here directly and checked against PyTorch 2.13."""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+import tapelab
+
+
+def _np(t):
+    return t.detach().numpy()
+
+
+# ---------------------------------------------------------------- RNN's _flat_weights list
+def test_assigning_an_rnns_flat_weights_list_runs_forward_with_those_weights():
+    """higher's functional RNNs swap fast weights in and then reassign ``module._flat_weights``; PyTorch
+    keeps a plain list there, tapelab's read-only property raised AttributeError."""
+    outs = []
+    for m in (torch, tapelab):
+        m.manual_seed(0)
+        lstm = m.nn.LSTM(3, 4, batch_first=True)
+        x = m.arange(24.).reshape(2, 4, 3) / 24
+        lstm._flat_weights = [lstm._parameters[n] for n in lstm._flat_weights_names]   # unchanged entries
+        before = lstm(x)[0]
+        new = [m.nn.Parameter(p.detach() * 0.5) for p in lstm._flat_weights]
+        lstm._flat_weights = new                 # changed entries: what forward reads from then on
+        names = lstm._flat_weights_names
+        outs.append((_np(before), _np(lstm(x)[0]), [getattr(lstm, n) is w for n, w in zip(names, new)]
+                     if m is tapelab else None))
+    np.testing.assert_allclose(outs[0][0], outs[1][0], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(outs[0][1], outs[1][1], rtol=1e-5, atol=1e-6)
+    assert all(outs[1][2])
+
+
+# ---------------------------------------------------------------- torch.distributed.rpc / autograd names
+def test_rpc_api_and_constants_submodules_and_dist_autograd_context_exist():
+    """torchopt's pytree module reads ``rpc.api.UNSET_RPC_TIMEOUT`` at import and its distributed module
+    imports ``DistAutogradContext``; tapelab had neither submodule nor the class."""
+    import tapelab.distributed.autograd as tl_autograd
+    import tapelab.distributed.rpc as tl_rpc
+    import torch.distributed.autograd as pt_autograd
+    import torch.distributed.rpc as pt_rpc
+    for name in ("UNSET_RPC_TIMEOUT", "DEFAULT_RPC_TIMEOUT_SEC", "DEFAULT_NUM_WORKER_THREADS",
+                 "DEFAULT_INIT_METHOD", "DEFAULT_SHUTDOWN_TIMEOUT", "DEFAULT_PROCESS_GROUP_TIMEOUT"):
+        assert getattr(tl_rpc.constants, name) == getattr(pt_rpc.constants, name), name
+    for name in ("UNSET_RPC_TIMEOUT", "rpc_sync", "rpc_async", "remote", "RRef", "get_worker_info", "shutdown"):
+        assert hasattr(pt_rpc.api, name) and hasattr(tl_rpc.api, name), name
+    assert tl_rpc.api.rpc_sync is tl_rpc.rpc_sync
+    assert isinstance(pt_autograd.DistAutogradContext, type) and isinstance(tl_autograd.DistAutogradContext, type)
+    opts = tl_rpc.TensorPipeRpcBackendOptions()
+    ref = pt_rpc.TensorPipeRpcBackendOptions()
+    assert (opts.num_worker_threads, opts.rpc_timeout, opts.init_method) == \
+        (ref.num_worker_threads, ref.rpc_timeout, ref.init_method)
+
+
+# ---------------------------------------------------------------- vjp_fn differentiable in its cotangents
+def _vjp_cases(m):
+    from_vjp = {}
+    x = m.tensor([0.3, 0.5, 0.7])
+    _, f = m.func.vjp(m.sin, x)
+    ct = m.ones(3, requires_grad=True)
+    r = f(ct * 2)[0]
+    from_vjp["requires_grad"] = r.requires_grad
+    r.pow(2).sum().backward()
+    from_vjp["ct.grad"] = _np(ct.grad)
+    with m.no_grad():      # inside a custom Function's backward: the vjp of a vjp (torchopt's normal CG)
+        _, f3 = m.func.vjp(lambda z: z.pow(3), x)
+        _, transpose = m.func.vjp(lambda u: f3(u)[0], m.ones(3))
+        from_vjp["vjp_of_vjp"] = _np(transpose(m.tensor([1., 2., 3.]))[0])
+    from_vjp["grad_of_vjp"] = _np(m.func.grad(lambda u: f3(u)[0].sum())(m.ones(3)))
+    from_vjp["vmap_grad_of_vjp"] = _np(m.vmap(m.func.grad(lambda u: (f3(u)[0] * u).sum()))(m.eye(3)))
+    return from_vjp
+
+
+def test_vjp_fn_output_is_differentiable_in_its_cotangents():
+    """torchopt's implicit differentiation (``custom_root`` with ``solve_normal_cg``) transposes the
+    optimality condition's vjp by taking ``vjp`` of ``vjp_fn`` inside a Function's backward; PyTorch's
+    ``vjp_fn`` result stays on the cotangents' graph, tapelab's was cut (RuntimeError: element 0 of
+    tensors does not require grad)."""
+    pt, tl = _vjp_cases(torch), _vjp_cases(tapelab)
+    assert pt["requires_grad"] is tl["requires_grad"] is True
+    for k in ("ct.grad", "vjp_of_vjp", "grad_of_vjp", "vmap_grad_of_vjp"):
+        np.testing.assert_allclose(tl[k], pt[k], rtol=1e-6, err_msg=k)
+
+
+def test_vjp_fn_with_plain_cotangents_stays_off_the_graph():
+    """The other side: cotangents that need no gradient give results that need none (no graph kept)."""
+    for m in (torch, tapelab):
+        _, f = m.func.vjp(m.sin, m.tensor([0.3, 0.5]))
+        assert f(m.ones(2))[0].requires_grad is False
