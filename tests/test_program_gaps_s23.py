@@ -132,3 +132,19 @@ def test_linear_cross_entropy_loss_module_state_and_checks():
                 out.append((type(e).__name__, str(e)))
         return out
     assert run(tapelab) == run(torch)
+
+
+# ---------------------------------------------------------------- the thread count is read at import
+# ``import ultralytics`` sets OMP_NUM_THREADS=1 after ``import torch``: PyTorch's OpenMP runtime read the
+# variable when torch loaded and keeps its count; tapelab read it at its first parallel op, so it ran
+# one thread where PyTorch ran several and its split sums differed from PyTorch's in the last bit.
+@pytest.mark.parametrize("lib", ["torch", "tapelab"])
+def test_omp_num_threads_read_at_import(lib):
+    import os
+    import subprocess
+    import sys
+    code = (f"import os, {lib} as L; os.environ['OMP_NUM_THREADS'] = '2'; "
+            "print(L.get_num_threads())")
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert out.stdout.strip() == "1", out.stderr[-2000:]

@@ -14,6 +14,10 @@ __all__ = ["set_num_threads", "get_num_threads", "set_default_device", "get_defa
 
 _STATE = {"precision": "highest", "deterministic": False}
 _LIMITER: list = []
+# the thread count the environment asks for, read once at import as PyTorch's OpenMP runtime reads it
+# when ``import torch`` loads it: a library that sets OMP_NUM_THREADS later (ultralytics does, on its
+# own import) changes neither count, and sums split per thread stay split as PyTorch's
+_ENV_THREADS = os.environ.get("OMP_NUM_THREADS") or os.environ.get("OPENBLAS_NUM_THREADS") or ""
 
 
 def set_num_threads(n: int) -> None:
@@ -44,7 +48,7 @@ def intra_op_threads() -> int:
     The first time this says more than one, the BLAS is held at one thread."""
     n = _STATE.get("threads")
     if n is None:
-        env = os.environ.get("OMP_NUM_THREADS") or os.environ.get("OPENBLAS_NUM_THREADS") or ""
+        env = _ENV_THREADS
         n = _STATE["threads"] = int(env) if env.isdigit() and int(env) > 0 else len(os.sched_getaffinity(0))
         if n > 1:
             _hold_blas()
