@@ -479,24 +479,64 @@ def _compile(op):
             res.grad_fn = None
             return res
         res.requires_grad = True
-        # edges: (grad_fn, output number) of each input needing a gradient, a leaf's accumulator
-        ea = edge_to(a) if ra else None
+        # edges: (grad_fn, output number) of each input needing a gradient, a leaf's accumulator;
+        # edge_to inlined for an op's result whose base (if any) was not written since
+        if ra:
+            fn = a.grad_fn
+            va = a._vc[0]
+            ea = (fn, a._out_nr) if fn is not None and not (va and a._base is not None) else edge_to(a)
+        else:
+            ea = None
+            va = a._vc[0]
+        # versions: a tuple of (input index, version) pairs, one constant while they are all 0
         if n == 1:
             edges = (ea,)
-            versions = None if saves == 0 else [(0, a._vc[0])] if saves == 1 else []   # OTHERS: no other input
+            versions = None if saves == 0 else (((0, va),) if va else _V0) if saves == 1 else ()   # OTHERS: no other input
         else:
-            edges = (ea, edge_to(b) if rb else None)
+            if rb:
+                fn = b.grad_fn
+                vb = b._vc[0]
+                eb = (fn, b._out_nr) if fn is not None and not (vb and b._base is not None) else edge_to(b)
+            else:
+                eb = None
+            edges = (ea, eb)
             if saves == 0:
                 versions = None
-            elif not isinstance(b, Tensor):   # a number: only a's value can be read (OTHERS: not for a's own gradient)
-                versions = [(0, a._vc[0])] if saves == 1 else []
-            elif saves == 1 or (ra and rb):
-                versions = [(0, a._vc[0]), (1, b._vc[0])]
-            else:   # OTHERS with one input needing a gradient: the other input's value
-                versions = [(1, b._vc[0])] if ra else [(0, a._vc[0])]
-        res.grad_fn = _op_node(op, args, params, edges, out, out_vc, versions, save_output)
+            elif rb is None:   # a number: only a's value can be read (OTHERS: not for a's own gradient)
+                versions = (((0, va),) if va else _V0) if saves == 1 else ()
+            else:
+                if not rb:
+                    vb = b._vc[0]
+                if saves == 1 or (ra and rb):
+                    versions = ((0, va), (1, vb)) if va or vb else _V01
+                elif ra:   # OTHERS with one input needing a gradient: the other input's value
+                    versions = ((1, vb),) if vb else _V1
+                else:
+                    versions = ((0, va),) if va else _V0
+        node = _new(op.node_type or node_type(op, args, params))
+        if save_output:   # the output's version too (a view's is its input's)
+            ov = out_vc[0]
+            out_v = ((-1, ov),) if ov else _OUT
+            versions = versions + out_v if versions is not None else out_v
+            node.out_data = out
+        else:
+            node.out_data = None
+        node.op = op
+        node.inputs = args
+        node.params = params
+        node.edges = edges
+        node.out_vc = out_vc
+        node.versions = versions
+        node.seq = next(_node_seq)
+        node.pre_hooks = node.hooks = node._metadata = node.freed_by = None
+        node.module = ""
+        res.grad_fn = node
         return res
     return run
+
+
+# the versions of a node whose saved values were not written in place (the usual case), made once
+_V0, _V1, _V01, _OUT = ((0, 0),), ((1, 0),), ((0, 0), (1, 0)), ((-1, 0),)
 
 
 def _compile_factory(op):
@@ -848,6 +888,8 @@ def _observed(op, args, params):
             return out
         return eager(op, args, params)
     fast = op.fast
+    if fast is None:   # an op first run while someone watches (a notebook under %tape on from its start)
+        fast = op.fast = _compile(op)
     start = time.perf_counter_ns()
     out = fast(args, params) if fast else eager(op, args, params)
     dur = time.perf_counter_ns() - start
