@@ -69,3 +69,20 @@ def _grid(xp, n: int, ones: int):
         grid.flags.writeable = False
         _GRIDS[(n, ones)] = grid
     return grid
+
+
+def channels_last_order(shape: tuple, strides: tuple) -> tuple | None:
+    """The dims in memory order (outermost first) when a 4-D or 5-D array's strides make PyTorch's
+    ``suggest_memory_format`` say channels-last (``is_channels_last_strides_2d``/``_3d``: the channel
+    stride smallest, then the spatial dims inner to outer, then the batch; ambiguous size-1 cases
+    count as contiguous), else None. Ops whose result takes its inputs' memory format (``cat``) read it."""
+    nd = len(shape)
+    if nd not in (4, 5) or strides[1] == 0:
+        return None
+    order = (1, 3, 2, 0) if nd == 4 else (1, 4, 3, 2, 0)
+    low = 0
+    for d in order:
+        if shape[d] == 0 or strides[d] < low or (d == 0 and low == strides[1]):
+            return None
+        low = strides[d] * shape[d] if shape[d] > 1 else strides[d]
+    return order[::-1]

@@ -22,7 +22,7 @@ from ..core.creation import zeros
 from ..core.dispatch import apply
 from ..core.node import Node, _seq
 from ..core.registry import NONE, Op
-from ._util import dim_or_axis
+from ._util import channels_last_order, dim_or_axis
 from ..base.dtype import dtype as _dtype_cls
 from ..core.tensor import _VIEW_ATTRS, Size, Tensor, _wrap_dim, sum_to
 
@@ -804,7 +804,36 @@ def unbind(input: Tensor, dim: int = 0, *, axis=None) -> tuple:
 
 # ---------------------------------------------------------------- joining
 def _cat_fwd(xp, *xs, dim, skip):
-    return xp.concatenate([x for x in xs if x.shape != (0,)] if skip else xs, axis=dim)
+    xs = [x for x in xs if x.shape != (0,)] if skip else xs
+    if xp is not np:
+        return xp.concatenate(xs, axis=dim)
+    shape = list(xs[0].shape)
+    shape[dim] = sum(x.shape[dim] for x in xs)
+    return np.concatenate(xs, axis=dim, out=_joined([(x.shape, _steps(x)) for x in xs], shape, np.result_type(*xs)))
+
+
+def _joined(layouts: list, shape: list, dtype) -> np.ndarray:
+    """``cat``'s and ``stack``'s result array in PyTorch's memory format: channels-last where every
+    input's ``(shape, strides)`` is (``suggest_memory_format``), else contiguous. numpy would lay it
+    out in whatever order its inputs share (an ``einsum`` result's permuted strides), and programs
+    ``view`` PyTorch's result."""
+    orders = {channels_last_order(*layout) for layout in layouts} if len(shape) in (4, 5) else {None}
+    order = orders.pop() if len(orders) == 1 else None
+    if order is None:
+        return np.empty(shape, dtype)
+    return np.empty([shape[d] for d in order], dtype).transpose(np.argsort(order))
+
+
+def _steps(x: np.ndarray) -> tuple:
+    """``x``'s strides in elements, as PyTorch counts them."""
+    return tuple(st // x.itemsize for st in x.strides)
+
+
+def _unsqueezed(shape: tuple, strides: tuple, dim: int) -> tuple:
+    """``(shape, strides)`` after PyTorch's ``unsqueeze(dim)``: the new dim's stride spans the dim it
+    precedes (1 at the end), as ``stack`` sees its inputs."""
+    step = shape[dim] * strides[dim] if dim < len(shape) else 1
+    return shape[:dim] + (1,) + shape[dim:], strides[:dim] + (step,) + strides[dim:]
 
 
 def _cat_vjp(g, out, *xs, dim, skip):
@@ -827,7 +856,11 @@ def _stack_fwd(xp, *xs, dim):
     64 samples (the DataLoader's collate)."""
     if dim == 0 and xp is np:
         return np.array(xs)
-    return xp.stack(xs, axis=dim)
+    if xp is not np:
+        return xp.stack(xs, axis=dim)
+    shape = list(xs[0].shape[:dim]) + [len(xs)] + list(xs[0].shape[dim:])
+    return np.stack(xs, axis=dim, out=_joined([_unsqueezed(x.shape, _steps(x), dim) for x in xs], shape,
+                                              np.result_type(*xs)))
 
 
 _stack = Op("stack", _stack_fwd,

@@ -1,0 +1,92 @@
+"""Gaps found in session 23 (lead) running labml's annotated paper implementations (transformers,
+normalization, optimizers, GANs, diffusion, RL, capsules, graphs) under tapelab, each pattern written
+here directly and checked against PyTorch 2.13."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import tapelab
+
+
+def _channels_last(lib, x):
+    return x.contiguous(memory_format=torch.channels_last) if lib is torch else \
+        x.permute(0, 2, 3, 1).contiguous().permute(0, 3, 1, 2)
+
+
+# ---------------------------------------------------------------- cat / stack memory format
+# Transformer-XL's relative shift pads an einsum result with a zero column and views the cat as
+# (j + 1, i, ...): PyTorch's cat is contiguous there, numpy's concatenate kept the einsum's permuted
+# strides and the view raised.
+_JOIN_CASES = {
+    "einsum_pad": lambda L, t: L.cat([L.einsum("ibhd,jhd->ijbh", t(10, 3, 4, 8), t(26, 4, 8)),
+                                      L.zeros(10, 1, 3, 4)], 1),
+    "einsum_both": lambda L, t: (lambda b: L.cat([b, b], 1))(L.einsum("ibhd,jhd->ijbh", t(5, 2, 3, 4), t(7, 3, 4))),
+    "transposed_dim0": lambda L, t: L.cat([t(3, 4).t(), t(3, 4).t()], 0),
+    "transposed_dim1": lambda L, t: L.cat([t(3, 4).t(), t(3, 4).t()], 1),
+    "hstack": lambda L, t: L.hstack([t(3, 4).t(), t(3, 4).t()]),
+    "vstack": lambda L, t: L.vstack([t(3, 4).t(), t(3, 2).t()]),
+    "empty_1d_skipped": lambda L, t: L.cat([L.zeros(0), t(3, 4).t()], 0),
+    "ints": lambda L, t: L.cat([L.arange(12).reshape(3, 4).t(), L.arange(12).reshape(3, 4).t()], 1),
+    "channels_last_dim0": lambda L, t: L.cat([_channels_last(L, t(2, 3, 4, 5)), _channels_last(L, t(2, 3, 4, 5))], 0),
+    "channels_last_dim1": lambda L, t: L.cat([_channels_last(L, t(2, 3, 4, 5)), _channels_last(L, t(2, 3, 4, 5))], 1),
+    "channels_last_and_contiguous": lambda L, t: L.cat([_channels_last(L, t(2, 3, 4, 5)), t(2, 3, 4, 5)], 1),
+    "one_channel_ambiguous": lambda L, t: L.cat([_channels_last(L, t(2, 1, 4, 5)), _channels_last(L, t(2, 1, 4, 5))], 1),
+    "n111_ambiguous": lambda L, t: L.cat([_channels_last(L, t(2, 3, 1, 1)), _channels_last(L, t(2, 3, 1, 1))], 0),
+    "channels_last_3d": lambda L, t: L.cat([t(2, 3, 4, 5, 6).permute(0, 2, 3, 4, 1).contiguous().permute(0, 4, 1, 2, 3)] * 2, 2),
+    "stack_dim1": lambda L, t: L.stack([t(3, 4).t(), t(3, 4).t()], 1),
+    "stack_last": lambda L, t: L.stack([t(3, 4).t(), t(3, 4).t()], 2),
+    "stack_permuted_3d": lambda L, t: L.stack([t(2, 3, 4).permute(1, 2, 0)] * 2, 0),
+    "stack_3d_end": lambda L, t: L.stack([t(2, 3, 4).permute(2, 0, 1)] * 3, 3),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_JOIN_CASES))
+def test_cat_and_stack_strides_as_pytorch(case):
+    got = {}
+    for lib in (torch, tapelab):
+        rng = np.random.default_rng(0)
+        y = _JOIN_CASES[case](lib, lambda *s: lib.tensor(rng.standard_normal(s).astype(np.float32)))
+        got[lib] = (y.stride(), y.is_contiguous(), y.detach().numpy())
+    assert got[tapelab][:2] == got[torch][:2]
+    np.testing.assert_allclose(got[tapelab][2], got[torch][2], rtol=1e-6, atol=1e-6)   # einsum sums in its own order
+
+
+def _relative_shift(lib, x):
+    """Transformer-XL's shift of row i by i columns: pad, view as (j + 1, i, ...), drop a row."""
+    padded = lib.cat([x, x.new_zeros(x.shape[0], 1, *x.shape[2:])], dim=1)
+    padded = padded.view(x.shape[1] + 1, x.shape[0], *x.shape[2:])
+    return padded[:-1].view_as(x)
+
+
+def test_relative_shift_of_an_einsum_as_pytorch():
+    out = {}
+    for lib in (torch, tapelab):
+        rng = np.random.default_rng(1)
+        q = lib.tensor(rng.standard_normal((6, 2, 3, 4)).astype(np.float32), requires_grad=True)
+        r = lib.tensor(rng.standard_normal((10, 3, 4)).astype(np.float32))
+        y = _relative_shift(lib, lib.einsum("ibhd,jhd->ijbh", q, r))
+        (y * y).sum().backward()
+        out[lib] = (y.detach().numpy(), q.grad.numpy())
+    for a, b in zip(out[tapelab], out[torch]):
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-6)
+
+
+def test_cat_gradient_of_permuted_inputs_as_pytorch():
+    out = {}
+    for lib in (torch, tapelab):
+        rng = np.random.default_rng(2)
+        a = lib.tensor(rng.standard_normal((4, 3)).astype(np.float32), requires_grad=True)
+        b = lib.tensor(rng.standard_normal((4, 5)).astype(np.float32), requires_grad=True)
+        y = lib.cat([a.t(), b.t()], 0)
+        (y * lib.arange(y.numel()).reshape(y.shape)).sum().backward()
+        out[lib] = (a.grad.numpy(), b.grad.numpy())
+    for x, y in zip(out[tapelab], out[torch]):
+        np.testing.assert_array_equal(x, y)
+
+
+def test_group_norm_module_names_its_sizes_as_pytorch():
+    for lib in (torch, tapelab):
+        with pytest.raises(ValueError, match=r"^num_channels \(8\) must be divisible by num_groups \(32\)$"):
+            lib.nn.GroupNorm(32, 8)
