@@ -805,23 +805,24 @@ def unbind(input: Tensor, dim: int = 0, *, axis=None) -> tuple:
 # ---------------------------------------------------------------- joining
 def _cat_fwd(xp, *xs, dim, skip):
     xs = [x for x in xs if x.shape != (0,)] if skip else xs
-    if xp is not np:
-        return xp.concatenate(xs, axis=dim)
-    shape = list(xs[0].shape)
-    shape[dim] = sum(x.shape[dim] for x in xs)
-    return np.concatenate(xs, axis=dim, out=_joined([(x.shape, _steps(x)) for x in xs], shape, np.result_type(*xs)))
+    out = xp.concatenate(xs, axis=dim)
+    return out if xp is not np or out.flags.c_contiguous else _relaid(out, xs, lambda x: (x.shape, _steps(x)))
 
 
-def _joined(layouts: list, shape: list, dtype) -> np.ndarray:
-    """``cat``'s and ``stack``'s result array in PyTorch's memory format: channels-last where every
-    input's ``(shape, strides)`` is (``suggest_memory_format``), else contiguous. numpy would lay it
-    out in whatever order its inputs share (an ``einsum`` result's permuted strides), and programs
-    ``view`` PyTorch's result."""
-    orders = {channels_last_order(*layout) for layout in layouts} if len(shape) in (4, 5) else {None}
+def _relaid(out: np.ndarray, xs: list, layout) -> np.ndarray:
+    """A join's result in PyTorch's memory format: channels-last where every input's ``layout(x)``
+    (its shape and strides as the join sees them) is (``suggest_memory_format``), else contiguous.
+    numpy lays the result out in whatever order its inputs share (an ``einsum`` result's permuted
+    strides), and programs ``view`` PyTorch's result. Contiguous inputs never get here."""
+    orders = {channels_last_order(*layout(x)) for x in xs} if out.ndim in (4, 5) else {None}
     order = orders.pop() if len(orders) == 1 else None
     if order is None:
-        return np.empty(shape, dtype)
-    return np.empty([shape[d] for d in order], dtype).transpose(np.argsort(order))
+        return np.ascontiguousarray(out)
+    want = np.empty([out.shape[d] for d in order], out.dtype).transpose(np.argsort(order))
+    if want.strides == out.strides:
+        return out
+    want[...] = out
+    return want
 
 
 def _steps(x: np.ndarray) -> tuple:
@@ -856,11 +857,10 @@ def _stack_fwd(xp, *xs, dim):
     64 samples (the DataLoader's collate)."""
     if dim == 0 and xp is np:
         return np.array(xs)
-    if xp is not np:
-        return xp.stack(xs, axis=dim)
-    shape = list(xs[0].shape[:dim]) + [len(xs)] + list(xs[0].shape[dim:])
-    return np.stack(xs, axis=dim, out=_joined([_unsqueezed(x.shape, _steps(x), dim) for x in xs], shape,
-                                              np.result_type(*xs)))
+    out = xp.stack(xs, axis=dim)
+    if xp is not np or out.flags.c_contiguous:
+        return out
+    return _relaid(out, xs, lambda x: _unsqueezed(x.shape, _steps(x), dim))
 
 
 _stack = Op("stack", _stack_fwd,
