@@ -60,7 +60,8 @@ def parallel(fn, n_split: int, *args, align: int = 1) -> None:
     rows per thread, each block a multiple of ``align`` rows (a loop that reads ``r % align``
     sees the same index in its block); arrays under ``PARALLEL_MIN`` elements, or one thread, run
     in one call. A numba loop's blocks run as one OpenMP region where ``switch.native()``
-    (``regions.rows``), else on the pool's workers."""
+    (``regions.rows``), else on the pool's workers; the two splits are timed apart (key
+    ``(fn, n, "region")``), as they cost differently."""
     if args[0].size < PARALLEL_MIN:   # the small call first: no thread count read
         fn(*args)
         return
@@ -73,8 +74,8 @@ def parallel(fn, n_split: int, *args, align: int = 1) -> None:
     n = min(n, blocks)
     cuts = [min(rows, blocks * i // n * align) for i in range(n + 1)]
     region = _region(fn, n, len(args), n_split)
-    run_blocks(fn, lambda: _row_blocks(args, n_split, cuts), (fn, n), args[0].size, args,
-               region and (lambda: region(np.array(cuts, np.int64), *args)))
+    run_blocks(fn, lambda: _row_blocks(args, n_split, cuts), (fn, n) if region is None else (fn, n, "region"),
+               args[0].size, args, region and (lambda: region(np.array(cuts, np.int64), *args)))
 
 
 def _row_blocks(args: tuple, n_split: int, cuts: list) -> list:
@@ -97,8 +98,9 @@ def parallel_ranges(fn, count: int, size: int, args_for, shared: bool = False) -
         return
     spans = ranges(count, n)
     region = _region(fn, len(spans), len(whole) - 2, None) if shared else None
-    run_blocks(fn, lambda: [args_for(i == 0, lo, hi) for i, (lo, hi) in enumerate(spans)], (fn, len(spans)), size,
-               whole, region and (lambda: region(np.array([lo for lo, _ in spans] + [count], np.int64), *whole[:-2])))
+    run_blocks(fn, lambda: [args_for(i == 0, lo, hi) for i, (lo, hi) in enumerate(spans)],
+               (fn, len(spans)) if region is None else (fn, len(spans), "region"), size, whole,
+               region and (lambda: region(np.array([lo for lo, _ in spans] + [count], np.int64), *whole[:-2])))
 
 
 def _region(fn, n: int, n_args: int, n_split: int | None):
