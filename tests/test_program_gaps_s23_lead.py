@@ -90,3 +90,42 @@ def test_group_norm_module_names_its_sizes_as_pytorch():
     for lib in (torch, tapelab):
         with pytest.raises(ValueError, match=r"^num_channels \(8\) must be divisible by num_groups \(32\)$"):
             lib.nn.GroupNorm(32, 8)
+
+
+# ---------------------------------------------------------------- index_put's shape mismatch
+# RWKV's state update writes a (B, T, C) value into state[layer, :, [channel], :]: PyTorch names the
+# value's and the indexing result's shapes; tapelab named numpy's arrays or a broadcast of the operands.
+_PUT_CASES = {
+    "list_after_slice": lambda L, s, v: s.__setitem__((0, slice(None), [1], slice(None)), v(2, 8, 3)),
+    "two_positions": lambda L, s, v: s.__setitem__((1, slice(None), [2, 3], slice(None)), v(3, 3)),
+    "value_requires_grad": lambda L, s, v: s.__setitem__((0, slice(None), [1], slice(None)),
+                                                         v(2, 8, 3).requires_grad_()),
+    "target_requires_grad": lambda L, s, v: s.requires_grad_().clone().__setitem__((L.tensor([0, 1]),), v(4, 5, 3)),
+    "bool_mask": lambda L, s, v: s.__setitem__(s > 0.5, v(7)),
+    "index_put_accumulate": lambda L, s, v: s.index_put_((L.tensor([0, 1]),), v(3, 2, 5, 3), accumulate=True),
+    "index_put": lambda L, s, v: s.index_put_((L.tensor([0, 1]), L.tensor([1, 1])), v(3, 5, 3)),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_PUT_CASES))
+def test_index_put_shape_mismatch_as_pytorch(case):
+    got = {}
+    for lib in (torch, tapelab):
+        rng = np.random.default_rng(0)
+        s = lib.tensor(rng.random((2, 2, 5, 3)).astype(np.float32))
+        with pytest.raises(RuntimeError) as info:
+            _PUT_CASES[case](lib, s, lambda *shape: lib.ones(*shape))
+        got[lib] = str(info.value)
+    assert got[tapelab] == got[torch]
+
+
+def test_index_put_writes_as_pytorch_after_the_change():
+    out = {}
+    for lib in (torch, tapelab):
+        s = lib.zeros(2, 2, 5, 3)
+        s[0, :, [1], :] = lib.ones(2, 1, 3)
+        s[1, :, [2, 3], :] = lib.arange(12.).reshape(2, 2, 3)
+        s[:, 1, [0, 4]] += 2.0
+        s.index_put_((lib.tensor([1, 1]), lib.tensor([0, 0])), lib.ones(5, 3), accumulate=True)
+        out[lib] = s.numpy()
+    np.testing.assert_array_equal(out[tapelab], out[torch])

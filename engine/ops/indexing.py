@@ -211,12 +211,17 @@ def _put(xp, data, v, idx, basic, template, accumulate: bool) -> None:
     """Write (or add) ``v`` into ``data[basic][key]``: shared by the op and the no-grad fast path."""
     if basic is not None:
         data = data[basic]
-    if template is None:
-        data[...] = v
-    elif accumulate:
-        add_at(xp, data, _key(idx, template), v)
-    else:
-        data[_key(idx, template)] = v
+    key = Ellipsis if template is None else _key(idx, template)
+    try:
+        if accumulate and template is not None:
+            add_at(xp, data, key, v)
+        else:
+            data[key] = v
+    except ValueError as e:
+        if "broadcast" not in str(e) and "cannot assign" not in str(e):    # a read-only array's error stays
+            raise
+        raise RuntimeError(f"shape mismatch: value tensor of shape {list(np.shape(v))} cannot be broadcast to "
+                           f"indexing result of shape {list(data[key].shape)}") from None
 
 
 def _index_put_fwd(xp, x, v, *idx, basic, template, accumulate):
@@ -472,12 +477,10 @@ def _write(self: Tensor, value, idx, basic, template, accumulate: bool) -> Tenso
     v = value._data if isinstance(value, Tensor) else value
     try:
         _put(self._device.xp, self._data, v, tuple(i._data for i in idx), basic, template, accumulate)
-    except ValueError as e:
+    except ValueError:
         if not getattr(self._data.flags, "writeable", True):
             raise overlap_error() from None
-        shape = list(value.shape) if isinstance(value, Tensor) else []
-        raise RuntimeError(f"shape mismatch: value tensor of shape {shape} cannot be broadcast to the "
-                           f"indexing result ({e})") from None
+        raise
     self._vc[0] += 1
     return self
 
