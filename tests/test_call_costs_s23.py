@@ -176,3 +176,66 @@ def test_lerp_inplace_float64_and_mixed_layouts():
     got = tapelab.tensor(a32).lerp_(tapelab.tensor(b32).t(), 0.7)
     want = torch.tensor(a32).lerp_(torch.tensor(b32).t(), 0.7)
     np.testing.assert_array_equal(got.numpy(), want.numpy())
+
+
+# ---------------------------------------------------------------- the view front ends' short ways
+def _refusal(fn, lib):
+    try:
+        fn(lib)
+    except Exception as e:  # noqa: BLE001
+        return type(e).__name__, str(e)
+    return None
+
+
+@pytest.mark.parametrize("shapes", [[(2, 3)] * 4 + [(3, 2)], [(2, 3), (2, 3, 1)], [(4,)] * 3 + [(5,)] + [(4,)]])
+def test_stack_shape_mismatch_names_the_entry_as_torch(shapes):
+    def fn(lib):
+        return lib.stack([lib.zeros(*s) for s in shapes])
+    got = _refusal(fn, tapelab)
+    assert got is not None and got == _refusal(fn, torch)
+
+
+def test_stack_of_views_values_and_grad_as_torch():
+    data = _pair(6, 1, 4)
+    outs = []
+    for lib in (tapelab, torch):
+        x = lib.tensor(data, requires_grad=True)
+        s = lib.stack([x[i] for i in range(6)])
+        (s * lib.arange(24.0).reshape(6, 1, 4)).sum().backward()
+        outs.append((s.detach().numpy().tolist(), x.grad.numpy().tolist(), s.is_contiguous()))
+    assert outs[0] == outs[1]
+
+
+@pytest.mark.parametrize("shape", [(), (5,), (3, 4), (2, 3, 4)])
+def test_t_as_torch(shape):
+    def fn(lib):
+        x = lib.tensor(_pair(*shape) if shape else np.float32(1.5), requires_grad=True)
+        y = x.t()
+        z = (y * y).sum()
+        z.backward()
+        return y.shape, y.detach().numpy().tolist(), x.grad.numpy().tolist(), y._base is x if shape == (3, 4) else None
+    got = _refusal(fn, tapelab) or fn(tapelab)
+    want = _refusal(fn, torch) or fn(torch)
+    assert got == want
+
+
+def test_t_is_a_view_sharing_the_version_counter():
+    for lib in (tapelab, torch):
+        x = lib.tensor(_pair(3, 4))
+        y = x.t()
+        y[0, 1] = 7.0
+        assert x[1, 0].item() == 7.0 and x._version == y._version == 1
+
+
+@pytest.mark.parametrize("shape", [(16, 8), (-1, 8), (2, -1, 4), (0, 5), (-2, 64), (3, 5), (-1, -1)])
+@pytest.mark.parametrize("method", ["view", "reshape"])
+def test_view_and_reshape_sizes_as_torch(shape, method):
+    """The size check's short way (a product and a min): the result's shape, or the refusal's type."""
+    def fn(lib):
+        x = lib.tensor(_pair(8, 16)) if shape != (0, 5) else lib.zeros(0, 3)
+        return tuple(getattr(x, method)(*shape).shape)
+    got, want = _refusal(fn, tapelab), _refusal(fn, torch)
+    if want is None:
+        assert got is None and fn(tapelab) == fn(torch)
+    else:
+        assert got is not None and got[0] == want[0]

@@ -647,7 +647,7 @@ def _general(op, args, params, fwd):
                     dev, dt = a._device, data.dtype
                 else:
                     return _general(op, _cpu_scalars_moved(op, args), params, fwd)
-            elif data.dtype != dt:
+            elif data.dtype is not dt and data.dtype != dt:   # (the identity first: a batch of one dtype)
                 mixed = True
             if a.requires_grad:
                 req = True
