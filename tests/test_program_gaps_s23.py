@@ -148,3 +148,45 @@ def test_omp_num_threads_read_at_import(lib):
     env = dict(os.environ, OMP_NUM_THREADS="1")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert out.stdout.strip() == "1", out.stderr[-2000:]
+
+
+# ---------------------------------------------------------------- var / std backward in PyTorch's order
+# nflows' BatchNorm transform normalises with ``inputs.var(0)``: tapelab's gradient, 2 * g * (x - mean) / dof,
+# rounded differently from PyTorch's (2 / dof) * g * (x - mean), so a parameter whose gradient cancels
+# to 0.0 in PyTorch got 1e-8 and Adam moved it by lr; std's is g / (2 std) (0 where std is 0), then var's.
+_VAR_CASES = {
+    "var0": lambda L, x: x.var(0), "std0": lambda L, x: x.std(0), "var_all": lambda L, x: x.var(),
+    "std_all": lambda L, x: x.std(), "var1_keep": lambda L, x: x.var(1, keepdim=True),
+    "std_c0": lambda L, x: x.std(0, correction=0), "var_mean": lambda L, x: L.var_mean(x, 0)[0],
+    "std_mean": lambda L, x: L.std_mean(x, 1)[0], "var_c5": lambda L, x: x[:2, :3].var(1, correction=5),
+    "var_dof0": lambda L, x: x[:2, :3].var(1, correction=3), "std_const": lambda L, x: (x * 0 + 1).std(0),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_VAR_CASES))
+def test_var_std_backward_bits(case):
+    rs = np.random.RandomState(0)
+    data, gdata = rs.randn(64, 4).astype(np.float32), rs.randn(64, 4).astype(np.float32)
+
+    def run(lib):
+        x = lib.tensor(data, requires_grad=True)
+        y = _VAR_CASES[case](lib, x)
+        w = lib.tensor(gdata.ravel()[:y.numel()].reshape(tuple(y.shape)))
+        (g,) = lib.autograd.grad((y * w).sum(), x, create_graph=True)
+        (gg,) = lib.autograd.grad(g.pow(2).sum(), x)
+        return g.detach().numpy(), gg.numpy()
+
+    with np.errstate(all="ignore"):
+        for ours, real in zip(run(tapelab), run(torch)):
+            np.testing.assert_array_equal(ours, real)
+
+
+def test_var_backward_complex():
+    rs = np.random.RandomState(1)
+    data = (rs.randn(5, 3) + 1j * rs.randn(5, 3)).astype(np.complex64)
+
+    def run(lib):
+        x = lib.tensor(data, requires_grad=True)
+        x.var(0).sum().backward()
+        return x.grad.numpy()
+    np.testing.assert_allclose(run(tapelab), run(torch), rtol=1e-6, atol=1e-7)

@@ -497,18 +497,21 @@ def _var_fwd(xp, x, *, dims, keepdim, correction):
 
 
 def _centred(g, x, dims, keepdim, correction):
-    """g broadcast over x, times (x - mean) / (N - correction)."""
-    n = _count(x._data.shape, dims)
-    return _expand_back(g, x, dims, keepdim) * (x - x.mean(dims, keepdim=True)) / builtins.max(n - correction, 0)
+    """PyTorch's ``var_backward``: ``2 / (N - correction)`` times g first, then broadcast over x times
+    (x - mean), in that order, so the gradient rounds as PyTorch's (``2 * g * (x - mean) / dof``
+    differed in the last bit, and an Adam step at a gradient that should cancel to zero moved by lr)."""
+    dof = _count(x._data.shape, dims) - correction
+    factor = 2.0 / dof if dof else math.inf
+    return _expand_back(g * factor, x, dims, keepdim) * (x - x.mean(dims, keepdim=True))
 
 
 def _var_vjp(g, out, x, *, dims, keepdim, correction):
-    return (2 * _centred(g, x, dims, keepdim, correction),)
+    return (_centred(g, x, dims, keepdim, correction),)
 
 
 def _std_vjp(g, out, x, *, dims, keepdim, correction):
-    # constant slices have std 0 and get a zero gradient, as in PyTorch
-    return (_centred(g * apply(_recip_nonzero, out), x, dims, keepdim, correction),)
+    # PyTorch's std_backward: g / (2 std), zero on constant slices (std 0), then var's backward
+    return (_centred((g / (out * 2)).masked_fill(out == 0, 0), x, dims, keepdim, correction),)
 
 
 def _std_fwd(xp, x, **params):
