@@ -7,8 +7,6 @@ node, so the vjp scatters the gradient back without recomputing them.
 """
 from __future__ import annotations
 
-import builtins
-
 import math
 import warnings
 
