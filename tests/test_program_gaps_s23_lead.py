@@ -129,3 +129,61 @@ def test_index_put_writes_as_pytorch_after_the_change():
         s.index_put_((lib.tensor([1, 1]), lib.tensor([0, 0])), lib.ones(5, 3), accumulate=True)
         out[lib] = s.numpy()
     np.testing.assert_array_equal(out[tapelab], out[torch])
+
+
+# ---------------------------------------------------------------- clone and *_like keep the memory order
+# PyTorch's clone and zeros_like/ones_like/full_like/empty_like keep a dense input's strides
+# (preserve_format, empty_like's infer_dense_strides otherwise), so an in-place draw into the result
+# (``torch.zeros_like(logits.t()).bernoulli_(p)``, ``empty_like(x).normal_()``) fills memory in that
+# order; tapelab's row-major results drew the same numbers into other places.
+def _layouts(L):
+    x = L.arange(12.).reshape(3, 4)
+    return {"transposed": x.t(), "permuted": L.arange(24.).reshape(2, 3, 4).permute(2, 0, 1),
+            "expanded": L.arange(4.).expand(3, 4), "sliced_transposed": L.arange(24.).reshape(4, 6).t()[::2],
+            "contiguous": x, "vector": L.arange(5.)}
+
+
+_MAKERS = {
+    "clone": lambda L, x: x.clone(),
+    "clone_preserve": lambda L, x: x.clone(memory_format=L.preserve_format),
+    "clone_contiguous": lambda L, x: x.clone(memory_format=L.contiguous_format),
+    "contiguous": lambda L, x: x.contiguous(),
+    "zeros_like": lambda L, x: L.zeros_like(x),
+    "ones_like_float64": lambda L, x: L.ones_like(x, dtype=L.float64),
+    "full_like": lambda L, x: L.full_like(x, 2.5),
+    "empty_like": lambda L, x: L.empty_like(x).fill_(1.0),
+}
+
+
+@pytest.mark.parametrize("maker", sorted(_MAKERS))
+@pytest.mark.parametrize("layout", sorted(_layouts(torch)))
+def test_clone_and_like_keep_pytorch_memory_order(maker, layout):
+    got = {}
+    for lib in (torch, tapelab):
+        y = _MAKERS[maker](lib, _layouts(lib)[layout])
+        lib.manual_seed(0)
+        drawn = y.clone().bernoulli_(0.5)
+        got[lib] = (y.stride(), y.is_contiguous(), y.numpy().tolist(), drawn.numpy().tolist())
+    assert got[tapelab] == got[torch]
+
+
+def test_draws_into_like_tensors_as_pytorch():
+    got = {}
+    for lib in (torch, tapelab):
+        x = lib.arange(24.).reshape(2, 3, 4).permute(2, 0, 1)
+        lib.manual_seed(0)
+        got[lib] = [lib.zeros_like(x).bernoulli_(0.3), lib.empty_like(x.transpose(0, 1)).normal_(),
+                    x.clone().uniform_(), lib.ones_like(x).exponential_()]
+    for a, b in zip(got[tapelab], got[torch]):
+        assert a.stride() == b.stride()
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+
+
+def test_clone_of_a_transposed_view_differentiates_as_pytorch():
+    got = {}
+    for lib in (torch, tapelab):
+        a = lib.arange(12., requires_grad=True)
+        b = a.reshape(3, 4).t().clone()
+        (b * lib.arange(12.).reshape(4, 3)).sum().backward()
+        got[lib] = (b.stride(), a.grad.numpy().tolist())
+    assert got[tapelab] == got[torch]

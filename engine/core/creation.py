@@ -290,6 +290,9 @@ def zeros_like(input, *, dtype=None, device=None, requires_grad: bool = False, l
         return _compressed_like(input, 0, dtype, layout, requires_grad)
     _strided("zeros_like", layout)
     size, dt, dev = _like(input, dtype, device)
+    laid = _laid_out_like(input, size, dt, dev)
+    if laid is not None:
+        return _finish(laid.fill_(0), requires_grad)
     return _fill(size, 0, dt, dev, requires_grad)
 
 
@@ -301,6 +304,9 @@ def ones_like(input, *, dtype=None, device=None, requires_grad: bool = False, la
         return _compressed_like(input, 1, dtype, layout, requires_grad)
     _strided("ones_like", layout)
     size, dt, dev = _like(input, dtype, device)
+    laid = _laid_out_like(input, size, dt, dev)
+    if laid is not None:
+        return _finish(laid.fill_(1), requires_grad)
     return _fill(size, 1, dt, dev, requires_grad)
 
 
@@ -312,6 +318,9 @@ def full_like(input, fill_value, *, dtype=None, device=None, requires_grad: bool
         return _compressed_like(input, fill_value, dtype, layout, requires_grad)
     _strided("full_like", layout)
     size, dt, dev = _like(input, dtype, device)
+    laid = _laid_out_like(input, size, dt, dev)
+    if laid is not None:
+        return _finish(laid.fill_(fill_value), requires_grad)
     return _fill(size, fill_value, dt, dev, requires_grad)
 
 
@@ -323,6 +332,9 @@ def empty_like(input, *, dtype=None, device=None, requires_grad: bool = False, l
         return _compressed_like(input, 1.0, dtype, layout, requires_grad)   # its pattern (the values unset in PyTorch)
     _strided("empty_like", layout)
     size, dt, dev = _like(input, dtype, device)
+    laid = _laid_out_like(input, size, dt, dev)
+    if laid is not None:
+        return _finish(laid, requires_grad)
     return _finish(apply(EMPTY, size=size, dtype=dt, device=dev), requires_grad)
 
 
@@ -440,7 +452,8 @@ def bernoulli(input, p=None, *, generator=None) -> Tensor:
 
 def _laid_out_like(input, size, dt, dev) -> Tensor | None:
     """For a non-contiguous ``input``, an empty tensor with its memory order (PyTorch's
-    ``empty_like``), so the draws of ``rand_like`` & co. land where PyTorch's do; else None."""
+    ``empty_like``, which the other ``*_like`` factories call), so the draws of ``rand_like`` & co., and
+    an in-place draw into ``zeros_like(x)`` or ``empty_like(x)``, land where PyTorch's do; else None."""
     order = memory_order(input._data)
     if order is None:
         return None

@@ -21,6 +21,8 @@ from ..base.grad_mode import STATE as GRAD, is_grad_enabled
 from ..core.creation import zeros
 from ..core.dispatch import apply
 from ..core.node import Node, _seq
+from ..core.random import memory_order
+from ..base.layout import preserve_format
 from ..core.registry import NONE, Op
 from ._util import channels_last_order, dim_or_axis
 from ..base.dtype import dtype as _dtype_cls
@@ -964,7 +966,21 @@ _tril = Op("tril", lambda xp, x, *, diagonal: xp.tril(x, diagonal),
 _triu = Op("triu", lambda xp, x, *, diagonal: xp.triu(x, diagonal),
            lambda g, out, x, *, diagonal: (apply(_triu, g, diagonal=diagonal),), saves=NONE,
            onnx=lambda g, x, *, diagonal: g.op("Trilu", x, g.const(diagonal, "int64"), upper=1))
-_clone = Op("clone", lambda xp, x: x.copy(), lambda g, out, x: (g,), saves=NONE, aliases=("contiguous",),
+
+
+def _clone_fwd(xp, x, *, contiguous: bool = False):
+    """A copy in its input's memory order, as PyTorch's ``clone`` (``preserve_format``: ``empty_like``'s
+    dense strides in the input's stride order), so a draw into it in memory order (``bernoulli_``,
+    ``normal_``) lands where PyTorch's does; row-major for ``contiguous()``."""
+    order = None if contiguous or xp is not np else memory_order(x)
+    if order is None:
+        return x.copy()
+    out = np.empty([x.shape[d] for d in order], x.dtype).transpose(np.argsort(order))
+    out[...] = x
+    return out
+
+
+_clone = Op("clone", _clone_fwd, lambda g, out, x, **_: (g,), saves=NONE, aliases=("contiguous",),
             onnx="Identity", aten="clone(empty_strided, copy_)")
 
 
@@ -1046,11 +1062,13 @@ def triu(input: Tensor, diagonal: int = 0) -> Tensor:
 def clone(input: Tensor, *, memory_format=None) -> Tensor:
     if _DISPATCH.functions is not None and has_tensor_like((input,)):
         return handle_torch_function(clone, (input,), input, **({} if memory_format is None else {"memory_format": memory_format}))
-    return apply(_clone, input)
+    if memory_format is None or memory_format is preserve_format:
+        return apply(_clone, input)
+    return apply(_clone, input, contiguous=True)
 
 
 def contiguous(input: Tensor, memory_format=None) -> Tensor:
-    return input if input._data.flags.c_contiguous else apply(_clone, input)
+    return input if input._data.flags.c_contiguous else apply(_clone, input, contiguous=True)
 
 
 # ---------------------------------------------------------------- copy_
