@@ -190,3 +190,41 @@ def test_var_backward_complex():
         x.var(0).sum().backward()
         return x.grad.numpy()
     np.testing.assert_allclose(run(tapelab), run(torch), rtol=1e-6, atol=1e-7)
+
+
+# ---------------------------------------------------------------- torchvision's ViT conv stem
+# lightly's masked-autoencoder module imports ``torchvision.models.vision_transformer.ConvStemConfig``;
+# tapelab.vision had neither it nor ``VisionTransformer(conv_stem_configs=...)``, and raised ValueError
+# where torchvision's ``torch._assert`` raises AssertionError.
+_STEM_KEYS = [  # torchvision 0.28's state dict for the model below
+    ("conv_proj.conv_bn_relu_0.0.weight", (8, 3, 3, 3)), ("conv_proj.conv_bn_relu_0.1.weight", (8,)),
+    ("conv_proj.conv_bn_relu_0.1.bias", (8,)), ("conv_proj.conv_bn_relu_0.1.running_mean", (8,)),
+    ("conv_proj.conv_bn_relu_0.1.running_var", (8,)), ("conv_proj.conv_bn_relu_0.1.num_batches_tracked", ()),
+    ("conv_proj.conv_bn_relu_1.0.weight", (16, 8, 3, 3)), ("conv_proj.conv_bn_relu_1.1.weight", (16,)),
+    ("conv_proj.conv_bn_relu_1.1.bias", (16,)), ("conv_proj.conv_bn_relu_1.1.running_mean", (16,)),
+    ("conv_proj.conv_bn_relu_1.1.running_var", (16,)), ("conv_proj.conv_bn_relu_1.1.num_batches_tracked", ()),
+    ("conv_proj.conv_last.weight", (8, 16, 1, 1)), ("conv_proj.conv_last.bias", (8,))]
+
+
+def test_vit_conv_stem():
+    from tapelab.vision.models.vision_transformer import ConvStemConfig, VisionTransformer
+    nn = tapelab.nn
+    cfg = [ConvStemConfig(8, 3, 2), ConvStemConfig(16, 3, 2, activation_layer=nn.Hardswish)]
+    m = VisionTransformer(16, 4, num_layers=1, num_heads=2, hidden_dim=8, mlp_dim=16, num_classes=3,
+                          conv_stem_configs=cfg)
+    assert [(k, tuple(v.shape)) for k, v in m.state_dict().items() if k.startswith("conv_proj")] == _STEM_KEYS
+    assert sum(p.numel() for p in m.parameters()) == 2339
+    assert isinstance(m.conv_proj.conv_bn_relu_1[2], nn.Hardswish)
+    assert ConvStemConfig(4, 3, 1).norm_layer is nn.BatchNorm2d and ConvStemConfig(4, 3, 1).activation_layer is nn.ReLU
+    # the stem computes what the same layers compute in PyTorch
+    ref = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, 2, 1, bias=False), torch.nn.BatchNorm2d(8), torch.nn.ReLU(),
+                              torch.nn.Conv2d(8, 16, 3, 2, 1, bias=False), torch.nn.BatchNorm2d(16), torch.nn.Hardswish(),
+                              torch.nn.Conv2d(16, 8, 1))
+    ref.load_state_dict({k: torch.tensor(v.numpy()) for k, v in zip(ref.state_dict(), m.conv_proj.state_dict().values())})
+    x = np.random.RandomState(0).rand(2, 3, 16, 16).astype(np.float32)
+    m.eval(), ref.eval()
+    np.testing.assert_allclose(m.conv_proj(tapelab.tensor(x)).detach().numpy(), ref(torch.tensor(x)).detach().numpy(),
+                               rtol=1e-5, atol=1e-6)
+    assert m(tapelab.tensor(x)).shape == (2, 3)
+    with pytest.raises(AssertionError, match="Input shape indivisible by patch size!"):
+        VisionTransformer(15, 4, num_layers=1, num_heads=2, hidden_dim=8, mlp_dim=16)

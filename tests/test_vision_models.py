@@ -105,8 +105,11 @@ def test_loads_a_checkpoint_torchvision_saved():
 def test_vit_checks_the_image_size():
     model = models.VisionTransformer(32, 16, num_layers=1, num_heads=2, hidden_dim=8, mlp_dim=16, num_classes=3)
     assert model(tapelab.zeros(2, 3, 32, 32)).shape == (2, 3)
-    with pytest.raises(ValueError, match="expected 32x32 images, got 64x64"):
+    # torchvision's torch._assert: AssertionError, height checked before width
+    with pytest.raises(AssertionError, match="Wrong image height! Expected 32 but got 64!"):
         model(tapelab.zeros(1, 3, 64, 64))
+    with pytest.raises(AssertionError, match="Wrong image width! Expected 32 but got 16!"):
+        model(tapelab.zeros(1, 3, 32, 16))
 
 
 # The later families (tests/fixtures/vision/models_extra.npz): every variant's keys, shapes and size;

@@ -8,16 +8,39 @@ from __future__ import annotations
 import math
 from collections import OrderedDict
 from functools import partial
-from typing import Any
+from typing import Any, Callable, NamedTuple
 
 from ... import nn
 from ...core.creation import zeros
 from ...nn import init
 from ...ops.movement import cat
-from ..ops.misc import MLP
+from ..ops.misc import MLP, Conv2dNormActivation
 from ._api import register_model
 
-__all__ = ["VisionTransformer", "vit_b_16", "vit_b_32", "vit_l_16", "vit_l_32", "vit_h_14"]
+__all__ = ["VisionTransformer", "ConvStemConfig", "vit_b_16", "vit_b_32", "vit_l_16", "vit_l_32", "vit_h_14"]
+
+
+class ConvStemConfig(NamedTuple):
+    """One conv-norm-activation layer of a convolutional stem (Xiao et al. 2021) that replaces the
+    patchifying conv when ``VisionTransformer(conv_stem_configs=[...])`` is given."""
+    out_channels: int
+    kernel_size: int
+    stride: int
+    norm_layer: Callable[..., nn.Module] = nn.BatchNorm2d
+    activation_layer: Callable[..., nn.Module] = nn.ReLU
+
+
+def _conv_stem(configs: list, hidden_dim: int) -> nn.Sequential:
+    """``conv_bn_relu_{i}`` per config, then a 1x1 ``conv_last`` to ``hidden_dim`` (torchvision's names,
+    so state dicts load)."""
+    stem, channels = nn.Sequential(), 3
+    for i, c in enumerate(configs):
+        stem.add_module(f"conv_bn_relu_{i}", Conv2dNormActivation(channels, c.out_channels, kernel_size=c.kernel_size,
+                                                                  stride=c.stride, norm_layer=c.norm_layer,
+                                                                  activation_layer=c.activation_layer))
+        channels = c.out_channels
+    stem.add_module("conv_last", nn.Conv2d(channels, hidden_dim, kernel_size=1))
+    return stem
 
 
 class MLPBlock(MLP):
@@ -68,16 +91,20 @@ class Encoder(nn.Module):
 class VisionTransformer(nn.Module):
     def __init__(self, image_size: int, patch_size: int, num_layers: int, num_heads: int, hidden_dim: int,
                  mlp_dim: int, dropout: float = 0.0, attention_dropout: float = 0.0, num_classes: int = 1000,
-                 representation_size: int | None = None, norm_layer=partial(nn.LayerNorm, eps=1e-6)) -> None:
+                 representation_size: int | None = None, norm_layer=partial(nn.LayerNorm, eps=1e-6),
+                 conv_stem_configs: list[ConvStemConfig] | None = None) -> None:
         super().__init__()
-        if image_size % patch_size:
-            raise ValueError(f"VisionTransformer: image_size {image_size} is not divisible by patch_size {patch_size}")
+        if image_size % patch_size:   # torchvision's torch._assert: an AssertionError
+            raise AssertionError("Input shape indivisible by patch size!")
         self.image_size, self.patch_size = image_size, patch_size
         self.hidden_dim, self.mlp_dim = hidden_dim, mlp_dim
         self.attention_dropout, self.dropout = attention_dropout, dropout
         self.num_classes, self.representation_size = num_classes, representation_size
         self.norm_layer = norm_layer
-        self.conv_proj = nn.Conv2d(3, hidden_dim, kernel_size=patch_size, stride=patch_size)
+        if conv_stem_configs is not None:
+            self.conv_proj = _conv_stem(conv_stem_configs, hidden_dim)
+        else:
+            self.conv_proj = nn.Conv2d(3, hidden_dim, kernel_size=patch_size, stride=patch_size)
         seq_length = (image_size // patch_size) ** 2 + 1
         self.class_token = nn.Parameter(zeros(1, 1, hidden_dim))
         self.encoder = Encoder(seq_length, num_layers, num_heads, hidden_dim, mlp_dim, dropout, attention_dropout,
@@ -91,9 +118,14 @@ class VisionTransformer(nn.Module):
             heads["act"] = nn.Tanh()
             heads["head"] = nn.Linear(representation_size, num_classes)
         self.heads = nn.Sequential(heads)
-        fan_in = self.conv_proj.in_channels * patch_size * patch_size
-        init.trunc_normal_(self.conv_proj.weight, std=math.sqrt(1 / fan_in))
-        init.zeros_(self.conv_proj.bias)
+        if conv_stem_configs is None:
+            fan_in = self.conv_proj.in_channels * patch_size * patch_size
+            init.trunc_normal_(self.conv_proj.weight, std=math.sqrt(1 / fan_in))
+            init.zeros_(self.conv_proj.bias)
+        else:   # the stem's last 1x1 conv: He-style normal over its outputs
+            last = self.conv_proj.conv_last
+            init.normal_(last.weight, mean=0.0, std=math.sqrt(2.0 / last.out_channels))
+            init.zeros_(last.bias)
         if representation_size is not None:
             init.trunc_normal_(self.heads.pre_logits.weight, std=math.sqrt(1 / self.heads.pre_logits.in_features))
             init.zeros_(self.heads.pre_logits.bias)
@@ -103,8 +135,10 @@ class VisionTransformer(nn.Module):
     def _process_input(self, x):
         n, _, h, w = x.shape
         p = self.patch_size
-        if h != self.image_size or w != self.image_size:
-            raise ValueError(f"VisionTransformer: expected {self.image_size}x{self.image_size} images, got {h}x{w}")
+        if h != self.image_size:   # torchvision's torch._assert messages
+            raise AssertionError(f"Wrong image height! Expected {self.image_size} but got {h}!")
+        if w != self.image_size:
+            raise AssertionError(f"Wrong image width! Expected {self.image_size} but got {w}!")
         x = self.conv_proj(x).reshape(n, self.hidden_dim, (h // p) * (w // p))
         return x.permute(0, 2, 1)
 
