@@ -42,7 +42,8 @@ _MOVED = {"torch.autograd.profiler": "tapelab.profiler.legacy", "torch._tensor_s
           "torch.utils.data._utils": "tapelab.utils.data", "torch.utils.data._utils.collate": "tapelab.utils.data._collate",
           # quantization's module families, at their pre-torch.ao paths (old QAT code imports them there)
           "torch.nn.intrinsic": "tapelab.ao.nn.intrinsic", "torch.nn.qat": "tapelab.ao.nn.qat",
-          "torch.nn.quantized": "tapelab.ao.nn.quantized"}
+          "torch.nn.quantized": "tapelab.ao.nn.quantized",
+          "torch.optim.adamw": "tapelab.optim.adam"}   # AdamW is Adam's subclass, in its module (pykeen)
 
 
 def _under(name: str, table: dict[str, str]) -> str | None:

@@ -4,6 +4,7 @@ ensembling programs), each pattern written here directly and checked against PyT
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import torch
 
 import tapelab
@@ -90,3 +91,93 @@ def test_vjp_fn_with_plain_cotangents_stays_off_the_graph():
     for m in (torch, tapelab):
         _, f = m.func.vjp(m.sin, m.tensor([0.3, 0.5]))
         assert f(m.ones(2))[0].requires_grad is False
+
+
+# ---------------------------------------------------------------- detach_ after a consumer recorded it
+def _detached_cases(m):
+    out = {}
+
+    def run(name, fn):
+        x = m.tensor([1., 2., 3.], requires_grad=True)
+        try:
+            fn(x).backward()
+            out[name] = _np(x.grad)
+        except RuntimeError as e:
+            out[name] = type(e).__name__
+    run("detach_", lambda x: _mul_then(m, x * 3, lambda t: t.detach_()))
+    run("detach_zero_", lambda x: _mul_then(m, x * 3, lambda t: t.detach_().zero_()))
+    run("buffer_plus_norm", lambda x: _mul_then(m, m.zeros(1) + x.norm(p=2, dim=-1).mean(),
+                                                 lambda t: t.detach_().zero_()))
+    run("saved_output_zeroed", lambda x: _mul_then(m, x.norm(), lambda t: t.detach_().zero_()))
+    t = m.tensor([1., 2.], requires_grad=True) * 2
+    t.detach_()
+    out["flags"] = (t.requires_grad, t.is_leaf, t.grad_fn)
+    return out
+
+
+def _mul_then(m, t, after):
+    r = 0.1 * t if t.ndim else t * 0.1
+    after(t)
+    return r.sum()
+
+
+def test_detach_in_place_leaves_earlier_consumers_gradients():
+    """pykeen's regularizer returns ``weight * term`` and then ``term.detach_().zero_()``: PyTorch's
+    backward still reaches the embeddings through the product (an input's gradient follows the edge
+    the forward recorded), tapelab's vjp read the detached input's ``requires_grad`` and dropped it,
+    so every regularized model (DistMult, ComplEx) trained on the wrong gradient."""
+    import tapelab.core.node as node
+    flag = node.DETACHED_IN_PLACE[0]
+    try:
+        pt, tl = _detached_cases(torch), _detached_cases(tapelab)
+    finally:   # the flag routes the engine's walk through OpNode.run for good: keep the suite's default
+        node.DETACHED_IN_PLACE[0] = flag
+    assert pt["saved_output_zeroed"] == tl["saved_output_zeroed"] == "RuntimeError"
+    for k in ("detach_", "detach_zero_", "buffer_plus_norm"):
+        np.testing.assert_allclose(tl[k], pt[k], rtol=1e-6, err_msg=k)
+    assert pt["flags"] == tl["flags"] == (False, True, None)
+
+
+# ---------------------------------------------------------------- randint's keyword overloads
+_RANDINT = ["randint(high=5, size=(3,))", "randint(5, size=(3,))", "randint(2, 5, (3,))",
+            "randint(low=2, high=5, size=(3,))", "randint(2, high=5, size=[2, 2])",
+            "randint(high=5, size=(4,), dtype=L.int32)", "randint(high=5, size=3)", "randint(size=(3,))",
+            "randint(5)", "randint(0, 5)", "randint(5, 2, (3,))"]
+
+
+@pytest.mark.parametrize("call", _RANDINT)
+def test_randint_overloads_by_keyword(call):
+    """pykeen's negative sampler calls ``torch.randint(high=n, size=(k,))``: tapelab's required ``low``
+    raised TypeError; the malformed calls raise PyTorch's exception types."""
+    seen = []
+    for L in (torch, tapelab):
+        L.manual_seed(0)
+        try:
+            r = eval("L." + call)
+            seen.append((r.tolist(), str(r.dtype).split(".")[-1]))
+        except (TypeError, RuntimeError) as e:
+            seen.append(type(e).__name__)
+    assert seen[0] == seen[1]
+
+
+# ---------------------------------------------------------------- small names and messages
+def test_torch_optim_adamw_module_path():
+    """pykeen imports ``from torch.optim.adamw import AdamW``."""
+    with tapelab.install_aliases():
+        from torch.optim.adamw import AdamW
+        import torch as aliased
+        assert AdamW is aliased.optim.AdamW
+    import torch.optim.adamw as real
+    assert real.AdamW is torch.optim.AdamW
+
+
+def test_deepcopy_of_a_non_leaf_raises_pytorchs_message():
+    """torch_ema's ``state_dict`` deep-copies non-leaf tensors: the same RuntimeError as PyTorch's."""
+    import copy
+    msgs = []
+    for m in (torch, tapelab):
+        t = m.ones(2, requires_grad=True) * 2
+        with pytest.raises(RuntimeError) as e:
+            copy.deepcopy(t)
+        msgs.append(str(e.value))
+    assert msgs[0] == msgs[1]

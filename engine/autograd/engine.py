@@ -34,7 +34,7 @@ from ..core.dispatch import apply
 from ..core.factories import FULL
 from ..base.dispatch_state import STATE as _DISPATCH
 from ..core.tensor import Tensor, _check_grad
-from ..core.node import RETAIN, AccumulateGrad, Node, OpNode, vjp_below_subclasses
+from ..core.node import DETACHED_IN_PLACE, RETAIN, AccumulateGrad, Node, OpNode, vjp_below_subclasses
 from .views import _view_grad_fn
 
 __all__ = ["backward_steps", "backward", "grad", "BackwardStep", "running_node", "current_graph_task_id",
@@ -404,6 +404,7 @@ def _run_plain(walk: _Walk) -> None:
     running = _RUNNING
     outer, running.walk = running.walk, walk
     index = walk.index
+    detached = DETACHED_IN_PLACE   # once set, OpNode.run re-grades the inputs (not inlined here)
     lane = None
     try:
         while (lane is not None or ready) and not _STEP_SUBSCRIBERS and not anomaly.enabled:
@@ -432,7 +433,7 @@ def _run_plain(walk: _Walk) -> None:
             edges = node.edges
             if node.hooks:
                 out = _run(node, grads)
-            elif node.plain and node.inputs is not None:
+            elif node.plain and node.inputs is not None and not detached[0]:
                 # OpNode.run inlined (one frame per node fewer): version checks, then the vjp
                 versions = node.versions
                 if versions is not None:

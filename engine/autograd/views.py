@@ -23,7 +23,7 @@ from ..base.dispatch_state import STATE
 from ..base.dtype import from_np
 from ..base.grad_mode import is_grad_enabled
 from ..core.dispatch import _NUMBERS, apply, eager, observed_write
-from ..core.node import Node, OpNode, _seq
+from ..core.node import DETACHED_IN_PLACE, Node, OpNode, _seq
 from ..core.storage import _root
 from ..core.registry import ALL, NONE, Op
 from ..core.tensor import Tensor, sum_to
@@ -635,6 +635,8 @@ def detach_(self: Tensor) -> Tensor:
                            "gradients are views of DDP buckets, and hence detach_() cannot be called on these "
                            "gradients. To fix this error, please refer to the Optimizer.zero_grad() function in "
                            "torch/optim/optimizer.py as the solution.")
+    if self.grad_fn is not None:   # nodes that took it as an input still owe it a gradient
+        DETACHED_IN_PLACE[0] = True
     self.grad_fn, self.requires_grad = None, False
     return self
 

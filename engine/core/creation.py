@@ -406,17 +406,33 @@ def randn(*shape, size=None, generator=None, dtype=None, device=None, requires_g
                          device=_dev(device), generator=generator), requires_grad)
 
 
-def randint(low, high=None, size=None, *, generator=None, dtype=None, device=None,
+def randint(low=None, high=None, size=None, *, generator=None, dtype=None, device=None,
             requires_grad: bool = False,
             layout=None, pin_memory: bool = False) -> Tensor:
+    """PyTorch's two overloads, ``randint(high, size)`` and ``randint(low, high, size)``, positionally or
+    by keyword (pykeen's negative sampler calls ``randint(high=n, size=(k,))``); ``size`` is a
+    sequence, as PyTorch's parser requires."""
     _strided("randint", layout)
-    if size is None:
+    if size is None:   # the positional randint(high, size): the arguments sit one place left
+        if high is None or isinstance(high, numbers.Number):
+            raise TypeError("randint() received an invalid combination of arguments - expected one of: "
+                            "(int high, tuple of ints size, ...) or (int low, int high, tuple of ints size, ...)"
+                            if high is None else
+                            f"randint(): argument 'size' (position 2) must be tuple of ints, not {type(high).__name__}")
         low, high, size = 0, low, high
-    if high is None:
+    elif high is None:
         low, high = 0, low
+    elif low is None:
+        low = 0
+    if high is None:
+        raise TypeError("randint() received an invalid combination of arguments - got (size=tuple, ), but "
+                        "expected one of: (int high, tuple of ints size, ...) or (int low, int high, tuple of "
+                        "ints size, ...)")
+    if isinstance(size, numbers.Number):
+        raise TypeError(f"randint(): argument 'size' must be tuple of ints, not {type(size).__name__}")
     if low >= high:
         raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={low} >= to={high}")
-    return _finish(apply(RANDINT, low=low, high=high, size=_size((size,) if isinstance(size, int) else tuple(size), "randint"),
+    return _finish(apply(RANDINT, low=low, high=high, size=_size(tuple(size), "randint"),
                          dtype=_dtype.canonical(dtype) or _dtype.int64, device=_dev(device), generator=generator), requires_grad)
 
 

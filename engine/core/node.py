@@ -105,6 +105,23 @@ class _Handle(RemovableHandle):
             self._list.remove(self._fn)
 
 
+# Set for good once a non-leaf is detached in place (``detach_``) while nodes may hold it as an input;
+# from then on OpNode.run (which the engine uses instead of its inline copy) re-grades its inputs.
+DETACHED_IN_PLACE = [False]
+
+
+def _regraded(inputs: tuple, edges: list) -> tuple:
+    """``inputs`` with each tensor that has an edge but no longer requires grad (``detach_`` after the
+    op ran: pykeen's regularizer detaches its summed term once the loss has used it) replaced by a
+    stand-in that does, sharing its data and version counter: PyTorch computes an input's gradient
+    by the edge the forward recorded, where the vjps here read ``requires_grad``."""
+    if not any(e is not None and isinstance(t, Tensor) and not t.requires_grad for t, e in zip(inputs, edges)):
+        return inputs
+    return tuple(Tensor._wrap(t._data, True, None, 0, t._vc, t._device)
+                 if e is not None and isinstance(t, Tensor) and not t.requires_grad else t
+                 for t, e in zip(inputs, edges))
+
+
 def vjp_below_subclasses(op, g, out, inputs, params):
     """An op's vjp with Tensor subclasses' ``__torch_function__`` off: PyTorch's autograd engine runs
     the backward formulas below Python, so a loss that is a subclass (fastai's ``TensorBase``) still
@@ -235,6 +252,8 @@ class OpNode(Node):
         g = grads[0]
         if g is None:
             return (None,) * len(self.edges)
+        if DETACHED_IN_PLACE[0]:
+            inputs = _regraded(inputs, self.edges)
         op = self.op
         out = Tensor._wrap(self.out_data, True, self, 0, self.out_vc, g._device) if op.save_output else None
         if _DISPATCH.functions is not None:
