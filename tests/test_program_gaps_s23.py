@@ -228,3 +228,49 @@ def test_vit_conv_stem():
     assert m(tapelab.tensor(x)).shape == (2, 3)
     with pytest.raises(AssertionError, match="Input shape indivisible by patch size!"):
         VisionTransformer(15, 4, num_layers=1, num_heads=2, hidden_dim=8, mlp_dim=16)
+
+
+# ---------------------------------------------------------------- torch.utils.deterministic
+# ultralytics' ``init_seeds(deterministic=True)`` sets ``torch.utils.deterministic.fill_uninitialized_memory``
+# (tapelab had no such module); PyTorch fills ``empty`` memory with NaN / an integer dtype's maximum while
+# deterministic algorithms are on, unless that flag is off.
+_EMPTY_DTYPES = ["bool", "uint8", "int8", "int16", "int32", "int64", "float16", "bfloat16", "float32", "float64",
+                 "complex64", "complex128"]
+
+
+def _filled_empties(lib, fill):
+    out = []
+    lib.use_deterministic_algorithms(True)
+    try:
+        lib.utils.deterministic.fill_uninitialized_memory = fill
+        for name in _EMPTY_DTYPES:
+            dt = getattr(lib, name)
+            for t in (lib.empty(2, 3, dtype=dt), lib.empty_like(lib.ones(3, dtype=dt)),
+                      lib.ones(1, dtype=dt).new_empty(2), lib.empty_strided((2, 2), (1, 2), dtype=dt)):
+                out.append((str(t.dtype).split(".")[-1], tuple(t.shape),
+                            t.to(lib.float64 if not dt.is_complex else dt).tolist() if fill else None))
+    finally:
+        lib.utils.deterministic.fill_uninitialized_memory = True
+        lib.use_deterministic_algorithms(False)
+    return out
+
+
+@pytest.mark.parametrize("fill", [True, False])
+def test_deterministic_fill_uninitialized_memory(fill):
+    got, want = _filled_empties(tapelab, fill), _filled_empties(torch, fill)
+    assert repr(got) == repr(want)    # repr: NaN == NaN
+
+
+def test_deterministic_module_flag():
+    def run(lib):
+        mod = lib.utils.deterministic
+        out = [mod.fill_uninitialized_memory]
+        try:
+            mod.fill_uninitialized_memory = 1
+        except Exception as e:  # noqa: BLE001
+            out.append((type(e).__name__, str(e)))
+        mod.fill_uninitialized_memory = False
+        out.append(mod.fill_uninitialized_memory)
+        mod.fill_uninitialized_memory = True
+        return out
+    assert run(tapelab) == run(torch)

@@ -12,7 +12,7 @@ __all__ = ["set_num_threads", "get_num_threads", "set_default_device", "get_defa
            "set_float32_matmul_precision", "get_float32_matmul_precision", "use_deterministic_algorithms",
            "are_deterministic_algorithms_enabled"]
 
-_STATE = {"precision": "highest", "deterministic": False}
+_STATE = {"precision": "highest", "deterministic": False, "fill_uninitialized": True}
 _LIMITER: list = []
 # the thread count the environment asks for, read once at import as PyTorch's OpenMP runtime reads it
 # when ``import torch`` loads it: a library that sets OMP_NUM_THREADS later (ultralytics does, on its
@@ -92,3 +92,16 @@ def use_deterministic_algorithms(mode: bool, *, warn_only: bool = False) -> None
 
 def are_deterministic_algorithms_enabled() -> bool:
     return _STATE["deterministic"]
+
+
+def fills_uninitialized() -> bool:
+    """Whether ``empty`` and its kin fill their memory (NaN, or an integer dtype's maximum), as PyTorch's
+    do under ``use_deterministic_algorithms(True)`` unless ``torch.utils.deterministic.fill_uninitialized_memory``
+    is switched off."""
+    return _STATE["deterministic"] and _STATE["fill_uninitialized"]
+
+
+def set_fill_uninitialized(mode: bool) -> None:
+    if not isinstance(mode, bool):
+        raise RuntimeError(f"expected a bool, but got {type(mode).__name__}")
+    _STATE["fill_uninitialized"] = mode

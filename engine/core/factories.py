@@ -14,6 +14,7 @@ import numpy as np
 
 from ..base import dtype as _dtype
 from ..base.meta import has_data
+from ..base.runtime import fills_uninitialized
 from .cpu_stream import fma
 from ..base.dtype import from_np, get_default_dtype
 from .registry import Op
@@ -55,7 +56,20 @@ def _full_aten(shapes, params) -> str:
 
 FULL = Op("full", _full, kind="factory",
           onnx=lambda g, *, size, fill_value, dtype, device: g.full(size, fill_value, dtype), aten=_full_aten)
-EMPTY = Op("empty", lambda xp, *, size, dtype, device: xp.empty(size, dtype.np), kind="factory",
+def _empty(xp, *, size, dtype, device):
+    """Uninitialised memory; under ``use_deterministic_algorithms(True)`` PyTorch's known fill instead
+    (``torch.utils.deterministic.fill_uninitialized_memory``): NaN for floating and complex dtypes (a
+    zero imaginary part), the maximum of an integer dtype, True for bool."""
+    if not fills_uninitialized():
+        return xp.empty(size, dtype.np)
+    if dtype.is_floating_point or dtype.is_complex:
+        value = math.nan
+    else:
+        value = True if dtype.np == np.bool_ else np.iinfo(dtype.np).max
+    return xp.full(size, value, dtype.np)
+
+
+EMPTY = Op("empty", _empty, kind="factory",
            onnx=lambda g, *, size, dtype, device: g.full(size, 0, dtype))
 ARANGE = Op("arange", _arange, kind="factory", onnx=_onnx_arange)
 def _linspace(xp, *, start, end, steps, dtype, device):
