@@ -227,7 +227,8 @@ def test_t_is_a_view_sharing_the_version_counter():
         assert x[1, 0].item() == 7.0 and x._version == y._version == 1
 
 
-@pytest.mark.parametrize("shape", [(16, 8), (-1, 8), (2, -1, 4), (0, 5), (-2, 64), (3, 5), (-1, -1)])
+@pytest.mark.parametrize("shape", [(16, 8), (-1, 8), (2, -1, 4), (0, 5), (-2, 64), (3, 5), (-1, -1), (-1,), (5, -1),
+                                   (-1, -3), (4, 2, -1, 2, 1)])
 @pytest.mark.parametrize("method", ["view", "reshape"])
 def test_view_and_reshape_sizes_as_torch(shape, method):
     """The size check's short way (a product and a min): the result's shape, or the refusal's type."""
