@@ -274,3 +274,44 @@ def test_deterministic_module_flag():
         mod.fill_uninitialized_memory = True
         return out
     assert run(tapelab) == run(torch)
+
+
+# ---------------------------------------------------------------- DataLoader._get_iterator
+# ultralytics' InfiniteDataLoader overrides ``__iter__``, swaps in a batch sampler that repeats forever
+# (``object.__setattr__`` past the loader's guard) and keeps ``self._get_iterator()`` across epochs;
+# tapelab's loader built its iterator inside ``__iter__`` and had no ``_get_iterator``.
+def _infinite_loader_batches(lib):
+    data = lib.utils.data
+
+    class Repeat:
+        def __init__(self, sampler):
+            self.sampler = sampler
+
+        def __iter__(self):
+            while True:
+                yield from iter(self.sampler)
+
+    class Infinite(data.DataLoader):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            object.__setattr__(self, "batch_sampler", Repeat(self.batch_sampler))
+            self.iterator = None
+
+        def __len__(self):
+            return len(self.batch_sampler.sampler)
+
+        def __iter__(self):
+            if self.iterator is None:
+                self.iterator = self._get_iterator()
+            for _ in range(len(self)):
+                yield next(self.iterator)
+
+    lib.manual_seed(0)
+    ds = data.TensorDataset(lib.arange(10.0))
+    loader = Infinite(ds, batch_size=4, shuffle=True)
+    epochs = [[b[0].tolist() for b in loader] for _ in range(3)]
+    return len(loader), epochs, type(loader.iterator).__name__
+
+
+def test_dataloader_get_iterator_across_epochs():
+    assert _infinite_loader_batches(tapelab) == _infinite_loader_batches(torch)

@@ -185,6 +185,12 @@ class DataLoader(Generic[T_co]):
         return len(self.batch_sampler if self.batch_sampler is not None else self.sampler)
 
     def __iter__(self) -> "_BaseDataLoaderIter":
+        return self._get_iterator()
+
+    def _get_iterator(self) -> "_BaseDataLoaderIter":
+        """One pass's iterator, the method PyTorch's ``__iter__`` calls: a subclass that overrides
+        ``__iter__`` calls it to keep one iterator across epochs (ultralytics' ``InfiniteDataLoader``
+        over a batch sampler that repeats forever)."""
         # as PyTorch's iterator: the sampler's iterator first, then the pass's worker seed drawn from
         # the loader's generator (with no workers too), so the draws that follow are PyTorch's numbers
         # (persistent workers keep the first pass's seed: later passes draw only the sampler's)
