@@ -187,3 +187,30 @@ def test_clone_of_a_transposed_view_differentiates_as_pytorch():
         (b * lib.arange(12.).reshape(4, 3)).sum().backward()
         got[lib] = (b.stride(), a.grad.numpy().tolist())
     assert got[tapelab] == got[torch]
+
+
+# ---------------------------------------------------------------- attention weights under autocast
+# nn.MultiheadAttention(need_weights=True) joins a float mask to the scores with baddbmm, which
+# autocast runs in bfloat16: the weights are bfloat16 in PyTorch; tapelab added the float32 mask
+# afterwards and returned float32 weights (and other outputs).
+@pytest.mark.parametrize("mask", ["none", "float", "bool", "padding"])
+@pytest.mark.parametrize("autocast", [False, True])
+def test_multihead_attention_weights_as_pytorch(mask, autocast):
+    got = {}
+    for lib in (torch, tapelab):
+        rng = np.random.default_rng(0)
+        x = lib.tensor(rng.standard_normal((3, 6, 16)).astype(np.float32))
+        lib.manual_seed(0)
+        m = lib.nn.MultiheadAttention(16, 4, batch_first=True)
+        kw = {"none": {}, "float": {"attn_mask": lib.triu(lib.full((6, 6), float("-inf")), 1)},
+              "bool": {"attn_mask": lib.triu(lib.ones(6, 6, dtype=lib.bool), 1)},
+              "padding": {"key_padding_mask": lib.tensor([[False] * 6, [False] * 4 + [True] * 2, [False] * 5 + [True]])}}[mask]
+        with lib.autocast("cpu", dtype=lib.bfloat16, enabled=autocast):
+            out, w = m(x, x, x, **kw)
+            out2, w2 = m(x, x, x, average_attn_weights=False, **kw)
+        got[lib] = [(str(t.dtype).split(".")[-1], t.detach().float().numpy()) for t in (out, w, out2, w2)]
+    for (da, a), (db, b) in zip(got[tapelab], got[torch]):
+        assert da == db
+        # float32: the GEMMs' sums of a 4-wide head differ in order from MKL's; bfloat16: one ulp
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6) if da == "float32" else \
+            np.testing.assert_allclose(a, b, rtol=0, atol=2 ** -7)

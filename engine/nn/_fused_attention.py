@@ -107,7 +107,9 @@ def _flash_reduced(xp, q, k, v, mask, *, scale, causal, masked):
     statistics over key blocks of 512 (one block below 512 keys), each block's unnormalised weights
     rounded to the input dtype before their GEMM with ``v`` (float32 accumulation, the running sum
     and output rescaled as the maximum grows), the output times the row sum's reciprocal, rounded once.
-    Bit for bit torch's below 512 keys; from 512 on, the GEMMs' float32 sums differ in order."""
+    Bit for bit torch's below 512 keys on CPUs without AVX512-BF16; on one with it (session 23's host)
+    3-9% of outputs are one bfloat16 ulp off torch's, whatever order the float32 sums take (not found
+    yet); from 512 keys on, the GEMMs' float32 sums differ in order."""
     dt, f32 = q.dtype, np.float32
     q, k, v = q.astype(f32), k.astype(f32), v.astype(f32)
     if masked == "float":

@@ -15,6 +15,7 @@ from ..core.overrides import handle_torch_function, has_tensor_like, has_torch_f
 from ..base import dtype as _dtype
 from ..core import creation
 from ..core.dispatch import composite
+from ..ops.linalg import baddbmm, bmm
 from ..ops.movement import broadcast_shapes, cat
 from ..core.tensor import Tensor
 from . import _fused_attention
@@ -344,11 +345,11 @@ def multi_head_attention_forward(
 
 def _attend_with_weights(q: Tensor, k: Tensor, v: Tensor, attn_mask: Tensor | None, dropout_p: float):
     """The explicit path that materialises the weights (plain softmax: fully masked rows give NaN,
-    as in PyTorch)."""
-    scores = (q * math.sqrt(1.0 / q.shape[-1])) @ k.transpose(-2, -1)
-    if attn_mask is not None:
-        scores = attn_mask + scores
+    as in PyTorch), with PyTorch's ops: the mask joins the scores through ``baddbmm``, so under
+    autocast the mask is cast with them and the weights keep the lower precision."""
+    q = q * math.sqrt(1.0 / q.shape[-1])
+    scores = bmm(q, k.transpose(-2, -1)) if attn_mask is None else baddbmm(attn_mask, q, k.transpose(-2, -1))
     weights = softmax(scores, -1)
     if dropout_p > 0.0:
         weights = dropout(weights, dropout_p)
-    return weights @ v, weights
+    return bmm(weights, v), weights
