@@ -136,7 +136,17 @@ def test_op_first_run_while_a_tape_records_is_compiled_and_recorded():
 # ---------------------------------------------------------------- lerp_ with a number weight
 # float32 rounds 0.49999999999 up to 0.5 (ATen's choice then takes the end's formula); 1 and True
 # hash equal to 1.0 and share a cache entry with it; a weight past 1 and a negative one extrapolate
-_WEIGHTS = [0.001, 0.25, 0.5, 0.49999999999, 0.5000000001, 1, 1.0, True, False, -2, 3.5, 0.9999]
+_WEIGHTS = [0.001, 0.25, 0.5, 0.49999999999, 0.5000000001, 1, 1.0, True, False, -2, 3.5, 0.9999, 0.0, -0.0, 0]
+
+
+def test_lerp_signed_zero_weight_bit_for_bit():
+    """A weight of -0.0 after one of 0.0 (equal keys): the sign of a -0.0 start's result is PyTorch's."""
+    start = np.array([-0.0, 1.0, -0.0, 2.5], np.float32)
+    end = np.array([3.0, -1.0, -2.0, 0.0], np.float32)
+    for weight in (0.0, -0.0, 0, -0.0):
+        got = tapelab.tensor(start).lerp_(tapelab.tensor(end), weight).numpy()
+        want = torch.tensor(start).lerp_(torch.tensor(end), weight).numpy()
+        assert got.tobytes() == want.tobytes()
 
 
 @pytest.mark.parametrize("weight", _WEIGHTS, ids=repr)

@@ -892,9 +892,10 @@ def _lerp_weight(w) -> tuple:
         w32 = np.float32(w)
         small = bool(-0.5 < w32 < 0.5)
         got = (kernels.loops("pointwise").lerp, w32 if small else w32 - np.float32(1), not small)
-        if len(_LERP_WEIGHTS) >= 64:
-            _LERP_WEIGHTS.clear()
-        _LERP_WEIGHTS[w] = got
+        if w:   # not 0: -0.0 == 0.0 share a key but not a sign (fma(-0.0, d, -0.0) is -0.0)
+            if len(_LERP_WEIGHTS) >= 64:
+                _LERP_WEIGHTS.clear()
+            _LERP_WEIGHTS[w] = got
     return got
 
 
