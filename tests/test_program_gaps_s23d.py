@@ -181,3 +181,25 @@ def test_deepcopy_of_a_non_leaf_raises_pytorchs_message():
             copy.deepcopy(t)
         msgs.append(str(e.value))
     assert msgs[0] == msgs[1]
+
+
+# ---------------------------------------------------------------- the order leaves' hooks fire in
+def _hook_order(m) -> list:
+    ps = [m.ones(3, requires_grad=True) for _ in range(5)]
+    seen = []
+    for i, p in enumerate(ps):
+        p.register_hook(lambda g, i=i: seen.append(i))
+    a, b, c, d, e = ps
+    for loss in (lambda: (b * a).sum(), lambda: (a * b).sum(), lambda: m.addcmul(c, a, b).sum(),
+                 lambda: m.stack([a, b, c, d, e]).sum(), lambda: m.cat([e, d, c, b, a]).sum(),
+                 lambda: (a * b + c * d).sum(), lambda: (a + b + c + d).sum()):
+        loss().backward()
+        seen.append("|")
+    return seen
+
+
+def test_leaves_hooks_fire_in_pytorchs_order():
+    """Gradient-logging programs record per-parameter hooks into an ordered dict and print it: leaves
+    made ready by one node fire in PyTorch's ready-queue order (``(b * a)``: b first; five stacked:
+    0 2 4 1 3), where tapelab's heap broke the tie by ``id()``, an order that could change run to run."""
+    assert _hook_order(tapelab) == _hook_order(torch)

@@ -275,7 +275,7 @@ class _Walk:
             node, nr, g = roots[0]
             buffers[node] = buf = [None] * node.n_outputs
             buf[nr] = g
-            self.ready = [(-node.seq, id(node), node)]
+            self.ready = [(-node.seq, node)]
             return
         for node, nr, g in roots:
             if needed is not None and node not in needed:
@@ -287,7 +287,7 @@ class _Walk:
         self.ready = ready = []
         for n in buffers:
             if not deps.get(n, 0):
-                ready.append((-n.seq, id(n), n))
+                ready.append((-n.seq, n))
         heapq.heapify(ready)
 
 
@@ -331,7 +331,7 @@ def _steps(walk: _Walk) -> Iterator[BackwardStep]:
     buffers, ready, targets, sinks = walk.buffers, walk.ready, walk.targets, walk.sinks
     capture, create_graph, runs, stop = walk.capture, walk.create_graph, walk.runs, walk.stop
     while ready:
-        node = heapq.heappop(ready)[2]
+        node = heapq.heappop(ready)[1]
         grads = buffers.pop(node)
         leaf = type(node) is AccumulateGrad
         observed = bool(_STEP_SUBSCRIBERS)
@@ -409,10 +409,10 @@ def _run_plain(walk: _Walk) -> None:
     try:
         while (lane is not None or ready) and not _STEP_SUBSCRIBERS and not anomaly.enabled:
             if lane is None:
-                node = heappop(ready)[2]
+                node = heappop(ready)[1]
             elif ready:   # a skipped node's inputs became ready beside it: the heap orders them all
-                heappush(ready, (-lane.seq, id(lane), lane))
-                node, lane = heappop(ready)[2], None
+                heappush(ready, (-lane.seq, lane))
+                node, lane = heappop(ready)[1], None
             else:
                 node, lane = lane, None
             grads = buffers.pop(node)
@@ -485,9 +485,9 @@ def _run_plain(walk: _Walk) -> None:
                         lane = child
                     else:
                         if lane is not None:   # two nodes ready: the heap orders them
-                            heappush(ready, (-lane.seq, id(lane), lane))
+                            heappush(ready, (-lane.seq, lane))
                             lane = None
-                        heappush(ready, (-child.seq, id(child), child))
+                        heappush(ready, (-child.seq, child))
             out = gi = buf = None   # no frame reference left: _accumulate and _sum_into count them
             if release:
                 if node.plain and node.versions is not None:
@@ -497,7 +497,7 @@ def _run_plain(walk: _Walk) -> None:
                     node.release()
     finally:
         if lane is not None:   # someone started watching, or a vjp raised: the walk keeps its node
-            heappush(ready, (-lane.seq, id(lane), lane))
+            heappush(ready, (-lane.seq, lane))
         walk.index = index
         GRAD.enabled = prev
         running.walk = outer
@@ -522,7 +522,7 @@ def _send(walk: _Walk, node, out) -> None:
         deps[child] = left
         if left == 0:
             if child in buffers:
-                heapq.heappush(walk.ready, (-child.seq, id(child), child))
+                heapq.heappush(walk.ready, (-child.seq, child))
             else:
                 _skip(child, deps, buffers, walk.ready, needed, walk.runs)
     if not walk.retain_graph:
@@ -605,7 +605,7 @@ def _skip(node, deps, buffers, ready, needed, runs) -> None:
             deps[child] -= 1
             if deps[child] == 0:
                 if child in buffers:
-                    heapq.heappush(ready, (-child.seq, id(child), child))
+                    heapq.heappush(ready, (-child.seq, child))
                 else:
                     stack.append(child)
 

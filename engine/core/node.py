@@ -39,6 +39,12 @@ class Node:
     n_outputs = 1
     plain = False   # a recorded op's node whose run is OpNode.run (the engine inlines it)
 
+    def __lt__(self, other) -> bool:
+        """Never: the engine's ready heap holds ``(-seq, node)``, and nodes of one ``seq`` (the leaves'
+        AccumulateGrad nodes) tie there, so heapq orders them as PyTorch's priority queue does (its
+        sifts are libstdc++'s): ``(b * a).backward()`` fires b's hooks before a's, as in PyTorch."""
+        return False
+
     def name(self) -> str:
         return type(self).__name__
 

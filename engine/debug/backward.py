@@ -25,6 +25,7 @@ Two deliberate differences from a plain ``backward()``:
 from __future__ import annotations
 
 import contextlib
+import heapq
 import math
 import weakref
 from typing import Callable
@@ -480,7 +481,8 @@ class BackwardStepper(Stepper):
         ready = frame.f_locals.get("ready")
         if not isinstance(ready, list):
             return []
-        return [entry[2] for entry in sorted(ready)]
+        pending = list(ready)   # the walk's heap, popped in the order the walk will pop it
+        return [heapq.heappop(pending)[1] for _ in range(len(pending))]
 
     def visited(self) -> list[int]:
         return [r.node_id for r in self.history]
