@@ -56,7 +56,9 @@ def test_decorators_and_annotations_leave_code_alone():
 
 def test_trace_runs_the_example_once_and_fails_where_the_input_does():
     m = tl.nn.Linear(3, 2)
-    assert tl.jit.trace(m, tl.ones(4, 3)) is m
+    traced = tl.jit.trace(m, tl.ones(4, 3))   # a TopLevelTracedModule over m's own tensors, as PyTorch's
+    assert isinstance(traced, tl.jit.ScriptModule) and traced.weight is m.weight
+    assert tl.jit.trace(abs, tl.ones(2)) is abs
     with pytest.raises(RuntimeError):
         tl.jit.trace(m, tl.ones(4, 5))
     assert tl.jit.trace_module(m, {"forward": tl.ones(1, 3)}) is m

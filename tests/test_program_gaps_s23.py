@@ -315,3 +315,29 @@ def _infinite_loader_batches(lib):
 
 def test_dataloader_get_iterator_across_epochs():
     assert _infinite_loader_batches(tapelab) == _infinite_loader_batches(torch)
+
+
+# ---------------------------------------------------------------- jit.trace's module, save's extra files
+# ultralytics' TorchScript export: ``ts = torch.jit.trace(model, im); ts.save(f, _extra_files={...})`` and,
+# on load, ``torch.jit.load(f, _extra_files=extra)`` fills ``extra``. tapelab's trace handed the model back,
+# whose own ``save`` attribute (a list of layer indices) shadowed the method; extra files were dropped.
+def _traced_round_trip(lib, path):
+    lib.manual_seed(0)
+    m = lib.nn.Sequential(lib.nn.Linear(2, 3), lib.nn.Dropout(0.5)).eval()
+    m.save = [1, 2]                      # a plain attribute named like the method (ultralytics' models)
+    m.register_buffer("b", lib.ones(3))
+    ts = lib.jit.trace(m, lib.ones(1, 2))
+    out = [isinstance(ts, lib.jit.ScriptModule), list(ts.state_dict()), getattr(ts, "0").weight is m[0].weight,
+           [n for n, _ in ts.named_modules()], ts(lib.ones(2, 2)).tolist(), hasattr(ts, "in_features")]
+    ts.save(str(path), _extra_files={"config.txt": '{"a": 1}', "raw": b"\x00x"})
+    extra = {"config.txt": "", "missing": ""}
+    back = lib.jit.load(str(path), _extra_files=extra)
+    out += [extra, isinstance(back, lib.jit.ScriptModule), back(lib.ones(1, 2)).tolist(), list(back.state_dict())]
+    lib.jit.save(ts, str(path))
+    extra = {"x": ""}
+    lib.jit.load(str(path), _extra_files=extra)
+    return out + [extra]
+
+
+def test_jit_trace_module_save_extra_files(tmp_path):
+    assert _traced_round_trip(tapelab, tmp_path / "a.pt") == _traced_round_trip(torch, tmp_path / "b.pt")

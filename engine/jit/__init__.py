@@ -4,8 +4,9 @@ it is given.
 tapelab has no TorchScript compiler: it runs Python eagerly (FX is its graph IR, ``tapelab.compile``
 its fusing compiler). Programs still decorate activations with ``@torch.jit.script``, guard code
 with ``torch.jit.is_scripting()``, trace a model before export, or ``torch.jit.save`` it; here
-``script`` and ``trace`` hand back what they are given (a traced function is run once on its example
-inputs, so an input that would fail fails at the trace, as PyTorch's does), ``ignore``/``unused``/
+``script`` hands back what it is given and ``trace`` a function as it is or a module in a
+``TopLevelTracedModule`` that runs it (each is run once on its example inputs, so an input that
+would fail fails at the trace, as PyTorch's does), ``ignore``/``unused``/
 ``export`` are plain decorators, ``is_scripting``/``is_tracing`` are False, and ``save``/``load``
 store the whole module with ``tapelab.save`` (a pickle: load it only from a source you trust).
 """
@@ -23,7 +24,8 @@ __all__ = ["script", "trace", "trace_module", "script_if_tracing", "ignore", "un
            "is_scripting", "is_tracing", "annotate", "Final", "Attribute", "freeze", "optimize_for_inference",
            "optimized_execution", "fuser", "save", "load", "fork", "wait", "Future", "isinstance",
            "enable_onednn_fusion", "onednn_fusion_enabled", "set_fusion_strategy", "strict_fusion", "Error",
-           "ScriptWarning", "TracerWarning", "TracingCheckError", "ScriptModule", "ScriptFunction"]
+           "ScriptWarning", "TracerWarning", "TracingCheckError", "ScriptModule", "ScriptFunction",
+           "TopLevelTracedModule"]
 
 Final = typing.Final
 _isinstance = isinstance
@@ -34,8 +36,35 @@ class Error(RuntimeError):
 
 
 class ScriptModule(Module):
-    """The type of a scripted module. ``script`` hands back the module itself, so no object is one
-    (``isinstance(m, ScriptModule)`` is False, the branch libraries take for plain modules)."""
+    """The type of a scripted module. ``script`` hands back the module itself, so no scripted object is
+    one (``isinstance(m, ScriptModule)`` is False, the branch libraries take for plain modules); a
+    traced module is (``TopLevelTracedModule``), as in PyTorch."""
+
+
+class TopLevelTracedModule(ScriptModule):
+    """What ``trace`` returns for a module, as PyTorch's: a ``ScriptModule`` with ``save``, the module's
+    parameters, buffers and submodules under their own names (its dicts, shared, so ``state_dict`` keys
+    and tensors are the module's), and a call that runs the module's Python. The module's plain
+    attributes are not its own (PyTorch's graph keeps none): ultralytics' model holds a ``save`` list,
+    and ``torch.jit.trace(model, x).save(path)`` must reach the method."""
+
+    def __init__(self, module: Module) -> None:
+        super().__init__()
+        object.__setattr__(self, "_traced", module)   # not a child: the keys stay the module's
+        self._parameters, self._buffers, self._modules = module._parameters, module._buffers, module._modules
+        self.training = module.training
+
+    def forward(self, *args, **kwargs):
+        return self._traced(*args, **kwargs)
+
+    def train(self, mode: bool = True) -> "TopLevelTracedModule":
+        self._traced.train(mode)
+        self.training = mode
+        return self
+
+    def save(self, f, _extra_files=None) -> None:
+        """``torch.jit.save(self, f, _extra_files)``."""
+        save(self, f, _extra_files)
 
 
 class ScriptFunction:
@@ -74,7 +103,7 @@ def trace(func, example_inputs=None, optimize=None, check_trace: bool = True, ch
         func(**example_kwarg_inputs)
     else:
         _run_once(func, example_inputs)
-    return func
+    return TopLevelTracedModule(func) if _isinstance(func, Module) else func
 
 
 def trace_module(mod, inputs: dict, **kwargs):
@@ -178,12 +207,24 @@ def strict_fusion():
     yield
 
 
+_EXTRA = "__tapelab_jit_extra_files__"
+
+
 def save(m, f, _extra_files=None) -> None:
-    """The whole module (code by reference, weights by value) with ``tapelab.save``."""
-    _save(m, f)
+    """The whole module (code by reference, weights by value) with ``tapelab.save``, and
+    ``_extra_files`` (name -> str or bytes) beside it for ``load`` to hand back."""
+    extra = {k: v.encode() if _isinstance(v, str) else bytes(v) for k, v in (_extra_files or {}).items()}
+    _save({_EXTRA: extra, "module": m} if extra else m, f)
 
 
 def load(f, map_location=None, _extra_files=None, _restore_shapes: bool = False):
-    """A module saved by ``save``; a pickle, so only from a source you trust."""
-    return _load(f, map_location=map_location, weights_only=False)
-
+    """A module saved by ``save``; a pickle, so only from a source you trust. Each name in
+    ``_extra_files`` gets the bytes saved under it (``b""`` for one not saved), as PyTorch's."""
+    obj = _load(f, map_location=map_location, weights_only=False)
+    extra = {}
+    if _isinstance(obj, dict) and _EXTRA in obj:
+        extra, obj = obj[_EXTRA], obj["module"]
+    if _extra_files is not None:
+        for name in _extra_files:
+            _extra_files[name] = extra.get(name, b"")
+    return obj
