@@ -330,6 +330,9 @@ def _traced_round_trip(lib, path):
     out = [isinstance(ts, lib.jit.ScriptModule), list(ts.state_dict()), getattr(ts, "0").weight is m[0].weight,
            [n for n, _ in ts.named_modules()], ts(lib.ones(2, 2)).tolist(), hasattr(ts, "in_features")]
     ts.save(str(path), _extra_files={"config.txt": '{"a": 1}', "raw": b"\x00x"})
+    import zipfile
+    with zipfile.ZipFile(str(path)) as zf:   # where tools read them (ultralytics' metadata reader)
+        out.append(sorted(zf.read(n) for n in zf.namelist() if n.split("/", 1)[1].startswith("extra/")))
     extra = {"config.txt": "", "missing": ""}
     back = lib.jit.load(str(path), _extra_files=extra)
     out += [extra, isinstance(back, lib.jit.ScriptModule), back(lib.ones(1, 2)).tolist(), list(back.state_dict())]

@@ -13,12 +13,15 @@ store the whole module with ``tapelab.save`` (a pickle: load it only from a sour
 from __future__ import annotations
 
 import contextlib
+import io
 import typing
+import zipfile
 from typing import Any, Callable
 
 from .._torch_extra import Future, fork, wait
 from ..nn import Module
-from ..serialization import load as _load, save as _save
+from .. import serialization as _serialization
+from ..serialization import load as _load
 
 __all__ = ["script", "trace", "trace_module", "script_if_tracing", "ignore", "unused", "export", "interface",
            "is_scripting", "is_tracing", "annotate", "Final", "Attribute", "freeze", "optimize_for_inference",
@@ -207,24 +210,23 @@ def strict_fusion():
     yield
 
 
-_EXTRA = "__tapelab_jit_extra_files__"
-
-
 def save(m, f, _extra_files=None) -> None:
-    """The whole module (code by reference, weights by value) with ``tapelab.save``, and
-    ``_extra_files`` (name -> str or bytes) beside it for ``load`` to hand back."""
+    """The whole module (code by reference, weights by value) in ``tapelab.save``'s archive, with each of
+    ``_extra_files`` (name -> str or bytes) as an ``<archive>/extra/<name>`` record, where PyTorch's
+    TorchScript archive keeps them (tools read them from the zip: ultralytics' metadata)."""
     extra = {k: v.encode() if _isinstance(v, str) else bytes(v) for k, v in (_extra_files or {}).items()}
-    _save({_EXTRA: extra, "module": m} if extra else m, f)
+    _serialization._save(m, f, extra=extra)
 
 
 def load(f, map_location=None, _extra_files=None, _restore_shapes: bool = False):
     """A module saved by ``save``; a pickle, so only from a source you trust. Each name in
     ``_extra_files`` gets the bytes saved under it (``b""`` for one not saved), as PyTorch's."""
-    obj = _load(f, map_location=map_location, weights_only=False)
-    extra = {}
-    if _isinstance(obj, dict) and _EXTRA in obj:
-        extra, obj = obj[_EXTRA], obj["module"]
+    _, data = _serialization._read(f)
     if _extra_files is not None:
+        records = {}
+        if data[:4] == b"PK\x03\x04":
+            with zipfile.ZipFile(io.BytesIO(data)) as zf:
+                records = {n.split("/extra/", 1)[1]: zf.read(n) for n in zf.namelist() if "/extra/" in n}
         for name in _extra_files:
-            _extra_files[name] = extra.get(name, b"")
-    return obj
+            _extra_files[name] = records.get(name, b"")
+    return _load(io.BytesIO(data), map_location=map_location, weights_only=False)

@@ -65,6 +65,13 @@ def save(obj: Any, f: str | os.PathLike | BinaryIO, pickle_module: Any = pickle,
         >>> tapelab.save(model.state_dict(), "model.safetensors")
         >>> tapelab.save({"model": model.state_dict(), "epoch": 3}, "ckpt.pt")   # torch.load reads it
     """
+    _save(obj, f, pickle_module, pickle_protocol, _use_new_zipfile_serialization, _disable_byteorder_record)
+
+
+def _save(obj: Any, f, pickle_module: Any = pickle, pickle_protocol: int = DEFAULT_PROTOCOL,
+          _use_new_zipfile_serialization: bool = True, _disable_byteorder_record: bool = False,
+          extra: dict[str, bytes] | None = None) -> None:
+    """``save``, with ``extra`` records in the zip archive (``torch.jit.save``'s ``_extra_files``)."""
     pickler = pickler_class(pickle_module)   # pickle, or one extending it (cloudpickle: fastai's Learner.export)
     if pickler is not TorchPickler and not _use_new_zipfile_serialization:
         raise ValueError("tapelab.save writes the legacy format with Python's pickle module only")
@@ -76,7 +83,7 @@ def save(obj: Any, f: str | os.PathLike | BinaryIO, pickle_module: Any = pickle,
             out.write(_safetensors.write(obj))
         else:
             _zipformat.save(obj, out, pickle_protocol, byteorder_record=not _disable_byteorder_record,
-                            archive=archive, pickler=pickler)
+                            archive=archive, pickler=pickler, extra=extra)
 
     if not isinstance(f, (str, os.PathLike)):
         write(f)

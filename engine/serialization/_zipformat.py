@@ -31,10 +31,11 @@ _FLAGS = 0x0808              # sizes in a data descriptor after the data; UTF-8 
 
 # ---------------------------------------------------------------- write
 def save(obj, f, protocol: int, byteorder_record: bool = True, archive: str = "archive",
-         pickler: type = TorchPickler) -> None:
+         pickler: type = TorchPickler, extra: dict[str, bytes] | None = None) -> None:
     """Pickle ``obj`` with PyTorch's names and write the archive to the binary file ``f``: the records
     PyTorch writes, in its order (``archive`` is PyTorch's top folder: a path's file name without its
-    last suffix, ``archive`` for a file object)."""
+    last suffix, ``archive`` for a file object); ``extra`` adds ``<archive>/extra/<name>`` records,
+    where TorchScript archives keep ``torch.jit.save``'s extra files."""
     data = io.BytesIO()
     pickler = pickler(data, protocol)
     pickler.dump(obj)
@@ -46,6 +47,8 @@ def save(obj, f, protocol: int, byteorder_record: bool = True, archive: str = "a
         zf.write(f"{archive}/byteorder", sys.byteorder.encode())
     for key, ref in pickler.storages.items():
         zf.write(f"{archive}/data/{key}", ref.array.view(np.uint8) if ref.array.size else b"")
+    for name, blob in (extra or {}).items():
+        zf.write(f"{archive}/extra/{name}", blob)
     zf.write(f"{archive}/version", _VERSION)
     zf.write(f"{archive}/.data/serialization_id", _serialization_id())
     zf.close()
