@@ -187,18 +187,20 @@ def pick(op: Op, input: Tensor, idx: Tensor, dim: int, keepdim: bool):
 # ---------------------------------------------------------------- sum, mean, prod
 _add_reduce = np.add.reduce
 _empty = np.empty
+_F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
 
 
 def _sum_in_order(xp, x, dims, keepdim: bool, dtype):
     """The sum over all (of a contiguous or densely permuted array), the trailing or the leading dims
     of a contiguous cpu float32/float64 array in ATen's order (``kernels/sum_order.py``: a printed
     loss, metric or bias gradient rounds as PyTorch's), or None where numpy's sum is used (other dtypes, layouts and dims, empty arrays, cupy)."""
-    if type(x) is not np.ndarray or x.dtype.char not in "fd" or not x.size or not kernels.enabled() or (
-            dtype is not None and dtype != x.dtype):
+    if type(x) is not np.ndarray or (x.dtype is not _F32 and x.dtype is not _F64) or not x.size or (
+            dtype is not None and dtype != x.dtype) or not kernels.enabled():
         return None
     contiguous = x.flags.c_contiguous
     if dims is None and contiguous:   # a loss's or a metric's sum of everything: the short way (~1 us less)
-        total = kernels.loops("sum_order").total(x if x.ndim == 1 else x.reshape(-1), kernels.threads())
+        loops = kernels.loops("sum_order")    # below ATen's grain the thread count changes nothing: not read
+        total = loops.total(x if x.ndim == 1 else x.reshape(-1), kernels.threads() if x.size >= loops.GRAIN else 1)
         # numba hands the float32 back as a Python float (exact); the result owns its memory
         return np.full((1,) * x.ndim, total, x.dtype) if keepdim else np.asarray(total, x.dtype)
     if not contiguous:
