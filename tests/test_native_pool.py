@@ -221,6 +221,25 @@ def test_region_twin_blocks_equal_whole_call(threads):
     assert R.rows(lambda a: a, 1, 1) is None           # a Python function: the pool's blocks
 
 
+def test_region_falls_back_where_numba_cannot_compile(threads):
+    """A nested tuple does not pass into a ``prange`` body: the blocks then run one after another,
+    the same floats, and the loop's later calls go to the pool."""
+    from numba import njit
+
+    @njit
+    def affine(x, out, pair):
+        for i in range(x.shape[0]):
+            out[i] = x[i] * pair[0][0][0] + pair[1]
+    R = loops("regions")
+    x = np.random.default_rng(8).standard_normal(1 << 16).astype(np.float32)
+    got, want = np.empty_like(x), np.empty_like(x)
+    pair = ((np.full(1, 2, np.float32), np.float32(1)), np.float32(1))
+    affine(x, want, pair)
+    R.rows(affine, 2, 3)(np.array([0, 5, 1 << 16], np.int64), x, got, pair)
+    np.testing.assert_array_equal(got, want)
+    assert R.rows(affine, 2, 3) is None
+
+
 def test_relu_gelu_and_backwards_split_as_torch(monkeypatch, threads):
     torch = pytest.importorskip("torch")
     x = np.random.default_rng(1).standard_normal((64, 4096)).astype(np.float32)
@@ -334,7 +353,7 @@ R, P = kernels.loops("regions"), kernels.loops("pointwise")
 x = np.ones(1 << 16, np.float32)
 twin = R.rows(P.relu, 2, 2)
 twin(np.array([0, 1 << 15, 1 << 16], np.int64), x, np.empty_like(x))
-print(sum(twin.stats.cache_hits.values()), sum(twin.stats.cache_misses.values()))
+print(sum(twin.twin.stats.cache_hits.values()), sum(twin.twin.stats.cache_misses.values()))
 """
 
 

@@ -31,6 +31,7 @@ import threading
 
 import numpy as np
 from numba import njit, prange
+from numba.core.errors import NumbaError
 
 __all__ = ["parts", "rows", "spans"]
 
@@ -118,7 +119,8 @@ def rows(loop, n_split: int, n_args: int):
     twin = _TWINS.get(key, False)
     if twin is False:
         names = [f"a{i}" for i in range(n_args)]
-        twin = _twin(key, loop, names, [f"{a}[cuts[t]:cuts[t + 1]]" if i < n_split else a for i, a in enumerate(names)])
+        twin = _twin(key, loop, names, [f"{a}[cuts[t]:cuts[t + 1]]" if i < n_split else a for i, a in enumerate(names)],
+                     lambda lo, hi, args: [a[lo:hi] if i < n_split else a for i, a in enumerate(args)])
     return twin
 
 
@@ -130,17 +132,33 @@ def spans(loop, n_args: int):
     twin = _TWINS.get(key, False)
     if twin is False:
         names = [f"a{i}" for i in range(n_args)]
-        twin = _twin(key, loop, names, names + ["cuts[t]", "cuts[t + 1]"])
+        twin = _twin(key, loop, names, names + ["cuts[t]", "cuts[t + 1]"], lambda lo, hi, args: [*args, lo, hi])
     return twin
 
 
-def _twin(key: tuple, loop, params: list, call: list):
-    """The twin for ``key``, made once under a lock (a pool worker's nested call may ask for the
-    same one meanwhile)."""
+def _twin(key: tuple, loop, params: list, call: list, block):
+    """The region for ``key``, made once under a lock (a pool worker's nested call may ask for the
+    same one meanwhile). Where numba cannot compile the twin for the arguments it gets (a tuple
+    argument of tuples does not pass into a ``prange`` body), the blocks run one after another on the
+    calling thread instead, ``block(lo, hi, args)`` being a block's arguments, and the loop's
+    later calls go to the pool."""
     with _MAKING:
         if key not in _TWINS:
-            _TWINS[key] = _make(loop, params, call)
+            twin = _make(loop, params, call)
+            _TWINS[key] = None if twin is None else _guarded(key, twin, loop, block)
         return _TWINS[key]
+
+
+def _guarded(key: tuple, twin, loop, block):
+    def region(cuts, *args):
+        try:
+            twin(cuts, *args)
+        except (NumbaError, TypeError):         # raised while compiling, before any block ran
+            _TWINS[key] = None
+            for t in range(cuts.shape[0] - 1):
+                loop(*block(cuts[t], cuts[t + 1], args))
+    region.twin = twin
+    return region
 
 
 def _make(loop, params: list, call: list):
