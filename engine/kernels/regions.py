@@ -13,7 +13,8 @@ written to the cache directory (``compiler.cpu.cache_dir()/regions``) and import
 numba's on-disk cache (``cache=True``) keeps its machine code across processes: a twin built as
 a closure or taking the loop as an argument is keyed by the loop object's identity and compiles
 again in every process (~1-2 s each). The file's name holds a digest of the template and of the
-loop module's source, so an edited loop gets a new twin. Each block is the serial loop on its
+loop module's source, so an edited loop gets a new twin (an edit in a module the loop calls is not
+seen, as with numba's own cache of the loop). Each block is the serial loop on its
 rows, so a region computes the same floats as the blocks one after another, and as the whole.
 
 The layer is used only where it is OpenMP or TBB (``workqueue`` takes ~100 us a region) and not in
@@ -51,7 +52,9 @@ def region(cuts, {params}):
 # and of the calling thread: whole steps 0.72-0.83x (bench/README.md, issue 17 session 19). A bounded
 # spin, read by libgomp when it loads, keeps back-to-back regions at ~1.6 us (a 200 us Python gap:
 # 2.5 us; passive: 27 us, a futex wake) without holding the core between ops. Set only for the
-# load, and only where the user set neither variable.
+# load, and only where the user set neither variable. On a host whose other processes leave less than
+# the threads' CPUs (session 23, load 4 on two vCPUs) the bounded spin stalls a region 0.2-0.5 ms, the
+# stall growing with the count; the timed choice then runs the loop whole.
 GOMP_SPINCOUNT = "10000"
 
 _LAYER: list = []                # [whether numba's threading layer forks cheaply here], once probed
