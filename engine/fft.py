@@ -20,6 +20,7 @@ from .ops.conjugation import conj
 from .ops.movement import constant_pad_nd, narrow, roll
 from .ops.out import out_variants as _out_variants
 from .base.dispatch_state import STATE as _DISPATCH
+from .base.pytype import tp_name
 from .core.overrides import handle_torch_function as _handle, has_tensor_like as _has_tensor_like
 
 __all__ = ["fft", "ifft", "rfft", "irfft", "hfft", "ihfft", "fft2", "ifft2", "rfft2", "irfft2", "hfft2", "ihfft2",
@@ -39,7 +40,7 @@ def _norm(norm: str | None, what: str) -> str:
 
 def _check_input(x, what: str) -> None:
     if not isinstance(x, Tensor):
-        raise TypeError(f"{what}(): argument 'input' must be Tensor, not {type(x).__name__}")
+        raise TypeError(f"fft_{what}(): argument 'input' (position 1) must be Tensor, not {tp_name(x)}")
 
 
 def _floating(x: Tensor) -> Tensor:
@@ -213,26 +214,32 @@ def ihfft(input: Tensor, n: int | None = None, dim: int = -1, norm: str | None =
 
 
 def fft2(input: Tensor, s=None, dim=(-2, -1), norm: str | None = None) -> Tensor:
+    _check_input(input, "fft2")
     return fftn(input, s, dim, norm)
 
 
 def ifft2(input: Tensor, s=None, dim=(-2, -1), norm: str | None = None) -> Tensor:
+    _check_input(input, "ifft2")
     return ifftn(input, s, dim, norm)
 
 
 def rfft2(input: Tensor, s=None, dim=(-2, -1), norm: str | None = None) -> Tensor:
+    _check_input(input, "rfft2")
     return rfftn(input, s, dim, norm)
 
 
 def irfft2(input: Tensor, s=None, dim=(-2, -1), norm: str | None = None) -> Tensor:
+    _check_input(input, "irfft2")
     return irfftn(input, s, dim, norm)
 
 
 def hfft2(input: Tensor, s=None, dim=(-2, -1), norm: str | None = None) -> Tensor:
+    _check_input(input, "hfft2")
     return hfftn(input, s, dim, norm)
 
 
 def ihfft2(input: Tensor, s=None, dim=(-2, -1), norm: str | None = None) -> Tensor:
+    _check_input(input, "ihfft2")
     return ihfftn(input, s, dim, norm)
 
 
@@ -253,6 +260,7 @@ def rfftfreq(n: int, d: float = 1.0, *, dtype=None, layout=None, device=None, re
 
 
 def _shift(input: Tensor, dim, inverse: bool) -> Tensor:
+    _check_input(input, "ifftshift" if inverse else "fftshift")
     dims = tuple(range(input.ndim)) if dim is None else ((dim,) if isinstance(dim, int) else tuple(dim))
     shifts = tuple(-(input.shape[d] // 2) if inverse else input.shape[d] // 2 for d in dims)
     return roll(input, shifts, dims) if dims else input

@@ -203,3 +203,39 @@ def test_leaves_hooks_fire_in_pytorchs_order():
     made ready by one node fire in PyTorch's ready-queue order (``(b * a)``: b first; five stacked:
     0 2 4 1 3), where tapelab's heap broke the tie by ``id()``, an order that could change run to run."""
     assert _hook_order(tapelab) == _hook_order(torch)
+
+
+# ---------------------------------------------------------------- the parser's type names
+_TYPE_NAME_CASES = {
+    "stack_ndarray": lambda L: L.stack([np.ones(2)]),
+    "cat_numpy_scalar": lambda L: L.cat([L.ones(1), np.float32(2)]),
+    "stack_ordered_dict": lambda L: L.stack([__import__("collections").OrderedDict()]),
+    "stack_python_class": lambda L: L.stack([type("Foo", (), {})()]),
+    "fft_ndarray": lambda L: L.fft.fft(np.ones(2)),
+    "rfft2_ndarray": lambda L: L.fft.rfft2(np.ones((2, 2))),
+    "ifft2_ndarray": lambda L: L.fft.ifft2(np.ones((2, 2))),
+    "hfft2_ndarray": lambda L: L.fft.hfft2(np.ones((2, 2))),
+    "fftshift_ndarray": lambda L: L.fft.fftshift(np.ones(2)),
+    "ifftshift_ndarray": lambda L: L.fft.ifftshift(np.ones(2)),
+    "hfft_ndarray": lambda L: L.fft.hfft(np.ones(2)),
+    "complex_imag": lambda L: L.complex(L.ones(1), np.ones(1)),
+    "complex_real": lambda L: L.complex(np.ones(1), L.ones(1)),
+    "out_list": lambda L: L.exp(L.ones(1), out=[1]),
+    "zeros_ndarray": lambda L: L.zeros(np.ones(2)),
+    "zeros_numpy_element": lambda L: L.zeros(2, np.float32(3)),
+    "zeros_size_keyword": lambda L: L.zeros(size=np.ones(2)),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_TYPE_NAME_CASES))
+def test_argument_errors_name_types_as_pytorchs_parser(case):
+    """pytorch-tabnet handed ``torch.stack`` numpy arrays by mistake: PyTorch's parser names the type by
+    CPython's ``tp_name`` (``numpy.ndarray``, ``collections.OrderedDict``, but ``Foo``), tapelab by the
+    bare ``__name__``; fft's and complex's messages also lacked the ``fft_`` name and the position."""
+    fn = _TYPE_NAME_CASES[case]
+    seen = []
+    for L in (torch, tapelab):
+        with pytest.raises(TypeError) as e:
+            fn(L)
+        seen.append(str(e.value))
+    assert seen[1] == seen[0]

@@ -20,6 +20,7 @@ from ..base.dispatch_state import STATE as _DISPATCH
 from .overrides import DisableTorchFunctionSubclass, handle_torch_function, has_tensor_like
 from ..base import dtype as _dtype
 from ..base.device import CPU, DEFAULT as _DEFAULT, cuda_available, device as Device
+from ..base.pytype import tp_name
 from ..base.dtype import from_np, get_default_dtype
 from ..base import layout as _layouts
 from ..base.compressed import LAYOUT_NAMES, CompressedArray
@@ -135,7 +136,7 @@ def _size(size, fn: str, keyword=None) -> tuple:
         if size:
             raise TypeError(f"{fn}() got multiple values for argument 'size'")
         if not isinstance(keyword, (tuple, list)):
-            raise TypeError(f"{fn}(): argument 'size' must be tuple of ints, not {type(keyword).__name__}")
+            raise TypeError(f"{fn}(): argument 'size' must be tuple of ints, not {tp_name(keyword)}")
         size = keyword
     bare = keyword is None and not (len(size) == 1 and isinstance(size[0], (tuple, list)))
     if not bare and keyword is None:
@@ -165,7 +166,7 @@ def _size_index(s):
 def _bad_size_element(fn: str, i: int, s, bare: bool, by_name: bool) -> str:
     """PyTorch's argument parser's words for a size element that is not an int (kuangliu's
     ShuffleNet passes ``out_planes/4``, a float, to ``nn.Conv2d``)."""
-    kind = type(s).__name__
+    kind = tp_name(s)
     if i > 0:
         return (f"{fn}(): argument 'size' failed to unpack the object at pos {i + 1} with error "
                 f'"type must be tuple of ints,but got {kind}"')
@@ -418,7 +419,7 @@ def randint(low=None, high=None, size=None, *, generator=None, dtype=None, devic
             raise TypeError("randint() received an invalid combination of arguments - expected one of: "
                             "(int high, tuple of ints size, ...) or (int low, int high, tuple of ints size, ...)"
                             if high is None else
-                            f"randint(): argument 'size' (position 2) must be tuple of ints, not {type(high).__name__}")
+                            f"randint(): argument 'size' (position 2) must be tuple of ints, not {tp_name(high)}")
         low, high, size = 0, low, high
     elif high is None:
         low, high = 0, low
@@ -429,7 +430,7 @@ def randint(low=None, high=None, size=None, *, generator=None, dtype=None, devic
                         "expected one of: (int high, tuple of ints size, ...) or (int low, int high, tuple of "
                         "ints size, ...)")
     if isinstance(size, numbers.Number):
-        raise TypeError(f"randint(): argument 'size' must be tuple of ints, not {type(size).__name__}")
+        raise TypeError(f"randint(): argument 'size' must be tuple of ints, not {tp_name(size)}")
     if low >= high:
         raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={low} >= to={high}")
     return _finish(apply(RANDINT, low=low, high=high, size=_size(tuple(size), "randint"),

@@ -16,6 +16,7 @@ from ..base.dispatch_state import STATE as _DISPATCH
 from ..core.overrides import handle_torch_function, has_tensor_like
 from ..base import dtype as _dtype
 from ..base.meta import has_data
+from ..base.pytype import tp_name
 from ..core.dispatch import apply
 from ..core.registry import NONE, Op
 from .compare import where
@@ -195,9 +196,9 @@ def complex(real: Tensor, imag: Tensor) -> Tensor:
     """The complex tensor ``real + i imag`` (both float32, float64; broadcast), as ``torch.complex``."""
     if _DISPATCH.functions is not None and has_tensor_like((real, imag)):
         return handle_torch_function(complex, (real, imag), real, imag)
-    for name, t in (("real", real), ("imag", imag)):
+    for position, (name, t) in enumerate((("real", real), ("imag", imag)), 1):
         if not isinstance(t, Tensor):
-            raise TypeError(f"complex(): argument '{name}' must be Tensor, not {type(t).__name__}")
+            raise TypeError(f"complex(): argument '{name}' (position {position}) must be Tensor, not {tp_name(t)}")
     if real.dtype is not imag.dtype:
         raise RuntimeError(f"Expected object of scalar type {real.dtype.name} but got scalar type "
                            f"{imag.dtype.name} for second argument")

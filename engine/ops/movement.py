@@ -18,6 +18,7 @@ from ..core.overrides import handle_torch_function, has_tensor_like
 from ..autograd.views import _as_strided, _as_strided_scatter, _view_grad_fn, apply_, overlap_error, strided_geometry
 from ..base.dispatch_state import STATE
 from ..base.grad_mode import STATE as GRAD, is_grad_enabled
+from ..base.pytype import tp_name
 from ..core.creation import zeros
 from ..core.dispatch import apply
 from ..core.node import Node, _seq
@@ -879,7 +880,7 @@ def _tensor_list(tensors, op: str) -> list:
     tensors = list(tensors)
     for i, t in enumerate(tensors):
         if not isinstance(t, Tensor):
-            raise TypeError(f"expected Tensor as element {i} in argument 0, but got {type(t).__name__}")
+            raise TypeError(f"expected Tensor as element {i} in argument 0, but got {tp_name(t)}")
     if not tensors:   # PyTorch: a ValueError from cat's Python check, a RuntimeError from the others' kernels
         raise (ValueError(f"torch.{op}(): expected a non-empty list of Tensors") if op == "cat" else
                RuntimeError(f"{op} expects a non-empty TensorList"))

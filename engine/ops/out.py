@@ -20,6 +20,7 @@ from ..base.dispatch_state import STATE as _DISPATCH
 from ..core.overrides import handle_torch_function, has_tensor_like
 from ..base import dtype as _dtype
 from ..base.grad_mode import is_grad_enabled
+from ..base.pytype import tp_name
 from ..core.creation import empty
 from ..core.tensor import Tensor
 
@@ -110,7 +111,7 @@ def write_out(name: str, result, out):
 
 def _write_one(name: str, result: Tensor, out, index: bool) -> Tensor:
     if not isinstance(out, Tensor):
-        raise TypeError(f"{name}(): argument 'out' must be Tensor, not {type(out).__name__}")
+        raise TypeError(f"{name}(): argument 'out' must be Tensor, not {tp_name(out)}")
     if index and out.dtype is not _dtype.int64:
         raise RuntimeError(f"Expected out tensor to have dtype long int, but got {out.dtype.name} instead")
     if result.dtype._rank > out.dtype._rank:

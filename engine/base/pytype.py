@@ -1,0 +1,18 @@
+"""The name PyTorch's C++ argument parser gives a Python object's type in its messages: CPython's
+``tp_name``, which is the bare class name for builtins and for classes defined in Python, and
+``module.name`` for other extension types (``numpy.ndarray``, ``numpy.float32``,
+``collections.OrderedDict``), as in ``expected Tensor as element 0 in argument 0, but got
+numpy.ndarray``."""
+from __future__ import annotations
+
+__all__ = ["tp_name"]
+
+_HEAPTYPE = 1 << 9   # Py_TPFLAGS_HEAPTYPE: a class made by a class statement, whose tp_name is its __name__
+
+
+def tp_name(obj) -> str:
+    """``Py_TYPE(obj)->tp_name`` of ``obj``."""
+    cls = type(obj)
+    if cls.__module__ == "builtins" or cls.__flags__ & _HEAPTYPE:
+        return cls.__name__
+    return f"{cls.__module__}.{cls.__name__}"
