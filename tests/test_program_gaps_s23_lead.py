@@ -214,3 +214,14 @@ def test_multihead_attention_weights_as_pytorch(mask, autocast):
         # float32: the GEMMs' sums of a 4-wide head differ in order from MKL's; bfloat16: one ulp
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6) if da == "float32" else \
             np.testing.assert_allclose(a, b, rtol=0, atol=2 ** -7)
+
+
+def test_clone_of_sparse_tensors_as_pytorch():
+    got = {}
+    for lib in (torch, tapelab):
+        i = lib.tensor([[0, 1, 2], [2, 0, 1]])
+        coo = lib.sparse_coo_tensor(i, lib.tensor([1.0, 2.0, 3.0]), (3, 3))
+        csr = lib.tensor([[0.0, 1.0], [2.0, 0.0]]).to_sparse_csr()
+        got[lib] = [coo.clone().to_dense().numpy(), csr.clone().to_dense().numpy(), str(coo.clone().layout).split(".")[-1]]
+    for a, b in zip(got[tapelab], got[torch]):
+        np.testing.assert_array_equal(a, b)

@@ -975,7 +975,7 @@ def _clone_fwd(xp, x, *, contiguous: bool = False):
     """A copy in its input's memory order, as PyTorch's ``clone`` (``preserve_format``: ``empty_like``'s
     dense strides in the input's stride order), so a draw into it in memory order (``bernoulli_``,
     ``normal_``) lands where PyTorch's does; row-major for ``contiguous()``."""
-    order = None if contiguous or xp is not np else memory_order(x)
+    order = None if contiguous or type(x) is not np.ndarray else memory_order(x)   # not a sparse array's
     if order is None:
         return x.copy()
     out = np.empty([x.shape[d] for d in order], x.dtype).transpose(np.argsort(order))
