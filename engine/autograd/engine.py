@@ -386,11 +386,20 @@ def _steps(walk: _Walk) -> Iterator[BackwardStep]:
 
 
 def _run_plain(walk: _Walk) -> None:
-    """``backward()``'s and ``autograd.grad``'s walk while nobody watches: what ``_steps`` does, in
-    one loop that makes no steps (``_send`` inlined; ``grad``'s captured targets, and its pruning to
-    the nodes that reach them, as ``_steps`` has them; not ``backward(inputs=)``'s sinks). It stops
-    as soon as someone starts watching (a hook subscribes to ``backward_step`` or turns anomaly mode
-    on) and leaves the rest of the walk to ``_steps``.
+    """``backward()``'s and ``autograd.grad``'s walk without a generator: what ``_steps`` does, in
+    one loop (``_send`` and ``OpNode.run`` inlined; ``grad``'s captured targets, and its pruning
+    to the nodes that reach them, as ``_steps`` has them; not ``backward(inputs=)``'s sinks). It
+    stops as soon as anomaly mode is turned on (a hook may) and leaves the rest of the walk to
+    ``_steps``.
+
+    While ``backward_step`` has subscribers (a tape, a profiler, ``%tape on``), a node is *watched*
+    and its step is made and emitted here as ``_steps`` makes it, with the same index, content and
+    surroundings: the node is ``running_node()`` from its pre-hooks to its last gradient sent;
+    the event comes after it ran (timed from before its pre-hooks), under the caller's grad mode,
+    before its gradients are sent; the step stays alive while they are (what holds a gradient
+    decides whether a sum is done in place) and, for a leaf, the incoming gradients while it
+    accumulates (so ``.grad`` is a copy a subscriber's step does not share). The generator cost
+    some 8 us a node in a real step (its frames, thread-local reads and switch).
 
     A node whose run leaves exactly one node ready, and nothing else waiting, hands it on
     directly (``lane``): the heap orders only nodes that wait together, as along a chain none do."""
@@ -399,15 +408,18 @@ def _run_plain(walk: _Walk) -> None:
     release = not walk.retain_graph
     anomaly = _anomaly.STATE
     heappop, heappush = heapq.heappop, heapq.heappush
+    subscribers = _STEP_SUBSCRIBERS
     prev = GRAD.enabled
     GRAD.enabled = create_graph
     running = _RUNNING
     outer, running.walk = running.walk, walk
+    watching = running.nodes   # the running nodes' stack, while a watched node runs
     index = walk.index
     detached = DETACHED_IN_PLACE   # once set, OpNode.run re-grades the inputs (not inlined here)
     lane = None
+    step = watched = None
     try:
-        while (lane is not None or ready) and not _STEP_SUBSCRIBERS and not anomaly.enabled:
+        while (lane is not None or ready) and not anomaly.enabled:
             if lane is None:
                 node = heappop(ready)[1]
             elif ready:   # a skipped node's inputs became ready beside it: the heap orders them all
@@ -416,19 +428,41 @@ def _run_plain(walk: _Walk) -> None:
             else:
                 node, lane = lane, None
             grads = buffers.pop(node)
-            index += 1
+            if subscribers:
+                start = perf_counter_ns()
+                watching.append(node)
+                watched = node
             if node.pre_hooks is not None:
                 grads = _run_prehooks(node, grads)
             if capture is not None:   # grad(): a target's gradients are captured, a leaf's not accumulated
                 if node in targets:
                     _capture_grads(node, grads, capture)
-                if type(node) is AccumulateGrad or (runs is not None and node not in runs):
+                if runs is not None and node not in runs and type(node) is not AccumulateGrad:
+                    if watched is not None:   # only captured: no step
+                        watching.pop()
+                        watched = None
                     continue
             if type(node) is AccumulateGrad:
-                g = grads[0]
-                grads = None   # so _accumulate can tell when nobody else holds the gradient
-                _accumulate(node, g, create_graph)
-                g = None
+                if watched is None:
+                    if capture is None:
+                        g = grads[0]
+                        grads = None   # so _accumulate can tell when nobody else holds the gradient
+                        _accumulate(node, g, create_graph)
+                        g = None
+                    index += 1
+                    continue
+                if capture is None:
+                    _accumulate(node, grads[0], create_graph)   # as _steps calls it: the same references
+                GRAD.enabled = prev
+                step = BackwardStep(index, node, grads, (), start, perf_counter_ns() - start)
+                for fn in tuple(subscribers):
+                    fn(step)
+                step = grads = None
+                watching.pop()
+                watched = None
+                prev = GRAD.enabled
+                GRAD.enabled = create_graph
+                index += 1
                 continue
             edges = node.edges
             if node.hooks:
@@ -459,6 +493,12 @@ def _run_plain(walk: _Walk) -> None:
                 out = node.run(grads)
                 if len(out) != len(edges):
                     _wrong_count(node, out)
+            if watched is not None:   # as _steps: the event under the caller's grad mode, so the sends
+                GRAD.enabled = prev
+                step = BackwardStep(index, node, grads, out, start, perf_counter_ns() - start)
+                for fn in tuple(subscribers):
+                    fn(step)
+            index += 1
             grads = None
             for e, gi in zip(edges, out):
                 if e is None:
@@ -495,9 +535,17 @@ def _run_plain(walk: _Walk) -> None:
                     node.freed_by = "backward()"
                 else:
                     node.release()
+            if watched is not None:
+                step = None
+                watching.pop()
+                watched = None
+                prev = GRAD.enabled   # read per node, as _steps does: a subscriber may change modes
+                GRAD.enabled = create_graph
     finally:
-        if lane is not None:   # someone started watching, or a vjp raised: the walk keeps its node
+        if lane is not None:   # anomaly mode turned on, or a vjp raised: the walk keeps its node
             heappush(ready, (-lane.seq, lane))
+        if watched is not None:   # raised while a watched node ran: it runs no more
+            watching.pop()
         walk.index = index
         GRAD.enabled = prev
         running.walk = outer
@@ -734,7 +782,7 @@ def backward(tensors, grad_tensors=None, retain_graph: bool | None = None,
         _run_plain(walk)
         if not walk.ready:
             return
-    _drain(_steps(walk))  # all of it with inputs=, else what is left once someone watches
+    _drain(_steps(walk))  # all of it with inputs=, else what is left once anomaly mode is on
 
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph: bool | None = None,
@@ -783,7 +831,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph: bool | None = None,
     walk = _Walk(outputs, grad_outputs, retain_graph, create_graph, None, capture, False)
     _run_plain(walk)
     if walk.ready:
-        _drain(_steps(walk))   # what is left once someone watches
+        _drain(_steps(walk))   # what is left once anomaly mode is on
     return tuple(_result(capture[key], t, i, create_graph, allow_unused or materialize_grads,
                          materialize_grads) for i, (key, t) in enumerate(zip(keys, inputs)))
 

@@ -1,0 +1,243 @@
+"""What watching costs less of (issue 17, session 23): ``backward()`` and ``autograd.grad`` emit
+their ``backward_step`` events from the generator-free walk (``engine._run_plain``), and the
+events, their order, their content and their surroundings must be those of the generator walk
+(``engine._steps``, what ``backward_steps`` and the debugger run). Each case builds the same graph
+twice, walks it once each way with the same subscribers, and compares what they saw."""
+import numpy as np
+import pytest
+
+import tapelab as tl
+from tapelab import events
+from tapelab.autograd import engine
+from tapelab.base.grad_mode import STATE as GRAD
+
+
+def _arr(t):
+    return None if t is None else np.array(t.detach().numpy(), copy=True)
+
+
+def _same(a, b):
+    """Equal step records: names, indices, flags, and every array bit for bit."""
+    assert len(a) == len(b)
+    for x, y in zip(a, b):
+        assert type(x) is type(y)
+        if isinstance(x, (tuple, list)):
+            _same(x, y)
+        elif isinstance(x, np.ndarray):
+            assert x.dtype == y.dtype and x.shape == y.shape
+            np.testing.assert_array_equal(x, y)
+        else:
+            assert x == y
+
+
+def _watch(walk, *, keep=False):
+    """Run ``walk()`` while subscribed to ``backward_step`` and ``op``; return what was seen: per step
+    its index, name, whether it is ``running_node()``, the grad mode and graph task it saw, and its
+    gradients' values; per op its name and the running node's name. ``keep`` also holds each step
+    (as a view would), so a later sum in place would show in its values at the end."""
+    seen, kept = [], []
+
+    def on_step(step):
+        running = engine.running_node()
+        seen.append(("step", step.index, step.name, running is step.node, GRAD.enabled,
+                     engine.current_graph_task_id() >= 0,
+                     tuple(_arr(g) for g in step.grad_outputs), tuple(_arr(g) for g in step.grad_inputs),
+                     step.duration_ns >= 0 and step.start_ns > 0))
+        if keep:
+            kept.append(step)
+
+    def on_op(ev):
+        running = engine.running_node()
+        seen.append(("op", ev.op, running.name() if running is not None else None))
+
+    with events.subscribe("backward_step", on_step), events.subscribe("op", on_op):
+        walk()
+    if keep:
+        seen.append(tuple(tuple(_arr(g) for g in s.grad_inputs + tuple(s.grad_outputs)) for s in kept))
+    assert engine.running_node() is None
+    return seen
+
+
+def _both(build, plain, generator, **kw):
+    """``build()`` twice: walked by ``plain`` (the public call) and by ``generator`` (``_steps``)."""
+    a_graph, b_graph = build(), build()
+    a = _watch(lambda: plain(*a_graph), **kw)
+    b = _watch(lambda: generator(*b_graph), **kw)
+    assert any(r[0] == "step" for r in a)
+    _same(a, b)
+    return a_graph, b_graph
+
+
+def _gen(loss, **kw):
+    engine._drain(engine.backward_steps(loss, **kw))
+
+
+def _mlp(seed=0):
+    rng = np.random.default_rng(seed)
+    tl.manual_seed(seed)
+    model = tl.nn.Sequential(tl.nn.Linear(6, 5), tl.nn.ReLU(), tl.nn.Linear(5, 3))
+    x = tl.tensor(rng.standard_normal((4, 6)).astype(np.float32))
+    y = tl.tensor(rng.integers(0, 3, 4))
+    return model, tl.nn.functional.cross_entropy(model(x), y)
+
+
+@pytest.mark.parametrize("keep", [False, True])
+def test_mlp_step_events_equal_the_generators(keep):
+    (ma, la), (mb, lb) = _both(lambda: _mlp(), lambda m, loss: loss.backward(), lambda m, loss: _gen(loss), keep=keep)
+    for pa, pb in zip(ma.parameters(), mb.parameters()):
+        np.testing.assert_array_equal(pa.grad.numpy(), pb.grad.numpy())
+
+
+def _shared():
+    """One leaf reaching the loss four ways (sums into one buffer, in place where nothing else holds
+    it), an intermediate with a tensor hook and retain_grad, node pre- and post-hooks."""
+    x = tl.tensor(np.linspace(-1, 1, 6).reshape(2, 3), requires_grad=True)
+    h = x * x + x
+    h.retain_grad()
+    h.register_hook(lambda g: g * 2)
+    e = h.exp()
+    e.grad_fn.register_prehook(lambda gouts: (gouts[0] + 1,))
+    e.grad_fn.register_hook(lambda gins, gouts: (gins[0] * 3,))
+    loss = (e * x).sum() + h.sum()
+    return x, h, loss
+
+
+def test_hooks_sums_and_retain_grad_equal_the_generators():
+    (xa, ha, _), (xb, hb, _) = _both(_shared, lambda x, h, loss: loss.backward(), lambda x, h, loss: _gen(loss),
+                                     keep=True)
+    np.testing.assert_array_equal(xa.grad.numpy(), xb.grad.numpy())
+    np.testing.assert_array_equal(ha.grad.numpy(), hb.grad.numpy())
+    assert np.isfinite(xa.grad.numpy()).all() and np.abs(xa.grad.numpy()).sum() > 0
+
+
+def test_retain_graph_twice_and_create_graph_equal_the_generators():
+    def twice(x, h, loss, walk):
+        walk(loss, retain_graph=True)
+        walk(loss, create_graph=True)
+
+    (xa, _, _), (xb, _, _) = _both(_shared, lambda *g: twice(*g, lambda l, **kw: l.backward(**kw)),
+                                   lambda *g: twice(*g, _gen))
+    assert xa.grad.requires_grad and xb.grad.requires_grad   # the second pass recorded its graph
+    np.testing.assert_array_equal(xa.grad.detach().numpy(), xb.grad.detach().numpy())
+
+
+def test_leaf_grad_ownership_equals_the_generators():
+    """A leaf's ``.grad`` is the step's incoming gradient or a copy of it: the same on both walks."""
+    def run(walk):
+        x = tl.tensor([1.0, 2.0, 3.0], requires_grad=True)
+        steps = []
+        with events.subscribe("backward_step", steps.append):
+            walk((x * 2).sum())
+        leaf = [s for s in steps if s.name == "AccumulateGrad"]
+        assert len(leaf) == 1
+        return leaf[0].grad_outputs[0] is x.grad, x.grad.numpy().tolist()
+
+    assert run(lambda l: l.backward()) == run(_gen)
+    assert run(_gen)[1] == [2.0, 2.0, 2.0]
+
+
+def test_grad_capture_and_pruning_equal_the_generators():
+    """``autograd.grad`` of a leaf, an intermediate and a second leaf: a captured leaf makes a step
+    (nothing accumulated), a captured node that leads to no other target does not run and makes
+    no step, and the steps after it count on from the last step."""
+    def build():
+        w = tl.tensor(np.arange(6.0).reshape(2, 3), requires_grad=True)
+        u = tl.tensor(np.ones((2, 3)), requires_grad=True)
+        v = u * 5                  # created first: its node runs after h's
+        h = (w * 3).tanh()
+        return w, u, h, (h * h).sum() + v.sum()
+
+    def plain(w, u, h, loss):
+        return tl.autograd.grad(loss, [h, u])
+
+    def generator(w, u, h, loss):
+        capture = {(h.grad_fn, 0): None, (u._accumulator(), 0): None}
+        engine._drain(engine.backward_steps(loss, _capture=capture))
+        return tuple(capture.values())
+
+    out = {}
+    (wa, ua, ha, la), (wb, ub, hb, lb) = _both(build, lambda *g: out.setdefault("a", plain(*g)),
+                                               lambda *g: out.setdefault("b", generator(*g)))
+    for ga, gb in zip(out["a"], out["b"]):
+        np.testing.assert_array_equal(ga.numpy(), gb.numpy())
+    np.testing.assert_array_equal(out["a"][1].numpy(), np.full((2, 3), 5.0))
+    assert wa.grad is None and ua.grad is None   # grad() accumulates nothing
+    steps = [(r[1], r[2]) for r in _watch(lambda: plain(*build())) if r[0] == "step"]
+    assert "TanhBackward0" not in [name for _, name in steps]
+    assert steps[-2:] == [(len(steps) - 2, "MulBackward0"), (len(steps) - 1, "AccumulateGrad")]
+
+
+def test_step_events_under_no_grad_see_the_callers_mode():
+    """The walk runs vjps with grad off (no create_graph); a subscriber sees the caller's mode."""
+    def walk(loss):
+        with tl.no_grad():
+            loss.backward()
+
+    x = tl.tensor([1.0, 2.0], requires_grad=True)
+    seen = []
+    with events.subscribe("backward_step", lambda s: seen.append(GRAD.enabled)):
+        (x * x).sum().backward()
+        walk((x * x).sum())
+    assert seen == [True] * 3 + [False] * 3
+    assert GRAD.enabled
+
+
+class _Boom(Exception):
+    pass
+
+
+def test_error_mid_walk_leaves_the_tape_usable():
+    """A hook raising in the middle of a watched walk: the steps before it were emitted as on the
+    generator walk, nothing is left running, and a tape records the next forward ops as forward."""
+    def build():
+        x = tl.tensor([1.0, -2.0, 3.0], requires_grad=True)
+        h = (x * 2).exp()
+        h.register_hook(lambda g: (_ for _ in ()).throw(_Boom()))
+        return x, (h * 3).sum()
+
+    def expect_boom(walk):
+        with pytest.raises(_Boom):
+            walk()
+
+    a, b = build(), build()
+    sa = _watch(lambda: expect_boom(lambda: a[1].backward()))
+    sb = _watch(lambda: expect_boom(lambda: _gen(b[1])))
+    _same(sa, sb)
+    assert [r[2] for r in sa if r[0] == "step"] == ["SumBackward0", "MulBackward0"]
+    assert engine.running_node() is None and engine.current_graph_task_id() == -1 and GRAD.enabled
+    with tl.tape() as t:
+        y = a[0] * 5
+        y.sum().backward()
+    assert [(n.kind, n.op, n.phase) for n in t.nodes][:2] == [("forward", "mul", "forward"), ("forward", "sum", "forward")]
+    assert [n.op for n in t.nodes if n.kind == "backward"] == ["SumBackward0", "MulBackward0",
+                                                               "AccumulateGrad"]
+    np.testing.assert_array_equal(a[0].grad.numpy(), [5.0, 5.0, 5.0])
+
+
+def test_subscribing_and_anomaly_mode_mid_walk_keep_the_indices():
+    """A hook that starts a subscription, one that stops it, and one that turns anomaly mode on
+    (the rest of the walk goes to the generator): the indices count every step either way."""
+    def build(log):
+        x = tl.tensor([0.5, 1.5], requires_grad=True)
+        a = x * 2
+        b = a.sin()
+        c = b * b
+        subs = []
+        a.register_hook(lambda g: tl.autograd.set_detect_anomaly(True) and None)
+        b.register_hook(lambda g: subs[0].unsubscribe())
+        c.register_hook(lambda g: subs.append(events.subscribe("backward_step", lambda s: log.append(("late", s.index, s.name)))))
+        return c.sum()
+
+    logs = []
+    for walk in (lambda l: l.backward(), _gen):
+        log = []
+        loss = build(log)
+        with events.subscribe("backward_step", lambda s: log.append(("all", s.index, s.name))):
+            try:
+                walk(loss)
+            finally:
+                tl.autograd.set_detect_anomaly(False)
+        logs.append(log)
+    assert logs[0] == logs[1]
+    assert [r[1] for r in logs[0] if r[0] == "all"] == [0, 1, 2, 3, 4]
+    assert ("late", 1, "MulBackward0") in logs[0] and not any(r[0] == "late" and r[1] > 1 for r in logs[0])
