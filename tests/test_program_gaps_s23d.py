@@ -1,6 +1,7 @@
-"""Gaps found in session 23 (helper D) running meta-learning, differential-privacy and tabular/scientific
-libraries unchanged under ``install_aliases()`` (opacus, higher, torchopt, torch.func MAML and
-ensembling programs), each pattern written here directly and checked against PyTorch 2.13."""
+"""Gaps found in session 23 (helper D) running opacus, higher, torchopt, pykeen, pytorch-tabnet, deepxde,
+torch-ema, pytorch-msssim, rtdl (revisiting-models, num-embeddings) and torch.func MAML/ensembling
+programs unchanged under ``install_aliases()``, each pattern written here directly (none of those
+libraries is imported) and checked against PyTorch 2.13."""
 from __future__ import annotations
 
 import numpy as np
