@@ -33,6 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from ..base import runtime
+from ..base.disk_cache import cache_dir, write_atomically
 from ..base.pool import ranges, run_blocks
 from .kernel import Kernel
 from .symbolic import Sym
@@ -60,19 +61,6 @@ _INFIX = {"add": "+", "subtract": "-", "multiply": "*", "divide": "/", "less": "
 _F32 = {"exp": "exp32", "log": "log32", "tanh": "tanh32", "erf": "erf32"}
 _CALL = {"maximum": "maximum", "minimum": "minimum", "erf": "math.erf", "erfc": "math.erfc",
          "absolute": "abs", "logical_not": "not "}
-
-
-def cache_dir() -> Path:
-    root = os.environ.get("TAPELAB_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "tapelab",
-                                                                "compile")
-    return Path(root)
-
-
-def write_atomically(path: Path, data: bytes) -> None:
-    """``data`` into ``path`` through a temporary and a rename: another process may read it meanwhile."""
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
 
 
 def numba_available() -> bool:

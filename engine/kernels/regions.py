@@ -9,7 +9,7 @@ where the pool's hand-off ate the gain (bench/README.md, issue 17, sessions 18-2
 One mechanism for every loop: each loop is written once, as the serial numba function it is, and
 its *region* is a generated twin whose ``prange`` runs one block a thread, each block the serial
 loop on its slice of rows (``rows``) or its ``lo, hi`` range (``spans``). The twin is source text
-written to the cache directory (``compiler.cpu.cache_dir()/regions``) and imported from there, so
+written to the cache directory (``base/disk_cache.cache_dir()/regions``) and imported from there, so
 numba's on-disk cache (``cache=True``) keeps its machine code across processes: a twin built as
 a closure or taking the loop as an argument is keyed by the loop object's identity and compiles
 again in every process (~1-2 s each). The file's name holds a digest of the template and of the
@@ -33,6 +33,8 @@ import threading
 import numpy as np
 from numba import njit, prange
 from numba.core.errors import NumbaError
+
+from ..base.disk_cache import cache_dir, write_atomically
 
 __all__ = ["parts", "rows", "spans"]
 
@@ -172,7 +174,6 @@ def _make(loop, params: list, call: list):
     source = _TEMPLATE.format(what=what, params=", ".join(params), call=", ".join(call))
     try:
         digest = hashlib.sha256((source + _source_digest(py)).encode()).hexdigest()[:20]
-        from ..compiler.cpu import cache_dir, write_atomically
         folder = cache_dir() / "regions"
         folder.mkdir(parents=True, exist_ok=True)
         path = folder / f"region_{py.__name__.strip('_')}_{digest}.py"
