@@ -133,7 +133,7 @@ def test_leaf_grad_ownership_equals_the_generators():
         return leaf[0].grad_outputs[0] is x.grad, x.grad.numpy().tolist()
 
     assert run(lambda l: l.backward()) == run(_gen)
-    assert run(_gen)[1] == [2.0, 2.0, 2.0]
+    assert run(_gen) == (False, [2.0, 2.0, 2.0])   # a copy: the step a view holds is not the .grad
 
 
 def test_grad_capture_and_pruning_equal_the_generators():
@@ -241,3 +241,114 @@ def test_subscribing_and_anomaly_mode_mid_walk_keep_the_indices():
     assert logs[0] == logs[1]
     assert [r[1] for r in logs[0] if r[0] == "all"] == [0, 1, 2, 3, 4]
     assert ("late", 1, "MulBackward0") in logs[0] and not any(r[0] == "late" and r[1] > 1 for r in logs[0])
+
+
+# ---------------------------------------------------------------- scope names after module surgery
+# A root's walk of its modules' names is kept until a module's children change anywhere (or
+# another root names modules it shares); each change below must show in the next recording.
+class _Net(tl.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body = tl.nn.Sequential(tl.nn.Linear(3, 3), tl.nn.ReLU())
+        self.head = tl.nn.Linear(3, 2)
+
+    def forward(self, x):
+        for m in self.body:
+            x = m(x)
+        return self.head(x)
+
+
+def _paths(model, x=None):
+    """The module path of each op ``model(x)`` records on a tape."""
+    with tl.tape() as t:
+        model(tl.ones(2, 3) if x is None else x)
+    return [(n.op, n.module) for n in t.nodes if n.kind == "forward"]
+
+
+def _named_params(model):
+    from tapelab.nn.modules.module import parameter_names
+    names = parameter_names()
+    return sorted(names[p._uid()] for p in model.parameters())
+
+
+def test_scope_names_follow_children_added_removed_replaced_renamed():
+    net = _Net()
+    assert _paths(net) == [("linear", "body.0"), ("relu", "body.1"), ("linear", "head")]
+    assert _paths(net) == [("linear", "body.0"), ("relu", "body.1"), ("linear", "head")]   # the kept names
+    net.body.append(tl.nn.Tanh())                                   # added (a container's setitem)
+    assert _paths(net)[2] == ("tanh", "body.2")
+    del net.body[1]                                                 # removed: the Tanh renumbered
+    assert _paths(net) == [("linear", "body.0"), ("tanh", "body.1"), ("linear", "head")]
+    net.head = tl.nn.Linear(3, 4)                                   # replaced by assignment
+    assert _paths(net)[-1] == ("linear", "head")
+    assert _named_params(net) == ["body.0.bias", "body.0.weight", "head.bias", "head.weight"]
+    net._modules["out"] = net._modules.pop("head")                  # renamed the way libraries do it
+    net.forward = lambda x: net.out(net.body[1](net.body[0](x)))
+    assert _paths(net) == [("linear", "body.0"), ("tanh", "body.1"), ("linear", "out")]
+    net.body._modules["0"] = tl.nn.Sequential(tl.nn.Linear(3, 3))  # a library's direct write, one level down
+    assert _paths(net)[0] == ("linear", "body.0.0")
+    net.add_module("extra", net.out)                                # a second name: the first one stays
+    assert _paths(net)[-1] == ("linear", "out")
+    net._modules.pop("out")                                          # the first name gone: the second shows
+    net.forward = lambda x: net.extra(net.body[1](net.body[0](x)))
+    assert _paths(net)[-1] == ("linear", "extra")
+    net.add_module("again", net.extra)
+    assert _paths(net)[-1] == ("linear", "extra")
+    delattr(net, "extra")
+    net.forward = lambda x: net.again(net.body[1](net.body[0](x)))
+    assert _paths(net)[-1] == ("linear", "again")
+
+
+def test_scope_names_after_a_child_called_alone_and_a_replaced_modules_dict():
+    net = _Net()
+    _paths(net)
+    assert _paths(net.head, tl.ones(2, 3)) == [("linear", "")]      # the child as a root of its own
+    assert _paths(net)[-1] == ("linear", "head")                    # named from the outer root again
+    body = net.body
+    body._modules = {"a": body._modules["0"], "b": body._modules["1"]}   # a plain dict: walked each call
+    assert _paths(net)[:2] == [("linear", "body.a"), ("relu", "body.b")]
+    body._modules["c"] = body._modules.pop("a")
+    assert _paths(net)[:2] == [("relu", "body.b"), ("linear", "body.c")]   # c is now last
+
+
+def test_scope_names_of_copies():
+    import copy
+    import pickle
+    net = _Net()
+    _paths(net)
+    for clone in (copy.deepcopy(net), pickle.loads(pickle.dumps(net))):
+        assert clone.__dict__["_tape_names"] is not net.__dict__["_tape_names"]
+        clone.body.insert(0, tl.nn.Identity())
+        assert _paths(clone) == [("linear", "body.1"), ("relu", "body.2"), ("linear", "head")]
+    assert _paths(net) == [("linear", "body.0"), ("relu", "body.1"), ("linear", "head")]
+
+
+def test_scope_names_are_kept_while_nothing_changes():
+    """The point of keeping them: a watched call after one that walked walks nothing (a walk
+    replaces the token), until something changes."""
+    net = _Net()
+    _paths(net)
+    token = net.__dict__["_tape_names"]
+    _paths(net)
+    assert net.__dict__["_tape_names"] is token
+    tl.nn.Sequential(tl.nn.ReLU())   # a module built elsewhere: a children dict changed, so a walk again
+    _paths(net)
+    assert net.__dict__["_tape_names"] is not token
+
+
+class _Labelled(_Net):
+    """Names its tree its own way (from ``label``, which is no child): walked on every call."""
+
+    label = "a"
+
+    def named_modules(self, memo=None, prefix="", remove_duplicate=True):
+        for name, m in super().named_modules(memo, prefix, remove_duplicate):
+            yield (f"{self.label}.{name}" if name else name), m
+
+
+def test_scope_names_of_a_module_with_its_own_named_modules():
+    net = _Labelled()
+    assert _paths(net)[-1] == ("linear", "a.head")
+    net.label = "b"
+    assert _paths(net)[-1] == ("linear", "b.head")
+    assert net.__dict__["_tape_names"] is None

@@ -45,6 +45,58 @@ _PARAMETER_READERS: list[Callable] = []   # innermost last; see ``reading_parame
 # name the parameters they see from them (``parameter_names``), never the dispatcher.
 _CALLED_ROOTS: "weakref.WeakSet[Module]" = weakref.WeakSet()
 
+# The scope names a root's walk gave (``Module._name_tree``) stay right until a module's children
+# change anywhere or another root's walk renames modules they share. ``_NAMES[0]`` is a token
+# replaced on each such change; a root keeps the token its walk saw and walks again only when the
+# token is no longer the current one (a step's forward then skips the walk: a model's
+# ``named_modules`` each call was 0.6 us a module). A token is a bare object, so a pickled or
+# copied root's token is never the current one.
+_NAMES = [object()]
+
+
+def _names_changed() -> None:
+    _NAMES[0] = object()
+
+
+class _Children(dict):
+    """A module's ``_modules``: a dict that tells ``_NAMES`` of each change (a child added,
+    removed, renamed or replaced, whoever writes it: ``__setattr__``, ``add_module``, the
+    containers, or a library writing ``parent._modules[name] = new``)."""
+
+    __slots__ = ()
+
+    def __setitem__(self, key, value):
+        _names_changed()
+        dict.__setitem__(self, key, value)
+
+    def __delitem__(self, key):
+        _names_changed()
+        dict.__delitem__(self, key)
+
+    def __ior__(self, other):
+        _names_changed()
+        return dict.__ior__(self, other)
+
+    def pop(self, *args):
+        _names_changed()
+        return dict.pop(self, *args)
+
+    def popitem(self):
+        _names_changed()
+        return dict.popitem(self)
+
+    def clear(self):
+        _names_changed()
+        dict.clear(self)
+
+    def update(self, *args, **kwargs):
+        _names_changed()
+        dict.update(self, *args, **kwargs)
+
+    def setdefault(self, key, default=None):
+        _names_changed()
+        return dict.setdefault(self, key, default)
+
 
 def parameter_names() -> dict[int, str]:
     """The qualified name (``encoder.layers.0.linear1.weight``) of each parameter of the modules
@@ -100,7 +152,7 @@ class Module(StateDict):
         d["_parameters"] = {}
         d["_buffers"] = {}
         d["_non_persistent_buffers_set"] = set()
-        d["_modules"] = {}
+        d["_modules"] = _Children()
         d["_forward_pre_hooks"] = OrderedDict()
         d["_forward_pre_hooks_with_kwargs"] = {}
         d["_forward_hooks"] = OrderedDict()
@@ -136,14 +188,27 @@ class Module(StateDict):
         """This module's path from the outermost module being called; names are walked lazily."""
         path = STATE.module_path
         if not path:
-            for name, m in self.named_modules():
-                m.__dict__["_tape_name"] = name
-            _CALLED_ROOTS.add(self)
+            if self.__dict__.get("_tape_names") is not _NAMES[0]:
+                self._name_tree()
             return ""
         name = self.__dict__.get("_tape_name")
         if name is None:
             name = f"{path[-1]}.{type(self).__name__}" if path[-1] else type(self).__name__
         return name
+
+    def _name_tree(self) -> None:
+        """Name every module below this root by its path (``_tape_name``), and keep the token the
+        names are valid under: only where every ``_modules`` on the way tells of its changes and
+        none has its own ``named_modules`` (else the walk runs each call, as it always did)."""
+        tracked = True
+        for name, m in self.named_modules():
+            d = m.__dict__
+            d["_tape_name"] = name
+            if type(d.get("_modules")) is not _Children or type(m).named_modules is not _NAMED_MODULES:
+                tracked = False
+        _CALLED_ROOTS.add(self)
+        _names_changed()   # other roots' names of modules shared with this one may have changed
+        self.__dict__["_tape_names"] = _NAMES[0] if tracked else None
 
     def _call_with_hooks(self, args: tuple, kwargs: dict):
         for hid, hook in tuple(self._forward_pre_hooks.items()):
@@ -348,6 +413,8 @@ class Module(StateDict):
                 self._forget(name)
             self.register_buffer(name, value, persistent)
         else:
+            if name == "_modules":
+                _names_changed()
             object.__setattr__(self, name, value)
 
     def _forget(self, name: str, keep: str | None = None) -> None:
@@ -553,6 +620,8 @@ class Module(StateDict):
                 s += "\n  " + "\n  ".join(lines) + "\n"
         return s + ")"
 
+
+_NAMED_MODULES = Module.named_modules   # a subclass overriding it names its tree its own way
 
 def _insert(hooks: OrderedDict, key: int, hook: Callable, prepend: bool) -> None:
     hooks[key] = hook
