@@ -225,3 +225,29 @@ def test_clone_of_sparse_tensors_as_pytorch():
         got[lib] = [coo.clone().to_dense().numpy(), csr.clone().to_dense().numpy(), str(coo.clone().layout).split(".")[-1]]
     for a, b in zip(got[tapelab], got[torch]):
         np.testing.assert_array_equal(a, b)
+
+
+# ---------------------------------------------------------------- a size argument left out
+_NO_SIZE = {
+    "view": lambda L, x: x.view(), "reshape": lambda L, x: x.reshape(), "permute": lambda L, x: x.permute(),
+    "repeat": lambda L, x: x.repeat(), "flip": lambda L, x: x.flip(), "torch.flip": lambda L, x: L.flip(x),
+    "torch.reshape": lambda L, x: L.reshape(x), "torch.permute": lambda L, x: L.permute(x),
+}
+
+
+@pytest.mark.parametrize("call", sorted(_NO_SIZE))
+def test_a_missing_size_is_pytorchs_type_error(call):
+    got = {}
+    for lib in (torch, tapelab):
+        with pytest.raises(TypeError) as info:
+            _NO_SIZE[call](lib, lib.ones(2, 3))
+        got[lib] = str(info.value).split("\n")[0]
+    assert got[tapelab] == got[torch]
+
+
+def test_empty_sizes_still_work_as_pytorch():
+    for lib in (torch, tapelab):
+        x, s = lib.ones(2, 3), lib.tensor(5.0)
+        assert tuple(x.flip(()).shape) == (2, 3) and tuple(s.reshape(()).shape) == () and tuple(s.view(()).shape) == ()
+        assert tuple(s.permute(()).shape) == () and tuple(s.expand(()).shape) == () and tuple(s.repeat(()).shape) == ()
+        assert tuple(x.view(size=(3, 2)).shape) == (3, 2) and tuple(x.reshape(shape=(6,)).shape) == (6,)

@@ -112,7 +112,7 @@ def align(plain: Tensor, have: list, levels: list) -> Tensor:
     x = plain.reshape(tuple(plain.shape[:len(have)]) + (1,) * len(missing) + logical) if missing else plain
     perm = [order.index(lv) for lv, _ in levels]
     if perm != list(range(len(perm))):
-        x = x.permute(*perm, *range(len(perm), x.dim()))
+        x = x.permute((*perm, *range(len(perm), x.dim())))
     return x.expand(*[n for _, n in levels], *logical)
 
 
@@ -758,7 +758,7 @@ def _index(mode, op, args, params):
     if first == 0:
         return out
     perm = [0, *range(1 + nd, 1 + nd + first), *range(1, 1 + nd), *range(1 + nd + first, out.dim())]
-    return out.permute(*perm)
+    return out.permute(tuple(perm))
 
 
 def _index_put(mode, op, args, params):

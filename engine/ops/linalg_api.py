@@ -574,7 +574,7 @@ def tensorinv(A, ind: int = 2, *, out=None):
     if math.prod(left) != math.prod(right):
         raise RuntimeError(f"Expected self to satisfy the requirement prod(self.shape[ind:]) == "
                            f"prod(self.shape[:ind]), but got {math.prod(right)} != {math.prod(left)}")
-    return inv(A.reshape(math.prod(left), math.prod(right))).reshape(*right, *left)
+    return inv(A.reshape(math.prod(left), math.prod(right))).reshape((*right, *left))
 
 
 def tensorsolve(A, B, dims=None, *, out=None):
@@ -584,7 +584,7 @@ def tensorsolve(A, B, dims=None, *, out=None):
         A = A.movedim(dims, list(range(A.ndim - len(dims), A.ndim)))
     rest = tuple(A.shape[B.ndim:])
     X = solve(A.reshape(B.numel(), math.prod(rest)), B.reshape(-1))
-    return X.reshape(*rest)
+    return X.reshape(tuple(rest))
 
 
 def vander(x, *, N: int | None = None):

@@ -331,6 +331,18 @@ def _shape_arg(shape) -> tuple:
     return tuple(map(_index, shape))
 
 
+def _sizes(args: tuple, given, op: str, name: str) -> tuple:
+    """The sizes or dims an op takes as varargs, one sequence or a keyword (``x.view(2, 3)``,
+    ``x.view((2, 3))``, ``x.view(size=(2, 3))``); none at all is PyTorch's TypeError (``()`` is a size)."""
+    if given is not None:
+        return _shape_arg((given,))
+    if not args:
+        raise TypeError(f"{op}() received an invalid combination of arguments - got (), but expected one of:\n"
+                        " * (torch.dtype dtype)\n * (tuple of ints size)\n" if op == "view" else
+                        f'{op}() missing 1 required positional arguments: "{name}"')
+    return _shape_arg(args)
+
+
 def _infer(shape: tuple, numel: int, op: str, have) -> tuple:
     if -1 not in shape:
         if math.prod(shape) == numel and (not shape or min(shape) >= 0):   # (min's default= keyword: 2x the call)
@@ -380,7 +392,7 @@ def reshape(input: Tensor, *args, shape=None) -> Tensor:
     if _DISPATCH.functions is not None and has_tensor_like((input, *args, shape)):
         return handle_torch_function(reshape, (input, *args, shape), input, *args, shape=shape)
     data = input._data
-    shape = _shape_arg(args if shape is None else (shape,))   # reshape(2, 3), reshape((2, 3)), reshape(shape=...)
+    shape = _sizes(args, shape, "reshape", "shape")   # reshape(2, 3), reshape((2, 3)), reshape(shape=...)
     return _reshaped(apply(_reshape, input, shape=_infer(shape, data.size, "reshape", data.shape)), input)
 
 
@@ -392,7 +404,7 @@ def view(input: Tensor, *args, size=None, dtype=None) -> Tensor:
         _check_view_dtype(input, to)
         return _mark(apply(_view_dtype, input, to=to), input)
     data = input._data
-    shape = _infer(_shape_arg(args if size is None else (size,)), data.size, "view", data.shape)
+    shape = _infer(_sizes(args, size, "view", "size"), data.size, "view", data.shape)
     if not data.flags.c_contiguous and not _viewable(data.shape, data.strides, shape):
         raise RuntimeError(f"view size is not compatible with input tensor's size and stride (at least "
                            f"one dimension spans across two contiguous subspaces). Use .reshape(...) "
@@ -426,7 +438,7 @@ def reshape_as(input: Tensor, other: Tensor) -> Tensor:
 def permute(input: Tensor, *args, dims=None) -> Tensor:
     if _DISPATCH.functions is not None and has_tensor_like((input, *args, dims)):
         return handle_torch_function(permute, (input, *args, dims), input, *args, dims=dims)
-    dims = _shape_arg(args if dims is None else (dims,))
+    dims = _sizes(args, dims, "permute", "dims")
     if len(dims) != input.ndim:
         raise RuntimeError(f"permute(sparse_coo): number of dimensions in the tensor input does not match "
                            f"the length of the desired ordering of dimensions i.e. input.dim() = "
@@ -479,7 +491,7 @@ moveaxis = movedim
 
 
 def expand(input: Tensor, *args, size=None) -> Tensor:
-    sizes = _shape_arg(args if size is None else (size,))
+    sizes = _shape_arg(args if size is None else (size,))   # expand(*()) of a 0-d shape: internal callers
     have = input._data.shape
     if len(sizes) < len(have):
         raise RuntimeError(f"expand: the number of sizes provided ({len(sizes)}) must be greater or "
@@ -988,7 +1000,7 @@ _clone = Op("clone", _clone_fwd, lambda g, out, x, **_: (g,), saves=NONE, aliase
 
 
 def repeat(input: Tensor, *args, repeats=None) -> Tensor:
-    reps = _shape_arg(args if repeats is None else (repeats,))
+    reps = _sizes(args, repeats, "repeat", "repeats")
     if len(reps) < input.ndim:
         raise RuntimeError("Number of dimensions of repeat dims can not be smaller than number of "
                            f"dimensions of tensor (repeat {list(reps)} of a {input.ndim}-D tensor)")
@@ -1007,7 +1019,7 @@ def tile(input: Tensor, dims) -> Tensor:
 def flip(input: Tensor, *args, dims=None) -> Tensor:
     if _DISPATCH.functions is not None and has_tensor_like((input, *args, dims)):
         return handle_torch_function(flip, (input, *args, dims), input, *args, dims=dims)
-    wrapped = tuple(_wrap_dim(d, input.ndim, "flip") for d in _shape_arg(args if dims is None else (dims,)))
+    wrapped = tuple(_wrap_dim(d, input.ndim, "flip") for d in _sizes(args, dims, "flip", "dims"))
     if len(set(wrapped)) != len(wrapped):
         raise RuntimeError(f"dim {next(d for d in wrapped if wrapped.count(d) > 1)} appears multiple times "
                            f"in the list of dims")
