@@ -1,4 +1,4 @@
-"""Gaps found in session 23 (helper B) running ultralytics (YOLOv8), open_clip, sentence-transformers, neuraloperator, nflows, torchcde/torchdyn, lightly and einx under tapelab, each pattern written directly and checked against PyTorch 2.13."""
+"""Gaps found in session 23 (helper B) running ultralytics (YOLOv8 build, loss, train, export), open_clip, sentence-transformers, neuraloperator, nflows, torchcde, torchdyn, lightly, einx and transformers' Whisper/CLIP/T5/Wav2Vec2 under tapelab, each pattern written directly and checked against PyTorch 2.13."""
 from __future__ import annotations
 
 import numpy as np
