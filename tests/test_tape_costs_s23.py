@@ -122,7 +122,8 @@ def test_retain_graph_twice_and_create_graph_equal_the_generators():
 
 
 def test_leaf_grad_ownership_equals_the_generators():
-    """A leaf's ``.grad`` is the step's incoming gradient or a copy of it: the same on both walks."""
+    """A leaf's ``.grad`` is the step's incoming gradient or a copy of it: the same on both walks
+    (a copy here, where the subscriber holds every step; owned under a tape, below)."""
     def run(walk):
         x = tl.tensor([1.0, 2.0, 3.0], requires_grad=True)
         steps = []
@@ -133,7 +134,7 @@ def test_leaf_grad_ownership_equals_the_generators():
         return leaf[0].grad_outputs[0] is x.grad, x.grad.numpy().tolist()
 
     assert run(lambda l: l.backward()) == run(_gen)
-    assert run(_gen) == (False, [2.0, 2.0, 2.0])   # a copy: the step a view holds is not the .grad
+    assert run(_gen) == (False, [2.0, 2.0, 2.0])   # a copy: the subscriber kept the step that sent it
 
 
 def test_grad_capture_and_pruning_equal_the_generators():
@@ -352,3 +353,17 @@ def test_scope_names_of_a_module_with_its_own_named_modules():
     net.label = "b"
     assert _paths(net)[-1] == ("linear", "b.head")
     assert net.__dict__["_tape_names"] is None
+
+
+def test_a_tape_leaves_leaf_gradients_owned():
+    """A tape holds no gradient, so a leaf's ``.grad`` is the gradient the walk made, not a copy
+    (a copy per parameter per step would be a memcpy of the whole model under every recording)."""
+    model, loss = _mlp()
+    seen = []
+
+    def on_step(step):
+        if step.name == "AccumulateGrad":
+            seen.append(step.grad_outputs[0] is step.node.variable.grad)
+    with tl.tape(), events.subscribe("backward_step", on_step):
+        loss.backward()
+    assert seen == [True] * 4

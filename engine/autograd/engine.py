@@ -397,9 +397,11 @@ def _run_plain(walk: _Walk) -> None:
     surroundings: the node is ``running_node()`` from its pre-hooks to its last gradient sent;
     the event comes after it ran (timed from before its pre-hooks), under the caller's grad mode,
     before its gradients are sent; the step stays alive while they are (what holds a gradient
-    decides whether a sum is done in place) and, for a leaf, the incoming gradients while it
-    accumulates (so ``.grad`` is a copy a subscriber's step does not share). The generator cost
-    some 8 us a node in a real step (its frames, thread-local reads and switch).
+    decides whether a sum is done in place); a leaf accumulates before its step is made, holding
+    what ``_steps`` holds, so ``.grad`` takes the gradient exactly where it would there (not where
+    a subscriber kept the step that sent it: then a copy). Handing the walk to the generator cost
+    its frames, thread-local reads and switch per node (34-node chain under a subscriber: 241 ->
+    201 us, ``bench/ab_watched_backward.py``).
 
     A node whose run leaves exactly one node ready, and nothing else waiting, hands it on
     directly (``lane``): the heap orders only nodes that wait together, as along a chain none do."""
