@@ -367,3 +367,35 @@ def test_a_tape_leaves_leaf_gradients_owned():
     with tl.tape(), events.subscribe("backward_step", on_step):
         loss.backward()
     assert seen == [True] * 4
+
+
+def test_a_hook_registered_during_forward_runs_from_the_next_call_watched_or_not():
+    """Module.__call__ looks at the hooks once, before forward, while watched too (it no longer goes
+    through _call_with_hooks for a module without hooks): as PyTorch, and as the unwatched call."""
+    import torch
+
+    def make(nn):
+        class Late(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.lin = nn.Linear(2, 2)
+                self.calls = []
+
+            def forward(self, x):
+                if not self._forward_hooks:
+                    self.register_forward_hook(lambda m, a, out: self.calls.append("hook"))
+                self.calls.append("forward")
+                return self.lin(x)
+        return Late()
+
+    want = make(torch.nn)
+    for _ in range(2):
+        want(torch.ones(1, 2))
+    for watched in (False, True):
+        got = make(tl.nn)
+        for _ in range(2):
+            if watched:
+                _paths(got, tl.ones(1, 2))
+            else:
+                got(tl.ones(1, 2))
+        assert got.calls == want.calls == ["forward", "forward", "hook"]

@@ -173,8 +173,14 @@ class Module(StateDict):
             return self._call_with_hooks(args, kwargs)
         if STATE.modes:
             return STATE.modes[-1].call_module(self, self._call_in_scope, args, kwargs)
-        with module_scope(self._scope_name()):
-            return self._call_with_hooks(args, kwargs)
+        path = STATE.module_path   # module_scope, inlined: a watched forward pays it per module
+        path.append(self._scope_name())
+        try:
+            if self._forward_pre_hooks or self._forward_hooks or self._backward_hooks or self._backward_pre_hooks:
+                return self._call_with_hooks(args, kwargs)
+            return self.forward(*args, **kwargs)   # as unwatched: hooks are looked at once, before forward
+        finally:
+            path.pop()
 
     __call__.__doc__ = ("Run ``forward`` with this module's hooks (and its name on the tape); "
                         "an active ``dispatch.Mode`` decides through its ``call_module`` hook.")
