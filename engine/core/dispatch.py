@@ -513,6 +513,7 @@ def _compile(op):
                     versions = ((1, vb),) if vb else _V1
                 else:
                     versions = ((0, va),) if va else _V0
+        # _op_node's body written out (one frame less per recorded op); the two fill the same slots
         node = _new(op.node_type or node_type(op, args, params))
         if save_output:   # the output's version too (a view's is its input's)
             ov = out_vc[0]
@@ -559,7 +560,8 @@ def _compile_factory(op):
 
 def _op_node(op, args, params, edges, out, out_vc, versions, save_output) -> OpNode:
     """A recorded op's node, its slots filled directly (no ``__init__`` frame on the hot path):
-    what the backward reads, and the version of every value it will read."""
+    what the backward reads, and the version of every value it will read. The compiled path
+    (``_compile``'s ``run``) fills the same slots inline: change both together."""
     node = _new(op.node_type or node_type(op, args, params))
     if save_output:
         if versions is None:
