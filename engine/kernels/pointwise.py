@@ -316,12 +316,14 @@ def _block() -> int:
 
 def aten_map1(loop, x):
     """``aten_map(loop, (x,), ())`` with less Python on the small call (a third of a microsecond)."""
-    if x.size < PARALLEL_MIN and x.flags.c_contiguous:
-        out = np.empty_like(x)
+    n = x.size
+    if n < PARALLEL_MIN and x.flags.c_contiguous:
         if x.ndim == 1:
-            loop(x, out, _BLOCK[0] or _block(), x.size)
-        else:
-            loop(x.reshape(-1), out.reshape(-1), _BLOCK[0] or _block(), x.size)
+            out = np.empty(n, x.dtype)
+            loop(x, out, _BLOCK[0] or _block(), n)
+        else:   # the result owns its memory (a view's base is read by graphs and views)
+            out = np.empty_like(x)
+            loop(x.reshape(-1), out.reshape(-1), _BLOCK[0] or _block(), n)
         return out
     return aten_map(loop, (x,), ())
 

@@ -317,11 +317,12 @@ def _sigmoid_fwd(xp, a):
     loop: ~5x faster than the formula's four passes on small tensors, no overflow warning); the formula
     otherwise (and for the compiler's symbolic arrays, which read the formula), where exp(-a) overflowing
     to inf gives exactly 0, as PyTorch does."""
-    if type(a) is np.ndarray and a.dtype.char in "fd":
-        if a.dtype.char == "f" and a.size and xp is np and kernels.enabled():   # ATen's float32 loop, bit for bit
+    if type(a) is np.ndarray:
+        if a.dtype is _F32 and a.size and xp is np and kernels.enabled():   # ATen's float32 loop, bit for bit
             loops = kernels.loops("pointwise")
             return loops.aten_map1(loops.sigmoid, a)
-        return _special(xp).expit(a)
+        if a.dtype.char in "fd":
+            return _special(xp).expit(a)
     if a.dtype in REDUCED_NP:   # PyTorch computes it in float32 and rounds once
         return in_opmath(_sigmoid_fwd, xp, a)
     return 1 / (1 + xp.exp(-a))
