@@ -381,9 +381,12 @@ class Module(StateDict):
             if _PARAMETER_READERS:
                 return _PARAMETER_READERS[-1](self, name, params[name])
             return params[name]
-        for store in ("_buffers", "_modules"):
-            if store in d and name in d[store]:
-                return d[store][name]
+        buffers = d.get("_buffers")
+        if buffers is not None and name in buffers:
+            return buffers[name]
+        modules = d.get("_modules")   # each store read once: a child is the common hit
+        if modules is not None and name in modules:
+            return modules[name]
         raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
 
     def __setattr__(self, name: str, value) -> None:
