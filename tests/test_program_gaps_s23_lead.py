@@ -251,3 +251,20 @@ def test_empty_sizes_still_work_as_pytorch():
         assert tuple(x.flip(()).shape) == (2, 3) and tuple(s.reshape(()).shape) == () and tuple(s.view(()).shape) == ()
         assert tuple(s.permute(()).shape) == () and tuple(s.expand(()).shape) == () and tuple(s.repeat(()).shape) == ()
         assert tuple(x.view(size=(3, 2)).shape) == (3, 2) and tuple(x.reshape(shape=(6,)).shape) == (6,)
+
+
+# ---------------------------------------------------------------- equal dtypes that are other objects
+# A float32 dtype object that equals numpy's but is not it (unpickled from a checkpoint, deep-copied):
+# the ordered sum and sigmoid's exact loop tested the dtype by identity and fell back to numpy's order.
+def test_sum_and_sigmoid_of_an_unpickled_dtype_as_pytorch():
+    import pickle
+    other = pickle.loads(pickle.dumps(np.dtype(np.float32)))
+    assert other is not np.dtype(np.float32) and other == np.dtype(np.float32)
+    data = np.random.default_rng(3).standard_normal((64, 30)).astype(other)
+    assert data.dtype is other
+    got = {}
+    for lib in (torch, tapelab):
+        x = lib.tensor(data) if lib is torch else lib.from_numpy(data)
+        got[lib] = [x.sum().numpy(), x.sum(0).numpy(), x.mean().numpy(), x.sigmoid().numpy()]
+    for a, b in zip(got[tapelab], got[torch]):
+        np.testing.assert_array_equal(a, b)

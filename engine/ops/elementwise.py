@@ -318,7 +318,7 @@ def _sigmoid_fwd(xp, a):
     otherwise (and for the compiler's symbolic arrays, which read the formula), where exp(-a) overflowing
     to inf gives exactly 0, as PyTorch does."""
     if type(a) is np.ndarray:
-        if a.dtype is _F32 and a.size and xp is np and kernels.enabled():   # ATen's float32 loop, bit for bit
+        if a.dtype == _F32 and a.size and xp is np and kernels.enabled():   # ATen's float32 loop, bit for bit
             loops = kernels.loops("pointwise")
             return loops.aten_map1(loops.sigmoid, a)
         if a.dtype.char in "fd":

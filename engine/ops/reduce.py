@@ -187,14 +187,14 @@ def pick(op: Op, input: Tensor, idx: Tensor, dim: int, keepdim: bool):
 # ---------------------------------------------------------------- sum, mean, prod
 _add_reduce = np.add.reduce
 _empty = np.empty
-_F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
+_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))   # equal dtypes need not be these objects
 
 
 def _sum_in_order(xp, x, dims, keepdim: bool, dtype):
     """The sum over all (of a contiguous or densely permuted array), the trailing or the leading dims
     of a contiguous cpu float32/float64 array in ATen's order (``kernels/sum_order.py``: a printed
     loss, metric or bias gradient rounds as PyTorch's), or None where numpy's sum is used (other dtypes, layouts and dims, empty arrays, cupy)."""
-    if type(x) is not np.ndarray or (x.dtype is not _F32 and x.dtype is not _F64) or not x.size or (
+    if type(x) is not np.ndarray or x.dtype not in _FLOATS or not x.size or (
             dtype is not None and dtype != x.dtype) or not kernels.enabled():
         return None
     contiguous = x.flags.c_contiguous
