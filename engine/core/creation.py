@@ -213,6 +213,15 @@ def _fill(size: tuple, value, dtype, dev: Device, requires_grad: bool) -> Tensor
     return _finish(_allocate(FULL, size, dtype or get_default_dtype(), dev, fill_value=value), requires_grad)
 
 
+def _fill_like(input, value, dtype, device, requires_grad: bool) -> Tensor:
+    """``value`` in a tensor like ``input``, laid out in its memory order (``_laid_out_like``)."""
+    size, dt, dev = _like(input, dtype, device)
+    laid = _laid_out_like(input, size, dt, dev)
+    if laid is not None:
+        return _finish(laid.fill_(value), requires_grad)
+    return _fill(size, value, dt, dev, requires_grad)
+
+
 def zeros(*shape, size=None, dtype=None, device=None, requires_grad: bool = False,
           layout=None, pin_memory: bool = False, out=None) -> Tensor:
     _strided("zeros", layout)
@@ -290,11 +299,7 @@ def zeros_like(input, *, dtype=None, device=None, requires_grad: bool = False, l
     if type(input._data) is CompressedArray:
         return _compressed_like(input, 0, dtype, layout, requires_grad)
     _strided("zeros_like", layout)
-    size, dt, dev = _like(input, dtype, device)
-    laid = _laid_out_like(input, size, dt, dev)
-    if laid is not None:
-        return _finish(laid.fill_(0), requires_grad)
-    return _fill(size, 0, dt, dev, requires_grad)
+    return _fill_like(input, 0, dtype, device, requires_grad)
 
 
 def ones_like(input, *, dtype=None, device=None, requires_grad: bool = False, layout=None, **_) -> Tensor:
@@ -304,11 +309,7 @@ def ones_like(input, *, dtype=None, device=None, requires_grad: bool = False, la
     if type(input._data) is CompressedArray:
         return _compressed_like(input, 1, dtype, layout, requires_grad)
     _strided("ones_like", layout)
-    size, dt, dev = _like(input, dtype, device)
-    laid = _laid_out_like(input, size, dt, dev)
-    if laid is not None:
-        return _finish(laid.fill_(1), requires_grad)
-    return _fill(size, 1, dt, dev, requires_grad)
+    return _fill_like(input, 1, dtype, device, requires_grad)
 
 
 def full_like(input, fill_value, *, dtype=None, device=None, requires_grad: bool = False, layout=None, **_) -> Tensor:
@@ -318,11 +319,7 @@ def full_like(input, fill_value, *, dtype=None, device=None, requires_grad: bool
     if type(input._data) is CompressedArray:
         return _compressed_like(input, fill_value, dtype, layout, requires_grad)
     _strided("full_like", layout)
-    size, dt, dev = _like(input, dtype, device)
-    laid = _laid_out_like(input, size, dt, dev)
-    if laid is not None:
-        return _finish(laid.fill_(fill_value), requires_grad)
-    return _fill(size, fill_value, dt, dev, requires_grad)
+    return _fill_like(input, fill_value, dtype, device, requires_grad)
 
 
 def empty_like(input, *, dtype=None, device=None, requires_grad: bool = False, layout=None, **_) -> Tensor:

@@ -836,11 +836,16 @@ def _relaid(out: np.ndarray, xs: list, layout) -> np.ndarray:
     order = orders.pop() if len(orders) == 1 else None
     if order is None:
         return np.ascontiguousarray(out)
-    want = np.empty([out.shape[d] for d in order], out.dtype).transpose(np.argsort(order))
+    want = _empty_in_order(out.shape, out.dtype, order)
     if want.strides == out.strides:
         return out
     want[...] = out
     return want
+
+
+def _empty_in_order(shape: tuple, dtype, order: tuple) -> np.ndarray:
+    """An empty array of ``shape`` whose dims lie in memory in ``order`` (outermost first)."""
+    return np.empty([shape[d] for d in order], dtype).transpose(np.argsort(order))
 
 
 def _steps(x: np.ndarray) -> tuple:
@@ -990,7 +995,7 @@ def _clone_fwd(xp, x, *, contiguous: bool = False):
     order = None if contiguous or type(x) is not np.ndarray else memory_order(x)   # not a sparse array's
     if order is None:
         return x.copy()
-    out = np.empty([x.shape[d] for d in order], x.dtype).transpose(np.argsort(order))
+    out = _empty_in_order(x.shape, x.dtype, order)
     out[...] = x
     return out
 
