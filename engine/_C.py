@@ -18,11 +18,40 @@ from .ops.convert import _parse_to_args
 __all__ = ["Generator", "_get_tracing_state", "_log_api_usage_once", "_get_cudnn_enabled", "DisableTorchFunction",
            "DisableTorchFunctionSubclass", "_disabled_torch_function_impl", "_is_torch_function_mode_enabled",
            "_len_torch_function_stack", "_TensorMeta", "_nn", "_are_functorch_transforms_active", "_functorch",
-           "_current_graph_task_id", "_will_engine_execute_node", "ScriptFunction", "ScriptMethod", "TensorType"]
+           "_current_graph_task_id", "_will_engine_execute_node", "ScriptFunction", "ScriptMethod", "TensorType",
+           "Graph", "Node", "Value", "Block", "Type"]
 
 class ScriptMethod:
     """The type of a TorchScript method: ``jit.script`` hands back Python code, so nothing is one
     (torchview's ``__torch_function__`` names a function by ``func.name`` only for these)."""
+
+
+class _IRObject:
+    """TorchScript's graph IR: ``jit.trace`` and ``jit.script`` hand back Python code, so no graph is
+    built and none of these is ever made (PyTorch's have no constructor either); programs name them
+    in annotations and imports (snntorch's ``from torch._C import Value``, ONNX symbolics' ``g: Graph``)."""
+
+    def __new__(cls, *args, **kwargs):
+        raise TypeError(f"torch._C.{cls.__name__}: No constructor defined!")
+
+
+Node, Value, Block, Type = (type(_name, (_IRObject,), {"__module__": "torch"})
+                            for _name in ("Node", "Value", "Block", "Type"))
+
+
+class Graph:
+    """A TorchScript graph; the only one tapelab makes is ``torch.Graph()``'s empty graph."""
+    __module__ = "torch"
+
+    def nodes(self):
+        return iter(())
+
+    inputs = outputs = nodes
+
+    def __str__(self) -> str:
+        return "graph():\n  return ()\n"
+
+    __repr__ = __str__
 
 
 class TensorType:
