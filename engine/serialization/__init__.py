@@ -29,6 +29,7 @@ from typing import Any, BinaryIO, TypeAlias
 
 from . import _legacy, _safetensors, _zipformat
 from ..base.device import device
+from ..core import storage as _storages
 from ._atomic import atomic_write
 from ._errors import CheckpointError
 from ._pickler import TorchPickler, pickler_class
@@ -39,7 +40,8 @@ from ._weights_only import (WeightsOnlyUnpickler, add_safe_globals, allowed_glob
                             failure_message, get_safe_globals, safe_globals)
 
 __all__ = ["save", "load", "CheckpointError", "add_safe_globals", "get_safe_globals", "clear_safe_globals",
-           "safe_globals", "get_unsafe_globals_in_checkpoint", "DEFAULT_PROTOCOL", "PyTorchFileReader"]
+           "safe_globals", "get_unsafe_globals_in_checkpoint", "DEFAULT_PROTOCOL", "PyTorchFileReader",
+           "location_tag", "normalize_storage_type"]
 
 DEFAULT_PROTOCOL = 2  # PyTorch's: protocol-2 pickles load in every PyTorch version
 # the type of ``load``'s ``map_location``, as PyTorch names it (pyro's param store annotates with it)
@@ -195,3 +197,15 @@ def get_unsafe_globals_in_checkpoint(f: str | os.PathLike | BinaryIO) -> list[st
             except pickle.UnpicklingError:
                 unsafe.add(f"{module}.{name}")
     return sorted(unsafe)
+
+
+# ---------------------------------------------------------------- the names custom checkpoint writers use
+# litgpt's incremental saver pickles storages itself and names them as ``torch.save`` does.
+def location_tag(storage) -> str:
+    """The location ``save`` records for ``storage`` (``'cpu'``, ``'meta'``): its device's name."""
+    return str(storage.device)
+
+
+def normalize_storage_type(storage_type: type) -> type:
+    """The public storage class of that name (``UntypedStorage``, ``TypedStorage``)."""
+    return getattr(_storages, storage_type.__name__)
