@@ -25,3 +25,48 @@ def test_torchscript_graph_type_is_an_empty_graph():
         assert m.Graph is m._C.Graph and type(g).__module__ == "torch"
         assert str(g) == "graph():\n  return ()\n"
         assert list(g.nodes()) == list(g.inputs()) == list(g.outputs()) == []
+
+
+_BUILTIN_NODE_FUNCTIONS = [f"_{kind}_{fn}" for kind in ("tuple", "list", "dict", "namedtuple", "ordereddict",
+                                                         "defaultdict", "deque")
+                           for fn in ("flatten", "unflatten", "flatten_with_keys")]
+
+
+def _tree_roundtrip(m, name):
+    """norse's pattern: a namedtuple state class registered by hand with the built-in namedtuple functions,
+    then mapped over (``tree_map_only``) and flattened with key paths."""
+    import collections
+    pt = m.utils._pytree
+    State = collections.namedtuple(f"State{name}", "v i")
+    Sub = type(f"Sub{name}", (State,), {})
+    pt.register_pytree_node(Sub, pt._namedtuple_flatten, pt._namedtuple_unflatten,
+                            flatten_with_keys_fn=pt._namedtuple_flatten_with_keys)
+    tree = {"a": Sub(m.ones(2), [m.zeros(1), 3]), "b": State(m.ones(1), collections.deque([m.ones(1)], maxlen=4))}
+    mapped = pt.tree_map_only(m.Tensor, lambda t: t + 1, tree)
+    leaves, spec = pt.tree_flatten(mapped)
+    paths = [pt.keystr(p) for p, _ in pt.tree_flatten_with_path(tree)[0]]
+    rebuilt = pt.tree_unflatten(leaves, spec)
+    return ([x.tolist() if isinstance(x, m.Tensor) else x for x in leaves], paths, type(rebuilt["a"]) is Sub,
+            type(rebuilt["b"]) is State, rebuilt["b"].i.maxlen, collections.namedtuple in pt.SUPPORTED_NODES)
+
+
+def test_pytree_builtin_node_functions_under_pytorchs_names():
+    """``torch.utils._pytree._namedtuple_flatten`` and its siblings (norse imports them to register its
+    state tuples) exist with PyTorch's results, and a namedtuple class registered by hand with them
+    flattens, maps and rebuilds as under PyTorch."""
+    import collections
+    for name in _BUILTIN_NODE_FUNCTIONS:
+        if hasattr(torch.utils._pytree, name):
+            assert callable(getattr(tapelab.utils._pytree, name)), name
+    P = collections.namedtuple("P", "a b")
+    d = collections.defaultdict(list, {"x": 1})
+    for value, kind in [((1, 2), "tuple"), ([1, 2], "list"), ({"k": 1}, "dict"), (P(1, 2), "namedtuple"),
+                        (collections.OrderedDict(k=1), "ordereddict"), (d, "defaultdict"),
+                        (collections.deque([1, 2], maxlen=3), "deque")]:
+        got = [getattr(m.utils._pytree, f"_{kind}_flatten")(value) for m in (torch, tapelab)]
+        assert got[0] == got[1], kind
+        keyed = [getattr(m.utils._pytree, f"_{kind}_flatten_with_keys")(value) for m in (torch, tapelab)]
+        assert [str(k) for k, _ in keyed[0][0]] == [str(k) for k, _ in keyed[1][0]] and keyed[0][1] == keyed[1][1]
+        rebuilt = getattr(tapelab.utils._pytree, f"_{kind}_unflatten")(*got[1])
+        assert type(rebuilt) is type(value) and rebuilt == value, kind
+    assert _tree_roundtrip(torch, "T") == _tree_roundtrip(tapelab, "L")

@@ -81,13 +81,30 @@ def register_pytree_node(cls: type, flatten_fn: Callable, unflatten_fn: Callable
 _register_pytree_node = register_pytree_node      # the older private name libraries still call
 
 
+# The built-in containers' functions under PyTorch's private names, which libraries register their own
+# types with (norse's state namedtuples: ``register_pytree_node(cls, _namedtuple_flatten, _namedtuple_unflatten)``).
+def _seq_flatten(seq):
+    return list(seq), None
+
+
+def _seq_flatten_with_keys(seq):
+    return [(SequenceKey(i), v) for i, v in enumerate(seq)], None
+
+
+def _tuple_unflatten(values, context) -> tuple:
+    return tuple(values)
+
+
+def _list_unflatten(values, context) -> list:
+    return list(values)
+
+
 def _dict_flatten(d):
     return list(d.values()), list(d.keys())
 
 
 def _dict_flatten_with_keys(d):
-    """``_dict_flatten`` with each child paired with its ``MappingKey`` (libraries register their
-    dict-like types with it)."""
+    """``_dict_flatten`` with each child paired with its ``MappingKey``."""
     values, keys = _dict_flatten(d)
     return [(MappingKey(k), v) for k, v in zip(keys, values)], keys
 
@@ -96,24 +113,60 @@ def _dict_unflatten(values, context) -> dict:
     return dict(zip(context, values))
 
 
-def _seq_flatten_with_keys(seq):
-    return [(SequenceKey(i), v) for i, v in enumerate(seq)], None
+def _namedtuple_flatten(d):
+    return list(d), type(d)
 
 
-register_pytree_node(tuple, lambda t: (list(t), None), lambda children, _: tuple(children),
-                     flatten_with_keys_fn=_seq_flatten_with_keys)
-register_pytree_node(list, lambda t: (list(t), None), lambda children, _: list(children),
-                     flatten_with_keys_fn=_seq_flatten_with_keys)
+def _namedtuple_flatten_with_keys(d):
+    return [(GetAttrKey(f), v) for f, v in zip(type(d)._fields, d)], type(d)
+
+
+def _namedtuple_unflatten(values, context):
+    return context(*values)
+
+
+def _ordereddict_unflatten(values, context) -> collections.OrderedDict:
+    return collections.OrderedDict(zip(context, values))
+
+
+def _defaultdict_flatten(d):
+    return list(d.values()), [d.default_factory, list(d.keys())]
+
+
+def _defaultdict_flatten_with_keys(d):
+    return _dict_flatten_with_keys(d)[0], [d.default_factory, list(d.keys())]
+
+
+def _defaultdict_unflatten(values, context) -> collections.defaultdict:
+    return collections.defaultdict(context[0], zip(context[1], values))
+
+
+def _deque_flatten(d):
+    return list(d), d.maxlen
+
+
+def _deque_flatten_with_keys(d):
+    return _seq_flatten_with_keys(d)[0], d.maxlen
+
+
+def _deque_unflatten(values, context) -> collections.deque:
+    return collections.deque(values, maxlen=context)
+
+
+_tuple_flatten = _list_flatten = _seq_flatten
+_tuple_flatten_with_keys = _list_flatten_with_keys = _seq_flatten_with_keys
+_ordereddict_flatten, _ordereddict_flatten_with_keys = _dict_flatten, _dict_flatten_with_keys
+register_pytree_node(tuple, _tuple_flatten, _tuple_unflatten, flatten_with_keys_fn=_tuple_flatten_with_keys)
+register_pytree_node(list, _list_flatten, _list_unflatten, flatten_with_keys_fn=_list_flatten_with_keys)
 register_pytree_node(dict, _dict_flatten, _dict_unflatten, flatten_with_keys_fn=_dict_flatten_with_keys)
-register_pytree_node(collections.OrderedDict, _dict_flatten,
-                     lambda children, keys: collections.OrderedDict(zip(keys, children)),
-                     flatten_with_keys_fn=_dict_flatten_with_keys)
-register_pytree_node(collections.defaultdict, lambda d: (list(d.values()), (d.default_factory, list(d.keys()))),
-                     lambda children, ctx: collections.defaultdict(ctx[0], zip(ctx[1], children)),
-                     flatten_with_keys_fn=_dict_flatten_with_keys)
-register_pytree_node(collections.deque, lambda d: (list(d), d.maxlen),
-                     lambda children, maxlen: collections.deque(children, maxlen=maxlen),
-                     flatten_with_keys_fn=_seq_flatten_with_keys)
+# every namedtuple class is one node type, keyed by ``collections.namedtuple`` as in PyTorch's registry
+register_pytree_node(collections.namedtuple, _namedtuple_flatten, _namedtuple_unflatten,
+                     flatten_with_keys_fn=_namedtuple_flatten_with_keys)
+register_pytree_node(collections.OrderedDict, _ordereddict_flatten, _ordereddict_unflatten,
+                     flatten_with_keys_fn=_ordereddict_flatten_with_keys)
+register_pytree_node(collections.defaultdict, _defaultdict_flatten, _defaultdict_unflatten,
+                     flatten_with_keys_fn=_defaultdict_flatten_with_keys)
+register_pytree_node(collections.deque, _deque_flatten, _deque_unflatten, flatten_with_keys_fn=_deque_flatten_with_keys)
 
 
 def is_namedtuple(obj) -> bool:
@@ -127,7 +180,7 @@ def _node_type(tree) -> type | None:
     if cls in SUPPORTED_NODES:
         return cls
     if is_namedtuple(cls):
-        return collections.namedtuple    # sentinel: the context is the class
+        return collections.namedtuple    # the registry's key for every namedtuple class
     return None
 
 
@@ -206,10 +259,7 @@ def tree_flatten(tree, is_leaf: Callable | None = None) -> tuple[list, TreeSpec]
         if kind is None:
             leaves.append(node)
             return _LEAF_SPEC
-        if kind is collections.namedtuple:
-            children, context = list(node), type(node)
-        else:
-            children, context = SUPPORTED_NODES[kind].flatten_fn(node)
+        children, context = SUPPORTED_NODES[kind].flatten_fn(node)
         return TreeSpec(kind, context, [walk(c) for c in children])
     spec = walk(tree)
     return leaves, spec
@@ -217,8 +267,6 @@ def tree_flatten(tree, is_leaf: Callable | None = None) -> tuple[list, TreeSpec]
 
 def _keyed_children(node, kind) -> list:
     """``[(key, child), ...]`` of a container node, for the ``*_with_path`` functions."""
-    if kind is collections.namedtuple:
-        return [(GetAttrKey(f), getattr(node, f)) for f in type(node)._fields]
     entry = SUPPORTED_NODES[kind]
     if entry.flatten_with_keys_fn is not None:
         return entry.flatten_with_keys_fn(node)[0]
@@ -268,10 +316,7 @@ def tree_unflatten(leaves, treespec: TreeSpec):
     def build(spec: TreeSpec):
         if spec.is_leaf():
             return next(it)
-        children = [build(c) for c in spec.children_specs]
-        if spec.type is collections.namedtuple:
-            return spec.context(*children)
-        return SUPPORTED_NODES[spec.type].unflatten_fn(children, spec.context)
+        return SUPPORTED_NODES[spec.type].unflatten_fn([build(c) for c in spec.children_specs], spec.context)
     return build(treespec)
 
 
