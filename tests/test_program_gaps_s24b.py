@@ -70,3 +70,57 @@ def test_pytree_builtin_node_functions_under_pytorchs_names():
         rebuilt = getattr(tapelab.utils._pytree, f"_{kind}_unflatten")(*got[1])
         assert type(rebuilt) is type(value) and rebuilt == value, kind
     assert _tree_roundtrip(torch, "T") == _tree_roundtrip(tapelab, "L")
+
+
+def _activation_checkpointing(m):
+    """A model whose blocks are wrapped by ``apply_activation_checkpointing``: names, keys, gradients, a
+    state dict saved before wrapping loaded after, the reentrant form with keyword arguments, a custom
+    ``checkpoint_fn`` with its keywords, offloading and a size-based policy."""
+    import functools
+    import importlib
+    cw = importlib.import_module(m.__name__ + ".distributed.algorithms._checkpoint.checkpoint_wrapper")
+    wrap = importlib.import_module(m.__name__ + ".distributed.fsdp.wrap")
+    m.manual_seed(0)
+
+    class Block(m.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin, self.norm = m.nn.Linear(4, 4), m.nn.LayerNorm(4)
+
+        def forward(self, x, scale=1.0):
+            return self.norm(m.tanh(self.lin(x))) * scale
+
+    model = m.nn.Sequential(m.nn.Linear(3, 4), Block(), Block(), m.nn.Linear(4, 2))
+    saved = {k: v.clone() for k, v in model.state_dict().items()}
+    cw.apply_activation_checkpointing(model, check_fn=lambda mod: isinstance(mod, Block))
+    model(m.randn(5, 3, requires_grad=True)).sum().backward()
+    grads = [round(p.grad.sum().item(), 4) + 0.0 for p in model.parameters()]
+    model.load_state_dict(saved)
+    reentrant = cw.checkpoint_wrapper(Block(), checkpoint_impl=cw.CheckpointImpl.REENTRANT)
+    x = m.randn(2, 4, requires_grad=True)
+    reentrant(x, scale=2.0).sum().backward()
+    custom = cw.checkpoint_wrapper(m.nn.Linear(2, 2), checkpoint_fn=lambda f, *a, extra: f(*a) * extra, extra=3.0)
+    offload = cw.offload_wrapper(m.nn.Linear(4, 1))
+    offload(m.ones(2, 4)).sum().backward()
+    nested = m.nn.Sequential(m.nn.Linear(3, 3), m.nn.Sequential(m.nn.Linear(3, 3), m.nn.Linear(3, 3)))
+    cw.apply_activation_checkpointing(nested, auto_wrap_policy=functools.partial(
+        wrap.size_based_auto_wrap_policy, min_num_params=10))
+    return ([n for n, _ in model.named_parameters()], list(model.state_dict()), [type(c).__name__ for c in model],
+            grads, round(model[1].lin.weight.sum().item(), 5), [n for n, _ in model[1].named_parameters()],
+            round(x.grad.sum().item(), 4), custom.checkpoint_fn.keywords, round(custom(m.ones(1, 2)).sum().item(), 5),
+            offload.weight.grad.tolist(), [type(c).__name__ for c in nested.modules()])
+
+
+def test_checkpoint_wrapper_and_apply_activation_checkpointing():
+    """spikingjelly's ``memopt`` imports ``checkpoint_wrapper`` from
+    ``torch.distributed.algorithms._checkpoint.checkpoint_wrapper`` (its whole model zoo failed to
+    import); the wrappers keep the unwrapped module's keys and compute what PyTorch's do."""
+    assert _activation_checkpointing(torch) == _activation_checkpointing(tapelab)
+
+
+def test_activation_wrapper_is_abstract():
+    import importlib
+    for m in (torch, tapelab):
+        cw = importlib.import_module(m.__name__ + ".distributed.algorithms._checkpoint.checkpoint_wrapper")
+        with pytest.raises(TypeError, match="abstract class ActivationWrapper"):
+            cw.ActivationWrapper(m.nn.Linear(1, 1))
