@@ -124,3 +124,16 @@ def test_activation_wrapper_is_abstract():
         cw = importlib.import_module(m.__name__ + ".distributed.algorithms._checkpoint.checkpoint_wrapper")
         with pytest.raises(TypeError, match="abstract class ActivationWrapper"):
             cw.ActivationWrapper(m.nn.Linear(1, 1))
+
+
+def test_vision_internally_replaced_utils_loads_through_the_hub(tmp_path):
+    """spikingjelly's ``spiking_resnet`` falls back to ``from torchvision._internally_replaced_utils import
+    load_state_dict_from_url``; it is the hub's function (torchvision itself is not installed beside the
+    oracle, so the check is against ``torch.hub``'s loader reading the same file)."""
+    from tapelab.vision._internally_replaced_utils import load_state_dict_from_url
+    assert load_state_dict_from_url is tapelab.hub.load_state_dict_from_url
+    torch.save({"w": torch.arange(3.0)}, tmp_path / "w.pth")
+    url = (tmp_path / "w.pth").as_uri()
+    got = load_state_dict_from_url(url, model_dir=str(tmp_path / "tl"), progress=False)
+    want = torch.hub.load_state_dict_from_url(url, model_dir=str(tmp_path / "pt"), progress=False)
+    assert got["w"].tolist() == want["w"].tolist() == [0.0, 1.0, 2.0]
