@@ -22,6 +22,7 @@ from .autograd import anomaly as _anomaly
 from .base import dtype as _dtype
 from .base import runtime as _runtime
 from .core import creation
+from .core.arguments import refuse_non_tensors
 from .core.storage import UntypedStorage
 from .core.tensor import Tensor
 from . import compiler as _compiler
@@ -53,7 +54,12 @@ def _method_as_function(name: str):
     def fn(input, *args, **kwargs):
         if _DISPATCH.functions is not None and has_tensor_like((input, *args, *kwargs.values())):
             return handle_torch_function(fn, (input, *args, *kwargs.values()), input, *args, **kwargs)
-        return getattr(input, name)(*args, **kwargs)
+        try:
+            method = getattr(input, name)
+        except AttributeError:
+            refuse_non_tensors(name, input)
+            raise
+        return method(*args, **kwargs)
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = f"``input.{name}(...)`` as a function, as ``torch.{name}``."
     return fn
@@ -144,8 +150,12 @@ def _copy_of(view: str):
     def fn(input, *args, **kwargs):
         if _DISPATCH.functions is not None and has_tensor_like((input, *args, *kwargs.values())):
             return handle_torch_function(fn, (input, *args, *kwargs.values()), input, *args, **kwargs)
-        out = getattr(input, view)(*args, **kwargs)
-        return tuple(t.clone() for t in out) if isinstance(out, (tuple, list)) else out.clone()
+        try:
+            out = getattr(input, view)(*args, **kwargs)
+            return tuple(t.clone() for t in out) if isinstance(out, (tuple, list)) else out.clone()
+        except (AttributeError, TypeError, ValueError):   # numpy's and str's methods of the same names
+            refuse_non_tensors(fn.__name__, input)
+            raise
     fn.__name__ = fn.__qualname__ = f"{view}_copy"
     fn.__doc__ = f"``input.{view}(...)`` copied out (no memory shared), as ``torch.{view}_copy``."
     return fn

@@ -37,6 +37,7 @@ from ..base.dispatch_state import LOCAL, STATE
 from ..base.dtype import _BY_NP, BFLOAT16_NP, FLOATING_KINDS, INEXACT_KINDS, get_default_dtype, result_type
 from ..base.grad_mode import GRAD_OFF
 from ..base.iter_order import in_iterator_order
+from .arguments import not_tensor
 from .factories import TENSOR, host_array
 from .node import OpNode, _seq as _node_seq, edge_to, node_type
 from .registry import ALL, NONE, OTHERS, Op, _c_order
@@ -306,33 +307,45 @@ def unary(op: Op) -> Callable[[Tensor], Tensor]:
 
 
 _SEQUENCES = (list, tuple)
+_OPERATOR_CASTS = (list, tuple, np.ndarray)   # what ``operand`` changes
 
 
-def refused_operand(other) -> bool:
-    """Whether a Tensor operator (``t * other``, ``t += other``) returns NotImplemented for ``other``: a
-    list or tuple, which PyTorch's argument parser takes as neither a Tensor nor a Scalar, so that the
-    operand's own reflected method runs (a tuple subclass's ``__rmul__``, as zuko's ``NestedTensor``
-    in ``dt * state``) or Python raises its TypeError (``unsupported operand type(s)``).
-    ``torch.mul(t, [1, 2])`` itself still takes the list as a tensor."""
-    return other.__class__ is not Tensor and isinstance(other, _SEQUENCES)
+def operand(other):
+    """A Tensor operator's other operand (``t * other``, ``t += other``) as the dispatcher takes it.
+    NotImplemented for a list or tuple, which PyTorch's argument parser takes as neither a Tensor nor a
+    Scalar, so that the operand's own reflected method runs (a tuple subclass's ``__rmul__``, as zuko's
+    ``NestedTensor`` in ``dt * state``) or Python raises its TypeError (``unsupported operand type(s)``);
+    a numpy array becomes a cpu tensor, as PyTorch's ``t + a`` computes (its operator hands the array
+    to numpy, whose result comes back a tensor), where ``torch.add(t, a)`` refuses it."""
+    if other.__class__ is Tensor:
+        return other
+    if isinstance(other, _SEQUENCES):
+        return NotImplemented
+    if isinstance(other, np.ndarray):
+        return apply(TENSOR, data=host_array(other, None), device=CPU)
+    return other
 
 
 def binary(op: Op, reflected: bool = False) -> Callable[[Tensor, object], Tensor]:
     """A Tensor operator method, ``apply(op, self, other)`` (``op(other, self)`` when
     ``reflected``), calling the op's compiled path itself as ``unary`` does; NotImplemented for
-    a ``refused_operand``."""
+    what ``operand`` refuses, and a numpy array made a tensor as there."""
     if reflected:
         def method(self, other):
-            if other.__class__ is not Tensor and isinstance(other, _SEQUENCES):  # refused_operand, inline
-                return NotImplemented
+            if other.__class__ is not Tensor and isinstance(other, _OPERATOR_CASTS):   # operand(), inline
+                other = operand(other)
+                if other is NotImplemented:
+                    return other
             fast = op.fast
             if fast and not STATE.slow:
                 return fast((other, self), {})
             return apply(op, other, self)
     else:
         def method(self, other):
-            if other.__class__ is not Tensor and isinstance(other, _SEQUENCES):  # refused_operand, inline
-                return NotImplemented
+            if other.__class__ is not Tensor and isinstance(other, _OPERATOR_CASTS):   # operand(), inline
+                other = operand(other)
+                if other is NotImplemented:
+                    return other
             fast = op.fast
             if fast and not STATE.slow:
                 return fast((self, other), {})
@@ -631,8 +644,18 @@ def eager(op, args, params, fwd=None):
 def _no_tensor(op, args) -> TypeError:
     """PyTorch's refusal of an op given numbers only (``torch.maximum(7, 2)``); ``add``, ``sub``, ``mul``
     and the divisions make their first number a tensor before they get here, as PyTorch's parser does."""
-    first = type(args[0]).__name__ if args else "NoneType"
-    return TypeError(f"{op.name}(): argument 'input' (position 1) must be Tensor, not {first}")
+    return not_tensor(args[0] if args else None, op.name)
+
+
+# operands PyTorch's parser takes neither as a Tensor nor as a Scalar (``torch.add(t, np.ones(3))``,
+# ``torch.exp([1.0])``); the operators that take a numpy array (``t + a``) make it a tensor first (``operand``)
+_NOT_OPERANDS = (np.ndarray, list, tuple, str)
+
+
+def _non_operand(op, args, a) -> TypeError:
+    """PyTorch's refusal of the operand ``a`` of ``args``, by its position (``core/arguments.py``)."""
+    position = next(i for i, x in enumerate(args) if x is a) + 1
+    return not_tensor(a, op.name, position)
 
 
 def _general(op, args, params, fwd):
@@ -661,10 +684,12 @@ def _general(op, args, params, fwd):
                 flt = True
             elif type(a) is not int and type(a) is not bool:
                 mixed = True
+                if isinstance(a, _NOT_OPERANDS):
+                    raise _non_operand(op, args, a)
     if (mixed or dt is not None and dt.kind == "c") and op.complex_error is not None:
         _refuse_complex(op, args, params, dev)
     if op.promote is not None and (mixed or ((flt or op.promote == "float") and dt is not None and dt.kind not in INEXACT_KINDS)):
-        promoted = _promote(op, args)  # array-like operands become Tensors here
+        promoted = _promote(op, args)  # numpy scalars become Python numbers here
         if promoted is not args:
             return eager(op, promoted, params, fwd)
     if dev is None:  # no Tensor argument: a factory or random draw names its device in params
@@ -797,7 +822,7 @@ def _no_complex_grad(op, args) -> NotImplementedError:
 def _promote(op, args):
     """Cast tensor operands to PyTorch's result dtype; Python numbers stay as they are."""
     if not all(isinstance(a, Tensor) or type(a) in _NUMBERS for a in args):
-        return tuple(a if isinstance(a, Tensor) or type(a) in _NUMBERS else _as_operand(a, op) for a in args)
+        return tuple(a if isinstance(a, Tensor) or type(a) in _NUMBERS else _as_operand(a, op, args) for a in args)
     rt = result_type(*args)
     if op.promote == "float" and not rt.is_floating_point and not rt.is_complex:
         rt = get_default_dtype()
@@ -809,13 +834,12 @@ def _promote(op, args):
 _NUMBERS = (int, float, bool, complex)  # exactly: numpy's float64 subclasses float but promotes as float64
 
 
-def _as_operand(a, op):
-    """numpy scalars become Python numbers, array-likes become tensors (as ``tensor(a)`` on the cpu)."""
+def _as_operand(a, op, args):
+    """numpy scalars become Python numbers (PyTorch's parser takes them as Scalars); anything else that is
+    neither a Tensor nor a number (None, an object) is PyTorch's refusal."""
     if isinstance(a, np.generic):
         return a.item()
-    if isinstance(a, (np.ndarray, list, tuple)):
-        return apply(TENSOR, data=host_array(a, None), device=CPU)
-    raise TypeError(f"{op.name}(): expected Tensor or number operands, got {type(a).__name__}")
+    raise _non_operand(op, args, a)
 
 
 def _forward_error(op, args, params, e: Exception) -> Exception:

@@ -15,7 +15,7 @@ from ..base.dispatch_state import STATE as _DISPATCH
 from ..core.overrides import DisableTorchFunction, handle_torch_function, has_tensor_like
 from ..base import dtype as _dtype
 from ..core.creation import tensor as _tensor
-from ..core.dispatch import apply, binary, refused_operand
+from ..core.dispatch import apply, binary, operand
 from ..autograd.views import apply_
 from ..core.registry import NONE, OTHERS, Op, kernel_refusal
 from ._util import Tensor, unbroadcast as ub
@@ -439,6 +439,14 @@ def _where_method(self: Tensor, condition: Tensor, other) -> Tensor:
 _OPERAND = (Tensor, int, float, numbers.Number)
 
 
+def _inplace_bitwise(op):
+    """``&=``, ``|=``, ``^=``: in place on self; NotImplemented for what ``operand`` refuses."""
+    def method(self, other):
+        other = operand(other)
+        return other if other is NotImplemented else apply_(op, self, other)
+    return method
+
+
 def _comparison_operator(op, arrays: bool = False):
     """``==`` and friends: elementwise against tensors and numbers, NotImplemented otherwise;
     ``==`` (``arrays``) also against numpy arrays, as PyTorch's (``t == a``, ``a == t``), where its
@@ -464,9 +472,9 @@ OPERATORS = {
     "__and__": binary(_bitwise_and), "__rand__": binary(_bitwise_and, reflected=True),
     "__or__": binary(_bitwise_or), "__ror__": binary(_bitwise_or, reflected=True),
     "__xor__": binary(_bitwise_xor), "__rxor__": binary(_bitwise_xor, reflected=True),
-    "__iand__": lambda s, o: NotImplemented if refused_operand(o) else apply_(_bitwise_and, s, o),
-    "__ior__": lambda s, o: NotImplemented if refused_operand(o) else apply_(_bitwise_or, s, o),
-    "__ixor__": lambda s, o: NotImplemented if refused_operand(o) else apply_(_bitwise_xor, s, o),
+    "__iand__": _inplace_bitwise(_bitwise_and),
+    "__ior__": _inplace_bitwise(_bitwise_or),
+    "__ixor__": _inplace_bitwise(_bitwise_xor),
     "__invert__": _invert,
     "where": _where_method, "clamp_": clamp_, "clip_": clamp_,
 }

@@ -26,7 +26,7 @@ from ..kernels import device as device_kernels
 from ..kernels import vml as _vml
 from ..base.meta import has_data
 from ..core.creation import tensor as _tensor, zeros_like
-from ..core.dispatch import apply, binary, refused_operand, unary
+from ..core.dispatch import apply, binary, operand, unary
 from ..autograd.views import apply_, fill_outside_autograd
 from .compare import CLAMP_COMPLEX, isfinite, keep_where, where, zero_where
 from .conjugation import conj as cj, sgn
@@ -1102,8 +1102,9 @@ def _sub_(self, other, *rest, alpha=1):
 
 
 def _sub_operator(self, other):
-    if refused_operand(other):
-        return NotImplemented
+    other = operand(other)
+    if other is NotImplemented:
+        return other
     if self._data.dtype.kind == "b" or other.__class__ is bool or (
             other.__class__ is Tensor and other._data.dtype.kind == "b"):
         raise _bool_sub_error()
@@ -1111,8 +1112,9 @@ def _sub_operator(self, other):
 
 
 def _rsub_operator(self, other):
-    if refused_operand(other):
-        return NotImplemented
+    other = operand(other)
+    if other is NotImplemented:
+        return other
     if self._data.dtype.kind == "b" or other.__class__ is bool:
         raise _bool_sub_error()
     return apply(_sub, other, self)
@@ -1135,8 +1137,9 @@ def _nan_to_num_(self, nan=0.0, posinf=None, neginf=None):
 def _rtruediv(self, other):
     """``other / self`` as PyTorch's ``Tensor.__rtruediv__``: ``self.reciprocal() * other``, two roundings
     (a MulBackward0 over a ReciprocalBackward0)."""
-    if refused_operand(other):
-        return NotImplemented
+    other = operand(other)
+    if other is NotImplemented:
+        return other
     return mul(reciprocal(self), other)
 
 
@@ -1151,10 +1154,11 @@ METHODS = ("exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt", "rsq
 def _operator(op, reflected=False, inplace=False, **params):
     """A Tensor operator method with ``params`` (``//``, ``%``, ``**``, the in-place ``+=`` ...):
     ``op(self, other)`` (``op(other, self)`` when ``reflected``; in place on self when ``inplace``),
-    NotImplemented for a ``refused_operand``; ``binary`` is the hot ``+``, ``*``, ``/``."""
+    on ``operand(other)``; ``binary`` is the hot ``+``, ``*``, ``/``."""
     def method(self, other):
-        if refused_operand(other):
-            return NotImplemented
+        other = operand(other)
+        if other is NotImplemented:
+            return other
         if inplace:
             return apply_(op, self, other, **params)
         return apply(op, other, self, **params) if reflected else apply(op, self, other, **params)
@@ -1162,7 +1166,8 @@ def _operator(op, reflected=False, inplace=False, **params):
 
 
 def _isub_operator(self, other):
-    return NotImplemented if refused_operand(other) else _sub_(self, other)
+    other = operand(other)
+    return other if other is NotImplemented else _sub_(self, other)
 
 
 OPERATORS = {

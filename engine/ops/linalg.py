@@ -20,7 +20,7 @@ from ..base.compressed import CompressedArray
 from ..base.coo import COOArray
 from ..kernels import gemm
 from ..core.creation import eye, ones, zeros
-from ..core.dispatch import apply, composite, refused_operand
+from ..core.dispatch import apply, composite, operand
 from .conjugation import conj
 from .einsum_layout import _contiguous, _pair, _product_strides, bmm_plan, result_order
 from .movement import _mark, cat, narrow
@@ -760,8 +760,14 @@ def kron(input, other):
 
 METHODS = ("matmul", "mm", "bmm", "mv", "dot", "vdot", "inner", "outer", "ger", "addmm", "baddbmm",
            "trace", "diag", "diagonal", "kron")
-OPERATORS = {"__matmul__": lambda s, o: NotImplemented if refused_operand(o) else matmul(s, o),
-             "__rmatmul__": lambda s, o: NotImplemented if refused_operand(o) else matmul(o, s)}
+def _matmul_operator(self, other, reflected: bool = False):
+    other = operand(other)
+    if other is NotImplemented:
+        return other
+    return matmul(other, self) if reflected else matmul(self, other)
+
+
+OPERATORS = {"__matmul__": _matmul_operator, "__rmatmul__": lambda s, o: _matmul_operator(s, o, True)}
 
 
 # ---------------------------------------------------------------- qr

@@ -18,6 +18,7 @@ from ..base.dispatch_state import STATE as _DISPATCH
 from ..core.overrides import handle_torch_function, has_tensor_like
 from .. import return_types as rt
 from ..core import batching as _batching
+from ..core.arguments import refuse_non_tensors
 from ..core.creation import eye, zeros
 from ..core.dispatch import apply, composite
 from . import linalg_decomp as _d
@@ -46,9 +47,14 @@ LDLFactorResult, LDLFactorExResult = rt.linalg_ldl_factor, rt.linalg_ldl_factor_
 
 # ---------------------------------------------------------------- checks (PyTorch's messages)
 def _check(name: str, A, square: bool = True) -> None:
+    try:
+        kind = A._data.dtype.kind
+    except AttributeError:
+        refuse_non_tensors(name, A)
+        raise
     if A.ndim < 2:
         raise RuntimeError(f"{name}: The input tensor A must have at least 2 dimensions.")
-    if A._data.dtype.kind not in _INEXACT:
+    if kind not in _INEXACT:
         raise RuntimeError(f"{name}: Expected a floating point or complex tensor as input. Got {A.dtype.scalar_type}")
     if square and A.shape[-1] != A.shape[-2]:
         raise RuntimeError(f"{name}: A must be batches of square matrices, but they are "
@@ -57,7 +63,12 @@ def _check(name: str, A, square: bool = True) -> None:
 
 def _same_dtype(name: str, a, b, a_name: str, b_name: str) -> None:
     """PyTorch's refusal of operands of two dtypes (it does not promote in linalg, complex or not)."""
-    if a._data.dtype != b._data.dtype:
+    try:
+        same = a._data.dtype == b._data.dtype
+    except AttributeError:
+        refuse_non_tensors(name, a, b)
+        raise
+    if not same:
         raise RuntimeError(f"{name}: Expected {a_name} and {b_name} to have the same dtype, but found {a_name} of "
                            f"type {a.dtype.scalar_type} and {b_name} of type {b.dtype.scalar_type} instead")
 
