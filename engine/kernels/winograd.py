@@ -28,7 +28,7 @@ from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-__all__ = ["input_transform_f23", "input_transform_f43", "output_transform_f23", "grad_transform_f43",
+__all__ = ["input_transform_f23", "input_transform_f43", "output_transform_f23", "output_f23_nchw", "grad_transform_f43",
            "tap_gemm"]
 
 _JIT = dict(cache=True, error_model="numpy", nogil=True)
@@ -138,9 +138,9 @@ def _at23(d0, d1, d2, d3, o0, o1):
 
 @njit(**_JIT)
 def output_transform_f23(prod, ys, tmp, s0, s1):
-    """Columns ``s0:s1`` of ``ys (4, L)`` = (A^T (x) A^T) ``prod (16, L)``: output (a, b) of every
-    tile and channel from its 16 tap products (tap 4 r + c); ``tmp (8, chunk)`` is scratch (one per
-    thread), chunk elements at a time."""
+    """``ys (4, s1 - s0)`` = (A^T (x) A^T) of columns ``s0:s1`` of ``prod (16, L)``: output (a, b) of
+    every tile and channel from its 16 tap products (tap 4 r + c); ``tmp (8, chunk)`` is scratch,
+    chunk elements at a time."""
     chunk = tmp.shape[1]
     for s in range(s0, s1, chunk):
         e = min(s1, s + chunk)
@@ -148,8 +148,35 @@ def output_transform_f23(prod, ys, tmp, s0, s1):
         for c in range(4):                   # tmp[r * 4 + c] = sum_q A^T[r, q] prod[4 q + c]
             _at23(prod[c, s:e], prod[4 + c, s:e], prod[8 + c, s:e], prod[12 + c, s:e], tmp[c, :w], tmp[4 + c, :w])
         for r in range(2):                   # ys[2 r + b] = sum_c A^T[b, c] tmp[4 r + c]
-            _at23(tmp[4 * r, :w], tmp[4 * r + 1, :w], tmp[4 * r + 2, :w], tmp[4 * r + 3, :w], ys[2 * r, s:e],
-                  ys[2 * r + 1, s:e])
+            _at23(tmp[4 * r, :w], tmp[4 * r + 1, :w], tmp[4 * r + 2, :w], tmp[4 * r + 3, :w], ys[2 * r, s - s0:e - s0],
+                  ys[2 * r + 1, s - s0:e - s0])
+
+
+@njit(**_JIT)
+def output_f23_nchw(prod, y, b0, b1):
+    """Images ``b0:b1`` of ``y (N, O, OH, OW)`` from their tiles' 16 tap products ``prod (16, N th tw
+    O)``: ``output_transform_f23`` on one tile row at a time (the same sums, in the same order),
+    its 2 x 2 outputs of every tile and channel then written into place in NCHW, cropped at the
+    edge. One pass, in L1, where the transform's ``(4, T O)`` result went through two whole-block
+    numpy layout copies."""
+    o, oh, ow = y.shape[1], y.shape[2], y.shape[3]
+    th, tw = (oh + 1) // 2, (ow + 1) // 2
+    run = tw * o
+    tmp = np.empty((12, run), prod.dtype)        # rows 0-7 the column sums, 8-11 the tile row's outputs
+    out = tmp[8:]
+    for b in range(b0, b1):
+        for i in range(th):
+            s = (b * th + i) * run
+            output_transform_f23(prod, out, tmp[:8], s, s + run)
+            for a in range(min(2, oh - 2 * i)):
+                e0, e1 = out[2 * a], out[2 * a + 1]
+                for ch in range(o):
+                    yr = y[b, ch, 2 * i + a]
+                    for j in range(ow // 2):
+                        yr[2 * j] = e0[j * o + ch]
+                        yr[2 * j + 1] = e1[j * o + ch]
+                    if ow % 2:
+                        yr[ow - 1] = e0[(tw - 1) * o + ch]
 
 
 @njit(**_JIT, inline="always")

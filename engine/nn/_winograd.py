@@ -218,16 +218,15 @@ def _conv_images(x, y, ut, xp, pads, m, split):
     th, tw = _tiles((oh, ow), m)
     v = _input_transform(xp, x, pads, m, th, tw, split)
     prod = _tap_gemm(xp, v, ut, split)                                    # (a^2, T, O)
-    # A^T prod A for every tile and channel as one (m^2, a^2) @ (a^2, T * O) GEMM (F(2, 3) with
-    # the eager kernels: its sums and differences, kernels/winograd.py), then the m x m outputs
-    # into place, channels last, and NCHW
+    # A^T prod A for every tile and channel as one (m^2, a^2) @ (a^2, T * O) GEMM, then the m x m
+    # outputs into place, channels last, and NCHW (F(2, 3) with the eager kernels: its sums and
+    # differences written straight into y, a tile row at a time, kernels/winograd.py)
     prod = prod.reshape(prod.shape[0], -1)
-    if m == 2 and kernels.use(xp, prod):
-        ys = xp.empty((m * m, prod.shape[1]), x.dtype)
-        _ranges(kernels.loops("winograd").output_transform_f23, prod.shape[1], prod.size,
-                lambda first, lo, hi: (prod, ys, xp.empty((8, 2048), x.dtype), lo, hi), split)    # 64 KB: L1/L2
-    else:
-        ys = gemm(xp, _mat(xp, x.dtype, m, "AT"), prod)
+    if m == 2 and kernels.use(xp, prod, y):
+        _ranges(kernels.loops("winograd").output_f23_nchw, n, prod.size, lambda first, lo, hi: (prod, y, lo, hi),
+                split, shared=True)
+        return
+    ys = gemm(xp, _mat(xp, x.dtype, m, "AT"), prod)
     ys = ys.reshape(m, m, n, th, tw, o)
     yt = xp.empty((n, th, m, tw, m, o), x.dtype)
     yt.transpose(2, 4, 0, 1, 3, 5)[...] = ys

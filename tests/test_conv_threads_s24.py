@@ -1,0 +1,117 @@
+"""The convolution rows' passes at one and two intra-op threads (issue 17, session 24): forward and
+gradients bit for bit the same at 1 and 2 threads (the pool's timed choice runs both ways over the
+repeated calls), with the OpenMP regions too, and PyTorch's within float32 rounding; the Winograd
+F(2, 3) output loop that writes NCHW directly (``output_f23_nchw``) against the numpy formula."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import tapelab
+from tapelab import kernels
+from tapelab.kernels import enabled, loops
+
+pytestmark = pytest.mark.skipif(not enabled(), reason="numba loops off")
+
+# (N, C, O, H, W, padding, bias): the CNN's two layers and its Winograd input gradient, the ResNet
+# block's 32 -> 32, odd output sizes (a cropped last tile row and column), 64 channels
+SHAPES = [(32, 1, 16, 28, 28, 1, True), (32, 16, 32, 14, 14, 1, True), (16, 32, 32, 16, 16, 1, False),
+          (32, 32, 16, 14, 14, 1, True), (5, 32, 32, 13, 11, 1, True), (3, 48, 32, 9, 10, 0, False),
+          (7, 64, 64, 8, 8, 1, False)]
+
+
+@pytest.fixture
+def threads():
+    before = tapelab.get_num_threads()
+    yield
+    tapelab.set_num_threads(before)
+
+
+def _data(n, c, o, h, w, bias):
+    rng = np.random.default_rng(n * 1000 + c * 10 + o)
+    return (rng.standard_normal((n, c, h, w)).astype(np.float32),
+            (rng.standard_normal((o, c, 3, 3)) * 0.1).astype(np.float32),
+            rng.standard_normal(o).astype(np.float32) if bias else None)
+
+
+def _run(m, x, w, b, pad, g=None):
+    """conv2d -> relu -> 2x2 max-pool and its gradients, in module ``m``; returns numpy arrays."""
+    xt, wt = m.tensor(x, requires_grad=True), m.tensor(w, requires_grad=True)
+    bt = m.tensor(b, requires_grad=True) if b is not None else None
+    y = m.nn.functional.conv2d(xt, wt, bt, padding=pad)
+    z = m.nn.functional.max_pool2d(m.relu(y), 2) if min(y.shape[2:]) >= 2 else y
+    g = np.random.default_rng(1).standard_normal(tuple(z.shape)).astype(np.float32) if g is None else g
+    (z * m.tensor(g)).sum().backward()
+    grads = [xt.grad, wt.grad] + ([bt.grad] if bt is not None else [])
+    return [a.detach().numpy().copy() for a in [y] + grads], g
+
+
+@pytest.mark.parametrize("n,c,o,h,w,pad,bias", SHAPES)
+def test_one_and_two_threads_bitwise_and_torch(n, c, o, h, w, pad, bias, threads):
+    x, wt, b = _data(n, c, o, h, w, bias)
+    tapelab.set_num_threads(1)
+    one, g = _run(tapelab, x, wt, b, pad)
+    tapelab.set_num_threads(2)
+    for _ in range(6):      # the first call of each size class splits, later ones run the faster way
+        two, _ = _run(tapelab, x, wt, b, pad, g)
+        for a, e in zip(two, one):
+            assert np.array_equal(a, e)
+    ref, _ = _run(torch, x, wt, b, pad, g)
+    for a, e in zip(one, ref):
+        scale = max(1.0, float(np.abs(e).max()))
+        np.testing.assert_allclose(a, e, rtol=0, atol=2e-5 * scale)
+
+
+@pytest.mark.parametrize("n,c,o,h,w,pad,bias", SHAPES[2:5])
+def test_regions_bitwise(n, c, o, h, w, pad, bias, threads):
+    """With the passes' blocks as OpenMP regions (TAPELAB_NATIVE_POOL=1) the same floats."""
+    x, wt, b = _data(n, c, o, h, w, bias)
+    tapelab.set_num_threads(1)
+    one, g = _run(tapelab, x, wt, b, pad)
+    tapelab.set_num_threads(2)
+    old = kernels.set_native(True)
+    try:
+        for _ in range(4):
+            two, _ = _run(tapelab, x, wt, b, pad, g)
+            for a, e in zip(two, one):
+                assert np.array_equal(a, e)
+    finally:
+        kernels.set_native(old)
+
+
+@pytest.mark.parametrize("n,o,oh,ow", [(8, 32, 16, 16), (3, 16, 13, 11), (2, 48, 1, 7), (4, 64, 2, 3)])
+def test_output_f23_nchw(n, o, oh, ow):
+    """The loop's NCHW result equals the transform's (4, T O) result laid out by numpy, by image ranges too."""
+    W = loops("winograd")
+    th, tw = -(-oh // 2), -(-ow // 2)
+    prod = np.random.default_rng(2).standard_normal((16, n * th * tw * o)).astype(np.float32)
+    ys = np.empty((4, prod.shape[1]), np.float32)
+    W.output_transform_f23(prod, ys, np.empty((8, 100), np.float32), 0, prod.shape[1])
+    full = ys.reshape(2, 2, n, th, tw, o).transpose(2, 5, 3, 0, 4, 1).reshape(n, o, 2 * th, 2 * tw)
+    y = np.full((n, o, oh, ow), np.nan, np.float32)
+    W.output_f23_nchw(prod, y, 0, n)
+    assert np.array_equal(y, full[:, :, :oh, :ow])
+    parts = np.full_like(y, np.nan)
+    for lo, hi in ((0, n // 2), (n // 2, n)):
+        W.output_f23_nchw(prod, parts, lo, hi)
+    assert np.array_equal(parts, y)
+    # against the A^T M A formula in float64
+    at = np.array([[1, 1, 1, 0], [0, 1, -1, -1]], np.float64)
+    m = prod.astype(np.float64).reshape(4, 4, n, th, tw, o)
+    ref = np.einsum("ai,ijntuo,bj->notaub", at, m, at).reshape(n, o, 2 * th, 2 * tw)[:, :, :oh, :ow]
+    np.testing.assert_allclose(y, ref, rtol=1e-5, atol=1e-5)
+
+
+def test_loops_off_matches(threads):
+    """The numpy path (loops off) gives the loops' results within float32 rounding."""
+    x, wt, b = _data(*SHAPES[4][:5], True)
+    tapelab.set_num_threads(2)
+    on, g = _run(tapelab, x, wt, b, 1)
+    old = kernels.set_enabled(False)
+    try:
+        off, _ = _run(tapelab, x, wt, b, 1, g)
+    finally:
+        kernels.set_enabled(old)
+    for a, e in zip(on, off):
+        np.testing.assert_allclose(a, e, rtol=0, atol=2e-5 * max(1.0, float(np.abs(e).max())))
