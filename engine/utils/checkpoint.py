@@ -12,7 +12,9 @@ in bfloat16. Gradients equal those of the plain computation, double backward inc
 """
 from __future__ import annotations
 
+import contextlib
 from contextlib import ExitStack
+from typing import Callable
 
 from ..amp.autocast_mode import DEVICE_TYPES, autocast, get_autocast_dtype, is_autocast_cache_enabled, \
     is_autocast_enabled
@@ -21,30 +23,47 @@ from ..base.grad_mode import STATE as GRAD, enable_grad
 from ..core.node import FREED_MSG, AccumulateGrad, Node, _seq
 from ..core.random import get_rng_state, set_rng_state
 from ..core.tensor import Tensor
+from ._checkpoint_policy import CheckpointPolicy, SelectiveCheckpointContext, create_selective_checkpoint_contexts
 from ._pytree import tree_leaves
 
-__all__ = ["checkpoint", "checkpoint_sequential", "CheckpointBackward", "get_device_states", "set_device_states"]
+__all__ = ["checkpoint", "checkpoint_sequential", "CheckpointBackward", "get_device_states", "set_device_states",
+           "CheckpointPolicy", "SelectiveCheckpointContext", "create_selective_checkpoint_contexts", "noop_context_fn"]
 
 
-def checkpoint(function, *args, use_reentrant: bool | None = None, preserve_rng_state: bool = True,
-               **kwargs):
+def noop_context_fn() -> tuple:
+    """``checkpoint``'s default ``context_fn``: no context around the forward or the recompute."""
+    return contextlib.nullcontext(), contextlib.nullcontext()
+
+
+def checkpoint(function, *args, use_reentrant: bool | None = None, context_fn: Callable = noop_context_fn,
+               determinism_check: str = "default", debug: bool = False, early_stop: bool = True,
+               preserve_rng_state: bool = True, **kwargs):
     """Run ``function(*args, **kwargs)`` without keeping its intermediates for backward.
 
     Both ``use_reentrant`` settings use the same (non-reentrant) mechanism here; as in
-    PyTorch, the reentrant form takes no keyword arguments for ``function``.
+    PyTorch, the reentrant form takes no keyword arguments for ``function`` and no ``context_fn``.
+    ``context_fn()`` gives the two contexts the forward and the recompute run in (selective
+    checkpointing's, ``create_selective_checkpoint_contexts``).
     """
     if use_reentrant and kwargs:
         raise ValueError("Unexpected keyword arguments: " + ",".join(kwargs))
+    if use_reentrant and (context_fn is not noop_context_fn or debug):
+        raise ValueError("Passing `context_fn` or `debug` is only supported when use_reentrant=False.")
+    if determinism_check not in ("default", "none"):
+        raise ValueError(f"determinism_check should be one of ['default', 'none'], but got {determinism_check}")
     if not GRAD.enabled:
         return function(*args, **kwargs)
     state = get_rng_state() if preserve_rng_state else None
+    forward_context, recompute_context = context_fn()
     start = next(_seq)  # every node created by ``function`` has a larger seq
-    output = function(*args, **kwargs)
+    with forward_context:
+        output = function(*args, **kwargs)
     outputs = output if isinstance(output, tuple) else (output,)
     boundary = _boundary(outputs, start)
     if not boundary:
         return output
-    node = CheckpointBackward(function, args, kwargs, state, boundary, len(outputs), _autocast_state())
+    node = CheckpointBackward(function, args, kwargs, state, boundary, len(outputs), _autocast_state(),
+                              recompute_context)
     # bookkeeping: the segment's values, re-labelled as outputs of the node that recomputes them
     wrapped = tuple(Tensor._wrap(o._data, True, node, i, [0], o._device)
                     if isinstance(o, Tensor) and o.requires_grad else o for i, o in enumerate(outputs))
@@ -100,11 +119,12 @@ def _boundary(outputs: tuple, start: int) -> tuple:
 class CheckpointBackward(Node):
     """Recomputes a checkpointed segment and back-propagates through it to its boundary edges."""
 
-    __slots__ = ("fn", "args", "kwargs", "rng_state", "n_outputs", "autocast_state")
+    __slots__ = ("fn", "args", "kwargs", "rng_state", "n_outputs", "autocast_state", "context")
 
-    def __init__(self, fn, args, kwargs, rng_state, edges: tuple, n_outputs: int, autocast_state: tuple):
+    def __init__(self, fn, args, kwargs, rng_state, edges: tuple, n_outputs: int, autocast_state: tuple,
+                 context=None):
         self.fn, self.args, self.kwargs, self.rng_state = fn, args, kwargs, rng_state
-        self.autocast_state = autocast_state
+        self.autocast_state, self.context = autocast_state, context
         self.edges, self.n_outputs = edges, n_outputs
         self.seq = next(_seq)
         self.pre_hooks = self.hooks = self._metadata = None
@@ -137,6 +157,8 @@ class CheckpointBackward(Node):
             with enable_grad(), ExitStack() as regions:
                 for device, dtype, enabled, cache in self.autocast_state:
                     regions.enter_context(autocast(device, dtype, enabled, cache))
+                if self.context is not None:
+                    regions.enter_context(self.context)
                 out = self.fn(*self.args, **self.kwargs)
         finally:
             if saved is not None:
@@ -144,7 +166,7 @@ class CheckpointBackward(Node):
         return out if isinstance(out, tuple) else (out,)
 
     def release(self) -> None:
-        self.fn = self.args = self.kwargs = None
+        self.fn = self.args = self.kwargs = self.context = None
 
 
 def checkpoint_sequential(functions, segments: int, input, use_reentrant: bool | None = None, **kwargs):
