@@ -307,49 +307,52 @@ def unary(op: Op) -> Callable[[Tensor], Tensor]:
 
 
 _SEQUENCES = (list, tuple)
-_OPERATOR_CASTS = (list, tuple, np.ndarray)   # what ``operand`` changes
 
 
-def operand(other):
-    """A Tensor operator's other operand (``t * other``, ``t += other``) as the dispatcher takes it.
-    NotImplemented for a list or tuple, which PyTorch's argument parser takes as neither a Tensor nor a
-    Scalar, so that the operand's own reflected method runs (a tuple subclass's ``__rmul__``, as zuko's
-    ``NestedTensor`` in ``dt * state``) or Python raises its TypeError (``unsupported operand type(s)``);
-    a numpy array becomes a cpu tensor, as PyTorch's ``t + a`` computes (its operator hands the array
-    to numpy, whose result comes back a tensor), where ``torch.add(t, a)`` refuses it."""
-    if other.__class__ is Tensor:
-        return other
-    if isinstance(other, _SEQUENCES):
-        return NotImplemented
-    if isinstance(other, np.ndarray):
-        return apply(TENSOR, data=host_array(other, None), device=CPU)
-    return other
+def refused_operand(other) -> bool:
+    """Whether a Tensor operator (``t * other``, ``t += other``) returns NotImplemented for ``other``: a
+    list or tuple, which PyTorch's argument parser takes as neither a Tensor nor a Scalar, so that the
+    operand's own reflected method runs (a tuple subclass's ``__rmul__``, as zuko's ``NestedTensor``
+    in ``dt * state``) or Python raises its TypeError (``unsupported operand type(s)``)."""
+    return other.__class__ is not Tensor and isinstance(other, _SEQUENCES)
+
+
+def array_operand(other) -> Tensor:
+    """The failure path of a Tensor operator whose op refused ``other`` (called in its ``except TypeError``):
+    a numpy array as a cpu tensor, since PyTorch's ``t + a`` computes (its operator hands the array to
+    numpy, whose result comes back a tensor) where ``torch.add(t, a)`` refuses the array; for anything
+    else the TypeError being handled is raised again. A check up front would cost every ``t + 1``."""
+    if not isinstance(other, np.ndarray):
+        raise   # noqa: PLE0704 - the TypeError the operator is handling
+    return apply(TENSOR, data=host_array(other, None), device=CPU)
 
 
 def binary(op: Op, reflected: bool = False) -> Callable[[Tensor, object], Tensor]:
     """A Tensor operator method, ``apply(op, self, other)`` (``op(other, self)`` when
     ``reflected``), calling the op's compiled path itself as ``unary`` does; NotImplemented for
-    what ``operand`` refuses, and a numpy array made a tensor as there."""
+    a ``refused_operand``, a numpy array made a tensor on the failure path (``array_operand``)."""
     if reflected:
         def method(self, other):
-            if other.__class__ is not Tensor and isinstance(other, _OPERATOR_CASTS):   # operand(), inline
-                other = operand(other)
-                if other is NotImplemented:
-                    return other
+            if other.__class__ is not Tensor and isinstance(other, _SEQUENCES):  # refused_operand, inline
+                return NotImplemented
             fast = op.fast
-            if fast and not STATE.slow:
-                return fast((other, self), {})
-            return apply(op, other, self)
+            try:
+                if fast and not STATE.slow:
+                    return fast((other, self), {})
+                return apply(op, other, self)
+            except TypeError:
+                return method(self, array_operand(other))
     else:
         def method(self, other):
-            if other.__class__ is not Tensor and isinstance(other, _OPERATOR_CASTS):   # operand(), inline
-                other = operand(other)
-                if other is NotImplemented:
-                    return other
+            if other.__class__ is not Tensor and isinstance(other, _SEQUENCES):  # refused_operand, inline
+                return NotImplemented
             fast = op.fast
-            if fast and not STATE.slow:
-                return fast((self, other), {})
-            return apply(op, self, other)
+            try:
+                if fast and not STATE.slow:
+                    return fast((self, other), {})
+                return apply(op, self, other)
+            except TypeError:   # a numpy array (array_operand); a try costs nothing until it catches
+                return method(self, array_operand(other))
     method.__name__ = method.__qualname__ = (f"__{'r' if reflected else ''}{op.operator}__" if op.operator
                                              else op.name)
     return method
@@ -648,7 +651,8 @@ def _no_tensor(op, args) -> TypeError:
 
 
 # operands PyTorch's parser takes neither as a Tensor nor as a Scalar (``torch.add(t, np.ones(3))``,
-# ``torch.exp([1.0])``); the operators that take a numpy array (``t + a``) make it a tensor first (``operand``)
+# ``torch.exp([1.0])``); the operators that take a numpy array (``t + a``) make it a tensor when refused
+# (``array_operand``)
 _NOT_OPERANDS = (np.ndarray, list, tuple, str)
 
 

@@ -15,7 +15,7 @@ from ..base.dispatch_state import STATE as _DISPATCH
 from ..core.overrides import DisableTorchFunction, handle_torch_function, has_tensor_like
 from ..base import dtype as _dtype
 from ..core.creation import tensor as _tensor
-from ..core.dispatch import apply, binary, operand
+from ..core.dispatch import apply, array_operand, binary, refused_operand
 from ..autograd.views import apply_
 from ..core.registry import NONE, OTHERS, Op, kernel_refusal
 from ._util import Tensor, unbroadcast as ub
@@ -440,10 +440,14 @@ _OPERAND = (Tensor, int, float, numbers.Number)
 
 
 def _inplace_bitwise(op):
-    """``&=``, ``|=``, ``^=``: in place on self; NotImplemented for what ``operand`` refuses."""
+    """``&=``, ``|=``, ``^=``: in place on self; NotImplemented for a ``refused_operand``."""
     def method(self, other):
-        other = operand(other)
-        return other if other is NotImplemented else apply_(op, self, other)
+        if refused_operand(other):
+            return NotImplemented
+        try:
+            return apply_(op, self, other)
+        except TypeError:   # a numpy array, which the operators take (array_operand)
+            return apply_(op, self, array_operand(other))
     return method
 
 

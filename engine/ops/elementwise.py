@@ -26,7 +26,7 @@ from ..kernels import device as device_kernels
 from ..kernels import vml as _vml
 from ..base.meta import has_data
 from ..core.creation import tensor as _tensor, zeros_like
-from ..core.dispatch import apply, binary, operand, unary
+from ..core.dispatch import apply, array_operand, binary, refused_operand, unary
 from ..autograd.views import apply_, fill_outside_autograd
 from .compare import CLAMP_COMPLEX, isfinite, keep_where, where, zero_where
 from .conjugation import conj as cj, sgn
@@ -1102,22 +1102,26 @@ def _sub_(self, other, *rest, alpha=1):
 
 
 def _sub_operator(self, other):
-    other = operand(other)
-    if other is NotImplemented:
-        return other
+    if refused_operand(other):
+        return NotImplemented
     if self._data.dtype.kind == "b" or other.__class__ is bool or (
             other.__class__ is Tensor and other._data.dtype.kind == "b"):
         raise _bool_sub_error()
-    return apply(_sub, self, other)
+    try:
+        return apply(_sub, self, other)
+    except TypeError:   # a numpy array, which the operators take (array_operand)
+        return _sub_operator(self, array_operand(other))
 
 
 def _rsub_operator(self, other):
-    other = operand(other)
-    if other is NotImplemented:
-        return other
+    if refused_operand(other):
+        return NotImplemented
     if self._data.dtype.kind == "b" or other.__class__ is bool:
         raise _bool_sub_error()
-    return apply(_sub, other, self)
+    try:
+        return apply(_sub, other, self)
+    except TypeError:
+        return _rsub_operator(self, array_operand(other))
 
 
 def _div_(self, other, *, rounding_mode=None):
@@ -1137,10 +1141,12 @@ def _nan_to_num_(self, nan=0.0, posinf=None, neginf=None):
 def _rtruediv(self, other):
     """``other / self`` as PyTorch's ``Tensor.__rtruediv__``: ``self.reciprocal() * other``, two roundings
     (a MulBackward0 over a ReciprocalBackward0)."""
-    other = operand(other)
-    if other is NotImplemented:
-        return other
-    return mul(reciprocal(self), other)
+    if refused_operand(other):
+        return NotImplemented
+    try:
+        return mul(reciprocal(self), other)
+    except TypeError:
+        return _rtruediv(self, array_operand(other))
 
 
 # Tensor methods; the in-place variants of these ops are declared with each op (``inplace=``)
@@ -1154,20 +1160,26 @@ METHODS = ("exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt", "rsq
 def _operator(op, reflected=False, inplace=False, **params):
     """A Tensor operator method with ``params`` (``//``, ``%``, ``**``, the in-place ``+=`` ...):
     ``op(self, other)`` (``op(other, self)`` when ``reflected``; in place on self when ``inplace``),
-    on ``operand(other)``; ``binary`` is the hot ``+``, ``*``, ``/``."""
+    NotImplemented for a ``refused_operand``; ``binary`` is the hot ``+``, ``*``, ``/``."""
     def method(self, other):
-        other = operand(other)
-        if other is NotImplemented:
-            return other
-        if inplace:
-            return apply_(op, self, other, **params)
-        return apply(op, other, self, **params) if reflected else apply(op, self, other, **params)
+        if refused_operand(other):
+            return NotImplemented
+        try:
+            if inplace:
+                return apply_(op, self, other, **params)
+            return apply(op, other, self, **params) if reflected else apply(op, self, other, **params)
+        except TypeError:   # a numpy array, which the operators take (array_operand)
+            return method(self, array_operand(other))
     return method
 
 
 def _isub_operator(self, other):
-    other = operand(other)
-    return other if other is NotImplemented else _sub_(self, other)
+    if refused_operand(other):
+        return NotImplemented
+    try:
+        return _sub_(self, other)
+    except TypeError:
+        return _sub_(self, array_operand(other))
 
 
 OPERATORS = {

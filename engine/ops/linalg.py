@@ -20,7 +20,7 @@ from ..base.compressed import CompressedArray
 from ..base.coo import COOArray
 from ..kernels import gemm
 from ..core.creation import eye, ones, zeros
-from ..core.dispatch import apply, composite, operand
+from ..core.dispatch import apply, array_operand, composite, refused_operand
 from .conjugation import conj
 from .einsum_layout import _contiguous, _pair, _product_strides, bmm_plan, result_order
 from .movement import _mark, cat, narrow
@@ -761,10 +761,13 @@ def kron(input, other):
 METHODS = ("matmul", "mm", "bmm", "mv", "dot", "vdot", "inner", "outer", "ger", "addmm", "baddbmm",
            "trace", "diag", "diagonal", "kron")
 def _matmul_operator(self, other, reflected: bool = False):
-    other = operand(other)
-    if other is NotImplemented:
-        return other
-    return matmul(other, self) if reflected else matmul(self, other)
+    """``self @ other`` (``other @ self`` when ``reflected``); a numpy array taken as the other operators take it."""
+    if refused_operand(other):
+        return NotImplemented
+    try:
+        return matmul(other, self) if reflected else matmul(self, other)
+    except (TypeError, AttributeError):
+        return _matmul_operator(self, array_operand(other), reflected)
 
 
 OPERATORS = {"__matmul__": _matmul_operator, "__rmatmul__": lambda s, o: _matmul_operator(s, o, True)}
