@@ -115,3 +115,34 @@ def test_loops_off_matches(threads):
         kernels.set_enabled(old)
     for a, e in zip(on, off):
         np.testing.assert_allclose(a, e, rtol=0, atol=2e-5 * max(1.0, float(np.abs(e).max())))
+
+
+def test_split_blocks_run_once_and_late_worker_leaves_its_block(threads):
+    """Each block runs exactly once whichever thread takes it; with the worker held up, the caller
+    runs every block itself and returns without waiting for it; a block's error reaches the caller."""
+    import threading
+    from tapelab.base import pool
+    tapelab.set_num_threads(2)
+    for n in (2, 3, 5):
+        ran = []
+        pool.run_blocks(lambda i: ran.append(i), [(i,) for i in range(n)])
+        assert sorted(ran) == list(range(n))
+    gate, ran = threading.Event(), []
+    pool.run_blocks(lambda i: ran.append(i), [(0,), (1,)])      # the worker exists
+    worker = pool._WORKERS[0]
+    hold = pool._Job(lambda: gate.wait(10), [(), ()])
+    hold.next = iter([1])
+    worker.job = hold
+    worker.go.release()                       # the worker is now busy with another job's block
+    try:
+        ran.clear()
+        pool.run_blocks(lambda i: ran.append((i, threading.get_ident())), [(0,), (1,)])
+        assert ran == [(0, threading.get_ident()), (1, threading.get_ident())]
+    finally:
+        gate.set()
+
+    def bad(i):
+        if i == 1:
+            raise ValueError("block 1 failed")
+    with pytest.raises(ValueError, match="block 1"):
+        pool.run_blocks(bad, [(0,), (1,)])

@@ -86,11 +86,16 @@ def _ways(key, block_seconds, rounds):
     """Run two-block work under ``key`` ``rounds`` times; which ways ran (1 split, 0 on the caller)."""
     ways = []
 
-    def block(i, caller):
-        ways.append(int(threading.get_ident() != caller)) if i == 1 else None
+    def block(i, caller, taken):
+        if i == 1:
+            taken.set()
+            ways.append(int(threading.get_ident() != caller))
+        elif pool._BUSY.locked():       # split: wait for the worker to take block 1 (else the caller would)
+            taken.wait(5)
         time.sleep(block_seconds(threading.get_ident() != caller))
     for _ in range(rounds):
-        pool.run_blocks(block, [(0, threading.get_ident()), (1, threading.get_ident())], key, 1000)
+        taken = threading.Event()
+        pool.run_blocks(block, [(0, threading.get_ident(), taken), (1, threading.get_ident(), taken)], key, 1000)
     return ways
 
 
@@ -236,7 +241,8 @@ def test_fused_loops_split_after_the_pool_loops_module_loads(two_threads):
     pytest.importorskip("numba")
     kernels.loops("pool")
     seen = set()
-    kernels.parallel(lambda a: seen.add(threading.get_ident()), 1, np.zeros((1 << 16, 1), np.float32))
+    # each block lasts long enough for the worker to take the second (else the caller takes both)
+    kernels.parallel(lambda a: (seen.add(threading.get_ident()), time.sleep(0.2)), 1, np.zeros((1 << 16, 1), np.float32))
     assert len(seen) == 2
 
 
@@ -293,7 +299,15 @@ def test_workers_keep_to_cpus_off_the_calling_thread(monkeypatch):
         taken = worker.cpu
         os.sched_setaffinity(0, {taken})                   # the caller moves onto the worker's CPU
         ran_on.clear()
-        pool.run_blocks(lambda i: ran_on.append((i, cpus.current())), [(i,) for i in range(2)])
+        started = threading.Event()
+
+        def block(i):        # block 0 waits for the worker to take block 1 (else the caller takes it too)
+            if i == 1:
+                started.set()
+            else:
+                started.wait(10)
+            ran_on.append((i, cpus.current()))
+        pool.run_blocks(block, [(i,) for i in range(2)])
         assert dict(ran_on) == {0: taken, 1: worker.cpu} and worker.cpu != taken
         assert os.sched_getaffinity(worker.tid) == {worker.cpu}
     finally:

@@ -39,6 +39,7 @@ not prove it for every step (bench/README.md, issue 17).
 """
 from __future__ import annotations
 
+import itertools
 import os
 import threading
 import time
@@ -49,18 +50,15 @@ __all__ = ["run_blocks", "timed", "ranges", "timings"]
 
 
 class _Worker:
-    """One thread that runs one job each time ``go`` is released and releases ``done`` after it."""
+    """One thread that helps with the latest job each time ``go`` is released (a semaphore: a
+    hand-off it wakes for too late, the job already done, costs it one empty pass)."""
 
-    __slots__ = ("go", "done", "job", "error", "cpu", "tid")
+    __slots__ = ("go", "job", "cpu", "tid")
 
     def __init__(self, index: int, cpu: int | None):
         self.cpu, self.tid = cpu, None      # the CPU it keeps to (cpus.py), its thread's id
-        self.go = threading.Lock()
-        self.go.acquire()
-        self.done = threading.Lock()
-        self.done.acquire()
+        self.go = threading.Semaphore(0)
         self.job = None
-        self.error = None
         threading.Thread(target=self._loop, daemon=True, name=f"tapelab-intraop-{index}").start()
 
     def _loop(self) -> None:
@@ -69,13 +67,38 @@ class _Worker:
         cpus.pin(self.cpu)
         while True:
             self.go.acquire()
-            fn, args = self.job
-            self.job = None
+            job = self.job
+            if job is not None:
+                job.work()
+
+
+class _Job:
+    """One split call's blocks: the caller runs block 0, then each thread takes the next block not
+    yet taken until none is left, so a worker that wakes late (its CPU busy, or halted) leaves its
+    block to the caller instead of holding the call up. The blocks are the same whichever thread
+    runs them, so the result is too. ``finished`` is released when the last block is done."""
+
+    __slots__ = ("fn", "blocks", "next", "left", "lock", "finished", "error")
+
+    def __init__(self, fn, blocks: list):
+        self.fn, self.blocks = fn, blocks
+        self.next = iter(range(1, len(blocks)))    # next() on it is atomic: one taker per block
+        self.left = len(blocks)
+        self.lock = threading.Lock()
+        self.finished = threading.Lock()
+        self.finished.acquire()
+        self.error = None
+
+    def work(self, first: bool = False) -> None:
+        for i in itertools.chain((0,) if first else (), self.next):
             try:
-                fn(*args)
+                self.fn(*self.blocks[i])
             except BaseException as exc:    # handed to the caller, who raises it
-                self.error = exc
-            self.done.release()
+                self.error = self.error or exc
+            with self.lock:
+                self.left -= 1
+                if self.left == 0:
+                    self.finished.release()
 
 
 _LOCAL = threading.local()
@@ -221,7 +244,8 @@ def _run_whole(fn, blocks, whole: tuple | None) -> None:
 
 
 def _run_split(fn, blocks: list) -> None:
-    """The blocks at once, the first on the calling thread (which holds ``_BUSY``)."""
+    """The blocks at once, the first on the calling thread (which holds ``_BUSY``), the rest taken
+    by whichever thread is free first (``_Job``)."""
     if len(blocks) < 2:
         _run_whole(fn, blocks, None)
         return
@@ -232,22 +256,16 @@ def _run_split(fn, blocks: list) -> None:
             _WORKERS.append(_Worker(index, places[index % len(places)] if places else None))
     if any(w.cpu is not None for w in _WORKERS):
         cpus.keep_off(_WORKERS)
-    started = []
-    for worker, args in zip(_WORKERS, blocks[1:]):
-        worker.job = (fn, args)
+    job = _Job(fn, blocks)
+    for worker in _WORKERS[:len(blocks) - 1]:
+        worker.job = job
         worker.go.release()
-        started.append(worker)
-    error = None
-    try:
-        fn(*blocks[0])
-    except BaseException as exc:
-        error = exc
-    for worker in started:
-        worker.done.acquire()
-        if worker.error is not None:
-            error, worker.error = error or worker.error, None
-    if error is not None:
-        raise error
+    job.work(first=True)
+    job.finished.acquire()
+    for worker in _WORKERS:
+        worker.job = None               # the blocks' arrays are not kept alive by a worker
+    if job.error is not None:
+        raise job.error
 
 
 def ranges(size: int, parts: int) -> list:
