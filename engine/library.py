@@ -9,8 +9,10 @@ the real function on placeholders instead, so it is not called. Ops are looked u
 
 The older interface, ``Library(ns, "DEF")`` with ``lib.define(schema)`` and ``lib.impl(name, fn, key)``
 (or ``torch.library.define``/``impl``), serves its ops the same way: ``torch.ops.ns.name`` is an
-``OpOverloadPacket`` whose overloads (``.default``, ``.name``) run the kernel ``impl`` gave them, for
-any dispatch key (tapelab has one host backend), called eagerly so autograd records what it does.
+``OpOverloadPacket`` whose overloads (``.default``, ``.name``) run the kernel ``impl`` gave them, called
+eagerly so autograd records what it does. Kernels are kept per dispatch key and chosen by the call's
+device as PyTorch's dispatcher does (``_Kernels``): ``Autograd<Device>`` first, then the device's own
+key (``CPU``, ``CUDA``), then the composite keys; ``Library.impl`` also gives a ``custom_op`` device kernels.
 """
 from __future__ import annotations
 
@@ -19,31 +21,107 @@ import inspect
 from typing import Callable, Iterable
 
 from .autograd.function import Function
+from .core.tensor import Tensor
 from .ops import custom
 
-__all__ = ["custom_op", "register_fake", "register_autograd", "impl_abstract", "get_op", "CustomOpDef", "Library",
+__all__ = ["custom_op", "triton_op", "register_fake", "register_autograd", "impl_abstract", "get_op", "CustomOpDef", "Library",
            "define", "impl", "OpOverloadPacket", "OpOverload"]
 
 _OPS: dict[str, "CustomOpDef"] = {}
 
 
-class CustomOpDef:
-    """A registered custom op: calling it runs its function (through its backward when one is registered)."""
+_DEVICE_KEYS = {"cpu": "CPU", "cuda": "CUDA", "meta": "Meta", "xpu": "XPU", "mps": "MPS"}
+_ANY_DEVICE_KEYS = ("CompositeExplicitAutograd", "CompositeImplicitAutograd")
 
-    def __init__(self, qualname: str, fn: Callable, mutates_args, schema: str | None):
+
+def _dispatch_key(name: str) -> str:
+    """A dispatch key from ``impl``'s ``types`` or ``dispatch_key`` (``"cpu"`` is ``"CPU"``; none is the
+    catch-all ``CompositeImplicitAutograd``)."""
+    return _DEVICE_KEYS.get(name, name) or "CompositeImplicitAutograd"
+
+
+def _device_type(args, kwargs) -> str:
+    """The device type of a call: that of its first tensor argument (in a list too), cpu without one."""
+    for a in (*args, *kwargs.values()):
+        for t in (a if isinstance(a, (list, tuple)) else (a,)):
+            if isinstance(t, Tensor):
+                return t.device.type
+    return "cpu"
+
+
+class _Kernels:
+    """An op's kernels by dispatch key, and the one PyTorch's dispatcher picks for a call's device: an
+    autograd kernel (``AutogradCPU``, ``Autograd``) runs in place of the op's backward; else the
+    device's backend kernel, else a device-independent one (a kernel for ``"CUDA"`` never runs on cpu)."""
+
+    def __init__(self):
+        self.by_key: dict[str, Callable] = {}
+
+    def autograd(self, device: str) -> Callable | None:
+        return self.by_key.get("Autograd" + _DEVICE_KEYS.get(device, device.upper())) or self.by_key.get("Autograd")
+
+    def backend(self, device: str) -> Callable | None:
+        found = self.by_key.get(_DEVICE_KEYS.get(device, device.upper()))
+        for key in _ANY_DEVICE_KEYS:
+            found = found or self.by_key.get(key)
+        if found is None and device == "meta":   # the meta device runs host forwards on placeholders
+            found = self.by_key.get("CPU")
+        return found
+
+    def missing(self, qualname: str, device: str) -> NotImplementedError:
+        backend = _DEVICE_KEYS.get(device, device.upper())
+        return NotImplementedError(
+            f"Could not run '{qualname}' with arguments from the '{backend}' backend. This could be because the "
+            "operator doesn't exist for this backend, or was omitted during the selective/custom build process "
+            f"(if using custom build). (tapelab: no kernel was registered with impl() for '{qualname}' on {backend})")
+
+
+class CustomOpDef:
+    """A registered custom op: calling it runs the kernel chosen for its device (its function unless
+    ``register_kernel``/``Library.impl`` gave another), through its backward when one is registered."""
+
+    def __init__(self, qualname: str, fn: Callable, mutates_args, schema: str | None, device_types=None):
         self._qualname, self._fn, self._mutates_args, self._schema = qualname, fn, mutates_args, schema
         self.fake: Callable | None = None
         self._function: type | None = None
+        self._kernels = _Kernels()
+        self.register_kernel(device_types or "CompositeExplicitAutograd", fn)
         functools.update_wrapper(self, fn)
 
+    def _backend(self, args: tuple, kwargs: dict) -> Callable:
+        device = _device_type(args, kwargs)
+        kernel = self._kernels.backend(device)
+        if kernel is None:
+            raise self._kernels.missing(self._qualname, device)
+        return kernel
+
     def __call__(self, *args, **kwargs):
+        direct = self._kernels.autograd(_device_type(args, kwargs))
+        if direct is not None:
+            return direct(*args, **kwargs)
         if self._function is None:
-            return self._fn(*args, **kwargs)
+            return self._backend(args, kwargs)(*args, **kwargs)
         if kwargs:   # autograd.Function.apply is positional: keyword arguments go to their places
             bound = inspect.signature(self._fn).bind(*args, **kwargs)
             bound.apply_defaults()
             args = bound.args
         return self._function.apply(*args)
+
+    @property
+    def default(self) -> "CustomOpDef":
+        """``torch.ops.ns.name.default``: a custom op has the one overload."""
+        return self
+
+    def overloads(self) -> list[str]:
+        return ["default"]
+
+    def register_kernel(self, device_types, fn: Callable | None = None):
+        """Make ``fn`` the op's kernel for ``device_types`` (a decorator when ``fn`` is omitted)."""
+        def register(f):
+            for key in ([device_types] if isinstance(device_types, str) else device_types):
+                self._kernels.by_key[_dispatch_key(key)] = f
+            return f
+        return register if fn is None else register(fn)
 
     def register_fake(self, fn: Callable | None = None):
         def register(f):
@@ -52,10 +130,9 @@ class CustomOpDef:
         return register if fn is None else register(fn)
 
     def register_autograd(self, backward: Callable, *, setup_context: Callable | None = None) -> None:
-        fn = self._fn
         name = self._qualname.replace("::", "_")
         self._function = type(name, (Function,), {
-            "forward": staticmethod(lambda *args: fn(*args)),
+            "forward": staticmethod(lambda *args: self._backend(args, {})(*args)),
             "setup_context": staticmethod(setup_context or (lambda ctx, inputs, output: None)),
             "backward": staticmethod(backward),
         })
@@ -71,10 +148,17 @@ def custom_op(name: str, fn: Callable | None = None, /, *, mutates_args: str | I
         raise ValueError(f"custom_op: expected a qualified name 'namespace::name', got {name!r}")
 
     def register(f: Callable) -> CustomOpDef:
-        op = _OPS[name] = CustomOpDef(name, f, mutates_args, schema)
+        op = _OPS[name] = CustomOpDef(name, f, mutates_args, schema, device_types)
         custom.register(name, op)
         return op
     return register if fn is None else register(fn)
+
+
+def triton_op(name: str, fn: Callable | None = None, /, *, mutates_args: str | Iterable[str],
+              schema: str | None = None):
+    """A custom op whose body launches Triton kernels in PyTorch; here its body runs eagerly as any
+    custom op's (spikingjelly registers its neuron ops this way, with device kernels beside it)."""
+    return custom_op(name, fn, mutates_args=mutates_args, schema=schema)
 
 
 def get_op(op: str | CustomOpDef) -> CustomOpDef:
@@ -106,20 +190,18 @@ class OpOverload:
 
     def __init__(self, packet: "OpOverloadPacket", overload: str, schema: str):
         self._packet, self._overloadname, self._schema = packet, overload, schema
-        self.kernel: Callable | None = None
+        self._kernels = _Kernels()
 
     @property
     def name(self) -> str:
         return self._packet._qualname + ("" if self._overloadname == "default" else f".{self._overloadname}")
 
     def __call__(self, *args, **kwargs):
-        if self.kernel is None:
-            raise NotImplementedError(
-                f"Could not run '{self._packet._qualname}' with arguments from the 'CPU' backend. This could be "
-                "because the operator doesn't exist for this backend, or was omitted during the selective/custom "
-                f"build process (if using custom build). (tapelab: no kernel was registered with impl() for "
-                f"'{self.name}')")
-        return self.kernel(*args, **kwargs)
+        device = _device_type(args, kwargs)
+        kernel = self._kernels.autograd(device) or self._kernels.backend(device)
+        if kernel is None:
+            raise self._kernels.missing(self._packet._qualname, device)
+        return kernel(*args, **kwargs)
 
     def __repr__(self) -> str:
         return f"{self._packet._qualname.replace('::', '.')}.{self._overloadname}"
@@ -173,7 +255,7 @@ class Library:
             _DEFINED_NAMESPACES.add(ns)
         self.ns, self.kind, self.dispatch_key = ns, kind, dispatch_key
         self._defined: list[OpOverload] = []
-        self._kernels: list[tuple[OpOverload, Callable]] = []
+        self._kernels: list[tuple[_Kernels, str, Callable]] = []
 
     def define(self, schema: str, alias_analysis: str = "", *, tags=()) -> str:
         """Declare ``"name[.overload](args) -> returns"``; returns the name. Defining the same
@@ -197,21 +279,26 @@ class Library:
         return name
 
     def impl(self, op_name, fn: Callable, dispatch_key: str = "", *, with_keyset: bool = False) -> None:
-        """Make ``fn`` the kernel of ``op_name`` (``"name"``, ``"name.overload"`` or an OpOverload)."""
+        """Make ``fn`` the kernel of ``op_name`` (``"name"``, ``"name.overload"``, an OpOverload, or a
+        ``custom_op``'s name) for ``dispatch_key`` (the library's own when empty)."""
         if with_keyset:
             raise NotImplementedError("Library.impl(with_keyset=True): tapelab has no dispatch key sets to pass")
         if isinstance(op_name, OpOverload):
-            op = op_name
+            kernels = op_name._kernels
         else:
             name, _, overload = op_name.partition(".")
             qualname = name if "::" in name else f"{self.ns}::{name}"
             packet = _PACKETS.get(qualname)
-            if packet is None or (overload or "default") not in packet._overloads:
+            if qualname in _OPS and not overload:
+                kernels = _OPS[qualname]._kernels
+            elif packet is None or (overload or "default") not in packet._overloads:
                 raise RuntimeError(f"impl(): operator {qualname}{'.' + overload if overload else ''} was not defined "
                                    "(tapelab replaces no aten kernel: define the op with Library.define first)")
-            op = packet._overloads[overload or "default"]
-        op.kernel = fn
-        self._kernels.append((op, fn))
+            else:
+                kernels = packet._overloads[overload or "default"]._kernels
+        key = _dispatch_key(dispatch_key or self.dispatch_key)
+        kernels.by_key[key] = fn
+        self._kernels.append((kernels, key, fn))
 
     def _destroy(self) -> None:
         """Undo this library's registrations, as PyTorch does when a Library is collected: its
@@ -219,9 +306,9 @@ class Library:
         Nothing at interpreter exit, when this module's globals are already cleared."""
         if _PACKETS is None:
             return
-        for op, fn in self._kernels:
-            if op.kernel is fn:
-                op.kernel = None
+        for kernels, key, fn in self._kernels:
+            if kernels.by_key.get(key) is fn:
+                del kernels.by_key[key]
         for op in self._defined:
             packet = op._packet
             packet._overloads.pop(op._overloadname, None)
@@ -256,10 +343,11 @@ def define(qualname: str, schema: str, *, lib: Library | None = None, tags=()) -
 
 def impl(qualname: str, types, func: Callable | None = None, *, lib: Library | None = None):
     """``torch.library.impl("ns::name", "cpu")`` as a decorator (or with ``func``): the op's kernel
-    for those device types (tapelab has one backend, so for all)."""
+    for those device types or dispatch keys."""
     ns, name = qualname.split("::", 1)
 
     def register(f: Callable) -> Callable:
-        (lib or _fragment(ns)).impl(name, f)
+        for key in ([types] if isinstance(types, str) else types):
+            (lib or _fragment(ns)).impl(name, f, key)
         return f
     return register if func is None else register(func)

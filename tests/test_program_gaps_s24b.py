@@ -137,3 +137,68 @@ def test_vision_internally_replaced_utils_loads_through_the_hub(tmp_path):
     got = load_state_dict_from_url(url, model_dir=str(tmp_path / "tl"), progress=False)
     want = torch.hub.load_state_dict_from_url(url, model_dir=str(tmp_path / "pt"), progress=False)
     assert got["w"].tolist() == want["w"].tolist() == [0.0, 1.0, 2.0]
+
+
+_NS_SEQ = iter(range(10 ** 6))
+
+
+def _device_kernels(m):
+    """spikingjelly's op registration: a ``triton_op`` whose body runs anywhere, a ``Library`` fragment
+    giving it a CPU and a CUDA kernel (the CUDA one registered last), ``register_autograd``, then an
+    ``AutogradCPU`` kernel that replaces the backward on cpu; ``custom_op.register_kernel`` and
+    ``library.impl`` with device types."""
+    ns = f"s24b_{m.__name__}_{next(_NS_SEQ)}"
+    lib = m.library.Library(ns, "FRAGMENT")
+    T = m.Tensor
+
+    def scale(x: T, s: float) -> T:
+        return x * s
+
+    def twice(x: T) -> T:
+        return x * 2
+
+    op = m.library.triton_op(f"{ns}::scale", scale, mutates_args=())
+    ops = getattr(m.ops, ns)
+    res = [ops.scale.default(m.ones(2), 2.0).tolist()]
+    lib.impl("scale", lambda x, s: x * s + 1, "CPU")
+    lib.impl("scale", lambda x, s: x * s + 100, "CUDA")
+    res += [ops.scale.default(m.ones(2), 2.0).tolist(), op(m.ones(2), 2.0).tolist()]
+
+    def setup_context(ctx, inputs, output):
+        ctx.s = inputs[1]
+
+    m.library.register_autograd(f"{ns}::scale", lambda ctx, g: (g * 10, None), setup_context=setup_context)
+    for _ in range(2):
+        x = m.ones(2, requires_grad=True)
+        y = op(x, 2.0)
+        y.sum().backward()
+        res.append((y.tolist(), x.grad.tolist()))
+        lib.impl("scale", lambda x, s: x * s * 3, "AutogradCPU")
+    with m.no_grad():
+        res.append(op(m.ones(2), 2.0).tolist())
+    c = m.library.custom_op(f"{ns}::twice", twice, mutates_args=())
+    c.register_kernel("cpu", lambda x: x * 5)
+    res.append(c(m.ones(1)).tolist())
+    m.library.define(f"{ns}::neg", "(Tensor x) -> Tensor")
+    m.library.impl(f"{ns}::neg", ["cuda"], lambda x: -x * 100)
+    with pytest.raises(NotImplementedError, match=f"Could not run '{ns}::neg' with arguments from the 'CPU' backend"):
+        ops.neg(m.ones(1))
+    m.library.impl(f"{ns}::neg", "cpu", lambda x: -x)
+    return res + [ops.neg(m.ones(1)).tolist()]
+
+
+def test_library_kernels_are_chosen_by_dispatch_key_and_device():
+    """A kernel registered for ``"CUDA"`` never runs on cpu tensors (tapelab kept the last kernel given,
+    whatever its key, and spikingjelly's cpu neurons ran its CUDA launcher); an ``AutogradCPU`` kernel
+    runs in place of the registered backward; ``torch.ops.ns.name.default`` reaches a custom op."""
+    assert _device_kernels(torch) == _device_kernels(tapelab)
+
+
+def test_unset_fake_temporarily_yields_the_absent_fake_mode():
+    """spikingjelly's op dispatch imports ``unset_fake_temporarily``; outside tracing no fake mode is set."""
+    from tapelab._subclasses import fake_tensor as tl
+    from torch._subclasses import fake_tensor as pt
+    for f in (pt, tl):
+        with f.unset_fake_temporarily() as mode:
+            assert mode is None
+        assert f.maybe_get_fake_mode(torch.ones(1) if f is pt else tapelab.ones(1)) is None
