@@ -102,14 +102,15 @@ def _laid_out_as_query(xp, q, out, dropped: bool):
 _REDUCED = (_dtype.BFLOAT16_NP, np.dtype(np.float16))
 
 
-def _flash_reduced(xp, q, k, v, mask, *, scale, causal, masked):
+def _flash_reduced(xp, q, k, v, mask, *, scale, causal, masked, lse=False):
     """PyTorch's CPU flash kernel for bfloat16 and half (4-d, no dropout): float32 scores and softmax
     statistics over key blocks of 512 (one block below 512 keys), each block's unnormalised weights
     rounded to the input dtype before their GEMM with ``v`` (float32 accumulation, the running sum
     and output rescaled as the maximum grows), the output times the row sum's reciprocal, rounded once.
     Bit for bit torch's below 512 keys on CPUs without AVX512-BF16; on one with it (session 23's host)
     3-9% of outputs are one bfloat16 ulp off torch's, whatever order the float32 sums take (not found
-    yet); from 512 keys on, the GEMMs' float32 sums differ in order."""
+    yet); from 512 keys on, the GEMMs' float32 sums differ in order. With ``lse``, also the rows'
+    float32 log-sum-exp (0 for a row with nothing to attend), which the backward reads."""
     dt, f32 = q.dtype, np.float32
     q, k, v = q.astype(f32), k.astype(f32), v.astype(f32)
     if masked == "float":
@@ -139,8 +140,50 @@ def _flash_reduced(xp, q, k, v, mask, *, scale, causal, masked):
             acc = acc * grow + part
         top = new
     if acc is None:
-        return xp.zeros(q.shape[:-1] + v.shape[-1:], dt)
-    return (acc * (f32(1) / xp.where(total == 0, f32(1), total))).astype(dt)
+        out = xp.zeros(q.shape[:-1] + v.shape[-1:], dt)
+        return (out, xp.zeros(q.shape[:-1] + (1,), f32)) if lse else out
+    total = xp.where(total == 0, f32(1), total)
+    out = (acc * (f32(1) / total)).astype(dt)
+    return (out, xp.where(top == ninf, f32(0), top) + xp.log(total)) if lse else out
+
+
+def _flash_reduced_bwd(xp, g, q, k, v, mask, *, scale, causal, masked):
+    """PyTorch's CPU flash backward for bfloat16 and half (4-d, no dropout): per block of queries (32
+    rows below 192 queries, 64 below 768, else 256) and of 512 keys, the float32 weights rebuilt from
+    the forward's log-sum-exp, the score gradient ``w * (g vᵀ - rowsum(g * out))`` from the rounded
+    output, and both rounded to the input dtype before their GEMMs; dq, dk and dv gather block by block
+    in the input dtype (float32 sums, rounded after each block). Also the float32 score gradient."""
+    dt, f32 = q.dtype, np.float32
+    out, lse = _flash_reduced(xp, q, k, v, mask, scale=scale, causal=causal, masked=masked, lse=True)
+    q, k, v, g = q.astype(f32), k.astype(f32), v.astype(f32), g.astype(f32)
+    dsum = (g * out.astype(f32)).sum(axis=-1, keepdims=True)
+    L, S = q.shape[-2], k.shape[-2]
+    batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    if masked:
+        mask = xp.broadcast_to(mask.astype(f32) if masked == "float" else mask, mask.shape[:-2] + (L, S))
+    dq, dk, dv = (xp.zeros(batch + a.shape[-2:], dt) for a in (q, k, v))
+    ds = xp.zeros(batch + (L, S), f32)
+    split = 256 if L >= 768 else 64 if L >= 192 else 32
+    for m in range(0, L, split):
+        rows = slice(m, m + split)
+        qm, gm = q[..., rows, :], g[..., rows, :]
+        for n in range(0, min(m + split, S) if causal else S, 512):
+            cols = slice(n, n + 512)
+            s = gemm(xp, qm, xp.swapaxes(k[..., cols, :], -1, -2)) * f32(scale)
+            if masked == "float":
+                s = s + mask[..., rows, cols]
+            elif masked == "bool":
+                s = xp.where(mask[..., rows, cols], s, f32("-inf"))
+            w = xp.exp(s - lse[..., rows, :])
+            if causal:
+                w = xp.where(xp.arange(m, m + w.shape[-2])[:, None] >= xp.arange(n, n + w.shape[-1])[None, :], w, f32(0))
+            dv[..., cols, :] = dv[..., cols, :] + gemm(xp, xp.swapaxes(w.astype(dt).astype(f32), -1, -2), gm)
+            dw = w * (gemm(xp, gm, xp.swapaxes(v[..., cols, :], -1, -2)) - dsum[..., rows, :])
+            ds[..., rows, cols] = dw
+            dw = dw.astype(dt).astype(f32)
+            dq[..., rows, :] = dq[..., rows, :] + gemm(xp, dw, k[..., cols, :]) * f32(scale)
+            dk[..., cols, :] = dk[..., cols, :] + gemm(xp, xp.swapaxes(dw, -1, -2), qm) * f32(scale)
+    return dq, dk, dv, ds
 
 
 def _fwd(xp, *args, scale, causal, masked, dropped):
@@ -170,6 +213,9 @@ def _passthrough(xp, *args, scale, causal, masked, dropped):
 def _bwd_fwd(xp, g, *args, scale, causal, masked, dropped, saved=False):
     """dq, then dk, dv (and the float mask's gradient, the score gradient) as extras; with
     ``saved``, the last argument is the forward's weights, not recomputed."""
+    if g.dtype in _REDUCED and g.ndim == 4 and not dropped and xp is np:
+        q, k, v, mask, _ = _split(args[:-1] if saved else args, masked, dropped)
+        return _flash_reduced_bwd(xp, g, q, k, v, mask, scale=scale, causal=causal, masked=masked)
     if g.dtype is _dtype.BFLOAT16_NP:
         return _dtype.in_float32(_bwd_fwd, xp, g, *args, scale=scale, causal=causal, masked=masked, dropped=dropped)
     if saved:
@@ -277,8 +323,8 @@ _attention_saved = Op("scaled_dot_product_attention_saved_weights", _passthrough
 
 def _saving(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> bool:
     """Whether to keep the weights for the backward: a gradient will be taken, nobody watches
-    (a watcher sees the one named op), and not bfloat16 (computed in float32, rounded once)."""
-    return (not STATE.slow and is_grad_enabled() and q.dtype != _dtype.bfloat16
+    (a watcher sees the one named op), and not bfloat16 or half (PyTorch's flash kernels, both ways)."""
+    return (not STATE.slow and is_grad_enabled() and q.dtype not in (_dtype.bfloat16, _dtype.float16)
             and (q.requires_grad or k.requires_grad or v.requires_grad or (mask is not None and mask.requires_grad)))
 
 
