@@ -224,14 +224,14 @@ def test_embedding_bag_index_and_offset_errors_match_torch(case):
 def test_stft_warns_once_about_a_missing_window_and_real_output(monkeypatch):
     """PyTorch warns (once) that no window means a rectangular one, and that ``return_complex=False`` is
     deprecated; an audio pipeline's output under tapelab lacked both."""
-    from tapelab.ops import spectral
-    monkeypatch.setattr(spectral, "_warned", set())
+    from tapelab.ops import _util
+    monkeypatch.setattr(_util, "_warned", set())
     x = tapelab.randn(200)
     first = _warnings_of(lambda: tapelab.stft(x, 32, return_complex=False))
     assert [msg.split(".")[0] for _, msg in first] == ["A window was not provided", "stft with return_complex=False is "
                                                                                      "deprecated"]
     assert _warnings_of(lambda: tapelab.stft(x, 32, return_complex=False)) == []
-    monkeypatch.setattr(spectral, "_warned", set())
+    monkeypatch.setattr(_util, "_warned", set())
     assert _warnings_of(lambda: tapelab.stft(x, 32, window=tapelab.hann_window(32), return_complex=True)) == []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

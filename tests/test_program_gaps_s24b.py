@@ -202,3 +202,38 @@ def test_unset_fake_temporarily_yields_the_absent_fake_mode():
         with f.unset_fake_temporarily() as mode:
             assert mode is None
         assert f.maybe_get_fake_mode(torch.ones(1) if f is pt else tapelab.ones(1)) is None
+
+
+_DEPRECATED_LINALG = {
+    "lu": "m.lu(A)", "Tensor.lu": "A.lu()", "qr": "m.qr(A)", "lu_solve": "m.lu_solve(B, *m.linalg.lu_factor(A))",
+    "triangular_solve": "m.triangular_solve(B, A)", "chain_matmul": "m.chain_matmul(A, A)",
+    "cholesky": "m.cholesky(A @ A.mT)",
+}
+
+
+def _deprecation_warnings(m, call: str) -> list:
+    import warnings
+    A, B = m.eye(3) * 2 + m.ones(3, 3), m.ones(3, 2)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(2):
+            eval(call, {"m": m, "A": A, "B": B})
+    return [(w.category.__name__, str(w.message).split(" (Triggered internally")[0]) for w in caught]
+
+
+@pytest.mark.parametrize("name", sorted(_DEPRECATED_LINALG))
+def test_deprecated_linalg_names_warn_once_in_pytorchs_words(name, monkeypatch):
+    """normflows' invertible 1x1 convolution calls ``Q.lu()``: PyTorch warns (once per process, ATen's
+    TORCH_WARN_ONCE) that ``torch.lu`` is deprecated; tapelab said nothing for lu, qr, lu_solve and
+    triangular_solve and warned at every call for chain_matmul and cholesky. PyTorch's warnings are
+    read in a fresh process, where its once has not been spent."""
+    import subprocess
+    import sys
+    from tapelab.ops import _util
+    monkeypatch.setattr(_util, "_warned", set())
+    code = (f"import torch, sys; sys.path.insert(0, {repr(__file__.rsplit('/', 1)[0])}); "
+            f"from test_program_gaps_s24b import _deprecation_warnings as d; "
+            f"print(repr(d(torch, {_DEPRECATED_LINALG[name]!r})))")
+    want = eval(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
+    got = _deprecation_warnings(tapelab, _DEPRECATED_LINALG[name])
+    assert len(want) == 1 and got == want

@@ -105,7 +105,9 @@ def test_linalg_error_is_a_runtime_error_like_torch():
     assert msgs[0] == msgs[1]
 
 
-def test_cholesky_deprecated_name_warns_and_matches():
+def test_cholesky_deprecated_name_warns_and_matches(monkeypatch):
+    from tapelab.ops import _util
+    monkeypatch.setattr(_util, "_warned", set())   # once per process, as PyTorch's TORCH_WARN_ONCE
     a = _spd(n=3)
     with pytest.warns(UserWarning, match="torch.cholesky is deprecated"):
         u = tapelab.cholesky(tapelab.tensor(a), upper=True)

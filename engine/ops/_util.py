@@ -1,11 +1,23 @@
 """Helpers shared by op declarations."""
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 from ..core.tensor import Tensor, _wrap_dim, sum_to, unbroadcast
 
-__all__ = ["unbroadcast", "sum_to", "norm_dims", "numpy_names", "along_key", "Tensor"]
+__all__ = ["unbroadcast", "sum_to", "norm_dims", "numpy_names", "along_key", "Tensor", "warn_once"]
+
+_warned: set = set()
+
+
+def warn_once(message: str, stacklevel: int = 3) -> None:
+    """ATen's ``TORCH_WARN_ONCE``: a UserWarning given the first time only, per process (the deprecated
+    linalg names, stft's defaults)."""
+    if message not in _warned:
+        _warned.add(message)
+        warnings.warn(message, UserWarning, stacklevel=stacklevel)
 
 
 def numpy_names(op: str, dim, keepdim, axis, keepdims) -> tuple:

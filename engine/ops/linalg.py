@@ -8,7 +8,6 @@ from __future__ import annotations
 import functools
 import importlib.util
 import math
-import warnings
 
 import numpy as np
 
@@ -25,7 +24,7 @@ from .conjugation import conj
 from .einsum_layout import _contiguous, _pair, _product_strides, bmm_plan, result_order
 from .movement import _mark, cat, narrow
 from ..core.registry import ALL, NONE, OTHERS, Op
-from ._util import Tensor, _wrap_dim, sum_to
+from ._util import Tensor, _wrap_dim, sum_to, warn_once
 from ..base.dtype import BFLOAT16_NP, FLOATING_KINDS, bfloat16, float16, from_np, in_float32, promote_types
 
 _SPARSE = (COOArray, CompressedArray)     # the sparse operands' arrays (their dtype errors are PyTorch's sparse ones)
@@ -971,10 +970,10 @@ def linalg_cholesky(A: Tensor, *, upper: bool = False) -> Tensor:
 
 def cholesky(input: Tensor, upper: bool = False) -> Tensor:
     """``torch.cholesky`` (deprecated in PyTorch in favour of ``torch.linalg.cholesky``; warns as it does)."""
-    warnings.warn("torch.cholesky is deprecated in favor of torch.linalg.cholesky and will be removed in a "
-                  "future PyTorch release.\nL = torch.cholesky(A)\nshould be replaced with\n"
-                  "L = torch.linalg.cholesky(A)\nand\nU = torch.cholesky(A, upper=True)\nshould be replaced "
-                  "with\nU = torch.linalg.cholesky(A).mH", UserWarning, stacklevel=2)
+    warn_once("torch.cholesky is deprecated in favor of torch.linalg.cholesky and will be removed in a future "
+              "PyTorch release.\nL = torch.cholesky(A)\nshould be replaced with\nL = torch.linalg.cholesky(A)\nand"
+              "\nU = torch.cholesky(A, upper=True)\nshould be replaced with\nU = torch.linalg.cholesky(A).mH\nThis "
+              "transform will produce equivalent results for all valid (symmetric positive definite) inputs.")
     return _cholesky_as("cholesky", input, upper)
 
 

@@ -28,6 +28,7 @@ from .linalg_matrix_exp import matrix_exp_op as _matrix_exp_op
 from .movement import stack
 from .reduce import vector_norm
 from .shaping import cross as _cross
+from ._util import warn_once
 
 # the public names of tapelab.linalg (engine/linalg.py re-exports them)
 LINALG = ("vector_norm", "matrix_norm", "norm", "matmul", "vecdot", "diagonal", "qr", "cholesky", "cholesky_ex",
@@ -278,6 +279,10 @@ def triangular_solve(b, A, upper: bool = True, transpose: bool = False, unitrian
     if _DISPATCH.functions is not None and has_tensor_like((b, A)):
         return handle_torch_function(triangular_solve, (b, A), b, A, upper=upper, transpose=transpose,
                                      unitriangular=unitriangular)
+    warn_once("torch.triangular_solve is deprecated in favor of torch.linalg.solve_triangularand will be removed in "
+              "a future PyTorch release.\ntorch.linalg.solve_triangular has its arguments reversed and does not "
+              "return a copy of one of the inputs.\nX = torch.triangular_solve(B, A).solution\nshould be replaced "
+              "with\nX = torch.linalg.solve_triangular(A, B).")
     coef = A.mT if transpose else A
     X = solve_triangular(coef, b, upper=upper != transpose, unitriangular=unitriangular)
     return rt.triangular_solve(X, A.clone())
@@ -647,6 +652,9 @@ def _qr_old(input, some: bool = True):
     """``torch.qr`` (deprecated in PyTorch): reduced unless ``some=False``."""
     if _DISPATCH.functions is not None and has_tensor_like((input,)):
         return handle_torch_function(_qr_old, (input,), input, some=some)
+    warn_once("torch.qr is deprecated in favor of torch.linalg.qr and will be removed in a future PyTorch release.\n"
+              "The boolean parameter 'some' has been replaced with a string parameter 'mode'.\nQ, R = torch.qr(A, "
+              "some)\nshould be replaced with\nQ, R = torch.linalg.qr(A, 'reduced' if some else 'complete')")
     return rt.qr(*qr(input, "reduced" if some else "complete"))
 
 
@@ -654,6 +662,9 @@ def _lu_solve_old(b, LU_data, LU_pivots):
     """``torch.lu_solve`` (deprecated in PyTorch): ``linalg.lu_solve(LU, pivots, b)``."""
     if _DISPATCH.functions is not None and has_tensor_like((b, LU_data, LU_pivots)):
         return handle_torch_function(_lu_solve_old, (b, LU_data, LU_pivots), b, LU_data, LU_pivots)
+    warn_once("torch.lu_solve is deprecated in favor of torch.linalg.lu_solveand will be removed in a future PyTorch "
+              "release.\nNote that torch.linalg.lu_solve has its arguments reversed.\nX = torch.lu_solve(B, LU, "
+              "pivots)\nshould be replaced with\nX = torch.linalg.lu_solve(LU, pivots, B)")
     return lu_solve(LU_data, LU_pivots, b)
 
 
@@ -661,6 +672,11 @@ def _lu_old(A, pivot: bool = True, get_infos: bool = False):
     """``torch.lu`` (deprecated in PyTorch): (LU, pivots[, infos]); raises on a zero pivot unless ``get_infos``."""
     if _DISPATCH.functions is not None and has_tensor_like((A,)):
         return handle_torch_function(_lu_old, (A,), A, pivot=pivot, get_infos=get_infos)
+    warn_once("torch.lu is deprecated in favor of torch.linalg.lu_factor / torch.linalg.lu_factor_ex and will be "
+              "removed in a future PyTorch release.\nLU, pivots = torch.lu(A, compute_pivots)\nshould be replaced "
+              "with\nLU, pivots = torch.linalg.lu_factor(A, compute_pivots)\nand\nLU, pivots, info = torch.lu(A, "
+              "compute_pivots, get_infos=True)\nshould be replaced with\nLU, pivots, info = "
+              "torch.linalg.lu_factor_ex(A, compute_pivots)")
     LU, pivots, info = lu_factor_ex(A, pivot=pivot, check_errors=not get_infos)
     return (LU, pivots, info) if get_infos else (LU, pivots)
 

@@ -18,7 +18,7 @@ from ..base import dtype as _dtype
 from ..core import creation
 from ..core.dispatch import composite
 from ..core.tensor import _wrap_dim
-from ._util import Tensor
+from ._util import Tensor, warn_once
 from .movement import cat, flip, split, stack
 from .reduce import vector_norm
 
@@ -689,9 +689,9 @@ def chain_matmul(*matrices: Tensor) -> Tensor:
     """``matrices[0] @ matrices[1] @ ...`` (deprecated in PyTorch in favour of ``linalg.multi_dot``)."""
     if _DISPATCH.functions is not None and has_tensor_like(matrices):
         return handle_torch_function(chain_matmul, matrices, *matrices)
-    warnings.warn("torch.chain_matmul is deprecated and will be removed in a future PyTorch release. Use "
-                  "torch.linalg.multi_dot instead, which accepts a list of two or more tensors rather than multiple "
-                  "parameters.", stacklevel=2)
+    warn_once("torch.chain_matmul is deprecated and will be removed in a future PyTorch release. Use "
+              "torch.linalg.multi_dot instead, which accepts a list of two or more tensors rather than multiple "
+              "parameters.")
     if len(matrices) == 1:
         return matrices[0].clone()
     out = matrices[0]

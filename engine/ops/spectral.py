@@ -4,28 +4,17 @@ ops and the tape shows each step. PyTorch's argument rules and errors, its frame
 (``(..., freq, frames)``) and its window-envelope normalisation in ``istft``."""
 from __future__ import annotations
 
-import warnings
-
 from ..base.dispatch_state import STATE as _DISPATCH
 from ..core.overrides import handle_torch_function, has_tensor_like
 from ..base import dtype as _dtype
 from ..core.creation import arange, ones, zeros
 from . import fft as _fft
 from .conjugation import view_as_real
-from ._util import Tensor
+from ._util import Tensor, warn_once
 from .indexing import index_add
 from .movement import constant_pad_nd, pad as _pad
 
 __all__ = ["stft", "istft"]
-
-_warned: set = set()   # ATen's TORCH_WARN_ONCE: each of stft's warnings is given once per process
-
-
-def _warn_once(message: str) -> None:
-    if message not in _warned:
-        _warned.add(message)
-        warnings.warn(message, UserWarning, stacklevel=3)
-
 
 def _window(window, n_fft: int, win_length: int, like: Tensor, what: str) -> Tensor:
     """The window of ``win_length`` (ones by default), zero-padded on both sides to ``n_fft``."""
@@ -50,7 +39,7 @@ def stft(input: Tensor, n_fft: int, hop_length: int | None = None, win_length: i
                                      win_length=win_length, window=window, center=center, pad_mode=pad_mode,
                                      normalized=normalized, onesided=onesided, return_complex=return_complex)
     if window is None:
-        _warn_once("A window was not provided. A rectangular window will be applied,which is known to cause spectral "
+        warn_once("A window was not provided. A rectangular window will be applied,which is known to cause spectral "
                    "leakage. Other windows such as torch.hann_window or torch.hamming_window are recommended to "
                    "reduce spectral leakage.To suppress this warning and use a rectangular window, explicitly set "
                    "`window=torch.ones(n_fft, device=<device>)`.")
@@ -61,7 +50,7 @@ def stft(input: Tensor, n_fft: int, hop_length: int | None = None, win_length: i
                                "further require that return_complex=True in a future PyTorch release.")
         return_complex = True
     if not return_complex:
-        _warn_once("stft with return_complex=False is deprecated. In a future pytorch release, stft will return "
+        warn_once("stft with return_complex=False is deprecated. In a future pytorch release, stft will return "
                    "complex tensors for all inputs, and return_complex=False will raise an error.\nNote: you can "
                    "still call torch.view_as_real on the complex output to recover the old return format.")
     if input.ndim not in (1, 2):
