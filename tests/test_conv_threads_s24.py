@@ -146,3 +146,16 @@ def test_split_blocks_run_once_and_late_worker_leaves_its_block(threads):
             raise ValueError("block 1 failed")
     with pytest.raises(ValueError, match="block 1"):
         pool.run_blocks(bad, [(0,), (1,)])
+
+
+@pytest.mark.parametrize("n,c,h,w,k,pads", [(3, 16, 14, 14, (3, 3), ((1, 1), (1, 1))), (2, 5, 7, 9, (3, 2), ((2, 0), (0, 1))),
+                                            (1, 8, 4, 4, (1, 1), ((0, 0), (0, 0))), (2, 4, 6, 5, (5, 5), ((2, 2), (2, 2)))])
+def test_im2col_loop_equals_the_window_copy(n, c, h, w, k, pads):
+    """``im2col_stride1`` gives the strided window view's copy bit for bit (asymmetric pads, 1x1, 5x5)."""
+    from tapelab.nn import _ops
+    x = np.random.default_rng(3).standard_normal((n, c, h, w)).astype(np.float32)
+    v, out = _ops._cols_view(np, x, k, (1, 1), pads, (1, 1))
+    want = np.ascontiguousarray(v).reshape(n * out[0] * out[1], -1)
+    got = np.full_like(want, np.nan)
+    loops("conv").im2col_stride1(x, pads[0][0], pads[1][0], k[0], k[1], out[0], out[1], got)
+    assert np.array_equal(got, want)

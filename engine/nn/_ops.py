@@ -183,8 +183,26 @@ def _wm(xp, w):
 def _cols_rows(xp, x, kernel, stride, pads, dilation, out=None):
     """im2col as ``(N*L, K*C)`` from a channels-last copy of the padded input, and the output size
     (``out`` caps it: a transposed convolution's output padding adds rows no window uses)."""
+    size = _out_size(x.shape[2:], kernel, stride, pads, dilation)
+    if out is None and _im2col_loop(xp, x, kernel, stride, dilation, pads):
+        cols = xp.empty((x.shape[0] * math.prod(size), math.prod(kernel) * x.shape[1]), x.dtype)
+        _im2col_into_rows(x, kernel, pads, size, cols)
+        return cols, size
     v, out = _cols_view(xp, x, kernel, stride, pads, dilation, out)
     return v.reshape(x.shape[0] * math.prod(out), -1), out
+
+
+def _im2col_loop(xp, x, kernel, stride, dilation, pads) -> bool:
+    """Whether ``kernels/conv.py``'s ``im2col_stride1`` builds the columns: a 2-D, stride-1,
+    undilated, unshrunk window over a float32 C-contiguous input (the same floats as the view's copy)."""
+    return (len(kernel) == 2 and tuple(stride) == (1, 1) and tuple(dilation) == (1, 1)
+            and all(lo >= 0 and hi >= 0 for lo, hi in pads) and kernels.use(xp, x))
+
+
+def _im2col_into_rows(x, kernel, pads, size, cols) -> None:
+    """``im2col_stride1`` of images ``x`` into ``cols`` rows, for an output of ``size``."""
+    (pt, _), (pl, _) = pads
+    kernels.loops("conv").im2col_stride1(x, pt, pl, kernel[0], kernel[1], size[0], size[1], cols)
 
 
 def _cols_view(xp, x, kernel, stride, pads, dilation, out=None):
@@ -422,8 +440,13 @@ def _weight_rows_into(xp, x, gy, kernel, stride, pads, dilation, cols, rows, lo,
     """Images ``lo:hi``'s rows of the weight gradient's operands: im2col ``cols (N*L, K*C)`` and
     ``rows (N*L, O)``, gy channels last."""
     length = rows.shape[0] // x.shape[0]
-    v, _ = _cols_view(xp, x[lo:hi], kernel, stride, pads, dilation, gy.shape[2:])
-    cols[lo * length:hi * length].reshape(v.shape)[...] = v
+    size = tuple(gy.shape[2:])
+    if size == _out_size(x.shape[2:], kernel, stride, pads, dilation) and _im2col_loop(xp, x, kernel, stride,
+                                                                                       dilation, pads):
+        _im2col_into_rows(x[lo:hi], kernel, pads, size, cols[lo * length:hi * length])
+    else:
+        v, _ = _cols_view(xp, x[lo:hi], kernel, stride, pads, dilation, size)
+        cols[lo * length:hi * length].reshape(v.shape)[...] = v
     rows[lo * length:hi * length].reshape(hi - lo, length, -1)[...] = \
         gy[lo:hi].reshape(hi - lo, gy.shape[1], -1).transpose(0, 2, 1)
 
