@@ -20,79 +20,86 @@ import tapelab
 # (arguments after the tensor, shape): functions. T is a tensor of that shape.
 TABLE = {
     ("T", "m"): """
-        abs abs_ absolute acos acos_ acosh acosh_ all any arccos arccos_ arccosh arccosh_ arcsin arcsin_
-        arcsinh arcsinh_ arctan arctan_ arctanh arctanh_ argwhere asin asin_ asinh asinh_ atan atan_ atanh
-        atanh_ ceil ceil_ clone conj_physical_ cos cos_ cosh cosh_ count_nonzero deg2rad_ det detach detach_
-        detach_copy diagonal_copy digamma erf erf_ erfc erfc_ erfinv exp exp2 exp2_ exp_ expm1 expm1_
-        fft.fft fft.fft2 fft.fftn fft.fftshift fft.hfft fft.hfft2 fft.hfftn fft.ifft fft.ifft2 fft.ifftn
-        fft.ifftshift fft.ihfft fft.ihfft2 fft.ihfftn fft.irfft fft.irfft2 fft.irfftn fft.rfft fft.rfft2
-        fft.rfftn fix fix_ floor floor_ frac frac_ geqrf i0 i0_ inverse isfinite isinf isnan isneginf
-        isposinf lgamma linalg.cholesky_ex linalg.det linalg.eig linalg.eigh linalg.eigvals linalg.eigvalsh
-        linalg.inv linalg.inv_ex linalg.ldl_factor linalg.ldl_factor_ex linalg.lu linalg.lu_factor
-        linalg.lu_factor_ex linalg.matrix_exp linalg.matrix_rank linalg.pinv linalg.slogdet linalg.svd
-        linalg.svdvals log log10 log10_ log1p log1p_ log2 log2_ log_ logdet logical_not logit_ lu matrix_exp
-        nan_to_num nan_to_num_ neg neg_ negative negative_ nn.functional.dropout1d nn.functional.dropout2d
-        nn.functional.dropout3d nn.functional.gelu nn.functional.hardsigmoid nn.functional.hardswish
-        nn.functional.log_softmax nn.functional.logsigmoid nn.functional.normalize nn.functional.sigmoid
-        nn.functional.silu nn.functional.softmax nn.functional.softmin nn.functional.softsign
-        nn.functional.tanh nn.functional.tanhshrink nonzero norm pinverse rad2deg_ reciprocal reciprocal_
-        relu relu_ round round_ rsqrt rsqrt_ sigmoid sigmoid_ sign signbit sin sin_ sinc sinc_ sinh sinh_
-        slogdet special.airy_ai special.bessel_j0 special.bessel_j1 special.bessel_y0 special.bessel_y1
+        abs abs_ absolute acos acos_ acosh acosh_ all amax amin angle any arccos arccos_ arccosh arccosh_
+        arcsin arcsin_ arcsinh arcsinh_ arctan arctan_ arctanh arctanh_ argmax argmin argwhere asin asin_
+        asinh asinh_ atan atan_ atanh atanh_ ceil ceil_ celu_ clone conj conj_physical conj_physical_ cos
+        cos_ cosh cosh_ count_nonzero deg2rad_ det detach detach_ detach_copy diagonal_copy digamma erf erf_
+        erfc erfc_ erfinv exp exp2 exp2_ exp_ expm1 expm1_ fft.fft fft.fft2 fft.fftn fft.fftshift fft.hfft
+        fft.hfft2 fft.hfftn fft.ifft fft.ifft2 fft.ifftn fft.ifftshift fft.ihfft fft.ihfft2 fft.ihfftn
+        fft.irfft fft.irfft2 fft.irfftn fft.rfft fft.rfft2 fft.rfftn fix fix_ floor floor_ frac frac_ geqrf
+        i0 i0_ inverse isfinite isinf isnan isneginf isposinf lgamma linalg.cholesky_ex linalg.det
+        linalg.eig linalg.eigh linalg.eigvals linalg.eigvalsh linalg.inv linalg.inv_ex linalg.ldl_factor
+        linalg.ldl_factor_ex linalg.lu linalg.lu_factor linalg.lu_factor_ex linalg.matrix_exp
+        linalg.matrix_rank linalg.norm linalg.pinv linalg.slogdet linalg.svd linalg.svdvals
+        linalg.vector_norm log log10 log10_ log1p log1p_ log2 log2_ log_ logdet logical_not logit_ lu
+        matrix_exp max min msort nan_to_num nan_to_num_ neg neg_ negative negative_ nn.functional.celu_
+        nn.functional.dropout1d nn.functional.dropout2d nn.functional.dropout3d nn.functional.elu_
+        nn.functional.gelu nn.functional.hardsigmoid nn.functional.hardswish nn.functional.hardtanh_
+        nn.functional.leaky_relu_ nn.functional.log_softmax nn.functional.logsigmoid nn.functional.normalize
+        nn.functional.rrelu_ nn.functional.selu_ nn.functional.sigmoid nn.functional.silu
+        nn.functional.softmax nn.functional.softmin nn.functional.softsign nn.functional.tanh
+        nn.functional.tanhshrink nonzero norm pinverse prod rad2deg_ reciprocal reciprocal_ relu relu_ round
+        round_ rrelu_ rsqrt rsqrt_ selu_ sgn sigmoid sigmoid_ sign signbit sin sin_ sinc sinc_ sinh sinh_
+        slogdet sort special.airy_ai special.bessel_j0 special.bessel_j1 special.bessel_y0 special.bessel_y1
         special.digamma special.erf special.erfc special.erfcx special.erfinv special.exp2 special.expit
         special.expm1 special.gammaln special.i0 special.i0e special.i1 special.i1e special.log1p
         special.log_ndtr special.modified_bessel_i0 special.modified_bessel_i1 special.modified_bessel_k0
         special.modified_bessel_k1 special.ndtri special.psi special.round special.scaled_modified_bessel_k0
         special.scaled_modified_bessel_k1 special.sinc special.spherical_bessel_j0 sqrt sqrt_ square square_
-        squeeze_copy svd sym_sum t_copy tan tan_ tanh tanh_ trunc trunc_ unbind_copy unique zero_""",
+        squeeze_copy std std_mean svd sym_sum t_copy tan tan_ tanh tanh_ trunc trunc_ unbind_copy unique var
+        var_mean zero_""",
     ("T,T", "m"): """
-        add arctan2 atan2 clamp clamp_ clamp_max clamp_max_ clamp_min clamp_min_ clip clip_ complex copysign
-        div divide eq floor_divide fmax fmin fmod ge greater greater_equal gt hypot igamma igammac ldexp_ le
-        less less_equal linalg.solve linalg.solve_ex linalg.vecdot logaddexp lt maximum minimum mul multiply
-        ne nextafter nn.functional.binary_cross_entropy_with_logits nn.functional.mse_loss not_equal pow
-        remainder rsub special.chebyshev_polynomial_t special.chebyshev_polynomial_u
-        special.chebyshev_polynomial_v special.chebyshev_polynomial_w special.gammainc special.gammaincc
-        special.hermite_polynomial_h special.hermite_polynomial_he special.laguerre_polynomial_l
-        special.legendre_polynomial_p special.shifted_chebyshev_polynomial_t
+        add allclose arctan2 atan2 clamp clamp_ clamp_max clamp_max_ clamp_min clamp_min_ clip clip_ complex
+        copysign div divide eq floor_divide fmax fmin fmod ge greater greater_equal gt hypot igamma igammac
+        isclose ldexp_ le less less_equal linalg.matmul linalg.solve linalg.solve_ex linalg.vecdot logaddexp
+        lt matmul maximum minimum mul multiply ne nextafter nn.functional.binary_cross_entropy_with_logits
+        nn.functional.mse_loss not_equal pow remainder rsub special.chebyshev_polynomial_t
+        special.chebyshev_polynomial_u special.chebyshev_polynomial_v special.chebyshev_polynomial_w
+        special.gammainc special.gammaincc special.hermite_polynomial_h special.hermite_polynomial_he
+        special.laguerre_polynomial_l special.legendre_polynomial_p special.shifted_chebyshev_polynomial_t
         special.shifted_chebyshev_polynomial_u special.shifted_chebyshev_polynomial_v
         special.shifted_chebyshev_polynomial_w special.xlogy special.zeta sub subtract true_divide xlogy
         xlogy_""",
+    ("T,0,0", "m"): """
+        moveaxis movedim nn.functional.threshold_ select_copy swapaxes swapdims threshold_ transpose
+        transpose_copy""",
     ("T,T", "i"): """
         bitwise_and bitwise_left_shift bitwise_or bitwise_right_shift bitwise_xor gcd gcd_ lcm lcm_""",
-    ("T,1", "b"): """
-        nn.functional.interpolate nn.functional.local_response_norm nn.functional.max_pool3d_with_indices
-        nn.functional.upsample nn.functional.upsample_bilinear nn.functional.upsample_nearest""",
     ("T,0", "m"): """
         bernoulli fill_ linalg.matrix_power matrix_power unsqueeze_copy""",
+    ("T,1", "b"): """
+        nn.functional.interpolate nn.functional.local_response_norm nn.functional.upsample
+        nn.functional.upsample_bilinear nn.functional.upsample_nearest""",
     ("T,1", "m"): """
         mvlgamma nn.functional.adaptive_avg_pool2d special.multigammaln split_copy""",
-    ("T,0,0", "b"): """
-        nn.functional.fractional_max_pool2d nn.functional.fractional_max_pool2d_with_indices
-        nn.functional.fractional_max_pool3d nn.functional.fractional_max_pool3d_with_indices""",
-    ("T,0,0", "m"): """
-        select_copy transpose_copy""",
+    ("T,0", "b"): """
+        nn.functional.adaptive_avg_pool3d nn.functional.adaptive_max_pool3d
+        nn.functional.adaptive_max_pool3d_with_indices""",
     ("T", "b"): """
         nn.functional.glu nn.functional.instance_norm""",
+    ("T,0,0", "b"): """
+        nn.functional.fractional_max_pool2d nn.functional.fractional_max_pool2d_with_indices""",
     ("T,1,2", "b"): """
         nn.functional.lp_pool2d nn.functional.lp_pool3d""",
-    ("T,T,T", "m"): """
-        addcmul""",
     ("T", "i"): """
         bitwise_not""",
-    ("T,[0]", "v"): """
-        permute_copy""",
     ("T,0,1,2", "m"): """
         unfold_copy""",
     ("T,1,2", "m"): """
         nn.functional.lp_pool1d""",
+    ("T,T,T", "m"): """
+        addcmul""",
+    ("T,[0]", "v"): """
+        permute_copy""",
 }
 
 # torch's parser names these parameters otherwise than their documented signature (linalg's "input" for
 # A, special's "x"): the message is compared but for the parameter's name
 PARAMETER_NAMED_OTHERWISE = set("""
     det inverse linalg.cholesky_ex linalg.eig linalg.eigh linalg.eigvals linalg.eigvalsh
-    linalg.ldl_factor linalg.ldl_factor_ex linalg.matrix_exp linalg.matrix_power lu matrix_exp
-    matrix_power slogdet special.airy_ai special.scaled_modified_bessel_k0
-    special.scaled_modified_bessel_k1 special.spherical_bessel_j0 svd""".split())
+    linalg.ldl_factor linalg.ldl_factor_ex linalg.matrix_exp linalg.matrix_power linalg.norm
+    linalg.vector_norm lu matrix_exp matrix_power slogdet special.airy_ai
+    special.scaled_modified_bessel_k0 special.scaled_modified_bessel_k1 special.spherical_bessel_j0 svd""".split())
 
 CASES = [(fn, pattern, shape) for (pattern, shape), fns in TABLE.items() for fn in fns.split()]
 _KEY = re.compile(r"argument '(\w+)' \(position (\d+)\) must be (.+?), not ([\w.]+)")

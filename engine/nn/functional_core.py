@@ -14,6 +14,7 @@ from ..core.overrides import handle_torch_function, has_tensor_like
 from ..base import dtype as _dt
 from ..core import batching as _batching
 from ..core import creation
+from ..core.arguments import refuse_non_tensors
 from ..core.dispatch import composite
 from ..base.grad_mode import is_grad_enabled, no_grad
 from ..base.dispatch_state import STATE as _DISPATCH
@@ -50,7 +51,11 @@ def _ntuple(v, n: int, name: str = "") -> tuple:
 def _batched(input: Tensor, nd: int, name: str) -> tuple[Tensor, bool]:
     """Adds the batch dim to unbatched input; says whether to take it away again."""
     if input.ndim == nd + 1:
-        return input.unsqueeze(0), True
+        try:
+            return input.unsqueeze(0), True
+        except AttributeError:
+            refuse_non_tensors(name, input)
+            raise
     if input.ndim != nd + 2:
         raise RuntimeError(f"Expected {nd + 1}D (unbatched) or {nd + 2}D (batched) input to {name}, "
                            f"but got input of size: {list(input.shape)}")
@@ -671,7 +676,12 @@ def _opmath(input: Tensor, fn) -> Tensor:
     """``fn(input)``, an activation composed of several ops; on a bfloat16 or float16 input computed
     in float32 and rounded once, as ATen's CPU kernels compute in their opmath type (``x * sigmoid(x)``
     rounded at each op differed from PyTorch's SiLU in a quarter of bfloat16 values)."""
-    if input.dtype is _dt.bfloat16 or input.dtype is _dt.float16:
+    try:
+        low = input.dtype is _dt.bfloat16 or input.dtype is _dt.float16
+    except AttributeError:
+        refuse_non_tensors("activation", input)
+        raise
+    if low:
         return fn(input.float()).to(input.dtype)
     return fn(input)
 
@@ -684,7 +694,11 @@ def _inplace(input: Tensor, fn, inplace: bool, opmath: bool = True) -> Tensor:
     run = (lambda x: _opmath(x, fn)) if opmath else fn
     if not inplace:
         return run(input)
-    src = input.clone() if input.requires_grad and is_grad_enabled() else input
+    try:
+        src = input.clone() if input.requires_grad and is_grad_enabled() else input
+    except AttributeError:
+        refuse_non_tensors("activation", input)
+        raise
     return input.copy_(run(src))
 
 

@@ -15,6 +15,7 @@ from ..base.dispatch_state import STATE as _DISPATCH
 from ..core.overrides import DisableTorchFunction, handle_torch_function, has_tensor_like
 from ..base import dtype as _dtype
 from ..core.creation import tensor as _tensor
+from ..core.arguments import refuse_non_tensors
 from ..core.dispatch import apply, array_operand, binary, refused_operand
 from ..autograd.views import apply_
 from ..core.registry import NONE, OTHERS, Op, kernel_refusal
@@ -136,7 +137,12 @@ def isclose(input: Tensor, other: Tensor, rtol: float = 1e-05, atol: float = 1e-
     """``|input - other| <= atol + rtol * |other|``; both inputs must share a dtype, as in PyTorch."""
     if _DISPATCH.functions is not None and has_tensor_like((input, other)):
         return handle_torch_function(isclose, (input, other), input, other, rtol=rtol, atol=atol, equal_nan=equal_nan)
-    if input._data.dtype != other._data.dtype:
+    try:
+        same = input._data.dtype == other._data.dtype
+    except AttributeError:
+        refuse_non_tensors("isclose", input, other)
+        raise
+    if not same:
         raise RuntimeError(f"{input.dtype.scalar_type} did not match {other.dtype.scalar_type} "
                            f"(isclose needs inputs of one dtype)")
     return apply(_isclose, input, other, rtol=rtol, atol=atol, equal_nan=equal_nan)

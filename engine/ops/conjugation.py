@@ -17,6 +17,7 @@ from ..core.overrides import handle_torch_function, has_tensor_like
 from ..base import dtype as _dtype
 from ..base.meta import has_data
 from ..base.pytype import tp_name
+from ..core.arguments import refuse_non_tensors
 from ..core.dispatch import apply
 from ..core.registry import NONE, Op
 from .compare import where
@@ -27,7 +28,11 @@ __all__ = ["conj", "conj_physical", "resolve_conj", "resolve_neg", "real", "imag
 
 
 def _cx(t: Tensor) -> bool:
-    return t._data.dtype.kind == "c"
+    try:
+        return t._data.dtype.kind == "c"
+    except AttributeError:
+        refuse_non_tensors("angle", t)
+        raise
 
 
 def _complex_of(t: Tensor) -> _dtype.dtype:
@@ -42,7 +47,11 @@ def conj(input: Tensor) -> Tensor:
     """The complex conjugate; a real tensor is its own (returned as is, no copy)."""
     if _DISPATCH.functions is not None and has_tensor_like((input,)):
         return handle_torch_function(conj, (input,), input)
-    return apply(_conj, input) if input._data.dtype.kind == "c" else input
+    try:
+        return apply(_conj, input) if input._data.dtype.kind == "c" else input
+    except AttributeError:
+        refuse_non_tensors("conj", input)
+        raise
 
 
 def conj_physical(input: Tensor) -> Tensor:

@@ -19,6 +19,7 @@ from ..base.compressed import CompressedArray
 from ..base.coo import COOArray
 from ..kernels import gemm
 from ..core.creation import eye, ones, zeros
+from ..core.arguments import refuse_non_tensors
 from ..core.dispatch import apply, array_operand, composite, refused_operand
 from .conjugation import conj
 from .einsum_layout import _contiguous, _pair, _product_strides, bmm_plan, result_order
@@ -184,11 +185,15 @@ def _mismatch(a: Tensor, b: Tensor) -> RuntimeError:
 
 
 def matmul(input, other):
-    if input.ndim == 0 or other.ndim == 0:
-        raise RuntimeError(f"both arguments to matmul need to be at least 1D, but they are "
-                           f"{input.ndim}D and {other.ndim}D")
-    if input._data.shape[-1] != other._data.shape[-2 if other.ndim > 1 else 0]:
-        raise _mismatch(input, other)
+    try:
+        if input.ndim == 0 or other.ndim == 0:
+            raise RuntimeError(f"both arguments to matmul need to be at least 1D, but they are "
+                               f"{input.ndim}D and {other.ndim}D")
+        if input._data.shape[-1] != other._data.shape[-2 if other.ndim > 1 else 0]:
+            raise _mismatch(input, other)
+    except AttributeError:
+        refuse_non_tensors("matmul", input, other)
+        raise
     return apply(_matmul, input, other)
 
 

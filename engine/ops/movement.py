@@ -20,6 +20,7 @@ from ..base.dispatch_state import STATE
 from ..base.grad_mode import STATE as GRAD, is_grad_enabled
 from ..base.pytype import tp_name
 from ..core.creation import zeros
+from ..core.arguments import refuse_non_tensors
 from ..core.dispatch import apply
 from ..core.node import Node, _seq
 from ..core.random import memory_order
@@ -452,7 +453,11 @@ def permute(input: Tensor, *args, dims=None) -> Tensor:
 def transpose(input: Tensor, dim0: int, dim1: int) -> Tensor:
     if _DISPATCH.functions is not None and has_tensor_like((input,)):
         return handle_torch_function(transpose, (input,), input, dim0, dim1)
-    n = input.ndim
+    try:
+        n = input.ndim
+    except AttributeError:
+        refuse_non_tensors("transpose", input)
+        raise
     if n == 0:
         return input
     d0, d1 = _wrap_dim(dim0, n, "transpose"), _wrap_dim(dim1, n, "transpose")
@@ -475,7 +480,11 @@ def _dim_list(dims, ndim: int, op: str, what: str) -> list:
 def movedim(input: Tensor, source, destination) -> Tensor:
     if _DISPATCH.functions is not None and has_tensor_like((input, source, destination)):
         return handle_torch_function(movedim, (input, source, destination), input, source, destination)
-    n = input.ndim
+    try:
+        n = input.ndim
+    except AttributeError:
+        refuse_non_tensors("movedim", input)
+        raise
     src = _dim_list(source, n, "movedim", "source")
     dst = _dim_list(destination, n, "movedim", "destination")
     if len(src) != len(dst):

@@ -19,6 +19,7 @@ from ..core.creation import eye
 from ..base import backend as _backend
 from ..base.coo import COOArray, unsupported
 from ..core.dispatch import apply
+from ..core.arguments import refuse_non_tensors
 from ..core.overrides import handle_torch_function, has_tensor_like
 from ..core.registry import NONE, OTHERS, Op, kernel_refusal
 from ._util import Tensor, along_key, dim_or_axis, norm_dims, numpy_names
@@ -129,7 +130,11 @@ def _count(shape, dims) -> int:
 
 def _nonempty(input: Tensor, dims, op: str) -> None:
     """max/min/argmax have no identity: every reduced dim must be non-empty (IndexError as torch)."""
-    shape = input._data.shape
+    try:
+        shape = input._data.shape
+    except AttributeError:
+        refuse_non_tensors(op, input)
+        raise
     if dims is None and input._data.size == 0:
         kind = IndexError if op.startswith("arg") else RuntimeError
         raise kind(f"{op}(): Expected reduction dim to be specified for input.numel() == 0. "
@@ -339,7 +344,11 @@ def _int_acc(x: Tensor, dtype):
     """PyTorch sums bool and integer tensors in int64 unless told otherwise."""
     if dtype is not None:
         return _dtype.canonical(dtype).np
-    return "int64" if x._data.dtype.kind in "biu" else None
+    try:
+        return "int64" if x._data.dtype.kind in "biu" else None
+    except AttributeError:
+        refuse_non_tensors("sum", x)
+        raise
 
 
 def sum(input, dim=None, keepdim: bool = False, *, dtype=None, axis=None, keepdims=None):
@@ -528,7 +537,12 @@ _std = Op("std", _std_fwd, _std_vjp, save_output=True, contiguous=True, onnx=lam
 
 
 def _var_args(input, dim, unbiased, keepdim, correction, op: str):
-    if input._data.dtype.kind not in INEXACT_KINDS:
+    try:
+        kind = input._data.dtype.kind
+    except AttributeError:
+        refuse_non_tensors(op, input)
+        raise
+    if kind not in INEXACT_KINDS:
         raise RuntimeError(f"std and var only support floating point and complex dtypes "
                            f"({op}() got {input.dtype.name.capitalize()})")
     if isinstance(dim, bool):
@@ -692,7 +706,12 @@ _norm = Op("norm", _norm_fwd, _norm_vjp, save_output=True, contiguous=True, onnx
 
 def vector_norm(x, ord=2, dim=None, keepdim: bool = False, *, dtype=None):
     """``torch.linalg.vector_norm``: the ord-norm of ``x`` flattened over ``dim``."""
-    if x._data.dtype.kind not in INEXACT_KINDS:
+    try:
+        kind = x._data.dtype.kind
+    except AttributeError:
+        refuse_non_tensors("linalg_vector_norm", x)
+        raise
+    if kind not in INEXACT_KINDS:
         raise RuntimeError(f"linalg.vector_norm: Expected a floating point or complex tensor as input. "
                            f"Got {x.dtype.name.capitalize()}")
     if dtype is not None:

@@ -12,6 +12,7 @@ from .. import kernels
 from ..base.dispatch_state import STATE as _DISPATCH
 from ..base.dtype import BFLOAT16_NP
 from ..core.overrides import handle_torch_function, has_tensor_like
+from ..core.arguments import refuse_non_tensors
 from ..core.dispatch import _refuse_complex, apply
 from ._util import numpy_names
 from .reduce import picker, take_along, pick
@@ -130,7 +131,12 @@ _median_all = Op("median_all", _median_all_fwd, _median_all_vjp, saves=ALL, save
 def _order(input: Tensor, dim: int, descending: bool = False, start: int = 0, stop=None, of: Op = _argsort,
            **algo) -> Tensor:
     """The ``argsort`` op for the values op ``of``, whose refusal of complex input PyTorch gives."""
-    if of is not _argsort and input.is_complex():
+    try:
+        cplx = of is not _argsort and input.is_complex()
+    except AttributeError:
+        refuse_non_tensors(of.name, input)
+        raise
+    if cplx:
         _refuse_complex(of, (input,), {}, input.device)
     return apply(_argsort, input, dim=dim, descending=descending, start=start, stop=stop, **algo)
 
@@ -139,7 +145,11 @@ def sort(input, dim: int = -1, descending: bool = False, stable: bool = False, *
     """Values and indices in order along ``dim``: ties in input order with ``stable``, else in the order
     ATen's ``std::sort`` leaves them (on the cpu; a recommender's argsort of scores or labels picks by it)."""
     dim = dim if axis is None else axis
-    d = _wrap_dim(dim, input.ndim, "sort")
+    try:
+        d = _wrap_dim(dim, input.ndim, "sort")
+    except AttributeError:
+        refuse_non_tensors("sort", input)
+        raise
     extra = {} if stable else {"unstable": True}
     return _sort_t(*pick(_sort, input, _order(input, d, descending, **extra), d, True))
 
