@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import time
 import warnings
+from operator import attrgetter, itemgetter
 
 import numpy as np
 
@@ -114,8 +115,8 @@ class FusedOp(Op):
         if len(args) != len(dtypes):
             return False
         for a, dt in zip(args, dtypes):
-            if not (isinstance(a, Tensor) and a._device is CPU and a._data.dtype == dt
-                    and (a._base is None or not a._vc[0])):
+            if not (isinstance(a, Tensor) and a._device is CPU and (a._data.dtype is dt or a._data.dtype == dt)
+                    and (a._base is None or not a._vc[0])):   # (numpy's dtypes are mostly one object: `is` first)
                 return False
         return True
 
@@ -207,19 +208,18 @@ class FusedOp(Op):
             with no_grad():
                 out = apply(self, *inputs)
         if bw.direct is not None:          # one kernel: applied without the graph's Python around it
-            op, picks, slots = bw.direct
-            args = (g, out, *inputs)
-            args = [args[i] for i in picks]
-            dev = g._device
-            if dev is CPU and not STATE.slow and op.direct_ok(args):
+            op, pick, gather = bw.direct
+            args = pick((g, out, *inputs))
+            if g._device is CPU and not STATE.slow and op.direct_ok(args):
                 # the loop on the arrays, its outputs wrapped as the gradients (no node: the backward
                 # runs under no_grad), as ``apply`` would (``fast``, ``_result``) less their frames
-                res = [Tensor._wrap(o, False, None, 0, [0], dev) for o in op._runner("cpu")(*[a._data for a in args])]
+                wrap = Tensor._wrap
+                res = [wrap(o, False, None, 0, [0], CPU) for o in op._runner("cpu")(*map(_DATA, args))]
             else:
                 res = apply(op, *args)
                 if not op.n_extra:
                     res = (res,)
-            return tuple([None if j is None else res[j] for j in slots])   # one output may be two inputs'
+            return gather(res)
         grads = iter(bw.forward(g, out, *inputs))
         return tuple([next(grads) if n else None for n, _ in key])
 
@@ -282,12 +282,28 @@ class FusedOp(Op):
         gm = lower(gm, [_meta(a) for a in examples], differentiable=False, backend=self.backend, on_cpu=on_cpu)
         gm.reads_output = reads_output
         direct = _one_kernel(gm)
-        if direct is not None:           # each input's output index (None: no gradient wanted)
+        if direct is not None:           # the kernel's arguments from (g, y, *inputs), its gradients from its outputs
             op, picks, order = direct
             it = iter(order)
-            direct = (op, picks, tuple(next(it) if n else None for n in needs))
+            direct = (op, _getter(picks), _gathered(tuple(next(it) if n else None for n in needs)))
         gm.direct = direct
         return gm
+
+
+_DATA = attrgetter("_data")
+
+
+def _getter(picks) -> itemgetter:
+    """``picks`` of a sequence, always as a tuple (``itemgetter`` of one index gives the item)."""
+    return itemgetter(*picks) if len(picks) > 1 else lambda seq: (seq[picks[0]],)
+
+
+def _gathered(slots: tuple):
+    """The gradients' tuple from the kernel's outputs: input k's is output ``slots[k]`` (one output may be
+    two inputs'), None where ``slots[k]`` is."""
+    if None in slots:
+        return lambda res: tuple([None if j is None else res[j] for j in slots])
+    return _getter(slots)
 
 
 class FusedCall:
