@@ -35,43 +35,47 @@ TABLE = {
         matrix_exp max min msort nan_to_num nan_to_num_ neg neg_ negative negative_ nn.functional.celu_
         nn.functional.dropout1d nn.functional.dropout2d nn.functional.dropout3d nn.functional.elu_
         nn.functional.gelu nn.functional.hardsigmoid nn.functional.hardswish nn.functional.hardtanh_
-        nn.functional.leaky_relu_ nn.functional.log_softmax nn.functional.logsigmoid nn.functional.normalize
-        nn.functional.rrelu_ nn.functional.selu_ nn.functional.sigmoid nn.functional.silu
-        nn.functional.softmax nn.functional.softmin nn.functional.softsign nn.functional.tanh
-        nn.functional.tanhshrink nonzero norm pinverse prod rad2deg_ reciprocal reciprocal_ relu relu_ round
-        round_ rrelu_ rsqrt rsqrt_ selu_ sgn sigmoid sigmoid_ sign signbit sin sin_ sinc sinc_ sinh sinh_
-        slogdet sort special.airy_ai special.bessel_j0 special.bessel_j1 special.bessel_y0 special.bessel_y1
-        special.digamma special.erf special.erfc special.erfcx special.erfinv special.exp2 special.expit
-        special.expm1 special.gammaln special.i0 special.i0e special.i1 special.i1e special.log1p
-        special.log_ndtr special.modified_bessel_i0 special.modified_bessel_i1 special.modified_bessel_k0
-        special.modified_bessel_k1 special.ndtri special.psi special.round special.scaled_modified_bessel_k0
-        special.scaled_modified_bessel_k1 special.sinc special.spherical_bessel_j0 sqrt sqrt_ square square_
-        squeeze_copy std std_mean svd sym_sum t_copy tan tan_ tanh tanh_ trunc trunc_ unbind_copy unique var
-        var_mean zero_""",
+        nn.functional.leaky_relu_ nn.functional.logsigmoid nn.functional.normalize nn.functional.rrelu_
+        nn.functional.selu_ nn.functional.sigmoid nn.functional.silu nn.functional.softsign
+        nn.functional.tanh nn.functional.tanhshrink nonzero norm pinverse prod rad2deg_ reciprocal
+        reciprocal_ relu relu_ round round_ rrelu_ rsqrt rsqrt_ selu_ sgn sigmoid sigmoid_ sign signbit sin
+        sin_ sinc sinc_ sinh sinh_ slogdet sort special.airy_ai special.bessel_j0 special.bessel_j1
+        special.bessel_y0 special.bessel_y1 special.digamma special.erf special.erfc special.erfcx
+        special.erfinv special.exp2 special.expit special.expm1 special.gammaln special.i0 special.i0e
+        special.i1 special.i1e special.log1p special.log_ndtr special.modified_bessel_i0
+        special.modified_bessel_i1 special.modified_bessel_k0 special.modified_bessel_k1 special.ndtri
+        special.psi special.round special.scaled_modified_bessel_k0 special.scaled_modified_bessel_k1
+        special.sinc special.spherical_bessel_j0 sqrt sqrt_ square square_ squeeze_copy std std_mean svd
+        sym_sum t_copy tan tan_ tanh tanh_ trunc trunc_ unbind_copy unique var var_mean zero_""",
     ("T,T", "m"): """
         add allclose arctan2 atan2 clamp clamp_ clamp_max clamp_max_ clamp_min clamp_min_ clip clip_ complex
-        copysign div divide eq floor_divide fmax fmin fmod ge greater greater_equal gt hypot igamma igammac
-        isclose ldexp_ le less less_equal linalg.matmul linalg.solve linalg.solve_ex linalg.vecdot logaddexp
-        lt matmul maximum minimum mul multiply ne nextafter nn.functional.binary_cross_entropy_with_logits
-        nn.functional.mse_loss not_equal pow remainder rsub special.chebyshev_polynomial_t
-        special.chebyshev_polynomial_u special.chebyshev_polynomial_v special.chebyshev_polynomial_w
-        special.gammainc special.gammaincc special.hermite_polynomial_h special.hermite_polynomial_he
-        special.laguerre_polynomial_l special.legendre_polynomial_p special.shifted_chebyshev_polynomial_t
-        special.shifted_chebyshev_polynomial_u special.shifted_chebyshev_polynomial_v
-        special.shifted_chebyshev_polynomial_w special.xlogy special.zeta sub subtract true_divide xlogy
-        xlogy_""",
+        copysign div divide dsmm eq floor_divide fmax fmin fmod ge greater greater_equal gt hypot igamma
+        igammac isclose ldexp_ le less less_equal linalg.matmul linalg.solve linalg.solve_ex linalg.vecdot
+        logaddexp logical_and logical_or logical_xor lt matmul maximum minimum mm mul multiply ne nextafter
+        nn.functional.binary_cross_entropy_with_logits nn.functional.mse_loss not_equal pow remainder rsub
+        special.chebyshev_polynomial_t special.chebyshev_polynomial_u special.chebyshev_polynomial_v
+        special.chebyshev_polynomial_w special.gammainc special.gammaincc special.hermite_polynomial_h
+        special.hermite_polynomial_he special.laguerre_polynomial_l special.legendre_polynomial_p
+        special.shifted_chebyshev_polynomial_t special.shifted_chebyshev_polynomial_u
+        special.shifted_chebyshev_polynomial_v special.shifted_chebyshev_polynomial_w special.xlogy
+        special.zeta spmm sub subtract true_divide xlogy xlogy_""",
+    ("T,1", "b"): """
+        max_pool2d max_pool3d nn.functional.avg_pool2d nn.functional.avg_pool3d nn.functional.interpolate
+        nn.functional.local_response_norm nn.functional.max_pool2d nn.functional.max_pool2d_with_indices
+        nn.functional.max_pool3d nn.functional.upsample nn.functional.upsample_bilinear
+        nn.functional.upsample_nearest""",
+    ("T,1", "m"): """
+        avg_pool1d max_pool1d max_pool1d_with_indices mvlgamma nn.functional.adaptive_avg_pool2d
+        nn.functional.avg_pool1d nn.functional.max_pool1d nn.functional.max_pool1d_with_indices
+        special.multigammaln split_copy""",
+    ("T,0", "m"): """
+        bernoulli fill_ linalg.matrix_power log_softmax matrix_power softmax special.log_softmax
+        special.softmax unsqueeze_copy""",
     ("T,0,0", "m"): """
         moveaxis movedim nn.functional.threshold_ select_copy swapaxes swapdims threshold_ transpose
         transpose_copy""",
     ("T,T", "i"): """
         bitwise_and bitwise_left_shift bitwise_or bitwise_right_shift bitwise_xor gcd gcd_ lcm lcm_""",
-    ("T,0", "m"): """
-        bernoulli fill_ linalg.matrix_power matrix_power unsqueeze_copy""",
-    ("T,1", "b"): """
-        nn.functional.interpolate nn.functional.local_response_norm nn.functional.upsample
-        nn.functional.upsample_bilinear nn.functional.upsample_nearest""",
-    ("T,1", "m"): """
-        mvlgamma nn.functional.adaptive_avg_pool2d special.multigammaln split_copy""",
     ("T,0", "b"): """
         nn.functional.adaptive_avg_pool3d nn.functional.adaptive_max_pool3d
         nn.functional.adaptive_max_pool3d_with_indices""",

@@ -688,7 +688,7 @@ def _general(op, args, params, fwd):
                 flt = True
             elif type(a) is not int and type(a) is not bool:
                 mixed = True
-                if isinstance(a, _NOT_OPERANDS):
+                if isinstance(a, _NOT_OPERANDS) or (a is None and op.elementwise):   # None: an optional input
                     raise _non_operand(op, args, a)
     if (mixed or dt is not None and dt.kind == "c") and op.complex_error is not None:
         _refuse_complex(op, args, params, dev)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 
 from ._ops import pool_output_size
+from ..core.arguments import refuse_non_tensors
 
 _WORDS = {2: "two", 3: "three"}
 
@@ -169,7 +170,11 @@ def _hashable(*args) -> bool:
 def max_pool_args(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices, nd: int):
     """Checks ``max_pool{nd}d``'s arguments as ATen does; returns kernel, stride, padding, dilation.
     The checks depend on the shape and the arguments alone: plain ints and int tuples are cached."""
-    shape = tuple(input.shape)
+    try:
+        shape = tuple(input.shape)
+    except AttributeError:
+        refuse_non_tensors(f"max_pool{nd}d", input)
+        raise
     if _hashable(kernel_size, stride, padding, dilation):
         return _max_pool_args_cached(shape, kernel_size, stride, padding, dilation, bool(ceil_mode),
                                      bool(return_indices), nd)
@@ -238,7 +243,11 @@ def _check_max_pool1d(shape, kernel_size, stride, padding, dilation, ceil_mode):
 def avg_pool_args(input, kernel_size, stride, padding, ceil_mode, divisor_override, nd: int):
     """Checks ``avg_pool{nd}d``'s arguments as ATen does; returns kernel, stride, padding (cached as
     ``max_pool_args``)."""
-    shape = tuple(input.shape)
+    try:
+        shape = tuple(input.shape)
+    except AttributeError:
+        refuse_non_tensors(f"avg_pool{nd}d", input)
+        raise
     if _hashable(kernel_size, stride, padding, divisor_override):
         return _avg_pool_args_cached(shape, kernel_size, stride, padding, bool(ceil_mode), divisor_override, nd)
     return _avg_pool_args(shape, kernel_size, stride, padding, ceil_mode, divisor_override, nd)

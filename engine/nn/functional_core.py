@@ -839,10 +839,15 @@ def _cast(input: Tensor, dtype) -> Tensor:
 
 def _softmax_input(input: Tensor, dim, dtype, name: str) -> tuple[Tensor, int]:
     """The cast input and its wrapped dim; integer input is refused, as PyTorch's kernels do."""
-    x = _cast(input, dtype)
-    if dim is None:
-        dim = _softmax_dim(x.ndim, name)
-    if not x.is_floating_point():
+    try:
+        x = _cast(input, dtype)
+        if dim is None:
+            dim = _softmax_dim(x.ndim, name)
+        floating = x.is_floating_point()
+    except AttributeError:
+        refuse_non_tensors(name, input)
+        raise
+    if not floating:
         got = x.dtype.scalar_type
         raise RuntimeError(f'"{name}_lastdim_kernel_impl" not implemented for \'{got}\'')
     return x, _wrap_dim(dim, x.ndim, name)

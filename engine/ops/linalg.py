@@ -198,10 +198,14 @@ def matmul(input, other):
 
 
 def mm(input, mat2):
-    if input.ndim != 2:
-        raise RuntimeError(f"self must be a matrix (mm got a {input.ndim}D tensor)")
-    if mat2.ndim != 2:
-        raise RuntimeError(f"mat2 must be a matrix (mm got a {mat2.ndim}D tensor)")
+    try:
+        if input.ndim != 2:
+            raise RuntimeError(f"self must be a matrix (mm got a {input.ndim}D tensor)")
+        if mat2.ndim != 2:
+            raise RuntimeError(f"mat2 must be a matrix (mm got a {mat2.ndim}D tensor)")
+    except AttributeError:
+        refuse_non_tensors("mm", input, mat2)
+        raise
     return matmul(input, mat2)
 
 
