@@ -147,3 +147,25 @@ def test_reduced_precision_sdpa_gradients_close_over_query_blocks():
     for a, b in zip(ours[1:], theirs[1:]):
         assert np.mean(a != b) < 0.2
         np.testing.assert_allclose(a, b, rtol=2 ** -6, atol=2 ** -6 * np.abs(b).max())
+
+
+# ---------------------------------------------------------------- fairscale's imports
+@BOTH
+def test_detach_variable_gives_fresh_leaves_that_keep_requires_grad(m):
+    """fairscale's model-parallel checkpoint imports ``torch.utils.checkpoint.detach_variable``."""
+    a, b = m.ones(2, requires_grad=True) * 2, m.zeros(3)
+    da, db, n = m.utils.checkpoint.detach_variable((a, b, 5))
+    assert da.is_leaf and da.requires_grad and da.grad_fn is None and m.equal(da, a) and da is not a
+    assert not db.requires_grad and n == 5
+    (da * 3).sum().backward()
+    assert da.grad.tolist() == [3.0, 3.0]
+    with pytest.raises(RuntimeError, match="Only tuple of tensors is supported. Got Unsupported input type: list"):
+        m.utils.checkpoint.detach_variable([a])
+
+
+@BOTH
+def test_cuda_lazy_call_waits_for_an_initialised_cuda(m):
+    """fairscale's cuda RNG tracker registers its state setter with ``torch.cuda._lazy_call`` at import."""
+    calls = []
+    m.cuda._lazy_call(lambda: calls.append(1), seed=True)
+    assert calls == ([1] if m.cuda.is_initialized() else [])

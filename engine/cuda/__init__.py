@@ -35,7 +35,7 @@ from ._runtime import (CudaError, DeferredCudaCallError, can_device_access_peer,
                        has_magma, init, ipc_collect, is_available, is_bf16_supported, is_initialized,
                        is_tf32_supported, list_gpu_processes, mem_get_info, power_draw, set_device,
                        set_sync_debug_mode, synchronize, temperature, unavailable_reason, utilization, memory_usage,
-                       _index)
+                       _index, _lazy_call)
 from .graphs import (CUDAGraph, graph, graph_pool_handle, is_current_stream_capturing,  # noqa: F401
                      make_graphed_callables)
 from .memory import (caching_allocator_alloc, caching_allocator_delete, caching_allocator_enable,  # noqa: F401

@@ -79,6 +79,19 @@ def is_initialized() -> bool:
     return cuda_available()
 
 
+_queued_calls: list = []   # calls waiting for a CUDA that this process does not have
+
+
+def _lazy_call(callable, **kwargs) -> None:
+    """Run ``callable`` once CUDA is initialised: now where it is, else kept, as PyTorch keeps it for an
+    initialisation that never comes without a device (fairscale's model-parallel RNG tracker sets the
+    cuda RNG state through this)."""
+    if is_initialized():
+        callable()
+    else:
+        _queued_calls.append(callable)
+
+
 def device_count() -> int:
     """Number of CUDA devices (0 without cupy or a GPU; never raises)."""
     return cuda_device_count()

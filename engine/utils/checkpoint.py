@@ -27,7 +27,8 @@ from ._checkpoint_policy import CheckpointPolicy, SelectiveCheckpointContext, cr
 from ._pytree import tree_leaves
 
 __all__ = ["checkpoint", "checkpoint_sequential", "CheckpointBackward", "get_device_states", "set_device_states",
-           "CheckpointPolicy", "SelectiveCheckpointContext", "create_selective_checkpoint_contexts", "noop_context_fn"]
+           "CheckpointPolicy", "SelectiveCheckpointContext", "create_selective_checkpoint_contexts", "noop_context_fn",
+           "detach_variable"]
 
 
 def noop_context_fn() -> tuple:
@@ -68,6 +69,14 @@ def checkpoint(function, *args, use_reentrant: bool | None = None, context_fn: C
     wrapped = tuple(Tensor._wrap(o._data, True, node, i, [0], o._device)
                     if isinstance(o, Tensor) and o.requires_grad else o for i, o in enumerate(outputs))
     return wrapped if isinstance(output, tuple) else wrapped[0]
+
+
+def detach_variable(inputs: tuple) -> tuple:
+    """Each tensor of ``inputs`` detached, keeping its ``requires_grad`` (a hand-written checkpoint's fresh
+    leaves: fairscale's and Megatron's model-parallel checkpointing)."""
+    if not isinstance(inputs, tuple):
+        raise RuntimeError(f"Only tuple of tensors is supported. Got Unsupported input type: {type(inputs).__name__}")
+    return tuple(x.detach().requires_grad_(x.requires_grad) if isinstance(x, Tensor) else x for x in inputs)
 
 
 def get_device_states(*args) -> tuple[list, list]:
