@@ -4,9 +4,10 @@ under numpy held at one thread (``runtime.intra_op_threads``).
 One pool for every parallel piece of an op, as PyTorch keeps one OpenMP pool: with numpy's
 OpenBLAS also threading its GEMMs, two pools took turns on the cores and OpenBLAS's idle threads
 spun (yielding) for ~0.13 s after each call, so a loop split right after a GEMM found its core
-taken (bench/README.md, issue 17). Workers wait on a lock, never spin, so a busy machine costs
-a parallel op no more than the work itself. A hand-off is a lock release and a wake-up, about
-15 us on the project machine, a quarter of ``concurrent.futures``' round trip.
+taken (bench/README.md, issue 17). Workers wait on a semaphore, never spin, and a split's blocks
+go to whichever thread is free first (the caller takes any block a late worker has not), so a
+busy machine costs a parallel op little more than the work itself. A hand-off is a semaphore
+release and a wake-up, about 15 us on the project machine, a quarter of ``concurrent.futures``' round trip.
 
 The pool is taken without waiting: a second thread calling in while it works (a DataLoader
 thread, a user's own threads), or a block that itself asks for the pool, runs its blocks on
