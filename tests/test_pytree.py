@@ -38,8 +38,9 @@ def test_maps_and_predicates_match_torch():
         assert p.tree_map(lambda x: 0, [1, [2]], is_leaf=lambda x: isinstance(x, list) and len(x) == 1) == [0, 0]
     seen = []
     assert pt.tree_map_(seen.append, tree) is tree and seen == [1, 2, "s", 3.5]
-    with pytest.raises(ValueError):
-        pt.tree_map(lambda a, b: a, [1, 2], [1, [2]])
+    with pytest.raises(ValueError, match="Node arity mismatch"):
+        pt.tree_map(lambda a, b: a, [1, 2], [1, 2, 3])
+    assert pt.tree_map(lambda a, b: b, [1, 2], [1, [2]]) == [1, [2]]   # a leaf takes the rest's subtree, as torch's
     with pytest.raises(ValueError, match="holds 2 items"):
         pt.tree_unflatten([1], pt.tree_structure([1, 2]))
 

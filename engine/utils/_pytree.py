@@ -167,6 +167,7 @@ register_pytree_node(collections.OrderedDict, _ordereddict_flatten, _ordereddict
 register_pytree_node(collections.defaultdict, _defaultdict_flatten, _defaultdict_unflatten,
                      flatten_with_keys_fn=_defaultdict_flatten_with_keys)
 register_pytree_node(collections.deque, _deque_flatten, _deque_unflatten, flatten_with_keys_fn=_deque_flatten_with_keys)
+_BUILTIN = frozenset(SUPPORTED_NODES)   # the containers registered here (a user's must match exactly)
 
 
 def is_namedtuple(obj) -> bool:
@@ -211,6 +212,14 @@ class TreeSpec:
 
     def unflatten(self, leaves):
         return tree_unflatten(leaves, self)
+
+    def flatten_up_to(self, tree) -> list:
+        """The subtrees of ``tree`` where this spec has its leaves (a leaf here takes a whole subtree
+        there): how ``tree_map`` reads its ``rests``. Mismatched containers raise ValueError in PyTorch's
+        words; dict types mix freely, keys compared as sets and read in this spec's order."""
+        subtrees: list = []
+        _up_to(self, tree, subtrees)
+        return subtrees
 
     def __repr__(self) -> str:
         name = "namedtuple" if self.type is collections.namedtuple else getattr(self.type, "__name__", self.type)
@@ -296,7 +305,7 @@ def tree_leaves_with_path(tree, is_leaf: Callable | None = None) -> list:
 def tree_map_with_path(func: Callable, tree, *rests, is_leaf: Callable | None = None):
     """``tree_map`` whose ``func`` also receives each leaf's key path first."""
     pairs, spec = tree_flatten_with_path(tree, is_leaf)
-    others = [_leaves_like(r, spec, is_leaf) for r in rests]
+    others = [spec.flatten_up_to(r) for r in rests]
     return tree_unflatten([func(path, leaf, *xs) for (path, leaf), *xs in zip(pairs, *others)], spec)
 
 
@@ -329,23 +338,56 @@ def tree_structure(tree, is_leaf: Callable | None = None) -> TreeSpec:
 
 
 def tree_map(func: Callable, tree, *rests, is_leaf: Callable | None = None):
-    """``func`` over the leaves of ``tree`` (and the matching leaves of ``rests``, same shape)."""
+    """``func`` over the leaves of ``tree`` and, beside each, what ``rests`` hold at that place (a whole
+    subtree where ``tree`` has a leaf: ``TreeSpec.flatten_up_to``)."""
     leaves, spec = tree_flatten(tree, is_leaf)
-    others = [_leaves_like(r, spec, is_leaf) for r in rests]
+    others = [spec.flatten_up_to(r) for r in rests]
     return tree_unflatten([func(*xs) for xs in zip(leaves, *others)], spec)
 
 
-def _leaves_like(tree, spec: TreeSpec, is_leaf) -> list:
-    leaves, other = tree_flatten(tree, is_leaf)
-    if other != spec:
-        raise ValueError(f"tree_map: the trees differ in structure: {other} and {spec}")
-    return leaves
+_DICTS = (dict, collections.OrderedDict, collections.defaultdict)
+
+
+def _up_to(spec: TreeSpec, node, subtrees: list) -> None:
+    if spec.is_leaf():
+        subtrees.append(node)
+        return
+    kind = _get_node_type(node)
+    if spec.type not in _BUILTIN:   # a registered type must match exactly
+        if kind != spec.type:
+            raise ValueError(f"Type mismatch; expected {spec.type!r}, but got {kind!r}.")
+        children, context = SUPPORTED_NODES[kind].flatten_fn(node)
+        if len(children) != spec.num_children:
+            raise ValueError(f"Node arity mismatch; expected {spec.num_children}, but got {len(children)}.")
+        if context != spec.context:
+            raise ValueError(f"Node context mismatch for custom node type {spec.type!r}.")
+    else:
+        dicts = spec.type in _DICTS and kind in _DICTS
+        if not dicts and kind != spec.type:
+            raise ValueError(f"Node type mismatch; expected {spec.type!r}, but got {kind!r}.")
+        if len(node) != spec.num_children:
+            raise ValueError(f"Node arity mismatch; expected {spec.num_children}, but got {len(node)}.")
+        if dicts:
+            keys = spec.context if spec.type is not collections.defaultdict else spec.context[1]
+            got, expected = set(node), set(keys)
+            if got != expected:
+                missing, extra = expected - got, got - expected
+                raise ValueError("Node keys mismatch" + (f"; missing key(s): {missing}" if missing else "")
+                                 + (f"; extra key(s): {extra}" if extra else "") + ".")
+            children = [node[k] for k in keys]
+        else:
+            children, context = SUPPORTED_NODES[kind].flatten_fn(node)
+            if kind is not collections.deque and context != spec.context:
+                raise ValueError(f"Node context mismatch for node type {spec.type!r}; expected {spec.context!r}, "
+                                 f"but got {context!r}.")
+    for child, child_spec in zip(children, spec.children_specs):
+        _up_to(child_spec, child, subtrees)
 
 
 def tree_map_(func: Callable, tree, *rests, is_leaf: Callable | None = None):
     """``func`` over the leaves for its effect (in-place updates); returns ``tree``."""
     leaves, spec = tree_flatten(tree, is_leaf)
-    others = [_leaves_like(r, spec, is_leaf) for r in rests]
+    others = [spec.flatten_up_to(r) for r in rests]
     for xs in zip(leaves, *others):
         func(*xs)
     return tree
