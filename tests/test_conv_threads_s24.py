@@ -159,3 +159,22 @@ def test_im2col_loop_equals_the_window_copy(n, c, h, w, k, pads):
     got = np.full_like(want, np.nan)
     loops("conv").im2col_stride1(x, pads[0][0], pads[1][0], k[0], k[1], out[0], out[1], got)
     assert np.array_equal(got, want)
+
+
+@pytest.mark.parametrize("fn,xs,ws,kw", [("conv2d", (16, 8, 20, 20), (16, 4, 3, 3), dict(groups=2, padding=1)),
+                                         ("conv2d", (16, 8, 20, 20), (8, 1, 3, 3), dict(groups=8, stride=2)),
+                                         ("conv2d", (32, 3, 32, 32), (16, 3, 5, 5), dict(dilation=2, padding=2)),
+                                         ("conv1d", (32, 4, 400), (8, 4, 5), dict(padding=2)),
+                                         ("conv3d", (4, 2, 12, 12, 12), (4, 2, 3, 3, 3), dict(padding=1))])
+def test_channel_major_columns_split_by_images(fn, xs, ws, kw, threads):
+    """Grouped, few-channel, dilated, 1-D and 3-D forwards (their column copies split with the images):
+    1 and 2 threads bit for bit, PyTorch within float32 rounding."""
+    rng = np.random.default_rng(4)
+    x, w = rng.standard_normal(xs).astype(np.float32), rng.standard_normal(ws).astype(np.float32)
+    tapelab.set_num_threads(1)
+    one = getattr(tapelab.nn.functional, fn)(tapelab.tensor(x), tapelab.tensor(w), **kw).numpy()
+    tapelab.set_num_threads(2)
+    for _ in range(4):
+        assert np.array_equal(getattr(tapelab.nn.functional, fn)(tapelab.tensor(x), tapelab.tensor(w), **kw).numpy(), one)
+    ref = getattr(torch.nn.functional, fn)(torch.tensor(x), torch.tensor(w), **kw).numpy()
+    np.testing.assert_allclose(one, ref, rtol=0, atol=2e-5 * max(1.0, float(np.abs(ref).max())))

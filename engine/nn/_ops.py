@@ -318,10 +318,23 @@ def _conv_fwd(xp, x, w, *b, stride, pads, dilation, groups):
             return y
         cols, out = _cols_rows(xp, x, w.shape[2:], stride, pads, dilation)
         return _unrows(xp, _winograd.narrow_gemm(xp, cols, wm), n, out)
-    cols, out = _cols_nkl(xp, x, w.shape[2:], stride, pads, dilation)
-    cols = cols.reshape(n, groups, cols.shape[1] // groups, cols.shape[2])
-    y = gemm(xp, w.reshape(groups, o // groups, -1), cols)               # (N, g, O/g, L)
-    return y.reshape((n, o) + tuple(out))
+    y = xp.empty((n, o) + _out_size(x.shape[2:], w.shape[2:], stride, pads, dilation), x.dtype)
+    args = lambda first, lo, hi: (xp, x, w, y, stride, pads, dilation, groups, lo, hi)
+    if kernels.use(xp, x):
+        # each image's product is its own GEMM either way: the column copies split with them
+        kernels.parallel_ranges(_grouped_into, n, x.size * math.prod(w.shape[2:]) + y.size, args)
+    else:
+        _grouped_into(*args(True, 0, n))
+    return y
+
+
+def _grouped_into(xp, x, w, y, stride, pads, dilation, groups, lo, hi) -> None:
+    """Images ``lo:hi`` of the im2col forward in channel-major columns (few channels, or groups):
+    ``(g, O/g, C/g * K) @ (N, g, C/g * K, L)`` into ``y``."""
+    cols, _ = _cols_nkl(xp, x[lo:hi], w.shape[2:], stride, pads, dilation)
+    cols = cols.reshape(hi - lo, groups, cols.shape[1] // groups, cols.shape[2])
+    o = w.shape[0]
+    gemm(xp, w.reshape(groups, o // groups, -1), cols, out=y[lo:hi].reshape(hi - lo, groups, o // groups, -1))
 
 
 def _im2col_into(xp, x, wm, y, kernel, stride, pads, dilation, lo, hi) -> None:
