@@ -47,7 +47,9 @@ from .random import thread_safe_generator
 from .serialization import CheckpointError, PyTorchFileReader, load, save
 from .tape import tape
 from .core.tensor import Size, Tensor
-from .core.storage import TypedStorage, UntypedStorage
+from .core.storage import LEGACY_STORAGES as _LEGACY_STORAGES, TypedStorage, UntypedStorage
+globals().update(_LEGACY_STORAGES)   # torch.FloatStorage, torch.BFloat16Storage, ... (engine/core/storage.py)
+from . import storage  # noqa: E402,F401  (torch.storage)
 
 install_methods(Tensor)
 
@@ -58,6 +60,7 @@ from .base.runtime import *  # noqa: E402,F401,F403  (set_num_threads, set_defau
 from .accelerator import Event, Stream, get_device_module  # noqa: E402,F401  (device-generic names)
 globals().update(linalg.TOPLEVEL)  # torch.det, torch.svd, torch.lu_unpack, ... (engine/linalg.py)
 from . import amp, cpu  # noqa: E402
+from . import _utils  # noqa: E402,F401  (torch._utils: lazy checkpoint loaders call its rebuild functions)
 from .amp.grad_scaler import GradScaler  # noqa: E402  (torch.GradScaler: torch.amp's)
 from .utils.dlpack import to_dlpack  # noqa: E402  (torch.to_dlpack)
 from .amp.autocast_mode import (autocast, autocast_decrement_nesting, autocast_increment_nesting,  # noqa: E402

@@ -9,8 +9,15 @@ from __future__ import annotations
 from .core.tensor import Tensor
 from .nn.parameter import _rebuild_parameter
 from .ops.movement import cat
+from .serialization._storage import rebuild_tensor_v2 as _rebuild_tensor_v2
 
-__all__ = ["_flatten_dense_tensors", "_unflatten_dense_tensors", "_rebuild_parameter"]
+__all__ = ["_flatten_dense_tensors", "_unflatten_dense_tensors", "_rebuild_parameter", "_rebuild_tensor_v2",
+           "_element_size"]
+
+
+def _element_size(dtype) -> int:
+    """Bytes per element of ``dtype`` (lazy loaders size a storage's record with it)."""
+    return dtype.itemsize
 
 
 def _flatten_dense_tensors(tensors) -> Tensor:

@@ -55,8 +55,9 @@ TORCHSCRIPT = ("TorchScript and PyTorch's C++ runtime: the JIT's IR, types, scri
 VENDOR = ("Vendor kernel entry points (cuDNN, MIOpen, oneDNN/MKLDNN, the CUDA kernels behind SyncBatchNorm) and the "
           "IPU/XLA autocast switches: PyTorch's dispatch targets for particular libraries and devices. tapelab's ops "
           "run on numpy/cupy and are reached through the public functions (conv2d, batch_norm, grid_sample, ...).")
-STORAGES = ("Storage classes (typed and untyped): a tapelab tensor owns a numpy/cupy array and exposes no separate "
-            "storage object (PyTorch itself deprecates TypedStorage); checkpoints are read and written without them.")
+STORAGES = ("The storage base classes and file-backed storages: a tapelab tensor owns a numpy/cupy array; its block is "
+            "seen through `untyped_storage()`/`TypedStorage` and the legacy typed classes (lazy checkpoint loaders "
+            "read them), and there is no separate base class or file storage.")
 SYMBOLIC = ("Symbolic shapes for torch.compile/torch.export: SymInt/SymFloat/SymBool and the sym_* helpers "
             "exist for tracing with unknown sizes; tapelab's shapes are always concrete (`torch.compile` specialises "
             "each call to its shapes under guards and recompiles for a new one).")
@@ -121,10 +122,8 @@ OMISSIONS: dict[str, dict[str, tuple[str, ...]]] = {
         "torch.Tensor": ("ipu", "to_mkldnn"),
     },
     STORAGES: {
-        "torch": ("BFloat16Storage", "BoolStorage", "ByteStorage", "CharStorage", "ComplexDoubleStorage",
-                  "ComplexFloatStorage", "DoubleStorage", "FloatStorage", "HalfStorage", "IntStorage", "LongStorage",
-                  "ShortStorage", "Storage", "StorageBase", "TypedStorage", "UntypedStorage", "from_file", "storage"),
-        "torch.Tensor": ("storage", "storage_type", "untyped_storage"),
+        "torch": ("Storage", "StorageBase", "from_file"),
+        "torch.Tensor": ("storage_type",),
     },
     SYMBOLIC: {
         "torch": ("SymBool", "SymFloat", "SymInt", "sym_constrain_range", "sym_constrain_range_for_size",

@@ -169,3 +169,103 @@ def test_cuda_lazy_call_waits_for_an_initialised_cuda(m):
     calls = []
     m.cuda._lazy_call(lambda: calls.append(1), seed=True)
     assert calls == ([1] if m.cuda.is_initialized() else [])
+
+
+# ---------------------------------------------------------------- Lightning's lazy checkpoint loading
+_LEGACY = {"DoubleStorage": "float64", "FloatStorage": "float32", "HalfStorage": "float16",
+           "BFloat16Storage": "bfloat16", "LongStorage": "int64", "IntStorage": "int32", "ShortStorage": "int16",
+           "CharStorage": "int8", "ByteStorage": "uint8", "BoolStorage": "bool",
+           "ComplexFloatStorage": "complex64", "ComplexDoubleStorage": "complex128"}
+
+
+@BOTH
+def test_legacy_storage_classes_name_their_dtype(m):
+    """Checkpoints name a storage by ``torch.FloatStorage`` and its kin; lazy loaders read ``cls().dtype``."""
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for name, dt in _LEGACY.items():
+            cls = getattr(m, name)
+            assert cls().dtype == getattr(m, dt) and issubclass(cls, m.storage.TypedStorage)
+        assert m.FloatStorage(3).size() == 3 and m.storage.TypedStorage(dtype=m.int64).size() == 0
+
+
+@BOTH
+def test_a_meta_typed_storage_takes_attributes_and_rebuilds_a_meta_tensor(m):
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        s = m.storage.TypedStorage(dtype=m.bfloat16, device="meta")
+    s.archiveinfo = ("storage", m.BFloat16Storage, "0", "cpu", 6)
+    t = m._utils._rebuild_tensor_v2(s, 0, (2, 3), (3, 1), False, {}, None)
+    assert t.is_meta and tuple(t.shape) == (2, 3) and t.dtype == m.bfloat16 and s.archiveinfo[2] == "0"
+    assert m._utils._element_size(m.bfloat16) == 2 and m._utils._element_size(m.complex128) == 16
+
+
+def _lazy_read(m, path):
+    """A lazy checkpoint reader written the way Lightning's ``_lazy_load`` reads (meta tensors first,
+    each record's bytes read when asked): the tensors it materialises."""
+    import pickle
+    import warnings
+    reader = m.PyTorchFileReader(str(path))
+    metas = []
+
+    class Reader(pickle.Unpickler):
+        def find_class(self, module, name):
+            if module == "torch._utils" and name == "_rebuild_tensor_v2":
+                return lambda storage, *rest: metas.append((storage.archiveinfo, rest)) or len(metas) - 1
+            return super().find_class(m.__name__ + module[5:] if module.split(".")[0] == "torch" else module, name)
+
+        def persistent_load(self, pid):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                storage = m.storage.TypedStorage(dtype=pid[1]().dtype, device="meta")
+            storage.archiveinfo = pid
+            return storage
+
+    import io
+    index = Reader(io.BytesIO(reader.get_record("data.pkl"))).load()
+    out = {}
+    for key, i in index.items():
+        (_, cls, record, _, numel), rest = metas[i]
+        dtype = cls().dtype
+        data = reader.get_storage_from_record(f"data/{record}", numel * m._utils._element_size(dtype), m.UntypedStorage)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            typed = m.storage.TypedStorage(wrap_storage=data._typed_storage()._untyped_storage, dtype=dtype, _internal=True)
+        out[key] = m._utils._rebuild_tensor_v2(typed, *rest)
+    return out
+
+
+@BOTH
+def test_a_lazy_reader_materialises_a_saved_state_dict(m, tmp_path):
+    """litgpt's ``load_checkpoint`` reads every checkpoint through Lightning's lazy loader: the storage
+    classes, ``TypedStorage(dtype=, device='meta')``, ``PyTorchFileReader.get_storage_from_record``,
+    ``Tensor._typed_storage`` and ``torch._utils._rebuild_tensor_v2``."""
+    sd = {"w": m.arange(12.).reshape(3, 4), "wt": m.arange(12.).reshape(3, 4).t(), "b": m.tensor([1, 2], dtype=m.int32),
+          "h": m.tensor([0.5, 1.5], dtype=m.bfloat16)}
+    m.save(sd, tmp_path / "ck.pth")
+    got = _lazy_read(m, tmp_path / "ck.pth")
+    for k, v in sd.items():
+        assert got[k].dtype == v.dtype and m.equal(got[k], v) and got[k].stride() == v.stride(), k
+
+
+class _Lazy:
+    """A tensor-like (``__torch_function__``, not a Tensor) that materialises when an op reaches it."""
+
+    def __init__(self, t):
+        self.t, self.shape = t, t.shape
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        return func(*[a.t if isinstance(a, _Lazy) else a for a in args], **(kwargs or {}))
+
+
+@BOTH
+def test_load_state_dict_copies_from_a_tensor_like(m):
+    """``load_state_dict`` takes tensor-likes (PyTorch's ``is_tensor_like``) and hands them the copy."""
+    lin = m.nn.Linear(2, 3)
+    lin.load_state_dict({"weight": _Lazy(m.ones(3, 2)), "bias": _Lazy(m.zeros(3))})
+    assert lin.weight.tolist() == [[1.0, 1.0]] * 3 and lin.bias.tolist() == [0.0] * 3
+    with pytest.raises(RuntimeError, match=r'copying the parameter named "weight", expected torch.Tensor or Tensor-like'):
+        lin.load_state_dict({"weight": [[1.0, 1.0]] * 3, "bias": m.zeros(3)})

@@ -118,12 +118,31 @@ class UntypedStorage:
 
 
 class TypedStorage:
-    """A block seen as elements of one dtype (``Tensor.storage()``; deprecated in PyTorch)."""
+    """A block seen as elements of one dtype (``Tensor.storage()``; deprecated in PyTorch).
 
-    __slots__ = ("_untyped_storage", "dtype")
+    ``TypedStorage(wrap_storage=untyped, dtype=d)`` views a block; ``TypedStorage(n, dtype=d,
+    device=dev)`` is a new zeroed one of ``n`` elements (none by default). Attributes may be set on
+    it, as on PyTorch's (Lightning's lazy loader tags meta storages with their archive record)."""
 
-    def __init__(self, untyped: UntypedStorage, dtype):
-        self._untyped_storage, self.dtype = untyped, dtype
+    __slots__ = ("_untyped_storage", "dtype", "__dict__")
+
+    def __init__(self, *args, device=None, dtype=None, wrap_storage: UntypedStorage | None = None,
+                 _internal: bool = False):
+        dtype = _dtype.float32 if dtype is None else dtype
+        if wrap_storage is not None:
+            if args or device is not None:
+                raise RuntimeError("TypedStorage.__init__ received wrap_storage with positional arguments or a "
+                                   "device; it takes only wrap_storage and dtype then")
+            if not isinstance(wrap_storage, UntypedStorage):
+                raise TypeError(f"expected a UntypedStorage for argument 'wrap_storage', got "
+                                f"{type(wrap_storage).__name__}")
+            self._untyped_storage, self.dtype = wrap_storage, dtype
+            return
+        if len(args) > 1 or (args and type(args[0]) is not int):
+            raise TypeError(f"TypedStorage(*args) takes at most one int (the number of elements), got {args!r}")
+        size = args[0] if args else 0
+        self._untyped_storage = UntypedStorage(size * dtype.itemsize, device=device)
+        self.dtype = dtype
 
     @property
     def device(self) -> Device:
@@ -167,7 +186,12 @@ def storage(self: Tensor) -> TypedStorage:
                   "storage class. This should only matter to you if you are using storages directly.  To access "
                   "UntypedStorage directly, use tensor.untyped_storage() instead of tensor.storage()", UserWarning,
                   stacklevel=2)
-    return TypedStorage(untyped_storage(self), _dtype.from_np(self._data.dtype))
+    return _typed_storage(self)
+
+
+def _typed_storage(self: Tensor) -> TypedStorage:
+    """``storage()`` without the deprecation warning (PyTorch's own readers call this)."""
+    return TypedStorage(wrap_storage=untyped_storage(self), dtype=_dtype.from_np(self._data.dtype))
 
 
 def storage_offset(self: Tensor) -> int:
@@ -175,4 +199,24 @@ def storage_offset(self: Tensor) -> int:
     return (self.data_ptr() - untyped_storage(self).data_ptr()) // self._data.itemsize
 
 
-OPERATORS = {"untyped_storage": untyped_storage, "storage": storage, "storage_offset": storage_offset}
+OPERATORS = {"untyped_storage": untyped_storage, "storage": storage, "_typed_storage": _typed_storage,
+             "storage_offset": storage_offset}
+
+
+# ---------------------------------------------------------------- the legacy storage classes
+class _LegacyStorage(TypedStorage):
+    """``torch.FloatStorage`` and its kin: a TypedStorage of the class's dtype (``FloatStorage()`` is an
+    empty one; checkpoints name a storage's type by these classes and loaders read ``cls().dtype``)."""
+
+    _dtype_name = ""
+
+    def __init__(self, *args, device=None, wrap_storage: UntypedStorage | None = None, _internal: bool = False):
+        super().__init__(*args, device=device, dtype=getattr(_dtype, self._dtype_name), wrap_storage=wrap_storage)
+
+
+LEGACY_STORAGES = {f"{prefix}Storage": type(f"{prefix}Storage", (_LegacyStorage,),
+                                            {"_dtype_name": name, "__module__": "tapelab", "__slots__": ()})
+                   for prefix, name in [("Double", "float64"), ("Float", "float32"), ("Half", "float16"),
+                                        ("BFloat16", "bfloat16"), ("Long", "int64"), ("Int", "int32"),
+                                        ("Short", "int16"), ("Char", "int8"), ("Byte", "uint8"), ("Bool", "bool"),
+                                        ("ComplexFloat", "complex64"), ("ComplexDouble", "complex128")]}

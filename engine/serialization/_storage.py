@@ -12,6 +12,7 @@ import numpy as np
 
 from ..base import dtype as _dtype
 from ..base.device import cuda_available, device as Device
+from ..core.storage import TypedStorage
 from ..core.tensor import Tensor
 from ._errors import CheckpointError
 
@@ -162,6 +163,14 @@ def rebuild_tensor(storage: Storage, storage_offset: int, size, stride, dtype: _
 
 
 def rebuild_tensor_v2(storage, storage_offset, size, stride, requires_grad, backward_hooks, metadata=None):
+    """``torch._utils._rebuild_tensor_v2``: also over a ``TypedStorage`` (a lazy loader's: Lightning's
+    builds the meta tensor of each record first, then the tensor over the record's bytes)."""
+    if isinstance(storage, TypedStorage):
+        if storage.device.type == "meta":
+            from ..core.creation import empty_strided
+            return empty_strided(tuple(size), tuple(stride), dtype=storage.dtype,
+                                 device="meta").requires_grad_(requires_grad)
+        storage = Storage(storage.untyped()._host_bytes().view(storage.dtype.np), str(storage.device))
     return rebuild_tensor(storage, storage_offset, size, stride).requires_grad_(requires_grad)
 
 

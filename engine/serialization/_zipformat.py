@@ -178,6 +178,18 @@ class PyTorchFileReader:
     def get_record(self, name: str) -> bytes:
         return _record(self._zip, self._where, self._prefix + name)
 
+    def get_storage_from_record(self, name: str, numel: int, dtype):
+        """The record as a 1-d tensor of ``numel`` elements of ``dtype`` (bytes for ``UntypedStorage``),
+        as PyTorch's reader gives a storage's record to lazy loaders (Lightning's ``_lazy_load``)."""
+        from ..core.creation import from_numpy
+        from ..core.storage import UntypedStorage
+        np_dtype = np.dtype(np.uint8) if dtype is UntypedStorage else dtype.np
+        data = self.get_record(name)
+        if len(data) < numel * np_dtype.itemsize:
+            raise RuntimeError(f"PyTorchFileReader: record {name} of {self._where} holds {len(data)} bytes, "
+                               f"fewer than {numel} elements of {np_dtype}")
+        return from_numpy(np.frombuffer(bytearray(data[:numel * np_dtype.itemsize]), np_dtype))
+
     def serialization_id(self) -> str:
         """The id PyTorch writes into each archive (``.data/serialization_id``), or "" for one without it."""
         return self.get_record(".data/serialization_id").decode() if self.has_record(".data/serialization_id") else ""

@@ -17,6 +17,7 @@ from typing import Any, Callable
 
 from ...base.grad_mode import no_grad
 from ...core.hooks import RemovableHandle
+from ...core.overrides import handle_torch_function, is_tensor_like
 from ...core.tensor import Tensor
 from ..parameter import Parameter
 
@@ -45,8 +46,10 @@ def _load_into(mod, name: str, current: Tensor, value: Tensor, assign: bool) -> 
                 mod._parameters[name] = Parameter(value.detach(), current.requires_grad)
             else:
                 mod._buffers[name] = value.detach()
-        else:
+        elif isinstance(value, Tensor):
             current.copy_(value.detach())
+        else:   # a tensor-like (Lightning's lazily loaded tensor) is handed the copy, as PyTorch's copy_ hands it
+            handle_torch_function(Tensor.copy_, (current, value), current, value)
 
 
 class StateDict:
@@ -165,7 +168,7 @@ class StateDict:
                     missing_keys.append(key)
                 continue
             value = state_dict[key]
-            if not isinstance(value, Tensor):
+            if not is_tensor_like(value):
                 error_msgs.append(f'While copying the parameter named "{key}", expected torch.Tensor or '
                                   f"Tensor-like object from checkpoint but received {type(value)}")
                 continue
