@@ -220,14 +220,22 @@ def bmm(input, mat2):
 
 
 def mv(input, vec):
-    if input.ndim != 2 or vec.ndim != 1:
-        raise RuntimeError(f"vector + matrix @ vector expected, got 1, {input.ndim}, {vec.ndim}")
+    try:
+        if input.ndim != 2 or vec.ndim != 1:
+            raise RuntimeError(f"vector + matrix @ vector expected, got 1, {input.ndim}, {vec.ndim}")
+    except AttributeError:
+        refuse_non_tensors("mv", input, vec)
+        raise
     return composite("mv", matmul, input, vec)
 
 
 def dot(input, other):
-    if input.ndim != 1 or other.ndim != 1:
-        raise RuntimeError(f"1D tensors expected, but got {input.ndim}D and {other.ndim}D tensors")
+    try:
+        if input.ndim != 1 or other.ndim != 1:
+            raise RuntimeError(f"1D tensors expected, but got {input.ndim}D and {other.ndim}D tensors")
+    except AttributeError:
+        refuse_non_tensors("dot", input, other)
+        raise
     if input._data.dtype != other._data.dtype:    # vdot's check words it as dot's too
         raise RuntimeError(f"dot : expected both vectors to have same dtype, but found "
                            f"{input.dtype.scalar_type} and {other.dtype.scalar_type}")

@@ -17,6 +17,7 @@ from ..core.overrides import handle_torch_function, has_tensor_like
 from ..base import dtype as _dtype
 from ..core import creation
 from ..core.dispatch import composite
+from ..core.arguments import refuse_non_tensors
 from ..core.tensor import _wrap_dim
 from ._util import Tensor, warn_once
 from .movement import cat, flip, split, stack
@@ -129,7 +130,12 @@ def ravel(input: Tensor) -> Tensor:
 
 
 def _split_axis(input: Tensor, sections, dim: int, name: str, min_dims: int):
-    if input.ndim < min_dims:
+    try:
+        nd = input.ndim
+    except AttributeError:
+        refuse_non_tensors(name, input)
+        raise
+    if nd < min_dims:
         raise RuntimeError(f"torch.{name} requires a tensor with at least {min_dims} dimension, but got a tensor "
                            f"with {input.ndim} dimensions!")
     if isinstance(sections, int) and input.shape[dim] % sections:
