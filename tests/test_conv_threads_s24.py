@@ -178,3 +178,24 @@ def test_channel_major_columns_split_by_images(fn, xs, ws, kw, threads):
         assert np.array_equal(getattr(tapelab.nn.functional, fn)(tapelab.tensor(x), tapelab.tensor(w), **kw).numpy(), one)
     ref = getattr(torch.nn.functional, fn)(torch.tensor(x), torch.tensor(w), **kw).numpy()
     np.testing.assert_allclose(one, ref, rtol=0, atol=2e-5 * max(1.0, float(np.abs(ref).max())))
+
+
+@pytest.mark.parametrize("shape", [(32, 16, 28, 28), (3, 5, 6, 10), (1, 1, 2, 2)])
+def test_max2x2_loop_equals_numpy_passes(shape, threads):
+    """The 2x2 max-pool loop gives numpy's maximum passes bit for bit (NaN, signed zeros), at 1 and
+    2 threads, and PyTorch's values."""
+    from tapelab.nn import _ops
+    x = np.random.default_rng(5).standard_normal(shape).astype(np.float32)
+    x[0, 0, 0, :2], x[0, 0, 1, :2] = [-0.0, 0.0], [0.0, -0.0]
+    if shape[3] >= 4:
+        x[0, 0, 0, 2:4], x[0, 0, 1, 2:4] = [1.0, np.nan], [5.0, 2.0]
+    want = np.empty((shape[0], shape[1], shape[2] // 2, shape[3] // 2), np.float32)
+    _ops._max_blocks_into(want, x, np, (2, 2))
+    for n in (1, 2):
+        tapelab.set_num_threads(n)
+        for _ in range(3):
+            got = tapelab.nn.functional.max_pool2d(tapelab.tensor(x), 2).numpy()
+            assert np.array_equal(got.view(np.int32), want.view(np.int32))
+    ref = torch.nn.functional.max_pool2d(torch.tensor(x), 2).numpy()
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(ref))
+    assert np.array_equal(got[~np.isnan(got)], ref[~np.isnan(ref)])

@@ -700,10 +700,13 @@ def _first_max_masks(xp, xb, y, kernel):
 
 
 def _max_blocks_fwd(xp, x, *, kernel):
-    # numpy's maximum passes are SIMD: as fast as a loop here (0.53 vs 0.73 ms on 32x16x28x28);
-    # on the host the images split over the intra-op threads (numpy's passes release the GIL)
+    # 2x2 on float32: one loop (kernels/pool.py max2x2, 3x numpy's four strided maximum passes on
+    # the CNN's shapes, the same values); else numpy's passes. On the host the images split over
+    # the intra-op threads (the loop and numpy's passes release the GIL)
     y = xp.empty(tuple(x.shape[:2]) + tuple(n // k for n, k in zip(x.shape[2:], kernel)), x.dtype)
-    if is_numpy(xp):
+    if tuple(kernel) == (2, 2) and kernels.use(xp, x):
+        kernels.parallel(kernels.loops("pool").max2x2, 2, y, x)
+    elif is_numpy(xp):
         kernels.parallel(_max_blocks_into, 2, y, x, xp, kernel)
     else:
         _max_blocks_into(y, x, xp, kernel)
