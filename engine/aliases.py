@@ -122,9 +122,9 @@ class Aliases:
             self.names[module] = module.__name__
             module.__name__ = alias   # pyro asserts ``torch.__name__ == "torch"`` before patching torch.*
         if "torch" in self.prefixes:
-            self.class_modules = _tensor_classes()
+            self.class_modules = _classes()
             for cls, own in self.class_modules.items():
-                cls.__module__ = "torch" if own == "tapelab.core.tensor" else "torch" + own[len("tapelab"):]
+                cls.__module__ = _torch_module(cls, own)
         self.active = True
         return self
 
@@ -150,16 +150,35 @@ class Aliases:
         uninstall_aliases()
 
 
-def _tensor_classes() -> dict[type, str]:
-    """``Tensor`` and every Tensor subclass tapelab defines, with their modules."""
+def _classes() -> dict[type, str]:
+    """Every class tapelab's loaded modules define, and every Tensor subclass it defines, with their modules:
+    while ``torch`` is served, they name ``torch``'s modules (libraries test ``cls.__module__``: Keras takes
+    a DataLoader by ``"torch.utils.data" in cls.__module__``)."""
     from .core.tensor import Tensor
-    found, todo = {}, [Tensor]
+    found = {}
+    for name, module in list(sys.modules.items()):
+        if name == "tapelab" or name.startswith("tapelab."):
+            for obj in list(vars(module).values()):
+                if isinstance(obj, type) and obj.__module__ == name:
+                    found[obj] = name
+    todo = [Tensor]
     while todo:
         cls = todo.pop()
         if cls.__module__.startswith("tapelab.") and cls not in found:
             found[cls] = cls.__module__
         todo.extend(cls.__subclasses__())
     return found
+
+
+def _torch_module(cls: type, own: str) -> str:
+    """``torch`` for the classes PyTorch defines in C (``Tensor``, and what tapelab's core and base layers
+    export at the top: ``Size``, ``dtype``, ``device``, ``Generator``), else ``own`` under ``torch``'s name
+    (``torch.utils.data.dataloader``; the alias finder serves that module, so pickles find the class)."""
+    import tapelab
+    layer = own.split(".")[1] if own.count(".") else ""
+    if own == "tapelab.core.tensor" or layer in ("core", "base") and getattr(tapelab, cls.__name__, None) is cls:
+        return "torch"
+    return "torch" + own[len("tapelab"):]
 
 
 _current: list[Aliases] = []

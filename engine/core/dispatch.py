@@ -245,6 +245,15 @@ def set_functions(hook) -> None:
     _refresh()
 
 
+_TENSOR_LIKES: list = [None]   # core/overrides.py's handler for a tensor-like nobody registered (set_tensor_likes)
+
+
+def set_tensor_likes(handler) -> None:
+    """Install ``handler(op, args, params)``, which the general path calls when an operand's type defines
+    ``__torch_function__`` without taking part (``core/overrides.py``): the op's result, or ``PASS``."""
+    _TENSOR_LIKES[0] = handler
+
+
 def watched() -> bool:
     """Whether a mode, anomaly detection or an ``op`` subscriber watches: ``STATE.slow`` without the
     ``__torch_function__`` hook alone (which a live Tensor subclass keeps installed for every op)."""
@@ -690,6 +699,11 @@ def _general(op, args, params, fwd):
                 mixed = True
                 if isinstance(a, _NOT_OPERANDS) or (a is None and op.elementwise):   # None: an optional input
                     raise _non_operand(op, args, a)
+                if hasattr(type(a), "__torch_function__") and _TENSOR_LIKES[0] is not None:
+                    # a tensor-like (Keras's Variable in `x * self.w`): PyTorch hands it any call it is in
+                    out = _TENSOR_LIKES[0](op, args, params)
+                    if out is not PASS:
+                        return out
     if (mixed or dt is not None and dt.kind == "c") and op.complex_error is not None:
         _refuse_complex(op, args, params, dev)
     if op.promote is not None and (mixed or ((flt or op.promote == "float") and dt is not None and dt.kind not in INEXACT_KINDS)):

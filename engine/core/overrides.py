@@ -42,7 +42,7 @@ from collections.abc import Callable, Iterable
 from types import FunctionType as _FunctionType
 
 from ..base.dispatch_state import LOCAL, STATE
-from .dispatch import PASS, apply, set_functions
+from .dispatch import PASS, apply, set_functions, set_tensor_likes
 from .tensor import Tensor
 
 __all__ = ["TorchFunctionMode", "taking_part", "taking_part_while_alive", "has_tensor_like", "handle_torch_function", "has_torch_function", "has_torch_function_unary",
@@ -316,6 +316,22 @@ def _hook(op, args: tuple, params: dict):
     if not local.function_modes and not overloaded:
         return PASS
     return _handle(function_of(op), overloaded, args, dict(params) if params else None)
+
+
+def _unregistered(op, args: tuple, params: dict):
+    """The general path's call for an argument whose type defines ``__torch_function__`` without
+    ``taking_part`` (a library's tensor-like: Keras's ``Variable``): PyTorch asks any such argument, so
+    the op goes to it (and to an entered mode first) as the hook would send it; ``PASS`` when none does.
+    Only a call that would otherwise be refused gets here, so nobody else pays for it."""
+    if LOCAL.functions_off:
+        return PASS
+    overloaded = _overloaded(_relevant(args, params), LOCAL.subclasses_off)
+    if not overloaded:
+        return PASS
+    return _handle(function_of(op), overloaded, args, dict(params) if params else None)
+
+
+set_tensor_likes(_unregistered)
 
 
 def _entry(fn, input):

@@ -49,6 +49,7 @@ from typing import Any, Callable
 
 from ..base import events
 from ..base.dispatch_state import STATE
+from ..base.pytype import defined_in
 from ..core.overrides import taking_part
 from ..core.dispatch import Mode, eager
 from ..nn.modules.container import Sequential
@@ -242,8 +243,10 @@ class Tracer(TracerBase):
 
     # ------------------------------------------------------------------ override points
     def is_leaf_module(self, m: Module, module_qualified_name: str) -> bool:
-        """``tapelab.nn`` layers are leaves, except ``Sequential``; user modules are traced through."""
-        return type(m).__module__.startswith("tapelab.nn") and not isinstance(m, Sequential)
+        """``tapelab.nn`` and ``tapelab.ao.nn`` layers are leaves, except ``Sequential``; user modules are
+        traced through."""
+        cls = type(m)
+        return (defined_in(cls, "nn") or defined_in(cls, "ao.nn")) and not isinstance(m, Sequential)
 
     def path_of_module(self, mod: Module) -> str:
         """The dotted name of ``mod`` inside the root (``"layers.0"``)."""

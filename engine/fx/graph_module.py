@@ -23,6 +23,7 @@ import os
 import pathlib
 from types import ModuleType
 
+from ..base.pytype import defined_in
 from ..nn.modules.module import Module
 from ..core.tensor import Tensor
 from ..nn.parameter import Parameter
@@ -317,7 +318,7 @@ def _build_lines(module: Module, path: str, root: str) -> list[str]:
         if type(child) is Module:
             lines.append(f"{path}add_module({name!r}, {root}.nn.Module())")
             lines += _build_lines(child, f"{path}get_submodule({name!r}).", root)
-        elif type(child).__module__.startswith("tapelab.nn") and _literal_call(repr(child), type(child).__name__):
+        elif defined_in(type(child), "nn") and _literal_call(repr(child), type(child).__name__):
             lines.append(f"{path}add_module({name!r}, {root}.nn.{repr(child)})")
         else:
             raise RuntimeError(f"to_folder: cannot rebuild submodule {path}{name} of type "

@@ -460,12 +460,15 @@ def _inplace_bitwise(op):
 def _comparison_operator(op, arrays: bool = False):
     """``==`` and friends: elementwise against tensors and numbers, NotImplemented otherwise;
     ``==`` (``arrays``) also against numpy arrays, as PyTorch's (``t == a``, ``a == t``), where its
-    ``<`` refuses one and its ``!=`` falls back to identity."""
+    ``<`` refuses one and its ``!=`` falls back to identity; a tensor-like (its type defines
+    ``__torch_function__``) gets the call."""
     def operator(self, other):
         if isinstance(other, _OPERAND):
             return apply(op, self, other)
         if arrays and isinstance(other, np.ndarray):
             return apply(op, self, _tensor(other, device=self.device))
+        if hasattr(type(other), "__torch_function__"):   # a tensor-like: the dispatcher hands it the call
+            return apply(op, self, other)
         return NotImplemented
     return operator
 

@@ -1,0 +1,89 @@
+"""Gaps Keras 3 met on its torch backend (``KERAS_BACKEND=torch``) run under ``install_aliases()``:
+its ``Variable`` is a tensor-like (not a Tensor; its class defines ``__torch_function__``) that layers
+use directly in ``x * self.w``, and it takes a ``DataLoader`` by the class's module name. Each pattern is
+written here directly and checked against PyTorch 2.13 (Keras itself is not imported)."""
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+import torch
+
+import tapelab
+
+
+def _var_class(m, seen):
+    class Var:
+        """Keras's pattern: unwrap every Var argument and call ``func`` again."""
+        def __init__(self, value):
+            self.value = value
+
+        @classmethod
+        def __torch_function__(cls, func, types, args=(), kwargs=None):
+            seen.append(func.__name__)
+            args = [a.value if isinstance(a, Var) else a for a in args]
+            return func(*args, **(kwargs or {}))
+    return Var
+
+
+CALLS = {
+    "x * v": lambda m, x, v: x * v, "v * x": lambda m, x, v: v * x, "x + v": lambda m, x, v: x + v,
+    "x - v": lambda m, x, v: x - v, "v - x": lambda m, x, v: v - x, "x / v": lambda m, x, v: x / v,
+    "v / x": lambda m, x, v: v / x, "x ** v": lambda m, x, v: x ** v, "x < v": lambda m, x, v: x < v,
+    "x == v": lambda m, x, v: x == v, "x >= v": lambda m, x, v: x >= v, "x // v": lambda m, x, v: x // v,
+    "x % v": lambda m, x, v: x % v, "exp(v)": lambda m, x, v: m.exp(v), "add(x, v)": lambda m, x, v: m.add(x, v),
+    "maximum(x, v)": lambda m, x, v: m.maximum(x, v),
+}
+
+
+@pytest.mark.parametrize("call", list(CALLS))
+def test_a_tensor_like_operand_is_handed_the_call(call):
+    results = []
+    for m in (torch, tapelab):
+        seen = []
+        Var = _var_class(m, seen)
+        x = m.tensor([1.0, 2.0, 3.0])
+        v = Var(m.tensor([2.0, 0.5, 2.0]))
+        out = CALLS[call](m, x, v)
+        assert seen, "the tensor-like's __torch_function__ was not asked"
+        results.append(out.numpy())
+    np.testing.assert_allclose(results[1], results[0], rtol=1e-6)
+    assert results[1].dtype == results[0].dtype
+
+
+def test_a_tensor_like_that_declines_leaves_torchs_type_error():
+    for m in (torch, tapelab):
+        class Declines:
+            @classmethod
+            def __torch_function__(cls, func, types, args=(), kwargs=None):
+                return NotImplemented
+        with pytest.raises(TypeError):
+            m.tensor([1.0]) * Declines()
+        with pytest.raises(TypeError):
+            m.exp(Declines())
+
+
+def test_served_as_torch_the_classes_name_torchs_modules():
+    """Keras's ``is_torch_dataloader`` looks for ``"torch.utils.data"`` in a class's ``__module__``;
+    fx still treats ``nn`` layers as leaves while they are named so."""
+    code = textwrap.dedent("""
+        import tapelab
+        tapelab.install_aliases()
+        import torch
+        names = [torch.utils.data.DataLoader, torch.utils.data.Dataset, torch.nn.Linear, torch.nn.Module,
+                 torch.optim.Adam, torch.nn.Parameter, torch.autograd.Function, torch.Tensor, torch.Size,
+                 torch.dtype, torch.device, torch.Generator]
+        print([c.__module__ for c in names])
+        traced = torch.fx.symbolic_trace(torch.nn.Sequential(torch.nn.Linear(2, 3), torch.nn.ReLU()))
+        print([n.op for n in traced.graph.nodes])
+        tapelab.uninstall_aliases()
+        print(tapelab.nn.Linear.__module__, tapelab.utils.data.DataLoader.__module__)
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.splitlines()
+    expected = [c.__module__ for c in (torch.utils.data.DataLoader, torch.utils.data.Dataset, torch.nn.Linear,
+                                       torch.nn.Module, torch.optim.Adam, torch.nn.Parameter, torch.autograd.Function,
+                                       torch.Tensor, torch.Size, torch.dtype, torch.device)] + ["torch"]
+    assert out[0] == repr(expected)
+    assert out[1] == repr(["placeholder", "call_module", "call_module", "output"])
+    assert out[2] == "tapelab.nn.modules.linear tapelab.utils.data.dataloader"
