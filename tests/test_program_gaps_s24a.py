@@ -269,3 +269,43 @@ def test_load_state_dict_copies_from_a_tensor_like(m):
     assert lin.weight.tolist() == [[1.0, 1.0]] * 3 and lin.bias.tolist() == [0.0] * 3
     with pytest.raises(RuntimeError, match=r'copying the parameter named "weight", expected torch.Tensor or Tensor-like'):
         lin.load_state_dict({"weight": [[1.0, 1.0]] * 3, "bias": m.zeros(3)})
+
+
+# ---------------------------------------------------------------- bfloat16/half optimizer steps
+REDUCED = pytest.mark.parametrize("dt", ["bfloat16", "float16"])
+
+
+@REDUCED
+@pytest.mark.parametrize("op", ["mul_", "div_"])
+def test_in_place_scale_by_a_float_keeps_it_float32(dt, op):
+    """``buf.mul_(momentum)`` and ``p.mul_(1 - lr * wd)`` in bfloat16: PyTorch keeps the number a float32
+    and rounds the product once (as the out-of-place op already did); numpy's in-place ufunc rounded
+    the number to bfloat16 first (a third of the elements off)."""
+    a = np.random.default_rng(0).standard_normal(4096).astype(np.float32)
+    theirs = getattr(torch.tensor(a).to(getattr(torch, dt)), op)(0.9).float().numpy()
+    ours = getattr(tapelab.tensor(a).to(getattr(tapelab, dt)), op)(0.9).float().numpy()
+    np.testing.assert_array_equal(ours, theirs)
+
+
+_OPTIMIZERS = [("SGD", dict(lr=0.1, momentum=0.9, nesterov=True)), ("SGD", dict(lr=0.1, momentum=0.9, foreach=False)),
+               ("Adam", dict(lr=1e-2)), ("AdamW", dict(lr=2e-3, weight_decay=0.02, betas=(0.9, 0.95))),
+               ("AdamW", dict(lr=1e-3, amsgrad=True)), ("RMSprop", dict(lr=1e-2, momentum=0.9, centered=True)),
+               ("NAdam", dict(lr=1e-2)), ("RAdam", dict(lr=1e-2)), ("Adagrad", dict(lr=0.1))]
+
+
+@REDUCED
+@pytest.mark.parametrize("name,kw", _OPTIMIZERS, ids=[f"{n}-{i}" for i, (n, _) in enumerate(_OPTIMIZERS)])
+def test_reduced_precision_optimizer_steps_are_torchs(dt, name, kw):
+    """litgpt's bf16-true Fabric runs keep bfloat16 parameters and AdamW state: four steps, bit for bit."""
+    rng = np.random.default_rng(0)
+    w0 = rng.standard_normal((64, 33)).astype(np.float32)
+    grads = [rng.standard_normal((64, 33)).astype(np.float32) for _ in range(4)]
+    out = []
+    for m in (torch, tapelab):
+        p = m.nn.Parameter(m.tensor(w0).to(getattr(m, dt)))
+        opt = getattr(m.optim, name)([p], **kw)
+        for g in grads:
+            p.grad = m.tensor(g).to(getattr(m, dt))
+            opt.step()
+        out.append(p.detach().float().numpy())
+    np.testing.assert_array_equal(out[1], out[0])

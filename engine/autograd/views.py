@@ -22,7 +22,7 @@ import numpy as np
 from ..base.dispatch_state import STATE
 from ..base.dtype import from_np
 from ..base.grad_mode import is_grad_enabled
-from ..core.dispatch import _NUMBERS, apply, eager, observed_write
+from ..core.dispatch import _NUMBERS, apply, eager, keeps_float32, observed_write
 from ..core.node import DETACHED_IN_PLACE, Node, OpNode, _seq
 from ..core.storage import _root
 from ..core.registry import ALL, NONE, Op
@@ -95,6 +95,8 @@ def _ufunc_write(op, target, args) -> bool:
         else:
             return False
     data = target._data
+    if keeps_float32(op, data.dtype):   # x.mul_(0.9) in bfloat16: the float32 product rounded once, as x.mul(0.9)
+        arrays = [np.float32(a) if type(a) is float else a for a in arrays]
     try:
         getattr(target._device.xp, op.ufunc)(data, *arrays, out=data, casting="same_kind")
     except (TypeError, ValueError):

@@ -714,7 +714,7 @@ def _general(op, args, params, fwd):
         if "device" not in params:
             raise _no_tensor(op, args)
         dev = params["device"]
-    scaled = flt and (dt is BFLOAT16_NP or dt is _HALF) and op.ufunc in _SCALED
+    scaled = flt and keeps_float32(op, dt)
     if scaled:   # PyTorch keeps the number a float32 (numpy's weak scalar would round it to dt first)
         arrays = [np.float32(a) if type(a) is float else a for a in arrays]
     try:
@@ -731,6 +731,12 @@ def _general(op, args, params, fwd):
 # first, as numpy does
 _SCALED = frozenset(("multiply", "true_divide"))
 _HALF = np.dtype(np.float16)
+
+
+def keeps_float32(op, dt) -> bool:
+    """Whether ``op`` on a ``dt`` tensor and a Python float computes with the float kept a float32 (the
+    in-place writes, ``x.mul_(0.9)``, ask too)."""
+    return (dt is BFLOAT16_NP or dt is _HALF) and op.ufunc in _SCALED
 
 
 def _failed(op, fwd, dev, arrays, args, params, e: Exception):

@@ -24,7 +24,8 @@ from ..base.coo import COOArray
 from ..base.device import CPU
 from ..base.dispatch_state import STATE
 from ..core.creation import zeros_like
-from ..ops.elementwise import _addcdiv_fwd, _addcmul_fwd, _lerp_fwd, _sqrt_fwd, scaled_sum
+from ..core.dispatch import keeps_float32
+from ..ops.elementwise import _addcdiv_fwd, _addcmul_fwd, _div, _lerp_fwd, _mul, _sqrt_fwd, scaled_sum
 
 __all__ = ["multi_tensor", "check_fused", "sgd", "adam"]
 
@@ -61,6 +62,15 @@ def _bump(t) -> None:
     t._vc[0] += 1
 
 
+def _by_number(xp, op, a, k, out=None):
+    """``a`` times or over the Python number ``k`` (``op`` is mul or div) as the Tensor op computes it:
+    beside a bfloat16/half array the number stays a float32 and the result is rounded once."""
+    ufunc = getattr(xp, op.ufunc)
+    if not keeps_float32(op, a.dtype):
+        return ufunc(a, k) if out is None else ufunc(a, k, out=out)
+    return ufunc(a, np.float32(k)).astype(a.dtype) if out is None else ufunc(a, np.float32(k), out=out)
+
+
 def sgd(opt, group: dict, lr: float) -> None:
     """``SGD._step_group`` on arrays, op for op."""
     momentum, dampening = group["momentum"], group["dampening"]
@@ -84,7 +94,7 @@ def sgd(opt, group: dict, lr: float) -> None:
                 xp.copyto(buf._data, g)
             else:
                 b = buf._data
-                xp.multiply(b, momentum, out=b)
+                _by_number(xp, _mul, b, momentum, out=b)
                 scaled_sum(xp, b, g, 1 - dampening, out=b)
             _bump(buf)
             g = scaled_sum(xp, g, buf._data, momentum) if nesterov else buf._data
@@ -121,7 +131,7 @@ def adam(opt, group: dict, lr: float, beta1: float, beta2: float) -> None:
         data = p._data
         if weight_decay != 0:
             if decoupled:
-                xp.multiply(data, 1 - lr * weight_decay, out=data)
+                _by_number(xp, _mul, data, 1 - lr * weight_decay, out=data)
                 _bump(p)
             else:
                 g = scaled_sum(xp, g, data, weight_decay)
@@ -129,7 +139,7 @@ def adam(opt, group: dict, lr: float, beta1: float, beta2: float) -> None:
         m, v = exp_avg._data, exp_avg_sq._data
         xp.copyto(m, _lerp_fwd(xp, m, g, w))   # the ops' own forwards: fused multiply-adds as PyTorch's
         _bump(exp_avg)
-        xp.multiply(v, beta2, out=v)
+        _by_number(xp, _mul, v, beta2, out=v)
         xp.copyto(v, _addcmul_fwd(xp, v, g, g, value=1 - beta2))
         _bump(exp_avg_sq)
         step_size = lr / (1 - beta1 ** step)
@@ -138,9 +148,9 @@ def adam(opt, group: dict, lr: float, beta1: float, beta2: float) -> None:
             max_sq = st["max_exp_avg_sq"]
             xp.maximum(max_sq._data, v, out=max_sq._data)
             _bump(max_sq)
-            denom = _sqrt_fwd(xp, max_sq._data) / bias_correction2_sqrt + eps
+            denom = _by_number(xp, _div, _sqrt_fwd(xp, max_sq._data), bias_correction2_sqrt) + eps
         else:
-            denom = _sqrt_fwd(xp, v) / bias_correction2_sqrt + eps
+            denom = _by_number(xp, _div, _sqrt_fwd(xp, v), bias_correction2_sqrt) + eps
         xp.copyto(data, _addcdiv_fwd(xp, data, m, denom, value=-step_size))
         _bump(p)
 
