@@ -3,6 +3,7 @@ Lightning) before deciding a code path; anything else they read with ``getattr(t
 None)`` finds nothing, which is their "not available" branch."""
 from __future__ import annotations
 
+import sys
 import types
 
 from .autograd.engine import current_graph_task_id as _current_graph_task_id  # noqa: F401  (hooks ask
@@ -11,6 +12,7 @@ from .core.overrides import (DisableTorchFunction, DisableTorchFunctionSubclass,
                              _disabled_torch_function_impl, _is_torch_function_mode_enabled,  # C-side names)
                              _len_torch_function_stack)
 from .core.random import Generator  # noqa: F401  (torch._C.Generator is the generator type)
+from .core import batching as _batching
 from .core.tensor import Tensor
 from .jit import ScriptFunction  # noqa: F401  (torch._C.ScriptFunction is torch.jit's)
 from .ops.convert import _parse_to_args
@@ -150,7 +152,19 @@ def _parse_to(*args, **kwargs) -> tuple:
     return device, dtype, non_blocking, memory_format
 
 
-_nn = types.SimpleNamespace(_parse_to=_parse_to)   # torch._C._nn: the one name libraries call there
+__path__: list = []   # a package to the import system, so ``torch._C._nn`` resolves under the aliases too
+
+
+def _submodule(name: str, doc: str, **names) -> types.ModuleType:
+    """A ``torch._C`` submodule that ``from torch._C._functorch import ...`` can import (it is in
+    ``sys.modules``, as PyTorch's extension registers its own)."""
+    module = types.ModuleType(f"{__name__}.{name}", doc)
+    module.__dict__.update(names)
+    sys.modules[module.__name__] = module
+    return module
+
+
+_nn = _submodule("_nn", "torch._C._nn: the one name libraries call there.", _parse_to=_parse_to)
 
 
 def _are_functorch_transforms_active() -> bool:
@@ -163,6 +177,40 @@ def _not_wrapped(tensor) -> bool:
     return False
 
 
-# torch._C._functorch's predicates: tapelab has no batched, grad-tracking or functional wrapper tensors
-_functorch = types.SimpleNamespace(is_batchedtensor=_not_wrapped, is_legacy_batchedtensor=_not_wrapped,
-                                   is_gradtrackingtensor=_not_wrapped, is_functionaltensor=_not_wrapped)
+def _is_batched(tensor) -> bool:
+    return type(tensor) is _batching.BatchedTensor
+
+
+def _maybe_current_level() -> int | None:
+    """The innermost running vmap's level, None outside vmap."""
+    levels = _batching.active_levels()
+    return levels[-1][0] if levels else None
+
+
+def _get_unwrapped(tensor) -> Tensor:
+    """A batched tensor's value with its batch dim (first)."""
+    if not _is_batched(tensor):
+        raise RuntimeError("No wrappers present!")
+    return tensor._phys
+
+
+def _add_batch_dim(tensor: Tensor, batch_dim: int, level: int) -> Tensor:
+    """``tensor`` seen by the vmap of ``level`` as batched along ``batch_dim``."""
+    return _batching.wrap(tensor.movedim(batch_dim, 0), level)
+
+
+def _remove_batch_dim(tensor: Tensor, level: int, batch_size: int, out_dim: int) -> Tensor:
+    """The plain tensor with ``level``'s batch dim at ``out_dim`` (an unbatched tensor is expanded to
+    that shape, as PyTorch's does: by broadcasting, so only ``out_dim=0`` always fits)."""
+    if _is_batched(tensor) and tensor._level == level:
+        return tensor._phys.movedim(0, out_dim)
+    return tensor.expand(*tensor.shape[:out_dim], batch_size, *tensor.shape[out_dim:])
+
+
+# torch._C._functorch: vmap's batched tensors (core.batching) as PyTorch's wrapper API names them; tapelab
+# has no grad-tracking or functional wrappers (tensordict imports _add_batch_dim and friends at import)
+_functorch = _submodule("_functorch", "torch._C._functorch: functorch's wrapper-tensor primitives.",
+                        is_batchedtensor=_is_batched, is_legacy_batchedtensor=_not_wrapped,
+                        is_gradtrackingtensor=_not_wrapped, is_functionaltensor=_not_wrapped,
+                        maybe_current_level=_maybe_current_level, get_unwrapped=_get_unwrapped,
+                        _add_batch_dim=_add_batch_dim, _remove_batch_dim=_remove_batch_dim)

@@ -237,3 +237,63 @@ def test_deprecated_linalg_names_warn_once_in_pytorchs_words(name, monkeypatch):
     want = eval(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
     got = _deprecation_warnings(tapelab, _DEPRECATED_LINALG[name])
     assert len(want) == 1 and got == want
+
+
+def _functorch_primitives(m):
+    """tensordict's vmap support: ``torch._C._functorch`` imported as a module, its batched-tensor
+    predicates and wrappers used inside ``vmap``."""
+    import importlib
+    F = importlib.import_module(m.__name__ + "._C._functorch")
+    seen = []
+
+    def f(x):
+        lvl = F.maybe_current_level()
+        seen.append((F.is_batchedtensor(x), lvl, tuple(F.get_unwrapped(x).shape)))
+        return x + F._add_batch_dim(m.arange(6.0).reshape(2, 3), 1, lvl)
+    out = m.vmap(f)(m.ones(3, 2))
+    with pytest.raises(RuntimeError, match="No wrappers present"):
+        F.get_unwrapped(m.ones(1))
+    expanded = F._remove_batch_dim(m.arange(2.0), 1, 3, 0)
+    with pytest.raises(RuntimeError, match="expanded size of the tensor"):
+        F._remove_batch_dim(m.arange(2.0), 1, 3, 1)
+    return (out.tolist(), seen, F.maybe_current_level(), F.is_batchedtensor(m.ones(1)), F.is_gradtrackingtensor(m.ones(1)),
+            expanded.tolist(), importlib.import_module(m.__name__ + "._C._nn")._parse_to(m.float64)[1] == m.float64)
+
+
+def test_functorch_c_module_imports_and_wraps_vmap_values():
+    assert _functorch_primitives(torch) == _functorch_primitives(tapelab)
+
+
+def test_tensordict_import_names():
+    """``torch.compiler.assume_constant_result`` hands the function back; ``nn.parameter.UninitializedTensorMixin``
+    is the lazy tensors' base, as tensordict's isinstance checks expect."""
+    for m in (torch, tapelab):
+        f = lambda: 3   # noqa: E731
+        assert m.compiler.assume_constant_result(f) is f
+        mixin = m.nn.parameter.UninitializedTensorMixin
+        assert isinstance(m.nn.parameter.UninitializedParameter(), mixin)
+        assert isinstance(m.nn.parameter.UninitializedBuffer(), mixin) and not isinstance(m.nn.Parameter(m.ones(1)), mixin)
+        assert not hasattr(m.nn, "UninitializedTensorMixin")
+
+
+def test_worker_numpy_seed_is_pytorchs():
+    """A DataLoader worker seeds numpy from ``_generate_state(base_seed, worker_id)`` as PyTorch's does
+    (tapelab seeded it with ``(base_seed + worker_id) % 2**32``: ``np.random`` augmentations in workers
+    drew other numbers); ``_generate_state`` is importable from ``torch.utils.data._utils.worker``."""
+    import importlib
+    import numpy as np
+    want = importlib.import_module("torch.utils.data._utils.worker")._generate_state
+    from tapelab.utils.data.worker import _generate_state
+    for base, wid in [(0, 0), (123456789012345, 3), (2 ** 63 - 5, 7), (2 ** 32, 1)]:
+        assert _generate_state(base, wid) == want(base, wid)
+
+    def draws(m):
+        class Noisy(m.utils.data.Dataset):
+            def __len__(self):
+                return 8
+
+            def __getitem__(self, i):
+                return m.tensor([float(np.random.rand()), float(m.rand(1))])
+        loader = m.utils.data.DataLoader(Noisy(), batch_size=2, num_workers=2, generator=m.Generator().manual_seed(7))
+        return [b.tolist() for b in loader]
+    assert draws(tapelab) == draws(torch)

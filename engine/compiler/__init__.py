@@ -13,7 +13,7 @@ from .frontend import (CompiledFunction, ExplainOutput, GraphCompileReason, Opti
                        config, disable, explain, reset)
 
 __all__ = ["compile", "explain", "reset", "config", "list_backends", "is_compiling", "is_dynamo_compiling",
-           "is_exporting", "allow_in_graph",
+           "is_exporting", "allow_in_graph", "assume_constant_result",
            "disable", "CompiledFunction", "OptimizedModule", "ExplainOutput", "GraphCompileReason", "Unsupported"]
 
 
@@ -37,4 +37,10 @@ def is_exporting() -> bool:
 
 def allow_in_graph(fn):
     """``fn`` unchanged (a decorator): tapelab's tracer records the ops ``fn`` runs."""
+    return fn
+
+
+def assume_constant_result(fn):
+    """``fn`` unchanged (a decorator telling Dynamo to fold its result; tensordict imports it): tapelab's
+    tracer runs ``fn`` eagerly."""
     return fn

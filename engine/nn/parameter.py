@@ -5,7 +5,7 @@ from ..core import creation
 from ..core.overrides import _disabled_torch_function_impl
 from ..core.tensor import Tensor
 
-__all__ = ["Parameter", "Buffer", "UninitializedParameter", "UninitializedBuffer"]
+__all__ = ["Parameter", "Buffer", "UninitializedParameter", "UninitializedBuffer", "UninitializedTensorMixin"]
 
 
 class _ParameterMeta(type):
@@ -81,7 +81,7 @@ def _rebuild_parameter(data: Tensor, requires_grad: bool) -> Parameter:
     return Parameter(data, requires_grad)
 
 
-class _Uninitialized:
+class UninitializedTensorMixin:
     """A tensor with no values yet (a lazy layer's, before its first input): ``materialize(shape)``
     gives it memory and turns it, in place, into a ``cls_to_become``."""
 
@@ -99,7 +99,7 @@ class _Uninitialized:
         return f"<{type(self).__name__}>"
 
 
-class UninitializedParameter(_Uninitialized, Parameter):
+class UninitializedParameter(UninitializedTensorMixin, Parameter):
     """A parameter whose shape is not known yet; ``module.double()`` and ``.to(...)`` change the
     dtype and device it will materialise with."""
 
@@ -112,7 +112,7 @@ class UninitializedParameter(_Uninitialized, Parameter):
         pass
 
 
-class UninitializedBuffer(_Uninitialized, Tensor):
+class UninitializedBuffer(UninitializedTensorMixin, Tensor):
     """A buffer whose shape is not known yet; conversions (``to``, ``double``, ``cpu``...) return
     another uninitialised buffer, so a module's ``_apply`` keeps it a placeholder."""
 

@@ -9,13 +9,13 @@ as PyTorch's ``LazyModuleMixin`` does.
 from __future__ import annotations
 
 from ...core.tensor import Tensor
-from ..parameter import _Uninitialized, UninitializedBuffer, UninitializedParameter
+from ..parameter import UninitializedTensorMixin, UninitializedBuffer, UninitializedParameter
 
 __all__ = ["UninitializedParameter", "UninitializedBuffer", "LazyModuleMixin"]
 
 
 def _uninitialized(t) -> bool:
-    return isinstance(t, _Uninitialized)
+    return isinstance(t, UninitializedTensorMixin)
 
 
 class LazyModuleMixin:

@@ -29,6 +29,7 @@ from ._collate import default_collate, default_convert
 from .fetch import _IterableDatasetFetcher, _MapDatasetFetcher
 from .dataset import Dataset, IterableDataset, T_co, TensorDataset
 from .sampler import BatchSampler, RandomSampler, Sampler, SequentialSampler, _draw_seed
+from .worker import _generate_state
 
 __all__ = ["DataLoader", "get_worker_info", "WorkerInfo"]
 
@@ -451,7 +452,7 @@ def _worker_loop(job: _Job, tasks, results, worker_id: int, num_workers: int, se
     set_num_threads(1)     # as PyTorch's workers: N worker processes, each one intra-op thread
     random.seed(seed)
     manual_seed(seed)
-    np.random.seed(seed % 2 ** 32)
+    np.random.seed(_generate_state(seed - worker_id, worker_id))
     _worker_info = WorkerInfo(worker_id, num_workers, seed, job.dataset)
     failed = stream = None
     try:
