@@ -297,3 +297,31 @@ def test_worker_numpy_seed_is_pytorchs():
         loader = m.utils.data.DataLoader(Noisy(), batch_size=2, num_workers=2, generator=m.Generator().manual_seed(7))
         return [b.tolist() for b in loader]
     assert draws(tapelab) == draws(torch)
+
+
+def _weak_refs(m):
+    import gc
+    W = m.utils.weak
+    d = W.WeakIdKeyDictionary()
+    a, b = m.ones(2), m.ones(2)
+    d[a], d[b] = "a", "b"
+    res = [len(d), d[a], d[b], a in d, m.zeros(1) in d, sorted(d.values())]
+    del a
+    gc.collect()
+    res += [len(d), list(d.values()), [x.tolist() for x in d]]
+    c = m.ones(1)
+    ref_b, ref_c = W.TensorWeakRef(b), W.TensorWeakRef(c)
+    del c
+    gc.collect()
+    res += [ref_b() is b, ref_c(), W.WeakIdRef(b) == W.WeakIdRef(b), hash(W.WeakIdRef(b)) == id(b)]
+    with pytest.raises(AssertionError, match="expected .*Tensor, got <class 'list'>"):
+        W.TensorWeakRef([1])
+    d2 = W.WeakIdKeyDictionary({b: 1})
+    d2.setdefault(b, 5)
+    return res + [d2.pop(b), len(d2), W.WeakTensorKeyDictionary is W.WeakIdKeyDictionary]
+
+
+def test_utils_weak_identity_keyed_dictionaries():
+    """tensordict imports ``torch.utils.weak.WeakIdKeyDictionary``: tensors as weakly held keys compared
+    by identity, entries gone with their keys; ``TensorWeakRef``, ``WeakIdRef``."""
+    assert _weak_refs(torch) == _weak_refs(tapelab)

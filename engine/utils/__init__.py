@@ -4,7 +4,7 @@ from __future__ import annotations
 import copyreg
 import weakref
 
-from . import checkpoint, data, deterministic, dlpack, hooks  # noqa: F401  (torch.utils.checkpoint, .hooks work after `import tapelab`)
+from . import checkpoint, data, deterministic, dlpack, hooks, weak  # noqa: F401  (torch.utils.checkpoint, .hooks work after `import tapelab`)
 
 __all__ = ["swap_tensors"]
 
