@@ -309,3 +309,20 @@ def test_reduced_precision_optimizer_steps_are_torchs(dt, name, kw):
             opt.step()
         out.append(p.detach().float().numpy())
     np.testing.assert_array_equal(out[1], out[0])
+
+
+@pytest.mark.parametrize("dt", ["float32", "bfloat16", "float16"])
+@pytest.mark.parametrize("case", ["add", "sub", "add_", "sub_int"])
+def test_add_a_number_with_alpha_is_one_fused_multiply_add(dt, case):
+    """``add(x, 1.7, alpha=-0.3)``: PyTorch's kernel takes the number in the tensor's dtype and computes
+    ``fma(number, alpha, x)``; the product in double, rounded into the sum, left a third of the float32
+    elements one ulp off (bit for bit over vector-wide arrays; ATen's scalar tail rounds its own way)."""
+    a = np.random.default_rng(0).standard_normal(4096).astype(np.float32)
+    run = {"add": lambda m, x: m.add(x, 1.7, alpha=-0.3), "sub": lambda m, x: x.sub(0.3, alpha=0.7),
+           "add_": lambda m, x: x.clone().add_(1.7, alpha=-0.3), "sub_int": lambda m, x: x.sub(2, alpha=0.1)}[case]
+    theirs = run(torch, torch.tensor(a).to(getattr(torch, dt))).float().numpy()
+    ours = run(tapelab, tapelab.tensor(a).to(getattr(tapelab, dt))).float().numpy()
+    np.testing.assert_array_equal(ours, theirs)
+    x = tapelab.ones(3, requires_grad=True)
+    tapelab.add(x, 2.0, alpha=3.0).sum().backward()
+    assert x.grad.tolist() == [1.0, 1.0, 1.0]

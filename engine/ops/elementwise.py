@@ -438,7 +438,10 @@ def _one_pass(xp, a, *others) -> bool:
 def _scaled_sum(xp, a, b, alpha, out=None):
     """``a + alpha * b`` as PyTorch's kernel: ``fma(b, alpha, a)`` in float32 opmath, ``alpha`` in the
     tensors' dtype (``add`` and ``sub`` pass ``alpha`` only for float32, float16 and bfloat16 operands);
-    into ``out`` when given (an optimizer's parameter, updated in place)."""
+    into ``out`` when given (an optimizer's parameter, updated in place). A number ``b`` is rounded to
+    ``a``'s dtype first, as PyTorch's kernel takes it (``add(x, 1.7, alpha=-0.3)``)."""
+    if not hasattr(b, "dtype"):
+        b = xp.asarray(b, dtype=a.dtype)
     if (xp is np and type(a) is np.ndarray and type(b) is np.ndarray and a.dtype == _F32 and b.dtype == _F32
             and a.shape == b.shape and a.size and a.flags.c_contiguous and b.flags.c_contiguous and kernels.enabled()
             and (out is None or (out.shape == a.shape and out.dtype == _F32 and out.flags.c_contiguous))):
@@ -496,9 +499,10 @@ def scaled_sum(xp, a, b, alpha, out=None):
 
 def _alpha_fused(a, b, alpha) -> bool:
     """Whether ``a + alpha * b`` is one fused op (PyTorch's fma): two tensors of one float32, float16
-    or bfloat16 dtype; otherwise the product is its own op, as exact for integers."""
-    return (isinstance(a, Tensor) and isinstance(b, Tensor) and a._data.dtype == b._data.dtype
-            and a._data.dtype in _OPMATH32 and type(alpha) in (int, float))
+    or bfloat16 dtype, or such a tensor and a real number; otherwise the product is its own op, as
+    exact for integers."""
+    return (isinstance(a, Tensor) and a._data.dtype in _OPMATH32 and type(alpha) in (int, float)
+            and (type(b) in (int, float) or isinstance(b, Tensor) and a._data.dtype == b._data.dtype))
 
 
 def _alpha_check(input, other, alpha) -> None:
