@@ -14,7 +14,7 @@ from numbers import Number
 
 from .core.tensor import Tensor
 from .ops.reduce import vector_norm
-from .ops.elementwise import lerp_arrays_, pow as _pow
+from .ops.elementwise import _mul, _div, lerp_arrays_, pow as _pow, scaled_add_arrays_, ufunc_arrays_
 
 __all__: list = []
 
@@ -95,14 +95,28 @@ def _binary(name: str, method: str, number_method: str, inplace_method: str, tak
 
     def in_place(self, other, *, alpha=1):
         tensors = _tensors(name + "_", self)
-        for t, o in zip(tensors, _operands(name + "_", tensors, other)):
-            each(getattr(t, inplace_method + "_"), o, alpha)
+        operands = _operands(name + "_", tensors, other)
+        if not _on_arrays(name, tensors, operands, alpha):
+            for t, o in zip(tensors, operands):
+                each(getattr(t, inplace_method + "_"), o, alpha)
         return self
     out_of_place.__doc__ = f"``t.{method}(o)`` for each tensor and its operand (one for all, or a list)."
     in_place.__doc__ = f"``t.{method}_(o)`` for each tensor and its operand; returns ``self``."
     _export(name, out_of_place)
     _export(name + "_", in_place)
     return out_of_place
+
+
+def _on_arrays(name: str, tensors: list, operands: list, alpha) -> bool:
+    """An optimizer's in-place update (``add_``/``sub_`` of tensors with ``alpha``, ``mul_``/``div_`` by
+    tensors or numbers) straight on the arrays where nobody watches and nothing is recorded: the same
+    writes as each tensor's own method, without its dispatch (``ops/elementwise.py``). False: nothing done."""
+    if name in ("add", "sub"):
+        return all(isinstance(o, Tensor) for o in operands) and scaled_add_arrays_(
+            list(zip(tensors, operands)), alpha if name == "add" else -alpha)
+    if name in ("mul", "div"):
+        return ufunc_arrays_(_mul if name == "mul" else _div, list(zip(tensors, operands)))
+    return False
 
 
 for _name in _UNARY:

@@ -148,3 +148,45 @@ def test_errors_as_pytorch_gives_them(name, args):
         getattr(tl, f"_foreach_{name}")(*args(tl, o))
     if type(theirs.value) is RuntimeError:
         assert str(ours.value) == str(theirs.value)
+
+
+def _keras_adam_lists(m, shapes=((4, 5), (5,), (3, 1, 2), (40000,)), seed=3):
+    """Keras 3's torch Adam step (its ``_parallel_update_step``): in-place foreach updates of momentums,
+    velocities and variables, under no_grad as Keras runs it."""
+    rng = np.random.default_rng(seed)
+    def lists():
+        return [m.tensor(rng.standard_normal(s).astype(np.float32)) for s in shapes]
+    P, G, M, V = lists(), lists(), lists(), [t.abs() for t in lists()]
+    for p in P:
+        p.requires_grad_()
+    alpha = m.tensor(0.001)
+    with m.no_grad():
+        for _ in range(3):
+            m._foreach_mul_(M, 0.9)
+            m._foreach_add_(M, G, alpha=1 - 0.9)
+            m._foreach_mul_(V, 0.999)
+            m._foreach_add_(V, m._foreach_mul(G, G), alpha=1 - 0.999)
+            m._foreach_add_(P, m._foreach_div(m._foreach_mul(M, alpha), m._foreach_add(m._foreach_sqrt(V), 1e-7)),
+                            alpha=-1)
+            m._foreach_sub_(G, M, alpha=0.5)
+            m._foreach_div_(G, V)
+            m._foreach_div_(G, 3.0)
+    return [[t.detach().numpy().copy() for t in ts] for ts in (P, G, M, V)], [p._version for p in P]
+
+
+def test_an_optimizers_foreach_updates_equal_torch_bit_for_bit():
+    ours, ours_versions = _keras_adam_lists(tl)
+    theirs, their_versions = _keras_adam_lists(torch)
+    for a_list, b_list in zip(ours, theirs):
+        for a, b in zip(a_list, b_list):
+            np.testing.assert_array_equal(a, b)
+    assert ours_versions == their_versions
+
+
+def test_foreach_in_place_updates_still_refuse_a_leaf_that_requires_grad():
+    for m in (torch, tl):
+        p = [m.ones(3, requires_grad=True)]
+        with pytest.raises(RuntimeError, match="leaf Variable that requires grad"):
+            m._foreach_add_(p, [m.ones(3)], alpha=0.5)
+        with pytest.raises(RuntimeError, match="leaf Variable that requires grad"):
+            m._foreach_mul_(p, 2.0)
