@@ -1,7 +1,11 @@
 """Gaps found in session 24 (helper A) running the LLM-training ecosystem under ``install_aliases()``:
-litgpt (GPT in several families, generate, LoRA, adapters, Fabric training and checkpoints), lightning
-Fabric, torchtune, trl's loss math and small reference models; each pattern written here directly
-(none of those libraries is imported) and checked against PyTorch 2.13."""
+litgpt (GPT in seven families, generate, LoRA/merge, adapters, Fabric training in 32/bf16-mixed/bf16-true,
+fabric.save/load and load_checkpoint), lightning's Trainer (callbacks, checkpoints, resume, predict),
+trl (SFTTrainer, DPOTrainer with three losses, RewardTrainer on tiny transformers models, its logprob
+helpers), karpathy's minGPT (sort demo with its Trainer), torchscale (RetNet, Decoder, Encoder) and
+fairscale's imports; torchtune and composer stop at imports of torch internals (FakeTensorMode,
+DTensor parallel, torchao; torchvision). Each pattern is written here directly (none of those libraries
+is imported) and checked against PyTorch 2.13."""
 from __future__ import annotations
 
 import functools
