@@ -339,6 +339,14 @@ class Tensor:
                                f"{type(element)}.")
         return bool((element == self).any().item())
 
+    def __nonzero__(self) -> bool:
+        """Python 2's name for ``__bool__``, which PyTorch's Tensor keeps."""
+        return self.__bool__()
+
+    def __reversed__(self):
+        """``reversed(t)``: ``t`` flipped along dim 0 (a 0-d tensor is itself), as PyTorch's."""
+        return self if self._data.ndim == 0 else self.flip(0)
+
     def __len__(self) -> int:
         if self._data.ndim == 0:
             raise TypeError("len() of a 0-d tensor")

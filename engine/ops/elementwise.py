@@ -581,7 +581,8 @@ _mul = Op("mul", lambda xp, a, b: a * b, _mul_vjp,
           aliases=("multiply",), inplace=("mul_", "multiply_"), complex=True, onnx="Mul")
 _div = Op("div", lambda xp, a, b: a / b, _div_vjp,
           promote="float", elementwise=True, ufunc="true_divide", cost=_numel,
-          operator="truediv", aliases=("divide", "true_divide"), complex=True, onnx="Div")
+          operator="truediv", aliases=("divide", "true_divide", "__div__", "__rdiv__", "__idiv__"), complex=True,
+          onnx="Div")
 
 
 def _is_int(a, b) -> bool:
@@ -1261,3 +1262,6 @@ OPERATORS = {
     "square_": lambda s: apply_(_pow, s, 2), "round_": _round_, "nan_to_num_": _nan_to_num_,
     "fill_": fill_, "zero_": zero_, "addcmul_": _addcmul_, "addcdiv_": _addcdiv_,
 }
+# Python 2's names for the division operators, which PyTorch's Tensor keeps
+OPERATORS.update(__div__=binary(_div), __rdiv__=lambda self, other: _rtruediv(self, other),
+                 __idiv__=_operator(_div, inplace=True))

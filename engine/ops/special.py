@@ -198,9 +198,9 @@ _heaviside = Op("heaviside", lambda xp, a, b: xp.heaviside(a, b).astype(a.dtype,
 _gcd = Op("gcd", lambda xp, a, b: xp.gcd(a, b), promote="common", elementwise=True, out_form="gcd", inplace=("gcd_",))
 _lcm = Op("lcm", lambda xp, a, b: xp.lcm(a, b), promote="common", elementwise=True, out_form="lcm", inplace=("lcm_",))
 _lshift = Op("bitwise_left_shift", lambda xp, a, b: xp.left_shift(a, b), promote="common", elementwise=True,
-             out_form="left_shift", inplace=("bitwise_left_shift_",))
+             out_form="left_shift", inplace=("bitwise_left_shift_",), operator="lshift")
 _rshift = Op("bitwise_right_shift", lambda xp, a, b: xp.right_shift(a, b), promote="common", elementwise=True,
-             out_form="right_shift", inplace=("bitwise_right_shift_",))
+             out_form="right_shift", inplace=("bitwise_right_shift_",), operator="rshift")
 
 
 def _frexp_fwd(xp, a):
@@ -219,12 +219,13 @@ def _float_only(name: str, *xs) -> None:
 
 
 def _ints_only(name: str, *xs) -> None:
-    """PyTorch's kernels refuse float/bool operands (the meta device has no kernel, so no check)."""
-    for x in xs:
-        if isinstance(x, Tensor) and x.device.type == "meta":
-            return
-        if isinstance(x, Tensor) and (x.is_floating_point() or x.dtype == _dtype.bool):
-            raise RuntimeError(f'"{name}_cpu" not implemented for \'{x.dtype.scalar_type}\'')
+    """PyTorch's integer kernels refuse a float or bool result dtype of the operands' promotion (a bool
+    tensor shifted by a Python int is int64 and runs); the meta device has no kernel, so no check."""
+    if any(isinstance(x, Tensor) and x.device.type == "meta" for x in xs):
+        return
+    dt = _dtype.result_type(*xs)
+    if dt.is_floating_point or dt.is_complex or dt == _dtype.bool:
+        raise NotImplementedError(f'"{name}_cpu" not implemented for \'{dt.scalar_type}\'')
 
 
 def copysign(input, other) -> Tensor:
@@ -332,7 +333,20 @@ def _float_power_(self, exponent):
 METHODS = ("digamma", "lgamma", "mvlgamma", "i0", "igamma", "igammac", "sinc", "logit", "copysign", "nextafter",
            "heaviside", "gcd", "lcm", "bitwise_left_shift", "bitwise_right_shift", "frexp", "ldexp", "float_power",
            "logaddexp2", "deg2rad", "rad2deg")
+def _shift_inplace(kernel: str, name: str):
+    def method(self, other):
+        _ints_only(kernel, self, other)
+        return getattr(self, name)(other)
+    return method
+
+
 OPERATORS = {"polygamma": lambda self, n: polygamma(n, self),
+             "__lshift__": lambda self, other: bitwise_left_shift(self, other),
+             "__rlshift__": lambda self, other: bitwise_left_shift(other, self),
+             "__rshift__": lambda self, other: bitwise_right_shift(self, other),
+             "__rrshift__": lambda self, other: bitwise_right_shift(other, self),
+             "__ilshift__": _shift_inplace("lshift", "bitwise_left_shift_"),
+             "__irshift__": _shift_inplace("rshift", "bitwise_right_shift_"),
              "polygamma_": lambda self, n: apply_(_polygamma, self, n=int(n)),
              "mvlgamma_": _in_place(mvlgamma), "logit_": _in_place(logit), "ldexp_": _in_place(ldexp),
              "float_power_": _float_power_, "deg2rad_": _in_place(deg2rad), "rad2deg_": _in_place(rad2deg)}
