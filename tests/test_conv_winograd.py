@@ -138,7 +138,7 @@ def test_cnn_shape_input_gradient_takes_winograd(monkeypatch):
     assert not _winograd.fits("weight", (3, 3), (1, 1), (1, 1), 1, 16, 32, (14, 14))
     calls = []
     conv = _winograd.conv3x3
-    monkeypatch.setattr(_winograd, "conv3x3", lambda xp, x, w, pads: calls.append(x.shape[1]) or conv(xp, x, w, pads))
+    monkeypatch.setattr(_winograd, "conv3x3", lambda xp, x, w, pads, *bias: calls.append(x.shape[1]) or conv(xp, x, w, pads, *bias))
     rng = np.random.default_rng(4)
     _float32_against_torch(rng.standard_normal((2, 16, 14, 14)).astype(np.float32),
                            (0.1 * rng.standard_normal((32, 16, 3, 3))).astype(np.float32))

@@ -298,7 +298,9 @@ def _plus_bias(fwd, xp, x, w, b, *, half_once: bool = True, **params):
 def _conv_fwd(xp, x, w, *b, stride, pads, dilation, groups):
     if w.dtype is not x.dtype or (b and b[0].dtype is not x.dtype):
         _check_conv_dtypes(x, w, b, False)
-    if b:
+    # with the loops (float32) each image block adds the bias while its output is in cache, on its thread
+    bias = b[0] if b and kernels.use(xp, x) else None
+    if b and bias is None:
         return _plus_bias(_conv_fwd, xp, x, w, b[0], stride=stride, pads=pads, dilation=dilation, groups=groups)
     if x.dtype is BFLOAT16_NP:
         return in_float32(_conv_fwd, xp, x, w, stride=stride, pads=pads, dilation=dilation, groups=groups)
@@ -306,20 +308,20 @@ def _conv_fwd(xp, x, w, *b, stride, pads, dilation, groups):
     if n == 0:   # an empty batch (no RoIs in a detection head): an empty result of the output's shape
         return xp.zeros((0, o) + _out_size(x.shape[2:], w.shape[2:], stride, pads, dilation), x.dtype)
     if _winograd_fits("forward", xp, x, w.shape[2:], stride, pads, dilation, groups, o):
-        return _winograd.conv3x3(xp, x, w, pads)
+        return _winograd.conv3x3(xp, x, w, pads, bias)
     if groups == 1 and _channels_last(x.shape[1], w.shape[2:], stride, pads):
         wm = xp.ascontiguousarray(_wm(xp, w))
         if _winograd.narrow_loop(xp, x.dtype, wm):
             # each output row the same floats however the rows are cut: the images split over the
             # threads, each block's im2col copy, product and NCHW copy on its thread
             y = xp.empty((n, o) + _out_size(x.shape[2:], w.shape[2:], stride, pads, dilation), x.dtype)
-            kernels.parallel_ranges(_im2col_into, n, x.size + y.size,
-                                    lambda first, lo, hi: (xp, x, wm, y, w.shape[2:], stride, pads, dilation, lo, hi))
+            kernels.parallel_ranges(_im2col_into, n, x.size + y.size, lambda first, lo, hi: (
+                xp, x, wm, y, w.shape[2:], stride, pads, dilation, bias, lo, hi))
             return y
         cols, out = _cols_rows(xp, x, w.shape[2:], stride, pads, dilation)
-        return _unrows(xp, _winograd.narrow_gemm(xp, cols, wm), n, out)
+        return _winograd.add_bias(_unrows(xp, _winograd.narrow_gemm(xp, cols, wm), n, out), bias)
     y = xp.empty((n, o) + _out_size(x.shape[2:], w.shape[2:], stride, pads, dilation), x.dtype)
-    args = lambda first, lo, hi: (xp, x, w, y, stride, pads, dilation, groups, lo, hi)
+    args = lambda first, lo, hi: (xp, x, w, y, stride, pads, dilation, groups, bias, lo, hi)
     if kernels.use(xp, x):
         # each image's product is its own GEMM either way: the column copies split with them
         kernels.parallel_ranges(_grouped_into, n, x.size * math.prod(w.shape[2:]) + y.size, args)
@@ -328,20 +330,23 @@ def _conv_fwd(xp, x, w, *b, stride, pads, dilation, groups):
     return y
 
 
-def _grouped_into(xp, x, w, y, stride, pads, dilation, groups, lo, hi) -> None:
+def _grouped_into(xp, x, w, y, stride, pads, dilation, groups, bias, lo, hi) -> None:
     """Images ``lo:hi`` of the im2col forward in channel-major columns (few channels, or groups):
-    ``(g, O/g, C/g * K) @ (N, g, C/g * K, L)`` into ``y``."""
+    ``(g, O/g, C/g * K) @ (N, g, C/g * K, L)`` into ``y``, plus ``bias`` (or None)."""
     cols, _ = _cols_nkl(xp, x[lo:hi], w.shape[2:], stride, pads, dilation)
     cols = cols.reshape(hi - lo, groups, cols.shape[1] // groups, cols.shape[2])
     o = w.shape[0]
     gemm(xp, w.reshape(groups, o // groups, -1), cols, out=y[lo:hi].reshape(hi - lo, groups, o // groups, -1))
+    _winograd.add_bias(y[lo:hi], bias)
 
 
-def _im2col_into(xp, x, wm, y, kernel, stride, pads, dilation, lo, hi) -> None:
-    """Images ``lo:hi`` of the im2col forward into ``y`` (``wm``: the weight as ``(K*C, O)``)."""
+def _im2col_into(xp, x, wm, y, kernel, stride, pads, dilation, bias, lo, hi) -> None:
+    """Images ``lo:hi`` of the im2col forward into ``y`` (``wm``: the weight as ``(K*C, O)``), plus
+    ``bias`` (or None)."""
     cols, _ = _cols_rows(xp, x[lo:hi], kernel, stride, pads, dilation)
     n, o = hi - lo, y.shape[1]
     y[lo:hi].reshape(n, o, -1)[...] = _winograd.narrow_gemm(xp, cols, wm).reshape(n, -1, o).transpose(0, 2, 1)
+    _winograd.add_bias(y[lo:hi], bias)
 
 
 def _conv_t_fwd(xp, y, w, *b, stride, pads, dilation, groups, in_size):

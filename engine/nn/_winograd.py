@@ -28,7 +28,7 @@ from .. import kernels
 from ..base.pool import ranges
 from ..kernels import gemm
 
-__all__ = ["fits", "out_size", "tile_size", "conv3x3", "weight3x3", "narrow_loop", "narrow_gemm"]
+__all__ = ["fits", "out_size", "tile_size", "conv3x3", "weight3x3", "narrow_loop", "narrow_gemm", "add_bias"]
 
 # B^T (a x a) takes a patch row to its taps, G (a x 3) a kernel row, A^T (m x a) products to outputs
 _MATS = {
@@ -162,8 +162,9 @@ def _input_transform(xp, x, pads, m, th, tw, split=True):
     return v.reshape(a * a, -1, c)
 
 
-def conv3x3(xp, x, w, pads):
-    """Cross-correlation of ``x (N, C, H, W)`` with ``w (O, C, 3, 3)``, stride 1, ``pads``."""
+def conv3x3(xp, x, w, pads, bias=None):
+    """Cross-correlation of ``x (N, C, H, W)`` with ``w (O, C, 3, 3)``, stride 1, ``pads``, plus the
+    per-channel ``bias`` when given (added by each image block, in cache)."""
     n, c, h, wd = x.shape
     o = w.shape[0]
     oh, ow = out_size((h, wd), pads)
@@ -174,7 +175,15 @@ def conv3x3(xp, x, w, pads):
     spans = _image_blocks(n, max(1, BLOCK_TILE_CHANNELS // (math.prod(_tiles((oh, ow), m)) * max(c, o))),
                           kernels.use(xp, x, ut))
     kernels.parallel_ranges(_conv_blocks, len(spans), x.size + y.size,
-                            lambda first, lo, hi: (spans[lo:hi], x, y, ut, xp, pads, m, len(spans) < 2))
+                            lambda first, lo, hi: (spans[lo:hi], x, y, ut, xp, pads, m, len(spans) < 2, bias))
+    return y
+
+
+def add_bias(y, bias):
+    """``y += bias`` over ``y``'s channels (dim 1), in place, when ``bias`` is not None; returns ``y``.
+    The same floats as adding it to the whole output afterwards."""
+    if bias is not None:
+        y += bias.reshape((-1,) + (1,) * (y.ndim - 2))
     return y
 
 
@@ -193,11 +202,12 @@ def _image_blocks(n: int, step: int, loops: bool) -> list:
     return ranges(n, count)
 
 
-def _conv_blocks(spans, x, y, ut, xp, pads, m, split) -> None:
-    """``_conv_images`` for each image range in ``spans``, one after another (one thread's share);
-    their stages split over the threads only when the batch is a single block (``split``)."""
+def _conv_blocks(spans, x, y, ut, xp, pads, m, split, bias) -> None:
+    """``_conv_images`` for each image range in ``spans``, one after another (one thread's share),
+    plus ``bias``; their stages split over the threads only when the batch is a single block (``split``)."""
     for lo, hi in spans:
         _conv_images(x[lo:hi], y[lo:hi], ut, xp, pads, m, split)
+        add_bias(y[lo:hi], bias)
 
 
 def _ranges(fn, count: int, size: int, args_for, split: bool, shared: bool = False) -> None:
