@@ -342,7 +342,13 @@ def _shifts_and_old_names(m):
             bad()
         res.append(str(info.value))
     res += [reversed(a).tolist(), reversed(m.ones(2, 3)).shape == (2, 3), reversed(m.tensor(5)).tolist(),
-            a.__div__(2).tolist(), a.__rdiv__(2).tolist(), a.float().__idiv__(2).tolist(), m.tensor(1.0).__nonzero__()]
+            a.__div__(2).tolist(), a.__rdiv__(2).tolist(), a.float().__idiv__(2).tolist(), m.tensor(1.0).__nonzero__(),
+            m.tensor(2.7).__long__()]
+    for convert in (int, float, complex, lambda t: t.__long__()):
+        with pytest.raises(ValueError, match="only one element tensors can be converted to Python scalars"):
+            convert(m.ones(2))
+        with pytest.raises(ValueError, match="only one element tensors"):
+            convert(m.ones(0))
     return res
 
 

@@ -305,18 +305,29 @@ class Tensor:
             _host_read(self, "tolist")
         return self.__array__().tolist()
 
+    def _python_number(self):
+        """The one value for ``int()``/``float()``/``complex()``; any other size is PyTorch's ValueError
+        (``item()``'s is a RuntimeError)."""
+        if self._data.size != 1:
+            raise ValueError("only one element tensors can be converted to Python scalars")
+        return self.item()
+
     def __float__(self) -> float:
         if self.requires_grad:
             _warn_scalar_of_grad()
-        return float(self.item())
+        return float(self._python_number())
 
     def __int__(self) -> int:
-        return int(self.item())
+        return int(self._python_number())
+
+    def __long__(self) -> int:
+        """Python 2's name for ``__int__``, which PyTorch's Tensor keeps."""
+        return self.__int__()
 
     def __complex__(self) -> complex:
         if self.requires_grad:
             _warn_scalar_of_grad()
-        return complex(self.item())
+        return complex(self._python_number())
 
     def __index__(self) -> int:
         if self._data.dtype.kind not in "biu" or self._data.size != 1:
