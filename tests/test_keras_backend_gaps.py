@@ -87,3 +87,29 @@ def test_served_as_torch_the_classes_name_torchs_modules():
     assert out[0] == repr(expected)
     assert out[1] == repr(["placeholder", "call_module", "call_module", "output"])
     assert out[2] == "tapelab.nn.modules.linear tapelab.utils.data.dataloader"
+
+
+@pytest.mark.parametrize("case", ["float", "bool", "longer keys", "float64", "3-D"])
+def test_sdpa_with_a_mask_and_is_causal_as_torchs_cpu_kernels(case):
+    """Keras passes its attention bias as ``attn_mask`` beside ``is_causal=True``: PyTorch's cpu flash kernel
+    (4-D inputs) applies both; with 3-D inputs its math kernel refuses the pair."""
+    rng = np.random.default_rng(1)
+    q_shape, k_shape, m_shape = {"float": ((2, 3, 4, 8), (2, 3, 4, 8), (2, 3, 4, 4)), "bool": ((2, 3, 4, 8), (2, 3, 4, 8), (4, 4)),
+                                 "longer keys": ((2, 3, 4, 8), (2, 3, 6, 8), (2, 3, 4, 6)),
+                                 "float64": ((1, 2, 5, 4), (1, 2, 5, 4), (5, 5)), "3-D": ((3, 4, 8), (3, 4, 8), (3, 4, 4))}[case]
+    q, k, v = rng.standard_normal(q_shape), rng.standard_normal(k_shape), rng.standard_normal(k_shape)
+    mask = rng.random(m_shape) > 0.3 if case == "bool" else rng.standard_normal(m_shape)
+    got = []
+    for m in (torch, tapelab):
+        dt = m.float64 if case == "float64" else m.float32
+        Q, K, V = (m.tensor(a, dtype=dt, requires_grad=True) for a in (q, k, v))
+        M = m.tensor(mask) if case == "bool" else m.tensor(mask, dtype=dt)
+        if case == "3-D":
+            with pytest.raises(RuntimeError, match="Explicit attn_mask should not be set when is_causal=True"):
+                m.nn.functional.scaled_dot_product_attention(Q, K, V, attn_mask=M, is_causal=True)
+            continue
+        out = m.nn.functional.scaled_dot_product_attention(Q, K, V, attn_mask=M, is_causal=True)
+        out.sum().backward()
+        got.append((out.detach().numpy(), Q.grad.numpy(), K.grad.numpy()))
+    for a, b in zip(*got) if got else ():
+        np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-6)

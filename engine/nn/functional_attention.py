@@ -110,11 +110,10 @@ def _sdpa(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa)
     if enable_gqa:
         key = _repeat_heads(key, query.shape[-3])
         value = _repeat_heads(value, query.shape[-3])
-    if is_causal and attn_mask is not None:
-        raise RuntimeError("_scaled_dot_product_attention: Explicit attn_mask should not be set when "
-                           "is_causal=True")
     if attn_mask is not None and attn_mask.dtype not in (_dtype.bool, query.dtype):
         attn_mask = attn_mask.to(query.dtype)
+    if is_causal and attn_mask is not None:
+        attn_mask, is_causal = _causal_folded(query, key, attn_mask), False
     scale_factor = 1 / math.sqrt(query.shape[-1]) if scale is None else scale
     keep = None
     if dropout_p > 0.0:
@@ -124,6 +123,20 @@ def _sdpa(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa)
                 creation.bernoulli(creation.empty(shape, dtype=query.dtype, device=query.device), 1.0 - dropout_p)
                 * (1.0 / (1.0 - dropout_p)))
     return _fused_attention.attention(query, key, value, attn_mask, keep, scale_factor, is_causal)
+
+
+def _causal_folded(query, key, attn_mask) -> Tensor:
+    """A mask and ``is_causal`` together: PyTorch's cpu flash kernel, which takes 4-D inputs, applies both (the
+    mask, then the causal cut, top-left aligned), as Keras's torch backend relies on when it passes a bias
+    as the mask; with 3-D inputs the math kernel refuses them."""
+    if query.ndim != 4 or key.ndim != 4:
+        raise RuntimeError("_scaled_dot_product_attention: Explicit attn_mask should not be set when "
+                           "is_causal=True")
+    L, S = query.shape[-2], key.shape[-2]
+    allowed = creation.arange(L, device=query.device).unsqueeze(-1) >= creation.arange(S, device=query.device)
+    if attn_mask.dtype == _dtype.bool:
+        return attn_mask.logical_and(allowed)
+    return attn_mask.masked_fill(allowed.logical_not(), float("-inf"))
 
 
 # ---------------------------------------------------------------- multi-head attention
