@@ -358,3 +358,75 @@ def test_shift_operators_reversed_and_python2_names():
     instead of flipping, and the integer kernels' refusals (gcd, lcm, shifts) were RuntimeErrors judged per
     operand (a bool tensor shifted by an int is int64 in PyTorch)."""
     assert _shifts_and_old_names(torch) == _shifts_and_old_names(tapelab)
+
+
+def _decorator_contexts(m):
+    import importlib
+    C = importlib.import_module(m.__name__ + ".utils._contextlib")
+    log = []
+
+    class Tag(C._DecoratorContextManager):
+        def __init__(self, name="t"):
+            self.name = name
+
+        def __enter__(self):
+            log.append(f"enter {self.name}")
+
+        def __exit__(self, *exc):
+            log.append(f"exit {self.name}")
+
+        def clone(self):
+            return Tag(self.name)
+
+    class Bare(C._NoParamDecoratorContextManager):
+        def __enter__(self):
+            log.append("bare in")
+
+        def __exit__(self, *exc):
+            log.append("bare out")
+
+    @Tag("f")
+    def f(x):
+        log.append("body")
+        return x + 1
+
+    @Bare
+    def g():
+        return "g"
+
+    @Tag("gen")
+    def counter(n):
+        for i in range(n):
+            log.append(f"step {i}")
+            got = yield i
+            log.append(f"got {got}")
+        return "done"
+
+    res = [f(1), g()]
+    gen = counter(2)
+    res += [next(gen), gen.send("a"), log[:]]
+    with pytest.raises(StopIteration) as info:
+        gen.send("b")
+    res.append(info.value.value)
+
+    x = m.ones(2, requires_grad=True)
+
+    @m.no_grad()
+    def steps():
+        for _ in range(2):
+            yield (x * 2).requires_grad
+    res.append(list(steps()))
+    with pytest.raises(RuntimeError, match="Cannot decorate classes"):
+        C.context_decorator(lambda: Tag(), type("K", (), {}))
+    with pytest.raises(AssertionError, match="both callable and also a valid context manager"):
+        C.context_decorator(Tag(), f)
+    with pytest.warns(FutureWarning, match="Decorating classes is deprecated"):
+        Tag()(type("K", (), {}))
+    return res + [log]
+
+
+def test_decorator_context_managers_and_generator_functions():
+    """tensordict subclasses ``torch.utils._contextlib._DecoratorContextManager``; a grad mode decorating a
+    generator function runs each step inside the mode (tapelab ran only the generator's creation under
+    ``no_grad``, so its steps recorded gradients)."""
+    assert _decorator_contexts(torch) == _decorator_contexts(tapelab)

@@ -18,8 +18,9 @@ stored).
 """
 from __future__ import annotations
 
-import functools
 import threading
+
+from .contextlib import context_decorator
 
 __all__ = ["no_grad", "enable_grad", "set_grad_enabled", "inference_mode", "is_grad_enabled",
            "is_inference_mode_enabled"]
@@ -102,11 +103,7 @@ class _Mode:
         return super().__new__(cls)
 
     def __call__(self, fn):
-        @functools.wraps(fn)
-        def wrapper(*args, **kwargs):
-            with self.__class__(*self._args):
-                return fn(*args, **kwargs)
-        return wrapper
+        return context_decorator(self.clone, fn)   # a generator function's every step inside the mode
 
     _args: tuple = ()
 
