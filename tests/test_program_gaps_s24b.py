@@ -430,3 +430,34 @@ def test_decorator_context_managers_and_generator_functions():
     generator function runs each step inside the mode (tapelab ran only the generator's creation under
     ``no_grad``, so its steps recorded gradients)."""
     assert _decorator_contexts(torch) == _decorator_contexts(tapelab)
+
+
+def _member_swaps(m):
+    import importlib
+    A = importlib.import_module(m.__name__ + ".nn.utils._named_member_accessor")
+    lin = m.nn.Linear(2, 2)
+    lin.register_buffer("b", m.ones(1))
+    w = lin.weight
+    res = [A.swap_tensor(lin, "weight", m.zeros(2, 2)) is w, lin.weight.sum().item(), "weight" in lin._parameters,
+           A.swap_tensor(lin, "b", m.zeros(1)).tolist(), lin.b.tolist(),
+           A.swap_tensor(lin, "extra", m.ones(1), allow_missing=True) is A._MISSING, lin.extra.tolist(),
+           A.swap_tensor(lin, "extra", A._MISSING).tolist(), hasattr(lin, "extra")]
+    seq = m.nn.Sequential(m.nn.Linear(1, 1))
+    first = seq[0]
+    res.append(A.swap_submodule(seq, "0", m.nn.ReLU()) is first and isinstance(seq[0], m.nn.ReLU))
+    for bad, kind, words in [(lambda: A.swap_tensor(lin, "a.b", m.ones(1)), KeyError, "name can.*contain"),
+                             (lambda: A.swap_tensor(lin, "", m.ones(1)), KeyError, "empty string"),
+                             (lambda: A.swap_tensor(lin, "nope", m.ones(1)), AttributeError, "Linear has no attribute `nope`"),
+                             (lambda: A.swap_tensor(lin, "bias", 3.0), TypeError, "is not an instance of torch.Tensor"),
+                             (lambda: A.swap_tensor(lin, "training", m.ones(1)), TypeError, "attribute `training`"),
+                             (lambda: A.swap_submodule(seq, "9", m.nn.ReLU()), KeyError, "does not exist")]:
+        with pytest.raises(kind, match=words):
+            bad()
+    return res
+
+
+def test_named_member_accessor_swaps_tensors_and_submodules():
+    """tensordict's ``to_module`` imports ``torch.nn.utils._named_member_accessor.swap_tensor``: a tensor
+    into a module's parameter, buffer or attribute slot, the old one handed back (functional_call's
+    swaps now go through it too)."""
+    assert _member_swaps(torch) == _member_swaps(tapelab)

@@ -7,6 +7,8 @@ import contextlib
 import warnings
 from typing import Any
 
+from ._named_member_accessor import swap_tensor
+
 __all__ = ["functional_call"]
 
 
@@ -27,15 +29,13 @@ def _swapped(module, tensors: dict):
         for name, value in tensors.items():
             owner_name, _, attr = name.rpartition(".")
             owner = module.get_submodule(owner_name) if owner_name else module
-            kind = "_parameters" if attr in owner._parameters else "_buffers" if attr in owner._buffers else None
-            if kind is None:
+            if attr not in owner._parameters and attr not in owner._buffers:
                 raise AttributeError(f"{type(owner).__name__} has no parameter or buffer {attr!r} ({name})")
-            saved.append((owner, kind, attr, getattr(owner, kind)[attr]))
-            getattr(owner, kind)[attr] = value
+            saved.append((owner, attr, swap_tensor(owner, attr, value)))
         yield
     finally:
-        for owner, kind, attr, old in reversed(saved):
-            getattr(owner, kind)[attr] = old
+        for owner, attr, old in reversed(saved):
+            swap_tensor(owner, attr, old)
 
 
 def _functional_call(module, parameter_and_buffer_dicts, args=None, kwargs=None, *, tie_weights: bool = True,
