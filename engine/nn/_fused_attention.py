@@ -147,43 +147,57 @@ def _flash_reduced(xp, q, k, v, mask, *, scale, causal, masked, lse=False):
     return (out, xp.where(top == ninf, f32(0), top) + xp.log(total)) if lse else out
 
 
+def _rounded(x, dt):
+    """The float32 array ``x`` rounded to ``dt`` (bfloat16 or half), in place (``x`` is a C-contiguous
+    temporary); bfloat16 by rounding the bit pattern to nearest even (ml_dtypes' casts took most of a
+    long sequence's backward)."""
+    if dt is not _dtype.BFLOAT16_NP:
+        x[...] = x.astype(dt)
+        return x
+    u = x.view(np.uint32)
+    half = u >> np.uint32(16)
+    half &= np.uint32(1)
+    half += np.uint32(0x7FFF)
+    u += half
+    u &= np.uint32(0xFFFF0000)
+    return x
+
+
 def _flash_reduced_bwd(xp, g, q, k, v, mask, *, scale, causal, masked):
-    """PyTorch's CPU flash backward for bfloat16 and half (4-d, no dropout): per block of queries (32
-    rows below 192 queries, 64 below 768, else 256) and of 512 keys, the float32 weights rebuilt from
-    the forward's log-sum-exp, the score gradient ``w * (g vᵀ - rowsum(g * out))`` from the rounded
-    output, and both rounded to the input dtype before their GEMMs; dq, dk and dv gather block by block
-    in the input dtype (float32 sums, rounded after each block). Also the float32 score gradient."""
+    """PyTorch's CPU flash backward for bfloat16 and half (4-d, no dropout): the float32 weights rebuilt
+    from the forward's log-sum-exp, the score gradient ``w * (g vᵀ - rowsum(g * out))`` from the
+    rounded output, both rounded to the input dtype before their GEMMs; dq gathers over blocks of 512
+    keys and dk, dv over blocks of queries (32 rows below 192 queries, 64 below 768, else 256) in the
+    input dtype (float32 sums, rounded after each block). Also the float32 score gradient."""
     dt, f32 = q.dtype, np.float32
     out, lse = _flash_reduced(xp, q, k, v, mask, scale=scale, causal=causal, masked=masked, lse=True)
     q, k, v, g = q.astype(f32), k.astype(f32), v.astype(f32), g.astype(f32)
-    dsum = (g * out.astype(f32)).sum(axis=-1, keepdims=True)
     L, S = q.shape[-2], k.shape[-2]
+    w = gemm(xp, q, xp.swapaxes(k, -1, -2))
+    w *= f32(scale)
+    if masked == "float":
+        w += mask.astype(f32)
+    elif masked == "bool":
+        w = xp.where(mask, w, f32("-inf"))
+    w -= lse
+    with np.errstate(over="ignore"):   # PyTorch zeroes the causal cut after the exponential
+        xp.exp(w, out=w)
+    if causal:
+        w *= xp.arange(L)[:, None] >= xp.arange(S)[None, :]
+    ds = gemm(xp, g, xp.swapaxes(v, -1, -2))
+    ds -= (g * out.astype(f32)).sum(axis=-1, keepdims=True)
+    ds *= w
+    w, dw = _rounded(w, dt), _rounded(ds.copy(), dt)
     batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
-    if masked:
-        mask = xp.broadcast_to(mask.astype(f32) if masked == "float" else mask, mask.shape[:-2] + (L, S))
-    dq, dk, dv = (xp.zeros(batch + a.shape[-2:], dt) for a in (q, k, v))
-    ds = xp.zeros(batch + (L, S), f32)
+    dq, dk, dv = (xp.zeros(batch + a.shape[-2:], f32) for a in (q, k, v))
+    for n in range(0, S, 512):
+        dq = _rounded(dq + gemm(xp, dw[..., n:n + 512], k[..., n:n + 512, :]) * f32(scale), dt)
     split = 256 if L >= 768 else 64 if L >= 192 else 32
     for m in range(0, L, split):
         rows = slice(m, m + split)
-        qm, gm = q[..., rows, :], g[..., rows, :]
-        for n in range(0, min(m + split, S) if causal else S, 512):
-            cols = slice(n, n + 512)
-            s = gemm(xp, qm, xp.swapaxes(k[..., cols, :], -1, -2)) * f32(scale)
-            if masked == "float":
-                s = s + mask[..., rows, cols]
-            elif masked == "bool":
-                s = xp.where(mask[..., rows, cols], s, f32("-inf"))
-            w = xp.exp(s - lse[..., rows, :])
-            if causal:
-                w = xp.where(xp.arange(m, m + w.shape[-2])[:, None] >= xp.arange(n, n + w.shape[-1])[None, :], w, f32(0))
-            dv[..., cols, :] = dv[..., cols, :] + gemm(xp, xp.swapaxes(w.astype(dt).astype(f32), -1, -2), gm)
-            dw = w * (gemm(xp, gm, xp.swapaxes(v[..., cols, :], -1, -2)) - dsum[..., rows, :])
-            ds[..., rows, cols] = dw
-            dw = dw.astype(dt).astype(f32)
-            dq[..., rows, :] = dq[..., rows, :] + gemm(xp, dw, k[..., cols, :]) * f32(scale)
-            dk[..., cols, :] = dk[..., cols, :] + gemm(xp, xp.swapaxes(dw, -1, -2), qm) * f32(scale)
-    return dq, dk, dv, ds
+        dv = _rounded(dv + gemm(xp, xp.swapaxes(w[..., rows, :], -1, -2), g[..., rows, :]), dt)
+        dk = _rounded(dk + gemm(xp, xp.swapaxes(dw[..., rows, :], -1, -2), q[..., rows, :]) * f32(scale), dt)
+    return dq.astype(dt), dk.astype(dt), dv.astype(dt), ds
 
 
 def _fwd(xp, *args, scale, causal, masked, dropped):
