@@ -461,3 +461,24 @@ def test_named_member_accessor_swaps_tensors_and_submodules():
     into a module's parameter, buffer or attribute slot, the old one handed back (functional_call's
     swaps now go through it too)."""
     assert _member_swaps(torch) == _member_swaps(tapelab)
+
+
+def test_pytree_namedtuple_and_structseq_predicates():
+    """tensordict imports ``is_structseq_instance``; the predicates follow PyTorch's definitions (a struct
+    sequence is a final direct tuple subclass with the field counts, as ``os.stat_result``)."""
+    import collections
+    import os
+    P = collections.namedtuple("P", "a b")
+    fake = type("Fake", (tuple,), {"_fields": ("a",)})   # _fields without _make/_asdict: no namedtuple
+    samples = [P(1, 2), P, (1, 2), os.stat("."), type(os.stat(".")), fake((1,)), [1], None]
+    for name in ("is_namedtuple", "is_structseq"):
+        for m in (torch, tapelab):
+            assert [getattr(m.utils._pytree, name)(x) for x in samples] == \
+                [getattr(torch.utils._pytree, name)(x) for x in samples]
+    for name in ("is_namedtuple_instance", "is_structseq_instance"):
+        assert [getattr(tapelab.utils._pytree, name)(x) for x in samples] == \
+            [getattr(torch.utils._pytree, name)(x) for x in samples]
+    for name in ("is_namedtuple_class", "is_structseq_class"):
+        classes = [P, tuple, type(os.stat(".")), fake, int]
+        assert [getattr(tapelab.utils._pytree, name)(c) for c in classes] == \
+            [getattr(torch.utils._pytree, name)(c) for c in classes]

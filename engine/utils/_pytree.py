@@ -11,7 +11,8 @@ from typing import Any, Callable, NamedTuple
 
 __all__ = ["TreeSpec", "LeafSpec", "treespec_leaf", "tree_flatten", "tree_unflatten", "tree_leaves", "tree_structure", "tree_map",
            "tree_map_", "tree_map_only", "tree_map_only_", "tree_all", "tree_any", "tree_all_only",
-           "tree_any_only", "register_pytree_node", "is_namedtuple", "SUPPORTED_NODES", "SequenceKey", "MappingKey",
+           "tree_any_only", "register_pytree_node", "is_namedtuple", "is_namedtuple_class", "is_namedtuple_instance",
+           "is_structseq", "is_structseq_class", "is_structseq_instance", "SUPPORTED_NODES", "SequenceKey", "MappingKey",
            "GetAttrKey", "KeyEntry", "KeyPath", "Context", "tree_flatten_with_path", "tree_leaves_with_path",
            "tree_map_with_path", "keystr"]
 
@@ -170,10 +171,40 @@ register_pytree_node(collections.deque, _deque_flatten, _deque_unflatten, flatte
 _BUILTIN = frozenset(SUPPORTED_NODES)   # the containers registered here (a user's must match exactly)
 
 
+def is_namedtuple_class(cls) -> bool:
+    """A namedtuple class: a tuple subclass with string ``_fields``, ``_make`` and ``_asdict``."""
+    return (isinstance(cls, type) and issubclass(cls, tuple) and isinstance(getattr(cls, "_fields", None), tuple)
+            and all(type(f) is str for f in cls._fields) and callable(getattr(cls, "_make", None))
+            and callable(getattr(cls, "_asdict", None)))
+
+
+def is_namedtuple_instance(obj) -> bool:
+    return is_namedtuple_class(type(obj))
+
+
 def is_namedtuple(obj) -> bool:
-    """A namedtuple instance or class (a tuple subclass with ``_fields``)."""
-    cls = obj if isinstance(obj, type) else type(obj)
-    return issubclass(cls, tuple) and isinstance(getattr(cls, "_fields", None), tuple)
+    """A namedtuple instance or class."""
+    return is_namedtuple_class(obj if isinstance(obj, type) else type(obj))
+
+
+_BASETYPE = 1 << 10   # CPython's Py_TPFLAGS_BASETYPE: the type may be subclassed
+
+
+def is_structseq_class(cls) -> bool:
+    """A C struct sequence type (``os.stat_result``): a final, direct tuple subclass with the three field
+    counts. tapelab's ``return_types`` are namedtuples, not struct sequences (tensordict rebuilds either)."""
+    return (isinstance(cls, type) and cls.__bases__ == (tuple,)
+            and all(isinstance(getattr(cls, a, None), int) for a in ("n_fields", "n_sequence_fields", "n_unnamed_fields"))
+            and not cls.__flags__ & _BASETYPE)
+
+
+def is_structseq_instance(obj) -> bool:
+    return is_structseq_class(type(obj))
+
+
+def is_structseq(obj) -> bool:
+    """A struct sequence instance or class."""
+    return is_structseq_class(obj if isinstance(obj, type) else type(obj))
 
 
 def _node_type(tree) -> type | None:
