@@ -6,13 +6,16 @@ Both are thin functions over public ops (``cat``, ``view``, ``narrow``); neither
 """
 from __future__ import annotations
 
+import sys
+
+from .base.device import cuda_available
 from .core.tensor import Tensor
 from .nn.parameter import _rebuild_parameter
 from .ops.movement import cat
 from .serialization._storage import rebuild_tensor_v2 as _rebuild_tensor_v2
 
 __all__ = ["_flatten_dense_tensors", "_unflatten_dense_tensors", "_rebuild_parameter", "_rebuild_tensor_v2",
-           "_element_size"]
+           "_element_size", "_get_available_device_type", "_get_device_module"]
 
 
 def _element_size(dtype) -> int:
@@ -37,3 +40,18 @@ def _unflatten_dense_tensors(flat: Tensor, tensors) -> tuple:
         outputs.append(flat.narrow(0, offset, n).view(t.shape))
         offset += n
     return tuple(outputs)
+
+
+def _get_available_device_type() -> str | None:
+    """The accelerator's device type: ``"cuda"`` where cupy finds a device, else None (tapelab has no
+    mps or xpu backend; tensordict picks its default device with this)."""
+    return "cuda" if cuda_available() else None
+
+
+def _get_device_module(device_type: str):
+    """``torch.<device_type>`` (``torch.cuda``), PyTorch's refusal for a type with no module."""
+    module = getattr(sys.modules[__name__.rpartition(".")[0]], device_type, None)
+    if module is None:
+        raise RuntimeError(f"Device '{device_type}' does not have a corresponding module registered as "
+                           f"'torch.{device_type}'.")
+    return module

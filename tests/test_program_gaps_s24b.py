@@ -482,3 +482,12 @@ def test_pytree_namedtuple_and_structseq_predicates():
         classes = [P, tuple, type(os.stat(".")), fake, int]
         assert [getattr(tapelab.utils._pytree, name)(c) for c in classes] == \
             [getattr(torch.utils._pytree, name)(c) for c in classes]
+
+
+def test_private_device_helpers():
+    """tensordict imports ``torch._utils._get_available_device_type`` and ``_get_device_module``."""
+    for m in (torch, tapelab):
+        assert m._utils._get_available_device_type() == ("cuda" if m.cuda.is_available() else None)
+        assert m._utils._get_device_module("cuda") is m.cuda and m._utils._get_device_module("cpu") is m.cpu
+        with pytest.raises(RuntimeError, match="Device 'nope' does not have a corresponding module registered as 'torch.nope'"):
+            m._utils._get_device_module("nope")
