@@ -199,3 +199,30 @@ def test_max2x2_loop_equals_numpy_passes(shape, threads):
     ref = torch.nn.functional.max_pool2d(torch.tensor(x), 2).numpy()
     np.testing.assert_array_equal(np.isnan(got), np.isnan(ref))
     assert np.array_equal(got[~np.isnan(got)], ref[~np.isnan(ref)])
+
+
+def test_workers_do_not_keep_the_last_blocks_alive(threads):
+    """After a split returns, no worker holds its blocks' arrays (a conv's buffers are megabytes)."""
+    import gc
+    import threading
+    import time
+    import weakref
+    from tapelab.base import pool
+    tapelab.set_num_threads(2)
+    arrays = [np.ones(1 << 16, np.float32) for _ in range(2)]
+    refs = [weakref.ref(a) for a in arrays]
+    taken = threading.Event()
+
+    def block(i, a):
+        if i == 1:
+            taken.set()
+        elif pool._BUSY.locked():
+            taken.wait(5)              # let the worker take block 1
+        a += 1
+    pool.run_blocks(block, [(i, a) for i, a in enumerate(arrays)])
+    del arrays
+    deadline = time.time() + 5
+    while any(r() is not None for r in refs) and time.time() < deadline:
+        gc.collect()
+        time.sleep(0.01)
+    assert all(r() is None for r in refs)

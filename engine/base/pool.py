@@ -71,6 +71,7 @@ class _Worker:
             job = self.job
             if job is not None:
                 job.work()
+            job = None                  # the blocks' arrays are not kept alive while it waits
 
 
 class _Job:
