@@ -113,3 +113,58 @@ def test_sdpa_with_a_mask_and_is_causal_as_torchs_cpu_kernels(case):
         got.append((out.detach().numpy(), Q.grad.numpy(), K.grad.numpy()))
     for a, b in zip(*got) if got else ():
         np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-6)
+
+
+def test_matrix_rank_and_pinv_take_atol():
+    rng = np.random.default_rng(2)
+    a = rng.standard_normal((4, 3)) @ rng.standard_normal((3, 5))
+    for kw in (dict(atol=0.5), dict(atol=1e-3, rtol=1e-2), dict(rtol=0.3)):
+        ranks = [m.linalg.matrix_rank(m.tensor(a), **kw).item() for m in (torch, tapelab)]
+        assert ranks[0] == ranks[1]
+        pinvs = [m.linalg.pinv(m.tensor(a), **kw).numpy() for m in (torch, tapelab)]
+        np.testing.assert_allclose(pinvs[1], pinvs[0], rtol=1e-6, atol=1e-9)
+
+
+@pytest.mark.parametrize("ndim", [1, 2, 3])
+@pytest.mark.parametrize("ord", [None, "fro", 2, 1])
+def test_linalg_norm_over_two_dims_without_ord_is_the_elements_2_norm(ndim, ord):
+    x = np.random.default_rng(3).random((5, 6, 2)[:ndim]).astype(np.float32)
+    out = []
+    for m in (torch, tapelab):
+        try:
+            out.append(m.linalg.norm(m.tensor(x), ord=ord, dim=(0, 1)).numpy())
+        except (IndexError, RuntimeError) as e:
+            out.append((type(e), str(e).split(" (expected")[0]))
+    if isinstance(out[0], tuple):
+        assert out[1][0] is out[0][0] and out[1][1].startswith(out[0][1])
+    else:
+        np.testing.assert_allclose(out[1], out[0], rtol=1e-6)
+
+
+def test_a_custom_function_saves_what_it_likes_where_no_backward_can_run():
+    """Keras's ``custom_gradient`` calls ``Function.apply(forward_fn, *variables)``: no input is a Tensor that
+    requires grad, so PyTorch never checks what ``save_for_backward`` got (its Variables); where an input
+    needs a gradient the check stands."""
+    class Boxed:
+        def __init__(self, value):
+            self.value = value
+
+        def __mul__(self, other):
+            return self.value * other
+
+    for m in (torch, tapelab):
+        class Saves(m.autograd.Function):
+            @staticmethod
+            def forward(ctx, fn, *args):
+                ctx.save_for_backward(*args)
+                return fn(*args)
+
+            @staticmethod
+            def backward(ctx, g):
+                return None, g
+
+        out = Saves.apply(lambda x: x * 2, Boxed(m.tensor([1.0, 3.0])))
+        assert out.tolist() == [2.0, 6.0]
+        leaf = m.tensor([1.0], requires_grad=True)
+        with pytest.raises(TypeError, match="save_for_backward can only save variables, but argument 1 is of type"):
+            Saves.apply(lambda x, y: x * 2, leaf, Boxed(leaf))

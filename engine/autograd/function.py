@@ -31,12 +31,15 @@ class FunctionCtx:
     """What ``forward``/``setup_context`` may call on ``ctx``."""
 
     def save_for_backward(self, *tensors) -> None:
-        """Save tensors for ``backward``; reading them back checks none was modified in place."""
+        """Save tensors for ``backward``; reading them back checks none was modified in place. As PyTorch,
+        what is saved is checked only where a backward can run (an input needs a gradient): Keras's
+        ``custom_gradient`` saves its Variables when nothing does."""
+        differentiable = any(getattr(self, "needs_input_grad", (True,)))
         for i, t in enumerate(tensors):
-            if t is not None and not isinstance(t, Tensor):
+            if t is not None and not isinstance(t, Tensor) and differentiable:
                 raise TypeError(f"save_for_backward can only save variables, but argument {i} is of "
                                 f"type {type(t).__name__}")
-        self._saved = tuple(None if t is None else (t, t._vc[0]) for t in tensors)
+        self._saved = tuple(None if t is None else (t, t._vc[0] if isinstance(t, Tensor) else None) for t in tensors)
 
     def save_for_forward(self, *tensors) -> None:
         """Save tensors for ``jvp`` (forward-mode AD); ``jvp`` reads them back as ``saved_tensors``."""
@@ -51,7 +54,7 @@ class FunctionCtx:
                 raise RuntimeError(FREED_MSG)
             return ()
         for i, entry in enumerate(saved):
-            if entry is not None and entry[0]._vc[0] != entry[1]:
+            if entry is not None and entry[1] is not None and entry[0]._vc[0] != entry[1]:
                 t = entry[0]
                 raise RuntimeError(
                     "one of the variables needed for gradient computation has been modified by an "

@@ -24,6 +24,7 @@ from ..core.dispatch import apply, composite
 from . import linalg_decomp as _d
 from .linalg import _INEXACT, LinAlgError, QRResult, _cholesky_as, _solve_triangular, matmul, qr  # noqa: F401
 from .linalg import diagonal as _diagonal
+from .compare import maximum
 from .linalg_matrix_exp import matrix_exp_op as _matrix_exp_op
 from .movement import stack
 from .reduce import vector_norm
@@ -394,7 +395,6 @@ def _tolerance(S, atol, rtol, m: int, n: int, dtype):
         rtol = float(np.finfo(np.dtype(dtype.name)).eps) * max(m, n)
     tol = (rtol if rtol is not None else 0.0) * smax
     if atol is not None:
-        from .elementwise import maximum
         tol = maximum(tol, atol if not isinstance(atol, float) else tol * 0 + atol)
     return tol
 
@@ -464,10 +464,12 @@ def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim: bool = False, *, dtype=None
 
 
 def norm(A, ord=None, dim=None, keepdim: bool = False, *, dtype=None, out=None):
-    """``torch.linalg.norm``: a matrix norm over two dims (or of a 2-D input given an ``ord``), else a vector norm."""
+    """``torch.linalg.norm``: given an ``ord``, a matrix norm over two dims (or of a 2-D input), else a vector
+    norm; without one, the 2-norm of the elements over ``dim`` (two dims too: the Frobenius norm, and
+    ``vector_norm``'s dimension check, an IndexError, for a dim out of range)."""
     if isinstance(dim, int):
         dim = (dim,)
-    if (dim is not None and len(dim) == 2) or (dim is None and ord is not None and A.ndim == 2):
+    if ord is not None and ((dim is not None and len(dim) == 2) or (dim is None and A.ndim == 2)):
         return matrix_norm(A, "fro" if ord is None else ord, dim if dim is not None else (-2, -1), keepdim,
                            dtype=dtype)
     if isinstance(ord, str):
