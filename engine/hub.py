@@ -21,6 +21,35 @@ import zipfile
 
 from .serialization import load as _load
 
+try:
+    from tqdm import tqdm   # torch.hub re-exports it (torchio imports tqdm from there) and shows downloads with it
+except ImportError:
+    class tqdm:   # noqa: N801  (PyTorch's fallback name): a byte count or percentage on stderr
+        def __init__(self, total=None, disable=False, unit=None, *args, **kwargs):
+            self.total, self.disable, self.n = total, disable, 0
+
+        def update(self, n) -> None:
+            if not self.disable:
+                self.n += n
+                sys.stderr.write(f"\r{self.n:.1f} bytes" if self.total is None else f"\r{100 * self.n / self.total:.1f}%")
+                sys.stderr.flush()
+
+        def set_description(self, *args, **kwargs) -> None:
+            pass
+
+        def write(self, s) -> None:
+            sys.stderr.write(f"{s}\n")
+
+        def close(self) -> None:
+            self.disable = True
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc) -> None:
+            if not self.disable:
+                sys.stderr.write("\n")
+
 __all__ = ["HASH_REGEX", "get_dir", "set_dir", "download_url_to_file", "load_state_dict_from_url", "load", "list", "help"]
 
 HASH_REGEX = re.compile(r"-([a-f0-9]*)\.")   # torch.hub's name: libraries import it
@@ -48,9 +77,13 @@ def download_url_to_file(url: str, dst: str, hash_prefix: str | None = None, pro
     digest = hashlib.sha256()
     with urllib.request.urlopen(urllib.request.Request(url, headers={"User-Agent": "tapelab.hub"})) as response, \
             tempfile.NamedTemporaryFile(delete=False, dir=folder) as tmp:
-        while chunk := response.read(1 << 16):
-            tmp.write(chunk)
-            digest.update(chunk)
+        size = response.headers.get("Content-Length") if hasattr(response, "headers") else None
+        with tqdm(total=int(size) if size else None, disable=not progress, unit="B", unit_scale=True,
+                  unit_divisor=1024) as bar:
+            while chunk := response.read(1 << 16):
+                tmp.write(chunk)
+                digest.update(chunk)
+                bar.update(len(chunk))
     if hash_prefix is not None and not digest.hexdigest().startswith(hash_prefix):
         os.remove(tmp.name)
         raise RuntimeError(f'invalid hash value (expected "{hash_prefix}", got "{digest.hexdigest()}")')

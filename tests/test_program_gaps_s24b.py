@@ -491,3 +491,18 @@ def test_private_device_helpers():
         assert m._utils._get_device_module("cuda") is m.cuda and m._utils._get_device_module("cpu") is m.cpu
         with pytest.raises(RuntimeError, match="Device 'nope' does not have a corresponding module registered as 'torch.nope'"):
             m._utils._get_device_module("nope")
+
+
+def test_hub_tqdm_and_download_progress(tmp_path, capsys):
+    """torchio imports ``tqdm`` from ``torch.hub``; ``download_url_to_file(progress=True)`` shows the
+    download's progress on stderr through it, as PyTorch's does, and nothing with ``progress=False``."""
+    assert tapelab.hub.tqdm is torch.hub.tqdm
+    src = tmp_path / "blob.bin"
+    src.write_bytes(b"x" * 5000)
+    for m in (torch, tapelab):
+        m.hub.download_url_to_file(src.as_uri(), str(tmp_path / f"{m.__name__}.bin"), progress=True)
+        err = capsys.readouterr().err
+        assert "100%" in err and "4.88k" in err, err
+        m.hub.download_url_to_file(src.as_uri(), str(tmp_path / f"{m.__name__}2.bin"), progress=False)
+        assert capsys.readouterr().err == ""
+        assert (tmp_path / f"{m.__name__}.bin").read_bytes() == src.read_bytes()
