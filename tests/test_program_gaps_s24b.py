@@ -1,6 +1,7 @@
-"""Gaps found in session 24 (helper s24b) running spiking, scientific, RL and forecasting libraries
-(snntorch, norse, spikingjelly, normflows, torchio, deepinv, ...) unchanged under
-``install_aliases()``, each pattern written here directly and checked against PyTorch 2.13."""
+"""Gaps found in session 24 (helper s24b) running spiking, scientific, RL and imaging libraries unchanged
+under ``install_aliases()``: snntorch, norse, spikingjelly, normflows (RealNVP, neural splines, Glow,
+residual, planar, MAF), tianshou (DQN, Reinforce, A2C, PPO on CartPole), sbi (NPE/NLE/NRE), torchio
+and tensordict's imports; each pattern written here directly and checked against PyTorch 2.13."""
 import pytest
 import torch
 
