@@ -21,7 +21,7 @@ __all__ = ["Generator", "_get_tracing_state", "_log_api_usage_once", "_get_cudnn
            "DisableTorchFunctionSubclass", "_disabled_torch_function_impl", "_is_torch_function_mode_enabled",
            "_len_torch_function_stack", "_TensorMeta", "_nn", "_are_functorch_transforms_active", "_functorch",
            "_current_graph_task_id", "_will_engine_execute_node", "ScriptFunction", "ScriptMethod", "TensorType",
-           "Graph", "Node", "Value", "Block", "Type"]
+           "Graph", "Node", "Value", "Block", "Type", "DeviceObjType", "StreamObjType"]
 
 class ScriptMethod:
     """The type of a TorchScript method: ``jit.script`` hands back Python code, so nothing is one
@@ -39,6 +39,18 @@ class _IRObject:
 
 Node, Value, Block, Type = (type(_name, (_IRObject,), {"__module__": "torch"})
                             for _name in ("Node", "Value", "Block", "Type"))
+
+
+def _singleton_type(name: str, printed: str) -> type:
+    """A TorchScript type with one instance, ``get()``, printed as ``printed`` (pytorch-forecasting
+    annotates ``device: str | torch.DeviceObjType``)."""
+    cls = type(name, (Type,), {"__module__": "torch", "__str__": lambda self: printed, "__repr__": lambda self: printed})
+    instance = object.__new__(cls)
+    cls.get = staticmethod(lambda: instance)
+    return cls
+
+
+DeviceObjType, StreamObjType = _singleton_type("DeviceObjType", "Device"), _singleton_type("StreamObjType", "Stream")
 
 
 class Graph:

@@ -84,7 +84,7 @@ from . import jit  # noqa: E402  (torch.jit: script/trace hand back what they ar
 from .jit import ScriptFunction, ScriptModule  # noqa: E402,F401  (torch.ScriptModule: types isinstance tests name)
 from . import hub  # noqa: E402,F401  (torch.hub: weights by URL, models from hubconf.py)
 from . import _C  # noqa: E402,F401  (torch._C: the few names libraries probe)
-from ._C import TensorType, Graph, Node, Value, Block, Type  # noqa: E402,F401  (TorchScript's types, in annotations)
+from ._C import TensorType, Graph, Node, Value, Block, Type, DeviceObjType, StreamObjType  # noqa: E402,F401  (TorchScript's types)
 from . import overrides  # noqa: E402,F401  (torch.overrides: the __torch_function__ protocol)
 from . import distributions, fft, special  # noqa: E402,F401
 from . import mps, signal, xpu  # noqa: E402,F401  (torch.mps, torch.signal.windows, torch.xpu)

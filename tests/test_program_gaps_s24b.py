@@ -507,3 +507,21 @@ def test_hub_tqdm_and_download_progress(tmp_path, capsys):
         m.hub.download_url_to_file(src.as_uri(), str(tmp_path / f"{m.__name__}2.bin"), progress=False)
         assert capsys.readouterr().err == ""
         assert (tmp_path / f"{m.__name__}.bin").read_bytes() == src.read_bytes()
+
+
+def test_device_and_stream_obj_types_and_clipped_sigmoid():
+    """pytorch-forecasting annotates ``device: str | torch.DeviceObjType`` at import and imports
+    ``torch.distributions.transforms._clipped_sigmoid``."""
+    for m in (torch, tapelab):
+        for name, printed in (("DeviceObjType", "Device"), ("StreamObjType", "Stream")):
+            cls = getattr(m, name)
+            assert getattr(m._C, name) is cls and issubclass(cls, m.Type) and str(cls.get()) == printed
+            assert cls.get() is cls.get() and not isinstance(m.device("cpu"), cls)
+            with pytest.raises(TypeError, match=f"torch._C.{name}: No constructor defined"):
+                cls()
+        assert (str | m.DeviceObjType) is not None
+    x = [-100.0, 0.0, 3.0, 100.0]
+    for dt in ("float32", "float64"):
+        want = torch.distributions.transforms._clipped_sigmoid(torch.tensor(x, dtype=getattr(torch, dt)))
+        got = tapelab.distributions.transforms._clipped_sigmoid(tapelab.tensor(x, dtype=getattr(tapelab, dt)))
+        assert got.tolist() == want.tolist()

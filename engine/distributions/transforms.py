@@ -351,7 +351,7 @@ class SigmoidTransform(_Parameterless):
     domain, codomain, bijective, sign = constraints.real, constraints.unit_interval, True, 1
 
     def _call(self, x):
-        return _clipped(x.sigmoid())
+        return _clipped_sigmoid(x)
 
     def _inverse(self, y):
         y = _clipped(y)
@@ -365,6 +365,11 @@ def _clipped(p: Tensor) -> Tensor:
     """PyTorch's clipped sigmoid: inside ``[tiny, 1 - eps]`` of the dtype."""
     info = finfo(p.dtype)
     return p.clamp(min=info.tiny, max=1.0 - info.eps)
+
+
+def _clipped_sigmoid(x: Tensor) -> Tensor:
+    """``sigmoid(x)`` kept inside ``[tiny, 1 - eps]`` (PyTorch's private name; pytorch-forecasting imports it)."""
+    return _clipped(x.sigmoid())
 
 
 class TanhTransform(_Parameterless):
