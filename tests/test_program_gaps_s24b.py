@@ -525,3 +525,27 @@ def test_device_and_stream_obj_types_and_clipped_sigmoid():
         want = torch.distributions.transforms._clipped_sigmoid(torch.tensor(x, dtype=getattr(torch, dt)))
         got = tapelab.distributions.transforms._clipped_sigmoid(tapelab.tensor(x, dtype=getattr(tapelab, dt)))
         assert got.tolist() == want.tolist()
+
+
+def _file_writer_events(m, logdir):
+    import glob
+    import importlib
+    from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
+    tb = importlib.import_module(m.__name__ + ".utils.tensorboard")
+    summary = importlib.import_module(m.__name__ + ".utils.tensorboard.summary")
+    w = tb.SummaryWriter(logdir)
+    fw = w._get_file_writer()
+    for s in summary.hparams({"lr": 0.1, "layers": 2}, {"loss": 0.5}):
+        fw.add_summary(s, 3)
+    w.add_scalar("loss", 0.5, 4)
+    fw.flush()
+    w.close()
+    events = [e for f in sorted(glob.glob(f"{logdir}/events.*")) for e in EventFileLoader(f).Load()]
+    return fw.get_logdir() == logdir, [(e.step, [v.tag for v in e.summary.value]) for e in events if e.summary.value]
+
+
+def test_summary_writer_file_writer_takes_summaries(tmp_path):
+    """Lightning's ``TensorBoardLogger.log_hyperparams`` (pytorch-forecasting's ``predict`` makes one) writes
+    the hparams summaries through ``SummaryWriter._get_file_writer().add_summary``."""
+    pytest.importorskip("tensorboard")
+    assert _file_writer_events(tapelab, str(tmp_path / "tl")) == _file_writer_events(torch, str(tmp_path / "pt"))

@@ -19,7 +19,7 @@ from . import summary as _summary
 from .graph import graph_def
 from .projector import Projector
 
-__all__ = ["SummaryWriter"]
+__all__ = ["SummaryWriter", "FileWriter"]
 
 
 class SummaryWriter:
@@ -61,6 +61,11 @@ class SummaryWriter:
                 self._writer.add_event(Event(wall_time=time.time(), step=step,
                                              session_log=SessionLog(status=SessionLog.START)))
         return self._writer
+
+    def _get_file_writer(self) -> "FileWriter":
+        """The run's event file as PyTorch's ``FileWriter`` (Lightning's ``log_hyperparams`` writes its
+        hparams summaries through it)."""
+        return FileWriter(self)
 
     def get_logdir(self) -> str:
         return self.log_dir
@@ -229,3 +234,27 @@ def _render(figure, close: bool) -> np.ndarray:
     return np.moveaxis(rgb, 2, 0)
 
 
+class FileWriter:
+    """PyTorch's ``FileWriter`` over a ``SummaryWriter``'s run event file: summaries and events written
+    as they are given."""
+
+    def __init__(self, owner: SummaryWriter):
+        self._owner = owner
+
+    def get_logdir(self) -> str:
+        return self._owner.log_dir
+
+    def add_event(self, event, step=None, walltime=None) -> None:
+        event.wall_time = time.time() if walltime is None else float(walltime)
+        if step is not None:
+            event.step = int(step)
+        self._owner._file_writer().add_event(event)
+
+    def add_summary(self, summary, global_step=None, walltime=None) -> None:
+        self._owner._add(summary, global_step, walltime)
+
+    def flush(self) -> None:
+        self._owner.flush()
+
+    def close(self) -> None:
+        self._owner.close()
