@@ -174,9 +174,9 @@ def _torch_module(cls: type, own: str) -> str:
     """``torch`` for the classes PyTorch defines in C (``Tensor``, and what tapelab's core and base layers
     export at the top: ``Size``, ``dtype``, ``device``, ``Generator``), else ``own`` under ``torch``'s name
     (``torch.utils.data.dataloader``; the alias finder serves that module, so pickles find the class)."""
-    import tapelab
     layer = own.split(".")[1] if own.count(".") else ""
-    if own == "tapelab.core.tensor" or layer in ("core", "base") and getattr(tapelab, cls.__name__, None) is cls:
+    top = sys.modules["tapelab"]   # the package being served (read, not imported: it imports this module)
+    if own == "tapelab.core.tensor" or layer in ("core", "base") and getattr(top, cls.__name__, None) is cls:
         return "torch"
     return "torch" + own[len("tapelab"):]
 
