@@ -15,7 +15,7 @@ from .ops.movement import cat
 from .serialization._storage import rebuild_tensor_v2 as _rebuild_tensor_v2
 
 __all__ = ["_flatten_dense_tensors", "_unflatten_dense_tensors", "_rebuild_parameter", "_rebuild_tensor_v2",
-           "_element_size", "_get_available_device_type", "_get_device_module"]
+           "_element_size", "_get_available_device_type", "_get_device_module", "_take_tensors"]
 
 
 def _element_size(dtype) -> int:
@@ -40,6 +40,29 @@ def _unflatten_dense_tensors(flat: Tensor, tensors) -> tuple:
         outputs.append(flat.narrow(0, offset, n).view(t.shape))
         offset += n
     return tuple(outputs)
+
+
+def _take_tensors(tensors, size_limit: int):
+    """Chunks of ``tensors`` for bucketed collectives (mmengine's and DDP-style all-reduce): per tensor
+    type (``t.type()``), in order, each chunk closed before it would pass ``size_limit`` bytes (a sparse
+    tensor counts its indices and values)."""
+    buckets: dict = {}
+    for t in tensors:
+        kind = t.type()
+        if t.is_sparse:
+            indices, values = t._indices(), t._values()
+            size = indices.numel() * indices.element_size() + values.numel() * values.element_size()
+        else:
+            size = t.numel() * t.element_size()
+        bucket = buckets.setdefault(kind, [[], 0])
+        if bucket[1] + size > size_limit and bucket[1] > 0:
+            yield bucket[0]
+            bucket = buckets[kind] = [[], 0]
+        bucket[0].append(t)
+        bucket[1] += size
+    for chunk, _ in buckets.values():
+        if chunk:
+            yield chunk
 
 
 def _get_available_device_type() -> str | None:

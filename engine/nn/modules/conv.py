@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import warnings
 
 from ...core import creation
 from ...core.tensor import Tensor
@@ -27,11 +28,15 @@ class _ConvNd(Module):
     _nd = 2
     transposed = False
 
-    def __init__(self, in_channels: int, out_channels: int, kernel_size, stride=1, padding=0, dilation=1,
-                 groups: int = 1, bias: bool = True, padding_mode: str = "zeros", output_padding=0,
-                 device=None, dtype=None):
+    def __init__(self, in_channels: int, out_channels: int, kernel_size, stride, padding, dilation, transposed: bool,
+                 output_padding, groups: int, bias: bool, padding_mode: str, device=None, dtype=None):
+        """PyTorch's signature (quantization and deformable-conv libraries subclass this class and call it so);
+        the number of spatial dims is the class's, or the length of a tuple ``kernel_size``."""
         super().__init__()
+        if isinstance(kernel_size, tuple) and len(kernel_size) != self._nd:
+            self._nd = len(kernel_size)
         nd = self._nd
+        self.transposed = transposed
         if groups <= 0:
             raise ValueError("groups must be a positive integer")
         if in_channels % groups:
@@ -96,8 +101,8 @@ class _ConvNd(Module):
 class _Conv(_ConvNd):
     def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1,
                  bias=True, padding_mode="zeros", device=None, dtype=None):
-        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias,
-                         padding_mode, 0, device, dtype)
+        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation, False, 0, groups, bias,
+                         padding_mode, device, dtype)
 
     def forward(self, input: Tensor) -> Tensor:
         return self._conv_forward(input, self.weight, self.bias)
@@ -127,12 +132,12 @@ class Conv3d(_Conv):
 class _ConvTransposeNd(_ConvNd):
     transposed = True
 
-    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, output_padding=0,
-                 groups=1, bias=True, dilation=1, padding_mode="zeros", device=None, dtype=None):
+    def __init__(self, in_channels, out_channels, kernel_size, stride, padding, dilation, transposed, output_padding,
+                 groups, bias, padding_mode, device=None, dtype=None):
         if padding_mode != "zeros":
             raise ValueError(f'Only "zeros" padding mode is supported for {type(self).__name__}')
-        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias,
-                         padding_mode, output_padding, device, dtype)
+        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation, transposed,
+                         output_padding, groups, bias, padding_mode, device, dtype)
 
     def _output_padding(self, input: Tensor, output_size) -> tuple:
         """The output_padding that makes the result ``output_size`` (PyTorch's ``output_size=`` form)."""
@@ -155,15 +160,33 @@ class _ConvTransposeNd(_ConvNd):
                     self._output_padding(input, output_size), self.groups, self.dilation)
 
 
-class ConvTranspose1d(_ConvTransposeNd):
+class _ConvTransposeMixin(_ConvTransposeNd):
+    """PyTorch's deprecated internal base, which OpenMMLab's mmengine imports (``parrots_wrapper``)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        warnings.warn("`_ConvTransposeMixin` is a deprecated internal class. Please consider using public APIs.",
+                      FutureWarning, stacklevel=2)
+        super().__init__(*args, **kwargs)
+
+
+class _ConvTranspose(_ConvTransposeNd):
+    """The public transposed layers' signature."""
+
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, output_padding=0,
+                 groups=1, bias=True, dilation=1, padding_mode="zeros", device=None, dtype=None):
+        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation, True, output_padding,
+                         groups, bias, padding_mode, device, dtype)
+
+
+class ConvTranspose1d(_ConvTranspose):
     _nd = 1
 
 
-class ConvTranspose2d(_ConvTransposeNd):
+class ConvTranspose2d(_ConvTranspose):
     _nd = 2
 
 
-class ConvTranspose3d(_ConvTransposeNd):
+class ConvTranspose3d(_ConvTranspose):
     _nd = 3
 
     def forward(self, input: Tensor, output_size=None) -> Tensor:

@@ -1,0 +1,72 @@
+"""Gaps found in session 24 (lead) running OpenMMLab's mmengine (its Runner: a model, loops, hooks,
+optimizer wrapper with clipping, parameter schedulers, checkpoints, an evaluator) under tapelab; each
+pattern written here directly and checked against PyTorch 2.13 (mmengine is not imported)."""
+import warnings
+
+import pytest
+import torch
+
+import tapelab
+
+
+def test_conv_transpose_mixin_is_torchs_deprecated_base():
+    for m in (torch, tapelab):
+        from importlib import import_module
+        conv = import_module(m.__name__ + ".nn.modules.conv")
+        assert issubclass(conv._ConvTransposeMixin, conv._ConvTransposeNd)
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+
+            class Up(conv._ConvTransposeMixin):
+                pass
+            layer = Up(2, 3, (2, 2), (1, 1), (0, 0), (1, 1), True, (0, 0), 1, True, "zeros")
+        assert [w.category for w in seen] == [FutureWarning]
+        assert "deprecated internal class" in str(seen[0].message)
+        assert tuple(layer.weight.shape) == (2, 3, 2, 2)
+
+
+def test_take_tensors_chunks_by_type_and_bytes_as_torch():
+    def chunks(m):
+        ts = [m.zeros(10), m.zeros(3, dtype=m.float64), m.zeros(20), m.zeros(5), m.zeros(4, dtype=m.float64),
+              m.zeros(30), m.zeros(2, dtype=m.int64)]
+        return [[(t.numel(), str(t.dtype).split(".")[-1]) for t in c] for c in m._utils._take_tensors(ts, 100)]
+    assert chunks(tapelab) == chunks(torch)
+
+
+def test_fsdp_api_module_names_the_configuration_records():
+    for m in (torch, tapelab):
+        from importlib import import_module
+        api = import_module(m.__name__ + ".distributed.fsdp.api")
+        fsdp = import_module(m.__name__ + ".distributed.fsdp.fully_sharded_data_parallel")
+        for name in ("ShardingStrategy", "StateDictType", "FullStateDictConfig", "LocalOptimStateDictConfig",
+                     "StateDictSettings", "MixedPrecision", "CPUOffload", "BackwardPrefetch"):
+            assert getattr(fsdp, name) is getattr(api, name)
+        assert fsdp.FullOptimStateDictConfig(rank0_only=True).offload_to_cpu is True
+        assert [s.name for s in api.ShardingStrategy][:4] == ["FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD", "HYBRID_SHARD"]
+    with pytest.raises(NotImplementedError, match="DistributedDataParallel"):
+        tapelab.distributed.fsdp.fully_sharded_data_parallel.FullyShardedDataParallel(tapelab.nn.Linear(2, 2))
+
+
+def test_a_library_conv_subclass_calls_convnd_with_torchs_signature():
+    """Quantization and deformable-convolution libraries subclass ``_ConvNd`` and call it positionally:
+    (in, out, kernel, stride, padding, dilation, transposed, output_padding, groups, bias, padding_mode)."""
+    shapes = []
+    for m in (torch, tapelab):
+        from importlib import import_module
+        conv = import_module(m.__name__ + ".nn.modules.conv")
+
+        class QuantConv2d(conv._ConvNd):
+            def __init__(self, cin, cout, k):
+                super().__init__(cin, cout, (k, k), (1, 1), (1, 1), (1, 1), False, (0, 0), 1, True, "zeros")
+
+            def forward(self, x):
+                return m.nn.functional.conv2d(x, self.weight, self.bias, self.stride, self.padding)
+
+        class Deconv1d(conv._ConvTransposeNd):
+            def __init__(self):
+                super().__init__(4, 2, (3,), (2,), (1,), (1,), True, (1,), 1, False, "zeros")
+
+        q, d = QuantConv2d(3, 5, 3), Deconv1d()
+        shapes.append((tuple(q.weight.shape), q.transposed, tuple(q(m.ones(1, 3, 6, 6)).shape),
+                       tuple(d.weight.shape), d.transposed, d.output_padding, d.bias, repr(q)))
+    assert shapes[0] == shapes[1]
