@@ -26,7 +26,7 @@ from .einsum_layout import _contiguous, _pair, _product_strides, bmm_plan, resul
 from .movement import _mark, cat, narrow
 from ..core.registry import ALL, NONE, OTHERS, Op
 from ._util import Tensor, _wrap_dim, sum_to, warn_once
-from ..base.dtype import BFLOAT16_NP, FLOATING_KINDS, bfloat16, float16, from_np, in_float32, promote_types
+from ..base.dtype import BFLOAT16_NP, FLOATING_KINDS, bfloat16, float16, from_np, in_float32
 
 _SPARSE = (COOArray, CompressedArray)     # the sparse operands' arrays (their dtype errors are PyTorch's sparse ones)
 _INEXACT = FLOATING_KINDS + "c"     # the dtype kinds linalg takes: floating and complex
@@ -465,17 +465,9 @@ def einsum(equation: str, *operands):
     eq = _expand_equation(equation, shapes)
     if len(operands) > 2:
         return _einsum_pairs(eq, operands, path, _ellipsis_labels(eq, equation))
-    alone = _summed_alone(eq)
-    if any(alone):
-        # ATen sums a label only one operand holds first: its sum makes a bool or integer operand int64
-        operands = tuple(t.long() if a and not (t.is_floating_point() or t.is_complex()) else t
-                         for t, a in zip(operands, alone))
-    if len({t.dtype for t in operands}) > 1 and not _contracts(eq):
-        # no label summed across operands: PyTorch multiplies them, which promotes; a contraction is
-        # a batched GEMM, whose operands must share a dtype (the forward refuses them)
-        common = functools.reduce(promote_types, (t.dtype for t in operands))
-        operands = tuple(t.to(common) for t in operands)
-    if not _contracts(eq):
+    if not _one_gemm(eq, shapes):
+        # ATen first sums a label from the one operand where it is not size 1 (an integer sum is
+        # int64) and, with no label left that both hold at a size above 1, multiplies (which promotes)
         return _einsum_pairs(eq, operands, None, _ellipsis_labels(eq, equation))
     return apply(_einsum, *operands, eq=eq)
 
@@ -642,13 +634,17 @@ def _laid_out(t, strides: list, sizes: list | None = None, dims: list | None = N
 
 
 @functools.lru_cache(maxsize=512)
-def _summed_alone(eq: str) -> tuple:
-    """Per operand of the (expanded) equation, whether it holds a label no other operand nor the
-    output does (a trace's repeated label too)."""
+def _one_gemm(eq: str, shapes: tuple) -> bool:
+    """Whether ATen contracts the two operands of the (expanded) equation in one batched GEMM with
+    nothing summed before it: every label the output lacks is in both operands at a size above 1
+    (so both must share a dtype). Else ``_einsum_pairs`` follows its steps."""
     ins, out = eq.split("->")
-    subs = ins.split(",")
-    return tuple(any(c not in out and all(c not in o for j, o in enumerate(subs) if j != i) for c in s)
-                 for i, s in enumerate(subs))
+    if len(shapes) != 2:
+        return False
+    a, b = ins.split(",")
+    sa, sb = dict(zip(a, shapes[0])), dict(zip(b, shapes[1]))
+    summed = set(a + b) - set(out)
+    return bool(summed) and all(c in sa and c in sb and sa[c] != 1 and sb[c] != 1 for c in summed)
 
 
 @functools.lru_cache(maxsize=512)

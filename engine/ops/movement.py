@@ -453,6 +453,24 @@ def permute(input: Tensor, *args, dims=None) -> Tensor:
 def transpose(input: Tensor, dim0: int, dim1: int) -> Tensor:
     if _DISPATCH.functions is not None and has_tensor_like((input,)):
         return handle_torch_function(transpose, (input,), input, dim0, dim1)
+    return _swapped(input, dim0, dim1)
+
+
+def swapaxes(input: Tensor, axis0: int, axis1: int) -> Tensor:
+    """transpose under numpy's name, with numpy's keyword names (``axis0=``), as PyTorch's."""
+    if _DISPATCH.functions is not None and has_tensor_like((input,)):
+        return handle_torch_function(swapaxes, (input,), input, axis0, axis1)
+    return _swapped(input, axis0, axis1)
+
+
+def swapdims(input: Tensor, dim0: int, dim1: int) -> Tensor:
+    if _DISPATCH.functions is not None and has_tensor_like((input,)):
+        return handle_torch_function(swapdims, (input,), input, dim0, dim1)
+    return _swapped(input, dim0, dim1)
+
+
+def _swapped(input: Tensor, dim0: int, dim1: int) -> Tensor:
+    """transpose, swapaxes and swapdims: the permutation swapping two dims (a view)."""
     try:
         n = input.ndim
     except AttributeError:
@@ -464,9 +482,6 @@ def transpose(input: Tensor, dim0: int, dim1: int) -> Tensor:
     dims = list(range(n))
     dims[d0], dims[d1] = dims[d1], dims[d0]
     return _mark(apply(_permute, input, dims=tuple(dims)), input)
-
-
-swapaxes = swapdims = transpose
 
 
 def _dim_list(dims, ndim: int, op: str, what: str) -> list:

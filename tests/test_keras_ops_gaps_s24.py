@@ -1,0 +1,80 @@
+"""Gaps Keras 3's own op tests (keras/src/ops/*_test.py on its torch backend) found: each test writes
+the torch call pattern Keras's backend makes and compares tapelab with PyTorch directly."""
+import itertools
+
+import numpy as np
+import pytest
+import torch
+
+import tapelab
+
+DTYPES = ["bool", "uint8", "int8", "int16", "int32", "int64", "float16", "bfloat16", "float32", "float64"]
+
+
+def _both(fn):
+    """fn(m) under torch and tapelab: (dtype name, values) or (exception type, None)."""
+    out = []
+    for m in (torch, tapelab):
+        try:
+            r = fn(m)
+        except Exception as e:   # noqa: BLE001 - the exception type is compared
+            out.append((type(e), None))
+        else:
+            out.append((str(r.dtype).split(".")[1], np.asarray(r.detach().double().tolist())))
+    return out
+
+
+# ---------------------------------------------------------------- einsum: size-1 labels
+EINSUM_CASES = [("ijk,lkj->il", (1, 1, 1), (1, 1, 1)),     # Keras's dtype test: every label size 1
+                ("ijk,lkj->il", (1, 2, 1), (1, 2, 1)),     # j and k size 1 on one side: summed first
+                ("ijk,lkj->il", (1, 2, 2), (1, 2, 2)),     # a real contraction: one batched GEMM
+                ("ij,j->i", (2, 3), (1,)),
+                ("ij,j->j", (1, 2), (2,)),                 # a lone label of size 1: not summed
+                ("ij,jk->ik", (3, 1), (1, 2)),
+                ("ij,jk->ik", (2, 3), (3, 2))]
+
+
+@pytest.mark.parametrize("eq,s1,s2", EINSUM_CASES)
+@pytest.mark.parametrize("d1,d2", list(itertools.combinations(DTYPES, 2)) + [("int8", "int8"), ("bool", "bool")])
+def test_einsum_dtype_with_size_one_labels(eq, s1, s2, d1, d2):
+    """ATen sums a label the other operand holds at size 1 (an integer sum is int64) and multiplies
+    when no label is left that both hold at a size above 1 (which promotes); only a real contraction
+    is a batched GEMM that refuses mixed dtypes."""
+    rng = np.random.default_rng(0)
+    a, b = rng.integers(0, 3, s1).astype(np.float64), rng.integers(0, 3, s2).astype(np.float64)
+    (tt, tv), (lt, lv) = _both(lambda m: m.einsum(eq, m.tensor(a).to(getattr(m, d1)), m.tensor(b).to(getattr(m, d2))))
+    assert lt == tt
+    if tv is not None:
+        np.testing.assert_allclose(lv, tv, rtol=1e-2)
+
+
+def test_einsum_size_one_contraction_gradient():
+    a = np.arange(6.0).reshape(2, 3, 1)
+    b = np.arange(2.0).reshape(2, 1, 1)
+    grads = []
+    for m in (torch, tapelab):
+        x, y = m.tensor(a, requires_grad=True), m.tensor(b, requires_grad=True)
+        (m.einsum("ijk,lkj->il", x, y) * m.tensor([[1.0, 2.0], [3.0, 4.0]], dtype=m.float64)).sum().backward()
+        grads.append((x.grad.numpy(), y.grad.numpy()))
+    np.testing.assert_allclose(grads[1][0], grads[0][0])
+    np.testing.assert_allclose(grads[1][1], grads[0][1])
+
+
+# ---------------------------------------------------------------- swapaxes / swapdims / transpose
+@pytest.mark.parametrize("name", ["swapaxes", "swapdims", "transpose"])
+@pytest.mark.parametrize("names", [("axis0", "axis1"), ("dim0", "dim1")])
+@pytest.mark.parametrize("form", ["function", "method", "inplace"])
+def test_swap_keyword_names(name, names, form):
+    """swapaxes takes numpy's keyword names (axis0, axis1), swapdims and transpose dim0/dim1."""
+    kw = dict(zip(names, (0, -1)))
+    res = []
+    for m in (torch, tapelab):
+        x = m.arange(6.0).reshape(2, 3)
+        f = {"function": lambda: getattr(m, name)(x, **kw), "method": lambda: getattr(x, name)(**kw),
+             "inplace": lambda: getattr(x, name + "_")(**kw)}[form]
+        try:
+            res.append(f().tolist())
+        except TypeError:
+            res.append(TypeError)
+    assert res[1] == res[0]
+    assert (res[0] is TypeError) == ((name == "swapaxes") != (names == ("axis0", "axis1")))
