@@ -70,3 +70,18 @@ def test_a_library_conv_subclass_calls_convnd_with_torchs_signature():
         shapes.append((tuple(q.weight.shape), q.transposed, tuple(q(m.ones(1, 3, 6, 6)).shape),
                        tuple(d.weight.shape), d.transposed, d.output_padding, d.bias, repr(q)))
     assert shapes[0] == shapes[1]
+
+
+@pytest.mark.parametrize("shapes", [((3, 4), (4, 5)), ((2, 3, 4), (2, 4, 5)), ((2, 3, 4, 8), (2, 3, 8, 5)), ((4,), (4,)),
+                                    ((3, 4), (4,)), ((2, 3, 4), (4, 5)), ((4,), (4, 5)), ((3, 4), (2, 4, 5)),
+                                    ((4,), (2, 4, 5)), ((2, 2, 3, 4), (4,))])
+@pytest.mark.parametrize("dtypes", [("double", "float"), ("float", "half"), ("bfloat16", "float")])
+def test_matmul_of_two_dtypes_is_refused_in_the_words_of_torchs_kernel_for_the_ranks(shapes, dtypes):
+    """jaxtyping/beartype programs print the error of a mistyped call: dot, addmv, mm or bmm words."""
+    errors = []
+    for m in (torch, tapelab):
+        a, b = (getattr(m.zeros(*s), d)() for s, d in zip(shapes, dtypes))
+        with pytest.raises(RuntimeError) as info:
+            a @ b
+        errors.append(str(info.value))
+    assert errors[1] == errors[0]

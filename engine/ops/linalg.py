@@ -87,13 +87,27 @@ def _matmul_fwd(xp, a, b):
     if a.dtype != b.dtype:
         if type(a) in _SPARSE or type(b) in _SPARSE:
             raise _sparse_dtype_error(a, b)
-        raise RuntimeError(f"expected m1 and m2 to have the same dtype, but got: "
-                           f"{from_np(a.dtype).cpp_name} != {from_np(b.dtype).cpp_name}")
+        raise _mixed_dtypes(a, b)
     if a.dtype.kind == "b":
         raise _no_bool_kernel(_CPU_KERNELS[min(b.ndim, 3)] if b.ndim > 1 or a.ndim > 1 else "dot")
     if a.dtype is BFLOAT16_NP and type(a) is not CompressedArray:   # a compressed one refuses it, as PyTorch's
         return in_float32(_gemm, xp, a, b)
     return _gemm(xp, a, b)
+
+
+def _mixed_dtypes(a, b) -> RuntimeError:
+    """PyTorch's refusal of operands of two dtypes, in the words of the kernel its matmul reaches for these
+    ranks: dot (1-D, 1-D), addmv (a vector on the right), mm (a matrix on the right) or bmm."""
+    ta, tb = from_np(a.dtype), from_np(b.dtype)
+    if b.ndim == 1:
+        if a.ndim == 1:
+            return RuntimeError(f"dot : expected both vectors to have same dtype, but found {ta.scalar_type} and "
+                                f"{tb.scalar_type}")
+        return RuntimeError(f"addmv input tensors must have the same dtype, but got {tb.scalar_type}, "
+                            f"{ta.scalar_type}, and {tb.scalar_type}")
+    if b.ndim == 2:
+        return RuntimeError(f"expected m1 and m2 to have the same dtype, but got: {ta.cpp_name} != {tb.cpp_name}")
+    return RuntimeError(f"expected scalar type {ta.scalar_type} but found {tb.scalar_type}")
 
 
 def _sparse_dtype_error(a, b) -> RuntimeError:

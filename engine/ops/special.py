@@ -221,8 +221,9 @@ def _float_only(name: str, *xs) -> None:
 def _ints_only(name: str, *xs) -> None:
     """PyTorch's integer kernels refuse a float or bool result dtype of the operands' promotion (a bool
     tensor shifted by a Python int is int64 and runs); the meta device has no kernel, so no check."""
-    if any(isinstance(x, Tensor) and x.device.type == "meta" for x in xs):
-        return
+    if any(isinstance(x, Tensor) and x.device.type == "meta" for x in xs) or not all(
+            isinstance(x, (Tensor, int, float, complex)) for x in xs):
+        return   # (an operand that is neither: the dispatcher refuses it in PyTorch's words)
     dt = _dtype.result_type(*xs)
     if dt.is_floating_point or dt.is_complex or dt == _dtype.bool:
         raise NotImplementedError(f'"{name}_cpu" not implemented for \'{dt.scalar_type}\'')
