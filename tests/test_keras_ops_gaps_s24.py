@@ -78,3 +78,18 @@ def test_swap_keyword_names(name, names, form):
             res.append(TypeError)
     assert res[1] == res[0]
     assert (res[0] is TypeError) == ((name == "swapaxes") != (names == ("axis0", "axis1")))
+
+
+# ---------------------------------------------------------------- cumsum / cumprod with dtype=
+@pytest.mark.parametrize("fn", ["cumsum", "cumprod"])
+@pytest.mark.parametrize("src", ["bool", "int8", "uint8", "int16", "int32", "float32"])
+@pytest.mark.parametrize("dtype", [None, "bool", "uint8", "int8", "int16", "int32", "float16", "float64"])
+def test_scan_in_the_dtype_asked_for(fn, src, dtype):
+    """A scan runs in dtype= (small integers wrap there; numpy's scan would widen them to int64) and
+    refuses bool as PyTorch's CPU kernel does."""
+    x = np.array([[100, 0, 2, 3], [1, 5, 7, 120]])
+    res = _both(lambda m: getattr(m, fn)(m.tensor(x).to(getattr(m, src)), 1,
+                                         dtype=None if dtype is None else getattr(m, dtype)))
+    assert res[1][0] == res[0][0]
+    if res[0][1] is not None:
+        np.testing.assert_array_equal(res[1][1], res[0][1])

@@ -742,11 +742,14 @@ def _scan(xp, fn, x, dim: int, dtype):
     cancellation then amplifies (diffusers' ``alphas_cumprod`` into Euler's sigmas)."""
     if dtype is not None:
         x = x.astype(dtype, copy=False)
+    if x.dtype.kind == "b" and _backend.is_numpy(xp):
+        raise NotImplementedError(f"\"{fn.__name__}_out_cpu\" not implemented for 'Bool'")
     if x.ndim == 0:
         return x.copy()
     wide = _SCAN_ACC.get(x.dtype) if _backend.is_numpy(xp) else _HALF_ACC.get(x.dtype)
     if wide is None:
-        return fn(x, axis=dim)
+        # in the dtype asked for (numpy's own scan widens small integers to int64 and wraps nothing)
+        return fn(x, axis=dim, dtype=x.dtype)
     return fn(x.astype(wide), axis=dim).astype(x.dtype)
 
 
