@@ -85,3 +85,22 @@ def test_matmul_of_two_dtypes_is_refused_in_the_words_of_torchs_kernel_for_the_r
             a @ b
         errors.append(str(info.value))
     assert errors[1] == errors[0]
+
+
+def test_aten_namespace_serves_the_top_level_functions_and_convolution():
+    """ptflops keys its table on ``torch.ops.aten.convolution`` and ``_convolution`` at import."""
+    import numpy as np
+    rng = np.random.default_rng(5)
+    x, w, b = rng.standard_normal((1, 2, 6, 6)), rng.standard_normal((3, 2, 3, 3)), rng.standard_normal(3)
+    outs = []
+    for m in (torch, tapelab):
+        X, Wt, B = (m.tensor(a, dtype=m.float32) for a in (x, w, b))
+        aten = m.ops.aten
+        one = aten.convolution(X, Wt, B, [2, 1], [1, 0], [1, 1], False, [0, 0], 1)
+        two = aten._convolution(X, Wt, None, [1, 1], [0, 0], [1, 1], False, [0, 0], 1, False, False, True, True)
+        up = aten.convolution.default(X, Wt.transpose(0, 1), None, [2, 2], [1, 1], [1, 1], True, [1, 1], 1)
+        outs.append([t.numpy() for t in (one, two, up)])
+    for a, b2 in zip(*outs):
+        np.testing.assert_allclose(b2, a, rtol=1e-5, atol=1e-5)
+    with pytest.raises(AttributeError):
+        tapelab.ops.aten.no_such_op_anywhere

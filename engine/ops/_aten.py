@@ -6,6 +6,7 @@ A name tapelab has no function for raises ``AttributeError``, as PyTorch's names
 """
 from __future__ import annotations
 
+import sys
 from typing import Callable
 
 from ._util import Tensor
@@ -26,7 +27,15 @@ _ATEN_ONLY: dict[str, Callable] = {
     "slice": _slice,
     "index": lambda input, indices: input[tuple(indices)],
     "_sparse_addmm": lambda input, mat1, mat2, *, beta=1, alpha=1: input.addmm(mat1, mat2, beta=beta, alpha=alpha),
+    # (input, weight, bias, stride, padding, dilation, transposed, output_padding, groups, then cudnn's switches)
+    "_convolution": lambda *args: _served().convolution(*args[:9]),
 }
+
+
+def _served():
+    """The ``tapelab`` package (read, not imported: it imports this layer), for the names its upper layers
+    define at the top (``convolution``, ``rms_norm``), which ``torch.ops.aten`` also has."""
+    return sys.modules["tapelab"]
 
 
 class OpOverload:
@@ -84,7 +93,10 @@ class AtenNamespace:
             if name in getattr(mod, "__all__", ()):
                 return getattr(mod, name)
         method = getattr(Tensor, name, None)
-        return method if callable(method) and not name.startswith("__") else None
+        if callable(method) and not name.startswith("__"):
+            return method
+        top = getattr(_served(), name, None)
+        return top if callable(top) and not isinstance(top, type) else None
 
     def __getattr__(self, name: str) -> OpOverloadPacket:
         packet = self.__dict__.get("_packets", {}).get(name)

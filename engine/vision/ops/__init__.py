@@ -1,6 +1,7 @@
 """torchvision.ops: box utilities, IoU variants and their losses, focal loss, NMS, RoIAlign,
-RoIPool, multi-scale RoIAlign, feature pyramids, stochastic depth, DropBlock and the layer stacks
+RoIPool, multi-scale RoIAlign, deformable convolution, feature pyramids, stochastic depth, DropBlock and the layer stacks
 the models share."""
+from .deform_conv import DeformConv2d, deform_conv2d
 from .boxes import (batched_nms, box_area, box_convert, box_iou, clip_boxes_to_image, complete_box_iou,
                     distance_box_iou, generalized_box_iou, masks_to_boxes, nms, remove_small_boxes)
 from .drop_block import DropBlock2d, DropBlock3d, drop_block2d, drop_block3d
@@ -18,4 +19,4 @@ __all__ = ["batched_nms", "box_area", "box_convert", "box_iou", "clip_boxes_to_i
            "roi_align", "RoIAlign", "roi_pool", "RoIPool", "MultiScaleRoIAlign", "FeaturePyramidNetwork",
            "drop_block2d", "DropBlock2d", "drop_block3d", "DropBlock3d", "Conv2dNormActivation",
            "Conv3dNormActivation", "MLP", "FrozenBatchNorm2d", "SqueezeExcitation", "Permute", "StochasticDepth",
-           "stochastic_depth"]
+           "stochastic_depth", "deform_conv2d", "DeformConv2d"]
