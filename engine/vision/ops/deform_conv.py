@@ -103,4 +103,3 @@ class DeformConv2d(nn.Module):
              f"{f', dilation={self.dilation}' if self.dilation != (1, 1) else ''}"
              f"{f', groups={self.groups}' if self.groups != 1 else ''}")
         return s + ("" if self.bias is not None else ", bias=False")
-
