@@ -104,3 +104,38 @@ def test_aten_namespace_serves_the_top_level_functions_and_convolution():
         np.testing.assert_allclose(b2, a, rtol=1e-5, atol=1e-5)
     with pytest.raises(AttributeError):
         tapelab.ops.aten.no_such_op_anywhere
+
+
+def _outcome(fn):
+    try:
+        out = fn()
+    except Exception as e:  # noqa: BLE001 - the exception itself is compared
+        return type(e).__name__, str(e)
+    return "ok", str(out.dtype).split(".")[-1], out.tolist()
+
+
+@pytest.mark.parametrize("call", ["a + t", "a - t", "a * t", "a / t", "a @ t", "a ** t", "a // t", "a % t", "t + a",
+                                  "t @ a", "t @ a32", "t.copy_(a)", "t.copy_(2.0)", "where(t > 0, t, np.float64(0))",
+                                  "embedding(list)", "embedding(array weight)"])
+def test_numpy_operands_and_bad_sources_as_torch(call):
+    """The sessions' bad-input sweep left these: a numpy array on the left of an operator is Python's refusal
+    (only ``/`` computes, through ``reciprocal() * a``), on the right numpy's promotion; ``copy_`` refuses an
+    array and takes a number; ``where`` takes a numpy scalar as a number; ``embedding`` names its parameter."""
+    import numpy as np
+    results = []
+    for m in (torch, tapelab):
+        t, a = m.tensor([1.0, 2.0, 4.0]), np.array([2.0, 3.0, 5.0])
+        fns = {"a + t": lambda: a + t, "a - t": lambda: a - t, "a * t": lambda: a * t, "a / t": lambda: a / t,
+               "a @ t": lambda: a @ t, "a ** t": lambda: a ** t, "a // t": lambda: a // t, "a % t": lambda: a % t,
+               "t + a": lambda: t + a, "t @ a": lambda: t @ a, "t @ a32": lambda: t @ a.astype(np.float32),
+               "t.copy_(a)": lambda: t.copy_(a), "t.copy_(2.0)": lambda: t.copy_(2.0),
+               "where(t > 0, t, np.float64(0))": lambda: m.where(t > 1, t, np.float64(0)),
+               "embedding(list)": lambda: m.nn.functional.embedding([0, 1], m.ones(3, 2)),
+               "embedding(array weight)": lambda: m.nn.functional.embedding(m.tensor([0]), np.ones((3, 2)))}
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)   # numpy's __array_wrap__ notice under torch
+            results.append(_outcome(fns[call]))
+    if results[0][0] == "TypeError" and results[0][1].startswith("Concatenation"):   # torch's odd words for a + t
+        assert results[1][0] == "TypeError"
+    else:
+        assert results[1] == results[0]

@@ -336,10 +336,20 @@ def array_operand(other) -> Tensor:
     return apply(TENSOR, data=host_array(other, None), device=CPU)
 
 
+def reflected_failure(other):
+    """The failure path of a reflected Tensor operator (``a + t`` reaching ``t.__radd__(a)``): PyTorch's leave a
+    numpy array to Python's refusal (NotImplemented: ``unsupported operand type(s)``), as they leave any
+    operand they cannot take; anything else raises the TypeError being handled again."""
+    if isinstance(other, np.ndarray):
+        return NotImplemented
+    raise   # noqa: PLE0704 - the TypeError the operator is handling
+
+
 def binary(op: Op, reflected: bool = False) -> Callable[[Tensor, object], Tensor]:
     """A Tensor operator method, ``apply(op, self, other)`` (``op(other, self)`` when
     ``reflected``), calling the op's compiled path itself as ``unary`` does; NotImplemented for
-    a ``refused_operand``, a numpy array made a tensor on the failure path (``array_operand``)."""
+    a ``refused_operand``, a numpy array made a tensor on the failure path (``array_operand``; reflected:
+    ``reflected_failure``)."""
     if reflected:
         def method(self, other):
             if other.__class__ is not Tensor and isinstance(other, _SEQUENCES):  # refused_operand, inline
@@ -350,7 +360,7 @@ def binary(op: Op, reflected: bool = False) -> Callable[[Tensor, object], Tensor
                     return fast((other, self), {})
                 return apply(op, other, self)
             except TypeError:
-                return method(self, array_operand(other))
+                return reflected_failure(other)
     else:
         def method(self, other):
             if other.__class__ is not Tensor and isinstance(other, _SEQUENCES):  # refused_operand, inline

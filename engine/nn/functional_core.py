@@ -20,6 +20,7 @@ from ..base.grad_mode import is_grad_enabled, no_grad
 from ..base.dispatch_state import STATE as _DISPATCH
 from ..ops.indexing import one_hot
 from ..ops.movement import pad
+from ..base.pytype import tp_name
 from ..core.tensor import Tensor, _wrap_dim
 from . import _fused, _fused_linear, _ops, _pool_checks, _resample, _resize_u8, _upsample
 
@@ -490,9 +491,16 @@ def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None, max
         if not -num <= padding_idx < num:
             raise AssertionError("Padding_idx must be within num_embeddings")
         padding_idx %= num
-    if max_norm is not None:
-        _renorm_rows(weight, input, max_norm, norm_type)
-    return _ops.embedding(weight, input, padding_idx, scale_grad_by_freq, sparse)
+    try:
+        if max_norm is not None:
+            _renorm_rows(weight, input, max_norm, norm_type)
+        return _ops.embedding(weight, input, padding_idx, scale_grad_by_freq, sparse)
+    except AttributeError:   # PyTorch's parser names the op it calls, torch.embedding(weight, indices)
+        for i, (name, x) in enumerate((("weight", weight), ("indices", input))):
+            if not isinstance(x, Tensor):
+                raise TypeError(f"embedding(): argument '{name}' (position {i + 1}) must be Tensor, not "
+                                f"{tp_name(x)}") from None
+        raise
 
 
 def _renorm_rows(weight: Tensor, idx: Tensor, max_norm: float, norm_type: float) -> None:

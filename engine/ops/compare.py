@@ -418,6 +418,7 @@ def where(condition: Tensor, input=None, other=None):
                            f"dtype {condition.dtype.scalar_type}")
     if isinstance(input, Tensor) and isinstance(other, Tensor) and input._data.dtype == other._data.dtype:
         return apply(_where, condition, input, other)
+    input, other = (x.item() if isinstance(x, np.generic) else x for x in (input, other))   # as Python numbers
     rt = _dtype.result_type(input, other)
     return apply(_where, condition, _as(input, rt, condition), _as(other, rt, condition))
 

@@ -26,7 +26,7 @@ from ..kernels import device as device_kernels
 from ..kernels import vml as _vml
 from ..base.meta import has_data
 from ..core.creation import tensor as _tensor, zeros_like
-from ..core.dispatch import apply, array_operand, binary, refused_operand, unary
+from ..core.dispatch import apply, array_operand, binary, reflected_failure, refused_operand, unary
 from ..autograd.views import apply_, fill_outside_autograd
 from .compare import CLAMP_COMPLEX, isfinite, keep_where, where, zero_where
 from .conjugation import conj as cj, sgn
@@ -1182,7 +1182,7 @@ def _rsub_operator(self, other):
     try:
         return apply(_sub, other, self)
     except TypeError:
-        return _rsub_operator(self, array_operand(other))
+        return reflected_failure(other)
 
 
 def _div_(self, other, *, rounding_mode=None):
@@ -1229,8 +1229,8 @@ def _operator(op, reflected=False, inplace=False, **params):
             if inplace:
                 return apply_(op, self, other, **params)
             return apply(op, other, self, **params) if reflected else apply(op, self, other, **params)
-        except TypeError:   # a numpy array, which the operators take (array_operand)
-            return method(self, array_operand(other))
+        except TypeError:   # a numpy array, which the operators take (array_operand), the reflected ones not
+            return reflected_failure(other) if reflected else method(self, array_operand(other))
     return method
 
 

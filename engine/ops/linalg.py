@@ -20,13 +20,13 @@ from ..base.coo import COOArray
 from ..kernels import gemm
 from ..core.creation import eye, ones, zeros
 from ..core.arguments import refuse_non_tensors
-from ..core.dispatch import apply, array_operand, composite, refused_operand
+from ..core.dispatch import apply, array_operand, composite, reflected_failure, refused_operand
 from .conjugation import conj
 from .einsum_layout import _contiguous, _pair, _product_strides, bmm_plan, result_order
 from .movement import _mark, cat, narrow
 from ..core.registry import ALL, NONE, OTHERS, Op
 from ._util import Tensor, _wrap_dim, sum_to, warn_once
-from ..base.dtype import BFLOAT16_NP, FLOATING_KINDS, bfloat16, float16, from_np, in_float32
+from ..base.dtype import BFLOAT16_NP, FLOATING_KINDS, bfloat16, float16, from_np, in_float32, promote_types
 
 _SPARSE = (COOArray, CompressedArray)     # the sparse operands' arrays (their dtype errors are PyTorch's sparse ones)
 _INEXACT = FLOATING_KINDS + "c"     # the dtype kinds linalg takes: floating and complex
@@ -793,7 +793,11 @@ def _matmul_operator(self, other, reflected: bool = False):
     try:
         return matmul(other, self) if reflected else matmul(self, other)
     except (TypeError, AttributeError):
-        return _matmul_operator(self, array_operand(other), reflected)
+        if reflected:
+            return reflected_failure(other)
+        other = array_operand(other)   # PyTorch hands the array to numpy, whose matmul promotes the two dtypes
+        common = promote_types(self.dtype, other.dtype)
+        return matmul(self.to(common), other.to(common))
 
 
 OPERATORS = {"__matmul__": _matmul_operator, "__rmatmul__": lambda s, o: _matmul_operator(s, o, True)}

@@ -1137,6 +1137,10 @@ _copy = Op("copy", _copy_fwd, _copy_vjp, saves=NONE,
 
 def copy_(self: Tensor, src: Tensor, non_blocking: bool = False) -> Tensor:
     """Write ``src`` (broadcast, cast to ``self``'s dtype) into ``self``; gradients flow to ``src``."""
+    if not isinstance(src, Tensor):
+        if type(src) not in (int, float, bool, complex):
+            raise TypeError(f"copy_(): argument 'other' (position 1) must be Tensor, not {tp_name(src)}")
+        src = self.new_tensor(src)   # a number: PyTorch's parser wraps it (t.copy_(2.0) fills)
     if src._device is not self._device:
         src = src.to(self._device)
     if STATE.slow or (is_grad_enabled() and (self.requires_grad or src.requires_grad or _base_requires_grad(self))):
