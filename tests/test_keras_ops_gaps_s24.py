@@ -93,3 +93,77 @@ def test_scan_in_the_dtype_asked_for(fn, src, dtype):
     assert res[1][0] == res[0][0]
     if res[0][1] is not None:
         np.testing.assert_array_equal(res[1][1], res[0][1])
+
+
+# ---------------------------------------------------------------- quantile with a 0-d tensor q
+@pytest.mark.parametrize("fn", ["quantile", "nanquantile"])
+@pytest.mark.parametrize("q", [0.5, "0-d", "1-d"])
+@pytest.mark.parametrize("dim,keepdim", [(None, False), (None, True), (-1, False), (0, True)])
+def test_quantile_q_shape(fn, q, dim, keepdim):
+    """A 0-d tensor q gives no quantile dim, as a number does (Keras's median is quantile(x, tensor(0.5)))."""
+    x = np.array([[1.0, 2.0, np.nan], [3.0, 2.0, 1.0]]) if fn == "nanquantile" else np.array([[1.0, 2.0, 3.0], [3.0, 2.0, 1.0]])
+
+    def call(m):
+        qq = {"0-d": m.tensor(0.5, dtype=m.float64), "1-d": m.tensor([0.5, 0.25], dtype=m.float64)}.get(q, q)
+        return getattr(m, fn)(m.tensor(x), qq, dim=dim, keepdim=keepdim)
+    (tt, tv), (lt, lv) = _both(call)
+    assert lt == tt
+    assert lv.shape == tv.shape
+    np.testing.assert_allclose(lv, tv)
+
+
+# ---------------------------------------------------------------- int arguments of factories
+@pytest.mark.parametrize("call", [
+    lambda m: m.eye(3.0), lambda m: m.eye(3, 2.0), lambda m: m.eye(m.tensor(3.0)), lambda m: m.eye(True),
+    lambda m: m.eye(np.float64(3)), lambda m: m.eye(m.tensor(3)), lambda m: m.eye(np.int64(3), 2),
+    lambda m: m.eye(-1), lambda m: m.eye(2, -1), lambda m: m.linspace(0, 1, 3.0), lambda m: m.logspace(0, 1, 3.0),
+    lambda m: m.linspace(0, 1, np.int32(3)), lambda m: m.randperm(3.0), lambda m: m.tril_indices(3.0, 3),
+    lambda m: m.triu_indices(3, 3.0), lambda m: m.tril_indices(3, 3, 1.0), lambda m: m.triu_indices(3, 4, -1)])
+def test_factory_int_arguments(call):
+    """A float, bool or float tensor where PyTorch's parser wants an int is its TypeError (Keras's
+    eye test passes 3.0), not a kernel error; integers of any kind are taken."""
+    res = []
+    for m in (torch, tapelab):
+        try:
+            r = call(m)
+        except (TypeError, RuntimeError) as e:
+            res.append(type(e))
+        else:
+            res.append((tuple(r.shape), str(r.dtype).split(".")[1]))
+    assert res[1] == res[0]
+
+
+# ---------------------------------------------------------------- unique keeps NaNs apart
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+@pytest.mark.parametrize("sorted_", [True, False])
+def test_unique_nans_are_distinct(dtype, sorted_):
+    """The flat unique keeps each NaN (NaN != NaN), sorted last, with its own inverse index and count."""
+    x = np.array([[1.0, np.nan, 2.0], [np.nan, 1.0, np.nan]])
+    res = []
+    for m in (torch, tapelab):
+        v, inv, cnt = m.unique(m.tensor(x).to(getattr(m, dtype)), sorted=sorted_, return_inverse=True,
+                               return_counts=True)
+        res.append((v.double().numpy(), inv.numpy(), cnt.numpy(), str(v.dtype).split(".")[1]))
+    np.testing.assert_array_equal(res[1][0], res[0][0])
+    np.testing.assert_array_equal(res[1][1], res[0][1])
+    np.testing.assert_array_equal(res[1][2], res[0][2])
+    assert res[1][3] == res[0][3]
+    assert len(res[0][0]) == 5
+
+
+# ---------------------------------------------------------------- scatter_reduce's "min" / "max"
+@pytest.mark.parametrize("reduce", ["min", "max", "amin", "amax", "foo"])
+@pytest.mark.parametrize("include_self", [True, False])
+@pytest.mark.parametrize("form", ["function", "method", "inplace"])
+def test_scatter_reduce_min_max_names(reduce, include_self, form):
+    """ATen takes "min"/"max" as "amin"/"amax" (Keras's unique(return_index=True) uses "min")."""
+    def call(m):
+        x, idx, src = m.full((3,), 2, dtype=m.int64), m.tensor([0, 1, 0, 2]), m.tensor([5, -1, 3, 4])
+        f = {"function": lambda: m.scatter_reduce(x, 0, idx, src, reduce=reduce, include_self=include_self),
+             "method": lambda: x.scatter_reduce(0, idx, src, reduce=reduce, include_self=include_self),
+             "inplace": lambda: x.scatter_reduce_(0, idx, src, reduce=reduce, include_self=include_self)}[form]
+        return f()
+    (tt, tv), (lt, lv) = _both(call)
+    assert lt == tt
+    if tv is not None:
+        np.testing.assert_array_equal(lv, tv)

@@ -12,13 +12,14 @@ public function the program called, its parameter name and position as PyTorch's
 from __future__ import annotations
 
 import inspect
+import operator
 import os
 import sys
 
 from ..base.pytype import tp_name
 from .tensor import Tensor
 
-__all__ = ["not_tensor", "refuse_non_tensors", "caller_parameter"]
+__all__ = ["not_tensor", "refuse_non_tensors", "caller_parameter", "int_argument"]
 
 _ENGINE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 _DISPATCHER = os.path.join(_ENGINE, "core", "dispatch.py")
@@ -76,3 +77,15 @@ def refuse_non_tensors(function: str, *objs) -> None:
     for i, obj in enumerate(objs):
         if not isinstance(obj, Tensor):
             raise not_tensor(obj, function, i + 1) from None
+
+
+def int_argument(value, function: str, param: str, position: int) -> int:
+    """An ``int`` parameter as PyTorch's parser reads it: an int, a numpy integer or an integer
+    one-element tensor (``__index__``); a float, a bool or a float tensor is its TypeError (a size
+    computed in floating point fails here, not as a kernel error)."""
+    if not isinstance(value, bool):
+        try:
+            return operator.index(value)
+        except (TypeError, RuntimeError):
+            pass
+    raise TypeError(f"{function}(): argument '{param}' (position {position}) must be int, not {tp_name(value)}")

@@ -26,6 +26,7 @@ from ..base import layout as _layouts
 from ..base.compressed import LAYOUT_NAMES, CompressedArray
 from ..base.coo import COOArray
 from ..base.layout import strided
+from .arguments import int_argument
 from .dispatch import apply
 from .registry import NONE, Op
 from .factories import ARANGE, EMPTY, EYE, FROM_DLPACK, FULL, LINSPACE, LOGSPACE, TENSOR, host_array
@@ -364,29 +365,35 @@ def arange(start=None, end=None, step=None, *, dtype=None, device=None, requires
     return _finish(apply(ARANGE, start=start, end=end, step=step, dtype=dtype, device=_dev(device)), requires_grad)
 
 
-def _steps(steps) -> int:
-    if int(steps) < 0:
+def _steps(steps, function: str) -> int:
+    steps = int_argument(steps, function, "steps", 3)
+    if steps < 0:
         raise RuntimeError(f"number of steps must be non-negative (got steps={steps})")
-    return int(steps)
+    return steps
 
 
 def linspace(start, end, steps: int, *, dtype=None, device=None, requires_grad: bool = False,
              layout=None, pin_memory: bool = False) -> Tensor:
     _strided("linspace", layout)
-    return _finish(apply(LINSPACE, start=float(start), end=float(end), steps=_steps(steps),
+    return _finish(apply(LINSPACE, start=float(start), end=float(end), steps=_steps(steps, "linspace"),
                          dtype=_dtype.canonical(dtype) or get_default_dtype(), device=_dev(device)), requires_grad)
 
 
 def logspace(start, end, steps: int, base: float = 10.0, *, dtype=None, device=None,
              requires_grad: bool = False, layout=None, pin_memory: bool = False) -> Tensor:
     _strided("logspace", layout)
-    return _finish(apply(LOGSPACE, start=float(start), end=float(end), steps=_steps(steps), base=base,
+    return _finish(apply(LOGSPACE, start=float(start), end=float(end), steps=_steps(steps, "logspace"), base=base,
                          dtype=_dtype.canonical(dtype) or get_default_dtype(), device=_dev(device)), requires_grad)
 
 
 def eye(n: int, m: int | None = None, *, dtype=None, device=None, requires_grad: bool = False,
         layout=None, pin_memory: bool = False) -> Tensor:
     _strided("eye", layout)
+    n = int_argument(n, "eye", "n", 1)
+    m = None if m is None else int_argument(m, "eye", "m", 2)
+    for name, v in (("n", n), ("m", m)):
+        if v is not None and v < 0:
+            raise RuntimeError(f"{name} must be greater or equal to 0, got {v}")
     return _finish(apply(EYE, n=n, m=m, dtype=_dtype.canonical(dtype) or get_default_dtype(), device=_dev(device)), requires_grad)
 
 
@@ -437,7 +444,7 @@ def randint(low=None, high=None, size=None, *, generator=None, dtype=None, devic
 def randperm(n: int, *, generator=None, dtype=None, device=None, requires_grad: bool = False,
              layout=None, pin_memory: bool = False) -> Tensor:
     _strided("randperm", layout)
-    return _finish(apply(RANDPERM, n=int(n), dtype=_dtype.canonical(dtype) or _dtype.int64, device=_dev(device), generator=generator),
+    return _finish(apply(RANDPERM, n=int_argument(n, "randperm", "n", 1), dtype=_dtype.canonical(dtype) or _dtype.int64, device=_dev(device), generator=generator),
                    requires_grad)
 
 

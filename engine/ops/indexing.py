@@ -807,18 +807,25 @@ def _scatter_prod_vjp(g, out, x, index, src, *, dim, include_self):
 _scatter_reduce = Op("scatter_reduce", _scatter_reduce_fwd, _scatter_reduce_vjp, save_output=True)
 
 
-def scatter_reduce(input: Tensor, dim: int, index: Tensor, src: Tensor, reduce: str, *,
-                   include_self: bool = True) -> Tensor:
+def _scatter_reduction(reduce: str) -> str:
+    """scatter_reduce's reduction name: ATen also takes "min" and "max" (undocumented; Keras's unique
+    uses "min") as "amin" and "amax"."""
+    reduce = {"min": "amin", "max": "amax"}.get(reduce, reduce)
     if reduce not in _REDUCE_UFUNC:
         raise RuntimeError(f"reduce argument must be either sum, prod, mean, amax or amin, got {reduce}")
+    return reduce
+
+
+def scatter_reduce(input: Tensor, dim: int, index: Tensor, src: Tensor, reduce: str, *,
+                   include_self: bool = True) -> Tensor:
+    reduce = _scatter_reduction(reduce)
     d = _check_along(input, dim, index, "scatter_reduce", src)
     return apply(_scatter_reduce, input, index, src, dim=d, reduce=reduce, include_self=include_self)
 
 
 def scatter_reduce_(self: Tensor, dim: int, index: Tensor, src: Tensor, reduce: str, *,
                     include_self: bool = True) -> Tensor:
-    if reduce not in _REDUCE_UFUNC:
-        raise RuntimeError(f"reduce argument must be either sum, prod, mean, amax or amin, got {reduce}")
+    reduce = _scatter_reduction(reduce)
     d = _check_along(self, dim, index, "scatter_reduce", src)
     return apply_(_scatter_reduce, self, index, src, dim=d, reduce=reduce, include_self=include_self)
 

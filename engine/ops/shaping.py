@@ -17,7 +17,7 @@ from ..core.overrides import handle_torch_function, has_tensor_like
 from ..base import dtype as _dtype
 from ..core import creation
 from ..core.dispatch import composite
-from ..core.arguments import refuse_non_tensors
+from ..core.arguments import int_argument, refuse_non_tensors
 from ..core.tensor import _wrap_dim
 from ._util import Tensor, warn_once
 from .movement import cat, flip, split, stack
@@ -506,6 +506,9 @@ def combinations(input: Tensor, r: int = 2, with_replacement: bool = False) -> T
 
 
 def _tri_indices(row: int, col: int, offset: int, upper: bool, dtype, device) -> Tensor:
+    name = "triu_indices" if upper else "tril_indices"
+    row, col = int_argument(row, name, "row", 1), int_argument(col, name, "col", 2)
+    offset = int_argument(offset, name, "offset", 3)
     r, c = np.triu_indices(row, offset, col) if upper else np.tril_indices(row, offset, col)
     return creation.tensor(np.stack([r, c]).astype(np.int64), dtype=dtype, device=device)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import kernels
+from ..base import backend as _backend
 from ..base.dispatch_state import STATE as _DISPATCH
 from ..base.dtype import BFLOAT16_NP
 from ..core.overrides import handle_torch_function, has_tensor_like
@@ -248,7 +249,9 @@ def mode(input, dim: int = -1, keepdim: bool = False, *, axis=None):
 
 # ---------------------------------------------------------------- unique, searchsorted
 def _unique_fwd(xp, x, *, dim):
-    vals, inverse, counts = xp.unique(x, return_inverse=True, return_counts=True, axis=dim)
+    # ATen's flat unique keeps every NaN apart (NaN != NaN), sorted last; numpy merges them by default
+    nan = {"equal_nan": False} if dim is None and x.dtype.kind in "fc" and _backend.is_numpy(xp) else {}
+    vals, inverse, counts = xp.unique(x, return_inverse=True, return_counts=True, axis=dim, **nan)
     return vals, inverse.reshape(x.shape if dim is None else -1), counts
 
 

@@ -208,7 +208,8 @@ def _quantile(input: Tensor, q, dim, keepdim: bool, interpolation: str, ignore_n
     out = out.movedim(-1, 0)                                        # (nq, ...)
     if keepdim:
         out = out.unsqueeze(d + 1) if dim is not None else out.reshape((qs.shape[0],) + (1,) * input.ndim)
-    return out.squeeze(0) if scalar_q else out
+    # a number or a 0-d tensor q gives no quantile dim, as in PyTorch
+    return out.squeeze(0) if scalar_q or q.ndim == 0 else out
 
 
 def quantile(input: Tensor, q, dim: int | None = None, keepdim: bool = False, *,
