@@ -167,3 +167,20 @@ def test_scatter_reduce_min_max_names(reduce, include_self, form):
     assert lt == tt
     if tv is not None:
         np.testing.assert_array_equal(lv, tv)
+
+
+@pytest.mark.parametrize("reduce", ["min", "max", "amin", "amax"])
+def test_scatter_reduce_min_max_backward(reduce):
+    """ATen's backward takes only amax/amin: "min"/"max" record but refuse to differentiate."""
+    res = []
+    for m in (torch, tapelab):
+        x = m.tensor([1.0, 5.0, 2.0], requires_grad=True)
+        y = m.zeros(3).scatter_reduce(0, m.tensor([0, 1, 0, 2]), x[[0, 1, 2, 2]], reduce=reduce, include_self=False)
+        try:
+            y.sum().backward()
+        except RuntimeError:
+            res.append((y.tolist(), RuntimeError))
+        else:
+            res.append((y.tolist(), x.grad.tolist()))
+    assert res[1] == res[0]
+    assert (res[0][1] is RuntimeError) == (reduce in ("min", "max"))

@@ -735,7 +735,8 @@ def scatter_add_(self: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
     return apply_(_scatter, self, index, src, dim=d, reduce="add")
 
 
-_REDUCE_UFUNC = {"sum": "add", "mean": "add", "prod": "multiply", "amax": "maximum", "amin": "minimum"}
+_REDUCE_UFUNC = {"sum": "add", "mean": "add", "prod": "multiply", "amax": "maximum", "amin": "minimum",
+                 "max": "maximum", "min": "minimum"}
 
 
 def _reduce_identity(xp, reduce: str, dtype):
@@ -744,7 +745,7 @@ def _reduce_identity(xp, reduce: str, dtype):
     if reduce == "prod":
         return 1
     info = xp.finfo(dtype) if dtype.kind in FLOATING_KINDS else xp.iinfo(dtype)
-    return (-xp.inf if dtype.kind in FLOATING_KINDS else info.min) if reduce == "amax" else (
+    return (-xp.inf if dtype.kind in FLOATING_KINDS else info.min) if reduce in ("amax", "max") else (
         xp.inf if dtype.kind in FLOATING_KINDS else info.max)
 
 
@@ -771,6 +772,9 @@ def _scatter_reduce_vjp(g, out, x, index, src, *, dim, reduce, include_self):
     contributors; amax/amin among the inputs equal to the result, counting ``input`` even when
     ``include_self=False`` (PyTorch's count, so a tie with the unused input halves the share); prod
     divides the result by each factor, with a lone zero factor given the product of the others."""
+    if reduce in ("min", "max"):
+        # ATen's forward takes these spellings, its backward only amax/amin
+        raise RuntimeError(f"Expected 'reduce' to be one of 'sum', 'prod', 'mean', 'amax', 'amin' but got {reduce}.")
     if reduce == "prod":
         return _scatter_prod_vjp(g, out, x, index, src, dim=dim, include_self=include_self)
     keep = full(x._data.shape, 1.0, dtype=g.dtype, device=g.device)
@@ -808,9 +812,8 @@ _scatter_reduce = Op("scatter_reduce", _scatter_reduce_fwd, _scatter_reduce_vjp,
 
 
 def _scatter_reduction(reduce: str) -> str:
-    """scatter_reduce's reduction name: ATen also takes "min" and "max" (undocumented; Keras's unique
-    uses "min") as "amin" and "amax"."""
-    reduce = {"min": "amin", "max": "amax"}.get(reduce, reduce)
+    """scatter_reduce's reduction name: ATen's forward also takes "min" and "max" (undocumented;
+    Keras's unique uses "min"), its backward refuses them."""
     if reduce not in _REDUCE_UFUNC:
         raise RuntimeError(f"reduce argument must be either sum, prod, mean, amax or amin, got {reduce}")
     return reduce
