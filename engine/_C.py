@@ -194,9 +194,16 @@ def _is_batched(tensor) -> bool:
 
 
 def _maybe_current_level() -> int | None:
-    """The innermost running vmap's level, None outside vmap."""
+    """The innermost running vmap's level as PyTorch counts them, its depth (1 for an outermost vmap), None
+    outside vmap. (tapelab's own levels are unique per call, so a batched tensor that escaped a finished
+    vmap is never taken for a later one's; these functions translate.)"""
+    return len(_batching.active_levels()) or None
+
+
+def _own_level(depth: int) -> int:
+    """tapelab's level of the running vmap at ``depth``; a depth no vmap has now names no running one."""
     levels = _batching.active_levels()
-    return levels[-1][0] if levels else None
+    return levels[depth - 1][0] if 1 <= depth <= len(levels) else -depth
 
 
 def _get_unwrapped(tensor) -> Tensor:
@@ -208,13 +215,13 @@ def _get_unwrapped(tensor) -> Tensor:
 
 def _add_batch_dim(tensor: Tensor, batch_dim: int, level: int) -> Tensor:
     """``tensor`` seen by the vmap of ``level`` as batched along ``batch_dim``."""
-    return _batching.wrap(tensor.movedim(batch_dim, 0), level)
+    return _batching.wrap(tensor.movedim(batch_dim, 0), _own_level(level))
 
 
 def _remove_batch_dim(tensor: Tensor, level: int, batch_size: int, out_dim: int) -> Tensor:
     """The plain tensor with ``level``'s batch dim at ``out_dim`` (an unbatched tensor is expanded to
     that shape, as PyTorch's does: by broadcasting, so only ``out_dim=0`` always fits)."""
-    if _is_batched(tensor) and tensor._level == level:
+    if _is_batched(tensor) and tensor._level == _own_level(level):
         return tensor._phys.movedim(0, out_dim)
     return tensor.expand(*tensor.shape[:out_dim], batch_size, *tensor.shape[out_dim:])
 
