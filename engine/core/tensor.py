@@ -281,7 +281,11 @@ class Tensor:
         if type(self._data) in (COOArray, CompressedArray):
             self._data.__array__()      # PyTorch's TypeError naming the layout
         arr = self._data if self._device is CPU else self._device.xp.asnumpy(self._data)
-        return arr if dtype is None else arr.astype(dtype)
+        if dtype is not None:
+            return arr.astype(dtype, copy=bool(copy))
+        # NumPy 2 asks copy=True for np.array(t): the result must not share the tensor's memory (PyTorch's
+        # __array__ takes no copy=, so NumPy copies there), while np.asarray(t) shares it in both
+        return arr.copy() if copy and arr is self._data else arr
 
     def __dlpack__(self, *args, **kwargs):
         return self._data.__dlpack__(*args, **kwargs)
