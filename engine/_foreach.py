@@ -7,14 +7,26 @@ a 0-d tensor, or a list (of numbers or tensors) matched element by element, as P
 take them. Out-of-place forms return a tuple, in-place forms (``_`` suffix) the list they updated.
 tapelab's optimizers run their own multi-tensor steps on flat arrays (``optim/_foreach.py``);
 these are the public front end for programs that call PyTorch's names directly.
+
+While nobody watches and nothing needs recording (no input requiring grad under grad mode), a list of
+plain float32/float64 arrays of matching shapes takes ``_loop``: the op's own forward (or its in-place
+writer, as ``apply_`` picks it) on each array in turn, without the dispatch per tensor (which cost
+more than a small tensor's pass). Everything else (views, promotion, broadcasting, other devices,
+autograd, and every error) goes through the Tensor methods, one tensor at a time.
 """
 from __future__ import annotations
 
 from numbers import Number
 
+import numpy as np
+
+from .base.dispatch_state import STATE as _DISPATCH
+from .base.device import CPU
+from .base.grad_mode import is_grad_enabled
+from .core.registry import REGISTRY
 from .core.tensor import Tensor
 from .ops.reduce import vector_norm
-from .ops.elementwise import _mul, _div, lerp_arrays_, pow as _pow, scaled_add_arrays_, ufunc_arrays_
+from .ops.elementwise import pow as _pow
 
 __all__: list = []
 
@@ -64,6 +76,77 @@ def _operands(name: str, tensors: list, other, position: int = 2) -> list:
                     f"or of tensors, not {type(other).__name__}")
 
 
+_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def _c_strides(x) -> bool:
+    """Row-major strides on every dimension, one-element ones too (numpy's contiguity ignores theirs,
+    ATen's ordering reads them: such an array keeps the dispatcher's path)."""
+    step = x.itemsize
+    for n, s in zip(reversed(x.shape), reversed(x.strides)):
+        if s != step:
+            return False
+        step *= n
+    return True
+
+
+def _loop(op, tensors: list, operands: list, params: dict, inplace: bool):
+    """``op`` on each tensor of ``tensors`` and its operands (``operands``: one list per operand, each
+    entry a tensor or a Python number) straight on the arrays: the out-of-place form runs the op's
+    forward and wraps each result, the in-place one writes as ``apply_`` does (its ufunc into the
+    target, else its elementwise ``fwd_out``, else the forward and a copy back) and moves the version
+    counter. The same floats as the Tensor methods. None (nothing done) unless nothing watches, nothing
+    would record, and each tensor is a row-major float32/float64 numpy array, not a view, whose tensor
+    operands are arrays of its dtype and shape (or 0-d) and whose numbers are ``int``/``float``."""
+    if _DISPATCH.slow:
+        return None
+    grad = is_grad_enabled()
+    rows = []
+    for i, t in enumerate(tensors):
+        x = t._data
+        if (type(x) is not np.ndarray or x.dtype not in _FLOATS or not x.flags.c_contiguous or t._base is not None
+                or (grad and t.requires_grad) or (1 in x.shape and not _c_strides(x))
+                or (inplace and not x.flags.writeable)):
+            return None
+        row = [x]
+        for o in operands:
+            v = o[i]
+            if isinstance(v, Tensor):
+                y = v._data
+                if (type(y) is not np.ndarray or y.dtype != x.dtype or (y.shape != x.shape and y.ndim)
+                        or not y.flags.c_contiguous or v._base is not None or (grad and v.requires_grad)):
+                    return None
+                row.append(y)
+            elif type(v) is float or type(v) is int:
+                row.append(v)
+            else:
+                return None
+        rows.append(row)
+    fwd = op.fwd
+    if not inplace:
+        out = []
+        for row in rows:
+            r = fwd(np, *row, **params)
+            if type(r) is not np.ndarray or r.dtype != row[0].dtype:   # a forward of another kind: dispatch
+                return None
+            out.append(Tensor._wrap(r, False, None, 0, [0], CPU))
+        return tuple(out)
+    if op.ufunc is not None and not params:
+        ufunc = getattr(np, op.ufunc)
+        for row in rows:
+            ufunc(*row, out=row[0], casting="same_kind")
+    elif op.fwd_out is not None and op.elementwise:
+        fwd_out = op.fwd_out
+        for row in rows:
+            fwd_out(np, *row, out=(row[0],), **params)
+    else:
+        for row in rows:
+            row[0][...] = fwd(np, *row, **params)
+    for t in tensors:
+        t._vc[0] += 1
+    return tensors
+
+
 def _export(name: str, fn) -> None:
     fn.__name__ = fn.__qualname__ = f"_foreach_{name}"
     globals()[fn.__name__] = fn
@@ -71,12 +154,17 @@ def _export(name: str, fn) -> None:
 
 
 def _unary(name: str) -> None:
+    op = REGISTRY[name]
+
     def out_of_place(self):
-        return tuple(getattr(t, name)() for t in _tensors(name, self))
+        tensors = _tensors(name, self)
+        return _loop(op, tensors, (), {}, False) or tuple(getattr(t, name)() for t in tensors)
 
     def in_place(self):
-        for t in _tensors(name + "_", self):
-            getattr(t, name + "_")()
+        tensors = _tensors(name + "_", self)
+        if _loop(op, tensors, (), {}, True) is None:
+            for t in tensors:
+                getattr(t, name + "_")()
         return self
     out_of_place.__doc__ = f"``[t.{name}() for t in self]``, as a tuple."
     in_place.__doc__ = f"``t.{name}_()`` for each tensor of ``self``; returns ``self``."
@@ -88,15 +176,26 @@ def _binary(name: str, method: str, number_method: str, inplace_method: str, tak
     def each(m, o, alpha):
         return m(o, alpha=alpha) if takes_alpha and alpha != 1 else m(o)
 
+    def arrays(tensors, operands, alpha, inplace):
+        """``_loop`` with the op the methods apply: the number form's for numbers, ``alpha`` fused
+        (float32 and two tensors, as ``add``'s front end fuses it) or absent."""
+        number = isinstance(operands[0], Number)
+        if alpha != 1 and (number or type(alpha) not in (int, float) or tensors[0]._data.dtype != np.float32):
+            return None
+        return _loop(REGISTRY[number_method if number else method], tensors, (operands,),
+                     {"alpha": alpha} if alpha != 1 else {}, inplace)
+
     def out_of_place(self, other, *, alpha=1):
         tensors = _tensors(name, self)
-        return tuple(each(getattr(t, number_method if isinstance(o, Number) else method), o, alpha)
-                     for t, o in zip(tensors, _operands(name, tensors, other)))
+        operands = _operands(name, tensors, other)
+        return arrays(tensors, operands, alpha, False) or tuple(
+            each(getattr(t, number_method if isinstance(o, Number) else method), o, alpha)
+            for t, o in zip(tensors, operands))
 
     def in_place(self, other, *, alpha=1):
         tensors = _tensors(name + "_", self)
         operands = _operands(name + "_", tensors, other)
-        if not _on_arrays(name, tensors, operands, alpha):
+        if arrays(tensors, operands, alpha, True) is None:
             for t, o in zip(tensors, operands):
                 each(getattr(t, inplace_method + "_"), o, alpha)
         return self
@@ -105,18 +204,6 @@ def _binary(name: str, method: str, number_method: str, inplace_method: str, tak
     _export(name, out_of_place)
     _export(name + "_", in_place)
     return out_of_place
-
-
-def _on_arrays(name: str, tensors: list, operands: list, alpha) -> bool:
-    """An optimizer's in-place update (``add_``/``sub_`` of tensors with ``alpha``, ``mul_``/``div_`` by
-    tensors or numbers) straight on the arrays where nobody watches and nothing is recorded: the same
-    writes as each tensor's own method, without its dispatch (``ops/elementwise.py``). False: nothing done."""
-    if name in ("add", "sub"):
-        return all(isinstance(o, Tensor) for o in operands) and scaled_add_arrays_(
-            list(zip(tensors, operands)), alpha if name == "add" else -alpha)
-    if name in ("mul", "div"):
-        return ufunc_arrays_(_mul if name == "mul" else _div, list(zip(tensors, operands)))
-    return False
 
 
 for _name in _UNARY:
@@ -133,6 +220,8 @@ def _foreach_pow(self, exponent):
 
 
 def _pointwise3(name: str) -> None:
+    op = REGISTRY[name]
+
     def values(nm, tensors, value, scalars) -> list:
         value = value if scalars is None else scalars
         if isinstance(value, Tensor) and value.ndim == 1:
@@ -146,12 +235,23 @@ def _pointwise3(name: str) -> None:
         return zip(tensors, _operands(nm, tensors, tensor1), _operands(nm, tensors, tensor2),
                    values(nm, tensors, value, scalars))
 
+    def arrays(rows, inplace):
+        """``_loop`` over the rows of one ``value`` (an optimizer's: one for all)."""
+        tensors, ones, twos, values = zip(*rows)
+        v = values[0]
+        if type(v) not in (int, float) or any(w != v or type(w) is not type(v) for w in values):
+            return None
+        return _loop(op, list(tensors), (ones, twos), {} if v == 1 else {"value": v}, inplace)
+
     def out_of_place(self, tensor1, tensor2, value=1, *, scalars=None):
-        return tuple(getattr(t, name)(a, b, value=v) for t, a, b, v in each(name, self, tensor1, tensor2, value, scalars))
+        rows = list(each(name, self, tensor1, tensor2, value, scalars))
+        return arrays(rows, False) or tuple(getattr(t, name)(a, b, value=v) for t, a, b, v in rows)
 
     def in_place(self, tensor1, tensor2, value=1, *, scalars=None):
-        for t, a, b, v in each(name + "_", self, tensor1, tensor2, value, scalars):
-            getattr(t, name + "_")(a, b, value=v)
+        rows = list(each(name + "_", self, tensor1, tensor2, value, scalars))
+        if arrays(rows, True) is None:
+            for t, a, b, v in rows:
+                getattr(t, name + "_")(a, b, value=v)
         return self
     out_of_place.__doc__ = (f"``t.{name}(a, b, value=v)`` for each tensor: ``value`` one number for all, or "
                             f"(``scalars``) a list or 1-D tensor, one each.")
@@ -167,18 +267,18 @@ _pointwise3("addcdiv")
 def _foreach_lerp(self, tensors1, weight):
     """``t.lerp(e, w)`` for each tensor, its end and its weight (one number for all, or a list)."""
     tensors = _tensors("lerp", self)
-    return tuple(t.lerp(e, w) for t, e, w in
-                 zip(tensors, _operands("lerp", tensors, tensors1), _operands("lerp", tensors, weight, 3)))
+    ends, weights = _operands("lerp", tensors, tensors1), _operands("lerp", tensors, weight, 3)
+    return _loop(REGISTRY["lerp"], tensors, (ends, weights), {}, False) or tuple(
+        t.lerp(e, w) for t, e, w in zip(tensors, ends, weights))
 
 
 def _foreach_lerp_(self, tensors1, weight):
     """``t.lerp_(e, w)`` for each tensor (the model-EMA update); returns ``self``."""
     tensors = _tensors("lerp_", self)
-    ends = _operands("lerp_", tensors, tensors1)
-    if not isinstance(weight, (list, tuple)) and lerp_arrays_(list(zip(tensors, ends)), weight):
-        return self                     # nobody watching, float32 arrays: the loop on each, no dispatch
-    for t, e, w in zip(tensors, ends, _operands("lerp_", tensors, weight, 3)):
-        t.lerp_(e, w)
+    ends, weights = _operands("lerp_", tensors, tensors1), _operands("lerp_", tensors, weight, 3)
+    if _loop(REGISTRY["lerp"], tensors, (ends, weights), {}, True) is None:
+        for t, e, w in zip(tensors, ends, weights):
+            t.lerp_(e, w)
     return self
 
 
@@ -198,7 +298,8 @@ def _foreach_max(self):
 
 
 def _foreach_clone(self):
-    return tuple(t.clone() for t in _tensors("clone", self))
+    tensors = _tensors("clone", self)
+    return _loop(REGISTRY["clone"], tensors, (), {}, False) or tuple(t.clone() for t in tensors)
 
 
 def _foreach_copy_(self, src, non_blocking: bool = False):

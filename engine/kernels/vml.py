@@ -112,12 +112,13 @@ def _unary_loop() -> list:
     return _UNARY
 
 
-def unary_out(name: str, ufunc: str) -> Callable:
+def unary_out(name: str, ufunc: str, min_size: int = MIN_SIZE) -> Callable:
     """The op's ``fwd_out`` (in-place updates outside autograd, capture's replay): VML into the given
-    contiguous array where ``unary`` would take VML, else the array namespace's ``ufunc`` with ``out=``."""
+    contiguous array where ``unary`` (with the same ``min_size``) would take VML, else the array
+    namespace's ``ufunc`` with ``out=``."""
     def fwd_out(xp, a, *, out):
         (res,) = out
-        if res.size >= MIN_SIZE and _takes(xp, a) and res.dtype == a.dtype and res.flags.c_contiguous:
+        if res.size >= min_size and _takes(xp, a) and res.dtype == a.dtype and res.flags.c_contiguous:
             if res.size:
                 src = a if a.flags.c_contiguous and a.shape == res.shape else \
                     np.ascontiguousarray(np.broadcast_to(a, res.shape))

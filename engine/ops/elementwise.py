@@ -268,7 +268,7 @@ log1p = _unary("log1p", lambda xp, a: xp.log1p(a),
 _sqrt_fwd = _vml.unary("sqrt", lambda xp, a: xp.sqrt(a), min_size=0)
 sqrt = _unary("sqrt", _sqrt_fwd,
               lambda g, out, a: (g / (2 * out),) if g._data.dtype.kind != "c" else (g / (2 * cj(out)),),
-              reads="output", fwd_out=_vml.unary_out("sqrt", "sqrt"), complex=True, onnx="Sqrt")
+              reads="output", fwd_out=_vml.unary_out("sqrt", "sqrt", min_size=0), complex=True, onnx="Sqrt")
 def _rsqrt_fwd(xp, a):
     if a.dtype in REDUCED_NP:   # PyTorch computes it in float32 and rounds once
         return in_opmath(_rsqrt_fwd, xp, a)
