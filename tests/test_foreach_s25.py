@@ -240,3 +240,48 @@ def test_norms_and_reductions():
         _same(tl._foreach_norm(o, ord_), torch._foreach_norm(t, ord_), exact=False)
     _same(tl._foreach_max(o), torch._foreach_max(t))
     _same(tl._foreach_powsum(o), torch._foreach_powsum(t), exact=False)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "bfloat16", "float16"])
+def test_in_place_writers_of_the_methods(dtype):
+    """The in-place writers the loop shares with ``apply_`` (addcmul's and addcdiv's ``fwd_out``, lerp's with
+    a weight tensor) and the ``out_form`` of the rounding ops and clamps, on the Tensor methods: same-shape,
+    broadcast and 0-d operands, reduced dtypes."""
+    rng = np.random.default_rng(5)
+    def arr(*shape, lo=-2.0, hi=2.0):
+        return rng.uniform(lo, hi, shape).astype(np.float32)
+    a, b, c, w, row = arr(6, 33), arr(6, 33), arr(6, 33, lo=0.5), arr(6, 33, lo=-1, hi=2), arr(33, lo=0.5)
+    calls = [lambda t, x: x.addcmul_(t(b), t(c), value=-0.3), lambda t, x: x.addcmul_(t(row), t(c)),
+             lambda t, x: x.addcdiv_(t(b), t(c), value=0.7), lambda t, x: x.addcdiv_(t(b), t(row)),
+             lambda t, x: x.addcdiv_(t(np.float32(2)), t(c), value=3),
+             lambda t, x: x.lerp_(t(b), t(w)), lambda t, x: x.lerp_(t(b), t(row)),
+             lambda t, x: x.mul_(7.3).floor_(), lambda t, x: x.mul_(7.3).ceil_(), lambda t, x: x.mul_(7.3).trunc_(),
+             lambda t, x: x.mul_(2.5).round_(), lambda t, x: x.reciprocal_(),
+             lambda t, x: x.clamp_min_(0.25), lambda t, x: x.clamp_max_(-0.25)]
+    for call in calls:
+        got = []
+        for lib in (torch, tl):
+            def t(v, lib=lib):
+                return lib.tensor(v).to(getattr(lib, dtype))
+            x = t(a)
+            call(t, x)
+            got.append((x.float().numpy(), x._version))
+        np.testing.assert_array_equal(got[1][0], got[0][0])
+        assert got[1][1] == got[0][1]
+
+
+def test_lerp_weight_tensor_and_addcmul_bits_at_size():
+    """A weight tensor per element (the numba pass), large enough to split across threads where there are any."""
+    rng = np.random.default_rng(9)
+    a, b = rng.standard_normal((2, 300, 257)).astype(np.float32)
+    w = rng.uniform(-1, 2, (300, 257)).astype(np.float32)
+    w[0, :4] = [0.5, -0.5, 0.49999997, np.nan]
+    want = torch.lerp(torch.tensor(a), torch.tensor(b), torch.tensor(w)).numpy()
+    np.testing.assert_array_equal(tl.lerp(tl.tensor(a), tl.tensor(b), tl.tensor(w)).numpy(), want)
+    x = tl.tensor(a)
+    x.lerp_(tl.tensor(b), tl.tensor(w))
+    np.testing.assert_array_equal(x.numpy(), want)
+    y, z = torch.tensor(a), tl.tensor(a)
+    y.addcmul_(torch.tensor(b), torch.tensor(w), value=0.1)
+    z.addcmul_(tl.tensor(b), tl.tensor(w), value=0.1)
+    np.testing.assert_array_equal(z.numpy(), y.numpy())

@@ -22,7 +22,7 @@ from .fastmath import aten_lanes, onednn_avx512
 from .fastmath import (erf_aten, exp_sleef_u10, fma, gelu16_onednn_avx512, gelu_grad_onednn, gelu_onednn_avx2,
                        gelu_onednn_avx512, select, tanh_sleef_u10)
 
-__all__ = ["sigmoid", "silu", "silu_backward", "gelu", "gelu_backward", "relu", "relu_backward", "tanh_backward", "scaled_add", "lerp", "addcmul"]
+__all__ = ["sigmoid", "silu", "silu_backward", "gelu", "gelu_backward", "relu", "relu_backward", "tanh_backward", "scaled_add", "lerp", "lerp_weights", "addcmul"]
 
 F = np.float32
 _JIT = dict(cache=True, error_model="numpy", nogil=True)
@@ -265,6 +265,27 @@ def lerp(start, end, out, coeff, from_end):
     else:
         for i in range(start.shape[0]):
             out[i] = fma(coeff, end[i] - start[i], start[i])
+
+
+@njit(**_JIT)
+def _lerp_weights_into(start, end, weight):
+    for i in range(start.shape[0]):
+        w = weight[i]
+        d = end[i] - start[i]
+        start[i] = fma(w, d, start[i]) if abs(w) < F(0.5) else fma(w - F(1.0), d, end[i])
+
+
+@njit(**_JIT)
+def lerp_weights(start, end, weight, out):
+    """ATen's lerp with a tensor weight, element by element: ``fma(w, end - start, start)`` where
+    ``|w| < 0.5``, else ``fma(w - 1, end - start, end)``."""
+    if out.ctypes.data == start.ctypes.data:       # ``start.lerp_(end, weights)``
+        _lerp_weights_into(start, end, weight)
+        return
+    for i in range(start.shape[0]):
+        w = weight[i]
+        d = end[i] - start[i]
+        out[i] = fma(w, d, start[i]) if abs(w) < F(0.5) else fma(w - F(1.0), d, end[i])
 
 
 @njit(**_JIT)

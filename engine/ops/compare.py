@@ -358,9 +358,11 @@ _clamp = Op("clamp", lambda xp, x, lo, hi: _bool_bounds(xp.minimum(xp.maximum(x,
             complex_error=CLAMP_COMPLEX)
 _clamp_min = Op("clamp_min", lambda xp, x, lo: _bool_bounds(xp.maximum(x, lo), lo), _clamp_min_vjp,
                 promote="common", elementwise=True, inplace=("clamp_min_",), onnx=lambda g, x, lo: g.op("Max", x, lo),
+                out_form="maximum",
                 complex_error=CLAMP_COMPLEX)
 _clamp_max = Op("clamp_max", lambda xp, x, hi: _bool_bounds(xp.minimum(x, hi), hi), _clamp_max_vjp,
                 promote="common", elementwise=True, inplace=("clamp_max_",), onnx=lambda g, x, hi: g.op("Min", x, hi),
+                out_form="minimum",
                 complex_error=CLAMP_COMPLEX)
 
 

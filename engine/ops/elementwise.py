@@ -280,7 +280,7 @@ rsqrt = _unary("rsqrt", _rsqrt_fwd,
                reads="output", complex=True, onnx=lambda g, a: g.op("Reciprocal", g.op("Sqrt", a)))
 reciprocal = _unary("reciprocal", lambda xp, a: 1 / a,
                     lambda g, out, a: (-g * (out * out),) if g._data.dtype.kind != "c" else (-g * cj(out * out),),
-                    reads="output", complex=True, onnx="Reciprocal")
+                    reads="output", complex=True, onnx="Reciprocal", out_form="reciprocal")
 sin = _unary("sin", _vml.unary("sin", lambda xp, a: xp.sin(a)),
              lambda g, out, a: (g * cos(a),) if g._data.dtype.kind != "c" else (g * cj(cos(a)),),
              fwd_out=_vml.unary_out("sin", "sin"), complex=True, onnx="Sin")
@@ -366,11 +366,12 @@ def _rounding(name: str) -> tuple:
     return NotImplementedError, f"{name} is not supported for complex inputs"
 
 
-floor = _unary("floor", _keep_ints(lambda xp: xp.floor), _zeros, promote=None, reads="nothing",
+floor = _unary("floor", _keep_ints(lambda xp: xp.floor), _zeros, promote=None, reads="nothing", out_form="floor",
                onnx=_onnx_float_only("Floor"), complex_error=_rounding("floor"))
-ceil = _unary("ceil", _keep_ints(lambda xp: xp.ceil), _zeros, promote=None, reads="nothing",
+ceil = _unary("ceil", _keep_ints(lambda xp: xp.ceil), _zeros, promote=None, reads="nothing", out_form="ceil",
               onnx=_onnx_float_only("Ceil"), complex_error=_rounding("ceil"))
 trunc = _unary("trunc", _keep_ints(lambda xp: xp.trunc), _zeros, promote=None, reads="nothing", aliases=("fix",),
+               out_form="trunc",
                onnx=_onnx_trunc, complex_error=_rounding("trunc"))
 frac = _unary("frac", _frac_fwd, lambda g, out, a: (g,), promote=None, reads="nothing",
               onnx=lambda g, a: g.op("Sub", a, _onnx_trunc(g, a)), complex_error=kernel_refusal("frac"))
@@ -387,7 +388,7 @@ def _round_fwd(xp, a, *, decimals=0):
     return xp.rint(a / p) * p
 
 
-_round = Op("round", _round_fwd, _zeros, saves=NONE, elementwise=True, onnx=_onnx_round,
+_round = Op("round", _round_fwd, _zeros, saves=NONE, elementwise=True, onnx=_onnx_round, out_form="round",
              complex_error=kernel_refusal("round_vml"))
 
 
@@ -868,6 +869,8 @@ def _lerp_fwd(xp, a, b, w):
         f32 = xp.float32
         if not hasattr(w, "dtype") and _one_pass(xp, a, b):
             return _lerp_loop(a, b, w, xp.empty_like(a))
+        if hasattr(w, "dtype") and _one_pass(xp, a, b, w):   # a weight each: ATen's choice per element, one pass
+            return _lerp_weights(a, b, w, xp.empty_like(a))
         start, end = a.astype(f32), b.astype(f32)
         if hasattr(w, "dtype"):
             w = w.astype(f32)
@@ -881,6 +884,13 @@ def _lerp_fwd(xp, a, b, w):
     if hasattr(w, "dtype"):
         return xp.where(xp.abs(w) < 0.5, a + w * d, b - d * (1 - w))
     return a + w * d if -0.5 < w < 0.5 else b - d * (1 - w)
+
+
+def _lerp_weights(a, b, w, out):
+    """float32 ``lerp`` of same-shape contiguous arrays, weight ``w`` one of them too, one numba pass into
+    ``out`` (which may be ``a``)."""
+    kernels.parallel(kernels.loops("pointwise").lerp_weights, 4, a.ravel(), b.ravel(), w.ravel(), out.ravel())
+    return out
 
 
 def _lerp_loop(a, b, w, out):
@@ -997,6 +1007,8 @@ def _lerp_out(xp, a, b, w, *, out):
     o = out[0]
     if (type(w) is float or type(w) is int) and _one_pass(xp, a, b, o):
         _lerp_pass(a, b, o, *_lerp_weight(w))
+    elif hasattr(w, "dtype") and _one_pass(xp, a, b, w, o):
+        _lerp_weights(a, b, w, o)
     else:
         o[...] = _lerp_fwd(xp, a, b, w)
 
@@ -1020,6 +1032,17 @@ def _addcmul_fwd(xp, a, t1, t2, *, value=1):
     return a + t1 * t2 if value == 1 else a + value * t1 * t2
 
 
+def _addcmul_out(xp, a, t1, t2, *, value=1, out):
+    """``addcmul`` written into ``out[0]`` (``a`` itself: an optimizer's ``v.addcmul_(g, g, value=1 - beta2)``
+    in one pass, not a result copied back), the same floats as the forward."""
+    o = out[0]
+    if _one_pass(xp, a, t1, t2, o):
+        kernels.parallel(kernels.loops("pointwise").addcmul, 4, a.ravel(), t1.ravel(), t2.ravel(), o.ravel(),
+                         xp.float32(value))
+    else:
+        o[...] = _addcmul_fwd(xp, a, t1, t2, value=value)
+
+
 def _addcmul_vjp(g, out, a, t1, t2, *, value=1):
     return ub(g, a), ub(g * t2 * value, t1), ub(g * t1 * value, t2)
 
@@ -1032,15 +1055,25 @@ def _addcdiv_fwd(xp, a, t1, t2, *, value=1):
     return a + t1 / t2 if value == 1 else a + (value * t1) / t2
 
 
+def _addcdiv_out(xp, a, t1, t2, *, value=1, out):
+    """``addcdiv`` written into ``out[0]``: the forward's quotient, then one add into ``out[0]`` (Adam's
+    ``p.addcdiv_(m, denom, value=-lr)``: no sum to copy back)."""
+    o = out[0]
+    if a.dtype in _OPMATH32 and a.dtype != xp.float32:
+        o[...] = _addcdiv_fwd(xp, a, t1, t2, value=value)
+        return
+    xp.add(a, t1 / t2 if value == 1 else (value * t1) / t2, out=o)
+
+
 def _addcdiv_vjp(g, out, a, t1, t2, *, value=1):
     return ub(g, a), ub(g * value / t2, t1), ub(-g * value * t1 / (t2 * t2), t2)
 
 
 _lerp = Op("lerp", _lerp_fwd, _lerp_vjp, elementwise=True, inplace=("lerp_",), onnx=_onnx_lerp, fwd_out=_lerp_out)
 _addcmul = Op("addcmul", _addcmul_fwd, _addcmul_vjp, promote="common", saves=OTHERS, elementwise=True,
-              onnx=lambda g, a, t1, t2, *, value=1: g.op("Add", a, g.op("Mul", g.op("Mul", t1, t2), value)))
+              fwd_out=_addcmul_out, onnx=lambda g, a, t1, t2, *, value=1: g.op("Add", a, g.op("Mul", g.op("Mul", t1, t2), value)))
 _addcdiv = Op("addcdiv", _addcdiv_fwd, _addcdiv_vjp, promote="common", elementwise=True,
-              onnx=lambda g, a, t1, t2, *, value=1: g.op("Add", a, g.op("Mul", g.op("Div", t1, t2), value)))
+              fwd_out=_addcdiv_out, onnx=lambda g, a, t1, t2, *, value=1: g.op("Add", a, g.op("Mul", g.op("Div", t1, t2), value)))
 
 def lerp(input: Tensor, end: Tensor, weight) -> Tensor:
     """``input + weight * (end - input)``; ``end`` (and a non-0-d ``weight``) must share input's dtype."""
