@@ -8,6 +8,7 @@ import torch
 
 import tapelab
 from tapelab import kernels
+from tapelab.kernels import blas
 
 pytest.importorskip("numba")   # the [jit] extra: without it every product is np.matmul
 
@@ -17,8 +18,12 @@ SG = kernels.loops("sgemm")
 @pytest.fixture(autouse=True)
 def faster(monkeypatch):
     """The kernel taken as the faster one at every size, on any host (``sgemm.MAX_ROWS``: only
-    with AVX-512), so the wiring is tested everywhere; correct it is on every host."""
+    with AVX-512), so the wiring is tested everywhere; correct it is on every host. MKL's GEMM,
+    which takes products first where it is loaded (tests/test_blas_mkl.py), is off meanwhile."""
     monkeypatch.setattr(SG, "MAX_ROWS", float("inf"))
+    old = blas.set_enabled(False)
+    yield
+    blas.set_enabled(old)
 
 
 @pytest.fixture

@@ -22,10 +22,10 @@ import numpy as np
 
 from ..base import runtime
 from ..base.pool import ranges, run_blocks
-from .gemm import GEMM_PARALLEL_MIN, gemm, gemm_here, gemms, prepack
+from .gemm import GEMM_PARALLEL_MIN, gemm, gemm_add, gemm_here, gemms, prepack
 from .switch import enabled, loops, native, set_enabled, set_native
 
-__all__ = ["enabled", "set_enabled", "native", "set_native", "use", "threads", "parallel", "loops", "gemm", "gemms", "gemm_here", "prepack",
+__all__ = ["enabled", "set_enabled", "native", "set_native", "use", "threads", "parallel", "loops", "gemm", "gemm_add", "gemms", "gemm_here", "prepack",
            "GEMM_PARALLEL_MIN", "parallel_ranges"]
 
 _F32 = np.dtype(np.float32)

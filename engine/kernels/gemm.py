@@ -23,9 +23,10 @@ import math
 import numpy as np
 
 from ..base import pool, runtime
+from . import blas
 from .switch import enabled, loops, native
 
-__all__ = ["gemm", "gemms", "gemm_here", "prepack", "GEMM_PARALLEL_MIN"]
+__all__ = ["gemm", "gemm_add", "gemms", "gemm_here", "prepack", "GEMM_PARALLEL_MIN"]
 
 # Below this many multiply-adds a product runs on the calling thread, untimed; above it the pool
 # times both ways per size class and keeps the faster (engine/base/pool.py). A worker starts its
@@ -40,6 +41,12 @@ GEMM_PARALLEL_MIN = 1 << 21
 OWN_PARALLEL_MIN = 1 << 17
 _BLAS_DTYPES = frozenset(map(np.dtype, ("float32", "float64", "complex64", "complex128")))
 _F32 = np.dtype(np.float32)
+_MKL_DTYPES = frozenset(map(np.dtype, ("float32", "float64")))
+# From this many multiply-adds a float product takes MKL's GEMM where it is loaded (``blas.py``). Below it
+# the compiled call's ~1 us over numpy's costs more than MKL gains (1 thread, Xeon with AVX-512: 8x128x512
+# 9.9 us against numpy's 8.8, 16x64x64 3.8 against 2.3; 20x200x800 49 against 69, 64x784x512 311 against
+# 471; bench/README.md, issue 17, session 25).
+MKL_MIN = 1 << 20
 # The own GEMM's smallest product (2026-12-02, 1 thread, OPENBLAS_CORETYPE=Haswell, medians of
 # alternating rounds): a one-row product is OpenBLAS's matrix-vector kernel (1x200x800: 8 us
 # against 16); fewer than 32 columns or 16 terms leave the 32-column micro-kernel mostly padding
@@ -73,6 +80,32 @@ def gemm(xp, a, b, out=None):
     # on which way the pool chose (a whole BLAS call rounds differently from its blocks)
     pool.run_blocks(_matmul_into, _blocks(a, b, out, batch, n_threads), ("gemm", n_threads), macs)
     return out
+
+
+def gemm_add(xp, a, b, out):
+    """``out += a @ b`` for 2-D operands, ``out`` the product's shape (``addmm`` with beta 1: a
+    bias broadcast into ``out`` first): one GEMM with beta 1 where MKL takes the product (PyTorch's
+    floats: its ``addmm`` adds ``out`` inside the GEMM), in row or column blocks over the threads as
+    ``gemm`` cuts them; else the product, then the add."""
+    if (xp is np and type(out) is np.ndarray and type(a) is np.ndarray and type(b) is np.ndarray
+            and a.ndim == b.ndim == 2 and a.dtype in _MKL_DTYPES and a.size * b.shape[1] >= MKL_MIN
+            and blas.available()):
+        macs = a.size * b.shape[1]
+        n_threads = runtime.intra_op_threads()
+        if n_threads < 2 or macs < GEMM_PARALLEL_MIN:
+            if blas.matmul_into(a, b, out, accumulate=True):
+                return out
+        else:
+            pool.run_blocks(_add_into, _blocks(a, b, out, (), n_threads), ("gemm_add", n_threads), macs)
+            return out
+    out += gemm(xp, a, b)
+    return out
+
+
+def _add_into(a, b, out) -> None:
+    """One block of ``gemm_add``."""
+    if not blas.matmul_into(a, b, out, accumulate=True):
+        out += _matmul(a, b)
 
 
 def _own_parallel(a, b, out, n_threads: int, macs: int):
@@ -176,8 +209,16 @@ def _takes(a, b) -> bool:
 
 
 def _matmul(a, b, out=None):
-    """``np.matmul(a, b, out=out)``, by our own GEMM where it takes the product (2-D, or stacks of
-    one batch shape: attention's per-head products)."""
+    """``np.matmul(a, b, out=out)``: by MKL's GEMM where it is loaded (``blas.py``: PyTorch's floats),
+    else by our own GEMM where it takes the product (2-D, or stacks of one batch shape: attention's
+    per-head products)."""
+    if a.dtype in _MKL_DTYPES and a.size * b.shape[-1] >= MKL_MIN and blas.available():
+        if out is None:
+            res = blas.matmul(a, b)
+            if res is not None:
+                return res
+        elif blas.matmul_into(a, b, out):
+            return out
     if _takes(a, b) and (out is None or _writable(out, a, b, b.shape[1])):
         own = _sgemm(a.shape[0], a.shape[1], b.shape[1])
         if own is not None:

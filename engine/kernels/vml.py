@@ -13,15 +13,12 @@ it on: the loops' numpy forms then read the same square roots.
 """
 from __future__ import annotations
 
-import ctypes
-import glob
-import importlib.util
 import os
-import sys
 from typing import Callable
 
 import numpy as np
 
+from . import mkl
 from .switch import loops
 
 __all__ = ["available", "unary", "unary_out"]
@@ -31,28 +28,18 @@ NAMES = {"exp": "Exp", "log": "Ln", "log10": "Log10", "log2": "Log2", "sqrt": "S
          "tan": "Tan", "asin": "Asin", "acos": "Acos", "atan": "Atan", "tanh": "Tanh", "erf": "Erf", "erfc": "Erfc",
          "erfinv": "ErfInv"}
 _MODE = 0x2 | 0x00140000 | 0x100   # VML_HA | VML_FTZDAZ_OFF | VML_ERRMODE_IGNORE, as ATen's calls
-_SEQUENTIAL = 1                    # MKL_THREADING_SEQUENTIAL
 # Below this many numbers the ops keep numpy's function: a VML call through numba's dispatcher costs
 # ~0.9 us more than numpy's on 16 numbers, which the per-op rows (a 16-element chain) paid at every op.
 MIN_SIZE = 64
 _FUNCS: dict = {}
-_LIB: list = []
+
+
+_ON = os.environ.get("TAPELAB_VML", "1") != "0"
 
 
 def _library():
-    """libmkl_rt, or None: the ``mkl`` wheel puts it in the environment's ``lib``; the calls need numba."""
-    if not _LIB:
-        lib = None
-        if os.environ.get("TAPELAB_VML", "1") != "0" and importlib.util.find_spec("numba") is not None:
-            for path in sorted(glob.glob(os.path.join(sys.prefix, "lib", "libmkl_rt.so*")), reverse=True):
-                try:
-                    lib = ctypes.CDLL(path)
-                    lib.MKL_Set_Threading_Layer(ctypes.c_int(_SEQUENTIAL))
-                    break
-                except (OSError, AttributeError):
-                    lib = None
-        _LIB.append(lib)
-    return _LIB[0]
+    """MKL (``mkl.py``), unless ``TAPELAB_VML=0`` keeps these ops on numpy's functions."""
+    return mkl.library() if _ON else None
 
 
 def available() -> bool:
@@ -65,8 +52,7 @@ def _address(name: str, dtype: np.dtype) -> int:
     key = (name, dtype.char)
     address = _FUNCS.get(key)
     if address is None:
-        fn = getattr(_library(), ("vms" if dtype.char == "f" else "vmd") + NAMES[name])
-        address = _FUNCS[key] = ctypes.cast(fn, ctypes.c_void_p).value
+        address = _FUNCS[key] = mkl.address(("vms" if dtype.char == "f" else "vmd") + NAMES[name])
     return address
 
 
@@ -78,7 +64,7 @@ def _call(name: str, src: np.ndarray, out: np.ndarray) -> None:
 
 
 def _takes(xp, a) -> bool:
-    return type(a) is np.ndarray and a.dtype.char in "fd" and (_LIB[0] if _LIB else _library()) is not None
+    return type(a) is np.ndarray and a.dtype.char in "fd" and _library() is not None
 
 
 def unary(name: str, fallback: Callable, min_size: int = MIN_SIZE) -> Callable:
@@ -87,7 +73,7 @@ def unary(name: str, fallback: Callable, min_size: int = MIN_SIZE) -> Callable:
     keys = {"f": (name, "f"), "d": (name, "d")}
 
     def fwd(xp, a):
-        if type(a) is not np.ndarray or a.size < min_size or (_LIB[0] if _LIB else _library()) is None:
+        if type(a) is not np.ndarray or a.size < min_size or _library() is None:
             return fallback(xp, a)
         key = keys.get(a.dtype.char)
         if key is None:

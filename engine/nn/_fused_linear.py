@@ -17,7 +17,7 @@ from ..base.grad_mode import is_grad_enabled
 from ..core.dispatch import apply
 from ..core.registry import OTHERS, Op
 from ..core.tensor import Tensor
-from ..kernels import gemm, gemms
+from ..kernels import gemm, gemm_add, gemms
 from ..ops.reduce import array_sum
 
 __all__ = ["linear", "applies"]
@@ -56,9 +56,18 @@ def _fwd(xp, x, w, *b):
         return _dtype.in_float32(_fwd, xp, x, w, *b)
     if b and x.dtype == xp.float16:       # ATen's addmm adds the bias to the float32 accumulator: one rounding
         return _fwd(xp, x.astype(xp.float32), w.astype(xp.float32), b[0].astype(xp.float32)).astype(x.dtype)
-    out = gemm(xp, _rows(x), w.T) if x.ndim > 1 else gemm(xp, w, x)
-    if b:
-        out += b[0]
+    if x.ndim < 2:
+        out = gemm(xp, w, x)
+        if b:
+            out += b[0]
+        return out
+    rows = _rows(x)
+    if b:   # ATen's addmm: the bias broadcast into the output, then added inside the GEMM where MKL runs it
+        out = xp.empty((rows.shape[0], w.shape[0]), x.dtype)
+        out[...] = b[0]
+        gemm_add(xp, rows, w.T, out)
+    else:
+        out = gemm(xp, rows, w.T)
     return out.reshape(x.shape[:-1] + w.shape[:1]) if x.ndim > 2 else out
 
 
@@ -71,9 +80,11 @@ def _fwd_out(xp, x, w, *b, out):
         return
     _check_dtypes(x, w, b[0] if b else None)
     rows = res.reshape(-1, w.shape[0])
-    gemm(xp, _rows(x), w.T, out=rows)
     if b:
-        rows += b[0]
+        rows[...] = b[0]
+        gemm_add(xp, _rows(x), w.T, rows)
+    else:
+        gemm(xp, _rows(x), w.T, out=rows)
 
 
 def _bwd_fwd(xp, g, x, w, *, needs):

@@ -1,0 +1,141 @@
+"""float32/float64 matrix products through MKL's GEMM (``mkl.py``), the one PyTorch's cpu ``mm``,
+``addmm``, ``bmm`` and ``linear`` call: with the ``[mkl]`` extra a product gives PyTorch's floats bit for
+bit (numpy's OpenBLAS rounds differently) at PyTorch's speed (1.05-1.8x numpy's OpenBLAS on one thread on
+an AVX-512 Xeon; bench/README.md, issue 17, session 25).
+
+``matmul_into(a, b, out)`` lays a 2-D product, or a stack of them with one batch shape (or a stack
+times one matrix), out for CBLAS: an operand with unit column stride is passed as it is, one with unit
+row stride as its transpose, anything else copied once; the output is written in place when its rows
+are unit-stride, else through a buffer. It returns False where MKL is not loaded or the product is not
+of that kind (then the caller runs its own route)."""
+from __future__ import annotations
+
+import numpy as np
+
+from . import mkl
+from .switch import enabled, loops
+
+__all__ = ["available", "set_enabled", "matmul", "matmul_into"]
+
+_NO_TRANS, _TRANS = 111, 112
+_KINDS = {np.dtype(np.float32): ("cblas_sgemm", "sgemm", "sgemm_stack"),
+          np.dtype(np.float64): ("cblas_dgemm", "dgemm", "dgemm_stack")}
+_READY: dict = {}   # dtype -> (address, 2-D call, stack call)
+_ON = [True]
+
+
+def available() -> bool:
+    """Whether products run on MKL's GEMM (the ``[mkl]`` extra and numba installed, loops on,
+    ``TAPELAB_MKL`` not 0, not turned off by ``set_enabled``)."""
+    return _ON[0] and enabled() and mkl.library() is not None
+
+
+def set_enabled(flag: bool) -> bool:
+    """Turn MKL's GEMM on or off for this process (A/B timing, the tests of the other routes);
+    returns the old setting. On does nothing where MKL is not loaded."""
+    old = _ON[0]
+    _ON[0] = bool(flag)
+    return old
+
+
+def _calls(dtype):
+    ready = _READY.get(dtype)
+    if ready is None:
+        symbol, two_d, stack = _KINDS[dtype]
+        module = loops("blas_call")
+        ready = _READY[dtype] = (mkl.address(symbol), getattr(module, two_d), getattr(module, stack))
+    return ready
+
+
+def _operand(x, rows: int, cols: int, item: int):
+    """``(x or a copy, CBLAS transpose flag, leading dimension)`` for the (rows, cols) matrix ``x``."""
+    if x.flags.c_contiguous:
+        return x, _NO_TRANS, max(cols, 1)
+    s0, s1 = x.strides[-2:]
+    if (s1 == item or cols == 1) and s0 % item == 0 and s0 >= max(cols, 1) * item:
+        return x, _NO_TRANS, s0 // item
+    if (s0 == item or rows == 1) and s1 % item == 0 and s1 >= max(rows, 1) * item:
+        return x, _TRANS, s1 // item
+    x = np.ascontiguousarray(x)
+    return x, _NO_TRANS, max(cols, 1)
+
+
+def matmul(a, b):
+    """``a @ b`` as a new C-contiguous array on MKL's GEMM, or None where ``matmul_into`` would not take
+    it (the caller has checked ``available()``)."""
+    dtype = a.dtype
+    if a.ndim == b.ndim == 2:   # the common case without the checks a given output needs
+        ready = _READY.get(dtype) or (dtype in _KINDS and _calls(dtype))
+        if not ready or b.dtype != dtype:
+            return None
+        (m, k), n = a.shape, b.shape[1]
+        if not (m and n and k) or max(m, n, k) >= 1 << 31:
+            return None
+        item = dtype.itemsize
+        a, ta, lda = _operand(a, m, k, item)
+        b, tb, ldb = _operand(b, k, n, item)
+        out = np.empty((m, n), dtype)
+        ready[1](ready[0], ta, tb, m, n, k, a, lda, b, ldb, 0.0, out, n)
+        return out
+    if b.ndim == 2 or a.ndim == b.ndim and a.shape[:-2] == b.shape[:-2]:
+        out = np.empty(a.shape[:-1] + b.shape[-1:], dtype)
+        if matmul_into(a, b, out):
+            return out
+    return None
+
+
+def matmul_into(a, b, out, accumulate: bool = False) -> bool:
+    """``out[...] = a @ b`` (``out += a @ b`` when ``accumulate``: one GEMM with beta 1, the rounding
+    of PyTorch's ``addmm``) on MKL's GEMM, True; False (nothing written) where it does not take the
+    product: other dtypes, batch shapes that broadcast, empty products (the caller has checked
+    ``available()``)."""
+    dtype = a.dtype
+    if dtype not in _KINDS or b.dtype != dtype or out.dtype != dtype or a.ndim < 2 or b.ndim < 2:
+        return False
+    m, k = a.shape[-2:]
+    n = b.shape[-1]
+    if m == 0 or n == 0 or k == 0 or max(m, n, k) >= 1 << 31:
+        return False
+    beta = 1.0 if accumulate else 0.0
+    if a.ndim == b.ndim == 2:
+        return _two_d(dtype, a, b, out, m, n, k, beta)
+    if b.ndim == 2 and a.ndim > 2 and out.flags.c_contiguous:
+        # a stack times one matrix: one product of the stacked rows (a copy where they do not fold)
+        rows = a.reshape(-1, k)
+        return _two_d(dtype, rows, b, out.reshape(-1, n), rows.shape[0], n, k, beta)
+    if a.ndim == b.ndim > 2 and a.shape[:-2] == b.shape[:-2]:
+        return _stack(dtype, a, b, out, m, n, k, beta)
+    return False
+
+
+def _two_d(dtype, a, b, out, m, n, k, beta: float) -> bool:
+    item = dtype.itemsize
+    address, call, _ = _READY.get(dtype) or _calls(dtype)
+    a, ta, lda = _operand(a, m, k, item)
+    b, tb, ldb = _operand(b, k, n, item)
+    if (out.strides[1] == item or n == 1) and out.strides[0] % item == 0 and out.strides[0] >= n * item \
+            and not np.may_share_memory(out, a) and not np.may_share_memory(out, b):
+        call(address, ta, tb, m, n, k, a, lda, b, ldb, beta, out, out.strides[0] // item)
+    else:
+        res = np.empty((m, n), dtype) if not beta else np.array(out, dtype, order="C")
+        call(address, ta, tb, m, n, k, a, lda, b, ldb, beta, res, n)
+        out[...] = res
+    return True
+
+
+def _stack(dtype, a, b, out, m, n, k, beta: float) -> bool:
+    """Products of one batch shape: one compiled loop over the batch, each operand's batch dims folded
+    into one axis (inputs copied where they do not fold; False where the output does not)."""
+    item = dtype.itemsize
+    c3 = out.reshape((-1, m, n))
+    if (not out.flags.writeable or not np.may_share_memory(c3, out) or np.may_share_memory(out, a)
+            or np.may_share_memory(out, b) or not (c3.strides[2] == item or n == 1)
+            or c3.strides[1] % item or c3.strides[1] < n * item or c3.strides[0] % item):
+        return False
+    a3, ta, lda = _operand(a.reshape((-1, m, k)), m, k, item)
+    b3, tb, ldb = _operand(b.reshape((-1, k, n)), k, n, item)
+    address, _, call = _READY.get(dtype) or _calls(dtype)
+    count = c3.shape[0]
+    call(address, ta, tb, m, n, k, a3, lda, a3.strides[0] // item, b3, ldb, b3.strides[0] // item,
+         beta, c3, c3.strides[1] // item, c3.strides[0] // item, count)
+    return True

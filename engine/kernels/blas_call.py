@@ -1,0 +1,77 @@
+"""Compiled calls of MKL's ``cblas_sgemm``/``cblas_dgemm`` by address (``kernels/blas.py`` finds the
+addresses and lays the operands out): from Python a ctypes call cost ~5 us of argument conversion,
+through one numba function well under 1. The address is an argument, so the compiled calls are cached
+on disk like the other loops."""
+from __future__ import annotations
+
+import numpy as np
+from llvmlite import ir
+from numba import njit, types
+from numba.extending import intrinsic
+
+__all__ = ["sgemm", "dgemm", "sgemm_stack", "dgemm_stack"]
+
+_ROW_MAJOR = 101
+
+
+def _gemm_intrinsic(real: ir.Type):
+    """``cblas_?gemm(RowMajor, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)`` at an address,
+    with ``real`` (float or double) for alpha and beta; MKL_INT is the LP64 interface's 32 bits."""
+    @intrinsic
+    def call(typingctx, address, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
+        def codegen(context, builder, signature, args):
+            i32, ptr = ir.IntType(32), ir.IntType(8).as_pointer()
+            fnty = ir.FunctionType(ir.VoidType(), [i32] * 6 + [real, ptr, i32, ptr, i32, real, ptr, i32])
+            i64 = [context.cast(builder, v, t, types.int64) for v, t in zip(args, signature.args)]
+
+            def int32(i):
+                return builder.trunc(i64[i], i32)
+
+            def pointer(i):
+                return builder.inttoptr(i64[i], ptr)
+
+            def scalar(i):
+                return context.cast(builder, args[i], signature.args[i],
+                                    types.float32 if real == ir.FloatType() else types.float64)
+            fn = builder.inttoptr(i64[0], fnty.as_pointer())
+            builder.call(fn, [ir.Constant(i32, _ROW_MAJOR), int32(1), int32(2), int32(3), int32(4), int32(5),
+                              scalar(6), pointer(7), int32(8), pointer(9), int32(10), scalar(11), pointer(12),
+                              int32(13)])
+            return context.get_dummy_value()
+        sig = types.void(address, ta, tb, m, n, k, types.float64, types.int64, lda, types.int64, ldb,
+                         types.float64, types.int64, ldc)
+        return sig, codegen
+    return call
+
+
+_sgemm_at = _gemm_intrinsic(ir.FloatType())
+_dgemm_at = _gemm_intrinsic(ir.DoubleType())
+
+
+@njit(cache=True, nogil=True)
+def sgemm(address, ta, tb, m, n, k, a, lda, b, ldb, beta, c, ldc):
+    """float32 ``c = op(a) @ op(b) + beta * c`` (row-major; ``ta``/``tb`` are CBLAS's 111/112): ``a``,
+    ``b`` and ``c`` are the arrays whose first element each matrix starts at."""
+    _sgemm_at(address, ta, tb, m, n, k, 1.0, a.ctypes.data, lda, b.ctypes.data, ldb, beta, c.ctypes.data, ldc)
+
+
+@njit(cache=True, nogil=True)
+def dgemm(address, ta, tb, m, n, k, a, lda, b, ldb, beta, c, ldc):
+    """float64 ``sgemm``."""
+    _dgemm_at(address, ta, tb, m, n, k, 1.0, a.ctypes.data, lda, b.ctypes.data, ldb, beta, c.ctypes.data, ldc)
+
+
+@njit(cache=True, nogil=True)
+def sgemm_stack(address, ta, tb, m, n, k, a, lda, sa, b, ldb, sb, beta, c, ldc, sc, count):
+    """``count`` float32 products, the i-th matrices ``sa``/``sb``/``sc`` elements after the (i-1)-th."""
+    pa, pb, pc = np.intp(a.ctypes.data), np.intp(b.ctypes.data), np.intp(c.ctypes.data)
+    for i in range(count):
+        _sgemm_at(address, ta, tb, m, n, k, 1.0, pa + 4 * i * sa, lda, pb + 4 * i * sb, ldb, beta, pc + 4 * i * sc, ldc)
+
+
+@njit(cache=True, nogil=True)
+def dgemm_stack(address, ta, tb, m, n, k, a, lda, sa, b, ldb, sb, beta, c, ldc, sc, count):
+    """float64 ``sgemm_stack``."""
+    pa, pb, pc = np.intp(a.ctypes.data), np.intp(b.ctypes.data), np.intp(c.ctypes.data)
+    for i in range(count):
+        _dgemm_at(address, ta, tb, m, n, k, 1.0, pa + 8 * i * sa, lda, pb + 8 * i * sb, ldb, beta, pc + 8 * i * sc, ldc)

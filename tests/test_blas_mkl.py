@@ -1,0 +1,151 @@
+"""MKL's GEMM behind ``kernels.gemm`` (``engine/kernels/blas.py``): with the ``[mkl]`` extra (the MKL
+PyTorch's wheels bundle) float32/float64 products from ``gemm.MKL_MIN`` multiply-adds give torch.mm's
+floats bit for bit over operand layouts, row-strided outputs, stacks and a stack times a matrix; nn.Linear's
+forward and gradients equal torch's; smaller products, ``set_enabled(False)`` and ``TAPELAB_MKL=0`` keep
+numpy's route."""
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+import tapelab
+from tapelab.kernels import blas
+
+gemm_module = importlib.import_module("tapelab.kernels.gemm")
+
+pytestmark = pytest.mark.skipif(not blas.available(), reason="MKL is not installed (the [mkl] extra)")
+
+
+def _torchs_mkl() -> bool:
+    try:
+        return importlib.metadata.version("mkl") == "2024.2.0"
+    except importlib.metadata.PackageNotFoundError:
+        return False
+
+
+bitwise = pytest.mark.skipif(not _torchs_mkl(), reason="another MKL than PyTorch 2.13's (2024.2.0)")
+RNG = np.random.default_rng(25)
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """Bit for bit holds thread for thread: one each (MKL's own threads, as torch runs them, and
+    tapelab's blocks cut a product where a single call does not)."""
+    old = torch.get_num_threads(), tapelab.get_num_threads()
+    torch.set_num_threads(1)
+    tapelab.set_num_threads(1)
+    yield
+    torch.set_num_threads(old[0])
+    tapelab.set_num_threads(old[1])
+
+
+def _matrix(rows, cols, form, dtype):
+    """(rows, cols): ``n`` C-contiguous, ``t`` a transposed view, ``s`` every other column of a wider one."""
+    if form == "t":
+        return RNG.standard_normal((cols, rows)).astype(dtype).T
+    if form == "s":
+        return RNG.standard_normal((rows, 2 * cols)).astype(dtype)[:, ::2]
+    return RNG.standard_normal((rows, cols)).astype(dtype)
+
+
+@bitwise
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("layout", ["nn", "tn", "nt", "sn", "ns"])
+@pytest.mark.parametrize("m, k, n", [(64, 784, 512), (20, 200, 800), (1024, 128, 64), (33, 1000, 97)])
+def test_products_are_torchs_bit_for_bit(m, k, n, layout, dtype):
+    assert m * k * n >= gemm_module.MKL_MIN
+    a, b = _matrix(m, k, layout[0], dtype), _matrix(k, n, layout[1], dtype)
+    got = tapelab.kernels.gemm(np, a, b)
+    want = torch.from_numpy(a).mm(torch.from_numpy(b)).numpy()
+    assert got.dtype == dtype and got.flags.c_contiguous
+    np.testing.assert_array_equal(got, want)
+
+
+@bitwise
+def test_a_row_strided_output_is_written_in_place_and_its_margins_untouched():
+    a, b = _matrix(64, 300, "n", np.float32), _matrix(300, 100, "n", np.float32)
+    wide = np.full((64, 130), 7.0, np.float32)
+    out = wide[:, 10:110]
+    assert gemm_module._matmul(a, b, out) is out
+    np.testing.assert_array_equal(out, torch.from_numpy(a).mm(torch.from_numpy(b)).numpy())
+    assert (wide[:, :10] == 7).all() and (wide[:, 110:] == 7).all()
+
+
+def test_an_output_sharing_memory_with_an_operand_gets_the_right_product():
+    a = RNG.standard_normal((128, 128)).astype(np.float32)
+    want = a @ a.T
+    gemm_module._matmul(a, a.T, a)
+    np.testing.assert_allclose(a, want, rtol=1e-5, atol=1e-4)
+
+
+@bitwise
+@pytest.mark.parametrize("form", ["n", "t"])
+def test_stacks_and_a_stack_times_a_matrix_are_torchs(form):
+    a = RNG.standard_normal((2, 4, 64, 96)).astype(np.float32)
+    b = RNG.standard_normal((2, 4, 96, 80)).astype(np.float32)
+    if form == "t":
+        b = np.ascontiguousarray(np.swapaxes(b, -1, -2)).swapaxes(-1, -2)
+    np.testing.assert_array_equal(tapelab.kernels.gemm(np, a, b), torch.from_numpy(a).matmul(torch.from_numpy(b)).numpy())
+    w = RNG.standard_normal((96, 300)).astype(np.float32)
+    np.testing.assert_array_equal(tapelab.kernels.gemm(np, a, w), torch.from_numpy(a).matmul(torch.from_numpy(w)).numpy())
+
+
+@bitwise
+def test_linear_forward_and_gradients_equal_torchs():
+    x = RNG.standard_normal((64, 784)).astype(np.float32)
+    w = (RNG.standard_normal((512, 784)) * 0.03).astype(np.float32)
+    bias = RNG.standard_normal(512).astype(np.float32)
+    out = {}
+    for m in (torch, tapelab):
+        xt, wt, bt = (m.tensor(v, requires_grad=True) for v in (x, w, bias))
+        y = m.nn.functional.linear(xt, wt, bt)
+        (y * y).sum().backward()
+        out[m.__name__] = [t.detach().numpy() for t in (y, xt.grad, wt.grad, bt.grad)]
+    for got, want in zip(out["tapelab"], out["torch"]):
+        np.testing.assert_array_equal(got, want)
+
+
+def test_small_products_and_the_switch_keep_the_other_routes():
+    """Below ``MKL_MIN`` a product is what the routes without MKL give; switched off, so is a large one."""
+    small = _matrix(8, 128, "n", np.float32), _matrix(128, 512, "n", np.float32)
+    large = _matrix(64, 784, "n", np.float32), _matrix(784, 512, "n", np.float32)
+    assert small[0].size * small[1].shape[1] < gemm_module.MKL_MIN <= large[0].size * large[1].shape[1]
+    with_mkl = [gemm_module._matmul(*pair) for pair in (small, large)]
+    old = blas.set_enabled(False)
+    try:
+        assert not blas.available()
+        without = [gemm_module._matmul(*pair) for pair in (small, large)]
+    finally:
+        blas.set_enabled(old)
+    assert blas.available()
+    np.testing.assert_array_equal(with_mkl[0], without[0])
+    np.testing.assert_allclose(with_mkl[1], without[1], rtol=1e-4, atol=1e-3)
+    if _torchs_mkl():
+        want = torch.from_numpy(large[0]).mm(torch.from_numpy(large[1])).numpy()
+        assert np.array_equal(with_mkl[1], want) and not np.array_equal(without[1], want)
+
+
+def test_integer_broadcast_and_empty_products_are_numpys():
+    a = RNG.integers(-5, 5, (64, 200, 100)).astype(np.int64)
+    b = RNG.integers(-5, 5, (100, 200)).astype(np.int64)
+    np.testing.assert_array_equal(tapelab.kernels.gemm(np, a, b), a @ b)
+    x = RNG.standard_normal((1, 64, 200)).astype(np.float32)
+    y = RNG.standard_normal((3, 200, 100)).astype(np.float32)
+    assert blas.matmul(x, y) is None
+    np.testing.assert_allclose(tapelab.kernels.gemm(np, x, y), x @ y, rtol=1e-5, atol=1e-4)
+    assert tapelab.kernels.gemm(np, np.ones((0, 5000), np.float32), np.ones((5000, 300), np.float32)).shape == (0, 300)
+
+
+def test_tapelab_mkl_0_keeps_mkl_unloaded():
+    code = ("import numpy as np, tapelab; from tapelab.kernels import blas, vml; "
+            "assert not blas.available() and not vml.available(); "
+            "a = np.ones((64, 784), np.float32); b = np.ones((784, 512), np.float32); "
+            "np.testing.assert_array_equal(tapelab.kernels.gemm(np, a, b), a @ b)")
+    subprocess.run([sys.executable, "-c", code], env=dict(os.environ, TAPELAB_MKL="0"), check=True)
