@@ -285,3 +285,48 @@ def test_lerp_weight_tensor_and_addcmul_bits_at_size():
     y.addcmul_(torch.tensor(b), torch.tensor(w), value=0.1)
     z.addcmul_(tl.tensor(b), tl.tensor(w), value=0.1)
     np.testing.assert_array_equal(z.numpy(), y.numpy())
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_one_pass_forwards_special_values(dtype):
+    """sign (ATen's ``(0 < x) - (x < 0)``: NaN and -0.0 give +0.0), frac, rsqrt, addcdiv on NaN, infinities,
+    signed zeros and a size the loops split: values and sign bits as PyTorch's, out of place and in place."""
+    rng = np.random.default_rng(2)
+    a = rng.standard_normal(40000).astype(dtype) * 3
+    a[:8] = [np.nan, -0.0, 0.0, np.inf, -np.inf, 2.5, -2.5, 1e-40]
+    b, c = rng.standard_normal((2, 40000)).astype(dtype)
+    c[:3] = [0.0, -0.0, np.nan]
+    for name, args in (("sign", ()), ("frac", ()), ("rsqrt", ()), ("addcdiv", ("b", "c")), ("addcdiv", ("b", "c", 0.3))):
+        res = []
+        for lib in (torch, tl):
+            ops = [lib.tensor({"b": b, "c": c}[v]) if isinstance(v, str) else v for v in args]
+            kw = {"value": ops.pop()} if len(ops) == 3 else {}
+            out = getattr(lib.tensor(a), name)(*ops, **kw).numpy()
+            x = lib.tensor(a)
+            getattr(x, name + "_")(*ops, **kw)
+            res.append((out, x.numpy()))
+        for got, want in zip(res[1], res[0]):
+            np.testing.assert_array_equal(got, want)
+            assert (np.signbit(got) == np.signbit(want)).all(), name
+
+
+def test_integer_targets_refuse_float_results_as_pytorch():
+    """An integer tensor's exp_/sqrt_ (ops with an in-place writer): PyTorch's RuntimeError and words (the
+    writer's numpy casting error came through); int add_ with alpha and int addcmul_ still compute."""
+    for name in ("exp_", "sqrt_", "sign_"):
+        got = []
+        for lib in (torch, tl):
+            x = lib.arange(5) - 2
+            try:
+                getattr(x, name)()
+                got.append(x.tolist())
+            except Exception as e:   # noqa: BLE001 - compared with PyTorch's
+                got.append((type(e), str(e)))
+        assert got[1] == got[0], name
+    got = []
+    for lib in (torch, tl):
+        x = lib.arange(5)
+        x.add_(lib.arange(5), alpha=3)
+        x.addcmul_(lib.arange(5), lib.arange(5), value=2)
+        got.append(x.tolist())
+    assert got[1] == got[0]

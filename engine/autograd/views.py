@@ -157,10 +157,12 @@ def _fwd_out_write(op, target, args, params) -> bool:
     numpy tensor of ``target``'s dtype and device broadcasting to ``target``'s shape or a Python number
     beside a float ``target``, and ``target`` is C-contiguous: the general path (promotion, casts,
     errors) takes the rest."""
+    data = target._data
+    if data.dtype.kind in "biu":   # the result's dtype may not be target's (exp_ of integers): the general path refuses
+        return False
     arrays = _operands_into(target, args)
     if arrays is None:
         return False
-    data = target._data
     op.fwd_out(np, data, *arrays, out=(data,), **params)
     target._vc[0] += 1
     return True
@@ -219,8 +221,8 @@ def _write_inplace(op, target, args, params, grad_on):
     if isinstance(out, tuple):
         out = out[0]
     if out._data.dtype != target._data.dtype and not _can_cast(out._data.dtype, target._data.dtype):
-        raise RuntimeError(f"result type {from_np(out._data.dtype).name.capitalize()} can't be cast to "
-                           f"the desired output type {target.dtype.name.capitalize()} (in-place {op.name}_)")
+        raise RuntimeError(f"result type {from_np(out._data.dtype).scalar_type} can't be cast to "
+                           f"the desired output type {target.dtype.scalar_type}")
     if out._data.shape != target._data.shape:
         raise RuntimeError(f"output with shape {list(target.shape)} doesn't match the broadcast shape "
                            f"{list(out.shape)} (in-place {op.name}_)")

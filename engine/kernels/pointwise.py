@@ -22,7 +22,8 @@ from .fastmath import aten_lanes, onednn_avx512
 from .fastmath import (erf_aten, exp_sleef_u10, fma, gelu16_onednn_avx512, gelu_grad_onednn, gelu_onednn_avx2,
                        gelu_onednn_avx512, select, tanh_sleef_u10)
 
-__all__ = ["sigmoid", "silu", "silu_backward", "gelu", "gelu_backward", "relu", "relu_backward", "tanh_backward", "scaled_add", "lerp", "lerp_weights", "addcmul"]
+__all__ = ["sigmoid", "silu", "silu_backward", "gelu", "gelu_backward", "relu", "relu_backward", "tanh_backward", "scaled_add", "lerp", "lerp_weights", "addcmul", "addcdiv",
+           "sign"]
 
 F = np.float32
 _JIT = dict(cache=True, error_model="numpy", nogil=True)
@@ -310,6 +311,48 @@ def addcmul(a, t1, t2, out, value):
     else:
         for i in range(a.shape[0]):
             out[i] = fma(value * t1[i], t2[i], a[i])
+
+
+@njit(**_JIT)
+def _addcdiv_into(a, t1, t2, value):
+    if value == F(1.0):
+        for i in range(a.shape[0]):
+            a[i] = a[i] + t1[i] / t2[i]
+    else:
+        for i in range(a.shape[0]):
+            a[i] = a[i] + (value * t1[i]) / t2[i]
+
+
+@njit(**_JIT)
+def addcdiv(a, t1, t2, out, value):
+    """``a + (value * t1) / t2``, each step rounded (ATen's float32 order; no FMA)."""
+    if out.ctypes.data == a.ctypes.data:
+        _addcdiv_into(a, t1, t2, value)
+        return
+    if value == F(1.0):
+        for i in range(a.shape[0]):
+            out[i] = a[i] + t1[i] / t2[i]
+    else:
+        for i in range(a.shape[0]):
+            out[i] = a[i] + (value * t1[i]) / t2[i]
+
+
+@njit(**_JIT)
+def _sign_into(x):
+    for i in range(x.shape[0]):
+        v = x[i]
+        x[i] = F(1.0) if v > F(0.0) else (F(-1.0) if v < F(0.0) else F(0.0))
+
+
+@njit(**_JIT)
+def sign(x, out):
+    """ATen's ``(0 < x) - (x < 0)``: 0 for NaN and for -0.0."""
+    if out.ctypes.data == x.ctypes.data:
+        _sign_into(x)
+        return
+    for i in range(x.shape[0]):
+        v = x[i]
+        out[i] = F(1.0) if v > F(0.0) else (F(-1.0) if v < F(0.0) else F(0.0))
 
 
 # ---------------------------------------------------------------- how ATen walks an array

@@ -163,7 +163,10 @@ def _keep_ints(f):
 def _frac_fwd(xp, a):
     if a.dtype.kind not in FLOATING_KINDS:
         raise TypeError(f'"frac" not implemented for integer dtype {a.dtype}')
-    return a - xp.trunc(a)
+    t = xp.trunc(a)
+    if type(t) is not np.ndarray:
+        return a - t
+    return np.subtract(a, t, out=t)   # one result array, not two
 
 
 def _sign_fwd(xp, a):
@@ -171,7 +174,19 @@ def _sign_fwd(xp, a):
         return a.copy()
     if a.dtype.kind not in FLOATING_KINDS:
         return xp.sign(a)
+    if a.size and kernels.use(xp, a):   # one pass (numpy's sign and the NaN fix-up: four)
+        out = np.empty_like(a)
+        kernels.parallel(kernels.loops("pointwise").sign, 2, a.reshape(-1), out.reshape(-1))
+        return out
     return xp.where(a == a, xp.sign(a), 0)  # sign(nan) is 0 in PyTorch
+
+
+def _sign_out(xp, a, *, out):
+    o = out[0]
+    if a.size and kernels.use(xp, a, o) and a.shape == o.shape:
+        kernels.parallel(kernels.loops("pointwise").sign, 2, a.reshape(-1), o.reshape(-1))
+    else:
+        o[...] = _sign_fwd(xp, a)
 
 
 # ---------------------------------------------------------------- fused backward primitives
@@ -272,7 +287,10 @@ sqrt = _unary("sqrt", _sqrt_fwd,
 def _rsqrt_fwd(xp, a):
     if a.dtype in REDUCED_NP:   # PyTorch computes it in float32 and rounds once
         return in_opmath(_rsqrt_fwd, xp, a)
-    return 1 / xp.sqrt(a)
+    r = xp.sqrt(a)
+    if type(r) is not np.ndarray:
+        return 1 / r
+    return np.divide(1, r, out=r)   # one result array
 
 
 rsqrt = _unary("rsqrt", _rsqrt_fwd,
@@ -354,7 +372,7 @@ neg = _unary("neg", _neg_fwd, lambda g, out, a: (-g,), promote=None, reads="noth
 abs = _unary("abs", lambda xp, a: xp.abs(a),
              lambda g, out, a: (g * (sign(a) if a._data.dtype.kind != "c" else sgn(a)),), promote=None,
              ufunc="absolute", aliases=("absolute",), operator="abs", onnx="Abs")
-sign = _unary("sign", _sign_fwd, _zeros, promote=None, reads="nothing", onnx="Sign",
+sign = _unary("sign", _sign_fwd, _zeros, promote=None, reads="nothing", onnx="Sign", fwd_out=_sign_out,
               complex_error=(NotImplementedError, "Unlike NumPy, torch.sign is not intended to support complex "
                                                   "numbers. Please use torch.sgn instead."))
 relu = _unary("relu", _relu_fwd,
@@ -1049,16 +1067,28 @@ def _addcmul_vjp(g, out, a, t1, t2, *, value=1):
 
 def _addcdiv_fwd(xp, a, t1, t2, *, value=1):
     """``input + (value * tensor1) / tensor2``, PyTorch's order; float16 and bfloat16 in float32."""
+    if _one_pass(xp, a, t1, t2):
+        return _addcdiv_pass(a, t1, t2, xp.empty_like(a), value)
     if a.dtype in _OPMATH32 and a.dtype != xp.float32:
         f32 = xp.float32
         return _addcdiv_fwd(xp, a.astype(f32), t1.astype(f32), t2.astype(f32), value=value).astype(a.dtype)
     return a + t1 / t2 if value == 1 else a + (value * t1) / t2
 
 
+def _addcdiv_pass(a, t1, t2, out, value):
+    """float32 ``addcdiv`` of same-shape contiguous arrays in one numba pass into ``out`` (``a`` itself too)."""
+    kernels.parallel(kernels.loops("pointwise").addcdiv, 4, a.ravel(), t1.ravel(), t2.ravel(), out.ravel(),
+                     np.float32(value))
+    return out
+
+
 def _addcdiv_out(xp, a, t1, t2, *, value=1, out):
     """``addcdiv`` written into ``out[0]``: the forward's quotient, then one add into ``out[0]`` (Adam's
     ``p.addcdiv_(m, denom, value=-lr)``: no sum to copy back)."""
     o = out[0]
+    if _one_pass(xp, a, t1, t2, o):
+        _addcdiv_pass(a, t1, t2, o, value)
+        return
     if a.dtype in _OPMATH32 and a.dtype != xp.float32:
         o[...] = _addcdiv_fwd(xp, a, t1, t2, value=value)
         return
