@@ -330,3 +330,24 @@ def test_integer_targets_refuse_float_results_as_pytorch():
         x.addcmul_(lib.arange(5), lib.arange(5), value=2)
         got.append(x.tolist())
     assert got[1] == got[0]
+
+
+@pytest.mark.parametrize("bound", [0.5, 0.0, -0.0, 2, float("nan"), float("inf"), 3.3e38])
+def test_clamp_by_a_number_special_values(bound):
+    """clamp_min/clamp_max (and the foreach maximum/minimum by numbers) through the one-pass loop: NaN in
+    either place, signed zeros, infinities, as PyTorch's, out of place and in place."""
+    rng = np.random.default_rng(4)
+    a = rng.standard_normal(50000).astype(np.float32)
+    a[:6] = [np.nan, -0.0, 0.0, 0.5, np.inf, -np.inf]
+    for name in ("clamp_min", "clamp_max"):
+        res = []
+        for lib in (torch, tl):
+            x = lib.tensor(a)
+            out = getattr(x, name)(bound).numpy()
+            getattr(x, name + "_")(bound)
+            fe = getattr(lib, "_foreach_" + name.replace("clamp_min", "maximum").replace("clamp_max", "minimum"))(
+                [lib.tensor(a), lib.tensor(a[:100])], bound)
+            res.append((out, x.numpy(), fe[0].numpy(), fe[1].numpy()))
+        for got, want in zip(res[1], res[0]):
+            np.testing.assert_array_equal(got, want)
+            assert (np.signbit(got) == np.signbit(want)).all(), name

@@ -23,7 +23,7 @@ from .fastmath import (erf_aten, exp_sleef_u10, fma, gelu16_onednn_avx512, gelu_
                        gelu_onednn_avx512, select, tanh_sleef_u10)
 
 __all__ = ["sigmoid", "silu", "silu_backward", "gelu", "gelu_backward", "relu", "relu_backward", "tanh_backward", "scaled_add", "lerp", "lerp_weights", "addcmul", "addcdiv",
-           "sign"]
+           "clamp", "sign"]
 
 F = np.float32
 _JIT = dict(cache=True, error_model="numpy", nogil=True)
@@ -335,6 +335,36 @@ def addcdiv(a, t1, t2, out, value):
     else:
         for i in range(a.shape[0]):
             out[i] = a[i] + (value * t1[i]) / t2[i]
+
+
+@njit(**_JIT)
+def _clamp_into(x, bound, upper):
+    if upper:
+        for i in range(x.shape[0]):
+            v = x[i]
+            x[i] = v if v <= bound or v != v else bound
+    else:
+        for i in range(x.shape[0]):
+            v = x[i]
+            x[i] = v if v >= bound or v != v else bound
+
+
+@njit(**_JIT)
+def clamp(x, out, bound, upper):
+    """numpy's ``maximum(x, bound)`` (``minimum`` when ``upper``) by a number: ``x`` where it is on the
+    bound's side, equal (a zero keeps its sign) or NaN, else the bound (numpy's loop with a scalar operand
+    is 2.5x slower than PyTorch's clamp_min)."""
+    if out.ctypes.data == x.ctypes.data:
+        _clamp_into(x, bound, upper)
+        return
+    if upper:
+        for i in range(x.shape[0]):
+            v = x[i]
+            out[i] = v if v <= bound or v != v else bound
+    else:
+        for i in range(x.shape[0]):
+            v = x[i]
+            out[i] = v if v >= bound or v != v else bound
 
 
 @njit(**_JIT)

@@ -21,6 +21,7 @@ from ..autograd.views import apply_
 from ..core.registry import NONE, OTHERS, Op, kernel_refusal
 from ._util import Tensor, unbroadcast as ub
 from ..base.dtype import FLOATING_KINDS
+from .. import kernels
 
 __all__ = ["eq", "ne", "lt", "le", "gt", "ge", "greater", "greater_equal", "less", "less_equal",
            "not_equal", "isclose", "allclose", "equal", "isnan", "isinf", "isposinf", "isneginf",
@@ -356,14 +357,45 @@ CLAMP_COMPLEX = (NotImplementedError, "clamp is not supported for complex types"
 _clamp = Op("clamp", lambda xp, x, lo, hi: _bool_bounds(xp.minimum(xp.maximum(x, lo), hi), lo, hi),
             _clamp_vjp, promote="common", elementwise=True, aliases=("clip",), onnx=_onnx_clamp,
             complex_error=CLAMP_COMPLEX)
-_clamp_min = Op("clamp_min", lambda xp, x, lo: _bool_bounds(xp.maximum(x, lo), lo), _clamp_min_vjp,
-                promote="common", elementwise=True, inplace=("clamp_min_",), onnx=lambda g, x, lo: g.op("Max", x, lo),
-                out_form="maximum",
-                complex_error=CLAMP_COMPLEX)
-_clamp_max = Op("clamp_max", lambda xp, x, hi: _bool_bounds(xp.minimum(x, hi), hi), _clamp_max_vjp,
-                promote="common", elementwise=True, inplace=("clamp_max_",), onnx=lambda g, x, hi: g.op("Min", x, hi),
-                out_form="minimum",
-                complex_error=CLAMP_COMPLEX)
+def _clamp_number(xp, x, bound, out=None, upper=False):
+    """``maximum(x, bound)`` (``minimum``: ``upper``) into ``out`` (a new array: None) in one numba pass, for a
+    float32 contiguous ``x`` and a number ``bound`` float32 holds; None where it does not take them."""
+    if type(bound) not in (float, int) or not -3.4e38 < bound < 3.4e38 or not x.size or not kernels.use(xp, x):
+        return None
+    if out is None:
+        out = np.empty_like(x)
+    elif not kernels.use(xp, out) or out.shape != x.shape:
+        return None
+    kernels.parallel(kernels.loops("pointwise").clamp, 2, x.reshape(-1), out.reshape(-1), np.float32(bound), upper)
+    return out
+
+
+def _clamp_min_fwd(xp, x, lo):
+    out = _clamp_number(xp, x, lo)
+    return out if out is not None else _bool_bounds(xp.maximum(x, lo), lo)
+
+
+def _clamp_max_fwd(xp, x, hi):
+    out = _clamp_number(xp, x, hi, upper=True)
+    return out if out is not None else _bool_bounds(xp.minimum(x, hi), hi)
+
+
+def _clamp_min_out(xp, x, lo, *, out):
+    if _clamp_number(xp, x, lo, out[0]) is None:
+        out[0][...] = _clamp_min_fwd(xp, x, lo)
+
+
+def _clamp_max_out(xp, x, hi, *, out):
+    if _clamp_number(xp, x, hi, out[0], upper=True) is None:
+        out[0][...] = _clamp_max_fwd(xp, x, hi)
+
+
+_clamp_min = Op("clamp_min", _clamp_min_fwd, _clamp_min_vjp, promote="common", elementwise=True,
+                inplace=("clamp_min_",), onnx=lambda g, x, lo: g.op("Max", x, lo), out_form="maximum",
+                fwd_out=_clamp_min_out, complex_error=CLAMP_COMPLEX)
+_clamp_max = Op("clamp_max", _clamp_max_fwd, _clamp_max_vjp, promote="common", elementwise=True,
+                inplace=("clamp_max_",), onnx=lambda g, x, hi: g.op("Min", x, hi), out_form="minimum",
+                fwd_out=_clamp_max_out, complex_error=CLAMP_COMPLEX)
 
 
 def _clamp_args(min, max):
