@@ -6,7 +6,8 @@ gather and its scatter, one pass each, after ``target_weights`` has checked the 
 Each row is read once or twice while it sits in cache and written once; numpy's formulas make a
 full-size temporary per step. softmax, log_softmax, their backwards and cross_entropy's forward are
 PyTorch's float32 kernels bit for bit (Sleef's exp and log, ATen's lane order of the row sums: see
-the section below). The others' sums use ``reassoc`` (so LLVM vectorises them, as numpy's pairwise
+the section below), and so is layer_norm's forward (ATen's vectorised Welford moments, its fused
+multiply-adds). The others' sums use ``reassoc`` (so LLVM vectorises them, as numpy's pairwise
 sums are not sequential either); their elementwise arithmetic keeps IEEE order, and exp comes from
 ``fastmath.exp32`` (<= 2 ulp), so results agree with numpy's formulas within float32 rounding.
 NaN and inf behave as there: a row's max is nan if any entry is, and ``inf - inf`` is nan.
@@ -43,18 +44,96 @@ def _row_max(bits, r, C):
     return _bits_to_f32(top ^ ((top >> 31) & np.int32(0x7FFFFFFF)))
 
 
-@njit(**_JIT)
-def _row_mean_rstd(x, r, inv_c, eps):
-    """Row ``r``'s mean and ``1/sqrt(var + eps)`` (two passes: the centred sum of squares)."""
-    s = F(0.0)
-    for c in range(x.shape[1]):
-        s += x[r, c]
-    mean = s * inv_c
-    q = F(0.0)
-    for c in range(x.shape[1]):
-        d = x[r, c] - mean
-        q += d * d
-    return mean, F(1.0) / np.sqrt(q * inv_c + eps)
+# ATen's RowwiseMoments (moments_utils.h), which layer_norm's mean and 1/std come from: each of 8 lanes
+# (a 256-bit vector of floats) runs Welford's update over its column of 16-vector chunks, the chunks
+# merged through a binary cascade; the leftover columns run a scalar Welford, which then merges the 8
+# lanes in order. The fused multiply-adds are where GCC contracts ATen's loops (found against PyTorch
+# 2.13's native_layer_norm); no ``reassoc`` here, the order is the point.
+_EXACT_JIT = dict(cache=True, error_model="numpy", nogil=True)
+_LANES, _CHUNK, _DEPTH = 8, 16, 64
+
+
+@njit(**_EXACT_JIT)
+def _moment_scratch():
+    """The per-call work space of ``_row_mean_rstd``: the cascade's counts and each level's 8 lanes of
+    mean and sum of squares, then one chunk's lanes, then the weights ``1 / (j + 1)``."""
+    s = np.zeros((2 * _DEPTH + 3, max(_LANES, _CHUNK)), F)
+    for j in range(_CHUNK):
+        s[2 * _DEPTH + 2, j] = F(1.0) / F(j + 1)
+    return np.zeros(_DEPTH, np.int64), s
+
+
+@njit(**_EXACT_JIT, inline="always")
+def _merge(s0, s, dst, k, m1_add, m2_add):
+    """``AddMomentsVec``: lanes ``m1_add``/``m2_add`` of ``k`` values merged into level ``dst``."""
+    n = s0[dst] + k
+    c = F(0.0) if n == 0 else F(k) / F(n)
+    old = F(s0[dst])
+    for lane in range(_LANES):
+        delta = m1_add[lane] - s[dst, lane]
+        s[dst, lane] = s[dst, lane] + c * delta
+        s[_DEPTH + dst, lane] = fma(delta, delta * c * old, s[_DEPTH + dst, lane] + m2_add[lane])
+    s0[dst] = n
+
+
+@njit(**_EXACT_JIT)
+def _row_mean_rstd(x, r, eps, s0, s):
+    """Row ``r``'s mean and ``1 / sqrt(biased var + eps)`` in ATen's float32 order (see above);
+    ``s0``, ``s`` from ``_moment_scratch``."""
+    C = x.shape[1]
+    n = C // _LANES
+    m = (n + _CHUNK - 1) // _CHUNK
+    depth = 0
+    while (1 << depth) < m:
+        depth += 1
+    for j in range(max(depth, 1)):
+        s0[j] = 0
+        for lane in range(_LANES):
+            s[j, lane] = F(0.0)
+            s[_DEPTH + j, lane] = F(0.0)
+    a1, a2, inv = s[2 * _DEPTH], s[2 * _DEPTH + 1], s[2 * _DEPTH + 2]
+    for i in range(m):
+        k = min(_CHUNK, n - i * _CHUNK)
+        base = i * _CHUNK * _LANES
+        for lane in range(_LANES):   # a lane at a time in registers (the lanes' chains overlap)
+            u1 = F(0.0)
+            u2 = F(0.0)
+            for j in range(k):
+                v = x[r, base + j * _LANES + lane]
+                delta = v - u1
+                u1 = fma(delta, inv[j], u1)
+                u2 = fma(delta, v - u1, u2)
+            a1[lane] = u1
+            a2[lane] = u2
+        _merge(s0, s, 0, k, a1, a2)
+        mask = i + 1
+        j = 1
+        while j < depth and (mask & 1) == 0:
+            _merge(s0, s, j, s0[j - 1], s[j - 1], s[_DEPTH + j - 1])
+            s0[j - 1] = 0
+            s[j - 1] = 0
+            s[_DEPTH + j - 1] = 0
+            mask >>= 1
+            j += 1
+    for j in range(1, depth):
+        _merge(s0, s, 0, s0[j], s[j], s[_DEPTH + j])
+    m0 = 0
+    m1 = F(0.0)
+    m2 = F(0.0)
+    for c in range(n * _LANES, C):
+        v = x[r, c]
+        delta = v - m1
+        m0 += 1
+        m1 = m1 + delta / F(m0)
+        m2 = m2 + delta * (v - m1)
+    for lane in range(_LANES):   # the scalar AddMoments, contracted both times
+        total = m0 + n
+        c = F(0.0) if total == 0 else F(n) / F(total)
+        delta = s[0, lane] - m1
+        m1 = fma(c, delta, m1)
+        m2 = m2 + fma(delta * delta * c, F(m0), s[_DEPTH, lane])
+        m0 = total
+    return m1, F(1.0) / np.sqrt(max(m2 / F(C), F(0.0)) + eps)
 
 
 @njit(**_JIT, inline="always")
@@ -219,20 +298,25 @@ def attention_softmax(s, L, scale, causal):
 
 @njit(**_JIT)
 def layer_norm(x, out, w, b, eps):
-    """``out[r] = (x[r] - mean) / sqrt(var + eps) * w + b`` (``w``/``b`` empty: not applied)."""
+    """``out[r] = (x[r] - mean) / sqrt(var + eps) * w + b`` (``w``/``b`` empty: not applied), rounded
+    as ATen's kernel rounds."""
     R, C = x.shape
-    inv_c = F(1.0) / F(C)
     has_w, has_b = w.shape[0] > 0, b.shape[0] > 0
+    s0, s = _moment_scratch()
     for r in range(R):
-        mean, rstd = _row_mean_rstd(x, r, inv_c, eps)
-        for c in range(C):
-            out[r, c] = (x[r, c] - mean) * rstd
-        if has_w:
+        mean, rstd = _row_mean_rstd(x, r, eps, s0, s)
+        if has_w and has_b:   # ATen's roundings: ``fma((x - mean) * rstd, w, b)``, ``fma(x - mean, rstd, b)``
             for c in range(C):
-                out[r, c] = out[r, c] * w[c]
-        if has_b:
+                out[r, c] = fma((x[r, c] - mean) * rstd, w[c], b[c])
+        elif has_b:
             for c in range(C):
-                out[r, c] = out[r, c] + b[c]
+                out[r, c] = fma(x[r, c] - mean, rstd, b[c])
+        elif has_w:
+            for c in range(C):
+                out[r, c] = (x[r, c] - mean) * rstd * w[c]
+        else:
+            for c in range(C):
+                out[r, c] = (x[r, c] - mean) * rstd
 
 
 @njit(**_JIT)
@@ -243,8 +327,9 @@ def layer_norm_backward(g, x, w, eps, gx, gw, gb):
     inner loops, so they vectorise)."""
     R, C = x.shape
     inv_c = F(1.0) / F(C)
+    s0, s = _moment_scratch()
     for r in range(R):
-        mean, rstd = _row_mean_rstd(x, r, inv_c, eps)
+        mean, rstd = _row_mean_rstd(x, r, eps, s0, s)
         a = F(0.0)
         b = F(0.0)
         for c in range(C):
