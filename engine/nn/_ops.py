@@ -25,7 +25,7 @@ from ..ops.sparse import sparse_coo_tensor
 from .. import kernels
 from ..kernels import gemm
 from ..base.backend import is_numpy
-from ..base.dtype import BFLOAT16_NP, FLOATING_KINDS, float64, from_np, in_float32
+from ..base.dtype import BFLOAT16_NP, FLOATING_KINDS, REDUCED_NP, float64, from_np, in_float32, in_opmath
 from . import _winograd
 
 __all__ = ["convolution", "convolution_transpose", "convolution_weight", "max_pool", "avg_pool",
@@ -813,6 +813,9 @@ def _avg_loops(xp, a) -> bool:
 
 
 def _avg_fwd(xp, x, *, kernel, stride, padding, ceil_mode, count_include_pad, divisor, out_size):
+    if x.dtype in REDUCED_NP and len(kernel) <= 2:   # ATen sums each window in float32, rounds the mean once
+        return in_opmath(_avg_fwd, xp, x, kernel=kernel, stride=stride, padding=padding, ceil_mode=ceil_mode,
+                         count_include_pad=count_include_pad, divisor=divisor, out_size=out_size)
     out = out_size
     nd = len(kernel)
     if _avg_loops(xp, x) and not blocks_divide(x.shape[2:], kernel, stride, padding):
@@ -832,15 +835,28 @@ def _avg_fwd(xp, x, *, kernel, stride, padding, ceil_mode, count_include_pad, di
     return total / x.dtype.type(divisor)
 
 
+def _avg_bwd_reduced(xp, delta, size, kernel, stride, padding):
+    """ATen's backward in bfloat16/half where windows overlap: each window's ``delta`` (``g / divisor``,
+    rounded) added to its in-bounds inputs window by window in row-major output order, each add rounded."""
+    res = xp.zeros(delta.shape[:2] + tuple(size), delta.dtype)
+    for pos in itertools.product(*map(range, delta.shape[2:])):
+        win = tuple(slice(max(o * s - p, 0), min(o * s - p + k, n)) for o, s, p, k, n in zip(pos, stride, padding,
+                                                                                        kernel, size))
+        res[(slice(None), slice(None)) + win] += delta[(slice(None), slice(None)) + pos + (None,) * len(pos)]
+    return res
+
+
 def _avg_bwd_fwd(xp, g, *, kernel, stride, padding, ceil_mode, count_include_pad, divisor, out_size, size):
     out = out_size
     nd = len(kernel)
     if _avg_loops(xp, g) and not blocks_divide(size, kernel, stride, padding):
         return _avg_loop("avg_pool3d_backward", g, out, size, kernel, stride, padding, count_include_pad, divisor)
     if divisor is None:
-        g = g / _avg_divisor(xp, size, kernel, stride, padding, out, count_include_pad, g.dtype)
+        g = g / _avg_divisor(xp, size, kernel, stride, padding, out, count_include_pad, np.int64).astype(g.dtype)
     else:
         g = g / g.dtype.type(divisor)
+    if g.dtype in REDUCED_NP and not blocks_divide(size, kernel, stride, padding):
+        return _avg_bwd_reduced(xp, g, size, kernel, stride, padding)
     if blocks_divide(size, kernel, stride, padding):
         res = xp.empty(g.shape[:2] + sum(((o, k) for o, k in zip(out, kernel)), ()), g.dtype)
         for off in _block_offsets(kernel):

@@ -27,6 +27,7 @@ import numpy as np
 
 from .. import kernels
 from ..base.meta import has_data
+from ..base.dtype import REDUCED_NP, in_opmath
 from ..core.cpu_stream import fma
 from ..core.dispatch import apply
 from ..core.registry import NONE, Op
@@ -358,6 +359,8 @@ def _windows3(in_size, sizes) -> list:
 def _adaptive_fwd(xp, x, *, sizes):
     if not has_data(xp):
         return xp.empty(x.shape[:2] + tuple(sizes), x.dtype)
+    if x.dtype in REDUCED_NP:   # ATen's 1-d and 2-d kernels sum in float32 and round the mean once
+        return in_opmath(_adaptive_fwd, xp, x, sizes=sizes)
     planes = xp.ascontiguousarray(x.reshape(_as3d(x.shape, x.shape[2:])))
     if _loops(xp, planes):
         out = np.empty(_as3d(x.shape, sizes), x.dtype)
@@ -380,12 +383,27 @@ def _adaptive_fwd(xp, x, *, sizes):
     return res.astype(x.dtype).reshape(x.shape[:2] + tuple(sizes))
 
 
+def _adaptive_bwd_reduced(xp, planes, out):
+    """ATen's 2-d backward in bfloat16/half: each window's ``g / kh / kw`` rounded after each division,
+    added to the input gradient window by window in row-major output order, each add rounded (overlapping
+    windows' sums depend on that order)."""
+    (_, _, H, W), (_, _, oh, ow) = out.shape, planes.shape
+    (h0, h1), (w0, w1) = adaptive_windows(H, oh), adaptive_windows(W, ow)
+    t = planes.dtype.type
+    for i in range(oh):
+        for j in range(ow):
+            delta = planes[:, :, i, j] / t(h1[i] - h0[i]) / t(w1[j] - w0[j])
+            out[:, :, h0[i]:h1[i], w0[j]:w1[j]] += delta[:, :, None, None]
+
+
 def _adaptive_bwd_fwd(xp, g, *, in_size, sizes):
     if not has_data(xp):
         return xp.empty(g.shape[:2] + tuple(in_size), g.dtype)
     planes = xp.ascontiguousarray(g.reshape(_as3d(g.shape, sizes)))
     out = xp.zeros(_as3d(g.shape, in_size), g.dtype)
-    if _loops(xp, planes):
+    if g.dtype in REDUCED_NP:
+        _adaptive_bwd_reduced(xp, planes, out)
+    elif _loops(xp, planes):
         loop, win = kernels.loops("resample"), _windows3(in_size, sizes)
         if _many(planes, out):
             kernels.parallel(loop.adaptive_avg_planes_backward, 2, _flat(planes), _flat(out), *win,
@@ -434,10 +452,12 @@ _adaptive_bwd = Op("adaptive_avg_pool_backward", _adaptive_bwd_fwd,
 
 
 def adaptive_applies(x: Tensor, sizes: tuple) -> bool:
-    """Whether the op takes this call: float32/float64 whose windows ``avg_pool`` cannot match (that
-    divides once by ``kh kw``, ATen's adaptive kernel by each extent in turn: equal only while at most
-    one extent is not a power of two)."""
-    if x._data.dtype not in _EXACT or not 1 <= len(sizes) <= 3:
+    """Whether the op takes this call: float32/float64 (and bfloat16/half in 1-d and 2-d, computed in
+    float32) whose windows ``avg_pool`` cannot match (that divides once by ``kh kw``, ATen's adaptive
+    kernel by each extent in turn: equal only while at most one extent is not a power of two)."""
+    if x._data.dtype not in _EXACT + REDUCED_NP or not 1 <= len(sizes) <= 3:
+        return False
+    if x._data.dtype in REDUCED_NP and len(sizes) == 3:   # ATen's 3-d kernel rounds each step in the dtype
         return False
     if all(n % o == 0 for n, o in zip(x.shape[2:], sizes)):
         ks = [n // o for n, o in zip(x.shape[2:], sizes)]

@@ -1,0 +1,87 @@
+"""Gaps found in session 25 (helper s25b) running researchers' own programs (diffusion, self-supervised and
+metric learning, selective-scan/RWKV/TCN/CTC sequence models, bf16 autocast with schedulers, SWA and
+checkpoint resume) step by step under PyTorch and tapelab; each pattern written here directly and checked
+against PyTorch bit for bit."""
+import numpy as np
+import pytest
+import torch
+
+import tapelab
+
+_RNG = np.random.default_rng(25)
+_X = _RNG.standard_normal((3, 5, 7, 6)).astype(np.float32)
+
+_POOLS = {
+    "avg_pool2d": lambda m, t: m.nn.functional.avg_pool2d(t, 2),
+    "avg_pool2d_overlap_nopad_count": lambda m, t: m.nn.functional.avg_pool2d(t, 3, 1, 1, count_include_pad=False),
+    "avg_pool2d_divisor": lambda m, t: m.nn.functional.avg_pool2d(t, 3, 2, 1, divisor_override=5),
+    "avg_pool2d_ceil": lambda m, t: m.nn.functional.avg_pool2d(t, 2, ceil_mode=True),
+    "avg_pool1d": lambda m, t: m.nn.functional.avg_pool1d(t.flatten(2), 4),
+    "avg_pool1d_overlap": lambda m, t: m.nn.functional.avg_pool1d(t.flatten(2), 3, 2, 1),
+    "adaptive2d_tiles": lambda m, t: m.nn.functional.adaptive_avg_pool2d(t[..., :6, :], (2, 2)),
+    "adaptive2d_uneven": lambda m, t: m.nn.functional.adaptive_avg_pool2d(t, (4, 5)),
+    "adaptive2d_module": lambda m, t: m.nn.AdaptiveAvgPool2d((3, None))(t),
+    "adaptive1d": lambda m, t: m.nn.functional.adaptive_avg_pool1d(t.flatten(2), 5),
+    "area": lambda m, t: m.nn.functional.interpolate(t, size=(4, 4), mode="area"),
+    "area1d": lambda m, t: m.nn.functional.interpolate(t.flatten(2), size=9, mode="area"),
+    "channels_last": lambda m, t: m.nn.functional.adaptive_avg_pool2d(t.contiguous(memory_format=m.channels_last), 2),
+    "channels_last_avg": lambda m, t: m.nn.functional.avg_pool2d(t.contiguous(memory_format=m.channels_last), 3, 2),
+}
+
+
+def _pool(m, name, dtype, backward):
+    x = m.tensor(_X).to(getattr(m, dtype)).requires_grad_(backward)
+    y = _POOLS[name](m, x)
+    if not backward:
+        return str(y.dtype).split(".")[-1], y.detach().float().numpy()
+    g = np.random.default_rng(1).standard_normal(tuple(y.shape)).astype(np.float32)
+    y.backward(m.tensor(g).to(y.dtype))
+    return str(x.grad.dtype).split(".")[-1], x.grad.float().numpy()
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+@pytest.mark.parametrize("name", sorted(_POOLS))
+@pytest.mark.parametrize("backward", [False, True], ids=["forward", "backward"])
+def test_reduced_precision_average_pooling_is_torchs_bit_for_bit(name, dtype, backward):
+    """A bf16 CNN under ``torch.amp.autocast("cpu", dtype=torch.bfloat16)`` pooled its features with
+    ``AdaptiveAvgPool2d`` and its loss differed from the first step: ATen sums each window in float32 and
+    rounds the mean once (numpy's half ufuncs rounded every add), and its backward divides (rounding after
+    each division by an extent) and adds window by window in the dtype, where overlapping windows' sums
+    depend on that order."""
+    t = _pool(torch, name, dtype, backward)
+    lab = _pool(tapelab, name, dtype, backward)
+    assert t[0] == lab[0]
+    np.testing.assert_array_equal(lab[1], t[1])
+
+
+@pytest.mark.parametrize("cols", [1, 3, 7, 8, 16, 20, 64, 127, 128, 129, 300, 768, 1000, 2049, 4096])
+@pytest.mark.parametrize("affine", ["both", "weight", "bias", "none"])
+def test_layer_norm_float32_forward_is_torchs_bit_for_bit(cols, affine):
+    """Every transformer program drifted from PyTorch from its first LayerNorm (BYOL's projector: 1706 of
+    4096 outputs an ulp off): ATen's mean and variance come from its vectorised Welford (8 lanes of
+    16-vector chunks merged through a cascade, then the leftover columns and the lanes merged in a scalar
+    Welford) and its output is ``fma((x - mean) * rstd, weight, bias)``; tapelab took two plain passes."""
+    x = (np.random.default_rng(cols).standard_normal((9, cols)) * 3 + 0.5).astype(np.float32)
+    w = np.random.default_rng(1).standard_normal(cols).astype(np.float32)
+    b = np.random.default_rng(2).standard_normal(cols).astype(np.float32)
+    outs = []
+    for m in (torch, tapelab):
+        weight = m.tensor(w) if affine in ("both", "weight") else None
+        bias = m.tensor(b) if affine in ("both", "bias") else None
+        outs.append(m.nn.functional.layer_norm(m.tensor(x), (cols,), weight, bias, eps=1e-5).numpy())
+    np.testing.assert_array_equal(outs[1], outs[0])
+
+
+def test_layer_norm_module_on_3d_input_and_scaled_rows():
+    """``nn.LayerNorm`` over the last dim of a (batch, seq, dim) activation with large offsets (where a
+    naive two-pass variance and Welford part most) gives PyTorch's numbers exactly."""
+    x = (np.random.default_rng(3).standard_normal((2, 5, 96)) * 0.01 + 40).astype(np.float32)
+    outs = []
+    for m in (torch, tapelab):
+        m.manual_seed(0)
+        ln = m.nn.LayerNorm(96)
+        with m.no_grad():
+            ln.weight.uniform_(0.5, 1.5)
+            ln.bias.uniform_(-1, 1)
+        outs.append(ln(m.tensor(x)).detach().numpy())
+    np.testing.assert_array_equal(outs[1], outs[0])
