@@ -85,3 +85,34 @@ def test_layer_norm_module_on_3d_input_and_scaled_rows():
             ln.bias.uniform_(-1, 1)
         outs.append(ln(m.tensor(x)).detach().numpy())
     np.testing.assert_array_equal(outs[1], outs[0])
+
+
+@pytest.fixture
+def one_thread():
+    """ATen's layer-norm backward splits the rows among its threads for the weight's and bias's gradients
+    (one buffer per thread, summed at the end): the programs ran on one."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.mark.parametrize("cols", [1, 5, 8, 20, 64, 300, 768, 1029])
+@pytest.mark.parametrize("affine", ["both", "weight", "bias", "none"])
+def test_layer_norm_float32_backward_is_torchs_bit_for_bit(cols, affine, one_thread):
+    """The gradients of a float32 layer norm as ATen's kernel rounds them: the input's
+    ``fma(b, x, a g w) + c`` from lane-ordered sums of ``g x w`` and ``g w``, the weight's
+    ``fma(g, fma(a, x, -a mean), acc)`` row after row."""
+    rng = np.random.default_rng(cols)
+    x = (rng.standard_normal((11, cols)) * 2 + 0.3).astype(np.float32)
+    w, b = rng.standard_normal(cols).astype(np.float32), rng.standard_normal(cols).astype(np.float32)
+    g = rng.standard_normal((11, cols)).astype(np.float32)
+    outs = []
+    for m in (torch, tapelab):
+        xt = m.tensor(x, requires_grad=True)
+        weight = m.tensor(w, requires_grad=True) if affine in ("both", "weight") else None
+        bias = m.tensor(b, requires_grad=True) if affine in ("both", "bias") else None
+        m.nn.functional.layer_norm(xt, (cols,), weight, bias).backward(m.tensor(g))
+        outs.append([t.grad.numpy() for t in (xt, weight, bias) if t is not None])
+    for t, lab in zip(*outs):
+        np.testing.assert_array_equal(lab, t)

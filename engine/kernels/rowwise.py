@@ -319,30 +319,35 @@ def layer_norm(x, out, w, b, eps):
                 out[r, c] = (x[r, c] - mean) * rstd
 
 
-@njit(**_JIT)
-def layer_norm_backward(g, x, w, eps, gx, gw, gb):
-    """layer_norm's three gradients in one pass per row: ``gx[r] = rstd (gy - mean(gy) - xhat
-    mean(gy xhat))`` with ``gy = g w``, and ``gw += g xhat``, ``gb += g`` summed over rows into
-    the caller's zeroed ``(C,)`` arrays (``w`` is ones when there is no weight: no branch in the
-    inner loops, so they vectorise)."""
+@njit(**_JIT_EXACT)
+def layer_norm_backward(g, x, w, has_w, eps, gx, gw, gb):
+    """layer_norm's three gradients as ATen's kernel rounds them (one thread): per row, with ``a`` the
+    1/std and ``ds``, ``db`` the lane sums of ``g x w`` and ``g w`` (of ``g x`` and ``g`` without a
+    weight), ``gx = fma(b, x, a g w) + c``, ``b = fma(db, mean, -ds) a^3 / C``, ``c = fma(-b, mean,
+    -db a / C)``; ``gw += fma(g, fma(a, x, -a mean), gw)`` and ``gb += g`` over rows into the caller's
+    zeroed ``(C,)`` arrays (``w`` is ones when ``has_w`` is False)."""
     R, C = x.shape
-    inv_c = F(1.0) / F(C)
     s0, s = _moment_scratch()
+    u = np.empty(C, F)
+    scale = F(1.0) / F(C)
+    lanes = 8   # ATen's layer-norm kernels are its AVX2 build's (no AVX512 registration)
     for r in range(R):
-        mean, rstd = _row_mean_rstd(x, r, eps, s0, s)
-        a = F(0.0)
-        b = F(0.0)
+        mean, a = _row_mean_rstd(x, r, eps, s0, s)
+        gr, xr = g[r], x[r]
+        shift = -a * mean
         for c in range(C):
-            xh = (x[r, c] - mean) * rstd
-            gy = g[r, c] * w[c]
-            a += gy
-            b += gy * xh
-            gw[c] += g[r, c] * xh
-            gb[c] += g[r, c]
-        a *= inv_c
-        b *= inv_c
+            gw[c] = fma(gr[c], fma(a, xr[c], shift), gw[c])
+            gb[c] = gb[c] + gr[c]
+        if has_w:
+            for c in range(C):
+                u[c] = gr[c] * xr[c]
+            ds, db = _lane_dot(u, w, C, lanes), _lane_dot(gr, w, C, lanes)
+        else:
+            ds, db = _lane_dot(gr, xr, C, lanes), _lane_sum(gr, C, lanes)
+        b = fma(db, mean, -ds) * a * a * a * scale
+        cc = fma(-b, mean, -(db * a * scale))
         for c in range(C):
-            gx[r, c] = rstd * (g[r, c] * w[c] - a - (x[r, c] - mean) * rstd * b)
+            gx[r, c] = fma(b, xr[c], a * gr[c] * w[c]) + cc
 
 
 # ---------------------------------------------------------------- cross-entropy from logits

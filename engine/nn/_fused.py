@@ -199,7 +199,9 @@ def _ln_bwd_fwd(xp, g, x, *affine, dims, eps, has_weight, needs):
     if x.size and kernels.use(xp, g, x, *affine) and g.shape == x.shape:
         gx, gw, gb = xp.empty_like(x), xp.zeros(cols, x.dtype), xp.zeros(cols, x.dtype)   # all three: no branches
         kernels.loops("rowwise").layer_norm_backward(g.reshape(-1, cols), x.reshape(-1, cols),
-                                       xp.ones(cols, x.dtype) if w is None else w.reshape(-1), x.dtype.type(eps),
+                                       xp.ones(cols, x.dtype) if w is None else xp.ascontiguousarray(w.reshape(-1)),
+                                       w is not None,
+                                       x.dtype.type(eps),
                                        gx.reshape(-1, cols), gw, gb)
         shape = x.shape[x.ndim - len(dims):]
         return gx, gw.reshape(shape), gb.reshape(shape)
