@@ -132,7 +132,11 @@ def _loop(op, tensors: list, operands: list, params: dict, inplace: bool):
         out = []
         for row in rows:
             r = fwd(np, *row, **params)
-            if type(r) is not np.ndarray or r.dtype != row[0].dtype:   # a forward of another kind: dispatch
+            if type(r) is not np.ndarray:
+                if not isinstance(r, np.generic):   # a forward of another kind: dispatch
+                    return None
+                r = np.asarray(r)   # a reduction's numpy scalar, as the dispatcher wraps it
+            if r.dtype != row[0].dtype:
                 return None
             out.append(Tensor._wrap(r, False, None, 0, [0], CPU))
         return tuple(out)
@@ -142,8 +146,12 @@ def _loop(op, tensors: list, operands: list, params: dict, inplace: bool):
             ufunc(*row, out=row[0], casting="same_kind")
     elif op.fwd_out is not None and op.elementwise:
         fwd_out = op.fwd_out
-        for row in rows:
-            fwd_out(np, *row, out=(row[0],), **params)
+        if params:
+            for row in rows:
+                fwd_out(np, *row, out=(row[0],), **params)
+        else:
+            for row in rows:
+                fwd_out(np, *row, out=(row[0],))
     elif op.out_form is not None and not params:   # declared equal to the forward (capture replays it)
         form = getattr(np, op.out_form)
         for row in rows:
@@ -293,12 +301,25 @@ def _foreach_lerp_(self, tensors1, weight):
 
 def _foreach_norm(self, ord=2, dtype=None):
     """The vector norm of each tensor (``torch.linalg.vector_norm``), as a tuple of 0-d tensors."""
-    return tuple(vector_norm(t, ord, dtype=dtype) for t in _tensors("norm", self))
+    tensors = _tensors("norm", self)
+    if dtype is None and type(ord) in (int, float) and all(t._data.size for t in tensors):
+        got = _loop(REGISTRY["norm"], tensors, (), {"ord": float(ord), "dims": None, "keepdim": False}, False)
+        if got is not None:
+            return got
+    return tuple(vector_norm(t, ord, dtype=dtype) for t in tensors)
 
 
 def _foreach_powsum(self, ord=2, dtype=None):
-    """``sum(|t| ** ord)`` of each tensor."""
-    return tuple((t.abs() ** ord).sum(dtype=dtype) for t in _tensors("powsum", self))
+    """``sum(|t| ** ord)`` of each tensor: outside autograd, for ``0 < ord < inf``, its ord-norm (PyTorch's
+    order of sums where it is ``vecnorm``'s) to the power ``ord`` in float64, rounded once (within ulps of
+    PyTorch's sum, which is not returned under its root); otherwise the formula."""
+    tensors = _tensors("powsum", self)
+    if dtype is None and type(ord) in (int, float) and 0 < ord < float("inf"):
+        norms = _foreach_norm(tensors, ord)
+        if not any(n.requires_grad or type(n._data) is not np.ndarray for n in norms):
+            return tuple(Tensor._wrap(np.asarray(np.float64(n._data) ** ord, n._data.dtype), False, None, 0, [0], CPU)
+                         for n in norms)
+    return tuple((t.abs() ** ord).sum(dtype=dtype) for t in tensors)
 
 
 def _foreach_max(self):

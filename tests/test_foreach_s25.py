@@ -236,10 +236,25 @@ def test_nonleaf_in_place_records_as_pytorch():
 
 def test_norms_and_reductions():
     t, o = _both(_arrays(0))
-    for ord_ in (2, 1, float("inf")):
-        _same(tl._foreach_norm(o, ord_), torch._foreach_norm(t, ord_), exact=False)
+    for ord_ in (2, 1, float("inf"), 3):
+        _same(tl._foreach_norm(o, ord_), torch._foreach_norm(t, ord_), exact=ord_ == 2)
     _same(tl._foreach_max(o), torch._foreach_max(t))
+    for ord_ in (2, 1, 3, 0.5, 0):
+        _same(tl._foreach_powsum(o, ord_), torch._foreach_powsum(t, ord_), exact=False)
+    t, o = _both(_arrays(0, np.float64))
+    _same(tl._foreach_norm(o), torch._foreach_norm(t), exact=False)
     _same(tl._foreach_powsum(o), torch._foreach_powsum(t), exact=False)
+
+
+def test_norm_gradients():
+    """Inputs requiring grad keep the recorded path (PyTorch's powsum records too, and has no derivative)."""
+    t, o = _both(_arrays(0), requires_grad=True)
+    for lib, xs in ((torch, t), (tl, o)):
+        n = lib._foreach_norm(xs)
+        assert all(v.requires_grad for v in n + lib._foreach_powsum(xs, 3))
+        sum(n).backward()
+    for a, b in zip(o, t):
+        np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64", "bfloat16", "float16"])

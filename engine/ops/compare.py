@@ -364,9 +364,9 @@ def _clamp_number(xp, x, bound, out=None, upper=False):
         return None
     if out is None:
         out = np.empty_like(x)
-    elif not kernels.use(xp, out) or out.shape != x.shape:
+    elif out is not x and (not kernels.use(xp, out) or out.shape != x.shape):
         return None
-    kernels.parallel(kernels.loops("pointwise").clamp, 2, x.reshape(-1), out.reshape(-1), np.float32(bound), upper)
+    kernels.parallel(kernels.loops("pointwise").clamp, 2, x.ravel(), out.ravel(), np.float32(bound), upper)
     return out
 
 
@@ -382,12 +382,18 @@ def _clamp_max_fwd(xp, x, hi):
 
 def _clamp_min_out(xp, x, lo, *, out):
     if _clamp_number(xp, x, lo, out[0]) is None:
-        out[0][...] = _clamp_min_fwd(xp, x, lo)
+        if x.dtype.kind == "b":
+            out[0][...] = _clamp_min_fwd(xp, x, lo)
+        else:   # a tensor bound: numpy's maximum into the target
+            xp.maximum(x, lo, out=out[0])
 
 
 def _clamp_max_out(xp, x, hi, *, out):
     if _clamp_number(xp, x, hi, out[0], upper=True) is None:
-        out[0][...] = _clamp_max_fwd(xp, x, hi)
+        if x.dtype.kind == "b":
+            out[0][...] = _clamp_max_fwd(xp, x, hi)
+        else:
+            xp.minimum(x, hi, out=out[0])
 
 
 _clamp_min = Op("clamp_min", _clamp_min_fwd, _clamp_min_vjp, promote="common", elementwise=True,

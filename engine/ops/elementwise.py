@@ -463,7 +463,7 @@ def _scaled_sum(xp, a, b, alpha, out=None):
         b = xp.asarray(b, dtype=a.dtype)
     if (xp is np and type(a) is np.ndarray and type(b) is np.ndarray and a.dtype == _F32 and b.dtype == _F32
             and a.shape == b.shape and a.size and a.flags.c_contiguous and b.flags.c_contiguous and kernels.enabled()
-            and (out is None or (out.shape == a.shape and out.dtype == _F32 and out.flags.c_contiguous))):
+            and (out is None or out is a or (out.shape == a.shape and out.dtype == _F32 and out.flags.c_contiguous))):
         # one pass, llvm.fma (``_one_pass``'s test written out: an optimizer's update of a small parameter
         # is mostly this Python, 4.0 -> 1.6 us at 16 elements; below PARALLEL_MIN the loop runs whole)
         out = np.empty_like(a) if out is None else out
@@ -482,8 +482,8 @@ def _fma_pass(a, b, out, alpha) -> None:
     """``out = fma(b, alpha, a)``: float32 C-contiguous numpy arrays of one shape, ``alpha`` a float32; the
     loop whole below ``PARALLEL_MIN`` elements, else split as ``kernels.parallel`` times it."""
     loop = kernels.loops("pointwise").scaled_add
-    if a.ndim != 1:
-        a, b, out = a.reshape(-1), b.reshape(-1), out.reshape(-1)
+    if a.ndim != 1:   # contiguous: ravel is a view (and cheaper than reshape)
+        a, b, out = a.ravel(), b.ravel(), out.ravel()
     if a.size < kernels.PARALLEL_MIN:
         loop(b, a, out, alpha)
     else:
@@ -1023,7 +1023,7 @@ def _lerp_out(xp, a, b, w, *, out):
     """``lerp`` written into ``out[0]`` (``lerp_``'s target: a model-EMA update ``ema.lerp_(p, 1 - decay)``
     in one pass, not a fresh result copied back), the same floats as the forward."""
     o = out[0]
-    if (type(w) is float or type(w) is int) and _one_pass(xp, a, b, o):
+    if (type(w) is float or type(w) is int) and (_one_pass(xp, a, b) if o is a else _one_pass(xp, a, b, o)):
         _lerp_pass(a, b, o, *_lerp_weight(w))
     elif hasattr(w, "dtype") and _one_pass(xp, a, b, w, o):
         _lerp_weights(a, b, w, o)
