@@ -967,58 +967,6 @@ def lerp_arrays_(pairs, weight) -> bool:
     return True
 
 
-def scaled_add_arrays_(pairs, alpha) -> bool:
-    """``t.add_(o, alpha=alpha)`` for each ``(t, o)`` of ``pairs`` straight on their arrays, as ``add``'s
-    ``fwd_out`` writes ``t.add_`` (one fused multiply-add pass, or numpy's add for ``alpha == 1``), version
-    counters moved, when nobody watches and every pair is float32 arrays of one shape the loop takes (an
-    optimizer's ``torch._foreach_add_(exp_avg, grads, alpha=1 - beta1)``: the dispatch per tensor cost
-    more than the pass). ``sub_`` passes ``-alpha``. False (nothing done) otherwise."""
-    if _DISPATCH.slow or type(alpha) not in (float, int):
-        return False
-    if not _plain_pairs(pairs):
-        return False
-    alpha32 = _F32.type(alpha)
-    for t, o in pairs:
-        a = t._data
-        if alpha == 1:
-            np.add(a, o._data, out=a)
-        else:
-            _fma_pass(a, o._data, a, alpha32)
-        t._vc[0] += 1
-    return True
-
-
-def ufunc_arrays_(op, pairs) -> bool:
-    """``op`` (``mul``, ``div``: an Op declaring its ``ufunc``) in place for each ``(t, o)`` of ``pairs``, ``o``
-    a tensor or a Python number, as ``apply_`` writes it (one ufunc call into ``t``'s memory), under the
-    same conditions as ``scaled_add_arrays_``. False (nothing done) otherwise."""
-    if _DISPATCH.slow:
-        return False
-    tensors = [p for p in pairs if isinstance(p[1], Tensor)]
-    if len(tensors) != len(pairs) and (tensors or not all(type(o) in (float, int) for _, o in pairs)):
-        return False
-    if not _plain_pairs(pairs if tensors else [(t, t) for t, _ in pairs]):
-        return False
-    ufunc = getattr(np, op.ufunc)
-    for t, o in pairs:
-        a = t._data
-        ufunc(a, o._data if tensors else o, out=a, casting="same_kind")
-        t._vc[0] += 1
-    return True
-
-
-def _plain_pairs(pairs) -> bool:
-    """Every ``(t, o)`` tensors that an in-place write may skip the dispatcher for: no gradient to record
-    (under grad mode neither requires one; ``t`` a leaf or detached), not a view, float32 arrays of one
-    shape that the one-pass loops take."""
-    grad = is_grad_enabled()
-    for t, o in pairs:
-        if (t.grad_fn is not None or t._base is not None or (grad and (t.requires_grad or o.requires_grad))
-                or not _one_pass(np, t._data, o._data)):
-            return False
-    return True
-
-
 def _lerp_out(xp, a, b, w, *, out):
     """``lerp`` written into ``out[0]`` (``lerp_``'s target: a model-EMA update ``ema.lerp_(p, 1 - decay)``
     in one pass, not a fresh result copied back), the same floats as the forward."""
