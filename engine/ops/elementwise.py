@@ -293,9 +293,18 @@ def _rsqrt_fwd(xp, a):
     return np.divide(1, r, out=r)   # one result array
 
 
+def _rsqrt_out(xp, a, *, out):
+    o = out[0]
+    if a.dtype in REDUCED_NP or type(o) is not np.ndarray or o.dtype != a.dtype:
+        o[...] = _rsqrt_fwd(xp, a)
+        return
+    np.sqrt(a, out=o)
+    np.divide(1, o, out=o)
+
+
 rsqrt = _unary("rsqrt", _rsqrt_fwd,
                lambda g, out, a: (g * (out ** 3) * -0.5,) if g._data.dtype.kind != "c" else (g * cj(out ** 3) * -0.5,),
-               reads="output", complex=True, onnx=lambda g, a: g.op("Reciprocal", g.op("Sqrt", a)))
+               reads="output", complex=True, onnx=lambda g, a: g.op("Reciprocal", g.op("Sqrt", a)), fwd_out=_rsqrt_out)
 reciprocal = _unary("reciprocal", lambda xp, a: 1 / a,
                     lambda g, out, a: (-g * (out * out),) if g._data.dtype.kind != "c" else (-g * cj(out * out),),
                     reads="output", complex=True, onnx="Reciprocal", out_form="reciprocal")
