@@ -529,9 +529,6 @@ def _std_fwd(xp, x, **params):
     return xp.sqrt(_var_fwd(xp, x, **params))
 
 
-# 1/x where x != 0 and 0 where x == 0; its derivative -1/x^2 is then -out^2 everywhere
-_recip_nonzero = Op("recip_nonzero", lambda xp, x: _backend.divide_where(xp, 1, x, x != 0),
-                    lambda g, out, x: (-g * out * out,), saves=NONE, save_output=True, elementwise=True)
 _var = Op("var", _var_fwd, _var_vjp, contiguous=True, onnx=_onnx_var)
 _std = Op("std", _std_fwd, _std_vjp, save_output=True, contiguous=True, onnx=lambda g, x, **p: g.op("Sqrt", _onnx_var(g, x, **p)))
 
@@ -693,11 +690,22 @@ def _norm_vjp(g, out, x, *, ord, dims, keepdim):
         return (_expand_back(g, x, dims, keepdim) * x.sgn(),)
     if ord == _INF or ord == -_INF:
         return (x.sgn() * _extremum_vjp(g, out, x.abs(), dims=dims, keepdim=keepdim)[0],)
-    r = _expand_back(apply(_recip_nonzero, out), x, dims, keepdim)
-    gx = _expand_back(g, x, dims, keepdim)
+    # ATen's norm_backward, its roundings: ``g * (x / norm)`` for 2, ``|x|^(p-1) sgn(x) g norm^(1-p)`` below
+    # 1, ``(x |x|^(p-2) or sgn(x) |x|^(p-1)) * (g / norm^(p-1))`` otherwise, zero where the norm (or x) is
+    n, gx = _unsqueezed(out, x, dims, keepdim), _unsqueezed(g, x, dims, keepdim)
     if ord == 2:
-        return (gx * x * r,)
-    return (gx * x.sgn() * x.abs() ** (ord - 1) * r ** (ord - 1),)
+        return (gx * (x / n).masked_fill(n == 0, 0),)
+    if ord < 1:
+        return ((x.sgn() * x.abs() ** (ord - 1)).masked_fill(x == 0, 0) * gx * n ** (1 - ord),)
+    scaled = x.sgn() * x.abs() ** (ord - 1) if ord < 2 else x * x.abs() ** (ord - 2)
+    return (scaled * (gx / n ** (ord - 1)).masked_fill(n == 0, 0),)
+
+
+def _unsqueezed(t: Tensor, x: Tensor, dims, keepdim: bool) -> Tensor:
+    """A reduction's result or gradient with the reduced dims of ``x`` kept as ones (broadcasts against x)."""
+    if not keepdim and (dims is not None or t._data.ndim):
+        return t.reshape(_keep_shape(x._data.shape, dims))
+    return t
 
 
 _norm = Op("norm", _norm_fwd, _norm_vjp, save_output=True, contiguous=True, onnx=_onnx_norm,
