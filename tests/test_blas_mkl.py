@@ -149,3 +149,22 @@ def test_tapelab_mkl_0_keeps_mkl_unloaded():
             "a = np.ones((64, 784), np.float32); b = np.ones((784, 512), np.float32); "
             "np.testing.assert_array_equal(tapelab.kernels.gemm(np, a, b), a @ b)")
     subprocess.run([sys.executable, "-c", code], env=dict(os.environ, TAPELAB_MKL="0"), check=True)
+
+
+@bitwise
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_lu_det_and_slogdet_of_a_singular_matrix_are_torchs(dtype):
+    """MKL's getrf (``kernels/lapack.py``) as PyTorch calls it: ``det``/``slogdet`` factor a real
+    C-contiguous A through A^T, ``lu_factor`` A itself; pivots and U's last bits agree even where the
+    CPU's code leaves a rounding error in place of U's zero pivot."""
+    a = np.array([[1.0, 2.0, 3.0], [2.0, 4.0, 6.0], [1.0, 0.0, 1.0]], dtype)
+    batch = np.stack([a, 2 * np.eye(3, dtype=dtype) + 0.1 * np.arange(9, dtype=dtype).reshape(3, 3)])
+    for x in (a, batch, np.ascontiguousarray(batch.transpose(0, 2, 1)).transpose(0, 2, 1)):
+        tt, tl = torch.from_numpy(x), tapelab.tensor(x)
+        np.testing.assert_array_equal(tapelab.linalg.det(tl).numpy(), torch.linalg.det(tt).numpy())
+        for got, want in zip(tapelab.linalg.slogdet(tl), torch.linalg.slogdet(tt)):
+            np.testing.assert_array_equal(got.numpy(), want.numpy())
+        lu_got, piv_got, _ = tapelab.linalg.lu_factor_ex(tl)
+        lu_want, piv_want, _ = torch.linalg.lu_factor_ex(tt)
+        np.testing.assert_array_equal(lu_got.numpy(), lu_want.numpy())
+        np.testing.assert_array_equal(piv_got.numpy(), piv_want.numpy())

@@ -224,15 +224,16 @@ def test_det_second_derivative_at_singular_input_matches_torch(name):
 @pytest.mark.parametrize("name", sorted(_SINGULAR_DETS))
 def test_log_determinant_gradient_at_singular_input_matches_torch(name, fn):
     """slogdet/logdet are not differentiable at a singular A: PyTorch's plain backward is a LAPACK solve
-    (a real row-major A through the LU of A^T) that leaves ±inf, nan and some finite entries; tapelab
-    solves the same way, so the pattern and the finite values agree."""
+    (a real row-major A through the LU of A^T) that leaves ±inf, nan and some finite entries, or, where
+    the CPU's getrf leaves a rounding error on U's diagonal (MKL's AVX-512 code), entries near 1e16 (and
+    logdet's nan for the then negative determinant takes no gradient); tapelab factors and solves the
+    same way with the same LAPACK, so the pattern and the values agree."""
     grads = []
     for m in (torch, tapelab):
         a = m.tensor(_SINGULAR_DETS[name], requires_grad=True)
         y = m.linalg.slogdet(a).logabsdet if fn == "slogdet" else m.logdet(a)
         (y.real if y.is_complex() else y).sum().backward()
         grads.append(np.asarray(a.grad.detach()) if m is tapelab else a.grad.numpy())
-    assert not np.isfinite(grads[0]).all()
     np.testing.assert_allclose(grads[1], grads[0], rtol=1e-10, atol=1e-12)
 
 

@@ -55,7 +55,7 @@ from numba.extending import intrinsic
 
 __all__ = ["exp32", "log32", "tanh32", "erf32", "maximum", "minimum", "select", "fma", "exp_sleef_u10", "erf_aten",
            "tanh_sleef_u10", "log_sleef_u10", "exp_onednn", "exp_u20", "gelu_onednn_avx512", "gelu_onednn_avx2",
-           "gelu_grad_onednn", "gelu16_onednn_avx512", "aten_lanes", "onednn_avx512"]
+           "gelu_grad_onednn", "gelu16_onednn_avx512", "aten_lanes", "onednn_avx512", "onednn_fp16"]
 
 F = np.float32
 _JIT = dict(cache=True, error_model="numpy", fastmath={"contract"})
@@ -608,6 +608,14 @@ def onednn_avx512() -> bool:
         cap = (os.environ.get("ONEDNN_MAX_CPU_ISA") or os.environ.get("DNNL_MAX_CPU_ISA") or "").upper()
         _CAPS["onednn"] = _has_avx512() and not (cap and "AVX512" not in cap and cap != "ALL")
     return _CAPS["onednn"]
+
+
+def onednn_fp16() -> bool:
+    """Whether PyTorch runs half convolutions (transposed ones too) in oneDNN here, as ATen's
+    ``mkldnn_fp16_device_check`` says (AVX512-FP16 or AMX-FP16): they then add the bias to the float32
+    accumulator and round once, where ATen's own half transposed kernel rounds before the bias."""
+    f = _host_features()
+    return bool(f.get("avx512fp16", False) or f.get("amx-fp16", False))
 
 
 # ---------------------------------------------------------------- oneDNN's AVX512 gelu, 16 at a time

@@ -285,7 +285,8 @@ def _check_conv_dtypes(x, w, b, transposed: bool) -> None:
 def _plus_bias(fwd, xp, x, w, b, *, half_once: bool = True, **params):
     """``fwd(x, w)`` plus the per-channel bias ``b``. ATen adds the bias to a bfloat16 convolution's
     float32 accumulator (one rounding), and to a half one's too, but for a transposed convolution,
-    whose half kernel adds it to the rounded result (``half_once=False``)."""
+    whose half kernel adds it to the rounded result (``half_once=False``) unless the CPU runs half
+    convolutions in oneDNN (``fastmath.onednn_fp16``)."""
     low = x.dtype is BFLOAT16_NP or (half_once and x.dtype == np.float16)
     dt = x.dtype
     if low:
@@ -354,7 +355,8 @@ def _conv_t_fwd(xp, y, w, *b, stride, pads, dilation, groups, in_size):
     if w.dtype is not y.dtype:
         _check_conv_dtypes(y, w, b, True)
     if b:
-        return _plus_bias(_conv_t_fwd, xp, y, w, b[0], half_once=False, stride=stride, pads=pads, dilation=dilation,
+        once = y.dtype != np.float16 or kernels.loops("fastmath").onednn_fp16()
+        return _plus_bias(_conv_t_fwd, xp, y, w, b[0], half_once=once, stride=stride, pads=pads, dilation=dilation,
                           groups=groups, in_size=in_size)
     if y.dtype is BFLOAT16_NP:
         return in_float32(_conv_t_fwd, xp, y, w, stride=stride, pads=pads, dilation=dilation, groups=groups,

@@ -260,7 +260,10 @@ def logdet(input):
     if _DISPATCH.functions is not None and has_tensor_like((input,)):
         return handle_torch_function(logdet, (input,), input)
     sign, logabs = slogdet(input)
-    return logabs + sign.log()
+    if input.is_complex():
+        return sign.log() + logabs
+    from .compare import where   # PyTorch's: a negative determinant's nan takes no gradient
+    return where(sign == -1, math.nan, logabs)
 
 
 def solve_triangular(A, B, *, upper: bool, left: bool = True, unitriangular: bool = False, out=None):

@@ -28,6 +28,11 @@ __all__: list = []
 
 
 def _lapack(name: str, a: np.ndarray):
+    """SciPy's ``get_lapack_funcs(name, (a,))``; getrf and getrs through MKL where it is loaded
+    (``kernels/lapack.py``: PyTorch's LU, to the last bit and pivot on a singular matrix)."""
+    if name in ("getrf", "getrs"):
+        from ..kernels import lapack
+        return lapack.funcs(name, a)
     import scipy.linalg.lapack as lapack
     return lapack.get_lapack_funcs(name, (a,))
 
@@ -144,7 +149,20 @@ def _det_fwd(xp, a):
         return xp.empty(a.shape[:-2], a.dtype)
     if a.shape[-1] == 0:
         return xp.ones(a.shape[:-2], a.dtype)
+    if xp is np and _mkl_lu(a):   # PyTorch's LU and its product of U's diagonal, in order
+        diag, sign = _lapack_mod().lu_diagonal(a)
+        return sign * np.multiply.accumulate(diag, axis=-1)[..., -1]
     return xp.asarray(xp.linalg.det(a), dtype=a.dtype)
+
+
+def _lapack_mod():
+    from ..kernels import lapack
+    return lapack
+
+
+def _mkl_lu(a) -> bool:
+    """Whether ``det``/``slogdet`` factor ``a`` with MKL's getrf (loaded, and a LAPACK dtype)."""
+    return type(a) is np.ndarray and _lapack_mod().available(a.dtype)
 
 
 def _det_vjp(g, out, a):
@@ -173,16 +191,29 @@ def _det_vjp(g, out, a):
 
 
 def _adjoint_solve_nudged(a, d):
-    """A^-H d through A's LU with exact zeros on U's diagonal replaced by eps (no gradient is recorded)."""
+    """A^-H d through an LU with exact zeros on U's diagonal replaced by eps (no gradient is recorded).
+    Where MKL factors (``_mkl_lu``) a real C-contiguous A, the LU is the forward's, as PyTorch reuses
+    it: that of A^T, whose inverse is A^-H itself (a plain solve); otherwise A's, solved adjoint."""
     n = a.shape[-1]
+    if a.device.type != "meta" and not a.is_complex() and _mkl_lu(a._data) and a._data.flags.c_contiguous:
+        packed, _ = apply(lu_factor_op, a.mT)
+        LU = _nudged(packed[..., :n, :], a)
+        y = apply(_solve_triangular, LU, permutation(packed[..., n, :].real, n, a.dtype, a.device).mT @ d,
+                  upper=False, unit=True)                                   # L y = P^T d
+        return apply(_solve_triangular, LU, y, upper=True)                  # U x = y
     packed, _ = apply(lu_factor_op, a)
-    LU = packed[..., :n, :]
-    diag = _diagonal(LU, 0, -2, -1)
-    eps = float(np.finfo(np.dtype(a.real.dtype.name)).eps)
-    LU = LU + (diag == 0).to(dtype=a.dtype).unsqueeze(-1) * eye(n, dtype=a.dtype, device=a.device) * eps
+    LU = _nudged(packed[..., :n, :], a)
     z = apply(_solve_triangular, LU.mH, d, upper=False)                     # U^H z = d
     w = apply(_solve_triangular, LU.mH, z, upper=True, unit=True)           # L^H w = z
     return permutation(packed[..., n, :].real, n, a.dtype, a.device) @ w    # x = P w
+
+
+def _nudged(LU, a):
+    """``LU`` with exact zeros on its diagonal replaced by eps of ``a``'s dtype."""
+    n = a.shape[-1]
+    diag = _diagonal(LU, 0, -2, -1)
+    eps = float(np.finfo(np.dtype(a.real.dtype.name)).eps)
+    return LU + (diag == 0).to(dtype=a.dtype).unsqueeze(-1) * eye(n, dtype=a.dtype, device=a.device) * eps
 
 
 def _det_grad_singular(a, g):
@@ -210,6 +241,14 @@ def _slogdet_fwd(xp, a):
         return xp.empty((*a.shape[:-2], 2), a.dtype)
     if a.shape[-1] == 0:
         return xp.stack([xp.ones(a.shape[:-2], a.dtype), xp.zeros(a.shape[:-2], a.dtype)], -1)
+    if xp is np and _mkl_lu(a):   # PyTorch's: the signs' and the log moduli's running product and sum
+        diag, sign = _lapack_mod().lu_diagonal(a)
+        absd = np.abs(diag)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            unit = np.where(absd == 0, 0, diag / np.where(absd == 0, 1, absd)).astype(a.dtype)
+            logabs = np.add.accumulate(np.log(absd), axis=-1)[..., -1]
+        sign = sign * np.multiply.accumulate(unit, axis=-1)[..., -1]
+        return np.stack([sign.astype(a.dtype), logabs.astype(a.dtype)], -1)
     sign, logabs = xp.linalg.slogdet(a)
     return xp.stack([sign.astype(a.dtype), logabs.astype(a.dtype)], -1)
 
