@@ -214,6 +214,7 @@ def print_header(args, threads, info, processes, sides, reps, target, warmup_s, 
     print(f"  allocator    : {t['allocator']}")
     print(f"  OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '(unset)')}, "
           f"OPENBLAS_L2_SIZE={os.environ.get('OPENBLAS_L2_SIZE', '(unset)')} -> numpy: {t['openblas']}")
+    print(f"  tapelab GEMM : {t['gemm']}")
     print(f"  torch CPU    : {h['cpu']} kernels, MKL {'yes' if h['mkl'] else 'no'}")
     if processes:
         print(f"  processes    : one per library, started once: tapelab + numpy floor (pid {sides['tapelab'].pid}), "
@@ -241,6 +242,22 @@ def import_side(side: str, threads: int):
     return torch
 
 
+def gemm_info(m) -> str:
+    """Which GEMM tapelab's float products take: MKL's (the [mkl] extra) from ``MKL_MIN`` multiply-adds, else
+    our own and numpy's OpenBLAS."""
+    import importlib
+    import importlib.metadata
+    from tapelab.kernels import blas
+    if not blas.available():
+        return "own float32 GEMM where it is faster, else numpy's OpenBLAS (MKL not loaded)"
+    try:
+        version = importlib.metadata.version("mkl")
+    except importlib.metadata.PackageNotFoundError:
+        version = "?"
+    floor = importlib.import_module("tapelab.kernels.gemm").MKL_MIN
+    return f"MKL {version} cblas_?gemm from {floor} multiply-adds, smaller ones own/OpenBLAS"
+
+
 def library_info(side: str, m) -> dict:
     """What the header reports about one side, gathered where that side runs."""
     if side == "tapelab":
@@ -249,7 +266,7 @@ def library_info(side: str, m) -> dict:
         from workloads import Context, _use_nn
         nn = _use_nn(m, Context(side, m, {"mlp_api": "auto"}))
         return {"numpy": np.__version__, "version": m.__version__, "allocator": allocator_description(),
-                "openblas": openblas_info(), "mlp_api": "nn" if nn else "plain"}
+                "openblas": openblas_info(), "mlp_api": "nn" if nn else "plain", "gemm": gemm_info(m)}
     cap = getattr(getattr(m.backends, "cpu", None), "get_cpu_capability", lambda: "?")()
     return {"version": m.__version__, "cpu": cap, "mkl": m.backends.mkl.is_available()}
 
