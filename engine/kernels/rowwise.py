@@ -22,7 +22,7 @@ from .fastmath import _bits_to_f32, exp32, exp_sleef_u10, fma, log_sleef_u10
 from .lanes import lane_loop
 
 __all__ = ["softmax", "softmax_backward", "log_softmax", "log_softmax_backward", "attention_softmax",
-           "layer_norm", "layer_norm_backward", "target_weights", "cross_entropy", "cross_entropy_backward", "nll_loss", "nll_loss_backward"]
+           "layer_norm", "layer_norm_backward", "layer_norm_affine_grads_bfloat16", "target_weights", "cross_entropy", "cross_entropy_backward", "nll_loss", "nll_loss_backward"]
 
 F = np.float32
 _JIT = dict(cache=True, error_model="numpy", nogil=True, fastmath={"reassoc"})
@@ -348,6 +348,29 @@ def layer_norm_backward(g, x, w, has_w, eps, gx, gw, gb):
         cc = fma(-b, mean, -(db * a * scale))
         for c in range(C):
             gx[r, c] = fma(b, xr[c], a * gr[c] * w[c]) + cc
+
+
+@njit(**_JIT_EXACT, inline="always")
+def _round_bfloat16(v):
+    """``v`` rounded to the nearest bfloat16 (ties to even), as a float32 (NaN stays NaN)."""
+    if v != v:
+        return v
+    bits = np.array([v], F).view(np.uint32)[0]
+    bits = (bits + np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1))) & np.uint32(0xFFFF0000)
+    return np.array([bits], np.uint32).view(F)[0]
+
+
+@njit(**_JIT_EXACT)
+def layer_norm_affine_grads_bfloat16(g, x, mean, a, gw, gb):
+    """A bfloat16 layer norm's weight and bias gradients as ATen accumulates them: row by row into
+    bfloat16 buffers, ``gw = fma(g, fma(a, x, -a mean), gw)`` and ``gb = gb + g``, each step rounded;
+    ``g``, ``x`` (R, C) float32 from bfloat16, ``mean``, ``a`` per row, ``gw``, ``gb`` zeroed (C,)."""
+    R, C = x.shape
+    for r in range(R):
+        shift = -a[r] * mean[r]
+        for c in range(C):
+            gw[c] = _round_bfloat16(fma(g[r, c], fma(a[r], x[r, c], shift), gw[c]))
+            gb[c] = _round_bfloat16(gb[c] + g[r, c])
 
 
 # ---------------------------------------------------------------- cross-entropy from logits

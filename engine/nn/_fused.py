@@ -190,8 +190,9 @@ def _ln_bwd_fwd(xp, g, x, *affine, dims, eps, has_weight, needs):
     """``(gx, gw, gb)`` for a plain backward (an unneeded one is an empty array): one loop on cpu
     float32, else ``s (gy - mean(gy) - xhat mean(gy xhat))`` with ``gy = g w``, ``sum(g xhat)``, ``sum(g)``."""
     if x.dtype is BFLOAT16_NP:
+        mixed = bool(affine) and all(a.dtype == xp.float32 for a in affine)   # ATen's float statistics then
         return in_float32(_ln_bwd_bfloat16, xp, g, x, *affine, dims=dims, eps=eps, has_weight=has_weight,
-                          needs=needs)
+                          needs=needs, mixed=mixed)
     g, x = _row_major(xp, g), _row_major(xp, x)
     empty = xp.empty((0,), x.dtype)
     w = affine[0] if has_weight else None
@@ -220,15 +221,18 @@ def _ln_bwd_fwd(xp, g, x, *affine, dims, eps, has_weight, needs):
     return gx, gw, gb
 
 
-def _ln_bwd_bfloat16(xp, g, x, *affine, dims, eps, has_weight, needs):
+def _ln_bwd_bfloat16(xp, g, x, *affine, dims, eps, has_weight, needs, mixed):
     """A bfloat16 layer norm's gradients (arrays in float32), as ATen's: its forward keeps the mean
-    and 1/std in bfloat16, and the input's gradient is ``a gy + b x + c`` per row with ``a`` that
-    1/std, ``b = (sum(gy) mean - sum(gy x)) a^3 / N``, ``c = -b mean - sum(gy) a / N``."""
+    and 1/std in bfloat16 (in float with float32 parameters: ``mixed``), and the input's gradient is
+    ``a gy + b x + c`` per row with ``a`` that 1/std, ``b = (sum(gy) mean - sum(gy x)) a^3 / N``,
+    ``c = -b mean - sum(gy) a / N``. The weight's and bias's gradients accumulate row by row in a
+    bfloat16 buffer, each step rounded (float32 parameters' too: their sums carry bfloat16's error)."""
     n = math.prod(x.shape[x.ndim - len(dims):])
     mean = x.mean(axis=dims, keepdims=True)
     c = x - mean
     a = 1 / xp.sqrt((c * c).mean(axis=dims, keepdims=True) + xp.float32(eps))
-    mean, a = (v.astype(BFLOAT16_NP).astype(xp.float32) for v in (mean, a))
+    if not mixed:
+        mean, a = (v.astype(BFLOAT16_NP).astype(xp.float32) for v in (mean, a))
     empty = xp.empty((0,), x.dtype)
     gy = g if not has_weight else g * affine[0]
     gx = empty
@@ -236,10 +240,22 @@ def _ln_bwd_bfloat16(xp, g, x, *affine, dims, eps, has_weight, needs):
         ds, db = (gy * x).sum(axis=dims, keepdims=True), gy.sum(axis=dims, keepdims=True)
         b = (db * mean - ds) * a * a * a / xp.float32(n)
         gx = a * gy + b * x + (-b * mean - db * a / xp.float32(n))
-    lead = tuple(range(x.ndim - len(dims)))
-    gw = (g * ((x - mean) * a)).sum(axis=lead) if needs[1] else empty
-    gb = g.sum(axis=lead) if needs[2] else empty
-    return gx, gw, gb
+    gw, gb = _ln_affine_grads_rounded(xp, g.reshape(-1, n), x.reshape(-1, n), mean.reshape(-1), a.reshape(-1))
+    shape = x.shape[x.ndim - len(dims):]
+    return gx, gw.reshape(shape) if needs[1] else empty, gb.reshape(shape) if needs[2] else empty
+
+
+def _ln_affine_grads_rounded(xp, g, x, mean, a):
+    """``sum_r fma(g, fma(a, x, -a mean), acc)`` and ``sum_r g`` over the rows, each partial sum rounded
+    to bfloat16 (ATen's reduced-precision buffers), in float32 arrays."""
+    gw, gb = xp.zeros(x.shape[1], xp.float32), xp.zeros(x.shape[1], xp.float32)
+    if kernels.use(xp, g, x):
+        kernels.loops("rowwise").layer_norm_affine_grads_bfloat16(g, x, mean, a, gw, gb)
+        return gw, gb
+    for r in range(x.shape[0]):
+        gw = (gw + g[r] * (a[r] * x[r] - a[r] * mean[r])).astype(BFLOAT16_NP).astype(xp.float32)
+        gb = (gb + g[r]).astype(BFLOAT16_NP).astype(xp.float32)
+    return gw, gb
 
 
 def _ln_vjp(g, out, x, *affine, dims, eps, has_weight):
