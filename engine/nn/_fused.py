@@ -27,7 +27,7 @@ __all__ = ["softmax", "log_softmax", "layer_norm", "gelu", "silu", "hardswish", 
 
 
 # ---------------------------------------------------------------- ONNX lowerings (``Op.onnx``, engine/onnx)
-def _onnx_layer_norm(g, x, *affine, dims, eps, has_weight):
+def _onnx_layer_norm(g, x, *affine, dims, eps, has_weight, bf16_sums=False):
     shape = [g.shape(x)[d] for d in dims]       # onnxruntime 1.32 crashes on an omitted bias: give zeros
     w = affine[0] if has_weight else g.full(shape, 1.0, g.dtype(x))
     b = affine[-1] if len(affine) > has_weight else g.full(shape, 0.0, g.dtype(x))
@@ -163,7 +163,7 @@ def log_softmax(x: Tensor, dim: int) -> Tensor:
 
 # ---------------------------------------------------------------- layer norm
 # The normalisation's vjp is batch_norm_backward over the trailing dims (the same closed form).
-def _ln_fwd(xp, x, *affine, dims, eps, has_weight):
+def _ln_fwd(xp, x, *affine, dims, eps, has_weight, bf16_sums=False):
     if x.dtype in REDUCED_NP:   # PyTorch computes reduced precision in float32, rounded once
         return in_opmath(_ln_fwd, xp, x, *affine, dims=dims, eps=eps, has_weight=has_weight)
     x = _row_major(xp, x)   # ATen normalizes input.contiguous(): a row-major result, the loop's numbers
@@ -186,7 +186,7 @@ def _ln_fwd(xp, x, *affine, dims, eps, has_weight):
     return c
 
 
-def _ln_bwd_fwd(xp, g, x, *affine, dims, eps, has_weight, needs):
+def _ln_bwd_fwd(xp, g, x, *affine, dims, eps, has_weight, needs, bf16_sums=False):
     """``(gx, gw, gb)`` for a plain backward (an unneeded one is an empty array): one loop on cpu
     float32, else ``s (gy - mean(gy) - xhat mean(gy xhat))`` with ``gy = g w``, ``sum(g xhat)``, ``sum(g)``."""
     if x.dtype is BFLOAT16_NP:
@@ -205,6 +205,8 @@ def _ln_bwd_fwd(xp, g, x, *affine, dims, eps, has_weight, needs):
                                        x.dtype.type(eps),
                                        gx.reshape(-1, cols), gw, gb)
         shape = x.shape[x.ndim - len(dims):]
+        if bf16_sums:
+            gw, gb = _ln_bf16_sums(xp, g, x, cols, eps)
         return gx, gw.reshape(shape), gb.reshape(shape)
     lead = tuple(range(x.ndim - len(dims)))
     c = x - x.mean(axis=dims, keepdims=True)
@@ -218,7 +220,18 @@ def _ln_bwd_fwd(xp, g, x, *affine, dims, eps, has_weight, needs):
         gx *= s
     gw = (g * c).sum(axis=lead) if needs[1] else empty
     gb = g.sum(axis=lead) if needs[2] else empty
+    if bf16_sums and x.size:
+        gw, gb = (v.reshape(x.shape[x.ndim - len(dims):]) for v in _ln_bf16_sums(xp, g, x, cols, eps))
     return gx, gw, gb
+
+
+def _ln_bf16_sums(xp, g, x, cols, eps):
+    """The weight's and bias's gradients of a bfloat16 input's float32 copy with float32 parameters (the
+    mixed composite): ATen keeps float statistics and sums in bfloat16 buffers."""
+    rows, grows = x.reshape(-1, cols), g.reshape(-1, cols)
+    mean = rows.mean(axis=1)
+    a = 1 / xp.sqrt(((rows - mean[:, None]) ** 2).mean(axis=1) + x.dtype.type(eps))
+    return _ln_affine_grads_rounded(xp, grows, rows, mean, a)
 
 
 def _ln_bwd_bfloat16(xp, g, x, *affine, dims, eps, has_weight, needs, mixed):
@@ -258,12 +271,13 @@ def _ln_affine_grads_rounded(xp, g, x, mean, a):
     return gw, gb
 
 
-def _ln_vjp(g, out, x, *affine, dims, eps, has_weight):
+def _ln_vjp(g, out, x, *affine, dims, eps, has_weight, bf16_sums=False):
     w = affine[0] if has_weight else None
     if not is_grad_enabled():              # plain backward: one op; create_graph: Tensor ops below
         needs = (x.requires_grad, w is not None and w.requires_grad,
                  len(affine) > has_weight and affine[-1].requires_grad)
-        gx, gw, gb = apply(_ln_bwd, g, x, *affine, dims=dims, eps=eps, has_weight=has_weight, needs=needs)
+        more = {"bf16_sums": True} if bf16_sums else {}
+        gx, gw, gb = apply(_ln_bwd, g, x, *affine, dims=dims, eps=eps, has_weight=has_weight, needs=needs, **more)
         grads = [gx if needs[0] else None] + ([gw if needs[1] else None] if has_weight else [])
         return tuple(grads + ([gb if needs[2] else None] if len(affine) > has_weight else []))
     gx = apply(_bn_bwd, g if w is None else g * w, x, dims=dims, eps=eps) if x.requires_grad else None
@@ -287,11 +301,14 @@ _ln_bwd = Op("layer_norm_backward", _ln_bwd_fwd, None, promote="float", n_extra=
              cost=lambda s, out: 10 * math.prod(s[1]), aten="native_layer_norm_backward")
 
 
-def layer_norm(x: Tensor, n_dims: int, weight: Tensor | None, bias: Tensor | None, eps: float) -> Tensor:
-    """Normalise over the trailing ``n_dims`` dims, then scale and shift, as one op."""
+def layer_norm(x: Tensor, n_dims: int, weight: Tensor | None, bias: Tensor | None, eps: float,
+               bf16_sums: bool = False) -> Tensor:
+    """Normalise over the trailing ``n_dims`` dims, then scale and shift, as one op. ``bf16_sums``: ``x`` is
+    a bfloat16 input's float32 copy with float32 parameters, whose gradients ATen sums in bfloat16."""
     affine = tuple(t for t in (weight, bias) if t is not None)
+    more = {"bf16_sums": True} if bf16_sums else {}
     return apply(_ln, x, *affine, dims=tuple(range(x.ndim - n_dims, x.ndim)), eps=float(eps),
-                 has_weight=weight is not None)
+                 has_weight=weight is not None, **more)
 
 
 # ---------------------------------------------------------------- hardswish, hardsigmoid

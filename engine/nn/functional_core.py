@@ -442,7 +442,8 @@ def layer_norm(input: Tensor, normalized_shape, weight: Tensor | None = None, bi
             raise RuntimeError(f"Expected {name} to be of same shape as normalized_shape, but got {name} of "
                                f"shape {list(t.shape)} and normalized_shape = {list(shape)}")
     if _mixed_norm(input, weight, bias):
-        return _fused.layer_norm(input.float(), len(shape), weight, bias, eps).to(input.dtype)
+        return _fused.layer_norm(input.float(), len(shape), weight, bias, eps,
+                                 bf16_sums=input.dtype is _dt.bfloat16).to(input.dtype)
     return _fused.layer_norm(input, len(shape), weight, bias, eps)   # one fused op
 
 
