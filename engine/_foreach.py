@@ -24,7 +24,7 @@ from .base.dispatch_state import STATE as _DISPATCH
 from .base.device import CPU
 from .base.grad_mode import is_grad_enabled
 from .core.registry import REGISTRY
-from .core.tensor import Tensor
+from .core.tensor import Tensor, _new
 from .ops.reduce import vector_norm
 from .ops.elementwise import pow as _pow
 
@@ -77,7 +77,7 @@ def _operands(name: str, tensors: list, other, position: int = 2) -> list:
 
 
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
-_C, _C_WRITEABLE = 0x1, 0x401   # NPY_ARRAY_C_CONTIGUOUS, | NPY_ARRAY_WRITEABLE
+_WRITEABLE, _C_WRITEABLE = 0x400, 0x401   # numpy's flag bits: NPY_ARRAY_WRITEABLE, | NPY_ARRAY_C_CONTIGUOUS
 
 
 def _c_strides(x) -> bool:
@@ -94,33 +94,46 @@ def _c_strides(x) -> bool:
 def _loop(op, tensors: list, operands: list, params: dict, inplace: bool):
     """``op`` on each tensor of ``tensors`` and its operands (``operands``: one list per operand, each
     entry a tensor or a Python number) straight on the arrays: the out-of-place form runs the op's
-    forward and wraps each result, the in-place one writes into the target with its ufunc, else its
-    elementwise ``fwd_out`` (as ``apply_`` does), else its ``out_form``, else the forward and a copy back, and moves the version
-    counter. The same floats as the Tensor methods. None (nothing done) unless nothing watches, nothing
-    would record, and each tensor is a row-major float32/float64 numpy array, not a view, whose tensor
-    operands are numpy arrays of its dtype and shape (or 0-d) and whose numbers are ``int``/``float``.
-    The checks cost ~0.3 us a tensor: PyTorch's per-tensor loop is C++."""
+    forward and wraps each result as the dispatcher does, the in-place one writes into the target with
+    its ufunc, else its elementwise ``fwd_out`` (as ``apply_`` does), else its ``out_form``, else the
+    forward and a copy back, and moves the version counter. The same floats as the Tensor methods.
+
+    None (nothing done) unless nothing watches, nothing would record, and each tensor is a float32 or
+    float64 numpy array whose tensor operands are numpy arrays of its dtype and shape (or 0-d) and whose
+    numbers are ``int``/``float``; in place, a writeable array that is no view (row-major for a
+    ``fwd_out``); out of place with tensor operands, row-major with ATen's strides (the dispatcher
+    re-lays out other results). Only what the dispatcher's own fast path would check is checked (each
+    numpy attribute read costs ~0.1 us: an 8-tensor list of 16-256 numbers is mostly this loop)."""
     if _DISPATCH.slow:
         return None
     grad = is_grad_enabled()
-    need = _C_WRITEABLE if inplace else _C   # numpy's flag bits: the target row-major (and writeable)
+    if inplace:
+        write = ("ufunc" if op.ufunc is not None and not params else
+                 "fwd_out" if op.fwd_out is not None and op.elementwise else
+                 "out_form" if op.out_form is not None and not params else "copy")
+        need = _C_WRITEABLE if write == "fwd_out" else _WRITEABLE
     rows = []
     for i, t in enumerate(tensors):
         x = t._data
-        if (type(x) is not np.ndarray or t._base is not None or (grad and t.requires_grad)
-                or x.dtype not in _FLOATS or x.flags.num & need != need):
+        if type(x) is not np.ndarray or (grad and t.requires_grad):
             return None
-        shape = x.shape
-        if not inplace and 1 in shape and len(shape) > 1 and not _c_strides(x):
+        dt = x.dtype
+        if dt not in _FLOATS or (inplace and (t._base is not None or x.flags.num & need != need)):
             return None
         row = [x]
+        laid_out = inplace or x.ndim < 2   # out of place, a tensor operand: the result's layout is checked once
         for o in operands:   # an operand's layout or view-ness changes no value the op computes
             v = o[i]
             if isinstance(v, Tensor):
                 y = v._data
-                if (type(y) is not np.ndarray or (grad and v.requires_grad) or y.dtype != x.dtype
-                        or (y.shape != shape and y.ndim)):
+                if type(y) is not np.ndarray or (grad and v.requires_grad) or y.dtype is not dt and y.dtype != dt:
                     return None
+                if y.shape != x.shape and y.ndim:
+                    return None
+                if not laid_out:
+                    if not x.flags.c_contiguous or (1 in x.shape and not _c_strides(x)):
+                        return None
+                    laid_out = True
                 row.append(y)
             elif type(v) is float or type(v) is int:
                 row.append(v)
@@ -131,20 +144,29 @@ def _loop(op, tensors: list, operands: list, params: dict, inplace: bool):
     if not inplace:
         out = []
         for row in rows:
-            r = fwd(np, *row, **params)
+            r = fwd(np, *row, **params) if params else fwd(np, row[0]) if len(row) == 1 else fwd(np, *row)
             if type(r) is not np.ndarray:
                 if not isinstance(r, np.generic):   # a forward of another kind: dispatch
                     return None
                 r = np.asarray(r)   # a reduction's numpy scalar, as the dispatcher wraps it
-            if r.dtype != row[0].dtype:
+            x = row[0]
+            if r.dtype is not x.dtype and r.dtype != x.dtype:
                 return None
-            out.append(Tensor._wrap(r, False, None, 0, [0], CPU))
+            res = _new(Tensor)   # the dispatcher's result, written out (one call less a tensor)
+            res._data = r
+            res._out_nr = 0
+            res._device = CPU
+            res._grad = None
+            res._vc = [0]
+            res.requires_grad = False
+            res.grad_fn = None
+            out.append(res)
         return tuple(out)
-    if op.ufunc is not None and not params:
+    if write == "ufunc":
         ufunc = getattr(np, op.ufunc)
         for row in rows:
             ufunc(*row, out=row[0], casting="same_kind")
-    elif op.fwd_out is not None and op.elementwise:
+    elif write == "fwd_out":
         fwd_out = op.fwd_out
         if params:
             for row in rows:
@@ -152,7 +174,7 @@ def _loop(op, tensors: list, operands: list, params: dict, inplace: bool):
         else:
             for row in rows:
                 fwd_out(np, *row, out=(row[0],))
-    elif op.out_form is not None and not params:   # declared equal to the forward (capture replays it)
+    elif write == "out_form":   # declared equal to the forward (capture replays it)
         form = getattr(np, op.out_form)
         for row in rows:
             form(*row, out=row[0])

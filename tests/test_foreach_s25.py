@@ -149,6 +149,14 @@ def test_views_and_strided_shapes_keep_the_methods_semantics():
     np.testing.assert_array_equal(base.numpy(), want[0])
     for x, w in zip(tensors, want[1:]):
         np.testing.assert_array_equal(x.numpy(), w)
+    made = []
+    for lib in (torch, tl):
+        base = lib.tensor(np.arange(24, dtype=np.float32).reshape(4, 6))
+        views = [base[1:3], base.t(), base[:, 2:], base.reshape(2, 1, 12)]
+        made.append([lib._foreach_exp(views), lib._foreach_add(views, [v.contiguous() for v in views]),
+                     lib._foreach_mul(views, 0.5)])
+    for ours, theirs in zip(made[1], made[0]):
+        _same(ours, theirs, exact=False)
 
 
 def test_promotion_and_mixed_dtypes():
