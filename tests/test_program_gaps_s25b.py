@@ -187,3 +187,25 @@ def test_bfloat16_layer_norm_parameter_grads_accumulate_in_bfloat16(cols, affine
     for (dt, t), (dl, lab) in zip(*outs):
         assert dt == dl
         np.testing.assert_array_equal(lab, t)
+
+
+@pytest.mark.parametrize("shape", [(4, 16, 5, 5), (6, 8), (3, 4, 10)])
+@pytest.mark.parametrize("affine", [True, False])
+def test_bfloat16_batch_norm_eval_is_torchs(shape, affine):
+    """``model.bfloat16().eval()``: ATen's inference batch norm computes ``alpha = w / sqrt(rv + eps)`` and
+    ``beta = b - rm alpha`` in float32 and rounds ``x alpha + beta`` once; numpy's bfloat16 ufuncs rounded
+    every step (a third of the outputs differed, by up to 8 ulps)."""
+    rng = np.random.default_rng(len(shape))
+    c = shape[1]
+    x = rng.standard_normal(shape).astype(np.float32)
+    w, b = rng.standard_normal(c).astype(np.float32), rng.standard_normal(c).astype(np.float32)
+    rm, rv = rng.standard_normal(c).astype(np.float32), rng.uniform(0.5, 2, c).astype(np.float32)
+    outs = []
+    for m in (torch, tapelab):
+        bf = m.bfloat16
+        y = m.nn.functional.batch_norm(m.tensor(x).to(bf), m.tensor(rm).to(bf), m.tensor(rv).to(bf),
+                                       m.tensor(w).to(bf) if affine else None, m.tensor(b).to(bf) if affine else None,
+                                       training=False)
+        outs.append((str(y.dtype).split(".")[-1], y.float().numpy()))
+    assert outs[0][0] == outs[1][0]
+    np.testing.assert_array_equal(outs[1][1], outs[0][1])

@@ -1131,7 +1131,23 @@ def _bn_eval_arrays(xp, x, rm, rv, affine, has_weight):
     return dims, _bn_loops(xp, x, dims, (rm, rv) + tuple(affine))
 
 
+def _bn_eval_reduced(xp, x, rm, rv, affine, eps, has_weight):
+    """Eval batch norm of a bfloat16/half ``x``: ``alpha = w / sqrt(rv + eps)``, ``beta = b - rm alpha``
+    per channel in float32, then ``fma(x, alpha, beta)`` in float32, rounded to the dtype."""
+    f32 = xp.float32
+    inv = f32(1) / xp.sqrt(rv.astype(f32) + f32(eps))
+    alpha = inv * affine[0].astype(f32) if has_weight else inv
+    beta = -(rm.astype(f32) * alpha)
+    if len(affine) > has_weight:
+        beta = affine[-1].astype(f32) - rm.astype(f32) * alpha
+    shape = (1, -1) + (1,) * (x.ndim - 2)   # fused: float64's exact product, then the sum rounded
+    out = x.astype(xp.float64) * alpha.reshape(shape).astype(xp.float64) + beta.reshape(shape).astype(xp.float64)
+    return out.astype(f32).astype(x.dtype)
+
+
 def _bn_eval_fwd(xp, x, rm, rv, *affine, eps, has_weight=False):
+    if x.dtype in REDUCED_NP:   # ATen's float32 scale and shift, x * alpha + beta rounded once
+        return _bn_eval_reduced(xp, x, rm, rv, affine, eps, has_weight)
     dims, loops = _bn_eval_arrays(xp, x, rm, rv, affine, has_weight)
     if loops:
         out = xp.empty_like(x)
