@@ -359,7 +359,8 @@ _clamp = Op("clamp", lambda xp, x, lo, hi: _bool_bounds(xp.minimum(xp.maximum(x,
             complex_error=CLAMP_COMPLEX)
 def _clamp_number(xp, x, bound, out=None, upper=False):
     """``maximum(x, bound)`` (``minimum``: ``upper``) into ``out`` (a new array: None) in one numba pass, for a
-    float32 contiguous ``x`` and a number ``bound`` float32 holds; None where it does not take them."""
+    float32 contiguous ``x`` and a number ``bound`` float32 holds; None where it does not take them. PyTorch's
+    floats, signed zeros too (numpy's maximum gives ``bound`` for ``-0.0`` against ``0.0``, ATen ``x``)."""
     if type(bound) not in (float, int) or not -3.4e38 < bound < 3.4e38 or not x.size or not kernels.use(xp, x):
         return None
     if out is None:
@@ -384,7 +385,7 @@ def _clamp_min_out(xp, x, lo, *, out):
     if _clamp_number(xp, x, lo, out[0]) is None:
         if x.dtype.kind == "b":
             out[0][...] = _clamp_min_fwd(xp, x, lo)
-        else:   # a tensor bound: numpy's maximum into the target
+        else:   # a tensor bound, a small or strided x: numpy's maximum into the target
             xp.maximum(x, lo, out=out[0])
 
 

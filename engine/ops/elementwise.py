@@ -502,11 +502,20 @@ def _fma_pass(a, b, out, alpha) -> None:
 def _add_out(xp, a, b, alpha=1, *, out):
     """``add`` written into ``out[0]`` (a captured replay's buffer, or ``a`` itself: an optimizer's
     ``p.add_(u, alpha=-lr)`` in one pass), the same floats as the forward."""
-    xp.add(a, b, out=out[0]) if alpha == 1 else _scaled_sum(xp, a, b, alpha, out=out[0])
+    xp.add(a, b, out=out[0]) if alpha == 1 else _scaled_into(xp, a, b, alpha, out[0])
 
 
 def _sub_out(xp, a, b, alpha=1, *, out):
-    xp.subtract(a, b, out=out[0]) if alpha == 1 else _scaled_sum(xp, a, b, -alpha, out=out[0])
+    xp.subtract(a, b, out=out[0]) if alpha == 1 else _scaled_into(xp, a, b, -alpha, out[0])
+
+
+def _scaled_into(xp, a, b, alpha, out):
+    """``_scaled_sum`` into ``out``; into ``a`` itself (an optimizer's update, a foreach list of them) the
+    fused pass after ``_one_pass``'s test alone (~1 us a tensor less)."""
+    if out is a and _one_pass(xp, a, b):
+        _fma_pass(a, b, a, _F32.type(alpha))
+    else:
+        _scaled_sum(xp, a, b, alpha, out=out)
 
 
 _add = Op("add", lambda xp, a, b, alpha=1: a + b if alpha == 1 else _scaled_sum(xp, a, b, alpha),
@@ -1024,12 +1033,15 @@ def _addcmul_vjp(g, out, a, t1, t2, *, value=1):
 
 def _addcdiv_fwd(xp, a, t1, t2, *, value=1):
     """``input + (value * tensor1) / tensor2``, PyTorch's order; float16 and bfloat16 in float32."""
-    if _one_pass(xp, a, t1, t2):
+    if a.size >= _LOOP_MIN and _one_pass(xp, a, t1, t2):
         return _addcdiv_pass(a, t1, t2, xp.empty_like(a), value)
     if a.dtype in _OPMATH32 and a.dtype != xp.float32:
         f32 = xp.float32
         return _addcdiv_fwd(xp, a.astype(f32), t1.astype(f32), t2.astype(f32), value=value).astype(a.dtype)
     return a + t1 / t2 if value == 1 else a + (value * t1) / t2
+
+
+_LOOP_MIN = 4096   # below this many numbers numpy's passes cost less than a numba call (~1 us)
 
 
 def _addcdiv_pass(a, t1, t2, out, value):
@@ -1043,7 +1055,7 @@ def _addcdiv_out(xp, a, t1, t2, *, value=1, out):
     """``addcdiv`` written into ``out[0]``: the forward's quotient, then one add into ``out[0]`` (Adam's
     ``p.addcdiv_(m, denom, value=-lr)``: no sum to copy back)."""
     o = out[0]
-    if _one_pass(xp, a, t1, t2, o):
+    if a.size >= _LOOP_MIN and _one_pass(xp, a, t1, t2, o):
         _addcdiv_pass(a, t1, t2, o, value)
         return
     if a.dtype in _OPMATH32 and a.dtype != xp.float32:
