@@ -282,8 +282,12 @@ def _host_key() -> str:
 def _object_code(kernel: Kernel) -> tuple:
     """``(object file bytes, symbol)``: numba compiles the loop, llvmlite emits position-independent code."""
     import llvmlite.binding as llvm
+    from numba.core.errors import NumbaError
     scope = {"__name__": f"tapelab_k{kernel.digest}"}
-    exec(compile(numba_source(kernel), f"<tapelab kernel {kernel.digest}>", "exec"), scope)
+    try:
+        exec(compile(numba_source(kernel), f"<tapelab kernel {kernel.digest}>", "exec"), scope)
+    except NumbaError as e:             # a ufunc numba has no scalar loop for
+        raise NoStandaloneLoop(f"tapelab.compile: numba cannot compile the loop: {str(e).splitlines()[0]}") from e
     fn = scope["kernel"]
     cres = fn.overloads[fn.signatures[0]]
     symbol = cres.fndesc.mangled_name
@@ -301,7 +305,16 @@ def _object_code(kernel: Kernel) -> tuple:
         codemodel="default", opt=3)
     pb = llvm.create_pass_builder(tm, llvm.create_pipeline_tuning_options(speed_level=3))
     pb.getModulePassManager().run(module, pb)          # vectorises again; drops the now-internal dead helpers
+    needs = sorted(f.name for f in module.functions if f.is_declaration and f.name.startswith(("numba_", "NRT_")))
+    if needs:
+        raise NoStandaloneLoop(f"tapelab.compile: the kernel calls numba's runtime ({', '.join(needs)})")
     return tm.emit_object(module), symbol
+
+
+class NoStandaloneLoop(RuntimeError):
+    """numba compiles no standalone loop for the kernel: a ufunc it has no scalar form for, or a call
+    into numba's helper library (``np.nextafter``'s ``numba_nextafterf``), which the kernel's shared
+    library does not link. The group runs as the numpy chain instead."""
 
 
 def _link(obj: bytes, symbol: str, n_ptr: int, target: Path) -> bool:
@@ -420,19 +433,11 @@ def load(kernel: Kernel, use_numba: bool | None = None):
             _WARNED.append(True)
             warnings.warn("tapelab.compile: numba is not available (pip install tapelab[jit]); fused groups "
                           "run as numpy out= chains instead of compiled loops", RuntimeWarning, stacklevel=3)
-        scope: dict = {}
-        exec(compile(numpy_source(kernel), f"<tapelab fused {kernel.digest}>", "exec"), scope)
-        chain = scope["run"]
-
-        def run_numpy(*arrays, out=None):
-            res = chain(*arrays)
-            if out is None:
-                return res
-            for o, r in zip(out, res):
-                np.copyto(o, r)
-            return out
-        return run_numpy
-    entry = _entry(kernel)
+        return _numpy_run(kernel)
+    try:
+        entry = _entry(kernel)
+    except (NoStandaloneLoop, OSError):    # OSError: a cached library an older build linked unresolved
+        return _numpy_run(kernel)
     layouts = kernel.layouts()
     in_dtypes = [np.dtype(dt) for dt, _ in kernel.inputs]
     out_dtypes = [o.dtype for o in kernel.outputs]
@@ -481,6 +486,22 @@ def load(kernel: Kernel, use_numba: bool | None = None):
     if expands or objects is None:
         return run
     return _fixed_arity(run, plan, objects, in_dtypes, out_dtypes, out_shape)
+
+
+def _numpy_run(kernel: Kernel):
+    """``load``'s callable from the numpy ``out=`` chain (``numpy_source``)."""
+    scope: dict = {}
+    exec(compile(numpy_source(kernel), f"<tapelab fused {kernel.digest}>", "exec"), scope)
+    chain = scope["run"]
+
+    def run_numpy(*arrays, out=None):
+        res = chain(*arrays)
+        if out is None:
+            return res
+        for o, r in zip(out, res):
+            np.copyto(o, r)
+        return out
+    return run_numpy
 
 
 def _fixed_arity(run, plan, objects, in_dtypes: list, out_dtypes: list, out_shape):

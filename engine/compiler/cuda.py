@@ -12,7 +12,7 @@ import numpy as np
 from .kernel import Kernel
 from .symbolic import Sym
 
-__all__ = ["source", "params", "load"]
+__all__ = ["source", "params", "load", "supported"]
 
 _CTYPE = {"float32": "float", "float64": "double", "float16": "float16", "bool": "bool", "int64": "long long",
           "int32": "int", "int16": "short", "int8": "signed char", "uint8": "unsigned char"}
@@ -23,7 +23,13 @@ _MATH = {"exp": "exp", "log": "log", "tanh": "tanh", "erf": "erf", "erfc": "erfc
          "cos": "cos", "tan": "tan", "log1p": "log1p", "expm1": "expm1", "log2": "log2", "exp2": "exp2",
          "floor": "floor", "ceil": "ceil", "trunc": "trunc", "rint": "rint", "absolute": "fabs", "power": "pow",
          "arctan": "atan", "arcsin": "asin", "arccos": "acos", "sinh": "sinh", "cosh": "cosh",
-         "arctan2": "atan2", "hypot": "hypot", "log10": "log10", "fmod": "fmod", "copysign": "copysign"}
+         "arctan2": "atan2", "hypot": "hypot", "log10": "log10", "fmod": "fmod", "copysign": "copysign",
+         "arcsinh": "asinh", "arccosh": "acosh", "arctanh": "atanh", "fmax": "fmax", "fmin": "fmin"}
+# float ufuncs written as their formulas, ``{0}``, ``{1}`` the operands and ``{f}`` the float32 suffix:
+# logaddexp as numpy's npy_logaddexp (equal operands, two infinities among them, give x + log 2)
+_FORMULA = {"logaddexp": ("(({0}) == ({1}) ? ({0}) + log{f}(2.0{f}) "
+                          ": fmax{f}({0}, {1}) + log1p{f}(exp{f}(-fabs{f}(({0}) - ({1})))))"),
+            "isnan": "isnan({0})", "isinf": "isinf({0})", "isfinite": "isfinite({0})", "signbit": "signbit({0})"}
 
 
 def _ctype(dt) -> str:
@@ -58,7 +64,21 @@ def _expr(s: Sym, a: list) -> str:
     if k in _MATH:
         fn = _MATH[k] + ("f" if dt == np.float32 else "")
         return f"{fn}({', '.join(a)})"
+    if k == "logical_xor":
+        return f"(!{a[0]} != !{a[1]})"
+    if k in _FORMULA and s.args[0].dtype.kind == "f":
+        return _FORMULA[k].format(*a, f="f" if s.args[0].dtype == np.float32 else "")
     raise NotImplementedError(f"tapelab.compile cuda backend: no CUDA form for the ufunc {k!r}")
+
+
+def supported(kernel: Kernel) -> bool:
+    """Whether every scalar op of ``kernel`` has a CUDA form (numpy's other ufuncs fuse on the cpu
+    only; on cuda such a group runs op by op)."""
+    try:
+        source(kernel)
+    except (NotImplementedError, KeyError):      # KeyError: a dtype CUDA C has no name for here
+        return False
+    return True
 
 
 def params(kernel: Kernel) -> tuple:

@@ -421,8 +421,10 @@ class CompiledFunction:
             with watch:
                 gm, out = trace_with_output(call, *flat, whole_layer_ops=True, kept=kept)
         except TraceError as e:
-            state.restore()
             reason = GraphCompileReason(f"untraceable: {e}")
+            if hasattr(e, "result") and not self.fullgraph:   # the trace ran the call eagerly to its end
+                return _Entry(guards, reason=reason), e.result
+            state.restore()
             return _Entry(guards, reason=reason), self._eager(args, kwargs, reason)
         finally:
             _TRACING.remove(watch)

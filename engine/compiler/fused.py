@@ -478,6 +478,9 @@ def lower(gm: GraphModule, example_args: list, *, differentiable: bool = True, b
             kernel, inputs = _describe(members, outs, None if total is None else op_name(total))
             if len(kernel.lines()[0]) < 2 and total is None:   # one ufunc: numpy's own loop is the kernel
                 continue
+            has_cuda = cuda.supported(kernel)
+            if not on_cpu and not has_cuda:     # a ufunc without a CUDA form (logaddexp's kin): op by op
+                continue
             replay = (_replay(members + [total], inputs, [total]) if total is not None
                       else _replay(members, inputs, outs))
             op = FusedOp(kernel, replay, differentiable=differentiable, backend=backend)
@@ -488,7 +491,8 @@ def lower(gm: GraphModule, example_args: list, *, differentiable: bool = True, b
             with graph.inserting_after(outs[-1]):
                 call = graph.call_function(FusedCall(op), tuple(inputs))
             call.meta["fused"] = {"name": kernel.name, "members": [m.name for m in members],
-                                  "source": op.source, "cuda_source": op.cuda_source}
+                                  "source": op.source,
+                                  "cuda_source": op.cuda_source if has_cuda else None}
             if len(outs) == 1:
                 call.meta["tensor_meta"] = outs[0].meta["tensor_meta"]
                 outs[0].replace_all_uses_with(call)

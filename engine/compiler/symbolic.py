@@ -119,10 +119,17 @@ def _lift(x) -> Sym:
 _EXPAND = {"expit": lambda x: 1 / (1 + np.exp(-x))}
 
 
+# SciPy ufuncs the backends write (numba's math.erf, the numpy chain's special.erf, CUDA's erff); any
+# other ufunc outside numpy's namespace (special.erfinv) is no kernel statement: its op runs unfused
+_SPECIAL = frozenset({"erf", "erfc"})
+
+
 def _ufunc(uf, inputs) -> Sym:
     """Record ``uf(*inputs)``, its dtype found by running the ufunc on zeros of the same dtypes."""
     if uf.__name__ in _EXPAND and len(inputs) == 1 and isinstance(inputs[0], Sym):
         return _EXPAND[uf.__name__](inputs[0])
+    if getattr(np, uf.__name__, None) is not uf and uf.__name__ not in _SPECIAL:
+        raise NotElementwise(f"{uf.__name__}: a ufunc outside numpy's namespace")
     probes = [_probe(x) for x in inputs]
     for x in inputs:
         if not isinstance(x, (Sym, bool, int, float, np.generic)):

@@ -111,6 +111,7 @@ class _Recorder(Mode):
         self.state: dict[int, tuple[Node, Tensor]] = {}    # id(tensor) -> (its placeholder/get_attr, tensor)
         self.no_grad: set = set()                          # nodes recorded with grad mode off
         self.grad: set = set()                             # nodes whose tensor requires grad
+        self.broken: TraceError | None = None              # why recording stopped (the run goes on)
 
     def call_module(self, module, forward, args: tuple, kwargs: dict):
         path = module.__dict__.get("_tape_name")           # the scope name, set by the outermost call
@@ -205,7 +206,16 @@ class _Recorder(Mode):
 
     def dispatch(self, op, args, params):
         out = eager(op, args, params)
-        node = self._scoped(self.graph.call_function(getattr(prims, op.name), self.arg(args), self.arg(params)))
+        if self.broken is not None:
+            return out
+        try:
+            node_args, node_params = self.arg(args), self.arg(params)
+        except TraceError as e:
+            # raised after the call, not into it: a library may catch and wrap the error (einx's
+            # CallOperationError), and the eager run is still right
+            self.broken = e
+            return out
+        node = self._scoped(self.graph.call_function(getattr(prims, op.name), node_args, node_params))
         if not GRAD.enabled:
             self.no_grad.add(node)
         if isinstance(out, tuple):
@@ -231,6 +241,8 @@ def trace_from_tape(fn: Module | Callable, *example_args, announce: bool = True)
         other nodes call ``prims``; parameters of ``fn`` (a module) are shared, so
         gradients reach them.
     Raises:
+        TraceError: after the run, when an op read a tensor written in place after it was
+            recorded (the run itself goes on eagerly to its end; ``.result`` holds its result).
         GuardError: later, when the GraphModule is called with inputs unlike the example.
     """
     return trace_with_output(fn, *example_args, announce=announce)[0]
@@ -368,6 +380,9 @@ def trace_with_output(fn: Module | Callable, *example_args, announce: bool = Tru
     graph.create_node("call_function", guard_inputs, (tuple(specs), *inputs), name="guard")
     with rec:
         result = fn(*example_args)
+    if rec.broken is not None:
+        rec.broken.result = result       # the call's own eager result (compile returns it)
+        raise rec.broken
     if kept is not None:
         kept.extend(_kept_outside(rec, result))
     out = rec.arg(result)
