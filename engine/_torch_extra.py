@@ -26,6 +26,7 @@ from .core.arguments import refuse_non_tensors
 from .core.storage import UntypedStorage
 from .core.tensor import Tensor
 from . import compiler as _compiler
+from . import kernels
 from .nn import functional as F
 from .nn.functional_core import _kl_div
 from .ops.conjugation import view_as_complex, view_as_real
@@ -423,8 +424,17 @@ def native_layer_norm(input, normalized_shape, weight, bias, eps: float) -> tupl
         return handle_torch_function(native_layer_norm, (input, normalized_shape, weight, bias), input,
                                      normalized_shape, weight, bias, eps)
     dims = tuple(_range(input.ndim - len(normalized_shape), input.ndim))
-    mean = input.mean(dims, keepdim=True)
-    rstd = (input.var(dims, unbiased=False, keepdim=True) + eps).rsqrt()
+    x = input.detach()   # the statistics are not differentiable outputs (PyTorch's output_differentiability)
+    cols = math.prod(x.shape[input.ndim - len(normalized_shape):])
+    if x.dtype is _dtype.float32 and x.device.type == "cpu" and x.numel() and kernels.enabled() and not _DISPATCH.slow:
+        rows = np.ascontiguousarray(x.numpy()).reshape(-1, cols)
+        mean, rstd = np.empty(rows.shape[0], np.float32), np.empty(rows.shape[0], np.float32)
+        kernels.loops("rowwise").layer_norm_stats(rows, np.float32(eps), mean, rstd)   # the forward's own numbers
+        shape = tuple(x.shape[:input.ndim - len(normalized_shape)]) + (1,) * len(normalized_shape)
+        mean, rstd = creation.tensor(mean).reshape(shape), creation.tensor(rstd).reshape(shape)
+    else:
+        mean = x.mean(dims, keepdim=True)
+        rstd = (x.var(dims, unbiased=False, keepdim=True) + eps).rsqrt()
     return F.layer_norm(input, normalized_shape, weight, bias, eps), mean, rstd
 
 

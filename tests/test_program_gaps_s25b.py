@@ -209,3 +209,18 @@ def test_bfloat16_batch_norm_eval_is_torchs(shape, affine):
         outs.append((str(y.dtype).split(".")[-1], y.float().numpy()))
     assert outs[0][0] == outs[1][0]
     np.testing.assert_array_equal(outs[1][1], outs[0][1])
+
+
+@pytest.mark.parametrize("shape,normalized", [((5, 7, 300), (300,)), ((4, 6, 20), (6, 20)), ((9, 3), (3,))])
+def test_native_layer_norm_statistics_are_the_forwards_and_not_differentiable(shape, normalized):
+    """``torch.native_layer_norm``'s saved mean and 1/std are the kernel's own (ATen's Welford moments, bit
+    for bit) and, as PyTorch declares them, not differentiable outputs (tapelab's came from separate mean
+    and var ops, an ulp off, and required grad)."""
+    x = (np.random.default_rng(7).standard_normal(shape) * 3 + 1).astype(np.float32)
+    outs = []
+    for m in (torch, tapelab):
+        y, mean, rstd = m.native_layer_norm(m.tensor(x, requires_grad=True), normalized, None, None, 1e-5)
+        outs.append([(t.requires_grad, tuple(t.shape), t.detach().numpy()) for t in (y, mean, rstd)])
+    for (rt, st, t), (rl, sl, lab) in zip(*outs):
+        assert (rt, st) == (rl, sl)
+        np.testing.assert_array_equal(lab, t)

@@ -22,7 +22,7 @@ from .fastmath import _bits_to_f32, exp32, exp_sleef_u10, fma, log_sleef_u10
 from .lanes import lane_loop
 
 __all__ = ["softmax", "softmax_backward", "log_softmax", "log_softmax_backward", "attention_softmax",
-           "layer_norm", "layer_norm_backward", "layer_norm_affine_grads_bfloat16", "target_weights", "cross_entropy", "cross_entropy_backward", "nll_loss", "nll_loss_backward"]
+           "layer_norm", "layer_norm_backward", "layer_norm_stats", "layer_norm_affine_grads_bfloat16", "target_weights", "cross_entropy", "cross_entropy_backward", "nll_loss", "nll_loss_backward"]
 
 F = np.float32
 _JIT = dict(cache=True, error_model="numpy", nogil=True, fastmath={"reassoc"})
@@ -348,6 +348,14 @@ def layer_norm_backward(g, x, w, has_w, eps, gx, gw, gb):
         cc = fma(-b, mean, -(db * a * scale))
         for c in range(C):
             gx[r, c] = fma(b, xr[c], a * gr[c] * w[c]) + cc
+
+
+@njit(**_EXACT_JIT)
+def layer_norm_stats(x, eps, mean, rstd):
+    """Each row's mean and 1/std as layer_norm computes them (``native_layer_norm``'s saved statistics)."""
+    s0, s = _moment_scratch()
+    for r in range(x.shape[0]):
+        mean[r], rstd[r] = _row_mean_rstd(x, r, eps, s0, s)
 
 
 @njit(**_JIT_EXACT, inline="always")
