@@ -64,6 +64,14 @@ def _moment_scratch():
 
 
 @njit(**_EXACT_JIT, inline="always")
+def _welford(v, c, m1, m2):
+    """One lane's step of ``UpdateMomentsVec``: ``c`` is ``1 / (j + 1)``."""
+    delta = v - m1
+    m1 = fma(delta, c, m1)
+    return m1, fma(delta, v - m1, m2)
+
+
+@njit(**_EXACT_JIT, inline="always")
 def _merge(s0, s, dst, k, m1_add, m2_add):
     """``AddMomentsVec``: lanes ``m1_add``/``m2_add`` of ``k`` values merged into level ``dst``."""
     n = s0[dst] + k
@@ -95,16 +103,21 @@ def _row_mean_rstd(x, r, eps, s0, s):
     for i in range(m):
         k = min(_CHUNK, n - i * _CHUNK)
         base = i * _CHUNK * _LANES
-        for lane in range(_LANES):   # a lane at a time in registers (the lanes' chains overlap)
-            u1 = F(0.0)
-            u2 = F(0.0)
-            for j in range(k):
-                v = x[r, base + j * _LANES + lane]
-                delta = v - u1
-                u1 = fma(delta, inv[j], u1)
-                u2 = fma(delta, v - u1, u2)
-            a1[lane] = u1
-            a2[lane] = u2
+        p0 = p1 = p2 = p3 = p4 = p5 = p6 = p7 = F(0.0)   # the 8 lanes' means and sums of squares as
+        q0 = q1 = q2 = q3 = q4 = q5 = q6 = q7 = F(0.0)   # scalars: independent chains the core overlaps
+        for j in range(k):
+            o = base + j * _LANES
+            c = inv[j]
+            p0, q0 = _welford(x[r, o], c, p0, q0)
+            p1, q1 = _welford(x[r, o + 1], c, p1, q1)
+            p2, q2 = _welford(x[r, o + 2], c, p2, q2)
+            p3, q3 = _welford(x[r, o + 3], c, p3, q3)
+            p4, q4 = _welford(x[r, o + 4], c, p4, q4)
+            p5, q5 = _welford(x[r, o + 5], c, p5, q5)
+            p6, q6 = _welford(x[r, o + 6], c, p6, q6)
+            p7, q7 = _welford(x[r, o + 7], c, p7, q7)
+        a1[0], a1[1], a1[2], a1[3], a1[4], a1[5], a1[6], a1[7] = p0, p1, p2, p3, p4, p5, p6, p7
+        a2[0], a2[1], a2[2], a2[3], a2[4], a2[5], a2[6], a2[7] = q0, q1, q2, q3, q4, q5, q6, q7
         _merge(s0, s, 0, k, a1, a2)
         mask = i + 1
         j = 1
