@@ -221,3 +221,30 @@ def test_compiled_integer_groups_match_torch(name):
     ref = fns[name](torch, torch.tensor(xs), torch.tensor(ys)).numpy()
     out = tapelab.compile(lambda a, b: fns[name](tapelab, a, b))(tapelab.tensor(xs), tapelab.tensor(ys)).numpy()
     assert out.dtype == ref.dtype and (out == ref).all()
+
+
+# ---------------------------------------------------------------- a fused group no gradient reaches
+def _lookup_free_codes(m, x):
+    """LFQ's quantizer: the codes are a sign of the input (no gradient reaches them), the output passes
+    the gradient straight through to the input."""
+    codes = m.where(x > 0, 1.0, -1.0) * 0.5
+    q = x + (codes - x).detach()
+    return (q * q.sigmoid()).sum() + codes.sum(), codes
+
+
+@BOTH
+def test_compiled_group_without_a_gradient_path_beside_a_straight_through_one(m):
+    """vector-quantize-pytorch's LFQ under ``torch.compile``: the compiled group of ``where(x > 0)``
+    was declared differentiable (its input requires grad) and tracing its backward raised "element 0
+    of tensors does not require grad" at compile time."""
+    xs = np.random.default_rng(6).standard_normal((4, 6)).astype("float32")
+    x = m.tensor(xs, requires_grad=True)
+    loss, codes = _compile(m, lambda t: _lookup_free_codes(m, t))(x)
+    loss.backward()
+    xr = torch.tensor(xs, requires_grad=True)
+    ref_loss, ref_codes = _lookup_free_codes(torch, xr)
+    ref_loss.backward()
+    assert codes.requires_grad is ref_codes.requires_grad is False
+    np.testing.assert_allclose(codes.numpy(), ref_codes.numpy())
+    np.testing.assert_allclose(loss.item(), ref_loss.item(), rtol=1e-5)
+    np.testing.assert_allclose(x.grad.numpy(), xr.grad.numpy(), rtol=1e-5, atol=1e-6)

@@ -483,7 +483,10 @@ def lower(gm: GraphModule, example_args: list, *, differentiable: bool = True, b
                 continue
             replay = (_replay(members + [total], inputs, [total]) if total is not None
                       else _replay(members, inputs, outs))
-            op = FusedOp(kernel, replay, differentiable=differentiable, backend=backend)
+            # a group whose output no gradient reaches (a sign or a comparison of the inputs, LFQ's
+            # codes) is no autograd node, as its members are none in eager
+            grads = differentiable and any(bool(o.meta["tensor_meta"].requires_grad) for o in outs)
+            op = FusedOp(kernel, replay, differentiable=grads, backend=backend)
             if on_cpu and len(members) == 1 and total is None and not _pays(op, members[0], inputs):
                 continue
             if total is not None:               # the reduction's node is what the kernel replaces
@@ -505,7 +508,7 @@ def lower(gm: GraphModule, example_args: list, *, differentiable: bool = True, b
                     item.meta["tensor_meta"] = o.meta["tensor_meta"]
                     o.replace_all_uses_with(item)
                     item.args = (call, j)
-            needs = tuple(bool(n.meta["tensor_meta"].requires_grad) for n in inputs) if differentiable else None
+            needs = tuple(bool(n.meta["tensor_meta"].requires_grad) for n in inputs) if grads else None
             deferred.append((op, needs, on_cpu))
             fused.append(op)
         graph.eliminate_dead_code()
