@@ -248,3 +248,39 @@ def test_compiled_group_without_a_gradient_path_beside_a_straight_through_one(m)
     np.testing.assert_allclose(codes.numpy(), ref_codes.numpy())
     np.testing.assert_allclose(loss.item(), ref_loss.item(), rtol=1e-5)
     np.testing.assert_allclose(x.grad.numpy(), xr.grad.numpy(), rtol=1e-5, atol=1e-6)
+
+
+# ---------------------------------------------------------------- a constant table beside real inputs
+def _positional_net(m):
+    """x-transformers' memory key/values and relative-position tables: a tensor the module holds as a
+    plain attribute (a graph constant, not a parameter), looked up with computed positions."""
+    table = m.randn(16, 4, generator=m.Generator().manual_seed(0))
+
+    class Net(m.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = m.nn.Linear(4, 4)
+            with m.no_grad():
+                self.lin.weight.copy_(m.full((4, 4), 0.1))
+                self.lin.bias.fill_(0.1)
+
+        def forward(self, x):
+            e = m.nn.functional.embedding(m.arange(x.shape[1]) + 1, table)
+            return self.lin(x + e.expand(x.shape[0], -1, -1)).tanh().sum()
+    return Net()
+
+
+@BOTH
+def test_compiled_step_reading_a_constant_table_with_computed_indices(m):
+    """The one-node step's forward half propagated shapes with its real examples beside meta
+    constants: the embedding met a meta table and cpu positions (RuntimeError: Expected all tensors
+    to be on the same device ... embedding: meta [16, 4], cpu [5])."""
+    xs = np.random.default_rng(7).standard_normal((2, 5, 4)).astype("float32")
+    x = m.tensor(xs, requires_grad=True)
+    loss = _compile(m, _positional_net(m))(x)
+    loss.backward()
+    xr = torch.tensor(xs, requires_grad=True)
+    ref = _positional_net(torch)(xr)
+    ref.backward()
+    np.testing.assert_allclose(loss.item(), ref.item(), rtol=1e-5)
+    np.testing.assert_allclose(x.grad.numpy(), xr.grad.numpy(), rtol=1e-5, atol=1e-6)

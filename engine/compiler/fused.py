@@ -447,10 +447,7 @@ def lower(gm: GraphModule, example_args: list, *, differentiable: bool = True, b
     (else at first use: a graph that runs only where the one-node step cannot, ``step.py``)."""
     if on_cpu is None:
         on_cpu = all(_on_cpu(a) for a in example_args)
-    try:
-        _MetaShapeProp(gm).propagate(*[_meta(a) for a in example_args])
-    except Exception:  # noqa: BLE001 - an op without a meta form (a value-dependent shape): run it
-        ShapeProp(gm).propagate(*example_args)
+    _propagate(gm, example_args)
     graph: Graph = gm.graph
     for node in list(graph.nodes):      # the caller's key (or the op's fixed shapes) guards already
         if node.op == "call_function" and node.target is guard_inputs:
@@ -539,7 +536,7 @@ def _fold_expands(gm: GraphModule, example_args: list) -> None:
     reads it as a scalar instead of a materialised tensor (no expand dispatch, and the one-kernel
     backward is applied without its graph). An elementwise op of an expand alone (and constants)
     runs before the expand first: a fused mean's backward divides its expanded 0-d gradient."""
-    _MetaShapeProp(gm).propagate(*example_args)
+    _propagate(gm, example_args)
     for node in _expands(gm):
         for user in list(node.users):
             if user.all_input_nodes != [node] or not _fusible(user):
@@ -551,7 +548,7 @@ def _fold_expands(gm: GraphModule, example_args: list) -> None:
             gm.graph.erase_node(user)
         if not node.users:
             gm.graph.erase_node(node)
-    _MetaShapeProp(gm).propagate(*example_args)
+    _propagate(gm, example_args)
     for node in _expands(gm):
         src, shape = node.args[0], tuple(node.meta["tensor_meta"].shape)
         if type(src.meta.get("tensor_meta")) is tuple or "tensor_meta" not in src.meta:
@@ -682,6 +679,15 @@ class _MetaShapeProp(ShapeProp):
 
     def get_attr(self, target, args, kwargs):
         return _meta(super().get_attr(target, args, kwargs))
+
+
+def _propagate(gm: GraphModule, example_args: list) -> None:
+    """Each node's ``tensor_meta``, from meta tensors of the examples (the parameters enter as meta
+    tensors too: real examples beside them met a meta weight in the first op that read both)."""
+    try:
+        _MetaShapeProp(gm).propagate(*[_meta(a) for a in example_args])
+    except Exception:  # noqa: BLE001 - an op without a meta form (a value-dependent shape): run it
+        ShapeProp(gm).propagate(*example_args)
 
 
 def _on_cpu(a) -> bool:
