@@ -19,6 +19,7 @@ from .ops import fft as _ops
 from .ops.conjugation import conj
 from .ops.movement import constant_pad_nd, narrow, roll
 from .ops.out import out_variants as _out_variants
+from .ops._util import accepts_axis as _accepts_axis
 from .base.dispatch_state import STATE as _DISPATCH
 from .base.pytype import tp_name
 from .core.overrides import handle_torch_function as _handle, has_tensor_like as _has_tensor_like
@@ -282,3 +283,5 @@ def ifftshift(input: Tensor, dim=None) -> Tensor:
 
 # the transforms take out= as PyTorch's, and hand themselves to a program's Tensor subclass at their entry
 globals().update(_out_variants(globals(), frozenset(n for n in __all__ if "shift" not in n and "freq" not in n)))
+# ``axis=`` for ``dim``, as PyTorch's argument parser takes it (the transforms' out_variants do)
+fftshift, ifftshift = _accepts_axis(fftshift), _accepts_axis(ifftshift)

@@ -284,3 +284,33 @@ def test_compiled_step_reading_a_constant_table_with_computed_indices(m):
     ref.backward()
     np.testing.assert_allclose(loss.item(), ref.item(), rtol=1e-5)
     np.testing.assert_allclose(x.grad.numpy(), xr.grad.numpy(), rtol=1e-5, atol=1e-6)
+
+
+# ---------------------------------------------------------------- axis= and keepdims= wherever a native function has dim
+def _numpy_named_calls(m):
+    x = m.tensor([[3.0, -1.0, 2.5, 0.5], [0.5, 4.0, -2.0, 1.0], [1.0, 2.0, 3.0, 4.0]])
+    return [m.linalg.vector_norm(x, ord=3, axis=1, keepdims=True), m.linalg.matrix_norm(x, keepdims=True),
+            m.linalg.norm(x, axis=0), m.linalg.vecdot(x, x, axis=0), m.linalg.cross(x[:, :3], x[:, 1:], axis=0),
+            m.fft.rfft(x, axis=0).abs(), m.fft.fft2(x, axis=(0, 1)).real, m.fft.fftshift(x, axis=1),
+            m.fft.ifftshift(x, axis=(0,)), m.fft.irfftn(m.fft.rfftn(x), axis=(0, 1)),
+            m.index_select(x, axis=1, index=m.tensor([2, 0])), m.gather(x, axis=1, index=m.tensor([[1], [0], [3]])),
+            m.cumsum(x, axis=0), m.logsumexp(x, axis=1, keepdims=True)]
+
+
+def test_fft_and_linalg_take_numpy_argument_names():
+    """gymnasium's array conversion imports array-api-compat, whose torch namespace calls
+    ``torch.linalg.vector_norm(x, axis=...)`` and ``torch.fft.rfftn(x, dim=...)``; PyTorch's argument
+    parser takes ``axis=`` for ``dim`` and ``keepdims=`` for ``keepdim`` in every native function."""
+    got, want = _numpy_named_calls(tapelab), _numpy_named_calls(torch)
+    for g, w in zip(got, want):
+        assert tuple(g.shape) == tuple(w.shape)
+        np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=1e-5, atol=1e-5)
+
+
+@BOTH
+def test_dim_given_twice_as_dim_and_axis_is_a_type_error(m):
+    x = m.ones(2, 3)
+    for call in (lambda: m.linalg.vector_norm(x, dim=0, axis=1), lambda: m.fft.rfft(x, dim=0, axis=1),
+                 lambda: m.index_select(x, 0, m.tensor([0]), axis=1)):
+        with pytest.raises(TypeError):
+            call()

@@ -1,13 +1,16 @@
 """Helpers shared by op declarations."""
 from __future__ import annotations
 
+import functools
+import inspect
 import warnings
 
 import numpy as np
 
 from ..core.tensor import Tensor, _wrap_dim, sum_to, unbroadcast
 
-__all__ = ["unbroadcast", "sum_to", "norm_dims", "numpy_names", "along_key", "Tensor", "warn_once"]
+__all__ = ["unbroadcast", "sum_to", "norm_dims", "numpy_names", "numpy_kwargs", "accepts_axis", "along_key", "Tensor",
+           "warn_once"]
 
 _warned: set = set()
 
@@ -39,6 +42,37 @@ def dim_or_axis(op: str, dim, axis):
     if dim is None:
         raise TypeError(f"{op}() missing 1 required positional arguments: \"dim\"")
     return dim
+
+
+def numpy_kwargs(op: str, kwargs: dict, keepdim: bool) -> dict:
+    """``kwargs`` with PyTorch's numpy spellings renamed, as its argument parser takes them for every
+    native function with a ``dim``: ``axis=`` for ``dim``, ``keepdims=`` for ``keepdim`` (``keepdim``
+    says whether the function has one)."""
+    if "axis" in kwargs:
+        if "dim" in kwargs:
+            raise TypeError(f"{op}() got an unexpected keyword argument 'axis'")
+        kwargs["dim"] = kwargs.pop("axis")
+    if keepdim and "keepdims" in kwargs:
+        if "keepdim" in kwargs:
+            raise TypeError(f"{op}() got an unexpected keyword argument 'keepdims'")
+        kwargs["keepdim"] = kwargs.pop("keepdims")
+    return kwargs
+
+
+def takes_numpy_names(fn) -> tuple:
+    """``(whether fn has a dim but no axis parameter, whether it has a keepdim)``."""
+    params = inspect.signature(fn).parameters
+    return "dim" in params and "axis" not in params, "keepdim" in params
+
+
+def accepts_axis(fn):
+    """``fn`` taking ``axis=``/``keepdims=`` too (``numpy_kwargs``): ``torch.fft.fftshift(x, axis=0)``."""
+    _, keepdim = takes_numpy_names(fn)
+
+    @functools.wraps(fn)
+    def with_numpy_names(*args, **kwargs):
+        return fn(*args, **numpy_kwargs(fn.__name__, kwargs, keepdim))
+    return with_numpy_names
 
 
 def norm_dims(dim, ndim: int, op: str) -> tuple | None:

@@ -23,6 +23,7 @@ from ..base.grad_mode import is_grad_enabled
 from ..base.pytype import tp_name
 from ..core.creation import empty
 from ..core.tensor import Tensor
+from ._util import numpy_kwargs, takes_numpy_names
 
 __all__ = ["OUT_FUNCTIONS", "LINALG_OUT_FUNCTIONS", "out_variants", "write_out"]
 
@@ -65,8 +66,12 @@ def out_variants(namespace: dict, names: frozenset = OUT_FUNCTIONS) -> dict:
 
 
 def _with_out(fn, public_name: str, module: str):
+    renames, keepdim = takes_numpy_names(fn)
+
     @functools.wraps(fn)
     def _out_variant(*args, out=None, **kwargs):  # "_": frame walkers (capture errors) skip it
+        if renames and kwargs:           # axis=/keepdims=, as PyTorch's argument parser takes them
+            kwargs = numpy_kwargs(public_name, kwargs, keepdim)
         if _DISPATCH.functions is not None and has_tensor_like((*args, *kwargs.values(), out)):
             given = kwargs if out is None else {**kwargs, "out": out}     # the call as made: no out=None
             return handle_torch_function(_out_variant, (*args, *given.values()), *args, **given)
