@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import tapelab
+from tapelab.kernels import blas
 from tapelab.vision import models
 from vision_cases import (EXTRA_AUX, EXTRA_AUX_LONG, EXTRA_CLASS_NUMERIC, EXTRA_GRAD_SAMPLE, EXTRA_INPUT_STRIDE,
                           EXTRA_NUMERIC, EXTRA_PARAM_GRADS, EXTRA_SIZES, aux_outputs, model_outputs, param_grads)
@@ -163,6 +164,25 @@ def _compare_extra(got: dict, prefix: str, grad_atol: float = 3e-5, logit_atol: 
 def test_extra_logits_and_gradients_match_torchvision(name):
     kwargs, shape, train = EXTRA_NUMERIC[name]
     model = _seeded(name, **kwargs)
+    if name in _MAX_POOL_NEAR_TIES:
+        old = blas.set_enabled(False)
+        try:
+            _extra_numeric(name, model, shape, train)
+        finally:
+            blas.set_enabled(old)
+    else:
+        _extra_numeric(name, model, shape, train)
+
+
+# googlenet's maxpool4 meets near-ties in the stored input (a 2x2 window's maxima within the last bits of
+# the forward's rounding): the gradient's route follows whichever the products' rounding makes larger, and
+# the stored torchvision run routes it as numpy's and our own GEMM round (MKL's route moves 31% of that
+# gradient, while the logits agree to 3e-7; float64 agrees with the stored values). The products' route is
+# tested against torch in tests/test_blas_mkl.py.
+_MAX_POOL_NEAR_TIES = {"googlenet"}
+
+
+def _extra_numeric(name, model, shape, train) -> None:
     for mode in (False, True) if train else (False,):
         got = model_outputs(tapelab, model, seeded_input(shape), train=mode, grad_sample=EXTRA_GRAD_SAMPLE,
                             input_stride=EXTRA_INPUT_STRIDE)

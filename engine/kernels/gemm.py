@@ -68,7 +68,7 @@ def gemm(xp, a, b, out=None):
     macs = math.prod(batch) * m * n * k
     if n_threads < 2 or k != b.shape[-2]:
         return _matmul(a, b, out)
-    if macs >= OWN_PARALLEL_MIN and native():
+    if macs >= OWN_PARALLEL_MIN and native() and not _mkl_takes(a, b):
         done = _own_parallel(a, b, out, n_threads, macs)   # our GEMM's parts on numba's threads
         if done is not None:
             return done
@@ -212,7 +212,7 @@ def _matmul(a, b, out=None):
     """``np.matmul(a, b, out=out)``: by MKL's GEMM where it is loaded (``blas.py``: PyTorch's floats),
     else by our own GEMM where it takes the product (2-D, or stacks of one batch shape: attention's
     per-head products)."""
-    if a.dtype in _MKL_DTYPES and a.size * b.shape[-1] >= MKL_MIN and blas.available():
+    if _mkl_takes(a, b):
         if out is None:
             res = blas.matmul(a, b)
             if res is not None:
@@ -228,6 +228,12 @@ def _matmul(a, b, out=None):
         if own is not None:
             return own.matmul_batch_into(a, b, np.empty(a.shape[:-1] + b.shape[-1:], _F32) if out is None else out)
     return np.matmul(a, b) if out is None else np.matmul(a, b, out=out)
+
+
+def _mkl_takes(a, b) -> bool:
+    """Whether ``_matmul`` hands ``a @ b`` to MKL first (dtype, size, MKL loaded): then no other route
+    (our GEMM's parts) takes it, so the floats do not depend on the thread count."""
+    return a.dtype in _MKL_DTYPES and a.size * b.shape[-1] >= MKL_MIN and blas.available()
 
 
 def _takes_stack(a, b) -> bool:
