@@ -268,103 +268,88 @@ def lerp(start, end, out, coeff, from_end):
             out[i] = fma(coeff, end[i] - start[i], start[i])
 
 
+@njit(**_JIT, inline="always")
+def _lerped(s, e, w):
+    """ATen's lerp of one element: ``fma(w, e - s, s)`` where ``|w| < 0.5``, else ``fma(w - 1, e - s, e)``."""
+    d = e - s
+    return fma(w, d, s) if abs(w) < F(0.5) else fma(w - F(1.0), d, e)
+
+
 @njit(**_JIT)
 def _lerp_weights_into(start, end, weight):
     for i in range(start.shape[0]):
-        w = weight[i]
-        d = end[i] - start[i]
-        start[i] = fma(w, d, start[i]) if abs(w) < F(0.5) else fma(w - F(1.0), d, end[i])
+        start[i] = _lerped(start[i], end[i], weight[i])
 
 
 @njit(**_JIT)
 def lerp_weights(start, end, weight, out):
-    """ATen's lerp with a tensor weight, element by element: ``fma(w, end - start, start)`` where
-    ``|w| < 0.5``, else ``fma(w - 1, end - start, end)``."""
-    if out.ctypes.data == start.ctypes.data:       # ``start.lerp_(end, weights)``
+    """ATen's lerp with a tensor weight, element by element (``_lerped``); in place (``start.lerp_(end,
+    weights)``) through a loop that LLVM vectorises without an overlap check."""
+    if out.ctypes.data == start.ctypes.data:
         _lerp_weights_into(start, end, weight)
         return
     for i in range(start.shape[0]):
-        w = weight[i]
-        d = end[i] - start[i]
-        out[i] = fma(w, d, start[i]) if abs(w) < F(0.5) else fma(w - F(1.0), d, end[i])
+        out[i] = _lerped(start[i], end[i], weight[i])
 
 
 @njit(**_JIT)
 def _addcmul_into(a, t1, t2, value):
-    if value == F(1.0):
-        for i in range(a.shape[0]):
-            a[i] = fma(t1[i], t2[i], a[i])
-    else:
-        for i in range(a.shape[0]):
-            a[i] = fma(value * t1[i], t2[i], a[i])
+    for i in range(a.shape[0]):
+        a[i] = fma(value * t1[i], t2[i], a[i])
 
 
 @njit(**_JIT)
 def addcmul(a, t1, t2, out, value):
-    """``fma(value * t1, t2, a)`` (the product by ``value`` rounded first, as ATen's kernel)."""
-    if out.ctypes.data == a.ctypes.data:           # ``a.addcmul_(t1, t2)``: the vector loop (above)
+    """``fma(value * t1, t2, a)`` (the product by ``value`` rounded first, as ATen's kernel; by 1 it is
+    exact); in place (``a.addcmul_(t1, t2)``) through a loop LLVM vectorises without an overlap check."""
+    if out.ctypes.data == a.ctypes.data:
         _addcmul_into(a, t1, t2, value)
         return
-    if value == F(1.0):
-        for i in range(a.shape[0]):
-            out[i] = fma(t1[i], t2[i], a[i])
-    else:
-        for i in range(a.shape[0]):
-            out[i] = fma(value * t1[i], t2[i], a[i])
+    for i in range(a.shape[0]):
+        out[i] = fma(value * t1[i], t2[i], a[i])
 
 
 @njit(**_JIT)
 def _addcdiv_into(a, t1, t2, value):
-    if value == F(1.0):
-        for i in range(a.shape[0]):
-            a[i] = a[i] + t1[i] / t2[i]
-    else:
-        for i in range(a.shape[0]):
-            a[i] = a[i] + (value * t1[i]) / t2[i]
+    for i in range(a.shape[0]):
+        a[i] = a[i] + (value * t1[i]) / t2[i]
 
 
 @njit(**_JIT)
 def addcdiv(a, t1, t2, out, value):
-    """``a + (value * t1) / t2``, each step rounded (ATen's float32 order; no FMA)."""
+    """``a + (value * t1) / t2``, each step rounded (ATen's float32 order; no FMA; by 1 the product is
+    exact)."""
     if out.ctypes.data == a.ctypes.data:
         _addcdiv_into(a, t1, t2, value)
         return
-    if value == F(1.0):
-        for i in range(a.shape[0]):
-            out[i] = a[i] + t1[i] / t2[i]
-    else:
-        for i in range(a.shape[0]):
-            out[i] = a[i] + (value * t1[i]) / t2[i]
+    for i in range(a.shape[0]):
+        out[i] = a[i] + (value * t1[i]) / t2[i]
+
+
+@njit(**_JIT, inline="always")
+def _clamped(v, bound, upper):
+    """``v`` where it is on the bound's side, equal (a zero keeps its sign) or NaN, else the bound."""
+    if upper:
+        return v if v <= bound or v != v else bound
+    return v if v >= bound or v != v else bound
 
 
 @njit(**_JIT)
 def _clamp_into(x, bound, upper):
-    if upper:
-        for i in range(x.shape[0]):
-            v = x[i]
-            x[i] = v if v <= bound or v != v else bound
-    else:
-        for i in range(x.shape[0]):
-            v = x[i]
-            x[i] = v if v >= bound or v != v else bound
+    for i in range(x.shape[0]):
+        x[i] = _clamped(x[i], bound, upper)
 
 
 @njit(**_JIT)
 def clamp(x, out, bound, upper):
-    """numpy's ``maximum(x, bound)`` (``minimum`` when ``upper``) by a number: ``x`` where it is on the
-    bound's side, equal (a zero keeps its sign) or NaN, else the bound (numpy's loop with a scalar operand
-    is 2.5x slower than PyTorch's clamp_min)."""
+    """numpy's ``maximum(x, bound)`` (``minimum`` when ``upper``) by a number, as ``_clamped`` says
+    (numpy's loop with a scalar operand is 2.5x slower than PyTorch's clamp_min); in place through a
+    loop of one array, which LLVM vectorises without an overlap check."""
     if out.ctypes.data == x.ctypes.data:
         _clamp_into(x, bound, upper)
         return
-    if upper:
-        for i in range(x.shape[0]):
-            v = x[i]
-            out[i] = v if v <= bound or v != v else bound
-    else:
-        for i in range(x.shape[0]):
-            v = x[i]
-            out[i] = v if v >= bound or v != v else bound
+    for i in range(x.shape[0]):
+        out[i] = _clamped(x[i], bound, upper)
 
 
 @njit(**_JIT)
