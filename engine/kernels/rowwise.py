@@ -19,7 +19,7 @@ import numpy as np
 from numba import njit
 
 from .fastmath import _bits_to_f32, exp32, exp_sleef_u10, fma, log_sleef_u10
-from .lanes import lane_loop
+from .lanes import lane_loop, welford_lanes
 
 __all__ = ["softmax", "softmax_backward", "log_softmax", "log_softmax_backward", "attention_softmax",
            "layer_norm", "layer_norm_backward", "layer_norm_stats", "layer_norm_affine_grads_bfloat16", "target_weights", "cross_entropy", "cross_entropy_backward", "nll_loss", "nll_loss_backward"]
@@ -87,7 +87,7 @@ def _merge(s0, s, dst, k, m1_add, m2_add):
 @njit(**_EXACT_JIT)
 def _row_mean_rstd(x, r, eps, s0, s):
     """Row ``r``'s mean and ``1 / sqrt(biased var + eps)`` in ATen's float32 order (see above);
-    ``s0``, ``s`` from ``_moment_scratch``."""
+    ``s0``, ``s`` from ``_moment_scratch``; ``x``'s rows contiguous (the lanes load as vectors)."""
     C = x.shape[1]
     n = C // _LANES
     m = (n + _CHUNK - 1) // _CHUNK
@@ -100,24 +100,14 @@ def _row_mean_rstd(x, r, eps, s0, s):
             s[j, lane] = F(0.0)
             s[_DEPTH + j, lane] = F(0.0)
     a1, a2, inv = s[2 * _DEPTH], s[2 * _DEPTH + 1], s[2 * _DEPTH + 2]
+    row = x[r]
     for i in range(m):
         k = min(_CHUNK, n - i * _CHUNK)
         base = i * _CHUNK * _LANES
-        p0 = p1 = p2 = p3 = p4 = p5 = p6 = p7 = F(0.0)   # the 8 lanes' means and sums of squares as
-        q0 = q1 = q2 = q3 = q4 = q5 = q6 = q7 = F(0.0)   # scalars: independent chains the core overlaps
-        for j in range(k):
-            o = base + j * _LANES
-            c = inv[j]
-            p0, q0 = _welford(x[r, o], c, p0, q0)
-            p1, q1 = _welford(x[r, o + 1], c, p1, q1)
-            p2, q2 = _welford(x[r, o + 2], c, p2, q2)
-            p3, q3 = _welford(x[r, o + 3], c, p3, q3)
-            p4, q4 = _welford(x[r, o + 4], c, p4, q4)
-            p5, q5 = _welford(x[r, o + 5], c, p5, q5)
-            p6, q6 = _welford(x[r, o + 6], c, p6, q6)
-            p7, q7 = _welford(x[r, o + 7], c, p7, q7)
-        a1[0], a1[1], a1[2], a1[3], a1[4], a1[5], a1[6], a1[7] = p0, p1, p2, p3, p4, p5, p6, p7
-        a2[0], a2[1], a2[2], a2[3], a2[4], a2[5], a2[6], a2[7] = q0, q1, q2, q3, q4, q5, q6, q7
+        w = welford_lanes(row, inv, base, k)   # the 8 lanes as one vector (lanes.py)
+        for lane in range(_LANES):
+            a1[lane] = w[lane]
+            a2[lane] = w[_LANES + lane]
         _merge(s0, s, 0, k, a1, a2)
         mask = i + 1
         j = 1
