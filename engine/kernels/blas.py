@@ -18,6 +18,7 @@ from .switch import enabled, loops
 __all__ = ["available", "set_enabled", "matmul", "matmul_into"]
 
 _NO_TRANS, _TRANS = 111, 112
+_LD_LIMIT = 1 << 31   # MKL_INT (LP64) holds a leading dimension below this; a wider stride is copied
 _KINDS = {np.dtype(np.float32): ("cblas_sgemm", "sgemm", "sgemm_stack"),
           np.dtype(np.float64): ("cblas_dgemm", "dgemm", "dgemm_stack")}
 _READY: dict = {}   # dtype -> (address, 2-D call, stack call)
@@ -52,9 +53,9 @@ def _operand(x, rows: int, cols: int, item: int):
     if x.flags.c_contiguous:
         return x, _NO_TRANS, max(cols, 1)
     s0, s1 = x.strides[-2:]
-    if (s1 == item or cols == 1) and s0 % item == 0 and s0 >= max(cols, 1) * item:
+    if (s1 == item or cols == 1) and s0 % item == 0 and max(cols, 1) * item <= s0 < _LD_LIMIT * item:
         return x, _NO_TRANS, s0 // item
-    if (s0 == item or rows == 1) and s1 % item == 0 and s1 >= max(rows, 1) * item:
+    if (s0 == item or rows == 1) and s1 % item == 0 and max(rows, 1) * item <= s1 < _LD_LIMIT * item:
         return x, _TRANS, s1 // item
     x = np.ascontiguousarray(x)
     return x, _NO_TRANS, max(cols, 1)
@@ -113,7 +114,7 @@ def _two_d(dtype, a, b, out, m, n, k, beta: float) -> bool:
     address, call, _ = _READY.get(dtype) or _calls(dtype)
     a, ta, lda = _operand(a, m, k, item)
     b, tb, ldb = _operand(b, k, n, item)
-    if (out.strides[1] == item or n == 1) and out.strides[0] % item == 0 and out.strides[0] >= n * item \
+    if (out.strides[1] == item or n == 1) and out.strides[0] % item == 0 and n * item <= out.strides[0] < _LD_LIMIT * item \
             and not np.may_share_memory(out, a) and not np.may_share_memory(out, b):
         call(address, ta, tb, m, n, k, a, lda, b, ldb, beta, out, out.strides[0] // item)
     else:
@@ -130,7 +131,7 @@ def _stack(dtype, a, b, out, m, n, k, beta: float) -> bool:
     c3 = out.reshape((-1, m, n))
     if (not out.flags.writeable or not np.may_share_memory(c3, out) or np.may_share_memory(out, a)
             or np.may_share_memory(out, b) or not (c3.strides[2] == item or n == 1)
-            or c3.strides[1] % item or c3.strides[1] < n * item or c3.strides[0] % item):
+            or c3.strides[1] % item or not n * item <= c3.strides[1] < _LD_LIMIT * item or c3.strides[0] % item):
         return False
     a3, ta, lda = _operand(a.reshape((-1, m, k)), m, k, item)
     b3, tb, ldb = _operand(b.reshape((-1, k, n)), k, n, item)
