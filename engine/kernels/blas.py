@@ -70,7 +70,7 @@ def matmul(a, b):
         if not ready or b.dtype != dtype:
             return None
         (m, k), n = a.shape, b.shape[1]
-        if not (m and n and k) or max(m, n, k) >= 1 << 31:
+        if not _sizes_fit(m, n, k):
             return None
         item = dtype.itemsize
         a, ta, lda = _operand(a, m, k, item)
@@ -95,7 +95,7 @@ def matmul_into(a, b, out, accumulate: bool = False) -> bool:
         return False
     m, k = a.shape[-2:]
     n = b.shape[-1]
-    if m == 0 or n == 0 or k == 0 or max(m, n, k) >= 1 << 31:
+    if not _sizes_fit(m, n, k):
         return False
     beta = 1.0 if accumulate else 0.0
     if a.ndim == b.ndim == 2:
@@ -109,13 +109,23 @@ def matmul_into(a, b, out, accumulate: bool = False) -> bool:
     return False
 
 
+def _sizes_fit(m: int, n: int, k: int) -> bool:
+    """A product MKL takes: no empty dimension, each one an MKL_INT."""
+    return 0 < min(m, n, k) and max(m, n, k) < _LD_LIMIT
+
+
+def _rows_fit(c, n: int, item: int) -> bool:
+    """Whether MKL writes the (..., rows, n) output ``c`` in place: unit column stride, a row stride
+    of whole elements, at least ``n`` and an MKL_INT."""
+    return (c.strides[-1] == item or n == 1) and c.strides[-2] % item == 0 and n * item <= c.strides[-2] < _LD_LIMIT * item
+
+
 def _two_d(dtype, a, b, out, m, n, k, beta: float) -> bool:
     item = dtype.itemsize
     address, call, _ = _READY.get(dtype) or _calls(dtype)
     a, ta, lda = _operand(a, m, k, item)
     b, tb, ldb = _operand(b, k, n, item)
-    if (out.strides[1] == item or n == 1) and out.strides[0] % item == 0 and n * item <= out.strides[0] < _LD_LIMIT * item \
-            and not np.may_share_memory(out, a) and not np.may_share_memory(out, b):
+    if _rows_fit(out, n, item) and not np.may_share_memory(out, a) and not np.may_share_memory(out, b):
         call(address, ta, tb, m, n, k, a, lda, b, ldb, beta, out, out.strides[0] // item)
     else:
         res = np.empty((m, n), dtype) if not beta else np.array(out, dtype, order="C")
@@ -130,8 +140,7 @@ def _stack(dtype, a, b, out, m, n, k, beta: float) -> bool:
     item = dtype.itemsize
     c3 = out.reshape((-1, m, n))
     if (not out.flags.writeable or not np.may_share_memory(c3, out) or np.may_share_memory(out, a)
-            or np.may_share_memory(out, b) or not (c3.strides[2] == item or n == 1)
-            or c3.strides[1] % item or not n * item <= c3.strides[1] < _LD_LIMIT * item or c3.strides[0] % item):
+            or np.may_share_memory(out, b) or not _rows_fit(c3, n, item) or c3.strides[0] % item):
         return False
     a3, ta, lda = _operand(a.reshape((-1, m, k)), m, k, item)
     b3, tb, ldb = _operand(b.reshape((-1, k, n)), k, n, item)

@@ -88,8 +88,7 @@ def gemm_add(xp, a, b, out):
     floats: its ``addmm`` adds ``out`` inside the GEMM), in row or column blocks over the threads as
     ``gemm`` cuts them; else the product, then the add."""
     if (xp is np and type(out) is np.ndarray and type(a) is np.ndarray and type(b) is np.ndarray
-            and a.ndim == b.ndim == 2 and a.dtype in _MKL_DTYPES and a.size * b.shape[1] >= MKL_MIN
-            and blas.available()):
+            and a.ndim == b.ndim == 2 and _mkl_takes(a, b)):
         macs = a.size * b.shape[1]
         n_threads = runtime.intra_op_threads()
         if n_threads < 2 or macs < GEMM_PARALLEL_MIN:

@@ -20,6 +20,7 @@ from ..base.meta import has_data
 from ..core.creation import eye, tensor
 from ..core.dispatch import apply
 from ..core.registry import ALL, NONE, Op
+from ..kernels import lapack as _kernel_lapack
 from .linalg import _solve_triangular
 from .linalg import diagonal as _diagonal
 from .movement import narrow
@@ -31,8 +32,7 @@ def _lapack(name: str, a: np.ndarray):
     """SciPy's ``get_lapack_funcs(name, (a,))``; getrf and getrs through MKL where it is loaded
     (``kernels/lapack.py``: PyTorch's LU, to the last bit and pivot on a singular matrix)."""
     if name in ("getrf", "getrs"):
-        from ..kernels import lapack
-        return lapack.funcs(name, a)
+        return _kernel_lapack.funcs(name, a)
     import scipy.linalg.lapack as lapack
     return lapack.get_lapack_funcs(name, (a,))
 
@@ -150,19 +150,14 @@ def _det_fwd(xp, a):
     if a.shape[-1] == 0:
         return xp.ones(a.shape[:-2], a.dtype)
     if xp is np and _mkl_lu(a):   # PyTorch's LU and its product of U's diagonal, in order
-        diag, sign = _lapack_mod().lu_diagonal(a)
+        diag, sign = _kernel_lapack.lu_diagonal(a)
         return sign * np.multiply.accumulate(diag, axis=-1)[..., -1]
     return xp.asarray(xp.linalg.det(a), dtype=a.dtype)
 
 
-def _lapack_mod():
-    from ..kernels import lapack
-    return lapack
-
-
 def _mkl_lu(a) -> bool:
     """Whether ``det``/``slogdet`` factor ``a`` with MKL's getrf (loaded, and a LAPACK dtype)."""
-    return type(a) is np.ndarray and _lapack_mod().available(a.dtype)
+    return type(a) is np.ndarray and _kernel_lapack.available(a.dtype)
 
 
 def _det_vjp(g, out, a):
@@ -242,7 +237,7 @@ def _slogdet_fwd(xp, a):
     if a.shape[-1] == 0:
         return xp.stack([xp.ones(a.shape[:-2], a.dtype), xp.zeros(a.shape[:-2], a.dtype)], -1)
     if xp is np and _mkl_lu(a):   # PyTorch's: the signs' and the log moduli's running product and sum
-        diag, sign = _lapack_mod().lu_diagonal(a)
+        diag, sign = _kernel_lapack.lu_diagonal(a)
         absd = np.abs(diag)
         with np.errstate(divide="ignore", invalid="ignore"):
             unit = np.where(absd == 0, 0, diag / np.where(absd == 0, 1, absd)).astype(a.dtype)
