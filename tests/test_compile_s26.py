@@ -1,0 +1,88 @@
+"""Issue 18, session 26: the cpu kernels are vectorised once, by the compiler's own LLVM pipeline, at
+512 bits where the host has AVX-512 (numba's vectoriser, which LLVM's Intel tuning holds to 256 bits,
+is off while the loop compiles)."""
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+
+import tapelab as T
+from tapelab.compiler import cpu
+from tapelab.compiler.kernel import Kernel
+from tapelab.compiler.symbolic import input_sym
+
+pytestmark = pytest.mark.skipif(not cpu.numba_available(), reason="the generated loops need numba")
+
+
+def _sigmoid_tanh_kernel(shape):
+    x0, x1 = input_sym(0, np.float32), input_sym(1, np.float32)
+    t = np.tanh(x0 * x1 + 1.0)
+    return Kernel("fused(mul, add, tanh, mul, sigmoid)", [("float32", shape), ("float32", shape)],
+                  [t, 1.0 / (1.0 + np.exp(-(t * x0)))], shape, ["mul", "add", "tanh", "mul", "sigmoid"])
+
+
+def _host_has_avx512() -> bool:
+    import llvmlite.binding as llvm
+    return bool(llvm.get_host_cpu_features().get("avx512f"))
+
+
+def test_every_position_of_a_row_is_the_same_scalar_chain(monkeypatch, tmp_path):
+    """The vector body and the scalar remainder compute the same floats: each element of rows of 1..70
+    columns equals that element computed alone (a 1-element loop never enters the vector body)."""
+    monkeypatch.setenv("TAPELAB_CACHE_DIR", str(tmp_path))
+    rng = np.random.default_rng(0)
+    for cols in (1, 7, 16, 17, 31, 32, 33, 64, 70):
+        a, b = (rng.standard_normal((3, cols)).astype(np.float32) * 3 for _ in range(2))
+        run = cpu.load(_sigmoid_tanh_kernel((3, cols)), True)
+        t, s = run(a, b)
+        alone = cpu.load(_sigmoid_tanh_kernel((1, 1)), True)
+        for (r, c) in np.ndindex(a.shape):
+            t1, s1 = alone(a[r:r + 1, c:c + 1], b[r:r + 1, c:c + 1])
+            assert t1[0, 0].tobytes() == t[r, c].tobytes() and s1[0, 0].tobytes() == s[r, c].tobytes()
+        np.testing.assert_allclose(t, np.tanh(a * b + np.float32(1.0)), rtol=2e-6, atol=1e-7)
+        np.testing.assert_allclose(s, 1 / (1 + np.exp(-(t * a))), rtol=2e-6, atol=1e-7)
+
+
+def test_numba_vectoriser_setting_is_restored(monkeypatch, tmp_path):
+    """The loop compiles with numba's own vectoriser off; the setting every other numba function
+    compiles under comes back, also when numba cannot compile the loop."""
+    from numba.core import config
+    monkeypatch.setenv("TAPELAB_CACHE_DIR", str(tmp_path))
+    before = config.LOOP_VECTORIZE
+    cpu.load(_sigmoid_tanh_kernel((4, 8)), True)
+    assert config.LOOP_VECTORIZE == before
+    with pytest.raises(Exception):
+        cpu._scalar_loop("raise ValueError('no loop')\n", "tapelab_kbroken")
+    assert config.LOOP_VECTORIZE == before
+
+
+@pytest.mark.skipif(shutil.which("objdump") is None, reason="reads the library's instructions with objdump")
+def test_loops_use_512_bit_registers_where_the_host_has_avx512(monkeypatch, tmp_path):
+    monkeypatch.setenv("TAPELAB_CACHE_DIR", str(tmp_path))
+    cpu.load(_sigmoid_tanh_kernel((64, 1024)), True)
+    libs = [p for p in tmp_path.iterdir() if p.suffix == ".so"]
+    if not libs:
+        pytest.skip("no C compiler: the object file is loaded by MCJIT")
+    text = subprocess.run(["objdump", "-d", str(libs[0])], capture_output=True, text=True, check=True).stdout
+    assert ("zmm" in text) == _host_has_avx512()
+    assert "ymm" in text or "zmm" in text          # vectorised at all (AVX2 hosts: 256 bits)
+
+
+def test_compiled_chain_equals_eager():
+    rng = np.random.default_rng(1)
+    xs = [rng.standard_normal((33, 100)).astype(np.float32) for _ in range(2)]
+
+    def chain6(x, w):
+        return ((x * w + 1.0).tanh() * x).sigmoid().sum()
+    sides = []
+    for f in (chain6, T.compile(chain6)):
+        x, w = (T.tensor(a, requires_grad=True) for a in xs)
+        for _ in range(2):
+            x.grad = w.grad = None
+            y = f(x, w)
+            y.backward()
+        sides.append((y.item(), x.grad.numpy(), w.grad.numpy()))
+    np.testing.assert_allclose(sides[1][0], sides[0][0], rtol=1e-5)
+    for a, b in zip(sides[1][1:], sides[0][1:]):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
