@@ -33,6 +33,7 @@ from ..core.creation import zeros_like
 from ..core.dispatch import apply
 from ..core.factories import FULL
 from ..base.dispatch_state import STATE as _DISPATCH
+from ..base.device import CPU
 from ..core.tensor import Tensor, _check_grad
 from ..core.node import DETACHED_IN_PLACE, RETAIN, AccumulateGrad, Node, OpNode, vjp_below_subclasses
 from .views import _view_grad_fn
@@ -421,6 +422,10 @@ def _run_plain(walk: _Walk) -> None:
     lane = None
     step = watched = None
     try:
+        if not (create_graph or subscribers or capture is not None or needed is not None or _DISPATCH.slow
+                or _DISPATCH.functions is not None or detached[0]):
+            _run_arrays(walk)
+            index = walk.index
         while (lane is not None or ready) and not anomaly.enabled:
             if lane is None:
                 node = heappop(ready)[1]
@@ -551,6 +556,181 @@ def _run_plain(walk: _Walk) -> None:
         walk.index = index
         GRAD.enabled = prev
         running.walk = outer
+
+
+def _run_arrays(walk: _Walk) -> None:
+    """``_run_plain``'s walk while nobody can see a gradient being made (no watcher, mode, functions
+    hook, anomaly mode or ``create_graph``; ``backward()`` without ``inputs=``): a node whose op declares
+    an ``array_vjp`` runs it on the gradient's array, with no dispatch and no Tensor (chain16's seven
+    vjp dispatches and their tensors were ~25 of its ~50 us backward), and the arrays wait in the
+    buffers as they are. Every array there was made by an array vjp, so it is held by the buffers
+    alone, as the tensor the dispatched op would have made would be: the same in-place sums
+    (``_sum_arrays``) and the same ``.grad`` ownership (``_accumulate_array``) follow from its
+    reference count. Any other op's vjp runs here as ``_run_plain`` runs it, on a tensor made of the
+    array.
+
+    The walk stops before the first node that has hooks or is not an op's node (a custom ``Function``,
+    a view's ``CopySlices``), or once someone starts watching (a post-accumulate hook may), and hands
+    the rest to ``_run_plain``: each waiting array becomes one tensor, so the tensor loop finds the
+    buffers as it would have made them. The order is ``_run_plain``'s (a node is taken from the heap only
+    once it is known to run here)."""
+    buffers, ready, deps = walk.buffers, walk.ready, walk.deps
+    release = not walk.retain_graph
+    heappop, heappush = heapq.heappop, heapq.heappush
+    subscribers, state, detached = _STEP_SUBSCRIBERS, _DISPATCH, DETACHED_IN_PLACE
+    index = walk.index
+    lane = None
+    try:
+        while True:
+            if lane is not None:
+                node = lane
+            elif ready:
+                node = ready[0][1]
+            else:
+                return
+            if (subscribers or state.slow or state.functions is not None or detached[0]
+                    or node.pre_hooks is not None or node.hooks):
+                break
+            leaf = type(node) is AccumulateGrad
+            if not (leaf or (node.plain and node.inputs is not None)):
+                break
+            if lane is None:
+                heappop(ready)
+            else:
+                lane = None
+            grads = buffers.pop(node)
+            index += 1
+            if leaf:
+                g = grads[0]
+                grads = None   # the gradient's holders decide whether .grad takes it
+                if type(g) is _ndarray:
+                    _accumulate_array(node, g)
+                else:
+                    _accumulate(node, g, False)
+                g = None
+                continue
+            versions = node.versions
+            if versions is not None:
+                inputs = node.inputs
+                for i, v in versions:
+                    if (inputs[i]._vc if i >= 0 else node.out_vc)[0] != v:
+                        node._check_versions()   # raises, naming the tensor
+            edges = node.edges
+            g = grads[0]
+            grads = None
+            if g is None:
+                out = (None,) * len(edges)
+            else:
+                op = node.op
+                d = g if type(g) is _ndarray else g._data
+                out = None
+                if op.array_vjp is not None and type(d) is _ndarray:
+                    out = op.array_vjp(d, node.out_data, node.inputs, node.params)
+                    if out is not None and g is not d:   # a tensor from outside the walk passed on stays itself
+                        out = tuple([g if r is d else r for r in out])
+                if out is None:
+                    g = _tensor(g)
+                    saved = (Tensor._wrap(node.out_data, True, node, 0, node.out_vc, g._device)
+                             if op.save_output else None)
+                    out = op.vjp(g, saved, *node.inputs, **node.params)
+                g = d = None
+            if len(out) != len(edges):
+                _wrong_count(node, out)
+            for e, gi in zip(edges, out):
+                if e is None:
+                    continue
+                child, nr = e
+                if gi is not None:
+                    buf = buffers.get(child)
+                    if buf is None:
+                        if child.n_outputs == 1:
+                            buffers[child] = [gi]
+                        else:
+                            buf = buffers[child] = [None] * child.n_outputs
+                            buf[nr] = gi
+                    elif buf[nr] is None:
+                        buf[nr] = gi
+                    else:
+                        _sum_arrays(buf, nr, gi)
+                left = deps[child] - 1
+                deps[child] = left
+                if left == 0:
+                    if child not in buffers:
+                        _skip(child, deps, buffers, ready, None, None)
+                    elif lane is None and not ready:
+                        lane = child
+                    else:
+                        if lane is not None:   # two nodes ready: the heap orders them
+                            heappush(ready, (-lane.seq, lane))
+                            lane = None
+                        heappush(ready, (-child.seq, child))
+            out = gi = buf = None   # no frame reference left: the reference counts decide
+            if release:
+                if node.versions is not None:
+                    node.inputs = node.out_data = None   # OpNode.release for a node that saved values
+                    node.freed_by = "backward()"
+                else:
+                    node.release()
+        # handed to _run_plain: the node it stopped at waits in the heap, the arrays become tensors
+        if lane is not None:
+            heappush(ready, (-lane.seq, lane))
+            lane = None
+        made: dict = {}
+        for buf in buffers.values():
+            for i, g in enumerate(buf):
+                if type(g) is _ndarray:
+                    t = made.get(id(g))
+                    if t is None:
+                        t = made[id(g)] = _tensor(g)
+                    buf[i] = t
+    finally:
+        if lane is not None:   # a vjp raised: the walk keeps its node
+            heappush(ready, (-lane.seq, lane))
+        walk.index = index
+
+
+def _tensor(g):
+    """A gradient the array walk made, as the tensor its vjp would have returned (a tensor as it is)."""
+    return Tensor._wrap(g, False, None, 0, [0], CPU) if type(g) is _ndarray else g
+
+
+def _sum_arrays(buf: list, nr: int, gi) -> None:
+    """``_sum_into`` in the array walk: two arrays are summed in place where ``_sum_into`` would sum
+    their tensors in place (the waiting one held by this buffer alone, not a view, writeable, same
+    shape and dtype as ``gi``); anything else is ``_sum_into``'s on tensors made of them."""
+    old = buf[nr]
+    if type(old) is _ndarray:
+        if (type(gi) is _ndarray and old.base is None and getrefcount(old) == _SOLE and gi.dtype is old.dtype
+                and gi.shape == old.shape and old.flags.writeable):
+            old += gi
+            return
+        buf[nr] = _tensor(old)
+    old = None   # held by the buffer alone again, as _sum_into counts
+    _sum_into(buf, nr, _tensor(gi), False)
+
+
+def _accumulate_array(node: AccumulateGrad, d) -> None:
+    """``_accumulate`` of a gradient the array walk made: ``.grad`` may take the array only when nothing
+    else holds it (another leaf's pending gradient: then a copy), as ``_accumulate`` decides for the
+    tensor it would have been. Its two common cases (a first ``.grad`` of the leaf's dtype, shape and
+    layout; an in-place update of one) are written out; the rest, and a leaf with post-accumulate
+    hooks, are ``_accumulate``'s."""
+    var = node._variable()
+    if var is None:
+        return
+    vd = var._data
+    if (d.dtype is vd.dtype and d.shape == vd.shape and not var._grad_nowhere and var._device is CPU
+            and not var.__dict__.get("_post_accumulate_hooks")):
+        old = var._grad
+        if old is None:
+            if d.flags.c_contiguous or not vd.flags.c_contiguous:
+                var._grad = Tensor._wrap(d if getrefcount(d) <= _SOLE else d.copy(), False, None, 0, [0], CPU)
+                return
+        elif not old.requires_grad and old._data.shape == d.shape:
+            old._data += d
+            old._vc[0] += 1
+            return
+    _accumulate(node, Tensor._wrap(d if getrefcount(d) <= _SOLE else d.copy(), False, None, 0, [0], CPU), False)
 
 
 _LEAF_ORDERS: dict = {}

@@ -30,6 +30,14 @@ class Op:
         vjp: ``vjp(g, out, *inputs, **params) -> tuple`` with one gradient (or None) per
             input; ``None`` marks the op non-differentiable. Outputs that are not floating
             point never require grad, so integer/bool results need no vjp.
+        array_vjp: ``array_vjp(g, out, inputs, params) -> tuple | None``, the same gradients on numpy
+            arrays (``g`` and ``out`` arrays, ``inputs`` the node's tensors and numbers), for the
+            backward walk while nobody watches and no graph is made (``autograd/engine.py``'s
+            ``_run_arrays``): a dispatch costs ~0.6 us over its numpy call, and a short chain's
+            backward is mostly dispatch. Its arrays must be those ``vjp`` would wrap (values, dtype,
+            layout; a fresh array where ``vjp`` returns a new tensor, ``g`` itself where it passes
+            ``g`` on), so it takes only the cases it can promise that for and returns None for the
+            rest, which then take ``vjp``.
         promote: dtype rule applied by the dispatcher: ``None`` (none), ``"common"``
             (PyTorch promotion across tensor and scalar inputs), ``"float"`` (common, then
             integers become the default float).
@@ -97,7 +105,7 @@ class Op:
     __slots__ = ("name", "fwd", "vjp", "promote", "saves", "save_output", "elementwise",
                  "n_extra", "n_kept", "is_view", "kind", "onnx", "cost", "ufunc", "out_form", "data_dependent",
                  "aliases", "inplace", "operator", "backward_name", "complex", "complex_error", "fast", "fwd_out",
-                 "node_type", "aten")
+                 "node_type", "aten", "array_vjp")
 
     def __init__(self, name: str, fwd: Callable, vjp: Callable | None = None, *,
                  promote: str | None = None, saves: str = ALL, save_output: bool = False,
@@ -107,7 +115,7 @@ class Op:
                  inplace: tuple = (), operator: str | None = None, complex: bool | None = None,
                  complex_error: tuple | None = None, fwd_out: Callable | None = None, contiguous: bool = False,
                  backward_name: str | Callable[[tuple | None, dict], str] | None = None,
-                 aten: str | Callable[[tuple, dict], str] | None = None):
+                 aten: str | Callable[[tuple, dict], str] | None = None, array_vjp: Callable | None = None):
         if name in REGISTRY:
             raise ValueError(f"op {name!r} is already registered")
         if kind not in KINDS:
@@ -123,7 +131,7 @@ class Op:
         self.fast = None   # the dispatcher's compiled eager path (core/dispatch.py), made at first use
         self.node_type = None   # the class of its nodes, made at the first (core/node.py: node_type)
         self.backward_name = backward_name or "".join(p.capitalize() for p in name.split("_")) + "Backward0"
-        self.aten = aten
+        self.aten, self.array_vjp = aten, array_vjp
         REGISTRY[name] = self
 
     def __repr__(self) -> str:

@@ -32,6 +32,7 @@ from .compare import CLAMP_COMPLEX, isfinite, keep_where, where, zero_where
 from .conjugation import conj as cj, sgn
 from ..core.registry import ALL, NONE, OTHERS, Op, kernel_refusal
 from ._util import Tensor, sum_to, unbroadcast as ub
+from ._array_vjp import array, in_order, operand
 from ..base.dtype import BFLOAT16_NP, FLOATING_KINDS, REDUCED_NP, in_float32, in_opmath, result_type as _result_type
 
 __all__ = ["add", "sub", "rsub", "mul", "div", "true_divide", "floor_divide", "remainder", "fmod",
@@ -229,6 +230,16 @@ def _sigmoid_bw_fwd(xp, g, y):
     return g * _one_minus(y) * y       # PyTorch's order: the products round as its kernel's
 
 
+def _by_output(fwd):
+    """The array vjp of an op whose vjp is ``fwd``'s op on ``(g, out)`` (tanh, sigmoid, relu, exp): that
+    forward on the arrays, where the compiled path would call it as they are (same dtype and shape)."""
+    def array_vjp(g, out, inputs, params):
+        if in_order(g) and type(out) is np.ndarray and out.dtype is g.dtype and out.shape == g.shape:
+            return (array(fwd(np, g, out)),)
+        return None
+    return array_vjp
+
+
 _tanh_bw = Op("tanh_backward", _tanh_bw_fwd,
               lambda gg, out, g, y: (apply(_tanh_bw, gg, cj(y)), gg * cj(g * y) * -2), elementwise=True,
               complex=True)
@@ -331,7 +342,8 @@ cosh = _unary("cosh", lambda xp, a: xp.cosh(a),
               out_form="cosh", complex=True, onnx="Cosh")
 tanh = _unary("tanh", _vml.unary("tanh", lambda xp, a: xp.tanh(a)),
               lambda g, out, a: (_tanh_bw_call(g, out),) if g._data.dtype.kind != "c" else (apply(_tanh_bw, g, cj(out)),),
-              reads="output", fwd_out=_vml.unary_out("tanh", "tanh"), complex=True, onnx="Tanh")
+              reads="output", fwd_out=_vml.unary_out("tanh", "tanh"), complex=True, onnx="Tanh",
+              array_vjp=_by_output(_tanh_bw_fwd))
 asinh = _unary("asinh", lambda xp, a: xp.arcsinh(a), lambda g, out, a: (g * rsqrt(a * a + 1),),
                out_form="arcsinh", aliases=("arcsinh",), onnx="Asinh")
 acosh = _unary("acosh", lambda xp, a: xp.arccosh(a), lambda g, out, a: (g * rsqrt(a * a - 1),),
@@ -357,7 +369,7 @@ def _sigmoid_fwd(xp, a):
 
 sigmoid = _unary("sigmoid", _sigmoid_fwd,
                  lambda g, out, a: (_sigmoid_bw_call(g, out),) if g._data.dtype.kind != "c" else (apply(_sigmoid_bw, g, cj(out)),),
-                 reads="output", complex=True, onnx="Sigmoid")
+                 reads="output", complex=True, onnx="Sigmoid", array_vjp=_by_output(_sigmoid_bw_fwd))
 erf = _unary("erf", _vml.unary("erf", lambda xp, a: _special(xp).erf(a).astype(a.dtype, copy=False)),
              lambda g, out, a: (g * _TWO_OVER_SQRTPI * exp(-a * a),), onnx="Erf",
              complex_error=kernel_refusal("erf_vml"))
@@ -377,7 +389,8 @@ def _neg_fwd(xp, a):
 
 
 neg = _unary("neg", _neg_fwd, lambda g, out, a: (-g,), promote=None, reads="nothing",
-             ufunc="negative", aliases=("negative",), operator="neg", onnx="Neg")
+             ufunc="negative", aliases=("negative",), operator="neg", onnx="Neg",
+             array_vjp=lambda g, out, inputs, params: (array(-g),) if g.dtype.kind == "f" else None)
 abs = _unary("abs", lambda xp, a: xp.abs(a),
              lambda g, out, a: (g * (sign(a) if a._data.dtype.kind != "c" else sgn(a)),), promote=None,
              ufunc="absolute", aliases=("absolute",), operator="abs", onnx="Abs")
@@ -386,7 +399,7 @@ sign = _unary("sign", _sign_fwd, _zeros, promote=None, reads="nothing", onnx="Si
                                                   "numbers. Please use torch.sgn instead."))
 relu = _unary("relu", _relu_fwd,
               lambda g, out, a: (apply(_relu_bw, g, out),), promote=None, reads="output", onnx="Relu",
-              complex_error=CLAMP_COMPLEX, aten="relu(clamp_min)")
+              complex_error=CLAMP_COMPLEX, aten="relu(clamp_min)", array_vjp=_by_output(_relu_bw_fwd))
 
 
 def _rounding(name: str) -> tuple:
@@ -518,14 +531,35 @@ def _scaled_into(xp, a, b, alpha, out):
         _scaled_sum(xp, a, b, alpha, out=out)
 
 
+def _passed(g, x):
+    """``ub(g, x)`` where it passes ``g`` on: ``g`` for a tensor of its shape, None for a number; False
+    where ``ub`` would sum ``g`` down (the array vjp then declines)."""
+    if not isinstance(x, Tensor):
+        return None
+    return g if x._data.shape == g.shape else False
+
+
+def _sum_array_vjp(negate: bool):
+    """add's (``negate``: sub's) array vjp without ``alpha``: ``g`` passed on, ``-g`` to sub's second input."""
+    def array_vjp(g, out, inputs, params):
+        if params or g.dtype.kind != "f":
+            return None
+        a, b = inputs
+        ga, gb = _passed(g, a), _passed(g, b)
+        if ga is False or gb is False:
+            return None
+        return ga, (array(-g) if negate and gb is not None else gb)
+    return array_vjp
+
+
 _add = Op("add", lambda xp, a, b, alpha=1: a + b if alpha == 1 else _scaled_sum(xp, a, b, alpha),
           lambda g, out, a, b, alpha=1: (ub(g, a), ub(g if alpha == 1 else g * alpha, b)),
           promote="common", saves=NONE, elementwise=True, ufunc="add", cost=_numel, operator="add", onnx=_onnx_add,
-          fwd_out=_add_out)
+          fwd_out=_add_out, array_vjp=_sum_array_vjp(False))
 _sub = Op("sub", lambda xp, a, b, alpha=1: a - b if alpha == 1 else _scaled_sum(xp, a, b, -alpha),
           lambda g, out, a, b, alpha=1: (ub(g, a), ub(-g if alpha == 1 else g * -alpha, b)),
           promote="common", saves=NONE, elementwise=True, ufunc="subtract", cost=_numel, operator="sub",
-          aliases=("subtract", "rsub"), onnx=_onnx_sub, fwd_out=_sub_out)
+          aliases=("subtract", "rsub"), onnx=_onnx_sub, fwd_out=_sub_out, array_vjp=_sum_array_vjp(True))
 
 
 def scaled_sum(xp, a, b, alpha, out=None):
@@ -613,7 +647,26 @@ def _div_vjp(g, out, a, b):
     return (ub(g / _cjn(b), a) if _wants(a) else None), (ub(-g * cj((a / b) / b), b) if _wants(b) else None)
 
 
-_mul = Op("mul", lambda xp, a, b: a * b, _mul_vjp,
+def _mul_array_vjp(g, out, inputs, params):
+    """``_mul_vjp``'s real case on arrays, for inputs of ``g``'s shape (no ``sum_to``)."""
+    if not in_order(g):
+        return None
+    a, b = inputs
+    ga = gb = None
+    if isinstance(a, Tensor) and a.requires_grad:
+        y = operand(b, g)
+        if y is None or a._data.shape != g.shape:
+            return None
+        ga = array(g * y)
+    if isinstance(b, Tensor) and b.requires_grad:
+        y = operand(a, g)
+        if y is None or b._data.shape != g.shape:
+            return None
+        gb = array(g * y)
+    return ga, gb
+
+
+_mul = Op("mul", lambda xp, a, b: a * b, _mul_vjp, array_vjp=_mul_array_vjp,
           promote="common", saves=OTHERS, elementwise=True, ufunc="multiply", cost=_numel, operator="mul",
           aliases=("multiply",), inplace=("mul_", "multiply_"), complex=True, onnx="Mul")
 _div = Op("div", lambda xp, a, b: a / b, _div_vjp,

@@ -265,7 +265,29 @@ def _sum_vjp(g, out, x, *, dims, keepdim, dtype):
     return (g if g._data.dtype is x._data.dtype else g.to(x.dtype),)
 
 
-_sum = Op("sum", _sum_fwd, _sum_vjp, saves=NONE, contiguous=True, onnx=_onnx_reduce("ReduceSum"))
+def _sum_array_vjp(g, out, inputs, params):
+    """A whole sum's gradient on arrays where ``_sum_vjp`` makes a new array of ``x``'s dtype: ``g`` itself
+    for a 0-d input, else the filled copy ``movement._expand_fwd`` makes of one element for at most 4096
+    (a one-element or larger input gets a view of ``g`` there, with its ``_base``: declined)."""
+    x = inputs[0]
+    if params["dims"] is not None or params["keepdim"] or g.ndim or not isinstance(x, Tensor):
+        return None
+    d = x._data
+    if type(d) is not np.ndarray or d.dtype is not g.dtype:
+        return None
+    shape = d.shape
+    if not shape:
+        return (g,)
+    n = math.prod(shape)
+    if n == 1 or n > 4096:
+        return None
+    grad = np.empty(shape, g.dtype)
+    grad[...] = g
+    return (grad,)
+
+
+_sum = Op("sum", _sum_fwd, _sum_vjp, saves=NONE, contiguous=True, onnx=_onnx_reduce("ReduceSum"),
+          array_vjp=_sum_array_vjp)
 
 
 def array_sum(xp, a, dims: tuple | None):

@@ -1,0 +1,41 @@
+"""What the ops' array vjps (``Op.array_vjp``) share: when a numpy expression on the gradient's array
+gives exactly the array the dispatched op inside the Tensor vjp would (``core/dispatch.py``'s compiled
+path, which these tests mirror), and the operand that path would hand numpy."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..base.device import CPU
+from ..core.dispatch import _constant
+from ..core.tensor import Tensor
+
+__all__ = ["in_order", "operand", "array"]
+
+_ndarray = np.ndarray
+_HALF = np.dtype(np.float16)
+
+
+def in_order(g) -> bool:
+    """``g`` is a real float array whose elementwise results need no reordering: at most one dim, or
+    C-contiguous with no dim of one (the compiled path reorders the rest as ATen's iterator)."""
+    return g.dtype.kind == "f" and (g.ndim <= 1 or (g.flags.c_contiguous and 1 not in g.shape))
+
+
+def operand(b, g):
+    """``b`` as the compiled path passes it to numpy beside ``g``: a cpu tensor of ``g``'s dtype and
+    shape (its array), a float or int (a 0-d array of ``g``'s dtype; 0 and nan as they are); None for
+    anything that path would promote, broadcast or send to ``eager``."""
+    if isinstance(b, Tensor):
+        d = b._data
+        if (type(d) is _ndarray and d.dtype is g.dtype and d.shape == g.shape and b._device is CPU
+                and (b.requires_grad or not b._vc[0] or b._base is None)):
+            return d
+        return None
+    if (type(b) is float or type(b) is int) and g.dtype is not _HALF:
+        return _constant(b, g.dtype) if b and b == b else b
+    return None
+
+
+def array(r):
+    """A ufunc of 0-d arrays gives a numpy scalar; the dispatcher makes it a 0-d array."""
+    return r if type(r) is _ndarray else np.asarray(r)
