@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import time
 import warnings
-from operator import attrgetter, itemgetter
+from operator import itemgetter
 
 import numpy as np
 
@@ -106,20 +106,6 @@ class FusedOp(Op):
             STATS["kernel_seconds"] += time.perf_counter() - t0
         return run
 
-    def direct_ok(self, args: list) -> bool:
-        """Whether ``args`` go into the cpu loop as they are: tensors on the cpu of the kernel's dtypes,
-        none a view whose base has been written since (``fast``'s test)."""
-        dtypes = self._dtypes
-        if dtypes is None:
-            dtypes = self._dtypes = tuple(np.dtype(dt) for dt, _ in self.kernel.inputs)
-        if len(args) != len(dtypes):
-            return False
-        for a, dt in zip(args, dtypes):
-            if not (isinstance(a, Tensor) and a._device is CPU and (a._data.dtype is dt or a._data.dtype == dt)
-                    and (a._base is None or not a._vc[0])):   # (numpy's dtypes are mostly one object: `is` first)
-                return False
-        return True
-
     def _fast_path(self, run):
         """The op's own dispatch path while nobody watches (``apply`` calls ``op.fast``, as the
         dispatcher's per-op paths): cpu tensors of the kernel's dtypes go straight into the loop and
@@ -207,19 +193,14 @@ class FusedOp(Op):
         if out is None and bw.reads_output:       # traced after the forward chose not to save it
             with no_grad():
                 out = apply(self, *inputs)
-        if bw.direct is not None:          # one kernel: applied without the graph's Python around it
-            op, pick, gather = bw.direct
-            args = pick((g, out, *inputs))
-            if g._device is CPU and not STATE.slow and op.direct_ok(args):
-                # the loop on the arrays, its outputs wrapped as the gradients (no node: the backward
-                # runs under no_grad), as ``apply`` would (``fast``, ``_result``) less their frames
-                wrap = Tensor._wrap
-                res = [wrap(o, False, None, 0, [0], CPU) for o in op._runner("cpu")(*map(_DATA, args))]
-            else:
-                res = apply(op, *args)
-                if not op.n_extra:
-                    res = (res,)
-            return gather(res)
+        direct = bw.direct
+        if direct is not None:          # one kernel: applied without the graph's Python around it
+            if g._device is CPU and not STATE.slow:
+                res = (direct.run or direct.build())(g, out, *inputs)
+                if res is not None:
+                    return res
+            res = apply(direct.op, *direct.pick((g, out, *inputs)))
+            return direct.gather(res if direct.op.n_extra else (res,))
         grads = iter(bw.forward(g, out, *inputs))
         return tuple([next(grads) if n else None for n, _ in key])
 
@@ -285,12 +266,44 @@ class FusedOp(Op):
         if direct is not None:           # the kernel's arguments from (g, y, *inputs), its gradients from its outputs
             op, picks, order = direct
             it = iter(order)
-            direct = (op, _getter(picks), _gathered(tuple(next(it) if n else None for n in needs)))
+            direct = _Direct(op, picks, tuple(next(it) if n else None for n in needs), len(inputs))
         gm.direct = direct
         return gm
 
 
-_DATA = attrgetter("_data")
+class _Direct:
+    """A backward that is one kernel: its arguments are ``picks`` of ``(g, y, *inputs)`` and input k's
+    gradient is output ``slots[k]`` (one output may be two inputs'; None: no gradient). ``run`` (made by
+    ``build`` at first use) is that call as straight-line Python of the kernel's arity: the checks of
+    the op's ``fast`` path inline (cpu tensors of the kernel's dtypes, no view whose base has been
+    written since: else None, and the caller dispatches), the loop on the arrays, its outputs wrapped
+    as the gradients (no node: the backward runs under no_grad). The picks, a loop over the arguments,
+    ``map`` and the gathering were ~3 us of Python around a chain16 backward's ~1 us loop."""
+
+    __slots__ = ("op", "picks", "slots", "n_inputs", "pick", "gather", "run")
+
+    def __init__(self, op: FusedOp, picks: list, slots: tuple, n_inputs: int):
+        self.op, self.picks, self.slots, self.n_inputs = op, tuple(picks), slots, n_inputs
+        self.pick, self.gather, self.run = _getter(picks), _gathered(slots), None
+
+    def build(self):
+        params = ["g", "y", *[f"x{k}" for k in range(self.n_inputs)]]
+        scope = {"Tensor": Tensor, "CPU": CPU, "wrap": Tensor._wrap, "run": self.op._runner("cpu")}
+        lines = [f"def direct({', '.join(params)}):"]
+        for j, p in enumerate(self.picks):
+            a, scope[f"t{j}"] = params[p], np.dtype(self.op.kernel.inputs[j][0])
+            lines += [f"    if not (isinstance({a}, Tensor) and {a}._device is CPU and ({a}._base is None or not {a}._vc[0])):",
+                      "        return None",
+                      f"    d{j} = {a}._data",
+                      f"    if d{j}.dtype is not t{j} and d{j}.dtype != t{j}:",
+                      "        return None"]
+        lines.append(f"    o = run({', '.join(f'd{j}' for j in range(len(self.picks)))})")
+        used = sorted({s for s in self.slots if s is not None})
+        lines += [f"    w{s} = wrap(o[{s}], False, None, 0, [0], CPU)" for s in used]   # one tensor per output
+        lines.append(f"    return ({''.join(('None' if s is None else f'w{s}') + ', ' for s in self.slots)})")
+        exec(compile("\n".join(lines) + "\n", f"<tapelab direct backward {self.op.name}>", "exec"), scope)
+        self.run = scope["direct"]
+        return self.run
 
 
 def _getter(picks) -> itemgetter:
