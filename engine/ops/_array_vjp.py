@@ -9,16 +9,18 @@ from ..base.device import CPU
 from ..core.dispatch import _constant
 from ..core.tensor import Tensor
 
-__all__ = ["in_order", "operand", "array"]
+__all__ = ["in_order", "operand"]
 
 _ndarray = np.ndarray
 _HALF = np.dtype(np.float16)
 
 
 def in_order(g) -> bool:
-    """``g`` is a real float array whose elementwise results need no reordering: at most one dim, or
-    C-contiguous with no dim of one (the compiled path reorders the rest as ATen's iterator)."""
-    return g.dtype.kind == "f" and (g.ndim <= 1 or (g.flags.c_contiguous and 1 not in g.shape))
+    """``g`` is a real float array whose elementwise results need no reordering: one dim, or C-contiguous
+    with no dim of one (the compiled path reorders the rest as ATen's iterator). Not 0-d: a ufunc of 0-d
+    arrays gives a numpy scalar, which the dispatcher makes an array again (the tensor vjp takes those)."""
+    n = g.ndim
+    return n != 0 and g.dtype.kind == "f" and (n == 1 or (g.flags.c_contiguous and 1 not in g.shape))
 
 
 def operand(b, g):
@@ -35,7 +37,3 @@ def operand(b, g):
         return _constant(b, g.dtype) if b and b == b else b
     return None
 
-
-def array(r):
-    """A ufunc of 0-d arrays gives a numpy scalar; the dispatcher makes it a 0-d array."""
-    return r if type(r) is _ndarray else np.asarray(r)

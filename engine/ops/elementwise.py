@@ -32,7 +32,7 @@ from .compare import CLAMP_COMPLEX, isfinite, keep_where, where, zero_where
 from .conjugation import conj as cj, sgn
 from ..core.registry import ALL, NONE, OTHERS, Op, kernel_refusal
 from ._util import Tensor, sum_to, unbroadcast as ub
-from ._array_vjp import array, in_order, operand
+from ._array_vjp import in_order, operand
 from ..base.dtype import BFLOAT16_NP, FLOATING_KINDS, REDUCED_NP, in_float32, in_opmath, result_type as _result_type
 
 __all__ = ["add", "sub", "rsub", "mul", "div", "true_divide", "floor_divide", "remainder", "fmod",
@@ -215,9 +215,11 @@ def _tanh_bw_fwd(xp, g, y):
     if y.dtype == g.dtype == _F32:   # 1 - y*y rounded once, as ATen's FMA: y*y of a float32 is exact in float64
         # the loop from one element up: 1.0 us against numpy's five passes' 2.5 on 16 (2026-12-04)
         if kernels.use(xp, g, y) and g.shape == y.shape:   # (use: not traced)
-            out = xp.empty_like(y)
-            kernels.parallel(kernels.loops("pointwise").tanh_backward, 3, g.reshape(-1), y.reshape(-1),
-                             out.reshape(-1))
+            # y is C-contiguous: empty (numpy 2's empty_like is a Python wrapper); 1-D as it is
+            out = flat = xp.empty(y.shape, y.dtype)
+            if y.ndim != 1:
+                g, y, flat = g.reshape(-1), y.reshape(-1), out.reshape(-1)
+            kernels.parallel(kernels.loops("pointwise").tanh_backward, 3, g, y, flat)
             return out
         y64 = y.astype(xp.float64)
         return g * (1.0 - y64 * y64).astype(xp.float32)
@@ -230,12 +232,15 @@ def _sigmoid_bw_fwd(xp, g, y):
     return g * _one_minus(y) * y       # PyTorch's order: the products round as its kernel's
 
 
+_MUL_FWD = lambda xp, a, b: a * b   # noqa: E731 - mul's forward, shared by mul and exp's array vjp
+
+
 def _by_output(fwd):
     """The array vjp of an op whose vjp is ``fwd``'s op on ``(g, out)`` (tanh, sigmoid, relu, exp): that
     forward on the arrays, where the compiled path would call it as they are (same dtype and shape)."""
     def array_vjp(g, out, inputs, params):
         if in_order(g) and type(out) is np.ndarray and out.dtype is g.dtype and out.shape == g.shape:
-            return (array(fwd(np, g, out)),)
+            return (fwd(np, g, out),)
         return None
     return array_vjp
 
@@ -271,7 +276,8 @@ _relu_bw = Op("threshold_backward", _relu_bw_fwd,
 # ---------------------------------------------------------------- unary math
 exp = _unary("exp", _vml.unary("exp", lambda xp, a: xp.exp(a)),
              lambda g, out, a: (g * out,) if g._data.dtype.kind != "c" else (g * cj(out),),
-             reads="output", fwd_out=_vml.unary_out("exp", "exp"), complex=True, onnx="Exp")
+             reads="output", fwd_out=_vml.unary_out("exp", "exp"), complex=True, onnx="Exp",
+             array_vjp=_by_output(_MUL_FWD))
 exp2 = _unary("exp2", lambda xp, a: xp.exp2(a),
               lambda g, out, a: (g * out * _LN2,) if g._data.dtype.kind != "c" else (g * cj(out) * _LN2,),
               reads="output", out_form="exp2", complex=True, onnx=lambda g, a: g.op("Pow", 2.0, a))
@@ -390,7 +396,7 @@ def _neg_fwd(xp, a):
 
 neg = _unary("neg", _neg_fwd, lambda g, out, a: (-g,), promote=None, reads="nothing",
              ufunc="negative", aliases=("negative",), operator="neg", onnx="Neg",
-             array_vjp=lambda g, out, inputs, params: (array(-g),) if g.dtype.kind == "f" else None)
+             array_vjp=lambda g, out, inputs, params: (-g,) if in_order(g) else None)
 abs = _unary("abs", lambda xp, a: xp.abs(a),
              lambda g, out, a: (g * (sign(a) if a._data.dtype.kind != "c" else sgn(a)),), promote=None,
              ufunc="absolute", aliases=("absolute",), operator="abs", onnx="Abs")
@@ -542,13 +548,17 @@ def _passed(g, x):
 def _sum_array_vjp(negate: bool):
     """add's (``negate``: sub's) array vjp without ``alpha``: ``g`` passed on, ``-g`` to sub's second input."""
     def array_vjp(g, out, inputs, params):
-        if params or g.dtype.kind != "f":
+        if params:
             return None
         a, b = inputs
         ga, gb = _passed(g, a), _passed(g, b)
         if ga is False or gb is False:
             return None
-        return ga, (array(-g) if negate and gb is not None else gb)
+        if negate and gb is not None:
+            if not in_order(g):
+                return None
+            gb = -g
+        return ga, gb
     return array_vjp
 
 
@@ -657,16 +667,16 @@ def _mul_array_vjp(g, out, inputs, params):
         y = operand(b, g)
         if y is None or a._data.shape != g.shape:
             return None
-        ga = array(g * y)
+        ga = g * y
     if isinstance(b, Tensor) and b.requires_grad:
         y = operand(a, g)
         if y is None or b._data.shape != g.shape:
             return None
-        gb = array(g * y)
+        gb = g * y
     return ga, gb
 
 
-_mul = Op("mul", lambda xp, a, b: a * b, _mul_vjp, array_vjp=_mul_array_vjp,
+_mul = Op("mul", _MUL_FWD, _mul_vjp, array_vjp=_mul_array_vjp,
           promote="common", saves=OTHERS, elementwise=True, ufunc="multiply", cost=_numel, operator="mul",
           aliases=("multiply",), inplace=("mul_", "multiply_"), complex=True, onnx="Mul")
 _div = Op("div", lambda xp, a, b: a / b, _div_vjp,
