@@ -515,11 +515,20 @@ def _compile(op):
             return res
         res.requires_grad = True
         # edges: (grad_fn, output number) of each input needing a gradient, a leaf's accumulator;
-        # edge_to inlined for an op's result whose base (if any) was not written since
+        # edge_to inlined for an op's result whose base (if any) was not written since, and for a
+        # leaf whose accumulator exists (a frame less per leaf operand)
         if ra:
             fn = a.grad_fn
             va = a._vc[0]
-            ea = (fn, a._out_nr) if fn is not None and not (va and a._base is not None) else edge_to(a)
+            if va and a._base is not None:
+                ea = edge_to(a)
+            elif fn is not None:
+                ea = (fn, a._out_nr)
+            else:
+                try:
+                    ea = (a._accum, 0)
+                except AttributeError:
+                    ea = edge_to(a)
         else:
             ea = None
             va = a._vc[0]
@@ -531,7 +540,15 @@ def _compile(op):
             if rb:
                 fn = b.grad_fn
                 vb = b._vc[0]
-                eb = (fn, b._out_nr) if fn is not None and not (vb and b._base is not None) else edge_to(b)
+                if vb and b._base is not None:
+                    eb = edge_to(b)
+                elif fn is not None:
+                    eb = (fn, b._out_nr)
+                else:
+                    try:
+                        eb = (b._accum, 0)
+                    except AttributeError:
+                        eb = edge_to(b)
             else:
                 eb = None
             edges = (ea, eb)
