@@ -192,7 +192,7 @@ def test_one_op_entry_direct_call_equals_torch_and_falls_back_when_watched():
     f = tapelab.compile(chain6(tapelab))
     f(x, w)
     e = next(iter(f.cache.values()))
-    assert e.run.__qualname__ == "FusedOp.call.<locals>.call"       # the entry calls the loop directly
+    assert e.run.__code__.co_filename.startswith("<tapelab compiled call of fused(")   # the entry calls the loop directly
     for _ in range(2):
         x.grad = w.grad = xt.grad = wt.grad = None
         y, yt = f(x, w), chain6(torch)(xt, wt)

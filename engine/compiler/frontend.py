@@ -573,7 +573,7 @@ def _one_op_call(gm, flat: tuple):
         return None
     if not node.target.op.differentiable:
         return None
-    return node.target.op.call(tuple(places.index(a) for a in node.args), gm.forward)
+    return node.target.op.call(tuple(places.index(a) for a in node.args), len(places), gm.forward)
 
 
 def _same_attrs(attrs: list) -> bool:
