@@ -622,10 +622,11 @@ def _run_arrays(walk: _Walk) -> None:
                 out = (None,) * len(edges)
             else:
                 op = node.op
+                array_vjp = op.array_vjp
                 d = g if type(g) is _ndarray else g._data
                 out = None
-                if op.array_vjp is not None and type(d) is _ndarray:
-                    out = op.array_vjp(d, node.out_data, node.inputs, node.params)
+                if array_vjp is not None and type(d) is _ndarray:
+                    out = array_vjp(d, node.out_data, node.inputs, node.params)   # one gradient per edge
                     if out is not None and g is not d:   # a tensor from outside the walk passed on stays itself
                         out = tuple([g if r is d else r for r in out])
                 if out is None:
@@ -633,9 +634,9 @@ def _run_arrays(walk: _Walk) -> None:
                     saved = (Tensor._wrap(node.out_data, True, node, 0, node.out_vc, g._device)
                              if op.save_output else None)
                     out = op.vjp(g, saved, *node.inputs, **node.params)
+                    if len(out) != len(edges):
+                        _wrong_count(node, out)
                 g = d = None
-            if len(out) != len(edges):
-                _wrong_count(node, out)
             for e, gi in zip(edges, out):
                 if e is None:
                     continue
