@@ -13,7 +13,7 @@ import torch
 import tapelab
 from tapelab.core.registry import REGISTRY
 
-ARRAY_OPS = ("add", "sub", "mul", "neg", "tanh", "sigmoid", "relu", "exp", "sum")
+ARRAY_OPS = ("add", "sub", "mul", "neg", "tanh", "sigmoid", "relu", "exp", "sum", "mean")
 
 
 def _pair(shape, dtype=np.float32, seed=0):
@@ -52,6 +52,7 @@ CHAINS = {
     "sub_neg_relu_exp": lambda m, x, w: ((x - w).relu() * 0.5 - (-w).exp() * x).sum(),
     "numbers_both_sides": lambda m, x, w: (2 * (x + w) - 3 - x * 1.5).tanh().sum(),
     "value_used_twice": lambda m, x, w: ((x * x).sigmoid() + x * w).sum(),
+    "mean_loss": lambda m, x, w: ((x - w) * (x - w)).mean() + (x * 0.25).exp().mean(),
 }
 
 
@@ -105,12 +106,14 @@ def test_broadcasting_and_dtype_mixes_decline_to_the_tensor_vjps():
         assert got.grad.dtype == got.dtype
 
 
-def test_a_zero_dim_chain_and_a_sum_over_a_large_input():
-    for shape in ((), (100, 100)):
-        x, tx = _pair(shape)
-        (x.tanh() * x + x).sum().backward()
-        (tx.tanh() * tx + tx).sum().backward()
-        np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-6)
+@pytest.mark.parametrize("shape", [(), (1, 1), (0,), (100, 100)])
+def test_zero_dim_one_element_empty_and_large_inputs_of_the_reductions(shape):
+    x, tx = _pair(shape)
+    for m, t in ((tapelab, x), (torch, tx)):
+        (t.tanh() * t + t).sum().backward()
+        (t.sigmoid() * t).mean().backward()
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-6)
+    assert x.grad.shape == tx.grad.shape
 
 
 def test_hooks_fire_with_the_gradients_torch_gives_them():
@@ -239,3 +242,16 @@ def test_shared_gradients_and_the_handover_match_the_tensor_walk_and_torch(name)
             np.testing.assert_array_equal(got.grad.numpy(), ref.grad.numpy())
             np.testing.assert_allclose(got.grad.numpy(), tref.grad.numpy(), rtol=1e-5, atol=1e-6)
     assert not np.shares_memory(x.grad.numpy(), w.grad.numpy())
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float64])
+def test_half_and_double_chains_equal_the_tensor_walk(dtype):
+    x, w = _pair((4, 3), dtype)[0], _pair((4, 3), dtype, seed=1)[0]
+    xr, wr = (tapelab.tensor(t.detach().numpy(), requires_grad=True) for t in (x, w))
+    for name, chain in sorted(CHAINS.items()):
+        chain(tapelab, x, w).backward()
+        with _watched():
+            chain(tapelab, xr, wr).backward()
+        for got, ref in ((x, xr), (w, wr)):
+            np.testing.assert_array_equal(got.grad.numpy(), ref.grad.numpy(), err_msg=name)
+            assert got.grad.dtype == ref.grad.dtype

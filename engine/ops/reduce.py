@@ -23,6 +23,7 @@ from ..core.arguments import refuse_non_tensors
 from ..core.overrides import handle_torch_function, has_tensor_like
 from ..core.registry import NONE, OTHERS, Op, kernel_refusal
 from ._util import Tensor, along_key, dim_or_axis, norm_dims, numpy_names
+from ._array_vjp import operand
 from ..base import dtype as _dtype
 from ..base.dtype import BFLOAT16_NP, FLOATING_KINDS, INEXACT_KINDS, in_float32
 from .conjugation import conj as cj
@@ -265,10 +266,11 @@ def _sum_vjp(g, out, x, *, dims, keepdim, dtype):
     return (g if g._data.dtype is x._data.dtype else g.to(x.dtype),)
 
 
-def _sum_array_vjp(g, out, inputs, params):
-    """A whole sum's gradient on arrays where ``_sum_vjp`` makes a new array of ``x``'s dtype: ``g`` itself
-    for a 0-d input, else the filled copy ``movement._expand_fwd`` makes of one element for at most 4096
-    (a one-element or larger input gets a view of ``g`` there, with its ``_base``: declined)."""
+def _spread(g, inputs: tuple, params: dict):
+    """A whole reduction's 0-d gradient spread over its input as ``_expand_back`` spreads it, on arrays,
+    where that makes a new array of the input's dtype: ``g`` itself for a 0-d input, else the filled copy
+    ``movement._expand_fwd`` makes of one element for at most 4096 (a one-element or larger input gets a
+    view of ``g`` there, with its ``_base``); None for the rest (the reductions' array vjps decline)."""
     x = inputs[0]
     if params["dims"] is not None or params["keepdim"] or g.ndim or not isinstance(x, Tensor):
         return None
@@ -277,13 +279,18 @@ def _sum_array_vjp(g, out, inputs, params):
         return None
     shape = d.shape
     if not shape:
-        return (g,)
+        return g
     n = math.prod(shape)
     if n == 1 or n > 4096:
         return None
     grad = np.empty(shape, g.dtype)
     grad[...] = g
-    return (grad,)
+    return grad
+
+
+def _sum_array_vjp(g, out, inputs, params):
+    grad = _spread(g, inputs, params)
+    return None if grad is None else (grad,)
 
 
 _sum = Op("sum", _sum_fwd, _sum_vjp, saves=NONE, contiguous=True, onnx=_onnx_reduce("ReduceSum"),
@@ -317,7 +324,17 @@ def _mean_vjp(g, out, x, *, dims, keepdim, dtype):
     return ((_expand_back(g, x, dims, keepdim) / _count(x._data.shape, dims)).to(x.dtype),)
 
 
-_mean = Op("mean", _mean_fwd, _mean_vjp, saves=NONE, contiguous=True, onnx=_onnx_reduce("ReduceMean"))
+def _mean_array_vjp(g, out, inputs, params):
+    """``_mean_vjp`` on arrays: the spread gradient over the count, as the dispatched division by the
+    count (a 0-d array of the dtype) computes it; float32/float64 of one or more dims only."""
+    grad = _spread(g, inputs, params)
+    if grad is None or not grad.ndim or grad.dtype not in _FLOATS:
+        return None
+    return (grad / operand(grad.size, grad),)
+
+
+_mean = Op("mean", _mean_fwd, _mean_vjp, saves=NONE, contiguous=True, onnx=_onnx_reduce("ReduceMean"),
+           array_vjp=_mean_array_vjp)
 
 
 def _prod_fwd(xp, x, *, dim, keepdim, dtype):
