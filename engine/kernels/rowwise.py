@@ -19,7 +19,7 @@ import numpy as np
 from numba import njit
 
 from .fastmath import _bits_to_f32, exp32, exp_sleef_u10, fma, log_sleef_u10
-from .lanes import lane_loop, welford_lanes
+from .lanes import lane_loop, layer_norm_dots, layer_norm_grad_row, welford_lanes
 
 __all__ = ["softmax", "softmax_backward", "log_softmax", "log_softmax_backward", "attention_softmax",
            "layer_norm", "layer_norm_backward", "layer_norm_stats", "layer_norm_affine_grads_bfloat16", "target_weights", "cross_entropy", "cross_entropy_backward", "nll_loss", "nll_loss_backward"]
@@ -300,57 +300,81 @@ def attention_softmax(s, L, scale, causal):
 
 
 @njit(**_JIT)
-def layer_norm(x, out, w, b, eps):
+def layer_norm(x, out, mean, rstd, w, b, eps):
     """``out[r] = (x[r] - mean) / sqrt(var + eps) * w + b`` (``w``/``b`` empty: not applied), rounded
-    as ATen's kernel rounds."""
+    as ATen's kernel rounds; each row's mean and 1/std into ``mean``, ``rstd`` (ATen's forward keeps
+    them for the backward too, which then skips the moments: the larger part of its time)."""
     R, C = x.shape
     has_w, has_b = w.shape[0] > 0, b.shape[0] > 0
     s0, s = _moment_scratch()
     for r in range(R):
-        mean, rstd = _row_mean_rstd(x, r, eps, s0, s)
+        mu, a = _row_mean_rstd(x, r, eps, s0, s)
+        mean[r], rstd[r] = mu, a
         if has_w and has_b:   # ATen's roundings: ``fma((x - mean) * rstd, w, b)``, ``fma(x - mean, rstd, b)``
             for c in range(C):
-                out[r, c] = fma((x[r, c] - mean) * rstd, w[c], b[c])
+                out[r, c] = fma((x[r, c] - mu) * a, w[c], b[c])
         elif has_b:
             for c in range(C):
-                out[r, c] = fma(x[r, c] - mean, rstd, b[c])
+                out[r, c] = fma(x[r, c] - mu, a, b[c])
         elif has_w:
             for c in range(C):
-                out[r, c] = (x[r, c] - mean) * rstd * w[c]
+                out[r, c] = (x[r, c] - mu) * a * w[c]
         else:
             for c in range(C):
-                out[r, c] = (x[r, c] - mean) * rstd
+                out[r, c] = (x[r, c] - mu) * a
+
+
+_ln_dots_w, _ln_dots = layer_norm_dots(True), layer_norm_dots(False)
 
 
 @njit(**_JIT_EXACT)
-def layer_norm_backward(g, x, w, has_w, eps, gx, gw, gb):
-    """layer_norm's three gradients as ATen's kernel rounds them (one thread): per row, with ``a`` the
-    1/std and ``ds``, ``db`` the lane sums of ``g x w`` and ``g w`` (of ``g x`` and ``g`` without a
-    weight), ``gx = fma(b, x, a g w) + c``, ``b = fma(db, mean, -ds) a^3 / C``, ``c = fma(-b, mean,
-    -db a / C)``; ``gw += fma(g, fma(a, x, -a mean), gw)`` and ``gb += g`` over rows into the caller's
-    zeroed ``(C,)`` arrays (``w`` is ones when ``has_w`` is False)."""
+def _short_row_sums(g, x, w, has_w, sums):
+    """``sums[r] = (ds, db)`` for rows shorter than the 8 lanes, summed in order (``_ln_dots``' sums)."""
     R, C = x.shape
-    s0, s = _moment_scratch()
     u = np.empty(C, F)
-    scale = F(1.0) / F(C)
-    lanes = 8   # ATen's layer-norm kernels are its AVX2 build's (no AVX512 registration)
     for r in range(R):
-        mean, a = _row_mean_rstd(x, r, eps, s0, s)
         gr, xr = g[r], x[r]
-        shift = -a * mean
-        for c in range(C):
-            gw[c] = fma(gr[c], fma(a, xr[c], shift), gw[c])
-            gb[c] = gb[c] + gr[c]
         if has_w:
             for c in range(C):
                 u[c] = gr[c] * xr[c]
-            ds, db = _lane_dot(u, w, C, lanes), _lane_dot(gr, w, C, lanes)
+            sums[r, 0], sums[r, 1] = _seq_dot(u, w, C), _seq_dot(gr, w, C)
         else:
-            ds, db = _lane_dot(gr, xr, C, lanes), _lane_sum(gr, C, lanes)
-        b = fma(db, mean, -ds) * a * a * a * scale
-        cc = fma(-b, mean, -(db * a * scale))
-        for c in range(C):
-            gx[r, c] = fma(b, xr[c], a * gr[c] * w[c]) + cc
+            sums[r, 0], sums[r, 1] = _seq_dot(gr, xr, C), _seq_sum(gr, C)
+
+
+@njit(**_JIT_EXACT, inline="always")
+def _ln_grad_row(g, x, w, mean, rstd, gx, gw, gb, r, ds, db):
+    """Row ``r``'s share of ``layer_norm_backward`` from its sums ``ds``, ``db``."""
+    mu, a = mean[r], rstd[r]
+    scale = F(1.0) / F(x.shape[1])
+    b = fma(db, mu, -ds) * a * a * a * scale
+    layer_norm_grad_row(g[r], x[r], w, gw, gb, gx[r], (a, -a * mu, b, fma(-b, mu, -(db * a * scale))), x.shape[1])
+
+
+@njit(**_JIT_EXACT)
+def layer_norm_backward(g, x, w, has_w, mean, rstd, gx, gw, gb):
+    """layer_norm's three gradients as ATen's kernel rounds them (one thread), from the forward's
+    ``mean`` and ``rstd`` per row: with ``a`` the 1/std and ``ds``, ``db`` the lane sums of ``g x w``
+    and ``g w`` (of ``g x`` and ``g`` without a weight), ``gx = fma(b, x, a g w) + c``, ``b = fma(db,
+    mean, -ds) a^3 / C``, ``c = fma(-b, mean, -db a / C)``; ``gw += fma(g, fma(a, x, -a mean), gw)`` and
+    ``gb += g`` over rows into the caller's zeroed ``(C,)`` arrays (``w`` is ones when ``has_w`` is
+    False). A row's sums and then its elementwise pass are ``lanes``' vector loops, the row in L1 for
+    both. (ATen's layer-norm kernels are its AVX2 build's, no AVX512 registration: 8 lanes.) One loop
+    per case: choosing the sums per row inside one loop made it 1.7x slower."""
+    R, C = x.shape
+    if C < 8:
+        sums = np.empty((R, 2), F)
+        _short_row_sums(g, x, w, has_w, sums)
+        for r in range(R):
+            _ln_grad_row(g, x, w, mean, rstd, gx, gw, gb, r, sums[r, 0], sums[r, 1])
+    elif has_w:
+        for r in range(R):
+            ds, db = _ln_dots_w(g[r], x[r], w, C)
+            _ln_grad_row(g, x, w, mean, rstd, gx, gw, gb, r, ds, db)
+    else:
+        for r in range(R):
+            ds, db = _ln_dots(g[r], x[r], C)
+            _ln_grad_row(g, x, w, mean, rstd, gx, gw, gb, r, ds, db)
 
 
 @njit(**_EXACT_JIT)

@@ -14,10 +14,10 @@ import math
 
 from .. import kernels
 from ..base import backend as _backend
-from ..base.dtype import BFLOAT16_NP, REDUCED_NP, in_float32, in_opmath
+from ..base.dtype import BFLOAT16_NP, REDUCED_NP, float32 as _float32, in_float32, in_opmath
 from ..base.grad_mode import is_grad_enabled
 from ..base.meta import has_data
-from ..core.dispatch import apply
+from ..core.dispatch import STATE, apply
 from ..core.registry import ALL, NONE, OTHERS, Op
 from ..core.tensor import Tensor
 from ._ops import _bn_bwd
@@ -167,14 +167,9 @@ def _ln_fwd(xp, x, *affine, dims, eps, has_weight, bf16_sums=False):
     if x.dtype in REDUCED_NP:   # PyTorch computes reduced precision in float32, rounded once
         return in_opmath(_ln_fwd, xp, x, *affine, dims=dims, eps=eps, has_weight=has_weight)
     x = _row_major(xp, x)   # ATen normalizes input.contiguous(): a row-major result, the loop's numbers
-    if x.size and kernels.use(xp, x, *affine):
-        cols = math.prod(x.shape[x.ndim - len(dims):])
-        w = affine[0].reshape(-1) if has_weight else xp.empty(0, x.dtype)
-        b = affine[-1].reshape(-1) if len(affine) > has_weight else xp.empty(0, x.dtype)
-        out = xp.empty_like(x)
-        kernels.parallel(kernels.loops("rowwise").layer_norm, 2, x.reshape(-1, cols), out.reshape(-1, cols), w, b,
-                         x.dtype.type(eps))
-        return out
+    done = _ln_loop(xp, x, affine, dims, eps, has_weight)
+    if done is not None:
+        return done[0]
     mean = x.mean(axis=dims, keepdims=True)
     c = x - mean
     var = (c * c).mean(axis=dims, keepdims=True)
@@ -186,9 +181,38 @@ def _ln_fwd(xp, x, *affine, dims, eps, has_weight, bf16_sums=False):
     return c
 
 
-def _ln_bwd_fwd(xp, g, x, *affine, dims, eps, has_weight, needs, bf16_sums=False):
+def _ln_loop(xp, x, affine, dims, eps, has_weight):
+    """The forward loop's ``(out, mean, rstd)`` (the statistics flat, one per row) for a row-major ``x``,
+    or None where the loop does not take the arrays."""
+    if not (x.size and kernels.use(xp, x, *affine)):
+        return None
+    cols = math.prod(x.shape[x.ndim - len(dims):])
+    w = affine[0].reshape(-1) if has_weight else xp.empty(0, x.dtype)
+    b = affine[-1].reshape(-1) if len(affine) > has_weight else xp.empty(0, x.dtype)
+    out, mean, rstd = xp.empty_like(x), xp.empty(x.size // cols, x.dtype), xp.empty(x.size // cols, x.dtype)
+    kernels.parallel(kernels.loops("rowwise").layer_norm, 4, x.reshape(-1, cols), out.reshape(-1, cols), mean, rstd,
+                     w, b, x.dtype.type(eps))
+    return out, mean, rstd
+
+
+def _ln_fwd_saving(xp, x, *affine, dims, eps, has_weight, bf16_sums=False):
+    """The output and, where the loop runs, its flat mean and 1/std for the backward (empty arrays
+    elsewhere: that backward recomputes them, as the one-op form's does)."""
+    done = _ln_loop(xp, _row_major(xp, x), affine, dims, eps, has_weight)
+    if done is None:
+        empty = xp.empty((0,), x.dtype)
+        return _ln_fwd(xp, x, *affine, dims=dims, eps=eps, has_weight=has_weight), empty, empty
+    return done
+
+
+def _ln_bwd_fwd(xp, g, x, *affine, dims, eps, has_weight, needs, bf16_sums=False, saved=False):
     """``(gx, gw, gb)`` for a plain backward (an unneeded one is an empty array): one loop on cpu
-    float32, else ``s (gy - mean(gy) - xhat mean(gy xhat))`` with ``gy = g w``, ``sum(g xhat)``, ``sum(g)``."""
+    float32, else ``s (gy - mean(gy) - xhat mean(gy xhat))`` with ``gy = g w``, ``sum(g xhat)``, ``sum(g)``.
+    With ``saved``, ``affine`` ends with the forward's flat mean and 1/std (empty where it did not keep
+    them), which the loop reads instead of recomputing."""
+    stats = ()
+    if saved:
+        affine, stats = affine[:-2], affine[-2:]
     if x.dtype is BFLOAT16_NP:
         mixed = bool(affine) and all(a.dtype == xp.float32 for a in affine)   # ATen's float statistics then
         return in_float32(_ln_bwd_bfloat16, xp, g, x, *affine, dims=dims, eps=eps, has_weight=has_weight,
@@ -199,11 +223,13 @@ def _ln_bwd_fwd(xp, g, x, *affine, dims, eps, has_weight, needs, bf16_sums=False
     cols = math.prod(x.shape[x.ndim - len(dims):])
     if x.size and kernels.use(xp, g, x, *affine) and g.shape == x.shape:
         gx, gw, gb = xp.empty_like(x), xp.zeros(cols, x.dtype), xp.zeros(cols, x.dtype)   # all three: no branches
-        kernels.loops("rowwise").layer_norm_backward(g.reshape(-1, cols), x.reshape(-1, cols),
-                                       xp.ones(cols, x.dtype) if w is None else xp.ascontiguousarray(w.reshape(-1)),
-                                       w is not None,
-                                       x.dtype.type(eps),
-                                       gx.reshape(-1, cols), gw, gb)
+        loops, rows = kernels.loops("rowwise"), x.reshape(-1, cols)
+        mean, rstd = stats if stats and stats[0].size else (xp.empty(len(rows), x.dtype), xp.empty(len(rows), x.dtype))
+        if not (stats and stats[0].size):
+            loops.layer_norm_stats(rows, x.dtype.type(eps), mean, rstd)
+        loops.layer_norm_backward(g.reshape(-1, cols), rows,
+                                  xp.ones(cols, x.dtype) if w is None else xp.ascontiguousarray(w.reshape(-1)),
+                                  w is not None, mean, rstd, gx.reshape(-1, cols), gw, gb)
         shape = x.shape[x.ndim - len(dims):]
         if bf16_sums:
             gw, gb = _ln_bf16_sums(xp, g, x, cols, eps)
@@ -271,15 +297,24 @@ def _ln_affine_grads_rounded(xp, g, x, mean, a):
     return gw, gb
 
 
+def _ln_plain_grads(g, x, affine, stats, dims, eps, has_weight, bf16_sums):
+    """The plain backward (grad mode off) as one ``layer_norm_backward`` op: a gradient per input, None
+    where none is needed; ``stats`` the forward's kept mean and 1/std, or ``()``."""
+    w = affine[0] if has_weight else None
+    needs = (x.requires_grad, w is not None and w.requires_grad,
+             len(affine) > has_weight and affine[-1].requires_grad)
+    more = {"bf16_sums": True} if bf16_sums else {}
+    if stats:
+        more["saved"] = True
+    gx, gw, gb = apply(_ln_bwd, g, x, *affine, *stats, dims=dims, eps=eps, has_weight=has_weight, needs=needs, **more)
+    grads = [gx if needs[0] else None] + ([gw if needs[1] else None] if has_weight else [])
+    return tuple(grads + ([gb if needs[2] else None] if len(affine) > has_weight else []))
+
+
 def _ln_vjp(g, out, x, *affine, dims, eps, has_weight, bf16_sums=False):
     w = affine[0] if has_weight else None
     if not is_grad_enabled():              # plain backward: one op; create_graph: Tensor ops below
-        needs = (x.requires_grad, w is not None and w.requires_grad,
-                 len(affine) > has_weight and affine[-1].requires_grad)
-        more = {"bf16_sums": True} if bf16_sums else {}
-        gx, gw, gb = apply(_ln_bwd, g, x, *affine, dims=dims, eps=eps, has_weight=has_weight, needs=needs, **more)
-        grads = [gx if needs[0] else None] + ([gw if needs[1] else None] if has_weight else [])
-        return tuple(grads + ([gb if needs[2] else None] if len(affine) > has_weight else []))
+        return _ln_plain_grads(g, x, affine, (), dims, eps, has_weight, bf16_sums)
     gx = apply(_bn_bwd, g if w is None else g * w, x, dims=dims, eps=eps) if x.requires_grad else None
     grads = [gx]
     lead = tuple(range(x.ndim - len(dims)))
@@ -295,20 +330,52 @@ def _ln_vjp(g, out, x, *affine, dims, eps, has_weight, bf16_sums=False):
     return tuple(grads)
 
 
+def _ln_passthrough(xp, x, *rest, dims, eps, has_weight, bf16_sums=False):
+    """The differentiable op's forward: the output ``layer_norm_forward`` made."""
+    return rest[-3]
+
+
+def _ln_saved_vjp(g, out, x, *rest, dims, eps, has_weight, bf16_sums=False):
+    """The pass-through op's vjp: ``rest`` ends with the raw output and the forward's flat mean and
+    1/std, which the backward loop reads instead of recomputing (create_graph: ``_ln_vjp``'s formulas)."""
+    *affine, _, mean, rstd = rest
+    if is_grad_enabled():
+        return _ln_vjp(g, out, x, *affine, dims=dims, eps=eps, has_weight=has_weight, bf16_sums=bf16_sums) + (None,) * 3
+    return _ln_plain_grads(g, x, affine, (mean, rstd), dims, eps, has_weight, bf16_sums) + (None,) * 3
+
+
+_LN_ATEN = "layer_norm(native_layer_norm)"
 _ln = Op("layer_norm", _ln_fwd, _ln_vjp, promote="float", saves=OTHERS, cost=lambda s, out: 8 * math.prod(out),
-         onnx=_onnx_layer_norm, backward_name="NativeLayerNormBackward0", aten="layer_norm(native_layer_norm)")
+         onnx=_onnx_layer_norm, backward_name="NativeLayerNormBackward0", aten=_LN_ATEN)
 _ln_bwd = Op("layer_norm_backward", _ln_bwd_fwd, None, promote="float", n_extra=2,
              cost=lambda s, out: 10 * math.prod(s[1]), aten="native_layer_norm_backward")
+_ln_saving = Op("layer_norm_forward", _ln_fwd_saving, None, promote="float", n_extra=2, aten=_LN_ATEN)
+_ln_saved = Op("layer_norm_saved_stats", _ln_passthrough, _ln_saved_vjp, promote="float", n_kept=3,
+               backward_name="NativeLayerNormBackward0")
 
 
 def layer_norm(x: Tensor, n_dims: int, weight: Tensor | None, bias: Tensor | None, eps: float,
                bf16_sums: bool = False) -> Tensor:
     """Normalise over the trailing ``n_dims`` dims, then scale and shift, as one op. ``bf16_sums``: ``x`` is
-    a bfloat16 input's float32 copy with float32 parameters, whose gradients ATen sums in bfloat16."""
+    a bfloat16 input's float32 copy with float32 parameters, whose gradients ATen sums in bfloat16. Where
+    a gradient will be taken of a float32 input, ``layer_norm_forward`` keeps the loop's mean and 1/std
+    and ``layer_norm_saved_stats`` passes its output through (as batch norm and attention keep theirs)."""
     affine = tuple(t for t in (weight, bias) if t is not None)
-    more = {"bf16_sums": True} if bf16_sums else {}
-    return apply(_ln, x, *affine, dims=tuple(range(x.ndim - n_dims, x.ndim)), eps=float(eps),
-                 has_weight=weight is not None, **more)
+    params = dict(dims=tuple(range(x.ndim - n_dims, x.ndim)), eps=float(eps), has_weight=weight is not None)
+    if bf16_sums:
+        params["bf16_sums"] = True
+    if _keeps_ln_stats(x, affine):
+        out, mean, rstd = apply(_ln_saving, x, *affine, **params)
+        return apply(_ln_saved, x, *affine, out, mean, rstd, **params)
+    return apply(_ln, x, *affine, **params)
+
+
+def _keeps_ln_stats(x: Tensor, affine: tuple) -> bool:
+    """Whether the forward keeps its statistics for the backward: a float32 input (the loop's dtype) of
+    which a gradient will be taken, and nobody watches (a watcher sees the one named op, whose backward
+    recomputes them)."""
+    return (x.dtype is _float32 and not STATE.slow and is_grad_enabled()
+            and (x.requires_grad or any(t.requires_grad for t in affine)))
 
 
 # ---------------------------------------------------------------- hardswish, hardsigmoid
