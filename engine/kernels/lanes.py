@@ -1,7 +1,8 @@
 """ATen's vectorised partial sums as LLVM vector IR: ``lanes`` float32 sums kept in one vector register,
 one vector add a step, in exactly ATen's order (``vec::reduce_all``, ``map2_reduce_all``). numba compiles
 the same loop written with scalars as that many scalar chains, half the speed; softmax's row sums
-(``rowwise``) and the 2-norm's (``vecnorm``) read these."""
+(``rowwise``) and the 2-norm's (``vecnorm``) read these, layer_norm's moments (``welford_lanes``) and its
+backward (``layer_norm_dots``, ``layer_norm_grad_row``) too."""
 from __future__ import annotations
 
 from llvmlite import ir
