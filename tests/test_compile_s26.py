@@ -210,3 +210,42 @@ def test_generated_one_op_call_refreshes_a_stale_view():
     xt, wt = at[0], at[1]
     at[0].mul_(2.0)
     np.testing.assert_allclose(y.item(), f(xt, wt).item(), rtol=1e-6)
+
+
+def test_the_ops_vjp_becomes_its_first_backwards_and_other_keys_take_the_general_one():
+    """After the first backward the fused op's vjp is the generated one of that call's key (each input's
+    requires_grad and shape); the same op asked for other gradients, and a backward under
+    ``create_graph=True``, take ``_vjp``; every one gives torch's gradients."""
+    rng = np.random.default_rng(7)
+    a, b = (rng.standard_normal(16).astype(np.float32) for _ in range(2))
+
+    def chain6(x, w):
+        return ((x * w + 1.0).tanh() * x).sigmoid().sum()
+    c = T.compile(chain6)
+
+    def grads(create_graph=False):
+        x, w = T.tensor(a, requires_grad=True), T.tensor(b, requires_grad=True)
+        y = c(x, w)
+        y.backward(create_graph=create_graph)
+        return y, [t.grad.detach().numpy() for t in (x, w)]
+    grads()
+    y, got = grads()
+    op = y.grad_fn.op
+    assert op.vjp != op._vjp and op.vjp.__code__.co_filename.startswith("<tapelab vjp of fused(")
+    _, (gx, gw) = _torch_grads(chain6, [a, b], (True, True))
+    np.testing.assert_allclose(got[0], gx, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(got[1], gw, rtol=1e-5, atol=1e-6)
+    with T.no_grad():                        # the same op, w needing no gradient: another key
+        one = T.ones(())
+        for needs in [(True, False), (False, True)]:
+            x, w = T.tensor(a, requires_grad=needs[0]), T.tensor(b, requires_grad=needs[1])
+            res = op.vjp(one, None, x, w)
+            for r, want, n in zip(res, (gx, gw), needs):
+                if n:
+                    np.testing.assert_allclose(r.numpy(), want, rtol=1e-5, atol=1e-6)
+                else:
+                    assert r is None
+    with pytest.warns(UserWarning, match="create_graph=True"):
+        _, got = grads(create_graph=True)
+    np.testing.assert_allclose(got[0], gx, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(got[1], gw, rtol=1e-5, atol=1e-6)

@@ -58,7 +58,7 @@ class FusedOp(Op):
     """One fusion group. ``kernel`` describes the loop; ``replay`` runs the members eagerly (for
     tracing the backward); ``backend`` is ``"numba"``, ``"numpy"`` or ``"auto"``."""
 
-    __slots__ = ("kernel", "replay", "backend", "_runners", "_backwards", "differentiable", "_dtypes")
+    __slots__ = ("kernel", "replay", "backend", "_runners", "_backwards", "differentiable")
 
     def __init__(self, kernel: Kernel, replay, *, differentiable: bool, backend: str = "auto"):
         for slot in Op.__slots__:           # not registered: one op per compiled group
@@ -75,7 +75,6 @@ class FusedOp(Op):
         self.backward_name = f"{kernel.name}Backward"
         self._runners: dict = {}
         self._backwards: dict = {}
-        self._dtypes = None
 
     @property
     def members(self) -> list:
@@ -193,6 +192,8 @@ class FusedOp(Op):
         direct = bw.direct
         if direct is not None:          # one kernel: applied without the graph's Python around it
             if g._device is CPU and not STATE.slow:
+                if direct.run is None and self.vjp == self._vjp:   # the first backward traced: this op's vjp
+                    self.vjp = direct.front(key, bw.reads_output, self._vjp)
                 res = (direct.run or direct.build())(g, out, *inputs)
                 if res is not None:
                     return res
@@ -300,6 +301,22 @@ class _Direct:
         lines.append(f"    return ({''.join(('None' if s is None else f'w{s}') + ', ' for s in self.slots)})")
         self.run = _define(lines, scope, f"direct backward of {self.op.name}")
         return self.run
+
+    def front(self, key: tuple, reads_output: bool, slow):
+        """The op's vjp for the backward of ``key`` (each input's requires_grad and shape): ``run`` when
+        the call is that key's, with grad mode off, nobody watching and a cpu gradient, else ``slow``
+        (the op's ``_vjp``, which finds the backward by its key). Saves building and looking up the key
+        per call (~0.7 us of a chain16 step)."""
+        xs = [f"x{k}" for k in range(self.n_inputs)]
+        every = ", ".join(["g", "y", *xs])
+        tests = ["not GRAD.enabled", "not STATE.slow", "g._device is CPU"] + ["y is not None"] * reads_output
+        scope = {"GRAD": GRAD, "STATE": STATE, "CPU": CPU, "slow": slow, "direct": self.run or self.build()}
+        for k, (needs, shape) in enumerate(key):
+            tests += [f"{xs[k]}.requires_grad is {needs}", f"{xs[k]}._data.shape == s{k}"]
+            scope[f"s{k}"] = shape
+        lines = [f"def vjp({every}):", f"    if {' and '.join(tests)}:", f"        res = direct({every})",
+                 "        if res is not None:", "            return res", f"    return slow({every})"]
+        return _define(lines, scope, f"vjp of {self.op.name}")
 
 
 def _define(lines: list, scope: dict, what: str):
