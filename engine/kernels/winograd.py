@@ -28,8 +28,8 @@ from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-__all__ = ["input_transform_f23", "input_transform_f43", "output_transform_f23", "output_f23_nchw", "grad_transform_f43",
-           "tap_gemm"]
+__all__ = ["input_transform_f23", "input_transform_f43", "output_transform_f23", "output_f23_nchw", "conv_f23",
+           "grad_transform_f43", "tap_gemm"]
 
 _JIT = dict(cache=True, error_model="numpy", nogil=True)
 F = np.float32
@@ -70,24 +70,31 @@ def _bt23(d0, d1, d2, d3, o0, o1, o2, o3):
         o3[k] = a1 - a3
 
 
+@njit(**_JIT, inline="always")
+def _transform_f23(x, b, pt, pl, p, cw, v, vb):
+    """Image ``b`` of ``x`` into ``v[:, :, vb]`` (``input_transform_f23``'s layout), through the scratch
+    ``p`` and ``cw``."""
+    rows = p.shape[0]
+    th, span = v.shape[3], v.shape[4]
+    c = p.shape[2] - span
+    _pad_image(x, b, pt, pl, p)
+    for r in range(rows):                # patch column q of tile column j: residue q % 2, tile j + q // 2
+        even, odd = p[r, 0], p[r, 1]
+        _bt23(even[:span], odd[:span], even[c:], odd[c:], cw[0, r], cw[1, r], cw[2, r], cw[3, r])
+    for i in range(th):
+        for j in range(4):
+            _bt23(cw[j, 2 * i], cw[j, 2 * i + 1], cw[j, 2 * i + 2], cw[j, 2 * i + 3],
+                  v[0, j, vb, i], v[1, j, vb, i], v[2, j, vb, i], v[3, j, vb, i])
+
+
 @njit(**_JIT)
 def input_transform_f23(x, pt, pl, p, cw, v, b0, b1):
     """``v (4, 4, N, th, tw * C)`` = F(2, 3)'s B^T d B of every 4 x 4 patch (stride 2) of images
     ``b0:b1`` of ``x (N, C, H, W)`` zero-padded by ``pt`` rows and ``pl`` columns; ``p (rows, 2,
     (tw + 1) * C)`` (``_pad_image``) and ``cw (4, rows, tw * C)`` are one image's scratch (one per
     thread: threads take disjoint image ranges)."""
-    rows = p.shape[0]
-    th, span = v.shape[3], v.shape[4]
-    c = p.shape[2] - span
     for b in range(b0, b1):
-        _pad_image(x, b, pt, pl, p)
-        for r in range(rows):                # patch column q of tile column j: residue q % 2, tile j + q // 2
-            even, odd = p[r, 0], p[r, 1]
-            _bt23(even[:span], odd[:span], even[c:], odd[c:], cw[0, r], cw[1, r], cw[2, r], cw[3, r])
-        for i in range(th):
-            for j in range(4):
-                _bt23(cw[j, 2 * i], cw[j, 2 * i + 1], cw[j, 2 * i + 2], cw[j, 2 * i + 3],
-                      v[0, j, b, i], v[1, j, b, i], v[2, j, b, i], v[3, j, b, i])
+        _transform_f23(x, b, pt, pl, p, cw, v, b)
 
 
 @njit(**_JIT, inline="always")
@@ -152,6 +159,26 @@ def output_transform_f23(prod, ys, tmp, s0, s1):
                   ys[2 * r + 1, s - s0:e - s0])
 
 
+@njit(**_JIT, inline="always")
+def _tile_row_out(prod, s, y, b, i, tmp):
+    """Tile row ``i`` of image ``b`` of ``y (N, O, OH, OW)`` from its tiles' 16 tap products, columns
+    ``s:s + tw O`` of ``prod (16, L)``: ``output_transform_f23`` into ``tmp[8:]`` (rows 0-7 its column
+    sums), then the 2 x 2 outputs of every tile and channel into place in NCHW, cropped at the edge."""
+    o, oh, ow = y.shape[1], y.shape[2], y.shape[3]
+    tw = (ow + 1) // 2
+    out = tmp[8:]
+    output_transform_f23(prod, out, tmp[:8], s, s + tw * o)
+    for a in range(min(2, oh - 2 * i)):
+        e0, e1 = out[2 * a], out[2 * a + 1]
+        for ch in range(o):
+            yr = y[b, ch, 2 * i + a]
+            for j in range(ow // 2):
+                yr[2 * j] = e0[j * o + ch]
+                yr[2 * j + 1] = e1[j * o + ch]
+            if ow % 2:
+                yr[ow - 1] = e0[(tw - 1) * o + ch]
+
+
 @njit(**_JIT)
 def output_f23_nchw(prod, y, b0, b1):
     """Images ``b0:b1`` of ``y (N, O, OH, OW)`` from their tiles' 16 tap products ``prod (16, N th tw
@@ -161,22 +188,35 @@ def output_f23_nchw(prod, y, b0, b1):
     numpy layout copies."""
     o, oh, ow = y.shape[1], y.shape[2], y.shape[3]
     th, tw = (oh + 1) // 2, (ow + 1) // 2
-    run = tw * o
-    tmp = np.empty((12, run), prod.dtype)        # rows 0-7 the column sums, 8-11 the tile row's outputs
-    out = tmp[8:]
+    tmp = np.empty((12, tw * o), prod.dtype)
     for b in range(b0, b1):
         for i in range(th):
-            s = (b * th + i) * run
-            output_transform_f23(prod, out, tmp[:8], s, s + run)
-            for a in range(min(2, oh - 2 * i)):
-                e0, e1 = out[2 * a], out[2 * a + 1]
-                for ch in range(o):
-                    yr = y[b, ch, 2 * i + a]
-                    for j in range(ow // 2):
-                        yr[2 * j] = e0[j * o + ch]
-                        yr[2 * j + 1] = e1[j * o + ch]
-                    if ow % 2:
-                        yr[ow - 1] = e0[(tw - 1) * o + ch]
+            _tile_row_out(prod, (b * th + i) * tw * o, y, b, i, tmp)
+
+
+@njit(**_JIT)
+def conv_f23(x, u, y, pt, pl, b0, b1):
+    """Images ``b0:b1`` of ``y (N, O, OH, OW)``, F(2, 3)'s convolution of ``x (N, C, H, W)`` zero-padded
+    by ``pt`` rows and ``pl`` columns with the transformed kernel ``u (16, C, O)`` (O as ``tap_gemm``
+    takes it), one image at a time: its input transform (``input_transform_f23``'s), its 16 tap GEMMs
+    (``tap_gemm``) and its output transform (``output_f23_nchw``'s) on scratch that stays in cache,
+    where the three passes over a block of images wrote and read ``V (16, T, C)`` and the products
+    ``(16, T, O)`` through L2 (2 x 1 MiB a block). The same operations on every element in the same
+    order, so the same floats as the three passes."""
+    c, o = x.shape[1], u.shape[2]
+    oh, ow = y.shape[2], y.shape[3]
+    th, tw = (oh + 1) // 2, (ow + 1) // 2
+    p = np.empty((2 * th + 2, 2, (tw + 1) * c), x.dtype)
+    cw = np.empty((4, 2 * th + 2, tw * c), x.dtype)
+    v = np.empty((16, th * tw, c), x.dtype)
+    prod = np.empty((16, th * tw, o), x.dtype)
+    flat = prod.reshape(16, th * tw * o)
+    tmp = np.empty((12, tw * o), x.dtype)
+    for b in range(b0, b1):
+        _transform_f23(x, b, pt, pl, p, cw, v.reshape(4, 4, 1, th, tw * c), 0)
+        tap_gemm(v, u, prod, 0, 16)
+        for i in range(th):
+            _tile_row_out(flat, i * tw * o, y, b, i, tmp)
 
 
 @njit(**_JIT, inline="always")

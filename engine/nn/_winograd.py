@@ -225,6 +225,12 @@ def _conv_images(x, y, ut, xp, pads, m, split):
     """``y``, the convolution of images ``x`` with the transformed kernel ``ut (a^2, C, O)``."""
     n = x.shape[0]
     o, oh, ow = y.shape[1:]
+    if m == 2 and narrow_loop(xp, x.dtype, ut) and kernels.use(xp, x, y):
+        # the three stages a tile row at a time, in L1 (kernels/winograd.py ``conv_f23``)
+        (pt, _), (pl, _) = pads
+        _ranges(kernels.loops("winograd").conv_f23, n, x.size + y.size, lambda first, lo, hi: (x, ut, y, pt, pl, lo, hi),
+                split, shared=True)
+        return
     th, tw = _tiles((oh, ow), m)
     v = _input_transform(xp, x, pads, m, th, tw, split)
     prod = _tap_gemm(xp, v, ut, split)                                    # (a^2, T, O)
@@ -261,7 +267,7 @@ def _tap_gemm(xp, v, ut, split=True):
     contiguous float32 ``ut`` whose last dim is a multiple of 16 up to 64, ``kernels/winograd.py``'s
     register-blocked loop (the taps split over threads when ``split``); else BLAS, ``TAP_ROWS`` rows at a time."""
     t = v.shape[1]
-    if ut.shape[2] in (16, 32, 48, 64) and v.dtype == ut.dtype and kernels.use(xp, ut):
+    if narrow_loop(xp, v.dtype, ut):
         prod = xp.empty((v.shape[0], t, ut.shape[2]), v.dtype)
         _ranges(kernels.loops("winograd").tap_gemm, v.shape[0], prod.size, lambda first, lo, hi: (v, ut, prod, lo, hi),
                 split, shared=True)
@@ -275,9 +281,10 @@ def _tap_gemm(xp, v, ut, split=True):
 
 
 def narrow_loop(xp, dtype, b) -> bool:
-    """Whether ``narrow_gemm(xp, a, b)`` of an ``a`` of ``dtype`` runs the per-tap GEMMs' loop
-    (each output row then the same floats however the rows are cut)."""
-    return b.shape[1] in (16, 32, 48, 64) and dtype == b.dtype and kernels.use(xp, b)
+    """Whether products with ``b (..., K, N)`` of an operand of ``dtype`` (the per-tap GEMMs,
+    ``narrow_gemm``) run ``kernels/winograd.py``'s register-blocked loop: the eager kernels, float32,
+    contiguous, N a multiple of 16 up to 64 (each output row then the same floats however the rows are cut)."""
+    return b.shape[-1] in (16, 32, 48, 64) and dtype == b.dtype and kernels.use(xp, b)
 
 
 def narrow_gemm(xp, a, b):
