@@ -254,8 +254,10 @@ def gemm_info(m) -> str:
         version = importlib.metadata.version("mkl")
     except importlib.metadata.PackageNotFoundError:
         version = "?"
+    from tapelab.kernels import mkl
     floor = importlib.import_module("tapelab.kernels.gemm").MKL_MIN
-    return f"MKL {version} cblas_?gemm from {floor} multiply-adds, smaller ones own/OpenBLAS"
+    return (f"MKL {version} cblas_?gemm from {floor} multiply-adds ({mkl.threading_layer()} threading), "
+            "smaller ones own/OpenBLAS")
 
 
 def library_info(side: str, m) -> dict:

@@ -168,3 +168,39 @@ def test_lu_det_and_slogdet_of_a_singular_matrix_are_torchs(dtype):
         lu_want, piv_want, _ = torch.linalg.lu_factor_ex(tt)
         np.testing.assert_array_equal(lu_got.numpy(), lu_want.numpy())
         np.testing.assert_array_equal(piv_got.numpy(), piv_want.numpy())
+
+
+@bitwise
+@pytest.mark.skipif(blas.mkl.threading_layer() != "gnu", reason="MKL is not on GNU OpenMP (PyTorch's layer)")
+@pytest.mark.parametrize("m, k, n", [(64, 784, 512), (7, 1000, 300), (16, 4096, 64), (512, 512, 512)])
+def test_two_threads_give_torchs_floats_at_two_threads(m, k, n):
+    """On MKL's own threads a product is cut as in PyTorch at the same thread count: long sums over
+    few outputs (64x784x512, a weight gradient's 16x4096x64) are split across the threads, so the
+    floats differ from one thread's, and equal torch's at two threads; ``linear``'s GEMM with its
+    bias (beta 1) too."""
+    a, b = _matrix(m, k, "n", np.float32), _matrix(k, n, "n", np.float32)
+    bias = RNG.standard_normal(n).astype(np.float32)
+    torch.set_num_threads(2)
+    tapelab.set_num_threads(2)
+    want = torch.from_numpy(a).mm(torch.from_numpy(b)).numpy()
+    np.testing.assert_array_equal(tapelab.kernels.gemm(np, a, b), want)
+    added = gemm_module.gemm_add(np, a, b, np.broadcast_to(bias, (m, n)).copy())
+    np.testing.assert_array_equal(added, torch.addmm(torch.from_numpy(bias), torch.from_numpy(a), torch.from_numpy(b)).numpy())
+
+
+def test_a_pool_block_keeps_mkl_to_its_own_thread(monkeypatch):
+    """Inside a split's block (``pool.in_block``) a product runs on the calling thread alone: MKL's
+    threads there would share the CPUs the pool's blocks already use."""
+    from tapelab.base import pool
+    tapelab.set_num_threads(2)
+    a, b = _matrix(64, 784, "n", np.float32), _matrix(784, 512, "n", np.float32)
+    seen = []
+    real = blas.matmul_into
+    monkeypatch.setattr(blas, "matmul_into",
+                        lambda *args, threads=1, **kw: seen.append(("threads", threads)) or real(*args, **kw))
+    monkeypatch.setattr(blas, "matmul", lambda a, b, n=1: seen.append(("threads", n)) or a @ b)
+    pool.run_blocks(lambda: seen.append(("block", pool.in_block())) or gemm_module.gemm(np, a, b), [(), ()])
+    assert ("block", True) in seen and set(seen) == {("block", True), ("threads", 1)} and not pool.in_block()
+    seen.clear()
+    gemm_module.gemm(np, a, b)
+    assert seen == [("threads", 2 if blas.mkl.threaded() else 1)]

@@ -2,8 +2,12 @@
 blocks per thread, the F(4, 3) weight gradient's transforms by image ranges, batch norm by channel
 ranges (engine/nn/_winograd.py, engine/kernels/winograd.py, engine/kernels/batchnorm.py). Each
 gives exactly the one-thread floats, whether the pool runs the blocks split or one after another,
-and whole CNN and ResNet training steps stay bitwise the same at any thread count."""
+and whole CNN and ResNet training steps stay bitwise the same at any thread count, where MKL's
+GEMM keeps to one thread: on its own threads MKL cuts a long sum as PyTorch's does at that thread
+count (tests/test_blas_mkl.py), so those products differ from one thread's in the last bit."""
 from __future__ import annotations
+
+import importlib
 
 import numpy as np
 import pytest
@@ -25,8 +29,10 @@ def restore_threads():
 
 
 def _each_setting(monkeypatch, fn):
-    """``fn()`` at 1 thread, then at 2 and 3 threads with the pool always splitting and never."""
+    """``fn()`` at 1 thread, then at 2 and 3 threads with the pool always splitting and never (MKL's
+    GEMM at one thread)."""
     monkeypatch.setattr(kernels, "PARALLEL_MIN", 1)
+    monkeypatch.setattr(importlib.import_module("tapelab.kernels.gemm"), "_mkl_threads", lambda a, b: False)
     tl.set_num_threads(1)
     results = [fn()]
     for threads in (2, 3):

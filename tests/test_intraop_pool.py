@@ -1,4 +1,5 @@
 """tapelab's intra-op pool (engine/base/pool.py) and the GEMMs split over it (engine/kernels/gemm.py)."""
+import importlib
 import multiprocessing
 import os
 import threading
@@ -192,6 +193,7 @@ def test_gemm_equals_numpy_matmul(two_threads, sa, sb, dtype):
 
 
 def test_gemm_splits_only_large_products(two_threads, monkeypatch):
+    monkeypatch.setattr(importlib.import_module("tapelab.kernels.gemm"), "_mkl_threads", lambda a, b: False)
     calls = []
     real = pool.run_blocks
     monkeypatch.setattr(pool, "run_blocks", lambda fn, blocks, *key: (calls.append(len(blocks)), real(fn, blocks, *key)))
@@ -205,9 +207,11 @@ def test_gemm_splits_only_large_products(two_threads, monkeypatch):
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-def test_gemms_side_by_side_or_one_after_another_equal_numpy(two_threads, dtype):
+def test_gemms_side_by_side_or_one_after_another_equal_numpy(two_threads, dtype, monkeypatch):
     """Independent products (a linear backward's two gradients): run side by side on two threads,
-    or one after another, whichever the pool times faster; both ways give numpy's products."""
+    or one after another, whichever the pool times faster; both ways give numpy's products (where
+    MKL's own threads do not take them, ``gemm._mkl_threads``)."""
+    monkeypatch.setattr(importlib.import_module("tapelab.kernels.gemm"), "_mkl_threads", lambda a, b: False)
     rng = np.random.default_rng(0)
     g, w, x = (rng.standard_normal(s).astype(dtype) for s in ((96, 160), (160, 200), (96, 200)))
     want = (g @ w, g.T @ x)

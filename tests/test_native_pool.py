@@ -286,7 +286,9 @@ def test_row_loops_split_equal_one_thread(monkeypatch, threads):
 
 def test_conv_narrow_and_winograd_taps_split_equal_one_thread(monkeypatch, threads):
     """im2col's narrow GEMM (``winograd.narrow_rows``) and the Winograd taps (``tap_gemm``), their
-    ranges as regions: a CNN stem's and a ResNet block's convolutions, forward and gradients."""
+    ranges as regions: a CNN stem's and a ResNet block's convolutions, forward and gradients (MKL's
+    GEMMs at one thread: on its own threads it cuts a weight gradient's long sums as PyTorch does)."""
+    monkeypatch.setattr(G, "_mkl_threads", lambda a, b: False)
     rng = np.random.default_rng(4)
     cases = [((32, 1, 28, 28), (16, 1, 3, 3)), ((32, 16, 14, 14), (32, 16, 3, 3)), ((16, 32, 16, 16), (32, 32, 3, 3))]
     for xs, ws in cases:

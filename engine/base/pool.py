@@ -47,7 +47,7 @@ import time
 
 from . import cpus, runtime
 
-__all__ = ["run_blocks", "timed", "ranges", "timings"]
+__all__ = ["run_blocks", "timed", "ranges", "timings", "in_block"]
 
 
 class _Worker:
@@ -202,18 +202,26 @@ def run_blocks(fn, blocks, key=None, work: int = 1, whole: tuple | None = None, 
     way = 1 if timing is None else timing.choose()
     start = time.perf_counter()
     if way:
+        _LOCAL.splitting = True
         try:
             if region is not None:
                 region()
             else:
                 _run_split(fn, blocks() if callable(blocks) else blocks)
         finally:
+            _LOCAL.splitting = False
             _BUSY.release()
     else:
         _BUSY.release()         # another thread may use the pool meanwhile
         _run_whole(fn, blocks, whole)
     if timing is not None:
         timing.record(way, time.perf_counter() - start, work)
+
+
+def in_block() -> bool:
+    """Whether the calling thread runs a split's block now (a worker, or a caller whose split runs):
+    another library's threads started from here would share the CPUs the split already uses."""
+    return getattr(_LOCAL, "worker", False) or getattr(_LOCAL, "splitting", False)
 
 
 def timed(key, work: int, split, whole):

@@ -21,7 +21,7 @@ _NO_TRANS, _TRANS = 111, 112
 _LD_LIMIT = 1 << 31   # MKL_INT (LP64) holds a leading dimension below this; a wider stride is copied
 _KINDS = {np.dtype(np.float32): ("cblas_sgemm", "sgemm", "sgemm_stack"),
           np.dtype(np.float64): ("cblas_dgemm", "dgemm", "dgemm_stack")}
-_READY: dict = {}   # dtype -> (address, 2-D call, stack call)
+_READY: dict = {}   # dtype -> (address, 2-D call, stack call, address of MKL's thread-local setting)
 _ON = [True]
 
 
@@ -44,7 +44,8 @@ def _calls(dtype):
     if ready is None:
         symbol, two_d, stack = _KINDS[dtype]
         module = loops("blas_call")
-        ready = _READY[dtype] = (mkl.address(symbol), getattr(module, two_d), getattr(module, stack))
+        ready = _READY[dtype] = (mkl.address(symbol), getattr(module, two_d), getattr(module, stack),
+                                 mkl.address("MKL_Set_Num_Threads_Local"))
     return ready
 
 
@@ -61,9 +62,9 @@ def _operand(x, rows: int, cols: int, item: int):
     return x, _NO_TRANS, max(cols, 1)
 
 
-def matmul(a, b):
+def matmul(a, b, threads: int = 1):
     """``a @ b`` as a new C-contiguous array on MKL's GEMM, or None where ``matmul_into`` would not take
-    it (the caller has checked ``available()``)."""
+    it (the caller has checked ``available()``). ``threads`` as ``matmul_into``'s."""
     dtype = a.dtype
     if a.ndim == b.ndim == 2:   # the common case without the checks a given output needs
         ready = _READY.get(dtype) or (dtype in _KINDS and _calls(dtype))
@@ -76,20 +77,21 @@ def matmul(a, b):
         a, ta, lda = _operand(a, m, k, item)
         b, tb, ldb = _operand(b, k, n, item)
         out = np.empty((m, n), dtype)
-        ready[1](ready[0], ta, tb, m, n, k, a, lda, b, ldb, 0.0, out, n)
+        ready[1](ready[0], ta, tb, m, n, k, a, lda, b, ldb, 0.0, out, n, ready[3], threads)
         return out
     if b.ndim == 2 or a.ndim == b.ndim and a.shape[:-2] == b.shape[:-2]:
         out = np.empty(a.shape[:-1] + b.shape[-1:], dtype)
-        if matmul_into(a, b, out):
+        if matmul_into(a, b, out, threads=threads):
             return out
     return None
 
 
-def matmul_into(a, b, out, accumulate: bool = False) -> bool:
+def matmul_into(a, b, out, accumulate: bool = False, threads: int = 1) -> bool:
     """``out[...] = a @ b`` (``out += a @ b`` when ``accumulate``: one GEMM with beta 1, the rounding
     of PyTorch's ``addmm``) on MKL's GEMM, True; False (nothing written) where it does not take the
     product: other dtypes, batch shapes that broadcast, empty products (the caller has checked
-    ``available()``)."""
+    ``available()``). ``threads`` above 1 runs each GEMM on that many of MKL's threads (where
+    ``mkl.threaded()``; MKL then decides how many it uses)."""
     dtype = a.dtype
     if dtype not in _KINDS or b.dtype != dtype or out.dtype != dtype or a.ndim < 2 or b.ndim < 2:
         return False
@@ -99,13 +101,13 @@ def matmul_into(a, b, out, accumulate: bool = False) -> bool:
         return False
     beta = 1.0 if accumulate else 0.0
     if a.ndim == b.ndim == 2:
-        return _two_d(dtype, a, b, out, m, n, k, beta)
+        return _two_d(dtype, a, b, out, m, n, k, beta, threads)
     if b.ndim == 2 and a.ndim > 2 and out.flags.c_contiguous:
         # a stack times one matrix: one product of the stacked rows (a copy where they do not fold)
         rows = a.reshape(-1, k)
-        return _two_d(dtype, rows, b, out.reshape(-1, n), rows.shape[0], n, k, beta)
+        return _two_d(dtype, rows, b, out.reshape(-1, n), rows.shape[0], n, k, beta, threads)
     if a.ndim == b.ndim > 2 and a.shape[:-2] == b.shape[:-2]:
-        return _stack(dtype, a, b, out, m, n, k, beta)
+        return _stack(dtype, a, b, out, m, n, k, beta, threads)
     return False
 
 
@@ -120,21 +122,21 @@ def _rows_fit(c, n: int, item: int) -> bool:
     return (c.strides[-1] == item or n == 1) and c.strides[-2] % item == 0 and n * item <= c.strides[-2] < _LD_LIMIT * item
 
 
-def _two_d(dtype, a, b, out, m, n, k, beta: float) -> bool:
+def _two_d(dtype, a, b, out, m, n, k, beta: float, threads: int) -> bool:
     item = dtype.itemsize
-    address, call, _ = _READY.get(dtype) or _calls(dtype)
+    address, call, _, local = _READY.get(dtype) or _calls(dtype)
     a, ta, lda = _operand(a, m, k, item)
     b, tb, ldb = _operand(b, k, n, item)
     if _rows_fit(out, n, item) and not np.may_share_memory(out, a) and not np.may_share_memory(out, b):
-        call(address, ta, tb, m, n, k, a, lda, b, ldb, beta, out, out.strides[0] // item)
+        call(address, ta, tb, m, n, k, a, lda, b, ldb, beta, out, out.strides[0] // item, local, threads)
     else:
         res = np.empty((m, n), dtype) if not beta else np.array(out, dtype, order="C")
-        call(address, ta, tb, m, n, k, a, lda, b, ldb, beta, res, n)
+        call(address, ta, tb, m, n, k, a, lda, b, ldb, beta, res, n, local, threads)
         out[...] = res
     return True
 
 
-def _stack(dtype, a, b, out, m, n, k, beta: float) -> bool:
+def _stack(dtype, a, b, out, m, n, k, beta: float, threads: int) -> bool:
     """Products of one batch shape: one compiled loop over the batch, each operand's batch dims folded
     into one axis (inputs copied where they do not fold; False where the output does not)."""
     item = dtype.itemsize
@@ -144,8 +146,8 @@ def _stack(dtype, a, b, out, m, n, k, beta: float) -> bool:
         return False
     a3, ta, lda = _operand(a.reshape((-1, m, k)), m, k, item)
     b3, tb, ldb = _operand(b.reshape((-1, k, n)), k, n, item)
-    address, _, call = _READY.get(dtype) or _calls(dtype)
+    address, _, call, local = _READY.get(dtype) or _calls(dtype)
     count = c3.shape[0]
     call(address, ta, tb, m, n, k, a3, lda, a3.strides[0] // item, b3, ldb, b3.strides[0] // item,
-         beta, c3, c3.strides[1] // item, c3.strides[0] // item, count)
+         beta, c3, c3.strides[1] // item, c3.strides[0] // item, count, local, threads)
     return True

@@ -1,7 +1,10 @@
 """Compiled calls of MKL's ``cblas_sgemm``/``cblas_dgemm`` by address (``kernels/blas.py`` finds the
 addresses and lays the operands out): from Python a ctypes call cost ~5 us of argument conversion,
 through one numba function well under 1. The address is an argument, so the compiled calls are cached
-on disk like the other loops."""
+on disk like the other loops.
+
+``threads`` above 1 runs the call on that many of MKL's OpenMP threads: MKL's thread-local setting
+(``mkl_set_num_threads_local`` at ``local``) for the call, then back, so every other MKL call keeps one."""
 from __future__ import annotations
 
 import numpy as np
@@ -48,30 +51,54 @@ _sgemm_at = _gemm_intrinsic(ir.FloatType())
 _dgemm_at = _gemm_intrinsic(ir.DoubleType())
 
 
+@intrinsic
+def _set_threads_at(typingctx, address, n):
+    """``mkl_set_num_threads_local(n)`` at an address: the calling thread's setting before."""
+    def codegen(context, builder, signature, args):
+        i32 = ir.IntType(32)
+        fnty = ir.FunctionType(i32, [i32])
+        fn = builder.inttoptr(context.cast(builder, args[0], signature.args[0], types.int64), fnty.as_pointer())
+        old = builder.call(fn, [builder.trunc(context.cast(builder, args[1], signature.args[1], types.int64), i32)])
+        return builder.sext(old, ir.IntType(64))
+    return types.int64(address, n), codegen
+
+
 @njit(cache=True, nogil=True)
-def sgemm(address, ta, tb, m, n, k, a, lda, b, ldb, beta, c, ldc):
+def sgemm(address, ta, tb, m, n, k, a, lda, b, ldb, beta, c, ldc, local, threads):
     """float32 ``c = op(a) @ op(b) + beta * c`` (row-major; ``ta``/``tb`` are CBLAS's 111/112): ``a``,
     ``b`` and ``c`` are the arrays whose first element each matrix starts at."""
+    old = _set_threads_at(local, threads) if threads > 1 else 0
     _sgemm_at(address, ta, tb, m, n, k, 1.0, a.ctypes.data, lda, b.ctypes.data, ldb, beta, c.ctypes.data, ldc)
+    if threads > 1:
+        _set_threads_at(local, old)
 
 
 @njit(cache=True, nogil=True)
-def dgemm(address, ta, tb, m, n, k, a, lda, b, ldb, beta, c, ldc):
+def dgemm(address, ta, tb, m, n, k, a, lda, b, ldb, beta, c, ldc, local, threads):
     """float64 ``sgemm``."""
+    old = _set_threads_at(local, threads) if threads > 1 else 0
     _dgemm_at(address, ta, tb, m, n, k, 1.0, a.ctypes.data, lda, b.ctypes.data, ldb, beta, c.ctypes.data, ldc)
+    if threads > 1:
+        _set_threads_at(local, old)
 
 
 @njit(cache=True, nogil=True)
-def sgemm_stack(address, ta, tb, m, n, k, a, lda, sa, b, ldb, sb, beta, c, ldc, sc, count):
+def sgemm_stack(address, ta, tb, m, n, k, a, lda, sa, b, ldb, sb, beta, c, ldc, sc, count, local, threads):
     """``count`` float32 products, the i-th matrices ``sa``/``sb``/``sc`` elements after the (i-1)-th."""
     pa, pb, pc = np.intp(a.ctypes.data), np.intp(b.ctypes.data), np.intp(c.ctypes.data)
+    old = _set_threads_at(local, threads) if threads > 1 else 0
     for i in range(count):
         _sgemm_at(address, ta, tb, m, n, k, 1.0, pa + 4 * i * sa, lda, pb + 4 * i * sb, ldb, beta, pc + 4 * i * sc, ldc)
+    if threads > 1:
+        _set_threads_at(local, old)
 
 
 @njit(cache=True, nogil=True)
-def dgemm_stack(address, ta, tb, m, n, k, a, lda, sa, b, ldb, sb, beta, c, ldc, sc, count):
+def dgemm_stack(address, ta, tb, m, n, k, a, lda, sa, b, ldb, sb, beta, c, ldc, sc, count, local, threads):
     """float64 ``sgemm_stack``."""
     pa, pb, pc = np.intp(a.ctypes.data), np.intp(b.ctypes.data), np.intp(c.ctypes.data)
+    old = _set_threads_at(local, threads) if threads > 1 else 0
     for i in range(count):
         _dgemm_at(address, ta, tb, m, n, k, 1.0, pa + 8 * i * sa, lda, pb + 8 * i * sb, ldb, beta, pc + 8 * i * sc, ldc)
+    if threads > 1:
+        _set_threads_at(local, old)

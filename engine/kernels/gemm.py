@@ -1,8 +1,10 @@
-"""Matrix products split over tapelab's intra-op pool: numpy's BLAS runs one thread per block.
+"""Matrix products on the intra-op threads: MKL's own, or tapelab's pool with one BLAS thread a block.
 
 The hot paths (matmul/linear, convolution, attention, the fused RNN layers) call
-``gemm(xp, a, b)`` where they called ``xp.matmul``. A product of at least ``GEMM_PARALLEL_MIN``
-multiply-adds is cut into one block per thread (run at once, or one after another when that has
+``gemm(xp, a, b)`` where they called ``xp.matmul``. A product MKL takes (``MKL_MIN``) runs as one
+call on MKL's OpenMP threads, as in PyTorch (``mkl.py``: its threads spin between calls, where the
+pool's hand-off arrives after a typical block is done), except inside a pool block. Otherwise a
+product of at least ``GEMM_PARALLEL_MIN`` multiply-adds is cut into one block per thread (run at once, or one after another when that has
 measured faster for its size): along its leading batch axis when that has a
 block for each thread, else along the longer of the output's rows and columns, each block one
 single-threaded BLAS call writing its part of one output array. Everything else (cupy, a
@@ -23,7 +25,7 @@ import math
 import numpy as np
 
 from ..base import pool, runtime
-from . import blas
+from . import blas, mkl
 from .switch import enabled, loops, native
 
 __all__ = ["gemm", "gemm_add", "gemms", "gemm_here", "prepack", "GEMM_PARALLEL_MIN"]
@@ -68,6 +70,8 @@ def gemm(xp, a, b, out=None):
     macs = math.prod(batch) * m * n * k
     if n_threads < 2 or k != b.shape[-2]:
         return _matmul(a, b, out)
+    if _mkl_threads(a, b):     # one call on MKL's OpenMP threads (mkl.py)
+        return _matmul(a, b, out, n_threads)
     if macs >= OWN_PARALLEL_MIN and native() and not _mkl_takes(a, b):
         done = _own_parallel(a, b, out, n_threads, macs)   # our GEMM's parts on numba's threads
         if done is not None:
@@ -91,8 +95,8 @@ def gemm_add(xp, a, b, out):
             and a.ndim == b.ndim == 2 and _mkl_takes(a, b)):
         macs = a.size * b.shape[1]
         n_threads = runtime.intra_op_threads()
-        if n_threads < 2 or macs < GEMM_PARALLEL_MIN:
-            if blas.matmul_into(a, b, out, accumulate=True):
+        if n_threads < 2 or macs < GEMM_PARALLEL_MIN or _mkl_threads(a, b):
+            if blas.matmul_into(a, b, out, accumulate=True, threads=n_threads if _mkl_threads(a, b) else 1):
                 return out
         else:
             pool.run_blocks(_add_into, _blocks(a, b, out, (), n_threads), ("gemm_add", n_threads), macs)
@@ -139,7 +143,7 @@ def gemms(xp, *products) -> list:
                        for a, b in products)):
         return [gemm(xp, a, b) for a, b in products]
     macs = [a.shape[0] * a.shape[1] * b.shape[1] for a, b in products]
-    if min(macs) < GEMM_PARALLEL_MIN or native() and all(_takes(a, b) and _sgemm(a.shape[0], a.shape[1], b.shape[1]) is not None
+    if min(macs) < GEMM_PARALLEL_MIN or all(_mkl_threads(a, b) for a, b in products) or native() and all(_takes(a, b) and _sgemm(a.shape[0], a.shape[1], b.shape[1]) is not None
                                             and loops("sgemm").parallel_parts(n_threads) > 1
                                             for a, b in products):
         return [gemm(xp, a, b) for a, b in products]   # each one cut into parts on numba's threads
@@ -207,16 +211,16 @@ def _takes(a, b) -> bool:
             and a.shape[0] >= OWN_MIN_ROWS and a.shape[1] >= OWN_MIN_K and b.shape[1] >= OWN_MIN_COLS)
 
 
-def _matmul(a, b, out=None):
-    """``np.matmul(a, b, out=out)``: by MKL's GEMM where it is loaded (``blas.py``: PyTorch's floats),
-    else by our own GEMM where it takes the product (2-D, or stacks of one batch shape: attention's
-    per-head products)."""
+def _matmul(a, b, out=None, threads: int = 1):
+    """``np.matmul(a, b, out=out)``: by MKL's GEMM where it is loaded (``blas.py``: PyTorch's floats;
+    on ``threads`` of MKL's threads), else by our own GEMM where it takes the product (2-D, or stacks
+    of one batch shape: attention's per-head products)."""
     if _mkl_takes(a, b):
         if out is None:
-            res = blas.matmul(a, b)
+            res = blas.matmul(a, b, threads)
             if res is not None:
                 return res
-        elif blas.matmul_into(a, b, out):
+        elif blas.matmul_into(a, b, out, threads=threads):
             return out
     if _takes(a, b) and (out is None or _writable(out, a, b, b.shape[1])):
         own = _sgemm(a.shape[0], a.shape[1], b.shape[1])
@@ -233,6 +237,13 @@ def _mkl_takes(a, b) -> bool:
     """Whether ``_matmul`` hands ``a @ b`` to MKL first (dtype, size, MKL loaded): then no other route
     (our GEMM's parts) takes it, so the floats do not depend on the thread count."""
     return a.dtype in _MKL_DTYPES and a.size * b.shape[-1] >= MKL_MIN and blas.available()
+
+
+def _mkl_threads(a, b) -> bool:
+    """Whether ``a @ b`` runs as one call on MKL's threads: MKL takes it, runs on OpenMP, and the
+    calling thread is not already one of a split's (``pool.in_block``: MKL would start a second team
+    of threads beside the pool's)."""
+    return _mkl_takes(a, b) and mkl.threaded() and not pool.in_block()
 
 
 def _takes_stack(a, b) -> bool:
