@@ -255,3 +255,30 @@ def test_half_and_double_chains_equal_the_tensor_walk(dtype):
         for got, ref in ((x, xr), (w, wr)):
             np.testing.assert_array_equal(got.grad.numpy(), ref.grad.numpy(), err_msg=name)
             assert got.grad.dtype == ref.grad.dtype
+
+
+def test_a_hook_that_starts_watching_midway_hands_the_rest_to_the_watched_walk():
+    def graph(a, b):
+        v = (b * b).tanh()
+        u = a * 2            # made last, so run first: a's hook runs at the start of the walk
+        return u.sum() + (v.sigmoid() + v).sum()
+
+    runs = []
+    for midway in (True, False):
+        a, b = _pair(5)[0], _pair(5, seed=1)[0]
+        steps, subs = [], []
+
+        def start_watching(t):
+            if not subs:
+                subs.append(tapelab.events.subscribe("backward_step", lambda s: steps.append(s.name)))
+        if midway:
+            a.register_post_accumulate_grad_hook(start_watching)
+        else:
+            start_watching(None)
+        graph(a, b).backward()
+        subs[0].unsubscribe()
+        runs.append((steps, a.grad.numpy(), b.grad.numpy()))
+    (tail, ga, gb), (full, ra, rb) = runs
+    assert 0 < len(tail) < len(full) and tail == full[-len(tail):]
+    np.testing.assert_array_equal(ga, ra)
+    np.testing.assert_array_equal(gb, rb)
