@@ -249,3 +249,46 @@ def test_the_ops_vjp_becomes_its_first_backwards_and_other_keys_take_the_general
         _, got = grads(create_graph=True)
     np.testing.assert_allclose(got[0], gx, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(got[1], gw, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("use_numba", [True, False])
+def test_a_kernel_writes_its_outputs_and_sums_the_last(monkeypatch, tmp_path, use_numba):
+    """``Kernel.reduce`` with outputs before the reduced one: those are written whole, the last is the
+    loop's sum (or mean) in float64 partials, as the fused trailing sum's; fresh arrays and ``out=``
+    buffers (a capture's) alike, compiled loop and numpy chain alike."""
+    monkeypatch.setenv("TAPELAB_CACHE_DIR", str(tmp_path))
+    rng = np.random.default_rng(8)
+    a, b = (rng.standard_normal((5, 300)).astype(np.float32) for _ in range(2))
+    t_want = np.tanh(a * b + np.float32(1.0))
+    s_want = 1 / (1 + np.exp(-(t_want * a)))
+    for reduce in ("sum", "mean"):
+        k = _sigmoid_tanh_kernel((5, 300))
+        k.outputs.append(k.outputs[1])
+        k.reduce = reduce
+        assert k.out_shapes == [(5, 300), (5, 300), ()]
+        run = cpu.load(k, use_numba)
+        out = (np.empty((5, 300), np.float32), np.empty((5, 300), np.float32), np.empty((), np.float32))
+        for t, s, total in (run(a, b), run(a, b, out=out)):
+            assert t.shape == s.shape == (5, 300) and total.shape == () and total.dtype == np.float32
+            np.testing.assert_allclose(t, t_want, rtol=2e-6, atol=1e-7)
+            np.testing.assert_allclose(s, s_want, rtol=2e-6, atol=1e-7)
+            want = s.astype(np.float64).sum() / (s.size if reduce == "mean" else 1)
+            np.testing.assert_allclose(total, want, rtol=1e-6)
+
+
+@pytest.mark.parametrize("reduce", ["sum", "mean"])
+def test_the_steps_forward_sums_in_its_kernel_and_equals_torch(reduce):
+    """chain1M's form over 64k elements runs as the one-node step; its forward kernel keeps tanh's and
+    sigmoid's outputs for the backward and sums sigmoid's in the same loop (no separate ``sum`` op)."""
+    rng = np.random.default_rng(9)
+    arrays = [rng.standard_normal((64, 1024)).astype(np.float32) for _ in range(2)]
+
+    def chain6(x, w):
+        return getattr(((x * w + 1.0).tanh() * x).sigmoid(), reduce)()
+    y, (x, w) = _compiled_grads(chain6, arrays, (True, True), calls=2)
+    assert y.grad_fn.op.name == "compiled(chain6)"
+    assert y.grad_fn.op.members == (f"fused(mul, add, tanh, mul, sigmoid, {reduce})",)
+    value, (gx, gw) = _torch_grads(chain6, arrays, (True, True))
+    np.testing.assert_allclose(y.item(), value, rtol=1e-5)
+    np.testing.assert_allclose(x.grad.numpy(), gx, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(w.grad.numpy(), gw, rtol=1e-5, atol=1e-6)

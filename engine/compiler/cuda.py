@@ -118,7 +118,7 @@ def load(kernel: Kernel):
         shape = np.broadcast_shapes(*(a.shape for a in arrays))   # sizes are arguments (dynamic dims)
         res = [cupy.empty(shape, dt) for dt in dtypes]
         k(*arrays, *res)
-        if kernel.reduce:                # a trailing sum or mean: cupy's reduction of the loop's values
-            return (getattr(res[0], kernel.reduce)(dtype=cupy.float64).astype(dtypes[0]),)
+        if kernel.reduce:                # a trailing sum or mean: cupy's reduction of the last output's values
+            return (*res[:-1], getattr(res[-1], kernel.reduce)(dtype=cupy.float64).astype(dtypes[-1]))
         return tuple(res)
     return run

@@ -26,9 +26,10 @@ class Kernel:
         inputs: ``(dtype, shape)`` per tensor input, in argument order.
         outputs: one Sym per output.
         shape: the broadcast shape of the loop (every output has it, unless reduced).
-        reduce: ``"sum"`` or ``"mean"``: the one output is summed (or averaged) over the whole loop
+        reduce: ``"sum"`` or ``"mean"``: the last output is summed (or averaged) over the whole loop
             into a 0-d result (a trailing ``.sum()``/``.mean()`` fused into the group: no second
-            pass, no second dispatch).
+            pass, no second dispatch); the outputs before it, if any, are written whole (the one-node
+            step's forward keeps sigmoid's output for its backward and sums it in the same loop).
     """
     name: str
     inputs: list
@@ -39,7 +40,13 @@ class Kernel:
 
     @property
     def out_shape(self) -> tuple:
+        """The last output's shape."""
         return () if self.reduce else tuple(self.shape)
+
+    @property
+    def out_shapes(self) -> list:
+        """Each output's shape: the loop's, the reduced last one's ``()``."""
+        return [tuple(self.shape)] * (len(self.outputs) - 1) + [self.out_shape]
 
     def lines(self) -> list:
         """``(k, sym)`` statements in dependency order (inputs and constants inline), and the
