@@ -282,3 +282,17 @@ def test_a_hook_that_starts_watching_midway_hands_the_rest_to_the_watched_walk()
     assert 0 < len(tail) < len(full) and tail == full[-len(tail):]
     np.testing.assert_array_equal(ga, ra)
     np.testing.assert_array_equal(gb, rb)
+
+
+def test_an_array_a_tensor_vjp_passes_to_a_leaf_is_copied_while_another_node_holds_it():
+    grads = []
+    for m in (tapelab, torch):
+        x = m.ones(3, requires_grad=True)
+        w = m.ones(3, requires_grad=True)
+        v = w * 1.0
+        v.register_hook(lambda g: g.mul_(2))   # in place on the gradient it is given, after x's accumulation
+        c = x.clone()   # made after v, so it runs first: clone's vjp passes add's gradient on to x
+        ((c + v) * 3).sum().backward()   # add hands mul's fresh gradient to both
+        grads.append((x.grad.numpy().copy(), w.grad.numpy().copy()))
+    for got, ref in zip(*grads):
+        np.testing.assert_array_equal(got, ref)

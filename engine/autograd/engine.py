@@ -563,11 +563,11 @@ def _run_arrays(walk: _Walk) -> None:
     hook, anomaly mode or ``create_graph``; ``backward()`` without ``inputs=``): a node whose op declares
     an ``array_vjp`` runs it on the gradient's array, with no dispatch and no Tensor (chain16's seven
     vjp dispatches and their tensors were ~25 of its ~50 us backward), and the arrays wait in the
-    buffers as they are. Every array there was made by an array vjp, so it is held by the buffers
-    alone, as the tensor the dispatched op would have made would be: the same in-place sums
-    (``_sum_arrays``) and the same ``.grad`` ownership (``_accumulate_array``) follow from its
-    reference count. Any other op's vjp runs here as ``_run_plain`` runs it, on a tensor made of the
-    array.
+    buffers as they are. Every array there was made by the walk (an array vjp's result, or such an
+    array passed on), so it is held by the buffers alone, as the tensor the dispatched op would have
+    made would be: the same in-place sums (``_sum_arrays``) and the same ``.grad`` ownership
+    (``_accumulate_array``) follow from its reference count. Any other op's vjp runs here as
+    ``_run_plain`` runs it, on a tensor made of the array (which it may pass on: then the array).
 
     The walk stops before the first node that has hooks or is not an op's node (a custom ``Function``,
     a view's ``CopySlices``), or once someone starts watching (a post-accumulate hook may), and hands
@@ -630,12 +630,15 @@ def _run_arrays(walk: _Walk) -> None:
                     if out is not None and g is not d:   # a tensor from outside the walk passed on stays itself
                         out = tuple([g if r is d else r for r in out])
                 if out is None:
-                    g = _tensor(g)
-                    saved = (Tensor._wrap(node.out_data, True, node, 0, node.out_vc, g._device)
+                    t = _tensor(g)
+                    saved = (Tensor._wrap(node.out_data, True, node, 0, node.out_vc, t._device)
                              if op.save_output else None)
-                    out = op.vjp(g, saved, *node.inputs, **node.params)
+                    out = op.vjp(t, saved, *node.inputs, **node.params)
                     if len(out) != len(edges):
                         _wrong_count(node, out)
+                    if t is not g:   # an array passed on stays the array: its holders are counted as the array's
+                        out = tuple([g if r is t else r for r in out])
+                    t = saved = None
                 g = d = None
             for e, gi in zip(edges, out):
                 if e is None:
