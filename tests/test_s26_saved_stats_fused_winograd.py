@@ -107,3 +107,24 @@ def test_winograd_image_at_a_time_forward_equals_three_passes(n, c, o, h, w, pad
     ref = torch.nn.functional.conv2d(torch.nn.functional.pad(torch.tensor(x), (pl, pr, pt, pb)), torch.tensor(k),
                                      torch.tensor(bias)).numpy()
     np.testing.assert_allclose(fused, ref, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("n,c,o,h,w", [(16, 32, 32, 16, 16), (3, 32, 16, 12, 8), (5, 16, 48, 16, 12), (2, 64, 32, 8, 8)])
+def test_winograd_weight_gradient_image_at_a_time_equals_whole_batch_passes(n, c, o, h, w):
+    """F(4, 3)'s weight gradient at one thread (``weight_f43``: the accumulators continued image after
+    image) against the whole batch's transforms and one ``tap_gemm`` over all tiles: the same floats;
+    and torch's weight gradient within float32 rounding."""
+    x = _RNG.standard_normal((n, c, h, w)).astype(np.float32)
+    gy = _RNG.standard_normal((n, o, h, w)).astype(np.float32)
+    pads = ((1, 1), (1, 1))
+    du = np.zeros((36, o, c), np.float32)
+    kernels.loops("winograd").weight_f43(x, gy, 1, 1, du)
+    v = np.empty((6, 6, n, h // 4, w // 4 * c), np.float32)
+    dm = np.empty((36, n * (h // 4) * (w // 4) * o), np.float32)
+    _winograd._weight_transforms(np, x, gy, pads, v, dm, 0, n)
+    whole = _winograd._tap_gemm(np, dm.reshape(36, -1, o).transpose(0, 2, 1), v.reshape(36, -1, c))
+    np.testing.assert_array_equal(du, whole)
+    xt = torch.tensor(x, requires_grad=True)
+    k = torch.zeros((o, c, 3, 3), requires_grad=True)
+    torch.nn.functional.conv2d(xt, k, padding=1).backward(torch.tensor(gy))
+    np.testing.assert_allclose(_winograd.weight3x3(np, x, gy, pads), k.grad.numpy(), rtol=1e-4, atol=2e-3)

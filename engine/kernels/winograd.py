@@ -29,7 +29,7 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 __all__ = ["input_transform_f23", "input_transform_f43", "output_transform_f23", "output_f23_nchw", "conv_f23",
-           "grad_transform_f43", "tap_gemm"]
+           "grad_transform_f43", "weight_f43", "tap_gemm"]
 
 _JIT = dict(cache=True, error_model="numpy", nogil=True)
 F = np.float32
@@ -114,23 +114,29 @@ def _bt43(d0, d1, d2, d3, d4, d5, o0, o1, o2, o3, o4, o5):
         o5[k] = (a1 * F(4.0) + a3 * F(-5.0)) + d5[k]
 
 
-@njit(**_JIT)
-def input_transform_f43(x, pt, pl, p, cw, v, b0, b1):
-    """``input_transform_f23`` for F(4, 3): ``v (6, 6, ...)``, ``p (rows, 4, ...)``, ``cw (6, ...)``."""
+@njit(**_JIT, inline="always")
+def _transform_f43(x, b, pt, pl, p, cw, v, vb):
+    """``_transform_f23`` for F(4, 3): image ``b`` into ``v[:, :, vb]`` (``input_transform_f43``'s layout)."""
     rows = p.shape[0]
     th, span = v.shape[3], v.shape[4]
     c = p.shape[2] - span
+    _pad_image(x, b, pt, pl, p)
+    for r in range(rows):                # patch column q of tile column j: residue q % 4, tile j + q // 4
+        pr = p[r]
+        _bt43(pr[0, :span], pr[1, :span], pr[2, :span], pr[3, :span], pr[0, c:], pr[1, c:],
+              cw[0, r], cw[1, r], cw[2, r], cw[3, r], cw[4, r], cw[5, r])
+    for i in range(th):
+        for j in range(6):
+            s = cw[j]
+            _bt43(s[4 * i], s[4 * i + 1], s[4 * i + 2], s[4 * i + 3], s[4 * i + 4], s[4 * i + 5],
+                  v[0, j, vb, i], v[1, j, vb, i], v[2, j, vb, i], v[3, j, vb, i], v[4, j, vb, i], v[5, j, vb, i])
+
+
+@njit(**_JIT)
+def input_transform_f43(x, pt, pl, p, cw, v, b0, b1):
+    """``input_transform_f23`` for F(4, 3): ``v (6, 6, ...)``, ``p (rows, 4, ...)``, ``cw (6, ...)``."""
     for b in range(b0, b1):
-        _pad_image(x, b, pt, pl, p)
-        for r in range(rows):                # patch column q of tile column j: residue q % 4, tile j + q // 4
-            pr = p[r]
-            _bt43(pr[0, :span], pr[1, :span], pr[2, :span], pr[3, :span], pr[0, c:], pr[1, c:],
-                  cw[0, r], cw[1, r], cw[2, r], cw[3, r], cw[4, r], cw[5, r])
-        for i in range(th):
-            for j in range(6):
-                s = cw[j]
-                _bt43(s[4 * i], s[4 * i + 1], s[4 * i + 2], s[4 * i + 3], s[4 * i + 4], s[4 * i + 5],
-                      v[0, j, b, i], v[1, j, b, i], v[2, j, b, i], v[3, j, b, i], v[4, j, b, i], v[5, j, b, i])
+        _transform_f43(x, b, pt, pl, p, cw, v, b)
 
 
 @njit(**_JIT, inline="always")
@@ -240,6 +246,40 @@ def _a43(d0, d1, d2, d3, o0, o1, o2, o3, o4, o5):
         o5[k] = a3
 
 
+@njit(**_JIT, inline="always")
+def _grad_f43(gy, b, q, dm, d, tmp):
+    """Image ``b``'s tap gradients into columns ``d:d + th tw O`` of ``dm`` (``grad_transform_f43``)."""
+    o, oh, ow = gy.shape[1], gy.shape[2], gy.shape[3]
+    th, tw = (oh + 3) // 4, (ow + 3) // 4
+    span = th * tw * o
+    chunk = tmp.shape[1]
+    for i in range(th):
+        for a in range(4):
+            r = 4 * i + a
+            for j in range(tw):
+                for bb in range(4):
+                    c = 4 * j + bb
+                    row = q[4 * a + bb]
+                    at = (i * tw + j) * o
+                    if r < oh and c < ow:
+                        for ch in range(o):
+                            row[at + ch] = gy[b, ch, r, c]
+                    else:
+                        for ch in range(o):
+                            row[at + ch] = 0.0
+    for s in range(0, span, chunk):
+        e = min(span, s + chunk)
+        w = e - s
+        d0, d1 = d + s, d + e
+        for a in range(4):               # tmp[6 a + j] = sum_b A[j, b] q[4 a + b]
+            r = 6 * a
+            _a43(q[4 * a, s:e], q[4 * a + 1, s:e], q[4 * a + 2, s:e], q[4 * a + 3, s:e], tmp[r, :w],
+                 tmp[r + 1, :w], tmp[r + 2, :w], tmp[r + 3, :w], tmp[r + 4, :w], tmp[r + 5, :w])
+        for j in range(6):               # dm[6 i + j] = sum_a A[i, a] tmp[6 a + j]
+            _a43(tmp[j, :w], tmp[6 + j, :w], tmp[12 + j, :w], tmp[18 + j, :w], dm[j, d0:d1], dm[6 + j, d0:d1],
+                 dm[12 + j, d0:d1], dm[18 + j, d0:d1], dm[24 + j, d0:d1], dm[30 + j, d0:d1])
+
+
 @njit(**_JIT)
 def grad_transform_f43(gy, q, dm, tmp, b0, b1):
     """Images ``b0:b1``'s columns of ``dm (36, N th tw O)`` = (A (x) A) of their 4 x 4 output-gradient
@@ -248,36 +288,33 @@ def grad_transform_f43(gy, q, dm, tmp, b0, b1):
     holds output (4 i + a, 4 j + b) of tile (i, j), zero past the edge), in cache: the numpy form's two
     whole-batch layout copies and its (36, 16) GEMM (~11 GFLOP/s) in one pass per image, split by
     images over the threads. ``q`` and ``tmp (24, chunk)`` are one thread's scratch."""
-    o, oh, ow = gy.shape[1], gy.shape[2], gy.shape[3]
-    th, tw = (oh + 3) // 4, (ow + 3) // 4
-    span = th * tw * o
-    chunk = tmp.shape[1]
+    span = q.shape[1]
     for b in range(b0, b1):
-        for i in range(th):
-            for a in range(4):
-                r = 4 * i + a
-                for j in range(tw):
-                    for bb in range(4):
-                        c = 4 * j + bb
-                        row = q[4 * a + bb]
-                        at = (i * tw + j) * o
-                        if r < oh and c < ow:
-                            for ch in range(o):
-                                row[at + ch] = gy[b, ch, r, c]
-                        else:
-                            for ch in range(o):
-                                row[at + ch] = 0.0
-        for s in range(0, span, chunk):
-            e = min(span, s + chunk)
-            w = e - s
-            d0, d1 = b * span + s, b * span + e
-            for a in range(4):               # tmp[6 a + j] = sum_b A[j, b] q[4 a + b]
-                r = 6 * a
-                _a43(q[4 * a, s:e], q[4 * a + 1, s:e], q[4 * a + 2, s:e], q[4 * a + 3, s:e], tmp[r, :w],
-                     tmp[r + 1, :w], tmp[r + 2, :w], tmp[r + 3, :w], tmp[r + 4, :w], tmp[r + 5, :w])
-            for j in range(6):               # dm[6 i + j] = sum_a A[i, a] tmp[6 a + j]
-                _a43(tmp[j, :w], tmp[6 + j, :w], tmp[12 + j, :w], tmp[18 + j, :w], dm[j, d0:d1], dm[6 + j, d0:d1],
-                     dm[12 + j, d0:d1], dm[18 + j, d0:d1], dm[24 + j, d0:d1], dm[30 + j, d0:d1])
+        _grad_f43(gy, b, q, dm, b * span, tmp)
+
+
+@njit(**_JIT)
+def weight_f43(x, gy, pt, pl, out):
+    """``out (36, O, C) += `` the weight gradient's per-tap products ``sum_t dm[:, t] v[t, :]`` over every
+    tile of ``x (N, C, H, W)`` (zero-padded by ``pt`` rows, ``pl`` columns) and ``gy (N, O, OH, OW)``, F(4, 3),
+    one image at a time: its input transform (``input_transform_f43``'s), its output-gradient transform
+    (``grad_transform_f43``'s) and its 36 products (``tap_gemm``'s, the accumulators continued from ``out``)
+    on scratch in cache, where the transforms of the whole batch went through L2 and memory (V and the tap
+    gradients, 2 x 1.2 MiB on the ResNet block). Each sum runs over the tiles in the same order with the
+    same fused multiply-adds as one ``tap_gemm`` over the batch, so ``out`` (zeros on entry) is its floats."""
+    c, o = x.shape[1], gy.shape[1]
+    th, tw = (gy.shape[2] + 3) // 4, (gy.shape[3] + 3) // 4
+    p = np.empty((4 * th + 2, 4, (tw + 1) * c), x.dtype)
+    cw = np.empty((6, 4 * th + 2, tw * c), x.dtype)
+    v = np.empty((36, th * tw, c), x.dtype)
+    q = np.empty((16, th * tw * o), x.dtype)
+    dm = np.empty((36, th * tw * o), x.dtype)
+    tmp = np.empty((24, 1024), x.dtype)
+    dmt = dm.reshape(36, th * tw, o).transpose(0, 2, 1)
+    for b in range(x.shape[0]):
+        _transform_f43(x, b, pt, pl, p, cw, v.reshape(6, 6, 1, th, tw * c), 0)
+        _grad_f43(gy, b, q, dm, 0, tmp)
+        _taps(dmt, v, out, 0, 36, True)
 
 
 # The per-tap GEMMs ``(T, C) @ (C, O)``: OpenBLAS runs K = C = 32, N = O = 32 at a fraction of the
@@ -290,10 +327,11 @@ def grad_transform_f43(gy, q, dm, tmp, b0, b1):
 _ROWS = {1: 16, 2: 8, 3: 5, 4: 4}           # accumulator rows for O = 16, 32, 48, 64
 
 
-def _tile_kernel(nv: int):
-    """An intrinsic ``tile(v, u, out, t0)``: ``out[t0:t0 + rows] = v[t0:t0 + rows] @ u`` for
-    float32 ``v (T, K)`` (any strides: its elements are broadcast one at a time) and C-contiguous
-    ``u (K, 16 nv)``, ``out (T, 16 nv)``."""
+def _tile_kernel(nv: int, accumulate: bool):
+    """An intrinsic ``tile(v, u, out, t0)``: ``out[t0:t0 + rows] = v[t0:t0 + rows] @ u`` (``+=`` when
+    ``accumulate``: the accumulators start from ``out``, so a product split along K into calls in
+    order rounds as one call) for float32 ``v (T, K)`` (any strides: its elements are broadcast one
+    at a time) and C-contiguous ``u (K, 16 nv)``, ``out (T, 16 nv)``."""
     rows = _ROWS[nv]
 
     @intrinsic
@@ -307,8 +345,13 @@ def _tile_kernel(nv: int):
             vptr = ir.PointerType(vec)
             fma = cgutils.get_or_insert_function(builder.module, ir.FunctionType(vec, [vec] * 3), "llvm.fma.v16f32")
             width = ir.Constant(i64, 16 * nv)
-            accs = [cgutils.alloca_once_value(builder, ir.Constant(vec, [0.0] * 16)) for _ in range(rows * nv)]
             row_at = [builder.add(args[3], ir.Constant(i64, r)) for r in range(rows)]
+
+            def out_at(r, q):
+                orow = builder.gep(odata, [builder.mul(row_at[r], width)])
+                return builder.bitcast(builder.gep(orow, [ir.Constant(i64, 16 * q)]), vptr)
+            accs = [cgutils.alloca_once_value(builder, builder.load(out_at(r, q), align=4) if accumulate
+                                              else ir.Constant(vec, [0.0] * 16)) for r in range(rows) for q in range(nv)]
             with cgutils.for_range(builder, k_len) as loop:
                 k = loop.index
                 urow = builder.gep(udata, [builder.mul(k, width)])
@@ -325,24 +368,24 @@ def _tile_kernel(nv: int):
                         acc = accs[r * nv + q]
                         builder.store(builder.call(fma, [sv, bs[q], builder.load(acc)]), acc)
             for r in range(rows):
-                orow = builder.gep(odata, [builder.mul(row_at[r], width)])
                 for q in range(nv):
-                    dst = builder.bitcast(builder.gep(orow, [ir.Constant(i64, 16 * q)]), vptr)
-                    builder.store(builder.load(accs[r * nv + q]), dst, align=4)
+                    builder.store(builder.load(accs[r * nv + q]), out_at(r, q), align=4)
             return context.get_dummy_value()
         return types.void(v, u, out, t0), codegen
     return tile
 
 
-_TILE1, _TILE2, _TILE3, _TILE4 = (_tile_kernel(nv) for nv in (1, 2, 3, 4))
+_TILE1, _TILE2, _TILE3, _TILE4 = (_tile_kernel(nv, False) for nv in (1, 2, 3, 4))
+_ADD1, _ADD2, _ADD3, _ADD4 = (_tile_kernel(nv, True) for nv in (1, 2, 3, 4))
 
 
 @njit(**_JIT, fastmath={"contract"})
-def _rest_rows(v, u, out, t0):
+def _rest_rows(v, u, out, t0, accumulate):
     """Rows ``t0:`` the tiles left over, the same fused multiply-adds in the same order."""
     for t in range(t0, v.shape[0]):
         o = out[t]
-        o[:] = 0.0
+        if not accumulate:
+            o[:] = 0.0
         for k in range(v.shape[1]):
             a = v[t, k]
             uk = u[k]
@@ -362,6 +405,12 @@ def tap_gemm(v, u, out, p0, p1):
     """Taps ``p0:p1`` of ``out (P, T, O) = v (P, T, C) @ u (P, C, O)``, float32, ``u`` and ``out``
     C-contiguous (``v`` any strides: the weight gradient passes a transposed view), O one of 16,
     32, 48, 64 (``_winograd`` checks)."""
+    _taps(v, u, out, p0, p1, False)
+
+
+@njit(**_JIT, inline="always")
+def _taps(v, u, out, p0, p1, accumulate):
+    """``tap_gemm``, or with ``accumulate`` ``out += v @ u`` (the accumulators continued from ``out``)."""
     nv = u.shape[2] // 16
     rows = 16 if nv == 1 else 8 if nv == 2 else 5 if nv == 3 else 4
     full = v.shape[1] - v.shape[1] % rows
@@ -369,11 +418,11 @@ def tap_gemm(v, u, out, p0, p1):
         vp, up, op = v[p], u[p], out[p]
         for t in range(0, full, rows):
             if nv == 1:
-                _TILE1(vp, up, op, t)
+                _ADD1(vp, up, op, t) if accumulate else _TILE1(vp, up, op, t)
             elif nv == 2:
-                _TILE2(vp, up, op, t)
+                _ADD2(vp, up, op, t) if accumulate else _TILE2(vp, up, op, t)
             elif nv == 3:
-                _TILE3(vp, up, op, t)
+                _ADD3(vp, up, op, t) if accumulate else _TILE3(vp, up, op, t)
             else:
-                _TILE4(vp, up, op, t)
-        _rest_rows(vp, up, op, full)
+                _ADD4(vp, up, op, t) if accumulate else _TILE4(vp, up, op, t)
+        _rest_rows(vp, up, op, full, accumulate)

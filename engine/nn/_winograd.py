@@ -317,6 +317,11 @@ def _weight_images(x, gy, xp, pads, m):
     n, o, oh, ow = gy.shape
     th, tw = _tiles((oh, ow), m)
     x, gy = xp.ascontiguousarray(x), xp.ascontiguousarray(gy)
+    if m == 4 and kernels.use(xp, x, gy) and kernels.threads() == 1 and x.shape[1] in (16, 32, 48, 64):
+        # one thread: an image at a time, in cache (kernels/winograd.py ``weight_f43``; the same floats)
+        du = xp.zeros((36, o, x.shape[1]), x.dtype)
+        kernels.loops("winograd").weight_f43(x, gy, pads[0][0], pads[1][0], du)
+        return du
     if m == 4 and kernels.use(xp, x, gy):
         # each thread transforms its images' inputs and output gradients, in its core's cache
         v = xp.empty((6, 6, n, th, tw * x.shape[1]), x.dtype)
