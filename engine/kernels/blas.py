@@ -15,7 +15,7 @@ import numpy as np
 from . import mkl
 from .switch import enabled, loops
 
-__all__ = ["available", "set_enabled", "matmul", "matmul_into"]
+__all__ = ["available", "set_enabled", "matmul", "matmul_into", "addresses"]
 
 _NO_TRANS, _TRANS = 111, 112
 _LD_LIMIT = 1 << 31   # MKL_INT (LP64) holds a leading dimension below this; a wider stride is copied
@@ -47,6 +47,13 @@ def _calls(dtype):
         ready = _READY[dtype] = (mkl.address(symbol), getattr(module, two_d), getattr(module, stack),
                                  mkl.address("MKL_Set_Num_Threads_Local"))
     return ready
+
+
+def addresses(dtype) -> tuple:
+    """``(cblas_?gemm, mkl_set_num_threads_local)``'s addresses for ``dtype``, for compiled loops that call
+    MKL's GEMM themselves (``blas_call.sgemm`` from ``rnn.py``'s layer loops)."""
+    ready = _READY.get(dtype) or _calls(dtype)
+    return ready[0], ready[3]
 
 
 def _operand(x, rows: int, cols: int, item: int):

@@ -7,7 +7,8 @@ gap on the LSTM LM step (bench/README.md, issue 17 session 5). Here one pass rea
 result and input projection and writes the activations, the states and the output. The layouts
 are the scans' own: ``ws`` rows hold i f g o c tanh(c) (LSTM) or r z n (W_hn h + b_hn) (GRU).
 Where our GEMM (``sgemm.py``) takes the step products, ``lstm_layer``/``gru_layer`` and their
-backwards run every step of a layer-direction in one call (a step's Python calls cost ~6 us of
+backwards run every step of a layer-direction in one call, each step product on MKL's GEMM where
+it takes it (``gemm.loop_gemm``; on MKL's threads at two threads: 20x200x800 27 us, ours 51) (a step's Python calls cost ~6 us of
 ~45). Each step reads the input projection through a row index, so a projection computed once
 per distinct input row (``distinct_rows``) serves every repeat of it.
 """
@@ -16,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from .blas_call import sgemm as _mkl_sgemm
 from .fastmath import exp32, tanh32
 from .sgemm import _sgemm
 
@@ -92,8 +94,20 @@ def lstm_cell_backward(gy, dh, dc, ws, c, d, db, rows, dsum):
 
 
 @njit(**_JIT)
-def lstm_layer(xw, rows, bias, h0, c, w_t, y, ws, reverse):
-    """The forward recurrence of one layer-direction, every step ``h_{t-1} @ w_t`` (our GEMM, ``w_t``
+def _product(x, w, out, mkl):
+    """``out = x @ w[:, :n]`` (``w`` padded by ``sgemm.pad_columns``, ``n`` = out's columns): MKL's GEMM
+    where ``mkl`` (``gemm.loop_gemm``'s address, thread-local setting, threads) names it, else ours."""
+    if mkl[0]:
+        n = out.shape[1]
+        _mkl_sgemm(mkl[0], 111, 111, x.shape[0], n, x.shape[1], x, x.strides[0] // 4, w, w.shape[1], 0.0,
+                   out, n, mkl[1], mkl[2])
+    else:
+        _sgemm(x, w, out)
+
+
+@njit(**_JIT)
+def lstm_layer(xw, rows, bias, h0, c, w_t, y, ws, reverse, mkl):
+    """The forward recurrence of one layer-direction, every step ``h_{t-1} @ w_t`` (``_product``, ``w_t``
     = W_hhᵀ padded by ``sgemm.pad_columns``) and ``lstm_cell``: step t reads ``xw`` through
     ``rows[t]`` (B,) and writes ``ws[t]``, ``y[t]`` and ``c``. One compiled loop: the per-step
     Python calls cost ~6 us a step against a ~50 us step."""
@@ -102,15 +116,15 @@ def lstm_layer(xw, rows, bias, h0, c, w_t, y, ws, reverse):
     h = h0
     for s in range(T):
         t = T - 1 - s if reverse else s
-        _sgemm(h, w_t, a)
+        _product(h, w_t, a, mkl)
         lstm_cell(a, xw, rows[t], bias, c, ws[t], y[t])
         h = y[t]
 
 
 @njit(**_JIT)
-def lstm_layer_backward(gy, dh, dc, c0, w, ws, d, db, rows, dsum, reverse, needs_dh0):
-    """The backward through time of ``lstm_layer``: ``lstm_cell_backward`` and ``d_t @ w`` (our
-    GEMM, ``w`` = W_hh padded) a step, last step first; ``dh`` (zeros) and ``dc`` (dL/dc_T) end as
+def lstm_layer_backward(gy, dh, dc, c0, w, ws, d, db, rows, dsum, reverse, needs_dh0, mkl):
+    """The backward through time of ``lstm_layer``: ``lstm_cell_backward`` and ``d_t @ w`` (``_product``,
+    ``w`` = W_hh padded) a step, last step first; ``dh`` (zeros) and ``dc`` (dL/dc_T) end as
     dL/dh0 and dL/dc0; without ``needs_dh0`` the last GEMM is skipped."""
     T, H = ws.shape[0], c0.shape[1]
     for s in range(T):
@@ -119,7 +133,7 @@ def lstm_layer_backward(gy, dh, dc, c0, w, ws, d, db, rows, dsum, reverse, needs
         c = c0 if p < 0 or p >= T else ws[p, :, 4 * H:5 * H]
         lstm_cell_backward(gy[t], dh, dc, ws[t], c, d[t], db, rows[t], dsum)
         if s < T - 1 or needs_dh0:
-            _sgemm(d[t], w, dh)                 # the step kernel has read dh_t
+            _product(d[t], w, dh, mkl)          # the step kernel has read dh_t
 
 
 @njit(**_JIT)
@@ -214,23 +228,23 @@ def gru_cell_backward(gy, dh, dhz, ws, hx, di, dg, rows, dsum):
 
 
 @njit(**_JIT)
-def gru_layer(gi, rows, b_hh, h0, w_t, y, ws, reverse):
-    """``lstm_layer`` for the GRU: every step ``h_{t-1} @ w_t`` (our GEMM, ``w_t`` = W_hhᵀ padded)
+def gru_layer(gi, rows, b_hh, h0, w_t, y, ws, reverse, mkl):
+    """``lstm_layer`` for the GRU: every step ``h_{t-1} @ w_t`` (``_product``, ``w_t`` = W_hhᵀ padded)
     and ``gru_cell``, which reads ``gi`` through ``rows[t]`` and writes ``ws[t]`` and ``y[t]``."""
     T = ws.shape[0]
     gh = np.empty((h0.shape[0], 3 * h0.shape[1]), np.float32)
     h = h0
     for s in range(T):
         t = T - 1 - s if reverse else s
-        _sgemm(h, w_t, gh)
+        _product(h, w_t, gh, mkl)
         gru_cell(gi, rows[t], gh, b_hh, h, ws[t], y[t])
         h = y[t]
 
 
 @njit(**_JIT)
-def gru_layer_backward(gy, dh, dhz, h0, w, y, ws, di, dg, rows, dsum, reverse, needs_dh0):
-    """The backward through time of ``gru_layer``: ``gru_cell_backward`` and ``dg_t @ w`` (our
-    GEMM, ``w`` = W_hh padded) a step, last step first; ``dh + dhz`` ends as dL/dh0; without
+def gru_layer_backward(gy, dh, dhz, h0, w, y, ws, di, dg, rows, dsum, reverse, needs_dh0, mkl):
+    """The backward through time of ``gru_layer``: ``gru_cell_backward`` and ``dg_t @ w`` (``_product``,
+    ``w`` = W_hh padded) a step, last step first; ``dh + dhz`` ends as dL/dh0; without
     ``needs_dh0`` the last GEMM is skipped."""
     T = ws.shape[0]
     for s in range(T):
@@ -239,4 +253,4 @@ def gru_layer_backward(gy, dh, dhz, h0, w, y, ws, di, dg, rows, dsum, reverse, n
         hx = h0 if p < 0 or p >= T else y[p]
         gru_cell_backward(gy[t], dh, dhz, ws[t], hx, di[t], dg[t], rows[t], dsum)
         if s < T - 1 or needs_dh0:
-            _sgemm(dg[t], w, dh)
+            _product(dg[t], w, dh, mkl)

@@ -13,7 +13,7 @@ import math
 
 from .. import kernels
 from ..kernels import gemm, gemms
-from ..kernels.gemm import OWN_MIN_ROWS
+from ..kernels.gemm import OWN_MIN_ROWS, loop_gemm
 from ..base.grad_mode import is_grad_enabled
 from ..core.dispatch import apply
 from ..core.registry import Op
@@ -260,6 +260,11 @@ def _own_gemm_weight(xp, packed, rows: int):
     return packed.array
 
 
+def _loop_gemm(packed, rows: int) -> tuple:
+    """How the layer loops run their ``rows``-row step products with ``packed`` (``gemm.loop_gemm``)."""
+    return loop_gemm(rows, packed.array.shape[0], packed.n)
+
+
 # LSTM: ws (T, B, 6H) holds i f g o (activated), c_t and tanh c_t of every step
 def _lstm_scan_fwd(xp, x, h0, c0, w_ih, w_hh, *b, reverse):
     T, B = x.shape[:2]
@@ -303,7 +308,7 @@ def _lstm_scan_loop(xp, xw, rows, bias, h0, c0, w_hh, y, ws, reverse: bool):
     h, c = xp.array(h0, dtype=xw.dtype, order="C"), xp.array(c0, dtype=xw.dtype, order="C")  # c_t, rewritten
     own = _own_gemm_weight(xp, w_t, B)
     if own is not None:
-        loop.lstm_layer(xw, rows, bias, h, c, own, y, ws, reverse)
+        loop.lstm_layer(xw, rows, bias, h, c, own, y, ws, reverse, _loop_gemm(w_t, B))
     else:
         a = xp.empty((B, xw.shape[-1]), xw.dtype)
         for t, _ in _steps(T, reverse):
@@ -325,7 +330,8 @@ def _lstm_bptt_loop(xp, gy, c0, w_hh, ws, da, db, rows, dsum, reverse: bool, nee
     w = kernels.prepack(xp, w_hh)
     own = _own_gemm_weight(xp, w, B)
     if own is not None:
-        loop.lstm_layer_backward(gy, dh, dc, c0, own, ws, da, db, rows, dsum, reverse, needs_dh0)
+        loop.lstm_layer_backward(gy, dh, dc, c0, own, ws, da, db, rows, dsum, reverse, needs_dh0,
+                                 _loop_gemm(w, B))
         return dh, dc
     cs = ws[:, :, 4 * H:5 * H]
     first = T - 1 if reverse else 0                 # the forward's first step, the backward's last
@@ -432,7 +438,7 @@ def _gru_scan_loop(xp, gi, rows, h0, w_hh, b_hh, y, ws, reverse: bool):
     h = xp.array(h0, dtype=gi.dtype, order="C")
     own = _own_gemm_weight(xp, w_t, B)
     if own is not None:
-        loop.gru_layer(gi, rows, b_hh, h, own, y, ws, reverse)
+        loop.gru_layer(gi, rows, b_hh, h, own, y, ws, reverse, _loop_gemm(w_t, B))
         return y, ws
     gh = xp.empty((B, gi.shape[-1]), gi.dtype)
     for t, _ in _steps(T, reverse):
@@ -452,7 +458,8 @@ def _gru_bptt_loop(xp, gy, h0, w_hh, y, ws, dgi, dgh, rows, dsum, reverse: bool,
     w = kernels.prepack(xp, w_hh)
     own = _own_gemm_weight(xp, w, B)
     if own is not None:
-        loop.gru_layer_backward(gy, dh, dhz, h0, own, y, ws, dgi, dgh, rows, dsum, reverse, needs_dh0)
+        loop.gru_layer_backward(gy, dh, dhz, h0, own, y, ws, dgi, dgh, rows, dsum, reverse, needs_dh0,
+                                _loop_gemm(w, B))
         return dh + dhz
     first = T - 1 if reverse else 0
     for t, p in reversed(_steps(T, reverse)):
