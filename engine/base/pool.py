@@ -1,5 +1,7 @@
 """tapelab's own intra-op thread pool: GEMM blocks and fused-loop blocks run on it, with the BLAS
-under numpy held at one thread (``runtime.intra_op_threads``).
+under numpy held at one thread (``runtime.intra_op_threads``). A product MKL's GEMM takes runs on
+MKL's own OpenMP threads instead, which spin between calls (``kernels/mkl.py``, ``gemm.py``);
+``in_block`` tells it when the calling thread is already one of a split's.
 
 One pool for every parallel piece of an op, as PyTorch keeps one OpenMP pool: with numpy's
 OpenBLAS also threading its GEMMs, two pools took turns on the cores and OpenBLAS's idle threads

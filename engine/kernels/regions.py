@@ -56,7 +56,9 @@ def region(cuts, {params}):
 # 2.5 us; passive: 27 us, a futex wake) without holding the core between ops. Set only for the
 # load, and only where the user set neither variable. On a host whose other processes leave less than
 # the threads' CPUs (session 23, load 4 on two vCPUs) the bounded spin stalls a region 0.2-0.5 ms, the
-# stall growing with the count; the timed choice then runs the loop whole.
+# stall growing with the count; the timed choice then runs the loop whole. Where MKL runs on GNU
+# OpenMP (``mkl.py``) it has loaded libgomp already, and libgomp's default spin applies (measured
+# faster on four of six steps at two threads; bench/README.md, issue 17, session 26).
 GOMP_SPINCOUNT = "10000"
 
 _LAYER: list = []                # [whether numba's threading layer forks cheaply here], once probed
