@@ -4,6 +4,8 @@ repeated calls), with the OpenMP regions too, and PyTorch's within float32 round
 F(2, 3) output loop that writes NCHW directly (``output_f23_nchw``) against the numpy formula."""
 from __future__ import annotations
 
+import importlib
+
 import numpy as np
 import pytest
 import torch
@@ -22,7 +24,10 @@ SHAPES = [(32, 1, 16, 28, 28, 1, True), (32, 16, 32, 14, 14, 1, True), (16, 32, 
 
 
 @pytest.fixture
-def threads():
+def threads(monkeypatch):
+    """Restores the thread count; MKL's GEMM at one thread (on its own threads it cuts a weight
+    gradient's long sums as PyTorch does at two, tests/test_blas_mkl.py)."""
+    monkeypatch.setattr(importlib.import_module("tapelab.kernels.gemm"), "_mkl_threads", lambda a, b: False)
     before = tapelab.get_num_threads()
     yield
     tapelab.set_num_threads(before)

@@ -10,11 +10,13 @@ __all__ = ["enabled", "set_enabled", "loops", "native", "set_native"]
 
 _ON = [os.environ.get("TAPELAB_EAGER_KERNELS", "1") != "0" and importlib.util.find_spec("numba") is not None]
 _LOOPS: dict = {}
-# Off unless TAPELAB_NATIVE_POOL=1: the loops' and our GEMM's parallel parts on numba's OpenMP threads
-# (kernels/regions.py) instead of the Python pool's workers. The loaded hosts of sessions 19 and 23 did
-# not prove it faster for every step (bench/README.md, issue 17); the default stays the pool until a
-# quiet host measures it.
-_NATIVE = [os.environ.get("TAPELAB_NATIVE_POOL", "0") == "1"]
+# The loops' and our GEMM's parallel parts on numba's OpenMP threads (kernels/regions.py) instead of the
+# Python pool's workers: TAPELAB_NATIVE_POOL=1 or 0 says; unset, on where MKL runs on GNU OpenMP
+# (kernels/mkl.py), whose GEMMs keep libgomp's threads spinning between ops, so a region starts at
+# once. Quiet host, two threads, session 26: MLP b64 1.13x, CNN 1.12x, Transformer 1.06x, GPT d128
+# 1.07x, LSTM 1.01x, ResNet 0.97x, MLP b512 1.03x against the pool. Without MKL the loaded hosts of
+# sessions 19 and 23 did not prove it (bench/README.md, issue 17), so there the pool stays.
+_NATIVE: list = [{"1": True, "0": False}.get(os.environ.get("TAPELAB_NATIVE_POOL", ""))]
 
 
 def enabled() -> bool:
@@ -31,14 +33,19 @@ def set_enabled(flag: bool) -> bool:
 
 
 def native() -> bool:
-    """Whether parallel parts run as OpenMP regions on numba's threads (``TAPELAB_NATIVE_POOL=1``)."""
-    return _NATIVE[0]
+    """Whether parallel parts run as OpenMP regions on numba's threads (``TAPELAB_NATIVE_POOL``; by
+    default where MKL runs on GNU OpenMP)."""
+    on = _NATIVE[0]
+    if on is None:
+        from . import mkl
+        on = _NATIVE[0] = _ON[0] and mkl.threading_layer() == "gnu"
+    return on
 
 
 def set_native(flag: bool) -> bool:
     """Turn the regions on numba's threads on or off for this process (A/B timing, tests); returns
     the old setting."""
-    old = _NATIVE[0]
+    old = native()
     _NATIVE[0] = bool(flag)
     return old
 
