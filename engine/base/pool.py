@@ -33,12 +33,14 @@ warm splits that follow it, and a one-call re-timing kept the pool on the callin
 
 numba's OpenMP threading layer forks and joins a ``prange`` region in ~1.6 us (libgomp spinning;
 27 us with ``OMP_WAIT_POLICY=PASSIVE``, a futex wake without the GIL), against this pool's ~57 us.
-With ``TAPELAB_NATIVE_POOL=1`` our float32 GEMM's products run their parts there
-(``kernels/sgemm.py``, chosen per size class by ``timed``), and a fused numba loop's blocks run as
-one region (``kernels/regions.py``, ``run_blocks(region=)``, timed as the pool's split), with
-libgomp's spin bounded (``GOMP_SPINCOUNT``): its default spin, beside this pool's pinned workers,
-made whole steps 0.72-0.83x. Off by default: the A/Bs of sessions 19 and 23 on a loaded host did
-not prove it for every step (bench/README.md, issue 17).
+With ``kernels.native()`` (``TAPELAB_NATIVE_POOL``; by default where MKL runs on GNU OpenMP) our
+float32 GEMM's products run their parts there (``kernels/sgemm.py``, chosen per size class by
+``timed``), and a fused numba loop's blocks run as one region (``kernels/regions.py``,
+``run_blocks(region=)``, timed as the pool's split). Without MKL's GEMMs on libgomp, its spin is
+bounded (``GOMP_SPINCOUNT``; its default spin beside this pool's pinned workers made whole steps
+0.72-0.83x, and the A/Bs of sessions 19 and 23 on a loaded host did not prove the regions), and
+the regions stay off; with them, the regions measured 1.01-1.13x on the two-thread steps but
+ResNet's 0.97x (bench/README.md, issue 17, session 26).
 """
 from __future__ import annotations
 
