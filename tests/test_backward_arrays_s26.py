@@ -5,6 +5,7 @@ subscriber forces, and against PyTorch to rounding), ``.grad`` ownership and in-
 hooks of every kind with the gradients they see, version checks, retained and freed graphs, and the
 vjp ops a watcher sees."""
 import contextlib
+import pickle
 
 import numpy as np
 import pytest
@@ -296,3 +297,20 @@ def test_an_array_a_tensor_vjp_passes_to_a_leaf_is_copied_while_another_node_hol
         grads.append((x.grad.numpy().copy(), w.grad.numpy().copy()))
     for got, ref in zip(*grads):
         np.testing.assert_array_equal(got, ref)
+
+
+def test_a_loss_of_an_unpickled_dtype_leaves_the_array_walk_on_for_the_next():
+    """numpy's unpickled (or deep-copied) dtypes equal its own but are other objects; the implicit root
+    gradient's cache keyed by such a loss's dtype must not hand that object to later losses, whose arrays
+    the array vjps compare by identity (one such backward once turned the array walk off for the process)."""
+    odd = pickle.loads(pickle.dumps(np.dtype(np.float32)))
+    assert odd == np.dtype(np.float32) and odd is not np.dtype(np.float32)
+    y = tapelab.tensor(np.ones(3, odd), requires_grad=True)
+    (y * 2).sum().backward()
+    np.testing.assert_array_equal(y.grad.numpy(), [2, 2, 2])
+    x, tx = _pair((16,))
+    w, tw = _pair((16,), seed=1)
+    with _tensor_vjps_refused():
+        CHAINS["chain16"](tapelab, x, w).backward()
+    CHAINS["chain16"](torch, tx, tw).backward()
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-5, atol=1e-6)

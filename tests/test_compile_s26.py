@@ -1,6 +1,7 @@
 """Issue 18, session 26: the cpu kernels are vectorised once, by the compiler's own LLVM pipeline, at
 512 bits where the host has AVX-512 (numba's vectoriser, which LLVM's Intel tuning holds to 256 bits,
 is off while the loop compiles)."""
+import importlib
 import shutil
 import subprocess
 
@@ -212,7 +213,7 @@ def test_generated_one_op_call_refreshes_a_stale_view():
     np.testing.assert_allclose(y.item(), f(xt, wt).item(), rtol=1e-6)
 
 
-def test_the_ops_vjp_becomes_its_first_backwards_and_other_keys_take_the_general_one():
+def test_the_ops_vjp_becomes_its_first_backwards_and_other_keys_take_the_general_one(monkeypatch):
     """After the first backward the fused op's vjp is the generated one of that call's key (each input's
     requires_grad and shape); the same op asked for other gradients, and a backward under
     ``create_graph=True``, take ``_vjp``; every one gives torch's gradients."""
@@ -245,6 +246,8 @@ def test_the_ops_vjp_becomes_its_first_backwards_and_other_keys_take_the_general
                     np.testing.assert_allclose(r.numpy(), want, rtol=1e-5, atol=1e-6)
                 else:
                     assert r is None
+    # backward's create_graph warning is once a process (torch's TORCH_WARN_ONCE): an earlier test may have had it
+    monkeypatch.setattr(importlib.import_module("tapelab.autograd.engine"), "_CYCLE_WARNED", [])
     with pytest.warns(UserWarning, match="create_graph=True"):
         _, got = grads(create_graph=True)
     np.testing.assert_allclose(got[0], gx, rtol=1e-5, atol=1e-6)

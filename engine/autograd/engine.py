@@ -156,7 +156,10 @@ def _ones(t: Tensor) -> Tensor:
             ones.fill(1)
         else:   # a copy of a 0-d one of the dtype, made once: half the cost
             one = _ONE.get(d.dtype)
-            if one is None:
+            if one is None or one.dtype is not d.dtype:
+                # an equal dtype object that is not numpy's own (an unpickled or deep-copied array's) keys
+                # the same entry: the root then takes the loss's own object, so the array vjps' identity
+                # checks against the graph's arrays hold (one such loss turned them off for the process)
                 one = _ONE[d.dtype] = _np_ones((), d.dtype)
             ones = one.copy()
     else:
