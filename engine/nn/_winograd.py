@@ -317,8 +317,10 @@ def _weight_images(x, gy, xp, pads, m):
     n, o, oh, ow = gy.shape
     th, tw = _tiles((oh, ow), m)
     x, gy = xp.ascontiguousarray(x), xp.ascontiguousarray(gy)
-    if m == 4 and kernels.use(xp, x, gy) and kernels.threads() == 1 and x.shape[1] in (16, 32, 48, 64):
-        # one thread: an image at a time, in cache (kernels/winograd.py ``weight_f43``; the same floats)
+    if m == 4 and kernels.use(xp, x, gy) and x.shape[1] in (16, 32, 48, 64):
+        # an image at a time, in cache (kernels/winograd.py ``weight_f43``; the same floats), on the calling
+        # thread at any thread count: the ResNet block's (16, 32, 16, 16) conv forward+backward took 1512 us
+        # so at two threads against 1715-1779 with the transforms split by images (issue 17, session 26)
         du = xp.zeros((36, o, x.shape[1]), x.dtype)
         kernels.loops("winograd").weight_f43(x, gy, pads[0][0], pads[1][0], du)
         return du
