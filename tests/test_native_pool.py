@@ -288,9 +288,12 @@ def test_conv_narrow_and_winograd_taps_split_equal_one_thread(monkeypatch, threa
     """im2col's narrow GEMM (``winograd.narrow_rows``) and the Winograd taps (``tap_gemm``), their
     ranges as regions: a CNN stem's and a ResNet block's convolutions, forward and gradients (MKL's
     GEMMs at one thread: on its own threads it cuts a weight gradient's long sums as PyTorch does)."""
-    monkeypatch.setattr(G, "_mkl_threads", lambda a, b: False)
+    monkeypatch.setattr(G, "_mkl_team", lambda n: 1)
     rng = np.random.default_rng(4)
-    cases = [((32, 1, 28, 28), (16, 1, 3, 3)), ((32, 16, 14, 14), (32, 16, 3, 3)), ((16, 32, 16, 16), (32, 32, 3, 3))]
+    # the last: a 14x14 output, whose weight gradient is F(2, 3)'s whole-batch taps, 16 x 64 x 64 of them
+    # (F(4, 3)'s runs ``weight_f43`` an image at a time on the calling thread at any thread count)
+    cases = [((32, 1, 28, 28), (16, 1, 3, 3)), ((32, 16, 14, 14), (32, 16, 3, 3)), ((16, 32, 16, 16), (32, 32, 3, 3)),
+             ((8, 64, 14, 14), (64, 64, 3, 3))]
     for xs, ws in cases:
         x, w = rng.standard_normal(xs).astype(np.float32), rng.standard_normal(ws).astype(np.float32)
         run = lambda: _grads(tapelab, lambda a, b: tapelab.nn.functional.conv2d(a, b, padding=1), x, w)
