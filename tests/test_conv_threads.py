@@ -32,7 +32,7 @@ def _each_setting(monkeypatch, fn):
     """``fn()`` at 1 thread, then at 2 and 3 threads with the pool always splitting and never (MKL's
     GEMM at one thread)."""
     monkeypatch.setattr(kernels, "PARALLEL_MIN", 1)
-    monkeypatch.setattr(importlib.import_module("tapelab.kernels.gemm"), "_mkl_threads", lambda a, b: False)
+    monkeypatch.setattr(importlib.import_module("tapelab.kernels.gemm"), "_mkl_team", lambda n: 1)
     tl.set_num_threads(1)
     results = [fn()]
     for threads in (2, 3):

@@ -27,7 +27,7 @@ SHAPES = [(32, 1, 16, 28, 28, 1, True), (32, 16, 32, 14, 14, 1, True), (16, 32, 
 def threads(monkeypatch):
     """Restores the thread count; MKL's GEMM at one thread (on its own threads it cuts a weight
     gradient's long sums as PyTorch does at two, tests/test_blas_mkl.py)."""
-    monkeypatch.setattr(importlib.import_module("tapelab.kernels.gemm"), "_mkl_threads", lambda a, b: False)
+    monkeypatch.setattr(importlib.import_module("tapelab.kernels.gemm"), "_mkl_team", lambda n: 1)
     before = tapelab.get_num_threads()
     yield
     tapelab.set_num_threads(before)

@@ -193,7 +193,7 @@ def test_gemm_equals_numpy_matmul(two_threads, sa, sb, dtype):
 
 
 def test_gemm_splits_only_large_products(two_threads, monkeypatch):
-    monkeypatch.setattr(importlib.import_module("tapelab.kernels.gemm"), "_mkl_threads", lambda a, b: False)
+    monkeypatch.setattr(importlib.import_module("tapelab.kernels.gemm"), "_mkl_team", lambda n: 1)
     calls = []
     real = pool.run_blocks
     monkeypatch.setattr(pool, "run_blocks", lambda fn, blocks, *key: (calls.append(len(blocks)), real(fn, blocks, *key)))
@@ -210,8 +210,8 @@ def test_gemm_splits_only_large_products(two_threads, monkeypatch):
 def test_gemms_side_by_side_or_one_after_another_equal_numpy(two_threads, dtype, monkeypatch):
     """Independent products (a linear backward's two gradients): run side by side on two threads,
     or one after another, whichever the pool times faster; both ways give numpy's products (where
-    MKL's own threads do not take them, ``gemm._mkl_threads``)."""
-    monkeypatch.setattr(importlib.import_module("tapelab.kernels.gemm"), "_mkl_threads", lambda a, b: False)
+    MKL's own threads do not take them, ``gemm._mkl_team``)."""
+    monkeypatch.setattr(importlib.import_module("tapelab.kernels.gemm"), "_mkl_team", lambda n: 1)
     rng = np.random.default_rng(0)
     g, w, x = (rng.standard_normal(s).astype(dtype) for s in ((96, 160), (160, 200), (96, 200)))
     want = (g @ w, g.T @ x)

@@ -52,7 +52,7 @@ def _calls(dtype):
 def addresses(dtype) -> tuple:
     """``(cblas_?gemm, mkl_set_num_threads_local)``'s addresses for ``dtype``, for compiled loops that call
     MKL's GEMM themselves (``blas_call.sgemm`` from ``rnn.py``'s layer loops)."""
-    ready = _READY.get(dtype) or _calls(dtype)
+    ready = _calls(dtype)
     return ready[0], ready[3]
 
 

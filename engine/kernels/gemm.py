@@ -4,9 +4,9 @@ The hot paths (matmul/linear, convolution, attention, the fused RNN layers) call
 ``gemm(xp, a, b)`` where they called ``xp.matmul``. A product MKL takes (``MKL_MIN``) runs as one
 call on MKL's OpenMP threads, as in PyTorch (``mkl.py``: its threads spin between calls, where the
 pool's hand-off arrives after a typical block is done), except inside a pool block. Otherwise a
-product of at least ``GEMM_PARALLEL_MIN`` multiply-adds is cut into one block per thread (run at once, or one after another when that has
-measured faster for its size): along its leading batch axis when that has a
-block for each thread, else along the longer of the output's rows and columns, each block one
+product of at least ``GEMM_PARALLEL_MIN`` multiply-adds is cut into one block per thread (run at once,
+or one after another when that has measured faster for its size): along its leading batch axis when
+that has a block for each thread, else along the longer of the output's rows and columns, each block one
 single-threaded BLAS call writing its part of one output array. Everything else (cupy, a
 captured step's GEMM route, mixed or integer dtypes, a vector operand, small products) is
 ``xp.matmul`` unchanged.
@@ -70,7 +70,7 @@ def gemm(xp, a, b, out=None):
     macs = math.prod(batch) * m * n * k
     if n_threads < 2 or k != b.shape[-2]:
         return _matmul(a, b, out)
-    if _mkl_threads(a, b):     # one call on MKL's OpenMP threads (mkl.py)
+    if _mkl_takes(a, b) and _mkl_team(n_threads) > 1:     # one call on MKL's OpenMP threads (mkl.py)
         return _matmul(a, b, out, n_threads)
     if macs >= OWN_PARALLEL_MIN and native() and not _mkl_takes(a, b):
         done = _own_parallel(a, b, out, n_threads, macs)   # our GEMM's parts on numba's threads
@@ -95,8 +95,9 @@ def gemm_add(xp, a, b, out):
             and a.ndim == b.ndim == 2 and _mkl_takes(a, b)):
         macs = a.size * b.shape[1]
         n_threads = runtime.intra_op_threads()
-        if n_threads < 2 or macs < GEMM_PARALLEL_MIN or _mkl_threads(a, b):
-            if blas.matmul_into(a, b, out, accumulate=True, threads=n_threads if _mkl_threads(a, b) else 1):
+        team = _mkl_team(n_threads)
+        if team > 1 or n_threads < 2 or macs < GEMM_PARALLEL_MIN:
+            if blas.matmul_into(a, b, out, accumulate=True, threads=team):
                 return out
         else:
             pool.run_blocks(_add_into, _blocks(a, b, out, (), n_threads), ("gemm_add", n_threads), macs)
@@ -143,7 +144,7 @@ def gemms(xp, *products) -> list:
                        for a, b in products)):
         return [gemm(xp, a, b) for a, b in products]
     macs = [a.shape[0] * a.shape[1] * b.shape[1] for a, b in products]
-    if min(macs) < GEMM_PARALLEL_MIN or all(_mkl_threads(a, b) for a, b in products) or native() and all(_takes(a, b) and _sgemm(a.shape[0], a.shape[1], b.shape[1]) is not None
+    if min(macs) < GEMM_PARALLEL_MIN or _mkl_team(n_threads) > 1 and all(_mkl_takes(a, b) for a, b in products) or native() and all(_takes(a, b) and _sgemm(a.shape[0], a.shape[1], b.shape[1]) is not None
                                             and loops("sgemm").parallel_parts(n_threads) > 1
                                             for a, b in products):
         return [gemm(xp, a, b) for a, b in products]   # each one cut into parts on numba's threads
@@ -182,9 +183,7 @@ def loop_gemm(rows: int, k: int, n: int) -> tuple:
     else ``(0, 0, 1)``: our GEMM on ``prepack``'s padded weight."""
     if rows * k * n < MKL_MIN or not blas.available():
         return 0, 0, 1
-    n_threads = runtime.intra_op_threads()
-    threads = n_threads if n_threads > 1 and mkl.threaded() and not pool.in_block() else 1
-    return (*blas.addresses(_F32), threads)
+    return (*blas.addresses(_F32), _mkl_team(runtime.intra_op_threads()))
 
 
 class _Packed:
@@ -251,11 +250,11 @@ def _mkl_takes(a, b) -> bool:
     return a.dtype in _MKL_DTYPES and a.size * b.shape[-1] >= MKL_MIN and blas.available()
 
 
-def _mkl_threads(a, b) -> bool:
-    """Whether ``a @ b`` runs as one call on MKL's threads: MKL takes it, runs on OpenMP, and the
-    calling thread is not already one of a split's (``pool.in_block``: MKL would start a second team
-    of threads beside the pool's)."""
-    return _mkl_takes(a, b) and mkl.threaded() and not pool.in_block()
+def _mkl_team(n_threads: int) -> int:
+    """How many of MKL's threads one call from here runs on: the ``n_threads`` intra-op threads where
+    MKL runs on OpenMP and the calling thread is not already one of a split's (``pool.in_block``: MKL
+    would start a second team of threads beside the pool's), else 1."""
+    return n_threads if n_threads > 1 and mkl.threaded() and not pool.in_block() else 1
 
 
 def _takes_stack(a, b) -> bool:

@@ -99,6 +99,7 @@ def _product(x, w, out, mkl):
     where ``mkl`` (``gemm.loop_gemm``'s address, thread-local setting, threads) names it, else ours."""
     if mkl[0]:
         n = out.shape[1]
+        # CBLAS's 111: neither operand transposed; leading dimensions in float32 elements
         _mkl_sgemm(mkl[0], 111, 111, x.shape[0], n, x.shape[1], x, x.strides[0] // 4, w, w.shape[1], 0.0,
                    out, n, mkl[1], mkl[2])
     else:
