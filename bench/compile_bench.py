@@ -20,7 +20,8 @@ the chain rows also replay the compiled step captured whole by ``tapelab.graphs`
 compiled + captured chain, against JAX as "captured/jax").
 Otherwise each workload is a training step's forward and backward into fresh gradients (no optimizer, on every
 side; ``.grad`` set to None first, as ``jax.grad`` returns new ones) on float32,
-on one thread unless ``--threads N`` (numpy's BLAS, torch, and XLA through ``XLA_FLAGS``), timed as
+on one thread unless ``--threads N`` (numpy's BLAS and torch by their variables, XLA by the CPUs the process
+may use, ``_pin``), timed as
 the best of several repeats of a loop (ratios matter, not absolute times; tapelab's eager and
 compiled loops alternate, so both see the same load). The chain rows are also timed captured
 (``tapelab.graphs``: the forward+backward step recorded once, then replayed: "chain16 captured").
@@ -69,9 +70,19 @@ def _threads() -> int:
 THREADS = _threads()
 for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ[_var] = str(THREADS)
-if THREADS == 1:       # XLA's CPU backend: one thread for its Eigen GEMMs and for its op scheduling
-    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_cpu_multi_thread_eigen=false"
-                               " intra_op_parallelism_threads=1").strip()
+
+
+def _pin(threads: int) -> None:
+    """Run this process and its children (JAX's and torch's) on ``threads`` of the usable CPUs. XLA's CPU
+    client sizes its thread pools from the CPUs this process may run on, not from a flag: under jax 0.10
+    ``XLA_FLAGS=--xla_cpu_multi_thread_eigen=false`` still ran a GEMM-bound grad on ~1.35 cores (wall 9.6 ms,
+    CPU 13.2 ms) where one pinned CPU took 13.2 ms of wall time."""
+    cpus = sorted(os.sched_getaffinity(0))
+    if threads < len(cpus):
+        os.sched_setaffinity(0, cpus[:threads])
+
+
+_pin(THREADS)
 
 import numpy as np  # noqa: E402 - after the thread variables
 
@@ -609,10 +620,12 @@ def run_jax(repeats: int) -> dict | None:
     return json.loads(p.stdout.strip().splitlines()[-1])
 
 
-# a JAX process that times one training row on request: "name n" -> seconds per step (CPU seconds)
+# a JAX process that times one training row on request: "name n" -> seconds per step (argv[3]: "cpu", the
+# process's CPU seconds, or "wall")
 JAX_WORKER = JAX_MODELS + JAX_WORKLOADS + JAX_TRAINING + textwrap.dedent("""
     import json, sys, time
     import numpy as np
+    clock = time.process_time if sys.argv[3] == "cpu" else time.perf_counter
     rows = {name: (jax.jit(jax.grad(loss)), p, ins) for name, (loss, p, ins) in training_rows(sys.argv[1]).items()}
     rng = np.random.default_rng(0)
     for name, shape in json.loads(sys.argv[2]).items():       # the chain rows: fwd and both gradients
@@ -625,10 +638,10 @@ JAX_WORKER = JAX_MODELS + JAX_WORKLOADS + JAX_TRAINING + textwrap.dedent("""
         name, n = line.split()
         g, p, ins = rows[name]
         jax.block_until_ready(g(p, *ins))
-        t0 = time.process_time()
+        t0 = clock()
         for _ in range(int(n)):
             jax.block_until_ready(g(p, *ins))
-        print((time.process_time() - t0) / int(n), flush=True)
+        print((clock() - t0) / int(n), flush=True)
 """)
 
 
@@ -641,9 +654,20 @@ def _settling_calls(mode: str | None) -> int:
     return 2 + (WARMUP + 1 + 2 * TRIALS if mode in REPLAYED else 0)
 
 
+def _ab_clock() -> tuple:
+    """(clock, its name for the JAX worker, seconds a side a round) for ``--ab-jax``. One thread: each
+    process's CPU seconds in ~50 ms rounds (steady on a loaded host). Above one thread, wall time in
+    ~200 ms rounds: CPU seconds would count libgomp's and XLA's pool threads spinning between calls, and a
+    round starts by waking the other process's halted vCPU (milliseconds here), so rounds are longer and
+    need a quiet host."""
+    if THREADS == 1:
+        return time.process_time, "cpu", 0.05
+    return time.perf_counter, "wall", 0.2
+
+
 def ab_jax(names: list, rounds: int, mode: str | None = None):
     """tapelab's compiled step and JAX's jitted one on the same row, alternating in rounds (each
-    side's CPU seconds in its own process, so both see the same load): per round compiled / JAX;
+    side timed in its own process, so both see the same load; ``_ab_clock``): per round compiled / JAX;
     yields each row's name and the median and quartiles of its rounds as it ends (a long run shows
     its rows as they come), steadier than two best-ofs taken a minute apart.
     A training row, ``chain16``/``chain1M``, or ``"chain1M captured"`` (the compiled step replayed);
@@ -657,8 +681,10 @@ def ab_jax(names: list, rounds: int, mode: str | None = None):
         path = os.path.join(tmp, "training.npz")
         np.savez(path, **_saved(rows))
         rows = {**rows, **_tapelab_workloads(T)}
-        worker = subprocess.Popen([py, "-c", JAX_WORKER, path, json.dumps(SHAPES)], stdin=subprocess.PIPE,
-                                  stdout=subprocess.PIPE, text=True, env={**os.environ, "JAX_PLATFORMS": "cpu"})
+        clock, clock_name, seconds = _ab_clock()
+        worker = subprocess.Popen([py, "-c", JAX_WORKER, path, json.dumps(SHAPES), clock_name],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                                  env={**os.environ, "JAX_PLATFORMS": "cpu"})
         try:
             assert worker.stdout.readline().strip() == "ready"
             for name in names:
@@ -669,13 +695,14 @@ def ab_jax(names: list, rounds: int, mode: str | None = None):
                     step()
                 if captured:
                     step = _captured(T, step)
-                inner = max(1, int(0.05 / best(step, 1, 1)))      # ~50 ms a side a round
+                inner = max(1, int(seconds / best(step, 1, 1)))
                 ratios = []
                 for _ in range(rounds):
-                    t0 = time.process_time()
+                    step()                       # untimed, as the worker's first call of a round
+                    t0 = clock()
                     for _ in range(inner):
                         step()
-                    ours = (time.process_time() - t0) / inner
+                    ours = (clock() - t0) / inner
                     worker.stdin.write(f"{row} {inner}\n")
                     worker.stdin.flush()
                     ratios.append(ours / float(worker.stdout.readline()))
@@ -689,7 +716,8 @@ def ab_jax(names: list, rounds: int, mode: str | None = None):
 
 def ab_modes(names: list, rounds: int) -> dict:
     """Eager, compiled and ``mode="reduce-overhead"`` steps of each row in one process, alternating
-    rounds of ~50 ms a side on the thread clock: per side the median and quartiles of ms per step."""
+    rounds of ~50 ms a side on the thread clock (above one thread ~200 ms of wall time: the thread clock
+    would miss the other threads' share): per side the median and quartiles of ms per step."""
     import tapelab as T
     rows, res = {**_tapelab_training(), **_tapelab_workloads(T)}, {}
     for name in names:
@@ -699,14 +727,15 @@ def ab_modes(names: list, rounds: int) -> dict:
         for k, step in steps.items():
             for _ in range(_settling_calls(k)):
                 step()
-        inner = max(1, int(0.05 / best(steps["eager"], 1, 1)))
+        clock, seconds = (time.thread_time, 0.05) if THREADS == 1 else (time.perf_counter, 0.2)
+        inner = max(1, int(seconds / best(steps["eager"], 1, 1)))
         times: dict = {k: [] for k in steps}
         for _ in range(rounds):
             for k, step in steps.items():
-                t0 = time.thread_time()
+                t0 = clock()
                 for _ in range(inner):
                     step()
-                times[k].append((time.thread_time() - t0) / inner * 1e3)
+                times[k].append((clock() - t0) / inner * 1e3)
         res[name] = {k: (sorted(v)[len(v) // 2], sorted(v)[len(v) // 4], sorted(v)[(3 * len(v)) // 4])
                      for k, v in times.items()}
     return res
@@ -1074,6 +1103,7 @@ def main() -> None:
             print(f"{name:<9}{cells}{ratio}")
         return
     if a.ab_jax:
+        print(f"compiled/jax time, {THREADS} thread(s), {_ab_clock()[1]} clock")
         for name, (med, lo, hi) in ab_jax(a.ab_jax.split(","), a.rounds, a.mode):
             print(f"{name:<17} compiled/jax {med:.3f} (quartiles {lo:.3f}-{hi:.3f}, {a.rounds} rounds)"
                   + (f" mode={a.mode}" if a.mode else ""), flush=True)
