@@ -172,6 +172,15 @@ def conv3x3(xp, x, w, pads, bias=None):
     u = gemm(xp, _mat(xp, x.dtype, m, "G"), w.reshape(o * c, 9).T).reshape(-1, o, c)
     y = xp.empty((n, o, oh, ow), x.dtype)
     ut = xp.ascontiguousarray(u.transpose(0, 2, 1))
+    if m == 2 and narrow_loop(xp, x.dtype, ut) and kernels.use(xp, x, y):
+        # the three stages an image at a time, a tile row at a time in L1 (kernels/winograd.py
+        # ``conv_f23``), the image ranges one OpenMP region where the regions run: as the pool's blocks
+        # (``_conv_blocks``) the worker took a CPU from the spinning OpenMP threads, and the ResNet
+        # step at two threads was 1.15x slower (issue 17, session 27)
+        (pt, _), (pl, _) = pads
+        kernels.parallel_ranges(kernels.loops("winograd").conv_f23, n, x.size + y.size,
+                                lambda first, lo, hi: (x, ut, y, pt, pl, lo, hi), shared=True)
+        return add_bias(y, bias)
     spans = _image_blocks(n, max(1, BLOCK_TILE_CHANNELS // (math.prod(_tiles((oh, ow), m)) * max(c, o))),
                           kernels.use(xp, x, ut))
     kernels.parallel_ranges(_conv_blocks, len(spans), x.size + y.size,
@@ -225,12 +234,6 @@ def _conv_images(x, y, ut, xp, pads, m, split):
     """``y``, the convolution of images ``x`` with the transformed kernel ``ut (a^2, C, O)``."""
     n = x.shape[0]
     o, oh, ow = y.shape[1:]
-    if m == 2 and narrow_loop(xp, x.dtype, ut) and kernels.use(xp, x, y):
-        # the three stages a tile row at a time, in L1 (kernels/winograd.py ``conv_f23``)
-        (pt, _), (pl, _) = pads
-        _ranges(kernels.loops("winograd").conv_f23, n, x.size + y.size, lambda first, lo, hi: (x, ut, y, pt, pl, lo, hi),
-                split, shared=True)
-        return
     th, tw = _tiles((oh, ow), m)
     v = _input_transform(xp, x, pads, m, th, tw, split)
     prod = _tap_gemm(xp, v, ut, split)                                    # (a^2, T, O)
