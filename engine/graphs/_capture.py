@@ -136,6 +136,7 @@ class CaptureMode(Mode):
         self.steps: list[tuple] = []            # ("op", op, fwd, ins, params, outs, where) | ("copy", dst, src, why)
         self.scopes: dict[int, str] = {}        # step index -> the module path it ran in (when in one)
         self.guards = 0
+        self.nodeless: set[int] = set()         # indices of op steps whose outputs no autograd node holds
         self.reinit: dict[int, tuple] = {}      # id(root) -> (root, initial value) for written constants
         self.saved: dict[int, tuple] = {}       # id(root) -> (root, pre-capture value) for written statics
         self.statics: dict[int, tuple] = {}     # id(tensor) -> (tensor, array, label) read as static inputs
@@ -226,6 +227,8 @@ class CaptureMode(Mode):
                     ufunc = None
             self._scope()
             self.steps.append(("op", op, fwd, xp, arrays, params, tuple(dsts), r, ufunc, where))
+            if all(getattr(o, "grad_fn", None) is None for o in outs):
+                self.nodeless.add(len(self.steps) - 1)
         return out
 
     def _reject_data_dependent(self, op, args, params):
@@ -255,10 +258,12 @@ class CaptureMode(Mode):
             if id(r) not in self.reinit:
                 self.reinit[id(r)] = (r, r.copy())
         last = self.steps[-1] if self.steps else None
-        if (not GRAD.enabled and last is not None and last[0] == "op" and len(last[6]) == 1
-                and last[6][0] is src and src.dtype == target.dtype and src.shape == target.shape):
-            # the op computed only to be written here, and no autograd node kept its result (grad
-            # is off): replay writes straight into the target (ufuncs allow in/out overlap)
+        if ((not GRAD.enabled or len(self.steps) - 1 in self.nodeless) and last is not None and last[0] == "op"
+                and len(last[6]) == 1 and last[6][0] is src and src.dtype == target.dtype
+                and src.shape == target.shape):
+            # the op computed only to be written here, and no autograd node kept its result (grad is
+            # off, or nothing it read requires grad: ``zero_grad(set_to_none=False)``'s fills): replay
+            # writes straight into the target (ufuncs allow in/out overlap)
             self.steps[-1] = last[:6] + ((target,),) + last[7:]
             self.bufs.pop(id(src), None)
             self.bufs.pop(id(_root(src)), None)

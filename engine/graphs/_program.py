@@ -19,6 +19,9 @@ any module) and the user's line that ran it (``where``), for views.
 """
 from __future__ import annotations
 
+import numpy as np
+
+from ..optim._foreach import fused_momentum, momentum_update
 from ._capture import CaptureError, _is_array, root_key
 
 
@@ -34,6 +37,10 @@ class Program:
         self.step_lines: list[list[str]] = []    # the lines of each step (one per node)
         copyto = None
         locals_ = _locals(mode, private)
+        fills = _fills(mode.steps)
+        folds = _zero_folds(mode.steps, fills)     # add step -> the fill step it absorbs
+        momenta = _momentum_updates(mode.steps, set(fills) | set(folds))
+        absorbed = {k for j in momenta for k in (j + 1, j + 2)}
         run_lines: list[str] = []
         for root, snap in mode.reinit.values():
             self.step_lines.append([f"_copyto({self._name(root)}, {self._name(snap)})"])
@@ -46,14 +53,13 @@ class Program:
             if kind == "op":
                 _, op, fwd, xp, arrays, params, dsts, r, ufunc, where = step
                 copyto = copyto or xp.copyto
-                self.step_lines.append(self._op(len(self.nodes), op, fwd, xp, arrays, params, dsts, r, ufunc))
-                # a step that writes its buffer in place (ufunc out=, fwd_out) keeps it: no copy to save,
-                # and a fresh result each replay would allocate (a large one page-faults anew)
-                if any(d is not None and id(d) in locals_ for d in dsts) and any(
-                        ln.startswith("_copyto(") for ln in self.step_lines[-1]):
-                    run_lines += self._op_locals(len(self.nodes), op, fwd, xp, arrays, params, dsts, r, locals_)
+                if j in momenta or j in absorbed:
+                    lines = [self._momentum(*momenta[j])] if j in momenta else []
+                    run = lines
                 else:
-                    run_lines += self.step_lines[-1]
+                    lines, run = self._op_step(j, step, locals_, fills, folds)
+                self.step_lines.append(lines)
+                run_lines += run
                 self.nodes.append({"kind": "op", "op": op.name,
                                    "inputs": [self._name(a) if _is_array(a) else repr(a) for a in arrays],
                                    "outputs": [self._name(d) for d in dsts if d is not None], "where": where,
@@ -71,7 +77,6 @@ class Program:
                 run_lines += self.step_lines[-1]
                 self.nodes.append({"kind": "guard", "op": what, "inputs": [self._name(arr)], "outputs": [],
                                    "where": where, "module": module})
-        import numpy as np
         self.ns.update(_copyto=copyto or np.copyto, _guard=self._guard, _shape_error=self._shape_error,
                        _np_shape=np.shape)
         self.source = "def _replay():\n" + "".join(f"    {ln}\n" for ln in run_lines or ["pass"])
@@ -85,7 +90,7 @@ class Program:
         (``_cuda.StreamGraph``), which may run some steps outside a CUDA graph. ``substitute(name,
         value)`` replaces what the steps' names refer to (the array module, its ``matmul``) there."""
         ns = self.ns if substitute is None else {k: substitute(k, v) for k, v in self.ns.items()}
-        source = "".join(f"def _step_{i}():\n" + "".join(f"    {ln}\n" for ln in lines)
+        source = "".join(f"def _step_{i}():\n" + "".join(f"    {ln}\n" for ln in lines or ["pass"])
                          for i, lines in enumerate(self.step_lines))
         exec(compile(source, "<tapelab captured graph steps>", "exec"), ns)
         return [ns[f"_step_{i}"] for i in range(len(self.step_lines))]
@@ -108,6 +113,32 @@ class Program:
         if a is None or type(a) is bool:
             return repr(a)
         return self._name(a, "b" if _is_array(a) else "k")
+
+    def _op_step(self, j, step, locals_, fills, folds) -> tuple[list[str], list[str]]:
+        """The lines of op step ``j``: as ``step_lines`` keeps them, and as the replay runs them."""
+        _, op, fwd, xp, arrays, params, dsts, r, ufunc, _where = step
+        i = len(self.nodes)
+        if j in fills:
+            lines = [] if j in folds.values() else [
+                f"_copyto({self._name(dsts[0])}, {self._arg(fills[j])}, casting='unsafe')"]
+            return lines, lines
+        if j in folds:
+            d = dsts[0]
+            filled = self._constant(xp.full((), fills[folds[j]], dtype=d.dtype))
+            lines = [f"{self._name(ufunc, 'u')}({filled}, {self._arg(arrays[1])}, out={self._name(d)})"]
+            return lines, lines
+        lines = self._op(i, op, fwd, xp, arrays, params, dsts, r, ufunc)
+        # a step that writes its buffer in place (ufunc out=, fwd_out) keeps it: no copy to save,
+        # and a fresh result each replay would allocate (a large one page-faults anew)
+        if any(d is not None and id(d) in locals_ for d in dsts) and any(ln.startswith("_copyto(") for ln in lines):
+            return lines, self._op_locals(i, op, fwd, xp, arrays, params, dsts, r, locals_)
+        return lines, lines
+
+    def _momentum(self, p, g, buf, momentum, alpha) -> str:
+        """The line of one fused momentum update (``_momentum_updates``)."""
+        args = ", ".join(self._name(a) for a in (p, g, buf))
+        return (f"{self._name(momentum_update, 'f')}({args}, {self._constant(momentum)}, "
+                f"{self._constant(alpha)})")
 
     def _op(self, i, op, fwd, xp, arrays, params, dsts, r, ufunc) -> list[str]:
         args = ", ".join(self._arg(a) for a in arrays)
@@ -167,6 +198,96 @@ def _writable_outputs(arrays, dsts, results, elementwise: bool = False) -> bool:
     return len(dsts) == len(results) and all(
         d is not None and d.shape == r.shape and d.dtype == r.dtype and d.flags.c_contiguous
         and root_key(d) not in reads for d, r in zip(dsts, results))
+
+
+def _fills(steps: list) -> dict:
+    """Op step index -> value, for the cpu ``fill`` steps the replay writes as one copy into their
+    buffer. ``fill``'s result reads only its input's shape and dtype, which a replay never changes
+    (``full_like`` is ``copyto(empty_like(a), value, casting='unsafe')``), so no array need be made:
+    ``zero_grad(set_to_none=False)`` of the MLP's 784x512 gradient took 155 us for the new array and
+    107 for the copy into ``.grad`` (bench/README.md, session 27)."""
+    out = {}
+    for j, step in enumerate(steps):
+        if step[0] != "op" or step[1].name != "fill" or step[3] is not np:
+            continue
+        arrays, dsts = step[4], step[6]
+        if (len(arrays) == 2 and len(dsts) == 1 and dsts[0] is not None and type(dsts[0]) is np.ndarray
+                and dsts[0].shape == arrays[0].shape and dsts[0].dtype == arrays[0].dtype
+                and (type(arrays[1]) in (int, float, bool) or type(arrays[1]) is np.ndarray and arrays[1].ndim == 0)):
+            out[j] = arrays[1]
+    return out
+
+
+def _zero_folds(steps: list, fills: dict) -> dict:
+    """Add step index -> fill step index, where a fill's next reader is ``add(buf, x, out=buf)`` (a
+    gradient accumulated into a ``.grad`` that ``zero_grad(set_to_none=False)`` filled): the add
+    then reads the filled value as a 0-d constant, ``add(v, x, out=buf)``, and the fill's pass goes.
+    Each element is ``v + x`` either way, the same float. The value must be a number (a 0-d
+    tensor's may change between replays), ``x`` a float32/float64 array of ``buf``'s shape and dtype
+    over other memory, and no step between them may touch ``buf``'s memory."""
+    out = {}
+    keys = None
+    for j, value in fills.items():
+        buf = steps[j][6][0]
+        if type(value) not in (int, float, bool) or buf.dtype not in _FOLD_DTYPES:
+            continue
+        keys = keys or [{root_key(a) for a in _step_arrays(step)} for step in steps]
+        key = root_key(buf)
+        for k in range(j + 1, len(steps)):
+            step = steps[k]
+            if key not in keys[k]:
+                continue
+            if step[0] == "op" and step[8] is np.add and _only(step[6], buf) and len(step[4]) == 2 and \
+                    step[4][0] is buf and _is_array(step[4][1]) and type(step[4][1]) is np.ndarray and \
+                    step[4][1].shape == buf.shape and step[4][1].dtype == buf.dtype and root_key(step[4][1]) != key:
+                out[k] = j
+            break
+    return out
+
+
+_FOLD_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def _momentum_updates(steps: list, taken: set) -> dict:
+    """First step index -> ``(p, g, buf, momentum, alpha)`` for each run of three steps that is SGD's
+    momentum update as a capture records it, ``buf.mul_(momentum)``, ``buf.add_(g)``, ``p.add_(buf,
+    alpha=alpha)`` (three passes), where ``optim._foreach.momentum_update`` takes the arrays: the
+    replay runs it, the one pass eager SGD runs, the same float32 operations in the same order."""
+    out = {}
+    for j in range(len(steps) - 2):
+        run = steps[j:j + 3]
+        if any(s[0] != "op" or s[3] is not np for s in run) or taken & {j, j + 1, j + 2}:
+            continue
+        mul, add, apply = run
+        buf = mul[6][0]
+        if not (buf is not None and _only(mul[6], buf) and mul[8] is np.multiply and len(mul[4]) == 2
+                and mul[4][0] is buf and _number(mul[4][1])
+                and add[8] is np.add and _only(add[6], buf) and len(add[4]) == 2 and add[4][0] is buf
+                and apply[1].name == "add" and apply[8] is None and len(apply[4]) == 2 and apply[4][1] is buf
+                and _only(apply[6], apply[4][0]) and set(apply[5]) == {"alpha"} and _number(apply[5]["alpha"])):
+            continue
+        p, g = apply[4][0], add[4][1]
+        if _is_array(g) and fused_momentum(p, g, buf):
+            out[j] = (p, g, buf, mul[4][1], apply[5]["alpha"])
+    return out
+
+
+def _only(dsts: tuple, arr) -> bool:
+    """Whether a step's outputs are ``arr`` alone (by identity: ``==`` on arrays compares values)."""
+    return len(dsts) == 1 and dsts[0] is arr
+
+
+def _number(v) -> bool:
+    return type(v) in (int, float)
+
+
+def _step_arrays(step: tuple) -> list:
+    """Every array a step reads or writes."""
+    if step[0] == "op":
+        return [a for a in (*step[4], *step[6]) if a is not None and _is_array(a)]
+    if step[0] == "copy":
+        return [step[1], step[2]]
+    return [step[1]]
 
 
 def _locals(mode, private: frozenset) -> set:

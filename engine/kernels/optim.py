@@ -1,5 +1,5 @@
 """The Adam/AdamW update of one float32 parameter as one loop (numpy makes about ten passes and
-six temporaries per parameter).
+six temporaries per parameter), and SGD's momentum update as one (numpy makes three passes).
 
 Bit for bit the arithmetic of ``optim/_foreach.adam``: the same float32 operations in the same
 order, each scalar rounded to float32 as numpy rounds a Python float against a float32 array
@@ -11,7 +11,9 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-__all__ = ["adam", "adam_moments", "adam_apply"]
+from .fastmath import fma
+
+__all__ = ["adam", "adam_moments", "adam_apply", "sgd_momentum"]
 
 
 @njit(cache=True, error_model="numpy", nogil=True, inline="always")
@@ -57,3 +59,14 @@ def adam_apply(p, m, root, bc2, eps, neg_step):
     """``adam``'s last part: ``p += (-step m) / (root / bc2 + eps)`` with ``root`` the square roots of ``v``."""
     for i in range(p.shape[0]):
         p[i] = p[i] + (neg_step * m[i]) / (root[i] / bc2 + eps)
+
+
+@njit(cache=True, error_model="numpy", nogil=True)
+def sgd_momentum(p, g, buf, momentum, neg_lr):
+    """SGD's momentum update on flat float32 arrays, in place on ``buf`` and ``p``: ``buf = buf * momentum
+    + g`` (two roundings: ``buf.mul_(momentum).add_(g)``) and ``p = fma(buf, neg_lr, p)`` (ATen's
+    ``p.add_(buf, alpha=-lr)``, as ``pointwise.scaled_add``): one pass where those ops make three."""
+    for i in range(p.shape[0]):
+        b = buf[i] * momentum + g[i]
+        buf[i] = b
+        p[i] = fma(b, neg_lr, p[i])

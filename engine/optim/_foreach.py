@@ -27,7 +27,7 @@ from ..core.creation import zeros_like
 from ..core.dispatch import keeps_float32
 from ..ops.elementwise import _addcdiv_fwd, _addcmul_fwd, _div, _lerp_fwd, _mul, _sqrt_fwd, scaled_sum
 
-__all__ = ["multi_tensor", "check_fused", "sgd", "adam"]
+__all__ = ["multi_tensor", "check_fused", "sgd", "adam", "fused_momentum", "momentum_update"]
 
 
 def check_fused(defaults: dict) -> None:
@@ -92,6 +92,11 @@ def sgd(opt, group: dict, lr: float) -> None:
             if buf is None:
                 buf = st["momentum_buffer"] = zeros_like(grad)
                 xp.copyto(buf._data, g)
+            elif not nesterov and dampening == 0 and fused_momentum(p._data, g, buf._data):
+                momentum_update(p._data, g, buf._data, momentum, -lr)
+                _bump(buf)
+                _bump(p)
+                continue
             else:
                 b = buf._data
                 _by_number(xp, _mul, b, momentum, out=b)
@@ -101,6 +106,24 @@ def sgd(opt, group: dict, lr: float) -> None:
         data = p._data
         scaled_sum(xp, data, g, -lr, out=data)
         _bump(p)
+
+
+def fused_momentum(p, g, buf) -> bool:
+    """Whether ``momentum_update`` takes these arrays: the loops on, three C-contiguous float32 numpy
+    arrays of one shape over separate memory."""
+    return (kernels.use(np, p, g, buf) and p.shape == g.shape == buf.shape and p.size > 0
+            and not (np.may_share_memory(p, g) or np.may_share_memory(p, buf) or np.may_share_memory(g, buf)))
+
+
+def momentum_update(p, g, buf, momentum: float, neg_lr: float) -> None:
+    """``buf.mul_(momentum).add_(g); p.add_(buf, alpha=neg_lr)`` in one pass (``kernels/optim.py``'s
+    ``sgd_momentum``, the same float32 operations in the same order, so the same floats as those three
+    ops): eager SGD's step and a captured one's replay (``graphs/_program.py``) both run it. The
+    arrays as ``fused_momentum`` accepts them; split over the threads as ``add``'s pass is."""
+    if p.ndim != 1:
+        p, g, buf = p.ravel(), g.ravel(), buf.ravel()
+    f32 = np.float32
+    kernels.parallel(kernels.loops("optim").sgd_momentum, 3, p, g, buf, f32(momentum), f32(neg_lr))
 
 
 def adam(opt, group: dict, lr: float, beta1: float, beta2: float) -> None:

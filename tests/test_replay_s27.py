@@ -1,0 +1,192 @@
+"""Session 27's captured replay of a training step: ``zero_grad(set_to_none=False)``'s fills write
+into the gradients (or fold into the accumulation that reads them), and SGD's momentum update is one
+fused pass, in eager SGD and in the replay alike. Every replay is checked bit for bit against the
+same step run eagerly by tapelab, and against PyTorch's eager step."""
+import numpy as np
+import pytest
+import torch
+
+import tapelab as T
+from tapelab.optim._foreach import momentum_update
+
+
+def _mlp(m, seed=0, sizes=(24, 32, 32, 5)):
+    rng = np.random.default_rng(seed)
+    layers = []
+    for i, (a, b) in enumerate(zip(sizes[:-1], sizes[1:])):
+        layers.append(m.nn.Linear(a, b))
+        if i < len(sizes) - 2:
+            layers.append(m.nn.ReLU())
+    model = m.nn.Sequential(*layers)
+    with m.no_grad():
+        for p in model.parameters():
+            p.copy_(m.tensor(rng.standard_normal(tuple(p.shape)).astype(np.float32) * 0.3))
+    return model
+
+
+def _batch(i, n=16, features=24, classes=5):
+    rng = np.random.default_rng(1000 + i)
+    return rng.standard_normal((n, features)).astype(np.float32), rng.integers(0, classes, n)
+
+
+def _bits(a) -> np.ndarray:
+    return np.ascontiguousarray(a).reshape(-1).view(np.uint8)
+
+
+def _stepper(m, model, opt, x, y, set_to_none):
+    def step():
+        opt.zero_grad(set_to_none=set_to_none)
+        loss = m.nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+    return step
+
+
+# torch's capturable=True is for accelerators only: its side runs the plain Adam (the same arithmetic)
+OPTIMIZERS = {
+    "sgd-momentum": lambda m, ps: m.optim.SGD(ps, lr=0.05, momentum=0.9),
+    "sgd-momentum-wd": lambda m, ps: m.optim.SGD(ps, lr=0.05, momentum=0.9, weight_decay=1e-2),
+    "sgd-nesterov": lambda m, ps: m.optim.SGD(ps, lr=0.05, momentum=0.9, nesterov=True),
+    "sgd-dampening": lambda m, ps: m.optim.SGD(ps, lr=0.05, momentum=0.9, dampening=0.1),
+    "adam-capturable": lambda m, ps: m.optim.Adam(ps, lr=1e-2, capturable=m is T),
+    "adamw-capturable": lambda m, ps: m.optim.AdamW(ps, lr=1e-2, weight_decay=0.05, capturable=m is T),
+}
+
+
+def _state_arrays(opt) -> list:
+    return [v.detach().numpy() for p in opt.state for v in opt.state[p].values() if isinstance(v, T.Tensor)]
+
+
+@pytest.mark.parametrize("set_to_none", [False, True], ids=["zero-fill", "to-none"])
+@pytest.mark.parametrize("name", list(OPTIMIZERS))
+def test_replayed_step_equals_eager_tapelab_bit_for_bit_and_torch(name, set_to_none):
+    make = OPTIMIZERS[name]
+    eager_model, cap_model, ref = _mlp(T), _mlp(T), _mlp(torch)
+    eager_opt, cap_opt = make(T, eager_model.parameters()), make(T, cap_model.parameters())
+    ref_opt = make(torch, ref.parameters())
+    ex, ey = T.zeros(16, 24), T.zeros(16, dtype=T.int64)
+    cx, cy = T.zeros(16, 24), T.zeros(16, dtype=T.int64)
+    eager = _stepper(T, eager_model, eager_opt, ex, ey, set_to_none)
+    captured = _stepper(T, cap_model, cap_opt, cx, cy, set_to_none)
+
+    def feed(i):
+        xs, ys = _batch(i)
+        for x, y in ((ex, ey), (cx, cy)):
+            x.copy_(T.tensor(xs)), y.copy_(T.tensor(ys))
+        rx, ry = torch.tensor(xs), torch.tensor(ys)
+        ref_opt.zero_grad(set_to_none=set_to_none)
+        loss = torch.nn.functional.cross_entropy(ref(rx), ry)
+        loss.backward()
+        ref_opt.step()
+        return loss.item()
+
+    for i in range(2):          # warm-up: the optimizer's state exists before capture, as PyTorch requires
+        feed(i)
+        np.testing.assert_array_equal(_bits(eager().detach().numpy()), _bits(captured().detach().numpy()))
+    g = T.graphs.Graph()
+    with T.graphs.graph(g):
+        static_loss = captured()
+    for i in range(2, 6):
+        ref_loss = feed(i)
+        g.replay()
+        loss = eager()
+        np.testing.assert_array_equal(_bits(static_loss.detach().numpy()), _bits(loss.detach().numpy()))
+        for p, q in zip(cap_model.parameters(), eager_model.parameters()):
+            np.testing.assert_array_equal(_bits(p.detach().numpy()), _bits(q.detach().numpy()))
+            np.testing.assert_array_equal(_bits(p.grad.numpy()), _bits(q.grad.numpy()))
+        for a, b in zip(_state_arrays(cap_opt), _state_arrays(eager_opt), strict=True):
+            np.testing.assert_array_equal(_bits(a), _bits(b))
+        np.testing.assert_allclose(loss.item(), ref_loss, rtol=1e-5)
+    for p, q in zip(cap_model.parameters(), ref.parameters()):
+        np.testing.assert_allclose(p.detach().numpy(), q.detach().numpy(), rtol=1e-5, atol=1e-6)
+    assert "full_like" not in g.source
+
+
+def test_captured_momentum_updates_and_zero_fills_are_single_passes():
+    model = _mlp(T)
+    opt = T.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    x, y = T.zeros(16, 24), T.zeros(16, dtype=T.int64)
+    step = _stepper(T, model, opt, x, y, False)
+    step(), step()
+    g = T.graphs.Graph()
+    with T.graphs.graph(g):
+        step()
+    p, n = g._program, len(list(model.parameters()))
+    fused = [k for k, v in p.ns.items() if v is momentum_update]
+    assert len(fused) == 1 and sum(ln.strip().startswith(fused[0] + "(") for ln in g.source.splitlines()) == n
+    # every fill is folded into the accumulation after it: no line of its own, and the six gradient
+    # accumulations read the zero as a constant
+    fills = [i for i, node in enumerate(g.nodes()) if node["op"] == "fill"]
+    assert len(fills) == n and all(p.step_lines[i] == [] for i in fills)
+    assert "_copyto(" not in g.source        # nothing is copied (the loss is not held)
+
+
+def test_momentum_update_equals_torch_and_the_tensor_path_bit_for_bit():
+    rng = np.random.default_rng(3)
+    for n in (7, 1000, 1 << 17):      # under and over kernels.PARALLEL_MIN
+        p0 = rng.standard_normal(n).astype(np.float32)
+        grads = [rng.standard_normal(n).astype(np.float32) for _ in range(3)]
+        fused, plain = T.tensor(p0.copy(), requires_grad=True), T.tensor(p0.copy(), requires_grad=True)
+        ref = torch.tensor(p0.copy(), requires_grad=True)
+        opts = (T.optim.SGD([fused], lr=0.05, momentum=0.9), T.optim.SGD([plain], lr=0.05, momentum=0.9, foreach=False),
+                torch.optim.SGD([ref], lr=0.05, momentum=0.9))
+        for gr in grads:
+            fused.grad, plain.grad, ref.grad = T.tensor(gr.copy()), T.tensor(gr.copy()), torch.tensor(gr.copy())
+            for o in opts:
+                o.step()
+        np.testing.assert_array_equal(_bits(fused.detach().numpy()), _bits(plain.detach().numpy()))
+        np.testing.assert_array_equal(_bits(fused.detach().numpy()), _bits(ref.detach().numpy()))
+        np.testing.assert_array_equal(_bits(opts[0].state[fused]["momentum_buffer"].numpy()),
+                                      _bits(ref_buf := opts[2].state[ref]["momentum_buffer"].numpy()))
+        assert ref_buf.shape == (n,)
+
+
+def _replay_against_eager(region, make):
+    """``region(*tensors)`` captured on one set of ``make()``'s tensors and run eagerly on another; the
+    replays' results and the captured tensors equal the eager ones bit for bit, three times over."""
+    cap, eag = make(), make()
+    g = T.graphs.Graph()
+    with T.graphs.graph(g):
+        out = region(*cap)
+    for i in range(3):
+        for a, b in zip(cap, eag):
+            if a.dtype == T.float32 and not a.requires_grad:
+                noise = np.random.default_rng(i).standard_normal(tuple(a.shape)).astype(np.float32)
+                a.copy_(T.tensor(noise)), b.copy_(T.tensor(noise))
+        g.replay()
+        ref = region(*eag)
+        np.testing.assert_array_equal(_bits(out.numpy()), _bits(ref.numpy()))
+        for a, b in zip(cap, eag):
+            np.testing.assert_array_equal(_bits(a.detach().numpy()), _bits(b.detach().numpy()))
+    return g
+
+
+def test_fill_then_accumulate_keeps_the_sign_of_zero_as_eager():
+    def make():
+        x = T.tensor(np.array([-0.0, 0.0, -1.5, 2.0], np.float32))
+        return T.full((4,), 5.0), x
+
+    def region(acc, x):
+        acc.zero_()
+        acc.add_(x * 0.0)       # -0.0 * 0 and 0 + -0.0: the zero's sign as eager gives it
+        return acc * 1.0
+    g = _replay_against_eager(region, make)
+    assert any(n["op"] == "fill" for n in g.nodes())
+
+
+def test_fill_read_by_another_op_and_a_fill_from_a_live_value():
+    def make():
+        return T.ones(6), T.tensor(np.float32(2.5)), T.zeros(6, dtype=T.int64)
+
+    def region(buf, v, ints):
+        buf.zero_()
+        buf.mul_(3.0)            # not an accumulation: the fill stays a pass of its own
+        buf.add_(1.0)
+        ints.fill_(7)
+        w = T.zeros(6)
+        w.fill_(v)               # a 0-d tensor's value, read at every replay
+        return buf + w + ints
+
+    g = _replay_against_eager(region, make)     # the 0-d value is new at every replay
+    assert [n["op"] for n in g.nodes()].count("fill") == 3
