@@ -204,3 +204,27 @@ def test_a_pool_block_keeps_mkl_to_its_own_thread(monkeypatch):
     seen.clear()
     gemm_module.gemm(np, a, b)
     assert seen == [("threads", 2 if blas.mkl.threaded() else 1)]
+
+
+@pytest.mark.skipif(blas.mkl.threading_layer() != "gnu", reason="MKL is not on GNU OpenMP")
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("form", ["n", "t"])
+def test_a_stack_at_two_threads_is_cut_by_products_with_one_threads_floats(dtype, form, monkeypatch):
+    """Attention's per-head products at two threads: the batch is cut over the threads (the stack's
+    ``_parts`` call, one range per thread), each product on one thread, so every float is the
+    one-thread product's (and torch's bmm at one thread, for MKL 2024.2)."""
+    a = RNG.standard_normal((16, 4, 64, 32)).astype(dtype)
+    b = RNG.standard_normal((16, 4, 32, 64)).astype(dtype)
+    if form == "t":
+        b = np.ascontiguousarray(np.swapaxes(b, -1, -2)).swapaxes(-1, -2)
+    one = tapelab.kernels.gemm(np, a, b)
+    ready = blas._calls(np.dtype(dtype))
+    parts = []
+    monkeypatch.setitem(blas._READY, np.dtype(dtype),
+                        ready[:4] + (lambda *args: parts.append(args[-1]) or ready[4](*args),))
+    tapelab.set_num_threads(2)
+    two = tapelab.kernels.gemm(np, a, b)
+    assert parts == ([2] if blas.mkl.threaded() else [])
+    np.testing.assert_array_equal(two, one)
+    if _torchs_mkl():
+        np.testing.assert_array_equal(one, torch.from_numpy(a).matmul(torch.from_numpy(b)).numpy())

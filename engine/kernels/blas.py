@@ -19,9 +19,10 @@ __all__ = ["available", "set_enabled", "matmul", "matmul_into", "addresses"]
 
 _NO_TRANS, _TRANS = 111, 112
 _LD_LIMIT = 1 << 31   # MKL_INT (LP64) holds a leading dimension below this; a wider stride is copied
-_KINDS = {np.dtype(np.float32): ("cblas_sgemm", "sgemm", "sgemm_stack"),
-          np.dtype(np.float64): ("cblas_dgemm", "dgemm", "dgemm_stack")}
-_READY: dict = {}   # dtype -> (address, 2-D call, stack call, address of MKL's thread-local setting)
+_KINDS = {np.dtype(np.float32): ("cblas_sgemm", "sgemm", "sgemm_stack", "sgemm_stack_parts"),
+          np.dtype(np.float64): ("cblas_dgemm", "dgemm", "dgemm_stack", "dgemm_stack_parts")}
+# dtype -> (address, 2-D call, stack call, address of MKL's thread-local setting, stack call in parts)
+_READY: dict = {}
 _ON = [True]
 
 
@@ -42,10 +43,10 @@ def set_enabled(flag: bool) -> bool:
 def _calls(dtype):
     ready = _READY.get(dtype)
     if ready is None:
-        symbol, two_d, stack = _KINDS[dtype]
+        symbol, two_d, stack, parts = _KINDS[dtype]
         module = loops("blas_call")
         ready = _READY[dtype] = (mkl.address(symbol), getattr(module, two_d), getattr(module, stack),
-                                 mkl.address("MKL_Set_Num_Threads_Local"))
+                                 mkl.address("MKL_Set_Num_Threads_Local"), getattr(module, parts))
     return ready
 
 
@@ -131,7 +132,7 @@ def _rows_fit(c, n: int, item: int) -> bool:
 
 def _two_d(dtype, a, b, out, m, n, k, beta: float, threads: int) -> bool:
     item = dtype.itemsize
-    address, call, _, local = _READY.get(dtype) or _calls(dtype)
+    address, call, _, local, _ = _READY.get(dtype) or _calls(dtype)
     a, ta, lda = _operand(a, m, k, item)
     b, tb, ldb = _operand(b, k, n, item)
     if _rows_fit(out, n, item) and not np.may_share_memory(out, a) and not np.may_share_memory(out, b):
@@ -145,7 +146,10 @@ def _two_d(dtype, a, b, out, m, n, k, beta: float, threads: int) -> bool:
 
 def _stack(dtype, a, b, out, m, n, k, beta: float, threads: int) -> bool:
     """Products of one batch shape: one compiled loop over the batch, each operand's batch dims folded
-    into one axis (inputs copied where they do not fold; False where the output does not)."""
+    into one axis (inputs copied where they do not fold; False where the output does not). With
+    ``threads`` above 1 and a product for each, the batch is cut over the threads (``blas_call``'s
+    ``_parts`` calls), each product on one thread, as at one thread: MKL's threads on one of
+    attention's 64x32x64 products left the second CPU idle."""
     item = dtype.itemsize
     c3 = out.reshape((-1, m, n))
     if (not out.flags.writeable or not np.may_share_memory(c3, out) or np.may_share_memory(out, a)
@@ -153,8 +157,13 @@ def _stack(dtype, a, b, out, m, n, k, beta: float, threads: int) -> bool:
         return False
     a3, ta, lda = _operand(a.reshape((-1, m, k)), m, k, item)
     b3, tb, ldb = _operand(b.reshape((-1, k, n)), k, n, item)
-    address, _, call, local = _READY.get(dtype) or _calls(dtype)
+    address, _, call, local, in_parts = _READY.get(dtype) or _calls(dtype)
     count = c3.shape[0]
+    parts = min(threads, count)
+    if parts > 1 and loops("regions").parts(parts) > 1:
+        in_parts(address, ta, tb, m, n, k, a3, lda, a3.strides[0] // item, b3, ldb, b3.strides[0] // item,
+                 beta, c3, c3.strides[1] // item, c3.strides[0] // item, count, parts)
+        return True
     call(address, ta, tb, m, n, k, a3, lda, a3.strides[0] // item, b3, ldb, b3.strides[0] // item,
          beta, c3, c3.strides[1] // item, c3.strides[0] // item, count, local, threads)
     return True

@@ -4,15 +4,18 @@ through one numba function well under 1. The address is an argument, so the comp
 on disk like the other loops.
 
 ``threads`` above 1 runs the call on that many of MKL's OpenMP threads: MKL's thread-local setting
-(``mkl_set_num_threads_local`` at ``local``) for the call, then back, so every other MKL call keeps one."""
+(``mkl_set_num_threads_local`` at ``local``) for the call, then back, so every other MKL call keeps one.
+A stack's ``_parts`` call instead cuts its products into ``parts`` ranges run at once on numba's OpenMP
+threads (libgomp's, the team MKL's threads come from), each product one single-threaded MKL call:
+attention's per-head products (64x32x64) are too small for MKL to use a second thread on one."""
 from __future__ import annotations
 
 import numpy as np
 from llvmlite import ir
-from numba import njit, types
+from numba import njit, prange, types
 from numba.extending import intrinsic
 
-__all__ = ["sgemm", "dgemm", "sgemm_stack", "dgemm_stack"]
+__all__ = ["sgemm", "dgemm", "sgemm_stack", "dgemm_stack", "sgemm_stack_parts", "dgemm_stack_parts"]
 
 _ROW_MAJOR = 101
 
@@ -102,3 +105,24 @@ def dgemm_stack(address, ta, tb, m, n, k, a, lda, sa, b, ldb, sb, beta, c, ldc, 
         _dgemm_at(address, ta, tb, m, n, k, 1.0, pa + 8 * i * sa, lda, pb + 8 * i * sb, ldb, beta, pc + 8 * i * sc, ldc)
     if threads > 1:
         _set_threads_at(local, old)
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def sgemm_stack_parts(address, ta, tb, m, n, k, a, lda, sa, b, ldb, sb, beta, c, ldc, sc, count, parts):
+    """``sgemm_stack``'s products in ``parts`` ranges at once, each product on one thread (MKL runs
+    one thread inside an OpenMP region): the same floats as ``sgemm_stack`` on one thread."""
+    pa, pb, pc = np.intp(a.ctypes.data), np.intp(b.ctypes.data), np.intp(c.ctypes.data)
+    for t in prange(parts):
+        for i in range(count * t // parts, count * (t + 1) // parts):
+            _sgemm_at(address, ta, tb, m, n, k, 1.0, pa + 4 * i * sa, lda, pb + 4 * i * sb, ldb, beta,
+                      pc + 4 * i * sc, ldc)
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def dgemm_stack_parts(address, ta, tb, m, n, k, a, lda, sa, b, ldb, sb, beta, c, ldc, sc, count, parts):
+    """float64 ``sgemm_stack_parts``."""
+    pa, pb, pc = np.intp(a.ctypes.data), np.intp(b.ctypes.data), np.intp(c.ctypes.data)
+    for t in prange(parts):
+        for i in range(count * t // parts, count * (t + 1) // parts):
+            _dgemm_at(address, ta, tb, m, n, k, 1.0, pa + 8 * i * sa, lda, pb + 8 * i * sb, ldb, beta,
+                      pc + 8 * i * sc, ldc)
