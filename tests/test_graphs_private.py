@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import tapelab as T
-from tapelab.optim._foreach import momentum_update
+from tapelab.optim._foreach import accumulated_momentum_update
 
 
 def _mlp(m, rng_seed=0):
@@ -63,8 +63,9 @@ def test_captured_sgd_momentum_step_equals_torch_eager_steps():
     for p, q in zip(model.parameters(), ref.parameters()):
         np.testing.assert_allclose(p.detach().numpy(), q.detach().numpy(), rtol=1e-5, atol=1e-6)
     src = g.source
-    # each parameter's momentum update (buf.mul_, buf.add_, p.add_(buf, alpha=-lr)) is one fused pass in place
-    fused = [n for n, v in g._program.ns.items() if v is momentum_update]
+    # each parameter's momentum update (buf.mul_, buf.add_, p.add_(buf, alpha=-lr)) is one fused pass in place,
+    # which also makes the gradient (the zeroed .grad plus the backward's)
+    fused = [n for n, v in g._program.ns.items() if v is accumulated_momentum_update]
     assert len(fused) == 1 and sum(ln.strip().startswith(fused[0] + "(") for ln in src.splitlines()) == 4
     assert "alpha=" not in src
     # the backward's gradients reach the accumulation as the linear backward made them: no copies

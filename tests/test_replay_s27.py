@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import tapelab as T
-from tapelab.optim._foreach import momentum_update
+from tapelab.optim._foreach import accumulated_momentum_update, momentum_update
 
 
 def _mlp(m, seed=0, sizes=(24, 32, 32, 5)):
@@ -113,13 +113,53 @@ def test_captured_momentum_updates_and_zero_fills_are_single_passes():
     with T.graphs.graph(g):
         step()
     p, n = g._program, len(list(model.parameters()))
-    fused = [k for k, v in p.ns.items() if v is momentum_update]
+    fused = [k for k, v in p.ns.items() if v is accumulated_momentum_update]
     assert len(fused) == 1 and sum(ln.strip().startswith(fused[0] + "(") for ln in g.source.splitlines()) == n
-    # every fill is folded into the accumulation after it: no line of its own, and the six gradient
-    # accumulations read the zero as a constant
+    assert not any(v is momentum_update for v in p.ns.values())
+    # every fill is folded into the accumulation after it, and that accumulation moved into the update's
+    # pass: neither has a line of its own
     fills = [i for i, node in enumerate(g.nodes()) if node["op"] == "fill"]
-    assert len(fills) == n and all(p.step_lines[i] == [] for i in fills)
+    adds = [i for i, node in enumerate(g.nodes()) if node["op"] == "add"]
+    assert len(fills) == n and all(p.step_lines[i] == [] for i in fills + adds)
     assert "_copyto(" not in g.source        # nothing is copied (the loss is not held)
+
+
+def test_an_accumulation_read_before_the_update_stays_in_place():
+    model = _mlp(T)
+    opt = T.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    ref_model = _mlp(T)
+    ref_opt = T.optim.SGD(ref_model.parameters(), lr=0.05, momentum=0.9)
+    x, y = T.zeros(16, 24), T.zeros(16, dtype=T.int64)
+
+    def stepper(mod, o):
+        def step():
+            o.zero_grad(set_to_none=False)
+            T.nn.functional.cross_entropy(mod(x), y).backward()
+            norm = mod[0].weight.grad.norm()       # reads a gradient between the backward and the update
+            o.step()
+            return norm
+        return step
+    step, ref_step = stepper(model, opt), stepper(ref_model, ref_opt)
+    for _ in range(2):
+        step(), ref_step()
+    g = T.graphs.Graph()
+    with T.graphs.graph(g):
+        norm = step()
+    for i in range(3):
+        xs, ys = _batch(i)
+        x.copy_(T.tensor(xs)), y.copy_(T.tensor(ys))
+        g.replay()
+        np.testing.assert_array_equal(_bits(norm.numpy()), _bits(ref_step().numpy()))
+        for a, b in zip(model.parameters(), ref_model.parameters()):
+            np.testing.assert_array_equal(_bits(a.detach().numpy()), _bits(b.detach().numpy()))
+            np.testing.assert_array_equal(_bits(a.grad.numpy()), _bits(b.grad.numpy()))
+    p = g._program
+    moved = [k for k, v in p.ns.items() if v is accumulated_momentum_update]
+    plain = [k for k, v in p.ns.items() if v is momentum_update]
+    lines = g.source.splitlines()
+    # the first layer's weight gradient is read by the norm: its update reads the accumulated .grad
+    assert sum(ln.strip().startswith(plain[0] + "(") for ln in lines) == 1
+    assert sum(ln.strip().startswith(moved[0] + "(") for ln in lines) == 5
 
 
 def test_momentum_update_equals_torch_and_the_tensor_path_bit_for_bit():
@@ -190,3 +230,33 @@ def test_fill_read_by_another_op_and_a_fill_from_a_live_value():
 
     g = _replay_against_eager(region, make)     # the 0-d value is new at every replay
     assert [n["op"] for n in g.nodes()].count("fill") == 3
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_large_replayed_step_splits_as_eager_at_each_thread_count(threads):
+    """Parameters above ``kernels.PARALLEL_MIN`` elements: the fused updates run split over the threads,
+    and the replay still equals the eager step bit for bit."""
+    old = T.get_num_threads()
+    T.set_num_threads(threads)
+    try:
+        sizes = (96, 512, 256, 10)
+        models = [_mlp(T, 5, sizes), _mlp(T, 5, sizes)]
+        opts = [T.optim.SGD(m.parameters(), lr=0.01, momentum=0.9) for m in models]
+        x, y = T.zeros(32, 96), T.zeros(32, dtype=T.int64)
+        eager, captured = (_stepper(T, m, o, x, y, False) for m, o in zip(models, opts))
+        for _ in range(2):
+            eager(), captured()
+        g = T.graphs.Graph()
+        with T.graphs.graph(g):
+            static_loss = captured()
+        for i in range(3):
+            xs, ys = _batch(i, 32, 96, 10)
+            x.copy_(T.tensor(xs)), y.copy_(T.tensor(ys))
+            g.replay()
+            np.testing.assert_array_equal(_bits(static_loss.detach().numpy()), _bits(eager().detach().numpy()))
+            for a, b in zip(*(m.parameters() for m in models)):
+                np.testing.assert_array_equal(_bits(a.detach().numpy()), _bits(b.detach().numpy()))
+                np.testing.assert_array_equal(_bits(a.grad.numpy()), _bits(b.grad.numpy()))
+        assert any(v is accumulated_momentum_update for v in g._program.ns.values())
+    finally:
+        T.set_num_threads(old)

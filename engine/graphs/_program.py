@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..optim._foreach import fused_momentum, momentum_update
+from ..optim._foreach import accumulated_momentum_update, fused_momentum, momentum_update
 from ._capture import CaptureError, _is_array, root_key
 
 
@@ -38,9 +38,11 @@ class Program:
         copyto = None
         locals_ = _locals(mode, private)
         fills = _fills(mode.steps)
-        folds = _zero_folds(mode.steps, fills)     # add step -> the fill step it absorbs
+        touches = [{root_key(a) for a in _step_arrays(step)} for step in mode.steps] if fills else []
+        folds = _zero_folds(mode.steps, fills, touches)     # add step -> the fill step it absorbs
         momenta = _momentum_updates(mode.steps, set(fills) | set(folds))
-        absorbed = {k for j in momenta for k in (j + 1, j + 2)}
+        moved = _moved_accumulations(mode.steps, folds, momenta, touches)   # momentum step -> add step
+        absorbed = {k for j in momenta for k in (j + 1, j + 2)} | set(moved.values())
         run_lines: list[str] = []
         for root, snap in mode.reinit.values():
             self.step_lines.append([f"_copyto({self._name(root)}, {self._name(snap)})"])
@@ -54,7 +56,7 @@ class Program:
                 _, op, fwd, xp, arrays, params, dsts, r, ufunc, where = step
                 copyto = copyto or xp.copyto
                 if j in momenta or j in absorbed:
-                    lines = [self._momentum(*momenta[j])] if j in momenta else []
+                    lines = [self._momentum(momenta[j], moved.get(j), mode.steps, fills, folds)] if j in momenta else []
                     run = lines
                 else:
                     lines, run = self._op_step(j, step, locals_, fills, folds)
@@ -134,11 +136,16 @@ class Program:
             return lines, self._op_locals(i, op, fwd, xp, arrays, params, dsts, r, locals_)
         return lines, lines
 
-    def _momentum(self, p, g, buf, momentum, alpha) -> str:
-        """The line of one fused momentum update (``_momentum_updates``)."""
-        args = ", ".join(self._name(a) for a in (p, g, buf))
-        return (f"{self._name(momentum_update, 'f')}({args}, {self._constant(momentum)}, "
-                f"{self._constant(alpha)})")
+    def _momentum(self, update: tuple, add: int | None, steps: list, fills: dict, folds: dict) -> str:
+        """The line of one fused momentum update (``_momentum_updates``), with the accumulation into its
+        gradient when that moved here (step ``add``, ``_moved_accumulations``)."""
+        p, g, buf, momentum, alpha = update
+        scalars = f"{self._constant(momentum)}, {self._constant(alpha)}"
+        if add is None:
+            return f"{self._name(momentum_update, 'f')}({', '.join(self._name(a) for a in (p, g, buf))}, {scalars})"
+        args = ", ".join(self._name(a) for a in (p, steps[add][4][1], g, buf))
+        filled = self._constant(fills[folds[add]])
+        return f"{self._name(accumulated_momentum_update, 'f')}({args}, {filled}, {scalars})"
 
     def _op(self, i, op, fwd, xp, arrays, params, dsts, r, ufunc) -> list[str]:
         args = ", ".join(self._arg(a) for a in arrays)
@@ -218,24 +225,23 @@ def _fills(steps: list) -> dict:
     return out
 
 
-def _zero_folds(steps: list, fills: dict) -> dict:
+def _zero_folds(steps: list, fills: dict, touches: list) -> dict:
     """Add step index -> fill step index, where a fill's next reader is ``add(buf, x, out=buf)`` (a
     gradient accumulated into a ``.grad`` that ``zero_grad(set_to_none=False)`` filled): the add
     then reads the filled value as a 0-d constant, ``add(v, x, out=buf)``, and the fill's pass goes.
     Each element is ``v + x`` either way, the same float. The value must be a number (a 0-d
     tensor's may change between replays), ``x`` a float32/float64 array of ``buf``'s shape and dtype
-    over other memory, and no step between them may touch ``buf``'s memory."""
+    over other memory, and no step between them may touch ``buf``'s memory (``touches``: each step's
+    root keys)."""
     out = {}
-    keys = None
     for j, value in fills.items():
         buf = steps[j][6][0]
         if type(value) not in (int, float, bool) or buf.dtype not in _FOLD_DTYPES:
             continue
-        keys = keys or [{root_key(a) for a in _step_arrays(step)} for step in steps]
         key = root_key(buf)
         for k in range(j + 1, len(steps)):
             step = steps[k]
-            if key not in keys[k]:
+            if key not in touches[k]:
                 continue
             if step[0] == "op" and step[8] is np.add and _only(step[6], buf) and len(step[4]) == 2 and \
                     step[4][0] is buf and _is_array(step[4][1]) and type(step[4][1]) is np.ndarray and \
@@ -269,6 +275,25 @@ def _momentum_updates(steps: list, taken: set) -> dict:
         p, g = apply[4][0], add[4][1]
         if _is_array(g) and fused_momentum(p, g, buf):
             out[j] = (p, g, buf, mul[4][1], apply[5]["alpha"])
+    return out
+
+
+def _moved_accumulations(steps: list, folds: dict, momenta: dict, touches: list) -> dict:
+    """Momentum update step -> the folded accumulation step (``add(v, x, out=g)``) that made its
+    gradient ``g``, where that add may run inside the update's pass
+    (``optim._foreach.accumulated_momentum_update``): no step between them touches ``g``'s or ``x``'s
+    memory, and ``x`` is an array the fused loop takes. One pass where two read and wrote ``g``
+    (``zero_grad(set_to_none=False)``, backward, ``SGD(momentum=...).step()``)."""
+    made = {id(steps[k][6][0]): k for k in folds}
+    out = {}
+    for j, (p, g, buf, _m, _a) in momenta.items():
+        k = made.get(id(g))
+        if k is None or k > j:
+            continue
+        x = steps[k][4][1]
+        span = (root_key(g), root_key(x))
+        if fused_momentum(p, x, buf) and not any(key in touches[i] for i in range(k + 1, j) for key in span):
+            out[j] = k
     return out
 
 

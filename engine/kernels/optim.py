@@ -13,7 +13,7 @@ from numba import njit
 
 from .fastmath import fma
 
-__all__ = ["adam", "adam_moments", "adam_apply", "sgd_momentum"]
+__all__ = ["adam", "adam_moments", "adam_apply", "sgd_momentum", "sgd_momentum_accumulated"]
 
 
 @njit(cache=True, error_model="numpy", nogil=True, inline="always")
@@ -68,5 +68,18 @@ def sgd_momentum(p, g, buf, momentum, neg_lr):
     ``p.add_(buf, alpha=-lr)``, as ``pointwise.scaled_add``): one pass where those ops make three."""
     for i in range(p.shape[0]):
         b = buf[i] * momentum + g[i]
+        buf[i] = b
+        p[i] = fma(b, neg_lr, p[i])
+
+
+@njit(cache=True, error_model="numpy", nogil=True)
+def sgd_momentum_accumulated(p, x, g, buf, filled, momentum, neg_lr):
+    """``sgd_momentum`` on the gradient ``g = filled + x`` written in the same pass: a ``.grad`` that
+    ``zero_grad(set_to_none=False)`` filled and the backward's ``x`` then accumulated into
+    (``add(filled, x)``, one rounding), as a captured step's replay runs it."""
+    for i in range(p.shape[0]):
+        gi = filled + x[i]
+        g[i] = gi
+        b = buf[i] * momentum + gi
         buf[i] = b
         p[i] = fma(b, neg_lr, p[i])
