@@ -7,9 +7,12 @@ compiler links it with a one-line C entry into ``tapelab_k<key>.so`` in the disk
 (``TAPELAB_CACHE_DIR``, else ``~/.cache/tapelab/compile``; the key is the kernel's hash, the
 fastmath file's and the host's). A later process loads that file with ``ctypes``: no numba import,
 no numba type-system start-up (1-3 s here), so a warm compile costs the trace alone. Without a C
-compiler the object file is cached instead and loaded through llvmlite's MCJIT. Above
-``PARALLEL_MIN`` elements (``TAPELAB_COMPILE_PARALLEL_MIN``) the rows are split over the intra-op pool
-(ctypes calls release the GIL) where that has measured faster than one call (``base/pool.py``). Without numba (or with ``TAPELAB_COMPILE_NUMBA=0``)
+compiler the object file is cached instead and loaded through llvmlite's MCJIT. With more than one
+thread, from ``OMP_MIN`` elements the library's entry splits the rows over one OpenMP region on libgomp's
+team (``_parts``: where MKL runs on GNU OpenMP, whose spinning threads the eager loops' regions share);
+elsewhere, above ``PARALLEL_MIN`` elements (``TAPELAB_COMPILE_PARALLEL_MIN``) the rows are split over the
+intra-op pool (ctypes calls release the GIL) where that has measured faster than one call (``base/pool.py``).
+Without numba (or with ``TAPELAB_COMPILE_NUMBA=0``)
 ``numpy_source`` evaluates the same DAG as numpy ufunc calls writing into a few reused buffers,
 and a warning says so once.
 """
@@ -43,6 +46,9 @@ __all__ = ["numba_source", "numpy_source", "load", "numba_available", "cache_dir
 # elements from which rows are split over threads. Measured on this project's 2-core machine (shared,
 # loaded): the serial gelu chain took 3.3 ms on 256x1024, a parallel one 19 ms, so threads start late.
 PARALLEL_MIN = int(os.environ.get("TAPELAB_COMPILE_PARALLEL_MIN", 1 << 22))
+# elements from which a loop's rows are split inside its entry, as one OpenMP region on libgomp's threads
+# (``_parts``): a region forks and joins in ~2 us while MKL's GEMMs keep those threads spinning
+OMP_MIN = int(os.environ.get("TAPELAB_COMPILE_OMP_MIN", 1 << 16))
 
 # a fused sum() adds the loop's values into per-lane partial sums of the output dtype (``lane_add``
 # may reassociate, so LLVM vectorises the loop: one float64 accumulator kept chain1M's kernel serial,
@@ -349,7 +355,9 @@ def _link(obj: bytes, symbol: str, n_ptr: int, target: Path) -> bool:
     an object as is, where ``a.ctypes.data`` costs microseconds per array (most of a 16-element call);
     and, where Python's headers are installed, the same as a CPython extension module's ``run``
     (``METH_FASTCALL``, the GIL released around the loop): ~0.1 us a call against ctypes' ~1 us,
-    which was a third of a compiled 16-element kernel call."""
+    which was a third of a compiled 16-element kernel call. That ``run`` takes an optional last
+    argument, ``parts``: above 1 the rows ``r0..r1`` are cut into that many blocks run as one OpenMP
+    region (``_parts``); the module says ``openmp = 1`` where it was built with OpenMP."""
     cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
     if cc is None:
         return False
@@ -358,6 +366,7 @@ def _link(obj: bytes, symbol: str, n_ptr: int, target: Path) -> bool:
     datas = ", ".join(f"*(void **)((char *)p{k} + {_DATA_OFFSET})" for k in range(n_ptr))
     fast = ", ".join(f"*(void **)((char *)a[{k}] + {_DATA_OFFSET})" for k in range(n_ptr))
     r0, r1, cols = (f"PyLong_AsLongLong(a[{n_ptr + k}])" for k in range(3))
+    block = ", ".join(f"d{k}" for k in range(n_ptr))
     entry = (f"#include <stdint.h>\nextern int32_t k(void **, void **, {', '.join(['void *'] * n_ptr)}, int64_t, "
              f"int64_t, int64_t) __asm__(\"{symbol}\");\nvoid {_ENTRY}({ptrs}, int64_t r0, int64_t r1, int64_t C) "
              f"{{ void *ret = 0, *exc = 0; k(&ret, &exc, {names}, r0, r1, C); }}\n"
@@ -366,16 +375,30 @@ def _link(obj: bytes, symbol: str, n_ptr: int, target: Path) -> bool:
              "#ifdef TAPELAB_PY\n#include <Python.h>\n"
              "static PyObject *run(PyObject *self, PyObject *const *a, Py_ssize_t n) {\n"
              f"  void *ret = 0, *exc = 0; int64_t r0 = {r0}, r1 = {r1}, C = {cols};\n"
-             f"  Py_BEGIN_ALLOW_THREADS k(&ret, &exc, {fast}, r0, r1, C); Py_END_ALLOW_THREADS\n"
+             f"  int64_t parts = n > {n_ptr + 3} ? PyLong_AsLongLong(a[{n_ptr + 3}]) : 1;\n"
+             "  if (parts < 2) {\n"
+             f"    Py_BEGIN_ALLOW_THREADS k(&ret, &exc, {fast}, r0, r1, C); Py_END_ALLOW_THREADS\n"
+             "    Py_RETURN_NONE;\n  }\n"
+             + "".join(f"  void *d{k} = *(void **)((char *)a[{k}] + {_DATA_OFFSET});\n" for k in range(n_ptr)) +
+             "  Py_BEGIN_ALLOW_THREADS\n"
+             "  #pragma omp parallel for num_threads(parts) schedule(static, 1)\n"
+             "  for (int64_t t = 0; t < parts; t++) {\n"
+             "    void *ret = 0, *exc = 0;\n"
+             f"    k(&ret, &exc, {block}, r0 + (r1 - r0) * t / parts, r0 + (r1 - r0) * (t + 1) / parts, C);\n"
+             "  }\n  Py_END_ALLOW_THREADS\n"
              "  Py_RETURN_NONE;\n}\n"
              "static PyMethodDef methods[] = {{\"run\", (PyCFunction)(void (*)(void))run, METH_FASTCALL, 0}, {0}};\n"
              f"static struct PyModuleDef module = {{PyModuleDef_HEAD_INIT, \"{target.stem}\", 0, -1, methods}};\n"
-             f"PyMODINIT_FUNC PyInit_{target.stem}(void) {{ return PyModule_Create(&module); }}\n#endif\n")
+             f"PyMODINIT_FUNC PyInit_{target.stem}(void) {{\n  PyObject *m = PyModule_Create(&module);\n"
+             "#ifdef _OPENMP\n  if (m) PyModule_AddIntConstant(m, \"openmp\", 1);\n#endif\n"
+             "  return m;\n}\n#endif\n")
     include = sysconfig.get_paths().get("include")
     with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
         (Path(tmp) / "k.o").write_bytes(obj)
         (Path(tmp) / "entry.c").write_text(entry)
-        for extra in ([f"-I{include}", "-DTAPELAB_PY"], []) if include else ([],):
+        # the extension module with OpenMP (libgomp, as MKL's GNU layer), else without it, else the plain entries
+        tries = ([f"-I{include}", "-DTAPELAB_PY", "-fopenmp"], [f"-I{include}", "-DTAPELAB_PY"], []) if include else ([],)
+        for extra in tries:
             done = subprocess.run([cc, "-shared", "-fPIC", "-O2", *extra, "-o", "k.so", "entry.c", "k.o"], cwd=tmp,
                                   capture_output=True)
             if not done.returncode:
@@ -387,14 +410,15 @@ def _link(obj: bytes, symbol: str, n_ptr: int, target: Path) -> bool:
 
 
 def _module_run(so: Path):
-    """The library's extension-module entry (``run``), or None where it was linked without one."""
+    """The library's extension-module entry (``run``, its ``openmp`` flag set on the ctypes entry's
+    caller), or None where it was linked without one."""
     try:
         spec = importlib.util.spec_from_file_location(so.stem, so)
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
     except ImportError:
         return None
-    return module.run
+    return module
 
 
 def _mcjit(obj: bytes, symbol: str, n_ptr: int):
@@ -437,8 +461,11 @@ def _entry(kernel: Kernel):
     fn = getattr(lib, _ENTRY)
     fn.argtypes = [ctypes.c_void_p] * n_ptr + [ctypes.c_int64] * 3
     fn.restype = None
+    fn.openmp = False
     if _data_offset_holds():
-        fn.objects = _module_run(so)
+        module = _module_run(so)
+        fn.objects = None if module is None else module.run
+        fn.openmp = bool(getattr(module, "openmp", 0))
         if fn.objects is None:
             fn.objects = getattr(lib, _ENTRY + "_obj")
             fn.objects.argtypes = [ctypes.py_object] * n_ptr + [ctypes.c_int64] * 3
@@ -477,11 +504,13 @@ def load(kernel: Kernel, use_numba: bool | None = None):
         size = int(np.prod(shape, dtype=np.int64))
         cols = shape[-1] if shape else 1
         rows = size // cols if cols else 0
-        threads = runtime.intra_op_threads() if size >= PARALLEL_MIN and not kernel.reduce else 1
-        found = plans[shapes] = (shape, rows, cols, ranges(rows, threads))
+        parts = _parts(rows, size) if openmp and not kernel.reduce else 1
+        threads = runtime.intra_op_threads() if size >= PARALLEL_MIN and not kernel.reduce and parts == 1 else 1
+        found = plans[shapes] = (shape, rows, cols, ranges(rows, threads), parts)
         return found
 
     objects = getattr(entry, "objects", None)
+    openmp = getattr(entry, "openmp", False)
     reduced = bool(kernel.reduce)         # the last output is the loop's 0-d sum
     timed_as = kernel.digest            # the pool's key: the same loop is timed once, whichever compile made it
 
@@ -490,7 +519,7 @@ def load(kernel: Kernel, use_numba: bool | None = None):
 
     def run(*arrays, out=None):
         shapes = tuple([a.shape for a in arrays])     # a list, not a generator: a 16-element call is
-        shape, rows, cols, bounds = plans.get(shapes) or plan(shapes)    # mostly this Python
+        shape, rows, cols, bounds, parts = plans.get(shapes) or plan(shapes)    # mostly this Python
         if expands:
             keep = [contiguous(a if lay != "expand" else np.broadcast_to(a, shape), dtype=dt)
                     for a, lay, dt in zip(arrays, layouts, in_dtypes)]
@@ -498,6 +527,9 @@ def load(kernel: Kernel, use_numba: bool | None = None):
             keep = [contiguous(a, dtype=dt) for a, dt in zip(arrays, in_dtypes)]
         outs = out if out is not None else [np.empty(() if reduced and j == len(out_dtypes) - 1 else shape, dt)
                                             for j, dt in enumerate(out_dtypes)]
+        if parts > 1:
+            objects(*outs, *keep, 0, rows, cols, parts)
+            return tuple(outs)
         if len(bounds) == 1 and objects is not None:
             objects(*outs, *keep, 0, rows, cols)     # the arrays stay alive in outs and keep meanwhile
             return tuple(outs)
@@ -511,6 +543,19 @@ def load(kernel: Kernel, use_numba: bool | None = None):
     if expands or objects is None:
         return run
     return _fixed_arity(run, plan, objects, in_dtypes, out_dtypes, reduced)
+
+
+def _parts(rows: int, size: int) -> int:
+    """Blocks of rows one call runs at once inside the library's entry, as one OpenMP region: the
+    intra-op threads from ``OMP_MIN`` elements where parallel parts run as regions on libgomp's team
+    (``kernels.native()``: MKL on GNU OpenMP, so the GEMMs before and after keep the team spinning and a
+    region starts in microseconds; ``regions.parts`` is 1 in a child forked after the team started), else
+    1. The rows are cut, each element computed by the same loop: the same floats as one block."""
+    from .. import kernels
+    threads = runtime.intra_op_threads()
+    if size < OMP_MIN or threads < 2 or rows < 2 or not kernels.native():
+        return 1
+    return min(rows, kernels.loops("regions").parts(threads))
 
 
 def _numpy_run(kernel: Kernel):
@@ -532,8 +577,8 @@ def _numpy_run(kernel: Kernel):
 def _fixed_arity(run, plan, objects, in_dtypes: list, out_dtypes: list, reduced: bool):
     """``run`` for a kernel whose loop runs whole (one block) on arrays it reads in place: straight-line
     Python of the kernel's own arity (no lists built around the arrays, no star-arguments), the plan by
-    the input shapes read once; a shape split into blocks over threads goes to ``run``. A 16-element
-    call was ~2 us of Python around a ~0.2 us loop."""
+    the input shapes read once; a shape split into blocks over threads (the pool's or an OpenMP region's)
+    goes to ``run``. A 16-element call was ~2 us of Python around a ~0.2 us loop."""
     ins = [f"a{i}" for i in range(len(in_dtypes))]
     outs = [f"o{j}" for j in range(len(out_dtypes))]
     scope = {"run": run, "plan": plan, "objects": objects, "contiguous": np.ascontiguousarray, "empty": np.empty,
@@ -545,8 +590,8 @@ def _fixed_arity(run, plan, objects, in_dtypes: list, out_dtypes: list, reduced:
         f"    key = ({''.join(f'{a}.shape, ' for a in ins)})",
         "    p = single.get(key)",
         "    if p is None:",
-        "        shape, rows, cols, bounds = plan(key)",
-        "        p = single[key] = (rows, cols, shape) if len(bounds) == 1 else False",
+        "        shape, rows, cols, bounds, parts = plan(key)",
+        "        p = single[key] = (rows, cols, shape) if len(bounds) == 1 and parts == 1 else False",
         "    if p is False:",
         f"        return run({args}, out=out)",
         "    rows, cols, oshape = p",
