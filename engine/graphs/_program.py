@@ -14,6 +14,13 @@ Only that buffer's contents differ (it keeps its capture-time values), and nothi
 them. On the MLP step this removed six full passes over the gradients (bench/README.md).
 A stream capture (cuda) keeps every step writing its buffer: a CUDA graph replays fixed
 addresses.
+
+On the cpu a training step's bookkeeping replays in fewer passes, each the same floats as the
+recorded ops: a ``fill`` writes its value into its buffer (no array made) and, where the next
+reader is ``add(buf, x, out=buf)`` (``zero_grad(set_to_none=False)``, then the backward's
+accumulation), folds into that add as a constant; SGD's momentum update (three recorded steps a
+parameter) is one fused pass, which also takes such a folded accumulation when nothing reads the
+gradient in between (``_fills``, ``_zero_folds``, ``_momentum_updates``, ``_moved_accumulations``).
 Each step's entry in ``nodes`` also names the module path it ran in (``module``, "" outside
 any module) and the user's line that ran it (``where``), for views.
 """
