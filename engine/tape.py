@@ -271,35 +271,56 @@ def _batch_stats(samples: list) -> list:
 
 # ---------------------------------------------------------------- source lines
 # Taken by the tape's handler, so only a recording pays for it: a walk up the stack to the first
-# frame whose module is not tapelab's, with the verdict per code object and the text per call site
-# (code object and instruction) cached. Both caches are keyed by the code object's id, its value
-# holding the code object so the id stays its own: hashing a code object hashes its bytecode and
-# constants (0.3-0.7 us a frame), and f_lineno decodes the line table (0.2 us), where f_lasti is a slot.
+# frame whose module is not tapelab's. A frame is told apart by its code's file name, one set test:
+# a str caches its hash, where keying by the code object took an ``id`` call and a dict lookup per
+# frame, and hashing a code object hashes its bytecode and constants (0.3-0.7 us a frame). A file's
+# verdict is its module's, taken the first time a frame of it is seen; code compiled from a string
+# (``<string>``, ``<stdin>``) has no file of its own and is judged per code object (by id, the entry
+# holding the code so the id stays its own). The text per call site (code and instruction:
+# ``f_lasti`` is a slot where ``f_lineno`` decodes the line table) is cached the same way.
+_OUR_FILES: set = set()
+_THEIR_FILES: set = set()
 _OURS: dict = {}
 _LINES: dict = {}
 
 
 def source_line(frame) -> str:
     """``file:line  code`` of the first frame at or above ``frame`` outside tapelab ("" if none)."""
-    ours = _OURS
+    ours, theirs = _OUR_FILES, _THEIR_FILES
     while frame is not None:
         code = frame.f_code
-        seen = ours.get(id(code))
-        if seen is None:
-            name = frame.f_globals.get("__name__") or ""
-            seen = ours[id(code)] = (code, name == "tapelab" or name.startswith("tapelab."))
-        if not seen[1]:
-            key = (id(code), frame.f_lasti)
-            hit = _LINES.get(key)
-            if hit is None:
-                if len(_LINES) > 65536:
-                    _LINES.clear()
-                lineno = frame.f_lineno
-                line = linecache.getline(code.co_filename, lineno).strip()
-                hit = _LINES[key] = (code, f"{os.path.basename(code.co_filename)}:{lineno}" + (f"  {line}" if line else ""))
-            return hit[1]
-        frame = frame.f_back
+        file = code.co_filename
+        if file in ours or (file not in theirs and _is_ours(frame, code, file)):
+            frame = frame.f_back
+            continue
+        key = (id(code), frame.f_lasti)
+        hit = _LINES.get(key)
+        if hit is None:
+            if len(_LINES) > 65536:
+                _LINES.clear()
+            lineno = frame.f_lineno
+            line = linecache.getline(file, lineno).strip()
+            hit = _LINES[key] = (code, f"{os.path.basename(file)}:{lineno}" + (f"  {line}" if line else ""))
+        return hit[1]
     return ""
+
+
+def _is_ours(frame, code, file: str) -> bool:
+    """Whether ``frame`` runs tapelab's code (its module is ``tapelab`` or below), first seen in ``file``:
+    the verdict is kept for the file, or for the code object where the file is no file (``<string>``)."""
+    if file.startswith("<"):
+        seen = _OURS.get(id(code))
+        if seen is None:
+            seen = _OURS[id(code)] = (code, _in_tapelab(frame))
+        return seen[1]
+    ours = _in_tapelab(frame)
+    (_OUR_FILES if ours else _THEIR_FILES).add(file)
+    return ours
+
+
+def _in_tapelab(frame) -> bool:
+    name = frame.f_globals.get("__name__") or ""
+    return name == "tapelab" or name.startswith("tapelab.")
 
 
 def _dispatch_caller(frame):
@@ -487,7 +508,10 @@ class tape:
         if len(self._nodes) == self.max_records:
             self._drop_oldest()
         node = step.node
-        seq = node.tape_seq
+        try:   # Node.tape_seq inlined (a property's frame per step): set where an op was told, else unset
+            seq = node._tape_seq
+        except AttributeError:
+            seq = None
         fwd = self._by_seq.get(seq) if seq is not None else None
         gouts = step.grad_outputs
         first = None

@@ -137,8 +137,11 @@ class LiveTape(tape):
             return
         if self._skip:
             self._skipped[1] += 1
-            if self._deaf and self._b_ops == self._nb:
-                self._deaf_step_done()
+            if self._deaf:   # nothing reaches the builder until the deaf step's end: a delta only then
+                if self._b_ops == self._nb:
+                    self._deaf_step_done()
+                    self._tick()
+                return
             self._tick()
             return
         rec = super().record_step(step)

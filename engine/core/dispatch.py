@@ -48,6 +48,7 @@ __all__ = ["apply", "eager", "Mode", "STATE", "push_mode", "pop_mode", "module_s
 
 _generic = np.generic
 _get_ident = threading.get_ident
+_clock = time.perf_counter_ns   # an op's start and duration, while someone watches
 _OP_SUBSCRIBERS = events._subscribers["op"]  # the live list: a truth test instead of a call
 _OpRecorded = events.OpRecorded
 _MADE_SUBSCRIBERS = events._subscribers["made"]
@@ -311,7 +312,7 @@ def unary(op: Op) -> Callable[[Tensor], Tensor]:
             out = functions.entry(fn, input)
             if out is not PASS:
                 return out
-        return apply(op, input)
+        return _observed(op, (input,), {}) if STATE.slow else apply(op, input)   # (apply's frame skipped)
     return fn
 
 
@@ -358,7 +359,7 @@ def binary(op: Op, reflected: bool = False) -> Callable[[Tensor, object], Tensor
             try:
                 if fast and not STATE.slow:
                     return fast((other, self), {})
-                return apply(op, other, self)
+                return _observed(op, (other, self), {}) if STATE.slow else apply(op, other, self)
             except TypeError:
                 return reflected_failure(other)
     else:
@@ -369,7 +370,7 @@ def binary(op: Op, reflected: bool = False) -> Callable[[Tensor, object], Tensor
             try:
                 if fast and not STATE.slow:
                     return fast((self, other), {})
-                return apply(op, self, other)
+                return _observed(op, (self, other), {}) if STATE.slow else apply(op, self, other)
             except TypeError:   # a numpy array (array_operand); a try costs nothing until it catches
                 return method(self, array_operand(other))
     method.__name__ = method.__qualname__ = (f"__{'r' if reflected else ''}{op.operator}__" if op.operator
@@ -967,41 +968,60 @@ def _observed(op, args, params):
     fast = op.fast
     if fast is None:   # an op first run while someone watches (a notebook under %tape on from its start)
         fast = op.fast = _compile(op)
-    start = time.perf_counter_ns()
+    start = _clock()
     out = fast(args, params) if fast else eager(op, args, params)
-    dur = time.perf_counter_ns() - start
+    dur = _clock() - start
     res = out[0] if isinstance(out, tuple) else out
-    if fast:   # the compiled path keeps no module scope (``_result`` does, while someone watches)
-        node = res.grad_fn
-        if node is not None:
-            path = local.module_path
-            if path:
-                node.module = path[-1]
+    node = res.grad_fn
+    path = local.module_path
+    module = path[-1] if path else ""
+    if fast and module and node is not None:   # the compiled path keeps no module scope (``_result`` does)
+        node.module = module
     if STATE.anomaly is not None:
         STATE.anomaly(op, args, res)
     if _OP_SUBSCRIBERS:
         res._uid_ = uid = next(_uids)   # a new op result gets its uid here (no lazy lookup)
-        _tell(op, args, res, uid, res.grad_fn, res.requires_grad, start, dur)
+        _tell(op, args, res, uid, node, res.requires_grad, start, dur, module)
     return out
 
 
-def _tell(op, args, res, uid: int, node, requires_grad: bool, start: int, dur: int) -> None:
+def _tell(op, args, res, uid: int, node, requires_grad: bool, start: int, dur: int, module: str) -> None:
     """Emit the ``op`` event of an op that made ``res`` (told as output ``uid``; ``node`` its
-    graph node, or None)."""
+    graph node, or None; ``module`` the innermost module scope, or "")."""
     seq = next(STATE._seq)
     if node is not None:
         node._tape_seq = seq  # links backward steps of this node to the recorded op
+        try:
+            name = node.node_name   # an op's node (``OpNode``): fixed by its type, or None (named by its inputs)
+        except AttributeError:      # another kind of node (a tensor-like's ``__torch_function__`` made the result)
+            name = None
+        if name is None:
+            name = node.name()
+    else:
+        name = ""
     data = res._data
     n = len(args)
     if n == 2 and isinstance(args[0], Tensor):   # most ops: one or two operands, written out
         a, b = args
+        try:   # Tensor._uid inlined: an operand told before (or an op's result) has its uid
+            ua = a._uid_
+        except AttributeError:
+            ua = a._uid()
         if isinstance(b, Tensor):
-            uids, shapes = (a._uid(), b._uid()), (a._data.shape, b._data.shape)
+            try:
+                ub = b._uid_
+            except AttributeError:
+                ub = b._uid()
+            uids, shapes = (ua, ub), (a._data.shape, b._data.shape)
         else:
-            uids, shapes = (a._uid(), None), (a._data.shape, ())
+            uids, shapes = (ua, None), (a._data.shape, ())
     elif n == 1 and isinstance(args[0], Tensor):
         a = args[0]
-        uids, shapes = (a._uid(),), (a._data.shape,)
+        try:
+            ua = a._uid_
+        except AttributeError:
+            ua = a._uid()
+        uids, shapes = (ua,), (a._data.shape,)
     else:
         uids, shapes = [], []
         for a in args:
@@ -1012,11 +1032,9 @@ def _tell(op, args, res, uid: int, node, requires_grad: bool, start: int, dur: i
                 uids.append(None)
                 shapes.append(())
         uids, shapes = tuple(uids), tuple(shapes)
-    path = LOCAL.module_path
     ev = _OpRecorded(   # positional: field order of OpRecorded
         seq, op.name, uids, shapes, uid, data.shape, _BY_NP[data.dtype].name,
-        res._device._name, requires_grad, dur, start, path[-1] if path else "",
-        node.name() if node is not None else "", (args, res))
+        res._device._name, requires_grad, dur, start, module, name, (args, res))
     subs = _OP_SUBSCRIBERS
     if len(subs) == 1:   # events.emit, inlined for the usual one subscriber (a tape or the profiler)
         subs[0](ev)
@@ -1034,13 +1052,14 @@ def observed_write(op, target: Tensor, args: tuple, write: Callable[[], bool]) -
     node. False (nothing written, nothing told) when ``write`` declines or someone else watches."""
     if LOCAL.modes or STATE.functions is not None:
         return False
-    start = time.perf_counter_ns()
+    start = _clock()
     if not write():
         return False
-    dur = time.perf_counter_ns() - start
+    dur = _clock() - start
     operands = (target, *args)
     if STATE.anomaly is not None:
         STATE.anomaly(op, operands, target)
     if _OP_SUBSCRIBERS:
-        _tell(op, operands, target, next(_uids), None, False, start, dur)
+        path = LOCAL.module_path
+        _tell(op, operands, target, next(_uids), None, False, start, dur, path[-1] if path else "")
     return True
