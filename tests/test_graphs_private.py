@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import tapelab as T
-from tapelab.optim._foreach import accumulated_momentum_update
+from tapelab.optim._foreach import momentum_update_from
 
 
 def _mlp(m, rng_seed=0):
@@ -65,7 +65,7 @@ def test_captured_sgd_momentum_step_equals_torch_eager_steps():
     src = g.source
     # each parameter's momentum update (buf.mul_, buf.add_, p.add_(buf, alpha=-lr)) is one fused pass in place,
     # which also makes the gradient (the zeroed .grad plus the backward's)
-    fused = [n for n, v in g._program.ns.items() if v is accumulated_momentum_update]
+    fused = [n for n, v in g._program.ns.items() if v is momentum_update_from]
     assert len(fused) == 1 and sum(ln.strip().startswith(fused[0] + "(") for ln in src.splitlines()) == 4
     assert "alpha=" not in src
     # the backward's gradients reach the accumulation as the linear backward made them: no copies

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import tapelab as T
-from tapelab.optim._foreach import accumulated_momentum_update, momentum_update
+from tapelab.optim._foreach import momentum_update_from, momentum_update
 
 
 def _mlp(m, seed=0, sizes=(24, 32, 32, 5)):
@@ -103,28 +103,33 @@ def test_replayed_step_equals_eager_tapelab_bit_for_bit_and_torch(name, set_to_n
     assert "full_like" not in g.source
 
 
-def test_captured_momentum_updates_and_zero_fills_are_single_passes():
+@pytest.mark.parametrize("set_to_none", [False, True], ids=["zero-fill", "to-none"])
+def test_captured_momentum_updates_make_their_gradients_in_one_pass(set_to_none):
     model = _mlp(T)
     opt = T.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     x, y = T.zeros(16, 24), T.zeros(16, dtype=T.int64)
-    step = _stepper(T, model, opt, x, y, False)
+    step = _stepper(T, model, opt, x, y, set_to_none)
     step(), step()
     g = T.graphs.Graph()
     with T.graphs.graph(g):
         step()
     p, n = g._program, len(list(model.parameters()))
-    fused = [k for k, v in p.ns.items() if v is accumulated_momentum_update]
-    assert len(fused) == 1 and sum(ln.strip().startswith(fused[0] + "(") for ln in g.source.splitlines()) == n
-    assert not any(v is momentum_update for v in p.ns.values())
-    # every fill is folded into the accumulation after it, and that accumulation moved into the update's
-    # pass: neither has a line of its own
+    fused = [k for k, v in p.ns.items() if v is momentum_update_from]
+    lines = [ln.strip() for ln in g.source.splitlines()]
+    assert len(fused) == 1 and sum(ln.startswith(fused[0] + "(") for ln in lines) == n
+    plain = [k for k, v in p.ns.items() if v is momentum_update]     # the step functions' form only
+    assert not any(ln.startswith(k + "(") for k in plain for ln in lines)
+    # each update writes its .grad from the backward's result: zeroed and accumulated (the fill folded into
+    # the add, the add moved into the update: neither has a line of its own), or copied (set_to_none)
+    assert sum(", None, " in ln for ln in lines) == (n if set_to_none else 0)
     fills = [i for i, node in enumerate(g.nodes()) if node["op"] == "fill"]
     adds = [i for i, node in enumerate(g.nodes()) if node["op"] == "add"]
-    assert len(fills) == n and all(p.step_lines[i] == [] for i in fills + adds)
+    assert len(fills) == (0 if set_to_none else n) and all(p.step_lines[i] == [] for i in fills + adds)
     assert "_copyto(" not in g.source        # nothing is copied (the loss is not held)
 
 
-def test_an_accumulation_read_before_the_update_stays_in_place():
+@pytest.mark.parametrize("set_to_none", [False, True], ids=["zero-fill", "to-none"])
+def test_a_gradient_read_before_the_update_is_written_in_its_own_pass(set_to_none):
     model = _mlp(T)
     opt = T.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     ref_model = _mlp(T)
@@ -133,7 +138,7 @@ def test_an_accumulation_read_before_the_update_stays_in_place():
 
     def stepper(mod, o):
         def step():
-            o.zero_grad(set_to_none=False)
+            o.zero_grad(set_to_none=set_to_none)
             T.nn.functional.cross_entropy(mod(x), y).backward()
             norm = mod[0].weight.grad.norm()       # reads a gradient between the backward and the update
             o.step()
@@ -154,10 +159,10 @@ def test_an_accumulation_read_before_the_update_stays_in_place():
             np.testing.assert_array_equal(_bits(a.detach().numpy()), _bits(b.detach().numpy()))
             np.testing.assert_array_equal(_bits(a.grad.numpy()), _bits(b.grad.numpy()))
     p = g._program
-    moved = [k for k, v in p.ns.items() if v is accumulated_momentum_update]
+    moved = [k for k, v in p.ns.items() if v is momentum_update_from]
     plain = [k for k, v in p.ns.items() if v is momentum_update]
     lines = g.source.splitlines()
-    # the first layer's weight gradient is read by the norm: its update reads the accumulated .grad
+    # the first layer's weight gradient is read by the norm: its update reads the .grad written before
     assert sum(ln.strip().startswith(plain[0] + "(") for ln in lines) == 1
     assert sum(ln.strip().startswith(moved[0] + "(") for ln in lines) == 5
 
@@ -257,6 +262,33 @@ def test_large_replayed_step_splits_as_eager_at_each_thread_count(threads):
             for a, b in zip(*(m.parameters() for m in models)):
                 np.testing.assert_array_equal(_bits(a.detach().numpy()), _bits(b.detach().numpy()))
                 np.testing.assert_array_equal(_bits(a.grad.numpy()), _bits(b.grad.numpy()))
-        assert any(v is accumulated_momentum_update for v in g._program.ns.values())
+        assert any(v is momentum_update_from for v in g._program.ns.values())
     finally:
         T.set_num_threads(old)
+
+
+@pytest.mark.parametrize("set_to_none", [False, True], ids=["zero-fill", "to-none"])
+def test_step_functions_run_the_same_step_as_the_fused_replay(set_to_none):
+    """``Program.step_functions()`` (one function a step, the stream capture's form) keeps each step's own
+    lines, unfused; run in order they give the replay's floats."""
+    models = [_mlp(T, 2), _mlp(T, 2)]
+    opts = [T.optim.SGD(m.parameters(), lr=0.05, momentum=0.9) for m in models]
+    x, y = T.zeros(16, 24), T.zeros(16, dtype=T.int64)
+    steps = [_stepper(T, m, o, x, y, set_to_none) for m, o in zip(models, opts)]
+    graphs = []
+    for step in steps:
+        step(), step()
+        g = T.graphs.Graph()
+        with T.graphs.graph(g):
+            step()
+        graphs.append(g)
+    functions = graphs[1]._program.step_functions()
+    for i in range(3):
+        xs, ys = _batch(i)
+        x.copy_(T.tensor(xs)), y.copy_(T.tensor(ys))
+        graphs[0].replay()
+        for f in functions:
+            f()
+        for a, b in zip(*(m.parameters() for m in models)):
+            np.testing.assert_array_equal(_bits(a.detach().numpy()), _bits(b.detach().numpy()))
+            np.testing.assert_array_equal(_bits(a.grad.numpy()), _bits(b.grad.numpy()))

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..optim._foreach import accumulated_momentum_update, fused_momentum, momentum_update
+from ..optim._foreach import fused_momentum, momentum_update, momentum_update_from
 from ._capture import CaptureError, _is_array, root_key
 
 
@@ -45,11 +45,15 @@ class Program:
         copyto = None
         locals_ = _locals(mode, private)
         fills = _fills(mode.steps)
-        touches = [{root_key(a) for a in _step_arrays(step)} for step in mode.steps] if fills else []
-        folds = _zero_folds(mode.steps, fills, touches)     # add step -> the fill step it absorbs
-        momenta = _momentum_updates(mode.steps, set(fills) | set(folds))
+        momenta = _momentum_updates(mode.steps, set(fills))
+        touches = [{root_key(a) for a in _step_arrays(step)} for step in mode.steps] if fills or momenta else []
+        folds = _zero_folds(mode.steps, fills, touches, momenta)     # add step -> the fill step it absorbs
         moved = _moved_accumulations(mode.steps, folds, momenta, touches)   # momentum step -> add step
         absorbed = {k for j in momenta for k in (j + 1, j + 2)} | set(moved.values())
+        fed = _fed_updates(mode.steps, momenta, touches, locals_, set(fills) | set(folds) | absorbed | set(momenta))
+        defer: dict[int, dict] = {}      # op step -> {id(gradient buffer): the local its result is bound to}
+        for j, (k, d) in fed.items():
+            defer.setdefault(k, {})[id(d)] = f"_g{j}"
         run_lines: list[str] = []
         for root, snap in mode.reinit.values():
             self.step_lines.append([f"_copyto({self._name(root)}, {self._name(snap)})"])
@@ -62,11 +66,14 @@ class Program:
             if kind == "op":
                 _, op, fwd, xp, arrays, params, dsts, r, ufunc, where = step
                 copyto = copyto or xp.copyto
-                if j in momenta or j in absorbed:
+                if j in fed:      # the replay's line also copies the gradient; the step's own reads it
+                    lines, run = [self._momentum(momenta[j], None, mode.steps, fills, folds)], [
+                        self._fed_momentum(momenta[j], f"_g{j}")]
+                elif j in momenta or j in absorbed:
                     lines = [self._momentum(momenta[j], moved.get(j), mode.steps, fills, folds)] if j in momenta else []
                     run = lines
                 else:
-                    lines, run = self._op_step(j, step, locals_, fills, folds)
+                    lines, run = self._op_step(j, step, locals_, fills, folds, defer.get(j, {}))
                 self.step_lines.append(lines)
                 run_lines += run
                 self.nodes.append({"kind": "op", "op": op.name,
@@ -123,8 +130,10 @@ class Program:
             return repr(a)
         return self._name(a, "b" if _is_array(a) else "k")
 
-    def _op_step(self, j, step, locals_, fills, folds) -> tuple[list[str], list[str]]:
-        """The lines of op step ``j``: as ``step_lines`` keeps them, and as the replay runs them."""
+    def _op_step(self, j, step, locals_, fills, folds, defer: dict) -> tuple[list[str], list[str]]:
+        """The lines of op step ``j``: as ``step_lines`` keeps them, and as the replay runs them (where
+        ``defer`` names outputs whose copy into their buffer a later fused update makes, ``_fed_updates``,
+        their results bound to those locals instead)."""
         _, op, fwd, xp, arrays, params, dsts, r, ufunc, _where = step
         i = len(self.nodes)
         if j in fills:
@@ -140,8 +149,8 @@ class Program:
         # a step that writes its buffer in place (ufunc out=, fwd_out) keeps it: no copy to save,
         # and a fresh result each replay would allocate (a large one page-faults anew)
         if any(d is not None and id(d) in locals_ for d in dsts) and any(ln.startswith("_copyto(") for ln in lines):
-            return lines, self._op_locals(i, op, fwd, xp, arrays, params, dsts, r, locals_)
-        return lines, lines
+            return lines, self._op_locals(i, op, fwd, xp, arrays, params, dsts, r, locals_, defer)
+        return lines, self._op(i, op, fwd, xp, arrays, params, dsts, r, ufunc, defer) if defer else lines
 
     def _momentum(self, update: tuple, add: int | None, steps: list, fills: dict, folds: dict) -> str:
         """The line of one fused momentum update (``_momentum_updates``), with the accumulation into its
@@ -152,9 +161,17 @@ class Program:
             return f"{self._name(momentum_update, 'f')}({', '.join(self._name(a) for a in (p, g, buf))}, {scalars})"
         args = ", ".join(self._name(a) for a in (p, steps[add][4][1], g, buf))
         filled = self._constant(fills[folds[add]])
-        return f"{self._name(accumulated_momentum_update, 'f')}({args}, {filled}, {scalars})"
+        return f"{self._name(momentum_update_from, 'f')}({args}, {filled}, {scalars})"
 
-    def _op(self, i, op, fwd, xp, arrays, params, dsts, r, ufunc) -> list[str]:
+    def _fed_momentum(self, update: tuple, result: str) -> str:
+        """The line of one fused momentum update that also copies its gradient from the backward's
+        ``result`` (a local, ``_fed_updates``) into the gradient's buffer."""
+        p, g, buf, momentum, alpha = update
+        return (f"{self._name(momentum_update_from, 'f')}({self._name(p)}, {result}, {self._name(g)}, "
+                f"{self._name(buf)}, None, {self._constant(momentum)}, {self._constant(alpha)})")
+
+    def _op(self, i, op, fwd, xp, arrays, params, dsts, r, ufunc, defer: dict | None = None) -> list[str]:
+        defer = defer or {}
         args = ", ".join(self._arg(a) for a in arrays)
         if ufunc is not None:
             return [f"{self._name(ufunc, 'u')}({args}, out={self._name(dsts[0])})"]
@@ -166,10 +183,12 @@ class Program:
         if len(dsts) == 1:
             d = self._name(dsts[0])
             shape = "_r.shape" if hasattr(r, "shape") else "_np_shape(_r)"
-            return [call, f"if {shape} != {d}.shape: _shape_error({i}, _r)", f"_copyto({d}, _r)"]
-        return [call] + [f"_copyto({self._name(d)}, _r[{j}])" for j, d in enumerate(dsts) if d is not None]
+            put = f"{defer[id(dsts[0])]} = _r" if id(dsts[0]) in defer else f"_copyto({d}, _r)"
+            return [call, f"if {shape} != {d}.shape: _shape_error({i}, _r)", put]
+        return [call] + [f"{defer[id(d)]} = _r[{j}]" if id(d) in defer else f"_copyto({self._name(d)}, _r[{j}])"
+                         for j, d in enumerate(dsts) if d is not None]
 
-    def _op_locals(self, i, op, fwd, xp, arrays, params, dsts, r, locals_) -> list[str]:
+    def _op_locals(self, i, op, fwd, xp, arrays, params, dsts, r, locals_, defer: dict) -> list[str]:
         """The step with its private outputs bound as locals (``_locals``): the forward's
         result itself, its shape checked against the capture's; the other outputs copied."""
         args = ", ".join(self._arg(a) for a in arrays)
@@ -179,7 +198,8 @@ class Program:
             d = dsts[0]
             return lines + [f"if _np_shape(_r) != {self._constant(d.shape)}: _shape_error({i}, _r)",
                             f"{self._name(d)} = _r"]
-        return lines + [f"{self._name(d)} = _r[{j}]" if id(d) in locals_ else f"_copyto({self._name(d)}, _r[{j}])"
+        return lines + [f"{self._name(d)} = _r[{j}]" if id(d) in locals_ else
+                        f"{defer[id(d)]} = _r[{j}]" if id(d) in defer else f"_copyto({self._name(d)}, _r[{j}])"
                         for j, d in enumerate(dsts) if d is not None]
 
     def _guard(self, arr, expected, i: int) -> None:
@@ -232,14 +252,15 @@ def _fills(steps: list) -> dict:
     return out
 
 
-def _zero_folds(steps: list, fills: dict, touches: list) -> dict:
+def _zero_folds(steps: list, fills: dict, touches: list, momenta: dict) -> dict:
     """Add step index -> fill step index, where a fill's next reader is ``add(buf, x, out=buf)`` (a
     gradient accumulated into a ``.grad`` that ``zero_grad(set_to_none=False)`` filled): the add
     then reads the filled value as a 0-d constant, ``add(v, x, out=buf)``, and the fill's pass goes.
     Each element is ``v + x`` either way, the same float. The value must be a number (a 0-d
     tensor's may change between replays), ``x`` a float32/float64 array of ``buf``'s shape and dtype
     over other memory, and no step between them may touch ``buf``'s memory (``touches``: each step's
-    root keys)."""
+    root keys); an add that is part of a momentum update (``momenta``) stays as it is."""
+    inside = {k for j in momenta for k in (j, j + 1, j + 2)}
     out = {}
     for j, value in fills.items():
         buf = steps[j][6][0]
@@ -250,7 +271,7 @@ def _zero_folds(steps: list, fills: dict, touches: list) -> dict:
             step = steps[k]
             if key not in touches[k]:
                 continue
-            if step[0] == "op" and step[8] is np.add and _only(step[6], buf) and len(step[4]) == 2 and \
+            if k not in inside and step[0] == "op" and step[8] is np.add and _only(step[6], buf) and len(step[4]) == 2 and \
                     step[4][0] is buf and _is_array(step[4][1]) and type(step[4][1]) is np.ndarray and \
                     step[4][1].shape == buf.shape and step[4][1].dtype == buf.dtype and root_key(step[4][1]) != key:
                 out[k] = j
@@ -302,6 +323,39 @@ def _moved_accumulations(steps: list, folds: dict, momenta: dict, touches: list)
         if fused_momentum(p, x, buf) and not any(key in touches[i] for i in range(k + 1, j) for key in span):
             out[j] = k
     return out
+
+
+def _fed_updates(steps: list, momenta: dict, touches: list, locals_: set, taken: set) -> dict:
+    """Momentum update step -> ``(k, g)``: op step ``k`` made the update's gradient ``g`` and copies its
+    result into ``g``'s buffer (a ``.grad`` the backward set, held by the user), and no step between them
+    touches that memory: the update's pass makes the copy too (``optim._foreach.momentum_update_from``),
+    reading the forward's result itself. One pass where two read and wrote ``g``."""
+    made: dict[int, int] = {}      # id(array) -> the last op step writing it
+    for k, step in enumerate(steps):
+        if step[0] == "op":
+            for d in step[6]:
+                if d is not None:
+                    made[id(d)] = k
+    out = {}
+    for j, (_p, g, _buf, _m, _a) in momenta.items():
+        k = made.get(id(g))
+        if k is None or k > j or k in taken or id(g) in locals_ or _copies_into(steps[k], g) is None:
+            continue
+        if not any(root_key(g) in touches[i] for i in range(k + 1, j)):
+            out[j] = (k, g)
+    return out
+
+
+def _copies_into(step: tuple, g):
+    """The forward's result at capture that op ``step`` copies into its output ``g`` at every replay (no
+    ufunc ``out=``, no ``fwd_out`` writing it), when it is an array of ``g``'s shape and dtype; else None."""
+    _, op, _fwd, _xp, arrays, _params, dsts, r, ufunc, _where = step
+    results = r if len(dsts) > 1 else (r,)
+    if ufunc is not None or (op.fwd_out is not None and _writable_outputs(
+            arrays, dsts, r if op.n_extra else (r,), op.elementwise)) or len(results) != len(dsts):
+        return None
+    res = results[[i for i, d in enumerate(dsts) if d is g][0]]
+    return res if _is_array(res) and res.shape == g.shape and res.dtype == g.dtype else None
 
 
 def _only(dsts: tuple, arr) -> bool:

@@ -13,7 +13,7 @@ from numba import njit
 
 from .fastmath import fma
 
-__all__ = ["adam", "adam_moments", "adam_apply", "sgd_momentum", "sgd_momentum_accumulated"]
+__all__ = ["adam", "adam_moments", "adam_apply", "sgd_momentum", "sgd_momentum_grad"]
 
 
 @njit(cache=True, error_model="numpy", nogil=True, inline="always")
@@ -73,12 +73,13 @@ def sgd_momentum(p, g, buf, momentum, neg_lr):
 
 
 @njit(cache=True, error_model="numpy", nogil=True)
-def sgd_momentum_accumulated(p, x, g, buf, filled, momentum, neg_lr):
-    """``sgd_momentum`` on the gradient ``g = filled + x`` written in the same pass: a ``.grad`` that
-    ``zero_grad(set_to_none=False)`` filled and the backward's ``x`` then accumulated into
-    (``add(filled, x)``, one rounding), as a captured step's replay runs it."""
+def sgd_momentum_grad(p, x, g, buf, accumulate, filled, momentum, neg_lr):
+    """``sgd_momentum`` on a gradient ``g`` it writes in the same pass, from the backward's ``x``: ``g = x``
+    (copied into ``.grad``'s buffer) or, with ``accumulate``, ``g = filled + x`` (a ``.grad`` that
+    ``zero_grad(set_to_none=False)`` filled, then ``add(filled, x)``: one rounding), as a captured
+    step's replay runs it."""
     for i in range(p.shape[0]):
-        gi = filled + x[i]
+        gi = filled + x[i] if accumulate else x[i]
         g[i] = gi
         b = buf[i] * momentum + gi
         buf[i] = b

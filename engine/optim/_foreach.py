@@ -27,8 +27,7 @@ from ..core.creation import zeros_like
 from ..core.dispatch import keeps_float32
 from ..ops.elementwise import _addcdiv_fwd, _addcmul_fwd, _div, _lerp_fwd, _mul, _sqrt_fwd, scaled_sum
 
-__all__ = ["multi_tensor", "check_fused", "sgd", "adam", "fused_momentum", "momentum_update",
-           "accumulated_momentum_update"]
+__all__ = ["multi_tensor", "check_fused", "sgd", "adam", "fused_momentum", "momentum_update", "momentum_update_from"]
 
 
 def check_fused(defaults: dict) -> None:
@@ -127,16 +126,17 @@ def momentum_update(p, g, buf, momentum: float, neg_lr: float) -> None:
     kernels.parallel(kernels.loops("optim").sgd_momentum, 3, p, g, buf, f32(momentum), f32(neg_lr))
 
 
-def accumulated_momentum_update(p, x, g, buf, filled, momentum: float, neg_lr: float) -> None:
-    """``g.fill_(filled); g.add_(x)`` (a ``.grad`` zeroed, then the backward's gradient accumulated into
-    it) and ``momentum_update(p, g, buf, ...)`` in one pass, the same floats as those ops: a captured
-    step's replay runs it where nothing reads ``g`` in between (``graphs/_program.py``). Four arrays as
-    ``fused_momentum`` accepts three; ``filled`` a number."""
+def momentum_update_from(p, x, g, buf, filled: float | None, momentum: float, neg_lr: float) -> None:
+    """``g`` made from the backward's ``x`` (``g.copy_(x)`` where ``filled`` is None, else ``g.fill_(filled);
+    g.add_(x)``: a zeroed ``.grad`` accumulated into) and ``momentum_update(p, g, buf, ...)``, in one pass
+    and the same floats as those ops: a captured step's replay runs it where nothing reads ``g`` in between
+    (``graphs/_program.py``). ``p``, ``g`` and ``buf`` as ``fused_momentum`` accepts them; ``x`` of their
+    shape and dtype, in any layout (read through ``ravel``)."""
     if p.ndim != 1:
-        p, x, g, buf = p.ravel(), x.ravel(), g.ravel(), buf.ravel()
+        p, g, buf = p.ravel(), g.ravel(), buf.ravel()
     f32 = np.float32
-    kernels.parallel(kernels.loops("optim").sgd_momentum_accumulated, 4, p, x, g, buf, f32(filled), f32(momentum),
-                     f32(neg_lr))
+    kernels.parallel(kernels.loops("optim").sgd_momentum_grad, 4, p, x.ravel(), g, buf, filled is not None,
+                     f32(0 if filled is None else filled), f32(momentum), f32(neg_lr))
 
 
 def adam(opt, group: dict, lr: float, beta1: float, beta2: float) -> None:
