@@ -118,7 +118,7 @@ def test_winograd_weight_gradient_image_at_a_time_equals_whole_batch_passes(n, c
     gy = _RNG.standard_normal((n, o, h, w)).astype(np.float32)
     pads = ((1, 1), (1, 1))
     du = np.zeros((36, o, c), np.float32)
-    kernels.loops("winograd").weight_f43(x, gy, 1, 1, du)
+    kernels.loops("winograd").weight_f43(x, gy, 1, 1, du, 0, 36)
     v = np.empty((6, 6, n, h // 4, w // 4 * c), np.float32)
     dm = np.empty((36, n * (h // 4) * (w // 4) * o), np.float32)
     _winograd._weight_transforms(np, x, gy, pads, v, dm, 0, n)

@@ -294,14 +294,16 @@ def grad_transform_f43(gy, q, dm, tmp, b0, b1):
 
 
 @njit(**_JIT)
-def weight_f43(x, gy, pt, pl, out):
-    """``out (36, O, C) += `` the weight gradient's per-tap products ``sum_t dm[:, t] v[t, :]`` over every
-    tile of ``x (N, C, H, W)`` (zero-padded by ``pt`` rows, ``pl`` columns) and ``gy (N, O, OH, OW)``, F(4, 3),
-    one image at a time: its input transform (``input_transform_f43``'s), its output-gradient transform
-    (``grad_transform_f43``'s) and its 36 products (``tap_gemm``'s, the accumulators continued from ``out``)
-    on scratch in cache, where the transforms of the whole batch went through L2 and memory (V and the tap
-    gradients, 2 x 1.2 MiB on the ResNet block). Each sum runs over the tiles in the same order with the
-    same fused multiply-adds as one ``tap_gemm`` over the batch, so ``out`` (zeros on entry) is its floats."""
+def weight_f43(x, gy, pt, pl, out, t0, t1):
+    """``out[t0:t1] (taps, O, C) += `` the weight gradient's per-tap products ``sum_t dm[:, t] v[t, :]`` over
+    every tile of ``x (N, C, H, W)`` (zero-padded by ``pt`` rows, ``pl`` columns) and ``gy (N, O, OH, OW)``,
+    F(4, 3), taps ``t0:t1`` of 36, one image at a time: its input transform (``input_transform_f43``'s), its
+    output-gradient transform (``grad_transform_f43``'s) and its products (``tap_gemm``'s, the accumulators
+    continued from ``out``) on scratch in cache, where the transforms of the whole batch went through L2 and
+    memory (V and the tap gradients, 2 x 1.2 MiB on the ResNet block). Each sum runs over the tiles in the
+    same order with the same fused multiply-adds as one ``tap_gemm`` over the batch, so ``out`` (zeros on
+    entry) is its floats. Tap ranges split the work over threads without changing a sum: each range
+    transforms every image itself (the transforms are ~1/5 of the work, the products the rest)."""
     c, o = x.shape[1], gy.shape[1]
     th, tw = (gy.shape[2] + 3) // 4, (gy.shape[3] + 3) // 4
     p = np.empty((4 * th + 2, 4, (tw + 1) * c), x.dtype)
@@ -314,7 +316,7 @@ def weight_f43(x, gy, pt, pl, out):
     for b in range(x.shape[0]):
         _transform_f43(x, b, pt, pl, p, cw, v.reshape(6, 6, 1, th, tw * c), 0)
         _grad_f43(gy, b, q, dm, 0, tmp)
-        _taps(dmt, v, out, 0, 36, True)
+        _taps(dmt, v, out, t0, t1, True)
 
 
 # The per-tap GEMMs ``(T, C) @ (C, O)``: OpenBLAS runs K = C = 32, N = O = 32 at a fraction of the

@@ -42,13 +42,14 @@ _MATS = {
             AT=((1, 1, 1, 1, 1, 0), (0, 1, -1, 2, -2, 0), (0, 1, 1, 4, 4, 0), (0, 1, -1, 8, -8, 1))),
 }
 # Where the transforms pay for themselves (1 thread, im2col time / Winograd time, bench/README.md):
-# the forward needs 32 input and 16 output channels (32 -> 32 at 16x16 1.5x, 32 -> 16 at 14x14 1.26x,
-# but 16 -> 32 at 14x14 0.96x: the im2col GEMM's K = 9 C is what Winograd shrinks), the weight
+# the forward needs 16 input and 16 output channels (32 -> 32 at 16x16 1.5x, 32 -> 16 at 14x14 1.26x;
+# 16 -> 32 at 14x14 0.96x in session 9, 1.3x since ``conv_f23`` runs an image at a time in cache, 2.4x
+# at two threads, 626 -> 481 and 597 -> 253 us, issue 17 session 27), the weight
 # gradient 32 input and 16 output channels (32 -> 32 at 16x16, F(4, 3): 1.5-2.2x; 16 -> 32 at
 # 14x14, F(2, 3): im2col 1.15-1.24x faster on the AMD EPYC machine of session 9, either OpenBLAS
 # core type), and an output of at least 8x8 (at 7x7 the tiles cover 64 positions for 49 and both
 # passes lose: 0.86x, 0.92x)
-MIN_CHANNELS = {"forward": (32, 16), "weight": (32, 16)}
+MIN_CHANNELS = {"forward": (16, 16), "weight": (32, 16)}
 MIN_OUT = 8
 # At 2 threads on a quiet machine (bench/README.md, end of the fifth session; the ResNet program in
 # its own process, wall clock) Winograd with the BLAS's own threads is the fastest of the three
@@ -321,11 +322,14 @@ def _weight_images(x, gy, xp, pads, m):
     th, tw = _tiles((oh, ow), m)
     x, gy = xp.ascontiguousarray(x), xp.ascontiguousarray(gy)
     if m == 4 and kernels.use(xp, x, gy) and x.shape[1] in (16, 32, 48, 64):
-        # an image at a time, in cache (kernels/winograd.py ``weight_f43``; the same floats), on the calling
-        # thread at any thread count: the ResNet block's (16, 32, 16, 16) conv forward+backward took 1512 us
-        # so at two threads against 1715-1779 with the transforms split by images (issue 17, session 26)
+        # an image at a time, in cache (kernels/winograd.py ``weight_f43``; the same floats): the ResNet
+        # block's (16, 32, 16, 16) conv forward+backward took 1512 us so at two threads against 1715-1779
+        # with the transforms split by images (issue 17, session 26). Its 36 taps split over the threads
+        # (each range transforms every image itself), as one OpenMP region where the regions run: no sum
+        # changes, so the floats are one thread's
         du = xp.zeros((36, o, x.shape[1]), x.dtype)
-        kernels.loops("winograd").weight_f43(x, gy, pads[0][0], pads[1][0], du)
+        kernels.parallel_ranges(kernels.loops("winograd").weight_f43, 36, x.size + gy.size,
+                                lambda first, lo, hi: (x, gy, pads[0][0], pads[1][0], du, lo, hi), shared=True)
         return du
     if m == 4 and kernels.use(xp, x, gy):
         # each thread transforms its images' inputs and output gradients, in its core's cache
