@@ -291,7 +291,7 @@ def test_conv_narrow_and_winograd_taps_split_equal_one_thread(monkeypatch, threa
     monkeypatch.setattr(G, "_mkl_team", lambda n: 1)
     rng = np.random.default_rng(4)
     # the last: a 14x14 output, whose weight gradient is F(2, 3)'s whole-batch taps, 16 x 64 x 64 of them
-    # (F(4, 3)'s runs ``weight_f43`` an image at a time on the calling thread at any thread count)
+    # (F(4, 3)'s runs ``weight_f43`` an image at a time, its taps cut into ranges: the third case)
     cases = [((32, 1, 28, 28), (16, 1, 3, 3)), ((32, 16, 14, 14), (32, 16, 3, 3)), ((16, 32, 16, 16), (32, 32, 3, 3)),
              ((8, 64, 14, 14), (64, 64, 3, 3))]
     for xs, ws in cases:
