@@ -271,9 +271,10 @@ def _zero_folds(steps: list, fills: dict, touches: list, momenta: dict) -> dict:
             step = steps[k]
             if key not in touches[k]:
                 continue
-            if k not in inside and step[0] == "op" and step[8] is np.add and _only(step[6], buf) and len(step[4]) == 2 and \
-                    step[4][0] is buf and _is_array(step[4][1]) and type(step[4][1]) is np.ndarray and \
-                    step[4][1].shape == buf.shape and step[4][1].dtype == buf.dtype and root_key(step[4][1]) != key:
+            if (k not in inside and step[0] == "op" and step[8] is np.add and _only(step[6], buf)
+                    and len(step[4]) == 2 and step[4][0] is buf and type(step[4][1]) is np.ndarray
+                    and step[4][1].shape == buf.shape and step[4][1].dtype == buf.dtype
+                    and root_key(step[4][1]) != key):
                 out[k] = j
             break
     return out
@@ -309,7 +310,7 @@ def _momentum_updates(steps: list, taken: set) -> dict:
 def _moved_accumulations(steps: list, folds: dict, momenta: dict, touches: list) -> dict:
     """Momentum update step -> the folded accumulation step (``add(v, x, out=g)``) that made its
     gradient ``g``, where that add may run inside the update's pass
-    (``optim._foreach.accumulated_momentum_update``): no step between them touches ``g``'s or ``x``'s
+    (``optim._foreach.momentum_update_from``): no step between them touches ``g``'s or ``x``'s
     memory, and ``x`` is an array the fused loop takes. One pass where two read and wrote ``g``
     (``zero_grad(set_to_none=False)``, backward, ``SGD(momentum=...).step()``)."""
     made = {id(steps[k][6][0]): k for k in folds}
