@@ -430,6 +430,8 @@ def _conv_w_fwd(xp, x, gy, *, stride, pads, dilation, groups, kernel):
     if _winograd_fits("weight", xp, x, kernel, stride, pads, dilation, groups, o) and \
             tuple(gy.shape[2:]) == _winograd.out_size(x.shape[2:], pads):
         return _winograd.weight3x3(xp, x, gy, pads)
+    if _by_taps(xp, x, gy, kernel, stride, pads, dilation, groups):
+        return _weight_by_taps(xp, x, gy, kernel, pads)
     if groups == 1 and _channels_last(x.shape[1], kernel, stride, pads):
         nd = len(kernel)
         # the copies into im2col's and gy's row layouts by images over the threads; the GEMM splits itself
@@ -454,6 +456,34 @@ def _conv_w_fwd(xp, x, gy, *, stride, pads, dilation, groups, kernel):
     else:
         gw = gemm(xp, gm, cols.transpose(0, 2, 1))                         # (g, O/g, C/g * K)
     return gw.reshape((o, x.shape[1] // groups) + tuple(kernel))
+
+
+# ``winograd.weight_taps`` against im2col's copies and one long GEMM (1 thread, us, issue 17 session 27):
+# (32, 16, 14, 14) -> 32 3x3 754 -> 458 (torch 474), 28x28 2832 -> 1743, (8, 8, 32, 32) -> 32 5x5 1254 ->
+# 781, (16, 4, 32, 32) -> 64 1556 -> 1369; but 16 output channels ((16, 24, 16, 16): 558 -> 1004, the
+# kernel's 16-row tiles) and an 8x8 output (245 -> 337, each image's set-up) lost
+_TAPS_MIN_O, _TAPS_MIN_OW = 32, 12
+
+
+def _by_taps(xp, x, gy, kernel, stride, pads, dilation, groups) -> bool:
+    """Whether a weight gradient runs as ``winograd.weight_taps``: float32 2-D, stride 1, undilated,
+    one group, at least ``_LAST_MIN_C`` input channels, 32, 48 or 64 output channels, an output at
+    least ``_TAPS_MIN_OW`` wide."""
+    return (x.ndim == 4 and groups == 1 and tuple(stride) == tuple(dilation) == (1, 1) and x.shape[1] >= _LAST_MIN_C
+            and gy.shape[1] in (32, 48, 64) and gy.shape[3] >= _TAPS_MIN_OW and min(p for pair in pads for p in pair) >= 0
+            and tuple(gy.shape[2:]) == _winograd.out_size(x.shape[2:], pads, kernel) and kernels.use(xp, x, gy))
+
+
+def _weight_by_taps(xp, x, gy, kernel, pads):
+    """The weight gradient an image at a time, one ``tap_gemm`` product per kernel offset
+    (``winograd.weight_taps``), the offsets cut over the threads (as one region where the regions run):
+    each offset's sums run over the images in order whatever the cut, so the floats are one thread's."""
+    kh, kw = kernel
+    c, o = x.shape[1], gy.shape[1]
+    out = xp.zeros((kh * kw, c, o), x.dtype)
+    kernels.parallel_ranges(kernels.loops("winograd").weight_taps, kh * kw, x.size + gy.size,
+                            lambda first, lo, hi: (x, gy, pads[0][0], pads[1][0], kh, kw, out, lo, hi), shared=True)
+    return xp.ascontiguousarray(out.reshape(kh, kw, c, o).transpose(3, 2, 0, 1))
 
 
 def _weight_rows_into(xp, x, gy, kernel, stride, pads, dilation, cols, rows, lo, hi) -> None:
