@@ -123,3 +123,40 @@ def test_compiled_step_with_split_kernels_equals_whole_and_torch(monkeypatch, tm
     np.testing.assert_allclose(split[0], tl.detach().numpy(), rtol=1e-5)
     for s, p in zip(split[1:], tp):
         np.testing.assert_allclose(s, p.grad.numpy(), rtol=1e-4, atol=1e-5 * float(np.abs(p.grad.numpy()).max()))
+
+
+def _sum_kernel(shape):
+    """sigmoid(x * w) written and its whole sum as the 0-d last output."""
+    x0, x1 = input_sym(0, np.float32), input_sym(1, np.float32)
+    s = 1.0 / (1.0 + np.exp(-(x0 * x1)))
+    return Kernel("fused(mul, sigmoid, sum)", [("float32", shape), ("float32", shape)], [s, s], shape,
+                  ["mul", "sigmoid"], "sum")
+
+
+def test_the_entry_allocating_its_outputs_equals_the_python_path(monkeypatch, tmp_path):
+    """The library's ``fresh`` entry (inputs checked, outputs allocated in C) gives the floats of the
+    Python path writing into given buffers, for written and summed outputs; an input it does not take
+    (strided, byte-swapped, another dtype, a numpy scalar) goes the Python way, converted."""
+    monkeypatch.setenv("TAPELAB_CACHE_DIR", str(tmp_path))
+    rng = np.random.default_rng(3)
+    a, b = (rng.standard_normal((6, 40)).astype(np.float32) for _ in range(2))
+    entry = cpu._entry(_sum_kernel((6, 40)))
+    if getattr(entry, "fresh", None) is None:
+        pytest.skip("the kernel library was linked without numpy's headers")
+    run = cpu.load(_sum_kernel((6, 40)), True)
+    got = run(a, b)
+    assert got[0].shape == (6, 40) and got[1].shape == () and got[0].flags.c_contiguous
+    out = (np.empty((6, 40), np.float32), np.empty((), np.float32))
+    want = run(a, b, out=out)
+    np.testing.assert_array_equal(got[0], want[0])
+    np.testing.assert_array_equal(got[1], want[1])
+    wide = rng.standard_normal((6, 80)).astype(np.float32)
+    for other in (wide[:, ::2], a.astype(">f4"), a.astype(np.float64)):
+        assert cpu._entry(_sum_kernel((6, 40))).fresh((6, 40), 6, 40, other, b) is None
+        res = run(other, b)
+        np.testing.assert_array_equal(res[0], run(np.ascontiguousarray(other, dtype=np.float32), b)[0])
+    one = cpu.load(_chain_kernel((4,), ()), True)
+    x = rng.standard_normal(4).astype(np.float32)
+    for w in (np.float32(0.5), np.array(0.5, np.float32)):
+        t, s = one(x, w)
+        np.testing.assert_allclose(t, np.tanh(x * 0.5 + 1.0), rtol=1e-6)

@@ -273,15 +273,16 @@ def _data_offset_holds() -> bool:
 
 @functools.cache
 def _host_key() -> str:
-    """What machine code depends on besides the kernel: the cpu (its flags), numba, fastmath and
-    this file (the generator: a cached library built by an older one is not reused)."""
+    """What machine code depends on besides the kernel: the cpu (its flags), numba, numpy (the extension
+    entry is built against its headers), fastmath and this file (the generator: a cached library built
+    by an older one is not reused)."""
     try:
         flags = next((ln for ln in Path("/proc/cpuinfo").read_text().splitlines() if ln.startswith("flags")), "")
     except OSError:
         flags = ""
     version = Path(importlib.util.find_spec("numba").origin).with_name("_version.py")
     generator = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()   # a new code generator, new files
-    text = repr((platform.machine(), platform.processor(), flags, sys.implementation.cache_tag, _DATA_OFFSET, version.read_text() if version.exists() else "",
+    text = repr((platform.machine(), platform.processor(), flags, sys.implementation.cache_tag, _DATA_OFFSET, version.read_text() if version.exists() else "", np.__version__,
                  _fastmath_hash(), generator))
     return hashlib.sha256(text.encode()).hexdigest()[:8]
 
@@ -348,7 +349,34 @@ class NoStandaloneLoop(RuntimeError):
     library does not link. The group runs as the numpy chain instead."""
 
 
-def _link(obj: bytes, symbol: str, n_ptr: int, target: Path) -> bool:
+def _fresh_entry(in_nums: tuple, out_nums: tuple, reduced: bool) -> str:
+    """C text of the extension module's ``fresh(shape, rows, cols, *inputs)``: the loop on arrays it
+    checks and outputs it allocates, returned as a tuple, or None when an input is not an aligned,
+    C-contiguous ndarray of the kernel's dtype in native byte order (the caller's Python path then
+    converts it). The checks and ``np.empty`` calls were ~0.3 us of Python per 16-element call, two
+    calls a compiled chain16 step. ``in_nums``/``out_nums``: numpy's type numbers; ``reduced``: the
+    last output is 0-d."""
+    n_in, n_out = len(in_nums), len(out_nums)
+    checks = "".join(f"  if (!PyArray_CheckExact(a[{3 + i}]) || PyArray_TYPE((PyArrayObject *)a[{3 + i}]) != {num} "
+                     f"|| !PyArray_ISCARRAY_RO((PyArrayObject *)a[{3 + i}]) "
+                     f"|| !PyArray_ISNOTSWAPPED((PyArrayObject *)a[{3 + i}])) Py_RETURN_NONE;\n"
+                     for i, num in enumerate(in_nums))
+    allocs = "".join(f"  PyObject *o{j} = PyArray_EMPTY({'0' if reduced and j == n_out - 1 else 'nd'}, dims, {num}, 0);\n"
+                     f"  if (!o{j}) goto fail;\n  PyTuple_SET_ITEM(res, {j}, o{j});\n"
+                     for j, num in enumerate(out_nums))
+    datas = ", ".join([f"PyArray_DATA((PyArrayObject *)o{j})" for j in range(n_out)]
+                      + [f"PyArray_DATA((PyArrayObject *)a[{3 + i}])" for i in range(n_in)])
+    return ("static PyObject *fresh(PyObject *self, PyObject *const *a, Py_ssize_t n) {\n"
+            "  npy_intp dims[NPY_MAXDIMS];\n  Py_ssize_t nd = PyTuple_GET_SIZE(a[0]);\n"
+            "  if (nd > NPY_MAXDIMS) Py_RETURN_NONE;\n" + checks +
+            "  for (Py_ssize_t d = 0; d < nd; d++) dims[d] = PyLong_AsSsize_t(PyTuple_GET_ITEM(a[0], d));\n"
+            "  int64_t r1 = PyLong_AsLongLong(a[1]), C = PyLong_AsLongLong(a[2]);\n"
+            f"  PyObject *res = PyTuple_New({n_out});\n  if (!res) return NULL;\n" + allocs +
+            f"  void *ret = 0, *exc = 0;\n  Py_BEGIN_ALLOW_THREADS k(&ret, &exc, {datas}, 0, r1, C); Py_END_ALLOW_THREADS\n"
+            "  return res;\nfail:\n  Py_DECREF(res);\n  return NULL;\n}\n")
+
+
+def _link(obj: bytes, symbol: str, n_ptr: int, target: Path, fresh: tuple | None = None) -> bool:
     """Link the object with its C entries into ``target``: ``tapelab_kernel(ptr.., r0, r1, C)``,
     ``tapelab_kernel_obj(array.., r0, r1, C)``, which takes the ndarray objects themselves and reads
     each one's data pointer (``PyArrayObject``'s first field after the object header): ctypes passes
@@ -357,7 +385,9 @@ def _link(obj: bytes, symbol: str, n_ptr: int, target: Path) -> bool:
     (``METH_FASTCALL``, the GIL released around the loop): ~0.1 us a call against ctypes' ~1 us,
     which was a third of a compiled 16-element kernel call. That ``run`` takes an optional last
     argument, ``parts``: above 1 the rows ``r0..r1`` are cut into that many blocks run as one OpenMP
-    region (``_parts``); the module says ``openmp = 1`` where it was built with OpenMP."""
+    region (``_parts``); the module says ``openmp = 1`` where it was built with OpenMP. Where numpy's
+    headers are found too, ``fresh`` (``_fresh_entry``; ``fresh`` here: its type numbers and whether
+    the last output is 0-d) allocates the outputs itself."""
     cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
     if cc is None:
         return False
@@ -373,6 +403,7 @@ def _link(obj: bytes, symbol: str, n_ptr: int, target: Path) -> bool:
              f"void {_ENTRY}_obj({ptrs}, int64_t r0, int64_t r1, int64_t C) "
              f"{{ void *ret = 0, *exc = 0; k(&ret, &exc, {datas}, r0, r1, C); }}\n"
              "#ifdef TAPELAB_PY\n#include <Python.h>\n"
+             "#ifdef TAPELAB_NP\n#define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION\n#include <numpy/arrayobject.h>\n#endif\n"
              "static PyObject *run(PyObject *self, PyObject *const *a, Py_ssize_t n) {\n"
              f"  void *ret = 0, *exc = 0; int64_t r0 = {r0}, r1 = {r1}, C = {cols};\n"
              f"  int64_t parts = n > {n_ptr + 3} ? PyLong_AsLongLong(a[{n_ptr + 3}]) : 1;\n"
@@ -387,17 +418,24 @@ def _link(obj: bytes, symbol: str, n_ptr: int, target: Path) -> bool:
              f"    k(&ret, &exc, {block}, r0 + (r1 - r0) * t / parts, r0 + (r1 - r0) * (t + 1) / parts, C);\n"
              "  }\n  Py_END_ALLOW_THREADS\n"
              "  Py_RETURN_NONE;\n}\n"
-             "static PyMethodDef methods[] = {{\"run\", (PyCFunction)(void (*)(void))run, METH_FASTCALL, 0}, {0}};\n"
+             "#ifdef TAPELAB_NP\n" + (_fresh_entry(*fresh) if fresh else "") + "#endif\n"
+             "static PyMethodDef methods[] = {{\"run\", (PyCFunction)(void (*)(void))run, METH_FASTCALL, 0},\n"
+             + ("#ifdef TAPELAB_NP\n  {\"fresh\", (PyCFunction)(void (*)(void))fresh, METH_FASTCALL, 0},\n#endif\n"
+                if fresh else "") + "  {0}};\n"
              f"static struct PyModuleDef module = {{PyModuleDef_HEAD_INIT, \"{target.stem}\", 0, -1, methods}};\n"
-             f"PyMODINIT_FUNC PyInit_{target.stem}(void) {{\n  PyObject *m = PyModule_Create(&module);\n"
+             f"PyMODINIT_FUNC PyInit_{target.stem}(void) {{\n"
+             "#ifdef TAPELAB_NP\n  import_array();\n#endif\n  PyObject *m = PyModule_Create(&module);\n"
              "#ifdef _OPENMP\n  if (m) PyModule_AddIntConstant(m, \"openmp\", 1);\n#endif\n"
              "  return m;\n}\n#endif\n")
     include = sysconfig.get_paths().get("include")
     with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
         (Path(tmp) / "k.o").write_bytes(obj)
         (Path(tmp) / "entry.c").write_text(entry)
-        # the extension module with OpenMP (libgomp, as MKL's GNU layer), else without it, else the plain entries
-        tries = ([f"-I{include}", "-DTAPELAB_PY", "-fopenmp"], [f"-I{include}", "-DTAPELAB_PY"], []) if include else ([],)
+        # the extension module with numpy's API and OpenMP (libgomp, as MKL's GNU layer), else without them,
+        # else the plain entries
+        py = [f"-I{include}", "-DTAPELAB_PY"]
+        numpy_api = [f"-I{np.get_include()}", "-DTAPELAB_NP"]
+        tries = ([*py, *numpy_api, "-fopenmp"], [*py, *numpy_api], [*py, "-fopenmp"], py, []) if include else ([],)
         for extra in tries:
             done = subprocess.run([cc, "-shared", "-fPIC", "-O2", *extra, "-o", "k.so", "entry.c", "k.o"], cwd=tmp,
                                   capture_output=True)
@@ -453,7 +491,9 @@ def _entry(kernel: Kernel):
         return _mcjit(obj, symbol, n_ptr)
     if not so.exists():
         obj, symbol = _object_code(kernel)
-        if not _link(obj, symbol, n_ptr, so):
+        fresh = (tuple(np.dtype(dt).num for dt, _ in kernel.inputs), tuple(o.dtype.num for o in kernel.outputs),
+                 bool(kernel.reduce))
+        if not _link(obj, symbol, n_ptr, so, fresh):
             obj_path.with_suffix(".sym").write_text(symbol)
             write_atomically(obj_path, obj)
             return _mcjit(obj, symbol, n_ptr)
@@ -466,6 +506,7 @@ def _entry(kernel: Kernel):
         module = _module_run(so)
         fn.objects = None if module is None else module.run
         fn.openmp = bool(getattr(module, "openmp", 0))
+        fn.fresh = getattr(module, "fresh", None)
         if fn.objects is None:
             fn.objects = getattr(lib, _ENTRY + "_obj")
             fn.objects.argtypes = [ctypes.py_object] * n_ptr + [ctypes.c_int64] * 3
@@ -542,7 +583,7 @@ def load(kernel: Kernel, use_numba: bool | None = None):
         return tuple(outs)
     if expands or objects is None:
         return run
-    return _fixed_arity(run, plan, objects, in_dtypes, out_dtypes, reduced)
+    return _fixed_arity(run, plan, objects, getattr(entry, "fresh", None), in_dtypes, out_dtypes, reduced)
 
 
 def _parts(rows: int, size: int) -> int:
@@ -574,15 +615,17 @@ def _numpy_run(kernel: Kernel):
     return run_numpy
 
 
-def _fixed_arity(run, plan, objects, in_dtypes: list, out_dtypes: list, reduced: bool):
+def _fixed_arity(run, plan, objects, fresh, in_dtypes: list, out_dtypes: list, reduced: bool):
     """``run`` for a kernel whose loop runs whole (one block) on arrays it reads in place: straight-line
     Python of the kernel's own arity (no lists built around the arrays, no star-arguments), the plan by
     the input shapes read once; a shape split into blocks over threads (the pool's or an OpenMP region's)
-    goes to ``run``. A 16-element call was ~2 us of Python around a ~0.2 us loop."""
+    goes to ``run``. A 16-element call was ~2 us of Python around a ~0.2 us loop. ``fresh``: the
+    library's entry that checks the inputs and allocates the outputs itself (``_fresh_entry``), tried
+    first for a call without ``out``; None where the library has none."""
     ins = [f"a{i}" for i in range(len(in_dtypes))]
     outs = [f"o{j}" for j in range(len(out_dtypes))]
-    scope = {"run": run, "plan": plan, "objects": objects, "contiguous": np.ascontiguousarray, "empty": np.empty,
-             "single": {},
+    scope = {"run": run, "plan": plan, "objects": objects, "fresh": fresh, "contiguous": np.ascontiguousarray,
+             "empty": np.empty, "single": {},
              **{f"d{i}": dt for i, dt in enumerate(in_dtypes)}, **{f"od{j}": dt for j, dt in enumerate(out_dtypes)}}
     args = ", ".join(ins)
     src = "\n".join([
@@ -595,6 +638,8 @@ def _fixed_arity(run, plan, objects, in_dtypes: list, out_dtypes: list, reduced:
         "    if p is False:",
         f"        return run({args}, out=out)",
         "    rows, cols, oshape = p",
+        *([ "    if out is None:", f"        res = fresh(oshape, rows, cols, {args})",
+            "        if res is not None:", "            return res"] if fresh is not None else []),
         *[f"    k{i} = contiguous({a}, dtype=d{i})" for i, a in enumerate(ins)],
         "    if out is None:",
         *[f"        {o} = empty({'()' if reduced and j == len(outs) - 1 else 'oshape'}, od{j})" for j, o in enumerate(outs)],
