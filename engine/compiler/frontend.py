@@ -284,8 +284,8 @@ class CompiledFunction:
                 return self.fn(*args, **kwargs)
             if entry.replays is not None:
                 out = entry.replays(exact, (*args, *kwargs.values()))
-            else:
-                out = entry.run(*args, *kwargs.values())
+            else:        # without keywords, no unpacking of their values (~0.1 us of a chain16 call)
+                out = entry.run(*args, *kwargs.values()) if kwargs else entry.run(*args)
             return out if entry.sizes is None else _with_sizes(entry.sizes, out)
         guards = self._guards(args, kwargs)
         if len(self.cache) >= config.recompile_limit:

@@ -285,21 +285,32 @@ class _Direct:
         self.op, self.picks, self.slots, self.n_inputs = op, tuple(picks), slots, n_inputs
         self.pick, self.gather, self.run = _getter(picks), _gathered(slots), None
 
-    def build(self):
-        params = ["g", "y", *[f"x{k}" for k in range(self.n_inputs)]]
-        scope = {"Tensor": Tensor, "CPU": CPU, "wrap": Tensor._wrap, "run": self.op._runner("cpu")}
-        lines = [f"def direct({', '.join(params)}):"]
+    def _params(self) -> list:
+        return ["g", "y", *[f"x{k}" for k in range(self.n_inputs)]]
+
+    def _body(self, indent: str, fail: str, scope: dict) -> list:
+        """The call's lines at ``indent``: each picked argument checked (``fail`` where one is not a
+        cpu tensor of the kernel's dtype, or a view whose base has been written since), the loop, the
+        gradients returned; the names it reads are added to ``scope``."""
+        params = self._params()
+        scope.update({"Tensor": Tensor, "CPU": CPU, "wrap": Tensor._wrap, "run": self.op._runner("cpu")})
+        lines = []
         for j, p in enumerate(self.picks):
             a, scope[f"t{j}"] = params[p], np.dtype(self.op.kernel.inputs[j][0])
-            lines += [f"    if not (isinstance({a}, Tensor) and {a}._device is CPU and ({a}._base is None or not {a}._vc[0])):",
-                      "        return None",
-                      f"    d{j} = {a}._data",
-                      f"    if d{j}.dtype is not t{j} and d{j}.dtype != t{j}:",
-                      "        return None"]
-        lines.append(f"    o = run({', '.join(f'd{j}' for j in range(len(self.picks)))})")
+            lines += [f"if not (isinstance({a}, Tensor) and {a}._device is CPU and ({a}._base is None or not {a}._vc[0])):",
+                      f"    {fail}",
+                      f"d{j} = {a}._data",
+                      f"if d{j}.dtype is not t{j} and d{j}.dtype != t{j}:",
+                      f"    {fail}"]
+        lines.append(f"o = run({', '.join(f'd{j}' for j in range(len(self.picks)))})")
         used = sorted({s for s in self.slots if s is not None})
-        lines += [f"    w{s} = wrap(o[{s}], False, None, 0, [0], CPU)" for s in used]   # one tensor per output
-        lines.append(f"    return ({''.join(('None' if s is None else f'w{s}') + ', ' for s in self.slots)})")
+        lines += [f"w{s} = wrap(o[{s}], False, None, 0, [0], CPU)" for s in used]   # one tensor per output
+        lines.append(f"return ({''.join(('None' if s is None else f'w{s}') + ', ' for s in self.slots)})")
+        return [indent + line for line in lines]
+
+    def build(self):
+        scope: dict = {}
+        lines = [f"def direct({', '.join(self._params())}):", *self._body("    ", "return None", scope)]
         self.run = _define(lines, scope, f"direct backward of {self.op.name}")
         return self.run
 
@@ -307,16 +318,19 @@ class _Direct:
         """The op's vjp for the backward of ``key`` (each input's requires_grad and shape): ``run`` when
         the call is that key's, with grad mode off, nobody watching and a cpu gradient, else ``slow``
         (the op's ``_vjp``, which finds the backward by its key). Saves building and looking up the key
-        per call (~0.7 us of a chain16 step)."""
+        per call (~0.7 us of a chain16 step). ``run``'s lines are inlined (one frame fewer a call); where
+        its checks fail, ``slow`` decides as for any other call."""
         xs = [f"x{k}" for k in range(self.n_inputs)]
         every = ", ".join(["g", "y", *xs])
         tests = ["not GRAD.enabled", "not STATE.slow", "g._device is CPU"] + ["y is not None"] * reads_output
-        scope = {"GRAD": GRAD, "STATE": STATE, "CPU": CPU, "slow": slow, "direct": self.run or self.build()}
+        scope = {"GRAD": GRAD, "STATE": STATE, "slow": slow}
+        if self.run is None:
+            self.build()
         for k, (needs, shape) in enumerate(key):
             tests += [f"{xs[k]}.requires_grad is {needs}", f"{xs[k]}._data.shape == s{k}"]
             scope[f"s{k}"] = shape
-        lines = [f"def vjp({every}):", f"    if {' and '.join(tests)}:", f"        res = direct({every})",
-                 "        if res is not None:", "            return res", f"    return slow({every})"]
+        lines = [f"def vjp({every}):", f"    if {' and '.join(tests)}:",
+                 *self._body("        ", f"return slow({every})", scope), f"    return slow({every})"]
         return _define(lines, scope, f"vjp of {self.op.name}")
 
 
