@@ -228,3 +228,19 @@ def test_a_stack_at_two_threads_is_cut_by_products_with_one_threads_floats(dtype
     np.testing.assert_array_equal(two, one)
     if _torchs_mkl():
         np.testing.assert_array_equal(one, torch.from_numpy(a).matmul(torch.from_numpy(b)).numpy())
+
+
+@bitwise
+@pytest.mark.skipif(blas.mkl.threading_layer() != "gnu", reason="MKL is not on GNU OpenMP (PyTorch's layer)")
+def test_linear_at_two_threads_is_torchs_addmm():
+    """``linear``'s bias is copied into its output over the threads (``_fused_linear._fill_bias``), then
+    the GEMM adds the product (beta 1) on MKL's threads: torch's floats at two threads."""
+    x = RNG.standard_normal((1024, 128)).astype(np.float32)
+    w = RNG.standard_normal((384, 128)).astype(np.float32)
+    b = RNG.standard_normal(384).astype(np.float32)
+    torch.set_num_threads(2)
+    tapelab.set_num_threads(2)
+    want = torch.nn.functional.linear(*map(torch.from_numpy, (x, w, b))).numpy()
+    for _ in range(3):     # split or whole, as the pool's timing chooses
+        got = tapelab.nn.functional.linear(*map(tapelab.tensor, (x, w, b))).numpy()
+        np.testing.assert_array_equal(got, want)

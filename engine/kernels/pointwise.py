@@ -22,7 +22,7 @@ from .fastmath import aten_lanes, onednn_avx512
 from .fastmath import (erf_aten, exp_sleef_u10, fma, gelu16_onednn_avx512, gelu_grad_onednn, gelu_onednn_avx2,
                        gelu_onednn_avx512, select, tanh_sleef_u10)
 
-__all__ = ["sigmoid", "silu", "silu_backward", "gelu", "gelu_backward", "relu", "relu_backward", "tanh_backward", "scaled_add", "lerp", "lerp_weights", "addcmul", "addcdiv",
+__all__ = ["sigmoid", "silu", "silu_backward", "gelu", "gelu_backward", "relu", "relu_backward", "tanh_backward", "fill_rows", "scaled_add", "lerp", "lerp_weights", "addcmul", "addcdiv",
            "clamp", "sign"]
 
 F = np.float32
@@ -201,6 +201,16 @@ def relu(x, out):
     for i in range(x.shape[0]):
         v = x[i]
         out[i] = select(v > F(0.0), v, select(v != v, v, F(0.0)))
+
+
+@njit(**_JIT)
+def fill_rows(out, row):
+    """Every row of ``out (M, N)`` set to ``row (N,)``: linear's bias in its output before addmm's GEMM
+    adds the product (``kernels.parallel`` cuts the rows over the threads, as ATen's copy runs)."""
+    for i in range(out.shape[0]):
+        dst = out[i]
+        for j in range(row.shape[0]):
+            dst[j] = row[j]
 
 
 @njit(**_JIT)
