@@ -1,6 +1,8 @@
 """Issue 18, session 27: above ``cpu.OMP_MIN`` elements and one thread a compiled loop's rows are cut
 into blocks run as one OpenMP region inside the kernel library's entry (libgomp's team, the one MKL's
 GEMMs use); every element is computed by the same loop, so the floats are those of one block."""
+import os
+
 import numpy as np
 import pytest
 
@@ -160,3 +162,30 @@ def test_the_entry_allocating_its_outputs_equals_the_python_path(monkeypatch, tm
     for w in (np.float32(0.5), np.array(0.5, np.float32)):
         t, s = one(x, w)
         np.testing.assert_allclose(t, np.tanh(x * 0.5 + 1.0), rtol=1e-6)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_child_forked_after_a_split_runs_its_loops_whole(monkeypatch, tmp_path, two_threads):
+    """A child forked after a compiled loop ran as an OpenMP region plans it again and runs it whole (the
+    parent's libgomp threads are gone: the cached split waited for them forever), with the same floats."""
+    import time
+    monkeypatch.setenv("TAPELAB_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(cpu, "OMP_MIN", 1024)
+    rng = np.random.default_rng(4)
+    a, b = rng.standard_normal((64, 96)).astype(np.float32), rng.standard_normal(96).astype(np.float32)
+    run = cpu.load(_chain_kernel((64, 96), (96,)), True)
+    want = run(a, b)
+    pid = os.fork()
+    if pid == 0:                                    # the child: exit 0 when equal, 3 when not
+        got = run(a, b)
+        os._exit(0 if all(np.array_equal(g, w) for g, w in zip(got, want)) else 3)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            assert os.waitstatus_to_exitcode(status) == 0
+            return
+        time.sleep(0.05)
+    os.kill(pid, 9)
+    os.waitpid(pid, 0)
+    pytest.fail("the forked child's loop did not return")

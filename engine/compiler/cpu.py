@@ -31,6 +31,7 @@ import sys
 import sysconfig
 import tempfile
 import warnings
+import weakref
 from pathlib import Path
 
 import numpy as np
@@ -514,6 +515,20 @@ def _entry(kernel: Kernel):
     return fn
 
 
+_SPLIT_RUNNERS: weakref.WeakSet = weakref.WeakSet()     # ``load``'s runners holding a plan split as a region
+
+
+def _plan_again_after_fork() -> None:
+    """In a child forked after a loop ran as an OpenMP region, every runner plans its shapes again: the
+    parent's libgomp threads are gone, and a region would wait for them forever (``regions.parts`` is 1
+    in the child, so the new plans run whole)."""
+    for run in list(_SPLIT_RUNNERS):
+        run.plans.clear()
+
+
+os.register_at_fork(after_in_child=_plan_again_after_fork)
+
+
 def load(kernel: Kernel, use_numba: bool | None = None):
     """A callable ``run(*arrays, out=None) -> tuple of arrays`` for ``kernel`` on numpy arrays.
     ``out``: one C-contiguous array per output (the kernel's dtypes and shape), overlapping no input,
@@ -548,6 +563,8 @@ def load(kernel: Kernel, use_numba: bool | None = None):
         parts = _parts(rows, size) if openmp and not kernel.reduce else 1
         threads = runtime.intra_op_threads() if size >= PARALLEL_MIN and not kernel.reduce and parts == 1 else 1
         found = plans[shapes] = (shape, rows, cols, ranges(rows, threads), parts)
+        if parts > 1:
+            _SPLIT_RUNNERS.add(run)
         return found
 
     objects = getattr(entry, "objects", None)
@@ -581,6 +598,7 @@ def load(kernel: Kernel, use_numba: bool | None = None):
             run_blocks(entry, [(*ptrs, lo, hi, cols) for lo, hi in bounds], (timed_as, len(bounds)), rows * cols,
                        (*ptrs, 0, rows, cols))
         return tuple(outs)
+    run.plans = plans
     if expands or objects is None:
         return run
     return _fixed_arity(run, plan, objects, getattr(entry, "fresh", None), in_dtypes, out_dtypes, reduced)
