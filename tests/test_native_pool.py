@@ -291,9 +291,10 @@ def test_conv_narrow_and_winograd_taps_split_equal_one_thread(monkeypatch, threa
     monkeypatch.setattr(G, "_mkl_team", lambda n: 1)
     rng = np.random.default_rng(4)
     # the last: a 14x14 output, whose weight gradient is F(2, 3)'s whole-batch taps, 16 x 64 x 64 of them
-    # (F(4, 3)'s runs ``weight_f43`` an image at a time, its taps cut into ranges: the third case)
+    # (F(4, 3)'s runs ``weight_f43`` an image at a time, its taps cut into ranges: the third case); 16
+    # input channels and more run Winograd's forward, 8 im2col's with the narrow GEMM (the fifth)
     cases = [((32, 1, 28, 28), (16, 1, 3, 3)), ((32, 16, 14, 14), (32, 16, 3, 3)), ((16, 32, 16, 16), (32, 32, 3, 3)),
-             ((8, 64, 14, 14), (64, 64, 3, 3))]
+             ((8, 64, 14, 14), (64, 64, 3, 3)), ((32, 8, 14, 14), (32, 8, 3, 3))]
     for xs, ws in cases:
         x, w = rng.standard_normal(xs).astype(np.float32), rng.standard_normal(ws).astype(np.float32)
         run = lambda: _grads(tapelab, lambda a, b: tapelab.nn.functional.conv2d(a, b, padding=1), x, w)
@@ -369,3 +370,22 @@ def test_region_machine_code_from_disk_cache(tmp_path):
     runs = [subprocess.run([sys.executable, "-c", _CACHED], env=env, capture_output=True, text=True, timeout=300)
             for _ in range(2)]
     assert [r.stdout.split() for r in runs] == [["0", "1"], ["1", "0"]], [r.stderr[-2000:] for r in runs]
+
+
+def test_a_large_region_splits_untimed_and_a_small_one_is_timed(threads):
+    """From ``REGION_SPLIT_MIN`` elements a region splits without the pool's timing (as ATen's
+    parallel_for above its grain); below it, from ``PARALLEL_MIN``, both ways are timed. Either way
+    relu's values are numpy's."""
+    tapelab.set_num_threads(2)
+    if loops("regions").parts(2) < 2:
+        pytest.skip("numba's threading layer forks slowly here: no regions")
+    relu = loops("pointwise").relu
+    for size in (kernels.REGION_SPLIT_MIN, kernels.PARALLEL_MIN):
+        x = np.random.default_rng(size).standard_normal(size).astype(np.float32)
+        before = dict(pool.timings((relu, 2, "region")))
+        np.testing.assert_array_equal(tapelab.relu(tapelab.tensor(x)).numpy(), np.maximum(x, 0))
+        seen = pool.timings((relu, 2, "region")).get(size.bit_length())
+        if size >= kernels.REGION_SPLIT_MIN:
+            assert seen == before.get(size.bit_length())       # no timing kept for the large call
+        else:
+            assert seen is not None and seen["calls"] >= 1

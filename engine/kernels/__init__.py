@@ -53,6 +53,13 @@ def threads() -> int:
 # times it split and whole per size class and keeps the faster (engine/base/pool.py): a hand-off
 # costs 20-80 us on the project machine, a relu 0.1 ns and a softmax 3-6 ns per element.
 PARALLEL_MIN = 1 << 15
+# From this many elements (or units of ``parallel_ranges``' size) a loop whose blocks run as one OpenMP
+# region splits untimed, as ATen's ``parallel_for`` does above its grain: in a step the timed choice
+# measured a region's split against whatever the other CPU had just done (libgomp's threads sleep
+# ~150 us after their last region, and a vCPU halted for a millisecond is slow to come back), and it
+# flipped between the ways: GPT d128 11.0-11.1 ms a step with these always split against 11.1-11.9,
+# ResNet 8.7-9.3 against 11.5-12.1 (two threads, issue 17, session 27).
+REGION_SPLIT_MIN = 1 << 17
 
 
 def parallel(fn, n_split: int, *args, align: int = 1) -> None:
@@ -74,7 +81,7 @@ def parallel(fn, n_split: int, *args, align: int = 1) -> None:
     n = min(n, blocks)
     cuts = [min(rows, blocks * i // n * align) for i in range(n + 1)]
     region = _region(fn, n, len(args), n_split)
-    run_blocks(fn, lambda: _row_blocks(args, n_split, cuts), (fn, n) if region is None else (fn, n, "region"),
+    run_blocks(fn, lambda: _row_blocks(args, n_split, cuts), _key(fn, n, region, args[0].size),
                args[0].size, args, region and (lambda: region(np.array(cuts, np.int64), *args)))
 
 
@@ -99,8 +106,16 @@ def parallel_ranges(fn, count: int, size: int, args_for, shared: bool = False) -
     spans = ranges(count, n)
     region = _region(fn, len(spans), len(whole) - 2, None) if shared else None
     run_blocks(fn, lambda: [args_for(i == 0, lo, hi) for i, (lo, hi) in enumerate(spans)],
-               (fn, len(spans)) if region is None else (fn, len(spans), "region"), size, whole,
+               _key(fn, len(spans), region, size), size, whole,
                region and (lambda: region(np.array([lo for lo, _ in spans] + [count], np.int64), *whole[:-2])))
+
+
+def _key(fn, n: int, region, size: int):
+    """The pool's timing key for ``fn``'s ``n`` blocks: ``(fn, n)`` on the pool's workers, ``(fn, n,
+    "region")`` as a region, None (split, untimed) for a region from ``REGION_SPLIT_MIN``."""
+    if region is None:
+        return fn, n
+    return None if size >= REGION_SPLIT_MIN else (fn, n, "region")
 
 
 def _region(fn, n: int, n_args: int, n_split: int | None):
