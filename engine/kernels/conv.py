@@ -43,18 +43,19 @@ def _dot(a, b):
 
 
 @njit(**_JIT)
-def weight_stride1(x, gy, pt, pl, kh, kw, gw, grid, buf, o0, o1):
+def weight_stride1(x, gy, pt, pl, kh, kw, gw, o0, o1):
     """Output channels ``o0:o1`` of ``gw (O, C, kh, kw)`` (float64 sums, written whole), the weight
     gradient of a stride-1, undilated, one-group convolution of ``x (N, C, H, W)`` padded by ``pt``
-    rows and ``pl`` columns on top and left, for ``gy (N, O, OH, OW)``. Scratch: ``grid (OH *
-    width)`` and ``buf (C, rows * width + kw)``, ``width`` the padded input's (OW + kw - 1); one
-    per thread."""
+    rows and ``pl`` columns on top and left, for ``gy (N, O, OH, OW)``. Its scratch is its own (a
+    flat output-gradient grid and the padded image, ``width`` the padded input's, OW + kw - 1), so
+    ranges may run at once as one region."""
     n, c = x.shape[0], x.shape[1]
-    ow = gy.shape[3]
+    oh, ow = gy.shape[2], gy.shape[3]
     width = ow + kw - 1
-    size = grid.shape[0]
+    size = oh * width
+    grid = np.zeros(size, x.dtype)
+    buf = np.empty((c, (oh + kh - 1) * width + kw), x.dtype)
     gw[o0:o1] = 0.0
-    grid[:] = 0.0
     for b in range(n):
         buf[:] = 0.0
         for ch in range(c):

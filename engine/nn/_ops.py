@@ -504,15 +504,12 @@ def _weight_rows_into(xp, x, gy, kernel, stride, pads, dilation, cols, rows, lo,
 def _few_channels_weight(xp, x, gy, pads, kernel):
     """A stride-1 weight gradient with under ``_LAST_MIN_C`` input channels (a stem's): one long
     dot product per kernel offset over a flat padded image (``kernels/conv.py``), the output
-    channels split over the intra-op threads, each thread its own scratch."""
+    channels split over the intra-op threads (one region where the regions run), each range its own scratch."""
     (pt, _), (pl, _) = pads
     kh, kw = kernel
-    o, (oh, ow) = gy.shape[1], gy.shape[2:]
-    width = ow + kw - 1
-    gw = xp.empty((o, x.shape[1], kh, kw), xp.float64)
-    scratch = lambda: (xp.empty(oh * width, x.dtype), xp.empty((x.shape[1], (oh + kh - 1) * width + kw), x.dtype))
-    kernels.parallel_ranges(kernels.loops("conv").weight_stride1, o, x.size * o,
-                            lambda first, lo, hi: (x, gy, pt, pl, kh, kw, gw, *scratch(), lo, hi))
+    gw = xp.empty((gy.shape[1], x.shape[1], kh, kw), xp.float64)
+    kernels.parallel_ranges(kernels.loops("conv").weight_stride1, gy.shape[1], x.size * gy.shape[1],
+                            lambda first, lo, hi: (x, gy, pt, pl, kh, kw, gw, lo, hi), shared=True)
     return gw.astype(x.dtype)
 
 
