@@ -12,9 +12,9 @@ import torch
 
 import tapelab
 from tapelab import kernels
-from tapelab.base import pool
 from tapelab.kernels.switch import enabled
 from tapelab.nn import _ops, _winograd
+from test_native_pool import _one_and_two
 
 pytestmark = pytest.mark.skipif(not enabled(), reason="numba loops off")
 G = importlib.import_module("tapelab.kernels.gemm")
@@ -39,17 +39,6 @@ def _torch_grads(x, w, pad):
     y = torch.nn.functional.conv2d(xs, ws, padding=pad)
     (y * y).sum().backward()
     return y.detach().numpy(), xs.grad.numpy(), ws.grad.numpy()
-
-
-def _one_and_two(monkeypatch, fn):
-    """``fn()`` at one thread, then at two with every timed choice split, then whole."""
-    tapelab.set_num_threads(1)
-    results = [fn()]
-    tapelab.set_num_threads(2)
-    for way in (1, 0):
-        monkeypatch.setattr(pool._Timings, "choose", lambda self, way=way: way)
-        results.append(fn())
-    return results
 
 
 CASES = [((8, 16, 14, 14), (32, 16, 3, 3), 1),     # the CNN's 16 -> 32: Winograd forward, weight by taps
