@@ -292,3 +292,67 @@ def test_step_functions_run_the_same_step_as_the_fused_replay(set_to_none):
         for a, b in zip(*(m.parameters() for m in models)):
             np.testing.assert_array_equal(_bits(a.detach().numpy()), _bits(b.detach().numpy()))
             np.testing.assert_array_equal(_bits(a.grad.numpy()), _bits(b.grad.numpy()))
+
+
+class _Block(T.nn.Module):
+    """A conv-BN-ReLU, a LayerNorm and causal attention: the three forwards that keep what their
+    backward reads (batch and layer norm's statistics, attention's weights)."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv, self.bn = T.nn.Conv2d(2, 4, 3, padding=1), T.nn.BatchNorm2d(4)
+        self.ln, self.head = T.nn.LayerNorm(16), T.nn.Linear(16, 5)
+
+    def forward(self, x):
+        h = T.relu(self.bn(self.conv(x))).reshape(x.shape[0], 4, 16)
+        q = self.ln(h)
+        a = T.nn.functional.scaled_dot_product_attention(q[:, None], q[:, None], q[:, None], is_causal=True)
+        return self.head(a[:, 0].mean(1))
+
+
+def test_a_capture_keeps_the_forwards_statistics_and_replays_eagers_floats():
+    """A capture declares ``Mode.kept_forwards``: inside it the norms and attention keep their saving op
+    and pass-through (as eager, where a watching mode would see the one named op), and the replayed
+    step equals the eager step bit for bit."""
+    from tapelab.core import dispatch
+
+    class Watching(dispatch.Mode):
+        pass
+
+    with Watching():
+        assert not dispatch.keeps_forwards()
+    models = []
+    for _ in range(2):
+        T.manual_seed(7)
+        models.append(_Block())
+    eager_model, cap_model = models
+    eager_opt = T.optim.SGD(eager_model.parameters(), lr=0.05, momentum=0.9)
+    cap_opt = T.optim.SGD(cap_model.parameters(), lr=0.05, momentum=0.9)
+    ex, cx = T.zeros(6, 2, 4, 4), T.zeros(6, 2, 4, 4)
+    ey, cy = T.zeros(6, dtype=T.int64), T.zeros(6, dtype=T.int64)
+    eager = _stepper(T, eager_model, eager_opt, ex, ey, False)
+    captured = _stepper(T, cap_model, cap_opt, cx, cy, False)
+
+    def feed(i):
+        rng = np.random.default_rng(i)
+        xs, ys = rng.standard_normal((6, 2, 4, 4)).astype(np.float32), rng.integers(0, 5, 6)
+        for x, y in ((ex, ey), (cx, cy)):
+            x.copy_(T.tensor(xs)), y.copy_(T.tensor(ys))
+
+    for i in range(2):
+        feed(i)
+        np.testing.assert_array_equal(_bits(eager().detach().numpy()), _bits(captured().detach().numpy()))
+    g = T.graphs.Graph()
+    with T.graphs.graph(g):
+        static_loss = captured()
+    names = {node["op"] for node in g.nodes()}
+    # the saving forwards (their pass-throughs hand on the same arrays: no replay step), not the one-op forms
+    assert {"batch_norm_normalize_forward", "layer_norm_forward", "scaled_dot_product_attention_forward"} <= names
+    assert not {"batch_norm_normalize", "layer_norm", "scaled_dot_product_attention"} & names, names
+    for i in range(2, 5):
+        feed(i)
+        g.replay()
+        loss = eager()
+        np.testing.assert_array_equal(_bits(static_loss.detach().numpy()), _bits(loss.detach().numpy()))
+        for p, q in zip(cap_model.parameters(), eager_model.parameters()):
+            np.testing.assert_array_equal(_bits(p.detach().numpy()), _bits(q.detach().numpy()))

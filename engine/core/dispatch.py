@@ -129,6 +129,11 @@ class Mode:
             and its backward as one op each (capture: a replay then runs the generated forward and
             backward). False (the default): while the mode is active a compiled call runs its
             lowered graph, whose ops every mode understands (a tracer sees each).
+        kept_forwards: the mode takes a forward that keeps what its backward reads (batch and layer
+            norm's statistics, attention's weights) as its two ops, the saving op and a pass-through
+            (capture: a replay runs both, and the backward reads the kept arrays). False (the default):
+            while the mode is active those forwards run as their one named op and the backward
+            recomputes (a tracer, the tape, autocast see the op PyTorch names).
 
     >>> class CountOps(Mode):
     ...     def __init__(self): self.names = []
@@ -143,6 +148,7 @@ class Mode:
 
     whole_layer_ops = False
     whole_compiled_steps = False
+    kept_forwards = False
 
     def dispatch(self, op, args: tuple, params: dict):
         return eager(op, args, params)
@@ -253,6 +259,17 @@ def set_tensor_likes(handler) -> None:
     """Install ``handler(op, args, params)``, which the general path calls when an operand's type defines
     ``__torch_function__`` without taking part (``core/overrides.py``): the op's result, or ``PASS``."""
     _TENSOR_LIKES[0] = handler
+
+
+def keeps_forwards() -> bool:
+    """Whether a forward may keep what its backward reads as two ops (``Mode.kept_forwards``): nobody
+    watches, or only modes of this thread that declare it, with no anomaly check, function hook or
+    ``op`` subscriber."""
+    if not STATE.slow:
+        return True
+    modes = STATE.modes
+    return (bool(modes) and all(m.kept_forwards for m in modes) and STATE.anomaly is None
+            and STATE.functions is None and not events.has_subscribers("op"))
 
 
 def watched() -> bool:

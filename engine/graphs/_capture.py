@@ -129,6 +129,7 @@ class CaptureMode(Mode):
     """The dispatcher mode of one capture (see the module docstring)."""
 
     whole_compiled_steps = True     # a compiled call replays as its generated forward and backward
+    kept_forwards = True            # norms' statistics and attention's weights replay as kept, as eager keeps them
 
     def __init__(self, graph, names: dict | None = None):
         self.graph = graph

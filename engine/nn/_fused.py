@@ -17,7 +17,7 @@ from ..base import backend as _backend
 from ..base.dtype import BFLOAT16_NP, REDUCED_NP, float32 as _float32, in_float32, in_opmath
 from ..base.grad_mode import is_grad_enabled
 from ..base.meta import has_data
-from ..core.dispatch import STATE, apply
+from ..core.dispatch import apply, keeps_forwards
 from ..core.registry import ALL, NONE, OTHERS, Op
 from ..core.tensor import Tensor
 from ._ops import _bn_bwd
@@ -372,9 +372,9 @@ def layer_norm(x: Tensor, n_dims: int, weight: Tensor | None, bias: Tensor | Non
 
 def _keeps_ln_stats(x: Tensor, affine: tuple) -> bool:
     """Whether the forward keeps its statistics for the backward: a float32 input (the loop's dtype) of
-    which a gradient will be taken, and nobody watches (a watcher sees the one named op, whose backward
-    recomputes them)."""
-    return (x.dtype is _float32 and not STATE.slow and is_grad_enabled()
+    which a gradient will be taken, and nobody watches but a mode that keeps them (``dispatch.keeps_forwards``:
+    a capture; another watcher sees the one named op, whose backward recomputes them)."""
+    return (x.dtype is _float32 and keeps_forwards() and is_grad_enabled()
             and (x.requires_grad or any(t.requires_grad for t in affine)))
 
 

@@ -25,7 +25,7 @@ from ..kernels import gemm
 from ..base import dtype as _dtype
 from ..base.grad_mode import is_grad_enabled
 from ..core import creation
-from ..core.dispatch import STATE, apply
+from ..core.dispatch import apply, keeps_forwards
 from ..core.registry import Op
 from ..core.tensor import Tensor, sum_to
 from ._fused import _softmax, _softmax_bwd
@@ -336,9 +336,9 @@ _attention_saved = Op("scaled_dot_product_attention_saved_weights", _passthrough
 
 
 def _saving(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> bool:
-    """Whether to keep the weights for the backward: a gradient will be taken, nobody watches
-    (a watcher sees the one named op), and not bfloat16 or half (PyTorch's flash kernels, both ways)."""
-    return (not STATE.slow and is_grad_enabled() and q.dtype not in (_dtype.bfloat16, _dtype.float16)
+    """Whether to keep the weights for the backward: a gradient will be taken, nobody watches but a
+    mode that keeps them (``dispatch.keeps_forwards``: a capture; another watcher sees the one named op), and not bfloat16 or half (PyTorch's flash kernels, both ways)."""
+    return (keeps_forwards() and is_grad_enabled() and q.dtype not in (_dtype.bfloat16, _dtype.float16)
             and (q.requires_grad or k.requires_grad or v.requires_grad or (mask is not None and mask.requires_grad)))
 
 

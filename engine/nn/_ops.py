@@ -15,7 +15,7 @@ import numpy as np
 
 from ..base.grad_mode import is_grad_enabled
 from ..base.meta import has_data
-from ..core.dispatch import STATE, apply
+from ..core.dispatch import apply, keeps_forwards
 from ..core.registry import ALL, NONE, OTHERS, Op
 from ..core.tensor import Tensor
 from ..ops.indexing import _index_select_bounds, add_at
@@ -1137,8 +1137,9 @@ def batch_norm_normalize(x: Tensor, dims: tuple, eps: float, weight: Tensor | No
 def _keeps_stats(x: Tensor, affine: tuple) -> bool:
     """Whether the forward's statistics are kept for the backward (``batch_norm_normalize_forward``
     then ``..._saved_stats``, the way attention keeps its weights): a gradient will be taken and
-    nobody watches (a watcher sees the one named op, whose backward recomputes them)."""
-    return not STATE.slow and is_grad_enabled() and (x.requires_grad or any(t.requires_grad for t in affine))
+    nobody watches but a mode that keeps them (``dispatch.keeps_forwards``: a capture; another watcher sees
+    the one named op, whose backward recomputes them)."""
+    return keeps_forwards() and is_grad_enabled() and (x.requires_grad or any(t.requires_grad for t in affine))
 
 
 # Eval mode: the stored statistics, ``out = x * alpha + beta`` with ``alpha = invstd * w`` and
