@@ -28,6 +28,8 @@ from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
+from .conv import _rows_into
+
 __all__ = ["input_transform_f23", "input_transform_f43", "output_transform_f23", "output_f23_nchw", "conv_f23",
            "grad_transform_f43", "weight_f43", "weight_taps", "tap_gemm"]
 
@@ -339,11 +341,7 @@ def weight_taps(x, gy, pt, pl, kh, kw, out, t0, t1):
     g = np.zeros((1, span, o), x.dtype)
     for b in range(n):
         for ch in range(c):
-            for r in range(x.shape[2]):
-                row = grid[ch, (r + pt) * width + pl:(r + pt) * width + pl + x.shape[3]]
-                src = x[b, ch, r]
-                for q in range(src.shape[0]):
-                    row[q] = src[q]
+            _rows_into(x[b, ch], grid[ch], pt * width + pl, width)
         for r in range(oh):
             for q in range(ow):
                 dst = g[0, r * width + q]

@@ -76,7 +76,7 @@ def _fill_bias(xp, out, bias) -> None:
     """``out[...] = bias`` (each row), as ATen's addmm expands its bias into the output: over the
     intra-op threads with the loops (1024 x 128 at two threads: a 512 KiB copy on one thread was 30 of
     the forward's 138 us, torch's 108)."""
-    if kernels.use(xp, out, bias) and out.ndim == 2 and bias.ndim == 1:
+    if kernels.use(xp, out, bias) and bias.ndim == 1:     # (``out`` is (rows, O) in both callers)
         kernels.parallel(kernels.loops("pointwise").fill_rows, 1, out, bias)
     else:
         out[...] = bias

@@ -462,15 +462,15 @@ def _conv_w_fwd(xp, x, gy, *, stride, pads, dilation, groups, kernel):
 # (32, 16, 14, 14) -> 32 3x3 754 -> 458 (torch 474), 28x28 2832 -> 1743, (8, 8, 32, 32) -> 32 5x5 1254 ->
 # 781, (16, 4, 32, 32) -> 64 1556 -> 1369; but 16 output channels ((16, 24, 16, 16): 558 -> 1004, the
 # kernel's 16-row tiles) and an 8x8 output (245 -> 337, each image's set-up) lost
-_TAPS_MIN_O, _TAPS_MIN_OW = 32, 12
+_TAPS_OUTPUTS, _TAPS_MIN_OW = (32, 48, 64), 12
 
 
 def _by_taps(xp, x, gy, kernel, stride, pads, dilation, groups) -> bool:
     """Whether a weight gradient runs as ``winograd.weight_taps``: float32 2-D, stride 1, undilated,
-    one group, at least ``_LAST_MIN_C`` input channels, 32, 48 or 64 output channels, an output at
+    one group, at least ``_LAST_MIN_C`` input channels, ``_TAPS_OUTPUTS`` output channels, an output at
     least ``_TAPS_MIN_OW`` wide."""
     return (x.ndim == 4 and groups == 1 and tuple(stride) == tuple(dilation) == (1, 1) and x.shape[1] >= _LAST_MIN_C
-            and gy.shape[1] in (32, 48, 64) and gy.shape[3] >= _TAPS_MIN_OW and min(p for pair in pads for p in pair) >= 0
+            and gy.shape[1] in _TAPS_OUTPUTS and gy.shape[3] >= _TAPS_MIN_OW and min(p for pair in pads for p in pair) >= 0
             and tuple(gy.shape[2:]) == _winograd.out_size(x.shape[2:], pads, kernel) and kernels.use(xp, x, gy))
 
 
