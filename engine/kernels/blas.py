@@ -145,25 +145,59 @@ def _two_d(dtype, a, b, out, m, n, k, beta: float, threads: int) -> bool:
 
 
 def _stack(dtype, a, b, out, m, n, k, beta: float, threads: int) -> bool:
-    """Products of one batch shape: one compiled loop over the batch, each operand's batch dims folded
-    into one axis (inputs copied where they do not fold; False where the output does not). With
-    ``threads`` above 1 and a product for each, the batch is cut over the threads (``blas_call``'s
-    ``_parts`` calls), each product on one thread, as at one thread: MKL's threads on one of
-    attention's 64x32x64 products left the second CPU idle."""
+    """Products of one batch shape: one compiled loop over the batch, the batch dims grouped into at
+    most two axes that every operand steps through by strides (``_batch_axes``: attention's heads cut
+    from one projection need two), an input copied only where its dims do not group so (False where
+    the output's do not). With ``threads`` above 1 and a product for each, the batch is cut over the
+    threads (``blas_call``'s ``_parts`` calls), each product on one thread, as at one thread: MKL's
+    threads on one of attention's 64x32x64 products left the second CPU idle."""
     item = dtype.itemsize
-    c3 = out.reshape((-1, m, n))
-    if (not out.flags.writeable or not np.may_share_memory(c3, out) or np.may_share_memory(out, a)
-            or np.may_share_memory(out, b) or not _rows_fit(c3, n, item) or c3.strides[0] % item):
+    if (not out.flags.writeable or np.may_share_memory(out, a) or np.may_share_memory(out, b)
+            or not _rows_fit(out, n, item)):
         return False
-    a3, ta, lda = _operand(a.reshape((-1, m, k)), m, k, item)
-    b3, tb, ldb = _operand(b.reshape((-1, k, n)), k, n, item)
+    a, ta, lda = _operand(a, m, k, item)
+    b, tb, ldb = _operand(b, k, n, item)
+    axes = _batch_axes(out.shape[:-2], (a, b, out), item)
+    if axes is None:
+        if _batch_axes(out.shape[:-2], (out,), item) is None:
+            return False
+        a, b = np.ascontiguousarray(a), np.ascontiguousarray(b)     # the inputs' batch dims do not group
+        a, ta, lda = _operand(a, m, k, item)
+        b, tb, ldb = _operand(b, k, n, item)
+        axes = _batch_axes(out.shape[:-2], (a, b, out), item)
+    count, inner, ((sa, sa1), (sb, sb1), (sc, sc1)) = axes
     address, _, call, local, in_parts = _READY.get(dtype) or _calls(dtype)
-    count = c3.shape[0]
     parts = min(threads, count)
+    ldc = out.strides[-2] // item
     if parts > 1 and loops("regions").parts(parts) > 1:
-        in_parts(address, ta, tb, m, n, k, a3, lda, a3.strides[0] // item, b3, ldb, b3.strides[0] // item,
-                 beta, c3, c3.strides[1] // item, c3.strides[0] // item, count, parts)
+        in_parts(address, ta, tb, m, n, k, a, lda, sa, sa1, b, ldb, sb, sb1, beta, out, ldc, sc, sc1, count, inner,
+                 parts)
         return True
-    call(address, ta, tb, m, n, k, a3, lda, a3.strides[0] // item, b3, ldb, b3.strides[0] // item,
-         beta, c3, c3.strides[1] // item, c3.strides[0] // item, count, local, threads)
+    call(address, ta, tb, m, n, k, a, lda, sa, sa1, b, ldb, sb, sb1, beta, out, ldc, sc, sc1, count, inner,
+         local, threads)
     return True
+
+
+def _batch_axes(batch: tuple, arrays: tuple, item: int):
+    """The batch dims ``batch`` of every array in ``arrays`` (each ``batch + (rows, cols)``) as at most two
+    axes that each array steps through by whole-element strides: ``(count, inner, ((s, s1) per array))``,
+    in elements, ``inner`` the second axis's length; None where they need more. Neighbouring dims join
+    where every array's outer stride is its inner stride times the inner length; dims of length one
+    drop out."""
+    groups: list = []                       # [length, (stride per array)] of the joined axes, outermost first
+    for d, size in enumerate(batch):
+        if size == 1:
+            continue
+        strides = tuple(x.strides[d] for x in arrays)
+        if any(s % item for s in strides):
+            return None
+        if groups and all(outer == s * size for outer, s in zip(groups[-1][1], strides)):
+            groups[-1] = [groups[-1][0] * size, strides]
+        else:
+            groups.append([size, strides])
+    if len(groups) > 2:
+        return None
+    while len(groups) < 2:
+        groups.insert(0, [1, (0,) * len(arrays)])
+    (outer, so), (inner, si) = groups
+    return outer * inner, inner, tuple((s // item, s1 // item) for s, s1 in zip(so, si))

@@ -86,43 +86,56 @@ def dgemm(address, ta, tb, m, n, k, a, lda, b, ldb, beta, c, ldc, local, threads
 
 
 @njit(cache=True, nogil=True)
-def sgemm_stack(address, ta, tb, m, n, k, a, lda, sa, b, ldb, sb, beta, c, ldc, sc, count, local, threads):
-    """``count`` float32 products, the i-th matrices ``sa``/``sb``/``sc`` elements after the (i-1)-th."""
+def sgemm_stack(address, ta, tb, m, n, k, a, lda, sa, sa1, b, ldb, sb, sb1, beta, c, ldc, sc, sc1, count, inner,
+                local, threads):
+    """``count`` float32 products over a batch of two axes, ``inner`` products along the second: the
+    i-th product's matrices start ``(i // inner) * s + (i % inner) * s1`` elements (``sa``/``sa1``,
+    ``sb``/``sb1``, ``sc``/``sc1``) after each operand's first element. Two axes take attention's heads
+    cut from one projection, ``(batch, length, heads, dim)`` transposed, without copying them."""
     pa, pb, pc = np.intp(a.ctypes.data), np.intp(b.ctypes.data), np.intp(c.ctypes.data)
     old = _set_threads_at(local, threads) if threads > 1 else 0
     for i in range(count):
-        _sgemm_at(address, ta, tb, m, n, k, 1.0, pa + 4 * i * sa, lda, pb + 4 * i * sb, ldb, beta, pc + 4 * i * sc, ldc)
+        o, r = i // inner, i % inner
+        _sgemm_at(address, ta, tb, m, n, k, 1.0, pa + 4 * (o * sa + r * sa1), lda, pb + 4 * (o * sb + r * sb1), ldb,
+                  beta, pc + 4 * (o * sc + r * sc1), ldc)
     if threads > 1:
         _set_threads_at(local, old)
 
 
 @njit(cache=True, nogil=True)
-def dgemm_stack(address, ta, tb, m, n, k, a, lda, sa, b, ldb, sb, beta, c, ldc, sc, count, local, threads):
+def dgemm_stack(address, ta, tb, m, n, k, a, lda, sa, sa1, b, ldb, sb, sb1, beta, c, ldc, sc, sc1, count, inner,
+                local, threads):
     """float64 ``sgemm_stack``."""
     pa, pb, pc = np.intp(a.ctypes.data), np.intp(b.ctypes.data), np.intp(c.ctypes.data)
     old = _set_threads_at(local, threads) if threads > 1 else 0
     for i in range(count):
-        _dgemm_at(address, ta, tb, m, n, k, 1.0, pa + 8 * i * sa, lda, pb + 8 * i * sb, ldb, beta, pc + 8 * i * sc, ldc)
+        o, r = i // inner, i % inner
+        _dgemm_at(address, ta, tb, m, n, k, 1.0, pa + 8 * (o * sa + r * sa1), lda, pb + 8 * (o * sb + r * sb1), ldb,
+                  beta, pc + 8 * (o * sc + r * sc1), ldc)
     if threads > 1:
         _set_threads_at(local, old)
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def sgemm_stack_parts(address, ta, tb, m, n, k, a, lda, sa, b, ldb, sb, beta, c, ldc, sc, count, parts):
+def sgemm_stack_parts(address, ta, tb, m, n, k, a, lda, sa, sa1, b, ldb, sb, sb1, beta, c, ldc, sc, sc1, count, inner,
+                      parts):
     """``sgemm_stack``'s products in ``parts`` ranges at once, each product on one thread (MKL runs
     one thread inside an OpenMP region): the same floats as ``sgemm_stack`` on one thread."""
     pa, pb, pc = np.intp(a.ctypes.data), np.intp(b.ctypes.data), np.intp(c.ctypes.data)
     for t in prange(parts):
         for i in range(count * t // parts, count * (t + 1) // parts):
-            _sgemm_at(address, ta, tb, m, n, k, 1.0, pa + 4 * i * sa, lda, pb + 4 * i * sb, ldb, beta,
-                      pc + 4 * i * sc, ldc)
+            o, r = i // inner, i % inner
+            _sgemm_at(address, ta, tb, m, n, k, 1.0, pa + 4 * (o * sa + r * sa1), lda, pb + 4 * (o * sb + r * sb1),
+                      ldb, beta, pc + 4 * (o * sc + r * sc1), ldc)
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def dgemm_stack_parts(address, ta, tb, m, n, k, a, lda, sa, b, ldb, sb, beta, c, ldc, sc, count, parts):
+def dgemm_stack_parts(address, ta, tb, m, n, k, a, lda, sa, sa1, b, ldb, sb, sb1, beta, c, ldc, sc, sc1, count, inner,
+                      parts):
     """float64 ``sgemm_stack_parts``."""
     pa, pb, pc = np.intp(a.ctypes.data), np.intp(b.ctypes.data), np.intp(c.ctypes.data)
     for t in prange(parts):
         for i in range(count * t // parts, count * (t + 1) // parts):
-            _dgemm_at(address, ta, tb, m, n, k, 1.0, pa + 8 * i * sa, lda, pb + 8 * i * sb, ldb, beta,
-                      pc + 8 * i * sc, ldc)
+            o, r = i // inner, i % inner
+            _dgemm_at(address, ta, tb, m, n, k, 1.0, pa + 8 * (o * sa + r * sa1), lda, pb + 8 * (o * sb + r * sb1),
+                      ldb, beta, pc + 8 * (o * sc + r * sc1), ldc)

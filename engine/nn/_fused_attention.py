@@ -94,9 +94,23 @@ def _laid_out_as_query(xp, q, out, dropped: bool):
     """PyTorch's CPU flash kernel (4-d, no dropout) writes its output in the query's order of (length, heads):
     from a query that is a (batch, length, heads, dim) tensor transposed, an output laid out the same way, so
     ``y.transpose(1, 2).view(b, l, h * d)`` works as it does there."""
-    if out.ndim == 4 and not dropped and q.strides[1] < q.strides[2]:
+    if _as_query(out.shape, q, dropped):
         return xp.ascontiguousarray(out.transpose(0, 2, 1, 3)).transpose(0, 2, 1, 3)
     return out
+
+
+def _as_query(shape: tuple, q, dropped: bool) -> bool:
+    return len(shape) == 4 and not dropped and q.strides[1] < q.strides[2]
+
+
+def _attend(xp, q, p, v, dropped: bool):
+    """``p @ v``, written straight into ``_laid_out_as_query``'s layout where that applies (the
+    products step through it by strides: no copy of the output afterwards)."""
+    shape = np.broadcast_shapes(p.shape[:-2], v.shape[:-2]) + (p.shape[-2], v.shape[-1])
+    if not _as_query(shape, q, dropped) or xp is not np:
+        return _laid_out_as_query(xp, q, gemm(xp, p, v), dropped)
+    out = np.empty((shape[0], shape[2], shape[1], shape[3]), np.result_type(p, v)).transpose(0, 2, 1, 3)
+    return gemm(xp, p, v, out=out)
 
 
 _REDUCED = (_dtype.BFLOAT16_NP, np.dtype(np.float16))
@@ -209,14 +223,14 @@ def _fwd(xp, *args, scale, causal, masked, dropped):
         return _dtype.in_float32(_fwd, xp, *args, scale=scale, causal=causal, masked=masked, dropped=dropped)
     q, k, v, mask, keep = _split(args, masked, dropped)
     p = _weights(xp, q, k, mask, scale=scale, causal=causal, masked=masked)
-    return _laid_out_as_query(xp, q, gemm(xp, p * keep if dropped else p, v), dropped)
+    return _attend(xp, q, p * keep if dropped else p, v, dropped)
 
 
 def _fwd_weights(xp, *args, scale, causal, masked, dropped):
     """The output and, as an extra, the weights (before dropout) for the backward to reuse."""
     q, k, v, mask, keep = _split(args, masked, dropped)
     p = _weights(xp, q, k, mask, scale=scale, causal=causal, masked=masked)
-    return _laid_out_as_query(xp, q, gemm(xp, p * keep if dropped else p, v), dropped), p
+    return _attend(xp, q, p * keep if dropped else p, v, dropped), p
 
 
 def _passthrough(xp, *args, scale, causal, masked, dropped):
