@@ -121,7 +121,7 @@ def test_the_update_bumps_versions_so_saved_values_are_checked():
 
 @pytest.mark.parametrize("name", ["SGD", "AdamW"])
 def test_watched_steps_take_the_tensor_path_under_the_named_scope(name):
-    """Under a tape the step is dispatched op by op inside ``optimizer.step (<name>)``."""
+    """Under a tape each update is recorded op by op inside ``optimizer.step (<name>)``."""
     net = tapelab.nn.Linear(3, 2)
     opt = getattr(optim, name)(net.parameters(), lr=0.1)
     net(tapelab.ones(4, 3)).sum().backward()

@@ -7,7 +7,10 @@ accumulation into ``.grad`` is in the backward walk: the same arithmetic in the 
 the Tensor path (so the values are identical, bit for bit), written with ``out=`` into the
 parameter and state arrays, each write counted on the tensor's version counter. While someone
 watches, the optimizers take the Tensor path, so a tape, profiler or capture sees every update
-under the step's named scope.
+under the step's named scope; where the array path writes exactly the Tensor path's ops (SGD without
+momentum, decay or ``maximize``: one ``p.add_(grad, alpha=-lr)`` a parameter) and only ``op``
+subscribers and anomaly detection watch, it runs with each write told as that op
+(``dispatch.observed_write``): the same events, without the per-parameter dispatch.
 
 This is what ``foreach=`` and ``fused=`` select in PyTorch; tapelab takes it by default
 (``foreach=None``) on the cpu, and ``foreach=False`` forces the per-parameter Tensor path.
@@ -24,8 +27,9 @@ from ..base.coo import COOArray
 from ..base.device import CPU
 from ..base.dispatch_state import STATE
 from ..core.creation import zeros_like
-from ..core.dispatch import keeps_float32
-from ..ops.elementwise import _addcdiv_fwd, _addcmul_fwd, _div, _lerp_fwd, _mul, _sqrt_fwd, scaled_sum
+from ..base.dispatch_state import LOCAL
+from ..core.dispatch import keeps_float32, observed_write
+from ..ops.elementwise import _add, _addcdiv_fwd, _addcmul_fwd, _div, _lerp_fwd, _mul, _sqrt_fwd, scaled_sum
 
 __all__ = ["multi_tensor", "check_fused", "sgd", "adam", "fused_momentum", "momentum_update", "momentum_update_from"]
 
@@ -39,12 +43,16 @@ def check_fused(defaults: dict) -> None:
             raise RuntimeError("`fused` and `foreach` cannot be `True` together.")
 
 
-def multi_tensor(group: dict) -> bool:
+def multi_tensor(group: dict, told: bool = False) -> bool:
     """Whether this step of ``group`` may run on arrays: not refused by ``foreach=False`` (unless
-    ``fused=True``), nobody watching, every parameter on one cpu or cuda device and no gradient
-    sparse. On cuda this is what spares the per-parameter dispatch: a momentum SGD step there is
-    three kernels per parameter (``kernels/device.py``'s fused multiply-add)."""
-    if group.get("foreach") is False and not group.get("fused") or STATE.slow:
+    ``fused=True``), nobody watching (or, where the caller tells each write as its op, ``told``, only
+    ``op`` subscribers and anomaly detection: no mode of this thread, no function hook), every
+    parameter on one cpu or cuda device and no gradient sparse. On cuda this is what spares the
+    per-parameter dispatch: a momentum SGD step there is three kernels per parameter
+    (``kernels/device.py``'s fused multiply-add)."""
+    if group.get("foreach") is False and not group.get("fused"):
+        return False
+    if STATE.slow and not (told and not LOCAL.modes and STATE.functions is None):
         return False
     params = group["params"]
     dev = params[0]._device if params else CPU
@@ -71,10 +79,22 @@ def _by_number(xp, op, a, k, out=None):
     return ufunc(a, np.float32(k)).astype(a.dtype) if out is None else ufunc(a, np.float32(k), out=out)
 
 
+def sgd_told(group: dict) -> bool:
+    """Whether ``sgd`` writes exactly the Tensor path's ops for ``group`` (``multi_tensor``'s ``told``):
+    no momentum, weight decay or ``maximize``, one ``p.add_(grad, alpha=-lr)`` a parameter."""
+    return group["momentum"] == 0 and group["weight_decay"] == 0 and not group["maximize"]
+
+
 def sgd(opt, group: dict, lr: float) -> None:
-    """``SGD._step_group`` on arrays, op for op."""
+    """``SGD._step_group`` on arrays, op for op; while someone watches (``sgd_told``'s groups), each
+    update told as its ``add_``."""
     momentum, dampening = group["momentum"], group["dampening"]
     xp = _namespace(group)
+    if STATE.slow:
+        for p in group["params"]:
+            if p.grad is not None:
+                _told_add(xp, p, p.grad, -lr)
+        return
     weight_decay, nesterov, maximize = group["weight_decay"], group["nesterov"], group["maximize"]
     state = opt.state
     for p in group["params"]:
@@ -106,6 +126,20 @@ def sgd(opt, group: dict, lr: float) -> None:
         data = p._data
         scaled_sum(xp, data, g, -lr, out=data)
         _bump(p)
+
+
+def _told_add(xp, p, u, alpha: float) -> None:
+    """``p.add_(u, alpha=alpha)`` (no autograd: the optimizer's ``no_grad``) as one array write, told to
+    the ``op`` subscribers as the dispatched op tells it (``dispatch.observed_write``); the Tensor op
+    itself where that declines."""
+    data = p._data
+
+    def write() -> bool:
+        scaled_sum(xp, data, u._data, alpha, out=data)
+        p._vc[0] += 1
+        return True
+    if not observed_write(_add, p, (u,), write):
+        p.add_(u, alpha=alpha)
 
 
 def fused_momentum(p, g, buf) -> bool:

@@ -1,0 +1,95 @@
+"""Session 28: the watched paths the tape and ``%tape on`` take, kept cheap without changing what
+they record. SGD's array update under a tape tells each write as the Tensor path's ``add_``."""
+import numpy as np
+import pytest
+import torch
+
+import tapelab
+from tapelab import optim
+from tapelab.core.dispatch import Mode
+from tapelab.tape import tensor_id
+
+SHAPES = [(5, 4), (4,), (3,)]
+
+
+def _params(lib, seed=1):
+    rng = np.random.default_rng(seed)
+    return [lib.tensor(rng.standard_normal(s).astype(np.float32), requires_grad=True) for s in SHAPES]
+
+
+def _grads(lib, params, step):
+    rng = np.random.default_rng(10 + step)
+    for i, p in enumerate(params):
+        g = rng.standard_normal(p.shape).astype(np.float32)
+        p.grad = None if (step == 1 and i == 1) else lib.tensor(g)   # a parameter without a gradient
+
+
+def _facts(rec):
+    return (rec.kind, rec.op, rec.phase, rec.module, rec.input_shapes, rec.shape, rec.output_shapes, rec.dtype,
+            rec.device, rec.requires_grad, rec.grad_fn, rec.seq is not None, rec.forward_seq, rec.source.split("  ")[-1])
+
+
+def _taped_steps(params, **kw):
+    opt = optim.SGD(params, lr=0.1, **kw)
+    tapes, ids = [], []
+    for step in range(3):
+        _grads(tapelab, params, step)
+        ids.append([(tensor_id(p), tensor_id(p.grad)) for p in params if p.grad is not None])
+        with tapelab.tape() as t:
+            opt.step()
+        tapes.append(t)
+    return tapes, ids
+
+
+def test_sgd_under_a_tape_records_each_update_as_the_tensor_path_does():
+    """foreach=None (the array update, told) against foreach=False (each ``p.add_`` dispatched): the
+    same records, operands and fresh outputs, and the same floats as PyTorch's SGD."""
+    fast, slow = _params(tapelab), _params(tapelab)
+    ft, fids = _taped_steps(fast)
+    st, sids = _taped_steps(slow, foreach=False)
+    for a, b, ia, ib in zip(ft, st, fids, sids):
+        assert [_facts(r) for r in a.nodes] == [_facts(r) for r in b.nodes]
+        assert [r.op for r in a.nodes] == ["add"] * len(ia) and {r.module for r in a.nodes} == {"optimizer.step (SGD)"}
+        for recs, ids in ((a.nodes, ia), (b.nodes, ib)):
+            assert [r.inputs for r in recs] == ids                   # (parameter, gradient)
+            assert all(r.output not in r.inputs for r in recs)       # a fresh output id, as the Tensor op's
+            assert len({r.seq for r in recs}) == len(recs)
+    hp = _params(torch)
+    hopt = torch.optim.SGD(hp, lr=0.1)
+    for step in range(3):
+        _grads(torch, hp, step)
+        hopt.step()
+    for f, s, h in zip(fast, slow, hp):
+        np.testing.assert_array_equal(f.detach().numpy(), h.detach().numpy())
+        np.testing.assert_array_equal(s.detach().numpy(), h.detach().numpy())
+        assert f._version == s._version
+
+
+class _Inplace(Mode):
+    def __init__(self):
+        self.names = []
+
+    def inplace(self, op, target, args, params):
+        self.names.append(op.name)
+        return None
+
+
+def test_sgd_under_a_mode_dispatches_each_update():
+    """A mode sees the Tensor path's in-place ops: the told array update is only for ``op`` subscribers."""
+    params = _params(tapelab)
+    opt = optim.SGD(params, lr=0.1)
+    _grads(tapelab, params, 0)
+    with _Inplace() as m:
+        opt.step()
+    assert m.names == ["add"] * len(params)
+
+
+@pytest.mark.parametrize("kw", [dict(momentum=0.9), dict(weight_decay=0.1), dict(maximize=True)])
+def test_sgd_whose_update_is_several_ops_is_dispatched_under_a_tape(kw):
+    """Momentum, weight decay and ``maximize`` are several Tensor ops a parameter: recorded each."""
+    fast, slow = _params(tapelab), _params(tapelab)
+    for step in range(2):
+        ft, _ = _taped_steps(fast, **kw)
+        st, _ = _taped_steps(slow, foreach=False, **kw)
+    assert [_facts(r) for r in ft[-1].nodes] == [_facts(r) for r in st[-1].nodes]
+    assert len(ft[-1].nodes) > len(SHAPES)
