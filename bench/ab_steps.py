@@ -34,6 +34,11 @@ def _child(tree: str, names: list[str], clock: str) -> None:
                                                   submodule_search_locations=[f"{tree}/engine"])
     module = importlib.util.module_from_spec(spec)
     sys.modules["tapelab"] = module
+    try:   # tapelab.widgets and tapelab.kernel (the editable install's finder): this tree's as well
+        import _tapelab_editable_finder as finder
+        finder._ROOT = pathlib.Path(tree)
+    except ImportError:
+        pass
     spec.loader.exec_module(module)
     sys.path.insert(0, str(HERE))
     from workloads import REGISTRY, Context

@@ -336,6 +336,18 @@ def _dispatch_caller(frame):
     return frame
 
 
+def _shapes(grads: tuple) -> tuple:
+    """The arrays' shapes of a step's gradients (None for a missing one), a loop for up to two."""
+    n = len(grads)
+    if n == 1:
+        g = grads[0]
+        return (g._data.shape if g is not None else None,)
+    if n == 2:
+        a, b = grads
+        return (a._data.shape if a is not None else None, b._data.shape if b is not None else None)
+    return tuple([g._data.shape if g is not None else None for g in grads])
+
+
 def _ref(obj, keep: bool):
     if obj is None:
         return None
@@ -514,18 +526,28 @@ class tape:
             seq = None
         fwd = self._by_seq.get(seq) if seq is not None else None
         gouts = step.grad_outputs
-        first = None
-        for g in gouts:
-            if g is not None:
-                first = g
-                break
-        name = node.name()
+        if len(gouts) == 1 and gouts[0] is not None:   # an op's node: one incoming gradient
+            first = gouts[0]
+            shape = first._data.shape
+            in_shapes = (shape,)
+        else:
+            first = None
+            for g in gouts:
+                if g is not None:
+                    first = g
+                    break
+            shape = first._data.shape if first is not None else ()
+            in_shapes = _shapes(gouts)
+        try:   # OpNode.name inlined where the name is fixed by the node's type
+            name = node.node_name
+        except AttributeError:
+            name = None
+        if name is None:
+            name = node.name()
         # shapes straight from the arrays (plain tuples of ints, as tuple(t.shape) gives)
         rec = TapeNode(
             self.dropped + len(self._nodes), "backward", name, None, seq, "backward", (), None,
-            tuple([g._data.shape if g is not None else None for g in gouts]),
-            first._data.shape if first is not None else (),
-            tuple([g._data.shape if g is not None else None for g in step.grad_inputs]),
+            in_shapes, shape, _shapes(step.grad_inputs),
             _BY_NP[first._data.dtype].name if first is not None else "",
             first._device._name if first is not None else "",
             False, step.start_ns, step.duration_ns, fwd.module if fwd is not None else "",
