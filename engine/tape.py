@@ -425,12 +425,21 @@ class tape:
         """Stop (``False``) or resume receiving ``op`` events while recording, backward steps
         still arriving: a subclass that needs no record of the next ops (a streaming one between
         the steps it records) lets the dispatcher take its fast path meanwhile."""
+        self._listen(0, on)
+
+    def listen_steps(self, on: bool) -> None:
+        """As ``listen_ops``, for ``backward_step`` events: while none is wanted the backward walk
+        takes its unwatched paths (a subclass that only counts a pass's nodes takes the
+        ``backward_pass`` event instead)."""
+        self._listen(1, on)
+
+    def _listen(self, i: int, on: bool) -> None:
         if not self._subs:
             return
-        sub = self._subs[0]
+        sub = self._subs[i]
         sub.unsubscribe()
         if on:
-            self._subs[0] = events.subscribe(sub.kind, sub.fn)
+            self._subs[i] = events.subscribe(sub.kind, sub.fn)
 
     def __len__(self) -> int:
         return len(self._nodes)

@@ -93,3 +93,73 @@ def test_sgd_whose_update_is_several_ops_is_dispatched_under_a_tape(kw):
         st, _ = _taped_steps(slow, foreach=False, **kw)
     assert [_facts(r) for r in ft[-1].nodes] == [_facts(r) for r in st[-1].nodes]
     assert len(ft[-1].nodes) > len(SHAPES)
+
+
+# ------------------------------------------------------------------ the backward_pass event
+from tapelab import events, nn  # noqa: E402
+from tapelab.widgets.live import LiveTape  # noqa: E402
+
+
+def _counted(run):
+    """(backward_step events, backward_pass steps) of ``run()``, each heard alone and both together."""
+    steps, passes = [], []
+    with events.subscribe("backward_pass", lambda ev: passes.append(ev.steps)):
+        run()
+        with events.subscribe("backward_step", steps.append):
+            run()
+    return len(steps), passes
+
+
+@pytest.mark.parametrize("how", ["backward", "one node", "inputs", "grad", "backward_steps"])
+def test_a_pass_counts_the_nodes_its_steps_name(how):
+    w = tapelab.ones(3, requires_grad=True)
+    b = tapelab.ones(3, requires_grad=True)
+
+    def run():
+        loss = w.sum() if how == "one node" else ((w * 2 + b).relu() * w).sum()
+        if how == "inputs":
+            loss.backward(inputs=[w])
+        elif how == "grad":
+            tapelab.autograd.grad(loss, [w])
+        elif how == "backward_steps":
+            list(tapelab.autograd.backward_steps(loss))
+        else:
+            loss.backward()
+    n, passes = _counted(run)
+    assert n > 0 and passes == [n, n]
+
+
+def _loop(model, opt, x, target, n, two_passes=False, live=None, seen=None):
+    for _ in range(n):
+        opt.zero_grad()
+        out = model(x)
+        if seen is not None:   # before the backward: is this step deaf, and who listens to its walk
+            seen.append((live._deaf, events.has_subscribers("backward_step")))
+        if two_passes:   # two backward passes a step (gradients accumulated twice): the step ends after both
+            loss = nn.functional.cross_entropy(out, target)
+            loss.backward(retain_graph=True)
+            loss.backward()
+        else:
+            nn.functional.cross_entropy(out, target).backward()
+        opt.step()
+
+
+@pytest.mark.parametrize("two_passes", [False, True])
+def test_deaf_steps_hear_only_passes_and_count_as_heard_ones(monkeypatch, two_passes):
+    model = nn.Sequential(nn.Linear(4, 3), nn.ReLU(), nn.Linear(3, 2))
+    opt = optim.SGD(model.parameters(), lr=0.1)
+    x, target = tapelab.ones(5, 4), tapelab.tensor([0, 1, 0, 1, 1])
+    live = LiveTape(sinks=[], rate=1e9)
+    monkeypatch.setattr(live, "_record_next", lambda now, cpu: False)   # after the first steps: counted
+    seen = []
+    with live:
+        _loop(model, opt, x, target, 10, two_passes, live, seen)
+    assert seen[-1] == (True, False) and sum(d for d, _ in seen) >= 5    # deaf steps: no backward_step listener
+    assert all(heard != deaf for deaf, heard in seen)
+    assert not events.has_subscribers("backward_pass")
+    with tapelab.tape() as plain:
+        _loop(model, opt, x, target, 1, two_passes)
+    fwd = sum(r.kind == "forward" and r.phase == "forward" for r in plain)
+    bwd = sum(r.kind == "backward" for r in plain)
+    b = live.builder
+    assert b.steps == 10 and (b.forward, b.backward) == (10 * fwd, 10 * bwd)

@@ -5,9 +5,11 @@ the JupyterLab side panel): one recorder, several sinks.
 """
 from __future__ import annotations
 
+import threading
 import time
 from collections import deque
 
+from tapelab import events
 from tapelab.autograd.engine import running_node
 from tapelab.tape import SAMPLE, TapeNode, sample, summarize_samples, tape
 
@@ -45,8 +47,10 @@ class LiveTape(tape):
     are counted (ops, backward nodes, one folded step each) and make no record, so streaming a
     long loop costs little; a step that differs between two recorded ones is counted, not drawn.
     Counted steps are not even heard op by op (``listen_ops(False)``: the dispatcher's fast
-    path): only their backward nodes arrive, a step ends after as many as a heard step had, and
-    counts as many ops as the last heard step; listening resumes when a step is to be recorded.
+    path) nor node by node (``listen_steps(False)``: the backward walk's unwatched paths): only the
+    ``backward_pass`` event of each backward pass arrives, with its node count; a step ends once it
+    has run as many nodes as a heard step had, and counts as many ops as the last heard step;
+    listening resumes when a step is to be recorded.
     """
 
     def __init__(self, sinks=(), rate: float = 30.0, max_nodes: int = 5000, summaries: bool = True,
@@ -79,6 +83,7 @@ class LiveTape(tape):
         self._heard_trigger = 0       # the deaf step's first op was heard (and counted)
         self._due = False             # a deaf step decided that the next one is recorded
         self.sent = 0                 # deltas sent, all sinks counted once
+        self._pass_sub = None         # the backward_pass subscription, while recording
 
     # Summaries are taken in two halves: per op only a small copy of a strided sample is kept
     # (``_pending``); the statistics of all pending samples are computed together, in a few
@@ -127,7 +132,7 @@ class LiveTape(tape):
         return rec
 
     def record_step(self, step) -> TapeNode | None:
-        if not self._after_backward and not self._deaf:   # a heard step's forward pass is over
+        if not self._after_backward:   # a heard step's forward pass is over (deaf steps hear no step)
             self._pass = self._pass_ops
         self._after_backward = True
         self._b_ops += 1
@@ -137,11 +142,6 @@ class LiveTape(tape):
             return
         if self._skip:
             self._skipped[1] += 1
-            if self._deaf:   # nothing reaches the builder until the deaf step's end: a delta only then
-                if self._b_ops == self._nb:
-                    self._deaf_step_done()
-                    self._tick()
-                return
             self._tick()
             return
         rec = super().record_step(step)
@@ -164,6 +164,17 @@ class LiveTape(tape):
         self._added(rec)
         return rec
 
+    def _passed(self, steps: int) -> None:
+        """A backward pass of a deaf step ended, having run ``steps`` nodes: they are counted, and the
+        step ends once it has run as many as a heard step had (nothing reaches the builder until
+        then: a delta only at its end)."""
+        self._after_backward = True
+        self._b_ops += steps
+        self._skipped[1] += steps
+        if self._b_ops >= self._nb:
+            self._deaf_step_done()
+            self._tick()
+
     def _deaf_step_done(self) -> None:
         """A counted step's backward pass is over (as many nodes as a heard step's): it ran as
         many forward ops as the last heard one. If the next step is to be recorded, listen again
@@ -177,6 +188,7 @@ class LiveTape(tape):
         if self._record_next(time.perf_counter(), cpu):
             self._deaf, self._due = False, True    # decided here: the next step is recorded
             self.listen_ops(True)
+            self.listen_steps(True)
             return
         self._skipped[0] += self._post
         self.builder.count_step(*self._skipped)
@@ -212,6 +224,7 @@ class LiveTape(tape):
         if self._skip and self._pass and self._nb:   # counted steps need no op event: deaf until a
             self._deaf, self._heard_trigger = True, 1  # step is to be recorded again
             self.listen_ops(False)
+            self.listen_steps(False)
         if not self._skip:
             self._recorded_at, self._recorded_cpu = now, cpu
             self._marks.append(self.dropped + len(self._nodes))
@@ -283,8 +296,21 @@ class LiveTape(tape):
             except Exception:
                 self.sinks.remove(sink)
 
+    def __enter__(self) -> "LiveTape":
+        super().__enter__()
+        tid = threading.get_ident()
+
+        def on_pass(ev) -> None:
+            if self._deaf and threading.get_ident() == tid:
+                self._passed(ev.steps)
+        self._pass_sub = events.subscribe("backward_pass", on_pass)
+        return self
+
     def __exit__(self, *exc) -> None:
         super().__exit__(*exc)
+        if self._pass_sub is not None:
+            self._pass_sub.unsubscribe()
+            self._pass_sub = None
         self._deaf = False
         if self._skip and any(self._skipped):   # the last step was being counted (an ended deaf one was)
             self.builder.count_step(*self._skipped)

@@ -43,6 +43,7 @@ __all__ = ["backward_steps", "backward", "grad", "BackwardStep", "running_node",
 
 BackwardStep = events.BackwardStep
 _STEP_SUBSCRIBERS = events._subscribers["backward_step"]  # the live list: one truth test per node
+_PASS_SUBSCRIBERS = events._subscribers["backward_pass"]  # one test per walk
 _ndarray = np.ndarray
 _np_empty = np.empty
 _np_ones = np.ones
@@ -327,6 +328,13 @@ def backward_steps(tensors, grad_tensors=None, retain_graph: bool | None = None,
     walk = _Walk(tensors, grad_tensors, retain_graph, create_graph, inputs, _capture, _stop)
     ready = walk.ready  # noqa: F841 - the debugger's peek() reads the ready nodes from this frame
     yield from _steps(walk)
+    _passed(walk)
+
+
+def _passed(walk: _Walk) -> None:
+    """The ``backward_pass`` event of a walk run to its end, while anyone listens."""
+    if _PASS_SUBSCRIBERS:
+        events.emit("backward_pass", events.BackwardPass(walk.index))
 
 
 def _steps(walk: _Walk) -> Iterator[BackwardStep]:
@@ -791,12 +799,13 @@ def _one_node(t: Tensor, retain_graph: bool | None) -> bool:
     compiled function's one fused node, ``tapelab.compile``'s common case): that node's vjp and the
     leaves' accumulation, in the walk's order, without building the walk (its plan, buffers and
     loop were ~4 us of a 16 us compiled chain16 step). False, having done nothing, for anything
-    else: hooks, someone watching (a mode, a ``backward_step`` subscriber), anomaly mode."""
+    else: hooks, someone watching (a mode, a ``backward_step`` or ``backward_pass`` subscriber: the walk
+    counts the steps), anomaly mode."""
     node = t.grad_fn
     if (node is None or not node.plain or node.pre_hooks is not None or node.hooks or node.inputs is None
             or not t.requires_grad or (t._vc[0] and t._base is not None) or t._data.size != 1
             or t._data.dtype.kind not in FLOATING_KINDS or _DISPATCH.slow or _STEP_SUBSCRIBERS
-            or _anomaly.STATE.enabled or DETACHED_IN_PLACE[0]):
+            or _PASS_SUBSCRIBERS or _anomaly.STATE.enabled or DETACHED_IN_PLACE[0]):
         return False
     edges = node.edges
     leaves = 0
@@ -1066,9 +1075,9 @@ def backward(tensors, grad_tensors=None, retain_graph: bool | None = None,
     walk = _Walk(tensors, grad_tensors, retain_graph, create_graph, inputs, None, False)
     if inputs is None:
         _run_plain(walk)
-        if not walk.ready:
-            return
-    _drain(_steps(walk))  # all of it with inputs=, else what is left once anomaly mode is on
+    if inputs is not None or walk.ready:
+        _drain(_steps(walk))  # all of it with inputs=, else what is left once anomaly mode is on
+    _passed(walk)
 
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph: bool | None = None,
@@ -1118,6 +1127,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph: bool | None = None,
     _run_plain(walk)
     if walk.ready:
         _drain(_steps(walk))   # what is left once anomaly mode is on
+    _passed(walk)
     return tuple(_result(capture[key], t, i, create_graph, allow_unused or materialize_grads,
                          materialize_grads) for i, (key, t) in enumerate(zip(keys, inputs)))
 

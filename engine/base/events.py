@@ -8,10 +8,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-__all__ = ["subscribe", "emit", "has_subscribers", "Subscription", "OpRecorded", "BackwardStep",
+__all__ = ["subscribe", "emit", "has_subscribers", "Subscription", "OpRecorded", "BackwardStep", "BackwardPass",
            "GraphTraced", "Collective", "Made", "KINDS"]
 
-KINDS = ("op", "backward_step", "graph_traced", "capture_done", "profile_ready", "collective", "made")
+KINDS = ("op", "backward_step", "backward_pass", "graph_traced", "capture_done", "profile_ready", "collective", "made")
 _subscribers: dict[str, list[Callable]] = {k: [] for k in KINDS}
 _on_change: list[Callable[[], None]] = []
 
@@ -62,6 +62,22 @@ class BackwardStep:
 
     def __repr__(self) -> str:
         return f"BackwardStep(index={self.index}, name={self.name!r})"
+
+
+class BackwardPass:
+    """One backward walk (``backward()``, ``autograd.grad``, a ``backward_steps`` run to its end) done:
+    the ``backward_pass`` event, emitted while anyone listens. ``steps`` is how many nodes it ran, as
+    many as the ``backward_step`` events it emits while those have listeners. A listener that needs
+    only where a pass ends (``LiveTape`` counting a step it does not record) takes this one event
+    instead of one per node, so the walk keeps the paths it takes while nobody watches."""
+
+    __slots__ = ("steps",)
+
+    def __init__(self, steps: int):
+        self.steps = steps
+
+    def __repr__(self) -> str:
+        return f"BackwardPass(steps={self.steps})"
 
 
 @dataclass(slots=True)
