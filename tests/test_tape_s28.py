@@ -30,32 +30,47 @@ def _facts(rec):
 
 
 def _taped_steps(params, **kw):
+    """Three SGD steps, each inside a tape: the tapes, and each record's operands named (parameter i,
+    its gradient, its momentum buffer, a number)."""
     opt = optim.SGD(params, lr=0.1, **kw)
-    tapes, ids = [], []
+    tapes, named = [], []
     for step in range(3):
         _grads(tapelab, params, step)
-        ids.append([(tensor_id(p), tensor_id(p.grad)) for p in params if p.grad is not None])
+        names = {}
+        for i, p in enumerate(params):
+            names[tensor_id(p)] = f"p{i}"
+            if p.grad is not None:
+                names[tensor_id(p.grad)] = f"g{i}"
+            buf = opt.state[p].get("momentum_buffer") if p in opt.state else None
+            if buf is not None:
+                names[tensor_id(buf)] = f"b{i}"
         with tapelab.tape() as t:
             opt.step()
         tapes.append(t)
-    return tapes, ids
+        named.append([tuple(names.get(u, "?") if u is not None else None for u in r.inputs) for r in t.nodes])
+        assert all(r.output not in r.inputs for r in t.nodes)       # a fresh output id, as the Tensor op's
+        assert len({r.seq for r in t.nodes}) == len(t.nodes)
+    return tapes, named
 
 
-def test_sgd_under_a_tape_records_each_update_as_the_tensor_path_does():
-    """foreach=None (the array update, told) against foreach=False (each ``p.add_`` dispatched): the
-    same records, operands and fresh outputs, and the same floats as PyTorch's SGD."""
+@pytest.mark.parametrize("kw", [dict(), dict(momentum=0.9), dict(momentum=0.9, dampening=0.3)])
+def test_sgd_under_a_tape_records_each_update_as_the_tensor_path_does(kw):
+    """foreach=None (the array update, told) against foreach=False (each in-place op dispatched): the
+    same records and operands, and the same floats as PyTorch's SGD."""
     fast, slow = _params(tapelab), _params(tapelab)
-    ft, fids = _taped_steps(fast)
-    st, sids = _taped_steps(slow, foreach=False)
-    for a, b, ia, ib in zip(ft, st, fids, sids):
+    ft, fnamed = _taped_steps(fast, **kw)
+    st, snamed = _taped_steps(slow, foreach=False, **kw)
+    assert fnamed == snamed
+    for a, b in zip(ft, st):
         assert [_facts(r) for r in a.nodes] == [_facts(r) for r in b.nodes]
-        assert [r.op for r in a.nodes] == ["add"] * len(ia) and {r.module for r in a.nodes} == {"optimizer.step (SGD)"}
-        for recs, ids in ((a.nodes, ia), (b.nodes, ib)):
-            assert [r.inputs for r in recs] == ids                   # (parameter, gradient)
-            assert all(r.output not in r.inputs for r in recs)       # a fresh output id, as the Tensor op's
-            assert len({r.seq for r in recs}) == len(recs)
+        assert {r.module for r in a.nodes} == {"optimizer.step (SGD)"}
+    if kw:   # after the first step (the buffers made): buf.mul_, buf.add_(grad), p.add_(buf) a parameter
+        assert [r.op for r in ft[-1].nodes] == ["mul", "add", "add"] * 3
+        assert fnamed[-1][:3] == [("b0", None), ("b0", "g0"), ("p0", "b0")]
+    else:
+        assert fnamed[0] == [("p0", "g0"), ("p1", "g1"), ("p2", "g2")] and fnamed[1] == [("p0", "g0"), ("p2", "g2")]
     hp = _params(torch)
-    hopt = torch.optim.SGD(hp, lr=0.1)
+    hopt = torch.optim.SGD(hp, lr=0.1, **kw)
     for step in range(3):
         _grads(torch, hp, step)
         hopt.step()
@@ -84,9 +99,10 @@ def test_sgd_under_a_mode_dispatches_each_update():
     assert m.names == ["add"] * len(params)
 
 
-@pytest.mark.parametrize("kw", [dict(momentum=0.9), dict(weight_decay=0.1), dict(maximize=True)])
-def test_sgd_whose_update_is_several_ops_is_dispatched_under_a_tape(kw):
-    """Momentum, weight decay and ``maximize`` are several Tensor ops a parameter: recorded each."""
+@pytest.mark.parametrize("kw", [dict(weight_decay=0.1), dict(maximize=True), dict(momentum=0.9, nesterov=True)])
+def test_sgd_whose_update_makes_tensors_is_dispatched_under_a_tape(kw):
+    """Weight decay, ``maximize`` and Nesterov make new tensors (``grad.add(p)``, ``-grad``): dispatched,
+    recorded each."""
     fast, slow = _params(tapelab), _params(tapelab)
     for step in range(2):
         ft, _ = _taped_steps(fast, **kw)

@@ -7,10 +7,11 @@ accumulation into ``.grad`` is in the backward walk: the same arithmetic in the 
 the Tensor path (so the values are identical, bit for bit), written with ``out=`` into the
 parameter and state arrays, each write counted on the tensor's version counter. While someone
 watches, the optimizers take the Tensor path, so a tape, profiler or capture sees every update
-under the step's named scope; where the array path writes exactly the Tensor path's ops (SGD without
-momentum, decay or ``maximize``: one ``p.add_(grad, alpha=-lr)`` a parameter) and only ``op``
-subscribers and anomaly detection watch, it runs with each write told as that op
-(``dispatch.observed_write``): the same events, without the per-parameter dispatch.
+under the step's named scope; where the array path writes exactly the Tensor path's in-place ops
+(SGD without weight decay, ``maximize`` or Nesterov: ``p.add_(grad, alpha=-lr)`` a parameter, with
+momentum ``buf.mul_(momentum).add_(grad, ...)`` first) and only ``op`` subscribers and anomaly
+detection watch, it runs with each write told as that op (``dispatch.observed_write``): the same
+events, without the per-parameter dispatch.
 
 This is what ``foreach=`` and ``fused=`` select in PyTorch; tapelab takes it by default
 (``foreach=None``) on the cpu, and ``foreach=False`` forces the per-parameter Tensor path.
@@ -18,6 +19,8 @@ For a float32 parameter, Adam's update is one fused loop (engine/kernels/optim.p
 the same float32 operations in the same order, so its values are bit for bit these too.
 """
 from __future__ import annotations
+
+from typing import Callable
 
 import numpy as np
 
@@ -43,16 +46,16 @@ def check_fused(defaults: dict) -> None:
             raise RuntimeError("`fused` and `foreach` cannot be `True` together.")
 
 
-def multi_tensor(group: dict, told: bool = False) -> bool:
+def multi_tensor(group: dict, told: Callable[[dict], bool] | None = None) -> bool:
     """Whether this step of ``group`` may run on arrays: not refused by ``foreach=False`` (unless
-    ``fused=True``), nobody watching (or, where the caller tells each write as its op, ``told``, only
-    ``op`` subscribers and anomaly detection: no mode of this thread, no function hook), every
+    ``fused=True``), nobody watching (or only ``op`` subscribers and anomaly detection, no mode of this
+    thread or function hook, where ``told(group)`` says the caller tells each write as its op), every
     parameter on one cpu or cuda device and no gradient sparse. On cuda this is what spares the
     per-parameter dispatch: a momentum SGD step there is three kernels per parameter
     (``kernels/device.py``'s fused multiply-add)."""
     if group.get("foreach") is False and not group.get("fused"):
         return False
-    if STATE.slow and not (told and not LOCAL.modes and STATE.functions is None):
+    if STATE.slow and not (told is not None and not LOCAL.modes and STATE.functions is None and told(group)):
         return False
     params = group["params"]
     dev = params[0]._device if params else CPU
@@ -79,24 +82,41 @@ def _by_number(xp, op, a, k, out=None):
     return ufunc(a, np.float32(k)).astype(a.dtype) if out is None else ufunc(a, np.float32(k), out=out)
 
 
-def sgd_told(group: dict) -> bool:
-    """Whether ``sgd`` writes exactly the Tensor path's ops for ``group`` (``multi_tensor``'s ``told``):
-    no momentum, weight decay or ``maximize``, one ``p.add_(grad, alpha=-lr)`` a parameter."""
-    return group["momentum"] == 0 and group["weight_decay"] == 0 and not group["maximize"]
+def sgd_told(opt, group: dict) -> bool:
+    """Whether ``sgd`` writes exactly the Tensor path's in-place ops for ``group`` (``multi_tensor``'s
+    ``told``): no weight decay, ``maximize`` or Nesterov, and with momentum every buffer made (the first
+    step's ``grad.detach().clone()`` is the Tensor path's)."""
+    if group["weight_decay"] != 0 or group["maximize"] or group["nesterov"]:
+        return False
+    if group["momentum"] != 0:
+        state = opt.state
+        for p in group["params"]:
+            if p.grad is not None and (state.get(p) or {}).get("momentum_buffer") is None:
+                return False
+    return True
 
 
 def sgd(opt, group: dict, lr: float) -> None:
     """``SGD._step_group`` on arrays, op for op; while someone watches (``sgd_told``'s groups), each
-    update told as its ``add_``."""
+    write told as the Tensor path's in-place op."""
     momentum, dampening = group["momentum"], group["dampening"]
     xp = _namespace(group)
+    state = opt.state
     if STATE.slow:
         for p in group["params"]:
-            if p.grad is not None:
-                _told_add(xp, p, p.grad, -lr)
+            grad = p.grad
+            if grad is None:
+                continue
+            if momentum != 0:   # buf.mul_(momentum).add_(grad, alpha=1 - dampening), then p.add_(buf, ...)
+                buf = state[p]["momentum_buffer"]
+                b, g = buf._data, grad._data
+                _told(_mul, buf, (momentum,), lambda: _by_number(xp, _mul, b, momentum, out=b))
+                _told(_add, buf, (grad,), lambda: scaled_sum(xp, b, g, 1 - dampening, out=b))
+                grad = buf
+            data, u = p._data, grad._data
+            _told(_add, p, (grad,), lambda: scaled_sum(xp, data, u, -lr, out=data))
         return
     weight_decay, nesterov, maximize = group["weight_decay"], group["nesterov"], group["maximize"]
-    state = opt.state
     for p in group["params"]:
         grad = p.grad
         if grad is None:
@@ -128,18 +148,15 @@ def sgd(opt, group: dict, lr: float) -> None:
         _bump(p)
 
 
-def _told_add(xp, p, u, alpha: float) -> None:
-    """``p.add_(u, alpha=alpha)`` (no autograd: the optimizer's ``no_grad``) as one array write, told to
-    the ``op`` subscribers as the dispatched op tells it (``dispatch.observed_write``); the Tensor op
-    itself where that declines."""
-    data = p._data
-
-    def write() -> bool:
-        scaled_sum(xp, data, u._data, alpha, out=data)
-        p._vc[0] += 1
+def _told(op, target, operands: tuple, write: Callable[[], object]) -> None:
+    """``write()`` of an array into ``target``'s own memory (no autograd: the optimizer's ``no_grad``),
+    told to the ``op`` subscribers as the Tensor path's in-place ``op`` on these operands is told
+    (``dispatch.observed_write``, which ``multi_tensor``'s checks let write: no mode, no function hook)."""
+    def run() -> bool:
+        write()
+        target._vc[0] += 1
         return True
-    if not observed_write(_add, p, (u,), write):
-        p.add_(u, alpha=alpha)
+    observed_write(op, target, operands, run)
 
 
 def fused_momentum(p, g, buf) -> bool:

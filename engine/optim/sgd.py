@@ -34,7 +34,7 @@ class SGD(Optimizer):
         super().__init__(params, defaults)
 
     def _step_group(self, group: dict[str, Any]) -> None:
-        if _foreach.multi_tensor(group, told=_foreach.sgd_told(group)):
+        if _foreach.multi_tensor(group, lambda g: _foreach.sgd_told(self, g)):
             _foreach.sgd(self, group, scalar(group["lr"]))
             return
         lr, momentum, dampening = scalar(group["lr"]), group["momentum"], group["dampening"]
