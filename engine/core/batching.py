@@ -602,6 +602,16 @@ def _convolution_weight(mode, op, args, params):
     return out.reshape(B, out.shape[0] // B, *out.shape[1:])
 
 
+def _convolution_backward(mode, op, args, params):
+    """A convolution's two gradients for a batched gradient: the input's as ``convolution_transpose``'s
+    rule, the weight's as ``convolution_weight``'s."""
+    g, x, w = args
+    in_size = tuple(mode._all(x).shape[3:])
+    gx = _convolution(mode, REGISTRY["convolution_transpose"], (g, w), dict(params, in_size=in_size))
+    gw = _convolution_weight(mode, REGISTRY["convolution_weight"], (x, g), dict(params, kernel=tuple(w.shape[-len(in_size):])))
+    return None if gx is None else (gx, gw)
+
+
 def _embedding_backward(mode, op, args, params):
     """The table's gradient per slice: the indices offset into a table of every slice's rows."""
     g, idx = args
@@ -880,6 +890,7 @@ _FAMILY = {"reshape": _views, "permute": _views, "expand": _views, "slice": _vie
            "index_put": _index_put, "batch_norm_normalize": _batch_norm_train, "einsum": _einsum, "repeat": _repeat,
            "diag_embed": _diag_embed, "im2col": _fold_samples, "col2im": _fold_samples,
            "convolution_transpose": _convolution, "convolution_weight": _convolution_weight,
+           "convolution_backward": _convolution_backward,
            "embedding_backward": _embedding_backward, "searchsorted": _searchsorted, "views_backward": _views_backward,
            "max_pool_blocks_backward": _fold_samples, "max_pool_blocks_take": _fold_samples,
            "max_pool_backward": _fold_samples, "avg_pool_backward": _fold_samples}

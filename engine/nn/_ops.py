@@ -367,21 +367,36 @@ def _conv_t_fwd(xp, y, w, *b, stride, pads, dilation, groups, in_size):
         return xp.zeros((0, w.shape[1] * groups) + tuple(in_size), y.dtype)
     reach = tuple(d * (k - 1) for d, k in zip(dilation, kernel))
     if groups == 1 and all(s == 1 for s in stride):
-        fits = all(0 <= lo <= r and 0 <= hi <= r and e + lo + hi - r == i
-                   for (lo, hi), r, e, i in zip(pads, reach, y.shape[2:], in_size))
-        flipped_pads = tuple((r - lo, r - hi) for (lo, hi), r in zip(pads, reach))
-        if fits and (w.shape[1] >= max(_LAST_MIN_C, w.shape[0]) or _winograd_fits(
-                "forward", xp, y, kernel, stride, flipped_pads, dilation, groups, w.shape[1])):
+        flipped_pads = _flipped_pads(xp, y, w, pads, dilation, in_size)
+        if flipped_pads is not None:
             # the convolution of y, padded by reach - pad, with the flipped kernel (C, O, *k)
             # (CNN's 16 -> 32 input gradient: as Winograd 1.18x faster than the flat scatter)
-            flipped = w[(slice(None), slice(None)) + (slice(None, None, -1),) * nd].swapaxes(0, 1)
-            return _conv_fwd(xp, y, flipped, stride=stride, dilation=dilation, groups=1, pads=flipped_pads)
+            return _conv_fwd(xp, y, _flipped(w), stride=stride, dilation=dilation, groups=1, pads=flipped_pads)
         full = _padded_size(in_size, pads)
         if all(e + r <= f for e, r, f in zip(y.shape[2:], reach, full)):
             # C < O: that GEMM's C columns run slower than one over the O-channel grid plus k shifts
             full = _scatter_flat(xp, y, w, dilation, full)
             return xp.ascontiguousarray(_crop(full, pads, in_size).transpose((1, 0) + tuple(range(2, 2 + nd))))
     return _conv_t_grouped(xp, y, w, stride, pads, dilation, groups, in_size)
+
+
+def _flipped_pads(xp, y, w, pads, dilation, in_size):
+    """The pads under which a stride-1, one-group transposed convolution of ``y`` is the forward
+    convolution of ``y`` with the flipped kernel (``_flipped``), or None where it runs another way."""
+    kernel = w.shape[2:]
+    reach = tuple(d * (k - 1) for d, k in zip(dilation, kernel))
+    fits = all(0 <= lo <= r and 0 <= hi <= r and e + lo + hi - r == i
+               for (lo, hi), r, e, i in zip(pads, reach, y.shape[2:], in_size))
+    flipped_pads = tuple((r - lo, r - hi) for (lo, hi), r in zip(pads, reach))
+    if fits and (w.shape[1] >= max(_LAST_MIN_C, w.shape[0]) or _winograd_fits(
+            "forward", xp, y, kernel, (1,) * len(kernel), flipped_pads, dilation, 1, w.shape[1])):
+        return flipped_pads
+    return None
+
+
+def _flipped(w):
+    """``w (O, C, *k)`` as the kernel ``(C, O, *k)`` flipped in every spatial dim (a view)."""
+    return w[(slice(None), slice(None)) + (slice(None, None, -1),) * (w.ndim - 2)].swapaxes(0, 1)
 
 
 def _scatter_flat(xp, y, w, dilation, full):
@@ -521,9 +536,31 @@ def _bias_grad(g, b: tuple) -> tuple:
 
 
 def _conv_vjp(g, out, x, w, *b, **p):
-    gx = apply(_conv_t, g, w, in_size=tuple(x.shape[2:]), **p) if x.requires_grad else None
-    gw = apply(_conv_w, x, g, kernel=tuple(w.shape[2:]), **p) if w.requires_grad else None
+    needs = (x.requires_grad, w.requires_grad)
+    if not is_grad_enabled() and g.dtype == x.dtype == w.dtype and all(needs):
+        # one op for both (as ATen's convolution_backward), so they may run side by side
+        gx, gw = apply(_conv_bwd, g, x, w, **p)
+        return (gx, gw) + _bias_grad(g, b)
+    gx = apply(_conv_t, g, w, in_size=tuple(x.shape[2:]), **p) if needs[0] else None
+    gw = apply(_conv_w, x, g, kernel=tuple(w.shape[2:]), **p) if needs[1] else None
     return (gx, gw) + _bias_grad(g, b)
+
+
+def _conv_bwd_fwd(xp, g, x, w, *, stride, pads, dilation, groups):
+    """A convolution's input and weight gradients, as ``convolution_transpose`` and ``convolution_weight``
+    compute them: at once on two threads where both are Winograd's one-image-at-a-time loops
+    (``_winograd.grads_at_once``; the regions on), else one after the other. The same floats either way."""
+    p = dict(stride=stride, pads=pads, dilation=dilation, groups=groups)
+    in_size, kernel = tuple(x.shape[2:]), tuple(w.shape[2:])
+    if kernels.threads() > 1 and kernels.native() and x.shape[0] and x.dtype == np.float32:
+        flipped_pads = _flipped_pads(xp, g, w, pads, dilation, in_size) if groups == 1 and set(stride) == {1} else None
+        if (flipped_pads is not None and _winograd_fits("forward", xp, g, kernel, stride, flipped_pads, dilation, 1, w.shape[1])
+                and _winograd_fits("weight", xp, x, kernel, stride, pads, dilation, groups, w.shape[0])
+                and tuple(g.shape[2:]) == _winograd.out_size(in_size, pads)):
+            both = _winograd.grads_at_once(xp, g, x, _flipped(w), flipped_pads, pads)
+            if both is not None:
+                return both
+    return _conv_t_fwd(xp, g, w, in_size=in_size, **p), _conv_w_fwd(xp, x, g, kernel=kernel, **p)
 
 
 def _conv_t_vjp(g, out, y, w, *b, in_size, **p):
@@ -562,6 +599,11 @@ def _conv_w_cost(shapes, out) -> int:
     return 2 * math.prod(shapes[1]) * math.prod(out[1:])
 
 
+def _conv_bwd_cost(shapes, out) -> int:
+    """Both adjoints (``g, x, w``): each output-gradient element meets one C/g*K window, twice."""
+    return 4 * math.prod(shapes[0]) * math.prod(shapes[2][1:])
+
+
 def _conv_aten(shapes, params) -> str:
     """PyTorch's calls for a convolution, ``conv2d`` by the weight's rank (its FLOPs on ``aten::conv2d``)."""
     return f"conv{len(shapes[1]) - 2}d*(convolution(_convolution(mkldnn_convolution)))"
@@ -598,6 +640,9 @@ _conv_t = Op("convolution_transpose", _conv_t_fwd, _conv_t_vjp, saves=OTHERS, co
              aliases=("conv_transpose2d",), onnx=_onnx_conv_transpose, aten=_conv_t_aten)
 _conv_w = Op("convolution_weight", _conv_w_fwd, _conv_w_vjp, promote="common", saves=OTHERS, cost=_conv_w_cost,
              aten="convolution_backward")
+# a plain backward's two gradients (the weight's an extra output); under create_graph the vjp keeps the two
+# differentiable ops above
+_conv_bwd = Op("convolution_backward", _conv_bwd_fwd, None, n_extra=1, cost=_conv_bwd_cost, aten="convolution_backward")
 
 
 def convolution(x: Tensor, w: Tensor, stride: tuple, pads: tuple, dilation: tuple, groups: int,

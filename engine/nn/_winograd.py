@@ -170,9 +170,8 @@ def conv3x3(xp, x, w, pads, bias=None):
     o = w.shape[0]
     oh, ow = out_size((h, wd), pads)
     m = tile_size("forward", (oh, ow))
-    u = gemm(xp, _mat(xp, x.dtype, m, "G"), w.reshape(o * c, 9).T).reshape(-1, o, c)
+    ut = _forward_taps(xp, x.dtype, w, m)
     y = xp.empty((n, o, oh, ow), x.dtype)
-    ut = xp.ascontiguousarray(u.transpose(0, 2, 1))
     if m == 2 and narrow_loop(xp, x.dtype, ut) and kernels.use(xp, x, y):
         # the three stages an image at a time, a tile row at a time in L1 (kernels/winograd.py
         # ``conv_f23``), the image ranges one OpenMP region where the regions run: as the pool's blocks
@@ -187,6 +186,32 @@ def conv3x3(xp, x, w, pads, bias=None):
     kernels.parallel_ranges(_conv_blocks, len(spans), x.size + y.size,
                             lambda first, lo, hi: (spans[lo:hi], x, y, ut, xp, pads, m, len(spans) < 2, bias))
     return y
+
+
+def _forward_taps(xp, dtype, w, m):
+    """The forward's transformed kernel ``(a^2, C, O)``, C-contiguous: ``G w G^T`` of every (O, C) pair."""
+    o, c = w.shape[:2]
+    u = gemm(xp, _mat(xp, dtype, m, "G"), w.reshape(o * c, 9).T).reshape(-1, o, c)
+    return xp.ascontiguousarray(u.transpose(0, 2, 1))
+
+
+def grads_at_once(xp, g, x, flipped, flipped_pads, pads):
+    """The input gradient ``conv3x3(g, flipped, flipped_pads)`` and the weight gradient ``weight3x3(x, g,
+    pads)`` at once on two threads (``kernels/winograd.py`` ``grads_f23_f43``), ``(gx, gw)``; None where
+    either would not run its one-image-at-a-time loop (``conv_f23``, ``weight_f43``). The same floats as
+    the two calls: each loop runs whole, as it does alone."""
+    n, o, oh, ow = g.shape
+    c = flipped.shape[0]
+    if tile_size("weight", (oh, ow)) != 4 or c not in (16, 32, 48, 64) or not kernels.use(xp, x, g):
+        return None
+    ut = _forward_taps(xp, g.dtype, flipped, 2)
+    if not narrow_loop(xp, g.dtype, ut):
+        return None
+    gx = xp.empty((n, c) + out_size((oh, ow), flipped_pads), g.dtype)
+    du = xp.zeros((36, o, c), x.dtype)
+    kernels.loops("winograd").grads_f23_f43(xp.ascontiguousarray(g), ut, gx, flipped_pads[0][0], flipped_pads[1][0],
+                                             xp.ascontiguousarray(x), du, pads[0][0], pads[1][0])
+    return gx, _weight_from_taps(xp, du, x.dtype, 4)
 
 
 def add_bias(y, bias):
@@ -308,11 +333,14 @@ def narrow_gemm(xp, a, b):
 def weight3x3(xp, x, gy, pads):
     """The weight gradient ``(O, C, 3, 3)`` of ``conv3x3(x, w, pads)`` for output gradient ``gy``:
     ``G^T [sum over tiles V (.) A gy A^T] G``, the sums over tiles being GEMMs with K = T."""
-    c = x.shape[1]
-    o, oh, ow = gy.shape[1:]
-    m = tile_size("weight", (oh, ow))
-    du = _weight_images(x, gy, xp, pads, m)                                # (a^2, O, C)
-    gw = gemm(xp, _mat(xp, x.dtype, m, "G").T, du.reshape(du.shape[0], o * c))  # (9, O * C)
+    m = tile_size("weight", tuple(gy.shape[2:]))
+    return _weight_from_taps(xp, _weight_images(x, gy, xp, pads, m), x.dtype, m)
+
+
+def _weight_from_taps(xp, du, dtype, m):
+    """The weight gradient ``(O, C, 3, 3)`` from the tap sums ``du (a^2, O, C)``: ``G^T du G``."""
+    o, c = du.shape[1:]
+    gw = gemm(xp, _mat(xp, dtype, m, "G").T, du.reshape(du.shape[0], o * c))   # (9, O * C)
     return xp.ascontiguousarray(gw.T).reshape(o, c, 3, 3)
 
 

@@ -15,7 +15,7 @@ from ..core.tensor import Tensor
 __all__ = ["FlopCounterMode"]
 
 # ops whose FLOPs PyTorch's counter reports (mm/addmm/bmm, convolution and its backward, attention)
-_COUNTED = frozenset({"matmul", "linear", "convolution", "convolution_transpose", "convolution_weight",
+_COUNTED = frozenset({"matmul", "linear", "convolution", "convolution_transpose", "convolution_weight", "convolution_backward",
                       "scaled_dot_product_attention", "lstm", "lstm_cell", "gru", "gru_cell"})
 
 
