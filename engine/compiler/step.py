@@ -53,6 +53,7 @@ from ..fx.prims import prims
 from ..fx.trace_from_tape import guard_inputs, trace_from_tape
 from . import fused as _fused
 from .fused import FusedCall
+from .plans import planned
 from .pool import RELU_MAX_POOL, _Call as _PoolCall, _Unregistered
 
 __all__ = ["Step", "build"]
@@ -622,7 +623,7 @@ def _generate(gm: GraphModule, fname: str) -> "_Generated":
                 lines.append(f"{v} = {run}({args})" + ("" if op.n_extra else "[0]"))
                 continue
             op = RELU_MAX_POOL if isinstance(n.target, _PoolCall) else REGISTRY[op_name(n)]
-            f = const(op.fwd)
+            f = const(planned(op))
             lines.append(f"{v} = {f}(np, {args}{kwargs})" if args else f"{v} = {f}(np{kwargs})")
             if not op.n_extra:
                 # as the dispatcher's ``_result``: a numpy scalar from a reduction becomes an array
