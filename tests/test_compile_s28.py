@@ -142,3 +142,60 @@ def test_the_generated_step_calls_the_plans():
     assert S.planned(LINEAR).__name__ == "planned_linear"
     assert S.planned(BACKWARD).__name__ == "planned_linear_backward"
     assert S.planned(REGISTRY["relu"]) is REGISTRY["relu"].fwd
+
+
+class _Net(T.nn.Module):
+    """relu(lin1(x)) feeds lin2; lin2's output is read by a relu and by the sum (no epilogue there: that
+    relu joins the fused elementwise kernel)."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin1, self.lin2 = T.nn.Linear(256, 512), T.nn.Linear(512, 512)
+
+    def forward(self, x):
+        h = self.lin2(T.relu(self.lin1(x)))
+        return (T.relu(h) * 2 + h).square().mean()
+
+
+def _runs(x_shape, compiled_too: bool) -> tuple:
+    """Loss, input and parameter gradients of ``_Net`` eagerly and (``compiled_too``) in three compiled
+    steps; and the compiled call's cache entry."""
+    T.manual_seed(0)
+    net = _Net()
+    x = T.tensor(np.random.default_rng(3).standard_normal(x_shape).astype(np.float32), requires_grad=True)
+    compiled = T.compile(net)
+    got = []
+    for model in (net, compiled, compiled, compiled)[:4 if compiled_too else 1]:
+        net.zero_grad(set_to_none=True)
+        x.grad = None
+        loss = model(x)
+        loss.backward()
+        got.append([loss.detach().numpy().copy(), x.grad.numpy().copy()]
+                   + [p.grad.numpy().copy() for p in net.parameters()])
+    return got, (next(iter(compiled._compiled.cache.values())) if compiled_too else None)
+
+
+@pytest.mark.parametrize("x_shape", [(32, 256), (4, 16, 256), (3, 256)], ids=["rows", "batched", "small"])
+def test_linear_relu_epilogue_equals_the_two_ops(monkeypatch, threads, x_shape):
+    """A linear read only by a relu is one call (the relu in place in the linear's output); one read
+    by something else too keeps both ops. The gradients equal those of the step generated without the
+    plans bit for bit; the loss is within 1e-6 (the fused loss kernel's vectorised sum rounds by where
+    its array starts: one ulp apart from call to call, with or without the plans)."""
+    from tapelab.compiler import step as S
+    eager_run, entry = _runs(x_shape, True)
+    eager, runs = eager_run[0], eager_run[1:]
+    forward = entry.step.sources[0]
+    assert forward.count("(np, ") == 2, forward       # lin1 and its relu one call; lin2
+    gen = entry.step.fwd_fn.fn
+    names = {getattr(v, "__name__", "") for cell in (gen.__closure__ or ()) if callable(cell.cell_contents)
+             for v in cell.cell_contents.__globals__.values()}
+    assert {"planned_linear_relu", "planned_linear"} <= names, names
+    monkeypatch.setattr(S, "epilogues", lambda *a: {})
+    monkeypatch.setattr(S, "planned", lambda op: op.fwd)
+    plain_run, plain_entry = _runs(x_shape, True)
+    assert plain_entry.step.sources[0].count("(np, ") == 3
+    for run in runs:
+        np.testing.assert_allclose(run[0], plain_run[1][0], rtol=1e-6)
+        for a, p, e in zip(run[1:], plain_run[1][1:], eager[1:]):
+            np.testing.assert_array_equal(a, p)
+            np.testing.assert_allclose(a, e, rtol=1e-6, atol=1e-7)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..base import pool, runtime
-from ..kernels import blas, loops, mkl, parallel
+from ..kernels import blas, loops, mkl, parallel, use
 from ..kernels.gemm import GEMM_PARALLEL_MIN, MKL_MIN, OWN_MIN_COLS, OWN_MIN_K, OWN_MIN_ROWS
 from ..ops.reduce import array_sum
 
@@ -107,6 +107,23 @@ def linear_backward(op_fwd):
     return planned_linear_backward
 
 
+def linear_relu(linear_fwd, relu_fwd):
+    """``relu(linear(x, w, b))`` for a linear whose result only the relu reads: the planned linear's
+    output rectified in place (relu's own loop, each element read and written at its index: the same
+    floats as into a new array), one call and one array fewer; else the two ops' own forwards."""
+    planned_linear = linear(linear_fwd)
+    relu = loops("pointwise").relu
+
+    def planned_linear_relu(xp, x, w, *b):
+        out = planned_linear(xp, x, w, *b)
+        if out.size and use(xp, out) and out.flags.writeable:    # where relu's own forward runs this loop
+            flat = out.reshape(-1)
+            parallel(relu, 2, flat, flat)
+            return out
+        return relu_fwd(xp, out)
+    return planned_linear_relu
+
+
 _PLANS = {"linear": linear, "linear_backward": linear_backward}
 
 
@@ -115,3 +132,18 @@ def planned(op):
     loaded, else the op's declared forward."""
     make = _PLANS.get(op.name)
     return make(op.fwd) if make is not None and blas.available() else op.fwd
+
+
+def epilogues(nodes, name_of) -> dict:
+    """``{relu node: linear node}`` for each relu whose input is a linear node read by nothing else (its
+    result is neither saved nor returned): the generated step makes both in one call (``linear_relu``).
+    ``name_of``: a node's registry name, or None."""
+    if not blas.available():
+        return {}
+    pairs = {}
+    for n in nodes:
+        if n.op == "call_function" and name_of(n) == "relu" and len(n.args) == 1 and not n.kwargs:
+            src = n.args[0]
+            if getattr(src, "op", None) == "call_function" and name_of(src) == "linear" and len(src.users) == 1:
+                pairs[n] = src
+    return pairs

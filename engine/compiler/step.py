@@ -53,7 +53,7 @@ from ..fx.prims import prims
 from ..fx.trace_from_tape import guard_inputs, trace_from_tape
 from . import fused as _fused
 from .fused import FusedCall
-from .plans import planned
+from .plans import epilogues, linear_relu, planned
 from .pool import RELU_MAX_POOL, _Call as _PoolCall, _Unregistered
 
 __all__ = ["Step", "build"]
@@ -585,6 +585,8 @@ def _generate(gm: GraphModule, fname: str) -> "_Generated":
     kernel_line: dict = {}      # a fused kernel's node -> (its line's index, the call without ``)``)
     picks: dict = {}            # a getitem node -> (the kernel node, output index)
     k = 0
+    absorbed = epilogues(gm.graph.nodes, op_name)            # relu node -> the linear node that makes it
+    made_with = {lin: relu for relu, lin in absorbed.items()}
 
     def const(value) -> str:
         nonlocal k
@@ -612,6 +614,8 @@ def _generate(gm: GraphModule, fname: str) -> "_Generated":
             names[n] = v
             picks[n] = (n.args[0], n.args[1])
             lines.append(f"{v} = {names[n.args[0]]}[{n.args[1]}]")
+        elif n in absorbed:
+            names[n] = names[absorbed[n]]
         elif n.op == "call_function":
             names[n] = v
             args = ", ".join(ref(a) for a in n.args)
@@ -623,7 +627,7 @@ def _generate(gm: GraphModule, fname: str) -> "_Generated":
                 lines.append(f"{v} = {run}({args})" + ("" if op.n_extra else "[0]"))
                 continue
             op = RELU_MAX_POOL if isinstance(n.target, _PoolCall) else REGISTRY[op_name(n)]
-            f = const(planned(op))
+            f = const(linear_relu(op.fwd, REGISTRY["relu"].fwd) if n in made_with else planned(op))
             lines.append(f"{v} = {f}(np, {args}{kwargs})" if args else f"{v} = {f}(np{kwargs})")
             if not op.n_extra:
                 # as the dispatcher's ``_result``: a numpy scalar from a reduction becomes an array
