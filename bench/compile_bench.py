@@ -719,7 +719,7 @@ def ab_jax(names: list, rounds: int, mode: str | None = None):
                 if captured:
                     step = _captured(T, step)
                 inner = max(1, int(seconds / best(step, 1, 1)))
-                ratios = []
+                ratios, ms = [], []
                 for _ in range(rounds):
                     step()                       # untimed, as the worker's first call of a round
                     t0 = clock()
@@ -728,10 +728,12 @@ def ab_jax(names: list, rounds: int, mode: str | None = None):
                     ours = (clock() - t0) / inner
                     worker.stdin.write(f"{row} {inner}\n")
                     worker.stdin.flush()
-                    ratios.append(ours / float(worker.stdout.readline()))
+                    theirs = float(worker.stdout.readline())
+                    ratios.append(ours / theirs)
+                    ms.append((ours * 1e3, theirs * 1e3))
                 ratios.sort()
                 n = len(ratios)
-                yield name, (ratios[n // 2], ratios[n // 4], ratios[(3 * n) // 4])
+                yield name, (ratios[n // 2], ratios[n // 4], ratios[(3 * n) // 4]), sorted(ms)[n // 2]
         finally:
             worker.stdin.close()
             worker.wait()
@@ -1128,8 +1130,9 @@ def main() -> None:
         return
     if a.ab_jax:
         print(f"compiled/jax time, {THREADS} thread(s), {_ab_clock()[1]} clock")
-        for name, (med, lo, hi) in ab_jax(a.ab_jax.split(","), a.rounds, a.mode):
-            print(f"{name:<17} compiled/jax {med:.3f} (quartiles {lo:.3f}-{hi:.3f}, {a.rounds} rounds)"
+        for name, (med, lo, hi), (ours, theirs) in ab_jax(a.ab_jax.split(","), a.rounds, a.mode):
+            print(f"{name:<17} compiled/jax {med:.3f} (quartiles {lo:.3f}-{hi:.3f}, {a.rounds} rounds; "
+                  f"{ours:.3f} / {theirs:.3f} ms in the median compiled round)"
                   + (f" mode={a.mode}" if a.mode else ""), flush=True)
         return
     if a.ab_sgd:
