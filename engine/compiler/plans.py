@@ -4,7 +4,8 @@ A compiled step calls each op's declared forward on arrays; ``linear``'s (``nn/_
 its backward's pass through ``kernels.gemm``'s choices (dtype and size checks, the operands' layout,
 the thread count's route) before the one MKL call they end in: ~5-10 us of Python a GEMM, paid again
 in every step, and more in a training step than alone, where the GEMMs before it left the
-interpreter's data out of cache (mlp_b64: ~45 us of 1.8 ms). The functions here take the same arrays,
+interpreter's data out of cache (a 16-256-256-10 MLP's step 273-296 -> 255 us with the relu epilogue;
+mlp_b64's, 75% MKL, within its noise). The functions here take the same arrays,
 see whether they are the plain case (float32, C-contiguous, MKL loaded and taking the product whole, as
 ``gemm`` and ``gemm_add`` would run it) and then make that same MKL call with the same arguments (the
 same floats, bit for bit); anything else goes to the op's own forward.
@@ -18,7 +19,7 @@ from ..kernels import blas, loops, mkl, parallel, use
 from ..kernels.gemm import GEMM_PARALLEL_MIN, MKL_MIN, OWN_MIN_COLS, OWN_MIN_K, OWN_MIN_ROWS
 from ..ops.reduce import array_sum
 
-__all__ = ["planned"]
+__all__ = ["planned", "linear_relu", "epilogues"]
 
 _F32 = np.dtype(np.float32)
 _ND = np.ndarray
