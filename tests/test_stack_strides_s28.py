@@ -110,3 +110,30 @@ def test_gpt_attention_output_layout_values_and_gradients_match_torch(threads):
     assert ts == rs
     np.testing.assert_allclose(ty, ry, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(tg, rg, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.skipif(blas.mkl.threading_layer() != "gnu", reason="MKL is not on GNU OpenMP (PyTorch's layer)")
+def test_a_threaded_product_does_not_round_by_where_its_output_lies():
+    """MKL's threaded GEMM rounds a 1x512x4096 product by its output's alignment (14-16 outputs differed
+    between a 16- and a 64-byte aligned one): outputs made here are 64-byte aligned and a caller's
+    output that is not goes through an aligned buffer, so every call gives torch's floats (its
+    allocator aligns to 64) and a linear layer's backward is the same from call to call."""
+    torch.set_num_threads(2)
+    tapelab.set_num_threads(2)
+    g = RNG.standard_normal((1, 512)).astype(np.float32)
+    w = RNG.standard_normal((512, 4096)).astype(np.float32)
+    want = torch.from_numpy(g).mm(torch.from_numpy(w)).numpy()
+    for offset in range(0, 64, 4):
+        raw = np.empty(4096 + 32, np.float32)
+        start = (-raw.ctypes.data // 4) % 16 + offset // 4
+        out = raw[start:start + 4096].reshape(1, 4096)
+        assert blas.matmul_into(g, w, out, threads=2)
+        np.testing.assert_array_equal(out, want)
+    assert blas.empty((3, 5), np.float32).ctypes.data % 64 == 0
+    x = RNG.standard_normal((1, 4096)).astype(np.float32)
+    first = None
+    for _ in range(8):
+        xs, ws = tapelab.tensor(x, requires_grad=True), tapelab.tensor(w, requires_grad=True)
+        tapelab.nn.functional.linear(xs, ws).backward(tapelab.tensor(g))
+        first = xs.grad.numpy() if first is None else first
+        np.testing.assert_array_equal(xs.grad.numpy(), first)

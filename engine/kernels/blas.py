@@ -10,12 +10,14 @@ are unit-stride, else through a buffer. It returns False where MKL is not loaded
 of that kind (then the caller runs its own route)."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from . import mkl
 from .switch import enabled, loops
 
-__all__ = ["available", "set_enabled", "matmul", "matmul_into", "addresses"]
+__all__ = ["available", "set_enabled", "matmul", "matmul_into", "addresses", "empty"]
 
 _NO_TRANS, _TRANS = 111, 112
 _LD_LIMIT = 1 << 31   # MKL_INT (LP64) holds a leading dimension below this; a wider stride is copied
@@ -84,11 +86,11 @@ def matmul(a, b, threads: int = 1):
         item = dtype.itemsize
         a, ta, lda = _operand(a, m, k, item)
         b, tb, ldb = _operand(b, k, n, item)
-        out = np.empty((m, n), dtype)
+        out = empty((m, n), dtype)
         ready[1](ready[0], ta, tb, m, n, k, a, lda, b, ldb, 0.0, out, n, ready[3], threads)
         return out
     if b.ndim == 2 or a.ndim == b.ndim and a.shape[:-2] == b.shape[:-2]:
-        out = np.empty(a.shape[:-1] + b.shape[-1:], dtype)
+        out = empty(a.shape[:-1] + b.shape[-1:], dtype)
         if matmul_into(a, b, out, threads=threads):
             return out
     return None
@@ -130,15 +132,35 @@ def _rows_fit(c, n: int, item: int) -> bool:
     return (c.strides[-1] == item or n == 1) and c.strides[-2] % item == 0 and n * item <= c.strides[-2] < _LD_LIMIT * item
 
 
+# MKL's threaded GEMM rounds by its output's alignment: a 1x512x4096 product at two threads gave 14-16 of
+# 4096 outputs different in a 16-byte-aligned output than in a 64-byte-aligned one, so a training step's
+# floats changed from call to call with wherever glibc put the result (issue 18, session 28). PyTorch's
+# allocator aligns to 64 bytes: outputs made here are 64-byte aligned, and a threaded product into a
+# caller's output that is not goes through an aligned buffer. Inputs' alignment did not matter.
+_ALIGN = 64
+
+
+def empty(shape: tuple, dtype) -> np.ndarray:
+    """A new C-contiguous array whose first element is ``_ALIGN``-byte aligned (for MKL's outputs)."""
+    dtype = np.dtype(dtype)
+    size = math.prod(shape) * dtype.itemsize
+    raw = np.empty(size + _ALIGN, np.uint8)
+    start = -raw.ctypes.data % _ALIGN
+    return raw[start:start + size].view(dtype).reshape(shape)
+
+
 def _two_d(dtype, a, b, out, m, n, k, beta: float, threads: int) -> bool:
     item = dtype.itemsize
     address, call, _, local, _ = _READY.get(dtype) or _calls(dtype)
     a, ta, lda = _operand(a, m, k, item)
     b, tb, ldb = _operand(b, k, n, item)
-    if _rows_fit(out, n, item) and not np.may_share_memory(out, a) and not np.may_share_memory(out, b):
+    if (_rows_fit(out, n, item) and not np.may_share_memory(out, a) and not np.may_share_memory(out, b)
+            and (threads < 2 or out.ctypes.data % _ALIGN == 0)):
         call(address, ta, tb, m, n, k, a, lda, b, ldb, beta, out, out.strides[0] // item, local, threads)
     else:
-        res = np.empty((m, n), dtype) if not beta else np.array(out, dtype, order="C")
+        res = empty((m, n), dtype)
+        if beta:
+            res[...] = out
         call(address, ta, tb, m, n, k, a, lda, b, ldb, beta, res, n, local, threads)
         out[...] = res
     return True
@@ -166,6 +188,8 @@ def _stack(dtype, a, b, out, m, n, k, beta: float, threads: int) -> bool:
         b, tb, ldb = _operand(b, k, n, item)
         axes = _batch_axes(out.shape[:-2], (a, b, out), item)
     count, inner, ((sa, sa1), (sb, sb1), (sc, sc1)) = axes
+    if count == 1:      # one product (its batch dims all of length one): a matrix's, as to its output's alignment
+        return _two_d(dtype, a.reshape(m, k), b.reshape(k, n), out.reshape(m, n), m, n, k, beta, threads)
     address, _, call, local, in_parts = _READY.get(dtype) or _calls(dtype)
     parts = min(threads, count)
     ldc = out.strides[-2] // item
