@@ -71,7 +71,7 @@ def linear(op_fwd):
             if x.shape[-1] == k and b[0].shape[0] == n and _fits(m, n, k):
                 threads = _threads()
                 if threads:
-                    out = np.empty((m, n), _F32)
+                    out = blas.empty((m, n), _F32)     # MKL's threaded floats depend on the output's alignment
                     parallel(fill_rows, 1, out, b[0])
                     call(address, _NO_TRANS, _TRANS, m, n, k, x if x.ndim == 2 else x.reshape(m, k), k, w, k, 1.0,
                          out, n, local, threads)
@@ -98,10 +98,10 @@ def linear_backward(op_fwd):
                     empty = np.empty((0,), _F32)
                     gx = empty
                     if needs[0]:
-                        gx = np.empty((m, k), _F32)
+                        gx = blas.empty((m, k), _F32)
                         call(address, _NO_TRANS, _NO_TRANS, m, k, n, g2, n, w, k, 0.0, gx, k, local, threads)
                         gx = gx.reshape(x.shape)
-                    gw = np.empty((n, k), _F32)
+                    gw = blas.empty((n, k), _F32)
                     call(address, _TRANS, _NO_TRANS, n, k, m, g2, n, x2, k, 0.0, gw, k, local, threads)
                     return gx, gw, array_sum(xp, g2, (0,)) if needs[2] else empty
         return op_fwd(xp, g, x, w, needs=needs)
