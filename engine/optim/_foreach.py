@@ -28,9 +28,8 @@ from .. import kernels
 from ..kernels import vml
 from ..base.coo import COOArray
 from ..base.device import CPU
-from ..base.dispatch_state import STATE
+from ..base.dispatch_state import LOCAL, STATE
 from ..core.creation import zeros_like
-from ..base.dispatch_state import LOCAL
 from ..core.dispatch import keeps_float32, observed_write
 from ..ops.elementwise import _add, _addcdiv_fwd, _addcmul_fwd, _div, _lerp_fwd, _mul, _sqrt_fwd, scaled_sum
 
