@@ -22,7 +22,7 @@ from .fastmath import aten_lanes, onednn_avx512
 from .fastmath import (erf_aten, exp_sleef_u10, fma, gelu16_onednn_avx512, gelu_grad_onednn, gelu_onednn_avx2,
                        gelu_onednn_avx512, select, tanh_sleef_u10)
 
-__all__ = ["sigmoid", "silu", "silu_backward", "gelu", "gelu_backward", "relu", "relu_backward", "tanh_backward", "fill_rows", "scaled_add", "lerp", "lerp_weights", "addcmul", "addcdiv",
+__all__ = ["sigmoid", "silu", "silu_backward", "gelu", "gelu_backward", "relu", "relu_backward", "tanh_backward", "sigmoid_backward", "fill_rows", "scaled_add", "lerp", "lerp_weights", "addcmul", "addcdiv",
            "clamp", "sign"]
 
 F = np.float32
@@ -222,6 +222,15 @@ def tanh_backward(g, y, out):
     for i in range(y.shape[0]):
         v = np.float64(y[i])
         out[i] = g[i] * F(1.0 - v * v)
+
+
+@njit(**_JIT)
+def sigmoid_backward(g, y, out):
+    """``g * (1 - y) * y`` in PyTorch's order, each product rounded to float32 (no multiply-add to
+    contract): numpy's three passes' floats in one."""
+    for i in range(y.shape[0]):
+        v = y[i]
+        out[i] = g[i] * (F(1.0) - v) * v
 
 
 @njit(**_JIT)
