@@ -150,3 +150,29 @@ def test_a_loss_whose_node_feeds_another_node_runs_the_whole_walk():
     y.sum().backward()
     np.testing.assert_array_equal(seen[0].numpy(), [1.0, 1.0, 1.0])
     np.testing.assert_array_equal(x.grad.numpy(), [2.0, 2.0, 2.0])
+
+
+@pytest.mark.parametrize("outer", ["on", "no_grad", "assigned off"])
+@pytest.mark.parametrize("create_graph", [False, True])
+def test_grad_mode_inside_the_walk_and_after_it(outer, create_graph):
+    """``_run_plain`` sets the grad flag inline: off inside the walk (on with ``create_graph``), as PyTorch's
+    engine; the caller's flag back afterwards, however the caller set it."""
+    x = tapelab.tensor([1.0, -2.0], requires_grad=True)
+    seen = []
+    x.register_post_accumulate_grad_hook(lambda t: seen.append(tapelab.is_grad_enabled()))
+    y = (x * x).sum()
+    if outer == "no_grad":
+        with tapelab.no_grad():
+            y.backward(create_graph=create_graph)
+            assert not tapelab.is_grad_enabled()
+    elif outer == "assigned off":
+        tapelab.set_grad_enabled(False)
+        try:
+            y.backward(create_graph=create_graph)
+            assert not tapelab.is_grad_enabled()
+        finally:
+            tapelab.set_grad_enabled(True)
+    else:
+        y.backward(create_graph=create_graph)
+    assert seen == [create_graph]
+    assert tapelab.is_grad_enabled()

@@ -18,6 +18,7 @@ from collections import deque
 import sys
 from sys import getrefcount
 import threading
+from threading import get_ident as _get_ident
 import warnings
 from time import perf_counter_ns
 from typing import Iterator, Sequence
@@ -27,7 +28,7 @@ import numpy as np
 from ..base import events
 from . import anomaly as _anomaly
 from ..base.dtype import FLOATING_KINDS
-from ..base.grad_mode import STATE as GRAD, no_grad
+from ..base.grad_mode import GRAD_OFF, STATE as GRAD, no_grad
 from ..core import batching as _batching
 from ..core.creation import zeros_like
 from ..core.dispatch import apply
@@ -264,7 +265,7 @@ class _Walk:
 
     def __init__(self, tensors, grad_tensors, retain_graph, create_graph, inputs, capture, stop):
         self.task_id = next(_TASK_IDS)
-        roots = _root_grads(_as_list(tensors), grad_tensors, "backward")
+        roots = _root_grads([tensors] if type(tensors) is Tensor else _as_list(tensors), grad_tensors, "backward")
         self.create_graph = create_graph
         self.retain_graph = create_graph if retain_graph is None else retain_graph
         self.capture, self.stop, self.index = capture, stop, 0
@@ -423,8 +424,13 @@ def _run_plain(walk: _Walk) -> None:
     anomaly = _anomaly.STATE
     heappop, heappush = heapq.heappop, heapq.heappush
     subscribers = _STEP_SUBSCRIBERS
-    prev = GRAD.enabled
-    GRAD.enabled = create_graph
+    # GRAD.enabled read and set inline (a property: a frame each way), as no_grad's enter: the finally restores it
+    ident = _get_ident()
+    prev = ident not in GRAD_OFF
+    if create_graph:
+        GRAD_OFF.discard(ident)
+    else:
+        GRAD_OFF.add(ident)
     running = _RUNNING
     outer, running.walk = running.walk, walk
     watching = running.nodes   # the running nodes' stack, while a watched node runs
@@ -565,7 +571,10 @@ def _run_plain(walk: _Walk) -> None:
         if watched is not None:   # raised while a watched node ran: it runs no more
             watching.pop()
         walk.index = index
-        GRAD.enabled = prev
+        if prev:
+            GRAD_OFF.discard(ident)
+        else:
+            GRAD_OFF.add(ident)
         running.walk = outer
 
 
