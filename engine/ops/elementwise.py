@@ -247,12 +247,16 @@ def _by_output(fwd, loop: str | None = None):
     forward on the arrays, where the compiled path would call it as they are (same dtype and shape).
     ``loop``: the fused loop (``kernels.pointwise``) ``fwd`` runs whole on a small 1-D float32 pair,
     called here directly (``fwd``'s checks and ``kernels.parallel``'s were ~1 us of tanh's 1.8)."""
+    found: list = []   # the loop, once imported
+
     def array_vjp(g, out, inputs, params):
         if (loop is not None and g.ndim == 1 and g.dtype is _F32 and type(out) is np.ndarray and out.dtype is _F32
                 and out.shape == g.shape and g.shape[0] < kernels.PARALLEL_MIN and g.flags.c_contiguous
                 and out.flags.c_contiguous and kernels.enabled()):
+            if not found:
+                found.append(getattr(kernels.loops("pointwise"), loop))
             result = np.empty(g.shape, _F32)
-            getattr(kernels.loops("pointwise"), loop)(g, out, result)
+            found[0](g, out, result)
             return (result,)
         if in_order(g) and type(out) is np.ndarray and out.dtype is g.dtype and out.shape == g.shape:
             return (fwd(np, g, out),)
@@ -674,7 +678,7 @@ def _div_vjp(g, out, a, b):
 
 def _mul_array_vjp(g, out, inputs, params):
     """``_mul_vjp``'s real case on arrays, for inputs of ``g``'s shape (no ``sum_to``)."""
-    if not in_order(g):
+    if not (g.ndim == 1 and g.dtype.kind == "f" or in_order(g)):   # (a 1-D float g without the call)
         return None
     a, b = inputs
     if type(a) is Tensor and type(b) is Tensor:   # two cpu tensors of g's dtype and shape: operand's tests inline
