@@ -60,11 +60,7 @@ def _same_floats(got: np.ndarray, want: np.ndarray) -> None:
     np.testing.assert_array_equal(got[~nan].view(np.int32), want[~nan].view(np.int32))
 
 
-# relu's backward off the loop (the loops off, or a gradient not C-contiguous) is numpy's ``g * ~(y <= 0)``:
-# -0.0 where a negative g meets y <= 0, where PyTorch's threshold_backward gives 0.0 (known, not fixed here)
-_RELU_SIGN = pytest.mark.xfail(strict=True, reason="relu's numpy backward: -0.0 for PyTorch's 0.0")
-CASES = [(name, how) for name in sorted(TORCH_BACKWARD) for how in ("arrays", "tensors", "no loops")
-         if (name, how) != ("relu", "no loops")]
+CASES = [(name, how) for name in sorted(TORCH_BACKWARD) for how in ("arrays", "tensors", "no loops")]
 
 
 @pytest.mark.parametrize("name, how", CASES)
@@ -81,7 +77,7 @@ def test_activation_gradients_are_torchs_kernels_on_the_same_output(name, n, how
         _same_floats(x.grad.numpy(), want)
 
 
-@pytest.mark.parametrize("name", ["sigmoid", "tanh", pytest.param("relu", marks=_RELU_SIGN)])
+@pytest.mark.parametrize("name", sorted(TORCH_BACKWARD))
 def test_a_strided_or_2d_gradient_takes_the_general_path_with_the_same_floats(name):
     x_np, g_np = _inputs(48, 1)
     x = tapelab.tensor(x_np.reshape(6, 8), requires_grad=True)
@@ -91,12 +87,27 @@ def test_a_strided_or_2d_gradient_takes_the_general_path_with_the_same_floats(na
     _same_floats(x.grad.numpy(), want)
 
 
-@_RELU_SIGN
-def test_relu_gradient_without_the_loops_is_torchs_zero():
-    x = tapelab.tensor([-1.0, 2.0], requires_grad=True)
-    with _walk("no loops"):
-        x.relu().backward(tapelab.tensor([-1.0, -1.0]))
-    _same_floats(x.grad.numpy(), np.array([0.0, -1.0], np.float32))
+@pytest.mark.parametrize("how", ["no loops", "view"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16])
+def test_relu_gradient_off_the_loop_is_torchs_zero_where_the_output_is_not_positive(how, dtype):
+    """numpy's formula (the loops off, a gradient not C-contiguous, other dtypes): ``y <= 0 ? 0 : g`` as PyTorch's
+    threshold_backward, +0.0 for a negative, infinite or nan g there (``g * mask`` gave -0.0 and nan)."""
+    x_np = np.array([-1.0, 2.0, -0.0, 0.0, 3.0, -5.0], dtype)
+    g_np = np.array([-1.0, -0.0, np.inf, np.nan, np.nan, -np.inf], dtype)
+    x, tx = tapelab.tensor(x_np, requires_grad=True), torch.tensor(x_np, requires_grad=True)
+    if how == "view":   # a slice of the output: the loop takes float32 only
+        y, g, ty, tg = x.relu()[::2], g_np[::2], tx.relu()[::2], torch.tensor(g_np[::2])
+    else:
+        y, g, ty, tg = x.relu(), g_np, tx.relu(), torch.tensor(g_np)
+    with _walk("no loops" if how == "no loops" else "arrays"):
+        y.backward(tapelab.tensor(g))
+    ty.backward(tg)
+    got, want = x.grad.numpy(), tx.grad.numpy()
+    assert got.dtype == want.dtype
+    nan = np.isnan(want)
+    np.testing.assert_array_equal(np.isnan(got), nan)
+    np.testing.assert_array_equal(np.signbit(got[~nan]), np.signbit(want[~nan]))
+    np.testing.assert_array_equal(got[~nan], want[~nan])
 
 
 def test_sigmoid_backward_op_is_torchs_on_odd_shapes():

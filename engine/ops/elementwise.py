@@ -286,7 +286,9 @@ def _relu_bw_fwd(xp, g, y):
         out = xp.empty_like(y)
         kernels.parallel(kernels.loops("pointwise").relu_backward, 3, g.reshape(-1), y.reshape(-1), out.reshape(-1))
         return out
-    return g * ~(y <= 0)          # not (y <= 0): a NaN output passes g, as PyTorch's
+    # PyTorch's threshold_backward, y <= 0 ? 0 : g: +0.0 there whatever g is (g * mask gave -0.0 for a negative g and
+    # nan for an infinite one), and a NaN output passes g; a zero of g's dtype (a Python 0 would promote bfloat16)
+    return xp.where(y <= 0, g.dtype.type(0), g)
 
 
 _relu_bw = Op("threshold_backward", _relu_bw_fwd,
