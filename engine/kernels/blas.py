@@ -86,11 +86,11 @@ def matmul(a, b, threads: int = 1):
         item = dtype.itemsize
         a, ta, lda = _operand(a, m, k, item)
         b, tb, ldb = _operand(b, k, n, item)
-        out = empty((m, n), dtype)
+        out = empty((m, n), dtype) if threads > 1 else np.empty((m, n), dtype)
         ready[1](ready[0], ta, tb, m, n, k, a, lda, b, ldb, 0.0, out, n, ready[3], threads)
         return out
     if b.ndim == 2 or a.ndim == b.ndim and a.shape[:-2] == b.shape[:-2]:
-        out = empty(a.shape[:-1] + b.shape[-1:], dtype)
+        out = (empty if threads > 1 else np.empty)(a.shape[:-1] + b.shape[-1:], dtype)
         if matmul_into(a, b, out, threads=threads):
             return out
     return None
@@ -141,7 +141,9 @@ _ALIGN = 64
 
 
 def empty(shape: tuple, dtype) -> np.ndarray:
-    """A new C-contiguous array whose first element is ``_ALIGN``-byte aligned (for MKL's outputs)."""
+    """A new C-contiguous array whose first element is ``_ALIGN``-byte aligned, for a product MKL runs on
+    its threads (its memory ``_ALIGN`` bytes more than the array's: one-thread products and the rest keep
+    ``np.empty``, so memory profiles count their tensors' bytes as PyTorch's)."""
     dtype = np.dtype(dtype)
     size = math.prod(shape) * dtype.itemsize
     raw = np.empty(size + _ALIGN, np.uint8)

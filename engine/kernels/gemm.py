@@ -28,7 +28,7 @@ from ..base import pool, runtime
 from . import blas, mkl
 from .switch import enabled, loops, native
 
-__all__ = ["gemm", "gemm_add", "gemms", "gemm_here", "prepack", "loop_gemm", "GEMM_PARALLEL_MIN"]
+__all__ = ["gemm", "gemm_add", "product_out", "gemms", "gemm_here", "prepack", "loop_gemm", "GEMM_PARALLEL_MIN"]
 
 # Below this many multiply-adds a product runs on the calling thread, untimed; above it the pool
 # times both ways per size class and keeps the faster (engine/base/pool.py). A worker starts its
@@ -84,6 +84,14 @@ def gemm(xp, a, b, out=None):
     # on which way the pool chose (a whole BLAS call rounds differently from its blocks)
     pool.run_blocks(_matmul_into, _blocks(a, b, out, batch, n_threads), ("gemm", n_threads), macs)
     return out
+
+
+def product_out(xp, a, b, shape: tuple):
+    """An uninitialised array of ``shape`` for ``a @ b``'s product (``gemm_add``'s ``out``): 64-byte aligned
+    where MKL runs the product on its threads (``blas.empty``: MKL rounds by its output's alignment there)."""
+    if xp is np and _mkl_takes(a, b) and _mkl_team(runtime.intra_op_threads()) > 1:
+        return blas.empty(shape, a.dtype)
+    return xp.empty(shape, a.dtype)
 
 
 def gemm_add(xp, a, b, out):

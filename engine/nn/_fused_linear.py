@@ -12,15 +12,14 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-
 from ..base import dtype as _dtype
 from ..base.grad_mode import is_grad_enabled
 from ..core.dispatch import apply
 from ..core.registry import OTHERS, Op
 from ..core.tensor import Tensor
 from .. import kernels
-from ..kernels import blas, gemm, gemm_add, gemms
+from ..kernels import gemm, gemm_add, gemms
+from ..kernels.gemm import product_out
 from ..ops.reduce import array_sum
 
 __all__ = ["linear", "applies"]
@@ -66,7 +65,7 @@ def _fwd(xp, x, w, *b):
         return out
     rows = _rows(x)
     if b:   # ATen's addmm: the bias broadcast into the output, then added inside the GEMM where MKL runs it
-        out = blas.empty((rows.shape[0], w.shape[0]), x.dtype) if xp is np else xp.empty((rows.shape[0], w.shape[0]), x.dtype)
+        out = product_out(xp, rows, w.T, (rows.shape[0], w.shape[0]))
         _fill_bias(xp, out, b[0])
         gemm_add(xp, rows, w.T, out)
     else:
