@@ -20,6 +20,7 @@ from numba import njit
 
 from .fastmath import _bits_to_f32, exp32, exp_sleef_u10, fma, log_sleef_u10
 from .lanes import lane_loop, layer_norm_dots, layer_norm_grad_row, welford_lanes
+from .row_masks import scale_first, scaled_max
 
 __all__ = ["softmax", "softmax_backward", "log_softmax", "log_softmax_backward", "attention_softmax",
            "layer_norm", "layer_norm_backward", "layer_norm_stats", "layer_norm_affine_grads_bfloat16", "target_weights", "cross_entropy", "cross_entropy_backward", "nll_loss", "nll_loss_backward"]
@@ -280,23 +281,21 @@ def log_softmax_backward(g, y, out, lanes):
 def attention_softmax(s, L, scale, causal):
     """The attention weights from the scores ``s`` (rows of ``L`` queries stacked), in place:
     ``softmax(s scale)``, and with ``causal`` query ``i`` (row ``r % L``) sees keys ``j <= i``
-    only (the others get 0) -- no mask array, no -inf fill, no pass over the masked half."""
+    only (the others get 0) -- no mask array, no -inf fill, no pass over the masked half. The
+    max and the normalisation (times ``1 / sum``, as ATen's softmax) run as 16-float vectors cut
+    at the row's length (``row_masks``): numba's loops ran the causal rows' lengths through their
+    scalar remainder; the exps keep numba's loop (``exp32``), the scale folded into it."""
     R, S = s.shape
-    bits = s.view(np.int32)
     for r in range(R):
         n = min(r % L + 1, S) if causal else S
-        for j in range(n):
-            s[r, j] = s[r, j] * scale
-        m = _row_max(bits, r, n)
+        row = s[r]
+        m = scaled_max(row, n, scale)
         z = F(0.0)
         for j in range(n):
-            e = exp32(s[r, j] - m)
-            s[r, j] = e
+            e = exp32(row[j] * scale - m)
+            row[j] = e
             z += e
-        for j in range(n):
-            s[r, j] = s[r, j] / z
-        for j in range(n, S):
-            s[r, j] = F(0.0)
+        scale_first(row, n, F(1.0) / z)
 
 
 @njit(**_JIT)
