@@ -282,7 +282,7 @@ def attention_softmax(s, L, scale, causal):
     """The attention weights from the scores ``s`` (rows of ``L`` queries stacked), in place:
     ``softmax(s scale)``, and with ``causal`` query ``i`` (row ``r % L``) sees keys ``j <= i``
     only (the others get 0) -- no mask array, no -inf fill, no pass over the masked half. The
-    max and the normalisation (times ``1 / sum``, as ATen's softmax) run as 16-float vectors cut
+    max and the normalisation (times ``1 / sum``, as ATen's softmax) run as 8-float vectors cut
     at the row's length (``row_masks``): numba's loops ran the causal rows' lengths through their
     scalar remainder; the exps keep numba's loop (``exp32``), the scale folded into it."""
     R, S = s.shape
