@@ -1,0 +1,58 @@
+"""Batch norm's loops (engine/kernels/batchnorm.py) on the shapes their faster paths take, against
+torch 2.13's ``native_batch_norm`` and ``native_batch_norm_backward`` bit for bit, at one and two
+threads: rows of whole eight-lane vectors summed four samples at a time (``N`` a multiple of four
+or not, rows of exactly one vector, rows with a partial last vector), each channel's gradient written right after its sums, the
+forward's output written per block of eight channels (``C`` not a multiple of eight), and the
+split over channels at two threads (sizes over ``PARALLEL_MIN``)."""
+import numpy as np
+import pytest
+import torch
+
+import tapelab
+from tapelab import kernels
+
+pytest.importorskip("numba")
+
+SHAPES = [(16, 32, 16, 16), (5, 11, 8, 8), (7, 9, 1, 8), (6, 13, 24, 24), (3, 4, 2, 4), (9, 10, 5, 7), (6, 9, 14, 14),
+          (5, 5, 1, 9), (4, 3, 1, 15), (11, 6, 7, 7)]
+
+
+@pytest.fixture(params=[1, 2])
+def threads(request):
+    """The loops on, tapelab and torch at the parametrised thread count."""
+    old, was, was_torch = kernels.set_enabled(True), tapelab.get_num_threads(), torch.get_num_threads()
+    tapelab.set_num_threads(request.param)
+    torch.set_num_threads(request.param)
+    yield request.param
+    torch.set_num_threads(was_torch)
+    tapelab.set_num_threads(was)
+    kernels.set_enabled(old)
+
+
+def _bitwise(ours, theirs) -> None:
+    theirs = theirs.numpy()
+    assert ours.dtype == theirs.dtype and np.array_equal(ours.view(np.int32), theirs.view(np.int32))
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_forward_and_backward_loops_are_aten_bit_for_bit(threads, shape):
+    rng = np.random.default_rng(sum(shape))
+    x = (rng.standard_normal(shape) * 3 + 1).astype(np.float32)          # an offset mean: centred sums matter
+    g = rng.standard_normal(shape).astype(np.float32)
+    c = shape[1]
+    w, b = rng.standard_normal(c).astype(np.float32), rng.standard_normal(c).astype(np.float32)
+    bn = kernels.loops("batchnorm")
+    ncl = (shape[0], c, -1)
+    out, mean, var, unbiased, invstd = (np.empty(shape, np.float32),) + tuple(np.empty(c, np.float32) for _ in range(4))
+    bn.forward(x.reshape(ncl), w, b, 1e-5, out.reshape(ncl), mean, var, unbiased, invstd)
+    tx, tw = torch.from_numpy(x), torch.from_numpy(w)
+    t_out, t_mean, t_invstd = torch.ops.aten.native_batch_norm(tx, tw, torch.from_numpy(b), None, None, True, 0.1, 1e-5)
+    for ours, theirs in ((out, t_out), (mean, t_mean), (invstd, t_invstd)):
+        _bitwise(ours, theirs)
+    for saved in ((mean, invstd), (None, None)):                         # the forward's statistics, or recomputed
+        gx, gw, gb = np.empty(shape, np.float32), np.empty(c, np.float32), np.empty(c, np.float32)
+        bn.backward(g.reshape(ncl), x.reshape(ncl), w, 1e-5, gx.reshape(ncl), gw, gb, *saved)
+        theirs = torch.ops.aten.native_batch_norm_backward(torch.from_numpy(g), tx, tw, None, None, t_mean, t_invstd,
+                                                           True, 1e-5, [True, True, True])
+        for ours, t in zip((gx, gw, gb), theirs):
+            _bitwise(ours, t)
