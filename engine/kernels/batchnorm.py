@@ -39,11 +39,13 @@ channels, ATen's scalar-masked tail, round the product instead), ``gw = dotp * i
 
 Work is split over channels (``kernels.parallel_ranges``): a channel's sums are one thread's, and
 the chunking that mimics ATen's threads is by ``T`` rows, not by how this pool splits, so any split
-gives the same floats. The float64 chains are sequential by definition; eight channels run their
-chains side by side so the adds overlap, and the backward reads the forward's mean and invstd.
+gives the same floats. The float64 chains are sequential by definition; for ``L > 1`` eight or 16
+channels run their chains side by side, eight values of eight channels loaded and transposed so
+that one vector add steps eight chains (ResNet's (16, 32, 16, 16) statistics 95 -> 37 us at one
+thread), and the backward reads the forward's mean and invstd.
 Rows of whole vectors (``L`` a multiple of eight) are reduced four samples at a time, their eight
 vector chains in registers (ResNet's (16, 32, 16, 16) sums 45 -> 14 us). For ``L > 1`` each
-channel's gradient is written right after its sums, and the forward's output after each eight
+channel's gradient is written right after its sums, and the forward's output after each 16
 channels' statistics, while those rows are still in L2 (a (32, 16, 28, 28) backward's x and g,
 3.2 MB, are not: 275 -> 189 us at one thread).
 """
@@ -180,66 +182,123 @@ _lanes1 = _rows_sums(1, False)
 
 
 # ---------------------------------------------------------------- statistics
+def _chains(groups, squares):
+    """An intrinsic: one sample's row of ``length`` values for ``8 groups`` channels (channel ``j`` at
+    flat offset ``base + j * cstride``) added in memory order onto ``acc`` (``8 groups`` float64
+    chains), the values themselves or, with ``squares``, the float32 squares ``(x - mean[c0 + j])^2``.
+    Eight values of eight channels are loaded as eight vectors and transposed, so each step adds one
+    value to every channel's chain in one vector add: the chains stay sequential, the conversions and
+    adds run eight wide (scalar chains were bound by their conversion and add instructions)."""
+    @intrinsic
+    def chains(typingctx, xf, base, cstride, length, mean, c0, acc):
+        if not (isinstance(xf, types.Array) and xf.dtype == types.float32 and xf.layout == "C" and xf.ndim == 1):
+            return None
+
+        def codegen(context, builder, signature, args):
+            x_arr = context.make_array(signature.args[0])(context, builder, args[0])
+            m_arr = context.make_array(signature.args[4])(context, builder, args[4])
+            a_arr = context.make_array(signature.args[6])(context, builder, args[6])
+            f32, f64, i32, i64 = ir.FloatType(), ir.DoubleType(), ir.IntType(32), ir.IntType(64)
+            vec, dvec = ir.VectorType(f32, LANES), ir.VectorType(f64, LANES)
+            base_, cs, length_, c0_ = (builder.sext(a, i64) if a.type.width < 64 else a
+                                       for a in (args[1], args[2], args[3], args[5]))
+
+            def shuffle(a, b, idx):
+                return builder.shuffle_vector(a, b, ir.Constant(ir.VectorType(i32, LANES), idx))
+
+            def splat(v):
+                return shuffle(builder.insert_element(ir.Constant(vec, ir.Undefined), v, ir.Constant(i32, 0)),
+                               ir.Constant(vec, ir.Undefined), [0] * LANES)
+
+            def transpose(r):                          # 8x8: out[t][j] = r[j][t]
+                t = []
+                for j in range(0, 8, 2):
+                    t += [shuffle(r[j], r[j + 1], [0, 8, 1, 9, 4, 12, 5, 13]),
+                          shuffle(r[j], r[j + 1], [2, 10, 3, 11, 6, 14, 7, 15])]
+                lo, hi = [0, 1, 8, 9, 4, 5, 12, 13], [2, 3, 10, 11, 6, 7, 14, 15]
+                u = [shuffle(t[0], t[2], lo), shuffle(t[0], t[2], hi), shuffle(t[1], t[3], lo), shuffle(t[1], t[3], hi),
+                     shuffle(t[4], t[6], lo), shuffle(t[4], t[6], hi), shuffle(t[5], t[7], lo), shuffle(t[5], t[7], hi)]
+                return ([shuffle(u[i], u[i + 4], [0, 1, 2, 3, 8, 9, 10, 11]) for i in range(4)]
+                        + [shuffle(u[i], u[i + 4], [4, 5, 6, 7, 12, 13, 14, 15]) for i in range(4)])
+
+            starts, means, slots = [], [], []
+            for gi in range(groups):
+                st = [builder.add(base_, builder.mul(cs, ir.Constant(i64, 8 * gi + j))) for j in range(LANES)]
+                starts.append(st)
+                mj = [builder.load(builder.gep(m_arr.data, [builder.add(c0_, ir.Constant(i64, 8 * gi + j))]))
+                      for j in range(LANES)]
+                mv = ir.Constant(vec, ir.Undefined)
+                for j in range(LANES):
+                    mv = builder.insert_element(mv, mj[j], ir.Constant(i32, j))
+                means.append((mv, [splat(m) for m in mj]))
+                slot = cgutils.alloca_once(builder, dvec)
+                ptr = builder.bitcast(builder.gep(a_arr.data, [ir.Constant(i64, 8 * gi)]), dvec.as_pointer())
+                ld = builder.load(ptr)
+                ld.align = 8
+                builder.store(ld, slot)
+                slots.append((slot, ptr))
+            body = builder.sub(length_, builder.srem(length_, ir.Constant(i64, LANES)))
+            with cgutils.for_range_slice(builder, ir.Constant(i64, 0), body, ir.Constant(i64, LANES)) as (k, _):
+                for gi in range(groups):
+                    rows = []
+                    for j in range(LANES):
+                        v = builder.load(builder.bitcast(builder.gep(x_arr.data, [builder.add(starts[gi][j], k)]),
+                                                         vec.as_pointer()))
+                        v.align = 4
+                        if squares:
+                            d = builder.fsub(v, means[gi][1][j])
+                            v = builder.fmul(d, d)
+                        rows.append(v)
+                    for col in transpose(rows):
+                        builder.store(builder.fadd(builder.load(slots[gi][0]), builder.fpext(col, dvec)), slots[gi][0])
+            with cgutils.for_range_slice(builder, body, length_, ir.Constant(i64, 1)) as (k, _):
+                for gi in range(groups):
+                    v = ir.Constant(vec, ir.Undefined)
+                    for j in range(LANES):
+                        e = builder.load(builder.gep(x_arr.data, [builder.add(starts[gi][j], k)]))
+                        v = builder.insert_element(v, e, ir.Constant(i32, j))
+                    if squares:
+                        d = builder.fsub(v, means[gi][0])
+                        v = builder.fmul(d, d)
+                    builder.store(builder.fadd(builder.load(slots[gi][0]), builder.fpext(v, dvec)), slots[gi][0])
+            for slot, ptr in slots:
+                st = builder.store(builder.load(slot), ptr)
+                st.align = 8
+            return context.get_dummy_value()
+        return types.void(xf, base, cstride, length, mean, c0, acc), codegen
+    return chains
+
+
+_sums16 = _chains(2, False)
+_squares16 = _chains(2, True)
+_sums8 = _chains(1, False)
+_squares8 = _chains(1, True)
+
+
 @njit(**_JIT)
-def _seq_stats8(x, c, mean, var_sum):
-    """``L > 1``, channels ``c:c+8``: eight float64 sequential chains side by side (one channel's
-    adds wait on each other; eight channels' overlap)."""
-    n, _, length = x.shape
+def _vec_stats(x, c, width, mean, var_sum):
+    """``L > 1``, ``width`` (8 or 16) channels from ``c``: per channel, the float64 sum of its values
+    in memory order, ``mean = f32(s / M)``, then the float64 sum of the float32 squares ``(x - mean)^2``;
+    the channels' chains side by side, eight a vector (``_chains``)."""
+    n, channels, length = x.shape
+    xf = x.reshape(x.size)
     m = n * length
-    s0 = s1 = s2 = s3 = s4 = s5 = s6 = s7 = 0.0
+    acc = np.zeros(width, D)
     for b in range(n):
-        for k in range(length):
-            s0 += x[b, c, k]
-            s1 += x[b, c + 1, k]
-            s2 += x[b, c + 2, k]
-            s3 += x[b, c + 3, k]
-            s4 += x[b, c + 4, k]
-            s5 += x[b, c + 5, k]
-            s6 += x[b, c + 6, k]
-            s7 += x[b, c + 7, k]
-    m0 = F(s0 / m)
-    m1 = F(s1 / m)
-    m2 = F(s2 / m)
-    m3 = F(s3 / m)
-    m4 = F(s4 / m)
-    m5 = F(s5 / m)
-    m6 = F(s6 / m)
-    m7 = F(s7 / m)
-    q0 = q1 = q2 = q3 = q4 = q5 = q6 = q7 = 0.0
+        if width == 16:
+            _sums16(xf, (b * channels + c) * length, length, length, mean, c, acc)
+        else:
+            _sums8(xf, (b * channels + c) * length, length, length, mean, c, acc)
+    for j in range(width):
+        mean[c + j] = F(acc[j] / m)
+    acc[:] = 0
     for b in range(n):
-        for k in range(length):
-            d0 = x[b, c, k] - m0
-            d1 = x[b, c + 1, k] - m1
-            d2 = x[b, c + 2, k] - m2
-            d3 = x[b, c + 3, k] - m3
-            d4 = x[b, c + 4, k] - m4
-            d5 = x[b, c + 5, k] - m5
-            d6 = x[b, c + 6, k] - m6
-            d7 = x[b, c + 7, k] - m7
-            q0 += d0 * d0
-            q1 += d1 * d1
-            q2 += d2 * d2
-            q3 += d3 * d3
-            q4 += d4 * d4
-            q5 += d5 * d5
-            q6 += d6 * d6
-            q7 += d7 * d7
-    mean[c] = m0
-    var_sum[c] = F(q0)
-    mean[c + 1] = m1
-    var_sum[c + 1] = F(q1)
-    mean[c + 2] = m2
-    var_sum[c + 2] = F(q2)
-    mean[c + 3] = m3
-    var_sum[c + 3] = F(q3)
-    mean[c + 4] = m4
-    var_sum[c + 4] = F(q4)
-    mean[c + 5] = m5
-    var_sum[c + 5] = F(q5)
-    mean[c + 6] = m6
-    var_sum[c + 6] = F(q6)
-    mean[c + 7] = m7
-    var_sum[c + 7] = F(q7)
+        if width == 16:
+            _squares16(xf, (b * channels + c) * length, length, length, mean, c, acc)
+        else:
+            _squares8(xf, (b * channels + c) * length, length, length, mean, c, acc)
+    for j in range(width):
+        var_sum[c + j] = F(acc[j])
 
 
 @njit(**_JIT)
@@ -249,8 +308,11 @@ def _seq_stats(x, c0, c1, mean, var_sum):
     n, _, length = x.shape
     m = n * length
     c = c0
+    while c + 16 <= c1:
+        _vec_stats(x, c, 16, mean, var_sum)
+        c += 16
     while c + 8 <= c1:
-        _seq_stats8(x, c, mean, var_sum)
+        _vec_stats(x, c, 8, mean, var_sum)
         c += 8
     while c < c1:
         s = 0.0
@@ -344,7 +406,7 @@ def forward(x, w, b, eps: float, out, mean, var, unbiased=None, invstd=None) -> 
 
 @njit(**_JIT)
 def _forward(x, w, b, eps, out, mean, invstd, var, unbiased, nthreads, c0, c1):
-    step = c1 - c0 if x.shape[2] == 1 else LANES     # L > 1: eight channels' stats, then their output
+    step = c1 - c0 if x.shape[2] == 1 else 2 * LANES  # L > 1: 16 channels' stats, then their output
     for lo in range(c0, c1, step):                     # while their values are cached
         hi = min(c1, lo + step)
         _stats(x, eps, lo, hi, nthreads, mean, invstd, var, unbiased)
