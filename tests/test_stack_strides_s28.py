@@ -129,7 +129,7 @@ def test_a_threaded_product_does_not_round_by_where_its_output_lies():
         out = raw[start:start + 4096].reshape(1, 4096)
         assert blas.matmul_into(g, w, out, threads=2)
         np.testing.assert_array_equal(out, want)
-    assert blas.empty((3, 5), np.float32).ctypes.data % 64 == 0
+    assert blas.empty((3, 5), np.float32, 2).ctypes.data % 64 == 0
     x = RNG.standard_normal((1, 4096)).astype(np.float32)
     first = None
     for _ in range(8):

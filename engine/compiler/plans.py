@@ -71,19 +71,13 @@ def linear(op_fwd):
             if x.shape[-1] == k and b[0].shape[0] == n and _fits(m, n, k):
                 threads = _threads()
                 if threads:
-                    out = _empty((m, n), threads)
+                    out = blas.empty((m, n), _F32, threads)
                     parallel(fill_rows, 1, out, b[0])
                     call(address, _NO_TRANS, _TRANS, m, n, k, x if x.ndim == 2 else x.reshape(m, k), k, w, k, 1.0,
                          out, n, local, threads)
                     return out.reshape(x.shape[:-1] + (n,)) if x.ndim > 2 else out
         return op_fwd(xp, x, w, *b)
     return planned_linear
-
-
-def _empty(shape: tuple, threads: int):
-    """The product's output as eager's route makes it: 64-byte aligned where MKL runs it on its threads
-    (``blas.empty``: its floats depend on the output's alignment there)."""
-    return blas.empty(shape, _F32) if threads > 1 else np.empty(shape, _F32)
 
 
 def linear_backward(op_fwd):
@@ -104,10 +98,10 @@ def linear_backward(op_fwd):
                     empty = np.empty((0,), _F32)
                     gx = empty
                     if needs[0]:
-                        gx = _empty((m, k), threads)
+                        gx = blas.empty((m, k), _F32, threads)
                         call(address, _NO_TRANS, _NO_TRANS, m, k, n, g2, n, w, k, 0.0, gx, k, local, threads)
                         gx = gx.reshape(x.shape)
-                    gw = _empty((n, k), threads)
+                    gw = blas.empty((n, k), _F32, threads)
                     call(address, _TRANS, _NO_TRANS, n, k, m, g2, n, x2, k, 0.0, gw, k, local, threads)
                     return gx, gw, array_sum(xp, g2, (0,)) if needs[2] else empty
         return op_fwd(xp, g, x, w, needs=needs)

@@ -86,11 +86,11 @@ def matmul(a, b, threads: int = 1):
         item = dtype.itemsize
         a, ta, lda = _operand(a, m, k, item)
         b, tb, ldb = _operand(b, k, n, item)
-        out = empty((m, n), dtype) if threads > 1 else np.empty((m, n), dtype)
+        out = empty((m, n), dtype, threads)
         ready[1](ready[0], ta, tb, m, n, k, a, lda, b, ldb, 0.0, out, n, ready[3], threads)
         return out
     if b.ndim == 2 or a.ndim == b.ndim and a.shape[:-2] == b.shape[:-2]:
-        out = (empty if threads > 1 else np.empty)(a.shape[:-1] + b.shape[-1:], dtype)
+        out = empty(a.shape[:-1] + b.shape[-1:], dtype, threads)
         if matmul_into(a, b, out, threads=threads):
             return out
     return None
@@ -140,10 +140,12 @@ def _rows_fit(c, n: int, item: int) -> bool:
 _ALIGN = 64
 
 
-def empty(shape: tuple, dtype) -> np.ndarray:
-    """A new C-contiguous array whose first element is ``_ALIGN``-byte aligned, for a product MKL runs on
-    its threads (its memory ``_ALIGN`` bytes more than the array's: one-thread products and the rest keep
-    ``np.empty``, so memory profiles count their tensors' bytes as PyTorch's)."""
+def empty(shape: tuple, dtype, threads: int) -> np.ndarray:
+    """A new C-contiguous array for a product MKL runs on ``threads`` of its threads: from two, its first
+    element ``_ALIGN``-byte aligned (its memory ``_ALIGN`` bytes more than the array's); for one, ``np.empty``'s,
+    so memory profiles count its bytes as PyTorch's."""
+    if threads < 2:
+        return np.empty(shape, dtype)
     dtype = np.dtype(dtype)
     size = math.prod(shape) * dtype.itemsize
     raw = np.empty(size + _ALIGN, np.uint8)
@@ -160,7 +162,7 @@ def _two_d(dtype, a, b, out, m, n, k, beta: float, threads: int) -> bool:
             and (threads < 2 or out.ctypes.data % _ALIGN == 0)):
         call(address, ta, tb, m, n, k, a, lda, b, ldb, beta, out, out.strides[0] // item, local, threads)
     else:
-        res = empty((m, n), dtype)
+        res = empty((m, n), dtype, threads)
         if beta:
             res[...] = out
         call(address, ta, tb, m, n, k, a, lda, b, ldb, beta, res, n, local, threads)

@@ -89,8 +89,8 @@ def gemm(xp, a, b, out=None):
 def product_out(xp, a, b, shape: tuple):
     """An uninitialised array of ``shape`` for ``a @ b``'s product (``gemm_add``'s ``out``): 64-byte aligned
     where MKL runs the product on its threads (``blas.empty``: MKL rounds by its output's alignment there)."""
-    if xp is np and _mkl_takes(a, b) and _mkl_team(runtime.intra_op_threads()) > 1:
-        return blas.empty(shape, a.dtype)
+    if xp is np and _mkl_takes(a, b):
+        return blas.empty(shape, a.dtype, _mkl_team(runtime.intra_op_threads()))
     return xp.empty(shape, a.dtype)
 
 
