@@ -202,15 +202,15 @@ def grads_at_once(xp, g, x, flipped, flipped_pads, pads):
     the two calls: each loop runs whole, as it does alone."""
     n, o, oh, ow = g.shape
     c = flipped.shape[0]
-    if tile_size("weight", (oh, ow)) != 4 or c not in (16, 32, 48, 64) or not kernels.use(xp, x, g):
+    if tile_size("weight", (oh, ow)) != 4 or not _f43_loop(xp, x, g):
         return None
     ut = _forward_taps(xp, g.dtype, flipped, 2)
     if not narrow_loop(xp, g.dtype, ut):
         return None
     gx = xp.empty((n, c) + out_size((oh, ow), flipped_pads), g.dtype)
     du = xp.zeros((36, o, c), x.dtype)
-    kernels.loops("winograd").grads_f23_f43(xp.ascontiguousarray(g), ut, gx, flipped_pads[0][0], flipped_pads[1][0],
-                                             xp.ascontiguousarray(x), du, pads[0][0], pads[1][0])
+    kernels.loops("winograd").grads_f23_f43(g, ut, gx, flipped_pads[0][0], flipped_pads[1][0], x, du, pads[0][0],
+                                             pads[1][0])
     return gx, _weight_from_taps(xp, du, x.dtype, 4)
 
 
@@ -337,6 +337,12 @@ def weight3x3(xp, x, gy, pads):
     return _weight_from_taps(xp, _weight_images(x, gy, xp, pads, m), x.dtype, m)
 
 
+def _f43_loop(xp, x, gy) -> bool:
+    """Whether F(4, 3)'s weight gradient runs ``weight_f43``, its one-image-at-a-time loop, on these arrays:
+    the loops take them (C-contiguous float32) and the input channels are a tap product's (16 to 64)."""
+    return kernels.use(xp, x, gy) and x.shape[1] in (16, 32, 48, 64)
+
+
 def _weight_from_taps(xp, du, dtype, m):
     """The weight gradient ``(O, C, 3, 3)`` from the tap sums ``du (a^2, O, C)``: ``G^T du G``."""
     o, c = du.shape[1:]
@@ -349,7 +355,7 @@ def _weight_images(x, gy, xp, pads, m):
     n, o, oh, ow = gy.shape
     th, tw = _tiles((oh, ow), m)
     x, gy = xp.ascontiguousarray(x), xp.ascontiguousarray(gy)
-    if m == 4 and kernels.use(xp, x, gy) and x.shape[1] in (16, 32, 48, 64):
+    if m == 4 and _f43_loop(xp, x, gy):
         # an image at a time, in cache (kernels/winograd.py ``weight_f43``; the same floats): the ResNet
         # block's (16, 32, 16, 16) conv forward+backward took 1512 us so at two threads against 1715-1779
         # with the transforms split by images (issue 17, session 26). Its 36 taps split over the threads
