@@ -374,18 +374,18 @@ def test_region_machine_code_from_disk_cache(tmp_path):
 
 def test_a_large_region_splits_untimed_and_a_small_one_is_timed(threads):
     """From ``REGION_SPLIT_MIN`` elements a region splits without the pool's timing (as ATen's
-    parallel_for above its grain); below it, from ``PARALLEL_MIN``, both ways are timed. Either way
-    relu's values are numpy's."""
+    parallel_for above its grain); below it, above ``PARALLEL_MIN``, both ways are timed; at
+    ``PARALLEL_MIN`` (ATen's grain: one task) it runs whole, untimed. Either way relu's values are numpy's."""
     tapelab.set_num_threads(2)
     if loops("regions").parts(2) < 2:
         pytest.skip("numba's threading layer forks slowly here: no regions")
     relu = loops("pointwise").relu
-    for size in (kernels.REGION_SPLIT_MIN, kernels.PARALLEL_MIN):
+    for size in (kernels.REGION_SPLIT_MIN, kernels.PARALLEL_MIN + 8, kernels.PARALLEL_MIN):
         x = np.random.default_rng(size).standard_normal(size).astype(np.float32)
         before = dict(pool.timings((relu, 2, "region")))
         np.testing.assert_array_equal(tapelab.relu(tapelab.tensor(x)).numpy(), np.maximum(x, 0))
         seen = pool.timings((relu, 2, "region")).get(size.bit_length())
-        if size >= kernels.REGION_SPLIT_MIN:
-            assert seen == before.get(size.bit_length())       # no timing kept for the large call
+        if size >= kernels.REGION_SPLIT_MIN or size <= kernels.PARALLEL_MIN:
+            assert seen == before.get(size.bit_length())       # no timing kept: split, or whole
         else:
             assert seen is not None and seen["calls"] >= 1

@@ -49,10 +49,19 @@ def threads() -> int:
     return runtime.intra_op_threads()
 
 
-# Below this many elements a loop runs on the calling thread alone, untimed; above it the pool
-# times it split and whole per size class and keeps the faster (engine/base/pool.py): a hand-off
-# costs 20-80 us on the project machine, a relu 0.1 ns and a softmax 3-6 ns per element.
+# ATen's grain (``at::internal::GRAIN_SIZE``): up to this many elements a loop runs on the calling thread
+# alone, untimed, and a split gives each thread more than this (``parallel_for``'s task count,
+# ``ceil(size / grain)`` capped by the threads); above it the pool times it split and whole per size class
+# and keeps the faster (engine/base/pool.py): a hand-off costs 20-80 us on the project machine, a relu
+# 0.1 ns and a softmax 3-6 ns per element. At exactly the grain (a 64 x 512 layer) a split's region made
+# the next GEMM's threads late: MLP b64 at two threads 1.055x whole (issue 17, session 29).
 PARALLEL_MIN = 1 << 15
+
+
+def split_count(size: int) -> int:
+    """How many threads a loop over ``size`` elements splits into, as ATen's ``parallel_for`` counts its
+    tasks: one up to ``PARALLEL_MIN``, else ``ceil(size / PARALLEL_MIN)`` capped by ``threads()``."""
+    return 1 if size <= PARALLEL_MIN else min(threads(), -(-size // PARALLEL_MIN))
 # From this many elements (or units of ``parallel_ranges``' size) a loop whose blocks run as one OpenMP
 # region splits untimed, as ATen's ``parallel_for`` does above its grain: in a step the timed choice
 # measured a region's split against whatever the other CPU had just done (libgomp's threads sleep
@@ -65,14 +74,14 @@ REGION_SPLIT_MIN = 1 << 17
 def parallel(fn, n_split: int, *args, align: int = 1) -> None:
     """``fn(*args)``, with the first ``n_split`` arrays (same leading dim) cut into one block of
     rows per thread, each block a multiple of ``align`` rows (a loop that reads ``r % align``
-    sees the same index in its block); arrays under ``PARALLEL_MIN`` elements, or one thread, run
-    in one call. A numba loop's blocks run as one OpenMP region where ``switch.native()``
+    sees the same index in its block); arrays up to ``PARALLEL_MIN`` elements, or one thread, run
+    in one call (``split_count``). A numba loop's blocks run as one OpenMP region where ``switch.native()``
     (``regions.rows``), else on the pool's workers; the two splits are timed apart (key
     ``(fn, n, "region")``), as they cost differently."""
-    if args[0].size < PARALLEL_MIN:   # the small call first: no thread count read
+    if args[0].size <= PARALLEL_MIN:   # the small call first: no thread count read
         fn(*args)
         return
-    n = threads()
+    n = split_count(args[0].size)
     rows = args[0].shape[0]
     if n < 2 or rows < 2 * align:
         fn(*args)
@@ -93,13 +102,13 @@ def _row_blocks(args: tuple, n_split: int, cuts: list) -> list:
 def parallel_ranges(fn, count: int, size: int, args_for, shared: bool = False) -> None:
     """``fn(*args_for(first, lo, hi))`` for one range ``lo:hi`` of ``count`` items (images,
     columns) per thread, the ranges covering ``0:count``; one call over all of them when the work
-    (``size`` elements) is under ``PARALLEL_MIN`` or there is one thread. For loops that take
+    (``size`` elements) is at most ``PARALLEL_MIN`` or there is one thread (``split_count``). For loops that take
     their range as arguments and need per-thread scratch (``first`` says the block may reuse the
     caller's). ``shared``: ``args_for``'s tuple ends in ``lo, hi`` and is otherwise the same for
     every range (no scratch of its own), so a numba loop's ranges may run as one OpenMP region
     (``regions.spans``)."""
     whole = args_for(True, 0, count)
-    n = threads() if size >= PARALLEL_MIN else 1
+    n = split_count(size)
     if n < 2 or count < 2:
         fn(*whole)
         return

@@ -415,7 +415,7 @@ def _block() -> int:
 def aten_map1(loop, x):
     """``aten_map(loop, (x,), ())`` with less Python on the small call (a third of a microsecond)."""
     n = x.size
-    if n < PARALLEL_MIN and x.flags.c_contiguous:
+    if n <= PARALLEL_MIN and x.flags.c_contiguous:
         if x.ndim == 1:
             out = np.empty(n, x.dtype)
             loop(x, out, _BLOCK[0] or _block(), n)
@@ -434,7 +434,7 @@ def aten_map(loop, arrays, params):
     at multiples of the vector step (or of the rows)."""
     x = arrays[-1]
     block = _BLOCK[0] or _block()
-    if x.size < PARALLEL_MIN and x.flags.c_contiguous:     # the small call: one thread, no copies
+    if x.size <= PARALLEL_MIN and x.flags.c_contiguous:    # the small call: one thread, no copies
         out = np.empty_like(x)
         if x.ndim == 1:
             loop(*arrays, out, *params, block, x.size)

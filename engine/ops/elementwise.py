@@ -251,7 +251,7 @@ def _by_output(fwd, loop: str | None = None):
 
     def array_vjp(g, out, inputs, params):
         if (loop is not None and g.ndim == 1 and g.dtype is _F32 and type(out) is np.ndarray and out.dtype is _F32
-                and out.shape == g.shape and g.shape[0] < kernels.PARALLEL_MIN and g.flags.c_contiguous
+                and out.shape == g.shape and g.shape[0] <= kernels.PARALLEL_MIN and g.flags.c_contiguous
                 and out.flags.c_contiguous and kernels.enabled()):
             if not found:
                 found.append(getattr(kernels.loops("pointwise"), loop))
@@ -514,7 +514,7 @@ def _scaled_sum(xp, a, b, alpha, out=None):
             and a.shape == b.shape and a.size and a.flags.c_contiguous and b.flags.c_contiguous and kernels.enabled()
             and (out is None or out is a or (out.shape == a.shape and out.dtype == _F32 and out.flags.c_contiguous))):
         # one pass, llvm.fma (``_one_pass``'s test written out: an optimizer's update of a small parameter
-        # is mostly this Python, 4.0 -> 1.6 us at 16 elements; below PARALLEL_MIN the loop runs whole)
+        # is mostly this Python, 4.0 -> 1.6 us at 16 elements; up to PARALLEL_MIN the loop runs whole)
         out = np.empty_like(a) if out is None else out
         _fma_pass(a, b, out, _F32.type(alpha))
         return out
@@ -529,11 +529,11 @@ def _scaled_sum(xp, a, b, alpha, out=None):
 
 def _fma_pass(a, b, out, alpha) -> None:
     """``out = fma(b, alpha, a)``: float32 C-contiguous numpy arrays of one shape, ``alpha`` a float32; the
-    loop whole below ``PARALLEL_MIN`` elements, else split as ``kernels.parallel`` times it."""
+    loop whole up to ``PARALLEL_MIN`` elements, else split as ``kernels.parallel`` times it."""
     loop = kernels.loops("pointwise").scaled_add
     if a.ndim != 1:   # contiguous: ravel is a view (and cheaper than reshape)
         a, b, out = a.ravel(), b.ravel(), out.ravel()
-    if a.size < kernels.PARALLEL_MIN:
+    if a.size <= kernels.PARALLEL_MIN:
         loop(b, a, out, alpha)
     else:
         kernels.parallel(loop, 3, b, a, out, alpha)
@@ -1050,7 +1050,7 @@ def _lerp_pass(a, b, out, loop, coeff, from_end: bool) -> None:
     """``_lerp_loop``'s pass with the weight's ``_lerp_weight`` already taken."""
     if a.ndim != 1:   # contiguous: ravel is a view (and cheaper than reshape)
         a, b, out = a.ravel(), b.ravel(), out.ravel()
-    if a.size < kernels.PARALLEL_MIN:      # the pool would run it whole: the loop, without its bookkeeping
+    if a.size <= kernels.PARALLEL_MIN:     # the pool would run it whole: the loop, without its bookkeeping
         loop(a, b, out, coeff, from_end)
     else:
         kernels.parallel(loop, 3, a, b, out, coeff, from_end)
