@@ -26,7 +26,7 @@ from .gemm import GEMM_PARALLEL_MIN, gemm, gemm_add, gemm_here, gemms, prepack
 from .switch import enabled, loops, native, set_enabled, set_native
 
 __all__ = ["enabled", "set_enabled", "native", "set_native", "use", "threads", "parallel", "loops", "gemm", "gemm_add", "gemms", "gemm_here", "prepack",
-           "GEMM_PARALLEL_MIN", "parallel_ranges"]
+           "GEMM_PARALLEL_MIN", "parallel_ranges", "split_count"]
 
 _F32 = np.dtype(np.float32)
 
@@ -50,18 +50,13 @@ def threads() -> int:
 
 
 # ATen's grain (``at::internal::GRAIN_SIZE``): up to this many elements a loop runs on the calling thread
-# alone, untimed, and a split gives each thread more than this (``parallel_for``'s task count,
-# ``ceil(size / grain)`` capped by the threads); above it the pool times it split and whole per size class
+# alone, untimed, and a split makes as many blocks as ``parallel_for`` makes tasks (``ceil(size / grain)``,
+# capped by the threads); above it the pool times it split and whole per size class
 # and keeps the faster (engine/base/pool.py): a hand-off costs 20-80 us on the project machine, a relu
-# 0.1 ns and a softmax 3-6 ns per element. At exactly the grain (a 64 x 512 layer) a split's region made
-# the next GEMM's threads late: MLP b64 at two threads 1.055x whole (issue 17, session 29).
+# 0.1 ns and a softmax 3-6 ns per element. At exactly the grain (a 64 x 512 layer's bias fill) a split took
+# 6 us against 2.2 whole, and the GEMM after it 5-10 us more: MLP b64 at two threads 1.05x whole (session 29).
 PARALLEL_MIN = 1 << 15
 
-
-def split_count(size: int) -> int:
-    """How many threads a loop over ``size`` elements splits into, as ATen's ``parallel_for`` counts its
-    tasks: one up to ``PARALLEL_MIN``, else ``ceil(size / PARALLEL_MIN)`` capped by ``threads()``."""
-    return 1 if size <= PARALLEL_MIN else min(threads(), -(-size // PARALLEL_MIN))
 # From this many elements (or units of ``parallel_ranges``' size) a loop whose blocks run as one OpenMP
 # region splits untimed, as ATen's ``parallel_for`` does above its grain: in a step the timed choice
 # measured a region's split against whatever the other CPU had just done (libgomp's threads sleep
@@ -71,11 +66,17 @@ def split_count(size: int) -> int:
 REGION_SPLIT_MIN = 1 << 17
 
 
+def split_count(size: int) -> int:
+    """How many threads a loop over ``size`` elements splits into, as ATen's ``parallel_for`` counts its
+    tasks: one up to ``PARALLEL_MIN``, else ``ceil(size / PARALLEL_MIN)`` capped by ``threads()``."""
+    return 1 if size <= PARALLEL_MIN else min(threads(), -(-size // PARALLEL_MIN))
+
+
 def parallel(fn, n_split: int, *args, align: int = 1) -> None:
-    """``fn(*args)``, with the first ``n_split`` arrays (same leading dim) cut into one block of
-    rows per thread, each block a multiple of ``align`` rows (a loop that reads ``r % align``
+    """``fn(*args)``, with the first ``n_split`` arrays (same leading dim) cut into ``split_count``
+    blocks of rows, each block a multiple of ``align`` rows (a loop that reads ``r % align``
     sees the same index in its block); arrays up to ``PARALLEL_MIN`` elements, or one thread, run
-    in one call (``split_count``). A numba loop's blocks run as one OpenMP region where ``switch.native()``
+    in one call. A numba loop's blocks run as one OpenMP region where ``switch.native()``
     (``regions.rows``), else on the pool's workers; the two splits are timed apart (key
     ``(fn, n, "region")``), as they cost differently."""
     if args[0].size <= PARALLEL_MIN:   # the small call first: no thread count read
