@@ -477,15 +477,21 @@ def _run_plain(walk: _Walk) -> None:
                     continue
                 if capture is None:
                     _accumulate(node, grads[0], create_graph)   # as _steps calls it: the same references
-                GRAD.enabled = prev
+                if prev:   # the caller's grad mode for the event (inline, as at the walk's start)
+                    GRAD_OFF.discard(ident)
+                else:
+                    GRAD_OFF.add(ident)
                 step = BackwardStep(index, node, grads, (), start, perf_counter_ns() - start)
                 for fn in tuple(subscribers):
                     fn(step)
                 step = grads = None
                 watching.pop()
                 watched = None
-                prev = GRAD.enabled
-                GRAD.enabled = create_graph
+                prev = ident not in GRAD_OFF   # read per node, as _steps does: a subscriber may change modes
+                if create_graph:
+                    GRAD_OFF.discard(ident)
+                else:
+                    GRAD_OFF.add(ident)
                 index += 1
                 continue
             edges = node.edges
@@ -518,7 +524,10 @@ def _run_plain(walk: _Walk) -> None:
                 if len(out) != len(edges):
                     _wrong_count(node, out)
             if watched is not None:   # as _steps: the event under the caller's grad mode, so the sends
-                GRAD.enabled = prev
+                if prev:
+                    GRAD_OFF.discard(ident)
+                else:
+                    GRAD_OFF.add(ident)
                 step = BackwardStep(index, node, grads, out, start, perf_counter_ns() - start)
                 for fn in tuple(subscribers):
                     fn(step)
@@ -563,8 +572,11 @@ def _run_plain(walk: _Walk) -> None:
                 step = None
                 watching.pop()
                 watched = None
-                prev = GRAD.enabled   # read per node, as _steps does: a subscriber may change modes
-                GRAD.enabled = create_graph
+                prev = ident not in GRAD_OFF   # read per node, as _steps does: a subscriber may change modes
+                if create_graph:
+                    GRAD_OFF.discard(ident)
+                else:
+                    GRAD_OFF.add(ident)
     finally:
         if lane is not None:   # anomaly mode turned on, or a vjp raised: the walk keeps its node
             heappush(ready, (-lane.seq, lane))
