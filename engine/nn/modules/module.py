@@ -15,6 +15,7 @@ from typing import Callable, Iterator
 from ...base.grad_mode import no_grad
 from ...core.node import Node, _seq
 from ...core.creation import empty
+from ...base.dispatch_state import LOCAL
 from ...core.dispatch import STATE, module_scope
 from ...ops.convert import _parse_to_args
 from ...core.tensor import Tensor
@@ -166,15 +167,16 @@ class Module(StateDict):
 
     # ---------------------------------------------------------------- calling
     def __call__(self, *args, **kwargs):
-        if not (STATE.slow or self._forward_pre_hooks or self._forward_hooks or self._backward_hooks
-                or self._backward_pre_hooks):
-            return self.forward(*args, **kwargs)
         if not STATE.slow:
-            return self._call_with_hooks(args, kwargs)
-        if STATE.modes:
-            return STATE.modes[-1].call_module(self, self._call_in_scope, args, kwargs)
-        path = STATE.module_path   # module_scope, inlined: a watched forward pays it per module
-        path.append(self._scope_name())
+            if self._forward_pre_hooks or self._forward_hooks or self._backward_hooks or self._backward_pre_hooks:
+                return self._call_with_hooks(args, kwargs)
+            return self.forward(*args, **kwargs)
+        local = LOCAL   # one thread-local read for the modes and the path (STATE's properties read it each)
+        modes = local.modes
+        if modes:
+            return modes[-1].call_module(self, self._call_in_scope, args, kwargs)
+        path = local.module_path   # module_scope, inlined: a watched forward pays it per module
+        path.append(self._scope_name(path))
         try:
             if self._forward_pre_hooks or self._forward_hooks or self._backward_hooks or self._backward_pre_hooks:
                 return self._call_with_hooks(args, kwargs)
@@ -190,9 +192,11 @@ class Module(StateDict):
         with module_scope(self._scope_name()):
             return self._call_with_hooks(args, kwargs)
 
-    def _scope_name(self) -> str:
-        """This module's path from the outermost module being called; names are walked lazily."""
-        path = STATE.module_path
+    def _scope_name(self, path: list | None = None) -> str:
+        """This module's path from the outermost module being called (``path``: the calling thread's
+        module path, when the caller has it); names are walked lazily."""
+        if path is None:
+            path = LOCAL.module_path
         if not path:
             if self.__dict__.get("_tape_names") is not _NAMES[0]:
                 self._name_tree()
