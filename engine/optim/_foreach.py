@@ -112,8 +112,7 @@ def sgd(opt, group: dict, lr: float) -> None:
                 _told(_mul, buf, (momentum,), lambda: _by_number(xp, _mul, b, momentum, out=b))
                 _told(_add, buf, (grad,), lambda: scaled_sum(xp, b, g, 1 - dampening, out=b))
                 grad = buf
-            data, u = p._data, grad._data
-            _told(_add, p, (grad,), lambda: scaled_sum(xp, data, u, -lr, out=data))
+            _told_sum(p, grad, -lr, xp)
         return
     weight_decay, nesterov, maximize = group["weight_decay"], group["nesterov"], group["maximize"]
     for p in group["params"]:
@@ -156,6 +155,18 @@ def _told(op, target, operands: tuple, write: Callable[[], object]) -> None:
         target._vc[0] += 1
         return True
     observed_write(op, target, operands, run)
+
+
+def _told_sum(p, grad, alpha: float, xp) -> None:
+    """``p.add_(grad, alpha=alpha)`` on the arrays, told as ``_told`` tells it: one closure per write,
+    not two (the update every told SGD step makes per parameter)."""
+    data, u, vc = p._data, grad._data, p._vc
+
+    def write() -> bool:
+        scaled_sum(xp, data, u, alpha, out=data)
+        vc[0] += 1
+        return True
+    observed_write(_add, p, (grad,), write)
 
 
 def fused_momentum(p, g, buf) -> bool:

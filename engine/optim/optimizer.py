@@ -138,8 +138,14 @@ def _scoped_step(step):
                 kwargs["closure"] = unscoped
             else:
                 args = (unscoped,) + args[1:]
-        with module_scope(name), record_function(f"Optimizer.step#{type(self).__name__}.step"):  # PyTorch's range
+        if RECORDING:   # a profile: PyTorch's range around it (as zero_grad's)
+            with module_scope(name), record_function(f"Optimizer.step#{type(self).__name__}.step"):
+                return step(self, *args, **kwargs)
+        path.append(name)   # module_scope, inlined (as Module.__call__'s): a watched step pays it each time
+        try:
             return step(self, *args, **kwargs)
+        finally:
+            path.pop()
 
     scoped._tapelab_scoped = True
     return scoped
