@@ -337,7 +337,8 @@ def _dispatch_caller(frame):
 
 
 def _shapes(grads: tuple) -> tuple:
-    """The arrays' shapes of a step's gradients (None for a missing one), a loop for up to two."""
+    """The arrays' shapes of a step's gradients (None for a missing one), no loop for up to three
+    (a linear's node sends three)."""
     n = len(grads)
     if n == 1:
         g = grads[0]
@@ -345,6 +346,10 @@ def _shapes(grads: tuple) -> tuple:
     if n == 2:
         a, b = grads
         return (a._data.shape if a is not None else None, b._data.shape if b is not None else None)
+    if n == 3:
+        a, b, c = grads
+        return (a._data.shape if a is not None else None, b._data.shape if b is not None else None,
+                c._data.shape if c is not None else None)
     return tuple([g._data.shape if g is not None else None for g in grads])
 
 
@@ -497,7 +502,14 @@ class tape:
         if len(nodes) == self.max_records:
             self._drop_oldest()
         running = _RUNNING.nodes   # running_node(), inlined: the backward node running, if any
-        running = running[-1] if running else None
+        if running:
+            try:   # Node.tape_seq inlined (a property's frame per op a vjp runs), as record_step reads it
+                forward_seq = running[-1]._tape_seq
+            except AttributeError:
+                forward_seq = None
+            running = running[-1]
+        else:
+            running = forward_seq = None
         res = ev.tensors[1] if ev.tensors else None
         if self.keep_values:
             args = ev.tensors[0] if ev.tensors else ()
@@ -514,7 +526,7 @@ class tape:
         shape = ev.shape
         rec = TapeNode(
             self.dropped + len(nodes), "forward", ev.op, ev.seq,
-            running.tape_seq if running is not None else None,
+            forward_seq,
             "forward" if running is None else "backward",
             ev.inputs, ev.output, ev.input_shapes, shape, (shape,), ev.dtype, ev.device, ev.requires_grad,
             ev.start_ns, ev.duration_ns, ev.module, ev.grad_fn, value, None,

@@ -127,3 +127,22 @@ def test_a_profiled_optimizer_step_keeps_pytorchs_range_and_the_tape_its_scope()
     names = [e.name for e in prof.events()]
     assert "Optimizer.step#SGD.step" in names
     assert [(r.op, r.module) for r in t.nodes] == [("add", "optimizer.step (SGD)")]
+
+
+@pytest.mark.parametrize("x_grad", [True, False])
+def test_backward_records_name_their_nodes_and_shapes_and_their_ops_forward_record(x_grad):
+    """A linear's node sends three gradients (None where its input needs none), a leaf's node is named
+    ``AccumulateGrad``, and an op a vjp runs names the forward record of the node running it."""
+    lin = tapelab.nn.Linear(4, 3)
+    x = tapelab.ones(2, 4, requires_grad=x_grad)
+    with tapelab.tape() as t:
+        lin(x).relu().sum().backward()
+    by_seq = {r.seq: r for r in t.nodes if r.kind == "forward"}
+    addmm = next(r for r in t.nodes if r.op == "AddmmBackward0")
+    assert addmm.output_shapes == ((2, 4) if x_grad else None, (3, 4), (3,))
+    assert by_seq[addmm.forward_seq].op == "linear"
+    leaves = [r for r in t.nodes if r.kind == "backward" and r.grad_fn == "AccumulateGrad"]
+    assert [r.op for r in leaves] == ["AccumulateGrad"] * (3 if x_grad else 2)
+    vjp_ops = [r for r in t.nodes if r.kind == "forward" and r.phase == "backward"]
+    assert [(r.op, by_seq[r.forward_seq].op) for r in vjp_ops] == [
+        ("expand", "sum"), ("threshold_backward", "relu"), ("linear_backward", "linear")]

@@ -33,7 +33,7 @@ from ..core import batching as _batching
 from ..core.creation import zeros_like
 from ..core.dispatch import apply
 from ..core.factories import FULL
-from ..base.dispatch_state import STATE as _DISPATCH
+from ..base.dispatch_state import LOCAL as _LOCAL, STATE as _DISPATCH
 from ..base.device import CPU
 from ..core.tensor import Tensor, _check_grad
 from ..core.node import DETACHED_IN_PLACE, RETAIN, AccumulateGrad, Node, OpNode, vjp_below_subclasses
@@ -1032,7 +1032,8 @@ def _accumulate(node: AccumulateGrad, g, create_graph: bool) -> None:
         g = g.to(var.dtype)  # a vjp that promoted: .grad keeps its tensor's dtype, as PyTorch's
         d = g._data
     # the innermost mode sees every accumulation; True: an update of an existing .grad is dispatched
-    routed = _DISPATCH.slow and _DISPATCH.modes and _DISPATCH.modes[-1].accumulate(var, g)
+    modes = _LOCAL.modes if _DISPATCH.slow else None   # one thread-local read (STATE.modes reads it each)
+    routed = modes and modes[-1].accumulate(var, g)
     old = var._grad
     if old is None:
         if d.shape != vd.shape or g._device is not var._device:

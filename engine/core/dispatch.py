@@ -1043,7 +1043,10 @@ def _tell(op, args, res, uid: int, node, requires_grad: bool, start: int, dur: i
         uids, shapes = [], []
         for a in args:
             if isinstance(a, Tensor):
-                uids.append(a._uid())
+                try:   # Tensor._uid inlined, as above
+                    uids.append(a._uid_)
+                except AttributeError:
+                    uids.append(a._uid())
                 shapes.append(a._data.shape)
             else:
                 uids.append(None)

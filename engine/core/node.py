@@ -38,6 +38,7 @@ class Node:
     __slots__ = ("edges", "seq", "pre_hooks", "hooks", "_metadata", "_tape_seq", "__weakref__")
     n_outputs = 1
     plain = False   # a recorded op's node whose run is OpNode.run (the engine inlines it)
+    node_name = None   # a name fixed by the node's type (node_type's classes); None: ``name()`` says it
 
     def __lt__(self, other) -> bool:
         """Never: the engine's ready heap holds ``(-seq, node)``, and nodes of one ``seq`` (the leaves'
@@ -148,7 +149,6 @@ class OpNode(Node):
                  "_packed")   # set by saved_tensors_hooks (autograd/graph.py) only: (inputs, output, unpack)
 
     plain = True
-    node_name = None   # the name of a class node_type made
 
     def __init__(self, op, inputs, params, edges, out_data, out_vc, versions):
         self.op, self.inputs, self.params, self.edges = op, inputs, params, edges
