@@ -108,9 +108,9 @@ def sgd(opt, group: dict, lr: float) -> None:
                 continue
             if momentum != 0:   # buf.mul_(momentum).add_(grad, alpha=1 - dampening), then p.add_(buf, ...)
                 buf = state[p]["momentum_buffer"]
-                b, g = buf._data, grad._data
+                b = buf._data
                 _told(_mul, buf, (momentum,), lambda: _by_number(xp, _mul, b, momentum, out=b))
-                _told(_add, buf, (grad,), lambda: scaled_sum(xp, b, g, 1 - dampening, out=b))
+                _told_sum(buf, grad, 1 - dampening, xp)
                 grad = buf
             _told_sum(p, grad, -lr, xp)
         return
@@ -159,7 +159,7 @@ def _told(op, target, operands: tuple, write: Callable[[], object]) -> None:
 
 def _told_sum(p, grad, alpha: float, xp) -> None:
     """``p.add_(grad, alpha=alpha)`` on the arrays, told as ``_told`` tells it: one closure per write,
-    not two (the update every told SGD step makes per parameter)."""
+    not two (the writes every told SGD step makes per parameter)."""
     data, u, vc = p._data, grad._data, p._vc
 
     def write() -> bool:
