@@ -521,11 +521,6 @@ def _keeps_lowered(gm) -> str | None:
     return None
 
 
-# members whose value costs a polynomial and a division or more per element (fastmath's exp32, tanh32,
-# erf32, log32): a fused op's backward recomputes its members from the inputs, the step's reads them saved
-_TRANSCENDENTAL = frozenset({"tanh", "sigmoid", "exp", "expm1", "log", "log1p", "log2", "log10", "erf", "erfc",
-                             "gelu", "silu", "mish", "softplus", "elu", "selu", "celu", "logsigmoid", "pow",
-                             "sin", "cos", "tan", "atan", "asinh", "atanh"})
 _RECOMPUTE_MIN = 1 << 16
 
 
@@ -547,7 +542,7 @@ def _recompute_costly(node) -> bool:
         if not isinstance(s, int):
             return False
         size *= s
-    return size >= _RECOMPUTE_MIN and sum(m in _TRANSCENDENTAL for m in kernel.members) >= 2
+    return size >= _RECOMPUTE_MIN and sum(m in _fused.TRANSCENDENTAL for m in kernel.members) >= 2
 
 
 def _name_call_node(gm) -> None:

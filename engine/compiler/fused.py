@@ -38,8 +38,15 @@ from . import cpu, cuda, pool
 from .kernel import Kernel
 from .symbolic import NotElementwise, input_sym, trace_op
 
-__all__ = ["FusedOp", "FusedCall", "lower", "STATS"]
+__all__ = ["FusedOp", "FusedCall", "lower", "STATS", "TRANSCENDENTAL"]
 
+
+# members whose value costs a polynomial and a division or more per element (fastmath's exp32, tanh32,
+# erf32, log32): a fused op's backward recomputes its members from the inputs, the step's reads them saved
+# (``frontend._recompute_costly``), and the step's backward does not recompute them (``step._recomputed``)
+TRANSCENDENTAL = frozenset({"tanh", "sigmoid", "exp", "expm1", "log", "log1p", "log2", "log10", "erf", "erfc",
+                            "gelu", "silu", "mish", "softplus", "elu", "selu", "celu", "logsigmoid", "pow",
+                            "sin", "cos", "tan", "atan", "asinh", "atanh"})
 
 STATS = {"kernels": 0, "kernel_seconds": 0.0, "create_graph_fallbacks": 0}
 _WARNED_CREATE_GRAPH: set = set()
