@@ -19,7 +19,7 @@ from ..kernels import blas, loops, mkl, parallel, use
 from ..kernels.gemm import GEMM_PARALLEL_MIN, MKL_MIN, OWN_MIN_COLS, OWN_MIN_K, OWN_MIN_ROWS
 from ..ops.reduce import array_sum
 
-__all__ = ["planned", "linear_relu", "epilogues"]
+__all__ = ["planned", "linear_relu", "epilogues", "cat_copying", "joined_copies"]
 
 _F32 = np.dtype(np.float32)
 _ND = np.ndarray
@@ -148,3 +148,89 @@ def epilogues(nodes, name_of) -> dict:
             if getattr(src, "op", None) == "call_function" and name_of(src) == "linear" and len(src.users) == 1:
                 pairs[n] = src
     return pairs
+
+
+def refined(a: tuple, b: tuple) -> tuple | None:
+    """The shape that both ``a`` and ``b`` are made of by merging neighbouring dims (each of their
+    dims a product of consecutive ones of it: (64, 32, 32) and (64, 8, 128) -> (64, 8, 4, 32)), or None
+    where there is none ((4, 6) and (6, 4)); both arrays' reshapes to it split dims only."""
+    if 0 in a or 0 in b or not a or not b:
+        return None
+    out, i, j, ra, rb = [], 0, 0, a[0], b[0]
+    while True:
+        if ra == rb:
+            out.append(ra)
+            i, j = i + 1, j + 1
+            if i == len(a) or j == len(b):
+                return tuple(out) if i == len(a) and j == len(b) else None
+            ra, rb = a[i], b[j]
+        elif ra % rb == 0:
+            out.append(rb)
+            ra, j = ra // rb, j + 1
+            if j == len(b):
+                return None
+            rb = b[j]
+        elif rb % ra == 0:
+            out.append(ra)
+            rb, i = rb // ra, i + 1
+            if i == len(a):
+                return None
+            ra = a[i]
+        else:
+            return None
+
+
+def cat_copying(cat_fwd, shapes: tuple):
+    """``cat`` whose inputs ``i`` with ``shapes[i] = (reshape's shape, refined shape)`` are the sources of
+    reshapes only the cat reads: each source is copied once, straight into its part of the output (seen
+    through the refined shape, a view of both), where eager copied it into the reshape's new array and
+    that into the cat's (attention's three head gradients into the qkv gradient: two copies each). The same
+    elements, so the same values; anything else (another dtype, a view that would copy) is the ops' own."""
+    def planned_cat(xp, *xs, dim, skip):
+        if xp is np and not skip and all(type(x) is _ND and x.dtype is xs[0].dtype for x in xs):
+            parts = [x.shape if s is None else s[0] for x, s in zip(xs, shapes)]
+            d = dim % len(parts[0])
+            total = sum(p[d] for p in parts)
+            out = np.empty(parts[0][:d] + (total,) + parts[0][d + 1:], xs[0].dtype)
+            at, lead = 0, (slice(None),) * d
+            for x, part, s in zip(xs, parts, shapes):
+                dst = out[lead + (slice(at, at + part[d]),)]
+                at += part[d]
+                if s is None:
+                    np.copyto(dst, x)
+                    continue
+                view = dst.view()
+                try:
+                    view.shape = s[1]     # splits only: a view (numpy refuses where it would copy)
+                except AttributeError:
+                    break
+                np.copyto(view, x.reshape(s[1]))
+            else:
+                return out
+        return cat_fwd(xp, *[x if s is None else x.reshape(s[0]) for x, s in zip(xs, shapes)], dim=dim, skip=skip)
+    return planned_cat
+
+
+def joined_copies(nodes, name_of) -> dict:
+    """``{cat node: its inputs' (reshape's shape, refined shape) or None}`` for each cat with an input
+    made by a reshape that only the cat reads, whose source's shape and its own have a refined shape
+    (``refined``): the generated step copies that source into the cat's output (``cat_copying``) and
+    makes no reshape. ``name_of``: a node's registry name, or None."""
+    def shape(n):
+        m = n.meta.get("tensor_meta") if hasattr(n, "meta") else None
+        return tuple(m.shape) if m is not None and type(m) is not tuple else None
+    joins = {}
+    for n in nodes:
+        if n.op != "call_function" or name_of(n) != "cat" or n.kwargs.get("skip", True):
+            continue
+        parts = []
+        for a in n.args:
+            src = a.args[0] if getattr(a, "op", None) == "call_function" and name_of(a) == "reshape" else None
+            if src is None or len(a.users) != 1 or len(a.args) != 1 or shape(src) is None or shape(a) is None:
+                parts.append(None)
+                continue
+            fine = refined(shape(src), shape(a))
+            parts.append(None if fine is None else (shape(a), fine))
+        if any(p is not None for p in parts):
+            joins[n] = tuple(parts)
+    return joins

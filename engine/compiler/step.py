@@ -53,7 +53,7 @@ from ..fx.prims import prims
 from ..fx.trace_from_tape import guard_inputs, trace_from_tape
 from . import fused as _fused
 from .fused import TRANSCENDENTAL, FusedCall
-from .plans import epilogues, linear_relu, planned
+from .plans import cat_copying, epilogues, joined_copies, linear_relu, planned
 from .pool import RELU_MAX_POOL, _Call as _PoolCall, _Unregistered
 
 __all__ = ["Step", "build"]
@@ -619,6 +619,8 @@ def _generate(gm: GraphModule, fname: str) -> "_Generated":
     k = 0
     absorbed = epilogues(gm.graph.nodes, op_name)            # relu node -> the linear node that makes it
     made_with = {lin: relu for relu, lin in absorbed.items()}
+    joins = joined_copies(gm.graph.nodes, op_name)            # cat node -> its inputs' reshapes it absorbs
+    copied = {a for cat, parts in joins.items() for a, p in zip(cat.args, parts) if p is not None}
 
     def const(value) -> str:
         nonlocal k
@@ -648,6 +650,8 @@ def _generate(gm: GraphModule, fname: str) -> "_Generated":
             lines.append(f"{v} = {names[n.args[0]]}[{n.args[1]}]")
         elif n in absorbed:
             names[n] = names[absorbed[n]]
+        elif n in copied:                  # the cat reading it copies its source
+            names[n] = names[n.args[0]]
         elif n.op == "call_function":
             names[n] = v
             args = ", ".join(ref(a) for a in n.args)
@@ -659,7 +663,8 @@ def _generate(gm: GraphModule, fname: str) -> "_Generated":
                 lines.append(f"{v} = {run}({args})" + ("" if op.n_extra else "[0]"))
                 continue
             op = RELU_MAX_POOL if isinstance(n.target, _PoolCall) else REGISTRY[op_name(n)]
-            f = const(linear_relu(op.fwd, REGISTRY["relu"].fwd) if n in made_with else planned(op))
+            f = const(linear_relu(op.fwd, REGISTRY["relu"].fwd) if n in made_with
+                      else cat_copying(op.fwd, joins[n]) if n in joins else planned(op))
             lines.append(f"{v} = {f}(np, {args}{kwargs})" if args else f"{v} = {f}(np{kwargs})")
             if not op.n_extra:
                 # as the dispatcher's ``_result``: a numpy scalar from a reduction becomes an array
