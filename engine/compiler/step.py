@@ -477,7 +477,8 @@ def _split(joint, n_flat: int, tensor_at: list, k: int):
     order = {n: i for i, n in enumerate(joint.graph.nodes)}
     fwd_nodes = sorted((n for n in fwd if n.op not in ("placeholder",)), key=order.__getitem__)
     bwd_nodes = sorted((n for n in bwd if n.op not in ("placeholder",)), key=order.__getitem__)
-    again = _recomputed(fwd, bwd_nodes, outs, order)
+    inputs = [places[i] for i in tensor_at]
+    again = _recomputed(fwd, bwd_nodes, outs, set(inputs), order)
     if again:
         bwd_nodes = sorted({*bwd_nodes, *again}, key=order.__getitem__)
     saved = sorted({i for n in bwd_nodes for i in n.all_input_nodes
@@ -485,17 +486,16 @@ def _split(joint, n_flat: int, tensor_at: list, k: int):
     for n in (*fwd_nodes, *bwd_nodes):
         if n.op == "call_function" and n.target not in (operator.getitem, guard_inputs):
             _declared(n)
-    inputs = [places[i] for i in tensor_at]
     gnodes = places[n_flat:n_flat + k]
     return ((inputs, fwd_nodes, [*outs, *saved]),
             ([*gnodes, *saved, *inputs], bwd_nodes, [g if isinstance(g, Node) else None for g in grads]))
 
 
-def _recomputed(fwd: set, bwd_nodes: list, outs: list, order: dict) -> set:
+def _recomputed(fwd: set, bwd_nodes: list, outs: list, inputs: set, order: dict) -> set:
     """The forward values the backward computes again instead of reading them saved: an elementwise op
-    without a transcendental function (mul, add, a constant's power), read only by elementwise ops on
-    both sides (so no op needs it as an array in the forward: the fused kernel keeps it in a register)
-    and made from values the backward has anyway (the inputs, the parameters, values saved for
+    without a transcendental function (mul, add, sub, div), read only by elementwise ops on both sides
+    (so no op needs it as an array in the forward: the fused kernel keeps it in a register) and made
+    from values the backward has anyway (the tensor ``inputs``, the parameters, values saved for
     another reader, or others recomputed). The saved set never grows; the same ops on the same
     values, so the same floats. A GPT block's tanh GELU saved six arrays of its fused kernel (a
     write each in the forward, a read in the backward): it now saves two, as AOT autograd's
@@ -515,7 +515,7 @@ def _recomputed(fwd: set, bwd_nodes: list, outs: list, order: dict) -> set:
     for s in sorted(readers, key=order.__getitem__):
         if (s not in results and cheap(s) and all(cheap(u) for u in readers[s])
                 and all(cheap(u) for u in s.users if u in fwd)
-                and all(i.op in ("placeholder", "get_attr") or i in readers or i in again for i in s.all_input_nodes)):
+                and all(i in inputs or i.op == "get_attr" or i in readers or i in again for i in s.all_input_nodes)):
             again.add(s)
     return again
 
