@@ -1,6 +1,7 @@
 """Issue 18, session 29: the one-node step's backward computes cheap elementwise forward values again
 instead of reading them saved (``step._recomputed``): fewer arrays written by the forward's fused
-kernels, the same floats."""
+kernels, the same floats; a cat copies its inputs' reshape sources straight into its output
+(``plans.cat_copying``): one copy where the reshape and the cat made two, the same elements."""
 import math
 
 import numpy as np
