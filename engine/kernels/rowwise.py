@@ -23,7 +23,7 @@ from .lanes import lane_loop, layer_norm_dots, layer_norm_grad_row, welford_lane
 from .row_masks import scale_first, scaled_max
 
 __all__ = ["softmax", "softmax_backward", "log_softmax", "log_softmax_backward", "attention_softmax",
-           "layer_norm", "layer_norm_backward", "layer_norm_stats", "layer_norm_affine_grads_bfloat16", "target_weights", "cross_entropy", "cross_entropy_backward", "nll_loss", "nll_loss_backward"]
+           "layer_norm", "layer_norm_backward", "layer_norm_backward_parts", "layer_norm_stats", "layer_norm_affine_grads_bfloat16", "target_weights", "cross_entropy", "cross_entropy_backward", "nll_loss", "nll_loss_backward"]
 
 F = np.float32
 _JIT = dict(cache=True, error_model="numpy", nogil=True, fastmath={"reassoc"})
@@ -374,6 +374,25 @@ def layer_norm_backward(g, x, w, has_w, mean, rstd, gx, gw, gb):
         for r in range(R):
             ds, db = _ln_dots(g[r], x[r], C)
             _ln_grad_row(g, x, w, mean, rstd, gx, gw, gb, r, ds, db)
+
+
+@njit(**_JIT_EXACT)
+def layer_norm_backward_parts(g, x, w, has_w, mean, rstd, gx, gw, gb, chunk):
+    """``layer_norm_backward`` with the rows cut into parts of ``chunk`` (the last may be shorter), each
+    part's weight and bias sums started from zero and then added into the caller's zeroed ``gw``, ``gb``
+    in order: ATen's backward at ``n`` threads cuts its rows so (``parallel_for``'s ``ceil(R / n)``-row
+    chunks, each thread summing into a buffer of its own, the buffers then added), so its floats
+    differ from one thread's. One part (``chunk >= R``) is ``layer_norm_backward``'s floats."""
+    R, C = x.shape
+    pw, pb = np.empty(C, F), np.empty(C, F)
+    for r0 in range(0, R, chunk):
+        r1 = min(R, r0 + chunk)
+        pw[:] = 0.0
+        pb[:] = 0.0
+        layer_norm_backward(g[r0:r1], x[r0:r1], w, has_w, mean[r0:r1], rstd[r0:r1], gx[r0:r1], pw, pb)
+        for c in range(C):
+            gw[c] += pw[c]
+            gb[c] += pb[c]
 
 
 @njit(**_EXACT_JIT)

@@ -227,9 +227,11 @@ def _ln_bwd_fwd(xp, g, x, *affine, dims, eps, has_weight, needs, bf16_sums=False
         mean, rstd = stats if stats and stats[0].size else (xp.empty(len(rows), x.dtype), xp.empty(len(rows), x.dtype))
         if not (stats and stats[0].size):
             loops.layer_norm_stats(rows, x.dtype.type(eps), mean, rstd)
-        loops.layer_norm_backward(g.reshape(-1, cols), rows,
-                                  xp.ones(cols, x.dtype) if w is None else xp.ascontiguousarray(w.reshape(-1)),
-                                  w is not None, mean, rstd, gx.reshape(-1, cols), gw, gb)
+        # ATen's rows cut as at this many threads: its weight and bias sums differ from one thread's
+        chunk = -(-len(rows) // min(kernels.threads(), len(rows)))
+        loops.layer_norm_backward_parts(g.reshape(-1, cols), rows,
+                                        xp.ones(cols, x.dtype) if w is None else xp.ascontiguousarray(w.reshape(-1)),
+                                        w is not None, mean, rstd, gx.reshape(-1, cols), gw, gb, chunk)
         shape = x.shape[x.ndim - len(dims):]
         if bf16_sums:
             gw, gb = _ln_bf16_sums(xp, g, x, cols, eps)
