@@ -252,7 +252,8 @@ def _bwd_fwd(xp, g, *args, scale, causal, masked, dropped, saved=False):
     if not saved:
         p = _weights(xp, q, k, mask, scale=scale, causal=causal, masked=masked)
     pd = p * keep if dropped else p
-    dv = gemm(xp, xp.swapaxes(pd, -1, -2), g)
+    as_flash = _grads_as_flash(xp, q, k, v, dropped)
+    dv = gemm(xp, xp.swapaxes(pd, -1, -2), g, out=_grad_out(v.shape, v.dtype, as_flash))
     dp = gemm(xp, g, xp.swapaxes(v, -1, -2))
     if dropped:
         dp *= keep
@@ -262,11 +263,34 @@ def _bwd_fwd(xp, g, *args, scale, causal, masked, dropped, saved=False):
         ds = dp
     else:
         ds = p * (dp - (dp * p).sum(axis=-1, keepdims=True))
-    dq = gemm(xp, ds, k)
+    dq = gemm(xp, ds, k, out=_grad_out(q.shape, q.dtype, as_flash))
     dq *= dq.dtype.type(scale)
-    dk = gemm(xp, xp.swapaxes(ds, -1, -2), q)
+    dk = gemm(xp, xp.swapaxes(ds, -1, -2), q, out=_grad_out(k.shape, k.dtype, as_flash))
     dk *= dk.dtype.type(scale)
     return dq, dk, dv, ds
+
+
+def _grads_as_flash(xp, q, k, v, dropped: bool) -> bool:
+    """Whether to write dq, dk and dv as PyTorch's CPU flash backward does, (batch, length, heads, dim)
+    arrays transposed (its layout for 4-d inputs of one batch shape and head dim, no dropout): where the
+    query is laid out so too (GPT's ``view(b, l, h, d).transpose(1, 2)`` of a projection's columns), whose
+    gradients then go back through the views without a copy. Elsewhere contiguous: multi-head attention's
+    (length, batch, heads, dim) heads took 0.13 ms longer a Transformer step in their reshapes' backward
+    that way (bench/README.md, issue 17, session 29)."""
+    return (xp is np and q.ndim == 4 and not dropped and q.dtype in _FLASH_GRAD_DTYPES
+            and q.shape[:2] == k.shape[:2] == v.shape[:2] and q.shape[-1] == v.shape[-1]
+            and q.strides[0] > q.strides[2] > q.strides[1] > q.strides[3] > 0)
+
+
+_FLASH_GRAD_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def _grad_out(shape: tuple, dtype, as_flash: bool):
+    """An empty (batch, heads, length, dim) array laid out as the flash backward's gradients, or None."""
+    if not as_flash:
+        return None
+    b, h, n, d = shape
+    return np.empty((b, n, h, d), dtype).transpose(0, 2, 1, 3)
 
 
 def _vjp_tensors(g, q, k, v, mask, keep, *, scale, causal, masked):
