@@ -584,14 +584,14 @@ def _sum_array_vjp(negate: bool):
 
 
 def _add_fwd(xp, a, b, alpha=1):
-    """``a + b`` (``a + alpha b``: ``_scaled_sum``); two float32 arrays of one shape from ``PARALLEL_MIN``
-    elements with more than one thread as ``fma(b, 1, a)`` (the same floats) cut over the threads, as
+    """``a + b`` (``a + alpha b``: ``_scaled_sum``); two float32 arrays of one shape over ``PARALLEL_MIN``
+    elements (ATen's grain) with more than one thread as ``fma(b, 1, a)`` (the same floats) cut over the threads, as
     ATen's add: the residual add before a layer norm then leaves each thread's rows in its own cache,
     which the layer norm's split reads (80 -> 53 us for GPT's 16x64x128, bench/README.md, issue 17,
     session 29)."""
     if alpha != 1:
         return _scaled_sum(xp, a, b, alpha)
-    if (type(a) is np.ndarray and a.size >= kernels.PARALLEL_MIN and kernels.threads() > 1
+    if (type(a) is np.ndarray and a.size > kernels.PARALLEL_MIN and kernels.threads() > 1
             and _one_pass(xp, a, b)):
         out = np.empty_like(a)
         _fma_pass(a, b, out, _F32.type(1))
