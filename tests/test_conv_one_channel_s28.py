@@ -50,9 +50,8 @@ def test_one_channel_forward_is_torchs_at_one_and_two_threads(n, o, size, k, pad
 
 
 def test_what_it_leaves_to_im2col(direct):
-    """More output channels than ``_DIRECT_MAX_O``, two input channels, stride 2, dilation: the other paths."""
-    cases = [((4, 1, 12, 12), (_ops._DIRECT_MAX_O + 1, 1, 3, 3), dict(padding=1)),
-             ((4, 2, 12, 12), (8, 2, 3, 3), dict(padding=1)),
+    """``_LAST_MIN_C`` input channels, stride 2, dilation: the other paths."""
+    cases = [((4, _ops._LAST_MIN_C, 12, 12), (8, _ops._LAST_MIN_C, 3, 3), dict(padding=1)),
              ((4, 1, 12, 12), (8, 1, 3, 3), dict(stride=2)),
              ((4, 1, 12, 12), (8, 1, 3, 3), dict(dilation=2))]
     for xs, ws, kw in cases:

@@ -310,7 +310,7 @@ def _conv_fwd(xp, x, w, *b, stride, pads, dilation, groups):
         return xp.zeros((0, o) + _out_size(x.shape[2:], w.shape[2:], stride, pads, dilation), x.dtype)
     if _winograd_fits("forward", xp, x, w.shape[2:], stride, pads, dilation, groups, o):
         return _winograd.conv3x3(xp, x, w, pads, bias)
-    if _one_channel_direct(xp, x, w, stride, pads, dilation, groups):
+    if _few_channels_direct(xp, x, w, stride, pads, dilation, groups):
         (pt, _), (pl, _) = pads
         y = xp.empty((n, o) + _out_size(x.shape[2:], w.shape[2:], stride, pads, dilation), x.dtype)
         kernels.parallel_ranges(kernels.loops("conv").forward_stride1, n, x.size * w.size,
@@ -337,17 +337,16 @@ def _conv_fwd(xp, x, w, *b, stride, pads, dilation, groups):
     return y
 
 
-# a one-channel stem (grayscale images) by kernel offsets, ``kernels/conv.py`` ``forward_stride1``, against
-# im2col's 9-column GEMM (us, one / two threads, issue 17 session 28): the CNN's 1 -> 16 at 28x28 230 / 275
-# -> 226 / 120 (torch 219 / 103), LeNet's 1 -> 6 5x5 356 / 407 -> 202 / 110; but 32 and 64 output channels
-# lost at one thread (593 -> 888 on (64, 1, 28, 28) -> 32): the loop's accumulators go through L1
-_DIRECT_MAX_O = 16
+# a stem (1-3 input channels) by kernel offsets, ``kernels/conv.py`` ``forward_stride1``, against im2col's
+# GEMM (us, one / two threads, torch in brackets; issue 17 session 29): the ResNet stem's 3 -> 32 at 16x16
+# 142 / 239 -> 73 / 50 (94 / 79), the CNN's 1 -> 16 at 28x28 148 / 92 -> 133 / 75 (217 / 111), 3 -> 64 at
+# 224x224 4973 / 2753 -> 3872 / 1792 (3904 / 2105); eight output channels' accumulators in registers
 
 
-def _one_channel_direct(xp, x, w, stride, pads, dilation, groups) -> bool:
-    """Whether a forward runs ``forward_stride1``: one input channel, at most ``_DIRECT_MAX_O`` output
-    channels, 2-D, stride 1, undilated, padding not negative, float32 with the loops."""
-    return (x.ndim == 4 and x.shape[1] == 1 and groups == 1 and w.shape[0] <= _DIRECT_MAX_O
+def _few_channels_direct(xp, x, w, stride, pads, dilation, groups) -> bool:
+    """Whether a forward runs ``forward_stride1``: under ``_LAST_MIN_C`` input channels, 2-D, one group,
+    stride 1, undilated, padding not negative, float32 with the loops."""
+    return (x.ndim == 4 and x.shape[1] < _LAST_MIN_C and groups == 1
             and tuple(stride) == tuple(dilation) == (1, 1) and min(p for pair in pads for p in pair) >= 0
             and kernels.use(xp, x, w))
 
