@@ -89,3 +89,39 @@ def test_the_order_is_channels_innermost():
     np.testing.assert_array_equal(_sum_in_order(x, wt, inner), want)
     assert (_sum_in_order(x, wt, outer) != want).any()
     np.testing.assert_array_equal(got, want)
+
+
+# (N, C, O, H, W, kernel, padding) for the weight gradient: taps (C * kh * kw) that leave one or two after
+# the blocks of three (4, 5, 2), output channels that do not fill a block of eight, grids whose length is
+# no multiple of 16 floats
+WEIGHT_CASES = [(16, 3, 32, 16, 16, (3, 3), 1), (4, 1, 11, 9, 13, (2, 2), 0), (3, 1, 5, 10, 7, (1, 5), (0, 2)),
+                (2, 2, 9, 6, 6, (1, 1), 0), (2, 3, 20, 15, 15, (7, 7), 3)]
+
+
+def _weight_grad(x, gy, kernel, pad):
+    pads = ((pad, pad),) * 2 if isinstance(pad, int) else tuple((p, p) for p in pad)
+    return tapelab.nn._ops._conv_w_fwd(np, x, gy, stride=(1, 1), pads=pads, dilation=(1, 1), groups=1, kernel=kernel)
+
+
+@pytest.mark.parametrize("n, c, o, h, w, kernel, pad", WEIGHT_CASES)
+def test_weight_gradient_against_float64_and_any_split(n, c, o, h, w, kernel, pad, monkeypatch):
+    """The stem's weight gradient (``weight_stride1``: eight channels' dots with three taps a block) within
+    float32 rounding of the float64 gradient, and the same floats whether the output channels run whole
+    or split over two or three threads (a channel's dots do not depend on its block)."""
+    monkeypatch.setattr(kernels, "PARALLEL_MIN", 1)
+    x = RNG.standard_normal((n, c, h, w)).astype(np.float32)
+    ph, pw = (pad, pad) if isinstance(pad, int) else pad
+    gy = RNG.standard_normal((n, o, h + 2 * ph - kernel[0] + 1, w + 2 * pw - kernel[1] + 1)).astype(np.float32)
+    calls = []
+    loops = kernels.loops("conv")
+    monkeypatch.setattr(loops, "weight_stride1", lambda *a, _f=loops.weight_stride1: calls.append(a[-2:]) or _f(*a))
+    got = []
+    for threads in (1, 2, 3):
+        tapelab.set_num_threads(threads)
+        got.append(_weight_grad(x, gy, kernel, pad))
+    assert (0, o) in calls and len(calls) > 3
+    for g in got[1:]:
+        np.testing.assert_array_equal(g, got[0])
+    xp = np.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw))).astype(np.float64)
+    want = torch.nn.grad.conv2d_weight(torch.from_numpy(xp), (o, c) + kernel, torch.from_numpy(gy.astype(np.float64))).numpy()
+    np.testing.assert_allclose(got[0], want, rtol=1e-5, atol=2e-6 * np.abs(want).max())
