@@ -1,13 +1,15 @@
-"""A few-channel convolution's forward and weight gradient, and stride-1 im2col (``im2col_stride1``), as numba
-loops (``nn/_ops.py`` loads them through ``kernels.loops("conv")`` once ``kernels.use`` says yes).
+"""A few-channel convolution's forward and weight gradient, and stride-1 im2col (``im2col_stride1``), as
+numba loops (``nn/_ops.py`` loads them through ``kernels.loops("conv")`` once ``kernels.use`` says yes).
 
 A stem's 1-3 input channels make im2col's GEMM 9-27 columns wide, and copying the columns and the
 channel-major output gradient costs more than the products (the CNN's 1 -> 16 conv at 28x28: 0.35-
-0.65 ms, PyTorch 0.14-0.26). Stride 1 lets each kernel offset be one long dot product instead:
-every output-gradient row sits in a zero-filled grid as wide as the padded input, so the input
-value under offset (ki, kj) of grid position f is the padded image's element f + ki * width + kj,
-and ``gw[o, c, ki, kj]`` is the sum over images of ``dot(grid, padded[off:off + len(grid)])``, a
-contiguous loop that vectorises. Each (o, c, offset) is computed alone, so splitting the output
+0.65 ms, PyTorch 0.14-0.26). Stride 1 lets each kernel offset be one contiguous run instead: every
+image channel (and output-gradient row) sits in a zero-filled grid as wide as the padded input, so
+the input value under tap (c, ki, kj) of grid position f is element f + ki * width + kj of channel
+c's padded plane. The forward is then eight output channels' grids accumulated from the taps' runs
+(``_strips``), and ``gw[o, c, ki, kj]`` the sum over images of ``dot(grid_o, run)`` (``_tap_dots``),
+both LLVM vector loops whose accumulators stay in registers. Each output (forward) and each
+(o, c, offset) sum (weight gradient) is computed alone, so splitting the images or the output
 channels over threads gives the same floats.
 """
 from __future__ import annotations
