@@ -246,17 +246,19 @@ def _by_output(fwd, loop: str | None = None):
     """The array vjp of an op whose vjp is ``fwd``'s op on ``(g, out)`` (tanh, sigmoid, relu, exp): that
     forward on the arrays, where the compiled path would call it as they are (same dtype and shape).
     ``loop``: the fused loop (``kernels.pointwise``) ``fwd`` runs whole on a small 1-D float32 pair,
-    called here directly (``fwd``'s checks and ``kernels.parallel``'s were ~1 us of tanh's 1.8)."""
-    found: list = []   # the loop, once imported
+    called here directly (``fwd``'s checks and ``kernels.parallel``'s were ~1 us of tanh's 1.8), its
+    compiled code without numba's dispatcher (``kernels.entry``: aligned arrays, ``flags.carray``)."""
+    found: list = []   # the loop's compiled code, made at its first call
 
     def array_vjp(g, out, inputs, params):
         if (loop is not None and g.ndim == 1 and g.dtype is _F32 and type(out) is np.ndarray and out.dtype is _F32
-                and out.shape == g.shape and g.shape[0] <= kernels.PARALLEL_MIN and g.flags.c_contiguous
-                and out.flags.c_contiguous and kernels.enabled()):
-            if not found:
-                found.append(getattr(kernels.loops("pointwise"), loop))
+                and out.shape == g.shape and g.shape[0] <= kernels.PARALLEL_MIN and g.flags.carray
+                and out.flags.carray and kernels.enabled()):
             result = np.empty(g.shape, _F32)
-            found[0](g, out, result)
+            if found:
+                found[0](g, out, result)
+            else:
+                found.append(kernels.entry(getattr(kernels.loops("pointwise"), loop), g, out, result))
             return (result,)
         if in_order(g) and type(out) is np.ndarray and out.dtype is g.dtype and out.shape == g.shape:
             return (fwd(np, g, out),)

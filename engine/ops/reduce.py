@@ -206,6 +206,8 @@ def _sum_in_order(xp, x, dims, keepdim: bool, dtype):
     contiguous = x.flags.c_contiguous
     if dims is None and contiguous:   # a loss's or a metric's sum of everything: the short way (~1 us less)
         loops = kernels.loops("sum_order")    # below ATen's grain the thread count changes nothing: not read
+        if x.ndim == 1 and x.dtype not in _TOTALS and x.flags.carray:   # (then _sum_fwd's short way)
+            _TOTALS[x.dtype] = kernels.entry(loops.total, x, 1), loops.GRAIN
         total = loops.total(x if x.ndim == 1 else x.reshape(-1), kernels.threads() if x.size >= loops.GRAIN else 1)
         # numba hands the float32 back as a Python float (exact); the result owns its memory
         return np.full((1,) * x.ndim, total, x.dtype) if keepdim else np.asarray(total, x.dtype)
@@ -247,7 +249,18 @@ def _in_memory_order(x: np.ndarray) -> np.ndarray | None:
     return y if y.flags.c_contiguous else None
 
 
+# float32/float64 -> (sum_order.total's compiled code for a 1-D aligned array of it (kernels.entry), ATen's grain),
+# made at the first such sum: a loss's sum of a vector then calls the loop without numba's dispatcher or
+# _sum_in_order's tests (``_sum_fwd`` 0.79 -> 0.61 us, ``e.sum()`` 2.16 -> 1.90 on 16 floats)
+_TOTALS: dict = {}
+
+
 def _sum_fwd(xp, x, *, dims, keepdim, dtype):
+    if dims is None and type(x) is np.ndarray and x.ndim == 1:
+        found = _TOTALS.get(x.dtype)
+        if found is not None and 0 < x.shape[0] < found[1] and dtype is None and x.flags.carray and kernels.enabled():
+            total = found[0](x, 1)
+            return np.full(1, total, x.dtype) if keepdim else np.asarray(total, x.dtype)
     if x.dtype is BFLOAT16_NP:
         return in_float32(_sum_fwd, xp, x, dims=dims, keepdim=keepdim, dtype=dtype)
     ordered = _sum_in_order(xp, x, dims, keepdim, dtype)
