@@ -603,6 +603,11 @@ def _compile(op):
         node.module = ""
         res.grad_fn = node
         return res
+    # one copy of the code per op: the interpreter specialises an attribute store or call by the type it
+    # saw there (Python 3.11+), and each op makes nodes of its own class and calls its own forward, so a
+    # step of mixed ops missed at every node store when all ops shared one copy (chain16 recording 12.2 ->
+    # 10.8 us)
+    run.__code__ = run.__code__.replace()
     return run
 
 
