@@ -99,6 +99,7 @@ def test_vector_sum_bits(n, layout, dtype):
         _same_floats(got, want)
         assert got.base is None and got.flags.writeable
         _same_floats(tapelab.sum(t, 0, keepdim=True)._data, want_kept)
+        _same_floats(tapelab.sum(t, None, keepdim=True)._data, want.reshape(1))   # the short way's kept dim
 
 
 def test_sum_entries_keep_their_dtype():
