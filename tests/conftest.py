@@ -40,6 +40,19 @@ def loops(request):
 
 
 @pytest.fixture(autouse=True)
+def _restore_thread_counts():
+    """Each test ends at the intra-op thread counts it began with, tapelab's and torch's, so a test
+    may set them freely. Only a library already imported is read: many test processes never load
+    torch, and importing it here would."""
+    libs = [lib for lib in map(sys.modules.get, ("tapelab", "torch")) if lib is not None]
+    counts = [lib.get_num_threads() for lib in libs]
+    yield
+    for lib, n in zip(libs, counts):
+        if lib.get_num_threads() != n:
+            lib.set_num_threads(n)
+
+
+@pytest.fixture(autouse=True)
 def _collect_dead_subclasses():
     """A Tensor subclass a test defined keeps every op on the slow path until the collector frees its
     class (classes sit in reference cycles); collect after such a test, so the next one starts on the

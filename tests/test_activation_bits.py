@@ -28,10 +28,7 @@ SIZES = [1, 2, 7, 16, 17, 31, 32, 33, 100, 4099, 40_000]
 def _one_thread():
     if not kernels.enabled():
         pytest.skip("the fused loops are off")
-    old = torch.get_num_threads()
     torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
 
 
 def _inputs(n: int, seed: int, scale: float = 4.0) -> np.ndarray:

@@ -22,10 +22,9 @@ SHAPES = [("BatchNorm1d", (7, 3)), ("BatchNorm1d", (64, 128)), ("BatchNorm1d", (
 @pytest.fixture
 def aten_setting():
     """The loops on, and tapelab's intra-op thread count torch's (ATen chunks (N, C) rows per thread)."""
-    old, threads = kernels.set_enabled(True), tapelab.get_num_threads()
+    old = kernels.set_enabled(True)
     tapelab.set_num_threads(torch.get_num_threads())
     yield
-    tapelab.set_num_threads(threads)
     kernels.set_enabled(old)
 
 

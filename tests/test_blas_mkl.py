@@ -38,12 +38,8 @@ RNG = np.random.default_rng(25)
 def one_thread():
     """Bit for bit holds thread for thread: one each (MKL's own threads, as torch runs them, and
     tapelab's blocks cut a product where a single call does not)."""
-    old = torch.get_num_threads(), tapelab.get_num_threads()
     torch.set_num_threads(1)
     tapelab.set_num_threads(1)
-    yield
-    torch.set_num_threads(old[0])
-    tapelab.set_num_threads(old[1])
 
 
 def _matrix(rows, cols, form, dtype):

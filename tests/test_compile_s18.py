@@ -253,26 +253,22 @@ def test_fused_runner_fixed_arity_equals_torch_with_broadcast():
         def g(x, w, b):
             return ((x * w + b).tanh() * x).sigmoid()
         return g
-    old = tapelab.get_num_threads()
-    try:
-        for threads, shape in ((1, (4, 16)), (2, (64, 512))):
-            tapelab.set_num_threads(threads)
-            (x, xt), (w, wt) = _pair(*shape), _pair(shape[-1], seed=1)     # w broadcasts along rows
-            (b, bt) = _pair(*shape, seed=2, grad=False)
-            c = tapelab.compile(f(tapelab))
-            for _ in range(2):
-                x.grad = w.grad = xt.grad = wt.grad = None
-                y, yt = c(x, w, b), f(torch)(xt, wt, bt)
-                y.sum().backward()
-                yt.sum().backward()
-                np.testing.assert_allclose(y.detach().numpy(), yt.detach().numpy(), rtol=RTOL, atol=ATOL)
-                np.testing.assert_allclose(x.grad.numpy(), xt.grad.numpy(), rtol=RTOL, atol=ATOL)
-                np.testing.assert_allclose(w.grad.numpy(), wt.grad.numpy(), rtol=1e-4, atol=1e-4)
-            ops = [n.target.op for n in next(iter(c.cache.values())).graph.graph.nodes
-                   if isinstance(getattr(n.target, "op", None), FusedOp)]
-            runners = [r for o in ops for r in o._runners.values()] + [
-                r for o in ops for bw in o._backwards.values() for n in bw.graph.nodes
-                if isinstance(getattr(n.target, "op", None), FusedOp) for r in n.target.op._runners.values()]
-            assert runners and any(hasattr(r, "source") for r in runners)     # the straight-line runner
-    finally:
-        tapelab.set_num_threads(old)
+    for threads, shape in ((1, (4, 16)), (2, (64, 512))):
+        tapelab.set_num_threads(threads)
+        (x, xt), (w, wt) = _pair(*shape), _pair(shape[-1], seed=1)     # w broadcasts along rows
+        (b, bt) = _pair(*shape, seed=2, grad=False)
+        c = tapelab.compile(f(tapelab))
+        for _ in range(2):
+            x.grad = w.grad = xt.grad = wt.grad = None
+            y, yt = c(x, w, b), f(torch)(xt, wt, bt)
+            y.sum().backward()
+            yt.sum().backward()
+            np.testing.assert_allclose(y.detach().numpy(), yt.detach().numpy(), rtol=RTOL, atol=ATOL)
+            np.testing.assert_allclose(x.grad.numpy(), xt.grad.numpy(), rtol=RTOL, atol=ATOL)
+            np.testing.assert_allclose(w.grad.numpy(), wt.grad.numpy(), rtol=1e-4, atol=1e-4)
+        ops = [n.target.op for n in next(iter(c.cache.values())).graph.graph.nodes
+               if isinstance(getattr(n.target, "op", None), FusedOp)]
+        runners = [r for o in ops for r in o._runners.values()] + [
+            r for o in ops for bw in o._backwards.values() for n in bw.graph.nodes
+            if isinstance(getattr(n.target, "op", None), FusedOp) for r in n.target.op._runners.values()]
+        assert runners and any(hasattr(r, "source") for r in runners)     # the straight-line runner

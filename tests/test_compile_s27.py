@@ -17,10 +17,7 @@ pytestmark = pytest.mark.skipif(not cpu.numba_available(), reason="the generated
 
 @pytest.fixture
 def two_threads():
-    old = T.get_num_threads()
     T.set_num_threads(2)
-    yield
-    T.set_num_threads(old)
 
 
 def _chain_kernel(shape, second):
@@ -78,15 +75,11 @@ def test_split_writes_into_given_buffers(monkeypatch, tmp_path, two_threads):
 def test_no_split_below_the_bound_at_one_thread_or_one_row(monkeypatch):
     """One block where a region cannot pay or cannot cut: under ``OMP_MIN`` elements, one thread, one row."""
     monkeypatch.setattr(cpu, "OMP_MIN", 1 << 16)
-    old = T.get_num_threads()
-    try:
-        T.set_num_threads(2)
-        assert cpu._parts(64, (1 << 16) - 64) == 1
-        assert cpu._parts(1, 1 << 20) == 1
-        T.set_num_threads(1)
-        assert cpu._parts(1024, 1 << 20) == 1
-    finally:
-        T.set_num_threads(old)
+    T.set_num_threads(2)
+    assert cpu._parts(64, (1 << 16) - 64) == 1
+    assert cpu._parts(1, 1 << 20) == 1
+    T.set_num_threads(1)
+    assert cpu._parts(1024, 1 << 20) == 1
 
 
 def test_compiled_step_with_split_kernels_equals_whole_and_torch(monkeypatch, tmp_path, two_threads):

@@ -20,10 +20,8 @@ LINEAR, BACKWARD = REGISTRY["linear"], REGISTRY["linear_backward"]
 
 @pytest.fixture(params=[1, 2], ids=["1thread", "2threads"])
 def threads(request):
-    old = T.get_num_threads()
     T.set_num_threads(request.param)
-    yield request.param
-    T.set_num_threads(old)
+    return request.param
 
 
 def _fell_back(*_, **__):
@@ -65,10 +63,7 @@ OTHERS = {"small": (True, True), "no_bias": (True, False), "float64": (True, Tru
 
 @pytest.fixture
 def one_thread():
-    old = T.get_num_threads()
     T.set_num_threads(1)
-    yield
-    T.set_num_threads(old)
 
 
 @pytest.mark.parametrize("case", sorted(OTHERS))

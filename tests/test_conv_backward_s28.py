@@ -16,14 +16,6 @@ pytestmark = pytest.mark.skipif(not enabled(), reason="numba loops off")
 RNG = np.random.default_rng(28)
 
 
-@pytest.fixture(autouse=True)
-def restore_threads():
-    before = tapelab.get_num_threads(), torch.get_num_threads()
-    yield
-    tapelab.set_num_threads(before[0])
-    torch.set_num_threads(before[1])
-
-
 def _data(n=8, c=32, o=32, size=16):
     return (RNG.standard_normal((n, c, size, size)).astype(np.float32),
             RNG.standard_normal((o, c, 3, 3)).astype(np.float32),

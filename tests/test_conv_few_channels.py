@@ -74,14 +74,10 @@ def test_output_channels_over_threads_equal_one_thread(monkeypatch):
     x = rng.standard_normal((3, 2, 10, 9)).astype(np.float32)
     gy = rng.standard_normal((3, 7, 10, 9)).astype(np.float32)
     p = dict(stride=(1, 1), pads=((1, 1), (1, 1)), dilation=(1, 1), groups=1, kernel=(3, 3))
-    before = tl.get_num_threads()
-    try:
-        results = []
-        for n in (1, 2, 3):
-            tl.set_num_threads(n)
-            results.append(_ops._conv_w_fwd(np, x, gy, **p))
-    finally:
-        tl.set_num_threads(before)
+    results = []
+    for n in (1, 2, 3):
+        tl.set_num_threads(n)
+        results.append(_ops._conv_w_fwd(np, x, gy, **p))
     for got in results[1:]:
         np.testing.assert_array_equal(got, results[0])
 

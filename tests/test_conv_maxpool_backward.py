@@ -60,13 +60,9 @@ def test_matches_torch_after_relu():
 def test_image_blocks_over_threads_equal_one_thread(monkeypatch):
     monkeypatch.setattr(kernels, "PARALLEL_MIN", 1)
     x, g = _data(2, (5, 4, 8, 6))
-    before = tl.get_num_threads()
-    try:
-        results = []
-        for n in (1, 2, 3):
-            tl.set_num_threads(n)
-            results.append(_grad(x, g))
-    finally:
-        tl.set_num_threads(before)
+    results = []
+    for n in (1, 2, 3):
+        tl.set_num_threads(n)
+        results.append(_grad(x, g))
     for got in results[1:]:
         assert np.array_equal(got, results[0])

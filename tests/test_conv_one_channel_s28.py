@@ -16,13 +16,6 @@ pytestmark = pytest.mark.skipif(not enabled(), reason="numba loops off")
 RNG = np.random.default_rng(28)
 
 
-@pytest.fixture(autouse=True)
-def restore_threads():
-    before = tapelab.get_num_threads()
-    yield
-    tapelab.set_num_threads(before)
-
-
 @pytest.fixture
 def direct(monkeypatch):
     loops = kernels.loops("conv")

@@ -20,13 +20,6 @@ pytestmark = pytest.mark.skipif(not enabled(), reason="numba loops off")
 G = importlib.import_module("tapelab.kernels.gemm")
 
 
-@pytest.fixture(autouse=True)
-def restore_threads():
-    before = tapelab.get_num_threads()
-    yield
-    tapelab.set_num_threads(before)
-
-
 def _grads(x, w, pad):
     xs, ws = tapelab.tensor(x, requires_grad=True), tapelab.tensor(w, requires_grad=True)
     y = tapelab.nn.functional.conv2d(xs, ws, padding=pad)

@@ -21,13 +21,6 @@ from tapelab.nn import _winograd
 pytest.importorskip("numba")
 
 
-@pytest.fixture
-def restore_threads():
-    before = tl.get_num_threads()
-    yield
-    tl.set_num_threads(before)
-
-
 def _each_setting(monkeypatch, fn):
     """``fn()`` at 1 thread, then at 2 and 3 threads with the pool always splitting and never (MKL's
     GEMM at one thread)."""
@@ -50,7 +43,7 @@ SHAPES = [((16, 32, 16, 16), 32, 1), ((32, 32, 14, 14), 16, 1), ((3, 32, 10, 9),
 
 
 @pytest.mark.parametrize("xshape,o,pad", SHAPES)
-def test_winograd_passes_at_any_thread_count_equal_one_thread(monkeypatch, restore_threads, xshape, o, pad):
+def test_winograd_passes_at_any_thread_count_equal_one_thread(monkeypatch, xshape, o, pad):
     """Forward and weight gradient bit for bit as at one thread, and PyTorch's to float32 rounding."""
     rng = np.random.default_rng(0)
     x = rng.standard_normal(xshape).astype(np.float32)
@@ -73,7 +66,7 @@ def test_winograd_passes_at_any_thread_count_equal_one_thread(monkeypatch, resto
 
 @pytest.mark.parametrize("n,step,threads,sizes", [(16, 8, 1, [8, 8]), (16, 8, 2, [8, 8]), (32, 10, 2, [8] * 4),
                                                   (32, 10, 3, [5, 5, 6, 5, 5, 6]), (1, 8, 2, [1]), (3, 8, 2, [1, 2])])
-def test_image_blocks_give_each_thread_equal_whole_blocks(restore_threads, n, step, threads, sizes):
+def test_image_blocks_give_each_thread_equal_whole_blocks(n, step, threads, sizes):
     """At most ``step`` images a block, near-equal, their count a multiple of the threads (up to one
     image a block); without the loops the batch cut by ``step`` alone."""
     tl.set_num_threads(threads)
@@ -83,7 +76,7 @@ def test_image_blocks_give_each_thread_equal_whole_blocks(restore_threads, n, st
 
 
 @pytest.mark.parametrize("shape", [(32, 16, 28, 28), (16, 32, 16, 16), (5, 7, 3)])
-def test_batchnorm_loops_split_by_channels_equal_one_thread(monkeypatch, restore_threads, shape):
+def test_batchnorm_loops_split_by_channels_equal_one_thread(monkeypatch, shape):
     loops = kernels.loops("batchnorm")
     rng = np.random.default_rng(1)
     x, g = (rng.standard_normal(shape).astype(np.float32) for _ in range(2))
@@ -132,7 +125,7 @@ def _cnn_and_resnet_losses():
     return out
 
 
-def test_cnn_and_resnet_steps_are_bitwise_the_same_at_any_thread_count(monkeypatch, restore_threads):
+def test_cnn_and_resnet_steps_are_bitwise_the_same_at_any_thread_count(monkeypatch):
     results = _each_setting(monkeypatch, _cnn_and_resnet_losses)
     for got in results[1:]:
         for a, ref in zip(got, results[0]):

@@ -24,13 +24,10 @@ SHAPES = [(32, 1, 16, 28, 28, 1, True), (32, 16, 32, 14, 14, 1, True), (16, 32, 
 
 
 @pytest.fixture
-def threads(monkeypatch):
-    """Restores the thread count; MKL's GEMM at one thread (on its own threads it cuts a weight
-    gradient's long sums as PyTorch does at two, tests/test_blas_mkl.py)."""
+def one_mkl_thread(monkeypatch):
+    """MKL's GEMM at one thread (on its own threads it cuts a weight gradient's long sums as PyTorch
+    does at two, tests/test_blas_mkl.py)."""
     monkeypatch.setattr(importlib.import_module("tapelab.kernels.gemm"), "_mkl_team", lambda n: 1)
-    before = tapelab.get_num_threads()
-    yield
-    tapelab.set_num_threads(before)
 
 
 def _data(n, c, o, h, w, bias):
@@ -53,7 +50,7 @@ def _run(m, x, w, b, pad, g=None):
 
 
 @pytest.mark.parametrize("n,c,o,h,w,pad,bias", SHAPES)
-def test_one_and_two_threads_bitwise_and_torch(n, c, o, h, w, pad, bias, threads):
+def test_one_and_two_threads_bitwise_and_torch(n, c, o, h, w, pad, bias, one_mkl_thread):
     x, wt, b = _data(n, c, o, h, w, bias)
     tapelab.set_num_threads(1)
     one, g = _run(tapelab, x, wt, b, pad)
@@ -69,7 +66,7 @@ def test_one_and_two_threads_bitwise_and_torch(n, c, o, h, w, pad, bias, threads
 
 
 @pytest.mark.parametrize("n,c,o,h,w,pad,bias", SHAPES[2:5])
-def test_regions_bitwise(n, c, o, h, w, pad, bias, threads):
+def test_regions_bitwise(n, c, o, h, w, pad, bias, one_mkl_thread):
     """With the passes' blocks as OpenMP regions (TAPELAB_NATIVE_POOL=1) the same floats."""
     x, wt, b = _data(n, c, o, h, w, bias)
     tapelab.set_num_threads(1)
@@ -108,7 +105,7 @@ def test_output_f23_nchw(n, o, oh, ow):
     np.testing.assert_allclose(y, ref, rtol=1e-5, atol=1e-5)
 
 
-def test_loops_off_matches(threads):
+def test_loops_off_matches(one_mkl_thread):
     """The numpy path (loops off) gives the loops' results within float32 rounding."""
     x, wt, b = _data(*SHAPES[4][:5], True)
     tapelab.set_num_threads(2)
@@ -122,7 +119,7 @@ def test_loops_off_matches(threads):
         np.testing.assert_allclose(a, e, rtol=0, atol=2e-5 * max(1.0, float(np.abs(e).max())))
 
 
-def test_split_blocks_run_once_and_late_worker_leaves_its_block(threads):
+def test_split_blocks_run_once_and_late_worker_leaves_its_block(one_mkl_thread):
     """Each block runs exactly once whichever thread takes it; with the worker held up, the caller
     runs every block itself and returns without waiting for it; a block's error reaches the caller."""
     import threading
@@ -171,7 +168,7 @@ def test_im2col_loop_equals_the_window_copy(n, c, h, w, k, pads):
                                          ("conv2d", (32, 3, 32, 32), (16, 3, 5, 5), dict(dilation=2, padding=2)),
                                          ("conv1d", (32, 4, 400), (8, 4, 5), dict(padding=2)),
                                          ("conv3d", (4, 2, 12, 12, 12), (4, 2, 3, 3, 3), dict(padding=1))])
-def test_channel_major_columns_split_by_images(fn, xs, ws, kw, threads):
+def test_channel_major_columns_split_by_images(fn, xs, ws, kw, one_mkl_thread):
     """Grouped, few-channel, dilated, 1-D and 3-D forwards (their column copies split with the images):
     1 and 2 threads bit for bit, PyTorch within float32 rounding."""
     rng = np.random.default_rng(4)
@@ -186,7 +183,7 @@ def test_channel_major_columns_split_by_images(fn, xs, ws, kw, threads):
 
 
 @pytest.mark.parametrize("shape", [(32, 16, 28, 28), (3, 5, 6, 10), (1, 1, 2, 2)])
-def test_max2x2_loop_equals_numpy_passes(shape, threads):
+def test_max2x2_loop_equals_numpy_passes(shape, one_mkl_thread):
     """The 2x2 max-pool loop gives numpy's maximum passes bit for bit (NaN, signed zeros), at 1 and
     2 threads, and PyTorch's values."""
     from tapelab.nn import _ops
@@ -206,7 +203,7 @@ def test_max2x2_loop_equals_numpy_passes(shape, threads):
     assert np.array_equal(got[~np.isnan(got)], ref[~np.isnan(ref)])
 
 
-def test_workers_do_not_keep_the_last_blocks_alive(threads):
+def test_workers_do_not_keep_the_last_blocks_alive(one_mkl_thread):
     """After a split returns, no worker holds its blocks' arrays (a conv's buffers are megabytes)."""
     import gc
     import threading

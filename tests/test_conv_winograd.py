@@ -229,15 +229,11 @@ def test_transform_loops_split_over_threads_equal_one_thread(monkeypatch, m):
     out = _winograd.out_size(x.shape[2:], pads)
     gy = rng.standard_normal((3, 6, *out)).astype(np.float32)
     th, tw = _winograd._tiles(out, m)
-    before = tl.get_num_threads()
     results = []
-    try:
-        for n in (1, 2, 3):
-            tl.set_num_threads(n)
-            results.append((_winograd._input_transform(np, x, pads, m, th, tw), _winograd.conv3x3(np, x, w, pads),
-                            _winograd.weight3x3(np, x, gy, pads)))
-    finally:
-        tl.set_num_threads(before)
+    for n in (1, 2, 3):
+        tl.set_num_threads(n)
+        results.append((_winograd._input_transform(np, x, pads, m, th, tw), _winograd.conv3x3(np, x, w, pads),
+                        _winograd.weight3x3(np, x, gy, pads)))
     for got in results[1:]:
         np.testing.assert_array_equal(got[0], results[0][0])
         np.testing.assert_allclose(got[1], results[0][1], rtol=1e-6, atol=1e-6)
@@ -261,14 +257,10 @@ def test_tap_gemm_loop_matches_float64_and_splits_bitwise(monkeypatch, o):
     v = rng.standard_normal((5, 16 * 3 + 7, 9)).astype(np.float32)
     u = rng.standard_normal((5, 9, o)).astype(np.float32)
     ref = np.matmul(v.astype(np.float64), u.astype(np.float64))
-    before = tl.get_num_threads()
-    try:
-        results = []
-        for n in (1, 2, 3):
-            tl.set_num_threads(n)
-            results.append(_winograd._tap_gemm(np, v, u))
-    finally:
-        tl.set_num_threads(before)
+    results = []
+    for n in (1, 2, 3):
+        tl.set_num_threads(n)
+        results.append(_winograd._tap_gemm(np, v, u))
     assert len(calls) >= 3
     np.testing.assert_allclose(results[0], ref, rtol=1e-5, atol=1e-5 * np.abs(ref).max())
     # the weight gradient passes a transposed view as v: the same floats as the contiguous copy
@@ -292,14 +284,10 @@ def test_narrow_gemm_for_im2col_matches_float64_and_splits_bitwise(monkeypatch):
     b = rng.standard_normal((37, 32)).astype(np.float32)
     at = np.ascontiguousarray(a.T).T
     ref = a.astype(np.float64) @ b.astype(np.float64)
-    before = tl.get_num_threads()
-    try:
-        results = []
-        for n in (1, 2, 3):
-            tl.set_num_threads(n)
-            results += [_winograd.narrow_gemm(np, a, b), _winograd.narrow_gemm(np, at, b)]
-    finally:
-        tl.set_num_threads(before)
+    results = []
+    for n in (1, 2, 3):
+        tl.set_num_threads(n)
+        results += [_winograd.narrow_gemm(np, a, b), _winograd.narrow_gemm(np, at, b)]
     np.testing.assert_allclose(results[0], ref, rtol=1e-5, atol=1e-5 * np.abs(ref).max())
     for got in results[1:]:
         np.testing.assert_array_equal(got, results[0])

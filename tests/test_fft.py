@@ -79,13 +79,9 @@ def test_fft_roundtrips_and_gradients_match_torch():
 
 
 def test_set_num_threads_sets_scipy_workers():
-    before = runtime.fft_workers()
-    try:
-        tapelab.set_num_threads(2)
-        assert runtime.fft_workers() == 2
-        tapelab.fft.fft(tapelab.randn(4, 8))
-    finally:
-        runtime._STATE.pop("threads", None) if before == -1 else runtime._STATE.update(threads=before)
+    tapelab.set_num_threads(2)
+    assert runtime.fft_workers() == 2
+    tapelab.fft.fft(tapelab.randn(4, 8))
 
 
 def test_tape_names_the_complex_ops():

@@ -816,7 +816,7 @@ def _wrap_init(init, exc):
 
 
 @pytest.mark.parametrize("shape,bias", [((256, 128), True), ((4, 64, 128), False)])
-def test_captured_linear_writes_into_its_recorded_buffer(shape, bias, request):
+def test_captured_linear_writes_into_its_recorded_buffer(shape, bias):
     """A replayed ``linear`` runs its GEMM straight into the output buffer recorded at capture
     (``Op.fwd_out``): no fresh (rows, out) array to copy over, and torch's values. One intra-op
     thread: with two, the pool's blocks (run side by side when it measured that faster, depending on
@@ -824,7 +824,6 @@ def test_captured_linear_writes_into_its_recorded_buffer(shape, bias, request):
     import tracemalloc
 
     import torch
-    request.addfinalizer(lambda old=T.get_num_threads(): T.set_num_threads(old))
     T.set_num_threads(1)
     rng = np.random.default_rng(1)
     layer = T.nn.Linear(shape[-1], 192, bias=bias)

@@ -16,10 +16,7 @@ from tapelab.base import cpus, pool
 
 @pytest.fixture
 def two_threads():
-    before = tapelab.get_num_threads()
     tapelab.set_num_threads(2)
-    yield
-    tapelab.set_num_threads(before)
 
 
 def _idents(n_blocks):
@@ -289,7 +286,6 @@ def test_workers_keep_to_cpus_off_the_calling_thread(monkeypatch):
     """With the pool owning every CPU, each worker keeps to one CPU, never the caller's: a split's
     blocks run on two CPUs, even after the scheduler put the caller on the worker's CPU."""
     allowed = os.sched_getaffinity(0)
-    before = tapelab.get_num_threads()
     tapelab.set_num_threads(len(allowed))
     monkeypatch.setattr(pool, "_WORKERS", [])             # workers placed afresh
     ran_on = []
@@ -316,7 +312,6 @@ def test_workers_keep_to_cpus_off_the_calling_thread(monkeypatch):
         assert os.sched_getaffinity(worker.tid) == {worker.cpu}
     finally:
         os.sched_setaffinity(0, allowed)
-        tapelab.set_num_threads(before)
 
 
 def test_workers_float_when_the_pool_has_fewer_threads_than_cpus():

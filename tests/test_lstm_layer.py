@@ -77,10 +77,7 @@ def test_lstm_gradients_match_torch(frozen, bidirectional, dtype, loops, x_grad)
 
 @pytest.fixture
 def two_threads():
-    before = tl.get_num_threads()
     tl.set_num_threads(2)
-    yield
-    tl.set_num_threads(before)
 
 
 @pytest.mark.parametrize("frozen,x_grad", [("none", True), ("none", False), ("biases", True), ("w_hh", True)])

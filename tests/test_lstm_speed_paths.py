@@ -85,12 +85,8 @@ def test_per_step_loop_where_our_gemm_does_not_take_the_steps(monkeypatch, mode,
 def test_two_threads(mode):
     """At two intra-op threads (the end GEMMs through the pool, 700 x 256 x 64 for dx) with an
     embedding of 64 words under 700 tokens: the same results."""
-    before = tl.get_num_threads()
     tl.set_num_threads(2)
-    try:
-        _compare(mode, 2, False, True, size=(64, 64, 64, 35, 20))
-    finally:
-        tl.set_num_threads(before)
+    _compare(mode, 2, False, True, size=(64, 64, 64, 35, 20))
 
 
 def test_distinct_rows_as_bits():

@@ -41,16 +41,9 @@ def _serial(a, b):
     return SG.matmul_into(a, b, np.empty((a.shape[0], b.shape[1]), np.float32))
 
 
-@pytest.fixture
-def threads():
-    before = tapelab.get_num_threads()
-    yield
-    tapelab.set_num_threads(before)
-
-
 @pytest.mark.parametrize("m,k,n", SHAPES)
 @pytest.mark.parametrize("n_threads", [1, 2])
-def test_parts_equal_one_call(m, k, n, n_threads, threads):
+def test_parts_equal_one_call(m, k, n, n_threads):
     rng = np.random.default_rng(0)
     a, b = rng.standard_normal((m, k), np.float32), rng.standard_normal((k, n), np.float32)
     SG = loops("sgemm")
@@ -70,12 +63,12 @@ def test_parts_equal_one_call(m, k, n, n_threads, threads):
     assert np.array_equal(SG.matmul_batch_into(stack_a, stack_b, np.empty((4, m, n), np.float32), 2), ref)
 
 
-def test_one_thread_no_region(threads):
+def test_one_thread_no_region():
     tapelab.set_num_threads(1)
     assert loops("sgemm").parallel_parts(tapelab.get_num_threads()) == 1
 
 
-def test_fallback_layer(monkeypatch, threads):
+def test_fallback_layer(monkeypatch):
     """Where the layer is not omp/tbb (or after a fork) the product runs as one call or on the pool."""
     SG = loops("sgemm")
     SG.parallel_parts(2)
@@ -108,7 +101,7 @@ def _after_regions(seed: int) -> None:
         G.gemm(np, a, b)
 
 
-def test_fork_child_after_regions(threads):
+def test_fork_child_after_regions():
     _after_regions(2)
     ctx = mp.get_context("fork")
     q = ctx.Queue()
@@ -119,7 +112,7 @@ def test_fork_child_after_regions(threads):
     assert q.get(timeout=5) == (1, True)
 
 
-def test_dataloader_fork_workers_after_regions(threads):
+def test_dataloader_fork_workers_after_regions():
     _after_regions(3)
 
     class DS(tapelab.utils.data.Dataset):
@@ -135,7 +128,7 @@ def test_dataloader_fork_workers_after_regions(threads):
     assert len(list(loader)) == 4
 
 
-def test_concurrent_callers(threads):
+def test_concurrent_callers():
     tapelab.set_num_threads(2)
     rng = np.random.default_rng(4)
     a, b = rng.standard_normal((64, 512), np.float32), rng.standard_normal((512, 512), np.float32)
@@ -158,7 +151,7 @@ def test_concurrent_callers(threads):
     assert not any(t.is_alive() for t in ts) and not bad
 
 
-def test_with_torch_imported(threads):
+def test_with_torch_imported():
     torch = pytest.importorskip("torch")
     tapelab.set_num_threads(2)
     rng = np.random.default_rng(5)
@@ -207,7 +200,7 @@ def _grads(lib, fn, *arrays):
     return [out.detach().numpy().copy()] + [x.grad.numpy().copy() for x in xs]
 
 
-def test_region_twin_blocks_equal_whole_call(threads):
+def test_region_twin_blocks_equal_whole_call():
     """A twin's blocks, cut anywhere, are the serial loop on their rows or ranges."""
     R, P = loops("regions"), loops("pointwise")
     assert R.parts(2) == 2
@@ -221,7 +214,7 @@ def test_region_twin_blocks_equal_whole_call(threads):
     assert R.rows(lambda a: a, 1, 1) is None           # a Python function: the pool's blocks
 
 
-def test_region_falls_back_where_numba_cannot_compile(threads):
+def test_region_falls_back_where_numba_cannot_compile():
     """A nested tuple does not pass into a ``prange`` body: the blocks then run one after another,
     the same floats, and the loop's later calls go to the pool."""
     from numba import njit
@@ -240,7 +233,7 @@ def test_region_falls_back_where_numba_cannot_compile(threads):
     assert R.rows(affine, 2, 3) is None
 
 
-def test_relu_gelu_and_backwards_split_as_torch(monkeypatch, threads):
+def test_relu_gelu_and_backwards_split_as_torch(monkeypatch):
     torch = pytest.importorskip("torch")
     x = np.random.default_rng(1).standard_normal((64, 4096)).astype(np.float32)
     for name in ("relu", "gelu"):
@@ -250,7 +243,7 @@ def test_relu_gelu_and_backwards_split_as_torch(monkeypatch, threads):
     _regions("relu", "relu_backward", "gelu", "gelu_backward")
 
 
-def test_batch_norm_and_max_pool_split_as_torch(monkeypatch, threads):
+def test_batch_norm_and_max_pool_split_as_torch(monkeypatch):
     """Batch norm's channel ranges (train forward and backward) and max-pool's backward, bit for
     bit PyTorch's at its thread count (ATen's (N, C, H, W) sums do not depend on it)."""
     torch = pytest.importorskip("torch")
@@ -263,7 +256,7 @@ def test_batch_norm_and_max_pool_split_as_torch(monkeypatch, threads):
     _regions("_forward", "_backward", "relu", "relu_backward", "max2x2_put")
 
 
-def test_row_loops_split_equal_one_thread(monkeypatch, threads):
+def test_row_loops_split_equal_one_thread(monkeypatch):
     """softmax, log_softmax, layer_norm and cross-entropy (forward and backward) on two threads as
     on one, and within float32 rounding of PyTorch's."""
     torch = pytest.importorskip("torch")
@@ -284,7 +277,7 @@ def test_row_loops_split_equal_one_thread(monkeypatch, threads):
     _regions("softmax", "log_softmax", "layer_norm", "cross_entropy", "cross_entropy_backward")
 
 
-def test_conv_narrow_and_winograd_taps_split_equal_one_thread(monkeypatch, threads):
+def test_conv_narrow_and_winograd_taps_split_equal_one_thread(monkeypatch):
     """im2col's narrow GEMM (``winograd.narrow_rows``) and the Winograd taps (``tap_gemm``), their
     ranges as regions: a CNN stem's and a ResNet block's convolutions, forward and gradients (MKL's
     GEMMs at one thread: on its own threads it cuts a weight gradient's long sums as PyTorch does)."""
@@ -309,7 +302,7 @@ def _relu_child(q):
     q.put((loops("regions").parts(2), all(np.array_equal(a, np.maximum(x, 0)) for a in y)))
 
 
-def test_fork_child_after_loop_regions(monkeypatch, threads):
+def test_fork_child_after_loop_regions(monkeypatch):
     """A child forked after regions ran (a DataLoader worker) runs the blocks on the pool instead."""
     x = np.random.default_rng(6).standard_normal((64, 4096)).astype(np.float32)
     tapelab.set_num_threads(2)
@@ -326,7 +319,7 @@ def test_fork_child_after_loop_regions(monkeypatch, threads):
     assert q.get(timeout=5) == (1, True)
 
 
-def test_concurrent_callers_of_loop_regions(threads):
+def test_concurrent_callers_of_loop_regions():
     """Four user threads at once through batch norm and relu: each gets the one-thread floats."""
     rng = np.random.default_rng(7)
     x = rng.standard_normal((32, 16, 16, 16)).astype(np.float32)
@@ -372,7 +365,7 @@ def test_region_machine_code_from_disk_cache(tmp_path):
     assert [r.stdout.split() for r in runs] == [["0", "1"], ["1", "0"]], [r.stderr[-2000:] for r in runs]
 
 
-def test_a_large_region_splits_untimed_and_a_small_one_is_timed(threads):
+def test_a_large_region_splits_untimed_and_a_small_one_is_timed():
     """From ``REGION_SPLIT_MIN`` elements a region splits without the pool's timing (as ATen's
     parallel_for above its grain); below it, above ``PARALLEL_MIN``, both ways are timed; at
     ``PARALLEL_MIN`` (ATen's grain: one task) it runs whole, untimed. Either way relu's values are numpy's."""

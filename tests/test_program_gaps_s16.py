@@ -93,13 +93,9 @@ def test_float32_var_and_1_norm_equal_torchs_bits(shape, dims):
     per row (a float64 copy of the input made var 5x slower, a cumsum the 1-norm 13x); a whole
     tensor's 1-norm past 32768 terms is split as PyTorch splits it among its threads."""
     x = (np.random.default_rng(sum(shape)).standard_normal(shape) * 3 + 1).astype(np.float32)
-    threads = tapelab.get_num_threads()
     tapelab.set_num_threads(torch.get_num_threads())
-    try:
-        kw = {} if dims is None else {"dim": dims}
-        for lib_call in (lambda lib, t: t.var(**kw, correction=1), lambda lib, t: t.var(**kw, correction=0),
-                         lambda lib, t: t.norm(1, **kw), lambda lib, t: t.double().norm(1, **kw)):
-            ours, theirs = (lib_call(lib, lib.tensor(x)).numpy() for lib in (tapelab, torch))
-            np.testing.assert_array_equal(ours, theirs)
-    finally:
-        tapelab.set_num_threads(threads)
+    kw = {} if dims is None else {"dim": dims}
+    for lib_call in (lambda lib, t: t.var(**kw, correction=1), lambda lib, t: t.var(**kw, correction=0),
+                     lambda lib, t: t.norm(1, **kw), lambda lib, t: t.double().norm(1, **kw)):
+        ours, theirs = (lib_call(lib, lib.tensor(x)).numpy() for lib in (tapelab, torch))
+        np.testing.assert_array_equal(ours, theirs)

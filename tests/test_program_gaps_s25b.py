@@ -91,10 +91,7 @@ def test_layer_norm_module_on_3d_input_and_scaled_rows():
 def one_thread():
     """ATen's layer-norm backward splits the rows among its threads for the weight's and bias's gradients
     (one buffer per thread, summed at the end): the programs ran on one."""
-    before = torch.get_num_threads()
     torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 @pytest.mark.parametrize("cols", [1, 5, 8, 20, 64, 300, 768, 1029])

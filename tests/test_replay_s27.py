@@ -241,30 +241,26 @@ def test_fill_read_by_another_op_and_a_fill_from_a_live_value():
 def test_large_replayed_step_splits_as_eager_at_each_thread_count(threads):
     """Parameters above ``kernels.PARALLEL_MIN`` elements: the fused updates run split over the threads,
     and the replay still equals the eager step bit for bit."""
-    old = T.get_num_threads()
     T.set_num_threads(threads)
-    try:
-        sizes = (96, 512, 256, 10)
-        models = [_mlp(T, 5, sizes), _mlp(T, 5, sizes)]
-        opts = [T.optim.SGD(m.parameters(), lr=0.01, momentum=0.9) for m in models]
-        x, y = T.zeros(32, 96), T.zeros(32, dtype=T.int64)
-        eager, captured = (_stepper(T, m, o, x, y, False) for m, o in zip(models, opts))
-        for _ in range(2):
-            eager(), captured()
-        g = T.graphs.Graph()
-        with T.graphs.graph(g):
-            static_loss = captured()
-        for i in range(3):
-            xs, ys = _batch(i, 32, 96, 10)
-            x.copy_(T.tensor(xs)), y.copy_(T.tensor(ys))
-            g.replay()
-            np.testing.assert_array_equal(_bits(static_loss.detach().numpy()), _bits(eager().detach().numpy()))
-            for a, b in zip(*(m.parameters() for m in models)):
-                np.testing.assert_array_equal(_bits(a.detach().numpy()), _bits(b.detach().numpy()))
-                np.testing.assert_array_equal(_bits(a.grad.numpy()), _bits(b.grad.numpy()))
-        assert any(v is momentum_update_from for v in g._program.ns.values())
-    finally:
-        T.set_num_threads(old)
+    sizes = (96, 512, 256, 10)
+    models = [_mlp(T, 5, sizes), _mlp(T, 5, sizes)]
+    opts = [T.optim.SGD(m.parameters(), lr=0.01, momentum=0.9) for m in models]
+    x, y = T.zeros(32, 96), T.zeros(32, dtype=T.int64)
+    eager, captured = (_stepper(T, m, o, x, y, False) for m, o in zip(models, opts))
+    for _ in range(2):
+        eager(), captured()
+    g = T.graphs.Graph()
+    with T.graphs.graph(g):
+        static_loss = captured()
+    for i in range(3):
+        xs, ys = _batch(i, 32, 96, 10)
+        x.copy_(T.tensor(xs)), y.copy_(T.tensor(ys))
+        g.replay()
+        np.testing.assert_array_equal(_bits(static_loss.detach().numpy()), _bits(eager().detach().numpy()))
+        for a, b in zip(*(m.parameters() for m in models)):
+            np.testing.assert_array_equal(_bits(a.detach().numpy()), _bits(b.detach().numpy()))
+            np.testing.assert_array_equal(_bits(a.grad.numpy()), _bits(b.grad.numpy()))
+    assert any(v is momentum_update_from for v in g._program.ns.values())
 
 
 @pytest.mark.parametrize("set_to_none", [False, True], ids=["zero-fill", "to-none"])

@@ -20,12 +20,8 @@ F_L = tapelab.nn.functional
 
 @pytest.fixture(autouse=True)
 def one_thread():
-    old_t, old_l = torch.get_num_threads(), tapelab.get_num_threads()
     torch.set_num_threads(1)
     tapelab.set_num_threads(1)
-    yield
-    torch.set_num_threads(old_t)
-    tapelab.set_num_threads(old_l)
 
 
 def _both(fn, shape, dtype, seed=0, positive=False):

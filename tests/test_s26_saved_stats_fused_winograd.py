@@ -15,10 +15,7 @@ _RNG = np.random.default_rng(26)
 
 @pytest.fixture
 def one_thread():
-    before = torch.get_num_threads()
     torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 def _layer_norm_grads(m, x, w, b, g, shape, transpose=False):

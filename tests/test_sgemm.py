@@ -177,17 +177,13 @@ def test_split_over_two_threads_equals_whole_bitwise(own_calls):
     rng = np.random.default_rng(5)
     a, b = _operands(300, 513, 700, "nn", rng)
     c, d = _operands(1000, 300, 120, "tn", rng)
-    before = tapelab.get_num_threads()
     one = (kernels.gemm(np, a, b), kernels.gemm(np, c, d))
     tapelab.set_num_threads(2)
-    try:
-        for _ in range(3):
-            np.testing.assert_array_equal(kernels.gemm(np, a, b), one[0])
-            np.testing.assert_array_equal(kernels.gemm(np, c, d), one[1])
-        np.testing.assert_array_equal(SG.matmul_into(a, b[:, 350:], np.empty((300, 350), np.float32)), one[0][:, 350:])
-        np.testing.assert_array_equal(SG.matmul_into(c[500:], d, np.empty((500, 120), np.float32)), one[1][500:])
-    finally:
-        tapelab.set_num_threads(before)
+    for _ in range(3):
+        np.testing.assert_array_equal(kernels.gemm(np, a, b), one[0])
+        np.testing.assert_array_equal(kernels.gemm(np, c, d), one[1])
+    np.testing.assert_array_equal(SG.matmul_into(a, b[:, 350:], np.empty((300, 350), np.float32)), one[0][:, 350:])
+    np.testing.assert_array_equal(SG.matmul_into(c[500:], d, np.empty((500, 120), np.float32)), one[1][500:])
     assert own_calls
 
 

@@ -21,12 +21,9 @@ pytestmark = pytest.mark.skipif(not blas.available(), reason="MKL is not install
 
 @pytest.fixture(params=[1, 2], ids=["one-thread", "two-threads"])
 def threads(request):
-    old = torch.get_num_threads(), tapelab.get_num_threads()
     torch.set_num_threads(request.param)
     tapelab.set_num_threads(request.param)
-    yield request.param
-    torch.set_num_threads(old[0])
-    tapelab.set_num_threads(old[1])
+    return request.param
 
 
 def _heads(dtype, b=16, length=64, h=4, d=32, parts=3):

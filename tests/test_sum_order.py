@@ -19,12 +19,9 @@ pytestmark = pytest.mark.skipif(not kernels.enabled(), reason="ATen's order is a
 @pytest.fixture(params=[1, 2, 3], ids=lambda t: f"threads{t}")
 def threads(request):
     """torch and tapelab at the same thread count (a whole-tensor sum's chunks follow it)."""
-    old_torch, old_tl = torch.get_num_threads(), tapelab.get_num_threads()
     torch.set_num_threads(request.param)
     tapelab.set_num_threads(request.param)
-    yield request.param
-    torch.set_num_threads(old_torch)
-    tapelab.set_num_threads(old_tl)
+    return request.param
 
 
 def _values(rng, n: int, dtype) -> np.ndarray:
