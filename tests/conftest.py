@@ -34,9 +34,8 @@ def pytest_report_header(config):
 def loops(request):
     """Each test twice: with the eager kernels' numba loops on, and on the plain numpy path."""
     from tapelab import kernels
-    old = kernels.set_enabled(request.param)
-    yield request.param
-    kernels.set_enabled(old)
+    kernels.set_enabled(request.param)
+    return request.param
 
 
 @pytest.fixture(autouse=True)
@@ -50,6 +49,17 @@ def _restore_thread_counts():
     for lib, n in zip(libs, counts):
         if lib.get_num_threads() != n:
             lib.set_num_threads(n)
+
+
+@pytest.fixture(autouse=True)
+def _restore_eager_loops_switch():
+    """Each test ends with the eager kernels' loops switched as it began (``kernels.set_enabled``), so
+    a test may switch them freely; read only where tapelab's kernels are already imported."""
+    switch = sys.modules.get("tapelab.kernels.switch")
+    was = switch is not None and switch.enabled()
+    yield
+    if switch is not None and switch.enabled() != was:
+        switch.set_enabled(was)
 
 
 @pytest.fixture(autouse=True)

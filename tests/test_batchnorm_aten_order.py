@@ -22,10 +22,8 @@ SHAPES = [("BatchNorm1d", (7, 3)), ("BatchNorm1d", (64, 128)), ("BatchNorm1d", (
 @pytest.fixture
 def aten_setting():
     """The loops on, and tapelab's intra-op thread count torch's (ATen chunks (N, C) rows per thread)."""
-    old = kernels.set_enabled(True)
+    kernels.set_enabled(True)
     tapelab.set_num_threads(torch.get_num_threads())
-    yield
-    kernels.set_enabled(old)
 
 
 def _steps(lib, cls, shape, affine, x, g, modes):
@@ -118,14 +116,11 @@ def test_six_epochs_of_training_stay_torchs(aten_setting):
 def test_numpy_formulas_within_float32_rounding(cls, shape):
     """Loops off (TAPELAB_EAGER_KERNELS=0): the same expressions with numpy's pairwise sums and no
     fused multiply-adds, so not bit for bit; a few float32 ulps of the values' scale."""
-    old = kernels.set_enabled(False)
-    try:
-        rng = np.random.default_rng(1)
-        x = (rng.standard_normal(shape) * 3 + 1).astype(np.float32)
-        g = rng.standard_normal(shape).astype(np.float32)
-        ours = _steps(tapelab, cls, shape, True, x, g, ("train", "eval"))
-    finally:
-        kernels.set_enabled(old)
+    kernels.set_enabled(False)
+    rng = np.random.default_rng(1)
+    x = (rng.standard_normal(shape) * 3 + 1).astype(np.float32)
+    g = rng.standard_normal(shape).astype(np.float32)
+    ours = _steps(tapelab, cls, shape, True, x, g, ("train", "eval"))
     theirs = _steps(torch, cls, shape, True, x, g, ("train", "eval"))
     for a, b in zip(ours, theirs):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5 * float(b.abs().max()))

@@ -21,11 +21,10 @@ SHAPES = [(16, 32, 16, 16), (5, 11, 8, 8), (7, 9, 1, 8), (6, 13, 24, 24), (3, 4,
 @pytest.fixture(params=[1, 2])
 def threads(request):
     """The loops on, tapelab and torch at the parametrised thread count."""
-    old = kernels.set_enabled(True)
+    kernels.set_enabled(True)
     tapelab.set_num_threads(request.param)
     torch.set_num_threads(request.param)
-    yield request.param
-    kernels.set_enabled(old)
+    return request.param
 
 
 def _bitwise(ours, theirs) -> None:

@@ -70,26 +70,20 @@ def test_values_and_gradients_match_pytorch(name, loops):
 @pytest.mark.parametrize("name", CASES)
 def test_loops_agree_with_the_numpy_formulas(name):
     arrays, fn = _case(name)
-    old = kernels.set_enabled(True)
-    try:
-        fused = _run(tapelab, arrays, fn)
-        kernels.set_enabled(False)
-        plain = _run(tapelab, arrays, fn)
-    finally:
-        kernels.set_enabled(old)
+    kernels.set_enabled(True)
+    fused = _run(tapelab, arrays, fn)
+    kernels.set_enabled(False)
+    plain = _run(tapelab, arrays, fn)
     for a, b in zip(fused, plain):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)   # 1 + tanh near -1 cancels: ulps of 1
 
 
 def test_relu_keeps_nan_and_infinities():
     x = np.array([np.nan, -np.inf, np.inf, -1.0, 0.0, 2.5], np.float32)
-    old = kernels.set_enabled(True)
-    try:
-        t = tapelab.tensor(x, requires_grad=True)
-        y = tapelab.relu(t)
-        y.backward(tapelab.ones(6))
-    finally:
-        kernels.set_enabled(old)
+    kernels.set_enabled(True)
+    t = tapelab.tensor(x, requires_grad=True)
+    y = tapelab.relu(t)
+    y.backward(tapelab.ones(6))
     ref = torch.tensor(x, requires_grad=True)
     torch.relu(ref).backward(torch.ones(6))
     np.testing.assert_array_equal(y.detach().numpy(), torch.relu(ref).detach().numpy())
@@ -98,17 +92,13 @@ def test_relu_keeps_nan_and_infinities():
 
 def test_nan_and_inf_rows_behave_as_numpy():
     x = np.array([[0.0, np.nan, 1.0], [np.inf, 0.0, 1.0], [-np.inf, -np.inf, -np.inf], [1.0, 2.0, 3.0]], np.float32)
-    old = kernels.set_enabled(True)
-    try:
-        for f in (F.softmax, F.log_softmax):
-            fused = f(tapelab.tensor(x), dim=1).numpy()
-            kernels.set_enabled(False)
-            plain = f(tapelab.tensor(x), dim=1).numpy()
-            kernels.set_enabled(True)
-            np.testing.assert_array_equal(np.isnan(fused), np.isnan(plain))
-            np.testing.assert_allclose(fused[~np.isnan(fused)], plain[~np.isnan(plain)], rtol=1e-6)
-    finally:
-        kernels.set_enabled(old)
+    for f in (F.softmax, F.log_softmax):
+        kernels.set_enabled(True)
+        fused = f(tapelab.tensor(x), dim=1).numpy()
+        kernels.set_enabled(False)
+        plain = f(tapelab.tensor(x), dim=1).numpy()
+        np.testing.assert_array_equal(np.isnan(fused), np.isnan(plain))
+        np.testing.assert_allclose(fused[~np.isnan(fused)], plain[~np.isnan(plain)], rtol=1e-6)
 
 
 CE_VARIANTS = [dict(), dict(reduction="sum"), dict(reduction="none"), dict(ignore_index=2),
@@ -177,19 +167,15 @@ def test_cross_entropy_all_ignored_and_bad_target():
     """Every row ignored: the mean is 0/0 = nan and the gradient 0, as torch (nll_loss too, also
     over (N, C, d)); a target outside the classes raises IndexError on both paths."""
     x = np.random.default_rng(3).standard_normal((5, 20)).astype(np.float32)
-    old = kernels.set_enabled(True)
-    try:
-        for on in (True, False):
-            kernels.set_enabled(on)
-            for f, xs in ((F.cross_entropy, x), (F.nll_loss, x), (F.nll_loss, x.reshape(5, 4, 5))):
-                xt = tapelab.tensor(xs, requires_grad=True)
-                loss = f(xt, tapelab.full((5,) + xs.shape[2:], -100, dtype=tapelab.int64))
-                loss.backward()
-                assert np.isnan(loss.item()) and not xt.grad.numpy().any()
-            with pytest.raises(IndexError, match="Target 20 is out of bounds"):
-                F.cross_entropy(tapelab.tensor(x), tapelab.tensor([0, 1, 20, 3, 4]))
-    finally:
-        kernels.set_enabled(old)
+    for on in (True, False):
+        kernels.set_enabled(on)
+        for f, xs in ((F.cross_entropy, x), (F.nll_loss, x), (F.nll_loss, x.reshape(5, 4, 5))):
+            xt = tapelab.tensor(xs, requires_grad=True)
+            loss = f(xt, tapelab.full((5,) + xs.shape[2:], -100, dtype=tapelab.int64))
+            loss.backward()
+            assert np.isnan(loss.item()) and not xt.grad.numpy().any()
+        with pytest.raises(IndexError, match="Target 20 is out of bounds"):
+            F.cross_entropy(tapelab.tensor(x), tapelab.tensor([0, 1, 20, 3, 4]))
     ref = torch.tensor(x, requires_grad=True)
     torch.nn.functional.cross_entropy(ref, torch.full((5,), -100)).backward()
     assert not ref.grad.any()
@@ -208,18 +194,15 @@ def test_row_max_keeps_nan_and_inf_and_matches_torch(width):
     x[5, width - 1] = 50.0             # the max in the tail (or the last lane)
     x[6, 7 % width] = 60.0             # the max in the last of the eight lanes
     x[7, width // 2] = np.array(0xFFC00000, np.uint32).view(np.float32)   # a nan with the sign bit set
-    old = kernels.set_enabled(True)
-    try:
-        for f, tf in ((F.softmax, torch.softmax), (F.log_softmax, torch.log_softmax)):
-            got, want = f(tapelab.tensor(x), dim=1).numpy(), tf(torch.tensor(x), dim=1).numpy()
-            np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
-            np.testing.assert_allclose(got[~np.isnan(got)], want[~np.isnan(want)], rtol=2e-6, atol=1e-7)
-        q, k, v = (rng.standard_normal((2, 3, width, 8)).astype(np.float32) for _ in range(3))
-        got = F.scaled_dot_product_attention(*map(tapelab.tensor, (q, k, v)), is_causal=True).numpy()
-        want = torch.nn.functional.scaled_dot_product_attention(*map(torch.tensor, (q, k, v)), is_causal=True).numpy()
-        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
-    finally:
-        kernels.set_enabled(old)
+    kernels.set_enabled(True)
+    for f, tf in ((F.softmax, torch.softmax), (F.log_softmax, torch.log_softmax)):
+        got, want = f(tapelab.tensor(x), dim=1).numpy(), tf(torch.tensor(x), dim=1).numpy()
+        np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+        np.testing.assert_allclose(got[~np.isnan(got)], want[~np.isnan(want)], rtol=2e-6, atol=1e-7)
+    q, k, v = (rng.standard_normal((2, 3, width, 8)).astype(np.float32) for _ in range(3))
+    got = F.scaled_dot_product_attention(*map(tapelab.tensor, (q, k, v)), is_causal=True).numpy()
+    want = torch.nn.functional.scaled_dot_product_attention(*map(torch.tensor, (q, k, v)), is_causal=True).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("opt_name,kw", [("AdamW", dict(weight_decay=0.1, betas=(0.9, 0.95))),

@@ -50,14 +50,11 @@ def test_no_bias_and_float32(mode):
 def test_float32_cell_loops_and_numpy_formula(mode, loops, bias):
     """float32 layers run the fused per-step loops of kernels/rnn.py where numba is installed, the
     numpy formula otherwise: both against torch, reversed directions and initial states included."""
-    old = kernels.set_enabled(loops)
-    try:
-        tm, lm = rnn_pair(mode, I, H, 2, dtype="float32", bias=bias, bidirectional=True)
-        state = initial_state(mode, 2, 2)
-        state = tuple(s.astype("float32") for s in state) if mode == "lstm" else state.astype("float32")
-        module_parity(tm, lm, randn(T, B, I, dtype="float32"), state, dtype="float32")
-    finally:
-        kernels.set_enabled(old)
+    kernels.set_enabled(loops)
+    tm, lm = rnn_pair(mode, I, H, 2, dtype="float32", bias=bias, bidirectional=True)
+    state = initial_state(mode, 2, 2)
+    state = tuple(s.astype("float32") for s in state) if mode == "lstm" else state.astype("float32")
+    module_parity(tm, lm, randn(T, B, I, dtype="float32"), state, dtype="float32")
 
 
 @pytest.mark.parametrize("mode", sorted(MODES))

@@ -11,17 +11,9 @@ import pytest
 import torch
 
 import tapelab
-from tapelab import kernels
 from tapelab.core import cpu_stream
 
 pytest.importorskip("numba")
-
-
-@pytest.fixture(params=[True, False], ids=["loops", "numpy"])
-def loops(request):
-    old = kernels.set_enabled(request.param)
-    yield request.param
-    kernels.set_enabled(old)
 
 
 def _pair(seed: int, skip: int):

@@ -9,20 +9,12 @@ import pytest
 import torch
 
 import tapelab
-from tapelab import kernels
 
 CASES = [("linear", (2, 3, 9), dict(scale_factor=2.0)), ("linear", (1, 2, 16), dict(scale_factor=1.5)),
          ("linear", (2, 3, 9), dict(size=4)), ("linear", (1, 2, 16), dict(scale_factor=1.7, recompute_scale_factor=True)),
          ("bilinear", (2, 3, 9, 11), dict(scale_factor=2.0)), ("bilinear", (1, 2, 16, 16), dict(scale_factor=(3.0, 1.7))),
          ("bilinear", (2, 1, 5, 7), dict(size=(5, 13))), ("bilinear", (1, 2, 16, 16), dict(scale_factor=0.5)),
          ("bilinear", (2, 2, 7, 5), dict(scale_factor=(2.0, 1.0)))]
-
-
-@pytest.fixture(params=[True, False], ids=["loops", "numpy"])
-def loops(request):
-    old = kernels.set_enabled(request.param)
-    yield request.param
-    kernels.set_enabled(old)
 
 
 @pytest.mark.parametrize("align", [False, True])
