@@ -10,23 +10,16 @@ from tapelab.base import pool
 from tapelab.kernels import loops
 
 
-@pytest.fixture
-def threads():
-    old = tapelab.get_num_threads()
-    yield
-    tapelab.set_num_threads(old)
-
-
 @pytest.mark.parametrize("n_threads, size, expected", [
     (2, 1, 1), (2, kernels.PARALLEL_MIN, 1), (2, kernels.PARALLEL_MIN + 1, 2), (2, 10 * kernels.PARALLEL_MIN, 2),
     (4, kernels.PARALLEL_MIN + 1, 2), (4, 2 * kernels.PARALLEL_MIN + 1, 3), (4, 100 * kernels.PARALLEL_MIN, 4),
     (1, 100 * kernels.PARALLEL_MIN, 1)])
-def test_split_count_is_atens_task_count(threads, n_threads, size, expected):
+def test_split_count_is_atens_task_count(n_threads, size, expected):
     tapelab.set_num_threads(n_threads)
     assert kernels.split_count(size) == expected
 
 
-def test_a_loop_at_the_grain_runs_whole(threads):
+def test_a_loop_at_the_grain_runs_whole():
     """``kernels.parallel`` over exactly ``PARALLEL_MIN`` elements calls the loop once, on all the rows;
     a row more is split work, which the pool times (split against whole) under one of its two keys."""
     tapelab.set_num_threads(2)
