@@ -72,3 +72,14 @@ def _collect_dead_subclasses():
     if state is not None and state.STATE.functions is not None:
         import gc
         gc.collect()
+
+
+@pytest.fixture
+def stem_forward_calls(monkeypatch):
+    """The image ranges ``kernels/conv.py``'s direct stem forward (``forward_stride1``) ran on, one entry a
+    call: empty where a convolution took another route (im2col)."""
+    from tapelab import kernels
+    loops = kernels.loops("conv")
+    real, calls = loops.forward_stride1, []
+    monkeypatch.setattr(loops, "forward_stride1", lambda *args: calls.append(args[-2:]) or real(*args))
+    return calls

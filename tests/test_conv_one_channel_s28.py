@@ -8,7 +8,6 @@ import pytest
 import torch
 
 import tapelab
-from tapelab import kernels
 from tapelab.kernels.switch import enabled
 from tapelab.nn import _ops
 
@@ -16,17 +15,9 @@ pytestmark = pytest.mark.skipif(not enabled(), reason="numba loops off")
 RNG = np.random.default_rng(28)
 
 
-@pytest.fixture
-def direct(monkeypatch):
-    loops = kernels.loops("conv")
-    real, calls = loops.forward_stride1, []
-    monkeypatch.setattr(loops, "forward_stride1", lambda *args: calls.append(args[-2:]) or real(*args))
-    return calls
-
-
 @pytest.mark.parametrize("n, o, size, k, pad, bias", [(32, 16, 28, 3, 1, False), (8, 6, 28, 5, 2, True), (4, 3, 9, 3, 1, True),
                                                        (5, 16, 12, 3, 0, False), (3, 7, 10, 3, (2, 0), True), (2, 4, 8, 1, 0, False)])
-def test_one_channel_forward_is_torchs_at_one_and_two_threads(n, o, size, k, pad, bias, direct):
+def test_one_channel_forward_is_torchs_at_one_and_two_threads(n, o, size, k, pad, bias, stem_forward_calls):
     x = RNG.standard_normal((n, 1, size, size)).astype(np.float32)
     w = RNG.standard_normal((o, 1, k, k)).astype(np.float32)
     b = RNG.standard_normal(o).astype(np.float32) if bias else None
@@ -37,12 +28,12 @@ def test_one_channel_forward_is_torchs_at_one_and_two_threads(n, o, size, k, pad
         got = tapelab.nn.functional.conv2d(tapelab.tensor(x), tapelab.tensor(w), None if b is None else tapelab.tensor(b),
                                            padding=pad)
         outs.append(got.numpy())
-    assert direct and direct[0] == (0, n)                                  # one thread: one call, whole
+    assert stem_forward_calls[:1] == [(0, n)]                               # one thread: one call, whole
     np.testing.assert_array_equal(outs[0], outs[1])                        # the images' split changes no float
     np.testing.assert_allclose(outs[0], want.numpy(), rtol=1e-5, atol=1e-5)
 
 
-def test_what_it_leaves_to_im2col(direct):
+def test_what_it_leaves_to_im2col(stem_forward_calls):
     """``_LAST_MIN_C`` input channels, stride 2, dilation: the other paths."""
     cases = [((4, _ops._LAST_MIN_C, 12, 12), (8, _ops._LAST_MIN_C, 3, 3), dict(padding=1)),
              ((4, 1, 12, 12), (8, 1, 3, 3), dict(stride=2)),
@@ -52,7 +43,7 @@ def test_what_it_leaves_to_im2col(direct):
         got = tapelab.nn.functional.conv2d(tapelab.tensor(x), tapelab.tensor(w), **kw).numpy()
         want = torch.nn.functional.conv2d(torch.tensor(x), torch.tensor(w), **kw).numpy()
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
-    assert direct == []
+    assert stem_forward_calls == []
 
 
 def test_gradients_through_a_one_channel_stem():

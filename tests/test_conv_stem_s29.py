@@ -17,21 +17,6 @@ pytestmark = pytest.mark.skipif(not enabled(), reason="numba loops off")
 RNG = np.random.default_rng(29)
 
 
-@pytest.fixture(autouse=True)
-def restore_threads():
-    before = tapelab.get_num_threads()
-    yield
-    tapelab.set_num_threads(before)
-
-
-@pytest.fixture
-def direct(monkeypatch):
-    loops = kernels.loops("conv")
-    real, calls = loops.forward_stride1, []
-    monkeypatch.setattr(loops, "forward_stride1", lambda *args: calls.append(args[-2:]) or real(*args))
-    return calls
-
-
 # (N, C, O, H, W, kernel, padding; a batch above one, where ATen takes oneDNN): the ResNet and CNN stems, 64 channels, odd channel counts, a tail
 # of 24 outputs after the last full strip (14 x 16 grid), kernels of 7x7 and 1x3, uneven and no padding
 CASES = [(16, 3, 32, 16, 16, (3, 3), 1), (8, 1, 16, 28, 28, (3, 3), 1), (3, 3, 64, 20, 20, (3, 3), 1),
@@ -40,7 +25,7 @@ CASES = [(16, 3, 32, 16, 16, (3, 3), 1), (8, 1, 16, 28, 28, (3, 3), 1), (3, 3, 6
 
 
 @pytest.mark.parametrize("n, c, o, h, w, kernel, pad", CASES)
-def test_forward_is_torchs_floats_at_one_and_two_threads(n, c, o, h, w, kernel, pad, direct):
+def test_forward_is_torchs_floats_at_one_and_two_threads(n, c, o, h, w, kernel, pad, stem_forward_calls):
     x = RNG.standard_normal((n, c, h, w)).astype(np.float32)
     wt = RNG.standard_normal((o, c) + kernel).astype(np.float32)
     want = torch.nn.functional.conv2d(torch.tensor(x), torch.tensor(wt), padding=pad).numpy()
@@ -48,7 +33,7 @@ def test_forward_is_torchs_floats_at_one_and_two_threads(n, c, o, h, w, kernel, 
         tapelab.set_num_threads(threads)
         got = tapelab.nn.functional.conv2d(tapelab.tensor(x), tapelab.tensor(wt), padding=pad).numpy()
         np.testing.assert_array_equal(got, want)
-    assert direct
+    assert stem_forward_calls
 
 
 def test_uneven_padding_and_a_bias():
