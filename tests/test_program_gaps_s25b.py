@@ -90,8 +90,9 @@ def test_layer_norm_module_on_3d_input_and_scaled_rows():
 @pytest.fixture
 def one_thread():
     """ATen's layer-norm backward splits the rows among its threads for the weight's and bias's gradients
-    (one buffer per thread, summed at the end): the programs ran on one."""
+    (one buffer per thread, summed at the end), and tapelab's follows the same cut: both on one."""
     torch.set_num_threads(1)
+    tapelab.set_num_threads(1)
 
 
 @pytest.mark.parametrize("cols", [1, 5, 8, 20, 64, 300, 768, 1029])
