@@ -31,7 +31,7 @@ from ..base.dtype import FLOATING_KINDS
 from ..base.grad_mode import GRAD_OFF, STATE as GRAD, no_grad
 from ..core import batching as _batching
 from ..core.creation import zeros_like
-from ..core.dispatch import apply
+from ..core.dispatch import _OUT, _V01, apply
 from ..core.factories import FULL
 from ..base.dispatch_state import LOCAL as _LOCAL, STATE as _DISPATCH
 from ..base.device import CPU
@@ -418,12 +418,7 @@ def _run_plain(walk: _Walk) -> None:
 
     A node whose run leaves exactly one node ready, and nothing else waiting, hands it on
     directly (``lane``): the heap orders only nodes that wait together, as along a chain none do."""
-    buffers, ready, deps, create_graph = walk.buffers, walk.ready, walk.deps, walk.create_graph
-    capture, targets, needed, runs = walk.capture, walk.targets, walk.needed, walk.runs   # (never ``stop``)
-    release = not walk.retain_graph
-    anomaly = _anomaly.STATE
-    heappop, heappush = heapq.heappop, heapq.heappush
-    subscribers = _STEP_SUBSCRIBERS
+    create_graph, ready = walk.create_graph, walk.ready
     # GRAD.enabled read and set inline (a property: a frame each way), as no_grad's enter: the finally restores it
     ident = _get_ident()
     prev = ident not in GRAD_OFF
@@ -433,16 +428,24 @@ def _run_plain(walk: _Walk) -> None:
         GRAD_OFF.add(ident)
     running = _RUNNING
     outer, running.walk = running.walk, walk
-    watching = running.nodes   # the running nodes' stack, while a watched node runs
     index = walk.index
-    detached = DETACHED_IN_PLACE   # once set, OpNode.run re-grades the inputs (not inlined here)
-    lane = None
-    step = watched = None
+    lane = watched = None
     try:
-        if not (create_graph or subscribers or capture is not None or needed is not None or _DISPATCH.slow
-                or _DISPATCH.functions is not None or detached[0]):
+        if not (create_graph or _STEP_SUBSCRIBERS or walk.capture is not None or walk.needed is not None
+                or _DISPATCH.slow or _DISPATCH.functions is not None or DETACHED_IN_PLACE[0]):
             _run_arrays(walk)
             index = walk.index
+            if not ready:   # the array walk ran it all (the loop's set-up below is for the rest)
+                return
+        buffers, deps = walk.buffers, walk.deps
+        capture, targets, needed, runs = walk.capture, walk.targets, walk.needed, walk.runs   # (never ``stop``)
+        release = not walk.retain_graph
+        anomaly = _anomaly.STATE
+        heappop, heappush = heapq.heappop, heapq.heappush
+        subscribers = _STEP_SUBSCRIBERS
+        watching = running.nodes   # the running nodes' stack, while a watched node runs
+        detached = DETACHED_IN_PLACE   # once set, OpNode.run re-grades the inputs (not inlined here)
+        step = None
         while (lane is not None or ready) and not anomaly.enabled:
             if lane is None:
                 node = heappop(ready)[1]
@@ -623,48 +626,61 @@ def _run_arrays(walk: _Walk) -> None:
             if (subscribers or state.slow or state.functions is not None or detached[0]
                     or node.pre_hooks is not None or node.hooks):
                 break
-            leaf = type(node) is AccumulateGrad
-            if not (leaf or (node.plain and node.inputs is not None)):
-                break
-            if lane is None:
-                heappop(ready)
-            else:
-                lane = None
-            grads = buffers.pop(node)
-            index += 1
-            if leaf:
-                g = grads[0]
-                grads = None   # the gradient's holders decide whether .grad takes it
+            if type(node) is AccumulateGrad:
+                if lane is None:
+                    heappop(ready)
+                else:
+                    lane = None
+                g = buffers.pop(node)[0]   # the gradient's holders decide whether .grad takes it
+                index += 1
                 if type(g) is _ndarray:
                     _accumulate_array(node, g)
                 else:
                     _accumulate(node, g, False)
                 g = None
                 continue
+            if not node.plain or node.inputs is None:
+                break
+            if lane is None:
+                heappop(ready)
+            else:
+                lane = None
+            g = buffers.pop(node)[0]
+            index += 1
+            # the version checks; the usual all-zero versions (dispatch's shared constants) test the counters alone
             versions = node.versions
-            if versions is not None:
+            if versions is _V01:
+                inputs = node.inputs
+                if inputs[0]._vc[0] or inputs[1]._vc[0]:
+                    node._check_versions()   # raises, naming the tensor
+            elif versions is _OUT:
+                if node.out_vc[0]:
+                    node._check_versions()
+            elif versions is not None:
                 inputs = node.inputs
                 for i, v in versions:
                     if (inputs[i]._vc if i >= 0 else node.out_vc)[0] != v:
-                        node._check_versions()   # raises, naming the tensor
+                        node._check_versions()
             edges = node.edges
-            g = grads[0]
-            grads = None
             if g is None:
                 out = (None,) * len(edges)
             else:
                 op = node.op
                 array_vjp = op.array_vjp
-                d = g if type(g) is _ndarray else g._data
                 out = None
-                if array_vjp is not None and type(d) is _ndarray:
-                    out = array_vjp(d, node.out_data, node.inputs, node.params)   # one gradient per edge
-                    if out is not None and g is not d:   # a tensor from outside the walk passed on stays itself
-                        for r in out:   # (a loop: the comprehension's frame cost the root's sum 0.3 us)
-                            if r is d:
-                                out = tuple([g if r is d else r for r in out])
-                                break
-                        r = None   # no frame reference left: the reference counts decide
+                if array_vjp is not None:
+                    if type(g) is _ndarray:   # an array the walk made
+                        out = array_vjp(g, node.out_data, node.inputs, node.params)   # one gradient per edge
+                    elif type(g._data) is _ndarray:   # a tensor from outside the walk (the root's): passed on, itself
+                        d = g._data
+                        out = array_vjp(d, node.out_data, node.inputs, node.params)
+                        if out is not None:
+                            for r in out:   # (a loop: the comprehension's frame cost the root's sum 0.3 us)
+                                if r is d:
+                                    out = tuple([g if r is d else r for r in out])
+                                    break
+                            r = None   # no frame reference left: the reference counts decide
+                        d = None
                 if out is None:
                     t = _tensor(g)
                     saved = (Tensor._wrap(node.out_data, True, node, 0, node.out_vc, t._device)
@@ -675,7 +691,7 @@ def _run_arrays(walk: _Walk) -> None:
                     if t is not g:   # an array passed on stays the array: its holders are counted as the array's
                         out = tuple([g if r is t else r for r in out])
                     t = saved = None
-                g = d = None
+                g = None
             for e, gi in zip(edges, out):
                 if e is None:
                     continue
