@@ -1023,17 +1023,19 @@ def _tell(op, args, res, uid: int, node, requires_grad: bool, start: int, dur: i
         name = ""
     data = res._data
     n = len(args)
-    if n == 2 and isinstance(args[0], Tensor):   # most ops: one or two operands, written out
+    # Operands' uids read inline (Tensor._uid's frame skipped); one never told before (a ``.grad``, a
+    # relu's saved output) gets its uid here, as ``Tensor._uid`` gives it
+    if n == 2 and isinstance(args[0], Tensor):   # most ops: one to three operands, written out
         a, b = args
-        try:   # Tensor._uid inlined: an operand told before (or an op's result) has its uid
+        try:
             ua = a._uid_
         except AttributeError:
-            ua = a._uid()
+            a._uid_ = ua = next(_uids)
         if isinstance(b, Tensor):
             try:
                 ub = b._uid_
             except AttributeError:
-                ub = b._uid()
+                b._uid_ = ub = next(_uids)
             uids, shapes = (ua, ub), (a._data.shape, b._data.shape)
         else:
             uids, shapes = (ua, None), (a._data.shape, ())
@@ -1042,16 +1044,32 @@ def _tell(op, args, res, uid: int, node, requires_grad: bool, start: int, dur: i
         try:
             ua = a._uid_
         except AttributeError:
-            ua = a._uid()
+            a._uid_ = ua = next(_uids)
         uids, shapes = (ua,), (a._data.shape,)
+    elif n == 3 and isinstance(args[0], Tensor) and isinstance(args[1], Tensor) and isinstance(args[2], Tensor):
+        a, b, c = args   # a linear (input, weight, bias), its vjp, cross-entropy's vjp
+        try:
+            ua = a._uid_
+        except AttributeError:
+            a._uid_ = ua = next(_uids)
+        try:
+            ub = b._uid_
+        except AttributeError:
+            b._uid_ = ub = next(_uids)
+        try:
+            uc = c._uid_
+        except AttributeError:
+            c._uid_ = uc = next(_uids)
+        uids, shapes = (ua, ub, uc), (a._data.shape, b._data.shape, c._data.shape)
     else:
         uids, shapes = [], []
         for a in args:
             if isinstance(a, Tensor):
-                try:   # Tensor._uid inlined, as above
+                try:
                     uids.append(a._uid_)
                 except AttributeError:
-                    uids.append(a._uid())
+                    a._uid_ = u = next(_uids)
+                    uids.append(u)
                 shapes.append(a._data.shape)
             else:
                 uids.append(None)
