@@ -17,7 +17,7 @@ import numpy as np
 from . import mkl
 from .switch import enabled, loops
 
-__all__ = ["available", "set_enabled", "matmul", "matmul_into", "addresses", "empty"]
+__all__ = ["available", "set_enabled", "matmul", "matmul_into", "attention_into", "addresses", "empty"]
 
 _NO_TRANS, _TRANS = 111, 112
 _LD_LIMIT = 1 << 31   # MKL_INT (LP64) holds a leading dimension below this; a wider stride is copied
@@ -204,6 +204,39 @@ def _stack(dtype, a, b, out, m, n, k, beta: float, threads: int) -> bool:
     call(address, ta, tb, m, n, k, a, lda, sa, sa1, b, ldb, sb, sb1, beta, out, ldc, sc, sc1, count, inner,
          local, threads)
     return True
+
+
+def attention_into(q, k, v, scale: float, causal: bool, out, threads: int):
+    """Attention's forward ``softmax(q kᵀ scale) v`` (``causal``: query ``i`` sees keys ``<= i``) into
+    ``out``, float32 operands of one batch shape, as one region (``blas_call.sgemm_attention``): each
+    head's scores, softmax and ``p v`` on one thread, ``threads`` heads at once. The weights ``p``
+    (a new C-contiguous array) are returned; None where the two products would not run as
+    ``matmul_into``'s stacks of single-threaded calls (then nothing is written)."""
+    f32 = np.dtype(np.float32)
+    batch, (L, D), (S, dv) = q.shape[:-2], q.shape[-2:], v.shape[-2:]
+    if (not q.dtype == k.dtype == v.dtype == out.dtype == f32 or len(batch) == 0
+            or not batch == k.shape[:-2] == v.shape[:-2] == out.shape[:-2] or k.shape[-2:] != (S, D)
+            or out.shape[-2:] != (L, dv) or not _sizes_fit(L, S, D) or not _sizes_fit(L, dv, S)
+            or not out.flags.writeable or not _rows_fit(out, dv, 4)
+            or any(np.may_share_memory(out, x) for x in (q, k, v))):
+        return None
+    count = math.prod(batch)
+    parts = min(threads, count)
+    if threads > 1 and (parts < threads or loops("regions").parts(parts) < parts):
+        return None     # matmul_into would run a product on several of MKL's threads
+    q, tq, lq = _operand(q, L, D, 4)
+    kt, tk, lk = _operand(np.swapaxes(k, -1, -2), D, S, 4)
+    v, tv, lv = _operand(v, S, dv, 4)
+    p = empty(batch + (L, S), f32, threads)
+    qk, pv = _batch_axes(batch, (q, kt, p), 4), _batch_axes(batch, (p, v, out), 4)
+    if qk is None or pv is None:
+        return None
+    _, inner_qk, ((sq, sq1), (sk, sk1), _) = qk
+    _, inner_pv, (_, (sv, sv1), (so, so1)) = pv
+    loops("blas_call").sgemm_attention(_calls(f32)[0], tq, tk, L, S, D, q, lq, sq, sq1, kt, lk, sk, sk1, inner_qk,
+                                       np.float32(scale), causal, p.reshape(-1, S), tv, dv, v, lv, sv, sv1, out,
+                                       out.strides[-2] // 4, so, so1, inner_pv, count, parts)
+    return p
 
 
 def _batch_axes(batch: tuple, arrays: tuple, item: int):

@@ -15,7 +15,9 @@ from llvmlite import ir
 from numba import njit, prange, types
 from numba.extending import intrinsic
 
-__all__ = ["sgemm", "dgemm", "sgemm_stack", "dgemm_stack", "sgemm_stack_parts", "dgemm_stack_parts"]
+from .rowwise import attention_softmax
+
+__all__ = ["sgemm", "dgemm", "sgemm_stack", "dgemm_stack", "sgemm_stack_parts", "dgemm_stack_parts", "sgemm_attention"]
 
 _ROW_MAJOR = 101
 
@@ -139,3 +141,38 @@ def dgemm_stack_parts(address, ta, tb, m, n, k, a, lda, sa, sa1, b, ldb, sb, sb1
             o, r = i // inner, i % inner
             _dgemm_at(address, ta, tb, m, n, k, 1.0, pa + 8 * (o * sa + r * sa1), lda, pb + 8 * (o * sb + r * sb1),
                       ldb, beta, pc + 8 * (o * sc + r * sc1), ldc)
+
+
+@njit(cache=True, nogil=True)
+def _attention_heads(address, tq, tk, L, S, D, pq, lq, sq, sq1, pk, lk, sk, sk1, inner_qk, scale, causal, s, ps,
+                     tv, dv, pv, lv, sv, sv1, po, lo, so, so1, inner_pv, lo_head, hi_head):
+    """Heads ``lo_head .. hi_head`` of ``sgemm_attention``, in turn."""
+    for i in range(lo_head, hi_head):
+        o, r = i // inner_qk, i % inner_qk
+        _sgemm_at(address, tq, tk, L, S, D, 1.0, pq + 4 * (o * sq + r * sq1), lq, pk + 4 * (o * sk + r * sk1), lk,
+                  0.0, ps + 4 * i * L * S, S)
+        attention_softmax(s[i * L:(i + 1) * L], L, scale, causal)
+        o, r = i // inner_pv, i % inner_pv
+        _sgemm_at(address, 111, tv, L, dv, S, 1.0, ps + 4 * i * L * S, S, pv + 4 * (o * sv + r * sv1), lv, 0.0,
+                  po + 4 * (o * so + r * so1), lo)
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def sgemm_attention(address, tq, tk, L, S, D, q, lq, sq, sq1, k, lk, sk, sk1, inner_qk, scale, causal, s,
+                    tv, dv, v, lv, sv, sv1, out, lo, so, so1, inner_pv, count, parts):
+    """Attention's forward over a batch of ``count`` heads, a head at a time in ``parts`` ranges at once:
+    the scores ``q kᵀ`` (L x S, into ``s``'s rows ``i L ..``), their softmax in place
+    (``rowwise.attention_softmax``), then ``p v`` (L x dv) into ``out``. The three passes as
+    ``sgemm_stack_parts`` and the row loop make them, one single-threaded MKL call per product, so the
+    same floats, with a head's scores still in its thread's cache for the softmax and ``p v``.
+    Batch offsets as ``sgemm_stack``'s (two axes, ``inner_qk`` for q and k, ``inner_pv`` for v and out);
+    one part runs on the calling thread."""
+    pq, pk, pv, po = np.intp(q.ctypes.data), np.intp(k.ctypes.data), np.intp(v.ctypes.data), np.intp(out.ctypes.data)
+    ps = np.intp(s.ctypes.data)
+    if parts == 1:
+        _attention_heads(address, tq, tk, L, S, D, pq, lq, sq, sq1, pk, lk, sk, sk1, inner_qk, scale, causal, s, ps,
+                         tv, dv, pv, lv, sv, sv1, po, lo, so, so1, inner_pv, 0, count)
+        return
+    for t in prange(parts):
+        _attention_heads(address, tq, tk, L, S, D, pq, lq, sq, sq1, pk, lk, sk, sk1, inner_qk, scale, causal, s, ps,
+                         tv, dv, pv, lv, sv, sv1, po, lo, so, so1, inner_pv, count * t // parts, count * (t + 1) // parts)

@@ -28,7 +28,7 @@ from ..base import pool, runtime
 from . import blas, mkl
 from .switch import enabled, loops, native
 
-__all__ = ["gemm", "gemm_add", "product_out", "gemms", "gemm_here", "prepack", "loop_gemm", "GEMM_PARALLEL_MIN"]
+__all__ = ["gemm", "gemm_add", "product_out", "gemms", "attention", "gemm_here", "prepack", "loop_gemm", "GEMM_PARALLEL_MIN"]
 
 # Below this many multiply-adds a product runs on the calling thread, untimed; above it the pool
 # times both ways per size class and keeps the faster (engine/base/pool.py). A worker starts its
@@ -161,6 +161,20 @@ def gemms(xp, *products) -> list:
     pool.run_blocks(_products, [(block,) for block in side_by_side[:n_threads - 1]]
                     + [tuple(side_by_side[n_threads - 1:])], ("gemms", n_threads, len(products)), sum(macs))
     return outs
+
+
+def attention(xp, q, k, v, scale: float, causal: bool, out):
+    """``softmax(q kᵀ scale) v`` into ``out`` as one region of heads (``blas.attention_into``) where
+    ``gemm`` would run both products on MKL as stacks of single-threaded calls: the same floats as
+    ``gemm``, the softmax between; returns the weights, or None (nothing written)."""
+    if xp is not np or not all(type(x) is np.ndarray for x in (q, k, v, out)) or q.ndim < 3:
+        return None
+    n_threads = runtime.intra_op_threads()
+    team = _mkl_team(n_threads)
+    kt = np.swapaxes(k, -1, -2)
+    if (n_threads > 1 and team < n_threads) or not (_mkl_takes(q, kt) and math.prod(q.shape[:-1]) * k.shape[-2] * v.shape[-1] >= MKL_MIN):
+        return None
+    return blas.attention_into(q, k, v, scale, causal, out, team)
 
 
 def gemm_here(xp, a, b, out=None):

@@ -22,6 +22,7 @@ import numpy as np
 
 from .. import kernels
 from ..kernels import gemm
+from ..kernels.gemm import attention as _one_region
 from ..base import dtype as _dtype
 from ..base.grad_mode import is_grad_enabled
 from ..core import creation
@@ -101,6 +102,20 @@ def _laid_out_as_query(xp, q, out, dropped: bool):
 
 def _as_query(shape: tuple, q, dropped: bool) -> bool:
     return len(shape) == 4 and not dropped and q.strides[1] < q.strides[2]
+
+
+def _fused(xp, q, k, v, *, scale, causal, masked, dropped):
+    """``(output, weights)`` from one region of heads where MKL runs the products (float32, no mask or
+    dropout; ``kernels.gemm.attention``: the floats of ``_weights`` then ``_attend``), else None."""
+    if masked or dropped or xp is not np or q.dtype != np.float32 or not kernels.enabled():
+        return None
+    shape = q.shape[:-1] + v.shape[-1:]
+    if _as_query(shape, q, dropped):
+        out = np.empty((shape[0], shape[2], shape[1], shape[3]), np.float32).transpose(0, 2, 1, 3)
+    else:
+        out = np.empty(shape, np.float32)
+    p = _one_region(xp, q, k, v, scale, causal, out)
+    return None if p is None else (out, p)
 
 
 def _attend(xp, q, p, v, dropped: bool):
@@ -221,14 +236,15 @@ def _fwd(xp, *args, scale, causal, masked, dropped):
                                                          masked=masked), dropped)
     if args[0].dtype is _dtype.BFLOAT16_NP:   # numpy's bfloat16 matmul gives float32: compute there, round once
         return _dtype.in_float32(_fwd, xp, *args, scale=scale, causal=causal, masked=masked, dropped=dropped)
-    q, k, v, mask, keep = _split(args, masked, dropped)
-    p = _weights(xp, q, k, mask, scale=scale, causal=causal, masked=masked)
-    return _attend(xp, q, p * keep if dropped else p, v, dropped)
+    return _fwd_weights(xp, *args, scale=scale, causal=causal, masked=masked, dropped=dropped)[0]
 
 
 def _fwd_weights(xp, *args, scale, causal, masked, dropped):
     """The output and, as an extra, the weights (before dropout) for the backward to reuse."""
     q, k, v, mask, keep = _split(args, masked, dropped)
+    fused = _fused(xp, q, k, v, scale=scale, causal=causal, masked=masked, dropped=dropped)
+    if fused is not None:
+        return fused
     p = _weights(xp, q, k, mask, scale=scale, causal=causal, masked=masked)
     return _attend(xp, q, p * keep if dropped else p, v, dropped), p
 
