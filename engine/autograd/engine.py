@@ -25,6 +25,7 @@ from typing import Iterator, Sequence
 
 import numpy as np
 
+from .. import kernels
 from ..base import events
 from . import anomaly as _anomaly
 from ..base.dtype import FLOATING_KINDS
@@ -46,6 +47,8 @@ BackwardStep = events.BackwardStep
 _STEP_SUBSCRIBERS = events._subscribers["backward_step"]  # the live list: one truth test per node
 _PASS_SUBSCRIBERS = events._subscribers["backward_pass"]  # one test per walk
 _ndarray = np.ndarray
+_F32 = np.dtype(np.float32)
+_F32_ONE = np.float32(1)
 _np_empty = np.empty
 _np_ones = np.ones
 _ONE: dict = {}   # dtype -> a 0-d one (_ones)
@@ -756,13 +759,30 @@ def _sum_arrays(buf: list, nr: int, gi) -> None:
     shape and dtype as ``gi``); anything else is ``_sum_into``'s on tensors made of them."""
     old = buf[nr]
     if type(old) is _ndarray:
-        if (type(gi) is _ndarray and old.base is None and getrefcount(old) == _SOLE and gi.dtype is old.dtype
-                and gi.shape == old.shape and old.flags.writeable):
-            old += gi
+        d = gi._data if type(gi) is Tensor else gi   # a vjp's tensor (nobody watches this walk): its array
+        if (type(d) is _ndarray and old.base is None and getrefcount(old) == _SOLE and d.dtype is old.dtype
+                and d.shape == old.shape and old.flags.writeable):
+            if old.size > kernels.PARALLEL_MIN and old.dtype is _F32 and old.flags.c_contiguous and d.flags.c_contiguous:
+                _add_into(old, d)
+            else:
+                old += d
             return
+        d = None
         buf[nr] = _tensor(old)
     old = None   # held by the buffer alone again, as _sum_into counts
     _sum_into(buf, nr, _tensor(gi), False)
+
+
+def _add_into(old, gi) -> None:
+    """``old += gi`` on float32 C-contiguous arrays over ATen's grain cut over the threads as ATen's ``add_``
+    (the same floats: ``fma(gi, 1, old)`` rounds once, as the sum): numpy's one-thread ``+=`` of the ResNet
+    block's 512 KiB gradients took 40-50 us, and the OpenMP worker, idle for it, slept and was slow to come
+    back for the region after it (bench/README.md, issue 17, session 30)."""
+    from ..ops.elementwise import _fma_pass, _one_pass
+    if kernels.threads() > 1 and _one_pass(np, old, gi):
+        _fma_pass(old, gi, old, _F32_ONE)
+    else:
+        old += gi
 
 
 def _accumulate_array(node: AccumulateGrad, d) -> None:
