@@ -328,12 +328,19 @@ def grads_f23_f43(g, ut, gx, qt, ql, x, du, pt, pl):
     ``qt``, ``ql``), the input's gradient, beside ``weight_f43``'s 36 tap sums of ``x`` and ``g`` into
     ``du`` (padded by ``pt``, ``pl``), the weight's. Each loop runs as it runs alone, so the floats are
     its own; the ResNet block's 32-channel backward at two threads: 645 -> 520 us, where each loop
-    split over both threads reread the batch from the other core's cache (issue 17, session 28)."""
+    split over both threads reread the batch from the other core's cache (issue 17, session 28). The
+    weight's loop takes ~0.83 of the input's time (400 against 480 us), so its thread also runs the
+    input gradient's last image in twelve (per image, the same floats): the thread that finished early
+    waited ~100 us at the region's end, long enough for libgomp's worker to sleep, and the next
+    region waited ~20 us for it to wake (issue 17, session 30)."""
+    n = g.shape[0]
+    k = n - n // 12
     for t in prange(2):
         if t == 0:
-            conv_f23(g, ut, gx, qt, ql, 0, g.shape[0])
+            conv_f23(g, ut, gx, qt, ql, 0, k)
         else:
             weight_f43(x, g, pt, pl, du, 0, 36)
+            conv_f23(g, ut, gx, qt, ql, k, n)
 
 
 @njit(**_JIT)
