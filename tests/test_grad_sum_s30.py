@@ -53,3 +53,19 @@ def test_a_float64_sum_and_a_held_gradient_stay_numpys():
     (y + xs.relu()).sum().backward()
     np.testing.assert_array_equal(kept[0].numpy(), np.ones(x.shape, np.float32))
     np.testing.assert_array_equal(xs.grad.numpy(), (2.0 + (x > 0)).astype(np.float32))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape, dims, keepdim", [((16, 32, 16, 16), (2, 3), True), ((4, 5, 6), (1,), False),
+                                                  ((4, 5, 6), (0, 2), False), ((3, 4), (-1,), True)])
+def test_a_mean_over_dims_backward_is_the_quotient_spread(shape, dims, keepdim, dtype):
+    """mean's array vjp over some dims (a global average pool's): every element the reduced gradient over the
+    count, as the dispatched expand then divide; torch's gradient given the same upstream gradient."""
+    x = RNG.standard_normal(shape).astype(dtype)
+    xs = tapelab.tensor(x, requires_grad=True)
+    m = xs.mean(dims, keepdim=keepdim)
+    up = RNG.standard_normal(m.shape).astype(dtype)
+    m.backward(tapelab.tensor(up))
+    xt = torch.tensor(x, requires_grad=True)
+    xt.mean(dims, keepdim=keepdim).backward(torch.tensor(up))
+    np.testing.assert_array_equal(xs.grad.numpy(), xt.grad.numpy())

@@ -341,9 +341,28 @@ def _mean_array_vjp(g, out, inputs, params):
     """``_mean_vjp`` on arrays: the spread gradient over the count, as the dispatched division by the
     count (a 0-d array of the dtype) computes it; float32/float64 of one or more dims only."""
     grad = _spread(g, inputs, params)
-    if grad is None or not grad.ndim or grad.dtype not in _FLOATS:
+    if grad is None:
+        return _mean_over_dims(g, inputs[0], params)
+    if not grad.ndim or grad.dtype not in _FLOATS:
         return None
     return (grad / operand(grad.size, grad),)
+
+
+def _mean_over_dims(g, x, params):
+    """A float32/float64 mean over some dims (a global average pool's): the reduced gradient divided by the
+    count first, then spread into a new array; each element the same quotient as the dispatched expand then
+    divide (ResNet's (16, 32, 1, 1) -> (16, 32, 16, 16): 68 -> ~20 us, issue 17, session 30). None for the rest."""
+    dims = params["dims"]
+    d = x._data if isinstance(x, Tensor) else None
+    if (dims is None or params["dtype"] is not None or type(d) is not np.ndarray or type(g) is not np.ndarray
+            or d.dtype is not g.dtype or g.dtype not in _FLOATS or not d.size):
+        return None
+    shape = _keep_shape(d.shape, dims)
+    if g.size != math.prod(shape):
+        return None
+    grad = np.empty(d.shape, g.dtype)
+    grad[...] = g.reshape(shape) / operand(_count(d.shape, dims), g)
+    return (grad,)
 
 
 _mean = Op("mean", _mean_fwd, _mean_vjp, saves=NONE, contiguous=True, onnx=_onnx_reduce("ReduceMean"),
