@@ -21,7 +21,7 @@ from .blas_call import sgemm as _mkl_sgemm
 from .fastmath import exp32, tanh32
 from .sgemm import _sgemm
 
-__all__ = ["lstm_cell", "lstm_cell_backward", "lstm_layer", "lstm_layer_backward", "gru_cell", "gru_cell_backward",
+__all__ = ["lstm_cell", "lstm_cell_backward", "lstm_layer", "lstm_layer_backward", "gate_sums", "gru_cell", "gru_cell_backward",
            "gru_layer", "gru_layer_backward", "distinct_rows"]
 
 F = np.float32
@@ -70,8 +70,8 @@ def lstm_cell(a, xw, rows, bias, c, ws, h):
 def lstm_cell_backward(gy, dh, dc, ws, c, d, db, rows, dsum):
     """One step back: ``gy + dh`` is dL/dh_t (output and recurrent parts), ``dc`` dL/dc_t, replaced
     by dL/dc_{t-1}; writes the gate pre-activation gradients into ``d`` (B, 4H) and adds them over
-    the batch into ``db`` (4H,), the bias gradient, and row b into ``dsum[rows[b]]`` unless ``dsum``
-    is empty (the input projection's distinct rows, ``distinct_rows``); ``c`` is c_{t-1}."""
+    the batch into ``db`` (4H,), the bias gradient, and row b into ``dsum[rows[b]]``, each unless
+    empty (the input projection's distinct rows, ``distinct_rows``); ``c`` is c_{t-1}."""
     B, H = dc.shape
     for b in range(B):
         wr, dr, dcr, ghr, dhr, cr = ws[b], d[b], dc[b], gy[b], dh[b], c[b]
@@ -85,8 +85,9 @@ def lstm_cell_backward(gy, dh, dc, ws, c, d, db, rows, dsum):
             dg[j] = dct * i[j] * (F(1.0) - g[j] * g[j])
             do[j] = gh * tc[j] * (o[j] * (F(1.0) - o[j]))
             dcr[j] = dct * f[j]
-        for k in range(4 * H):
-            db[k] += dr[k]
+        if db.shape[0]:
+            for k in range(4 * H):
+                db[k] += dr[k]
         if dsum.shape[0]:
             sr = dsum[rows[b]]
             for k in range(4 * H):
@@ -107,34 +108,56 @@ def _product(x, w, out, mkl):
 
 
 @njit(**_JIT)
-def lstm_layer(xw, rows, bias, h0, c, w_t, y, ws, reverse, mkl):
-    """The forward recurrence of one layer-direction, every step ``h_{t-1} @ w_t`` (``_product``, ``w_t``
-    = W_hhᵀ padded by ``sgemm.pad_columns``) and ``lstm_cell``: step t reads ``xw`` through
-    ``rows[t]`` (B,) and writes ``ws[t]``, ``y[t]`` and ``c``. One compiled loop: the per-step
-    Python calls cost ~6 us a step against a ~50 us step."""
+def lstm_layer(xw, rows, bias, h0, c, w_t, y, ws, reverse, mkl, lo, hi):
+    """The forward recurrence of one layer-direction for batch rows ``lo:hi``, every step ``h_{t-1} @ w_t``
+    (``_product``, ``w_t`` = W_hhᵀ padded by ``sgemm.pad_columns``) and ``lstm_cell``: step t reads ``xw``
+    through ``rows[t]`` (B,) and writes ``ws[t]``, ``y[t]`` and ``c``. One compiled loop: the per-step
+    Python calls cost ~6 us a step against a ~50 us step. A batch row's recurrence reads no other row,
+    so the rows' parts may run at once (``_fused_rnn._batch_cuts``)."""
     T = ws.shape[0]
-    a = np.empty((c.shape[0], 4 * c.shape[1]), np.float32)
-    h = h0
+    a = np.empty((hi - lo, 4 * c.shape[1]), np.float32)
+    h, cs = h0[lo:hi], c[lo:hi]
     for s in range(T):
         t = T - 1 - s if reverse else s
         _product(h, w_t, a, mkl)
-        lstm_cell(a, xw, rows[t], bias, c, ws[t], y[t])
-        h = y[t]
+        lstm_cell(a, xw, rows[t][lo:hi], bias, cs, ws[t][lo:hi], y[t][lo:hi])
+        h = y[t][lo:hi]
 
 
 @njit(**_JIT)
-def lstm_layer_backward(gy, dh, dc, c0, w, ws, d, db, rows, dsum, reverse, needs_dh0, mkl):
-    """The backward through time of ``lstm_layer``: ``lstm_cell_backward`` and ``d_t @ w`` (``_product``,
-    ``w`` = W_hh padded) a step, last step first; ``dh`` (zeros) and ``dc`` (dL/dc_T) end as
-    dL/dh0 and dL/dc0; without ``needs_dh0`` the last GEMM is skipped."""
+def lstm_layer_backward(gy, dh, dc, c0, w, ws, d, db, rows, dsum, reverse, needs_dh0, mkl, lo, hi):
+    """The backward through time of ``lstm_layer`` for batch rows ``lo:hi``: ``lstm_cell_backward`` and
+    ``d_t @ w`` (``_product``, ``w`` = W_hh padded) a step, last step first; ``dh`` (zeros) and ``dc``
+    (dL/dc_T) end as dL/dh0 and dL/dc0; without ``needs_dh0`` the last GEMM is skipped. ``db`` and
+    ``dsum`` are summed into only where not empty (parts at once leave them to ``gate_sums``)."""
     T, H = ws.shape[0], c0.shape[1]
+    dhp, dcp = dh[lo:hi], dc[lo:hi]
     for s in range(T):
         t = s if reverse else T - 1 - s
         p = t + 1 if reverse else t - 1
-        c = c0 if p < 0 or p >= T else ws[p, :, 4 * H:5 * H]
-        lstm_cell_backward(gy[t], dh, dc, ws[t], c, d[t], db, rows[t], dsum)
+        c = c0[lo:hi] if p < 0 or p >= T else ws[p][lo:hi, 4 * H:5 * H]
+        lstm_cell_backward(gy[t][lo:hi], dhp, dcp, ws[t][lo:hi], c, d[t][lo:hi], db, rows[t][lo:hi], dsum)
         if s < T - 1 or needs_dh0:
-            _product(d[t], w, dh, mkl)          # the step kernel has read dh_t
+            _product(d[t][lo:hi], w, dhp, mkl)          # the step kernel has read dh_t
+
+
+@njit(**_JIT)
+def gate_sums(d, rows, db, dsum, reverse, lo, hi):
+    """Columns ``lo:hi`` of ``lstm_layer_backward``'s sums after its parts ran at once: ``d`` (T, B, G)
+    added into ``db`` (G,) and row (t, b) into ``dsum[rows[t, b]]`` unless ``dsum`` is empty, in the
+    order the whole loop adds them (last step first, rows in order), so the floats are the same."""
+    T, B = rows.shape
+    for s in range(T):
+        t = s if reverse else T - 1 - s
+        for b in range(B):
+            dr = d[t, b, lo:hi]
+            acc = db[lo:hi]
+            for k in range(hi - lo):
+                acc[k] += dr[k]
+            if dsum.shape[0]:
+                sr = dsum[rows[t, b], lo:hi]
+                for k in range(hi - lo):
+                    sr[k] += dr[k]
 
 
 @njit(**_JIT)

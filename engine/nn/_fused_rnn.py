@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from .. import kernels
 from ..kernels import gemm, gemms
 from ..kernels.gemm import OWN_MIN_ROWS, loop_gemm
@@ -265,6 +267,41 @@ def _loop_gemm(packed, rows: int) -> tuple:
     return loop_gemm(rows, packed.array.shape[0], packed.n)
 
 
+def _batch_cuts(B: int):
+    """The batch rows cut into one part per intra-op thread (int64 cuts, each part at least
+    ``OWN_MIN_ROWS`` rows) where a layer loop's parts run at once as one OpenMP region
+    (``kernels/regions.py``), else None. A batch row's recurrence reads no other row, so the parts
+    need no hand-off between steps; MKL's two threads on one 20 x 200 x 800 step product wait for
+    each other every step, and the cell loop ran on one of them."""
+    n = min(kernels.threads(), B // OWN_MIN_ROWS)
+    if n < 2 or not kernels.native() or kernels.loops("regions").parts(n) < 2:
+        return None
+    return np.array([B * i // n for i in range(n + 1)], np.int64)
+
+
+def _layer_loop(xp, fn, args_with, packed, B: int):
+    """``fn(*args_with(w, parts), mkl, lo, hi)``, a whole-layer loop of ``kernels/rnn.py`` over the B batch
+    rows with ``w`` our GEMM's padded weight (``_own_gemm_weight``): the rows' parts at once (``_batch_cuts``),
+    each step product on one thread, or all rows in one call. Returns None where our GEMM does not
+    take the step products (nothing ran), else whether the parts ran."""
+    cuts = _batch_cuts(B)
+    if cuts is not None:
+        small, large = int(np.diff(cuts).min()), int(np.diff(cuts).max())
+        own = _own_gemm_weight(xp, packed, small)
+        if own is not None and _own_gemm_weight(xp, packed, large) is not None:
+            args = args_with(own, True)
+            region = kernels.loops("regions").spans(fn, len(args) + 1)
+            if region is not None:
+                address, local, _ = _loop_gemm(packed, small)
+                region(cuts, *args, (address, local, 1))
+                return True
+    own = _own_gemm_weight(xp, packed, B)
+    if own is None:
+        return None
+    fn(*args_with(own, False), _loop_gemm(packed, B), 0, B)
+    return False
+
+
 # LSTM: ws (T, B, 6H) holds i f g o (activated), c_t and tanh c_t of every step
 def _lstm_scan_fwd(xp, x, h0, c0, w_ih, w_hh, *b, reverse):
     T, B = x.shape[:2]
@@ -306,10 +343,7 @@ def _lstm_scan_loop(xp, xw, rows, bias, h0, c0, w_hh, y, ws, reverse: bool):
     loop = kernels.loops("rnn")
     w_t = kernels.prepack(xp, xp.ascontiguousarray(w_hh.T))
     h, c = xp.array(h0, dtype=xw.dtype, order="C"), xp.array(c0, dtype=xw.dtype, order="C")  # c_t, rewritten
-    own = _own_gemm_weight(xp, w_t, B)
-    if own is not None:
-        loop.lstm_layer(xw, rows, bias, h, c, own, y, ws, reverse, _loop_gemm(w_t, B))
-    else:
+    if _layer_loop(xp, loop.lstm_layer, lambda w, _: (xw, rows, bias, h, c, w, y, ws, reverse), w_t, B) is None:
         a = xp.empty((B, xw.shape[-1]), xw.dtype)
         for t, _ in _steps(T, reverse):
             loop.lstm_cell(kernels.gemm_here(xp, h, w_t, out=a), xw, rows[t], bias, c, ws[t], y[t])
@@ -328,10 +362,14 @@ def _lstm_bptt_loop(xp, gy, c0, w_hh, ws, da, db, rows, dsum, reverse: bool, nee
     dh, dc = xp.zeros(c0.shape, gy.dtype), gy[T].copy()
     c0 = xp.array(c0, dtype=gy.dtype, order="C")
     w = kernels.prepack(xp, w_hh)
-    own = _own_gemm_weight(xp, w, B)
-    if own is not None:
-        loop.lstm_layer_backward(gy, dh, dc, c0, own, ws, da, db, rows, dsum, reverse, needs_dh0,
-                                 _loop_gemm(w, B))
+
+    def args_with(own, parts: bool) -> tuple:     # parts leave the sums to ``_gate_sums``
+        return (gy, dh, dc, c0, own, ws, da, db[:0] if parts else db, rows, dsum[:0] if parts else dsum,
+                reverse, needs_dh0)
+    parts = _layer_loop(xp, loop.lstm_layer_backward, args_with, w, B)
+    if parts is not None:
+        if parts:
+            _gate_sums(loop, da, rows, db, dsum, reverse)
         return dh, dc
     cs = ws[:, :, 4 * H:5 * H]
     first = T - 1 if reverse else 0                 # the forward's first step, the backward's last
@@ -340,6 +378,14 @@ def _lstm_bptt_loop(xp, gy, c0, w_hh, ws, da, db, rows, dsum, reverse: bool, nee
         if t != first or needs_dh0:
             kernels.gemm_here(xp, da[t], w, out=dh)     # the step kernel has read dh_t
     return dh, dc
+
+
+def _gate_sums(loop, da, rows, db, dsum, reverse: bool) -> None:
+    """The bias gradient ``db`` and the distinct rows' sums ``dsum`` from every step's gate gradients
+    ``da`` (``rnn.gate_sums``, in the whole loop's order, so the same floats) after the batch's parts ran
+    at once: the columns split over the threads."""
+    kernels.parallel_ranges(loop.gate_sums, da.shape[-1], da.size,
+                            lambda first, lo, hi: (da, rows, db, dsum, reverse, lo, hi), shared=True)
 
 
 def _lstm_bptt(xp, gy, c0, w_hh, ws, da, reverse: bool):
