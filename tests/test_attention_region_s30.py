@@ -90,3 +90,38 @@ def test_gpt_attention_values_and_gradients_are_torch(threads):
     assert stride == tstride
     np.testing.assert_allclose(y, ty, rtol=2e-5, atol=2e-6)
     np.testing.assert_allclose(gx, tgx, rtol=2e-5, atol=2e-5)
+
+
+def _passes_backward(g, q, k, v, p, scale, as_flash):
+    """The backward as separate passes (``kernels.gemm``'s stacked products, the softmax's row loop, numpy's scaling)."""
+    from tapelab import kernels
+    dv = gemm.gemm(np, np.swapaxes(p, -1, -2), g, out=fused._grad_out(v.shape, v.dtype, as_flash))
+    ds = gemm.gemm(np, g, np.swapaxes(v, -1, -2))
+    rows = ds.reshape(-1, ds.shape[-1])
+    kernels.parallel(kernels.loops("rowwise").softmax_backward, 3, rows, p.reshape(rows.shape), rows)
+    dq = gemm.gemm(np, ds, k, out=fused._grad_out(q.shape, q.dtype, as_flash))
+    dq *= np.float32(scale)
+    dk = gemm.gemm(np, np.swapaxes(ds, -1, -2), q, out=fused._grad_out(k.shape, k.dtype, as_flash))
+    dk *= np.float32(scale)
+    return dq, dk, dv, ds
+
+
+@needs_mkl
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("causal", [True, False])
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_backward_region_is_the_passes_bit_for_bit(layout, causal, threads):
+    tapelab.set_num_threads(threads)
+    q, k, v = LAYOUTS[layout]()
+    scale = 1 / np.sqrt(q.shape[-1])
+    g = np.random.default_rng(6).standard_normal(q.shape[:-1] + v.shape[-1:]).astype(np.float32)
+    as_flash = fused._grads_as_flash(np, q, k, v, False)
+    if as_flash:    # the upstream gradient of GPT's heads: the output's layout
+        g = np.ascontiguousarray(g.transpose(0, 2, 1, 3)).transpose(0, 2, 1, 3)
+    p = fused._weights(np, q, k, None, scale=scale, causal=causal, masked="")
+    outs = tuple(np.empty(x.shape, np.float32) for x in (q, k, v))
+    assert gemm.attention_grad(np, g, q, k, v, p, *outs) is not None, "the region did not take the products"
+    region = fused._bwd_fwd(np, g, q, k, v, p, scale=scale, causal=causal, masked="", dropped=False, saved=True)
+    for ours, passes in zip(region, _passes_backward(g, q, k, v, p, scale, as_flash)):
+        np.testing.assert_array_equal(ours, passes)
+        assert ours.strides == passes.strides

@@ -17,7 +17,7 @@ import numpy as np
 from . import mkl
 from .switch import enabled, loops
 
-__all__ = ["available", "set_enabled", "matmul", "matmul_into", "attention_into", "addresses", "empty"]
+__all__ = ["available", "set_enabled", "matmul", "matmul_into", "attention_into", "attention_grad_into", "addresses", "empty"]
 
 _NO_TRANS, _TRANS = 111, 112
 _LD_LIMIT = 1 << 31   # MKL_INT (LP64) holds a leading dimension below this; a wider stride is copied
@@ -237,6 +237,40 @@ def attention_into(q, k, v, scale: float, causal: bool, out, threads: int):
                                        np.float32(scale), causal, p.reshape(-1, S), tv, dv, v, lv, sv, sv1, out,
                                        out.strides[-2] // 4, so, so1, inner_pv, count, parts)
     return p
+
+
+def attention_grad_into(g, q, k, v, p, dq, dk, dv, threads: int):
+    """Attention's backward from the forward's weights ``p`` into ``dq``, ``dk``, ``dv`` (``dq``, ``dk``
+    unscaled) as one region of heads (``blas_call.sgemm_attention_backward``), float32 operands of one
+    batch shape: the score gradient (a new C-contiguous array) is returned; None where the products would
+    not run as ``matmul_into``'s stacks of single-threaded calls (then nothing is written)."""
+    f32 = np.dtype(np.float32)
+    batch, (L, D), (S, d_v) = q.shape[:-2], q.shape[-2:], v.shape[-2:]
+    outs = (dq, dk, dv)
+    if (any(x.dtype != f32 for x in (g, q, k, v, p) + outs) or len(batch) == 0 or k.shape != batch + (S, D)
+            or g.shape != batch + (L, d_v) or p.shape != batch + (L, S) or not p.flags.c_contiguous
+            or (dq.shape, dk.shape, dv.shape) != (q.shape, k.shape, v.shape)
+            or not _sizes_fit(L, S, max(D, d_v)) or min(D, d_v) == 0
+            or not all(x.flags.writeable and _rows_fit(x, x.shape[-1], 4) for x in outs)
+            or any(np.may_share_memory(o, x) for o in outs for x in (g, q, k, v, p) + outs if o is not x)):
+        return None
+    count = math.prod(batch)
+    parts = min(threads, count)
+    if threads > 1 and (parts < threads or loops("regions").parts(parts) < parts):
+        return None
+    ops = [_operand(x, r, c, 4) for x, r, c in ((g, L, d_v), (np.swapaxes(v, -1, -2), d_v, S), (k, S, D), (q, L, D))]
+    ds = empty(batch + (L, S), f32, threads)
+    arrays = (p, ds, dv, dq, dk) + tuple(x for x, _, _ in ops)
+    axes = _batch_axes(batch, arrays, 4)
+    if axes is None:
+        return None
+    _, inner, strides = axes
+    ptr = np.array([x.ctypes.data for x in arrays], np.intp)
+    ld = np.array([S, S] + [x.strides[-2] // 4 for x in (dv, dq, dk)] + [n for _, _, n in ops], np.intp)
+    tr = np.array([_TRANS, _NO_TRANS, _NO_TRANS, _NO_TRANS, _NO_TRANS] + [t for _, t, _ in ops], np.intp)
+    loops("blas_call").sgemm_attention_backward(_calls(f32)[0], ptr, np.array(strides, np.intp), ld, tr, inner, L, S,
+                                                D, d_v, p.reshape(-1, S), ds.reshape(-1, S), count, parts)
+    return ds
 
 
 def _batch_axes(batch: tuple, arrays: tuple, item: int):

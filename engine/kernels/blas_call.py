@@ -15,9 +15,10 @@ from llvmlite import ir
 from numba import njit, prange, types
 from numba.extending import intrinsic
 
-from .rowwise import attention_softmax
+from .rowwise import attention_softmax, softmax_backward
 
-__all__ = ["sgemm", "dgemm", "sgemm_stack", "dgemm_stack", "sgemm_stack_parts", "dgemm_stack_parts", "sgemm_attention"]
+__all__ = ["sgemm", "dgemm", "sgemm_stack", "dgemm_stack", "sgemm_stack_parts", "dgemm_stack_parts", "sgemm_attention",
+           "sgemm_attention_backward"]
 
 _ROW_MAJOR = 101
 
@@ -176,3 +177,35 @@ def sgemm_attention(address, tq, tk, L, S, D, q, lq, sq, sq1, k, lk, sk, sk1, in
     for t in prange(parts):
         _attention_heads(address, tq, tk, L, S, D, pq, lq, sq, sq1, pk, lk, sk, sk1, inner_qk, scale, causal, s, ps,
                          tv, dv, pv, lv, sv, sv1, po, lo, so, so1, inner_pv, count * t // parts, count * (t + 1) // parts)
+
+
+@njit(cache=True, nogil=True)
+def _attention_grad_heads(address, ptr, st, ld, tr, inner, L, S, D, dv, p, ds, lo_head, hi_head):
+    """Heads ``lo_head .. hi_head`` of ``sgemm_attention_backward``, in turn."""
+    for i in range(lo_head, hi_head):
+        o, r = i // inner, i % inner
+        at = np.empty(9, np.intp)
+        for j in range(9):
+            at[j] = ptr[j] + 4 * (o * st[j, 0] + r * st[j, 1])
+        # arrays: 0 p, 1 ds, 2 dv, 3 dq, 4 dk, 5 g (L x dv), 6 vᵀ (dv x S), 7 k (S x D), 8 q (L x D)
+        _sgemm_at(address, 112, tr[5], S, dv, L, 1.0, at[0], S, at[5], ld[5], 0.0, at[2], ld[2])      # dv = pᵀ g
+        _sgemm_at(address, tr[5], tr[6], L, S, dv, 1.0, at[5], ld[5], at[6], ld[6], 0.0, at[1], S)    # dp = g vᵀ
+        rows = ds[i * L:(i + 1) * L]
+        softmax_backward(rows, p[i * L:(i + 1) * L], rows, 16)
+        _sgemm_at(address, 111, tr[7], L, D, S, 1.0, at[1], S, at[7], ld[7], 0.0, at[3], ld[3])       # dq = ds k
+        _sgemm_at(address, 112, tr[8], S, D, L, 1.0, at[1], S, at[8], ld[8], 0.0, at[4], ld[4])       # dk = dsᵀ q
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def sgemm_attention_backward(address, ptr, st, ld, tr, inner, L, S, D, dv, p, ds, count, parts):
+    """Attention's backward from the forward's weights ``p`` over ``count`` heads, a head at a time in
+    ``parts`` ranges at once: ``dv = pᵀ g``, ``dp = g vᵀ`` (into ``ds``), the softmax's backward in place
+    (``rowwise.softmax_backward``), ``dq = ds k``, ``dk = dsᵀ q`` (unscaled): the products and the row
+    loop as the separate passes make them, one single-threaded MKL call each, so the same floats.
+    ``ptr``, ``st`` (two batch strides), ``ld`` and ``tr`` (CBLAS's flag) per array, in elements."""
+    if parts == 1:
+        _attention_grad_heads(address, ptr, st, ld, tr, inner, L, S, D, dv, p, ds, 0, count)
+        return
+    for t in prange(parts):
+        _attention_grad_heads(address, ptr, st, ld, tr, inner, L, S, D, dv, p, ds, count * t // parts,
+                              count * (t + 1) // parts)

@@ -28,7 +28,7 @@ from ..base import pool, runtime
 from . import blas, mkl
 from .switch import enabled, loops, native
 
-__all__ = ["gemm", "gemm_add", "product_out", "gemms", "attention", "gemm_here", "prepack", "loop_gemm", "GEMM_PARALLEL_MIN"]
+__all__ = ["gemm", "gemm_add", "product_out", "gemms", "attention", "attention_grad", "gemm_here", "prepack", "loop_gemm", "GEMM_PARALLEL_MIN"]
 
 # Below this many multiply-adds a product runs on the calling thread, untimed; above it the pool
 # times both ways per size class and keeps the faster (engine/base/pool.py). A worker starts its
@@ -175,6 +175,20 @@ def attention(xp, q, k, v, scale: float, causal: bool, out):
     if (n_threads > 1 and team < n_threads) or not (_mkl_takes(q, kt) and math.prod(q.shape[:-1]) * k.shape[-2] * v.shape[-1] >= MKL_MIN):
         return None
     return blas.attention_into(q, k, v, scale, causal, out, team)
+
+
+def attention_grad(xp, g, q, k, v, p, dq, dk, dv):
+    """Attention's backward from the weights ``p`` into ``dq``, ``dk`` (both unscaled) and ``dv`` as one
+    region of heads (``blas.attention_grad_into``) where ``attention`` would take the forward: the floats
+    of ``gemm``'s products and the softmax's backward between; returns the score gradient, or None."""
+    if xp is not np or not all(type(x) is np.ndarray for x in (g, q, k, v, p, dq, dk, dv)) or q.ndim < 3:
+        return None
+    n_threads = runtime.intra_op_threads()
+    team = _mkl_team(n_threads)
+    if ((n_threads > 1 and team < n_threads) or not blas.available()
+            or min(p.size * x.shape[-1] for x in (q, v)) < MKL_MIN):
+        return None
+    return blas.attention_grad_into(g, q, k, v, p, dq, dk, dv, team)
 
 
 def gemm_here(xp, a, b, out=None):

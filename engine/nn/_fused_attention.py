@@ -22,7 +22,7 @@ import numpy as np
 
 from .. import kernels
 from ..kernels import gemm
-from ..kernels.gemm import attention as _one_region
+from ..kernels.gemm import attention as _one_region, attention_grad as _one_region_grad
 from ..base import dtype as _dtype
 from ..base.grad_mode import is_grad_enabled
 from ..core import creation
@@ -269,6 +269,15 @@ def _bwd_fwd(xp, g, *args, scale, causal, masked, dropped, saved=False):
         p = _weights(xp, q, k, mask, scale=scale, causal=causal, masked=masked)
     pd = p * keep if dropped else p
     as_flash = _grads_as_flash(xp, q, k, v, dropped)
+    if not dropped and xp is np and g.dtype == np.float32 and kernels.enabled():
+        # one region of heads where MKL runs the products: the floats of the passes below
+        dq, dk, dv = (_grad_out(x.shape, x.dtype, as_flash) if as_flash else np.empty(x.shape, np.float32)
+                      for x in (q, k, v))
+        ds = _one_region_grad(xp, g, q, k, v, p, dq, dk, dv)
+        if ds is not None:
+            dq *= dq.dtype.type(scale)
+            dk *= dk.dtype.type(scale)
+            return dq, dk, dv, ds
     dv = gemm(xp, xp.swapaxes(pd, -1, -2), g, out=_grad_out(v.shape, v.dtype, as_flash))
     dp = gemm(xp, g, xp.swapaxes(v, -1, -2))
     if dropped:
