@@ -143,17 +143,18 @@ def lstm_layer_backward(gy, dh, dc, c0, w, ws, d, db, rows, dsum, reverse, needs
 
 @njit(**_JIT)
 def gate_sums(d, rows, db, dsum, reverse, lo, hi):
-    """Columns ``lo:hi`` of ``lstm_layer_backward``'s sums after its parts ran at once: ``d`` (T, B, G)
-    added into ``db`` (G,) and row (t, b) into ``dsum[rows[t, b]]`` unless ``dsum`` is empty, in the
+    """Columns ``lo:hi`` of a layer backward's sums after its parts ran at once: ``d`` (T, B, G) added
+    into ``db`` (G,) and row (t, b) into ``dsum[rows[t, b]]``, each unless empty, in the
     order the whole loop adds them (last step first, rows in order), so the floats are the same."""
     T, B = rows.shape
     for s in range(T):
         t = s if reverse else T - 1 - s
         for b in range(B):
             dr = d[t, b, lo:hi]
-            acc = db[lo:hi]
-            for k in range(hi - lo):
-                acc[k] += dr[k]
+            if db.shape[0]:
+                acc = db[lo:hi]
+                for k in range(hi - lo):
+                    acc[k] += dr[k]
             if dsum.shape[0]:
                 sr = dsum[rows[t, b], lo:hi]
                 for k in range(hi - lo):
@@ -252,29 +253,30 @@ def gru_cell_backward(gy, dh, dhz, ws, hx, di, dg, rows, dsum):
 
 
 @njit(**_JIT)
-def gru_layer(gi, rows, b_hh, h0, w_t, y, ws, reverse, mkl):
-    """``lstm_layer`` for the GRU: every step ``h_{t-1} @ w_t`` (``_product``, ``w_t`` = W_hhᵀ padded)
-    and ``gru_cell``, which reads ``gi`` through ``rows[t]`` and writes ``ws[t]`` and ``y[t]``."""
+def gru_layer(gi, rows, b_hh, h0, w_t, y, ws, reverse, mkl, lo, hi):
+    """``lstm_layer`` for the GRU, batch rows ``lo:hi``: every step ``h_{t-1} @ w_t`` (``_product``, ``w_t`` =
+    W_hhᵀ padded) and ``gru_cell``, which reads ``gi`` through ``rows[t]`` and writes ``ws[t]`` and ``y[t]``."""
     T = ws.shape[0]
-    gh = np.empty((h0.shape[0], 3 * h0.shape[1]), np.float32)
-    h = h0
+    gh = np.empty((hi - lo, 3 * h0.shape[1]), np.float32)
+    h = h0[lo:hi]
     for s in range(T):
         t = T - 1 - s if reverse else s
         _product(h, w_t, gh, mkl)
-        gru_cell(gi, rows[t], gh, b_hh, h, ws[t], y[t])
-        h = y[t]
+        gru_cell(gi, rows[t][lo:hi], gh, b_hh, h, ws[t][lo:hi], y[t][lo:hi])
+        h = y[t][lo:hi]
 
 
 @njit(**_JIT)
-def gru_layer_backward(gy, dh, dhz, h0, w, y, ws, di, dg, rows, dsum, reverse, needs_dh0, mkl):
-    """The backward through time of ``gru_layer``: ``gru_cell_backward`` and ``dg_t @ w`` (``_product``,
-    ``w`` = W_hh padded) a step, last step first; ``dh + dhz`` ends as dL/dh0; without
-    ``needs_dh0`` the last GEMM is skipped."""
+def gru_layer_backward(gy, dh, dhz, h0, w, y, ws, di, dg, rows, dsum, reverse, needs_dh0, mkl, lo, hi):
+    """The backward through time of ``gru_layer`` for batch rows ``lo:hi``: ``gru_cell_backward`` and
+    ``dg_t @ w`` (``_product``, ``w`` = W_hh padded) a step, last step first; ``dh + dhz`` ends as
+    dL/dh0; without ``needs_dh0`` the last GEMM is skipped."""
     T = ws.shape[0]
+    dhp, dzp = dh[lo:hi], dhz[lo:hi]
     for s in range(T):
         t = s if reverse else T - 1 - s
         p = t + 1 if reverse else t - 1
-        hx = h0 if p < 0 or p >= T else y[p]
-        gru_cell_backward(gy[t], dh, dhz, ws[t], hx, di[t], dg[t], rows[t], dsum)
+        hx = h0[lo:hi] if p < 0 or p >= T else y[p][lo:hi]
+        gru_cell_backward(gy[t][lo:hi], dhp, dzp, ws[t][lo:hi], hx, di[t][lo:hi], dg[t][lo:hi], rows[t][lo:hi], dsum)
         if s < T - 1 or needs_dh0:
-            _product(dg[t], w, dh, mkl)
+            _product(dg[t][lo:hi], w, dhp, mkl)

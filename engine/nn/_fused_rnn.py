@@ -381,9 +381,9 @@ def _lstm_bptt_loop(xp, gy, c0, w_hh, ws, da, db, rows, dsum, reverse: bool, nee
 
 
 def _gate_sums(loop, da, rows, db, dsum, reverse: bool) -> None:
-    """The bias gradient ``db`` and the distinct rows' sums ``dsum`` from every step's gate gradients
-    ``da`` (``rnn.gate_sums``, in the whole loop's order, so the same floats) after the batch's parts ran
-    at once: the columns split over the threads."""
+    """The bias gradient ``db`` and the distinct rows' sums ``dsum`` (each unless empty) from every step's
+    gate gradients ``da`` (``rnn.gate_sums``, in the whole loop's order, so the same floats) after the
+    batch's parts ran at once: the columns split over the threads."""
     kernels.parallel_ranges(loop.gate_sums, da.shape[-1], da.size,
                             lambda first, lo, hi: (da, rows, db, dsum, reverse, lo, hi), shared=True)
 
@@ -482,9 +482,7 @@ def _gru_scan_loop(xp, gi, rows, h0, w_hh, b_hh, y, ws, reverse: bool):
     loop = kernels.loops("rnn")
     w_t = kernels.prepack(xp, xp.ascontiguousarray(w_hh.T))
     h = xp.array(h0, dtype=gi.dtype, order="C")
-    own = _own_gemm_weight(xp, w_t, B)
-    if own is not None:
-        loop.gru_layer(gi, rows, b_hh, h, own, y, ws, reverse, _loop_gemm(w_t, B))
+    if _layer_loop(xp, loop.gru_layer, lambda w, _: (gi, rows, b_hh, h, w, y, ws, reverse), w_t, B) is not None:
         return y, ws
     gh = xp.empty((B, gi.shape[-1]), gi.dtype)
     for t, _ in _steps(T, reverse):
@@ -502,10 +500,13 @@ def _gru_bptt_loop(xp, gy, h0, w_hh, y, ws, dgi, dgh, rows, dsum, reverse: bool,
     dh, dhz = xp.zeros(h0.shape, gy.dtype), xp.zeros(h0.shape, gy.dtype)
     h0 = xp.array(h0, dtype=gy.dtype, order="C")
     w = kernels.prepack(xp, w_hh)
-    own = _own_gemm_weight(xp, w, B)
-    if own is not None:
-        loop.gru_layer_backward(gy, dh, dhz, h0, own, y, ws, dgi, dgh, rows, dsum, reverse, needs_dh0,
-                                _loop_gemm(w, B))
+
+    def args_with(own, parts: bool) -> tuple:     # parts leave the sums to ``_gate_sums``
+        return (gy, dh, dhz, h0, own, y, ws, dgi, dgh, rows, dsum[:0] if parts else dsum, reverse, needs_dh0)
+    parts = _layer_loop(xp, loop.gru_layer_backward, args_with, w, B)
+    if parts is not None:
+        if parts and dsum.shape[0]:
+            _gate_sums(loop, dgi, rows, dsum[0, :0], dsum, reverse)
         return dh + dhz
     first = T - 1 if reverse else 0
     for t, p in reversed(_steps(T, reverse)):
