@@ -754,15 +754,17 @@ def _tensor(g):
 
 
 def _sum_arrays(buf: list, nr: int, gi) -> None:
-    """``_sum_into`` in the array walk: two arrays are summed in place where ``_sum_into`` would sum
-    their tensors in place (the waiting one held by this buffer alone, not a view, writeable, same
-    shape and dtype as ``gi``); anything else is ``_sum_into``'s on tensors made of them."""
+    """``_sum_into`` in the array walk: ``gi`` (an array, or a vjp's tensor: its array) is summed into the
+    waiting array in place where ``_sum_into`` would sum their tensors in place (the waiting one held by this
+    buffer alone, not a view, writeable, same shape and dtype as ``gi``); anything else is ``_sum_into``'s on
+    tensors made of them."""
     old = buf[nr]
     if type(old) is _ndarray:
         d = gi._data if type(gi) is Tensor else gi   # a vjp's tensor (nobody watches this walk): its array
         if (type(d) is _ndarray and old.base is None and getrefcount(old) == _SOLE and d.dtype is old.dtype
                 and d.shape == old.shape and old.flags.writeable):
-            if old.size > kernels.PARALLEL_MIN and old.dtype is _F32 and old.flags.c_contiguous and d.flags.c_contiguous:
+            if (old.size > kernels.PARALLEL_MIN and old.dtype == _F32 and old.flags.c_contiguous
+                    and d.flags.c_contiguous):
                 _add_into(old, d)
             else:
                 old += d
@@ -774,10 +776,10 @@ def _sum_arrays(buf: list, nr: int, gi) -> None:
 
 
 def _add_into(old, gi) -> None:
-    """``old += gi`` on float32 C-contiguous arrays over ATen's grain cut over the threads as ATen's ``add_``
-    (the same floats: ``fma(gi, 1, old)`` rounds once, as the sum): numpy's one-thread ``+=`` of the ResNet
-    block's 512 KiB gradients took 40-50 us, and the OpenMP worker, idle for it, slept and was slow to come
-    back for the region after it (bench/README.md, issue 17, session 30)."""
+    """``old += gi`` on float32 C-contiguous arrays over ATen's grain, cut over the threads as ATen's ``add_``
+    (the same floats: ``fma(gi, 1, old)`` rounds once, as the sum): the ResNet block's 512 KiB gradients come
+    cold, and numpy's one-thread ``+=`` took 36 us of them where two threads take 28 (torch 21; hot, one
+    thread is faster: 12 against 15; bench/README.md, issue 17, session 30)."""
     from ..ops.elementwise import _fma_pass, _one_pass
     if kernels.threads() > 1 and _one_pass(np, old, gi):
         _fma_pass(old, gi, old, _F32_ONE)

@@ -329,10 +329,9 @@ def grads_f23_f43(g, ut, gx, qt, ql, x, du, pt, pl):
     ``du`` (padded by ``pt``, ``pl``), the weight's. Each loop runs as it runs alone, so the floats are
     its own; the ResNet block's 32-channel backward at two threads: 645 -> 520 us, where each loop
     split over both threads reread the batch from the other core's cache (issue 17, session 28). The
-    weight's loop takes ~0.83 of the input's time (400 against 480 us), so its thread also runs the
-    input gradient's last image in twelve (per image, the same floats): the thread that finished early
-    waited ~100 us at the region's end, long enough for libgomp's worker to sleep, and the next
-    region waited ~20 us for it to wake (issue 17, session 30)."""
+    weight's loop takes ~0.83 of the input's time (400 against 480 us alone), so its thread also runs
+    the input gradient's last image in twelve (per image, the same floats) rather than wait ~100 us:
+    the pair 533 -> 511 us, the ResNet step at two threads 1.023x (issue 17, session 30)."""
     n = g.shape[0]
     k = n - n // 12
     for t in prange(2):
