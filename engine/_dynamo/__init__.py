@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Callable
 
 from ..compiler import OptimizedModule, allow_in_graph, disable, explain, is_compiling, reset
-from . import config, eval_frame  # noqa: F401  (torch._dynamo.config/.eval_frame without an import)
+from . import config, eval_frame, exc  # noqa: F401  (torch._dynamo.config/.eval_frame/.exc without an import)
 
 __all__ = ["mark_static_address", "mark_dynamic", "mark_static", "allow_in_graph", "assume_constant_result",
            "is_compiling", "disable", "reset", "explain", "config", "OptimizedModule"]

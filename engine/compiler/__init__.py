@@ -10,7 +10,7 @@ one autograd node (``step``: a generated forward over arrays and one traced join
 from __future__ import annotations
 
 from .frontend import (CompiledFunction, ExplainOutput, GraphCompileReason, OptimizedModule, Unsupported, compile,
-                       config, disable, explain, reset)
+                       config, disable, explain, is_compiling, reset)
 
 __all__ = ["compile", "explain", "reset", "config", "list_backends", "is_compiling", "is_dynamo_compiling",
            "is_exporting", "allow_in_graph", "assume_constant_result",
@@ -20,11 +20,6 @@ __all__ = ["compile", "explain", "reset", "config", "list_backends", "is_compili
 def list_backends(exclude_tags=("debug", "experimental")) -> list:
     """The backend names ``compile`` accepts."""
     return ["inductor", "tapelab"]
-
-
-def is_compiling() -> bool:
-    """False: tracing runs the function eagerly, so user code never sees a symbolic value."""
-    return False
 
 
 is_dynamo_compiling = is_compiling

@@ -15,6 +15,9 @@ and the reason is kept for ``explain``. After ``config.recompile_limit`` (``cach
 entries a function runs eagerly for every new key and says so once on the ``_dynamo.convert_frame``
 logger, in ``torch._dynamo``'s words (the limit, the function, the last guard that failed).
 ``disable`` marks a function never to compile: called inside a trace it is a graph break.
+A Python value the graph may have baked in (a module's plain attribute, a function's global or closure
+value: ``_Reads``) that changed since the trace drops the entry (a recompile); a call that changes one
+itself runs eagerly. Under autocast a compiled function runs eagerly.
 """
 from __future__ import annotations
 
@@ -28,6 +31,9 @@ from threading import get_ident as _get_ident
 import weakref
 from dataclasses import dataclass, field
 
+from operator import itemgetter
+
+from ..amp.autocast_mode import _STATE as _AUTOCAST
 from ..base.device import CPU
 from ..base.dtype import _SCALAR_TYPES
 from ..base.grad_mode import GRAD_OFF, STATE as GRAD, no_grad
@@ -45,12 +51,14 @@ from . import step as _step
 from .pool import _Call as _pool_call
 from .overhead import Replays
 
-__all__ = ["compile", "explain", "reset", "config", "disable", "OptimizedModule", "CompiledFunction", "ExplainOutput",
-           "GraphCompileReason", "Unsupported"]
+__all__ = ["compile", "explain", "reset", "config", "disable", "is_compiling", "OptimizedModule", "CompiledFunction",
+           "ExplainOutput", "GraphCompileReason", "Unsupported", "TorchDynamoException"]
 
-MODES = (None, "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+MODES = (None, "default", "lite", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 REPLAYED = ("reduce-overhead", "max-autotune")      # torch's modes that use CUDA graphs
 OPTIONS = ("fuse", "kernels")
+# torch's debugging backends (traced, guarded, run op by op without fusion): here all ``backend="eager"``
+EAGER_BACKENDS = ("eager", "aot_eager", "aot_eager_decomp_partition")
 # torch.compile's inductor options that programs pass (``options={"triton.cudagraphs": True,
 # "max_autotune": True, ...}``): accepted, as PyTorch accepts its config names, and without effect
 # here except ``triton.cudagraphs``, which captures and replays as ``mode="reduce-overhead"``
@@ -83,7 +91,11 @@ _FRAMES = itertools.count()      # each compiled function's frame number, as tor
 _ALL: "weakref.WeakSet[CompiledFunction]" = weakref.WeakSet()
 
 
-class Unsupported(RuntimeError):
+class TorchDynamoException(RuntimeError):
+    """The compiler's errors' base, as ``torch._dynamo.exc.TorchDynamoException``."""
+
+
+class Unsupported(TorchDynamoException):
     """``fullgraph=True`` and the call needs a graph break (the reason is the message)."""
 
 
@@ -104,6 +116,7 @@ class _Entry:
     step: object = None             # the call as one autograd node (``step.Step``), or None
     step_reason: str | None = None  # why the call is not one node
     sizes: object = None            # where the result holds a ``Size`` (``_size_template``), or None
+    reads: "_Reads | None" = None   # the Python values the graph baked in (module attributes, globals, closures)
 
 
 class _BreakWatch(Mode):
@@ -121,6 +134,13 @@ class _BreakWatch(Mode):
 
 
 _TRACING: list = []     # the break watchers of the traces running now (innermost last): ``disable``'s functions
+
+
+def is_compiling() -> bool:
+    """Whether a compiled function is tracing now, as ``torch.compiler.is_compiling()`` is True while Dynamo
+    traces: code that skips work when compiled (``if not is_compiling(): log(...)``) records the graph
+    that skips it (the trace is an eager run, so the call's first result takes that branch too)."""
+    return bool(_TRACING)
 
 
 class GraphCompileReason(str):
@@ -226,6 +246,7 @@ class CompiledFunction:
         self.dynamic: dict = {}         # key position -> dimensions whose size is an argument
         self.dynamic_mode = dynamic
         self.limit_warned = False
+        self.value_recompiles = 0       # entries dropped because a Python value they read changed
         self.nested: dict = {}          # a container arguments' structure -> the compiled call of its leaves
         self.names: list | None = None  # the guards' names of the arguments (the leaves' paths when nested)
         self.frame_id: int | None = None  # torch's frame number ("0/2": frame 0, its third compile), at the first
@@ -265,6 +286,10 @@ class CompiledFunction:
         return guards + [_guard_text(n, a) for n, a in [*zip(names, args), *kwargs.items()]]
 
     def __call__(self, *args, **kwargs):
+        if _AUTOCAST.mode is not None:
+            # under autocast the call runs eagerly: the trace records ops uncast, and a graph's lowered and
+            # fused ops are not the ops autocast's policies name (a traced Linear + BatchNorm came out float32)
+            return self.fn(*args, **kwargs)
         try:
             key = self._key(args, kwargs)
         except _Nested:
@@ -279,6 +304,15 @@ class CompiledFunction:
         if entry is not None and entry.attrs and not _same_attrs(entry.attrs):
             del self.cache[key]          # a parameter or buffer was reassigned: the graph holds the old one
             entry = None
+        if entry is not None and entry.reads is not None and not entry.reads.same():
+            del self.cache[key]          # a Python value the trace read changed: the graph holds the old one
+            entry = None
+            self.value_recompiles += 1
+            if self.value_recompiles > config.recompile_limit:
+                if not self.limit_warned:
+                    self.limit_warned = True
+                    self._limit_warning(exact, args, kwargs)
+                return self.fn(*args, **kwargs)
         if entry is not None:
             if entry.run is None:
                 return self.fn(*args, **kwargs)
@@ -414,6 +448,7 @@ class CompiledFunction:
         flat = (*args, *kwargs.values())
         watch = _BreakWatch()
         state = _State(flat, self.module)
+        reads = _Reads.of(self.module, self.fn)
         t0 = time.perf_counter()
         kept = []
         try:
@@ -433,6 +468,9 @@ class CompiledFunction:
         mutated = state.mutated(_written(gm, flat))
         if mutated:       # the graph would not replay an in-place write into state it does not own
             watch.reasons.append(GraphCompileReason(f"in-place update of {mutated}: a graph cannot replay it"))
+        if reads is not None and not reads.same():      # ``self.calls += 1``: the graph would not repeat it
+            watch.reasons.append(GraphCompileReason("Python side effect: the call changed a module attribute, "
+                                                    "global or closure value; a graph would not change it again"))
         if kept:          # a graph replays tensor work only, not the hand-over (torch.compile replays it)
             watch.reasons.append(GraphCompileReason(
                 f"Python side effect: a tensor the call made is kept in {', '.join(kept)}; "
@@ -477,10 +515,97 @@ class CompiledFunction:
         entry = _Entry(guards, graph=gm, run=step or run, times=times,
                        attrs=[(owner, _store(owner, leaf), leaf, obj) for _, owner, leaf, obj in attrs],
                        signature=signature if lowered else None, step=step, step_reason=step_reason,
-                       sizes=_size_template(out))
+                       sizes=_size_template(out), reads=reads)
+
         if self.mode in REPLAYED and isinstance(gm, GraphModule):
             entry.replays = Replays(entry, self.__name__)
         return entry, out
+
+
+_PLAIN = (bool, int, float, str, type(None))
+
+
+class _Reads:
+    """The Python values a graph may have baked in, as ``torch._dynamo`` guards the attributes and globals
+    it reads (``x / self.temperature``, ``x * SCALE``, ``x * cfg["k"]``): each module's public plain
+    attributes (numbers, strings, flags, None), and a function's globals its code names and closure cells
+    (plain values, tensors by identity, lists, tuples and dicts of them). The trace is an eager run, so
+    what it read is not known: all of them."""
+
+    def __init__(self, reads: list):
+        self.reads = reads          # (read(), its value when traced)
+
+    @classmethod
+    def of(cls, module: Module | None, fn) -> "_Reads | None":
+        reads = []
+        if module is not None:
+            for m in module.modules():
+                d = m.__dict__
+                names = [k for k, v in d.items() if k[0] != "_" and type(v) in _PLAIN]
+                if names:
+                    reads.append(functools.partial(itemgetter(*names), d))
+        else:
+            glob, code = getattr(fn, "__globals__", None), getattr(fn, "__code__", None)
+            if glob is not None and code is not None:
+                reads += [functools.partial(_global_print, glob, n) for n in code.co_names if n in glob]
+            reads += [functools.partial(_cell_print, c) for c in getattr(fn, "__closure__", None) or ()]
+        pairs = []
+        for read in reads:
+            try:
+                value = read()
+            except (KeyError, ValueError):      # a cell not filled yet
+                continue
+            if value is not _UNKNOWN:
+                pairs.append((read, value))
+        return cls(pairs) if pairs else None
+
+    def same(self) -> bool:
+        """Whether every value is still what the trace saw (a removed attribute is a change)."""
+        try:
+            return all(read() == old for read, old in self.reads)
+        except (KeyError, ValueError):
+            return False
+
+
+_UNKNOWN = object()     # a value no guard watches (a module, a function, an object)
+_CONTAINER_MAX = 64
+
+
+class _Same:
+    """A tensor in a guard's value: equal to the same tensor object only."""
+    __slots__ = ("t",)
+
+    def __init__(self, t: Tensor):
+        self.t = t
+
+    def __eq__(self, other) -> bool:
+        return type(other) is _Same and other.t is self.t
+
+    __hash__ = None
+
+
+def _print(v):
+    """What a guard compares of ``v``: a plain value itself, a tensor by identity, a short list, tuple or
+    dict of those element by element; ``_UNKNOWN`` for anything else."""
+    if type(v) in _PLAIN:
+        return v
+    if isinstance(v, Tensor):
+        return _Same(v)
+    if type(v) in (list, tuple) and len(v) <= _CONTAINER_MAX:
+        parts = tuple(map(_print, v))
+        return _UNKNOWN if _UNKNOWN in parts else (type(v), parts)
+    if type(v) is dict and len(v) <= _CONTAINER_MAX:
+        parts = tuple((k, _print(x)) for k, x in v.items())
+        return _UNKNOWN if any(p is _UNKNOWN for _, p in parts) else (dict, parts)
+    return _UNKNOWN
+
+
+def _global_print(glob: dict, name: str):
+    return _print(glob[name])
+
+
+def _cell_print(cell):
+    return _print(cell.cell_contents)
 
 
 def _size_template(result):
@@ -767,9 +892,11 @@ def compile(model=None, *, fullgraph: bool = False, dynamic=None, backend="tapel
     if options.get("triton.cudagraphs"):
         mode = "reduce-overhead"
     options = {k: v for k, v in options.items() if k in OPTIONS}
-    if not (callable(backend) or backend in ("tapelab", "inductor", "eager")):
-        raise RuntimeError(f"tapelab.compile: unknown backend {backend!r}; use 'tapelab', 'inductor', 'eager' or "
-                           "a callable backend(gm, example_inputs)")
+    if not (callable(backend) or backend in ("tapelab", "inductor", *EAGER_BACKENDS)):
+        raise RuntimeError(f"tapelab.compile: unknown backend {backend!r}; use 'tapelab', 'inductor', "
+                           f"{', '.join(map(repr, EAGER_BACKENDS))} or a callable backend(gm, example_inputs)")
+    if backend in EAGER_BACKENDS:
+        backend = "eager"
 
     def wrap(m):
         if disable:
@@ -874,3 +1001,4 @@ def reset() -> None:
         c.nested.clear()
         c.dynamic.clear()            # automatic dynamic shapes start again from the next sizes seen
         c.limit_warned = False
+        c.value_recompiles = 0
