@@ -468,13 +468,13 @@ class CompiledFunction:
         mutated = state.mutated(_written(gm, flat))
         if mutated:       # the graph would not replay an in-place write into state it does not own
             watch.reasons.append(GraphCompileReason(f"in-place update of {mutated}: a graph cannot replay it"))
-        if reads is not None and not reads.same():      # ``self.calls += 1``: the graph would not repeat it
-            watch.reasons.append(GraphCompileReason("Python side effect: the call changed a module attribute, "
-                                                    "global or closure value; a graph would not change it again"))
         if kept:          # a graph replays tensor work only, not the hand-over (torch.compile replays it)
             watch.reasons.append(GraphCompileReason(
                 f"Python side effect: a tensor the call made is kept in {', '.join(kept)}; "
                 "a graph would not hand it over again"))
+        if reads is not None and not reads.same():      # ``self.calls += 1``: the graph would not repeat it
+            watch.reasons.append(GraphCompileReason("Python side effect: the call changed a module attribute, "
+                                                    "global or closure value; a graph would not change it again"))
         unrolled = _unrolled_recurrence(self.module, gm)
         if watch.reasons or unrolled:
             reason = (watch.reasons or [GraphCompileReason(unrolled)])[0]
