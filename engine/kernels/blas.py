@@ -17,7 +17,7 @@ import numpy as np
 from . import mkl
 from .switch import enabled, loops
 
-__all__ = ["available", "set_enabled", "matmul", "matmul_into", "attention_into", "attention_grad_into", "addresses", "empty"]
+__all__ = ["available", "set_enabled", "matmul", "matmul_into", "linear", "attention_into", "attention_grad_into", "addresses", "empty"]
 
 _NO_TRANS, _TRANS = 111, 112
 _LD_LIMIT = 1 << 31   # MKL_INT (LP64) holds a leading dimension below this; a wider stride is copied
@@ -151,6 +151,25 @@ def empty(shape: tuple, dtype, threads: int) -> np.ndarray:
     raw = np.empty(size + _ALIGN, np.uint8)
     start = -raw.ctypes.data % _ALIGN
     return raw[start:start + size].view(dtype).reshape(shape)
+
+
+def linear(a, b, bias, threads: int, parts: int):
+    """``bias + a @ b`` as ATen's ``addmm`` makes it for float32 2-D operands: a new C-contiguous array
+    (aligned as ``empty`` makes it for ``threads``), every row set to ``bias`` in ``parts`` blocks at
+    once, then one GEMM with beta 1 on ``threads`` of MKL's threads, all in one compiled call
+    (``blas_call.sgemm_bias``): the floats of ``matmul_into(..., accumulate=True)`` over the filled
+    output. None where ``matmul_into`` would not take it so (the caller has checked ``available()``)."""
+    f32 = np.dtype(np.float32)
+    (m, k), n = a.shape, b.shape[1]
+    if (a.dtype != f32 or b.dtype != f32 or bias.dtype != f32 or bias.shape != (n,)
+            or not bias.flags.c_contiguous or not _sizes_fit(m, n, k)):
+        return None
+    address, _, _, local, _ = _READY.get(f32) or _calls(f32)
+    a, ta, lda = _operand(a, m, k, 4)
+    b, tb, ldb = _operand(b, k, n, 4)
+    out = empty((m, n), f32, threads)
+    loops("blas_call").sgemm_bias(address, ta, tb, m, n, k, a, lda, b, ldb, bias, out, local, threads, parts)
+    return out
 
 
 def _two_d(dtype, a, b, out, m, n, k, beta: float, threads: int) -> bool:

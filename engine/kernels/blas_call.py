@@ -17,7 +17,7 @@ from numba.extending import intrinsic
 
 from .rowwise import attention_softmax, softmax_backward
 
-__all__ = ["sgemm", "dgemm", "sgemm_stack", "dgemm_stack", "sgemm_stack_parts", "dgemm_stack_parts", "sgemm_attention",
+__all__ = ["sgemm", "sgemm_bias", "dgemm", "sgemm_stack", "dgemm_stack", "sgemm_stack_parts", "dgemm_stack_parts", "sgemm_attention",
            "sgemm_attention_backward"]
 
 _ROW_MAJOR = 101
@@ -75,6 +75,33 @@ def sgemm(address, ta, tb, m, n, k, a, lda, b, ldb, beta, c, ldc, local, threads
     ``b`` and ``c`` are the arrays whose first element each matrix starts at."""
     old = _set_threads_at(local, threads) if threads > 1 else 0
     _sgemm_at(address, ta, tb, m, n, k, 1.0, a.ctypes.data, lda, b.ctypes.data, ldb, beta, c.ctypes.data, ldc)
+    if threads > 1:
+        _set_threads_at(local, old)
+
+
+@njit(cache=True, nogil=True)
+def _fill_rows(c, row, lo, hi):
+    """Rows ``lo .. hi`` of ``c`` set to ``row`` (a loop of its own: in a ``parallel=True`` function an
+    array assignment becomes a parallel loop of its own)."""
+    for i in range(lo, hi):
+        dst = c[i]
+        for j in range(row.shape[0]):
+            dst[j] = row[j]
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def sgemm_bias(address, ta, tb, m, n, k, a, lda, b, ldb, bias, c, local, threads, parts):
+    """Linear's forward as ATen's ``addmm`` runs it, in one call: every row of the C-contiguous
+    ``c (m, n)`` set to ``bias (n,)`` (in ``parts`` blocks of rows at once, as ``kernels.parallel`` cuts
+    ``pointwise.fill_rows``), then ``c += op(a) @ op(b)`` as ``sgemm`` with beta 1: the same copy and
+    the same MKL call as the two steps, without their dispatch between them."""
+    if parts > 1:
+        for t in prange(parts):
+            _fill_rows(c, bias, m * t // parts, m * (t + 1) // parts)
+    else:
+        _fill_rows(c, bias, 0, m)
+    old = _set_threads_at(local, threads) if threads > 1 else 0
+    _sgemm_at(address, ta, tb, m, n, k, 1.0, a.ctypes.data, lda, b.ctypes.data, ldb, 1.0, c.ctypes.data, n)
     if threads > 1:
         _set_threads_at(local, old)
 

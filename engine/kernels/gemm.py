@@ -28,7 +28,7 @@ from ..base import pool, runtime
 from . import blas, mkl
 from .switch import enabled, loops, native
 
-__all__ = ["gemm", "gemm_add", "product_out", "gemms", "attention", "attention_grad", "gemm_here", "prepack", "loop_gemm", "GEMM_PARALLEL_MIN"]
+__all__ = ["gemm", "gemm_add", "gemm_bias", "product_out", "gemms", "attention", "attention_grad", "gemm_here", "prepack", "loop_gemm", "GEMM_PARALLEL_MIN"]
 
 # Below this many multiply-adds a product runs on the calling thread, untimed; above it the pool
 # times both ways per size class and keeps the faster (engine/base/pool.py). A worker starts its
@@ -112,6 +112,19 @@ def gemm_add(xp, a, b, out):
             return out
     out += gemm(xp, a, b)
     return out
+
+
+def gemm_bias(xp, a, b, bias, parts: int):
+    """``bias + a @ b`` (each row) as one compiled call (``blas.linear``: the bias's rows filled in
+    ``parts`` blocks, then MKL's GEMM with beta 1) where ``gemm_add`` would run the product as one MKL
+    call, so the same floats as ``product_out``, the fill and ``gemm_add``; else None."""
+    if (xp is np and type(a) is np.ndarray and type(b) is np.ndarray and type(bias) is np.ndarray
+            and a.ndim == b.ndim == 2 and a.dtype == _F32 and _mkl_takes(a, b)):
+        n_threads = runtime.intra_op_threads()
+        team = _mkl_team(n_threads)
+        if team > 1 or n_threads < 2 or a.size * b.shape[1] < GEMM_PARALLEL_MIN:
+            return blas.linear(a, b, bias, team, parts)
+    return None
 
 
 def _add_into(a, b, out) -> None:

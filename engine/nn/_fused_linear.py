@@ -19,7 +19,7 @@ from ..core.registry import OTHERS, Op
 from ..core.tensor import Tensor
 from .. import kernels
 from ..kernels import gemm, gemm_add, gemms
-from ..kernels.gemm import product_out
+from ..kernels.gemm import gemm_bias, product_out
 from ..ops.reduce import array_sum
 
 __all__ = ["linear", "applies"]
@@ -65,12 +65,26 @@ def _fwd(xp, x, w, *b):
         return out
     rows = _rows(x)
     if b:   # ATen's addmm: the bias broadcast into the output, then added inside the GEMM where MKL runs it
+        out = _bias_gemm(xp, rows, w.T, b[0])
+        if out is not None:
+            return out.reshape(x.shape[:-1] + w.shape[:1]) if x.ndim > 2 else out
         out = product_out(xp, rows, w.T, (rows.shape[0], w.shape[0]))
         _fill_bias(xp, out, b[0])
         gemm_add(xp, rows, w.T, out)
     else:
         out = gemm(xp, rows, w.T)
     return out.reshape(x.shape[:-1] + w.shape[:1]) if x.ndim > 2 else out
+
+
+def _bias_gemm(xp, rows, wt, bias):
+    """The fill and the GEMM as one compiled call (``gemm_bias``) where the fill would split as
+    ``_fill_bias`` splits it (on numba's threads, or not at all); else None. Without the dispatch and checks
+    between the two steps 1024 x 128 -> 128 took 115-125 us against 129-134 at two threads, 194-200 against
+    207-212 at one (bench/README.md, issue 17, session 30)."""
+    parts = kernels.split_count(rows.shape[0] * wt.shape[1])
+    if parts > 1 and not kernels.native():
+        return None
+    return gemm_bias(xp, rows, wt, bias, parts)
 
 
 def _fill_bias(xp, out, bias) -> None:
