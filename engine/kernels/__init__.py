@@ -89,20 +89,51 @@ def parallel(fn, n_split: int, *args, align: int = 1) -> None:
     in one call. A numba loop's blocks run as one OpenMP region where ``switch.native()``
     (``regions.rows``), else on the pool's workers; the two splits are timed apart (key
     ``(fn, n, "region")``), as they cost differently."""
-    if args[0].size <= PARALLEL_MIN:   # the small call first: no thread count read
+    size = args[0].size
+    if size <= PARALLEL_MIN:   # the small call first: no thread count read
         fn(*args)
         return
-    n = split_count(args[0].size)
     rows = args[0].shape[0]
-    if n < 2 or rows < 2 * align:
+    key = (rows, align, size, runtime.intra_op_threads(), PARALLEL_MIN)
+    cut = _CUTS.get(key) or _cut(key, _row_cuts(rows, align, size))
+    if cut[1] is None:
         fn(*args)
         return
+    cuts, starts = cut
+    region = _region(fn, len(cuts) - 1, len(args), n_split)
+    run_blocks(fn, lambda: _row_blocks(args, n_split, cuts), _key(fn, len(cuts) - 1, region, size),
+               size, args, region and (lambda: region(starts, *args)))
+
+
+def _row_cuts(rows: int, align: int, size: int) -> list | None:
+    """``parallel``'s row cuts for ``split_count(size)`` blocks of ``align`` rows, or None: one call."""
+    n = split_count(size)
+    if n < 2 or rows < 2 * align:
+        return None
     blocks = -(-rows // align)
     n = min(n, blocks)
-    cuts = [min(rows, blocks * i // n * align) for i in range(n + 1)]
-    region = _region(fn, n, len(args), n_split)
-    run_blocks(fn, lambda: _row_blocks(args, n_split, cuts), _key(fn, n, region, args[0].size),
-               args[0].size, args, region and (lambda: region(np.array(cuts, np.int64), *args)))
+    return [min(rows, blocks * i // n * align) for i in range(n + 1)]
+
+
+def _range_cuts(count: int, size: int) -> list | None:
+    """``parallel_ranges``' range edges for ``split_count(size)`` ranges, or None: one call."""
+    n = split_count(size)
+    return None if n < 2 or count < 2 else [lo for lo, _ in ranges(count, n)] + [count]
+
+
+# A split's cuts by what decides them (rows or items, align, size, threads, grain): ``(cuts, int64 array of
+# them)``, the array the region's ``cuts`` argument (read only), or ``(None, None)``: one call. Made once,
+# as a region's Python was ~4 us a call against its ~2 us fork and join (issue 17, session 30).
+_CUTS: dict = {}
+_CUTS_MAX = 4096
+
+
+def _cut(key: tuple, cuts: list | None) -> tuple:
+    """``cuts`` with its array, kept for ``key`` (the table cleared when full: a model's shapes are few)."""
+    if len(_CUTS) >= _CUTS_MAX:
+        _CUTS.clear()
+    cut = _CUTS[key] = (None, None) if cuts is None else (cuts, np.array(cuts, np.int64))
+    return cut
 
 
 def _row_blocks(args: tuple, n_split: int, cuts: list) -> list:
@@ -119,15 +150,16 @@ def parallel_ranges(fn, count: int, size: int, args_for, shared: bool = False) -
     every range (no scratch of its own), so a numba loop's ranges may run as one OpenMP region
     (``regions.spans``)."""
     whole = args_for(True, 0, count)
-    n = split_count(size)
-    if n < 2 or count < 2:
+    key = (count, None, size, runtime.intra_op_threads(), PARALLEL_MIN)
+    cut = _CUTS.get(key) or _cut(key, _range_cuts(count, size))
+    if cut[1] is None:
         fn(*whole)
         return
-    spans = ranges(count, n)
-    region = _region(fn, len(spans), len(whole) - 2, None) if shared else None
-    run_blocks(fn, lambda: [args_for(i == 0, lo, hi) for i, (lo, hi) in enumerate(spans)],
-               _key(fn, len(spans), region, size), size, whole,
-               region and (lambda: region(np.array([lo for lo, _ in spans] + [count], np.int64), *whole[:-2])))
+    cuts, starts = cut
+    region = _region(fn, len(cuts) - 1, len(whole) - 2, None) if shared else None
+    run_blocks(fn, lambda: [args_for(i == 0, cuts[i], cuts[i + 1]) for i in range(len(cuts) - 1)],
+               _key(fn, len(cuts) - 1, region, size), size, whole,
+               region and (lambda: region(starts, *whole[:-2])))
 
 
 def _key(fn, n: int, region, size: int):
