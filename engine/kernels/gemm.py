@@ -66,13 +66,18 @@ def gemm(xp, a, b, out=None):
         # too small for our GEMM and for the pool: numpy's, without the ~1 us of choosing (a small Linear)
         return np.matmul(a, b) if out is None else np.matmul(a, b, out=out)
     n_threads = runtime.intra_op_threads()
-    batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) if a.ndim > 2 or b.ndim > 2 else ()
-    macs = math.prod(batch) * m * n * k
     if n_threads < 2 or k != b.shape[-2]:
         return _matmul(a, b, out)
-    if _mkl_takes(a, b) and _mkl_team(n_threads) > 1:     # one call on MKL's OpenMP threads (mkl.py)
+    mkl_takes = _mkl_takes(a, b)
+    if mkl_takes and _mkl_team(n_threads) > 1:     # one call on MKL's OpenMP threads (mkl.py)
+        if out is None and a.ndim == b.ndim == 2:  # a linear's products: straight to the call
+            res = blas.matmul(a, b, n_threads)
+            if res is not None:
+                return res
         return _matmul(a, b, out, n_threads)
-    if macs >= OWN_PARALLEL_MIN and native() and not _mkl_takes(a, b):
+    batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) if a.ndim > 2 or b.ndim > 2 else ()
+    macs = math.prod(batch) * m * n * k
+    if macs >= OWN_PARALLEL_MIN and native() and not mkl_takes:
         done = _own_parallel(a, b, out, n_threads, macs)   # our GEMM's parts on numba's threads
         if done is not None:
             return done

@@ -27,6 +27,7 @@ _LAYERS = {"intel": 0, "sequential": 1, "gnu": 3}     # MKL_THREADING_INTEL, _SE
 _LIB: list = []
 _LAYER: list = []
 _FORKED: list = []
+_THREADED: list = []
 _ADDRESSES: dict = {}
 
 
@@ -67,7 +68,9 @@ def threaded() -> bool:
     """Whether MKL's GEMM can run one call on several threads: loaded on an OpenMP, and not in a
     forked child (GNU OpenMP's threads do not survive a fork: a child's first threaded call would
     wait for them forever; PyTorch's DataLoader workers keep to one thread too)."""
-    return not _FORKED and threading_layer() not in (None, "sequential")
+    if not _THREADED:   # decided once (every GEMM asks): the library and its layer do not change after loading
+        _THREADED.append(threading_layer() not in (None, "sequential"))
+    return _THREADED[0] and not _FORKED
 
 
 os.register_at_fork(after_in_child=lambda: _FORKED.append(True))
