@@ -149,7 +149,7 @@ def empty(shape: tuple, dtype, threads: int) -> np.ndarray:
     dtype = np.dtype(dtype)
     size = math.prod(shape) * dtype.itemsize
     raw = np.empty(size + _ALIGN, np.uint8)
-    start = -raw.ctypes.data % _ALIGN
+    start = loops("blas_call").aligned_start(raw, _ALIGN)   # compiled: ``raw.ctypes`` cost 0.8 us, this 0.2
     return raw[start:start + size].view(dtype).reshape(shape)
 
 

@@ -17,7 +17,7 @@ from numba.extending import intrinsic
 
 from .rowwise import attention_softmax, softmax_backward
 
-__all__ = ["sgemm", "sgemm_bias", "dgemm", "sgemm_stack", "dgemm_stack", "sgemm_stack_parts", "dgemm_stack_parts", "sgemm_attention",
+__all__ = ["aligned_start", "sgemm", "sgemm_bias", "dgemm", "sgemm_stack", "dgemm_stack", "sgemm_stack_parts", "dgemm_stack_parts", "sgemm_attention",
            "sgemm_attention_backward"]
 
 _ROW_MAJOR = 101
@@ -77,6 +77,12 @@ def sgemm(address, ta, tb, m, n, k, a, lda, b, ldb, beta, c, ldc, local, threads
     _sgemm_at(address, ta, tb, m, n, k, 1.0, a.ctypes.data, lda, b.ctypes.data, ldb, beta, c.ctypes.data, ldc)
     if threads > 1:
         _set_threads_at(local, old)
+
+
+@njit(cache=True, nogil=True)
+def aligned_start(raw, align):
+    """How many bytes into ``raw`` its first ``align``-byte aligned address lies (``blas.empty``)."""
+    return -raw.ctypes.data % align
 
 
 @njit(cache=True, nogil=True)
