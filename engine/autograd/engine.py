@@ -780,9 +780,9 @@ def _add_into(old, gi) -> None:
     (the same floats: ``fma(gi, 1, old)`` rounds once, as the sum): the ResNet block's 512 KiB gradients come
     cold, and numpy's one-thread ``+=`` took 36 us of them where two threads take 28 (torch 21; hot, one
     thread is faster: 12 against 15; bench/README.md, issue 17, session 30)."""
-    from ..ops.elementwise import _fma_pass, _one_pass
-    if kernels.threads() > 1 and _one_pass(np, old, gi):
-        _fma_pass(old, gi, old, _F32_ONE)
+    if kernels.threads() > 1 and kernels.enabled():   # the caller tested dtype, shape, order and the grain
+        flat = old.ravel()
+        kernels.parallel(kernels.loops("pointwise").scaled_add, 3, gi.ravel(), flat, flat, _F32_ONE)
     else:
         old += gi
 
