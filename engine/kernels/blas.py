@@ -168,7 +168,11 @@ def linear(a, b, bias, threads: int, parts: int):
     a, ta, lda = _operand(a, m, k, 4)
     b, tb, ldb = _operand(b, k, n, 4)
     out = empty((m, n), f32, threads)
-    loops("blas_call").sgemm_bias(address, ta, tb, m, n, k, a, lda, b, ldb, bias, out, local, threads, parts)
+    calls = loops("blas_call")
+    if parts > 1:
+        calls.sgemm_bias(address, ta, tb, m, n, k, a, lda, b, ldb, bias, out, local, threads, parts)
+    else:   # a parallel=True function starts numba's threads when called: not at one thread
+        calls.sgemm_bias_whole(address, ta, tb, m, n, k, a, lda, b, ldb, bias, out, local, threads)
     return out
 
 
@@ -252,9 +256,13 @@ def attention_into(q, k, v, scale: float, causal: bool, out, threads: int):
         return None
     _, inner_qk, ((sq, sq1), (sk, sk1), _) = qk
     _, inner_pv, (_, (sv, sv1), (so, so1)) = pv
-    loops("blas_call").sgemm_attention(_calls(f32)[0], tq, tk, L, S, D, q, lq, sq, sq1, kt, lk, sk, sk1, inner_qk,
-                                       np.float32(scale), causal, p.reshape(-1, S), tv, dv, v, lv, sv, sv1, out,
-                                       out.strides[-2] // 4, so, so1, inner_pv, count, parts)
+    args = (_calls(f32)[0], tq, tk, L, S, D, q, lq, sq, sq1, kt, lk, sk, sk1, inner_qk, np.float32(scale), causal,
+            p.reshape(-1, S), tv, dv, v, lv, sv, sv1, out, out.strides[-2] // 4, so, so1, inner_pv, count)
+    calls = loops("blas_call")
+    if parts > 1:
+        calls.sgemm_attention(*args, parts)
+    else:   # a parallel=True function starts numba's threads when called: not at one thread
+        calls.sgemm_attention_whole(*args)
     return p
 
 
@@ -287,8 +295,13 @@ def attention_grad_into(g, q, k, v, p, dq, dk, dv, threads: int):
     ptr = np.array([x.ctypes.data for x in arrays], np.intp)
     ld = np.array([S, S] + [x.strides[-2] // 4 for x in (dv, dq, dk)] + [n for _, _, n in ops], np.intp)
     tr = np.array([_TRANS, _NO_TRANS, _NO_TRANS, _NO_TRANS, _NO_TRANS] + [t for _, t, _ in ops], np.intp)
-    loops("blas_call").sgemm_attention_backward(_calls(f32)[0], ptr, np.array(strides, np.intp), ld, tr, inner, L, S,
-                                                D, d_v, p.reshape(-1, S), ds.reshape(-1, S), count, parts)
+    args = (_calls(f32)[0], ptr, np.array(strides, np.intp), ld, tr, inner, L, S, D, d_v, p.reshape(-1, S),
+            ds.reshape(-1, S), count)
+    calls = loops("blas_call")
+    if parts > 1:
+        calls.sgemm_attention_backward(*args, parts)
+    else:   # a parallel=True function starts numba's threads when called: not at one thread
+        calls.sgemm_attention_backward_whole(*args)
     return ds
 
 

@@ -98,14 +98,25 @@ def _fill_rows(c, row, lo, hi):
 @njit(cache=True, nogil=True, parallel=True)
 def sgemm_bias(address, ta, tb, m, n, k, a, lda, b, ldb, bias, c, local, threads, parts):
     """Linear's forward as ATen's ``addmm`` runs it, in one call: every row of the C-contiguous
-    ``c (m, n)`` set to ``bias (n,)`` (in ``parts`` blocks of rows at once, as ``kernels.parallel`` cuts
-    ``pointwise.fill_rows``), then ``c += op(a) @ op(b)`` as ``sgemm`` with beta 1: the same copy and
-    the same MKL call as the two steps, without their dispatch between them."""
-    if parts > 1:
-        for t in prange(parts):
-            _fill_rows(c, bias, m * t // parts, m * (t + 1) // parts)
-    else:
-        _fill_rows(c, bias, 0, m)
+    ``c (m, n)`` set to ``bias (n,)`` (in ``parts`` > 1 blocks of rows at once, as ``kernels.parallel``
+    cuts ``pointwise.fill_rows``), then ``c += op(a) @ op(b)`` as ``sgemm`` with beta 1: the same copy and
+    the same MKL call as the two steps, without their dispatch between them. One block is
+    ``sgemm_bias_whole``'s: calling a ``parallel=True`` function starts numba's threads, even where its
+    ``prange`` does not run."""
+    for t in prange(parts):
+        _fill_rows(c, bias, m * t // parts, m * (t + 1) // parts)
+    _gemm_into_bias(address, ta, tb, m, n, k, a, lda, b, ldb, c, local, threads)
+
+
+@njit(cache=True, nogil=True)
+def sgemm_bias_whole(address, ta, tb, m, n, k, a, lda, b, ldb, bias, c, local, threads):
+    """``sgemm_bias`` with the rows filled on the calling thread."""
+    _fill_rows(c, bias, 0, m)
+    _gemm_into_bias(address, ta, tb, m, n, k, a, lda, b, ldb, c, local, threads)
+
+
+@njit(cache=True, nogil=True)
+def _gemm_into_bias(address, ta, tb, m, n, k, a, lda, b, ldb, c, local, threads):
     old = _set_threads_at(local, threads) if threads > 1 else 0
     _sgemm_at(address, ta, tb, m, n, k, 1.0, a.ctypes.data, lda, b.ctypes.data, ldb, 1.0, c.ctypes.data, n)
     if threads > 1:
@@ -199,17 +210,23 @@ def sgemm_attention(address, tq, tk, L, S, D, q, lq, sq, sq1, k, lk, sk, sk1, in
     (``rowwise.attention_softmax``), then ``p v`` (L x dv) into ``out``. The three passes as
     ``sgemm_stack_parts`` and the row loop make them, one single-threaded MKL call per product, so the
     same floats, with a head's scores still in its thread's cache for the softmax and ``p v``.
-    Batch offsets as ``sgemm_stack``'s (two axes, ``inner_qk`` for q and k, ``inner_pv`` for v and out);
-    one part runs on the calling thread."""
+    Batch offsets as ``sgemm_stack``'s (two axes, ``inner_qk`` for q and k, ``inner_pv`` for v and out).
+    One part is ``sgemm_attention_whole``'s (a ``parallel=True`` function starts numba's threads when
+    called)."""
     pq, pk, pv, po = np.intp(q.ctypes.data), np.intp(k.ctypes.data), np.intp(v.ctypes.data), np.intp(out.ctypes.data)
     ps = np.intp(s.ctypes.data)
-    if parts == 1:
-        _attention_heads(address, tq, tk, L, S, D, pq, lq, sq, sq1, pk, lk, sk, sk1, inner_qk, scale, causal, s, ps,
-                         tv, dv, pv, lv, sv, sv1, po, lo, so, so1, inner_pv, 0, count)
-        return
     for t in prange(parts):
         _attention_heads(address, tq, tk, L, S, D, pq, lq, sq, sq1, pk, lk, sk, sk1, inner_qk, scale, causal, s, ps,
                          tv, dv, pv, lv, sv, sv1, po, lo, so, so1, inner_pv, count * t // parts, count * (t + 1) // parts)
+
+
+@njit(cache=True, nogil=True)
+def sgemm_attention_whole(address, tq, tk, L, S, D, q, lq, sq, sq1, k, lk, sk, sk1, inner_qk, scale, causal, s,
+                          tv, dv, v, lv, sv, sv1, out, lo, so, so1, inner_pv, count):
+    """``sgemm_attention``'s heads in turn on the calling thread."""
+    _attention_heads(address, tq, tk, L, S, D, np.intp(q.ctypes.data), lq, sq, sq1, np.intp(k.ctypes.data), lk, sk,
+                     sk1, inner_qk, scale, causal, s, np.intp(s.ctypes.data), tv, dv, np.intp(v.ctypes.data), lv, sv,
+                     sv1, np.intp(out.ctypes.data), lo, so, so1, inner_pv, 0, count)
 
 
 @njit(cache=True, nogil=True)
@@ -235,10 +252,15 @@ def sgemm_attention_backward(address, ptr, st, ld, tr, inner, L, S, D, dv, p, ds
     ``parts`` ranges at once: ``dv = pᵀ g``, ``dp = g vᵀ`` (into ``ds``), the softmax's backward in place
     (``rowwise.softmax_backward``), ``dq = ds k``, ``dk = dsᵀ q`` (unscaled): the products and the row
     loop as the separate passes make them, one single-threaded MKL call each, so the same floats.
-    ``ptr``, ``st`` (two batch strides), ``ld`` and ``tr`` (CBLAS's flag) per array, in elements."""
-    if parts == 1:
-        _attention_grad_heads(address, ptr, st, ld, tr, inner, L, S, D, dv, p, ds, 0, count)
-        return
+    ``ptr``, ``st`` (two batch strides), ``ld`` and ``tr`` (CBLAS's flag) per array, in elements. One
+    part is ``sgemm_attention_backward_whole``'s (a ``parallel=True`` function starts numba's threads when
+    called)."""
     for t in prange(parts):
         _attention_grad_heads(address, ptr, st, ld, tr, inner, L, S, D, dv, p, ds, count * t // parts,
                               count * (t + 1) // parts)
+
+
+@njit(cache=True, nogil=True)
+def sgemm_attention_backward_whole(address, ptr, st, ld, tr, inner, L, S, D, dv, p, ds, count):
+    """``sgemm_attention_backward``'s heads in turn on the calling thread."""
+    _attention_grad_heads(address, ptr, st, ld, tr, inner, L, S, D, dv, p, ds, 0, count)
