@@ -153,6 +153,17 @@ def empty(shape: tuple, dtype, threads: int) -> np.ndarray:
     return raw[start:start + size].view(dtype).reshape(shape)
 
 
+def _in_parts(name: str, args: tuple, parts: int) -> None:
+    """``blas_call.<name>(*args, parts)``, a region of ``parts`` at once, or its one-part loop
+    ``<name>_whole(*args)``: calling a ``parallel=True`` function starts numba's threads even where its
+    ``prange`` does not run, and at one thread nothing may start them."""
+    calls = loops("blas_call")
+    if parts > 1:
+        getattr(calls, name)(*args, parts)
+    else:
+        getattr(calls, name + "_whole")(*args)
+
+
 def linear(a, b, bias, threads: int, parts: int):
     """``bias + a @ b`` as ATen's ``addmm`` makes it for float32 2-D operands: a new C-contiguous array
     (aligned as ``empty`` makes it for ``threads``), every row set to ``bias`` in ``parts`` blocks at
@@ -168,11 +179,7 @@ def linear(a, b, bias, threads: int, parts: int):
     a, ta, lda = _operand(a, m, k, 4)
     b, tb, ldb = _operand(b, k, n, 4)
     out = empty((m, n), f32, threads)
-    calls = loops("blas_call")
-    if parts > 1:
-        calls.sgemm_bias(address, ta, tb, m, n, k, a, lda, b, ldb, bias, out, local, threads, parts)
-    else:   # a parallel=True function starts numba's threads when called: not at one thread
-        calls.sgemm_bias_whole(address, ta, tb, m, n, k, a, lda, b, ldb, bias, out, local, threads)
+    _in_parts("sgemm_bias", (address, ta, tb, m, n, k, a, lda, b, ldb, bias, out, local, threads), parts)
     return out
 
 
@@ -258,11 +265,7 @@ def attention_into(q, k, v, scale: float, causal: bool, out, threads: int):
     _, inner_pv, (_, (sv, sv1), (so, so1)) = pv
     args = (_calls(f32)[0], tq, tk, L, S, D, q, lq, sq, sq1, kt, lk, sk, sk1, inner_qk, np.float32(scale), causal,
             p.reshape(-1, S), tv, dv, v, lv, sv, sv1, out, out.strides[-2] // 4, so, so1, inner_pv, count)
-    calls = loops("blas_call")
-    if parts > 1:
-        calls.sgemm_attention(*args, parts)
-    else:   # a parallel=True function starts numba's threads when called: not at one thread
-        calls.sgemm_attention_whole(*args)
+    _in_parts("sgemm_attention", args, parts)
     return p
 
 
@@ -297,11 +300,7 @@ def attention_grad_into(g, q, k, v, p, dq, dk, dv, threads: int):
     tr = np.array([_TRANS, _NO_TRANS, _NO_TRANS, _NO_TRANS, _NO_TRANS] + [t for _, t, _ in ops], np.intp)
     args = (_calls(f32)[0], ptr, np.array(strides, np.intp), ld, tr, inner, L, S, D, d_v, p.reshape(-1, S),
             ds.reshape(-1, S), count)
-    calls = loops("blas_call")
-    if parts > 1:
-        calls.sgemm_attention_backward(*args, parts)
-    else:   # a parallel=True function starts numba's threads when called: not at one thread
-        calls.sgemm_attention_backward_whole(*args)
+    _in_parts("sgemm_attention_backward", args, parts)
     return ds
 
 
