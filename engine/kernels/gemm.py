@@ -106,14 +106,13 @@ def gemm_add(xp, a, b, out):
     ``gemm`` cuts them; else the product, then the add."""
     if (xp is np and type(out) is np.ndarray and type(a) is np.ndarray and type(b) is np.ndarray
             and a.ndim == b.ndim == 2 and _mkl_takes(a, b)):
-        macs = a.size * b.shape[1]
-        n_threads = runtime.intra_op_threads()
-        team = _mkl_team(n_threads)
-        if team > 1 or n_threads < 2 or macs < GEMM_PARALLEL_MIN:
+        team = _one_call_team(a, b)
+        if team is not None:
             if blas.matmul_into(a, b, out, accumulate=True, threads=team):
                 return out
         else:
-            pool.run_blocks(_add_into, _blocks(a, b, out, (), n_threads), ("gemm_add", n_threads), macs)
+            n_threads = runtime.intra_op_threads()
+            pool.run_blocks(_add_into, _blocks(a, b, out, (), n_threads), ("gemm_add", n_threads), a.size * b.shape[1])
             return out
     out += gemm(xp, a, b)
     return out
@@ -125,11 +124,19 @@ def gemm_bias(xp, a, b, bias, parts: int):
     call, so the same floats as ``product_out``, the fill and ``gemm_add``; else None."""
     if (xp is np and type(a) is np.ndarray and type(b) is np.ndarray and type(bias) is np.ndarray
             and a.ndim == b.ndim == 2 and a.dtype == _F32 and _mkl_takes(a, b)):
-        n_threads = runtime.intra_op_threads()
-        team = _mkl_team(n_threads)
-        if team > 1 or n_threads < 2 or a.size * b.shape[1] < GEMM_PARALLEL_MIN:
+        team = _one_call_team(a, b)
+        if team is not None:
             return blas.linear(a, b, bias, team, parts)
     return None
+
+
+def _one_call_team(a, b):
+    """MKL's thread team for the 2-D product ``a @ b`` (MKL takes it) where ``gemm_add`` runs it as one call
+    (on MKL's threads, at one thread, or below ``GEMM_PARALLEL_MIN``), else None (cut into row or column
+    blocks over the threads): ``gemm_add``'s and ``gemm_bias``'s one rule."""
+    n_threads = runtime.intra_op_threads()
+    team = _mkl_team(n_threads)
+    return team if team > 1 or n_threads < 2 or a.size * b.shape[1] < GEMM_PARALLEL_MIN else None
 
 
 def _add_into(a, b, out) -> None:
