@@ -14,6 +14,7 @@ import math
 import numpy as np
 
 from .. import kernels
+from ..base.pool import ranges
 from ..kernels import gemm, gemms
 from ..kernels.gemm import OWN_MIN_ROWS, loop_gemm
 from ..base.grad_mode import is_grad_enabled
@@ -276,7 +277,7 @@ def _batch_cuts(B: int):
     n = min(kernels.threads(), B // OWN_MIN_ROWS)
     if n < 2 or not kernels.native() or kernels.loops("regions").parts(n) < 2:
         return None
-    return np.array([B * i // n for i in range(n + 1)], np.int64)
+    return np.array([lo for lo, _ in ranges(B, n)] + [B], np.int64)
 
 
 def _layer_loop(xp, fn, args_with, packed, B: int):
