@@ -389,11 +389,32 @@ class tape:
         self._nodes = [] if max_records is None else deque(maxlen=max_records)
         self._by_seq: dict[int, TapeNode] = {}
         self._subs: list = []
+        # Lazy: the handlers append each event's fields (a tuple) and the records are made when read
+        # (``_make_records``): a tape nobody reads costs no ``TapeNode``. Only where the base handlers
+        # record every event with no summary and no cap (a sink that overrides them gets records).
+        cls = type(self)
+        self._lazy = (not keep_values and max_records is None
+                      and cls.record_op is tape.record_op and cls.record_step is tape.record_step)
+        self._made = 0                # records at the head of ``_nodes`` made so far (lazy tapes)
 
     def __enter__(self) -> "tape":
         if self._subs:
             raise RuntimeError("this tape is already recording; nest a new tapelab.tape() instead")
         tid = _get_ident()
+        if self._lazy:
+            append = self._nodes.append
+
+            def on_fields(fields, tensors):
+                if _get_ident() == tid:
+                    append(_op_raw(fields, tensors, False))
+
+            def on_raw_step(step):
+                if _get_ident() == tid:
+                    append(_step_raw(step))
+
+            self._subs = [events.subscribe("op", on_fields, fields=True),
+                          events.subscribe("backward_step", on_raw_step)]
+            return self
         record_op, record_step = self.record_op, self.record_step
 
         def on_op(ev):
@@ -415,9 +436,29 @@ class tape:
     def _settle(self) -> None:
         """Complete the records before they are read (a streaming subclass fills summaries late)."""
 
+    def _make_records(self) -> None:
+        """A lazy tape's records from the fields its handlers kept, in order (``_by_seq`` as
+        ``record_op``/``record_step`` fill it, so a backward record finds its op's module)."""
+        nodes = self._nodes
+        i, n = self._made, len(nodes)
+        if i == n or not self._lazy:
+            return
+        by_seq, base = self._by_seq, self.dropped
+        while i < n:
+            raw = nodes[i]
+            if raw[0] is None:    # a backward step's
+                fwd = by_seq.get(raw[1]) if raw[1] is not None else None
+                nodes[i] = _step_record(base + i, raw, fwd.module if fwd is not None else "")
+            else:
+                nodes[i] = rec = _op_record(base + i, raw)
+                by_seq[rec.seq] = rec
+            i += 1
+        self._made = n
+
     @property
     def nodes(self) -> list:
         """The ``TapeNode`` records, in order (a copy when ``max_records`` is set)."""
+        self._make_records()
         self._settle()
         nodes = self._nodes
         return nodes if type(nodes) is list else list(nodes)
@@ -444,7 +485,7 @@ class tape:
         sub = self._subs[i]
         sub.unsubscribe()
         if on:
-            self._subs[i] = events.subscribe(sub.kind, sub.fn)
+            self._subs[i] = events.subscribe(sub.kind, sub.fn, sub.fields)
 
     def __len__(self) -> int:
         return len(self._nodes)
@@ -455,6 +496,7 @@ class tape:
     def __getitem__(self, i):
         if type(i) is slice:
             return self.nodes[i]
+        self._make_records()
         self._settle()
         return self._nodes[i]
 
@@ -462,6 +504,7 @@ class tape:
         self._nodes.clear()
         self._by_seq.clear()
         self.dropped = 0
+        self._made = 0
 
     def _drop_oldest(self) -> None:
         """Make room for one record under ``max_records``: forget the oldest (and warn, once)."""
@@ -475,6 +518,7 @@ class tape:
 
     def forward_record(self, seq: int | None) -> TapeNode | None:
         """The forward record of the op with this ``seq`` (a node's ``tape_seq``), if recorded."""
+        self._make_records()
         return self._by_seq.get(seq) if seq is not None else None
 
     def to_dict(self) -> dict:
@@ -493,44 +537,13 @@ class tape:
         return f"<tapelab.tape: {c['forward']} forward, {c['backward']} backward records{dropped}>"
 
     # ------------------------------------------------------------ the sink API
-    # Records are built positionally (TapeNode's field order): keyword calls of a 21-field
-    # dataclass cost several times more, and this runs once per op while recording.
     def record_op(self, ev: events.OpRecorded) -> TapeNode:
         """The ``op`` event handler: append the op's record and return it. Override to decide
         per event (call this to record), e.g. to stream records or only count them."""
         nodes = self._nodes
         if len(nodes) == self.max_records:
             self._drop_oldest()
-        running = _RUNNING.nodes   # running_node(), inlined: the backward node running, if any
-        if running:
-            try:   # Node.tape_seq inlined (a property's frame per op a vjp runs), as record_step reads it
-                forward_seq = running[-1]._tape_seq
-            except AttributeError:
-                forward_seq = None
-            running = running[-1]
-        else:
-            running = forward_seq = None
-        res = ev.tensors[1] if ev.tensors else None
-        if self.keep_values:
-            args = ev.tensors[0] if ev.tensors else ()
-            refs = (res, res.grad_fn if res is not None else None,
-                    tuple(a for a in args if isinstance(a, Tensor)))
-            value = summarize(res)
-        else:
-            value = None
-            if res is None:
-                refs = (None, None)
-            else:
-                fn = res.grad_fn
-                refs = (_weakref(res), _weakref(fn) if fn is not None else None)
-        shape = ev.shape
-        rec = TapeNode(
-            self.dropped + len(nodes), "forward", ev.op, ev.seq,
-            forward_seq,
-            "forward" if running is None else "backward",
-            ev.inputs, ev.output, ev.input_shapes, shape, (shape,), ev.dtype, ev.device, ev.requires_grad,
-            ev.start_ns, ev.duration_ns, ev.module, ev.grad_fn, value, None,
-            source_line(_dispatch_caller(_getframe(1))) if running is None else "", refs)
+        rec = _op_record(self.dropped + len(nodes), _op_raw(events.op_fields(ev), ev.tensors, self.keep_values))
         nodes.append(rec)
         self._by_seq[ev.seq] = rec
         return rec
@@ -540,43 +553,92 @@ class tape:
         op's forward record, with ``keep_values``, also gets its gradient summary)."""
         if len(self._nodes) == self.max_records:
             self._drop_oldest()
-        node = step.node
-        try:   # Node.tape_seq inlined (a property's frame per step): set where an op was told, else unset
-            seq = node._tape_seq
-        except AttributeError:
-            seq = None
-        fwd = self._by_seq.get(seq) if seq is not None else None
-        gouts = step.grad_outputs
-        if len(gouts) == 1 and gouts[0] is not None:   # an op's node: one incoming gradient
-            first = gouts[0]
-            shape = first._data.shape
-            in_shapes = (shape,)
-        else:
-            first = None
-            for g in gouts:
-                if g is not None:
-                    first = g
-                    break
-            shape = first._data.shape if first is not None else ()
-            in_shapes = _shapes(gouts)
-        try:   # OpNode.name inlined where the name is fixed by the node's type
-            name = node.node_name
-        except AttributeError:
-            name = None
-        if name is None:
-            name = node.name()
-        # shapes straight from the arrays (plain tuples of ints, as tuple(t.shape) gives)
-        rec = TapeNode(
-            self.dropped + len(self._nodes), "backward", name, None, seq, "backward", (), None,
-            in_shapes, shape, _shapes(step.grad_inputs),
-            _BY_NP[first._data.dtype].name if first is not None else "",
-            first._device._name if first is not None else "",
-            False, step.start_ns, step.duration_ns, fwd.module if fwd is not None else "",
-            name, None, None, "", (None, node if self.keep_values else _weakref(node)))
+        raw = _step_raw(step)
+        fwd = self._by_seq.get(raw[1]) if raw[1] is not None else None
+        rec = _step_record(self.dropped + len(self._nodes), raw, fwd.module if fwd is not None else "")
         if self.keep_values:
-            rec.grad = summarize(first)
+            rec._refs = (None, step.node)
+            rec.grad = summarize(next((g for g in step.grad_outputs if g is not None), None))
             if fwd is not None:  # an op's node has one output: its incoming gradient is the op's
                 fwd.grad = summarize(step.grad_outputs[0])
         self._nodes.append(rec)
         return rec
 
+
+# What a record keeps of its event, taken while the event is told (the stack, the running node and the
+# tensors are the event's own), and the record made from it, at once or when a lazy tape is read. Records
+# are made positionally (TapeNode's field order): keyword calls of a 22-field dataclass cost several times more.
+def _op_raw(fields: tuple, tensors: tuple, keep: bool) -> tuple:
+    """An op event's record but its index: (fields, forward_seq, phase, source, refs, value)."""
+    running = _RUNNING.nodes   # running_node(), inlined: the backward node running, if any
+    if running:
+        try:   # Node.tape_seq inlined (a property's frame per op a vjp runs), as _step_raw reads it
+            forward_seq = running[-1]._tape_seq
+        except AttributeError:
+            forward_seq = None
+        phase, source = "backward", ""
+    else:
+        forward_seq, phase = None, "forward"
+        source = source_line(_dispatch_caller(_getframe(1)))
+    res = tensors[1] if tensors else None
+    value = None
+    if keep:
+        args = tensors[0] if tensors else ()
+        refs = (res, res.grad_fn if res is not None else None, tuple(a for a in args if isinstance(a, Tensor)))
+        value = summarize(res)
+    elif res is None:
+        refs = (None, None)
+    else:
+        fn = res.grad_fn
+        refs = (_weakref(res), _weakref(fn) if fn is not None else None)
+    return fields, forward_seq, phase, source, refs, value
+
+
+def _op_record(index: int, raw: tuple) -> TapeNode:
+    (seq, op, inputs, input_shapes, output, shape, dtype, device, requires_grad, duration_ns, start_ns, module,
+     grad_fn), forward_seq, phase, source, refs, value = raw
+    return TapeNode(index, "forward", op, seq, forward_seq, phase, inputs, output, input_shapes, shape, (shape,),
+                    dtype, device, requires_grad, start_ns, duration_ns, module, grad_fn, value, None, source, refs)
+
+
+def _step_raw(step: events.BackwardStep) -> tuple:
+    """A backward step's record but its index and module: (None, forward_seq, name, input_shapes, shape,
+    output_shapes, dtype, device, (start_ns, duration_ns), node ref); the leading None tells it from an op's.
+    No tensor is kept: a lazy tape holds nothing alive."""
+    node = step.node
+    try:   # Node.tape_seq inlined (a property's frame per step): set where an op was told, else unset
+        seq = node._tape_seq
+    except AttributeError:
+        seq = None
+    gouts = step.grad_outputs
+    if len(gouts) == 1 and gouts[0] is not None:   # an op's node: one incoming gradient
+        first = gouts[0]
+        shape = first._data.shape
+        in_shapes = (shape,)
+    else:
+        first = None
+        for g in gouts:
+            if g is not None:
+                first = g
+                break
+        shape = first._data.shape if first is not None else ()
+        in_shapes = _shapes(gouts)
+    try:   # OpNode.name inlined where the name is fixed by the node's type
+        name = node.node_name
+    except AttributeError:
+        name = None
+    if name is None:
+        name = node.name()
+    # shapes straight from the arrays (plain tuples of ints, as tuple(t.shape) gives)
+    if first is not None:
+        dtype, device = _BY_NP[first._data.dtype].name, first._device._name
+    else:
+        dtype = device = ""
+    return (None, seq, name, in_shapes, shape, _shapes(step.grad_inputs), dtype, device,
+            (step.start_ns, step.duration_ns), _weakref(node))
+
+
+def _step_record(index: int, raw: tuple, module: str) -> TapeNode:
+    _, seq, name, in_shapes, shape, out_shapes, dtype, device, (start_ns, duration_ns), ref = raw
+    return TapeNode(index, "backward", name, None, seq, "backward", (), None, in_shapes, shape, out_shapes,
+                    dtype, device, False, start_ns, duration_ns, module, name, None, None, "", (None, ref))

@@ -6,13 +6,15 @@ dispatcher (``dispatch.STATE.slow``), so with no subscriber the hot path is unch
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any, Callable
 
-__all__ = ["subscribe", "emit", "has_subscribers", "Subscription", "OpRecorded", "BackwardStep", "BackwardPass",
+__all__ = ["subscribe", "emit", "has_subscribers", "Subscription", "OpRecorded", "op_fields", "BackwardStep", "BackwardPass",
            "GraphTraced", "Collective", "Made", "KINDS"]
 
 KINDS = ("op", "backward_step", "backward_pass", "graph_traced", "capture_done", "profile_ready", "collective", "made")
 _subscribers: dict[str, list[Callable]] = {k: [] for k in KINDS}
+_takes_fields: set = set()   # ``op`` subscribers that take the event's fields, not an ``OpRecorded`` (``subscribe``)
 _on_change: list[Callable[[], None]] = []
 
 
@@ -33,6 +35,11 @@ class OpRecorded:
     module: str = ""
     grad_fn: str = ""      # name of the node the output got ("" when it needs no gradient)
     tensors: tuple = field(default=(), repr=False)   # (inputs, output) Tensor objects, for keepers
+
+
+# An ``OpRecorded``'s fields but ``tensors``, in order, as one tuple: what a ``fields=True`` subscriber gets
+op_fields = attrgetter("seq", "op", "inputs", "input_shapes", "output", "shape", "dtype", "device", "requires_grad",
+                       "duration_ns", "start_ns", "module", "grad_fn")
 
 
 class Made:
@@ -115,15 +122,17 @@ class Collective:
 class Subscription:
     """Handle returned by ``subscribe``; call it (or ``.unsubscribe()``) to stop listening."""
 
-    __slots__ = ("kind", "fn")
+    __slots__ = ("kind", "fn", "fields")
 
-    def __init__(self, kind: str, fn: Callable):
-        self.kind, self.fn = kind, fn
+    def __init__(self, kind: str, fn: Callable, fields: bool = False):
+        self.kind, self.fn, self.fields = kind, fn, fields
 
     def unsubscribe(self) -> None:
         subs = _subscribers[self.kind]
         if self.fn in subs:
             subs.remove(self.fn)
+            if self.fn not in subs:
+                _takes_fields.discard(self.fn)
             _changed()
 
     __call__ = unsubscribe
@@ -135,13 +144,26 @@ class Subscription:
         self.unsubscribe()
 
 
-def subscribe(kind: str, fn: Callable) -> Subscription:
-    """Call ``fn(payload)`` for every event of ``kind`` (one of ``events.KINDS``)."""
+def subscribe(kind: str, fn: Callable, fields: bool = False) -> Subscription:
+    """Call ``fn(payload)`` for every event of ``kind`` (one of ``events.KINDS``).
+
+    ``fields=True`` (``op`` only) calls ``fn(fields, tensors)`` instead: the event's fields but
+    ``tensors`` as one plain tuple, in ``OpRecorded``'s order (``op_fields``), and its tensors. While
+    such a subscriber listens alone the dispatcher makes no event object per op: a recorder that
+    stores what it keeps (the tape) pays for a tuple only."""
     if kind not in _subscribers:
         raise ValueError(f"unknown event kind {kind!r}; expected one of {', '.join(KINDS)}")
+    if fields:
+        if kind != "op":
+            raise ValueError(f"subscribe: fields=True is for 'op' events only, got {kind!r}")
+        if fn in _subscribers[kind]:
+            raise ValueError("subscribe: this function already listens to 'op' events for OpRecorded payloads")
+        _takes_fields.add(fn)
+    elif fn in _takes_fields:
+        raise ValueError("subscribe: this function already listens to 'op' events for their fields")
     _subscribers[kind].append(fn)
     _changed()
-    return Subscription(kind, fn)
+    return Subscription(kind, fn, fields)
 
 
 def has_subscribers(kind: str) -> bool:
@@ -150,7 +172,10 @@ def has_subscribers(kind: str) -> bool:
 
 def emit(kind: str, payload) -> None:
     for fn in tuple(_subscribers[kind]):
-        fn(payload)
+        if fn in _takes_fields:
+            fn(op_fields(payload), payload.tensors)
+        else:
+            fn(payload)
 
 
 def on_change(fn: Callable[[], None]) -> None:

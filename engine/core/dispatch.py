@@ -51,6 +51,7 @@ _get_ident = threading.get_ident
 _clock = time.perf_counter_ns   # an op's start and duration, while someone watches
 _OP_SUBSCRIBERS = events._subscribers["op"]  # the live list: a truth test instead of a call
 _OpRecorded = events.OpRecorded
+_TAKES_FIELDS = events._takes_fields   # the ``op`` subscribers told by fields (``events.subscribe``)
 _MADE_SUBSCRIBERS = events._subscribers["made"]
 
 
@@ -1075,14 +1076,23 @@ def _tell(op, args, res, uid: int, node, requires_grad: bool, start: int, dur: i
                 uids.append(None)
                 shapes.append(())
         uids, shapes = tuple(uids), tuple(shapes)
-    ev = _OpRecorded(   # positional: field order of OpRecorded
-        seq, op.name, uids, shapes, uid, data.shape, _BY_NP[data.dtype].name,
-        res._device._name, requires_grad, dur, start, module, name, (args, res))
+    fields = (seq, op.name, uids, shapes, uid, data.shape, _BY_NP[data.dtype].name,   # OpRecorded's order
+              res._device._name, requires_grad, dur, start, module, name)
     subs = _OP_SUBSCRIBERS
     if len(subs) == 1:   # events.emit, inlined for the usual one subscriber (a tape or the profiler)
-        subs[0](ev)
-    else:
-        for fn in tuple(subs):
+        fn = subs[0]
+        if fn in _TAKES_FIELDS:   # a recorder (the tape): no event object
+            fn(fields, (args, res))
+        else:
+            fn(_OpRecorded(*fields, (args, res)))
+        return
+    ev = None
+    for fn in tuple(subs):
+        if fn in _TAKES_FIELDS:
+            fn(fields, (args, res))
+        else:
+            if ev is None:
+                ev = _OpRecorded(*fields, (args, res))
             fn(ev)
 
 
