@@ -114,12 +114,14 @@ def _fresh(t) -> None:
         _view_grad_fn(t)
 
 
-def _root_grads(tensors, grad_tensors, what: str):
+def _root_grads(tensors, grad_tensors, what: str, array: bool = False):
+    """``(node, output number, gradient)`` of each root; ``array``: the implicit ones of ``loss.backward()``
+    as the bare array ``_ones`` makes, for the array walk (``_run_arrays``), where it can be one."""
     if grad_tensors is None and len(tensors) == 1:   # loss.backward(): the checks below, in one test
         t = tensors[0]
         if (type(t) is Tensor and t.requires_grad and t.grad_fn is not None and not (t._vc[0] and t._base is not None)
                 and t._data.size == 1 and t._data.dtype.kind in FLOATING_KINDS):
-            return [(t.grad_fn, t._out_nr, _ones(t))]
+            return [(t.grad_fn, t._out_nr, _ones(t, array))]
     roots = []
     grads = _as_list(grad_tensors) or [None] * len(tensors)
     if len(grads) != len(tensors):
@@ -148,10 +150,12 @@ def _root_grads(tensors, grad_tensors, what: str):
     return roots
 
 
-def _ones(t: Tensor) -> Tensor:
+def _ones(t: Tensor, array: bool = False) -> Tensor | np.ndarray:
     """The implicit root gradient: the ``full`` factory op (``ones_like``'s checks are for user
     arguments), dispatched while someone watches so a mode sees it; otherwise its forward is
-    called directly and wrapped (the engine's own bookkeeping, as the in-place sums are)."""
+    called directly and wrapped (the engine's own bookkeeping, as the in-place sums are). With
+    ``array``, a numpy float one is returned unwrapped: the array walk reads the array, and a tensor
+    made for it cost the step its wrap and the walk's pass-on test at the root (chain16 fwd+bwd)."""
     d, dev = t._data, t._device
     if _DISPATCH.slow:
         return apply(FULL, size=d.shape, fill_value=1, dtype=t.dtype, device=dev)
@@ -167,6 +171,8 @@ def _ones(t: Tensor) -> Tensor:
                 # checks against the graph's arrays hold (one such loss turned them off for the process)
                 one = _ONE[d.dtype] = _np_ones((), d.dtype)
             ones = one.copy()
+        if array:
+            return ones
     else:
         ones = FULL.fwd(dev._xp or dev.xp, size=d.shape, fill_value=1, dtype=t.dtype, device=dev)
     return Tensor._wrap(ones, False, None, 0, [0], dev)
@@ -266,9 +272,13 @@ class _Walk:
     __slots__ = ("deps", "buffers", "ready", "needed", "runs", "targets", "sinks", "capture", "stop",
                  "create_graph", "retain_graph", "index", "task_id")
 
-    def __init__(self, tensors, grad_tensors, retain_graph, create_graph, inputs, capture, stop):
+    def __init__(self, tensors, grad_tensors, retain_graph, create_graph, inputs, capture, stop, arrays=False):
+        """``arrays``: the walk is ``_run_plain``'s, which runs ``_run_arrays`` first where ``_arrays_walk``
+        allows (its root's implicit ones may then be an array)."""
         self.task_id = next(_TASK_IDS)
-        roots = _root_grads([tensors] if type(tensors) is Tensor else _as_list(tensors), grad_tensors, "backward")
+        arrays = arrays and _arrays_walk(create_graph, capture, inputs)
+        roots = _root_grads([tensors] if type(tensors) is Tensor else _as_list(tensors), grad_tensors, "backward",
+                            arrays)
         self.create_graph = create_graph
         self.retain_graph = create_graph if retain_graph is None else retain_graph
         self.capture, self.stop, self.index = capture, stop, 0
@@ -434,12 +444,15 @@ def _run_plain(walk: _Walk) -> None:
     index = walk.index
     lane = watched = None
     try:
-        if not (create_graph or _STEP_SUBSCRIBERS or walk.capture is not None or walk.needed is not None
-                or _DISPATCH.slow or _DISPATCH.functions is not None or DETACHED_IN_PLACE[0]):
+        if _arrays_walk(create_graph, walk.capture, walk.needed):
             _run_arrays(walk)
             index = walk.index
             if not ready:   # the array walk ran it all (the loop's set-up below is for the rest)
                 return
+        elif walk.capture is None and walk.needed is None and not create_graph:
+            # backward()'s walk, whose root ones may be an array for the array walk: a subscriber (another
+            # thread's) came since it was made, and the tensor loop never meets an array
+            _as_tensors(walk.buffers)
         buffers, deps = walk.buffers, walk.deps
         capture, targets, needed, runs = walk.capture, walk.targets, walk.needed, walk.runs   # (never ``stop``)
         release = not walk.retain_graph
@@ -734,18 +747,31 @@ def _run_arrays(walk: _Walk) -> None:
         if lane is not None:
             heappush(ready, (-lane.seq, lane))
             lane = None
-        made: dict = {}
-        for buf in buffers.values():
-            for i, g in enumerate(buf):
-                if type(g) is _ndarray:
-                    t = made.get(id(g))
-                    if t is None:
-                        t = made[id(g)] = _tensor(g)
-                    buf[i] = t
+        _as_tensors(buffers)
     finally:
         if lane is not None:   # a vjp raised: the walk keeps its node
             heappush(ready, (-lane.seq, lane))
         walk.index = index
+
+
+def _arrays_walk(create_graph: bool, capture, pruned) -> bool:
+    """Whether ``_run_plain`` runs a walk by arrays (``_run_arrays``): nobody watches, no mode, functions
+    hook or ``detach_`` of a saved input, no ``create_graph``, no captured targets, no pruning (``pruned``:
+    ``backward(inputs=)``'s inputs, or the walk's needed nodes)."""
+    return not (create_graph or capture is not None or pruned is not None or _STEP_SUBSCRIBERS or _DISPATCH.slow
+                or _DISPATCH.functions is not None or DETACHED_IN_PLACE[0])
+
+
+def _as_tensors(buffers: dict) -> None:
+    """The arrays waiting in the buffers made tensors, one per array, for the tensor loop."""
+    made: dict = {}
+    for buf in buffers.values():
+        for i, g in enumerate(buf):
+            if type(g) is _ndarray:
+                t = made.get(id(g))
+                if t is None:
+                    t = made[id(g)] = _tensor(g)
+                buf[i] = t
 
 
 def _tensor(g):
@@ -1138,12 +1164,13 @@ def backward(tensors, grad_tensors=None, retain_graph: bool | None = None,
     if (inputs is None and grad_tensors is None and not create_graph and type(tensors) is Tensor
             and _one_node(tensors, retain_graph)):
         return
-    walk = _Walk(tensors, grad_tensors, retain_graph, create_graph, inputs, None, False)
+    walk = _Walk(tensors, grad_tensors, retain_graph, create_graph, inputs, None, False, inputs is None)
     if inputs is None:
         _run_plain(walk)
     if inputs is not None or walk.ready:
         _drain(_steps(walk))  # all of it with inputs=, else what is left once anomaly mode is on
-    _passed(walk)
+    if _PASS_SUBSCRIBERS:   # _passed's test, inline
+        _passed(walk)
 
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph: bool | None = None,
