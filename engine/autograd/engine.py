@@ -272,7 +272,7 @@ class _Walk:
     __slots__ = ("deps", "buffers", "ready", "needed", "runs", "targets", "sinks", "capture", "stop",
                  "create_graph", "retain_graph", "index", "task_id")
 
-    def __init__(self, tensors, grad_tensors, retain_graph, create_graph, inputs, capture, stop, arrays=False):
+    def __init__(self, tensors, grad_tensors, retain_graph, create_graph, inputs, capture, stop, arrays: bool = False):
         """``arrays``: the walk is ``_run_plain``'s, which runs ``_run_arrays`` first where ``_arrays_walk``
         allows (its root's implicit ones may then be an array)."""
         self.task_id = next(_TASK_IDS)
