@@ -537,17 +537,19 @@ class _Reads:
 
     @classmethod
     def of(cls, module: Module | None, fn) -> "_Reads | None":
-        reads = []
+        reads, seen = [], set()
         if module is not None:
             for m in module.modules():
                 d = m.__dict__
                 names = [k for k, v in d.items() if k[0] != "_" and type(v) in _PLAIN]
                 if names:
                     reads.append(functools.partial(itemgetter(*names), d))
+                forward = getattr(type(m), "forward", None)      # the globals each module's forward names
+                if forward not in seen:
+                    seen.add(forward)
+                    reads += _global_reads(forward)
         else:
-            glob, code = getattr(fn, "__globals__", None), getattr(fn, "__code__", None)
-            if glob is not None and code is not None:
-                reads += [functools.partial(_global_print, glob, n) for n in code.co_names if n in glob]
+            reads += _global_reads(fn)
             reads += [functools.partial(_cell_print, c) for c in getattr(fn, "__closure__", None) or ()]
         pairs = []
         for read in reads:
@@ -556,15 +558,56 @@ class _Reads:
             except (KeyError, ValueError):      # a cell not filled yet
                 continue
             if value is not _UNKNOWN:
-                pairs.append((read, value))
+                pairs.append((read, value, _kinds(value)))
         return cls(pairs) if pairs else None
 
     def same(self) -> bool:
-        """Whether every value is still what the trace saw (a removed attribute is a change)."""
+        """Whether every value is still what the trace saw, as torch's guards compare (a removed attribute
+        is a change): the same type (``1`` is not ``1.0``) and value, NaN equal to NaN. ``==`` first (a tuple
+        compares its items by identity, then value, in C); the slower walk only where that says no."""
         try:
-            return all(read() == old for read, old in self.reads)
+            for read, old, kinds in self.reads:
+                new = read()
+                if new == old:
+                    if _kinds(new) != kinds:
+                        return False
+                elif not _equal(new, old):
+                    return False
+            return True
         except (KeyError, ValueError):
             return False
+
+
+def _kinds(value):
+    """The types a guard checks besides the value: a tuple's items' (one module's attributes), else the value's."""
+    return tuple(map(type, value)) if type(value) is tuple else type(value)
+
+
+def _equal(a, b) -> bool:
+    """Equal as ``torch._dynamo``'s value guards are: identical, or the same type and value (a float NaN
+    equal to NaN, which ``==`` says is not), tuples item by item."""
+    if a is b:
+        return True
+    if type(a) is not type(b):
+        return False
+    if type(a) is tuple:
+        return len(a) == len(b) and all(map(_equal, a, b))
+    if type(a) is float and a != a:
+        return b != b
+    return a == b
+
+
+def _global_reads(fn) -> list:
+    """A read of each global ``fn``'s code names (its nested functions' and comprehensions' too)."""
+    glob, code = getattr(fn, "__globals__", None), getattr(fn, "__code__", None)
+    if glob is None or code is None:
+        return []
+    names, codes = [], [code]
+    while codes:
+        c = codes.pop()
+        names += c.co_names
+        codes += [k for k in c.co_consts if inspect.iscode(k)]
+    return [functools.partial(_global_print, glob, n) for n in dict.fromkeys(names) if n in glob]
 
 
 _UNKNOWN = object()     # a value no guard watches (a module, a function, an object)
@@ -592,11 +635,11 @@ def _print(v):
     if isinstance(v, Tensor):
         return _Same(v)
     if type(v) in (list, tuple) and len(v) <= _CONTAINER_MAX:
-        parts = tuple(map(_print, v))
-        return _UNKNOWN if _UNKNOWN in parts else (type(v), parts)
+        parts = tuple((type(x), _print(x)) for x in v)
+        return _UNKNOWN if any(p is _UNKNOWN for _, p in parts) else (type(v), parts)
     if type(v) is dict and len(v) <= _CONTAINER_MAX:
-        parts = tuple((k, _print(x)) for k, x in v.items())
-        return _UNKNOWN if any(p is _UNKNOWN for _, p in parts) else (dict, parts)
+        parts = tuple((k, type(x), _print(x)) for k, x in v.items())
+        return _UNKNOWN if any(p is _UNKNOWN for *_, p in parts) else (dict, parts)
     return _UNKNOWN
 
 
