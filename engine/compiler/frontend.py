@@ -47,6 +47,7 @@ from ..nn.modules.module import _PARAMETER_READERS, Module
 from ..nn.modules.rnn import GRU, LSTM
 from ..utils._pytree import _node_type, keystr, tree_flatten_with_path, tree_unflatten
 from . import fused as _fused
+from . import segments as _segments
 from . import step as _step
 from .pool import _Call as _pool_call
 from .overhead import Replays
@@ -117,6 +118,9 @@ class _Entry:
     step_reason: str | None = None  # why the call is not one node
     sizes: object = None            # where the result holds a ``Size`` (``_size_template``), or None
     reads: "_Reads | None" = None   # the Python values the graph baked in (module attributes, globals, closures)
+    segments: list = field(default_factory=list)    # a call split at host reads: its graphs (``segments.py``)
+    breaks: list = field(default_factory=list)      # the reads' reasons, one per split
+    retraces: int = 0               # calls whose reads took another path (each traced as a variant)
 
 
 class _BreakWatch(Mode):
@@ -126,8 +130,10 @@ class _BreakWatch(Mode):
 
     def __init__(self):
         self.reasons: list = []
+        self.reads: list = []       # what each host read was (``item``, ``bool``, ``print``...)
 
     def host_read(self, tensor, what: str) -> None:
+        self.reads.append(what)
         stack = _user_stack()
         where = f"{stack[-1].filename}:{stack[-1].lineno}  {stack[-1].line}" if stack else "?"
         self.reasons.append(GraphCompileReason(f"data-dependent: Tensor.{what}() reads a value at {where}", stack))
@@ -319,7 +325,10 @@ class CompiledFunction:
             if entry.replays is not None:
                 out = entry.replays(exact, (*args, *kwargs.values()))
             else:        # without keywords, no unpacking of their values (~0.1 us of a chain16 call)
-                out = entry.run(*args, *kwargs.values()) if kwargs else entry.run(*args)
+                try:
+                    out = entry.run(*args, *kwargs.values()) if kwargs else entry.run(*args)
+                except _segments.Diverged:
+                    return self._diverged(entry, args, kwargs)
             return out if entry.sizes is None else _with_sizes(entry.sizes, out)
         guards = self._guards(args, kwargs)
         if len(self.cache) >= config.recompile_limit:
@@ -331,6 +340,19 @@ class CompiledFunction:
             self.frame_id = next(_FRAMES)
         entry, out = self._compile(args, kwargs, guards)
         self.cache[self._relax(key, entry)] = entry
+        return out
+
+    def _diverged(self, entry: "_Entry", args: tuple, kwargs: dict):
+        """A split call whose read took a path none of its traces took: trace this call (its result is
+        the eager run's) and keep the trace as another variant, up to ``config.recompile_limit`` tries;
+        after that the key runs eagerly."""
+        entry.retraces += 1
+        if entry.retraces > config.recompile_limit:
+            entry.run = None
+            return self.fn(*args, **kwargs)
+        new, out = self._compile(args, kwargs, self._guards(args, kwargs))
+        if isinstance(new.run, _segments.Variants):
+            entry.run.traces.append(new.run.traces[0])
         return out
 
     def _limit_warning(self, key: tuple, args: tuple, kwargs: dict) -> None:
@@ -441,6 +463,44 @@ class CompiledFunction:
         except _step.Unbuildable as e:
             return None, str(e)
 
+    def _splits(self, whats: list, host: list, flat: tuple) -> bool:
+        """Whether a call with host reads (and no other break) runs as segments: each read a branch's
+        ``bool`` or an ``.item()`` of a recorded tensor, on the cpu, with tapelab's or the eager backend
+        and no replayed mode. ``fullgraph=True`` takes ``.item()`` reads (torch 2.13 captures the scalar
+        there), not a branch (torch raises)."""
+        return (all(w in _segments.SPLIT_READS for w in whats) and all(node is not None for node, *_ in host)
+                and not callable(self.backend) and self.mode not in REPLAYED
+                and all(a._device is CPU for a in flat if isinstance(a, Tensor))
+                and not (self.fullgraph and "bool" in whats))
+
+    def _split(self, gm, host: list, reasons: list, flat: tuple, out, guards: list, reads, times: dict):
+        """The call as compiled segments between its host reads (``segments.py``), each lowered as a
+        whole graph is (no one-node step: the reads sit between the segments)."""
+        t1 = time.perf_counter()
+        segments = _segments.split(gm, host, self.__name__)
+        inputs = _segments.examples(segments, flat)
+        checks = [_segments.Check(what, value) for _, what, value in host]
+        runs, attrs = [], []
+        k0 = _fused.STATS["kernel_seconds"]
+        for i, (seg, example) in enumerate(zip(segments, inputs)):
+            if self.backend != "eager" and self.options.get("fuse", True):
+                seg = segments[i] = _fused.lower(seg, example, backend=self.options.get("kernels", "auto"))
+                attrs += _attrs(self.module, seg)
+                _bind_attrs(seg)
+                _fused.prepare_kernels(seg)
+                runs.append(seg.forward)
+            else:
+                attrs += _attrs(self.module, seg)
+                runs.append(seg)
+        times["fuse"] = time.perf_counter() - t1 - (_fused.STATS["kernel_seconds"] - k0)
+        times["kernels"] = _fused.STATS["kernel_seconds"] - k0
+        guards += [f"self.{path} is the tensor traced" for path, *_ in attrs]
+        guards += [f"segment {i} read: {c!r}" for i, c in enumerate(checks)]
+        return _Entry(guards, graph=segments[-1], run=_segments.Variants(_segments.Segments(runs, checks)),
+                      times=times, attrs=[(owner, _store(owner, leaf), leaf, obj) for _, owner, leaf, obj in attrs],
+                      step_reason="one-node step: not built for a call split at a graph break",
+                      sizes=_size_template(out), reads=reads, segments=segments, breaks=list(reasons)), out
+
     def _compile(self, args: tuple, kwargs: dict, guards: list):
         fn, names = self.fn, list(kwargs)
         n = len(args)
@@ -450,11 +510,11 @@ class CompiledFunction:
         state = _State(flat, self.module)
         reads = _Reads.of(self.module, self.fn)
         t0 = time.perf_counter()
-        kept = []
+        kept, host = [], []
         try:
             _TRACING.append(watch)
             with watch:
-                gm, out = trace_with_output(call, *flat, whole_layer_ops=True, kept=kept)
+                gm, out = trace_with_output(call, *flat, whole_layer_ops=True, kept=kept, reads=host)
         except TraceError as e:
             reason = GraphCompileReason(f"untraceable: {e}")
             if hasattr(e, "result") and not self.fullgraph:   # the trace ran the call eagerly to its end
@@ -476,6 +536,8 @@ class CompiledFunction:
             watch.reasons.append(GraphCompileReason("Python side effect: the call changed a module attribute, "
                                                     "global or closure value; a graph would not change it again"))
         unrolled = _unrolled_recurrence(self.module, gm)
+        if host and len(host) == len(watch.reasons) and not unrolled and self._splits(watch.reads, host, flat):
+            return self._split(gm, host, watch.reasons, flat, out, guards, reads, times)
         if watch.reasons or unrolled:
             reason = (watch.reasons or [GraphCompileReason(unrolled)])[0]
             if self.fullgraph:
@@ -1016,7 +1078,7 @@ def _explain(fn, *args, **kwargs) -> ExplainOutput:
                                 module=target if isinstance(target, Module) else None)
     compiled(*args, **kwargs)
     entries = [*compiled.cache.values(), *(e for inner in compiled.nested.values() for e in inner.cache.values())]
-    graphs = [e.graph for e in entries if e.graph is not None]
+    graphs = [g for e in entries for g in (e.segments or ([e.graph] if e.graph is not None else []))]
     ops = [[_op_label(n) for n in g.graph.nodes if n.op in ("call_function", "call_method")
             and _op_label(n) != "guard_inputs"] for g in graphs]
     times: dict = {}
@@ -1027,8 +1089,8 @@ def _explain(fn, *args, **kwargs) -> ExplainOutput:
                 else e.step_reason for e in entries if e.graph is not None]
     text = "TorchDynamo compilation metrics:\nFunction, Runtimes (s)\n" + "".join(
         f"{k}, {v:.4f}\n" for k, v in times.items())
-    return ExplainOutput(graphs, len(graphs), sum(e.reason is not None for e in entries),
-                         [e.reason for e in entries if e.reason], sum(map(len, ops)), ops,
+    breaks = [r for e in entries for r in (e.breaks or ([e.reason] if e.reason else []))]
+    return ExplainOutput(graphs, len(graphs), len(breaks), breaks, sum(map(len, ops)), ops,
                          [g for e in entries for g in e.guards], text, one_node, times)
 
 

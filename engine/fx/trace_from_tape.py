@@ -112,6 +112,17 @@ class _Recorder(Mode):
         self.no_grad: set = set()                          # nodes recorded with grad mode off
         self.grad: set = set()                             # nodes whose tensor requires grad
         self.broken: TraceError | None = None              # why recording stopped (the run goes on)
+        self.reads: list = []                              # (nodes recorded before, the tensor's node, what, value)
+
+    def host_read(self, tensor, what: str) -> None:
+        """Note where in the graph a value went to the host, which tensor's and its value then: the
+        compiler splits the graph there (``trace_with_output(reads=...)``)."""
+        if self.broken is None:
+            try:
+                node = self.arg(tensor)
+            except TraceError:
+                node = None
+            self.reads.append((len(self.graph.nodes), node, what, tensor._data.copy()))
 
     def call_module(self, module, forward, args: tuple, kwargs: dict):
         path = module.__dict__.get("_tape_name")           # the scope name, set by the outermost call
@@ -349,14 +360,28 @@ def _holder_name(holder, made: set) -> str:
     return f"attribute {key} of {type(holder).__name__}"      # an object keeping its attributes inline
 
 
+def _mark_segments(graph: Graph, reads: list) -> None:
+    """``meta["segment"]`` of each node: how many host reads came before it was recorded."""
+    cuts = [count for count, *_ in reads]
+    segment = 0
+    for i, node in enumerate(graph.nodes):
+        while segment < len(cuts) and i >= cuts[segment]:
+            segment += 1
+        node.meta["segment"] = segment
+
+
 def trace_with_output(fn: Module | Callable, *example_args, announce: bool = True,
-                      whole_layer_ops: bool = False, kept: list | None = None) -> tuple[GraphModule, Any]:
+                      whole_layer_ops: bool = False, kept: list | None = None,
+                      reads: list | None = None) -> tuple[GraphModule, Any]:
     """``trace_from_tape``'s graph and the eager run's own result (``compile`` returns that result
     from the tracing call, so tracing costs no second forward). ``whole_layer_ops``: record an
     ``nn.LSTM``/``nn.GRU`` layer as its whole-sequence ops (``Mode.whole_layer_ops``; ``compile``'s
     graphs run them as eager does) instead of one cell op per time step. ``kept``: a list that
     receives a description of each tensor the call made and left held outside its result (a
-    list, an attribute, a global): work a graph would not replay."""
+    list, an attribute, a global): work a graph would not replay. ``reads``: a list that receives
+    ``(node, what, value)`` for each value read to the host (``.item()``, ``bool(t)``), in order; each
+    node kept through dead-code elimination, and each op node's ``meta["segment"]`` the number of
+    reads before it (the compiler's graph breaks)."""
     target = type(fn).forward if isinstance(fn, Module) else fn
     try:
         names = [p for p in inspect.signature(target).parameters][1 if isinstance(fn, Module) else 0:]
@@ -388,7 +413,13 @@ def trace_with_output(fn: Module | Callable, *example_args, announce: bool = Tru
     out = rec.arg(result)
     rec.finish()
     graph.output(out)
-    graph.eliminate_dead_code()   # ops whose values only fed Python decisions (``if x.sum() > 0``)
+    if reads is not None:
+        _mark_segments(graph, rec.reads)
+        reads.extend((node, what, value) for _, node, what, value in rec.reads)
+        read_nodes = {node for _, node, _, _ in rec.reads}
+        graph.eliminate_dead_code(lambda n: n in read_nodes or n.is_impure())
+    else:
+        graph.eliminate_dead_code()   # ops whose values only fed Python decisions (``if x.sum() > 0``)
     gm = GraphModule(dict(rec.constants), graph, f"{getattr(fn, '__name__', type(fn).__name__)}_from_tape")
     if isinstance(fn, Module):
         gm.train(fn.training)
