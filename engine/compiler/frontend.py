@@ -620,34 +620,27 @@ class _Reads:
             except (KeyError, ValueError):      # a cell not filled yet
                 continue
             if value is not _UNKNOWN:
-                pairs.append((read, value, _kinds(value)))
+                pairs.append((read, value))
         return cls(pairs) if pairs else None
 
     def same(self) -> bool:
-        """Whether every value is still what the trace saw, as torch's guards compare (a removed attribute
-        is a change): the same type (``1`` is not ``1.0``) and value, NaN equal to NaN. ``==`` first (a tuple
-        compares its items by identity, then value, in C); the slower walk only where that says no."""
+        """Whether every value is still what the trace saw (a removed attribute is a change), NaN equal to
+        NaN as in torch's guards. ``==`` first (a tuple compares its items by identity, then value, in C);
+        the slower walk only where that says no. Unlike torch's guards, ``1`` and ``1.0`` are the same
+        value here: checking each value's type too took a 22-module GPT's check from 2.3 to 6.3 us a call."""
         try:
-            for read, old, kinds in self.reads:
+            for read, old in self.reads:
                 new = read()
-                if new == old:
-                    if _kinds(new) != kinds:
-                        return False
-                elif not _equal(new, old):
+                if new != old and not _equal(new, old):
                     return False
             return True
         except (KeyError, ValueError):
             return False
 
 
-def _kinds(value):
-    """The types a guard checks besides the value: a tuple's items' (one module's attributes), else the value's."""
-    return tuple(map(type, value)) if type(value) is tuple else type(value)
-
-
 def _equal(a, b) -> bool:
     """Equal as ``torch._dynamo``'s value guards are: identical, or the same type and value (a float NaN
-    equal to NaN, which ``==`` says is not), tuples item by item."""
+    equal to NaN, which ``==`` says is not), tuples item by item (where ``==`` said no)."""
     if a is b:
         return True
     if type(a) is not type(b):
@@ -697,11 +690,11 @@ def _print(v):
     if isinstance(v, Tensor):
         return _Same(v)
     if type(v) in (list, tuple) and len(v) <= _CONTAINER_MAX:
-        parts = tuple((type(x), _print(x)) for x in v)
-        return _UNKNOWN if any(p is _UNKNOWN for _, p in parts) else (type(v), parts)
+        parts = tuple(map(_print, v))
+        return _UNKNOWN if any(p is _UNKNOWN for p in parts) else (type(v), parts)
     if type(v) is dict and len(v) <= _CONTAINER_MAX:
-        parts = tuple((k, type(x), _print(x)) for k, x in v.items())
-        return _UNKNOWN if any(p is _UNKNOWN for *_, p in parts) else (dict, parts)
+        parts = tuple((k, _print(x)) for k, x in v.items())
+        return _UNKNOWN if any(p is _UNKNOWN for _, p in parts) else (dict, parts)
     return _UNKNOWN
 
 
