@@ -5,8 +5,10 @@ each Python value, the grad mode, the module's training flag). A key seen before
 entry; a new one traces the call with ``trace_from_tape`` (a real eager run, whose result is
 returned: the compiled graph runs from the next call), builds the call as one autograd node where
 its graph is all declared ops (``step.build``, from the traced graph; ``entry.step_reason`` says why
-not), lowers the graph's fusible groups into kernels (``fused.lower``) and stores the entry. A host read during the trace (``.item()``,
-``bool(t)``, ``print``: data-dependent Python), an in-place write the graph does not write back
+not), lowers the graph's fusible groups into kernels (``fused.lower``) and stores the entry. A branch on a
+tensor (``bool(t)``) or an ``.item()`` during the trace splits the call into compiled segments guarded
+on the value read (``segments.py``, as torch compiles the code around a graph break). Another host read
+(``print``, ``.numpy()``, ``.tolist()``: the Python between segments would not run again), an in-place write the graph does not write back
 (through a view; inputs and buffers such as BatchNorm's running statistics it writes back itself)
 or a recurrence the trace unrolled (the tracer keeps an ``nn.LSTM``/``nn.GRU`` layer as its
 whole-sequence ops, ``Mode.whole_layer_ops``, except with packed input or a projection, which run
@@ -468,7 +470,8 @@ class CompiledFunction:
         ``bool`` or an ``.item()`` of a recorded tensor, on the cpu, with tapelab's or the eager backend
         and no replayed mode. ``fullgraph=True`` takes ``.item()`` reads (torch 2.13 captures the scalar
         there), not a branch (torch raises)."""
-        return (all(w in _segments.SPLIT_READS for w in whats) and all(node is not None for node, *_ in host)
+        return (all(w in _segments.SPLIT_READS for w in whats)
+                and all(node is not None and value is not None for node, _, value in host)
                 and not callable(self.backend) and self.mode not in REPLAYED
                 and all(a._device is CPU for a in flat if isinstance(a, Tensor))
                 and not (self.fullgraph and "bool" in whats))

@@ -115,14 +115,15 @@ class _Recorder(Mode):
         self.reads: list = []                              # (nodes recorded before, the tensor's node, what, value)
 
     def host_read(self, tensor, what: str) -> None:
-        """Note where in the graph a value went to the host, which tensor's and its value then: the
-        compiler splits the graph there (``trace_with_output(reads=...)``)."""
+        """Note where in the graph a value went to the host, which tensor's and (one element's) its value
+        then: the compiler splits the graph there (``trace_with_output(reads=...)``)."""
         if self.broken is None:
             try:
                 node = self.arg(tensor)
             except TraceError:
                 node = None
-            self.reads.append((len(self.graph.nodes), node, what, tensor._data.copy()))
+            value = tensor._data.copy() if tensor._data.size == 1 else None     # a whole array's read is not kept
+            self.reads.append((len(self.graph.nodes), node, what, value))
 
     def call_module(self, module, forward, args: tuple, kwargs: dict):
         path = module.__dict__.get("_tape_name")           # the scope name, set by the outermost call
