@@ -21,7 +21,7 @@ import numpy as np
 from . import mkl
 from .switch import loops
 
-__all__ = ["available", "unary", "unary_out"]
+__all__ = ["available", "unary", "unary_out", "unary_split"]
 
 # op name -> VML's function name
 NAMES = {"exp": "Exp", "log": "Ln", "log10": "Log10", "log2": "Log2", "sqrt": "Sqrt", "sin": "Sin", "cos": "Cos",
@@ -88,6 +88,16 @@ def unary(name: str, fallback: Callable, min_size: int = MIN_SIZE) -> Callable:
         return out
     fwd.__name__ = f"{name}_fwd"
     return fwd
+
+
+def unary_split(name: str, a: np.ndarray) -> np.ndarray:
+    """VML's ``name`` of a 1-D C-contiguous float32 or float64 array (``available()`` checked), cut over
+    the threads above ATen's grain as ATen's vml ops cut theirs (``kernels.parallel``): each number is
+    VML's, as from one call."""
+    from . import parallel
+    out = np.empty_like(a)
+    parallel(loops("vml_call").vml_rows, 2, a, out, _FUNCS.get((name, a.dtype.char)) or _address(name, a.dtype), _MODE)
+    return out
 
 
 _UNARY: list = []

@@ -8,7 +8,7 @@ from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic
 
-__all__ = ["vml_call", "vml_unary"]
+__all__ = ["vml_call", "vml_unary", "vml_rows"]
 
 
 @intrinsic
@@ -39,3 +39,9 @@ def vml_unary(address, src, mode):
     dst = np.empty_like(src)
     _indirect(address, src.size, src.ctypes.data, dst.ctypes.data, mode)
     return dst
+
+
+@njit(cache=True, nogil=True)
+def vml_rows(src, dst, address, mode):
+    """``vml_call`` with the arrays first, so ``kernels.parallel`` cuts them into blocks over the threads."""
+    _indirect(address, src.size, src.ctypes.data, dst.ctypes.data, mode)
