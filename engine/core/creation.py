@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import math
 import numbers
+import os
+import sys
 import warnings
 
 import numpy as np
@@ -58,7 +60,10 @@ def tensor(data, *, dtype=None, device=None, requires_grad: bool = False, pin_me
 
 
 def _copy(data, dtype, device, requires_grad: bool) -> Tensor:
-    return _finish(apply(TENSOR, data=host_array(data, _dtype.canonical(dtype)), device=_dev(device)), requires_grad)
+    arr = host_array(data, _dtype.canonical(dtype))
+    if not _NDARRAY_LIST_WARNED and arr.size and type(data) in (list, tuple) and _holds_ndarray(data):
+        _warn_ndarray_list()
+    return _finish(apply(TENSOR, data=arr, device=_dev(device)), requires_grad)
 
 
 def _warn_copy_construct(data, call: str) -> None:
@@ -71,6 +76,29 @@ def _warn_copy_construct(data, call: str) -> None:
 
 
 _NOT_WRITABLE_WARNED: list = []
+_NDARRAY_LIST_WARNED: list = []
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _holds_ndarray(seq) -> bool:
+    """Whether nested lists/tuples hold a numpy array at any depth (PyTorch's element-wise copy checks
+    each element it stores); the element types are collected at C speed, so long lists of numbers cost little."""
+    kinds = set(map(type, seq))
+    if any(issubclass(k, np.ndarray) for k in kinds):
+        return True
+    return (list in kinds or tuple in kinds) and any(type(x) in (list, tuple) and _holds_ndarray(x) for x in seq)
+
+
+def _warn_ndarray_list() -> None:
+    """PyTorch's warning, once per process, when a tensor is built from a list of numpy arrays (nlp-tutorial's
+    ``torch.FloatTensor(input_batch)`` prints it under torch), at the first caller's line outside tapelab."""
+    _NDARRAY_LIST_WARNED.append(True)
+    frame, level = sys._getframe(1), 1
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR):
+        frame, level = frame.f_back, level + 1
+    warnings.warn("Creating a tensor from a list of numpy.ndarrays is extremely slow. Please consider converting the "
+                  "list to a single numpy.ndarray with numpy.array() before converting to a tensor.", UserWarning,
+                  stacklevel=level + 1)
 
 
 def _warn_not_writable() -> None:
