@@ -56,18 +56,30 @@ def _row_max(bits, r, C):
 # row's arithmetic unchanged), as the cascade's counts and weights are the same for every row of a call:
 # 1024 x 128 54 -> 27 us, 512 x 384 89 -> 41 (issue 17, session 31).
 _EXACT_JIT = dict(cache=True, error_model="numpy", nogil=True)
-_LANES, _CHUNK, _DEPTH, _ROWS = 8, 16, 64, 32
+_LANES, _CHUNK, _ROWS = 8, 16, 32
 
 
 @njit(**_EXACT_JIT)
-def _moment_scratch():
-    """The per-call work space of ``_rows_mean_rstd``: the cascade's counts, its levels' lanes of mean and
-    of sum of squares for ``_ROWS`` rows, a chunk's lanes, the rows' running mean and sum of squares, and
-    the weights ``1 / (j + 1)``."""
+def _cascade_depth(C):
+    """The levels of ATen's cascade for rows of ``C``: ``ceil(log2(chunks))``."""
+    m = (C // _LANES + _CHUNK - 1) // _CHUNK
+    depth = 0
+    while (1 << depth) < m:
+        depth += 1
+    return depth
+
+
+@njit(**_EXACT_JIT)
+def _moment_scratch(C):
+    """The per-call work space of ``_rows_mean_rstd`` for rows of ``C``: the cascade's counts, its levels'
+    lanes of mean and of sum of squares for ``_ROWS`` rows, a chunk's lanes, the rows' running mean and
+    sum of squares, and the weights ``1 / (j + 1)`` (as small as the rows need: 2 KB for 128 columns,
+    where 64 levels' 128 KB, zeroed each call, cost a GPT d128 step at one thread 2%)."""
     inv = np.empty(_CHUNK, F)
     for j in range(_CHUNK):
         inv[j] = F(1.0) / F(j + 1)
-    return (np.zeros(_DEPTH, np.int64), np.zeros((2, _DEPTH, _LANES, _ROWS), F), np.zeros((2, _LANES, _ROWS), F),
+    levels = max(_cascade_depth(C), 1)
+    return (np.zeros(levels, np.int64), np.zeros((2, levels, _LANES, _ROWS), F), np.zeros((2, _LANES, _ROWS), F),
             np.zeros((2, _ROWS), F), inv)
 
 
@@ -96,9 +108,7 @@ def _rows_mean_rstd(x, r0, nb, eps, mean, rstd, scratch):
     C = x.shape[1]
     n = C // _LANES
     m = (n + _CHUNK - 1) // _CHUNK
-    depth = 0
-    while (1 << depth) < m:
-        depth += 1
+    depth = _cascade_depth(C)
     for j in range(max(depth, 1)):
         s0[j] = 0
         s1[j] = 0
@@ -311,7 +321,7 @@ def layer_norm(x, out, mean, rstd, w, b, eps):
     them for the backward too, which then skips the moments: the larger part of its time)."""
     R, C = x.shape
     has_w, has_b = w.shape[0] > 0, b.shape[0] > 0
-    scratch = _moment_scratch()
+    scratch = _moment_scratch(C)
     for r0 in range(0, R, _ROWS):
         r1 = min(R, r0 + _ROWS)
         _rows_mean_rstd(x, r0, r1 - r0, eps, mean, rstd, scratch)
@@ -406,7 +416,7 @@ def layer_norm_backward_parts(g, x, w, has_w, mean, rstd, gx, gw, gb, chunk):
 @njit(**_EXACT_JIT)
 def layer_norm_stats(x, eps, mean, rstd):
     """Each row's mean and 1/std as layer_norm computes them (``native_layer_norm``'s saved statistics)."""
-    scratch = _moment_scratch()
+    scratch = _moment_scratch(x.shape[1])
     for r in range(0, x.shape[0], _ROWS):
         _rows_mean_rstd(x, r, min(_ROWS, x.shape[0] - r), eps, mean, rstd, scratch)
 
