@@ -22,7 +22,7 @@ from .fastmath import aten_lanes, onednn_avx512
 from .fastmath import (erf_aten, exp_sleef_u10, fma, gelu16_onednn_avx512, gelu_grad_onednn, gelu_onednn_avx2,
                        gelu_onednn_avx512, select, tanh_sleef_u10)
 
-__all__ = ["sigmoid", "silu", "silu_backward", "gelu", "gelu_backward", "relu", "relu_backward", "tanh_backward", "sigmoid_backward", "fill_rows", "scaled_add", "lerp", "lerp_weights", "addcmul", "addcdiv",
+__all__ = ["sigmoid", "silu", "silu_backward", "gelu", "gelu_backward", "relu", "relu_backward", "tanh_backward", "sigmoid_backward", "fill_rows", "add_rows", "scaled_add", "lerp", "lerp_weights", "addcmul", "addcdiv",
            "clamp", "sign"]
 
 F = np.float32
@@ -211,6 +211,16 @@ def fill_rows(out, row):
         dst = out[i]
         for j in range(row.shape[0]):
             dst[j] = row[j]
+
+
+@njit(**_JIT)
+def add_rows(a, out, row):
+    """``out[i] = a[i] + row`` for the rows of ``a (M, N)``: an add that broadcasts ``row (N,)`` (GPT's token
+    plus position embeddings), numpy's floats, its rows cut over the threads by ``kernels.parallel``."""
+    for i in range(a.shape[0]):
+        src, dst = a[i], out[i]
+        for j in range(row.shape[0]):
+            dst[j] = src[j] + row[j]
 
 
 @njit(**_JIT)

@@ -593,12 +593,24 @@ def _add_fwd(xp, a, b, alpha=1):
     session 29)."""
     if alpha != 1:
         return _scaled_sum(xp, a, b, alpha)
-    if (type(a) is np.ndarray and a.size > kernels.PARALLEL_MIN and kernels.threads() > 1
-            and _one_pass(xp, a, b)):
-        out = np.empty_like(a)
-        _fma_pass(a, b, out, _F32.type(1))
-        return out
+    if type(a) is np.ndarray and a.size > kernels.PARALLEL_MIN and kernels.threads() > 1:
+        if _one_pass(xp, a, b):
+            out = np.empty_like(a)
+            _fma_pass(a, b, out, _F32.type(1))
+            return out
+        if _trailing_row(xp, a, b):   # ``wte(idx) + wpe(pos)``: the layer norm after it finds its rows
+            out = np.empty_like(a)    # where the add left them (its call 201 -> 105 us in the GPT d384 step)
+            kernels.parallel(kernels.loops("pointwise").add_rows, 2, a.reshape(-1, b.size),
+                             out.reshape(-1, b.size), b.reshape(-1))
+            return out
     return a + b
+
+
+def _trailing_row(xp, a, b) -> bool:
+    """Whether ``b`` broadcasts over ``a``'s leading dims as one row of ``a``'s trailing ones (both float32
+    C-contiguous numpy arrays, ``b`` smaller): ``a + b`` is then ``add_rows`` over ``a``'s rows."""
+    return (_one_pass(xp, a) and type(b) is np.ndarray and b.dtype == _F32 and 0 < b.ndim < a.ndim
+            and b.flags.c_contiguous and a.shape[a.ndim - b.ndim:] == b.shape)
 
 
 _add = Op("add", _add_fwd,
