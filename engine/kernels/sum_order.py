@@ -21,10 +21,12 @@ from __future__ import annotations
 
 import numpy as np
 from llvmlite import ir
-from numba import njit, types
+from numba import njit, prange, types
 from numba.extending import intrinsic
 
+from ..base import pool
 from .lanes import _loop
+from .switch import loops, native
 
 __all__ = ["row_sums", "column_sums", "total", "sequential", "variances"]
 
@@ -262,19 +264,38 @@ def _outer(a, cols, threads, out):
     if threads < 2 or a.shape[0] < GRAIN:
         _columns(a, cols, 0, cols, lanes, out, acc)
         return
-    used = min(threads, cols)
-    chunk = (cols + used - 1) // used
-    line = 128 // a.itemsize  # at::parallel_for's column ranges, cut at 128-byte lines
-    for t in range(used):
-        lo = t * chunk
-        hi = min(cols, lo + chunk)
-        if lo >= hi:
-            continue
-        lo -= lo % line
-        if hi != cols:
-            hi -= hi % line
+    for t in range(min(threads, cols)):
+        lo, hi = _column_range(cols, threads, a.itemsize, t)
         if lo < hi:
             _columns(a, cols, lo, hi, lanes, out, acc)
+
+
+@njit(**_JIT)
+def _column_range(cols, threads, itemsize, t):
+    """Thread ``t``'s columns ``lo:hi`` (empty where ``lo >= hi``): at::parallel_for's column ranges for
+    ``min(threads, cols)`` threads, cut at 128-byte lines."""
+    used = min(threads, cols)
+    chunk = (cols + used - 1) // used
+    line = 128 // itemsize
+    lo = t * chunk
+    hi = min(cols, lo + chunk)
+    if lo >= hi:
+        return lo, hi
+    lo -= lo % line
+    if hi != cols:
+        hi -= hi % line
+    return lo, hi
+
+
+@njit(cache=True, error_model="numpy", nogil=True, parallel=True)
+def _outer_parts(a, cols, threads, out):
+    """``_outer``'s column ranges at once on numba's threads, each with its own accumulators: the same
+    additions per column as ``_outer`` makes them one range after another (as ATen's threads do)."""
+    lanes = _VECTOR_BYTES // a.itemsize
+    for t in prange(min(threads, cols)):
+        lo, hi = _column_range(cols, threads, a.itemsize, t)
+        if lo < hi:
+            _columns(a, cols, lo, hi, lanes, out, np.empty((_LEVELS, max(hi - lo, _ILP * _ILP * lanes)), a.dtype))
 
 
 def row_sums(a: np.ndarray, n: int, out: np.ndarray) -> None:
@@ -293,8 +314,16 @@ total = _total
 def column_sums(a: np.ndarray, cols: int, threads: int, out: np.ndarray) -> None:
     """``out`` (1-D, contiguous) = the sums of the ``cols`` columns (``cols >= 2``) of the contiguous 1-D
     float32/float64 ``a`` read as ``(-1, cols)`` rows, in ATen's order when PyTorch runs ``threads``
-    threads (a reduction over leading dims: a bias gradient)."""
-    _outer(a, cols, threads, out)
+    threads (a reduction over leading dims: a bias gradient). Where ATen cuts the columns into ranges
+    of at least one 128-byte line each, they run at once as one OpenMP region (``switch.native``): one
+    after another on the calling thread a 1024 x 384 bias gradient took 34 us at two threads, at once 25
+    (torch 15)."""
+    used = min(threads, cols)
+    if (used > 1 and a.shape[0] >= GRAIN and -(-cols // used) >= 128 // a.itemsize and native()
+            and not pool.in_block() and loops("regions").parts(used) > 1):
+        _outer_parts(a, cols, threads, out)
+    else:
+        _outer(a, cols, threads, out)
 
 
 @njit(**_JIT)
