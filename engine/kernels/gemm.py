@@ -28,7 +28,8 @@ from ..base import pool, runtime
 from . import blas, mkl
 from .switch import enabled, loops, native
 
-__all__ = ["gemm", "gemm_add", "gemm_bias", "product_out", "gemms", "attention", "attention_grad", "gemm_here", "prepack", "loop_gemm", "GEMM_PARALLEL_MIN"]
+__all__ = ["gemm", "gemm_add", "gemm_bias", "product_out", "gemms", "attention", "attention_grad", "gemm_here",
+           "prepack", "loop_gemm", "GEMM_PARALLEL_MIN"]
 
 # Below this many multiply-adds a product runs on the calling thread, untimed; above it the pool
 # times both ways per size class and keeps the faster (engine/base/pool.py). A worker starts its
@@ -62,7 +63,8 @@ def gemm(xp, a, b, out=None):
             or a.ndim < 2 or b.ndim < 2 or a.dtype != b.dtype or a.dtype not in _BLAS_DTYPES):
         return xp.matmul(a, b) if out is None else xp.matmul(a, b, out=out)
     m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
-    if a.ndim == b.ndim == 2 and (m < OWN_MIN_ROWS or k < OWN_MIN_K or n < OWN_MIN_COLS) and m * k * n < GEMM_PARALLEL_MIN:
+    if (a.ndim == b.ndim == 2 and (m < OWN_MIN_ROWS or k < OWN_MIN_K or n < OWN_MIN_COLS)
+            and m * k * n < GEMM_PARALLEL_MIN):
         # too small for our GEMM and for the pool: numpy's, without the ~1 us of choosing (a small Linear)
         return np.matmul(a, b) if out is None else np.matmul(a, b, out=out)
     n_threads = runtime.intra_op_threads()
@@ -177,9 +179,9 @@ def gemms(xp, *products) -> list:
                        for a, b in products)):
         return [gemm(xp, a, b) for a, b in products]
     macs = [a.shape[0] * a.shape[1] * b.shape[1] for a, b in products]
-    if min(macs) < GEMM_PARALLEL_MIN or _mkl_team(n_threads) > 1 and all(_mkl_takes(a, b) for a, b in products) or native() and all(_takes(a, b) and _sgemm(a.shape[0], a.shape[1], b.shape[1]) is not None
-                                            and loops("sgemm").parallel_parts(n_threads) > 1
-                                            for a, b in products):
+    if (min(macs) < GEMM_PARALLEL_MIN or _mkl_team(n_threads) > 1 and all(_mkl_takes(a, b) for a, b in products)
+            or native() and all(_takes(a, b) and _sgemm(a.shape[0], a.shape[1], b.shape[1]) is not None
+                                and loops("sgemm").parallel_parts(n_threads) > 1 for a, b in products)):
         return [gemm(xp, a, b) for a, b in products]   # each one cut into parts on numba's threads
     outs = [np.empty((a.shape[0], b.shape[1]), a.dtype) for a, b in products]
     side_by_side = [(a, b, out) for (a, b), out in zip(products, outs)]
@@ -197,7 +199,8 @@ def attention(xp, q, k, v, scale: float, causal: bool, out):
     n_threads = runtime.intra_op_threads()
     team = _mkl_team(n_threads)
     kt = np.swapaxes(k, -1, -2)
-    if (n_threads > 1 and team < n_threads) or not (_mkl_takes(q, kt) and math.prod(q.shape[:-1]) * k.shape[-2] * v.shape[-1] >= MKL_MIN):
+    if ((n_threads > 1 and team < n_threads) or not _mkl_takes(q, kt)
+            or math.prod(q.shape[:-1]) * k.shape[-2] * v.shape[-1] < MKL_MIN):
         return None
     return blas.attention_into(q, k, v, scale, causal, out, team)
 
