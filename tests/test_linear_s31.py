@@ -78,3 +78,35 @@ def test_blas_empty_is_aligned_over_its_own_block():
         assert a.shape == shape and a.dtype == dtype and a.flags.c_contiguous and a.flags.writeable
         assert a.ctypes.data % 64 == 0
         assert a.base is not None and a.base.base is None and a.base.nbytes == a.nbytes + 64
+
+
+@pytest.mark.parametrize("x_shape,bias,x_grad", [((64, 512), True, False), ((16, 64, 128), True, True),
+                                                  ((8, 100), False, True), ((100,), True, True)])
+def test_linear_array_vjp_is_the_dispatched_vjp(x_shape, bias, x_grad):
+    """The walk's array backward (``_array_vjp``) gives the arrays the dispatched ``_vjp`` wraps, and a
+    step's gradients equal torch's."""
+    from tapelab.nn import _fused_linear
+    rng = np.random.default_rng(len(x_shape))
+    n_out, n_in = 48, x_shape[-1]
+    x, w, b = (rng.standard_normal(s).astype(np.float32) for s in (x_shape, (n_out, n_in), (n_out,)))
+    g = rng.standard_normal(x_shape[:-1] + (n_out,)).astype(np.float32)
+    X = tapelab.tensor(x, requires_grad=x_grad)
+    W, B = tapelab.tensor(w, requires_grad=True), tapelab.tensor(b, requires_grad=True)
+    inputs = (X, W, B) if bias else (X, W)
+    arrays = _fused_linear._array_vjp(g, None, inputs, {})
+    with tapelab.no_grad():
+        tensors = _fused_linear._vjp(tapelab.tensor(g), None, *inputs)
+    assert len(arrays) == len(tensors) == len(inputs)
+    for a, t in zip(arrays, tensors):
+        assert (a is None) == (t is None)
+        if a is not None:
+            assert type(a) is np.ndarray and a.shape == t.shape and np.array_equal(a, t.numpy())
+    if len(x_shape) < 2:
+        return   # (a vector input's product is numpy's below MKL's size: torch's floats only from a matrix)
+    grads = []
+    for lib in (torch, tapelab):
+        Xl = lib.tensor(x.copy(), requires_grad=x_grad)
+        Wl, Bl = lib.tensor(w.copy(), requires_grad=True), lib.tensor(b.copy(), requires_grad=True)
+        lib.nn.functional.linear(Xl, Wl, Bl if bias else None).backward(lib.tensor(g.copy()))
+        grads.append([t.grad.numpy() for t in (Xl, Wl, Bl) if t.grad is not None])
+    assert len(grads[0]) == len(grads[1]) and all(np.array_equal(t, o) for t, o in zip(*grads))

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from ..base import dtype as _dtype
 from ..base.grad_mode import is_grad_enabled
 from ..core.dispatch import apply
@@ -144,6 +146,20 @@ def _vjp(g, out, x, w, *b):
     return grads + ((gb if needs[2] else None,) if b else ())
 
 
+def _array_vjp(g, out, inputs, params):
+    """``_vjp``'s plain backward on arrays (the walk's ``_run_arrays``): ``_bwd_fwd``'s own arrays, without
+    the ``linear_backward`` dispatch and its three tensors; None where an operand is not a numpy array."""
+    x, w = inputs[0], inputs[1]
+    if not (isinstance(x, Tensor) and isinstance(w, Tensor) and type(x._data) is np.ndarray
+            and type(w._data) is np.ndarray):
+        return None
+    b = inputs[2:]
+    needs = (x.requires_grad, w.requires_grad, bool(b) and b[0].requires_grad)
+    gx, gw, gb = _bwd_fwd(np, g, x._data, w._data, needs=needs)
+    grads = (gx if needs[0] else None, gw if needs[1] else None)
+    return grads + ((gb if needs[2] else None,) if b else ())
+
+
 def _onnx_linear(g, x, w, *b):
     """``Gemm`` with the weight transposed in place (``transB``) for a matrix input, else ``MatMul``
     by the transposed weight and ``Add``."""
@@ -181,7 +197,7 @@ def _aten(shapes, params) -> str:
 
 
 _linear = Op("linear", _fwd, _vjp, saves=OTHERS, cost=_cost, onnx=_onnx_linear, fwd_out=_fwd_out,
-             backward_name=_backward_name, aten=_aten)
+             backward_name=_backward_name, aten=_aten, array_vjp=_array_vjp)
 _bwd = Op("linear_backward", _bwd_fwd, None, n_extra=2,
            aten="t, mm*, t, mm, sum")   # its result, the input's gradient, is the first mm's
 
