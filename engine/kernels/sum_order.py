@@ -36,6 +36,9 @@ _ILP = 4
 _LEVELS = 4
 _STEP = 16  # multi_row_sum's level step (2**4) below 2**19 steps
 GRAIN = 32768  # at::internal::GRAIN_SIZE: fewer elements never split across threads
+# From this many elements a column sum's ranges run at once (``column_sums``): a region's fork, join and
+# dispatch cost ~3 us, and a 64 x 512 bias gradient (one grain) took 5.3 us as two ranges in turn
+_REGION_MIN = 1 << 17
 
 
 @njit(**_JIT)
@@ -314,12 +317,12 @@ total = _total
 def column_sums(a: np.ndarray, cols: int, threads: int, out: np.ndarray) -> None:
     """``out`` (1-D, contiguous) = the sums of the ``cols`` columns (``cols >= 2``) of the contiguous 1-D
     float32/float64 ``a`` read as ``(-1, cols)`` rows, in ATen's order when PyTorch runs ``threads``
-    threads (a reduction over leading dims: a bias gradient). Where ATen cuts the columns into ranges
-    of at least one 128-byte line each, they run at once as one OpenMP region (``switch.native``): one
-    after another on the calling thread a 1024 x 384 bias gradient took 34 us at two threads, at once 25
-    (torch 15)."""
+    threads (a reduction over leading dims: a bias gradient). Where ATen cuts ``_REGION_MIN`` elements or
+    more into column ranges of at least one 128-byte line each, they run at once as one OpenMP region
+    (``switch.native``): one after another on the calling thread a 1024 x 384 bias gradient took 34 us at
+    two threads, at once 25 (torch 15)."""
     used = min(threads, cols)
-    if (used > 1 and a.shape[0] >= GRAIN and -(-cols // used) >= 128 // a.itemsize and native()
+    if (used > 1 and a.shape[0] >= _REGION_MIN and -(-cols // used) >= 128 // a.itemsize and native()
             and not pool.in_block() and loops("regions").parts(used) > 1):
         _outer_parts(a, cols, threads, out)
     else:
