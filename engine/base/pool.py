@@ -109,8 +109,8 @@ class _Job:
 
 class _Local(threading.local):
     """Per thread: a pool worker's thread, a caller whose split runs now. False unless set: a class
-    default is read in ~40 ns, where ``getattr(local, name, False)`` on an unset name took ~350
-    (``in_block`` is asked on every product MKL takes)."""
+    default is read at once, where ``getattr(local, name, False)`` raised and caught inside on an unset
+    name: ``in_block``, asked on every product MKL takes, 0.79 -> 0.09 us."""
     worker = False
     splitting = False
 
