@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import math
 import numbers
-import os
-import sys
 import warnings
 
 import numpy as np
@@ -23,6 +21,7 @@ from .overrides import DisableTorchFunctionSubclass, handle_torch_function, has_
 from ..base import dtype as _dtype
 from ..base.device import CPU, DEFAULT as _DEFAULT, cuda_available, device as Device
 from ..base.pytype import tp_name
+from ..base.user_frame import warn_at_user
 from ..base.dtype import from_np, get_default_dtype
 from ..base import layout as _layouts
 from ..base.compressed import LAYOUT_NAMES, CompressedArray
@@ -77,7 +76,6 @@ def _warn_copy_construct(data, call: str) -> None:
 
 _NOT_WRITABLE_WARNED: list = []
 _NDARRAY_LIST_WARNED: list = []
-_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _holds_ndarray(seq) -> bool:
@@ -93,12 +91,8 @@ def _warn_ndarray_list() -> None:
     """PyTorch's warning, once per process, when a tensor is built from a list of numpy arrays (nlp-tutorial's
     ``torch.FloatTensor(input_batch)`` prints it under torch), at the first caller's line outside tapelab."""
     _NDARRAY_LIST_WARNED.append(True)
-    frame, level = sys._getframe(1), 1
-    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR):
-        frame, level = frame.f_back, level + 1
-    warnings.warn("Creating a tensor from a list of numpy.ndarrays is extremely slow. Please consider converting the "
-                  "list to a single numpy.ndarray with numpy.array() before converting to a tensor.", UserWarning,
-                  stacklevel=level + 1)
+    warn_at_user("Creating a tensor from a list of numpy.ndarrays is extremely slow. Please consider converting the "
+                 "list to a single numpy.ndarray with numpy.array() before converting to a tensor.")
 
 
 def _warn_not_writable() -> None:

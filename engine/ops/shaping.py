@@ -15,6 +15,7 @@ import numpy as np
 from ..base.dispatch_state import STATE as _DISPATCH
 from ..core.overrides import handle_torch_function, has_tensor_like
 from ..base import dtype as _dtype
+from ..base.user_frame import warn_at_user
 from ..core import creation
 from ..core.dispatch import composite
 from ..core.arguments import int_argument, refuse_non_tensors
@@ -262,12 +263,7 @@ def _warn_beta_once() -> None:
     """ATen's TORCH_WARN_ONCE on index_reduce's first call in the process, shown at the program's line."""
     global _index_reduce_warned
     _index_reduce_warned = True
-    import sys
-    frame, level = sys._getframe(2), 3
-    here = __file__.rsplit("/ops/", 1)[0]
-    while frame is not None and frame.f_code.co_filename.startswith(here):
-        frame, level = frame.f_back, level + 1
-    warnings.warn("index_reduce() is in beta and the API may change at any time.", UserWarning, stacklevel=level)
+    warn_at_user("index_reduce() is in beta and the API may change at any time.")
 
 
 def index_reduce(input: Tensor, dim: int, index: Tensor, source: Tensor, reduce: str, *,
