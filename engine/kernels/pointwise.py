@@ -22,7 +22,7 @@ from .fastmath import aten_lanes, onednn_avx512
 from .fastmath import (erf_aten, exp_sleef_u10, fma, gelu16_onednn_avx512, gelu_grad_onednn, gelu_onednn_avx2,
                        gelu_onednn_avx512, select, tanh_sleef_u10)
 
-__all__ = ["sigmoid", "silu", "silu_backward", "gelu", "gelu_backward", "relu", "relu_backward", "tanh_backward", "sigmoid_backward", "fill_rows", "add_rows", "scaled_add", "lerp", "lerp_weights", "addcmul", "addcdiv",
+__all__ = ["sigmoid", "silu", "silu_backward", "gelu", "gelu_backward", "relu", "relu_backward", "tanh_backward", "sigmoid_backward", "fill_rows", "put_cols", "add_rows", "scaled_add", "lerp", "lerp_weights", "addcmul", "addcdiv",
            "clamp", "sign"]
 
 F = np.float32
@@ -211,6 +211,17 @@ def fill_rows(out, row):
         dst = out[i]
         for j in range(row.shape[0]):
             dst[j] = row[j]
+
+
+@njit(**_JIT)
+def put_cols(src, out, col):
+    """``out[i, col:col + w] = src[i]`` for the rows of ``src (M, w)``: one piece of a split's gradient
+    written into its columns of the input's gradient (``kernels.parallel`` cuts the rows over the threads,
+    as ATen's ``cat`` runs)."""
+    for i in range(src.shape[0]):
+        s, dst = src[i], out[i]
+        for j in range(s.shape[0]):
+            dst[col + j] = s[j]
 
 
 @njit(**_JIT)

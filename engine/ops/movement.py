@@ -12,6 +12,7 @@ from operator import index as _index
 
 import numpy as np
 
+from .. import kernels
 from ..base.dispatch_state import STATE as _DISPATCH
 from ..core.batching import BatchedTensor, rebind
 from ..core.overrides import handle_torch_function, has_tensor_like
@@ -301,10 +302,45 @@ class MultiViewNode(Node):
 
 
 def _views_backward_fwd(xp, *gs, shape, keys):
-    out = xp.zeros(shape, gs[0].dtype)
+    d = _partition_dim(shape, keys)
+    if d is None:
+        out = xp.zeros(shape, gs[0].dtype)
+    elif d and kernels.use(xp, *gs):   # split's pieces side by side in each row: one copy into each
+        out = np.empty(shape, gs[0].dtype)   # row's columns, cut over the threads as ATen's cat
+        rows = math.prod(shape[:d])
+        flat, col = out.reshape(rows, -1), 0
+        put = kernels.loops("pointwise").put_cols
+        for g in gs:
+            g = g.reshape(rows, -1)
+            kernels.parallel(put, 2, g, flat, col)
+            col += g.shape[1]
+        return out
+    else:
+        out = xp.empty(shape, gs[0].dtype)   # the pieces cover it: nothing to zero first
     for k, g in zip(keys, gs):
         out[k] = g
     return out
+
+
+def _partition_dim(shape: tuple, keys: tuple) -> int | None:
+    """The dim ``d`` whose pieces ``keys`` (``_dim_key(d, ...)`` each, in order) cover ``shape`` from end to
+    end, one after the other, or None (a piece got no gradient, or the keys are not such pieces)."""
+    d = len(keys[0]) - 2
+    at = 0
+    for k in keys:
+        if len(k) != d + 2 or k[-1] is not Ellipsis or any(s != _ALL for s in k[:d]):
+            return None
+        s = k[d]
+        if type(s) is int:
+            lo, hi = s, s + 1
+        elif type(s) is slice and s.step is None and type(s.start) is int and type(s.stop) is int:
+            lo, hi = s.start, s.stop
+        else:
+            return None
+        if lo != at:
+            return None
+        at = hi
+    return d if at == shape[d] else None
 
 
 # the backward of MultiViewNode (unbind/split/chunk/tensor_split): one zero tensor, each
