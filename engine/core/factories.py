@@ -219,6 +219,29 @@ def _floating_dtype(data, kind: str):
 def _to_array(data):
     if isinstance(data, Tensor):
         return data.__array__()
-    if isinstance(data, (list, tuple)) and any(isinstance(x, Tensor) for x in data):
-        data = [_to_array(x) for x in data]
+    if type(data) in _NESTED and _holds_tensor(data):
+        return _numbers(data)
+    return data
+
+
+def _holds_tensor(data) -> bool:
+    """Whether nested lists/tuples hold a tensor at any depth, walked a depth at a time (a type set each)."""
+    level = data
+    while level:
+        types = set(map(type, level))
+        if any(issubclass(t, Tensor) for t in types):
+            return True
+        level = list(chain.from_iterable(x for x in level if type(x) in _NESTED))
+    return False
+
+
+def _numbers(data):
+    """Nested data with each tensor in it read as one number, as PyTorch reads a tensor among a list's items
+    (``torch.tensor([torch.ones(2), torch.zeros(2)])`` is its ValueError, not a stack)."""
+    if isinstance(data, Tensor):
+        if data.numel() != 1:
+            raise ValueError("only one element tensors can be converted to Python scalars")
+        return data.__array__().reshape(())
+    if type(data) in _NESTED:
+        return [_numbers(x) for x in data]
     return data

@@ -93,10 +93,6 @@ class RNNBase(Module):
         if not isinstance(dropout, numbers.Number) or isinstance(dropout, bool) or not 0 <= dropout <= 1:
             raise ValueError("dropout should be a number in range [0, 1] representing the probability of an "
                              "element being zeroed")
-        if dropout > 0 and num_layers == 1:
-            warnings.warn("dropout option adds dropout after all but last recurrent layer, so non-zero dropout "
-                          f"expects num_layers greater than 1, but got dropout={dropout} and "
-                          f"num_layers={num_layers}", stacklevel=3)
         if not isinstance(bias, bool):
             raise TypeError(f"bias should be of type bool, got: {type(bias).__name__}")
         if not isinstance(batch_first, bool):
@@ -118,6 +114,12 @@ class RNNBase(Module):
         self._all_weights: list[list[str]] = []
         self._register_weights(_GATES[mode] * hidden_size, device, dtype)
         self.reset_parameters()
+        if dropout > 0 and num_layers == 1:
+            # After the first draw, not before as PyTorch: the process's first numba loop imports scipy, whose
+            # import resets Python's warning registries, so a warning given before it would show twice.
+            warnings.warn("dropout option adds dropout after all but last recurrent layer, so non-zero dropout "
+                          f"expects num_layers greater than 1, but got dropout={dropout} and "
+                          f"num_layers={num_layers}", stacklevel=2)
 
     def _register_weights(self, gate_size: int, device, dtype) -> None:
         """Parameters in PyTorch's order and names, so state dicts carry over."""
