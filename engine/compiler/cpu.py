@@ -42,7 +42,7 @@ from ..base.pool import ranges, run_blocks
 from .kernel import Kernel
 from .symbolic import Sym
 
-__all__ = ["numba_source", "numpy_source", "load", "numba_available", "cache_dir", "PARALLEL_MIN"]
+__all__ = ["numba_source", "numpy_source", "load", "numba_available", "cache_dir", "PARALLEL_MIN", "calls_libm"]
 
 # elements from which rows are split over threads. Measured on this project's 2-core machine (shared,
 # loaded): the serial gelu chain took 3.3 ms on 256x1024, a parallel one 19 ms, so threads start late.
@@ -68,6 +68,32 @@ _INFIX = {"add": "+", "subtract": "-", "multiply": "*", "divide": "/", "less": "
 _F32 = {"exp": "exp32", "log": "log32", "tanh": "tanh32", "erf": "erf32"}
 _CALL = {"maximum": "maximum", "minimum": "minimum", "erf": "math.erf", "erfc": "math.erfc",
          "absolute": "abs", "logical_not": "not "}
+
+
+# ufuncs a numba loop computes with one scalar libm call per element (llvmlite has no SVML), where numpy's
+# own loops are vectorised: fused, one such member made the kernel slower than the eager ops (1M float32,
+# ``x*1.5`` then the member then a sum, thread time: sin 6.6 ms against eager's 1.3, tan 11.9 / 1.4,
+# asinh 19.2 / 1.7, log1p 10.2 / 1.4, pow 6.1 / 1.8). float32 exp, log, tanh and erf have fastmath.py's
+# vectorisable forms; a power by 2, 3 or 0.5 is written as multiplies or sqrt
+_LIBM = frozenset({"sin", "cos", "tan", "arcsin", "arccos", "arctan", "arctan2", "sinh", "cosh", "tanh",
+                   "arcsinh", "arccosh", "arctanh", "exp", "exp2", "expm1", "log", "log2", "log10", "log1p",
+                   "logaddexp", "logaddexp2", "erf", "erfc", "cbrt", "hypot", "power", "float_power"})
+
+
+def calls_libm(s: Sym) -> bool:
+    """Whether the numba loop of ``s`` (a kernel's value) calls libm once per element somewhere: such a
+    value is left to numpy's vectorised ufuncs (``fused._fusible``), so compiled code is never the slower."""
+    seen, stack = set(), [s]
+    while stack:
+        x = stack.pop()
+        if id(x) in seen:
+            continue
+        seen.add(id(x))
+        if x.kind in _LIBM and not (x.dtype == np.float32 and x.kind in _F32) and not (
+                x.kind == "power" and x.args[1].kind == "const" and x.args[1].value in (2, 3, 0.5)):
+            return True
+        stack.extend(x.args)
+    return False
 
 
 def numba_available() -> bool:

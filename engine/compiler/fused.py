@@ -402,7 +402,9 @@ def _sym_args(node, value_of):
     return tuple(one(a) for a in node.args), {k: one(v) for k, v in node.kwargs.items()}
 
 
-def _fusible(node) -> bool:
+def _fusible(node, vector_only: bool = False) -> bool:
+    """Whether ``node`` is an elementwise op a kernel can compute; ``vector_only``: without a scalar libm
+    call in its loop (``cpu.calls_libm``: a numba kernel's sin is 5x slower than numpy's)."""
     op = _fusible_op(node)
     if op is None:
         return False
@@ -420,7 +422,7 @@ def _fusible(node) -> bool:
         out = trace_op(op, args, kwargs)
     except NotElementwise:
         return False
-    return out.dtype == _np_dtype(node.meta["tensor_meta"])
+    return out.dtype == _np_dtype(node.meta["tensor_meta"]) and not (vector_only and cpu.calls_libm(out))
 
 
 def _describe(members: list, outputs: list, reduce: str | None = None) -> tuple:
@@ -509,7 +511,9 @@ def lower(gm: GraphModule, example_args: list, *, differentiable: bool = True, b
     if on_cpu:
         pool.fuse_relu_pool(gm)          # before grouping: the relu is the pool's, not an elementwise group's
     fused, deferred = [], []
-    for group in elementwise_groups(gm, fusible=_fusible, min_size=1, merge_siblings=True):
+    numba_loops = on_cpu and (backend == "numba" or (backend == "auto" and cpu.numba_available()))
+    fusible = (lambda node: _fusible(node, vector_only=True)) if numba_loops else _fusible
+    for group in elementwise_groups(gm, fusible=fusible, min_size=1, merge_siblings=True):
         gset = set(group)
         escaping = [m for m in group if any(u not in gset for u in m.users)]
         jobs = [[o] for o in escaping] if differentiable else _by_shape(escaping)
