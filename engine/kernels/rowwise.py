@@ -23,7 +23,7 @@ from .lanes import lane_loop, layer_norm_dots, layer_norm_grad_row, welford_lane
 from .row_masks import scale_first, scaled_max
 
 __all__ = ["softmax", "softmax_backward", "log_softmax", "log_softmax_backward", "attention_softmax",
-           "layer_norm", "layer_norm_backward", "layer_norm_backward_parts", "layer_norm_stats", "layer_norm_affine_grads_bfloat16", "target_weights", "cross_entropy", "cross_entropy_backward", "nll_loss", "nll_loss_backward"]
+           "layer_norm", "layer_norm_backward", "layer_norm_backward_parts", "layer_norm_part_sums", "layer_norm_backward_chunks", "layer_norm_add_parts", "layer_norm_stats", "layer_norm_affine_grads_bfloat16", "target_weights", "cross_entropy", "cross_entropy_backward", "nll_loss", "nll_loss_backward"]
 
 F = np.float32
 _JIT = dict(cache=True, error_model="numpy", nogil=True, fastmath={"reassoc"})
@@ -400,17 +400,43 @@ def layer_norm_backward_parts(g, x, w, has_w, mean, rstd, gx, gw, gb, chunk):
     part's weight and bias sums started from zero and then added into the caller's zeroed ``gw``, ``gb``
     in order: ATen's backward at ``n`` threads cuts its rows so (``parallel_for``'s ``ceil(R / n)``-row
     chunks, each thread summing into a buffer of its own, the buffers then added), so its floats
-    differ from one thread's. One part (``chunk >= R``) is ``layer_norm_backward``'s floats."""
+    differ from one thread's. One part (``chunk >= R``) is ``layer_norm_backward``'s floats. The parts
+    one after another; ``layer_norm_backward_chunks`` runs them at once."""
+    sums = layer_norm_part_sums(x.shape[0], x.shape[1], chunk)
+    layer_norm_backward_chunks(g, x, w, has_w, mean, rstd, gx, sums, chunk, 0, sums.shape[0])
+    layer_norm_add_parts(sums, gw, gb)
+
+
+@njit(**_JIT_EXACT)
+def layer_norm_part_sums(R, C, chunk):
+    """The per-part weight and bias sums of ``layer_norm_backward_chunks``: ``(parts, 2, C + pad)``, each
+    part's two rows ending at least a 64-byte line before the next part's start (two threads' sums on
+    one line made the parts slower: session 29)."""
+    return np.empty((-(-R // chunk), 2, C + 16), F)
+
+
+@njit(**_JIT_EXACT)
+def layer_norm_backward_chunks(g, x, w, has_w, mean, rstd, gx, sums, chunk, lo, hi):
+    """Parts ``lo .. hi - 1`` (``chunk`` rows each) of ``layer_norm_backward_parts``: ``gx``, and part
+    ``p``'s weight and bias sums from zero into ``sums[p, 0, :C]``, ``sums[p, 1, :C]``. Parts touch
+    disjoint rows and sums, so ranges of them may run at once (``kernels.parallel_ranges``)."""
     R, C = x.shape
-    pw, pb = np.empty(C, F), np.empty(C, F)
-    for r0 in range(0, R, chunk):
-        r1 = min(R, r0 + chunk)
+    for p in range(lo, hi):
+        r0, r1 = p * chunk, min(R, (p + 1) * chunk)
+        pw, pb = sums[p, 0, :C], sums[p, 1, :C]
         pw[:] = 0.0
         pb[:] = 0.0
         layer_norm_backward(g[r0:r1], x[r0:r1], w, has_w, mean[r0:r1], rstd[r0:r1], gx[r0:r1], pw, pb)
+
+
+@njit(**_JIT_EXACT)
+def layer_norm_add_parts(sums, gw, gb):
+    """Each part's sums added into the zeroed ``gw``, ``gb`` in order (ATen's buffers' order)."""
+    C = gw.shape[0]
+    for p in range(sums.shape[0]):
         for c in range(C):
-            gw[c] += pw[c]
-            gb[c] += pb[c]
+            gw[c] += sums[p, 0, c]
+            gb[c] += sums[p, 1, c]
 
 
 @njit(**_EXACT_JIT)

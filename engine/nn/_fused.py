@@ -227,11 +227,15 @@ def _ln_bwd_fwd(xp, g, x, *affine, dims, eps, has_weight, needs, bf16_sums=False
         mean, rstd = stats if stats and stats[0].size else (xp.empty(len(rows), x.dtype), xp.empty(len(rows), x.dtype))
         if not (stats and stats[0].size):
             loops.layer_norm_stats(rows, x.dtype.type(eps), mean, rstd)
-        # ATen's rows cut as at this many threads: its weight and bias sums differ from one thread's
+        # ATen's rows cut as at this many threads: its weight and bias sums differ from one thread's;
+        # the parts run at once as ATen's do (each part's sums on lines of their own), then add in order
         chunk = -(-len(rows) // min(kernels.threads(), len(rows)))
-        loops.layer_norm_backward_parts(g.reshape(-1, cols), rows,
-                                        xp.ones(cols, x.dtype) if w is None else xp.ascontiguousarray(w.reshape(-1)),
-                                        w is not None, mean, rstd, gx.reshape(-1, cols), gw, gb, chunk)
+        sums = loops.layer_norm_part_sums(len(rows), cols, chunk)
+        args = (g.reshape(-1, cols), rows, xp.ones(cols, x.dtype) if w is None else xp.ascontiguousarray(w.reshape(-1)),
+                w is not None, mean, rstd, gx.reshape(-1, cols), sums, chunk)
+        kernels.parallel_ranges(loops.layer_norm_backward_chunks, len(sums), x.size,
+                                lambda first, lo, hi: (*args, lo, hi), shared=True)
+        loops.layer_norm_add_parts(sums, gw, gb)
         shape = x.shape[x.ndim - len(dims):]
         if bf16_sums:
             gw, gb = _ln_bf16_sums(xp, g, x, cols, eps)
