@@ -205,6 +205,13 @@ def _ln_fwd_saving(xp, x, *affine, dims, eps, has_weight, bf16_sums=False):
     return done
 
 
+# The backward's parts run at once only above this many elements: in the GPT d384 step (512 x 384) its three
+# calls took 0.42-0.48 ms against 0.45-0.52 in order, but at 1024 x 128 (GPT d128, Transformer; the sequential
+# loop ~40 us hot, less than waking the other CPU costs in a step) 0.26-0.27 -> 0.29-0.38 (two threads,
+# issue 17, session 31).
+_LN_BACKWARD_SPLIT_ABOVE = 1 << 17
+
+
 def _ln_bwd_fwd(xp, g, x, *affine, dims, eps, has_weight, needs, bf16_sums=False, saved=False):
     """``(gx, gw, gb)`` for a plain backward (an unneeded one is an empty array): one loop on cpu
     float32, else ``s (gy - mean(gy) - xhat mean(gy xhat))`` with ``gy = g w``, ``sum(g xhat)``, ``sum(g)``.
@@ -227,15 +234,18 @@ def _ln_bwd_fwd(xp, g, x, *affine, dims, eps, has_weight, needs, bf16_sums=False
         mean, rstd = stats if stats and stats[0].size else (xp.empty(len(rows), x.dtype), xp.empty(len(rows), x.dtype))
         if not (stats and stats[0].size):
             loops.layer_norm_stats(rows, x.dtype.type(eps), mean, rstd)
-        # ATen's rows cut as at this many threads: its weight and bias sums differ from one thread's;
-        # the parts run at once as ATen's do (each part's sums on lines of their own), then add in order
+        # ATen's rows cut as at this many threads: its weight and bias sums differ from one thread's
         chunk = -(-len(rows) // min(kernels.threads(), len(rows)))
-        sums = loops.layer_norm_part_sums(len(rows), cols, chunk)
         args = (g.reshape(-1, cols), rows, xp.ones(cols, x.dtype) if w is None else xp.ascontiguousarray(w.reshape(-1)),
-                w is not None, mean, rstd, gx.reshape(-1, cols), sums, chunk)
-        kernels.parallel_ranges(loops.layer_norm_backward_chunks, len(sums), x.size,
-                                lambda first, lo, hi: (*args, lo, hi), shared=True)
-        loops.layer_norm_add_parts(sums, gw, gb)
+                w is not None, mean, rstd, gx.reshape(-1, cols))
+        if x.size > _LN_BACKWARD_SPLIT_ABOVE and chunk < len(rows):
+            # the parts at once, as ATen's (each part's sums on lines of their own), then added in order
+            sums = loops.layer_norm_part_sums(len(rows), cols, chunk)
+            kernels.parallel_ranges(loops.layer_norm_backward_chunks, len(sums), x.size,
+                                    lambda first, lo, hi: (*args, sums, chunk, lo, hi), shared=True)
+            loops.layer_norm_add_parts(sums, gw, gb)
+        else:   # one compiled call (three here took a d128 step's three 0.26-0.28 -> 0.29-0.35 ms)
+            loops.layer_norm_backward_parts(*args, gw, gb, chunk)
         shape = x.shape[x.ndim - len(dims):]
         if bf16_sums:
             gw, gb = _ln_bf16_sums(xp, g, x, cols, eps)
