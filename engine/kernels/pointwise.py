@@ -459,6 +459,18 @@ def aten_map1(loop, x):
     return aten_map(loop, (x,), ())
 
 
+def small_runner(loop, x):
+    """``(run, block)``: ``loop``'s compiled code for flat aligned float32 arrays and ATen's block, for a
+    caller that makes ``aten_map1``'s small call itself (``run(x, out, block, n)`` on a 1-D C-contiguous
+    aligned float32 ``x`` of ``0 < n <= PARALLEL_MIN`` elements, ``out`` a new array of its size)
+    without that function's tests: sigmoid's forward in chain16. ``x`` is such an array."""
+    block = _BLOCK[0] or _block()
+    run = _ENTRIES.get(loop)
+    if run is None:
+        run = _ENTRIES[loop] = entry(loop, x, np.empty_like(x), block, x.size)
+    return run, block
+
+
 def aten_map(loop, arrays, params):
     """``loop(*flat arrays, flat out, *params, block, run)`` into a new array: float32 ``arrays`` of one shape
     read in the order ATen's elementwise loop (``cpu_kernel_vec``) visits them -- memory order when all are

@@ -426,7 +426,10 @@ def _int_acc(x: Tensor, dtype):
 def sum(input, dim=None, keepdim: bool = False, *, dtype=None, axis=None, keepdims=None):
     if axis is not None or keepdims is not None:
         dim, keepdim = numpy_names("sum", dim, keepdim, axis, keepdims)
-    if dim is None and dtype is None and input._data.dtype.kind in FLOATING_KINDS:
+    if dim is None and dtype is None and input._data.dtype.kind in FLOATING_KINDS:   # a loss's sum of everything
+        fast = _sum.fast
+        if fast and not _DISPATCH.slow:   # ``apply``'s fast path without its frame, as ``dispatch.unary`` (0.13 us)
+            return fast((input,), {"dims": None, "keepdim": keepdim, "dtype": None})
         return apply(_sum, input, dims=None, keepdim=keepdim, dtype=None)
     return apply(_sum, input, dims=_dims(input, dim, "sum"), keepdim=keepdim, dtype=_int_acc(input, dtype))
 
